@@ -1,0 +1,56 @@
+# libitsme: build, install and test.
+#
+#   make                  release build of libitsme.so (self-contained Swift runtime)
+#   make install PREFIX=/usr/local   library, header and itsme.pc
+#   make test             every test: Swift, C, Python, Rust, ABI checks
+#   make bench            the crypto benchmark suite
+
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+VERSION := $(shell sed -n 's/^\#define ITSME_VERSION_STRING "\(.*\)"/\1/p' include/itsme.h)
+MAJOR := $(firstword $(subst ., ,$(VERSION)))
+SONAME := libitsme.so.$(MAJOR)
+
+RELEASE_DIR := .build/release
+LIB := $(RELEASE_DIR)/libitsme.so
+
+# -static-stdlib links the Swift runtime into the library (SwiftPM's
+# --static-swift-stdlib does nothing for dynamic libraries). lld, which ships
+# with the toolchain, leaves only the itsme_* functions in the dynamic symbol
+# table (gold keeps local entries for some Swift metadata).
+SWIFT_RELEASE_FLAGS := -c release --product itsme \
+	-Xswiftc -static-stdlib -Xswiftc -use-ld=lld \
+	-Xlinker --version-script=$(CURDIR)/support/itsme.map \
+	-Xlinker -soname=$(SONAME)
+
+.PHONY: all lib install uninstall test bench clean
+
+all: lib
+
+lib:
+	swift build $(SWIFT_RELEASE_FLAGS)
+
+install: lib
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig
+	install -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/libitsme.so.$(VERSION)
+	ln -sf libitsme.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libitsme.so
+	install -m 0644 include/itsme.h $(DESTDIR)$(INCLUDEDIR)/itsme.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
+	    support/itsme.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/itsme.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/libitsme.so $(DESTDIR)$(LIBDIR)/$(SONAME) \
+	      $(DESTDIR)$(LIBDIR)/libitsme.so.$(VERSION) $(DESTDIR)$(INCLUDEDIR)/itsme.h \
+	      $(DESTDIR)$(LIBDIR)/pkgconfig/itsme.pc
+
+test:
+	./scripts/test-all
+
+bench:
+	swift run -c release itsme-bench crypto
+
+clean:
+	rm -rf .build build

@@ -1,0 +1,37 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "itsme",
+    products: [
+        // libitsme.so: the C ABI declared in include/itsme.h.
+        .library(name: "itsme", type: .dynamic, targets: ["ItsMeFFI"]),
+        .executable(name: "itsme-bench", targets: ["ItsMeBench"]),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CSodium",
+            pkgConfig: "libsodium",
+            providers: [.apt(["libsodium-dev"])]
+        ),
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        // The hand-written public header, imported by the export layer so
+        // that the exported signatures use the header's own types.
+        .systemLibrary(name: "CItsMe", path: "Sources/CItsMe"),
+        // The protocol core: no Foundation, no C exports.
+        .target(name: "ItsMeCore", dependencies: ["CSodium", "CSQLite"]),
+        // Every exported C function, and nothing else.
+        .target(name: "ItsMeFFI", dependencies: ["ItsMeCore", "CItsMe"]),
+        .executableTarget(name: "ItsMeBench", dependencies: ["ItsMeCore", "CSodium"]),
+        .testTarget(
+            name: "ItsMeCoreTests",
+            dependencies: ["ItsMeCore", "CSodium", "CSQLite"],
+            exclude: ["Vectors"]
+        ),
+        .testTarget(name: "ItsMeFFITests", dependencies: ["ItsMeFFI", "ItsMeCore", "CItsMe"]),
+    ]
+)

@@ -1,0 +1,14 @@
+/*
+ * Seen only by the Swift export layer.  The public header declares the
+ * handle types as incomplete structs; Swift imports pointers to incomplete
+ * structs as untyped OpaquePointer, which would make the generated header
+ * say `void *`.  Completing them here gives the exported functions the
+ * header's exact pointer types.  A handle pointer is never dereferenced as
+ * this struct: it is the address of a retained Swift object.
+ */
+#ifndef ITSME_HANDLES_H
+#define ITSME_HANDLES_H
+#include "../../include/itsme.h"
+struct itsme_secret_store { unsigned char opaque_; };
+struct itsme_identity { unsigned char opaque_; };
+#endif

@@ -1,0 +1,136 @@
+/// A person's identity on this device: an Ed25519 key pair (signing only;
+/// key agreement always uses fresh X25519 keys), a random 32-byte contacts
+/// encryption key, and a display name, all kept in the secret store.
+///
+/// Not thread-safe: serialise calls on one instance (the C layer does).
+public final class Identity: CustomStringConvertible {
+    /// Secret store item holding the identity record.
+    public static let itemName = "itsme.identity"
+    static let recordVersion: UInt8 = 1
+    public static let contactsKeyCount = 32
+
+    public let store: any SecretStore
+    public let publicKey: [UInt8]
+    public let fingerprint: String
+    public private(set) var name: String
+    private let seed: SecretBytes
+    private let signingKey: SecretBytes
+    let contactsKey: SecretBytes
+
+    private init(store: any SecretStore, seed: consuming SecretBytes, contactsKey: consuming SecretBytes, name: String) throws {
+        let pair = try Ed25519.keyPair(seed: seed)
+        self.store = store
+        self.publicKey = pair.publicKey
+        self.fingerprint = Fingerprint.of(publicKey: pair.publicKey)
+        self.signingKey = try pair.secretKey.copy()
+        self.seed = seed
+        self.contactsKey = contactsKey
+        self.name = name
+    }
+
+    /// Creates a new identity and saves it. Fails with `.alreadyExists` if
+    /// the store holds one.
+    public static func create<R: RandomSource>(store: any SecretStore, name: String, random: inout R) throws -> Identity {
+        let name = try DisplayName.validated(name)
+        guard try store.get(itemName) == nil else {
+            throw ItsMeError(.alreadyExists, "this secret store already holds an identity")
+        }
+        let identity = try Identity(
+            store: store, seed: try SecretBytes(randomCount: Ed25519.seedCount, using: &random),
+            contactsKey: try SecretBytes(randomCount: contactsKeyCount, using: &random), name: name)
+        try identity.save()
+        return identity
+    }
+
+    public static func create(store: any SecretStore, name: String) throws -> Identity {
+        var rng = SystemRandom()
+        return try create(store: store, name: name, random: &rng)
+    }
+
+    /// Loads the stored identity: `.notFound` if there is none,
+    /// `.corruptData` if its record is malformed or of an unknown version.
+    public static func load(store: any SecretStore) throws -> Identity {
+        guard let record = try store.get(itemName) else {
+            throw ItsMeError(.notFound, "no identity in this secret store")
+        }
+        return try record.withBytes { bytes in
+            var r = RecordReader(bytes, what: "stored identity")
+            let version = try r.byte()
+            guard version == recordVersion else {
+                throw ItsMeError(.corruptData, "stored identity has unknown format version \(version)")
+            }
+            let seed = try r.secret(Ed25519.seedCount)
+            let contactsKey = try r.secret(contactsKeyCount)
+            let nameLength = Int(try r.uint16())
+            let nameBytes = try r.array(nameLength)
+            try r.finish()
+            guard let name = String(validating: nameBytes, as: UTF8.self), DisplayName.isValid(name) else {
+                throw ItsMeError(.corruptData, "stored identity has an invalid display name")
+            }
+            return try Identity(store: store, seed: seed, contactsKey: contactsKey, name: name)
+        }
+    }
+
+    /// Record v1: version (1) | Ed25519 seed (32) | contacts key (32) |
+    /// name length (2, big-endian) | name (UTF-8).
+    private func save() throws {
+        let nameBytes = Array(name.utf8)
+        var w = try RecordWriter(count: 1 + Ed25519.seedCount + Self.contactsKeyCount + 2 + nameBytes.count)
+        w.append(Self.recordVersion)
+        w.append(seed)
+        w.append(contactsKey)
+        w.append(UInt16(nameBytes.count))
+        w.append(nameBytes)
+        let record = w.finish()
+        try store.put(Self.itemName, bytes: record)
+    }
+
+    public func setName(_ newName: String) throws {
+        let validated = try DisplayName.validated(newName)
+        let old = name
+        name = validated
+        do { try save() } catch {
+            name = old
+            throw error
+        }
+    }
+
+    /// Signs with the identity key. Internal: every signature the protocol
+    /// makes covers a labelled transcript built by the protocol code, never
+    /// bytes chosen by a host.
+    func sign<M: ByteView & ~Copyable>(_ message: borrowing M) throws -> [UInt8] {
+        try Ed25519.sign(message, secretKey: signingKey)
+    }
+
+    /// Shows the fingerprint only: never a key.
+    public var description: String { "Identity(fingerprint: \(fingerprint))" }
+}
+
+public enum Fingerprint {
+    /// Hex digits in a fingerprint.
+    public static let textCount = 16
+
+    /// The first 8 bytes of SHA-256 of the public key, as 16 uppercase hex
+    /// digits.
+    public static func of(publicKey: [UInt8]) -> String {
+        Hex.encodeUpper(SHA256.hash(publicKey).prefix(8))
+    }
+}
+
+/// A display name: 1 to 128 bytes of UTF-8, no control characters.
+public enum DisplayName {
+    public static let maxBytes = 128
+
+    public static func isValid(_ name: String) -> Bool {
+        let count = name.utf8.count
+        guard count > 0, count <= maxBytes else { return false }
+        return !name.unicodeScalars.contains { $0.properties.generalCategory == .control }
+    }
+
+    public static func validated(_ name: String) throws -> String {
+        guard isValid(name) else {
+            throw ItsMeError(.invalidArgument, "a display name is 1 to \(maxBytes) bytes of UTF-8 without control characters")
+        }
+        return name
+    }
+}

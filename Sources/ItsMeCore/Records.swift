@@ -1,0 +1,79 @@
+/// Builds the binary records the library stores (big-endian integers,
+/// explicit lengths). The bytes go to guarded memory when they are secret:
+/// write into a `SecretBytes` of the known final size with `RecordWriter`.
+struct RecordWriter: ~Copyable {
+    private(set) var buffer: SecretBytes
+    private var offset = 0
+
+    init(count: Int) throws { buffer = try SecretBytes(count: count) }
+
+    mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        let at = offset
+        precondition(at + bytes.count <= buffer.count, "record overflow")
+        buffer.withMutableBytes { dst in
+            if bytes.count > 0 { dst.baseAddress!.advanced(by: at).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count) }
+        }
+        offset += bytes.count
+    }
+
+    mutating func append<B: ByteView & ~Copyable>(_ bytes: borrowing B) {
+        bytes.withBytes { append($0) }
+    }
+
+    mutating func append(_ byte: UInt8) { withUnsafeBytes(of: byte) { append($0) } }
+    mutating func append(_ value: UInt16) { withUnsafeBytes(of: value.bigEndian) { append($0) } }
+    mutating func append(_ value: UInt32) { withUnsafeBytes(of: value.bigEndian) { append($0) } }
+    mutating func append(_ value: UInt64) { withUnsafeBytes(of: value.bigEndian) { append($0) } }
+    mutating func append(_ value: Int64) { withUnsafeBytes(of: value.bigEndian) { append($0) } }
+
+    consuming func finish() -> SecretBytes {
+        precondition(offset == buffer.count, "record underflow")
+        return buffer
+    }
+}
+
+/// Reads a stored record, throwing `.corruptData` on any shortfall.
+struct RecordReader {
+    private let bytes: UnsafeRawBufferPointer
+    private var offset = 0
+    private let what: String
+
+    init(_ bytes: UnsafeRawBufferPointer, what: String) {
+        self.bytes = bytes
+        self.what = what
+    }
+
+    private mutating func take(_ n: Int) throws -> UnsafeRawBufferPointer {
+        guard n >= 0, bytes.count - offset >= n else {
+            throw ItsMeError(.corruptData, "\(what) is truncated")
+        }
+        defer { offset += n }
+        return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + n])
+    }
+
+    mutating func byte() throws -> UInt8 { try take(1)[0] }
+
+    mutating func uint16() throws -> UInt16 {
+        try take(2).reduce(0) { $0 << 8 | UInt16($1) }
+    }
+
+    mutating func uint32() throws -> UInt32 {
+        try take(4).reduce(0) { $0 << 8 | UInt32($1) }
+    }
+
+    mutating func uint64() throws -> UInt64 {
+        try take(8).reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    mutating func int64() throws -> Int64 { Int64(bitPattern: try uint64()) }
+
+    mutating func array(_ n: Int) throws -> [UInt8] { Array(try take(n)) }
+
+    mutating func secret(_ n: Int) throws -> SecretBytes { try SecretBytes(copying: try take(n)) }
+
+    func finish() throws {
+        guard offset == bytes.count else {
+            throw ItsMeError(.corruptData, "\(what) has \(bytes.count - offset) unexpected trailing bytes")
+        }
+    }
+}

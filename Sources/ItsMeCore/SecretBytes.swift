@@ -1,0 +1,166 @@
+import CSodium
+
+/// Anything whose bytes can be borrowed for the duration of a call: public
+/// data (`[UInt8]`, slices, raw buffers) and secrets (`SecretBytes`) alike,
+/// so one crypto API serves both without copying secrets into the heap.
+public protocol ByteView: ~Copyable {
+    func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R
+}
+
+extension Array: ByteView where Element == UInt8 {
+    public func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        // The standard library's closure APIs require a copyable result.
+        var result: R? = nil
+        try withUnsafeBytes { result = try body($0) }
+        return result.take()!
+    }
+}
+
+extension ArraySlice: ByteView where Element == UInt8 {
+    public func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        var result: R? = nil
+        try withUnsafeBytes { result = try body($0) }
+        return result.take()!
+    }
+}
+
+extension UnsafeRawBufferPointer: ByteView {
+    public func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try body(self)
+    }
+}
+
+/// Secret bytes in guarded memory (`sodium_malloc`: guard pages, locked
+/// against swapping where the system allows), wiped when the value dies.
+///
+/// The type is `~Copyable`: a secret cannot be duplicated by accident, only
+/// by an explicit `copy()`. It has no `description` and cannot be passed to
+/// string interpolation, so it cannot end up in a log.
+public struct SecretBytes: ~Copyable, ByteView, @unchecked Sendable {
+    private let base: UnsafeMutableRawPointer
+    public let count: Int
+
+    /// `count` zero bytes.
+    public init(count: Int) throws {
+        precondition(count >= 0, "negative secret size")
+        // sodium_malloc(0) is legal but not every platform agrees on it.
+        guard let p = sodium_malloc(max(count, 1)) else {
+            throw ItsMeError(.outOfMemory, "cannot allocate \(count) bytes of guarded memory")
+        }
+        sodium_memzero(p, max(count, 1))
+        base = p
+        self.count = count
+    }
+
+    /// A copy of `bytes` in guarded memory. The caller remains responsible
+    /// for wiping its own copy.
+    public init<B: ByteView & ~Copyable>(copying bytes: borrowing B) throws {
+        let n = bytes.withBytes { $0.count }
+        try self.init(count: n)
+        let dst = base
+        bytes.withBytes { src in
+            if let s = src.baseAddress, n > 0 { dst.copyMemory(from: s, byteCount: n) }
+        }
+    }
+
+    /// `count` bytes from a random source.
+    public init<R: RandomSource>(randomCount count: Int, using rng: inout R) throws {
+        try self.init(count: count)
+        rng.fill(UnsafeMutableRawBufferPointer(start: base, count: count))
+    }
+
+    deinit {
+        sodium_free(base)  // wipes before unmapping
+    }
+
+    public func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try body(UnsafeRawBufferPointer(start: base, count: count))
+    }
+
+    public mutating func withMutableBytes<R: ~Copyable>(
+        _ body: (UnsafeMutableRawBufferPointer) throws -> R
+    ) rethrows -> R {
+        try body(UnsafeMutableRawBufferPointer(start: base, count: count))
+    }
+
+    /// An explicit copy, for the few places that need two owners.
+    public func copy() throws -> SecretBytes {
+        try SecretBytes(copying: self)
+    }
+
+    /// Constant-time equality (`sodium_memcmp`). Lengths are not secret:
+    /// values of different lengths are unequal.
+    public func constantTimeEquals<B: ByteView & ~Copyable>(_ other: borrowing B) -> Bool {
+        withBytes { a in other.withBytes { b in ConstantTime.equal(a, b) } }
+    }
+
+    /// The bytes as a plain array. Only for tests and for values that stop
+    /// being secret (a public key derived from a secret).
+    public func unsafeExportedArray() -> [UInt8] {
+        withBytes { Array($0) }
+    }
+}
+
+/// Comparison whose running time depends only on the length.
+public enum ConstantTime {
+    public static func equal(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        guard a.count == b.count else { return false }
+        guard a.count > 0 else { return true }
+        return sodium_memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0
+    }
+
+    public static func equal<A: ByteView & ~Copyable, B: ByteView & ~Copyable>(
+        _ a: borrowing A, _ b: borrowing B
+    ) -> Bool {
+        a.withBytes { x in b.withBytes { y in equal(x, y) } }
+    }
+}
+
+/// Wipes a plain array in place (for the rare transient copy a C API forces).
+public func wipe(_ bytes: inout [UInt8]) {
+    bytes.withUnsafeMutableBytes { buf in
+        if let p = buf.baseAddress { sodium_memzero(p, buf.count) }
+    }
+}
+
+/// A source of random bytes. Every operation that draws randomness takes
+/// one, so tests can replace the system generator with a reproducible one.
+public protocol RandomSource {
+    mutating func fill(_ buffer: UnsafeMutableRawBufferPointer)
+}
+
+extension RandomSource {
+    public mutating func bytes(_ count: Int) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: count)
+        out.withUnsafeMutableBytes { fill($0) }
+        return out
+    }
+}
+
+/// The operating system's generator, through libsodium (`randombytes_buf`).
+public struct SystemRandom: RandomSource {
+    public init() {}
+    public mutating func fill(_ buffer: UnsafeMutableRawBufferPointer) {
+        guard let p = buffer.baseAddress, buffer.count > 0 else { return }
+        randombytes_buf(p, buffer.count)
+    }
+}
+
+/// A reproducible stream for tests and test vectors: the ChaCha20 key
+/// stream under a 32-byte seed (libsodium's `randombytes_buf_deterministic`
+/// on a seed that is ratcheted with SHA-256 after each call). Never use it
+/// for real keys.
+public struct DeterministicRandom: RandomSource {
+    private var seed: [UInt8]
+
+    public init(seed: [UInt8]) {
+        precondition(seed.count == Int(randombytes_SEEDBYTES), "seed must be 32 bytes")
+        self.seed = seed
+    }
+
+    public mutating func fill(_ buffer: UnsafeMutableRawBufferPointer) {
+        guard let p = buffer.baseAddress, buffer.count > 0 else { return }
+        seed.withUnsafeBufferPointer { randombytes_buf_deterministic(p, buffer.count, $0.baseAddress!) }
+        seed = SHA256.hash(seed)
+    }
+}

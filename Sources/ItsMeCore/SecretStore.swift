@@ -1,0 +1,232 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Synchronization
+
+/// How strictly a host should keep an item (mapped by an iOS host to its
+/// Keychain accessibility classes). Raw values are the C constants
+/// `ITSME_ACCESSIBLE_*`.
+public enum Accessibility: UInt32, Sendable {
+    case whenUnlockedThisDeviceOnly = 0
+    case afterFirstUnlockThisDeviceOnly = 1
+    case whenUnlocked = 2
+}
+
+/// Where every secret of the library lives. The host owns it: the library
+/// asks for items by name and never keeps secrets in files of its own.
+///
+/// Contract: `put` replaces atomically (after a crash the old or the new
+/// value is there); `get` returns nil for a missing item; `remove` returns
+/// false for a missing item. Implementations are called from one thread at
+/// a time per store (callers serialise), but may be called from any thread.
+public protocol SecretStore: AnyObject, Sendable {
+    func get(_ name: String) throws -> SecretBytes?
+    func put(_ name: String, _ value: UnsafeRawBufferPointer, accessibility: Accessibility) throws
+    func remove(_ name: String) throws -> Bool
+}
+
+extension SecretStore {
+    public func put<B: ByteView & ~Copyable>(
+        _ name: String, bytes: borrowing B, accessibility: Accessibility = .whenUnlockedThisDeviceOnly
+    ) throws {
+        try bytes.withBytes { try put(name, $0, accessibility: accessibility) }
+    }
+}
+
+/// Item names: 1 to 128 characters from [a-z0-9._-], not starting with a
+/// dot, so that any host can use them as file or account names.
+public enum SecretStoreName {
+    public static let maxLength = 128
+
+    public static func isValid(_ name: String) -> Bool {
+        let u = Array(name.utf8)
+        guard !u.isEmpty, u.count <= maxLength, u[0] != UInt8(ascii: ".") else { return false }
+        return u.allSatisfy { c in
+            (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "z")) || (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9"))
+                || c == UInt8(ascii: ".") || c == UInt8(ascii: "_") || c == UInt8(ascii: "-")
+        }
+    }
+
+    public static func check(_ name: String) throws {
+        guard isValid(name) else {
+            throw ItsMeError(.invalidArgument, "invalid secret item name")
+        }
+    }
+
+    /// Largest item we read back: our records are far smaller; anything
+    /// bigger is not ours.
+    public static let maxItemSize = 1 << 20
+}
+
+/// Items in guarded memory, wiped when removed or when the store dies.
+public final class MemorySecretStore: SecretStore {
+    private final class Item: @unchecked Sendable {
+        let bytes: SecretBytes
+        init(_ bytes: consuming SecretBytes) { self.bytes = bytes }
+    }
+
+    private let items = Mutex<[String: Item]>([:])
+
+    public init() {}
+
+    public func get(_ name: String) throws -> SecretBytes? {
+        try SecretStoreName.check(name)
+        guard let item = items.withLock({ $0[name] }) else { return nil }
+        return try item.bytes.copy()
+    }
+
+    public func put(_ name: String, _ value: UnsafeRawBufferPointer, accessibility: Accessibility) throws {
+        try SecretStoreName.check(name)
+        let item = Item(try SecretBytes(copying: value))
+        items.withLock { $0[name] = item }
+    }
+
+    public func remove(_ name: String) throws -> Bool {
+        try SecretStoreName.check(name)
+        return items.withLock { $0.removeValue(forKey: name) } != nil
+    }
+
+    /// Item names, sorted (for tests).
+    public var names: [String] { items.withLock { $0.keys.sorted() } }
+}
+
+/// Items as files in one directory: mode 0600 in a 0700 directory, written
+/// to a temporary file, fsync'd, renamed over the old one, and the directory
+/// fsync'd, so a crash leaves either the old or the new value. Protected by
+/// file permissions only (like an ssh key without a passphrase).
+public final class FileSecretStore: SecretStore {
+    public let directory: String
+
+    /// Opens the directory, creating it (and missing parents) with mode 0700.
+    public init(directory: String) throws {
+        guard !directory.isEmpty, !directory.utf8.contains(0) else {
+            throw ItsMeError(.invalidArgument, "secret store directory must be a non-empty path")
+        }
+        var path = directory
+        while path.count > 1 && path.hasSuffix("/") { path.removeLast() }
+        self.directory = path
+        try Self.makeDirectory(path)
+    }
+
+    private static func makeDirectory(_ path: String) throws {
+        var st = stat()
+        if stat(path, &st) == 0 {
+            guard (st.st_mode & S_IFMT) == S_IFDIR else {
+                throw ItsMeError(.secretStore, "secret store path exists and is not a directory: \(path)")
+            }
+            return
+        }
+        guard errno == ENOENT else {
+            throw ItsMeError(.secretStore, "cannot inspect \(path): \(errnoText())")
+        }
+        if let slash = path.lastIndex(of: "/"), slash != path.startIndex {
+            try makeDirectory(String(path[..<slash]))
+        }
+        guard mkdir(path, 0o700) == 0 || errno == EEXIST else {
+            throw ItsMeError(.secretStore, "cannot create directory \(path): \(errnoText())")
+        }
+    }
+
+    private func path(_ name: String) -> String { directory + "/" + name }
+
+    public func get(_ name: String) throws -> SecretBytes? {
+        try SecretStoreName.check(name)
+        let fd = open(path(name), O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        if fd < 0 {
+            if errno == ENOENT { return nil }
+            throw ItsMeError(.secretStore, "cannot open secret item \(name): \(errnoText())")
+        }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else {
+            throw ItsMeError(.secretStore, "cannot inspect secret item \(name): \(errnoText())")
+        }
+        guard (st.st_mode & S_IFMT) == S_IFREG else {
+            throw ItsMeError(.secretStore, "secret item \(name) is not a regular file")
+        }
+        let size = Int(st.st_size)
+        guard size <= SecretStoreName.maxItemSize else {
+            throw ItsMeError(.corruptData, "secret item \(name) is \(size) bytes, larger than any item we write")
+        }
+        var out = try SecretBytes(count: size)
+        let readOK = out.withMutableBytes { buf -> Bool in
+            var done = 0
+            while done < size {
+                let n = read(fd, buf.baseAddress!.advanced(by: done), size - done)
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else { return false }
+                done += n
+            }
+            return true
+        }
+        guard readOK else {
+            throw ItsMeError(.secretStore, "cannot read secret item \(name): \(errnoText())")
+        }
+        return out
+    }
+
+    public func put(_ name: String, _ value: UnsafeRawBufferPointer, accessibility: Accessibility) throws {
+        try SecretStoreName.check(name)
+        guard value.count <= SecretStoreName.maxItemSize else {
+            throw ItsMeError(.invalidArgument, "secret item larger than \(SecretStoreName.maxItemSize) bytes")
+        }
+        var rng = SystemRandom()
+        // A dot name is never a valid item name, so it cannot collide.
+        let temp = directory + "/." + name + ".tmp-" + Hex.encodeUpper(rng.bytes(8))
+        let fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else {
+            throw ItsMeError(.secretStore, "cannot create temporary file for \(name): \(errnoText())")
+        }
+        var ok = true
+        var done = 0
+        while ok && done < value.count {
+            let n = write(fd, value.baseAddress!.advanced(by: done), value.count - done)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { ok = false } else { done += n }
+        }
+        let failure = ok ? nil : errnoText()
+        let synced = ok && fsync(fd) == 0
+        let syncFailure = synced || !ok ? nil : errnoText()
+        close(fd)
+        guard ok, synced else {
+            unlink(temp)
+            throw ItsMeError(.secretStore, "cannot write secret item \(name): \(failure ?? syncFailure ?? "unknown error")")
+        }
+        guard rename(temp, path(name)) == 0 else {
+            let text = errnoText()
+            unlink(temp)
+            throw ItsMeError(.secretStore, "cannot replace secret item \(name): \(text)")
+        }
+        try syncDirectory()
+    }
+
+    public func remove(_ name: String) throws -> Bool {
+        try SecretStoreName.check(name)
+        guard unlink(path(name)) == 0 else {
+            if errno == ENOENT { return false }
+            throw ItsMeError(.secretStore, "cannot remove secret item \(name): \(errnoText())")
+        }
+        try syncDirectory()
+        return true
+    }
+
+    private func syncDirectory() throws {
+        let dfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dfd >= 0 else {
+            throw ItsMeError(.secretStore, "cannot open directory for sync: \(errnoText())")
+        }
+        defer { close(dfd) }
+        guard fsync(dfd) == 0 else {
+            throw ItsMeError(.secretStore, "cannot sync directory: \(errnoText())")
+        }
+    }
+}
+
+func errnoText(_ code: Int32 = errno) -> String {
+    guard let s = strerror(code) else { return "errno \(code)" }
+    return String(cString: s)
+}

@@ -1,0 +1,10 @@
+/// The library version; include/itsme.h carries the same numbers as macros,
+/// and a test checks that they agree.
+public enum Version {
+    public static let major: UInt32 = 0
+    public static let minor: UInt32 = 1
+    public static let patch: UInt32 = 0
+    public static let string: StaticString = "0.1.0"
+    /// major * 10000 + minor * 100 + patch
+    public static var number: UInt32 { major * 10000 + minor * 100 + patch }
+}

@@ -1,0 +1,278 @@
+// The bridging layer is not API: it checks arguments, boxes handles and
+// maps errors. No protocol logic lives here.
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import CItsMe
+import ItsMeCore
+import Synchronization
+
+/// A per-handle last-error message. Only the message lives behind this
+/// lock; serialising a handle's calls is the handle's business.
+final class LastError: Sendable {
+    private let text = Mutex<String>("")
+    func set(_ message: String) { text.withLock { $0 = message } }
+    func get() -> String { text.withLock { $0 } }
+}
+
+/// The last error of constructors that have no handle yet, per thread
+/// (pthread-specific data: the core has no Foundation).
+enum ThreadLastError {
+    private final class Box {
+        var message = ""
+    }
+
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        let rc = pthread_key_create(&key) { raw in
+            if let raw { Unmanaged<AnyObject>.fromOpaque(raw).release() }
+        }
+        precondition(rc == 0, "pthread_key_create failed")
+        return key
+    }()
+
+    private static var box: Box {
+        if let raw = pthread_getspecific(key) {
+            return Unmanaged<AnyObject>.fromOpaque(raw).takeUnretainedValue() as! Box
+        }
+        let box = Box()
+        pthread_setspecific(key, Unmanaged<AnyObject>.passRetained(box).toOpaque())
+        return box
+    }
+
+    static func set(_ message: String) { box.message = message }
+    static func get() -> String { box.message }
+}
+
+/// Runs an exported function's body: refuses to run before itsme_init(),
+/// maps errors to result codes and records their message.
+func guarded(_ lastError: (String) -> Void, _ body: () throws -> Void) -> itsme_result {
+    guard Sodium.isInitialized else {
+        lastError(ItsMeError.Kind.notInitialized.message.description)
+        return ITSME_E_NOT_INITIALIZED
+    }
+    do {
+        try body()
+        return ITSME_OK
+    } catch let error as ItsMeError {
+        lastError(error.message)
+        return error.kind.code
+    } catch {
+        lastError("unexpected error")
+        return ITSME_E_INTERNAL
+    }
+}
+
+func invalid(_ message: String) -> ItsMeError { ItsMeError(.invalidArgument, message) }
+
+/// A required NUL-terminated UTF-8 argument.
+func text(_ p: UnsafePointer<CChar>?, _ what: String) throws -> String {
+    guard let p else { throw invalid("\(what) is NULL") }
+    guard let s = String(validatingCString: p) else { throw invalid("\(what) is not valid UTF-8") }
+    return s
+}
+
+func required<T>(_ p: T?, _ what: String) throws -> T {
+    guard let p else { throw invalid("\(what) is NULL") }
+    return p
+}
+
+/// Writes bytes with the buffer protocol: `*outLen` gets the size needed;
+/// the bytes are written only if they fit.
+func writeBytes(
+    _ bytes: UnsafeRawBufferPointer, to out: UnsafeMutablePointer<UInt8>?, cap: UInt, outLen: UnsafeMutablePointer<UInt>?
+) throws {
+    let outLen = try required(outLen, "out_len")
+    guard let out, cap >= UInt(bytes.count) else {
+        outLen.pointee = UInt(bytes.count)
+        if cap >= UInt(bytes.count) { throw invalid("out is NULL") }
+        throw ItsMeError(.bufferTooSmall, "buffer of \(cap) bytes is too small: \(bytes.count) needed")
+    }
+    if bytes.count > 0 { UnsafeMutableRawPointer(out).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count) }
+    outLen.pointee = UInt(bytes.count)
+}
+
+/// Writes NUL-terminated text; `*outLen` counts the NUL.
+func writeText(_ s: String, to out: UnsafeMutablePointer<CChar>?, cap: UInt, outLen: UnsafeMutablePointer<UInt>?) throws {
+    var bytes = Array(s.utf8)
+    bytes.append(0)
+    try bytes.withUnsafeBytes { b in
+        try writeBytes(b, to: UnsafeMutableRawPointer(out)?.assumingMemoryBound(to: UInt8.self), cap: cap, outLen: outLen)
+    }
+}
+
+func checkTime(_ now: Int64) throws {
+    guard now >= 0 else { throw invalid("time must not be negative") }
+}
+
+func cString(_ s: StaticString) -> UnsafePointer<CChar> {
+    UnsafeRawPointer(s.utf8Start).assumingMemoryBound(to: CChar.self)
+}
+
+// MARK: - Handles
+
+/// Box of an `itsme_secret_store`.
+final class StoreHandle: Sendable {
+    let store: any SecretStore
+    let lastError = LastError()
+    init(_ store: any SecretStore) { self.store = store }
+}
+
+/// Box of an `itsme_identity`. Calls on one handle are serialised by `lock`.
+final class IdentityHandle: @unchecked Sendable {
+    private let lock = Mutex<Void>(())
+    private let identity: Identity
+    let lastError = LastError()
+
+    init(_ identity: Identity) { self.identity = identity }
+
+    func run(_ body: (Identity) throws -> Void) -> itsme_result {
+        lock.withLock { _ in guarded(lastError.set) { try body(identity) } }
+    }
+}
+
+func box<T: AnyObject, H>(_ object: T, as: H.Type) -> UnsafeMutablePointer<H> {
+    Unmanaged.passRetained(object).toOpaque().assumingMemoryBound(to: H.self)
+}
+
+func unbox<T: AnyObject>(_ p: UnsafeRawPointer?, as: T.Type) -> T? {
+    guard let p else { return nil }
+    return Unmanaged<T>.fromOpaque(p).takeUnretainedValue()
+}
+
+func release<T: AnyObject>(_ p: UnsafeRawPointer?, as: T.Type) {
+    guard let p else { return }
+    Unmanaged<T>.fromOpaque(p).release()
+}
+
+/// Runs a call on a store handle; a NULL handle is an invalid argument.
+func onStore(_ p: UnsafeRawPointer?, _ body: (StoreHandle) throws -> Void) -> itsme_result {
+    guard let handle = unbox(p, as: StoreHandle.self) else {
+        return guarded({ _ in }) { throw invalid("store is NULL") }
+    }
+    return guarded(handle.lastError.set) { try body(handle) }
+}
+
+func onIdentity(_ p: UnsafeRawPointer?, _ body: (Identity) throws -> Void) -> itsme_result {
+    guard let handle = unbox(p, as: IdentityHandle.self) else {
+        return guarded({ _ in }) { throw invalid("identity is NULL") }
+    }
+    return handle.run(body)
+}
+
+/// Copies a handle's last error with the buffer protocol. Needs no init.
+func copyLastError(_ message: String, _ buf: UnsafeMutablePointer<CChar>?, _ cap: UInt, _ outLen: UnsafeMutablePointer<UInt>?)
+    -> itsme_result
+{
+    do {
+        try writeText(message, to: buf, cap: cap, outLen: outLen)
+        return ITSME_OK
+    } catch let error as ItsMeError {
+        return error.kind.code
+    } catch {
+        return ITSME_E_INTERNAL
+    }
+}
+
+// MARK: - Host-implemented secret store
+
+/// A secret store whose items live wherever the host's callbacks put them.
+/// Callbacks of one store never run concurrently.
+final class CallbackSecretStore: SecretStore, @unchecked Sendable {
+    typealias GetFunction = @convention(c) (
+        UnsafeMutableRawPointer?, UnsafePointer<CChar>?, UnsafeMutablePointer<UInt8>?, Int, UnsafeMutablePointer<Int>?
+    ) -> itsme_result
+    typealias PutFunction = @convention(c) (
+        UnsafeMutableRawPointer?, UnsafePointer<CChar>?, UnsafePointer<UInt8>?, Int, itsme_accessibility
+    ) -> itsme_result
+    typealias RemoveFunction = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?) -> itsme_result
+
+    private let ctx: UnsafeMutableRawPointer?
+    private let getFunction: GetFunction
+    private let putFunction: PutFunction
+    private let removeFunction: RemoveFunction
+    private let destroy: (@convention(c) (UnsafeMutableRawPointer?) -> Void)?
+    private let lock = Mutex<Void>(())
+    private static let firstGuess = 256
+
+    /// Copies the table; nil unless get, put and remove are all set.
+    init?(_ callbacks: itsme_secret_store_callbacks) {
+        guard let get = callbacks.get, let put = callbacks.put, let remove = callbacks.remove else { return nil }
+        ctx = callbacks.ctx
+        getFunction = get
+        putFunction = put
+        removeFunction = remove
+        destroy = callbacks.destroy
+    }
+
+    deinit { destroy?(ctx) }
+
+    private func failure(_ operation: String, _ rc: itsme_result, _ name: String) -> ItsMeError {
+        ItsMeError(.secretStore, "secret store callback \(operation)(\(name)) failed with result code \(rc)")
+    }
+
+    func get(_ name: String) throws -> SecretBytes? {
+        try SecretStoreName.check(name)
+        return try lock.withLock { _ -> SecretBytes? in
+            var cap = Self.firstGuess
+            for _ in 0..<2 {
+                var buffer = try SecretBytes(count: cap)
+                var length = 0
+                let rc = name.withCString { n in
+                    buffer.withMutableBytes { b in
+                        getFunction(ctx, n, b.bindMemory(to: UInt8.self).baseAddress, cap, &length)
+                    }
+                }
+                switch rc {
+                case ITSME_OK:
+                    guard length >= 0, length <= cap else {
+                        throw ItsMeError(.secretStore, "secret store callback get(\(name)) reported \(length) bytes for a \(cap)-byte buffer")
+                    }
+                    return try buffer.withBytes { try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0.prefix(length))) }
+                case ITSME_E_NOT_FOUND:
+                    return nil
+                case ITSME_E_BUFFER_TOO_SMALL:
+                    guard length > cap, length <= SecretStoreName.maxItemSize else {
+                        throw ItsMeError(.secretStore, "secret store callback get(\(name)) asked for an invalid size \(length)")
+                    }
+                    cap = length
+                default:
+                    throw failure("get", rc, name)
+                }
+            }
+            throw ItsMeError(.secretStore, "secret store callback get(\(name)) kept reporting a too-small buffer")
+        }
+    }
+
+    func put(_ name: String, _ value: UnsafeRawBufferPointer, accessibility: Accessibility) throws {
+        try SecretStoreName.check(name)
+        try lock.withLock { _ in
+            let rc = name.withCString { n in
+                withNonNilBytes(value) { putFunction(ctx, n, $0, value.count, accessibility.rawValue) }
+            }
+            guard rc == ITSME_OK else { throw failure("put", rc, name) }
+        }
+    }
+
+    func remove(_ name: String) throws -> Bool {
+        try SecretStoreName.check(name)
+        return try lock.withLock { _ in
+            let rc = name.withCString { removeFunction(ctx, $0) }
+            switch rc {
+            case ITSME_OK: return true
+            case ITSME_E_NOT_FOUND: return false
+            default: throw failure("remove", rc, name)
+            }
+        }
+    }
+}
+
+private func withNonNilBytes<R>(_ bytes: UnsafeRawBufferPointer, _ body: (UnsafePointer<UInt8>) -> R) -> R {
+    if let p = bytes.baseAddress { return body(p.assumingMemoryBound(to: UInt8.self)) }
+    var zero: UInt8 = 0
+    return body(&zero)
+}

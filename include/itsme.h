@@ -1,0 +1,375 @@
+/*
+ * itsme.h - the C interface of libitsme.
+ *
+ * ItsMe lets two people who exchanged keys once prove to each other, during
+ * any later call, that each still holds the secret they exchanged.  This
+ * header is the contract: every function the shared library exports is
+ * declared and documented here, and nothing else is exported.
+ *
+ * Conventions (apply to every function unless its comment says otherwise)
+ * ----------------------------------------------------------------------
+ * - Call itsme_init() once before anything else.  It is idempotent and
+ *   thread-safe.  Until it has succeeded, every other fallible function
+ *   returns ITSME_E_NOT_INITIALIZED.
+ * - Every fallible function returns an itsme_result; ITSME_OK is 0.  New
+ *   codes may be added in later versions: treat any unknown non-zero code
+ *   as an error.  itsme_result_message() gives a static text per code.
+ * - Argument order: handle first, then inputs, then outputs.
+ * - Outputs are written only on success.  On failure nothing is written to
+ *   any output argument, except *out_len on ITSME_E_BUFFER_TOO_SMALL.
+ * - Output buffers are (out, cap, out_len).  If cap is too small the
+ *   function returns ITSME_E_BUFFER_TOO_SMALL and sets *out_len to the size
+ *   needed; call again with a larger buffer.  Text outputs are
+ *   NUL-terminated UTF-8, and their *out_len counts the terminating NUL, so
+ *   it is always the buffer size needed.
+ * - Text inputs are NUL-terminated UTF-8.  Invalid UTF-8 is rejected with
+ *   ITSME_E_INVALID_ARGUMENT.
+ * - A NULL pointer where one is required, or a length out of range, gives
+ *   ITSME_E_INVALID_ARGUMENT, never a crash.
+ * - Handles are opaque.  Each is created by one function through an
+ *   out-parameter and released by its _free function, exactly once.  _free
+ *   accepts NULL.
+ * - Every handle keeps a last-error message: a human-readable detail of the
+ *   most recent failure of a call made on it, never containing secrets.
+ *   Read it with the handle's _last_error function.  Constructors that have
+ *   no handle yet record their detail in a per-thread slot read by
+ *   itsme_last_error().
+ * - Times are unix seconds (int64_t) passed in by the caller: the library
+ *   never reads the clock.  Negative times are rejected.
+ * - Secrets handed to the library are copied into guarded memory
+ *   (sodium_malloc) and wiped when no longer needed.  Secrets never appear
+ *   in error messages.
+ */
+#ifndef ITSME_H
+#define ITSME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------
+ * Version
+ * ---------------------------------------------------------------------- */
+
+#define ITSME_VERSION_MAJOR 0
+#define ITSME_VERSION_MINOR 1
+#define ITSME_VERSION_PATCH 0
+#define ITSME_VERSION_STRING "0.1.0"
+/* MAJOR * 10000 + MINOR * 100 + PATCH */
+#define ITSME_VERSION_NUMBER 100
+
+/* The version of the library actually loaded, as "MAJOR.MINOR.PATCH".
+ * Static storage; never free it.  Thread-safe; needs no itsme_init(). */
+const char *itsme_version_string(void);
+
+/* The version of the library actually loaded, encoded like
+ * ITSME_VERSION_NUMBER.  Thread-safe; needs no itsme_init(). */
+uint32_t itsme_version_number(void);
+
+/* ------------------------------------------------------------------------
+ * Result codes
+ * ---------------------------------------------------------------------- */
+
+typedef int32_t itsme_result;
+
+#define ITSME_OK 0
+/* A required pointer was NULL, a length or value was out of range, or text
+ * was not valid UTF-8. */
+#define ITSME_E_INVALID_ARGUMENT 1
+/* An output buffer was too small; *out_len holds the size needed. */
+#define ITSME_E_BUFFER_TOO_SMALL 2
+/* itsme_init() has not succeeded yet. */
+#define ITSME_E_NOT_INITIALIZED 3
+/* This CPU lacks what the library needs (AES-256-GCM in hardware). */
+#define ITSME_E_UNSUPPORTED_PLATFORM 4
+/* The requested item (identity, secret, PIN) does not exist. */
+#define ITSME_E_NOT_FOUND 5
+/* The item to create exists already (an identity, a PIN). */
+#define ITSME_E_ALREADY_EXISTS 6
+/* A PIN that is not exactly six ASCII digits.  Not counted as an attempt. */
+#define ITSME_E_INVALID_PIN 7
+/* A well-formed PIN that does not match.  Counted as a failed attempt. */
+#define ITSME_E_WRONG_PIN 8
+/* Too many failed attempts: wait (see itsme_pin_status) and try again.
+ * The attempt was refused without being checked or counted. */
+#define ITSME_E_LOCKED 9
+/* The secret store failed (a host callback returned an error, or the file
+ * store hit an I/O error). */
+#define ITSME_E_SECRET_STORE 10
+/* Stored data is malformed, truncated or of an unknown version. */
+#define ITSME_E_CORRUPT_DATA 11
+/* Authentication failed: a tag or signature did not verify. */
+#define ITSME_E_AUTHENTICATION_FAILED 12
+/* A public key was rejected (wrong size, low order, all-zero shared secret). */
+#define ITSME_E_INVALID_KEY 13
+/* A call was made in a state that does not allow it. */
+#define ITSME_E_INVALID_STATE 14
+/* A database operation failed; the last-error message carries SQLite's code. */
+#define ITSME_E_DATABASE 15
+/* Memory could not be allocated. */
+#define ITSME_E_OUT_OF_MEMORY 16
+/* An internal error: a bug in the library.  Please report it. */
+#define ITSME_E_INTERNAL 17
+
+/* A static, NUL-terminated English text for a result code ("unknown result
+ * code" for codes this version does not know).  Never free it.
+ * Thread-safe; needs no itsme_init(). */
+const char *itsme_result_message(itsme_result code);
+
+/* ------------------------------------------------------------------------
+ * Initialisation and sizes
+ * ---------------------------------------------------------------------- */
+
+/* Initialise the library: libsodium (sodium_init) and the CPU check for
+ * AES-256-GCM.  Idempotent and thread-safe: call it as often as you like.
+ * Errors: ITSME_E_UNSUPPORTED_PLATFORM where the CPU lacks AES-256-GCM
+ * support; ITSME_E_INTERNAL if libsodium cannot initialise. */
+itsme_result itsme_init(void);
+
+/* Copies the detail of the most recent failure of a constructor that had no
+ * handle yet (itsme_secret_store_new_*, itsme_secret_store_open_file) on
+ * the calling thread.  Per-thread; an empty string if there is none.
+ * Errors: ITSME_E_INVALID_ARGUMENT (buf or out_len NULL),
+ * ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_last_error(char *buf, size_t cap, size_t *out_len);
+
+#define ITSME_PUBLIC_KEY_BYTES 32
+#define ITSME_FINGERPRINT_CHARS 16
+/* Buffer size for a fingerprint: 16 characters and the NUL. */
+#define ITSME_FINGERPRINT_SIZE 17
+#define ITSME_PIN_LENGTH 6
+/* Longest display name, in UTF-8 bytes (without the NUL). */
+#define ITSME_NAME_MAX_BYTES 128
+
+/* The same values as functions, for hosts that cannot read macros
+ * (ctypes, FFI generators).  Thread-safe; need no itsme_init(). */
+size_t itsme_public_key_bytes(void);
+size_t itsme_fingerprint_size(void);
+size_t itsme_name_max_bytes(void);
+
+/* The fingerprint of an Ed25519 public key: the first 8 bytes of its
+ * SHA-256, as 16 uppercase hexadecimal digits (and the NUL).
+ * Thread-safe.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL pointer, key_len not 32),
+ * ITSME_E_BUFFER_TOO_SMALL (cap < ITSME_FINGERPRINT_SIZE). */
+itsme_result itsme_fingerprint_from_public_key(const uint8_t *public_key,
+                                               size_t key_len, char *out,
+                                               size_t cap, size_t *out_len);
+
+/* ------------------------------------------------------------------------
+ * Secret store
+ *
+ * Every secret the library keeps (identity key, contacts key, PIN hash,
+ * attempt counters) lives in a secret store.  The host supplies one through
+ * callbacks (an iOS host maps it to its Keychain, a desktop host to its
+ * keyring), or uses a built-in store: in memory (tests) or a directory of
+ * files (the command-line default).
+ *
+ * Item names are 1 to 128 characters from [a-z0-9._-], not starting with a
+ * dot, so a host may use them as file names or Keychain account names.
+ * ---------------------------------------------------------------------- */
+
+typedef struct itsme_secret_store itsme_secret_store;
+
+/* Accessibility class requested on put: how strictly the host should keep
+ * the item.  An iOS host maps these to kSecAttrAccessible... values. */
+typedef uint32_t itsme_accessibility;
+/* Only on this device, only while it is unlocked (the default for
+ * everything the library stores; iOS: WhenUnlockedThisDeviceOnly). */
+#define ITSME_ACCESSIBLE_WHEN_UNLOCKED_THIS_DEVICE_ONLY 0
+/* Only on this device, after the first unlock since boot
+ * (iOS: AfterFirstUnlockThisDeviceOnly). */
+#define ITSME_ACCESSIBLE_AFTER_FIRST_UNLOCK_THIS_DEVICE_ONLY 1
+/* While unlocked; may travel in the host's encrypted backups
+ * (iOS: WhenUnlocked). */
+#define ITSME_ACCESSIBLE_WHEN_UNLOCKED 2
+
+/* A host-implemented secret store.
+ *
+ * Each callback returns ITSME_OK on success, ITSME_E_NOT_FOUND where the
+ * item does not exist (get and remove), ITSME_E_BUFFER_TOO_SMALL from get
+ * (with *out_len set to the item's size) when cap is too small, and any
+ * other code, conventionally ITSME_E_SECRET_STORE, on failure.
+ *
+ * Lifetimes: `name` and `value` are borrowed for the duration of the call
+ * only; copy what you keep.  `out` may be written only up to `cap` bytes.
+ *
+ * Threads: the callbacks of one store are never called concurrently (the
+ * library serialises them), but they may be called from any thread that
+ * calls into the library with a handle using this store.  They must not
+ * call back into libitsme.
+ *
+ * get:     copy the item's bytes to out and its size to *out_len.
+ * put:     create or replace the item with `len` bytes of `value`,
+ *          atomically: after a crash the old or the new value is there.
+ * remove:  delete the item; ITSME_E_NOT_FOUND if it does not exist.
+ * destroy: optional (may be NULL); called once with ctx when the library
+ *          drops its last reference to the store.
+ */
+typedef struct itsme_secret_store_callbacks {
+    void *ctx;
+    itsme_result (*get)(void *ctx, const char *name, uint8_t *out, size_t cap,
+                        size_t *out_len);
+    itsme_result (*put)(void *ctx, const char *name, const uint8_t *value,
+                        size_t len, itsme_accessibility accessibility);
+    itsme_result (*remove)(void *ctx, const char *name);
+    void (*destroy)(void *ctx);
+} itsme_secret_store_callbacks;
+
+/* A store backed by host callbacks.  The table is copied; get, put and
+ * remove must be non-NULL.  On success the store owns ctx and calls destroy
+ * (if set) when its last reference goes away (the handle and every identity
+ * opened on it freed); on failure the caller keeps ctx.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_secret_store_new_callbacks(
+    const itsme_secret_store_callbacks *callbacks, itsme_secret_store **out);
+
+/* A store that keeps items in guarded memory, wiped when it is freed.  For
+ * tests and short-lived sessions.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_secret_store_new_memory(itsme_secret_store **out);
+
+/* A store in a directory, one file per item, created 0700 if missing.  Items
+ * are written with mode 0600 to a temporary file, fsync'd and renamed, and
+ * the directory is fsync'd: a crash leaves the old or the new value.  The
+ * files are protected by file permissions only, as ssh keys without a
+ * passphrase are.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
+ * ITSME_E_SECRET_STORE (cannot create or open the directory, or it is not a
+ * directory). */
+itsme_result itsme_secret_store_open_file(const char *directory,
+                                          itsme_secret_store **out);
+
+/* Releases the caller's reference.  Identities opened on the store keep it
+ * alive until they are freed.  Accepts NULL. */
+void itsme_secret_store_free(itsme_secret_store *store);
+
+/* Copies the detail of the last failure of a call made on this store
+ * (including itsme_identity_create/load, which report on the store).
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_secret_store_last_error(const itsme_secret_store *store,
+                                           char *buf, size_t cap,
+                                           size_t *out_len);
+
+/* ------------------------------------------------------------------------
+ * Identity
+ *
+ * An identity is an Ed25519 key pair, a random 32-byte contacts encryption
+ * key and a display name, kept in a secret store.  The private key never
+ * leaves the library.
+ *
+ * Thread safety: an itsme_identity may be used from several threads at
+ * once; calls on one handle are serialised.
+ * ---------------------------------------------------------------------- */
+
+typedef struct itsme_identity itsme_identity;
+
+/* Creates a new identity with a display name (1 to ITSME_NAME_MAX_BYTES
+ * bytes of UTF-8, no control characters) and saves it in the store.  The
+ * identity keeps its own reference to the store.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
+ * ITSME_E_ALREADY_EXISTS (the store holds an identity already),
+ * ITSME_E_SECRET_STORE.  Details go to the store's last error. */
+itsme_result itsme_identity_create(itsme_secret_store *store,
+                                   const char *name, itsme_identity **out);
+
+/* Loads the identity kept in the store.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
+ * ITSME_E_NOT_FOUND (no identity), ITSME_E_CORRUPT_DATA (the stored record
+ * is malformed or of an unknown version), ITSME_E_SECRET_STORE.  Details go
+ * to the store's last error. */
+itsme_result itsme_identity_load(itsme_secret_store *store,
+                                 itsme_identity **out);
+
+/* Releases the identity and wipes its secrets from memory (the stored
+ * identity is untouched).  Accepts NULL. */
+void itsme_identity_free(itsme_identity *identity);
+
+/* Copies the detail of the last failure of a call made on this identity.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_identity_last_error(const itsme_identity *identity,
+                                       char *buf, size_t cap,
+                                       size_t *out_len);
+
+/* The identity's fingerprint: 16 uppercase hex digits and the NUL.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_identity_fingerprint(const itsme_identity *identity,
+                                        char *out, size_t cap,
+                                        size_t *out_len);
+
+/* The identity's Ed25519 public key (ITSME_PUBLIC_KEY_BYTES bytes).
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_identity_public_key(const itsme_identity *identity,
+                                       uint8_t *out, size_t cap,
+                                       size_t *out_len);
+
+/* The identity's display name, NUL-terminated.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_identity_name(const itsme_identity *identity, char *out,
+                                 size_t cap, size_t *out_len);
+
+/* Changes the display name and saves it.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_SECRET_STORE. */
+itsme_result itsme_identity_set_name(itsme_identity *identity,
+                                     const char *name);
+
+/* ------------------------------------------------------------------------
+ * PIN
+ *
+ * A 6-digit PIN gates access to the identity's secrets.  It is hashed with
+ * Argon2id (parameters stored beside the hash) and checked in constant
+ * time.  The PIN is an access gate, not encryption: it is only as strong
+ * as the secret store that holds its hash, since anyone who can read that
+ * store can try all 10^6 PINs offline.
+ *
+ * Failed attempts are limited: 5 failures are free; the 5th locks further
+ * attempts for 5 minutes, and each further failure doubles the wait, up to
+ * 24 hours.  A success clears the count.  The count is saved in the secret
+ * store before the PIN is checked, so killing the process mid-check or
+ * restarting does not reset it.  A clock set back cannot lengthen a wait
+ * beyond its full duration.
+ * ---------------------------------------------------------------------- */
+
+/* Writes 1 to *out_is_set if a PIN is set, else 0.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_CORRUPT_DATA,
+ * ITSME_E_SECRET_STORE. */
+itsme_result itsme_pin_is_set(itsme_identity *identity, int *out_is_set);
+
+/* Sets the first PIN (exactly six ASCII digits).
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_PIN,
+ * ITSME_E_ALREADY_EXISTS (use itsme_pin_change), ITSME_E_SECRET_STORE. */
+itsme_result itsme_pin_set(itsme_identity *identity, const char *pin);
+
+/* Checks a PIN at time `now`.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, negative now),
+ * ITSME_E_INVALID_PIN (not six digits; not counted), ITSME_E_NOT_FOUND (no
+ * PIN set), ITSME_E_WRONG_PIN (counted), ITSME_E_LOCKED (refused, not
+ * counted; see itsme_pin_status), ITSME_E_CORRUPT_DATA,
+ * ITSME_E_SECRET_STORE. */
+itsme_result itsme_pin_verify(itsme_identity *identity, const char *pin,
+                              int64_t now);
+
+/* Replaces the PIN after checking the old one exactly as itsme_pin_verify
+ * does (the same limiter; a wrong old PIN counts).
+ * Errors: those of itsme_pin_verify, and ITSME_E_INVALID_PIN for a
+ * malformed new PIN (checked first, not counted). */
+itsme_result itsme_pin_change(itsme_identity *identity, const char *old_pin,
+                              const char *new_pin, int64_t now);
+
+/* The limiter's state at time `now`: the number of consecutive failed
+ * attempts, and the seconds to wait before the next attempt is allowed
+ * (0 if one is allowed now).
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_CORRUPT_DATA,
+ * ITSME_E_SECRET_STORE. */
+itsme_result itsme_pin_status(itsme_identity *identity, int64_t now,
+                              uint32_t *out_failures,
+                              uint64_t *out_wait_seconds);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ITSME_H */
