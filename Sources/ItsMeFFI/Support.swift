@@ -61,6 +61,9 @@ func guarded(_ lastError: (String) -> Void, _ body: () throws -> Void) -> itsme_
     } catch let error as ItsMeError {
         lastError(error.message)
         return error.kind.code
+    } catch let error as DatabaseError {
+        lastError(error.description)
+        return error.asItsMeError.kind.code
     } catch {
         lastError("unexpected error")
         return ITSME_E_INTERNAL

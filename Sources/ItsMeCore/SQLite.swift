@@ -1,0 +1,312 @@
+import CSQLite
+
+/// A failed SQLite call, with SQLite's own codes.
+public struct DatabaseError: Error, Equatable, CustomStringConvertible {
+    /// The primary result code (`SQLITE_CONSTRAINT` = 19, ...).
+    public let code: Int32
+    /// The extended result code (`SQLITE_CONSTRAINT_UNIQUE` = 2067, ...).
+    public let extendedCode: Int32
+    /// SQLite's message, with what we were doing.
+    public let message: String
+
+    public var description: String {
+        let name = String(cString: sqlite3_errstr(extendedCode))
+        return "SQLite error \(code)/\(extendedCode) (\(name)): \(message)"
+    }
+
+    /// The core's error for the C interface.
+    public var asItsMeError: ItsMeError { ItsMeError(.database, description) }
+}
+
+/// A value to bind or read.
+public enum SQLValue: Equatable, Sendable {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+    case blob([UInt8])
+}
+
+/// One SQLite connection: the small wrapper the contact store and the relay
+/// build on. Opened in serialized mode with extended result codes; not
+/// `Sendable` (give each thread its own connection or serialise access).
+public final class Database {
+    public enum Mode: Sendable {
+        case readOnly
+        case readWrite
+        /// Read-write, creating the file if missing (the default).
+        case readWriteCreate
+    }
+
+    let handle: OpaquePointer
+    public let path: String
+
+    /// `:memory:` opens a private in-memory database.
+    public init(path: String, mode: Mode = .readWriteCreate, busyTimeoutMilliseconds: Int32 = 5000) throws {
+        var flags = SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_EXRESCODE
+        switch mode {
+        case .readOnly: flags |= SQLITE_OPEN_READONLY
+        case .readWrite: flags |= SQLITE_OPEN_READWRITE
+        case .readWriteCreate: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+        }
+        var db: OpaquePointer?
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        guard rc == SQLITE_OK, let db else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            sqlite3_close_v2(db)
+            throw DatabaseError(code: rc & 0xFF, extendedCode: rc, message: "cannot open \(path): \(message)")
+        }
+        handle = db
+        self.path = path
+        sqlite3_busy_timeout(db, busyTimeoutMilliseconds)
+    }
+
+    deinit {
+        sqlite3_close_v2(handle)
+    }
+
+    func error(_ rc: Int32, _ context: String) -> DatabaseError {
+        let extended = sqlite3_extended_errcode(handle)
+        let message = String(cString: sqlite3_errmsg(handle))
+        // Some failures (misuse) leave no error in the connection.
+        let code = extended == SQLITE_OK ? rc : extended
+        return DatabaseError(code: code & 0xFF, extendedCode: code, message: "\(context): \(message)")
+    }
+
+    /// Runs one or more statements that take no parameters.
+    public func execute(_ sql: String) throws {
+        var errmsg: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(handle, sql, nil, nil, &errmsg)
+        if rc != SQLITE_OK {
+            let message = errmsg.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(rc))
+            sqlite3_free(errmsg)
+            let extended = sqlite3_extended_errcode(handle)
+            throw DatabaseError(code: rc & 0xFF, extendedCode: extended == SQLITE_OK ? rc : extended, message: message)
+        }
+    }
+
+    public func prepare(_ sql: String) throws -> Statement {
+        var stmt: OpaquePointer?
+        var tail: UnsafePointer<CChar>?
+        let rc = sqlite3_prepare_v3(handle, sql, -1, 0, &stmt, &tail)
+        guard rc == SQLITE_OK else { throw error(rc, "cannot prepare statement") }
+        guard let stmt else {
+            throw DatabaseError(code: SQLITE_MISUSE, extendedCode: SQLITE_MISUSE, message: "empty statement")
+        }
+        if let tail, tail.pointee != 0, !String(cString: tail).allSatisfy({ $0.isWhitespace || $0 == ";" }) {
+            sqlite3_finalize(stmt)
+            throw DatabaseError(
+                code: SQLITE_MISUSE, extendedCode: SQLITE_MISUSE,
+                message: "prepare() takes one statement; use execute() for several")
+        }
+        return Statement(stmt, database: self)
+    }
+
+    /// Prepares, binds and runs a statement that returns no rows.
+    public func run(_ sql: String, _ values: [SQLValue] = []) throws {
+        let statement = try prepare(sql)
+        try statement.bind(values)
+        while try statement.step() {}
+    }
+
+    /// All rows of a query.
+    public func query(_ sql: String, _ values: [SQLValue] = []) throws -> [[SQLValue]] {
+        let statement = try prepare(sql)
+        try statement.bind(values)
+        var rows: [[SQLValue]] = []
+        while try statement.step() { rows.append(statement.row()) }
+        return rows
+    }
+
+    /// Rows changed by the last INSERT, UPDATE or DELETE.
+    public var changes: Int { Int(sqlite3_changes64(handle)) }
+    public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+    public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+
+    public enum TransactionKind: String, Sendable {
+        case deferred = "DEFERRED"
+        /// Takes the write lock at once: the usual choice for read-modify-write.
+        case immediate = "IMMEDIATE"
+        case exclusive = "EXCLUSIVE"
+    }
+
+    /// Runs `body` in a transaction: committed if it returns, rolled back if
+    /// it throws. Inside another transaction it nests as a savepoint.
+    public func transaction<R>(_ kind: TransactionKind = .immediate, _ body: () throws -> R) throws -> R {
+        if isInTransaction {
+            try execute("SAVEPOINT itsme_nested")
+            do {
+                let result = try body()
+                try execute("RELEASE itsme_nested")
+                return result
+            } catch {
+                try? execute("ROLLBACK TO itsme_nested; RELEASE itsme_nested")
+                throw error
+            }
+        }
+        try execute("BEGIN \(kind.rawValue)")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            // A failed COMMIT may already have rolled back.
+            if isInTransaction { try? execute("ROLLBACK") }
+            throw error
+        }
+    }
+
+    /// `PRAGMA user_version`: the schema version.
+    public func userVersion() throws -> Int32 {
+        let statement = try prepare("PRAGMA user_version")
+        guard try statement.step() else { return 0 }
+        return Int32(truncatingIfNeeded: statement.int64(0))
+    }
+
+    /// A forward migration to schema version `version`.
+    public struct Migration {
+        public let version: Int32
+        public let apply: (Database) throws -> Void
+
+        public init(version: Int32, apply: @escaping (Database) throws -> Void) {
+            self.version = version
+            self.apply = apply
+        }
+
+        public init(version: Int32, sql: String) {
+            self.init(version: version) { try $0.execute(sql) }
+        }
+    }
+
+    /// Brings the schema up to the last migration's version. Each migration
+    /// runs in its own transaction together with its `user_version` update,
+    /// so a crash leaves the schema at a whole version. A database newer
+    /// than every migration is refused rather than misread.
+    public func migrate(_ migrations: [Migration]) throws {
+        var previous: Int32 = 0
+        for m in migrations {
+            guard m.version == previous + 1 else {
+                throw DatabaseError(
+                    code: SQLITE_MISUSE, extendedCode: SQLITE_MISUSE,
+                    message: "migrations must be numbered 1, 2, 3... without gaps")
+            }
+            previous = m.version
+        }
+        let latest = migrations.last?.version ?? 0
+        let current = try userVersion()
+        guard current <= latest else {
+            throw DatabaseError(
+                code: SQLITE_ERROR, extendedCode: SQLITE_ERROR,
+                message: "database schema version \(current) is newer than this library supports (\(latest))")
+        }
+        for m in migrations where m.version > current {
+            try transaction(.immediate) {
+                // Re-read inside the write lock: another connection may have migrated.
+                guard try userVersion() < m.version else { return }
+                try m.apply(self)
+                try execute("PRAGMA user_version = \(m.version)")
+            }
+        }
+    }
+}
+
+/// A prepared statement. Finalised when it dies.
+public final class Statement {
+    let handle: OpaquePointer
+    private let database: Database
+
+    fileprivate init(_ handle: OpaquePointer, database: Database) {
+        self.handle = handle
+        self.database = database
+    }
+
+    deinit {
+        sqlite3_finalize(handle)
+    }
+
+    public var parameterCount: Int { Int(sqlite3_bind_parameter_count(handle)) }
+    public var columnCount: Int { Int(sqlite3_column_count(handle)) }
+
+    /// Binds `values` to parameters 1...n after resetting the statement.
+    public func bind(_ values: [SQLValue]) throws {
+        guard values.count == parameterCount else {
+            throw DatabaseError(
+                code: SQLITE_RANGE, extendedCode: SQLITE_RANGE,
+                message: "statement takes \(parameterCount) parameters, \(values.count) given")
+        }
+        reset()
+        sqlite3_clear_bindings(handle)
+        for (i, value) in values.enumerated() {
+            try bind(value, at: Int32(i + 1))
+        }
+    }
+
+    /// SQLite copies bound text and blobs (SQLITE_TRANSIENT).
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    public func bind(_ value: SQLValue, at index: Int32) throws {
+        let rc: Int32
+        switch value {
+        case .null:
+            rc = sqlite3_bind_null(handle, index)
+        case .integer(let v):
+            rc = sqlite3_bind_int64(handle, index, v)
+        case .real(let v):
+            rc = sqlite3_bind_double(handle, index, v)
+        case .text(let s):
+            rc = sqlite3_bind_text64(handle, index, s, UInt64(s.utf8.count), Self.transient, UInt8(SQLITE_UTF8))
+        case .blob(let b):
+            rc = b.withUnsafeBytes { p in
+                // A zero-length blob needs a non-NULL pointer to stay a blob.
+                sqlite3_bind_blob64(handle, index, p.baseAddress ?? UnsafeRawPointer(bitPattern: 1), UInt64(b.count), Self.transient)
+            }
+        }
+        guard rc == SQLITE_OK else { throw database.error(rc, "cannot bind parameter \(index)") }
+    }
+
+    /// Advances: true when a row is available, false when done.
+    public func step() throws -> Bool {
+        let rc = sqlite3_step(handle)
+        switch rc {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE: return false
+        default:
+            let error = database.error(rc, "statement failed")
+            reset()
+            throw error
+        }
+    }
+
+    public func reset() { sqlite3_reset(handle) }
+
+    public func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
+    public func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
+    public func double(_ column: Int32) -> Double { sqlite3_column_double(handle, column) }
+
+    public func text(_ column: Int32) -> String? {
+        guard let p = sqlite3_column_text(handle, column) else { return nil }
+        let n = Int(sqlite3_column_bytes(handle, column))
+        return String(decoding: UnsafeBufferPointer(start: p, count: n), as: UTF8.self)
+    }
+
+    public func blob(_ column: Int32) -> [UInt8]? {
+        if isNull(column) { return nil }
+        let n = Int(sqlite3_column_bytes(handle, column))
+        guard n > 0, let p = sqlite3_column_blob(handle, column) else { return [] }
+        return Array(UnsafeRawBufferPointer(start: p, count: n))
+    }
+
+    public func value(_ column: Int32) -> SQLValue {
+        switch sqlite3_column_type(handle, column) {
+        case SQLITE_INTEGER: return .integer(int64(column))
+        case SQLITE_FLOAT: return .real(double(column))
+        case SQLITE_TEXT: return .text(text(column) ?? "")
+        case SQLITE_BLOB: return .blob(blob(column) ?? [])
+        default: return .null
+        }
+    }
+
+    public func row() -> [SQLValue] {
+        (0..<Int32(columnCount)).map { value($0) }
+    }
+}
