@@ -30,6 +30,7 @@ all: lib
 
 lib:
 	swift build $(SWIFT_RELEASE_FLAGS)
+	ln -sf libitsme.so $(RELEASE_DIR)/$(SONAME)
 
 install: lib
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig

@@ -1,0 +1,124 @@
+import CItsMe
+import Dispatch
+import Foundation
+import ItsMeCore
+import XCTest
+
+@testable import ItsMeFFI
+
+final class ABITests: XCTestCase {
+    override func setUp() {
+        XCTAssertEqual(ffiInit(), ITSME_OK)
+    }
+
+    /// The header's codes as the C compiler sees them, next to the core's kinds.
+    private let headerCodes: [(String, Int32, ItsMeError.Kind)] = [
+        ("ITSME_E_INVALID_ARGUMENT", ITSME_E_INVALID_ARGUMENT, .invalidArgument),
+        ("ITSME_E_BUFFER_TOO_SMALL", ITSME_E_BUFFER_TOO_SMALL, .bufferTooSmall),
+        ("ITSME_E_NOT_INITIALIZED", ITSME_E_NOT_INITIALIZED, .notInitialized),
+        ("ITSME_E_UNSUPPORTED_PLATFORM", ITSME_E_UNSUPPORTED_PLATFORM, .unsupportedPlatform),
+        ("ITSME_E_NOT_FOUND", ITSME_E_NOT_FOUND, .notFound),
+        ("ITSME_E_ALREADY_EXISTS", ITSME_E_ALREADY_EXISTS, .alreadyExists),
+        ("ITSME_E_INVALID_PIN", ITSME_E_INVALID_PIN, .invalidPIN),
+        ("ITSME_E_WRONG_PIN", ITSME_E_WRONG_PIN, .wrongPIN),
+        ("ITSME_E_LOCKED", ITSME_E_LOCKED, .locked),
+        ("ITSME_E_SECRET_STORE", ITSME_E_SECRET_STORE, .secretStore),
+        ("ITSME_E_CORRUPT_DATA", ITSME_E_CORRUPT_DATA, .corruptData),
+        ("ITSME_E_AUTHENTICATION_FAILED", ITSME_E_AUTHENTICATION_FAILED, .authenticationFailed),
+        ("ITSME_E_INVALID_KEY", ITSME_E_INVALID_KEY, .invalidKey),
+        ("ITSME_E_INVALID_STATE", ITSME_E_INVALID_STATE, .invalidState),
+        ("ITSME_E_DATABASE", ITSME_E_DATABASE, .database),
+        ("ITSME_E_OUT_OF_MEMORY", ITSME_E_OUT_OF_MEMORY, .outOfMemory),
+        ("ITSME_E_INTERNAL", ITSME_E_INTERNAL, .internal),
+    ]
+
+    func testResultCodesAgreeBetweenHeaderAndCore() throws {
+        XCTAssertEqual(ITSME_OK, 0)
+        XCTAssertEqual(headerCodes.count, ItsMeError.Kind.all.count)
+        for (name, code, kind) in headerCodes {
+            XCTAssertEqual(code, kind.code, name)
+            XCTAssertEqual(kind.symbol, name)
+            XCTAssertEqual(String(cString: ffiResultMessage(code)), kind.message.description)
+        }
+        // Every code #defined in the header text is in the table above.
+        let header = try String(contentsOfFile: Self.headerPath, encoding: .utf8)
+        let regex = try NSRegularExpression(pattern: #"#define (ITSME_E_\w+) (\d+)"#)
+        let matches = regex.matches(in: header, range: NSRange(header.startIndex..., in: header))
+        let defined = matches.map { m -> (String, Int32) in
+            let name = String(header[Range(m.range(at: 1), in: header)!])
+            return (name, Int32(header[Range(m.range(at: 2), in: header)!])!)
+        }
+        XCTAssertEqual(defined.map(\.0), headerCodes.map(\.0))
+        XCTAssertEqual(defined.map(\.1), headerCodes.map(\.1))
+        XCTAssertEqual(Set(defined.map(\.1)).count, defined.count, "codes are unique")
+    }
+
+    func testVersionMacrosMatchRuntime() {
+        XCTAssertEqual(String(cString: ffiVersionString()), ITSME_VERSION_STRING)
+        XCTAssertEqual(ffiVersionNumber(), UInt32(ITSME_VERSION_NUMBER))
+        XCTAssertEqual(
+            UInt32(ITSME_VERSION_NUMBER),
+            UInt32(ITSME_VERSION_MAJOR * 10000 + ITSME_VERSION_MINOR * 100 + ITSME_VERSION_PATCH))
+        XCTAssertEqual(ITSME_VERSION_STRING, "\(ITSME_VERSION_MAJOR).\(ITSME_VERSION_MINOR).\(ITSME_VERSION_PATCH)")
+    }
+
+    func testSizeFunctionsMatchMacros() {
+        XCTAssertEqual(ffiPublicKeyBytes(), UInt(ITSME_PUBLIC_KEY_BYTES))
+        XCTAssertEqual(ffiFingerprintSize(), UInt(ITSME_FINGERPRINT_SIZE))
+        XCTAssertEqual(ffiNameMaxBytes(), UInt(ITSME_NAME_MAX_BYTES))
+        XCTAssertEqual(Int(ITSME_FINGERPRINT_CHARS), Fingerprint.textCount)
+        XCTAssertEqual(Int(ITSME_PIN_LENGTH), PIN.length)
+        XCTAssertEqual(Accessibility.whenUnlocked.rawValue, UInt32(ITSME_ACCESSIBLE_WHEN_UNLOCKED))
+        XCTAssertEqual(
+            Accessibility.afterFirstUnlockThisDeviceOnly.rawValue,
+            UInt32(ITSME_ACCESSIBLE_AFTER_FIRST_UNLOCK_THIS_DEVICE_ONLY))
+        XCTAssertEqual(
+            Accessibility.whenUnlockedThisDeviceOnly.rawValue, UInt32(ITSME_ACCESSIBLE_WHEN_UNLOCKED_THIS_DEVICE_ONLY))
+    }
+
+    /// One identity handle used from several threads at once: calls are
+    /// serialised, results stay consistent, nothing crashes (run under
+    /// `swift test --sanitize=thread` to check for races).
+    func testOneHandleFromManyThreads() throws {
+        var store: UnsafeMutablePointer<itsme_secret_store>?
+        XCTAssertEqual(ffiSecretStoreNewMemory(&store), ITSME_OK)
+        defer { ffiSecretStoreFree(store) }
+        var identity: UnsafeMutablePointer<itsme_identity>?
+        XCTAssertEqual(ffiIdentityCreate(store, "Threads", &identity), ITSME_OK)
+        defer { ffiIdentityFree(identity) }
+        let expected = Self.fingerprint(identity)
+        let handle = UInt(bitPattern: identity)
+        let failures = Atomic(0)
+        DispatchQueue.concurrentPerform(iterations: 8) { i in
+            let id = UnsafeMutablePointer<itsme_identity>(bitPattern: handle)
+            for j in 0..<200 {
+                if Self.fingerprint(id) != expected { failures.add() }
+                if j % 50 == 0, ffiIdentitySetName(id, "T\(i)-\(j)") != ITSME_OK { failures.add() }
+                var n: UInt32 = 0
+                var w: UInt64 = 0
+                if ffiPinStatus(id, 1_800_000_000, &n, &w) != ITSME_OK { failures.add() }
+            }
+        }
+        XCTAssertEqual(failures.value, 0)
+    }
+
+    private static func fingerprint(_ id: UnsafeMutablePointer<itsme_identity>?) -> String {
+        var buffer = [CChar](repeating: 0, count: Int(ITSME_FINGERPRINT_SIZE))
+        var length: UInt = 0
+        guard ffiIdentityFingerprint(id, &buffer, UInt(buffer.count), &length) == ITSME_OK else { return "" }
+        return String(cString: buffer)
+    }
+
+    static let headerPath = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("include/itsme.h").path
+}
+
+/// A tiny lock-protected counter for the thread test.
+final class Atomic: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count: Int
+    init(_ value: Int) { count = value }
+    func add() { lock.lock(); count += 1; lock.unlock() }
+    var value: Int { lock.lock(); defer { lock.unlock() }; return count }
+}
