@@ -87,8 +87,9 @@ public enum HMACSHA256 {
 }
 
 /// HKDF-SHA256 (RFC 5869), built on libsodium's HMAC-SHA256 since
-/// libsodium 1.0.18 has no HKDF. Every intermediate value stays in guarded
-/// memory.
+/// libsodium 1.0.18 has no HKDF. Only the result goes to guarded memory;
+/// intermediates (PRK, T(n)) live in stack scratch wiped before return, as
+/// libsodium keeps its own hash states.
 public enum HKDF {
     public static let maxOutputCount = 255 * HMACSHA256.byteCount
 
@@ -111,40 +112,15 @@ public enum HKDF {
     public static func expand<P: ByteView & ~Copyable, I: ByteView & ~Copyable>(
         prk: borrowing P, info: borrowing I, count: Int
     ) throws -> SecretBytes {
-        guard count >= 0, count <= maxOutputCount else {
-            throw ItsMeError(.invalidArgument, "HKDF output of \(count) bytes is outside 0...\(maxOutputCount)")
-        }
+        try checkCount(count)
         guard prk.withBytes({ $0.count }) >= HMACSHA256.byteCount else {
             throw ItsMeError(.invalidArgument, "HKDF pseudorandom key shorter than 32 bytes")
         }
         var okm = try SecretBytes(count: count)
-        // T(n) is computed in place over T(n-1): HMAC absorbs every part
-        // before it writes its output.
-        var t = try SecretBytes(count: HMACSHA256.byteCount)
-        var produced = 0
-        var counter: UInt8 = 1
-        while produced < count {
-            let previousCount = counter == 1 ? 0 : HMACSHA256.byteCount
-            let c = counter
-            prk.withBytes { p in
-                info.withBytes { i in
-                    withUnsafeBytes(of: c) { cBytes in
-                        t.withMutableBytes { tm in
-                            let previous = UnsafeRawBufferPointer(start: tm.baseAddress, count: previousCount)
-                            HMACSHA256.authenticate(key: p, parts: [previous, i, cBytes], into: tm)
-                        }
-                    }
-                }
+        prk.withBytes { p in
+            info.withBytes { i in
+                okm.withMutableBytes { expand(prk: p, info: i, into: $0) }
             }
-            let take = min(HMACSHA256.byteCount, count - produced)
-            let offset = produced
-            t.withBytes { b in
-                okm.withMutableBytes { o in
-                    o.baseAddress!.advanced(by: offset).copyMemory(from: b.baseAddress!, byteCount: take)
-                }
-            }
-            produced += take
-            counter &+= 1
         }
         return okm
     }
@@ -152,8 +128,61 @@ public enum HKDF {
     public static func derive<K: ByteView & ~Copyable, S: ByteView & ~Copyable, I: ByteView & ~Copyable>(
         ikm: borrowing K, salt: borrowing S, info: borrowing I, count: Int
     ) throws -> SecretBytes {
-        let prk = try extract(salt: salt, ikm: ikm)
-        return try expand(prk: prk, info: info, count: count)
+        try checkCount(count)
+        var okm = try SecretBytes(count: count)
+        try okm.withMutableBytes { try derive(ikm: ikm, salt: salt, info: info, into: $0) }
+        return okm
+    }
+
+    /// Derives `out.count` bytes into memory the caller owns (for hot paths
+    /// that reuse one guarded buffer instead of allocating per derivation).
+    public static func derive<K: ByteView & ~Copyable, S: ByteView & ~Copyable, I: ByteView & ~Copyable>(
+        ikm: borrowing K, salt: borrowing S, info: borrowing I, into out: UnsafeMutableRawBufferPointer
+    ) throws {
+        try checkCount(out.count)
+        ikm.withBytes { k in
+            salt.withBytes { s in
+                info.withBytes { i in
+                    withScratch(HMACSHA256.byteCount) { prk in
+                        HMACSHA256.authenticate(key: s, parts: [k], into: prk)
+                        expand(prk: UnsafeRawBufferPointer(prk), info: i, into: out)
+                    }
+                }
+            }
+        }
+    }
+
+    private static func checkCount(_ count: Int) throws {
+        guard count >= 0, count <= maxOutputCount else {
+            throw ItsMeError(.invalidArgument, "HKDF output of \(count) bytes is outside 0...\(maxOutputCount)")
+        }
+    }
+
+    private static func expand(prk: UnsafeRawBufferPointer, info: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer) {
+        // T(n) is computed in place over T(n-1): HMAC absorbs every part
+        // before it writes its output.
+        withScratch(HMACSHA256.byteCount) { t in
+            var produced = 0
+            var counter: UInt8 = 1
+            while produced < out.count {
+                let previous = UnsafeRawBufferPointer(start: t.baseAddress, count: counter == 1 ? 0 : t.count)
+                withUnsafeBytes(of: counter) { c in
+                    HMACSHA256.authenticate(key: prk, parts: [previous, info, c], into: t)
+                }
+                let take = min(t.count, out.count - produced)
+                out.baseAddress!.advanced(by: produced).copyMemory(from: t.baseAddress!, byteCount: take)
+                produced += take
+                counter &+= 1
+            }
+        }
+    }
+}
+
+/// Stack scratch for short-lived secret intermediates, wiped on return.
+func withScratch<R>(_ count: Int, _ body: (UnsafeMutableRawBufferPointer) throws -> R) rethrows -> R {
+    try withUnsafeTemporaryAllocation(byteCount: count, alignment: 16) { buffer in
+        defer { sodium_memzero(buffer.baseAddress!, buffer.count) }
+        return try body(buffer)
     }
 }
 
