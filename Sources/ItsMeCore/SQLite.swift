@@ -87,13 +87,18 @@ public final class Database {
 
     public func prepare(_ sql: String) throws -> Statement {
         var stmt: OpaquePointer?
-        var tail: UnsafePointer<CChar>?
-        let rc = sqlite3_prepare_v3(handle, sql, -1, 0, &stmt, &tail)
+        // `tail` points into the C string, so inspect it while it lives.
+        let (rc, trailing) = sql.withCString { cSQL -> (Int32, Bool) in
+            var tail: UnsafePointer<CChar>?
+            let rc = sqlite3_prepare_v3(handle, cSQL, -1, 0, &stmt, &tail)
+            guard rc == SQLITE_OK, let tail else { return (rc, false) }
+            return (rc, !String(cString: tail).allSatisfy { $0.isWhitespace || $0 == ";" })
+        }
         guard rc == SQLITE_OK else { throw error(rc, "cannot prepare statement") }
         guard let stmt else {
             throw DatabaseError(code: SQLITE_MISUSE, extendedCode: SQLITE_MISUSE, message: "empty statement")
         }
-        if let tail, tail.pointee != 0, !String(cString: tail).allSatisfy({ $0.isWhitespace || $0 == ";" }) {
+        if trailing {
             sqlite3_finalize(stmt)
             throw DatabaseError(
                 code: SQLITE_MISUSE, extendedCode: SQLITE_MISUSE,
