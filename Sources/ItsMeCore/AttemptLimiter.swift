@@ -70,14 +70,14 @@ public struct AttemptLimiter {
             throw ItsMeError(.locked, "too many wrong \(what) attempts: try again in \(wait) seconds")
         }
         // Count first, then check.
+        let before = state
         state.failures = state.failures == UInt32.max ? UInt32.max : state.failures + 1
         state.lockStart = now
         try save(state)
         let ok: Bool
         do { ok = try check() } catch {
             // Not a guess (e.g. the store failed): give the attempt back.
-            state.failures -= 1
-            try? save(state)
+            try? save(before)
             throw error
         }
         if ok {

@@ -222,7 +222,6 @@ public func ffiPinVerify(_ identity: UnsafeMutablePointer<itsme_identity>?, _ pi
 {
     onIdentity(identity) { id in
         let pin = try pinText(pin, "pin")
-        try checkTime(now)
         try PIN(store: id.store).verify(pin, now: now)
     }
 }
@@ -235,7 +234,6 @@ public func ffiPinChange(
     onIdentity(identity) { id in
         let old = try pinText(oldPin, "old_pin")
         let new = try pinText(newPin, "new_pin")
-        try checkTime(now)
         try PIN(store: id.store).change(old: old, new: new, now: now)
     }
 }
@@ -248,7 +246,6 @@ public func ffiPinStatus(
     onIdentity(identity) { id in
         let failures = try required(outFailures, "out_failures")
         let wait = try required(outWaitSeconds, "out_wait_seconds")
-        try checkTime(now)
         let status = try PIN(store: id.store).status(now: now)
         failures.pointee = status.failures
         wait.pointee = status.waitSeconds

@@ -108,10 +108,6 @@ func writeText(_ s: String, to out: UnsafeMutablePointer<CChar>?, cap: UInt, out
     }
 }
 
-func checkTime(_ now: Int64) throws {
-    guard now >= 0 else { throw invalid("time must not be negative") }
-}
-
 func cString(_ s: StaticString) -> UnsafePointer<CChar> {
     UnsafeRawPointer(s.utf8Start).assumingMemoryBound(to: CChar.self)
 }

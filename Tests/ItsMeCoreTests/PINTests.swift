@@ -100,6 +100,18 @@ final class PINTests: XCTestCase {
         XCTAssertEqual(try limiter.status(now: t0).failures, 0, "a success clears the count")
     }
 
+    func testACheckThatThrowsLeavesTheLimiterAsItWas() throws {
+        let limiter = AttemptLimiter(store: MemorySecretStore(), purpose: "test")
+        for _ in 1...5 {
+            _ = kind { try limiter.attempt(now: t0, failure: .wrongPIN, what: "code") { false } }
+        }
+        XCTAssertEqual(try limiter.status(now: t0 + 300), AttemptLimiter.Status(failures: 5, waitSeconds: 0))
+        struct StoreDown: Error {}
+        XCTAssertThrowsError(try limiter.attempt(now: t0 + 300, failure: .wrongPIN, what: "code") { throw StoreDown() })
+        // Neither counted nor a new lock started.
+        XCTAssertEqual(try limiter.status(now: t0 + 300), AttemptLimiter.Status(failures: 5, waitSeconds: 0))
+    }
+
     func testStoreFailureIsNotAGuess() throws {
         let store = MemorySecretStore()
         let pin = PIN(store: store, parameters: cheap)
