@@ -19,7 +19,9 @@
  *   any output argument, except *out_len on ITSME_E_BUFFER_TOO_SMALL.
  * - Output buffers are (out, cap, out_len).  If cap is too small the
  *   function returns ITSME_E_BUFFER_TOO_SMALL and sets *out_len to the size
- *   needed; call again with a larger buffer.  Text outputs are
+ *   needed; call again with a larger buffer.  out may be NULL only when cap
+ *   is 0, to ask for the size; NULL with a non-zero cap, or a NULL out_len,
+ *   is ITSME_E_INVALID_ARGUMENT and writes nothing.  Text outputs are
  *   NUL-terminated UTF-8, and their *out_len counts the terminating NUL, so
  *   it is always the buffer size needed.
  * - Text inputs are NUL-terminated UTF-8.  Invalid UTF-8 is rejected with

@@ -90,9 +90,10 @@ func writeBytes(
     _ bytes: UnsafeRawBufferPointer, to out: UnsafeMutablePointer<UInt8>?, cap: UInt, outLen: UnsafeMutablePointer<UInt>?
 ) throws {
     let outLen = try required(outLen, "out_len")
+    // NULL is allowed only with cap 0: a query for the size needed.
+    guard out != nil || cap == 0 else { throw invalid("out is NULL but cap is \(cap)") }
     guard let out, cap >= UInt(bytes.count) else {
         outLen.pointee = UInt(bytes.count)
-        if cap >= UInt(bytes.count) { throw invalid("out is NULL") }
         throw ItsMeError(.bufferTooSmall, "buffer of \(cap) bytes is too small: \(bytes.count) needed")
     }
     if bytes.count > 0 { UnsafeMutableRawPointer(out).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count) }

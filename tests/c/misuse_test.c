@@ -116,7 +116,9 @@ static void no_handles(void) {
     len = 0;
     EXPECT("fp zero cap NULL out", itsme_fingerprint_from_public_key(key, 32, NULL, 0, &len), ITSME_E_BUFFER_TOO_SMALL);
     EXPECT("fp size needed", len, ITSME_FINGERPRINT_SIZE);
+    len = 777;
     EXPECT("fp NULL out big cap", itsme_fingerprint_from_public_key(key, 32, NULL, 64, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("out_len untouched on invalid argument", len, 777);
     EXPECT("fp ok", itsme_fingerprint_from_public_key(key, 32, fp, sizeof fp, &len), ITSME_OK);
     EXPECT("fp length", len, 17);
     EXPECT("fp terminated", strlen(fp), 16);
