@@ -1,0 +1,213 @@
+//! Raw declarations of the C interface in `include/itsme.h`.
+//!
+//! Everything here mirrors the header one to one: the same names, the same
+//! parameter order and the same types (`size_t` is `usize`, `int` is
+//! [`c_int`]).  The header is the documentation; read it before calling
+//! these functions directly.  `tests/abi.rs` checks this file against the
+//! header.
+
+#![allow(non_camel_case_types)]
+// Each item is documented in include/itsme.h.
+#![allow(missing_docs)]
+
+use std::marker::{PhantomData, PhantomPinned};
+use std::os::raw::{c_char, c_int, c_void};
+
+// ---------------------------------------------------------------------------
+// Version
+// ---------------------------------------------------------------------------
+
+pub const ITSME_VERSION_MAJOR: u32 = 0;
+pub const ITSME_VERSION_MINOR: u32 = 1;
+pub const ITSME_VERSION_PATCH: u32 = 0;
+pub const ITSME_VERSION_STRING: &str = "0.1.0";
+/// `MAJOR * 10000 + MINOR * 100 + PATCH`.
+pub const ITSME_VERSION_NUMBER: u32 = 100;
+
+// ---------------------------------------------------------------------------
+// Result codes
+// ---------------------------------------------------------------------------
+
+pub type itsme_result = i32;
+
+pub const ITSME_OK: itsme_result = 0;
+pub const ITSME_E_INVALID_ARGUMENT: itsme_result = 1;
+pub const ITSME_E_BUFFER_TOO_SMALL: itsme_result = 2;
+pub const ITSME_E_NOT_INITIALIZED: itsme_result = 3;
+pub const ITSME_E_UNSUPPORTED_PLATFORM: itsme_result = 4;
+pub const ITSME_E_NOT_FOUND: itsme_result = 5;
+pub const ITSME_E_ALREADY_EXISTS: itsme_result = 6;
+pub const ITSME_E_INVALID_PIN: itsme_result = 7;
+pub const ITSME_E_WRONG_PIN: itsme_result = 8;
+pub const ITSME_E_LOCKED: itsme_result = 9;
+pub const ITSME_E_SECRET_STORE: itsme_result = 10;
+pub const ITSME_E_CORRUPT_DATA: itsme_result = 11;
+pub const ITSME_E_AUTHENTICATION_FAILED: itsme_result = 12;
+pub const ITSME_E_INVALID_KEY: itsme_result = 13;
+pub const ITSME_E_INVALID_STATE: itsme_result = 14;
+pub const ITSME_E_DATABASE: itsme_result = 15;
+pub const ITSME_E_OUT_OF_MEMORY: itsme_result = 16;
+pub const ITSME_E_INTERNAL: itsme_result = 17;
+
+// ---------------------------------------------------------------------------
+// Sizes
+// ---------------------------------------------------------------------------
+
+pub const ITSME_PUBLIC_KEY_BYTES: usize = 32;
+pub const ITSME_FINGERPRINT_CHARS: usize = 16;
+/// Buffer size for a fingerprint: 16 characters and the NUL.
+pub const ITSME_FINGERPRINT_SIZE: usize = 17;
+pub const ITSME_PIN_LENGTH: usize = 6;
+/// Longest display name, in UTF-8 bytes (without the NUL).
+pub const ITSME_NAME_MAX_BYTES: usize = 128;
+
+// ---------------------------------------------------------------------------
+// Secret store
+// ---------------------------------------------------------------------------
+
+pub type itsme_accessibility = u32;
+
+pub const ITSME_ACCESSIBLE_WHEN_UNLOCKED_THIS_DEVICE_ONLY: itsme_accessibility = 0;
+pub const ITSME_ACCESSIBLE_AFTER_FIRST_UNLOCK_THIS_DEVICE_ONLY: itsme_accessibility = 1;
+pub const ITSME_ACCESSIBLE_WHEN_UNLOCKED: itsme_accessibility = 2;
+
+/// Opaque secret-store handle (`itsme_secret_store`).
+#[repr(C)]
+pub struct itsme_secret_store {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// Opaque identity handle (`itsme_identity`).
+#[repr(C)]
+pub struct itsme_identity {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// A host-implemented secret store (`itsme_secret_store_callbacks`).
+/// `get`, `put` and `remove` must be `Some`; `destroy` may be `None`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct itsme_secret_store_callbacks {
+    pub ctx: *mut c_void,
+    pub get: Option<
+        unsafe extern "C" fn(
+            ctx: *mut c_void,
+            name: *const c_char,
+            out: *mut u8,
+            cap: usize,
+            out_len: *mut usize,
+        ) -> itsme_result,
+    >,
+    pub put: Option<
+        unsafe extern "C" fn(
+            ctx: *mut c_void,
+            name: *const c_char,
+            value: *const u8,
+            len: usize,
+            accessibility: itsme_accessibility,
+        ) -> itsme_result,
+    >,
+    pub remove: Option<unsafe extern "C" fn(ctx: *mut c_void, name: *const c_char) -> itsme_result>,
+    pub destroy: Option<unsafe extern "C" fn(ctx: *mut c_void)>,
+}
+
+// ---------------------------------------------------------------------------
+// Functions
+// ---------------------------------------------------------------------------
+
+extern "C" {
+    // Version
+    pub fn itsme_version_string() -> *const c_char;
+    pub fn itsme_version_number() -> u32;
+
+    // Result codes
+    pub fn itsme_result_message(code: itsme_result) -> *const c_char;
+
+    // Initialisation and sizes
+    pub fn itsme_init() -> itsme_result;
+    pub fn itsme_last_error(buf: *mut c_char, cap: usize, out_len: *mut usize) -> itsme_result;
+    pub fn itsme_public_key_bytes() -> usize;
+    pub fn itsme_fingerprint_size() -> usize;
+    pub fn itsme_name_max_bytes() -> usize;
+    pub fn itsme_fingerprint_from_public_key(
+        public_key: *const u8,
+        key_len: usize,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    // Secret store
+    pub fn itsme_secret_store_new_callbacks(
+        callbacks: *const itsme_secret_store_callbacks,
+        out: *mut *mut itsme_secret_store,
+    ) -> itsme_result;
+    pub fn itsme_secret_store_new_memory(out: *mut *mut itsme_secret_store) -> itsme_result;
+    pub fn itsme_secret_store_open_file(
+        directory: *const c_char,
+        out: *mut *mut itsme_secret_store,
+    ) -> itsme_result;
+    pub fn itsme_secret_store_free(store: *mut itsme_secret_store);
+    pub fn itsme_secret_store_last_error(
+        store: *const itsme_secret_store,
+        buf: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    // Identity
+    pub fn itsme_identity_create(
+        store: *mut itsme_secret_store,
+        name: *const c_char,
+        out: *mut *mut itsme_identity,
+    ) -> itsme_result;
+    pub fn itsme_identity_load(
+        store: *mut itsme_secret_store,
+        out: *mut *mut itsme_identity,
+    ) -> itsme_result;
+    pub fn itsme_identity_free(identity: *mut itsme_identity);
+    pub fn itsme_identity_last_error(
+        identity: *const itsme_identity,
+        buf: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_identity_fingerprint(
+        identity: *const itsme_identity,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_identity_public_key(
+        identity: *const itsme_identity,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_identity_name(
+        identity: *const itsme_identity,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_identity_set_name(identity: *mut itsme_identity, name: *const c_char) -> itsme_result;
+
+    // PIN
+    pub fn itsme_pin_is_set(identity: *mut itsme_identity, out_is_set: *mut c_int) -> itsme_result;
+    pub fn itsme_pin_set(identity: *mut itsme_identity, pin: *const c_char) -> itsme_result;
+    pub fn itsme_pin_verify(identity: *mut itsme_identity, pin: *const c_char, now: i64) -> itsme_result;
+    pub fn itsme_pin_change(
+        identity: *mut itsme_identity,
+        old_pin: *const c_char,
+        new_pin: *const c_char,
+        now: i64,
+    ) -> itsme_result;
+    pub fn itsme_pin_status(
+        identity: *mut itsme_identity,
+        now: i64,
+        out_failures: *mut u32,
+        out_wait_seconds: *mut u64,
+    ) -> itsme_result;
+}

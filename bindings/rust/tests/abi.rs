@@ -1,0 +1,615 @@
+//! `src/sys.rs` against `include/itsme.h`: the same functions with the same
+//! parameter and return types, the same callback table, the same typedefs
+//! and the same constant values; and the library's runtime version equal
+//! to the header's.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+fn read(relative: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+fn header() -> String {
+    read("../../include/itsme.h")
+}
+
+fn sys_source() -> String {
+    read("src/sys.rs")
+}
+
+// ---------------------------------------------------------------------------
+// C parsing
+// ---------------------------------------------------------------------------
+
+/// The header without comments, preprocessor lines, `#ifdef __cplusplus`
+/// blocks, with whitespace collapsed.
+fn c_code(header: &str) -> String {
+    let mut without_comments = String::new();
+    let mut rest = header;
+    while let Some(start) = rest.find("/*") {
+        without_comments.push_str(&rest[..start]);
+        let end = rest[start..].find("*/").expect("unterminated comment") + start + 2;
+        without_comments.push(' ');
+        rest = &rest[end..];
+    }
+    without_comments.push_str(rest);
+
+    let mut code = String::new();
+    let mut skipping = 0usize;
+    for line in without_comments.lines() {
+        let trimmed = line.trim();
+        if let Some(directive) = trimmed.strip_prefix('#') {
+            let directive = directive.trim_start();
+            if directive.starts_with("ifdef __cplusplus") {
+                skipping += 1;
+            } else if directive.starts_with("endif") && skipping > 0 {
+                skipping -= 1;
+            }
+            continue;
+        }
+        if skipping == 0 {
+            code.push_str(line);
+            code.push(' ');
+        }
+    }
+    code.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The `#define ITSME_...` macros that have a value.
+fn c_macros(header: &str) -> BTreeMap<String, String> {
+    let mut macros = BTreeMap::new();
+    for line in header.lines() {
+        let line = line.trim();
+        let Some(rest) = line.strip_prefix("#define ") else { continue };
+        let mut parts = rest.trim().splitn(2, char::is_whitespace);
+        let name = parts.next().unwrap_or_default();
+        let value = parts.next().unwrap_or_default().trim();
+        if name.starts_with("ITSME_") && !value.is_empty() {
+            macros.insert(name.to_owned(), value.to_owned());
+        }
+    }
+    macros
+}
+
+/// Splits at top-level commas.
+fn split_params(text: &str) -> Vec<String> {
+    let mut params = Vec::new();
+    let mut depth = 0i32;
+    let mut current = String::new();
+    let mut previous = ' ';
+    for c in text.chars() {
+        match c {
+            '(' | '<' => depth += 1,
+            // The `>` of `->` closes nothing.
+            '>' if previous == '-' => {}
+            ')' | '>' => depth -= 1,
+            _ => {}
+        }
+        previous = c;
+        if c == ',' && depth == 0 {
+            params.push(current.trim().to_owned());
+            current.clear();
+        } else {
+            current.push(c);
+        }
+    }
+    if !current.trim().is_empty() {
+        params.push(current.trim().to_owned());
+    }
+    params
+}
+
+/// Index of the parenthesis closing the one at `open`.
+fn matching_paren(text: &str, open: usize) -> usize {
+    let mut depth = 0;
+    for (i, c) in text[open..].char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return open + i;
+                }
+            }
+            _ => {}
+        }
+    }
+    panic!("unbalanced parentheses in {text:?}");
+}
+
+/// A C type (without a declarator name) written the way sys.rs writes it.
+fn c_type_to_rust(c_type: &str) -> String {
+    let stars = c_type.matches('*').count();
+    let spaced = c_type.replace('*', " ");
+    let words: Vec<&str> = spaced.split_whitespace().collect();
+    let is_const = words.first() == Some(&"const");
+    let base: Vec<&str> = words.into_iter().filter(|w| *w != "const").collect();
+    assert_eq!(base.len(), 1, "unexpected C type {c_type:?}");
+    let base = match base[0] {
+        "char" => "c_char",
+        "int" => "c_int",
+        "void" => "c_void",
+        "uint8_t" => "u8",
+        "int32_t" => "i32",
+        "uint32_t" => "u32",
+        "int64_t" => "i64",
+        "uint64_t" => "u64",
+        "size_t" => "usize",
+        other if other.starts_with("itsme_") => other,
+        other => panic!("unmapped C type {other:?} in {c_type:?}"),
+    };
+    if stars == 0 {
+        return base.to_owned();
+    }
+    let mut rust = "*mut ".repeat(stars - 1);
+    rust.push_str(if is_const { "*const " } else { "*mut " });
+    rust.push_str(base);
+    rust
+}
+
+/// A C parameter declaration without its name, e.g. `const char *name`
+/// becomes `const char *`.
+fn c_param_type(param: &str) -> String {
+    let param = param.trim();
+    let end = param.trim_end_matches(|c: char| c.is_alphanumeric() || c == '_');
+    // A lone type such as `void` or `size_t` has no name to strip.
+    if end.trim().is_empty() || !param.contains([' ', '*']) {
+        return param.to_owned();
+    }
+    end.trim().to_owned()
+}
+
+/// A C parameter list as Rust types; `(void)` is empty.
+fn c_params_to_rust(params: &str) -> Vec<String> {
+    let params = params.trim();
+    if params == "void" || params.is_empty() {
+        return Vec::new();
+    }
+    split_params(params).iter().map(|p| c_type_to_rust(&c_param_type(p))).collect()
+}
+
+/// Return type: `void` is empty.
+fn c_return_to_rust(c_type: &str) -> String {
+    if c_type.trim() == "void" {
+        String::new()
+    } else {
+        c_type_to_rust(c_type)
+    }
+}
+
+/// A C function signature: return type and parameter types, in Rust
+/// spelling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Signature {
+    ret: String,
+    params: Vec<String>,
+}
+
+/// Replaces brace-enclosed bodies (struct definitions) in C code by `{}`.
+fn without_bodies(code: &str) -> String {
+    let mut out = String::new();
+    let mut depth = 0;
+    for c in code.chars() {
+        match c {
+            '{' => {
+                if depth == 0 {
+                    out.push_str("{}");
+                }
+                depth += 1;
+            }
+            '}' => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The functions the header declares.
+fn c_functions(header: &str) -> BTreeMap<String, Signature> {
+    let code = without_bodies(&c_code(header));
+    let mut functions = BTreeMap::new();
+    for statement in code.split(';') {
+        let statement = statement.trim();
+        if statement.is_empty() || statement.starts_with("typedef") {
+            continue;
+        }
+        let open = statement.find('(').unwrap_or_else(|| panic!("not a function: {statement:?}"));
+        let close = matching_paren(statement, open);
+        let head = statement[..open].trim();
+        let name_start = head.rfind(|c: char| !(c.is_alphanumeric() || c == '_')).map_or(0, |i| i + 1);
+        let name = &head[name_start..];
+        assert!(name.starts_with("itsme_"), "unexpected declaration {statement:?}");
+        let ret = c_return_to_rust(&head[..name_start]);
+        let params = c_params_to_rust(&statement[open + 1..close]);
+        assert!(functions.insert(name.to_owned(), Signature { ret, params }).is_none(), "{name} twice");
+    }
+    functions
+}
+
+/// `typedef T name;` for scalar typedefs.
+fn c_typedefs(header: &str) -> BTreeMap<String, String> {
+    let code = without_bodies(&c_code(header));
+    let mut typedefs = BTreeMap::new();
+    for statement in code.split(';') {
+        let Some(rest) = statement.trim().strip_prefix("typedef ") else { continue };
+        if rest.starts_with("struct ") {
+            continue;
+        }
+        let (ty, name) = rest.rsplit_once(' ').unwrap();
+        typedefs.insert(name.to_owned(), c_type_to_rust(ty));
+    }
+    typedefs
+}
+
+/// `typedef struct name name;` opaque types.
+fn c_opaque_types(header: &str) -> BTreeSet<String> {
+    let code = without_bodies(&c_code(header));
+    let mut names = BTreeSet::new();
+    for statement in code.split(';') {
+        let Some(rest) = statement.trim().strip_prefix("typedef struct ") else { continue };
+        let words: Vec<&str> = rest.split_whitespace().collect();
+        if words.len() == 2 && words[0] == words[1] {
+            names.insert(words[0].to_owned());
+        }
+    }
+    names
+}
+
+/// Fields of `typedef struct itsme_secret_store_callbacks { ... }`: data
+/// fields as their type, function pointers as their signature.
+fn c_callback_fields(header: &str) -> Vec<(String, String)> {
+    let code = c_code(header);
+    let start = code.find("typedef struct itsme_secret_store_callbacks {").expect("callbacks struct");
+    let body_start = code[start..].find('{').unwrap() + start + 1;
+    let body_end = code[body_start..].find('}').unwrap() + body_start;
+    let mut fields = Vec::new();
+    for field in code[body_start..body_end].split(';') {
+        let field = field.trim();
+        if field.is_empty() {
+            continue;
+        }
+        if let Some(pointer) = field.find("(*") {
+            let name_end = field[pointer..].find(')').unwrap() + pointer;
+            let name = field[pointer + 2..name_end].trim();
+            let params_open = field[name_end..].find('(').unwrap() + name_end;
+            let params_close = matching_paren(field, params_open);
+            let ret = c_return_to_rust(&field[..pointer]);
+            let params = c_params_to_rust(&field[params_open + 1..params_close]);
+            let mut rust = format!("Option<unsafe extern \"C\" fn({})", params.join(", "));
+            if !ret.is_empty() {
+                rust.push_str(&format!(" -> {ret}"));
+            }
+            rust.push('>');
+            fields.push((name.to_owned(), rust));
+        } else {
+            let ty = c_param_type(field);
+            let name = field[ty.len()..].trim().to_owned();
+            fields.push((name, c_type_to_rust(&ty)));
+        }
+    }
+    fields
+}
+
+// ---------------------------------------------------------------------------
+// Rust parsing
+// ---------------------------------------------------------------------------
+
+/// sys.rs without `//` comments, whitespace collapsed.
+fn rust_code(source: &str) -> String {
+    source
+        .lines()
+        .map(|line| match line.find("//") {
+            Some(i) => &line[..i],
+            None => line,
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Rust parameter list (`name: Type, ...`) as types, with whitespace
+/// normalised.
+fn rust_params(params: &str) -> Vec<String> {
+    split_params(params)
+        .iter()
+        .map(|p| {
+            let (_, ty) = p.split_once(':').unwrap_or_else(|| panic!("parameter without type: {p:?}"));
+            normalise_rust_type(ty)
+        })
+        .collect()
+}
+
+fn normalise_rust_type(ty: &str) -> String {
+    ty.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace("( ", "(")
+        .replace(" )", ")")
+        .replace("< ", "<")
+        .replace(" >", ">")
+        .replace(",)", ")")
+        .replace(",>", ">")
+        .trim()
+        .to_owned()
+}
+
+/// The functions declared in `extern "C"` blocks of sys.rs.
+fn rust_functions(source: &str) -> BTreeMap<String, Signature> {
+    let code = rust_code(source);
+    let mut functions = BTreeMap::new();
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("pub fn ") {
+        let decl = &rest[at + "pub fn ".len()..];
+        let open = decl.find('(').unwrap();
+        let name = decl[..open].trim().to_owned();
+        let close = matching_paren(decl, open);
+        let params = rust_params(&decl[open + 1..close]);
+        let semicolon = decl[close..].find(';').unwrap() + close;
+        let tail = decl[close + 1..semicolon].trim();
+        let ret = tail.strip_prefix("->").map(normalise_rust_type).unwrap_or_default();
+        assert!(functions.insert(name.clone(), Signature { ret, params }).is_none(), "{name} twice");
+        rest = &decl[semicolon..];
+    }
+    functions
+}
+
+/// `pub const NAME: T = VALUE;` items of sys.rs.
+fn rust_consts(source: &str) -> BTreeMap<String, (String, String)> {
+    let mut consts = BTreeMap::new();
+    for line in source.lines() {
+        let Some(rest) = line.trim().strip_prefix("pub const ") else { continue };
+        let (name, rest) = rest.split_once(':').unwrap();
+        let (ty, value) = rest.split_once('=').unwrap();
+        let value = value.trim().trim_end_matches(';').trim();
+        consts.insert(name.trim().to_owned(), (ty.trim().to_owned(), value.to_owned()));
+    }
+    consts
+}
+
+/// `pub type NAME = T;` items of sys.rs.
+fn rust_type_aliases(source: &str) -> BTreeMap<String, String> {
+    let mut aliases = BTreeMap::new();
+    for line in source.lines() {
+        let Some(rest) = line.trim().strip_prefix("pub type ") else { continue };
+        let (name, ty) = rest.split_once('=').unwrap();
+        aliases.insert(name.trim().to_owned(), ty.trim().trim_end_matches(';').trim().to_owned());
+    }
+    aliases
+}
+
+/// `#[repr(C)] pub struct NAME { _data: [u8; 0], _marker: PhantomData<...> }`
+/// items of sys.rs.
+fn rust_opaque_types(source: &str) -> BTreeSet<String> {
+    let code = rust_code(source);
+    let mut names = BTreeSet::new();
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("#[repr(C)] pub struct ") {
+        let decl = &rest[at + "#[repr(C)] pub struct ".len()..];
+        let name_end = decl.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap();
+        let body_end = decl.find('}').unwrap();
+        let body = &decl[name_end..body_end];
+        if body.contains("_data: [u8; 0]") && body.contains("_marker: PhantomData<") {
+            names.insert(decl[..name_end].to_owned());
+        }
+        rest = &decl[body_end..];
+    }
+    names
+}
+
+/// Fields of `pub struct itsme_secret_store_callbacks { ... }` in sys.rs.
+fn rust_callback_fields(source: &str) -> Vec<(String, String)> {
+    let code = rust_code(source);
+    let start = code.find("pub struct itsme_secret_store_callbacks {").expect("callbacks struct");
+    let open = code[start..].find('{').unwrap() + start;
+    let mut depth = 0;
+    let mut close = open;
+    for (i, c) in code[open..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    close = open + i;
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    split_params(&code[open + 1..close])
+        .iter()
+        .map(|field| {
+            let field = field.trim().strip_prefix("pub ").expect("public field");
+            let (name, ty) = field.split_once(':').unwrap();
+            let ty = normalise_rust_type(ty);
+            // Parameter names inside function pointer types are not part of
+            // the type.
+            let ty = match (ty.find("fn("), ty.rfind(')')) {
+                (Some(open), Some(close)) => {
+                    let params = rust_params(&ty[open + 3..close]);
+                    format!("{}{}{}", &ty[..open + 3], params.join(", "), &ty[close..])
+                }
+                _ => ty,
+            };
+            (name.trim().to_owned(), ty)
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------
+
+#[test]
+fn functions_agree() {
+    let header = c_functions(&header());
+    let sys = rust_functions(&sys_source());
+    assert!(header.len() >= 27, "parsed only {} functions from the header", header.len());
+    let header_names: BTreeSet<_> = header.keys().collect();
+    let sys_names: BTreeSet<_> = sys.keys().collect();
+    assert_eq!(
+        header_names.difference(&sys_names).collect::<Vec<_>>(),
+        Vec::<&&String>::new(),
+        "declared in itsme.h but not in sys.rs"
+    );
+    assert_eq!(
+        sys_names.difference(&header_names).collect::<Vec<_>>(),
+        Vec::<&&String>::new(),
+        "declared in sys.rs but not in itsme.h"
+    );
+    for (name, c) in &header {
+        let rust = &sys[name];
+        assert_eq!(rust.params.len(), c.params.len(), "{name}: parameter count");
+        assert_eq!(rust, c, "{name}: signature");
+    }
+}
+
+#[test]
+fn callback_table_agrees() {
+    let header = c_callback_fields(&header());
+    let sys = rust_callback_fields(&sys_source());
+    let names = |fields: &[(String, String)]| fields.iter().map(|f| f.0.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&sys), names(&header), "field order");
+    assert_eq!(names(&header), ["ctx", "get", "put", "remove", "destroy"]);
+    assert_eq!(sys, header);
+}
+
+#[test]
+fn types_agree() {
+    let header = header();
+    let source = sys_source();
+    let aliases = rust_type_aliases(&source);
+    for (name, ty) in c_typedefs(&header) {
+        assert_eq!(aliases.get(&name), Some(&ty), "typedef {name}");
+    }
+    let opaque = c_opaque_types(&header);
+    assert_eq!(opaque, BTreeSet::from(["itsme_identity".to_owned(), "itsme_secret_store".to_owned()]));
+    assert_eq!(rust_opaque_types(&source), opaque);
+}
+
+#[test]
+fn result_codes_agree() {
+    let macros = c_macros(&header());
+    let consts = rust_consts(&sys_source());
+    let is_code = |name: &str| name == "ITSME_OK" || name.starts_with("ITSME_E_");
+    let header_codes: BTreeMap<&str, i32> =
+        macros.iter().filter(|(n, _)| is_code(n)).map(|(n, v)| (n.as_str(), v.parse().unwrap())).collect();
+    let sys_codes: BTreeMap<&str, i32> = consts
+        .iter()
+        .filter(|(n, _)| is_code(n))
+        .map(|(n, (ty, v))| {
+            assert_eq!(ty, "itsme_result", "{n} type");
+            (n.as_str(), v.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(sys_codes, header_codes);
+    assert_eq!(header_codes["ITSME_OK"], 0);
+    assert_eq!(header_codes["ITSME_E_INTERNAL"], 17);
+    let mut values: Vec<i32> = header_codes.values().copied().collect();
+    values.sort();
+    assert_eq!(values, (0..=17).collect::<Vec<_>>());
+    // The safe binding knows every code.
+    for (name, code) in header_codes {
+        if code != 0 {
+            assert!(!matches!(itsme::ErrorKind::from_code(code), itsme::ErrorKind::Other(_)), "{name}");
+        }
+    }
+}
+
+#[test]
+fn every_constant_agrees() {
+    let macros = c_macros(&header());
+    let consts = rust_consts(&sys_source());
+    let header_names: BTreeSet<_> = macros.keys().collect();
+    let sys_names: BTreeSet<_> = consts.keys().collect();
+    assert_eq!(header_names, sys_names, "the #define ITSME_* macros and sys.rs constants differ");
+    for (name, value) in &macros {
+        let (_, rust_value) = &consts[name];
+        if value.starts_with('"') {
+            assert_eq!(rust_value, value, "{name}");
+        } else {
+            assert_eq!(rust_value.parse::<i64>().ok(), value.parse::<i64>().ok(), "{name}");
+            assert!(value.parse::<i64>().is_ok(), "{name} = {value}");
+        }
+    }
+    // And the values compiled into the crate are the ones in the text.
+    use itsme::sys::*;
+    let compiled: [(&str, i64); 11] = [
+        ("ITSME_VERSION_MAJOR", ITSME_VERSION_MAJOR.into()),
+        ("ITSME_VERSION_MINOR", ITSME_VERSION_MINOR.into()),
+        ("ITSME_VERSION_PATCH", ITSME_VERSION_PATCH.into()),
+        ("ITSME_VERSION_NUMBER", ITSME_VERSION_NUMBER.into()),
+        ("ITSME_PUBLIC_KEY_BYTES", ITSME_PUBLIC_KEY_BYTES as i64),
+        ("ITSME_FINGERPRINT_CHARS", ITSME_FINGERPRINT_CHARS as i64),
+        ("ITSME_FINGERPRINT_SIZE", ITSME_FINGERPRINT_SIZE as i64),
+        ("ITSME_PIN_LENGTH", ITSME_PIN_LENGTH as i64),
+        ("ITSME_NAME_MAX_BYTES", ITSME_NAME_MAX_BYTES as i64),
+        ("ITSME_ACCESSIBLE_WHEN_UNLOCKED", ITSME_ACCESSIBLE_WHEN_UNLOCKED.into()),
+        ("ITSME_E_INTERNAL", ITSME_E_INTERNAL.into()),
+    ];
+    for (name, value) in compiled {
+        assert_eq!(macros[name].parse::<i64>().unwrap(), value, "{name}");
+    }
+}
+
+#[test]
+fn version_macros_equal_the_runtime_version() {
+    let macros = c_macros(&header());
+    let number = |name: &str| macros[name].parse::<u32>().unwrap();
+    let (major, minor, patch) =
+        (number("ITSME_VERSION_MAJOR"), number("ITSME_VERSION_MINOR"), number("ITSME_VERSION_PATCH"));
+    let string = macros["ITSME_VERSION_STRING"].trim_matches('"').to_owned();
+    assert_eq!(string, format!("{major}.{minor}.{patch}"));
+    assert_eq!(number("ITSME_VERSION_NUMBER"), major * 10_000 + minor * 100 + patch);
+
+    assert_eq!(itsme::version(), string);
+    assert_eq!(itsme::version_number(), number("ITSME_VERSION_NUMBER"));
+    // SAFETY: no arguments.
+    unsafe {
+        assert_eq!(itsme::sys::itsme_version_number(), number("ITSME_VERSION_NUMBER"));
+        let text = std::ffi::CStr::from_ptr(itsme::sys::itsme_version_string());
+        assert_eq!(text.to_str().unwrap(), string);
+    }
+}
+
+#[test]
+fn size_functions_equal_the_macros() {
+    let macros = c_macros(&header());
+    let number = |name: &str| macros[name].parse::<usize>().unwrap();
+    // SAFETY: no arguments.
+    unsafe {
+        assert_eq!(itsme::sys::itsme_public_key_bytes(), number("ITSME_PUBLIC_KEY_BYTES"));
+        assert_eq!(itsme::sys::itsme_fingerprint_size(), number("ITSME_FINGERPRINT_SIZE"));
+        assert_eq!(itsme::sys::itsme_name_max_bytes(), number("ITSME_NAME_MAX_BYTES"));
+    }
+    assert_eq!(number("ITSME_FINGERPRINT_SIZE"), number("ITSME_FINGERPRINT_CHARS") + 1);
+}
+
+#[test]
+fn parsers_see_what_they_should() {
+    // Guards against a parser that silently finds nothing.
+    let header = c_functions(&header());
+    assert_eq!(
+        header["itsme_fingerprint_from_public_key"],
+        Signature {
+            ret: "itsme_result".into(),
+            params: vec!["*const u8", "usize", "*mut c_char", "usize", "*mut usize"]
+                .into_iter()
+                .map(String::from)
+                .collect(),
+        }
+    );
+    assert_eq!(header["itsme_version_string"], Signature { ret: "*const c_char".into(), params: vec![] });
+    assert_eq!(
+        header["itsme_secret_store_free"],
+        Signature { ret: String::new(), params: vec!["*mut itsme_secret_store".into()] }
+    );
+    assert_eq!(header["itsme_identity_load"].params[1], "*mut *mut itsme_identity");
+    let sys = rust_functions(&sys_source());
+    assert_eq!(sys["itsme_identity_load"], header["itsme_identity_load"]);
+}
