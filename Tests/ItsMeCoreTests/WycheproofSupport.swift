@@ -131,6 +131,39 @@ struct WycheproofTally {
         }
     }
 
+    /// Files one vector's outcome and fails the test where the primitive is
+    /// wrong. `accepted`: the primitive took the input (produced an output,
+    /// or verified). `correct`: that output is the expected one.
+    mutating func record(
+        _ t: Wycheproof.Case, accepted: Bool, correct: Bool = true, file: StaticString = #filePath, line: UInt = #line
+    ) {
+        switch t.result {
+        case .valid:
+            if accepted && correct {
+                validPassed += 1
+            } else {
+                validFailed += 1
+                XCTFail("\(name) valid vector \(accepted ? "gave a wrong output" : "refused"): \(t.label)", file: file, line: line)
+            }
+        case .invalid:
+            if accepted {
+                invalidAccepted += 1
+                XCTFail("\(name) invalid vector accepted: \(t.label)", file: file, line: line)
+            } else {
+                invalidRejected += 1
+            }
+        case .acceptable:
+            if accepted {
+                acceptableAccepted += 1
+                XCTAssertTrue(correct, "\(name) acceptable vector gave a wrong output: \(t.label)", file: file, line: line)
+            } else {
+                acceptableRejected += 1
+            }
+        case .unknown:
+            XCTFail("\(name): unknown result in \(t.label)", file: file, line: line)
+        }
+    }
+
     func noteCount(_ key: String) -> Int { notes.first(where: { $0.0 == key })?.1 ?? 0 }
 
     var summary: String {
