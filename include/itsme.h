@@ -133,9 +133,10 @@ itsme_result itsme_init(void);
 
 /* Copies the detail of the most recent failure of a constructor that had no
  * handle yet (itsme_secret_store_new_*, itsme_secret_store_open_file) on
- * the calling thread.  Per-thread; an empty string if there is none.
- * Errors: ITSME_E_INVALID_ARGUMENT (buf or out_len NULL),
- * ITSME_E_BUFFER_TOO_SMALL. */
+ * the calling thread.  Per-thread; an empty string if there is none.  Like
+ * every *_last_error function, it needs no itsme_init().
+ * Errors: ITSME_E_INVALID_ARGUMENT (out_len NULL, or buf NULL with a
+ * non-zero cap), ITSME_E_BUFFER_TOO_SMALL. */
 itsme_result itsme_last_error(char *buf, size_t cap, size_t *out_len);
 
 #define ITSME_PUBLIC_KEY_BYTES 32
@@ -202,7 +203,9 @@ typedef uint32_t itsme_accessibility;
  * Threads: the callbacks of one store are never called concurrently (the
  * library serialises them), but they may be called from any thread that
  * calls into the library with a handle using this store.  They must not
- * call back into libitsme.
+ * call back into libitsme.  The library's read-modify-writes of an item
+ * (attempt counters) are atomic within the process; if several processes
+ * share one host store, the host must make them atomic across processes.
  *
  * get:     copy the item's bytes to out and its size to *out_len.
  * put:     create or replace the item with `len` bytes of `value`,
@@ -332,7 +335,14 @@ itsme_result itsme_identity_set_name(itsme_identity *identity,
  * 24 hours.  A success clears the count.  The count is saved in the secret
  * store before the PIN is checked, so killing the process mid-check or
  * restarting does not reset it.  A clock set back cannot lengthen a wait
- * beyond its full duration.
+ * beyond its full duration.  Counting is atomic: attempts made at the same
+ * time through several handles or threads on one store are each counted,
+ * and so are attempts from several processes sharing a file store (which
+ * takes an flock on a ".lock" file in its directory).  A host store shared
+ * between processes is serialised only within each process.
+ *
+ * A PIN argument that is not exactly six ASCII digits, including one that
+ * is not UTF-8, gives ITSME_E_INVALID_PIN, not ITSME_E_INVALID_ARGUMENT.
  * ---------------------------------------------------------------------- */
 
 /* Writes 1 to *out_is_set if a PIN is set, else 0.

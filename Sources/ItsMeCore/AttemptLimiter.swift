@@ -6,7 +6,7 @@
 /// The state lives in the secret store, so it survives restarts, and a
 /// failure is counted *before* the secret is checked: killing the process
 /// while the check runs does not erase the attempt.
-public struct AttemptLimiter {
+public struct AttemptLimiter: Sendable {
     public static let freeFailures: UInt32 = 5
     public static let firstLockSeconds: Int64 = 5 * 60
     public static let maxLockSeconds: Int64 = 24 * 60 * 60
@@ -64,36 +64,47 @@ public struct AttemptLimiter {
     /// secret was wrong.
     public func attempt(now: Int64, failure: ItsMeError.Kind, what: String, _ check: () throws -> Bool) throws {
         try Self.checkTime(now)
-        var state = try load()
-        let wait = Self.wait(state, now: now)
-        if wait > 0 {
-            throw ItsMeError(.locked, "too many wrong \(what) attempts: try again in \(wait) seconds")
+        // Count first, then check. Counting is one atomic read-modify-write
+        // of the store, so concurrent attempts (several handles, threads or
+        // processes on one store) are each counted and each see the lock.
+        let (previousLockStart, counted) = try store.withExclusiveAccess { () -> (Int64, State) in
+            var state = try load()
+            let wait = Self.wait(state, now: now)
+            if wait > 0 {
+                throw ItsMeError(.locked, "too many wrong \(what) attempts: try again in \(wait) seconds")
+            }
+            let previousLockStart = state.lockStart
+            state.failures = state.failures == UInt32.max ? UInt32.max : state.failures + 1
+            state.lockStart = now
+            try save(state)
+            return (previousLockStart, state)
         }
-        // Count first, then check.
-        let before = state
-        state.failures = state.failures == UInt32.max ? UInt32.max : state.failures + 1
-        state.lockStart = now
-        try save(state)
         let ok: Bool
         do { ok = try check() } catch {
-            // Not a guess (e.g. the store failed): give the attempt back.
-            try? save(before)
+            // Not a guess (e.g. the store failed): take back this attempt
+            // only, keeping any counted meanwhile.
+            _ = try? store.withExclusiveAccess {
+                var state = try load()
+                if state.failures > 0 { state.failures -= 1 }
+                if state.lockStart == now { state.lockStart = previousLockStart }
+                try save(state)
+            }
             throw error
         }
         if ok {
-            try save(State())
+            try store.withExclusiveAccess { try save(State()) }
             return
         }
-        let lock = Self.lockSeconds(failures: state.failures)
+        let lock = Self.lockSeconds(failures: counted.failures)
         if lock > 0 {
             throw ItsMeError(failure, "wrong \(what); locked for \(lock) seconds")
         }
-        let left = Self.freeFailures - state.failures
+        let left = Self.freeFailures - counted.failures
         throw ItsMeError(failure, "wrong \(what); \(left) attempt\(left == 1 ? "" : "s") left before a lockout")
     }
 
     /// Forgets all failures (after the secret itself was replaced).
-    public func reset() throws { try save(State()) }
+    public func reset() throws { try store.withExclusiveAccess { try save(State()) } }
 
     static func checkTime(_ now: Int64) throws {
         guard now >= 0 else { throw ItsMeError(.invalidArgument, "time must not be negative") }

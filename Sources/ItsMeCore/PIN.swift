@@ -4,7 +4,7 @@
 /// The PIN is an access gate, not encryption: it is only as strong as the
 /// secret store holding its hash, since whoever reads that store can try
 /// all 10^6 PINs offline.
-public struct PIN {
+public struct PIN: Sendable {
     public static let length = 6
     public static let itemName = "itsme.pin"
     static let recordVersion: UInt8 = 1

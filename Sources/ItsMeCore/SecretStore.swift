@@ -27,9 +27,22 @@ public protocol SecretStore: AnyObject, Sendable {
     func get(_ name: String) throws -> SecretBytes?
     func put(_ name: String, _ value: UnsafeRawBufferPointer, accessibility: Accessibility) throws
     func remove(_ name: String) throws -> Bool
+
+    /// Runs `body` with exclusive access for a read-modify-write of items
+    /// (the attempt counters). The default serialises within the process;
+    /// a store shared between processes must also lock across them.
+    func withExclusiveAccess<R>(_ body: () throws -> R) throws -> R
 }
 
+/// The process-wide lock behind the default `withExclusiveAccess`. It only
+/// ever covers a few item reads and writes, never a password hash.
+private let readModifyWriteLock = Mutex<Void>(())
+
 extension SecretStore {
+    public func withExclusiveAccess<R>(_ body: () throws -> R) throws -> R {
+        try readModifyWriteLock.withLock { _ in try body() }
+    }
+
     public func put<B: ByteView & ~Copyable>(
         _ name: String, bytes: borrowing B, accessibility: Accessibility = .whenUnlockedThisDeviceOnly
     ) throws {
@@ -202,6 +215,24 @@ public final class FileSecretStore: SecretStore {
             throw ItsMeError(.secretStore, "cannot replace secret item \(name): \(text)")
         }
         try syncDirectory()
+    }
+
+    /// The process-wide lock, plus an exclusive `flock` on `.lock` in the
+    /// directory, so that processes sharing the directory take turns too.
+    public func withExclusiveAccess<R>(_ body: () throws -> R) throws -> R {
+        try readModifyWriteLock.withLock { _ in
+            let fd = open(directory + "/.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            guard fd >= 0 else {
+                throw ItsMeError(.secretStore, "cannot open the store's lock file: \(errnoText())")
+            }
+            defer { close(fd) }  // closing releases the lock
+            while flock(fd, LOCK_EX) != 0 {
+                guard errno == EINTR else {
+                    throw ItsMeError(.secretStore, "cannot lock the store: \(errnoText())")
+                }
+            }
+            return try body()
+        }
     }
 
     public func remove(_ name: String) throws -> Bool {

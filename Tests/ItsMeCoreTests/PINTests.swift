@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import XCTest
 
 @testable import ItsMeCore
@@ -156,4 +157,41 @@ final class FailingStore: SecretStore, @unchecked Sendable {
         try inner.put(name, value, accessibility: accessibility)
     }
     func remove(_ name: String) throws -> Bool { try inner.remove(name) }
+}
+
+final class PINConcurrencyTests: XCTestCase {
+    override func setUpWithError() throws { try Sodium.initialize() }
+
+    /// Eight guesses at the same moment through eight PIN objects on one
+    /// store: exactly five are checked and counted, the rest are locked out.
+    private func assertEveryAttemptCounted(_ makeStore: () throws -> any SecretStore) throws {
+        let cheap = Argon2id.Parameters(opsLimit: 1, memLimit: 8192)
+        let first = try makeStore()
+        try PIN(store: first, parameters: cheap).set("123456")
+        let pins = try (0..<8).map { _ in PIN(store: try makeStore(), parameters: cheap) }
+        let outcomes = Mutex<[ItsMeError.Kind]>([])
+        DispatchQueue.concurrentPerform(iterations: pins.count) { i in
+            do {
+                try pins[i].verify("000000", now: 1_800_000_000)
+            } catch {
+                let kind = (error as? ItsMeError)?.kind ?? .internal
+                outcomes.withLock { $0.append(kind) }
+            }
+        }
+        let kinds = outcomes.withLock { $0 }
+        XCTAssertEqual(kinds.filter { $0 == .wrongPIN }.count, 5, "\(kinds)")
+        XCTAssertEqual(kinds.filter { $0 == .locked }.count, 3, "\(kinds)")
+        XCTAssertEqual(try pins[0].status(now: 1_800_000_000).failures, 5)
+    }
+
+    func testConcurrentAttemptsOnOneMemoryStoreAreAllCounted() throws {
+        let store = MemorySecretStore()
+        try assertEveryAttemptCounted { store }
+    }
+
+    func testConcurrentAttemptsThroughSeveralFileStoreObjectsAreAllCounted() throws {
+        let directory = NSTemporaryDirectory() + "itsme-pin-race-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try assertEveryAttemptCounted { try FileSecretStore(directory: directory) }
+    }
 }
