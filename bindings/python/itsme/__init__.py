@@ -1,0 +1,137 @@
+"""Python binding of libitsme, the ItsMe identity-verification library.
+
+ItsMe lets two people who exchanged keys once prove to each other, during
+any later call, that each still holds the secret they exchanged.  This
+package wraps the library's C interface (include/itsme.h) with ctypes::
+
+    import itsme
+
+    with itsme.SecretStore.file("/path/to/store") as store:
+        try:
+            me = itsme.Identity.load(store)
+        except itsme.NotFoundError:
+            me = itsme.Identity.create(store, "Alice")
+        with me:
+            print(me.fingerprint)          # 16 uppercase hex digits
+            if not me.pin_is_set():
+                me.set_pin("123456")
+            me.verify_pin("123456")        # raises WrongPinError, LockedError...
+
+The shared library is found through the ``ITSME_LIBRARY`` environment
+variable (a path), then ``ctypes.util.find_library("itsme")``, then
+``libitsme.so`` on the loader's path.  Importing the package initialises the
+library (``itsme_init``) and raises :class:`ItsMeError` if it cannot run on
+this machine.
+
+Failures raise :class:`ItsMeError` (or one of its subclasses) carrying the
+result ``code``, its header ``name``, the library's ``message`` and the
+handle's ``detail``.
+"""
+
+from __future__ import annotations
+
+from ._errors import (
+    AlreadyExistsError,
+    CorruptDataError,
+    InvalidArgumentError,
+    InvalidPinError,
+    ItsMeError,
+    LockedError,
+    NotFoundError,
+    RESULT_CODES,
+    Result,
+    SecretStoreError,
+    WrongPinError,
+    check as _check,
+    result_message,
+)
+from ._ffi import lib as _lib
+from ._handle import thread_last_error as _thread_last_error
+from ._identity import (
+    FINGERPRINT_SIZE,
+    NAME_MAX_BYTES,
+    PUBLIC_KEY_BYTES,
+    Identity,
+    PinStatus,
+    fingerprint_from_public_key,
+)
+from ._store import Accessibility, SecretStore, SecretStoreBackend
+
+__version__ = "0.1.0"
+
+#: Characters in a fingerprint (without the NUL).
+FINGERPRINT_CHARS = FINGERPRINT_SIZE - 1
+#: Digits in a PIN.
+PIN_LENGTH = 6
+
+# The result codes as module constants, named as in the header.
+ITSME_OK = Result.ITSME_OK
+ITSME_E_INVALID_ARGUMENT = Result.ITSME_E_INVALID_ARGUMENT
+ITSME_E_BUFFER_TOO_SMALL = Result.ITSME_E_BUFFER_TOO_SMALL
+ITSME_E_NOT_INITIALIZED = Result.ITSME_E_NOT_INITIALIZED
+ITSME_E_UNSUPPORTED_PLATFORM = Result.ITSME_E_UNSUPPORTED_PLATFORM
+ITSME_E_NOT_FOUND = Result.ITSME_E_NOT_FOUND
+ITSME_E_ALREADY_EXISTS = Result.ITSME_E_ALREADY_EXISTS
+ITSME_E_INVALID_PIN = Result.ITSME_E_INVALID_PIN
+ITSME_E_WRONG_PIN = Result.ITSME_E_WRONG_PIN
+ITSME_E_LOCKED = Result.ITSME_E_LOCKED
+ITSME_E_SECRET_STORE = Result.ITSME_E_SECRET_STORE
+ITSME_E_CORRUPT_DATA = Result.ITSME_E_CORRUPT_DATA
+ITSME_E_AUTHENTICATION_FAILED = Result.ITSME_E_AUTHENTICATION_FAILED
+ITSME_E_INVALID_KEY = Result.ITSME_E_INVALID_KEY
+ITSME_E_INVALID_STATE = Result.ITSME_E_INVALID_STATE
+ITSME_E_DATABASE = Result.ITSME_E_DATABASE
+ITSME_E_OUT_OF_MEMORY = Result.ITSME_E_OUT_OF_MEMORY
+ITSME_E_INTERNAL = Result.ITSME_E_INTERNAL
+
+__all__ = [
+    "Accessibility",
+    "AlreadyExistsError",
+    "CorruptDataError",
+    "FINGERPRINT_CHARS",
+    "FINGERPRINT_SIZE",
+    "Identity",
+    "InvalidArgumentError",
+    "InvalidPinError",
+    "ItsMeError",
+    "LockedError",
+    "NAME_MAX_BYTES",
+    "NotFoundError",
+    "PIN_LENGTH",
+    "PUBLIC_KEY_BYTES",
+    "PinStatus",
+    "RESULT_CODES",
+    "Result",
+    "SecretStore",
+    "SecretStoreBackend",
+    "SecretStoreError",
+    "WrongPinError",
+    "fingerprint_from_public_key",
+    "init",
+    "result_message",
+    "version",
+    "version_number",
+    *Result.__members__,
+]
+
+
+def version() -> str:
+    """The version of the loaded library, as ``"MAJOR.MINOR.PATCH"``."""
+    return _lib.itsme_version_string().decode("ascii")
+
+
+def version_number() -> int:
+    """The version of the loaded library as ``MAJOR * 10000 + MINOR * 100 + PATCH``."""
+    return _lib.itsme_version_number()
+
+
+def init() -> None:
+    """Initialises the library (``itsme_init``); idempotent and thread-safe.
+
+    Called on import; raises :class:`ItsMeError` (for example
+    ``ITSME_E_UNSUPPORTED_PLATFORM``) if the library cannot run here.
+    """
+    _check(_lib.itsme_init(), _thread_last_error)
+
+
+init()

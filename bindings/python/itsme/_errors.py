@@ -1,0 +1,169 @@
+"""Result codes and the exceptions raised for them."""
+
+from __future__ import annotations
+
+import enum
+import threading
+from typing import Callable, Dict, Optional, Type
+
+from ._ffi import lib
+
+__all__ = [
+    "Result",
+    "RESULT_CODES",
+    "ItsMeError",
+    "InvalidArgumentError",
+    "NotFoundError",
+    "AlreadyExistsError",
+    "InvalidPinError",
+    "WrongPinError",
+    "LockedError",
+    "SecretStoreError",
+    "CorruptDataError",
+    "result_message",
+]
+
+
+class Result(enum.IntEnum):
+    """The result codes of include/itsme.h, named as there.
+
+    The library may return codes this version does not know; they are errors
+    too, and surface as plain ints.
+    """
+
+    ITSME_OK = 0
+    ITSME_E_INVALID_ARGUMENT = 1
+    ITSME_E_BUFFER_TOO_SMALL = 2
+    ITSME_E_NOT_INITIALIZED = 3
+    ITSME_E_UNSUPPORTED_PLATFORM = 4
+    ITSME_E_NOT_FOUND = 5
+    ITSME_E_ALREADY_EXISTS = 6
+    ITSME_E_INVALID_PIN = 7
+    ITSME_E_WRONG_PIN = 8
+    ITSME_E_LOCKED = 9
+    ITSME_E_SECRET_STORE = 10
+    ITSME_E_CORRUPT_DATA = 11
+    ITSME_E_AUTHENTICATION_FAILED = 12
+    ITSME_E_INVALID_KEY = 13
+    ITSME_E_INVALID_STATE = 14
+    ITSME_E_DATABASE = 15
+    ITSME_E_OUT_OF_MEMORY = 16
+    ITSME_E_INTERNAL = 17
+
+
+#: Every result code by its header name, e.g. ``RESULT_CODES["ITSME_OK"] == 0``.
+RESULT_CODES: Dict[str, int] = {member.name: member.value for member in Result}
+
+
+def result_message(code: int) -> str:
+    """The library's static English text for a result code."""
+    return lib.itsme_result_message(code).decode("utf-8", "replace")
+
+
+class ItsMeError(Exception):
+    """A libitsme call failed.
+
+    Attributes:
+        code: the result code (a :class:`Result` member, or a plain int for
+            a code this binding does not know).
+        name: the code's name in the header, e.g. ``"ITSME_E_WRONG_PIN"``.
+        message: the library's static text for the code
+            (``itsme_result_message``).
+        detail: the handle's last-error detail for this failure (may be
+            empty); never contains secrets.
+
+    ``str(error)`` combines both: ``"message (detail)"``.
+    """
+
+    def __init__(self, code: int, detail: str = "") -> None:
+        try:
+            self.code: int = Result(code)
+            self.name: str = Result(code).name
+        except ValueError:
+            self.code = int(code)
+            self.name = "ITSME_E_UNKNOWN"
+        self.message: str = result_message(code)
+        self.detail: str = detail
+        text = f"{self.message} ({detail})" if detail else self.message
+        super().__init__(text)
+
+    def __reduce__(self):
+        return (type(self), (int(self.code), self.detail))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name}, {str(self)!r})"
+
+
+class InvalidArgumentError(ItsMeError, ValueError):
+    """ITSME_E_INVALID_ARGUMENT: NULL, out-of-range value, or invalid UTF-8."""
+
+
+class NotFoundError(ItsMeError):
+    """ITSME_E_NOT_FOUND: no such identity, secret or PIN."""
+
+
+class AlreadyExistsError(ItsMeError):
+    """ITSME_E_ALREADY_EXISTS: the identity or PIN to create exists already."""
+
+
+class InvalidPinError(ItsMeError, ValueError):
+    """ITSME_E_INVALID_PIN: not exactly six ASCII digits (not counted)."""
+
+
+class WrongPinError(ItsMeError):
+    """ITSME_E_WRONG_PIN: a well-formed PIN that does not match (counted)."""
+
+
+class LockedError(ItsMeError):
+    """ITSME_E_LOCKED: too many failures; see ``Identity.pin_status``."""
+
+
+class SecretStoreError(ItsMeError):
+    """ITSME_E_SECRET_STORE: the secret store (or a host callback) failed."""
+
+
+class CorruptDataError(ItsMeError):
+    """ITSME_E_CORRUPT_DATA: stored data malformed, truncated or unknown."""
+
+
+_ERROR_CLASSES: Dict[int, Type[ItsMeError]] = {
+    Result.ITSME_E_INVALID_ARGUMENT: InvalidArgumentError,
+    Result.ITSME_E_NOT_FOUND: NotFoundError,
+    Result.ITSME_E_ALREADY_EXISTS: AlreadyExistsError,
+    Result.ITSME_E_INVALID_PIN: InvalidPinError,
+    Result.ITSME_E_WRONG_PIN: WrongPinError,
+    Result.ITSME_E_LOCKED: LockedError,
+    Result.ITSME_E_SECRET_STORE: SecretStoreError,
+    Result.ITSME_E_CORRUPT_DATA: CorruptDataError,
+}
+
+
+def error_for(code: int, detail: str = "") -> ItsMeError:
+    """The exception for a non-zero result code: a subclass where one exists."""
+    return _ERROR_CLASSES.get(code, ItsMeError)(code, detail)
+
+
+# An exception raised by a host secret-store callback on this thread, kept
+# so that the error the library then returns can name it as its cause.
+# Callbacks run on the thread that called into the library.
+_pending = threading.local()
+
+
+def record_callback_exception(error: BaseException) -> None:
+    """Remembers an exception a secret-store callback could not raise."""
+    _pending.error = error
+
+
+def check(code: int, detail: Optional[Callable[[], str]] = None) -> None:
+    """Raises the error for ``code`` unless it is ``ITSME_OK``.
+
+    ``detail`` reads the last-error detail of the handle the call was made on.
+    An exception raised meanwhile by a secret-store callback on this thread
+    becomes the error's ``__cause__``.
+    """
+    cause = getattr(_pending, "error", None)
+    _pending.error = None
+    if code == Result.ITSME_OK:
+        return
+    error = error_for(code, detail() if detail is not None else "")
+    raise error from cause

@@ -1,0 +1,169 @@
+"""Raw ctypes declarations of libitsme's C interface (include/itsme.h).
+
+Nothing here is safe to call carelessly: these are the C functions as they
+are, with the header's ownership and buffer rules.  The safe API lives in the
+package itself.
+
+Type rules, applied to every function of the header:
+
+* ``itsme_result`` / ``int32_t`` -> ``c_int32``; ``uint32_t`` and
+  ``itsme_accessibility`` -> ``c_uint32``; ``int64_t`` -> ``c_int64``;
+  ``uint64_t`` -> ``c_uint64``; ``size_t`` -> ``c_size_t``; ``int`` -> ``c_int``.
+* ``char *`` and ``const char *`` (text, in or out) -> ``c_char_p``.
+* ``uint8_t *`` and ``const uint8_t *`` (bytes, in or out) -> ``POINTER(c_uint8)``.
+* Handles (``itsme_secret_store *``, ``itsme_identity *``, const or not)
+  -> ``c_void_p``; a handle out-parameter (``T **``) -> ``POINTER(c_void_p)``.
+* Any other ``T *`` -> ``POINTER(<ctypes type of T>)``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+from ctypes import (
+    CFUNCTYPE,
+    POINTER,
+    Structure,
+    c_char_p,
+    c_int,
+    c_int32,
+    c_int64,
+    c_size_t,
+    c_uint8,
+    c_uint32,
+    c_uint64,
+    c_void_p,
+)
+from typing import Dict, List, Optional, Tuple
+
+__all__ = [
+    "LIBRARY_ENV",
+    "GetCallback",
+    "PutCallback",
+    "RemoveCallback",
+    "DestroyCallback",
+    "SecretStoreCallbacks",
+    "SIGNATURES",
+    "find_library_path",
+    "load_library",
+    "lib",
+]
+
+#: Environment variable naming the shared library to load (a path).
+LIBRARY_ENV = "ITSME_LIBRARY"
+
+_result = c_int32
+_handle = c_void_p
+_handle_out = POINTER(c_void_p)
+_text = c_char_p
+_bytes = POINTER(c_uint8)
+_size_out = POINTER(c_size_t)
+
+# Host secret-store callbacks (itsme_secret_store_callbacks).
+GetCallback = CFUNCTYPE(_result, c_void_p, c_char_p, _bytes, c_size_t, _size_out)
+PutCallback = CFUNCTYPE(_result, c_void_p, c_char_p, _bytes, c_size_t, c_uint32)
+RemoveCallback = CFUNCTYPE(_result, c_void_p, c_char_p)
+DestroyCallback = CFUNCTYPE(None, c_void_p)
+
+
+class SecretStoreCallbacks(Structure):
+    """``itsme_secret_store_callbacks``: a host secret store's table."""
+
+    _fields_ = [
+        ("ctx", c_void_p),
+        ("get", GetCallback),
+        ("put", PutCallback),
+        ("remove", RemoveCallback),
+        ("destroy", DestroyCallback),
+    ]
+
+
+#: Every function of include/itsme.h: name -> (restype, [argtypes]).
+SIGNATURES: Dict[str, Tuple[Optional[type], List[type]]] = {
+    # Version and result codes
+    "itsme_version_string": (c_char_p, []),
+    "itsme_version_number": (c_uint32, []),
+    "itsme_result_message": (c_char_p, [_result]),
+    # Initialisation and sizes
+    "itsme_init": (_result, []),
+    "itsme_last_error": (_result, [_text, c_size_t, _size_out]),
+    "itsme_public_key_bytes": (c_size_t, []),
+    "itsme_fingerprint_size": (c_size_t, []),
+    "itsme_name_max_bytes": (c_size_t, []),
+    "itsme_fingerprint_from_public_key": (
+        _result,
+        [_bytes, c_size_t, _text, c_size_t, _size_out],
+    ),
+    # Secret store
+    "itsme_secret_store_new_callbacks": (
+        _result,
+        [POINTER(SecretStoreCallbacks), _handle_out],
+    ),
+    "itsme_secret_store_new_memory": (_result, [_handle_out]),
+    "itsme_secret_store_open_file": (_result, [_text, _handle_out]),
+    "itsme_secret_store_free": (None, [_handle]),
+    "itsme_secret_store_last_error": (
+        _result,
+        [_handle, _text, c_size_t, _size_out],
+    ),
+    # Identity
+    "itsme_identity_create": (_result, [_handle, _text, _handle_out]),
+    "itsme_identity_load": (_result, [_handle, _handle_out]),
+    "itsme_identity_free": (None, [_handle]),
+    "itsme_identity_last_error": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_identity_fingerprint": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_identity_public_key": (_result, [_handle, _bytes, c_size_t, _size_out]),
+    "itsme_identity_name": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_identity_set_name": (_result, [_handle, _text]),
+    # PIN
+    "itsme_pin_is_set": (_result, [_handle, POINTER(c_int)]),
+    "itsme_pin_set": (_result, [_handle, _text]),
+    "itsme_pin_verify": (_result, [_handle, _text, c_int64]),
+    "itsme_pin_change": (_result, [_handle, _text, _text, c_int64]),
+    "itsme_pin_status": (
+        _result,
+        [_handle, c_int64, POINTER(c_uint32), POINTER(c_uint64)],
+    ),
+}
+
+
+def find_library_path() -> str:
+    """Where to load libitsme from.
+
+    The ``ITSME_LIBRARY`` environment variable (a path) comes first, then
+    ``ctypes.util.find_library("itsme")``, then plain ``"libitsme.so"`` (left
+    to the dynamic loader's search path).
+    """
+    path = os.environ.get(LIBRARY_ENV)
+    if path:
+        return path
+    return ctypes.util.find_library("itsme") or "libitsme.so"
+
+
+def load_library(path: Optional[str] = None) -> ctypes.CDLL:
+    """Loads libitsme and declares every function of :data:`SIGNATURES`.
+
+    Does not call ``itsme_init()``.  Raises ``OSError`` if the library cannot
+    be loaded or lacks one of the functions.
+    """
+    path = path or find_library_path()
+    try:
+        library = ctypes.CDLL(path)
+    except OSError as error:
+        raise OSError(
+            f"cannot load libitsme from {path!r} ({error}); "
+            f"set {LIBRARY_ENV} to the path of libitsme.so"
+        ) from error
+    for name, (restype, argtypes) in SIGNATURES.items():
+        try:
+            function = getattr(library, name)
+        except AttributeError as error:
+            raise OSError(f"{path!r} does not export {name}") from error
+        function.restype = restype
+        function.argtypes = list(argtypes)
+    return library
+
+
+#: The loaded library, with every signature declared.
+lib = load_library()

@@ -1,0 +1,152 @@
+"""Shared machinery of the safe wrappers: handles, buffers and arguments."""
+
+from __future__ import annotations
+
+import ctypes
+import operator
+import threading
+import time
+from contextlib import contextmanager
+from ctypes import byref, c_size_t, c_uint8
+from typing import Any, Callable, Iterator, Optional, Tuple
+
+from ._errors import InvalidArgumentError, ItsMeError, Result, check
+from ._ffi import lib
+
+# A C call that fills (buf, cap, out_len) and returns a result code.
+BufferCall = Callable[[Any, int, Any], int]
+
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+# How many times a buffer read grows its buffer before giving up.
+_BUFFER_ATTEMPTS = 4
+
+
+def _fill(call: BufferCall, guess: int, text: bool) -> Tuple[int, Any, int]:
+    """Runs ``call`` with the too-small protocol.
+
+    Returns (result code, buffer, *out_len) of the last call.
+    """
+    cap = max(guess, 1)
+    for _ in range(_BUFFER_ATTEMPTS):
+        buf = ctypes.create_string_buffer(cap) if text else (c_uint8 * cap)()
+        out_len = c_size_t(0)
+        code = call(buf, cap, byref(out_len))
+        if code == Result.ITSME_E_BUFFER_TOO_SMALL and out_len.value > cap:
+            cap = out_len.value
+            continue
+        return code, buf, out_len.value
+    return code, buf, out_len.value
+
+
+def read_text(call: BufferCall, guess: int, detail: Optional[Callable[[], str]] = None) -> str:
+    """Reads a NUL-terminated UTF-8 output, growing the buffer as told."""
+    code, buf, length = _fill(call, guess, text=True)
+    check(code, detail)
+    raw = buf.raw
+    if not 1 <= length <= len(raw) or raw[length - 1] != 0:
+        raise ItsMeError(Result.ITSME_E_INTERNAL, f"library reported a text length of {length}")
+    try:
+        return raw[: length - 1].decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ItsMeError(Result.ITSME_E_INTERNAL, "library returned invalid UTF-8") from error
+
+
+def read_bytes(call: BufferCall, guess: int, detail: Optional[Callable[[], str]] = None) -> bytes:
+    """Reads a byte-string output, growing the buffer as told."""
+    code, buf, length = _fill(call, guess, text=False)
+    check(code, detail)
+    if length > len(buf):
+        raise ItsMeError(Result.ITSME_E_INTERNAL, f"library reported a length of {length}")
+    return bytes(buf[:length])
+
+
+def read_detail(call: BufferCall) -> str:
+    """Reads a last-error message; an empty string if that fails."""
+    try:
+        code, buf, length = _fill(call, 256, text=True)
+        if code != Result.ITSME_OK or not 1 <= length <= len(buf.raw):
+            return ""
+        return buf.raw[: length - 1].decode("utf-8", "replace")
+    except Exception:
+        return ""
+
+
+def thread_last_error() -> str:
+    """The detail of this thread's last failed constructor (itsme_last_error)."""
+    return read_detail(lib.itsme_last_error)
+
+
+def encode_text(value: str, what: str) -> bytes:
+    """A text argument as NUL-terminated UTF-8 bytes for the C side."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be str, not {type(value).__name__}")
+    if "\0" in value:
+        raise InvalidArgumentError(Result.ITSME_E_INVALID_ARGUMENT, f"{what} contains a NUL character")
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InvalidArgumentError(Result.ITSME_E_INVALID_ARGUMENT, f"{what} is not valid Unicode") from error
+
+
+def unix_time(now: Optional[int]) -> int:
+    """A ``now`` argument: the given unix seconds, or the current time."""
+    if now is None:
+        return int(time.time())
+    now = operator.index(now)
+    if not _INT64_MIN <= now <= _INT64_MAX:
+        raise InvalidArgumentError(Result.ITSME_E_INVALID_ARGUMENT, "time is out of the int64 range")
+    return now
+
+
+class Handle:
+    """An owned C handle, freed by :meth:`close`, ``with`` or garbage collection.
+
+    Calls on the handle and its release are serialised by a lock, so closing
+    from another thread cannot free the handle under a running call.
+    """
+
+    _kind = "handle"
+    _ptr: Optional[int] = None
+    # Set by subclasses to the C function that frees their handle.
+    _free_function: Callable[[Optional[int]], None]
+
+    def __init__(self, ptr: int) -> None:
+        self._lock = threading.RLock()
+        self._ptr = ptr
+
+    @property
+    def closed(self) -> bool:
+        """Whether the handle has been released."""
+        return self._ptr is None
+
+    def close(self) -> None:
+        """Releases the handle.  Safe to call more than once."""
+        lock = getattr(self, "_lock", None)
+        if lock is None:
+            return
+        with lock:
+            ptr, self._ptr = self._ptr, None
+            if ptr:
+                type(self)._free_function(ptr)
+
+    @contextmanager
+    def _use(self) -> Iterator[int]:
+        """The live handle pointer, held for the duration of one call."""
+        with self._lock:
+            if self._ptr is None:
+                raise ValueError(f"operation on a closed {self._kind}")
+            yield self._ptr
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+

@@ -1,0 +1,175 @@
+"""Identities and their PIN."""
+
+from __future__ import annotations
+
+from ctypes import byref, c_int, c_uint8, c_uint32, c_uint64, c_void_p
+from typing import Any, Callable, NamedTuple, Optional
+
+from ._errors import check
+from ._ffi import lib
+from ._handle import Handle, encode_text, read_bytes, read_detail, read_text, unix_time
+from ._store import SecretStore
+
+__all__ = ["Identity", "PinStatus", "fingerprint_from_public_key"]
+
+PUBLIC_KEY_BYTES: int = lib.itsme_public_key_bytes()
+FINGERPRINT_SIZE: int = lib.itsme_fingerprint_size()
+NAME_MAX_BYTES: int = lib.itsme_name_max_bytes()
+# A first guess at a display name's size; longer names take a second call.
+_NAME_GUESS = 64
+
+
+class PinStatus(NamedTuple):
+    """The PIN attempt limiter's state at a given time."""
+
+    #: Consecutive failed attempts.
+    failures: int
+    #: Seconds before the next attempt is allowed; 0 if one is allowed now.
+    wait_seconds: int
+
+
+def fingerprint_from_public_key(public_key: bytes) -> str:
+    """The fingerprint of an Ed25519 public key.
+
+    That is the first 8 bytes of its SHA-256 as 16 uppercase hex digits.
+    Raises :class:`InvalidArgumentError` unless the key is 32 bytes.
+    """
+    data = bytes(memoryview(public_key))
+    key = (c_uint8 * len(data)).from_buffer_copy(data)
+    return read_text(
+        lambda buf, cap, out_len: lib.itsme_fingerprint_from_public_key(key, len(data), buf, cap, out_len),
+        FINGERPRINT_SIZE,
+    )
+
+
+class Identity(Handle):
+    """A person's identity on this device (``itsme_identity``).
+
+    An Ed25519 key pair, a contacts key and a display name kept in a secret
+    store; the private key never leaves the library.  Open one with
+    :meth:`create` or :meth:`load`; release it with :meth:`close` or a
+    ``with`` block.  Safe to use from several threads (calls are serialised).
+    """
+
+    _kind = "identity"
+    _free_function = lib.itsme_identity_free
+
+    @classmethod
+    def create(cls, store: SecretStore, name: str) -> "Identity":
+        """Creates a new identity named ``name`` and saves it in ``store``.
+
+        ``name`` is 1 to 128 bytes of UTF-8 without control characters.
+        Raises :class:`AlreadyExistsError` if the store holds an identity.
+        """
+        encoded = encode_text(name, "name")
+        return cls._open(store, lambda ptr, out: lib.itsme_identity_create(ptr, encoded, out))
+
+    @classmethod
+    def load(cls, store: SecretStore) -> "Identity":
+        """Loads the identity kept in ``store``.
+
+        Raises :class:`NotFoundError` if there is none and
+        :class:`CorruptDataError` if its record is malformed.
+        """
+        return cls._open(store, lib.itsme_identity_load)
+
+    @classmethod
+    def _open(cls, store: SecretStore, constructor: Callable[[int, Any], int]) -> "Identity":
+        if not isinstance(store, SecretStore):
+            raise TypeError(f"store must be a SecretStore, not {type(store).__name__}")
+        out = c_void_p()
+        with store._use() as store_ptr:
+            check(constructor(store_ptr, byref(out)), store.last_error)
+        return cls(out.value)
+
+    def last_error(self) -> str:
+        """The detail of the last failed call made on this identity."""
+        with self._use() as ptr:
+            return self._detail(ptr)
+
+    @staticmethod
+    def _detail(ptr: int) -> str:
+        return read_detail(lambda buf, cap, out_len: lib.itsme_identity_last_error(ptr, buf, cap, out_len))
+
+    def _call(self, function: Callable[..., int], *args: Any) -> None:
+        with self._use() as ptr:
+            check(function(ptr, *args), lambda: self._detail(ptr))
+
+    def _read(self, reader: Callable[..., Any], function: Callable[..., int], guess: int) -> Any:
+        with self._use() as ptr:
+            return reader(
+                lambda buf, cap, out_len: function(ptr, buf, cap, out_len),
+                guess,
+                lambda: self._detail(ptr),
+            )
+
+    @property
+    def fingerprint(self) -> str:
+        """The fingerprint: 16 uppercase hex digits."""
+        return self._read(read_text, lib.itsme_identity_fingerprint, FINGERPRINT_SIZE)
+
+    @property
+    def public_key(self) -> bytes:
+        """The Ed25519 public key (32 bytes)."""
+        return self._read(read_bytes, lib.itsme_identity_public_key, PUBLIC_KEY_BYTES)
+
+    @property
+    def name(self) -> str:
+        """The display name; setting it saves the identity."""
+        return self._read(read_text, lib.itsme_identity_name, _NAME_GUESS)
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self._call(lib.itsme_identity_set_name, encode_text(value, "name"))
+
+    def pin_is_set(self) -> bool:
+        """Whether a PIN has been set."""
+        is_set = c_int(0)
+        self._call(lib.itsme_pin_is_set, byref(is_set))
+        return bool(is_set.value)
+
+    def set_pin(self, pin: str) -> None:
+        """Sets the first PIN (exactly six ASCII digits).
+
+        Raises :class:`InvalidPinError` for a malformed PIN and
+        :class:`AlreadyExistsError` if one is set (use :meth:`change_pin`).
+        """
+        self._call(lib.itsme_pin_set, encode_text(pin, "pin"))
+
+    def verify_pin(self, pin: str, now: Optional[int] = None) -> None:
+        """Checks the PIN at unix time ``now`` (default: the current time).
+
+        Returns normally if it matches.  Raises :class:`WrongPinError` (a
+        counted failure), :class:`LockedError` (refused, not counted; see
+        :meth:`pin_status`), :class:`InvalidPinError` (malformed, not
+        counted) or :class:`NotFoundError` (no PIN set).
+        """
+        self._call(lib.itsme_pin_verify, encode_text(pin, "pin"), unix_time(now))
+
+    def change_pin(self, old_pin: str, new_pin: str, now: Optional[int] = None) -> None:
+        """Replaces the PIN after checking the old one as :meth:`verify_pin` does.
+
+        A malformed new PIN raises :class:`InvalidPinError` before the old
+        one is checked.
+        """
+        self._call(
+            lib.itsme_pin_change,
+            encode_text(old_pin, "old PIN"),
+            encode_text(new_pin, "new PIN"),
+            unix_time(now),
+        )
+
+    def pin_status(self, now: Optional[int] = None) -> PinStatus:
+        """The attempt limiter at unix time ``now`` (default: the current time).
+
+        Returns ``(failures, wait_seconds)``.
+        """
+        failures = c_uint32(0)
+        wait = c_uint64(0)
+        self._call(lib.itsme_pin_status, unix_time(now), byref(failures), byref(wait))
+        return PinStatus(failures.value, wait.value)
+
+    def __repr__(self) -> str:
+        if self.closed:
+            return "<Identity closed>"
+        return f"<Identity {self.fingerprint}>"

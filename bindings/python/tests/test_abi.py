@@ -1,0 +1,227 @@
+"""The binding against include/itsme.h, parsed with regular expressions.
+
+Checks that the ctypes signature table declares exactly the header's
+functions with the right types (see the rules in ``itsme._ffi``), that the
+result codes and other constants agree, and that the loaded library reports
+the header's version and exports nothing else.
+"""
+
+import ctypes
+import pathlib
+import re
+import shutil
+import subprocess
+from ctypes import POINTER, c_char, c_char_p, c_int, c_int32, c_int64, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p
+
+import pytest
+
+import itsme
+from itsme import _ffi
+
+HEADER = pathlib.Path(__file__).resolve().parent / ".." / ".." / ".." / "include" / "itsme.h"
+
+SCALARS = {
+    "int32_t": c_int32,
+    "uint32_t": c_uint32,
+    "int64_t": c_int64,
+    "uint64_t": c_uint64,
+    "size_t": c_size_t,
+    "int": c_int,
+    "uint8_t": c_uint8,
+    "char": c_char,
+}
+# Structs the binding declares, by their C name.
+STRUCTS = {"itsme_secret_store_callbacks": _ffi.SecretStoreCallbacks}
+
+
+class Header:
+    """The declarations of a C header, as far as this interface uses C."""
+
+    FUNCTION = re.compile(r"([A-Za-z_][\w\s*]*?)\b(itsme_\w+)\s*\(([^()]*)\)\s*;")
+    STRUCT = re.compile(r"typedef\s+struct\s+(\w+)\s*\{(.*?)\}\s*(\w+)\s*;", re.S)
+    TYPEDEF = re.compile(r"typedef\s+([\w\s]+?)\s+(\w+)\s*;")
+    DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+(.+?)[ \t]*$", re.M)
+    FUNCTION_POINTER = re.compile(r"(.*?)\(\s*\*\s*(\w+)\s*\)\s*\((.*)\)", re.S)
+
+    def __init__(self, text):
+        text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+        text = re.sub(r"//[^\n]*", " ", text)
+        self.defines = {name: value for name, value in self.DEFINE.findall(text)}
+        code = re.sub(r"^[ \t]*#[^\n]*", " ", text, flags=re.M)
+        self.structs = {}
+        for tag, body, name in self.STRUCT.findall(code):
+            self.structs[name] = [field.strip() for field in body.split(";") if field.strip()]
+        code = self.STRUCT.sub(" ", code)
+        self.handles = set()
+        self.typedefs = {}
+        for target, name in self.TYPEDEF.findall(code):
+            target = " ".join(target.split())
+            if target == f"struct {name}":
+                self.handles.add(name)
+            else:
+                self.typedefs[name] = target
+        code = self.TYPEDEF.sub(" ", code)
+        self.functions = {}
+        for restype, name, params in self.FUNCTION.findall(code):
+            assert name not in self.functions, f"{name} declared twice"
+            self.functions[name] = (self.parse_type(restype), self.parse_params(params))
+
+    def resolve(self, base):
+        while base in self.typedefs:
+            base = self.typedefs[base]
+        return base
+
+    def parse_type(self, text, named=False):
+        """(base type, pointer depth) of a declaration, without its name."""
+        words = [word for word in re.findall(r"\w+", text) if word != "const"]
+        if named:
+            words = words[:-1]
+        assert words, f"cannot parse C type {text!r}"
+        return self.resolve(" ".join(words)), text.count("*")
+
+    def parse_params(self, params):
+        params = params.strip()
+        if params == "void":
+            return []
+        return [self.parse_type(param, named=True) for param in params.split(",")]
+
+    def ctype(self, c_type):
+        """The ctypes type the binding's rules give a C type."""
+        base, depth = c_type
+        if depth == 0:
+            return None if base == "void" else SCALARS[base]
+        if base in self.handles:
+            assert depth <= 2, c_type
+            return c_void_p if depth == 1 else POINTER(c_void_p)
+        assert depth == 1, f"unexpected pointer depth in {c_type}"
+        if base == "char":
+            return c_char_p
+        if base == "void":
+            return c_void_p
+        if base in STRUCTS:
+            return POINTER(STRUCTS[base])
+        return POINTER(SCALARS[base])
+
+    def int_define(self, name):
+        return int(self.defines[name])
+
+    def string_define(self, name):
+        value = self.defines[name]
+        assert value.startswith('"') and value.endswith('"'), value
+        return value[1:-1]
+
+
+@pytest.fixture(scope="module")
+def header():
+    assert HEADER.is_file(), f"header not found at {HEADER}"
+    return Header(HEADER.read_text())
+
+
+def test_header_parses(header):
+    assert len(header.functions) >= 20
+    assert {"itsme_init", "itsme_pin_status", "itsme_identity_create"} <= set(header.functions)
+    assert header.handles == {"itsme_secret_store", "itsme_identity"}
+    assert header.resolve("itsme_result") == "int32_t"
+
+
+def test_same_functions(header):
+    assert set(_ffi.SIGNATURES) == set(header.functions)
+
+
+def test_signatures_match_the_header(header):
+    mismatches = []
+    for name, (restype, params) in header.functions.items():
+        declared_restype, declared_argtypes = _ffi.SIGNATURES[name]
+        if declared_restype != header.ctype(restype):
+            mismatches.append(f"{name}: restype {declared_restype} != {header.ctype(restype)} for {restype}")
+        if len(declared_argtypes) != len(params):
+            mismatches.append(f"{name}: {len(declared_argtypes)} argtypes for {len(params)} parameters")
+            continue
+        for index, (declared, param) in enumerate(zip(declared_argtypes, params)):
+            if declared != header.ctype(param):
+                mismatches.append(f"{name}[{index}]: {declared} != {header.ctype(param)} for {param}")
+    assert not mismatches, "\n".join(mismatches)
+
+
+def test_loaded_functions_carry_the_table(header):
+    for name, (restype, argtypes) in _ffi.SIGNATURES.items():
+        function = getattr(_ffi.lib, name)
+        assert function.restype == restype, name
+        assert list(function.argtypes) == list(argtypes), name
+
+
+def test_callback_table_matches_the_header(header):
+    assert set(header.structs) == set(STRUCTS)
+    for struct_name, fields in header.structs.items():
+        declared = STRUCTS[struct_name]._fields_
+        assert len(declared) == len(fields), struct_name
+        for (field_name, field_type), text in zip(declared, fields):
+            pointer = Header.FUNCTION_POINTER.fullmatch(text)
+            if pointer is None:
+                assert field_name == re.findall(r"\w+", text)[-1], text
+                assert field_type == header.ctype(header.parse_type(text, named=True)), text
+                continue
+            restype, name, params = pointer.groups()
+            assert field_name == name
+            assert field_type._restype_ == header.ctype(header.parse_type(restype)), text
+            expected = [header.ctype(param) for param in header.parse_params(params)]
+            assert list(field_type._argtypes_) == expected, text
+
+
+def test_result_codes(header):
+    codes = {
+        name: header.int_define(name)
+        for name in header.defines
+        if name == "ITSME_OK" or name.startswith("ITSME_E_")
+    }
+    assert codes == itsme.RESULT_CODES
+    assert codes == {member.name: member.value for member in itsme.Result}
+    for name, value in codes.items():
+        assert getattr(itsme, name) == value, name
+    assert codes["ITSME_OK"] == 0
+    assert sorted(codes.values()) == list(range(len(codes))), "codes are 0..N without gaps"
+
+
+def test_other_constants(header):
+    accessibility = {
+        name: header.int_define(name) for name in header.defines if name.startswith("ITSME_ACCESSIBLE_")
+    }
+    assert accessibility == {f"ITSME_ACCESSIBLE_{m.name}": m.value for m in itsme.Accessibility}
+    assert header.int_define("ITSME_PUBLIC_KEY_BYTES") == itsme.PUBLIC_KEY_BYTES == _ffi.lib.itsme_public_key_bytes()
+    assert header.int_define("ITSME_FINGERPRINT_SIZE") == itsme.FINGERPRINT_SIZE == _ffi.lib.itsme_fingerprint_size()
+    assert header.int_define("ITSME_FINGERPRINT_CHARS") == itsme.FINGERPRINT_CHARS
+    assert header.int_define("ITSME_NAME_MAX_BYTES") == itsme.NAME_MAX_BYTES == _ffi.lib.itsme_name_max_bytes()
+    assert header.int_define("ITSME_PIN_LENGTH") == itsme.PIN_LENGTH
+
+
+def test_version_matches_the_header(header):
+    major, minor, patch = (header.int_define(f"ITSME_VERSION_{part}") for part in ("MAJOR", "MINOR", "PATCH"))
+    string = header.string_define("ITSME_VERSION_STRING")
+    number = header.int_define("ITSME_VERSION_NUMBER")
+    assert string == f"{major}.{minor}.{patch}"
+    assert number == major * 10000 + minor * 100 + patch
+    assert itsme.version() == string
+    assert _ffi.lib.itsme_version_string() == string.encode()
+    assert itsme.version_number() == number
+    assert _ffi.lib.itsme_version_number() == number
+
+
+def test_library_exports_exactly_the_header(header):
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("nm is not available")
+    listing = subprocess.run(
+        [nm, "-D", "--defined-only", _ffi.lib._name], capture_output=True, text=True, check=True
+    ).stdout
+    exported = set()
+    for line in listing.splitlines():
+        fields = line.split()
+        if len(fields) == 3 and fields[1] != "A":  # "A": the version node
+            exported.add(fields[2].split("@")[0])
+    assert exported == set(header.functions)
+
+
+def test_integer_types_have_the_c_sizes():
+    assert ctypes.sizeof(c_size_t) == ctypes.sizeof(c_void_p)
+    assert (ctypes.sizeof(c_int32), ctypes.sizeof(c_uint32)) == (4, 4)
+    assert (ctypes.sizeof(c_int64), ctypes.sizeof(c_uint64)) == (8, 8)
