@@ -173,6 +173,10 @@ itsme_result itsme_fingerprint_from_public_key(const uint8_t *public_key,
  *
  * Item names are 1 to 128 characters from [a-z0-9._-], not starting with a
  * dot, so a host may use them as file names or Keychain account names.
+ * docs/STORAGE.md lists the items and their formats.
+ *
+ * Thread safety: an itsme_secret_store may be used from several threads at
+ * once, and by several identities.
  * ---------------------------------------------------------------------- */
 
 typedef struct itsme_secret_store itsme_secret_store;
@@ -267,7 +271,11 @@ itsme_result itsme_secret_store_last_error(const itsme_secret_store *store,
  * leaves the library.
  *
  * Thread safety: an itsme_identity may be used from several threads at
- * once; calls on one handle are serialised.
+ * once; calls on one handle are serialised.  Each handle holds the identity
+ * as it was when created or loaded: a new name set through one handle is
+ * seen by another handle only once that one is loaded again.  The PIN and
+ * its attempt counter are read from the store on every call, so all
+ * handles share them.
  * ---------------------------------------------------------------------- */
 
 typedef struct itsme_identity itsme_identity;
