@@ -115,6 +115,11 @@ typedef int32_t itsme_result;
 #define ITSME_E_OUT_OF_MEMORY 16
 /* An internal error: a bug in the library.  Please report it. */
 #define ITSME_E_INTERNAL 17
+/* The contact store belongs to another identity (its contacts key does not
+ * open it).  Nothing was changed. */
+#define ITSME_E_WRONG_IDENTITY 18
+/* The verification window is not after the last one used for the contact. */
+#define ITSME_E_WINDOW_USED 19
 
 /* A static, NUL-terminated English text for a result code ("unknown result
  * code" for codes this version does not know).  Never free it.
@@ -387,6 +392,226 @@ itsme_result itsme_pin_change(itsme_identity *identity, const char *old_pin,
 itsme_result itsme_pin_status(itsme_identity *identity, int64_t now,
                               uint32_t *out_failures,
                               uint64_t *out_wait_seconds);
+
+/* ------------------------------------------------------------------------
+ * Contact store
+ *
+ * Contacts live in one SQLite file.  Every contact is a row sealed with
+ * AES-256-GCM under the identity's contacts key, bound to its row, its
+ * format version and this store, so rows cannot be swapped, edited or moved
+ * into another store unnoticed.  Lookups by fingerprint or identity key go
+ * through keyed index columns: the file holds no name, key, fingerprint or
+ * seed in the clear.  Device secrets are sealed under a separate device
+ * key that the secret store keeps "this device only", so a store copied to
+ * another device with an identity export reads every contact but no device
+ * secret.
+ *
+ * Durability: WAL journal with synchronous=FULL.  A change is durable when
+ * the call that made it returns ITSME_OK: it survives the process being
+ * killed and a power loss (as far as the disk honours fsync).
+ *
+ * A contact is identified by its identity public key; its fingerprint (the
+ * first 8 bytes of SHA-256 of the key, 16 hex digits) is for display and
+ * lookup.  A contact from the source's version-5 format has no key: it is
+ * "unauthenticated", never merged with nor replacing a keyed contact.
+ *
+ * Thread safety: an itsme_store may be used from several threads at once
+ * (one serialised connection per handle), and several handles or processes
+ * may open one file.  itsme_contact and itsme_contact_list are immutable
+ * snapshots: safe to read from several threads.  Their getters fail only
+ * with ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL or
+ * ITSME_E_NOT_FOUND, and keep no last-error message.
+ * ---------------------------------------------------------------------- */
+
+typedef struct itsme_store itsme_store;
+typedef struct itsme_contact itsme_contact;
+typedef struct itsme_contact_list itsme_contact_list;
+
+typedef uint32_t itsme_verification_state;
+#define ITSME_CONTACT_UNVERIFIED 0
+#define ITSME_CONTACT_VERIFIED 1
+/* Their device changed: verification still works, the change is shown. */
+#define ITSME_CONTACT_DEGRADED 2
+
+typedef uint32_t itsme_exchange_method;
+#define ITSME_EXCHANGE_QR 0
+#define ITSME_EXCHANGE_BLUETOOTH 1
+#define ITSME_EXCHANGE_INVITE 2
+#define ITSME_EXCHANGE_REALTIME 3
+
+/* A contact's verification seed, in bytes. */
+#define ITSME_SEED_BYTES 32
+/* Longest note, in UTF-8 bytes (without the NUL). */
+#define ITSME_NOTE_MAX_BYTES 4096
+
+/* Opens the contact store at `path` for `identity`, creating the file if
+ * missing.  The store keeps what it needs of the identity: the identity
+ * may be freed first.  Creates the device key in the identity's secret
+ * store on first use.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
+ * ITSME_E_WRONG_IDENTITY (the file belongs to another identity; nothing
+ * changed), ITSME_E_DATABASE (cannot open or create the file, or it is not
+ * an ItsMe store; the detail says why), ITSME_E_CORRUPT_DATA,
+ * ITSME_E_SECRET_STORE.  Details go to the identity's last error. */
+itsme_result itsme_store_open(itsme_identity *identity, const char *path,
+                              itsme_store **out);
+
+/* Closes the store.  Accepts NULL. */
+void itsme_store_close(itsme_store *store);
+
+/* Copies the detail of the last failure of a call made on this store.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_store_last_error(const itsme_store *store, char *buf,
+                                    size_t cap, size_t *out_len);
+
+/* Adds a contact with its identity public key (ITSME_PUBLIC_KEY_BYTES), a
+ * display name, its verification seed (ITSME_SEED_BYTES) and how the
+ * exchange happened, at time `now`; writes the new contact's id (ids only
+ * grow and are never reused).
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, name, seed size, method, now),
+ * ITSME_E_INVALID_KEY (wrong size, or our own key), ITSME_E_ALREADY_EXISTS
+ * (a contact with this key exists), ITSME_E_DATABASE. */
+itsme_result itsme_store_add(itsme_store *store, const char *name,
+                             const uint8_t *public_key, size_t key_len,
+                             const uint8_t *seed, size_t seed_len,
+                             itsme_exchange_method method, int64_t now,
+                             int64_t *out_id);
+
+/* Adds an unauthenticated contact from the source's version-5 format,
+ * which carries a fingerprint (16 hex digits) but no key.
+ * Errors: as itsme_store_add, with ITSME_E_INVALID_ARGUMENT for a bad
+ * fingerprint. */
+itsme_result itsme_store_add_unauthenticated(itsme_store *store,
+                                             const char *name,
+                                             const char *fingerprint,
+                                             const uint8_t *seed,
+                                             size_t seed_len,
+                                             itsme_exchange_method method,
+                                             int64_t now, int64_t *out_id);
+
+/* The contact with this id, as a new snapshot the caller frees.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND,
+ * ITSME_E_AUTHENTICATION_FAILED (the sealed row was altered, swapped or
+ * copied from another store: reported, never skipped), ITSME_E_DATABASE. */
+itsme_result itsme_store_get(itsme_store *store, int64_t id,
+                             itsme_contact **out);
+
+/* The contact with this identity public key.
+ * Errors: as itsme_store_get. */
+itsme_result itsme_store_get_by_key(itsme_store *store,
+                                    const uint8_t *public_key,
+                                    size_t key_len, itsme_contact **out);
+
+/* The contacts with this fingerprint (16 hex digits, either case): keyed
+ * contacts first, then unauthenticated ones; an empty list if none.
+ * Errors: as itsme_store_get, without ITSME_E_NOT_FOUND. */
+itsme_result itsme_store_find_fingerprint(itsme_store *store,
+                                          const char *fingerprint,
+                                          itsme_contact_list **out);
+
+/* Up to `limit` contacts with ids above `after_id`, in id order: pass 0,
+ * then the last id of each page.  limit 0 means no limit.  Every record is
+ * authenticated; one that fails fails the call (its id in the detail).
+ * Errors: as itsme_store_find_fingerprint. */
+itsme_result itsme_store_list(itsme_store *store, int64_t after_id,
+                              size_t limit, itsme_contact_list **out);
+
+/* The number of contacts.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_DATABASE. */
+itsme_result itsme_store_count(itsme_store *store, uint64_t *out_count);
+
+/* Renames a contact.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND,
+ * ITSME_E_AUTHENTICATION_FAILED, ITSME_E_DATABASE. */
+itsme_result itsme_store_set_name(itsme_store *store, int64_t id,
+                                  const char *name);
+
+/* Replaces a contact's free-form note (at most ITSME_NOTE_MAX_BYTES).
+ * Errors: as itsme_store_set_name. */
+itsme_result itsme_store_set_note(itsme_store *store, int64_t id,
+                                  const char *note);
+
+/* Sets a contact's state.  ITSME_CONTACT_VERIFIED records `now` as the
+ * verification time; `acknowledged` (0 or 1) counts only with
+ * ITSME_CONTACT_DEGRADED: the person confirmed the device change.
+ * Errors: as itsme_store_set_name. */
+itsme_result itsme_store_set_state(itsme_store *store, int64_t id,
+                                   itsme_verification_state state,
+                                   int acknowledged, int64_t now);
+
+/* Uses voice-verification window `window` for the contact: succeeds only
+ * if it is greater than the last window used, atomically, so that of two
+ * handles or processes racing for one window exactly one wins.
+ * Errors: ITSME_E_WINDOW_USED, and those of itsme_store_set_name. */
+itsme_result itsme_store_use_window(itsme_store *store, int64_t id,
+                                    int64_t window);
+
+/* Deletes a contact, with its photo and device secrets.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND, ITSME_E_DATABASE. */
+itsme_result itsme_store_delete(itsme_store *store, int64_t id);
+
+/* Releases a contact snapshot.  Accepts NULL. */
+void itsme_contact_free(itsme_contact *contact);
+
+/* The contact's id. */
+itsme_result itsme_contact_id(const itsme_contact *contact, int64_t *out_id);
+
+/* The contact's display name, NUL-terminated. */
+itsme_result itsme_contact_name(const itsme_contact *contact, char *out,
+                                size_t cap, size_t *out_len);
+
+/* The contact's fingerprint: 16 uppercase hex digits and the NUL. */
+itsme_result itsme_contact_fingerprint(const itsme_contact *contact,
+                                       char *out, size_t cap,
+                                       size_t *out_len);
+
+/* The contact's identity public key; ITSME_E_NOT_FOUND for an
+ * unauthenticated contact. */
+itsme_result itsme_contact_public_key(const itsme_contact *contact,
+                                      uint8_t *out, size_t cap,
+                                      size_t *out_len);
+
+/* Writes 1 if the contact has an identity key, 0 for an unauthenticated
+ * (version-5) contact. */
+itsme_result itsme_contact_is_authenticated(const itsme_contact *contact,
+                                            int *out_authenticated);
+
+/* The contact's state, and whether a degradation was acknowledged. */
+itsme_result itsme_contact_state(const itsme_contact *contact,
+                                 itsme_verification_state *out_state,
+                                 int *out_acknowledged);
+
+/* How the exchange with this contact happened. */
+itsme_result itsme_contact_exchange_method(const itsme_contact *contact,
+                                           itsme_exchange_method *out_method);
+
+/* When the contact was added (unix seconds). */
+itsme_result itsme_contact_created_at(const itsme_contact *contact,
+                                      int64_t *out_time);
+
+/* When the contact was last verified; ITSME_E_NOT_FOUND if never. */
+itsme_result itsme_contact_verified_at(const itsme_contact *contact,
+                                       int64_t *out_time);
+
+/* The last verification window used; ITSME_E_NOT_FOUND if none. */
+itsme_result itsme_contact_last_window(const itsme_contact *contact,
+                                       int64_t *out_window);
+
+/* The contact's note, NUL-terminated (empty if none). */
+itsme_result itsme_contact_note(const itsme_contact *contact, char *out,
+                                size_t cap, size_t *out_len);
+
+/* Releases a contact list.  Accepts NULL. */
+void itsme_contact_list_free(itsme_contact_list *list);
+
+/* The number of contacts in the list. */
+itsme_result itsme_contact_list_count(const itsme_contact_list *list,
+                                      size_t *out_count);
+
+/* The contact at `index` (0-based), as a new snapshot the caller frees.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, index out of range). */
+itsme_result itsme_contact_list_get(const itsme_contact_list *list,
+                                    size_t index, itsme_contact **out);
 
 #ifdef __cplusplus
 }

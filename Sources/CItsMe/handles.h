@@ -11,4 +11,7 @@
 #include "../../include/itsme.h"
 struct itsme_secret_store { unsigned char opaque_; };
 struct itsme_identity { unsigned char opaque_; };
+struct itsme_store { unsigned char opaque_; };
+struct itsme_contact { unsigned char opaque_; };
+struct itsme_contact_list { unsigned char opaque_; };
 #endif

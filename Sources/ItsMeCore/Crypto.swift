@@ -368,6 +368,45 @@ public enum AEAD {
         }
     }
 
+    /// Opens ciphertext || tag into `out` (at least the plaintext's size),
+    /// for hot paths that reuse one guarded buffer. Returns the plaintext
+    /// size; on failure `out` holds nothing of the plaintext.
+    public static func open<K: ByteView & ~Copyable, C: ByteView & ~Copyable, A: ByteView & ~Copyable>(
+        _ algorithm: Algorithm, key: borrowing K, nonce: [UInt8], ciphertext: borrowing C, aad: borrowing A,
+        into out: UnsafeMutableRawBufferPointer
+    ) throws -> Int {
+        try checkKeyAndNonce(key: key, nonce: nonce)
+        return try key.withBytes { k in
+            try ciphertext.withBytes { c in
+                try aad.withBytes { a in
+                    guard c.count >= tagCount else {
+                        throw ItsMeError(.authenticationFailed, "ciphertext shorter than its tag")
+                    }
+                    guard out.count >= c.count - tagCount else {
+                        throw ItsMeError(.invalidArgument, "output buffer too small for the plaintext")
+                    }
+                    var outLen: UInt64 = 0
+                    let kp = k.bindMemory(to: UInt8.self).baseAddress!
+                    let cp = c.bindMemory(to: UInt8.self).baseAddress!
+                    let ap = a.bindMemory(to: UInt8.self).baseAddress
+                    let op = out.bindMemory(to: UInt8.self).baseAddress!
+                    let rc: Int32
+                    switch algorithm {
+                    case .chacha20Poly1305:
+                        rc = crypto_aead_chacha20poly1305_ietf_decrypt(
+                            op, &outLen, nil, cp, UInt64(c.count), ap, UInt64(a.count), nonce, kp)
+                    case .aes256GCM:
+                        rc = crypto_aead_aes256gcm_decrypt(op, &outLen, nil, cp, UInt64(c.count), ap, UInt64(a.count), nonce, kp)
+                    }
+                    guard rc == 0 else {
+                        throw ItsMeError(.authenticationFailed, "decryption failed: wrong key or tampered data")
+                    }
+                    return Int(outLen)
+                }
+            }
+        }
+    }
+
     private static func checkKeyAndNonce<K: ByteView & ~Copyable>(key: borrowing K, nonce: [UInt8]) throws {
         guard key.withBytes({ $0.count }) == keyCount else {
             throw ItsMeError(.invalidArgument, "an AEAD key is 32 bytes")

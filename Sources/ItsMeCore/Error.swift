@@ -25,6 +25,8 @@ public struct ItsMeError: Error, Equatable, CustomStringConvertible {
         public static let database = Kind(15)
         public static let outOfMemory = Kind(16)
         public static let `internal` = Kind(17)
+        public static let wrongIdentity = Kind(18)
+        public static let windowUsed = Kind(19)
 
         /// Every kind, in code order. The C header, the bindings and this
         /// list are checked against each other by the tests.
@@ -32,7 +34,7 @@ public struct ItsMeError: Error, Equatable, CustomStringConvertible {
             .invalidArgument, .bufferTooSmall, .notInitialized, .unsupportedPlatform,
             .notFound, .alreadyExists, .invalidPIN, .wrongPIN, .locked, .secretStore,
             .corruptData, .authenticationFailed, .invalidKey, .invalidState, .database,
-            .outOfMemory, .internal,
+            .outOfMemory, .internal, .wrongIdentity, .windowUsed,
         ]
 
         /// The constant's name in include/itsme.h.
@@ -56,6 +58,8 @@ public struct ItsMeError: Error, Equatable, CustomStringConvertible {
             case 15: return "ITSME_E_DATABASE"
             case 16: return "ITSME_E_OUT_OF_MEMORY"
             case 17: return "ITSME_E_INTERNAL"
+            case 18: return "ITSME_E_WRONG_IDENTITY"
+            case 19: return "ITSME_E_WINDOW_USED"
             default: return "ITSME_E_UNKNOWN"
             }
         }
@@ -81,6 +85,8 @@ public struct ItsMeError: Error, Equatable, CustomStringConvertible {
             case 15: return "database error"
             case 16: return "out of memory"
             case 17: return "internal error"
+            case 18: return "this store belongs to another identity"
+            case 19: return "verification window already used"
             default: return "unknown result code"
             }
         }

@@ -69,6 +69,11 @@ struct RecordReader {
 
     mutating func array(_ n: Int) throws -> [UInt8] { Array(try take(n)) }
 
+    /// Borrowed bytes, valid as long as the record's buffer.
+    mutating func slice(_ n: Int) throws -> UnsafeRawBufferPointer { try take(n) }
+
+    var isAtEnd: Bool { offset == bytes.count }
+
     mutating func secret(_ n: Int) throws -> SecretBytes { try SecretBytes(copying: try take(n)) }
 
     func finish() throws {

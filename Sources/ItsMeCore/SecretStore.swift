@@ -31,7 +31,7 @@ public protocol SecretStore: AnyObject, Sendable {
     /// Runs `body` with exclusive access for a read-modify-write of items
     /// (the attempt counters). The default serialises within the process;
     /// a store shared between processes must also lock across them.
-    func withExclusiveAccess<R>(_ body: () throws -> R) throws -> R
+    func withExclusiveAccess<R: ~Copyable>(_ body: () throws -> R) throws -> R
 }
 
 /// The process-wide lock behind the default `withExclusiveAccess`. It only
@@ -39,7 +39,7 @@ public protocol SecretStore: AnyObject, Sendable {
 private let readModifyWriteLock = Mutex<Void>(())
 
 extension SecretStore {
-    public func withExclusiveAccess<R>(_ body: () throws -> R) throws -> R {
+    public func withExclusiveAccess<R: ~Copyable>(_ body: () throws -> R) throws -> R {
         try readModifyWriteLock.withLock { _ in try body() }
     }
 
@@ -219,7 +219,7 @@ public final class FileSecretStore: SecretStore {
 
     /// The process-wide lock, plus an exclusive `flock` on `.lock` in the
     /// directory, so that processes sharing the directory take turns too.
-    public func withExclusiveAccess<R>(_ body: () throws -> R) throws -> R {
+    public func withExclusiveAccess<R: ~Copyable>(_ body: () throws -> R) throws -> R {
         try readModifyWriteLock.withLock { _ in
             let fd = open(directory + "/.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
             guard fd >= 0 else {

@@ -84,7 +84,7 @@ public func ffiSecretStoreNewCallbacks(
         guard let store = CallbackSecretStore(table.pointee) else {
             throw invalid("callbacks get, put and remove must all be set")
         }
-        out.pointee = box(StoreHandle(store), as: itsme_secret_store.self)
+        out.pointee = box(SecretStoreHandle(store), as: itsme_secret_store.self)
     }
 }
 
@@ -94,7 +94,7 @@ public func ffiSecretStoreNewMemory(_ out: UnsafeMutablePointer<UnsafeMutablePoi
 {
     guarded(ThreadLastError.set) {
         let out = try required(out, "out")
-        out.pointee = box(StoreHandle(MemorySecretStore()), as: itsme_secret_store.self)
+        out.pointee = box(SecretStoreHandle(MemorySecretStore()), as: itsme_secret_store.self)
     }
 }
 
@@ -106,13 +106,13 @@ public func ffiSecretStoreOpenFile(
         let path = try text(directory, "directory")
         let out = try required(out, "out")
         let store = try FileSecretStore(directory: path)
-        out.pointee = box(StoreHandle(store), as: itsme_secret_store.self)
+        out.pointee = box(SecretStoreHandle(store), as: itsme_secret_store.self)
     }
 }
 
 @c(itsme_secret_store_free)
 public func ffiSecretStoreFree(_ store: UnsafeMutablePointer<itsme_secret_store>?) {
-    release(store, as: StoreHandle.self)
+    release(store, as: SecretStoreHandle.self)
 }
 
 @c(itsme_secret_store_last_error)
@@ -120,7 +120,7 @@ public func ffiSecretStoreLastError(
     _ store: UnsafePointer<itsme_secret_store>?, _ buf: UnsafeMutablePointer<CChar>?, _ cap: UInt,
     _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
-    guard let handle = unbox(store, as: StoreHandle.self) else { return ITSME_E_INVALID_ARGUMENT }
+    guard let handle = unbox(store, as: SecretStoreHandle.self) else { return ITSME_E_INVALID_ARGUMENT }
     return copyLastError(handle.lastError.get(), buf, cap, outLen)
 }
 

@@ -116,7 +116,7 @@ func cString(_ s: StaticString) -> UnsafePointer<CChar> {
 // MARK: - Handles
 
 /// Box of an `itsme_secret_store`.
-final class StoreHandle: Sendable {
+final class SecretStoreHandle: Sendable {
     let store: any SecretStore
     let lastError = LastError()
     init(_ store: any SecretStore) { self.store = store }
@@ -150,11 +150,45 @@ func release<T: AnyObject>(_ p: UnsafeRawPointer?, as: T.Type) {
 }
 
 /// Runs a call on a store handle; a NULL handle is an invalid argument.
-func onStore(_ p: UnsafeRawPointer?, _ body: (StoreHandle) throws -> Void) -> itsme_result {
-    guard let handle = unbox(p, as: StoreHandle.self) else {
+func onStore(_ p: UnsafeRawPointer?, _ body: (SecretStoreHandle) throws -> Void) -> itsme_result {
+    guard let handle = unbox(p, as: SecretStoreHandle.self) else {
         return guarded({ _ in }) { throw invalid("store is NULL") }
     }
     return guarded(handle.lastError.set) { try body(handle) }
+}
+
+/// Box of an `itsme_store`: the contact store is itself serialised.
+final class ContactStoreHandle: Sendable {
+    let store: ContactStore
+    let lastError = LastError()
+    init(_ store: ContactStore) { self.store = store }
+}
+
+/// Box of an `itsme_contact`: an immutable snapshot.
+final class ContactHandle: Sendable {
+    let contact: Contact
+    init(_ contact: Contact) { self.contact = contact }
+}
+
+/// Box of an `itsme_contact_list`: immutable snapshots.
+final class ContactListHandle: Sendable {
+    let contacts: [Contact]
+    init(_ contacts: [Contact]) { self.contacts = contacts }
+}
+
+func onContactStore(_ p: UnsafeRawPointer?, _ body: (ContactStore) throws -> Void) -> itsme_result {
+    guard let handle = unbox(p, as: ContactStoreHandle.self) else {
+        return guarded({ _ in }) { throw invalid("store is NULL") }
+    }
+    return guarded(handle.lastError.set) { try body(handle.store) }
+}
+
+/// Reads a snapshot; the getters keep no last-error message.
+func onContact(_ p: UnsafeRawPointer?, _ body: (Contact) throws -> Void) -> itsme_result {
+    guarded({ _ in }) {
+        guard let handle = unbox(p, as: ContactHandle.self) else { throw invalid("contact is NULL") }
+        try body(handle.contact)
+    }
 }
 
 func onIdentity(_ p: UnsafeRawPointer?, _ body: (Identity) throws -> Void) -> itsme_result {

@@ -30,6 +30,8 @@ final class ABITests: XCTestCase {
         ("ITSME_E_DATABASE", ITSME_E_DATABASE, .database),
         ("ITSME_E_OUT_OF_MEMORY", ITSME_E_OUT_OF_MEMORY, .outOfMemory),
         ("ITSME_E_INTERNAL", ITSME_E_INTERNAL, .internal),
+        ("ITSME_E_WRONG_IDENTITY", ITSME_E_WRONG_IDENTITY, .wrongIdentity),
+        ("ITSME_E_WINDOW_USED", ITSME_E_WINDOW_USED, .windowUsed),
     ]
 
     func testResultCodesAgreeBetweenHeaderAndCore() throws {

@@ -1,0 +1,161 @@
+/// A contact as the store keeps it, without its secrets (the verification
+/// seed and device secrets are read separately, only when needed).
+public struct Contact: Sendable, Equatable, CustomStringConvertible {
+    public enum State: UInt8, Sendable {
+        case unverified = 0
+        case verified = 1
+        /// Their device changed (device binding); see `degradationAcknowledged`.
+        case degraded = 2
+    }
+
+    public enum ExchangeMethod: UInt8, Sendable {
+        case qr = 0
+        case bluetooth = 1
+        case invite = 2
+        case realtime = 3
+    }
+
+    /// The row id: stable, never reused (AUTOINCREMENT). 0 before adding.
+    public internal(set) var id: Int64
+    public var name: String
+    /// 16 uppercase hex digits; for display and lookup only.
+    public internal(set) var fingerprint: String
+    /// The contact's Ed25519 identity key, which identifies the contact.
+    /// nil for a contact imported from the source's v5 format, which
+    /// carries no key: such a contact is unauthenticated.
+    public internal(set) var publicKey: [UInt8]?
+    public var state: State
+    /// The person confirmed a device change (degradation code entered).
+    public var degradationAcknowledged: Bool
+    public internal(set) var exchangeMethod: ExchangeMethod
+    public internal(set) var createdAt: Int64
+    public var verifiedAt: Int64?
+    /// The last voice-verification window used; a window W is usable only
+    /// if W is greater. Changed only through `ContactStore.useWindow`.
+    public internal(set) var lastWindow: Int64?
+    public var note: String
+    /// Fields written by a newer version, kept as they are on update.
+    var unknownFields: [RecordField] = []
+
+    public var isAuthenticated: Bool { publicKey != nil }
+
+    public static let maxNoteBytes = 4096
+
+    public var description: String { "Contact(id: \(id), fingerprint: \(fingerprint), state: \(state))" }
+}
+
+/// One field of a sealed record: a tag and its bytes.
+struct RecordField: Sendable, Equatable {
+    let tag: UInt8
+    let value: [UInt8]
+}
+
+/// The plaintext of a contact record: a format version byte, then fields as
+/// tag (1 byte) | length (2 bytes, big-endian) | value. Readers skip tags
+/// they do not know and keep them, so later versions can add fields without
+/// rewriting existing rows. See docs/STORAGE.md.
+enum ContactRecord {
+    static let version: UInt8 = 1
+
+    enum Tag: UInt8 {
+        case name = 1
+        case fingerprint = 2
+        case publicKey = 3
+        case seed = 4
+        case state = 5
+        case acknowledged = 6
+        case method = 7
+        case createdAt = 8
+        case verifiedAt = 9
+        case lastWindow = 10
+        case note = 11
+    }
+
+    static let seedCount = 32
+
+    /// Serialises into guarded memory (the record carries the seed).
+    static func encode(_ c: Contact, seed: borrowing SecretBytes) throws -> SecretBytes {
+        var fields: [(UInt8, [UInt8])] = [
+            (Tag.name.rawValue, Array(c.name.utf8)),
+            (Tag.fingerprint.rawValue, Hex.decode(c.fingerprint) ?? []),
+            (Tag.state.rawValue, [c.state.rawValue]),
+            (Tag.acknowledged.rawValue, [c.degradationAcknowledged ? 1 : 0]),
+            (Tag.method.rawValue, [c.exchangeMethod.rawValue]),
+            (Tag.createdAt.rawValue, bigEndian(c.createdAt)),
+            (Tag.note.rawValue, Array(c.note.utf8)),
+        ]
+        if let key = c.publicKey { fields.append((Tag.publicKey.rawValue, key)) }
+        if let v = c.verifiedAt { fields.append((Tag.verifiedAt.rawValue, bigEndian(v))) }
+        if let w = c.lastWindow { fields.append((Tag.lastWindow.rawValue, bigEndian(w))) }
+        fields += c.unknownFields.map { ($0.tag, $0.value) }
+        let size = 1 + fields.reduce(0) { $0 + 3 + $1.1.count } + 3 + seed.count
+        var w = try RecordWriter(count: size)
+        w.append(version)
+        for (tag, value) in fields {
+            w.append(tag)
+            w.append(UInt16(value.count))
+            w.append(value)
+        }
+        w.append(Tag.seed.rawValue)
+        w.append(UInt16(seed.count))
+        w.append(seed)
+        return w.finish()
+    }
+
+    /// Parses a record; `seedInto` receives the seed when given.
+    static func decode(_ bytes: UnsafeRawBufferPointer, id: Int64, seedInto: UnsafeMutableRawBufferPointer? = nil) throws
+        -> Contact
+    {
+        var r = RecordReader(bytes, what: "contact record")
+        let v = try r.byte()
+        guard v == version else { throw ItsMeError(.corruptData, "contact record has unknown format version \(v)") }
+        var name: String?, fingerprint: [UInt8]?, publicKey: [UInt8]?, state: Contact.State?
+        var acknowledged = false, method: Contact.ExchangeMethod?, createdAt: Int64?
+        var verifiedAt: Int64?, lastWindow: Int64?, note = "", unknown: [RecordField] = []
+        var sawSeed = false
+        while !r.isAtEnd {
+            let tag = try r.byte()
+            let length = Int(try r.uint16())
+            if tag == Tag.seed.rawValue {
+                guard length == seedCount else { throw ItsMeError(.corruptData, "contact record has a bad seed") }
+                let seed = try r.slice(length)
+                if let out = seedInto, out.count == seedCount { out.copyMemory(from: seed) }
+                sawSeed = true
+                continue
+            }
+            let value = try r.array(length)
+            switch Tag(rawValue: tag) {
+            case .name: name = String(validating: value, as: UTF8.self)
+            case .fingerprint: fingerprint = value
+            case .publicKey: publicKey = value
+            case .state: state = value.count == 1 ? Contact.State(rawValue: value[0]) : nil
+            case .acknowledged: acknowledged = value == [1]
+            case .method: method = value.count == 1 ? Contact.ExchangeMethod(rawValue: value[0]) : nil
+            case .createdAt: createdAt = int64(value)
+            case .verifiedAt: verifiedAt = int64(value)
+            case .lastWindow: lastWindow = int64(value)
+            case .note: note = String(validating: value, as: UTF8.self) ?? ""
+            case .seed, nil: unknown.append(RecordField(tag: tag, value: value))
+            }
+        }
+        guard let name, DisplayName.isValid(name), let fingerprint, fingerprint.count == 8, let state, let method,
+            let createdAt, sawSeed
+        else { throw ItsMeError(.corruptData, "contact record \(id) lacks a required field") }
+        if let key = publicKey {
+            guard key.count == Ed25519.publicKeyCount, Fingerprint.of(publicKey: key) == Hex.encodeUpper(fingerprint) else {
+                throw ItsMeError(.corruptData, "contact record \(id) has a key that does not match its fingerprint")
+            }
+        }
+        return Contact(
+            id: id, name: name, fingerprint: Hex.encodeUpper(fingerprint), publicKey: publicKey, state: state,
+            degradationAcknowledged: acknowledged, exchangeMethod: method, createdAt: createdAt, verifiedAt: verifiedAt,
+            lastWindow: lastWindow, note: note, unknownFields: unknown)
+    }
+
+    static func bigEndian(_ v: Int64) -> [UInt8] { withUnsafeBytes(of: v.bigEndian) { Array($0) } }
+
+    static func int64(_ b: [UInt8]) -> Int64? {
+        guard b.count == 8 else { return nil }
+        return Int64(bitPattern: b.reduce(0) { $0 << 8 | UInt64($1) })
+    }
+}

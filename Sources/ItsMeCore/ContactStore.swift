@@ -1,0 +1,512 @@
+import CSQLite
+import CSodium
+import Synchronization
+
+/// The encrypted contact store: one SQLite file, one sealed row per contact.
+///
+/// Every record is sealed with AES-256-GCM under the identity's contacts
+/// key; its associated data binds it to this store (a random store id), its
+/// table, its row id and its format version, so rows cannot be swapped or
+/// moved into another store. Lookups go through keyed index columns (HMAC of
+/// the fingerprint or identity key), never plaintext. Device secrets are
+/// sealed under a separate device key that the secret store keeps "this
+/// device only": a store copied to another device opens, but its device
+/// secrets do not.
+///
+/// The file is in WAL mode with `synchronous=FULL`: a committed change
+/// survives a process crash and a power loss. One serialised connection per
+/// store; an instance may be used from several threads.
+public final class ContactStore: @unchecked Sendable {
+    public static let deviceKeyItem = "itsme.device-key"
+    static let recordLabel = Array("itsme-contact-record-v1".utf8)
+
+    enum Table: UInt8 {
+        case contacts = 1
+        case photos = 2
+        case deviceSecrets = 3
+    }
+
+    private let lock = Mutex<Void>(())
+    private let db: Database
+    private let storeID: [UInt8]
+    private let contactsKey: SecretBytes
+    private let indexKey: SecretBytes
+    private let deviceKey: SecretBytes
+    private let ownPublicKey: [UInt8]
+    /// Guarded scratch for decrypting records on the hot paths.
+    private var scratch: SecretBytes
+    public let path: String
+
+    static let maxRecordSize = 64 * 1024
+
+    /// Opens (creating if missing) the store at `path` for `identity`.
+    /// Fails with `.wrongIdentity` if the file belongs to another identity,
+    /// `.database` if it is not a usable SQLite database.
+    public init(path: String, identity: Identity) throws {
+        self.path = path
+        let db = try Database(path: path)
+        do {
+            try db.execute("PRAGMA journal_mode = WAL")
+            try db.execute("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA secure_delete = ON")
+        } catch let error as DatabaseError where error.code == SQLITE_NOTADB {
+            throw ItsMeError(.database, "\(path) is not an ItsMe contact store (not a SQLite database)")
+        }
+        try db.migrate(Self.migrations)
+        self.db = db
+
+        // The store id and the owner check: who may open this file.
+        var rng = SystemRandom()
+        let freshID = rng.bytes(16)
+        let storeID: [UInt8] = try db.transaction {
+            if let row = try db.query("SELECT value FROM meta WHERE name = 'store_id'").first, case .blob(let id) = row[0] {
+                return id
+            }
+            try db.run("INSERT INTO meta (name, value) VALUES ('store_id', ?)", [.blob(freshID)])
+            let check = try Self.ownerCheck(contactsKey: identity.contactsKey, storeID: freshID)
+            try db.run("INSERT INTO meta (name, value) VALUES ('owner_check', ?)", [.blob(check)])
+            return freshID
+        }
+        guard storeID.count == 16,
+            let row = try db.query("SELECT value FROM meta WHERE name = 'owner_check'").first, case .blob(let check) = row[0]
+        else { throw ItsMeError(.corruptData, "contact store metadata is missing or malformed") }
+        guard ConstantTime.equal(try Self.ownerCheck(contactsKey: identity.contactsKey, storeID: storeID), check) else {
+            throw ItsMeError(.wrongIdentity, "this contact store belongs to another identity")
+        }
+        self.storeID = storeID
+        self.contactsKey = try identity.contactsKey.copy()
+        self.indexKey = try HKDF.derive(
+            ikm: identity.contactsKey, salt: storeID, info: Array("itsme-store-index-v1".utf8), count: 32)
+        self.deviceKey = try Self.loadOrCreateDeviceKey(identity.store)
+        self.ownPublicKey = identity.publicKey
+        self.scratch = try SecretBytes(count: Self.maxRecordSize)
+    }
+
+    static var migrations: [Database.Migration] {[
+        Database.Migration(
+            version: 1,
+            sql: """
+                CREATE TABLE meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
+                CREATE TABLE contacts (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    fingerprint_index BLOB NOT NULL,
+                    key_index BLOB UNIQUE,
+                    record BLOB NOT NULL
+                );
+                CREATE INDEX contacts_by_fingerprint ON contacts (fingerprint_index);
+                CREATE TABLE photos (
+                    contact_id INTEGER PRIMARY KEY REFERENCES contacts (id) ON DELETE CASCADE,
+                    record BLOB NOT NULL
+                );
+                CREATE TABLE device_secrets (
+                    contact_id INTEGER PRIMARY KEY REFERENCES contacts (id) ON DELETE CASCADE,
+                    record BLOB NOT NULL
+                );
+                """)
+    ]}
+
+    private static func ownerCheck(contactsKey: borrowing SecretBytes, storeID: [UInt8]) throws -> [UInt8] {
+        let key = try HKDF.derive(ikm: contactsKey, salt: storeID, info: Array("itsme-store-owner-v1".utf8), count: 32)
+        return HMACSHA256.mac(key: key, message: storeID)
+    }
+
+    private static func loadOrCreateDeviceKey(_ store: any SecretStore) throws -> SecretBytes {
+        try store.withExclusiveAccess {
+            if let key = try store.get(deviceKeyItem) {
+                guard key.count == AEAD.keyCount else {
+                    throw ItsMeError(.corruptData, "the stored device key has the wrong size")
+                }
+                return key
+            }
+            var rng = SystemRandom()
+            let key = try SecretBytes(randomCount: AEAD.keyCount, using: &rng)
+            try store.put(deviceKeyItem, bytes: key, accessibility: .whenUnlockedThisDeviceOnly)
+            return key
+        }
+    }
+
+    // MARK: Sealing
+
+    private func aad(_ table: Table, _ row: Int64, version: UInt8) -> [UInt8] {
+        Self.recordLabel + storeID + [table.rawValue] + ContactRecord.bigEndian(row) + [version]
+    }
+
+    /// nonce (12) | ciphertext | tag (16)
+    private func seal<P: ByteView & ~Copyable>(
+        _ plaintext: borrowing P, table: Table, row: Int64, key: borrowing SecretBytes
+    ) throws -> [UInt8] {
+        var rng = SystemRandom()
+        let nonce = rng.bytes(AEAD.nonceCount)
+        return nonce
+            + (try AEAD.seal(.aes256GCM, key: key, nonce: nonce, plaintext: plaintext, aad: aad(table, row, version: ContactRecord.version)))
+    }
+
+    /// Opens a sealed blob into the scratch buffer and hands the plaintext to
+    /// `body`; the scratch is wiped afterwards. Caller holds the lock.
+    private func open<R: ~Copyable>(
+        _ sealed: [UInt8], table: Table, row: Int64, key: borrowing SecretBytes,
+        _ body: (UnsafeRawBufferPointer) throws -> R
+    ) throws -> R {
+        guard sealed.count >= AEAD.nonceCount + AEAD.tagCount, sealed.count - AEAD.nonceCount <= scratch.count + AEAD.tagCount
+        else { throw ItsMeError(.corruptData, "sealed record \(row) has an impossible size \(sealed.count)") }
+        let nonce = Array(sealed[..<AEAD.nonceCount])
+        let ad = aad(table, row, version: ContactRecord.version)
+        let count = try scratch.withMutableBytes { out in
+            try AEAD.open(.aes256GCM, key: key, nonce: nonce, ciphertext: sealed[AEAD.nonceCount...], aad: ad, into: out)
+        }
+        defer { scratch.withMutableBytes { sodium_memzero($0.baseAddress!, count) } }
+        return try scratch.withBytes { try body(UnsafeRawBufferPointer(rebasing: $0.prefix(count))) }
+    }
+
+    private func index(_ label: String, _ bytes: [UInt8]) -> [UInt8] {
+        HMACSHA256.mac(key: indexKey, message: Array(label.utf8) + bytes)
+    }
+
+    private func fingerprintIndex(_ fingerprint: String) -> [UInt8] {
+        index("fingerprint:", Hex.decode(fingerprint) ?? [])
+    }
+
+    private func keyIndex(_ key: [UInt8]) -> [UInt8] { index("key:", key) }
+
+    private func withLock<R: ~Copyable>(_ body: () throws -> R) throws -> R {
+        try lock.withLock { _ in
+            do { return try body() } catch let error as DatabaseError { throw error.asItsMeError }
+        }
+    }
+
+    // MARK: Contacts
+
+    /// Adds a contact identified by its identity key. `.alreadyExists` if
+    /// a contact with that key exists; `.invalidKey` for our own key.
+    public func add(
+        name: String, publicKey: [UInt8], seed: borrowing SecretBytes, method: Contact.ExchangeMethod, now: Int64,
+        note: String = ""
+    ) throws -> Int64 {
+        guard publicKey.count == Ed25519.publicKeyCount else {
+            throw ItsMeError(.invalidKey, "an identity key is \(Ed25519.publicKeyCount) bytes")
+        }
+        guard !ConstantTime.equal(publicKey, ownPublicKey) else {
+            throw ItsMeError(.invalidKey, "a contact cannot have our own identity key")
+        }
+        return try insert(
+            name: name, fingerprint: Fingerprint.of(publicKey: publicKey), publicKey: publicKey, seed: seed,
+            method: method, now: now, note: note)
+    }
+
+    /// Adds a contact from the source's v5 format, which has no identity
+    /// key: flagged unauthenticated, never merged with a keyed contact.
+    public func addUnauthenticated(
+        name: String, fingerprint: String, seed: borrowing SecretBytes, method: Contact.ExchangeMethod, now: Int64
+    ) throws -> Int64 {
+        guard fingerprint.utf8.count == Fingerprint.textCount, let bytes = Hex.decode(fingerprint) else {
+            throw ItsMeError(.invalidArgument, "a fingerprint is 16 hex digits")
+        }
+        return try insert(
+            name: name, fingerprint: Hex.encodeUpper(bytes), publicKey: nil, seed: seed, method: method, now: now, note: "")
+    }
+
+    private func insert(
+        name: String, fingerprint: String, publicKey: [UInt8]?, seed: borrowing SecretBytes,
+        method: Contact.ExchangeMethod, now: Int64, note: String
+    ) throws -> Int64 {
+        try AttemptLimiter.checkTime(now)
+        let name = try DisplayName.validated(name)
+        try Self.checkNote(note)
+        guard seed.count == ContactRecord.seedCount else {
+            throw ItsMeError(.invalidArgument, "a verification seed is \(ContactRecord.seedCount) bytes")
+        }
+        let contact = Contact(
+            id: 0, name: name, fingerprint: fingerprint, publicKey: publicKey, state: .unverified,
+            degradationAcknowledged: false, exchangeMethod: method, createdAt: now, verifiedAt: nil, lastWindow: nil,
+            note: note)
+        let record = try ContactRecord.encode(contact, seed: seed)
+        return try withLock {
+            try db.transaction(.immediate) {
+                if let key = publicKey,
+                    !(try db.query("SELECT id FROM contacts WHERE key_index = ?", [.blob(keyIndex(key))]).isEmpty)
+                {
+                    throw ItsMeError(.alreadyExists, "a contact with this identity key exists")
+                }
+                // AUTOINCREMENT: the next id is above every id ever used, so
+                // the row binding below is never reused.
+                let last = try db.query("SELECT seq FROM sqlite_sequence WHERE name = 'contacts'").first
+                let id: Int64
+                if case .integer(let seq)? = last?.first { id = seq + 1 } else { id = 1 }
+                let sealed = try seal(record, table: .contacts, row: id, key: contactsKey)
+                try db.run(
+                    "INSERT INTO contacts (id, fingerprint_index, key_index, record) VALUES (?, ?, ?, ?)",
+                    [.integer(id), .blob(fingerprintIndex(fingerprint)), publicKey.map { .blob(keyIndex($0)) } ?? .null, .blob(sealed)])
+                return id
+            }
+        }
+    }
+
+    static func checkNote(_ note: String) throws {
+        guard note.utf8.count <= Contact.maxNoteBytes else {
+            throw ItsMeError(.invalidArgument, "a note is at most \(Contact.maxNoteBytes) bytes")
+        }
+    }
+
+    private func decode(id: Int64, sealed: [UInt8]) throws -> Contact {
+        try open(sealed, table: .contacts, row: id, key: contactsKey) { try ContactRecord.decode($0, id: id) }
+    }
+
+    private func sealedRecord(_ id: Int64) throws -> [UInt8] {
+        guard let row = try db.query("SELECT record FROM contacts WHERE id = ?", [.integer(id)]).first,
+            case .blob(let sealed) = row[0]
+        else { throw ItsMeError(.notFound, "no contact with id \(id)") }
+        return sealed
+    }
+
+    public func contact(id: Int64) throws -> Contact {
+        try withLock { try decode(id: id, sealed: try sealedRecord(id)) }
+    }
+
+    public func contact(publicKey: [UInt8]) throws -> Contact {
+        try withLock {
+            guard let row = try db.query("SELECT id, record FROM contacts WHERE key_index = ?", [.blob(keyIndex(publicKey))]).first,
+                case .integer(let id) = row[0], case .blob(let sealed) = row[1]
+            else { throw ItsMeError(.notFound, "no contact with this identity key") }
+            return try decode(id: id, sealed: sealed)
+        }
+    }
+
+    /// Contacts with this fingerprint: keyed contacts first, then any
+    /// unauthenticated ones.
+    public func contacts(fingerprint: String) throws -> [Contact] {
+        guard fingerprint.utf8.count == Fingerprint.textCount, Hex.decode(fingerprint) != nil else {
+            throw ItsMeError(.invalidArgument, "a fingerprint is 16 hex digits")
+        }
+        return try withLock {
+            let statement = try db.prepare(
+                "SELECT id, record FROM contacts WHERE fingerprint_index = ? ORDER BY key_index IS NULL, id")
+            try statement.bind([.blob(fingerprintIndex(fingerprint.uppercased()))])
+            var found: [Contact] = []
+            while try statement.step() {
+                found.append(try decode(id: statement.int64(0), sealed: statement.blob(1) ?? []))
+            }
+            return found
+        }
+    }
+
+    /// Up to `limit` contacts with ids above `afterID`, in id order: pass
+    /// the last id of one page to get the next. A record that fails
+    /// authentication fails the call (with its id); it is never skipped.
+    public func list(afterID: Int64 = 0, limit: Int = Int.max) throws -> [Contact] {
+        try withLock {
+            let statement = try db.prepare("SELECT id, record FROM contacts WHERE id > ? ORDER BY id LIMIT ?")
+            try statement.bind([.integer(afterID), .integer(Int64(clamping: max(limit, 0)))])
+            var page: [Contact] = []
+            while try statement.step() {
+                page.append(try decode(id: statement.int64(0), sealed: statement.blob(1) ?? []))
+            }
+            return page
+        }
+    }
+
+    public func count() throws -> Int {
+        try withLock {
+            guard case .integer(let n)? = try db.query("SELECT count(*) FROM contacts").first?.first else { return 0 }
+            return Int(n)
+        }
+    }
+
+    /// Reads, changes and re-seals one record in one write transaction; the
+    /// seed and fields unknown to this version are kept.
+    private func modify(_ id: Int64, _ change: (inout Contact) throws -> Void) throws {
+        try withLock {
+            try db.transaction(.immediate) {
+                let sealed = try sealedRecord(id)
+                var seed = try SecretBytes(count: ContactRecord.seedCount)
+                var contact = try seed.withMutableBytes { s in
+                    try open(sealed, table: .contacts, row: id, key: contactsKey) {
+                        try ContactRecord.decode($0, id: id, seedInto: s)
+                    }
+                }
+                try change(&contact)
+                let record = try ContactRecord.encode(contact, seed: seed)
+                try db.run(
+                    "UPDATE contacts SET record = ? WHERE id = ?",
+                    [.blob(try seal(record, table: .contacts, row: id, key: contactsKey)), .integer(id)])
+            }
+        }
+    }
+
+    /// Saves name, state, acknowledgement, verification time and note.
+    /// The identity key, fingerprint, exchange method, creation time and
+    /// last window cannot change this way.
+    public func update(_ contact: Contact) throws {
+        let name = try DisplayName.validated(contact.name)
+        try Self.checkNote(contact.note)
+        try modify(contact.id) { stored in
+            stored.name = name
+            stored.state = contact.state
+            stored.degradationAcknowledged = contact.degradationAcknowledged
+            stored.verifiedAt = contact.verifiedAt
+            stored.note = contact.note
+        }
+    }
+
+    /// Sets the state; `verified` also records `now` as the verification time.
+    public func setState(id: Int64, _ state: Contact.State, acknowledged: Bool, now: Int64) throws {
+        try AttemptLimiter.checkTime(now)
+        try modify(id) { c in
+            c.state = state
+            c.degradationAcknowledged = state == .degraded && acknowledged
+            if state == .verified { c.verifiedAt = now }
+        }
+    }
+
+    /// Marks voice-verification window `window` used for this contact:
+    /// succeeds only if it is greater than the last window used, atomically
+    /// (a write transaction), so two handles or processes racing for one
+    /// window cannot both win. `.windowUsed` otherwise.
+    public func useWindow(id: Int64, window: Int64) throws {
+        guard window >= 0 else { throw ItsMeError(.invalidArgument, "a window is not negative") }
+        try modify(id) { c in
+            if let last = c.lastWindow, window <= last {
+                throw ItsMeError(.windowUsed, "window \(window) is not after the last one used (\(last))")
+            }
+            c.lastWindow = window
+        }
+    }
+
+    public func delete(id: Int64) throws {
+        try withLock {
+            try db.run("DELETE FROM contacts WHERE id = ?", [.integer(id)])
+            guard db.changes == 1 else { throw ItsMeError(.notFound, "no contact with id \(id)") }
+        }
+    }
+
+    /// The contact's verification seed.
+    public func seed(id: Int64) throws -> SecretBytes {
+        try withLock {
+            let sealed = try sealedRecord(id)
+            var seed = try SecretBytes(count: ContactRecord.seedCount)
+            _ = try seed.withMutableBytes { s in
+                try open(sealed, table: .contacts, row: id, key: contactsKey) { try ContactRecord.decode($0, id: id, seedInto: s) }
+            }
+            return seed
+        }
+    }
+
+    // MARK: Photos and device secrets
+
+    public static let maxPhotoBytes = 512 * 1024
+
+    /// Sets (or with an empty photo and filename, removes) the photo.
+    public func setPhoto(id: Int64, photo: [UInt8], filename: String) throws {
+        guard photo.count <= Self.maxPhotoBytes, filename.utf8.count <= 255 else {
+            throw ItsMeError(.invalidArgument, "a photo is at most \(Self.maxPhotoBytes) bytes, its filename 255")
+        }
+        let plain = [ContactRecord.version] + field(1, Array(filename.utf8)) + fieldLong(2, photo)
+        try withLock {
+            try db.transaction(.immediate) {
+                _ = try sealedRecord(id)
+                if photo.isEmpty && filename.isEmpty {
+                    try db.run("DELETE FROM photos WHERE contact_id = ?", [.integer(id)])
+                } else {
+                    let sealed = try seal(plain, table: .photos, row: id, key: contactsKey)
+                    try db.run("INSERT OR REPLACE INTO photos (contact_id, record) VALUES (?, ?)", [.integer(id), .blob(sealed)])
+                }
+            }
+        }
+    }
+
+    /// The photo and its filename; `.notFound` if the contact has none.
+    public func photo(id: Int64) throws -> (photo: [UInt8], filename: String) {
+        try withLock {
+            guard let row = try db.query("SELECT record FROM photos WHERE contact_id = ?", [.integer(id)]).first,
+                case .blob(let sealed) = row[0]
+            else { throw ItsMeError(.notFound, "contact \(id) has no photo") }
+            // Photos can exceed the scratch buffer: open into fresh memory.
+            let nonce = Array(sealed.prefix(AEAD.nonceCount))
+            let plain = try AEAD.open(
+                .aes256GCM, key: contactsKey, nonce: nonce, ciphertext: sealed.dropFirst(AEAD.nonceCount),
+                aad: aad(.photos, id, version: ContactRecord.version))
+            return try plain.withBytes { b in
+                var r = RecordReader(b, what: "photo record")
+                guard try r.byte() == ContactRecord.version, try r.byte() == 1 else {
+                    throw ItsMeError(.corruptData, "photo record \(id) is malformed")
+                }
+                let filename = String(decoding: try r.slice(Int(try r.uint16())), as: UTF8.self)
+                guard try r.byte() == 2 else { throw ItsMeError(.corruptData, "photo record \(id) is malformed") }
+                let photo = try r.array(Int(try r.uint32()))
+                try r.finish()
+                return (photo, filename)
+            }
+        }
+    }
+
+    public static let deviceSecretCount = 16
+
+    /// Stores this device's secret for the contact and theirs, sealed under
+    /// the device key (never exported).
+    public func setDeviceSecrets(id: Int64, mine: borrowing SecretBytes, theirs: borrowing SecretBytes) throws {
+        guard (1...64).contains(mine.count), (1...64).contains(theirs.count) else {
+            throw ItsMeError(.invalidArgument, "a device secret is 1 to 64 bytes")
+        }
+        var w = try RecordWriter(count: 1 + 3 + mine.count + 3 + theirs.count)
+        w.append(ContactRecord.version)
+        w.append(UInt8(1))
+        w.append(UInt16(mine.count))
+        w.append(mine)
+        w.append(UInt8(2))
+        w.append(UInt16(theirs.count))
+        w.append(theirs)
+        let plain = w.finish()
+        try withLock {
+            try db.transaction(.immediate) {
+                _ = try sealedRecord(id)
+                let sealed = try seal(plain, table: .deviceSecrets, row: id, key: deviceKey)
+                try db.run(
+                    "INSERT OR REPLACE INTO device_secrets (contact_id, record) VALUES (?, ?)", [.integer(id), .blob(sealed)])
+            }
+        }
+    }
+
+    /// This device's and the contact's device secrets. `.notFound` if none
+    /// were stored; `.authenticationFailed` if they were sealed on another
+    /// device (a store copied along with an identity export).
+    public func deviceSecrets(id: Int64) throws -> DeviceSecrets {
+        try withLock {
+            guard let row = try db.query("SELECT record FROM device_secrets WHERE contact_id = ?", [.integer(id)]).first,
+                case .blob(let sealed) = row[0]
+            else { throw ItsMeError(.notFound, "no device secrets for contact \(id)") }
+            do {
+                return try open(sealed, table: .deviceSecrets, row: id, key: deviceKey) { b in
+                    var r = RecordReader(b, what: "device secrets record")
+                    guard try r.byte() == ContactRecord.version, try r.byte() == 1 else {
+                        throw ItsMeError(.corruptData, "device secrets record \(id) is malformed")
+                    }
+                    let mine = try r.secret(Int(try r.uint16()))
+                    guard try r.byte() == 2 else { throw ItsMeError(.corruptData, "device secrets record \(id) is malformed") }
+                    let theirs = try r.secret(Int(try r.uint16()))
+                    try r.finish()
+                    return DeviceSecrets(mine: mine, theirs: theirs)
+                }
+            } catch let error as ItsMeError where error.kind == .authenticationFailed {
+                throw ItsMeError(
+                    .authenticationFailed, "the device secrets of contact \(id) were sealed on another device or tampered with")
+            }
+        }
+    }
+
+    /// Runs `PRAGMA integrity_check`; true when SQLite reports "ok".
+    public func integrityCheck() throws -> Bool {
+        try withLock { try db.query("PRAGMA integrity_check") == [[.text("ok")]] }
+    }
+
+    private func field(_ tag: UInt8, _ value: [UInt8]) -> [UInt8] {
+        [tag] + withUnsafeBytes(of: UInt16(value.count).bigEndian) { Array($0) } + value
+    }
+
+    private func fieldLong(_ tag: UInt8, _ value: [UInt8]) -> [UInt8] {
+        [tag] + withUnsafeBytes(of: UInt32(value.count).bigEndian) { Array($0) } + value
+    }
+}
+
+/// This device's secret for a contact, and the contact's.
+public struct DeviceSecrets: ~Copyable {
+    public let mine: SecretBytes
+    public let theirs: SecretBytes
+}
