@@ -3,6 +3,7 @@
  * buffers, out-of-order calls, wrong PINs and misbehaving host callbacks
  * must all give result codes, never a crash.  Prints "N passed, N failed".
  */
+#define _DEFAULT_SOURCE /* mkdtemp */
 #include <itsme.h>
 
 #include <stdio.h>
@@ -253,12 +254,149 @@ static void host_callbacks(void) {
     free(hs);
 }
 
+static void contact_store(void) {
+    char dir[] = "/tmp/itsme-misuse-XXXXXX";
+    if (!mkdtemp(dir)) { failed++; return; }
+    char path[64], other_path[64];
+    snprintf(path, sizeof path, "%s/contacts.db", dir);
+    snprintf(other_path, sizeof other_path, "%s/not-a-db", dir);
+
+    itsme_secret_store *secrets = NULL, *other_secrets = NULL;
+    itsme_identity *me = NULL, *other = NULL;
+    itsme_secret_store_new_memory(&secrets);
+    itsme_secret_store_new_memory(&other_secrets);
+    itsme_identity_create(secrets, "Me", &me);
+    itsme_identity_create(other_secrets, "Other", &other);
+
+    itsme_store *store = NULL;
+    EXPECT("open NULL identity", itsme_store_open(NULL, path, &store), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("open NULL path", itsme_store_open(me, NULL, &store), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("open NULL out", itsme_store_open(me, path, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("open", itsme_store_open(me, path, &store), ITSME_OK);
+    itsme_store *wrong = NULL;
+    EXPECT("open with another identity", itsme_store_open(other, path, &wrong), ITSME_E_WRONG_IDENTITY);
+    EXPECT("no handle on failure", wrong == NULL, 1);
+    FILE *f = fopen(other_path, "w");
+    if (f) { fputs("this is not a database, just some text that is long enough\n", f); fclose(f); }
+    EXPECT("open a text file", itsme_store_open(me, other_path, &wrong), ITSME_E_DATABASE);
+
+    uint8_t key[ITSME_PUBLIC_KEY_BYTES], own[ITSME_PUBLIC_KEY_BYTES], seed[ITSME_SEED_BYTES];
+    memset(key, 0x42, sizeof key);
+    memset(seed, 7, sizeof seed);
+    size_t len = 0;
+    itsme_identity_public_key(me, own, sizeof own, &len);
+    int64_t id = -1;
+    EXPECT("add NULL name", itsme_store_add(store, NULL, key, 32, seed, 32, ITSME_EXCHANGE_QR, T0, &id), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("add NULL key", itsme_store_add(store, "A", NULL, 32, seed, 32, ITSME_EXCHANGE_QR, T0, &id), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("add short key", itsme_store_add(store, "A", key, 31, seed, 32, ITSME_EXCHANGE_QR, T0, &id), ITSME_E_INVALID_KEY);
+    EXPECT("add own key", itsme_store_add(store, "A", own, 32, seed, 32, ITSME_EXCHANGE_QR, T0, &id), ITSME_E_INVALID_KEY);
+    EXPECT("add short seed", itsme_store_add(store, "A", key, 32, seed, 31, ITSME_EXCHANGE_QR, T0, &id), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("add bad method", itsme_store_add(store, "A", key, 32, seed, 32, 99, T0, &id), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("add negative time", itsme_store_add(store, "A", key, 32, seed, 32, ITSME_EXCHANGE_QR, -1, &id), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("add NULL out", itsme_store_add(store, "A", key, 32, seed, 32, ITSME_EXCHANGE_QR, T0, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("id untouched", id, -1);
+    EXPECT("add", itsme_store_add(store, "Alice", key, 32, seed, 32, ITSME_EXCHANGE_BLUETOOTH, T0, &id), ITSME_OK);
+    int64_t dup = -1;
+    EXPECT("add twice", itsme_store_add(store, "Alice 2", key, 32, seed, 32, ITSME_EXCHANGE_QR, T0, &dup), ITSME_E_ALREADY_EXISTS);
+    char msg[256];
+    EXPECT("store last error", itsme_store_last_error(store, msg, sizeof msg, &len), ITSME_OK);
+    EXPECT("store last error text", strstr(msg, "exists") != NULL, 1);
+    int64_t v5 = -1;
+    char fp[ITSME_FINGERPRINT_SIZE];
+    itsme_fingerprint_from_public_key(key, 32, fp, sizeof fp, &len);
+    EXPECT("add v5 bad fingerprint", itsme_store_add_unauthenticated(store, "Old", "XYZ", seed, 32, ITSME_EXCHANGE_QR, T0, &v5), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("add v5", itsme_store_add_unauthenticated(store, "Old", fp, seed, 32, ITSME_EXCHANGE_QR, T0, &v5), ITSME_OK);
+    uint64_t count = 0;
+    EXPECT("count", itsme_store_count(store, &count), ITSME_OK);
+    EXPECT("count is 2", count, 2);
+
+    itsme_contact *c = NULL;
+    EXPECT("get missing", itsme_store_get(store, 999, &c), ITSME_E_NOT_FOUND);
+    EXPECT("get NULL out", itsme_store_get(store, id, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("get by NULL key", itsme_store_get_by_key(store, NULL, 32, &c), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("get by key", itsme_store_get_by_key(store, key, 32, &c), ITSME_OK);
+    int64_t got = 0;
+    EXPECT("contact id", itsme_contact_id(c, &got), ITSME_OK);
+    EXPECT("same id", got, id);
+    char name[8];
+    EXPECT("name short buffer", itsme_contact_name(c, name, 5, &len), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("name size", len, 6);
+    EXPECT("name", itsme_contact_name(c, name, sizeof name, &len), ITSME_OK);
+    EXPECT("name value", strcmp(name, "Alice"), 0);
+    itsme_verification_state state = 99;
+    int ack = 99;
+    EXPECT("state NULL", itsme_contact_state(c, NULL, &ack), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("state", itsme_contact_state(c, &state, &ack), ITSME_OK);
+    EXPECT("unverified", state, ITSME_CONTACT_UNVERIFIED);
+    itsme_exchange_method method = 99;
+    EXPECT("method", itsme_contact_exchange_method(c, &method), ITSME_OK);
+    EXPECT("bluetooth", method, ITSME_EXCHANGE_BLUETOOTH);
+    int64_t t = 0;
+    EXPECT("never verified", itsme_contact_verified_at(c, &t), ITSME_E_NOT_FOUND);
+    EXPECT("no window yet", itsme_contact_last_window(c, &t), ITSME_E_NOT_FOUND);
+    EXPECT("contact NULL", itsme_contact_id(NULL, &got), ITSME_E_INVALID_ARGUMENT);
+    itsme_contact_free(c);
+    itsme_contact_free(NULL);
+
+    itsme_contact_list *list = NULL;
+    EXPECT("find bad fingerprint", itsme_store_find_fingerprint(store, "nothex!!nothex!!", &list), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("find", itsme_store_find_fingerprint(store, fp, &list), ITSME_OK);
+    size_t n = 0;
+    EXPECT("list count", itsme_contact_list_count(list, &n), ITSME_OK);
+    EXPECT("both found", n, 2);
+    EXPECT("list index out of range", itsme_contact_list_get(list, 2, &c), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("keyed first", itsme_contact_list_get(list, 1, &c), ITSME_OK);
+    int authenticated = -1;
+    EXPECT("second is v5", itsme_contact_is_authenticated(c, &authenticated) == ITSME_OK && authenticated == 0, 1);
+    uint8_t pk[32];
+    EXPECT("v5 has no key", itsme_contact_public_key(c, pk, sizeof pk, &len), ITSME_E_NOT_FOUND);
+    itsme_contact_free(c);
+    itsme_contact_list_free(list);
+    itsme_contact_list_free(NULL);
+    EXPECT("list NULL count", itsme_contact_list_count(NULL, &n), ITSME_E_INVALID_ARGUMENT);
+
+    EXPECT("set NULL name", itsme_store_set_name(store, id, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("set name missing", itsme_store_set_name(store, 999, "X"), ITSME_E_NOT_FOUND);
+    EXPECT("set note", itsme_store_set_note(store, id, "met at the bakery"), ITSME_OK);
+    EXPECT("set bad state", itsme_store_set_state(store, id, 7, 0, T0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("set bad ack", itsme_store_set_state(store, id, ITSME_CONTACT_DEGRADED, 2, T0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("verify", itsme_store_set_state(store, id, ITSME_CONTACT_VERIFIED, 0, T0 + 5), ITSME_OK);
+    EXPECT("use window", itsme_store_use_window(store, id, 100), ITSME_OK);
+    EXPECT("same window", itsme_store_use_window(store, id, 100), ITSME_E_WINDOW_USED);
+    EXPECT("older window", itsme_store_use_window(store, id, 99), ITSME_E_WINDOW_USED);
+    EXPECT("negative window", itsme_store_use_window(store, id, -1), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("get", itsme_store_get(store, id, &c), ITSME_OK);
+    EXPECT("verified at", itsme_contact_verified_at(c, &t) == ITSME_OK && t == T0 + 5, 1);
+    EXPECT("last window", itsme_contact_last_window(c, &t) == ITSME_OK && t == 100, 1);
+    itsme_contact_free(c);
+    EXPECT("list NULL out", itsme_store_list(store, 0, 0, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("list page", itsme_store_list(store, 0, 1, &list), ITSME_OK);
+    EXPECT("one per page", itsme_contact_list_count(list, &n) == ITSME_OK && n == 1, 1);
+    itsme_contact_list_free(list);
+    EXPECT("delete", itsme_store_delete(store, id), ITSME_OK);
+    EXPECT("delete again", itsme_store_delete(store, id), ITSME_E_NOT_FOUND);
+    EXPECT("count NULL", itsme_store_count(store, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("store NULL", itsme_store_count(NULL, &count), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("last error NULL store", itsme_store_last_error(NULL, msg, sizeof msg, &len), ITSME_E_INVALID_ARGUMENT);
+    itsme_store_close(store);
+    itsme_store_close(NULL);
+
+    itsme_identity_free(me);
+    itsme_identity_free(other);
+    itsme_secret_store_free(secrets);
+    itsme_secret_store_free(other_secrets);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) failed++;
+}
+
 int main(void) {
     before_init();
     EXPECT("init", itsme_init(), ITSME_OK);
     no_handles();
     identity_and_pin();
     host_callbacks();
+    contact_store();
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }
