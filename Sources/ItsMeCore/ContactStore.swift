@@ -181,15 +181,32 @@ public final class ContactStore: @unchecked Sendable {
         name: String, publicKey: [UInt8], seed: borrowing SecretBytes, method: Contact.ExchangeMethod, now: Int64,
         note: String = ""
     ) throws -> Int64 {
+        let new = try prepareKeyed(name: name, publicKey: publicKey, seed: seed, method: method, now: now, note: note)
+        return try withLock {
+            try db.transaction(.immediate) { try insertLocked(new.record, fingerprint: new.fingerprint, publicKey: publicKey) }
+        }
+    }
+
+    private func prepareKeyed(
+        name: String, publicKey: [UInt8], seed: borrowing SecretBytes, method: Contact.ExchangeMethod, now: Int64,
+        note: String
+    ) throws -> Prepared {
         guard publicKey.count == Ed25519.publicKeyCount else {
             throw ItsMeError(.invalidKey, "an identity key is \(Ed25519.publicKeyCount) bytes")
         }
         guard !ConstantTime.equal(publicKey, ownPublicKey) else {
             throw ItsMeError(.invalidKey, "a contact cannot have our own identity key")
         }
-        return try insert(
-            name: name, fingerprint: Fingerprint.of(publicKey: publicKey), publicKey: publicKey, seed: seed,
-            method: method, now: now, note: note)
+        let fingerprint = Fingerprint.of(publicKey: publicKey)
+        let record = try prepare(
+            name: name, fingerprint: fingerprint, publicKey: publicKey, seed: seed, method: method, now: now, note: note)
+        return Prepared(record: record, fingerprint: fingerprint)
+    }
+
+    /// A validated new contact: its record, not yet sealed.
+    private struct Prepared: ~Copyable {
+        let record: SecretBytes
+        let fingerprint: String
     }
 
     /// Adds a contact from the source's v5 format, which has no identity
@@ -200,14 +217,17 @@ public final class ContactStore: @unchecked Sendable {
         guard fingerprint.utf8.count == Fingerprint.textCount, let bytes = Hex.decode(fingerprint) else {
             throw ItsMeError(.invalidArgument, "a fingerprint is 16 hex digits")
         }
-        return try insert(
-            name: name, fingerprint: Hex.encodeUpper(bytes), publicKey: nil, seed: seed, method: method, now: now, note: "")
+        let fingerprint = Hex.encodeUpper(bytes)
+        let record = try prepare(
+            name: name, fingerprint: fingerprint, publicKey: nil, seed: seed, method: method, now: now, note: "")
+        return try withLock { try db.transaction(.immediate) { try insertLocked(record, fingerprint: fingerprint, publicKey: nil) } }
     }
 
-    private func insert(
+    /// Validates a new contact and builds its record.
+    private func prepare(
         name: String, fingerprint: String, publicKey: [UInt8]?, seed: borrowing SecretBytes,
         method: Contact.ExchangeMethod, now: Int64, note: String
-    ) throws -> Int64 {
+    ) throws -> SecretBytes {
         try AttemptLimiter.checkTime(now)
         let name = try DisplayName.validated(name)
         try Self.checkNote(note)
@@ -218,25 +238,45 @@ public final class ContactStore: @unchecked Sendable {
             id: 0, name: name, fingerprint: fingerprint, publicKey: publicKey, state: .unverified,
             degradationAcknowledged: false, exchangeMethod: method, createdAt: now, verifiedAt: nil, lastWindow: nil,
             note: note)
-        let record = try ContactRecord.encode(contact, seed: seed)
-        return try withLock {
-            try db.transaction(.immediate) {
-                if let key = publicKey,
-                    !(try db.query("SELECT id FROM contacts WHERE key_index = ?", [.blob(keyIndex(key))]).isEmpty)
-                {
-                    throw ItsMeError(.alreadyExists, "a contact with this identity key exists")
-                }
-                // AUTOINCREMENT: the next id is above every id ever used, so
-                // the row binding below is never reused.
-                let last = try db.query("SELECT seq FROM sqlite_sequence WHERE name = 'contacts'").first
-                let id: Int64
-                if case .integer(let seq)? = last?.first { id = seq + 1 } else { id = 1 }
-                let sealed = try seal(record, table: .contacts, row: id, key: contactsKey)
-                try db.run(
-                    "INSERT INTO contacts (id, fingerprint_index, key_index, record) VALUES (?, ?, ?, ?)",
-                    [.integer(id), .blob(fingerprintIndex(fingerprint)), publicKey.map { .blob(keyIndex($0)) } ?? .null, .blob(sealed)])
-                return id
-            }
+        return try ContactRecord.encode(contact, seed: seed)
+    }
+
+    /// Inserts a sealed record; the caller holds the lock inside a write transaction.
+    private func insertLocked(_ record: borrowing SecretBytes, fingerprint: String, publicKey: [UInt8]?) throws -> Int64 {
+        if let key = publicKey,
+            !(try db.query("SELECT id FROM contacts WHERE key_index = ?", [.blob(keyIndex(key))]).isEmpty)
+        {
+            throw ItsMeError(.alreadyExists, "a contact with this identity key exists")
+        }
+        // AUTOINCREMENT: the next id is above every id ever used, so the row
+        // binding is never reused.
+        let last = try db.query("SELECT seq FROM sqlite_sequence WHERE name = 'contacts'").first
+        let id: Int64
+        if case .integer(let seq)? = last?.first { id = seq + 1 } else { id = 1 }
+        let sealed = try seal(record, table: .contacts, row: id, key: contactsKey)
+        try db.run(
+            "INSERT INTO contacts (id, fingerprint_index, key_index, record) VALUES (?, ?, ?, ?)",
+            [.integer(id), .blob(fingerprintIndex(fingerprint)), publicKey.map { .blob(keyIndex($0)) } ?? .null, .blob(sealed)])
+        return id
+    }
+
+    /// Adds in one write transaction, for bulk imports: one commit (one
+    /// fsync) for all. If `body` throws, nothing it added is kept.
+    public func batch<R>(_ body: (borrowing Batch) throws -> R) throws -> R {
+        try withLock { try db.transaction(.immediate) { try body(Batch(store: self)) } }
+    }
+
+    /// Adds contacts inside `ContactStore.batch`.
+    public struct Batch: ~Copyable {
+        fileprivate let store: ContactStore
+
+        public func add(
+            name: String, publicKey: [UInt8], seed: borrowing SecretBytes, method: Contact.ExchangeMethod, now: Int64,
+            note: String = ""
+        ) throws -> Int64 {
+            let new = try store.prepareKeyed(
+                name: name, publicKey: publicKey, seed: seed, method: method, now: now, note: note)
+            return try store.insertLocked(new.record, fingerprint: new.fingerprint, publicKey: publicKey)
         }
     }
 
