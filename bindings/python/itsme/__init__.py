@@ -30,8 +30,14 @@ handle's ``detail``.
 
 from __future__ import annotations
 
+from ._contacts import NOTE_MAX_BYTES, SEED_BYTES, Contact, ContactStore, ExchangeMethod, VerificationState
 from ._errors import (
     AlreadyExistsError,
+    AuthenticationFailedError,
+    DatabaseError,
+    InvalidKeyError,
+    WindowUsedError,
+    WrongIdentityError,
     CorruptDataError,
     InvalidArgumentError,
     InvalidPinError,
@@ -83,19 +89,28 @@ ITSME_E_INVALID_STATE = Result.ITSME_E_INVALID_STATE
 ITSME_E_DATABASE = Result.ITSME_E_DATABASE
 ITSME_E_OUT_OF_MEMORY = Result.ITSME_E_OUT_OF_MEMORY
 ITSME_E_INTERNAL = Result.ITSME_E_INTERNAL
+ITSME_E_WRONG_IDENTITY = Result.ITSME_E_WRONG_IDENTITY
+ITSME_E_WINDOW_USED = Result.ITSME_E_WINDOW_USED
 
 __all__ = [
     "Accessibility",
     "AlreadyExistsError",
+    "AuthenticationFailedError",
+    "Contact",
+    "ContactStore",
     "CorruptDataError",
+    "DatabaseError",
+    "ExchangeMethod",
     "FINGERPRINT_CHARS",
     "FINGERPRINT_SIZE",
     "Identity",
     "InvalidArgumentError",
+    "InvalidKeyError",
     "InvalidPinError",
     "ItsMeError",
     "LockedError",
     "NAME_MAX_BYTES",
+    "NOTE_MAX_BYTES",
     "NotFoundError",
     "PIN_LENGTH",
     "PUBLIC_KEY_BYTES",
@@ -104,7 +119,11 @@ __all__ = [
     "Result",
     "SecretStore",
     "SecretStoreBackend",
+    "SEED_BYTES",
     "SecretStoreError",
+    "VerificationState",
+    "WindowUsedError",
+    "WrongIdentityError",
     "WrongPinError",
     "fingerprint_from_public_key",
     "init",

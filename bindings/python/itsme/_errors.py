@@ -20,6 +20,11 @@ __all__ = [
     "LockedError",
     "SecretStoreError",
     "CorruptDataError",
+    "AuthenticationFailedError",
+    "InvalidKeyError",
+    "DatabaseError",
+    "WrongIdentityError",
+    "WindowUsedError",
     "result_message",
 ]
 
@@ -49,6 +54,8 @@ class Result(enum.IntEnum):
     ITSME_E_DATABASE = 15
     ITSME_E_OUT_OF_MEMORY = 16
     ITSME_E_INTERNAL = 17
+    ITSME_E_WRONG_IDENTITY = 18
+    ITSME_E_WINDOW_USED = 19
 
 
 #: Every result code by its header name, e.g. ``RESULT_CODES["ITSME_OK"] == 0``.
@@ -126,6 +133,26 @@ class CorruptDataError(ItsMeError):
     """ITSME_E_CORRUPT_DATA: stored data malformed, truncated or unknown."""
 
 
+class AuthenticationFailedError(ItsMeError):
+    """ITSME_E_AUTHENTICATION_FAILED: a sealed record or tag did not verify."""
+
+
+class InvalidKeyError(ItsMeError, ValueError):
+    """ITSME_E_INVALID_KEY: a public key of the wrong size, or our own."""
+
+
+class DatabaseError(ItsMeError):
+    """ITSME_E_DATABASE: SQLite failed, or the file is not a contact store."""
+
+
+class WrongIdentityError(ItsMeError):
+    """ITSME_E_WRONG_IDENTITY: the contact store belongs to another identity."""
+
+
+class WindowUsedError(ItsMeError):
+    """ITSME_E_WINDOW_USED: the window is not after the last one used."""
+
+
 _ERROR_CLASSES: Dict[int, Type[ItsMeError]] = {
     Result.ITSME_E_INVALID_ARGUMENT: InvalidArgumentError,
     Result.ITSME_E_NOT_FOUND: NotFoundError,
@@ -135,6 +162,11 @@ _ERROR_CLASSES: Dict[int, Type[ItsMeError]] = {
     Result.ITSME_E_LOCKED: LockedError,
     Result.ITSME_E_SECRET_STORE: SecretStoreError,
     Result.ITSME_E_CORRUPT_DATA: CorruptDataError,
+    Result.ITSME_E_AUTHENTICATION_FAILED: AuthenticationFailedError,
+    Result.ITSME_E_INVALID_KEY: InvalidKeyError,
+    Result.ITSME_E_DATABASE: DatabaseError,
+    Result.ITSME_E_WRONG_IDENTITY: WrongIdentityError,
+    Result.ITSME_E_WINDOW_USED: WindowUsedError,
 }
 
 

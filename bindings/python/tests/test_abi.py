@@ -120,7 +120,7 @@ def header():
 def test_header_parses(header):
     assert len(header.functions) >= 20
     assert {"itsme_init", "itsme_pin_status", "itsme_identity_create"} <= set(header.functions)
-    assert header.handles == {"itsme_secret_store", "itsme_identity"}
+    assert header.handles == {"itsme_secret_store", "itsme_identity", "itsme_store", "itsme_contact", "itsme_contact_list"}
     assert header.resolve("itsme_result") == "int32_t"
 
 

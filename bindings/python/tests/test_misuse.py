@@ -13,7 +13,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-from ctypes import byref, c_char_p, c_int, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p
+from ctypes import c_int64, byref, c_char_p, c_int, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p
 from types import SimpleNamespace
 
 import pytest
@@ -111,6 +111,11 @@ RAW_REMOVE = RemoveCallback(lambda ctx, name: R.ITSME_E_NOT_FOUND)
 RAW_DESTROY = DestroyCallback(lambda ctx: destroyed.append(ctx))
 
 
+CONTACT_KEY = (c_uint8 * 32)(*([0x42] * 32))
+OTHER_KEY = (c_uint8 * 32)(*([0x43] * 32))
+SEED = (c_uint8 * 32)(*([7] * 32))
+
+
 def raw_table(**overrides):
     fields = dict(ctx=RAW_CTX, get=RAW_GET, put=RAW_PUT, remove=RAW_REMOVE, destroy=RAW_DESTROY)
     fields.update(overrides)
@@ -128,7 +133,21 @@ def raw(tmp_path):
     env.empty_store = new_memory_store()
     env.bare_store = new_memory_store()
     env.bare_identity = new_identity(env.bare_store)
+    # A contact store with one contact, a snapshot of it and a list of it.
+    out = c_void_p()
+    ok(lib.itsme_store_open(env.identity, str(tmp_path / "contacts.db").encode(), byref(out)))
+    env.contacts = out.value
+    contact_id = c_int64()
+    ok(lib.itsme_store_add(env.contacts, b"Carol", CONTACT_KEY, 32, SEED, 32, 0, T0, byref(contact_id)))
+    env.contact_id = contact_id.value
+    ok(lib.itsme_store_get(env.contacts, env.contact_id, byref(out)))
+    env.contact = out.value
+    ok(lib.itsme_store_list(env.contacts, 0, 0, byref(out)))
+    env.list = out.value
     yield env
+    lib.itsme_contact_free(env.contact)
+    lib.itsme_contact_list_free(env.list)
+    lib.itsme_store_close(env.contacts)
     lib.itsme_identity_free(env.identity)
     lib.itsme_identity_free(env.bare_identity)
     for store in (env.store, env.empty_store, env.bare_store):
@@ -228,6 +247,132 @@ def _pin_status(env):
     return [env.identity, T0, byref(failures), byref(wait)], [failures, wait]
 
 
+def _store_open(env):
+    out = handle_out()
+    return [env.identity, str(env.tmp_path / "other.db").encode(), byref(out)], [out]
+
+
+def _contacts_last_error(env):
+    buf, n = text_buf(256), size_out()
+    return [env.contacts, buf, 256, byref(n)], [buf, n]
+
+
+def _store_add(env):
+    out = c_int64(-5)
+    return [env.contacts, b"Dave", OTHER_KEY, 32, SEED, 32, 0, T0, byref(out)], [out]
+
+
+def _store_add_unauthenticated(env):
+    out = c_int64(-5)
+    return [env.contacts, b"Old", b"0123456789ABCDEF", SEED, 32, 0, T0, byref(out)], [out]
+
+
+def _store_get(env):
+    out = handle_out()
+    return [env.contacts, env.contact_id, byref(out)], [out]
+
+
+def _store_get_by_key(env):
+    out = handle_out()
+    return [env.contacts, CONTACT_KEY, 32, byref(out)], [out]
+
+
+def _store_find_fingerprint(env):
+    out = handle_out()
+    return [env.contacts, b"0123456789ABCDEF", byref(out)], [out]
+
+
+def _store_list(env):
+    out = handle_out()
+    return [env.contacts, 0, 10, byref(out)], [out]
+
+
+def _store_count(env):
+    out = c_uint64(0xAAAA)
+    return [env.contacts, byref(out)], [out]
+
+
+def _store_set_name(env):
+    return [env.contacts, env.contact_id, b"Caroline"], []
+
+
+def _store_set_note(env):
+    return [env.contacts, env.contact_id, b"a note"], []
+
+
+def _store_set_state(env):
+    return [env.contacts, env.contact_id, 1, 0, T0], []
+
+
+def _store_use_window(env):
+    return [env.contacts, env.contact_id, 100], []
+
+
+def _store_delete(env):
+    return [env.contacts, env.contact_id], []
+
+
+def _contact_int64(function):
+    def case(env):
+        out = c_int64(-5)
+        return [env.contact, byref(out)], [out]
+
+    return case
+
+
+def _contact_text(env):
+    buf, n = text_buf(256), size_out()
+    return [env.contact, buf, 256, byref(n)], [buf, n]
+
+
+def _contact_public_key(env):
+    buf, n = byte_buf(32), size_out()
+    return [env.contact, buf, 32, byref(n)], [buf, n]
+
+
+def _contact_is_authenticated(env):
+    out = c_int(-5)
+    return [env.contact, byref(out)], [out]
+
+
+def _contact_state(env):
+    state, acknowledged = c_uint32(0xAAAA), c_int(-5)
+    return [env.contact, byref(state), byref(acknowledged)], [state, acknowledged]
+
+
+def _contact_exchange_method(env):
+    out = c_uint32(0xAAAA)
+    return [env.contact, byref(out)], [out]
+
+
+def _contact_verified_at(env):
+    ok(lib.itsme_store_set_state(env.contacts, env.contact_id, 1, 0, T0))
+    out = c_void_p()
+    ok(lib.itsme_store_get(env.contacts, env.contact_id, byref(out)))
+    lib.itsme_contact_free(env.contact)
+    env.contact = out.value
+    return _contact_int64(None)(env)
+
+
+def _contact_last_window(env):
+    ok(lib.itsme_store_use_window(env.contacts, env.contact_id, 7))
+    out = c_void_p()
+    ok(lib.itsme_store_get(env.contacts, env.contact_id, byref(out)))
+    lib.itsme_contact_free(env.contact)
+    env.contact = out.value
+    return _contact_int64(None)(env)
+
+
+def _list_count(env):
+    out = size_out()
+    return [env.list, byref(out)], [out]
+
+
+def _list_get(env):
+    out = handle_out()
+    return [env.list, 0, byref(out)], [out]
+
+
 CASES = {
     "itsme_last_error": _last_error,
     "itsme_fingerprint_from_public_key": _fingerprint_from_public_key,
@@ -247,6 +392,33 @@ CASES = {
     "itsme_pin_verify": _pin_verify,
     "itsme_pin_change": _pin_change,
     "itsme_pin_status": _pin_status,
+    "itsme_store_open": _store_open,
+    "itsme_store_last_error": _contacts_last_error,
+    "itsme_store_add": _store_add,
+    "itsme_store_add_unauthenticated": _store_add_unauthenticated,
+    "itsme_store_get": _store_get,
+    "itsme_store_get_by_key": _store_get_by_key,
+    "itsme_store_find_fingerprint": _store_find_fingerprint,
+    "itsme_store_list": _store_list,
+    "itsme_store_count": _store_count,
+    "itsme_store_set_name": _store_set_name,
+    "itsme_store_set_note": _store_set_note,
+    "itsme_store_set_state": _store_set_state,
+    "itsme_store_use_window": _store_use_window,
+    "itsme_store_delete": _store_delete,
+    "itsme_contact_id": _contact_int64(None),
+    "itsme_contact_name": _contact_text,
+    "itsme_contact_fingerprint": _contact_text,
+    "itsme_contact_public_key": _contact_public_key,
+    "itsme_contact_is_authenticated": _contact_is_authenticated,
+    "itsme_contact_state": _contact_state,
+    "itsme_contact_exchange_method": _contact_exchange_method,
+    "itsme_contact_created_at": _contact_int64(None),
+    "itsme_contact_verified_at": _contact_verified_at,
+    "itsme_contact_last_window": _contact_last_window,
+    "itsme_contact_note": _contact_text,
+    "itsme_contact_list_count": _list_count,
+    "itsme_contact_list_get": _list_get,
 }
 
 # Constructors whose successful output is a handle to free.
@@ -256,6 +428,12 @@ FREE_OUTPUT = {
     "itsme_secret_store_open_file": lib.itsme_secret_store_free,
     "itsme_identity_create": lib.itsme_identity_free,
     "itsme_identity_load": lib.itsme_identity_free,
+    "itsme_store_open": lib.itsme_store_close,
+    "itsme_store_get": lib.itsme_contact_free,
+    "itsme_store_get_by_key": lib.itsme_contact_free,
+    "itsme_store_find_fingerprint": lib.itsme_contact_list_free,
+    "itsme_store_list": lib.itsme_contact_list_free,
+    "itsme_contact_list_get": lib.itsme_contact_free,
 }
 
 NULL_CASES = [
@@ -535,7 +713,7 @@ def test_fingerprint_of_null_key_with_zero_length():
     assert n.value == 0x5EED
 
 
-@pytest.mark.parametrize("code", [18, 19, 100, 1000, -1, -17, 2**31 - 1, -(2**31)])
+@pytest.mark.parametrize("code", [20, 100, 1000, -1, -17, 2**31 - 1, -(2**31)])
 def test_result_message_of_unknown_code(code):
     assert lib.itsme_result_message(code) == UNKNOWN
 
