@@ -28,6 +28,9 @@
 
 pub mod sys;
 
+mod contacts;
+pub use contacts::{Contact, ContactIter, ContactStore, ExchangeMethod, VerificationState};
+
 use std::ffi::CStr;
 use std::fmt;
 use std::os::raw::{c_char, c_int, c_void};
@@ -111,6 +114,12 @@ pub enum ErrorKind {
     OutOfMemory,
     /// A bug in the library or in this binding (`ITSME_E_INTERNAL`).
     Internal,
+    /// The contact store belongs to another identity
+    /// (`ITSME_E_WRONG_IDENTITY`).
+    WrongIdentity,
+    /// The verification window is not after the last one used
+    /// (`ITSME_E_WINDOW_USED`).
+    WindowUsed,
     /// A code this binding does not know.
     Other(i32),
 }
@@ -136,6 +145,8 @@ impl ErrorKind {
             sys::ITSME_E_DATABASE => ErrorKind::Database,
             sys::ITSME_E_OUT_OF_MEMORY => ErrorKind::OutOfMemory,
             sys::ITSME_E_INTERNAL => ErrorKind::Internal,
+            sys::ITSME_E_WRONG_IDENTITY => ErrorKind::WrongIdentity,
+            sys::ITSME_E_WINDOW_USED => ErrorKind::WindowUsed,
             other => ErrorKind::Other(other),
         }
     }
@@ -160,6 +171,8 @@ impl ErrorKind {
             ErrorKind::Database => sys::ITSME_E_DATABASE,
             ErrorKind::OutOfMemory => sys::ITSME_E_OUT_OF_MEMORY,
             ErrorKind::Internal => sys::ITSME_E_INTERNAL,
+            ErrorKind::WrongIdentity => sys::ITSME_E_WRONG_IDENTITY,
+            ErrorKind::WindowUsed => sys::ITSME_E_WINDOW_USED,
             ErrorKind::Other(code) => code,
         }
     }

@@ -48,6 +48,8 @@ pub const ITSME_E_INVALID_STATE: itsme_result = 14;
 pub const ITSME_E_DATABASE: itsme_result = 15;
 pub const ITSME_E_OUT_OF_MEMORY: itsme_result = 16;
 pub const ITSME_E_INTERNAL: itsme_result = 17;
+pub const ITSME_E_WRONG_IDENTITY: itsme_result = 18;
+pub const ITSME_E_WINDOW_USED: itsme_result = 19;
 
 // ---------------------------------------------------------------------------
 // Sizes
@@ -84,6 +86,41 @@ pub struct itsme_identity {
     _data: [u8; 0],
     _marker: PhantomData<(*mut u8, PhantomPinned)>,
 }
+
+/// Opaque contact store handle (`itsme_store`).
+#[repr(C)]
+pub struct itsme_store {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// Opaque contact snapshot (`itsme_contact`).
+#[repr(C)]
+pub struct itsme_contact {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// Opaque list of contact snapshots (`itsme_contact_list`).
+#[repr(C)]
+pub struct itsme_contact_list {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+pub type itsme_verification_state = u32;
+pub const ITSME_CONTACT_UNVERIFIED: itsme_verification_state = 0;
+pub const ITSME_CONTACT_VERIFIED: itsme_verification_state = 1;
+pub const ITSME_CONTACT_DEGRADED: itsme_verification_state = 2;
+
+pub type itsme_exchange_method = u32;
+pub const ITSME_EXCHANGE_QR: itsme_exchange_method = 0;
+pub const ITSME_EXCHANGE_BLUETOOTH: itsme_exchange_method = 1;
+pub const ITSME_EXCHANGE_INVITE: itsme_exchange_method = 2;
+pub const ITSME_EXCHANGE_REALTIME: itsme_exchange_method = 3;
+
+pub const ITSME_SEED_BYTES: usize = 32;
+pub const ITSME_NOTE_MAX_BYTES: usize = 4096;
 
 /// A host-implemented secret store (`itsme_secret_store_callbacks`).
 /// `get`, `put` and `remove` must be `Some`; `destroy` may be `None`.
@@ -209,5 +246,119 @@ extern "C" {
         now: i64,
         out_failures: *mut u32,
         out_wait_seconds: *mut u64,
+    ) -> itsme_result;
+
+    // Contact store
+    pub fn itsme_store_open(
+        identity: *mut itsme_identity,
+        path: *const c_char,
+        out: *mut *mut itsme_store,
+    ) -> itsme_result;
+    pub fn itsme_store_close(store: *mut itsme_store);
+    pub fn itsme_store_last_error(
+        store: *const itsme_store,
+        buf: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_store_add(
+        store: *mut itsme_store,
+        name: *const c_char,
+        public_key: *const u8,
+        key_len: usize,
+        seed: *const u8,
+        seed_len: usize,
+        method: itsme_exchange_method,
+        now: i64,
+        out_id: *mut i64,
+    ) -> itsme_result;
+    pub fn itsme_store_add_unauthenticated(
+        store: *mut itsme_store,
+        name: *const c_char,
+        fingerprint: *const c_char,
+        seed: *const u8,
+        seed_len: usize,
+        method: itsme_exchange_method,
+        now: i64,
+        out_id: *mut i64,
+    ) -> itsme_result;
+    pub fn itsme_store_get(store: *mut itsme_store, id: i64, out: *mut *mut itsme_contact) -> itsme_result;
+    pub fn itsme_store_get_by_key(
+        store: *mut itsme_store,
+        public_key: *const u8,
+        key_len: usize,
+        out: *mut *mut itsme_contact,
+    ) -> itsme_result;
+    pub fn itsme_store_find_fingerprint(
+        store: *mut itsme_store,
+        fingerprint: *const c_char,
+        out: *mut *mut itsme_contact_list,
+    ) -> itsme_result;
+    pub fn itsme_store_list(
+        store: *mut itsme_store,
+        after_id: i64,
+        limit: usize,
+        out: *mut *mut itsme_contact_list,
+    ) -> itsme_result;
+    pub fn itsme_store_count(store: *mut itsme_store, out_count: *mut u64) -> itsme_result;
+    pub fn itsme_store_set_name(store: *mut itsme_store, id: i64, name: *const c_char) -> itsme_result;
+    pub fn itsme_store_set_note(store: *mut itsme_store, id: i64, note: *const c_char) -> itsme_result;
+    pub fn itsme_store_set_state(
+        store: *mut itsme_store,
+        id: i64,
+        state: itsme_verification_state,
+        acknowledged: c_int,
+        now: i64,
+    ) -> itsme_result;
+    pub fn itsme_store_use_window(store: *mut itsme_store, id: i64, window: i64) -> itsme_result;
+    pub fn itsme_store_delete(store: *mut itsme_store, id: i64) -> itsme_result;
+    pub fn itsme_contact_free(contact: *mut itsme_contact);
+    pub fn itsme_contact_id(contact: *const itsme_contact, out_id: *mut i64) -> itsme_result;
+    pub fn itsme_contact_name(
+        contact: *const itsme_contact,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_contact_fingerprint(
+        contact: *const itsme_contact,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_contact_public_key(
+        contact: *const itsme_contact,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_contact_is_authenticated(
+        contact: *const itsme_contact,
+        out_authenticated: *mut c_int,
+    ) -> itsme_result;
+    pub fn itsme_contact_state(
+        contact: *const itsme_contact,
+        out_state: *mut itsme_verification_state,
+        out_acknowledged: *mut c_int,
+    ) -> itsme_result;
+    pub fn itsme_contact_exchange_method(
+        contact: *const itsme_contact,
+        out_method: *mut itsme_exchange_method,
+    ) -> itsme_result;
+    pub fn itsme_contact_created_at(contact: *const itsme_contact, out_time: *mut i64) -> itsme_result;
+    pub fn itsme_contact_verified_at(contact: *const itsme_contact, out_time: *mut i64) -> itsme_result;
+    pub fn itsme_contact_last_window(contact: *const itsme_contact, out_window: *mut i64) -> itsme_result;
+    pub fn itsme_contact_note(
+        contact: *const itsme_contact,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_contact_list_free(list: *mut itsme_contact_list);
+    pub fn itsme_contact_list_count(list: *const itsme_contact_list, out_count: *mut usize) -> itsme_result;
+    pub fn itsme_contact_list_get(
+        list: *const itsme_contact_list,
+        index: usize,
+        out: *mut *mut itsme_contact,
     ) -> itsme_result;
 }
