@@ -3,7 +3,7 @@
 #   make                  release build of libitsme.so (self-contained Swift runtime)
 #   make install PREFIX=/usr/local   library, header and itsme.pc
 #   make test             every test: Swift, C, Python, Rust, ABI checks
-#   make bench            the crypto benchmark suite
+#   make bench            the benchmark suites (crypto, store)
 
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
@@ -52,6 +52,7 @@ test:
 
 bench:
 	swift run -c release itsme-bench crypto
+	swift run -c release itsme-bench store
 
 clean:
 	rm -rf .build build

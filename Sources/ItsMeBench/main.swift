@@ -87,7 +87,7 @@ func cryptoSuite(iterations: Int) throws -> Figures {
     return figures
 }
 
-let suites: [String: (Int) throws -> Figures] = ["crypto": cryptoSuite]
+let suites: [String: (Int) throws -> Figures] = ["crypto": cryptoSuite, "store": storeSuite]
 
 var arguments = Array(CommandLine.arguments.dropFirst())
 var iterations = 10_000
