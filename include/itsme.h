@@ -348,11 +348,12 @@ itsme_result itsme_identity_set_name(itsme_identity *identity,
  * 24 hours.  A success clears the count.  The count is saved in the secret
  * store before the PIN is checked, so killing the process mid-check or
  * restarting does not reset it.  A clock set back cannot lengthen a wait
- * beyond its full duration.  Counting is atomic: attempts made at the same
- * time through several handles or threads on one store are each counted,
- * and so are attempts from several processes sharing a file store (which
- * takes an flock on a ".lock" file in its directory).  A host store shared
- * between processes is serialised only within each process.
+ * beyond its full duration.  Attempts on one store take turns: attempts
+ * made at the same time through several handles or threads are each
+ * counted and checked one after another (so right PINs entered at once all
+ * succeed), and so are attempts from several processes sharing a file store
+ * (which takes an flock on a ".lock" file in its directory).  A host store
+ * shared between processes is serialised only within each process.
  *
  * A PIN argument that is not exactly six ASCII digits, including one that
  * is not UTF-8, gives ITSME_E_INVALID_PIN, not ITSME_E_INVALID_ARGUMENT.

@@ -64,43 +64,44 @@ public struct AttemptLimiter: Sendable {
     /// secret was wrong.
     public func attempt(now: Int64, failure: ItsMeError.Kind, what: String, _ check: () throws -> Bool) throws {
         try Self.checkTime(now)
-        // Count first, then check. Counting is one atomic read-modify-write
-        // of the store, so concurrent attempts (several handles, threads or
-        // processes on one store) are each counted and each see the lock.
-        let (previousLockStart, counted) = try store.withExclusiveAccess { () -> (Int64, State) in
+        // The whole attempt (count, check, resolve) holds the store's
+        // exclusive access, so attempts through several handles, threads or
+        // processes take turns: each is counted, none sees another's
+        // in-flight count as a failure, and the lock applies to all.
+        try store.withExclusiveAccess {
             var state = try load()
             let wait = Self.wait(state, now: now)
             if wait > 0 {
                 throw ItsMeError(.locked, "too many wrong \(what) attempts: try again in \(wait) seconds")
             }
-            let previousLockStart = state.lockStart
+            // Count first, then check: killing the process during the check
+            // cannot erase the attempt.
+            let before = state
             state.failures = state.failures == UInt32.max ? UInt32.max : state.failures + 1
             state.lockStart = now
             try save(state)
-            return (previousLockStart, state)
-        }
-        let ok: Bool
-        do { ok = try check() } catch {
-            // Not a guess (e.g. the store failed): take back this attempt
-            // only, keeping any counted meanwhile.
-            _ = try? store.withExclusiveAccess {
-                var state = try load()
-                if state.failures > 0 { state.failures -= 1 }
-                if state.lockStart == now { state.lockStart = previousLockStart }
-                try save(state)
+            let ok: Bool
+            do { ok = try check() } catch {
+                // Not a guess (e.g. the store failed): give the attempt back.
+                try? save(before)
+                throw error
             }
-            throw error
+            if ok {
+                try save(State())
+                return
+            }
+            throw Self.wrongGuess(failures: state.failures, kind: failure, what: what)
         }
-        if ok {
-            try store.withExclusiveAccess { try save(State()) }
-            return
-        }
-        let lock = Self.lockSeconds(failures: counted.failures)
+    }
+
+    /// The error for a wrong secret, saying what comes next.
+    private static func wrongGuess(failures: UInt32, kind: ItsMeError.Kind, what: String) -> ItsMeError {
+        let lock = lockSeconds(failures: failures)
         if lock > 0 {
-            throw ItsMeError(failure, "wrong \(what); locked for \(lock) seconds")
+            return ItsMeError(kind, "wrong \(what); locked for \(lock) seconds")
         }
-        let left = Self.freeFailures - counted.failures
-        throw ItsMeError(failure, "wrong \(what); \(left) attempt\(left == 1 ? "" : "s") left before a lockout")
+        let left = freeFailures - failures
+        return ItsMeError(kind, "wrong \(what); \(left) attempt\(left == 1 ? "" : "s") left before a lockout")
     }
 
     /// Forgets all failures (after the secret itself was replaced).

@@ -44,6 +44,17 @@ public final class ContactStore: @unchecked Sendable {
     /// `.database` if it is not a usable SQLite database.
     public init(path: String, identity: Identity) throws {
         self.path = path
+        (db, storeID) = try Self.mappingDatabaseErrors { try Self.openDatabase(path: path, identity: identity) }
+        self.contactsKey = try identity.contactsKey.copy()
+        self.indexKey = try HKDF.derive(
+            ikm: identity.contactsKey, salt: storeID, info: Array("itsme-store-index-v1".utf8), count: 32)
+        self.deviceKey = try Self.loadOrCreateDeviceKey(identity.store)
+        self.ownPublicKey = identity.publicKey
+        self.scratch = try SecretBytes(count: Self.maxRecordSize)
+    }
+
+    /// Opens the file, migrates it, and checks that it belongs to `identity`.
+    private static func openDatabase(path: String, identity: Identity) throws -> (Database, [UInt8]) {
         let db = try Database(path: path)
         do {
             try db.execute("PRAGMA journal_mode = WAL")
@@ -51,9 +62,7 @@ public final class ContactStore: @unchecked Sendable {
         } catch let error as DatabaseError where error.code == SQLITE_NOTADB {
             throw ItsMeError(.database, "\(path) is not an ItsMe contact store (not a SQLite database)")
         }
-        try db.migrate(Self.migrations)
-        self.db = db
-
+        try db.migrate(migrations)
         // The store id and the owner check: who may open this file.
         var rng = SystemRandom()
         let freshID = rng.bytes(16)
@@ -62,23 +71,22 @@ public final class ContactStore: @unchecked Sendable {
                 return id
             }
             try db.run("INSERT INTO meta (name, value) VALUES ('store_id', ?)", [.blob(freshID)])
-            let check = try Self.ownerCheck(contactsKey: identity.contactsKey, storeID: freshID)
+            let check = try ownerCheck(contactsKey: identity.contactsKey, storeID: freshID)
             try db.run("INSERT INTO meta (name, value) VALUES ('owner_check', ?)", [.blob(check)])
             return freshID
         }
         guard storeID.count == 16,
             let row = try db.query("SELECT value FROM meta WHERE name = 'owner_check'").first, case .blob(let check) = row[0]
         else { throw ItsMeError(.corruptData, "contact store metadata is missing or malformed") }
-        guard ConstantTime.equal(try Self.ownerCheck(contactsKey: identity.contactsKey, storeID: storeID), check) else {
+        guard ConstantTime.equal(try ownerCheck(contactsKey: identity.contactsKey, storeID: storeID), check) else {
             throw ItsMeError(.wrongIdentity, "this contact store belongs to another identity")
         }
-        self.storeID = storeID
-        self.contactsKey = try identity.contactsKey.copy()
-        self.indexKey = try HKDF.derive(
-            ikm: identity.contactsKey, salt: storeID, info: Array("itsme-store-index-v1".utf8), count: 32)
-        self.deviceKey = try Self.loadOrCreateDeviceKey(identity.store)
-        self.ownPublicKey = identity.publicKey
-        self.scratch = try SecretBytes(count: Self.maxRecordSize)
+        return (db, storeID)
+    }
+
+    /// Reports SQLite's failures as the core's `.database` errors.
+    private static func mappingDatabaseErrors<R: ~Copyable>(_ body: () throws -> R) throws -> R {
+        do { return try body() } catch let error as DatabaseError { throw error.asItsMeError }
     }
 
     static var migrations: [Database.Migration] {[

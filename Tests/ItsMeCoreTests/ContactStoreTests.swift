@@ -168,6 +168,30 @@ final class ContactStoreTests: XCTestCase {
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: junk)), bytes)
     }
 
+    func testATruncatedStoreGivesADatabaseErrorNotACrash() throws {
+        let path = directory + "/c.db"
+        let me = try Identity.create(store: MemorySecretStore(), name: "Me")
+        do {
+            let store = try ContactStore(path: path, identity: me)
+            _ = try store.batch { batch in
+                for n in 1...200 {
+                    _ = try batch.add(name: "C\(n)", publicKey: key(UInt8(n)), seed: try seed(1), method: .qr, now: t0, note: String(repeating: "n", count: 500))
+                }
+            }
+        }
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: path))
+        let size = try handle.seekToEnd()
+        try handle.truncate(atOffset: size / 2)
+        try handle.close()
+        // Opening may succeed (the first pages are intact); reading all of
+        // it must then fail cleanly.
+        XCTAssertEqual(
+            kind {
+                let store = try ContactStore(path: path, identity: me)
+                _ = try store.list()
+            }, .database)
+    }
+
     func testTwoConnectionsRacingForAWindowHaveOneWinner() throws {
         let identity = try Identity.create(store: MemorySecretStore(), name: "Me")
         let path = directory + "/c.db"

@@ -184,6 +184,22 @@ final class PINConcurrencyTests: XCTestCase {
         XCTAssertEqual(try pins[0].status(now: 1_800_000_000).failures, 5)
     }
 
+    /// Right PINs entered at the same moment must not lock the person out:
+    /// an attempt in flight is not a failure for the others.
+    func testConcurrentRightPINsAllSucceed() throws {
+        let cheap = Argon2id.Parameters(opsLimit: 1, memLimit: 8192)
+        let store = MemorySecretStore()
+        try PIN(store: store, parameters: cheap).set("123456")
+        let failures = Mutex<[ItsMeError.Kind]>([])
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            do { try PIN(store: store, parameters: cheap).verify("123456", now: 1_800_000_000) } catch {
+                failures.withLock { $0.append((error as? ItsMeError)?.kind ?? .internal) }
+            }
+        }
+        XCTAssertEqual(failures.withLock { $0 }, [])
+        XCTAssertEqual(try PIN(store: store).status(now: 1_800_000_000).failures, 0)
+    }
+
     func testConcurrentAttemptsOnOneMemoryStoreAreAllCounted() throws {
         let store = MemorySecretStore()
         try assertEveryAttemptCounted { store }
