@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CSQLite
 import CSodium
 import Synchronization
@@ -41,7 +44,8 @@ public final class ContactStore: @unchecked Sendable {
 
     /// Opens (creating if missing) the store at `path` for `identity`.
     /// Fails with `.wrongIdentity` if the file belongs to another identity,
-    /// `.database` if it is not a usable SQLite database.
+    /// `.database` if it is not a usable SQLite database or is another
+    /// program's database (which is left untouched).
     public init(path: String, identity: Identity) throws {
         self.path = path
         (db, storeID) = try Self.mappingDatabaseErrors { try Self.openDatabase(path: path, identity: identity) }
@@ -55,8 +59,21 @@ public final class ContactStore: @unchecked Sendable {
 
     /// Opens the file, migrates it, and checks that it belongs to `identity`.
     private static func openDatabase(path: String, identity: Identity) throws -> (Database, [UInt8]) {
+        // SQLite takes a file shorter than its 100-byte header for an empty
+        // database and would overwrite it: such a file is not ours.
+        var st = stat()
+        if stat(path, &st) == 0, st.st_size > 0, st.st_size < 100 {
+            throw ItsMeError(.database, "\(path) is not an ItsMe contact store (a \(st.st_size)-byte file)")
+        }
         let db = try Database(path: path)
         do {
+            // Another program's database is refused before anything changes:
+            // a store has our meta table, a new file has no schema at all.
+            guard try db.query(
+                "SELECT NOT EXISTS (SELECT 1 FROM sqlite_master) OR EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta')"
+            ) == [[.integer(1)]] else {
+                throw ItsMeError(.database, "\(path) is a SQLite database but not an ItsMe contact store")
+            }
             try db.execute("PRAGMA journal_mode = WAL")
             try db.execute("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA secure_delete = ON")
         } catch let error as DatabaseError where error.code == SQLITE_NOTADB {
@@ -158,11 +175,22 @@ public final class ContactStore: @unchecked Sendable {
         else { throw ItsMeError(.corruptData, "sealed record \(row) has an impossible size \(sealed.count)") }
         let nonce = Array(sealed[..<AEAD.nonceCount])
         let ad = aad(table, row, version: ContactRecord.version)
-        let count = try scratch.withMutableBytes { out in
-            try AEAD.open(.aes256GCM, key: key, nonce: nonce, ciphertext: sealed[AEAD.nonceCount...], aad: ad, into: out)
+        let count = try Self.naming(table, row) {
+            try scratch.withMutableBytes { out in
+                try AEAD.open(.aes256GCM, key: key, nonce: nonce, ciphertext: sealed[AEAD.nonceCount...], aad: ad, into: out)
+            }
         }
         defer { scratch.withMutableBytes { sodium_memzero($0.baseAddress!, count) } }
         return try scratch.withBytes { try body(UnsafeRawBufferPointer(rebasing: $0.prefix(count))) }
+    }
+
+    /// Names the row in an authentication failure, so the caller can tell
+    /// which record is bad.
+    private static func naming<R: ~Copyable>(_ table: Table, _ row: Int64, _ body: () throws -> R) throws -> R {
+        do { return try body() } catch let error as ItsMeError where error.kind == .authenticationFailed {
+            throw ItsMeError(
+                .authenticationFailed, "\(table) record \(row) failed authentication: altered, moved, or sealed under another key")
+        }
     }
 
     private func index(_ label: String, _ bytes: [UInt8]) -> [UInt8] {
@@ -310,11 +338,17 @@ public final class ContactStore: @unchecked Sendable {
     }
 
     public func contact(publicKey: [UInt8]) throws -> Contact {
-        try withLock {
+        guard publicKey.count == Ed25519.publicKeyCount else {
+            throw ItsMeError(.invalidArgument, "an identity key is \(Ed25519.publicKeyCount) bytes, got \(publicKey.count)")
+        }
+        return try withLock {
             guard let row = try db.query("SELECT id, record FROM contacts WHERE key_index = ?", [.blob(keyIndex(publicKey))]).first,
                 case .integer(let id) = row[0], case .blob(let sealed) = row[1]
             else { throw ItsMeError(.notFound, "no contact with this identity key") }
-            return try decode(id: id, sealed: sealed)
+            // The index columns are not sealed: check the record agrees.
+            let contact = try decode(id: id, sealed: sealed)
+            guard contact.publicKey == publicKey else { throw Self.indexMismatch(id) }
+            return contact
         }
     }
 
@@ -330,10 +364,16 @@ public final class ContactStore: @unchecked Sendable {
             try statement.bind([.blob(fingerprintIndex(fingerprint.uppercased()))])
             var found: [Contact] = []
             while try statement.step() {
-                found.append(try decode(id: statement.int64(0), sealed: statement.blob(1) ?? []))
+                let contact = try decode(id: statement.int64(0), sealed: statement.blob(1) ?? [])
+                guard contact.fingerprint == fingerprint.uppercased() else { throw Self.indexMismatch(contact.id) }
+                found.append(contact)
             }
             return found
         }
+    }
+
+    private static func indexMismatch(_ id: Int64) -> ItsMeError {
+        ItsMeError(.authenticationFailed, "the lookup index of contact \(id) does not match its record: the file was altered")
     }
 
     /// Up to `limit` contacts with ids above `afterID`, in id order: pass
@@ -468,9 +508,11 @@ public final class ContactStore: @unchecked Sendable {
             else { throw ItsMeError(.notFound, "contact \(id) has no photo") }
             // Photos can exceed the scratch buffer: open into fresh memory.
             let nonce = Array(sealed.prefix(AEAD.nonceCount))
-            let plain = try AEAD.open(
-                .aes256GCM, key: contactsKey, nonce: nonce, ciphertext: sealed.dropFirst(AEAD.nonceCount),
-                aad: aad(.photos, id, version: ContactRecord.version))
+            let plain = try Self.naming(.photos, id) {
+                try AEAD.open(
+                    .aes256GCM, key: contactsKey, nonce: nonce, ciphertext: sealed.dropFirst(AEAD.nonceCount),
+                    aad: aad(.photos, id, version: ContactRecord.version))
+            }
             return try plain.withBytes { b in
                 var r = RecordReader(b, what: "photo record")
                 guard try r.byte() == ContactRecord.version, try r.byte() == 1 else {

@@ -16,6 +16,9 @@ package wraps the library's C interface (include/itsme.h) with ctypes::
             if not me.pin_is_set():
                 me.set_pin("123456")
             me.verify_pin("123456")        # raises WrongPinError, LockedError...
+            with itsme.ContactStore.open(me, "/path/to/contacts.db") as contacts:
+                cid = contacts.add("Bob", bob_public_key, seed, itsme.EXCHANGE_QR)
+                contacts.use_window(cid, window)  # raises WindowUsedError if used
 
 The shared library is found through the ``ITSME_LIBRARY`` environment
 variable (a path), then ``ctypes.util.find_library("itsme")``, then
@@ -30,16 +33,28 @@ handle's ``detail``.
 
 from __future__ import annotations
 
-from ._contacts import NOTE_MAX_BYTES, SEED_BYTES, Contact, ContactStore, ExchangeMethod, VerificationState
+from ._contacts import (
+    CONTACT_DEGRADED,
+    CONTACT_UNVERIFIED,
+    CONTACT_VERIFIED,
+    EXCHANGE_BLUETOOTH,
+    EXCHANGE_INVITE,
+    EXCHANGE_QR,
+    EXCHANGE_REALTIME,
+    NOTE_MAX_BYTES,
+    SEED_BYTES,
+    Contact,
+    ContactStore,
+    ExchangeMethod,
+    VerificationState,
+)
 from ._errors import (
     AlreadyExistsError,
     AuthenticationFailedError,
-    DatabaseError,
-    InvalidKeyError,
-    WindowUsedError,
-    WrongIdentityError,
     CorruptDataError,
+    DatabaseError,
     InvalidArgumentError,
+    InvalidKeyError,
     InvalidPinError,
     ItsMeError,
     LockedError,
@@ -47,6 +62,8 @@ from ._errors import (
     RESULT_CODES,
     Result,
     SecretStoreError,
+    WindowUsedError,
+    WrongIdentityError,
     WrongPinError,
     check as _check,
     result_message,
@@ -96,10 +113,17 @@ __all__ = [
     "Accessibility",
     "AlreadyExistsError",
     "AuthenticationFailedError",
+    "CONTACT_DEGRADED",
+    "CONTACT_UNVERIFIED",
+    "CONTACT_VERIFIED",
     "Contact",
     "ContactStore",
     "CorruptDataError",
     "DatabaseError",
+    "EXCHANGE_BLUETOOTH",
+    "EXCHANGE_INVITE",
+    "EXCHANGE_QR",
+    "EXCHANGE_REALTIME",
     "ExchangeMethod",
     "FINGERPRINT_CHARS",
     "FINGERPRINT_SIZE",
@@ -117,9 +141,9 @@ __all__ = [
     "PinStatus",
     "RESULT_CODES",
     "Result",
+    "SEED_BYTES",
     "SecretStore",
     "SecretStoreBackend",
-    "SEED_BYTES",
     "SecretStoreError",
     "VerificationState",
     "WindowUsedError",

@@ -2,33 +2,58 @@
 
 from __future__ import annotations
 
+import ctypes
 import enum
 import os
 from ctypes import byref, c_int, c_int64, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, List, Optional, Union
 
-from ._errors import Result, check, error_for
+from ._errors import Result, check
 from ._ffi import lib
-from ._handle import Handle, encode_text, read_bytes, read_detail, read_text, unix_time
+from ._handle import Handle, encode_text, int_argument, read_bytes, read_detail, read_text, unix_time
 from ._identity import FINGERPRINT_SIZE, PUBLIC_KEY_BYTES, Identity
 
-__all__ = ["ContactStore", "Contact", "VerificationState", "ExchangeMethod", "SEED_BYTES", "NOTE_MAX_BYTES"]
+__all__ = [
+    "ContactStore",
+    "Contact",
+    "VerificationState",
+    "ExchangeMethod",
+    "CONTACT_UNVERIFIED",
+    "CONTACT_VERIFIED",
+    "CONTACT_DEGRADED",
+    "EXCHANGE_QR",
+    "EXCHANGE_BLUETOOTH",
+    "EXCHANGE_INVITE",
+    "EXCHANGE_REALTIME",
+    "SEED_BYTES",
+    "NOTE_MAX_BYTES",
+]
 
+#: A contact's verification seed, in bytes (``ITSME_SEED_BYTES``).
 SEED_BYTES = 32
+#: Longest note, in UTF-8 bytes (``ITSME_NOTE_MAX_BYTES``).
 NOTE_MAX_BYTES = 4096
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_UINT32_MAX = 2**32 - 1
+_SIZE_MAX = 2 ** (8 * ctypes.sizeof(c_size_t)) - 1
+# First guesses at text sizes; longer values take a second call.
+_NAME_GUESS = 64
+_NOTE_GUESS = 128
 
 
 class VerificationState(enum.IntEnum):
-    """``itsme_verification_state``."""
+    """``itsme_verification_state`` (``ITSME_CONTACT_*``)."""
 
     UNVERIFIED = 0
     VERIFIED = 1
+    #: Their device changed: verification still works, the change is shown.
     DEGRADED = 2
 
 
 class ExchangeMethod(enum.IntEnum):
-    """``itsme_exchange_method``."""
+    """``itsme_exchange_method`` (``ITSME_EXCHANGE_*``): how keys were exchanged."""
 
     QR = 0
     BLUETOOTH = 1
@@ -36,14 +61,39 @@ class ExchangeMethod(enum.IntEnum):
     REALTIME = 3
 
 
+# The same values under the header's names (without the ITSME_ prefix).
+CONTACT_UNVERIFIED = VerificationState.UNVERIFIED
+CONTACT_VERIFIED = VerificationState.VERIFIED
+CONTACT_DEGRADED = VerificationState.DEGRADED
+EXCHANGE_QR = ExchangeMethod.QR
+EXCHANGE_BLUETOOTH = ExchangeMethod.BLUETOOTH
+EXCHANGE_INVITE = ExchangeMethod.INVITE
+EXCHANGE_REALTIME = ExchangeMethod.REALTIME
+
+
+def _enum_or_int(kind: Any, value: int) -> Any:
+    """A member of ``kind``, or the plain int for a value a newer library added."""
+    try:
+        return kind(value)
+    except ValueError:
+        return value
+
+
 @dataclass(frozen=True)
 class Contact:
-    """A contact as stored (an ``itsme_contact`` snapshot, read at once)."""
+    """A contact as stored: an ``itsme_contact`` snapshot, read in one go.
+
+    ``public_key`` is None and ``authenticated`` False for a contact from the
+    source's version-5 format, which carries a fingerprint but no key.
+    ``verified_at`` is None if the contact was never verified, and
+    ``last_window`` None if no verification window was used yet.
+    """
 
     id: int
     name: str
     fingerprint: str
     public_key: Optional[bytes]
+    authenticated: bool
     state: VerificationState
     acknowledged: bool
     method: ExchangeMethod
@@ -52,14 +102,11 @@ class Contact:
     last_window: Optional[int]
     note: str
 
-    @property
-    def authenticated(self) -> bool:
-        """False for a contact from the source's version-5 format (no key)."""
-        return self.public_key is not None
-
     @classmethod
     def _read(cls, ptr: int) -> "Contact":
-        def get(function: Callable[..., int], ctype: Any) -> Any:
+        """Reads every field of a snapshot handle (which the caller frees)."""
+
+        def scalar(function: Callable[..., int], ctype: Any) -> Any:
             value = ctype()
             check(function(ptr, byref(value)))
             return value.value
@@ -77,38 +124,59 @@ class Contact:
 
         state, acknowledged = c_uint32(), c_int()
         check(lib.itsme_contact_state(ptr, byref(state), byref(acknowledged)))
-        authenticated = get(lib.itsme_contact_is_authenticated, c_int)
+        authenticated = bool(scalar(lib.itsme_contact_is_authenticated, c_int))
         key = None
         if authenticated:
-            key = read_bytes(lambda buf, cap, out_len: lib.itsme_contact_public_key(ptr, buf, cap, out_len), PUBLIC_KEY_BYTES)
+            key = read_bytes(
+                lambda buf, cap, out_len: lib.itsme_contact_public_key(ptr, buf, cap, out_len), PUBLIC_KEY_BYTES
+            )
         return cls(
-            id=get(lib.itsme_contact_id, c_int64),
-            name=text(lib.itsme_contact_name, 64),
+            id=scalar(lib.itsme_contact_id, c_int64),
+            name=text(lib.itsme_contact_name, _NAME_GUESS),
             fingerprint=text(lib.itsme_contact_fingerprint, FINGERPRINT_SIZE),
             public_key=key,
-            state=VerificationState(state.value),
+            authenticated=authenticated,
+            state=_enum_or_int(VerificationState, state.value),
             acknowledged=bool(acknowledged.value),
-            method=ExchangeMethod(get(lib.itsme_contact_exchange_method, c_uint32)),
-            created_at=get(lib.itsme_contact_created_at, c_int64),
+            method=_enum_or_int(ExchangeMethod, scalar(lib.itsme_contact_exchange_method, c_uint32)),
+            created_at=scalar(lib.itsme_contact_created_at, c_int64),
             verified_at=optional(lib.itsme_contact_verified_at),
             last_window=optional(lib.itsme_contact_last_window),
-            note=text(lib.itsme_contact_note, 128),
+            note=text(lib.itsme_contact_note, _NOTE_GUESS),
         )
 
 
-def _bytes_argument(value: bytes, what: str) -> Any:
+def _bytes_argument(value: Any, what: str) -> Any:
+    """Bytes as a C array (at least one element, so never NULL) and its length."""
     if not isinstance(value, (bytes, bytearray, memoryview)):
         raise TypeError(f"{what} must be bytes, not {type(value).__name__}")
     data = bytes(value)
     return (c_uint8 * max(len(data), 1)).from_buffer_copy(data or b"\0"), len(data)
 
 
+def _wipe(array: Any) -> None:
+    ctypes.memset(array, 0, ctypes.sizeof(array))
+
+
+def _id(value: int) -> int:
+    return int_argument(value, "contact id", _INT64_MIN, _INT64_MAX)
+
+
+def _uint32(value: int, what: str) -> int:
+    return int_argument(value, what, 0, _UINT32_MAX)
+
+
 class ContactStore(Handle):
     """The encrypted contact store of an identity (``itsme_store``).
 
-    Every contact is a sealed row; lookups go through keyed indexes.  A change
-    is durable when its call returns.  Safe to use from several threads;
-    several handles or processes may open one file.
+    Contacts live in one SQLite file, each a row sealed under the identity's
+    contacts key; lookups go through keyed indexes, so the file holds no
+    name, key, fingerprint or seed in the clear.  A change is durable when
+    its call returns.  Safe to use from several threads (calls on one store
+    are serialised); several handles or processes may open one file.
+
+    Failures raise :class:`ItsMeError` subclasses whose ``detail`` is the
+    store's last-error message for that call.
     """
 
     _kind = "contact store"
@@ -118,15 +186,21 @@ class ContactStore(Handle):
     def open(cls, identity: Identity, path: Union[str, "os.PathLike[str]"]) -> "ContactStore":
         """Opens (creating if missing) the store at ``path`` for ``identity``.
 
-        Raises :class:`WrongIdentityError` if the file belongs to another
-        identity and :class:`DatabaseError` if it is not a contact store.
+        The store keeps what it needs of the identity, which may be closed
+        first.  Raises :class:`WrongIdentityError` if the file belongs to
+        another identity and :class:`DatabaseError` if it cannot be opened
+        or is not a contact store; either way the file is left unchanged.
+        The error's detail is the identity's last error.
         """
         if not isinstance(identity, Identity):
             raise TypeError(f"identity must be an Identity, not {type(identity).__name__}")
         encoded = encode_text(os.fspath(path), "path")
         out = c_void_p()
         with identity._use() as identity_ptr:
-            check(lib.itsme_store_open(identity_ptr, encoded, byref(out)), identity.last_error)
+            check(
+                lib.itsme_store_open(identity_ptr, encoded, byref(out)),
+                lambda: Identity._detail(identity_ptr),
+            )
         return cls(out.value)
 
     def last_error(self) -> str:
@@ -139,6 +213,7 @@ class ContactStore(Handle):
         return read_detail(lambda buf, cap, out_len: lib.itsme_store_last_error(ptr, buf, cap, out_len))
 
     def _call(self, function: Callable[..., int], *args: Any) -> None:
+        # The lock is held until the detail is read, so it is this call's.
         with self._use() as ptr:
             check(function(ptr, *args), lambda: self._detail(ptr))
 
@@ -173,21 +248,27 @@ class ContactStore(Handle):
         name: str,
         public_key: bytes,
         seed: bytes,
-        method: ExchangeMethod = ExchangeMethod.QR,
+        method: ExchangeMethod = EXCHANGE_QR,
         now: Optional[int] = None,
     ) -> int:
-        """Adds a contact identified by its identity key; returns its id."""
+        """Adds a contact identified by its identity public key; returns its id.
+
+        ``seed`` is the verification seed (:data:`SEED_BYTES`).  ``now`` is
+        the time added (unix seconds; the current time if None).  Raises
+        :class:`AlreadyExistsError` if a contact has this key, and
+        :class:`InvalidKeyError` for a key of the wrong size or our own.
+        Ids only grow and are never reused.
+        """
+        encoded = encode_text(name, "name")
+        method = _uint32(method, "method")
+        when = unix_time(now)
         key, key_len = _bytes_argument(public_key, "public_key")
         secret, seed_len = _bytes_argument(seed, "seed")
         out = c_int64()
         try:
-            self._call(
-                lib.itsme_store_add, encode_text(name, "name"), key, key_len, secret, seed_len,
-                int(method), unix_time(now), byref(out),
-            )
+            self._call(lib.itsme_store_add, encoded, key, key_len, secret, seed_len, method, when, byref(out))
         finally:
-            for i in range(len(secret)):
-                secret[i] = 0
+            _wipe(secret)
         return out.value
 
     def add_unauthenticated(
@@ -195,43 +276,55 @@ class ContactStore(Handle):
         name: str,
         fingerprint: str,
         seed: bytes,
-        method: ExchangeMethod = ExchangeMethod.QR,
+        method: ExchangeMethod = EXCHANGE_QR,
         now: Optional[int] = None,
     ) -> int:
-        """Adds a contact from the source's version-5 format (no key)."""
+        """Adds a contact from the source's version-5 format: a fingerprint
+        (16 hex digits) but no key.  Such a contact is never merged with
+        nor replaces a keyed one.  Returns its id."""
+        encoded = encode_text(name, "name")
+        encoded_fingerprint = encode_text(fingerprint, "fingerprint")
+        method = _uint32(method, "method")
+        when = unix_time(now)
         secret, seed_len = _bytes_argument(seed, "seed")
         out = c_int64()
         try:
             self._call(
-                lib.itsme_store_add_unauthenticated, encode_text(name, "name"), encode_text(fingerprint, "fingerprint"),
-                secret, seed_len, int(method), unix_time(now), byref(out),
+                lib.itsme_store_add_unauthenticated, encoded, encoded_fingerprint, secret, seed_len, method, when,
+                byref(out),
             )
         finally:
-            for i in range(len(secret)):
-                secret[i] = 0
+            _wipe(secret)
         return out.value
 
     def get(self, contact_id: int) -> Contact:
-        """The contact with this id; :class:`NotFoundError` if none."""
-        return self._snapshot(lib.itsme_store_get, contact_id)
+        """The contact with this id.
+
+        Raises :class:`NotFoundError` if there is none, and
+        :class:`AuthenticationFailedError` if its sealed row was altered.
+        """
+        return self._snapshot(lib.itsme_store_get, _id(contact_id))
 
     def get_by_key(self, public_key: bytes) -> Contact:
-        """The contact with this identity key."""
+        """The contact with this identity public key."""
         key, key_len = _bytes_argument(public_key, "public_key")
         return self._snapshot(lib.itsme_store_get_by_key, key, key_len)
 
     def find_fingerprint(self, fingerprint: str) -> List[Contact]:
-        """Contacts with this fingerprint: keyed ones first."""
+        """The contacts with this fingerprint (16 hex digits, either case):
+        keyed contacts first, then unauthenticated ones; empty if none."""
         return self._list(lib.itsme_store_find_fingerprint, encode_text(fingerprint, "fingerprint"))
 
     def list(self, after_id: int = 0, limit: int = 0) -> List[Contact]:
-        """Up to ``limit`` contacts (0: all) with ids above ``after_id``."""
-        return self._list(lib.itsme_store_list, after_id, limit)
+        """Up to ``limit`` contacts (0: no limit) with ids above ``after_id``,
+        in id order.  A record that fails authentication fails the call."""
+        return self._list(
+            lib.itsme_store_list, _id(after_id), int_argument(limit, "limit", 0, _SIZE_MAX)
+        )
 
     def iterate(self, page_size: int = 500) -> Iterator[Contact]:
-        """Every contact in id order, read a page at a time."""
-        if page_size <= 0:
-            raise ValueError("page_size must be positive")
+        """Every contact in id order, read ``page_size`` at a time."""
+        page_size = int_argument(page_size, "page_size", 1, _SIZE_MAX)
         after = 0
         while True:
             page = self.list(after, page_size)
@@ -247,21 +340,44 @@ class ContactStore(Handle):
         return out.value
 
     def set_name(self, contact_id: int, name: str) -> None:
-        self._call(lib.itsme_store_set_name, contact_id, encode_text(name, "name"))
+        """Renames a contact."""
+        self._call(lib.itsme_store_set_name, _id(contact_id), encode_text(name, "name"))
 
     def set_note(self, contact_id: int, note: str) -> None:
-        self._call(lib.itsme_store_set_note, contact_id, encode_text(note, "note"))
+        """Replaces a contact's note (at most :data:`NOTE_MAX_BYTES` of UTF-8;
+        empty for none)."""
+        self._call(lib.itsme_store_set_note, _id(contact_id), encode_text(note, "note"))
 
     def set_state(
-        self, contact_id: int, state: VerificationState, acknowledged: bool = False, now: Optional[int] = None
+        self,
+        contact_id: int,
+        state: VerificationState,
+        acknowledged: bool = False,
+        now: Optional[int] = None,
     ) -> None:
-        """Sets the state; VERIFIED records ``now`` as the verification time."""
-        self._call(lib.itsme_store_set_state, contact_id, int(state), 1 if acknowledged else 0, unix_time(now))
+        """Sets a contact's state.
+
+        :data:`CONTACT_VERIFIED` records ``now`` as the verification time;
+        ``acknowledged`` counts only with :data:`CONTACT_DEGRADED` (the person
+        confirmed the device change).
+        """
+        self._call(
+            lib.itsme_store_set_state, _id(contact_id), _uint32(state, "state"), 1 if acknowledged else 0,
+            unix_time(now),
+        )
 
     def use_window(self, contact_id: int, window: int) -> None:
-        """Uses a voice-verification window: :class:`WindowUsedError` unless
-        it is after the last one used.  Atomic across handles and processes."""
-        self._call(lib.itsme_store_use_window, contact_id, window)
+        """Uses voice-verification window ``window`` for the contact.
+
+        Raises :class:`WindowUsedError` unless it is greater than the last
+        window used.  Atomic: of several handles or processes racing for one
+        window, exactly one succeeds.
+        """
+        self._call(lib.itsme_store_use_window, _id(contact_id), int_argument(window, "window", _INT64_MIN, _INT64_MAX))
 
     def delete(self, contact_id: int) -> None:
-        self._call(lib.itsme_store_delete, contact_id)
+        """Deletes a contact, with its photo and device secrets."""
+        self._call(lib.itsme_store_delete, _id(contact_id))
+
+    def __repr__(self) -> str:
+        return f"<ContactStore {'closed' if self.closed else 'open'}>"

@@ -6,13 +6,15 @@ package itself.
 
 Type rules, applied to every function of the header:
 
-* ``itsme_result`` / ``int32_t`` -> ``c_int32``; ``uint32_t`` and
-  ``itsme_accessibility`` -> ``c_uint32``; ``int64_t`` -> ``c_int64``;
+* ``itsme_result`` / ``int32_t`` -> ``c_int32``; ``uint32_t``,
+  ``itsme_accessibility``, ``itsme_verification_state`` and
+  ``itsme_exchange_method`` -> ``c_uint32``; ``int64_t`` -> ``c_int64``;
   ``uint64_t`` -> ``c_uint64``; ``size_t`` -> ``c_size_t``; ``int`` -> ``c_int``.
 * ``char *`` and ``const char *`` (text, in or out) -> ``c_char_p``.
 * ``uint8_t *`` and ``const uint8_t *`` (bytes, in or out) -> ``POINTER(c_uint8)``.
-* Handles (``itsme_secret_store *``, ``itsme_identity *``, const or not)
-  -> ``c_void_p``; a handle out-parameter (``T **``) -> ``POINTER(c_void_p)``.
+* Handles (``itsme_secret_store *``, ``itsme_identity *``, ``itsme_store *``,
+  ``itsme_contact *``, ``itsme_contact_list *``, const or not) -> ``c_void_p``;
+  a handle out-parameter (``T **``) -> ``POINTER(c_void_p)``.
 * Any other ``T *`` -> ``POINTER(<ctypes type of T>)``.
 """
 
@@ -59,6 +61,8 @@ _handle_out = POINTER(c_void_p)
 _text = c_char_p
 _bytes = POINTER(c_uint8)
 _size_out = POINTER(c_size_t)
+_state = c_uint32  # itsme_verification_state
+_method = c_uint32  # itsme_exchange_method
 
 # Host secret-store callbacks (itsme_secret_store_callbacks).
 GetCallback = CFUNCTYPE(_result, c_void_p, c_char_p, _bytes, c_size_t, _size_out)
@@ -131,11 +135,11 @@ SIGNATURES: Dict[str, Tuple[Optional[type], List[type]]] = {
     "itsme_store_last_error": (_result, [_handle, _text, c_size_t, _size_out]),
     "itsme_store_add": (
         _result,
-        [_handle, _text, _bytes, c_size_t, _bytes, c_size_t, c_uint32, c_int64, POINTER(c_int64)],
+        [_handle, _text, _bytes, c_size_t, _bytes, c_size_t, _method, c_int64, POINTER(c_int64)],
     ),
     "itsme_store_add_unauthenticated": (
         _result,
-        [_handle, _text, _text, _bytes, c_size_t, c_uint32, c_int64, POINTER(c_int64)],
+        [_handle, _text, _text, _bytes, c_size_t, _method, c_int64, POINTER(c_int64)],
     ),
     "itsme_store_get": (_result, [_handle, c_int64, _handle_out]),
     "itsme_store_get_by_key": (_result, [_handle, _bytes, c_size_t, _handle_out]),
@@ -144,7 +148,7 @@ SIGNATURES: Dict[str, Tuple[Optional[type], List[type]]] = {
     "itsme_store_count": (_result, [_handle, POINTER(c_uint64)]),
     "itsme_store_set_name": (_result, [_handle, c_int64, _text]),
     "itsme_store_set_note": (_result, [_handle, c_int64, _text]),
-    "itsme_store_set_state": (_result, [_handle, c_int64, c_uint32, c_int, c_int64]),
+    "itsme_store_set_state": (_result, [_handle, c_int64, _state, c_int, c_int64]),
     "itsme_store_use_window": (_result, [_handle, c_int64, c_int64]),
     "itsme_store_delete": (_result, [_handle, c_int64]),
     "itsme_contact_free": (None, [_handle]),
@@ -153,8 +157,8 @@ SIGNATURES: Dict[str, Tuple[Optional[type], List[type]]] = {
     "itsme_contact_fingerprint": (_result, [_handle, _text, c_size_t, _size_out]),
     "itsme_contact_public_key": (_result, [_handle, _bytes, c_size_t, _size_out]),
     "itsme_contact_is_authenticated": (_result, [_handle, POINTER(c_int)]),
-    "itsme_contact_state": (_result, [_handle, POINTER(c_uint32), POINTER(c_int)]),
-    "itsme_contact_exchange_method": (_result, [_handle, POINTER(c_uint32)]),
+    "itsme_contact_state": (_result, [_handle, POINTER(_state), POINTER(c_int)]),
+    "itsme_contact_exchange_method": (_result, [_handle, POINTER(_method)]),
     "itsme_contact_created_at": (_result, [_handle, POINTER(c_int64)]),
     "itsme_contact_verified_at": (_result, [_handle, POINTER(c_int64)]),
     "itsme_contact_last_window": (_result, [_handle, POINTER(c_int64)]),

@@ -89,6 +89,18 @@ def encode_text(value: str, what: str) -> bytes:
         raise InvalidArgumentError(Result.ITSME_E_INVALID_ARGUMENT, f"{what} is not valid Unicode") from error
 
 
+def int_argument(value: int, what: str, low: int, high: int) -> int:
+    """An integer argument checked against its C type's range.
+
+    ctypes would silently wrap a value out of range (``2**64 + 1`` passed as
+    an ``int64_t`` arrives as 1), so such values are refused here.
+    """
+    value = operator.index(value)
+    if not low <= value <= high:
+        raise InvalidArgumentError(Result.ITSME_E_INVALID_ARGUMENT, f"{what} is out of range")
+    return value
+
+
 def unix_time(now: Optional[int]) -> int:
     """A ``now`` argument: the given unix seconds, or the current time."""
     if now is None:

@@ -192,6 +192,19 @@ def test_other_constants(header):
     assert header.int_define("ITSME_FINGERPRINT_CHARS") == itsme.FINGERPRINT_CHARS
     assert header.int_define("ITSME_NAME_MAX_BYTES") == itsme.NAME_MAX_BYTES == _ffi.lib.itsme_name_max_bytes()
     assert header.int_define("ITSME_PIN_LENGTH") == itsme.PIN_LENGTH
+    assert header.int_define("ITSME_SEED_BYTES") == itsme.SEED_BYTES
+    assert header.int_define("ITSME_NOTE_MAX_BYTES") == itsme.NOTE_MAX_BYTES
+
+
+def test_contact_constants(header):
+    assert header.resolve("itsme_verification_state") == "uint32_t"
+    assert header.resolve("itsme_exchange_method") == "uint32_t"
+    states = {name: header.int_define(name) for name in header.defines if name.startswith("ITSME_CONTACT_")}
+    assert states == {f"ITSME_CONTACT_{m.name}": m.value for m in itsme.VerificationState}
+    methods = {name: header.int_define(name) for name in header.defines if name.startswith("ITSME_EXCHANGE_")}
+    assert methods == {f"ITSME_EXCHANGE_{m.name}": m.value for m in itsme.ExchangeMethod}
+    for name, value in {**states, **methods}.items():
+        assert getattr(itsme, name[len("ITSME_"):]) == value, name
 
 
 def test_version_matches_the_header(header):

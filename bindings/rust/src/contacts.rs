@@ -2,20 +2,30 @@
 
 use super::*;
 
+/// Seed size in bytes: the verification secret shared with a contact.
+pub const SEED_BYTES: usize = sys::ITSME_SEED_BYTES;
+/// Longest note, in UTF-8 bytes.
+pub const NOTE_MAX_BYTES: usize = sys::ITSME_NOTE_MAX_BYTES;
+
 /// A contact's verification state (`itsme_verification_state`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///
+/// Converts to and from the C value: `u32::from(state)` and
+/// `VerificationState::try_from(value)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum VerificationState {
-    /// Not confirmed yet.
+    /// Not verified yet (`ITSME_CONTACT_UNVERIFIED`).
     Unverified,
-    /// Confirmed with a short authentication string or a verification.
+    /// Verified (`ITSME_CONTACT_VERIFIED`).
     Verified,
-    /// Their device changed: verification still works, the change is shown.
+    /// Their device changed: verification still works, the change is shown
+    /// (`ITSME_CONTACT_DEGRADED`).
     Degraded,
 }
 
 impl VerificationState {
-    fn code(self) -> sys::itsme_verification_state {
+    /// The C value of this state.
+    pub fn code(self) -> sys::itsme_verification_state {
         match self {
             VerificationState::Unverified => sys::ITSME_CONTACT_UNVERIFIED,
             VerificationState::Verified => sys::ITSME_CONTACT_VERIFIED,
@@ -23,32 +33,54 @@ impl VerificationState {
         }
     }
 
-    fn from_code(code: sys::itsme_verification_state) -> Result<Self> {
+    /// The state of a C value, or `None` for one this binding does not know.
+    pub fn from_code(code: sys::itsme_verification_state) -> Option<Self> {
         match code {
-            sys::ITSME_CONTACT_UNVERIFIED => Ok(VerificationState::Unverified),
-            sys::ITSME_CONTACT_VERIFIED => Ok(VerificationState::Verified),
-            sys::ITSME_CONTACT_DEGRADED => Ok(VerificationState::Degraded),
-            other => Err(Error::internal(format!("unknown verification state {other}"))),
+            sys::ITSME_CONTACT_UNVERIFIED => Some(VerificationState::Unverified),
+            sys::ITSME_CONTACT_VERIFIED => Some(VerificationState::Verified),
+            sys::ITSME_CONTACT_DEGRADED => Some(VerificationState::Degraded),
+            _ => None,
         }
     }
 }
 
+impl From<VerificationState> for u32 {
+    fn from(state: VerificationState) -> u32 {
+        state.code()
+    }
+}
+
+impl TryFrom<u32> for VerificationState {
+    type Error = Error;
+
+    /// [`ErrorKind::InvalidArgument`] for a value this binding does not know.
+    fn try_from(code: u32) -> Result<Self> {
+        VerificationState::from_code(code).ok_or_else(|| {
+            Error::new(sys::ITSME_E_INVALID_ARGUMENT, format!("unknown verification state {code}"))
+        })
+    }
+}
+
 /// How the exchange with a contact happened (`itsme_exchange_method`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///
+/// Converts to and from the C value: `u32::from(method)` and
+/// `ExchangeMethod::try_from(value)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ExchangeMethod {
-    /// QR codes, in person.
+    /// QR codes, in person (`ITSME_EXCHANGE_QR`).
     Qr,
-    /// Bluetooth, in person.
+    /// Bluetooth, in person (`ITSME_EXCHANGE_BLUETOOTH`).
     Bluetooth,
-    /// An online invite through the relay.
+    /// An invite (`ITSME_EXCHANGE_INVITE`).
     Invite,
-    /// A real-time exchange in a relay room.
+    /// A real-time exchange (`ITSME_EXCHANGE_REALTIME`).
     Realtime,
 }
 
 impl ExchangeMethod {
-    fn code(self) -> sys::itsme_exchange_method {
+    /// The C value of this method.
+    pub fn code(self) -> sys::itsme_exchange_method {
         match self {
             ExchangeMethod::Qr => sys::ITSME_EXCHANGE_QR,
             ExchangeMethod::Bluetooth => sys::ITSME_EXCHANGE_BLUETOOTH,
@@ -57,14 +89,33 @@ impl ExchangeMethod {
         }
     }
 
-    fn from_code(code: sys::itsme_exchange_method) -> Result<Self> {
+    /// The method of a C value, or `None` for one this binding does not
+    /// know.
+    pub fn from_code(code: sys::itsme_exchange_method) -> Option<Self> {
         match code {
-            sys::ITSME_EXCHANGE_QR => Ok(ExchangeMethod::Qr),
-            sys::ITSME_EXCHANGE_BLUETOOTH => Ok(ExchangeMethod::Bluetooth),
-            sys::ITSME_EXCHANGE_INVITE => Ok(ExchangeMethod::Invite),
-            sys::ITSME_EXCHANGE_REALTIME => Ok(ExchangeMethod::Realtime),
-            other => Err(Error::internal(format!("unknown exchange method {other}"))),
+            sys::ITSME_EXCHANGE_QR => Some(ExchangeMethod::Qr),
+            sys::ITSME_EXCHANGE_BLUETOOTH => Some(ExchangeMethod::Bluetooth),
+            sys::ITSME_EXCHANGE_INVITE => Some(ExchangeMethod::Invite),
+            sys::ITSME_EXCHANGE_REALTIME => Some(ExchangeMethod::Realtime),
+            _ => None,
         }
+    }
+}
+
+impl From<ExchangeMethod> for u32 {
+    fn from(method: ExchangeMethod) -> u32 {
+        method.code()
+    }
+}
+
+impl TryFrom<u32> for ExchangeMethod {
+    type Error = Error;
+
+    /// [`ErrorKind::InvalidArgument`] for a value this binding does not know.
+    fn try_from(code: u32) -> Result<Self> {
+        ExchangeMethod::from_code(code).ok_or_else(|| {
+            Error::new(sys::ITSME_E_INVALID_ARGUMENT, format!("unknown exchange method {code}"))
+        })
     }
 }
 
@@ -95,139 +146,231 @@ pub struct Contact {
     pub note: String,
 }
 
-/// Reads a snapshot into a [`Contact`] and frees it.
-fn take_contact(raw: *mut sys::itsme_contact) -> std::result::Result<Contact, Failure> {
-    struct Guard(*mut sys::itsme_contact);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            // SAFETY: a snapshot handle owned by this guard, freed once.
-            unsafe { sys::itsme_contact_free(self.0) }
-        }
+/// A failure of a snapshot getter.  Snapshots keep no last-error message,
+/// so the detail names the getter rather than borrowing the store's.
+fn getter_failure(function: &str) -> impl FnOnce(Failure) -> Failure + '_ {
+    move |failure| match failure {
+        Failure::Code(code) => Failure::Binding(Error::new(code, format!("{function} failed"))),
+        binding => binding,
     }
-    let guard = Guard(raw);
-    let c = guard.0 as *const sys::itsme_contact;
-    let code = |code: i32| if code == sys::ITSME_OK { Ok(()) } else { Err(Failure::Code(code)) };
-    let optional = |code: i32, value: i64| match code {
-        sys::ITSME_OK => Ok(Some(value)),
+}
+
+/// A getter's result code as a [`Failure`].
+fn getter(code: i32, function: &str) -> std::result::Result<(), Failure> {
+    match code {
+        sys::ITSME_OK => Ok(()),
+        code => Err(getter_failure(function)(Failure::Code(code))),
+    }
+}
+
+/// A getter whose ITSME_E_NOT_FOUND means "none".
+fn optional_getter(code: i32, value: i64, function: &str) -> std::result::Result<Option<i64>, Failure> {
+    match code {
         sys::ITSME_E_NOT_FOUND => Ok(None),
-        other => Err(Failure::Code(other)),
-    };
-    let (mut id, mut created, mut verified, mut window) = (0i64, 0i64, 0i64, 0i64);
-    let (mut state, mut method, mut acknowledged, mut authenticated) = (0u32, 0u32, 0 as c_int, 0 as c_int);
-    // SAFETY: c is a live snapshot; every out pointer is a valid place.
-    unsafe {
-        code(sys::itsme_contact_id(c, &mut id))?;
-        code(sys::itsme_contact_state(c, &mut state, &mut acknowledged))?;
-        code(sys::itsme_contact_exchange_method(c, &mut method))?;
-        code(sys::itsme_contact_created_at(c, &mut created))?;
-        code(sys::itsme_contact_is_authenticated(c, &mut authenticated))?;
+        code => getter(code, function).map(|()| Some(value)),
     }
-    // SAFETY: as above.
-    let verified_at = optional(unsafe { sys::itsme_contact_verified_at(c, &mut verified) }, verified)?;
-    // SAFETY: as above.
-    let last_window = optional(unsafe { sys::itsme_contact_last_window(c, &mut window) }, window)?;
-    // SAFETY: live snapshot; buffers from read_string / read_bytes.
-    let name = read_string(64, |out, cap, len| unsafe { sys::itsme_contact_name(c, out, cap, len) })?;
-    // SAFETY: as above.
-    let fingerprint =
-        read_string(sys::ITSME_FINGERPRINT_SIZE, |out, cap, len| unsafe { sys::itsme_contact_fingerprint(c, out, cap, len) })?;
-    // SAFETY: as above.
-    let note = read_string(128, |out, cap, len| unsafe { sys::itsme_contact_note(c, out, cap, len) })?;
-    let public_key = if authenticated != 0 {
+}
+
+/// Owns a contact snapshot and frees it when dropped.
+struct ContactHandle(NonNull<sys::itsme_contact>);
+
+impl Drop for ContactHandle {
+    fn drop(&mut self) {
+        // SAFETY: a snapshot owned by this guard, freed exactly once.
+        unsafe { sys::itsme_contact_free(self.0.as_ptr()) }
+    }
+}
+
+/// Owns a contact list and frees it when dropped.
+struct ListHandle(NonNull<sys::itsme_contact_list>);
+
+impl Drop for ListHandle {
+    fn drop(&mut self) {
+        // SAFETY: a list owned by this guard, freed exactly once.
+        unsafe { sys::itsme_contact_list_free(self.0.as_ptr()) }
+    }
+}
+
+/// Reads every field of a snapshot the library handed over, then frees it
+/// (also on failure).
+fn take_contact(raw: *mut sys::itsme_contact, function: &str) -> std::result::Result<Contact, Failure> {
+    let handle = ContactHandle(NonNull::new(raw).ok_or_else(|| {
+        Failure::Binding(Error::internal(format!("{function} succeeded without a snapshot")))
+    })?);
+    let c: *const sys::itsme_contact = handle.0.as_ptr();
+    let (mut id, mut created_at, mut verified, mut window) = (0i64, 0i64, 0i64, 0i64);
+    let (mut state, mut method) = (0 as sys::itsme_verification_state, 0 as sys::itsme_exchange_method);
+    let (mut acknowledged, mut authenticated): (c_int, c_int) = (0, 0);
+    // SAFETY (every block below): c is a live snapshot owned by `handle`;
+    // each output is a valid place, and buffers come from read_string or
+    // read_bytes.
+    unsafe {
+        getter(sys::itsme_contact_id(c, &mut id), "itsme_contact_id")?;
+        getter(sys::itsme_contact_state(c, &mut state, &mut acknowledged), "itsme_contact_state")?;
+        getter(sys::itsme_contact_exchange_method(c, &mut method), "itsme_contact_exchange_method")?;
+        getter(sys::itsme_contact_created_at(c, &mut created_at), "itsme_contact_created_at")?;
+        getter(sys::itsme_contact_is_authenticated(c, &mut authenticated), "itsme_contact_is_authenticated")?;
+    }
+    let verified_at = optional_getter(
         // SAFETY: as above.
-        let bytes = read_bytes(PUBLIC_KEY_BYTES, |out, cap, len| unsafe { sys::itsme_contact_public_key(c, out, cap, len) })?;
+        unsafe { sys::itsme_contact_verified_at(c, &mut verified) },
+        verified,
+        "itsme_contact_verified_at",
+    )?;
+    let last_window = optional_getter(
+        // SAFETY: as above.
+        unsafe { sys::itsme_contact_last_window(c, &mut window) },
+        window,
+        "itsme_contact_last_window",
+    )?;
+    let name = read_string(64, |out, cap, len| {
+        // SAFETY: as above.
+        unsafe { sys::itsme_contact_name(c, out, cap, len) }
+    })
+    .map_err(getter_failure("itsme_contact_name"))?;
+    let fingerprint = read_string(sys::ITSME_FINGERPRINT_SIZE, |out, cap, len| {
+        // SAFETY: as above.
+        unsafe { sys::itsme_contact_fingerprint(c, out, cap, len) }
+    })
+    .map_err(getter_failure("itsme_contact_fingerprint"))?;
+    let note = read_string(256, |out, cap, len| {
+        // SAFETY: as above.
+        unsafe { sys::itsme_contact_note(c, out, cap, len) }
+    })
+    .map_err(getter_failure("itsme_contact_note"))?;
+    let public_key = if authenticated != 0 {
+        let bytes = read_bytes(PUBLIC_KEY_BYTES, |out, cap, len| {
+            // SAFETY: as above.
+            unsafe { sys::itsme_contact_public_key(c, out, cap, len) }
+        })
+        .map_err(getter_failure("itsme_contact_public_key"))?;
         Some(<[u8; PUBLIC_KEY_BYTES]>::try_from(bytes.as_slice()).map_err(|_| {
-            Failure::Binding(Error::internal(format!("libitsme returned a key of {} bytes", bytes.len())))
+            Failure::Binding(Error::internal(format!("libitsme returned a public key of {} bytes", bytes.len())))
         })?)
     } else {
         None
     };
+    let state = VerificationState::from_code(state).ok_or_else(|| {
+        Failure::Binding(Error::internal(format!("libitsme returned verification state {state}, unknown to this binding")))
+    })?;
+    let method = ExchangeMethod::from_code(method).ok_or_else(|| {
+        Failure::Binding(Error::internal(format!("libitsme returned exchange method {method}, unknown to this binding")))
+    })?;
+    drop(handle);
     Ok(Contact {
         id,
         name,
         fingerprint,
         public_key,
-        state: VerificationState::from_code(state).map_err(Failure::Binding)?,
+        state,
         acknowledged: acknowledged != 0,
-        method: ExchangeMethod::from_code(method).map_err(Failure::Binding)?,
-        created_at: created,
+        method,
+        created_at,
         verified_at,
         last_window,
         note,
     })
 }
 
-/// Reads every snapshot of a list and frees it.
-fn take_list(raw: *mut sys::itsme_contact_list) -> std::result::Result<Vec<Contact>, Failure> {
-    struct Guard(*mut sys::itsme_contact_list);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            // SAFETY: a list handle owned by this guard, freed once.
-            unsafe { sys::itsme_contact_list_free(self.0) }
-        }
-    }
-    let guard = Guard(raw);
+/// Reads every contact of a list the library handed over, then frees it
+/// (also on failure).
+fn take_list(raw: *mut sys::itsme_contact_list, function: &str) -> std::result::Result<Vec<Contact>, Failure> {
+    let list = ListHandle(NonNull::new(raw).ok_or_else(|| {
+        Failure::Binding(Error::internal(format!("{function} succeeded without a list")))
+    })?);
     let mut count = 0usize;
     // SAFETY: live list; count is a valid place.
-    match unsafe { sys::itsme_contact_list_count(guard.0, &mut count) } {
-        sys::ITSME_OK => {}
-        code => return Err(Failure::Code(code)),
-    }
+    getter(unsafe { sys::itsme_contact_list_count(list.0.as_ptr(), &mut count) }, "itsme_contact_list_count")?;
     let mut contacts = Vec::with_capacity(count);
     for index in 0..count {
         let mut item = ptr::null_mut();
         // SAFETY: live list, index in range, item a valid place.
-        match unsafe { sys::itsme_contact_list_get(guard.0, index, &mut item) } {
-            sys::ITSME_OK => contacts.push(take_contact(item)?),
-            code => return Err(Failure::Code(code)),
-        }
+        getter(unsafe { sys::itsme_contact_list_get(list.0.as_ptr(), index, &mut item) }, "itsme_contact_list_get")?;
+        contacts.push(take_contact(item, "itsme_contact_list_get")?);
     }
     Ok(contacts)
 }
 
-/// The encrypted contact store of an identity (`itsme_store`).
+/// The encrypted contact store of an identity (`itsme_store`): one SQLite
+/// file of sealed rows.
 ///
-/// Every contact is a sealed row; lookups go through keyed indexes; a change
-/// is durable when its call returns.  May be shared between threads, and
-/// several handles or processes may open one file.
+/// Every contact is sealed under the identity's contacts key and bound to
+/// its row and to this store; lookups go through keyed indexes, so the file
+/// holds no name, key, fingerprint or seed in the clear.  A change is
+/// durable when the call that made it returns.
+///
+/// A store may be shared between threads (`Send + Sync`), and several
+/// handles or processes may open one file.  Dropping it closes the handle.
+/// Errors carry the handle's last-error detail.
+///
+/// ```
+/// # let dir = std::env::temp_dir().join(format!("itsme-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// use itsme::{ContactStore, ExchangeMethod, Identity, SecretStore, VerificationState};
+/// let secrets = SecretStore::memory()?;
+/// let me = Identity::create(&secrets, "Alice")?;
+/// let contacts = ContactStore::open(&me, dir.join("contacts.db"))?;
+/// let bob_key = [0x42u8; 32];
+/// let id = contacts.add("Bob", &bob_key, &[7u8; 32], ExchangeMethod::Qr, 1_800_000_000)?;
+/// contacts.set_state(id, VerificationState::Verified, false, 1_800_000_060)?;
+/// assert_eq!(contacts.get(id)?.verified_at, Some(1_800_000_060));
+/// for contact in contacts.iter(100) {
+///     let contact = contact?;
+///     println!("{} {}", contact.fingerprint, contact.name);
+/// }
+/// # drop(contacts);
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), itsme::Error>(())
+/// ```
 pub struct ContactStore {
     raw: NonNull<sys::itsme_store>,
     /// Pairs each call with the last-error detail it left.
     lock: Mutex<()>,
 }
 
-// SAFETY: the header allows an itsme_store to be used from several threads.
+// SAFETY: the header allows an itsme_store to be used from several threads
+// at once (one serialised connection per handle); every call this type
+// makes on its handle is also serialised by `lock`.
 unsafe impl Send for ContactStore {}
 // SAFETY: see above.
 unsafe impl Sync for ContactStore {}
 
-impl Drop for ContactStore {
-    fn drop(&mut self) {
-        // SAFETY: the handle is owned and closed exactly once.
-        unsafe { sys::itsme_store_close(self.raw.as_ptr()) }
-    }
-}
-
 impl ContactStore {
-    /// Opens (creating if missing) the store at `path` for `identity`.
+    /// Opens the contact store at `path` for `identity`, creating the file
+    /// if missing.  The store keeps what it needs of the identity, which
+    /// may be dropped first.
     ///
-    /// Errors: [`ErrorKind::WrongIdentity`] if the file belongs to another
-    /// identity (nothing changed), [`ErrorKind::Database`] if it is not a
-    /// contact store, [`ErrorKind::SecretStore`].
-    pub fn open(identity: &Identity, path: impl AsRef<std::path::Path>) -> Result<ContactStore> {
+    /// Errors (with the identity's last-error detail):
+    /// [`ErrorKind::InvalidArgument`] (a path that is not UTF-8 or contains
+    /// a NUL byte), [`ErrorKind::WrongIdentity`] (the file belongs to
+    /// another identity; nothing changed), [`ErrorKind::Database`] (cannot
+    /// open or create the file, or it is not an ItsMe store),
+    /// [`ErrorKind::CorruptData`], [`ErrorKind::SecretStore`].
+    pub fn open(identity: &Identity, path: impl AsRef<Path>) -> Result<ContactStore> {
         init()?;
-        let path = path.as_ref().to_str().ok_or_else(|| {
-            Error::new(sys::ITSME_E_INVALID_ARGUMENT, "the path is not valid UTF-8")
-        })?;
-        let path = CText::arg(path, "the path")?;
+        let path = path.as_ref();
+        #[cfg(unix)]
+        let bytes = {
+            use std::os::unix::ffi::OsStrExt;
+            path.as_os_str().as_bytes()
+        };
+        #[cfg(not(unix))]
+        let bytes = path
+            .to_str()
+            .ok_or_else(|| Error::new(sys::ITSME_E_INVALID_ARGUMENT, "the path is not valid UTF-8"))?
+            .as_bytes();
+        let path = CText::new(bytes)
+            .ok_or_else(|| Error::new(sys::ITSME_E_INVALID_ARGUMENT, "the path contains a NUL byte"))?;
         let mut out = ptr::null_mut();
         // SAFETY: live identity handle; NUL-terminated path; valid out.
         identity.call_code(|raw| unsafe { sys::itsme_store_open(raw, path.as_ptr(), &mut out) })?;
         NonNull::new(out)
             .map(|raw| ContactStore { raw, lock: Mutex::new(()) })
-            .ok_or_else(|| Error::internal("itsme_store_open returned no handle"))
+            .ok_or_else(|| Error::internal("itsme_store_open succeeded without a handle"))
     }
 
+    /// Runs a call on the handle and adds the handle's last-error detail to
+    /// a failure.
     fn call<T>(&self, body: impl FnOnce(*mut sys::itsme_store) -> std::result::Result<T, Failure>) -> Result<T> {
         let _guard = lock(&self.lock);
         let raw = self.raw.as_ptr();
@@ -239,6 +382,7 @@ impl ContactStore {
         })
     }
 
+    /// Runs a call that only returns a result code.
     fn call_code(&self, body: impl FnOnce(*mut sys::itsme_store) -> i32) -> Result<()> {
         self.call(|raw| match body(raw) {
             sys::ITSME_OK => Ok(()),
@@ -246,14 +390,51 @@ impl ContactStore {
         })
     }
 
-    /// Adds a contact identified by its identity key; returns its id.
+    /// Runs a call that hands over one snapshot, and reads it.
+    fn snapshot(
+        &self,
+        function: &str,
+        body: impl FnOnce(*mut sys::itsme_store, *mut *mut sys::itsme_contact) -> i32,
+    ) -> Result<Contact> {
+        self.call(|raw| {
+            let mut out = ptr::null_mut();
+            match body(raw, &mut out) {
+                sys::ITSME_OK => take_contact(out, function),
+                code => Err(Failure::Code(code)),
+            }
+        })
+    }
+
+    /// Runs a call that hands over a list, and reads it.
+    fn list_of(
+        &self,
+        function: &str,
+        body: impl FnOnce(*mut sys::itsme_store, *mut *mut sys::itsme_contact_list) -> i32,
+    ) -> Result<Vec<Contact>> {
+        self.call(|raw| {
+            let mut out = ptr::null_mut();
+            match body(raw, &mut out) {
+                sys::ITSME_OK => take_list(out, function),
+                code => Err(Failure::Code(code)),
+            }
+        })
+    }
+
+    /// Adds a contact with its identity public key ([`PUBLIC_KEY_BYTES`]),
+    /// a display name (1 to [`NAME_MAX_BYTES`] bytes, no control
+    /// characters), its verification seed ([`SEED_BYTES`]) and how the
+    /// exchange happened, at `now` (unix seconds); returns the new id.  Ids
+    /// only grow and are never reused.
     ///
-    /// Errors: [`ErrorKind::AlreadyExists`], [`ErrorKind::InvalidKey`]
-    /// (wrong size, or our own key), [`ErrorKind::InvalidArgument`].
+    /// Errors: [`ErrorKind::InvalidArgument`] (name, seed size, negative
+    /// `now`), [`ErrorKind::InvalidKey`] (wrong key size, or the identity's
+    /// own key), [`ErrorKind::AlreadyExists`] (a contact with this key
+    /// exists), [`ErrorKind::Database`].
     pub fn add(&self, name: &str, public_key: &[u8], seed: &[u8], method: ExchangeMethod, now: i64) -> Result<i64> {
         let name = CText::arg(name, "the name")?;
         let mut id = 0i64;
-        // SAFETY: live handle; slices valid for their lengths; id a valid place.
+        // SAFETY: live handle; NUL-terminated name; slices valid for their
+        // lengths; id a valid place.
         self.call_code(|raw| unsafe {
             sys::itsme_store_add(
                 raw,
@@ -270,8 +451,12 @@ impl ContactStore {
         Ok(id)
     }
 
-    /// Adds an unauthenticated contact from the source's version-5 format
-    /// (a fingerprint, no key).
+    /// Adds an unauthenticated contact from the source's version-5 format,
+    /// which carries a fingerprint (16 hexadecimal digits) but no key.  It
+    /// is never merged with nor replaces a keyed contact.
+    ///
+    /// Errors: as [`ContactStore::add`], with [`ErrorKind::InvalidArgument`]
+    /// for a bad fingerprint.
     pub fn add_unauthenticated(
         &self,
         name: &str,
@@ -283,7 +468,8 @@ impl ContactStore {
         let name = CText::arg(name, "the name")?;
         let fingerprint = CText::arg(fingerprint, "the fingerprint")?;
         let mut id = 0i64;
-        // SAFETY: live handle; NUL-terminated texts; seed valid; id a valid place.
+        // SAFETY: live handle; NUL-terminated texts; seed valid for its
+        // length; id a valid place.
         self.call_code(|raw| unsafe {
             sys::itsme_store_add_unauthenticated(
                 raw,
@@ -299,61 +485,65 @@ impl ContactStore {
         Ok(id)
     }
 
-    fn snapshot(&self, body: impl FnOnce(*mut sys::itsme_store, *mut *mut sys::itsme_contact) -> i32) -> Result<Contact> {
-        self.call(|raw| {
-            let mut out = ptr::null_mut();
-            match body(raw, &mut out) {
-                sys::ITSME_OK => take_contact(out),
-                code => Err(Failure::Code(code)),
-            }
-        })
-    }
-
-    fn list_of(
-        &self,
-        body: impl FnOnce(*mut sys::itsme_store, *mut *mut sys::itsme_contact_list) -> i32,
-    ) -> Result<Vec<Contact>> {
-        self.call(|raw| {
-            let mut out = ptr::null_mut();
-            match body(raw, &mut out) {
-                sys::ITSME_OK => take_list(out),
-                code => Err(Failure::Code(code)),
-            }
-        })
-    }
-
-    /// The contact with this id; [`ErrorKind::NotFound`] if none,
-    /// [`ErrorKind::AuthenticationFailed`] if its sealed row was altered.
+    /// The contact with this id.
+    ///
+    /// Errors: [`ErrorKind::NotFound`], [`ErrorKind::AuthenticationFailed`]
+    /// (the sealed row was altered, swapped or copied from another store),
+    /// [`ErrorKind::Database`].
     pub fn get(&self, id: i64) -> Result<Contact> {
         // SAFETY: live handle; valid out.
-        self.snapshot(|raw, out| unsafe { sys::itsme_store_get(raw, id, out) })
+        self.snapshot("itsme_store_get", |raw, out| unsafe { sys::itsme_store_get(raw, id, out) })
     }
 
-    /// The contact with this identity key.
+    /// The contact with this identity public key.
+    ///
+    /// Errors: as [`ContactStore::get`], and [`ErrorKind::InvalidArgument`]
+    /// for a key that is not [`PUBLIC_KEY_BYTES`] long.
     pub fn get_by_key(&self, public_key: &[u8]) -> Result<Contact> {
-        // SAFETY: live handle; key valid for its length; valid out.
-        self.snapshot(|raw, out| unsafe { sys::itsme_store_get_by_key(raw, public_key.as_ptr(), public_key.len(), out) })
+        self.snapshot("itsme_store_get_by_key", |raw, out| {
+            // SAFETY: live handle; key valid for its length; valid out.
+            unsafe { sys::itsme_store_get_by_key(raw, public_key.as_ptr(), public_key.len(), out) }
+        })
     }
 
-    /// The contacts with this fingerprint, keyed ones first.
+    /// The contacts with this fingerprint (16 hexadecimal digits, either
+    /// case): keyed contacts first, then unauthenticated ones; empty if
+    /// none.
+    ///
+    /// Errors: [`ErrorKind::InvalidArgument`] (a bad fingerprint),
+    /// [`ErrorKind::AuthenticationFailed`], [`ErrorKind::Database`].
     pub fn find_fingerprint(&self, fingerprint: &str) -> Result<Vec<Contact>> {
         let fingerprint = CText::arg(fingerprint, "the fingerprint")?;
-        // SAFETY: live handle; NUL-terminated text; valid out.
-        self.list_of(|raw, out| unsafe { sys::itsme_store_find_fingerprint(raw, fingerprint.as_ptr(), out) })
+        self.list_of("itsme_store_find_fingerprint", |raw, out| {
+            // SAFETY: live handle; NUL-terminated text; valid out.
+            unsafe { sys::itsme_store_find_fingerprint(raw, fingerprint.as_ptr(), out) }
+        })
     }
 
-    /// Up to `limit` contacts (0: all) with ids above `after_id`.
+    /// Up to `limit` contacts (0: no limit) with ids above `after_id`, in id
+    /// order: pass 0, then the last id of each page.  See also
+    /// [`ContactStore::iter`].
+    ///
+    /// Errors: [`ErrorKind::AuthenticationFailed`] (a record failed; its id
+    /// is in the detail), [`ErrorKind::Database`].
     pub fn list(&self, after_id: i64, limit: usize) -> Result<Vec<Contact>> {
         // SAFETY: live handle; valid out.
-        self.list_of(|raw, out| unsafe { sys::itsme_store_list(raw, after_id, limit, out) })
+        self.list_of("itsme_store_list", |raw, out| unsafe { sys::itsme_store_list(raw, after_id, limit, out) })
     }
 
-    /// Every contact in id order, read `page_size` at a time.
+    /// Every contact in id order, read `page_size` at a time (a
+    /// `page_size` of 0 counts as 1) with [`ContactStore::list`].
+    ///
+    /// The iterator yields the error of a failed page and then ends.
+    /// Contacts added while iterating appear if their ids are above the
+    /// page being read.
     pub fn iter(&self, page_size: usize) -> ContactIter<'_> {
         ContactIter { store: self, page_size: page_size.max(1), after: 0, page: Vec::new().into_iter(), done: false }
     }
 
     /// The number of contacts.
+    ///
+    /// Errors: [`ErrorKind::Database`].
     pub fn count(&self) -> Result<u64> {
         let mut count = 0u64;
         // SAFETY: live handle; count a valid place.
@@ -361,45 +551,81 @@ impl ContactStore {
         Ok(count)
     }
 
-    /// Renames a contact.
+    /// Renames a contact (1 to [`NAME_MAX_BYTES`] bytes, no control
+    /// characters).
+    ///
+    /// Errors: [`ErrorKind::InvalidArgument`], [`ErrorKind::NotFound`],
+    /// [`ErrorKind::AuthenticationFailed`], [`ErrorKind::Database`].
     pub fn set_name(&self, id: i64, name: &str) -> Result<()> {
         let name = CText::arg(name, "the name")?;
         // SAFETY: live handle; NUL-terminated text.
         self.call_code(|raw| unsafe { sys::itsme_store_set_name(raw, id, name.as_ptr()) })
     }
 
-    /// Replaces a contact's note.
+    /// Replaces a contact's free-form note (at most [`NOTE_MAX_BYTES`]
+    /// bytes; empty for none).
+    ///
+    /// Errors: as [`ContactStore::set_name`].
     pub fn set_note(&self, id: i64, note: &str) -> Result<()> {
         let note = CText::arg(note, "the note")?;
         // SAFETY: live handle; NUL-terminated text.
         self.call_code(|raw| unsafe { sys::itsme_store_set_note(raw, id, note.as_ptr()) })
     }
 
-    /// Sets a contact's state; `Verified` records `now` as the
-    /// verification time.
+    /// Sets a contact's state.  [`VerificationState::Verified`] records
+    /// `now` as the verification time; `acknowledged` counts only with
+    /// [`VerificationState::Degraded`]: the person confirmed the device
+    /// change.
+    ///
+    /// Errors: as [`ContactStore::set_name`], and
+    /// [`ErrorKind::InvalidArgument`] for a negative `now`.
     pub fn set_state(&self, id: i64, state: VerificationState, acknowledged: bool, now: i64) -> Result<()> {
         // SAFETY: live handle.
-        self.call_code(|raw| unsafe { sys::itsme_store_set_state(raw, id, state.code(), c_int::from(acknowledged), now) })
+        self.call_code(|raw| unsafe {
+            sys::itsme_store_set_state(raw, id, state.code(), c_int::from(acknowledged), now)
+        })
     }
 
-    /// Uses a voice-verification window: [`ErrorKind::WindowUsed`] unless
-    /// it is after the last one used. Atomic across handles and processes.
+    /// Uses voice-verification window `window` for the contact: succeeds
+    /// only if it is greater than the last window used.  The check and the
+    /// update are one atomic step, so of two handles or processes racing
+    /// for one window exactly one wins.
+    ///
+    /// Errors: [`ErrorKind::WindowUsed`], and those of
+    /// [`ContactStore::set_name`].
     pub fn use_window(&self, id: i64, window: i64) -> Result<()> {
         // SAFETY: live handle.
         self.call_code(|raw| unsafe { sys::itsme_store_use_window(raw, id, window) })
     }
 
-    /// Deletes a contact with its photo and device secrets.
+    /// Deletes a contact, with its photo and device secrets.
+    ///
+    /// Errors: [`ErrorKind::NotFound`], [`ErrorKind::Database`].
     pub fn delete(&self, id: i64) -> Result<()> {
         // SAFETY: live handle.
         self.call_code(|raw| unsafe { sys::itsme_store_delete(raw, id) })
     }
 }
 
-/// Every contact of a store in id order, a page at a time.
+impl Drop for ContactStore {
+    fn drop(&mut self) {
+        // SAFETY: the handle is live and closed exactly once.
+        unsafe { sys::itsme_store_close(self.raw.as_ptr()) }
+    }
+}
+
+impl fmt::Debug for ContactStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ContactStore").field("raw", &self.raw).finish()
+    }
+}
+
+/// Every contact of a store in id order, a page at a time; made by
+/// [`ContactStore::iter`].
 pub struct ContactIter<'a> {
     store: &'a ContactStore,
     page_size: usize,
+    /// The id of the last contact yielded.
     after: i64,
     page: std::vec::IntoIter<Contact>,
     done: bool,
@@ -418,16 +644,35 @@ impl Iterator for ContactIter<'_> {
         }
         match self.store.list(self.after, self.page_size) {
             Ok(page) => {
+                // A short page is the last one.
                 self.done = page.len() < self.page_size;
                 self.page = page.into_iter();
-                let contact = self.page.next()?;
-                self.after = contact.id;
-                Some(Ok(contact))
+                let contact = self.page.next();
+                match contact {
+                    Some(contact) => {
+                        self.after = contact.id;
+                        Some(Ok(contact))
+                    }
+                    None => {
+                        self.done = true;
+                        None
+                    }
+                }
             }
             Err(error) => {
                 self.done = true;
                 Some(Err(error))
             }
         }
+    }
+}
+
+impl fmt::Debug for ContactIter<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ContactIter")
+            .field("page_size", &self.page_size)
+            .field("after", &self.after)
+            .field("done", &self.done)
+            .finish_non_exhaustive()
     }
 }

@@ -9,6 +9,8 @@
 //!   directory of files, or in a store of your own ([`SecretStoreBackend`]).
 //! - [`Identity`]: an Ed25519 key pair and a display name kept in a store,
 //!   with a 6-digit PIN guarded by an attempt limiter.
+//! - [`ContactStore`]: an identity's contacts in one encrypted SQLite file,
+//!   read as plain [`Contact`] values.
 //! - [`Error`]: a library result code, its message and the detail the
 //!   library recorded for the failure.
 //!
@@ -29,7 +31,9 @@
 pub mod sys;
 
 mod contacts;
-pub use contacts::{Contact, ContactIter, ContactStore, ExchangeMethod, VerificationState};
+pub use contacts::{
+    Contact, ContactIter, ContactStore, ExchangeMethod, VerificationState, NOTE_MAX_BYTES, SEED_BYTES,
+};
 
 use std::ffi::CStr;
 use std::fmt;
@@ -1106,11 +1110,13 @@ mod tests {
 
     #[test]
     fn error_kinds_round_trip() {
-        for code in 1..=17 {
+        for code in 1..=sys::ITSME_E_WINDOW_USED {
             let kind = ErrorKind::from_code(code);
             assert!(!matches!(kind, ErrorKind::Other(_)), "code {code}");
             assert_eq!(kind.code(), code);
         }
+        assert_eq!(ErrorKind::from_code(18), ErrorKind::WrongIdentity);
+        assert_eq!(ErrorKind::from_code(19), ErrorKind::WindowUsed);
         assert_eq!(ErrorKind::from_code(99), ErrorKind::Other(99));
         assert_eq!(ErrorKind::Other(99).code(), 99);
     }

@@ -2,6 +2,8 @@
 //! before initialisation.  Every case must give a result code, never a
 //! crash, and failed calls must leave their outputs untouched.
 
+mod common;
+
 use itsme::sys::*;
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
@@ -118,6 +120,19 @@ fn before_init_checks() {
             ITSME_E_NOT_INITIALIZED
         );
         assert_eq!((out, len), ([0xAA; 17], 12345));
+
+        // The contact store too; releasing NULL and reading a last error
+        // need no initialisation.
+        let path = cstr(&std::env::temp_dir().join("itsme-never-created.db").to_string_lossy());
+        let mut contacts = sentinel();
+        assert_ne!(itsme_store_open(null_mut(), ptr(&path), &mut contacts), ITSME_OK);
+        assert_eq!(contacts, sentinel());
+        itsme_store_close(null_mut());
+        itsme_contact_free(null_mut());
+        itsme_contact_list_free(null_mut());
+        let mut len = 12345usize;
+        assert_eq!(itsme_store_last_error(null(), out.as_mut_ptr().cast(), 17, &mut len), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(len, 12345);
     }
 
     // And the safe binding initialises by itself.
@@ -558,6 +573,638 @@ fn invalid_arguments_leave_out_len_alone() {
         check("itsme_identity_public_key(identity, NULL, 256, &len)", &|l| {
             itsme_identity_public_key(id, null_mut(), 256, l)
         });
+    }
+    assert!(failures.is_empty(), "{} disagreements with itsme.h:\n{}", failures.len(), failures.join("\n"));
+}
+
+// ---------------------------------------------------------------------------
+// Contact store
+// ---------------------------------------------------------------------------
+
+const CONTACT_KEY: [u8; 32] = [0x42; 32];
+const OTHER_KEY: [u8; 32] = [0x43; 32];
+const SEED: [u8; 32] = [7; 32];
+const V5_FINGERPRINT: &str = "0123456789ABCDEF";
+
+/// A Fixture with a contact store in a temporary directory holding one
+/// keyed contact ("Carol", with a note) and one unauthenticated one.
+struct Contacts {
+    f: Fixture,
+    dir: common::TempDir,
+    store: *mut itsme_store,
+    keyed: i64,
+    v5: i64,
+}
+
+impl Contacts {
+    fn new(tag: &str) -> Contacts {
+        let f = Fixture::new();
+        let dir = common::TempDir::new(tag);
+        let path = cstr(dir.path().join("contacts.db").to_str().unwrap());
+        let mut store = null_mut();
+        let (mut keyed, mut v5) = (0i64, 0i64);
+        let (name, old, fp, note) = (cstr("Carol"), cstr("Old"), cstr(V5_FINGERPRINT), cstr("met at the bakery"));
+        unsafe {
+            assert_eq!(itsme_store_open(f.identity, ptr(&path), &mut store), ITSME_OK);
+            assert_eq!(
+                itsme_store_add(store, ptr(&name), CONTACT_KEY.as_ptr(), 32, SEED.as_ptr(), 32, ITSME_EXCHANGE_QR, T0, &mut keyed),
+                ITSME_OK
+            );
+            assert_eq!(itsme_store_set_note(store, keyed, ptr(&note)), ITSME_OK);
+            assert_eq!(
+                itsme_store_add_unauthenticated(store, ptr(&old), ptr(&fp), SEED.as_ptr(), 32, ITSME_EXCHANGE_INVITE, T0, &mut v5),
+                ITSME_OK
+            );
+        }
+        Contacts { f, dir, store, keyed, v5 }
+    }
+
+    fn count(&self) -> u64 {
+        let mut count = 0u64;
+        assert_eq!(unsafe { itsme_store_count(self.store, &mut count) }, ITSME_OK);
+        count
+    }
+
+    /// A new snapshot of a contact; the caller frees it.
+    fn snapshot(&self, id: i64) -> *mut itsme_contact {
+        let mut contact = null_mut();
+        assert_eq!(unsafe { itsme_store_get(self.store, id, &mut contact) }, ITSME_OK);
+        assert!(!contact.is_null());
+        contact
+    }
+
+    /// The store's last-error detail.
+    fn detail(&self) -> String {
+        let mut buf = [0u8; 512];
+        let mut len = 0usize;
+        assert_eq!(unsafe { itsme_store_last_error(self.store, buf.as_mut_ptr().cast(), 512, &mut len) }, ITSME_OK);
+        String::from_utf8(buf[..len - 1].to_vec()).unwrap()
+    }
+}
+
+impl Drop for Contacts {
+    fn drop(&mut self) {
+        unsafe { itsme_store_close(self.store) };
+    }
+}
+
+/// The identity's last-error detail.
+fn identity_detail(identity: *mut itsme_identity) -> String {
+    let mut buf = [0u8; 512];
+    let mut len = 0usize;
+    assert_eq!(unsafe { itsme_identity_last_error(identity, buf.as_mut_ptr().cast(), 512, &mut len) }, ITSME_OK);
+    String::from_utf8(buf[..len - 1].to_vec()).unwrap()
+}
+
+#[test]
+fn contact_free_functions_accept_null() {
+    unsafe {
+        itsme_store_close(null_mut());
+        itsme_contact_free(null_mut());
+        itsme_contact_list_free(null_mut());
+    }
+}
+
+#[test]
+fn store_open_arguments() {
+    let f = Fixture::new();
+    let dir = common::TempDir::new("misuse-open");
+    let file = dir.path().join("contacts.db");
+    let path = cstr(file.to_str().unwrap());
+    unsafe {
+        let mut out = sentinel();
+        assert_eq!(itsme_store_open(null_mut(), ptr(&path), &mut out), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_open(f.identity, null(), &mut out), ITSME_E_INVALID_ARGUMENT);
+        assert!(!identity_detail(f.identity).is_empty(), "no detail on the identity");
+        assert_eq!(itsme_store_open(f.identity, ptr(&path), null_mut()), ITSME_E_INVALID_ARGUMENT);
+        let bad_utf8 = cstr(&format!("{}/", dir.path().to_str().unwrap()));
+        let bad_utf8 = [&bad_utf8[..bad_utf8.len() - 1], b"\xff\xfe.db\0"].concat();
+        assert_eq!(itsme_store_open(f.identity, ptr(&bad_utf8), &mut out), ITSME_E_INVALID_ARGUMENT);
+        let empty = cstr("");
+        assert_ne!(itsme_store_open(f.identity, ptr(&empty), &mut out), ITSME_OK, "an empty path was accepted");
+        assert_eq!(out, sentinel());
+        let created: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert!(created.is_empty(), "refused calls created {created:?}");
+
+        assert_eq!(itsme_store_open(f.identity, ptr(&path), &mut out), ITSME_OK);
+        assert!(!out.is_null() && out != sentinel());
+        itsme_store_close(out);
+    }
+}
+
+#[test]
+fn store_last_error_buffer() {
+    let c = Contacts::new("misuse-store-last-error");
+    let mut buf = [0xAAu8; 64];
+    let mut len = 777usize;
+    let name = cstr("Dup");
+    unsafe {
+        let b: *mut c_char = buf.as_mut_ptr().cast();
+        assert_eq!(itsme_store_last_error(null(), b, 64, &mut len), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_last_error(c.store, null_mut(), 64, &mut len), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_last_error(c.store, b, 64, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(len, 777);
+        // A failure leaves a detail.
+        let mut id = -1i64;
+        assert_eq!(
+            itsme_store_add(c.store, ptr(&name), CONTACT_KEY.as_ptr(), 32, SEED.as_ptr(), 32, ITSME_EXCHANGE_QR, T0, &mut id),
+            ITSME_E_ALREADY_EXISTS
+        );
+        assert_eq!(id, -1);
+        assert_eq!(itsme_store_last_error(c.store, null_mut(), 0, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        let needed = len;
+        assert!(needed > 1, "an empty detail after a failure");
+        assert_eq!(itsme_store_last_error(c.store, b, needed - 1, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(len, needed);
+        assert_eq!(buf, [0xAA; 64], "written on failure");
+        let mut big = vec![0xAAu8; needed + 8];
+        assert_eq!(itsme_store_last_error(c.store, big.as_mut_ptr().cast(), needed + 8, &mut len), ITSME_OK);
+        assert_eq!((len, big[needed - 1]), (needed, 0));
+        assert_eq!(big[needed..], [0xAA; 8], "written past *out_len");
+        assert!(std::str::from_utf8(&big[..needed - 1]).unwrap().contains("exists"));
+    }
+}
+
+#[test]
+fn store_add_arguments() {
+    let c = Contacts::new("misuse-add");
+    let s = c.store;
+    let mut own = [0u8; 32];
+    let mut len = 0usize;
+    let name = cstr("Dave");
+    let (k, sd) = (OTHER_KEY.as_ptr(), SEED.as_ptr());
+    unsafe {
+        assert_eq!(itsme_identity_public_key(c.f.identity, own.as_mut_ptr(), 32, &mut len), ITSME_OK);
+        let mut id = -1i64;
+        let n = ptr(&name);
+        let q = ITSME_EXCHANGE_QR;
+        assert_eq!(itsme_store_add(null_mut(), n, k, 32, sd, 32, q, T0, &mut id), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_add(s, null(), k, 32, sd, 32, q, T0, &mut id), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_add(s, n, null(), 32, sd, 32, q, T0, &mut id), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_add(s, n, k, 32, null(), 32, q, T0, &mut id), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_add(s, n, k, 32, sd, 32, q, T0, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        for key_len in [0usize, 1, 31, 33, 64] {
+            let long = [0x44u8; 64];
+            assert_eq!(itsme_store_add(s, n, long.as_ptr(), key_len, sd, 32, q, T0, &mut id), ITSME_E_INVALID_KEY, "key_len {key_len}");
+        }
+        assert_eq!(itsme_store_add(s, n, own.as_ptr(), 32, sd, 32, q, T0, &mut id), ITSME_E_INVALID_KEY, "own key");
+        for seed_len in [0usize, 1, 31, 33] {
+            let long = [1u8; 64];
+            assert_eq!(itsme_store_add(s, n, k, 32, long.as_ptr(), seed_len, q, T0, &mut id), ITSME_E_INVALID_ARGUMENT, "seed_len {seed_len}");
+        }
+        for method in [ITSME_EXCHANGE_REALTIME + 1, 99, u32::MAX] {
+            assert_eq!(itsme_store_add(s, n, k, 32, sd, 32, method, T0, &mut id), ITSME_E_INVALID_ARGUMENT, "method {method}");
+        }
+        for now in [-1i64, i64::MIN] {
+            assert_eq!(itsme_store_add(s, n, k, 32, sd, 32, q, now, &mut id), ITSME_E_INVALID_ARGUMENT, "now {now}");
+        }
+        let long_name = cstr(&"x".repeat(ITSME_NAME_MAX_BYTES + 1));
+        for bad in [&b"\0"[..], b"bad\xff\0", b"line\nbreak\0", &long_name] {
+            assert_eq!(itsme_store_add(s, ptr(bad), k, 32, sd, 32, q, T0, &mut id), ITSME_E_INVALID_ARGUMENT, "{bad:?}");
+        }
+        assert_eq!(id, -1, "id written on failure");
+        assert_eq!(c.count(), 2, "a refused add changed the store");
+
+        // Every method is accepted.
+        for (i, method) in [ITSME_EXCHANGE_QR, ITSME_EXCHANGE_BLUETOOTH, ITSME_EXCHANGE_INVITE, ITSME_EXCHANGE_REALTIME]
+            .into_iter()
+            .enumerate()
+        {
+            let key = [0x50 + i as u8; 32];
+            assert_eq!(itsme_store_add(s, n, key.as_ptr(), 32, sd, 32, method, T0, &mut id), ITSME_OK);
+            let contact = c.snapshot(id);
+            let mut got = 99u32;
+            assert_eq!(itsme_contact_exchange_method(contact, &mut got), ITSME_OK);
+            assert_eq!(got, method);
+            itsme_contact_free(contact);
+        }
+    }
+}
+
+#[test]
+fn store_add_unauthenticated_arguments() {
+    let c = Contacts::new("misuse-add-v5");
+    let s = c.store;
+    let name = cstr("Old");
+    let fp = cstr(V5_FINGERPRINT);
+    let (n, f, sd, q) = (ptr(&name), ptr(&fp), SEED.as_ptr(), ITSME_EXCHANGE_QR);
+    unsafe {
+        let mut id = -1i64;
+        assert_eq!(itsme_store_add_unauthenticated(null_mut(), n, f, sd, 32, q, T0, &mut id), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_add_unauthenticated(s, null(), f, sd, 32, q, T0, &mut id), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_add_unauthenticated(s, n, null(), sd, 32, q, T0, &mut id), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_add_unauthenticated(s, n, f, null(), 32, q, T0, &mut id), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_add_unauthenticated(s, n, f, sd, 32, q, T0, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        for bad in [&b"\0"[..], b"0123456789ABCDE\0", b"0123456789ABCDEF0\0", b"0123456789ABCDEG\0", b"0123456789ABCDE\xff\0"] {
+            assert_eq!(itsme_store_add_unauthenticated(s, n, ptr(bad), sd, 32, q, T0, &mut id), ITSME_E_INVALID_ARGUMENT, "{bad:?}");
+        }
+        for seed_len in [0usize, 31, 33] {
+            let long = [1u8; 64];
+            assert_eq!(itsme_store_add_unauthenticated(s, n, f, long.as_ptr(), seed_len, q, T0, &mut id), ITSME_E_INVALID_ARGUMENT);
+        }
+        assert_eq!(itsme_store_add_unauthenticated(s, n, f, sd, 32, 4, T0, &mut id), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_add_unauthenticated(s, n, f, sd, 32, q, -1, &mut id), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_add_unauthenticated(s, ptr(b"\0"), f, sd, 32, q, T0, &mut id), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(id, -1, "id written on failure");
+        assert_eq!(c.count(), 2);
+    }
+}
+
+#[test]
+fn store_lookup_arguments() {
+    let c = Contacts::new("misuse-lookups");
+    let s = c.store;
+    let fp = cstr(V5_FINGERPRINT);
+    unsafe {
+        let mut out = sentinel();
+        assert_eq!(itsme_store_get(null_mut(), c.keyed, &mut out), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_get(s, c.keyed, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        for missing in [c.v5 + 100, 0, -1, i64::MIN, i64::MAX] {
+            assert_eq!(itsme_store_get(s, missing, &mut out), ITSME_E_NOT_FOUND, "id {missing}");
+        }
+        assert!(!c.detail().is_empty());
+
+        assert_eq!(itsme_store_get_by_key(null_mut(), CONTACT_KEY.as_ptr(), 32, &mut out), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_get_by_key(s, null(), 32, &mut out), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_get_by_key(s, CONTACT_KEY.as_ptr(), 32, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_get_by_key(s, OTHER_KEY.as_ptr(), 32, &mut out), ITSME_E_NOT_FOUND);
+        assert_eq!(out, sentinel(), "written on failure");
+
+        let mut list = sentinel();
+        assert_eq!(itsme_store_find_fingerprint(null_mut(), ptr(&fp), &mut list), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_find_fingerprint(s, null(), &mut list), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_find_fingerprint(s, ptr(&fp), null_mut()), ITSME_E_INVALID_ARGUMENT);
+        for bad in [&b"\0"[..], b"0123\0", b"0123456789ABCDEF0\0", b"nothex!!nothex!!\0", b"0123456789ABCDE\xff\0"] {
+            assert_eq!(itsme_store_find_fingerprint(s, ptr(bad), &mut list), ITSME_E_INVALID_ARGUMENT, "{bad:?}");
+        }
+        assert_eq!(itsme_store_list(null_mut(), 0, 0, &mut list), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_list(s, 0, 0, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(list, sentinel(), "written on failure");
+
+        let mut count = 42u64;
+        assert_eq!(itsme_store_count(null_mut(), &mut count), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_count(s, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(count, 42);
+
+        // No match is an empty list, not an error; either case is accepted.
+        let mut n = 99usize;
+        let unknown = cstr("FEDCBA9876543210");
+        let mut empty = null_mut();
+        assert_eq!(itsme_store_find_fingerprint(s, ptr(&unknown), &mut empty), ITSME_OK);
+        assert_eq!(itsme_contact_list_count(empty, &mut n), ITSME_OK);
+        assert_eq!(n, 0);
+        itsme_contact_list_free(empty);
+        let lower = cstr(&V5_FINGERPRINT.to_lowercase());
+        let mut found = null_mut();
+        assert_eq!(itsme_store_find_fingerprint(s, ptr(&lower), &mut found), ITSME_OK);
+        assert_eq!(itsme_contact_list_count(found, &mut n), ITSME_OK);
+        assert_eq!(n, 1);
+        itsme_contact_list_free(found);
+        // A page after the last id is empty.
+        let mut page = null_mut();
+        assert_eq!(itsme_store_list(s, c.v5, 10, &mut page), ITSME_OK);
+        assert_eq!(itsme_contact_list_count(page, &mut n), ITSME_OK);
+        assert_eq!(n, 0);
+        itsme_contact_list_free(page);
+    }
+}
+
+/// The header lists, for itsme_store_get_by_key, the errors of
+/// itsme_store_get (no ITSME_E_INVALID_KEY), and its conventions make a
+/// length out of range ITSME_E_INVALID_ARGUMENT.
+#[test]
+fn store_get_by_key_length() {
+    let c = Contacts::new("misuse-get-by-key-length");
+    let long = [0x42u8; 64];
+    let mut failures = Vec::new();
+    for key_len in [0usize, 1, 31, 33, 64] {
+        let mut out = sentinel();
+        let rc = unsafe { itsme_store_get_by_key(c.store, long.as_ptr(), key_len, &mut out) };
+        if rc != ITSME_E_INVALID_ARGUMENT {
+            failures.push(format!(
+                "itsme_store_get_by_key(store, key, {key_len}, &out): returned {rc} ({}), expected ITSME_E_INVALID_ARGUMENT",
+                itsme::result_message(rc)
+            ));
+        }
+        assert_eq!(out, sentinel(), "written on failure");
+    }
+    assert!(failures.is_empty(), "{} disagreements with itsme.h:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn store_update_arguments() {
+    let c = Contacts::new("misuse-updates");
+    let s = c.store;
+    let id = c.keyed;
+    let name = cstr("Caroline");
+    let note = cstr("changed");
+    unsafe {
+        assert_eq!(itsme_store_set_name(null_mut(), id, ptr(&name)), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_set_name(s, id, null()), ITSME_E_INVALID_ARGUMENT);
+        let long_name = cstr(&"x".repeat(ITSME_NAME_MAX_BYTES + 1));
+        for bad in [&b"\0"[..], b"bad\xff\0", b"tab\there\0", &long_name] {
+            assert_eq!(itsme_store_set_name(s, id, ptr(bad)), ITSME_E_INVALID_ARGUMENT, "{bad:?}");
+        }
+        assert_eq!(itsme_store_set_name(s, 999, ptr(&name)), ITSME_E_NOT_FOUND);
+
+        assert_eq!(itsme_store_set_note(null_mut(), id, ptr(&note)), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_set_note(s, id, null()), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_set_note(s, id, ptr(b"bad\xc3\0")), ITSME_E_INVALID_ARGUMENT);
+        let too_long = cstr(&"n".repeat(ITSME_NOTE_MAX_BYTES + 1));
+        assert_eq!(itsme_store_set_note(s, id, ptr(&too_long)), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_set_note(s, 999, ptr(&note)), ITSME_E_NOT_FOUND);
+
+        let v = ITSME_CONTACT_VERIFIED;
+        assert_eq!(itsme_store_set_state(null_mut(), id, v, 0, T0), ITSME_E_INVALID_ARGUMENT);
+        for state in [ITSME_CONTACT_DEGRADED + 1, 7, u32::MAX] {
+            assert_eq!(itsme_store_set_state(s, id, state, 0, T0), ITSME_E_INVALID_ARGUMENT, "state {state}");
+        }
+        for acknowledged in [2 as c_int, -1, c_int::MAX] {
+            assert_eq!(
+                itsme_store_set_state(s, id, ITSME_CONTACT_DEGRADED, acknowledged, T0),
+                ITSME_E_INVALID_ARGUMENT,
+                "acknowledged {acknowledged}"
+            );
+        }
+        assert_eq!(itsme_store_set_state(s, id, v, 0, -1), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_set_state(s, 999, v, 0, T0), ITSME_E_NOT_FOUND);
+
+        assert_eq!(itsme_store_use_window(null_mut(), id, 1), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_use_window(s, id, -1), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_use_window(s, id, i64::MIN), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_use_window(s, 999, 1), ITSME_E_NOT_FOUND);
+
+        assert_eq!(itsme_store_delete(null_mut(), id), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_delete(s, 999), ITSME_E_NOT_FOUND);
+
+        // Nothing changed.
+        assert_eq!(c.count(), 2);
+        let contact = c.snapshot(id);
+        let mut buf = [0u8; 64];
+        let mut len = 0usize;
+        assert_eq!(itsme_contact_name(contact, buf.as_mut_ptr().cast(), 64, &mut len), ITSME_OK);
+        assert_eq!(&buf[..len], b"Carol\0");
+        assert_eq!(itsme_contact_note(contact, buf.as_mut_ptr().cast(), 64, &mut len), ITSME_OK);
+        assert_eq!(&buf[..len], b"met at the bakery\0");
+        let (mut state, mut ack) = (99u32, 99 as c_int);
+        assert_eq!(itsme_contact_state(contact, &mut state, &mut ack), ITSME_OK);
+        assert_eq!((state, ack), (ITSME_CONTACT_UNVERIFIED, 0));
+        let mut t = 42i64;
+        assert_eq!(itsme_contact_verified_at(contact, &mut t), ITSME_E_NOT_FOUND);
+        assert_eq!(itsme_contact_last_window(contact, &mut t), ITSME_E_NOT_FOUND);
+        assert_eq!(t, 42, "written on failure");
+        itsme_contact_free(contact);
+
+        // Window rules: 0 is a window; only greater ones follow.
+        assert_eq!(itsme_store_use_window(s, id, 0), ITSME_OK);
+        assert_eq!(itsme_store_use_window(s, id, 0), ITSME_E_WINDOW_USED);
+        assert!(!c.detail().is_empty());
+        assert_eq!(itsme_store_use_window(s, id, 1), ITSME_OK);
+        assert_eq!(itsme_store_use_window(s, id, i64::MAX), ITSME_OK);
+        assert_eq!(itsme_store_use_window(s, id, i64::MAX), ITSME_E_WINDOW_USED);
+        // Windows are per contact.
+        assert_eq!(itsme_store_use_window(s, c.v5, 1), ITSME_OK);
+        // The longest note fits.
+        let longest = cstr(&"n".repeat(ITSME_NOTE_MAX_BYTES));
+        assert_eq!(itsme_store_set_note(s, id, ptr(&longest)), ITSME_OK);
+    }
+}
+
+#[test]
+fn contact_scalar_getter_arguments() {
+    let c = Contacts::new("misuse-scalar-getters");
+    let contact = c.snapshot(c.keyed);
+    let old = c.snapshot(c.v5);
+    unsafe {
+        let mut i = 42i64;
+        type I64Getter = unsafe extern "C" fn(*const itsme_contact, *mut i64) -> itsme_result;
+        let getters: [(&str, I64Getter); 4] = [
+            ("id", itsme_contact_id),
+            ("created_at", itsme_contact_created_at),
+            ("verified_at", itsme_contact_verified_at),
+            ("last_window", itsme_contact_last_window),
+        ];
+        for (what, getter) in getters {
+            assert_eq!(getter(null(), &mut i), ITSME_E_INVALID_ARGUMENT, "{what}");
+            assert_eq!(getter(contact, null_mut()), ITSME_E_INVALID_ARGUMENT, "{what}");
+        }
+        assert_eq!(i, 42, "written on failure");
+        assert_eq!(itsme_contact_id(contact, &mut i), ITSME_OK);
+        assert_eq!(i, c.keyed);
+        assert_eq!(itsme_contact_created_at(contact, &mut i), ITSME_OK);
+        assert_eq!(i, T0);
+
+        let mut flag: c_int = 42;
+        assert_eq!(itsme_contact_is_authenticated(null(), &mut flag), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_contact_is_authenticated(contact, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        let mut state = 42u32;
+        assert_eq!(itsme_contact_state(null(), &mut state, &mut flag), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_contact_state(contact, null_mut(), &mut flag), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_contact_state(contact, &mut state, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        let mut method = 42u32;
+        assert_eq!(itsme_contact_exchange_method(null(), &mut method), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_contact_exchange_method(contact, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!((flag, state, method), (42, 42, 42), "written on failure");
+
+        assert_eq!(itsme_contact_is_authenticated(contact, &mut flag), ITSME_OK);
+        assert_eq!(flag, 1);
+        assert_eq!(itsme_contact_is_authenticated(old, &mut flag), ITSME_OK);
+        assert_eq!(flag, 0);
+        assert_eq!(itsme_contact_exchange_method(old, &mut method), ITSME_OK);
+        assert_eq!(method, ITSME_EXCHANGE_INVITE);
+        itsme_contact_free(contact);
+        itsme_contact_free(old);
+    }
+}
+
+#[test]
+fn contact_text_getter_arguments() {
+    let c = Contacts::new("misuse-text-getters");
+    let contact = c.snapshot(c.keyed);
+    let old = c.snapshot(c.v5);
+    let mut buf = [0xAAu8; 256];
+    let mut len = 777usize;
+    unsafe {
+        let b: *mut c_char = buf.as_mut_ptr().cast();
+        type Getter = unsafe extern "C" fn(*const itsme_contact, *mut c_char, usize, *mut usize) -> itsme_result;
+        let getters: [(&str, Getter, *const itsme_contact, &[u8]); 5] = [
+            ("name", itsme_contact_name, contact, b"Carol\0"),
+            ("note", itsme_contact_note, contact, b"met at the bakery\0"),
+            ("empty note", itsme_contact_note, old, b"\0"),
+            ("fingerprint", itsme_contact_fingerprint, old, b"0123456789ABCDEF\0"),
+            ("keyed fingerprint", itsme_contact_fingerprint, contact, b""),
+        ];
+        for (what, getter, snapshot, expected) in getters {
+            assert_eq!(getter(null(), b, 256, &mut len), ITSME_E_INVALID_ARGUMENT, "{what}");
+            assert_eq!(getter(snapshot, null_mut(), 256, &mut len), ITSME_E_INVALID_ARGUMENT, "{what}");
+            assert_eq!(getter(snapshot, b, 256, null_mut()), ITSME_E_INVALID_ARGUMENT, "{what}");
+            assert_eq!(len, 777, "{what}: *out_len set by a refused call");
+            // NULL with cap 0 asks for the size.
+            assert_eq!(getter(snapshot, null_mut(), 0, &mut len), ITSME_E_BUFFER_TOO_SMALL, "{what}");
+            let needed = len;
+            if !expected.is_empty() {
+                assert_eq!(needed, expected.len(), "{what}: needed size");
+            } else {
+                assert_eq!(needed, ITSME_FINGERPRINT_SIZE, "{what}: needed size");
+            }
+            assert_eq!(getter(snapshot, b, 0, &mut len), ITSME_E_BUFFER_TOO_SMALL, "{what}");
+            assert_eq!(len, needed, "{what}");
+            if needed > 1 {
+                assert_eq!(getter(snapshot, b, needed - 1, &mut len), ITSME_E_BUFFER_TOO_SMALL, "{what}");
+                assert_eq!(len, needed, "{what}");
+            }
+            assert_eq!(buf, [0xAA; 256], "{what}: written on failure");
+            assert_eq!(getter(snapshot, b, needed, &mut len), ITSME_OK, "{what}");
+            assert_eq!((len, buf[needed - 1]), (needed, 0), "{what}");
+            if !expected.is_empty() {
+                assert_eq!(&buf[..needed], expected, "{what}");
+            } else {
+                assert!(buf[..16].iter().all(|b| b.is_ascii_digit() || (b'A'..=b'F').contains(b)), "{what}");
+            }
+            buf = [0xAA; 256];
+            assert_eq!(getter(snapshot, b, 256, &mut len), ITSME_OK, "{what}");
+            assert_eq!(buf[needed..], [0xAA; 256][needed..], "{what}: written past *out_len");
+            buf = [0xAA; 256];
+            len = 777;
+        }
+
+        // The public key.
+        let k: *mut u8 = buf.as_mut_ptr();
+        assert_eq!(itsme_contact_public_key(null(), k, 32, &mut len), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_contact_public_key(contact, null_mut(), 32, &mut len), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_contact_public_key(contact, k, 32, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(len, 777);
+        for cap in [0usize, 1, 31] {
+            assert_eq!(itsme_contact_public_key(contact, k, cap, &mut len), ITSME_E_BUFFER_TOO_SMALL, "cap {cap}");
+            assert_eq!(len, ITSME_PUBLIC_KEY_BYTES, "cap {cap}");
+            len = 777;
+        }
+        assert_eq!(itsme_contact_public_key(contact, null_mut(), 0, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(len, ITSME_PUBLIC_KEY_BYTES);
+        assert_eq!(buf, [0xAA; 256], "written on failure");
+        assert_eq!(itsme_contact_public_key(contact, k, 256, &mut len), ITSME_OK);
+        assert_eq!((len, &buf[..32]), (32, &CONTACT_KEY[..]));
+        assert_eq!(buf[32..], [0xAA; 224], "written past *out_len");
+        // An unauthenticated contact has no key: nothing is written.
+        buf = [0xAA; 256];
+        len = 777;
+        assert_eq!(itsme_contact_public_key(old, k, 256, &mut len), ITSME_E_NOT_FOUND);
+        assert_eq!((len, buf), (777, [0xAA; 256]), "written on failure");
+        itsme_contact_free(contact);
+        itsme_contact_free(old);
+    }
+}
+
+#[test]
+fn contact_list_arguments() {
+    let c = Contacts::new("misuse-lists");
+    unsafe {
+        let mut list = null_mut();
+        assert_eq!(itsme_store_list(c.store, 0, 0, &mut list), ITSME_OK);
+        let mut n = 42usize;
+        assert_eq!(itsme_contact_list_count(null(), &mut n), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_contact_list_count(list, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(n, 42);
+        assert_eq!(itsme_contact_list_count(list, &mut n), ITSME_OK);
+        assert_eq!(n, 2);
+        let mut out = sentinel();
+        assert_eq!(itsme_contact_list_get(null(), 0, &mut out), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_contact_list_get(list, 0, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        for index in [2usize, 3, usize::MAX] {
+            assert_eq!(itsme_contact_list_get(list, index, &mut out), ITSME_E_INVALID_ARGUMENT, "index {index}");
+        }
+        assert_eq!(out, sentinel(), "written on failure");
+
+        // Snapshots taken from a list outlive it, and each is its own.
+        let (mut first, mut again) = (null_mut(), null_mut());
+        assert_eq!(itsme_contact_list_get(list, 0, &mut first), ITSME_OK);
+        assert_eq!(itsme_contact_list_get(list, 0, &mut again), ITSME_OK);
+        itsme_contact_list_free(list);
+        let mut id = 0i64;
+        assert_eq!(itsme_contact_id(first, &mut id), ITSME_OK);
+        assert_eq!(id, c.keyed);
+        itsme_contact_free(first);
+        assert_eq!(itsme_contact_id(again, &mut id), ITSME_OK);
+        assert_eq!(id, c.keyed);
+        itsme_contact_free(again);
+
+        // Paging: limit, after_id.
+        let mut page = null_mut();
+        assert_eq!(itsme_store_list(c.store, c.keyed, 1, &mut page), ITSME_OK);
+        assert_eq!(itsme_contact_list_count(page, &mut n), ITSME_OK);
+        assert_eq!(n, 1);
+        let mut item = null_mut();
+        assert_eq!(itsme_contact_list_get(page, 0, &mut item), ITSME_OK);
+        assert_eq!(itsme_contact_id(item, &mut id), ITSME_OK);
+        assert_eq!(id, c.v5);
+        itsme_contact_free(item);
+        itsme_contact_list_free(page);
+    }
+    // The directory goes with the fixture.
+    assert!(c.dir.path().exists());
+}
+
+/// A snapshot is immutable: later changes to the store do not reach it, and
+/// it survives the store being closed.
+#[test]
+fn snapshots_are_immutable() {
+    let c = Contacts::new("misuse-snapshots");
+    let contact = c.snapshot(c.keyed);
+    let name = cstr("Renamed");
+    unsafe {
+        assert_eq!(itsme_store_set_name(c.store, c.keyed, ptr(&name)), ITSME_OK);
+        assert_eq!(itsme_store_delete(c.store, c.keyed), ITSME_OK);
+    }
+    drop(c);
+    let mut buf = [0u8; 64];
+    let mut len = 0usize;
+    unsafe {
+        assert_eq!(itsme_contact_name(contact, buf.as_mut_ptr().cast(), 64, &mut len), ITSME_OK);
+        assert_eq!(&buf[..len], b"Carol\0");
+        itsme_contact_free(contact);
+    }
+}
+
+/// As invalid_arguments_leave_out_len_alone, for the contact store's
+/// (out, cap, out_len) functions.
+#[test]
+fn contact_invalid_arguments_leave_out_len_alone() {
+    let c = Contacts::new("misuse-out-len");
+    let contact = c.snapshot(c.keyed);
+    let old = c.snapshot(c.v5);
+    let mut buf = [0u8; 256];
+    let b: *mut c_char = buf.as_mut_ptr().cast();
+    let mut failures = Vec::new();
+    let mut check = |call: &str, expected: itsme_result, run: &dyn Fn(*mut usize) -> itsme_result| {
+        let mut len = 777usize;
+        let rc = run(&mut len);
+        if rc != expected {
+            failures.push(format!("{call}: returned {rc}, expected {expected}"));
+        } else if len != 777 {
+            failures.push(format!("{call}: returned {rc} but set *out_len to {len}"));
+        }
+    };
+    let inv = ITSME_E_INVALID_ARGUMENT;
+    unsafe {
+        check("itsme_store_last_error(NULL, buf, 256, &len)", inv, &|l| itsme_store_last_error(null(), b, 256, l));
+        check("itsme_store_last_error(store, NULL, 256, &len)", inv, &|l| itsme_store_last_error(c.store, null_mut(), 256, l));
+        check("itsme_contact_name(NULL, buf, 256, &len)", inv, &|l| itsme_contact_name(null(), b, 256, l));
+        check("itsme_contact_name(contact, NULL, 256, &len)", inv, &|l| itsme_contact_name(contact, null_mut(), 256, l));
+        check("itsme_contact_fingerprint(NULL, buf, 256, &len)", inv, &|l| itsme_contact_fingerprint(null(), b, 256, l));
+        check("itsme_contact_fingerprint(contact, NULL, 256, &len)", inv, &|l| {
+            itsme_contact_fingerprint(contact, null_mut(), 256, l)
+        });
+        check("itsme_contact_note(NULL, buf, 256, &len)", inv, &|l| itsme_contact_note(null(), b, 256, l));
+        check("itsme_contact_note(contact, NULL, 256, &len)", inv, &|l| itsme_contact_note(contact, null_mut(), 256, l));
+        check("itsme_contact_public_key(NULL, buf, 256, &len)", inv, &|l| itsme_contact_public_key(null(), b.cast(), 256, l));
+        check("itsme_contact_public_key(contact, NULL, 256, &len)", inv, &|l| {
+            itsme_contact_public_key(contact, null_mut(), 256, l)
+        });
+        check("itsme_contact_public_key(unauthenticated, buf, 256, &len)", ITSME_E_NOT_FOUND, &|l| {
+            itsme_contact_public_key(old, b.cast(), 256, l)
+        });
+        itsme_contact_free(contact);
+        itsme_contact_free(old);
     }
     assert!(failures.is_empty(), "{} disagreements with itsme.h:\n{}", failures.len(), failures.join("\n"));
 }
