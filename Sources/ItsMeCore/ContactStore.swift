@@ -63,7 +63,7 @@ public final class ContactStore: @unchecked Sendable {
         // database and would overwrite it: such a file is not ours.
         var st = stat()
         if stat(path, &st) == 0, st.st_size > 0, st.st_size < 100 {
-            throw ItsMeError(.database, "\(path) is not an ItsMe contact store (a \(st.st_size)-byte file)")
+            throw ItsMeError(.database, "\(path) is not an ItsMe contact store (not a SQLite database: only \(st.st_size) bytes)")
         }
         let db = try Database(path: path)
         do {
