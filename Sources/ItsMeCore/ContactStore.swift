@@ -434,6 +434,18 @@ public final class ContactStore: @unchecked Sendable {
         }
     }
 
+    /// Renames a contact, changing nothing else (one read-modify-write).
+    public func setName(id: Int64, _ name: String) throws {
+        let name = try DisplayName.validated(name)
+        try modify(id) { $0.name = name }
+    }
+
+    /// Replaces a contact's note, changing nothing else.
+    public func setNote(id: Int64, _ note: String) throws {
+        try Self.checkNote(note)
+        try modify(id) { $0.note = note }
+    }
+
     /// Sets the state; `verified` also records `now` as the verification time.
     public func setState(id: Int64, _ state: Contact.State, acknowledged: Bool, now: Int64) throws {
         try AttemptLimiter.checkTime(now)

@@ -148,10 +148,7 @@ public func ffiStoreSetName(_ store: UnsafeMutablePointer<itsme_store>?, _ id: I
     -> itsme_result
 {
     onContactStore(store) { s in
-        let name = try text(name, "name")
-        var contact = try s.contact(id: id)
-        contact.name = name
-        try s.update(contact)
+        try s.setName(id: id, try text(name, "name"))
     }
 }
 
@@ -160,10 +157,7 @@ public func ffiStoreSetNote(_ store: UnsafeMutablePointer<itsme_store>?, _ id: I
     -> itsme_result
 {
     onContactStore(store) { s in
-        let note = try text(note, "note")
-        var contact = try s.contact(id: id)
-        contact.note = note
-        try s.update(contact)
+        try s.setNote(id: id, try text(note, "note"))
     }
 }
 
