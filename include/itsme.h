@@ -120,6 +120,12 @@ typedef int32_t itsme_result;
 #define ITSME_E_WRONG_IDENTITY 18
 /* The verification window is not after the last one used for the contact. */
 #define ITSME_E_WINDOW_USED 19
+/* A message from the peer (a QR payload, a Bluetooth frame) is malformed,
+ * of an unknown version, or arrived out of order (replayed, reordered).
+ * The exchange has failed. */
+#define ITSME_E_MALFORMED_MESSAGE 20
+/* The exchange began more than 24 hours ago.  It has failed. */
+#define ITSME_E_EXPIRED 21
 
 /* A static, NUL-terminated English text for a result code ("unknown result
  * code" for codes this version does not know).  Never free it.
@@ -613,6 +619,331 @@ itsme_result itsme_contact_list_count(const itsme_contact_list *list,
  * Errors: ITSME_E_INVALID_ARGUMENT (NULL, index out of range). */
 itsme_result itsme_contact_list_get(const itsme_contact_list *list,
                                     size_t index, itsme_contact **out);
+
+/* ------------------------------------------------------------------------
+ * Deterministic randomness (tests and test vectors only)
+ *
+ * Functions that draw random bytes take an optional itsme_random; NULL
+ * means the operating system's generator, which is what real use needs.  A
+ * deterministic source replays the same bytes for the same seed, so tests
+ * can reproduce docs/PROTOCOL.md's test vectors through this interface.
+ * Never use one for real keys: anyone who knows the seed knows every key.
+ *
+ * Thread safety: an itsme_random must not be used by two calls at once.
+ * ---------------------------------------------------------------------- */
+
+typedef struct itsme_random itsme_random;
+
+/* A deterministic stream: libsodium's randombytes_buf_deterministic under
+ * a 32-byte seed, which is replaced by its SHA-256 after each draw.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, seed_len
+ * not 32). */
+itsme_result itsme_random_new_deterministic(const uint8_t *seed,
+                                            size_t seed_len,
+                                            itsme_random **out);
+
+/* Releases a random source.  Accepts NULL. */
+void itsme_random_free(itsme_random *rng);
+
+/* itsme_identity_create drawing its keys from `rng` (NULL: the operating
+ * system, exactly like itsme_identity_create).  For tests and vectors.
+ * Errors: as itsme_identity_create. */
+itsme_result itsme_identity_create_with_random(itsme_secret_store *store,
+                                               const char *name,
+                                               itsme_random *rng,
+                                               itsme_identity **out);
+
+/* ------------------------------------------------------------------------
+ * Short codes: a NATO word and four digits ("ECHO 0042"), 260,000 values
+ * (17.99 bits).  Used for the SAS and the Bluetooth session code.
+ * docs/PROTOCOL.md section 4.
+ * ---------------------------------------------------------------------- */
+
+/* Buffer size for a short code's text: "NOVEMBER 0000" and the NUL. */
+#define ITSME_SHORT_CODE_SIZE 14
+/* Number of short code values. */
+#define ITSME_SHORT_CODE_VALUES 260000
+
+/* Parses typed input: surrounding spaces ignored, the word in any case,
+ * one space or '-', exactly four digits.  Sets *out_value in [0, 260000).
+ * Thread-safe.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, or not a short code). */
+itsme_result itsme_short_code_parse(const char *text, uint32_t *out_value);
+
+/* The canonical text of a value ("ECHO 0042").  Thread-safe.
+ * Errors: ITSME_E_INVALID_ARGUMENT (value >= 260000), BUFFER_TOO_SMALL. */
+itsme_result itsme_short_code_format(uint32_t value, char *out, size_t cap,
+                                     size_t *out_len);
+
+/* ------------------------------------------------------------------------
+ * Contact exchange in person: QR and Bluetooth (docs/PROTOCOL.md 5 to 8)
+ *
+ * An exchange is a state machine.  The host moves its bytes (shows and
+ * scans QR codes, writes and reads Bluetooth frames); the library never
+ * touches a camera, a radio or a socket.  The usual flow:
+ *
+ *   new_qr / new_bluetooth
+ *   loop: next_outgoing -> send;  receive the peer's bytes
+ *   state becomes ITSME_EXCHANGE_COMPARE_SAS: show itsme_exchange_sas and
+ *     the peer's name; itsme_exchange_save stores the contact unverified
+ *   the two people compare the SAS aloud:
+ *     confirm (contact verified) or reject (contact deleted)
+ *   Bluetooth: send the CONFIRM frame next_outgoing then gives.
+ *
+ * A failure is final: once receive has rejected a peer message (any error
+ * except ITSME_E_INVALID_ARGUMENT for a text that is not an exchange
+ * payload at all, and ITSME_E_INVALID_STATE for a call in the wrong
+ * order), the state is ITSME_EXCHANGE_FAILED and every later call fails
+ * with ITSME_E_INVALID_STATE.  A pending exchange expires 24 hours after
+ * `now` at creation (ITSME_E_EXPIRED).
+ *
+ * Exchanging again with a stored contact (same identity key) sets
+ * ITSME_EXCHANGE_FLAG_KNOWN_CONTACT on save and changes nothing until
+ * confirm, which replaces its seed and device secrets and marks it
+ * verified; reject leaves it as it was.
+ *
+ * Thread safety: an itsme_exchange must not be used by two threads at once.
+ * It keeps its identity alive and takes the identity's lock during each
+ * call, so other threads may keep using the identity.
+ * ---------------------------------------------------------------------- */
+
+typedef struct itsme_exchange itsme_exchange;
+
+typedef uint32_t itsme_exchange_state;
+/* Waiting for the peer's payload (QR) or next frame (Bluetooth). */
+#define ITSME_EXCHANGE_AWAITING_PEER 1
+/* The SAS is ready: show it for the two people to compare. */
+#define ITSME_EXCHANGE_COMPARE_SAS 2
+/* A source-format (v5) QR payload was read.  It has no SAS and nothing in
+ * it is authenticated (ITSME_EXCHANGE_FLAG_UNAUTHENTICATED): save stores
+ * it flagged unauthenticated; confirm is not possible. */
+#define ITSME_EXCHANGE_IMPORTED 3
+#define ITSME_EXCHANGE_CONFIRMED 4
+#define ITSME_EXCHANGE_REJECTED 5
+#define ITSME_EXCHANGE_FAILED 6
+
+/* Flags (events) read with itsme_exchange_status. */
+/* The peer sent the source format: its name cannot be verified. */
+#define ITSME_EXCHANGE_FLAG_UNAUTHENTICATED 1u
+/* A contact with the peer's identity key is stored (set by save). */
+#define ITSME_EXCHANGE_FLAG_KNOWN_CONTACT 2u
+/* Bluetooth: the peer confirmed the SAS. */
+#define ITSME_EXCHANGE_FLAG_PEER_CONFIRMED 4u
+/* Bluetooth: the peer rejected the SAS and will not keep the contact.  If
+ * this device had confirmed already, the host should tell the person and
+ * offer to delete the contact. */
+#define ITSME_EXCHANGE_FLAG_PEER_REJECTED 8u
+
+/* Longest QR payload text (bytes, no NUL) and longest Bluetooth frame. */
+#define ITSME_QR_PAYLOAD_MAX 383
+#define ITSME_BLUETOOTH_FRAME_MAX 259
+
+/* Starts a QR exchange for `identity`, drawing its ephemeral key and
+ * device secret from `rng` (NULL: the operating system).  `now` is the
+ * current unix time.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_exchange_new_qr(itsme_identity *identity,
+                                   itsme_random *rng, int64_t now,
+                                   itsme_exchange **out);
+
+/* Starts a Bluetooth exchange.  `session_code` is the code the other
+ * device shows (parsed like itsme_short_code_parse), or NULL to draw one
+ * for this device to show (read it with itsme_exchange_session_code).
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (including a
+ * session code that does not parse). */
+itsme_result itsme_exchange_new_bluetooth(itsme_identity *identity,
+                                          const char *session_code,
+                                          itsme_random *rng, int64_t now,
+                                          itsme_exchange **out);
+
+/* Releases an exchange and wipes its secrets.  Accepts NULL. */
+void itsme_exchange_free(itsme_exchange *exchange);
+
+/* Copies the detail of the last failure of a call on this exchange
+ * (for a failed exchange: why it failed).
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_exchange_last_error(const itsme_exchange *exchange,
+                                       char *buf, size_t cap,
+                                       size_t *out_len);
+
+/* The state and the flags (ITSME_EXCHANGE_FLAG_*; out_flags may be NULL).
+ * Errors: ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_exchange_status(const itsme_exchange *exchange,
+                                   itsme_exchange_state *out_state,
+                                   uint32_t *out_flags);
+
+/* Bluetooth: the session code text ("ECHO 0042" and the NUL).
+ * Errors: ITSME_E_INVALID_STATE (a QR exchange), BUFFER_TOO_SMALL. */
+itsme_result itsme_exchange_session_code(const itsme_exchange *exchange,
+                                         char *out, size_t cap,
+                                         size_t *out_len);
+
+/* The next bytes to send.  QR: our payload text (ASCII, no NUL; show it as
+ * a QR code for as long as the exchange is awaiting the peer or comparing
+ * the SAS); it is not consumed.  Bluetooth: the next frame, removed from
+ * the queue on success (not on ITSME_E_BUFFER_TOO_SMALL).  When there is
+ * nothing to send, returns ITSME_OK with *out_len = 0.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_exchange_next_outgoing(itsme_exchange *exchange,
+                                          uint8_t *out, size_t cap,
+                                          size_t *out_len);
+
+/* Feeds the peer's bytes: the scanned QR text (without a NUL), or one
+ * Bluetooth frame.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL; for QR, a text that is not an
+ * exchange payload: scan again, the exchange goes on),
+ * ITSME_E_INVALID_STATE (the exchange failed or finished; for QR, a payload
+ * was already received), and, ending the exchange as failed:
+ * ITSME_E_MALFORMED_MESSAGE, ITSME_E_AUTHENTICATION_FAILED (bad signature,
+ * fingerprint, commitment or frame tag), ITSME_E_INVALID_KEY (our own key,
+ * a low-order ephemeral key), ITSME_E_EXPIRED. */
+itsme_result itsme_exchange_receive(itsme_exchange *exchange,
+                                    const uint8_t *bytes, size_t len,
+                                    int64_t now);
+
+/* The SAS text to compare ("ECHO 0042" and the NUL;
+ * ITSME_SHORT_CODE_SIZE bytes suffice).
+ * Errors: ITSME_E_INVALID_STATE (no SAS yet, a source-format import, or
+ * the exchange failed), BUFFER_TOO_SMALL. */
+itsme_result itsme_exchange_sas(const itsme_exchange *exchange, char *out,
+                                size_t cap, size_t *out_len);
+
+/* The peer's name (as the peer sent it), fingerprint (ITSME_FINGERPRINT_SIZE)
+ * and identity public key (ITSME_PUBLIC_KEY_BYTES), once received.
+ * Errors: ITSME_E_INVALID_STATE (nothing received yet), ITSME_E_NOT_FOUND
+ * (public key of a source-format peer, which has none), BUFFER_TOO_SMALL. */
+itsme_result itsme_exchange_peer_name(const itsme_exchange *exchange,
+                                      char *out, size_t cap,
+                                      size_t *out_len);
+
+/* The peer's fingerprint (see itsme_exchange_peer_name for errors). */
+itsme_result itsme_exchange_peer_fingerprint(const itsme_exchange *exchange,
+                                             char *out, size_t cap,
+                                             size_t *out_len);
+
+/* The peer's identity public key (see itsme_exchange_peer_name). */
+itsme_result itsme_exchange_peer_public_key(const itsme_exchange *exchange,
+                                            uint8_t *out, size_t cap,
+                                            size_t *out_len);
+
+/* Stores the new contact in `store` unverified, with its seed and both
+ * device secrets, in one transaction, and sets *out_contact_id.  If a
+ * contact with the peer's identity key exists, stores nothing, sets
+ * ITSME_EXCHANGE_FLAG_KNOWN_CONTACT and gives that contact's id.  Calling
+ * it again gives the same id.  `store` must belong to the exchange's
+ * identity.
+ * Errors: ITSME_E_INVALID_STATE (state not COMPARE_SAS or IMPORTED),
+ * ITSME_E_EXPIRED, ITSME_E_DATABASE, ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_exchange_save(itsme_exchange *exchange, itsme_store *store,
+                                 int64_t now, int64_t *out_contact_id);
+
+/* The two people said the SAS matches: saves if needed, marks the contact
+ * verified (for a known contact: replaces its seed and device secrets in
+ * one transaction; the old seed is overwritten), state CONFIRMED.
+ * Bluetooth: a CONFIRM frame is queued for next_outgoing.
+ * Errors: ITSME_E_INVALID_STATE (no SAS, an import, or the peer rejected),
+ * ITSME_E_EXPIRED, ITSME_E_DATABASE, ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_exchange_confirm(itsme_exchange *exchange,
+                                    itsme_store *store, int64_t now,
+                                    int64_t *out_contact_id);
+
+/* The SAS differs, or the person gave up: deletes the contact save added
+ * (a known contact is left untouched), state REJECTED.  `store` may be NULL
+ * if nothing was saved.  Bluetooth: a CONFIRM frame saying so is queued
+ * once the peer's data has been received.
+ * Errors: ITSME_E_INVALID_STATE (already finished or failed),
+ * ITSME_E_INVALID_ARGUMENT (store NULL although a contact was saved). */
+itsme_result itsme_exchange_reject(itsme_exchange *exchange,
+                                   itsme_store *store);
+
+/* Seals a pending exchange (AWAITING_PEER, COMPARE_SAS or IMPORTED) to
+ * bytes, encrypted and authenticated under a key derived from this
+ * device's device key (kept in the identity's secret store, never
+ * exported), so the host can stop and restore it later on this device.
+ * The exchange stays usable.  Restore a sealed exchange at most once.
+ * Errors: ITSME_E_INVALID_STATE, ITSME_E_SECRET_STORE, BUFFER_TOO_SMALL. */
+itsme_result itsme_exchange_seal(itsme_exchange *exchange, uint8_t *out,
+                                 size_t cap, size_t *out_len);
+
+/* Restores a sealed exchange for `identity`.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
+ * ITSME_E_CORRUPT_DATA (not a sealed exchange), ITSME_E_AUTHENTICATION_FAILED
+ * (sealed on another device or for another identity, or altered),
+ * ITSME_E_EXPIRED (begun more than 24 hours before `now`). */
+itsme_result itsme_exchange_restore(itsme_identity *identity,
+                                    const uint8_t *sealed, size_t len,
+                                    int64_t now, itsme_exchange **out);
+
+/* ------------------------------------------------------------------------
+ * Pure derivations (docs/PROTOCOL.md), for test vectors and independent
+ * implementations.  Thread-safe; errors are read with itsme_last_error().
+ * Every output is 32 bytes unless stated.
+ * ---------------------------------------------------------------------- */
+
+/* The verification seed (section 3): HKDF over X25519(ephemeral_secret,
+ * peer_ephemeral_public), salted with the two fingerprints in order.
+ * Errors: ITSME_E_INVALID_ARGUMENT (sizes, a fingerprint not 16 hex
+ * digits), ITSME_E_INVALID_KEY (all-zero shared secret), BUFFER_TOO_SMALL. */
+itsme_result itsme_derive_seed(const uint8_t *ephemeral_secret,
+                               size_t secret_len,
+                               const uint8_t *peer_ephemeral_public,
+                               size_t public_len, const char *fingerprint_a,
+                               const char *fingerprint_b, uint8_t *out,
+                               size_t cap, size_t *out_len);
+
+/* The SAS text (section 4.1) of a 32-byte seed and transcript hash. */
+itsme_result itsme_derive_sas(const uint8_t *seed, size_t seed_len,
+                              const uint8_t *transcript_hash, size_t th_len,
+                              char *out, size_t cap, size_t *out_len);
+
+/* The QR transcript hash (section 5.3) of two payload texts, in either
+ * order.  Each must be a valid "ITSME1:" payload (signature checked).
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_MALFORMED_MESSAGE,
+ * ITSME_E_AUTHENTICATION_FAILED, BUFFER_TOO_SMALL. */
+itsme_result itsme_qr_transcript_hash(const uint8_t *payload_a, size_t a_len,
+                                      const uint8_t *payload_b, size_t b_len,
+                                      uint8_t *out, size_t cap,
+                                      size_t *out_len);
+
+/* The Bluetooth commitment (section 7.3). */
+itsme_result itsme_bluetooth_commitment(const uint8_t *identity_public,
+                                        size_t identity_len,
+                                        const uint8_t *ephemeral_public,
+                                        size_t ephemeral_len,
+                                        const char *name,
+                                        const uint8_t *device_secret,
+                                        size_t device_secret_len,
+                                        uint8_t *out, size_t cap,
+                                        size_t *out_len);
+
+/* th1 (section 7.3) from the session code text and the four frames. */
+itsme_result itsme_bluetooth_th1(const char *session_code,
+                                 const uint8_t *hello_i, size_t hello_i_len,
+                                 const uint8_t *hello_r, size_t hello_r_len,
+                                 const uint8_t *key_i, size_t key_i_len,
+                                 const uint8_t *key_r, size_t key_r_len,
+                                 uint8_t *out, size_t cap, size_t *out_len);
+
+/* key_I || key_R (64 bytes, section 7.3) from our ephemeral secret, the
+ * peer's ephemeral public key and th1. */
+itsme_result itsme_bluetooth_session_keys(const uint8_t *ephemeral_secret,
+                                          size_t secret_len,
+                                          const uint8_t *peer_ephemeral_public,
+                                          size_t public_len,
+                                          const uint8_t *th1, size_t th1_len,
+                                          uint8_t *out, size_t cap,
+                                          size_t *out_len);
+
+/* The Bluetooth transcript hash (section 7.4) from th1 and the two
+ * decrypted contact data plaintexts. */
+itsme_result itsme_bluetooth_transcript_hash(const uint8_t *th1,
+                                             size_t th1_len,
+                                             const uint8_t *plaintext_i,
+                                             size_t plaintext_i_len,
+                                             const uint8_t *plaintext_r,
+                                             size_t plaintext_r_len,
+                                             uint8_t *out, size_t cap,
+                                             size_t *out_len);
 
 #ifdef __cplusplus
 }

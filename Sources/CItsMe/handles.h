@@ -14,4 +14,6 @@ struct itsme_identity { unsigned char opaque_; };
 struct itsme_store { unsigned char opaque_; };
 struct itsme_contact { unsigned char opaque_; };
 struct itsme_contact_list { unsigned char opaque_; };
+struct itsme_random { unsigned char opaque_; };
+struct itsme_exchange { unsigned char opaque_; };
 #endif

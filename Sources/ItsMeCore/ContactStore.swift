@@ -134,7 +134,8 @@ public final class ContactStore: @unchecked Sendable {
         return HMACSHA256.mac(key: key, message: storeID)
     }
 
-    private static func loadOrCreateDeviceKey(_ store: any SecretStore) throws -> SecretBytes {
+    /// The device-only key (never exported), created on first use.
+    static func loadOrCreateDeviceKey(_ store: any SecretStore) throws -> SecretBytes {
         try store.withExclusiveAccess {
             if let key = try store.get(deviceKeyItem) {
                 guard key.count == AEAD.keyCount else {
@@ -227,16 +228,20 @@ public final class ContactStore: @unchecked Sendable {
         name: String, publicKey: [UInt8], seed: borrowing SecretBytes, method: Contact.ExchangeMethod, now: Int64,
         note: String
     ) throws -> Prepared {
+        try checkPeerKey(publicKey)
+        let fingerprint = Fingerprint.of(publicKey: publicKey)
+        let record = try prepare(
+            name: name, fingerprint: fingerprint, publicKey: publicKey, seed: seed, method: method, now: now, note: note)
+        return Prepared(record: record, fingerprint: fingerprint)
+    }
+
+    private func checkPeerKey(_ publicKey: [UInt8]) throws {
         guard publicKey.count == Ed25519.publicKeyCount else {
             throw ItsMeError(.invalidKey, "an identity key is \(Ed25519.publicKeyCount) bytes")
         }
         guard !ConstantTime.equal(publicKey, ownPublicKey) else {
             throw ItsMeError(.invalidKey, "a contact cannot have our own identity key")
         }
-        let fingerprint = Fingerprint.of(publicKey: publicKey)
-        let record = try prepare(
-            name: name, fingerprint: fingerprint, publicKey: publicKey, seed: seed, method: method, now: now, note: note)
-        return Prepared(record: record, fingerprint: fingerprint)
     }
 
     /// A validated new contact: its record, not yet sealed.
@@ -401,22 +406,32 @@ public final class ContactStore: @unchecked Sendable {
     /// Reads, changes and re-seals one record in one write transaction; the
     /// seed and fields unknown to this version are kept.
     private func modify(_ id: Int64, _ change: (inout Contact) throws -> Void) throws {
-        try withLock {
-            try db.transaction(.immediate) {
-                let sealed = try sealedRecord(id)
-                var seed = try SecretBytes(count: ContactRecord.seedCount)
-                var contact = try seed.withMutableBytes { s in
-                    try open(sealed, table: .contacts, row: id, key: contactsKey) {
-                        try ContactRecord.decode($0, id: id, seedInto: s)
-                    }
-                }
-                try change(&contact)
-                let record = try ContactRecord.encode(contact, seed: seed)
-                try db.run(
-                    "UPDATE contacts SET record = ? WHERE id = ?",
-                    [.blob(try seal(record, table: .contacts, row: id, key: contactsKey)), .integer(id)])
+        try withLock { try db.transaction(.immediate) { try modifyLocked(id, newSeed: nil, change) } }
+    }
+
+    /// `modify` for a caller that holds the lock inside a write transaction;
+    /// `newSeed`, when given, replaces the stored seed.
+    private func modifyLocked(
+        _ id: Int64, newSeed: UnsafeRawBufferPointer?, _ change: (inout Contact) throws -> Void
+    ) throws {
+        let sealed = try sealedRecord(id)
+        var seed = try SecretBytes(count: ContactRecord.seedCount)
+        var contact = try seed.withMutableBytes { s in
+            try open(sealed, table: .contacts, row: id, key: contactsKey) {
+                try ContactRecord.decode($0, id: id, seedInto: s)
             }
         }
+        if let newSeed {
+            guard newSeed.count == ContactRecord.seedCount else {
+                throw ItsMeError(.invalidArgument, "a verification seed is \(ContactRecord.seedCount) bytes")
+            }
+            seed.withMutableBytes { $0.copyMemory(from: newSeed) }
+        }
+        try change(&contact)
+        let record = try ContactRecord.encode(contact, seed: seed)
+        try db.run(
+            "UPDATE contacts SET record = ? WHERE id = ?",
+            [.blob(try seal(record, table: .contacts, row: id, key: contactsKey)), .integer(id)])
     }
 
     /// Saves name, state, acknowledgement, verification time and note.
@@ -544,9 +559,16 @@ public final class ContactStore: @unchecked Sendable {
     /// Stores this device's secret for the contact and theirs, sealed under
     /// the device key (never exported).
     public func setDeviceSecrets(id: Int64, mine: borrowing SecretBytes, theirs: borrowing SecretBytes) throws {
-        guard (1...64).contains(mine.count), (1...64).contains(theirs.count) else {
-            throw ItsMeError(.invalidArgument, "a device secret is 1 to 64 bytes")
+        try Self.checkDeviceSecrets(mine, theirs)
+        try withLock {
+            try db.transaction(.immediate) {
+                _ = try sealedRecord(id)
+                try writeDeviceSecretsLocked(id: id, mine: mine, theirs: theirs)
+            }
         }
+    }
+
+    private func writeDeviceSecretsLocked(id: Int64, mine: borrowing SecretBytes, theirs: borrowing SecretBytes) throws {
         var w = try RecordWriter(count: 1 + 3 + mine.count + 3 + theirs.count)
         w.append(ContactRecord.version)
         w.append(UInt8(1))
@@ -556,12 +578,62 @@ public final class ContactStore: @unchecked Sendable {
         w.append(UInt16(theirs.count))
         w.append(theirs)
         let plain = w.finish()
+        let sealed = try seal(plain, table: .deviceSecrets, row: id, key: deviceKey)
+        try db.run("INSERT OR REPLACE INTO device_secrets (contact_id, record) VALUES (?, ?)", [.integer(id), .blob(sealed)])
+    }
+
+    private static func checkDeviceSecrets(_ mine: borrowing SecretBytes, _ theirs: borrowing SecretBytes) throws {
+        guard (1...64).contains(mine.count), (1...64).contains(theirs.count) else {
+            throw ItsMeError(.invalidArgument, "a device secret is 1 to 64 bytes")
+        }
+    }
+
+    // MARK: Exchange results
+
+    /// Adds the contact an exchange produced, with its device secrets, in one
+    /// write transaction. `publicKey` nil adds an unauthenticated contact
+    /// (source format) under `fingerprint`.
+    func addExchanged(
+        name: String, publicKey: [UInt8]?, fingerprint: String, seed: borrowing SecretBytes, mine: borrowing SecretBytes,
+        theirs: borrowing SecretBytes, method: Contact.ExchangeMethod, now: Int64
+    ) throws -> Int64 {
+        try Self.checkDeviceSecrets(mine, theirs)
+        if let publicKey { try checkPeerKey(publicKey) }
+        let fp = publicKey.map { Fingerprint.of(publicKey: $0) } ?? fingerprint
+        let record = try prepare(name: name, fingerprint: fp, publicKey: publicKey, seed: seed, method: method, now: now, note: "")
+        return try withLock {
+            try db.transaction(.immediate) {
+                let id = try insertLocked(record, fingerprint: fp, publicKey: publicKey)
+                try writeDeviceSecretsLocked(id: id, mine: mine, theirs: theirs)
+                return id
+            }
+        }
+    }
+
+    /// Replaces the seed, device secrets and exchange method of the stored
+    /// contact with identity key `publicKey` after a confirmed re-exchange,
+    /// and marks it verified, in one write transaction. The old seed is
+    /// overwritten (secure_delete zeroes the freed pages).
+    func replaceExchanged(
+        id: Int64, publicKey: [UInt8], seed: borrowing SecretBytes, mine: borrowing SecretBytes,
+        theirs: borrowing SecretBytes, method: Contact.ExchangeMethod, now: Int64
+    ) throws {
+        try AttemptLimiter.checkTime(now)
+        try Self.checkDeviceSecrets(mine, theirs)
         try withLock {
             try db.transaction(.immediate) {
-                _ = try sealedRecord(id)
-                let sealed = try seal(plain, table: .deviceSecrets, row: id, key: deviceKey)
-                try db.run(
-                    "INSERT OR REPLACE INTO device_secrets (contact_id, record) VALUES (?, ?)", [.integer(id), .blob(sealed)])
+                try seed.withBytes { newSeed in
+                    try modifyLocked(id, newSeed: newSeed) { c in
+                        guard let key = c.publicKey, ConstantTime.equal(key, publicKey) else {
+                            throw ItsMeError(.invalidState, "contact \(id) no longer has the exchanged identity key")
+                        }
+                        c.exchangeMethod = method
+                        c.state = .verified
+                        c.degradationAcknowledged = false
+                        c.verifiedAt = now
+                    }
+                }
+                try writeDeviceSecretsLocked(id: id, mine: mine, theirs: theirs)
             }
         }
     }

@@ -258,6 +258,29 @@ public enum X25519 {
         return pk
     }
 
+    /// The public key of a raw 32-byte secret key held by the caller.
+    static func publicKey(secretKey sk: UnsafeRawBufferPointer) -> [UInt8] {
+        precondition(sk.count == keyCount)
+        var pk = [UInt8](repeating: 0, count: keyCount)
+        _ = crypto_scalarmult_base(&pk, sk.bindMemory(to: UInt8.self).baseAddress!)
+        return pk
+    }
+
+    /// The shared secret into memory the caller owns (guarded or scratch).
+    static func sharedSecret(
+        secretKey sk: UnsafeRawBufferPointer, peerPublicKey: [UInt8], into out: UnsafeMutableRawBufferPointer
+    ) throws {
+        precondition(sk.count == keyCount && out.count == keyCount)
+        guard peerPublicKey.count == keyCount else {
+            throw ItsMeError(.invalidKey, "an X25519 public key is 32 bytes, got \(peerPublicKey.count)")
+        }
+        let rc = crypto_scalarmult(
+            out.bindMemory(to: UInt8.self).baseAddress!, sk.bindMemory(to: UInt8.self).baseAddress!, peerPublicKey)
+        guard rc == 0 else {
+            throw ItsMeError(.invalidKey, "the peer's ephemeral key is a low-order point (all-zero shared secret)")
+        }
+    }
+
     /// The raw X25519 shared secret. A peer key of the wrong size, or one
     /// that yields the all-zero secret (a low-order point), is refused.
     public static func sharedSecret(secretKey: borrowing SecretBytes, peerPublicKey: [UInt8]) throws -> SecretBytes {

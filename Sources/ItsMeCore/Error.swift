@@ -27,6 +27,8 @@ public struct ItsMeError: Error, Equatable, CustomStringConvertible {
         public static let `internal` = Kind(17)
         public static let wrongIdentity = Kind(18)
         public static let windowUsed = Kind(19)
+        public static let malformedMessage = Kind(20)
+        public static let expired = Kind(21)
 
         /// Every kind, in code order. The C header, the bindings and this
         /// list are checked against each other by the tests.
@@ -34,7 +36,7 @@ public struct ItsMeError: Error, Equatable, CustomStringConvertible {
             .invalidArgument, .bufferTooSmall, .notInitialized, .unsupportedPlatform,
             .notFound, .alreadyExists, .invalidPIN, .wrongPIN, .locked, .secretStore,
             .corruptData, .authenticationFailed, .invalidKey, .invalidState, .database,
-            .outOfMemory, .internal, .wrongIdentity, .windowUsed,
+            .outOfMemory, .internal, .wrongIdentity, .windowUsed, .malformedMessage, .expired,
         ]
 
         /// The constant's name in include/itsme.h.
@@ -60,6 +62,8 @@ public struct ItsMeError: Error, Equatable, CustomStringConvertible {
             case 17: return "ITSME_E_INTERNAL"
             case 18: return "ITSME_E_WRONG_IDENTITY"
             case 19: return "ITSME_E_WINDOW_USED"
+            case 20: return "ITSME_E_MALFORMED_MESSAGE"
+            case 21: return "ITSME_E_EXPIRED"
             default: return "ITSME_E_UNKNOWN"
             }
         }
@@ -87,6 +91,8 @@ public struct ItsMeError: Error, Equatable, CustomStringConvertible {
             case 17: return "internal error"
             case 18: return "this store belongs to another identity"
             case 19: return "verification window already used"
+            case 20: return "malformed message: the peer's message is invalid, of an unknown version, or out of order"
+            case 21: return "expired: the exchange is older than 24 hours"
             default: return "unknown result code"
             }
         }

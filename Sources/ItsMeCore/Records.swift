@@ -37,15 +37,19 @@ struct RecordReader {
     private let bytes: UnsafeRawBufferPointer
     private var offset = 0
     private let what: String
+    private let kind: ItsMeError.Kind
 
-    init(_ bytes: UnsafeRawBufferPointer, what: String) {
+    /// `kind` is the error for a shortfall: `.corruptData` for what we
+    /// stored, `.malformedMessage` for what a peer sent.
+    init(_ bytes: UnsafeRawBufferPointer, what: String, kind: ItsMeError.Kind = .corruptData) {
         self.bytes = bytes
         self.what = what
+        self.kind = kind
     }
 
     private mutating func take(_ n: Int) throws -> UnsafeRawBufferPointer {
         guard n >= 0, bytes.count - offset >= n else {
-            throw ItsMeError(.corruptData, "\(what) is truncated")
+            throw ItsMeError(kind, "\(what) is truncated")
         }
         defer { offset += n }
         return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + n])
@@ -78,7 +82,7 @@ struct RecordReader {
 
     func finish() throws {
         guard offset == bytes.count else {
-            throw ItsMeError(.corruptData, "\(what) has \(bytes.count - offset) unexpected trailing bytes")
+            throw ItsMeError(kind, "\(what) has \(bytes.count - offset) unexpected trailing bytes")
         }
     }
 }

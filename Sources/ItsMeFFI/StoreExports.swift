@@ -2,12 +2,6 @@
 import CItsMe
 import ItsMeCore
 
-private func bytes(_ p: UnsafePointer<UInt8>?, _ count: UInt, _ what: String) throws -> [UInt8] {
-    let p = try required(p, what)
-    guard count <= UInt(1 << 20) else { throw invalid("\(what) is too long") }
-    return Array(UnsafeBufferPointer(start: p, count: Int(count)))
-}
-
 private func seedArgument(_ p: UnsafePointer<UInt8>?, _ count: UInt) throws -> SecretBytes {
     let p = try required(p, "seed")
     guard count == UInt(ITSME_SEED_BYTES) else { throw invalid("a seed is \(ITSME_SEED_BYTES) bytes, got \(count)") }

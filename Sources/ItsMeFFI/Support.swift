@@ -79,6 +79,13 @@ func text(_ p: UnsafePointer<CChar>?, _ what: String) throws -> String {
     return s
 }
 
+/// A copy of an input buffer, which must not be NULL.
+func bytes(_ p: UnsafePointer<UInt8>?, _ count: UInt, _ what: String) throws -> [UInt8] {
+    let p = try required(p, what)
+    guard count <= UInt(1 << 20) else { throw invalid("\(what) is too long") }
+    return Array(UnsafeBufferPointer(start: p, count: Int(count)))
+}
+
 func required<T>(_ p: T?, _ what: String) throws -> T {
     guard let p else { throw invalid("\(what) is NULL") }
     return p
@@ -132,6 +139,12 @@ final class IdentityHandle: @unchecked Sendable {
 
     func run(_ body: (Identity) throws -> Void) -> itsme_result {
         lock.withLock { _ in guarded(lastError.set) { try body(identity) } }
+    }
+
+    /// Runs `body` holding this identity's lock, for other handles (an
+    /// exchange) that use the identity.
+    func locked<R>(_ body: (Identity) throws -> R) rethrows -> R {
+        try lock.withLock { _ in try body(identity) }
     }
 }
 

@@ -1,0 +1,181 @@
+/// The encodings of docs/PROTOCOL.md section 1.
+
+/// Length-prefixed concatenation (the CPace draft's `lv_cat`): each part is
+/// preceded by its length in unsigned LEB128.
+public enum LV {
+    public static func lengthPrefix(_ count: Int) -> [UInt8] {
+        var n = UInt64(count)
+        var out: [UInt8] = []
+        repeat {
+            let low = UInt8(n & 0x7f)
+            n >>= 7
+            out.append(n == 0 ? low : low | 0x80)
+        } while n != 0
+        return out
+    }
+
+    public static func cat(_ parts: [[UInt8]]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(parts.reduce(0) { $0 + $1.count + 2 })
+        for p in parts {
+            out += lengthPrefix(p.count)
+            out += p
+        }
+        return out
+    }
+
+    public static func cat(_ parts: [UInt8]...) -> [UInt8] { cat(parts) }
+
+    /// ASCII bytes of a label or text.
+    @inline(__always) static func b(_ s: String) -> [UInt8] { Array(s.utf8) }
+}
+
+/// Strict base64 in two variants: unpadded base64url (our formats) and
+/// padded standard base64 (the source format). Exactly one text is accepted
+/// per byte string: no whitespace, no foreign characters, no missing or
+/// extra padding, no non-zero unused bits.
+public enum Base64 {
+    public enum Variant: Sendable {
+        case urlUnpadded
+        case standardPadded
+    }
+
+    private static let standard = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+    private static let url = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    public static func encode(_ bytes: [UInt8], _ variant: Variant) -> String {
+        let alphabet = variant == .urlUnpadded ? url : standard
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var i = 0
+        while i + 3 <= bytes.count {
+            let v = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
+            out += [alphabet[Int(v >> 18)], alphabet[Int(v >> 12 & 63)], alphabet[Int(v >> 6 & 63)], alphabet[Int(v & 63)]]
+            i += 3
+        }
+        let rest = bytes.count - i
+        if rest > 0 {
+            let v = UInt32(bytes[i]) << 16 | (rest == 2 ? UInt32(bytes[i + 1]) << 8 : 0)
+            out += [alphabet[Int(v >> 18)], alphabet[Int(v >> 12 & 63)]]
+            if rest == 2 { out.append(alphabet[Int(v >> 6 & 63)]) }
+            if variant == .standardPadded { out += Array(repeating: UInt8(ascii: "="), count: 3 - rest) }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// nil for anything but the canonical encoding of some byte string.
+    public static func decode(_ text: some StringProtocol, _ variant: Variant) -> [UInt8]? {
+        var chars = Array(text.utf8)
+        if variant == .standardPadded {
+            guard chars.count % 4 == 0 else { return nil }
+            var pad = 0
+            while pad < 2, chars.last == UInt8(ascii: "=") {
+                chars.removeLast()
+                pad += 1
+            }
+        }
+        guard chars.count % 4 != 1 else { return nil }
+        if variant == .standardPadded, chars.contains(UInt8(ascii: "=")) { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(chars.count * 3 / 4)
+        var acc: UInt32 = 0
+        var bits = 0
+        for c in chars {
+            guard let v = value(c, variant) else { return nil }
+            acc = acc << 6 | UInt32(v)
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                out.append(UInt8(truncatingIfNeeded: acc >> UInt32(bits)))
+            }
+        }
+        // Unused low bits of the last character must be zero.
+        guard acc & ((1 << UInt32(bits)) - 1) == 0 else { return nil }
+        return out
+    }
+
+    private static func value(_ c: UInt8, _ variant: Variant) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): return c - UInt8(ascii: "A")
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): return c - UInt8(ascii: "a") + 26
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0") + 52
+        case UInt8(ascii: "-") where variant == .urlUnpadded, UInt8(ascii: "+") where variant == .standardPadded: return 62
+        case UInt8(ascii: "_") where variant == .urlUnpadded, UInt8(ascii: "/") where variant == .standardPadded: return 63
+        default: return nil
+        }
+    }
+}
+
+/// The 26 NATO words of the source, in index order.
+public enum NATO {
+    public static let words: [String] = [
+        "ALFA", "BRAVO", "CHARLIE", "DELTA", "ECHO", "FOXTROT", "GOLF", "HOTEL", "INDIA", "JULIET", "KILO", "LIMA",
+        "MIKE", "NOVEMBER", "OSCAR", "PAPA", "QUEBEC", "ROMEO", "SIERRA", "TANGO", "UNIFORM", "VICTOR", "WHISKEY",
+        "XRAY", "YANKEE", "ZULU",
+    ]
+
+    /// The index of a word typed in any ASCII case.
+    public static func index(of word: some StringProtocol) -> Int? {
+        let upper = String(decoding: word.utf8.map { (0x61...0x7a).contains($0) ? $0 - 0x20 : $0 }, as: UTF8.self)
+        return words.firstIndex(of: upper)
+    }
+}
+
+/// A NATO word and four digits (PROTOCOL.md section 4): the SAS and the
+/// Bluetooth session code. 260,000 values, 17.99 bits.
+public struct ShortCode: Equatable, Sendable, CustomStringConvertible {
+    public static let valueCount: UInt32 = 260_000
+    public let value: UInt32
+
+    public init?(value: UInt32) {
+        guard value < Self.valueCount else { return nil }
+        self.value = value
+    }
+
+    public var wordIndex: Int { Int(value / 10_000) }
+    public var number: Int { Int(value % 10_000) }
+
+    /// "ECHO 0042".
+    public var text: String {
+        let digits = String(number)
+        return NATO.words[wordIndex] + " " + String(repeating: "0", count: 4 - digits.count) + digits
+    }
+
+    public var description: String { text }
+
+    /// Parses typed input: surrounding spaces ignored, word in any case,
+    /// one space or "-", exactly four digits.
+    public init?(parsing input: String) {
+        var s = Substring(input)
+        while s.first == " " { s.removeFirst() }
+        while s.last == " " { s.removeLast() }
+        guard let sep = s.firstIndex(where: { $0 == " " || $0 == "-" }) else { return nil }
+        let digits = s[s.index(after: sep)...]
+        guard let word = NATO.index(of: s[..<sep]), digits.utf8.count == 4,
+            digits.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let n = UInt32(digits)
+        else { return nil }
+        self.value = UInt32(word) * 10_000 + n
+    }
+
+    /// A uniformly random code: 4 random bytes at a time, rejecting values
+    /// at or above the largest multiple of 260,000 below 2^32.
+    public static func random<R: RandomSource>(using rng: inout R) -> ShortCode {
+        let limit: UInt32 = 4_294_940_000
+        while true {
+            let b = rng.bytes(4)
+            let r = b.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            if r < limit { return ShortCode(value: r % valueCount)! }
+        }
+    }
+
+    /// The SAS of section 4.1: HKDF(seed, info = lv_cat("itsme-sas-v1",
+    /// th)) to 8 bytes, big-endian, modulo 260,000.
+    public static func sas<S: ByteView & ~Copyable>(seed: borrowing S, transcriptHash: [UInt8]) throws -> ShortCode {
+        let info = LV.cat(LV.b("itsme-sas-v1"), transcriptHash)
+        let v = try withScratch(8) { okm -> UInt64 in
+            try HKDF.derive(ikm: seed, salt: [UInt8](), info: info, into: okm)
+            return okm.reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        }
+        return ShortCode(value: UInt32(v % UInt64(valueCount)))!
+    }
+}

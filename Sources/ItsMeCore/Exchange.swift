@@ -1,0 +1,579 @@
+import CSodium
+
+/// An in-person contact exchange (QR or Bluetooth) as a sans-I/O state
+/// machine: peer bytes and the current time in, bytes to send and a state
+/// out. It never touches a socket, a radio or a camera; saving the result
+/// is a separate step against a `ContactStore`. docs/PROTOCOL.md sections
+/// 5 to 8 define what it says.
+///
+/// A failure is final: once `receive` has rejected a peer message, every
+/// later call fails with `.invalidState`. Calls in the wrong order also get
+/// `.invalidState` but do not end the exchange.
+///
+/// Not thread-safe: serialise calls on one instance (the C layer does).
+public final class Exchange: CustomStringConvertible {
+    public enum Method: UInt32, Sendable {
+        case qr = 0
+        case bluetooth = 1
+
+        var contactMethod: Contact.ExchangeMethod { self == .qr ? .qr : .bluetooth }
+    }
+
+    public enum State: UInt32, Sendable {
+        /// Waiting for the peer's payload (QR) or frames (Bluetooth).
+        case awaitingPeer = 1
+        /// The SAS is ready for the two people to compare.
+        case compareSAS = 2
+        /// A source-format (v5) payload was read: no SAS exists; `save`
+        /// stores the contact flagged unauthenticated.
+        case imported = 3
+        case confirmed = 4
+        case rejected = 5
+        case failed = 6
+    }
+
+    public struct Flags: OptionSet, Sendable {
+        public let rawValue: UInt32
+        public init(rawValue: UInt32) { self.rawValue = rawValue }
+        /// The peer sent the source format: nothing, its name included, is
+        /// authenticated.
+        public static let unauthenticated = Flags(rawValue: 1)
+        /// A contact with the peer's identity key is already stored; it is
+        /// replaced only when the new SAS is confirmed (set by `save`).
+        public static let knownContact = Flags(rawValue: 2)
+        /// Bluetooth: the peer confirmed the SAS.
+        public static let peerConfirmed = Flags(rawValue: 4)
+        /// Bluetooth: the peer rejected the SAS and will not keep the contact.
+        public static let peerRejected = Flags(rawValue: 8)
+    }
+
+    /// What the peer sent, once received and checked.
+    public struct Peer: Sendable {
+        public let name: String
+        public let fingerprint: String
+        /// nil for a source-format peer.
+        public let publicKey: [UInt8]?
+    }
+
+    /// Pending exchanges expire this long after they began.
+    public static let lifetime: Int64 = 24 * 3600
+
+    public let method: Method
+    public let createdAt: Int64
+    public private(set) var state: State = .awaitingPeer
+    public private(set) var flags: Flags = []
+    public private(set) var sas: ShortCode?
+    public private(set) var peer: Peer?
+    /// Bluetooth only: the code the two devices use to find each other.
+    public let sessionCode: ShortCode?
+    /// Why the exchange failed, once it has.
+    public private(set) var failure: ItsMeError?
+
+    let identity: Identity
+    let ephemeralKey: [UInt8]
+    /// ephemeral secret (32) | our device secret (16) | seed (32) | key_I | key_R (Bluetooth)
+    private var secrets: SecretBytes
+    private static let ephemeralRange = 0..<32, deviceRange = 32..<48, seedRange = 48..<80, keysRange = 80..<144
+
+    private var peerDeviceSecret: [UInt8] = []
+    /// Every peer message accepted, in order: a sealed exchange is restored
+    /// by replaying them.
+    private var accepted: [[UInt8]] = []
+    private var outbox: [[UInt8]] = []
+    private var taken = 0
+    private var savedContactID: Int64?
+    private var existingContact = false
+
+    // QR
+    private var ownPayload: [UInt8] = []
+
+    // Bluetooth
+    private var isInitiator = false
+    private var helloMine: [UInt8] = [], helloPeer: [UInt8]?
+    private var keyMine: [UInt8] = [], keyPeer: [UInt8]?
+    private var plaintextMine: [UInt8] = [], plaintextPeer: [UInt8]?
+    private var peerConfirmReceived = false
+    private var sentConfirm = false
+
+    // MARK: Creation
+
+    private init(identity: Identity, method: Method, now: Int64, sessionCode: ShortCode?, secrets: consuming SecretBytes) throws {
+        self.identity = identity
+        self.method = method
+        self.createdAt = now
+        self.sessionCode = sessionCode
+        self.ephemeralKey = secrets.withBytes { X25519.publicKey(secretKey: UnsafeRawBufferPointer(rebasing: $0[Self.ephemeralRange])) }
+        self.secrets = secrets
+        switch method {
+        case .qr:
+            ownPayload = try self.secrets.withBytes { s in
+                try ExchangeProtocol.buildQRPayload(
+                    identity: identity, ephemeralKey: ephemeralKey,
+                    deviceSecret: UnsafeRawBufferPointer(rebasing: s[Self.deviceRange]))
+            }
+        case .bluetooth:
+            let commitment = self.secrets.withBytes { s in
+                ExchangeProtocol.commitment(
+                    identityKey: identity.publicKey, ephemeralKey: ephemeralKey, name: Array(identity.name.utf8),
+                    deviceSecret: UnsafeRawBufferPointer(rebasing: s[Self.deviceRange]))
+            }
+            helloMine = [ExchangeProtocol.version, ExchangeProtocol.FrameType.hello.rawValue]
+                + Hex.decode(identity.fingerprint)! + commitment
+            outbox.append(helloMine)
+        }
+    }
+
+    private static func drawSecrets<R: RandomSource>(_ rng: inout R) throws -> SecretBytes {
+        var s = try SecretBytes(count: keysRange.upperBound)
+        s.withMutableBytes { rng.fill(UnsafeMutableRawBufferPointer(rebasing: $0[0..<deviceRange.upperBound])) }
+        return s
+    }
+
+    /// Starts a QR exchange: show `outgoing()` as a QR code, scan the
+    /// peer's and pass its text to `receive`.
+    public static func qr<R: RandomSource>(identity: Identity, now: Int64, random: inout R) throws -> Exchange {
+        try AttemptLimiter.checkTime(now)
+        return try Exchange(identity: identity, method: .qr, now: now, sessionCode: nil, secrets: drawSecrets(&random))
+    }
+
+    /// Starts a Bluetooth exchange. Give the session code the peer shows,
+    /// or nil to draw one for this device to show.
+    public static func bluetooth<R: RandomSource>(
+        identity: Identity, sessionCode: ShortCode?, now: Int64, random: inout R
+    ) throws -> Exchange {
+        try AttemptLimiter.checkTime(now)
+        let secrets = try drawSecrets(&random)
+        let code = sessionCode ?? ShortCode.random(using: &random)
+        return try Exchange(identity: identity, method: .bluetooth, now: now, sessionCode: code, secrets: secrets)
+    }
+
+    public var description: String { "Exchange(\(method), state: \(state))" }
+
+    // MARK: Bytes out
+
+    /// The next bytes to send without removing them: for QR the payload
+    /// text (ASCII, shown for as long as the exchange is pending), for
+    /// Bluetooth the next frame. nil when there is nothing to send.
+    public func peekOutgoing() -> [UInt8]? {
+        guard state != .failed else { return nil }
+        switch method {
+        case .qr: return state == .awaitingPeer || state == .compareSAS ? Array(outgoingText.utf8) : nil
+        case .bluetooth: return taken < outbox.count ? outbox[taken] : nil
+        }
+    }
+
+    /// Marks the bytes `peekOutgoing` gave as handed to the transport (QR:
+    /// no effect, the code stays on screen).
+    public func markSent() {
+        if method == .bluetooth, taken < outbox.count { taken += 1 }
+    }
+
+    /// Our QR payload text.
+    public var outgoingText: String { ExchangeProtocol.qrText(ownPayload) }
+
+    // MARK: Bytes in
+
+    /// Feeds the peer's bytes: the scanned QR text, or one Bluetooth frame.
+    public func receive(_ bytes: [UInt8], now: Int64) throws {
+        try checkUsable(now: now)
+        if method == .qr {
+            // A text that is not an exchange payload (another QR code) does
+            // not end the exchange: the person scans again.
+            guard bytes.starts(with: Array(ExchangeProtocol.qrPrefix.utf8)) || bytes.starts(with: Array("5|".utf8)) else {
+                throw ItsMeError(.invalidArgument, "this is not an ItsMe exchange payload (scan the other person's ItsMe code)")
+            }
+            guard state == .awaitingPeer else {
+                throw ItsMeError(.invalidState, "the peer's payload was already received")
+            }
+        }
+        do {
+            switch method {
+            case .qr: try receiveQR(bytes)
+            case .bluetooth: try receiveFrame(bytes)
+            }
+            accepted.append(bytes)
+        } catch {
+            fail(error)
+            throw error
+        }
+    }
+
+    private func checkUsable(now: Int64) throws {
+        try AttemptLimiter.checkTime(now)
+        if state == .failed {
+            throw ItsMeError(.invalidState, "the exchange has failed (\(failure?.message ?? "")); start a new one")
+        }
+        if now - createdAt > Self.lifetime, state == .awaitingPeer || state == .compareSAS || state == .imported {
+            let error = ItsMeError(.expired, "the exchange began more than 24 hours ago; start a new one")
+            fail(error)
+            throw error
+        }
+    }
+
+    private func fail(_ error: Error) {
+        state = .failed
+        failure = (error as? ItsMeError) ?? ItsMeError(.internal, "\(error)")
+        secrets.withMutableBytes { sodium_memzero_buffer($0) }
+        outbox.removeAll()
+    }
+
+    private func receiveQR(_ bytes: [UInt8]) throws {
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw ItsMeError(.malformedMessage, "the payload is not UTF-8 text")
+        }
+        if text.hasPrefix(ExchangeProtocol.qrPrefix) {
+            let p = try ExchangeProtocol.parseQR(text.dropFirst(ExchangeProtocol.qrPrefix.count))
+            guard !ConstantTime.equal(p.identityKey, identity.publicKey) else {
+                throw ItsMeError(.invalidKey, "the scanned payload carries our own identity key")
+            }
+            try deriveSeed(peerEphemeral: p.ephemeralKey, peerFingerprint: p.fingerprint)
+            let th = ExchangeProtocol.qrTranscriptHash(ownPayload, keyA: identity.publicKey, p.raw, keyB: p.identityKey)
+            sas = try secrets.withBytes { try ShortCode.sas(seed: UnsafeRawBufferPointer(rebasing: $0[Self.seedRange]), transcriptHash: th) }
+            peer = Peer(name: p.name, fingerprint: p.fingerprint, publicKey: p.identityKey)
+            peerDeviceSecret = p.deviceSecret
+            state = .compareSAS
+        } else {
+            let p = try ExchangeProtocol.parseSource(text)
+            guard p.fingerprint != identity.fingerprint else {
+                throw ItsMeError(.invalidKey, "the scanned payload carries our own fingerprint")
+            }
+            try deriveSeed(peerEphemeral: p.ephemeralKey, peerFingerprint: p.fingerprint)
+            peer = Peer(name: p.name, fingerprint: p.fingerprint, publicKey: nil)
+            peerDeviceSecret = p.deviceSecret
+            flags.insert(.unauthenticated)
+            state = .imported
+        }
+    }
+
+    private func deriveSeed(peerEphemeral: [UInt8], peerFingerprint: String) throws {
+        try secrets.withMutableBytes { s in
+            try ExchangeProtocol.deriveSeed(
+                ephemeralSecret: UnsafeRawBufferPointer(rebasing: s[Self.ephemeralRange]), peerEphemeralKey: peerEphemeral,
+                fingerprints: identity.fingerprint, peerFingerprint, into: UnsafeMutableRawBufferPointer(rebasing: s[Self.seedRange]))
+        }
+    }
+
+    // MARK: Bluetooth frames
+
+    private func receiveFrame(_ frame: [UInt8]) throws {
+        typealias T = ExchangeProtocol.FrameType
+        guard frame.count >= 2, frame.count <= ExchangeProtocol.maxFrameCount else {
+            throw ItsMeError(.malformedMessage, "a Bluetooth frame is 2 to \(ExchangeProtocol.maxFrameCount) bytes, got \(frame.count)")
+        }
+        guard frame[0] == ExchangeProtocol.version else {
+            throw ItsMeError(.malformedMessage, "Bluetooth frame of unknown version \(frame[0])")
+        }
+        guard let type = T(rawValue: frame[1]) else {
+            throw ItsMeError(.malformedMessage, "Bluetooth frame of unknown type \(frame[1])")
+        }
+        func outOfOrder() -> ItsMeError {
+            ItsMeError(.malformedMessage, "Bluetooth \(type) frame out of order (replayed or reordered)")
+        }
+        switch type {
+        case .hello:
+            guard helloPeer == nil else { throw outOfOrder() }
+            guard frame.count == 2 + 8 + 32 else { throw ItsMeError(.malformedMessage, "a HELLO frame is 42 bytes") }
+            let fp = Array(frame[2..<10])
+            let own = Hex.decode(identity.fingerprint)!
+            guard fp != own else { throw ItsMeError(.invalidKey, "the peer's HELLO carries our own fingerprint") }
+            isInitiator = own.lexicographicallyPrecedes(fp)
+            helloPeer = frame
+            keyMine = [ExchangeProtocol.version, T.key.rawValue] + ephemeralKey
+            outbox.append(keyMine)
+        case .key:
+            guard helloPeer != nil, keyPeer == nil else { throw outOfOrder() }
+            guard frame.count == 2 + 32 else { throw ItsMeError(.malformedMessage, "a KEY frame is 34 bytes") }
+            keyPeer = frame
+            try deriveSessionKeys()
+            outbox.append(try dataFrame())
+        case .data:
+            guard keyPeer != nil, plaintextPeer == nil else { throw outOfOrder() }
+            try receiveData(frame)
+            state = .compareSAS
+        case .confirm:
+            guard plaintextPeer != nil, !peerConfirmReceived else { throw outOfOrder() }
+            let plain = try open(frame, counter: 1)
+            guard plain.count == 1, plain[0] <= 1 else { throw ItsMeError(.malformedMessage, "a CONFIRM frame carries 0 or 1") }
+            peerConfirmReceived = true
+            flags.insert(plain[0] == 1 ? .peerConfirmed : .peerRejected)
+        }
+    }
+
+    private var th1: [UInt8] {
+        let (hi, hr) = isInitiator ? (helloMine, helloPeer!) : (helloPeer!, helloMine)
+        let (ki, kr) = isInitiator ? (keyMine, keyPeer!) : (keyPeer!, keyMine)
+        return ExchangeProtocol.bluetoothTH1(sessionCode: sessionCode!, helloI: hi, helloR: hr, keyI: ki, keyR: kr)
+    }
+
+    private var role: String { isInitiator ? "initiator" : "responder" }
+
+    private func deriveSessionKeys() throws {
+        let th1 = self.th1
+        let peerKey = Array(keyPeer![2...])
+        try secrets.withMutableBytes { s in
+            try ExchangeProtocol.bluetoothKeys(
+                ephemeralSecret: UnsafeRawBufferPointer(rebasing: s[Self.ephemeralRange]), peerEphemeralKey: peerKey, th1: th1,
+                into: UnsafeMutableRawBufferPointer(rebasing: s[Self.keysRange]))
+        }
+    }
+
+    /// The key for frames sent by the initiator (`fromInitiator`) or responder.
+    private func withKey<R>(fromInitiator: Bool, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try secrets.withBytes { s in
+            try body(UnsafeRawBufferPointer(rebasing: s[fromInitiator ? 80..<112 : 112..<144]))
+        }
+    }
+
+    private func seal(_ type: ExchangeProtocol.FrameType, counter: UInt64, _ plaintext: [UInt8]) throws -> [UInt8] {
+        let header = [ExchangeProtocol.version, type.rawValue]
+        return try withKey(fromInitiator: isInitiator) { key in
+            header + (try AEAD.seal(.chacha20Poly1305, key: key, nonce: ExchangeProtocol.nonce(counter), plaintext: plaintext, aad: header))
+        }
+    }
+
+    private func open(_ frame: [UInt8], counter: UInt64) throws -> [UInt8] {
+        let header = Array(frame[0..<2])
+        let body = Array(frame[2...])
+        return try withKey(fromInitiator: !isInitiator) { key in
+            do {
+                return try AEAD.open(.chacha20Poly1305, key: key, nonce: ExchangeProtocol.nonce(counter), ciphertext: body, aad: header)
+                    .unsafeExportedArray()
+            } catch let e as ItsMeError where e.kind == .authenticationFailed {
+                throw ItsMeError(.authenticationFailed, "a Bluetooth frame failed authentication (tampered, replayed or reordered)")
+            }
+        }
+    }
+
+    private func dataFrame() throws -> [UInt8] {
+        let name = Array(identity.name.utf8)
+        var data = identity.publicKey
+        secrets.withBytes { data += UnsafeRawBufferPointer(rebasing: $0[Self.deviceRange]) }
+        data.append(UInt8(name.count))
+        data += name
+        let signature = try identity.sign(LV.cat(LV.b("itsme-bluetooth-payload-v1"), th1, LV.b(role), data))
+        plaintextMine = data + signature
+        return try seal(.data, counter: 0, plaintextMine)
+    }
+
+    private func receiveData(_ frame: [UInt8]) throws {
+        let plain = try open(frame, counter: 0)
+        guard plain.count >= 113 + 1, plain.count == 113 + Int(plain[48]) else {
+            throw ItsMeError(.malformedMessage, "the peer's contact data has the wrong length")
+        }
+        let key = Array(plain[0..<32])
+        let deviceSecret = Array(plain[32..<48])
+        let nameBytes = Array(plain[49..<(plain.count - 64)])
+        guard let name = String(validating: nameBytes, as: UTF8.self), DisplayName.isValid(name) else {
+            throw ItsMeError(.malformedMessage, "the peer's name is not valid UTF-8 without control characters")
+        }
+        guard Array(SHA256.hash(key).prefix(8)) == Array(helloPeer![2..<10]) else {
+            throw ItsMeError(.authenticationFailed, "the peer's identity key does not match the fingerprint in its HELLO")
+        }
+        guard !ConstantTime.equal(key, identity.publicKey) else {
+            throw ItsMeError(.invalidKey, "the peer's contact data carries our own identity key")
+        }
+        let peerEphemeral = Array(keyPeer![2...])
+        let commitment = deviceSecret.withBytes {
+            ExchangeProtocol.commitment(identityKey: key, ephemeralKey: peerEphemeral, name: nameBytes, deviceSecret: $0)
+        }
+        guard ConstantTime.equal(commitment, Array(helloPeer![10...])) else {
+            throw ItsMeError(.authenticationFailed, "the peer's keys do not match its commitment")
+        }
+        let peerRole = isInitiator ? "responder" : "initiator"
+        let data = Array(plain[..<(plain.count - 64)])
+        guard
+            Ed25519.verify(
+                signature: Array(plain[(plain.count - 64)...]),
+                message: LV.cat(LV.b("itsme-bluetooth-payload-v1"), th1, LV.b(peerRole), data), publicKey: key)
+        else { throw ItsMeError(.authenticationFailed, "the peer's signature does not verify") }
+        let fingerprint = Fingerprint.of(publicKey: key)
+        try deriveSeed(peerEphemeral: peerEphemeral, peerFingerprint: fingerprint)
+        plaintextPeer = plain
+        let th = ExchangeProtocol.bluetoothTranscriptHash(
+            th1: th1, plaintextI: isInitiator ? plaintextMine : plain, plaintextR: isInitiator ? plain : plaintextMine)
+        sas = try secrets.withBytes { try ShortCode.sas(seed: UnsafeRawBufferPointer(rebasing: $0[Self.seedRange]), transcriptHash: th) }
+        peer = Peer(name: name, fingerprint: fingerprint, publicKey: key)
+        peerDeviceSecret = deviceSecret
+    }
+
+    // MARK: Finishing
+
+    /// Stores the new contact unverified (PROTOCOL.md 8.1), or, if one with
+    /// the peer's identity key exists, sets `.knownContact` and stores
+    /// nothing until `confirm`. Returns the contact's id. Idempotent.
+    @discardableResult
+    public func save(to store: ContactStore, now: Int64) throws -> Int64 {
+        try checkUsable(now: now)
+        guard state == .compareSAS || state == .imported, let peer else {
+            throw ItsMeError(.invalidState, "nothing to save: the exchange is \(state)")
+        }
+        if let id = savedContactID { return id }
+        var existing: Contact?
+        if let key = peer.publicKey {
+            do { existing = try store.contact(publicKey: key) } catch let e as ItsMeError where e.kind == .notFound {}
+        }
+        let id: Int64
+        if let existing {
+            id = existing.id
+            existingContact = true
+            flags.insert(.knownContact)
+        } else {
+            id = try store.addExchanged(
+                name: peer.name, publicKey: peer.publicKey, fingerprint: peer.fingerprint, seed: try seedCopy(),
+                mine: try mineDeviceSecret(), theirs: try SecretBytes(copying: peerDeviceSecret),
+                method: method.contactMethod, now: now)
+        }
+        savedContactID = id
+        return id
+    }
+
+    private func seedCopy() throws -> SecretBytes {
+        try secrets.withBytes { try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[Self.seedRange])) }
+    }
+
+    private func mineDeviceSecret() throws -> SecretBytes {
+        try secrets.withBytes { try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[Self.deviceRange])) }
+    }
+
+    /// The two people said the SAS matches: saves if needed, marks the
+    /// contact verified (replacing a known contact's seed and device
+    /// secrets), and for Bluetooth queues a CONFIRM frame.
+    @discardableResult
+    public func confirm(store: ContactStore, now: Int64) throws -> Int64 {
+        try checkUsable(now: now)
+        guard state == .compareSAS else {
+            throw ItsMeError(
+                .invalidState,
+                state == .imported
+                    ? "a source-format contact has no SAS to confirm: save it, it stays unauthenticated"
+                    : "there is no SAS to confirm: the exchange is \(state)")
+        }
+        guard !flags.contains(.peerRejected) else {
+            throw ItsMeError(.invalidState, "the peer rejected the SAS; the exchange cannot be confirmed")
+        }
+        let id = try save(to: store, now: now)
+        if existingContact {
+            try store.replaceExchanged(
+                id: id, publicKey: peer!.publicKey!, seed: try seedCopy(), mine: try mineDeviceSecret(),
+                theirs: try SecretBytes(copying: peerDeviceSecret), method: method.contactMethod, now: now)
+        } else {
+            try store.setState(id: id, .verified, acknowledged: false, now: now)
+        }
+        try finish(confirmed: true)
+        return id
+    }
+
+    /// The SAS did not match (or the person gave up): deletes the contact
+    /// `save` added (a known contact is left exactly as it was), and for
+    /// Bluetooth queues a CONFIRM frame saying so. `store` may be nil if
+    /// nothing was saved.
+    public func reject(store: ContactStore?) throws {
+        guard state == .compareSAS || state == .imported || state == .awaitingPeer else {
+            throw ItsMeError(.invalidState, "the exchange is \(state) and cannot be rejected")
+        }
+        if let id = savedContactID, !existingContact {
+            guard let store else { throw ItsMeError(.invalidArgument, "the contact was saved: give its store to delete it") }
+            try store.delete(id: id)
+        }
+        try finish(confirmed: false)
+    }
+
+    private func finish(confirmed: Bool) throws {
+        if method == .bluetooth, plaintextPeer != nil, !sentConfirm {
+            outbox.append(try seal(.confirm, counter: 1, [confirmed ? 1 : 0]))
+            sentConfirm = true
+        }
+        state = confirmed ? .confirmed : .rejected
+    }
+
+    // MARK: Sealing
+
+    static let sealVersion: UInt8 = 1
+    static let sealLabel = "itsme-exchange-seal-v1"
+
+    private static func sealKey(_ store: any SecretStore) throws -> SecretBytes {
+        let deviceKey = try ContactStore.loadOrCreateDeviceKey(store)
+        return try HKDF.derive(ikm: deviceKey, salt: [UInt8](), info: LV.b(sealLabel), count: AEAD.keyCount)
+    }
+
+    private static func sealAAD(_ identity: Identity) -> [UInt8] {
+        LV.cat(LV.b(sealLabel), [sealVersion], identity.publicKey)
+    }
+
+    /// The pending exchange as bytes, encrypted under a key derived from
+    /// this device's device key (in the identity's secret store), so a host
+    /// can stop between steps and `restore` later. Only a pending exchange
+    /// (awaiting the peer, comparing the SAS, or imported) can be sealed.
+    public func seal() throws -> [UInt8] {
+        guard state == .awaitingPeer || state == .compareSAS || state == .imported else {
+            throw ItsMeError(.invalidState, "only a pending exchange can be sealed; this one is \(state)")
+        }
+        let size = 1 + 8 + 32 + 16 + 4 + 4 + 8 + 1 + 2 + accepted.reduce(0) { $0 + 2 + $1.count }
+        var w = try RecordWriter(count: size)
+        w.append(UInt8(method.rawValue))
+        w.append(createdAt)
+        secrets.withBytes { w.append(UnsafeRawBufferPointer(rebasing: $0[0..<Self.deviceRange.upperBound])) }
+        w.append(sessionCode?.value ?? UInt32.max)
+        w.append(UInt32(taken))
+        w.append(savedContactID ?? -1)
+        w.append(UInt8(existingContact ? 1 : 0))
+        w.append(UInt16(accepted.count))
+        for m in accepted {
+            w.append(UInt16(m.count))
+            w.append(m)
+        }
+        let plain = w.finish()
+        var rng = SystemRandom()
+        let nonce = rng.bytes(AEAD.nonceCount)
+        let key = try Self.sealKey(identity.store)
+        return [Self.sealVersion] + nonce
+            + (try AEAD.seal(.chacha20Poly1305, key: key, nonce: nonce, plaintext: plain, aad: Self.sealAAD(identity)))
+    }
+
+    /// Restores a sealed exchange for `identity`. `.authenticationFailed` if
+    /// it was sealed on another device, for another identity, or changed;
+    /// `.expired` after 24 hours. Restore a sealed exchange once: the
+    /// library cannot tell a second copy from the first.
+    public static func restore(identity: Identity, sealed: [UInt8], now: Int64) throws -> Exchange {
+        try AttemptLimiter.checkTime(now)
+        guard sealed.count > 1 + AEAD.nonceCount + AEAD.tagCount, sealed[0] == sealVersion else {
+            throw ItsMeError(.corruptData, "not a sealed exchange of a known version")
+        }
+        let key = try sealKey(identity.store)
+        let plain = try AEAD.open(
+            .chacha20Poly1305, key: key, nonce: Array(sealed[1..<13]), ciphertext: Array(sealed[13...]), aad: sealAAD(identity))
+        return try plain.withBytes { b in
+            var r = RecordReader(b, what: "sealed exchange")
+            guard let method = Method(rawValue: UInt32(try r.byte())) else {
+                throw ItsMeError(.corruptData, "sealed exchange of unknown method")
+            }
+            let createdAt = try r.int64()
+            guard now - createdAt <= lifetime else {
+                throw ItsMeError(.expired, "the exchange began more than 24 hours ago; start a new one")
+            }
+            var secrets = try SecretBytes(count: keysRange.upperBound)
+            let drawn = try r.slice(deviceRange.upperBound)
+            secrets.withMutableBytes { $0.baseAddress!.copyMemory(from: drawn.baseAddress!, byteCount: drawn.count) }
+            let code = try r.uint32()
+            let taken = Int(try r.uint32())
+            let saved = try r.int64()
+            let existing = try r.byte() == 1
+            var inputs: [[UInt8]] = []
+            for _ in 0..<(try r.uint16()) { inputs.append(try r.array(Int(try r.uint16()))) }
+            try r.finish()
+            let ex = try Exchange(
+                identity: identity, method: method, now: createdAt,
+                sessionCode: method == .bluetooth ? ShortCode(value: code) : nil, secrets: secrets)
+            for input in inputs { try ex.receive(input, now: createdAt) }
+            ex.taken = min(taken, ex.outbox.count)
+            ex.savedContactID = saved >= 0 ? saved : nil
+            ex.existingContact = existing
+            if existing { ex.flags.insert(.knownContact) }
+            return ex
+        }
+    }
+}
+
+func sodium_memzero_buffer(_ b: UnsafeMutableRawBufferPointer) {
+    if let p = b.baseAddress, b.count > 0 { sodium_memzero(p, b.count) }
+}
