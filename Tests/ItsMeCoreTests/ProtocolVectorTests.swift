@@ -1,0 +1,403 @@
+import Foundation
+import XCTest
+
+@testable import ItsMeCore
+
+/// Builds the test vectors of docs/PROTOCOL.md from fixed inputs, checks
+/// the state machines produce exactly the bytes the documented formulas
+/// give, and compares the result with Tests/ProtocolVectors/*.json. Run
+/// with ITSME_WRITE_VECTORS=1 to rewrite the files after a protocol change.
+final class ProtocolVectorTests: XCTestCase {
+    static let directory = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("ProtocolVectors")
+    let now: Int64 = 1_800_000_000
+
+    override func setUpWithError() throws { try Sodium.initialize() }
+
+    // MARK: Helpers
+
+    func hex(_ b: [UInt8]) -> String { b.map { String(format: "%02x", $0) }.joined() }
+    func fixed(_ label: String) -> [UInt8] { SHA256.hash(Array(label.utf8)) }
+
+    /// A party of an exchange: what the deterministic source draws for it,
+    /// and its identity and exchange built from the same stream.
+    struct Party {
+        let randomSeed: [UInt8]
+        let identitySeed: [UInt8]
+        let ephemeralSecret: [UInt8]
+        let deviceSecret: [UInt8]
+        let identity: Identity
+        let name: String
+        var publicKey: [UInt8] { identity.publicKey }
+        var fingerprint: String { identity.fingerprint }
+        var ephemeralPublic: [UInt8] {
+            ephemeralSecret.withBytes { X25519.publicKey(secretKey: $0) }
+        }
+        func sign(_ m: [UInt8]) throws -> [UInt8] {
+            try Ed25519.sign(m, secretKey: try Ed25519.keyPair(seed: identitySeed).secretKey)
+        }
+    }
+
+    /// Draws as the library does: identity (Ed25519 seed, contacts key) in
+    /// two calls, then the exchange's ephemeral secret and device secret in
+    /// one call of 48 bytes. Returns the party and the random source,
+    /// positioned where the exchange starts drawing.
+    func party(_ label: String, name: String) throws -> (Party, DeterministicRandom) {
+        let seed = fixed("itsme-vector-random-" + label)
+        var mirror = DeterministicRandom(seed: seed)
+        let identitySeed = mirror.bytes(32)
+        _ = mirror.bytes(32)
+        let drawn = mirror.bytes(48)
+        var rng = DeterministicRandom(seed: seed)
+        let identity = try Identity.create(store: MemorySecretStore(), name: name, random: &rng)
+        return (
+            Party(
+                randomSeed: seed, identitySeed: identitySeed, ephemeralSecret: Array(drawn[0..<32]),
+                deviceSecret: Array(drawn[32..<48]), identity: identity, name: name), rng
+        )
+    }
+
+    func seed(_ a: Party, _ b: Party) throws -> (shared: [UInt8], salt: String, seed: [UInt8]) {
+        let shared = try X25519.sharedSecret(secretKey: try SecretBytes(copying: a.ephemeralSecret), peerPublicKey: b.ephemeralPublic)
+            .unsafeExportedArray()
+        let salt = String(decoding: ExchangeProtocol.seedSalt(a.fingerprint, b.fingerprint), as: UTF8.self)
+        let seed = try HKDF.derive(ikm: shared, salt: Array(salt.utf8), info: LV.b("itsme-verification-seed-v1"), count: 32)
+            .unsafeExportedArray()
+        return (shared, salt, seed)
+    }
+
+    func sasValue(_ seed: [UInt8], _ th: [UInt8]) throws -> (info: [UInt8], okm: [UInt8], value: UInt32) {
+        let info = LV.cat(LV.b("itsme-sas-v1"), th)
+        let okm = try HKDF.derive(ikm: seed, salt: [UInt8](), info: info, count: 8).unsafeExportedArray()
+        let v = okm.reduce(UInt64(0)) { $0 << 8 | UInt64($1) } % 260_000
+        return (info, okm, UInt32(v))
+    }
+
+    // MARK: Sections
+
+    func encodingVectors() -> [String: Any] {
+        let lv: [[[UInt8]]] = [
+            [Array("1234".utf8), Array("5".utf8), [], Array("678".utf8)], [], [[]], [Array(0..<127)], [Array(0..<128)],
+            [Array(repeating: 0xab, count: 300), [1]],
+        ]
+        let urlValid: [[UInt8]] = [[], [0], [0xff], [0xfb, 0xff], Array("hello".utf8), Array(0..<32)]
+        let stdValid: [[UInt8]] = [[], [0], [1, 2], [0xfb, 0xff, 0xbf], Array(0..<32)]
+        let formats: [UInt32] = [0, 9999, 10_000, 40_042, 130_000, 259_999]
+        let parseValid = ["ECHO 0042", "echo-0042", "  Echo 0042  ", "november 0000", "zulu 9999", "Alfa 0001"]
+        let parseInvalid = [
+            "ECHO 42", "ECHO  0042", "ECHO_0042", "ECHO 00420", "ECH 0042", "ECHO 004a", "", "ECHO", "ÉCHO 0042",
+            "ECHO -0042", "ECHO\t0042", "ALPHA 0042", "ECHO 0042 X",
+        ]
+        return [
+            "lv_cat": lv.map { ["args": $0.map(hex), "output": hex(LV.cat($0))] },
+            "base64url": [
+                "valid": urlValid.map { ["bytes": hex($0), "text": Base64.encode($0, .urlUnpadded)] },
+                "invalid": ["A", "AB=", "AB==", "AR", "ab+/", "ab c", "ab\n", "ab/d", "AAAA=", "QQ=="],
+            ],
+            "base64": [
+                "valid": stdValid.map { ["bytes": hex($0), "text": Base64.encode($0, .standardPadded)] },
+                "invalid": ["AA", "AA=", "AB==", "A===", "AA==AA==", "-_8=", " AA==", "AQI", "AQJ="],
+            ],
+            "short_code": [
+                "format": formats.map { ["value": Int($0), "text": ShortCode(value: $0)!.text] },
+                "parse_valid": parseValid.map { ["input_text": $0, "value": Int(ShortCode(parsing: $0)!.value)] },
+                "parse_invalid": parseInvalid,
+            ],
+        ]
+    }
+
+    func partyJSON(_ p: Party) -> [String: Any] {
+        [
+            "random_seed": hex(p.randomSeed), "identity_seed": hex(p.identitySeed), "identity_public": hex(p.publicKey),
+            "fingerprint_text": p.fingerprint, "name_text": p.name, "ephemeral_secret": hex(p.ephemeralSecret),
+            "ephemeral_public": hex(p.ephemeralPublic), "device_secret": hex(p.deviceSecret),
+        ]
+    }
+
+    func qrPayload(_ p: Party) throws -> (body: [UInt8], signed: [UInt8], signature: [UInt8], payload: [UInt8]) {
+        let name = Array(p.name.utf8)
+        let body = [1] + p.publicKey + Array(SHA256.hash(p.publicKey).prefix(8)) + p.ephemeralPublic + p.deviceSecret
+            + [UInt8(name.count)] + name
+        let signed = LV.cat(LV.b("itsme-qr-payload-v1"), body)
+        let signature = try p.sign(signed)
+        return (body, signed, signature, body + signature)
+    }
+
+    func qrVectors() throws -> [String: Any] {
+        var exchanges: [[String: Any]] = []
+        var rejections: [[String: Any]] = []
+        for (i, names) in [("Alice", "Bob"), ("Zoë | \\ Ünïcode 名前", String(repeating: "n", count: 128))].enumerated() {
+            var (a, rngA) = try party("qr-\(i)-a", name: names.0)
+            var (b, rngB) = try party("qr-\(i)-b", name: names.1)
+            let exA = try Exchange.qr(identity: a.identity, now: now, random: &rngA)
+            let exB = try Exchange.qr(identity: b.identity, now: now, random: &rngB)
+            let pa = try qrPayload(a), pb = try qrPayload(b)
+            let textA = ExchangeProtocol.qrPrefix + Base64.encode(pa.payload, .urlUnpadded)
+            let textB = ExchangeProtocol.qrPrefix + Base64.encode(pb.payload, .urlUnpadded)
+            XCTAssertEqual(exA.outgoingText, textA)
+            XCTAssertEqual(exB.outgoingText, textB)
+            try exA.receive(Array(textB.utf8), now: now)
+            try exB.receive(Array(textA.utf8), now: now)
+            let s = try seed(a, b)
+            XCTAssertEqual(try seed(b, a).seed, s.seed)
+            let (low, high) = a.publicKey.lexicographicallyPrecedes(b.publicKey) ? (pa.payload, pb.payload) : (pb.payload, pa.payload)
+            let thInput = LV.cat(LV.b("itsme-qr-transcript-v1"), low, high)
+            let th = SHA256.hash(thInput)
+            let sas = try sasValue(s.seed, th)
+            XCTAssertEqual(exA.sas?.value, sas.value)
+            XCTAssertEqual(exB.sas?.value, sas.value)
+            func pj(_ p: Party, _ x: (body: [UInt8], signed: [UInt8], signature: [UInt8], payload: [UInt8]), _ text: String)
+                -> [String: Any]
+            {
+                partyJSON(p).merging([
+                    "body": hex(x.body), "signed_message": hex(x.signed), "signature": hex(x.signature),
+                    "payload": hex(x.payload), "payload_text": text,
+                ]) { $1 }
+            }
+            exchanges.append([
+                "a": pj(a, pa, textA), "b": pj(b, pb, textB), "shared": hex(s.shared), "salt_text": s.salt,
+                "seed": hex(s.seed), "transcript_input": hex(thInput), "transcript_hash": hex(th),
+                "sas_value": Int(sas.value), "sas_text": ShortCode(value: sas.value)!.text,
+            ])
+            guard i == 0 else { continue }
+            // Payloads every implementation must reject, received by B
+            // (or by A for the reflected one).
+            func receiver(_ p: Party) -> [String: Any] {
+                ["identity_seed": hex(p.identitySeed), "identity_public": hex(p.publicKey), "ephemeral_secret": hex(p.ephemeralSecret)]
+            }
+            func text(_ payload: [UInt8]) -> String { ExchangeProtocol.qrPrefix + Base64.encode(payload, .urlUnpadded) }
+            var cases: [(String, String, Party)] = []
+            var x = pa.payload
+            x[x.count - 1] ^= 1
+            cases.append(("signature byte flipped", text(x), b))
+            x = pa.payload
+            x[90] ^= 0x20
+            cases.append(("name byte flipped", text(x), b))
+            x = pa.payload
+            x[33] ^= 1
+            cases.append(("fingerprint does not match the key", text(x), b))
+            x = pa.payload
+            x[0] = 2
+            cases.append(("unknown version", text(x), b))
+            cases.append(("truncated", text(Array(pa.payload.dropLast())), b))
+            cases.append(("extended", text(pa.payload + [0]), b))
+            x = pa.payload
+            x[89] = UInt8(x[89] + 1)
+            cases.append(("name length does not match", text(x), b))
+            var body = pa.body
+            body[41] ^= 1
+            cases.append(("ephemeral key changed, signature over the old one", text(body + pa.signature), b))
+            let padded = textA + String(repeating: "=", count: (4 - (textA.count - 7) % 4) % 4)
+            if padded != textA { cases.append(("padded base64url", padded, b)) }
+            cases.append(("standard base64 alphabet", ExchangeProtocol.qrPrefix + Base64.encode(pa.payload, .standardPadded), b))
+            cases.append(("lowercase prefix", "itsme1:" + String(textA.dropFirst(7)), b))
+            cases.append(("own payload reflected", textA, a))
+            let lowParty = try party("qr-lowkey", name: "Low").0
+            let lowBody = [1] + lowParty.publicKey + Array(SHA256.hash(lowParty.publicKey).prefix(8)) + [UInt8](repeating: 0, count: 32)
+                + lowParty.deviceSecret + [3] + Array("Low".utf8)
+            cases.append(
+                ("low-order ephemeral key", text(lowBody + (try lowParty.sign(LV.cat(LV.b("itsme-qr-payload-v1"), lowBody)))), b))
+            for (what, t, r) in cases {
+                // The library rejects each one too.
+                var rng = DeterministicRandom(seed: fixed("reject"))
+                let ex = try Exchange.qr(identity: r.identity, now: now, random: &rng)
+                XCTAssertThrowsError(try ex.receive(Array(t.utf8), now: now), what)
+                rejections.append(["case_text": what, "receiver": receiver(r), "payload_text": t])
+            }
+        }
+        return ["exchanges": exchanges, "rejections": rejections]
+    }
+
+    func sourceVectors() throws -> [String: Any] {
+        let (b, rngB) = try party("v5-receiver", name: "Bob")
+        var rng = rngB
+        let ex = try Exchange.qr(identity: b.identity, now: now, random: &rng)
+        let peerSecret = fixed("itsme-vector-v5-ephemeral")
+        let peerPublic = peerSecret.withBytes { X25519.publicKey(secretKey: $0) }
+        let key64 = Base64.encode(peerPublic, .standardPadded)
+        let text = "5|Al\\|ice \\\\ Smith|a1b2c3d4e5f60718|\(key64)|123456"
+        try ex.receive(Array(text.utf8), now: now)
+        XCTAssertEqual(ex.state, .imported)
+        let shared = try X25519.sharedSecret(secretKey: try SecretBytes(copying: b.ephemeralSecret), peerPublicKey: peerPublic)
+            .unsafeExportedArray()
+        let salt = String(decoding: ExchangeProtocol.seedSalt(b.fingerprint, "A1B2C3D4E5F60718"), as: UTF8.self)
+        let seed = try HKDF.derive(ikm: shared, salt: Array(salt.utf8), info: LV.b("itsme-verification-seed-v1"), count: 32)
+        let imports: [[String: Any]] = [[
+            "text": text, "name_text": "Al|ice \\ Smith", "fingerprint_text": "A1B2C3D4E5F60718",
+            "ephemeral_public": hex(peerPublic), "device_secret_text": "123456",
+            "receiver": [
+                "identity_seed": hex(b.identitySeed), "identity_public": hex(b.publicKey), "fingerprint_text": b.fingerprint,
+                "ephemeral_secret": hex(b.ephemeralSecret),
+            ],
+            "shared": hex(shared), "salt_text": salt, "seed": hex(seed.unsafeExportedArray()),
+        ]]
+        XCTAssertEqual(ex.peer?.name, "Al|ice \\ Smith")
+        let bad: [(String, String)] = [
+            ("four fields", "5|Alice|A1B2C3D4E5F60718|\(key64)"),
+            ("six fields", "5|Alice|A1B2C3D4E5F60718|\(key64)|123456|x"),
+            ("wrong version", "4|Alice|A1B2C3D4E5F60718|\(key64)|123456"),
+            ("unknown escape", "5|Al\\ice|A1B2C3D4E5F60718|\(key64)|123456"),
+            ("escape outside the name", "5|Alice|A1B2C3D4E5F6071\\8|\(key64)|123456"),
+            ("trailing backslash", "5|Alice|A1B2C3D4E5F60718|\(key64)|123456\\"),
+            ("source example fingerprint (not hex)", "5|Alice|A1B2C3D4E5F6G7H8|\(key64)|123456"),
+            ("short fingerprint", "5|Alice|A1B2C3D4E5F6071|\(key64)|123456"),
+            ("empty name", "5||A1B2C3D4E5F60718|\(key64)|123456"),
+            ("control character in name", "5|Al\u{7}ice|A1B2C3D4E5F60718|\(key64)|123456"),
+            ("unpadded key", "5|Alice|A1B2C3D4E5F60718|\(String(key64.dropLast()))|123456"),
+            ("31-byte key", "5|Alice|A1B2C3D4E5F60718|\(Base64.encode(Array(peerPublic.dropLast()), .standardPadded))|123456"),
+            ("five-digit device secret", "5|Alice|A1B2C3D4E5F60718|\(key64)|12345"),
+            ("non-digit device secret", "5|Alice|A1B2C3D4E5F60718|\(key64)|12345a"),
+            ("receiver's own fingerprint", "5|Alice|\(b.fingerprint)|\(key64)|123456"),
+        ]
+        for (what, t) in bad {
+            var r = DeterministicRandom(seed: fixed("reject"))
+            let e = try Exchange.qr(identity: b.identity, now: now, random: &r)
+            XCTAssertThrowsError(try e.receive(Array(t.utf8), now: now), what)
+        }
+        return ["imports": imports, "rejections": bad.map { ["case_text": $0.0, "text": $0.1] }]
+    }
+
+    func bluetoothVectors() throws -> [String: Any] {
+        var exchanges: [[String: Any]] = []
+        for (i, names) in [("Alice", "Bob"), ("Ćarol", "Dave the Builder")].enumerated() {
+            var (a, rngA) = try party("bt-\(i)-a", name: names.0)
+            var (b, rngB) = try party("bt-\(i)-b", name: names.1)
+            let exA = try Exchange.bluetooth(identity: a.identity, sessionCode: nil, now: now, random: &rngA)
+            let code = exA.sessionCode!
+            let exB = try Exchange.bluetooth(identity: b.identity, sessionCode: code, now: now, random: &rngB)
+            // Pump frames until both are quiet, recording what each sent.
+            var sentA: [[UInt8]] = [], sentB: [[UInt8]] = []
+            func pump() throws {
+                var moved = true
+                while moved {
+                    moved = false
+                    if let f = exA.peekOutgoing() {
+                        exA.markSent(); sentA.append(f); try exB.receive(f, now: now); moved = true
+                    }
+                    if let f = exB.peekOutgoing() {
+                        exB.markSent(); sentB.append(f); try exA.receive(f, now: now); moved = true
+                    }
+                }
+            }
+            try pump()
+            XCTAssertEqual(exA.state, .compareSAS)
+            XCTAssertEqual(exA.sas, exB.sas)
+            let storeDir = NSTemporaryDirectory() + "itsme-vec-\(UUID().uuidString)"
+            try FileManager.default.createDirectory(atPath: storeDir, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: storeDir) }
+            try exA.confirm(store: try ContactStore(path: storeDir + "/a.db", identity: a.identity), now: now)
+            try exB.confirm(store: try ContactStore(path: storeDir + "/b.db", identity: b.identity), now: now)
+            try pump()
+            XCTAssertTrue(exA.flags.contains(.peerConfirmed))
+            XCTAssertEqual(sentA.count, 4)
+            XCTAssertEqual(sentB.count, 4)
+
+            // The documented formulas, step by step.
+            let aIsInitiator = Array(SHA256.hash(a.publicKey).prefix(8)).lexicographicallyPrecedes(Array(SHA256.hash(b.publicKey).prefix(8)))
+            func commitment(_ p: Party) -> (rest: [UInt8], c: [UInt8]) {
+                let rest = LV.cat(Array(p.name.utf8), p.deviceSecret)
+                return (rest, SHA256.hash(LV.cat(LV.b("itsme-sas-commit-v1"), [1], p.publicKey, p.ephemeralPublic, SHA256.hash(rest))))
+            }
+            func hello(_ p: Party) -> [UInt8] { [1, 1] + Array(SHA256.hash(p.publicKey).prefix(8)) + commitment(p).c }
+            func key(_ p: Party) -> [UInt8] { [1, 2] + p.ephemeralPublic }
+            let (ini, res) = aIsInitiator ? (a, b) : (b, a)
+            let th1Input = LV.cat(LV.b("itsme-bluetooth-v1"), LV.b(code.text), hello(ini), hello(res), key(ini), key(res))
+            let th1 = SHA256.hash(th1Input)
+            let s = try seed(a, b)
+            let prk = try HKDF.extract(salt: th1, ikm: s.shared)
+            let keyI = try HKDF.expand(prk: prk, info: LV.cat(LV.b("itsme-bluetooth-key-v1"), LV.b("initiator")), count: 32)
+                .unsafeExportedArray()
+            let keyR = try HKDF.expand(prk: prk, info: LV.cat(LV.b("itsme-bluetooth-key-v1"), LV.b("responder")), count: 32)
+                .unsafeExportedArray()
+            func data(_ p: Party, initiator: Bool) throws -> [String: Any] {
+                let name = Array(p.name.utf8)
+                let d = p.publicKey + p.deviceSecret + [UInt8(name.count)] + name
+                let signed = LV.cat(LV.b("itsme-bluetooth-payload-v1"), th1, LV.b(initiator ? "initiator" : "responder"), d)
+                let sig = try p.sign(signed)
+                let plain = d + sig
+                let k = initiator ? keyI : keyR
+                let frame = [1, 3] + (try AEAD.seal(.chacha20Poly1305, key: k, nonce: ExchangeProtocol.nonce(0), plaintext: plain, aad: [1, 3]))
+                let confirm = [1, 4] + (try AEAD.seal(.chacha20Poly1305, key: k, nonce: ExchangeProtocol.nonce(1), plaintext: [1], aad: [1, 4]))
+                let c = commitment(p)
+                return partyJSON(p).merging([
+                    "role_text": initiator ? "initiator" : "responder", "rest": hex(c.rest), "commitment": hex(c.c),
+                    "hello": hex(hello(p)), "key": hex(key(p)), "data": hex(d), "signed_message": hex(signed),
+                    "signature": hex(sig), "plaintext": hex(plain), "data_frame": hex(frame), "confirm_frame": hex(confirm),
+                ]) { $1 }
+            }
+            var pa = try data(a, initiator: aIsInitiator), pb = try data(b, initiator: !aIsInitiator)
+            pa["random_seed"] = hex(a.randomSeed)
+            pb["random_seed"] = hex(b.randomSeed)
+            for (p, sent) in [(pa, sentA), (pb, sentB)] {
+                XCTAssertEqual(sent.map(hex), [p["hello"], p["key"], p["data_frame"], p["confirm_frame"]].map { $0 as! String })
+            }
+            let plainI = Hex.decode((aIsInitiator ? pa : pb)["plaintext"] as! String)!
+            let plainR = Hex.decode((aIsInitiator ? pb : pa)["plaintext"] as! String)!
+            let th = SHA256.hash(LV.cat(LV.b("itsme-bluetooth-transcript-v1"), th1, plainI, plainR))
+            let sas = try sasValue(s.seed, th)
+            XCTAssertEqual(exA.sas?.value, sas.value)
+            exchanges.append([
+                "session_code_text": code.text, "session_code_value": Int(code.value), "a": pa, "b": pb,
+                "th1_input": hex(th1Input), "th1": hex(th1), "shared": hex(s.shared), "key_initiator": hex(keyI),
+                "key_responder": hex(keyR), "seed": hex(s.seed), "transcript_hash": hex(th), "sas_value": Int(sas.value),
+                "sas_text": ShortCode(value: sas.value)!.text,
+            ])
+        }
+        return ["exchanges": exchanges]
+    }
+
+    func seedVectors() throws -> [[String: Any]] {
+        try (0..<3).map { i in
+            let (a, _) = try party("seed-\(i)-a", name: "A")
+            let (b, _) = try party("seed-\(i)-b", name: "B")
+            let s = try seed(a, b)
+            var out = try SecretBytes(count: 32)
+            try out.withMutableBytes { o in
+                try a.ephemeralSecret.withBytes {
+                    try ExchangeProtocol.deriveSeed(
+                        ephemeralSecret: $0, peerEphemeralKey: b.ephemeralPublic, fingerprints: a.fingerprint, b.fingerprint, into: o)
+                }
+            }
+            XCTAssertEqual(out.unsafeExportedArray(), s.seed)
+            return [
+                "a_ephemeral_secret": hex(a.ephemeralSecret), "a_ephemeral_public": hex(a.ephemeralPublic),
+                "b_ephemeral_secret": hex(b.ephemeralSecret), "b_ephemeral_public": hex(b.ephemeralPublic),
+                "a_fingerprint_text": a.fingerprint, "b_fingerprint_text": b.fingerprint, "shared": hex(s.shared),
+                "salt_text": s.salt, "seed": hex(s.seed),
+            ]
+        }
+    }
+
+    func sasVectors() throws -> [[String: Any]] {
+        try (0..<4).map { i in
+            let seed = fixed("itsme-vector-sas-seed-\(i)"), th = fixed("itsme-vector-sas-th-\(i)")
+            let v = try sasValue(seed, th)
+            XCTAssertEqual(try ShortCode.sas(seed: seed, transcriptHash: th).value, v.value)
+            return [
+                "seed": hex(seed), "transcript_hash": hex(th), "info": hex(v.info), "okm": hex(v.okm), "value": Int(v.value),
+                "text": ShortCode(value: v.value)!.text,
+            ]
+        }
+    }
+
+    // MARK: The test
+
+    func testVectorsMatchTheFiles() throws {
+        let files: [String: Any] = [
+            "encoding": encodingVectors(), "seed": try seedVectors(), "sas": try sasVectors(), "qr": try qrVectors(),
+            "source-v5": try sourceVectors(), "bluetooth": try bluetoothVectors(),
+        ]
+        let write = ProcessInfo.processInfo.environment["ITSME_WRITE_VECTORS"] == "1"
+        for (name, content) in files {
+            let url = Self.directory.appendingPathComponent(name + ".json")
+            let data = try JSONSerialization.data(withJSONObject: content, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+            if write {
+                try (data + Data("\n".utf8)).write(to: url)
+                continue
+            }
+            let stored = try JSONSerialization.jsonObject(with: try Data(contentsOf: url))
+            let fresh = try JSONSerialization.jsonObject(with: data)
+            XCTAssertEqual(stored as? NSObject, fresh as? NSObject, "\(name).json differs from what the library computes")
+        }
+    }
+}
