@@ -390,6 +390,203 @@ static void contact_store(void) {
     if (system(cmd) != 0) failed++;
 }
 
+/* Moves Bluetooth frames both ways until neither side has one to send. */
+static int pump(itsme_exchange *a, itsme_exchange *b) {
+    uint8_t frame[ITSME_BLUETOOTH_FRAME_MAX];
+    size_t len = 0;
+    int moved = 1, count = 0;
+    while (moved) {
+        moved = 0;
+        itsme_exchange *from[2] = {a, b}, *to[2] = {b, a};
+        for (int i = 0; i < 2; i++) {
+            if (itsme_exchange_next_outgoing(from[i], frame, sizeof frame, &len) != ITSME_OK) return -1;
+            if (len == 0) continue;
+            if (itsme_exchange_receive(to[i], frame, len, T0) != ITSME_OK) return -1;
+            moved = 1;
+            count++;
+        }
+    }
+    return count;
+}
+
+static void exchanges(void) {
+    char dir[] = "/tmp/itsme-c-exchange-XXXXXX";
+    if (!mkdtemp(dir)) { failed++; return; }
+    itsme_secret_store *sa = NULL, *sb = NULL;
+    itsme_identity *alice = NULL, *bob = NULL;
+    itsme_store *store_a = NULL, *store_b = NULL;
+    uint8_t seed_a[32] = {1}, seed_b[32] = {2};
+    itsme_random *rng_a = NULL, *rng_b = NULL;
+    char path[128], sas_a[ITSME_SHORT_CODE_SIZE], sas_b[ITSME_SHORT_CODE_SIZE], text[64];
+    size_t len = 0;
+
+    EXPECT("random NULL seed", itsme_random_new_deterministic(NULL, 32, &rng_a), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("random short seed", itsme_random_new_deterministic(seed_a, 31, &rng_a), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("random NULL out", itsme_random_new_deterministic(seed_a, 32, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("random", itsme_random_new_deterministic(seed_a, 32, &rng_a), ITSME_OK);
+    EXPECT("random", itsme_random_new_deterministic(seed_b, 32, &rng_b), ITSME_OK);
+    EXPECT("memory store", itsme_secret_store_new_memory(&sa), ITSME_OK);
+    EXPECT("memory store", itsme_secret_store_new_memory(&sb), ITSME_OK);
+    EXPECT("create with NULL store", itsme_identity_create_with_random(NULL, "A", rng_a, &alice), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("create with NULL name", itsme_identity_create_with_random(sa, NULL, rng_a, &alice), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("create with random", itsme_identity_create_with_random(sa, "Alice", rng_a, &alice), ITSME_OK);
+    EXPECT("create with system random", itsme_identity_create_with_random(sb, "Bob", NULL, &bob), ITSME_OK);
+    snprintf(path, sizeof path, "%s/a.db", dir);
+    EXPECT("open a", itsme_store_open(alice, path, &store_a), ITSME_OK);
+    snprintf(path, sizeof path, "%s/b.db", dir);
+    EXPECT("open b", itsme_store_open(bob, path, &store_b), ITSME_OK);
+
+    /* Short codes. */
+    uint32_t value = 0;
+    EXPECT("parse NULL", itsme_short_code_parse(NULL, &value), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("parse NULL out", itsme_short_code_parse("ECHO 0042", NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("parse junk", itsme_short_code_parse("ECHO 42", &value), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("parse", itsme_short_code_parse(" echo-0042 ", &value), ITSME_OK);
+    EXPECT("parse value", value, 40042);
+    EXPECT("format too big", itsme_short_code_format(ITSME_SHORT_CODE_VALUES, text, sizeof text, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("format short buffer", itsme_short_code_format(130000, text, 13, &len), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("format size needed", len, ITSME_SHORT_CODE_SIZE);
+    EXPECT("format", itsme_short_code_format(130000, text, sizeof text, &len), ITSME_OK);
+    EXPECT("format text", strcmp(text, "NOVEMBER 0000"), 0);
+
+    /* QR, end to end. */
+    itsme_exchange *qa = NULL, *qb = NULL;
+    EXPECT("qr NULL identity", itsme_exchange_new_qr(NULL, NULL, T0, &qa), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("qr NULL out", itsme_exchange_new_qr(alice, NULL, T0, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("qr negative time", itsme_exchange_new_qr(alice, NULL, -1, &qa), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("qr a", itsme_exchange_new_qr(alice, rng_a, T0, &qa), ITSME_OK);
+    EXPECT("qr b", itsme_exchange_new_qr(bob, rng_b, T0, &qb), ITSME_OK);
+    uint8_t pa[ITSME_QR_PAYLOAD_MAX], pb[ITSME_QR_PAYLOAD_MAX];
+    size_t la = 0, lb = 0;
+    EXPECT("payload size query", itsme_exchange_next_outgoing(qa, NULL, 0, &la), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("payload a", itsme_exchange_next_outgoing(qa, pa, sizeof pa, &la), ITSME_OK);
+    EXPECT("payload a again (not consumed)", itsme_exchange_next_outgoing(qa, pa, sizeof pa, &la), ITSME_OK);
+    EXPECT("payload b", itsme_exchange_next_outgoing(qb, pb, sizeof pb, &lb), ITSME_OK);
+    EXPECT("payload prefix", memcmp(pa, "ITSME1:", 7), 0);
+    itsme_exchange_state state = 0;
+    uint32_t flags = 99;
+    EXPECT("status NULL", itsme_exchange_status(NULL, &state, &flags), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("status NULL out", itsme_exchange_status(qa, NULL, &flags), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("status", itsme_exchange_status(qa, &state, NULL), ITSME_OK);
+    EXPECT("awaiting", state, ITSME_EXCHANGE_AWAITING_PEER);
+    EXPECT("sas too early", itsme_exchange_sas(qa, sas_a, sizeof sas_a, &len), ITSME_E_INVALID_STATE);
+    EXPECT("peer too early", itsme_exchange_peer_name(qa, text, sizeof text, &len), ITSME_E_INVALID_STATE);
+    int64_t id_a = 0, id_b = 0;
+    EXPECT("confirm too early", itsme_exchange_confirm(qa, store_a, T0, &id_a), ITSME_E_INVALID_STATE);
+    EXPECT("session code of QR", itsme_exchange_session_code(qa, text, sizeof text, &len), ITSME_E_INVALID_STATE);
+    EXPECT("receive NULL", itsme_exchange_receive(qa, NULL, lb, T0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("receive not a payload", itsme_exchange_receive(qa, (const uint8_t *)"hello", 5, T0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("receive own", itsme_exchange_receive(qa, pa, la, T0), ITSME_E_INVALID_KEY);
+    EXPECT("status after reflection", itsme_exchange_status(qa, &state, &flags), ITSME_OK);
+    EXPECT("failed", state, ITSME_EXCHANGE_FAILED);
+    EXPECT("failure is final", itsme_exchange_receive(qa, pb, lb, T0), ITSME_E_INVALID_STATE);
+    char msg[256];
+    EXPECT("exchange last error", itsme_exchange_last_error(qa, msg, sizeof msg, &len), ITSME_OK);
+    EXPECT("last error says why", strstr(msg, "failed") != NULL, 1);
+    EXPECT("last error NULL", itsme_exchange_last_error(NULL, msg, sizeof msg, &len), ITSME_E_INVALID_ARGUMENT);
+    itsme_exchange_free(qa);
+    EXPECT("qr a again", itsme_exchange_new_qr(alice, NULL, T0, &qa), ITSME_OK);
+    EXPECT("payload a", itsme_exchange_next_outgoing(qa, pa, sizeof pa, &la), ITSME_OK);
+    EXPECT("a scans b", itsme_exchange_receive(qa, pb, lb, T0), ITSME_OK);
+    EXPECT("b scans a", itsme_exchange_receive(qb, pa, la, T0 + 1), ITSME_OK);
+    EXPECT("sas a", itsme_exchange_sas(qa, sas_a, sizeof sas_a, &len), ITSME_OK);
+    EXPECT("sas b", itsme_exchange_sas(qb, sas_b, sizeof sas_b, &len), ITSME_OK);
+    EXPECT("same sas", strcmp(sas_a, sas_b), 0);
+    EXPECT("peer name", itsme_exchange_peer_name(qa, text, sizeof text, &len), ITSME_OK);
+    EXPECT("peer is Bob", strcmp(text, "Bob"), 0);
+    uint8_t key[32];
+    EXPECT("peer key", itsme_exchange_peer_public_key(qa, key, sizeof key, &len), ITSME_OK);
+    char fp[ITSME_FINGERPRINT_SIZE], fp2[ITSME_FINGERPRINT_SIZE];
+    EXPECT("peer fp", itsme_exchange_peer_fingerprint(qa, fp, sizeof fp, &len), ITSME_OK);
+    EXPECT("bob fp", itsme_identity_fingerprint(bob, fp2, sizeof fp2, &len), ITSME_OK);
+    EXPECT("fingerprints agree", strcmp(fp, fp2), 0);
+    EXPECT("save NULL store", itsme_exchange_save(qa, NULL, T0, &id_a), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("save NULL out", itsme_exchange_save(qa, store_a, T0, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("save", itsme_exchange_save(qa, store_a, T0, &id_a), ITSME_OK);
+    uint8_t sealed[1024];
+    size_t sealed_len = 0;
+    EXPECT("seal", itsme_exchange_seal(qa, sealed, sizeof sealed, &sealed_len), ITSME_OK);
+    itsme_exchange *restored = NULL;
+    EXPECT("restore NULL identity", itsme_exchange_restore(NULL, sealed, sealed_len, T0, &restored), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("restore NULL bytes", itsme_exchange_restore(alice, NULL, sealed_len, T0, &restored), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("restore for Bob", itsme_exchange_restore(bob, sealed, sealed_len, T0, &restored), ITSME_E_AUTHENTICATION_FAILED);
+    EXPECT("restore expired", itsme_exchange_restore(alice, sealed, sealed_len, T0 + 86401, &restored), ITSME_E_EXPIRED);
+    EXPECT("restore", itsme_exchange_restore(alice, sealed, sealed_len, T0 + 60, &restored), ITSME_OK);
+    EXPECT("restored sas", itsme_exchange_sas(restored, text, sizeof text, &len), ITSME_OK);
+    EXPECT("restored same sas", strcmp(text, sas_a), 0);
+    EXPECT("confirm restored", itsme_exchange_confirm(restored, store_a, T0 + 60, &id_a), ITSME_OK);
+    EXPECT("confirm b", itsme_exchange_confirm(qb, store_b, T0, &id_b), ITSME_OK);
+    itsme_contact *c = NULL;
+    itsme_verification_state cs = 0;
+    int ack = 0;
+    EXPECT("get a's contact", itsme_store_get(store_a, id_a, &c), ITSME_OK);
+    EXPECT("contact state", itsme_contact_state(c, &cs, &ack), ITSME_OK);
+    EXPECT("verified", cs, ITSME_CONTACT_VERIFIED);
+    itsme_contact_free(c);
+    EXPECT("reject after confirm", itsme_exchange_reject(qb, store_b), ITSME_E_INVALID_STATE);
+    itsme_exchange_free(restored);
+    itsme_exchange_free(qa);
+    itsme_exchange_free(qb);
+
+    /* Bluetooth, end to end. */
+    itsme_exchange *ba = NULL, *bb = NULL;
+    EXPECT("bt bad code", itsme_exchange_new_bluetooth(bob, "ECHO", NULL, T0, &bb), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("bt NULL identity", itsme_exchange_new_bluetooth(NULL, NULL, NULL, T0, &ba), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("bt a", itsme_exchange_new_bluetooth(alice, NULL, NULL, T0, &ba), ITSME_OK);
+    EXPECT("bt code", itsme_exchange_session_code(ba, text, sizeof text, &len), ITSME_OK);
+    EXPECT("bt b", itsme_exchange_new_bluetooth(bob, text, NULL, T0, &bb), ITSME_OK);
+    EXPECT("bt frames", pump(ba, bb), 6);
+    EXPECT("bt sas a", itsme_exchange_sas(ba, sas_a, sizeof sas_a, &len), ITSME_OK);
+    EXPECT("bt sas b", itsme_exchange_sas(bb, sas_b, sizeof sas_b, &len), ITSME_OK);
+    EXPECT("bt same sas", strcmp(sas_a, sas_b), 0);
+    EXPECT("bt known contact", itsme_exchange_save(ba, store_a, T0, &id_b), ITSME_OK);
+    EXPECT("bt same id", id_b, id_a);
+    EXPECT("bt flags", itsme_exchange_status(ba, &state, &flags), ITSME_OK);
+    EXPECT("bt known flag", flags & ITSME_EXCHANGE_FLAG_KNOWN_CONTACT, ITSME_EXCHANGE_FLAG_KNOWN_CONTACT);
+    EXPECT("bt reject", itsme_exchange_reject(ba, NULL), ITSME_OK);
+    EXPECT("bt confirm frame", pump(ba, bb), 1);
+    EXPECT("bt b flags", itsme_exchange_status(bb, &state, &flags), ITSME_OK);
+    EXPECT("bt peer rejected", flags & ITSME_EXCHANGE_FLAG_PEER_REJECTED, ITSME_EXCHANGE_FLAG_PEER_REJECTED);
+    EXPECT("bt confirm after peer rejected", itsme_exchange_confirm(bb, store_b, T0, &id_b), ITSME_E_INVALID_STATE);
+    itsme_exchange_free(ba);
+    itsme_exchange_free(bb);
+    itsme_exchange_free(NULL);
+    itsme_random_free(NULL);
+
+    /* Pure derivations. */
+    uint8_t out[64], zero[32] = {0};
+    EXPECT("seed NULL", itsme_derive_seed(NULL, 32, key, 32, fp, fp2, out, sizeof out, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("seed bad fp", itsme_derive_seed(seed_a, 32, key, 32, "xyz", fp2, out, sizeof out, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("seed low order", itsme_derive_seed(seed_a, 32, zero, 32, fp, fp2, out, sizeof out, &len), ITSME_E_INVALID_KEY);
+    EXPECT("seed", itsme_derive_seed(seed_a, 32, key, 32, fp, fp2, out, sizeof out, &len), ITSME_OK);
+    EXPECT("seed length", len, 32);
+    EXPECT("sas short th", itsme_derive_sas(out, 32, out, 31, text, sizeof text, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("sas", itsme_derive_sas(out, 32, out, 32, text, sizeof text, &len), ITSME_OK);
+    EXPECT("qr th NULL", itsme_qr_transcript_hash(NULL, 1, pb, lb, out, sizeof out, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("qr th", itsme_qr_transcript_hash(pa, la, pb, lb, out, sizeof out, &len), ITSME_OK);
+    EXPECT("commitment NULL name", itsme_bluetooth_commitment(key, 32, key, 32, NULL, key, 16, out, sizeof out, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("commitment", itsme_bluetooth_commitment(key, 32, key, 32, "Bob", key, 16, out, sizeof out, &len), ITSME_OK);
+    EXPECT("th1 bad code", itsme_bluetooth_th1("x", key, 1, key, 1, key, 1, key, 1, out, sizeof out, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("th1", itsme_bluetooth_th1("ALFA 0000", key, 1, key, 1, key, 1, key, 1, out, sizeof out, &len), ITSME_OK);
+    EXPECT("keys short buffer", itsme_bluetooth_session_keys(seed_a, 32, key, 32, out, 32, out, 63, &len), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("keys", itsme_bluetooth_session_keys(seed_a, 32, key, 32, out, 32, out, sizeof out, &len), ITSME_OK);
+    EXPECT("keys length", len, 64);
+    EXPECT("transcript NULL", itsme_bluetooth_transcript_hash(NULL, 32, key, 1, key, 1, out, sizeof out, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("transcript", itsme_bluetooth_transcript_hash(out, 32, key, 1, key, 1, out, sizeof out, &len), ITSME_OK);
+
+    itsme_store_close(store_a);
+    itsme_store_close(store_b);
+    itsme_identity_free(alice);
+    itsme_identity_free(bob);
+    itsme_secret_store_free(sa);
+    itsme_secret_store_free(sb);
+    itsme_random_free(rng_a);
+    itsme_random_free(rng_b);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) failed++;
+}
+
 int main(void) {
     before_init();
     EXPECT("init", itsme_init(), ITSME_OK);
@@ -397,6 +594,7 @@ int main(void) {
     identity_and_pin();
     host_callbacks();
     contact_store();
+    exchanges();
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }
