@@ -3,7 +3,7 @@
 #   make                  release build of libitsme.so (self-contained Swift runtime)
 #   make install PREFIX=/usr/local   library, header and itsme.pc
 #   make test             every test: Swift, C, Python, Rust, ABI checks
-#   make bench            the benchmark suites (crypto, store)
+#   make bench            the benchmark suites (crypto, store, exchange)
 
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
@@ -53,6 +53,7 @@ test:
 bench:
 	swift run -c release itsme-bench crypto
 	swift run -c release itsme-bench store
+	swift run -c release itsme-bench exchange
 
 clean:
 	rm -rf .build build

@@ -26,7 +26,7 @@ let package = Package(
         .target(name: "ItsMeCore", dependencies: ["CSodium", "CSQLite"]),
         // Every exported C function, and nothing else.
         .target(name: "ItsMeFFI", dependencies: ["ItsMeCore", "CItsMe"]),
-        .executableTarget(name: "ItsMeBench", dependencies: ["ItsMeCore", "CSodium"]),
+        .executableTarget(name: "ItsMeBench", dependencies: ["ItsMeCore", "ItsMeFFI", "CItsMe", "CSodium"]),
         .testTarget(
             name: "ItsMeCoreTests",
             dependencies: ["ItsMeCore", "CSodium", "CSQLite"],
