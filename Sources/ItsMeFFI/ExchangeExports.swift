@@ -183,7 +183,12 @@ public func ffiExchangeNextOutgoing(
     _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
     onExchange(exchange) { ex in
-        let next = ex.peekOutgoing() ?? []
+        let outLen = try required(outLen, "out_len")
+        guard out != nil || cap == 0 else { throw invalid("out is NULL but cap is \(cap)") }
+        guard let next = ex.peekOutgoing() else {
+            outLen.pointee = 0  // nothing to send
+            return
+        }
         try next.withUnsafeBytes { try writeBytes($0, to: out, cap: cap, outLen: outLen) }
         ex.markSent()
     }
@@ -290,8 +295,7 @@ public func ffiExchangeSeal(
     _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
     onExchange(exchange) { ex in
-        // Check the buffer first so a size query does not draw a nonce.
-        try required(outLen, "out_len").pointee = 0
+        _ = try required(outLen, "out_len")
         let sealed = try ex.seal()
         try sealed.withUnsafeBytes { try writeBytes($0, to: out, cap: cap, outLen: outLen) }
     }

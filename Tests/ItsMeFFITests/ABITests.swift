@@ -32,6 +32,8 @@ final class ABITests: XCTestCase {
         ("ITSME_E_INTERNAL", ITSME_E_INTERNAL, .internal),
         ("ITSME_E_WRONG_IDENTITY", ITSME_E_WRONG_IDENTITY, .wrongIdentity),
         ("ITSME_E_WINDOW_USED", ITSME_E_WINDOW_USED, .windowUsed),
+        ("ITSME_E_MALFORMED_MESSAGE", ITSME_E_MALFORMED_MESSAGE, .malformedMessage),
+        ("ITSME_E_EXPIRED", ITSME_E_EXPIRED, .expired),
     ]
 
     func testResultCodesAgreeBetweenHeaderAndCore() throws {
