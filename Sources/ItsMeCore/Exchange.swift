@@ -149,6 +149,15 @@ public final class Exchange: CustomStringConvertible {
 
     public var description: String { "Exchange(\(method), state: \(state))" }
 
+    deinit {
+        // The guarded secrets wipe themselves; these copies carry device
+        // secrets too.
+        wipe(&peerDeviceSecret)
+        wipe(&plaintextMine)
+        if plaintextPeer != nil { wipe(&plaintextPeer!) }
+        wipe(&ownPayload)
+    }
+
     // MARK: Bytes out
 
     /// The next bytes to send without removing them: for QR the payload
