@@ -369,6 +369,13 @@ impl ContactStore {
             .ok_or_else(|| Error::internal("itsme_store_open succeeded without a handle"))
     }
 
+    /// The raw handle, for an exchange saving into this store.  Such a call
+    /// records its failure on the exchange, not on this handle, so it
+    /// needs no `lock`.
+    pub(crate) fn as_raw(&self) -> *mut sys::itsme_store {
+        self.raw.as_ptr()
+    }
+
     /// Runs a call on the handle and adds the handle's last-error detail to
     /// a failure.
     fn call<T>(&self, body: impl FnOnce(*mut sys::itsme_store) -> std::result::Result<T, Failure>) -> Result<T> {

@@ -11,6 +11,11 @@
 //!   with a 6-digit PIN guarded by an attempt limiter.
 //! - [`ContactStore`]: an identity's contacts in one encrypted SQLite file,
 //!   read as plain [`Contact`] values.
+//! - [`Exchange`]: a contact exchange in person, by QR codes or Bluetooth,
+//!   ending in a short authentication string (SAS) the two people compare;
+//!   with [`short_code_parse`], [`short_code_format`] and the protocol's
+//!   pure derivations ([`derive_seed`], [`derive_sas`], ...) for test
+//!   vectors.  [`DeterministicRandom`] replays exchanges in tests.
 //! - [`Error`]: a library result code, its message and the detail the
 //!   library recorded for the failure.
 //!
@@ -33,6 +38,13 @@ pub mod sys;
 mod contacts;
 pub use contacts::{
     Contact, ContactIter, ContactStore, ExchangeMethod, VerificationState, NOTE_MAX_BYTES, SEED_BYTES,
+};
+
+mod exchange;
+pub use exchange::{
+    bluetooth_commitment, bluetooth_session_keys, bluetooth_th1, bluetooth_transcript_hash, derive_sas, derive_seed,
+    qr_transcript_hash, short_code_format, short_code_parse, DeterministicRandom, Exchange, ExchangeFlags,
+    ExchangeState, BLUETOOTH_FRAME_MAX, QR_PAYLOAD_MAX, SHORT_CODE_VALUES,
 };
 
 use std::ffi::CStr;
@@ -124,6 +136,13 @@ pub enum ErrorKind {
     /// The verification window is not after the last one used
     /// (`ITSME_E_WINDOW_USED`).
     WindowUsed,
+    /// A message from the peer (a QR payload, a Bluetooth frame) is
+    /// malformed, of an unknown version, or arrived out of order; the
+    /// exchange has failed (`ITSME_E_MALFORMED_MESSAGE`).
+    MalformedMessage,
+    /// The exchange began more than 24 hours ago; it has failed
+    /// (`ITSME_E_EXPIRED`).
+    Expired,
     /// A code this binding does not know.
     Other(i32),
 }
@@ -151,6 +170,8 @@ impl ErrorKind {
             sys::ITSME_E_INTERNAL => ErrorKind::Internal,
             sys::ITSME_E_WRONG_IDENTITY => ErrorKind::WrongIdentity,
             sys::ITSME_E_WINDOW_USED => ErrorKind::WindowUsed,
+            sys::ITSME_E_MALFORMED_MESSAGE => ErrorKind::MalformedMessage,
+            sys::ITSME_E_EXPIRED => ErrorKind::Expired,
             other => ErrorKind::Other(other),
         }
     }
@@ -177,6 +198,8 @@ impl ErrorKind {
             ErrorKind::Internal => sys::ITSME_E_INTERNAL,
             ErrorKind::WrongIdentity => sys::ITSME_E_WRONG_IDENTITY,
             ErrorKind::WindowUsed => sys::ITSME_E_WINDOW_USED,
+            ErrorKind::MalformedMessage => sys::ITSME_E_MALFORMED_MESSAGE,
+            ErrorKind::Expired => sys::ITSME_E_EXPIRED,
             ErrorKind::Other(code) => code,
         }
     }
@@ -1110,13 +1133,15 @@ mod tests {
 
     #[test]
     fn error_kinds_round_trip() {
-        for code in 1..=sys::ITSME_E_WINDOW_USED {
+        for code in 1..=sys::ITSME_E_EXPIRED {
             let kind = ErrorKind::from_code(code);
             assert!(!matches!(kind, ErrorKind::Other(_)), "code {code}");
             assert_eq!(kind.code(), code);
         }
         assert_eq!(ErrorKind::from_code(18), ErrorKind::WrongIdentity);
         assert_eq!(ErrorKind::from_code(19), ErrorKind::WindowUsed);
+        assert_eq!(ErrorKind::from_code(20), ErrorKind::MalformedMessage);
+        assert_eq!(ErrorKind::from_code(21), ErrorKind::Expired);
         assert_eq!(ErrorKind::from_code(99), ErrorKind::Other(99));
         assert_eq!(ErrorKind::Other(99).code(), 99);
     }

@@ -50,6 +50,8 @@ pub const ITSME_E_OUT_OF_MEMORY: itsme_result = 16;
 pub const ITSME_E_INTERNAL: itsme_result = 17;
 pub const ITSME_E_WRONG_IDENTITY: itsme_result = 18;
 pub const ITSME_E_WINDOW_USED: itsme_result = 19;
+pub const ITSME_E_MALFORMED_MESSAGE: itsme_result = 20;
+pub const ITSME_E_EXPIRED: itsme_result = 21;
 
 // ---------------------------------------------------------------------------
 // Sizes
@@ -121,6 +123,46 @@ pub const ITSME_EXCHANGE_REALTIME: itsme_exchange_method = 3;
 
 pub const ITSME_SEED_BYTES: usize = 32;
 pub const ITSME_NOTE_MAX_BYTES: usize = 4096;
+
+// ---------------------------------------------------------------------------
+// Deterministic randomness, short codes, exchanges
+// ---------------------------------------------------------------------------
+
+/// Opaque random source (`itsme_random`).
+#[repr(C)]
+pub struct itsme_random {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// Buffer size for a short code's text: "NOVEMBER 0000" and the NUL.
+pub const ITSME_SHORT_CODE_SIZE: usize = 14;
+pub const ITSME_SHORT_CODE_VALUES: u32 = 260000;
+
+/// Opaque exchange handle (`itsme_exchange`).
+#[repr(C)]
+pub struct itsme_exchange {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+pub type itsme_exchange_state = u32;
+pub const ITSME_EXCHANGE_AWAITING_PEER: itsme_exchange_state = 1;
+pub const ITSME_EXCHANGE_COMPARE_SAS: itsme_exchange_state = 2;
+pub const ITSME_EXCHANGE_IMPORTED: itsme_exchange_state = 3;
+pub const ITSME_EXCHANGE_CONFIRMED: itsme_exchange_state = 4;
+pub const ITSME_EXCHANGE_REJECTED: itsme_exchange_state = 5;
+pub const ITSME_EXCHANGE_FAILED: itsme_exchange_state = 6;
+
+pub const ITSME_EXCHANGE_FLAG_UNAUTHENTICATED: u32 = 1;
+pub const ITSME_EXCHANGE_FLAG_KNOWN_CONTACT: u32 = 2;
+pub const ITSME_EXCHANGE_FLAG_PEER_CONFIRMED: u32 = 4;
+pub const ITSME_EXCHANGE_FLAG_PEER_REJECTED: u32 = 8;
+
+/// Longest QR payload text (bytes, no NUL).
+pub const ITSME_QR_PAYLOAD_MAX: usize = 383;
+/// Longest Bluetooth frame.
+pub const ITSME_BLUETOOTH_FRAME_MAX: usize = 259;
 
 /// A host-implemented secret store (`itsme_secret_store_callbacks`).
 /// `get`, `put` and `remove` must be `Some`; `destroy` may be `None`.
@@ -360,5 +402,188 @@ extern "C" {
         list: *const itsme_contact_list,
         index: usize,
         out: *mut *mut itsme_contact,
+    ) -> itsme_result;
+
+    // Deterministic randomness
+    pub fn itsme_random_new_deterministic(seed: *const u8, seed_len: usize, out: *mut *mut itsme_random) -> itsme_result;
+    pub fn itsme_random_free(rng: *mut itsme_random);
+    pub fn itsme_identity_create_with_random(
+        store: *mut itsme_secret_store,
+        name: *const c_char,
+        rng: *mut itsme_random,
+        out: *mut *mut itsme_identity,
+    ) -> itsme_result;
+
+    // Short codes
+    pub fn itsme_short_code_parse(text: *const c_char, out_value: *mut u32) -> itsme_result;
+    pub fn itsme_short_code_format(value: u32, out: *mut c_char, cap: usize, out_len: *mut usize) -> itsme_result;
+
+    // Contact exchange in person: QR and Bluetooth
+    pub fn itsme_exchange_new_qr(
+        identity: *mut itsme_identity,
+        rng: *mut itsme_random,
+        now: i64,
+        out: *mut *mut itsme_exchange,
+    ) -> itsme_result;
+    pub fn itsme_exchange_new_bluetooth(
+        identity: *mut itsme_identity,
+        session_code: *const c_char,
+        rng: *mut itsme_random,
+        now: i64,
+        out: *mut *mut itsme_exchange,
+    ) -> itsme_result;
+    pub fn itsme_exchange_free(exchange: *mut itsme_exchange);
+    pub fn itsme_exchange_last_error(
+        exchange: *const itsme_exchange,
+        buf: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_exchange_status(
+        exchange: *const itsme_exchange,
+        out_state: *mut itsme_exchange_state,
+        out_flags: *mut u32,
+    ) -> itsme_result;
+    pub fn itsme_exchange_session_code(
+        exchange: *const itsme_exchange,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_exchange_next_outgoing(
+        exchange: *mut itsme_exchange,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_exchange_receive(exchange: *mut itsme_exchange, bytes: *const u8, len: usize, now: i64) -> itsme_result;
+    pub fn itsme_exchange_sas(
+        exchange: *const itsme_exchange,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_exchange_peer_name(
+        exchange: *const itsme_exchange,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_exchange_peer_fingerprint(
+        exchange: *const itsme_exchange,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_exchange_peer_public_key(
+        exchange: *const itsme_exchange,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_exchange_save(
+        exchange: *mut itsme_exchange,
+        store: *mut itsme_store,
+        now: i64,
+        out_contact_id: *mut i64,
+    ) -> itsme_result;
+    pub fn itsme_exchange_confirm(
+        exchange: *mut itsme_exchange,
+        store: *mut itsme_store,
+        now: i64,
+        out_contact_id: *mut i64,
+    ) -> itsme_result;
+    pub fn itsme_exchange_reject(exchange: *mut itsme_exchange, store: *mut itsme_store) -> itsme_result;
+    pub fn itsme_exchange_seal(
+        exchange: *mut itsme_exchange,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_exchange_restore(
+        identity: *mut itsme_identity,
+        sealed: *const u8,
+        len: usize,
+        now: i64,
+        out: *mut *mut itsme_exchange,
+    ) -> itsme_result;
+
+    // Pure derivations
+    pub fn itsme_derive_seed(
+        ephemeral_secret: *const u8,
+        secret_len: usize,
+        peer_ephemeral_public: *const u8,
+        public_len: usize,
+        fingerprint_a: *const c_char,
+        fingerprint_b: *const c_char,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_derive_sas(
+        seed: *const u8,
+        seed_len: usize,
+        transcript_hash: *const u8,
+        th_len: usize,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_qr_transcript_hash(
+        payload_a: *const u8,
+        a_len: usize,
+        payload_b: *const u8,
+        b_len: usize,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_bluetooth_commitment(
+        identity_public: *const u8,
+        identity_len: usize,
+        ephemeral_public: *const u8,
+        ephemeral_len: usize,
+        name: *const c_char,
+        device_secret: *const u8,
+        device_secret_len: usize,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_bluetooth_th1(
+        session_code: *const c_char,
+        hello_i: *const u8,
+        hello_i_len: usize,
+        hello_r: *const u8,
+        hello_r_len: usize,
+        key_i: *const u8,
+        key_i_len: usize,
+        key_r: *const u8,
+        key_r_len: usize,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_bluetooth_session_keys(
+        ephemeral_secret: *const u8,
+        secret_len: usize,
+        peer_ephemeral_public: *const u8,
+        public_len: usize,
+        th1: *const u8,
+        th1_len: usize,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_bluetooth_transcript_hash(
+        th1: *const u8,
+        th1_len: usize,
+        plaintext_i: *const u8,
+        plaintext_i_len: usize,
+        plaintext_r: *const u8,
+        plaintext_r_len: usize,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
     ) -> itsme_result;
 }

@@ -57,7 +57,17 @@ fn c_code(header: &str) -> String {
     code.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// The `#define ITSME_...` macros that have a value.
+/// An integer literal without its `u`/`U`/`l`/`L` suffix (`1u` is `1`).
+fn c_integer(value: &str) -> &str {
+    if value.starts_with(|c: char| c.is_ascii_digit()) {
+        value.trim_end_matches(['u', 'U', 'l', 'L'])
+    } else {
+        value
+    }
+}
+
+/// The `#define ITSME_...` macros that have a value, integer suffixes
+/// dropped.
 fn c_macros(header: &str) -> BTreeMap<String, String> {
     let mut macros = BTreeMap::new();
     for line in header.lines() {
@@ -67,7 +77,7 @@ fn c_macros(header: &str) -> BTreeMap<String, String> {
         let name = parts.next().unwrap_or_default();
         let value = parts.next().unwrap_or_default().trim();
         if name.starts_with("ITSME_") && !value.is_empty() {
-            macros.insert(name.to_owned(), value.to_owned());
+            macros.insert(name.to_owned(), c_integer(value).to_owned());
         }
     }
     macros
@@ -488,7 +498,15 @@ fn types_agree() {
         assert_eq!(aliases.get(&name), Some(&ty), "typedef {name}");
     }
     let opaque = c_opaque_types(&header);
-    let expected = ["itsme_contact", "itsme_contact_list", "itsme_identity", "itsme_secret_store", "itsme_store"];
+    let expected = [
+        "itsme_contact",
+        "itsme_contact_list",
+        "itsme_exchange",
+        "itsme_identity",
+        "itsme_random",
+        "itsme_secret_store",
+        "itsme_store",
+    ];
     assert_eq!(opaque, expected.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>());
     assert_eq!(rust_opaque_types(&source), opaque);
 }
@@ -541,7 +559,7 @@ fn every_constant_agrees() {
     }
     // And the values compiled into the crate are the ones in the text.
     use itsme::sys::*;
-    let compiled: [(&str, i64); 11] = [
+    let compiled: [(&str, i64); 22] = [
         ("ITSME_VERSION_MAJOR", ITSME_VERSION_MAJOR.into()),
         ("ITSME_VERSION_MINOR", ITSME_VERSION_MINOR.into()),
         ("ITSME_VERSION_PATCH", ITSME_VERSION_PATCH.into()),
@@ -553,6 +571,17 @@ fn every_constant_agrees() {
         ("ITSME_NAME_MAX_BYTES", ITSME_NAME_MAX_BYTES as i64),
         ("ITSME_ACCESSIBLE_WHEN_UNLOCKED", ITSME_ACCESSIBLE_WHEN_UNLOCKED.into()),
         ("ITSME_E_INTERNAL", ITSME_E_INTERNAL.into()),
+        ("ITSME_E_MALFORMED_MESSAGE", ITSME_E_MALFORMED_MESSAGE.into()),
+        ("ITSME_E_EXPIRED", ITSME_E_EXPIRED.into()),
+        ("ITSME_SHORT_CODE_SIZE", ITSME_SHORT_CODE_SIZE as i64),
+        ("ITSME_SHORT_CODE_VALUES", ITSME_SHORT_CODE_VALUES.into()),
+        ("ITSME_QR_PAYLOAD_MAX", ITSME_QR_PAYLOAD_MAX as i64),
+        ("ITSME_BLUETOOTH_FRAME_MAX", ITSME_BLUETOOTH_FRAME_MAX as i64),
+        ("ITSME_EXCHANGE_AWAITING_PEER", ITSME_EXCHANGE_AWAITING_PEER.into()),
+        ("ITSME_EXCHANGE_FAILED", ITSME_EXCHANGE_FAILED.into()),
+        ("ITSME_EXCHANGE_FLAG_UNAUTHENTICATED", ITSME_EXCHANGE_FLAG_UNAUTHENTICATED.into()),
+        ("ITSME_EXCHANGE_FLAG_PEER_REJECTED", ITSME_EXCHANGE_FLAG_PEER_REJECTED.into()),
+        ("ITSME_EXCHANGE_REALTIME", ITSME_EXCHANGE_REALTIME.into()),
     ];
     for (name, value) in compiled {
         assert_eq!(macros[name].parse::<i64>().unwrap(), value, "{name}");
@@ -612,6 +641,13 @@ fn parsers_see_what_they_should() {
         Signature { ret: String::new(), params: vec!["*mut itsme_secret_store".into()] }
     );
     assert_eq!(header["itsme_identity_load"].params[1], "*mut *mut itsme_identity");
+    assert_eq!(
+        header["itsme_exchange_status"].params,
+        ["*const itsme_exchange", "*mut itsme_exchange_state", "*mut u32"]
+    );
+    assert_eq!(header["itsme_bluetooth_th1"].params.len(), 12);
     let sys = rust_functions(&sys_source());
     assert_eq!(sys["itsme_identity_load"], header["itsme_identity_load"]);
+    // `1u` is read as 1.
+    assert_eq!(c_macros(&read("../../include/itsme.h"))["ITSME_EXCHANGE_FLAG_PEER_REJECTED"], "8");
 }

@@ -133,6 +133,32 @@ fn before_init_checks() {
         let mut len = 12345usize;
         assert_eq!(itsme_store_last_error(null(), out.as_mut_ptr().cast(), 17, &mut len), ITSME_E_INVALID_ARGUMENT);
         assert_eq!(len, 12345);
+
+        // Randomness, short codes, exchanges and derivations too.
+        let seed = [1u8; 32];
+        let mut rng = sentinel();
+        assert_eq!(itsme_random_new_deterministic(seed.as_ptr(), 32, &mut rng), ITSME_E_NOT_INITIALIZED);
+        assert_eq!(rng, sentinel());
+        itsme_random_free(null_mut());
+        itsme_exchange_free(null_mut());
+        let code = cstr("ECHO 0042");
+        let mut value = 42u32;
+        assert_eq!(itsme_short_code_parse(ptr(&code), &mut value), ITSME_E_NOT_INITIALIZED);
+        assert_eq!(value, 42);
+        assert_eq!(itsme_short_code_format(1, out.as_mut_ptr().cast(), 17, &mut len), ITSME_E_NOT_INITIALIZED);
+        let fp = cstr("0123456789ABCDEF");
+        assert_eq!(
+            itsme_derive_seed(seed.as_ptr(), 32, key.as_ptr(), 32, ptr(&fp), ptr(&fp), out.as_mut_ptr(), 17, &mut len),
+            ITSME_E_NOT_INITIALIZED
+        );
+        assert_eq!(itsme_derive_sas(seed.as_ptr(), 32, key.as_ptr(), 32, out.as_mut_ptr().cast(), 17, &mut len), ITSME_E_NOT_INITIALIZED);
+        assert_eq!((out, len), ([0xAA; 17], 12345));
+        let mut exchange = sentinel();
+        assert_ne!(itsme_exchange_new_qr(null_mut(), null_mut(), T0, &mut exchange), ITSME_OK);
+        assert_eq!(exchange, sentinel());
+        let mut len = 12345usize;
+        assert_eq!(itsme_exchange_last_error(null(), out.as_mut_ptr().cast(), 17, &mut len), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(len, 12345);
     }
 
     // And the safe binding initialises by itself.
@@ -163,11 +189,11 @@ fn before_init() {
 #[test]
 fn result_messages() {
     unsafe {
-        for code in [-1, ITSME_E_WINDOW_USED + 1, 100, i32::MAX, i32::MIN] {
+        for code in [-1, ITSME_E_EXPIRED + 1, 100, i32::MAX, i32::MIN] {
             assert_eq!(CStr::from_ptr(itsme_result_message(code)).to_str().unwrap(), "unknown result code");
         }
         let mut seen = std::collections::BTreeSet::new();
-        for code in ITSME_OK..=ITSME_E_WINDOW_USED {
+        for code in ITSME_OK..=ITSME_E_EXPIRED {
             let text = CStr::from_ptr(itsme_result_message(code)).to_str().unwrap();
             assert!(!text.is_empty() && text != "unknown result code", "code {code}: {text:?}");
             assert!(seen.insert(text), "code {code} shares its message {text:?}");
@@ -1205,6 +1231,579 @@ fn contact_invalid_arguments_leave_out_len_alone() {
         });
         itsme_contact_free(contact);
         itsme_contact_free(old);
+    }
+    assert!(failures.is_empty(), "{} disagreements with itsme.h:\n{}", failures.len(), failures.join("\n"));
+}
+
+// ---------------------------------------------------------------------------
+// Randomness, short codes, exchanges, derivations
+// ---------------------------------------------------------------------------
+
+/// Two identities (A with a contact store) and a Bluetooth exchange each,
+/// run through the raw interface until both compare the SAS.
+struct Exchanges {
+    c: Contacts,
+    b: Fixture,
+    a_ex: *mut itsme_exchange,
+    b_ex: *mut itsme_exchange,
+    /// A QR exchange of A, awaiting the peer.
+    qr: *mut itsme_exchange,
+}
+
+impl Exchanges {
+    fn new(tag: &str) -> Exchanges {
+        let c = Contacts::new(tag);
+        let b = Fixture::new();
+        let (mut a_ex, mut b_ex, mut qr) = (null_mut(), null_mut(), null_mut());
+        let mut code = [0u8; ITSME_SHORT_CODE_SIZE];
+        let mut len = 0usize;
+        unsafe {
+            assert_eq!(itsme_exchange_new_bluetooth(c.f.identity, null(), null_mut(), T0, &mut a_ex), ITSME_OK);
+            assert_eq!(itsme_exchange_session_code(a_ex, code.as_mut_ptr().cast(), code.len(), &mut len), ITSME_OK);
+            assert_eq!(itsme_exchange_new_bluetooth(b.identity, code.as_ptr().cast(), null_mut(), T0, &mut b_ex), ITSME_OK);
+            assert_eq!(itsme_exchange_new_qr(c.f.identity, null_mut(), T0, &mut qr), ITSME_OK);
+            loop {
+                let mut moved = false;
+                for (from, to) in [(a_ex, b_ex), (b_ex, a_ex)] {
+                    let mut frame = [0u8; ITSME_BLUETOOTH_FRAME_MAX];
+                    assert_eq!(itsme_exchange_next_outgoing(from, frame.as_mut_ptr(), frame.len(), &mut len), ITSME_OK);
+                    if len > 0 {
+                        assert_eq!(itsme_exchange_receive(to, frame.as_ptr(), len, T0), ITSME_OK);
+                        moved = true;
+                    }
+                }
+                if !moved {
+                    break;
+                }
+            }
+        }
+        let x = Exchanges { c, b, a_ex, b_ex, qr };
+        assert_eq!(x.state(a_ex), ITSME_EXCHANGE_COMPARE_SAS);
+        assert_eq!(x.state(b_ex), ITSME_EXCHANGE_COMPARE_SAS);
+        x
+    }
+
+    fn state(&self, exchange: *mut itsme_exchange) -> itsme_exchange_state {
+        let mut state = 0;
+        assert_eq!(unsafe { itsme_exchange_status(exchange, &mut state, null_mut()) }, ITSME_OK);
+        state
+    }
+
+    /// The exchange's last-error detail.
+    fn detail(&self, exchange: *mut itsme_exchange) -> String {
+        let mut buf = [0u8; 512];
+        let mut len = 0usize;
+        assert_eq!(unsafe { itsme_exchange_last_error(exchange, buf.as_mut_ptr().cast(), 512, &mut len) }, ITSME_OK);
+        String::from_utf8(buf[..len - 1].to_vec()).unwrap()
+    }
+}
+
+impl Drop for Exchanges {
+    fn drop(&mut self) {
+        unsafe {
+            itsme_exchange_free(self.a_ex);
+            itsme_exchange_free(self.b_ex);
+            itsme_exchange_free(self.qr);
+        }
+    }
+}
+
+#[test]
+fn exchange_free_functions_accept_null() {
+    unsafe {
+        itsme_random_free(null_mut());
+        itsme_exchange_free(null_mut());
+    }
+}
+
+#[test]
+fn random_arguments() {
+    init();
+    let seed = [3u8; 64];
+    unsafe {
+        let mut rng = sentinel();
+        assert_eq!(itsme_random_new_deterministic(null(), 32, &mut rng), ITSME_E_INVALID_ARGUMENT);
+        for seed_len in [0usize, 1, 31, 33, 64] {
+            assert_eq!(itsme_random_new_deterministic(seed.as_ptr(), seed_len, &mut rng), ITSME_E_INVALID_ARGUMENT, "{seed_len}");
+        }
+        assert_eq!(itsme_random_new_deterministic(seed.as_ptr(), 32, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(rng, sentinel(), "written on failure");
+
+        let mut rng = null_mut();
+        assert_eq!(itsme_random_new_deterministic(seed.as_ptr(), 32, &mut rng), ITSME_OK);
+        let mut store = null_mut();
+        assert_eq!(itsme_secret_store_new_memory(&mut store), ITSME_OK);
+        let name = cstr("Random");
+        let mut identity = sentinel();
+        assert_eq!(itsme_identity_create_with_random(null_mut(), ptr(&name), rng, &mut identity), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_identity_create_with_random(store, null(), rng, &mut identity), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_identity_create_with_random(store, ptr(b"bad\xff\0"), rng, &mut identity), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_identity_create_with_random(store, ptr(&name), rng, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(identity, sentinel(), "written on failure");
+        assert_eq!(itsme_identity_create_with_random(store, ptr(&name), rng, &mut identity), ITSME_OK);
+        let mut again = sentinel();
+        assert_eq!(itsme_identity_create_with_random(store, ptr(&name), null_mut(), &mut again), ITSME_E_ALREADY_EXISTS);
+        assert_eq!(again, sentinel());
+        itsme_identity_free(identity);
+        itsme_secret_store_free(store);
+        itsme_random_free(rng);
+    }
+}
+
+#[test]
+fn short_code_arguments() {
+    init();
+    let text = cstr("ECHO 0042");
+    let mut buf = [0xAAu8; 32];
+    let mut len = 777usize;
+    unsafe {
+        let mut value = 42u32;
+        assert_eq!(itsme_short_code_parse(null(), &mut value), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_short_code_parse(ptr(&text), null_mut()), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_short_code_parse(ptr(b"ECHO 004\xff\0"), &mut value), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(value, 42, "written on failure");
+        assert_eq!(itsme_short_code_parse(ptr(&text), &mut value), ITSME_OK);
+        assert_eq!(value, 40042);
+
+        let b: *mut c_char = buf.as_mut_ptr().cast();
+        assert_eq!(itsme_short_code_format(ITSME_SHORT_CODE_VALUES, b, 32, &mut len), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_short_code_format(u32::MAX, b, 32, &mut len), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_short_code_format(1, null_mut(), 32, &mut len), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_short_code_format(1, b, 32, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(len, 777);
+        // The longest text needs ITSME_SHORT_CODE_SIZE.
+        assert_eq!(itsme_short_code_format(130_000, null_mut(), 0, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(len, ITSME_SHORT_CODE_SIZE);
+        assert_eq!(itsme_short_code_format(130_000, b, ITSME_SHORT_CODE_SIZE - 1, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(buf, [0xAA; 32], "written on failure");
+        assert_eq!(itsme_short_code_format(130_000, b, ITSME_SHORT_CODE_SIZE, &mut len), ITSME_OK);
+        assert_eq!(&buf[..len], b"NOVEMBER 0000\0");
+    }
+}
+
+#[test]
+fn exchange_constructor_arguments() {
+    let f = Fixture::new();
+    let code = cstr("ECHO 0042");
+    unsafe {
+        let mut out = sentinel();
+        assert_eq!(itsme_exchange_new_qr(null_mut(), null_mut(), T0, &mut out), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_exchange_new_qr(f.identity, null_mut(), T0, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_exchange_new_qr(f.identity, null_mut(), -1, &mut out), ITSME_E_INVALID_ARGUMENT);
+        assert!(!identity_detail(f.identity).is_empty(), "no detail on the identity");
+        assert_eq!(itsme_exchange_new_bluetooth(null_mut(), ptr(&code), null_mut(), T0, &mut out), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_exchange_new_bluetooth(f.identity, ptr(&code), null_mut(), T0, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_exchange_new_bluetooth(f.identity, ptr(&code), null_mut(), -1, &mut out), ITSME_E_INVALID_ARGUMENT);
+        for bad in [&b"\0"[..], b"ECHO 42\0", b"ECHO 004\xff\0", b"OMEGA 0042\0"] {
+            assert_eq!(itsme_exchange_new_bluetooth(f.identity, ptr(bad), null_mut(), T0, &mut out), ITSME_E_INVALID_ARGUMENT, "{bad:?}");
+        }
+        let sealed = [1u8; 64];
+        assert_eq!(itsme_exchange_restore(null_mut(), sealed.as_ptr(), 64, T0, &mut out), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_exchange_restore(f.identity, null(), 64, T0, &mut out), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_exchange_restore(f.identity, sealed.as_ptr(), 64, T0, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_exchange_restore(f.identity, sealed.as_ptr(), 64, -1, &mut out), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_exchange_restore(f.identity, sealed.as_ptr(), 0, T0, &mut out), ITSME_E_CORRUPT_DATA);
+        assert_eq!(out, sentinel(), "written on failure");
+
+        // A valid call with a NULL random source uses the system's.
+        let mut ok = null_mut();
+        assert_eq!(itsme_exchange_new_bluetooth(f.identity, ptr(&code), null_mut(), T0, &mut ok), ITSME_OK);
+        itsme_exchange_free(ok);
+    }
+}
+
+#[test]
+fn exchange_output_arguments() {
+    let x = Exchanges::new("misuse-exchange-outputs");
+    let ex = x.a_ex;
+    let mut buf = [0xAAu8; 256];
+    let mut len = 777usize;
+    unsafe {
+        // A failure on the exchange leaves a detail to read.
+        let mut id = 0i64;
+        assert_eq!(itsme_exchange_reject(x.qr, null_mut()), ITSME_OK);
+        assert_eq!(itsme_exchange_confirm(x.qr, x.c.store, T0, &mut id), ITSME_E_INVALID_STATE);
+        assert!(!x.detail(x.qr).is_empty());
+
+        let b: *mut c_char = buf.as_mut_ptr().cast();
+        type Getter = unsafe extern "C" fn(*const itsme_exchange, *mut c_char, usize, *mut usize) -> itsme_result;
+        let getters: [(&str, Getter, usize); 5] = [
+            ("last_error", itsme_exchange_last_error, 0),
+            ("session_code", itsme_exchange_session_code, 0),
+            ("sas", itsme_exchange_sas, 0),
+            ("peer_name", itsme_exchange_peer_name, "Misuse".len() + 1),
+            ("peer_fingerprint", itsme_exchange_peer_fingerprint, ITSME_FINGERPRINT_SIZE),
+        ];
+        for (what, getter, size) in getters {
+            assert_eq!(getter(null(), b, 256, &mut len), ITSME_E_INVALID_ARGUMENT, "{what}");
+            assert_eq!(getter(ex, null_mut(), 256, &mut len), ITSME_E_INVALID_ARGUMENT, "{what}");
+            assert_eq!(getter(ex, b, 256, null_mut()), ITSME_E_INVALID_ARGUMENT, "{what}");
+            assert_eq!(len, 777, "{what}: *out_len set by a refused call");
+            assert_eq!(getter(ex, null_mut(), 0, &mut len), ITSME_E_BUFFER_TOO_SMALL, "{what}");
+            let needed = len;
+            if size > 0 {
+                assert_eq!(needed, size, "{what}: needed size");
+            }
+            assert!((1..=256).contains(&needed), "{what}: {needed}");
+            if what != "last_error" {
+                assert!(needed <= ITSME_SHORT_CODE_SIZE || size > 0, "{what}: {needed}");
+            }
+            if needed > 1 {
+                assert_eq!(getter(ex, b, needed - 1, &mut len), ITSME_E_BUFFER_TOO_SMALL, "{what}");
+                assert_eq!(len, needed, "{what}");
+            }
+            assert_eq!(buf, [0xAA; 256], "{what}: written on failure");
+            assert_eq!(getter(ex, b, needed, &mut len), ITSME_OK, "{what}");
+            assert_eq!((len, buf[needed - 1]), (needed, 0), "{what}");
+            buf = [0xAA; 256];
+            assert_eq!(getter(ex, b, 256, &mut len), ITSME_OK, "{what}");
+            assert_eq!(buf[needed..], [0xAA; 256][needed..], "{what}: written past *out_len");
+            buf = [0xAA; 256];
+            len = 777;
+        }
+
+        // Byte outputs: the peer's key, the next frame, the sealed exchange.
+        let mut buf = [0xAAu8; 1024];
+        let k: *mut u8 = buf.as_mut_ptr();
+        type ByteGetter = unsafe extern "C" fn(*mut itsme_exchange, *mut u8, usize, *mut usize) -> itsme_result;
+        unsafe extern "C" fn peer_key(ex: *mut itsme_exchange, out: *mut u8, cap: usize, len: *mut usize) -> itsme_result {
+            itsme_exchange_peer_public_key(ex, out, cap, len)
+        }
+        let byte_getters: [(&str, ByteGetter, *mut itsme_exchange); 3] = [
+            ("peer_public_key", peer_key, ex),
+            ("next_outgoing", itsme_exchange_next_outgoing, x.b_ex),
+            ("seal", itsme_exchange_seal, ex),
+        ];
+        // B confirms so that it has a CONFIRM frame to send.
+        let mut bstore_id = 0i64;
+        let dir = common::TempDir::new("misuse-exchange-b");
+        let path = cstr(dir.path().join("b.db").to_str().unwrap());
+        let mut bstore = null_mut();
+        assert_eq!(itsme_store_open(x.b.identity, ptr(&path), &mut bstore), ITSME_OK);
+        assert_eq!(itsme_exchange_confirm(x.b_ex, bstore, T0, &mut bstore_id), ITSME_OK);
+        assert!(bstore_id > 0);
+        for (what, getter, handle) in byte_getters {
+            assert_eq!(getter(null_mut(), k, 1024, &mut len), ITSME_E_INVALID_ARGUMENT, "{what}");
+            assert_eq!(getter(handle, null_mut(), 1024, &mut len), ITSME_E_INVALID_ARGUMENT, "{what}");
+            assert_eq!(getter(handle, k, 1024, null_mut()), ITSME_E_INVALID_ARGUMENT, "{what}");
+            assert_eq!(len, 777, "{what}: *out_len set by a refused call");
+            assert_eq!(getter(handle, null_mut(), 0, &mut len), ITSME_E_BUFFER_TOO_SMALL, "{what}");
+            let needed = len;
+            assert!(needed > 1 && needed <= 1024, "{what}: {needed}");
+            assert_eq!(getter(handle, k, needed - 1, &mut len), ITSME_E_BUFFER_TOO_SMALL, "{what}");
+            assert_eq!(len, needed, "{what}");
+            assert_eq!(buf, [0xAA; 1024], "{what}: written on failure");
+            assert_eq!(getter(handle, k, needed, &mut len), ITSME_OK, "{what}");
+            assert_eq!(len, needed, "{what}");
+            assert_eq!(buf[needed..], [0xAA; 1024][needed..], "{what}: written past *out_len");
+            if what == "peer_public_key" {
+                assert_eq!(needed, ITSME_PUBLIC_KEY_BYTES);
+            }
+            if what == "next_outgoing" {
+                // The CONFIRM frame went out once, after the refusals.
+                assert_eq!(buf[..2], [1, 4]);
+                assert_eq!(getter(handle, null_mut(), 0, &mut len), ITSME_OK, "nothing left to send");
+                assert_eq!(len, 0);
+            }
+            buf = [0xAA; 1024];
+            len = 777;
+        }
+        itsme_store_close(bstore);
+    }
+}
+
+#[test]
+fn exchange_input_arguments() {
+    let x = Exchanges::new("misuse-exchange-inputs");
+    let (ex, s) = (x.a_ex, x.c.store);
+    unsafe {
+        let (mut state, mut flags) = (42u32, 42u32);
+        assert_eq!(itsme_exchange_status(null(), &mut state, &mut flags), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_exchange_status(ex, null_mut(), &mut flags), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!((state, flags), (42, 42), "written on failure");
+        assert_eq!(itsme_exchange_status(ex, &mut state, &mut flags), ITSME_OK);
+        assert_eq!((state, flags), (ITSME_EXCHANGE_COMPARE_SAS, 0));
+
+        let frame = [1u8, 4, 0];
+        assert_eq!(itsme_exchange_receive(null_mut(), frame.as_ptr(), 3, T0), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_exchange_receive(ex, null(), 3, T0), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_exchange_receive(ex, frame.as_ptr(), 3, -1), ITSME_E_INVALID_ARGUMENT);
+
+        let mut id = -1i64;
+        for (what, call) in [
+            ("save", itsme_exchange_save as unsafe extern "C" fn(_, _, _, _) -> _),
+            ("confirm", itsme_exchange_confirm),
+        ] {
+            assert_eq!(call(null_mut(), s, T0, &mut id), ITSME_E_INVALID_ARGUMENT, "{what}");
+            assert_eq!(call(ex, null_mut(), T0, &mut id), ITSME_E_INVALID_ARGUMENT, "{what}");
+            assert_eq!(call(ex, s, T0, null_mut()), ITSME_E_INVALID_ARGUMENT, "{what}");
+            assert_eq!(call(ex, s, -1, &mut id), ITSME_E_INVALID_ARGUMENT, "{what}");
+            assert_eq!(id, -1, "{what}: written on failure");
+        }
+        assert_eq!(itsme_exchange_reject(null_mut(), s), ITSME_E_INVALID_ARGUMENT);
+
+        // None of that changed the exchange or the store.
+        assert_eq!(x.state(ex), ITSME_EXCHANGE_COMPARE_SAS);
+        assert_eq!(x.c.count(), 2);
+        assert_eq!(itsme_exchange_save(ex, s, T0, &mut id), ITSME_OK);
+        assert_eq!(x.c.count(), 3);
+        // A store is needed to undo the save.
+        assert_eq!(itsme_exchange_reject(ex, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        assert!(x.detail(ex).contains("store"), "{}", x.detail(ex));
+        assert_eq!(itsme_exchange_reject(ex, s), ITSME_OK);
+        assert_eq!(x.c.count(), 2);
+        assert_eq!(x.state(ex), ITSME_EXCHANGE_REJECTED);
+    }
+}
+
+#[test]
+fn exchange_next_outgoing_with_nothing_to_send() {
+    let x = Exchanges::new("misuse-exchange-nothing");
+    let mut len = 777usize;
+    unsafe {
+        // Nothing queued: OK with a NULL buffer, and *out_len 0.
+        assert_eq!(itsme_exchange_next_outgoing(x.a_ex, null_mut(), 0, &mut len), ITSME_OK);
+        assert_eq!(len, 0);
+        len = 777;
+        // Still refused: a NULL out_len, a NULL buffer with a capacity.
+        assert_eq!(itsme_exchange_next_outgoing(x.a_ex, null_mut(), 0, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_exchange_next_outgoing(x.a_ex, null_mut(), 8, &mut len), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(len, 777);
+        // A QR payload is not consumed by a size query, nor by reading it.
+        let mut text = [0u8; ITSME_QR_PAYLOAD_MAX];
+        assert_eq!(itsme_exchange_next_outgoing(x.qr, null_mut(), 0, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        let needed = len;
+        assert!(needed > 7 && needed <= ITSME_QR_PAYLOAD_MAX);
+        for _ in 0..2 {
+            assert_eq!(itsme_exchange_next_outgoing(x.qr, text.as_mut_ptr(), text.len(), &mut len), ITSME_OK);
+            assert_eq!(len, needed);
+            assert_eq!(&text[..7], b"ITSME1:");
+        }
+    }
+}
+
+#[test]
+fn derivation_arguments() {
+    init();
+    let k = [9u8; 64];
+    let (fa, fb) = (cstr("0123456789ABCDEF"), cstr("fedcba9876543210"));
+    let code = cstr("ECHO 0042");
+    let name = cstr("Alice");
+    let mut out = [0xAAu8; 128];
+    let mut len = 777usize;
+    let o = out.as_mut_ptr();
+    let inv = ITSME_E_INVALID_ARGUMENT;
+    unsafe {
+        // derive_seed
+        assert_eq!(itsme_derive_seed(null(), 32, k.as_ptr(), 32, ptr(&fa), ptr(&fb), o, 64, &mut len), inv);
+        assert_eq!(itsme_derive_seed(k.as_ptr(), 32, null(), 32, ptr(&fa), ptr(&fb), o, 64, &mut len), inv);
+        assert_eq!(itsme_derive_seed(k.as_ptr(), 32, k.as_ptr(), 32, null(), ptr(&fb), o, 64, &mut len), inv);
+        assert_eq!(itsme_derive_seed(k.as_ptr(), 32, k.as_ptr(), 32, ptr(&fa), null(), o, 64, &mut len), inv);
+        assert_eq!(itsme_derive_seed(k.as_ptr(), 32, k.as_ptr(), 32, ptr(&fa), ptr(&fb), null_mut(), 64, &mut len), inv);
+        assert_eq!(itsme_derive_seed(k.as_ptr(), 32, k.as_ptr(), 32, ptr(&fa), ptr(&fb), o, 64, null_mut()), inv);
+        for n in [0usize, 31, 33] {
+            assert_eq!(itsme_derive_seed(k.as_ptr(), n, k.as_ptr(), 32, ptr(&fa), ptr(&fb), o, 64, &mut len), inv, "{n}");
+            assert_eq!(itsme_derive_seed(k.as_ptr(), 32, k.as_ptr(), n, ptr(&fa), ptr(&fb), o, 64, &mut len), inv, "{n}");
+        }
+        for bad in [&b"\0"[..], b"0123456789ABCDE\0", b"0123456789ABCDEG\0", b"0123456789ABCDEF0\0"] {
+            assert_eq!(itsme_derive_seed(k.as_ptr(), 32, k.as_ptr(), 32, ptr(bad), ptr(&fb), o, 64, &mut len), inv, "{bad:?}");
+        }
+        // A low-order peer key gives an all-zero shared secret.
+        let zero = [0u8; 32];
+        assert_eq!(
+            itsme_derive_seed(k.as_ptr(), 32, zero.as_ptr(), 32, ptr(&fa), ptr(&fb), o, 64, &mut len),
+            ITSME_E_INVALID_KEY
+        );
+        assert_eq!(len, 777);
+        assert_eq!(out, [0xAA; 128], "written on failure");
+        assert_eq!(itsme_derive_seed(k.as_ptr(), 32, k.as_ptr(), 32, ptr(&fa), ptr(&fb), o, 31, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(len, 32);
+        assert_eq!(out, [0xAA; 128], "written on failure");
+        assert_eq!(itsme_derive_seed(k.as_ptr(), 32, k.as_ptr(), 32, ptr(&fa), ptr(&fb), o, 64, &mut len), ITSME_OK);
+        assert_eq!(len, 32);
+        assert_eq!(out[32..], [0xAA; 96], "written past *out_len");
+        let mut seed = [0u8; 32];
+        seed.copy_from_slice(&out[..32]);
+        out = [0xAA; 128];
+        len = 777;
+
+        // derive_sas
+        let s: *mut c_char = o.cast();
+        assert_eq!(itsme_derive_sas(null(), 32, k.as_ptr(), 32, s, 64, &mut len), inv);
+        assert_eq!(itsme_derive_sas(seed.as_ptr(), 32, null(), 32, s, 64, &mut len), inv);
+        assert_eq!(itsme_derive_sas(seed.as_ptr(), 31, k.as_ptr(), 32, s, 64, &mut len), inv);
+        assert_eq!(itsme_derive_sas(seed.as_ptr(), 32, k.as_ptr(), 33, s, 64, &mut len), inv);
+        assert_eq!(itsme_derive_sas(seed.as_ptr(), 32, k.as_ptr(), 32, null_mut(), 64, &mut len), inv);
+        assert_eq!(itsme_derive_sas(seed.as_ptr(), 32, k.as_ptr(), 32, s, 64, null_mut()), inv);
+        assert_eq!(len, 777);
+        assert_eq!(itsme_derive_sas(seed.as_ptr(), 32, k.as_ptr(), 32, null_mut(), 0, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert!(len <= ITSME_SHORT_CODE_SIZE);
+        assert_eq!(out, [0xAA; 128], "written on failure");
+        assert_eq!(itsme_derive_sas(seed.as_ptr(), 32, k.as_ptr(), 32, s, 64, &mut len), ITSME_OK);
+        assert_eq!(out[len - 1], 0);
+        out = [0xAA; 128];
+        len = 777;
+
+        // qr_transcript_hash, with two genuine payloads.
+        let (a, b) = (Fixture::new(), Fixture::new());
+        let mut payloads = Vec::new();
+        for identity in [a.identity, b.identity] {
+            let mut qr = null_mut();
+            let mut text = [0u8; ITSME_QR_PAYLOAD_MAX];
+            assert_eq!(itsme_exchange_new_qr(identity, null_mut(), T0, &mut qr), ITSME_OK);
+            assert_eq!(itsme_exchange_next_outgoing(qr, text.as_mut_ptr(), text.len(), &mut len), ITSME_OK);
+            payloads.push(text[..len].to_vec());
+            itsme_exchange_free(qr);
+        }
+        let (pa, pb) = (&payloads[0], &payloads[1]);
+        len = 777;
+        assert_eq!(itsme_qr_transcript_hash(null(), pa.len(), pb.as_ptr(), pb.len(), o, 64, &mut len), inv);
+        assert_eq!(itsme_qr_transcript_hash(pa.as_ptr(), pa.len(), null(), pb.len(), o, 64, &mut len), inv);
+        assert_eq!(itsme_qr_transcript_hash(pa.as_ptr(), pa.len(), pb.as_ptr(), pb.len(), null_mut(), 64, &mut len), inv);
+        assert_eq!(itsme_qr_transcript_hash(pa.as_ptr(), pa.len(), pb.as_ptr(), pb.len(), o, 64, null_mut()), inv);
+        assert_eq!(itsme_qr_transcript_hash(b"junk".as_ptr(), 4, pb.as_ptr(), pb.len(), o, 64, &mut len), inv);
+        let text = b"ITSME1:AAAA";
+        assert_eq!(itsme_qr_transcript_hash(text.as_ptr(), 11, pb.as_ptr(), pb.len(), o, 64, &mut len), ITSME_E_MALFORMED_MESSAGE);
+        let mut tampered = pa.clone();
+        let last = tampered.len() - 2;
+        tampered[last] = if tampered[last] == b'A' { b'B' } else { b'A' };
+        assert_eq!(
+            itsme_qr_transcript_hash(tampered.as_ptr(), tampered.len(), pb.as_ptr(), pb.len(), o, 64, &mut len),
+            ITSME_E_AUTHENTICATION_FAILED
+        );
+        assert_eq!(len, 777);
+        assert_eq!(out, [0xAA; 128], "written on failure");
+        assert_eq!(itsme_qr_transcript_hash(pa.as_ptr(), pa.len(), pb.as_ptr(), pb.len(), o, 31, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(len, 32);
+        let mut th = [0u8; 32];
+        assert_eq!(itsme_qr_transcript_hash(pa.as_ptr(), pa.len(), pb.as_ptr(), pb.len(), th.as_mut_ptr(), 32, &mut len), ITSME_OK);
+        let mut reversed = [0u8; 32];
+        assert_eq!(
+            itsme_qr_transcript_hash(pb.as_ptr(), pb.len(), pa.as_ptr(), pa.len(), reversed.as_mut_ptr(), 32, &mut len),
+            ITSME_OK
+        );
+        assert_eq!(th, reversed, "either order");
+        len = 777;
+
+        // bluetooth_commitment
+        let commit = |i: *const u8, il: usize, e: *const u8, el: usize, n: *const c_char, d: *const u8, out: *mut u8, l: *mut usize| {
+            itsme_bluetooth_commitment(i, il, e, el, n, d, 16, out, 64, l)
+        };
+        assert_eq!(commit(null(), 32, k.as_ptr(), 32, ptr(&name), k.as_ptr(), o, &mut len), inv);
+        assert_eq!(commit(k.as_ptr(), 32, null(), 32, ptr(&name), k.as_ptr(), o, &mut len), inv);
+        assert_eq!(commit(k.as_ptr(), 32, k.as_ptr(), 32, null(), k.as_ptr(), o, &mut len), inv);
+        assert_eq!(commit(k.as_ptr(), 32, k.as_ptr(), 32, ptr(&name), null(), o, &mut len), inv);
+        assert_eq!(commit(k.as_ptr(), 31, k.as_ptr(), 32, ptr(&name), k.as_ptr(), o, &mut len), inv);
+        assert_eq!(commit(k.as_ptr(), 32, k.as_ptr(), 33, ptr(&name), k.as_ptr(), o, &mut len), inv);
+        assert_eq!(commit(k.as_ptr(), 32, k.as_ptr(), 32, ptr(b"\0"), k.as_ptr(), o, &mut len), inv);
+        assert_eq!(commit(k.as_ptr(), 32, k.as_ptr(), 32, ptr(b"a\nb\0"), k.as_ptr(), o, &mut len), inv);
+        assert_eq!(commit(k.as_ptr(), 32, k.as_ptr(), 32, ptr(&name), k.as_ptr(), null_mut(), &mut len), inv);
+        assert_eq!(commit(k.as_ptr(), 32, k.as_ptr(), 32, ptr(&name), k.as_ptr(), o, null_mut()), inv);
+
+        // bluetooth_th1
+        let f = k.as_ptr();
+        assert_eq!(itsme_bluetooth_th1(null(), f, 42, f, 42, f, 34, f, 34, o, 64, &mut len), inv);
+        assert_eq!(itsme_bluetooth_th1(ptr(b"ECHO 42\0"), f, 42, f, 42, f, 34, f, 34, o, 64, &mut len), inv);
+        assert_eq!(itsme_bluetooth_th1(ptr(&code), null(), 42, f, 42, f, 34, f, 34, o, 64, &mut len), inv);
+        assert_eq!(itsme_bluetooth_th1(ptr(&code), f, 42, null(), 42, f, 34, f, 34, o, 64, &mut len), inv);
+        assert_eq!(itsme_bluetooth_th1(ptr(&code), f, 42, f, 42, null(), 34, f, 34, o, 64, &mut len), inv);
+        assert_eq!(itsme_bluetooth_th1(ptr(&code), f, 42, f, 42, f, 34, null(), 34, o, 64, &mut len), inv);
+        assert_eq!(itsme_bluetooth_th1(ptr(&code), f, 42, f, 42, f, 34, f, 34, null_mut(), 64, &mut len), inv);
+        assert_eq!(itsme_bluetooth_th1(ptr(&code), f, 42, f, 42, f, 34, f, 34, o, 64, null_mut()), inv);
+
+        // bluetooth_session_keys: 64 bytes out.
+        assert_eq!(itsme_bluetooth_session_keys(null(), 32, f, 32, f, 32, o, 64, &mut len), inv);
+        assert_eq!(itsme_bluetooth_session_keys(f, 32, null(), 32, f, 32, o, 64, &mut len), inv);
+        assert_eq!(itsme_bluetooth_session_keys(f, 32, f, 32, null(), 32, o, 64, &mut len), inv);
+        assert_eq!(itsme_bluetooth_session_keys(f, 31, f, 32, f, 32, o, 64, &mut len), inv);
+        assert_eq!(itsme_bluetooth_session_keys(f, 32, f, 33, f, 32, o, 64, &mut len), inv);
+        assert_eq!(itsme_bluetooth_session_keys(f, 32, f, 32, f, 31, o, 64, &mut len), inv);
+        assert_eq!(itsme_bluetooth_session_keys(f, 32, f, 32, f, 32, null_mut(), 64, &mut len), inv);
+        assert_eq!(itsme_bluetooth_session_keys(f, 32, f, 32, f, 32, o, 64, null_mut()), inv);
+        assert_eq!(itsme_bluetooth_session_keys(f, 32, zero.as_ptr(), 32, f, 32, o, 64, &mut len), ITSME_E_INVALID_KEY);
+        assert_eq!(len, 777);
+        assert_eq!(out, [0xAA; 128], "written on failure");
+        assert_eq!(itsme_bluetooth_session_keys(f, 32, f, 32, f, 32, o, 63, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(len, 64);
+        assert_eq!(out, [0xAA; 128], "written on failure");
+        len = 777;
+
+        // bluetooth_transcript_hash
+        assert_eq!(itsme_bluetooth_transcript_hash(null(), 32, f, 10, f, 10, o, 64, &mut len), inv);
+        assert_eq!(itsme_bluetooth_transcript_hash(f, 31, f, 10, f, 10, o, 64, &mut len), inv);
+        assert_eq!(itsme_bluetooth_transcript_hash(f, 32, null(), 10, f, 10, o, 64, &mut len), inv);
+        assert_eq!(itsme_bluetooth_transcript_hash(f, 32, f, 10, null(), 10, o, 64, &mut len), inv);
+        assert_eq!(itsme_bluetooth_transcript_hash(f, 32, f, 10, f, 10, null_mut(), 64, &mut len), inv);
+        assert_eq!(itsme_bluetooth_transcript_hash(f, 32, f, 10, f, 10, o, 64, null_mut()), inv);
+        assert_eq!(len, 777);
+        assert_eq!(out, [0xAA; 128], "written on failure");
+
+        // Each failure left a detail in the thread's slot.
+        assert_eq!(itsme_bluetooth_transcript_hash(f, 31, f, 10, f, 10, o, 64, &mut len), inv);
+        let mut detail = [0u8; 256];
+        assert_eq!(itsme_last_error(detail.as_mut_ptr().cast(), 256, &mut len), ITSME_OK);
+        assert!(len > 1, "no detail");
+    }
+}
+
+/// As invalid_arguments_leave_out_len_alone, for the exchange functions.
+#[test]
+fn exchange_invalid_arguments_leave_out_len_alone() {
+    let x = Exchanges::new("misuse-exchange-out-len");
+    let ex = x.a_ex;
+    let k = [9u8; 32];
+    let mut buf = [0u8; 256];
+    let b: *mut c_char = buf.as_mut_ptr().cast();
+    let mut failures = Vec::new();
+    let mut check = |call: &str, run: &dyn Fn(*mut usize) -> itsme_result| {
+        let mut len = 777usize;
+        let rc = run(&mut len);
+        if rc != ITSME_E_INVALID_ARGUMENT {
+            failures.push(format!("{call}: returned {rc}, expected ITSME_E_INVALID_ARGUMENT"));
+        } else if len != 777 {
+            failures.push(format!("{call}: returned ITSME_E_INVALID_ARGUMENT but set *out_len to {len}"));
+        }
+    };
+    unsafe {
+        check("itsme_short_code_format(260000, buf, 256, &len)", &|l| itsme_short_code_format(ITSME_SHORT_CODE_VALUES, b, 256, l));
+        check("itsme_short_code_format(1, NULL, 256, &len)", &|l| itsme_short_code_format(1, null_mut(), 256, l));
+        type Getter = unsafe extern "C" fn(*const itsme_exchange, *mut c_char, usize, *mut usize) -> itsme_result;
+        let getters: [(&str, Getter); 5] = [
+            ("itsme_exchange_last_error", itsme_exchange_last_error),
+            ("itsme_exchange_session_code", itsme_exchange_session_code),
+            ("itsme_exchange_sas", itsme_exchange_sas),
+            ("itsme_exchange_peer_name", itsme_exchange_peer_name),
+            ("itsme_exchange_peer_fingerprint", itsme_exchange_peer_fingerprint),
+        ];
+        for (name, getter) in getters {
+            check(&format!("{name}(NULL, buf, 256, &len)"), &|l| getter(null(), b, 256, l));
+            check(&format!("{name}(exchange, NULL, 256, &len)"), &|l| getter(ex, null_mut(), 256, l));
+        }
+        check("itsme_exchange_peer_public_key(NULL, buf, 256, &len)", &|l| itsme_exchange_peer_public_key(null(), b.cast(), 256, l));
+        check("itsme_exchange_peer_public_key(exchange, NULL, 256, &len)", &|l| {
+            itsme_exchange_peer_public_key(ex, null_mut(), 256, l)
+        });
+        check("itsme_exchange_next_outgoing(NULL, buf, 256, &len)", &|l| itsme_exchange_next_outgoing(null_mut(), b.cast(), 256, l));
+        check("itsme_exchange_next_outgoing(qr, NULL, 256, &len)", &|l| itsme_exchange_next_outgoing(x.qr, null_mut(), 256, l));
+        check("itsme_exchange_seal(NULL, buf, 256, &len)", &|l| itsme_exchange_seal(null_mut(), b.cast(), 256, l));
+        check("itsme_exchange_seal(exchange, NULL, 256, &len)", &|l| itsme_exchange_seal(ex, null_mut(), 256, l));
+        check("itsme_derive_seed(NULL, ...)", &|l| {
+            itsme_derive_seed(null(), 32, k.as_ptr(), 32, ptr(b"0123456789ABCDEF\0"), ptr(b"0123456789ABCDEF\0"), b.cast(), 256, l)
+        });
+        check("itsme_derive_sas(seed, 31, ...)", &|l| itsme_derive_sas(k.as_ptr(), 31, k.as_ptr(), 32, b, 256, l));
+        check("itsme_qr_transcript_hash(NULL, ...)", &|l| itsme_qr_transcript_hash(null(), 1, k.as_ptr(), 1, b.cast(), 256, l));
+        check("itsme_bluetooth_commitment(key, 31, ...)", &|l| {
+            itsme_bluetooth_commitment(k.as_ptr(), 31, k.as_ptr(), 32, ptr(b"A\0"), k.as_ptr(), 16, b.cast(), 256, l)
+        });
+        check("itsme_bluetooth_th1(NULL, ...)", &|l| {
+            itsme_bluetooth_th1(null(), k.as_ptr(), 1, k.as_ptr(), 1, k.as_ptr(), 1, k.as_ptr(), 1, b.cast(), 256, l)
+        });
+        check("itsme_bluetooth_session_keys(secret, 31, ...)", &|l| {
+            itsme_bluetooth_session_keys(k.as_ptr(), 31, k.as_ptr(), 32, k.as_ptr(), 32, b.cast(), 256, l)
+        });
+        check("itsme_bluetooth_transcript_hash(th1, 31, ...)", &|l| {
+            itsme_bluetooth_transcript_hash(k.as_ptr(), 31, k.as_ptr(), 1, k.as_ptr(), 1, b.cast(), 256, l)
+        });
     }
     assert!(failures.is_empty(), "{} disagreements with itsme.h:\n{}", failures.len(), failures.join("\n"));
 }

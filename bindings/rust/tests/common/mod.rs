@@ -2,6 +2,9 @@
 
 #![allow(dead_code)]
 
+pub mod encoding;
+pub mod json;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};

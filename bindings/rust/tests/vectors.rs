@@ -1,0 +1,480 @@
+//! The protocol test vectors (Tests/ProtocolVectors/*.json, described in
+//! its README.md) replayed through the C interface: whole QR and Bluetooth
+//! exchanges from each party's deterministic random seed, source-format
+//! imports and rejections, and every pure derivation.
+
+mod common;
+
+use common::encoding::{base64url_decode, base64url_encode, hex_decode, hex_encode};
+use common::json::Json;
+use common::TempDir;
+use itsme::{
+    ContactStore, DeterministicRandom, ErrorKind, Exchange, ExchangeFlags, ExchangeState, Identity, SecretStore,
+    VerificationState,
+};
+use std::path::PathBuf;
+
+const T0: i64 = 1_800_000_000;
+
+fn vectors_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../Tests/ProtocolVectors")
+}
+
+fn load(file: &str) -> Json {
+    let path = vectors_dir().join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    Json::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Checks a byte string against a vector's hex, showing both in hex.
+#[track_caller]
+fn assert_hex(actual: &[u8], vector: &Json, key: &str, context: &str) {
+    assert_eq!(hex_encode(actual), vector.text(key), "{context}: {key}");
+}
+
+/// One side of a vector exchange: its identity made from its random seed,
+/// and that same random source kept for its exchange.
+struct Party {
+    _secrets: SecretStore,
+    identity: Identity,
+    rng: DeterministicRandom,
+    contacts: ContactStore,
+    _dir: TempDir,
+}
+
+impl Party {
+    /// Creates the party's identity from `random_seed` and checks it
+    /// against the vector.
+    fn new(vector: &Json, context: &str) -> Party {
+        let mut rng = DeterministicRandom::new(&vector.hex_array("random_seed")).unwrap();
+        let secrets = SecretStore::memory().unwrap();
+        let identity = Identity::create_with_random(&secrets, vector.text("name_text"), Some(&mut rng)).unwrap();
+        assert_hex(&identity.public_key().unwrap(), vector, "identity_public", context);
+        assert_eq!(identity.fingerprint().unwrap(), vector.text("fingerprint_text"), "{context}: fingerprint_text");
+        assert_eq!(identity.name().unwrap(), vector.text("name_text"), "{context}");
+        let dir = TempDir::new("vectors");
+        let contacts = ContactStore::open(&identity, dir.path().join("contacts.db")).unwrap();
+        Party { _secrets: secrets, identity, rng, contacts, _dir: dir }
+    }
+}
+
+#[test]
+fn json_reader() {
+    let parsed = Json::parse(r#" { "a" : [1, -2, true, false, null, "x\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00"], "b": {} , "c": [] } "#)
+        .unwrap();
+    assert_eq!(parsed.array("a")[0], Json::Int(1));
+    assert_eq!(parsed.array("a")[1], Json::Int(-2));
+    assert_eq!(parsed.array("a")[2..5], [Json::Bool(true), Json::Bool(false), Json::Null]);
+    assert_eq!(parsed.array("a")[5].as_str(), "x\"\\/\u{8}\u{c}\n\r\t\u{e9}\u{1F600}");
+    assert_eq!(parsed.field("b"), &Json::Object(Vec::new()));
+    assert_eq!(parsed.array("c").len(), 0);
+    assert_eq!(Json::parse("\"Ćarol\"").unwrap().as_str(), "Ćarol");
+    for bad in ["", "{", "[1,]", "{\"a\" 1}", "01", "1.5", "1e3", "\"\\x\"", "\"\\ud800\"", "tru", "[1] 2", "{\"a\":1,\"a\":2}", "\"\u{1}\""] {
+        assert!(Json::parse(bad).is_err(), "{bad:?} accepted");
+    }
+}
+
+#[test]
+fn every_vector_file_is_read() {
+    let mut names: Vec<String> = std::fs::read_dir(vectors_dir())
+        .expect("Tests/ProtocolVectors")
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.ends_with(".json"))
+        .collect();
+    names.sort();
+    assert_eq!(names, ["bluetooth.json", "encoding.json", "qr.json", "sas.json", "seed.json", "source-v5.json"]);
+    for name in names {
+        load(&name);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// encoding.json
+// ---------------------------------------------------------------------------
+
+#[test]
+fn short_codes() {
+    let codes = load("encoding.json");
+    let codes = codes.field("short_code");
+    for case in codes.array("format") {
+        let value = u32::try_from(case.int("value")).unwrap();
+        assert_eq!(itsme::short_code_format(value).unwrap(), case.text("text"), "format {value}");
+        assert_eq!(itsme::short_code_parse(case.text("text")).unwrap(), value, "parse {}", case.text("text"));
+    }
+    for case in codes.array("parse_valid") {
+        let input = case.text("input_text");
+        assert_eq!(i64::from(itsme::short_code_parse(input).unwrap()), case.int("value"), "{input:?}");
+    }
+    for case in codes.array("parse_invalid") {
+        let input = case.as_str();
+        let error = itsme::short_code_parse(input).expect_err(input);
+        assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{input:?}");
+    }
+    assert!(!codes.array("parse_invalid").is_empty());
+}
+
+/// The test's own base64url, used to take QR payloads apart.
+#[test]
+fn base64url_of_the_tests() {
+    let encoding = load("encoding.json");
+    let cases = encoding.field("base64url");
+    for case in cases.array("valid") {
+        let bytes = case.hex("bytes");
+        assert_eq!(base64url_encode(&bytes), case.text("text"));
+        assert_eq!(base64url_decode(case.text("text")).as_deref(), Some(&bytes[..]));
+    }
+    for case in cases.array("invalid") {
+        assert_eq!(base64url_decode(case.as_str()), None, "{:?}", case.as_str());
+    }
+}
+
+// ---------------------------------------------------------------------------
+// seed.json, sas.json
+// ---------------------------------------------------------------------------
+
+#[test]
+fn seeds() {
+    let seeds = load("seed.json");
+    for (i, case) in seeds.as_array().iter().enumerate() {
+        let (fa, fb) = (case.text("a_fingerprint_text"), case.text("b_fingerprint_text"));
+        let mut salt = [fa, fb];
+        salt.sort();
+        assert_eq!(salt.concat(), case.text("salt_text"), "seed {i}: salt");
+        // Each side derives the same seed, with the fingerprints in either
+        // order.
+        for (secret, public) in [("a_ephemeral_secret", "b_ephemeral_public"), ("b_ephemeral_secret", "a_ephemeral_public")] {
+            for (x, y) in [(fa, fb), (fb, fa)] {
+                let seed = itsme::derive_seed(&case.hex(secret), &case.hex(public), x, y).unwrap();
+                assert_hex(&seed, case, "seed", &format!("seed {i} from {secret}"));
+            }
+        }
+        // Lowercase fingerprints are the same fingerprints.
+        let seed = itsme::derive_seed(&case.hex("a_ephemeral_secret"), &case.hex("b_ephemeral_public"), &fa.to_lowercase(), fb)
+            .unwrap();
+        assert_hex(&seed, case, "seed", &format!("seed {i} (lowercase)"));
+    }
+}
+
+#[test]
+fn sas() {
+    let cases = load("sas.json");
+    for (i, case) in cases.as_array().iter().enumerate() {
+        let text = itsme::derive_sas(&case.hex("seed"), &case.hex("transcript_hash")).unwrap();
+        assert_eq!(text, case.text("text"), "sas {i}");
+        assert_eq!(i64::from(itsme::short_code_parse(&text).unwrap()), case.int("value"), "sas {i}");
+        // The value is the 8-byte okm, big-endian, modulo 260000.
+        let okm = u64::from_be_bytes(case.hex_array("okm"));
+        assert_eq!(okm % u64::from(itsme::SHORT_CODE_VALUES), case.int("value") as u64, "sas {i}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// qr.json
+// ---------------------------------------------------------------------------
+
+#[test]
+fn qr_exchanges() {
+    let qr = load("qr.json");
+    let exchanges = qr.array("exchanges");
+    assert!(!exchanges.is_empty());
+    for (i, vector) in exchanges.iter().enumerate() {
+        let (va, vb) = (vector.field("a"), vector.field("b"));
+        let context = format!("qr exchange {i}");
+        let mut a = Party::new(va, &format!("{context} a"));
+        let mut b = Party::new(vb, &format!("{context} b"));
+        let mut ea = Exchange::qr(&a.identity, T0, Some(&mut a.rng)).unwrap();
+        let mut eb = Exchange::qr(&b.identity, T0, Some(&mut b.rng)).unwrap();
+
+        let pa = ea.next_outgoing().unwrap();
+        let pb = eb.next_outgoing().unwrap();
+        for (payload, v, side) in [(&pa, va, "a"), (&pb, vb, "b")] {
+            let text = std::str::from_utf8(payload).unwrap();
+            assert_eq!(text, v.text("payload_text"), "{context}: {side} payload_text");
+            let raw = base64url_decode(text.strip_prefix("ITSME1:").unwrap()).unwrap();
+            assert_hex(&raw, v, "payload", &format!("{context} {side}"));
+            assert_eq!(hex_encode(&raw), format!("{}{}", v.text("body"), v.text("signature")), "{context} {side}");
+        }
+
+        ea.receive(&pb, T0).unwrap();
+        eb.receive(&pa, T0).unwrap();
+        for (ex, peer, side) in [(&ea, vb, "a"), (&eb, va, "b")] {
+            assert_eq!(ex.status().unwrap(), (ExchangeState::CompareSas, ExchangeFlags::empty()), "{context} {side}");
+            assert_eq!(ex.sas().unwrap(), vector.text("sas_text"), "{context}: {side} sas_text");
+            assert_eq!(ex.peer_name().unwrap(), peer.text("name_text"), "{context} {side}");
+            assert_eq!(ex.peer_fingerprint().unwrap(), peer.text("fingerprint_text"), "{context} {side}");
+            assert_eq!(ex.peer_public_key().unwrap(), Some(peer.hex_array("identity_public")), "{context} {side}");
+        }
+        assert_eq!(
+            i64::from(itsme::short_code_parse(vector.text("sas_text")).unwrap()),
+            vector.int("sas_value"),
+            "{context}"
+        );
+
+        // The pure derivations agree with the exchange.
+        let th = itsme::qr_transcript_hash(&pa, &pb).unwrap();
+        assert_hex(&th, vector, "transcript_hash", &context);
+        assert_eq!(itsme::qr_transcript_hash(&pb, &pa).unwrap(), th, "{context}: either order");
+        for (mine, theirs) in [(va, vb), (vb, va)] {
+            let seed = itsme::derive_seed(
+                &mine.hex("ephemeral_secret"),
+                &theirs.hex("ephemeral_public"),
+                mine.text("fingerprint_text"),
+                theirs.text("fingerprint_text"),
+            )
+            .unwrap();
+            assert_hex(&seed, vector, "seed", &context);
+            assert_eq!(itsme::derive_sas(&seed, &th).unwrap(), vector.text("sas_text"), "{context}");
+        }
+
+        // Both confirm: each stores the other, verified.
+        let id_a = ea.confirm(&a.contacts, T0).unwrap();
+        let id_b = eb.confirm(&b.contacts, T0).unwrap();
+        assert_eq!(a.contacts.get(id_a).unwrap().state, VerificationState::Verified);
+        assert_eq!(b.contacts.get(id_b).unwrap().name, va.text("name_text"));
+    }
+}
+
+/// Every rejection case, fed to an exchange of its receiver (the vector
+/// party with that identity key, remade from its random seed).
+#[test]
+fn qr_rejections() {
+    let qr = load("qr.json");
+    let parties: Vec<&Json> = qr.array("exchanges").iter().flat_map(|e| [e.field("a"), e.field("b")]).collect();
+    let rejections = qr.array("rejections");
+    assert!(!rejections.is_empty());
+    for case in rejections {
+        let what = case.text("case_text");
+        let receiver = case.field("receiver");
+        let party = parties
+            .iter()
+            .find(|p| p.text("identity_public") == receiver.text("identity_public"))
+            .unwrap_or_else(|| panic!("{what}: no vector party has the receiver's key"));
+        let mut me = Party::new(party, what);
+        let mut ex = Exchange::qr(&me.identity, T0, Some(&mut me.rng)).unwrap();
+        assert_eq!(ex.next_outgoing().unwrap(), party.text("payload_text").as_bytes(), "{what}: receiver's payload");
+        let error = ex.receive(case.text("payload_text").as_bytes(), T0).expect_err(what);
+        let (state, _) = ex.status().unwrap();
+        if error.kind() == ErrorKind::InvalidArgument {
+            // Not an exchange payload at all: the person scans again.
+            assert_eq!(state, ExchangeState::AwaitingPeer, "{what}: {error}");
+        } else {
+            assert!(
+                matches!(
+                    error.kind(),
+                    ErrorKind::MalformedMessage | ErrorKind::AuthenticationFailed | ErrorKind::InvalidKey
+                ),
+                "{what}: {error}"
+            );
+            assert_eq!(state, ExchangeState::Failed, "{what}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// source-v5.json
+// ---------------------------------------------------------------------------
+
+#[test]
+fn source_v5_imports() {
+    let v5 = load("source-v5.json");
+    let imports = v5.array("imports");
+    assert!(!imports.is_empty());
+    for case in imports {
+        let text = case.text("text");
+        let receiver = case.field("receiver");
+        // The receiver's seed, from its ephemeral secret.
+        let seed = itsme::derive_seed(
+            &receiver.hex("ephemeral_secret"),
+            &case.hex("ephemeral_public"),
+            receiver.text("fingerprint_text"),
+            case.text("fingerprint_text"),
+        )
+        .unwrap();
+        assert_hex(&seed, case, "seed", text);
+        let mut salt = [receiver.text("fingerprint_text"), case.text("fingerprint_text")];
+        salt.sort();
+        assert_eq!(salt.concat(), case.text("salt_text"));
+
+        // An exchange reads it: unauthenticated, no SAS, saved flagged.
+        let secrets = SecretStore::memory().unwrap();
+        let me = Identity::create(&secrets, "Receiver").unwrap();
+        let dir = TempDir::new("vectors-v5");
+        let contacts = ContactStore::open(&me, dir.path().join("contacts.db")).unwrap();
+        let mut ex = Exchange::qr(&me, T0, None).unwrap();
+        ex.receive(text.as_bytes(), T0).unwrap();
+        assert_eq!(ex.status().unwrap(), (ExchangeState::Imported, ExchangeFlags::UNAUTHENTICATED), "{text}");
+        assert_eq!(ex.peer_name().unwrap(), case.text("name_text"), "{text}");
+        assert_eq!(ex.peer_fingerprint().unwrap(), case.text("fingerprint_text"), "{text}");
+        assert_eq!(ex.peer_public_key().unwrap(), None, "{text}");
+        assert_eq!(ex.sas().unwrap_err().kind(), ErrorKind::InvalidState, "{text}");
+        let id = ex.save(&contacts, T0).unwrap();
+        let contact = contacts.get(id).unwrap();
+        assert_eq!((contact.name.as_str(), contact.public_key), (case.text("name_text"), None));
+        assert_eq!(contact.fingerprint, case.text("fingerprint_text"));
+    }
+}
+
+#[test]
+fn source_v5_rejections() {
+    let v5 = load("source-v5.json");
+    let rejections = v5.array("rejections");
+    assert!(!rejections.is_empty());
+    let me = Identity::create(&SecretStore::memory().unwrap(), "Receiver").unwrap();
+    // The imports' receiver has no random seed, so it cannot be remade
+    // through the C interface: a case carrying its fingerprint (the
+    // own-fingerprint check) is given ours instead.
+    let receivers: Vec<&str> = v5.array("imports").iter().map(|i| i.field("receiver").text("fingerprint_text")).collect();
+    let mine = me.fingerprint().unwrap();
+    for case in rejections {
+        let what = case.text("case_text");
+        let mut text = case.text("text").to_owned();
+        for receiver in &receivers {
+            text = text.replace(receiver, &mine);
+        }
+        let mut ex = Exchange::qr(&me, T0, None).unwrap();
+        let error = ex.receive(text.as_bytes(), T0).expect_err(what);
+        let (state, _) = ex.status().unwrap();
+        if error.kind() == ErrorKind::InvalidArgument {
+            assert_eq!(state, ExchangeState::AwaitingPeer, "{what}: {error}");
+        } else {
+            assert_eq!(state, ExchangeState::Failed, "{what}: {error}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// bluetooth.json
+// ---------------------------------------------------------------------------
+
+/// Takes the next frame of an exchange and checks it against a vector.
+#[track_caller]
+fn frame(ex: &mut Exchange, party: &Json, key: &str, context: &str) -> Vec<u8> {
+    let frame = ex.next_outgoing().unwrap();
+    assert_hex(&frame, party, key, context);
+    frame
+}
+
+#[test]
+fn bluetooth_exchanges() {
+    let bluetooth = load("bluetooth.json");
+    let exchanges = bluetooth.array("exchanges");
+    assert!(!exchanges.is_empty());
+    for (i, vector) in exchanges.iter().enumerate() {
+        let context = format!("bluetooth exchange {i}");
+        let (va, vb) = (vector.field("a"), vector.field("b"));
+        let code = vector.text("session_code_text");
+        assert_eq!(i64::from(itsme::short_code_parse(code).unwrap()), vector.int("session_code_value"), "{context}");
+
+        // A draws the session code; B is given it.
+        let mut a = Party::new(va, &format!("{context} a"));
+        let mut b = Party::new(vb, &format!("{context} b"));
+        let mut ea = Exchange::bluetooth(&a.identity, None, T0, Some(&mut a.rng)).unwrap();
+        assert_eq!(ea.session_code().unwrap(), code, "{context}: session_code_text");
+        let mut eb = Exchange::bluetooth(&b.identity, Some(code), T0, Some(&mut b.rng)).unwrap();
+
+        let hello_a = frame(&mut ea, va, "hello", &format!("{context} a"));
+        let hello_b = frame(&mut eb, vb, "hello", &format!("{context} b"));
+        eb.receive(&hello_a, T0).unwrap();
+        ea.receive(&hello_b, T0).unwrap();
+        let key_a = frame(&mut ea, va, "key", &format!("{context} a"));
+        let key_b = frame(&mut eb, vb, "key", &format!("{context} b"));
+        eb.receive(&key_a, T0).unwrap();
+        ea.receive(&key_b, T0).unwrap();
+        let data_a = frame(&mut ea, va, "data_frame", &format!("{context} a"));
+        let data_b = frame(&mut eb, vb, "data_frame", &format!("{context} b"));
+        eb.receive(&data_a, T0).unwrap();
+        ea.receive(&data_b, T0).unwrap();
+        for (ex, peer, side) in [(&ea, vb, "a"), (&eb, va, "b")] {
+            assert_eq!(ex.sas().unwrap(), vector.text("sas_text"), "{context}: {side} sas_text");
+            assert_eq!(ex.peer_name().unwrap(), peer.text("name_text"), "{context} {side}");
+            assert_eq!(ex.peer_fingerprint().unwrap(), peer.text("fingerprint_text"), "{context} {side}");
+        }
+        assert_eq!(
+            i64::from(itsme::short_code_parse(vector.text("sas_text")).unwrap()),
+            vector.int("sas_value"),
+            "{context}"
+        );
+
+        // Both confirm.
+        ea.confirm(&a.contacts, T0).unwrap();
+        eb.confirm(&b.contacts, T0).unwrap();
+        let confirm_a = frame(&mut ea, va, "confirm_frame", &format!("{context} a"));
+        let confirm_b = frame(&mut eb, vb, "confirm_frame", &format!("{context} b"));
+        eb.receive(&confirm_a, T0).unwrap();
+        ea.receive(&confirm_b, T0).unwrap();
+        for ex in [&ea, &eb] {
+            assert_eq!(ex.status().unwrap(), (ExchangeState::Confirmed, ExchangeFlags::PEER_CONFIRMED), "{context}");
+        }
+    }
+}
+
+#[test]
+fn bluetooth_derivations() {
+    let bluetooth = load("bluetooth.json");
+    for (i, vector) in bluetooth.array("exchanges").iter().enumerate() {
+        let context = format!("bluetooth exchange {i}");
+        let (va, vb) = (vector.field("a"), vector.field("b"));
+        let code = vector.text("session_code_text");
+
+        for party in [va, vb] {
+            let commitment = itsme::bluetooth_commitment(
+                &party.hex("identity_public"),
+                &party.hex("ephemeral_public"),
+                party.text("name_text"),
+                &party.hex("device_secret"),
+            )
+            .unwrap();
+            assert_hex(&commitment, party, "commitment", &context);
+            // HELLO and KEY carry what the header of section 7.1 says.
+            let fingerprint = hex_decode(party.text("fingerprint_text")).unwrap();
+            assert_hex(&[&[1u8, 1][..], &fingerprint, &commitment].concat(), party, "hello", &context);
+            assert_hex(&[&[1u8, 2][..], &party.hex("ephemeral_public")].concat(), party, "key", &context);
+        }
+
+        let (initiator, responder) = match (va.text("role_text"), vb.text("role_text")) {
+            ("initiator", "responder") => (va, vb),
+            ("responder", "initiator") => (vb, va),
+            roles => panic!("{context}: roles {roles:?}"),
+        };
+        // The lower fingerprint initiates.
+        assert!(initiator.text("fingerprint_text") < responder.text("fingerprint_text"), "{context}");
+
+        let th1 = itsme::bluetooth_th1(
+            code,
+            &initiator.hex("hello"),
+            &responder.hex("hello"),
+            &initiator.hex("key"),
+            &responder.hex("key"),
+        )
+        .unwrap();
+        assert_hex(&th1, vector, "th1", &context);
+
+        for (mine, theirs) in [(initiator, responder), (responder, initiator)] {
+            let (key_i, key_r) =
+                itsme::bluetooth_session_keys(&mine.hex("ephemeral_secret"), &theirs.hex("ephemeral_public"), &th1).unwrap();
+            assert_hex(&key_i, vector, "key_initiator", &context);
+            assert_hex(&key_r, vector, "key_responder", &context);
+            let seed = itsme::derive_seed(
+                &mine.hex("ephemeral_secret"),
+                &theirs.hex("ephemeral_public"),
+                mine.text("fingerprint_text"),
+                theirs.text("fingerprint_text"),
+            )
+            .unwrap();
+            assert_hex(&seed, vector, "seed", &context);
+        }
+
+        let th = itsme::bluetooth_transcript_hash(&th1, &initiator.hex("plaintext"), &responder.hex("plaintext")).unwrap();
+        assert_hex(&th, vector, "transcript_hash", &context);
+        assert_eq!(itsme::derive_sas(&vector.hex("seed"), &th).unwrap(), vector.text("sas_text"), "{context}");
+
+        // The plaintext is the contact data and its signature.
+        for party in [va, vb] {
+            assert_eq!(
+                party.text("plaintext"),
+                format!("{}{}", party.text("data"), party.text("signature")),
+                "{context}"
+            );
+        }
+    }
+}
