@@ -142,9 +142,10 @@ const char *itsme_result_message(itsme_result code);
  * support; ITSME_E_INTERNAL if libsodium cannot initialise. */
 itsme_result itsme_init(void);
 
-/* Copies the detail of the most recent failure of a constructor that had no
- * handle yet (itsme_secret_store_new_*, itsme_secret_store_open_file) on
- * the calling thread.  Per-thread; an empty string if there is none.  Like
+/* Copies the detail of the most recent failure, on the calling thread, of a
+ * function that had no handle to record it on: the secret store
+ * constructors, itsme_random_new_deterministic, the short-code functions,
+ * the pure derivations, and any function given a NULL handle.  Per-thread; an empty string if there is none.  Like
  * every *_last_error function, it needs no itsme_init().
  * Errors: ITSME_E_INVALID_ARGUMENT (out_len NULL, or buf NULL with a
  * non-zero cap), ITSME_E_BUFFER_TOO_SMALL. */
@@ -702,9 +703,14 @@ itsme_result itsme_short_code_format(uint32_t value, char *out, size_t cap,
  * confirm, which replaces its seed and device secrets and marks it
  * verified; reject leaves it as it was.
  *
+ * Errors are detailed by itsme_exchange_last_error; the constructors
+ * (new_qr, new_bluetooth, restore) record theirs on the identity
+ * (itsme_identity_last_error).
+ *
  * Thread safety: an itsme_exchange must not be used by two threads at once.
- * It keeps its identity alive and takes the identity's lock during each
- * call, so other threads may keep using the identity.
+ * It keeps its identity alive (the identity handle may be freed first) and
+ * takes the identity's lock during each call, so other threads may keep
+ * using the identity.
  * ---------------------------------------------------------------------- */
 
 typedef struct itsme_exchange itsme_exchange;
@@ -724,15 +730,15 @@ typedef uint32_t itsme_exchange_state;
 
 /* Flags (events) read with itsme_exchange_status. */
 /* The peer sent the source format: its name cannot be verified. */
-#define ITSME_EXCHANGE_FLAG_UNAUTHENTICATED 1u
+#define ITSME_EXCHANGE_FLAG_UNAUTHENTICATED 1
 /* A contact with the peer's identity key is stored (set by save). */
-#define ITSME_EXCHANGE_FLAG_KNOWN_CONTACT 2u
+#define ITSME_EXCHANGE_FLAG_KNOWN_CONTACT 2
 /* Bluetooth: the peer confirmed the SAS. */
-#define ITSME_EXCHANGE_FLAG_PEER_CONFIRMED 4u
+#define ITSME_EXCHANGE_FLAG_PEER_CONFIRMED 4
 /* Bluetooth: the peer rejected the SAS and will not keep the contact.  If
  * this device had confirmed already, the host should tell the person and
  * offer to delete the contact. */
-#define ITSME_EXCHANGE_FLAG_PEER_REJECTED 8u
+#define ITSME_EXCHANGE_FLAG_PEER_REJECTED 8
 
 /* Longest QR payload text (bytes, no NUL) and longest Bluetooth frame. */
 #define ITSME_QR_PAYLOAD_MAX 383
@@ -810,7 +816,8 @@ itsme_result itsme_exchange_sas(const itsme_exchange *exchange, char *out,
 
 /* The peer's name (as the peer sent it), fingerprint (ITSME_FINGERPRINT_SIZE)
  * and identity public key (ITSME_PUBLIC_KEY_BYTES), once received.
- * Errors: ITSME_E_INVALID_STATE (nothing received yet), ITSME_E_NOT_FOUND
+ * Errors: ITSME_E_INVALID_STATE (nothing received yet, or the exchange
+ * failed), ITSME_E_NOT_FOUND
  * (public key of a source-format peer, which has none), BUFFER_TOO_SMALL. */
 itsme_result itsme_exchange_peer_name(const itsme_exchange *exchange,
                                       char *out, size_t cap,
@@ -830,10 +837,12 @@ itsme_result itsme_exchange_peer_public_key(const itsme_exchange *exchange,
  * device secrets, in one transaction, and sets *out_contact_id.  If a
  * contact with the peer's identity key exists, stores nothing, sets
  * ITSME_EXCHANGE_FLAG_KNOWN_CONTACT and gives that contact's id.  Calling
- * it again gives the same id.  `store` must belong to the exchange's
- * identity.
+ * it again gives the same id.
  * Errors: ITSME_E_INVALID_STATE (state not COMPARE_SAS or IMPORTED),
- * ITSME_E_EXPIRED, ITSME_E_DATABASE, ITSME_E_INVALID_ARGUMENT. */
+ * ITSME_E_WRONG_IDENTITY (the store belongs to another identity),
+ * ITSME_E_INVALID_ARGUMENT (NULL; or, once saved, a different store from
+ * the one saved in: confirm and reject must use the same store),
+ * ITSME_E_EXPIRED, ITSME_E_DATABASE. */
 itsme_result itsme_exchange_save(itsme_exchange *exchange, itsme_store *store,
                                  int64_t now, int64_t *out_contact_id);
 
@@ -842,7 +851,7 @@ itsme_result itsme_exchange_save(itsme_exchange *exchange, itsme_store *store,
  * one transaction; the old seed is overwritten), state CONFIRMED.
  * Bluetooth: a CONFIRM frame is queued for next_outgoing.
  * Errors: ITSME_E_INVALID_STATE (no SAS, an import, or the peer rejected),
- * ITSME_E_EXPIRED, ITSME_E_DATABASE, ITSME_E_INVALID_ARGUMENT. */
+ * and those of itsme_exchange_save. */
 itsme_result itsme_exchange_confirm(itsme_exchange *exchange,
                                     itsme_store *store, int64_t now,
                                     int64_t *out_contact_id);
@@ -852,12 +861,14 @@ itsme_result itsme_exchange_confirm(itsme_exchange *exchange,
  * if nothing was saved.  Bluetooth: a CONFIRM frame saying so is queued
  * once the peer's data has been received.
  * Errors: ITSME_E_INVALID_STATE (already finished or failed),
- * ITSME_E_INVALID_ARGUMENT (store NULL although a contact was saved). */
+ * ITSME_E_INVALID_ARGUMENT (store NULL although a contact was saved, or not
+ * the store it was saved in), ITSME_E_WRONG_IDENTITY, ITSME_E_DATABASE. */
 itsme_result itsme_exchange_reject(itsme_exchange *exchange,
                                    itsme_store *store);
 
-/* Seals a pending exchange (AWAITING_PEER, COMPARE_SAS or IMPORTED) to
- * bytes, encrypted and authenticated under a key derived from this
+/* Seals a pending exchange (AWAITING_PEER, COMPARE_SAS or IMPORTED), or a
+ * finished Bluetooth one (which may still have a CONFIRM frame to send or
+ * receive), to bytes, encrypted and authenticated under a key derived from this
  * device's device key (kept in the identity's secret store, never
  * exported), so the host can stop and restore it later on this device.
  * The exchange stays usable.  Restore a sealed exchange at most once.
@@ -877,7 +888,12 @@ itsme_result itsme_exchange_restore(itsme_identity *identity,
 /* ------------------------------------------------------------------------
  * Pure derivations (docs/PROTOCOL.md), for test vectors and independent
  * implementations.  Thread-safe; errors are read with itsme_last_error().
- * Every output is 32 bytes unless stated.
+ * Every output is 32 bytes unless stated.  Errors, for each:
+ * ITSME_E_NOT_INITIALIZED; ITSME_E_INVALID_ARGUMENT (a NULL pointer, an
+ * input of the wrong size: keys, seeds and hashes 32 bytes, device secret
+ * 16, HELLO frames 42, KEY frames 34, contact data 114 to 241, a name or
+ * session code that is not valid); ITSME_E_BUFFER_TOO_SMALL; and those
+ * stated below.
  * ---------------------------------------------------------------------- */
 
 /* The verification seed (section 3): HKDF over X25519(ephemeral_secret,
@@ -891,7 +907,8 @@ itsme_result itsme_derive_seed(const uint8_t *ephemeral_secret,
                                const char *fingerprint_b, uint8_t *out,
                                size_t cap, size_t *out_len);
 
-/* The SAS text (section 4.1) of a 32-byte seed and transcript hash. */
+/* The SAS text (section 4.1) of a 32-byte seed and transcript hash
+ * (ITSME_SHORT_CODE_SIZE bytes suffice). */
 itsme_result itsme_derive_sas(const uint8_t *seed, size_t seed_len,
                               const uint8_t *transcript_hash, size_t th_len,
                               char *out, size_t cap, size_t *out_len);
@@ -905,7 +922,8 @@ itsme_result itsme_qr_transcript_hash(const uint8_t *payload_a, size_t a_len,
                                       uint8_t *out, size_t cap,
                                       size_t *out_len);
 
-/* The Bluetooth commitment (section 7.3). */
+/* The Bluetooth commitment (section 7.3) to an identity key, an ephemeral
+ * key, a name and a 16-byte device secret. */
 itsme_result itsme_bluetooth_commitment(const uint8_t *identity_public,
                                         size_t identity_len,
                                         const uint8_t *ephemeral_public,
@@ -924,8 +942,9 @@ itsme_result itsme_bluetooth_th1(const char *session_code,
                                  const uint8_t *key_r, size_t key_r_len,
                                  uint8_t *out, size_t cap, size_t *out_len);
 
-/* key_I || key_R (64 bytes, section 7.3) from our ephemeral secret, the
- * peer's ephemeral public key and th1. */
+/* k_I || k_R (64 bytes, section 7.3) from our ephemeral secret, the peer's
+ * ephemeral public key and th1.  ITSME_E_INVALID_KEY for a low-order peer
+ * key. */
 itsme_result itsme_bluetooth_session_keys(const uint8_t *ephemeral_secret,
                                           size_t secret_len,
                                           const uint8_t *peer_ephemeral_public,

@@ -31,11 +31,14 @@ public final class ContactStore: @unchecked Sendable {
 
     private let lock = Mutex<Void>(())
     private let db: Database
-    private let storeID: [UInt8]
+    /// 16 random bytes drawn when the file was created (meta `store_id`).
+    let storeID: [UInt8]
     private let contactsKey: SecretBytes
     private let indexKey: SecretBytes
     private let deviceKey: SecretBytes
     private let ownPublicKey: [UInt8]
+    /// The identity key of the identity this store belongs to.
+    var ownerPublicKey: [UInt8] { ownPublicKey }
     /// Guarded scratch for decrypting records on the hot paths.
     private var scratch: SecretBytes
     public let path: String

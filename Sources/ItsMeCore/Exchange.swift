@@ -82,6 +82,8 @@ public final class Exchange: CustomStringConvertible {
     private var outbox: [[UInt8]] = []
     private var taken = 0
     private var savedContactID: Int64?
+    /// The store `save` wrote to: confirm and reject must use the same one.
+    private var savedStoreID: [UInt8]?
     private var existingContact = false
 
     // QR
@@ -94,6 +96,8 @@ public final class Exchange: CustomStringConvertible {
     private var plaintextMine: [UInt8] = [], plaintextPeer: [UInt8]?
     private var peerConfirmReceived = false
     private var sentConfirm = false
+    /// This side's decision on the SAS: 0 none, 1 confirmed, 2 rejected.
+    private var decision: UInt8 = 0
 
     // MARK: Creation
 
@@ -416,6 +420,7 @@ public final class Exchange: CustomStringConvertible {
         guard state == .compareSAS || state == .imported, let peer else {
             throw ItsMeError(.invalidState, "nothing to save: the exchange is \(state)")
         }
+        try checkStore(store)
         if let id = savedContactID { return id }
         var existing: Contact?
         if let key = peer.publicKey {
@@ -433,6 +438,7 @@ public final class Exchange: CustomStringConvertible {
                 method: method.contactMethod, now: now)
         }
         savedContactID = id
+        savedStoreID = store.storeID
         return id
     }
 
@@ -482,6 +488,7 @@ public final class Exchange: CustomStringConvertible {
         }
         if let id = savedContactID, !existingContact {
             guard let store else { throw ItsMeError(.invalidArgument, "the contact was saved: give its store to delete it") }
+            try checkStore(store)
             try store.delete(id: id)
         }
         try finish(confirmed: false)
@@ -493,6 +500,18 @@ public final class Exchange: CustomStringConvertible {
             sentConfirm = true
         }
         state = confirmed ? .confirmed : .rejected
+        decision = confirmed ? 1 : 2
+    }
+
+    /// Checks that `store` belongs to this exchange's identity and, once
+    /// the contact is saved, is the store it was saved in.
+    private func checkStore(_ store: ContactStore) throws {
+        guard ConstantTime.equal(store.ownerPublicKey, identity.publicKey) else {
+            throw ItsMeError(.wrongIdentity, "the contact store belongs to another identity than the exchange")
+        }
+        if let saved = savedStoreID, saved != store.storeID {
+            throw ItsMeError(.invalidArgument, "the contact was saved in another contact store: use that one")
+        }
     }
 
     // MARK: Sealing
@@ -511,13 +530,17 @@ public final class Exchange: CustomStringConvertible {
 
     /// The pending exchange as bytes, encrypted under a key derived from
     /// this device's device key (in the identity's secret store), so a host
-    /// can stop between steps and `restore` later. Only a pending exchange
-    /// (awaiting the peer, comparing the SAS, or imported) can be sealed.
+    /// can stop between steps and `restore` later. A pending exchange
+    /// (awaiting the peer, comparing the SAS, or imported) can be sealed,
+    /// and so can a finished Bluetooth one, which may still have its
+    /// CONFIRM frame to send and the peer's to receive.
     public func seal() throws -> [UInt8] {
-        guard state == .awaitingPeer || state == .compareSAS || state == .imported else {
-            throw ItsMeError(.invalidState, "only a pending exchange can be sealed; this one is \(state)")
+        let pending = state == .awaitingPeer || state == .compareSAS || state == .imported
+        let finishedBluetooth = method == .bluetooth && (state == .confirmed || state == .rejected)
+        guard pending || finishedBluetooth else {
+            throw ItsMeError(.invalidState, "only a pending or finished Bluetooth exchange can be sealed; this one is \(state)")
         }
-        let size = 1 + 8 + 32 + 16 + 4 + 4 + 8 + 1 + 2 + accepted.reduce(0) { $0 + 2 + $1.count }
+        let size = 1 + 8 + 32 + 16 + 4 + 4 + 8 + 16 + 1 + 1 + 2 + accepted.reduce(0) { $0 + 2 + $1.count }
         var w = try RecordWriter(count: size)
         w.append(UInt8(method.rawValue))
         w.append(createdAt)
@@ -525,7 +548,9 @@ public final class Exchange: CustomStringConvertible {
         w.append(sessionCode?.value ?? UInt32.max)
         w.append(UInt32(taken))
         w.append(savedContactID ?? -1)
+        w.append(savedStoreID ?? [UInt8](repeating: 0, count: 16))
         w.append(UInt8(existingContact ? 1 : 0))
+        w.append(decision)
         w.append(UInt16(accepted.count))
         for m in accepted {
             w.append(UInt16(m.count))
@@ -566,7 +591,12 @@ public final class Exchange: CustomStringConvertible {
             let code = try r.uint32()
             let taken = Int(try r.uint32())
             let saved = try r.int64()
+            let storeID = try r.array(16)
             let existing = try r.byte() == 1
+            let decision = try r.byte()
+            guard decision <= 2, decision == 0 || method == .bluetooth else {
+                throw ItsMeError(.corruptData, "sealed exchange has an invalid decision")
+            }
             var inputs: [[UInt8]] = []
             for _ in 0..<(try r.uint16()) { inputs.append(try r.array(Int(try r.uint16()))) }
             try r.finish()
@@ -574,8 +604,10 @@ public final class Exchange: CustomStringConvertible {
                 identity: identity, method: method, now: createdAt,
                 sessionCode: method == .bluetooth ? ShortCode(value: code) : nil, secrets: secrets)
             for input in inputs { try ex.receive(input, now: createdAt) }
+            if decision != 0 { try ex.finish(confirmed: decision == 1) }
             ex.taken = min(taken, ex.outbox.count)
             ex.savedContactID = saved >= 0 ? saved : nil
+            ex.savedStoreID = saved >= 0 ? storeID : nil
             ex.existingContact = existing
             if existing { ex.flags.insert(.knownContact) }
             return ex

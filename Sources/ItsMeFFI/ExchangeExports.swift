@@ -72,6 +72,7 @@ public func ffiShortCodeFormat(
     _ value: UInt32, _ out: UnsafeMutablePointer<CChar>?, _ cap: UInt, _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
     guarded(ThreadLastError.set) {
+        try checkOutput(out, cap, outLen)
         guard let code = ShortCode(value: value) else { throw invalid("a short code value is below 260000, got \(value)") }
         try writeText(code.text, to: out, cap: cap, outLen: outLen)
     }
@@ -183,8 +184,8 @@ public func ffiExchangeNextOutgoing(
     _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
     onExchange(exchange) { ex in
-        let outLen = try required(outLen, "out_len")
-        guard out != nil || cap == 0 else { throw invalid("out is NULL but cap is \(cap)") }
+        try checkOutput(out, cap, outLen)
+        let outLen = outLen!
         guard let next = ex.peekOutgoing() else {
             outLen.pointee = 0  // nothing to send
             return
@@ -295,7 +296,7 @@ public func ffiExchangeSeal(
     _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
     onExchange(exchange) { ex in
-        _ = try required(outLen, "out_len")
+        try checkOutput(out, cap, outLen)
         let sealed = try ex.seal()
         try sealed.withUnsafeBytes { try writeBytes($0, to: out, cap: cap, outLen: outLen) }
     }
@@ -323,6 +324,15 @@ private func fingerprintText(_ p: UnsafePointer<CChar>?, _ what: String) throws 
     return Hex.encodeUpper(b)
 }
 
+/// A Bluetooth contact-data plaintext: 114 to 241 bytes (PROTOCOL.md 7.4).
+private func plaintext(_ p: UnsafePointer<UInt8>?, _ len: UInt, _ what: String) throws -> [UInt8] {
+    let b = try bytes(p, len, what)
+    guard (114...(113 + DisplayName.maxBytes)).contains(b.count) else {
+        throw invalid("\(what) is 114 to \(113 + DisplayName.maxBytes) bytes, got \(b.count)")
+    }
+    return b
+}
+
 private func writeHash(_ h: [UInt8], _ out: UnsafeMutablePointer<UInt8>?, _ cap: UInt, _ outLen: UnsafeMutablePointer<UInt>?) throws {
     try h.withUnsafeBytes { try writeBytes($0, to: out, cap: cap, outLen: outLen) }
 }
@@ -334,6 +344,7 @@ public func ffiDeriveSeed(
     _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
     guarded(ThreadLastError.set) {
+        try checkOutput(out, cap, outLen)
         let sk = try required(secret, "ephemeral_secret")
         guard secretLen == 32 else { throw invalid("ephemeral_secret is 32 bytes, got \(secretLen)") }
         let pk = try exact(peerPublic, publicLen, 32, "peer_ephemeral_public")
@@ -353,6 +364,7 @@ public func ffiDeriveSAS(
     _ out: UnsafeMutablePointer<CChar>?, _ cap: UInt, _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
     guarded(ThreadLastError.set) {
+        try checkOutput(out, cap, outLen)
         let s = try required(seed, "seed")
         guard seedLen == 32 else { throw invalid("seed is 32 bytes, got \(seedLen)") }
         let hash = try exact(th, thLen, 32, "transcript_hash")
@@ -367,6 +379,7 @@ public func ffiQRTranscriptHash(
     _ out: UnsafeMutablePointer<UInt8>?, _ cap: UInt, _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
     guarded(ThreadLastError.set) {
+        try checkOutput(out, cap, outLen)
         func text(_ p: UnsafePointer<UInt8>?, _ n: UInt, _ what: String) throws -> String {
             guard let s = String(validating: try bytes(p, n, what), as: UTF8.self) else { throw invalid("\(what) is not UTF-8") }
             return s
@@ -383,10 +396,11 @@ public func ffiBluetoothCommitment(
     _ out: UnsafeMutablePointer<UInt8>?, _ cap: UInt, _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
     guarded(ThreadLastError.set) {
+        try checkOutput(out, cap, outLen)
         let ik = try exact(identityPublic, identityLen, 32, "identity_public")
         let ek = try exact(ephemeralPublic, ephemeralLen, 32, "ephemeral_public")
         let name = try DisplayName.validated(try text(name, "name"))
-        let ds = try bytes(deviceSecret, deviceSecretLen, "device_secret")
+        let ds = try exact(deviceSecret, deviceSecretLen, ExchangeProtocol.deviceSecretCount, "device_secret")
         let c = ds.withBytes {
             ExchangeProtocol.commitment(identityKey: ik, ephemeralKey: ek, name: Array(name.utf8), deviceSecret: $0)
         }
@@ -402,12 +416,14 @@ public func ffiBluetoothTH1(
     _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
     guarded(ThreadLastError.set) {
+        try checkOutput(out, cap, outLen)
         guard let code = ShortCode(parsing: try text(sessionCode, "session_code")) else {
             throw invalid("session_code is not a short code")
         }
         let th1 = ExchangeProtocol.bluetoothTH1(
-            sessionCode: code, helloI: try bytes(helloI, helloILen, "hello_i"), helloR: try bytes(helloR, helloRLen, "hello_r"),
-            keyI: try bytes(keyI, keyILen, "key_i"), keyR: try bytes(keyR, keyRLen, "key_r"))
+            sessionCode: code, helloI: try exact(helloI, helloILen, 42, "hello_i"),
+            helloR: try exact(helloR, helloRLen, 42, "hello_r"), keyI: try exact(keyI, keyILen, 34, "key_i"),
+            keyR: try exact(keyR, keyRLen, 34, "key_r"))
         try writeHash(th1, out, cap, outLen)
     }
 }
@@ -419,6 +435,7 @@ public func ffiBluetoothSessionKeys(
     _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
     guarded(ThreadLastError.set) {
+        try checkOutput(out, cap, outLen)
         let sk = try required(secret, "ephemeral_secret")
         guard secretLen == 32 else { throw invalid("ephemeral_secret is 32 bytes, got \(secretLen)") }
         let pk = try exact(peerPublic, publicLen, 32, "peer_ephemeral_public")
@@ -439,9 +456,10 @@ public func ffiBluetoothTranscriptHash(
     _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
     guarded(ThreadLastError.set) {
+        try checkOutput(out, cap, outLen)
         let th = ExchangeProtocol.bluetoothTranscriptHash(
-            th1: try exact(th1, th1Len, 32, "th1"), plaintextI: try bytes(plainI, plainILen, "plaintext_i"),
-            plaintextR: try bytes(plainR, plainRLen, "plaintext_r"))
+            th1: try exact(th1, th1Len, 32, "th1"), plaintextI: try plaintext(plainI, plainILen, "plaintext_i"),
+            plaintextR: try plaintext(plainR, plainRLen, "plaintext_r"))
         try writeHash(th, out, cap, outLen)
     }
 }

@@ -108,6 +108,13 @@ func writeBytes(
 }
 
 /// Writes NUL-terminated text; `*outLen` counts the NUL.
+/// Checks an output triple before any work is done, so an argument error
+/// is reported as such whatever else is wrong.
+func checkOutput<T>(_ out: UnsafeMutablePointer<T>?, _ cap: UInt, _ outLen: UnsafeMutablePointer<UInt>?) throws {
+    _ = try required(outLen, "out_len")
+    guard out != nil || cap == 0 else { throw invalid("out is NULL but cap is \(cap)") }
+}
+
 func writeText(_ s: String, to out: UnsafeMutablePointer<CChar>?, cap: UInt, outLen: UnsafeMutablePointer<UInt>?) throws {
     var bytes = Array(s.utf8)
     bytes.append(0)

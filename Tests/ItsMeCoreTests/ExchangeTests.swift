@@ -442,6 +442,41 @@ final class ExchangeTests: XCTestCase {
 
     // MARK: Sealing and expiry
 
+    func testStoresOfAnotherIdentityOrAnotherFileAreRefused() throws {
+        let alice = try person("Alice"), bob = try person("Bob"), carol = try person("Carol")
+        let a = try qr(alice), b = try qr(bob, 3)
+        try scanEachOther(a, b)
+        XCTAssertEqual(kind { try a.save(to: carol.store, now: t0) }, .wrongIdentity)
+        XCTAssertEqual(kind { try a.confirm(store: bob.store, now: t0) }, .wrongIdentity)
+        XCTAssertEqual(try carol.store.count(), 0)
+        let id = try a.save(to: alice.store, now: t0)
+        let second = try ContactStore(path: "\(directory!)/alice-second.db", identity: alice.identity)
+        XCTAssertEqual(kind { try a.confirm(store: second, now: t0) }, .invalidArgument)
+        XCTAssertEqual(kind { try a.reject(store: second) }, .invalidArgument)
+        XCTAssertEqual(try a.confirm(store: alice.store, now: t0), id)
+    }
+
+    func testAFinishedBluetoothExchangeSealsWithItsConfirmFrame() throws {
+        let alice = try person("Alice"), bob = try person("Bob")
+        let a = try bluetooth(alice, 1)
+        let b = try bluetooth(bob, code: a.sessionCode, 2)
+        try pump(a, b)
+        let id = try a.confirm(store: alice.store, now: t0)
+        // Alice stops before sending her CONFIRM and before Bob's arrives.
+        let restored = try Exchange.restore(identity: alice.identity, sealed: try a.seal(), now: t0 + 30)
+        XCTAssertEqual(restored.state, .confirmed)
+        try b.reject(store: nil)
+        try pump(restored, b, now: t0 + 30)
+        XCTAssertTrue(b.flags.contains(.peerConfirmed))
+        XCTAssertTrue(restored.flags.contains(.peerRejected))
+        XCTAssertEqual(try alice.store.contact(id: id).state, .verified)
+        // A finished QR exchange has nothing left to do and is not sealed.
+        let q = try qr(alice, 5), r = try qr(bob, 6)
+        try scanEachOther(q, r)
+        try q.reject(store: nil)
+        XCTAssertEqual(kind { _ = try q.seal() }, .invalidState)
+    }
+
     func testSealAndRestoreMidExchange() throws {
         let alice = try person("Alice"), bob = try person("Bob")
         // QR: sealed after scanning, restored, same SAS, then confirmed.

@@ -226,7 +226,7 @@ final class ProtocolVectorTests: XCTestCase {
             "text": text, "name_text": "Al|ice \\ Smith", "fingerprint_text": "A1B2C3D4E5F60718",
             "ephemeral_public": hex(peerPublic), "device_secret_text": "123456",
             "receiver": [
-                "identity_seed": hex(b.identitySeed), "identity_public": hex(b.publicKey), "fingerprint_text": b.fingerprint,
+                "random_seed": hex(b.randomSeed), "identity_seed": hex(b.identitySeed), "identity_public": hex(b.publicKey), "fingerprint_text": b.fingerprint,
                 "ephemeral_secret": hex(b.ephemeralSecret),
             ],
             "shared": hex(shared), "salt_text": salt, "seed": hex(seed.unsafeExportedArray()),

@@ -565,14 +565,19 @@ static void exchanges(void) {
     EXPECT("qr th NULL", itsme_qr_transcript_hash(NULL, 1, pb, lb, out, sizeof out, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("qr th", itsme_qr_transcript_hash(pa, la, pb, lb, out, sizeof out, &len), ITSME_OK);
     EXPECT("commitment NULL name", itsme_bluetooth_commitment(key, 32, key, 32, NULL, key, 16, out, sizeof out, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("commitment short secret", itsme_bluetooth_commitment(key, 32, key, 32, "Bob", key, 6, out, sizeof out, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("commitment", itsme_bluetooth_commitment(key, 32, key, 32, "Bob", key, 16, out, sizeof out, &len), ITSME_OK);
+    EXPECT("qr th NULL out_len wins over a bad payload", itsme_qr_transcript_hash((const uint8_t *)"ITSME1:x", 8, pb, lb, out, sizeof out, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("th1 bad code", itsme_bluetooth_th1("x", key, 1, key, 1, key, 1, key, 1, out, sizeof out, &len), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("th1", itsme_bluetooth_th1("ALFA 0000", key, 1, key, 1, key, 1, key, 1, out, sizeof out, &len), ITSME_OK);
+    uint8_t hello[42] = {1, 1}, keyframe[34] = {1, 2}, plain[114] = {0};
+    EXPECT("th1 short frame", itsme_bluetooth_th1("ALFA 0000", hello, 41, hello, 42, keyframe, 34, keyframe, 34, out, sizeof out, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("th1", itsme_bluetooth_th1("ALFA 0000", hello, 42, hello, 42, keyframe, 34, keyframe, 34, out, sizeof out, &len), ITSME_OK);
     EXPECT("keys short buffer", itsme_bluetooth_session_keys(seed_a, 32, key, 32, out, 32, out, 63, &len), ITSME_E_BUFFER_TOO_SMALL);
     EXPECT("keys", itsme_bluetooth_session_keys(seed_a, 32, key, 32, out, 32, out, sizeof out, &len), ITSME_OK);
     EXPECT("keys length", len, 64);
     EXPECT("transcript NULL", itsme_bluetooth_transcript_hash(NULL, 32, key, 1, key, 1, out, sizeof out, &len), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("transcript", itsme_bluetooth_transcript_hash(out, 32, key, 1, key, 1, out, sizeof out, &len), ITSME_OK);
+    EXPECT("transcript short plaintext", itsme_bluetooth_transcript_hash(out, 32, plain, 113, plain, 114, out, sizeof out, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("transcript", itsme_bluetooth_transcript_hash(out, 32, plain, 114, plain, 114, out, sizeof out, &len), ITSME_OK);
 
     itsme_store_close(store_a);
     itsme_store_close(store_b);
