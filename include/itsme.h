@@ -145,8 +145,9 @@ itsme_result itsme_init(void);
 /* Copies the detail of the most recent failure, on the calling thread, of a
  * function that had no handle to record it on: the secret store
  * constructors, itsme_random_new_deterministic, the short-code functions,
- * the pure derivations, and any function given a NULL handle.  Per-thread; an empty string if there is none.  Like
- * every *_last_error function, it needs no itsme_init().
+ * the pure derivations, and any function given a NULL handle.
+ * Per-thread; an empty string if there is none.  Like every *_last_error
+ * function, it needs no itsme_init().
  * Errors: ITSME_E_INVALID_ARGUMENT (out_len NULL, or buf NULL with a
  * non-zero cap), ITSME_E_BUFFER_TOO_SMALL. */
 itsme_result itsme_last_error(char *buf, size_t cap, size_t *out_len);
@@ -778,6 +779,12 @@ itsme_result itsme_exchange_status(const itsme_exchange *exchange,
                                    itsme_exchange_state *out_state,
                                    uint32_t *out_flags);
 
+/* How the exchange was started: ITSME_EXCHANGE_QR or
+ * ITSME_EXCHANGE_BLUETOOTH (useful after itsme_exchange_restore).
+ * Errors: ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_exchange_get_method(const itsme_exchange *exchange,
+                                       itsme_exchange_method *out_method);
+
 /* Bluetooth: the session code text ("ECHO 0042" and the NUL).
  * Errors: ITSME_E_INVALID_STATE (a QR exchange), BUFFER_TOO_SMALL. */
 itsme_result itsme_exchange_session_code(const itsme_exchange *exchange,
@@ -795,11 +802,13 @@ itsme_result itsme_exchange_next_outgoing(itsme_exchange *exchange,
                                           size_t *out_len);
 
 /* Feeds the peer's bytes: the scanned QR text (without a NUL), or one
- * Bluetooth frame.
+ * Bluetooth frame.  Once this side has confirmed or rejected, only the
+ * peer's Bluetooth CONFIRM frame is accepted; anything else is refused
+ * with the usual error and the state stays CONFIRMED or REJECTED.
  * Errors: ITSME_E_INVALID_ARGUMENT (NULL; for QR, a text that is not an
  * exchange payload: scan again, the exchange goes on),
- * ITSME_E_INVALID_STATE (the exchange failed or finished; for QR, a payload
- * was already received), and, ending the exchange as failed:
+ * ITSME_E_INVALID_STATE (the exchange failed; for QR, a payload was
+ * already received or the exchange finished), and, ending the exchange as failed:
  * ITSME_E_MALFORMED_MESSAGE, ITSME_E_AUTHENTICATION_FAILED (bad signature,
  * fingerprint, commitment or frame tag), ITSME_E_INVALID_KEY (our own key,
  * a low-order ephemeral key), ITSME_E_EXPIRED. */

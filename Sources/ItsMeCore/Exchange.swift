@@ -190,14 +190,21 @@ public final class Exchange: CustomStringConvertible {
     public func receive(_ bytes: [UInt8], now: Int64) throws {
         try checkUsable(now: now)
         if method == .qr {
+            guard state == .awaitingPeer else {
+                throw ItsMeError(.invalidState, "the peer's payload was already received")
+            }
             // A text that is not an exchange payload (another QR code) does
             // not end the exchange: the person scans again.
             guard bytes.starts(with: Array(ExchangeProtocol.qrPrefix.utf8)) || bytes.starts(with: Array("5|".utf8)) else {
                 throw ItsMeError(.invalidArgument, "this is not an ItsMe exchange payload (scan the other person's ItsMe code)")
             }
-            guard state == .awaitingPeer else {
-                throw ItsMeError(.invalidState, "the peer's payload was already received")
-            }
+        }
+        if state == .confirmed || state == .rejected {
+            // Finished: only the peer's CONFIRM may still come, and a bad
+            // frame does not undo what this side decided.
+            try receiveFrame(bytes)
+            accepted.append(bytes)
+            return
         }
         do {
             switch method {

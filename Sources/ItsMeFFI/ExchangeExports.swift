@@ -94,7 +94,7 @@ final class ExchangeHandle: @unchecked Sendable {
 /// failures on the exchange.
 func onExchange(_ p: UnsafeRawPointer?, _ body: (Exchange) throws -> Void) -> itsme_result {
     guard let handle = unbox(p, as: ExchangeHandle.self) else {
-        return guarded({ _ in }) { throw invalid("exchange is NULL") }
+        return guarded(ThreadLastError.set) { throw invalid("exchange is NULL") }
     }
     return guarded(handle.lastError.set) { try handle.identity.locked { _ in try body(handle.exchange) } }
 }
@@ -164,6 +164,15 @@ public func ffiExchangeStatus(
         let state = try required(outState, "out_state")
         state.pointee = ex.state.rawValue
         outFlags?.pointee = ex.flags.rawValue
+    }
+}
+
+@c(itsme_exchange_get_method)
+public func ffiExchangeGetMethod(
+    _ exchange: UnsafePointer<itsme_exchange>?, _ outMethod: UnsafeMutablePointer<itsme_exchange_method>?
+) -> itsme_result {
+    onExchange(exchange) { ex in
+        try required(outMethod, "out_method").pointee = itsme_exchange_method(ex.method.rawValue)
     }
 }
 

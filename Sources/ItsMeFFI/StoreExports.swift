@@ -293,7 +293,7 @@ public func ffiContactListFree(_ list: UnsafeMutablePointer<itsme_contact_list>?
 public func ffiContactListCount(_ list: UnsafePointer<itsme_contact_list>?, _ out: UnsafeMutablePointer<UInt>?)
     -> itsme_result
 {
-    guarded({ _ in }) {
+    guarded(ThreadLastError.set) {
         guard let handle = unbox(list, as: ContactListHandle.self) else { throw invalid("list is NULL") }
         try required(out, "out_count").pointee = UInt(handle.contacts.count)
     }
@@ -303,7 +303,7 @@ public func ffiContactListCount(_ list: UnsafePointer<itsme_contact_list>?, _ ou
 public func ffiContactListGet(
     _ list: UnsafePointer<itsme_contact_list>?, _ index: UInt, _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_contact>?>?
 ) -> itsme_result {
-    guarded({ _ in }) {
+    guarded(ThreadLastError.set) {
         guard let handle = unbox(list, as: ContactListHandle.self) else { throw invalid("list is NULL") }
         guard index < UInt(handle.contacts.count) else {
             throw invalid("index \(index) is out of range (\(handle.contacts.count) contacts)")

@@ -172,7 +172,7 @@ func release<T: AnyObject>(_ p: UnsafeRawPointer?, as: T.Type) {
 /// Runs a call on a store handle; a NULL handle is an invalid argument.
 func onStore(_ p: UnsafeRawPointer?, _ body: (SecretStoreHandle) throws -> Void) -> itsme_result {
     guard let handle = unbox(p, as: SecretStoreHandle.self) else {
-        return guarded({ _ in }) { throw invalid("store is NULL") }
+        return guarded(ThreadLastError.set) { throw invalid("store is NULL") }
     }
     return guarded(handle.lastError.set) { try body(handle) }
 }
@@ -198,14 +198,14 @@ final class ContactListHandle: Sendable {
 
 func onContactStore(_ p: UnsafeRawPointer?, _ body: (ContactStore) throws -> Void) -> itsme_result {
     guard let handle = unbox(p, as: ContactStoreHandle.self) else {
-        return guarded({ _ in }) { throw invalid("store is NULL") }
+        return guarded(ThreadLastError.set) { throw invalid("store is NULL") }
     }
     return guarded(handle.lastError.set) { try body(handle.store) }
 }
 
 /// Reads a snapshot; the getters keep no last-error message.
 func onContact(_ p: UnsafeRawPointer?, _ body: (Contact) throws -> Void) -> itsme_result {
-    guarded({ _ in }) {
+    guarded(ThreadLastError.set) {
         guard let handle = unbox(p, as: ContactHandle.self) else { throw invalid("contact is NULL") }
         try body(handle.contact)
     }
@@ -213,7 +213,7 @@ func onContact(_ p: UnsafeRawPointer?, _ body: (Contact) throws -> Void) -> itsm
 
 func onIdentity(_ p: UnsafeRawPointer?, _ body: (Identity) throws -> Void) -> itsme_result {
     guard let handle = unbox(p, as: IdentityHandle.self) else {
-        return guarded({ _ in }) { throw invalid("identity is NULL") }
+        return guarded(ThreadLastError.set) { throw invalid("identity is NULL") }
     }
     return handle.run(body)
 }

@@ -313,6 +313,25 @@ final class ExchangeTests: XCTestCase {
         XCTAssertEqual(try bob.store.count(), 0)
     }
 
+    func testAStrayFrameAfterTheDecisionDoesNotUndoIt() throws {
+        let alice = try person("Alice"), bob = try person("Bob")
+        let a = try bluetooth(alice, 1)
+        let b = try bluetooth(bob, code: a.sessionCode, 2)
+        let frames = try pump(a, b)
+        try a.confirm(store: alice.store, now: t0)
+        // Every frame of the exchange again, both sides': all refused.
+        for f in frames { XCTAssertNotNil(kind { try a.receive(f, now: t0) }) }
+        XCTAssertEqual(a.state, .confirmed)
+        try b.confirm(store: bob.store, now: t0)
+        try pump(a, b)
+        XCTAssertTrue(a.flags.contains(.peerConfirmed))
+        XCTAssertEqual(a.state, .confirmed)
+        let q = try qr(alice, 9), r = try qr(bob, 10)
+        try scanEachOther(q, r)
+        try q.reject(store: nil)
+        XCTAssertEqual(kind { try q.receive(Array("not a payload".utf8), now: t0) }, .invalidState)
+    }
+
     func testBluetoothPeerRejectionBlocksConfirm() throws {
         let alice = try person("Alice"), bob = try person("Bob")
         let a = try bluetooth(alice, 1)

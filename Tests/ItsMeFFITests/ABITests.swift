@@ -36,6 +36,24 @@ final class ABITests: XCTestCase {
         ("ITSME_E_EXPIRED", ITSME_E_EXPIRED, .expired),
     ]
 
+    func testExchangeConstantsAgreeWithTheCore() {
+        XCTAssertEqual(Exchange.Method.qr.rawValue, UInt32(ITSME_EXCHANGE_QR))
+        XCTAssertEqual(Exchange.Method.bluetooth.rawValue, UInt32(ITSME_EXCHANGE_BLUETOOTH))
+        XCTAssertEqual(Exchange.State.awaitingPeer.rawValue, UInt32(ITSME_EXCHANGE_AWAITING_PEER))
+        XCTAssertEqual(Exchange.State.compareSAS.rawValue, UInt32(ITSME_EXCHANGE_COMPARE_SAS))
+        XCTAssertEqual(Exchange.State.imported.rawValue, UInt32(ITSME_EXCHANGE_IMPORTED))
+        XCTAssertEqual(Exchange.State.confirmed.rawValue, UInt32(ITSME_EXCHANGE_CONFIRMED))
+        XCTAssertEqual(Exchange.State.rejected.rawValue, UInt32(ITSME_EXCHANGE_REJECTED))
+        XCTAssertEqual(Exchange.State.failed.rawValue, UInt32(ITSME_EXCHANGE_FAILED))
+        XCTAssertEqual(Exchange.Flags.unauthenticated.rawValue, UInt32(ITSME_EXCHANGE_FLAG_UNAUTHENTICATED))
+        XCTAssertEqual(Exchange.Flags.knownContact.rawValue, UInt32(ITSME_EXCHANGE_FLAG_KNOWN_CONTACT))
+        XCTAssertEqual(Exchange.Flags.peerConfirmed.rawValue, UInt32(ITSME_EXCHANGE_FLAG_PEER_CONFIRMED))
+        XCTAssertEqual(Exchange.Flags.peerRejected.rawValue, UInt32(ITSME_EXCHANGE_FLAG_PEER_REJECTED))
+        XCTAssertEqual(Int(ITSME_SHORT_CODE_VALUES), Int(ShortCode.valueCount))
+        XCTAssertEqual(Int(ITSME_BLUETOOTH_FRAME_MAX), ExchangeProtocol.maxFrameCount)
+        XCTAssertEqual(Int(ITSME_SHORT_CODE_SIZE), "NOVEMBER 0000".utf8.count + 1)
+    }
+
     func testResultCodesAgreeBetweenHeaderAndCore() throws {
         XCTAssertEqual(ITSME_OK, 0)
         XCTAssertEqual(headerCodes.count, ItsMeError.Kind.all.count)

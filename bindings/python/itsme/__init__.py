@@ -20,6 +20,15 @@ package wraps the library's C interface (include/itsme.h) with ctypes::
                 cid = contacts.add("Bob", bob_public_key, seed, itsme.EXCHANGE_QR)
                 contacts.use_window(cid, window)  # raises WindowUsedError if used
 
+Contacts are normally added by an in-person exchange (QR or Bluetooth)::
+
+    with itsme.Exchange.qr(me) as exchange:
+        show_as_qr_code(exchange.next_outgoing())
+        exchange.receive(scanned_text)
+        print(exchange.peer_name, exchange.sas)   # the two people compare the SAS
+        exchange.save(contacts)                   # stored unverified
+        exchange.confirm(contacts)                # or exchange.reject(contacts)
+
 The shared library is found through the ``ITSME_LIBRARY`` environment
 variable (a path), then ``ctypes.util.find_library("itsme")``, then
 ``libitsme.so`` on the loader's path.  Importing the package initialises the
@@ -53,11 +62,14 @@ from ._errors import (
     AuthenticationFailedError,
     CorruptDataError,
     DatabaseError,
+    ExpiredError,
     InvalidArgumentError,
     InvalidKeyError,
     InvalidPinError,
+    InvalidStateError,
     ItsMeError,
     LockedError,
+    MalformedMessageError,
     NotFoundError,
     RESULT_CODES,
     Result,
@@ -67,6 +79,25 @@ from ._errors import (
     WrongPinError,
     check as _check,
     result_message,
+)
+from ._exchange import (
+    BLUETOOTH_FRAME_MAX,
+    QR_PAYLOAD_MAX,
+    SHORT_CODE_SIZE,
+    SHORT_CODE_VALUES,
+    Exchange,
+    ExchangeFlags,
+    ExchangeState,
+    SessionKeys,
+    bluetooth_commitment,
+    bluetooth_session_keys,
+    bluetooth_th1,
+    bluetooth_transcript_hash,
+    derive_sas,
+    derive_seed,
+    qr_transcript_hash,
+    short_code_format,
+    short_code_parse,
 )
 from ._ffi import lib as _lib
 from ._handle import thread_last_error as _thread_last_error
@@ -78,6 +109,7 @@ from ._identity import (
     PinStatus,
     fingerprint_from_public_key,
 )
+from ._random import DeterministicRandom
 from ._store import Accessibility, SecretStore, SecretStoreBackend
 
 __version__ = "0.1.0"
@@ -108,11 +140,26 @@ ITSME_E_OUT_OF_MEMORY = Result.ITSME_E_OUT_OF_MEMORY
 ITSME_E_INTERNAL = Result.ITSME_E_INTERNAL
 ITSME_E_WRONG_IDENTITY = Result.ITSME_E_WRONG_IDENTITY
 ITSME_E_WINDOW_USED = Result.ITSME_E_WINDOW_USED
+ITSME_E_MALFORMED_MESSAGE = Result.ITSME_E_MALFORMED_MESSAGE
+ITSME_E_EXPIRED = Result.ITSME_E_EXPIRED
+
+# Exchange states and flags under the header's names (without ITSME_).
+EXCHANGE_AWAITING_PEER = ExchangeState.AWAITING_PEER
+EXCHANGE_COMPARE_SAS = ExchangeState.COMPARE_SAS
+EXCHANGE_IMPORTED = ExchangeState.IMPORTED
+EXCHANGE_CONFIRMED = ExchangeState.CONFIRMED
+EXCHANGE_REJECTED = ExchangeState.REJECTED
+EXCHANGE_FAILED = ExchangeState.FAILED
+EXCHANGE_FLAG_UNAUTHENTICATED = ExchangeFlags.UNAUTHENTICATED
+EXCHANGE_FLAG_KNOWN_CONTACT = ExchangeFlags.KNOWN_CONTACT
+EXCHANGE_FLAG_PEER_CONFIRMED = ExchangeFlags.PEER_CONFIRMED
+EXCHANGE_FLAG_PEER_REJECTED = ExchangeFlags.PEER_REJECTED
 
 __all__ = [
     "Accessibility",
     "AlreadyExistsError",
     "AuthenticationFailedError",
+    "BLUETOOTH_FRAME_MAX",
     "CONTACT_DEGRADED",
     "CONTACT_UNVERIFIED",
     "CONTACT_VERIFIED",
@@ -120,38 +167,68 @@ __all__ = [
     "ContactStore",
     "CorruptDataError",
     "DatabaseError",
+    "DeterministicRandom",
+    "EXCHANGE_AWAITING_PEER",
     "EXCHANGE_BLUETOOTH",
+    "EXCHANGE_COMPARE_SAS",
+    "EXCHANGE_CONFIRMED",
+    "EXCHANGE_FAILED",
+    "EXCHANGE_FLAG_KNOWN_CONTACT",
+    "EXCHANGE_FLAG_PEER_CONFIRMED",
+    "EXCHANGE_FLAG_PEER_REJECTED",
+    "EXCHANGE_FLAG_UNAUTHENTICATED",
+    "EXCHANGE_IMPORTED",
     "EXCHANGE_INVITE",
     "EXCHANGE_QR",
     "EXCHANGE_REALTIME",
+    "EXCHANGE_REJECTED",
+    "Exchange",
+    "ExchangeFlags",
     "ExchangeMethod",
+    "ExchangeState",
+    "ExpiredError",
     "FINGERPRINT_CHARS",
     "FINGERPRINT_SIZE",
     "Identity",
     "InvalidArgumentError",
     "InvalidKeyError",
     "InvalidPinError",
+    "InvalidStateError",
     "ItsMeError",
     "LockedError",
+    "MalformedMessageError",
     "NAME_MAX_BYTES",
     "NOTE_MAX_BYTES",
     "NotFoundError",
     "PIN_LENGTH",
     "PUBLIC_KEY_BYTES",
     "PinStatus",
+    "QR_PAYLOAD_MAX",
     "RESULT_CODES",
     "Result",
     "SEED_BYTES",
+    "SHORT_CODE_SIZE",
+    "SHORT_CODE_VALUES",
     "SecretStore",
     "SecretStoreBackend",
     "SecretStoreError",
+    "SessionKeys",
     "VerificationState",
     "WindowUsedError",
     "WrongIdentityError",
     "WrongPinError",
+    "bluetooth_commitment",
+    "bluetooth_session_keys",
+    "bluetooth_th1",
+    "bluetooth_transcript_hash",
+    "derive_sas",
+    "derive_seed",
     "fingerprint_from_public_key",
     "init",
+    "qr_transcript_hash",
     "result_message",
+    "short_code_format",
+    "short_code_parse",
     "version",
     "version_number",
     *Result.__members__,

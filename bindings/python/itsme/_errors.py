@@ -22,9 +22,12 @@ __all__ = [
     "CorruptDataError",
     "AuthenticationFailedError",
     "InvalidKeyError",
+    "InvalidStateError",
     "DatabaseError",
     "WrongIdentityError",
     "WindowUsedError",
+    "MalformedMessageError",
+    "ExpiredError",
     "result_message",
 ]
 
@@ -56,6 +59,8 @@ class Result(enum.IntEnum):
     ITSME_E_INTERNAL = 17
     ITSME_E_WRONG_IDENTITY = 18
     ITSME_E_WINDOW_USED = 19
+    ITSME_E_MALFORMED_MESSAGE = 20
+    ITSME_E_EXPIRED = 21
 
 
 #: Every result code by its header name, e.g. ``RESULT_CODES["ITSME_OK"] == 0``.
@@ -134,11 +139,16 @@ class CorruptDataError(ItsMeError):
 
 
 class AuthenticationFailedError(ItsMeError):
-    """ITSME_E_AUTHENTICATION_FAILED: a sealed record or tag did not verify."""
+    """ITSME_E_AUTHENTICATION_FAILED: a sealed record, tag, signature or
+    commitment did not verify."""
 
 
 class InvalidKeyError(ItsMeError, ValueError):
-    """ITSME_E_INVALID_KEY: a public key of the wrong size, or our own."""
+    """ITSME_E_INVALID_KEY: a public key of the wrong size, low order, or our own."""
+
+
+class InvalidStateError(ItsMeError):
+    """ITSME_E_INVALID_STATE: a call the object's state does not allow."""
 
 
 class DatabaseError(ItsMeError):
@@ -153,6 +163,15 @@ class WindowUsedError(ItsMeError):
     """ITSME_E_WINDOW_USED: the window is not after the last one used."""
 
 
+class MalformedMessageError(ItsMeError):
+    """ITSME_E_MALFORMED_MESSAGE: a peer message is malformed, of an unknown
+    version, or out of order (replayed, reordered); the exchange failed."""
+
+
+class ExpiredError(ItsMeError):
+    """ITSME_E_EXPIRED: the exchange began more than 24 hours ago; it failed."""
+
+
 _ERROR_CLASSES: Dict[int, Type[ItsMeError]] = {
     Result.ITSME_E_INVALID_ARGUMENT: InvalidArgumentError,
     Result.ITSME_E_NOT_FOUND: NotFoundError,
@@ -164,9 +183,12 @@ _ERROR_CLASSES: Dict[int, Type[ItsMeError]] = {
     Result.ITSME_E_CORRUPT_DATA: CorruptDataError,
     Result.ITSME_E_AUTHENTICATION_FAILED: AuthenticationFailedError,
     Result.ITSME_E_INVALID_KEY: InvalidKeyError,
+    Result.ITSME_E_INVALID_STATE: InvalidStateError,
     Result.ITSME_E_DATABASE: DatabaseError,
     Result.ITSME_E_WRONG_IDENTITY: WrongIdentityError,
     Result.ITSME_E_WINDOW_USED: WindowUsedError,
+    Result.ITSME_E_MALFORMED_MESSAGE: MalformedMessageError,
+    Result.ITSME_E_EXPIRED: ExpiredError,
 }
 
 

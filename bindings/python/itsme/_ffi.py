@@ -7,13 +7,15 @@ package itself.
 Type rules, applied to every function of the header:
 
 * ``itsme_result`` / ``int32_t`` -> ``c_int32``; ``uint32_t``,
-  ``itsme_accessibility``, ``itsme_verification_state`` and
-  ``itsme_exchange_method`` -> ``c_uint32``; ``int64_t`` -> ``c_int64``;
-  ``uint64_t`` -> ``c_uint64``; ``size_t`` -> ``c_size_t``; ``int`` -> ``c_int``.
+  ``itsme_accessibility``, ``itsme_verification_state``,
+  ``itsme_exchange_method`` and ``itsme_exchange_state`` -> ``c_uint32``;
+  ``int64_t`` -> ``c_int64``; ``uint64_t`` -> ``c_uint64``; ``size_t`` ->
+  ``c_size_t``; ``int`` -> ``c_int``.
 * ``char *`` and ``const char *`` (text, in or out) -> ``c_char_p``.
 * ``uint8_t *`` and ``const uint8_t *`` (bytes, in or out) -> ``POINTER(c_uint8)``.
 * Handles (``itsme_secret_store *``, ``itsme_identity *``, ``itsme_store *``,
-  ``itsme_contact *``, ``itsme_contact_list *``, const or not) -> ``c_void_p``;
+  ``itsme_contact *``, ``itsme_contact_list *``, ``itsme_random *``,
+  ``itsme_exchange *``, const or not) -> ``c_void_p``;
   a handle out-parameter (``T **``) -> ``POINTER(c_void_p)``.
 * Any other ``T *`` -> ``POINTER(<ctypes type of T>)``.
 """
@@ -63,6 +65,7 @@ _bytes = POINTER(c_uint8)
 _size_out = POINTER(c_size_t)
 _state = c_uint32  # itsme_verification_state
 _method = c_uint32  # itsme_exchange_method
+_exchange_state = c_uint32  # itsme_exchange_state
 
 # Host secret-store callbacks (itsme_secret_store_callbacks).
 GetCallback = CFUNCTYPE(_result, c_void_p, c_char_p, _bytes, c_size_t, _size_out)
@@ -166,6 +169,58 @@ SIGNATURES: Dict[str, Tuple[Optional[type], List[type]]] = {
     "itsme_contact_list_free": (None, [_handle]),
     "itsme_contact_list_count": (_result, [_handle, _size_out]),
     "itsme_contact_list_get": (_result, [_handle, c_size_t, _handle_out]),
+    # Deterministic randomness
+    "itsme_random_new_deterministic": (_result, [_bytes, c_size_t, _handle_out]),
+    "itsme_random_free": (None, [_handle]),
+    "itsme_identity_create_with_random": (_result, [_handle, _text, _handle, _handle_out]),
+    # Short codes
+    "itsme_short_code_parse": (_result, [_text, POINTER(c_uint32)]),
+    "itsme_short_code_format": (_result, [c_uint32, _text, c_size_t, _size_out]),
+    # Contact exchange in person
+    "itsme_exchange_new_qr": (_result, [_handle, _handle, c_int64, _handle_out]),
+    "itsme_exchange_new_bluetooth": (_result, [_handle, _text, _handle, c_int64, _handle_out]),
+    "itsme_exchange_free": (None, [_handle]),
+    "itsme_exchange_last_error": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_exchange_status": (_result, [_handle, POINTER(_exchange_state), POINTER(c_uint32)]),
+    "itsme_exchange_get_method": (_result, [_handle, POINTER(_method)]),
+    "itsme_exchange_session_code": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_exchange_next_outgoing": (_result, [_handle, _bytes, c_size_t, _size_out]),
+    "itsme_exchange_receive": (_result, [_handle, _bytes, c_size_t, c_int64]),
+    "itsme_exchange_sas": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_exchange_peer_name": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_exchange_peer_fingerprint": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_exchange_peer_public_key": (_result, [_handle, _bytes, c_size_t, _size_out]),
+    "itsme_exchange_save": (_result, [_handle, _handle, c_int64, POINTER(c_int64)]),
+    "itsme_exchange_confirm": (_result, [_handle, _handle, c_int64, POINTER(c_int64)]),
+    "itsme_exchange_reject": (_result, [_handle, _handle]),
+    "itsme_exchange_seal": (_result, [_handle, _bytes, c_size_t, _size_out]),
+    "itsme_exchange_restore": (_result, [_handle, _bytes, c_size_t, c_int64, _handle_out]),
+    # Pure derivations
+    "itsme_derive_seed": (
+        _result,
+        [_bytes, c_size_t, _bytes, c_size_t, _text, _text, _bytes, c_size_t, _size_out],
+    ),
+    "itsme_derive_sas": (_result, [_bytes, c_size_t, _bytes, c_size_t, _text, c_size_t, _size_out]),
+    "itsme_qr_transcript_hash": (
+        _result,
+        [_bytes, c_size_t, _bytes, c_size_t, _bytes, c_size_t, _size_out],
+    ),
+    "itsme_bluetooth_commitment": (
+        _result,
+        [_bytes, c_size_t, _bytes, c_size_t, _text, _bytes, c_size_t, _bytes, c_size_t, _size_out],
+    ),
+    "itsme_bluetooth_th1": (
+        _result,
+        [_text, _bytes, c_size_t, _bytes, c_size_t, _bytes, c_size_t, _bytes, c_size_t, _bytes, c_size_t, _size_out],
+    ),
+    "itsme_bluetooth_session_keys": (
+        _result,
+        [_bytes, c_size_t, _bytes, c_size_t, _bytes, c_size_t, _bytes, c_size_t, _size_out],
+    ),
+    "itsme_bluetooth_transcript_hash": (
+        _result,
+        [_bytes, c_size_t, _bytes, c_size_t, _bytes, c_size_t, _bytes, c_size_t, _size_out],
+    ),
 }
 
 

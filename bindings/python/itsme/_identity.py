@@ -8,6 +8,7 @@ from typing import Any, Callable, NamedTuple, Optional
 from ._errors import check
 from ._ffi import lib
 from ._handle import Handle, encode_text, read_bytes, read_detail, read_text, unix_time
+from ._random import DeterministicRandom, use_random
 from ._store import SecretStore
 
 __all__ = ["Identity", "PinStatus", "fingerprint_from_public_key"]
@@ -55,14 +56,19 @@ class Identity(Handle):
     _free_function = lib.itsme_identity_free
 
     @classmethod
-    def create(cls, store: SecretStore, name: str) -> "Identity":
+    def create(cls, store: SecretStore, name: str, random: Optional[DeterministicRandom] = None) -> "Identity":
         """Creates a new identity named ``name`` and saves it in ``store``.
 
         ``name`` is 1 to 128 bytes of UTF-8 without control characters.
+        ``random`` (tests and vectors only) draws the keys from a
+        :class:`DeterministicRandom` instead of the operating system.
         Raises :class:`AlreadyExistsError` if the store holds an identity.
         """
         encoded = encode_text(name, "name")
-        return cls._open(store, lambda ptr, out: lib.itsme_identity_create(ptr, encoded, out))
+        if random is None:
+            return cls._open(store, lambda ptr, out: lib.itsme_identity_create(ptr, encoded, out))
+        with use_random(random) as rng:
+            return cls._open(store, lambda ptr, out: lib.itsme_identity_create_with_random(ptr, encoded, rng, out))
 
     @classmethod
     def load(cls, store: SecretStore) -> "Identity":

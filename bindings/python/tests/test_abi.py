@@ -103,7 +103,7 @@ class Header:
         return POINTER(SCALARS[base])
 
     def int_define(self, name):
-        return int(self.defines[name])
+        return int(re.fullmatch(r"(\d+)[uU]?", self.defines[name]).group(1))
 
     def string_define(self, name):
         value = self.defines[name]
@@ -120,7 +120,15 @@ def header():
 def test_header_parses(header):
     assert len(header.functions) >= 20
     assert {"itsme_init", "itsme_pin_status", "itsme_identity_create"} <= set(header.functions)
-    assert header.handles == {"itsme_secret_store", "itsme_identity", "itsme_store", "itsme_contact", "itsme_contact_list"}
+    assert header.handles == {
+        "itsme_secret_store",
+        "itsme_identity",
+        "itsme_store",
+        "itsme_contact",
+        "itsme_contact_list",
+        "itsme_random",
+        "itsme_exchange",
+    }
     assert header.resolve("itsme_result") == "int32_t"
 
 
@@ -201,10 +209,38 @@ def test_contact_constants(header):
     assert header.resolve("itsme_exchange_method") == "uint32_t"
     states = {name: header.int_define(name) for name in header.defines if name.startswith("ITSME_CONTACT_")}
     assert states == {f"ITSME_CONTACT_{m.name}": m.value for m in itsme.VerificationState}
-    methods = {name: header.int_define(name) for name in header.defines if name.startswith("ITSME_EXCHANGE_")}
+    # ITSME_EXCHANGE_ names methods, and also exchange states and flags.
+    exchange_states = {f"ITSME_EXCHANGE_{m.name}" for m in itsme.ExchangeState}
+    methods = {
+        name: header.int_define(name)
+        for name in header.defines
+        if name.startswith("ITSME_EXCHANGE_")
+        and not name.startswith("ITSME_EXCHANGE_FLAG_")
+        and name not in exchange_states
+    }
     assert methods == {f"ITSME_EXCHANGE_{m.name}": m.value for m in itsme.ExchangeMethod}
     for name, value in {**states, **methods}.items():
         assert getattr(itsme, name[len("ITSME_"):]) == value, name
+
+
+def test_exchange_constants(header):
+    assert header.resolve("itsme_exchange_state") == "uint32_t"
+    states = {
+        name: header.int_define(name)
+        for name in header.defines
+        if name.startswith("ITSME_EXCHANGE_")
+        and not name.startswith("ITSME_EXCHANGE_FLAG_")
+        and name[len("ITSME_EXCHANGE_"):] not in itsme.ExchangeMethod.__members__
+    }
+    assert states == {f"ITSME_EXCHANGE_{m.name}": m.value for m in itsme.ExchangeState}
+    flags = {name: header.int_define(name) for name in header.defines if name.startswith("ITSME_EXCHANGE_FLAG_")}
+    assert flags == {f"ITSME_EXCHANGE_FLAG_{m.name}": m.value for m in itsme.ExchangeFlags}
+    for name, value in {**states, **flags}.items():
+        assert getattr(itsme, name[len("ITSME_"):]) == value, name
+    assert header.int_define("ITSME_SHORT_CODE_SIZE") == itsme.SHORT_CODE_SIZE
+    assert header.int_define("ITSME_SHORT_CODE_VALUES") == itsme.SHORT_CODE_VALUES
+    assert header.int_define("ITSME_QR_PAYLOAD_MAX") == itsme.QR_PAYLOAD_MAX
+    assert header.int_define("ITSME_BLUETOOTH_FRAME_MAX") == itsme.BLUETOOTH_FRAME_MAX
 
 
 def test_version_matches_the_header(header):

@@ -126,7 +126,7 @@ def raw_table(**overrides):
 def raw(tmp_path):
     """Raw handles: a store with a PIN-protected identity, an empty store,
     and an identity without a PIN.  Freed afterwards."""
-    env = SimpleNamespace(tmp_path=tmp_path)
+    env = SimpleNamespace(tmp_path=tmp_path, exchanges=[], randoms=[], compare=None)
     env.store = new_memory_store()
     env.identity = new_identity(env.store)
     ok(lib.itsme_pin_set(env.identity, PIN))
@@ -145,6 +145,10 @@ def raw(tmp_path):
     ok(lib.itsme_store_list(env.contacts, 0, 0, byref(out)))
     env.list = out.value
     yield env
+    for exchange in env.exchanges:
+        lib.itsme_exchange_free(exchange)
+    for rng in env.randoms:
+        lib.itsme_random_free(rng)
     lib.itsme_contact_free(env.contact)
     lib.itsme_contact_list_free(env.list)
     lib.itsme_store_close(env.contacts)
@@ -152,6 +156,67 @@ def raw(tmp_path):
     lib.itsme_identity_free(env.bare_identity)
     for store in (env.store, env.empty_store, env.bare_store):
         lib.itsme_secret_store_free(store)
+
+
+def new_random(env, first=0):
+    """A deterministic random source, freed with the fixture."""
+    seed, out = (c_uint8 * 32)(*range(first, first + 32)), c_void_p()
+    ok(lib.itsme_random_new_deterministic(seed, 32, byref(out)))
+    env.randoms.append(out.value)
+    return out.value
+
+
+def new_exchange(env, identity, session_code=None, bluetooth=False):
+    """A QR (or Bluetooth) exchange on a raw identity, freed with the fixture."""
+    out = c_void_p()
+    if bluetooth:
+        ok(lib.itsme_exchange_new_bluetooth(identity, session_code, None, T0, byref(out)))
+    else:
+        ok(lib.itsme_exchange_new_qr(identity, None, T0, byref(out)))
+    env.exchanges.append(out.value)
+    return out.value
+
+
+def outgoing(exchange):
+    """The exchange's next outgoing bytes."""
+    buf, n = byte_buf(512), size_out()
+    ok(lib.itsme_exchange_next_outgoing(exchange, buf, 512, byref(n)))
+    return bytes(buf)[: n.value]
+
+
+def as_array(data):
+    return (c_uint8 * max(len(data), 1)).from_buffer_copy(data or b"\0")
+
+
+def receive(exchange, data, now=T0):
+    return lib.itsme_exchange_receive(exchange, as_array(data), len(data), now)
+
+
+def comparing(env):
+    """A QR exchange of env.identity with env.bare_identity, comparing the SAS."""
+    if env.compare is None:
+        mine, theirs = new_exchange(env, env.identity), new_exchange(env, env.bare_identity)
+        ok(receive(mine, outgoing(theirs)))
+        ok(receive(theirs, outgoing(mine)))
+        env.compare = mine
+    return env.compare
+
+
+def exchange_state(exchange):
+    state = c_uint32()
+    ok(lib.itsme_exchange_status(exchange, byref(state), None))
+    return state.value
+
+
+# The X25519 base point: a public key whose shared secret is never zero.
+BASE_POINT = (c_uint8 * 32)(9, *([0] * 31))
+EPHEMERAL_SECRET = (c_uint8 * 32)(*range(1, 33))
+HASH = (c_uint8 * 32)(*range(100, 132))
+DEVICE_SECRET = (c_uint8 * 16)(*range(16))
+FP_A, FP_B = b"0123456789ABCDEF", b"FEDCBA9876543210"
+HELLO = (c_uint8 * 42)(1, 1, *range(40))
+KEY_FRAME = (c_uint8 * 34)(1, 2, *range(32))
+PLAINTEXT = (c_uint8 * 120)(*range(120))
 
 
 # -- NULL pointers ---------------------------------------------------------
@@ -373,6 +438,132 @@ def _list_get(env):
     return [env.list, 0, byref(out)], [out]
 
 
+def _random_new_deterministic(env):
+    seed, out = (c_uint8 * 32)(*range(32)), handle_out()
+    return [seed, 32, byref(out)], [out]
+
+
+def _identity_create_with_random(env):
+    out = handle_out()
+    return [env.empty_store, b"Drawn", new_random(env), byref(out)], [out]
+
+
+def _short_code_parse(env):
+    out = c_uint32(0xAAAA)
+    return [b"echo-0042", byref(out)], [out]
+
+
+def _short_code_format(env):
+    buf, n = text_buf(14), size_out()
+    return [40042, buf, 14, byref(n)], [buf, n]
+
+
+def _exchange_new_qr(env):
+    out = handle_out()
+    return [env.identity, new_random(env), T0, byref(out)], [out]
+
+
+def _exchange_new_bluetooth(env):
+    out = handle_out()
+    return [env.identity, b"ECHO 0042", new_random(env), T0, byref(out)], [out]
+
+
+def _exchange_text(function_needs):
+    """A (buf, cap, out_len) getter on an exchange made by function_needs(env)."""
+
+    def case(env):
+        buf, n = text_buf(256), size_out()
+        return [function_needs(env), buf, 256, byref(n)], [buf, n]
+
+    return case
+
+
+def _exchange_status(env):
+    state, flags = c_uint32(0xAAAA), c_uint32(0xAAAA)
+    return [new_exchange(env, env.identity), byref(state), byref(flags)], [state, flags]
+
+
+def _exchange_get_method(env):
+    method = c_uint32(0xAAAA)
+    return [new_exchange(env, env.identity), byref(method)], [method]
+
+
+def _exchange_next_outgoing(env):
+    buf, n = byte_buf(512), size_out()
+    return [new_exchange(env, env.identity), buf, 512, byref(n)], [buf, n]
+
+
+def _exchange_receive(env):
+    payload = outgoing(new_exchange(env, env.bare_identity))
+    return [new_exchange(env, env.identity), as_array(payload), len(payload), T0], []
+
+
+def _exchange_peer_public_key(env):
+    buf, n = byte_buf(32), size_out()
+    return [comparing(env), buf, 32, byref(n)], [buf, n]
+
+
+def _exchange_save(env):
+    out = c_int64(-5)
+    return [comparing(env), env.contacts, T0, byref(out)], [out]
+
+
+def _exchange_reject(env):
+    exchange, contact_id = comparing(env), c_int64()
+    ok(lib.itsme_exchange_save(exchange, env.contacts, T0, byref(contact_id)))
+    # Saved: the store is required to delete the contact again.
+    return [exchange, env.contacts], []
+
+
+def _exchange_seal(env):
+    buf, n = byte_buf(1024), size_out()
+    return [new_exchange(env, env.identity), buf, 1024, byref(n)], [buf, n]
+
+
+def _exchange_restore(env):
+    buf, n = byte_buf(1024), size_out()
+    ok(lib.itsme_exchange_seal(new_exchange(env, env.identity), buf, 1024, byref(n)))
+    sealed, out = as_array(bytes(buf)[: n.value]), handle_out()
+    return [env.identity, sealed, n.value, T0 + 60, byref(out)], [out]
+
+
+def _derive_seed(env):
+    buf, n = byte_buf(32), size_out()
+    return [EPHEMERAL_SECRET, 32, BASE_POINT, 32, FP_A, FP_B, buf, 32, byref(n)], [buf, n]
+
+
+def _derive_sas(env):
+    buf, n = text_buf(14), size_out()
+    return [HASH, 32, HASH, 32, buf, 14, byref(n)], [buf, n]
+
+
+def _qr_transcript_hash(env):
+    a = outgoing(new_exchange(env, env.identity))
+    b = outgoing(new_exchange(env, env.bare_identity))
+    buf, n = byte_buf(32), size_out()
+    return [as_array(a), len(a), as_array(b), len(b), buf, 32, byref(n)], [buf, n]
+
+
+def _bluetooth_commitment(env):
+    buf, n = byte_buf(32), size_out()
+    return [CONTACT_KEY, 32, BASE_POINT, 32, b"Carol", DEVICE_SECRET, 16, buf, 32, byref(n)], [buf, n]
+
+
+def _bluetooth_th1(env):
+    buf, n = byte_buf(32), size_out()
+    return [b"ECHO 0042", HELLO, 42, HELLO, 42, KEY_FRAME, 34, KEY_FRAME, 34, buf, 32, byref(n)], [buf, n]
+
+
+def _bluetooth_session_keys(env):
+    buf, n = byte_buf(64), size_out()
+    return [EPHEMERAL_SECRET, 32, BASE_POINT, 32, HASH, 32, buf, 64, byref(n)], [buf, n]
+
+
+def _bluetooth_transcript_hash(env):
+    buf, n = byte_buf(32), size_out()
+    return [HASH, 32, PLAINTEXT, 120, PLAINTEXT, 114, buf, 32, byref(n)], [buf, n]
+
+
 CASES = {
     "itsme_last_error": _last_error,
     "itsme_fingerprint_from_public_key": _fingerprint_from_public_key,
@@ -419,6 +610,34 @@ CASES = {
     "itsme_contact_note": _contact_text,
     "itsme_contact_list_count": _list_count,
     "itsme_contact_list_get": _list_get,
+    "itsme_random_new_deterministic": _random_new_deterministic,
+    "itsme_identity_create_with_random": _identity_create_with_random,
+    "itsme_short_code_parse": _short_code_parse,
+    "itsme_short_code_format": _short_code_format,
+    "itsme_exchange_new_qr": _exchange_new_qr,
+    "itsme_exchange_new_bluetooth": _exchange_new_bluetooth,
+    "itsme_exchange_last_error": _exchange_text(lambda env: new_exchange(env, env.identity)),
+    "itsme_exchange_status": _exchange_status,
+    "itsme_exchange_get_method": _exchange_get_method,
+    "itsme_exchange_session_code": _exchange_text(lambda env: new_exchange(env, env.identity, bluetooth=True)),
+    "itsme_exchange_next_outgoing": _exchange_next_outgoing,
+    "itsme_exchange_receive": _exchange_receive,
+    "itsme_exchange_sas": _exchange_text(comparing),
+    "itsme_exchange_peer_name": _exchange_text(comparing),
+    "itsme_exchange_peer_fingerprint": _exchange_text(comparing),
+    "itsme_exchange_peer_public_key": _exchange_peer_public_key,
+    "itsme_exchange_save": _exchange_save,
+    "itsme_exchange_confirm": _exchange_save,
+    "itsme_exchange_reject": _exchange_reject,
+    "itsme_exchange_seal": _exchange_seal,
+    "itsme_exchange_restore": _exchange_restore,
+    "itsme_derive_seed": _derive_seed,
+    "itsme_derive_sas": _derive_sas,
+    "itsme_qr_transcript_hash": _qr_transcript_hash,
+    "itsme_bluetooth_commitment": _bluetooth_commitment,
+    "itsme_bluetooth_th1": _bluetooth_th1,
+    "itsme_bluetooth_session_keys": _bluetooth_session_keys,
+    "itsme_bluetooth_transcript_hash": _bluetooth_transcript_hash,
 }
 
 # Constructors whose successful output is a handle to free.
@@ -434,20 +653,41 @@ FREE_OUTPUT = {
     "itsme_store_find_fingerprint": lib.itsme_contact_list_free,
     "itsme_store_list": lib.itsme_contact_list_free,
     "itsme_contact_list_get": lib.itsme_contact_free,
+    "itsme_random_new_deterministic": lib.itsme_random_free,
+    "itsme_identity_create_with_random": lib.itsme_identity_free,
+    "itsme_exchange_new_qr": lib.itsme_exchange_free,
+    "itsme_exchange_new_bluetooth": lib.itsme_exchange_free,
+    "itsme_exchange_restore": lib.itsme_exchange_free,
 }
 
-NULL_CASES = [
-    pytest.param(name, index, id=f"{name}[{index}]")
+# Pointer arguments the header allows to be NULL: (function, index).
+OPTIONAL_POINTERS = {
+    ("itsme_identity_create_with_random", 2): "rng NULL: the operating system",
+    ("itsme_exchange_new_qr", 1): "rng NULL: the operating system",
+    ("itsme_exchange_new_bluetooth", 1): "session_code NULL: draw one",
+    ("itsme_exchange_new_bluetooth", 2): "rng NULL: the operating system",
+    ("itsme_exchange_status", 2): "out_flags may be NULL",
+}
+
+POINTER_ARGUMENTS = [
+    (name, index)
     for name, (restype, argtypes) in SIGNATURES.items()
     if restype is not None
     for index, argtype in enumerate(argtypes)
     if is_pointer(argtype)
 ]
 
+NULL_CASES = [
+    pytest.param(name, index, id=f"{name}[{index}]")
+    for name, index in POINTER_ARGUMENTS
+    if (name, index) not in OPTIONAL_POINTERS
+]
+
 
 def test_every_function_with_pointer_arguments_has_a_case():
-    with_pointers = {name for name, index in (p.values for p in NULL_CASES)}
+    with_pointers = {name for name, index in POINTER_ARGUMENTS}
     assert with_pointers == set(CASES)
+    assert set(OPTIONAL_POINTERS) <= set(POINTER_ARGUMENTS)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -469,6 +709,39 @@ def test_null_pointer_is_invalid_argument(raw, name, index):
     assert destroyed == [], "on failure the caller keeps ctx: destroy must not run"
 
 
+@pytest.mark.parametrize(
+    "name, index", [pytest.param(name, index, id=f"{name}[{index}]") for name, index in OPTIONAL_POINTERS]
+)
+def test_optional_pointer_may_be_null(raw, name, index):
+    args, outs = CASES[name](raw)
+    args[index] = None
+    ok(getattr(lib, name)(*args))
+    if name in FREE_OUTPUT:
+        FREE_OUTPUT[name](outs[0].value)
+
+
+def test_reject_needs_no_store_when_nothing_was_saved(raw):
+    exchange = comparing(raw)
+    ok(lib.itsme_exchange_reject(exchange, None))
+    assert exchange_state(exchange) == itsme.EXCHANGE_REJECTED
+
+
+def test_null_pointers_leave_exchanges_unchanged(raw):
+    exchange = new_exchange(raw, raw.identity)
+    payload = outgoing(new_exchange(raw, raw.bare_identity))
+    assert lib.itsme_exchange_receive(exchange, None, len(payload), T0) == R.ITSME_E_INVALID_ARGUMENT
+    assert exchange_state(exchange) == itsme.EXCHANGE_AWAITING_PEER
+    ok(receive(exchange, payload))
+    out = c_int64(-5)
+    assert lib.itsme_exchange_save(exchange, None, T0, byref(out)) == R.ITSME_E_INVALID_ARGUMENT
+    assert lib.itsme_exchange_confirm(exchange, raw.contacts, T0, None) == R.ITSME_E_INVALID_ARGUMENT
+    assert out.value == -5
+    assert exchange_state(exchange) == itsme.EXCHANGE_COMPARE_SAS
+    count = c_uint64()
+    ok(lib.itsme_store_count(raw.contacts, byref(count)))
+    assert count.value == 1, "nothing was saved"
+
+
 def test_null_pointers_leave_no_trace(raw):
     out = handle_out()
     assert lib.itsme_identity_create(raw.empty_store, b"Ghost", None) == R.ITSME_E_INVALID_ARGUMENT
@@ -484,6 +757,11 @@ def test_null_pointers_leave_no_trace(raw):
 def test_free_accepts_null():
     lib.itsme_secret_store_free(None)
     lib.itsme_identity_free(None)
+    lib.itsme_store_close(None)
+    lib.itsme_contact_free(None)
+    lib.itsme_contact_list_free(None)
+    lib.itsme_random_free(None)
+    lib.itsme_exchange_free(None)
 
 
 @pytest.mark.parametrize("missing", ["get", "put", "remove"])
@@ -523,6 +801,10 @@ def buffer_functions(env):
     assert lib.itsme_identity_load(env.empty_store, byref(out)) == R.ITSME_E_NOT_FOUND
     assert lib.itsme_pin_verify(env.identity, b"000000", T0) == R.ITSME_E_WRONG_PIN
     store, identity = env.empty_store, env.identity
+    compare = comparing(env)
+    bluetooth = new_exchange(env, env.identity, bluetooth=True)
+    assert receive(compare, b"hello") == R.ITSME_E_INVALID_STATE  # a last error, not a failure
+    seed, th = HASH, (c_uint8 * 32)(*range(32))
     return [
         ("fingerprint_from_public_key", lambda b, c, n: lib.itsme_fingerprint_from_public_key(key, 32, b, c, n), True),
         ("secret_store_last_error", lambda b, c, n: lib.itsme_secret_store_last_error(store, b, c, n), True),
@@ -530,6 +812,30 @@ def buffer_functions(env):
         ("identity_fingerprint", lambda b, c, n: lib.itsme_identity_fingerprint(identity, b, c, n), True),
         ("identity_public_key", lambda b, c, n: lib.itsme_identity_public_key(identity, b, c, n), False),
         ("identity_name", lambda b, c, n: lib.itsme_identity_name(identity, b, c, n), True),
+        ("short_code_format", lambda b, c, n: lib.itsme_short_code_format(259999, b, c, n), True),
+        ("exchange_last_error", lambda b, c, n: lib.itsme_exchange_last_error(compare, b, c, n), True),
+        ("exchange_session_code", lambda b, c, n: lib.itsme_exchange_session_code(bluetooth, b, c, n), True),
+        ("exchange_next_outgoing_qr", lambda b, c, n: lib.itsme_exchange_next_outgoing(compare, b, c, n), False),
+        ("exchange_sas", lambda b, c, n: lib.itsme_exchange_sas(compare, b, c, n), True),
+        ("exchange_peer_name", lambda b, c, n: lib.itsme_exchange_peer_name(compare, b, c, n), True),
+        ("exchange_peer_fingerprint", lambda b, c, n: lib.itsme_exchange_peer_fingerprint(compare, b, c, n), True),
+        ("exchange_peer_public_key", lambda b, c, n: lib.itsme_exchange_peer_public_key(compare, b, c, n), False),
+        (
+            "derive_seed",
+            lambda b, c, n: lib.itsme_derive_seed(EPHEMERAL_SECRET, 32, BASE_POINT, 32, FP_A, FP_B, b, c, n),
+            False,
+        ),
+        ("derive_sas", lambda b, c, n: lib.itsme_derive_sas(seed, 32, th, 32, b, c, n), True),
+        (
+            "bluetooth_session_keys",
+            lambda b, c, n: lib.itsme_bluetooth_session_keys(EPHEMERAL_SECRET, 32, BASE_POINT, 32, th, 32, b, c, n),
+            False,
+        ),
+        (
+            "bluetooth_transcript_hash",
+            lambda b, c, n: lib.itsme_bluetooth_transcript_hash(th, 32, PLAINTEXT, 120, PLAINTEXT, 114, b, c, n),
+            False,
+        ),
     ]
 
 
@@ -542,6 +848,18 @@ def buffer_functions(env):
         "identity_fingerprint",
         "identity_public_key",
         "identity_name",
+        "short_code_format",
+        "exchange_last_error",
+        "exchange_session_code",
+        "exchange_next_outgoing_qr",
+        "exchange_sas",
+        "exchange_peer_name",
+        "exchange_peer_fingerprint",
+        "exchange_peer_public_key",
+        "derive_seed",
+        "derive_sas",
+        "bluetooth_session_keys",
+        "bluetooth_transcript_hash",
     ],
 )
 def test_buffer_protocol(raw, which):
@@ -567,6 +885,52 @@ def test_buffer_protocol(raw, which):
     assert n.value == needed
     assert bytes(buf)[:needed] == expected
     assert bytes(buf)[needed:] == bytes([FILL]) * 8, f"{name}: wrote past cap"
+
+
+def test_bluetooth_frame_is_not_consumed_by_a_too_small_buffer(raw):
+    exchange = new_exchange(raw, raw.identity, bluetooth=True)
+    n = size_out()
+    assert lib.itsme_exchange_next_outgoing(exchange, None, 0, byref(n)) == R.ITSME_E_BUFFER_TOO_SMALL
+    assert n.value == 42, "a HELLO frame is 42 bytes"
+    buf, n = byte_buf(64), size_out()
+    assert lib.itsme_exchange_next_outgoing(exchange, buf, 41, byref(n)) == R.ITSME_E_BUFFER_TOO_SMALL
+    assert (n.value, bytes(buf)) == (42, bytes([FILL]) * 64)
+    hello = outgoing(exchange)
+    assert len(hello) == 42 and hello[:2] == b"\x01\x01"
+    # Nothing left to send: OK with *out_len 0, even with a NULL buffer.
+    n = size_out()
+    ok(lib.itsme_exchange_next_outgoing(exchange, None, 0, byref(n)))
+    assert n.value == 0
+    buf, n = byte_buf(8), size_out()
+    ok(lib.itsme_exchange_next_outgoing(exchange, buf, 8, byref(n)))
+    assert (n.value, bytes(buf)) == (0, bytes([FILL]) * 8)
+    assert lib.itsme_exchange_next_outgoing(exchange, None, 8, byref(n)) == R.ITSME_E_INVALID_ARGUMENT
+
+
+def test_seal_buffer_protocol(raw):
+    exchange = comparing(raw)
+    n = size_out()
+    assert lib.itsme_exchange_seal(exchange, None, 0, byref(n)) == R.ITSME_E_BUFFER_TOO_SMALL
+    needed = n.value
+    assert needed > 0
+    buf, n = byte_buf(needed + 8), size_out()
+    assert lib.itsme_exchange_seal(exchange, buf, needed - 1, byref(n)) == R.ITSME_E_BUFFER_TOO_SMALL
+    assert (n.value, bytes(buf)) == (needed, bytes([FILL]) * (needed + 8))
+    ok(lib.itsme_exchange_seal(exchange, buf, needed, byref(n)))
+    assert n.value == needed
+    assert bytes(buf)[needed:] == bytes([FILL]) * 8
+    restored = c_void_p()
+    ok(lib.itsme_exchange_restore(raw.identity, as_array(bytes(buf)[:needed]), needed, T0, byref(restored)))
+    raw.exchanges.append(restored.value)
+    assert exchange_state(restored.value) == itsme.EXCHANGE_COMPARE_SAS
+
+
+def test_seal_writes_nothing_on_failure(raw):
+    exchange = comparing(raw)
+    ok(lib.itsme_exchange_reject(exchange, None))
+    buf, n = byte_buf(1024), size_out()
+    assert lib.itsme_exchange_seal(exchange, buf, 1024, byref(n)) == R.ITSME_E_INVALID_STATE
+    assert (n.value, bytes(buf)) == (0x5EED, bytes([FILL]) * 1024)
 
 
 def test_fingerprint_size_is_the_buffer_size(raw):
@@ -693,6 +1057,121 @@ def test_negative_time_is_invalid_argument(raw, now):
     ok(lib.itsme_pin_verify(raw.identity, PIN, T0))
 
 
+@pytest.mark.parametrize("now", [-1, -(2**63)])
+def test_negative_time_is_refused_by_exchanges(raw, now):
+    out = handle_out()
+    assert lib.itsme_exchange_new_qr(raw.identity, None, now, byref(out)) == R.ITSME_E_INVALID_ARGUMENT
+    assert lib.itsme_exchange_new_bluetooth(raw.identity, None, None, now, byref(out)) == R.ITSME_E_INVALID_ARGUMENT
+    assert out.value == 0xDEADBEEF
+    exchange = new_exchange(raw, raw.identity)
+    payload = outgoing(new_exchange(raw, raw.bare_identity))
+    assert receive(exchange, payload, now) == R.ITSME_E_INVALID_ARGUMENT
+    assert exchange_state(exchange) == itsme.EXCHANGE_AWAITING_PEER
+    ok(receive(exchange, payload))
+    contact_id = c_int64(-5)
+    assert lib.itsme_exchange_save(exchange, raw.contacts, now, byref(contact_id)) == R.ITSME_E_INVALID_ARGUMENT
+    assert lib.itsme_exchange_confirm(exchange, raw.contacts, now, byref(contact_id)) == R.ITSME_E_INVALID_ARGUMENT
+    assert contact_id.value == -5
+    assert exchange_state(exchange) == itsme.EXCHANGE_COMPARE_SAS
+
+
+@pytest.mark.parametrize("length", [0, 16, 31, 33, 64])
+def test_random_seed_must_be_32_bytes(length):
+    seed, out = (c_uint8 * 64)(), handle_out()
+    assert lib.itsme_random_new_deterministic(seed, length, byref(out)) == R.ITSME_E_INVALID_ARGUMENT
+    assert out.value == 0xDEADBEEF
+    assert read(lib.itsme_last_error) != b"\0"
+
+
+@pytest.mark.parametrize("value", [260000, 2**32 - 1])
+def test_short_code_value_out_of_range(value):
+    buf, n = text_buf(14), size_out()
+    assert lib.itsme_short_code_format(value, buf, 14, byref(n)) == R.ITSME_E_INVALID_ARGUMENT
+    assert (bytes(buf), n.value) == (bytes([FILL]) * 14, 0x5EED)
+
+
+@pytest.mark.parametrize("text", [b"ECHO 42", b"", b"ALPHA 0042", b"ECH\xc3\x28 0042", b"\xff"])
+def test_bad_session_codes(raw, text):
+    out, value = handle_out(), c_uint32(7)
+    assert lib.itsme_short_code_parse(text, byref(value)) == R.ITSME_E_INVALID_ARGUMENT
+    assert value.value == 7
+    assert lib.itsme_exchange_new_bluetooth(raw.identity, text, None, T0, byref(out)) == R.ITSME_E_INVALID_ARGUMENT
+    assert out.value == 0xDEADBEEF
+
+
+@pytest.mark.parametrize("name", INVALID_UTF8)
+def test_invalid_utf8_in_derivations(name):
+    buf, n = byte_buf(32), size_out()
+    assert (
+        lib.itsme_bluetooth_commitment(CONTACT_KEY, 32, BASE_POINT, 32, name, DEVICE_SECRET, 16, buf, 32, byref(n))
+        == R.ITSME_E_INVALID_ARGUMENT
+    )
+    assert (
+        lib.itsme_derive_seed(EPHEMERAL_SECRET, 32, BASE_POINT, 32, name, FP_B, buf, 32, byref(n))
+        == R.ITSME_E_INVALID_ARGUMENT
+    )
+    assert (bytes(buf), n.value) == (bytes([FILL]) * 32, 0x5EED)
+
+
+@pytest.mark.parametrize("length", [0, 31, 33])
+def test_derivations_check_sizes(length):
+    data = (c_uint8 * 64)(*range(64))
+    buf, text, n = byte_buf(64), text_buf(14), size_out()
+    calls = [
+        lambda: lib.itsme_derive_seed(data, length, BASE_POINT, 32, FP_A, FP_B, buf, 64, byref(n)),
+        lambda: lib.itsme_derive_seed(EPHEMERAL_SECRET, 32, data, length, FP_A, FP_B, buf, 64, byref(n)),
+        lambda: lib.itsme_derive_sas(data, length, HASH, 32, text, 14, byref(n)),
+        lambda: lib.itsme_derive_sas(HASH, 32, data, length, text, 14, byref(n)),
+        lambda: lib.itsme_bluetooth_session_keys(data, length, BASE_POINT, 32, HASH, 32, buf, 64, byref(n)),
+        lambda: lib.itsme_bluetooth_session_keys(EPHEMERAL_SECRET, 32, BASE_POINT, 32, data, length, buf, 64, byref(n)),
+        lambda: lib.itsme_bluetooth_transcript_hash(data, length, PLAINTEXT, 1, PLAINTEXT, 1, buf, 64, byref(n)),
+    ]
+    for index, call in enumerate(calls):
+        assert call() == R.ITSME_E_INVALID_ARGUMENT, index
+    assert (bytes(buf), bytes(text), n.value) == (bytes([FILL]) * 64, bytes([FILL]) * 14, 0x5EED)
+
+
+def test_derivations_check_frame_and_plaintext_sizes():
+    data = (c_uint8 * 300)(*([1] * 300))
+    buf, n = byte_buf(32), size_out()
+    for hello, key in ((41, 34), (43, 34), (42, 33), (42, 35), (0, 34)):
+        frames = [data, hello, HELLO, 42, KEY_FRAME, 34, data, key]
+        code = lib.itsme_bluetooth_th1(b"ECHO 0042", *frames, buf, 32, byref(n))
+        assert code == R.ITSME_E_INVALID_ARGUMENT, (hello, key)
+    for length in (0, 6, 15, 17):
+        keys = [CONTACT_KEY, 32, BASE_POINT, 32]
+        code = lib.itsme_bluetooth_commitment(*keys, b"Carol", data, length, buf, 32, byref(n))
+        assert code == R.ITSME_E_INVALID_ARGUMENT, length
+    for length in (0, 113, 242):
+        code = lib.itsme_bluetooth_transcript_hash(HASH, 32, data, length, PLAINTEXT, 114, buf, 32, byref(n))
+        assert code == R.ITSME_E_INVALID_ARGUMENT, length
+    assert (bytes(buf), n.value) == (bytes([FILL]) * 32, 0x5EED)
+    ok(lib.itsme_bluetooth_transcript_hash(HASH, 32, data, 241, PLAINTEXT, 114, buf, 32, byref(n)))
+
+
+def test_output_arguments_are_checked_first(raw):
+    # An argument error is reported as such whatever else is wrong.
+    n = size_out()
+    zero = (c_uint8 * 32)()
+    seed = lib.itsme_derive_seed(EPHEMERAL_SECRET, 32, zero, 32, FP_A, FP_B, None, 32, byref(n))
+    assert seed == R.ITSME_E_INVALID_ARGUMENT, "not ITSME_E_INVALID_KEY"
+    assert lib.itsme_short_code_format(260000, None, 14, byref(n)) == R.ITSME_E_INVALID_ARGUMENT
+    exchange = comparing(raw)
+    ok(lib.itsme_exchange_reject(exchange, None))
+    assert lib.itsme_exchange_seal(exchange, None, 64, byref(n)) == R.ITSME_E_INVALID_ARGUMENT
+    assert lib.itsme_exchange_seal(exchange, byte_buf(64), 64, None) == R.ITSME_E_INVALID_ARGUMENT
+    assert n.value == 0x5EED
+
+
+def test_low_order_keys_are_invalid_key():
+    zero = (c_uint8 * 32)()
+    buf, n = byte_buf(64), size_out()
+    seed = lib.itsme_derive_seed(EPHEMERAL_SECRET, 32, zero, 32, FP_A, FP_B, buf, 64, byref(n))
+    keys = lib.itsme_bluetooth_session_keys(EPHEMERAL_SECRET, 32, zero, 32, HASH, 32, buf, 64, byref(n))
+    assert (seed, keys) == (R.ITSME_E_INVALID_KEY, R.ITSME_E_INVALID_KEY)
+    assert (bytes(buf), n.value) == (bytes([FILL]) * 64, 0x5EED)
+
+
 def test_large_times_are_fine(raw):
     ok(lib.itsme_pin_verify(raw.identity, PIN, 2**63 - 1))
     assert status(raw.identity, 2**63 - 1) == (0, 0)
@@ -713,7 +1192,7 @@ def test_fingerprint_of_null_key_with_zero_length():
     assert n.value == 0x5EED
 
 
-@pytest.mark.parametrize("code", [20, 100, 1000, -1, -17, 2**31 - 1, -(2**31)])
+@pytest.mark.parametrize("code", [22, 100, 1000, -1, -17, 2**31 - 1, -(2**31)])
 def test_result_message_of_unknown_code(code):
     assert lib.itsme_result_message(code) == UNKNOWN
 
@@ -822,6 +1301,10 @@ _UNINITIALISED = textwrap.dedent(
         "new_callbacks": lib.itsme_secret_store_new_callbacks(None, ctypes.byref(out)),
         "identity_load": lib.itsme_identity_load(None, ctypes.byref(out)),
         "fingerprint": lib.itsme_fingerprint_from_public_key(key, 32, buf, 17, ctypes.byref(n)),
+        "random": lib.itsme_random_new_deterministic(key, 32, ctypes.byref(out)),
+        "exchange": lib.itsme_exchange_new_qr(None, None, 0, ctypes.byref(out)),
+        "short_code": lib.itsme_short_code_parse(b"ECHO 0042", ctypes.byref(ctypes.c_uint32())),
+        "derive_sas": lib.itsme_derive_sas(key, 32, key, 32, buf, 17, ctypes.byref(n)),
         "out": out.value,
         "init": [lib.itsme_init(), lib.itsme_init()],
         "after_init": lib.itsme_secret_store_new_memory(ctypes.byref(out)),
@@ -845,7 +1328,17 @@ def test_calls_before_init_are_refused(tmp_path):
     assert got["version"] == itsme.version()
     assert got["message"] == itsme.result_message(R.ITSME_E_NOT_INITIALIZED)
     assert got["sizes"] == [32, 17, 128]
-    for call in ("new_memory", "open_file", "new_callbacks", "identity_load", "fingerprint"):
+    for call in (
+        "new_memory",
+        "open_file",
+        "new_callbacks",
+        "identity_load",
+        "fingerprint",
+        "random",
+        "exchange",
+        "short_code",
+        "derive_sas",
+    ):
         assert got[call] == R.ITSME_E_NOT_INITIALIZED, call
     assert got["out"] == 0xDEADBEEF
     assert not directory.exists()

@@ -1,0 +1,526 @@
+"""Contact exchange in person (QR and Bluetooth), short codes, and the
+protocol's pure derivations (docs/PROTOCOL.md sections 3 to 8)."""
+
+from __future__ import annotations
+
+import enum
+from ctypes import byref, c_int64, c_uint32, c_void_p
+from typing import Any, Callable, NamedTuple, Optional, Union
+
+from ._contacts import ContactStore, ExchangeMethod, _bytes_argument, _wipe
+from ._errors import InvalidStateError, ItsMeError, NotFoundError, Result, check
+from ._ffi import lib
+from ._handle import Handle, encode_text, int_argument, read_bytes, read_detail, read_text, thread_last_error, unix_time
+from ._identity import FINGERPRINT_SIZE, PUBLIC_KEY_BYTES, Identity
+from ._random import DeterministicRandom, use_random
+
+__all__ = [
+    "BLUETOOTH_FRAME_MAX",
+    "Exchange",
+    "ExchangeFlags",
+    "ExchangeState",
+    "QR_PAYLOAD_MAX",
+    "SHORT_CODE_SIZE",
+    "SHORT_CODE_VALUES",
+    "SessionKeys",
+    "bluetooth_commitment",
+    "bluetooth_session_keys",
+    "bluetooth_th1",
+    "bluetooth_transcript_hash",
+    "derive_sas",
+    "derive_seed",
+    "qr_transcript_hash",
+    "short_code_format",
+    "short_code_parse",
+]
+
+#: Buffer size for a short code's text, NUL included (``ITSME_SHORT_CODE_SIZE``).
+SHORT_CODE_SIZE = 14
+#: Number of short code values (``ITSME_SHORT_CODE_VALUES``).
+SHORT_CODE_VALUES = 260000
+#: Longest QR payload text, in bytes (``ITSME_QR_PAYLOAD_MAX``).
+QR_PAYLOAD_MAX = 383
+#: Longest Bluetooth frame, in bytes (``ITSME_BLUETOOTH_FRAME_MAX``).
+BLUETOOTH_FRAME_MAX = 259
+
+_HASH_BYTES = 32
+_UINT32_MAX = 2**32 - 1
+# First guesses at output sizes; larger outputs take a second call.
+_NAME_GUESS = 64
+_SEAL_GUESS = 1024
+
+
+class ExchangeState(enum.IntEnum):
+    """``itsme_exchange_state`` (``ITSME_EXCHANGE_*``)."""
+
+    #: Waiting for the peer's payload (QR) or next frame (Bluetooth).
+    AWAITING_PEER = 1
+    #: The SAS is ready: show it for the two people to compare.
+    COMPARE_SAS = 2
+    #: A source-format (v5) payload was read: no SAS, nothing authenticated.
+    IMPORTED = 3
+    CONFIRMED = 4
+    REJECTED = 5
+    FAILED = 6
+
+
+class ExchangeFlags(enum.IntFlag):
+    """The events of an exchange (``ITSME_EXCHANGE_FLAG_*``)."""
+
+    #: The peer sent the source format: its name cannot be verified.
+    UNAUTHENTICATED = 1
+    #: A contact with the peer's identity key is stored (set by save).
+    KNOWN_CONTACT = 2
+    #: Bluetooth: the peer confirmed the SAS.
+    PEER_CONFIRMED = 4
+    #: Bluetooth: the peer rejected the SAS and will not keep the contact.
+    PEER_REJECTED = 8
+
+
+class SessionKeys(NamedTuple):
+    """The two Bluetooth frame keys (section 7.3)."""
+
+    #: key_I: encrypts the initiator's frames.
+    initiator: bytes
+    #: key_R: encrypts the responder's frames.
+    responder: bytes
+
+
+def _state(value: int) -> Any:
+    try:
+        return ExchangeState(value)
+    except ValueError:  # a state a newer library added
+        return value
+
+
+def _peer_bytes(data: Union[bytes, bytearray, memoryview, str]) -> bytes:
+    """What the peer sent: bytes, or a scanned text (sent as UTF-8)."""
+    if isinstance(data, str):
+        return data.encode("utf-8", "surrogatepass")
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"data must be bytes or str, not {type(data).__name__}")
+    return bytes(data)
+
+
+def _contact_store(store: Any) -> ContactStore:
+    if not isinstance(store, ContactStore):
+        raise TypeError(f"store must be a ContactStore, not {type(store).__name__}")
+    return store
+
+
+class Exchange(Handle):
+    """An in-person contact exchange (``itsme_exchange``): a state machine.
+
+    The host moves the bytes; the library never touches a camera or radio::
+
+        exchange = Exchange.qr(me)
+        show_qr(exchange.next_outgoing())          # our payload text
+        exchange.receive(scanned_text)             # the peer's
+        print(exchange.sas, exchange.peer_name)    # compare the SAS aloud
+        contact_id = exchange.save(contacts)       # stored unverified
+        exchange.confirm(contacts)                 # or exchange.reject(contacts)
+
+    For Bluetooth, send every frame :meth:`next_outgoing` gives and pass each
+    frame received to :meth:`receive`; after :meth:`confirm` or
+    :meth:`reject`, send the CONFIRM frame it queues.
+
+    A failure is final: once :meth:`receive` has rejected a peer message
+    (any error but :class:`InvalidArgumentError` for a QR text that is not
+    an exchange payload, and :class:`InvalidStateError`), :attr:`state` is
+    ``FAILED`` and every later call raises :class:`InvalidStateError`.  A
+    pending exchange expires 24 hours after it began
+    (:class:`ExpiredError`).  Times are unix seconds; None means now.
+
+    The exchange keeps its identity alive.  Not for use by two threads at
+    once (calls on one exchange are serialised by a lock).
+    """
+
+    _kind = "exchange"
+    _free_function = lib.itsme_exchange_free
+
+    def __init__(self, ptr: int, identity: Identity) -> None:
+        """Wraps an owned handle; use :meth:`qr`, :meth:`bluetooth` or :meth:`restore`."""
+        super().__init__(ptr)
+        # The C exchange holds its identity; the Python object is kept too,
+        # so that it is not collected (and closed) while the exchange lives.
+        self._identity = identity
+
+    # -- construction --------------------------------------------------------
+
+    @classmethod
+    def _new(cls, identity: Identity, constructor: Callable[[int, Any], int]) -> "Exchange":
+        if not isinstance(identity, Identity):
+            raise TypeError(f"identity must be an Identity, not {type(identity).__name__}")
+        out = c_void_p()
+        with identity._use() as identity_ptr:
+            check(constructor(identity_ptr, byref(out)), lambda: Identity._detail(identity_ptr))
+        return cls(out.value, identity)
+
+    @classmethod
+    def qr(
+        cls, identity: Identity, now: Optional[int] = None, random: Optional[DeterministicRandom] = None
+    ) -> "Exchange":
+        """Starts a QR exchange: show :meth:`next_outgoing` as a QR code.
+
+        ``random`` (tests and vectors only) draws the ephemeral key and
+        device secret from a :class:`DeterministicRandom`.
+        """
+        when = unix_time(now)
+        with use_random(random) as rng:
+            return cls._new(identity, lambda ptr, out: lib.itsme_exchange_new_qr(ptr, rng, when, out))
+
+    @classmethod
+    def bluetooth(
+        cls,
+        identity: Identity,
+        now: Optional[int] = None,
+        session_code: Optional[str] = None,
+        random: Optional[DeterministicRandom] = None,
+    ) -> "Exchange":
+        """Starts a Bluetooth exchange.
+
+        ``session_code`` is the code the other device shows (typed as
+        :func:`short_code_parse` accepts), or None to draw one for this
+        device to show (:attr:`session_code`).  Raises
+        :class:`InvalidArgumentError` for a code that does not parse.
+        """
+        when = unix_time(now)
+        code = None if session_code is None else encode_text(session_code, "session_code")
+        with use_random(random) as rng:
+            return cls._new(identity, lambda ptr, out: lib.itsme_exchange_new_bluetooth(ptr, code, rng, when, out))
+
+    @classmethod
+    def restore(cls, identity: Identity, sealed: bytes, now: Optional[int] = None) -> "Exchange":
+        """Restores an exchange :meth:`seal` gave, on this device, for ``identity``.
+
+        Restore a sealed exchange at most once.  Raises
+        :class:`CorruptDataError` (not a sealed exchange),
+        :class:`AuthenticationFailedError` (another device or identity, or
+        altered) or :class:`ExpiredError` (begun more than 24 hours ago).
+        """
+        when = unix_time(now)
+        data, length = _bytes_argument(sealed, "sealed")
+        return cls._new(identity, lambda ptr, out: lib.itsme_exchange_restore(ptr, data, length, when, out))
+
+    # -- plumbing ------------------------------------------------------------
+
+    @property
+    def identity(self) -> Identity:
+        """The identity this exchange is for."""
+        return self._identity
+
+    def last_error(self) -> str:
+        """The detail of the last failed call (for a failed exchange: why it failed)."""
+        with self._use() as ptr:
+            return self._detail(ptr)
+
+    @staticmethod
+    def _detail(ptr: int) -> str:
+        return read_detail(lambda buf, cap, out_len: lib.itsme_exchange_last_error(ptr, buf, cap, out_len))
+
+    def _call(self, function: Callable[..., int], *args: Any) -> None:
+        # The lock is held until the detail is read, so it is this call's.
+        with self._use() as ptr:
+            check(function(ptr, *args), lambda: self._detail(ptr))
+
+    def _read(self, reader: Callable[..., Any], function: Callable[..., int], guess: int) -> Any:
+        with self._use() as ptr:
+            return reader(
+                lambda buf, cap, out_len: function(ptr, buf, cap, out_len),
+                guess,
+                lambda: self._detail(ptr),
+            )
+
+    def _status(self) -> "tuple[int, int]":
+        state, flags = c_uint32(), c_uint32()
+        self._call(lib.itsme_exchange_status, byref(state), byref(flags))
+        return state.value, flags.value
+
+    # -- state ---------------------------------------------------------------
+
+    @property
+    def state(self) -> ExchangeState:
+        """Where the exchange stands (:class:`ExchangeState`)."""
+        return _state(self._status()[0])
+
+    @property
+    def flags(self) -> ExchangeFlags:
+        """What happened so far (:class:`ExchangeFlags`)."""
+        return ExchangeFlags(self._status()[1])
+
+    @property
+    def method(self) -> ExchangeMethod:
+        """How the exchange was started: ``ExchangeMethod.QR`` or ``BLUETOOTH``."""
+        method = c_uint32()
+        self._call(lib.itsme_exchange_get_method, byref(method))
+        return ExchangeMethod(method.value)
+
+    @property
+    def session_code(self) -> Optional[str]:
+        """Bluetooth: the session code text (``"ECHO 0042"``); None for QR."""
+        try:
+            return self._read(read_text, lib.itsme_exchange_session_code, SHORT_CODE_SIZE)
+        except InvalidStateError:  # the header's only reason: a QR exchange
+            return None
+
+    # -- bytes out and in ----------------------------------------------------
+
+    def next_outgoing(self) -> bytes:
+        """The next bytes to send; ``b""`` when there is nothing to send.
+
+        QR: our payload text (ASCII; show it as a QR code while the exchange
+        is pending), not consumed.  Bluetooth: the next frame, removed from
+        the queue.
+        """
+        return self._read(read_bytes, lib.itsme_exchange_next_outgoing, QR_PAYLOAD_MAX)
+
+    def receive(self, data: Union[bytes, str], now: Optional[int] = None) -> None:
+        """Feeds the peer's bytes: a scanned QR text (str or bytes) or one
+        Bluetooth frame.
+
+        Raises :class:`InvalidArgumentError` for a QR text that is not an
+        exchange payload (scan again: the exchange goes on), and, ending the
+        exchange as failed, :class:`MalformedMessageError`,
+        :class:`AuthenticationFailedError`, :class:`InvalidKeyError` or
+        :class:`ExpiredError`.
+        """
+        when = unix_time(now)
+        buffer, length = _bytes_argument(_peer_bytes(data), "data")
+        self._call(lib.itsme_exchange_receive, buffer, length, when)
+
+    # -- the peer ------------------------------------------------------------
+
+    @property
+    def sas(self) -> str:
+        """The SAS to compare aloud (``"ECHO 0042"``).
+
+        Raises :class:`InvalidStateError` before it exists, for a
+        source-format import (which has none), and once the exchange failed.
+        """
+        return self._read(read_text, lib.itsme_exchange_sas, SHORT_CODE_SIZE)
+
+    @property
+    def peer_name(self) -> str:
+        """The name the peer sent.  :class:`InvalidStateError` before it arrived."""
+        return self._read(read_text, lib.itsme_exchange_peer_name, _NAME_GUESS)
+
+    @property
+    def peer_fingerprint(self) -> str:
+        """The peer's fingerprint (16 uppercase hex digits)."""
+        return self._read(read_text, lib.itsme_exchange_peer_fingerprint, FINGERPRINT_SIZE)
+
+    @property
+    def peer_public_key(self) -> Optional[bytes]:
+        """The peer's identity public key; None for a source-format peer,
+        which has none."""
+        try:
+            return self._read(read_bytes, lib.itsme_exchange_peer_public_key, PUBLIC_KEY_BYTES)
+        except NotFoundError:
+            return None
+
+    # -- finishing -----------------------------------------------------------
+
+    def _store_call(self, function: Callable[..., int], store: ContactStore, now: Optional[int]) -> int:
+        store = _contact_store(store)
+        when = unix_time(now)
+        out = c_int64()
+        with self._use() as ptr, store._use() as store_ptr:
+            check(function(ptr, store_ptr, when, byref(out)), lambda: self._detail(ptr))
+        return out.value
+
+    def save(self, store: ContactStore, now: Optional[int] = None) -> int:
+        """Stores the new contact unverified in ``store``; returns its id.
+
+        If a contact with the peer's identity key exists, stores nothing,
+        sets ``KNOWN_CONTACT`` and returns its id.  Calling it again returns
+        the same id.  Raises :class:`WrongIdentityError` for a store of
+        another identity and, once saved, :class:`InvalidArgumentError` for
+        any store but the one saved in (confirm and reject need that one).
+        """
+        return self._store_call(lib.itsme_exchange_save, store, now)
+
+    def confirm(self, store: ContactStore, now: Optional[int] = None) -> int:
+        """The SAS matches: saves if needed, marks the contact verified
+        (replacing a known contact's seed and device secrets); returns its
+        id.  Bluetooth: queues a CONFIRM frame for :meth:`next_outgoing`.
+
+        Raises :class:`InvalidStateError` without a SAS, for an import, or
+        after the peer rejected.
+        """
+        return self._store_call(lib.itsme_exchange_confirm, store, now)
+
+    def reject(self, store: Optional[ContactStore] = None) -> None:
+        """The SAS differs, or the person gave up: deletes the contact
+        :meth:`save` added (a known contact is left as it was).  ``store``
+        may be None if nothing was saved.  Bluetooth: queues a CONFIRM frame
+        saying so once the peer's data has arrived."""
+        with self._use() as ptr:
+            if store is None:
+                check(lib.itsme_exchange_reject(ptr, None), lambda: self._detail(ptr))
+                return
+            with _contact_store(store)._use() as store_ptr:
+                check(lib.itsme_exchange_reject(ptr, store_ptr), lambda: self._detail(ptr))
+
+    def seal(self) -> bytes:
+        """The exchange as bytes, encrypted under a key only this device
+        has, to :meth:`restore` later.  The exchange stays usable.
+
+        A pending exchange can be sealed, and so can a finished Bluetooth
+        one (its CONFIRM frame may still be unsent, or the peer's to come).
+        """
+        return self._read(read_bytes, lib.itsme_exchange_seal, _SEAL_GUESS)
+
+    def __repr__(self) -> str:
+        if self.closed:
+            return "<Exchange closed>"
+        state, flags = self._status()
+        state_name = getattr(_state(state), "name", str(state))
+        flag_names = "|".join(flag.name for flag in ExchangeFlags if flags & flag) or "0"
+        return f"<Exchange {state_name} flags={flag_names}>"
+
+
+# -- short codes ---------------------------------------------------------------
+
+
+def short_code_parse(text: str) -> int:
+    """The value (0 to 259999) of a typed short code such as ``"echo-0042"``.
+
+    Surrounding spaces are ignored, the word matches in any case, the
+    separator is one space or ``-``, the number exactly four digits.
+    Raises :class:`InvalidArgumentError` for anything else.
+    """
+    encoded = encode_text(text, "text")
+    out = c_uint32()
+    check(lib.itsme_short_code_parse(encoded, byref(out)), thread_last_error)
+    return out.value
+
+
+def short_code_format(value: int) -> str:
+    """The canonical text of a short code value (``40042`` -> ``"ECHO 0042"``)."""
+    value = int_argument(value, "value", 0, _UINT32_MAX)
+    return read_text(
+        lambda buf, cap, out_len: lib.itsme_short_code_format(value, buf, cap, out_len),
+        SHORT_CODE_SIZE,
+        thread_last_error,
+    )
+
+
+# -- pure derivations -------------------------------------------------------------
+
+
+class _Text(NamedTuple):
+    """A text argument of a pure derivation (the others are bytes)."""
+
+    value: str
+
+
+def _derive(function: Callable[..., int], inputs: "list[Any]", guess: int = _HASH_BYTES) -> bytes:
+    """Calls a pure derivation on (value, what) inputs: bytes become
+    (pointer, length) pairs, wiped afterwards; :class:`_Text` a C string."""
+    arrays = []
+    args: "list[Any]" = []
+    for value, what in inputs:
+        if isinstance(value, _Text):
+            args.append(encode_text(value.value, what))
+            continue
+        array, length = _bytes_argument(value, what)
+        arrays.append(array)
+        args += [array, length]
+    try:
+        return read_bytes(lambda buf, cap, out_len: function(*args, buf, cap, out_len), guess, thread_last_error)
+    finally:
+        for array in arrays:
+            _wipe(array)
+
+
+def derive_seed(
+    ephemeral_secret: bytes, peer_ephemeral_public: bytes, fingerprint_a: str, fingerprint_b: str
+) -> bytes:
+    """The 32-byte verification seed (section 3).
+
+    Raises :class:`InvalidArgumentError` for wrong sizes or a fingerprint
+    that is not 16 hex digits, :class:`InvalidKeyError` for an all-zero
+    shared secret.
+    """
+    return _derive(
+        lib.itsme_derive_seed,
+        [
+            (ephemeral_secret, "ephemeral_secret"),
+            (peer_ephemeral_public, "peer_ephemeral_public"),
+            (_Text(fingerprint_a), "fingerprint_a"),
+            (_Text(fingerprint_b), "fingerprint_b"),
+        ],
+    )
+
+
+def derive_sas(seed: bytes, transcript_hash: bytes) -> str:
+    """The SAS text (section 4.1) of a 32-byte seed and transcript hash."""
+    seed_array, seed_len = _bytes_argument(seed, "seed")
+    th_array, th_len = _bytes_argument(transcript_hash, "transcript_hash")
+    try:
+        return read_text(
+            lambda buf, cap, out_len: lib.itsme_derive_sas(seed_array, seed_len, th_array, th_len, buf, cap, out_len),
+            SHORT_CODE_SIZE,
+            thread_last_error,
+        )
+    finally:
+        _wipe(seed_array)
+
+
+def qr_transcript_hash(payload_a: Union[str, bytes], payload_b: Union[str, bytes]) -> bytes:
+    """The QR transcript hash (section 5.3) of two ``ITSME1:`` payload texts,
+    in either order.  Each payload's signature is checked."""
+    return _derive(
+        lib.itsme_qr_transcript_hash,
+        [(_peer_bytes(payload_a), "payload_a"), (_peer_bytes(payload_b), "payload_b")],
+    )
+
+
+def bluetooth_commitment(identity_public: bytes, ephemeral_public: bytes, name: str, device_secret: bytes) -> bytes:
+    """The Bluetooth commitment (section 7.3)."""
+    return _derive(
+        lib.itsme_bluetooth_commitment,
+        [
+            (identity_public, "identity_public"),
+            (ephemeral_public, "ephemeral_public"),
+            (_Text(name), "name"),
+            (device_secret, "device_secret"),
+        ],
+    )
+
+
+def bluetooth_th1(session_code: str, hello_i: bytes, hello_r: bytes, key_i: bytes, key_r: bytes) -> bytes:
+    """th1 (section 7.3) from the session code text and the four frames."""
+    return _derive(
+        lib.itsme_bluetooth_th1,
+        [
+            (_Text(session_code), "session_code"),
+            (hello_i, "hello_i"),
+            (hello_r, "hello_r"),
+            (key_i, "key_i"),
+            (key_r, "key_r"),
+        ],
+    )
+
+
+def bluetooth_session_keys(ephemeral_secret: bytes, peer_ephemeral_public: bytes, th1: bytes) -> SessionKeys:
+    """key_I and key_R (section 7.3) from our ephemeral secret, the peer's
+    ephemeral public key and th1."""
+    keys = _derive(
+        lib.itsme_bluetooth_session_keys,
+        [(ephemeral_secret, "ephemeral_secret"), (peer_ephemeral_public, "peer_ephemeral_public"), (th1, "th1")],
+        2 * _HASH_BYTES,
+    )
+    if len(keys) != 2 * _HASH_BYTES:
+        raise ItsMeError(Result.ITSME_E_INTERNAL, f"library returned {len(keys)} bytes of keys")
+    return SessionKeys(keys[:_HASH_BYTES], keys[_HASH_BYTES:])
+
+
+def bluetooth_transcript_hash(th1: bytes, plaintext_i: bytes, plaintext_r: bytes) -> bytes:
+    """The Bluetooth transcript hash (section 7.4) from th1 and the two
+    decrypted contact data plaintexts."""
+    return _derive(
+        lib.itsme_bluetooth_transcript_hash,
+        [(th1, "th1"), (plaintext_i, "plaintext_i"), (plaintext_r, "plaintext_r")],
+    )
+

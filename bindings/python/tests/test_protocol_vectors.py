@@ -1,0 +1,370 @@
+"""docs/PROTOCOL.md's test vectors (Tests/ProtocolVectors/*.json) replayed
+through the C interface.
+
+Whole QR and Bluetooth exchanges are rerun from each party's
+``random_seed``: the library's deterministic random source draws the
+identity first, then (from the same source) the exchange's keys, so every
+payload, frame and SAS must come out byte for byte as listed.  The seed, SAS
+and Bluetooth derivations are checked through the pure functions.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import pathlib
+
+import pytest
+
+import itsme
+from itsme import (
+    ContactStore,
+    DeterministicRandom,
+    Exchange,
+    ExchangeFlags,
+    ExchangeState,
+    Identity,
+    InvalidArgumentError,
+    ItsMeError,
+    SecretStore,
+)
+
+VECTORS = pathlib.Path(__file__).resolve().parents[3] / "Tests" / "ProtocolVectors"
+T0 = 1_800_000_000
+FRAME_TYPES = {1: "hello", 2: "key", 3: "data_frame", 4: "confirm_frame"}
+
+
+def load(name):
+    path = VECTORS / name
+    assert path.is_file(), f"missing test vectors {path}"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def h(text):
+    return bytes.fromhex(text)
+
+
+def ids(vectors, key=lambda v: None):
+    return [key(v) or f"#{index}" for index, v in enumerate(vectors)]
+
+
+class Parties:
+    """Identities rebuilt from vector parties; closed at the end."""
+
+    def __init__(self, directory):
+        self.directory = directory
+        self.handles = []
+
+    def make(self, party):
+        """(identity, random) for a vector party: the identity drawn first.
+
+        A party without a name (the v5 receiver) gets one: names do not
+        enter the keys drawn."""
+        random = DeterministicRandom(h(party["random_seed"]))
+        secrets = SecretStore.memory()
+        identity = Identity.create(secrets, party.get("name_text", "Receiver"), random=random)
+        self.handles += [identity, secrets, random]
+        assert identity.public_key == h(party["identity_public"])
+        assert identity.fingerprint == party["fingerprint_text"]
+        return identity, random
+
+    def contacts(self, identity):
+        store = ContactStore.open(identity, self.directory / f"contacts-{len(self.handles)}.db")
+        self.handles.append(store)
+        return store
+
+    def close(self):
+        for handle in reversed(self.handles):
+            handle.close()
+
+
+@pytest.fixture
+def parties(tmp_path):
+    made = Parties(tmp_path)
+    yield made
+    made.close()
+
+
+def is_exchange_payload(text):
+    """Section 5.2: texts starting with neither prefix are not payloads."""
+    return text.startswith("ITSME1:") or text.startswith("5|")
+
+
+def assert_rejected(exchange, text):
+    """Feeds a text the vectors say to reject; checks how it was refused."""
+    if is_exchange_payload(text):
+        with pytest.raises(ItsMeError) as caught:
+            exchange.receive(text, T0)
+        assert not isinstance(caught.value, InvalidArgumentError), caught.value
+        assert exchange.state == ExchangeState.FAILED
+    else:  # another QR code: scan again, the exchange goes on
+        with pytest.raises(InvalidArgumentError):
+            exchange.receive(text, T0)
+        assert exchange.state == ExchangeState.AWAITING_PEER
+
+
+# -- encoding.json -----------------------------------------------------------------------
+
+ENCODING = load("encoding.json")
+
+
+@pytest.mark.parametrize("vector", ENCODING["short_code"]["format"], ids=lambda v: v["text"])
+def test_short_code_format(vector):
+    assert itsme.short_code_format(vector["value"]) == vector["text"]
+    assert itsme.short_code_parse(vector["text"]) == vector["value"]
+
+
+@pytest.mark.parametrize("vector", ENCODING["short_code"]["parse_valid"], ids=lambda v: v["input_text"])
+def test_short_code_parse(vector):
+    assert itsme.short_code_parse(vector["input_text"]) == vector["value"]
+
+
+@pytest.mark.parametrize("text", ENCODING["short_code"]["parse_invalid"])
+def test_short_code_parse_invalid(text):
+    with pytest.raises(InvalidArgumentError):
+        itsme.short_code_parse(text)
+
+
+@pytest.mark.parametrize("text", ENCODING["base64url"]["invalid"])
+def test_invalid_base64url_payload_is_malformed(parties, text):
+    # Section 1's strict decoding, seen through a QR payload.
+    identity, random = parties.make(load("qr.json")["exchanges"][0]["a"])
+    exchange = Exchange.qr(identity, T0, random=random)
+    with pytest.raises(itsme.MalformedMessageError):
+        exchange.receive("ITSME1:" + text, T0)
+    assert exchange.state == ExchangeState.FAILED
+
+
+# -- seed.json, sas.json ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("vector", load("seed.json"), ids=ids(load("seed.json")))
+def test_seed(vector):
+    a, b = vector["a_fingerprint_text"], vector["b_fingerprint_text"]
+    assert vector["salt_text"] == "".join(sorted([a, b]))
+    from_a = itsme.derive_seed(h(vector["a_ephemeral_secret"]), h(vector["b_ephemeral_public"]), a, b)
+    from_b = itsme.derive_seed(h(vector["b_ephemeral_secret"]), h(vector["a_ephemeral_public"]), b, a)
+    assert from_a == from_b == h(vector["seed"])
+    # Fingerprints are hex digits in either case.
+    assert itsme.derive_seed(h(vector["a_ephemeral_secret"]), h(vector["b_ephemeral_public"]), a.lower(), b) == from_a
+
+
+@pytest.mark.parametrize("vector", load("sas.json"), ids=lambda v: v["text"])
+def test_sas(vector):
+    assert itsme.derive_sas(h(vector["seed"]), h(vector["transcript_hash"])) == vector["text"]
+    assert int.from_bytes(h(vector["okm"]), "big") % itsme.SHORT_CODE_VALUES == vector["value"]
+    assert itsme.short_code_format(vector["value"]) == vector["text"]
+    assert itsme.short_code_parse(vector["text"]) == vector["value"]
+
+
+# -- qr.json ------------------------------------------------------------------------------
+
+QR = load("qr.json")
+
+
+@pytest.mark.parametrize("vector", QR["exchanges"], ids=ids(QR["exchanges"], lambda v: v["sas_text"]))
+def test_qr_exchange(parties, vector):
+    a, b = vector["a"], vector["b"]
+    exchanges = {}
+    for side, party in (("a", a), ("b", b)):
+        identity, random = parties.make(party)
+        exchange = Exchange.qr(identity, T0, random=random)  # the same source, after the identity
+        text = exchange.next_outgoing().decode("ascii")
+        assert text == party["payload_text"], f"{side}: payload text"
+        assert base64.urlsafe_b64decode(text[7:] + "=" * (-len(text[7:]) % 4)) == h(party["payload"])
+        assert h(party["payload"]) == h(party["body"]) + h(party["signature"])
+        exchanges[side] = exchange
+    xa, xb = exchanges["a"], exchanges["b"]
+    xa.receive(b["payload_text"], T0)
+    xb.receive(a["payload_text"], T0)
+    for exchange, peer in ((xa, b), (xb, a)):
+        assert exchange.state == ExchangeState.COMPARE_SAS
+        assert exchange.sas == vector["sas_text"]
+        assert exchange.peer_name == peer["name_text"]
+        assert exchange.peer_fingerprint == peer["fingerprint_text"]
+        assert exchange.peer_public_key == h(peer["identity_public"])
+    # The same values through the pure functions.
+    assert vector["salt_text"] == "".join(sorted([a["fingerprint_text"], b["fingerprint_text"]]))
+    seed = itsme.derive_seed(
+        h(a["ephemeral_secret"]), h(b["ephemeral_public"]), a["fingerprint_text"], b["fingerprint_text"]
+    )
+    assert seed == h(vector["seed"])
+    assert seed == itsme.derive_seed(
+        h(b["ephemeral_secret"]), h(a["ephemeral_public"]), b["fingerprint_text"], a["fingerprint_text"]
+    )
+    th = itsme.qr_transcript_hash(a["payload_text"], b["payload_text"])
+    assert th == itsme.qr_transcript_hash(b["payload_text"], a["payload_text"]) == h(vector["transcript_hash"])
+    assert itsme.derive_sas(seed, th) == vector["sas_text"]
+    assert itsme.short_code_format(vector["sas_value"]) == vector["sas_text"]
+
+
+def _qr_receiver(parties, receiver):
+    """The vector exchange party whose identity key the rejection's receiver has."""
+    for vector in QR["exchanges"]:
+        for party in (vector["a"], vector["b"]):
+            if party["identity_public"] == receiver["identity_public"]:
+                identity, random = parties.make(party)
+                exchange = Exchange.qr(identity, T0, random=random)
+                assert exchange.next_outgoing().decode() == party["payload_text"]
+                return exchange
+    pytest.fail("the rejection's receiver is none of the exchange parties")
+
+
+@pytest.mark.parametrize("vector", QR["rejections"], ids=lambda v: v["case_text"])
+def test_qr_rejection(parties, vector):
+    exchange = _qr_receiver(parties, vector["receiver"])
+    assert_rejected(exchange, vector["payload_text"])
+    # Section 5.2 checks 5 and 7: our own key, an all-zero shared secret.
+    if vector["case_text"].startswith("own ") or "low-order" in vector["case_text"]:
+        assert exchange.last_error() and exchange.state == ExchangeState.FAILED
+        with pytest.raises(itsme.InvalidKeyError):
+            _qr_receiver(parties, vector["receiver"]).receive(vector["payload_text"], T0)
+
+
+# -- source-v5.json -----------------------------------------------------------------------
+
+SOURCE = load("source-v5.json")
+
+
+def _v5_receiver(parties, receiver):
+    """The v5 receiver's QR exchange, drawn from its random source; checks
+    that its ephemeral key is the one whose secret the vector gives."""
+    identity, random = parties.make(receiver)
+    exchange = Exchange.qr(identity, T0, random=random)
+    text = exchange.next_outgoing().decode("ascii")
+    payload = base64.urlsafe_b64decode(text[7:] + "=" * (-len(text[7:]) % 4))
+    ephemeral_public = payload[41:73]
+    # X25519 agrees both ways: with another known key pair, the receiver's
+    # secret and the public key in its payload give the same seed.
+    other = QR["exchanges"][0]["a"]
+    fingerprints = (receiver["fingerprint_text"], other["fingerprint_text"])
+    assert itsme.derive_seed(h(receiver["ephemeral_secret"]), h(other["ephemeral_public"]), *fingerprints) == (
+        itsme.derive_seed(h(other["ephemeral_secret"]), ephemeral_public, *fingerprints)
+    )
+    return identity, exchange
+
+
+@pytest.mark.parametrize("vector", SOURCE["imports"], ids=lambda v: v["name_text"])
+def test_source_import(parties, vector):
+    receiver = vector["receiver"]
+    fields = vector["text"].split("|")
+    assert base64.b64decode(fields[-2], validate=True) == h(vector["ephemeral_public"])
+    assert fields[-1] == vector["device_secret_text"]
+    assert vector["salt_text"] == "".join(sorted([vector["fingerprint_text"], receiver["fingerprint_text"]]))
+    seed = itsme.derive_seed(
+        h(receiver["ephemeral_secret"]),
+        h(vector["ephemeral_public"]),
+        receiver["fingerprint_text"],
+        vector["fingerprint_text"],
+    )
+    assert seed == h(vector["seed"])
+    identity, exchange = _v5_receiver(parties, receiver)
+    exchange.receive(vector["text"], T0)
+    assert exchange.state == ExchangeState.IMPORTED
+    assert exchange.flags == ExchangeFlags.UNAUTHENTICATED
+    assert exchange.peer_name == vector["name_text"]
+    assert exchange.peer_fingerprint == vector["fingerprint_text"]
+    assert exchange.peer_public_key is None
+    with pytest.raises(itsme.InvalidStateError):
+        exchange.sas
+    contacts = parties.contacts(identity)
+    contact = contacts.get(exchange.save(contacts, T0))
+    assert (contact.name, contact.fingerprint, contact.authenticated) == (
+        vector["name_text"],
+        vector["fingerprint_text"],
+        False,
+    )
+
+
+@pytest.mark.parametrize("vector", SOURCE["rejections"], ids=lambda v: v["case_text"])
+def test_source_rejection(parties, vector):
+    # Each is received by the receiver of the first import.
+    identity, exchange = _v5_receiver(parties, SOURCE["imports"][0]["receiver"])
+    assert_rejected(exchange, vector["text"])
+    if identity.fingerprint in vector["text"].upper():
+        assert exchange.state == ExchangeState.FAILED
+        with pytest.raises(itsme.InvalidKeyError):
+            _v5_receiver(parties, SOURCE["imports"][0]["receiver"])[1].receive(vector["text"], T0)
+
+
+# -- bluetooth.json -------------------------------------------------------------------------
+
+BLUETOOTH = load("bluetooth.json")
+
+
+@pytest.mark.parametrize("vector", BLUETOOTH["exchanges"], ids=lambda v: v["session_code_text"])
+def test_bluetooth_exchange(parties, vector):
+    a, b = vector["a"], vector["b"]
+    identity_a, random_a = parties.make(a)
+    identity_b, random_b = parties.make(b)
+    xa = Exchange.bluetooth(identity_a, T0, random=random_a)  # a draws the session code
+    assert xa.session_code == vector["session_code_text"]
+    assert itsme.short_code_parse(vector["session_code_text"]) == vector["session_code_value"]
+    xb = Exchange.bluetooth(identity_b, T0, session_code=vector["session_code_text"], random=random_b)
+    sent = {"a": {}, "b": {}}
+
+    def pump():
+        moved = True
+        while moved:
+            moved = False
+            for side, sender, receiver in (("a", xa, xb), ("b", xb, xa)):
+                frame = sender.next_outgoing()
+                if frame:
+                    moved = True
+                    assert frame[1] not in sent[side], "each frame type is sent once"
+                    sent[side][frame[1]] = frame
+                    receiver.receive(frame, T0)
+
+    pump()
+    for exchange, peer in ((xa, b), (xb, a)):
+        assert exchange.state == ExchangeState.COMPARE_SAS
+        assert exchange.sas == vector["sas_text"]
+        assert exchange.peer_name == peer["name_text"]
+        assert exchange.peer_fingerprint == peer["fingerprint_text"]
+        assert exchange.peer_public_key == h(peer["identity_public"])
+    # Both confirm.
+    xa.confirm(parties.contacts(identity_a), T0)
+    xb.confirm(parties.contacts(identity_b), T0)
+    pump()
+    for exchange in (xa, xb):
+        assert exchange.state == ExchangeState.CONFIRMED
+        assert exchange.flags == ExchangeFlags.PEER_CONFIRMED
+    for side, party in (("a", a), ("b", b)):
+        assert set(sent[side]) == set(FRAME_TYPES)
+        for frame_type, key in FRAME_TYPES.items():
+            assert sent[side][frame_type].hex() == party[key], f"{side}: {key}"
+
+
+@pytest.mark.parametrize("vector", BLUETOOTH["exchanges"], ids=lambda v: v["session_code_text"])
+def test_bluetooth_derivations(vector):
+    a, b = vector["a"], vector["b"]
+    for party in (a, b):
+        commitment = itsme.bluetooth_commitment(
+            h(party["identity_public"]), h(party["ephemeral_public"]), party["name_text"], h(party["device_secret"])
+        )
+        assert commitment == h(party["commitment"])
+        assert h(party["hello"]) == bytes([1, 1]) + h(party["fingerprint_text"]) + commitment
+        assert h(party["key"]) == bytes([1, 2]) + h(party["ephemeral_public"])
+        assert h(party["plaintext"]) == h(party["data"]) + h(party["signature"])
+    initiator, responder = (a, b) if a["role_text"] == "initiator" else (b, a)
+    assert (initiator["role_text"], responder["role_text"]) == ("initiator", "responder")
+    assert initiator["fingerprint_text"] < responder["fingerprint_text"], "the lower fingerprint initiates"
+    th1 = itsme.bluetooth_th1(
+        vector["session_code_text"],
+        h(initiator["hello"]),
+        h(responder["hello"]),
+        h(initiator["key"]),
+        h(responder["key"]),
+    )
+    assert th1 == h(vector["th1"])
+    keys = (h(vector["key_initiator"]), h(vector["key_responder"]))
+    assert itsme.bluetooth_session_keys(h(a["ephemeral_secret"]), h(b["ephemeral_public"]), th1) == keys
+    assert itsme.bluetooth_session_keys(h(b["ephemeral_secret"]), h(a["ephemeral_public"]), th1) == keys
+    seed = itsme.derive_seed(
+        h(a["ephemeral_secret"]), h(b["ephemeral_public"]), a["fingerprint_text"], b["fingerprint_text"]
+    )
+    assert seed == h(vector["seed"])
+    th = itsme.bluetooth_transcript_hash(th1, h(initiator["plaintext"]), h(responder["plaintext"]))
+    assert th == h(vector["transcript_hash"])
+    assert itsme.derive_sas(seed, th) == vector["sas_text"]
+    assert itsme.short_code_format(vector["sas_value"]) == vector["sas_text"]
