@@ -473,6 +473,16 @@ impl Exchange {
         Ok((state, ExchangeFlags::from_bits(flags)))
     }
 
+    /// How the exchange was started: [`ExchangeMethod::Qr`] or
+    /// [`ExchangeMethod::Bluetooth`] (useful after [`Exchange::restore`]).
+    pub fn method(&self) -> Result<ExchangeMethod> {
+        let mut method: sys::itsme_exchange_method = u32::MAX;
+        // SAFETY: live handle; the output is a valid place.
+        self.call_code(|raw| unsafe { sys::itsme_exchange_get_method(raw, &mut method) })?;
+        ExchangeMethod::from_code(method)
+            .ok_or_else(|| Error::internal(format!("libitsme returned exchange method {method}, unknown to this binding")))
+    }
+
     /// Bluetooth: the session code text this device shows or was given
     /// ("ECHO 0042").
     ///

@@ -444,6 +444,10 @@ extern "C" {
         out_state: *mut itsme_exchange_state,
         out_flags: *mut u32,
     ) -> itsme_result;
+    pub fn itsme_exchange_get_method(
+        exchange: *const itsme_exchange,
+        out_method: *mut itsme_exchange_method,
+    ) -> itsme_result;
     pub fn itsme_exchange_session_code(
         exchange: *const itsme_exchange,
         out: *mut c_char,

@@ -173,6 +173,7 @@ fn qr_end_to_end() {
     let mut b = bob.qr();
     assert_eq!(a.status().unwrap(), (ExchangeState::AwaitingPeer, ExchangeFlags::empty()));
     assert_kind(a.session_code(), ErrorKind::InvalidState);
+    assert_eq!(a.method().unwrap(), itsme::ExchangeMethod::Qr);
 
     // The payload is text, stays on screen, and fits the limit.
     let shown = take(&mut a);
@@ -421,6 +422,7 @@ fn bluetooth_end_to_end() {
     let bob = Party::new("Bob");
     let mut a = Exchange::bluetooth(&alice.identity, None, T0, None).unwrap();
     let code = a.session_code().unwrap();
+    assert_eq!(a.method().unwrap(), itsme::ExchangeMethod::Bluetooth);
     let value = itsme::short_code_parse(&code).unwrap();
     assert!(value < itsme::SHORT_CODE_VALUES);
     assert_eq!(itsme::short_code_format(value).unwrap(), code);
