@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator, List, Optional, Union
 
 from ._errors import Result, check
 from ._ffi import lib
-from ._handle import Handle, encode_text, int_argument, read_bytes, read_detail, read_text, unix_time
+from ._handle import DetailedHandle, encode_text, int_argument, read_bytes, read_text, unix_time
 from ._identity import FINGERPRINT_SIZE, PUBLIC_KEY_BYTES, Identity
 
 __all__ = [
@@ -166,7 +166,7 @@ def _uint32(value: int, what: str) -> int:
     return int_argument(value, what, 0, _UINT32_MAX)
 
 
-class ContactStore(Handle):
+class ContactStore(DetailedHandle):
     """The encrypted contact store of an identity (``itsme_store``).
 
     Contacts live in one SQLite file, each a row sealed under the identity's
@@ -181,6 +181,7 @@ class ContactStore(Handle):
 
     _kind = "contact store"
     _free_function = lib.itsme_store_close
+    _last_error_name = "itsme_store_last_error"
 
     @classmethod
     def open(cls, identity: Identity, path: Union[str, "os.PathLike[str]"]) -> "ContactStore":
@@ -202,20 +203,6 @@ class ContactStore(Handle):
                 lambda: Identity._detail(identity_ptr),
             )
         return cls(out.value)
-
-    def last_error(self) -> str:
-        """The detail of the last failed call made on this store."""
-        with self._use() as ptr:
-            return self._detail(ptr)
-
-    @staticmethod
-    def _detail(ptr: int) -> str:
-        return read_detail(lambda buf, cap, out_len: lib.itsme_store_last_error(ptr, buf, cap, out_len))
-
-    def _call(self, function: Callable[..., int], *args: Any) -> None:
-        # The lock is held until the detail is read, so it is this call's.
-        with self._use() as ptr:
-            check(function(ptr, *args), lambda: self._detail(ptr))
 
     def _snapshot(self, function: Callable[..., int], *args: Any) -> Contact:
         out = c_void_p()

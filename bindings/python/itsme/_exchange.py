@@ -10,7 +10,7 @@ from typing import Any, Callable, NamedTuple, Optional, Union
 from ._contacts import ContactStore, ExchangeMethod, _bytes_argument, _wipe
 from ._errors import InvalidStateError, ItsMeError, NotFoundError, Result, check
 from ._ffi import lib
-from ._handle import Handle, encode_text, int_argument, read_bytes, read_detail, read_text, thread_last_error, unix_time
+from ._handle import DetailedHandle, encode_text, int_argument, read_bytes, read_text, thread_last_error, unix_time
 from ._identity import FINGERPRINT_SIZE, PUBLIC_KEY_BYTES, Identity
 from ._random import DeterministicRandom, use_random
 
@@ -108,7 +108,7 @@ def _contact_store(store: Any) -> ContactStore:
     return store
 
 
-class Exchange(Handle):
+class Exchange(DetailedHandle):
     """An in-person contact exchange (``itsme_exchange``): a state machine.
 
     The host moves the bytes; the library never touches a camera or radio::
@@ -137,6 +137,7 @@ class Exchange(Handle):
 
     _kind = "exchange"
     _free_function = lib.itsme_exchange_free
+    _last_error_name = "itsme_exchange_last_error"
 
     def __init__(self, ptr: int, identity: Identity) -> None:
         """Wraps an owned handle; use :meth:`qr`, :meth:`bluetooth` or :meth:`restore`."""
@@ -208,28 +209,6 @@ class Exchange(Handle):
     def identity(self) -> Identity:
         """The identity this exchange is for."""
         return self._identity
-
-    def last_error(self) -> str:
-        """The detail of the last failed call (for a failed exchange: why it failed)."""
-        with self._use() as ptr:
-            return self._detail(ptr)
-
-    @staticmethod
-    def _detail(ptr: int) -> str:
-        return read_detail(lambda buf, cap, out_len: lib.itsme_exchange_last_error(ptr, buf, cap, out_len))
-
-    def _call(self, function: Callable[..., int], *args: Any) -> None:
-        # The lock is held until the detail is read, so it is this call's.
-        with self._use() as ptr:
-            check(function(ptr, *args), lambda: self._detail(ptr))
-
-    def _read(self, reader: Callable[..., Any], function: Callable[..., int], guess: int) -> Any:
-        with self._use() as ptr:
-            return reader(
-                lambda buf, cap, out_len: function(ptr, buf, cap, out_len),
-                guess,
-                lambda: self._detail(ptr),
-            )
 
     def _status(self) -> "tuple[int, int]":
         state, flags = c_uint32(), c_uint32()

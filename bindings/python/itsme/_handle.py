@@ -162,3 +162,32 @@ class Handle:
         except Exception:
             pass
 
+
+class DetailedHandle(Handle):
+    """A handle whose C type keeps a last-error message, read after a failed
+    call while the handle's lock is still held, so it is that call's."""
+
+    # Set by subclasses to the name of their C *_last_error function.
+    _last_error_name: str
+
+    def last_error(self) -> str:
+        """The detail of the last failed call made on this handle."""
+        with self._use() as ptr:
+            return self._detail(ptr)
+
+    @classmethod
+    def _detail(cls, ptr: int) -> str:
+        function = getattr(lib, cls._last_error_name)
+        return read_detail(lambda buf, cap, out_len: function(ptr, buf, cap, out_len))
+
+    def _call(self, function: Callable[..., int], *args: Any) -> None:
+        with self._use() as ptr:
+            check(function(ptr, *args), lambda: self._detail(ptr))
+
+    def _read(self, reader: Callable[..., Any], function: Callable[..., int], guess: int) -> Any:
+        with self._use() as ptr:
+            return reader(
+                lambda buf, cap, out_len: function(ptr, buf, cap, out_len),
+                guess,
+                lambda: self._detail(ptr),
+            )

@@ -7,7 +7,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 from ._errors import check
 from ._ffi import lib
-from ._handle import Handle, encode_text, read_bytes, read_detail, read_text, unix_time
+from ._handle import DetailedHandle, encode_text, read_bytes, read_text, unix_time
 from ._random import DeterministicRandom, use_random
 from ._store import SecretStore
 
@@ -43,7 +43,7 @@ def fingerprint_from_public_key(public_key: bytes) -> str:
     )
 
 
-class Identity(Handle):
+class Identity(DetailedHandle):
     """A person's identity on this device (``itsme_identity``).
 
     An Ed25519 key pair, a contacts key and a display name kept in a secret
@@ -54,6 +54,7 @@ class Identity(Handle):
 
     _kind = "identity"
     _free_function = lib.itsme_identity_free
+    _last_error_name = "itsme_identity_last_error"
 
     @classmethod
     def create(cls, store: SecretStore, name: str, random: Optional[DeterministicRandom] = None) -> "Identity":
@@ -87,27 +88,6 @@ class Identity(Handle):
         with store._use() as store_ptr:
             check(constructor(store_ptr, byref(out)), store.last_error)
         return cls(out.value)
-
-    def last_error(self) -> str:
-        """The detail of the last failed call made on this identity."""
-        with self._use() as ptr:
-            return self._detail(ptr)
-
-    @staticmethod
-    def _detail(ptr: int) -> str:
-        return read_detail(lambda buf, cap, out_len: lib.itsme_identity_last_error(ptr, buf, cap, out_len))
-
-    def _call(self, function: Callable[..., int], *args: Any) -> None:
-        with self._use() as ptr:
-            check(function(ptr, *args), lambda: self._detail(ptr))
-
-    def _read(self, reader: Callable[..., Any], function: Callable[..., int], guess: int) -> Any:
-        with self._use() as ptr:
-            return reader(
-                lambda buf, cap, out_len: function(ptr, buf, cap, out_len),
-                guess,
-                lambda: self._detail(ptr),
-            )
 
     @property
     def fingerprint(self) -> str:

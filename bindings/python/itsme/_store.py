@@ -19,7 +19,7 @@ from ._ffi import (
     SecretStoreCallbacks,
     lib,
 )
-from ._handle import Handle, encode_text, read_detail, thread_last_error
+from ._handle import DetailedHandle, encode_text, thread_last_error
 
 __all__ = ["Accessibility", "SecretStore", "SecretStoreBackend"]
 
@@ -141,7 +141,7 @@ _REMOVE = RemoveCallback(_remove)
 _DESTROY = DestroyCallback(_destroy)
 
 
-class SecretStore(Handle):
+class SecretStore(DetailedHandle):
     """Where the library keeps every secret (``itsme_secret_store``).
 
     Create one with :meth:`memory`, :meth:`file` or :meth:`from_callbacks`.
@@ -151,6 +151,7 @@ class SecretStore(Handle):
 
     _kind = "secret store"
     _free_function = lib.itsme_secret_store_free
+    _last_error_name = "itsme_secret_store_last_error"
 
     def __init__(self, ptr: int, backend: Optional[SecretStoreBackend] = None, ctx: Optional[int] = None) -> None:
         """Wraps an owned handle; use the classmethods instead."""
@@ -207,11 +208,6 @@ class SecretStore(Handle):
     def backend(self) -> Optional[SecretStoreBackend]:
         """The Python object behind a :meth:`from_callbacks` store, else None."""
         return self._backend
-
-    def last_error(self) -> str:
-        """The detail of the last failed call made on this store."""
-        with self._use() as ptr:
-            return read_detail(lambda buf, cap, out_len: lib.itsme_secret_store_last_error(ptr, buf, cap, out_len))
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
