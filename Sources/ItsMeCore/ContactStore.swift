@@ -616,7 +616,8 @@ public final class ContactStore: @unchecked Sendable {
     /// Replaces the seed, device secrets and exchange method of the stored
     /// contact with identity key `publicKey` after a confirmed re-exchange,
     /// and marks it verified, in one write transaction. The old seed is
-    /// overwritten (secure_delete zeroes the freed pages).
+    /// overwritten (secure_delete zeroes the freed pages, and the log is
+    /// checkpointed and truncated).
     func replaceExchanged(
         id: Int64, publicKey: [UInt8], seed: borrowing SecretBytes, mine: borrowing SecretBytes,
         theirs: borrowing SecretBytes, method: Contact.ExchangeMethod, now: Int64
@@ -638,6 +639,10 @@ public final class ContactStore: @unchecked Sendable {
                 }
                 try writeDeviceSecretsLocked(id: id, mine: mine, theirs: theirs)
             }
+            // The old page images stay in the write-ahead log until a
+            // checkpoint: copy them back (zeroed by secure_delete) and
+            // truncate the log now. Best effort: a reader may hold it.
+            _ = try? db.query("PRAGMA wal_checkpoint(TRUNCATE)")
         }
     }
 

@@ -246,6 +246,9 @@ final class ExchangeTests: XCTestCase {
         XCTAssertEqual(c.verifiedAt, t0 + 20)
         XCTAssertEqual(c.name, "Bobby")
         XCTAssertNotEqual(try alice.store.seed(id: id).unsafeExportedArray(), oldSeed)
+        // The old record's page images left the write-ahead log.
+        let wal = try FileManager.default.attributesOfItem(atPath: alice.store.path + "-wal")
+        XCTAssertEqual((wal[.size] as? NSNumber)?.intValue, 0)
         XCTAssertTrue(try alice.store.seed(id: id).constantTimeEquals(try bob.store.seed(id: idB)))
         XCTAssertTrue(try alice.store.deviceSecrets(id: id).theirs.constantTimeEquals(try bob.store.deviceSecrets(id: idB).mine))
         XCTAssertEqual(try alice.store.count(), 1)
