@@ -973,6 +973,186 @@ itsme_result itsme_bluetooth_transcript_hash(const uint8_t *th1,
                                              uint8_t *out, size_t cap,
                                              size_t *out_len);
 
+/* ------------------------------------------------------------------------
+ * Voice verification (docs/PROTOCOL.md sections 9 and 10)
+ *
+ * During a call, both people run a session with each other's contact:
+ *
+ *   itsme_voice_new            plans the session: the next unused window
+ *   itsme_voice_timing         countdown until the window begins
+ *   itsme_voice_start          at the window: uses it for the contact
+ *   itsme_voice_session_id     both read it aloud: same text, same window
+ *   itsme_voice_words          this person's five words
+ *   itsme_voice_status         whose turn it is to choose a word
+ *   itsme_voice_select x 2     the first selector's word, then the other's
+ *   itsme_voice_your_code      read aloud, with the tag: "ECHO 512, 47"
+ *   itsme_voice_check          what was heard: code and tag
+ *
+ * A word entered for the other person that is not among their five ends
+ * the session (ITSME_E_AUTHENTICATION_FAILED), with no retry; offer all 26
+ * words in that picker.  A session lasts until the end of the window after
+ * its own (ITSME_E_EXPIRED after that).  A failure is final.  Errors are
+ * detailed by itsme_voice_last_error (itsme_voice_new records on the store).
+ *
+ * Thread safety: an itsme_voice must not be used by two threads at once.
+ * It keeps its contact store alive.
+ * ---------------------------------------------------------------------- */
+
+typedef struct itsme_voice itsme_voice;
+
+typedef uint32_t itsme_voice_state;
+#define ITSME_VOICE_WAITING 1
+#define ITSME_VOICE_SELECTING 2
+#define ITSME_VOICE_COMPARING 3
+#define ITSME_VOICE_FINISHED 4
+#define ITSME_VOICE_FAILED 5
+
+/* Whose word is next (itsme_voice_status). */
+#define ITSME_VOICE_TURN_NONE 0
+#define ITSME_VOICE_TURN_MINE 1
+#define ITSME_VOICE_TURN_THEIRS 2
+
+typedef uint32_t itsme_voice_outcome;
+/* Code and device tag as expected: the contact is verified (a degraded
+ * contact stays degraded until a Security PIN Update). */
+#define ITSME_VOICE_VERIFIED 1
+/* The code is right, the tag is not: their device changed.  The contact is
+ * now degraded; tell the person. */
+#define ITSME_VOICE_DEVICE_CHANGED 2
+/* The code is wrong: not the person, or a mistake.  Nothing changed. */
+#define ITSME_VOICE_MISMATCH 3
+/* The code is right; this device holds no device secret for the contact,
+ * so the tag was not checked (a new device, or a contact added by
+ * itsme_store_add). */
+#define ITSME_VOICE_VERIFIED_TAG_UNCHECKED 4
+
+/* A tag value meaning "unknown" (itsme_voice_their_code when this device
+ * holds no device secret for the contact). */
+#define ITSME_VOICE_TAG_UNKNOWN 100
+/* Buffer size for a code's text: "NOVEMBER 999" and the NUL; and for a
+ * session ID: "NOVEMBER 99" and the NUL. */
+#define ITSME_VOICE_CODE_SIZE 13
+#define ITSME_VOICE_SESSION_ID_SIZE 12
+
+/* The NATO word of index 0 to 25 ("ALFA" ... "ZULU"), static storage; NULL
+ * for another index.  Thread-safe; needs no itsme_init(). */
+const char *itsme_nato_word(uint32_t index);
+
+/* Plans a session with contact `contact_id` of `store` at `now`.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
+ * ITSME_E_NOT_FOUND (no such contact), ITSME_E_DATABASE, and stored-data
+ * errors (CORRUPT_DATA, AUTHENTICATION_FAILED). */
+itsme_result itsme_voice_new(itsme_store *store, int64_t contact_id,
+                             int64_t now, itsme_voice **out);
+
+/* Releases a session and wipes its secrets.  Accepts NULL. */
+void itsme_voice_free(itsme_voice *voice);
+
+/* Copies the detail of the last failure of a call on this session.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_voice_last_error(const itsme_voice *voice, char *buf,
+                                    size_t cap, size_t *out_len);
+
+/* The state and whose turn it is (ITSME_VOICE_TURN_*; out_turn may be NULL).
+ * Errors: ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_voice_status(const itsme_voice *voice,
+                                itsme_voice_state *out_state,
+                                uint32_t *out_turn);
+
+/* The session's window, the seconds from `now` until it begins (negative
+ * once it has) and until the session ends.  Any pointer may be NULL except
+ * the handle.
+ * Errors: ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_voice_timing(const itsme_voice *voice, int64_t now,
+                                int64_t *out_window, int64_t *out_starts_in,
+                                int64_t *out_ends_in);
+
+/* Starts the session: allowed from 15 s before its window begins (clock
+ * skew) and uses the window for the contact in `store`, atomically.
+ * Errors: ITSME_E_INVALID_STATE (too early, or started already),
+ * ITSME_E_WINDOW_USED (another session took the window: the session has
+ * failed; plan a new one), ITSME_E_EXPIRED, ITSME_E_INVALID_ARGUMENT (not
+ * the store the session was planned on), ITSME_E_DATABASE. */
+itsme_result itsme_voice_start(itsme_voice *voice, itsme_store *store,
+                               int64_t now);
+
+/* The session ID text to read aloud ("KILO 07"; ITSME_VOICE_SESSION_ID_SIZE).
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_voice_session_id(const itsme_voice *voice, char *out,
+                                    size_t cap, size_t *out_len);
+
+/* This person's five word indices (0-25), sorted, into out[0..4]; `cap` is
+ * at least 5.  Show them as itsme_nato_word() texts.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_voice_words(const itsme_voice *voice, uint8_t *out,
+                               size_t cap);
+
+/* Enters the next selection (see itsme_voice_status for whose): on my turn,
+ * one of my five words; on theirs, the word I heard, from all 26.
+ * Errors: ITSME_E_INVALID_STATE (not selecting), ITSME_E_INVALID_ARGUMENT
+ * (index above 25, or on my turn a word not among my five: nothing
+ * changes), ITSME_E_AUTHENTICATION_FAILED (on their turn, a word not among
+ * theirs: the session has failed), ITSME_E_EXPIRED. */
+itsme_result itsme_voice_select(itsme_voice *voice, uint32_t word,
+                                int64_t now);
+
+/* "Your Code" to read aloud ("ECHO 512") and your device tag (0-99) to say
+ * after it.
+ * Errors: ITSME_E_INVALID_STATE (no codes yet), BUFFER_TOO_SMALL. */
+itsme_result itsme_voice_your_code(const itsme_voice *voice, char *out,
+                                   size_t cap, size_t *out_len,
+                                   uint32_t *out_tag);
+
+/* "Their Code": what you should hear, and the tag
+ * (ITSME_VOICE_TAG_UNKNOWN if this device has no device secret for them).
+ * Errors: as itsme_voice_your_code. */
+itsme_result itsme_voice_their_code(const itsme_voice *voice, char *out,
+                                    size_t cap, size_t *out_len,
+                                    uint32_t *out_tag);
+
+/* Checks what was heard (code text, tag 0-99) in constant time, records the
+ * outcome on the contact in `store`, and finishes the session.
+ * Errors: ITSME_E_INVALID_STATE (no codes yet), ITSME_E_INVALID_ARGUMENT
+ * (a code that does not parse, a tag above 99: nothing changes; not the
+ * session's store), ITSME_E_EXPIRED, ITSME_E_DATABASE. */
+itsme_result itsme_voice_check(itsme_voice *voice, itsme_store *store,
+                               const char *heard_code, uint32_t heard_tag,
+                               int64_t now, itsme_voice_outcome *out_outcome);
+
+/* Pure derivations of sections 9 and 10 (errors as the other pure
+ * derivations; `pid` is a party's id: a 32-byte identity key, or the 8
+ * fingerprint bytes of an unauthenticated contact).  The session ID text. */
+itsme_result itsme_derive_session_id(const uint8_t *seed, size_t seed_len,
+                                     int64_t window, char *out, size_t cap,
+                                     size_t *out_len);
+
+/* A selector's five word indices, sorted, into out[0..4] (cap >= 5). */
+itsme_result itsme_derive_words(const uint8_t *seed, size_t seed_len,
+                                int64_t window, const uint8_t *pid,
+                                size_t pid_len, uint8_t *out, size_t cap);
+
+/* 1 if the party with the lower pid selects first in `window`, else 0. */
+itsme_result itsme_derive_lower_selects_first(const uint8_t *seed,
+                                              size_t seed_len, int64_t window,
+                                              int *out_lower_first);
+
+/* The code text of `speaker` for the selections (first, w1), (second, w2). */
+itsme_result itsme_derive_code(const uint8_t *seed, size_t seed_len,
+                               int64_t window, const uint8_t *first,
+                               size_t first_len, uint32_t first_word,
+                               const uint8_t *second, size_t second_len,
+                               uint32_t second_word, const uint8_t *speaker,
+                               size_t speaker_len, char *out, size_t cap,
+                               size_t *out_len);
+
+/* The device tag (0-99) of `speaker` with its device secret (0 to 64
+ * bytes; secret may be NULL when secret_len is 0). */
+itsme_result itsme_derive_device_tag(const uint8_t *seed, size_t seed_len,
+                                     int64_t window, const uint8_t *speaker,
+                                     size_t speaker_len,
+                                     const uint8_t *secret, size_t secret_len,
+                                     uint32_t *out_tag);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,104 @@
+/// The derivations of voice verification and device tags
+/// (docs/PROTOCOL.md sections 9 and 10), as pure functions.
+public enum VoiceProtocol {
+    public static let windowSeconds: Int64 = 30
+    /// How early, by its own clock, a device may start a planned session.
+    public static let skewSeconds: Int64 = 15
+    public static let sessionIDValues: UInt64 = 2600
+    public static let codeValues: UInt64 = 26_000
+    public static let tagValues: UInt64 = 100
+    public static let wordCount = 5
+
+    public static func window(_ t: Int64) -> Int64 { t >= 0 ? t / windowSeconds : (t - windowSeconds + 1) / windowSeconds }
+
+    /// The window a session planned at `now` uses, and the seconds until
+    /// it begins (section 9.1).
+    public static func plan(now: Int64, lastWindow: Int64?) -> (window: Int64, startsIn: Int64) {
+        var w = window(now) + 1
+        if let last = lastWindow, last + 1 > w { w = last + 1 }
+        return (w, w * windowSeconds - now)
+    }
+
+    static func u64(_ v: Int64) -> [UInt8] { withUnsafeBytes(of: UInt64(bitPattern: v).bigEndian) { Array($0) } }
+
+    static func prefix64<K: ByteView & ~Copyable>(key: borrowing K, _ message: [UInt8]) -> UInt64 {
+        HMACSHA256.mac(key: key, message: message).prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+    }
+
+    /// Section 9.2: a NATO word and two digits, as its value.
+    public static func sessionID<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64) -> UInt32 {
+        UInt32(prefix64(key: seed, LV.cat(LV.b("itsme-session-id-v1"), u64(window))) % sessionIDValues)
+    }
+
+    public static func sessionIDText(_ v: UInt32) -> String {
+        NATO.words[Int(v / 100)] + " " + pad(Int(v % 100), 2)
+    }
+
+    static func pad(_ n: Int, _ width: Int) -> String {
+        let s = String(n)
+        return String(repeating: "0", count: max(0, width - s.count)) + s
+    }
+
+    /// Section 9.3: the selector's five word indices, sorted.
+    public static func words<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64, pid: [UInt8]) throws -> [Int] {
+        try withScratch(32) { k in
+            try HKDF.derive(ikm: seed, salt: LV.cat(u64(window), pid), info: LV.b("itsme-word-options-v1"), into: k)
+            let key = UnsafeRawBufferPointer(k)
+            var chosen: [Int] = []
+            var block = 0
+            while chosen.count < wordCount {
+                let message = LV.b("word-options") + (block == 0 ? [] : [UInt8(truncatingIfNeeded: block)])
+                for b in HMACSHA256.mac(key: key, message: message) where b < 234 {
+                    let index = Int(b % 26)
+                    if !chosen.contains(index) { chosen.append(index) }
+                    if chosen.count == wordCount { break }
+                }
+                block += 1
+            }
+            return chosen.sorted()
+        }
+    }
+
+    /// Section 9.4: whether the party with the lower id selects first.
+    public static func lowerSelectsFirst<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64) -> Bool {
+        HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-first-selector-v1"), u64(window)))[0] & 1 == 0
+    }
+
+    /// Section 9.6: the code of `speaker` as its value in [0, 26000).
+    public static func code<S: ByteView & ~Copyable>(
+        seed: borrowing S, window: Int64, first: [UInt8], firstWord: Int, second: [UInt8], secondWord: Int, speaker: [UInt8]
+    ) throws -> UInt32 {
+        let info = LV.cat(LV.b("itsme-interactive-code-v1"), first, [UInt8(firstWord)], second, [UInt8(secondWord)])
+        return try withScratch(32) { k in
+            try HKDF.derive(ikm: seed, salt: u64(window), info: info, into: k)
+            return UInt32(prefix64(key: UnsafeRawBufferPointer(k), LV.cat(LV.b("itsme-code-v1"), speaker)) % codeValues)
+        }
+    }
+
+    public static func codeText(_ v: UInt32) -> String { NATO.words[Int(v / 1000)] + " " + pad(Int(v % 1000), 3) }
+
+    /// Parses a heard code: a NATO word, one space or "-", three digits.
+    public static func parseCode(_ input: String) -> UInt32? {
+        var s = Substring(input)
+        while s.first == " " { s.removeFirst() }
+        while s.last == " " { s.removeLast() }
+        guard let sep = s.firstIndex(where: { $0 == " " || $0 == "-" }) else { return nil }
+        let digits = s[s.index(after: sep)...]
+        guard let word = NATO.index(of: s[..<sep]), digits.utf8.count == 3,
+            digits.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let n = UInt32(digits)
+        else { return nil }
+        return UInt32(word) * 1000 + n
+    }
+
+    /// Section 10.1: the speaker's two-digit device tag.
+    public static func tag<S: ByteView & ~Copyable, D: ByteView & ~Copyable>(
+        seed: borrowing S, window: Int64, speaker: [UInt8], deviceSecret: borrowing D
+    ) throws -> UInt32 {
+        try withScratch(32) { t in
+            try HKDF.derive(ikm: seed, salt: [UInt8](), info: LV.b("itsme-device-tag-v1"), into: t)
+            var message = deviceSecret.withBytes { LV.cat(speaker, u64(window), Array($0)) }
+            defer { wipe(&message) }
+            return UInt32(prefix64(key: UnsafeRawBufferPointer(t), message) % tagValues)
+        }
+    }
+}

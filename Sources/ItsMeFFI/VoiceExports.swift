@@ -1,0 +1,261 @@
+// Exported functions for voice verification, in the order of
+// include/itsme.h.
+import CItsMe
+import ItsMeCore
+import Synchronization
+
+final class VoiceHandle: @unchecked Sendable {
+    private let lock = Mutex<Void>(())
+    private let session: VoiceSession
+    /// Keeps the store the session was planned on alive.
+    let store: ContactStoreHandle
+    let lastError = LastError()
+
+    init(_ session: VoiceSession, _ store: ContactStoreHandle) {
+        self.session = session
+        self.store = store
+    }
+
+    func run(_ body: (VoiceSession) throws -> Void) -> itsme_result {
+        lock.withLock { _ in guarded(lastError.set) { try body(session) } }
+    }
+}
+
+private func onVoice(_ p: UnsafeRawPointer?, _ body: (VoiceSession) throws -> Void) -> itsme_result {
+    guard let handle = unbox(p, as: VoiceHandle.self) else {
+        return guarded(ThreadLastError.set) { throw invalid("voice is NULL") }
+    }
+    return handle.run(body)
+}
+
+private func storeOf(_ p: UnsafeMutablePointer<itsme_store>?) throws -> ContactStore {
+    guard let handle = unbox(p, as: ContactStoreHandle.self) else { throw invalid("store is NULL") }
+    return handle.store
+}
+
+private let natoWords: [StaticString] = [
+    "ALFA", "BRAVO", "CHARLIE", "DELTA", "ECHO", "FOXTROT", "GOLF", "HOTEL", "INDIA", "JULIET", "KILO", "LIMA", "MIKE",
+    "NOVEMBER", "OSCAR", "PAPA", "QUEBEC", "ROMEO", "SIERRA", "TANGO", "UNIFORM", "VICTOR", "WHISKEY", "XRAY", "YANKEE",
+    "ZULU",
+]
+
+@c(itsme_nato_word)
+public func ffiNatoWord(_ index: UInt32) -> UnsafePointer<CChar>? {
+    index < 26 ? cString(natoWords[Int(index)]) : nil
+}
+
+@c(itsme_voice_new)
+public func ffiVoiceNew(
+    _ store: UnsafeMutablePointer<itsme_store>?, _ contactID: Int64, _ now: Int64,
+    _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_voice>?>?
+) -> itsme_result {
+    guard let handle = unbox(store, as: ContactStoreHandle.self) else {
+        return guarded(ThreadLastError.set) { throw invalid("store is NULL") }
+    }
+    return guarded(handle.lastError.set) {
+        let out = try required(out, "out")
+        let session = try VoiceSession(store: handle.store, contactID: contactID, now: now)
+        out.pointee = box(VoiceHandle(session, handle), as: itsme_voice.self)
+    }
+}
+
+@c(itsme_voice_free)
+public func ffiVoiceFree(_ voice: UnsafeMutablePointer<itsme_voice>?) {
+    release(voice, as: VoiceHandle.self)
+}
+
+@c(itsme_voice_last_error)
+public func ffiVoiceLastError(
+    _ voice: UnsafePointer<itsme_voice>?, _ buf: UnsafeMutablePointer<CChar>?, _ cap: UInt,
+    _ outLen: UnsafeMutablePointer<UInt>?
+) -> itsme_result {
+    guard let handle = unbox(voice, as: VoiceHandle.self) else { return ITSME_E_INVALID_ARGUMENT }
+    return copyLastError(handle.lastError.get(), buf, cap, outLen)
+}
+
+@c(itsme_voice_status)
+public func ffiVoiceStatus(
+    _ voice: UnsafePointer<itsme_voice>?, _ outState: UnsafeMutablePointer<itsme_voice_state>?,
+    _ outTurn: UnsafeMutablePointer<UInt32>?
+) -> itsme_result {
+    onVoice(voice) { v in
+        let state = try required(outState, "out_state")
+        state.pointee = v.state.rawValue
+        outTurn?.pointee = v.turn.rawValue
+    }
+}
+
+@c(itsme_voice_timing)
+public func ffiVoiceTiming(
+    _ voice: UnsafePointer<itsme_voice>?, _ now: Int64, _ outWindow: UnsafeMutablePointer<Int64>?,
+    _ outStartsIn: UnsafeMutablePointer<Int64>?, _ outEndsIn: UnsafeMutablePointer<Int64>?
+) -> itsme_result {
+    onVoice(voice) { v in
+        outWindow?.pointee = v.window
+        outStartsIn?.pointee = v.startsIn(now: now)
+        outEndsIn?.pointee = v.lastMoment - now
+    }
+}
+
+@c(itsme_voice_start)
+public func ffiVoiceStart(
+    _ voice: UnsafeMutablePointer<itsme_voice>?, _ store: UnsafeMutablePointer<itsme_store>?, _ now: Int64
+) -> itsme_result {
+    onVoice(voice) { v in try v.start(store: try storeOf(store), now: now) }
+}
+
+@c(itsme_voice_session_id)
+public func ffiVoiceSessionID(
+    _ voice: UnsafePointer<itsme_voice>?, _ out: UnsafeMutablePointer<CChar>?, _ cap: UInt,
+    _ outLen: UnsafeMutablePointer<UInt>?
+) -> itsme_result {
+    onVoice(voice) { v in try writeText(v.sessionIDText, to: out, cap: cap, outLen: outLen) }
+}
+
+private func writeWords(_ words: [Int], _ out: UnsafeMutablePointer<UInt8>?, _ cap: UInt) throws {
+    let out = try required(out, "out")
+    guard cap >= UInt(words.count) else {
+        throw ItsMeError(.bufferTooSmall, "five word indices need a buffer of 5 bytes, got \(cap)")
+    }
+    for (i, w) in words.enumerated() { out[i] = UInt8(w) }
+}
+
+@c(itsme_voice_words)
+public func ffiVoiceWords(_ voice: UnsafePointer<itsme_voice>?, _ out: UnsafeMutablePointer<UInt8>?, _ cap: UInt)
+    -> itsme_result
+{
+    onVoice(voice) { v in try writeWords(v.myWords, out, cap) }
+}
+
+@c(itsme_voice_select)
+public func ffiVoiceSelect(_ voice: UnsafeMutablePointer<itsme_voice>?, _ word: UInt32, _ now: Int64) -> itsme_result {
+    onVoice(voice) { v in
+        guard word < 26 else { throw invalid("a word index is 0 to 25, got \(word)") }
+        try v.select(Int(word), now: now)
+    }
+}
+
+private func writeCode(
+    _ v: VoiceSession, _ code: UInt32?, _ tag: UInt32?, _ out: UnsafeMutablePointer<CChar>?, _ cap: UInt,
+    _ outLen: UnsafeMutablePointer<UInt>?, _ outTag: UnsafeMutablePointer<UInt32>?
+) throws {
+    let outTag = try required(outTag, "out_tag")
+    try checkOutput(out, cap, outLen)
+    guard let code, v.state == .comparing || v.state == .finished else {
+        throw ItsMeError(.invalidState, "there are no codes yet (\(v.state))")
+    }
+    try writeText(VoiceProtocol.codeText(code), to: out, cap: cap, outLen: outLen)
+    outTag.pointee = tag ?? UInt32(ITSME_VOICE_TAG_UNKNOWN)
+}
+
+@c(itsme_voice_your_code)
+public func ffiVoiceYourCode(
+    _ voice: UnsafePointer<itsme_voice>?, _ out: UnsafeMutablePointer<CChar>?, _ cap: UInt,
+    _ outLen: UnsafeMutablePointer<UInt>?, _ outTag: UnsafeMutablePointer<UInt32>?
+) -> itsme_result {
+    onVoice(voice) { v in try writeCode(v, v.yourCode, v.yourTag, out, cap, outLen, outTag) }
+}
+
+@c(itsme_voice_their_code)
+public func ffiVoiceTheirCode(
+    _ voice: UnsafePointer<itsme_voice>?, _ out: UnsafeMutablePointer<CChar>?, _ cap: UInt,
+    _ outLen: UnsafeMutablePointer<UInt>?, _ outTag: UnsafeMutablePointer<UInt32>?
+) -> itsme_result {
+    onVoice(voice) { v in try writeCode(v, v.theirCode, v.theirTag, out, cap, outLen, outTag) }
+}
+
+@c(itsme_voice_check)
+public func ffiVoiceCheck(
+    _ voice: UnsafeMutablePointer<itsme_voice>?, _ store: UnsafeMutablePointer<itsme_store>?,
+    _ heardCode: UnsafePointer<CChar>?, _ heardTag: UInt32, _ now: Int64,
+    _ outOutcome: UnsafeMutablePointer<itsme_voice_outcome>?
+) -> itsme_result {
+    onVoice(voice) { v in
+        let store = try storeOf(store)
+        let heard = try text(heardCode, "heard_code")
+        let out = try required(outOutcome, "out_outcome")
+        out.pointee = try v.check(heardCode: heard, heardTag: heardTag, store: store, now: now).rawValue
+    }
+}
+
+// MARK: - Pure derivations
+
+private func secret(_ p: UnsafePointer<UInt8>?, _ len: UInt, _ what: String) throws -> UnsafeRawBufferPointer {
+    let p = try required(p, what)
+    guard len == 32 else { throw invalid("\(what) is 32 bytes, got \(len)") }
+    return UnsafeRawBufferPointer(start: p, count: 32)
+}
+
+private func pid(_ p: UnsafePointer<UInt8>?, _ len: UInt, _ what: String) throws -> [UInt8] {
+    let b = try bytes(p, len, what)
+    guard b.count == 32 || b.count == 8 else { throw invalid("\(what) is 32 bytes (an identity key) or 8 (a fingerprint)") }
+    return b
+}
+
+@c(itsme_derive_session_id)
+public func ffiDeriveSessionID(
+    _ seed: UnsafePointer<UInt8>?, _ seedLen: UInt, _ window: Int64, _ out: UnsafeMutablePointer<CChar>?, _ cap: UInt,
+    _ outLen: UnsafeMutablePointer<UInt>?
+) -> itsme_result {
+    guarded(ThreadLastError.set) {
+        try checkOutput(out, cap, outLen)
+        let v = VoiceProtocol.sessionID(seed: try secret(seed, seedLen, "seed"), window: window)
+        try writeText(VoiceProtocol.sessionIDText(v), to: out, cap: cap, outLen: outLen)
+    }
+}
+
+@c(itsme_derive_words)
+public func ffiDeriveWords(
+    _ seed: UnsafePointer<UInt8>?, _ seedLen: UInt, _ window: Int64, _ pidIn: UnsafePointer<UInt8>?, _ pidLen: UInt,
+    _ out: UnsafeMutablePointer<UInt8>?, _ cap: UInt
+) -> itsme_result {
+    guarded(ThreadLastError.set) {
+        _ = try required(out, "out")
+        let words = try VoiceProtocol.words(seed: try secret(seed, seedLen, "seed"), window: window, pid: try pid(pidIn, pidLen, "pid"))
+        try writeWords(words, out, cap)
+    }
+}
+
+@c(itsme_derive_lower_selects_first)
+public func ffiDeriveLowerSelectsFirst(
+    _ seed: UnsafePointer<UInt8>?, _ seedLen: UInt, _ window: Int64, _ out: UnsafeMutablePointer<Int32>?
+) -> itsme_result {
+    guarded(ThreadLastError.set) {
+        let out = try required(out, "out_lower_first")
+        out.pointee = VoiceProtocol.lowerSelectsFirst(seed: try secret(seed, seedLen, "seed"), window: window) ? 1 : 0
+    }
+}
+
+@c(itsme_derive_code)
+public func ffiDeriveCode(
+    _ seed: UnsafePointer<UInt8>?, _ seedLen: UInt, _ window: Int64, _ first: UnsafePointer<UInt8>?, _ firstLen: UInt,
+    _ firstWord: UInt32, _ second: UnsafePointer<UInt8>?, _ secondLen: UInt, _ secondWord: UInt32,
+    _ speaker: UnsafePointer<UInt8>?, _ speakerLen: UInt, _ out: UnsafeMutablePointer<CChar>?, _ cap: UInt,
+    _ outLen: UnsafeMutablePointer<UInt>?
+) -> itsme_result {
+    guarded(ThreadLastError.set) {
+        try checkOutput(out, cap, outLen)
+        guard firstWord < 26, secondWord < 26 else { throw invalid("a word index is 0 to 25") }
+        let v = try VoiceProtocol.code(
+            seed: try secret(seed, seedLen, "seed"), window: window, first: try pid(first, firstLen, "first"),
+            firstWord: Int(firstWord), second: try pid(second, secondLen, "second"), secondWord: Int(secondWord),
+            speaker: try pid(speaker, speakerLen, "speaker"))
+        try writeText(VoiceProtocol.codeText(v), to: out, cap: cap, outLen: outLen)
+    }
+}
+
+@c(itsme_derive_device_tag)
+public func ffiDeriveDeviceTag(
+    _ seed: UnsafePointer<UInt8>?, _ seedLen: UInt, _ window: Int64, _ speaker: UnsafePointer<UInt8>?, _ speakerLen: UInt,
+    _ secretIn: UnsafePointer<UInt8>?, _ secretLen: UInt, _ outTag: UnsafeMutablePointer<UInt32>?
+) -> itsme_result {
+    guarded(ThreadLastError.set) {
+        let out = try required(outTag, "out_tag")
+        guard secretLen <= 64 else { throw invalid("a device secret is at most 64 bytes") }
+        guard secretIn != nil || secretLen == 0 else { throw invalid("secret is NULL") }
+        let ds = UnsafeRawBufferPointer(start: secretIn, count: Int(secretLen))
+        out.pointee = try VoiceProtocol.tag(
+            seed: try secret(seed, seedLen, "seed"), window: window, speaker: try pid(speaker, speakerLen, "speaker"),
+            deviceSecret: ds)
+    }
+}
