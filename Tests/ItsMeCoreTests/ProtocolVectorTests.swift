@@ -380,12 +380,93 @@ final class ProtocolVectorTests: XCTestCase {
         }
     }
 
+    func voiceVectors() throws -> [String: Any] {
+        let plans: [(Int64, Int64?)] = [
+            (1_800_000_000, nil), (1_800_000_007, nil), (1_800_000_029, nil), (1_800_000_007, 60_000_000),
+            (1_800_000_007, 60_000_005), (1_800_000_030, 59_999_999),
+        ]
+        let planJSON: [[String: Any]] = plans.map { p in
+            let r = VoiceProtocol.plan(now: p.0, lastWindow: p.1)
+            return ["now": Int(p.0), "last_window": p.1.map { Int($0) } ?? NSNull(), "window": Int(r.window), "starts_in": Int(r.startsIn)]
+        }
+        let parseValid = ["ECHO 512", "echo-512", "  Zulu 000 ", "november 999"]
+        let parseInvalid = ["ECHO 51", "ECHO 5120", "ECHO  512", "ECHO_512", "ECH 512", "", "512", "ECHO 51a"]
+        var sessions: [[String: Any]] = []
+        for i in 0..<4 {
+            let seed = fixed("itsme-vector-voice-seed-\(i)")
+            let window = Int64(60_000_000 + i * 7)
+            let aPID = fixed("itsme-vector-voice-a-\(i)")
+            // The last session has a source-format party: 8 fingerprint bytes.
+            let bPID = i == 3 ? Array(fixed("itsme-vector-voice-b-\(i)").prefix(8)) : fixed("itsme-vector-voice-b-\(i)")
+            func wordsDetail(_ pid: [UInt8]) throws -> (key: [UInt8], blocks: [[UInt8]], words: [Int]) {
+                let key = try HKDF.derive(
+                    ikm: seed, salt: LV.cat(VoiceProtocol.u64(window), pid), info: LV.b("itsme-word-options-v1"), count: 32
+                ).unsafeExportedArray()
+                var chosen: [Int] = [], blocks: [[UInt8]] = []
+                while chosen.count < 5 {
+                    let block = HMACSHA256.mac(key: key, message: LV.b("word-options") + (blocks.isEmpty ? [] : [UInt8(blocks.count)]))
+                    blocks.append(block)
+                    for b in block where b < 234 && chosen.count < 5 {
+                        if !chosen.contains(Int(b % 26)) { chosen.append(Int(b % 26)) }
+                    }
+                }
+                XCTAssertEqual(try VoiceProtocol.words(seed: seed, window: window, pid: pid), chosen.sorted())
+                return (key, blocks, chosen.sorted())
+            }
+            let wa = try wordsDetail(aPID), wb = try wordsDetail(bPID)
+            let firstByte = HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-first-selector-v1"), VoiceProtocol.u64(window)))[0]
+            let lowerFirst = firstByte & 1 == 0
+            XCTAssertEqual(VoiceProtocol.lowerSelectsFirst(seed: seed, window: window), lowerFirst)
+            let aFirst = aPID.lexicographicallyPrecedes(bPID) == lowerFirst
+            let (first, second) = aFirst ? (aPID, bPID) : (bPID, aPID)
+            let w1 = (aFirst ? wa.words : wb.words)[i % 5], w2 = (aFirst ? wb.words : wa.words)[(i + 2) % 5]
+            let info = LV.cat(LV.b("itsme-interactive-code-v1"), first, [UInt8(w1)], second, [UInt8(w2)])
+            let k = try HKDF.derive(ikm: seed, salt: VoiceProtocol.u64(window), info: info, count: 32).unsafeExportedArray()
+            func codeValue(_ pid: [UInt8]) throws -> UInt32 {
+                let v = UInt32(HMACSHA256.mac(key: k, message: LV.cat(LV.b("itsme-code-v1"), pid)).prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } % 26_000)
+                XCTAssertEqual(
+                    try VoiceProtocol.code(seed: seed, window: window, first: first, firstWord: w1, second: second, secondWord: w2, speaker: pid), v)
+                return v
+            }
+            let t = try HKDF.derive(ikm: seed, salt: [UInt8](), info: LV.b("itsme-device-tag-v1"), count: 32).unsafeExportedArray()
+            let dsA = Array(fixed("itsme-vector-voice-ds-a-\(i)").prefix(16)), dsB = i == 3 ? Array("123456".utf8) : Array(fixed("itsme-vector-voice-ds-b-\(i)").prefix(16))
+            func tag(_ pid: [UInt8], _ ds: [UInt8]) throws -> UInt32 {
+                let v = UInt32(HMACSHA256.mac(key: t, message: LV.cat(pid, VoiceProtocol.u64(window), ds)).prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } % 100)
+                XCTAssertEqual(try VoiceProtocol.tag(seed: seed, window: window, speaker: pid, deviceSecret: ds), v)
+                return v
+            }
+            let sid = UInt32(HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-session-id-v1"), VoiceProtocol.u64(window))).prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } % 2600)
+            XCTAssertEqual(VoiceProtocol.sessionID(seed: seed, window: window), sid)
+            let ca = try codeValue(aPID), cb = try codeValue(bPID)
+            sessions.append([
+                "seed": hex(seed), "window": Int(window), "a_pid": hex(aPID), "b_pid": hex(bPID),
+                "session_id_value": Int(sid), "session_id_text": VoiceProtocol.sessionIDText(sid),
+                "a_words_key": hex(wa.key), "a_words_blocks": wa.blocks.map(hex), "a_words": wa.words,
+                "b_words_key": hex(wb.key), "b_words_blocks": wb.blocks.map(hex), "b_words": wb.words,
+                "first_selector_byte": Int(firstByte), "lower_selects_first": lowerFirst, "first_text": aFirst ? "a" : "b",
+                "w1": w1, "w2": w2, "code_info": hex(info), "code_key": hex(k),
+                "a_code_value": Int(ca), "a_code_text": VoiceProtocol.codeText(ca),
+                "b_code_value": Int(cb), "b_code_text": VoiceProtocol.codeText(cb),
+                "tag_key": hex(t), "a_device_secret": hex(dsA), "b_device_secret": hex(dsB),
+                "a_tag": Int(try tag(aPID, dsA)), "b_tag": Int(try tag(bPID, dsB)),
+            ])
+        }
+        return [
+            "plans": planJSON,
+            "code_parse": [
+                "valid": parseValid.map { ["input_text": $0, "value": Int(VoiceProtocol.parseCode($0)!)] },
+                "invalid": parseInvalid.filter { VoiceProtocol.parseCode($0) == nil },
+            ],
+            "sessions": sessions,
+        ]
+    }
+
     // MARK: The test
 
     func testVectorsMatchTheFiles() throws {
         let files: [String: Any] = [
             "encoding": encodingVectors(), "seed": try seedVectors(), "sas": try sasVectors(), "qr": try qrVectors(),
-            "source-v5": try sourceVectors(), "bluetooth": try bluetoothVectors(),
+            "source-v5": try sourceVectors(), "bluetooth": try bluetoothVectors(), "voice": try voiceVectors(),
         ]
         let write = ProcessInfo.processInfo.environment["ITSME_WRITE_VECTORS"] == "1"
         for (name, content) in files {
