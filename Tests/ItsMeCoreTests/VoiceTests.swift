@@ -1,0 +1,245 @@
+import Foundation
+import XCTest
+
+@testable import ItsMeCore
+
+final class VoiceTests: XCTestCase {
+    private var directory: String!
+    /// A window boundary: 1_800_000_000 = 30 x 60_000_000.
+    private let t0: Int64 = 1_800_000_000
+
+    override func setUpWithError() throws {
+        try Sodium.initialize()
+        directory = NSTemporaryDirectory() + "itsme-voice-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private struct Side {
+        let identity: Identity
+        let store: ContactStore
+        let contactID: Int64
+    }
+
+    private func kind(_ body: () throws -> Void) -> ItsMeError.Kind? {
+        do {
+            try body()
+            return nil
+        } catch { return (error as? ItsMeError)?.kind }
+    }
+
+    /// Alice and Bob, each with the other as a verified contact (a real QR exchange).
+    private func pair() throws -> (Side, Side) {
+        // Deterministic keys: every assertion below that could collide by
+        // chance (a code, a tag) is then fixed, not flaky.
+        var ra = DeterministicRandom(seed: SHA256.hash(Array("voice-alice".utf8)))
+        var rb = DeterministicRandom(seed: SHA256.hash(Array("voice-bob".utf8)))
+        let a = try Identity.create(store: MemorySecretStore(), name: "Alice", random: &ra)
+        let b = try Identity.create(store: MemorySecretStore(), name: "Bob", random: &rb)
+        let sa = try ContactStore(path: directory + "/a-\(UUID().uuidString).db", identity: a)
+        let sb = try ContactStore(path: directory + "/b-\(UUID().uuidString).db", identity: b)
+        let xa = try Exchange.qr(identity: a, now: t0 - 100, random: &ra)
+        let xb = try Exchange.qr(identity: b, now: t0 - 100, random: &rb)
+        try xa.receive(xb.peekOutgoing()!, now: t0 - 100)
+        try xb.receive(xa.peekOutgoing()!, now: t0 - 100)
+        let ia = try xa.confirm(store: sa, now: t0 - 100)
+        let ib = try xb.confirm(store: sb, now: t0 - 100)
+        return (Side(identity: a, store: sa, contactID: ia), Side(identity: b, store: sb, contactID: ib))
+    }
+
+    /// Runs both sessions to the codes: each selector picks the word at
+    /// `pick` of their five; the listener enters the same.
+    private func toCodes(_ a: Side, _ b: Side, now: Int64, pick: Int = 0) throws -> (VoiceSession, VoiceSession) {
+        let va = try VoiceSession(store: a.store, contactID: a.contactID, now: now)
+        let vb = try VoiceSession(store: b.store, contactID: b.contactID, now: now)
+        let start = va.window * 30
+        try va.start(store: a.store, now: start)
+        try vb.start(store: b.store, now: start)
+        for _ in 0..<2 {
+            let (selector, listener) = va.turn == .mine ? (va, vb) : (vb, va)
+            XCTAssertEqual(listener.turn, .theirs)
+            let word = selector.myWords[pick]
+            try selector.select(word, now: start + 5)
+            try listener.select(word, now: start + 5)
+        }
+        return (va, vb)
+    }
+
+    func testBothSidesAgreeAndVerify() throws {
+        let (a, b) = try pair()
+        let va = try VoiceSession(store: a.store, contactID: a.contactID, now: t0 + 7)
+        let vb = try VoiceSession(store: b.store, contactID: b.contactID, now: t0 + 9)
+        XCTAssertEqual(va.window, 60_000_001)
+        XCTAssertEqual(va.window, vb.window)
+        XCTAssertEqual(va.startsIn(now: t0 + 7), 23)
+        XCTAssertEqual(va.sessionIDText, vb.sessionIDText)
+        XCTAssertNotEqual(va.iSelectFirst, vb.iSelectFirst)
+        XCTAssertEqual(va.myWords.count, 5)
+        XCTAssertEqual(va.myWords, va.myWords.sorted())
+        XCTAssertEqual(kind { try va.start(store: a.store, now: t0 + 7) }, .invalidState, "too early")
+        XCTAssertEqual(va.state, .waiting)
+        XCTAssertEqual(kind { try va.select(va.myWords[0], now: t0 + 7) }, .invalidState)
+
+        let (sa, sb) = try toCodes(a, b, now: t0 + 7)
+        XCTAssertEqual(sa.state, .comparing)
+        XCTAssertEqual(sa.yourCode, sb.theirCode)
+        XCTAssertEqual(sb.yourCode, sa.theirCode)
+        XCTAssertEqual(sa.yourTag, sb.theirTag)
+        XCTAssertEqual(sb.yourTag, sa.theirTag)
+        XCTAssertNotEqual(sa.yourCode, sa.theirCode, "directional (1 in 26000 to collide)")
+        let heard = VoiceProtocol.codeText(sb.yourCode!).lowercased()
+        XCTAssertEqual(try sa.check(heardCode: heard, heardTag: sb.yourTag!, store: a.store, now: t0 + 40), .verified)
+        XCTAssertEqual(sa.state, .finished)
+        XCTAssertEqual(try a.store.contact(id: a.contactID).state, .verified)
+        XCTAssertEqual(try a.store.contact(id: a.contactID).lastWindow, 60_000_001)
+    }
+
+    func testAWrongCodeOrAnEchoChangesNothing() throws {
+        let (a, b) = try pair()
+        let (sa, sb) = try toCodes(a, b, now: t0)
+        // Bob echoes Alice's own code back.
+        let echo = VoiceProtocol.codeText(sa.yourCode!)
+        XCTAssertEqual(try sa.check(heardCode: echo, heardTag: sa.yourTag!, store: a.store, now: t0 + 35), .mismatch)
+        XCTAssertEqual(try a.store.contact(id: a.contactID).state, .verified)
+        XCTAssertEqual(kind { try sb.check(heardCode: "not a code", heardTag: 1, store: b.store, now: t0 + 35) }, .invalidArgument)
+        XCTAssertEqual(sb.state, .comparing, "a typo does not end the session")
+        XCTAssertEqual(kind { try sb.check(heardCode: "ECHO 512", heardTag: 100, store: b.store, now: t0 + 35) }, .invalidArgument)
+    }
+
+    func testRightCodeWrongTagMeansTheirDeviceChanged() throws {
+        let (a, b) = try pair()
+        let (sa, sb) = try toCodes(a, b, now: t0)
+        let code = VoiceProtocol.codeText(sb.yourCode!)
+        XCTAssertEqual(try sa.check(heardCode: code, heardTag: (sb.yourTag! + 1) % 100, store: a.store, now: t0 + 35), .deviceChanged)
+        let c = try a.store.contact(id: a.contactID)
+        XCTAssertEqual(c.state, .degraded)
+        XCTAssertFalse(c.degradationAcknowledged)
+        // A degraded contact still verifies, and stays degraded.
+        let (sa2, sb2) = try toCodes(a, b, now: t0 + 60)
+        XCTAssertEqual(
+            try sa2.check(heardCode: VoiceProtocol.codeText(sb2.yourCode!), heardTag: sb2.yourTag!, store: a.store, now: t0 + 95),
+            .verified)
+        XCTAssertEqual(try a.store.contact(id: a.contactID).state, .degraded)
+    }
+
+    func testAWordNotAmongTheSelectorsEndsTheSession() throws {
+        let (a, b) = try pair()
+        let va = try VoiceSession(store: a.store, contactID: a.contactID, now: t0)
+        let vb = try VoiceSession(store: b.store, contactID: b.contactID, now: t0)
+        try va.start(store: a.store, now: t0 + 30)
+        try vb.start(store: b.store, now: t0 + 30)
+        let (selector, listener) = va.turn == .mine ? (va, vb) : (vb, va)
+        let notTheirs = (0..<26).first { !selector.myWords.contains($0) }!
+        XCTAssertEqual(kind { try selector.select(notTheirs, now: t0 + 31) }, .invalidArgument, "own picker misuse")
+        XCTAssertEqual(selector.state, .selecting)
+        XCTAssertEqual(kind { try listener.select(notTheirs, now: t0 + 31) }, .authenticationFailed)
+        XCTAssertEqual(listener.state, .failed)
+        XCTAssertEqual(kind { try listener.select(selector.myWords[0], now: t0 + 31) }, .invalidState, "no retry")
+        XCTAssertEqual(kind { try listener.select(30, now: t0 + 31) }, .invalidState)
+    }
+
+    func testWordsInTheWrongOrderGiveCodesThatDoNotMatch() throws {
+        let (a, b) = try pair()
+        let (sa, sb) = try toCodes(a, b, now: t0, pick: 1)
+        XCTAssertEqual(sa.yourCode, sb.theirCode)
+        // Alice's device with the same two words entered the other way round.
+        let (w1, w2) = (sa.selections[0], sa.selections[1])
+        let (first, second) = sa.iSelectFirst ? (a.identity.publicKey, b.identity.publicKey) : (b.identity.publicKey, a.identity.publicKey)
+        let seed = try a.store.seed(id: a.contactID)
+        let swapped = try VoiceProtocol.code(
+            seed: seed, window: sa.window, first: first, firstWord: w2, second: second, secondWord: w1, speaker: a.identity.publicKey)
+        let swappedRoles = try VoiceProtocol.code(
+            seed: seed, window: sa.window, first: second, firstWord: w1, second: first, secondWord: w2, speaker: a.identity.publicKey)
+        if w1 != w2 { XCTAssertNotEqual(swapped, sb.theirCode) }
+        XCTAssertNotEqual(swappedRoles, sb.theirCode)
+    }
+
+    func testAWindowIsUsedOnceAndSessionsExpire() throws {
+        let (a, b) = try pair()
+        let v1 = try VoiceSession(store: a.store, contactID: a.contactID, now: t0)
+        let v2 = try VoiceSession(store: a.store, contactID: a.contactID, now: t0)
+        XCTAssertEqual(v1.window, v2.window)
+        try v1.start(store: a.store, now: t0 + 30)
+        XCTAssertEqual(kind { try v2.start(store: a.store, now: t0 + 30) }, .windowUsed)
+        XCTAssertEqual(v2.state, .failed)
+        // Planning again gives the next window; a clock set back too.
+        XCTAssertEqual(try VoiceSession(store: a.store, contactID: a.contactID, now: t0 + 31).window, v1.window + 1)
+        XCTAssertEqual(try VoiceSession(store: a.store, contactID: a.contactID, now: t0 - 3000).window, v1.window + 1)
+        // The session lasts until the end of the next window.
+        XCTAssertEqual(kind { try v1.select(v1.myWords[0], now: t0 + 90) }, .expired)
+        XCTAssertEqual(v1.state, .failed)
+        XCTAssertEqual(try b.store.contact(id: b.contactID).lastWindow, nil, "Bob's side is separate")
+    }
+
+    func testSkewToleranceAtStart() throws {
+        let (a, _) = try pair()
+        let v = try VoiceSession(store: a.store, contactID: a.contactID, now: t0)
+        XCTAssertEqual(kind { try v.start(store: a.store, now: t0 + 14) }, .invalidState)
+        try v.start(store: a.store, now: t0 + 15)
+        XCTAssertEqual(v.state, .selecting)
+    }
+
+    func testNoDeviceSecretsLeavesTheTagUnchecked() throws {
+        let (a, b) = try pair()
+        // Alice's contact store on a new device: the device key differs, so
+        // the device secrets cannot be opened.
+        let moved = MemorySecretStore()
+        try moved.put(Identity.itemName, bytes: try a.identity.store.get(Identity.itemName)!)
+        let newDevice = try Identity.load(store: moved)
+        let path = a.store.path
+        let storeOnNewDevice = try ContactStore(path: path, identity: newDevice)
+        let va = try VoiceSession(store: storeOnNewDevice, contactID: a.contactID, now: t0)
+        let vb = try VoiceSession(store: b.store, contactID: b.contactID, now: t0)
+        try va.start(store: storeOnNewDevice, now: t0 + 30)
+        try vb.start(store: b.store, now: t0 + 30)
+        for _ in 0..<2 {
+            let (s, l) = va.turn == .mine ? (va, vb) : (vb, va)
+            try s.select(s.myWords[2], now: t0 + 31)
+            try l.select(s.myWords[2], now: t0 + 31)
+        }
+        XCTAssertNil(va.theirTag)
+        XCTAssertEqual(va.yourCode, vb.theirCode)
+        XCTAssertNotEqual(va.yourTag, vb.theirTag, "Bob hears a tag from the wrong device secret (1 in 100 to collide)")
+        XCTAssertEqual(
+            try va.check(heardCode: VoiceProtocol.codeText(vb.yourCode!), heardTag: vb.yourTag!, store: storeOnNewDevice, now: t0 + 40),
+            .verifiedTagUnchecked)
+        XCTAssertEqual(
+            try vb.check(heardCode: VoiceProtocol.codeText(va.yourCode!), heardTag: va.yourTag!, store: b.store, now: t0 + 40),
+            .deviceChanged)
+        XCTAssertEqual(try b.store.contact(id: b.contactID).state, .degraded)
+    }
+
+    func testPropertiesOverRandomInputs() throws {
+        var rng = DeterministicRandom(seed: SHA256.hash(Array("voice-properties".utf8)))
+        for _ in 0..<200 {
+            let seed = rng.bytes(32), pa = rng.bytes(32), pb = rng.bytes(32), ds = rng.bytes(16)
+            let window = Int64(rng.bytes(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+            let wa = try VoiceProtocol.words(seed: seed, window: window, pid: pa)
+            XCTAssertEqual(Set(wa).count, 5)
+            XCTAssertTrue(wa.allSatisfy { (0..<26).contains($0) })
+            let code = try VoiceProtocol.code(seed: seed, window: window, first: pa, firstWord: wa[0], second: pb, secondWord: wa[1], speaker: pa)
+            var otherSeed = seed
+            otherSeed[0] ^= 1
+            let changed = [
+                try VoiceProtocol.code(seed: otherSeed, window: window, first: pa, firstWord: wa[0], second: pb, secondWord: wa[1], speaker: pa),
+                try VoiceProtocol.code(seed: seed, window: window + 1, first: pa, firstWord: wa[0], second: pb, secondWord: wa[1], speaker: pa),
+                try VoiceProtocol.code(seed: seed, window: window, first: pa, firstWord: wa[2], second: pb, secondWord: wa[1], speaker: pa),
+                try VoiceProtocol.code(seed: seed, window: window, first: pa, firstWord: wa[1], second: pb, secondWord: wa[0], speaker: pa),
+                try VoiceProtocol.code(seed: seed, window: window, first: pa, firstWord: wa[0], second: pb, secondWord: wa[1], speaker: pb),
+            ]
+            // Each differs but for a 1 in 26000 chance; 5 x 200 trials.
+            XCTAssertLessThanOrEqual(changed.filter { $0 == code }.count, 1)
+            let tag = try VoiceProtocol.tag(seed: seed, window: window, speaker: pa, deviceSecret: ds)
+            XCTAssertLessThan(tag, 100)
+        }
+    }
+
+    func testDescriptionShowsNoSecrets() throws {
+        let (a, _) = try pair()
+        let v = try VoiceSession(store: a.store, contactID: a.contactID, now: t0)
+        XCTAssertEqual("\(v)", "VoiceSession(contact: \(a.contactID), window: 60000001, state: waiting)")
+    }
+}
