@@ -579,6 +579,87 @@ static void exchanges(void) {
     EXPECT("transcript short plaintext", itsme_bluetooth_transcript_hash(out, 32, plain, 113, plain, 114, out, sizeof out, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("transcript", itsme_bluetooth_transcript_hash(out, 32, plain, 114, plain, 114, out, sizeof out, &len), ITSME_OK);
 
+    /* Voice verification between the two stored contacts. */
+    EXPECT("nato 0", strcmp(itsme_nato_word(0), "ALFA"), 0);
+    EXPECT("nato 25", strcmp(itsme_nato_word(25), "ZULU"), 0);
+    EXPECT("nato 26", itsme_nato_word(26) == NULL, 1);
+    itsme_voice *va = NULL, *vb = NULL;
+    int64_t contact_of_bob = id_a, contact_of_alice = 0;
+    itsme_contact_list *list = NULL;
+    EXPECT("bob's contacts", itsme_store_list(store_b, 0, 10, &list), ITSME_OK);
+    itsme_contact *first = NULL;
+    EXPECT("bob's first contact", itsme_contact_list_get(list, 0, &first), ITSME_OK);
+    EXPECT("its id", itsme_contact_id(first, &contact_of_alice), ITSME_OK);
+    itsme_contact_free(first);
+    itsme_contact_list_free(list);
+    const int64_t V0 = T0 + 3000;
+    EXPECT("voice NULL store", itsme_voice_new(NULL, contact_of_bob, V0, &va), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("voice missing contact", itsme_voice_new(store_a, 999, V0, &va), ITSME_E_NOT_FOUND);
+    EXPECT("voice NULL out", itsme_voice_new(store_a, contact_of_bob, V0, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("voice a", itsme_voice_new(store_a, contact_of_bob, V0, &va), ITSME_OK);
+    EXPECT("voice b", itsme_voice_new(store_b, contact_of_alice, V0, &vb), ITSME_OK);
+    int64_t window = 0, starts_in = 0, ends_in = 0;
+    EXPECT("timing", itsme_voice_timing(va, V0, &window, &starts_in, &ends_in), ITSME_OK);
+    EXPECT("timing NULLs", itsme_voice_timing(va, V0, NULL, NULL, NULL), ITSME_OK);
+    EXPECT("starts in", starts_in, 30);
+    EXPECT("ends in", ends_in, 90);
+    EXPECT("too early", itsme_voice_start(va, store_a, V0), ITSME_E_INVALID_STATE);
+    EXPECT("wrong store", itsme_voice_start(va, store_b, V0 + 30), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("start a", itsme_voice_start(va, store_a, V0 + 30), ITSME_OK);
+    EXPECT("start b", itsme_voice_start(vb, store_b, V0 + 30), ITSME_OK);
+    char id_text_a[ITSME_VOICE_SESSION_ID_SIZE], id_text_b[ITSME_VOICE_SESSION_ID_SIZE];
+    EXPECT("session id a", itsme_voice_session_id(va, id_text_a, sizeof id_text_a, &len), ITSME_OK);
+    EXPECT("session id b", itsme_voice_session_id(vb, id_text_b, sizeof id_text_b, &len), ITSME_OK);
+    EXPECT("same session id", strcmp(id_text_a, id_text_b), 0);
+    uint8_t words_a[5], words_b[5];
+    EXPECT("words short", itsme_voice_words(va, words_a, 4), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("words a", itsme_voice_words(va, words_a, 5), ITSME_OK);
+    EXPECT("words b", itsme_voice_words(vb, words_b, 5), ITSME_OK);
+    EXPECT("code too early", itsme_voice_your_code(va, text, sizeof text, &len, &value), ITSME_E_INVALID_STATE);
+    for (int step = 0; step < 2; step++) {
+        itsme_voice_state vs = 0;
+        uint32_t turn = 0;
+        EXPECT("status", itsme_voice_status(va, &vs, &turn), ITSME_OK);
+        EXPECT("selecting", vs, ITSME_VOICE_SELECTING);
+        uint8_t word = turn == ITSME_VOICE_TURN_MINE ? words_a[0] : words_b[0];
+        EXPECT("select bad index", itsme_voice_select(va, 26, V0 + 31), ITSME_E_INVALID_ARGUMENT);
+        EXPECT("select a", itsme_voice_select(va, word, V0 + 31), ITSME_OK);
+        EXPECT("select b", itsme_voice_select(vb, word, V0 + 31), ITSME_OK);
+    }
+    char code_a[ITSME_VOICE_CODE_SIZE], heard[ITSME_VOICE_CODE_SIZE];
+    uint32_t tag_a = 0, expected_tag = 0;
+    EXPECT("your code NULL tag", itsme_voice_your_code(va, code_a, sizeof code_a, &len, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("your code", itsme_voice_your_code(va, code_a, sizeof code_a, &len, &tag_a), ITSME_OK);
+    EXPECT("their code (b)", itsme_voice_their_code(vb, heard, sizeof heard, &len, &expected_tag), ITSME_OK);
+    EXPECT("codes agree", strcmp(code_a, heard), 0);
+    EXPECT("tags agree", tag_a, expected_tag);
+    itsme_voice_outcome outcome = 0;
+    EXPECT("check junk", itsme_voice_check(vb, store_b, "hello", tag_a, V0 + 40, &outcome), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("check NULL code", itsme_voice_check(vb, store_b, NULL, tag_a, V0 + 40, &outcome), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("check", itsme_voice_check(vb, store_b, code_a, tag_a, V0 + 40, &outcome), ITSME_OK);
+    EXPECT("verified", outcome, ITSME_VOICE_VERIFIED);
+    EXPECT("check again", itsme_voice_check(vb, store_b, code_a, tag_a, V0 + 40, &outcome), ITSME_E_INVALID_STATE);
+    EXPECT("voice last error", itsme_voice_last_error(vb, msg, sizeof msg, &len), ITSME_OK);
+    EXPECT("voice last error NULL", itsme_voice_last_error(NULL, msg, sizeof msg, &len), ITSME_E_INVALID_ARGUMENT);
+    itsme_voice_free(va);
+    itsme_voice_free(vb);
+    itsme_voice_free(NULL);
+
+    /* Voice pure derivations. */
+    uint8_t pid8[8] = {1, 2, 3, 4, 5, 6, 7, 8}, five[5];
+    int lower_first = -1;
+    EXPECT("derive id", itsme_derive_session_id(seed_a, 32, 60000000, text, sizeof text, &len), ITSME_OK);
+    EXPECT("derive id short seed", itsme_derive_session_id(seed_a, 31, 60000000, text, sizeof text, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("derive words", itsme_derive_words(seed_a, 32, 60000000, key, 32, five, 5), ITSME_OK);
+    EXPECT("derive words 8-byte pid", itsme_derive_words(seed_a, 32, 60000000, pid8, 8, five, 5), ITSME_OK);
+    EXPECT("derive words bad pid", itsme_derive_words(seed_a, 32, 60000000, pid8, 7, five, 5), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("derive first", itsme_derive_lower_selects_first(seed_a, 32, 60000000, &lower_first), ITSME_OK);
+    EXPECT("derive first is 0 or 1", lower_first == 0 || lower_first == 1, 1);
+    EXPECT("derive code", itsme_derive_code(seed_a, 32, 1, key, 32, 3, pid8, 8, 4, key, 32, text, sizeof text, &len), ITSME_OK);
+    EXPECT("derive code bad word", itsme_derive_code(seed_a, 32, 1, key, 32, 26, pid8, 8, 4, key, 32, text, sizeof text, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("derive tag empty secret", itsme_derive_device_tag(seed_a, 32, 1, key, 32, NULL, 0, &value), ITSME_OK);
+    EXPECT("derive tag NULL secret", itsme_derive_device_tag(seed_a, 32, 1, key, 32, NULL, 16, &value), ITSME_E_INVALID_ARGUMENT);
+
     itsme_store_close(store_a);
     itsme_store_close(store_b);
     itsme_identity_free(alice);
