@@ -3,7 +3,7 @@
 #   make                  release build of libitsme.so (self-contained Swift runtime)
 #   make install PREFIX=/usr/local   library, header and itsme.pc
 #   make test             every test: Swift, C, Python, Rust, ABI checks
-#   make bench            the benchmark suites (crypto, store, exchange)
+#   make bench            the benchmark suites (crypto, store, exchange, verify)
 
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
@@ -54,6 +54,7 @@ bench:
 	swift run -c release itsme-bench crypto
 	swift run -c release itsme-bench store
 	swift run -c release itsme-bench exchange
+	swift run -c release itsme-bench verify
 
 clean:
 	rm -rf .build build

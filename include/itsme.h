@@ -1153,6 +1153,34 @@ itsme_result itsme_derive_device_tag(const uint8_t *seed, size_t seed_len,
                                      const uint8_t *secret, size_t secret_len,
                                      uint32_t *out_tag);
 
+/* What one side derives in a session (docs/PROTOCOL.md 9.2 to 10.1), all
+ * at once: for hosts that keep their own state, and for benchmarks. */
+typedef struct itsme_voice_derivation {
+    uint32_t session_id;      /* 0-2599: word session_id / 100, digits % 100 */
+    uint8_t my_words[5];      /* sorted word indices */
+    uint8_t their_words[5];
+    uint8_t i_select_first;   /* 1 if this side selects first, else 0 */
+    uint8_t reserved;         /* 0 */
+    uint32_t my_code;         /* 0-25999: word my_code / 1000, digits % 1000 */
+    uint32_t their_code;
+    uint32_t my_tag;          /* 0-99 */
+    uint32_t their_tag;
+} itsme_voice_derivation;
+
+/* Fills *out for one side: its pid and device secret, the other side's,
+ * and the two selections in order (the first selector's word first).
+ * Thread-safe.  Errors as the other pure derivations (word indices above
+ * 25, secrets above 64 bytes; a secret may be NULL when its length is 0). */
+itsme_result itsme_derive_voice(const uint8_t *seed, size_t seed_len,
+                                int64_t window, const uint8_t *my_pid,
+                                size_t my_pid_len, const uint8_t *their_pid,
+                                size_t their_pid_len,
+                                const uint8_t *my_secret, size_t my_secret_len,
+                                const uint8_t *their_secret,
+                                size_t their_secret_len, uint32_t first_word,
+                                uint32_t second_word,
+                                itsme_voice_derivation *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,7 @@
 // itsme-bench: benchmark suites that print readable lines and, last, one
 // JSON line with their figures.
 //
-//   swift run -c release itsme-bench crypto|store|exchange [--iterations N]
+//   swift run -c release itsme-bench crypto|store|exchange|verify [--iterations N]
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -87,7 +87,7 @@ func cryptoSuite(iterations: Int) throws -> Figures {
     return figures
 }
 
-let suites: [String: (Int) throws -> Figures] = ["crypto": cryptoSuite, "store": storeSuite, "exchange": exchangeSuite]
+let suites: [String: (Int) throws -> Figures] = ["crypto": cryptoSuite, "store": storeSuite, "exchange": exchangeSuite, "verify": verifySuite]
 
 var arguments = Array(CommandLine.arguments.dropFirst())
 var iterations = 10_000

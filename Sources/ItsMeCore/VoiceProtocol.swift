@@ -68,10 +68,22 @@ public enum VoiceProtocol {
     public static func code<S: ByteView & ~Copyable>(
         seed: borrowing S, window: Int64, first: [UInt8], firstWord: Int, second: [UInt8], secondWord: Int, speaker: [UInt8]
     ) throws -> UInt32 {
+        try codes(
+            seed: seed, window: window, first: first, firstWord: firstWord, second: second, secondWord: secondWord,
+            speakers: [speaker])[0]
+    }
+
+    /// The codes of several speakers under one derived key.
+    public static func codes<S: ByteView & ~Copyable>(
+        seed: borrowing S, window: Int64, first: [UInt8], firstWord: Int, second: [UInt8], secondWord: Int,
+        speakers: [[UInt8]]
+    ) throws -> [UInt32] {
         let info = LV.cat(LV.b("itsme-interactive-code-v1"), first, [UInt8(firstWord)], second, [UInt8(secondWord)])
         return try withScratch(32) { k in
             try HKDF.derive(ikm: seed, salt: u64(window), info: info, into: k)
-            return UInt32(prefix64(key: UnsafeRawBufferPointer(k), LV.cat(LV.b("itsme-code-v1"), speaker)) % codeValues)
+            return speakers.map {
+                UInt32(prefix64(key: UnsafeRawBufferPointer(k), LV.cat(LV.b("itsme-code-v1"), $0)) % codeValues)
+            }
         }
     }
 
@@ -94,11 +106,51 @@ public enum VoiceProtocol {
     public static func tag<S: ByteView & ~Copyable, D: ByteView & ~Copyable>(
         seed: borrowing S, window: Int64, speaker: [UInt8], deviceSecret: borrowing D
     ) throws -> UInt32 {
+        try deviceSecret.withBytes { try tags(seed: seed, window: window, [(speaker, $0)])[0] }
+    }
+
+    /// The tags of several (speaker, device secret) pairs under one key.
+    public static func tags<S: ByteView & ~Copyable>(
+        seed: borrowing S, window: Int64, _ speakers: [([UInt8], UnsafeRawBufferPointer)]
+    ) throws -> [UInt32] {
         try withScratch(32) { t in
             try HKDF.derive(ikm: seed, salt: [UInt8](), info: LV.b("itsme-device-tag-v1"), into: t)
-            var message = deviceSecret.withBytes { LV.cat(speaker, u64(window), Array($0)) }
-            defer { wipe(&message) }
-            return UInt32(prefix64(key: UnsafeRawBufferPointer(t), message) % tagValues)
+            return speakers.map { speaker, secret in
+                var message = LV.cat(speaker, u64(window), Array(secret))
+                defer { wipe(&message) }
+                return UInt32(prefix64(key: UnsafeRawBufferPointer(t), message) % tagValues)
+            }
         }
+    }
+
+    /// Everything one side derives in a session (sections 9.2 to 10.1),
+    /// each key derived once: for `itsme_derive_voice` and the benchmark.
+    public struct Derivation: Sendable, Equatable {
+        public var sessionID: UInt32
+        public var myWords: [Int]
+        public var theirWords: [Int]
+        public var iSelectFirst: Bool
+        public var myCode: UInt32
+        public var theirCode: UInt32
+        public var myTag: UInt32
+        public var theirTag: UInt32
+    }
+
+    /// `firstWord` and `secondWord` are the selections in order (the first
+    /// selector's word first).
+    public static func derive<S: ByteView & ~Copyable>(
+        seed: borrowing S, window: Int64, myPID: [UInt8], theirPID: [UInt8], mySecret: UnsafeRawBufferPointer,
+        theirSecret: UnsafeRawBufferPointer, firstWord: Int, secondWord: Int
+    ) throws -> Derivation {
+        let iFirst = myPID.lexicographicallyPrecedes(theirPID) == lowerSelectsFirst(seed: seed, window: window)
+        let (first, second) = iFirst ? (myPID, theirPID) : (theirPID, myPID)
+        let c = try codes(
+            seed: seed, window: window, first: first, firstWord: firstWord, second: second, secondWord: secondWord,
+            speakers: [myPID, theirPID])
+        let t = try tags(seed: seed, window: window, [(myPID, mySecret), (theirPID, theirSecret)])
+        return Derivation(
+            sessionID: sessionID(seed: seed, window: window), myWords: try words(seed: seed, window: window, pid: myPID),
+            theirWords: try words(seed: seed, window: window, pid: theirPID), iSelectFirst: iFirst, myCode: c[0],
+            theirCode: c[1], myTag: t[0], theirTag: t[1])
     }
 }

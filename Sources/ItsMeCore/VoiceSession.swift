@@ -185,16 +185,18 @@ public final class VoiceSession: CustomStringConvertible {
         selections.append(word)
         guard selections.count == 2 else { return }
         let (first, second) = iSelectFirst ? (myPID, peerPID) : (peerPID, myPID)
-        func code(_ speaker: [UInt8]) throws -> UInt32 {
-            try VoiceProtocol.code(
-                seed: seed, window: window, first: first, firstWord: selections[0], second: second,
-                secondWord: selections[1], speaker: speaker)
+        let codes = try VoiceProtocol.codes(
+            seed: seed, window: window, first: first, firstWord: selections[0], second: second,
+            secondWord: selections[1], speakers: [myPID, peerPID])
+        let tags = try myDevice.withBytes { mine in
+            try theirDevice.withBytes { theirs in
+                try VoiceProtocol.tags(seed: seed, window: window, [(myPID, mine), (peerPID, theirs)])
+            }
         }
-        yourCode = try code(myPID)
-        theirCode = try code(peerPID)
-        yourTag = try VoiceProtocol.tag(seed: seed, window: window, speaker: myPID, deviceSecret: myDevice)
-        theirTag =
-            hasDeviceSecrets ? try VoiceProtocol.tag(seed: seed, window: window, speaker: peerPID, deviceSecret: theirDevice) : nil
+        yourCode = codes[0]
+        theirCode = codes[1]
+        yourTag = tags[0]
+        theirTag = hasDeviceSecrets ? tags[1] : nil
         state = .comparing
     }
 

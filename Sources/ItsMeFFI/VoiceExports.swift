@@ -251,11 +251,44 @@ public func ffiDeriveDeviceTag(
 ) -> itsme_result {
     guarded(ThreadLastError.set) {
         let out = try required(outTag, "out_tag")
-        guard secretLen <= 64 else { throw invalid("a device secret is at most 64 bytes") }
-        guard secretIn != nil || secretLen == 0 else { throw invalid("secret is NULL") }
-        let ds = UnsafeRawBufferPointer(start: secretIn, count: Int(secretLen))
+        let ds = try deviceSecret(secretIn, secretLen, "secret")
         out.pointee = try VoiceProtocol.tag(
             seed: try secret(seed, seedLen, "seed"), window: window, speaker: try pid(speaker, speakerLen, "speaker"),
             deviceSecret: ds)
+    }
+}
+
+private func deviceSecret(_ p: UnsafePointer<UInt8>?, _ len: UInt, _ what: String) throws -> UnsafeRawBufferPointer {
+    guard len <= 64 else { throw invalid("\(what) is at most 64 bytes") }
+    guard p != nil || len == 0 else { throw invalid("\(what) is NULL") }
+    return UnsafeRawBufferPointer(start: p, count: Int(len))
+}
+
+@c(itsme_derive_voice)
+public func ffiDeriveVoice(
+    _ seed: UnsafePointer<UInt8>?, _ seedLen: UInt, _ window: Int64, _ myPID: UnsafePointer<UInt8>?, _ myPIDLen: UInt,
+    _ theirPID: UnsafePointer<UInt8>?, _ theirPIDLen: UInt, _ mySecret: UnsafePointer<UInt8>?, _ mySecretLen: UInt,
+    _ theirSecret: UnsafePointer<UInt8>?, _ theirSecretLen: UInt, _ firstWord: UInt32, _ secondWord: UInt32,
+    _ out: UnsafeMutablePointer<itsme_voice_derivation>?
+) -> itsme_result {
+    guarded(ThreadLastError.set) {
+        let out = try required(out, "out")
+        guard firstWord < 26, secondWord < 26 else { throw invalid("a word index is 0 to 25") }
+        let d = try VoiceProtocol.derive(
+            seed: try secret(seed, seedLen, "seed"), window: window, myPID: try pid(myPID, myPIDLen, "my_pid"),
+            theirPID: try pid(theirPID, theirPIDLen, "their_pid"),
+            mySecret: try deviceSecret(mySecret, mySecretLen, "my_secret"),
+            theirSecret: try deviceSecret(theirSecret, theirSecretLen, "their_secret"), firstWord: Int(firstWord),
+            secondWord: Int(secondWord))
+        var r = itsme_voice_derivation()
+        r.session_id = d.sessionID
+        withUnsafeMutableBytes(of: &r.my_words) { b in for (i, w) in d.myWords.enumerated() { b[i] = UInt8(w) } }
+        withUnsafeMutableBytes(of: &r.their_words) { b in for (i, w) in d.theirWords.enumerated() { b[i] = UInt8(w) } }
+        r.i_select_first = d.iSelectFirst ? 1 : 0
+        r.my_code = d.myCode
+        r.their_code = d.theirCode
+        r.my_tag = d.myTag
+        r.their_tag = d.theirTag
+        out.pointee = r
     }
 }

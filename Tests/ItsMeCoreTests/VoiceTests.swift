@@ -212,6 +212,25 @@ final class VoiceTests: XCTestCase {
         XCTAssertEqual(try b.store.contact(id: b.contactID).state, .degraded)
     }
 
+    func testOneCallDerivationMatchesTheSessions() throws {
+        let (a, b) = try pair()
+        let (sa, sb) = try toCodes(a, b, now: t0, pick: 3)
+        let seed = try a.store.seed(id: a.contactID)
+        let da = try a.store.deviceSecrets(id: a.contactID)
+        let d = try da.mine.withBytes { mine in
+            try da.theirs.withBytes { theirs in
+                try VoiceProtocol.derive(
+                    seed: seed, window: sa.window, myPID: a.identity.publicKey, theirPID: b.identity.publicKey,
+                    mySecret: mine, theirSecret: theirs, firstWord: sa.selections[0], secondWord: sa.selections[1])
+            }
+        }
+        XCTAssertEqual(d.sessionID, sa.sessionID)
+        XCTAssertEqual(d.myWords, sa.myWords)
+        XCTAssertEqual(d.theirWords, sb.myWords)
+        XCTAssertEqual(d.iSelectFirst, sa.iSelectFirst)
+        XCTAssertEqual([d.myCode, d.theirCode, d.myTag, d.theirTag], [sa.yourCode!, sa.theirCode!, sa.yourTag!, sa.theirTag!])
+    }
+
     func testPropertiesOverRandomInputs() throws {
         var rng = DeterministicRandom(seed: SHA256.hash(Array("voice-properties".utf8)))
         for _ in 0..<200 {

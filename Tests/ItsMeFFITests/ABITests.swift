@@ -52,6 +52,9 @@ final class ABITests: XCTestCase {
         XCTAssertEqual(Int(ITSME_SHORT_CODE_VALUES), Int(ShortCode.valueCount))
         XCTAssertEqual(Int(ITSME_BLUETOOTH_FRAME_MAX), ExchangeProtocol.maxFrameCount)
         XCTAssertEqual(Int(ITSME_SHORT_CODE_SIZE), "NOVEMBER 0000".utf8.count + 1)
+        // The struct's layout is part of the ABI: no padding, 32 bytes.
+        XCTAssertEqual(MemoryLayout<itsme_voice_derivation>.size, 32)
+        XCTAssertEqual(MemoryLayout<itsme_voice_derivation>.offset(of: \.my_code), 16)
     }
 
     func testResultCodesAgreeBetweenHeaderAndCore() throws {
