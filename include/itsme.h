@@ -1181,6 +1181,52 @@ itsme_result itsme_derive_voice(const uint8_t *seed, size_t seed_len,
                                 uint32_t second_word,
                                 itsme_voice_derivation *out);
 
+/* ------------------------------------------------------------------------
+ * The degradation code (docs/PROTOCOL.md section 10.2)
+ *
+ * After a device change, the person gives each contact a code saying the
+ * change is theirs; the contact enters it.  Both functions work on a
+ * contact store; errors are detailed by itsme_store_last_error.
+ * ---------------------------------------------------------------------- */
+
+/* Buffer size for a degradation code: 24 characters, 5 dashes, the NUL. */
+#define ITSME_DEGRADATION_CODE_SIZE 30
+
+/* For the person who changed devices: draws a new interim device secret for
+ * contact `contact_id` (rng NULL: the operating system), stores it as this
+ * device's secret for the contact, and writes the code to send them
+ * ("ABCD-EFGH-IJKL-MNOP-QRST-UVWX").  Each call draws a new secret, so only
+ * the code from the latest call is valid.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND, BUFFER_TOO_SMALL
+ * (nothing is drawn or stored then), ITSME_E_DATABASE. */
+itsme_result itsme_store_degradation_code(itsme_store *store,
+                                          int64_t contact_id,
+                                          itsme_random *rng, char *out,
+                                          size_t cap, size_t *out_len);
+
+/* For the contact: checks the code the other person sent (any case, spaces
+ * and '-' ignored) in constant time, as a typed secret under the attempt
+ * limiter.  A right code stores their interim device secret and marks the
+ * contact degraded with the change acknowledged; it never restores
+ * "verified".
+ * Errors: ITSME_E_INVALID_ARGUMENT (not a degradation code: not counted),
+ * ITSME_E_AUTHENTICATION_FAILED (wrong code: counted), ITSME_E_LOCKED (too
+ * many wrong codes: wait, see the message), ITSME_E_NOT_FOUND,
+ * ITSME_E_SECRET_STORE, ITSME_E_DATABASE. */
+itsme_result itsme_store_accept_degradation_code(itsme_store *store,
+                                                 int64_t contact_id,
+                                                 const char *code,
+                                                 int64_t now);
+
+/* Pure derivation: the degradation code of the person `pid` for the
+ * 10-byte interim device secret `secret`. */
+itsme_result itsme_derive_degradation_code(const uint8_t *seed,
+                                           size_t seed_len,
+                                           const uint8_t *pid, size_t pid_len,
+                                           const uint8_t *secret,
+                                           size_t secret_len, char *out,
+                                           size_t cap, size_t *out_len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -37,6 +37,9 @@ public final class ContactStore: @unchecked Sendable {
     private let indexKey: SecretBytes
     private let deviceKey: SecretBytes
     private let ownPublicKey: [UInt8]
+    /// The secret store of the identity this store belongs to (attempt
+    /// limits on typed codes live there).
+    let secretStore: any SecretStore
     /// The identity key of the identity this store belongs to.
     var ownerPublicKey: [UInt8] { ownPublicKey }
     /// Guarded scratch for decrypting records on the hot paths.
@@ -57,6 +60,7 @@ public final class ContactStore: @unchecked Sendable {
             ikm: identity.contactsKey, salt: storeID, info: Array("itsme-store-index-v1".utf8), count: 32)
         self.deviceKey = try Self.loadOrCreateDeviceKey(identity.store)
         self.ownPublicKey = identity.publicKey
+        self.secretStore = identity.store
         self.scratch = try SecretBytes(count: Self.maxRecordSize)
     }
 
@@ -585,9 +589,11 @@ public final class ContactStore: @unchecked Sendable {
         try db.run("INSERT OR REPLACE INTO device_secrets (contact_id, record) VALUES (?, ?)", [.integer(id), .blob(sealed)])
     }
 
+    /// Empty means unknown: a device that lost its secrets (a new one)
+    /// and has not learnt the other side's yet.
     private static func checkDeviceSecrets(_ mine: borrowing SecretBytes, _ theirs: borrowing SecretBytes) throws {
-        guard (1...64).contains(mine.count), (1...64).contains(theirs.count) else {
-            throw ItsMeError(.invalidArgument, "a device secret is 1 to 64 bytes")
+        guard mine.count <= 64, theirs.count <= 64, mine.count + theirs.count > 0 else {
+            throw ItsMeError(.invalidArgument, "a device secret is at most 64 bytes, and not both may be empty")
         }
     }
 

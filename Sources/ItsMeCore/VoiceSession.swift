@@ -62,7 +62,7 @@ public final class VoiceSession: CustomStringConvertible {
 
     private let storeID: [UInt8]
     private let seed: SecretBytes
-    /// Both empty when this device holds no device secrets for the contact.
+    /// Empty when this device holds no device secret for that side.
     private let myDevice: SecretBytes
     private let theirDevice: SecretBytes
     private let hasDeviceSecrets: Bool
@@ -90,7 +90,6 @@ public final class VoiceSession: CustomStringConvertible {
         do { secrets = try store.deviceSecrets(id: contactID) } catch let e as ItsMeError
             where e.kind == .notFound || e.kind == .authenticationFailed
         { secrets = nil }
-        hasDeviceSecrets = secrets != nil
         if let found = secrets.take() {
             myDevice = found.mine
             theirDevice = found.theirs
@@ -98,6 +97,8 @@ public final class VoiceSession: CustomStringConvertible {
             myDevice = try SecretBytes(count: 0)
             theirDevice = try SecretBytes(count: 0)
         }
+        // An empty secret of theirs is unknown (this device is new).
+        hasDeviceSecrets = theirDevice.count > 0
         sessionID = VoiceProtocol.sessionID(seed: seed, window: window)
         myWords = try VoiceProtocol.words(seed: seed, window: window, pid: myPID)
         peerWords = try VoiceProtocol.words(seed: seed, window: window, pid: peerPID)

@@ -292,3 +292,50 @@ public func ffiDeriveVoice(
         out.pointee = r
     }
 }
+
+// MARK: - Degradation code
+
+@c(itsme_store_degradation_code)
+public func ffiStoreDegradationCode(
+    _ store: UnsafeMutablePointer<itsme_store>?, _ contactID: Int64, _ rng: UnsafeMutablePointer<itsme_random>?,
+    _ out: UnsafeMutablePointer<CChar>?, _ cap: UInt, _ outLen: UnsafeMutablePointer<UInt>?
+) -> itsme_result {
+    onContactStore(store) { s in
+        // Check the buffer first: a code that cannot be handed out must not
+        // replace the device secret.
+        try checkOutput(out, cap, outLen)
+        let size = DegradationCode.characterCount + 5 + 1
+        guard cap >= UInt(size) else {
+            outLen!.pointee = UInt(size)
+            throw ItsMeError(.bufferTooSmall, "a degradation code needs \(size) bytes")
+        }
+        var random = HostRandom(handle: unbox(rng, as: RandomHandle.self))
+        let code = try DegradationCode.create(store: s, contactID: contactID, random: &random)
+        try writeText(code, to: out, cap: cap, outLen: outLen)
+    }
+}
+
+@c(itsme_store_accept_degradation_code)
+public func ffiStoreAcceptDegradationCode(
+    _ store: UnsafeMutablePointer<itsme_store>?, _ contactID: Int64, _ code: UnsafePointer<CChar>?, _ now: Int64
+) -> itsme_result {
+    onContactStore(store) { s in
+        try DegradationCode.accept(store: s, contactID: contactID, code: try text(code, "code"), now: now)
+    }
+}
+
+@c(itsme_derive_degradation_code)
+public func ffiDeriveDegradationCode(
+    _ seed: UnsafePointer<UInt8>?, _ seedLen: UInt, _ pidIn: UnsafePointer<UInt8>?, _ pidLen: UInt,
+    _ secretIn: UnsafePointer<UInt8>?, _ secretLen: UInt, _ out: UnsafeMutablePointer<CChar>?, _ cap: UInt,
+    _ outLen: UnsafeMutablePointer<UInt>?
+) -> itsme_result {
+    guarded(ThreadLastError.set) {
+        try checkOutput(out, cap, outLen)
+        let r = try bytes(secretIn, secretLen, "secret")
+        guard r.count == DegradationCode.secretCount else { throw invalid("secret is 10 bytes, got \(r.count)") }
+        let p = try pid(pidIn, pidLen, "pid")
+        let m = try r.withBytes { try DegradationCode.mac(seed: try secret(seed, seedLen, "seed"), pid: p, secret: $0) }
+        try writeText(DegradationCode.format(r + m), to: out, cap: cap, outLen: outLen)
+    }
+}

@@ -451,7 +451,27 @@ final class ProtocolVectorTests: XCTestCase {
                 "a_tag": Int(try tag(aPID, dsA)), "b_tag": Int(try tag(bPID, dsB)),
             ])
         }
+        var degradation: [[String: Any]] = []
+        for i in 0..<3 {
+            let seed = fixed("itsme-vector-degradation-seed-\(i)")
+            let pid = i == 2 ? Array(fixed("itsme-vector-degradation-pid-\(i)").prefix(8)) : fixed("itsme-vector-degradation-pid-\(i)")
+            let r = Array(fixed("itsme-vector-degradation-secret-\(i)").prefix(10))
+            let key = try HKDF.derive(ikm: seed, salt: [UInt8](), info: LV.b("itsme-degradation-code-v1"), count: 32).unsafeExportedArray()
+            let m = Array(HMACSHA256.mac(key: key, message: LV.cat(pid, r)).prefix(5))
+            XCTAssertEqual(try r.withBytes { try DegradationCode.mac(seed: seed, pid: pid, secret: $0) }, m)
+            degradation.append([
+                "seed": hex(seed), "pid": hex(pid), "secret": hex(r), "key": hex(key), "mac": hex(m),
+                "code_text": DegradationCode.format(r + m),
+            ])
+        }
+        let degradationValid = ["abcd-efgh-ijkl-mnop-qrst-uvwx", "ABCD EFGH IJKL MNOP QRST UVWX", "abcdefghijklmnopqrstuvwx", "2345-67AB-CDEF-GHIJ-KLMN-OPQR"]
+        let degradationInvalid = ["ABCD-EFGH-IJKL-MNOP-QRST-UVW", "ABCD-EFGH-IJKL-MNOP-QRST-UVWXY", "ABCD-EFGH-IJKL-MNOP-QRST-UVW1", "ABCD-EFGH-IJKL-MNOP-QRST-UVW0", "ABCD_EFGH_IJKL_MNOP_QRST_UVWX", ""]
         return [
+            "degradation": degradation,
+            "degradation_parse": [
+                "valid": degradationValid.map { ["input_text": $0, "bytes": hex(DegradationCode.parse($0)!)] },
+                "invalid": degradationInvalid.filter { DegradationCode.parse($0) == nil },
+            ],
             "plans": planJSON,
             "code_parse": [
                 "valid": parseValid.map { ["input_text": $0, "value": Int(VoiceProtocol.parseCode($0)!)] },

@@ -231,6 +231,87 @@ final class VoiceTests: XCTestCase {
         XCTAssertEqual([d.myCode, d.theirCode, d.myTag, d.theirTag], [sa.yourCode!, sa.theirCode!, sa.yourTag!, sa.theirTag!])
     }
 
+    /// Alice's identity on a new device: the same identity item in a new
+    /// secret store (so a new device key) and her contact file.
+    private func moveToNewDevice(_ a: Side) throws -> Side {
+        let moved = MemorySecretStore()
+        try moved.put(Identity.itemName, bytes: try a.identity.store.get(Identity.itemName)!)
+        let identity = try Identity.load(store: moved)
+        return Side(identity: identity, store: try ContactStore(path: a.store.path, identity: identity), contactID: a.contactID)
+    }
+
+    private func verify(_ x: Side, _ y: Side, now: Int64) throws -> (VoiceSession.Outcome, VoiceSession.Outcome) {
+        let (vx, vy) = try toCodes(x, y, now: now)
+        let end = vx.window * 30 + 10
+        return (
+            try vx.check(heardCode: VoiceProtocol.codeText(vy.yourCode!), heardTag: vy.yourTag!, store: x.store, now: end),
+            try vy.check(heardCode: VoiceProtocol.codeText(vx.yourCode!), heardTag: vx.yourTag!, store: y.store, now: end)
+        )
+    }
+
+    func testDegradationCodeAfterADeviceChange() throws {
+        let (oldAlice, bob) = try pair()
+        let alice = try moveToNewDevice(oldAlice)
+        // Before any code: Bob detects the change.
+        var (fromAlice, fromBob) = try verify(alice, bob, now: t0)
+        XCTAssertEqual(fromAlice, .verifiedTagUnchecked)
+        XCTAssertEqual(fromBob, .deviceChanged)
+        XCTAssertEqual(try bob.store.contact(id: bob.contactID).state, .degraded)
+
+        var rng = DeterministicRandom(seed: SHA256.hash(Array("degradation".utf8)))
+        let code = try DegradationCode.create(store: alice.store, contactID: alice.contactID, random: &rng)
+        XCTAssertEqual(code.count, 29)
+        XCTAssertEqual(code.split(separator: "-").map(\.count), [4, 4, 4, 4, 4, 4])
+        // A typo is not counted; a wrong code is.
+        XCTAssertEqual(kind { try DegradationCode.accept(store: bob.store, contactID: bob.contactID, code: "hello", now: t0) }, .invalidArgument)
+        var wrong = Array(code)
+        wrong[0] = wrong[0] == "A" ? "B" : "A"
+        XCTAssertEqual(
+            kind { try DegradationCode.accept(store: bob.store, contactID: bob.contactID, code: String(wrong), now: t0) },
+            .authenticationFailed)
+        XCTAssertEqual(try AttemptLimiter(store: bob.identity.store, purpose: "degradation-code").status(now: t0).failures, 1)
+        let typed = code.lowercased().replacingOccurrences(of: "-", with: " ")
+        try DegradationCode.accept(store: bob.store, contactID: bob.contactID, code: typed, now: t0 + 100)
+        var c = try bob.store.contact(id: bob.contactID)
+        XCTAssertEqual(c.state, .degraded)
+        XCTAssertTrue(c.degradationAcknowledged)
+        XCTAssertEqual(try AttemptLimiter(store: bob.identity.store, purpose: "degradation-code").status(now: t0).failures, 0)
+
+        // Now Alice's tag matches again; Bob's contact stays degraded (acknowledged).
+        (fromAlice, fromBob) = try verify(alice, bob, now: t0 + 200)
+        XCTAssertEqual(fromBob, .verified)
+        XCTAssertEqual(fromAlice, .verifiedTagUnchecked)
+        c = try bob.store.contact(id: bob.contactID)
+        XCTAssertEqual(c.state, .degraded)
+    }
+
+    func testWrongDegradationCodesLockOut() throws {
+        let (alice, bob) = try pair()
+        var rng = DeterministicRandom(seed: SHA256.hash(Array("degradation-2".utf8)))
+        let code = try DegradationCode.create(store: alice.store, contactID: alice.contactID, random: &rng)
+        var wrong = Array(code)
+        wrong[wrong.count - 1] = wrong[wrong.count - 1] == "A" ? "B" : "A"
+        for _ in 0..<5 {
+            XCTAssertEqual(
+                kind { try DegradationCode.accept(store: bob.store, contactID: bob.contactID, code: String(wrong), now: t0) },
+                .authenticationFailed)
+        }
+        XCTAssertEqual(kind { try DegradationCode.accept(store: bob.store, contactID: bob.contactID, code: code, now: t0) }, .locked)
+        XCTAssertEqual(try bob.store.contact(id: bob.contactID).state, .verified, "nothing changed")
+        try DegradationCode.accept(store: bob.store, contactID: bob.contactID, code: code, now: t0 + 301)
+        XCTAssertTrue(try bob.store.contact(id: bob.contactID).degradationAcknowledged)
+    }
+
+    func testDegradationCodeFormat() throws {
+        let bytes = Array(0..<15).map { UInt8($0 * 17) }
+        let text = DegradationCode.format(bytes)
+        XCTAssertEqual(DegradationCode.parse(text), bytes)
+        XCTAssertEqual(DegradationCode.parse(text.lowercased().replacingOccurrences(of: "-", with: "  ")), bytes)
+        XCTAssertNil(DegradationCode.parse(String(text.dropLast())))
+        XCTAssertNil(DegradationCode.parse(text + "A"))
+        XCTAssertNil(DegradationCode.parse(text.replacingOccurrences(of: "A", with: "1")))
+    }
+
     func testPropertiesOverRandomInputs() throws {
         var rng = DeterministicRandom(seed: SHA256.hash(Array("voice-properties".utf8)))
         for _ in 0..<200 {
