@@ -645,6 +645,33 @@ static void exchanges(void) {
     itsme_voice_free(vb);
     itsme_voice_free(NULL);
 
+    /* The degradation code. */
+    char dcode[ITSME_DEGRADATION_CODE_SIZE];
+    EXPECT("degradation short buffer", itsme_store_degradation_code(store_a, contact_of_bob, NULL, dcode, 29, &len), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("degradation size", len, ITSME_DEGRADATION_CODE_SIZE);
+    EXPECT("degradation NULL store", itsme_store_degradation_code(NULL, contact_of_bob, NULL, dcode, sizeof dcode, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("degradation missing contact", itsme_store_degradation_code(store_a, 999, NULL, dcode, sizeof dcode, &len), ITSME_E_NOT_FOUND);
+    EXPECT("degradation code", itsme_store_degradation_code(store_a, contact_of_bob, rng_a, dcode, sizeof dcode, &len), ITSME_OK);
+    EXPECT("degradation length", strlen(dcode), 29);
+    EXPECT("accept junk", itsme_store_accept_degradation_code(store_b, contact_of_alice, "junk", V0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("accept NULL", itsme_store_accept_degradation_code(store_b, contact_of_alice, NULL, V0), ITSME_E_INVALID_ARGUMENT);
+    char wrong_code[ITSME_DEGRADATION_CODE_SIZE];
+    memcpy(wrong_code, dcode, sizeof wrong_code);
+    wrong_code[0] = wrong_code[0] == 'A' ? 'B' : 'A';
+    EXPECT("accept wrong", itsme_store_accept_degradation_code(store_b, contact_of_alice, wrong_code, V0), ITSME_E_AUTHENTICATION_FAILED);
+    EXPECT("accept", itsme_store_accept_degradation_code(store_b, contact_of_alice, dcode, V0), ITSME_OK);
+    itsme_contact *acknowledged = NULL;
+    itsme_verification_state ack_state = 0;
+    int ack_flag = 0;
+    EXPECT("get acknowledged", itsme_store_get(store_b, contact_of_alice, &acknowledged), ITSME_OK);
+    EXPECT("state", itsme_contact_state(acknowledged, &ack_state, &ack_flag), ITSME_OK);
+    EXPECT("degraded", ack_state, ITSME_CONTACT_DEGRADED);
+    EXPECT("acknowledged", ack_flag, 1);
+    itsme_contact_free(acknowledged);
+    uint8_t ten[10] = {0};
+    EXPECT("derive degradation", itsme_derive_degradation_code(seed_a, 32, key, 32, ten, 10, text, sizeof text, &len), ITSME_OK);
+    EXPECT("derive degradation short secret", itsme_derive_degradation_code(seed_a, 32, key, 32, ten, 9, text, sizeof text, &len), ITSME_E_INVALID_ARGUMENT);
+
     /* Voice pure derivations. */
     uint8_t pid8[8] = {1, 2, 3, 4, 5, 6, 7, 8}, five[5];
     int lower_first = -1;
