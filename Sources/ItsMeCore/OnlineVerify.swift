@@ -1,0 +1,277 @@
+import CSodium
+
+/// Online Verify (docs/PROTOCOL.md section 11): the two devices prove to
+/// each other, through a two-party relay room, that each holds the seed,
+/// and check each other's device tag inside the encrypted session. A
+/// sans-I/O state machine: the host carries the messages.
+///
+/// A failure is final. Not thread-safe: serialise calls (the C layer does).
+public final class OnlineVerify: CustomStringConvertible {
+    public enum State: UInt32, Sendable {
+        /// Messages are still to be exchanged.
+        case running = 1
+        /// Both proofs checked: show the SAS for the two to read aloud.
+        case compareSAS = 2
+        case confirmed = 3
+        case rejected = 4
+        case failed = 5
+    }
+
+    enum MessageType: UInt8 {
+        case commit = 1
+        case key = 2
+        case proof = 3
+    }
+
+    /// How long a session may take, from its creation.
+    public static let lifetime: Int64 = 600
+
+    public let contactID: Int64
+    public let window: Int64
+    /// 16 bytes; the relay room's name is its lowercase hex.
+    public let roomID: [UInt8]
+    public let isInitiator: Bool
+    public let createdAt: Int64
+    public private(set) var state: State = .running
+    public private(set) var failure: ItsMeError?
+    public private(set) var sas: ShortCode?
+    /// The outcome of the device tag check, known once proofs are checked.
+    public private(set) var outcome: VoiceSession.Outcome?
+
+    private let storeID: [UInt8]
+    private let seed: SecretBytes
+    /// ephemeral secret (32) | k_I (32) | k_R (32)
+    private var secrets: SecretBytes
+    private let myDevice: SecretBytes
+    private let theirDevice: SecretBytes
+    private let myPID: [UInt8], peerPID: [UInt8]
+    private let ephemeralKey: [UInt8]
+    private let challenge: [UInt8]
+    private var commitMine: [UInt8]?, commitPeer: [UInt8]?
+    private var keyMine: [UInt8]?, keyPeer: [UInt8]?
+    private var th: [UInt8]?
+    private var proofReceived = false
+    private var outbox: [[UInt8]] = []
+
+    public var roomName: String { Hex.encodeUpper(roomID).lowercased() }
+
+    public static func roomID<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64) -> [UInt8] {
+        Array(HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-room-id-v1"), VoiceProtocol.u64(window))).prefix(16))
+    }
+
+    /// A session with contact `contactID` in the room of `window`, which
+    /// must be the current window or the one before (a host that finds no
+    /// peer in the current room tries the previous one).
+    public init<R: RandomSource>(store: ContactStore, contactID: Int64, window: Int64, now: Int64, random: inout R) throws {
+        try AttemptLimiter.checkTime(now)
+        let current = VoiceProtocol.window(now)
+        guard window == current || window == current - 1 else {
+            throw ItsMeError(.invalidArgument, "the window is the current one (\(current)) or the one before")
+        }
+        let contact = try store.contact(id: contactID)
+        self.contactID = contactID
+        self.window = window
+        self.createdAt = now
+        storeID = store.storeID
+        seed = try store.seed(id: contactID)
+        myPID = store.ownerPublicKey
+        peerPID = contact.publicKey ?? Hex.decode(contact.fingerprint)!
+        isInitiator = myPID.lexicographicallyPrecedes(peerPID)
+        roomID = Self.roomID(seed: seed, window: window)
+        var found: DeviceSecrets?
+        do { found = try store.deviceSecrets(id: contactID) } catch let e as ItsMeError
+            where e.kind == .notFound || e.kind == .authenticationFailed
+        { found = nil }
+        if let d = found.take() {
+            myDevice = d.mine
+            theirDevice = d.theirs
+        } else {
+            myDevice = try SecretBytes(count: 0)
+            theirDevice = try SecretBytes(count: 0)
+        }
+        var s = try SecretBytes(count: 96)
+        s.withMutableBytes { random.fill(UnsafeMutableRawBufferPointer(rebasing: $0[0..<32])) }
+        secrets = s
+        ephemeralKey = secrets.withBytes { X25519.publicKey(secretKey: UnsafeRawBufferPointer(rebasing: $0[0..<32])) }
+        challenge = random.bytes(32)
+        if isInitiator {
+            let c = Self.frame(.commit, SHA256.hash(LV.cat(LV.b("itsme-ov-commit-v1"), ephemeralKey, challenge)))
+            commitMine = c
+            outbox.append(c)
+        }
+    }
+
+    public var description: String { "OnlineVerify(contact: \(contactID), state: \(state))" }
+
+    static func frame(_ type: MessageType, _ body: [UInt8]) -> [UInt8] { [ExchangeProtocol.version, type.rawValue] + body }
+
+    /// The next message to send, removed from the queue; nil if none.
+    public func takeOutgoing() -> [UInt8]? {
+        guard state != .failed, !outbox.isEmpty else { return nil }
+        return outbox.removeFirst()
+    }
+
+    private func fail(_ error: ItsMeError) {
+        state = .failed
+        failure = error
+        secrets.withMutableBytes { sodium_memzero_buffer($0) }
+        outbox.removeAll()
+    }
+
+    private func checkUsable(now: Int64) throws {
+        try AttemptLimiter.checkTime(now)
+        if state == .failed {
+            throw ItsMeError(.invalidState, "the session has failed (\(failure?.message ?? "")); start a new one")
+        }
+        if now - createdAt > Self.lifetime, state == .running || state == .compareSAS {
+            let e = ItsMeError(.expired, "the session took more than \(Self.lifetime) seconds")
+            fail(e)
+            throw e
+        }
+    }
+
+    /// Feeds one message from the peer.
+    public func receive(_ message: [UInt8], now: Int64) throws {
+        try checkUsable(now: now)
+        guard state == .running else { throw ItsMeError(.invalidState, "the messages are complete (\(state))") }
+        do { try handle(message) } catch let e as ItsMeError {
+            fail(e)
+            throw e
+        }
+    }
+
+    private func handle(_ m: [UInt8]) throws {
+        guard m.count >= 2, m[0] == ExchangeProtocol.version, let type = MessageType(rawValue: m[1]) else {
+            throw ItsMeError(.malformedMessage, "not an Online Verify message of a known version and type")
+        }
+        func outOfOrder() -> ItsMeError { ItsMeError(.malformedMessage, "Online Verify \(type) message out of order") }
+        switch type {
+        case .commit:
+            guard !isInitiator, commitPeer == nil else { throw outOfOrder() }
+            guard m.count == 2 + 32 else { throw ItsMeError(.malformedMessage, "a COMMIT message is 34 bytes") }
+            commitPeer = m
+            keyMine = Self.frame(.key, ephemeralKey + challenge)
+            outbox.append(keyMine!)
+        case .key:
+            guard keyPeer == nil, isInitiator ? commitMine != nil : keyMine != nil else { throw outOfOrder() }
+            guard m.count == 2 + 64 else { throw ItsMeError(.malformedMessage, "a KEY message is 66 bytes") }
+            let peerEphemeral = Array(m[2..<34]), peerChallenge = Array(m[34..<66])
+            guard peerEphemeral != ephemeralKey, peerChallenge != challenge else {
+                throw ItsMeError(.invalidKey, "the peer's key or challenge equals ours (a reflected message)")
+            }
+            if !isInitiator {
+                let expected = SHA256.hash(LV.cat(LV.b("itsme-ov-commit-v1"), peerEphemeral, peerChallenge))
+                guard ConstantTime.equal(expected, Array(commitPeer![2...])) else {
+                    throw ItsMeError(.authenticationFailed, "the peer's key does not match its commitment")
+                }
+            }
+            keyPeer = m
+            if isInitiator {
+                keyMine = Self.frame(.key, ephemeralKey + challenge)
+                outbox.append(keyMine!)
+            }
+            try deriveKeys(peerEphemeral: peerEphemeral)
+            outbox.append(try proofMessage())
+        case .proof:
+            guard th != nil, !proofReceived else { throw outOfOrder() }
+            try checkProof(m)
+            proofReceived = true
+            sas = try ShortCode.sas(seed: seed, transcriptHash: th!)
+            state = .compareSAS
+        }
+    }
+
+    private var role: String { isInitiator ? "initiator" : "responder" }
+    private var peerRole: String { isInitiator ? "responder" : "initiator" }
+
+    private func deriveKeys(peerEphemeral: [UInt8]) throws {
+        let (commit, keyR, keyI) = isInitiator ? (commitMine!, keyPeer!, keyMine!) : (commitPeer!, keyMine!, keyPeer!)
+        let (pidI, pidR) = isInitiator ? (myPID, peerPID) : (peerPID, myPID)
+        let hash = SHA256.hash(
+            LV.cat(LV.b("itsme-online-verify-v1"), roomID, VoiceProtocol.u64(window), pidI, pidR, commit, keyR, keyI))
+        th = hash
+        let salt = HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-ov-salt-v1"), hash))
+        try secrets.withMutableBytes { s in
+            try withScratch(32) { shared in
+                try X25519.sharedSecret(
+                    secretKey: UnsafeRawBufferPointer(rebasing: s[0..<32]), peerPublicKey: peerEphemeral, into: shared)
+                let prk = try HKDF.extract(salt: salt, ikm: UnsafeRawBufferPointer(shared))
+                for (i, r) in ["initiator", "responder"].enumerated() {
+                    let k = try HKDF.expand(prk: prk, info: LV.cat(LV.b("itsme-ov-key-v1"), LV.b(r)), count: 32)
+                    k.withBytes { s.baseAddress!.advanced(by: 32 + 32 * i).copyMemory(from: $0.baseAddress!, byteCount: 32) }
+                }
+            }
+        }
+    }
+
+    private func proof(_ role: String) -> [UInt8] {
+        HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-ov-proof-v1"), LV.b(role), th!))
+    }
+
+    private func deviceTag(pid: [UInt8], secret: borrowing SecretBytes) throws -> [UInt8] {
+        try withScratch(32) { t in
+            try HKDF.derive(ikm: seed, salt: [UInt8](), info: LV.b("itsme-device-tag-v1"), into: t)
+            var message = secret.withBytes { LV.cat(LV.b("itsme-ov-device-v1"), pid, th!, Array($0)) }
+            defer { wipe(&message) }
+            return HMACSHA256.mac(key: UnsafeRawBufferPointer(t), message: message)
+        }
+    }
+
+    private func proofMessage() throws -> [UInt8] {
+        let header = [ExchangeProtocol.version, MessageType.proof.rawValue]
+        var plain = proof(role) + (try deviceTag(pid: myPID, secret: myDevice))
+        defer { wipe(&plain) }
+        let k = try secrets.withBytes { try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[isInitiator ? 32..<64 : 64..<96])) }
+        return header + (try AEAD.seal(.chacha20Poly1305, key: k, nonce: ExchangeProtocol.nonce(0), plaintext: plain, aad: header))
+    }
+
+    private func checkProof(_ m: [UInt8]) throws {
+        guard m.count == 2 + 64 + AEAD.tagCount else { throw ItsMeError(.malformedMessage, "a PROOF message is 82 bytes") }
+        let k = try secrets.withBytes { try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[isInitiator ? 64..<96 : 32..<64])) }
+        let plain: [UInt8]
+        do {
+            plain = try AEAD.open(
+                .chacha20Poly1305, key: k, nonce: ExchangeProtocol.nonce(0), ciphertext: Array(m[2...]), aad: Array(m[0..<2])
+            ).unsafeExportedArray()
+        } catch {
+            throw ItsMeError(.authenticationFailed, "the peer's PROOF failed authentication (tampered or replayed)")
+        }
+        guard ConstantTime.equal(Array(plain[0..<32]), proof(peerRole)) else {
+            throw ItsMeError(.authenticationFailed, "the peer's proof is wrong: it does not hold the shared secret")
+        }
+        if theirDevice.count == 0 {
+            outcome = .verifiedTagUnchecked
+        } else {
+            let expected = try deviceTag(pid: peerPID, secret: theirDevice)
+            outcome = ConstantTime.equal(Array(plain[32..<64]), expected) ? .verified : .deviceChanged
+        }
+    }
+
+    /// The two people read the SAS aloud and it matched: records the
+    /// outcome on the contact (as voice verification does, PROTOCOL.md
+    /// 10.1) and returns it.
+    @discardableResult
+    public func confirm(store: ContactStore, now: Int64) throws -> VoiceSession.Outcome {
+        guard store.storeID == storeID else { throw ItsMeError(.invalidArgument, "this session belongs to another contact store") }
+        try checkUsable(now: now)
+        guard state == .compareSAS, let outcome else { throw ItsMeError(.invalidState, "there is no SAS to confirm (\(state))") }
+        switch outcome {
+        case .verified, .verifiedTagUnchecked:
+            if try store.contact(id: contactID).state != .degraded {
+                try store.setState(id: contactID, .verified, acknowledged: false, now: now)
+            }
+        case .deviceChanged:
+            try store.setState(id: contactID, .degraded, acknowledged: false, now: now)
+        case .mismatch:
+            break
+        }
+        state = .confirmed
+        return outcome
+    }
+
+    /// The SAS differed: nothing is recorded.
+    public func reject() throws {
+        guard state == .compareSAS || state == .running else { throw ItsMeError(.invalidState, "the session is \(state)") }
+        state = .rejected
+    }
+}

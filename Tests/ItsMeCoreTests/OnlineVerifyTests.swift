@@ -1,0 +1,182 @@
+import Foundation
+import XCTest
+
+@testable import ItsMeCore
+
+final class OnlineVerifyTests: XCTestCase {
+    private var directory: String!
+    private let t0: Int64 = 1_800_000_000
+
+    override func setUpWithError() throws {
+        try Sodium.initialize()
+        directory = NSTemporaryDirectory() + "itsme-ov-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws { try? FileManager.default.removeItem(atPath: directory) }
+
+    private struct Side {
+        let identity: Identity
+        let store: ContactStore
+        let contactID: Int64
+    }
+
+    private func kind(_ body: () throws -> Void) -> ItsMeError.Kind? {
+        do {
+            try body()
+            return nil
+        } catch { return (error as? ItsMeError)?.kind }
+    }
+
+    private func pair(_ label: String = "ov") throws -> (Side, Side) {
+        var ra = DeterministicRandom(seed: SHA256.hash(Array("\(label)-alice".utf8)))
+        var rb = DeterministicRandom(seed: SHA256.hash(Array("\(label)-bob".utf8)))
+        let a = try Identity.create(store: MemorySecretStore(), name: "Alice", random: &ra)
+        let b = try Identity.create(store: MemorySecretStore(), name: "Bob", random: &rb)
+        let sa = try ContactStore(path: directory + "/a-\(UUID().uuidString).db", identity: a)
+        let sb = try ContactStore(path: directory + "/b-\(UUID().uuidString).db", identity: b)
+        let xa = try Exchange.qr(identity: a, now: t0, random: &ra)
+        let xb = try Exchange.qr(identity: b, now: t0, random: &rb)
+        try xa.receive(xb.peekOutgoing()!, now: t0)
+        try xb.receive(xa.peekOutgoing()!, now: t0)
+        return (
+            Side(identity: a, store: sa, contactID: try xa.confirm(store: sa, now: t0)),
+            Side(identity: b, store: sb, contactID: try xb.confirm(store: sb, now: t0))
+        )
+    }
+
+    private func session(_ s: Side, _ n: Int, window: Int64? = nil) throws -> OnlineVerify {
+        var r = DeterministicRandom(seed: SHA256.hash(Array("ov-session-\(n)".utf8)))
+        return try OnlineVerify(
+            store: s.store, contactID: s.contactID, window: window ?? VoiceProtocol.window(t0 + 100), now: t0 + 100, random: &r)
+    }
+
+    /// The in-memory two-party pipe: moves messages until both are quiet.
+    /// Returns the messages in the order delivered, each with whether the
+    /// initiator sent it.
+    @discardableResult
+    private func pump(_ a: OnlineVerify, _ b: OnlineVerify) throws -> [(fromInitiator: Bool, message: [UInt8])] {
+        var log: [(Bool, [UInt8])] = []
+        var moved = true
+        while moved {
+            moved = false
+            for (from, to) in [(a, b), (b, a)] {
+                if let m = from.takeOutgoing() {
+                    log.append((from.isInitiator, m))
+                    try to.receive(m, now: t0 + 101)
+                    moved = true
+                }
+            }
+        }
+        return log
+    }
+
+    func testBothProveAndAgreeOnTheSAS() throws {
+        let (a, b) = try pair()
+        let va = try session(a, 1), vb = try session(b, 2)
+        XCTAssertEqual(va.roomName, vb.roomName)
+        XCTAssertEqual(va.roomName.count, 32)
+        XCTAssertNotEqual(va.isInitiator, vb.isInitiator)
+        let log = try pump(va, vb)
+        XCTAssertEqual(log.count, 5)
+        XCTAssertEqual(va.state, .compareSAS)
+        XCTAssertEqual(va.sas, vb.sas)
+        XCTAssertEqual(va.outcome, .verified)
+        XCTAssertEqual(try va.confirm(store: a.store, now: t0 + 102), .verified)
+        XCTAssertEqual(try a.store.contact(id: a.contactID).state, .verified)
+        XCTAssertNil(try a.store.contact(id: a.contactID).lastWindow, "Online Verify uses no window")
+    }
+
+    func testADeviceChangeIsDetectedInsideTheSession() throws {
+        let (a, b) = try pair()
+        let moved = MemorySecretStore()
+        try moved.put(Identity.itemName, bytes: try a.identity.store.get(Identity.itemName)!)
+        let newIdentity = try Identity.load(store: moved)
+        let newA = Side(identity: newIdentity, store: try ContactStore(path: a.store.path, identity: newIdentity), contactID: a.contactID)
+        let va = try session(newA, 1), vb = try session(b, 2)
+        try pump(va, vb)
+        XCTAssertEqual(va.outcome, .verifiedTagUnchecked)
+        XCTAssertEqual(vb.outcome, .deviceChanged)
+        XCTAssertEqual(try vb.confirm(store: b.store, now: t0 + 102), .deviceChanged)
+        XCTAssertEqual(try b.store.contact(id: b.contactID).state, .degraded)
+    }
+
+    func testSomeoneWithoutTheSeedFails() throws {
+        let (a, b) = try pair()
+        // Bob's device holds a different seed for Alice (an impersonator
+        // with Bob's key but not the secret).
+        let ds = try b.store.deviceSecrets(id: b.contactID)
+        try b.store.replaceExchanged(
+            id: b.contactID, publicKey: a.identity.publicKey, seed: try SecretBytes(copying: SHA256.hash([9])),
+            mine: try ds.mine.copy(), theirs: try ds.theirs.copy(), method: .qr, now: t0)
+        // Same room only if the seeds agree: put them together anyway.
+        let va = try session(a, 1), vb = try session(b, 2)
+        XCTAssertNotEqual(va.roomName, vb.roomName)
+        let k = kind { try pump(va, vb) }
+        XCTAssertEqual(k, .authenticationFailed)
+        XCTAssertTrue(va.state == .failed || vb.state == .failed)
+        XCTAssertNotEqual(va.state, .compareSAS)
+    }
+
+    func testReflectionReplayAndTamperingAreRejected() throws {
+        let (a, b) = try pair()
+        // Reflection: the initiator's own COMMIT, or a KEY of its own.
+        let (ini, resp) = try { () throws -> (Side, Side) in
+            let x = try session(a, 1)
+            return x.isInitiator ? (a, b) : (b, a)
+        }()
+        let i1 = try session(ini, 1)
+        let commit = i1.takeOutgoing()!
+        XCTAssertEqual(kind { try i1.receive(commit, now: t0 + 101) }, .malformedMessage)
+        // A responder given its own KEY back.
+        let r1 = try session(resp, 2)
+        try r1.receive(commit, now: t0 + 101)
+        let key = r1.takeOutgoing()!
+        XCTAssertEqual(kind { try r1.receive(key, now: t0 + 101) }, .invalidKey)
+
+        // Replay: a PROOF from an earlier session does not open in a new one.
+        let oldLog = try pump(try session(ini, 3), try session(resp, 4))
+        let oldProof = oldLog.first { $0.message[1] == 3 && !$0.fromInitiator }!.message
+        let n1 = try session(ini, 5), n2 = try session(resp, 6)
+        try n2.receive(n1.takeOutgoing()!, now: t0 + 101)  // COMMIT
+        try n1.receive(n2.takeOutgoing()!, now: t0 + 101)  // the responder's KEY
+        XCTAssertEqual(kind { try n1.receive(oldProof, now: t0 + 101) }, .authenticationFailed)
+        XCTAssertEqual(n1.state, .failed)
+
+        // Every byte of every message flipped, truncated or extended, in a
+        // fresh pair each time (the same randomness): never accepted.
+        let honest = try pump(try session(ini, 7), try session(resp, 8))
+        XCTAssertEqual(honest.count, 5)
+        for n in honest.indices {
+            var variants: [[UInt8]] = honest[n].message.indices.map { i in
+                var m = honest[n].message
+                m[i] ^= 1
+                return m
+            }
+            variants.append(Array(honest[n].message.dropLast()))
+            variants.append(honest[n].message + [0])
+            for v in variants {
+                let x = try session(ini, 7), y = try session(resp, 8)
+                var rejected = false
+                for (k, entry) in honest.enumerated() {
+                    let receiver = entry.fromInitiator ? y : x
+                    // Take what the sender queued, so the two stay in step.
+                    _ = (entry.fromInitiator ? x : y).takeOutgoing()
+                    do { try receiver.receive(k == n ? v : entry.message, now: t0 + 101) } catch {
+                        rejected = true
+                        break
+                    }
+                }
+                XCTAssertTrue(rejected, "message \(n) variant accepted")
+            }
+        }
+    }
+
+    func testOnlyTheCurrentOrPreviousWindow() throws {
+        let (a, _) = try pair()
+        let now = t0 + 100
+        XCTAssertNoThrow(try session(a, 1, window: VoiceProtocol.window(now) - 1))
+        XCTAssertEqual(kind { _ = try self.session(a, 1, window: VoiceProtocol.window(now) - 2) }, .invalidArgument)
+        XCTAssertEqual(kind { _ = try self.session(a, 1, window: VoiceProtocol.window(now) + 1) }, .invalidArgument)
+    }
+}
