@@ -1227,6 +1227,101 @@ itsme_result itsme_derive_degradation_code(const uint8_t *seed,
                                            size_t secret_len, char *out,
                                            size_t cap, size_t *out_len);
 
+/* ------------------------------------------------------------------------
+ * Online Verify (docs/PROTOCOL.md section 11)
+ *
+ * Two people who are apart let their devices prove, through a two-party
+ * relay room, that each holds the seed; the device tags are checked inside
+ * the encrypted session; both read a SAS aloud.  No window is used up.
+ * The host joins the room named by itsme_online_verify_room (current
+ * window; if no peer comes, a second session for the window before), moves
+ * the messages, shows the SAS, and confirms.  A failure is final.  Errors
+ * are detailed by itsme_online_verify_last_error (itsme_online_verify_new
+ * records on the store).
+ *
+ * Thread safety: an itsme_online_verify must not be used by two threads at
+ * once.  It keeps its contact store alive.
+ * ---------------------------------------------------------------------- */
+
+typedef struct itsme_online_verify itsme_online_verify;
+
+typedef uint32_t itsme_online_verify_state;
+#define ITSME_ONLINE_VERIFY_RUNNING 1
+#define ITSME_ONLINE_VERIFY_COMPARE_SAS 2
+#define ITSME_ONLINE_VERIFY_CONFIRMED 3
+#define ITSME_ONLINE_VERIFY_REJECTED 4
+#define ITSME_ONLINE_VERIFY_FAILED 5
+
+/* Buffer size for a room name: 32 hex digits and the NUL. */
+#define ITSME_ROOM_NAME_SIZE 33
+/* Longest Online Verify message. */
+#define ITSME_ONLINE_VERIFY_MESSAGE_MAX 82
+
+/* Starts a session with contact `contact_id` in the room of `window`, which
+ * is floor(now / 30) or the one before; rng NULL: the operating system.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, another
+ * window), ITSME_E_NOT_FOUND, ITSME_E_DATABASE. */
+itsme_result itsme_online_verify_new(itsme_store *store, int64_t contact_id,
+                                     int64_t window, itsme_random *rng,
+                                     int64_t now, itsme_online_verify **out);
+
+/* Releases a session and wipes its secrets.  Accepts NULL. */
+void itsme_online_verify_free(itsme_online_verify *session);
+
+/* Copies the detail of the last failure of a call on this session.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_online_verify_last_error(const itsme_online_verify *session,
+                                            char *buf, size_t cap,
+                                            size_t *out_len);
+
+/* The session's state.  Errors: ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_online_verify_status(const itsme_online_verify *session,
+                                        itsme_online_verify_state *out_state);
+
+/* The relay room's name (32 lowercase hex digits and the NUL).
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_online_verify_room(const itsme_online_verify *session,
+                                      char *out, size_t cap, size_t *out_len);
+
+/* The next message to send, removed from the queue on success; ITSME_OK
+ * with *out_len = 0 when there is none.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL (nothing
+ * removed). */
+itsme_result itsme_online_verify_next_outgoing(itsme_online_verify *session,
+                                               uint8_t *out, size_t cap,
+                                               size_t *out_len);
+
+/* Feeds one message from the peer.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL), ITSME_E_INVALID_STATE (failed,
+ * or the messages are complete), and, ending the session as failed:
+ * ITSME_E_MALFORMED_MESSAGE (malformed, out of order, received twice),
+ * ITSME_E_AUTHENTICATION_FAILED (commitment, tag or proof wrong: not the
+ * person, or a tampered or replayed message), ITSME_E_INVALID_KEY (a
+ * reflected key or challenge, a low-order key), ITSME_E_EXPIRED (more than
+ * 10 minutes). */
+itsme_result itsme_online_verify_receive(itsme_online_verify *session,
+                                         const uint8_t *bytes, size_t len,
+                                         int64_t now);
+
+/* The SAS to read aloud, once both proofs are checked
+ * (ITSME_SHORT_CODE_SIZE).
+ * Errors: ITSME_E_INVALID_STATE, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_online_verify_sas(const itsme_online_verify *session,
+                                     char *out, size_t cap, size_t *out_len);
+
+/* The SAS matched: records the outcome (ITSME_VOICE_VERIFIED,
+ * _DEVICE_CHANGED or _VERIFIED_TAG_UNCHECKED) on the contact in `store` as
+ * voice verification does, and sets *out_outcome.
+ * Errors: ITSME_E_INVALID_STATE (no SAS yet), ITSME_E_INVALID_ARGUMENT (not
+ * the session's store), ITSME_E_EXPIRED, ITSME_E_DATABASE. */
+itsme_result itsme_online_verify_confirm(itsme_online_verify *session,
+                                         itsme_store *store, int64_t now,
+                                         itsme_voice_outcome *out_outcome);
+
+/* The SAS differed, or the person gave up: nothing is recorded.
+ * Errors: ITSME_E_INVALID_STATE (already finished or failed). */
+itsme_result itsme_online_verify_reject(itsme_online_verify *session);
+
 #ifdef __cplusplus
 }
 #endif

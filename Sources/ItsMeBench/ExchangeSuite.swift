@@ -1,6 +1,6 @@
 // itsme-bench exchange: a whole two-party QR exchange through the exported
 // C functions, against the libsodium calls that make up its floor
-// (docs/PROTOCOL.md section 11), measured in the same run.
+// (docs/PROTOCOL.md section 14.1), measured in the same run.
 import CItsMe
 import CSodium
 import ItsMeCore

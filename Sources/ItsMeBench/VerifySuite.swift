@@ -1,7 +1,7 @@
 // itsme-bench verify: one complete two-sided voice verification derivation
 // through the exported C function (both sides: session ID, both word sets,
 // both code pairs, both tags), against the raw HMAC-SHA256 calls it needs
-// (docs/PROTOCOL.md section 13.2), measured in the same run; the store's
+// (docs/PROTOCOL.md section 14.2), measured in the same run; the store's
 // window burn apart; and a TOTP code from pyotp as the reference a user
 // would otherwise reach for.
 import CItsMe

@@ -105,10 +105,21 @@ public final class OnlineVerify: CustomStringConvertible {
 
     static func frame(_ type: MessageType, _ body: [UInt8]) -> [UInt8] { [ExchangeProtocol.version, type.rawValue] + body }
 
+    /// The next message to send, left in the queue; nil if none.
+    public func peekOutgoing() -> [UInt8]? {
+        guard state != .failed else { return nil }
+        return outbox.first
+    }
+
+    /// Removes the message `peekOutgoing` gave (it was handed to the relay).
+    public func markSent() {
+        if !outbox.isEmpty { outbox.removeFirst() }
+    }
+
     /// The next message to send, removed from the queue; nil if none.
     public func takeOutgoing() -> [UInt8]? {
-        guard state != .failed, !outbox.isEmpty else { return nil }
-        return outbox.removeFirst()
+        defer { markSent() }
+        return peekOutgoing()
     }
 
     private func fail(_ error: ItsMeError) {

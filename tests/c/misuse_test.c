@@ -672,6 +672,52 @@ static void exchanges(void) {
     EXPECT("derive degradation", itsme_derive_degradation_code(seed_a, 32, key, 32, ten, 10, text, sizeof text, &len), ITSME_OK);
     EXPECT("derive degradation short secret", itsme_derive_degradation_code(seed_a, 32, key, 32, ten, 9, text, sizeof text, &len), ITSME_E_INVALID_ARGUMENT);
 
+    /* Online Verify between the two stored contacts, through an in-memory pipe. */
+    itsme_online_verify *oa = NULL, *ob = NULL;
+    const int64_t O0 = V0 + 600, W = O0 / 30;
+    EXPECT("ov NULL store", itsme_online_verify_new(NULL, contact_of_bob, W, NULL, O0, &oa), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("ov bad window", itsme_online_verify_new(store_a, contact_of_bob, W + 1, NULL, O0, &oa), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("ov a", itsme_online_verify_new(store_a, contact_of_bob, W, NULL, O0, &oa), ITSME_OK);
+    EXPECT("ov b (previous window is allowed)", itsme_online_verify_new(store_b, contact_of_alice, W - 1, NULL, O0, &ob), ITSME_OK);
+    itsme_online_verify_free(ob);
+    EXPECT("ov b", itsme_online_verify_new(store_b, contact_of_alice, W, NULL, O0, &ob), ITSME_OK);
+    char room_a[ITSME_ROOM_NAME_SIZE], room_b[ITSME_ROOM_NAME_SIZE];
+    EXPECT("room a", itsme_online_verify_room(oa, room_a, sizeof room_a, &len), ITSME_OK);
+    EXPECT("room b", itsme_online_verify_room(ob, room_b, sizeof room_b, &len), ITSME_OK);
+    EXPECT("same room", strcmp(room_a, room_b), 0);
+    EXPECT("sas too early", itsme_online_verify_sas(oa, text, sizeof text, &len), ITSME_E_INVALID_STATE);
+    int moves = 0;
+    for (int moved = 1; moved;) {
+        moved = 0;
+        itsme_online_verify *from[2] = {oa, ob}, *to[2] = {ob, oa};
+        for (int i = 0; i < 2; i++) {
+            uint8_t m[ITSME_ONLINE_VERIFY_MESSAGE_MAX];
+            if (itsme_online_verify_next_outgoing(from[i], m, sizeof m, &len) != ITSME_OK) { failed++; break; }
+            if (len == 0) continue;
+            EXPECT("ov receive", itsme_online_verify_receive(to[i], m, len, O0 + 1), ITSME_OK);
+            moved = 1;
+            moves++;
+        }
+    }
+    EXPECT("ov messages", moves, 5);
+    char sas_oa[ITSME_SHORT_CODE_SIZE], sas_ob[ITSME_SHORT_CODE_SIZE];
+    EXPECT("ov sas a", itsme_online_verify_sas(oa, sas_oa, sizeof sas_oa, &len), ITSME_OK);
+    EXPECT("ov sas b", itsme_online_verify_sas(ob, sas_ob, sizeof sas_ob, &len), ITSME_OK);
+    EXPECT("ov same sas", strcmp(sas_oa, sas_ob), 0);
+    itsme_online_verify_state os = 0;
+    EXPECT("ov status", itsme_online_verify_status(oa, &os), ITSME_OK);
+    EXPECT("ov comparing", os, ITSME_ONLINE_VERIFY_COMPARE_SAS);
+    EXPECT("ov receive after", itsme_online_verify_receive(oa, (const uint8_t *)"\x01\x03", 2, O0 + 2), ITSME_E_INVALID_STATE);
+    EXPECT("ov confirm wrong store", itsme_online_verify_confirm(oa, store_b, O0 + 2, &outcome), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("ov confirm", itsme_online_verify_confirm(oa, store_a, O0 + 2, &outcome), ITSME_OK);
+    EXPECT("ov verified", outcome == ITSME_VOICE_VERIFIED || outcome == ITSME_VOICE_VERIFIED_TAG_UNCHECKED, 1);
+    EXPECT("ov reject b", itsme_online_verify_reject(ob), ITSME_OK);
+    EXPECT("ov reject again", itsme_online_verify_reject(ob), ITSME_E_INVALID_STATE);
+    EXPECT("ov last error", itsme_online_verify_last_error(ob, msg, sizeof msg, &len), ITSME_OK);
+    itsme_online_verify_free(oa);
+    itsme_online_verify_free(ob);
+    itsme_online_verify_free(NULL);
+
     /* Voice pure derivations. */
     uint8_t pid8[8] = {1, 2, 3, 4, 5, 6, 7, 8}, five[5];
     int lower_first = -1;

@@ -2,14 +2,17 @@
 
 That module follows docs/PROTOCOL.md only, so agreement here shows that the document determines
 every value in the vectors.  Each vector's outputs are recomputed from its inputs alone (identity
-seeds, ephemeral secrets, device secrets, names, session code); every listed rejection must be
-rejected.  Section numbers refer to PROTOCOL.md.
+seeds, ephemeral secrets, device secrets, names, session code; for voice.json the seed, window,
+ids, selections and device secrets, and for its degradation codes the seed, id and interim
+secret); every listed rejection must be rejected.  Section numbers refer to PROTOCOL.md.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import pathlib
+import random
 import sys
 
 import pytest
@@ -532,3 +535,566 @@ def test_bluetooth_frames_reject_tampering():
             P.parse_frame(bad, P.HELLO)
     with pytest.raises(P.ProtocolError):
         P.bt_role(ini["pk"], P.fingerprint_bytes(ini["pk"]))
+
+
+# --------------------------------------------------------------------------------------------
+# voice.json (sections 9 and 10.1)
+# --------------------------------------------------------------------------------------------
+
+_VOICE_SESSION_KEYS = (
+    "seed window a_pid b_pid session_id_value session_id_text "
+    "a_words_key a_words_blocks a_words b_words_key b_words_blocks b_words "
+    "first_selector_byte lower_selects_first first_text w1 w2 code_info code_key "
+    "a_code_value a_code_text b_code_value b_code_text tag_key a_device_secret b_device_secret "
+    "a_tag b_tag"
+)
+
+
+def _voice_session(seed: bytes, window: int, a_pid: bytes, b_pid: bytes, w1: int, w2: int,
+                   a_ds: bytes, b_ds: bytes, me: str) -> dict:
+    """Every field of a voice.json session, as the device of party ``me`` ("a" or "b") derives
+    it from the seed, the window, both ids, the two selections and both device secrets."""
+    peer = "b" if me == "a" else "a"
+    pids = {"a": a_pid, "b": b_pid}
+    secrets = {"a": a_ds, "b": b_ds}
+    view = P.voice_view(seed, window, pids[me], pids[peer])
+    codes = P.voice_codes(view, w1, w2)
+    my_tag, their_tag = P.voice_tags(view, secrets[me], secrets[peer])
+    out = {
+        "seed": seed.hex(), "window": window, "a_pid": a_pid.hex(), "b_pid": b_pid.hex(),
+        "w1": w1, "w2": w2, "a_device_secret": a_ds.hex(), "b_device_secret": b_ds.hex(),
+        "session_id_value": view.session_id_value, "session_id_text": view.session_id_text,
+        "first_selector_byte": P.first_selector_byte(seed, window),
+        "lower_selects_first": P.lower_selects_first(seed, window),
+        "first_text": me if view.i_select_first else peer,
+        "code_info": codes.info.hex(), "code_key": codes.key.hex(),
+        "tag_key": P.tag_key(seed).hex(),
+    }
+    for who, draw, code, tag in ((me, view.my_words, codes.my_code, my_tag),
+                                 (peer, view.their_words, codes.their_code, their_tag)):
+        out[f"{who}_words_key"] = draw.key.hex()
+        out[f"{who}_words_blocks"] = [block.hex() for block in draw.blocks]
+        out[f"{who}_words"] = list(draw.words)
+        out[f"{who}_code_value"] = code
+        out[f"{who}_code_text"] = P.format_voice_code(code)
+        out[f"{who}_tag"] = tag
+    return out
+
+
+@needs_vectors
+def test_voice_vector_file_fields():
+    expect_keys(load("voice.json"), "plans code_parse sessions degradation degradation_parse")
+
+
+@needs_vectors
+def test_voice_plans():
+    for case in _cases(load("voice.json"), "plans"):
+        expect_keys(case, "now last_window window starts_in")
+        now, last = case["now"], case["last_window"]
+        plan = P.plan_session(now, last)
+        assert plan.window == case["window"], case
+        assert plan.starts_in == case["starts_in"], case
+        assert plan.starts_at == now + plan.starts_in == 30 * plan.window
+        assert P.record_window(last, plan.window) == plan.window
+        with pytest.raises(P.ProtocolError):
+            P.record_window(plan.window, plan.window)
+
+
+@needs_vectors
+def test_voice_code_parse():
+    vec = load("voice.json")["code_parse"]
+    expect_keys(vec, "valid invalid")
+    for case in _cases(vec, "valid"):
+        expect_keys(case, "input_text value")
+        assert P.parse_voice_code(case["input_text"]) == case["value"], case
+        assert P.parse_voice_code(P.format_voice_code(case["value"])) == case["value"]
+        assert P.heard_code_matches(case["input_text"], case["value"])
+    for text in _cases(vec, "invalid"):
+        # A typing error, which does not end the session (9.6).
+        with pytest.raises(P.TypingError):
+            P.parse_voice_code(text)
+
+
+@needs_vectors
+def test_voice_sessions():
+    for case in _cases(load("voice.json"), "sessions"):
+        expect_keys(case, _VOICE_SESSION_KEYS)
+        inputs = (h(case["seed"]), case["window"], h(case["a_pid"]), h(case["b_pid"]),
+                  case["w1"], case["w2"], h(case["a_device_secret"]), h(case["b_device_secret"]))
+        # Both devices, each from its own side, derive every field of the vector.
+        for me in ("a", "b"):
+            assert _voice_session(*inputs, me=me) == case, (me, case["seed"])
+        # The heard codes parse back to their values.
+        for who in ("a", "b"):
+            assert P.parse_voice_code(case[f"{who}_code_text"]) == case[f"{who}_code_value"]
+
+
+# Own checks of sections 9 and 10.1 -----------------------------------------------------------
+
+def _random_inputs(rng: random.Random):
+    """A random seed, window and pair of ids; one in four peers is a source-format contact
+    (an 8-byte id, with a 6-digit device secret)."""
+    seed = rng.randbytes(32)
+    window = rng.randrange(1 << 64) if rng.random() < 0.3 else 60_000_000 + rng.randrange(10**6)
+    a_pid = rng.randbytes(32)
+    short = rng.random() < 0.25
+    b_pid = rng.randbytes(8) if short else rng.randbytes(32)
+    a_ds = rng.randbytes(16)
+    b_ds = f"{rng.randrange(10**6):06d}".encode() if short else rng.randbytes(16)
+    return seed, window, a_pid, b_pid, a_ds, b_ds
+
+
+def _selections(rng, seed, window, a_pid, b_pid):
+    """A legal pair of selections: the first selector's word from their five, then the
+    second's from theirs."""
+    first, second = P.first_and_second(seed, window, a_pid, b_pid)
+    w1 = rng.choice(P.draw_words(seed, window, first).words)
+    w2 = rng.choice(P.draw_words(seed, window, second).words)
+    return first, second, w1, w2
+
+
+def test_voice_both_parties_agree():
+    rng = random.Random(9001)
+    trials, a_first, echoes = 400, 0, 0
+    for _ in range(trials):
+        seed, window, a_pid, b_pid, a_ds, b_ds = _random_inputs(rng)
+        va = P.voice_view(seed, window, a_pid, b_pid)
+        vb = P.voice_view(seed, window, b_pid, a_pid)
+        assert va.session_id_value == vb.session_id_value < 2600
+        assert va.session_id_text == vb.session_id_text
+        assert va.my_words == vb.their_words and va.their_words == vb.my_words
+        for draw in (va.my_words, va.their_words):
+            assert len(set(draw.words)) == 5 and list(draw.words) == sorted(draw.words)
+            assert all(0 <= w < 26 for w in draw.words)
+        assert va.i_select_first != vb.i_select_first
+        a_first += va.i_select_first
+        _, _, w1, w2 = _selections(rng, seed, window, a_pid, b_pid)
+        ca, cb = P.voice_codes(va, w1, w2), P.voice_codes(vb, w1, w2)
+        assert ca.info == cb.info and ca.key == cb.key
+        assert ca.my_code == cb.their_code and ca.their_code == cb.my_code
+        for value in (ca.my_code, ca.their_code):
+            assert P.parse_voice_code(P.format_voice_code(value)) == value
+        echoes += ca.my_code == ca.their_code  # echoing the other's code back
+        assert P.voice_tags(va, a_ds, b_ds) == P.voice_tags(vb, b_ds, a_ds)[::-1]
+    assert echoes <= 3
+    assert trials // 3 < a_first < 2 * trials // 3  # f is neither constant nor stuck
+
+
+def test_voice_codes_change_with_every_input():
+    rng = random.Random(4242)
+    trials = 2000
+    same = {k: 0 for k in ("seed", "window", "w1", "w2", "swap order", "swap words")}
+    swapped_words = 0
+
+    def codes(seed, window, first, w1, second, w2):
+        key = P.code_key(seed, window, first, w1, second, w2)
+        return P.code_value(key, first), P.code_value(key, second)
+
+    for _ in range(trials):
+        seed, window, a_pid, b_pid, _, _ = _random_inputs(rng)
+        first, second, w1, w2 = _selections(rng, seed, window, a_pid, b_pid)
+        base = codes(seed, window, first, w1, second, w2)
+        other_w1 = rng.choice([w for w in P.draw_words(seed, window, first).words if w != w1])
+        other_w2 = rng.choice([w for w in P.draw_words(seed, window, second).words if w != w2])
+        variants = {
+            "seed": codes(rng.randbytes(32), window, first, w1, second, w2),
+            "window": codes(seed, (window + 1) % (1 << 64), first, w1, second, w2),
+            "w1": codes(seed, window, first, other_w1, second, w2),
+            "w2": codes(seed, window, first, w1, second, other_w2),
+            # The other person selects first, with the same two words.
+            "swap order": codes(seed, window, second, w2, first, w1)[::-1],
+        }
+        if w1 != w2:
+            swapped_words += 1
+            variants["swap words"] = codes(seed, window, first, w2, second, w1)
+        for name, changed in variants.items():
+            # Each speaker's code is compared separately; each collides with chance 1/26000.
+            same[name] += (changed[0] == base[0]) + (changed[1] == base[1])
+    assert swapped_words > trials // 2
+    assert all(count <= 3 for count in same.values()), same
+
+
+def test_voice_device_secret_changes_only_the_tag():
+    rng = random.Random(77)
+    trials, tag_same = 500, 0
+    for _ in range(trials):
+        seed, window, a_pid, b_pid, a_ds, b_ds = _random_inputs(rng)
+        _, _, w1, w2 = _selections(rng, seed, window, a_pid, b_pid)
+        new_ds = rng.randbytes(16)
+        for me in ("a", "b"):
+            before = _voice_session(seed, window, a_pid, b_pid, w1, w2, a_ds, b_ds, me)
+            after = _voice_session(seed, window, a_pid, b_pid, w1, w2, new_ds, b_ds, me)
+            changed = {k for k in before if before[k] != after[k]}
+            assert changed <= {"a_device_secret", "a_tag"}, changed
+            assert "a_device_secret" in changed
+            if me == "a":
+                tag_same += "a_tag" not in changed
+    assert tag_same <= 25  # a tag has 100 values: about 5 of 500 collide
+
+
+def test_voice_tag_depends_on_window_and_speaker():
+    rng = random.Random(5)
+    trials, same_window, same_speaker = 500, 0, 0
+    for _ in range(trials):
+        seed, window, a_pid, b_pid, a_ds, _ = _random_inputs(rng)
+        t = P.tag_key(seed)
+        tag = P.device_tag(t, a_pid, window, a_ds)
+        assert P.format_device_tag(tag) == f"{tag:02d}" and len(P.format_device_tag(tag)) == 2
+        same_window += P.device_tag(t, a_pid, window + 1, a_ds) == tag
+        same_speaker += P.device_tag(t, b_pid, window, a_ds) == tag
+    assert same_window <= 25 and same_speaker <= 25
+
+
+def test_voice_plan_properties():
+    rng = random.Random(30)
+    for _ in range(2000):
+        now = rng.randrange(-10**6, 4 * 10**9)
+        last = None if rng.random() < 0.3 else P.window_of(now) + rng.randrange(-5, 6)
+        plan = P.plan_session(now, last)
+        assert plan.window > P.window_of(now)  # a window that has not started yet
+        assert last is None or plan.window > last
+        assert plan.starts_at == 30 * plan.window and plan.starts_in == plan.starts_at - now > 0
+        if last is None or last <= P.window_of(now):
+            assert plan.starts_in <= 30 and plan.window == P.window_of(now) + 1
+        assert P.record_window(last, plan.window) == plan.window
+        for reused in range(plan.window - 3, plan.window + 1):
+            with pytest.raises(P.ProtocolError):
+                P.record_window(plan.window, reused)
+    # The start and finish limits of 9.1.
+    w = 60_000_001
+    assert not P.session_may_start(w, 30 * w - 16) and P.session_may_start(w, 30 * w - 15)
+    assert P.session_may_finish(w, 30 * (w + 2) - 1) and not P.session_may_finish(w, 30 * (w + 2))
+    # "at 30 * (W + 2) it has expired", and so it stays.
+    assert not P.session_expired(w, 30 * (w + 2) - 1)
+    assert all(P.session_expired(w, 30 * (w + 2) + d) for d in (0, 1, 30, 10**6))
+    # Clock skew: at true time 30 W + 15, devices up to 15 s off can both start and finish.
+    for skew in range(-15, 16):
+        clock = 30 * w + 15 + skew
+        assert P.session_may_start(w, clock) and P.session_may_finish(w, clock)
+
+
+def test_voice_session_id_and_code_texts():
+    assert P.format_session_id(1007) == "KILO 07"
+    assert P.format_session_id(0) == "ALFA 00" and P.format_session_id(2599) == "ZULU 99"
+    assert P.format_voice_code(4512) == "ECHO 512"
+    assert P.format_voice_code(25_000) == "ZULU 000" and P.format_voice_code(7) == "ALFA 007"
+    for value in (-1, 2600):
+        with pytest.raises(ValueError):
+            P.format_session_id(value)
+    for value in (-1, 26_000):
+        with pytest.raises(ValueError):
+            P.format_voice_code(value)
+    assert P.parse_voice_code(" xray-001") == 23_001
+    for bad in ["ECHO\t512", "\tECHO 512", "ECHO512", "ECHO -512", "X-RAY 512", "ECHO 5 12",
+                "ECHO 512, 47", "ECHO 5١2", "ECHO 0512", "ÉCHO 512", "ECHO 512\n",
+                "\u00a0ECHO 512", "ECHO--512", "ECHO- 512", "KİLO 512", "ſIERRA 512", "ＥCHO 512", "FOO 512"]:
+        with pytest.raises(P.TypingError):
+            P.parse_voice_code(bad)
+    # A well-formed code that differs is no typing error: it fails the session (10.1).
+    assert P.heard_code_matches("echo 512", 4512) and not P.heard_code_matches("ECHO 513", 4512)
+    with pytest.raises(P.TypingError):
+        P.heard_code_matches("ECHO 51", 4512)
+
+
+def test_voice_word_rejection_sampling():
+    # Bytes >= 234 are skipped, repeats (b mod 26) are skipped, reading stops at five.
+    stream = [234, 255, 0, 26, 1, 233, 52, 2, 27, 3, 4, 5]
+    assert P.pick_words(stream) == [0, 1, 25, 2, 3]
+    with pytest.raises(P.ProtocolError):
+        P.pick_words([0, 26, 52, 1, 2, 3])
+    key = bytes(range(32))
+    assert P.words_block(key, 0) == P.hmac_sha256(key, b"word-options")
+    assert P.words_block(key, 1) == P.hmac_sha256(key, b"word-options\x01")
+    assert P.words_block(key, 255) == P.hmac_sha256(key, b"word-options\xff")
+    for beyond in (-1, 256):  # "for i = 1, 2, ..., 255"
+        with pytest.raises(ValueError):
+            P.words_block(key, beyond)
+    # The key's salt is lv_cat(u64(W), pid): the window and the id both matter.
+    seed, pid = bytes([7]) * 32, bytes([8]) * 32
+    assert P.words_key(seed, 1, pid) == P.hkdf(seed, P.lv_cat(P.u64(1), pid),
+                                               b"itsme-word-options-v1", 32)
+    assert P.words_key(seed, 1, pid) != P.words_key(seed, 2, pid)
+    assert P.words_key(seed, 1, pid) != P.words_key(seed, 1, pid[:8])
+    # Every index is drawn: over many windows all 26 words appear, none far more than others.
+    counts = [0] * 26
+    for window in range(2000):
+        for w in P.draw_words(seed, window, pid).words:
+            counts[w] += 1
+    assert min(counts) > 250 and max(counts) < 520  # mean 10000 / 26 = 385
+
+
+def test_voice_selection_check_and_first_selector():
+    seed, window = bytes([3]) * 32, 60_000_000
+    low, high = bytes([1]) * 32, bytes([2]) * 32
+    view = P.voice_view(seed, window, low, high)
+    first, second = P.first_and_second(seed, window, high, low)
+    assert (first == low) == P.lower_selects_first(seed, window) == view.i_select_first
+    assert {first, second} == {low, high}
+    mine = view.my_words.words
+    outside = next(w for w in range(26) if w not in mine)
+    with pytest.raises(P.ProtocolError):
+        P.check_selection(outside, mine)
+    with pytest.raises(P.ProtocolError):
+        P.check_selection(26, range(26))
+    theirs = view.their_words.words
+    w1, w2 = (mine[0], theirs[0]) if view.i_select_first else (theirs[0], mine[0])
+    P.voice_codes(view, w1, w2)
+    with pytest.raises(P.ProtocolError):  # the second selection is not the second's word
+        P.voice_codes(view, w1, next(w for w in range(26) if w not in
+                                     (theirs if view.i_select_first else mine)))
+    with pytest.raises(P.ProtocolError):  # a party facing its own id
+        P.voice_view(seed, window, low, low)
+    # An 8-byte id orders as a byte string against 32-byte ones.
+    assert P.order_pids(bytes([0xFF]) * 8, bytes([0x01]) * 32) == (bytes([0x01]) * 32,
+                                                                  bytes([0xFF]) * 8)
+
+
+def test_voice_pid_order_is_lexicographic_with_prefix_first():
+    rng = random.Random(11)
+    for _ in range(500):
+        long = rng.randbytes(32)
+        short = long[:8] if rng.random() < 0.5 else rng.randbytes(8)
+        p0, p1 = P.order_pids(long, short)
+        assert (p0, p1) == P.order_pids(short, long)
+        # Byte by byte, the first difference decides; a proper prefix sorts first.
+        k = next((i for i in range(8) if long[i] != short[i]), None)
+        expected_short_first = True if k is None else short[k] < long[k]
+        assert (p0 == short) == expected_short_first
+    # A fingerprint id that is a proper prefix of the other party's key selects first exactly
+    # when the lower id does.
+    seed, window, key = bytes([6]) * 32, 60_000_123, bytes(range(32))
+    first, _ = P.first_and_second(seed, window, key, key[:8])
+    assert (first == key[:8]) == P.lower_selects_first(seed, window)
+
+
+def test_voice_word_blocks_stop_at_255(monkeypatch):
+    # Were every byte of every block rejected, reading stops after block_255 (256 blocks).
+    asked = []
+
+    def useless_block(key, i):
+        asked.append(i)
+        if not 0 <= i <= 255:
+            raise ValueError("block index out of range")
+        return b"\xff" * 32
+
+    monkeypatch.setattr(P, "words_block", useless_block)
+    with pytest.raises(P.ProtocolError):
+        P.draw_words(bytes(32), 1, bytes(32))
+    assert asked == list(range(256))
+
+
+def test_voice_outcomes():
+    for state in P.CONTACT_STATES:
+        for tag_matches in (True, False, None):  # "differs | any"
+            assert P.session_outcome(False, tag_matches, state) == (P.FAILED, state)
+        # "degraded, not acknowledged", whatever the state before.
+        assert P.session_outcome(True, False, state) == (P.VERIFIED_DEVICE_CHANGED, P.DEGRADED)
+        # "not checked (no secret here)": "verified, tag unchecked", state "as for 'verified'".
+        outcome, after = P.session_outcome(True, None, state)
+        assert outcome == P.VERIFIED_TAG_UNCHECKED
+        assert after == P.session_outcome(True, True, state)[1]
+    assert P.session_outcome(True, True, P.UNVERIFIED) == (P.VERIFIED, P.VERIFIED)
+    assert P.session_outcome(True, True, P.VERIFIED) == (P.VERIFIED, P.VERIFIED)
+    assert P.session_outcome(True, True, P.DEGRADED) == (P.VERIFIED, P.DEGRADED)
+    assert P.session_outcome(True, True, P.DEGRADED_ACKNOWLEDGED) == (P.VERIFIED,
+                                                                       P.DEGRADED_ACKNOWLEDGED)
+    with pytest.raises(ValueError):
+        P.session_outcome(True, True, "trusted")
+
+
+def test_voice_tags_without_device_secret():
+    rng = random.Random(606)
+    for _ in range(200):
+        seed, window, a_pid, b_pid, a_ds, b_ds = _random_inputs(rng)
+        t = P.tag_key(seed)
+        # A device holding no secret says the tag of the empty string ...
+        assert P.device_tag(t, a_pid, window, None) == P.device_tag(t, a_pid, window, b"")
+        assert P.device_tag(t, a_pid, window, b"") == (
+            P.be64(P.hmac_sha256(t, P.lv_cat(a_pid, P.u64(window), b""))[:8]) % 100)
+        # ... and a listener holding none checks no tag.
+        assert P.expected_device_tag(t, b_pid, window, None) is None
+        assert P.expected_device_tag(t, b_pid, window, b"") is None
+        assert P.expected_device_tag(t, b_pid, window, b_ds) == P.device_tag(t, b_pid, window,
+                                                                              b_ds)
+        va = P.voice_view(seed, window, a_pid, b_pid)  # a new device: no secrets at all
+        vb = P.voice_view(seed, window, b_pid, a_pid)  # b still holds a's old secret
+        a_says, a_expects = P.voice_tags(va, None, None)
+        b_says, b_expects = P.voice_tags(vb, b_ds, a_ds)
+        assert a_expects is None and a_says == P.device_tag(t, a_pid, window, b"")
+        assert b_expects == P.device_tag(t, a_pid, window, a_ds)
+        assert a_says == P.device_tag(t, a_pid, window, None)
+    assert P.format_device_tag(6) == "06" and P.format_device_tag(47) == "47"
+    assert P.format_device_tag(0) == "00" and P.format_device_tag(99) == "99"
+    for bad in (-1, 100):
+        with pytest.raises(ValueError):
+            P.format_device_tag(bad)
+
+
+def test_be64():
+    assert P.be64(bytes(8)) == 0 and P.be64(b"\xff" * 8) == 2**64 - 1
+    assert P.be64(bytes(range(1, 9))) == 0x0102030405060708
+    rng = random.Random(64)
+    for _ in range(200):
+        n = rng.randrange(2**64)
+        assert P.be64(P.u64(n)) == n
+    for bad in (b"", bytes(7), bytes(9)):
+        with pytest.raises(ValueError):
+            P.be64(bad)
+
+
+# --------------------------------------------------------------------------------------------
+# voice.json: degradation codes (section 10.2)
+# --------------------------------------------------------------------------------------------
+
+def _compact(code_text: str) -> str:
+    return code_text.replace("-", "")
+
+
+@needs_vectors
+def test_degradation_vectors():
+    for case in _cases(load("voice.json"), "degradation"):
+        expect_keys(case, "seed pid secret key mac code_text")
+        seed, pid, secret = h(case["seed"]), h(case["pid"]), h(case["secret"])
+        assert len(secret) == 10 and len(pid) in (8, 32)
+        assert P.degradation_key(seed).hex() == case["key"]
+        assert P.hkdf(seed, b"", b"itsme-degradation-code-v1", 32).hex() == case["key"]
+        mac = P.degradation_mac(seed, pid, secret)
+        assert mac.hex() == case["mac"] and len(mac) == 5
+        assert P.hmac_sha256(h(case["key"]), P.lv_cat(pid, secret))[:5] == mac
+        assert P.degradation_code(seed, pid, secret) == case["code_text"]
+        assert P.format_degradation_code(secret + mac) == case["code_text"]
+        # C's side: the shown code parses to r || m and is accepted, giving back r.
+        assert P.parse_degradation_code(case["code_text"]) == secret + mac
+        assert P.check_degradation_code(seed, pid, case["code_text"]) == secret
+        assert P.check_degradation_code(seed, pid, case["code_text"].lower()) == secret
+        # The same code for another contact id, or under another seed, is wrong.
+        assert P.check_degradation_code(seed, pid[::-1], case["code_text"]) is None
+        assert P.check_degradation_code(seed[::-1], pid, case["code_text"]) is None
+
+
+@needs_vectors
+def test_degradation_parse_vectors():
+    vec = load("voice.json")["degradation_parse"]
+    expect_keys(vec, "valid invalid")
+    for case in _cases(vec, "valid"):
+        expect_keys(case, "input_text bytes")
+        raw = P.parse_degradation_code(case["input_text"])
+        assert raw.hex() == case["bytes"], case
+        assert len(raw) == 15
+        assert P.parse_degradation_code(P.format_degradation_code(raw)) == raw
+    for text in _cases(vec, "invalid"):
+        # A code of the wrong form is rejected without counting (TypingError, not a None).
+        with pytest.raises(P.TypingError):
+            P.parse_degradation_code(text)
+        with pytest.raises(P.TypingError):
+            P.check_degradation_code(bytes(32), bytes(32), text)
+
+
+def test_degradation_code_form():
+    raw = bytes(range(15))
+    text = P.format_degradation_code(raw)
+    groups = text.split("-")
+    assert len(text) == 29 and len(groups) == 6 and all(len(g) == 4 for g in groups)
+    assert set(_compact(text)) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")
+    # The alphabet is RFC 4648's: the standard library's encoder agrees (15 bytes, no padding).
+    rng = random.Random(32)
+    for n in (5, 10, 15, 20):
+        for _ in range(50):
+            data = rng.randbytes(n)
+            assert P.base32_encode(data) == base64.b32encode(data).decode("ascii")
+            assert P.base32_decode(P.base32_encode(data)) == data
+    for bad in (bytes(14), bytes(16)):
+        with pytest.raises(ValueError):
+            P.format_degradation_code(bad)
+    for bad in (bytes(9), bytes(11)):
+        with pytest.raises(ValueError):
+            P.degradation_mac(bytes(32), bytes(32), bad)
+    compact = _compact(text)
+    for bad in [
+        compact + "=",  # padding
+        compact[:-1] + "=",
+        compact[:23], compact + "A",  # 23 and 25 characters
+        compact[:-1] + "8", compact[:-1] + "9", compact[:-1] + "0", compact[:-1] + "1",
+        compact[:12] + "\t" + compact[12:],  # only U+0020 and '-' are ignored
+        compact[:12] + "_" + compact[12:], compact[:12] + "." + compact[12:],
+        compact + "\n", "\u00a0" + compact, compact[:12] + "\u2010" + compact[12:],
+        compact[:-1] + "ı",  # dotless i: upper() would give 'I'
+        compact[:-1] + "ſ",  # long s: upper() would give 'S'
+        compact[:-1] + "Ａ",  # fullwidth A
+        "-" * 29, " " * 24,
+    ]:
+        with pytest.raises(P.TypingError):
+            P.parse_degradation_code(bad)
+
+
+def _random_spacing(rng: random.Random, compact: str) -> str:
+    """The compact code with random case and any number of spaces and '-' anywhere."""
+    out = []
+    for c in compact:
+        out.append(rng.choice(" -") * rng.choice((0, 0, 0, 1, 2)))
+        out.append(c.lower() if rng.random() < 0.5 else c)
+    out.append(rng.choice(" -") * rng.choice((0, 1, 3)))
+    return "".join(out)
+
+
+def test_degradation_format_parse_round_trip():
+    rng = random.Random(1015)
+    for _ in range(2000):
+        raw = rng.randbytes(15)
+        text = P.format_degradation_code(raw)
+        assert P.parse_degradation_code(text) == raw
+        compact = _compact(text)
+        assert P.format_degradation_code(P.parse_degradation_code(compact)) == text
+        # Spaces, dashes and lower case are accepted.
+        for variant in (compact.lower(), text.lower(), text.replace("-", " "),
+                        " ".join(compact), _random_spacing(rng, compact)):
+            assert P.parse_degradation_code(variant) == raw, variant
+    # Every 24-character text over the alphabet is the code of exactly one byte string.
+    for _ in range(500):
+        compact = "".join(rng.choice(P.BASE32_ALPHABET) for _ in range(24))
+        assert _compact(P.format_degradation_code(P.parse_degradation_code(compact))) == compact
+
+
+def test_degradation_any_single_change_fails_the_mac():
+    rng = random.Random(1002)
+    for trial in range(6):
+        seed = rng.randbytes(32)
+        pid = rng.randbytes(8 if trial % 3 == 2 else 32)
+        secret = rng.randbytes(10)
+        text = P.degradation_code(seed, pid, secret)
+        assert P.check_degradation_code(seed, pid, text) == secret
+        compact = _compact(text)
+        # Characters 0-15 carry r (80 bits), 16-23 carry m (40 bits): no character is shared.
+        assert P.base32_encode(secret) == compact[:16]
+        for pos in range(24):
+            for c in P.BASE32_ALPHABET:
+                if c == compact[pos]:
+                    continue
+                changed = compact[:pos] + c + compact[pos + 1:]
+                grouped = "-".join(changed[i:i + 4] for i in range(0, 24, 4))
+                assert P.check_degradation_code(seed, pid, grouped) is None, (pos, c)
+        # Under typing variants the right code still passes.
+        assert P.check_degradation_code(seed, pid, _random_spacing(rng, compact)) == secret
+
+
+def test_degradation_acceptance_state_and_limiter():
+    for state in P.CONTACT_STATES:
+        assert P.degradation_accepted_state(state) == P.DEGRADED_ACKNOWLEDGED
+        assert P.degradation_accepted_state(state) != P.VERIFIED  # never restores verified
+    # r becomes D's device secret: D's tags, computed by D and expected by C, match again.
+    seed, window = bytes([9]) * 32, 60_000_500
+    d_pid, c_pid, r = bytes([0xD0]) * 32, bytes([0xC0]) * 32, bytes(range(10))
+    stored = P.check_degradation_code(seed, d_pid, P.degradation_code(seed, d_pid, r))
+    d_says, _ = P.voice_tags(P.voice_view(seed, window, d_pid, c_pid), r, None)
+    _, c_expects = P.voice_tags(P.voice_view(seed, window, c_pid, d_pid), None, stored)
+    assert stored == r and d_says == c_expects
+    outcome, after = P.session_outcome(True, d_says == c_expects, P.DEGRADED_ACKNOWLEDGED)
+    assert (outcome, after) == (P.VERIFIED, P.DEGRADED_ACKNOWLEDGED)
+    # 5 free failures, then 5 minutes doubling, capped at 24 h.
+    delays = [P.limiter_delay(n) for n in range(0, 40)]
+    assert delays[:6] == [0] * 6
+    assert delays[6:15] == [300, 600, 1200, 2400, 4800, 9600, 19200, 38400, 76800]
+    assert delays[15:] == [86_400] * 25
+    assert P.limiter_delay(10**9) == 86_400
+    with pytest.raises(ValueError):
+        P.limiter_delay(-1)

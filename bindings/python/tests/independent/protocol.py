@@ -5,8 +5,9 @@ this module (tests/test_protocol_independent.py), so any value the document does
 shows up as a mismatch.  Section numbers below refer to PROTOCOL.md.
 
 Only the Python standard library and the ``cryptography`` package (X25519, Ed25519,
-ChaCha20-Poly1305) are used; HKDF is written out from RFC 5869.  Every parser raises
-:class:`ProtocolError` on the first failed check.
+ChaCha20-Poly1305) are used; HKDF and base 32 are written out from RFC 5869 and RFC 4648.
+Every parser raises :class:`ProtocolError` on the first failed check; a typed code of the wrong
+form (a heard code, a degradation code) raises its subclass :class:`TypingError`.
 """
 
 from __future__ import annotations
@@ -41,6 +42,11 @@ class NotAnExchangePayload(ProtocolError):
     """Section 5.2: a scanned text starting with neither ``ITSME1:`` nor ``5|``."""
 
 
+class TypingError(ProtocolError):
+    """A typed text of the wrong form: a heard code (section 9.6), which "does not end the
+    session", or a degradation code (section 10.2), which "is rejected without counting"."""
+
+
 # --------------------------------------------------------------------------------------------
 # Section 1: encodings
 # --------------------------------------------------------------------------------------------
@@ -55,6 +61,13 @@ def u8(n: int) -> bytes:
 def u64(n: int) -> bytes:
     """8 bytes, big-endian, unsigned."""
     return struct.pack(">Q", n)
+
+
+def be64(b: bytes) -> int:
+    """The reverse of u64: the unsigned integer whose big-endian encoding is the 8 bytes b."""
+    if len(b) != 8:
+        raise ValueError("be64 takes exactly 8 bytes")
+    return struct.unpack(">Q", b)[0]
 
 
 def leb128(n: int) -> bytes:
@@ -333,7 +346,8 @@ def sas_okm(seed: bytes, th: bytes) -> bytes:
 
 
 def sas_value(seed: bytes, th: bytes) -> int:
-    return int.from_bytes(sas_okm(seed, th), "big") % SHORT_CODE_VALUES
+    """v = be64(okm) mod 260000."""
+    return be64(sas_okm(seed, th)) % SHORT_CODE_VALUES
 
 
 def sas_text(seed: bytes, th: bytes) -> str:
@@ -794,3 +808,481 @@ def parse_bt_plaintext(plaintext: bytes, th1: bytes, peer_role: str, peer_hello:
 def bt_transcript_hash(th1: bytes, plaintext_i: bytes, plaintext_r: bytes) -> bytes:
     """7.4: SHA-256(lv_cat(label, th1, plaintext_I, plaintext_R))."""
     return sha256(lv_cat(BT_TRANSCRIPT_LABEL, th1, plaintext_i, plaintext_r))
+
+
+# --------------------------------------------------------------------------------------------
+# Section 9: voice verification
+# --------------------------------------------------------------------------------------------
+
+WINDOW_SECONDS = 30
+EARLY_START_SECONDS = 15
+
+
+def hmac_sha256(key: bytes, message: bytes) -> bytes:
+    return hmac.new(key, message, hashlib.sha256).digest()
+
+
+def _be64_head(data: bytes) -> int:
+    """be64(first 8 bytes of data)."""
+    return be64(data[:8])
+
+
+# 9.1 Windows
+
+def window_of(t: int) -> int:
+    """window(t) = floor(t / 30)."""
+    return t // WINDOW_SECONDS
+
+
+@dataclass(frozen=True)
+class VoicePlan:
+    window: int
+    starts_at: int
+    starts_in: int
+
+
+def plan_session(now: int, last_window: int | None) -> VoicePlan:
+    """9.1: W = max(window(t) + 1, L + 1); the session begins at 30 W, in 30 W - t seconds."""
+    w = window_of(now) + 1
+    if last_window is not None:
+        w = max(w, last_window + 1)
+    starts_at = WINDOW_SECONDS * w
+    return VoicePlan(w, starts_at, starts_at - now)
+
+
+def record_window(last_window: int | None, window: int) -> int:
+    """9.1: starting a session stores L = W, and fails if W <= L.  Returns the new L."""
+    if last_window is not None and window <= last_window:
+        raise ProtocolError("window already used for this contact")
+    return window
+
+
+def session_may_start(window: int, t: int) -> bool:
+    """9.1: a session may start from 15 seconds before 30 W."""
+    return t >= WINDOW_SECONDS * window - EARLY_START_SECONDS
+
+
+def session_may_finish(window: int, t: int) -> bool:
+    """9.1: codes may be checked "before 30 * (W + 2)"; "at 30 * (W + 2) it has expired"."""
+    return t < WINDOW_SECONDS * (window + 2)
+
+
+def session_expired(window: int, t: int) -> bool:
+    """9.1: the session has expired from 30 (W + 2) on."""
+    return not session_may_finish(window, t)
+
+
+# 9.2 Session ID
+
+SESSION_ID_LABEL = b"itsme-session-id-v1"
+SESSION_ID_VALUES = 26 * 100  # 2600
+
+
+def session_id_value(seed: bytes, window: int) -> int:
+    """v = first 8 bytes of HMAC(seed, lv_cat(label, u64(W))), big-endian, mod 2600."""
+    return _be64_head(hmac_sha256(seed, lv_cat(SESSION_ID_LABEL, u64(window)))) % SESSION_ID_VALUES
+
+
+def format_session_id(value: int) -> str:
+    """The NATO word v / 100 and two digits v mod 100: 1007 -> 'KILO 07'."""
+    if not 0 <= value < SESSION_ID_VALUES:
+        raise ValueError("session ID value out of range")
+    return f"{NATO_WORDS[value // 100]} {value % 100:02d}"
+
+
+def session_id_text(seed: bytes, window: int) -> str:
+    return format_session_id(session_id_value(seed, window))
+
+
+# 9.3 The five words of each person
+
+WORD_OPTIONS_INFO = b"itsme-word-options-v1"
+WORD_OPTIONS_MESSAGE = b"word-options"
+WORD_ACCEPT_BELOW = 9 * 26  # 234
+WORDS_PER_PERSON = 5
+LAST_WORD_BLOCK = 255  # block_i for i = 1, 2, ..., 255 (u8(i)); block_0 has no counter byte
+
+
+def words_key(seed: bytes, window: int, pid: bytes) -> bytes:
+    """k_S = HKDF(ikm = seed, salt = lv_cat(u64(W), pid(S)), info = label, L = 32)."""
+    return hkdf(seed, lv_cat(u64(window), pid), WORD_OPTIONS_INFO, 32)
+
+
+def words_block(key: bytes, i: int) -> bytes:
+    """block_0 = HMAC(k_S, 'word-options'); block_i = HMAC(k_S, 'word-options' || u8(i))
+    for i = 1, 2, ..., 255."""
+    if not 0 <= i <= LAST_WORD_BLOCK:
+        raise ValueError("word blocks are numbered 0 to 255")
+    message = WORD_OPTIONS_MESSAGE if i == 0 else WORD_OPTIONS_MESSAGE + u8(i)
+    return hmac_sha256(key, message)
+
+
+def pick_words(stream: Iterable[int]) -> list[int]:
+    """Rejection sampling: a byte b < 234 gives index b mod 26, kept unless already chosen;
+    other bytes are skipped; stop at five.  Returns the five in the order drawn."""
+    chosen: list[int] = []
+    for b in stream:
+        if b < WORD_ACCEPT_BELOW:
+            index = b % 26
+            if index not in chosen:
+                chosen.append(index)
+                if len(chosen) == WORDS_PER_PERSON:
+                    return chosen
+    raise ProtocolError("byte stream ended before five words were drawn")
+
+
+@dataclass(frozen=True)
+class WordDraw:
+    key: bytes
+    blocks: tuple[bytes, ...]  # the blocks from which at least one byte was read
+    words: tuple[int, ...]  # sorted by index (alphabetical order)
+
+
+def draw_words(seed: bytes, window: int, pid: bytes) -> WordDraw:
+    """9.3: the five word indices of the person whose id is ``pid``."""
+    key = words_key(seed, window, pid)
+    blocks: list[bytes] = []
+
+    def stream():
+        # Blocks 0 to 255 at most.  The document says they "cannot all fall short"; were they
+        # to, pick_words raises ProtocolError when the stream ends.
+        for i in range(LAST_WORD_BLOCK + 1):
+            block = words_block(key, i)
+            blocks.append(block)
+            yield from block
+
+    words = pick_words(stream())
+    return WordDraw(key, tuple(blocks), tuple(sorted(words)))
+
+
+# 9.4 Who selects first
+
+FIRST_SELECTOR_LABEL = b"itsme-first-selector-v1"
+
+
+def first_selector_byte(seed: bytes, window: int) -> int:
+    """The first byte of HMAC(seed, lv_cat(label, u64(W)))."""
+    return hmac_sha256(seed, lv_cat(FIRST_SELECTOR_LABEL, u64(window)))[0]
+
+
+def lower_selects_first(seed: bytes, window: int) -> bool:
+    """f = byte & 1; P0 (the lower pid) selects first if f = 0."""
+    return first_selector_byte(seed, window) & 1 == 0
+
+
+def order_pids(pid_x: bytes, pid_y: bytes) -> tuple[bytes, bytes]:
+    """(P0, P1): the two ids ordered as byte strings, lexicographically, a proper prefix first
+    (which is Python's ordering of ``bytes``).  Equal ids never occur (section 9)."""
+    if pid_x == pid_y:
+        raise ProtocolError("both parties have the same id")
+    return (pid_x, pid_y) if pid_x < pid_y else (pid_y, pid_x)
+
+
+def first_and_second(seed: bytes, window: int, pid_x: bytes,
+                     pid_y: bytes) -> tuple[bytes, bytes]:
+    """The ids of the first and the second selector."""
+    p0, p1 = order_pids(pid_x, pid_y)
+    return (p0, p1) if lower_selects_first(seed, window) else (p1, p0)
+
+
+# 9.5 Selections
+
+def check_selection(word: int, selector_words: Iterable[int]) -> int:
+    """A listener's entry that is not among the selector's five ends the session as failed."""
+    if not 0 <= word < 26:
+        raise ProtocolError("not a NATO word index")
+    if word not in tuple(selector_words):
+        raise ProtocolError("the selected word is not among the selector's five")
+    return word
+
+
+# 9.6 Codes
+
+CODE_INFO_LABEL = b"itsme-interactive-code-v1"
+CODE_LABEL = b"itsme-code-v1"
+VOICE_CODE_VALUES = 26 * 1000  # 26000
+
+
+def code_info(pid_first: bytes, w1: int, pid_second: bytes, w2: int) -> bytes:
+    """lv_cat(label, pid(first), u8(w1), pid(second), u8(w2))."""
+    return lv_cat(CODE_INFO_LABEL, pid_first, u8(w1), pid_second, u8(w2))
+
+
+def code_key(seed: bytes, window: int, pid_first: bytes, w1: int, pid_second: bytes,
+             w2: int) -> bytes:
+    """K = HKDF(ikm = seed, salt = u64(W), info = code_info, L = 32)."""
+    return hkdf(seed, u64(window), code_info(pid_first, w1, pid_second, w2), 32)
+
+
+def code_value(key: bytes, pid: bytes) -> int:
+    """v(S) = first 8 bytes of HMAC(K, lv_cat('itsme-code-v1', pid(S))), big-endian, mod 26000."""
+    return _be64_head(hmac_sha256(key, lv_cat(CODE_LABEL, pid))) % VOICE_CODE_VALUES
+
+
+def format_voice_code(value: int) -> str:
+    """NATO word v / 1000, a space, three digits v mod 1000: 4512 -> 'ECHO 512'."""
+    if not 0 <= value < VOICE_CODE_VALUES:
+        raise ValueError("code value out of range")
+    return f"{NATO_WORDS[value // 1000]} {value % 1000:03d}"
+
+
+_VOICE_CODE = re.compile(r"([A-Za-z]+)[ \-]([0-9]{3})", re.ASCII)
+
+
+def parse_voice_code(text: str) -> int:
+    """9.6, a heard code: the word (any ASCII case), one space or one '-', exactly three digits;
+    leading and trailing spaces (U+0020 only) ignored; anything else is a typing error."""
+    m = _VOICE_CODE.fullmatch(text.strip(" "))
+    if m is None:
+        raise TypingError(f"not a code: {text!r}")
+    try:
+        word = nato_index(m.group(1))
+    except ProtocolError as exc:
+        raise TypingError(f"not a NATO word: {m.group(1)!r}") from exc
+    return word * 1000 + int(m.group(2))
+
+
+def heard_code_matches(text: str, expected: int) -> bool:
+    """9.6: compare a typed heard code with the expected one.  A typing error raises
+    TypingError (the session goes on); a well-formed code returns whether it matches (a
+    mismatch fails the session, 10.1)."""
+    return parse_voice_code(text) == expected
+
+
+# --------------------------------------------------------------------------------------------
+# Section 10: device tags and the degradation code
+# --------------------------------------------------------------------------------------------
+
+# 10.1 Device tags
+
+DEVICE_TAG_INFO = b"itsme-device-tag-v1"
+DEVICE_TAG_VALUES = 100
+
+
+def tag_key(seed: bytes) -> bytes:
+    """T = HKDF(ikm = seed, salt = empty, info = 'itsme-device-tag-v1', L = 32)."""
+    return hkdf(seed, b"", DEVICE_TAG_INFO, 32)
+
+
+def device_tag(key: bytes, pid: bytes, window: int, device_secret: bytes | None) -> int:
+    """tag(S) = be64(first 8 bytes of HMAC(T, lv_cat(pid(S), u64(W), device_secret(S))))
+    mod 100.  A device that holds no device secret uses the empty string (None or b"")."""
+    secret = b"" if device_secret is None else device_secret
+    mac = hmac_sha256(key, lv_cat(pid, u64(window), secret))
+    return _be64_head(mac) % DEVICE_TAG_VALUES
+
+
+def expected_device_tag(key: bytes, pid: bytes, window: int,
+                        stored_secret: bytes | None) -> int | None:
+    """The tag the listener expects from the speaker, or None ("not checked") when it holds
+    no device secret for the speaker.  Device secrets are never empty (8.3, 10.2), so an empty
+    stored secret is read as none."""
+    if not stored_secret:
+        return None
+    return device_tag(key, pid, window, stored_secret)
+
+
+def format_device_tag(value: int) -> str:
+    """The tag is said as two digits, zero-padded ('06')."""
+    if not 0 <= value < DEVICE_TAG_VALUES:
+        raise ValueError("tag value out of range")
+    return f"{value:02d}"
+
+
+UNVERIFIED, VERIFIED, DEGRADED = "unverified", "verified", "degraded"
+# 10.2: "marks the contact degraded with the change acknowledged"; the table of 10.1 calls the
+# other kind of degraded "not acknowledged".
+DEGRADED_ACKNOWLEDGED = "degraded, acknowledged"
+_DEGRADED_STATES = (DEGRADED, DEGRADED_ACKNOWLEDGED)
+CONTACT_STATES = (UNVERIFIED, VERIFIED) + _DEGRADED_STATES
+FAILED, VERIFIED_DEVICE_CHANGED = "failed", "verified, device changed"
+VERIFIED_TAG_UNCHECKED = "verified, tag unchecked"
+
+
+def session_outcome(code_matches: bool, tag_matches: bool | None,
+                    state: str) -> tuple[str, str]:
+    """The table of 10.1: (outcome, contact state afterwards).  ``tag_matches`` is None when
+    the tag was not checked (the listener holds no device secret for the speaker)."""
+    if state not in CONTACT_STATES:
+        raise ValueError(f"unknown contact state {state!r}")
+    if not code_matches:  # "differs | any": unchanged
+        return FAILED, state
+    as_verified = state if state in _DEGRADED_STATES else VERIFIED  # degraded stays degraded
+    if tag_matches is None:  # "as for 'verified'"
+        return VERIFIED_TAG_UNCHECKED, as_verified
+    if tag_matches:
+        return VERIFIED, as_verified
+    return VERIFIED_DEVICE_CHANGED, DEGRADED  # "degraded, not acknowledged"
+
+
+# 10.2 The degradation code
+
+DEGRADATION_INFO = b"itsme-degradation-code-v1"
+DEGRADATION_SECRET_BYTES = 10
+DEGRADATION_MAC_BYTES = 5
+DEGRADATION_CODE_CHARS = 24  # (10 + 5) * 8 / 5: no padding, no unused bits
+DEGRADATION_GROUP = 4
+BASE32_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"  # RFC 4648 section 6
+_BASE32_INDEX = {c: i for i, c in enumerate(BASE32_ALPHABET)}
+
+
+def base32_encode(data: bytes) -> str:
+    """RFC 4648 base 32, upper case, for byte strings whose bit length is a multiple of 5
+    (no padding needed, as for the 15 bytes of a degradation code)."""
+    nbits = len(data) * 8
+    if nbits % 5:
+        raise ValueError("base32 without padding needs a multiple of 5 bytes")
+    n = int.from_bytes(data, "big")
+    return "".join(BASE32_ALPHABET[(n >> (nbits - 5 * (i + 1))) & 31]
+                   for i in range(nbits // 5))
+
+
+def base32_decode(text: str) -> bytes:
+    """Strict inverse of base32_encode: upper-case alphabet only, a multiple of 8 characters."""
+    if len(text) % 8:
+        raise ProtocolError("base32 text without padding is a multiple of 8 characters")
+    n = 0
+    for c in text:
+        v = _BASE32_INDEX.get(c)
+        if v is None:
+            raise ProtocolError(f"character {c!r} outside the base32 alphabet")
+        n = (n << 5) | v
+    return n.to_bytes(len(text) * 5 // 8, "big")
+
+
+def degradation_key(seed: bytes) -> bytes:
+    """HKDF(ikm = seed, salt = empty, info = 'itsme-degradation-code-v1', L = 32)."""
+    return hkdf(seed, b"", DEGRADATION_INFO, 32)
+
+
+def degradation_mac(seed: bytes, pid_d: bytes, secret: bytes) -> bytes:
+    """m = first 5 bytes of HMAC(key, lv_cat(pid(D), r))."""
+    if len(secret) != DEGRADATION_SECRET_BYTES:
+        raise ValueError("the interim device secret r is 10 bytes")
+    return hmac_sha256(degradation_key(seed), lv_cat(pid_d, secret))[:DEGRADATION_MAC_BYTES]
+
+
+def format_degradation_code(code_bytes: bytes) -> str:
+    """base32(r || m), 24 characters in six groups of four joined by '-'."""
+    if len(code_bytes) != DEGRADATION_SECRET_BYTES + DEGRADATION_MAC_BYTES:
+        raise ValueError("a degradation code holds 15 bytes")
+    text = base32_encode(code_bytes)
+    return "-".join(text[i:i + DEGRADATION_GROUP] for i in range(0, len(text), DEGRADATION_GROUP))
+
+
+def degradation_code(seed: bytes, pid_d: bytes, secret: bytes) -> str:
+    """The code D's device shows to C for the interim device secret r (10.2)."""
+    return format_degradation_code(secret + degradation_mac(seed, pid_d, secret))
+
+
+def parse_degradation_code(text: str) -> bytes:
+    """A typed degradation code: any (ASCII) case, with or without spaces (U+0020) and '-',
+    which are ignored wherever they are; then exactly 24 base-32 characters.  Returns the
+    15 bytes r || m; a text of the wrong form raises TypingError (it does not count)."""
+    if not isinstance(text, str):
+        raise TypingError("a degradation code is a str")
+    compact = text.replace(" ", "").replace("-", "")
+    # ASCII first: str.upper() would map e.g. U+0131 to 'I' and U+017F to 'S'.
+    if not compact.isascii():
+        raise TypingError("a degradation code is ASCII")
+    if len(compact) != DEGRADATION_CODE_CHARS:
+        raise TypingError("a degradation code has 24 characters")
+    try:
+        return base32_decode(compact.upper())
+    except ProtocolError as exc:
+        raise TypingError(str(exc)) from exc
+
+
+def check_degradation_code(seed: bytes, pid_d: bytes, text: str) -> bytes | None:
+    """C's side of 10.2: parse (TypingError on the wrong form, not counted), recompute m for
+    pid(D) and r and compare it in constant time.  Returns r for a right code (to store as D's
+    device secret), None for a wrong one (a failure for the attempt limiter)."""
+    raw = parse_degradation_code(text)
+    secret, mac = raw[:DEGRADATION_SECRET_BYTES], raw[DEGRADATION_SECRET_BYTES:]
+    expected = degradation_mac(seed, pid_d, secret)
+    return secret if hmac.compare_digest(expected, mac) else None
+
+
+def degradation_accepted_state(state: str) -> str:
+    """10.2: a right code "marks the contact degraded with the change acknowledged; it never
+    restores 'verified' by itself".  The document gives no other rule (it does not restrict
+    the code to contacts already degraded), so every state goes to degraded, acknowledged."""
+    if state not in CONTACT_STATES:
+        raise ValueError(f"unknown contact state {state!r}")
+    return DEGRADED_ACKNOWLEDGED
+
+
+FREE_FAILURES = 5
+FIRST_DELAY_SECONDS = 5 * 60
+MAX_DELAY_SECONDS = 24 * 60 * 60
+
+
+def limiter_delay(failures: int) -> int:
+    """The attempt limiter of 10.2, read as: after ``failures`` counted failures, the wait
+    before the next attempt is none for the first 5, then 5 minutes, doubling with every
+    further failure, capped at 24 hours."""
+    if failures < 0:
+        raise ValueError("negative failure count")
+    if failures <= FREE_FAILURES:
+        return 0
+    extra = min(failures - FREE_FAILURES - 1, 9)  # 300 s * 2^9 already exceeds a day
+    return min(FIRST_DELAY_SECONDS << extra, MAX_DELAY_SECONDS)
+
+
+# --------------------------------------------------------------------------------------------
+# Sections 9 and 10 from one device's side
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class VoiceView:
+    """What one device derives before the selections: it knows both ids (9)."""
+    seed: bytes
+    window: int
+    my_pid: bytes
+    their_pid: bytes
+    session_id_value: int
+    session_id_text: str
+    my_words: WordDraw
+    their_words: WordDraw  # needed to check the listener's entry (9.5)
+    i_select_first: bool
+
+
+def voice_view(seed: bytes, window: int, my_pid: bytes, their_pid: bytes) -> VoiceView:
+    first, _ = first_and_second(seed, window, my_pid, their_pid)
+    sid = session_id_value(seed, window)
+    return VoiceView(seed, window, my_pid, their_pid, sid, format_session_id(sid),
+                     draw_words(seed, window, my_pid), draw_words(seed, window, their_pid),
+                     first == my_pid)
+
+
+@dataclass(frozen=True)
+class VoiceCodes:
+    info: bytes
+    key: bytes
+    my_code: int  # "Your Code", read aloud
+    their_code: int  # "Their Code", expected from the other person
+
+
+def voice_codes(view: VoiceView, w1: int, w2: int) -> VoiceCodes:
+    """9.5 checks and 9.6 codes; w1 is the first selector's word, w2 the second's."""
+    if view.i_select_first:
+        first, second = view.my_pid, view.their_pid
+        check_selection(w1, view.my_words.words)
+        check_selection(w2, view.their_words.words)
+    else:
+        first, second = view.their_pid, view.my_pid
+        check_selection(w1, view.their_words.words)
+        check_selection(w2, view.my_words.words)
+    info = code_info(first, w1, second, w2)
+    key = hkdf(view.seed, u64(view.window), info, 32)
+    return VoiceCodes(info, key, code_value(key, view.my_pid), code_value(key, view.their_pid))
+
+
+def voice_tags(view: VoiceView, my_device_secret: bytes | None,
+               their_device_secret: bytes | None) -> tuple[int, int | None]:
+    """(my tag, the tag expected from the other person), 10.1.  Without a device secret of my
+    own I say the tag of the empty string; without one for the other person I check no tag
+    (None)."""
+    t = tag_key(view.seed)
+    return (device_tag(t, view.my_pid, view.window, my_device_secret),
+            expected_device_tag(t, view.their_pid, view.window, their_device_secret))

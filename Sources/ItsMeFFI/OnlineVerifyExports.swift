@@ -1,0 +1,125 @@
+// Exported functions for Online Verify, in the order of include/itsme.h.
+import CItsMe
+import ItsMeCore
+import Synchronization
+
+final class OnlineVerifyHandle: @unchecked Sendable {
+    private let lock = Mutex<Void>(())
+    private let session: OnlineVerify
+    /// Keeps the store the session reads alive.
+    let store: ContactStoreHandle
+    let lastError = LastError()
+
+    init(_ session: OnlineVerify, _ store: ContactStoreHandle) {
+        self.session = session
+        self.store = store
+    }
+
+    func run(_ body: (OnlineVerify) throws -> Void) -> itsme_result {
+        lock.withLock { _ in guarded(lastError.set) { try body(session) } }
+    }
+}
+
+private func onSession(_ p: UnsafeRawPointer?, _ body: (OnlineVerify) throws -> Void) -> itsme_result {
+    guard let handle = unbox(p, as: OnlineVerifyHandle.self) else {
+        return guarded(ThreadLastError.set) { throw invalid("session is NULL") }
+    }
+    return handle.run(body)
+}
+
+@c(itsme_online_verify_new)
+public func ffiOnlineVerifyNew(
+    _ store: UnsafeMutablePointer<itsme_store>?, _ contactID: Int64, _ window: Int64,
+    _ rng: UnsafeMutablePointer<itsme_random>?, _ now: Int64,
+    _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_online_verify>?>?
+) -> itsme_result {
+    guard let handle = unbox(store, as: ContactStoreHandle.self) else {
+        return guarded(ThreadLastError.set) { throw invalid("store is NULL") }
+    }
+    return guarded(handle.lastError.set) {
+        let out = try required(out, "out")
+        var random = HostRandom(handle: unbox(rng, as: RandomHandle.self))
+        let session = try OnlineVerify(store: handle.store, contactID: contactID, window: window, now: now, random: &random)
+        out.pointee = box(OnlineVerifyHandle(session, handle), as: itsme_online_verify.self)
+    }
+}
+
+@c(itsme_online_verify_free)
+public func ffiOnlineVerifyFree(_ session: UnsafeMutablePointer<itsme_online_verify>?) {
+    release(session, as: OnlineVerifyHandle.self)
+}
+
+@c(itsme_online_verify_last_error)
+public func ffiOnlineVerifyLastError(
+    _ session: UnsafePointer<itsme_online_verify>?, _ buf: UnsafeMutablePointer<CChar>?, _ cap: UInt,
+    _ outLen: UnsafeMutablePointer<UInt>?
+) -> itsme_result {
+    guard let handle = unbox(session, as: OnlineVerifyHandle.self) else { return ITSME_E_INVALID_ARGUMENT }
+    return copyLastError(handle.lastError.get(), buf, cap, outLen)
+}
+
+@c(itsme_online_verify_status)
+public func ffiOnlineVerifyStatus(
+    _ session: UnsafePointer<itsme_online_verify>?, _ outState: UnsafeMutablePointer<itsme_online_verify_state>?
+) -> itsme_result {
+    onSession(session) { s in try required(outState, "out_state").pointee = s.state.rawValue }
+}
+
+@c(itsme_online_verify_room)
+public func ffiOnlineVerifyRoom(
+    _ session: UnsafePointer<itsme_online_verify>?, _ out: UnsafeMutablePointer<CChar>?, _ cap: UInt,
+    _ outLen: UnsafeMutablePointer<UInt>?
+) -> itsme_result {
+    onSession(session) { s in try writeText(s.roomName, to: out, cap: cap, outLen: outLen) }
+}
+
+@c(itsme_online_verify_next_outgoing)
+public func ffiOnlineVerifyNextOutgoing(
+    _ session: UnsafeMutablePointer<itsme_online_verify>?, _ out: UnsafeMutablePointer<UInt8>?, _ cap: UInt,
+    _ outLen: UnsafeMutablePointer<UInt>?
+) -> itsme_result {
+    onSession(session) { s in
+        try checkOutput(out, cap, outLen)
+        guard let next = s.peekOutgoing() else {
+            outLen!.pointee = 0
+            return
+        }
+        try next.withUnsafeBytes { try writeBytes($0, to: out, cap: cap, outLen: outLen) }
+        s.markSent()
+    }
+}
+
+@c(itsme_online_verify_receive)
+public func ffiOnlineVerifyReceive(
+    _ session: UnsafeMutablePointer<itsme_online_verify>?, _ bytesIn: UnsafePointer<UInt8>?, _ len: UInt, _ now: Int64
+) -> itsme_result {
+    onSession(session) { s in try s.receive(try bytes(bytesIn, len, "bytes"), now: now) }
+}
+
+@c(itsme_online_verify_sas)
+public func ffiOnlineVerifySAS(
+    _ session: UnsafePointer<itsme_online_verify>?, _ out: UnsafeMutablePointer<CChar>?, _ cap: UInt,
+    _ outLen: UnsafeMutablePointer<UInt>?
+) -> itsme_result {
+    onSession(session) { s in
+        guard let sas = s.sas, s.state != .failed else { throw ItsMeError(.invalidState, "there is no SAS yet (\(s.state))") }
+        try writeText(sas.text, to: out, cap: cap, outLen: outLen)
+    }
+}
+
+@c(itsme_online_verify_confirm)
+public func ffiOnlineVerifyConfirm(
+    _ session: UnsafeMutablePointer<itsme_online_verify>?, _ store: UnsafeMutablePointer<itsme_store>?, _ now: Int64,
+    _ outOutcome: UnsafeMutablePointer<itsme_voice_outcome>?
+) -> itsme_result {
+    onSession(session) { s in
+        guard let handle = unbox(store, as: ContactStoreHandle.self) else { throw invalid("store is NULL") }
+        let out = try required(outOutcome, "out_outcome")
+        out.pointee = try s.confirm(store: handle.store, now: now).rawValue
+    }
+}
+
+@c(itsme_online_verify_reject)
+public func ffiOnlineVerifyReject(_ session: UnsafeMutablePointer<itsme_online_verify>?) -> itsme_result {
+    onSession(session) { s in try s.reject() }
+}
