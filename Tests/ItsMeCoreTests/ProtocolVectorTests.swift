@@ -481,12 +481,103 @@ final class ProtocolVectorTests: XCTestCase {
         ]
     }
 
+    func onlineVerifyVectors() throws -> [String: Any] {
+        var sessions: [[String: Any]] = []
+        for i in 0..<2 {
+            let seed = fixed("itsme-vector-ov-seed-\(i)")
+            let (a, _) = try party("ov-\(i)-a", name: "Alice")
+            let (b, _) = try party("ov-\(i)-b", name: "Bob")
+            let dir = NSTemporaryDirectory() + "itsme-ov-vec-\(UUID().uuidString)"
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: dir) }
+            let dsA = Array(fixed("itsme-vector-ov-ds-a-\(i)").prefix(16)), dsB = Array(fixed("itsme-vector-ov-ds-b-\(i)").prefix(16))
+            func store(_ me: Party, _ peer: Party, mine: [UInt8], theirs: [UInt8]) throws -> (ContactStore, Int64) {
+                let st = try ContactStore(path: dir + "/\(me.name).db", identity: me.identity)
+                let id = try st.add(name: peer.name, publicKey: peer.publicKey, seed: try SecretBytes(copying: seed), method: .qr, now: now)
+                try st.setDeviceSecrets(id: id, mine: try SecretBytes(copying: mine), theirs: try SecretBytes(copying: theirs))
+                return (st, id)
+            }
+            let (sa, ia) = try store(a, b, mine: dsA, theirs: dsB)
+            let (sb, ib) = try store(b, a, mine: dsB, theirs: dsA)
+            let t = now + Int64(i) * 1000
+            let w = VoiceProtocol.window(t)
+            let ra = fixed("itsme-vector-ov-random-a-\(i)"), rb = fixed("itsme-vector-ov-random-b-\(i)")
+            var ga = DeterministicRandom(seed: ra), gb = DeterministicRandom(seed: rb)
+            let va = try OnlineVerify(store: sa, contactID: ia, window: w, now: t, random: &ga)
+            let vb = try OnlineVerify(store: sb, contactID: ib, window: w, now: t, random: &gb)
+            var log: [(Bool, [UInt8])] = []
+            var moved = true
+            while moved {
+                moved = false
+                for (from, to) in [(va, vb), (vb, va)] {
+                    if let m = from.takeOutgoing() { log.append((from.isInitiator, m)); try to.receive(m, now: t); moved = true }
+                }
+            }
+            XCTAssertEqual(va.sas, vb.sas)
+            // The documented formulas.
+            func drawn(_ r: [UInt8]) -> (eph: [UInt8], chal: [UInt8]) {
+                var g = DeterministicRandom(seed: r)
+                return (g.bytes(32), g.bytes(32))
+            }
+            let da = drawn(ra), db = drawn(rb)
+            let aInit = a.publicKey.lexicographicallyPrecedes(b.publicKey)
+            let (iP, rP) = aInit ? (a, b) : (b, a)
+            let (iD, rD) = aInit ? (da, db) : (db, da)
+            let (iDS, rDS) = aInit ? (dsA, dsB) : (dsB, dsA)
+            func pub(_ sk: [UInt8]) -> [UInt8] { sk.withBytes { X25519.publicKey(secretKey: $0) } }
+            let room = Array(HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-room-id-v1"), VoiceProtocol.u64(w))).prefix(16))
+            let commit: [UInt8] = [1, 1] + SHA256.hash(LV.cat(LV.b("itsme-ov-commit-v1"), pub(iD.eph), iD.chal))
+            let keyR: [UInt8] = [1, 2] + pub(rD.eph) + rD.chal
+            let keyI: [UInt8] = [1, 2] + pub(iD.eph) + iD.chal
+            let thInput = LV.cat(LV.b("itsme-online-verify-v1"), room, VoiceProtocol.u64(w), iP.publicKey, rP.publicKey, commit, keyR, keyI)
+            let th = SHA256.hash(thInput)
+            let salt = HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-ov-salt-v1"), th))
+            let shared = try X25519.sharedSecret(secretKey: try SecretBytes(copying: iD.eph), peerPublicKey: pub(rD.eph)).unsafeExportedArray()
+            let prk = try HKDF.extract(salt: salt, ikm: shared)
+            let kI = try HKDF.expand(prk: prk, info: LV.cat(LV.b("itsme-ov-key-v1"), LV.b("initiator")), count: 32).unsafeExportedArray()
+            let kR = try HKDF.expand(prk: prk, info: LV.cat(LV.b("itsme-ov-key-v1"), LV.b("responder")), count: 32).unsafeExportedArray()
+            let tagKey = try HKDF.derive(ikm: seed, salt: [UInt8](), info: LV.b("itsme-device-tag-v1"), count: 32).unsafeExportedArray()
+            func proof(_ role: String) -> [UInt8] { HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-ov-proof-v1"), LV.b(role), th)) }
+            func dtag(_ p: Party, _ ds: [UInt8]) -> [UInt8] {
+                HMACSHA256.mac(key: tagKey, message: LV.cat(LV.b("itsme-ov-device-v1"), p.publicKey, th, ds))
+            }
+            func proofMessage(_ k: [UInt8], _ plain: [UInt8]) throws -> [UInt8] {
+                [1, 3] + (try AEAD.seal(.chacha20Poly1305, key: k, nonce: ExchangeProtocol.nonce(0), plaintext: plain, aad: [1, 3]))
+            }
+            let proofI = try proofMessage(kI, proof("initiator") + dtag(iP, iDS))
+            let proofR = try proofMessage(kR, proof("responder") + dtag(rP, rDS))
+            let sent = Dictionary(grouping: log, by: { $0.0 }).mapValues { $0.map { hex($0.1) } }
+            XCTAssertEqual(sent[true], [commit, keyI, proofI].map(hex))
+            XCTAssertEqual(sent[false], [keyR, proofR].map(hex))
+            let sas = try sasValue(seed, th)
+            XCTAssertEqual(va.sas?.value, sas.value)
+            func side(_ p: Party, _ d: (eph: [UInt8], chal: [UInt8]), _ r: [UInt8], _ ds: [UInt8]) -> [String: Any] {
+                [
+                    "random_seed": hex(r), "identity_random_seed": hex(p.randomSeed), "identity_seed": hex(p.identitySeed),
+                    "pid": hex(p.publicKey),
+                    "ephemeral_secret": hex(d.eph), "ephemeral_public": hex(pub(d.eph)), "challenge": hex(d.chal),
+                    "device_secret": hex(ds),
+                ]
+            }
+            sessions.append([
+                "seed": hex(seed), "window": Int(w), "room": hex(room), "initiator_text": aInit ? "a" : "b",
+                "a": side(a, da, ra, dsA), "b": side(b, db, rb, dsB), "commit": hex(commit), "key_r": hex(keyR), "key_i": hex(keyI),
+                "th_input": hex(thInput), "th": hex(th), "salt": hex(salt), "shared": hex(shared), "k_i": hex(kI), "k_r": hex(kR),
+                "proof_i": hex(proof("initiator")), "proof_r": hex(proof("responder")), "tag_key": hex(tagKey),
+                "dtag_i": hex(dtag(iP, iDS)), "dtag_r": hex(dtag(rP, rDS)), "proof_message_i": hex(proofI),
+                "proof_message_r": hex(proofR), "sas_value": Int(sas.value), "sas_text": ShortCode(value: sas.value)!.text,
+            ])
+        }
+        return ["sessions": sessions]
+    }
+
     // MARK: The test
 
     func testVectorsMatchTheFiles() throws {
         let files: [String: Any] = [
             "encoding": encodingVectors(), "seed": try seedVectors(), "sas": try sasVectors(), "qr": try qrVectors(),
             "source-v5": try sourceVectors(), "bluetooth": try bluetoothVectors(), "voice": try voiceVectors(),
+            "online-verify": try onlineVerifyVectors(),
         ]
         let write = ProcessInfo.processInfo.environment["ITSME_WRITE_VECTORS"] == "1"
         for (name, content) in files {
