@@ -576,7 +576,21 @@ public final class ContactStore: @unchecked Sendable {
     }
 
     private func writeDeviceSecretsLocked(id: Int64, mine: borrowing SecretBytes, theirs: borrowing SecretBytes) throws {
-        var w = try RecordWriter(count: 1 + 3 + mine.count + 3 + theirs.count)
+        try writeDeviceSecretsLocked(
+            id: id, mine: mine, theirs: theirs, pendingMine: try SecretBytes(count: 0),
+            pendingTheirs: try SecretBytes(count: 0), committed: false)
+    }
+
+    /// Record (version 1): fields tag (1) | length (2) | value: 1 mine,
+    /// 2 theirs, and during a Security PIN Update 3 new mine, 4 new theirs,
+    /// 5 committed (one byte).
+    private func writeDeviceSecretsLocked(
+        id: Int64, mine: borrowing SecretBytes, theirs: borrowing SecretBytes, pendingMine: borrowing SecretBytes,
+        pendingTheirs: borrowing SecretBytes, committed: Bool
+    ) throws {
+        let pending = pendingTheirs.count > 0 || pendingMine.count > 0
+        var w = try RecordWriter(
+            count: 1 + 3 + mine.count + 3 + theirs.count + (pending ? 3 + pendingMine.count + 3 + pendingTheirs.count + 4 : 0))
         w.append(ContactRecord.version)
         w.append(UInt8(1))
         w.append(UInt16(mine.count))
@@ -584,6 +598,17 @@ public final class ContactStore: @unchecked Sendable {
         w.append(UInt8(2))
         w.append(UInt16(theirs.count))
         w.append(theirs)
+        if pending {
+            w.append(UInt8(3))
+            w.append(UInt16(pendingMine.count))
+            w.append(pendingMine)
+            w.append(UInt8(4))
+            w.append(UInt16(pendingTheirs.count))
+            w.append(pendingTheirs)
+            w.append(UInt8(5))
+            w.append(UInt16(1))
+            w.append(UInt8(committed ? 1 : 0))
+        }
         let plain = w.finish()
         let sealed = try seal(plain, table: .deviceSecrets, row: id, key: deviceKey)
         try db.run("INSERT OR REPLACE INTO device_secrets (contact_id, record) VALUES (?, ?)", [.integer(id), .blob(sealed)])
@@ -656,25 +681,91 @@ public final class ContactStore: @unchecked Sendable {
     /// were stored; `.authenticationFailed` if they were sealed on another
     /// device (a store copied along with an identity export).
     public func deviceSecrets(id: Int64) throws -> DeviceSecrets {
-        try withLock {
-            guard let row = try db.query("SELECT record FROM device_secrets WHERE contact_id = ?", [.integer(id)]).first,
-                case .blob(let sealed) = row[0]
-            else { throw ItsMeError(.notFound, "no device secrets for contact \(id)") }
-            do {
-                return try open(sealed, table: .deviceSecrets, row: id, key: deviceKey) { b in
-                    var r = RecordReader(b, what: "device secrets record")
-                    guard try r.byte() == ContactRecord.version, try r.byte() == 1 else {
-                        throw ItsMeError(.corruptData, "device secrets record \(id) is malformed")
-                    }
-                    let mine = try r.secret(Int(try r.uint16()))
-                    guard try r.byte() == 2 else { throw ItsMeError(.corruptData, "device secrets record \(id) is malformed") }
-                    let theirs = try r.secret(Int(try r.uint16()))
-                    try r.finish()
-                    return DeviceSecrets(mine: mine, theirs: theirs)
+        try withLock { try deviceSecretsLocked(id: id) }
+    }
+
+    private func deviceSecretsLocked(id: Int64) throws -> DeviceSecrets {
+        guard let row = try db.query("SELECT record FROM device_secrets WHERE contact_id = ?", [.integer(id)]).first,
+            case .blob(let sealed) = row[0]
+        else { throw ItsMeError(.notFound, "no device secrets for contact \(id)") }
+        do {
+            return try open(sealed, table: .deviceSecrets, row: id, key: deviceKey) { b in
+                func bad() -> ItsMeError { ItsMeError(.corruptData, "device secrets record \(id) is malformed") }
+                var r = RecordReader(b, what: "device secrets record")
+                guard try r.byte() == ContactRecord.version, try r.byte() == 1 else { throw bad() }
+                let mine = try r.secret(Int(try r.uint16()))
+                guard try r.byte() == 2 else { throw bad() }
+                let theirs = try r.secret(Int(try r.uint16()))
+                if r.isAtEnd {
+                    return DeviceSecrets(
+                        mine: mine, theirs: theirs, pendingMine: try SecretBytes(count: 0),
+                        pendingTheirs: try SecretBytes(count: 0), committed: false)
                 }
-            } catch let error as ItsMeError where error.kind == .authenticationFailed {
-                throw ItsMeError(
-                    .authenticationFailed, "the device secrets of contact \(id) were sealed on another device or tampered with")
+                guard try r.byte() == 3 else { throw bad() }
+                let pendingMine = try r.secret(Int(try r.uint16()))
+                guard try r.byte() == 4 else { throw bad() }
+                let pendingTheirs = try r.secret(Int(try r.uint16()))
+                guard try r.byte() == 5, try r.uint16() == 1 else { throw bad() }
+                let committed = try r.byte()
+                guard committed <= 1 else { throw bad() }
+                try r.finish()
+                return DeviceSecrets(
+                    mine: mine, theirs: theirs, pendingMine: pendingMine, pendingTheirs: pendingTheirs, committed: committed == 1)
+            }
+        } catch let error as ItsMeError where error.kind == .authenticationFailed {
+            throw ItsMeError(
+                .authenticationFailed, "the device secrets of contact \(id) were sealed on another device or tampered with")
+        }
+    }
+
+    // MARK: Security PIN Update
+
+    /// Stores new device secrets from a Security PIN Update as pending,
+    /// beside the current ones (unknown, empty, on a device that cannot
+    /// read them), in one transaction. `committed`: this side says the new
+    /// secret from now on.
+    func setPendingDeviceSecrets(id: Int64, mine: borrowing SecretBytes, theirs: borrowing SecretBytes, committed: Bool)
+        throws
+    {
+        guard (1...64).contains(mine.count), (1...64).contains(theirs.count) else {
+            throw ItsMeError(.invalidArgument, "a new device secret is 1 to 64 bytes")
+        }
+        try withLock {
+            try db.transaction(.immediate) {
+                _ = try sealedRecord(id)
+                var current: DeviceSecrets?
+                do { current = try deviceSecretsLocked(id: id) } catch let e as ItsMeError
+                    where e.kind == .notFound || e.kind == .authenticationFailed
+                { current = nil }
+                let oldMine = try current?.mine.copy() ?? SecretBytes(count: 0)
+                let oldTheirs = try current?.theirs.copy() ?? SecretBytes(count: 0)
+                try writeDeviceSecretsLocked(
+                    id: id, mine: oldMine, theirs: oldTheirs, pendingMine: mine, pendingTheirs: theirs, committed: committed)
+            }
+        }
+    }
+
+    /// Marks a pending update committed (this side now says its new secret).
+    func commitPendingDeviceSecrets(id: Int64) throws {
+        try withLock {
+            try db.transaction(.immediate) {
+                let d = try deviceSecretsLocked(id: id)
+                guard d.hasPending else { throw ItsMeError(.invalidState, "no Security PIN Update is pending for contact \(id)") }
+                try writeDeviceSecretsLocked(
+                    id: id, mine: d.mine, theirs: d.theirs, pendingMine: d.pendingMine, pendingTheirs: d.pendingTheirs,
+                    committed: true)
+            }
+        }
+    }
+
+    /// The peer was heard using its new secret: the new secrets replace the
+    /// old ones and nothing is pending any more.
+    func finalizePendingDeviceSecrets(id: Int64) throws {
+        try withLock {
+            try db.transaction(.immediate) {
+                let d = try deviceSecretsLocked(id: id)
+                guard d.hasPending else { return }
+                try writeDeviceSecretsLocked(id: id, mine: d.pendingMine, theirs: d.pendingTheirs)
             }
         }
     }
@@ -693,8 +784,16 @@ public final class ContactStore: @unchecked Sendable {
     }
 }
 
-/// This device's secret for a contact, and the contact's.
+/// This device's secret for a contact, and the contact's; during a
+/// Security PIN Update also the new ones (empty when none is pending).
 public struct DeviceSecrets: ~Copyable {
     public let mine: SecretBytes
     public let theirs: SecretBytes
+    public let pendingMine: SecretBytes
+    public let pendingTheirs: SecretBytes
+    /// This side has committed: its tags use `pendingMine`.
+    public let committed: Bool
+
+    public var hasPending: Bool { pendingTheirs.count > 0 }
+
 }

@@ -44,6 +44,8 @@ public final class OnlineVerify: CustomStringConvertible {
     private var secrets: SecretBytes
     private let myDevice: SecretBytes
     private let theirDevice: SecretBytes
+    private let theirPending: SecretBytes
+    private var peerUsesNewSecret = false
     private let myPID: [UInt8], peerPID: [UInt8]
     private let ephemeralKey: [UInt8]
     private let challenge: [UInt8]
@@ -83,11 +85,13 @@ public final class OnlineVerify: CustomStringConvertible {
             where e.kind == .notFound || e.kind == .authenticationFailed
         { found = nil }
         if let d = found.take() {
-            myDevice = d.mine
-            theirDevice = d.theirs
+            myDevice = try d.committed ? d.pendingMine.copy() : d.mine.copy()
+            theirDevice = try d.theirs.copy()
+            theirPending = try d.pendingTheirs.copy()
         } else {
             myDevice = try SecretBytes(count: 0)
             theirDevice = try SecretBytes(count: 0)
+            theirPending = try SecretBytes(count: 0)
         }
         var s = try SecretBytes(count: 96)
         s.withMutableBytes { random.fill(UnsafeMutableRawBufferPointer(rebasing: $0[0..<32])) }
@@ -250,11 +254,14 @@ public final class OnlineVerify: CustomStringConvertible {
         guard ConstantTime.equal(Array(plain[0..<32]), proof(peerRole)) else {
             throw ItsMeError(.authenticationFailed, "the peer's proof is wrong: it does not hold the shared secret")
         }
-        if theirDevice.count == 0 {
-            outcome = .verifiedTagUnchecked
+        let heard = Array(plain[32..<64])
+        let matchesOld = try theirDevice.count > 0 && ConstantTime.equal(heard, deviceTag(pid: peerPID, secret: theirDevice))
+        let matchesNew = try theirPending.count > 0 && ConstantTime.equal(heard, deviceTag(pid: peerPID, secret: theirPending))
+        peerUsesNewSecret = matchesNew && !matchesOld
+        if matchesOld || matchesNew {
+            outcome = .verified
         } else {
-            let expected = try deviceTag(pid: peerPID, secret: theirDevice)
-            outcome = ConstantTime.equal(Array(plain[32..<64]), expected) ? .verified : .deviceChanged
+            outcome = theirDevice.count == 0 ? .verifiedTagUnchecked : .deviceChanged
         }
     }
 
@@ -276,6 +283,7 @@ public final class OnlineVerify: CustomStringConvertible {
         case .mismatch:
             break
         }
+        if peerUsesNewSecret { try store.finalizePendingDeviceSecrets(id: contactID) }
         state = .confirmed
         return outcome
     }

@@ -63,9 +63,15 @@ public final class VoiceSession: CustomStringConvertible {
     private let storeID: [UInt8]
     private let seed: SecretBytes
     /// Empty when this device holds no device secret for that side.
+    /// `myDevice` is the one this side says (the new one once a Security
+    /// PIN Update is committed); `theirPending`, the peer's new one while
+    /// an update is pending, is accepted too.
     private let myDevice: SecretBytes
     private let theirDevice: SecretBytes
+    private let theirPending: SecretBytes
     private let hasDeviceSecrets: Bool
+    /// The tag the peer says if it already uses its new secret.
+    private var theirPendingTag: UInt32?
     private let myPID: [UInt8]
     private let peerPID: [UInt8]
     private let peerWords: [Int]
@@ -91,11 +97,13 @@ public final class VoiceSession: CustomStringConvertible {
             where e.kind == .notFound || e.kind == .authenticationFailed
         { secrets = nil }
         if let found = secrets.take() {
-            myDevice = found.mine
-            theirDevice = found.theirs
+            myDevice = try found.committed ? found.pendingMine.copy() : found.mine.copy()
+            theirDevice = try found.theirs.copy()
+            theirPending = try found.pendingTheirs.copy()
         } else {
             myDevice = try SecretBytes(count: 0)
             theirDevice = try SecretBytes(count: 0)
+            theirPending = try SecretBytes(count: 0)
         }
         // An empty secret of theirs is unknown (this device is new).
         hasDeviceSecrets = theirDevice.count > 0
@@ -191,13 +199,16 @@ public final class VoiceSession: CustomStringConvertible {
             secondWord: selections[1], speakers: [myPID, peerPID])
         let tags = try myDevice.withBytes { mine in
             try theirDevice.withBytes { theirs in
-                try VoiceProtocol.tags(seed: seed, window: window, [(myPID, mine), (peerPID, theirs)])
+                try theirPending.withBytes { pending in
+                    try VoiceProtocol.tags(seed: seed, window: window, [(myPID, mine), (peerPID, theirs), (peerPID, pending)])
+                }
             }
         }
         yourCode = codes[0]
         theirCode = codes[1]
         yourTag = tags[0]
         theirTag = hasDeviceSecrets ? tags[1] : nil
+        theirPendingTag = theirPending.count > 0 ? tags[2] : nil
         state = .comparing
     }
 
@@ -217,14 +228,18 @@ public final class VoiceSession: CustomStringConvertible {
         }
         guard heardTag < UInt32(VoiceProtocol.tagValues) else { throw ItsMeError(.invalidArgument, "a tag is 0 to 99") }
         let codeMatches = ConstantTime.equal(bigEndian(heard), bigEndian(expected))
+        let matchesOld = theirTag.map { ConstantTime.equal(bigEndian(heardTag), bigEndian($0)) } ?? false
+        let matchesNew = theirPendingTag.map { ConstantTime.equal(bigEndian(heardTag), bigEndian($0)) } ?? false
         let result: Outcome
         if !codeMatches {
             result = .mismatch
-        } else if let tag = theirTag {
-            result = ConstantTime.equal(bigEndian(heardTag), bigEndian(tag)) ? .verified : .deviceChanged
+        } else if matchesOld || matchesNew {
+            result = .verified
         } else {
-            result = .verifiedTagUnchecked
+            result = theirTag == nil ? .verifiedTagUnchecked : .deviceChanged
         }
+        // The peer uses its new secret: the update is complete on this side.
+        if codeMatches, matchesNew, !matchesOld { try store.finalizePendingDeviceSecrets(id: contactID) }
         switch result {
         case .verified, .verifiedTagUnchecked:
             if try store.contact(id: contactID).state != .degraded {
