@@ -283,7 +283,10 @@ public final class OnlineVerify: CustomStringConvertible {
         case .mismatch:
             break
         }
-        if peerUsesNewSecret { try store.finalizePendingDeviceSecrets(id: contactID) }
+        if peerUsesNewSecret {
+            try store.finalizePendingDeviceSecrets(id: contactID)
+            try store.setState(id: contactID, .verified, acknowledged: false, now: now)
+        }
         state = .confirmed
         return outcome
     }

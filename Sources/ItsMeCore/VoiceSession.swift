@@ -239,7 +239,10 @@ public final class VoiceSession: CustomStringConvertible {
             result = theirTag == nil ? .verifiedTagUnchecked : .deviceChanged
         }
         // The peer uses its new secret: the update is complete on this side.
-        if codeMatches, matchesNew, !matchesOld { try store.finalizePendingDeviceSecrets(id: contactID) }
+        if codeMatches, matchesNew, !matchesOld {
+            try store.finalizePendingDeviceSecrets(id: contactID)
+            try store.setState(id: contactID, .verified, acknowledged: false, now: now)
+        }
         switch result {
         case .verified, .verifiedTagUnchecked:
             if try store.contact(id: contactID).state != .degraded {

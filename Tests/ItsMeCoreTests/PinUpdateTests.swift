@@ -1,0 +1,182 @@
+import Foundation
+import XCTest
+
+@testable import ItsMeCore
+
+final class PinUpdateTests: XCTestCase {
+    private var directory: String!
+    private let t0: Int64 = 1_800_000_000
+
+    override func setUpWithError() throws {
+        try Sodium.initialize()
+        directory = NSTemporaryDirectory() + "itsme-pin-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws { try? FileManager.default.removeItem(atPath: directory) }
+
+    private struct Side {
+        let identity: Identity
+        let store: ContactStore
+        let contactID: Int64
+    }
+
+    private func kind(_ body: () throws -> Void) -> ItsMeError.Kind? {
+        do {
+            try body()
+            return nil
+        } catch { return (error as? ItsMeError)?.kind }
+    }
+
+    private func pair() throws -> (Side, Side) {
+        var ra = DeterministicRandom(seed: SHA256.hash(Array("pin-alice".utf8)))
+        var rb = DeterministicRandom(seed: SHA256.hash(Array("pin-bob".utf8)))
+        let a = try Identity.create(store: MemorySecretStore(), name: "Alice", random: &ra)
+        let b = try Identity.create(store: MemorySecretStore(), name: "Bob", random: &rb)
+        let sa = try ContactStore(path: directory + "/a-\(UUID().uuidString).db", identity: a)
+        let sb = try ContactStore(path: directory + "/b-\(UUID().uuidString).db", identity: b)
+        let xa = try Exchange.qr(identity: a, now: t0, random: &ra)
+        let xb = try Exchange.qr(identity: b, now: t0, random: &rb)
+        try xa.receive(xb.peekOutgoing()!, now: t0)
+        try xb.receive(xa.peekOutgoing()!, now: t0)
+        return (
+            Side(identity: a, store: sa, contactID: try xa.confirm(store: sa, now: t0)),
+            Side(identity: b, store: sb, contactID: try xb.confirm(store: sb, now: t0))
+        )
+    }
+
+    private var sessionCounter = 0
+    private func update(_ s: Side, now: Int64) throws -> PinUpdate {
+        sessionCounter += 1
+        var r = DeterministicRandom(seed: SHA256.hash(Array("pin-session-\(sessionCounter)".utf8)))
+        return try PinUpdate(store: s.store, contactID: s.contactID, window: VoiceProtocol.window(now), now: now, random: &r)
+    }
+
+    /// Delivers at most `limit` frames, alternating sides; returns how many.
+    @discardableResult
+    private func pump(_ a: PinUpdate, _ b: PinUpdate, now: Int64, limit: Int = .max) throws -> Int {
+        var delivered = 0
+        var moved = true
+        while moved, delivered < limit {
+            moved = false
+            for (from, to) in [(a, b), (b, a)] where delivered < limit {
+                if let f = from.peekOutgoing() {
+                    from.markSent()
+                    try to.receive(f, now: now)
+                    delivered += 1
+                    moved = true
+                }
+            }
+        }
+        return delivered
+    }
+
+    /// A full voice verification; returns each side's outcome.
+    private func verify(_ x: Side, _ y: Side, now: Int64) throws -> (VoiceSession.Outcome, VoiceSession.Outcome) {
+        let vx = try VoiceSession(store: x.store, contactID: x.contactID, now: now)
+        let vy = try VoiceSession(store: y.store, contactID: y.contactID, now: now)
+        let start = vx.window * 30
+        try vx.start(store: x.store, now: start)
+        try vy.start(store: y.store, now: start)
+        for _ in 0..<2 {
+            let (s, l) = vx.turn == .mine ? (vx, vy) : (vy, vx)
+            try s.select(s.myWords[0], now: start + 1)
+            try l.select(s.myWords[0], now: start + 1)
+        }
+        return (
+            try vx.check(heardCode: VoiceProtocol.codeText(vy.yourCode!), heardTag: vy.yourTag!, store: x.store, now: start + 2),
+            try vy.check(heardCode: VoiceProtocol.codeText(vx.yourCode!), heardTag: vx.yourTag!, store: y.store, now: start + 2)
+        )
+    }
+
+    private func moveToNewDevice(_ a: Side) throws -> Side {
+        let moved = MemorySecretStore()
+        try moved.put(Identity.itemName, bytes: try a.identity.store.get(Identity.itemName)!)
+        let identity = try Identity.load(store: moved)
+        return Side(identity: identity, store: try ContactStore(path: a.store.path, identity: identity), contactID: a.contactID)
+    }
+
+    func testAnUpdateRestoresADegradedContact() throws {
+        let (oldAlice, bob) = try pair()
+        let alice = try moveToNewDevice(oldAlice)
+        var (oa, ob) = try verify(alice, bob, now: t0)
+        XCTAssertEqual(ob, .deviceChanged)
+        XCTAssertEqual(oa, .verifiedTagUnchecked)
+        XCTAssertEqual(try bob.store.contact(id: bob.contactID).state, .degraded)
+
+        let now = t0 + 300
+        let ua = try update(alice, now: now), ub = try update(bob, now: now)
+        XCTAssertEqual(ua.sessionCode, ub.sessionCode, "both derive the session code from the seed and the time")
+        XCTAssertNotEqual(ua.isInitiator, ub.isInitiator)
+        XCTAssertEqual(try pump(ua, ub, now: now), 5)
+        XCTAssertEqual(ua.state, .done)
+        XCTAssertEqual(ub.state, .done)
+        XCTAssertEqual(try bob.store.contact(id: bob.contactID).state, .verified)
+        XCTAssertEqual(try alice.store.contact(id: alice.contactID).state, .verified)
+        (oa, ob) = try verify(alice, bob, now: now + 60)
+        XCTAssertEqual(oa, .verified)
+        XCTAssertEqual(ob, .verified)
+        // After both have heard the new secrets nothing is pending.
+        XCTAssertFalse(try alice.store.deviceSecrets(id: alice.contactID).hasPending)
+        XCTAssertFalse(try bob.store.deviceSecrets(id: bob.contactID).hasPending)
+    }
+
+    /// Every interruption point: deliver the first k frames, stop, and
+    /// check that verification keeps working and a later update completes.
+    func testEveryInterruptionPointRecovers() throws {
+        for k in 0...5 {
+            let (alice, bob) = try pair()
+            let now = t0 + 300
+            let ua = try update(alice, now: now), ub = try update(bob, now: now)
+            XCTAssertEqual(try pump(ua, ub, now: now, limit: k), min(k, 5))
+            // Two verifications in a row: never a false "device changed".
+            for round in 0..<2 {
+                let (oa, ob) = try verify(alice, bob, now: now + 60 + Int64(round) * 90)
+                XCTAssertEqual(oa, .verified, "k = \(k), round \(round)")
+                XCTAssertEqual(ob, .verified, "k = \(k), round \(round)")
+            }
+            XCTAssertEqual(try alice.store.contact(id: alice.contactID).state, .verified)
+            XCTAssertEqual(try bob.store.contact(id: bob.contactID).state, .verified)
+            // A complete update afterwards leaves nothing pending.
+            let later = now + 600
+            let va = try update(alice, now: later), vb = try update(bob, now: later)
+            XCTAssertEqual(try pump(va, vb, now: later), 5, "k = \(k)")
+            let (oa, ob) = try verify(alice, bob, now: later + 60)
+            XCTAssertEqual(oa, .verified)
+            XCTAssertEqual(ob, .verified)
+            XCTAssertFalse(try alice.store.deviceSecrets(id: alice.contactID).hasPending, "k = \(k)")
+            XCTAssertFalse(try bob.store.deviceSecrets(id: bob.contactID).hasPending, "k = \(k)")
+        }
+    }
+
+    func testTamperedReplayedAndReflectedFramesFail() throws {
+        let (alice, bob) = try pair()
+        let now = t0 + 300
+        // Reflection.
+        let ua = try update(alice, now: now)
+        XCTAssertEqual(kind { try ua.receive(ua.peekOutgoing()!, now: now) }, .invalidKey)
+        XCTAssertEqual(ua.state, .failed)
+        // Someone without the seed: the confirmation fails.
+        let ds = try bob.store.deviceSecrets(id: bob.contactID)
+        try bob.store.replaceExchanged(
+            id: bob.contactID, publicKey: alice.identity.publicKey, seed: try SecretBytes(copying: SHA256.hash([7])),
+            mine: try ds.mine.copy(), theirs: try ds.theirs.copy(), method: .qr, now: t0)
+        let x = try update(alice, now: now), y = try update(bob, now: now)
+        XCTAssertNotEqual(x.sessionCode, y.sessionCode, "the devices would not even find each other")
+        let k = kind { try pump(x, y, now: now) }
+        XCTAssertEqual(k, .authenticationFailed)
+        XCTAssertFalse(try alice.store.deviceSecrets(id: alice.contactID).hasPending)
+    }
+
+    func testOnlyTheCurrentOrPreviousWindowAndExpiry() throws {
+        let (alice, bob) = try pair()
+        let now = t0 + 300
+        var r = DeterministicRandom(seed: [UInt8](repeating: 1, count: 32))
+        XCTAssertEqual(
+            kind { _ = try PinUpdate(store: alice.store, contactID: alice.contactID, window: VoiceProtocol.window(now) + 1, now: now, random: &r) },
+            .invalidArgument)
+        let ua = try update(alice, now: now), ub = try update(bob, now: now)
+        let f = ub.peekOutgoing()!
+        XCTAssertEqual(kind { try ua.receive(f, now: now + PinUpdate.lifetime + 1) }, .expired)
+    }
+}
