@@ -1322,6 +1322,79 @@ itsme_result itsme_online_verify_confirm(itsme_online_verify *session,
  * Errors: ITSME_E_INVALID_STATE (already finished or failed). */
 itsme_result itsme_online_verify_reject(itsme_online_verify *session);
 
+/* ------------------------------------------------------------------------
+ * Security PIN Update (docs/PROTOCOL.md section 10.3)
+ *
+ * Two people together replace the device secrets of their contact; this
+ * restores a degraded contact.  Both devices show the session code (the
+ * host uses it to find the peer over Bluetooth; if none is found, a second
+ * update for the window before); the host moves the frames.  The update
+ * writes to the contact store as the protocol requires, so stopping at any
+ * point leaves both sides able to verify.  A failure is final.  Errors are
+ * detailed by itsme_pin_update_last_error (itsme_pin_update_new records on
+ * the store).
+ *
+ * Thread safety: an itsme_pin_update must not be used by two threads at
+ * once.  It keeps its contact store alive.
+ * ---------------------------------------------------------------------- */
+
+typedef struct itsme_pin_update itsme_pin_update;
+
+typedef uint32_t itsme_pin_update_state;
+#define ITSME_PIN_UPDATE_RUNNING 1
+/* This side has committed its new secret (the initiator may still have
+ * DONE to send: keep calling next_outgoing until it gives nothing). */
+#define ITSME_PIN_UPDATE_DONE 2
+#define ITSME_PIN_UPDATE_FAILED 3
+
+/* Longest PIN Update frame. */
+#define ITSME_PIN_UPDATE_FRAME_MAX 66
+
+/* Starts an update with contact `contact_id` in `window` (floor(now / 30)
+ * or the one before); rng NULL: the operating system.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND,
+ * ITSME_E_DATABASE. */
+itsme_result itsme_pin_update_new(itsme_store *store, int64_t contact_id,
+                                  int64_t window, itsme_random *rng,
+                                  int64_t now, itsme_pin_update **out);
+
+/* Releases an update and wipes its secrets.  Accepts NULL. */
+void itsme_pin_update_free(itsme_pin_update *update);
+
+/* Copies the detail of the last failure of a call on this update.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_pin_update_last_error(const itsme_pin_update *update,
+                                         char *buf, size_t cap,
+                                         size_t *out_len);
+
+/* The state.  Errors: ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_pin_update_status(const itsme_pin_update *update,
+                                     itsme_pin_update_state *out_state);
+
+/* The session code both devices show ("ECHO 0042"; ITSME_SHORT_CODE_SIZE).
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_pin_update_session_code(const itsme_pin_update *update,
+                                           char *out, size_t cap,
+                                           size_t *out_len);
+
+/* The next frame to send, removed on success; ITSME_OK with *out_len = 0
+ * when there is none.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_pin_update_next_outgoing(itsme_pin_update *update,
+                                            uint8_t *out, size_t cap,
+                                            size_t *out_len);
+
+/* Feeds one frame from the peer; stores the new secrets when the protocol
+ * says so.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (failed, or done
+ * on this side), and, ending the update as failed: ITSME_E_MALFORMED_MESSAGE,
+ * ITSME_E_AUTHENTICATION_FAILED (a tampered frame, or a peer without the
+ * seed), ITSME_E_INVALID_KEY (a reflected key), ITSME_E_EXPIRED (more than
+ * 10 minutes), ITSME_E_DATABASE. */
+itsme_result itsme_pin_update_receive(itsme_pin_update *update,
+                                      const uint8_t *bytes, size_t len,
+                                      int64_t now);
+
 #ifdef __cplusplus
 }
 #endif

@@ -18,4 +18,5 @@ struct itsme_random { unsigned char opaque_; };
 struct itsme_exchange { unsigned char opaque_; };
 struct itsme_voice { unsigned char opaque_; };
 struct itsme_online_verify { unsigned char opaque_; };
+struct itsme_pin_update { unsigned char opaque_; };
 #endif

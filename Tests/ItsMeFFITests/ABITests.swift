@@ -68,6 +68,9 @@ final class ABITests: XCTestCase {
         XCTAssertEqual(VoiceSession.Outcome.deviceChanged.rawValue, UInt32(ITSME_VOICE_DEVICE_CHANGED))
         XCTAssertEqual(VoiceSession.Outcome.mismatch.rawValue, UInt32(ITSME_VOICE_MISMATCH))
         XCTAssertEqual(VoiceSession.Outcome.verifiedTagUnchecked.rawValue, UInt32(ITSME_VOICE_VERIFIED_TAG_UNCHECKED))
+        XCTAssertEqual(PinUpdate.State.running.rawValue, UInt32(ITSME_PIN_UPDATE_RUNNING))
+        XCTAssertEqual(PinUpdate.State.done.rawValue, UInt32(ITSME_PIN_UPDATE_DONE))
+        XCTAssertEqual(PinUpdate.State.failed.rawValue, UInt32(ITSME_PIN_UPDATE_FAILED))
         // The struct's layout is part of the ABI: no padding, 32 bytes.
         XCTAssertEqual(MemoryLayout<itsme_voice_derivation>.size, 32)
         XCTAssertEqual(MemoryLayout<itsme_voice_derivation>.offset(of: \.my_code), 16)
