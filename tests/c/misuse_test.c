@@ -719,20 +719,20 @@ static void exchanges(void) {
     itsme_online_verify_free(NULL);
 
     /* Security PIN Update between the two stored contacts. */
-    itsme_pin_update *pa = NULL, *pb2 = NULL;
+    itsme_pin_update *pua = NULL, *pub = NULL;
     const int64_t P0 = O0 + 900, PW = P0 / 30;
-    EXPECT("pin update NULL store", itsme_pin_update_new(NULL, contact_of_bob, PW, NULL, P0, &pa), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("pin update bad window", itsme_pin_update_new(store_a, contact_of_bob, PW - 2, NULL, P0, &pa), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("pin update a", itsme_pin_update_new(store_a, contact_of_bob, PW, NULL, P0, &pa), ITSME_OK);
-    EXPECT("pin update b", itsme_pin_update_new(store_b, contact_of_alice, PW, NULL, P0, &pb2), ITSME_OK);
+    EXPECT("pin update NULL store", itsme_pin_update_new(NULL, contact_of_bob, PW, NULL, P0, &pua), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("pin update bad window", itsme_pin_update_new(store_a, contact_of_bob, PW - 2, NULL, P0, &pua), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("pin update a", itsme_pin_update_new(store_a, contact_of_bob, PW, NULL, P0, &pua), ITSME_OK);
+    EXPECT("pin update b", itsme_pin_update_new(store_b, contact_of_alice, PW, NULL, P0, &pub), ITSME_OK);
     char code_pa[ITSME_SHORT_CODE_SIZE], code_pb[ITSME_SHORT_CODE_SIZE];
-    EXPECT("pin code a", itsme_pin_update_session_code(pa, code_pa, sizeof code_pa, &len), ITSME_OK);
-    EXPECT("pin code b", itsme_pin_update_session_code(pb2, code_pb, sizeof code_pb, &len), ITSME_OK);
+    EXPECT("pin code a", itsme_pin_update_session_code(pua, code_pa, sizeof code_pa, &len), ITSME_OK);
+    EXPECT("pin code b", itsme_pin_update_session_code(pub, code_pb, sizeof code_pb, &len), ITSME_OK);
     EXPECT("same pin code", strcmp(code_pa, code_pb), 0);
     int frames = 0;
     for (int moved = 1; moved;) {
         moved = 0;
-        itsme_pin_update *from[2] = {pa, pb2}, *to[2] = {pb2, pa};
+        itsme_pin_update *from[2] = {pua, pub}, *to[2] = {pub, pua};
         for (int i = 0; i < 2; i++) {
             uint8_t f[ITSME_PIN_UPDATE_FRAME_MAX];
             if (itsme_pin_update_next_outgoing(from[i], f, sizeof f, &len) != ITSME_OK) { failed++; break; }
@@ -744,15 +744,15 @@ static void exchanges(void) {
     }
     EXPECT("pin frames", frames, 5);
     itsme_pin_update_state ps = 0;
-    EXPECT("pin status a", itsme_pin_update_status(pa, &ps), ITSME_OK);
+    EXPECT("pin status a", itsme_pin_update_status(pua, &ps), ITSME_OK);
     EXPECT("pin done a", ps, ITSME_PIN_UPDATE_DONE);
-    EXPECT("pin status b", itsme_pin_update_status(pb2, &ps), ITSME_OK);
+    EXPECT("pin status b", itsme_pin_update_status(pub, &ps), ITSME_OK);
     EXPECT("pin done b", ps, ITSME_PIN_UPDATE_DONE);
-    EXPECT("pin receive after done", itsme_pin_update_receive(pa, (const uint8_t *)"\x01\x01", 2, P0 + 2), ITSME_E_INVALID_STATE);
-    EXPECT("pin last error", itsme_pin_update_last_error(pa, msg, sizeof msg, &len), ITSME_OK);
+    EXPECT("pin receive after done", itsme_pin_update_receive(pua, (const uint8_t *)"\x01\x01", 2, P0 + 2), ITSME_E_INVALID_STATE);
+    EXPECT("pin last error", itsme_pin_update_last_error(pua, msg, sizeof msg, &len), ITSME_OK);
     EXPECT("pin last error NULL", itsme_pin_update_last_error(NULL, msg, sizeof msg, &len), ITSME_E_INVALID_ARGUMENT);
-    itsme_pin_update_free(pa);
-    itsme_pin_update_free(pb2);
+    itsme_pin_update_free(pua);
+    itsme_pin_update_free(pub);
     itsme_pin_update_free(NULL);
 
     /* Voice pure derivations. */
