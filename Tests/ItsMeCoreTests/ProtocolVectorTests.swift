@@ -571,13 +571,94 @@ final class ProtocolVectorTests: XCTestCase {
         return ["sessions": sessions]
     }
 
+    func pinUpdateVectors() throws -> [String: Any] {
+        var sessions: [[String: Any]] = []
+        for i in 0..<2 {
+            let seed = fixed("itsme-vector-pin-seed-\(i)")
+            let (a, _) = try party("pin-\(i)-a", name: "Alice")
+            let (b, _) = try party("pin-\(i)-b", name: "Bob")
+            let dir = NSTemporaryDirectory() + "itsme-pin-vec-\(UUID().uuidString)"
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: dir) }
+            func store(_ me: Party, _ peer: Party) throws -> (ContactStore, Int64) {
+                let st = try ContactStore(path: dir + "/\(me.name).db", identity: me.identity)
+                return (st, try st.add(name: peer.name, publicKey: peer.publicKey, seed: try SecretBytes(copying: seed), method: .qr, now: now))
+            }
+            let (sa, ia) = try store(a, b)
+            let (sb, ib) = try store(b, a)
+            let t = now + 5000 + Int64(i) * 1000
+            let w = VoiceProtocol.window(t)
+            let ra = fixed("itsme-vector-pin-random-a-\(i)"), rb = fixed("itsme-vector-pin-random-b-\(i)")
+            var ga = DeterministicRandom(seed: ra), gb = DeterministicRandom(seed: rb)
+            let ua = try PinUpdate(store: sa, contactID: ia, window: w, now: t, random: &ga)
+            let ub = try PinUpdate(store: sb, contactID: ib, window: w, now: t, random: &gb)
+            var log: [(Bool, [UInt8])] = []
+            var moved = true
+            while moved {
+                moved = false
+                for (from, to) in [(ua, ub), (ub, ua)] {
+                    if let f = from.peekOutgoing() { from.markSent(); log.append((from.isInitiator, f)); try to.receive(f, now: t); moved = true }
+                }
+            }
+            XCTAssertEqual(ua.state, .done)
+            XCTAssertEqual(ub.state, .done)
+            func drawn(_ r: [UInt8]) -> (eph: [UInt8], secret: [UInt8]) {
+                var g = DeterministicRandom(seed: r)
+                let d = g.bytes(48)
+                return (Array(d[0..<32]), Array(d[32..<48]))
+            }
+            let da = drawn(ra), db = drawn(rb)
+            let aInit = a.publicKey.lexicographicallyPrecedes(b.publicKey)
+            let (iP, rP) = aInit ? (a, b) : (b, a)
+            let (iD, rD) = aInit ? (da, db) : (db, da)
+            func pub(_ sk: [UInt8]) -> [UInt8] { sk.withBytes { X25519.publicKey(secretKey: $0) } }
+            let code = ShortCode(value: UInt32(
+                HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-pin-update-code-v1"), VoiceProtocol.u64(w))).prefix(8)
+                    .reduce(UInt64(0)) { $0 << 8 | UInt64($1) } % 260_000))!
+            XCTAssertEqual(ua.sessionCode, code)
+            let keyI: [UInt8] = [1, 1] + pub(iD.eph), keyR: [UInt8] = [1, 1] + pub(rD.eph)
+            let thInput = LV.cat(LV.b("itsme-pin-update-v1"), LV.b(code.text), VoiceProtocol.u64(w), iP.publicKey, rP.publicKey, keyI, keyR)
+            let th = SHA256.hash(thInput)
+            let salt = HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-pin-update-salt-v1"), th))
+            let shared = try X25519.sharedSecret(secretKey: try SecretBytes(copying: iD.eph), peerPublicKey: pub(rD.eph)).unsafeExportedArray()
+            let prk = try HKDF.extract(salt: salt, ikm: shared)
+            let kI = try HKDF.expand(prk: prk, info: LV.cat(LV.b("itsme-pin-update-key-v1"), LV.b("initiator")), count: 32).unsafeExportedArray()
+            let kR = try HKDF.expand(prk: prk, info: LV.cat(LV.b("itsme-pin-update-key-v1"), LV.b("responder")), count: 32).unsafeExportedArray()
+            func confirm(_ role: String) -> [UInt8] { HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-pin-update-confirm-v1"), LV.b(role), th)) }
+            func sealed(_ type: UInt8, _ k: [UInt8], _ counter: UInt64, _ plain: [UInt8]) throws -> [UInt8] {
+                [1, type] + (try AEAD.seal(.chacha20Poly1305, key: k, nonce: ExchangeProtocol.nonce(counter), plaintext: plain, aad: [1, type]))
+            }
+            let newI = try sealed(2, kI, 0, iD.secret + confirm("initiator"))
+            let newR = try sealed(2, kR, 0, rD.secret + confirm("responder"))
+            let done = try sealed(3, kI, 1, [])
+            let sent = Dictionary(grouping: log, by: { $0.0 }).mapValues { $0.map { hex($0.1) } }
+            XCTAssertEqual(sent[true], [keyI, newI, done].map(hex))
+            XCTAssertEqual(sent[false], [keyR, newR].map(hex))
+            func side(_ p: Party, _ d: (eph: [UInt8], secret: [UInt8]), _ r: [UInt8]) -> [String: Any] {
+                [
+                    "random_seed": hex(r), "identity_random_seed": hex(p.randomSeed), "identity_seed": hex(p.identitySeed),
+                    "pid": hex(p.publicKey), "ephemeral_secret": hex(d.eph), "ephemeral_public": hex(pub(d.eph)),
+                    "new_device_secret": hex(d.secret),
+                ]
+            }
+            sessions.append([
+                "seed": hex(seed), "window": Int(w), "session_code_value": Int(code.value), "session_code_text": code.text,
+                "initiator_text": aInit ? "a" : "b", "a": side(a, da, ra), "b": side(b, db, rb), "key_i": hex(keyI),
+                "key_r": hex(keyR), "th_input": hex(thInput), "th": hex(th), "salt": hex(salt), "shared": hex(shared),
+                "k_i": hex(kI), "k_r": hex(kR), "confirm_i": hex(confirm("initiator")), "confirm_r": hex(confirm("responder")),
+                "new_i": hex(newI), "new_r": hex(newR), "done": hex(done),
+            ])
+        }
+        return ["sessions": sessions]
+    }
+
     // MARK: The test
 
     func testVectorsMatchTheFiles() throws {
         let files: [String: Any] = [
             "encoding": encodingVectors(), "seed": try seedVectors(), "sas": try sasVectors(), "qr": try qrVectors(),
             "source-v5": try sourceVectors(), "bluetooth": try bluetoothVectors(), "voice": try voiceVectors(),
-            "online-verify": try onlineVerifyVectors(),
+            "online-verify": try onlineVerifyVectors(), "pin-update": try pinUpdateVectors(),
         ]
         let write = ProcessInfo.processInfo.environment["ITSME_WRITE_VECTORS"] == "1"
         for (name, content) in files {
