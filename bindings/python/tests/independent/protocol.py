@@ -900,7 +900,7 @@ WORD_OPTIONS_INFO = b"itsme-word-options-v1"
 WORD_OPTIONS_MESSAGE = b"word-options"
 WORD_ACCEPT_BELOW = 9 * 26  # 234
 WORDS_PER_PERSON = 5
-LAST_WORD_BLOCK = 255  # block_i for i = 1, 2, ..., 255 (u8(i)); block_0 has no counter byte
+LAST_WORD_BLOCK = 255  # block_i for i = 1, ..., 255 (u8(i)), block_0 without: 256 blocks in all
 
 
 def words_key(seed: bytes, window: int, pid: bytes) -> bytes:
@@ -944,8 +944,8 @@ def draw_words(seed: bytes, window: int, pid: bytes) -> WordDraw:
     blocks: list[bytes] = []
 
     def stream():
-        # Blocks 0 to 255 at most.  The document says they "cannot all fall short"; were they
-        # to, pick_words raises ProtocolError when the stream ends.
+        # Blocks 0 to 255: "256 blocks in all".  "Should all 256 fall short [...] the
+        # derivation fails": pick_words raises ProtocolError when the stream ends.
         for i in range(LAST_WORD_BLOCK + 1):
             block = words_block(key, i)
             blocks.append(block)
@@ -1108,7 +1108,7 @@ def session_outcome(code_matches: bool, tag_matches: bool | None,
     if not code_matches:  # "differs | any": unchanged
         return FAILED, state
     as_verified = state if state in _DEGRADED_STATES else VERIFIED  # degraded stays degraded
-    if tag_matches is None:  # "as for 'verified'"
+    if tag_matches is None:  # "unverified or verified → verified; degraded stays degraded"
         return VERIFIED_TAG_UNCHECKED, as_verified
     if tag_matches:
         return VERIFIED, as_verified
@@ -1204,29 +1204,78 @@ def check_degradation_code(seed: bytes, pid_d: bytes, text: str) -> bytes | None
 
 
 def degradation_accepted_state(state: str) -> str:
-    """10.2: a right code "marks the contact degraded with the change acknowledged; it never
-    restores 'verified' by itself".  The document gives no other rule (it does not restrict
-    the code to contacts already degraded), so every state goes to degraded, acknowledged."""
+    """10.2: "A right code, whatever the contact's state, [...] marks the contact degraded
+    with the change acknowledged; it never restores 'verified' by itself".  "The
+    acknowledgement lasts until a later session finds a wrong tag again" (session_outcome
+    then gives degraded, not acknowledged)."""
     if state not in CONTACT_STATES:
         raise ValueError(f"unknown contact state {state!r}")
     return DEGRADED_ACKNOWLEDGED
 
 
-FREE_FAILURES = 5
-FIRST_DELAY_SECONDS = 5 * 60
-MAX_DELAY_SECONDS = 24 * 60 * 60
+LOCK_FROM_FAILURE = 5  # "the n-th failure, for n of 5 or more, locks further attempts"
+FIRST_LOCK_SECONDS = 300  # "for 300 x 2^(n-5) seconds"
+MAX_LOCK_SECONDS = 24 * 60 * 60  # "at most 24 hours"
 
 
 def limiter_delay(failures: int) -> int:
-    """The attempt limiter of 10.2, read as: after ``failures`` counted failures, the wait
-    before the next attempt is none for the first 5, then 5 minutes, doubling with every
-    further failure, capped at 24 hours."""
+    """10.2: the lock that the ``failures``-th counted failure sets: none for the first four,
+    300 x 2^(n-5) seconds for the n-th failure from the fifth on, at most 24 hours ("so five
+    wrong codes lock for 5 minutes")."""
     if failures < 0:
         raise ValueError("negative failure count")
-    if failures <= FREE_FAILURES:
+    if failures < LOCK_FROM_FAILURE:
         return 0
-    extra = min(failures - FREE_FAILURES - 1, 9)  # 300 s * 2^9 already exceeds a day
-    return min(FIRST_DELAY_SECONDS << extra, MAX_DELAY_SECONDS)
+    exponent = min(failures - LOCK_FROM_FAILURE, 9)  # 300 s * 2^9 already exceeds a day
+    return min(FIRST_LOCK_SECONDS << exponent, MAX_LOCK_SECONDS)
+
+
+class Locked(ProtocolError):
+    """10.2: an attempt while the limiter locks further attempts."""
+
+
+class AttemptLimiter:
+    """The attempt limiter of 10.2 for one identity: a count of failures and the time until
+    which further attempts are locked.  A right code resets the count; a typing error never
+    reaches the limiter (it is rejected without counting).  Keeping the count across restarts
+    is the store's business; this object holds what would be stored."""
+
+    def __init__(self, failures: int = 0, locked_until: int | None = None):
+        self.failures = failures
+        self.locked_until = locked_until
+
+    def check(self, now: int) -> None:
+        """Raise Locked if an attempt at ``now`` is locked."""
+        if self.locked_until is not None and now < self.locked_until:
+            raise Locked(f"attempts locked for {self.locked_until - now} more seconds")
+
+    def failure(self, now: int) -> int:
+        """Count a wrong code entered at ``now``; returns the lock it sets, in seconds."""
+        self.check(now)
+        self.failures += 1
+        delay = limiter_delay(self.failures)
+        self.locked_until = now + delay if delay else None
+        return delay
+
+    def success(self, now: int) -> None:
+        """A right code resets the count."""
+        self.check(now)
+        self.failures = 0
+        self.locked_until = None
+
+
+def attempt_degradation_code(limiter: AttemptLimiter, now: int, seed: bytes, pid_d: bytes,
+                             text: str) -> bytes | None:
+    """10.2 under the limiter: a locked attempt raises Locked; a typing error raises
+    TypingError without counting; a wrong code counts a failure and returns None; a right code
+    resets the count and returns r."""
+    limiter.check(now)
+    secret = check_degradation_code(seed, pid_d, text)  # TypingError propagates, uncounted
+    if secret is None:
+        limiter.failure(now)
+        return None
+    limiter.success(now)
+    return secret
 
 
 # --------------------------------------------------------------------------------------------
@@ -1286,3 +1335,371 @@ def voice_tags(view: VoiceView, my_device_secret: bytes | None,
     t = tag_key(view.seed)
     return (device_tag(t, view.my_pid, view.window, my_device_secret),
             expected_device_tag(t, view.their_pid, view.window, their_device_secret))
+
+
+# --------------------------------------------------------------------------------------------
+# Section 11: Online Verify
+# --------------------------------------------------------------------------------------------
+
+# 11.1 The room
+
+ROOM_LABEL = b"itsme-room-id-v1"
+ROOM_BYTES = 16
+
+
+def room_id(seed: bytes, window: int) -> bytes:
+    """room(W) = first 16 bytes of HMAC(seed, lv_cat('itsme-room-id-v1', u64(W)))."""
+    return hmac_sha256(seed, lv_cat(ROOM_LABEL, u64(window)))[:ROOM_BYTES]
+
+
+def room_name(room: bytes) -> str:
+    """The room's name on the relay: its lowercase hex (32 characters)."""
+    if len(room) != ROOM_BYTES:
+        raise ValueError("a room ID is 16 bytes")
+    return room.hex()
+
+
+def rooms_to_join(seed: bytes, now: int) -> tuple[tuple[int, str], tuple[int, str]]:
+    """11.1: (window, room name) in the order tried: room(window(now)) first, then, if no peer
+    is found there, room(window(now) - 1).  The session uses the window of the room where the
+    two met."""
+    w = window_of(now)
+    return ((w, room_name(room_id(seed, w))), (w - 1, room_name(room_id(seed, w - 1))))
+
+
+# 11.2 Messages
+
+OV_VERSION = 1
+OV_COMMIT, OV_KEY, OV_PROOF = 1, 2, 3
+OV_COMMIT_LABEL = b"itsme-ov-commit-v1"
+OV_EPHEMERAL_BYTES = 32
+OV_CHALLENGE_BYTES = 32
+OV_PROOF_PLAINTEXT_BYTES = 32 + 32  # proof || device tag
+_OV_BODY_BYTES = {
+    OV_COMMIT: 32,
+    OV_KEY: OV_EPHEMERAL_BYTES + OV_CHALLENGE_BYTES,
+    OV_PROOF: OV_PROOF_PLAINTEXT_BYTES + TAG_BYTES,  # ChaCha20-Poly1305 adds its 16-byte tag
+}
+_OV_NAMES = {OV_COMMIT: "COMMIT", OV_KEY: "KEY", OV_PROOF: "PROOF"}
+
+
+def ov_message(message_type: int, body: bytes) -> bytes:
+    """message = u8(1) || u8(type) || body."""
+    if _OV_BODY_BYTES.get(message_type) != len(body):
+        raise ValueError("Online Verify message body of the wrong length")
+    return u8(OV_VERSION) + u8(message_type) + body
+
+
+def parse_ov_message(message: bytes, expected_type: int) -> bytes:
+    """11.2: a message of another version or type, of the wrong length, or out of order (a
+    type other than the one expected now) is rejected.  Returns the body."""
+    if len(message) < 2 or message[0] != OV_VERSION:
+        raise ProtocolError("Online Verify message of another version")
+    if message[1] not in _OV_BODY_BYTES:
+        raise ProtocolError("Online Verify message of another type")
+    if message[1] != expected_type:
+        raise ProtocolError(f"{_OV_NAMES[message[1]]} out of order "
+                            f"(expected {_OV_NAMES[expected_type]})")
+    if len(message) - 2 != _OV_BODY_BYTES[expected_type]:
+        raise ProtocolError("Online Verify message of the wrong length")
+    return message[2:]
+
+
+def ov_commitment(ephemeral_pk: bytes, challenge: bytes) -> bytes:
+    """The COMMIT body: SHA-256(lv_cat('itsme-ov-commit-v1', eph_I, chal_I))."""
+    return sha256(lv_cat(OV_COMMIT_LABEL, ephemeral_pk, challenge))
+
+
+def commit_message(ephemeral_pk: bytes, challenge: bytes) -> bytes:
+    return ov_message(OV_COMMIT, ov_commitment(ephemeral_pk, challenge))
+
+
+def ov_key_message(ephemeral_pk: bytes, challenge: bytes) -> bytes:
+    """KEY: eph (32) || chal (32)."""
+    return ov_message(OV_KEY, ephemeral_pk + challenge)
+
+
+def ov_role(my_pid: bytes, their_pid: bytes) -> str:
+    """11.2: the initiator is the party with the lower pid (ordered as in section 9)."""
+    low, _ = order_pids(my_pid, their_pid)
+    return INITIATOR if low == my_pid else RESPONDER
+
+
+def check_ov_key(body: bytes, own_ephemeral_pk: bytes, own_challenge: bytes,
+                 commitment: bytes | None, own_ephemeral_secret: bytes) -> tuple[bytes, bytes,
+                                                                                   bytes]:
+    """11.2, checks on a received KEY body, in the listed order: the peer's eph and chal differ
+    from one's own (each of them: a message echoing either is refused); for the responder
+    (``commitment`` given) the KEY opens the COMMIT, compared in constant time; the X25519
+    shared secret is not all zero.  Returns (eph, chal, shared)."""
+    eph, chal = body[:OV_EPHEMERAL_BYTES], body[OV_EPHEMERAL_BYTES:]
+    if eph == own_ephemeral_pk or chal == own_challenge:
+        raise ProtocolError("KEY carries our own ephemeral key or challenge (reflected)")
+    if commitment is not None and not hmac.compare_digest(ov_commitment(eph, chal), commitment):
+        raise ProtocolError("the initiator's KEY does not open its COMMIT")
+    return eph, chal, x25519_shared(own_ephemeral_secret, eph)
+
+
+# 11.3 Keys, proofs, tags
+
+OV_TH_LABEL = b"itsme-online-verify-v1"
+OV_SALT_LABEL = b"itsme-ov-salt-v1"
+OV_KEY_LABEL = b"itsme-ov-key-v1"
+OV_PROOF_LABEL = b"itsme-ov-proof-v1"
+OV_DEVICE_LABEL = b"itsme-ov-device-v1"
+OV_PROOF_COUNTER = 0
+OV_SESSION_SECONDS = 10 * 60
+
+
+def ov_th_input(room: bytes, window: int, pid_i: bytes, pid_r: bytes, commit: bytes,
+                key_r: bytes, key_i: bytes) -> bytes:
+    """lv_cat('itsme-online-verify-v1', room(W), u64(W), pid_I, pid_R, COMMIT, KEY_R, KEY_I),
+    with the room's 16 bytes and the three whole messages."""
+    return lv_cat(OV_TH_LABEL, room, u64(window), pid_i, pid_r, commit, key_r, key_i)
+
+
+def ov_th(room: bytes, window: int, pid_i: bytes, pid_r: bytes, commit: bytes, key_r: bytes,
+          key_i: bytes) -> bytes:
+    return sha256(ov_th_input(room, window, pid_i, pid_r, commit, key_r, key_i))
+
+
+def ov_salt(seed: bytes, th: bytes) -> bytes:
+    """salt = HMAC(seed, lv_cat('itsme-ov-salt-v1', th))."""
+    return hmac_sha256(seed, lv_cat(OV_SALT_LABEL, th))
+
+
+def ov_session_keys(salt: bytes, shared: bytes) -> tuple[bytes, bytes]:
+    """prk = HKDF-Extract(salt, shared); (k_I, k_R) = HKDF-Expand(prk, lv_cat(label, role), 32)."""
+    prk = hkdf_extract(salt, shared)
+    return (hkdf_expand(prk, lv_cat(OV_KEY_LABEL, INITIATOR), 32),
+            hkdf_expand(prk, lv_cat(OV_KEY_LABEL, RESPONDER), 32))
+
+
+def ov_proof(seed: bytes, role: str, th: bytes) -> bytes:
+    """proof(S) = HMAC(seed, lv_cat('itsme-ov-proof-v1', role(S), th))."""
+    if role not in (INITIATOR, RESPONDER):
+        raise ValueError("role is 'initiator' or 'responder'")
+    return hmac_sha256(seed, lv_cat(OV_PROOF_LABEL, role, th))
+
+
+def ov_device_tag(key: bytes, pid: bytes, th: bytes, device_secret: bytes | None) -> bytes:
+    """dtag(S) = HMAC(T, lv_cat('itsme-ov-device-v1', pid(S), th, device_secret(S))), T of
+    10.1 (tag_key).  device_secret(S) is read as in 10.1: the empty string on a device that
+    holds none (None or b"")."""
+    secret = b"" if device_secret is None else device_secret
+    return hmac_sha256(key, lv_cat(OV_DEVICE_LABEL, pid, th, secret))
+
+
+def seal_proof(key: bytes, proof: bytes, dtag: bytes) -> bytes:
+    """PROOF: ChaCha20-Poly1305 under the sender's role key, nonce 00 00 00 00 || u64(0),
+    associated data the two header bytes, of proof (32) || device tag (32)."""
+    if len(proof) != 32 or len(dtag) != 32:
+        raise ValueError("proof and device tag are 32 bytes each")
+    header = u8(OV_VERSION) + u8(OV_PROOF)
+    body = ChaCha20Poly1305(key).encrypt(bt_nonce(OV_PROOF_COUNTER), proof + dtag, header)
+    return ov_message(OV_PROOF, body)
+
+
+def open_proof(message: bytes, key: bytes) -> tuple[bytes, bytes]:
+    """Decrypt a PROOF with the sender's role key; returns (proof, device tag)."""
+    body = parse_ov_message(message, OV_PROOF)
+    try:
+        plain = ChaCha20Poly1305(key).decrypt(bt_nonce(OV_PROOF_COUNTER), body, message[:2])
+    except InvalidTag as exc:
+        raise ProtocolError("PROOF does not decrypt") from exc
+    return plain[:32], plain[32:]
+
+
+def ov_tag_outcome(received_dtag: bytes, expected_dtag: bytes | None) -> str:
+    """11.3: the device tag compared with the one computed from the stored device secret gives
+    the outcome of 10.1: verified, their device changed, or (no stored secret) not checked."""
+    if expected_dtag is None:
+        return VERIFIED_TAG_UNCHECKED
+    if hmac.compare_digest(received_dtag, expected_dtag):
+        return VERIFIED
+    return VERIFIED_DEVICE_CHANGED
+
+
+_OUTCOME_TAG_MATCHES = {VERIFIED: True, VERIFIED_DEVICE_CHANGED: False,
+                        VERIFIED_TAG_UNCHECKED: None}
+
+
+def ov_confirmed_state(outcome: str, state: str) -> str:
+    """11.3: "confirming records the outcome on the contact as 10.1 does" (the SAS was
+    confirmed and the proof was right, so the code column reads 'matches')."""
+    if outcome not in _OUTCOME_TAG_MATCHES:
+        raise ValueError(f"not an Online Verify outcome: {outcome!r}")
+    return session_outcome(True, _OUTCOME_TAG_MATCHES[outcome], state)[1]
+
+
+def ov_session_expired(created_at: int, now: int) -> bool:
+    """11.3: "A session must end within 10 minutes of its creation".  Read with the boundary
+    of 9.1: at created_at + 600 it has expired."""
+    return now - created_at >= OV_SESSION_SECONDS
+
+
+@dataclass(frozen=True)
+class OvResult:
+    """What one side holds once both PROOFs are in (11.3)."""
+    role: str
+    room: bytes
+    window: int
+    commit: bytes
+    key_r: bytes
+    key_i: bytes
+    th_input: bytes
+    th: bytes
+    salt: bytes
+    shared: bytes
+    k_i: bytes
+    k_r: bytes
+    proof_i: bytes
+    proof_r: bytes
+    dtag_i: bytes  # as sent by the initiator (its own, or received)
+    dtag_r: bytes  # as sent by the responder
+    expected_peer_dtag: bytes | None  # from the stored device secret; None: not checked
+    proof_message_i: bytes
+    proof_message_r: bytes
+    tag_outcome: str
+    sas_value: int
+    sas_text: str
+
+
+class OnlineVerifySession:
+    """One side of an Online Verify session (11.2, 11.3), from the seed, the window of the room
+    where the two met, both pids, this session's ephemeral secret and challenge, this side's
+    device secret for the contact and the one stored for the contact (None or b"": none).
+
+    ``start()`` returns the messages to send first (the initiator's COMMIT); ``receive(m)``
+    checks a message from the peer and returns the messages to send in reply.  The first
+    failed check raises ProtocolError and ends the session: every later call raises too.
+    Once both PROOFs are in, ``result`` holds the transcript, the tag outcome and the SAS (and
+    is dropped again if the session then fails)."""
+
+    def __init__(self, seed: bytes, window: int, my_pid: bytes, their_pid: bytes,
+                 ephemeral_secret: bytes, challenge: bytes, my_device_secret: bytes | None,
+                 their_device_secret: bytes | None, created_at: int | None = None):
+        if len(seed) != 32 or len(ephemeral_secret) != 32:
+            raise ValueError("seed and ephemeral secret are 32 bytes")
+        if len(challenge) != OV_CHALLENGE_BYTES:
+            raise ValueError("a challenge is 32 bytes")
+        self.seed = seed
+        self.window = window
+        self.my_pid = my_pid
+        self.their_pid = their_pid
+        self.role = ov_role(my_pid, their_pid)
+        self.peer_role = RESPONDER if self.role == INITIATOR else INITIATOR
+        self.room = room_id(seed, window)
+        self.ephemeral_secret = ephemeral_secret
+        self.ephemeral_pk = x25519_public(ephemeral_secret)
+        self.challenge = challenge
+        self.my_device_secret = my_device_secret
+        self.their_device_secret = their_device_secret
+        self.created_at = created_at
+        self.key_message = ov_key_message(self.ephemeral_pk, challenge)
+        self.commit: bytes | None = None
+        self.key_r: bytes | None = None
+        self.key_i: bytes | None = None
+        self.result: OvResult | None = None
+        self.failed = False
+        self._started = False
+        self._expect = OV_KEY if self.role == INITIATOR else OV_COMMIT
+        self._derived: dict | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.result is not None
+
+    def start(self) -> list[bytes]:
+        """The initiator sends COMMIT first; the responder sends nothing until it has one."""
+        if self._started or self.failed:
+            raise ProtocolError("session already started")
+        self._started = True
+        if self.role == INITIATOR:
+            self.commit = commit_message(self.ephemeral_pk, self.challenge)
+            return [self.commit]
+        return []
+
+    def receive(self, message: bytes, now: int | None = None) -> list[bytes]:
+        if self.failed:
+            raise ProtocolError("the session has failed")
+        try:
+            if not self._started:
+                raise ProtocolError("message before the session started")
+            if now is not None and self.created_at is not None and ov_session_expired(
+                    self.created_at, now):
+                raise ProtocolError("the session is older than 10 minutes")
+            if self.done:
+                raise ProtocolError("message after both PROOFs (received twice or out of order)")
+            return self._receive(message)
+        except ProtocolError:
+            # "ends the session as failed": also after both PROOFs (a message received twice),
+            # so no outcome or SAS is left to confirm.
+            self.failed = True
+            self.result = None
+            raise
+
+    def _receive(self, message: bytes) -> list[bytes]:
+        body = parse_ov_message(message, self._expect)
+        if self._expect == OV_COMMIT:  # responder
+            self.commit = message
+            self.key_r = self.key_message
+            self._expect = OV_KEY
+            return [self.key_r]
+        if self._expect == OV_KEY:
+            commitment = self.commit[2:] if self.role == RESPONDER else None
+            _, _, shared = check_ov_key(body, self.ephemeral_pk, self.challenge, commitment,
+                                        self.ephemeral_secret)
+            if self.role == INITIATOR:
+                self.key_r, self.key_i = message, self.key_message
+            else:
+                self.key_i = message
+            proof_message = self._derive(shared)
+            self._expect = OV_PROOF
+            return [self.key_i, proof_message] if self.role == INITIATOR else [proof_message]
+        return self._check_proof(message)
+
+    def _pids(self) -> tuple[bytes, bytes]:
+        if self.role == INITIATOR:
+            return self.my_pid, self.their_pid
+        return self.their_pid, self.my_pid
+
+    def _derive(self, shared: bytes) -> bytes:
+        pid_i, pid_r = self._pids()
+        th_input = ov_th_input(self.room, self.window, pid_i, pid_r, self.commit, self.key_r,
+                               self.key_i)
+        th = sha256(th_input)
+        salt = ov_salt(self.seed, th)
+        k_i, k_r = ov_session_keys(salt, shared)
+        t = tag_key(self.seed)
+        my_proof = ov_proof(self.seed, self.role, th)
+        my_dtag = ov_device_tag(t, self.my_pid, th, self.my_device_secret)
+        my_key = k_i if self.role == INITIATOR else k_r
+        proof_message = seal_proof(my_key, my_proof, my_dtag)
+        expected_dtag = (ov_device_tag(t, self.their_pid, th, self.their_device_secret)
+                         if self.their_device_secret else None)
+        self._derived = dict(th_input=th_input, th=th, salt=salt, shared=shared, k_i=k_i,
+                             k_r=k_r, my_proof=my_proof, my_dtag=my_dtag,
+                             proof_message=proof_message, expected_dtag=expected_dtag)
+        return proof_message
+
+    def _check_proof(self, message: bytes) -> list[bytes]:
+        d = self._derived
+        peer_key = d["k_r"] if self.role == INITIATOR else d["k_i"]
+        proof, dtag = open_proof(message, peer_key)
+        if not hmac.compare_digest(proof, ov_proof(self.seed, self.peer_role, d["th"])):
+            raise ProtocolError("the peer's proof is wrong")
+        outcome = ov_tag_outcome(dtag, d["expected_dtag"])
+        value = sas_value(self.seed, d["th"])
+        mine = (d["my_proof"], d["my_dtag"], d["proof_message"])
+        theirs = (proof, dtag, message)
+        (p_i, t_i, m_i), (p_r, t_r, m_r) = (mine, theirs) if self.role == INITIATOR else (
+            theirs, mine)
+        self.result = OvResult(
+            role=self.role, room=self.room, window=self.window, commit=self.commit,
+            key_r=self.key_r, key_i=self.key_i, th_input=d["th_input"], th=d["th"],
+            salt=d["salt"], shared=d["shared"], k_i=d["k_i"], k_r=d["k_r"], proof_i=p_i,
+            proof_r=p_r, dtag_i=t_i, dtag_r=t_r, expected_peer_dtag=d["expected_dtag"],
+            proof_message_i=m_i, proof_message_r=m_r, tag_outcome=outcome, sas_value=value,
+            sas_text=format_short_code(value))
+        return []
