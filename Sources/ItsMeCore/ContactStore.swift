@@ -718,6 +718,21 @@ public final class ContactStore: @unchecked Sendable {
         }
     }
 
+    /// The secrets for tags; all empty on a device that cannot read them
+    /// (a new one) or for a contact added without them.
+    func tagSecrets(id: Int64) throws -> TagSecrets {
+        var found: DeviceSecrets?
+        do { found = try deviceSecrets(id: id) } catch let e as ItsMeError where e.kind == .notFound || e.kind == .authenticationFailed {
+            found = nil
+        }
+        guard let d = found.take() else {
+            return TagSecrets(speaking: try SecretBytes(count: 0), theirs: try SecretBytes(count: 0), theirsPending: try SecretBytes(count: 0))
+        }
+        return TagSecrets(
+            speaking: try d.committed ? d.pendingMine.copy() : d.mine.copy(), theirs: try d.theirs.copy(),
+            theirsPending: try d.pendingTheirs.copy())
+    }
+
     // MARK: Security PIN Update
 
     /// Stores new device secrets from a Security PIN Update as pending,
@@ -782,6 +797,16 @@ public final class ContactStore: @unchecked Sendable {
     private func fieldLong(_ tag: UInt8, _ value: [UInt8]) -> [UInt8] {
         [tag] + withUnsafeBytes(of: UInt32(value.count).bigEndian) { Array($0) } + value
     }
+}
+
+/// The device secrets a verification session uses for tags (PROTOCOL.md
+/// 10.1, 10.3), each empty when this device does not know it.
+struct TagSecrets: ~Copyable {
+    /// The one this side says: its new one once a PIN Update is committed.
+    let speaking: SecretBytes
+    let theirs: SecretBytes
+    /// The peer's new one while a PIN Update is pending.
+    let theirsPending: SecretBytes
 }
 
 /// This device's secret for a contact, and the contact's; during a

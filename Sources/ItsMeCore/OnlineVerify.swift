@@ -80,19 +80,10 @@ public final class OnlineVerify: CustomStringConvertible {
         peerPID = contact.publicKey ?? Hex.decode(contact.fingerprint)!
         isInitiator = myPID.lexicographicallyPrecedes(peerPID)
         roomID = Self.roomID(seed: seed, window: window)
-        var found: DeviceSecrets?
-        do { found = try store.deviceSecrets(id: contactID) } catch let e as ItsMeError
-            where e.kind == .notFound || e.kind == .authenticationFailed
-        { found = nil }
-        if let d = found.take() {
-            myDevice = try d.committed ? d.pendingMine.copy() : d.mine.copy()
-            theirDevice = try d.theirs.copy()
-            theirPending = try d.pendingTheirs.copy()
-        } else {
-            myDevice = try SecretBytes(count: 0)
-            theirDevice = try SecretBytes(count: 0)
-            theirPending = try SecretBytes(count: 0)
-        }
+        let tagSecrets = try store.tagSecrets(id: contactID)
+        myDevice = tagSecrets.speaking
+        theirDevice = tagSecrets.theirs
+        theirPending = tagSecrets.theirsPending
         var s = try SecretBytes(count: 96)
         s.withMutableBytes { random.fill(UnsafeMutableRawBufferPointer(rebasing: $0[0..<32])) }
         secrets = s

@@ -90,21 +90,10 @@ public final class VoiceSession: CustomStringConvertible {
         seed = try store.seed(id: contactID)
         myPID = store.ownerPublicKey
         peerPID = contact.publicKey ?? Hex.decode(contact.fingerprint)!
-        // A new device (secrets sealed elsewhere) or a contact added without
-        // secrets: our tag uses the empty secret, theirs is not checked.
-        var secrets: DeviceSecrets?
-        do { secrets = try store.deviceSecrets(id: contactID) } catch let e as ItsMeError
-            where e.kind == .notFound || e.kind == .authenticationFailed
-        { secrets = nil }
-        if let found = secrets.take() {
-            myDevice = try found.committed ? found.pendingMine.copy() : found.mine.copy()
-            theirDevice = try found.theirs.copy()
-            theirPending = try found.pendingTheirs.copy()
-        } else {
-            myDevice = try SecretBytes(count: 0)
-            theirDevice = try SecretBytes(count: 0)
-            theirPending = try SecretBytes(count: 0)
-        }
+        let tagSecrets = try store.tagSecrets(id: contactID)
+        myDevice = tagSecrets.speaking
+        theirDevice = tagSecrets.theirs
+        theirPending = tagSecrets.theirsPending
         // An empty secret of theirs is unknown (this device is new).
         hasDeviceSecrets = theirDevice.count > 0
         sessionID = VoiceProtocol.sessionID(seed: seed, window: window)

@@ -1,30 +1,9 @@
 // Exported functions for Online Verify, in the order of include/itsme.h.
 import CItsMe
 import ItsMeCore
-import Synchronization
-
-final class OnlineVerifyHandle: @unchecked Sendable {
-    private let lock = Mutex<Void>(())
-    private let session: OnlineVerify
-    /// Keeps the store the session reads alive.
-    let store: ContactStoreHandle
-    let lastError = LastError()
-
-    init(_ session: OnlineVerify, _ store: ContactStoreHandle) {
-        self.session = session
-        self.store = store
-    }
-
-    func run(_ body: (OnlineVerify) throws -> Void) -> itsme_result {
-        lock.withLock { _ in guarded(lastError.set) { try body(session) } }
-    }
-}
 
 private func onSession(_ p: UnsafeRawPointer?, _ body: (OnlineVerify) throws -> Void) -> itsme_result {
-    guard let handle = unbox(p, as: OnlineVerifyHandle.self) else {
-        return guarded(ThreadLastError.set) { throw invalid("session is NULL") }
-    }
-    return handle.run(body)
+    ItsMeFFI.onSession(p, "session", body)
 }
 
 @c(itsme_online_verify_new)
@@ -33,20 +12,15 @@ public func ffiOnlineVerifyNew(
     _ rng: UnsafeMutablePointer<itsme_random>?, _ now: Int64,
     _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_online_verify>?>?
 ) -> itsme_result {
-    guard let handle = unbox(store, as: ContactStoreHandle.self) else {
-        return guarded(ThreadLastError.set) { throw invalid("store is NULL") }
-    }
-    return guarded(handle.lastError.set) {
-        let out = try required(out, "out")
+    newSession(store, out) { s in
         var random = HostRandom(handle: unbox(rng, as: RandomHandle.self))
-        let session = try OnlineVerify(store: handle.store, contactID: contactID, window: window, now: now, random: &random)
-        out.pointee = box(OnlineVerifyHandle(session, handle), as: itsme_online_verify.self)
+        return try OnlineVerify(store: s, contactID: contactID, window: window, now: now, random: &random)
     }
 }
 
 @c(itsme_online_verify_free)
 public func ffiOnlineVerifyFree(_ session: UnsafeMutablePointer<itsme_online_verify>?) {
-    release(session, as: OnlineVerifyHandle.self)
+    release(session, as: SessionHandle<OnlineVerify>.self)
 }
 
 @c(itsme_online_verify_last_error)
@@ -54,8 +28,7 @@ public func ffiOnlineVerifyLastError(
     _ session: UnsafePointer<itsme_online_verify>?, _ buf: UnsafeMutablePointer<CChar>?, _ cap: UInt,
     _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
-    guard let handle = unbox(session, as: OnlineVerifyHandle.self) else { return ITSME_E_INVALID_ARGUMENT }
-    return copyLastError(handle.lastError.get(), buf, cap, outLen)
+    sessionLastError(session, OnlineVerify.self, buf, cap, outLen)
 }
 
 @c(itsme_online_verify_status)
@@ -78,15 +51,7 @@ public func ffiOnlineVerifyNextOutgoing(
     _ session: UnsafeMutablePointer<itsme_online_verify>?, _ out: UnsafeMutablePointer<UInt8>?, _ cap: UInt,
     _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
-    onSession(session) { s in
-        try checkOutput(out, cap, outLen)
-        guard let next = s.peekOutgoing() else {
-            outLen!.pointee = 0
-            return
-        }
-        try next.withUnsafeBytes { try writeBytes($0, to: out, cap: cap, outLen: outLen) }
-        s.markSent()
-    }
+    onSession(session) { s in try writeNextMessage(s.peekOutgoing(), s.markSent, out, cap, outLen) }
 }
 
 @c(itsme_online_verify_receive)

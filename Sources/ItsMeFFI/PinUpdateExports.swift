@@ -2,30 +2,9 @@
 // include/itsme.h.
 import CItsMe
 import ItsMeCore
-import Synchronization
-
-final class PinUpdateHandle: @unchecked Sendable {
-    private let lock = Mutex<Void>(())
-    private let update: PinUpdate
-    /// Keeps the store the update writes to alive.
-    let store: ContactStoreHandle
-    let lastError = LastError()
-
-    init(_ update: PinUpdate, _ store: ContactStoreHandle) {
-        self.update = update
-        self.store = store
-    }
-
-    func run(_ body: (PinUpdate) throws -> Void) -> itsme_result {
-        lock.withLock { _ in guarded(lastError.set) { try body(update) } }
-    }
-}
 
 private func onUpdate(_ p: UnsafeRawPointer?, _ body: (PinUpdate) throws -> Void) -> itsme_result {
-    guard let handle = unbox(p, as: PinUpdateHandle.self) else {
-        return guarded(ThreadLastError.set) { throw invalid("update is NULL") }
-    }
-    return handle.run(body)
+    onSession(p, "update", body)
 }
 
 @c(itsme_pin_update_new)
@@ -34,20 +13,15 @@ public func ffiPinUpdateNew(
     _ rng: UnsafeMutablePointer<itsme_random>?, _ now: Int64,
     _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_pin_update>?>?
 ) -> itsme_result {
-    guard let handle = unbox(store, as: ContactStoreHandle.self) else {
-        return guarded(ThreadLastError.set) { throw invalid("store is NULL") }
-    }
-    return guarded(handle.lastError.set) {
-        let out = try required(out, "out")
+    newSession(store, out) { s in
         var random = HostRandom(handle: unbox(rng, as: RandomHandle.self))
-        let update = try PinUpdate(store: handle.store, contactID: contactID, window: window, now: now, random: &random)
-        out.pointee = box(PinUpdateHandle(update, handle), as: itsme_pin_update.self)
+        return try PinUpdate(store: s, contactID: contactID, window: window, now: now, random: &random)
     }
 }
 
 @c(itsme_pin_update_free)
 public func ffiPinUpdateFree(_ update: UnsafeMutablePointer<itsme_pin_update>?) {
-    release(update, as: PinUpdateHandle.self)
+    release(update, as: SessionHandle<PinUpdate>.self)
 }
 
 @c(itsme_pin_update_last_error)
@@ -55,8 +29,7 @@ public func ffiPinUpdateLastError(
     _ update: UnsafePointer<itsme_pin_update>?, _ buf: UnsafeMutablePointer<CChar>?, _ cap: UInt,
     _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
-    guard let handle = unbox(update, as: PinUpdateHandle.self) else { return ITSME_E_INVALID_ARGUMENT }
-    return copyLastError(handle.lastError.get(), buf, cap, outLen)
+    sessionLastError(update, PinUpdate.self, buf, cap, outLen)
 }
 
 @c(itsme_pin_update_status)
@@ -79,15 +52,7 @@ public func ffiPinUpdateNextOutgoing(
     _ update: UnsafeMutablePointer<itsme_pin_update>?, _ out: UnsafeMutablePointer<UInt8>?, _ cap: UInt,
     _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
-    onUpdate(update) { u in
-        try checkOutput(out, cap, outLen)
-        guard let next = u.peekOutgoing() else {
-            outLen!.pointee = 0
-            return
-        }
-        try next.withUnsafeBytes { try writeBytes($0, to: out, cap: cap, outLen: outLen) }
-        u.markSent()
-    }
+    onUpdate(update) { u in try writeNextMessage(u.peekOutgoing(), u.markSent, out, cap, outLen) }
 }
 
 @c(itsme_pin_update_receive)

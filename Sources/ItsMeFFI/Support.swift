@@ -330,3 +330,69 @@ private func withNonNilBytes<R>(_ bytes: UnsafeRawBufferPointer, _ body: (Unsafe
     var zero: UInt8 = 0
     return body(&zero)
 }
+
+// MARK: - Sessions on a contact store
+
+/// A session object (voice verification, Online Verify, PIN Update) behind
+/// a C handle: calls are serialised, the contact store it was made on is
+/// kept alive, and failures are recorded on the handle.
+final class SessionHandle<Session>: @unchecked Sendable {
+    private let lock = Mutex<Void>(())
+    private let session: Session
+    let store: ContactStoreHandle
+    let lastError = LastError()
+
+    init(_ session: Session, _ store: ContactStoreHandle) {
+        self.session = session
+        self.store = store
+    }
+
+    func run(_ body: (Session) throws -> Void) -> itsme_result {
+        lock.withLock { _ in guarded(lastError.set) { try body(session) } }
+    }
+}
+
+func onSession<Session>(_ p: UnsafeRawPointer?, _ what: String, _ body: (Session) throws -> Void) -> itsme_result {
+    guard let handle = unbox(p, as: SessionHandle<Session>.self) else {
+        return guarded(ThreadLastError.set) { throw invalid("\(what) is NULL") }
+    }
+    return handle.run(body)
+}
+
+/// Creates a session on `store` and boxes it as `H`; the constructor's
+/// failure is recorded on the store.
+func newSession<Session, H>(
+    _ store: UnsafeMutablePointer<itsme_store>?, _ out: UnsafeMutablePointer<UnsafeMutablePointer<H>?>?,
+    _ make: (ContactStore) throws -> Session
+) -> itsme_result {
+    guard let handle = unbox(store, as: ContactStoreHandle.self) else {
+        return guarded(ThreadLastError.set) { throw invalid("store is NULL") }
+    }
+    return guarded(handle.lastError.set) {
+        let out = try required(out, "out")
+        out.pointee = box(SessionHandle(try make(handle.store), handle), as: H.self)
+    }
+}
+
+func sessionLastError<Session>(
+    _ p: UnsafeRawPointer?, _: Session.Type, _ buf: UnsafeMutablePointer<CChar>?, _ cap: UInt,
+    _ outLen: UnsafeMutablePointer<UInt>?
+) -> itsme_result {
+    guard let handle = unbox(p, as: SessionHandle<Session>.self) else { return ITSME_E_INVALID_ARGUMENT }
+    return copyLastError(handle.lastError.get(), buf, cap, outLen)
+}
+
+/// Writes the next queued message of a session: OK with *out_len 0 when
+/// there is none; the message is removed only once written.
+func writeNextMessage(
+    _ next: [UInt8]?, _ markSent: () -> Void, _ out: UnsafeMutablePointer<UInt8>?, _ cap: UInt,
+    _ outLen: UnsafeMutablePointer<UInt>?
+) throws {
+    try checkOutput(out, cap, outLen)
+    guard let next else {
+        outLen!.pointee = 0
+        return
+    }
+    try next.withUnsafeBytes { try writeBytes($0, to: out, cap: cap, outLen: outLen) }
+    markSent()
+}

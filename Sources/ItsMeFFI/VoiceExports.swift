@@ -2,30 +2,9 @@
 // include/itsme.h.
 import CItsMe
 import ItsMeCore
-import Synchronization
-
-final class VoiceHandle: @unchecked Sendable {
-    private let lock = Mutex<Void>(())
-    private let session: VoiceSession
-    /// Keeps the store the session was planned on alive.
-    let store: ContactStoreHandle
-    let lastError = LastError()
-
-    init(_ session: VoiceSession, _ store: ContactStoreHandle) {
-        self.session = session
-        self.store = store
-    }
-
-    func run(_ body: (VoiceSession) throws -> Void) -> itsme_result {
-        lock.withLock { _ in guarded(lastError.set) { try body(session) } }
-    }
-}
 
 private func onVoice(_ p: UnsafeRawPointer?, _ body: (VoiceSession) throws -> Void) -> itsme_result {
-    guard let handle = unbox(p, as: VoiceHandle.self) else {
-        return guarded(ThreadLastError.set) { throw invalid("voice is NULL") }
-    }
-    return handle.run(body)
+    onSession(p, "voice", body)
 }
 
 private func storeOf(_ p: UnsafeMutablePointer<itsme_store>?) throws -> ContactStore {
@@ -49,19 +28,12 @@ public func ffiVoiceNew(
     _ store: UnsafeMutablePointer<itsme_store>?, _ contactID: Int64, _ now: Int64,
     _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_voice>?>?
 ) -> itsme_result {
-    guard let handle = unbox(store, as: ContactStoreHandle.self) else {
-        return guarded(ThreadLastError.set) { throw invalid("store is NULL") }
-    }
-    return guarded(handle.lastError.set) {
-        let out = try required(out, "out")
-        let session = try VoiceSession(store: handle.store, contactID: contactID, now: now)
-        out.pointee = box(VoiceHandle(session, handle), as: itsme_voice.self)
-    }
+    newSession(store, out) { s in try VoiceSession(store: s, contactID: contactID, now: now) }
 }
 
 @c(itsme_voice_free)
 public func ffiVoiceFree(_ voice: UnsafeMutablePointer<itsme_voice>?) {
-    release(voice, as: VoiceHandle.self)
+    release(voice, as: SessionHandle<VoiceSession>.self)
 }
 
 @c(itsme_voice_last_error)
@@ -69,8 +41,7 @@ public func ffiVoiceLastError(
     _ voice: UnsafePointer<itsme_voice>?, _ buf: UnsafeMutablePointer<CChar>?, _ cap: UInt,
     _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
-    guard let handle = unbox(voice, as: VoiceHandle.self) else { return ITSME_E_INVALID_ARGUMENT }
-    return copyLastError(handle.lastError.get(), buf, cap, outLen)
+    sessionLastError(voice, VoiceSession.self, buf, cap, outLen)
 }
 
 @c(itsme_voice_status)

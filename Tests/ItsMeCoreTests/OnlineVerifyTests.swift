@@ -15,35 +15,11 @@ final class OnlineVerifyTests: XCTestCase {
 
     override func tearDownWithError() throws { try? FileManager.default.removeItem(atPath: directory) }
 
-    private struct Side {
-        let identity: Identity
-        let store: ContactStore
-        let contactID: Int64
-    }
+    private typealias Side = PairSide
 
-    private func kind(_ body: () throws -> Void) -> ItsMeError.Kind? {
-        do {
-            try body()
-            return nil
-        } catch { return (error as? ItsMeError)?.kind }
-    }
+    private func kind(_ body: () throws -> Void) -> ItsMeError.Kind? { errorKind(body) }
 
-    private func pair(_ label: String = "ov") throws -> (Side, Side) {
-        var ra = DeterministicRandom(seed: SHA256.hash(Array("\(label)-alice".utf8)))
-        var rb = DeterministicRandom(seed: SHA256.hash(Array("\(label)-bob".utf8)))
-        let a = try Identity.create(store: MemorySecretStore(), name: "Alice", random: &ra)
-        let b = try Identity.create(store: MemorySecretStore(), name: "Bob", random: &rb)
-        let sa = try ContactStore(path: directory + "/a-\(UUID().uuidString).db", identity: a)
-        let sb = try ContactStore(path: directory + "/b-\(UUID().uuidString).db", identity: b)
-        let xa = try Exchange.qr(identity: a, now: t0, random: &ra)
-        let xb = try Exchange.qr(identity: b, now: t0, random: &rb)
-        try xa.receive(xb.peekOutgoing()!, now: t0)
-        try xb.receive(xa.peekOutgoing()!, now: t0)
-        return (
-            Side(identity: a, store: sa, contactID: try xa.confirm(store: sa, now: t0)),
-            Side(identity: b, store: sb, contactID: try xb.confirm(store: sb, now: t0))
-        )
-    }
+    private func pair(_ label: String = "ov") throws -> (Side, Side) { try exchangedPair(in: directory, label: label, now: t0) }
 
     private func session(_ s: Side, _ n: Int, window: Int64? = nil) throws -> OnlineVerify {
         var r = DeterministicRandom(seed: SHA256.hash(Array("ov-session-\(n)".utf8)))
@@ -89,10 +65,7 @@ final class OnlineVerifyTests: XCTestCase {
 
     func testADeviceChangeIsDetectedInsideTheSession() throws {
         let (a, b) = try pair()
-        let moved = MemorySecretStore()
-        try moved.put(Identity.itemName, bytes: try a.identity.store.get(Identity.itemName)!)
-        let newIdentity = try Identity.load(store: moved)
-        let newA = Side(identity: newIdentity, store: try ContactStore(path: a.store.path, identity: newIdentity), contactID: a.contactID)
+        let newA = try onNewDevice(a)
         let va = try session(newA, 1), vb = try session(b, 2)
         try pump(va, vb)
         XCTAssertEqual(va.outcome, .verifiedTagUnchecked)

@@ -15,35 +15,11 @@ final class PinUpdateTests: XCTestCase {
 
     override func tearDownWithError() throws { try? FileManager.default.removeItem(atPath: directory) }
 
-    private struct Side {
-        let identity: Identity
-        let store: ContactStore
-        let contactID: Int64
-    }
+    private typealias Side = PairSide
 
-    private func kind(_ body: () throws -> Void) -> ItsMeError.Kind? {
-        do {
-            try body()
-            return nil
-        } catch { return (error as? ItsMeError)?.kind }
-    }
+    private func kind(_ body: () throws -> Void) -> ItsMeError.Kind? { errorKind(body) }
 
-    private func pair() throws -> (Side, Side) {
-        var ra = DeterministicRandom(seed: SHA256.hash(Array("pin-alice".utf8)))
-        var rb = DeterministicRandom(seed: SHA256.hash(Array("pin-bob".utf8)))
-        let a = try Identity.create(store: MemorySecretStore(), name: "Alice", random: &ra)
-        let b = try Identity.create(store: MemorySecretStore(), name: "Bob", random: &rb)
-        let sa = try ContactStore(path: directory + "/a-\(UUID().uuidString).db", identity: a)
-        let sb = try ContactStore(path: directory + "/b-\(UUID().uuidString).db", identity: b)
-        let xa = try Exchange.qr(identity: a, now: t0, random: &ra)
-        let xb = try Exchange.qr(identity: b, now: t0, random: &rb)
-        try xa.receive(xb.peekOutgoing()!, now: t0)
-        try xb.receive(xa.peekOutgoing()!, now: t0)
-        return (
-            Side(identity: a, store: sa, contactID: try xa.confirm(store: sa, now: t0)),
-            Side(identity: b, store: sb, contactID: try xb.confirm(store: sb, now: t0))
-        )
-    }
+    private func pair() throws -> (Side, Side) { try exchangedPair(in: directory, label: "pin", now: t0) }
 
     private var sessionCounter = 0
     private func update(_ s: Side, now: Int64) throws -> PinUpdate {
@@ -89,12 +65,7 @@ final class PinUpdateTests: XCTestCase {
         )
     }
 
-    private func moveToNewDevice(_ a: Side) throws -> Side {
-        let moved = MemorySecretStore()
-        try moved.put(Identity.itemName, bytes: try a.identity.store.get(Identity.itemName)!)
-        let identity = try Identity.load(store: moved)
-        return Side(identity: identity, store: try ContactStore(path: a.store.path, identity: identity), contactID: a.contactID)
-    }
+    private func moveToNewDevice(_ a: Side) throws -> Side { try onNewDevice(a) }
 
     func testAnUpdateRestoresADegradedContact() throws {
         let (oldAlice, bob) = try pair()

@@ -18,37 +18,11 @@ final class VoiceTests: XCTestCase {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    private struct Side {
-        let identity: Identity
-        let store: ContactStore
-        let contactID: Int64
-    }
+    private typealias Side = PairSide
 
-    private func kind(_ body: () throws -> Void) -> ItsMeError.Kind? {
-        do {
-            try body()
-            return nil
-        } catch { return (error as? ItsMeError)?.kind }
-    }
+    private func kind(_ body: () throws -> Void) -> ItsMeError.Kind? { errorKind(body) }
 
-    /// Alice and Bob, each with the other as a verified contact (a real QR exchange).
-    private func pair() throws -> (Side, Side) {
-        // Deterministic keys: every assertion below that could collide by
-        // chance (a code, a tag) is then fixed, not flaky.
-        var ra = DeterministicRandom(seed: SHA256.hash(Array("voice-alice".utf8)))
-        var rb = DeterministicRandom(seed: SHA256.hash(Array("voice-bob".utf8)))
-        let a = try Identity.create(store: MemorySecretStore(), name: "Alice", random: &ra)
-        let b = try Identity.create(store: MemorySecretStore(), name: "Bob", random: &rb)
-        let sa = try ContactStore(path: directory + "/a-\(UUID().uuidString).db", identity: a)
-        let sb = try ContactStore(path: directory + "/b-\(UUID().uuidString).db", identity: b)
-        let xa = try Exchange.qr(identity: a, now: t0 - 100, random: &ra)
-        let xb = try Exchange.qr(identity: b, now: t0 - 100, random: &rb)
-        try xa.receive(xb.peekOutgoing()!, now: t0 - 100)
-        try xb.receive(xa.peekOutgoing()!, now: t0 - 100)
-        let ia = try xa.confirm(store: sa, now: t0 - 100)
-        let ib = try xb.confirm(store: sb, now: t0 - 100)
-        return (Side(identity: a, store: sa, contactID: ia), Side(identity: b, store: sb, contactID: ib))
-    }
+    private func pair() throws -> (Side, Side) { try exchangedPair(in: directory, label: "voice", now: t0 - 100) }
 
     /// Runs both sessions to the codes: each selector picks the word at
     /// `pick` of their five; the listener enters the same.
@@ -186,11 +160,7 @@ final class VoiceTests: XCTestCase {
         let (a, b) = try pair()
         // Alice's contact store on a new device: the device key differs, so
         // the device secrets cannot be opened.
-        let moved = MemorySecretStore()
-        try moved.put(Identity.itemName, bytes: try a.identity.store.get(Identity.itemName)!)
-        let newDevice = try Identity.load(store: moved)
-        let path = a.store.path
-        let storeOnNewDevice = try ContactStore(path: path, identity: newDevice)
+        let storeOnNewDevice = try onNewDevice(a).store
         let va = try VoiceSession(store: storeOnNewDevice, contactID: a.contactID, now: t0)
         let vb = try VoiceSession(store: b.store, contactID: b.contactID, now: t0)
         try va.start(store: storeOnNewDevice, now: t0 + 30)
@@ -231,14 +201,7 @@ final class VoiceTests: XCTestCase {
         XCTAssertEqual([d.myCode, d.theirCode, d.myTag, d.theirTag], [sa.yourCode!, sa.theirCode!, sa.yourTag!, sa.theirTag!])
     }
 
-    /// Alice's identity on a new device: the same identity item in a new
-    /// secret store (so a new device key) and her contact file.
-    private func moveToNewDevice(_ a: Side) throws -> Side {
-        let moved = MemorySecretStore()
-        try moved.put(Identity.itemName, bytes: try a.identity.store.get(Identity.itemName)!)
-        let identity = try Identity.load(store: moved)
-        return Side(identity: identity, store: try ContactStore(path: a.store.path, identity: identity), contactID: a.contactID)
-    }
+    private func moveToNewDevice(_ a: Side) throws -> Side { try onNewDevice(a) }
 
     private func verify(_ x: Side, _ y: Side, now: Int64) throws -> (VoiceSession.Outcome, VoiceSession.Outcome) {
         let (vx, vy) = try toCodes(x, y, now: now)
