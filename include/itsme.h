@@ -37,7 +37,8 @@
  *   no handle yet record their detail in a per-thread slot read by
  *   itsme_last_error().
  * - Times are unix seconds (int64_t) passed in by the caller: the library
- *   never reads the clock.  Negative times are rejected.
+ *   never reads the clock.  Times before 0 or after the year 9999
+ *   (253402300799) are rejected with ITSME_E_INVALID_ARGUMENT.
  * - Secrets handed to the library are copied into guarded memory
  *   (sodium_malloc) and wiped when no longer needed.  Secrets never appear
  *   in error messages.
@@ -550,8 +551,10 @@ itsme_result itsme_store_set_state(itsme_store *store, int64_t id,
 
 /* Uses voice-verification window `window` for the contact: succeeds only
  * if it is greater than the last window used, atomically, so that of two
- * handles or processes racing for one window exactly one wins.
- * Errors: ITSME_E_WINDOW_USED, and those of itsme_store_set_name. */
+ * handles or processes racing for one window exactly one wins.  A window
+ * is 0 to 8446743359 (the year 9999).
+ * Errors: ITSME_E_WINDOW_USED, ITSME_E_INVALID_ARGUMENT (out of range), and
+ * those of itsme_store_set_name. */
 itsme_result itsme_store_use_window(itsme_store *store, int64_t id,
                                     int64_t window);
 
@@ -1098,7 +1101,8 @@ itsme_result itsme_voice_select(itsme_voice *voice, uint32_t word,
 
 /* "Your Code" to read aloud ("ECHO 512") and your device tag (0-99) to say
  * after it.
- * Errors: ITSME_E_INVALID_STATE (no codes yet), BUFFER_TOO_SMALL. */
+ * Errors: ITSME_E_INVALID_STATE (no codes yet, or the session failed),
+ * BUFFER_TOO_SMALL. */
 itsme_result itsme_voice_your_code(const itsme_voice *voice, char *out,
                                    size_t cap, size_t *out_len,
                                    uint32_t *out_tag);
@@ -1114,7 +1118,8 @@ itsme_result itsme_voice_their_code(const itsme_voice *voice, char *out,
  * outcome on the contact in `store`, and finishes the session.
  * Errors: ITSME_E_INVALID_STATE (no codes yet), ITSME_E_INVALID_ARGUMENT
  * (a code that does not parse, a tag above 99: nothing changes; not the
- * session's store), ITSME_E_EXPIRED, ITSME_E_DATABASE. */
+ * session's store: another file, while another handle on the same file is
+ * accepted), ITSME_E_EXPIRED, ITSME_E_DATABASE. */
 itsme_result itsme_voice_check(itsme_voice *voice, itsme_store *store,
                                const char *heard_code, uint32_t heard_tag,
                                int64_t now, itsme_voice_outcome *out_outcome);

@@ -107,8 +107,14 @@ public struct AttemptLimiter: Sendable {
     /// Forgets all failures (after the secret itself was replaced).
     public func reset() throws { try store.withExclusiveAccess { try save(State()) } }
 
+    /// The latest time any function accepts: the end of the year 9999.
+    /// Keeping times in range keeps every window and deadline computed
+    /// from them far from overflow.
+    public static let maxTime: Int64 = 253_402_300_799
+
     static func checkTime(_ now: Int64) throws {
         guard now >= 0 else { throw ItsMeError(.invalidArgument, "time must not be negative") }
+        guard now <= maxTime else { throw ItsMeError(.invalidArgument, "time is after the year 9999") }
     }
 
     /// Record v1: version (1) | failures (4) | lock start (8), big-endian.

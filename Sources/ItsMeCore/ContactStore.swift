@@ -483,7 +483,9 @@ public final class ContactStore: @unchecked Sendable {
     /// (a write transaction), so two handles or processes racing for one
     /// window cannot both win. `.windowUsed` otherwise.
     public func useWindow(id: Int64, window: Int64) throws {
-        guard window >= 0 else { throw ItsMeError(.invalidArgument, "a window is not negative") }
+        guard window >= 0, window <= VoiceProtocol.maxWindow else {
+            throw ItsMeError(.invalidArgument, "a window is 0 to \(VoiceProtocol.maxWindow) (the year 9999)")
+        }
         try modify(id) { c in
             if let last = c.lastWindow, window <= last {
                 throw ItsMeError(.windowUsed, "window \(window) is not after the last one used (\(last))")

@@ -9,6 +9,9 @@ public enum VoiceProtocol {
     public static let tagValues: UInt64 = 100
     public static let wordCount = 5
 
+    /// The window of the latest time accepted.
+    public static let maxWindow: Int64 = AttemptLimiter.maxTime / windowSeconds
+
     public static func window(_ t: Int64) -> Int64 { t >= 0 ? t / windowSeconds : (t - windowSeconds + 1) / windowSeconds }
 
     /// The window a session planned at `now` uses, and the seconds until

@@ -84,6 +84,9 @@ public final class VoiceSession: CustomStringConvertible {
     public init(store: ContactStore, contactID: Int64, now: Int64) throws {
         try AttemptLimiter.checkTime(now)
         let contact = try store.contact(id: contactID)
+        if let last = contact.lastWindow, last < 0 || last >= VoiceProtocol.maxWindow {
+            throw ItsMeError(.invalidState, "contact \(contactID) has used its last possible window (\(last))")
+        }
         self.contactID = contactID
         self.storeID = store.storeID
         window = VoiceProtocol.plan(now: now, lastWindow: contact.lastWindow).window

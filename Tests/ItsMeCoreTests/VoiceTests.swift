@@ -275,6 +275,15 @@ final class VoiceTests: XCTestCase {
         XCTAssertNil(DegradationCode.parse(text.replacingOccurrences(of: "A", with: "1")))
     }
 
+    func testTimesAndWindowsOutOfRangeAreRefused() throws {
+        let (a, _) = try pair()
+        XCTAssertEqual(kind { _ = try VoiceSession(store: a.store, contactID: a.contactID, now: Int64.max) }, .invalidArgument)
+        XCTAssertEqual(kind { _ = try VoiceSession(store: a.store, contactID: a.contactID, now: -1) }, .invalidArgument)
+        XCTAssertEqual(kind { try a.store.useWindow(id: a.contactID, window: Int64.max / 30) }, .invalidArgument)
+        try a.store.useWindow(id: a.contactID, window: VoiceProtocol.maxWindow)
+        XCTAssertEqual(kind { _ = try VoiceSession(store: a.store, contactID: a.contactID, now: t0) }, .invalidState)
+    }
+
     func testPropertiesOverRandomInputs() throws {
         var rng = DeterministicRandom(seed: SHA256.hash(Array("voice-properties".utf8)))
         for _ in 0..<200 {

@@ -29,6 +29,16 @@ Contacts are normally added by an in-person exchange (QR or Bluetooth)::
         exchange.save(contacts)                   # stored unverified
         exchange.confirm(contacts)                # or exchange.reject(contacts)
 
+During a call, the two people verify each other with a voice session::
+
+    with itsme.VoiceSession(contacts, contact_id) as session:
+        wait = session.timing().starts_in         # both wait for the window
+        session.start(contacts)
+        print(session.session_id, [itsme.nato_word(w) for w in session.words])
+        session.select(word)                      # twice: see session.turn
+        print(session.your_code)                  # read aloud: code and tag
+        outcome = session.check(contacts, heard_code, heard_tag)
+
 The shared library is found through the ``ITSME_LIBRARY`` environment
 variable (a path), then ``ctypes.util.find_library("itsme")``, then
 ``libitsme.so`` on the loader's path.  Importing the package initialises the
@@ -111,6 +121,27 @@ from ._identity import (
 )
 from ._random import DeterministicRandom
 from ._store import Accessibility, SecretStore, SecretStoreBackend
+from ._voice import (
+    NATO_WORDS,
+    VOICE_CODE_SIZE,
+    VOICE_SESSION_ID_SIZE,
+    VOICE_TAG_UNKNOWN,
+    VOICE_WORDS,
+    VoiceCode,
+    VoiceDerivation,
+    VoiceOutcome,
+    VoiceSession,
+    VoiceState,
+    VoiceTiming,
+    VoiceTurn,
+    derive_code,
+    derive_device_tag,
+    derive_lower_selects_first,
+    derive_session_id,
+    derive_voice,
+    derive_words,
+    nato_word,
+)
 
 __version__ = "0.1.0"
 
@@ -155,6 +186,20 @@ EXCHANGE_FLAG_KNOWN_CONTACT = ExchangeFlags.KNOWN_CONTACT
 EXCHANGE_FLAG_PEER_CONFIRMED = ExchangeFlags.PEER_CONFIRMED
 EXCHANGE_FLAG_PEER_REJECTED = ExchangeFlags.PEER_REJECTED
 
+# Voice states, turns and outcomes under the header's names (without ITSME_).
+VOICE_WAITING = VoiceState.WAITING
+VOICE_SELECTING = VoiceState.SELECTING
+VOICE_COMPARING = VoiceState.COMPARING
+VOICE_FINISHED = VoiceState.FINISHED
+VOICE_FAILED = VoiceState.FAILED
+VOICE_TURN_NONE = VoiceTurn.NONE
+VOICE_TURN_MINE = VoiceTurn.MINE
+VOICE_TURN_THEIRS = VoiceTurn.THEIRS
+VOICE_VERIFIED = VoiceOutcome.VERIFIED
+VOICE_DEVICE_CHANGED = VoiceOutcome.DEVICE_CHANGED
+VOICE_MISMATCH = VoiceOutcome.MISMATCH
+VOICE_VERIFIED_TAG_UNCHECKED = VoiceOutcome.VERIFIED_TAG_UNCHECKED
+
 __all__ = [
     "Accessibility",
     "AlreadyExistsError",
@@ -198,6 +243,7 @@ __all__ = [
     "LockedError",
     "MalformedMessageError",
     "NAME_MAX_BYTES",
+    "NATO_WORDS",
     "NOTE_MAX_BYTES",
     "NotFoundError",
     "PIN_LENGTH",
@@ -213,7 +259,30 @@ __all__ = [
     "SecretStoreBackend",
     "SecretStoreError",
     "SessionKeys",
+    "VOICE_CODE_SIZE",
+    "VOICE_COMPARING",
+    "VOICE_DEVICE_CHANGED",
+    "VOICE_FAILED",
+    "VOICE_FINISHED",
+    "VOICE_MISMATCH",
+    "VOICE_SELECTING",
+    "VOICE_SESSION_ID_SIZE",
+    "VOICE_TAG_UNKNOWN",
+    "VOICE_TURN_MINE",
+    "VOICE_TURN_NONE",
+    "VOICE_TURN_THEIRS",
+    "VOICE_VERIFIED",
+    "VOICE_VERIFIED_TAG_UNCHECKED",
+    "VOICE_WAITING",
+    "VOICE_WORDS",
     "VerificationState",
+    "VoiceCode",
+    "VoiceDerivation",
+    "VoiceOutcome",
+    "VoiceSession",
+    "VoiceState",
+    "VoiceTiming",
+    "VoiceTurn",
     "WindowUsedError",
     "WrongIdentityError",
     "WrongPinError",
@@ -221,10 +290,17 @@ __all__ = [
     "bluetooth_session_keys",
     "bluetooth_th1",
     "bluetooth_transcript_hash",
+    "derive_code",
+    "derive_device_tag",
+    "derive_lower_selects_first",
     "derive_sas",
     "derive_seed",
+    "derive_session_id",
+    "derive_voice",
+    "derive_words",
     "fingerprint_from_public_key",
     "init",
+    "nato_word",
     "qr_transcript_hash",
     "result_message",
     "short_code_format",

@@ -140,7 +140,8 @@ class CorruptDataError(ItsMeError):
 
 class AuthenticationFailedError(ItsMeError):
     """ITSME_E_AUTHENTICATION_FAILED: a sealed record, tag, signature or
-    commitment did not verify."""
+    commitment did not verify, or a word heard in a voice session is not
+    among the selector's (the session failed)."""
 
 
 class InvalidKeyError(ItsMeError, ValueError):
@@ -169,7 +170,8 @@ class MalformedMessageError(ItsMeError):
 
 
 class ExpiredError(ItsMeError):
-    """ITSME_E_EXPIRED: the exchange began more than 24 hours ago; it failed."""
+    """ITSME_E_EXPIRED: the exchange began more than 24 hours ago, or the
+    voice session's time ran out; it failed."""
 
 
 _ERROR_CLASSES: Dict[int, Type[ItsMeError]] = {

@@ -8,16 +8,18 @@ Type rules, applied to every function of the header:
 
 * ``itsme_result`` / ``int32_t`` -> ``c_int32``; ``uint32_t``,
   ``itsme_accessibility``, ``itsme_verification_state``,
-  ``itsme_exchange_method`` and ``itsme_exchange_state`` -> ``c_uint32``;
+  ``itsme_exchange_method``, ``itsme_exchange_state``, ``itsme_voice_state``
+  and ``itsme_voice_outcome`` -> ``c_uint32``;
   ``int64_t`` -> ``c_int64``; ``uint64_t`` -> ``c_uint64``; ``size_t`` ->
   ``c_size_t``; ``int`` -> ``c_int``.
 * ``char *`` and ``const char *`` (text, in or out) -> ``c_char_p``.
 * ``uint8_t *`` and ``const uint8_t *`` (bytes, in or out) -> ``POINTER(c_uint8)``.
 * Handles (``itsme_secret_store *``, ``itsme_identity *``, ``itsme_store *``,
   ``itsme_contact *``, ``itsme_contact_list *``, ``itsme_random *``,
-  ``itsme_exchange *``, const or not) -> ``c_void_p``;
+  ``itsme_exchange *``, ``itsme_voice *``, const or not) -> ``c_void_p``;
   a handle out-parameter (``T **``) -> ``POINTER(c_void_p)``.
-* Any other ``T *`` -> ``POINTER(<ctypes type of T>)``.
+* Any other ``T *`` -> ``POINTER(<ctypes type of T>)``; the structs are
+  :class:`SecretStoreCallbacks` and :class:`VoiceDerivationStruct`.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ __all__ = [
     "RemoveCallback",
     "DestroyCallback",
     "SecretStoreCallbacks",
+    "VoiceDerivationStruct",
     "SIGNATURES",
     "find_library_path",
     "load_library",
@@ -66,6 +69,8 @@ _size_out = POINTER(c_size_t)
 _state = c_uint32  # itsme_verification_state
 _method = c_uint32  # itsme_exchange_method
 _exchange_state = c_uint32  # itsme_exchange_state
+_voice_state = c_uint32  # itsme_voice_state
+_voice_outcome = c_uint32  # itsme_voice_outcome
 
 # Host secret-store callbacks (itsme_secret_store_callbacks).
 GetCallback = CFUNCTYPE(_result, c_void_p, c_char_p, _bytes, c_size_t, _size_out)
@@ -83,6 +88,22 @@ class SecretStoreCallbacks(Structure):
         ("put", PutCallback),
         ("remove", RemoveCallback),
         ("destroy", DestroyCallback),
+    ]
+
+
+class VoiceDerivationStruct(Structure):
+    """``itsme_voice_derivation``: what one side derives in a voice session."""
+
+    _fields_ = [
+        ("session_id", c_uint32),
+        ("my_words", c_uint8 * 5),
+        ("their_words", c_uint8 * 5),
+        ("i_select_first", c_uint8),
+        ("reserved", c_uint8),
+        ("my_code", c_uint32),
+        ("their_code", c_uint32),
+        ("my_tag", c_uint32),
+        ("their_tag", c_uint32),
     ]
 
 
@@ -220,6 +241,53 @@ SIGNATURES: Dict[str, Tuple[Optional[type], List[type]]] = {
     "itsme_bluetooth_transcript_hash": (
         _result,
         [_bytes, c_size_t, _bytes, c_size_t, _bytes, c_size_t, _bytes, c_size_t, _size_out],
+    ),
+    # Voice verification
+    "itsme_nato_word": (c_char_p, [c_uint32]),
+    "itsme_voice_new": (_result, [_handle, c_int64, c_int64, _handle_out]),
+    "itsme_voice_free": (None, [_handle]),
+    "itsme_voice_last_error": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_voice_status": (_result, [_handle, POINTER(_voice_state), POINTER(c_uint32)]),
+    "itsme_voice_timing": (
+        _result,
+        [_handle, c_int64, POINTER(c_int64), POINTER(c_int64), POINTER(c_int64)],
+    ),
+    "itsme_voice_start": (_result, [_handle, _handle, c_int64]),
+    "itsme_voice_session_id": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_voice_words": (_result, [_handle, _bytes, c_size_t]),
+    "itsme_voice_select": (_result, [_handle, c_uint32, c_int64]),
+    "itsme_voice_your_code": (_result, [_handle, _text, c_size_t, _size_out, POINTER(c_uint32)]),
+    "itsme_voice_their_code": (_result, [_handle, _text, c_size_t, _size_out, POINTER(c_uint32)]),
+    "itsme_voice_check": (
+        _result,
+        [_handle, _handle, _text, c_uint32, c_int64, POINTER(_voice_outcome)],
+    ),
+    "itsme_derive_session_id": (_result, [_bytes, c_size_t, c_int64, _text, c_size_t, _size_out]),
+    "itsme_derive_words": (_result, [_bytes, c_size_t, c_int64, _bytes, c_size_t, _bytes, c_size_t]),
+    "itsme_derive_lower_selects_first": (_result, [_bytes, c_size_t, c_int64, POINTER(c_int)]),
+    "itsme_derive_code": (
+        _result,
+        [
+            _bytes, c_size_t, c_int64,
+            _bytes, c_size_t, c_uint32,
+            _bytes, c_size_t, c_uint32,
+            _bytes, c_size_t,
+            _text, c_size_t, _size_out,
+        ],
+    ),
+    "itsme_derive_device_tag": (
+        _result,
+        [_bytes, c_size_t, c_int64, _bytes, c_size_t, _bytes, c_size_t, POINTER(c_uint32)],
+    ),
+    "itsme_derive_voice": (
+        _result,
+        [
+            _bytes, c_size_t, c_int64,
+            _bytes, c_size_t, _bytes, c_size_t,
+            _bytes, c_size_t, _bytes, c_size_t,
+            c_uint32, c_uint32,
+            POINTER(VoiceDerivationStruct),
+        ],
     ),
 }
 

@@ -31,7 +31,10 @@ SCALARS = {
     "char": c_char,
 }
 # Structs the binding declares, by their C name.
-STRUCTS = {"itsme_secret_store_callbacks": _ffi.SecretStoreCallbacks}
+STRUCTS = {
+    "itsme_secret_store_callbacks": _ffi.SecretStoreCallbacks,
+    "itsme_voice_derivation": _ffi.VoiceDerivationStruct,
+}
 
 
 class Header:
@@ -128,6 +131,7 @@ def test_header_parses(header):
         "itsme_contact_list",
         "itsme_random",
         "itsme_exchange",
+        "itsme_voice",
     }
     assert header.resolve("itsme_result") == "int32_t"
 
@@ -158,12 +162,19 @@ def test_loaded_functions_carry_the_table(header):
         assert list(function.argtypes) == list(argtypes), name
 
 
-def test_callback_table_matches_the_header(header):
+def test_structs_match_the_header(header):
     assert set(header.structs) == set(STRUCTS)
     for struct_name, fields in header.structs.items():
         declared = STRUCTS[struct_name]._fields_
         assert len(declared) == len(fields), struct_name
         for (field_name, field_type), text in zip(declared, fields):
+            array = re.fullmatch(r"(.*?)\s*\[\s*(\d+)\s*\]", text)
+            if array is not None:
+                element, length = array.groups()
+                assert field_name == re.findall(r"\w+", element)[-1], text
+                assert issubclass(field_type, ctypes.Array) and field_type._length_ == int(length), text
+                assert field_type._type_ == header.ctype(header.parse_type(element, named=True)), text
+                continue
             pointer = Header.FUNCTION_POINTER.fullmatch(text)
             if pointer is None:
                 assert field_name == re.findall(r"\w+", text)[-1], text
@@ -241,6 +252,35 @@ def test_exchange_constants(header):
     assert header.int_define("ITSME_SHORT_CODE_VALUES") == itsme.SHORT_CODE_VALUES
     assert header.int_define("ITSME_QR_PAYLOAD_MAX") == itsme.QR_PAYLOAD_MAX
     assert header.int_define("ITSME_BLUETOOTH_FRAME_MAX") == itsme.BLUETOOTH_FRAME_MAX
+
+
+def test_voice_constants(header):
+    assert header.resolve("itsme_voice_state") == "uint32_t"
+    assert header.resolve("itsme_voice_outcome") == "uint32_t"
+    turns = {name: header.int_define(name) for name in header.defines if name.startswith("ITSME_VOICE_TURN_")}
+    assert turns == {f"ITSME_VOICE_TURN_{m.name}": m.value for m in itsme.VoiceTurn}
+    outcomes = {f"ITSME_VOICE_{m.name}": m.value for m in itsme.VoiceOutcome}
+    states = {f"ITSME_VOICE_{m.name}": m.value for m in itsme.VoiceState}
+    sizes = {"ITSME_VOICE_TAG_UNKNOWN", "ITSME_VOICE_CODE_SIZE", "ITSME_VOICE_SESSION_ID_SIZE"}
+    others = {
+        name: header.int_define(name)
+        for name in header.defines
+        if name.startswith("ITSME_VOICE_") and name not in turns and name not in sizes
+    }
+    assert others == {**states, **outcomes}, "every ITSME_VOICE_ constant is a state, turn, outcome or size"
+    for name, value in {**states, **turns, **outcomes}.items():
+        assert getattr(itsme, name[len("ITSME_"):]) == value, name
+    assert header.int_define("ITSME_VOICE_TAG_UNKNOWN") == itsme.VOICE_TAG_UNKNOWN
+    assert header.int_define("ITSME_VOICE_CODE_SIZE") == itsme.VOICE_CODE_SIZE
+    assert header.int_define("ITSME_VOICE_SESSION_ID_SIZE") == itsme.VOICE_SESSION_ID_SIZE
+    # The longest texts the sizes are for, NUL included.
+    assert len("NOVEMBER 999") + 1 == itsme.VOICE_CODE_SIZE
+    assert len("NOVEMBER 99") + 1 == itsme.VOICE_SESSION_ID_SIZE
+    assert max(len(word) for word in itsme.NATO_WORDS) == len("NOVEMBER")
+    # The derivation struct's layout is part of the ABI: no padding.
+    derivation = _ffi.VoiceDerivationStruct
+    assert ctypes.sizeof(derivation) == 32
+    assert (derivation.my_words.offset, derivation.their_words.offset, derivation.my_code.offset) == (4, 9, 16)
 
 
 def test_version_matches_the_header(header):

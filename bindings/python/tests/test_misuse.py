@@ -26,6 +26,7 @@ from itsme._ffi import (
     PutCallback,
     RemoveCallback,
     SecretStoreCallbacks,
+    VoiceDerivationStruct,
     lib,
 )
 
@@ -126,7 +127,7 @@ def raw_table(**overrides):
 def raw(tmp_path):
     """Raw handles: a store with a PIN-protected identity, an empty store,
     and an identity without a PIN.  Freed afterwards."""
-    env = SimpleNamespace(tmp_path=tmp_path, exchanges=[], randoms=[], compare=None)
+    env = SimpleNamespace(tmp_path=tmp_path, exchanges=[], randoms=[], voices=[], compare=None)
     env.store = new_memory_store()
     env.identity = new_identity(env.store)
     ok(lib.itsme_pin_set(env.identity, PIN))
@@ -147,6 +148,8 @@ def raw(tmp_path):
     yield env
     for exchange in env.exchanges:
         lib.itsme_exchange_free(exchange)
+    for voice in env.voices:
+        lib.itsme_voice_free(voice)
     for rng in env.randoms:
         lib.itsme_random_free(rng)
     lib.itsme_contact_free(env.contact)
@@ -206,6 +209,64 @@ def exchange_state(exchange):
     state = c_uint32()
     ok(lib.itsme_exchange_status(exchange, byref(state), None))
     return state.value
+
+
+def new_voice(env, now=T0):
+    """A voice session with env's contact Carol, planned at ``now``; freed with the fixture."""
+    out = c_void_p()
+    ok(lib.itsme_voice_new(env.contacts, env.contact_id, now, byref(out)))
+    env.voices.append(out.value)
+    return out.value
+
+
+def voice_state(voice):
+    state, turn = c_uint32(), c_uint32()
+    ok(lib.itsme_voice_status(voice, byref(state), byref(turn)))
+    return state.value, turn.value
+
+
+def voice_window(voice):
+    window = c_int64()
+    ok(lib.itsme_voice_timing(voice, 0, byref(window), None, None))
+    return window.value
+
+
+def voice_words(voice):
+    out = (c_uint8 * 5)()
+    ok(lib.itsme_voice_words(voice, out, 5))
+    return list(out)
+
+
+def carol_words(window):
+    """Carol's five words: her pid is CONTACT_KEY, the seed is SEED."""
+    out = (c_uint8 * 5)()
+    ok(lib.itsme_derive_words(SEED, 32, window, CONTACT_KEY, 32, out, 5))
+    return list(out)
+
+
+def started_voice(env):
+    """A voice session with Carol, started at its window."""
+    voice = new_voice(env)
+    ok(lib.itsme_voice_start(voice, env.contacts, 30 * voice_window(voice)))
+    return voice
+
+
+def next_word(voice):
+    """A word that is right for the next selection: mine or Carol's."""
+    window = voice_window(voice)
+    state, turn = voice_state(voice)
+    assert (state, turn != itsme.VOICE_TURN_NONE) == (itsme.VOICE_SELECTING, True)
+    return voice_words(voice)[0] if turn == itsme.VOICE_TURN_MINE else carol_words(window)[0]
+
+
+def comparing_voice(env):
+    """A voice session with Carol whose codes are ready."""
+    voice = started_voice(env)
+    now = 30 * voice_window(voice)
+    for _ in range(2):
+        ok(lib.itsme_voice_select(voice, next_word(voice), now))
+    assert voice_state(voice) == (itsme.VOICE_COMPARING, itsme.VOICE_TURN_NONE)
+    return voice
 
 
 # The X25519 base point: a public key whose shared secret is never zero.
@@ -564,6 +625,94 @@ def _bluetooth_transcript_hash(env):
     return [HASH, 32, PLAINTEXT, 120, PLAINTEXT, 114, buf, 32, byref(n)], [buf, n]
 
 
+def _voice_new(env):
+    out = handle_out()
+    return [env.contacts, env.contact_id, T0, byref(out)], [out]
+
+
+def _voice_text(make):
+    """A (buf, cap, out_len) getter on a voice session made by make(env)."""
+
+    def case(env):
+        buf, n = text_buf(256), size_out()
+        return [make(env), buf, 256, byref(n)], [buf, n]
+
+    return case
+
+
+def _voice_status(env):
+    state, turn = c_uint32(0xAAAA), c_uint32(0xAAAA)
+    return [new_voice(env), byref(state), byref(turn)], [state, turn]
+
+
+def _voice_timing(env):
+    window, starts_in, ends_in = c_int64(-5), c_int64(-5), c_int64(-5)
+    return [new_voice(env), T0, byref(window), byref(starts_in), byref(ends_in)], [window, starts_in, ends_in]
+
+
+def _voice_start(env):
+    voice = new_voice(env)
+    return [voice, env.contacts, 30 * voice_window(voice)], []
+
+
+def _voice_words(env):
+    out = byte_buf(5)
+    return [new_voice(env), out, 5], [out]
+
+
+def _voice_select(env):
+    voice = started_voice(env)
+    return [voice, next_word(voice), 30 * voice_window(voice)], []
+
+
+def _voice_code(env):
+    buf, n, tag = text_buf(13), size_out(), c_uint32(0xAAAA)
+    return [comparing_voice(env), buf, 13, byref(n), byref(tag)], [buf, n, tag]
+
+
+def _voice_check(env):
+    voice = comparing_voice(env)
+    outcome = c_uint32(0xAAAA)
+    return [voice, env.contacts, b"ECHO 512", 47, 30 * voice_window(voice), byref(outcome)], [outcome]
+
+
+VOICE_WINDOW = T0 // 30
+
+
+def _derive_session_id(env):
+    buf, n = text_buf(12), size_out()
+    return [SEED, 32, VOICE_WINDOW, buf, 12, byref(n)], [buf, n]
+
+
+def _derive_words(env):
+    out = byte_buf(5)
+    return [SEED, 32, VOICE_WINDOW, CONTACT_KEY, 32, out, 5], [out]
+
+
+def _derive_lower_selects_first(env):
+    out = c_int(-5)
+    return [SEED, 32, VOICE_WINDOW, byref(out)], [out]
+
+
+def _derive_code(env):
+    buf, n = text_buf(13), size_out()
+    pids = [CONTACT_KEY, 32, 1, OTHER_KEY, 32, 2, CONTACT_KEY, 32]
+    return [SEED, 32, VOICE_WINDOW, *pids, buf, 13, byref(n)], [buf, n]
+
+
+def _derive_device_tag(env):
+    # An empty secret, so that the case also shows it may then be NULL.
+    tag = c_uint32(0xAAAA)
+    return [SEED, 32, VOICE_WINDOW, CONTACT_KEY, 32, DEVICE_SECRET, 0, byref(tag)], [tag]
+
+
+def _derive_voice(env):
+    # Empty secrets, so that the case also shows they may then be NULL.
+    out = VoiceDerivationStruct.from_buffer_copy(bytes([FILL]) * ctypes.sizeof(VoiceDerivationStruct))
+    pids = [CONTACT_KEY, 32, OTHER_KEY, 32]
+    return [SEED, 32, VOICE_WINDOW, *pids, DEVICE_SECRET, 0, DEVICE_SECRET, 0, 1, 2, byref(out)], [out]
+
+
 CASES = {
     "itsme_last_error": _last_error,
     "itsme_fingerprint_from_public_key": _fingerprint_from_public_key,
@@ -638,6 +787,23 @@ CASES = {
     "itsme_bluetooth_th1": _bluetooth_th1,
     "itsme_bluetooth_session_keys": _bluetooth_session_keys,
     "itsme_bluetooth_transcript_hash": _bluetooth_transcript_hash,
+    "itsme_voice_new": _voice_new,
+    "itsme_voice_last_error": _voice_text(new_voice),
+    "itsme_voice_status": _voice_status,
+    "itsme_voice_timing": _voice_timing,
+    "itsme_voice_start": _voice_start,
+    "itsme_voice_session_id": _voice_text(new_voice),
+    "itsme_voice_words": _voice_words,
+    "itsme_voice_select": _voice_select,
+    "itsme_voice_your_code": _voice_code,
+    "itsme_voice_their_code": _voice_code,
+    "itsme_voice_check": _voice_check,
+    "itsme_derive_session_id": _derive_session_id,
+    "itsme_derive_words": _derive_words,
+    "itsme_derive_lower_selects_first": _derive_lower_selects_first,
+    "itsme_derive_code": _derive_code,
+    "itsme_derive_device_tag": _derive_device_tag,
+    "itsme_derive_voice": _derive_voice,
 }
 
 # Constructors whose successful output is a handle to free.
@@ -658,6 +824,7 @@ FREE_OUTPUT = {
     "itsme_exchange_new_qr": lib.itsme_exchange_free,
     "itsme_exchange_new_bluetooth": lib.itsme_exchange_free,
     "itsme_exchange_restore": lib.itsme_exchange_free,
+    "itsme_voice_new": lib.itsme_voice_free,
 }
 
 # Pointer arguments the header allows to be NULL: (function, index).
@@ -667,6 +834,13 @@ OPTIONAL_POINTERS = {
     ("itsme_exchange_new_bluetooth", 1): "session_code NULL: draw one",
     ("itsme_exchange_new_bluetooth", 2): "rng NULL: the operating system",
     ("itsme_exchange_status", 2): "out_flags may be NULL",
+    ("itsme_voice_status", 2): "out_turn may be NULL",
+    ("itsme_voice_timing", 2): "out_window may be NULL",
+    ("itsme_voice_timing", 3): "out_starts_in may be NULL",
+    ("itsme_voice_timing", 4): "out_ends_in may be NULL",
+    ("itsme_derive_device_tag", 5): "secret may be NULL when secret_len is 0",
+    ("itsme_derive_voice", 7): "my_secret may be NULL when my_secret_len is 0",
+    ("itsme_derive_voice", 9): "their_secret may be NULL when their_secret_len is 0",
 }
 
 POINTER_ARGUMENTS = [
@@ -762,6 +936,7 @@ def test_free_accepts_null():
     lib.itsme_contact_list_free(None)
     lib.itsme_random_free(None)
     lib.itsme_exchange_free(None)
+    lib.itsme_voice_free(None)
 
 
 @pytest.mark.parametrize("missing", ["get", "put", "remove"])
@@ -805,6 +980,9 @@ def buffer_functions(env):
     bluetooth = new_exchange(env, env.identity, bluetooth=True)
     assert receive(compare, b"hello") == R.ITSME_E_INVALID_STATE  # a last error, not a failure
     seed, th = HASH, (c_uint8 * 32)(*range(32))
+    voice, tag = comparing_voice(env), c_uint32()
+    assert lib.itsme_voice_select(voice, 0, T0) == R.ITSME_E_INVALID_STATE  # a last error, not a failure
+    pids = [CONTACT_KEY, 32, 1, OTHER_KEY, 32, 2, OTHER_KEY, 32]
     return [
         ("fingerprint_from_public_key", lambda b, c, n: lib.itsme_fingerprint_from_public_key(key, 32, b, c, n), True),
         ("secret_store_last_error", lambda b, c, n: lib.itsme_secret_store_last_error(store, b, c, n), True),
@@ -836,6 +1014,12 @@ def buffer_functions(env):
             lambda b, c, n: lib.itsme_bluetooth_transcript_hash(th, 32, PLAINTEXT, 120, PLAINTEXT, 114, b, c, n),
             False,
         ),
+        ("voice_last_error", lambda b, c, n: lib.itsme_voice_last_error(voice, b, c, n), True),
+        ("voice_session_id", lambda b, c, n: lib.itsme_voice_session_id(voice, b, c, n), True),
+        ("voice_your_code", lambda b, c, n: lib.itsme_voice_your_code(voice, b, c, n, byref(tag)), True),
+        ("voice_their_code", lambda b, c, n: lib.itsme_voice_their_code(voice, b, c, n, byref(tag)), True),
+        ("derive_session_id", lambda b, c, n: lib.itsme_derive_session_id(seed, 32, 7, b, c, n), True),
+        ("derive_code", lambda b, c, n: lib.itsme_derive_code(seed, 32, 7, *pids, b, c, n), True),
     ]
 
 
@@ -860,6 +1044,12 @@ def buffer_functions(env):
         "derive_sas",
         "bluetooth_session_keys",
         "bluetooth_transcript_hash",
+        "voice_last_error",
+        "voice_session_id",
+        "voice_your_code",
+        "voice_their_code",
+        "derive_session_id",
+        "derive_code",
     ],
 )
 def test_buffer_protocol(raw, which):
@@ -1203,6 +1393,193 @@ def test_result_message_of_known_codes():
     assert len(set(messages)) == len(messages)
 
 
+# -- voice verification -----------------------------------------------------
+
+
+def voice_detail(voice):
+    return read(lib.itsme_voice_last_error, voice)
+
+
+def contacts_detail(env):
+    return read(lib.itsme_store_last_error, env.contacts)
+
+
+def test_nato_words():
+    words = [lib.itsme_nato_word(index) for index in range(26)]
+    assert words[0] == b"ALFA" and words[23] == b"XRAY" and words[25] == b"ZULU"
+    assert len(set(words)) == 26 and max(map(len, words)) == len(b"NOVEMBER")
+    for index in (26, 100, 2**32 - 1):
+        assert lib.itsme_nato_word(index) is None
+
+
+def test_voice_new_failures_are_recorded_on_the_store(raw):
+    out = handle_out()
+    assert lib.itsme_voice_new(raw.contacts, raw.contact_id + 100, T0, byref(out)) == R.ITSME_E_NOT_FOUND
+    assert contacts_detail(raw) != b"\0"
+    assert lib.itsme_voice_new(raw.contacts, raw.contact_id, -1, byref(out)) == R.ITSME_E_INVALID_ARGUMENT
+    assert out.value == 0xDEADBEEF
+
+
+def test_voice_words_need_five_bytes(raw):
+    voice = new_voice(raw)
+    out = byte_buf(5)
+    for cap in (0, 1, 4):
+        assert lib.itsme_voice_words(voice, out, cap) == R.ITSME_E_BUFFER_TOO_SMALL
+        assert lib.itsme_derive_words(SEED, 32, VOICE_WINDOW, CONTACT_KEY, 32, out, cap) == R.ITSME_E_BUFFER_TOO_SMALL
+    assert bytes(out) == bytes([FILL]) * 5
+    big = byte_buf(8)
+    ok(lib.itsme_voice_words(voice, big, 8))
+    assert bytes(big)[5:] == bytes([FILL]) * 3, "written past the five words"
+    assert sorted(set(bytes(big)[:5])) == list(bytes(big)[:5]) and max(bytes(big)[:5]) < 26
+
+
+def test_voice_codes_need_a_tag_output(raw):
+    voice = comparing_voice(raw)
+    buf, n = text_buf(13), size_out()
+    tag = c_uint32(7)
+    for function in (lib.itsme_voice_your_code, lib.itsme_voice_their_code):
+        assert function(voice, buf, 13, byref(n), None) == R.ITSME_E_INVALID_ARGUMENT
+        assert n.value == 0x5EED
+        assert function(voice, buf, 4, byref(n), byref(tag)) == R.ITSME_E_BUFFER_TOO_SMALL
+        assert 9 <= n.value <= itsme.VOICE_CODE_SIZE
+        n = size_out()
+    assert (bytes(buf), tag.value) == (bytes([FILL]) * 13, 7), "written on failure"
+
+
+def test_voice_codes_before_the_selections_are_invalid_state(raw):
+    voice = started_voice(raw)
+    buf, n, tag = text_buf(13), size_out(), c_uint32(7)
+    assert lib.itsme_voice_your_code(voice, buf, 13, byref(n), byref(tag)) == R.ITSME_E_INVALID_STATE
+    assert lib.itsme_voice_their_code(voice, buf, 13, byref(n), byref(tag)) == R.ITSME_E_INVALID_STATE
+    assert (bytes(buf), n.value, tag.value) == (bytes([FILL]) * 13, 0x5EED, 7)
+    assert voice_detail(voice) != b"\0"
+
+
+@pytest.mark.parametrize("word", [26, 100, 2**32 - 1])
+def test_voice_select_word_out_of_range(raw, word):
+    voice = started_voice(raw)
+    before = voice_state(voice)
+    assert lib.itsme_voice_select(voice, word, 30 * voice_window(voice)) == R.ITSME_E_INVALID_ARGUMENT
+    assert voice_state(voice) == before, "nothing changes"
+
+
+def test_voice_check_arguments_change_nothing(raw):
+    voice = comparing_voice(raw)
+    now = 30 * voice_window(voice)
+    outcome = c_uint32(0xAAAA)
+    for code, tag in [(b"ECHO 512", 100), (b"ECHO 512", 2**32 - 1), (b"ECH\xc3\x28 512", 1), (b"ECHO 51", 1), (b"", 1)]:
+        assert lib.itsme_voice_check(voice, raw.contacts, code, tag, now, byref(outcome)) == R.ITSME_E_INVALID_ARGUMENT
+        assert voice_state(voice) == (itsme.VOICE_COMPARING, itsme.VOICE_TURN_NONE), (code, tag)
+    assert outcome.value == 0xAAAA
+    ok(lib.itsme_voice_check(voice, raw.contacts, b"echo-512", 99, now, byref(outcome)))
+    assert voice_state(voice)[0] == itsme.VOICE_FINISHED
+
+
+def test_voice_needs_the_store_it_was_planned_on(raw, tmp_path):
+    other = c_void_p()
+    ok(lib.itsme_store_open(raw.bare_identity, str(tmp_path / "other-voice.db").encode(), byref(other)))
+    try:
+        voice = new_voice(raw)
+        start = 30 * voice_window(voice)
+        assert lib.itsme_voice_start(voice, other, start) == R.ITSME_E_INVALID_ARGUMENT
+        assert voice_state(voice)[0] == itsme.VOICE_WAITING
+        ok(lib.itsme_voice_start(voice, raw.contacts, start))
+        for _ in range(2):
+            ok(lib.itsme_voice_select(voice, next_word(voice), start))
+        outcome = c_uint32(0xAAAA)
+        assert lib.itsme_voice_check(voice, other, b"ECHO 512", 1, start, byref(outcome)) == R.ITSME_E_INVALID_ARGUMENT
+        assert voice_state(voice)[0] == itsme.VOICE_COMPARING and outcome.value == 0xAAAA
+    finally:
+        lib.itsme_store_close(other.value)
+
+
+def test_voice_keeps_its_store_alive(raw):
+    voice = new_voice(raw)
+    start = 30 * voice_window(voice)
+    lib.itsme_store_close(raw.contacts)
+    out = c_void_p()
+    # The fixture closes env.contacts later: reopen a handle under that name.
+    ok(lib.itsme_store_open(raw.identity, str(raw.tmp_path / "contacts.db").encode(), byref(out)))
+    raw.contacts = out.value
+    buf, n = text_buf(12), size_out()
+    ok(lib.itsme_voice_session_id(voice, buf, 12, byref(n)))
+    assert 8 <= n.value <= 12
+    # Another handle on the same file is the same store.
+    ok(lib.itsme_voice_start(voice, raw.contacts, start))
+    contact, window = c_void_p(), c_int64()
+    ok(lib.itsme_store_get(raw.contacts, raw.contact_id, byref(contact)))
+    ok(lib.itsme_contact_last_window(contact.value, byref(window)))
+    lib.itsme_contact_free(contact.value)
+    assert window.value == voice_window(voice)
+
+
+@pytest.mark.parametrize("length", [0, 7, 9, 31, 33])
+def test_voice_derivations_check_pid_and_seed_sizes(length):
+    data = (c_uint8 * 64)(*range(64))
+    text, words, n, flag, tag = text_buf(13), byte_buf(5), size_out(), c_int(-5), c_uint32(7)
+    window = VOICE_WINDOW
+    calls = [
+        lambda: lib.itsme_derive_session_id(data, length, window, text, 13, byref(n)),
+        lambda: lib.itsme_derive_words(data, length, window, CONTACT_KEY, 32, words, 5),
+        lambda: lib.itsme_derive_words(SEED, 32, window, data, length, words, 5),
+        lambda: lib.itsme_derive_lower_selects_first(data, length, window, byref(flag)),
+        lambda: lib.itsme_derive_code(SEED, 32, window, data, length, 1, OTHER_KEY, 32, 2, OTHER_KEY, 32, text, 13, byref(n)),
+        lambda: lib.itsme_derive_code(SEED, 32, window, OTHER_KEY, 32, 1, data, length, 2, OTHER_KEY, 32, text, 13, byref(n)),
+        lambda: lib.itsme_derive_code(SEED, 32, window, OTHER_KEY, 32, 1, OTHER_KEY, 32, 2, data, length, text, 13, byref(n)),
+        lambda: lib.itsme_derive_device_tag(data, length, window, CONTACT_KEY, 32, None, 0, byref(tag)),
+        lambda: lib.itsme_derive_device_tag(SEED, 32, window, data, length, None, 0, byref(tag)),
+    ]
+    for index, call in enumerate(calls):
+        assert call() == R.ITSME_E_INVALID_ARGUMENT, index
+    assert (bytes(text), bytes(words), n.value, flag.value, tag.value) == (bytes([FILL]) * 13, bytes([FILL]) * 5, 0x5EED, -5, 7)
+
+
+def test_voice_derivations_accept_fingerprint_pids():
+    fingerprint = (c_uint8 * 8)(*range(8))
+    words, tag = byte_buf(5), c_uint32(7)
+    ok(lib.itsme_derive_words(SEED, 32, VOICE_WINDOW, fingerprint, 8, words, 5))
+    ok(lib.itsme_derive_device_tag(SEED, 32, VOICE_WINDOW, fingerprint, 8, DEVICE_SECRET, 16, byref(tag)))
+    assert tag.value < 100
+
+
+def test_derive_voice_checks_its_arguments():
+    out = VoiceDerivationStruct.from_buffer_copy(bytes([FILL]) * 32)
+    secret = (c_uint8 * 65)(*range(65))
+
+    def call(seed_len=32, my_len=32, their_len=32, my_secret=DEVICE_SECRET, my_secret_len=16, their_secret_len=16,
+             first=1, second=2):
+        return lib.itsme_derive_voice(
+            SEED, seed_len, VOICE_WINDOW, CONTACT_KEY, my_len, OTHER_KEY, their_len, my_secret, my_secret_len,
+            secret, their_secret_len, first, second, byref(out),
+        )
+
+    bad = [
+        dict(seed_len=31), dict(my_len=31), dict(their_len=0), dict(my_secret=None), dict(their_secret_len=65),
+        dict(first=26), dict(second=2**32 - 1),
+    ]
+    for arguments in bad:
+        assert call(**arguments) == R.ITSME_E_INVALID_ARGUMENT, arguments
+    assert bytes(out) == bytes([FILL]) * 32, "written on failure"
+    ok(call(my_len=8, their_secret_len=64))
+    assert out.reserved == 0 and out.i_select_first in (0, 1)
+    assert list(out.my_words) == sorted(set(out.my_words)) and max(out.their_words) < 26
+    assert out.my_code < 26000 and out.their_code < 26000 and out.my_tag < 100 and out.their_tag < 100
+
+
+def test_voice_derivations_check_words_and_secrets():
+    text, n, tag = text_buf(13), size_out(), c_uint32(7)
+    secret = (c_uint8 * 65)(*range(65))
+    for first, second in ((26, 0), (0, 26), (2**32 - 1, 0)):
+        code = lib.itsme_derive_code(SEED, 32, 1, CONTACT_KEY, 32, first, OTHER_KEY, 32, second, CONTACT_KEY, 32, text, 13, byref(n))
+        assert code == R.ITSME_E_INVALID_ARGUMENT, (first, second)
+    assert lib.itsme_derive_device_tag(SEED, 32, 1, CONTACT_KEY, 32, None, 16, byref(tag)) == R.ITSME_E_INVALID_ARGUMENT
+    assert lib.itsme_derive_device_tag(SEED, 32, 1, CONTACT_KEY, 32, secret, 65, byref(tag)) == R.ITSME_E_INVALID_ARGUMENT
+    assert (bytes(text), n.value, tag.value) == (bytes([FILL]) * 13, 0x5EED, 7)
+    ok(lib.itsme_derive_device_tag(SEED, 32, 1, CONTACT_KEY, 32, secret, 64, byref(tag)))
+    assert tag.value < 100
+    assert read(lib.itsme_last_error) != b"\0"
+
+
 # -- failures write nothing -------------------------------------------------
 
 
@@ -1305,6 +1682,9 @@ _UNINITIALISED = textwrap.dedent(
         "exchange": lib.itsme_exchange_new_qr(None, None, 0, ctypes.byref(out)),
         "short_code": lib.itsme_short_code_parse(b"ECHO 0042", ctypes.byref(ctypes.c_uint32())),
         "derive_sas": lib.itsme_derive_sas(key, 32, key, 32, buf, 17, ctypes.byref(n)),
+        "voice_new": lib.itsme_voice_new(None, 1, 0, ctypes.byref(out)),
+        "derive_session_id": lib.itsme_derive_session_id(key, 32, 1, buf, 17, ctypes.byref(n)),
+        "nato_word": lib.itsme_nato_word(0).decode(),
         "out": out.value,
         "init": [lib.itsme_init(), lib.itsme_init()],
         "after_init": lib.itsme_secret_store_new_memory(ctypes.byref(out)),
@@ -1338,9 +1718,61 @@ def test_calls_before_init_are_refused(tmp_path):
         "exchange",
         "short_code",
         "derive_sas",
+        "voice_new",
+        "derive_session_id",
     ):
         assert got[call] == R.ITSME_E_NOT_INITIALIZED, call
+    assert got["nato_word"] == "ALFA", "needs no itsme_init()"
     assert got["out"] == 0xDEADBEEF
     assert not directory.exists()
     assert got["init"] == [R.ITSME_OK, R.ITSME_OK]
     assert got["after_init"] == R.ITSME_OK
+
+
+# -- extreme times in voice sessions -------------------------------------------
+
+_VOICE_EXTREME = textwrap.dedent(
+    """
+    import ctypes, sys
+    import itsme
+    from itsme._ffi import lib
+    secrets = itsme.SecretStore.memory()
+    identity = itsme.Identity.create(secrets, "Extreme")
+    contacts = itsme.ContactStore.open(identity, sys.argv[1])
+    contact_id = contacts.add("Carol", bytes([0x42]) * 32, bytes([7]) * 32, now=1_700_000_000)
+    case = sys.argv[2]
+    out = ctypes.c_void_p()
+    with contacts._use() as store:
+        if case == "plan at INT64_MAX":
+            code = lib.itsme_voice_new(store, contact_id, 2**63 - 1, ctypes.byref(out))
+        elif case == "last window near INT64_MAX":
+            try:  # the store refuses a window past the year 9999
+                contacts.use_window(contact_id, 2**63 // 30)
+                raise SystemExit("use_window accepted a window past the year 9999")
+            except itsme.InvalidArgumentError:
+                pass
+            contacts.use_window(contact_id, 253402300799 // 30 - 1)
+            code = lib.itsme_voice_new(store, contact_id, 1_700_000_000, ctypes.byref(out))
+        else:  # "timing at INT64_MIN"
+            assert lib.itsme_voice_new(store, contact_id, 1_700_000_000, ctypes.byref(out)) == 0
+            outputs = [ctypes.byref(ctypes.c_int64()) for _ in range(3)]
+            code = lib.itsme_voice_timing(out.value, -(2**63), *outputs)
+    print("result", code)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "case, expected",
+    [("plan at INT64_MAX", 1), ("last window near INT64_MAX", 0), ("timing at INT64_MIN", 1)],
+)
+def test_voice_extreme_times_give_a_result_not_a_crash(tmp_path, case, expected):
+    # Run apart: a trap would end the test process.
+    result = subprocess.run(
+        [sys.executable, "-c", _VOICE_EXTREME, str(tmp_path / "contacts.db"), case],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(itsme.__file__))),
+    )
+    assert result.returncode == 0, f"{case}: exit status {result.returncode}\n{result.stderr}"
+    assert result.stdout.strip() == f"result {expected}", result.stdout

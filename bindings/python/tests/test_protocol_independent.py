@@ -1660,6 +1660,16 @@ def test_online_verify_message_order_type_version_length():
         with pytest.raises(P.ProtocolError):  # a failed session stays failed
             session.receive(messages[0])
 
+    def refused_after_both_proofs(session, *messages):
+        """11.2: "Once both PROOFs are in, further messages are refused without ending the
+        session": each is refused, and the result (outcome and SAS) stays."""
+        result = session.result
+        assert result is not None
+        for m in messages:
+            with pytest.raises(P.ProtocolError, match="refused"):
+                session.receive(m)
+            assert not session.failed and session.done and session.result is result
+
     # The initiator: expects KEY_R, then PROOF_R; never a COMMIT.
     for bad in ([commit], [proof_r], [key_r, key_r], [key_r, commit], [key_r, key_i]):
         ini, _ = fresh()
@@ -1670,7 +1680,7 @@ def test_online_verify_message_order_type_version_length():
     ini.receive(key_r)
     ini.receive(proof_r)
     assert ini.done
-    fails(ini, proof_r)  # received twice
+    refused_after_both_proofs(ini, proof_r, key_r, commit, proof_i, b"", b"\x02" + proof_r[1:])
     # The responder: expects COMMIT, then KEY_I, then PROOF_I.
     for bad in ([key_i], [proof_i], [commit, commit], [commit, proof_i],
                 [commit, key_i, key_i], [commit, key_i, commit]):
@@ -1683,7 +1693,7 @@ def test_online_verify_message_order_type_version_length():
     res.receive(key_i)
     res.receive(proof_i)
     assert res.done
-    fails(res, proof_i)
+    refused_after_both_proofs(res, proof_i, commit, key_i, proof_r, proof_i[:-1])
     # Nothing is taken before start().
     _, res = fresh()
     with pytest.raises(P.ProtocolError):
@@ -1707,9 +1717,11 @@ def test_online_verify_message_order_type_version_length():
 def test_online_verify_session_lifetime():
     seed, window, pids, esks, chals, ds, stored = _ov_random(random.Random(1108))
     created = 1_800_000_000
+    # 11.3: "A session expires more than 600 seconds after its creation".
     assert not P.ov_session_expired(created, created + 599)
-    assert P.ov_session_expired(created, created + 600)
-    for late, ok in ((599, True), (600, False)):
+    assert not P.ov_session_expired(created, created + 600)
+    assert P.ov_session_expired(created, created + 601)
+    for late, ok in ((599, True), (600, True), (601, False)):
         s = _ov_sessions(seed, window, pids, esks, chals, ds, stored, created_at=created)
         ini_x = next(x for x in "ab" if s[x].role == P.INITIATOR)
         res = s[_OTHER[ini_x]]

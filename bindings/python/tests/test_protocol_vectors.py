@@ -5,7 +5,9 @@ Whole QR and Bluetooth exchanges are rerun from each party's
 ``random_seed``: the library's deterministic random source draws the
 identity first, then (from the same source) the exchange's keys, so every
 payload, frame and SAS must come out byte for byte as listed.  The seed, SAS
-and Bluetooth derivations are checked through the pure functions.
+and Bluetooth derivations are checked through the pure functions, and so are
+the voice sessions of voice.json; its plans and heard codes go through real
+voice sessions.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import pathlib
+import re
 
 import pytest
 
@@ -368,3 +371,132 @@ def test_bluetooth_derivations(vector):
     assert th == h(vector["transcript_hash"])
     assert itsme.derive_sas(seed, th) == vector["sas_text"]
     assert itsme.short_code_format(vector["sas_value"]) == vector["sas_text"]
+
+
+# -- voice.json ---------------------------------------------------------------------------
+
+VOICE = load("voice.json")
+
+
+def _code_text(value):
+    return f"{itsme.nato_word(value // 1000)} {value % 1000:03d}"
+
+
+@pytest.mark.parametrize("vector", VOICE["sessions"], ids=lambda v: v["session_id_text"])
+def test_voice_session(vector):
+    seed, window = h(vector["seed"]), vector["window"]
+    a, b = h(vector["a_pid"]), h(vector["b_pid"])
+    value = vector["session_id_value"]
+    assert vector["session_id_text"] == f"{itsme.nato_word(value // 100)} {value % 100:02d}"
+    assert itsme.derive_session_id(seed, window) == vector["session_id_text"]
+    assert itsme.derive_words(seed, window, a) == vector["a_words"]
+    assert itsme.derive_words(seed, window, b) == vector["b_words"]
+    lower_first = itsme.derive_lower_selects_first(seed, window)
+    assert lower_first == vector["lower_selects_first"]
+    assert lower_first == (vector["first_selector_byte"] & 1 == 0)
+    # Section 9.4: the lower pid selects first when f = 0.
+    a_first = (a < b) == lower_first
+    assert vector["first_text"] == ("a" if a_first else "b")
+    first, second = (a, b) if a_first else (b, a)
+    first_words, second_words = (
+        (vector["a_words"], vector["b_words"]) if a_first else (vector["b_words"], vector["a_words"])
+    )
+    w1, w2 = vector["w1"], vector["w2"]
+    assert w1 in first_words and w2 in second_words
+    for speaker, side in ((a, "a"), (b, "b")):
+        text = itsme.derive_code(seed, window, first, w1, second, w2, speaker)
+        assert text == vector[f"{side}_code_text"] == _code_text(vector[f"{side}_code_value"]), side
+        tag = itsme.derive_device_tag(seed, window, speaker, h(vector[f"{side}_device_secret"]))
+        assert tag == vector[f"{side}_tag"], side
+    # The selections in the other order give other codes.
+    if w1 != w2:
+        assert itsme.derive_code(seed, window, first, w2, second, w1, a) != vector["a_code_text"]
+
+
+def test_voice_sessions_cover_both_kinds_of_pid():
+    sizes = {len(h(s[f"{side}_pid"])) for s in VOICE["sessions"] for side in "ab"}
+    assert sizes == {8, 32}
+
+
+class VoiceContact:
+    """A contact stored with a known seed and no device secrets, so that one
+    side can run a voice session alone: the pure derivations give the other
+    side's words."""
+
+    SEED = bytes(range(32))
+
+    def __init__(self, parties):
+        self.identity, _ = parties.make(QR["exchanges"][0]["a"])
+        peer = QR["exchanges"][0]["b"]
+        self.peer_pid = h(peer["identity_public"])
+        self.contacts = parties.contacts(self.identity)
+        self.id = self.contacts.add(peer["name_text"], self.peer_pid, self.SEED, now=T0)
+
+    def comparing(self, now):
+        """A session planned at ``now``, started and with both words entered."""
+        session = itsme.VoiceSession(self.contacts, self.id, now)
+        start = 30 * session.window
+        session.start(self.contacts, start)
+        theirs = itsme.derive_words(self.SEED, session.window, self.peer_pid)
+        for _ in range(2):
+            mine = session.turn == itsme.VoiceTurn.MINE
+            session.select(session.words[0] if mine else theirs[0], start)
+        assert session.state == itsme.VoiceState.COMPARING
+        return session, start
+
+
+@pytest.mark.parametrize("vector", VOICE["plans"], ids=lambda v: f"{v['now']}-{v['last_window']}")
+def test_voice_plan(parties, vector):
+    contact = VoiceContact(parties)
+    if vector["last_window"] is not None:
+        contact.contacts.use_window(contact.id, vector["last_window"])
+    now, window = vector["now"], vector["window"]
+    with itsme.VoiceSession(contact.contacts, contact.id, now) as session:
+        assert session.timing(now) == (window, vector["starts_in"], 30 * (window + 2) - now)
+        assert 30 * window - now == vector["starts_in"]
+
+
+def _in_the_form_of(typed, text):
+    """``text`` ("ECHO 512") typed the way ``typed`` is: the same spaces
+    around it, separator and letter case."""
+    match = re.fullmatch(r"(\s*)([A-Za-z]+)([ -])(\d{3})(\s*)", typed)
+    assert match, typed
+    lead, word, separator, _, trail = match.groups()
+    new_word, digits = text.split(" ")
+    if word.islower():
+        new_word = new_word.lower()
+    elif word.istitle():
+        new_word = new_word.title()
+    return f"{lead}{new_word}{separator}{digits}{trail}"
+
+
+@pytest.mark.parametrize("vector", VOICE["code_parse"]["valid"], ids=lambda v: repr(v["input_text"]))
+def test_voice_heard_code_parses(parties, vector):
+    typed = vector["input_text"]
+    word, digits = re.split(r"[ -]", typed.strip())
+    assert itsme.NATO_WORDS.index(word.upper()) * 1000 + int(digits) == vector["value"]
+    contact = VoiceContact(parties)
+    # The input as it is: accepted, and a match only if its value is the one expected.
+    session, now = contact.comparing(T0)
+    with session:
+        their = session.their_code
+        assert their.tag is None, "no device secrets: the tag is not checked"
+        outcome = session.check(contact.contacts, typed, 0, now)
+        matches = _code_text(vector["value"]) == their.text
+        assert outcome == (itsme.VoiceOutcome.VERIFIED_TAG_UNCHECKED if matches else itsme.VoiceOutcome.MISMATCH)
+    # The expected code typed in the same form: a match.
+    session, now = contact.comparing(T0)
+    with session:
+        same_form = _in_the_form_of(typed, session.their_code.text)
+        outcome = session.check(contact.contacts, same_form, 0, now)
+        assert outcome == itsme.VoiceOutcome.VERIFIED_TAG_UNCHECKED, same_form
+
+
+@pytest.mark.parametrize("text", VOICE["code_parse"]["invalid"])
+def test_voice_heard_code_parse_invalid(parties, text):
+    contact = VoiceContact(parties)
+    session, now = contact.comparing(T0)
+    with session:
+        with pytest.raises(InvalidArgumentError):
+            session.check(contact.contacts, text, 0, now)
+        assert session.state == itsme.VoiceState.COMPARING

@@ -390,7 +390,7 @@ impl ContactStore {
     }
 
     /// Runs a call that only returns a result code.
-    fn call_code(&self, body: impl FnOnce(*mut sys::itsme_store) -> i32) -> Result<()> {
+    pub(crate) fn call_code(&self, body: impl FnOnce(*mut sys::itsme_store) -> i32) -> Result<()> {
         self.call(|raw| match body(raw) {
             sys::ITSME_OK => Ok(()),
             code => Err(Failure::Code(code)),

@@ -16,6 +16,11 @@
 //!   with [`short_code_parse`], [`short_code_format`] and the protocol's
 //!   pure derivations ([`derive_seed`], [`derive_sas`], ...) for test
 //!   vectors.  [`DeterministicRandom`] replays exchanges in tests.
+//! - [`VoiceSession`]: a voice verification during a call: both people
+//!   wait for a fresh window, each chooses one of five words, and each
+//!   reads aloud a code with a device tag that the other checks; with
+//!   [`nato_word`] and the pure derivations ([`derive_session_id`],
+//!   [`derive_code`], ...).
 //! - [`Error`]: a library result code, its message and the detail the
 //!   library recorded for the failure.
 //!
@@ -45,6 +50,12 @@ pub use exchange::{
     bluetooth_commitment, bluetooth_session_keys, bluetooth_th1, bluetooth_transcript_hash, derive_sas, derive_seed,
     qr_transcript_hash, short_code_format, short_code_parse, DeterministicRandom, Exchange, ExchangeFlags,
     ExchangeState, BLUETOOTH_FRAME_MAX, QR_PAYLOAD_MAX, SHORT_CODE_VALUES,
+};
+
+mod voice;
+pub use voice::{
+    derive_code, derive_device_tag, derive_lower_selects_first, derive_session_id, derive_voice, derive_words,
+    nato_word, VoiceDerivation, VoiceOutcome, VoiceSession, VoiceState, VoiceTiming, VoiceTurn, VOICE_WORDS,
 };
 
 use std::ffi::CStr;
@@ -117,7 +128,8 @@ pub enum ErrorKind {
     /// Stored data is malformed, truncated or of an unknown version
     /// (`ITSME_E_CORRUPT_DATA`).
     CorruptData,
-    /// A tag or signature did not verify (`ITSME_E_AUTHENTICATION_FAILED`).
+    /// A tag or signature did not verify, or a word heard in a voice
+    /// session is not among the selector's (`ITSME_E_AUTHENTICATION_FAILED`).
     AuthenticationFailed,
     /// A public key was rejected (`ITSME_E_INVALID_KEY`).
     InvalidKey,
@@ -140,8 +152,8 @@ pub enum ErrorKind {
     /// malformed, of an unknown version, or arrived out of order; the
     /// exchange has failed (`ITSME_E_MALFORMED_MESSAGE`).
     MalformedMessage,
-    /// The exchange began more than 24 hours ago; it has failed
-    /// (`ITSME_E_EXPIRED`).
+    /// The exchange began more than 24 hours ago, or the voice session's
+    /// time ran out; it has failed (`ITSME_E_EXPIRED`).
     Expired,
     /// A code this binding does not know.
     Other(i32),

@@ -164,6 +164,57 @@ pub const ITSME_QR_PAYLOAD_MAX: usize = 383;
 /// Longest Bluetooth frame.
 pub const ITSME_BLUETOOTH_FRAME_MAX: usize = 259;
 
+// ---------------------------------------------------------------------------
+// Voice verification
+// ---------------------------------------------------------------------------
+
+/// Opaque voice verification session (`itsme_voice`).
+#[repr(C)]
+pub struct itsme_voice {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+pub type itsme_voice_state = u32;
+pub const ITSME_VOICE_WAITING: itsme_voice_state = 1;
+pub const ITSME_VOICE_SELECTING: itsme_voice_state = 2;
+pub const ITSME_VOICE_COMPARING: itsme_voice_state = 3;
+pub const ITSME_VOICE_FINISHED: itsme_voice_state = 4;
+pub const ITSME_VOICE_FAILED: itsme_voice_state = 5;
+
+pub const ITSME_VOICE_TURN_NONE: u32 = 0;
+pub const ITSME_VOICE_TURN_MINE: u32 = 1;
+pub const ITSME_VOICE_TURN_THEIRS: u32 = 2;
+
+pub type itsme_voice_outcome = u32;
+pub const ITSME_VOICE_VERIFIED: itsme_voice_outcome = 1;
+pub const ITSME_VOICE_DEVICE_CHANGED: itsme_voice_outcome = 2;
+pub const ITSME_VOICE_MISMATCH: itsme_voice_outcome = 3;
+pub const ITSME_VOICE_VERIFIED_TAG_UNCHECKED: itsme_voice_outcome = 4;
+
+/// The tag of an unknown device secret (`itsme_voice_their_code`).
+pub const ITSME_VOICE_TAG_UNKNOWN: u32 = 100;
+/// Buffer size for a code's text: "NOVEMBER 999" and the NUL.
+pub const ITSME_VOICE_CODE_SIZE: usize = 13;
+/// Buffer size for a session ID: "NOVEMBER 99" and the NUL.
+pub const ITSME_VOICE_SESSION_ID_SIZE: usize = 12;
+
+/// What one side derives in a session (`itsme_voice_derivation`), filled by
+/// [`itsme_derive_voice`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct itsme_voice_derivation {
+    pub session_id: u32,
+    pub my_words: [u8; 5],
+    pub their_words: [u8; 5],
+    pub i_select_first: u8,
+    pub reserved: u8,
+    pub my_code: u32,
+    pub their_code: u32,
+    pub my_tag: u32,
+    pub their_tag: u32,
+}
+
 /// A host-implemented secret store (`itsme_secret_store_callbacks`).
 /// `get`, `put` and `remove` must be `Some`; `destroy` may be `None`.
 #[repr(C)]
@@ -589,5 +640,129 @@ extern "C" {
         out: *mut u8,
         cap: usize,
         out_len: *mut usize,
+    ) -> itsme_result;
+
+    // Voice verification
+    pub fn itsme_nato_word(index: u32) -> *const c_char;
+    pub fn itsme_voice_new(
+        store: *mut itsme_store,
+        contact_id: i64,
+        now: i64,
+        out: *mut *mut itsme_voice,
+    ) -> itsme_result;
+    pub fn itsme_voice_free(voice: *mut itsme_voice);
+    pub fn itsme_voice_last_error(
+        voice: *const itsme_voice,
+        buf: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_voice_status(
+        voice: *const itsme_voice,
+        out_state: *mut itsme_voice_state,
+        out_turn: *mut u32,
+    ) -> itsme_result;
+    pub fn itsme_voice_timing(
+        voice: *const itsme_voice,
+        now: i64,
+        out_window: *mut i64,
+        out_starts_in: *mut i64,
+        out_ends_in: *mut i64,
+    ) -> itsme_result;
+    pub fn itsme_voice_start(voice: *mut itsme_voice, store: *mut itsme_store, now: i64) -> itsme_result;
+    pub fn itsme_voice_session_id(
+        voice: *const itsme_voice,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_voice_words(voice: *const itsme_voice, out: *mut u8, cap: usize) -> itsme_result;
+    pub fn itsme_voice_select(voice: *mut itsme_voice, word: u32, now: i64) -> itsme_result;
+    pub fn itsme_voice_your_code(
+        voice: *const itsme_voice,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+        out_tag: *mut u32,
+    ) -> itsme_result;
+    pub fn itsme_voice_their_code(
+        voice: *const itsme_voice,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+        out_tag: *mut u32,
+    ) -> itsme_result;
+    pub fn itsme_voice_check(
+        voice: *mut itsme_voice,
+        store: *mut itsme_store,
+        heard_code: *const c_char,
+        heard_tag: u32,
+        now: i64,
+        out_outcome: *mut itsme_voice_outcome,
+    ) -> itsme_result;
+    pub fn itsme_derive_session_id(
+        seed: *const u8,
+        seed_len: usize,
+        window: i64,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_derive_words(
+        seed: *const u8,
+        seed_len: usize,
+        window: i64,
+        pid: *const u8,
+        pid_len: usize,
+        out: *mut u8,
+        cap: usize,
+    ) -> itsme_result;
+    pub fn itsme_derive_lower_selects_first(
+        seed: *const u8,
+        seed_len: usize,
+        window: i64,
+        out_lower_first: *mut c_int,
+    ) -> itsme_result;
+    pub fn itsme_derive_code(
+        seed: *const u8,
+        seed_len: usize,
+        window: i64,
+        first: *const u8,
+        first_len: usize,
+        first_word: u32,
+        second: *const u8,
+        second_len: usize,
+        second_word: u32,
+        speaker: *const u8,
+        speaker_len: usize,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_derive_device_tag(
+        seed: *const u8,
+        seed_len: usize,
+        window: i64,
+        speaker: *const u8,
+        speaker_len: usize,
+        secret: *const u8,
+        secret_len: usize,
+        out_tag: *mut u32,
+    ) -> itsme_result;
+    pub fn itsme_derive_voice(
+        seed: *const u8,
+        seed_len: usize,
+        window: i64,
+        my_pid: *const u8,
+        my_pid_len: usize,
+        their_pid: *const u8,
+        their_pid_len: usize,
+        my_secret: *const u8,
+        my_secret_len: usize,
+        their_secret: *const u8,
+        their_secret_len: usize,
+        first_word: u32,
+        second_word: u32,
+        out: *mut itsme_voice_derivation,
     ) -> itsme_result;
 }

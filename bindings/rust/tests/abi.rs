@@ -1,7 +1,7 @@
 //! `src/sys.rs` against `include/itsme.h`: the same functions with the same
-//! parameter and return types, the same callback table, the same typedefs
-//! and the same constant values; and the library's runtime version equal
-//! to the header's.
+//! parameter and return types, the same callback table and voice
+//! derivation struct, the same typedefs and the same constant values; and
+//! the library's runtime version equal to the header's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -303,6 +303,31 @@ fn c_callback_fields(header: &str) -> Vec<(String, String)> {
     fields
 }
 
+/// Fields of a plain data struct `typedef struct name { ... } name;` as
+/// (name, Rust type); arrays become `[T; N]`.
+fn c_struct_fields(header: &str, name: &str) -> Vec<(String, String)> {
+    let code = c_code(header);
+    let start = code.find(&format!("typedef struct {name} {{")).unwrap_or_else(|| panic!("struct {name}"));
+    let body_start = code[start..].find('{').unwrap() + start + 1;
+    let body_end = code[body_start..].find('}').unwrap() + body_start;
+    let mut fields = Vec::new();
+    for field in code[body_start..body_end].split(';') {
+        let field = field.trim();
+        if field.is_empty() {
+            continue;
+        }
+        let (declarator, array) = match field.find('[') {
+            Some(open) => (&field[..open], Some(field[open + 1..field.len() - 1].trim())),
+            None => (field, None),
+        };
+        let ty = c_param_type(declarator);
+        let field_name = declarator[ty.len()..].trim().to_owned();
+        let rust = c_type_to_rust(&ty);
+        fields.push((field_name, array.map_or(rust.clone(), |n| format!("[{rust}; {n}]"))));
+    }
+    fields
+}
+
 // ---------------------------------------------------------------------------
 // Rust parsing
 // ---------------------------------------------------------------------------
@@ -451,6 +476,22 @@ fn rust_callback_fields(source: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Fields of `pub struct NAME { ... }` in sys.rs, a plain data struct.
+fn rust_struct_fields(source: &str, name: &str) -> Vec<(String, String)> {
+    let code = rust_code(source);
+    let start = code.find(&format!("pub struct {name} {{")).unwrap_or_else(|| panic!("struct {name}"));
+    let open = code[start..].find('{').unwrap() + start;
+    let close = code[open..].find('}').unwrap() + open;
+    split_params(&code[open + 1..close])
+        .iter()
+        .map(|field| {
+            let field = field.trim().strip_prefix("pub ").expect("public field");
+            let (name, ty) = field.split_once(':').unwrap();
+            (name.trim().to_owned(), normalise_rust_type(ty))
+        })
+        .collect()
+}
+
 // ---------------------------------------------------------------------------
 // Tests
 // ---------------------------------------------------------------------------
@@ -490,6 +531,22 @@ fn callback_table_agrees() {
 }
 
 #[test]
+fn voice_derivation_struct_agrees() {
+    use itsme::sys::itsme_voice_derivation;
+    let header = c_struct_fields(&header(), "itsme_voice_derivation");
+    assert_eq!(header.len(), 9, "{header:?}");
+    assert_eq!(header[1], ("my_words".to_owned(), "[u8; 5]".to_owned()));
+    assert_eq!(rust_struct_fields(&sys_source(), "itsme_voice_derivation"), header);
+    // The layout is part of the ABI: no padding.
+    assert_eq!(std::mem::size_of::<itsme_voice_derivation>(), 32);
+    assert_eq!(std::mem::offset_of!(itsme_voice_derivation, my_words), 4);
+    assert_eq!(std::mem::offset_of!(itsme_voice_derivation, their_words), 9);
+    assert_eq!(std::mem::offset_of!(itsme_voice_derivation, i_select_first), 14);
+    assert_eq!(std::mem::offset_of!(itsme_voice_derivation, my_code), 16);
+    assert_eq!(std::mem::offset_of!(itsme_voice_derivation, their_tag), 28);
+}
+
+#[test]
 fn types_agree() {
     let header = header();
     let source = sys_source();
@@ -506,6 +563,7 @@ fn types_agree() {
         "itsme_random",
         "itsme_secret_store",
         "itsme_store",
+        "itsme_voice",
     ];
     assert_eq!(opaque, expected.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>());
     assert_eq!(rust_opaque_types(&source), opaque);
@@ -559,7 +617,7 @@ fn every_constant_agrees() {
     }
     // And the values compiled into the crate are the ones in the text.
     use itsme::sys::*;
-    let compiled: [(&str, i64); 22] = [
+    let compiled: [(&str, i64); 37] = [
         ("ITSME_VERSION_MAJOR", ITSME_VERSION_MAJOR.into()),
         ("ITSME_VERSION_MINOR", ITSME_VERSION_MINOR.into()),
         ("ITSME_VERSION_PATCH", ITSME_VERSION_PATCH.into()),
@@ -582,6 +640,21 @@ fn every_constant_agrees() {
         ("ITSME_EXCHANGE_FLAG_UNAUTHENTICATED", ITSME_EXCHANGE_FLAG_UNAUTHENTICATED.into()),
         ("ITSME_EXCHANGE_FLAG_PEER_REJECTED", ITSME_EXCHANGE_FLAG_PEER_REJECTED.into()),
         ("ITSME_EXCHANGE_REALTIME", ITSME_EXCHANGE_REALTIME.into()),
+        ("ITSME_VOICE_WAITING", ITSME_VOICE_WAITING.into()),
+        ("ITSME_VOICE_SELECTING", ITSME_VOICE_SELECTING.into()),
+        ("ITSME_VOICE_COMPARING", ITSME_VOICE_COMPARING.into()),
+        ("ITSME_VOICE_FINISHED", ITSME_VOICE_FINISHED.into()),
+        ("ITSME_VOICE_FAILED", ITSME_VOICE_FAILED.into()),
+        ("ITSME_VOICE_TURN_NONE", ITSME_VOICE_TURN_NONE.into()),
+        ("ITSME_VOICE_TURN_MINE", ITSME_VOICE_TURN_MINE.into()),
+        ("ITSME_VOICE_TURN_THEIRS", ITSME_VOICE_TURN_THEIRS.into()),
+        ("ITSME_VOICE_VERIFIED", ITSME_VOICE_VERIFIED.into()),
+        ("ITSME_VOICE_DEVICE_CHANGED", ITSME_VOICE_DEVICE_CHANGED.into()),
+        ("ITSME_VOICE_MISMATCH", ITSME_VOICE_MISMATCH.into()),
+        ("ITSME_VOICE_VERIFIED_TAG_UNCHECKED", ITSME_VOICE_VERIFIED_TAG_UNCHECKED.into()),
+        ("ITSME_VOICE_TAG_UNKNOWN", ITSME_VOICE_TAG_UNKNOWN.into()),
+        ("ITSME_VOICE_CODE_SIZE", ITSME_VOICE_CODE_SIZE as i64),
+        ("ITSME_VOICE_SESSION_ID_SIZE", ITSME_VOICE_SESSION_ID_SIZE as i64),
     ];
     for (name, value) in compiled {
         assert_eq!(macros[name].parse::<i64>().unwrap(), value, "{name}");
@@ -646,6 +719,13 @@ fn parsers_see_what_they_should() {
         ["*const itsme_exchange", "*mut itsme_exchange_state", "*mut u32"]
     );
     assert_eq!(header["itsme_bluetooth_th1"].params.len(), 12);
+    assert_eq!(header["itsme_nato_word"], Signature { ret: "*const c_char".into(), params: vec!["u32".into()] });
+    assert_eq!(header["itsme_derive_voice"].params.len(), 14);
+    assert_eq!(header["itsme_derive_voice"].params[13], "*mut itsme_voice_derivation");
+    assert_eq!(
+        header["itsme_voice_status"].params,
+        ["*const itsme_voice", "*mut itsme_voice_state", "*mut u32"]
+    );
     let sys = rust_functions(&sys_source());
     assert_eq!(sys["itsme_identity_load"], header["itsme_identity_load"]);
     // `1u` is read as 1.

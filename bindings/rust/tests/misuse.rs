@@ -159,6 +159,15 @@ fn before_init_checks() {
         let mut len = 12345usize;
         assert_eq!(itsme_exchange_last_error(null(), out.as_mut_ptr().cast(), 17, &mut len), ITSME_E_INVALID_ARGUMENT);
         assert_eq!(len, 12345);
+
+        // Voice verification: the NATO words need no initialisation.
+        assert_eq!(CStr::from_ptr(itsme_nato_word(0)).to_str().unwrap(), "ALFA");
+        let mut voice = sentinel();
+        assert_eq!(itsme_voice_new(null_mut(), 1, T0, &mut voice), ITSME_E_NOT_INITIALIZED);
+        assert_eq!(voice, sentinel());
+        itsme_voice_free(null_mut());
+        assert_eq!(itsme_derive_session_id(seed.as_ptr(), 32, 1, out.as_mut_ptr().cast(), 17, &mut len), ITSME_E_NOT_INITIALIZED);
+        assert_eq!((out, len), ([0xAA; 17], 12345));
     }
 
     // And the safe binding initialises by itself.
@@ -1806,4 +1815,314 @@ fn exchange_invalid_arguments_leave_out_len_alone() {
         });
     }
     assert!(failures.is_empty(), "{} disagreements with itsme.h:\n{}", failures.len(), failures.join("\n"));
+}
+
+// ---------------------------------------------------------------------------
+// Voice verification
+// ---------------------------------------------------------------------------
+
+/// A voice session with Carol (the keyed contact of [`Contacts`], whose
+/// seed is SEED and whose pid is CONTACT_KEY), planned at T0.
+struct Voice {
+    c: Contacts,
+    voice: *mut itsme_voice,
+}
+
+impl Voice {
+    fn new(tag: &str) -> Voice {
+        let c = Contacts::new(tag);
+        let mut voice = null_mut();
+        assert_eq!(unsafe { itsme_voice_new(c.store, c.keyed, T0, &mut voice) }, ITSME_OK);
+        assert!(!voice.is_null());
+        Voice { c, voice }
+    }
+
+    fn window(&self) -> i64 {
+        let mut window = 0i64;
+        assert_eq!(unsafe { itsme_voice_timing(self.voice, T0, &mut window, null_mut(), null_mut()) }, ITSME_OK);
+        window
+    }
+
+    fn status(&self) -> (itsme_voice_state, u32) {
+        let (mut state, mut turn) = (0, 0);
+        assert_eq!(unsafe { itsme_voice_status(self.voice, &mut state, &mut turn) }, ITSME_OK);
+        (state, turn)
+    }
+
+    /// Starts the session at its window.
+    fn start(&self) -> i64 {
+        let now = 30 * self.window();
+        assert_eq!(unsafe { itsme_voice_start(self.voice, self.c.store, now) }, ITSME_OK);
+        now
+    }
+
+    /// A right word for the next selection: mine, or Carol's.
+    fn next_word(&self) -> u32 {
+        let mut words = [0u8; 5];
+        let turn = self.status().1;
+        unsafe {
+            if turn == ITSME_VOICE_TURN_MINE {
+                assert_eq!(itsme_voice_words(self.voice, words.as_mut_ptr(), 5), ITSME_OK);
+            } else {
+                assert_eq!(turn, ITSME_VOICE_TURN_THEIRS);
+                let window = self.window();
+                assert_eq!(itsme_derive_words(SEED.as_ptr(), 32, window, CONTACT_KEY.as_ptr(), 32, words.as_mut_ptr(), 5), ITSME_OK);
+            }
+        }
+        u32::from(words[0])
+    }
+
+    /// Started, with both words entered.
+    fn comparing(&self) -> i64 {
+        let now = self.start();
+        for _ in 0..2 {
+            assert_eq!(unsafe { itsme_voice_select(self.voice, self.next_word(), now) }, ITSME_OK);
+        }
+        assert_eq!(self.status(), (ITSME_VOICE_COMPARING, ITSME_VOICE_TURN_NONE));
+        now
+    }
+
+    fn detail(&self) -> String {
+        let mut buf = [0u8; 512];
+        let mut len = 0usize;
+        assert_eq!(unsafe { itsme_voice_last_error(self.voice, buf.as_mut_ptr().cast(), 512, &mut len) }, ITSME_OK);
+        String::from_utf8(buf[..len - 1].to_vec()).unwrap()
+    }
+}
+
+impl Drop for Voice {
+    fn drop(&mut self) {
+        unsafe { itsme_voice_free(self.voice) };
+    }
+}
+
+#[test]
+fn nato_words() {
+    unsafe {
+        let words: Vec<&str> = (0..26).map(|i| CStr::from_ptr(itsme_nato_word(i)).to_str().unwrap()).collect();
+        assert_eq!((words[0], words[23], words[25]), ("ALFA", "XRAY", "ZULU"));
+        for index in [26, 100, u32::MAX] {
+            assert!(itsme_nato_word(index).is_null(), "{index}");
+        }
+    }
+}
+
+#[test]
+fn voice_constructor_arguments() {
+    let c = Contacts::new("misuse-voice-new");
+    unsafe {
+        let mut out = sentinel();
+        assert_eq!(itsme_voice_new(null_mut(), c.keyed, T0, &mut out), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_voice_new(c.store, c.keyed, T0, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_voice_new(c.store, c.keyed, -1, &mut out), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_voice_new(c.store, 9999, T0, &mut out), ITSME_E_NOT_FOUND);
+        assert!(!c.detail().is_empty(), "recorded on the store");
+        assert_eq!(out, sentinel(), "written on failure");
+        // An unauthenticated contact has a voice session too (its pid is
+        // its fingerprint).
+        let mut ok = null_mut();
+        assert_eq!(itsme_voice_new(c.store, c.v5, T0, &mut ok), ITSME_OK);
+        itsme_voice_free(ok);
+        itsme_voice_free(null_mut());
+    }
+}
+
+#[test]
+fn voice_arguments() {
+    let v = Voice::new("misuse-voice");
+    let (voice, store) = (v.voice, v.c.store);
+    let inv = ITSME_E_INVALID_ARGUMENT;
+    unsafe {
+        // status: out_turn may be NULL, out_state may not.
+        let (mut state, mut turn) = (42u32, 42u32);
+        assert_eq!(itsme_voice_status(null(), &mut state, &mut turn), inv);
+        assert_eq!(itsme_voice_status(voice, null_mut(), &mut turn), inv);
+        assert_eq!((state, turn), (42, 42), "written on failure");
+        assert_eq!(itsme_voice_status(voice, &mut state, null_mut()), ITSME_OK);
+        assert_eq!(state, ITSME_VOICE_WAITING);
+
+        // timing: every output may be NULL, the handle may not.
+        let (mut window, mut starts_in, mut ends_in) = (7i64, 7i64, 7i64);
+        assert_eq!(itsme_voice_timing(null(), T0, &mut window, &mut starts_in, &mut ends_in), inv);
+        assert_eq!((window, starts_in, ends_in), (7, 7, 7));
+        assert_eq!(itsme_voice_timing(voice, T0, null_mut(), null_mut(), null_mut()), ITSME_OK);
+        assert_eq!(itsme_voice_timing(voice, T0, &mut window, &mut starts_in, &mut ends_in), ITSME_OK);
+        assert_eq!((starts_in, ends_in), (30 * window - T0, 30 * (window + 2) - T0));
+
+        // session_id, last_error: text outputs.
+        let mut buf = [0xAAu8; 64];
+        let mut len = 777usize;
+        let b: *mut c_char = buf.as_mut_ptr().cast();
+        type Getter = unsafe extern "C" fn(*const itsme_voice, *mut c_char, usize, *mut usize) -> itsme_result;
+        for (what, getter) in [("session_id", itsme_voice_session_id as Getter), ("last_error", itsme_voice_last_error)] {
+            assert_eq!(getter(null(), b, 64, &mut len), inv, "{what}");
+            assert_eq!(getter(voice, null_mut(), 64, &mut len), inv, "{what}");
+            assert_eq!(getter(voice, b, 64, null_mut()), inv, "{what}");
+            assert_eq!(len, 777, "{what}: *out_len set by a refused call");
+            assert_eq!(buf, [0xAA; 64], "{what}: written on failure");
+        }
+        assert_eq!(itsme_voice_session_id(voice, null_mut(), 0, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert!((8..=ITSME_VOICE_SESSION_ID_SIZE).contains(&len), "{len}");
+        assert_eq!(itsme_voice_session_id(voice, b, len - 1, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(buf, [0xAA; 64], "written on failure");
+
+        // words: five bytes, no out_len.
+        let mut words = [0xAAu8; 8];
+        assert_eq!(itsme_voice_words(null(), words.as_mut_ptr(), 5), inv);
+        assert_eq!(itsme_voice_words(voice, null_mut(), 5), inv);
+        assert_eq!(itsme_voice_words(voice, words.as_mut_ptr(), 4), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(words, [0xAA; 8], "written on failure");
+        assert_eq!(itsme_voice_words(voice, words.as_mut_ptr(), 8), ITSME_OK);
+        assert_eq!(words[5..], [0xAA; 3], "written past the five words");
+
+        // start: the handle and the store.
+        let now = 30 * v.window();
+        assert_eq!(itsme_voice_start(null_mut(), store, now), inv);
+        assert_eq!(itsme_voice_start(voice, null_mut(), now), inv);
+        assert_eq!(itsme_voice_start(voice, store, now - 16), ITSME_E_INVALID_STATE, "too early");
+        assert!(!v.detail().is_empty());
+        assert_eq!(v.status().0, ITSME_VOICE_WAITING, "nothing changed");
+
+        // select
+        assert_eq!(itsme_voice_select(voice, 0, now), ITSME_E_INVALID_STATE, "not started");
+        assert_eq!(itsme_voice_start(voice, store, now), ITSME_OK);
+        assert_eq!(itsme_voice_select(null_mut(), v.next_word(), now), inv);
+        assert_eq!(itsme_voice_select(voice, 26, now), inv);
+        assert_eq!(itsme_voice_select(voice, u32::MAX, now), inv);
+        assert_eq!(v.status().0, ITSME_VOICE_SELECTING, "nothing changed");
+
+        // your_code, their_code: before the codes, and NULLs.
+        let mut tag = 42u32;
+        type Code = unsafe extern "C" fn(*const itsme_voice, *mut c_char, usize, *mut usize, *mut u32) -> itsme_result;
+        for (what, code) in [("your_code", itsme_voice_your_code as Code), ("their_code", itsme_voice_their_code)] {
+            assert_eq!(code(voice, b, 64, &mut len, &mut tag), ITSME_E_INVALID_STATE, "{what}");
+        }
+        for _ in 0..2 {
+            assert_eq!(itsme_voice_select(voice, v.next_word(), now), ITSME_OK);
+        }
+        len = 777;
+        for (what, code) in [("your_code", itsme_voice_your_code as Code), ("their_code", itsme_voice_their_code)] {
+            assert_eq!(code(null(), b, 64, &mut len, &mut tag), inv, "{what}");
+            assert_eq!(code(voice, null_mut(), 64, &mut len, &mut tag), inv, "{what}");
+            assert_eq!(code(voice, b, 64, null_mut(), &mut tag), inv, "{what}");
+            assert_eq!(code(voice, b, 64, &mut len, null_mut()), inv, "{what}");
+            assert_eq!((len, tag, buf), (777, 42, [0xAA; 64]), "{what}: written on failure");
+            assert_eq!(code(voice, null_mut(), 0, &mut len, &mut tag), ITSME_E_BUFFER_TOO_SMALL, "{what}");
+            assert!((9..=ITSME_VOICE_CODE_SIZE).contains(&len), "{what}: {len}");
+            assert_eq!(code(voice, b, len - 1, &mut len, &mut tag), ITSME_E_BUFFER_TOO_SMALL, "{what}");
+            assert_eq!((tag, buf), (42, [0xAA; 64]), "{what}: written on failure");
+            assert_eq!(code(voice, b, len, &mut len, &mut tag), ITSME_OK, "{what}");
+            assert_eq!(buf[len - 1], 0, "{what}");
+            buf = [0xAA; 64];
+            len = 777;
+            tag = 42;
+        }
+        // Carol was added without device secrets: her tag is unknown.
+        assert_eq!(itsme_voice_their_code(voice, b, 64, &mut len, &mut tag), ITSME_OK);
+        assert_eq!(tag, ITSME_VOICE_TAG_UNKNOWN);
+
+        // check
+        let heard = cstr("ECHO 512");
+        let mut outcome = 42u32;
+        assert_eq!(itsme_voice_check(null_mut(), store, ptr(&heard), 1, now, &mut outcome), inv);
+        assert_eq!(itsme_voice_check(voice, null_mut(), ptr(&heard), 1, now, &mut outcome), inv);
+        assert_eq!(itsme_voice_check(voice, store, null(), 1, now, &mut outcome), inv);
+        assert_eq!(itsme_voice_check(voice, store, ptr(&heard), 1, now, null_mut()), inv);
+        assert_eq!(itsme_voice_check(voice, store, ptr(&heard), 100, now, &mut outcome), inv);
+        assert_eq!(itsme_voice_check(voice, store, ptr(b"ECHO 5\xff2\0"), 1, now, &mut outcome), inv);
+        assert_eq!(itsme_voice_check(voice, store, ptr(b"ECHO 51\0"), 1, now, &mut outcome), inv);
+        assert_eq!(outcome, 42, "written on failure");
+        assert_eq!(v.status().0, ITSME_VOICE_COMPARING, "nothing changed");
+        assert_eq!(itsme_voice_check(voice, store, ptr(&heard), 99, now, &mut outcome), ITSME_OK);
+        assert!(outcome == ITSME_VOICE_MISMATCH || outcome == ITSME_VOICE_VERIFIED_TAG_UNCHECKED, "{outcome}");
+        assert_eq!(v.status(), (ITSME_VOICE_FINISHED, ITSME_VOICE_TURN_NONE));
+    }
+}
+
+#[test]
+fn voice_needs_its_own_store() {
+    let v = Voice::new("misuse-voice-store");
+    let other = Contacts::new("misuse-voice-other");
+    unsafe {
+        let now = 30 * v.window();
+        assert_eq!(itsme_voice_start(v.voice, other.store, now), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(v.status().0, ITSME_VOICE_WAITING);
+        let now = v.comparing();
+        let heard = cstr("ECHO 512");
+        let mut outcome = 42u32;
+        assert_eq!(itsme_voice_check(v.voice, other.store, ptr(&heard), 1, now, &mut outcome), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!((v.status().0, outcome), (ITSME_VOICE_COMPARING, 42));
+    }
+}
+
+#[test]
+fn voice_derivation_arguments() {
+    init();
+    let (k, s) = (CONTACT_KEY, SEED);
+    let secret = [3u8; 65];
+    let inv = ITSME_E_INVALID_ARGUMENT;
+    let mut text = [0xAAu8; 32];
+    let t: *mut c_char = text.as_mut_ptr().cast();
+    let mut len = 777usize;
+    let mut words = [0xAAu8; 5];
+    let mut flag: c_int = 42;
+    let mut tag = 42u32;
+    let mut derivation = itsme_voice_derivation { session_id: 42, ..Default::default() };
+    unsafe {
+        // derive_session_id
+        assert_eq!(itsme_derive_session_id(null(), 32, 1, t, 32, &mut len), inv);
+        assert_eq!(itsme_derive_session_id(s.as_ptr(), 31, 1, t, 32, &mut len), inv);
+        assert_eq!(itsme_derive_session_id(s.as_ptr(), 32, 1, null_mut(), 32, &mut len), inv);
+        assert_eq!(itsme_derive_session_id(s.as_ptr(), 32, 1, t, 32, null_mut()), inv);
+        // derive_words: pids of 32 or 8 bytes.
+        assert_eq!(itsme_derive_words(null(), 32, 1, k.as_ptr(), 32, words.as_mut_ptr(), 5), inv);
+        assert_eq!(itsme_derive_words(s.as_ptr(), 32, 1, null(), 32, words.as_mut_ptr(), 5), inv);
+        assert_eq!(itsme_derive_words(s.as_ptr(), 32, 1, k.as_ptr(), 32, null_mut(), 5), inv);
+        for n in [0usize, 7, 9, 31] {
+            assert_eq!(itsme_derive_words(s.as_ptr(), 32, 1, k.as_ptr(), n, words.as_mut_ptr(), 5), inv, "{n}");
+        }
+        assert_eq!(itsme_derive_words(s.as_ptr(), 32, 1, k.as_ptr(), 32, words.as_mut_ptr(), 4), ITSME_E_BUFFER_TOO_SMALL);
+        // derive_lower_selects_first
+        assert_eq!(itsme_derive_lower_selects_first(null(), 32, 1, &mut flag), inv);
+        assert_eq!(itsme_derive_lower_selects_first(s.as_ptr(), 32, 1, null_mut()), inv);
+        // derive_code
+        let p = k.as_ptr();
+        assert_eq!(itsme_derive_code(null(), 32, 1, p, 32, 1, p, 32, 2, p, 32, t, 32, &mut len), inv);
+        assert_eq!(itsme_derive_code(s.as_ptr(), 32, 1, null(), 32, 1, p, 32, 2, p, 32, t, 32, &mut len), inv);
+        assert_eq!(itsme_derive_code(s.as_ptr(), 32, 1, p, 32, 1, null(), 32, 2, p, 32, t, 32, &mut len), inv);
+        assert_eq!(itsme_derive_code(s.as_ptr(), 32, 1, p, 32, 1, p, 32, 2, null(), 32, t, 32, &mut len), inv);
+        assert_eq!(itsme_derive_code(s.as_ptr(), 32, 1, p, 32, 1, p, 32, 2, p, 32, null_mut(), 32, &mut len), inv);
+        assert_eq!(itsme_derive_code(s.as_ptr(), 32, 1, p, 32, 1, p, 32, 2, p, 32, t, 32, null_mut()), inv);
+        assert_eq!(itsme_derive_code(s.as_ptr(), 32, 1, p, 32, 26, p, 32, 2, p, 32, t, 32, &mut len), inv);
+        assert_eq!(itsme_derive_code(s.as_ptr(), 32, 1, p, 32, 1, p, 32, 26, p, 32, t, 32, &mut len), inv);
+        // derive_device_tag: the secret may be NULL only when empty.
+        assert_eq!(itsme_derive_device_tag(null(), 32, 1, p, 32, secret.as_ptr(), 16, &mut tag), inv);
+        assert_eq!(itsme_derive_device_tag(s.as_ptr(), 32, 1, null(), 32, secret.as_ptr(), 16, &mut tag), inv);
+        assert_eq!(itsme_derive_device_tag(s.as_ptr(), 32, 1, p, 32, null(), 16, &mut tag), inv);
+        assert_eq!(itsme_derive_device_tag(s.as_ptr(), 32, 1, p, 32, secret.as_ptr(), 65, &mut tag), inv);
+        assert_eq!(itsme_derive_device_tag(s.as_ptr(), 32, 1, p, 32, secret.as_ptr(), 16, null_mut()), inv);
+        // derive_voice: both secrets may be NULL only when empty.
+        let d = &mut derivation as *mut itsme_voice_derivation;
+        let sp = secret.as_ptr();
+        assert_eq!(itsme_derive_voice(null(), 32, 1, p, 32, p, 8, sp, 16, sp, 16, 1, 2, d), inv);
+        assert_eq!(itsme_derive_voice(s.as_ptr(), 32, 1, null(), 32, p, 8, sp, 16, sp, 16, 1, 2, d), inv);
+        assert_eq!(itsme_derive_voice(s.as_ptr(), 32, 1, p, 32, null(), 8, sp, 16, sp, 16, 1, 2, d), inv);
+        assert_eq!(itsme_derive_voice(s.as_ptr(), 32, 1, p, 32, p, 8, null(), 16, sp, 16, 1, 2, d), inv);
+        assert_eq!(itsme_derive_voice(s.as_ptr(), 32, 1, p, 32, p, 8, sp, 16, null(), 16, 1, 2, d), inv);
+        assert_eq!(itsme_derive_voice(s.as_ptr(), 32, 1, p, 32, p, 8, sp, 65, sp, 16, 1, 2, d), inv);
+        assert_eq!(itsme_derive_voice(s.as_ptr(), 32, 1, p, 32, p, 8, sp, 16, sp, 16, 26, 2, d), inv);
+        assert_eq!(itsme_derive_voice(s.as_ptr(), 32, 1, p, 32, p, 8, sp, 16, sp, 16, 1, 2, null_mut()), inv);
+
+        assert_eq!((text, len, words, flag, tag), ([0xAA; 32], 777, [0xAA; 5], 42, 42), "written on failure");
+        assert_eq!(derivation.session_id, 42, "written on failure");
+
+        // And with valid arguments (NULL secrets of length 0).
+        assert_eq!(itsme_derive_device_tag(s.as_ptr(), 32, 1, p, 32, null(), 0, &mut tag), ITSME_OK);
+        assert!(tag < 100);
+        assert_eq!(itsme_derive_voice(s.as_ptr(), 32, 1, p, 32, p, 8, null(), 0, null(), 0, 1, 2, d), ITSME_OK);
+        assert_eq!(derivation.my_tag, tag, "the same empty secret");
+        assert_eq!(derivation.reserved, 0);
+        assert_eq!(itsme_derive_code(s.as_ptr(), 32, 1, p, 32, 1, p, 8, 2, p, 32, null_mut(), 0, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert!((9..=ITSME_VOICE_CODE_SIZE).contains(&len), "{len}");
+    }
 }

@@ -1,7 +1,8 @@
 //! The protocol test vectors (Tests/ProtocolVectors/*.json, described in
 //! its README.md) replayed through the C interface: whole QR and Bluetooth
 //! exchanges from each party's deterministic random seed, source-format
-//! imports and rejections, and every pure derivation.
+//! imports and rejections, voice verification plans, heard codes and
+//! sessions, and every pure derivation.
 
 mod common;
 
@@ -9,8 +10,8 @@ use common::encoding::{base64url_decode, base64url_encode, hex_decode, hex_encod
 use common::json::Json;
 use common::TempDir;
 use itsme::{
-    ContactStore, DeterministicRandom, ErrorKind, Exchange, ExchangeFlags, ExchangeState, Identity, SecretStore,
-    VerificationState,
+    ContactStore, DeterministicRandom, ErrorKind, Exchange, ExchangeFlags, ExchangeMethod, ExchangeState, Identity,
+    SecretStore, VerificationState, VoiceOutcome, VoiceSession, VoiceState, VoiceTurn,
 };
 use std::path::PathBuf;
 
@@ -82,7 +83,10 @@ fn every_vector_file_is_read() {
         .filter(|name| name.ends_with(".json"))
         .collect();
     names.sort();
-    assert_eq!(names, ["bluetooth.json", "encoding.json", "qr.json", "sas.json", "seed.json", "source-v5.json"]);
+    assert_eq!(
+        names,
+        ["bluetooth.json", "encoding.json", "qr.json", "sas.json", "seed.json", "source-v5.json", "voice.json"]
+    );
     for name in names {
         load(&name);
     }
@@ -476,5 +480,181 @@ fn bluetooth_derivations() {
                 "{context}"
             );
         }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// voice.json
+// ---------------------------------------------------------------------------
+
+fn words(value: &Json) -> Vec<u8> {
+    value.as_array().iter().map(|w| u8::try_from(w.as_i64()).unwrap()).collect()
+}
+
+fn bool_field(value: &Json, key: &str) -> bool {
+    match value.field(key) {
+        Json::Bool(b) => *b,
+        other => panic!("{key} is {}, not a boolean", other.summary()),
+    }
+}
+
+/// A NATO word and `digits` digits of `value`.
+fn voice_text(value: i64, digits: u32) -> String {
+    let scale = 10i64.pow(digits);
+    let word = itsme::nato_word(u32::try_from(value / scale).unwrap()).unwrap();
+    format!("{word} {:0width$}", value % scale, width = digits as usize)
+}
+
+#[test]
+fn voice_sessions() {
+    let voice = load("voice.json");
+    let sessions = voice.array("sessions");
+    assert!(!sessions.is_empty());
+    let mut pid_sizes = Vec::new();
+    for (i, case) in sessions.iter().enumerate() {
+        let context = format!("voice session {i}");
+        let (seed, window) = (case.hex("seed"), case.int("window"));
+        let (a, b) = (case.hex("a_pid"), case.hex("b_pid"));
+        pid_sizes.extend([a.len(), b.len()]);
+        assert_eq!(voice_text(case.int("session_id_value"), 2), case.text("session_id_text"), "{context}");
+        assert_eq!(itsme::derive_session_id(&seed, window).unwrap(), case.text("session_id_text"), "{context}");
+        assert_eq!(itsme::derive_words(&seed, window, &a).unwrap().to_vec(), words(case.field("a_words")), "{context}");
+        assert_eq!(itsme::derive_words(&seed, window, &b).unwrap().to_vec(), words(case.field("b_words")), "{context}");
+        let lower_first = itsme::derive_lower_selects_first(&seed, window).unwrap();
+        assert_eq!(lower_first, bool_field(case, "lower_selects_first"), "{context}");
+        assert_eq!(lower_first, case.int("first_selector_byte") & 1 == 0, "{context}");
+        let a_first = (a < b) == lower_first;
+        assert_eq!(case.text("first_text"), if a_first { "a" } else { "b" }, "{context}");
+        let (first, second) = if a_first { (&a, &b) } else { (&b, &a) };
+        let (w1, w2) = (u32::try_from(case.int("w1")).unwrap(), u32::try_from(case.int("w2")).unwrap());
+        for (pid, side) in [(&a, "a"), (&b, "b")] {
+            let code = itsme::derive_code(&seed, window, first, w1, second, w2, pid).unwrap();
+            assert_eq!(code, case.text(&format!("{side}_code_text")), "{context} {side}");
+            assert_eq!(voice_text(case.int(&format!("{side}_code_value")), 3), code, "{context} {side}");
+            let secret = case.hex(&format!("{side}_device_secret"));
+            let tag = itsme::derive_device_tag(&seed, window, pid, &secret).unwrap();
+            assert_eq!(i64::from(tag), case.int(&format!("{side}_tag")), "{context} {side}");
+        }
+        // One side in one call, from each side.
+        for (me, them, side, other) in [(&a, &b, "a", "b"), (&b, &a, "b", "a")] {
+            let (my_secret, their_secret) =
+                (case.hex(&format!("{side}_device_secret")), case.hex(&format!("{other}_device_secret")));
+            let d = itsme::derive_voice(&seed, window, me, them, &my_secret, &their_secret, w1, w2).unwrap();
+            assert_eq!(i64::from(d.session_id), case.int("session_id_value"), "{context} {side}");
+            assert_eq!(d.my_words.to_vec(), words(case.field(&format!("{side}_words"))), "{context} {side}");
+            assert_eq!(d.their_words.to_vec(), words(case.field(&format!("{other}_words"))), "{context} {side}");
+            assert_eq!(d.i_select_first, case.text("first_text") == side, "{context} {side}");
+            assert_eq!(i64::from(d.my_code), case.int(&format!("{side}_code_value")), "{context} {side}");
+            assert_eq!(i64::from(d.their_code), case.int(&format!("{other}_code_value")), "{context} {side}");
+            assert_eq!(i64::from(d.my_tag), case.int(&format!("{side}_tag")), "{context} {side}");
+            assert_eq!(i64::from(d.their_tag), case.int(&format!("{other}_tag")), "{context} {side}");
+        }
+    }
+    pid_sizes.sort();
+    pid_sizes.dedup();
+    assert_eq!(pid_sizes, [8, 32], "identity keys and a fingerprint");
+}
+
+/// A contact stored with a known seed and no device secrets, so that one
+/// side can run a voice session alone: the pure derivations give the other
+/// side's words.
+struct VoiceContact {
+    party: Party,
+    peer_pid: Vec<u8>,
+    id: i64,
+}
+
+const VOICE_SEED: [u8; 32] = [5; 32];
+
+impl VoiceContact {
+    fn new() -> VoiceContact {
+        let qr = load("qr.json");
+        let vector = &qr.array("exchanges")[0];
+        let party = Party::new(vector.field("a"), "voice contact");
+        let peer = vector.field("b");
+        let peer_pid = peer.hex("identity_public");
+        let id = party.contacts.add(peer.text("name_text"), &peer_pid, &VOICE_SEED, ExchangeMethod::Qr, T0).unwrap();
+        VoiceContact { party, peer_pid, id }
+    }
+
+    /// A session planned at `now`, started and with both words entered;
+    /// returns it and the time it started.
+    fn comparing(&self, now: i64) -> (VoiceSession, i64) {
+        let contacts = &self.party.contacts;
+        let mut session = VoiceSession::new(contacts, self.id, now).unwrap();
+        let window = session.window().unwrap();
+        session.start(contacts, 30 * window).unwrap();
+        let theirs = itsme::derive_words(&VOICE_SEED, window, &self.peer_pid).unwrap();
+        for _ in 0..2 {
+            let word = match session.turn().unwrap() {
+                VoiceTurn::Mine => session.words().unwrap()[0],
+                _ => theirs[0],
+            };
+            session.select(u32::from(word), 30 * window).unwrap();
+        }
+        assert_eq!(session.state().unwrap(), VoiceState::Comparing);
+        (session, 30 * window)
+    }
+}
+
+#[test]
+fn voice_plans() {
+    let voice = load("voice.json");
+    for (i, case) in voice.array("plans").iter().enumerate() {
+        let contact = VoiceContact::new();
+        if let Some(Json::Int(last)) = case.get("last_window") {
+            contact.party.contacts.use_window(contact.id, *last).unwrap();
+        }
+        let (now, window) = (case.int("now"), case.int("window"));
+        let session = VoiceSession::new(&contact.party.contacts, contact.id, now).unwrap();
+        let timing = session.timing(now).unwrap();
+        assert_eq!((timing.window, timing.starts_in), (window, case.int("starts_in")), "plan {i}");
+        assert_eq!(timing.ends_in, 30 * (window + 2) - now, "plan {i}");
+    }
+}
+
+#[test]
+fn voice_heard_codes() {
+    let voice = load("voice.json");
+    let parse = voice.field("code_parse");
+    let contact = VoiceContact::new();
+    let contacts = &contact.party.contacts;
+    let mut now = T0;
+    for case in parse.array("valid") {
+        let typed = case.text("input_text");
+        let (mut session, started) = contact.comparing(now);
+        now = started;
+        let (expected, tag) = session.their_code().unwrap();
+        assert_eq!(tag, None, "no device secrets: the tag is not checked");
+        let outcome = session.check(contacts, typed, 0, now).unwrap();
+        let matches = voice_text(case.int("value"), 3) == expected;
+        let want = if matches { VoiceOutcome::VerifiedTagUnchecked } else { VoiceOutcome::Mismatch };
+        assert_eq!(outcome, want, "{typed:?}");
+        // The expected code, typed in the same form, matches.
+        let (mut session, started) = contact.comparing(now);
+        now = started;
+        let (expected, _) = session.their_code().unwrap();
+        let (word, digits) = expected.split_once(' ').unwrap();
+        let trimmed = typed.trim_matches(' ');
+        let lead = &typed[..typed.len() - typed.trim_start_matches(' ').len()];
+        let trail = &typed[typed.trim_end_matches(' ').len()..];
+        let separator = if trimmed.contains('-') { "-" } else { " " };
+        let typed_word = trimmed.split([' ', '-']).next().unwrap();
+        let word = if typed_word.chars().all(|c| c.is_ascii_lowercase()) {
+            word.to_lowercase()
+        } else if typed_word.chars().skip(1).all(|c| c.is_ascii_lowercase()) {
+            format!("{}{}", &word[..1], word[1..].to_lowercase())
+        } else {
+            word.to_owned()
+        };
+        let same_form = format!("{lead}{word}{separator}{digits}{trail}");
+        assert_eq!(session.check(contacts, &same_form, 0, now).unwrap(), VoiceOutcome::VerifiedTagUnchecked, "{same_form:?}");
+    }
+    let (mut session, started) = contact.comparing(now);
+    for case in parse.array("invalid") {
+        let typed = case.as_str();
+        let error = session.check(contacts, typed, 0, started).expect_err(typed);
+        assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{typed:?}");
+        assert_eq!(session.state().unwrap(), VoiceState::Comparing, "{typed:?}");
     }
 }

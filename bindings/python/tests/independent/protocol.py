@@ -4,6 +4,10 @@ It exists to check the document: the JSON vectors under Tests/ProtocolVectors ar
 this module (tests/test_protocol_independent.py), so any value the document does not determine
 shows up as a mismatch.  Section numbers below refer to PROTOCOL.md.
 
+Section 10.3 (Security PIN Update) includes the commit-order state model: ``ContactSecrets`` is
+what one side keeps per contact (current secrets, a pending pair, a committed flag), used by the
+update itself and by the tag checks of voice sessions (10.1) and Online Verify (11.3).
+
 Only the Python standard library and the ``cryptography`` package (X25519, Ed25519,
 ChaCha20-Poly1305) are used; HKDF and base 32 are written out from RFC 5869 and RFC 4648.
 Every parser raises :class:`ProtocolError` on the first failed check; a typed code of the wrong
@@ -1050,7 +1054,7 @@ def heard_code_matches(text: str, expected: int) -> bool:
 
 
 # --------------------------------------------------------------------------------------------
-# Section 10: device tags and the degradation code
+# Section 10: device tags, the degradation code, Security PIN Update
 # --------------------------------------------------------------------------------------------
 
 # 10.1 Device tags
@@ -1276,6 +1280,409 @@ def attempt_degradation_code(limiter: AttemptLimiter, now: int, seed: bytes, pid
         return None
     limiter.success(now)
     return secret
+
+
+# 10.3 Security PIN Update
+
+PIN_UPDATE_CODE_LABEL = b"itsme-pin-update-code-v1"
+PU_TH_LABEL = b"itsme-pin-update-v1"
+PU_SALT_LABEL = b"itsme-pin-update-salt-v1"
+PU_KEY_LABEL = b"itsme-pin-update-key-v1"
+PU_CONFIRM_LABEL = b"itsme-pin-update-confirm-v1"
+PU_VERSION = 1
+PU_KEY, PU_NEW, PU_DONE = 1, 2, 3
+PU_NEW_COUNTER, PU_DONE_COUNTER = 0, 1
+PU_DEVICE_SECRET_BYTES = 16
+PU_CONFIRM_BYTES = 32
+PU_UPDATE_SECONDS = 600
+_PU_BODY_BYTES = {
+    PU_KEY: 32,
+    PU_NEW: PU_DEVICE_SECRET_BYTES + PU_CONFIRM_BYTES + TAG_BYTES,  # 64
+    PU_DONE: TAG_BYTES,  # ChaCha20-Poly1305 of nothing: the tag alone
+}
+_PU_NAMES = {PU_KEY: "KEY", PU_NEW: "NEW", PU_DONE: "DONE"}
+
+
+def pin_update_code_value(seed: bytes, window: int) -> int:
+    """code(W) = be64(first 8 bytes of HMAC(seed, lv_cat(label, u64(W)))) mod 260000."""
+    mac = hmac_sha256(seed, lv_cat(PIN_UPDATE_CODE_LABEL, u64(window)))
+    return _be64_head(mac) % SHORT_CODE_VALUES
+
+
+def pin_update_code_text(seed: bytes, window: int) -> str:
+    """The code as a short code (section 4): 'UNIFORM 7763'."""
+    return format_short_code(pin_update_code_value(seed, window))
+
+
+def pin_update_codes(seed: bytes, now: int) -> tuple[tuple[int, str], tuple[int, str]]:
+    """(W, code text) in the order tried: W = window(now) first, then, by a device that finds
+    no peer, W - 1.  The update uses the W of the code the two met on."""
+    w = window_of(now)
+    return ((w, pin_update_code_text(seed, w)), (w - 1, pin_update_code_text(seed, w - 1)))
+
+
+def pu_role(my_pid: bytes, their_pid: bytes) -> str:
+    """The initiator is the party with the lower pid (ordered as in section 9)."""
+    low, _ = order_pids(my_pid, their_pid)
+    return INITIATOR if low == my_pid else RESPONDER
+
+
+def pu_frame(frame_type: int, body: bytes) -> bytes:
+    """frame = u8(1) || u8(type) || body."""
+    if _PU_BODY_BYTES.get(frame_type) != len(body):
+        raise ValueError("PIN Update frame body of the wrong length")
+    return u8(PU_VERSION) + u8(frame_type) + body
+
+
+def parse_pu_frame(data: bytes, expected_type: int) -> bytes:
+    """A frame of another version or type, of the wrong length, or out of order (a type other
+    than the one expected now) is rejected.  Returns the body."""
+    if len(data) < 2 or data[0] != PU_VERSION:
+        raise ProtocolError("PIN Update frame of another version")
+    if data[1] not in _PU_BODY_BYTES:
+        raise ProtocolError("PIN Update frame of another type")
+    if data[1] != expected_type:
+        raise ProtocolError(f"{_PU_NAMES[data[1]]} out of order (expected "
+                            f"{_PU_NAMES[expected_type]})")
+    if len(data) - 2 != _PU_BODY_BYTES[expected_type]:
+        raise ProtocolError("PIN Update frame of the wrong length")
+    return data[2:]
+
+
+def pu_key_frame(ephemeral_pk: bytes) -> bytes:
+    """KEY: a fresh X25519 public key (32)."""
+    return pu_frame(PU_KEY, ephemeral_pk)
+
+
+def pu_th_input(code_text: str, window: int, pid_i: bytes, pid_r: bytes, key_i: bytes,
+                key_r: bytes) -> bytes:
+    """lv_cat('itsme-pin-update-v1', code_text, u64(W), pid_I, pid_R, KEY_I, KEY_R), with the
+    code's canonical text (as bytes) and the two whole KEY frames."""
+    return lv_cat(PU_TH_LABEL, code_text.encode("ascii"), u64(window), pid_i, pid_r, key_i,
+                  key_r)
+
+
+def pu_th(code_text: str, window: int, pid_i: bytes, pid_r: bytes, key_i: bytes,
+          key_r: bytes) -> bytes:
+    return sha256(pu_th_input(code_text, window, pid_i, pid_r, key_i, key_r))
+
+
+def pu_salt(seed: bytes, th: bytes) -> bytes:
+    """salt = HMAC(seed, lv_cat('itsme-pin-update-salt-v1', th))."""
+    return hmac_sha256(seed, lv_cat(PU_SALT_LABEL, th))
+
+
+def pu_session_keys(salt: bytes, shared: bytes) -> tuple[bytes, bytes]:
+    """prk = HKDF-Extract(salt, shared); (k_I, k_R) = HKDF-Expand(prk, lv_cat(label, role), 32)."""
+    prk = hkdf_extract(salt, shared)
+    return (hkdf_expand(prk, lv_cat(PU_KEY_LABEL, INITIATOR), 32),
+            hkdf_expand(prk, lv_cat(PU_KEY_LABEL, RESPONDER), 32))
+
+
+def pu_confirm(seed: bytes, role: str, th: bytes) -> bytes:
+    """confirm(S) = HMAC(seed, lv_cat('itsme-pin-update-confirm-v1', role(S), th))."""
+    if role not in (INITIATOR, RESPONDER):
+        raise ValueError("role is 'initiator' or 'responder'")
+    return hmac_sha256(seed, lv_cat(PU_CONFIRM_LABEL, role, th))
+
+
+def _pu_seal(frame_type: int, key: bytes, counter: int, plaintext: bytes) -> bytes:
+    header = u8(PU_VERSION) + u8(frame_type)
+    return pu_frame(frame_type, ChaCha20Poly1305(key).encrypt(bt_nonce(counter), plaintext,
+                                                              header))
+
+
+def _pu_open(data: bytes, frame_type: int, key: bytes, counter: int) -> bytes:
+    body = parse_pu_frame(data, frame_type)
+    try:
+        return ChaCha20Poly1305(key).decrypt(bt_nonce(counter), body, data[:2])
+    except InvalidTag as exc:
+        raise ProtocolError(f"{_PU_NAMES[frame_type]} does not decrypt") from exc
+
+
+def new_frame(key: bytes, new_device_secret: bytes, confirmation: bytes) -> bytes:
+    """NEW: ChaCha20-Poly1305 under the sender's role key, counter 0, associated data the two
+    header bytes, of the new device secret (16) || confirmation (32)."""
+    if len(new_device_secret) != PU_DEVICE_SECRET_BYTES or len(confirmation) != PU_CONFIRM_BYTES:
+        raise ValueError("a new device secret is 16 bytes, a confirmation 32")
+    return _pu_seal(PU_NEW, key, PU_NEW_COUNTER, new_device_secret + confirmation)
+
+
+def open_new(data: bytes, key: bytes) -> tuple[bytes, bytes]:
+    """Decrypt a NEW with the sender's role key: (new device secret, confirmation)."""
+    plain = _pu_open(data, PU_NEW, key, PU_NEW_COUNTER)
+    return plain[:PU_DEVICE_SECRET_BYTES], plain[PU_DEVICE_SECRET_BYTES:]
+
+
+def done_frame(key: bytes) -> bytes:
+    """DONE: ChaCha20-Poly1305 (counter 1) of nothing, under the initiator's key."""
+    return _pu_seal(PU_DONE, key, PU_DONE_COUNTER, b"")
+
+
+def open_done(data: bytes, key: bytes) -> None:
+    if _pu_open(data, PU_DONE, key, PU_DONE_COUNTER) != b"":  # cannot happen: 16-byte body
+        raise ProtocolError("DONE carries data")
+
+
+def pu_expired(created_at: int, now: int) -> bool:
+    """"An update expires more than 600 seconds after its creation": at created_at + 600 it
+    has not expired yet, one second later it has."""
+    return now - created_at > PU_UPDATE_SECONDS
+
+
+# The per-contact record of 10.1 and 10.3 -------------------------------------------------------
+
+HEARD_CURRENT = "current"  # the tag of the peer's current (old) secret
+HEARD_NEW = "new"  # the tag of the peer's new secret from a pending update
+HEARD_OTHER = "other"  # neither: their device changed
+HEARD_UNCHECKED = "unchecked"  # no stored secret to check against
+
+
+@dataclass
+class ContactSecrets:
+    """What one side keeps for one contact (10.1, 10.3): its current secrets (``mine``, the
+    device secret this side gave the contact; ``theirs``, the one the contact gave it; None on
+    a device that holds none), the contact state and, during a Security PIN Update, the new
+    pair as *pending* with the flag saying whether this side has *committed*."""
+    mine: bytes | None
+    theirs: bytes | None
+    state: str = UNVERIFIED
+    pending: tuple[bytes, bytes] | None = None  # (my new secret, their new secret)
+    committed: bool = False
+
+    def says(self) -> bytes | None:
+        """10.3: "a side says its new secret once committed and its old one before"."""
+        if self.pending is not None and self.committed:
+            return self.pending[0]
+        return self.mine
+
+    def accepts(self) -> tuple[bytes | None, bytes | None]:
+        """(the peer's current secret, its new one while an update is pending)."""
+        return self.theirs, (self.pending[1] if self.pending is not None else None)
+
+    def classify(self, matches: Callable[[bytes], bool]) -> str:
+        """Which of the accepted secrets a heard tag is (``matches(secret)`` tells whether the
+        heard tag is the one of ``secret``).  The current secret is tried first: a two-digit
+        tag of the old secret and one of the new coincide in one window of 100, and reading
+        such a tag as the old one only postpones completion, while reading it as the new one
+        could complete this side while the peer still says its old secret."""
+        current, new = self.accepts()
+        if current and matches(current):
+            return HEARD_CURRENT
+        if new and matches(new):
+            return HEARD_NEW
+        if not current:  # "if it holds none, it does not check the tag"
+            return HEARD_UNCHECKED
+        return HEARD_OTHER
+
+    def store_pending(self, my_new: bytes, their_new: bytes, committed: bool) -> None:
+        """10.3 steps 1 (responder: not committed) and 2 (initiator: committed and verified).
+        A pending pair from an earlier update is replaced."""
+        self.pending = (my_new, their_new)
+        self.committed = committed
+        if committed:
+            self.state = VERIFIED
+
+    def commit(self) -> None:
+        """10.3 step 3: the responder, on DONE, commits and marks the contact verified."""
+        if self.pending is None:
+            raise ProtocolError("nothing pending to commit")
+        self.committed = True
+        self.state = VERIFIED
+
+    def complete(self) -> None:
+        """"Hearing the peer's new secret completes the update on that side: the new pair
+        replaces the old, nothing is pending, and the contact is verified"."""
+        if self.pending is None:
+            raise ProtocolError("nothing pending to complete")
+        self.mine, self.theirs = self.pending
+        self.pending = None
+        self.committed = False
+        self.state = VERIFIED
+
+    def record(self, code_matches: bool, heard: str) -> str:
+        """Record a session's outcome (10.1): ``heard`` is what ``classify`` gave for the
+        peer's tag.  Returns the outcome."""
+        if heard not in (HEARD_CURRENT, HEARD_NEW, HEARD_OTHER, HEARD_UNCHECKED):
+            raise ValueError(f"not a heard-tag class: {heard!r}")
+        if not code_matches:
+            return FAILED  # "differs | any": unchanged
+        if heard == HEARD_NEW:
+            # 10.1: "A degraded contact returns to verified only through a Security PIN Update
+            # in person (10.3), or by a tag that matches the peer's new secret from one."
+            self.complete()
+            return VERIFIED
+        tag_matches = {HEARD_CURRENT: True, HEARD_OTHER: False, HEARD_UNCHECKED: None}[heard]
+        outcome, self.state = session_outcome(True, tag_matches, self.state)
+        return outcome
+
+    def hear_voice_tag(self, seed: bytes, window: int, their_pid: bytes, heard_tag: int,
+                       code_matches: bool = True) -> str:
+        """A voice session (9, 10.1): the peer's code was heard (``code_matches``) and its
+        two-digit tag ``heard_tag``.  Returns the outcome and records it."""
+        t = tag_key(seed)
+        heard = self.classify(lambda s: device_tag(t, their_pid, window, s) == heard_tag)
+        return self.record(code_matches, heard)
+
+
+def voice_tag_said(seed: bytes, window: int, my_pid: bytes, contact: ContactSecrets) -> int:
+    """The tag a side says (10.1 with 10.3): of its new secret once committed, else its old."""
+    return device_tag(tag_key(seed), my_pid, window, contact.says())
+
+
+@dataclass(frozen=True)
+class PinUpdateResult:
+    """What one side of a Security PIN Update holds once its last frame is handled."""
+    role: str
+    window: int
+    code_text: str
+    key_i: bytes
+    key_r: bytes
+    th_input: bytes
+    th: bytes
+    salt: bytes
+    shared: bytes
+    k_i: bytes
+    k_r: bytes
+    confirm_i: bytes
+    confirm_r: bytes
+    new_i: bytes
+    new_r: bytes
+    done: bytes
+    my_new_secret: bytes
+    their_new_secret: bytes
+
+
+class PinUpdateSession:
+    """One side of a Security PIN Update (10.3), from the seed, the window W of the code the
+    two met on, both pids, a fresh ephemeral secret, this side's new device secret and the
+    record it keeps for the contact (``ContactSecrets``, changed in the commit order of 10.3).
+
+    ``start()`` returns this side's KEY; ``receive(frame)`` checks a frame from the peer and
+    returns the frames to send in reply.  The first failed check raises ProtocolError and
+    ends the update as failed (every later call raises too); what the commit order already
+    stored stays stored.  ``result`` is set once this side has handled its last frame (the
+    initiator on NEW_R, the responder on DONE).  ``code_text`` defaults to code(W) from the
+    seed; it is a parameter only so that tests can build a peer without the seed."""
+
+    def __init__(self, seed: bytes, window: int, my_pid: bytes, their_pid: bytes,
+                 ephemeral_secret: bytes, new_device_secret: bytes,
+                 contact: ContactSecrets | None = None, created_at: int | None = None,
+                 code_text: str | None = None):
+        if len(seed) != 32 or len(ephemeral_secret) != 32:
+            raise ValueError("seed and ephemeral secret are 32 bytes")
+        if len(new_device_secret) != PU_DEVICE_SECRET_BYTES:
+            raise ValueError("a new device secret is 16 bytes")
+        self.seed = seed
+        self.window = window
+        self.my_pid = my_pid
+        self.their_pid = their_pid
+        self.role = pu_role(my_pid, their_pid)
+        self.peer_role = RESPONDER if self.role == INITIATOR else INITIATOR
+        self.code_text = pin_update_code_text(seed, window) if code_text is None else code_text
+        self.ephemeral_secret = ephemeral_secret
+        self.ephemeral_pk = x25519_public(ephemeral_secret)
+        self.new_device_secret = new_device_secret
+        self.contact = contact if contact is not None else ContactSecrets(None, None)
+        self.created_at = created_at
+        self.key_frame = pu_key_frame(self.ephemeral_pk)
+        self.result: PinUpdateResult | None = None
+        self.failed = False
+        self._started = False
+        self._expect = PU_KEY
+        self._d: dict = {}
+
+    @property
+    def done(self) -> bool:
+        return self.result is not None
+
+    def start(self) -> list[bytes]:
+        """Both send KEY at once."""
+        if self._started or self.failed:
+            raise ProtocolError("update already started")
+        self._started = True
+        return [self.key_frame]
+
+    def receive(self, data: bytes, now: int | None = None) -> list[bytes]:
+        if self.failed:
+            raise ProtocolError("the update has failed")
+        try:
+            if not self._started:
+                raise ProtocolError("frame before the update started")
+            if now is not None and self.created_at is not None and pu_expired(self.created_at,
+                                                                              now):
+                raise ProtocolError("the update has expired")
+            if self.done:
+                raise ProtocolError("frame after the update ended (received twice or out of "
+                                    "order)")
+            return self._receive(data)
+        except ProtocolError:
+            self.failed = True
+            raise
+
+    def _receive(self, data: bytes) -> list[bytes]:
+        body = parse_pu_frame(data, self._expect)
+        if self._expect == PU_KEY:
+            if data == self.key_frame:
+                raise ProtocolError("the peer's KEY is our own (reflected)")
+            shared = x25519_shared(self.ephemeral_secret, body)
+            self._derive(data, shared)
+            self._expect = PU_NEW
+            if self.role == INITIATOR:  # "initiator once it has both KEYs"
+                self._d["new_i"] = new_frame(self._d["k_i"], self.new_device_secret,
+                                             self._d["confirm_i"])
+                return [self._d["new_i"]]
+            return []
+        if self._expect == PU_NEW:
+            d = self._d
+            peer_key = d["k_r"] if self.role == INITIATOR else d["k_i"]
+            their_new, confirmation = open_new(data, peer_key)
+            expected = d["confirm_r"] if self.role == INITIATOR else d["confirm_i"]
+            if not hmac.compare_digest(confirmation, expected):
+                raise ProtocolError("the peer's confirmation is wrong")
+            self._their_new = their_new
+            if self.role == INITIATOR:
+                d["new_r"] = data
+                # Step 2: pending and committed, verified, and then DONE.
+                self.contact.store_pending(self.new_device_secret, their_new, committed=True)
+                d["done"] = done_frame(d["k_i"])
+                self._finish()
+                return [d["done"]]
+            d["new_i"] = data
+            # Step 1: pending, not committed, and only then its own NEW.
+            self.contact.store_pending(self.new_device_secret, their_new, committed=False)
+            d["new_r"] = new_frame(d["k_r"], self.new_device_secret, d["confirm_r"])
+            self._expect = PU_DONE
+            return [d["new_r"]]
+        # DONE, at the responder
+        open_done(data, self._d["k_i"])
+        self._d["done"] = data
+        self.contact.commit()  # step 3
+        self._finish()
+        return []
+
+    def _derive(self, peer_key_frame: bytes, shared: bytes) -> None:
+        if self.role == INITIATOR:
+            pid_i, pid_r, key_i, key_r = self.my_pid, self.their_pid, self.key_frame, peer_key_frame
+        else:
+            pid_i, pid_r, key_i, key_r = self.their_pid, self.my_pid, peer_key_frame, self.key_frame
+        th_input = pu_th_input(self.code_text, self.window, pid_i, pid_r, key_i, key_r)
+        th = sha256(th_input)
+        salt = pu_salt(self.seed, th)
+        k_i, k_r = pu_session_keys(salt, shared)
+        self._d = dict(key_i=key_i, key_r=key_r, th_input=th_input, th=th, salt=salt,
+                       shared=shared, k_i=k_i, k_r=k_r,
+                       confirm_i=pu_confirm(self.seed, INITIATOR, th),
+                       confirm_r=pu_confirm(self.seed, RESPONDER, th))
+
+    def _finish(self) -> None:
+        d = self._d
+        self.result = PinUpdateResult(
+            role=self.role, window=self.window, code_text=self.code_text, key_i=d["key_i"],
+            key_r=d["key_r"], th_input=d["th_input"], th=d["th"], salt=d["salt"],
+            shared=d["shared"], k_i=d["k_i"], k_r=d["k_r"], confirm_i=d["confirm_i"],
+            confirm_r=d["confirm_r"], new_i=d["new_i"], new_r=d["new_r"], done=d["done"],
+            my_new_secret=self.new_device_secret, their_new_secret=self._their_new)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1510,14 +1917,29 @@ def open_proof(message: bytes, key: bytes) -> tuple[bytes, bytes]:
     return plain[:32], plain[32:]
 
 
-def ov_tag_outcome(received_dtag: bytes, expected_dtag: bytes | None) -> str:
-    """11.3: the device tag compared with the one computed from the stored device secret gives
-    the outcome of 10.1: verified, their device changed, or (no stored secret) not checked."""
-    if expected_dtag is None:
-        return VERIFIED_TAG_UNCHECKED
-    if hmac.compare_digest(received_dtag, expected_dtag):
-        return VERIFIED
-    return VERIFIED_DEVICE_CHANGED
+def ov_tag_heard(received_dtag: bytes, expected_dtag: bytes | None,
+                 expected_new_dtag: bytes | None = None) -> str:
+    """11.3: the device tag "compared with the ones computed from the stored device secrets
+    (the peer's current one and, during a Security PIN Update, its new one)": which of them it
+    is (HEARD_CURRENT, HEARD_NEW), neither (HEARD_OTHER), or not checked when no current secret
+    is stored and the new one (if any) does not match (HEARD_UNCHECKED), as 10.1 and
+    ContactSecrets.classify read it."""
+    if expected_dtag is not None and hmac.compare_digest(received_dtag, expected_dtag):
+        return HEARD_CURRENT
+    if expected_new_dtag is not None and hmac.compare_digest(received_dtag, expected_new_dtag):
+        return HEARD_NEW
+    return HEARD_UNCHECKED if expected_dtag is None else HEARD_OTHER
+
+
+_HEARD_OUTCOME = {HEARD_CURRENT: VERIFIED, HEARD_NEW: VERIFIED, HEARD_OTHER: VERIFIED_DEVICE_CHANGED,
+                  HEARD_UNCHECKED: VERIFIED_TAG_UNCHECKED}
+
+
+def ov_tag_outcome(received_dtag: bytes, expected_dtag: bytes | None,
+                   expected_new_dtag: bytes | None = None) -> str:
+    """11.3: the outcome of 10.1 the device tag gives: verified (the current or, during a
+    PIN Update, the new secret), their device changed, or (no stored secret) not checked."""
+    return _HEARD_OUTCOME[ov_tag_heard(received_dtag, expected_dtag, expected_new_dtag)]
 
 
 _OUTCOME_TAG_MATCHES = {VERIFIED: True, VERIFIED_DEVICE_CHANGED: False,
@@ -1526,16 +1948,28 @@ _OUTCOME_TAG_MATCHES = {VERIFIED: True, VERIFIED_DEVICE_CHANGED: False,
 
 def ov_confirmed_state(outcome: str, state: str) -> str:
     """11.3: "confirming records the outcome on the contact as 10.1 does" (the SAS was
-    confirmed and the proof was right, so the code column reads 'matches')."""
+    confirmed and the proof was right, so the code column reads 'matches').  For a tag of the
+    peer's new secret from a pending PIN Update, which completes the update and marks the
+    contact verified whatever its state, see ov_record."""
     if outcome not in _OUTCOME_TAG_MATCHES:
         raise ValueError(f"not an Online Verify outcome: {outcome!r}")
     return session_outcome(True, _OUTCOME_TAG_MATCHES[outcome], state)[1]
 
 
 def ov_session_expired(created_at: int, now: int) -> bool:
-    """11.3: "A session must end within 10 minutes of its creation".  Read with the boundary
-    of 9.1: at created_at + 600 it has expired."""
-    return now - created_at >= OV_SESSION_SECONDS
+    """11.3: "A session expires more than 600 seconds after its creation": at created_at + 600
+    it has not expired yet, one second later it has."""
+    return now - created_at > OV_SESSION_SECONDS
+
+
+def ov_record(contact: ContactSecrets, result: "OvResult", sas_confirmed: bool) -> str | None:
+    """11.3: "confirming records the outcome on the contact as 10.1 does; rejecting the SAS,
+    or a failed session, changes nothing".  With a PIN Update pending, a device tag of the
+    peer's new secret completes it (10.1, 10.3).  Returns the recorded outcome (None: nothing
+    recorded)."""
+    if not sas_confirmed or result is None:
+        return None
+    return contact.record(True, result.peer_tag_heard)
 
 
 @dataclass(frozen=True)
@@ -1558,6 +1992,8 @@ class OvResult:
     dtag_i: bytes  # as sent by the initiator (its own, or received)
     dtag_r: bytes  # as sent by the responder
     expected_peer_dtag: bytes | None  # from the stored device secret; None: not checked
+    expected_peer_new_dtag: bytes | None  # from the peer's new secret of a pending PIN Update
+    peer_tag_heard: str  # HEARD_CURRENT, HEARD_NEW, HEARD_OTHER or HEARD_UNCHECKED
     proof_message_i: bytes
     proof_message_r: bytes
     tag_outcome: str
@@ -1568,17 +2004,20 @@ class OvResult:
 class OnlineVerifySession:
     """One side of an Online Verify session (11.2, 11.3), from the seed, the window of the room
     where the two met, both pids, this session's ephemeral secret and challenge, this side's
-    device secret for the contact and the one stored for the contact (None or b"": none).
+    device secret for the contact and the one stored for the contact (None or b"": none), and,
+    during a Security PIN Update, the contact's new secret from the pending pair (10.3; see
+    ``for_contact``, which takes all three from a ContactSecrets).
 
     ``start()`` returns the messages to send first (the initiator's COMMIT); ``receive(m)``
     checks a message from the peer and returns the messages to send in reply.  The first
     failed check raises ProtocolError and ends the session: every later call raises too.
-    Once both PROOFs are in, ``result`` holds the transcript, the tag outcome and the SAS (and
-    is dropped again if the session then fails)."""
+    Once both PROOFs are in, ``result`` holds the transcript, the tag outcome and the SAS;
+    further messages are then refused (ProtocolError) without ending the session (11.2)."""
 
     def __init__(self, seed: bytes, window: int, my_pid: bytes, their_pid: bytes,
                  ephemeral_secret: bytes, challenge: bytes, my_device_secret: bytes | None,
-                 their_device_secret: bytes | None, created_at: int | None = None):
+                 their_device_secret: bytes | None, created_at: int | None = None,
+                 their_new_device_secret: bytes | None = None):
         if len(seed) != 32 or len(ephemeral_secret) != 32:
             raise ValueError("seed and ephemeral secret are 32 bytes")
         if len(challenge) != OV_CHALLENGE_BYTES:
@@ -1595,6 +2034,7 @@ class OnlineVerifySession:
         self.challenge = challenge
         self.my_device_secret = my_device_secret
         self.their_device_secret = their_device_secret
+        self.their_new_device_secret = their_new_device_secret
         self.created_at = created_at
         self.key_message = ov_key_message(self.ephemeral_pk, challenge)
         self.commit: bytes | None = None
@@ -1605,6 +2045,17 @@ class OnlineVerifySession:
         self._started = False
         self._expect = OV_KEY if self.role == INITIATOR else OV_COMMIT
         self._derived: dict | None = None
+
+    @classmethod
+    def for_contact(cls, seed: bytes, window: int, my_pid: bytes, their_pid: bytes,
+                    ephemeral_secret: bytes, challenge: bytes, contact: ContactSecrets,
+                    created_at: int | None = None) -> "OnlineVerifySession":
+        """A session whose device secrets come from the contact record: this side's tag is of
+        the secret it says (10.3: the new one once committed), and the peer's tag is checked
+        against its current secret and, while an update is pending, its new one (11.3)."""
+        current, new = contact.accepts()
+        return cls(seed, window, my_pid, their_pid, ephemeral_secret, challenge,
+                   contact.says(), current, created_at=created_at, their_new_device_secret=new)
 
     @property
     def done(self) -> bool:
@@ -1628,13 +2079,18 @@ class OnlineVerifySession:
                 raise ProtocolError("message before the session started")
             if now is not None and self.created_at is not None and ov_session_expired(
                     self.created_at, now):
-                raise ProtocolError("the session is older than 10 minutes")
-            if self.done:
-                raise ProtocolError("message after both PROOFs (received twice or out of order)")
+                raise ProtocolError("the session has expired (more than 600 seconds old)")
+        except ProtocolError:
+            self.failed = True
+            self.result = None
+            raise
+        if self.done:
+            # 11.2: "Once both PROOFs are in, further messages are refused without ending the
+            # session" (the outcome and SAS stay to be confirmed).
+            raise ProtocolError("message after both PROOFs: refused")
+        try:
             return self._receive(message)
         except ProtocolError:
-            # "ends the session as failed": also after both PROOFs (a message received twice),
-            # so no outcome or SAS is left to confirm.
             self.failed = True
             self.result = None
             raise
@@ -1678,9 +2134,12 @@ class OnlineVerifySession:
         proof_message = seal_proof(my_key, my_proof, my_dtag)
         expected_dtag = (ov_device_tag(t, self.their_pid, th, self.their_device_secret)
                          if self.their_device_secret else None)
+        expected_new = (ov_device_tag(t, self.their_pid, th, self.their_new_device_secret)
+                        if self.their_new_device_secret else None)
         self._derived = dict(th_input=th_input, th=th, salt=salt, shared=shared, k_i=k_i,
                              k_r=k_r, my_proof=my_proof, my_dtag=my_dtag,
-                             proof_message=proof_message, expected_dtag=expected_dtag)
+                             proof_message=proof_message, expected_dtag=expected_dtag,
+                             expected_new=expected_new)
         return proof_message
 
     def _check_proof(self, message: bytes) -> list[bytes]:
@@ -1689,7 +2148,8 @@ class OnlineVerifySession:
         proof, dtag = open_proof(message, peer_key)
         if not hmac.compare_digest(proof, ov_proof(self.seed, self.peer_role, d["th"])):
             raise ProtocolError("the peer's proof is wrong")
-        outcome = ov_tag_outcome(dtag, d["expected_dtag"])
+        heard = ov_tag_heard(dtag, d["expected_dtag"], d["expected_new"])
+        outcome = _HEARD_OUTCOME[heard]
         value = sas_value(self.seed, d["th"])
         mine = (d["my_proof"], d["my_dtag"], d["proof_message"])
         theirs = (proof, dtag, message)
@@ -1700,6 +2160,7 @@ class OnlineVerifySession:
             key_r=self.key_r, key_i=self.key_i, th_input=d["th_input"], th=d["th"],
             salt=d["salt"], shared=d["shared"], k_i=d["k_i"], k_r=d["k_r"], proof_i=p_i,
             proof_r=p_r, dtag_i=t_i, dtag_r=t_r, expected_peer_dtag=d["expected_dtag"],
+            expected_peer_new_dtag=d["expected_new"], peer_tag_heard=heard,
             proof_message_i=m_i, proof_message_r=m_r, tag_outcome=outcome, sas_value=value,
             sas_text=format_short_code(value))
         return []
