@@ -125,7 +125,8 @@ public final class PinUpdate: CustomStringConvertible {
             if isInitiator { try sendNew() }
         case .new:
             guard th != nil, !newReceived, isInitiator ? newSent : true else { throw outOfOrder() }
-            let plain = try open(f, counter: 0)
+            var plain = try open(f, counter: 0)
+            defer { wipe(&plain) }
             guard plain.count == 16 + 32 else { throw ItsMeError(.malformedMessage, "a NEW frame carries 48 bytes") }
             guard ConstantTime.equal(Array(plain[16...]), confirm(peerRole)) else {
                 throw ItsMeError(.authenticationFailed, "the peer's confirmation is wrong: it does not hold the shared secret")

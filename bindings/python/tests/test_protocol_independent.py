@@ -1331,12 +1331,10 @@ def _ov_recompute(case, seed, window, pids, esks, chals, ds):
 
 
 _REPLAYED = {"encoding.json", "seed.json", "sas.json", "qr.json", "source-v5.json",
-             "bluetooth.json", "voice.json", "online-verify.json"}
+             "bluetooth.json", "voice.json", "online-verify.json", "pin-update.json"}
 # Vector files this module does not replay yet, each with the reason.  A new file must be added
 # to one of the two sets, so none goes unnoticed.
-_NOT_REPLAYED = {
-    "pin-update.json": "section 10.3 (Security PIN Update) is not implemented here yet",
-}
+_NOT_REPLAYED: dict[str, str] = {}
 
 
 @needs_vectors
@@ -1733,3 +1731,773 @@ def test_online_verify_session_lifetime():
             with pytest.raises(P.ProtocolError):
                 res.receive(commit, now=created + late)
             assert res.failed
+
+
+# --------------------------------------------------------------------------------------------
+# pin-update.json (section 10.3)
+# --------------------------------------------------------------------------------------------
+
+_PU_SESSION_KEYS = (
+    "seed window session_code_value session_code_text initiator_text a b key_i key_r th_input "
+    "th salt shared k_i k_r confirm_i confirm_r new_i new_r done"
+)
+_PU_SIDE_KEYS = ("random_seed identity_random_seed identity_seed pid ephemeral_secret "
+                 "ephemeral_public new_device_secret")
+
+
+def _pu_sessions(seed, window, pids, esks, news, contacts, created_at=None):
+    """The two sides "a" and "b" of one Security PIN Update, each with its contact record."""
+    return {x: P.PinUpdateSession(seed, window, pids[x], pids[_OTHER[x]], esks[x], news[x],
+                                  contacts[x], created_at=created_at)
+            for x in ("a", "b")}
+
+
+def _pu_run(sessions, deliver=None, tamper=None, first=None):
+    """Run both sides through an in-memory link that delivers frames one at a time in the
+    order they were sent (each frame whole, each direction in order, as 10.3 and 7 ask of the
+    host's transport).  ``first`` starts first (its KEY goes first; default "a").  Only the
+    first ``deliver`` frames are delivered (None: all), the rest are lost: an interruption.
+    ``tamper(index, frame)`` may replace the index-th frame sent.  Returns (sent frames as
+    (sender, frame), failures by side)."""
+    order = [first or "a", _OTHER[first or "a"]]
+    queue, sent, failures = [], [], {}
+
+    def send(sender, frames):
+        for f in frames:
+            index = len(sent)
+            sent.append((sender, f))
+            if tamper is not None:
+                f = tamper(index, f)
+            if f is not None:
+                queue.append((_OTHER[sender], f))
+
+    for x in order:
+        send(x, sessions[x].start())
+    delivered = 0
+    while queue and (deliver is None or delivered < deliver):
+        dst, f = queue.pop(0)
+        delivered += 1
+        try:
+            send(dst, sessions[dst].receive(f))
+        except P.ProtocolError as exc:
+            failures.setdefault(dst, exc)
+    return sent, failures
+
+
+def _pu_initiator(pids):
+    return "a" if P.order_pids(pids["a"], pids["b"])[0] == pids["a"] else "b"
+
+
+def _pu_fields(sessions, seed, window, ids, esks, news) -> dict:
+    """Every field of a pin-update.json session, as the vector names them, from one run of
+    both sides; each side's own view must agree with the other's."""
+    ini = next(x for x in ("a", "b") if sessions[x].role == P.INITIATOR)
+    out = {}
+    for x in ("a", "b"):
+        r = sessions[x].result
+        fields = {
+            "seed": seed.hex(), "window": window,
+            "session_code_value": P.parse_short_code(r.code_text),
+            "session_code_text": r.code_text, "initiator_text": ini,
+            "key_i": r.key_i.hex(), "key_r": r.key_r.hex(), "th_input": r.th_input.hex(),
+            "th": r.th.hex(), "salt": r.salt.hex(), "shared": r.shared.hex(),
+            "k_i": r.k_i.hex(), "k_r": r.k_r.hex(), "confirm_i": r.confirm_i.hex(),
+            "confirm_r": r.confirm_r.hex(), "new_i": r.new_i.hex(), "new_r": r.new_r.hex(),
+            "done": r.done.hex(),
+        }
+        # Each side's own new secret, and the one it received from the other.
+        secrets = {x: r.my_new_secret, _OTHER[x]: r.their_new_secret}
+        for y in ("a", "b"):
+            fields[y] = {
+                "identity_seed": ids[y]["identity_seed"], "pid": ids[y]["pid"],
+                "random_seed": ids[y]["random_seed"],
+                "identity_random_seed": ids[y]["identity_random_seed"],
+                "ephemeral_secret": esks[y].hex(),
+                "ephemeral_public": P.x25519_public(esks[y]).hex(),
+                "new_device_secret": secrets[y].hex(),
+            }
+            assert secrets[y] == news[y]
+        if out:
+            assert fields == out, f"the two sides disagree ({x})"
+        out = fields
+    return out
+
+
+@needs_vectors
+def test_pin_update_vector_file_fields():
+    expect_keys(load("pin-update.json"), "sessions")
+
+
+@needs_vectors
+def test_pin_update_sessions():
+    rng = random.Random(1030)
+    for case in _cases(load("pin-update.json"), "sessions"):
+        expect_keys(case, _PU_SESSION_KEYS)
+        seed, window = h(case["seed"]), case["window"]
+        ids, pids, esks, news = {}, {}, {}, {}
+        for x in ("a", "b"):
+            side = case[x]
+            expect_keys(side, _PU_SIDE_KEYS)
+            pids[x] = P.ed25519_public(h(side["identity_seed"]))  # the pid (section 9)
+            # random_seed and identity_random_seed drive the library's own test random source,
+            # which is no part of the protocol (section 13): only their form can be checked.
+            for k in ("random_seed", "identity_random_seed"):
+                assert len(h(side[k])) == 32
+            ids[x] = {"identity_seed": side["identity_seed"], "pid": pids[x].hex(),
+                      "random_seed": side["random_seed"],
+                      "identity_random_seed": side["identity_random_seed"]}
+            esks[x], news[x] = h(side["ephemeral_secret"]), h(side["new_device_secret"])
+            assert len(news[x]) == 16
+        assert case["a"]["random_seed"] != case["b"]["random_seed"]
+        ini = _pu_initiator(pids)
+        res = _OTHER[ini]
+        # The vectors carry no old device secrets; the two sides hold each other's (own ones
+        # here) on a degraded contact, which the update restores.
+        old = {x: rng.randbytes(16) for x in "ab"}
+        for first in (ini, res):  # "both, at once": either KEY may go first on the wire
+            contacts = {x: P.ContactSecrets(old[x], old[_OTHER[x]], P.DEGRADED) for x in "ab"}
+            sessions = _pu_sessions(seed, window, pids, esks, news, contacts)
+            sent, failures = _pu_run(sessions, first=first)
+            assert failures == {}
+            assert _pu_fields(sessions, seed, window, ids, esks, news) == case
+            keys = [(ini, case["key_i"]), (res, case["key_r"])]
+            assert [(x, f.hex()) for x, f in sent] == (keys if first == ini else keys[::-1]) + [
+                (ini, case["new_i"]), (res, case["new_r"]), (ini, case["done"])]
+            # Commit order: both committed and verified; the old pair still current until
+            # each hears the other's new secret (10.3).
+            for x in "ab":
+                c = contacts[x]
+                assert c.pending == (news[x], news[_OTHER[x]]) and c.committed
+                assert c.state == P.VERIFIED
+                assert (c.mine, c.theirs) == (old[x], old[_OTHER[x]])
+                assert c.says() == news[x]
+        _pu_recompute(case, seed, window, pids, esks, news)
+
+
+def _pu_recompute(case, seed, window, pids, esks, news):
+    """The same fields again, from the formulas of 10.3 one by one."""
+    ini = case["initiator_text"]
+    res = _OTHER[ini]
+    assert P.pu_role(pids[ini], pids[res]) == P.INITIATOR
+    assert P.pu_role(pids[res], pids[ini]) == P.RESPONDER
+    value = P.be64(P.hmac_sha256(seed, P.lv_cat(b"itsme-pin-update-code-v1",
+                                                P.u64(window)))[:8]) % 260_000
+    assert value == case["session_code_value"] == P.pin_update_code_value(seed, window)
+    assert P.format_short_code(value) == case["session_code_text"]
+    assert P.parse_short_code(case["session_code_text"]) == value
+    epk = {x: P.x25519_public(esks[x]) for x in "ab"}
+    for x in "ab":
+        assert epk[x].hex() == case[x]["ephemeral_public"]
+        assert P.ed25519_public(h(case[x]["identity_seed"])).hex() == case[x]["pid"]
+    key_i, key_r = P.pu_key_frame(epk[ini]), P.pu_key_frame(epk[res])
+    assert key_i == b"\x01\x01" + epk[ini] and key_r == b"\x01\x01" + epk[res]
+    assert key_i.hex() == case["key_i"] and key_r.hex() == case["key_r"]
+    th_input = P.pu_th_input(case["session_code_text"], window, pids[ini], pids[res], key_i,
+                             key_r)
+    assert th_input == P.lv_cat(b"itsme-pin-update-v1", case["session_code_text"].encode(),
+                                P.u64(window), pids[ini], pids[res], key_i, key_r)
+    assert th_input.hex() == case["th_input"]
+    th = P.sha256(th_input)
+    assert th.hex() == case["th"]
+    salt = P.pu_salt(seed, th)
+    assert salt == P.hmac_sha256(seed, P.lv_cat(b"itsme-pin-update-salt-v1", th))
+    assert salt.hex() == case["salt"]
+    shared = P.x25519_shared(esks[ini], epk[res])
+    assert shared == P.x25519_shared(esks[res], epk[ini])
+    assert shared.hex() == case["shared"]
+    k_i, k_r = P.pu_session_keys(salt, shared)
+    prk = P.hkdf_extract(salt, shared)
+    assert k_i == P.hkdf_expand(prk, P.lv_cat(b"itsme-pin-update-key-v1", b"initiator"), 32)
+    assert k_r == P.hkdf_expand(prk, P.lv_cat(b"itsme-pin-update-key-v1", b"responder"), 32)
+    assert k_i.hex() == case["k_i"] and k_r.hex() == case["k_r"]
+    confirm_i, confirm_r = P.pu_confirm(seed, P.INITIATOR, th), P.pu_confirm(seed, P.RESPONDER, th)
+    assert confirm_i == P.hmac_sha256(seed, P.lv_cat(b"itsme-pin-update-confirm-v1",
+                                                     b"initiator", th))
+    assert confirm_i.hex() == case["confirm_i"] and confirm_r.hex() == case["confirm_r"]
+    new_i = P.new_frame(k_i, news[ini], confirm_i)
+    new_r = P.new_frame(k_r, news[res], confirm_r)
+    assert new_i.hex() == case["new_i"] and new_r.hex() == case["new_r"]
+    assert new_i == b"\x01\x02" + P.ChaCha20Poly1305(k_i).encrypt(
+        bytes(4) + P.u64(0), news[ini] + confirm_i, b"\x01\x02")
+    assert len(new_i) == len(new_r) == 2 + 16 + 32 + 16
+    assert P.open_new(new_i, k_i) == (news[ini], confirm_i)
+    assert P.open_new(new_r, k_r) == (news[res], confirm_r)
+    done = P.done_frame(k_i)
+    assert done.hex() == case["done"]
+    assert done == b"\x01\x03" + P.ChaCha20Poly1305(k_i).encrypt(bytes(4) + P.u64(1), b"",
+                                                                 b"\x01\x03")
+    assert len(done) == 18
+    P.open_done(done, k_i)
+    with pytest.raises(P.ProtocolError):
+        P.open_done(done, k_r)
+
+
+# Own checks of section 10.3 ------------------------------------------------------------------
+
+def _pu_random(rng: random.Random, short_pid: bool = False):
+    """Random inputs of an update: seed, window, pids, ephemeral secrets, new secrets."""
+    seed = rng.randbytes(32)
+    window = 60_000_000 + rng.randrange(10**6)
+    pids = {"a": rng.randbytes(32), "b": rng.randbytes(8 if short_pid else 32)}
+    esks = {x: rng.randbytes(32) for x in "ab"}
+    news = {x: rng.randbytes(16) for x in "ab"}
+    return seed, window, pids, esks, news
+
+
+def _pu_contacts(rng: random.Random, state=P.DEGRADED):
+    """The two records of one contact, each holding the other's current secret."""
+    old = {x: rng.randbytes(16) for x in "ab"}
+    return {x: P.ContactSecrets(old[x], old[_OTHER[x]], state) for x in "ab"}
+
+
+def _snapshot(contacts):
+    return {x: (c.mine, c.theirs, c.state, c.pending, c.committed) for x, c in contacts.items()}
+
+
+def _copy(contacts):
+    return {x: P.ContactSecrets(c.mine, c.theirs, c.state, c.pending, c.committed)
+            for x, c in contacts.items()}
+
+
+def test_pin_update_session_codes():
+    rng = random.Random(1031)
+    for _ in range(200):
+        seed = rng.randbytes(32)
+        now = 1_800_000_000 + rng.randrange(10**7)
+        (w, text), (w1, text1) = P.pin_update_codes(seed, now)
+        assert w == now // 30 and w1 == w - 1
+        assert text == P.pin_update_code_text(seed, w) and text1 == P.pin_update_code_text(seed,
+                                                                                         w - 1)
+        assert P.parse_short_code(text) == P.pin_update_code_value(seed, w) < 260_000
+        # The code depends on the seed and the window only: the next window's W - 1 is W.
+        assert P.pin_update_codes(seed, now + 30)[1] == (w, text)
+    # A session built for a window uses that window's code, in th.
+    seed, window, pids, esks, news = _pu_random(rng)
+    s = _pu_sessions(seed, window, pids, esks, news, _pu_contacts(rng))
+    assert s["a"].code_text == P.pin_update_code_text(seed, window) == s["b"].code_text
+
+
+def test_pin_update_both_sides_agree():
+    rng = random.Random(1032)
+    initiators = {"a": 0, "b": 0}
+    for trial in range(200):
+        seed, window, pids, esks, news = _pu_random(rng, short_pid=trial % 4 == 3)
+        contacts = _pu_contacts(rng)
+        s = _pu_sessions(seed, window, pids, esks, news, contacts)
+        sent, failures = _pu_run(s, first=rng.choice("ab"))
+        assert failures == {} and len(sent) == 5
+        fields = _pu_fields(s, seed, window, _ov_ids(pids), esks, news)
+        ini = fields["initiator_text"]
+        initiators[ini] += 1
+        assert ini == _pu_initiator(pids)
+        assert [x for x, _ in sent][2:] == [ini, _OTHER[ini], ini]
+        assert {len(f) for _, f in sent} == {34, 66, 18}
+    assert min(initiators.values()) > 50
+
+
+def test_pin_update_commit_order():
+    """10.3 steps 1 to 3, checked at the moment each frame is sent."""
+    rng = random.Random(1033)
+    for _ in range(20):
+        seed, window, pids, esks, news = _pu_random(rng)
+        contacts = _pu_contacts(rng)
+        before = _snapshot(contacts)
+        s = _pu_sessions(seed, window, pids, esks, news, contacts)
+        ini_x = _pu_initiator(pids)
+        res_x = _OTHER[ini_x]
+        ini, res = s[ini_x], s[res_x]
+        key_i, key_r = ini.start()[0], res.start()[0]
+        assert res.receive(key_i) == []  # the responder waits for the initiator's NEW
+        [new_i] = ini.receive(key_r)  # "initiator once it has both KEYs"
+        assert _snapshot(contacts) == before  # nobody has stored anything yet
+        [new_r] = res.receive(new_i)
+        # 1. The responder stored the pair as pending, not committed, before sending NEW.
+        c = contacts[res_x]
+        assert c.pending == (news[res_x], news[ini_x]) and not c.committed
+        assert c.state == P.DEGRADED and c.says() == c.mine  # still says its old secret
+        assert _snapshot(contacts)[ini_x] == before[ini_x]
+        [done] = ini.receive(new_r)
+        # 2. The initiator: pending and committed, verified, before DONE.
+        c = contacts[ini_x]
+        assert c.pending == (news[ini_x], news[res_x]) and c.committed
+        assert c.state == P.VERIFIED and c.says() == news[ini_x]
+        assert ini.done and not contacts[res_x].committed
+        # 3. The responder, on DONE, commits and marks the contact verified.
+        assert res.receive(done) == []
+        c = contacts[res_x]
+        assert c.committed and c.state == P.VERIFIED and c.says() == news[res_x]
+        assert res.done
+        # Nothing completed yet: the old pair stays current until the new secrets are heard.
+        for x in "ab":
+            assert (contacts[x].mine, contacts[x].theirs) == before[x][:2]
+
+
+def test_pin_update_rejects_every_flipped_byte():
+    """Every frame with a byte flipped, cut short, or one byte longer is rejected.  Frames 3 to
+    5 (NEW, NEW, DONE) are authenticated: their receiver fails on them.  A KEY carries no
+    authentication of its own; a changed one is refused on arrival when its header or length
+    is wrong and otherwise changes th and the keys, so the responder fails on the initiator's
+    NEW.  Either way the two records end exactly as after an interruption before the changed
+    frame (10.3), and a changed frame never makes anyone store a secret it did not send."""
+    rng = random.Random(1034)
+    seed, window, pids, esks, news = _pu_random(rng)
+    base = _pu_contacts(rng)
+    clean = _pu_sessions(seed, window, pids, esks, news, _copy(base))
+    sent, failures = _pu_run(clean)
+    assert failures == {} and len(sent) == 5
+    ini_x = _pu_initiator(pids)
+    res_x = _OTHER[ini_x]
+    after_k = {}
+    for k in range(6):
+        contacts = _copy(base)
+        _pu_run(_pu_sessions(seed, window, pids, esks, news, contacts), deliver=k)
+        after_k[k] = _snapshot(contacts)
+    runs = 0
+    for index, (sender, frame) in enumerate(sent):
+        receiver = _OTHER[sender]
+        for changed in _flips(frame):
+            contacts = _copy(base)
+            s = _pu_sessions(seed, window, pids, esks, news, contacts)
+            _, failures = _pu_run(s, tamper=lambda i, f: changed if i == index else f)
+            if index >= 2 or changed[:2] != frame[:2] or len(changed) != len(frame):
+                assert receiver in failures, (index, changed.hex())
+                assert s[receiver].failed and s[receiver].result is None
+            else:
+                assert res_x in failures, (index, changed.hex())
+                assert "NEW does not decrypt" in str(failures[res_x]) or "zero" in str(
+                    failures.get(receiver, ""))
+            assert _snapshot(contacts) == after_k[index], (index, changed.hex())
+            for x in "ab":
+                if contacts[x].pending is not None:
+                    assert contacts[x].pending[1] == news[_OTHER[x]]
+            runs += 1
+    assert runs > 1500
+
+
+def test_pin_update_rejects_reflected_key():
+    rng = random.Random(1035)
+    seed, window, pids, esks, news = _pu_random(rng)
+    for x in "ab":
+        contacts = _pu_contacts(rng)
+        before = _snapshot(contacts)
+        s = _pu_sessions(seed, window, pids, esks, news, contacts)
+        own = s[x].start()[0]
+        with pytest.raises(P.ProtocolError, match="reflected"):
+            s[x].receive(own)
+        assert s[x].failed and _snapshot(contacts) == before
+        with pytest.raises(P.ProtocolError):
+            s[x].receive(s[_OTHER[x]].start()[0])  # a failed update stays failed
+    # The same KEY sent back by a relay in the middle of a run: the side that gets its own
+    # KEY refuses it; the other side, which got nothing, never proceeds.
+    contacts = _pu_contacts(rng)
+    before = _snapshot(contacts)
+    s = _pu_sessions(seed, window, pids, esks, news, contacts)
+    _, failures = _pu_run(s, tamper=lambda i, f: s[_OTHER["a"]].key_frame if i == 1 else f)
+    assert "reflected" in str(failures["b"]) and _snapshot(contacts) == before
+    # Low-order keys give an all-zero shared secret, which is rejected.
+    for low in (bytes(32), b"\x01" + bytes(31)):
+        for x in "ab":
+            s = _pu_sessions(seed, window, pids, esks, news, _pu_contacts(rng))
+            s[x].start()
+            with pytest.raises(P.ProtocolError, match="zero"):
+                s[x].receive(P.pu_key_frame(low))
+
+
+def test_pin_update_needs_the_seed():
+    rng = random.Random(1036)
+    for _ in range(20):
+        seed, window, pids, esks, news = _pu_random(rng)
+        ini_x = _pu_initiator(pids)
+        res_x = _OTHER[ini_x]
+        code_text = P.pin_update_code_text(seed, window)
+        for impostor in "ab":
+            # The impostor met on the right code (it is on the air) and knows both pids and
+            # the window, but not the seed: the honest side fails and stores nothing.
+            contacts = _pu_contacts(rng)
+            before = _snapshot(contacts)
+            s = _pu_sessions(seed, window, pids, esks, news, contacts)
+            s[impostor] = P.PinUpdateSession(rng.randbytes(32), window, pids[impostor],
+                                             pids[_OTHER[impostor]], esks[impostor],
+                                             news[impostor], P.ContactSecrets(None, None),
+                                             code_text=code_text)
+            _, failures = _pu_run(s, first=rng.choice("ab"))
+            honest = _OTHER[impostor]
+            assert honest in failures and s[honest].result is None
+            assert _snapshot(contacts)[honest] == before[honest]
+        # Even one handed both frame keys (the salt needs the seed) cannot confirm: a NEW
+        # sealed under the right key with any confirmation it can compute is refused, in
+        # constant time, and nothing is stored.
+        honest = _pu_sessions(seed, window, pids, esks, news, _pu_contacts(rng))
+        assert _pu_run(honest)[1] == {}
+        r = honest[ini_x].result
+        guesses = [P.pu_confirm(g, role, r.th) for g in (rng.randbytes(32), r.th, r.salt,
+                                                         r.k_i, r.k_r, bytes(32))
+                   for role in (P.INITIATOR, P.RESPONDER)]
+        guesses += [r.confirm_i if True else None]  # the confirmation of the other role
+        for confirmation in guesses:
+            # To the responder, as the initiator's NEW (the initiator's own confirmation is
+            # right there: skip it); to the initiator, as the responder's NEW.
+            for receiver, key, index in ((res_x, r.k_i, 2), (ini_x, r.k_r, 3)):
+                right = r.confirm_i if receiver == res_x else r.confirm_r
+                if confirmation == right:
+                    continue
+                forged = P.new_frame(key, rng.randbytes(16), confirmation)
+                contacts = _pu_contacts(rng)
+                before = _snapshot(contacts)
+                s = _pu_sessions(seed, window, pids, esks, news, contacts)
+                _, failures = _pu_run(s, tamper=lambda i, f: forged if i == index else f)
+                assert "confirmation is wrong" in str(failures[receiver])
+                assert _snapshot(contacts)[receiver] == before[receiver]
+        # A side's own NEW sent back to it does not decrypt (the other role's key); the
+        # responder's confirmation under the initiator's key is refused too (a reflection).
+        s = _pu_sessions(seed, window, pids, esks, news, _pu_contacts(rng))
+        _, failures = _pu_run(s, tamper=lambda i, f: r.new_i if i == 3 else f)
+        assert "NEW does not decrypt" in str(failures[ini_x])
+        forged = P.new_frame(r.k_i, rng.randbytes(16), r.confirm_r)
+        s = _pu_sessions(seed, window, pids, esks, news, _pu_contacts(rng))
+        _, failures = _pu_run(s, tamper=lambda i, f: forged if i == 2 else f)
+        assert "confirmation is wrong" in str(failures[res_x])
+
+
+def test_pin_update_frame_order_type_version_length():
+    rng = random.Random(1037)
+    seed, window, pids, esks, news = _pu_random(rng)
+    clean = _pu_sessions(seed, window, pids, esks, news, _pu_contacts(rng))
+    sent, failures = _pu_run(clean, first=_pu_initiator(pids))
+    assert failures == {}
+    key_i, key_r, new_i, new_r, done = (f for _, f in sent)
+    ini_x = _pu_initiator(pids)
+
+    def fresh():
+        s = _pu_sessions(seed, window, pids, esks, news, _pu_contacts(random.Random(7)))
+        s[ini_x].start()
+        s[_OTHER[ini_x]].start()
+        return s[ini_x], s[_OTHER[ini_x]]
+
+    def fails(session, *frames):
+        for f in frames[:-1]:
+            session.receive(f)
+        with pytest.raises(P.ProtocolError):
+            session.receive(frames[-1])
+        assert session.failed and session.result is None
+        with pytest.raises(P.ProtocolError):  # a failed update stays failed
+            session.receive(frames[0])
+
+    # The initiator: expects KEY_R, then NEW_R; never DONE; nothing twice.
+    for bad in ([new_r], [done], [key_r, key_r], [key_r, done], [key_r, new_i]):
+        fails(fresh()[0], *bad)
+    # The responder: expects KEY_I, then NEW_I, then DONE.
+    for bad in ([new_i], [done], [key_i, key_i], [key_i, done], [key_i, new_i, new_i],
+                [key_i, new_i, key_i], [key_i, new_r]):
+        fails(fresh()[1], *bad)
+    # Once done, a side refuses every further frame (received twice or out of order); what
+    # the commit order stored stays.
+    ini, res = fresh()
+    ini.receive(key_r)
+    ini.receive(new_r)
+    assert ini.done
+    stored = _snapshot({"x": ini.contact})
+    with pytest.raises(P.ProtocolError):
+        ini.receive(new_r)
+    assert ini.failed and _snapshot({"x": ini.contact}) == stored
+    res.receive(key_i)
+    res.receive(new_i)
+    res.receive(done)
+    with pytest.raises(P.ProtocolError):
+        res.receive(done)
+    # Nothing is taken before start().
+    s = _pu_sessions(seed, window, pids, esks, news, _pu_contacts(rng))
+    with pytest.raises(P.ProtocolError):
+        s["a"].receive(key_i)
+    # Another version, another type, the wrong length.
+    for f in (b"\x02" + key_i[1:], b"\x00" + key_i[1:], key_i[:1] + b"\x00" + key_i[2:],
+              key_i[:1] + b"\x04" + key_i[2:], key_i[:-1], key_i + b"\x00", b"", b"\x01"):
+        fails(fresh()[1], f)
+    assert P.parse_pu_frame(key_i, P.PU_KEY) == key_i[2:]
+    with pytest.raises(ValueError):
+        P.pu_frame(P.PU_NEW, bytes(63))
+    with pytest.raises(ValueError):
+        P.new_frame(bytes(32), bytes(15), bytes(32))
+    with pytest.raises(P.ProtocolError):
+        P.pu_role(pids["a"], pids["a"])
+    assert P.pu_role(b"\x01" * 8, b"\x01" * 8 + b"\x00") == P.INITIATOR  # a prefix sorts first
+
+
+def test_pin_update_lifetime():
+    rng = random.Random(1038)
+    seed, window, pids, esks, news = _pu_random(rng)
+    created = 1_800_000_000
+    # "An update expires more than 600 seconds after its creation".
+    assert not P.pu_expired(created, created + 600) and P.pu_expired(created, created + 601)
+    for late, ok in ((599, True), (600, True), (601, False)):
+        contacts = _pu_contacts(rng)
+        before = _snapshot(contacts)
+        s = _pu_sessions(seed, window, pids, esks, news, contacts, created_at=created)
+        ini_x = _pu_initiator(pids)
+        ini, res = s[ini_x], s[_OTHER[ini_x]]
+        key_i, key_r = ini.start()[0], res.start()[0]
+        res.receive(key_i, now=created + 1)
+        [new_i] = ini.receive(key_r, now=created + 1)
+        if ok:
+            [new_r] = res.receive(new_i, now=created + late)
+            ini.receive(new_r, now=created + late)
+            assert ini.done
+        else:
+            with pytest.raises(P.ProtocolError, match="expired"):
+                res.receive(new_i, now=created + late)
+            assert res.failed and _snapshot(contacts) == before
+
+
+# The commit-order state model: interruptions and tag checks (10.1, 10.3, 11.3) --------------
+
+def _voice_round(seed, window, pids, contacts, mode):
+    """One voice session whose codes match: each side says its tag (10.1 with 10.3) and
+    checks the other's.  mode "together": both tags are fixed before either is checked;
+    "a"/"b": that side speaks first and the other says its tag after checking."""
+    def say(x):
+        return P.voice_tag_said(seed, window, pids[x], contacts[x])
+
+    def hear(x, tag):  # x hears the other's tag
+        return contacts[x].hear_voice_tag(seed, window, pids[_OTHER[x]], tag)
+
+    if mode == "together":
+        said = {x: say(x) for x in "ab"}
+        return [hear(x, said[_OTHER[x]]) for x in "ab"]
+    first = mode
+    out = [hear(_OTHER[first], say(first))]
+    out.append(hear(first, say(_OTHER[first])))
+    return out
+
+
+def _ov_round(seed, window, pids, contacts, rng):
+    """One Online Verify session between the two records, SAS confirmed on both sides."""
+    s = {x: P.OnlineVerifySession.for_contact(seed, window, pids[x], pids[_OTHER[x]],
+                                              rng.randbytes(32), rng.randbytes(32), contacts[x])
+         for x in "ab"}
+    _, failures = _ov_run(s, rng=rng)
+    assert failures == {}
+    return [P.ov_record(contacts[x], s[x].result, True) for x in "ab"]
+
+
+def _tag_round(seed, window, pids, contacts, mode, rng):
+    if mode == "ov":
+        return _ov_round(seed, window, pids, contacts, rng)
+    return _voice_round(seed, window, pids, contacts, mode)
+
+
+def _each_said_is_accepted(contacts):
+    """The invariant that keeps every later tag check clean: what each side says, the other
+    accepts (as its current secret or as the new one of a pending pair)."""
+    for x in "ab":
+        assert contacts[x].says() in contacts[_OTHER[x]].accepts(), x
+
+
+_TAG_MODES = ("together", "a", "b", "ov")
+
+
+def test_pin_update_every_interruption_recovers():
+    """For every interruption point (the first k of the 5 frames delivered, k = 0..5), two
+    rounds of tag checks never report "their device changed", and a later complete update,
+    followed by the tag checks that let each side hear the other's new secret, leaves nothing
+    pending, both sides verified and holding each other's newest secrets."""
+    rng = random.Random(1039)
+    device_changed = 0
+    completions = {k: 0 for k in range(6)}
+    for trial in range(60):
+        seed, window, pids, esks, news = _pu_random(rng, short_pid=trial % 6 == 5)
+        ini_x = _pu_initiator(pids)
+        res_x = _OTHER[ini_x]
+        for k in range(6):
+            for mode in _TAG_MODES:
+                start_state = rng.choice(P.CONTACT_STATES)
+                contacts = _pu_contacts(rng, start_state)
+                old = {x: contacts[x].mine for x in "ab"}
+                s = _pu_sessions(seed, window, pids, esks, news, contacts)
+                sent, _ = _pu_run(s, deliver=k, first=rng.choice("ab"))
+                # Who stored what, by the commit order.
+                assert (contacts[res_x].pending is not None) == (k >= 3)
+                assert (contacts[ini_x].pending is not None) == (k >= 4)
+                assert contacts[ini_x].committed == (k >= 4)
+                assert contacts[res_x].committed == (k >= 5)
+                _each_said_is_accepted(contacts)
+                w = window
+                for _ in range(2):
+                    w += 1 + rng.randrange(3)
+                    outcomes = _tag_round(seed, w, pids, contacts, mode, rng)
+                    device_changed += outcomes.count(P.VERIFIED_DEVICE_CHANGED)
+                    assert P.VERIFIED_DEVICE_CHANGED not in outcomes, (k, mode)
+                    _each_said_is_accepted(contacts)
+                if k <= 3:  # nobody ever said a new secret
+                    for x in "ab":
+                        assert contacts[x].says() == old[x]
+                        assert contacts[x].state == P.session_outcome(True, True,
+                                                                      start_state)[1]
+                elif all(c.pending is None for c in contacts.values()):
+                    completions[k] += 1
+                    for x in "ab":
+                        assert (contacts[x].mine, contacts[x].theirs) == (news[x],
+                                                                          news[_OTHER[x]])
+                        assert contacts[x].state == P.VERIFIED
+                # A later complete update with fresh secrets and keys.
+                news2 = {x: rng.randbytes(16) for x in "ab"}
+                esks2 = {x: rng.randbytes(32) for x in "ab"}
+                w += 1
+                s2 = _pu_sessions(seed, w, pids, esks2, news2, contacts)
+                assert _pu_run(s2, first=rng.choice("ab"))[1] == {}
+                for _ in range(4):  # two-digit tags of old and new coincide 1 time in 100
+                    if all(c.pending is None for c in contacts.values()):
+                        break
+                    w += 1
+                    outcomes = _tag_round(seed, w, pids, contacts, mode, rng)
+                    assert P.VERIFIED_DEVICE_CHANGED not in outcomes, (k, mode)
+                for x in "ab":
+                    c = contacts[x]
+                    assert c.pending is None and not c.committed, (k, mode)
+                    assert (c.mine, c.theirs) == (news2[x], news2[_OTHER[x]])
+                    assert c.state == P.VERIFIED
+    assert device_changed == 0
+    # Two rounds complete the update from the responder's NEW on, except when a two-digit
+    # tag of a new secret equals the old one's (then the old reading only postpones it).
+    assert completions[0] == completions[1] == completions[2] == completions[3] == 0
+    assert completions[4] > 200 and completions[5] > 200
+
+
+def test_pin_update_interruption_then_direct_update():
+    """A stale pending pair is harmless and a later update replaces it: every interruption
+    point followed at once by a complete update and tag checks."""
+    rng = random.Random(1040)
+    for trial in range(40):
+        seed, window, pids, esks, news = _pu_random(rng)
+        for k in range(6):
+            contacts = _pu_contacts(rng)
+            _pu_run(_pu_sessions(seed, window, pids, esks, news, contacts), deliver=k)
+            news2 = {x: rng.randbytes(16) for x in "ab"}
+            s = _pu_sessions(seed, window + 1, pids, {x: rng.randbytes(32) for x in "ab"},
+                             news2, contacts)
+            assert _pu_run(s)[1] == {}
+            for x in "ab":
+                assert contacts[x].pending == (news2[x], news2[_OTHER[x]])
+            for r in range(4):
+                if all(c.pending is None for c in contacts.values()):
+                    break
+                outcomes = _tag_round(seed, window + 2 + r, pids, contacts, "ov", rng)
+                assert outcomes == [P.VERIFIED, P.VERIFIED]
+            assert r == 1  # with 32-byte device tags, one session completes both sides
+            for x in "ab":
+                assert (contacts[x].mine, contacts[x].theirs) == (news2[x], news2[_OTHER[x]])
+
+
+def test_pin_update_tag_collision_reads_as_current():
+    """A two-digit tag of the peer's old secret and one of its new secret coincide in about
+    one window of 100.  After an interruption at k = 3 the responder holds the initiator's new
+    secret as pending, while the initiator (which stored nothing) keeps saying its old one.
+    Hearing a coinciding tag must read as the old secret: reading it as the new one would
+    complete the responder, which would then say its new secret to an initiator that never
+    learned it ("their device changed")."""
+    rng = random.Random(1041)
+    seed, window, pids, esks, news = _pu_random(rng)
+    ini_x = _pu_initiator(pids)
+    res_x = _OTHER[ini_x]
+    contacts = _pu_contacts(rng, P.VERIFIED)
+    _pu_run(_pu_sessions(seed, window, pids, esks, news, contacts), deliver=3)
+    t = P.tag_key(seed)
+    old_i = contacts[ini_x].mine
+    w = next(w for w in range(window, window + 10_000)
+             if P.device_tag(t, pids[ini_x], w, old_i) == P.device_tag(t, pids[ini_x], w,
+                                                                       news[ini_x]))
+    outcomes = _voice_round(seed, w, pids, contacts, ini_x)
+    assert outcomes == [P.VERIFIED, P.VERIFIED]
+    assert contacts[res_x].pending is not None and contacts[res_x].says() != news[res_x]
+    outcomes = _voice_round(seed, w + 1, pids, contacts, "together")
+    assert P.VERIFIED_DEVICE_CHANGED not in outcomes
+    # Reading it the other way round shows the failure this avoids.
+    wrong = _copy(contacts)
+    wrong[res_x].complete()  # as if the coinciding tag had been read as the new secret
+    assert P.VERIFIED_DEVICE_CHANGED in _voice_round(seed, w + 2, pids, wrong, "together")
+
+
+def test_contact_record_outcomes():
+    """10.1 with 10.3 on one record: the old secret keeps the table of 10.1; the new secret of
+    a pending update completes it and marks the contact verified, degraded or not; a failed
+    code changes nothing; a wrong tag degrades and keeps the pending pair; a record without a
+    stored secret checks no tag (unless the tag is the pending new one)."""
+    old_mine, old_theirs, new_mine, new_theirs = (bytes([i]) * 16 for i in range(1, 5))
+    for state in P.CONTACT_STATES:
+        for committed in (False, True):
+            def rec():
+                return P.ContactSecrets(old_mine, old_theirs, state, (new_mine, new_theirs),
+                                        committed)
+            c = rec()
+            assert c.says() == (new_mine if committed else old_mine)
+            assert c.accepts() == (old_theirs, new_theirs)
+            for heard in (P.HEARD_CURRENT, P.HEARD_NEW, P.HEARD_OTHER, P.HEARD_UNCHECKED):
+                c = rec()
+                assert c.record(False, heard) == P.FAILED
+                assert _snapshot({"x": c}) == _snapshot({"x": rec()})
+            c = rec()
+            assert c.classify(lambda s: s == new_theirs) == P.HEARD_NEW
+            assert c.record(True, P.HEARD_NEW) == P.VERIFIED
+            assert (c.mine, c.theirs, c.pending, c.committed, c.state) == (
+                new_mine, new_theirs, None, False, P.VERIFIED)
+            c = rec()
+            assert c.classify(lambda s: s == old_theirs) == P.HEARD_CURRENT
+            assert c.record(True, P.HEARD_CURRENT) == P.VERIFIED
+            assert c.state == P.session_outcome(True, True, state)[1]
+            assert c.pending == (new_mine, new_theirs)
+            c = rec()
+            assert c.classify(lambda s: False) == P.HEARD_OTHER
+            assert c.record(True, P.HEARD_OTHER) == P.VERIFIED_DEVICE_CHANGED
+            assert c.state == P.DEGRADED and c.pending == (new_mine, new_theirs)
+        c = P.ContactSecrets(None, None, state)
+        assert c.classify(lambda s: True) == P.HEARD_UNCHECKED and c.says() is None
+        assert c.record(True, P.HEARD_UNCHECKED) == P.VERIFIED_TAG_UNCHECKED
+        assert c.state == P.session_outcome(True, None, state)[1]
+        c = P.ContactSecrets(None, None, state, (new_mine, new_theirs), True)
+        assert c.classify(lambda s: s == new_theirs) == P.HEARD_NEW
+        assert c.classify(lambda s: False) == P.HEARD_UNCHECKED
+    with pytest.raises(P.ProtocolError):
+        P.ContactSecrets(old_mine, old_theirs).complete()
+    with pytest.raises(P.ProtocolError):
+        P.ContactSecrets(old_mine, old_theirs).commit()
+
+
+def test_online_verify_tags_during_a_pin_update():
+    """11.3: the peer's device tag is compared with the ones of its current secret and, during
+    a Security PIN Update, its new one; a tag of the new one, once the SAS is confirmed,
+    completes the update (10.1, 10.3); rejecting the SAS, or a failed session, changes
+    nothing."""
+    rng = random.Random(1042)
+    for _ in range(20):
+        seed, window, pids, esks, news = _pu_random(rng)
+        ini_x = _pu_initiator(pids)
+        res_x = _OTHER[ini_x]
+        contacts = _pu_contacts(rng)
+        _pu_run(_pu_sessions(seed, window, pids, esks, news, contacts), deliver=4)
+        # The initiator says its new secret; the responder its old one.
+        s = {x: P.OnlineVerifySession.for_contact(seed, window + 1, pids[x], pids[_OTHER[x]],
+                                                  rng.randbytes(32), rng.randbytes(32),
+                                                  contacts[x]) for x in "ab"}
+        assert _ov_run(s)[1] == {}
+        assert s[res_x].result.peer_tag_heard == P.HEARD_NEW
+        assert s[ini_x].result.peer_tag_heard == P.HEARD_CURRENT
+        r = s[res_x].result
+        t = P.tag_key(seed)
+        assert r.expected_peer_new_dtag == P.ov_device_tag(t, pids[ini_x], r.th, news[ini_x])
+        assert r.dtag_i == r.expected_peer_new_dtag != r.expected_peer_dtag
+        for x in "ab":
+            assert s[x].result.tag_outcome == P.VERIFIED
+        before = _snapshot(contacts)
+        # Rejected SAS, or a failed session: nothing changes.
+        assert P.ov_record(contacts[res_x], r, False) is None
+        assert P.ov_record(contacts[res_x], None, True) is None
+        assert _snapshot(contacts) == before
+        # Confirmed: the responder completes; the initiator heard the old secret.
+        assert P.ov_record(contacts[res_x], r, True) == P.VERIFIED
+        assert P.ov_record(contacts[ini_x], s[ini_x].result, True) == P.VERIFIED
+        assert contacts[res_x].pending is None and contacts[ini_x].pending is not None
+        assert contacts[res_x].says() == news[res_x]
+        # A dtag of neither secret: their device changed.
+        assert P.ov_tag_outcome(bytes(32), bytes([1]) * 32, bytes([2]) * 32) == (
+            P.VERIFIED_DEVICE_CHANGED)
+        assert P.ov_tag_outcome(bytes(32), None, bytes([2]) * 32) == P.VERIFIED_TAG_UNCHECKED
+        assert P.ov_tag_outcome(bytes([2]) * 32, None, bytes([2]) * 32) == P.VERIFIED
