@@ -139,6 +139,54 @@ final class PinUpdateTests: XCTestCase {
         XCTAssertFalse(try alice.store.deviceSecrets(id: alice.contactID).hasPending)
     }
 
+    func testForbiddenTransitions() throws {
+        let (alice, bob) = try pair()
+        let now = t0 + 300
+        let (ini, resp) = try update(alice, now: now).isInitiator ? (alice, bob) : (bob, alice)
+        // Record an honest run's frames: KEY_I, KEY_R, NEW_I, NEW_R, DONE.
+        let ui = try update(ini, now: now), ur = try update(resp, now: now)
+        var frames: [String: [UInt8]] = [:]
+        frames["keyI"] = ui.peekOutgoing()!
+        ui.markSent()
+        frames["keyR"] = ur.peekOutgoing()!
+        ur.markSent()
+        try ur.receive(frames["keyI"]!, now: now)
+        try ui.receive(frames["keyR"]!, now: now)
+        frames["newI"] = ui.peekOutgoing()!
+        ui.markSent()
+        try ur.receive(frames["newI"]!, now: now)
+        frames["newR"] = ur.peekOutgoing()!
+        ur.markSent()
+        try ui.receive(frames["newR"]!, now: now)
+        frames["done"] = ui.peekOutgoing()!
+        ui.markSent()
+        try ur.receive(frames["done"]!, now: now)
+        XCTAssertEqual(kind { try ur.receive(frames["done"]!, now: now) }, .invalidState, "done on this side")
+        XCTAssertEqual(kind { try ui.receive(frames["newR"]!, now: now) }, .invalidState)
+        // Out of order, each in a fresh pair with the same randomness.
+        let sequences: [(String, [String], Bool)] = [
+            ("NEW before KEY (responder)", ["newI"], false),
+            ("DONE before NEW (responder)", ["keyI", "done"], false),
+            ("KEY twice (responder)", ["keyI", "keyI"], false),
+            ("NEW twice (responder)", ["keyI", "newI", "newI"], false),
+            ("DONE to the initiator", ["keyR", "done"], true),
+            ("NEW_R before KEY (initiator)", ["newR"], true),
+        ]
+        for (what, seq, toInitiator) in sequences {
+            sessionCounter -= 2  // the same randomness as the recorded run
+            let x = try update(ini, now: now), y = try update(resp, now: now)
+            let receiver = toInitiator ? x : y
+            var error: ItsMeError.Kind?
+            for name in seq {
+                error = kind { try receiver.receive(frames[name]!, now: now) }
+                if error != nil { break }
+            }
+            XCTAssertNotNil(error, what)
+            XCTAssertEqual(receiver.state, .failed, what)
+            XCTAssertEqual(kind { try receiver.receive(frames["keyI"]!, now: now) }, .invalidState, what)
+        }
+    }
+
     func testOnlyTheCurrentOrPreviousWindowAndExpiry() throws {
         let (alice, bob) = try pair()
         let now = t0 + 300
