@@ -21,4 +21,17 @@ final class FuzzCorpusTests: XCTestCase {
             ExchangeFuzzing.run(Array(try Data(contentsOf: dir.appendingPathComponent(name))), a, b)
         }
     }
+
+    func testVerifyCorpusReplays() throws {
+        try Sodium.initialize()
+        let dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("FuzzCorpus/verify")
+        let files = try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted()
+        XCTAssertGreaterThan(files.count, 20, "the corpus is missing")
+        let work = NSTemporaryDirectory() + "itsme-fuzz-replay-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let context = try VerifyFuzzing(directory: work)
+        for name in files { context.run(Array(try Data(contentsOf: dir.appendingPathComponent(name)))) }
+    }
 }

@@ -1,0 +1,22 @@
+// libFuzzer target for everything a peer can send during Online Verify and
+// a Security PIN Update (after zero to three honest messages). Any input
+// must give a result or a thrown error, never a crash. Build and run with
+// scripts/fuzz; the inputs it finds are kept in Tests/FuzzCorpus/verify and
+// replayed by the Swift tests.
+#if canImport(Glibc)
+import Glibc
+#endif
+
+private var context: VerifyFuzzing?
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    if context == nil {
+        try! Sodium.initialize()
+        var template = Array("/tmp/itsme-fuzz-verify-XXXXXX".utf8CString)
+        guard mkdtemp(&template) != nil else { fatalError("mkdtemp failed") }
+        context = try! VerifyFuzzing(directory: String(cString: template))
+    }
+    context!.run(Array(UnsafeBufferPointer(start: data, count: size)))
+    return 0
+}
