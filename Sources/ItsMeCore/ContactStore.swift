@@ -580,19 +580,22 @@ public final class ContactStore: @unchecked Sendable {
     private func writeDeviceSecretsLocked(id: Int64, mine: borrowing SecretBytes, theirs: borrowing SecretBytes) throws {
         try writeDeviceSecretsLocked(
             id: id, mine: mine, theirs: theirs, pendingMine: try SecretBytes(count: 0),
-            pendingTheirs: try SecretBytes(count: 0), committed: false)
+            pendingTheirs: try SecretBytes(count: 0), committed: false, previousTheirs: try SecretBytes(count: 0))
     }
 
     /// Record (version 1): fields tag (1) | length (2) | value: 1 mine,
-    /// 2 theirs, and during a Security PIN Update 3 new mine, 4 new theirs,
-    /// 5 committed (one byte).
+    /// 2 theirs; during a Security PIN Update 3 new mine, 4 new theirs,
+    /// 5 committed (one byte); and 6 the peer's new secret from an earlier,
+    /// interrupted update, still accepted.
     private func writeDeviceSecretsLocked(
         id: Int64, mine: borrowing SecretBytes, theirs: borrowing SecretBytes, pendingMine: borrowing SecretBytes,
-        pendingTheirs: borrowing SecretBytes, committed: Bool
+        pendingTheirs: borrowing SecretBytes, committed: Bool, previousTheirs: borrowing SecretBytes
     ) throws {
         let pending = pendingTheirs.count > 0 || pendingMine.count > 0
+        let previous = previousTheirs.count > 0
         var w = try RecordWriter(
-            count: 1 + 3 + mine.count + 3 + theirs.count + (pending ? 3 + pendingMine.count + 3 + pendingTheirs.count + 4 : 0))
+            count: 1 + 3 + mine.count + 3 + theirs.count + (pending ? 3 + pendingMine.count + 3 + pendingTheirs.count + 4 : 0)
+                + (previous ? 3 + previousTheirs.count : 0))
         w.append(ContactRecord.version)
         w.append(UInt8(1))
         w.append(UInt16(mine.count))
@@ -610,6 +613,11 @@ public final class ContactStore: @unchecked Sendable {
             w.append(UInt8(5))
             w.append(UInt16(1))
             w.append(UInt8(committed ? 1 : 0))
+        }
+        if previous {
+            w.append(UInt8(6))
+            w.append(UInt16(previousTheirs.count))
+            w.append(previousTheirs)
         }
         let plain = w.finish()
         let sealed = try seal(plain, table: .deviceSecrets, row: id, key: deviceKey)
@@ -698,21 +706,28 @@ public final class ContactStore: @unchecked Sendable {
                 let mine = try r.secret(Int(try r.uint16()))
                 guard try r.byte() == 2 else { throw bad() }
                 let theirs = try r.secret(Int(try r.uint16()))
-                if r.isAtEnd {
-                    return DeviceSecrets(
-                        mine: mine, theirs: theirs, pendingMine: try SecretBytes(count: 0),
-                        pendingTheirs: try SecretBytes(count: 0), committed: false)
+                var pendingMine = try SecretBytes(count: 0), pendingTheirs = try SecretBytes(count: 0)
+                var previousTheirs = try SecretBytes(count: 0)
+                var committed: UInt8 = 0
+                var tag = r.isAtEnd ? nil : try r.byte()
+                if tag == 3 {
+                    pendingMine = try r.secret(Int(try r.uint16()))
+                    guard try r.byte() == 4 else { throw bad() }
+                    pendingTheirs = try r.secret(Int(try r.uint16()))
+                    guard try r.byte() == 5, try r.uint16() == 1 else { throw bad() }
+                    committed = try r.byte()
+                    guard committed <= 1 else { throw bad() }
+                    tag = r.isAtEnd ? nil : try r.byte()
                 }
-                guard try r.byte() == 3 else { throw bad() }
-                let pendingMine = try r.secret(Int(try r.uint16()))
-                guard try r.byte() == 4 else { throw bad() }
-                let pendingTheirs = try r.secret(Int(try r.uint16()))
-                guard try r.byte() == 5, try r.uint16() == 1 else { throw bad() }
-                let committed = try r.byte()
-                guard committed <= 1 else { throw bad() }
+                if tag == 6 {
+                    previousTheirs = try r.secret(Int(try r.uint16()))
+                    tag = nil
+                }
+                guard tag == nil else { throw bad() }
                 try r.finish()
                 return DeviceSecrets(
-                    mine: mine, theirs: theirs, pendingMine: pendingMine, pendingTheirs: pendingTheirs, committed: committed == 1)
+                    mine: mine, theirs: theirs, pendingMine: pendingMine, pendingTheirs: pendingTheirs, committed: committed == 1,
+                    previousTheirs: previousTheirs)
             }
         } catch let error as ItsMeError where error.kind == .authenticationFailed {
             throw ItsMeError(
@@ -728,11 +743,13 @@ public final class ContactStore: @unchecked Sendable {
             found = nil
         }
         guard let d = found.take() else {
-            return TagSecrets(speaking: try SecretBytes(count: 0), theirs: try SecretBytes(count: 0), theirsPending: try SecretBytes(count: 0))
+            return TagSecrets(
+                speaking: try SecretBytes(count: 0), theirs: try SecretBytes(count: 0), theirsPending: try SecretBytes(count: 0),
+                theirsPrevious: try SecretBytes(count: 0))
         }
         return TagSecrets(
             speaking: try d.committed ? d.pendingMine.copy() : d.mine.copy(), theirs: try d.theirs.copy(),
-            theirsPending: try d.pendingTheirs.copy())
+            theirsPending: try d.pendingTheirs.copy(), theirsPrevious: try d.previousTheirs.copy())
     }
 
     // MARK: Security PIN Update
@@ -754,10 +771,20 @@ public final class ContactStore: @unchecked Sendable {
                 do { current = try deviceSecretsLocked(id: id) } catch let e as ItsMeError
                     where e.kind == .notFound || e.kind == .authenticationFailed
                 { current = nil }
-                let oldMine = try current?.mine.copy() ?? SecretBytes(count: 0)
-                let oldTheirs = try current?.theirs.copy() ?? SecretBytes(count: 0)
+                guard let c = current.take() else {
+                    let none = try SecretBytes(count: 0)
+                    return try writeDeviceSecretsLocked(
+                        id: id, mine: none, theirs: none, pendingMine: mine, pendingTheirs: theirs, committed: committed,
+                        previousTheirs: none)
+                }
+                // An earlier update may be unresolved: keep saying what this
+                // side says now, and keep accepting the new secret the peer
+                // may already say (PROTOCOL.md 10.3).
+                let saying = try c.committed ? c.pendingMine.copy() : c.mine.copy()
+                let previous = try c.hasPending ? c.pendingTheirs.copy() : c.previousTheirs.copy()
                 try writeDeviceSecretsLocked(
-                    id: id, mine: oldMine, theirs: oldTheirs, pendingMine: mine, pendingTheirs: theirs, committed: committed)
+                    id: id, mine: saying, theirs: c.theirs, pendingMine: mine, pendingTheirs: theirs, committed: committed,
+                    previousTheirs: previous)
             }
         }
     }
@@ -770,7 +797,21 @@ public final class ContactStore: @unchecked Sendable {
                 guard d.hasPending else { throw ItsMeError(.invalidState, "no Security PIN Update is pending for contact \(id)") }
                 try writeDeviceSecretsLocked(
                     id: id, mine: d.mine, theirs: d.theirs, pendingMine: d.pendingMine, pendingTheirs: d.pendingTheirs,
-                    committed: true)
+                    committed: true, previousTheirs: d.previousTheirs)
+            }
+        }
+    }
+
+    /// The peer was heard using the new secret of an earlier, interrupted
+    /// update: it becomes their current one.
+    func adoptPreviousDeviceSecret(id: Int64) throws {
+        try withLock {
+            try db.transaction(.immediate) {
+                let d = try deviceSecretsLocked(id: id)
+                guard d.previousTheirs.count > 0 else { return }
+                try writeDeviceSecretsLocked(
+                    id: id, mine: d.mine, theirs: d.previousTheirs, pendingMine: d.pendingMine, pendingTheirs: d.pendingTheirs,
+                    committed: d.committed, previousTheirs: try SecretBytes(count: 0))
             }
         }
     }
@@ -809,6 +850,8 @@ struct TagSecrets: ~Copyable {
     let theirs: SecretBytes
     /// The peer's new one while a PIN Update is pending.
     let theirsPending: SecretBytes
+    /// The peer's new one from an earlier, interrupted update.
+    let theirsPrevious: SecretBytes
 }
 
 /// This device's secret for a contact, and the contact's; during a
@@ -820,6 +863,9 @@ public struct DeviceSecrets: ~Copyable {
     public let pendingTheirs: SecretBytes
     /// This side has committed: its tags use `pendingMine`.
     public let committed: Bool
+    /// The peer's new secret from an earlier, interrupted update (empty
+    /// when none), still accepted in its tags.
+    public let previousTheirs: SecretBytes
 
     public var hasPending: Bool { pendingTheirs.count > 0 }
 

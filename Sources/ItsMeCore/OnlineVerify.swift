@@ -45,7 +45,8 @@ public final class OnlineVerify: CustomStringConvertible {
     private let myDevice: SecretBytes
     private let theirDevice: SecretBytes
     private let theirPending: SecretBytes
-    private var peerUsesNewSecret = false
+    private let theirPrevious: SecretBytes
+    private var peerUsesNewSecret = false, peerUsesPreviousSecret = false
     private let myPID: [UInt8], peerPID: [UInt8]
     private let ephemeralKey: [UInt8]
     private let challenge: [UInt8]
@@ -84,6 +85,7 @@ public final class OnlineVerify: CustomStringConvertible {
         myDevice = tagSecrets.speaking
         theirDevice = tagSecrets.theirs
         theirPending = tagSecrets.theirsPending
+        theirPrevious = tagSecrets.theirsPrevious
         var s = try SecretBytes(count: 96)
         s.withMutableBytes { random.fill(UnsafeMutableRawBufferPointer(rebasing: $0[0..<32])) }
         secrets = s
@@ -248,8 +250,11 @@ public final class OnlineVerify: CustomStringConvertible {
         let heard = Array(plain[32..<64])
         let matchesOld = try theirDevice.count > 0 && ConstantTime.equal(heard, deviceTag(pid: peerPID, secret: theirDevice))
         let matchesNew = try theirPending.count > 0 && ConstantTime.equal(heard, deviceTag(pid: peerPID, secret: theirPending))
+        let matchesPrevious =
+            try theirPrevious.count > 0 && ConstantTime.equal(heard, deviceTag(pid: peerPID, secret: theirPrevious))
         peerUsesNewSecret = matchesNew && !matchesOld
-        if matchesOld || matchesNew {
+        peerUsesPreviousSecret = matchesPrevious && !matchesOld && !matchesNew
+        if matchesOld || matchesNew || matchesPrevious {
             outcome = .verified
         } else {
             outcome = theirDevice.count == 0 ? .verifiedTagUnchecked : .deviceChanged
@@ -277,6 +282,8 @@ public final class OnlineVerify: CustomStringConvertible {
         if peerUsesNewSecret {
             try store.finalizePendingDeviceSecrets(id: contactID)
             try store.setState(id: contactID, .verified, acknowledged: false, now: now)
+        } else if peerUsesPreviousSecret {
+            try store.adoptPreviousDeviceSecret(id: contactID)
         }
         state = .confirmed
         return outcome

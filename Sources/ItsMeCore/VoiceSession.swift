@@ -69,9 +69,11 @@ public final class VoiceSession: CustomStringConvertible {
     private let myDevice: SecretBytes
     private let theirDevice: SecretBytes
     private let theirPending: SecretBytes
+    /// The peer's new secret from an earlier, interrupted update.
+    private let theirPrevious: SecretBytes
     private let hasDeviceSecrets: Bool
-    /// The tag the peer says if it already uses its new secret.
-    private var theirPendingTag: UInt32?
+    /// The tags the peer says if it already uses a new secret.
+    private var theirPendingTag: UInt32?, theirPreviousTag: UInt32?
     private let myPID: [UInt8]
     private let peerPID: [UInt8]
     private let peerWords: [Int]
@@ -97,6 +99,7 @@ public final class VoiceSession: CustomStringConvertible {
         myDevice = tagSecrets.speaking
         theirDevice = tagSecrets.theirs
         theirPending = tagSecrets.theirsPending
+        theirPrevious = tagSecrets.theirsPrevious
         // An empty secret of theirs is unknown (this device is new).
         hasDeviceSecrets = theirDevice.count > 0
         sessionID = VoiceProtocol.sessionID(seed: seed, window: window)
@@ -192,7 +195,11 @@ public final class VoiceSession: CustomStringConvertible {
         let tags = try myDevice.withBytes { mine in
             try theirDevice.withBytes { theirs in
                 try theirPending.withBytes { pending in
-                    try VoiceProtocol.tags(seed: seed, window: window, [(myPID, mine), (peerPID, theirs), (peerPID, pending)])
+                    try theirPrevious.withBytes { previous in
+                        try VoiceProtocol.tags(
+                            seed: seed, window: window,
+                            [(myPID, mine), (peerPID, theirs), (peerPID, pending), (peerPID, previous)])
+                    }
                 }
             }
         }
@@ -201,6 +208,7 @@ public final class VoiceSession: CustomStringConvertible {
         yourTag = tags[0]
         theirTag = hasDeviceSecrets ? tags[1] : nil
         theirPendingTag = theirPending.count > 0 ? tags[2] : nil
+        theirPreviousTag = theirPrevious.count > 0 ? tags[3] : nil
         state = .comparing
     }
 
@@ -222,10 +230,11 @@ public final class VoiceSession: CustomStringConvertible {
         let codeMatches = ConstantTime.equal(bigEndian(heard), bigEndian(expected))
         let matchesOld = theirTag.map { ConstantTime.equal(bigEndian(heardTag), bigEndian($0)) } ?? false
         let matchesNew = theirPendingTag.map { ConstantTime.equal(bigEndian(heardTag), bigEndian($0)) } ?? false
+        let matchesPrevious = theirPreviousTag.map { ConstantTime.equal(bigEndian(heardTag), bigEndian($0)) } ?? false
         let result: Outcome
         if !codeMatches {
             result = .mismatch
-        } else if matchesOld || matchesNew {
+        } else if matchesOld || matchesNew || matchesPrevious {
             result = .verified
         } else {
             result = theirTag == nil ? .verifiedTagUnchecked : .deviceChanged
@@ -234,6 +243,9 @@ public final class VoiceSession: CustomStringConvertible {
         if codeMatches, matchesNew, !matchesOld {
             try store.finalizePendingDeviceSecrets(id: contactID)
             try store.setState(id: contactID, .verified, acknowledged: false, now: now)
+        } else if codeMatches, matchesPrevious, !matchesOld {
+            // The peer says the new secret of an earlier, interrupted update.
+            try store.adoptPreviousDeviceSecret(id: contactID)
         }
         switch result {
         case .verified, .verifiedTagUnchecked:

@@ -120,6 +120,46 @@ final class PinUpdateTests: XCTestCase {
         }
     }
 
+    /// Two updates in a row, each interrupted anywhere, with zero or one
+    /// verification between them: tags never falsely report a changed
+    /// device, and a final complete update leaves nothing pending.
+    func testTwoInterruptedUpdatesInARowRecover() throws {
+        for k1 in 0...5 {
+            for between in 0...1 {
+                for k2 in 0...5 {
+                    let label = "k1 \(k1), between \(between), k2 \(k2)"
+                    let (alice, bob) = try pair()
+                    var now = t0 + 300
+                    try pump(try update(alice, now: now), try update(bob, now: now), now: now, limit: k1)
+                    for _ in 0..<between {
+                        now += 60
+                        let (oa, ob) = try verify(alice, bob, now: now)
+                        XCTAssertEqual([oa, ob], [.verified, .verified], label)
+                        now += 60
+                    }
+                    now += 30
+                    try pump(try update(alice, now: now), try update(bob, now: now), now: now, limit: k2)
+                    for round in 0..<3 {
+                        now += 60
+                        let (oa, ob) = try verify(alice, bob, now: now)
+                        XCTAssertEqual([oa, ob], [.verified, .verified], "\(label), round \(round)")
+                        now += 60
+                    }
+                    now += 30
+                    XCTAssertEqual(try pump(try update(alice, now: now), try update(bob, now: now), now: now), 5, label)
+                    for _ in 0..<2 {
+                        now += 60
+                        let (oa, ob) = try verify(alice, bob, now: now)
+                        XCTAssertEqual([oa, ob], [.verified, .verified], label)
+                        now += 60
+                    }
+                    XCTAssertFalse(try alice.store.deviceSecrets(id: alice.contactID).hasPending, label)
+                    XCTAssertFalse(try bob.store.deviceSecrets(id: bob.contactID).hasPending, label)
+                }
+            }
+        }
+    }
+
     func testTamperedReplayedAndReflectedFramesFail() throws {
         let (alice, bob) = try pair()
         let now = t0 + 300
