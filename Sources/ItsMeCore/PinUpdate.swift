@@ -101,7 +101,7 @@ public final class PinUpdate: CustomStringConvertible {
             fail(e)
             throw e
         }
-        do { try handle(frame) } catch let e as ItsMeError {
+        do { try handle(frame, now: now) } catch let e as ItsMeError {
             fail(e)
             throw e
         }
@@ -110,7 +110,7 @@ public final class PinUpdate: CustomStringConvertible {
     private var role: String { isInitiator ? "initiator" : "responder" }
     private var peerRole: String { isInitiator ? "responder" : "initiator" }
 
-    private func handle(_ f: [UInt8]) throws {
+    private func handle(_ f: [UInt8], now: Int64) throws {
         guard f.count >= 2, f[0] == ExchangeProtocol.version, let type = FrameType(rawValue: f[1]) else {
             throw ItsMeError(.malformedMessage, "not a PIN Update frame of a known version and type")
         }
@@ -137,7 +137,7 @@ public final class PinUpdate: CustomStringConvertible {
             if isInitiator {
                 // Both sides hold both new secrets now: commit, then DONE.
                 try store.setPendingDeviceSecrets(id: contactID, mine: mine, theirs: theirs, committed: true)
-                try store.setState(id: contactID, .verified, acknowledged: false, now: createdAt)
+                try store.setState(id: contactID, .verified, acknowledged: false, now: now)
                 outbox.append(try seal(.done, counter: 1, []))
                 state = .done
             } else {
@@ -151,7 +151,7 @@ public final class PinUpdate: CustomStringConvertible {
             guard plain.isEmpty else { throw ItsMeError(.malformedMessage, "a DONE frame carries nothing") }
             doneReceived = true
             try store.commitPendingDeviceSecrets(id: contactID)
-            try store.setState(id: contactID, .verified, acknowledged: false, now: createdAt)
+            try store.setState(id: contactID, .verified, acknowledged: false, now: now)
             state = .done
         }
     }
