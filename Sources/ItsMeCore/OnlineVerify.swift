@@ -252,8 +252,9 @@ public final class OnlineVerify: CustomStringConvertible {
         let matchesNew = try theirPending.count > 0 && ConstantTime.equal(heard, deviceTag(pid: peerPID, secret: theirPending))
         let matchesPrevious =
             try theirPrevious.count > 0 && ConstantTime.equal(heard, deviceTag(pid: peerPID, secret: theirPrevious))
-        peerUsesNewSecret = matchesNew && !matchesOld
-        peerUsesPreviousSecret = matchesPrevious && !matchesOld && !matchesNew
+        // The current secret wins a tie, then the previous, then the pending.
+        peerUsesPreviousSecret = matchesPrevious && !matchesOld
+        peerUsesNewSecret = matchesNew && !matchesOld && !matchesPrevious
         if matchesOld || matchesNew || matchesPrevious {
             outcome = .verified
         } else {
@@ -284,6 +285,7 @@ public final class OnlineVerify: CustomStringConvertible {
             try store.setState(id: contactID, .verified, acknowledged: false, now: now)
         } else if peerUsesPreviousSecret {
             try store.adoptPreviousDeviceSecret(id: contactID)
+            try store.setState(id: contactID, .verified, acknowledged: false, now: now)
         }
         state = .confirmed
         return outcome

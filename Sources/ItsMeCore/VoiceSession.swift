@@ -240,12 +240,14 @@ public final class VoiceSession: CustomStringConvertible {
             result = theirTag == nil ? .verifiedTagUnchecked : .deviceChanged
         }
         // The peer uses its new secret: the update is complete on this side.
-        if codeMatches, matchesNew, !matchesOld {
+        // A tag of one of the peer's new secrets (PROTOCOL.md 10.3): the
+        // current one wins a tie, then the previous, then the pending one.
+        if codeMatches, !matchesOld, matchesPrevious {
+            try store.adoptPreviousDeviceSecret(id: contactID)
+            try store.setState(id: contactID, .verified, acknowledged: false, now: now)
+        } else if codeMatches, !matchesOld, matchesNew {
             try store.finalizePendingDeviceSecrets(id: contactID)
             try store.setState(id: contactID, .verified, acknowledged: false, now: now)
-        } else if codeMatches, matchesPrevious, !matchesOld {
-            // The peer says the new secret of an earlier, interrupted update.
-            try store.adoptPreviousDeviceSecret(id: contactID)
         }
         switch result {
         case .verified, .verifiedTagUnchecked:

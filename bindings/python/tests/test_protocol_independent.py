@@ -5,7 +5,8 @@ every value in the vectors.  Each vector's outputs are recomputed from its input
 seeds, ephemeral secrets, device secrets, names, session code; for voice.json the seed, window,
 ids, selections and device secrets, and for its degradation codes the seed, id and interim
 secret; for online-verify.json the seed, window, identity seeds, ephemeral secrets, challenges
-and device secrets, with both sides of each session run against each other); every listed
+and device secrets, and for pin-update.json the seed, window, identity seeds, ephemeral secrets
+and new device secrets, with both sides of each session run against each other); every listed
 rejection must be rejected.  Section numbers refer to PROTOCOL.md.
 """
 
@@ -1951,11 +1952,12 @@ def _pu_contacts(rng: random.Random, state=P.DEGRADED):
 
 
 def _snapshot(contacts):
-    return {x: (c.mine, c.theirs, c.state, c.pending, c.committed) for x, c in contacts.items()}
+    return {x: (c.mine, c.theirs, c.state, c.pending, c.committed, c.previous)
+            for x, c in contacts.items()}
 
 
 def _copy(contacts):
-    return {x: P.ContactSecrets(c.mine, c.theirs, c.state, c.pending, c.committed)
+    return {x: P.ContactSecrets(c.mine, c.theirs, c.state, c.pending, c.committed, c.previous)
             for x, c in contacts.items()}
 
 
@@ -1971,10 +1973,26 @@ def test_pin_update_session_codes():
         assert P.parse_short_code(text) == P.pin_update_code_value(seed, w) < 260_000
         # The code depends on the seed and the window only: the next window's W - 1 is W.
         assert P.pin_update_codes(seed, now + 30)[1] == (w, text)
-    # A session built for a window uses that window's code, in th.
+    # A session built for a window uses that window's code, in th: "code_text: the session
+    # code's canonical text, 'ECHO 0042'" (section 4), whatever form it was typed in.
     seed, window, pids, esks, news = _pu_random(rng)
     s = _pu_sessions(seed, window, pids, esks, news, _pu_contacts(rng))
-    assert s["a"].code_text == P.pin_update_code_text(seed, window) == s["b"].code_text
+    text = P.pin_update_code_text(seed, window)
+    assert s["a"].code_text == text == s["b"].code_text
+    assert P.format_short_code(40042) == "ECHO 0042"
+    word, digits = text.split(" ")
+    assert len(digits) == 4 and word == word.upper() and word in P.NATO_WORDS
+    for typed in (text, text.lower(), f"  {word.lower()}-{digits} ", f"{word.title()} {digits}"):
+        t = P.PinUpdateSession(seed, window, pids["a"], pids["b"], esks["a"], news["a"],
+                               code_text=typed)
+        assert t.code_text == text
+    sent, failures = _pu_run(s)
+    assert failures == {}
+    r = s["a"].result
+    pid_i, pid_r = P.order_pids(pids["a"], pids["b"])
+    assert r.code_text == text and r.th_input == P.lv_cat(
+        b"itsme-pin-update-v1", text.encode("ascii"), P.u64(window), pid_i, pid_r, r.key_i,
+        r.key_r)
 
 
 def test_pin_update_both_sides_agree():
@@ -2087,13 +2105,14 @@ def test_pin_update_rejects_reflected_key():
         assert s[x].failed and _snapshot(contacts) == before
         with pytest.raises(P.ProtocolError):
             s[x].receive(s[_OTHER[x]].start()[0])  # a failed update stays failed
-    # The same KEY sent back by a relay in the middle of a run: the side that gets its own
-    # KEY refuses it; the other side, which got nothing, never proceeds.
+    # A relay in the middle of a run sends a's KEY back to a instead of b's: a refuses it;
+    # b gets a's KEY, and nothing from a follows.
     contacts = _pu_contacts(rng)
     before = _snapshot(contacts)
     s = _pu_sessions(seed, window, pids, esks, news, contacts)
-    _, failures = _pu_run(s, tamper=lambda i, f: s[_OTHER["a"]].key_frame if i == 1 else f)
-    assert "reflected" in str(failures["b"]) and _snapshot(contacts) == before
+    _, failures = _pu_run(s, tamper=lambda i, f: s["a"].key_frame if i == 1 else f)
+    assert list(failures) == ["a"] and "reflected" in str(failures["a"])
+    assert _snapshot(contacts) == before and not s["a"].done and not s["b"].done
     # Low-order keys give an all-zero shared secret, which is rejected.
     for low in (bytes(32), b"\x01" + bytes(31)):
         for x in "ab":
@@ -2122,7 +2141,22 @@ def test_pin_update_needs_the_seed():
                                              code_text=code_text)
             _, failures = _pu_run(s, first=rng.choice("ab"))
             honest = _OTHER[impostor]
-            assert honest in failures and s[honest].result is None
+            if impostor == ini_x:
+                # Its NEW is sealed under a key that needs the seed: refused.
+                assert "NEW does not decrypt" in str(failures[honest])
+            else:
+                # The honest initiator's NEW does not open for the impostor, which answers
+                # anyway with a NEW of its own keys (the th is right, the salt is not).
+                assert "NEW does not decrypt" in str(failures[impostor])
+                fake = s[impostor]
+                th = P.pu_th(code_text, window, pids[ini_x], pids[res_x],
+                             s[ini_x].key_frame, fake.key_frame)
+                k_r = P.pu_session_keys(P.pu_salt(fake.seed, th),
+                                        P.x25519_shared(esks[res_x], s[ini_x].ephemeral_pk))[1]
+                with pytest.raises(P.ProtocolError, match="NEW does not decrypt"):
+                    s[honest].receive(P.new_frame(k_r, news[res_x],
+                                                  P.pu_confirm(fake.seed, P.RESPONDER, th)))
+            assert s[honest].failed and s[honest].result is None
             assert _snapshot(contacts)[honest] == before[honest]
         # Even one handed both frame keys (the salt needs the seed) cannot confirm: a NEW
         # sealed under the right key with any confirmation it can compute is refused, in
@@ -2133,7 +2167,7 @@ def test_pin_update_needs_the_seed():
         guesses = [P.pu_confirm(g, role, r.th) for g in (rng.randbytes(32), r.th, r.salt,
                                                          r.k_i, r.k_r, bytes(32))
                    for role in (P.INITIATOR, P.RESPONDER)]
-        guesses += [r.confirm_i if True else None]  # the confirmation of the other role
+        guesses += [r.confirm_i, r.confirm_r]  # each is wrong for the other role
         for confirmation in guesses:
             # To the responder, as the initiator's NEW (the initiator's own confirmation is
             # right there: skip it); to the initiator, as the responder's NEW.
@@ -2190,21 +2224,32 @@ def test_pin_update_frame_order_type_version_length():
     for bad in ([new_i], [done], [key_i, key_i], [key_i, done], [key_i, new_i, new_i],
                 [key_i, new_i, key_i], [key_i, new_r]):
         fails(fresh()[1], *bad)
-    # Once done, a side refuses every further frame (received twice or out of order); what
-    # the commit order stored stays.
+    # "once a side is done (the initiator after sending DONE, the responder after receiving
+    # it) further frames are refused without changing anything": every frame, of any kind,
+    # even of another version or length, or late (past the expiry); the side stays done, not
+    # failed, with the same result and the same record.
     ini, res = fresh()
     ini.receive(key_r)
-    ini.receive(new_r)
-    assert ini.done
-    stored = _snapshot({"x": ini.contact})
-    with pytest.raises(P.ProtocolError):
-        ini.receive(new_r)
-    assert ini.failed and _snapshot({"x": ini.contact}) == stored
+    assert ini.receive(new_r) == [done]
     res.receive(key_i)
     res.receive(new_i)
-    res.receive(done)
-    with pytest.raises(P.ProtocolError):
-        res.receive(done)
+    assert res.receive(done) == []
+    for side in (ini, res):
+        assert side.done and not side.failed
+        side.created_at = 0
+        stored, result = _snapshot({"x": side.contact}), side.result
+        for f in (key_i, key_r, new_i, new_r, done, done[:-1], b"\x02" + done[1:], b""):
+            with pytest.raises(P.ProtocolError, match="refused"):
+                side.receive(f, now=10**9)
+            assert side.done and not side.failed and side.result is result
+            assert _snapshot({"x": side.contact}) == stored
+        with pytest.raises(P.ProtocolError):
+            side.start()
+    # Before it is done, a frame received twice still ends the update as failed.
+    ini, res = fresh()
+    res.receive(key_i)
+    res.receive(new_i)
+    fails(res, key_i)
     # Nothing is taken before start().
     s = _pu_sessions(seed, window, pids, esks, news, _pu_contacts(rng))
     with pytest.raises(P.ProtocolError):
@@ -2250,14 +2295,27 @@ def test_pin_update_lifetime():
 
 # The commit-order state model: interruptions and tag checks (10.1, 10.3, 11.3) --------------
 
-def _voice_round(seed, window, pids, contacts, mode):
+_SLOT = {P.HEARD_CURRENT: 0, P.HEARD_NEW: 1, P.HEARD_PREVIOUS: 2}
+
+
+def _voice_round(seed, window, pids, contacts, mode, collided=None):
     """One voice session whose codes match: each side says its tag (10.1 with 10.3) and
     checks the other's.  mode "together": both tags are fixed before either is checked;
-    "a"/"b": that side speaks first and the other says its tag after checking."""
+    "a"/"b": that side speaks first and the other says its tag after checking.  A side whose
+    heard tag is read as another accepted secret than the one said (two-digit tags coincide)
+    is added to ``collided``, when given."""
     def say(x):
-        return P.voice_tag_said(seed, window, pids[x], contacts[x])
+        return contacts[x].says(), P.voice_tag_said(seed, window, pids[x], contacts[x])
 
-    def hear(x, tag):  # x hears the other's tag
+    def hear(x, said):  # x hears the other's tag
+        secret, tag = said
+        if collided is not None:
+            t = P.tag_key(seed)
+            heard = contacts[x].classify(
+                lambda s: P.device_tag(t, pids[_OTHER[x]], window, s) == tag)
+            accepted = contacts[x].accepts()
+            if secret in accepted and _SLOT.get(heard) != accepted.index(secret):
+                collided.add(x)
         return contacts[x].hear_voice_tag(seed, window, pids[_OTHER[x]], tag)
 
     if mode == "together":
@@ -2279,10 +2337,13 @@ def _ov_round(seed, window, pids, contacts, rng):
     return [P.ov_record(contacts[x], s[x].result, True) for x in "ab"]
 
 
-def _tag_round(seed, window, pids, contacts, mode, rng):
+def _tag_round(seed, window, pids, contacts, mode, rng, collided=None):
+    """One round of tag checks: a voice session (mode "together", "a" or "b") or an Online
+    Verify session ("ov"; its 32-byte device tags never coincide, so ``collided`` stays as
+    it is)."""
     if mode == "ov":
         return _ov_round(seed, window, pids, contacts, rng)
-    return _voice_round(seed, window, pids, contacts, mode)
+    return _voice_round(seed, window, pids, contacts, mode, collided)
 
 
 def _each_said_is_accepted(contacts):
@@ -2313,7 +2374,7 @@ def test_pin_update_every_interruption_recovers():
                 contacts = _pu_contacts(rng, start_state)
                 old = {x: contacts[x].mine for x in "ab"}
                 s = _pu_sessions(seed, window, pids, esks, news, contacts)
-                sent, _ = _pu_run(s, deliver=k, first=rng.choice("ab"))
+                _pu_run(s, deliver=k, first=rng.choice("ab"))
                 # Who stored what, by the commit order.
                 assert (contacts[res_x].pending is not None) == (k >= 3)
                 assert (contacts[ini_x].pending is not None) == (k >= 4)
@@ -2417,48 +2478,169 @@ def test_pin_update_tag_collision_reads_as_current():
 
 
 def test_contact_record_outcomes():
-    """10.1 with 10.3 on one record: the old secret keeps the table of 10.1; the new secret of
-    a pending update completes it and marks the contact verified, degraded or not; a failed
-    code changes nothing; a wrong tag degrades and keeps the pending pair; a record without a
-    stored secret checks no tag (unless the tag is the pending new one)."""
-    old_mine, old_theirs, new_mine, new_theirs = (bytes([i]) * 16 for i in range(1, 5))
+    """10.1 with 10.3 on one record: the current secret keeps the table of 10.1; the pending
+    new secret completes the update (nothing pending or previous) and marks the contact
+    verified, degraded or not; the previous new secret becomes the peer's current one; when
+    two accepted secrets give the tag, the current one is taken and nothing changes; a failed
+    code changes nothing; a tag of none degrades and keeps the pending pair; a record without
+    a current secret checks the pending and previous ones, and without any checks no tag."""
+    old_mine, old_theirs, new_mine, new_theirs, prev_theirs = (bytes([i]) * 16
+                                                               for i in range(1, 6))
     for state in P.CONTACT_STATES:
         for committed in (False, True):
-            def rec():
-                return P.ContactSecrets(old_mine, old_theirs, state, (new_mine, new_theirs),
-                                        committed)
-            c = rec()
-            assert c.says() == (new_mine if committed else old_mine)
-            assert c.accepts() == (old_theirs, new_theirs)
-            for heard in (P.HEARD_CURRENT, P.HEARD_NEW, P.HEARD_OTHER, P.HEARD_UNCHECKED):
+            for previous in (None, prev_theirs):
+                def rec():
+                    return P.ContactSecrets(old_mine, old_theirs, state, (new_mine, new_theirs),
+                                            committed, previous)
                 c = rec()
-                assert c.record(False, heard) == P.FAILED
-                assert _snapshot({"x": c}) == _snapshot({"x": rec()})
-            c = rec()
-            assert c.classify(lambda s: s == new_theirs) == P.HEARD_NEW
-            assert c.record(True, P.HEARD_NEW) == P.VERIFIED
-            assert (c.mine, c.theirs, c.pending, c.committed, c.state) == (
-                new_mine, new_theirs, None, False, P.VERIFIED)
-            c = rec()
-            assert c.classify(lambda s: s == old_theirs) == P.HEARD_CURRENT
-            assert c.record(True, P.HEARD_CURRENT) == P.VERIFIED
-            assert c.state == P.session_outcome(True, True, state)[1]
-            assert c.pending == (new_mine, new_theirs)
-            c = rec()
-            assert c.classify(lambda s: False) == P.HEARD_OTHER
-            assert c.record(True, P.HEARD_OTHER) == P.VERIFIED_DEVICE_CHANGED
-            assert c.state == P.DEGRADED and c.pending == (new_mine, new_theirs)
+                assert c.says() == (new_mine if committed else old_mine)
+                assert c.accepts() == (old_theirs, new_theirs, previous)
+                for heard in P.HEARD_CLASSES:
+                    c = rec()
+                    assert c.record(False, heard) == P.FAILED
+                    assert _snapshot({"x": c}) == _snapshot({"x": rec()})
+                c = rec()
+                assert c.classify(lambda s: s == new_theirs) == P.HEARD_NEW
+                assert c.record(True, P.HEARD_NEW) == P.VERIFIED
+                assert (c.mine, c.theirs, c.pending, c.committed, c.previous, c.state) == (
+                    new_mine, new_theirs, None, False, None, P.VERIFIED)
+                # The current secret first: alone, or giving the same tag as another one.
+                for also in ((), (new_theirs,), (prev_theirs,), (new_theirs, prev_theirs)):
+                    c = rec()
+                    assert c.classify(lambda s: s in (old_theirs,) + also) == P.HEARD_CURRENT
+                    assert c.record(True, P.HEARD_CURRENT) == P.VERIFIED
+                    assert c.state == P.session_outcome(True, True, state)[1]
+                    assert _snapshot({"x": c})["x"][3:] == _snapshot({"x": rec()})["x"][3:]
+                    assert (c.mine, c.theirs) == (old_mine, old_theirs)
+                c = rec()
+                if previous is None:
+                    assert c.classify(lambda s: s == prev_theirs) == P.HEARD_OTHER
+                    with pytest.raises(P.ProtocolError):
+                        c.adopt_previous()
+                else:
+                    assert c.classify(lambda s: s == prev_theirs) == P.HEARD_PREVIOUS
+                    assert c.record(True, P.HEARD_PREVIOUS) == P.VERIFIED
+                    assert (c.mine, c.theirs, c.pending, c.committed, c.previous, c.state) == (
+                        old_mine, prev_theirs, (new_mine, new_theirs), committed, None,
+                        P.VERIFIED)
+                    assert c.says() == rec().says()
+                    # The pending and the previous one alike, the current one not: nothing
+                    # changes (the text names no winner; see ContactSecrets.classify).
+                    c = rec()
+                    assert c.classify(lambda s: s in (new_theirs, prev_theirs)) == (
+                        P.HEARD_SEVERAL)
+                    assert c.record(True, P.HEARD_SEVERAL) == P.VERIFIED
+                    assert c.state == P.session_outcome(True, True, state)[1]
+                    assert _snapshot({"x": c})["x"][3:] == _snapshot({"x": rec()})["x"][3:]
+                    assert (c.mine, c.theirs) == (old_mine, old_theirs)
+                c = rec()
+                assert c.classify(lambda s: False) == P.HEARD_OTHER
+                assert c.record(True, P.HEARD_OTHER) == P.VERIFIED_DEVICE_CHANGED
+                assert c.state == P.DEGRADED and c.pending == (new_mine, new_theirs)
+                assert c.previous == previous
+        # No secret at all for the peer: no tag is checked.
         c = P.ContactSecrets(None, None, state)
+        assert c.accepts() == (None, None, None)
         assert c.classify(lambda s: True) == P.HEARD_UNCHECKED and c.says() is None
         assert c.record(True, P.HEARD_UNCHECKED) == P.VERIFIED_TAG_UNCHECKED
         assert c.state == P.session_outcome(True, None, state)[1]
-        c = P.ContactSecrets(None, None, state, (new_mine, new_theirs), True)
-        assert c.classify(lambda s: s == new_theirs) == P.HEARD_NEW
-        assert c.classify(lambda s: False) == P.HEARD_UNCHECKED
+        assert P.ContactSecrets(b"", b"", state).accepts() == (None, None, None)
+        # "A listener that holds no current secret for the peer but a pending or previous one
+        # checks those": a tag of neither is "their device changed".
+        for previous in (None, prev_theirs):
+            for pending in (None, (new_mine, new_theirs)):
+                if pending is None and previous is None:
+                    continue
+                c = P.ContactSecrets(None, None, state, pending, True, previous)
+                if pending is not None:
+                    assert c.classify(lambda s: s == new_theirs) == P.HEARD_NEW
+                if previous is not None:
+                    assert c.classify(lambda s: s == prev_theirs) == P.HEARD_PREVIOUS
+                assert c.classify(lambda s: False) == P.HEARD_OTHER
+                assert c.record(True, P.HEARD_OTHER) == P.VERIFIED_DEVICE_CHANGED
+                assert c.state == P.DEGRADED
+        c = P.ContactSecrets(None, None, state, None, False, prev_theirs)
+        assert c.record(True, P.HEARD_PREVIOUS) == P.VERIFIED
+        assert (c.theirs, c.previous, c.state) == (prev_theirs, None, P.VERIFIED)
     with pytest.raises(P.ProtocolError):
         P.ContactSecrets(old_mine, old_theirs).complete()
     with pytest.raises(P.ProtocolError):
         P.ContactSecrets(old_mine, old_theirs).commit()
+    with pytest.raises(ValueError):
+        P.ContactSecrets(old_mine, old_theirs).record(True, "nonsense")
+
+
+def test_store_pending_keeps_what_either_side_may_say():
+    """10.3: "Storing a new pending pair while an earlier update is unresolved must not lose a
+    secret either side may be saying: the side's current secret becomes the one it says now
+    (its earlier new secret if it had committed), and the peer's earlier pending new secret
+    becomes the previous one (or the previous one is kept if nothing was pending)"."""
+    m0, t0, m1, t1, m2, t2, p0 = (bytes([i]) * 16 for i in range(1, 8))
+    for state in P.CONTACT_STATES:
+        for committed in (False, True):  # how the new pair is stored (responder, initiator)
+            then = P.VERIFIED if committed else state
+            # Nothing pending: the previous one (none, or one kept) stays.
+            for previous in (None, p0):
+                c = P.ContactSecrets(m0, t0, state, None, False, previous)
+                c.store_pending(m2, t2, committed)
+                assert (c.mine, c.theirs, c.pending, c.committed, c.previous, c.state) == (
+                    m0, t0, (m2, t2), committed, previous, then)
+            # An earlier pair pending, committed or not; a previous one is replaced.
+            for earlier_committed in (False, True):
+                for previous in (None, p0):
+                    c = P.ContactSecrets(m0, t0, state, (m1, t1), earlier_committed, previous)
+                    said = c.says()
+                    c.store_pending(m2, t2, committed)
+                    assert c.mine == said == (m1 if earlier_committed else m0)
+                    assert (c.theirs, c.pending, c.committed, c.previous, c.state) == (
+                        t0, (m2, t2), committed, t1, then)
+                    assert c.accepts() == (t0, t2, t1)
+
+
+def test_online_verify_hears_the_previous_new_secret():
+    """The case (4, 0, 3) and (5, 0, 3) of two updates in a row, by hand.  The first update
+    reaches the initiator's commit (k1 = 4) or ends (k1 = 5); the second stops after the
+    initiator's NEW, so only the responder stores its pair: over an unresolved one, so it
+    keeps saying what it said (its old secret, or its first new one if it had committed) and
+    keeps the initiator's first new secret, which the initiator says, as the previous one.
+    An Online Verify session checks the initiator's device tag against it (HEARD_PREVIOUS)
+    and, once the SAS is confirmed, makes it the initiator's current secret."""
+    rng = random.Random(1045)
+    for k1 in (4, 5):
+        for _ in range(10):
+            seed, window, pids, esks, news = _pu_random(rng)
+            ini_x = _pu_initiator(pids)
+            res_x = _OTHER[ini_x]
+            contacts = _pu_contacts(rng)
+            old = {x: contacts[x].mine for x in "ab"}
+            _pu_run(_pu_sessions(seed, window, pids, esks, news, contacts), deliver=k1)
+            news2 = {x: rng.randbytes(16) for x in "ab"}
+            _pu_run(_pu_sessions(seed, window + 1, pids, {x: rng.randbytes(32) for x in "ab"},
+                                 news2, contacts), deliver=3)
+            r = contacts[res_x]
+            said = news[res_x] if k1 == 5 else old[res_x]
+            assert (r.mine, r.theirs, r.pending, r.committed, r.previous) == (
+                said, old[ini_x], (news2[res_x], news2[ini_x]), False, news[ini_x])
+            assert contacts[ini_x].says() == news[ini_x]
+            assert contacts[ini_x].pending == (news[ini_x], news[res_x])
+            s = {x: P.OnlineVerifySession.for_contact(seed, window + 2, pids[x],
+                                                      pids[_OTHER[x]], rng.randbytes(32),
+                                                      rng.randbytes(32), contacts[x])
+                 for x in "ab"}
+            assert _ov_run(s)[1] == {}
+            heard = s[res_x].result
+            t = P.tag_key(seed)
+            assert heard.expected_peer_previous_dtag == P.ov_device_tag(
+                t, pids[ini_x], heard.th, news[ini_x]) == heard.dtag_i
+            assert heard.peer_tag_heard == P.HEARD_PREVIOUS
+            assert heard.tag_outcome == P.VERIFIED
+            assert s[ini_x].result.peer_tag_heard == (P.HEARD_NEW if k1 == 5 else
+                                                      P.HEARD_CURRENT)
+            assert P.ov_record(contacts[res_x], heard, True) == P.VERIFIED
+            assert (r.mine, r.theirs, r.pending, r.committed, r.previous, r.state) == (
+                said, news[ini_x], (news2[res_x], news2[ini_x]), False, None, P.VERIFIED)
+            assert P.ov_record(contacts[ini_x], s[ini_x].result, True) == P.VERIFIED
+            _each_said_is_accepted(contacts)
 
 
 def test_online_verify_tags_during_a_pin_update():
@@ -2496,8 +2678,147 @@ def test_online_verify_tags_during_a_pin_update():
         assert P.ov_record(contacts[ini_x], s[ini_x].result, True) == P.VERIFIED
         assert contacts[res_x].pending is None and contacts[ini_x].pending is not None
         assert contacts[res_x].says() == news[res_x]
-        # A dtag of neither secret: their device changed.
-        assert P.ov_tag_outcome(bytes(32), bytes([1]) * 32, bytes([2]) * 32) == (
-            P.VERIFIED_DEVICE_CHANGED)
-        assert P.ov_tag_outcome(bytes(32), None, bytes([2]) * 32) == P.VERIFIED_TAG_UNCHECKED
-        assert P.ov_tag_outcome(bytes([2]) * 32, None, bytes([2]) * 32) == P.VERIFIED
+    # The comparison alone (11.3 with 10.3): current, pending new, previous new.
+    one, two, three, other = (bytes([i]) * 32 for i in range(1, 5))
+    heard, outcome = P.ov_tag_heard, P.ov_tag_outcome
+    assert heard(one, one, two, three) == P.HEARD_CURRENT
+    assert heard(two, one, two, three) == P.HEARD_NEW
+    assert heard(three, one, two, three) == P.HEARD_PREVIOUS
+    assert heard(one, one, one, one) == P.HEARD_CURRENT  # the current one is taken
+    assert heard(two, one, two, two) == P.HEARD_SEVERAL
+    # A dtag of none of them: their device changed, also without a current secret, since "a
+    # listener that holds no current secret for the peer but a pending or previous one checks
+    # those, and otherwise does not check".
+    for expected in ((one, two, three), (one, None, None), (None, two, None),
+                     (None, None, three), (None, two, three)):
+        assert outcome(other, *expected) == P.VERIFIED_DEVICE_CHANGED
+    assert outcome(other, None, None, None) == P.VERIFIED_TAG_UNCHECKED
+    assert outcome(two, None, two) == P.VERIFIED and outcome(three, None, None, three) == (
+        P.VERIFIED)
+
+
+_TWO_UPDATES_TRIALS = 4
+
+
+@pytest.mark.parametrize("k2", range(6))
+@pytest.mark.parametrize("between", (0, 1))
+@pytest.mark.parametrize("k1", range(6))
+def test_pin_update_two_interrupted_updates(k1, between, k2):
+    """10.3: "every pair of interruption points of two updates in a row, with or without a
+    verification between them, recovers" (6 x 2 x 6 = 72 cases).  A first update interrupted
+    after k1 of its 5 frames, ``between`` rounds of tag checks, a second update with fresh
+    keys and secrets interrupted after k2 frames; then three rounds of tag checks never say
+    "their device changed", and a complete update followed by two rounds leaves nothing
+    pending or previous, both sides verified and holding each other's newest secrets.  Each
+    case runs with every kind of tag check (voice tags said together or one side first, and
+    Online Verify), random starting states and either KEY first.
+
+    With one pending pair and nothing else (10.3 before the previous new secret), among
+    others (4, 0, 3), (5, 0, 3) and (4, 1, 4) ended in "their device changed": the responder
+    replaced the pending pair holding the initiator's committed secret, or the initiator the
+    one holding the responder's adopted secret.  The rule for storing a pair over an
+    unresolved one keeps those as this side's current secret or the peer's previous one."""
+    rng = random.Random(1043 + 100 * k1 + 10 * between + k2)
+    postponed = [0]
+    for trial in range(_TWO_UPDATES_TRIALS):
+        for mode in _TAG_MODES:
+            seed, window, pids, esks, news = _pu_random(rng, short_pid=trial % 4 == 3)
+            ini_x = _pu_initiator(pids)
+            res_x = _OTHER[ini_x]
+            contacts = _pu_contacts(rng, rng.choice(P.CONTACT_STATES))
+            _pu_run(_pu_sessions(seed, window, pids, esks, news, contacts), deliver=k1,
+                    first=rng.choice("ab"))
+            w = window
+            for _ in range(between):
+                w += 1 + rng.randrange(3)
+                outcomes = _tag_round(seed, w, pids, contacts, mode, rng)
+                assert P.VERIFIED_DEVICE_CHANGED not in outcomes, (mode, "between")
+                _each_said_is_accepted(contacts)
+            before = _snapshot(contacts)
+            news2 = {x: rng.randbytes(16) for x in "ab"}
+            w += 1
+            s2 = _pu_sessions(seed, w, pids, {x: rng.randbytes(32) for x in "ab"}, news2,
+                              contacts)
+            _pu_run(s2, deliver=k2, first=rng.choice("ab"))
+            # The second update stored by the commit order, over what the first left.
+            assert (contacts[res_x].pending == (news2[res_x], news2[ini_x])) == (k2 >= 3)
+            assert (contacts[ini_x].pending == (news2[ini_x], news2[res_x])) == (k2 >= 4)
+            assert contacts[ini_x].committed == (k2 >= 4 or before[ini_x][4])
+            for x, stored_from in ((res_x, 3), (ini_x, 4)):
+                if k2 < stored_from:
+                    assert _snapshot(contacts)[x] == before[x]
+            _each_said_is_accepted(contacts)
+            for _ in range(3):
+                w += 1 + rng.randrange(3)
+                outcomes = _tag_round(seed, w, pids, contacts, mode, rng)
+                assert P.VERIFIED_DEVICE_CHANGED not in outcomes, (mode, trial)
+                assert set(outcomes) == {P.VERIFIED}, (mode, trial)
+                _each_said_is_accepted(contacts)
+            # A complete update, then two rounds.
+            news3 = {x: rng.randbytes(16) for x in "ab"}
+            w += 1
+            s3 = _pu_sessions(seed, w, pids, {x: rng.randbytes(32) for x in "ab"}, news3,
+                              contacts)
+            assert _pu_run(s3, first=rng.choice("ab"))[1] == {}
+            for x in "ab":
+                assert contacts[x].says() == news3[x]
+            collided = {x: 0 for x in "ab"}
+            for _ in range(2):
+                w += 1 + rng.randrange(3)
+                misread = set()
+                outcomes = _tag_round(seed, w, pids, contacts, mode, rng, misread)
+                assert P.VERIFIED_DEVICE_CHANGED not in outcomes, (mode, trial)
+                for x in misread:
+                    collided[x] += 1
+            # Two rounds complete both sides, except one whose every check read the peer's
+            # new secret as its current one because the two-digit tags coincided ("the
+            # current one is taken and nothing changes"; 1 in 100 a round for voice tags):
+            # for it, later rounds do.
+            for x in "ab":
+                if contacts[x].pending is not None:
+                    assert mode != "ov" and collided[x] == 2, (mode, trial, x)
+                    postponed[0] += 1
+            for _ in range(4):
+                if all(c.pending is None for c in contacts.values()):
+                    break
+                w += 1
+                outcomes = _tag_round(seed, w, pids, contacts, mode, rng)
+                assert P.VERIFIED_DEVICE_CHANGED not in outcomes, (mode, trial)
+            for x in "ab":
+                c = contacts[x]
+                assert (c.pending, c.committed, c.previous) == (None, False, None), (mode, x)
+                assert (c.mine, c.theirs) == (news3[x], news3[_OTHER[x]])
+                assert c.state == P.VERIFIED
+    assert postponed[0] <= 1
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "PROTOCOL.md 10.3: 'A listener that holds no current secret for the peer but a pending or "
+    "previous one checks those, and otherwise does not check.'  A device that holds no secret "
+    "for the peer (a new one, 10.1 and 10.2) and stored the peer's new secret as pending then "
+    "checks the peer's tag against it while the peer still says its old secret, which this "
+    "device never held: 'their device changed' after an interruption at k = 3 (it is the "
+    "responder; the initiator stored nothing, so on every later session) or k = 4 (it is the "
+    "initiator; until the responder hears its new secret)"))
+@pytest.mark.parametrize("new_device", (P.INITIATOR, P.RESPONDER))
+def test_pin_update_interruption_without_a_current_secret(new_device):
+    """10.3 "every interruption leaves a recoverable state", for the contact a Security PIN
+    Update is typically run for: D's device changed (an identity transfer left the device
+    secrets behind) and D gave C a degradation code (10.2), so D's device holds its interim
+    secret r as its own and no secret of C's, and C holds r for D, degraded with the change
+    acknowledged.  For every interruption point, two rounds of tag checks should never say
+    "their device changed"."""
+    rng = random.Random(1044)
+    for k in range(6):
+        for mode in _TAG_MODES:
+            seed, window, pids, esks, news = _pu_random(rng)
+            ini_x = _pu_initiator(pids)
+            d = ini_x if new_device == P.INITIATOR else _OTHER[ini_x]
+            r = rng.randbytes(P.DEGRADATION_SECRET_BYTES)
+            contacts = {d: P.ContactSecrets(r, None, P.VERIFIED),
+                        _OTHER[d]: P.ContactSecrets(rng.randbytes(16), r,
+                                                    P.DEGRADED_ACKNOWLEDGED)}
+            _pu_run(_pu_sessions(seed, window, pids, esks, news, contacts), deliver=k)
+            for i in range(2):
+                outcomes = _tag_round(seed, window + 1 + i, pids, contacts, mode, rng)
+                assert P.VERIFIED_DEVICE_CHANGED not in outcomes, (k, mode, i)

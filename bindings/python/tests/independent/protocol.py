@@ -5,8 +5,9 @@ this module (tests/test_protocol_independent.py), so any value the document does
 shows up as a mismatch.  Section numbers below refer to PROTOCOL.md.
 
 Section 10.3 (Security PIN Update) includes the commit-order state model: ``ContactSecrets`` is
-what one side keeps per contact (current secrets, a pending pair, a committed flag), used by the
-update itself and by the tag checks of voice sessions (10.1) and Online Verify (11.3).
+what one side keeps per contact (current secrets, a pending pair, a committed flag, the peer's
+previous new secret), used by the update itself and by the tag checks of voice sessions (10.1)
+and Online Verify (11.3).
 
 Only the Python standard library and the ``cryptography`` package (X25519, Ed25519,
 ChaCha20-Poly1305) are used; HKDF and base 32 are written out from RFC 5869 and RFC 4648.
@@ -1432,10 +1433,14 @@ def pu_expired(created_at: int, now: int) -> bool:
 
 # The per-contact record of 10.1 and 10.3 -------------------------------------------------------
 
-HEARD_CURRENT = "current"  # the tag of the peer's current (old) secret
-HEARD_NEW = "new"  # the tag of the peer's new secret from a pending update
-HEARD_OTHER = "other"  # neither: their device changed
+HEARD_CURRENT = "current"  # the tag of the peer's current secret
+HEARD_NEW = "new"  # the tag of the peer's pending new secret (10.3)
+HEARD_PREVIOUS = "previous"  # the tag of the peer's previous new secret (10.3)
+HEARD_SEVERAL = "several"  # the pending and the previous one alike, not the current one
+HEARD_OTHER = "other"  # none of the accepted secrets: their device changed
 HEARD_UNCHECKED = "unchecked"  # no stored secret to check against
+HEARD_CLASSES = (HEARD_CURRENT, HEARD_NEW, HEARD_PREVIOUS, HEARD_SEVERAL, HEARD_OTHER,
+                 HEARD_UNCHECKED)
 
 
 @dataclass
@@ -1443,12 +1448,14 @@ class ContactSecrets:
     """What one side keeps for one contact (10.1, 10.3): its current secrets (``mine``, the
     device secret this side gave the contact; ``theirs``, the one the contact gave it; None on
     a device that holds none), the contact state and, during a Security PIN Update, the new
-    pair as *pending* with the flag saying whether this side has *committed*."""
+    pair as *pending* with the flag saying whether this side has *committed*, and possibly
+    the peer's *previous* new secret, from an earlier update that was interrupted."""
     mine: bytes | None
     theirs: bytes | None
     state: str = UNVERIFIED
     pending: tuple[bytes, bytes] | None = None  # (my new secret, their new secret)
     committed: bool = False
+    previous: bytes | None = None  # the peer's new secret from an earlier, unresolved update
 
     def says(self) -> bytes | None:
         """10.3: "a side says its new secret once committed and its old one before"."""
@@ -1456,28 +1463,53 @@ class ContactSecrets:
             return self.pending[0]
         return self.mine
 
-    def accepts(self) -> tuple[bytes | None, bytes | None]:
-        """(the peer's current secret, its new one while an update is pending)."""
-        return self.theirs, (self.pending[1] if self.pending is not None else None)
+    def accepts(self) -> tuple[bytes | None, bytes | None, bytes | None]:
+        """10.3: "as a listener it accepts the peer's current secret, the pending new one, or
+        the previous new one": (current, pending new, previous new), None where there is none.
+        Device secrets are never empty (8.3, 10.2), so an empty one is read as none."""
+        return (self.theirs or None,
+                (self.pending[1] or None) if self.pending is not None else None,
+                self.previous or None)
 
     def classify(self, matches: Callable[[bytes], bool]) -> str:
         """Which of the accepted secrets a heard tag is (``matches(secret)`` tells whether the
-        heard tag is the one of ``secret``).  The current secret is tried first: a two-digit
-        tag of the old secret and one of the new coincide in one window of 100, and reading
-        such a tag as the old one only postpones completion, while reading it as the new one
-        could complete this side while the peer still says its old secret."""
-        current, new = self.accepts()
+        heard tag is the one of ``secret``).
+
+        "When two secrets give the same tag (1 in 100 for voice tags), the current one is taken
+        and nothing changes": the current secret is tried first.  The text names no winner when
+        the two that agree are the pending and the previous new secret and the current one does
+        not match; nothing changes then either (HEARD_SEVERAL): completing on the pending one
+        could make this side say a new secret a peer still saying its previous one never
+        learned, while waiting costs one more session.  "A listener that holds no current
+        secret for the peer but a pending or previous one checks those, and otherwise does not
+        check": with neither it is HEARD_UNCHECKED; with one, a tag of none of them is
+        HEARD_OTHER."""
+        current, new, previous = self.accepts()
         if current and matches(current):
             return HEARD_CURRENT
-        if new and matches(new):
+        hit_new = bool(new) and matches(new)
+        hit_previous = bool(previous) and matches(previous)
+        if hit_new and hit_previous:
+            return HEARD_SEVERAL
+        if hit_new:
             return HEARD_NEW
-        if not current:  # "if it holds none, it does not check the tag"
+        if hit_previous:
+            return HEARD_PREVIOUS
+        if not (current or new or previous):  # "otherwise does not check"
             return HEARD_UNCHECKED
         return HEARD_OTHER
 
     def store_pending(self, my_new: bytes, their_new: bytes, committed: bool) -> None:
         """10.3 steps 1 (responder: not committed) and 2 (initiator: committed and verified).
-        A pending pair from an earlier update is replaced."""
+
+        "Storing a new pending pair while an earlier update is unresolved must not lose a
+        secret either side may be saying: the side's current secret becomes the one it says
+        now (its earlier new secret if it had committed), and the peer's earlier pending new
+        secret becomes the previous one (or the previous one is kept if nothing was
+        pending)."  The peer's current secret is kept as it is."""
+        if self.pending is not None:
+            self.mine = self.says()
+            self.previous = self.pending[1]
         self.pending = (my_new, their_new)
         self.committed = committed
         if committed:
@@ -1491,28 +1523,46 @@ class ContactSecrets:
         self.state = VERIFIED
 
     def complete(self) -> None:
-        """"Hearing the peer's new secret completes the update on that side: the new pair
-        replaces the old, nothing is pending, and the contact is verified"."""
+        """"Hearing the peer's pending new secret completes the update on that side: the new
+        pair replaces the old, nothing is pending or previous, and the contact is verified"."""
         if self.pending is None:
             raise ProtocolError("nothing pending to complete")
         self.mine, self.theirs = self.pending
         self.pending = None
         self.committed = False
+        self.previous = None
         self.state = VERIFIED
+
+    def adopt_previous(self) -> None:
+        """"Hearing the previous new secret makes it the peer's current one"; nothing else of
+        the record moves (this side's secrets, the pending pair).  The previous slot is then
+        empty: the secret it held is the current one."""
+        if self.previous is None:
+            raise ProtocolError("no previous new secret to adopt")
+        self.theirs = self.previous
+        self.previous = None
 
     def record(self, code_matches: bool, heard: str) -> str:
         """Record a session's outcome (10.1): ``heard`` is what ``classify`` gave for the
         peer's tag.  Returns the outcome."""
-        if heard not in (HEARD_CURRENT, HEARD_NEW, HEARD_OTHER, HEARD_UNCHECKED):
+        if heard not in HEARD_CLASSES:
             raise ValueError(f"not a heard-tag class: {heard!r}")
         if not code_matches:
             return FAILED  # "differs | any": unchanged
+        # 10.1: "A degraded contact returns to verified only through a Security PIN Update in
+        # person (10.3), or by a tag that matches the peer's new secret from one."  The pending
+        # and the previous new secret are both new secrets from an update, received in a NEW
+        # confirmed with the seed: either marks the contact verified.
         if heard == HEARD_NEW:
-            # 10.1: "A degraded contact returns to verified only through a Security PIN Update
-            # in person (10.3), or by a tag that matches the peer's new secret from one."
             self.complete()
             return VERIFIED
-        tag_matches = {HEARD_CURRENT: True, HEARD_OTHER: False, HEARD_UNCHECKED: None}[heard]
+        if heard == HEARD_PREVIOUS:
+            self.adopt_previous()
+            self.state = VERIFIED
+            return VERIFIED
+        # The current secret, or two accepted secrets alike ("nothing changes"): the table.
+        tag_matches = {HEARD_CURRENT: True, HEARD_SEVERAL: True, HEARD_OTHER: False,
+                       HEARD_UNCHECKED: None}[heard]
         outcome, self.state = session_outcome(True, tag_matches, self.state)
         return outcome
 
@@ -1561,9 +1611,12 @@ class PinUpdateSession:
     ``start()`` returns this side's KEY; ``receive(frame)`` checks a frame from the peer and
     returns the frames to send in reply.  The first failed check raises ProtocolError and
     ends the update as failed (every later call raises too); what the commit order already
-    stored stays stored.  ``result`` is set once this side has handled its last frame (the
-    initiator on NEW_R, the responder on DONE).  ``code_text`` defaults to code(W) from the
-    seed; it is a parameter only so that tests can build a peer without the seed."""
+    stored stays stored.  ``result`` is set once this side is done (the initiator after
+    sending DONE, the responder after receiving it); a done side refuses every further frame
+    (ProtocolError) "without changing anything": it stays done, not failed, and the record is
+    untouched.  ``code_text`` ("the session code's canonical text, 'ECHO 0042'") defaults to
+    code(W) from the seed; it is a parameter only so that tests can build a peer without the
+    seed, and a typed form of it is read as its canonical text (section 4)."""
 
     def __init__(self, seed: bytes, window: int, my_pid: bytes, their_pid: bytes,
                  ephemeral_secret: bytes, new_device_secret: bytes,
@@ -1579,7 +1632,8 @@ class PinUpdateSession:
         self.their_pid = their_pid
         self.role = pu_role(my_pid, their_pid)
         self.peer_role = RESPONDER if self.role == INITIATOR else INITIATOR
-        self.code_text = pin_update_code_text(seed, window) if code_text is None else code_text
+        self.code_text = (pin_update_code_text(seed, window) if code_text is None
+                          else format_short_code(parse_short_code(code_text)))
         self.ephemeral_secret = ephemeral_secret
         self.ephemeral_pk = x25519_public(ephemeral_secret)
         self.new_device_secret = new_device_secret
@@ -1606,15 +1660,16 @@ class PinUpdateSession:
     def receive(self, data: bytes, now: int | None = None) -> list[bytes]:
         if self.failed:
             raise ProtocolError("the update has failed")
+        if self.done:
+            # "once a side is done (the initiator after sending DONE, the responder after
+            # receiving it) further frames are refused without changing anything".
+            raise ProtocolError("frame after this side is done: refused")
         try:
             if not self._started:
                 raise ProtocolError("frame before the update started")
             if now is not None and self.created_at is not None and pu_expired(self.created_at,
                                                                               now):
                 raise ProtocolError("the update has expired")
-            if self.done:
-                raise ProtocolError("frame after the update ended (received twice or out of "
-                                    "order)")
             return self._receive(data)
         except ProtocolError:
             self.failed = True
@@ -1918,28 +1973,44 @@ def open_proof(message: bytes, key: bytes) -> tuple[bytes, bytes]:
 
 
 def ov_tag_heard(received_dtag: bytes, expected_dtag: bytes | None,
-                 expected_new_dtag: bytes | None = None) -> str:
-    """11.3: the device tag "compared with the ones computed from the stored device secrets
-    (the peer's current one and, during a Security PIN Update, its new one)": which of them it
-    is (HEARD_CURRENT, HEARD_NEW), neither (HEARD_OTHER), or not checked when no current secret
-    is stored and the new one (if any) does not match (HEARD_UNCHECKED), as 10.1 and
-    ContactSecrets.classify read it."""
-    if expected_dtag is not None and hmac.compare_digest(received_dtag, expected_dtag):
+                 expected_new_dtag: bytes | None = None,
+                 expected_previous_dtag: bytes | None = None) -> str:
+    """11.3 with 10.3: which of the device tags computed from the stored secrets the received
+    one is (each compared in constant time): the peer's current secret (HEARD_CURRENT), the
+    pending new one (HEARD_NEW) or the previous new one (HEARD_PREVIOUS) of a Security PIN
+    Update, read as ContactSecrets.classify reads a heard tag (the current one first; the
+    pending and the previous one alike: HEARD_SEVERAL); none of them (HEARD_OTHER); or not
+    checked when no secret at all is stored for the peer (HEARD_UNCHECKED)."""
+    def hit(expected: bytes | None) -> bool:
+        return expected is not None and hmac.compare_digest(received_dtag, expected)
+
+    if hit(expected_dtag):
         return HEARD_CURRENT
-    if expected_new_dtag is not None and hmac.compare_digest(received_dtag, expected_new_dtag):
+    hit_new, hit_previous = hit(expected_new_dtag), hit(expected_previous_dtag)
+    if hit_new and hit_previous:
+        return HEARD_SEVERAL
+    if hit_new:
         return HEARD_NEW
-    return HEARD_UNCHECKED if expected_dtag is None else HEARD_OTHER
+    if hit_previous:
+        return HEARD_PREVIOUS
+    if expected_dtag is None and expected_new_dtag is None and expected_previous_dtag is None:
+        return HEARD_UNCHECKED
+    return HEARD_OTHER
 
 
-_HEARD_OUTCOME = {HEARD_CURRENT: VERIFIED, HEARD_NEW: VERIFIED, HEARD_OTHER: VERIFIED_DEVICE_CHANGED,
+_HEARD_OUTCOME = {HEARD_CURRENT: VERIFIED, HEARD_NEW: VERIFIED, HEARD_PREVIOUS: VERIFIED,
+                  HEARD_SEVERAL: VERIFIED, HEARD_OTHER: VERIFIED_DEVICE_CHANGED,
                   HEARD_UNCHECKED: VERIFIED_TAG_UNCHECKED}
 
 
 def ov_tag_outcome(received_dtag: bytes, expected_dtag: bytes | None,
-                   expected_new_dtag: bytes | None = None) -> str:
-    """11.3: the outcome of 10.1 the device tag gives: verified (the current or, during a
-    PIN Update, the new secret), their device changed, or (no stored secret) not checked."""
-    return _HEARD_OUTCOME[ov_tag_heard(received_dtag, expected_dtag, expected_new_dtag)]
+                   expected_new_dtag: bytes | None = None,
+                   expected_previous_dtag: bytes | None = None) -> str:
+    """11.3: the outcome of 10.1 the device tag gives: verified (the current secret or,
+    during a PIN Update, the pending or previous new one), their device changed, or (no
+    stored secret) not checked."""
+    return _HEARD_OUTCOME[ov_tag_heard(received_dtag, expected_dtag, expected_new_dtag,
+                                       expected_previous_dtag)]
 
 
 _OUTCOME_TAG_MATCHES = {VERIFIED: True, VERIFIED_DEVICE_CHANGED: False,
@@ -1949,8 +2020,8 @@ _OUTCOME_TAG_MATCHES = {VERIFIED: True, VERIFIED_DEVICE_CHANGED: False,
 def ov_confirmed_state(outcome: str, state: str) -> str:
     """11.3: "confirming records the outcome on the contact as 10.1 does" (the SAS was
     confirmed and the proof was right, so the code column reads 'matches').  For a tag of the
-    peer's new secret from a pending PIN Update, which completes the update and marks the
-    contact verified whatever its state, see ov_record."""
+    peer's pending or previous new secret from a PIN Update, which moves secrets and marks
+    the contact verified whatever its state, see ov_record."""
     if outcome not in _OUTCOME_TAG_MATCHES:
         raise ValueError(f"not an Online Verify outcome: {outcome!r}")
     return session_outcome(True, _OUTCOME_TAG_MATCHES[outcome], state)[1]
@@ -1965,8 +2036,8 @@ def ov_session_expired(created_at: int, now: int) -> bool:
 def ov_record(contact: ContactSecrets, result: "OvResult", sas_confirmed: bool) -> str | None:
     """11.3: "confirming records the outcome on the contact as 10.1 does; rejecting the SAS,
     or a failed session, changes nothing".  With a PIN Update pending, a device tag of the
-    peer's new secret completes it (10.1, 10.3).  Returns the recorded outcome (None: nothing
-    recorded)."""
+    peer's pending new secret completes it, and one of its previous new secret makes that the
+    peer's current one (10.1, 10.3).  Returns the recorded outcome (None: nothing recorded)."""
     if not sas_confirmed or result is None:
         return None
     return contact.record(True, result.peer_tag_heard)
@@ -1993,7 +2064,8 @@ class OvResult:
     dtag_r: bytes  # as sent by the responder
     expected_peer_dtag: bytes | None  # from the stored device secret; None: not checked
     expected_peer_new_dtag: bytes | None  # from the peer's new secret of a pending PIN Update
-    peer_tag_heard: str  # HEARD_CURRENT, HEARD_NEW, HEARD_OTHER or HEARD_UNCHECKED
+    expected_peer_previous_dtag: bytes | None  # from the peer's previous new secret (10.3)
+    peer_tag_heard: str  # one of HEARD_CLASSES
     proof_message_i: bytes
     proof_message_r: bytes
     tag_outcome: str
@@ -2005,8 +2077,9 @@ class OnlineVerifySession:
     """One side of an Online Verify session (11.2, 11.3), from the seed, the window of the room
     where the two met, both pids, this session's ephemeral secret and challenge, this side's
     device secret for the contact and the one stored for the contact (None or b"": none), and,
-    during a Security PIN Update, the contact's new secret from the pending pair (10.3; see
-    ``for_contact``, which takes all three from a ContactSecrets).
+    during a Security PIN Update, the contact's new secret from the pending pair and its
+    previous new secret (10.3; see ``for_contact``, which takes them all from a
+    ContactSecrets).
 
     ``start()`` returns the messages to send first (the initiator's COMMIT); ``receive(m)``
     checks a message from the peer and returns the messages to send in reply.  The first
@@ -2017,7 +2090,8 @@ class OnlineVerifySession:
     def __init__(self, seed: bytes, window: int, my_pid: bytes, their_pid: bytes,
                  ephemeral_secret: bytes, challenge: bytes, my_device_secret: bytes | None,
                  their_device_secret: bytes | None, created_at: int | None = None,
-                 their_new_device_secret: bytes | None = None):
+                 their_new_device_secret: bytes | None = None,
+                 their_previous_device_secret: bytes | None = None):
         if len(seed) != 32 or len(ephemeral_secret) != 32:
             raise ValueError("seed and ephemeral secret are 32 bytes")
         if len(challenge) != OV_CHALLENGE_BYTES:
@@ -2035,6 +2109,7 @@ class OnlineVerifySession:
         self.my_device_secret = my_device_secret
         self.their_device_secret = their_device_secret
         self.their_new_device_secret = their_new_device_secret
+        self.their_previous_device_secret = their_previous_device_secret
         self.created_at = created_at
         self.key_message = ov_key_message(self.ephemeral_pk, challenge)
         self.commit: bytes | None = None
@@ -2052,10 +2127,13 @@ class OnlineVerifySession:
                     created_at: int | None = None) -> "OnlineVerifySession":
         """A session whose device secrets come from the contact record: this side's tag is of
         the secret it says (10.3: the new one once committed), and the peer's tag is checked
-        against its current secret and, while an update is pending, its new one (11.3)."""
-        current, new = contact.accepts()
+        against every secret the record accepts (10.3: "In tags (10.1, and the device tag of
+        Online Verify) ... it accepts the peer's current secret, the pending new one, or the
+        previous new one")."""
+        current, new, previous = contact.accepts()
         return cls(seed, window, my_pid, their_pid, ephemeral_secret, challenge,
-                   contact.says(), current, created_at=created_at, their_new_device_secret=new)
+                   contact.says(), current, created_at=created_at, their_new_device_secret=new,
+                   their_previous_device_secret=previous)
 
     @property
     def done(self) -> bool:
@@ -2136,10 +2214,13 @@ class OnlineVerifySession:
                          if self.their_device_secret else None)
         expected_new = (ov_device_tag(t, self.their_pid, th, self.their_new_device_secret)
                         if self.their_new_device_secret else None)
+        expected_previous = (ov_device_tag(t, self.their_pid, th,
+                                           self.their_previous_device_secret)
+                             if self.their_previous_device_secret else None)
         self._derived = dict(th_input=th_input, th=th, salt=salt, shared=shared, k_i=k_i,
                              k_r=k_r, my_proof=my_proof, my_dtag=my_dtag,
                              proof_message=proof_message, expected_dtag=expected_dtag,
-                             expected_new=expected_new)
+                             expected_new=expected_new, expected_previous=expected_previous)
         return proof_message
 
     def _check_proof(self, message: bytes) -> list[bytes]:
@@ -2148,7 +2229,8 @@ class OnlineVerifySession:
         proof, dtag = open_proof(message, peer_key)
         if not hmac.compare_digest(proof, ov_proof(self.seed, self.peer_role, d["th"])):
             raise ProtocolError("the peer's proof is wrong")
-        heard = ov_tag_heard(dtag, d["expected_dtag"], d["expected_new"])
+        heard = ov_tag_heard(dtag, d["expected_dtag"], d["expected_new"],
+                             d["expected_previous"])
         outcome = _HEARD_OUTCOME[heard]
         value = sas_value(self.seed, d["th"])
         mine = (d["my_proof"], d["my_dtag"], d["proof_message"])
@@ -2160,7 +2242,8 @@ class OnlineVerifySession:
             key_r=self.key_r, key_i=self.key_i, th_input=d["th_input"], th=d["th"],
             salt=d["salt"], shared=d["shared"], k_i=d["k_i"], k_r=d["k_r"], proof_i=p_i,
             proof_r=p_r, dtag_i=t_i, dtag_r=t_r, expected_peer_dtag=d["expected_dtag"],
-            expected_peer_new_dtag=d["expected_new"], peer_tag_heard=heard,
+            expected_peer_new_dtag=d["expected_new"],
+            expected_peer_previous_dtag=d["expected_previous"], peer_tag_heard=heard,
             proof_message_i=m_i, proof_message_r=m_r, tag_outcome=outcome, sas_value=value,
             sas_text=format_short_code(value))
         return []
