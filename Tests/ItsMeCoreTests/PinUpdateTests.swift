@@ -87,9 +87,29 @@ final class PinUpdateTests: XCTestCase {
         (oa, ob) = try verify(alice, bob, now: now + 60)
         XCTAssertEqual(oa, .verified)
         XCTAssertEqual(ob, .verified)
-        // After both have heard the new secrets nothing is pending.
-        XCTAssertFalse(try alice.store.deviceSecrets(id: alice.contactID).hasPending)
+        // Bob held Alice's old secret, so hearing her new one completes his
+        // side. Alice's new device held none of Bob's: a two-digit tag
+        // changes nothing there (PROTOCOL.md 10.3), and she keeps accepting
+        // his new secret as pending until an Online Verify session.
         XCTAssertFalse(try bob.store.deviceSecrets(id: bob.contactID).hasPending)
+        XCTAssertTrue(try alice.store.deviceSecrets(id: alice.contactID).hasPending)
+        var r1 = DeterministicRandom(seed: [UInt8](repeating: 11, count: 32))
+        var r2 = DeterministicRandom(seed: [UInt8](repeating: 12, count: 32))
+        let t = now + 600
+        let oa2 = try OnlineVerify(store: alice.store, contactID: alice.contactID, window: VoiceProtocol.window(t), now: t, random: &r1)
+        let ob2 = try OnlineVerify(store: bob.store, contactID: bob.contactID, window: VoiceProtocol.window(t), now: t, random: &r2)
+        var moved = true
+        while moved {
+            moved = false
+            for (from, to) in [(oa2, ob2), (ob2, oa2)] {
+                if let m = from.takeOutgoing() { try to.receive(m, now: t); moved = true }
+            }
+        }
+        XCTAssertEqual(try oa2.confirm(store: alice.store, now: t), .verified)
+        XCTAssertEqual(try ob2.confirm(store: bob.store, now: t), .verified)
+        XCTAssertFalse(try alice.store.deviceSecrets(id: alice.contactID).hasPending)
+        (oa, ob) = try verify(alice, bob, now: t + 60)
+        XCTAssertEqual([oa, ob], [.verified, .verified])
     }
 
     /// Every interruption point: deliver the first k frames, stop, and

@@ -1436,11 +1436,27 @@ def pu_expired(created_at: int, now: int) -> bool:
 HEARD_CURRENT = "current"  # the tag of the peer's current secret
 HEARD_NEW = "new"  # the tag of the peer's pending new secret (10.3)
 HEARD_PREVIOUS = "previous"  # the tag of the peer's previous new secret (10.3)
-HEARD_SEVERAL = "several"  # the pending and the previous one alike, not the current one
-HEARD_OTHER = "other"  # none of the accepted secrets: their device changed
-HEARD_UNCHECKED = "unchecked"  # no stored secret to check against
-HEARD_CLASSES = (HEARD_CURRENT, HEARD_NEW, HEARD_PREVIOUS, HEARD_SEVERAL, HEARD_OTHER,
-                 HEARD_UNCHECKED)
+HEARD_OTHER = "other"  # none of the accepted secrets, a current one held: their device changed
+HEARD_UNCHECKED = "unchecked"  # no current secret stored, and no pending or previous one matched
+HEARD_CLASSES = (HEARD_CURRENT, HEARD_NEW, HEARD_PREVIOUS, HEARD_OTHER, HEARD_UNCHECKED)
+
+
+def read_heard_tag(current: bool, pending: bool, previous: bool, holds_current: bool) -> str:
+    """10.3 on one heard tag, given which of the accepted secrets give it (``current``,
+    ``pending``, ``previous``: True where that secret is held and gives the heard tag) and
+    whether the listener holds a current secret for the peer at all.
+
+    "When several secrets give the heard tag (1 in 100 for voice tags), the current one wins,
+    then the previous one, then the pending one".  "A listener that holds no current secret
+    for the peer accepts a match with a pending or previous one and otherwise reports the tag
+    as not checked (never "their device changed")"."""
+    if current:
+        return HEARD_CURRENT
+    if previous:
+        return HEARD_PREVIOUS
+    if pending:
+        return HEARD_NEW
+    return HEARD_OTHER if holds_current else HEARD_UNCHECKED
 
 
 @dataclass
@@ -1473,31 +1489,13 @@ class ContactSecrets:
 
     def classify(self, matches: Callable[[bytes], bool]) -> str:
         """Which of the accepted secrets a heard tag is (``matches(secret)`` tells whether the
-        heard tag is the one of ``secret``).
-
-        "When two secrets give the same tag (1 in 100 for voice tags), the current one is taken
-        and nothing changes": the current secret is tried first.  The text names no winner when
-        the two that agree are the pending and the previous new secret and the current one does
-        not match; nothing changes then either (HEARD_SEVERAL): completing on the pending one
-        could make this side say a new secret a peer still saying its previous one never
-        learned, while waiting costs one more session.  "A listener that holds no current
-        secret for the peer but a pending or previous one checks those, and otherwise does not
-        check": with neither it is HEARD_UNCHECKED; with one, a tag of none of them is
-        HEARD_OTHER."""
+        heard tag is the one of ``secret``), by the order of 10.3 (see ``read_heard_tag``):
+        the current secret, then the previous new one, then the pending new one; a tag of none
+        of them is HEARD_OTHER ("their device changed") when a current secret is held, and
+        HEARD_UNCHECKED when none is."""
         current, new, previous = self.accepts()
-        if current and matches(current):
-            return HEARD_CURRENT
-        hit_new = bool(new) and matches(new)
-        hit_previous = bool(previous) and matches(previous)
-        if hit_new and hit_previous:
-            return HEARD_SEVERAL
-        if hit_new:
-            return HEARD_NEW
-        if hit_previous:
-            return HEARD_PREVIOUS
-        if not (current or new or previous):  # "otherwise does not check"
-            return HEARD_UNCHECKED
-        return HEARD_OTHER
+        return read_heard_tag(bool(current) and matches(current), bool(new) and matches(new),
+                              bool(previous) and matches(previous), bool(current))
 
     def store_pending(self, my_new: bytes, their_new: bytes, committed: bool) -> None:
         """10.3 steps 1 (responder: not committed) and 2 (initiator: committed and verified).
@@ -1534,9 +1532,10 @@ class ContactSecrets:
         self.state = VERIFIED
 
     def adopt_previous(self) -> None:
-        """"Hearing the previous new secret makes it the peer's current one"; nothing else of
-        the record moves (this side's secrets, the pending pair).  The previous slot is then
-        empty: the secret it held is the current one."""
+        """"Hearing the previous new secret makes it the peer's current one (the pending pair
+        stays)"; nothing else of the record moves (this side's secrets, the pending pair, the
+        committed flag).  The previous slot is then empty: the secret it held is the current
+        one.  (``record`` marks the contact verified.)"""
         if self.previous is None:
             raise ProtocolError("no previous new secret to adopt")
         self.theirs = self.previous
@@ -1550,9 +1549,11 @@ class ContactSecrets:
         if not code_matches:
             return FAILED  # "differs | any": unchanged
         # 10.1: "A degraded contact returns to verified only through a Security PIN Update in
-        # person (10.3), or by a tag that matches the peer's new secret from one."  The pending
-        # and the previous new secret are both new secrets from an update, received in a NEW
-        # confirmed with the seed: either marks the contact verified.
+        # person (10.3), or by a tag that matches the peer's new secret from one."  10.3: the
+        # pending new secret "completes the update on that side: ... the contact is
+        # verified"; the previous one "makes it the peer's current one (the pending pair
+        # stays) and marks the contact verified, since it too came from an update done in
+        # person".
         if heard == HEARD_NEW:
             self.complete()
             return VERIFIED
@@ -1560,9 +1561,8 @@ class ContactSecrets:
             self.adopt_previous()
             self.state = VERIFIED
             return VERIFIED
-        # The current secret, or two accepted secrets alike ("nothing changes"): the table.
-        tag_matches = {HEARD_CURRENT: True, HEARD_SEVERAL: True, HEARD_OTHER: False,
-                       HEARD_UNCHECKED: None}[heard]
+        # The current secret, a tag of none (a current secret held), or not checked: the table.
+        tag_matches = {HEARD_CURRENT: True, HEARD_OTHER: False, HEARD_UNCHECKED: None}[heard]
         outcome, self.state = session_outcome(True, tag_matches, self.state)
         return outcome
 
@@ -1978,37 +1978,27 @@ def ov_tag_heard(received_dtag: bytes, expected_dtag: bytes | None,
     """11.3 with 10.3: which of the device tags computed from the stored secrets the received
     one is (each compared in constant time): the peer's current secret (HEARD_CURRENT), the
     pending new one (HEARD_NEW) or the previous new one (HEARD_PREVIOUS) of a Security PIN
-    Update, read as ContactSecrets.classify reads a heard tag (the current one first; the
-    pending and the previous one alike: HEARD_SEVERAL); none of them (HEARD_OTHER); or not
-    checked when no secret at all is stored for the peer (HEARD_UNCHECKED)."""
+    Update, read in the order of 10.3 as ContactSecrets.classify reads a heard tag (current,
+    then previous, then pending); none of them is HEARD_OTHER with a current secret stored
+    and HEARD_UNCHECKED without one."""
     def hit(expected: bytes | None) -> bool:
         return expected is not None and hmac.compare_digest(received_dtag, expected)
 
-    if hit(expected_dtag):
-        return HEARD_CURRENT
-    hit_new, hit_previous = hit(expected_new_dtag), hit(expected_previous_dtag)
-    if hit_new and hit_previous:
-        return HEARD_SEVERAL
-    if hit_new:
-        return HEARD_NEW
-    if hit_previous:
-        return HEARD_PREVIOUS
-    if expected_dtag is None and expected_new_dtag is None and expected_previous_dtag is None:
-        return HEARD_UNCHECKED
-    return HEARD_OTHER
+    return read_heard_tag(hit(expected_dtag), hit(expected_new_dtag),
+                          hit(expected_previous_dtag), expected_dtag is not None)
 
 
 _HEARD_OUTCOME = {HEARD_CURRENT: VERIFIED, HEARD_NEW: VERIFIED, HEARD_PREVIOUS: VERIFIED,
-                  HEARD_SEVERAL: VERIFIED, HEARD_OTHER: VERIFIED_DEVICE_CHANGED,
-                  HEARD_UNCHECKED: VERIFIED_TAG_UNCHECKED}
+                  HEARD_OTHER: VERIFIED_DEVICE_CHANGED, HEARD_UNCHECKED: VERIFIED_TAG_UNCHECKED}
 
 
 def ov_tag_outcome(received_dtag: bytes, expected_dtag: bytes | None,
                    expected_new_dtag: bytes | None = None,
                    expected_previous_dtag: bytes | None = None) -> str:
     """11.3: the outcome of 10.1 the device tag gives: verified (the current secret or,
-    during a PIN Update, the pending or previous new one), their device changed, or (no
-    stored secret) not checked."""
+    after a PIN Update, the pending or previous new one), their device changed (a current
+    secret stored, and the tag of none of them), or not checked (no current secret stored,
+    and the tag of neither the pending nor the previous one)."""
     return _HEARD_OUTCOME[ov_tag_heard(received_dtag, expected_dtag, expected_new_dtag,
                                        expected_previous_dtag)]
 
@@ -2077,7 +2067,7 @@ class OnlineVerifySession:
     """One side of an Online Verify session (11.2, 11.3), from the seed, the window of the room
     where the two met, both pids, this session's ephemeral secret and challenge, this side's
     device secret for the contact and the one stored for the contact (None or b"": none), and,
-    during a Security PIN Update, the contact's new secret from the pending pair and its
+    after a Security PIN Update, the contact's new secret from the pending pair and its
     previous new secret (10.3; see ``for_contact``, which takes them all from a
     ContactSecrets).
 
