@@ -2576,6 +2576,16 @@ def test_contact_record_outcomes():
                             assert (c.mine, c.theirs, c.pending, c.committed, c.previous,
                                     c.state) == (mine, prev_theirs, pending, committed, None,
                                                  P.VERIFIED)
+                        # "a voice tag then changes none of its stored device secrets (the
+                        # contact's state still follows the table of 10.1): only an Online
+                        # Verify device tag (32 bytes) completes or adopts there".
+                        for heard in (P.HEARD_NEW, P.HEARD_PREVIOUS):
+                            c = rec()
+                            assert c.record(True, heard, voice_tag=True) == P.VERIFIED
+                            fresh = rec()
+                            assert (c.mine, c.theirs, c.pending, c.committed, c.previous) == (
+                                fresh.mine, fresh.theirs, fresh.pending, fresh.committed, fresh.previous)
+                            assert c.state == P.session_outcome(True, True, state)[1]
                         c = rec()
                         assert c.classify(lambda s: False) == P.HEARD_UNCHECKED
                         assert c.record(True, P.HEARD_UNCHECKED) == P.VERIFIED_TAG_UNCHECKED
@@ -2842,16 +2852,12 @@ def test_pin_update_interruption_without_a_current_secret(new_device):
     acknowledged.  For every interruption point, two rounds of tag checks never say "their
     device changed": D, holding no current secret for C, "accepts a match with a pending or
     previous one and otherwise reports the tag as not checked (never "their device
-    changed")".  A later complete update and tag checks leave both holding each other's new
-    secrets, verified.
-
-    Only a two-digit voice tag of C's old secret (which D never held) that coincides with
-    the one of C's pending new secret escapes this: D then completes wrongly.  The rounds
-    below track such a misreading; it is forced, and fails, in
-    test_pin_update_no_current_secret_tag_collision."""
+    changed")", and "a voice tag then changes nothing in its record: only an Online Verify
+    device tag (32 bytes) completes or adopts there".  A later complete update and tag checks
+    leave C holding D's new secret, verified; D completes at its first Online Verify session
+    and, "until then it keeps accepting the pending and previous secrets, which is safe"."""
     rng = random.Random(1044)
     unchecked = {k: 0 for k in range(6)}
-    misread = 0
     for k in range(6):
         for mode in _TAG_MODES:
             seed, window, pids, esks, news = _pu_random(rng)
@@ -2862,39 +2868,42 @@ def test_pin_update_interruption_without_a_current_secret(new_device):
             contacts = {d: P.ContactSecrets(r, None, P.VERIFIED),
                         c: P.ContactSecrets(rng.randbytes(16), r, P.DEGRADED_ACKNOWLEDGED)}
             _pu_run(_pu_sessions(seed, window, pids, esks, news, contacts), deliver=k)
-            collided = set()
+            stored = _snapshot(contacts)[d]
             w = window
             for i in range(2):
                 w += 1 + rng.randrange(3)
-                outcomes = _tag_round(seed, w, pids, contacts, mode, rng, collided)
-                if d in collided:  # D read C's old secret as its new one: see the xfail
-                    misread += 1
-                    break
+                outcomes = _tag_round(seed, w, pids, contacts, mode, rng)
                 assert P.VERIFIED_DEVICE_CHANGED not in outcomes, (k, mode, i)
                 unchecked[k] += outcomes.count(P.VERIFIED_TAG_UNCHECKED)
-            else:
+                if mode != "ov":  # voice tags change nothing in D's record
+                    assert _snapshot(contacts)[d] == stored, (k, mode, i)
                 # D never says anything C does not accept, and C what D does not check.
                 assert contacts[d].says() in contacts[c].accepts()
                 assert contacts[d].state == P.VERIFIED
-            if d in collided:
-                continue
-            # A later complete update, then tag checks until nothing is pending.
+            # A later complete update, then tag checks until nothing is pending at C, then
+            # (after voice sessions) one Online Verify session, which completes D.
             news2 = {x: rng.randbytes(16) for x in "ab"}
             w += 1
             s2 = _pu_sessions(seed, w, pids, {x: rng.randbytes(32) for x in "ab"}, news2,
                               contacts)
             assert _pu_run(s2, first=rng.choice("ab"))[1] == {}
             for _ in range(6):
-                if all(x.pending is None for x in contacts.values()):
+                if contacts[c].pending is None and (mode != "ov" or
+                                                    contacts[d].pending is None):
                     break
                 w += 1
                 outcomes = _tag_round(seed, w, pids, contacts, mode, rng)
                 assert P.VERIFIED_DEVICE_CHANGED not in outcomes, (k, mode)
+            assert (contacts[c].mine, contacts[c].theirs) == (news2[c], news2[d]), (k, mode)
+            if mode != "ov":
+                assert contacts[d].theirs is None and contacts[d].pending is not None
+                assert contacts[d].says() in contacts[c].accepts()
+                w += 1
+                assert P.VERIFIED_DEVICE_CHANGED not in _ov_round(seed, w, pids, contacts, rng)
             for x in "ab":
                 assert contacts[x].pending is None and contacts[x].previous is None, (k, mode)
                 assert (contacts[x].mine, contacts[x].theirs) == (news2[x], news2[_OTHER[x]])
                 assert contacts[x].state == P.VERIFIED
-    assert misread <= 1
     # Before anybody says a new secret (k <= 3) C says its old one, which D never held: D
     # reports the tag as not checked.
     assert unchecked[0] > 0 and unchecked[3] > 0
@@ -3023,22 +3032,18 @@ def test_pin_update_tie_break_previous_before_pending():
     assert wrong_completion_fails == said_previous
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "PROTOCOL.md 10.3: 'A listener that holds no current secret for the peer accepts a match "
-    "with a pending or previous one and otherwise reports the tag as not checked (never "
-    "\"their device changed\").'  With no current secret there is nothing to win the "
-    "tie-break, so a two-digit voice tag of the peer's old secret (which this device never "
-    "held) that coincides with the one of the peer's pending new secret (1 in 100) completes "
-    "the update wrongly, which the same text says 'would not be' corrected: D, a new device "
-    "and the responder, interrupted after the initiator's NEW (k = 3, C stored nothing), "
-    "completes and says its new secret, which C never learned: 'their device changed' on C "
-    "at once and on both in the next session, until another update in person"))
 @pytest.mark.parametrize("mode", ("together", "c first"))
 def test_pin_update_no_current_secret_tag_collision(mode):
-    """The case test_pin_update_interruption_without_a_current_secret leaves out, forced: D
-    (a new device: its interim secret r, no secret of C's) is the responder, the update is
-    interrupted after k = 3 frames, and the voice session takes place in a window where C's
-    old secret and C's new secret (pending at D) give the same two-digit tag."""
+    """The case a listener without a current secret must not misread, forced: D (a new
+    device: its interim secret r, no secret of C's) is the responder, the update is
+    interrupted after k = 3 frames (C stored nothing), and the voice sessions take place in
+    windows where C's old secret (which D never held) and C's new secret (pending at D) give
+    the same two-digit tag.  10.3: "since the peer may be saying a secret this listener never
+    held, whose two-digit tag can match by chance, a voice tag then changes nothing in its
+    record: only an Online Verify device tag (32 bytes) completes or adopts there".  So D
+    accepts the tag and does not complete; no check says "their device changed"; an Online
+    Verify session reads C's old secret as not checked, and after a later complete update
+    the next Online Verify session completes D: both end clean."""
     rng = random.Random(1047)
     for _ in range(5):
         seed, window, pids, esks, news = _pu_random(rng)
@@ -3049,8 +3054,38 @@ def test_pin_update_no_current_secret_tag_collision(mode):
                     c: P.ContactSecrets(rng.randbytes(16), r, P.DEGRADED_ACKNOWLEDGED)}
         _pu_run(_pu_sessions(seed, window, pids, esks, news, contacts), deliver=3)
         assert contacts[d].pending == (news[d], news[c]) and contacts[c].pending is None
-        w = _collision_window(seed, window, pids[c], (contacts[c].mine, news[c]))
+        stored = _snapshot(contacts)[d]
+        w = window
         for i in range(2):
-            outcomes = _voice_round(seed, w + i, pids, contacts,
-                                    "together" if mode == "together" or i else c)
-            assert P.VERIFIED_DEVICE_CHANGED not in outcomes, (mode, i)
+            w = _collision_window(seed, w, pids[c], (contacts[c].mine, news[c]))
+            collided = set()
+            outcomes = _voice_round(seed, w, pids, contacts,
+                                    "together" if mode == "together" or i else c, collided)
+            assert collided == {d}, (mode, i)  # the tag reads as C's pending new secret
+            assert outcomes == [P.VERIFIED, P.VERIFIED], (mode, i)
+            assert _snapshot(contacts)[d] == stored, (mode, i)  # D changed nothing
+            assert contacts[c].state == P.DEGRADED_ACKNOWLEDGED  # "degraded stays degraded"
+        # An Online Verify session: C's old secret, which D never held, is not checked.
+        w += 1
+        outcomes = _ov_round(seed, w, pids, contacts, rng)
+        assert outcomes["ab".index(d)] == P.VERIFIED_TAG_UNCHECKED
+        assert outcomes["ab".index(c)] == P.VERIFIED
+        assert _snapshot(contacts)[d] == stored
+        # A later complete update: a voice session completes C, Online Verify completes D.
+        news2 = {x: rng.randbytes(16) for x in "ab"}
+        w += 1
+        s2 = _pu_sessions(seed, w, pids, {x: rng.randbytes(32) for x in "ab"}, news2,
+                          contacts)
+        assert _pu_run(s2, first=rng.choice("ab"))[1] == {}
+        w += 1
+        outcomes = _voice_round(seed, w, pids, contacts, "together" if mode == "together" else c)
+        assert P.VERIFIED_DEVICE_CHANGED not in outcomes
+        assert contacts[c].pending is None and contacts[d].pending is not None
+        assert contacts[d].theirs is None
+        w += 1
+        assert _ov_round(seed, w, pids, contacts, rng) == [P.VERIFIED, P.VERIFIED]
+        for x in "ab":
+            cx = contacts[x]
+            assert (cx.pending, cx.committed, cx.previous) == (None, False, None), (mode, x)
+            assert (cx.mine, cx.theirs) == (news2[x], news2[_OTHER[x]])
+            assert cx.state == P.VERIFIED

@@ -1541,13 +1541,21 @@ class ContactSecrets:
         self.theirs = self.previous
         self.previous = None
 
-    def record(self, code_matches: bool, heard: str) -> str:
+    def record(self, code_matches: bool, heard: str, *, voice_tag: bool = False) -> str:
         """Record a session's outcome (10.1): ``heard`` is what ``classify`` gave for the
-        peer's tag.  Returns the outcome."""
+        peer's tag, ``voice_tag`` whether it was a two-digit voice tag (False: an Online
+        Verify device tag of 32 bytes).  Returns the outcome."""
         if heard not in HEARD_CLASSES:
             raise ValueError(f"not a heard-tag class: {heard!r}")
         if not code_matches:
             return FAILED  # "differs | any": unchanged
+        # 10.3: a listener that holds no current secret "accepts a match with a pending or
+        # previous one"; "a voice tag then changes none of its stored device secrets (the
+        # contact's state still follows the table of 10.1): only an Online Verify device
+        # tag (32 bytes) completes or adopts there".
+        if voice_tag and heard in (HEARD_NEW, HEARD_PREVIOUS) and not self.theirs:
+            outcome, self.state = session_outcome(True, True, self.state)
+            return outcome
         # 10.1: "A degraded contact returns to verified only through a Security PIN Update in
         # person (10.3), or by a tag that matches the peer's new secret from one."  10.3: the
         # pending new secret "completes the update on that side: ... the contact is
@@ -1572,7 +1580,7 @@ class ContactSecrets:
         two-digit tag ``heard_tag``.  Returns the outcome and records it."""
         t = tag_key(seed)
         heard = self.classify(lambda s: device_tag(t, their_pid, window, s) == heard_tag)
-        return self.record(code_matches, heard)
+        return self.record(code_matches, heard, voice_tag=True)
 
 
 def voice_tag_said(seed: bytes, window: int, my_pid: bytes, contact: ContactSecrets) -> int:
