@@ -1200,8 +1200,10 @@ itsme_result itsme_derive_voice(const uint8_t *seed, size_t seed_len,
 /* For the person who changed devices: draws a new interim device secret for
  * contact `contact_id` (rng NULL: the operating system), stores it as this
  * device's secret for the contact, and writes the code to send them
- * ("ABCD-EFGH-IJKL-MNOP-QRST-UVWX").  Each call draws a new secret, so only
- * the code from the latest call is valid.
+ * ("ABCD-EFGH-IJKL-MNOP-QRST-UVWX").  Each call draws a new secret and only
+ * the latest code matches this device's tags: an older code is still
+ * accepted by the contact, whose next verification then reports a changed
+ * device again.
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND, BUFFER_TOO_SMALL
  * (nothing is drawn or stored then), ITSME_E_DATABASE. */
 itsme_result itsme_store_degradation_code(itsme_store *store,
@@ -1310,7 +1312,8 @@ itsme_result itsme_online_verify_receive(itsme_online_verify *session,
 
 /* The SAS to read aloud, once both proofs are checked
  * (ITSME_SHORT_CODE_SIZE).
- * Errors: ITSME_E_INVALID_STATE, ITSME_E_BUFFER_TOO_SMALL. */
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE,
+ * ITSME_E_BUFFER_TOO_SMALL. */
 itsme_result itsme_online_verify_sas(const itsme_online_verify *session,
                                      char *out, size_t cap, size_t *out_len);
 
@@ -1324,7 +1327,8 @@ itsme_result itsme_online_verify_confirm(itsme_online_verify *session,
                                          itsme_voice_outcome *out_outcome);
 
 /* The SAS differed, or the person gave up: nothing is recorded.
- * Errors: ITSME_E_INVALID_STATE (already finished or failed). */
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (already finished
+ * or failed). */
 itsme_result itsme_online_verify_reject(itsme_online_verify *session);
 
 /* ------------------------------------------------------------------------

@@ -225,6 +225,7 @@ public func ffiExchangeSAS(
     _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
     onExchange(exchange) { ex in
+        try checkOutput(out, cap, outLen)
         guard let sas = ex.sas, ex.state != .failed else {
             throw ItsMeError(
                 .invalidState,

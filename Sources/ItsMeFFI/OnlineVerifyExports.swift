@@ -67,6 +67,7 @@ public func ffiOnlineVerifySAS(
     _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
     onSession(session) { s in
+        try checkOutput(out, cap, outLen)
         guard let sas = s.sas, s.state != .failed else { throw ItsMeError(.invalidState, "there is no SAS yet (\(s.state))") }
         try writeText(sas.text, to: out, cap: cap, outLen: outLen)
     }

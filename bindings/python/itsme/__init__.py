@@ -39,6 +39,21 @@ During a call, the two people verify each other with a voice session::
         print(session.your_code)                  # read aloud: code and tag
         outcome = session.check(contacts, heard_code, heard_tag)
 
+Apart, over a relay, the same people verify each other with Online
+Verify; after a device change, a degradation code tells each contact the
+change is the person's own, and a Security PIN Update in person replaces
+the device secrets::
+
+    with itsme.OnlineVerify(contacts, contact_id) as session:
+        join_relay_room(session.room)             # move the messages both ways
+        print(session.sas)                        # both read it aloud
+        outcome = session.confirm(contacts)       # or session.reject()
+    code = contacts.degradation_code(contact_id)  # on the new device: send it
+    # ... and on the contact's device, what they typed:
+    their_contacts.accept_degradation_code(their_id, typed_code)
+    with itsme.PinUpdate(contacts, contact_id) as update:
+        print(update.session_code)                # move the frames over Bluetooth
+
 The shared library is found through the ``ITSME_LIBRARY`` environment
 variable (a path), then ``ctypes.util.find_library("itsme")``, then
 ``libitsme.so`` on the loader's path.  Importing the package initialises the
@@ -56,6 +71,7 @@ from ._contacts import (
     CONTACT_DEGRADED,
     CONTACT_UNVERIFIED,
     CONTACT_VERIFIED,
+    DEGRADATION_CODE_SIZE,
     EXCHANGE_BLUETOOTH,
     EXCHANGE_INVITE,
     EXCHANGE_QR,
@@ -119,6 +135,8 @@ from ._identity import (
     PinStatus,
     fingerprint_from_public_key,
 )
+from ._online_verify import ONLINE_VERIFY_MESSAGE_MAX, ROOM_NAME_SIZE, OnlineVerify, OnlineVerifyState
+from ._pin_update import PIN_UPDATE_FRAME_MAX, PinUpdate, PinUpdateState
 from ._random import DeterministicRandom
 from ._store import Accessibility, SecretStore, SecretStoreBackend
 from ._voice import (
@@ -135,6 +153,7 @@ from ._voice import (
     VoiceTiming,
     VoiceTurn,
     derive_code,
+    derive_degradation_code,
     derive_device_tag,
     derive_lower_selects_first,
     derive_session_id,
@@ -200,6 +219,16 @@ VOICE_DEVICE_CHANGED = VoiceOutcome.DEVICE_CHANGED
 VOICE_MISMATCH = VoiceOutcome.MISMATCH
 VOICE_VERIFIED_TAG_UNCHECKED = VoiceOutcome.VERIFIED_TAG_UNCHECKED
 
+# Online Verify and PIN Update states under the header's names (without ITSME_).
+ONLINE_VERIFY_RUNNING = OnlineVerifyState.RUNNING
+ONLINE_VERIFY_COMPARE_SAS = OnlineVerifyState.COMPARE_SAS
+ONLINE_VERIFY_CONFIRMED = OnlineVerifyState.CONFIRMED
+ONLINE_VERIFY_REJECTED = OnlineVerifyState.REJECTED
+ONLINE_VERIFY_FAILED = OnlineVerifyState.FAILED
+PIN_UPDATE_RUNNING = PinUpdateState.RUNNING
+PIN_UPDATE_DONE = PinUpdateState.DONE
+PIN_UPDATE_FAILED = PinUpdateState.FAILED
+
 __all__ = [
     "Accessibility",
     "AlreadyExistsError",
@@ -211,6 +240,7 @@ __all__ = [
     "Contact",
     "ContactStore",
     "CorruptDataError",
+    "DEGRADATION_CODE_SIZE",
     "DatabaseError",
     "DeterministicRandom",
     "EXCHANGE_AWAITING_PEER",
@@ -246,11 +276,26 @@ __all__ = [
     "NATO_WORDS",
     "NOTE_MAX_BYTES",
     "NotFoundError",
+    "ONLINE_VERIFY_COMPARE_SAS",
+    "ONLINE_VERIFY_CONFIRMED",
+    "ONLINE_VERIFY_FAILED",
+    "ONLINE_VERIFY_MESSAGE_MAX",
+    "ONLINE_VERIFY_REJECTED",
+    "ONLINE_VERIFY_RUNNING",
+    "OnlineVerify",
+    "OnlineVerifyState",
     "PIN_LENGTH",
+    "PIN_UPDATE_DONE",
+    "PIN_UPDATE_FAILED",
+    "PIN_UPDATE_FRAME_MAX",
+    "PIN_UPDATE_RUNNING",
     "PUBLIC_KEY_BYTES",
     "PinStatus",
+    "PinUpdate",
+    "PinUpdateState",
     "QR_PAYLOAD_MAX",
     "RESULT_CODES",
+    "ROOM_NAME_SIZE",
     "Result",
     "SEED_BYTES",
     "SHORT_CODE_SIZE",
@@ -291,6 +336,7 @@ __all__ = [
     "bluetooth_th1",
     "bluetooth_transcript_hash",
     "derive_code",
+    "derive_degradation_code",
     "derive_device_tag",
     "derive_lower_selects_first",
     "derive_sas",

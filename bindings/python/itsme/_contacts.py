@@ -13,6 +13,7 @@ from ._errors import Result, check
 from ._ffi import lib
 from ._handle import DetailedHandle, encode_text, int_argument, read_bytes, read_text, unix_time
 from ._identity import FINGERPRINT_SIZE, PUBLIC_KEY_BYTES, Identity
+from ._random import DeterministicRandom, use_random
 
 __all__ = [
     "ContactStore",
@@ -28,12 +29,16 @@ __all__ = [
     "EXCHANGE_REALTIME",
     "SEED_BYTES",
     "NOTE_MAX_BYTES",
+    "DEGRADATION_CODE_SIZE",
 ]
 
 #: A contact's verification seed, in bytes (``ITSME_SEED_BYTES``).
 SEED_BYTES = 32
 #: Longest note, in UTF-8 bytes (``ITSME_NOTE_MAX_BYTES``).
 NOTE_MAX_BYTES = 4096
+#: Buffer size for a degradation code's text: 24 characters, 5 dashes and
+#: the NUL (``ITSME_DEGRADATION_CODE_SIZE``).
+DEGRADATION_CODE_SIZE = 30
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _UINT32_MAX = 2**32 - 1
@@ -365,6 +370,45 @@ class ContactStore(DetailedHandle):
     def delete(self, contact_id: int) -> None:
         """Deletes a contact, with its photo and device secrets."""
         self._call(lib.itsme_store_delete, _id(contact_id))
+
+    # -- the degradation code (docs/PROTOCOL.md section 10.2) ------------------
+
+    def degradation_code(self, contact_id: int, random: Optional[DeterministicRandom] = None) -> str:
+        """For the person who changed devices: the code to give contact
+        ``contact_id`` (``"ABCD-EFGH-IJKL-MNOP-QRST-UVWX"``), saying that the
+        change is theirs.
+
+        Draws a new interim device secret (from ``random``, tests only; None:
+        the operating system) and stores it as this device's secret for the
+        contact.  Each call draws a new one, so only the code from the latest
+        call is valid.  Raises :class:`NotFoundError` if there is no such
+        contact.
+        """
+        contact_id = _id(contact_id)
+        with use_random(random) as rng:
+            return self._read(
+                read_text,
+                lambda ptr, buf, cap, out_len: lib.itsme_store_degradation_code(
+                    ptr, contact_id, rng, buf, cap, out_len
+                ),
+                DEGRADATION_CODE_SIZE,
+            )
+
+    def accept_degradation_code(self, contact_id: int, code: str, now: Optional[int] = None) -> None:
+        """For the contact: checks the code the person who changed devices
+        sent (any case; spaces and ``-`` are ignored) in constant time, under
+        the attempt limiter.
+
+        A right code stores their interim device secret and marks the contact
+        degraded with the change acknowledged; it never restores "verified".
+        Raises :class:`InvalidArgumentError` for text that is not a
+        degradation code (not counted), :class:`AuthenticationFailedError`
+        for a wrong code (counted), :class:`LockedError` after too many wrong
+        codes (wait, and try again), :class:`NotFoundError`.
+        """
+        self._call(
+            lib.itsme_store_accept_degradation_code, _id(contact_id), encode_text(code, "code"), unix_time(now)
+        )
 
     def __repr__(self) -> str:
         return f"<ContactStore {'closed' if self.closed else 'open'}>"

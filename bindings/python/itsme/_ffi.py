@@ -8,15 +8,17 @@ Type rules, applied to every function of the header:
 
 * ``itsme_result`` / ``int32_t`` -> ``c_int32``; ``uint32_t``,
   ``itsme_accessibility``, ``itsme_verification_state``,
-  ``itsme_exchange_method``, ``itsme_exchange_state``, ``itsme_voice_state``
-  and ``itsme_voice_outcome`` -> ``c_uint32``;
+  ``itsme_exchange_method``, ``itsme_exchange_state``, ``itsme_voice_state``,
+  ``itsme_voice_outcome``, ``itsme_online_verify_state`` and
+  ``itsme_pin_update_state`` -> ``c_uint32``;
   ``int64_t`` -> ``c_int64``; ``uint64_t`` -> ``c_uint64``; ``size_t`` ->
   ``c_size_t``; ``int`` -> ``c_int``.
 * ``char *`` and ``const char *`` (text, in or out) -> ``c_char_p``.
 * ``uint8_t *`` and ``const uint8_t *`` (bytes, in or out) -> ``POINTER(c_uint8)``.
 * Handles (``itsme_secret_store *``, ``itsme_identity *``, ``itsme_store *``,
   ``itsme_contact *``, ``itsme_contact_list *``, ``itsme_random *``,
-  ``itsme_exchange *``, ``itsme_voice *``, const or not) -> ``c_void_p``;
+  ``itsme_exchange *``, ``itsme_voice *``, ``itsme_online_verify *``,
+  ``itsme_pin_update *``, const or not) -> ``c_void_p``;
   a handle out-parameter (``T **``) -> ``POINTER(c_void_p)``.
 * Any other ``T *`` -> ``POINTER(<ctypes type of T>)``; the structs are
   :class:`SecretStoreCallbacks` and :class:`VoiceDerivationStruct`.
@@ -71,6 +73,8 @@ _method = c_uint32  # itsme_exchange_method
 _exchange_state = c_uint32  # itsme_exchange_state
 _voice_state = c_uint32  # itsme_voice_state
 _voice_outcome = c_uint32  # itsme_voice_outcome
+_online_verify_state = c_uint32  # itsme_online_verify_state
+_pin_update_state = c_uint32  # itsme_pin_update_state
 
 # Host secret-store callbacks (itsme_secret_store_callbacks).
 GetCallback = CFUNCTYPE(_result, c_void_p, c_char_p, _bytes, c_size_t, _size_out)
@@ -289,6 +293,32 @@ SIGNATURES: Dict[str, Tuple[Optional[type], List[type]]] = {
             POINTER(VoiceDerivationStruct),
         ],
     ),
+    # The degradation code
+    "itsme_store_degradation_code": (_result, [_handle, c_int64, _handle, _text, c_size_t, _size_out]),
+    "itsme_store_accept_degradation_code": (_result, [_handle, c_int64, _text, c_int64]),
+    "itsme_derive_degradation_code": (
+        _result,
+        [_bytes, c_size_t, _bytes, c_size_t, _bytes, c_size_t, _text, c_size_t, _size_out],
+    ),
+    # Online Verify
+    "itsme_online_verify_new": (_result, [_handle, c_int64, c_int64, _handle, c_int64, _handle_out]),
+    "itsme_online_verify_free": (None, [_handle]),
+    "itsme_online_verify_last_error": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_online_verify_status": (_result, [_handle, POINTER(_online_verify_state)]),
+    "itsme_online_verify_room": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_online_verify_next_outgoing": (_result, [_handle, _bytes, c_size_t, _size_out]),
+    "itsme_online_verify_receive": (_result, [_handle, _bytes, c_size_t, c_int64]),
+    "itsme_online_verify_sas": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_online_verify_confirm": (_result, [_handle, _handle, c_int64, POINTER(_voice_outcome)]),
+    "itsme_online_verify_reject": (_result, [_handle]),
+    # Security PIN Update
+    "itsme_pin_update_new": (_result, [_handle, c_int64, c_int64, _handle, c_int64, _handle_out]),
+    "itsme_pin_update_free": (None, [_handle]),
+    "itsme_pin_update_last_error": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_pin_update_status": (_result, [_handle, POINTER(_pin_update_state)]),
+    "itsme_pin_update_session_code": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_pin_update_next_outgoing": (_result, [_handle, _bytes, c_size_t, _size_out]),
+    "itsme_pin_update_receive": (_result, [_handle, _bytes, c_size_t, c_int64]),
 }
 
 

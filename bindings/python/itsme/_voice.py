@@ -7,7 +7,7 @@ import enum
 from ctypes import byref, c_int, c_int64, c_uint8, c_uint32, c_void_p
 from typing import Any, Callable, List, NamedTuple, Optional, Tuple
 
-from ._contacts import ContactStore, _bytes_argument, _wipe
+from ._contacts import DEGRADATION_CODE_SIZE, ContactStore, _bytes_argument, _wipe
 from ._errors import InvalidArgumentError, Result, check
 from ._exchange import _contact_store
 from ._ffi import VoiceDerivationStruct, lib
@@ -27,6 +27,7 @@ __all__ = [
     "VoiceTiming",
     "VoiceTurn",
     "derive_code",
+    "derive_degradation_code",
     "derive_device_tag",
     "derive_lower_selects_first",
     "derive_session_id",
@@ -506,3 +507,24 @@ def derive_voice(
     finally:
         _wipe(my_secret_array)
         _wipe(their_secret_array)
+
+
+def derive_degradation_code(seed: bytes, pid: bytes, secret: bytes) -> str:
+    """The degradation code (section 10.2) of the person ``pid`` for the
+    10-byte interim device secret ``secret``: ``"ABCD-EFGH-IJKL-MNOP-QRST-UVWX"``."""
+    pid_array, pid_len = _bytes_argument(pid, "pid")
+    secret_array, secret_len = _bytes_argument(secret, "secret")
+
+    def call(s: Any, n: int) -> str:
+        return read_text(
+            lambda buf, cap, out_len: lib.itsme_derive_degradation_code(
+                s, n, pid_array, pid_len, secret_array, secret_len, buf, cap, out_len
+            ),
+            DEGRADATION_CODE_SIZE,
+            thread_last_error,
+        )
+
+    try:
+        return _with_seed(seed, call)
+    finally:
+        _wipe(secret_array)

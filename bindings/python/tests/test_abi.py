@@ -132,6 +132,8 @@ def test_header_parses(header):
         "itsme_random",
         "itsme_exchange",
         "itsme_voice",
+        "itsme_online_verify",
+        "itsme_pin_update",
     }
     assert header.resolve("itsme_result") == "int32_t"
 
@@ -281,6 +283,45 @@ def test_voice_constants(header):
     derivation = _ffi.VoiceDerivationStruct
     assert ctypes.sizeof(derivation) == 32
     assert (derivation.my_words.offset, derivation.their_words.offset, derivation.my_code.offset) == (4, 9, 16)
+
+
+def test_degradation_constants(header):
+    assert header.int_define("ITSME_DEGRADATION_CODE_SIZE") == itsme.DEGRADATION_CODE_SIZE
+    # Six groups of four characters, five dashes, the NUL.
+    assert len("ABCD-EFGH-IJKL-MNOP-QRST-UVWX") + 1 == itsme.DEGRADATION_CODE_SIZE
+
+
+def test_online_verify_constants(header):
+    assert header.resolve("itsme_online_verify_state") == "uint32_t"
+    sizes = {"ITSME_ONLINE_VERIFY_MESSAGE_MAX"}
+    states = {
+        name: header.int_define(name)
+        for name in header.defines
+        if name.startswith("ITSME_ONLINE_VERIFY_") and name not in sizes
+    }
+    assert states == {f"ITSME_ONLINE_VERIFY_{m.name}": m.value for m in itsme.OnlineVerifyState}
+    for name, value in states.items():
+        assert getattr(itsme, name[len("ITSME_"):]) == value, name
+    assert header.int_define("ITSME_ONLINE_VERIFY_MESSAGE_MAX") == itsme.ONLINE_VERIFY_MESSAGE_MAX
+    assert header.int_define("ITSME_ROOM_NAME_SIZE") == itsme.ROOM_NAME_SIZE == 32 + 1
+    # The longest message: a PROOF, two header bytes and 64 sealed bytes with their tag.
+    assert itsme.ONLINE_VERIFY_MESSAGE_MAX == 2 + 64 + 16
+
+
+def test_pin_update_constants(header):
+    assert header.resolve("itsme_pin_update_state") == "uint32_t"
+    sizes = {"ITSME_PIN_UPDATE_FRAME_MAX"}
+    states = {
+        name: header.int_define(name)
+        for name in header.defines
+        if name.startswith("ITSME_PIN_UPDATE_") and name not in sizes
+    }
+    assert states == {f"ITSME_PIN_UPDATE_{m.name}": m.value for m in itsme.PinUpdateState}
+    for name, value in states.items():
+        assert getattr(itsme, name[len("ITSME_"):]) == value, name
+    assert header.int_define("ITSME_PIN_UPDATE_FRAME_MAX") == itsme.PIN_UPDATE_FRAME_MAX
+    # The longest frame: a NEW, two header bytes and 48 sealed bytes with their tag.
+    assert itsme.PIN_UPDATE_FRAME_MAX == 2 + 16 + 32 + 16
 
 
 def test_version_matches_the_header(header):

@@ -344,10 +344,16 @@ def test_window_rules(contacts):
     # Gaps are fine; the largest window ends it.
     contacts.use_window(a, 101)
     contacts.use_window(a, 10_000)
-    contacts.use_window(a, 2**63 - 1)
+    # The largest window is the last of the year 9999; beyond it, none.
+    last = 253402300799 // 30
+    for beyond in (last + 1, 2**63 - 1):
+        with pytest.raises(itsme.InvalidArgumentError):
+            contacts.use_window(a, beyond)
+    assert contacts.get(a).last_window == 10_000
+    contacts.use_window(a, last)
     with pytest.raises(itsme.WindowUsedError):
-        contacts.use_window(a, 2**63 - 1)
-    assert contacts.get(a).last_window == 2**63 - 1
+        contacts.use_window(a, last)
+    assert contacts.get(a).last_window == last
     assert contacts.get(b).last_window == 5
 
 

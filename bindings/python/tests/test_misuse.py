@@ -127,7 +127,10 @@ def raw_table(**overrides):
 def raw(tmp_path):
     """Raw handles: a store with a PIN-protected identity, an empty store,
     and an identity without a PIN.  Freed afterwards."""
-    env = SimpleNamespace(tmp_path=tmp_path, exchanges=[], randoms=[], voices=[], compare=None)
+    env = SimpleNamespace(
+        tmp_path=tmp_path, exchanges=[], randoms=[], voices=[], online=[], updates=[], compare=None,
+        bare_contacts=None, peer=None,
+    )
     env.store = new_memory_store()
     env.identity = new_identity(env.store)
     ok(lib.itsme_pin_set(env.identity, PIN))
@@ -150,11 +153,16 @@ def raw(tmp_path):
         lib.itsme_exchange_free(exchange)
     for voice in env.voices:
         lib.itsme_voice_free(voice)
+    for session in env.online:
+        lib.itsme_online_verify_free(session)
+    for update in env.updates:
+        lib.itsme_pin_update_free(update)
     for rng in env.randoms:
         lib.itsme_random_free(rng)
     lib.itsme_contact_free(env.contact)
     lib.itsme_contact_list_free(env.list)
     lib.itsme_store_close(env.contacts)
+    lib.itsme_store_close(env.bare_contacts)
     lib.itsme_identity_free(env.identity)
     lib.itsme_identity_free(env.bare_identity)
     for store in (env.store, env.empty_store, env.bare_store):
@@ -267,6 +275,98 @@ def comparing_voice(env):
         ok(lib.itsme_voice_select(voice, next_word(voice), now))
     assert voice_state(voice) == (itsme.VOICE_COMPARING, itsme.VOICE_TURN_NONE)
     return voice
+
+
+def public_key(identity):
+    buf, n = byte_buf(32), size_out()
+    ok(lib.itsme_identity_public_key(identity, buf, 32, byref(n)))
+    return bytes(buf)[: n.value]
+
+
+def peer_contacts(env):
+    """env.identity and env.bare_identity as each other's contacts, with
+    SEED: (the id in env.contacts, the id in env.bare_contacts)."""
+    if env.peer is None:
+        mine, theirs = (public_key(identity) for identity in (env.identity, env.bare_identity))
+        out = c_void_p()
+        ok(lib.itsme_store_open(env.bare_identity, str(env.tmp_path / "bare-contacts.db").encode(), byref(out)))
+        env.bare_contacts = out.value
+        mine_id, theirs_id = c_int64(), c_int64()
+        ok(lib.itsme_store_add(env.contacts, b"Bare", as_array(theirs), 32, SEED, 32, 0, T0, byref(mine_id)))
+        ok(lib.itsme_store_add(env.bare_contacts, b"Raw", as_array(mine), 32, SEED, 32, 0, T0, byref(theirs_id)))
+        env.peer = (mine_id.value, theirs_id.value)
+    return env.peer
+
+
+def new_online_verify(env, store=None, contact_id=None, now=T0):
+    """An Online Verify session (default: with Carol), freed with the fixture."""
+    out = c_void_p()
+    store, contact_id = (env.contacts, env.contact_id) if store is None else (store, contact_id)
+    ok(lib.itsme_online_verify_new(store, contact_id, now // 30, None, now, byref(out)))
+    env.online.append(out.value)
+    return out.value
+
+
+def online_state(session):
+    state = c_uint32()
+    ok(lib.itsme_online_verify_status(session, byref(state)))
+    return state.value
+
+
+def online_outgoing(session):
+    buf, n = byte_buf(128), size_out()
+    ok(lib.itsme_online_verify_next_outgoing(session, buf, 128, byref(n)))
+    return bytes(buf)[: n.value]
+
+
+def online_pair(env):
+    """Online Verify sessions of env.identity and env.bare_identity with
+    each other: (mine, theirs)."""
+    mine_id, theirs_id = peer_contacts(env)
+    return new_online_verify(env, env.contacts, mine_id), new_online_verify(env, env.bare_contacts, theirs_id)
+
+
+def online_first_message(env):
+    """(a session, a valid first message from its peer: the COMMIT)."""
+    mine, theirs = online_pair(env)
+    commit = online_outgoing(mine)
+    return (theirs, commit) if commit else (mine, online_outgoing(theirs))
+
+
+def online_comparing(env):
+    """My Online Verify session with env.bare_identity, its SAS ready."""
+    mine, theirs = online_pair(env)
+    moved = True
+    while moved:
+        moved = False
+        for sender, receiver in ((mine, theirs), (theirs, mine)):
+            message = online_outgoing(sender)
+            if message:
+                ok(lib.itsme_online_verify_receive(receiver, as_array(message), len(message), T0))
+                moved = True
+    assert online_state(mine) == itsme.ONLINE_VERIFY_COMPARE_SAS
+    return mine
+
+
+def new_pin_update(env, store=None, contact_id=None, now=T0):
+    """A PIN Update (default: with Carol), freed with the fixture."""
+    out = c_void_p()
+    store, contact_id = (env.contacts, env.contact_id) if store is None else (store, contact_id)
+    ok(lib.itsme_pin_update_new(store, contact_id, now // 30, None, now, byref(out)))
+    env.updates.append(out.value)
+    return out.value
+
+
+def pin_update_state(update):
+    state = c_uint32()
+    ok(lib.itsme_pin_update_status(update, byref(state)))
+    return state.value
+
+
+def pin_update_outgoing(update):
+    buf, n = byte_buf(128), size_out()
+    ok(lib.itsme_pin_update_next_outgoing(update, buf, 128, byref(n)))
+    return bytes(buf)[: n.value]
 
 
 # The X25519 base point: a public key whose shared secret is never zero.
@@ -713,6 +813,91 @@ def _derive_voice(env):
     return [SEED, 32, VOICE_WINDOW, *pids, DEVICE_SECRET, 0, DEVICE_SECRET, 0, 1, 2, byref(out)], [out]
 
 
+DEGRADATION_SECRET = (c_uint8 * 10)(*range(10))
+
+
+def degradation_code_of_carol():
+    """The degradation code Carol (pid CONTACT_KEY, seed SEED) would send."""
+    buf, n = text_buf(30), size_out()
+    ok(lib.itsme_derive_degradation_code(SEED, 32, CONTACT_KEY, 32, DEGRADATION_SECRET, 10, buf, 30, byref(n)))
+    return buf.raw[: n.value - 1]
+
+
+def _store_degradation_code(env):
+    buf, n = text_buf(30), size_out()
+    return [env.contacts, env.contact_id, new_random(env), buf, 30, byref(n)], [buf, n]
+
+
+def _store_accept_degradation_code(env):
+    return [env.contacts, env.contact_id, degradation_code_of_carol(), T0], []
+
+
+def _derive_degradation_code(env):
+    buf, n = text_buf(30), size_out()
+    return [SEED, 32, CONTACT_KEY, 32, DEGRADATION_SECRET, 10, buf, 30, byref(n)], [buf, n]
+
+
+def _online_verify_new(env):
+    out = handle_out()
+    return [env.contacts, env.contact_id, T0 // 30, new_random(env), T0, byref(out)], [out]
+
+
+def _session_text(make, function_size=256):
+    """A (buf, cap, out_len) getter on a session or update made by make(env)."""
+
+    def case(env):
+        buf, n = text_buf(function_size), size_out()
+        return [make(env), buf, function_size, byref(n)], [buf, n]
+
+    return case
+
+
+def _online_verify_status(env):
+    state = c_uint32(0xAAAA)
+    return [new_online_verify(env), byref(state)], [state]
+
+
+def _online_verify_next_outgoing(env):
+    buf, n = byte_buf(128), size_out()
+    return [new_online_verify(env), buf, 128, byref(n)], [buf, n]
+
+
+def _online_verify_receive(env):
+    session, message = online_first_message(env)
+    return [session, as_array(message), len(message), T0], []
+
+
+def _online_verify_confirm(env):
+    outcome = c_uint32(0xAAAA)
+    return [online_comparing(env), env.contacts, T0, byref(outcome)], [outcome]
+
+
+def _online_verify_reject(env):
+    return [new_online_verify(env)], []
+
+
+def _pin_update_new(env):
+    out = handle_out()
+    return [env.contacts, env.contact_id, T0 // 30, new_random(env), T0, byref(out)], [out]
+
+
+def _pin_update_status(env):
+    state = c_uint32(0xAAAA)
+    return [new_pin_update(env), byref(state)], [state]
+
+
+def _pin_update_next_outgoing(env):
+    buf, n = byte_buf(128), size_out()
+    return [new_pin_update(env), buf, 128, byref(n)], [buf, n]
+
+
+def _pin_update_receive(env):
+    mine_id, theirs_id = peer_contacts(env)
+    mine, theirs = new_pin_update(env, env.contacts, mine_id), new_pin_update(env, env.bare_contacts, theirs_id)
+    key = pin_update_outgoing(theirs)
+    return [mine, as_array(key), len(key), T0], []
+
+
 CASES = {
     "itsme_last_error": _last_error,
     "itsme_fingerprint_from_public_key": _fingerprint_from_public_key,
@@ -804,6 +989,24 @@ CASES = {
     "itsme_derive_code": _derive_code,
     "itsme_derive_device_tag": _derive_device_tag,
     "itsme_derive_voice": _derive_voice,
+    "itsme_store_degradation_code": _store_degradation_code,
+    "itsme_store_accept_degradation_code": _store_accept_degradation_code,
+    "itsme_derive_degradation_code": _derive_degradation_code,
+    "itsme_online_verify_new": _online_verify_new,
+    "itsme_online_verify_last_error": _session_text(new_online_verify),
+    "itsme_online_verify_status": _online_verify_status,
+    "itsme_online_verify_room": _session_text(new_online_verify),
+    "itsme_online_verify_next_outgoing": _online_verify_next_outgoing,
+    "itsme_online_verify_receive": _online_verify_receive,
+    "itsme_online_verify_sas": _session_text(online_comparing),
+    "itsme_online_verify_confirm": _online_verify_confirm,
+    "itsme_online_verify_reject": _online_verify_reject,
+    "itsme_pin_update_new": _pin_update_new,
+    "itsme_pin_update_last_error": _session_text(new_pin_update),
+    "itsme_pin_update_status": _pin_update_status,
+    "itsme_pin_update_session_code": _session_text(new_pin_update),
+    "itsme_pin_update_next_outgoing": _pin_update_next_outgoing,
+    "itsme_pin_update_receive": _pin_update_receive,
 }
 
 # Constructors whose successful output is a handle to free.
@@ -825,6 +1028,8 @@ FREE_OUTPUT = {
     "itsme_exchange_new_bluetooth": lib.itsme_exchange_free,
     "itsme_exchange_restore": lib.itsme_exchange_free,
     "itsme_voice_new": lib.itsme_voice_free,
+    "itsme_online_verify_new": lib.itsme_online_verify_free,
+    "itsme_pin_update_new": lib.itsme_pin_update_free,
 }
 
 # Pointer arguments the header allows to be NULL: (function, index).
@@ -841,6 +1046,9 @@ OPTIONAL_POINTERS = {
     ("itsme_derive_device_tag", 5): "secret may be NULL when secret_len is 0",
     ("itsme_derive_voice", 7): "my_secret may be NULL when my_secret_len is 0",
     ("itsme_derive_voice", 9): "their_secret may be NULL when their_secret_len is 0",
+    ("itsme_store_degradation_code", 2): "rng NULL: the operating system",
+    ("itsme_online_verify_new", 3): "rng NULL: the operating system",
+    ("itsme_pin_update_new", 3): "rng NULL: the operating system",
 }
 
 POINTER_ARGUMENTS = [
@@ -937,6 +1145,8 @@ def test_free_accepts_null():
     lib.itsme_random_free(None)
     lib.itsme_exchange_free(None)
     lib.itsme_voice_free(None)
+    lib.itsme_online_verify_free(None)
+    lib.itsme_pin_update_free(None)
 
 
 @pytest.mark.parametrize("missing", ["get", "put", "remove"])
@@ -983,6 +1193,10 @@ def buffer_functions(env):
     voice, tag = comparing_voice(env), c_uint32()
     assert lib.itsme_voice_select(voice, 0, T0) == R.ITSME_E_INVALID_STATE  # a last error, not a failure
     pids = [CONTACT_KEY, 32, 1, OTHER_KEY, 32, 2, OTHER_KEY, 32]
+    online, update = online_comparing(env), new_pin_update(env)
+    assert lib.itsme_online_verify_reject(online) == R.ITSME_OK
+    assert lib.itsme_online_verify_reject(online) == R.ITSME_E_INVALID_STATE  # a last error, not a failure
+    assert lib.itsme_pin_update_receive(update, as_array(b"\x09\x09"), 2, T0) == R.ITSME_E_MALFORMED_MESSAGE
     return [
         ("fingerprint_from_public_key", lambda b, c, n: lib.itsme_fingerprint_from_public_key(key, 32, b, c, n), True),
         ("secret_store_last_error", lambda b, c, n: lib.itsme_secret_store_last_error(store, b, c, n), True),
@@ -1020,6 +1234,16 @@ def buffer_functions(env):
         ("voice_their_code", lambda b, c, n: lib.itsme_voice_their_code(voice, b, c, n, byref(tag)), True),
         ("derive_session_id", lambda b, c, n: lib.itsme_derive_session_id(seed, 32, 7, b, c, n), True),
         ("derive_code", lambda b, c, n: lib.itsme_derive_code(seed, 32, 7, *pids, b, c, n), True),
+        (
+            "derive_degradation_code",
+            lambda b, c, n: lib.itsme_derive_degradation_code(seed, 32, CONTACT_KEY, 32, DEGRADATION_SECRET, 10, b, c, n),
+            True,
+        ),
+        ("online_verify_last_error", lambda b, c, n: lib.itsme_online_verify_last_error(online, b, c, n), True),
+        ("online_verify_room", lambda b, c, n: lib.itsme_online_verify_room(online, b, c, n), True),
+        ("online_verify_sas", lambda b, c, n: lib.itsme_online_verify_sas(online, b, c, n), True),
+        ("pin_update_last_error", lambda b, c, n: lib.itsme_pin_update_last_error(update, b, c, n), True),
+        ("pin_update_session_code", lambda b, c, n: lib.itsme_pin_update_session_code(update, b, c, n), True),
     ]
 
 
@@ -1050,6 +1274,12 @@ def buffer_functions(env):
         "voice_their_code",
         "derive_session_id",
         "derive_code",
+        "derive_degradation_code",
+        "online_verify_last_error",
+        "online_verify_room",
+        "online_verify_sas",
+        "pin_update_last_error",
+        "pin_update_session_code",
     ],
 )
 def test_buffer_protocol(raw, which):
@@ -1362,10 +1592,23 @@ def test_low_order_keys_are_invalid_key():
     assert (bytes(buf), n.value) == (bytes([FILL]) * 64, 0x5EED)
 
 
+# The latest time the header allows: the end of the year 9999.
+MAX_TIME = 253402300799
+
+
 def test_large_times_are_fine(raw):
-    ok(lib.itsme_pin_verify(raw.identity, PIN, 2**63 - 1))
-    assert status(raw.identity, 2**63 - 1) == (0, 0)
+    ok(lib.itsme_pin_verify(raw.identity, PIN, MAX_TIME))
+    assert status(raw.identity, MAX_TIME) == (0, 0)
     ok(lib.itsme_pin_verify(raw.identity, PIN, 0))
+
+
+@pytest.mark.parametrize("late", [MAX_TIME + 1, 2**63 - 1])
+def test_times_after_the_year_9999_are_refused(raw, late):
+    assert lib.itsme_pin_verify(raw.identity, PIN, late) == R.ITSME_E_INVALID_ARGUMENT
+    failures, wait = c_uint32(7), c_uint64(7)
+    assert lib.itsme_pin_status(raw.identity, late, byref(failures), byref(wait)) == R.ITSME_E_INVALID_ARGUMENT
+    assert (failures.value, wait.value) == (7, 7), "written on failure"
+    assert status(raw.identity) == (0, 0), "not counted"
 
 
 @pytest.mark.parametrize("length", [0, 31, 33])
@@ -1580,6 +1823,152 @@ def test_voice_derivations_check_words_and_secrets():
     assert read(lib.itsme_last_error) != b"\0"
 
 
+# -- the degradation code, Online Verify, PIN Update --------------------------
+
+
+def test_a_degradation_code_too_large_for_the_buffer_draws_nothing(raw):
+    def code(rng, cap):
+        buf, n = text_buf(64), size_out()
+        result = lib.itsme_store_degradation_code(raw.contacts, raw.contact_id, rng, buf, cap, byref(n))
+        return result, buf.raw[: n.value], n.value
+
+    refused = new_random(raw, first=40)
+    for cap in (0, 1, 29):
+        result, _, needed = code(refused, cap)
+        assert (result, needed) == (R.ITSME_E_BUFFER_TOO_SMALL, itsme.DEGRADATION_CODE_SIZE)
+    assert code(None, 0)[0] == R.ITSME_E_BUFFER_TOO_SMALL
+    # The source the refused calls were given drew nothing: it gives the
+    # code a fresh source with the same seed gives.
+    result, after_refusals, length = code(refused, 30)
+    assert (result, length) == (R.ITSME_OK, 30)
+    ok(code(new_random(raw, first=40), 30)[0])
+    assert code(new_random(raw, first=40), 30)[1] == after_refusals
+    assert after_refusals[-1] == 0 and after_refusals.count(b"-") == 5
+    # Another contact id: not found, recorded on the store.
+    buf, n = text_buf(30), size_out()
+    assert lib.itsme_store_degradation_code(raw.contacts, raw.contact_id + 100, None, buf, 30, byref(n)) == R.ITSME_E_NOT_FOUND
+    assert (bytes(buf), n.value) == (bytes([FILL]) * 30, 0x5EED)
+    assert contacts_detail(raw) != b"\0"
+
+
+@pytest.mark.parametrize(
+    "typed",
+    [b"", b"ABCD", b"ABCD-EFGH-IJKL-MNOP-QRST-UVW1", b"ABCD_EFGH_IJKL_MNOP_QRST_UVWX", b"ABCD-EFGH-\xc3(JKL-MNOP-QRST-UVWX"],
+)
+def test_accept_degradation_code_refuses_junk_uncounted(raw, typed):
+    for _ in range(6):
+        assert lib.itsme_store_accept_degradation_code(raw.contacts, raw.contact_id, typed, T0) == R.ITSME_E_INVALID_ARGUMENT
+    assert contacts_detail(raw) != b"\0"
+    # Not counted: the right code is still accepted.
+    ok(lib.itsme_store_accept_degradation_code(raw.contacts, raw.contact_id, degradation_code_of_carol(), T0))
+    state, acknowledged = c_uint32(), c_int()
+    contact = c_void_p()
+    ok(lib.itsme_store_get(raw.contacts, raw.contact_id, byref(contact)))
+    ok(lib.itsme_contact_state(contact.value, byref(state), byref(acknowledged)))
+    lib.itsme_contact_free(contact.value)
+    assert (state.value, acknowledged.value) == (itsme.CONTACT_DEGRADED, 1)
+
+
+def test_accept_degradation_code_checks_the_time_and_the_contact(raw):
+    code = degradation_code_of_carol()
+    for now in (-1, MAX_TIME + 1):
+        assert lib.itsme_store_accept_degradation_code(raw.contacts, raw.contact_id, code, now) == R.ITSME_E_INVALID_ARGUMENT
+    assert lib.itsme_store_accept_degradation_code(raw.contacts, raw.contact_id + 100, code, T0) == R.ITSME_E_NOT_FOUND
+
+
+def test_derive_degradation_code_checks_its_sizes():
+    data = (c_uint8 * 64)(*range(64))
+    buf, n = text_buf(30), size_out()
+    bad = [(31, 32, 10), (33, 32, 10), (32, 0, 10), (32, 31, 10), (32, 32, 9), (32, 32, 11), (32, 32, 0), (32, 32, 16)]
+    for seed_len, pid_len, secret_len in bad:
+        result = lib.itsme_derive_degradation_code(data, seed_len, data, pid_len, data, secret_len, buf, 30, byref(n))
+        assert result == R.ITSME_E_INVALID_ARGUMENT, (seed_len, pid_len, secret_len)
+    assert (bytes(buf), n.value) == (bytes([FILL]) * 30, 0x5EED)
+    assert read(lib.itsme_last_error) != b"\0"
+    # A fingerprint pid (8 bytes) is a pid.
+    ok(lib.itsme_derive_degradation_code(data, 32, data, 8, data, 10, buf, 30, byref(n)))
+    assert n.value == 30
+
+
+@pytest.mark.parametrize("kind", ["online_verify", "pin_update"])
+def test_session_constructors_record_on_the_store(raw, kind):
+    new = getattr(lib, f"itsme_{kind}_new")
+    window = T0 // 30
+    out = handle_out()
+    assert new(raw.contacts, raw.contact_id + 100, window, None, T0, byref(out)) == R.ITSME_E_NOT_FOUND
+    assert contacts_detail(raw) != b"\0"
+    # Only the current window or the one before.
+    for other in (window + 1, window - 2, 0):
+        assert new(raw.contacts, raw.contact_id, other, None, T0, byref(out)) == R.ITSME_E_INVALID_ARGUMENT
+    for now in (-1, MAX_TIME + 1):
+        assert new(raw.contacts, raw.contact_id, now // 30, None, now, byref(out)) == R.ITSME_E_INVALID_ARGUMENT
+    assert out.value == 0xDEADBEEF
+
+
+@pytest.mark.parametrize("kind", ["online_verify", "pin_update"])
+def test_the_previous_window_is_allowed(raw, kind):
+    new, free = getattr(lib, f"itsme_{kind}_new"), getattr(lib, f"itsme_{kind}_free")
+    out = c_void_p()
+    ok(new(raw.contacts, raw.contact_id, T0 // 30 - 1, None, T0, byref(out)))
+    free(out.value)
+
+
+def test_online_verify_messages_are_not_consumed_by_a_too_small_buffer(raw):
+    mine, theirs = online_pair(raw)
+    # The lower pid initiates: it has the COMMIT to send.
+    initiator = mine if public_key(raw.identity) < public_key(raw.bare_identity) else theirs
+    n = size_out()
+    assert lib.itsme_online_verify_next_outgoing(initiator, None, 0, byref(n)) == R.ITSME_E_BUFFER_TOO_SMALL
+    assert n.value == 34, "a COMMIT is 34 bytes"
+    buf, n = byte_buf(64), size_out()
+    assert lib.itsme_online_verify_next_outgoing(initiator, buf, 33, byref(n)) == R.ITSME_E_BUFFER_TOO_SMALL
+    assert (n.value, bytes(buf)) == (34, bytes([FILL]) * 64)
+    commit = online_outgoing(initiator)
+    assert len(commit) == 34 and commit[:2] == b"\x01\x01"
+    n = size_out()
+    ok(lib.itsme_online_verify_next_outgoing(initiator, None, 0, byref(n)))
+    assert n.value == 0, "nothing left to send"
+    assert lib.itsme_online_verify_next_outgoing(initiator, None, 8, byref(n)) == R.ITSME_E_INVALID_ARGUMENT
+
+
+def test_pin_update_frames_are_not_consumed_by_a_too_small_buffer(raw):
+    update = new_pin_update(raw)
+    n = size_out()
+    assert lib.itsme_pin_update_next_outgoing(update, None, 0, byref(n)) == R.ITSME_E_BUFFER_TOO_SMALL
+    assert n.value == 34, "a KEY frame is 34 bytes"
+    buf, n = byte_buf(64), size_out()
+    assert lib.itsme_pin_update_next_outgoing(update, buf, 33, byref(n)) == R.ITSME_E_BUFFER_TOO_SMALL
+    assert (n.value, bytes(buf)) == (34, bytes([FILL]) * 64)
+    key = pin_update_outgoing(update)
+    assert len(key) == 34 and key[:2] == b"\x01\x01"
+    assert pin_update_outgoing(update) == b""
+
+
+def test_null_bytes_leave_sessions_running(raw):
+    session, message = online_first_message(raw)
+    assert lib.itsme_online_verify_receive(session, None, len(message), T0) == R.ITSME_E_INVALID_ARGUMENT
+    assert online_state(session) == itsme.ONLINE_VERIFY_RUNNING
+    ok(lib.itsme_online_verify_receive(session, as_array(message), len(message), T0))
+    update = new_pin_update(raw)
+    assert lib.itsme_pin_update_receive(update, None, 34, T0) == R.ITSME_E_INVALID_ARGUMENT
+    assert pin_update_state(update) == itsme.PIN_UPDATE_RUNNING
+
+
+def test_online_verify_needs_the_store_it_was_started_on(raw, tmp_path):
+    session = online_comparing(raw)
+    other = c_void_p()
+    ok(lib.itsme_store_open(raw.bare_identity, str(tmp_path / "other-online.db").encode(), byref(other)))
+    try:
+        outcome = c_uint32(0xAAAA)
+        assert lib.itsme_online_verify_confirm(session, other, T0, byref(outcome)) == R.ITSME_E_INVALID_ARGUMENT
+        assert (online_state(session), outcome.value) == (itsme.ONLINE_VERIFY_COMPARE_SAS, 0xAAAA)
+        ok(lib.itsme_online_verify_confirm(session, raw.contacts, T0, byref(outcome)))
+        assert outcome.value == itsme.VOICE_VERIFIED_TAG_UNCHECKED, "contacts added without device secrets"
+        assert online_state(session) == itsme.ONLINE_VERIFY_CONFIRMED
+    finally:
+        lib.itsme_store_close(other.value)
+
+
 # -- failures write nothing -------------------------------------------------
 
 
@@ -1683,6 +2072,9 @@ _UNINITIALISED = textwrap.dedent(
         "short_code": lib.itsme_short_code_parse(b"ECHO 0042", ctypes.byref(ctypes.c_uint32())),
         "derive_sas": lib.itsme_derive_sas(key, 32, key, 32, buf, 17, ctypes.byref(n)),
         "voice_new": lib.itsme_voice_new(None, 1, 0, ctypes.byref(out)),
+        "online_verify_new": lib.itsme_online_verify_new(None, 1, 0, None, 0, ctypes.byref(out)),
+        "pin_update_new": lib.itsme_pin_update_new(None, 1, 0, None, 0, ctypes.byref(out)),
+        "derive_degradation_code": lib.itsme_derive_degradation_code(key, 32, key, 32, key, 10, buf, 17, ctypes.byref(n)),
         "derive_session_id": lib.itsme_derive_session_id(key, 32, 1, buf, 17, ctypes.byref(n)),
         "nato_word": lib.itsme_nato_word(0).decode(),
         "out": out.value,
@@ -1720,6 +2112,9 @@ def test_calls_before_init_are_refused(tmp_path):
         "derive_sas",
         "voice_new",
         "derive_session_id",
+        "online_verify_new",
+        "pin_update_new",
+        "derive_degradation_code",
     ):
         assert got[call] == R.ITSME_E_NOT_INITIALIZED, call
     assert got["nato_word"] == "ALFA", "needs no itsme_init()"

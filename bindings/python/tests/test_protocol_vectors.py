@@ -6,13 +6,17 @@ Whole QR and Bluetooth exchanges are rerun from each party's
 identity first, then (from the same source) the exchange's keys, so every
 payload, frame and SAS must come out byte for byte as listed.  The seed, SAS
 and Bluetooth derivations are checked through the pure functions, and so are
-the voice sessions of voice.json; its plans and heard codes go through real
-voice sessions.
+the voice sessions and degradation codes of voice.json; its plans and heard
+codes go through real voice sessions.  The Online Verify and PIN Update
+sessions are rerun whole from each side's random seeds, between contacts
+added with the vector's seed; such contacts have no device secrets, so the
+Online Verify PROOF messages (which carry device tags) are not compared.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import pathlib
 import re
@@ -29,7 +33,12 @@ from itsme import (
     Identity,
     InvalidArgumentError,
     ItsMeError,
+    OnlineVerify,
+    OnlineVerifyState,
+    PinUpdate,
+    PinUpdateState,
     SecretStore,
+    VoiceOutcome,
 )
 
 VECTORS = pathlib.Path(__file__).resolve().parents[3] / "Tests" / "ProtocolVectors"
@@ -500,3 +509,157 @@ def test_voice_heard_code_parse_invalid(parties, text):
         with pytest.raises(InvalidArgumentError):
             session.check(contact.contacts, text, 0, now)
         assert session.state == itsme.VoiceState.COMPARING
+
+
+# -- voice.json: the degradation code ---------------------------------------------------
+
+
+def _degradation_text(letters):
+    """24 base-32 letters in six groups of four."""
+    return "-".join(letters[i : i + 4] for i in range(0, 24, 4))
+
+
+@pytest.mark.parametrize("vector", VOICE["degradation"], ids=lambda v: v["code_text"])
+def test_degradation_code(vector):
+    seed, pid, secret = h(vector["seed"]), h(vector["pid"]), h(vector["secret"])
+    assert itsme.derive_degradation_code(seed, pid, secret) == vector["code_text"]
+    assert len(h(vector["mac"])) == 5
+    assert base64.b32decode(vector["code_text"].replace("-", "")) == secret + h(vector["mac"])
+
+
+@pytest.mark.parametrize("vector", VOICE["degradation_parse"]["valid"], ids=lambda v: repr(v["input_text"]))
+def test_degradation_code_parses(parties, vector):
+    raw = h(vector["bytes"])
+    letters = vector["input_text"].replace(" ", "").replace("-", "").upper()
+    assert base64.b32decode(letters) == raw
+    # The first 16 letters carry the 10-byte secret alone: a code derived
+    # from it starts with them, whatever the seed and the person.
+    example = VOICE["degradation"][0]
+    code = itsme.derive_degradation_code(h(example["seed"]), h(example["pid"]), raw[:10])
+    assert code[:19] == _degradation_text(letters)[:19]
+    # Typed to a contact it parses: refused as a wrong code, not as junk.
+    contact = VoiceContact(parties)
+    with pytest.raises(itsme.AuthenticationFailedError):
+        contact.contacts.accept_degradation_code(contact.id, vector["input_text"], T0)
+
+
+@pytest.mark.parametrize("text", VOICE["degradation_parse"]["invalid"])
+def test_degradation_code_parse_invalid(parties, text):
+    contact = VoiceContact(parties)
+    with pytest.raises(InvalidArgumentError):
+        contact.contacts.accept_degradation_code(contact.id, text, T0)
+
+
+# -- online-verify.json, pin-update.json ----------------------------------------------------
+
+ONLINE = load("online-verify.json")
+PIN_UPDATE = load("pin-update.json")
+_OTHER = {"a": "b", "b": "a"}
+
+
+def _vector_contacts(parties, vector):
+    """The two sides of a session vector, each holding the other as a
+    contact with the vector's seed: {side: (contacts, contact id)}.  The
+    identities are drawn from ``identity_random_seed``."""
+    identities = {}
+    for side in "ab":
+        party = vector[side]
+        secrets = SecretStore.memory()
+        random = DeterministicRandom(h(party["identity_random_seed"]))
+        identity = Identity.create(secrets, side.upper(), random=random)
+        parties.handles += [secrets, identity, random]
+        assert identity.public_key == h(party["pid"]), f"{side}: pid"
+        identities[side] = identity
+    people = {}
+    for side in "ab":
+        contacts = parties.contacts(identities[side])
+        other = _OTHER[side]
+        people[side] = (contacts, contacts.add(other.upper(), h(vector[other]["pid"]), h(vector["seed"]), now=T0))
+    return people
+
+
+def _lv_cat(*parts):
+    """lv_cat (section 1) of parts shorter than 128 bytes."""
+    return b"".join(bytes([len(part)]) + part for part in parts)
+
+
+@pytest.mark.parametrize("vector", ONLINE["sessions"], ids=lambda v: v["sas_text"])
+def test_online_verify_session(parties, vector):
+    window = vector["window"]
+    now = 30 * window
+    sessions = {}
+    for side, (contacts, contact_id) in _vector_contacts(parties, vector).items():
+        random = DeterministicRandom(h(vector[side]["random_seed"]))
+        sessions[side] = OnlineVerify(contacts, contact_id, window, now, random=random)
+        parties.handles += [random, sessions[side]]
+        assert sessions[side].room == vector["room"], side
+    initiator, responder = sessions[vector["initiator_text"]], sessions[_OTHER[vector["initiator_text"]]]
+    i_side = vector[vector["initiator_text"]]
+    r_side = vector[_OTHER[vector["initiator_text"]]]
+    assert h(i_side["pid"]) < h(r_side["pid"]), "the lower pid initiates"
+    assert responder.next_outgoing() == b"", "the responder waits for the COMMIT"
+    commit = initiator.next_outgoing()
+    assert commit.hex() == vector["commit"]
+    commitment = hashlib.sha256(_lv_cat(b"itsme-ov-commit-v1", h(i_side["ephemeral_public"]), h(i_side["challenge"])))
+    assert commit == b"\x01\x01" + commitment.digest()
+    responder.receive(commit, now)
+    key_r = responder.next_outgoing()
+    assert key_r.hex() == vector["key_r"]
+    assert key_r == b"\x01\x02" + h(r_side["ephemeral_public"]) + h(r_side["challenge"])
+    initiator.receive(key_r, now)
+    key_i = initiator.next_outgoing()
+    assert key_i.hex() == vector["key_i"]
+    proof_i = initiator.next_outgoing()
+    responder.receive(key_i, now)
+    proof_r = responder.next_outgoing()
+    # The PROOFs carry device tags: these contacts have no device secrets,
+    # so they are not the vector's; they must still be of its length.
+    assert len(proof_i) == len(proof_r) == len(h(vector["proof_message_i"])) == len(h(vector["proof_message_r"]))
+    responder.receive(proof_i, now)
+    initiator.receive(proof_r, now)
+    assert hashlib.sha256(h(vector["th_input"])).digest() == h(vector["th"])
+    for session in (initiator, responder):
+        assert session.state == OnlineVerifyState.COMPARE_SAS
+        assert session.sas == vector["sas_text"]
+    assert itsme.derive_sas(h(vector["seed"]), h(vector["th"])) == vector["sas_text"]
+    assert itsme.short_code_format(vector["sas_value"]) == vector["sas_text"]
+    # Without device secrets the tags are not checked.
+    for session in (initiator, responder):
+        assert session.confirm(session.store, now) == VoiceOutcome.VERIFIED_TAG_UNCHECKED
+
+
+@pytest.mark.parametrize("vector", PIN_UPDATE["sessions"], ids=lambda v: v["session_code_text"])
+def test_pin_update_session(parties, vector):
+    window = vector["window"]
+    now = 30 * window
+    updates = {}
+    for side, (contacts, contact_id) in _vector_contacts(parties, vector).items():
+        random = DeterministicRandom(h(vector[side]["random_seed"]))
+        updates[side] = PinUpdate(contacts, contact_id, window, now, random=random)
+        parties.handles += [random, updates[side]]
+        assert updates[side].session_code == vector["session_code_text"], side
+    assert itsme.short_code_parse(vector["session_code_text"]) == vector["session_code_value"]
+    i_name = vector["initiator_text"]
+    initiator, responder = updates[i_name], updates[_OTHER[i_name]]
+    assert h(vector[i_name]["pid"]) < h(vector[_OTHER[i_name]]["pid"]), "the lower pid initiates"
+    key_i, key_r = initiator.next_outgoing(), responder.next_outgoing()
+    assert key_i.hex() == vector["key_i"]
+    assert key_r.hex() == vector["key_r"]
+    assert key_i == b"\x01\x01" + h(vector[i_name]["ephemeral_public"])
+    responder.receive(key_i, now)
+    initiator.receive(key_r, now)
+    new_i = initiator.next_outgoing()
+    assert new_i.hex() == vector["new_i"]
+    assert responder.next_outgoing() == b"", "the responder waits for the initiator's NEW"
+    responder.receive(new_i, now)
+    new_r = responder.next_outgoing()
+    assert new_r.hex() == vector["new_r"]
+    initiator.receive(new_r, now)
+    done = initiator.next_outgoing()
+    assert done.hex() == vector["done"]
+    responder.receive(done, now)
+    assert hashlib.sha256(h(vector["th_input"])).digest() == h(vector["th"])
+    for update in (initiator, responder):
+        assert update.state == PinUpdateState.DONE
+        assert update.next_outgoing() == b""
+        assert update.store.get(update.contact_id).state == itsme.VerificationState.VERIFIED

@@ -598,7 +598,8 @@ impl ContactStore {
     /// update are one atomic step, so of two handles or processes racing
     /// for one window exactly one wins.
     ///
-    /// Errors: [`ErrorKind::WindowUsed`], and those of
+    /// Errors: [`ErrorKind::WindowUsed`], [`ErrorKind::InvalidArgument`]
+    /// (a window outside 0 to 8446743359, the year 9999), and those of
     /// [`ContactStore::set_name`].
     pub fn use_window(&self, id: i64, window: i64) -> Result<()> {
         // SAFETY: live handle.
@@ -611,6 +612,44 @@ impl ContactStore {
     pub fn delete(&self, id: i64) -> Result<()> {
         // SAFETY: live handle.
         self.call_code(|raw| unsafe { sys::itsme_store_delete(raw, id) })
+    }
+
+    /// For the person who changed devices (PROTOCOL.md section 10.2): the
+    /// code to give contact `id` ("ABCD-EFGH-IJKL-MNOP-QRST-UVWX"), saying
+    /// that the change is theirs.
+    ///
+    /// Draws a new interim device secret from `rng` (`None`: the operating
+    /// system; a [`DeterministicRandom`] for tests only) and stores it as
+    /// this device's secret for the contact.  Each call draws a new one, so
+    /// only the code from the latest call matches this device's tags.
+    ///
+    /// Errors: [`ErrorKind::NotFound`], [`ErrorKind::Database`].
+    pub fn degradation_code(&self, id: i64, rng: Option<&mut DeterministicRandom>) -> Result<String> {
+        let rng = exchange::raw_rng(rng);
+        self.call(|raw| {
+            read_string(sys::ITSME_DEGRADATION_CODE_SIZE, |out, cap, len| {
+                // SAFETY: live handle; a live random source borrowed
+                // exclusively (or NULL); out valid for cap bytes.
+                unsafe { sys::itsme_store_degradation_code(raw, id, rng, out, cap, len) }
+            })
+        })
+    }
+
+    /// For the contact: checks at `now` the code the person who changed
+    /// devices sent (any case; spaces and `-` are ignored), in constant
+    /// time, under the attempt limiter.  A right code stores their interim
+    /// device secret and marks the contact degraded with the change
+    /// acknowledged; it never restores "verified".
+    ///
+    /// Errors: [`ErrorKind::InvalidArgument`] (not a degradation code: not
+    /// counted), [`ErrorKind::AuthenticationFailed`] (a wrong code:
+    /// counted), [`ErrorKind::Locked`] (too many wrong codes: wait, and try
+    /// again), [`ErrorKind::NotFound`], [`ErrorKind::SecretStore`],
+    /// [`ErrorKind::Database`].
+    pub fn accept_degradation_code(&self, id: i64, code: &str, now: i64) -> Result<()> {
+        let code = SecretText::arg(code, "the code")?;
+        // SAFETY: live handle; NUL-terminated code.
+        self.call_code(|raw| unsafe { sys::itsme_store_accept_degradation_code(raw, id, code.as_ptr(), now) })
     }
 }
 

@@ -21,6 +21,14 @@
 //!   reads aloud a code with a device tag that the other checks; with
 //!   [`nato_word`] and the pure derivations ([`derive_session_id`],
 //!   [`derive_code`], ...).
+//! - [`OnlineVerify`]: the same proof between two people who are apart,
+//!   through a two-party relay room, ending in a SAS they read aloud.
+//! - The degradation code: after a device change, the person gives each
+//!   contact a code ([`ContactStore::degradation_code`]) that the contact
+//!   enters ([`ContactStore::accept_degradation_code`]); with
+//!   [`derive_degradation_code`].
+//! - [`PinUpdate`]: a Security PIN Update, in person, replacing the device
+//!   secrets of a contact; it restores a degraded contact.
 //! - [`Error`]: a library result code, its message and the detail the
 //!   library recorded for the failure.
 //!
@@ -54,9 +62,16 @@ pub use exchange::{
 
 mod voice;
 pub use voice::{
-    derive_code, derive_device_tag, derive_lower_selects_first, derive_session_id, derive_voice, derive_words,
-    nato_word, VoiceDerivation, VoiceOutcome, VoiceSession, VoiceState, VoiceTiming, VoiceTurn, VOICE_WORDS,
+    derive_code, derive_degradation_code, derive_device_tag, derive_lower_selects_first, derive_session_id,
+    derive_voice, derive_words, nato_word, VoiceDerivation, VoiceOutcome, VoiceSession, VoiceState, VoiceTiming,
+    VoiceTurn, VOICE_WORDS,
 };
+
+mod online_verify;
+pub use online_verify::{OnlineVerify, OnlineVerifyState, ONLINE_VERIFY_MESSAGE_MAX};
+
+mod pin_update;
+pub use pin_update::{PinUpdate, PinUpdateState, PIN_UPDATE_FRAME_MAX};
 
 use std::ffi::CStr;
 use std::fmt;
@@ -469,7 +484,8 @@ impl CText {
     }
 }
 
-/// A NUL-terminated copy of a PIN, wiped when dropped.
+/// A NUL-terminated copy of a PIN or another typed secret, wiped when
+/// dropped.
 struct SecretText(CText);
 
 impl SecretText {
@@ -478,6 +494,12 @@ impl SecretText {
         CText::new(pin.as_bytes())
             .map(SecretText)
             .ok_or_else(|| Error::new(sys::ITSME_E_INVALID_PIN, "the PIN contains a NUL byte"))
+    }
+
+    /// Another typed secret (a degradation code); a NUL byte inside it is
+    /// an invalid argument.
+    fn arg(text: &str, what: &str) -> Result<SecretText> {
+        CText::arg(text, what).map(SecretText)
     }
 
     fn as_ptr(&self) -> *const c_char {

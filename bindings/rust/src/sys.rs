@@ -215,6 +215,47 @@ pub struct itsme_voice_derivation {
     pub their_tag: u32,
 }
 
+// ---------------------------------------------------------------------------
+// The degradation code, Online Verify, Security PIN Update
+// ---------------------------------------------------------------------------
+
+/// Buffer size for a degradation code: 24 characters, 5 dashes, the NUL.
+pub const ITSME_DEGRADATION_CODE_SIZE: usize = 30;
+
+/// Opaque Online Verify session (`itsme_online_verify`).
+#[repr(C)]
+pub struct itsme_online_verify {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+pub type itsme_online_verify_state = u32;
+pub const ITSME_ONLINE_VERIFY_RUNNING: itsme_online_verify_state = 1;
+pub const ITSME_ONLINE_VERIFY_COMPARE_SAS: itsme_online_verify_state = 2;
+pub const ITSME_ONLINE_VERIFY_CONFIRMED: itsme_online_verify_state = 3;
+pub const ITSME_ONLINE_VERIFY_REJECTED: itsme_online_verify_state = 4;
+pub const ITSME_ONLINE_VERIFY_FAILED: itsme_online_verify_state = 5;
+
+/// Buffer size for a room name: 32 hex digits and the NUL.
+pub const ITSME_ROOM_NAME_SIZE: usize = 33;
+/// Longest Online Verify message.
+pub const ITSME_ONLINE_VERIFY_MESSAGE_MAX: usize = 82;
+
+/// Opaque Security PIN Update (`itsme_pin_update`).
+#[repr(C)]
+pub struct itsme_pin_update {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+pub type itsme_pin_update_state = u32;
+pub const ITSME_PIN_UPDATE_RUNNING: itsme_pin_update_state = 1;
+pub const ITSME_PIN_UPDATE_DONE: itsme_pin_update_state = 2;
+pub const ITSME_PIN_UPDATE_FAILED: itsme_pin_update_state = 3;
+
+/// Longest PIN Update frame.
+pub const ITSME_PIN_UPDATE_FRAME_MAX: usize = 66;
+
 /// A host-implemented secret store (`itsme_secret_store_callbacks`).
 /// `get`, `put` and `remove` must be `Some`; `destroy` may be `None`.
 #[repr(C)]
@@ -764,5 +805,123 @@ extern "C" {
         first_word: u32,
         second_word: u32,
         out: *mut itsme_voice_derivation,
+    ) -> itsme_result;
+
+    // The degradation code
+    pub fn itsme_store_degradation_code(
+        store: *mut itsme_store,
+        contact_id: i64,
+        rng: *mut itsme_random,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_store_accept_degradation_code(
+        store: *mut itsme_store,
+        contact_id: i64,
+        code: *const c_char,
+        now: i64,
+    ) -> itsme_result;
+    pub fn itsme_derive_degradation_code(
+        seed: *const u8,
+        seed_len: usize,
+        pid: *const u8,
+        pid_len: usize,
+        secret: *const u8,
+        secret_len: usize,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    // Online Verify
+    pub fn itsme_online_verify_new(
+        store: *mut itsme_store,
+        contact_id: i64,
+        window: i64,
+        rng: *mut itsme_random,
+        now: i64,
+        out: *mut *mut itsme_online_verify,
+    ) -> itsme_result;
+    pub fn itsme_online_verify_free(session: *mut itsme_online_verify);
+    pub fn itsme_online_verify_last_error(
+        session: *const itsme_online_verify,
+        buf: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_online_verify_status(
+        session: *const itsme_online_verify,
+        out_state: *mut itsme_online_verify_state,
+    ) -> itsme_result;
+    pub fn itsme_online_verify_room(
+        session: *const itsme_online_verify,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_online_verify_next_outgoing(
+        session: *mut itsme_online_verify,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_online_verify_receive(
+        session: *mut itsme_online_verify,
+        bytes: *const u8,
+        len: usize,
+        now: i64,
+    ) -> itsme_result;
+    pub fn itsme_online_verify_sas(
+        session: *const itsme_online_verify,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_online_verify_confirm(
+        session: *mut itsme_online_verify,
+        store: *mut itsme_store,
+        now: i64,
+        out_outcome: *mut itsme_voice_outcome,
+    ) -> itsme_result;
+    pub fn itsme_online_verify_reject(session: *mut itsme_online_verify) -> itsme_result;
+
+    // Security PIN Update
+    pub fn itsme_pin_update_new(
+        store: *mut itsme_store,
+        contact_id: i64,
+        window: i64,
+        rng: *mut itsme_random,
+        now: i64,
+        out: *mut *mut itsme_pin_update,
+    ) -> itsme_result;
+    pub fn itsme_pin_update_free(update: *mut itsme_pin_update);
+    pub fn itsme_pin_update_last_error(
+        update: *const itsme_pin_update,
+        buf: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_pin_update_status(
+        update: *const itsme_pin_update,
+        out_state: *mut itsme_pin_update_state,
+    ) -> itsme_result;
+    pub fn itsme_pin_update_session_code(
+        update: *const itsme_pin_update,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_pin_update_next_outgoing(
+        update: *mut itsme_pin_update,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_pin_update_receive(
+        update: *mut itsme_pin_update,
+        bytes: *const u8,
+        len: usize,
+        now: i64,
     ) -> itsme_result;
 }

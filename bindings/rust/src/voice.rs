@@ -1,5 +1,6 @@
 //! Voice verification during a call (`itsme_voice`), the NATO words, and the
-//! pure derivations of docs/PROTOCOL.md sections 9 and 10.
+//! pure derivations of docs/PROTOCOL.md sections 9 and 10 (the degradation
+//! code among them).
 
 use super::*;
 
@@ -663,6 +664,33 @@ pub fn derive_voice(
         my_tag: out.my_tag,
         their_tag: out.their_tag,
     })
+}
+
+/// The degradation code (PROTOCOL.md section 10.2) of the person `pid` for
+/// the 10-byte interim device secret `secret`:
+/// "ABCD-EFGH-IJKL-MNOP-QRST-UVWX".
+///
+/// Errors: [`ErrorKind::InvalidArgument`] (sizes).
+pub fn derive_degradation_code(seed: &[u8], pid: &[u8], secret: &[u8]) -> Result<String> {
+    init()?;
+    read_string(sys::ITSME_DEGRADATION_CODE_SIZE, |out, cap, len| {
+        // SAFETY: slices valid for their lengths; out/len come from
+        // read_string.
+        unsafe {
+            sys::itsme_derive_degradation_code(
+                seed.as_ptr(),
+                seed.len(),
+                pid.as_ptr(),
+                pid.len(),
+                secret.as_ptr(),
+                secret.len(),
+                out,
+                cap,
+                len,
+            )
+        }
+    })
+    .map_err(|failure| failure.into_error(thread_detail))
 }
 
 #[cfg(test)]

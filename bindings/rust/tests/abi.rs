@@ -560,6 +560,8 @@ fn types_agree() {
         "itsme_contact_list",
         "itsme_exchange",
         "itsme_identity",
+        "itsme_online_verify",
+        "itsme_pin_update",
         "itsme_random",
         "itsme_secret_store",
         "itsme_store",
@@ -617,7 +619,7 @@ fn every_constant_agrees() {
     }
     // And the values compiled into the crate are the ones in the text.
     use itsme::sys::*;
-    let compiled: [(&str, i64); 37] = [
+    let compiled: [(&str, i64); 49] = [
         ("ITSME_VERSION_MAJOR", ITSME_VERSION_MAJOR.into()),
         ("ITSME_VERSION_MINOR", ITSME_VERSION_MINOR.into()),
         ("ITSME_VERSION_PATCH", ITSME_VERSION_PATCH.into()),
@@ -655,6 +657,18 @@ fn every_constant_agrees() {
         ("ITSME_VOICE_TAG_UNKNOWN", ITSME_VOICE_TAG_UNKNOWN.into()),
         ("ITSME_VOICE_CODE_SIZE", ITSME_VOICE_CODE_SIZE as i64),
         ("ITSME_VOICE_SESSION_ID_SIZE", ITSME_VOICE_SESSION_ID_SIZE as i64),
+        ("ITSME_DEGRADATION_CODE_SIZE", ITSME_DEGRADATION_CODE_SIZE as i64),
+        ("ITSME_ONLINE_VERIFY_RUNNING", ITSME_ONLINE_VERIFY_RUNNING.into()),
+        ("ITSME_ONLINE_VERIFY_COMPARE_SAS", ITSME_ONLINE_VERIFY_COMPARE_SAS.into()),
+        ("ITSME_ONLINE_VERIFY_CONFIRMED", ITSME_ONLINE_VERIFY_CONFIRMED.into()),
+        ("ITSME_ONLINE_VERIFY_REJECTED", ITSME_ONLINE_VERIFY_REJECTED.into()),
+        ("ITSME_ONLINE_VERIFY_FAILED", ITSME_ONLINE_VERIFY_FAILED.into()),
+        ("ITSME_ROOM_NAME_SIZE", ITSME_ROOM_NAME_SIZE as i64),
+        ("ITSME_ONLINE_VERIFY_MESSAGE_MAX", ITSME_ONLINE_VERIFY_MESSAGE_MAX as i64),
+        ("ITSME_PIN_UPDATE_RUNNING", ITSME_PIN_UPDATE_RUNNING.into()),
+        ("ITSME_PIN_UPDATE_DONE", ITSME_PIN_UPDATE_DONE.into()),
+        ("ITSME_PIN_UPDATE_FAILED", ITSME_PIN_UPDATE_FAILED.into()),
+        ("ITSME_PIN_UPDATE_FRAME_MAX", ITSME_PIN_UPDATE_FRAME_MAX as i64),
     ];
     for (name, value) in compiled {
         assert_eq!(macros[name].parse::<i64>().unwrap(), value, "{name}");
@@ -726,6 +740,16 @@ fn parsers_see_what_they_should() {
         header["itsme_voice_status"].params,
         ["*const itsme_voice", "*mut itsme_voice_state", "*mut u32"]
     );
+    assert_eq!(
+        header["itsme_online_verify_new"].params,
+        ["*mut itsme_store", "i64", "i64", "*mut itsme_random", "i64", "*mut *mut itsme_online_verify"]
+    );
+    assert_eq!(
+        header["itsme_online_verify_confirm"].params,
+        ["*mut itsme_online_verify", "*mut itsme_store", "i64", "*mut itsme_voice_outcome"]
+    );
+    assert_eq!(header["itsme_pin_update_status"].params, ["*const itsme_pin_update", "*mut itsme_pin_update_state"]);
+    assert_eq!(header["itsme_derive_degradation_code"].params.len(), 9);
     let sys = rust_functions(&sys_source());
     assert_eq!(sys["itsme_identity_load"], header["itsme_identity_load"]);
     // `1u` is read as 1.

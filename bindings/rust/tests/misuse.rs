@@ -11,6 +11,8 @@ use std::ptr::{null, null_mut};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 const T0: i64 = 1_800_000_000;
+/// The latest time the header allows: the end of the year 9999.
+const MAX_TIME: i64 = 253_402_300_799;
 
 fn cstr(text: &str) -> Vec<u8> {
     let mut bytes = text.as_bytes().to_vec();
@@ -168,6 +170,21 @@ fn before_init_checks() {
         itsme_voice_free(null_mut());
         assert_eq!(itsme_derive_session_id(seed.as_ptr(), 32, 1, out.as_mut_ptr().cast(), 17, &mut len), ITSME_E_NOT_INITIALIZED);
         assert_eq!((out, len), ([0xAA; 17], 12345));
+
+        // The degradation code, Online Verify and PIN Update too.
+        assert_eq!(
+            itsme_derive_degradation_code(seed.as_ptr(), 32, key.as_ptr(), 32, seed.as_ptr(), 10, out.as_mut_ptr().cast(), 17, &mut len),
+            ITSME_E_NOT_INITIALIZED
+        );
+        assert_eq!((out, len), ([0xAA; 17], 12345));
+        let mut session = sentinel();
+        assert_eq!(itsme_online_verify_new(null_mut(), 1, T0 / 30, null_mut(), T0, &mut session), ITSME_E_NOT_INITIALIZED);
+        assert_eq!(session, sentinel());
+        let mut update = sentinel();
+        assert_eq!(itsme_pin_update_new(null_mut(), 1, T0 / 30, null_mut(), T0, &mut update), ITSME_E_NOT_INITIALIZED);
+        assert_eq!(update, sentinel());
+        itsme_online_verify_free(null_mut());
+        itsme_pin_update_free(null_mut());
     }
 
     // And the safe binding initialises by itself.
@@ -995,8 +1012,12 @@ fn store_update_arguments() {
         assert_eq!(itsme_store_use_window(s, id, 0), ITSME_E_WINDOW_USED);
         assert!(!c.detail().is_empty());
         assert_eq!(itsme_store_use_window(s, id, 1), ITSME_OK);
-        assert_eq!(itsme_store_use_window(s, id, i64::MAX), ITSME_OK);
-        assert_eq!(itsme_store_use_window(s, id, i64::MAX), ITSME_E_WINDOW_USED);
+        // The last window is the last of the year 9999; none beyond it.
+        let last = MAX_TIME / 30;
+        assert_eq!(itsme_store_use_window(s, id, last + 1), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_use_window(s, id, i64::MAX), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_use_window(s, id, last), ITSME_OK);
+        assert_eq!(itsme_store_use_window(s, id, last), ITSME_E_WINDOW_USED);
         // Windows are per contact.
         assert_eq!(itsme_store_use_window(s, c.v5, 1), ITSME_OK);
         // The longest note fits.
@@ -2124,5 +2145,490 @@ fn voice_derivation_arguments() {
         assert_eq!(derivation.reserved, 0);
         assert_eq!(itsme_derive_code(s.as_ptr(), 32, 1, p, 32, 1, p, 8, 2, p, 32, null_mut(), 0, &mut len), ITSME_E_BUFFER_TOO_SMALL);
         assert!((9..=ITSME_VOICE_CODE_SIZE).contains(&len), "{len}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The degradation code, Online Verify, PIN Update
+// ---------------------------------------------------------------------------
+
+const DEGRADATION_SECRET: [u8; 10] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9];
+
+/// The degradation code Carol (pid CONTACT_KEY, seed SEED) would send, with
+/// its NUL.
+fn carol_code() -> Vec<u8> {
+    init();
+    let mut buf = [0u8; 64];
+    let mut len = 0usize;
+    let code = unsafe {
+        let (seed, pid, secret) = (SEED.as_ptr(), CONTACT_KEY.as_ptr(), DEGRADATION_SECRET.as_ptr());
+        itsme_derive_degradation_code(seed, 32, pid, 32, secret, 10, buf.as_mut_ptr().cast(), 64, &mut len)
+    };
+    assert_eq!((code, len), (ITSME_OK, ITSME_DEGRADATION_CODE_SIZE));
+    buf[..len].to_vec()
+}
+
+/// A deterministic random source; the caller frees it.
+fn random(first: u8) -> *mut itsme_random {
+    let seed: Vec<u8> = (first..first + 32).collect();
+    let mut rng = null_mut();
+    assert_eq!(unsafe { itsme_random_new_deterministic(seed.as_ptr(), 32, &mut rng) }, ITSME_OK);
+    rng
+}
+
+#[test]
+fn session_free_functions_accept_null() {
+    unsafe {
+        itsme_online_verify_free(null_mut());
+        itsme_pin_update_free(null_mut());
+    }
+}
+
+#[test]
+fn degradation_code_arguments() {
+    let c = Contacts::new("misuse-degradation");
+    let (s, id) = (c.store, c.keyed);
+    let inv = ITSME_E_INVALID_ARGUMENT;
+    unsafe {
+        let mut buf = [0xAAu8; 64];
+        let mut len = 777usize;
+        let b: *mut c_char = buf.as_mut_ptr().cast();
+        assert_eq!(itsme_store_degradation_code(null_mut(), id, null_mut(), b, 64, &mut len), inv);
+        assert_eq!(itsme_store_degradation_code(s, id, null_mut(), null_mut(), 64, &mut len), inv);
+        assert_eq!(itsme_store_degradation_code(s, id, null_mut(), b, 64, null_mut()), inv);
+        assert_eq!((buf, len), ([0xAA; 64], 777), "written on failure");
+        assert_eq!(itsme_store_degradation_code(s, 9999, null_mut(), b, 64, &mut len), ITSME_E_NOT_FOUND);
+        assert!(!c.detail().is_empty(), "recorded on the store");
+        assert_eq!((buf, len), ([0xAA; 64], 777), "written on failure");
+        // Too small: the size, and nothing drawn from the random source.
+        let refused = random(40);
+        for cap in [0usize, 1, ITSME_DEGRADATION_CODE_SIZE - 1] {
+            let out = if cap == 0 { null_mut() } else { b };
+            assert_eq!(itsme_store_degradation_code(s, id, refused, out, cap, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+            assert_eq!(len, ITSME_DEGRADATION_CODE_SIZE);
+            assert_eq!(buf, [0xAA; 64], "written on failure");
+        }
+        assert_eq!(itsme_store_degradation_code(s, id, refused, b, 64, &mut len), ITSME_OK);
+        let after_refusals = buf[..len].to_vec();
+        let fresh = random(40);
+        assert_eq!(itsme_store_degradation_code(s, id, fresh, b, 64, &mut len), ITSME_OK);
+        assert_eq!(buf[..len], after_refusals[..], "the refused calls drew nothing");
+        itsme_random_free(refused);
+        itsme_random_free(fresh);
+        assert_eq!(buf[len - 1], 0);
+        assert_eq!(buf[..len - 1].iter().filter(|&&c| c == b'-').count(), 5);
+        // The operating system's random source.
+        assert_eq!(itsme_store_degradation_code(s, id, null_mut(), b, 64, &mut len), ITSME_OK);
+
+        // accept: junk is an invalid argument, and not counted.
+        let code = carol_code();
+        let now = T0;
+        assert_eq!(itsme_store_accept_degradation_code(null_mut(), id, ptr(&code), now), inv);
+        assert_eq!(itsme_store_accept_degradation_code(s, id, null(), now), inv);
+        for junk in [&b"\0"[..], b"ABCD\0", b"ABCD-EFGH-IJKL-MNOP-QRST-UVW1\0", b"ABCD-EFGH-\xc3(JKL-MNOP-QRST-UVWX\0"] {
+            for _ in 0..6 {
+                assert_eq!(itsme_store_accept_degradation_code(s, id, ptr(junk), now), inv, "{junk:?}");
+            }
+        }
+        for bad in [-1, MAX_TIME + 1] {
+            assert_eq!(itsme_store_accept_degradation_code(s, id, ptr(&code), bad), inv);
+        }
+        assert_eq!(itsme_store_accept_degradation_code(s, 9999, ptr(&code), now), ITSME_E_NOT_FOUND);
+        assert_eq!(itsme_store_accept_degradation_code(s, id, ptr(&code), now), ITSME_OK);
+        let contact = c.snapshot(id);
+        let (mut state, mut acknowledged) = (0u32, 0 as c_int);
+        assert_eq!(itsme_contact_state(contact, &mut state, &mut acknowledged), ITSME_OK);
+        itsme_contact_free(contact);
+        assert_eq!((state, acknowledged), (ITSME_CONTACT_DEGRADED, 1));
+    }
+}
+
+#[test]
+fn derive_degradation_code_arguments() {
+    init();
+    let (seed, pid, secret) = (SEED, CONTACT_KEY, [3u8; 16]);
+    let inv = ITSME_E_INVALID_ARGUMENT;
+    let mut buf = [0xAAu8; 64];
+    let mut len = 777usize;
+    let b: *mut c_char = buf.as_mut_ptr().cast();
+    unsafe {
+        let (s, p, r) = (seed.as_ptr(), pid.as_ptr(), secret.as_ptr());
+        assert_eq!(itsme_derive_degradation_code(null(), 32, p, 32, r, 10, b, 64, &mut len), inv);
+        assert_eq!(itsme_derive_degradation_code(s, 32, null(), 32, r, 10, b, 64, &mut len), inv);
+        assert_eq!(itsme_derive_degradation_code(s, 32, p, 32, null(), 10, b, 64, &mut len), inv);
+        assert_eq!(itsme_derive_degradation_code(s, 32, p, 32, r, 10, null_mut(), 64, &mut len), inv);
+        assert_eq!(itsme_derive_degradation_code(s, 32, p, 32, r, 10, b, 64, null_mut()), inv);
+        let sizes = [(31, 32, 10), (33, 32, 10), (32, 0, 10), (32, 7, 10), (32, 31, 10), (32, 32, 9), (32, 32, 11), (32, 32, 0)];
+        for (seed_len, pid_len, secret_len) in sizes.into_iter().chain([(32, 32, 16)]) {
+            let code = itsme_derive_degradation_code(s, seed_len, p, pid_len, r, secret_len, b, 64, &mut len);
+            assert_eq!(code, inv, "{seed_len} {pid_len} {secret_len}");
+        }
+        assert_eq!((buf, len), ([0xAA; 64], 777), "written on failure");
+        assert_eq!(itsme_derive_degradation_code(s, 32, p, 32, r, 10, null_mut(), 0, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(len, ITSME_DEGRADATION_CODE_SIZE);
+        let short = ITSME_DEGRADATION_CODE_SIZE - 1;
+        assert_eq!(itsme_derive_degradation_code(s, 32, p, 32, r, 10, b, short, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(buf, [0xAA; 64], "written on failure");
+        // A fingerprint pid (8 bytes) is a pid.
+        assert_eq!(itsme_derive_degradation_code(s, 32, p, 8, r, 10, b, 64, &mut len), ITSME_OK);
+        assert_eq!(len, ITSME_DEGRADATION_CODE_SIZE);
+        assert_eq!(buf[len..], [0xAA; 64 - ITSME_DEGRADATION_CODE_SIZE], "written past the code");
+    }
+}
+
+/// One side of two identities that hold each other as contacts (seed
+/// SEED): its contact store and the id of the other.
+struct Side {
+    store: *mut itsme_store,
+    peer: i64,
+    key: [u8; 32],
+    _f: Fixture,
+    _dir: common::TempDir,
+}
+
+impl Drop for Side {
+    fn drop(&mut self) {
+        unsafe { itsme_store_close(self.store) };
+    }
+}
+
+/// Two such sides, the initiator (the lower pid) first.
+fn sides(tag: &str) -> (Side, Side) {
+    let made: Vec<(Fixture, common::TempDir, *mut itsme_store, [u8; 32])> = (0..2)
+        .map(|n| {
+            let f = Fixture::new();
+            let dir = common::TempDir::new(&format!("{tag}-{n}"));
+            let path = cstr(dir.path().join("contacts.db").to_str().unwrap());
+            let mut store = null_mut();
+            let mut key = [0u8; 32];
+            let mut len = 0usize;
+            unsafe {
+                assert_eq!(itsme_store_open(f.identity, ptr(&path), &mut store), ITSME_OK);
+                assert_eq!(itsme_identity_public_key(f.identity, key.as_mut_ptr(), 32, &mut len), ITSME_OK);
+            }
+            (f, dir, store, key)
+        })
+        .collect();
+    let mut made = made.into_iter();
+    let (fa, da, sa, ka) = made.next().unwrap();
+    let (fb, db, sb, kb) = made.next().unwrap();
+    let (mut pa, mut pb) = (0i64, 0i64);
+    let name = cstr("Peer");
+    unsafe {
+        assert_eq!(itsme_store_add(sa, ptr(&name), kb.as_ptr(), 32, SEED.as_ptr(), 32, ITSME_EXCHANGE_QR, T0, &mut pa), ITSME_OK);
+        assert_eq!(itsme_store_add(sb, ptr(&name), ka.as_ptr(), 32, SEED.as_ptr(), 32, ITSME_EXCHANGE_QR, T0, &mut pb), ITSME_OK);
+    }
+    let a = Side { store: sa, peer: pa, key: ka, _f: fa, _dir: da };
+    let b = Side { store: sb, peer: pb, key: kb, _f: fb, _dir: db };
+    if a.key < b.key {
+        (a, b)
+    } else {
+        (b, a)
+    }
+}
+
+/// An Online Verify session, freed when dropped.
+struct Ov(*mut itsme_online_verify);
+
+impl Ov {
+    fn new(side: &Side) -> Ov {
+        let mut out = null_mut();
+        assert_eq!(unsafe { itsme_online_verify_new(side.store, side.peer, T0 / 30, null_mut(), T0, &mut out) }, ITSME_OK);
+        Ov(out)
+    }
+
+    fn state(&self) -> itsme_online_verify_state {
+        let mut state = 0;
+        assert_eq!(unsafe { itsme_online_verify_status(self.0, &mut state) }, ITSME_OK);
+        state
+    }
+
+    fn next(&self) -> Vec<u8> {
+        let mut buf = [0u8; ITSME_ONLINE_VERIFY_MESSAGE_MAX];
+        let mut len = 0usize;
+        assert_eq!(unsafe { itsme_online_verify_next_outgoing(self.0, buf.as_mut_ptr(), buf.len(), &mut len) }, ITSME_OK);
+        buf[..len].to_vec()
+    }
+
+    fn detail(&self) -> String {
+        let mut buf = [0u8; 512];
+        let mut len = 0usize;
+        assert_eq!(unsafe { itsme_online_verify_last_error(self.0, buf.as_mut_ptr().cast(), 512, &mut len) }, ITSME_OK);
+        String::from_utf8(buf[..len - 1].to_vec()).unwrap()
+    }
+}
+
+impl Drop for Ov {
+    fn drop(&mut self) {
+        unsafe { itsme_online_verify_free(self.0) };
+    }
+}
+
+/// Moves messages between two sessions until neither has one.
+fn ov_pump(a: &Ov, b: &Ov) {
+    loop {
+        let mut moved = false;
+        for (from, to) in [(a, b), (b, a)] {
+            let message = from.next();
+            if !message.is_empty() {
+                assert_eq!(unsafe { itsme_online_verify_receive(to.0, message.as_ptr(), message.len(), T0) }, ITSME_OK);
+                moved = true;
+            }
+        }
+        if !moved {
+            break;
+        }
+    }
+}
+
+#[test]
+fn online_verify_constructor_arguments() {
+    let c = Contacts::new("misuse-ov-new");
+    let window = T0 / 30;
+    let inv = ITSME_E_INVALID_ARGUMENT;
+    unsafe {
+        let mut out = sentinel();
+        assert_eq!(itsme_online_verify_new(null_mut(), c.keyed, window, null_mut(), T0, &mut out), inv);
+        assert_eq!(itsme_online_verify_new(c.store, c.keyed, window, null_mut(), T0, null_mut()), inv);
+        for other in [window + 1, window - 2, 0, -1, i64::MAX] {
+            assert_eq!(itsme_online_verify_new(c.store, c.keyed, other, null_mut(), T0, &mut out), inv, "{other}");
+        }
+        assert!(!c.detail().is_empty(), "recorded on the store");
+        for now in [-1, MAX_TIME + 1] {
+            assert_eq!(itsme_online_verify_new(c.store, c.keyed, now.div_euclid(30), null_mut(), now, &mut out), inv, "{now}");
+        }
+        assert_eq!(itsme_online_verify_new(c.store, 9999, window, null_mut(), T0, &mut out), ITSME_E_NOT_FOUND);
+        assert_eq!(out, sentinel(), "written on failure");
+        // The window before, a deterministic random source, and an
+        // unauthenticated contact (its pid is its fingerprint).
+        let rng = random(1);
+        for (id, window, rng) in [(c.keyed, window - 1, null_mut()), (c.keyed, window, rng), (c.v5, window, null_mut())] {
+            let mut ok = null_mut();
+            assert_eq!(itsme_online_verify_new(c.store, id, window, rng, T0, &mut ok), ITSME_OK);
+            assert!(!ok.is_null());
+            itsme_online_verify_free(ok);
+        }
+        itsme_random_free(rng);
+    }
+}
+
+#[test]
+fn online_verify_arguments() {
+    let (i_side, r_side) = sides("misuse-ov");
+    let (i, r) = (Ov::new(&i_side), Ov::new(&r_side));
+    let inv = ITSME_E_INVALID_ARGUMENT;
+    unsafe {
+        // status
+        let mut state = 42u32;
+        assert_eq!(itsme_online_verify_status(null(), &mut state), inv);
+        assert_eq!(itsme_online_verify_status(i.0, null_mut()), inv);
+        assert_eq!(state, 42, "written on failure");
+        assert_eq!(i.state(), ITSME_ONLINE_VERIFY_RUNNING);
+
+        // room, last_error: text outputs.
+        let mut buf = [0xAAu8; 64];
+        let mut len = 777usize;
+        let b: *mut c_char = buf.as_mut_ptr().cast();
+        type Getter = unsafe extern "C" fn(*const itsme_online_verify, *mut c_char, usize, *mut usize) -> itsme_result;
+        for (what, getter) in [("room", itsme_online_verify_room as Getter), ("last_error", itsme_online_verify_last_error)] {
+            assert_eq!(getter(null(), b, 64, &mut len), inv, "{what}");
+            assert_eq!(getter(i.0, null_mut(), 64, &mut len), inv, "{what}");
+            assert_eq!(getter(i.0, b, 64, null_mut()), inv, "{what}");
+            assert_eq!((buf, len), ([0xAA; 64], 777), "{what}: written on failure");
+        }
+        assert_eq!(itsme_online_verify_room(i.0, null_mut(), 0, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(len, ITSME_ROOM_NAME_SIZE);
+        assert_eq!(itsme_online_verify_room(i.0, b, ITSME_ROOM_NAME_SIZE - 1, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(buf, [0xAA; 64], "written on failure");
+        assert_eq!(itsme_online_verify_room(i.0, b, 64, &mut len), ITSME_OK);
+        assert_eq!(buf[32], 0);
+        assert!(buf[..32].iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c)));
+        len = 777;
+        buf = [0xAA; 64];
+        assert_eq!(itsme_online_verify_sas(i.0, b, 64, &mut len), ITSME_E_INVALID_STATE, "no SAS yet");
+        assert_eq!((buf, len), ([0xAA; 64], 777));
+        assert!(!i.detail().is_empty());
+        assert_eq!(i.state(), ITSME_ONLINE_VERIFY_RUNNING, "refused without failing");
+
+        // next_outgoing: the initiator's COMMIT, not consumed by a refusal.
+        let mut out = [0xAAu8; 128];
+        assert_eq!(itsme_online_verify_next_outgoing(null_mut(), out.as_mut_ptr(), 128, &mut len), inv);
+        assert_eq!(itsme_online_verify_next_outgoing(i.0, null_mut(), 128, &mut len), inv);
+        assert_eq!(itsme_online_verify_next_outgoing(i.0, out.as_mut_ptr(), 128, null_mut()), inv);
+        assert_eq!(itsme_online_verify_next_outgoing(i.0, null_mut(), 0, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(len, 34, "a COMMIT is 34 bytes");
+        assert_eq!(itsme_online_verify_next_outgoing(i.0, out.as_mut_ptr(), 33, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(out, [0xAA; 128], "written on failure");
+        let commit = i.next();
+        assert_eq!((commit.len(), commit[0], commit[1]), (34, 1, 1));
+        assert_eq!(itsme_online_verify_next_outgoing(i.0, null_mut(), 0, &mut len), ITSME_OK);
+        assert_eq!(len, 0, "nothing more to send");
+        assert!(r.next().is_empty(), "the responder waits for the COMMIT");
+
+        // receive: NULLs leave the session running.
+        assert_eq!(itsme_online_verify_receive(null_mut(), commit.as_ptr(), commit.len(), T0), inv);
+        assert_eq!(itsme_online_verify_receive(r.0, null(), commit.len(), T0), inv);
+        assert_eq!(r.state(), ITSME_ONLINE_VERIFY_RUNNING);
+        assert_eq!(itsme_online_verify_receive(r.0, commit.as_ptr(), commit.len(), T0), ITSME_OK);
+
+        // confirm: not before the SAS.
+        let mut outcome = 42u32;
+        assert_eq!(itsme_online_verify_confirm(i.0, i_side.store, T0, &mut outcome), ITSME_E_INVALID_STATE);
+        assert_eq!(outcome, 42);
+        ov_pump(&i, &r);
+        assert_eq!((i.state(), r.state()), (ITSME_ONLINE_VERIFY_COMPARE_SAS, ITSME_ONLINE_VERIFY_COMPARE_SAS));
+
+        // sas: a text output, once there is one.
+        len = 777;
+        assert_eq!(itsme_online_verify_sas(null(), b, 64, &mut len), inv);
+        assert_eq!(itsme_online_verify_sas(i.0, null_mut(), 64, &mut len), inv);
+        assert_eq!(itsme_online_verify_sas(i.0, b, 64, null_mut()), inv);
+        assert_eq!((buf, len), ([0xAA; 64], 777), "written on failure");
+        assert_eq!(itsme_online_verify_sas(i.0, null_mut(), 0, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert!((10..=ITSME_SHORT_CODE_SIZE).contains(&len), "{len}");
+        assert_eq!(itsme_online_verify_sas(i.0, b, len - 1, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(buf, [0xAA; 64], "written on failure");
+        let mut theirs = [0u8; 64];
+        let mut theirs_len = 0usize;
+        assert_eq!(itsme_online_verify_sas(i.0, b, 64, &mut len), ITSME_OK);
+        assert_eq!(itsme_online_verify_sas(r.0, theirs.as_mut_ptr().cast(), 64, &mut theirs_len), ITSME_OK);
+        assert_eq!(buf[..len], theirs[..theirs_len], "both show the same SAS");
+        assert_eq!(itsme_online_verify_confirm(null_mut(), i_side.store, T0, &mut outcome), inv);
+        assert_eq!(itsme_online_verify_confirm(i.0, null_mut(), T0, &mut outcome), inv);
+        assert_eq!(itsme_online_verify_confirm(i.0, i_side.store, T0, null_mut()), inv);
+        assert_eq!(itsme_online_verify_confirm(i.0, r_side.store, T0, &mut outcome), inv, "another store");
+        assert_eq!(itsme_online_verify_confirm(i.0, i_side.store, -1, &mut outcome), inv);
+        assert_eq!(outcome, 42, "written on failure");
+        assert_eq!(i.state(), ITSME_ONLINE_VERIFY_COMPARE_SAS);
+        assert_eq!(itsme_online_verify_confirm(i.0, i_side.store, T0, &mut outcome), ITSME_OK);
+        assert_eq!(outcome, ITSME_VOICE_VERIFIED_TAG_UNCHECKED, "contacts added without device secrets");
+
+        // reject
+        assert_eq!(itsme_online_verify_reject(null_mut()), inv);
+        assert_eq!(itsme_online_verify_reject(r.0), ITSME_OK);
+        assert_eq!(r.state(), ITSME_ONLINE_VERIFY_REJECTED);
+        assert_eq!(itsme_online_verify_reject(r.0), ITSME_E_INVALID_STATE);
+    }
+}
+
+/// A PIN Update, freed when dropped.
+struct Pu(*mut itsme_pin_update);
+
+impl Pu {
+    fn new(side: &Side) -> Pu {
+        let mut out = null_mut();
+        assert_eq!(unsafe { itsme_pin_update_new(side.store, side.peer, T0 / 30, null_mut(), T0, &mut out) }, ITSME_OK);
+        Pu(out)
+    }
+
+    fn state(&self) -> itsme_pin_update_state {
+        let mut state = 0;
+        assert_eq!(unsafe { itsme_pin_update_status(self.0, &mut state) }, ITSME_OK);
+        state
+    }
+
+    fn next(&self) -> Vec<u8> {
+        let mut buf = [0u8; ITSME_PIN_UPDATE_FRAME_MAX];
+        let mut len = 0usize;
+        assert_eq!(unsafe { itsme_pin_update_next_outgoing(self.0, buf.as_mut_ptr(), buf.len(), &mut len) }, ITSME_OK);
+        buf[..len].to_vec()
+    }
+}
+
+impl Drop for Pu {
+    fn drop(&mut self) {
+        unsafe { itsme_pin_update_free(self.0) };
+    }
+}
+
+#[test]
+fn pin_update_constructor_arguments() {
+    let c = Contacts::new("misuse-pu-new");
+    let window = T0 / 30;
+    let inv = ITSME_E_INVALID_ARGUMENT;
+    unsafe {
+        let mut out = sentinel();
+        assert_eq!(itsme_pin_update_new(null_mut(), c.keyed, window, null_mut(), T0, &mut out), inv);
+        assert_eq!(itsme_pin_update_new(c.store, c.keyed, window, null_mut(), T0, null_mut()), inv);
+        for other in [window + 1, window - 2, 0, -1, i64::MAX] {
+            assert_eq!(itsme_pin_update_new(c.store, c.keyed, other, null_mut(), T0, &mut out), inv, "{other}");
+        }
+        assert!(!c.detail().is_empty(), "recorded on the store");
+        for now in [-1, MAX_TIME + 1] {
+            assert_eq!(itsme_pin_update_new(c.store, c.keyed, now.div_euclid(30), null_mut(), now, &mut out), inv, "{now}");
+        }
+        assert_eq!(itsme_pin_update_new(c.store, 9999, window, null_mut(), T0, &mut out), ITSME_E_NOT_FOUND);
+        assert_eq!(out, sentinel(), "written on failure");
+        let rng = random(2);
+        for (id, window, rng) in [(c.keyed, window - 1, null_mut()), (c.keyed, window, rng), (c.v5, window, null_mut())] {
+            let mut ok = null_mut();
+            assert_eq!(itsme_pin_update_new(c.store, id, window, rng, T0, &mut ok), ITSME_OK);
+            assert!(!ok.is_null());
+            itsme_pin_update_free(ok);
+        }
+        itsme_random_free(rng);
+    }
+}
+
+#[test]
+fn pin_update_arguments() {
+    let (i_side, r_side) = sides("misuse-pu");
+    let (i, r) = (Pu::new(&i_side), Pu::new(&r_side));
+    let inv = ITSME_E_INVALID_ARGUMENT;
+    unsafe {
+        // status
+        let mut state = 42u32;
+        assert_eq!(itsme_pin_update_status(null(), &mut state), inv);
+        assert_eq!(itsme_pin_update_status(i.0, null_mut()), inv);
+        assert_eq!(state, 42, "written on failure");
+        assert_eq!(i.state(), ITSME_PIN_UPDATE_RUNNING);
+
+        // session_code, last_error: text outputs.
+        let mut buf = [0xAAu8; 64];
+        let mut len = 777usize;
+        let b: *mut c_char = buf.as_mut_ptr().cast();
+        type Getter = unsafe extern "C" fn(*const itsme_pin_update, *mut c_char, usize, *mut usize) -> itsme_result;
+        let getters = [("session_code", itsme_pin_update_session_code as Getter), ("last_error", itsme_pin_update_last_error)];
+        for (what, getter) in getters {
+            assert_eq!(getter(null(), b, 64, &mut len), inv, "{what}");
+            assert_eq!(getter(i.0, null_mut(), 64, &mut len), inv, "{what}");
+            assert_eq!(getter(i.0, b, 64, null_mut()), inv, "{what}");
+            assert_eq!((buf, len), ([0xAA; 64], 777), "{what}: written on failure");
+        }
+        assert_eq!(itsme_pin_update_session_code(i.0, null_mut(), 0, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert!((10..=ITSME_SHORT_CODE_SIZE).contains(&len), "{len}");
+        assert_eq!(itsme_pin_update_session_code(i.0, b, len - 1, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(buf, [0xAA; 64], "written on failure");
+        let mut other = [0u8; 64];
+        let mut other_len = 0usize;
+        assert_eq!(itsme_pin_update_session_code(i.0, b, 64, &mut len), ITSME_OK);
+        assert_eq!(itsme_pin_update_session_code(r.0, other.as_mut_ptr().cast(), 64, &mut other_len), ITSME_OK);
+        assert_eq!(buf[..len], other[..other_len], "both show the same session code");
+
+        // next_outgoing: the KEY, not consumed by a refusal.
+        let mut out = [0xAAu8; 128];
+        assert_eq!(itsme_pin_update_next_outgoing(null_mut(), out.as_mut_ptr(), 128, &mut len), inv);
+        assert_eq!(itsme_pin_update_next_outgoing(i.0, null_mut(), 128, &mut len), inv);
+        assert_eq!(itsme_pin_update_next_outgoing(i.0, out.as_mut_ptr(), 128, null_mut()), inv);
+        assert_eq!(itsme_pin_update_next_outgoing(i.0, null_mut(), 0, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(len, 34, "a KEY frame is 34 bytes");
+        assert_eq!(itsme_pin_update_next_outgoing(i.0, out.as_mut_ptr(), 33, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(out, [0xAA; 128], "written on failure");
+        let key = i.next();
+        assert_eq!((key.len(), key[0], key[1]), (34, 1, 1));
+        assert!(i.next().is_empty(), "nothing more to send before the peer's KEY");
+
+        // receive: NULLs leave the update running.
+        assert_eq!(itsme_pin_update_receive(null_mut(), key.as_ptr(), key.len(), T0), inv);
+        assert_eq!(itsme_pin_update_receive(r.0, null(), key.len(), T0), inv);
+        assert_eq!(r.state(), ITSME_PIN_UPDATE_RUNNING);
+        assert_eq!(itsme_pin_update_receive(r.0, key.as_ptr(), key.len(), T0), ITSME_OK);
+        // A frame received twice fails the update, which says why.
+        assert_eq!(itsme_pin_update_receive(r.0, key.as_ptr(), key.len(), T0), ITSME_E_MALFORMED_MESSAGE);
+        assert_eq!(r.state(), ITSME_PIN_UPDATE_FAILED);
+        assert_eq!(itsme_pin_update_last_error(r.0, b, 64, &mut len), ITSME_OK);
+        assert!(len > 1);
+        assert_eq!(itsme_pin_update_receive(r.0, key.as_ptr(), key.len(), T0), ITSME_E_INVALID_STATE);
+        assert!(r.next().is_empty(), "a failed update sends nothing");
     }
 }

@@ -2,16 +2,21 @@
 //! its README.md) replayed through the C interface: whole QR and Bluetooth
 //! exchanges from each party's deterministic random seed, source-format
 //! imports and rejections, voice verification plans, heard codes and
-//! sessions, and every pure derivation.
+//! sessions, degradation codes, whole Online Verify sessions and PIN
+//! Updates, and every pure derivation.  The Online Verify and PIN Update
+//! sides hold each other as contacts added with the vector's seed, which
+//! have no device secrets: the Online Verify PROOF messages (which carry
+//! device tags) are therefore not compared.
 
 mod common;
 
-use common::encoding::{base64url_decode, base64url_encode, hex_decode, hex_encode};
+use common::encoding::{base32_decode, base64url_decode, base64url_encode, hex_decode, hex_encode};
 use common::json::Json;
 use common::TempDir;
 use itsme::{
     ContactStore, DeterministicRandom, ErrorKind, Exchange, ExchangeFlags, ExchangeMethod, ExchangeState, Identity,
-    SecretStore, VerificationState, VoiceOutcome, VoiceSession, VoiceState, VoiceTurn,
+    OnlineVerify, OnlineVerifyState, PinUpdate, PinUpdateState, SecretStore, VerificationState, VoiceOutcome,
+    VoiceSession, VoiceState, VoiceTurn,
 };
 use std::path::PathBuf;
 
@@ -85,7 +90,17 @@ fn every_vector_file_is_read() {
     names.sort();
     assert_eq!(
         names,
-        ["bluetooth.json", "encoding.json", "qr.json", "sas.json", "seed.json", "source-v5.json", "voice.json"]
+        [
+            "bluetooth.json",
+            "encoding.json",
+            "online-verify.json",
+            "pin-update.json",
+            "qr.json",
+            "sas.json",
+            "seed.json",
+            "source-v5.json",
+            "voice.json"
+        ]
     );
     for name in names {
         load(&name);
@@ -656,5 +671,214 @@ fn voice_heard_codes() {
         let error = session.check(contacts, typed, 0, started).expect_err(typed);
         assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{typed:?}");
         assert_eq!(session.state().unwrap(), VoiceState::Comparing, "{typed:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// voice.json: the degradation code
+// ---------------------------------------------------------------------------
+
+/// 24 base-32 letters in six groups of four.
+fn degradation_text(letters: &str) -> String {
+    letters.as_bytes().chunks(4).map(|group| std::str::from_utf8(group).unwrap()).collect::<Vec<_>>().join("-")
+}
+
+#[test]
+fn degradation_codes() {
+    let voice = load("voice.json");
+    let cases = voice.array("degradation");
+    assert!(!cases.is_empty());
+    for (i, case) in cases.iter().enumerate() {
+        let code = itsme::derive_degradation_code(&case.hex("seed"), &case.hex("pid"), &case.hex("secret")).unwrap();
+        assert_eq!(code, case.text("code_text"), "degradation {i}");
+        let raw = base32_decode(&code.replace('-', "")).unwrap();
+        assert_eq!(raw, [case.hex("secret"), case.hex("mac")].concat(), "degradation {i}: secret and mac");
+        assert_eq!(case.hex("mac").len(), 5);
+    }
+}
+
+#[test]
+fn degradation_code_parsing() {
+    let voice = load("voice.json");
+    let parse = voice.field("degradation_parse");
+    let example = &voice.array("degradation")[0];
+    let contact = VoiceContact::new();
+    let contacts = &contact.party.contacts;
+    for case in parse.array("valid") {
+        let typed = case.text("input_text");
+        let letters: String = typed.chars().filter(|c| *c != ' ' && *c != '-').collect::<String>().to_uppercase();
+        let raw = case.hex("bytes");
+        assert_eq!(base32_decode(&letters).as_deref(), Some(&raw[..]), "{typed:?}");
+        // The first 16 letters carry the 10-byte secret alone: a code
+        // derived from it starts with them, whatever the seed and person.
+        let code = itsme::derive_degradation_code(&example.hex("seed"), &example.hex("pid"), &raw[..10]).unwrap();
+        assert_eq!(code[..19], degradation_text(&letters)[..19], "{typed:?}");
+        // Typed to a contact it parses: refused as a wrong code, not as junk
+        // (fewer wrong codes than lock).
+        let error = contacts.accept_degradation_code(contact.id, typed, T0).expect_err(typed);
+        assert_eq!(error.kind(), ErrorKind::AuthenticationFailed, "{typed:?}");
+    }
+    for case in parse.array("invalid") {
+        let typed = case.as_str();
+        let error = contacts.accept_degradation_code(contact.id, typed, T0).expect_err(typed);
+        assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{typed:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// online-verify.json, pin-update.json
+// ---------------------------------------------------------------------------
+
+/// One side of a session vector: its identity, drawn from
+/// `identity_random_seed`, holding the other side as a contact added with
+/// the vector's seed.
+struct VectorSide {
+    contacts: ContactStore,
+    _identity: Identity,
+    _secrets: SecretStore,
+    id: i64,
+    _dir: TempDir,
+}
+
+/// Both sides of a session vector, `a` then `b`.
+fn vector_sides(vector: &Json, context: &str) -> [VectorSide; 2] {
+    let other = |side: &str| if side == "a" { "b" } else { "a" };
+    ["a", "b"].map(|side| {
+        let party = vector.field(side);
+        let secrets = SecretStore::memory().unwrap();
+        let mut rng = DeterministicRandom::new(&party.hex_array("identity_random_seed")).unwrap();
+        let identity = Identity::create_with_random(&secrets, &side.to_uppercase(), Some(&mut rng)).unwrap();
+        assert_hex(&identity.public_key().unwrap(), party, "pid", &format!("{context} {side}"));
+        let dir = TempDir::new("vectors-sessions");
+        let contacts = ContactStore::open(&identity, dir.path().join("contacts.db")).unwrap();
+        let peer = vector.field(other(side));
+        let id = contacts
+            .add(&other(side).to_uppercase(), &peer.hex("pid"), &vector.hex("seed"), ExchangeMethod::Qr, T0)
+            .unwrap();
+        VectorSide { contacts, _identity: identity, _secrets: secrets, id, _dir: dir }
+    })
+}
+
+/// (initiator side, responder side) of a session vector: indices into
+/// `vector_sides`.
+fn roles(vector: &Json, context: &str) -> (usize, usize) {
+    let (a, b) = (vector.field("a").hex("pid"), vector.field("b").hex("pid"));
+    let roles = match vector.text("initiator_text") {
+        "a" => (0, 1),
+        "b" => (1, 0),
+        other => panic!("{context}: initiator_text {other:?}"),
+    };
+    assert_eq!(roles.0 == 0, a < b, "{context}: the lower pid initiates");
+    roles
+}
+
+#[test]
+fn online_verify_sessions() {
+    let online = load("online-verify.json");
+    let sessions = online.array("sessions");
+    assert!(!sessions.is_empty());
+    for (n, vector) in sessions.iter().enumerate() {
+        let context = format!("online verify session {n}");
+        let sides = vector_sides(vector, &context);
+        let (window, now) = (vector.int("window"), 30 * vector.int("window"));
+        let mut made: Vec<OnlineVerify> = ["a", "b"]
+            .iter()
+            .zip(&sides)
+            .map(|(side, s)| {
+                let mut rng = DeterministicRandom::new(&vector.field(side).hex_array("random_seed")).unwrap();
+                OnlineVerify::new(&s.contacts, s.id, Some(window), now, Some(&mut rng)).unwrap()
+            })
+            .collect();
+        for session in &made {
+            assert_eq!(session.room().unwrap(), vector.text("room"), "{context}: room");
+        }
+        let (ii, ri) = roles(vector, &context);
+        let (a, b) = made.split_at_mut(1);
+        let (initiator, responder) = if ii == 0 { (&mut a[0], &mut b[0]) } else { (&mut b[0], &mut a[0]) };
+        assert!(responder.next_outgoing().unwrap().is_empty(), "{context}: the responder waits for the COMMIT");
+        let commit = initiator.next_outgoing().unwrap();
+        assert_hex(&commit, vector, "commit", &context);
+        responder.receive(&commit, now).unwrap();
+        let key_r = responder.next_outgoing().unwrap();
+        assert_hex(&key_r, vector, "key_r", &context);
+        initiator.receive(&key_r, now).unwrap();
+        let key_i = initiator.next_outgoing().unwrap();
+        assert_hex(&key_i, vector, "key_i", &context);
+        let responder_side = vector.field(if ri == 0 { "a" } else { "b" });
+        assert_eq!(
+            hex_encode(&key_r),
+            format!("0102{}{}", responder_side.text("ephemeral_public"), responder_side.text("challenge")),
+            "{context}"
+        );
+        let proof_i = initiator.next_outgoing().unwrap();
+        responder.receive(&key_i, now).unwrap();
+        let proof_r = responder.next_outgoing().unwrap();
+        // The PROOFs carry device tags, which need device secrets these
+        // contacts lack: only their length is the vector's.
+        assert_eq!(proof_i.len(), vector.hex("proof_message_i").len(), "{context}");
+        assert_eq!(proof_r.len(), vector.hex("proof_message_r").len(), "{context}");
+        responder.receive(&proof_i, now).unwrap();
+        initiator.receive(&proof_r, now).unwrap();
+        for (session, store) in [(&mut *initiator, &sides[ii].contacts), (&mut *responder, &sides[ri].contacts)] {
+            assert_eq!(session.state().unwrap(), OnlineVerifyState::CompareSas, "{context}");
+            assert_eq!(session.sas().unwrap(), vector.text("sas_text"), "{context}: sas_text");
+            // Without device secrets the tags are not checked.
+            assert_eq!(session.confirm(store, now).unwrap(), VoiceOutcome::VerifiedTagUnchecked, "{context}");
+        }
+        assert_eq!(itsme::derive_sas(&vector.hex("seed"), &vector.hex("th")).unwrap(), vector.text("sas_text"));
+        assert_eq!(i64::from(itsme::short_code_parse(vector.text("sas_text")).unwrap()), vector.int("sas_value"));
+    }
+}
+
+#[test]
+fn pin_update_sessions() {
+    let pin_update = load("pin-update.json");
+    let sessions = pin_update.array("sessions");
+    assert!(!sessions.is_empty());
+    for (n, vector) in sessions.iter().enumerate() {
+        let context = format!("pin update session {n}");
+        let sides = vector_sides(vector, &context);
+        let (window, now) = (vector.int("window"), 30 * vector.int("window"));
+        let mut made: Vec<PinUpdate> = ["a", "b"]
+            .iter()
+            .zip(&sides)
+            .map(|(side, s)| {
+                let mut rng = DeterministicRandom::new(&vector.field(side).hex_array("random_seed")).unwrap();
+                PinUpdate::new(&s.contacts, s.id, Some(window), now, Some(&mut rng)).unwrap()
+            })
+            .collect();
+        for update in &made {
+            assert_eq!(update.session_code().unwrap(), vector.text("session_code_text"), "{context}");
+        }
+        assert_eq!(
+            i64::from(itsme::short_code_parse(vector.text("session_code_text")).unwrap()),
+            vector.int("session_code_value")
+        );
+        let (ii, ri) = roles(vector, &context);
+        let (a, b) = made.split_at_mut(1);
+        let (initiator, responder) = if ii == 0 { (&mut a[0], &mut b[0]) } else { (&mut b[0], &mut a[0]) };
+        let key_i = initiator.next_outgoing().unwrap();
+        let key_r = responder.next_outgoing().unwrap();
+        assert_hex(&key_i, vector, "key_i", &context);
+        assert_hex(&key_r, vector, "key_r", &context);
+        let initiator_side = vector.field(if ii == 0 { "a" } else { "b" });
+        assert_eq!(hex_encode(&key_i), format!("0101{}", initiator_side.text("ephemeral_public")), "{context}");
+        responder.receive(&key_i, now).unwrap();
+        initiator.receive(&key_r, now).unwrap();
+        let new_i = initiator.next_outgoing().unwrap();
+        assert_hex(&new_i, vector, "new_i", &context);
+        assert!(responder.next_outgoing().unwrap().is_empty(), "{context}: the responder waits for the NEW");
+        responder.receive(&new_i, now).unwrap();
+        let new_r = responder.next_outgoing().unwrap();
+        assert_hex(&new_r, vector, "new_r", &context);
+        initiator.receive(&new_r, now).unwrap();
+        let done = initiator.next_outgoing().unwrap();
+        assert_hex(&done, vector, "done", &context);
+        responder.receive(&done, now).unwrap();
+        for (update, side) in [(&mut *initiator, &sides[ii]), (&mut *responder, &sides[ri])] {
+            assert_eq!(update.state().unwrap(), PinUpdateState::Done, "{context}");
+            assert!(update.next_outgoing().unwrap().is_empty(), "{context}");
+            assert_eq!(side.contacts.get(side.id).unwrap().state, VerificationState::Verified, "{context}");
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! Hex and strict unpadded base64url (RFC 4648 section 5), as
 //! docs/PROTOCOL.md section 1 defines them, for tests that take payloads
-//! apart and put them back together.
+//! apart and put them back together; and the base-32 of degradation codes
+//! (section 10.2).
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
@@ -57,4 +58,21 @@ pub fn base64url_decode(text: &str) -> Option<Vec<u8>> {
         out.extend_from_slice(&bytes[..count]);
     }
     Some(out)
+}
+
+/// Upper-case base-32 (RFC 4648 section 6) letters to bytes, for a
+/// degradation code's 24 letters (120 bits: no padding, no unused bits);
+/// None for a letter outside the alphabet or a partial byte left over.
+pub fn base32_decode(letters: &str) -> Option<Vec<u8>> {
+    const BASE32: &[u8; 32] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+    let (mut acc, mut bits, mut out) = (0u32, 0, Vec::new());
+    for c in letters.bytes() {
+        acc = (acc << 5 | BASE32.iter().position(|&a| a == c)? as u32) & 0xFFFF;
+        bits += 5;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    (bits == 0).then_some(out)
 }

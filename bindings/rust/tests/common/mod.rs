@@ -4,6 +4,7 @@
 
 pub mod encoding;
 pub mod json;
+pub mod people;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};

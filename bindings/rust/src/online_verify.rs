@@ -1,0 +1,331 @@
+//! Online Verify through a relay room (`itsme_online_verify`),
+//! docs/PROTOCOL.md section 11.
+
+use super::*;
+
+/// Longest Online Verify message, in bytes.
+pub const ONLINE_VERIFY_MESSAGE_MAX: usize = sys::ITSME_ONLINE_VERIFY_MESSAGE_MAX;
+
+/// The window of a time: `floor(now / 30)`.
+pub(crate) fn window_of(now: i64) -> i64 {
+    now.div_euclid(30)
+}
+
+/// The state of an [`OnlineVerify`] session (`itsme_online_verify_state`).
+///
+/// Converts to and from the C value: `u32::from(state)` and
+/// `OnlineVerifyState::try_from(value)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OnlineVerifyState {
+    /// Messages are still to be exchanged (`ITSME_ONLINE_VERIFY_RUNNING`).
+    Running,
+    /// Both proofs are checked: show the SAS for the two people to read
+    /// aloud (`ITSME_ONLINE_VERIFY_COMPARE_SAS`).
+    CompareSas,
+    /// The SAS was confirmed and the outcome recorded
+    /// (`ITSME_ONLINE_VERIFY_CONFIRMED`).
+    Confirmed,
+    /// The SAS was rejected, or the person gave up; nothing was recorded
+    /// (`ITSME_ONLINE_VERIFY_REJECTED`).
+    Rejected,
+    /// A message was refused, or the time ran out; every later call fails
+    /// (`ITSME_ONLINE_VERIFY_FAILED`).
+    Failed,
+}
+
+impl OnlineVerifyState {
+    /// The C value of this state.
+    pub fn code(self) -> sys::itsme_online_verify_state {
+        match self {
+            OnlineVerifyState::Running => sys::ITSME_ONLINE_VERIFY_RUNNING,
+            OnlineVerifyState::CompareSas => sys::ITSME_ONLINE_VERIFY_COMPARE_SAS,
+            OnlineVerifyState::Confirmed => sys::ITSME_ONLINE_VERIFY_CONFIRMED,
+            OnlineVerifyState::Rejected => sys::ITSME_ONLINE_VERIFY_REJECTED,
+            OnlineVerifyState::Failed => sys::ITSME_ONLINE_VERIFY_FAILED,
+        }
+    }
+
+    /// The state of a C value, or `None` for one this binding does not know.
+    pub fn from_code(code: sys::itsme_online_verify_state) -> Option<Self> {
+        match code {
+            sys::ITSME_ONLINE_VERIFY_RUNNING => Some(OnlineVerifyState::Running),
+            sys::ITSME_ONLINE_VERIFY_COMPARE_SAS => Some(OnlineVerifyState::CompareSas),
+            sys::ITSME_ONLINE_VERIFY_CONFIRMED => Some(OnlineVerifyState::Confirmed),
+            sys::ITSME_ONLINE_VERIFY_REJECTED => Some(OnlineVerifyState::Rejected),
+            sys::ITSME_ONLINE_VERIFY_FAILED => Some(OnlineVerifyState::Failed),
+            _ => None,
+        }
+    }
+}
+
+impl From<OnlineVerifyState> for u32 {
+    fn from(state: OnlineVerifyState) -> u32 {
+        state.code()
+    }
+}
+
+impl TryFrom<u32> for OnlineVerifyState {
+    type Error = Error;
+
+    /// [`ErrorKind::InvalidArgument`] for a value this binding does not know.
+    fn try_from(code: u32) -> Result<Self> {
+        OnlineVerifyState::from_code(code).ok_or_else(|| {
+            Error::new(sys::ITSME_E_INVALID_ARGUMENT, format!("unknown online verify state {code}"))
+        })
+    }
+}
+
+/// One Online Verify session with a stored contact (`itsme_online_verify`).
+///
+/// Two people who are apart let their devices prove, through a two-party
+/// relay room, that each holds the seed; the device tags are checked inside
+/// the encrypted session; both read a SAS aloud.  The host joins the room
+/// named by [`OnlineVerify::room`] (if no peer comes, it starts a second
+/// session for the window before), sends every message
+/// [`OnlineVerify::next_outgoing`] gives, passes every message that arrives
+/// to [`OnlineVerify::receive`], shows [`OnlineVerify::sas`] once the state
+/// is [`OnlineVerifyState::CompareSas`], and then
+/// [`OnlineVerify::confirm`]s or [`OnlineVerify::reject`]s.
+///
+/// No window is used up.  A failure is final: the state is
+/// [`OnlineVerifyState::Failed`] and later calls fail with
+/// [`ErrorKind::InvalidState`].  A session expires 10 minutes after its
+/// creation ([`ErrorKind::Expired`]).  Times are unix seconds.
+///
+/// The library keeps the session's contact store alive.  A session may be
+/// shared between threads (`Send + Sync`): its calls are serialised.
+/// Dropping it wipes its secrets.  Errors carry the session's last-error
+/// detail (for [`OnlineVerify::new`], the store's).
+///
+/// ```
+/// # let dir = std::env::temp_dir().join(format!("itsme-doc-online-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// use itsme::{ContactStore, Identity, OnlineVerify, OnlineVerifyState, SecretStore, VoiceOutcome};
+/// let now = 1_800_000_000;
+/// let alice = Identity::create(&SecretStore::memory()?, "Alice")?;
+/// let bob = Identity::create(&SecretStore::memory()?, "Bob")?;
+/// let at_alice = ContactStore::open(&alice, dir.join("a.db"))?;
+/// let at_bob = ContactStore::open(&bob, dir.join("b.db"))?;
+/// let seed = [7u8; 32]; // from their exchange
+/// let bob_id = at_alice.add("Bob", &bob.public_key()?, &seed, itsme::ExchangeMethod::Qr, now)?;
+/// let alice_id = at_bob.add("Alice", &alice.public_key()?, &seed, itsme::ExchangeMethod::Qr, now)?;
+/// let mut a = OnlineVerify::new(&at_alice, bob_id, None, now, None)?;
+/// let mut b = OnlineVerify::new(&at_bob, alice_id, None, now, None)?;
+/// assert_eq!(a.room()?, b.room()?);
+/// // The relay moves the messages.
+/// loop {
+///     let (from_a, from_b) = (a.next_outgoing()?, b.next_outgoing()?);
+///     if from_a.is_empty() && from_b.is_empty() {
+///         break;
+///     }
+///     if !from_a.is_empty() { b.receive(&from_a, now)?; }
+///     if !from_b.is_empty() { a.receive(&from_b, now)?; }
+/// }
+/// assert_eq!(a.state()?, OnlineVerifyState::CompareSas);
+/// assert_eq!(a.sas()?, b.sas()?);
+/// // Read aloud, it matched; these contacts were added without device
+/// // secrets, so the tags are not checked.
+/// assert_eq!(a.confirm(&at_alice, now + 20)?, VoiceOutcome::VerifiedTagUnchecked);
+/// # drop((at_alice, at_bob));
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), itsme::Error>(())
+/// ```
+pub struct OnlineVerify {
+    raw: NonNull<sys::itsme_online_verify>,
+    /// Pairs each call with the last-error detail it left, and keeps two
+    /// threads from using the handle at once.
+    lock: Mutex<()>,
+    window: i64,
+}
+
+// SAFETY: the header forbids using an itsme_online_verify from two threads
+// at once, and every call this type makes on its handle is serialised by
+// `lock`; the handle is tied to no thread.  The library keeps the
+// session's contact store alive.
+unsafe impl Send for OnlineVerify {}
+// SAFETY: see above.
+unsafe impl Sync for OnlineVerify {}
+
+impl OnlineVerify {
+    /// Starts a session with contact `contact_id` of `store` at `now`, in
+    /// the room of `window`: `floor(now / 30)` (`None`) or the one before,
+    /// for a host that found no peer in the current room.  The ephemeral
+    /// key and the challenge are drawn from `rng` (`None`: the operating
+    /// system; a [`DeterministicRandom`] for tests only).
+    ///
+    /// Errors (with the store's detail): [`ErrorKind::NotFound`] (no such
+    /// contact), [`ErrorKind::InvalidArgument`] (another window, a time out
+    /// of range), [`ErrorKind::Database`].
+    pub fn new(
+        store: &ContactStore,
+        contact_id: i64,
+        window: Option<i64>,
+        now: i64,
+        rng: Option<&mut DeterministicRandom>,
+    ) -> Result<OnlineVerify> {
+        init()?;
+        let window = window.unwrap_or_else(|| window_of(now));
+        let rng = exchange::raw_rng(rng);
+        let mut out = ptr::null_mut();
+        // SAFETY: live store handle; a live random source borrowed
+        // exclusively (or NULL); out is a valid place.
+        store.call_code(|raw| unsafe { sys::itsme_online_verify_new(raw, contact_id, window, rng, now, &mut out) })?;
+        NonNull::new(out)
+            .map(|raw| OnlineVerify { raw, lock: Mutex::new(()), window })
+            .ok_or_else(|| Error::internal("itsme_online_verify_new succeeded without a handle"))
+    }
+
+    /// Runs a call on the handle and adds the handle's last-error detail to
+    /// a failure.
+    fn call<T>(
+        &self,
+        body: impl FnOnce(*mut sys::itsme_online_verify) -> std::result::Result<T, Failure>,
+    ) -> Result<T> {
+        let _guard = lock(&self.lock);
+        let raw = self.raw.as_ptr();
+        body(raw).map_err(|failure| {
+            failure.into_error(|| {
+                // SAFETY: raw is live; buffers come from read_string.
+                read_detail(|buf, cap, len| unsafe { sys::itsme_online_verify_last_error(raw, buf, cap, len) })
+            })
+        })
+    }
+
+    /// Runs a call that only returns a result code.
+    fn call_code(&self, body: impl FnOnce(*mut sys::itsme_online_verify) -> i32) -> Result<()> {
+        self.call(|raw| match body(raw) {
+            sys::ITSME_OK => Ok(()),
+            code => Err(Failure::Code(code)),
+        })
+    }
+
+    /// Where the session stands.
+    pub fn state(&self) -> Result<OnlineVerifyState> {
+        let mut state: sys::itsme_online_verify_state = 0;
+        // SAFETY: live handle; the output is a valid place.
+        self.call_code(|raw| unsafe { sys::itsme_online_verify_status(raw, &mut state) })?;
+        OnlineVerifyState::from_code(state).ok_or_else(|| {
+            Error::internal(format!("libitsme returned online verify state {state}, unknown to this binding"))
+        })
+    }
+
+    /// The window whose room the session uses.
+    pub fn window(&self) -> i64 {
+        self.window
+    }
+
+    /// The relay room's name: 32 lowercase hexadecimal digits, the same on
+    /// both devices for the same seed and window.
+    pub fn room(&self) -> Result<String> {
+        self.call(|raw| {
+            read_string(sys::ITSME_ROOM_NAME_SIZE, |out, cap, len| {
+                // SAFETY: live handle; out valid for cap bytes.
+                unsafe { sys::itsme_online_verify_room(raw, out, cap, len) }
+            })
+        })
+    }
+
+    /// The next message to send to the peer, removed from the queue; empty
+    /// when there is none.
+    pub fn next_outgoing(&mut self) -> Result<Vec<u8>> {
+        self.call(|raw| {
+            read_bytes(ONLINE_VERIFY_MESSAGE_MAX, |out, cap, len| {
+                // SAFETY: live handle; out valid for cap bytes.
+                unsafe { sys::itsme_online_verify_next_outgoing(raw, out, cap, len) }
+            })
+        })
+    }
+
+    /// Feeds one message from the peer at `now`.
+    ///
+    /// Errors: [`ErrorKind::InvalidState`] (the session failed, or its
+    /// messages are complete), and, ending the session as failed:
+    /// [`ErrorKind::MalformedMessage`] (malformed, out of order, received
+    /// twice), [`ErrorKind::AuthenticationFailed`] (a commitment, tag or
+    /// proof is wrong: not the person, or a tampered or replayed message),
+    /// [`ErrorKind::InvalidKey`] (a reflected key or challenge, a low-order
+    /// key), [`ErrorKind::Expired`].
+    pub fn receive(&mut self, bytes: &[u8], now: i64) -> Result<()> {
+        // SAFETY: live handle; bytes valid for their length.
+        self.call_code(|raw| unsafe { sys::itsme_online_verify_receive(raw, bytes.as_ptr(), bytes.len(), now) })
+    }
+
+    /// The SAS both people read aloud ("ECHO 0042"), once both proofs are
+    /// checked.
+    ///
+    /// Errors: [`ErrorKind::InvalidState`] (no SAS yet, or the session
+    /// failed).
+    pub fn sas(&self) -> Result<String> {
+        self.call(|raw| {
+            read_string(sys::ITSME_SHORT_CODE_SIZE, |out, cap, len| {
+                // SAFETY: live handle; out valid for cap bytes.
+                unsafe { sys::itsme_online_verify_sas(raw, out, cap, len) }
+            })
+        })
+    }
+
+    /// The SAS matched: records the outcome on the contact in `store` (the
+    /// session's store) at `now`, as voice verification does, and returns
+    /// it: [`VoiceOutcome::Verified`], [`VoiceOutcome::DeviceChanged`] or
+    /// [`VoiceOutcome::VerifiedTagUnchecked`].
+    ///
+    /// Errors: [`ErrorKind::InvalidState`] (no SAS yet, or finished),
+    /// [`ErrorKind::InvalidArgument`] (another store),
+    /// [`ErrorKind::Expired`], [`ErrorKind::Database`].
+    pub fn confirm(&mut self, store: &ContactStore, now: i64) -> Result<VoiceOutcome> {
+        let contacts = store.as_raw();
+        let mut outcome: sys::itsme_voice_outcome = 0;
+        // SAFETY: live handles (the borrow keeps the store open); outcome
+        // is a valid place.
+        self.call_code(|raw| unsafe { sys::itsme_online_verify_confirm(raw, contacts, now, &mut outcome) })?;
+        VoiceOutcome::from_code(outcome)
+            .ok_or_else(|| Error::internal(format!("libitsme returned voice outcome {outcome}, unknown to this binding")))
+    }
+
+    /// The SAS differed, or the person gave up: nothing is recorded.
+    ///
+    /// Errors: [`ErrorKind::InvalidState`] (already finished or failed).
+    pub fn reject(&mut self) -> Result<()> {
+        // SAFETY: live handle.
+        self.call_code(|raw| unsafe { sys::itsme_online_verify_reject(raw) })
+    }
+}
+
+impl Drop for OnlineVerify {
+    fn drop(&mut self) {
+        // SAFETY: the handle is live and released exactly once.
+        unsafe { sys::itsme_online_verify_free(self.raw.as_ptr()) }
+    }
+}
+
+impl fmt::Debug for OnlineVerify {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OnlineVerify").field("raw", &self.raw).field("window", &self.window).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_round_trip() {
+        for code in sys::ITSME_ONLINE_VERIFY_RUNNING..=sys::ITSME_ONLINE_VERIFY_FAILED {
+            let state = OnlineVerifyState::from_code(code).unwrap();
+            assert_eq!(state.code(), code);
+            assert_eq!(OnlineVerifyState::try_from(code).unwrap(), state);
+            assert_eq!(u32::from(state), code);
+        }
+        assert_eq!(OnlineVerifyState::from_code(0), None);
+        assert_eq!(OnlineVerifyState::try_from(6).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    }
+
+    #[test]
+    fn windows() {
+        assert_eq!(window_of(1_800_000_000), 60_000_000);
+        assert_eq!(window_of(1_800_000_029), 60_000_000);
+        assert_eq!(window_of(29), 0);
+        assert_eq!(window_of(-1), -1);
+    }
+}

@@ -1,0 +1,385 @@
+//! Online Verify through the safe Rust API (docs/PROTOCOL.md section 11):
+//! two people who exchanged by QR meet in a relay room, here an in-memory
+//! pipe; their devices prove to each other that each holds the seed, and
+//! both read the SAS aloud.  Tampered, replayed and reflected messages, a
+//! changed device, a rejected SAS, the window rule, expiry and calls in the
+//! wrong state.
+
+mod common;
+
+use common::assert_kind;
+use common::people::{befriend, befriended, labelled_seed, Person, EXCHANGED, T0};
+use itsme::{
+    DeterministicRandom, Error, ErrorKind, ExchangeMethod, OnlineVerify, OnlineVerifyState, VerificationState,
+    VoiceOutcome,
+};
+
+/// Both start a session at NOW, in the room of its window.
+const NOW: i64 = T0 + 100;
+const WINDOW: i64 = NOW / 30;
+const COMMIT: u8 = 1;
+const KEY: u8 = 2;
+const PROOF: u8 = 3;
+const LIFETIME: i64 = 600;
+
+/// Which of the two sessions: Alice's or Bob's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    A,
+    B,
+}
+
+/// A session of `person` with its peer; deterministic when labelled.
+fn start(person: &Person, label: Option<&str>, window: Option<i64>, now: i64) -> OnlineVerify {
+    let mut rng = label.map(|label| DeterministicRandom::new(&labelled_seed(&format!("{label} {}", person.name))).unwrap());
+    OnlineVerify::new(&person.contacts, person.peer, window, now, rng.as_mut()).unwrap()
+}
+
+fn start_both(a: &Person, b: &Person, label: Option<&str>) -> (OnlineVerify, OnlineVerify) {
+    (start(a, label, None, NOW), start(b, label, None, NOW))
+}
+
+/// One message delivered by the pipe.
+struct Delivered {
+    from: Side,
+    message: Vec<u8>,
+}
+
+/// The relay room: moves messages both ways, one at a time, until neither
+/// session has one to send.  `tamper(index, message)` may replace the
+/// index-th message.  Returns the messages delivered and the first error
+/// each side raised as a receiver.
+fn pump(
+    a: &mut OnlineVerify,
+    b: &mut OnlineVerify,
+    mut tamper: impl FnMut(usize, Vec<u8>) -> Vec<u8>,
+) -> (Vec<Delivered>, Vec<(Side, Error)>) {
+    let (mut log, mut errors) = (Vec::new(), Vec::<(Side, Error)>::new());
+    let mut moved = true;
+    while moved {
+        moved = false;
+        for from in [Side::A, Side::B] {
+            let (sender, receiver) = if from == Side::A { (&mut *a, &mut *b) } else { (&mut *b, &mut *a) };
+            let message = sender.next_outgoing().unwrap();
+            if message.is_empty() {
+                continue;
+            }
+            moved = true;
+            let message = tamper(log.len(), message);
+            if let Err(error) = receiver.receive(&message, NOW) {
+                let to = if from == Side::A { Side::B } else { Side::A };
+                if !errors.iter().any(|(side, _)| *side == to) {
+                    errors.push((to, error));
+                }
+            }
+            log.push(Delivered { from, message });
+        }
+    }
+    (log, errors)
+}
+
+fn honest(a: &mut OnlineVerify, b: &mut OnlineVerify) -> Vec<Delivered> {
+    let (log, errors) = pump(a, b, |_, m| m);
+    assert!(errors.is_empty(), "{:?}", errors.iter().map(|(s, e)| format!("{s:?}: {e}")).collect::<Vec<_>>());
+    log
+}
+
+/// The side of the person with the lower pid.
+fn initiator(alice: &Person, bob: &Person) -> Side {
+    if alice.public_key() < bob.public_key() {
+        Side::A
+    } else {
+        Side::B
+    }
+}
+
+fn other(side: Side) -> Side {
+    if side == Side::A {
+        Side::B
+    } else {
+        Side::A
+    }
+}
+
+/// The error `side` raised, which must be a refused message, and its
+/// session failed.
+#[track_caller]
+fn assert_failed(errors: &[(Side, Error)], side: Side, session: &OnlineVerify, what: &str) {
+    let error = &errors.iter().find(|(s, _)| *s == side).unwrap_or_else(|| panic!("{what}: {side:?} refused nothing")).1;
+    assert!(
+        matches!(error.kind(), ErrorKind::MalformedMessage | ErrorKind::AuthenticationFailed | ErrorKind::InvalidKey),
+        "{what}: {error}"
+    );
+    assert_eq!(session.state().unwrap(), OnlineVerifyState::Failed, "{what}");
+}
+
+#[test]
+fn end_to_end() {
+    let (alice, bob) = befriended();
+    let (mut sa, mut sb) = start_both(&alice, &bob, None);
+    // Both join the same room, named by the seed and the window.
+    let room = sa.room().unwrap();
+    assert_eq!(room, sb.room().unwrap());
+    assert!(room.len() == 32 && room.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)), "{room}");
+    assert_eq!((sa.window(), sb.window()), (WINDOW, WINDOW));
+    assert_eq!(sa.state().unwrap(), OnlineVerifyState::Running);
+    assert_kind(sa.sas(), ErrorKind::InvalidState);
+    let log = honest(&mut sa, &mut sb);
+    // COMMIT, the responder's KEY, the initiator's KEY, the two PROOFs.
+    let first = initiator(&alice, &bob);
+    let kinds: Vec<(bool, u8, usize)> = log.iter().map(|d| (d.from == first, d.message[1], d.message.len())).collect();
+    assert_eq!(kinds[..3], [(true, COMMIT, 34), (false, KEY, 66), (true, KEY, 66)]);
+    let mut proofs = kinds[3..].to_vec();
+    proofs.sort();
+    assert_eq!(proofs, [(false, PROOF, 82), (true, PROOF, 82)]);
+    assert_eq!(log.iter().map(|d| d.message.len()).max(), Some(itsme::ONLINE_VERIFY_MESSAGE_MAX));
+    assert!(log.iter().all(|d| d.message[0] == 1), "protocol version 1");
+    // Both show the same SAS.
+    assert_eq!((sa.state().unwrap(), sb.state().unwrap()), (OnlineVerifyState::CompareSas, OnlineVerifyState::CompareSas));
+    let sas = sa.sas().unwrap();
+    assert_eq!(sas, sb.sas().unwrap());
+    assert!(itsme::short_code_parse(&sas).is_ok(), "{sas}");
+    // It matched: both confirm.
+    assert_eq!(sa.confirm(&alice.contacts, NOW + 20).unwrap(), VoiceOutcome::Verified);
+    assert_eq!(sb.confirm(&bob.contacts, NOW + 21).unwrap(), VoiceOutcome::Verified);
+    for (person, session, when) in [(&alice, &mut sa, NOW + 20), (&bob, &mut sb, NOW + 21)] {
+        let contact = person.contact();
+        assert_eq!((contact.state, contact.verified_at), (VerificationState::Verified, Some(when)));
+        assert_eq!(contact.last_window, None, "Online Verify uses no window");
+        assert_eq!(session.state().unwrap(), OnlineVerifyState::Confirmed);
+        assert!(session.next_outgoing().unwrap().is_empty());
+        assert_kind(session.confirm(&person.contacts, NOW + 22), ErrorKind::InvalidState);
+        assert_kind(session.reject(), ErrorKind::InvalidState);
+    }
+}
+
+#[test]
+fn an_unverified_contact_becomes_verified() {
+    let (mut alice, mut bob) = (Person::new("Alice", 1), Person::new("Bob", 2));
+    befriend(&mut alice, &mut bob, false);
+    let (mut sa, mut sb) = start_both(&alice, &bob, None);
+    honest(&mut sa, &mut sb);
+    assert_eq!(sa.confirm(&alice.contacts, NOW).unwrap(), VoiceOutcome::Verified);
+    assert_eq!(alice.contact().state, VerificationState::Verified);
+    assert_eq!(bob.contact().state, VerificationState::Unverified, "until Bob confirms too");
+}
+
+#[test]
+fn a_rejected_sas_records_nothing() {
+    let (alice, bob) = befriended();
+    let (mut sa, mut sb) = start_both(&alice, &bob, None);
+    honest(&mut sa, &mut sb);
+    let before = alice.contact();
+    sa.reject().unwrap();
+    assert_eq!(sa.state().unwrap(), OnlineVerifyState::Rejected);
+    assert_eq!(alice.contact(), before);
+    assert_kind(sa.confirm(&alice.contacts, NOW), ErrorKind::InvalidState);
+    assert_kind(sa.reject(), ErrorKind::InvalidState);
+    // A session may be given up before the SAS, too.
+    let mut early = start(&alice, None, None, NOW);
+    early.reject().unwrap();
+    assert_eq!(early.state().unwrap(), OnlineVerifyState::Rejected);
+}
+
+#[test]
+fn a_changed_device_is_detected_inside_the_session() {
+    let (alice, bob) = befriended();
+    let new_alice = alice.on_new_device();
+    let (mut sa, mut sb) = start_both(&new_alice, &bob, None);
+    honest(&mut sa, &mut sb);
+    assert_eq!(sa.sas().unwrap(), sb.sas().unwrap(), "the seed is the same: so is the SAS");
+    assert_eq!(sa.confirm(&new_alice.contacts, NOW).unwrap(), VoiceOutcome::VerifiedTagUnchecked);
+    assert_eq!(sb.confirm(&bob.contacts, NOW).unwrap(), VoiceOutcome::DeviceChanged);
+    let contact = bob.contact();
+    assert_eq!((contact.state, contact.acknowledged), (VerificationState::Degraded, false));
+}
+
+#[test]
+fn without_the_seed_the_rooms_differ_and_the_proofs_fail() {
+    let (mut alice, mut bob) = (Person::new("Alice", 1), Person::new("Bob", 2));
+    alice.peer = alice.contacts.add("Bob", &bob.public_key(), &[0; 32], ExchangeMethod::Qr, EXCHANGED).unwrap();
+    bob.peer = bob.contacts.add("Alice", &alice.public_key(), &[1; 32], ExchangeMethod::Qr, EXCHANGED).unwrap();
+    let (mut sa, mut sb) = start_both(&alice, &bob, None);
+    assert_ne!(sa.room().unwrap(), sb.room().unwrap(), "the two would not even meet");
+    let (_, errors) = pump(&mut sa, &mut sb, |_, m| m);
+    assert!(!errors.is_empty());
+    assert!(errors.iter().all(|(_, e)| e.kind() == ErrorKind::AuthenticationFailed), "{errors:?}");
+    assert_ne!(sa.state().unwrap(), OnlineVerifyState::CompareSas);
+    assert_ne!(sb.state().unwrap(), OnlineVerifyState::CompareSas);
+}
+
+#[test]
+fn a_flipped_byte_in_any_message_fails_its_receiver() {
+    let (alice, bob) = befriended();
+    let (mut sa, mut sb) = start_both(&alice, &bob, Some("flip"));
+    let log = honest(&mut sa, &mut sb);
+    assert_eq!(log.len(), 5);
+    for (index, delivered) in log.iter().enumerate() {
+        for position in 0..delivered.message.len() {
+            // The same random sources: the same messages, up to this one.
+            let (mut xa, mut xb) = start_both(&alice, &bob, Some("flip"));
+            let mut flipped = delivered.message.clone();
+            flipped[position] ^= 0xFF;
+            let (_, errors) = pump(&mut xa, &mut xb, |i, m| if i == index { flipped.clone() } else { m });
+            let receiver = other(delivered.from);
+            let session = if receiver == Side::A { &xa } else { &xb };
+            assert_failed(&errors, receiver, session, &format!("message {index}, byte {position}"));
+        }
+    }
+}
+
+#[test]
+fn a_message_of_the_wrong_length_fails_its_receiver() {
+    let (alice, bob) = befriended();
+    let (mut sa, mut sb) = start_both(&alice, &bob, Some("length"));
+    let log = honest(&mut sa, &mut sb);
+    for (index, delivered) in log.iter().enumerate() {
+        for changed in [delivered.message[..delivered.message.len() - 1].to_vec(), [&delivered.message[..], &[0]].concat()] {
+            let (mut xa, mut xb) = start_both(&alice, &bob, Some("length"));
+            let (_, errors) = pump(&mut xa, &mut xb, |i, m| if i == index { changed.clone() } else { m });
+            let receiver = other(delivered.from);
+            let error = &errors.iter().find(|(s, _)| *s == receiver).expect("refused").1;
+            assert_eq!(error.kind(), ErrorKind::MalformedMessage, "message {index}: {error}");
+        }
+    }
+}
+
+#[test]
+fn a_message_replayed_from_another_session_fails_its_receiver() {
+    let (alice, bob) = befriended();
+    let (mut sa, mut sb) = start_both(&alice, &bob, Some("earlier"));
+    let old = honest(&mut sa, &mut sb);
+    for (index, delivered) in old.iter().enumerate() {
+        let (mut xa, mut xb) = start_both(&alice, &bob, Some(&format!("later {index}")));
+        let (_, errors) = pump(&mut xa, &mut xb, |i, m| if i == index { delivered.message.clone() } else { m });
+        let receiver = other(delivered.from);
+        let session = if receiver == Side::A { &xa } else { &xb };
+        assert_failed(&errors, receiver, session, &format!("message {index}"));
+    }
+}
+
+#[test]
+fn reflected_messages_fail() {
+    let (alice, bob) = befriended();
+    let (first, second) = if initiator(&alice, &bob) == Side::A { (&alice, &bob) } else { (&bob, &alice) };
+    // The initiator's own COMMIT: an initiator takes none.
+    let mut i = start(first, Some("reflect"), None, NOW);
+    let commit = i.next_outgoing().unwrap();
+    assert_eq!(commit[1], COMMIT);
+    assert_kind(i.receive(&commit, NOW), ErrorKind::MalformedMessage);
+    assert_eq!(i.state().unwrap(), OnlineVerifyState::Failed);
+    assert!(i.next_outgoing().unwrap().is_empty(), "a failed session sends nothing");
+    assert_kind(i.receive(&commit, NOW), ErrorKind::InvalidState);
+    // The responder's own KEY.
+    let mut r = start(second, Some("reflect"), None, NOW);
+    r.receive(&commit, NOW).unwrap();
+    let key = r.next_outgoing().unwrap();
+    assert_kind(r.receive(&key, NOW), ErrorKind::InvalidKey);
+    assert_eq!(r.state().unwrap(), OnlineVerifyState::Failed);
+    // An initiator given its own KEY as the responder's (the same random
+    // source: the same key and challenge).
+    let mut i2 = start(first, Some("reflect"), None, NOW);
+    let mut r2 = start(second, Some("reflect 2"), None, NOW);
+    r2.receive(&i2.next_outgoing().unwrap(), NOW).unwrap();
+    i2.receive(&r2.next_outgoing().unwrap(), NOW).unwrap();
+    let own_key = i2.next_outgoing().unwrap();
+    assert_eq!(own_key[1], KEY);
+    let mut i3 = start(first, Some("reflect"), None, NOW);
+    i3.next_outgoing().unwrap();
+    assert_kind(i3.receive(&own_key, NOW), ErrorKind::InvalidKey);
+}
+
+#[test]
+fn messages_out_of_order_or_twice_fail() {
+    let (alice, bob) = befriended();
+    let (first, second) = if initiator(&alice, &bob) == Side::A { (&alice, &bob) } else { (&bob, &alice) };
+    let mut i = start(first, None, None, NOW);
+    let mut r = start(second, None, None, NOW);
+    let commit = i.next_outgoing().unwrap();
+    r.receive(&commit, NOW).unwrap();
+    assert_kind(r.receive(&commit, NOW), ErrorKind::MalformedMessage);
+    assert_eq!(r.state().unwrap(), OnlineVerifyState::Failed);
+    let junk: [Vec<u8>; 5] =
+        [[&[1, KEY][..], &[7; 64]].concat(), [&[2, COMMIT][..], &[0; 32]].concat(), vec![1, 9, 0, 0], vec![], vec![1]];
+    for message in junk {
+        let mut r = start(second, None, None, NOW);
+        assert_kind(r.receive(&message, NOW), ErrorKind::MalformedMessage);
+        assert_eq!(r.state().unwrap(), OnlineVerifyState::Failed);
+    }
+}
+
+#[test]
+fn once_both_proofs_are_in_further_messages_are_refused_without_failing() {
+    let (alice, bob) = befriended();
+    let (mut sa, mut sb) = start_both(&alice, &bob, None);
+    let log = honest(&mut sa, &mut sb);
+    assert_kind(sa.receive(&log[4].message, NOW), ErrorKind::InvalidState);
+    assert_eq!(sa.state().unwrap(), OnlineVerifyState::CompareSas);
+    assert_eq!(sa.confirm(&alice.contacts, NOW).unwrap(), VoiceOutcome::Verified);
+}
+
+#[test]
+fn the_current_window_or_the_one_before() {
+    let (alice, bob) = befriended();
+    assert_eq!(start(&alice, None, None, NOW).window(), WINDOW);
+    let before = start(&alice, None, Some(WINDOW - 1), NOW);
+    assert_eq!(before.window(), WINDOW - 1);
+    assert_ne!(before.room().unwrap(), start(&alice, None, None, NOW).room().unwrap());
+    // Two who meet in the room of the window before still agree.
+    let (mut sa, mut sb) = (start(&alice, None, Some(WINDOW - 1), NOW), start(&bob, None, Some(WINDOW - 1), NOW));
+    assert_eq!(sa.room().unwrap(), sb.room().unwrap());
+    honest(&mut sa, &mut sb);
+    assert_eq!(sa.sas().unwrap(), sb.sas().unwrap());
+    for window in [WINDOW + 1, WINDOW - 2, 0] {
+        let refused = OnlineVerify::new(&alice.contacts, alice.peer, Some(window), NOW, None);
+        let error = assert_kind(refused, ErrorKind::InvalidArgument);
+        assert!(!error.detail.is_empty(), "the store's detail");
+    }
+}
+
+#[test]
+fn a_session_expires_after_ten_minutes() {
+    let (alice, bob) = befriended();
+    let (first, second) = if initiator(&alice, &bob) == Side::A { (&alice, &bob) } else { (&bob, &alice) };
+    let mut i = start(first, None, None, NOW);
+    let mut r = start(second, None, None, NOW);
+    r.receive(&i.next_outgoing().unwrap(), NOW + LIFETIME).unwrap();
+    assert_kind(i.receive(&r.next_outgoing().unwrap(), NOW + LIFETIME + 1), ErrorKind::Expired);
+    assert_eq!(i.state().unwrap(), OnlineVerifyState::Failed);
+    // A SAS confirmed too late is refused, and changes nothing.
+    let (mut sa, mut sb) = start_both(&alice, &bob, None);
+    honest(&mut sa, &mut sb);
+    let before = alice.contact();
+    assert_kind(sa.confirm(&alice.contacts, NOW + LIFETIME + 1), ErrorKind::Expired);
+    assert_eq!(alice.contact(), before);
+    assert_eq!(sa.state().unwrap(), OnlineVerifyState::Failed);
+}
+
+#[test]
+fn constructor_and_confirm_arguments() {
+    let (alice, bob) = befriended();
+    let error = assert_kind(OnlineVerify::new(&alice.contacts, alice.peer + 100, None, NOW, None), ErrorKind::NotFound);
+    assert!(!error.detail.is_empty());
+    assert_kind(OnlineVerify::new(&alice.contacts, alice.peer, None, -1, None), ErrorKind::InvalidArgument);
+    // The same random source draws the same key and challenge: the same
+    // COMMIT from the initiator.
+    let first = if initiator(&alice, &bob) == Side::A { &alice } else { &bob };
+    let (mut one, mut two, mut three) =
+        (start(first, Some("same"), None, NOW), start(first, Some("same"), None, NOW), start(first, None, None, NOW));
+    let commit = one.next_outgoing().unwrap();
+    assert_eq!(commit.len(), 34);
+    assert_eq!(commit, two.next_outgoing().unwrap());
+    assert_ne!(commit, three.next_outgoing().unwrap());
+    // Confirm needs the session's store.
+    let (mut sa, mut sb) = start_both(&alice, &bob, None);
+    honest(&mut sa, &mut sb);
+    assert_kind(sa.confirm(&bob.contacts, NOW), ErrorKind::InvalidArgument);
+    assert_eq!(sa.state().unwrap(), OnlineVerifyState::CompareSas);
+    assert_eq!(sa.confirm(&alice.contacts, NOW).unwrap(), VoiceOutcome::Verified);
+}
+
+#[test]
+fn sessions_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<OnlineVerify>();
+}
