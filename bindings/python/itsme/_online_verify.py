@@ -4,15 +4,15 @@ docs/PROTOCOL.md section 11."""
 from __future__ import annotations
 
 import enum
-from ctypes import byref, c_uint32, c_void_p
+from ctypes import byref, c_uint32
 from typing import Optional, Union
 
-from ._contacts import ContactStore, _bytes_argument, _enum_or_int
+from ._contacts import ContactStore, _enum_or_int
 from ._errors import check
 from ._exchange import SHORT_CODE_SIZE, _contact_store
 from ._ffi import lib
-from ._handle import DetailedHandle, int_argument, read_bytes, read_text, unix_time
-from ._random import DeterministicRandom, use_random
+from ._handle import read_text, unix_time
+from ._session import _WindowSession
 from ._voice import VoiceOutcome
 
 __all__ = [
@@ -27,9 +27,6 @@ ROOM_NAME_SIZE = 33
 #: Longest Online Verify message, in bytes (``ITSME_ONLINE_VERIFY_MESSAGE_MAX``).
 ONLINE_VERIFY_MESSAGE_MAX = 82
 
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-# Seconds in a window.
-_WINDOW_SECONDS = 30
 
 
 class OnlineVerifyState(enum.IntEnum):
@@ -45,14 +42,7 @@ class OnlineVerifyState(enum.IntEnum):
     FAILED = 5
 
 
-def _window(window: Optional[int], now: int) -> int:
-    """The window argument: the given one, or ``floor(now / 30)``."""
-    if window is None:
-        return now // _WINDOW_SECONDS
-    return int_argument(window, "window", _INT64_MIN, _INT64_MAX)
-
-
-class OnlineVerify(DetailedHandle):
+class OnlineVerify(_WindowSession):
     """One Online Verify session with a stored contact (``itsme_online_verify``).
 
     Two people who are apart let their devices prove, through a two-party
@@ -79,73 +69,23 @@ class OnlineVerify(DetailedHandle):
     _kind = "online verify session"
     _free_function = lib.itsme_online_verify_free
     _last_error_name = "itsme_online_verify_last_error"
-
-    def __init__(
-        self,
-        store: ContactStore,
-        contact_id: int,
-        window: Optional[int] = None,
-        now: Optional[int] = None,
-        random: Optional[DeterministicRandom] = None,
-    ) -> None:
-        """Starts a session with contact ``contact_id`` of ``store`` in the
-        room of ``window``: ``floor(now / 30)`` (the default) or the one
-        before, for a host that found no peer in the current room.
-
-        ``random`` (tests and vectors only) draws the ephemeral key and the
-        challenge.  Raises :class:`NotFoundError` if there is no such
-        contact and :class:`InvalidArgumentError` for another window; the
-        error's detail is the store's last error.
-        """
-        store = _contact_store(store)
-        contact_id = int_argument(contact_id, "contact id", _INT64_MIN, _INT64_MAX)
-        when = unix_time(now)
-        window = _window(window, when)
-        out = c_void_p()
-        with use_random(random) as rng, store._use() as store_ptr:
-            check(
-                lib.itsme_online_verify_new(store_ptr, contact_id, window, rng, when, byref(out)),
-                lambda: ContactStore._detail(store_ptr),
-            )
-        super().__init__(out.value)
-        # The C session holds its store; the Python object is kept too, so
-        # that it is not collected (and closed) while the session lives.
-        self._store = store
-        self._contact_id = contact_id
-        self._window = window
-
-    @property
-    def store(self) -> ContactStore:
-        """The contact store the session was started on."""
-        return self._store
-
-    @property
-    def contact_id(self) -> int:
-        """The contact the session verifies."""
-        return self._contact_id
-
-    @property
-    def window(self) -> int:
-        """The window whose room the session uses."""
-        return self._window
+    _new_function = lib.itsme_online_verify_new
+    _status_function = lib.itsme_online_verify_status
+    _next_function = lib.itsme_online_verify_next_outgoing
+    _receive_function = lib.itsme_online_verify_receive
+    _state_enum = OnlineVerifyState
+    _message_max = ONLINE_VERIFY_MESSAGE_MAX
 
     @property
     def state(self) -> OnlineVerifyState:
         """Where the session stands (:class:`OnlineVerifyState`)."""
-        state = c_uint32()
-        self._call(lib.itsme_online_verify_status, byref(state))
-        return _enum_or_int(OnlineVerifyState, state.value)
+        return super().state
 
     @property
     def room(self) -> str:
         """The relay room's name: 32 lowercase hex digits.  The same on both
         devices for the same seed and window."""
         return self._read(read_text, lib.itsme_online_verify_room, ROOM_NAME_SIZE)
-
-    def next_outgoing(self) -> bytes:
-        """The next message to send to the peer, removed from the queue;
-        ``b""`` when there is none."""
-        return self._read(read_bytes, lib.itsme_online_verify_next_outgoing, ONLINE_VERIFY_MESSAGE_MAX)
 
     def receive(self, data: Union[bytes, bytearray, memoryview], now: Optional[int] = None) -> None:
         """Feeds one message from the peer.
@@ -158,9 +98,7 @@ class OnlineVerify(DetailedHandle):
         :class:`InvalidKeyError` (a reflected key or challenge, a low-order
         key), :class:`ExpiredError`.
         """
-        when = unix_time(now)
-        buffer, length = _bytes_argument(data, "data")
-        self._call(lib.itsme_online_verify_receive, buffer, length, when)
+        super().receive(data, now)
 
     @property
     def sas(self) -> str:
