@@ -8,16 +8,18 @@ of five words in turn and the other enters it, then each reads a code and a
 two-digit device tag aloud and enters what the other said.
 
 The clock is simulated (it starts at 1_800_000_007 and is advanced to the
-window rather than waited for), so the example runs at once.
+window rather than waited for), so the example runs at once; with
+--real-time it uses the real clock and really waits (up to 30 s).
 
     ITSME_LIBRARY=.build/release/libitsme.so PYTHONPATH=bindings/python \\
-        python3 examples/python/voice_example.py
+        python3 examples/python/voice_example.py [--real-time]
 """
 
 import contextlib
 import os
 import sys
 import tempfile
+import time
 
 try:
     import itsme
@@ -36,6 +38,17 @@ class Clock:
 
     def advance(self, seconds):
         self.now += seconds
+
+
+class RealClock:
+    """The real clock: advancing it sleeps."""
+
+    @property
+    def now(self):
+        return int(time.time())
+
+    def advance(self, seconds):
+        time.sleep(seconds)
 
 
 def open_person(stack, name, directory):
@@ -64,7 +77,7 @@ def words_text(words):
 
 
 def main():
-    clock = Clock(1_800_000_007)
+    clock = RealClock() if "--real-time" in sys.argv[1:] else Clock(1_800_000_007)
     with tempfile.TemporaryDirectory(prefix="itsme-example-") as directory, contextlib.ExitStack() as stack:
         alice, alice_contacts = open_person(stack, "Alice", directory)
         bob, bob_contacts = open_person(stack, "Bob", directory)
