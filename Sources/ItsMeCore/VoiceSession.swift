@@ -239,19 +239,17 @@ public final class VoiceSession: CustomStringConvertible {
         } else {
             result = theirTag == nil ? .verifiedTagUnchecked : .deviceChanged
         }
-        // The peer uses its new secret: the update is complete on this side.
-        // A tag of one of the peer's new secrets (PROTOCOL.md 10.3): the
+        // The tag of one of the peer's new secrets (PROTOCOL.md 10.3): the
         // current one wins a tie, then the previous, then the pending one.
         // Without a current secret a two-digit tag could match by chance
-        // the one the peer really says, which this device never held: it
-        // then changes nothing (a 32-byte Online Verify tag may).
-        if theirTag == nil {
-            // no change
-        } else if codeMatches, !matchesOld, matchesPrevious {
-            try store.adoptPreviousDeviceSecret(id: contactID)
-            try store.setState(id: contactID, .verified, acknowledged: false, now: now)
-        } else if codeMatches, !matchesOld, matchesNew {
-            try store.finalizePendingDeviceSecrets(id: contactID)
+        // one this device never held, so it then changes nothing (a 32-byte
+        // Online Verify tag may).
+        if theirTag != nil, codeMatches, !matchesOld, matchesPrevious || matchesNew {
+            if matchesPrevious {
+                try store.adoptPreviousDeviceSecret(id: contactID)
+            } else {
+                try store.finalizePendingDeviceSecrets(id: contactID)
+            }
             try store.setState(id: contactID, .verified, acknowledged: false, now: now)
         }
         switch result {
