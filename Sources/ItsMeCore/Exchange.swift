@@ -345,22 +345,14 @@ public final class Exchange: CustomStringConvertible {
     }
 
     private func seal(_ type: ExchangeProtocol.FrameType, counter: UInt64, _ plaintext: [UInt8]) throws -> [UInt8] {
-        let header = [ExchangeProtocol.version, type.rawValue]
-        return try withKey(fromInitiator: isInitiator) { key in
-            header + (try AEAD.seal(.chacha20Poly1305, key: key, nonce: ExchangeProtocol.nonce(counter), plaintext: plaintext, aad: header))
+        try withKey(fromInitiator: isInitiator) {
+            try ExchangeProtocol.sealFrame(type: type.rawValue, key: $0, counter: counter, plaintext)
         }
     }
 
     private func open(_ frame: [UInt8], counter: UInt64) throws -> [UInt8] {
-        let header = Array(frame[0..<2])
-        let body = Array(frame[2...])
-        return try withKey(fromInitiator: !isInitiator) { key in
-            do {
-                return try AEAD.open(.chacha20Poly1305, key: key, nonce: ExchangeProtocol.nonce(counter), ciphertext: body, aad: header)
-                    .unsafeExportedArray()
-            } catch let e as ItsMeError where e.kind == .authenticationFailed {
-                throw ItsMeError(.authenticationFailed, "a Bluetooth frame failed authentication (tampered, replayed or reordered)")
-            }
+        try withKey(fromInitiator: !isInitiator) {
+            try ExchangeProtocol.openFrame(frame, key: $0, counter: counter, what: "a Bluetooth frame")
         }
     }
 

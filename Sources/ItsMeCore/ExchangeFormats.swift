@@ -185,21 +185,24 @@ public enum ExchangeProtocol {
         SHA256.hash(LV.cat(LV.b("itsme-bluetooth-v1"), LV.b(sessionCode.text), helloI, helloR, keyI, keyR))
     }
 
-    /// key_I || key_R (64 bytes) into `out`.
-    public static func bluetoothKeys(
-        shared: UnsafeRawBufferPointer, th1: [UInt8], into out: UnsafeMutableRawBufferPointer
+    /// k_I || k_R (64 bytes) into `out`, as sections 7.3, 10.3 and 11.3
+    /// derive them: HKDF-Extract(salt, shared), then HKDF-Expand with
+    /// lv_cat(label, role) for each role.
+    static func directionKeys(
+        shared: UnsafeRawBufferPointer, salt: [UInt8], label: String, into out: UnsafeMutableRawBufferPointer
     ) throws {
         guard out.count == 64 else { throw ItsMeError(.invalidArgument, "two 32-byte keys") }
-        let prk = try HKDF.extract(salt: th1, ikm: shared)
+        let prk = try HKDF.extract(salt: salt, ikm: shared)
         for (i, role) in ["initiator", "responder"].enumerated() {
-            let k = try HKDF.expand(prk: prk, info: LV.cat(LV.b("itsme-bluetooth-key-v1"), LV.b(role)), count: 32)
+            let k = try HKDF.expand(prk: prk, info: LV.cat(LV.b(label), LV.b(role)), count: 32)
             k.withBytes { out.baseAddress!.advanced(by: 32 * i).copyMemory(from: $0.baseAddress!, byteCount: 32) }
         }
     }
 
-    /// The session keys from our ephemeral secret and the peer's key.
-    public static func bluetoothKeys(
-        ephemeralSecret: UnsafeRawBufferPointer, peerEphemeralKey: [UInt8], th1: [UInt8],
+    /// The direction keys from our ephemeral secret and the peer's key
+    /// (an all-zero shared secret is refused).
+    static func directionKeys(
+        ephemeralSecret: UnsafeRawBufferPointer, peerEphemeralKey: [UInt8], salt: [UInt8], label: String,
         into out: UnsafeMutableRawBufferPointer
     ) throws {
         guard ephemeralSecret.count == X25519.keyCount else {
@@ -207,7 +210,38 @@ public enum ExchangeProtocol {
         }
         try withScratch(X25519.keyCount) { shared in
             try X25519.sharedSecret(secretKey: ephemeralSecret, peerPublicKey: peerEphemeralKey, into: shared)
-            try bluetoothKeys(shared: UnsafeRawBufferPointer(shared), th1: th1, into: out)
+            try directionKeys(shared: UnsafeRawBufferPointer(shared), salt: salt, label: label, into: out)
+        }
+    }
+
+    /// key_I || key_R (64 bytes) of section 7.3 into `out`.
+    public static func bluetoothKeys(
+        ephemeralSecret: UnsafeRawBufferPointer, peerEphemeralKey: [UInt8], th1: [UInt8],
+        into out: UnsafeMutableRawBufferPointer
+    ) throws {
+        try directionKeys(
+            ephemeralSecret: ephemeralSecret, peerEphemeralKey: peerEphemeralKey, salt: th1, label: "itsme-bluetooth-key-v1",
+            into: out)
+    }
+
+    /// An encrypted frame: its two header bytes, then ChaCha20-Poly1305
+    /// under `key` with nonce `00 00 00 00 || u64(counter)` and the header
+    /// as associated data (sections 7.3, 10.3, 11.3).
+    static func sealFrame(type: UInt8, key: UnsafeRawBufferPointer, counter: UInt64, _ plaintext: [UInt8]) throws -> [UInt8] {
+        let header = [version, type]
+        return header + (try AEAD.seal(.chacha20Poly1305, key: key, nonce: nonce(counter), plaintext: plaintext, aad: header))
+    }
+
+    /// Opens a frame `sealFrame` made; `.authenticationFailed` saying `what`
+    /// failed if any byte changed or the counter differs.
+    static func openFrame(_ frame: [UInt8], key: UnsafeRawBufferPointer, counter: UInt64, what: String) throws -> [UInt8] {
+        guard frame.count >= 2 else { throw ItsMeError(.malformedMessage, "\(what) is truncated") }
+        do {
+            return try AEAD.open(
+                .chacha20Poly1305, key: key, nonce: nonce(counter), ciphertext: Array(frame[2...]), aad: Array(frame[0..<2])
+            ).unsafeExportedArray()
+        } catch let e as ItsMeError where e.kind == .authenticationFailed {
+            throw ItsMeError(.authenticationFailed, "\(what) failed authentication (tampered, replayed or reordered)")
         }
     }
 

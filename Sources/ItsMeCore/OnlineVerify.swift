@@ -200,15 +200,9 @@ public final class OnlineVerify: CustomStringConvertible {
         th = hash
         let salt = HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-ov-salt-v1"), hash))
         try secrets.withMutableBytes { s in
-            try withScratch(32) { shared in
-                try X25519.sharedSecret(
-                    secretKey: UnsafeRawBufferPointer(rebasing: s[0..<32]), peerPublicKey: peerEphemeral, into: shared)
-                let prk = try HKDF.extract(salt: salt, ikm: UnsafeRawBufferPointer(shared))
-                for (i, r) in ["initiator", "responder"].enumerated() {
-                    let k = try HKDF.expand(prk: prk, info: LV.cat(LV.b("itsme-ov-key-v1"), LV.b(r)), count: 32)
-                    k.withBytes { s.baseAddress!.advanced(by: 32 + 32 * i).copyMemory(from: $0.baseAddress!, byteCount: 32) }
-                }
-            }
+            try ExchangeProtocol.directionKeys(
+                ephemeralSecret: UnsafeRawBufferPointer(rebasing: s[0..<32]), peerEphemeralKey: peerEphemeral, salt: salt,
+                label: "itsme-ov-key-v1", into: UnsafeMutableRawBufferPointer(rebasing: s[32..<96]))
         }
     }
 
@@ -225,24 +219,23 @@ public final class OnlineVerify: CustomStringConvertible {
         }
     }
 
+    /// The key for messages sent by the initiator or the responder.
+    private func withKey<R>(fromInitiator: Bool, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try secrets.withBytes { try body(UnsafeRawBufferPointer(rebasing: $0[fromInitiator ? 32..<64 : 64..<96])) }
+    }
+
     private func proofMessage() throws -> [UInt8] {
-        let header = [ExchangeProtocol.version, MessageType.proof.rawValue]
         var plain = proof(role) + (try deviceTag(pid: myPID, secret: myDevice))
         defer { wipe(&plain) }
-        let k = try secrets.withBytes { try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[isInitiator ? 32..<64 : 64..<96])) }
-        return header + (try AEAD.seal(.chacha20Poly1305, key: k, nonce: ExchangeProtocol.nonce(0), plaintext: plain, aad: header))
+        return try withKey(fromInitiator: isInitiator) {
+            try ExchangeProtocol.sealFrame(type: MessageType.proof.rawValue, key: $0, counter: 0, plain)
+        }
     }
 
     private func checkProof(_ m: [UInt8]) throws {
         guard m.count == 2 + 64 + AEAD.tagCount else { throw ItsMeError(.malformedMessage, "a PROOF message is 82 bytes") }
-        let k = try secrets.withBytes { try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[isInitiator ? 64..<96 : 32..<64])) }
-        let plain: [UInt8]
-        do {
-            plain = try AEAD.open(
-                .chacha20Poly1305, key: k, nonce: ExchangeProtocol.nonce(0), ciphertext: Array(m[2...]), aad: Array(m[0..<2])
-            ).unsafeExportedArray()
-        } catch {
-            throw ItsMeError(.authenticationFailed, "the peer's PROOF failed authentication (tampered or replayed)")
+        let plain = try withKey(fromInitiator: !isInitiator) {
+            try ExchangeProtocol.openFrame(m, key: $0, counter: 0, what: "the peer's PROOF")
         }
         guard ConstantTime.equal(Array(plain[0..<32]), proof(peerRole)) else {
             throw ItsMeError(.authenticationFailed, "the peer's proof is wrong: it does not hold the shared secret")

@@ -165,14 +165,9 @@ public final class PinUpdate: CustomStringConvertible {
         let salt = HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-pin-update-salt-v1"), hash))
         let peer = Array(keyPeer![2...])
         try secrets.withMutableBytes { s in
-            try withScratch(32) { shared in
-                try X25519.sharedSecret(secretKey: UnsafeRawBufferPointer(rebasing: s[0..<32]), peerPublicKey: peer, into: shared)
-                let prk = try HKDF.extract(salt: salt, ikm: UnsafeRawBufferPointer(shared))
-                for (i, r) in ["initiator", "responder"].enumerated() {
-                    let k = try HKDF.expand(prk: prk, info: LV.cat(LV.b("itsme-pin-update-key-v1"), LV.b(r)), count: 32)
-                    k.withBytes { s.baseAddress!.advanced(by: 48 + 32 * i).copyMemory(from: $0.baseAddress!, byteCount: 32) }
-                }
-            }
+            try ExchangeProtocol.directionKeys(
+                ephemeralSecret: UnsafeRawBufferPointer(rebasing: s[0..<32]), peerEphemeralKey: peer, salt: salt,
+                label: "itsme-pin-update-key-v1", into: UnsafeMutableRawBufferPointer(rebasing: s[48..<112]))
         }
     }
 
@@ -180,26 +175,20 @@ public final class PinUpdate: CustomStringConvertible {
         HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-pin-update-confirm-v1"), LV.b(role), th!))
     }
 
-    private func key(sender initiator: Bool) throws -> SecretBytes {
-        try secrets.withBytes { try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[initiator ? 48..<80 : 80..<112])) }
+    /// The key for frames sent by the initiator or the responder.
+    private func withKey<R>(fromInitiator: Bool, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try secrets.withBytes { try body(UnsafeRawBufferPointer(rebasing: $0[fromInitiator ? 48..<80 : 80..<112])) }
     }
 
     private func seal(_ type: FrameType, counter: UInt64, _ plain: [UInt8]) throws -> [UInt8] {
-        let header = [ExchangeProtocol.version, type.rawValue]
-        return header
-            + (try AEAD.seal(
-                .chacha20Poly1305, key: try key(sender: isInitiator), nonce: ExchangeProtocol.nonce(counter), plaintext: plain,
-                aad: header))
+        try withKey(fromInitiator: isInitiator) {
+            try ExchangeProtocol.sealFrame(type: type.rawValue, key: $0, counter: counter, plain)
+        }
     }
 
     private func open(_ f: [UInt8], counter: UInt64) throws -> [UInt8] {
-        do {
-            return try AEAD.open(
-                .chacha20Poly1305, key: try key(sender: !isInitiator), nonce: ExchangeProtocol.nonce(counter),
-                ciphertext: Array(f[2...]), aad: Array(f[0..<2])
-            ).unsafeExportedArray()
-        } catch {
-            throw ItsMeError(.authenticationFailed, "a PIN Update frame failed authentication (tampered or replayed)")
+        try withKey(fromInitiator: !isInitiator) {
+            try ExchangeProtocol.openFrame(f, key: $0, counter: counter, what: "a PIN Update frame")
         }
     }
 
