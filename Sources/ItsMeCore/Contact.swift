@@ -39,6 +39,10 @@ public struct Contact: Sendable, Equatable, CustomStringConvertible {
 
     public var isAuthenticated: Bool { publicKey != nil }
 
+    /// The contact's id in verification (PROTOCOL.md section 9): its
+    /// identity key, or the 8 fingerprint bytes of an unauthenticated one.
+    var pid: [UInt8] { publicKey ?? Hex.decode(fingerprint)! }
+
     public static let maxNoteBytes = 4096
 
     public var description: String { "Contact(id: \(id), fingerprint: \(fingerprint), state: \(state))" }

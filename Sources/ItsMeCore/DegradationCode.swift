@@ -93,12 +93,11 @@ public enum DegradationCode {
         }
         defer { wipe(&bytes) }
         let contact = try store.contact(id: contactID)
-        let pid = contact.publicKey ?? Hex.decode(contact.fingerprint)!
         let seed = try store.seed(id: contactID)
         let r = try SecretBytes(copying: bytes.prefix(secretCount))
         let limiter = AttemptLimiter(store: store.secretStore, purpose: limiterPurpose)
         try limiter.attempt(now: now, failure: .authenticationFailed, what: "degradation code") {
-            let expected = try r.withBytes { try mac(seed: seed, pid: pid, secret: $0) }
+            let expected = try r.withBytes { try mac(seed: seed, pid: contact.pid, secret: $0) }
             return ConstantTime.equal(expected, Array(bytes.suffix(macCount)))
         }
         var mine = try SecretBytes(count: 0)

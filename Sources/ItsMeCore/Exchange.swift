@@ -1,5 +1,3 @@
-import CSodium
-
 /// An in-person contact exchange (QR or Bluetooth) as a sans-I/O state
 /// machine: peer bytes and the current time in, bytes to send and a state
 /// out. It never touches a socket, a radio or a camera; saving the result
@@ -233,7 +231,7 @@ public final class Exchange: CustomStringConvertible {
     private func fail(_ error: Error) {
         state = .failed
         failure = (error as? ItsMeError) ?? ItsMeError(.internal, "\(error)")
-        secrets.withMutableBytes { sodium_memzero_buffer($0) }
+        secrets.withMutableBytes { wipe($0) }
         outbox.removeAll()
     }
 
@@ -612,8 +610,4 @@ public final class Exchange: CustomStringConvertible {
             return ex
         }
     }
-}
-
-func sodium_memzero_buffer(_ b: UnsafeMutableRawBufferPointer) {
-    if let p = b.baseAddress, b.count > 0 { sodium_memzero(p, b.count) }
 }

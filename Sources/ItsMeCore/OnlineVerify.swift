@@ -1,5 +1,3 @@
-import CSodium
-
 /// Online Verify (docs/PROTOCOL.md section 11): the two devices prove to
 /// each other, through a two-party relay room, that each holds the seed,
 /// and check each other's device tag inside the encrypted session. A
@@ -66,11 +64,7 @@ public final class OnlineVerify: CustomStringConvertible {
     /// must be the current window or the one before (a host that finds no
     /// peer in the current room tries the previous one).
     public init<R: RandomSource>(store: ContactStore, contactID: Int64, window: Int64, now: Int64, random: inout R) throws {
-        try AttemptLimiter.checkTime(now)
-        let current = VoiceProtocol.window(now)
-        guard window == current || window == current - 1 else {
-            throw ItsMeError(.invalidArgument, "the window is the current one (\(current)) or the one before")
-        }
+        try VoiceProtocol.checkMeetingWindow(window, now: now)
         let contact = try store.contact(id: contactID)
         self.contactID = contactID
         self.window = window
@@ -78,7 +72,7 @@ public final class OnlineVerify: CustomStringConvertible {
         storeID = store.storeID
         seed = try store.seed(id: contactID)
         myPID = store.ownerPublicKey
-        peerPID = contact.publicKey ?? Hex.decode(contact.fingerprint)!
+        peerPID = contact.pid
         isInitiator = myPID.lexicographicallyPrecedes(peerPID)
         roomID = Self.roomID(seed: seed, window: window)
         let tagSecrets = try store.tagSecrets(id: contactID)
@@ -122,7 +116,7 @@ public final class OnlineVerify: CustomStringConvertible {
     private func fail(_ error: ItsMeError) {
         state = .failed
         failure = error
-        secrets.withMutableBytes { sodium_memzero_buffer($0) }
+        secrets.withMutableBytes { wipe($0) }
         outbox.removeAll()
     }
 

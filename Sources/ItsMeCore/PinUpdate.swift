@@ -1,5 +1,3 @@
-import CSodium
-
 /// Security PIN Update (docs/PROTOCOL.md section 10.3): two people together
 /// replace the device secrets of their contact with fresh ones over the
 /// host's Bluetooth, restoring a degraded contact. A sans-I/O state
@@ -53,11 +51,7 @@ public final class PinUpdate: CustomStringConvertible {
     /// An update with contact `contactID` in `window` (the current one or
     /// the one before, as for Online Verify).
     public init<R: RandomSource>(store: ContactStore, contactID: Int64, window: Int64, now: Int64, random: inout R) throws {
-        try AttemptLimiter.checkTime(now)
-        let current = VoiceProtocol.window(now)
-        guard window == current || window == current - 1 else {
-            throw ItsMeError(.invalidArgument, "the window is the current one (\(current)) or the one before")
-        }
+        try VoiceProtocol.checkMeetingWindow(window, now: now)
         let contact = try store.contact(id: contactID)
         self.store = store
         self.contactID = contactID
@@ -65,7 +59,7 @@ public final class PinUpdate: CustomStringConvertible {
         self.createdAt = now
         seed = try store.seed(id: contactID)
         myPID = store.ownerPublicKey
-        peerPID = contact.publicKey ?? Hex.decode(contact.fingerprint)!
+        peerPID = contact.pid
         isInitiator = myPID.lexicographicallyPrecedes(peerPID)
         sessionCode = Self.sessionCode(seed: seed, window: window)
         var s = try SecretBytes(count: 112)
@@ -84,7 +78,7 @@ public final class PinUpdate: CustomStringConvertible {
     private func fail(_ e: ItsMeError) {
         state = .failed
         failure = e
-        secrets.withMutableBytes { sodium_memzero_buffer($0) }
+        secrets.withMutableBytes { wipe($0) }
         outbox.removeAll()
     }
 

@@ -123,6 +123,11 @@ public func wipe(_ bytes: inout [UInt8]) {
     }
 }
 
+/// Wipes memory in place (a secret's buffer that must be cleared early).
+func wipe(_ buffer: UnsafeMutableRawBufferPointer) {
+    if let p = buffer.baseAddress, buffer.count > 0 { sodium_memzero(p, buffer.count) }
+}
+
 /// A source of random bytes. Every operation that draws randomness takes
 /// one, so tests can replace the system generator with a reproducible one.
 public protocol RandomSource {

@@ -14,6 +14,16 @@ public enum VoiceProtocol {
 
     public static func window(_ t: Int64) -> Int64 { t >= 0 ? t / windowSeconds : (t - windowSeconds + 1) / windowSeconds }
 
+    /// Online Verify and PIN Update meet in the window of `now` or the one
+    /// before (a host that finds no peer in the current one tries it).
+    static func checkMeetingWindow(_ window: Int64, now: Int64) throws {
+        try AttemptLimiter.checkTime(now)
+        let current = self.window(now)
+        guard window == current || window == current - 1 else {
+            throw ItsMeError(.invalidArgument, "the window is the current one (\(current)) or the one before")
+        }
+    }
+
     /// The window a session planned at `now` uses, and the seconds until
     /// it begins (section 9.1).
     public static func plan(now: Int64, lastWindow: Int64?) -> (window: Int64, startsIn: Int64) {

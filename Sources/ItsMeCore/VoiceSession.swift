@@ -94,7 +94,7 @@ public final class VoiceSession: CustomStringConvertible {
         window = VoiceProtocol.plan(now: now, lastWindow: contact.lastWindow).window
         seed = try store.seed(id: contactID)
         myPID = store.ownerPublicKey
-        peerPID = contact.publicKey ?? Hex.decode(contact.fingerprint)!
+        peerPID = contact.pid
         let tagSecrets = try store.tagSecrets(id: contactID)
         myDevice = tagSecrets.speaking
         theirDevice = tagSecrets.theirs
