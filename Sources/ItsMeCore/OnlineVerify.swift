@@ -204,13 +204,11 @@ public final class OnlineVerify: CustomStringConvertible {
         HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-ov-proof-v1"), LV.b(role), th!))
     }
 
-    private func deviceTag(pid: [UInt8], secret: borrowing SecretBytes) throws -> [UInt8] {
-        try withScratch(32) { t in
-            try HKDF.derive(ikm: seed, salt: [UInt8](), info: LV.b("itsme-device-tag-v1"), into: t)
-            var message = secret.withBytes { LV.cat(LV.b("itsme-ov-device-v1"), pid, th!, Array($0)) }
-            defer { wipe(&message) }
-            return HMACSHA256.mac(key: UnsafeRawBufferPointer(t), message: message)
-        }
+    /// dtag of section 11.3 under the tag key `t`.
+    private func deviceTag(key t: UnsafeRawBufferPointer, pid: [UInt8], secret: borrowing SecretBytes) -> [UInt8] {
+        var message = secret.withBytes { LV.cat(LV.b("itsme-ov-device-v1"), pid, th!, Array($0)) }
+        defer { wipe(&message) }
+        return HMACSHA256.mac(key: t, message: message)
     }
 
     /// The key for messages sent by the initiator or the responder.
@@ -219,7 +217,7 @@ public final class OnlineVerify: CustomStringConvertible {
     }
 
     private func proofMessage() throws -> [UInt8] {
-        var plain = proof(role) + (try deviceTag(pid: myPID, secret: myDevice))
+        var plain = proof(role) + (try VoiceProtocol.withTagKey(seed: seed) { deviceTag(key: $0, pid: myPID, secret: myDevice) })
         defer { wipe(&plain) }
         return try withKey(fromInitiator: isInitiator) {
             try ExchangeProtocol.sealFrame(type: MessageType.proof.rawValue, key: $0, counter: 0, plain)
@@ -235,10 +233,12 @@ public final class OnlineVerify: CustomStringConvertible {
             throw ItsMeError(.authenticationFailed, "the peer's proof is wrong: it does not hold the shared secret")
         }
         let heard = Array(plain[32..<64])
-        let matchesOld = try theirDevice.count > 0 && ConstantTime.equal(heard, deviceTag(pid: peerPID, secret: theirDevice))
-        let matchesNew = try theirPending.count > 0 && ConstantTime.equal(heard, deviceTag(pid: peerPID, secret: theirPending))
-        let matchesPrevious =
-            try theirPrevious.count > 0 && ConstantTime.equal(heard, deviceTag(pid: peerPID, secret: theirPrevious))
+        let (matchesOld, matchesNew, matchesPrevious) = try VoiceProtocol.withTagKey(seed: seed) { t in
+            func matches(_ secret: borrowing SecretBytes) -> Bool {
+                secret.count > 0 && ConstantTime.equal(heard, deviceTag(key: t, pid: peerPID, secret: secret))
+            }
+            return (matches(theirDevice), matches(theirPending), matches(theirPrevious))
+        }
         // The current secret wins a tie, then the previous, then the pending.
         peerUsesPreviousSecret = matchesPrevious && !matchesOld
         peerUsesNewSecret = matchesNew && !matchesOld && !matchesPrevious

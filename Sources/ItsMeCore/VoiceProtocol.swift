@@ -126,13 +126,23 @@ public enum VoiceProtocol {
     public static func tags<S: ByteView & ~Copyable>(
         seed: borrowing S, window: Int64, _ speakers: [([UInt8], UnsafeRawBufferPointer)]
     ) throws -> [UInt32] {
-        try withScratch(32) { t in
-            try HKDF.derive(ikm: seed, salt: [UInt8](), info: LV.b("itsme-device-tag-v1"), into: t)
-            return speakers.map { speaker, secret in
+        try withTagKey(seed: seed) { t in
+            speakers.map { speaker, secret in
                 var message = LV.cat(speaker, u64(window), Array(secret))
                 defer { wipe(&message) }
-                return UInt32(prefix64(key: UnsafeRawBufferPointer(t), message) % tagValues)
+                return UInt32(prefix64(key: t, message) % tagValues)
             }
+        }
+    }
+
+    /// Runs `body` with the device tag key T of section 10.1 (also the key
+    /// of Online Verify's device tags), in scratch memory wiped after.
+    static func withTagKey<S: ByteView & ~Copyable, R>(seed: borrowing S, _ body: (UnsafeRawBufferPointer) throws -> R) throws
+        -> R
+    {
+        try withScratch(32) { t in
+            try HKDF.derive(ikm: seed, salt: [UInt8](), info: LV.b("itsme-device-tag-v1"), into: t)
+            return try body(UnsafeRawBufferPointer(t))
         }
     }
 
