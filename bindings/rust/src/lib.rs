@@ -526,6 +526,36 @@ fn lock(mutex: &Mutex<()>) -> MutexGuard<'_, ()> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// The C signature of every `itsme_*_last_error` function.
+type LastErrorFn<H> = unsafe extern "C" fn(*const H, *mut c_char, usize, *mut usize) -> i32;
+
+/// Runs `body` on the handle `raw` while holding `mutex`, and adds the
+/// detail its `last_error` function reports to a failure (read before the
+/// lock is released, so it is this call's).
+fn locked_call<H, T>(
+    mutex: &Mutex<()>,
+    raw: *mut H,
+    last_error: LastErrorFn<H>,
+    body: impl FnOnce(*mut H) -> std::result::Result<T, Failure>,
+) -> Result<T> {
+    let _guard = lock(mutex);
+    body(raw).map_err(|failure| {
+        failure.into_error(|| {
+            // SAFETY: the caller passes a live handle and its own last-error
+            // function; buffers come from read_detail.
+            read_detail(|buf, cap, len| unsafe { last_error(raw, buf, cap, len) })
+        })
+    })
+}
+
+/// A result code as a call's outcome.
+fn code_result(code: i32) -> std::result::Result<(), Failure> {
+    match code {
+        sys::ITSME_OK => Ok(()),
+        code => Err(Failure::Code(code)),
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Secret store
 // ---------------------------------------------------------------------------
@@ -892,28 +922,13 @@ impl Identity {
 
     /// Runs a call on the handle and adds the handle's last-error detail to
     /// a failure.
-    fn call<T>(
-        &self,
-        body: impl FnOnce(*mut sys::itsme_identity) -> std::result::Result<T, Failure>,
-    ) -> Result<T> {
-        let _guard = lock(&self.lock);
-        let raw = self.raw.as_ptr();
-        body(raw).map_err(|failure| {
-            failure.into_error(|| {
-                // SAFETY: raw is live; buffers come from read_string.
-                read_detail(|buf, cap, len| unsafe {
-                    sys::itsme_identity_last_error(raw, buf, cap, len)
-                })
-            })
-        })
+    fn call<T>(&self, body: impl FnOnce(*mut sys::itsme_identity) -> std::result::Result<T, Failure>) -> Result<T> {
+        locked_call(&self.lock, self.raw.as_ptr(), sys::itsme_identity_last_error, body)
     }
 
     /// Runs a call that only returns a result code.
     fn call_code(&self, body: impl FnOnce(*mut sys::itsme_identity) -> i32) -> Result<()> {
-        self.call(|raw| match body(raw) {
-            sys::ITSME_OK => Ok(()),
-            code => Err(Failure::Code(code)),
-        })
+        self.call(|raw| code_result(body(raw)))
     }
 
     /// The identity's fingerprint: 16 uppercase hexadecimal digits.

@@ -295,22 +295,12 @@ impl VoiceSession {
     /// Runs a call on the handle and adds the handle's last-error detail to
     /// a failure.
     fn call<T>(&self, body: impl FnOnce(*mut sys::itsme_voice) -> std::result::Result<T, Failure>) -> Result<T> {
-        let _guard = lock(&self.lock);
-        let raw = self.raw.as_ptr();
-        body(raw).map_err(|failure| {
-            failure.into_error(|| {
-                // SAFETY: raw is live; buffers come from read_string.
-                read_detail(|buf, cap, len| unsafe { sys::itsme_voice_last_error(raw, buf, cap, len) })
-            })
-        })
+        locked_call(&self.lock, self.raw.as_ptr(), sys::itsme_voice_last_error, body)
     }
 
     /// Runs a call that only returns a result code.
     fn call_code(&self, body: impl FnOnce(*mut sys::itsme_voice) -> i32) -> Result<()> {
-        self.call(|raw| match body(raw) {
-            sys::ITSME_OK => Ok(()),
-            code => Err(Failure::Code(code)),
-        })
+        self.call(|raw| code_result(body(raw)))
     }
 
     /// The state, and whose word is entered next.
