@@ -26,7 +26,7 @@ from itsme import (
     VerificationState,
     VoiceOutcome,
 )
-from test_voice import EXCHANGED, Party, befriend, rng, to_codes
+from test_voice import EXCHANGED, Party, befriend, rng, sessions, to_codes  # noqa: F401  (sessions: a fixture)
 
 # Typed after the exchange and before the voice sessions of test_voice.
 NOW = EXCHANGED + 600
@@ -96,14 +96,6 @@ def make_person(tmp_path):
         party.contacts.close()
         party.identity.close()
         party.secrets.close()
-
-
-@pytest.fixture
-def sessions():
-    made = []
-    yield made
-    for session in made:
-        session.close()
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from itsme import (
     VoiceOutcome,
 )
 from test_degradation import make_person  # noqa: F401  (a fixture)
-from test_voice import T0, befriend, make_party, rng  # noqa: F401  (make_party: a fixture)
+from test_voice import T0, befriend, make_party, pair, rng, sessions  # noqa: F401  (fixtures)
 
 # Both start a session at NOW, in the room of its window.
 NOW = T0 + 100
@@ -34,23 +34,6 @@ COMMIT, KEY, PROOF = 1, 2, 3
 # What a refused message may raise (the session then has failed).
 REJECTED = (MalformedMessageError, AuthenticationFailedError, InvalidKeyError)
 LIFETIME = 600
-
-
-@pytest.fixture
-def pair(make_party):
-    """Alice and Bob, verified contacts of each other after a QR exchange."""
-    alice, bob = make_party("Alice"), make_party("Bob")
-    befriend(alice, bob)
-    return alice, bob
-
-
-@pytest.fixture
-def sessions():
-    """Closes the sessions a test registers."""
-    made = []
-    yield made
-    for session in made:
-        session.close()
 
 
 def start(party, sessions, label=None, now=NOW, window=None):

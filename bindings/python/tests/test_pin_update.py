@@ -25,7 +25,7 @@ from itsme import (
     VoiceOutcome,
 )
 from test_degradation import make_person  # noqa: F401  (a fixture)
-from test_voice import T0, befriend, make_party, rng, to_codes  # noqa: F401  (make_party: a fixture)
+from test_voice import T0, befriend, make_party, pair, rng, sessions, to_codes  # noqa: F401  (fixtures)
 
 # Both start the update at NOW; voice verifications follow.
 NOW = T0 + 300
@@ -35,23 +35,6 @@ FRAMES = 5
 LIFETIME = 600
 # What a refused frame may raise (the update then has failed).
 REJECTED = (MalformedMessageError, AuthenticationFailedError, InvalidKeyError)
-
-
-@pytest.fixture
-def pair(make_party):
-    """Alice and Bob, verified contacts of each other after a QR exchange."""
-    alice, bob = make_party("Alice"), make_party("Bob")
-    befriend(alice, bob)
-    return alice, bob
-
-
-@pytest.fixture
-def sessions():
-    """Closes the updates and voice sessions a test registers."""
-    made = []
-    yield made
-    for session in made:
-        session.close()
 
 
 def start(party, sessions, label=None, now=NOW, window=None):
