@@ -53,7 +53,7 @@ public struct AttemptLimiter: Sendable {
     }
 
     public func status(now: Int64) throws -> Status {
-        try Self.checkTime(now)
+        try UnixTime.check(now)
         let state = try load()
         return Status(failures: state.failures, waitSeconds: UInt64(Self.wait(state, now: now)))
     }
@@ -63,7 +63,7 @@ public struct AttemptLimiter: Sendable {
     /// counted) while a lock lasts, and an error of kind `failure` when the
     /// secret was wrong.
     public func attempt(now: Int64, failure: ItsMeError.Kind, what: String, _ check: () throws -> Bool) throws {
-        try Self.checkTime(now)
+        try UnixTime.check(now)
         // The whole attempt (count, check, resolve) holds the store's
         // exclusive access, so attempts through several handles, threads or
         // processes take turns: each is counted, none sees another's
@@ -107,15 +107,6 @@ public struct AttemptLimiter: Sendable {
     /// Forgets all failures (after the secret itself was replaced).
     public func reset() throws { try store.withExclusiveAccess { try save(State()) } }
 
-    /// The latest time any function accepts: the end of the year 9999.
-    /// Keeping times in range keeps every window and deadline computed
-    /// from them far from overflow.
-    public static let maxTime: Int64 = 253_402_300_799
-
-    static func checkTime(_ now: Int64) throws {
-        guard now >= 0 else { throw ItsMeError(.invalidArgument, "time must not be negative") }
-        guard now <= maxTime else { throw ItsMeError(.invalidArgument, "time is after the year 9999") }
-    }
 
     /// Record v1: version (1) | failures (4) | lock start (8), big-endian.
     private func load() throws -> State {

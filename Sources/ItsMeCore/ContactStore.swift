@@ -276,7 +276,7 @@ public final class ContactStore: @unchecked Sendable {
         name: String, fingerprint: String, publicKey: [UInt8]?, seed: borrowing SecretBytes,
         method: Contact.ExchangeMethod, now: Int64, note: String
     ) throws -> SecretBytes {
-        try AttemptLimiter.checkTime(now)
+        try UnixTime.check(now)
         let name = try DisplayName.validated(name)
         try Self.checkNote(note)
         guard seed.count == ContactRecord.seedCount else {
@@ -470,7 +470,7 @@ public final class ContactStore: @unchecked Sendable {
 
     /// Sets the state; `verified` also records `now` as the verification time.
     public func setState(id: Int64, _ state: Contact.State, acknowledged: Bool, now: Int64) throws {
-        try AttemptLimiter.checkTime(now)
+        try UnixTime.check(now)
         try modify(id) { c in
             c.state = state
             c.degradationAcknowledged = state == .degraded && acknowledged
@@ -663,7 +663,7 @@ public final class ContactStore: @unchecked Sendable {
         id: Int64, publicKey: [UInt8], seed: borrowing SecretBytes, mine: borrowing SecretBytes,
         theirs: borrowing SecretBytes, method: Contact.ExchangeMethod, now: Int64
     ) throws {
-        try AttemptLimiter.checkTime(now)
+        try UnixTime.check(now)
         try Self.checkDeviceSecrets(mine, theirs)
         try withLock {
             try db.transaction(.immediate) {

@@ -87,7 +87,7 @@ public enum DegradationCode {
     /// "verified". A code that does not parse is `.invalidArgument`, not
     /// counted.
     public static func accept(store: ContactStore, contactID: Int64, code: String, now: Int64) throws {
-        try AttemptLimiter.checkTime(now)
+        try UnixTime.check(now)
         guard var bytes = parse(code) else {
             throw ItsMeError(.invalidArgument, "a degradation code is 24 letters and digits 2-7 (groups of four)")
         }

@@ -134,7 +134,7 @@ public final class Exchange: CustomStringConvertible {
     /// Starts a QR exchange: show `outgoing()` as a QR code, scan the
     /// peer's and pass its text to `receive`.
     public static func qr<R: RandomSource>(identity: Identity, now: Int64, random: inout R) throws -> Exchange {
-        try AttemptLimiter.checkTime(now)
+        try UnixTime.check(now)
         return try Exchange(identity: identity, method: .qr, now: now, sessionCode: nil, secrets: drawSecrets(&random))
     }
 
@@ -143,7 +143,7 @@ public final class Exchange: CustomStringConvertible {
     public static func bluetooth<R: RandomSource>(
         identity: Identity, sessionCode: ShortCode?, now: Int64, random: inout R
     ) throws -> Exchange {
-        try AttemptLimiter.checkTime(now)
+        try UnixTime.check(now)
         let secrets = try drawSecrets(&random)
         let code = sessionCode ?? ShortCode.random(using: &random)
         return try Exchange(identity: identity, method: .bluetooth, now: now, sessionCode: code, secrets: secrets)
@@ -217,7 +217,7 @@ public final class Exchange: CustomStringConvertible {
     }
 
     private func checkUsable(now: Int64) throws {
-        try AttemptLimiter.checkTime(now)
+        try UnixTime.check(now)
         if state == .failed {
             throw ItsMeError(.invalidState, "the exchange has failed (\(failure?.message ?? "")); start a new one")
         }
@@ -566,7 +566,7 @@ public final class Exchange: CustomStringConvertible {
     /// `.expired` after 24 hours. Restore a sealed exchange once: the
     /// library cannot tell a second copy from the first.
     public static func restore(identity: Identity, sealed: [UInt8], now: Int64) throws -> Exchange {
-        try AttemptLimiter.checkTime(now)
+        try UnixTime.check(now)
         guard sealed.count > 1 + AEAD.nonceCount + AEAD.tagCount, sealed[0] == sealVersion else {
             throw ItsMeError(.corruptData, "not a sealed exchange of a known version")
         }

@@ -121,7 +121,7 @@ public final class OnlineVerify: CustomStringConvertible {
     }
 
     private func checkUsable(now: Int64) throws {
-        try AttemptLimiter.checkTime(now)
+        try UnixTime.check(now)
         if state == .failed {
             throw ItsMeError(.invalidState, "the session has failed (\(failure?.message ?? "")); start a new one")
         }

@@ -48,7 +48,7 @@ public struct PIN: Sendable {
     }
 
     public func verify(_ pin: String, now: Int64) throws {
-        try AttemptLimiter.checkTime(now)
+        try UnixTime.check(now)
         let secret = try Self.validated(pin)
         guard let record = try store.get(Self.itemName) else {
             throw ItsMeError(.notFound, "no PIN is set")

@@ -85,7 +85,7 @@ public final class PinUpdate: CustomStringConvertible {
     /// Feeds one frame from the peer. Store writes happen here, in the
     /// order PROTOCOL.md 10.3 gives.
     public func receive(_ frame: [UInt8], now: Int64) throws {
-        try AttemptLimiter.checkTime(now)
+        try UnixTime.check(now)
         if state == .failed {
             throw ItsMeError(.invalidState, "the update has failed (\(failure?.message ?? "")); start a new one")
         }

@@ -10,14 +10,14 @@ public enum VoiceProtocol {
     public static let wordCount = 5
 
     /// The window of the latest time accepted.
-    public static let maxWindow: Int64 = AttemptLimiter.maxTime / windowSeconds
+    public static let maxWindow: Int64 = UnixTime.max / windowSeconds
 
     public static func window(_ t: Int64) -> Int64 { t >= 0 ? t / windowSeconds : (t - windowSeconds + 1) / windowSeconds }
 
     /// Online Verify and PIN Update meet in the window of `now` or the one
     /// before (a host that finds no peer in the current one tries it).
     static func checkMeetingWindow(_ window: Int64, now: Int64) throws {
-        try AttemptLimiter.checkTime(now)
+        try UnixTime.check(now)
         let current = self.window(now)
         guard window == current || window == current - 1 else {
             throw ItsMeError(.invalidArgument, "the window is the current one (\(current)) or the one before")

@@ -84,7 +84,7 @@ public final class VoiceSession: CustomStringConvertible {
     /// Plans a session with contact `contactID` at `now`: fixes the window
     /// (the next one after `now` and after the last one used).
     public init(store: ContactStore, contactID: Int64, now: Int64) throws {
-        try AttemptLimiter.checkTime(now)
+        try UnixTime.check(now)
         let contact = try store.contact(id: contactID)
         if let last = contact.lastWindow, last < 0 || last >= VoiceProtocol.maxWindow {
             throw ItsMeError(.invalidState, "contact \(contactID) has used its last possible window (\(last))")
@@ -121,7 +121,7 @@ public final class VoiceSession: CustomStringConvertible {
     }
 
     private func checkUsable(now: Int64) throws {
-        try AttemptLimiter.checkTime(now)
+        try UnixTime.check(now)
         if state == .failed {
             throw ItsMeError(.invalidState, "the session has failed (\(failure?.message ?? "")); plan a new one")
         }

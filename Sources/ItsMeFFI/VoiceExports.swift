@@ -62,7 +62,7 @@ public func ffiVoiceTiming(
     _ outStartsIn: UnsafeMutablePointer<Int64>?, _ outEndsIn: UnsafeMutablePointer<Int64>?
 ) -> itsme_result {
     onVoice(voice) { v in
-        guard now >= 0, now <= AttemptLimiter.maxTime else { throw invalid("now is 0 to \(AttemptLimiter.maxTime)") }
+        try UnixTime.check(now)
         outWindow?.pointee = v.window
         outStartsIn?.pointee = v.startsIn(now: now)
         outEndsIn?.pointee = v.lastMoment - now
