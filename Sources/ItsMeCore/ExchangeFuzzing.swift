@@ -1,10 +1,10 @@
 /// The body of the exchange fuzz target (fuzz/ExchangeFuzz.swift), here so
 /// the tests can replay the fuzz corpus through exactly the same code.
-public enum ExchangeFuzzing {
+enum ExchangeFuzzing {
     /// The first byte picks what the rest is fed to: a QR exchange's
     /// `receive`, or a Bluetooth exchange after zero to three honest frames
     /// from a real peer.
-    public static func run(_ input: [UInt8], _ a: Identity, _ b: Identity) {
+    static func run(_ input: [UInt8], _ a: Identity, _ b: Identity) {
         guard let selector = input.first else { return }
         let rest = Array(input.dropFirst())
         let now: Int64 = 1_800_000_000

@@ -7,7 +7,7 @@ public enum UnixTime {
     public static let max: Int64 = 253_402_300_799
 
     /// `.invalidArgument` for a time before 1970 or after the year 9999.
-    package static func check(_ now: Int64) throws {
+    public static func check(_ now: Int64) throws {
         guard now >= 0 else { throw ItsMeError(.invalidArgument, "time must not be negative") }
         guard now <= max else { throw ItsMeError(.invalidArgument, "time is after the year 9999") }
     }

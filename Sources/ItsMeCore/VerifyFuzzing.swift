@@ -1,13 +1,13 @@
 /// The body of the verification fuzz target (fuzz/VerifyFuzz.swift), here
 /// so the tests can replay its corpus through exactly the same code.
-public final class VerifyFuzzing {
+final class VerifyFuzzing {
     let a: Identity, b: Identity
     let storeA: ContactStore, storeB: ContactStore
     let idAtA: Int64, idAtB: Int64
     let now: Int64 = 1_800_000_000
 
     /// Two people who hold each other as contacts, in `directory`.
-    public init(directory: String) throws {
+    init(directory: String) throws {
         var r1 = DeterministicRandom(seed: [UInt8](repeating: 5, count: 32))
         var r2 = DeterministicRandom(seed: [UInt8](repeating: 6, count: 32))
         a = try Identity.create(store: MemorySecretStore(), name: "Fuzz A", random: &r1)
@@ -27,7 +27,7 @@ public final class VerifyFuzzing {
     /// The first byte picks Online Verify or PIN Update (bit 0) and how many
     /// honest messages from the peer come first (bits 1-2); the rest is a
     /// list of messages, each a length byte and that many bytes, fed to A.
-    public func run(_ input: [UInt8]) {
+    func run(_ input: [UInt8]) {
         guard let selector = input.first else { return }
         var messages: [[UInt8]] = []
         var i = 1
