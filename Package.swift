@@ -7,6 +7,9 @@ let package = Package(
         // libitsme.so: the C ABI declared in include/itsme.h.
         .library(name: "itsme", type: .dynamic, targets: ["ItsMeFFI"]),
         .executable(name: "itsme-bench", targets: ["ItsMeBench"]),
+        // The protocol core for Swift programs of this project (the relay
+        // uses its SQLite wrapper); not a public API.
+        .library(name: "ItsMeCore", targets: ["ItsMeCore"]),
     ],
     targets: [
         .systemLibrary(
