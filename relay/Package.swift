@@ -1,0 +1,57 @@
+// swift-tools-version: 6.0
+// itsme-relay, the relay server (docs/PROTOCOL.md section 15), and its load
+// generator. A package of its own so that the library's builds (release,
+// sanitizers) never compile the server stack.
+import PackageDescription
+
+let package = Package(
+    name: "itsme-relay",
+    products: [
+        .executable(name: "itsme-relay", targets: ["itsme-relay"]),
+        .executable(name: "itsme-relay-load", targets: ["RelayLoad"]),
+    ],
+    dependencies: [
+        .package(name: "itsme", path: ".."),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+    ],
+    targets: [
+        // The server: routes, storage, rooms, limits, metrics.
+        .target(
+            name: "ItsMeRelay",
+            dependencies: [
+                .product(name: "ItsMeCore", package: "itsme"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "itsme-relay",
+            dependencies: ["ItsMeRelay", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        // The load generator of `itsme-bench relay`: a separate process from
+        // the relay it measures.
+        .executableTarget(
+            name: "RelayLoad",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+    ]
+)

@@ -1,0 +1,1 @@
+print("itsme-relay-load: not yet")
