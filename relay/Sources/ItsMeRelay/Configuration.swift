@@ -1,0 +1,46 @@
+import Foundation
+
+/// Everything the relay can be told (docs/PROTOCOL.md section 15); the
+/// defaults are the ones the document states.
+public struct RelayConfiguration: Sendable {
+    public var host = "127.0.0.1"
+    /// 0 picks a free port.
+    public var port = 0
+    /// The SQLite file; `:memory:` keeps everything in memory.
+    public var databasePath = "itsme-relay.db"
+    public var backlog = 4096
+
+    /// Open connections in all, and per client address.
+    public var maxConnections = 4096
+    public var maxConnectionsPerAddress = 64
+    /// Largest binary message in a room.
+    public var maxFrame = 65_536
+    /// Largest invite message, and messages per side of an invite.
+    public var maxMessage = 65_536
+    public var maxMessagesPerSide = 16
+    public var maxRecord = 262_144
+    public var maxInvites = 100_000
+    /// Misses on invite routes, and creations (invites, records), per client
+    /// address and minute.
+    public var lookupRatePerMinute = 20
+    public var createRatePerMinute = 60
+    /// Seconds without a binary frame before a room closes.
+    public var roomIdleSeconds = 120.0
+    /// Seconds a request may take to arrive whole.
+    public var requestTimeoutSeconds = 10.0
+    /// Longest hold of an invite fetch.
+    public var maxWaitSeconds = 30.0
+    /// Seconds a graceful shutdown may take.
+    public var shutdownTimeoutSeconds = 10.0
+    /// The one proxy whose X-Forwarded-For is believed.
+    public var trustedProxy: String?
+    public var tlsCertificatePath: String?
+    public var tlsKeyPath: String?
+    /// Tests only: read the current time from this file.
+    public var clockFile: String?
+
+    public static let inviteLifetime: Int64 = 24 * 3600
+    public static let sweepInterval: Duration = .seconds(60)
+
+    public init() {}
+}

@@ -1,0 +1,45 @@
+import Foundation
+import Hummingbird
+
+/// A refusal: status, error kind (docs/PROTOCOL.md 15.1) and a message for
+/// a person.
+struct RelayError: Error {
+    let status: HTTPResponse.Status
+    let kind: String
+    let message: String
+    var headers: HTTPFields = [:]
+
+    static func badID(_ what: String) -> RelayError {
+        RelayError(status: .badRequest, kind: "bad-id", message: "\(what) IDs are 32 lower-case hex characters")
+    }
+    static func badRequest(_ message: String) -> RelayError { RelayError(status: .badRequest, kind: "bad-request", message: message) }
+    static let notFoundInvite = RelayError(status: .notFound, kind: "not-found", message: "no such invite")
+    static let unauthorized = RelayError(
+        status: .unauthorized, kind: "unauthorized", message: "this needs an Authorization: Bearer token of 43 base64url characters")
+    static func tooLarge(_ limit: Int) -> RelayError {
+        RelayError(status: .contentTooLarge, kind: "too-large", message: "the body is larger than \(limit) bytes", headers: [.connection: "close"])
+    }
+    static func rateLimited(_ seconds: Int) -> RelayError {
+        RelayError(
+            status: .tooManyRequests, kind: "rate-limited", message: "too many requests from this address; retry in \(seconds) s",
+            headers: [.retryAfter: String(seconds)])
+    }
+
+    func response() -> Response {
+        var headers = headers
+        headers[.contentType] = "application/json"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: JSON.buffer(["error": kind, "message": message])))
+    }
+}
+
+/// JSON bodies.
+enum JSON {
+    static func buffer(_ object: [String: Any]) -> ByteBuffer {
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return ByteBuffer(bytes: data)
+    }
+
+    static func response(_ status: HTTPResponse.Status, _ object: [String: Any]) -> Response {
+        Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: buffer(object)))
+    }
+}

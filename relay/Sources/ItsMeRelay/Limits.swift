@@ -1,0 +1,104 @@
+import Foundation
+
+/// Per-address token buckets: `ratePerMinute` tokens a minute, refilled
+/// continuously, holding at most `ratePerMinute`.
+final class RateLimiter: @unchecked Sendable {
+    private struct Bucket {
+        var tokens: Double
+        var updated: Double
+    }
+
+    private let lock = NSLock()
+    private var buckets: [String: Bucket] = [:]
+    let ratePerMinute: Double
+
+    init(ratePerMinute: Int) { self.ratePerMinute = Double(max(ratePerMinute, 1)) }
+
+    private static func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
+
+    private func refreshed(_ key: String, at now: Double) -> Bucket {
+        var bucket = buckets[key] ?? Bucket(tokens: ratePerMinute, updated: now)
+        bucket.tokens = min(ratePerMinute, bucket.tokens + (now - bucket.updated) * ratePerMinute / 60)
+        bucket.updated = now
+        return bucket
+    }
+
+    /// Seconds until `key` has a token again, or nil if it has one now.
+    func retryAfter(_ key: String) -> Int? {
+        let now = Self.now()
+        return lock.withLock {
+            let bucket = refreshed(key, at: now)
+            buckets[key] = bucket
+            if bucket.tokens >= 1 { return nil }
+            return max(1, Int(((1 - bucket.tokens) * 60 / ratePerMinute).rounded(.up)))
+        }
+    }
+
+    /// Takes a token if there is one; returns the wait otherwise.
+    func take(_ key: String) -> Int? {
+        let now = Self.now()
+        return lock.withLock {
+            var bucket = refreshed(key, at: now)
+            defer { buckets[key] = bucket }
+            if bucket.tokens >= 1 {
+                bucket.tokens -= 1
+                return nil
+            }
+            return max(1, Int(((1 - bucket.tokens) * 60 / ratePerMinute).rounded(.up)))
+        }
+    }
+
+    /// Spends a token whether or not there is one (a counted miss).
+    func charge(_ key: String) {
+        let now = Self.now()
+        lock.withLock {
+            var bucket = refreshed(key, at: now)
+            bucket.tokens = max(bucket.tokens - 1, -ratePerMinute)
+            buckets[key] = bucket
+        }
+    }
+
+    /// Forgets full buckets.
+    func prune() {
+        let now = Self.now()
+        lock.withLock {
+            buckets = buckets.filter { refreshed($0.key, at: now).tokens < ratePerMinute }
+        }
+    }
+}
+
+/// Open connections, in all and per address.
+final class ConnectionCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var total = 0
+    private var perAddress: [String: Int] = [:]
+    let maxTotal: Int
+    let maxPerAddress: Int
+
+    init(maxTotal: Int, maxPerAddress: Int) {
+        self.maxTotal = maxTotal
+        self.maxPerAddress = maxPerAddress
+    }
+
+    /// Counts a new connection; false if it is beyond a limit (then it is
+    /// not counted).
+    func open(_ address: String) -> Bool {
+        lock.withLock {
+            let mine = perAddress[address, default: 0]
+            guard total < maxTotal, mine < maxPerAddress else { return false }
+            total += 1
+            perAddress[address] = mine + 1
+            return true
+        }
+    }
+
+    func close(_ address: String) {
+        lock.withLock {
+            total -= 1
+            let mine = perAddress[address, default: 1] - 1
+            perAddress[address] = mine > 0 ? mine : nil
+        }
+    }
+
+    var open: Int { lock.withLock { total } }
+}
