@@ -36,7 +36,7 @@ struct RelayCommand: AsyncParsableCommand {
     @Option(help: "PEM certificate chain; with --tls-key, serve HTTPS and WSS.") var tlsCert: String?
     @Option(help: "PEM private key for --tls-cert.") var tlsKey: String?
     @Option(help: "Tests only: read the current Unix time from this file.") var clockFile: String?
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.") var logLevel: String?
+    @Option(help: "Log level: info (the default), notice, warning, error, critical.") var logLevel: String?
 
     func validate() throws {
         if (tlsCert ?? env("TLS_CERT") == nil) != (tlsKey ?? env("TLS_KEY") == nil) {
@@ -93,6 +93,9 @@ struct RelayCommand: AsyncParsableCommand {
         }
 
         let level = try value(logLevel.flatMap(Logger.Level.init(rawValue:)), "LOG_LEVEL", Logger.Level.info)
+        // Below info, the HTTP stack logs request paths, which carry full
+        // IDs: the relay's logs never do.
+        guard level >= .info else { throw ValidationError("--log-level is info, notice, warning, error or critical") }
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
