@@ -1,0 +1,133 @@
+"""Connection limits (PROTOCOL.md 15.5): beyond them, `503 busy` with
+Retry-After and a close; the relay keeps serving the others."""
+
+import json
+import select
+import time
+
+from relaytest import (
+    closed_within,
+    metric,
+    new_id,
+    read_response,
+    recv_event,
+    retry_after,
+    run,
+    simple_request,
+    ws_connect,
+)
+
+
+def hold(relay, count, source=None) -> list:
+    held = []
+    for _ in range(count):
+        sock = relay.connect_raw(source=source)
+        sock.sendall(b"GET /health HTTP/1.1\r\n")  # a request that is never finished
+        held.append(sock)
+    time.sleep(0.5)  # let the relay accept them all
+    return held
+
+
+def refused_busy(relay, source=None) -> None:
+    """A new connection sending a whole request gets 503 busy with
+    Retry-After and is closed."""
+    sock = relay.connect_raw(source=source)
+    try:
+        readable, _, _ = select.select([sock], [], [], 0.3)
+        if not readable:  # the relay waits for the request before answering
+            try:
+                sock.sendall(simple_request("/health"))
+            except OSError:
+                pass
+        response = read_response(sock, timeout=5)
+        assert response is not None, "the connection was closed without a 503"
+        assert response.status == 503, f"expected 503, got {response.status}: {response.raw[:300]!r}"
+        assert retry_after(response.headers) >= 1
+        body = json.loads(response.body)
+        assert body.get("error") == "busy", body
+        assert closed_within(sock, 3), "the refused connection was not closed"
+    finally:
+        sock.close()
+
+
+def served(relay, source=None) -> None:
+    sock = relay.connect_raw(source=source)
+    try:
+        sock.sendall(simple_request("/health"))
+        response = read_response(sock, timeout=5)
+        assert response is not None and response.status == 200, f"expected 200, got {response!r}"
+    finally:
+        sock.close()
+
+
+def eventually_served(relay, timeout=3.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            served(relay)
+            return
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def test_connections_beyond_max_connections_get_503_busy(relay):
+    r = relay(max_connections=50, max_connections_per_address=1000, request_timeout=30)
+    held = hold(r, 50)
+    try:
+        refused_busy(r)
+        refused_busy(r)
+        # The held connections are still served when they finish their request.
+        held[0].sendall(b"Host: 127.0.0.1\r\n\r\n")
+        response = read_response(held[0], timeout=5)
+        assert response is not None and response.status == 200
+    finally:
+        for sock in held:
+            sock.close()
+    eventually_served(r)
+    r.assert_serving()
+
+
+def test_connections_beyond_the_per_address_limit_get_503_busy(relay):
+    r = relay(max_connections=1000, max_connections_per_address=5, request_timeout=30)
+    held = hold(r, 5)
+    try:
+        refused_busy(r)
+        # Another client address is not affected.
+        served(r, source="127.0.0.2")
+    finally:
+        for sock in held:
+            sock.close()
+    eventually_served(r)
+
+
+def test_websocket_connections_count_against_the_limits(relay):
+    r = relay(max_connections=1000, max_connections_per_address=3, request_timeout=30)
+
+    async def scenario():
+        peers = []
+        try:
+            for _ in range(3):
+                ws = await ws_connect(r.room_url(new_id()))
+                assert await recv_event(ws) == {"type": "waiting"}
+                peers.append(ws)
+            refused_busy(r)
+        finally:
+            for ws in peers:
+                await ws.close()
+
+    run(scenario())
+    eventually_served(r)
+
+
+def test_a_refused_connection_is_counted_in_metrics_as_busy(relay):
+    r = relay(max_connections=1000, max_connections_per_address=2, request_timeout=30)
+    held = hold(r, 2)
+    try:
+        refused_busy(r)
+    finally:
+        for sock in held:
+            sock.close()
+    time.sleep(0.3)
+    assert metric(r.api().metrics(), "itsme_relay_rejections_total", reason="busy") >= 1

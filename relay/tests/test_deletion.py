@@ -1,0 +1,74 @@
+"""Deleted data is gone from the database file and its write-ahead log
+(PROTOCOL.md 15.2: secure_delete, checkpoint after each deletion)."""
+
+import base64
+import os
+import time
+
+import pytest
+
+
+def stored_bytes(relay) -> bytes:
+    data = b""
+    for suffix in ("", "-wal", "-journal"):
+        path = relay.database.with_name(relay.database.name + suffix)
+        if path.exists():
+            data += path.read_bytes()
+    return data
+
+
+def forms(marker: bytes) -> dict:
+    return {
+        "raw": marker,
+        "hex": marker.hex().encode(),
+        "HEX": marker.hex().upper().encode(),
+        "base64url": base64.urlsafe_b64encode(marker).rstrip(b"="),
+        "base64": base64.b64encode(marker).rstrip(b"="),
+        # A 48-byte piece catches a copy split at an unaligned base64 offset.
+        "base64url-part": base64.urlsafe_b64encode(marker[3:51]),
+        "raw-part": marker[8:40],
+    }
+
+
+def found(data: bytes, marker: bytes) -> list:
+    return [name for name, form in forms(marker).items() if form in data]
+
+
+@pytest.mark.parametrize("deleter", ["inviter", "invitee"])
+def test_no_byte_of_a_deleted_invite_stays_in_the_database_or_its_log(relay, deleter):
+    r = relay()
+    api = r.api()
+    invite = api.open_invite()
+    markers = [os.urandom(64), os.urandom(64)]
+    assert api.post(invite.id, invite.inviter, markers[0]).status_code == 201
+    assert api.post(invite.id, invite.invitee, markers[1]).status_code == 201
+    # Positive control: the messages are on disk before the deletion, so the
+    # search below can find them.
+    for marker in markers:
+        assert found(stored_bytes(r), marker), "control: a posted message is not found in the database files"
+
+    assert api.delete(invite.id, getattr(invite, deleter)).status_code == 204
+    deadline = time.monotonic() + 2.0
+    while True:
+        data = stored_bytes(r)
+        left = {i: found(data, m) for i, m in enumerate(markers) if found(data, m)}
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert not left, f"deleted message bytes still in the database files: {left}"
+    r.assert_serving()
+
+
+def test_deleting_one_invite_keeps_the_others(relay):
+    r = relay()
+    api = r.api()
+    doomed, kept = api.open_invite(), api.open_invite()
+    doomed_marker, kept_marker = os.urandom(64), os.urandom(64)
+    assert api.post(doomed.id, doomed.inviter, doomed_marker).status_code == 201
+    assert api.post(kept.id, kept.inviter, kept_marker).status_code == 201
+    assert api.delete(doomed.id, doomed.invitee).status_code == 204
+    time.sleep(0.2)
+    data = stored_bytes(r)
+    assert not found(data, doomed_marker)
+    assert found(data, kept_marker)
+    assert api.messages(kept.id, kept.invitee) == [(1, kept_marker)]

@@ -1,0 +1,294 @@
+"""Rooms (PROTOCOL.md 15.3): two peers, binary frames forwarded, relay events."""
+
+import asyncio
+import os
+import time
+
+import pytest
+
+from relaytest import (
+    HANDSHAKE_REFUSALS,
+    close_code,
+    new_id,
+    pair,
+    recv_binary,
+    recv_event,
+    refusal_body,
+    refusal_status,
+    run,
+    ws_connect,
+)
+
+
+async def close_all(*connections):
+    for ws in connections:
+        try:
+            await ws.close()
+        except Exception:
+            pass
+
+
+def test_first_peer_waits_and_both_learn_when_the_second_joins(relay):
+    r = relay()
+
+    async def scenario():
+        room = new_id()
+        first = await ws_connect(r.room_url(room))
+        try:
+            assert await recv_event(first) == {"type": "waiting"}
+            second = await ws_connect(r.room_url(room))
+            try:
+                assert await recv_event(second) == {"type": "peer-joined"}
+                assert await recv_event(first) == {"type": "peer-joined"}
+            finally:
+                await close_all(second)
+        finally:
+            await close_all(first)
+
+    run(scenario())
+
+
+def test_binary_frames_are_forwarded_unchanged_both_ways(relay):
+    r = relay()
+
+    async def scenario():
+        _, a, b = await pair(r)
+        try:
+            for size in (1, 64, 65536):
+                payload = os.urandom(size)
+                await a.send(payload)
+                assert await recv_binary(b) == payload
+                payload = os.urandom(size)
+                await b.send(payload)
+                assert await recv_binary(a) == payload
+            # Several frames in a row arrive as separate messages, in order.
+            burst = [os.urandom(n) for n in (5, 500, 5000, 1, 2)]
+            for frame in burst:
+                await a.send(frame)
+            assert [await recv_binary(b) for _ in burst] == burst
+        finally:
+            await close_all(a, b)
+
+    run(scenario())
+
+
+def test_a_third_peer_is_refused_with_409_room_full(relay):
+    r = relay()
+
+    async def scenario():
+        room, a, b = await pair(r)
+        try:
+            with pytest.raises(HANDSHAKE_REFUSALS) as refused:
+                extra = await ws_connect(r.room_url(room))
+                await close_all(extra)
+            assert refusal_status(refused.value) == 409
+            assert b"room-full" in refusal_body(refused.value)
+            # The two peers are untouched.
+            await a.send(b"still here")
+            assert await recv_binary(b) == b"still here"
+        finally:
+            await close_all(a, b)
+
+    run(scenario())
+    r.assert_serving()
+
+
+def test_a_binary_frame_while_alone_is_refused_and_the_connection_stays_open(relay):
+    r = relay()
+
+    async def scenario():
+        room = new_id()
+        a = await ws_connect(r.room_url(room))
+        try:
+            assert await recv_event(a) == {"type": "waiting"}
+            await a.send(b"anyone?")
+            assert await recv_event(a) == {"type": "refused", "reason": "no-peer"}
+            b = await ws_connect(r.room_url(room))
+            try:
+                assert await recv_event(b) == {"type": "peer-joined"}
+                assert await recv_event(a) == {"type": "peer-joined"}
+                await a.send(b"there you are")
+                # The refused frame was not stored: the first frame b sees is the new one.
+                assert await recv_binary(b) == b"there you are"
+            finally:
+                await close_all(b)
+        finally:
+            await close_all(a)
+
+    run(scenario())
+
+
+def test_an_oversize_frame_closes_the_sender_with_1009(relay):
+    r = relay(max_frame=1024)
+
+    async def scenario():
+        _, a, b = await pair(r)
+        try:
+            await a.send(b"\x01" * 1024)
+            assert await recv_binary(b) == b"\x01" * 1024
+            await a.send(b"\x02" * 1025)
+            assert await close_code(a) == 1009
+            # The oversize frame never reaches the other peer.
+            event = await recv_event(b)
+            assert event == {"type": "peer-left"}
+        finally:
+            await close_all(a, b)
+
+    run(scenario())
+    r.assert_serving()
+
+
+def test_the_default_frame_limit_is_65536_bytes(relay):
+    r = relay()
+
+    async def scenario():
+        _, a, b = await pair(r)
+        try:
+            await a.send(b"\x03" * 65536)
+            assert await recv_binary(b) == b"\x03" * 65536
+            await a.send(b"\x04" * 65537)
+            assert await close_code(a) == 1009
+        finally:
+            await close_all(a, b)
+
+    run(scenario())
+
+
+def test_a_text_frame_from_a_peer_closes_it_with_1003(relay):
+    r = relay()
+
+    async def scenario():
+        _, a, b = await pair(r)
+        try:
+            await a.send('{"type": "hello"}')
+            assert await close_code(a) == 1003
+            assert await recv_event(b) == {"type": "peer-left"}
+            assert await close_code(b) == 1000
+        finally:
+            await close_all(a, b)
+
+    run(scenario())
+    r.assert_serving()
+
+
+def test_an_idle_room_is_closed_with_4000(relay):
+    r = relay(room_idle=2)
+
+    async def scenario():
+        _, a, b = await pair(r)
+        try:
+            # Traffic keeps the room open past the idle time...
+            for _ in range(3):
+                await asyncio.sleep(0.8)
+                await a.send(b"tick")
+                assert await recv_binary(b) == b"tick"
+            # ...and silence closes it.
+            start = time.monotonic()
+            codes = await asyncio.gather(close_code(a, 5), close_code(b, 5))
+            elapsed = time.monotonic() - start
+            assert codes == [4000, 4000]
+            assert 1.5 <= elapsed <= 4.0, f"closed {elapsed:.2f} s after the last frame"
+        finally:
+            await close_all(a, b)
+
+    run(scenario())
+
+
+def test_a_lone_peer_in_an_idle_room_is_closed_with_4000(relay):
+    r = relay(room_idle=2)
+
+    async def scenario():
+        a = await ws_connect(r.room_url(new_id()))
+        try:
+            assert await recv_event(a) == {"type": "waiting"}
+            start = time.monotonic()
+            assert await close_code(a, 5) == 4000
+            assert time.monotonic() - start <= 4.0
+        finally:
+            await close_all(a)
+
+    run(scenario())
+
+
+def test_when_a_peer_leaves_the_other_gets_peer_left_then_close_1000(relay):
+    r = relay()
+
+    async def scenario():
+        room, a, b = await pair(r)
+        try:
+            await b.close()
+            assert await recv_event(a) == {"type": "peer-left"}
+            assert await close_code(a) == 1000
+        finally:
+            await close_all(a, b)
+        return room
+
+    room = run(scenario())
+
+    async def reuse():
+        # The room ended: its ID starts a new, empty room.
+        _, c, d = await pair(r, room)
+        try:
+            await d.send(b"again")
+            assert await recv_binary(c) == b"again"
+        finally:
+            await close_all(c, d)
+
+    run(reuse())
+
+
+def test_a_room_id_is_free_again_after_the_last_peer_leaves(relay):
+    r = relay()
+
+    async def scenario():
+        room = new_id()
+        a = await ws_connect(r.room_url(room))
+        assert await recv_event(a) == {"type": "waiting"}
+        await a.close()
+        await asyncio.sleep(0.2)
+        b = await ws_connect(r.room_url(room))
+        try:
+            assert await recv_event(b) == {"type": "waiting"}
+        finally:
+            await close_all(b)
+
+    run(scenario())
+
+
+def test_rooms_are_independent(relay):
+    r = relay()
+
+    async def scenario():
+        _, a1, b1 = await pair(r)
+        _, a2, b2 = await pair(r)
+        try:
+            await a1.send(b"room one")
+            await a2.send(b"room two")
+            assert await recv_binary(b1) == b"room one"
+            assert await recv_binary(b2) == b"room two"
+        finally:
+            await close_all(a1, b1, a2, b2)
+
+    run(scenario())
+
+
+def test_a_plain_get_on_a_room_path_answers_426(relay):
+    r = relay()
+    response = r.api().request("GET", f"/v1/rooms/{new_id()}")
+    assert response.status_code == 426, response.text
+    assert "websocket" in response.headers.get("upgrade", "").lower()
+
+
+@pytest.mark.parametrize("bad_id", ["ABCDEF0123456789ABCDEF0123456789", "0" * 31, "z" * 32])
+def test_a_malformed_room_id_is_refused_with_400(relay, bad_id):
+    r = relay()
+
+    async def scenario():
+        with pytest.raises(HANDSHAKE_REFUSALS) as refused:
+            ws = await ws_connect(r.room_url(bad_id))
+            await close_all(ws)
+        assert refusal_status(refused.value) == 400
+        assert b"bad-id" in refusal_body(refused.value)
+
+    run(scenario())
+    r.assert_serving()
