@@ -131,3 +131,14 @@ def test_a_refused_connection_is_counted_in_metrics_as_busy(relay):
             sock.close()
     time.sleep(0.3)
     assert metric(r.api().metrics(), "itsme_relay_rejections_total", reason="busy") >= 1
+
+
+def test_the_default_per_address_limit_is_64_connections(relay):
+    r = relay(max_connections_per_address=None, request_timeout=30)
+    held = hold(r, 64)
+    try:
+        refused_busy(r)
+    finally:
+        for sock in held:
+            sock.close()
+    eventually_served(r)

@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from relaytest import new_id, unb64url
+
 
 def stored_bytes(relay) -> bytes:
     data = b""
@@ -72,3 +74,18 @@ def test_deleting_one_invite_keeps_the_others(relay):
     assert not found(data, doomed_marker)
     assert found(data, kept_marker)
     assert api.messages(kept.id, kept.invitee) == [(1, kept_marker)]
+
+
+def test_tokens_are_not_stored_in_the_clear(relay):
+    r = relay()
+    api = r.api()
+    invite = api.open_invite()
+    record = api.put_record(new_id(), b"record")
+    tokens = [invite.inviter, invite.invitee, record.json()["delete_token"]]
+    assert api.post(invite.id, invite.inviter, b"x").status_code == 201
+    data = stored_bytes(r)
+    assert invite.id.encode() in data or bytes.fromhex(invite.id) in data, "control: the invite ID is not on disk"
+    for token in tokens:
+        raw = unb64url(token)
+        for form in (token.encode(), raw, raw.hex().encode()):
+            assert form not in data, "a token is stored in the clear"

@@ -276,3 +276,12 @@ def test_live_invites_beyond_max_invites_get_503_busy(relay):
     assert api.delete(first.id, first.invitee).status_code == 204
     assert api.create(new_id()).status_code == 201
     r.assert_serving()
+
+
+def test_the_default_is_16_messages_per_side(relay):
+    api = relay().api()
+    invite = api.open_invite()
+    for n in range(1, 17):
+        assert api.post(invite.id, invite.invitee, b"%d" % n).json() == {"seq": n}
+    assert_error(api.post(invite.id, invite.invitee, b"17"), 409, "limit")
+    assert len(api.messages(invite.id, invite.inviter)) == 16

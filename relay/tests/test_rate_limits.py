@@ -94,3 +94,17 @@ def test_record_puts_count_against_the_create_rate(relay):
     assert_error(response, 429, "rate-limited")
     assert retry_after(response.headers) >= 1
     assert_error(api.create(new_id()), 429, "rate-limited")
+
+
+def test_the_default_lookup_rate_is_20_misses_a_minute(relay):
+    api = relay(lookup_rate=None).api()
+    for _ in range(20):
+        assert_error(api.accept(new_id()), 404, "not-found")
+    assert_error(api.accept(new_id()), 429, "rate-limited")
+
+
+def test_the_default_create_rate_is_60_a_minute(relay):
+    api = relay(create_rate=None).api()
+    for _ in range(60):
+        assert api.create(new_id()).status_code == 201
+    assert_error(api.create(new_id()), 429, "rate-limited")

@@ -39,7 +39,7 @@ def test_a_record_is_immutable(relay):
     assert api.get_record(record_id).content == data
 
 
-def test_record_size_limits(relay):
+def test_the_default_record_limit_is_262144_bytes(relay):
     r = relay()
     api = r.api()
     biggest = os.urandom(262144)
@@ -47,8 +47,14 @@ def test_record_size_limits(relay):
     assert api.put_record(record_id, biggest).status_code == 201
     assert api.get_record(record_id).content == biggest
     assert_error(api.put_record(new_id(), biggest + b"!"), 413, "too-large")
-    assert_error(api.put_record(new_id(), b""), 400, "bad-request")
     r.assert_serving()
+
+
+def test_an_empty_record_is_a_bad_request(relay):
+    api = relay().api()
+    record_id = new_id()
+    assert_error(api.put_record(record_id, b""), 400, "bad-request")
+    assert_error(api.get_record(record_id), 404, "not-found")
 
 
 def test_record_over_max_record_is_too_large(relay):

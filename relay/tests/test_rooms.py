@@ -292,3 +292,36 @@ def test_a_malformed_room_id_is_refused_with_400(relay, bad_id):
 
     run(scenario())
     r.assert_serving()
+
+
+def test_a_fragmented_binary_message_is_forwarded_as_one_message(relay):
+    r = relay()
+
+    async def scenario():
+        _, a, b = await pair(r)
+        try:
+            parts = [os.urandom(1000), os.urandom(1), os.urandom(3000)]
+            await a.send(parts)  # one message in three frames
+            assert await recv_binary(b) == b"".join(parts)
+            await a.send(b"next")
+            assert await recv_binary(b) == b"next"
+        finally:
+            await close_all(a, b)
+
+    run(scenario())
+
+
+def test_a_fragmented_message_over_max_frame_closes_with_1009(relay):
+    r = relay(max_frame=1024)
+
+    async def scenario():
+        _, a, b = await pair(r)
+        try:
+            await a.send([b"\x05" * 600, b"\x06" * 600])  # 1,200 bytes in two frames of 600
+            assert await close_code(a) == 1009
+            assert await recv_event(b) == {"type": "peer-left"}
+        finally:
+            await close_all(a, b)
+
+    run(scenario())
+    r.assert_serving()

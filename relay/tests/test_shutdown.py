@@ -65,3 +65,25 @@ def test_an_idle_relay_exits_promptly_on_sigterm(relay):
     r.signal(signal.SIGTERM)
     assert r.wait(4) == 0
     assert time.monotonic() - start < 4
+
+
+def test_shutdown_does_not_wait_past_the_timeout_for_a_slow_upload(relay):
+    r = relay(shutdown_timeout=2, request_timeout=30)
+    api = r.api()
+    invite = api.open_invite()
+    sock = r.connect_raw()
+    try:
+        sock.sendall(
+            f"POST /v1/invites/{invite.id}/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Bearer {invite.inviter}\r\nContent-Type: application/octet-stream\r\n"
+            f"Content-Length: 1000\r\n\r\n".encode() + b"\x00" * 10
+        )
+        time.sleep(0.3)
+        start = time.monotonic()
+        r.signal(signal.SIGTERM)
+        code = r.wait(3.5)
+        assert code is not None, "the relay waited past --shutdown-timeout for an unfinished request"
+        assert code == 0
+        assert time.monotonic() - start <= 3.5
+    finally:
+        sock.close()
