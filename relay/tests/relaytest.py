@@ -333,6 +333,16 @@ def metric(samples: dict, name: str, **labels) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
+def eventually_metric(api, name: str, expected: float, timeout: float = 2.0, **labels) -> float:
+    """The metric's value once it equals `expected`, or its last value after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = metric(api.metrics(), name, **labels)
+        if value == expected or time.monotonic() > deadline:
+            return value
+        time.sleep(0.1)
+
+
 # ---------------------------------------------------------------------------
 # Raw HTTP over a socket
 

@@ -151,3 +151,20 @@ def test_held_fetch_answers_not_found_when_the_invite_ends(relay, deleter):
     response = held.result(5)
     assert_error(response, 404, "not-found")
     assert held.answered_at - deleted_at < 1.0
+
+
+def test_every_held_fetch_of_a_side_answers_when_the_other_side_posts(relay):
+    r = relay()
+    api = r.api()
+    invite = api.open_invite()
+    held = [HeldFetch(r, invite.id, invite.invitee, wait=5) for _ in range(3)]
+    for fetch in held:
+        fetch.start()
+    time.sleep(0.5)
+    posted_at = time.monotonic()
+    assert api.post(invite.id, invite.inviter, b"to all").status_code == 201
+    for fetch in held:
+        response = fetch.result(5)
+        assert response.status_code == 200
+        assert [unb64url(m["body"]) for m in response.json()["messages"]] == [b"to all"]
+        assert fetch.answered_at - posted_at < 1.0

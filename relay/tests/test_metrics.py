@@ -2,10 +2,10 @@
 
 import asyncio
 import os
-import time
 
 from relaytest import (
     HANDSHAKE_REFUSALS,
+    eventually_metric,
     metric,
     new_id,
     pair,
@@ -146,7 +146,4 @@ def test_rooms_open_falls_back_when_a_room_ends(relay):
         await b.close()
 
     run(scenario())
-    deadline = time.monotonic() + 2
-    while metric(api.metrics(), "itsme_relay_rooms_open") != 0 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert metric(api.metrics(), "itsme_relay_rooms_open") == 0
+    assert eventually_metric(api, "itsme_relay_rooms_open", 0) == 0

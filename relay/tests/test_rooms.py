@@ -9,6 +9,8 @@ import pytest
 from relaytest import (
     HANDSHAKE_REFUSALS,
     close_code,
+    eventually_metric,
+    metric,
     new_id,
     pair,
     recv_binary,
@@ -192,6 +194,8 @@ def test_an_idle_room_is_closed_with_4000(relay):
             await close_all(a, b)
 
     run(scenario())
+    assert metric(r.api().metrics(), "itsme_relay_rejections_total", reason="idle") >= 1
+    assert eventually_metric(r.api(), "itsme_relay_rooms_open", 0) == 0
 
 
 def test_a_lone_peer_in_an_idle_room_is_closed_with_4000(relay):

@@ -6,7 +6,7 @@ import time
 
 import httpx
 
-from relaytest import closed_within, read_response, simple_request
+from relaytest import closed_within, metric, read_response, simple_request
 
 
 def drip(sock, data: bytes, interval: float, opened_at: float, result: dict) -> None:
@@ -66,6 +66,7 @@ def test_a_request_head_sent_byte_by_byte_is_closed_after_the_request_timeout(re
         for sock in sockets:
             sock.close()
     r.assert_serving()
+    assert metric(r.api().metrics(), "itsme_relay_rejections_total", reason="slow-request") >= 3
 
 
 def test_a_silent_connection_is_closed_after_the_request_timeout(relay):
