@@ -4,6 +4,7 @@
 #   make install PREFIX=/usr/local   library, header and itsme.pc
 #   make test             every test: Swift, C, Python, Rust, ABI checks
 #   make bench            the benchmark suites (crypto, store, exchange, verify)
+#   make bench-relay      the relay's benchmark (builds relay/ in release; 2-3 minutes)
 
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
@@ -24,7 +25,7 @@ SWIFT_RELEASE_FLAGS := -c release --product itsme \
 	-Xlinker --version-script=$(CURDIR)/support/itsme.map \
 	-Xlinker -soname=$(SONAME)
 
-.PHONY: all lib install uninstall test bench clean
+.PHONY: all lib install uninstall test bench bench-relay clean
 
 all: lib
 
@@ -55,6 +56,21 @@ bench:
 	swift run -c release itsme-bench store
 	swift run -c release itsme-bench exchange
 	swift run -c release itsme-bench verify
+
+# The relay is a package of its own (relay/); its load generator starts it on
+# 127.0.0.1 and measures it from a separate process. The reference, Magic
+# Wormhole's mailbox server, goes into a virtualenv under relay/.build; if it
+# cannot be installed, the run says so and skips only the reference.
+# RELAY_BENCH_FLAGS passes options (--quick, --rooms N, --skip-reference, ...).
+WORMHOLE_VENV := relay/.build/wormhole-venv
+
+bench-relay:
+	swift build -c release --package-path relay
+	@$(WORMHOLE_VENV)/bin/python -c 'import wormhole_mailbox_server' 2>/dev/null || \
+	  { python3 -m venv $(WORMHOLE_VENV) && \
+	    $(WORMHOLE_VENV)/bin/pip install --quiet --disable-pip-version-check 'magic-wormhole-mailbox-server==0.8.0'; } || \
+	  echo "bench-relay: magic-wormhole-mailbox-server could not be installed; the reference will be skipped"
+	swift run -c release itsme-bench relay $(RELAY_BENCH_FLAGS)
 
 clean:
 	rm -rf .build build

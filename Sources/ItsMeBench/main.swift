@@ -2,6 +2,7 @@
 // JSON line with their figures.
 //
 //   swift run -c release itsme-bench crypto|store|exchange|verify [--iterations N]
+//   swift run -c release itsme-bench relay [options]   (RelaySuite.swift: runs relay/'s load generator)
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -90,13 +91,17 @@ func cryptoSuite(iterations: Int) throws -> Figures {
 let suites: [String: (Int) throws -> Figures] = ["crypto": cryptoSuite, "store": storeSuite, "exchange": exchangeSuite, "verify": verifySuite]
 
 var arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.first == "relay" {
+    relaySuite(Array(arguments.dropFirst()))
+}
 var iterations = 10_000
 if let i = arguments.firstIndex(of: "--iterations"), i + 1 < arguments.count, let n = Int(arguments[i + 1]), n > 0 {
     iterations = n
     arguments.removeSubrange(i...(i + 1))
 }
 guard arguments.count == 1, let suite = suites[arguments[0]] else {
-    print("usage: itsme-bench SUITE [--iterations N]\nsuites: \(suites.keys.sorted().joined(separator: ", "))")
+    print("usage: itsme-bench SUITE [--iterations N]\nsuites: \(suites.keys.sorted().joined(separator: ", "))\n"
+        + "       itsme-bench relay [--quick] [--rooms N] [--duration S] [--rate R] ... (itsme-bench relay --help)")
     exit(2)
 }
 do {

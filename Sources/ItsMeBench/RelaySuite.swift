@@ -1,0 +1,64 @@
+// itsme-bench relay: the relay's benchmark (rooms held, forwarded frames per
+// second, open-loop latency, the relay's memory, invite lifecycles per
+// second, and Magic Wormhole's mailbox server as a reference). The relay is
+// a package of its own (relay/); its load generator, itsme-relay-load,
+// starts the relay as a child process on 127.0.0.1 and does the measuring.
+// This suite finds it and runs it in place of this process, passing the
+// options through, so its exit status is the suite's.
+//
+//   swift build -c release --package-path relay
+//   swift run -c release itsme-bench relay [--quick] [--rooms N] [--duration S] [--rate R] ...
+//   swift run -c release itsme-bench relay --load-bin PATH ...   (another build of the load generator)
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+private let loadGenerator = "relay/.build/release/itsme-relay-load"
+
+private func isExecutable(_ path: String) -> Bool {
+    access(path, X_OK) == 0
+}
+
+private func currentDirectory() -> String {
+    var buffer = [CChar](repeating: 0, count: 4096)
+    guard getcwd(&buffer, buffer.count) != nil else { return "." }
+    return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+/// `relative` under the current directory or one of its parents (so the
+/// suite runs from the repository root or below it).
+private func locate(_ relative: String) -> String? {
+    var dir = currentDirectory()
+    for _ in 0..<8 {
+        let candidate = dir == "/" ? "/" + relative : dir + "/" + relative
+        if isExecutable(candidate) { return candidate }
+        guard let slash = dir.lastIndex(of: "/"), dir != "/" else { break }
+        dir = slash == dir.startIndex ? "/" : String(dir[..<slash])
+    }
+    return nil
+}
+
+func relaySuite(_ arguments: [String]) -> Never {
+    var passed = arguments
+    var binary: String?
+    if let i = passed.firstIndex(of: "--load-bin") {
+        guard i + 1 < passed.count else {
+            print("itsme-bench relay: --load-bin needs a path")
+            exit(2)
+        }
+        binary = passed[i + 1]
+        passed.removeSubrange(i...(i + 1))
+    }
+    guard let path = binary ?? locate(loadGenerator), isExecutable(path) else {
+        print("itsme-bench relay: \(binary ?? loadGenerator) not found; build it first: swift build -c release --package-path relay")
+        exit(1)
+    }
+    fflush(nil)
+    var argv: [UnsafeMutablePointer<CChar>?] = ([path] + passed).map { strdup($0) }
+    argv.append(nil)
+    execv(path, &argv)
+    print("itsme-bench relay: cannot run \(path): \(String(cString: strerror(errno)))")
+    exit(1)
+}
