@@ -46,7 +46,7 @@ def test_rejection_reasons_are_the_documented_ones(relay):
     for (name, labels), _ in api.metrics().items():
         if name == REJECTIONS:
             assert dict(labels).get("reason") in {
-                "bad-id", "bad-request", "unauthorized", "forbidden", "not-found", "conflict", "limit",
+                "bad-id", "bad-request", "unauthorized", "forbidden", "not-found", "method-not-allowed", "conflict", "limit",
                 "too-large", "rate-limited", "busy", "room-full", "no-peer", "idle", "slow-request",
             }, f"undocumented rejection reason {labels}"
 

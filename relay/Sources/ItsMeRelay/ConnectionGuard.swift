@@ -2,6 +2,7 @@ import Foundation
 import HummingbirdCore
 import Logging
 import NIOCore
+import NIOHTTP1
 import NIOHTTPTypes
 
 /// Wraps the server's child channel with `ConnectionGuard`, first in the
@@ -16,11 +17,17 @@ struct GuardedChannel<Base: ServerChildChannel>: ServerChildChannel {
             try channel.pipeline.syncOperations.addHandler(ConnectionGuard(limits: limits))
         }.flatMap {
             base.setup(channel: channel, logger: logger)
+        }.flatMapThrowing { value in
+            try channel.pipeline.syncOperations.addHandler(ParseErrorCloser(metrics: limits.metrics), position: .last)
+            return value
         }
     }
 
     func handle(value: Base.Value, logger: Logger) async {
         await base.handle(value: value, logger: logger)
+        // Bytes that are not HTTP fail the upgrade negotiation without an
+        // answer: the connection ends here rather than hanging open.
+        try? await value.channel.close()
     }
 }
 
@@ -181,5 +188,23 @@ final class RequestTimer: ChannelDuplexHandler, RemovableChannelHandler {
             arm(context)
         }
         context.write(data, promise: promise)
+    }
+}
+
+/// Bytes that are not HTTP: the decoder reports an error that nothing else
+/// answers while the upgrade is being negotiated, so the connection is
+/// closed here. Everything else passes through untouched.
+final class ParseErrorCloser: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+    private let metrics: RelayMetrics
+
+    init(metrics: RelayMetrics) { self.metrics = metrics }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if error is HTTPParserError {
+            metrics.reject("bad-request")
+            context.close(promise: nil)
+        }
+        context.fireErrorCaught(error)
     }
 }

@@ -53,7 +53,7 @@ struct RelayResponder: HTTPResponder {
         } catch let error as RelayError {
             metrics.reject(error.kind)
             return error.response()
-        } catch let error as HTTPError where error.status == .contentTooLarge {
+        } catch is NIOTooManyBytesError {
             metrics.reject("too-large")
             return RelayError(status: .contentTooLarge, kind: "too-large", message: "the body is too large", headers: [.connection: "close"])
                 .response()
@@ -124,6 +124,7 @@ struct RelayResponder: HTTPResponder {
             guard RelayID.isValid(id) else { throw RelayError.badID("record") }
             if let retry = creations.take(client) { throw RelayError.rateLimited(retry) }
             let body = try await collect(&request, limit: configuration.maxRecord)
+            guard !body.isEmpty else { throw RelayError.badRequest("a record is 1 to \(configuration.maxRecord) bytes") }
             let token = Token.make()
             switch try storage.putRecord(id: id, bytes: body, tokenHash: token.hash, now: clock.now()) {
             case .created: return JSON.response(.created, ["delete_token": token.text])
@@ -287,7 +288,7 @@ struct RelayResponder: HTTPResponder {
         do {
             let buffer = try await request.collectBody(upTo: max(limit, 0))
             return Array(buffer.readableBytesView)
-        } catch let error as HTTPError where error.status == .contentTooLarge {
+        } catch is NIOTooManyBytesError {
             if limit == 0 { throw RelayError.badRequest("this request takes no body") }
             throw RelayError.tooLarge(limit)
         }

@@ -57,7 +57,7 @@ public struct RelayServer: Sendable {
                     return .dontUpgrade
                 }
                 return .upgrade([:]) { inbound, outbound, _ in
-                    await Self.serveRoom(id, inbound, outbound, hub: hub, metrics: metrics, maxFrame: maxFrame, logger: logger)
+                    try await Self.serveRoom(id, inbound, outbound, hub: hub, metrics: metrics, maxFrame: maxFrame, logger: logger)
                 }
             }
         var tls: TLSConfiguration?
@@ -117,7 +117,7 @@ public struct RelayServer: Sendable {
     static func serveRoom(
         _ id: String, _ inbound: WebSocketInboundStream, _ outbound: WebSocketOutboundWriter,
         hub: RoomHub, metrics: RelayMetrics, maxFrame: Int, logger: Logger
-    ) async {
+    ) async throws {
         let peer = hub.makePeer(outbound)
         let (room, joined) = hub.join(id, peer)
         switch joined {
@@ -153,7 +153,11 @@ public struct RelayServer: Sendable {
                 }
             }
         } catch {
-            logger.debug("room connection ended", metadata: ["room": "\(RelayID.short(id))", "error": "\(error)"])
+            // The WebSocket layer closes with the code the error carries
+            // (1009 for a message over the limit), once the room is left.
+            if String(describing: error).contains("messageTooLarge") { metrics.reject("too-large") }
+            await hub.leave(room, peer)
+            throw error
         }
         await hub.leave(room, peer)
     }
