@@ -72,9 +72,9 @@ struct LoadCommand: ParsableCommand {
     var threads = 1
 
     @Option(help: ArgumentHelp(
-        "Niceness the servers run at (0: none).",
-        discussion: "Load generator and server share the CPUs; a nicer server lets the generator send and read on time, so that its own waits for a CPU stay out of the latencies."))
-    var serverNice = 10
+        "Niceness the servers run at.",
+        discussion: "Load generator and server share the CPUs; a nicer server lets the generator send and read first. On a quiet machine it changed nothing measurable, so the default is none."))
+    var serverNice = 0
 
     mutating func validate() throws {
         if let rooms, rooms < 1 { throw ValidationError("--rooms must be at least 1") }
@@ -289,8 +289,7 @@ struct Bench {
 
         say("itsme-bench relay: \(relayPath) (pid \(relay.pid)) on 127.0.0.1:\(port); load generator pid \(getpid()), "
             + "\(settings.threads) event-loop thread\(settings.threads == 1 ? "" : "s"); \(ProcessInfo.processInfo.activeProcessorCount) CPUs; open-file limit \(limit)")
-        say("  relay at start: VmRSS \(mib(baseline["VmRSS"] ?? 0)); servers run at nice \(settings.serverNice) "
-            + "(generator and server share the CPUs; the generator should not be the one waiting for one)")
+        say("  relay at start: VmRSS \(mib(baseline["VmRSS"] ?? 0))" + (settings.serverNice > 0 ? "; servers run at nice \(settings.serverNice)" : ""))
 
         ramp(relay: relay, port: port, baseline: baseline)
         throughput(relay: relay)
@@ -390,6 +389,7 @@ struct Bench {
         say("  (a) \(grouped(frames)) frames forwarded in \(fixed(seconds, 2)) s over \(grouped(connections)) connections: "
             + "\(grouped(fps)) frames/s (\(fixed(fps * 64 / 1e6, 2)) MB/s of payload)")
         say("  " + cpuLine)
+        disturbed(cpu.others)
         add("saturated_frames_per_s", fps)
         add("saturated_relay_cpu_percent", cpu.server)
         add("saturated_load_cpu_percent", cpu.generator)
@@ -434,6 +434,7 @@ struct Bench {
             + "from the actual write: p50 \(ms(transit.quantile(0.5))), p99 \(ms(transit.quantile(0.99))), max \(ms(Double(transit.maxValue)))")
         say("  p99 in each second: " + t.perSecond.map { ms($0.quantile(0.99)).replacingOccurrences(of: " ms", with: "") }.joined(separator: ", ") + " ms")
         say("  " + cpuLine)
+        disturbed(cpu.others)
         add("latency_offered_per_s", rate)
         add("latency_p50_ms", h.quantile(0.5) / 1e6)
         add("latency_p90_ms", h.quantile(0.9) / 1e6)
@@ -446,6 +447,13 @@ struct Bench {
         add("latency_frames_received", Double(t.received))
         add("latency_relay_cpu_percent", cpu.server)
         add("latency_other_cpu_percent", cpu.others)
+    }
+
+    /// Other processes compete for the same 2 CPUs: say so when they did.
+    func disturbed(_ others: Double) {
+        if others >= 10 {
+            say("  note: other processes used \(grouped(others)) % of a core during this phase: these numbers are disturbed; run again on a quiet machine")
+        }
     }
 
     /// Rooms of the ramp-up held by worker `index` (rooms go round robin).
