@@ -556,7 +556,7 @@ struct Bench {
               the sender and sends it to every connection that opened the mailbox, the sender's included
               (an echo the client drops): three outgoing messages per frame where the relay has one.
               Its rooms are set up with bind, claim and open; the relay's with one WebSocket upgrade per
-              peer. Neither setup is timed. Both servers run at the same niceness.
+              peer. Neither setup is timed.
             """)
     }
 
