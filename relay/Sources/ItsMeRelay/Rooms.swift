@@ -102,13 +102,7 @@ final class RoomHub: @unchecked Sendable {
 
     init(metrics: RelayMetrics) { self.metrics = metrics }
 
-    var openRooms: Int { lock.withLock { rooms.count } }
-
     var isShuttingDown: Bool { lock.withLock { shuttingDown } }
-
-    func isFull(_ id: String) -> Bool {
-        lock.withLock { shuttingDown || (rooms[id].map { !$0.isEnded && $0.peerCount == 2 } ?? false) }
-    }
 
     func makePeer(_ outbound: WebSocketOutboundWriter) -> RoomPeer {
         let number = lock.withLock {
@@ -186,8 +180,4 @@ final class RoomHub: @unchecked Sendable {
             }
         }
     }
-}
-
-extension Room {
-    fileprivate var peerCount: Int { lock.withLock { peers.count } }
 }
