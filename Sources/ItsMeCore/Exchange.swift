@@ -13,12 +13,18 @@ public final class Exchange: CustomStringConvertible {
     public enum Method: UInt32, Sendable {
         case qr = 0
         case bluetooth = 1
+        /// At a distance, through the relay's invite mailbox (PROTOCOL.md 16).
+        case invite = 2
+        /// At a distance, through a relay room while both are on a call.
+        case realtime = 3
 
-        var contactMethod: Contact.ExchangeMethod { self == .qr ? .qr : .bluetooth }
+        var contactMethod: Contact.ExchangeMethod { Contact.ExchangeMethod(rawValue: UInt8(rawValue))! }
+        var isRemote: Bool { self == .invite || self == .realtime }
     }
 
     public enum State: UInt32, Sendable {
-        /// Waiting for the peer's payload (QR) or frames (Bluetooth).
+        /// Waiting for the peer's payload (QR), frames (Bluetooth) or
+        /// messages (invite, real-time).
         case awaitingPeer = 1
         /// The SAS is ready for the two people to compare.
         case compareSAS = 2
@@ -70,8 +76,10 @@ public final class Exchange: CustomStringConvertible {
     let identity: Identity
     let ephemeralKey: [UInt8]
     /// ephemeral secret (32) | our device secret (16) | seed (32) | key_I | key_R (Bluetooth)
+    /// | PAKE scalar (32) | kc_I | kc_R | kp_I | kp_R (invite, real-time)
     private var secrets: SecretBytes
     private static let ephemeralRange = 0..<32, deviceRange = 32..<48, seedRange = 48..<80, keysRange = 80..<144
+    private static let scalarRange = 144..<176, remoteKeysRange = 176..<304
 
     private var peerDeviceSecret: [UInt8] = []
     /// Every peer message accepted, in order: a sealed exchange is restored
@@ -93,19 +101,37 @@ public final class Exchange: CustomStringConvertible {
     private var keyMine: [UInt8] = [], keyPeer: [UInt8]?
     private var plaintextMine: [UInt8] = [], plaintextPeer: [UInt8]?
     private var peerConfirmReceived = false
+
+    // Invite and real-time (the inviter is the Bluetooth fields' initiator)
+    /// The codes the inviter shows and the invitee types.
+    public private(set) var inviteCode: RemoteCode?
+    public private(set) var encryptionCode: RemoteCode?
+    private var sid: [UInt8] = []
+    private var inviteMessage: [UInt8]?, acceptMessage: [UInt8]?
+    private var pakeShare: [UInt8] = []
+    private var tpake: [UInt8] = []
     private var sentConfirm = false
     /// This side's decision on the SAS: 0 none, 1 confirmed, 2 rejected.
     private var decision: UInt8 = 0
 
     // MARK: Creation
 
-    private init(identity: Identity, method: Method, now: Int64, sessionCode: ShortCode?, secrets: consuming SecretBytes) throws {
+    private init(
+        identity: Identity, method: Method, now: Int64, sessionCode: ShortCode?, secrets: consuming SecretBytes,
+        remote: RemoteSetup? = nil
+    ) throws {
         self.identity = identity
         self.method = method
         self.createdAt = now
         self.sessionCode = sessionCode
         self.ephemeralKey = secrets.withBytes { X25519.publicKey(secretKey: UnsafeRawBufferPointer(rebasing: $0[Self.ephemeralRange])) }
         self.secrets = secrets
+        if let remote {
+            isInitiator = remote.inviter
+            inviteCode = remote.inviteCode
+            encryptionCode = remote.encryptionCode
+            sid = remote.sid
+        }
         switch method {
         case .qr:
             ownPayload = try self.secrets.withBytes { s in
@@ -122,11 +148,13 @@ public final class Exchange: CustomStringConvertible {
             helloMine = [ExchangeProtocol.version, ExchangeProtocol.FrameType.hello.rawValue]
                 + Hex.decode(identity.fingerprint)! + commitment
             outbox.append(helloMine)
+        case .invite, .realtime:
+            if isInitiator { try startInvite() }
         }
     }
 
     private static func drawSecrets<R: RandomSource>(_ rng: inout R) throws -> SecretBytes {
-        var s = try SecretBytes(count: keysRange.upperBound)
+        var s = try SecretBytes(count: remoteKeysRange.upperBound)
         s.withMutableBytes { rng.fill(UnsafeMutableRawBufferPointer(rebasing: $0[0..<deviceRange.upperBound])) }
         return s
     }
@@ -169,14 +197,14 @@ public final class Exchange: CustomStringConvertible {
         guard state != .failed else { return nil }
         switch method {
         case .qr: return state == .awaitingPeer || state == .compareSAS ? Array(outgoingText.utf8) : nil
-        case .bluetooth: return taken < outbox.count ? outbox[taken] : nil
+        case .bluetooth, .invite, .realtime: return taken < outbox.count ? outbox[taken] : nil
         }
     }
 
     /// Marks the bytes `peekOutgoing` gave as handed to the transport (QR:
     /// no effect, the code stays on screen).
     public func markSent() {
-        if method == .bluetooth, taken < outbox.count { taken += 1 }
+        if method != .qr, taken < outbox.count { taken += 1 }
     }
 
     /// Our QR payload text.
@@ -198,6 +226,9 @@ public final class Exchange: CustomStringConvertible {
             }
         }
         if state == .confirmed || state == .rejected {
+            guard method == .bluetooth else {
+                throw ItsMeError(.invalidState, "the exchange is \(state); nothing more comes from the peer")
+            }
             // Finished: only the peer's CONFIRM may still come, and a bad
             // frame does not undo what this side decided.
             try receiveFrame(bytes)
@@ -208,6 +239,7 @@ public final class Exchange: CustomStringConvertible {
             switch method {
             case .qr: try receiveQR(bytes)
             case .bluetooth: try receiveFrame(bytes)
+            case .invite, .realtime: try receiveRemote(bytes)
             }
             accepted.append(bytes)
         } catch {
@@ -228,11 +260,12 @@ public final class Exchange: CustomStringConvertible {
         }
     }
 
-    private func fail(_ error: Error) {
+    func fail(_ error: Error) {
         state = .failed
         failure = (error as? ItsMeError) ?? ItsMeError(.internal, "\(error)")
         secrets.withMutableBytes { wipe($0) }
         outbox.removeAll()
+        forgetPAKEScalar()
     }
 
     private func receiveQR(_ bytes: [UInt8]) throws {
@@ -406,6 +439,259 @@ public final class Exchange: CustomStringConvertible {
         peerDeviceSecret = deviceSecret
     }
 
+    // MARK: Invite and real-time (PROTOCOL.md 16)
+
+    struct RemoteSetup {
+        let inviter: Bool
+        let inviteCode: RemoteCode
+        let encryptionCode: RemoteCode
+        let sid: [UInt8]
+    }
+
+    /// Starts an exchange at a distance as the inviter: draws the invite
+    /// code and encryption code (show both; the other person types them),
+    /// and queues the INVITE message. `realtime` runs it in a relay room
+    /// while both people are on a call, otherwise through the relay's invite
+    /// mailbox, where each side may go offline between its steps.
+    public static func invite<R: RandomSource>(identity: Identity, realtime: Bool, now: Int64, random: inout R) throws -> Exchange {
+        try UnixTime.check(now)
+        var secrets = try drawSecrets(&random)
+        let inviteCode = RemoteCode.random(using: &random)
+        return try invite(
+            identity: identity, realtime: realtime, inviteCode: inviteCode, encryptionCode: RemoteCode.random(using: &random),
+            secrets: secrets, now: now, random: &random)
+    }
+
+    /// The inviter with given codes: only for tests of an attacker who read
+    /// them (the public constructor always draws fresh codes).
+    static func invite<R: RandomSource>(
+        identity: Identity, realtime: Bool, inviteCode: RemoteCode, encryptionCode: RemoteCode, now: Int64, random: inout R
+    ) throws -> Exchange {
+        try invite(
+            identity: identity, realtime: realtime, inviteCode: inviteCode, encryptionCode: encryptionCode,
+            secrets: try drawSecrets(&random), now: now, random: &random)
+    }
+
+    private static func invite<R: RandomSource>(
+        identity: Identity, realtime: Bool, inviteCode: RemoteCode, encryptionCode: RemoteCode, secrets: consuming SecretBytes,
+        now: Int64, random: inout R
+    ) throws -> Exchange {
+        var secrets = secrets
+        let setup = RemoteSetup(
+            inviter: true, inviteCode: inviteCode, encryptionCode: encryptionCode, sid: random.bytes(RemoteProtocol.sidCount))
+        secrets.withMutableBytes { CPace.sampleScalar(into: UnsafeMutableRawBufferPointer(rebasing: $0[scalarRange]), using: &random) }
+        try PendingPAKE.sweep(identity.store, now: now)
+        let ex = try Exchange(
+            identity: identity, method: realtime ? .realtime : .invite, now: now, sessionCode: nil, secrets: secrets, remote: setup)
+        try ex.keepPAKEScalar()
+        return ex
+    }
+
+    /// Joins an exchange at a distance as the invitee, with the two codes
+    /// the inviter shared. A typo in either code is caught here
+    /// (`.invalidArgument`), before any network call.
+    public static func acceptInvite<R: RandomSource>(
+        identity: Identity, inviteCode: String, encryptionCode: String, realtime: Bool, now: Int64, random: inout R
+    ) throws -> Exchange {
+        try UnixTime.check(now)
+        let setup = RemoteSetup(
+            inviter: false, inviteCode: try RemoteCode(parsing: inviteCode, what: "invite code"),
+            encryptionCode: try RemoteCode(parsing: encryptionCode, what: "encryption code"), sid: [])
+        guard setup.inviteCode != setup.encryptionCode else {
+            throw ItsMeError(.invalidArgument, "the invite code and the encryption code are the same: type both as shown")
+        }
+        var secrets = try drawSecrets(&random)
+        secrets.withMutableBytes { CPace.sampleScalar(into: UnsafeMutableRawBufferPointer(rebasing: $0[scalarRange]), using: &random) }
+        try PendingPAKE.sweep(identity.store, now: now)
+        let ex = try Exchange(
+            identity: identity, method: realtime ? .realtime : .invite, now: now, sessionCode: nil, secrets: secrets, remote: setup)
+        try ex.keepPAKEScalar()
+        return ex
+    }
+
+    /// True for the side that created the invite (CPace's initiator).
+    public var isInviter: Bool { method.isRemote && isInitiator }
+
+    /// The relay ID this exchange uses, 16 bytes: the invite mailbox, or
+    /// for a real-time exchange the room.
+    public var relayID: [UInt8]? {
+        guard let code = inviteCode else { return nil }
+        return method == .realtime ? RemoteProtocol.roomID(code) : RemoteProtocol.inviteID(code)
+    }
+
+    private var inviteID: [UInt8] { RemoteProtocol.inviteID(inviteCode!) }
+
+    private func keepPAKEScalar() throws {
+        try secrets.withBytes { s in
+            try PendingPAKE.keep(
+                identity.store, inviteID: inviteID, inviter: isInitiator, createdAt: createdAt,
+                scalar: UnsafeRawBufferPointer(rebasing: s[Self.scalarRange]))
+        }
+    }
+
+    /// Wipes the PAKE scalar from the secret store once the exchange ends:
+    /// a copy of the sealed exchange can no longer be restored.
+    private func forgetPAKEScalar() {
+        guard method.isRemote, let code = inviteCode else { return }
+        PendingPAKE.forget(identity.store, inviteID: RemoteProtocol.inviteID(code), inviter: isInitiator)
+    }
+
+    private func withScalar<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try secrets.withBytes { try body(UnsafeRawBufferPointer(rebasing: $0[Self.scalarRange])) }
+    }
+
+    /// Y = y * g, with g from the encryption code, the invite code and sid.
+    private func computePAKEShare() throws -> [UInt8] {
+        let prs = Array(encryptionCode!.canonical.utf8)
+        let g = try CPace.generator(prs: prs, ci: RemoteProtocol.channelIdentifier(inviteCode!), sid: sid)
+        return try g.withBytes { gp in
+            try withScalar { y in
+                guard let share = CPace.scalarMult(scalar: y, point: gp) else {
+                    throw ItsMeError(.internal, "the CPace share is the identity")
+                }
+                return share
+            }
+        }
+    }
+
+    private func startInvite() throws {
+        pakeShare = try computePAKEShare()
+        let commitment = secrets.withBytes { s in
+            ExchangeProtocol.commitment(
+                identityKey: identity.publicKey, ephemeralKey: ephemeralKey, name: Array(identity.name.utf8),
+                deviceSecret: UnsafeRawBufferPointer(rebasing: s[Self.deviceRange]))
+        }
+        let m = [RemoteProtocol.version, RemoteProtocol.MessageType.invite.rawValue] + sid + pakeShare + commitment
+        inviteMessage = m
+        outbox.append(m)
+    }
+
+    /// K = y * peerShare, then the ISK and the four keys into the secrets.
+    private func completePAKE(ya: [UInt8], yb: [UInt8], commitment: [UInt8]) throws {
+        let peerShare = isInitiator ? yb : ya
+        guard !ConstantTime.equal(ya, yb) else {
+            throw ItsMeError(.authenticationFailed, "the peer's PAKE share equals ours (a reflected message)")
+        }
+        var k = try withScalar { y in
+            try peerShare.withUnsafeBytes { p in
+                guard let k = CPace.scalarMult(scalar: y, point: p) else {
+                    throw ItsMeError(.authenticationFailed, "the peer's PAKE share is not a valid ristretto255 element")
+                }
+                return k
+            }
+        }
+        defer { wipe(&k) }
+        let isk = try CPace.isk(sid: sid, k: k, ya: ya, ada: commitment, yb: yb, adb: [])
+        try isk.withBytes { i in
+            try secrets.withMutableBytes { try RemoteProtocol.keys(isk: i, into: UnsafeMutableRawBufferPointer(rebasing: $0[Self.remoteKeysRange])) }
+        }
+        tpake = RemoteProtocol.pakeTranscript(inviteID: inviteID, invite: inviteMessage!, yb: yb)
+    }
+
+    /// kc_I, kc_R, kp_I, kp_R by index 0 to 3.
+    private func withRemoteKey<R>(_ index: Int, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        let start = Self.remoteKeysRange.lowerBound + 32 * index
+        return try secrets.withBytes { try body(UnsafeRawBufferPointer(rebasing: $0[start..<(start + 32)])) }
+    }
+
+    private func signedPayload() throws -> [UInt8] {
+        try secrets.withBytes { s in
+            try RemoteProtocol.payload(
+                identity: identity, ephemeralKey: ephemeralKey, deviceSecret: UnsafeRawBufferPointer(rebasing: s[Self.deviceRange]),
+                tpake: tpake, initiator: isInitiator)
+        }
+    }
+
+    /// Opens and checks the peer's sealed payload, derives the seed and SAS.
+    private func receivePayload(_ box: [UInt8]) throws {
+        let plain = try withRemoteKey(isInitiator ? 3 : 2) {
+            try RemoteProtocol.openPayload(key: $0, initiator: !isInitiator, inviteID: inviteID, box)
+        }
+        let p = try RemoteProtocol.parsePayload(plain, tpake: tpake, senderInitiator: !isInitiator)
+        guard !ConstantTime.equal(p.identityKey, identity.publicKey) else {
+            throw ItsMeError(.invalidKey, "the peer's contact data carries our own identity key")
+        }
+        if !isInitiator {
+            let commitment = p.deviceSecret.withBytes {
+                ExchangeProtocol.commitment(identityKey: p.identityKey, ephemeralKey: p.ephemeralKey, name: p.nameBytes, deviceSecret: $0)
+            }
+            guard ConstantTime.equal(commitment, Array(inviteMessage![50..<82])) else {
+                throw ItsMeError(.authenticationFailed, "the inviter's keys do not match its commitment")
+            }
+        }
+        let fingerprint = Fingerprint.of(publicKey: p.identityKey)
+        try deriveSeed(peerEphemeral: p.ephemeralKey, peerFingerprint: fingerprint)
+        plaintextPeer = plain
+        let th = RemoteProtocol.transcriptHash(
+            tpake: tpake, payloadI: isInitiator ? plaintextMine : plain, payloadR: isInitiator ? plain : plaintextMine)
+        sas = try secrets.withBytes { try ShortCode.sas(seed: UnsafeRawBufferPointer(rebasing: $0[Self.seedRange]), transcriptHash: th) }
+        peer = Peer(name: p.name, fingerprint: fingerprint, publicKey: p.identityKey)
+        peerDeviceSecret = p.deviceSecret
+        state = .compareSAS
+    }
+
+    private func receiveRemote(_ m: [UInt8]) throws {
+        typealias T = RemoteProtocol.MessageType
+        guard m.count >= 2, m.count <= RemoteProtocol.maxMessageCount else {
+            throw ItsMeError(.malformedMessage, "an exchange message is 2 to \(RemoteProtocol.maxMessageCount) bytes, got \(m.count)")
+        }
+        guard m[0] == RemoteProtocol.version else {
+            throw ItsMeError(.malformedMessage, "exchange message of unknown version \(m[0])")
+        }
+        guard let type = T(rawValue: m[1]) else {
+            throw ItsMeError(.malformedMessage, "exchange message of unknown type \(m[1])")
+        }
+        let outOfOrder = ItsMeError(.malformedMessage, "\(type) message out of order (replayed, reflected or reordered)")
+        let minBox = RemoteProtocol.minPayloadBox
+        switch type {
+        case .invite:
+            guard !isInitiator, inviteMessage == nil else { throw outOfOrder }
+            guard m.count == RemoteProtocol.inviteCount else { throw ItsMeError(.malformedMessage, "an INVITE message is 82 bytes") }
+            sid = Array(m[2..<18])
+            inviteMessage = m
+            let ya = Array(m[18..<50])
+            pakeShare = try computePAKEShare()
+            try completePAKE(ya: ya, yb: pakeShare, commitment: Array(m[50..<82]))
+            let tag = withRemoteKey(1) { RemoteProtocol.confirmationTag(key: $0, initiator: false, tpake: tpake, accept: nil) }
+            plaintextMine = try signedPayload()
+            let box = try withRemoteKey(3) {
+                try RemoteProtocol.sealPayload(key: $0, initiator: false, inviteID: inviteID, plaintextMine)
+            }
+            let accept = [RemoteProtocol.version, T.accept.rawValue] + pakeShare + tag + box
+            acceptMessage = accept
+            outbox.append(accept)
+        case .accept:
+            guard isInitiator, acceptMessage == nil else { throw outOfOrder }
+            guard m.count >= 2 + 32 + 32 + minBox else { throw ItsMeError(.malformedMessage, "the ACCEPT message is too short") }
+            let yb = Array(m[2..<34])
+            try completePAKE(ya: pakeShare, yb: yb, commitment: Array(inviteMessage![50..<82]))
+            let tag = withRemoteKey(1) { RemoteProtocol.confirmationTag(key: $0, initiator: false, tpake: tpake, accept: nil) }
+            guard ConstantTime.equal(tag, Array(m[34..<66])) else {
+                throw ItsMeError(
+                    .authenticationFailed,
+                    "the invitee's confirmation does not verify: a wrong encryption code, or a relay that changed the messages; the invite is spent")
+            }
+            acceptMessage = m
+            plaintextMine = try signedPayload()
+            try receivePayload(Array(m[66...]))
+            let replyTag = withRemoteKey(0) { RemoteProtocol.confirmationTag(key: $0, initiator: true, tpake: tpake, accept: m) }
+            let box = try withRemoteKey(2) {
+                try RemoteProtocol.sealPayload(key: $0, initiator: true, inviteID: inviteID, plaintextMine)
+            }
+            outbox.append([RemoteProtocol.version, T.reply.rawValue] + replyTag + box)
+        case .reply:
+            guard !isInitiator, let accept = acceptMessage, plaintextPeer == nil else { throw outOfOrder }
+            guard m.count >= 2 + 32 + minBox else { throw ItsMeError(.malformedMessage, "the REPLY message is too short") }
+            let tag = withRemoteKey(0) { RemoteProtocol.confirmationTag(key: $0, initiator: true, tpake: tpake, accept: accept) }
+            guard ConstantTime.equal(tag, Array(m[2..<34])) else {
+                throw ItsMeError(
+                    .authenticationFailed,
+                    "the inviter's confirmation does not verify: a wrong encryption code, or a relay that changed the messages; the invite is spent")
+            }
+            try receivePayload(Array(m[34...]))
+        }
+    }
+
     // MARK: Finishing
 
     /// Stores the new contact unverified (PROTOCOL.md 8.1), or, if one with
@@ -498,6 +784,7 @@ public final class Exchange: CustomStringConvertible {
         }
         state = confirmed ? .confirmed : .rejected
         decision = confirmed ? 1 : 2
+        forgetPAKEScalar()
     }
 
     /// Checks that `store` belongs to this exchange's identity and, once
@@ -537,10 +824,19 @@ public final class Exchange: CustomStringConvertible {
         guard pending || finishedBluetooth else {
             throw ItsMeError(.invalidState, "only a pending or finished Bluetooth exchange can be sealed; this one is \(state)")
         }
-        let size = 1 + 8 + 32 + 16 + 4 + 4 + 8 + 16 + 1 + 1 + 2 + accepted.reduce(0) { $0 + 2 + $1.count }
+        let remoteCount = method.isRemote ? 1 + 8 + 8 + 1 + (isInitiator ? sid.count : 0) : 0
+        let size = 1 + 8 + remoteCount + 32 + 16 + 4 + 4 + 8 + 16 + 1 + 1 + 2 + accepted.reduce(0) { $0 + 2 + $1.count }
         var w = try RecordWriter(count: size)
         w.append(UInt8(method.rawValue))
         w.append(createdAt)
+        if method.isRemote {
+            // The scalar is not here: it stays in the secret store.
+            w.append(UInt8(isInitiator ? 1 : 0))
+            w.append(Array(inviteCode!.canonical.utf8))
+            w.append(Array(encryptionCode!.canonical.utf8))
+            w.append(UInt8(isInitiator ? sid.count : 0))
+            if isInitiator { w.append(sid) }
+        }
         secrets.withBytes { w.append(UnsafeRawBufferPointer(rebasing: $0[0..<Self.deviceRange.upperBound])) }
         w.append(sessionCode?.value ?? UInt32.max)
         w.append(UInt32(taken))
@@ -582,7 +878,19 @@ public final class Exchange: CustomStringConvertible {
             guard now - createdAt <= lifetime else {
                 throw ItsMeError(.expired, "the exchange began more than 24 hours ago; start a new one")
             }
-            var secrets = try SecretBytes(count: keysRange.upperBound)
+            var remote: RemoteSetup?
+            if method.isRemote {
+                let inviter = try r.byte() == 1
+                let codes = try [r.array(8), r.array(8)].map {
+                    try RemoteCode(parsing: String(decoding: $0, as: UTF8.self))
+                }
+                let sid = try r.array(Int(try r.byte()))
+                guard sid.count == (inviter ? RemoteProtocol.sidCount : 0) else {
+                    throw ItsMeError(.corruptData, "sealed exchange has an invalid session id")
+                }
+                remote = RemoteSetup(inviter: inviter, inviteCode: codes[0], encryptionCode: codes[1], sid: sid)
+            }
+            var secrets = try SecretBytes(count: remoteKeysRange.upperBound)
             let drawn = try r.slice(deviceRange.upperBound)
             secrets.withMutableBytes { $0.baseAddress!.copyMemory(from: drawn.baseAddress!, byteCount: drawn.count) }
             let code = try r.uint32()
@@ -597,9 +905,19 @@ public final class Exchange: CustomStringConvertible {
             var inputs: [[UInt8]] = []
             for _ in 0..<(try r.uint16()) { inputs.append(try r.array(Int(try r.uint16()))) }
             try r.finish()
+            if let remote {
+                let found = try secrets.withMutableBytes {
+                    try PendingPAKE.load(
+                        identity.store, inviteID: RemoteProtocol.inviteID(remote.inviteCode), inviter: remote.inviter,
+                        into: UnsafeMutableRawBufferPointer(rebasing: $0[scalarRange]))
+                }
+                guard found else {
+                    throw ItsMeError(.invalidState, "this invite has ended (its PAKE secret is gone from the secret store); start a new one")
+                }
+            }
             let ex = try Exchange(
                 identity: identity, method: method, now: createdAt,
-                sessionCode: method == .bluetooth ? ShortCode(value: code) : nil, secrets: secrets)
+                sessionCode: method == .bluetooth ? ShortCode(value: code) : nil, secrets: secrets, remote: remote)
             for input in inputs { try ex.receive(input, now: createdAt) }
             if decision != 0 { try ex.finish(confirmed: decision == 1) }
             ex.taken = min(taken, ex.outbox.count)

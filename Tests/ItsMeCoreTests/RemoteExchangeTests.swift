@@ -1,0 +1,361 @@
+import Foundation
+import XCTest
+
+@testable import ItsMeCore
+
+/// The remote exchange's protocol core (PROTOCOL.md 16), with messages moved
+/// by hand. The same cases against a real relay are in relay/tests.
+final class RemoteExchangeTests: XCTestCase {
+    private var directory: String!
+    private let t0: Int64 = 1_800_000_000
+
+    override func setUpWithError() throws {
+        try Sodium.initialize()
+        directory = NSTemporaryDirectory() + "itsme-remote-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private struct Person {
+        let identity: Identity
+        let secrets: MemorySecretStore
+        let store: ContactStore
+    }
+
+    private var counter = 0
+    private func person(_ name: String) throws -> Person {
+        counter += 1
+        let secrets = MemorySecretStore()
+        let identity = try Identity.create(store: secrets, name: name)
+        return Person(identity: identity, secrets: secrets, store: try ContactStore(path: "\(directory!)/\(counter).db", identity: identity))
+    }
+
+    private func rng(_ n: Int) -> DeterministicRandom { DeterministicRandom(seed: SHA256.hash(Array("remote-test-\(n)".utf8))) }
+
+    private func kind(_ body: () throws -> Void) -> ItsMeError.Kind? {
+        do {
+            try body()
+            return nil
+        } catch { return (error as? ItsMeError)?.kind }
+    }
+
+    private func invite(_ p: Person, realtime: Bool = false, _ seed: Int = 1, now: Int64? = nil) throws -> Exchange {
+        var r = rng(seed)
+        return try Exchange.invite(identity: p.identity, realtime: realtime, now: now ?? t0, random: &r)
+    }
+
+    private func accept(_ p: Person, _ inviter: Exchange, code: String? = nil, _ seed: Int = 2) throws -> Exchange {
+        var r = rng(seed)
+        return try Exchange.acceptInvite(
+            identity: p.identity, inviteCode: inviter.inviteCode!.text, encryptionCode: code ?? inviter.encryptionCode!.text,
+            realtime: inviter.method == .realtime, now: t0, random: &r)
+    }
+
+    private func take(_ ex: Exchange) -> [UInt8]? {
+        guard let m = ex.peekOutgoing() else { return nil }
+        ex.markSent()
+        return m
+    }
+
+    // MARK: Codes
+
+    func testCodesRoundTripAndCatchTypos() throws {
+        var r = rng(9)
+        for _ in 0..<200 {
+            let code = RemoteCode.random(using: &r)
+            XCTAssertEqual(code.canonical.count, 8)
+            XCTAssertEqual(try RemoteCode(parsing: code.text), code)
+            XCTAssertEqual(try RemoteCode(parsing: code.canonical.lowercased()), code, "case-insensitive")
+            XCTAssertEqual(try RemoteCode(parsing: " " + code.text.replacingOccurrences(of: "-", with: " ")), code)
+            var chars = Array(code.canonical.utf8)
+            // Every single substitution is caught.
+            for i in 0..<8 {
+                for c in RemoteCode.alphabet where c != chars[i] {
+                    var typo = chars
+                    typo[i] = c
+                    XCTAssertThrowsError(try RemoteCode(parsing: String(decoding: typo, as: UTF8.self)))
+                }
+            }
+            // Every swap of two different characters is caught.
+            for i in 0..<8 {
+                for j in (i + 1)..<8 where chars[i] != chars[j] {
+                    chars.swapAt(i, j)
+                    XCTAssertThrowsError(try RemoteCode(parsing: String(decoding: chars, as: UTF8.self)))
+                    chars.swapAt(i, j)
+                }
+            }
+        }
+        for bad in ["", "ABCD-EFG", "ABCD-EFGHJ", "ABCD-EF0H", "OOOO-OOOO", "ABCD EFG\u{e9}"] {
+            XCTAssertThrowsError(try RemoteCode(parsing: bad)) { XCTAssertEqual(($0 as? ItsMeError)?.kind, .invalidArgument) }
+        }
+        XCTAssertFalse("\(RemoteCode.random(using: &r))".contains("-"), "description never shows the code")
+    }
+
+    // MARK: The exchange
+
+    func testInviteExchangeEndToEnd() throws {
+        for realtime in [false, true] {
+            let alice = try person("Alice"), bob = try person("Bob")
+            let a = try invite(alice, realtime: realtime)
+            XCTAssertTrue(a.isInviter)
+            XCTAssertEqual(a.relayID?.count, 16)
+            let m1 = try XCTUnwrap(take(a))
+            XCTAssertEqual(m1.count, 82)
+            XCTAssertNil(a.peekOutgoing(), "the inviter waits for the ACCEPT")
+
+            let b = try accept(bob, a)
+            XCTAssertFalse(b.isInviter)
+            XCTAssertEqual(b.relayID, a.relayID)
+            XCTAssertNil(b.peekOutgoing(), "the invitee speaks only after the INVITE")
+            try b.receive(m1, now: t0)
+            let m2 = try XCTUnwrap(take(b))
+            XCTAssertEqual(b.state, .awaitingPeer)
+            try a.receive(m2, now: t0 + 3600)
+            XCTAssertEqual(a.state, .compareSAS, "the inviter sees the SAS on the ACCEPT")
+            let m3 = try XCTUnwrap(take(a))
+            try b.receive(m3, now: t0 + 3600)
+            XCTAssertEqual(b.state, .compareSAS)
+            XCTAssertEqual(a.sas, b.sas)
+            XCTAssertEqual(a.peer?.publicKey, bob.identity.publicKey)
+            XCTAssertEqual(b.peer?.name, "Alice")
+
+            let idA = try a.confirm(store: alice.store, now: t0 + 3600)
+            let idB = try b.confirm(store: bob.store, now: t0 + 3600)
+            XCTAssertEqual(try alice.store.contact(id: idA).state, .verified)
+            XCTAssertEqual(try alice.store.contact(id: idA).exchangeMethod, realtime ? .realtime : .invite)
+            XCTAssertTrue(try alice.store.seed(id: idA).constantTimeEquals(try bob.store.seed(id: idB)))
+            let dA = try alice.store.deviceSecrets(id: idA), dB = try bob.store.deviceSecrets(id: idB)
+            XCTAssertTrue(dA.mine.constantTimeEquals(dB.theirs))
+            XCTAssertTrue(dA.theirs.constantTimeEquals(dB.mine))
+            // The PAKE scalars are gone from both secret stores.
+            XCTAssertEqual(try PendingPAKE.pendingCount(alice.secrets), 0)
+            XCTAssertEqual(try PendingPAKE.pendingCount(bob.secrets), 0)
+            XCTAssertFalse(alice.secrets.names.contains { $0.hasPrefix("itsme.pake") })
+        }
+    }
+
+    func testWrongEncryptionCodeFailsBothSidesAndSpendsTheInvite() throws {
+        let alice = try person("Alice"), bob = try person("Bob")
+        let a = try invite(alice)
+        let m1 = take(a)!
+        // A code that passes the typo check but is not the inviter's.
+        var r = rng(77)
+        var wrong = RemoteCode.random(using: &r)
+        while wrong == a.encryptionCode! { wrong = RemoteCode.random(using: &r) }
+        let b = try accept(bob, a, code: wrong.text)
+        try b.receive(m1, now: t0)
+        let m2 = take(b)!
+        XCTAssertEqual(kind { try a.receive(m2, now: t0) }, .authenticationFailed)
+        XCTAssertEqual(a.state, .failed)
+        XCTAssertTrue(a.failure!.message.contains("wrong encryption code"))
+        XCTAssertNil(a.peekOutgoing(), "the inviter never answers a wrong guess")
+        XCTAssertEqual(try PendingPAKE.pendingCount(alice.secrets), 0, "the invite is spent: its scalar is wiped")
+        // The right code cannot be tried on the same invite any more.
+        let honest = try accept(try person("Bob"), a, 3)
+        try honest.receive(m1, now: t0)
+        XCTAssertEqual(kind { try a.receive(take(honest)!, now: t0) }, .invalidState)
+        XCTAssertEqual(try alice.store.count(), 0)
+        XCTAssertEqual(try bob.store.count(), 0)
+    }
+
+    func testARelayAnsweringAsTheInviteeCannotCompleteThePAKE() throws {
+        // The relay holds the INVITE and guesses the code: one guess, and the
+        // invite is spent. It also cannot reuse an old ACCEPT (another sid).
+        let alice = try person("Alice"), mallory = try person("Mallory")
+        let a = try invite(alice)
+        let m1 = take(a)!
+        var r = rng(5)
+        let guess = try Exchange.acceptInvite(
+            identity: mallory.identity, inviteCode: a.inviteCode!.text, encryptionCode: RemoteCode.random(using: &r).text,
+            realtime: false, now: t0, random: &r)
+        try guess.receive(m1, now: t0)
+        XCTAssertEqual(kind { try a.receive(take(guess)!, now: t0) }, .authenticationFailed)
+
+        // An ACCEPT recorded from another invite with the same codes' holder:
+        let a2 = try invite(alice, 11)
+        let b2 = try accept(try person("Bob"), a2)
+        try b2.receive(take(a2)!, now: t0)
+        let recorded = take(b2)!
+        let a3 = try invite(alice, 12)
+        _ = take(a3)
+        XCTAssertNotNil(kind { try a3.receive(recorded, now: t0) })
+        XCTAssertEqual(a3.state, .failed)
+    }
+
+    func testEveryByteOfEveryMessageIsChecked() throws {
+        let alice = try person("Alice"), bob = try person("Bob")
+        let a0 = try invite(alice)
+        let m1 = take(a0)!
+        let b0 = try accept(bob, a0)
+        try b0.receive(m1, now: t0)
+        let m2 = take(b0)!
+        try a0.receive(m2, now: t0)
+        let m3 = take(a0)!
+        // Flip each byte of each message: the receiver fails, never shows a SAS.
+        for i in 0..<m1.count {
+            var t = m1
+            t[i] ^= 0x01
+            let b = try accept(try person("Bob"), a0, 2)
+            // A changed INVITE either fails at once or makes keys the inviter
+            // cannot confirm; the invitee never reaches a SAS without the REPLY.
+            if (try? b.receive(t, now: t0)) != nil {
+                let a = try invite(alice)
+                _ = take(a)
+                XCTAssertNotNil(kind { try a.receive(take(b)!, now: t0) }, "byte \(i) of the INVITE")
+            }
+        }
+        for i in 0..<m2.count {
+            var t = m2
+            t[i] ^= 0x01
+            let a = try invite(alice)
+            _ = take(a)
+            XCTAssertNotNil(kind { try a.receive(t, now: t0) }, "byte \(i) of the ACCEPT")
+            XCTAssertEqual(a.state, .failed)
+        }
+        for i in 0..<m3.count {
+            var t = m3
+            t[i] ^= 0x01
+            let b = try accept(bob, a0)
+            try b.receive(m1, now: t0)
+            _ = take(b)
+            XCTAssertNotNil(kind { try b.receive(t, now: t0) }, "byte \(i) of the REPLY")
+            XCTAssertEqual(b.state, .failed)
+        }
+        // Truncated and extended messages.
+        for m in [m1, m2, m3] {
+            for bad in [Array(m.dropLast()), m + [0], Array(m.prefix(1)), []] {
+                let b = try accept(bob, a0)
+                let a = try invite(alice)
+                _ = take(a)
+                XCTAssertNotNil(kind { try b.receive(bad, now: t0) })
+                XCTAssertNotNil(kind { try a.receive(bad, now: t0) })
+            }
+        }
+    }
+
+    func testReplayedReflectedAndReorderedMessagesAreRefused() throws {
+        let alice = try person("Alice"), bob = try person("Bob")
+        let a = try invite(alice)
+        let m1 = take(a)!
+        XCTAssertEqual(kind { try a.receive(m1, now: t0) }, .malformedMessage, "its own INVITE reflected")
+        let a2 = try invite(alice)
+        let m1b = take(a2)!
+        let b = try accept(bob, a2)
+        try b.receive(m1b, now: t0)
+        let m2 = take(b)!
+        XCTAssertEqual(kind { try b.receive(m1b, now: t0) }, .malformedMessage, "a replayed INVITE")
+        let b2 = try accept(bob, a2, 4)
+        XCTAssertEqual(kind { try b2.receive(m2, now: t0) }, .malformedMessage, "an ACCEPT before the INVITE")
+        // The ACCEPT with Yb replaced by Ya (a reflected share) is refused.
+        let a3 = try invite(alice, 21)
+        let m1c = take(a3)!
+        var reflected = m2
+        reflected.replaceSubrange(2..<34, with: m1c[18..<50])
+        XCTAssertEqual(kind { try a3.receive(reflected, now: t0) }, .authenticationFailed)
+        // Our own payload back: the inviter's own identity key is refused.
+        let self2 = try Exchange.acceptInvite(
+            identity: alice.identity, inviteCode: a2.inviteCode!.text, encryptionCode: a2.encryptionCode!.text, realtime: false,
+            now: t0, random: &counterRandom)
+        try self2.receive(m1b, now: t0)
+        let a4 = try Exchange.restore(identity: alice.identity, sealed: try a2.seal(), now: t0)
+        XCTAssertEqual(kind { try a4.receive(take(self2)!, now: t0) }, .invalidKey)
+    }
+    private var counterRandom = DeterministicRandom(seed: [UInt8](repeating: 3, count: 32))
+
+    func testSomeoneWhoReadBothCodesInTheMiddleChangesTheSAS() throws {
+        // Eve read both codes and controls the relay: she accepts Alice's
+        // invite as herself and plays the inviter towards Bob with the same
+        // codes. Both PAKE runs complete, but each person's SAS is shared
+        // with Eve, not with the other: comparing them on the call fails.
+        let alice = try person("Alice"), bob = try person("Bob"), eve = try person("Eve")
+        let a = try invite(alice)
+        let eveAsInvitee = try accept(eve, a, 31)
+        var r = rng(32)
+        let eveAsInviter = try Exchange.invite(
+            identity: eve.identity, realtime: false, inviteCode: a.inviteCode!, encryptionCode: a.encryptionCode!, now: t0, random: &r)
+        let b = try accept(bob, a, 33)
+
+        try eveAsInvitee.receive(take(a)!, now: t0)
+        try a.receive(take(eveAsInvitee)!, now: t0)
+        try eveAsInvitee.receive(take(a)!, now: t0)
+        try b.receive(take(eveAsInviter)!, now: t0)
+        try eveAsInviter.receive(take(b)!, now: t0)
+        try b.receive(take(eveAsInviter)!, now: t0)
+
+        XCTAssertEqual(a.state, .compareSAS)
+        XCTAssertEqual(b.state, .compareSAS)
+        XCTAssertEqual(a.sas, eveAsInvitee.sas)
+        XCTAssertEqual(b.sas, eveAsInviter.sas)
+        XCTAssertNotEqual(a.sas, b.sas)
+        XCTAssertEqual(a.peer?.publicKey, eve.identity.publicKey)
+        XCTAssertEqual(b.peer?.publicKey, eve.identity.publicKey)
+    }
+
+    func testTheInviterResumesFromTheSealedMachineAfterARestart() throws {
+        let alice = try person("Alice"), bob = try person("Bob")
+        let a = try invite(alice)
+        let m1 = take(a)!
+        let sealed = try a.seal()
+        XCTAssertFalse(sealed.count < 40)
+        // The sealed bytes hold neither the scalar nor the codes in clear.
+        let scalarItem = try XCTUnwrap(alice.secrets.names.first { $0.hasPrefix("itsme.pake.") && $0.hasSuffix(".inviter") })
+        let record = try alice.secrets.get(scalarItem)!.unsafeExportedArray()
+        XCTAssertNil(sealed.firstRange(of: Array(record[9...])))
+        XCTAssertNil(sealed.firstRange(of: Array(a.encryptionCode!.canonical.utf8)))
+        let b = try accept(bob, a)
+        try b.receive(m1, now: t0)
+        let m2 = take(b)!
+        let sealedB = try b.seal()
+
+        // Both devices restart.
+        let a2 = try Exchange.restore(identity: alice.identity, sealed: sealed, now: t0 + 7200)
+        XCTAssertEqual(a2.inviteCode, a.inviteCode)
+        XCTAssertNil(a2.peekOutgoing(), "the INVITE was already posted")
+        try a2.receive(m2, now: t0 + 7200)
+        let b2 = try Exchange.restore(identity: bob.identity, sealed: sealedB, now: t0 + 7300)
+        XCTAssertNil(b2.peekOutgoing(), "the ACCEPT was already posted")
+        try b2.receive(take(a2)!, now: t0 + 7300)
+        XCTAssertEqual(a2.sas, b2.sas)
+        try a2.confirm(store: alice.store, now: t0 + 7300)
+        // The invite has ended: the old sealed copy cannot be restored.
+        XCTAssertEqual(kind { _ = try Exchange.restore(identity: alice.identity, sealed: sealed, now: t0 + 7400) }, .invalidState)
+    }
+
+    func testInvitesExpireAndAbandonedScalarsAreSwept() throws {
+        let alice = try person("Alice"), bob = try person("Bob")
+        let a = try invite(alice)
+        let m1 = take(a)!
+        let sealed = try a.seal()
+        let b = try accept(bob, a)
+        XCTAssertEqual(kind { try b.receive(m1, now: t0 + 86_401) }, .expired)
+        XCTAssertEqual(kind { _ = try Exchange.restore(identity: alice.identity, sealed: sealed, now: t0 + 86_401) }, .expired)
+        XCTAssertEqual(try PendingPAKE.pendingCount(alice.secrets), 1, "abandoned: still there")
+        _ = try invite(alice, 40, now: t0 + 86_401)
+        XCTAssertEqual(try PendingPAKE.pendingCount(alice.secrets), 1, "the new invite's only: the old one was swept")
+        XCTAssertEqual(kind { _ = try Exchange.restore(identity: alice.identity, sealed: sealed, now: t0 + 100) }, .invalidState)
+    }
+
+    func testCodesAreCheckedBeforeAnythingElse() throws {
+        let bob = try person("Bob")
+        var r = rng(50)
+        XCTAssertEqual(kind {
+            _ = try Exchange.acceptInvite(
+                identity: bob.identity, inviteCode: "ABCD-EFGH", encryptionCode: "2345-6789", realtime: false, now: t0, random: &r)
+        }, .invalidArgument)
+        let code = RemoteCode.random(using: &r).text
+        XCTAssertEqual(kind {
+            _ = try Exchange.acceptInvite(identity: bob.identity, inviteCode: code, encryptionCode: code, realtime: false, now: t0, random: &r)
+        }, .invalidArgument)
+        XCTAssertEqual(try PendingPAKE.pendingCount(bob.secrets), 0)
+    }
+
+    func testDescriptionShowsNoCodes() throws {
+        let a = try invite(try person("Alice"))
+        let text = "\(a) \(a.encryptionCode!) \(a.inviteCode!)"
+        XCTAssertFalse(text.contains(a.encryptionCode!.canonical))
+        XCTAssertFalse(text.contains(a.inviteCode!.canonical))
+    }
+}
