@@ -782,8 +782,9 @@ itsme_result itsme_exchange_status(const itsme_exchange *exchange,
                                    itsme_exchange_state *out_state,
                                    uint32_t *out_flags);
 
-/* How the exchange was started: ITSME_EXCHANGE_QR or
- * ITSME_EXCHANGE_BLUETOOTH (useful after itsme_exchange_restore).
+/* How the exchange was started: ITSME_EXCHANGE_QR, ITSME_EXCHANGE_BLUETOOTH,
+ * ITSME_EXCHANGE_INVITE or ITSME_EXCHANGE_REALTIME (useful after
+ * itsme_exchange_restore).
  * Errors: ITSME_E_INVALID_ARGUMENT. */
 itsme_result itsme_exchange_get_method(const itsme_exchange *exchange,
                                        itsme_exchange_method *out_method);
@@ -896,6 +897,100 @@ itsme_result itsme_exchange_seal(itsme_exchange *exchange, uint8_t *out,
 itsme_result itsme_exchange_restore(itsme_identity *identity,
                                     const uint8_t *sealed, size_t len,
                                     int64_t now, itsme_exchange **out);
+
+/* ------------------------------------------------------------------------
+ * Contact exchange at a distance: invite and real-time (docs/PROTOCOL.md 16)
+ *
+ * The inviter creates the exchange and shows two codes; the other person
+ * types them (read aloud, texted, mailed: any channel).  A password-
+ * authenticated key exchange (CPace) keyed by the encryption code protects
+ * the contact data, so the relay cannot test codes offline: every guess
+ * needs a live run and spends the invite.  The exchange is an
+ * itsme_exchange like the in-person ones: next_outgoing gives each message
+ * to post, receive takes the peer's, then the SAS is compared on a call and
+ * confirmed or rejected.  The library does no I/O: the host moves the
+ * messages through the relay (docs/PROTOCOL.md 15), either the invite
+ * mailbox (each side may go offline between its steps: seal and restore)
+ * or, with `realtime`, a relay room while both people are on a call.  The
+ * ID of the mailbox or room is itsme_exchange_relay_id.
+ *
+ * Messages: the inviter's INVITE (at creation), the invitee's ACCEPT
+ * (after the INVITE), the inviter's REPLY (after the ACCEPT).  The
+ * inviter's SAS is ready on the ACCEPT, the invitee's on the REPLY.
+ * A failed check (ITSME_E_AUTHENTICATION_FAILED: a wrong encryption code
+ * or a relay that changed the messages) ends the exchange for good; the
+ * host then ends the invite on the relay, so the other side fails too.
+ *
+ * Each side keeps its PAKE secret in the identity's secret store, never in
+ * a sealed exchange, for at most 24 hours: it is wiped when the exchange
+ * ends (confirmed, rejected, failed, expired), after which no sealed copy
+ * restores (ITSME_E_INVALID_STATE), and any left by an abandoned exchange
+ * is swept when the next remote exchange starts.
+ * ---------------------------------------------------------------------- */
+
+/* Codes as shown: 8 characters in two groups, "ABCD-EFGH" (9 bytes, no NUL). */
+#define ITSME_REMOTE_CODE_TEXT_MAX 9
+/* Longest remote exchange message (bytes): fits every relay limit. */
+#define ITSME_REMOTE_MESSAGE_MAX 355
+/* Relay IDs: 32 lower-case hex characters (no NUL). */
+#define ITSME_RELAY_ID_TEXT_MAX 32
+
+/* Checks a code a person typed (either case; spaces and '-' ignored) and
+ * writes it as shown ("ABCD-EFGH").  A code carries a check character:
+ * every single wrong character and every swap of two is caught here,
+ * before any network call.
+ * Errors: ITSME_E_INVALID_ARGUMENT (with a message saying what is wrong),
+ * BUFFER_TOO_SMALL. */
+itsme_result itsme_remote_code_check(const char *text, char *out, size_t cap,
+                                     size_t *out_len);
+
+/* Starts an exchange at a distance as the inviter: draws the invite code,
+ * the encryption code (read them with itsme_exchange_invite_code and
+ * itsme_exchange_encryption_code), and the keys, from `rng` (NULL: the
+ * operating system), and queues the INVITE message.  `realtime` non-zero:
+ * carried in a relay room, method ITSME_EXCHANGE_REALTIME; zero: through
+ * the invite mailbox, ITSME_EXCHANGE_INVITE.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
+ * ITSME_E_SECRET_STORE. */
+itsme_result itsme_exchange_new_invite(itsme_identity *identity, int realtime,
+                                       itsme_random *rng, int64_t now,
+                                       itsme_exchange **out);
+
+/* Joins an exchange at a distance as the invitee, with the two codes the
+ * inviter shared.  `realtime` as for itsme_exchange_new_invite (the two
+ * sides must agree).
+ * Errors: ITSME_E_INVALID_ARGUMENT (a code with a typo, a character codes
+ * never use, or the same code twice; nothing is stored),
+ * ITSME_E_NOT_INITIALIZED, ITSME_E_SECRET_STORE. */
+itsme_result itsme_exchange_accept_invite(itsme_identity *identity,
+                                          const char *invite_code,
+                                          const char *encryption_code,
+                                          int realtime, itsme_random *rng,
+                                          int64_t now, itsme_exchange **out);
+
+/* The invite code as shown ("ABCD-EFGH").  Not secret from the relay.
+ * Errors: ITSME_E_INVALID_STATE (not an invite or real-time exchange),
+ * BUFFER_TOO_SMALL. */
+itsme_result itsme_exchange_invite_code(const itsme_exchange *exchange,
+                                        char *out, size_t cap,
+                                        size_t *out_len);
+
+/* The encryption code as shown.  It is the password of the exchange:
+ * show it to the person, never log it.  Errors as itsme_exchange_invite_code. */
+itsme_result itsme_exchange_encryption_code(const itsme_exchange *exchange,
+                                            char *out, size_t cap,
+                                            size_t *out_len);
+
+/* The relay ID to use (32 lower-case hex characters): the invite mailbox
+ * (docs/PROTOCOL.md 15.2) or, for a real-time exchange, the room (15.3).
+ * Errors as itsme_exchange_invite_code. */
+itsme_result itsme_exchange_relay_id(const itsme_exchange *exchange,
+                                     char *out, size_t cap, size_t *out_len);
+
+/* Sets *out_inviter to 1 for the side that created the invite, else 0.
+ * Errors: ITSME_E_INVALID_STATE (not an invite or real-time exchange). */
+itsme_result itsme_exchange_is_inviter(const itsme_exchange *exchange,
+                                       int *out_inviter);
 
 /* ------------------------------------------------------------------------
  * Pure derivations (docs/PROTOCOL.md), for test vectors and independent

@@ -99,7 +99,7 @@ func onExchange(_ p: UnsafeRawPointer?, _ body: (Exchange) throws -> Void) -> it
     return guarded(handle.lastError.set) { try handle.identity.locked { _ in try body(handle.exchange) } }
 }
 
-private func newExchange(
+func newExchange(
     _ identity: UnsafeMutablePointer<itsme_identity>?, _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_exchange>?>?,
     _ make: (Identity) throws -> Exchange
 ) -> itsme_result {
