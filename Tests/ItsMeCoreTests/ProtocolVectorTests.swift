@@ -652,13 +652,127 @@ final class ProtocolVectorTests: XCTestCase {
         return ["sessions": sessions]
     }
 
+    func remoteVectors() throws -> [String: Any] {
+        // Codes as typed, and what a checker makes of them (16.1).
+        var typed: [[String: Any]] = []
+        for input in ["k7x2-m9pm", "K7X2M9PM", " K7X2 M9PM ", "K7X2-M9PN", "K7X2-9MPM", "K7X2-M9P", "K7X2-M9PM2", "K0X2-M9PM", "ILO1-0000"] {
+            if let code = try? RemoteCode(parsing: input) {
+                typed.append(["input_text": input, "canonical_text": code.canonical, "shown_text": code.text])
+            } else {
+                typed.append(["input_text": input, "error_text": "invalid"])
+            }
+        }
+        var exchanges: [[String: Any]] = []
+        for (i, (names, realtime)) in [(("Alice", "Bob"), false), (("Ćarol", "Dave the Builder"), true)].enumerated() {
+            var (a, rngA) = try party("remote-\(i)-a", name: names.0)
+            var (b, rngB) = try party("remote-\(i)-b", name: names.1)
+            // Mirror what each side draws after its ephemeral key and device secret.
+            var mirrorA = DeterministicRandom(seed: a.randomSeed), mirrorB = DeterministicRandom(seed: b.randomSeed)
+            for n in [32, 32, 48] {  // identity seed, contacts key, exchange secrets: one call each
+                _ = mirrorA.bytes(n)
+                _ = mirrorB.bytes(n)
+            }
+            let inviteCode = RemoteCode.random(using: &mirrorA), encryptionCode = RemoteCode.random(using: &mirrorA)
+            let sid = mirrorA.bytes(16)
+            var ya = mirrorA.bytes(32), yb = mirrorB.bytes(32)
+            ya[31] &= 0x0f
+            yb[31] &= 0x0f
+
+            let exA = try Exchange.invite(identity: a.identity, realtime: realtime, now: now, random: &rngA)
+            XCTAssertEqual(exA.inviteCode, inviteCode)
+            XCTAssertEqual(exA.encryptionCode, encryptionCode)
+            let exB = try Exchange.acceptInvite(
+                identity: b.identity, inviteCode: inviteCode.text.lowercased(), encryptionCode: encryptionCode.text, realtime: realtime,
+                now: now, random: &rngB)
+            var sent: [[UInt8]] = []
+            for (from, to) in [(exA, exB), (exB, exA), (exA, exB)] {
+                let m = from.peekOutgoing()!
+                from.markSent()
+                sent.append(m)
+                try to.receive(m, now: now)
+            }
+            XCTAssertEqual(exA.sas, exB.sas)
+
+            // The documented formulas, step by step (16.2 to 16.5).
+            let inviteID = Array(SHA256.hash(LV.cat(LV.b("itsme-invite-id-v1"), LV.b(inviteCode.canonical))).prefix(16))
+            let roomID = Array(SHA256.hash(LV.cat(LV.b("itsme-realtime-room-v1"), LV.b(inviteCode.canonical))).prefix(16))
+            XCTAssertEqual(exA.relayID, realtime ? roomID : inviteID)
+            let prs = Array(encryptionCode.canonical.utf8)
+            let ci = LV.cat(LV.b("itsme-online-exchange-v1"), LV.b(inviteCode.canonical))
+            let genString = CPace.generatorString(prs: prs, ci: ci, sid: sid)!.unsafeExportedArray()
+            let genHash = SHA512.hash(genString)
+            let g = try CPace.generator(prs: prs, ci: ci, sid: sid).unsafeExportedArray()
+            func mult(_ s: [UInt8], _ p: [UInt8]) -> [UInt8] {
+                s.withUnsafeBytes { sp in p.withUnsafeBytes { CPace.scalarMult(scalar: sp, point: $0)! } }
+            }
+            let bigYa = mult(ya, g), bigYb = mult(yb, g)
+            let k = mult(ya, bigYb)
+            XCTAssertEqual(k, mult(yb, bigYa))
+            let rest = LV.cat(Array(a.name.utf8), a.deviceSecret)
+            let commitment = SHA256.hash(LV.cat(LV.b("itsme-sas-commit-v1"), [1], a.publicKey, a.ephemeralPublic, SHA256.hash(rest)))
+            let m1 = [1, 1] + sid + bigYa + commitment
+            let iskInput = LV.cat(LV.b("CPaceRistretto255_ISK"), sid, k) + LV.cat(bigYa, commitment) + LV.cat(bigYb, [])
+            let isk = SHA512.hash(iskInput)
+            let prk = try HKDF.extract(salt: LV.b("itsme-online-exchange-v1"), ikm: isk)
+            func expand(_ label: String, _ role: String) throws -> [UInt8] {
+                try HKDF.expand(prk: prk, info: LV.cat(LV.b(label), LV.b(role)), count: 32).unsafeExportedArray()
+            }
+            let kcI = try expand("itsme-online-confirm-v1", "initiator"), kcR = try expand("itsme-online-confirm-v1", "responder")
+            let kpI = try expand("payload-encryption", "initiator"), kpR = try expand("payload-encryption", "responder")
+            let tpakeInput = LV.cat(LV.b("itsme-online-transcript-v1"), inviteID, m1, bigYb)
+            let tpake = SHA256.hash(tpakeInput)
+            let tagR = HMACSHA256.mac(key: kcR, message: LV.cat(LV.b("itsme-online-confirm-v1"), LV.b("responder"), tpake))
+            func payload(_ p: Party, _ role: String) throws -> (data: [UInt8], signed: [UInt8], plain: [UInt8]) {
+                let name = Array(p.name.utf8)
+                let data = p.publicKey + p.ephemeralPublic + p.deviceSecret + [UInt8(name.count)] + name
+                let signed = LV.cat(LV.b("itsme-online-payload-v1"), tpake, LV.b(role), data)
+                return (data, signed, data + (try p.sign(signed)))
+            }
+            func seal(_ key: [UInt8], _ role: String, _ plain: [UInt8]) throws -> (aad: [UInt8], box: [UInt8]) {
+                let aad = LV.cat(LV.b("itsme-online-payload-v1"), [1], LV.b(role), inviteID)
+                return (aad, try AEAD.seal(.aes256GCM, key: key, nonce: [UInt8](repeating: 0, count: 12), plaintext: plain, aad: aad))
+            }
+            let payR = try payload(b, "responder"), payI = try payload(a, "initiator")
+            let boxR = try seal(kpR, "responder", payR.plain), boxI = try seal(kpI, "initiator", payI.plain)
+            let m2 = [1, 2] + bigYb + tagR + boxR.box
+            let tagI = HMACSHA256.mac(key: kcI, message: LV.cat(LV.b("itsme-online-confirm-v1"), LV.b("initiator"), tpake, SHA256.hash(m2)))
+            let m3 = [1, 3] + tagI + boxI.box
+            XCTAssertEqual(sent.map(hex), [m1, m2, m3].map(hex))
+            let s = try seed(a, b)
+            let thInput = LV.cat(LV.b("itsme-online-sas-transcript-v1"), tpake, payI.plain, payR.plain)
+            let th = SHA256.hash(thInput)
+            let sas = try sasValue(s.seed, th)
+            XCTAssertEqual(exA.sas?.value, sas.value)
+            func side(_ p: Party, _ pay: (data: [UInt8], signed: [UInt8], plain: [UInt8]), _ box: (aad: [UInt8], box: [UInt8])) -> [String: Any] {
+                partyJSON(p).merging([
+                    "payload_data": hex(pay.data), "signed_message": hex(pay.signed), "payload": hex(pay.plain), "aad": hex(box.aad),
+                    "sealed_payload": hex(box.box),
+                ]) { $1 }
+            }
+            var inviter = side(a, payI, boxI), invitee = side(b, payR, boxR)
+            inviter.merge(["scalar": hex(ya), "share": hex(bigYa), "rest": hex(rest), "commitment": hex(commitment)]) { $1 }
+            invitee.merge(["scalar": hex(yb), "share": hex(bigYb)]) { $1 }
+            exchanges.append([
+                "realtime": realtime, "invite_code_text": inviteCode.text, "encryption_code_text": encryptionCode.text,
+                "invite_id": hex(inviteID), "room_id": hex(roomID), "sid": hex(sid), "prs": hex(prs), "ci": hex(ci),
+                "generator_string": hex(genString), "generator_hash": hex(genHash), "generator": hex(g), "k": hex(k),
+                "isk_input": hex(iskInput), "isk": hex(isk), "kc_i": hex(kcI), "kc_r": hex(kcR), "kp_i": hex(kpI), "kp_r": hex(kpR),
+                "tpake_input": hex(tpakeInput), "tpake": hex(tpake), "tag_r": hex(tagR), "tag_i": hex(tagI),
+                "invite_message": hex(m1), "accept_message": hex(m2), "reply_message": hex(m3), "inviter": inviter,
+                "invitee": invitee, "shared": hex(s.shared), "seed": hex(s.seed), "transcript_input": hex(thInput),
+                "transcript_hash": hex(th), "sas_value": Int(sas.value), "sas_text": ShortCode(value: sas.value)!.text,
+            ])
+        }
+        return ["codes": typed, "exchanges": exchanges]
+    }
+
     // MARK: The test
 
     func testVectorsMatchTheFiles() throws {
         let files: [String: Any] = [
             "encoding": encodingVectors(), "seed": try seedVectors(), "sas": try sasVectors(), "qr": try qrVectors(),
             "source-v5": try sourceVectors(), "bluetooth": try bluetoothVectors(), "voice": try voiceVectors(),
-            "online-verify": try onlineVerifyVectors(), "pin-update": try pinUpdateVectors(),
+            "online-verify": try onlineVerifyVectors(), "pin-update": try pinUpdateVectors(), "remote": try remoteVectors(),
         ]
         let write = ProcessInfo.processInfo.environment["ITSME_WRITE_VECTORS"] == "1"
         for (name, content) in files {
