@@ -928,12 +928,12 @@ itsme_result itsme_exchange_restore(itsme_identity *identity,
  * is swept when the next remote exchange starts.
  * ---------------------------------------------------------------------- */
 
-/* Codes as shown: 8 characters in two groups, "ABCD-EFGH" (9 bytes, no NUL). */
-#define ITSME_REMOTE_CODE_TEXT_MAX 9
+/* Buffer size for a code as shown, "K7X2-M9PM", and the NUL. */
+#define ITSME_REMOTE_CODE_SIZE 10
 /* Longest remote exchange message (bytes): fits every relay limit. */
 #define ITSME_REMOTE_MESSAGE_MAX 355
-/* Relay IDs: 32 lower-case hex characters (no NUL). */
-#define ITSME_RELAY_ID_TEXT_MAX 32
+/* Buffer size for a relay ID: 32 lower-case hex characters and the NUL. */
+#define ITSME_RELAY_ID_SIZE 33
 
 /* Checks a code a person typed (either case; spaces and '-' ignored) and
  * writes it as shown ("ABCD-EFGH").  A code carries a check character:

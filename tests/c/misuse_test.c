@@ -392,7 +392,7 @@ static void contact_store(void) {
 
 /* Moves Bluetooth frames both ways until neither side has one to send. */
 static int pump(itsme_exchange *a, itsme_exchange *b) {
-    uint8_t frame[ITSME_BLUETOOTH_FRAME_MAX];
+    uint8_t frame[ITSME_REMOTE_MESSAGE_MAX];
     size_t len = 0;
     int moved = 1, count = 0;
     while (moved) {
@@ -550,6 +550,70 @@ static void exchanges(void) {
     EXPECT("bt confirm after peer rejected", itsme_exchange_confirm(bb, store_b, T0, &id_b), ITSME_E_INVALID_STATE);
     itsme_exchange_free(ba);
     itsme_exchange_free(bb);
+    itsme_exchange_free(NULL);
+
+    /* At a distance: invite and real-time, messages moved by hand. */
+    uint8_t frame_buf[ITSME_REMOTE_MESSAGE_MAX];
+    char code[ITSME_REMOTE_CODE_SIZE], code2[ITSME_REMOTE_CODE_SIZE], rid[ITSME_RELAY_ID_SIZE];
+    EXPECT("code check NULL", itsme_remote_code_check(NULL, code, sizeof code, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("code check", itsme_remote_code_check(" k7x2 m9pm", code, sizeof code, &len), ITSME_OK);
+    EXPECT("code shown", strcmp(code, "K7X2-M9PM"), 0);
+    EXPECT("code typo", itsme_remote_code_check("K7X2-M9PN", code2, sizeof code2, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("code swap", itsme_remote_code_check("K7X2-9MPM", code2, sizeof code2, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("code look-alike", itsme_remote_code_check("K7X2-M9P0", code2, sizeof code2, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("code short buffer", itsme_remote_code_check("K7X2M9PM", code2, 9, &len), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("codes of a QR exchange", itsme_exchange_new_qr(alice, NULL, T0, &qa), ITSME_OK);
+    EXPECT("invite code of QR", itsme_exchange_invite_code(qa, code, sizeof code, &len), ITSME_E_INVALID_STATE);
+    EXPECT("relay id of QR", itsme_exchange_relay_id(qa, rid, sizeof rid, &len), ITSME_E_INVALID_STATE);
+    int inviter = -1;
+    EXPECT("inviter of QR", itsme_exchange_is_inviter(qa, &inviter), ITSME_E_INVALID_STATE);
+    itsme_exchange_free(qa);
+    itsme_exchange *ia = NULL, *ib = NULL;
+    EXPECT("invite NULL identity", itsme_exchange_new_invite(NULL, 0, NULL, T0, &ia), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("invite NULL out", itsme_exchange_new_invite(alice, 0, NULL, T0, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("invite", itsme_exchange_new_invite(alice, 0, rng_a, T0, &ia), ITSME_OK);
+    EXPECT("invite code", itsme_exchange_invite_code(ia, code, sizeof code, &len), ITSME_OK);
+    EXPECT("invite code length", len, ITSME_REMOTE_CODE_SIZE);
+    EXPECT("encryption code", itsme_exchange_encryption_code(ia, code2, sizeof code2, &len), ITSME_OK);
+    EXPECT("relay id", itsme_exchange_relay_id(ia, rid, sizeof rid, &len), ITSME_OK);
+    EXPECT("relay id length", len, ITSME_RELAY_ID_SIZE);
+    EXPECT("is inviter NULL", itsme_exchange_is_inviter(ia, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("is inviter", itsme_exchange_is_inviter(ia, &inviter), ITSME_OK);
+    EXPECT("inviter", inviter, 1);
+    EXPECT("accept NULL code", itsme_exchange_accept_invite(bob, NULL, code2, 0, NULL, T0, &ib), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("accept same code twice", itsme_exchange_accept_invite(bob, code, code, 0, NULL, T0, &ib), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("accept typo", itsme_exchange_accept_invite(bob, code, "K7X2-M9PN", 0, NULL, T0, &ib), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("accept", itsme_exchange_accept_invite(bob, code, code2, 0, rng_b, T0, &ib), ITSME_OK);
+    EXPECT("invitee", itsme_exchange_is_inviter(ib, &inviter), ITSME_OK);
+    EXPECT("not inviter", inviter, 0);
+    EXPECT("invitee relay id", itsme_exchange_relay_id(ib, text, sizeof text, &len), ITSME_OK);
+    EXPECT("same relay id", strcmp(text, rid), 0);
+    EXPECT("invite messages", pump(ia, ib), 3);
+    EXPECT("invite sas a", itsme_exchange_sas(ia, sas_a, sizeof sas_a, &len), ITSME_OK);
+    EXPECT("invite sas b", itsme_exchange_sas(ib, sas_b, sizeof sas_b, &len), ITSME_OK);
+    EXPECT("invite same sas", strcmp(sas_a, sas_b), 0);
+    itsme_exchange_method method = 99;
+    EXPECT("invite method", itsme_exchange_get_method(ia, &method), ITSME_OK);
+    EXPECT("method is invite", method, ITSME_EXCHANGE_INVITE);
+    EXPECT("invite reject", itsme_exchange_reject(ia, NULL), ITSME_OK);
+    EXPECT("invite reject b", itsme_exchange_reject(ib, NULL), ITSME_OK);
+    itsme_exchange_free(ia);
+    itsme_exchange_free(ib);
+    /* A wrong encryption code: the inviter fails on the ACCEPT, sends nothing. */
+    EXPECT("realtime", itsme_exchange_new_invite(alice, 1, NULL, T0, &ia), ITSME_OK);
+    EXPECT("realtime code", itsme_exchange_invite_code(ia, code, sizeof code, &len), ITSME_OK);
+    EXPECT("realtime method", itsme_exchange_get_method(ia, &method), ITSME_OK);
+    EXPECT("method is realtime", method, ITSME_EXCHANGE_REALTIME);
+    EXPECT("realtime wrong code", itsme_exchange_accept_invite(bob, code, "K7X2-M9PM", 1, NULL, T0, &ib), ITSME_OK);
+    EXPECT("wrong code fails", pump(ia, ib), -1);
+    EXPECT("inviter status", itsme_exchange_status(ia, &state, &flags), ITSME_OK);
+    EXPECT("inviter failed", state, ITSME_EXCHANGE_FAILED);
+    EXPECT("inviter says why", itsme_exchange_last_error(ia, msg, sizeof msg, &len), ITSME_OK);
+    EXPECT("wrong encryption code named", strstr(msg, "wrong encryption code") != NULL, 1);
+    EXPECT("inviter sends nothing", itsme_exchange_next_outgoing(ia, frame_buf, sizeof frame_buf, &len), ITSME_OK);
+    EXPECT("nothing", len, 0);
+    itsme_exchange_free(ia);
+    itsme_exchange_free(ib);
     itsme_exchange_free(NULL);
     itsme_random_free(NULL);
 
