@@ -1,6 +1,7 @@
-//! Contact exchange in person (`itsme_exchange`), short codes, the
-//! deterministic random source for tests, and the protocol's pure
-//! derivations (docs/PROTOCOL.md sections 3 to 8).
+//! Contact exchange (`itsme_exchange`) in person and at a distance, short
+//! codes and remote codes, the deterministic random source for tests, and
+//! the protocol's pure derivations (docs/PROTOCOL.md sections 3 to 8 and
+//! 16).
 
 use super::*;
 
@@ -10,6 +11,9 @@ pub const SHORT_CODE_VALUES: u32 = sys::ITSME_SHORT_CODE_VALUES;
 pub const QR_PAYLOAD_MAX: usize = sys::ITSME_QR_PAYLOAD_MAX;
 /// Longest Bluetooth frame, in bytes.
 pub const BLUETOOTH_FRAME_MAX: usize = sys::ITSME_BLUETOOTH_FRAME_MAX;
+/// Longest message of an exchange at a distance (invite or real-time), in
+/// bytes: fits every relay limit.
+pub const REMOTE_MESSAGE_MAX: usize = sys::ITSME_REMOTE_MESSAGE_MAX;
 
 // ---------------------------------------------------------------------------
 // Deterministic randomness
@@ -138,6 +142,36 @@ pub fn short_code_format(value: u32) -> Result<String> {
     read_string(sys::ITSME_SHORT_CODE_SIZE, |out, cap, len| {
         // SAFETY: out/len come from read_string.
         unsafe { sys::itsme_short_code_format(value, out, cap, len) }
+    })
+    .map_err(|failure| failure.into_error(thread_detail))
+}
+
+// ---------------------------------------------------------------------------
+// Remote codes
+// ---------------------------------------------------------------------------
+
+/// Checks an invite or encryption code a person typed (either case; spaces
+/// and `-` ignored) and returns it as shown: 8 characters in two groups,
+/// "ABCD-EFGH".  A code carries a check character: every single wrong
+/// character and every swap of two is caught here, before any network
+/// call.
+///
+/// Errors: [`ErrorKind::InvalidArgument`] (the detail says what is wrong).
+///
+/// ```
+/// assert_eq!(itsme::check_remote_code(" k7x2 m9pm ")?, "K7X2-M9PM");
+/// // One character wrong, two swapped, a look-alike the codes never use:
+/// for typo in ["K7X2-M9PN", "K7X2-9MPM", "K7X2-M9P0"] {
+///     assert_eq!(itsme::check_remote_code(typo).unwrap_err().kind(), itsme::ErrorKind::InvalidArgument);
+/// }
+/// # Ok::<(), itsme::Error>(())
+/// ```
+pub fn check_remote_code(text: &str) -> Result<String> {
+    init()?;
+    let text = SecretText::arg(text, "the code")?;
+    read_string(sys::ITSME_REMOTE_CODE_SIZE, |out, cap, len| {
+        // SAFETY: NUL-terminated text; out/len come from read_string.
+        unsafe { sys::itsme_remote_code_check(text.as_ptr(), out, cap, len) }
     })
     .map_err(|failure| failure.into_error(thread_detail))
 }
@@ -309,10 +343,12 @@ impl fmt::Debug for ExchangeFlags {
 // Exchange
 // ---------------------------------------------------------------------------
 
-/// A contact exchange in person, by QR codes or Bluetooth
-/// (`itsme_exchange`): a state machine whose bytes the host moves.
+/// A contact exchange (`itsme_exchange`): in person, by QR codes or
+/// Bluetooth, or at a distance, through a relay (an invite or a real-time
+/// exchange): a state machine whose bytes the host moves.
 ///
-/// The usual flow: [`Exchange::qr`] or [`Exchange::bluetooth`]; then send
+/// The usual flow: [`Exchange::qr`], [`Exchange::bluetooth`],
+/// [`Exchange::invite`] or [`Exchange::accept_invite`]; then send
 /// what [`Exchange::next_outgoing`] gives and pass the peer's bytes to
 /// [`Exchange::receive`], until the state is
 /// [`ExchangeState::CompareSas`]; show [`Exchange::sas`] and the peer's
@@ -320,6 +356,11 @@ impl fmt::Debug for ExchangeFlags {
 /// compare the SAS aloud, then [`Exchange::confirm`] (contact verified) or
 /// [`Exchange::reject`] (contact deleted).  Bluetooth: send the CONFIRM
 /// frame `next_outgoing` then gives.
+///
+/// At a distance the messages go through the relay: the inviter's INVITE
+/// (queued at creation), the invitee's ACCEPT (after the INVITE), the
+/// inviter's REPLY (after the ACCEPT).  The inviter's SAS is ready on the
+/// ACCEPT, the invitee's on the REPLY; the two people compare it on a call.
 ///
 /// A failure is final: once `receive` has rejected a peer message (any
 /// error but [`ErrorKind::InvalidArgument`] for a scanned text that is not
@@ -416,13 +457,108 @@ impl Exchange {
         Exchange::constructed(out, "itsme_exchange_new_bluetooth")
     }
 
+    /// Starts an exchange at a distance as the inviter, for `identity` at
+    /// `now`: draws the invite code, the encryption code and the keys from
+    /// `rng` (`None`: the operating system), and queues the INVITE for
+    /// [`Exchange::next_outgoing`].  Show [`Exchange::invite_code`] and
+    /// [`Exchange::encryption_code`] to the person, who passes them to the
+    /// other by any channel.  `realtime`: carried in a relay room while
+    /// both people are on a call ([`ExchangeMethod::Realtime`]); otherwise
+    /// through the invite mailbox ([`ExchangeMethod::Invite`]).  The relay
+    /// ID is [`Exchange::relay_id`].
+    ///
+    /// The exchange's PAKE secret is kept in the identity's secret store
+    /// (never in a sealed exchange) until the exchange ends.
+    ///
+    /// Errors: [`ErrorKind::InvalidArgument`] (a negative `now`),
+    /// [`ErrorKind::SecretStore`].
+    ///
+    /// ```
+    /// use itsme::{Exchange, ExchangeState, Identity, SecretStore};
+    /// let now = 1_800_000_000;
+    /// let alice = Identity::create(&SecretStore::memory()?, "Alice")?;
+    /// let bob = Identity::create(&SecretStore::memory()?, "Bob")?;
+    /// let mut a = Exchange::invite(&alice, false, now, None)?;
+    /// // Alice gives Bob the two codes; Bob types them.
+    /// let mut b = Exchange::accept_invite(&bob, &a.invite_code()?, &a.encryption_code()?, false, now, None)?;
+    /// assert_eq!(a.relay_id()?, b.relay_id()?);
+    /// // Each message goes through the relay's mailbox at that ID.
+    /// b.receive(&a.next_outgoing()?, now)?; // INVITE
+    /// a.receive(&b.next_outgoing()?, now)?; // ACCEPT
+    /// b.receive(&a.next_outgoing()?, now)?; // REPLY
+    /// assert_eq!(b.status()?.0, ExchangeState::CompareSas);
+    /// assert_eq!(a.sas()?, b.sas()?);
+    /// # Ok::<(), itsme::Error>(())
+    /// ```
+    pub fn invite(
+        identity: &Identity,
+        realtime: bool,
+        now: i64,
+        rng: Option<&mut DeterministicRandom>,
+    ) -> Result<Exchange> {
+        init()?;
+        let rng = raw_rng(rng);
+        let realtime = c_int::from(realtime);
+        let mut out = ptr::null_mut();
+        // SAFETY: live identity handle; a live random source borrowed
+        // exclusively (or NULL); out is a valid place.
+        identity.call_code(|raw| unsafe { sys::itsme_exchange_new_invite(raw, realtime, rng, now, &mut out) })?;
+        Exchange::constructed(out, "itsme_exchange_new_invite")
+    }
+
+    /// Joins an exchange at a distance as the invitee, for `identity` at
+    /// `now`, with the two codes the inviter shared (typed in either case;
+    /// spaces and `-` ignored).  `realtime` as for [`Exchange::invite`]: the
+    /// two sides must agree.  Random bytes come from `rng` (`None`: the
+    /// operating system).  Nothing is sent until the inviter's INVITE has
+    /// been passed to [`Exchange::receive`].
+    ///
+    /// Errors: [`ErrorKind::InvalidArgument`] (a code with a typo, a
+    /// character codes never use, the same code twice, a negative `now`;
+    /// nothing is stored), [`ErrorKind::SecretStore`].
+    pub fn accept_invite(
+        identity: &Identity,
+        invite_code: &str,
+        encryption_code: &str,
+        realtime: bool,
+        now: i64,
+        rng: Option<&mut DeterministicRandom>,
+    ) -> Result<Exchange> {
+        init()?;
+        let invite_code = CText::arg(invite_code, "the invite code")?;
+        let encryption_code = SecretText::arg(encryption_code, "the encryption code")?;
+        let rng = raw_rng(rng);
+        let realtime = c_int::from(realtime);
+        let mut out = ptr::null_mut();
+        // SAFETY: live identity handle; NUL-terminated codes; a live random
+        // source borrowed exclusively (or NULL); out is a valid place.
+        identity.call_code(|raw| unsafe {
+            sys::itsme_exchange_accept_invite(
+                raw,
+                invite_code.as_ptr(),
+                encryption_code.as_ptr(),
+                realtime,
+                rng,
+                now,
+                &mut out,
+            )
+        })?;
+        Exchange::constructed(out, "itsme_exchange_accept_invite")
+    }
+
     /// Restores an exchange sealed with [`Exchange::seal`] on this device,
     /// for `identity`, at `now`.  Restore a sealed exchange at most once.
+    ///
+    /// An invite or real-time exchange restores only while its PAKE secret
+    /// is in the identity's secret store: once the exchange has ended
+    /// (confirmed, rejected, failed, expired), no sealed copy of it
+    /// restores.
     ///
     /// Errors: [`ErrorKind::CorruptData`] (not a sealed exchange),
     /// [`ErrorKind::AuthenticationFailed`] (sealed on another device or for
     /// another identity, or altered), [`ErrorKind::Expired`] (begun more
-    /// than 24 hours before `now`), [`ErrorKind::InvalidArgument`].
+    /// than 24 hours before `now`), [`ErrorKind::InvalidState`] (an invite
+    /// or real-time exchange that has ended), [`ErrorKind::InvalidArgument`].
     pub fn restore(identity: &Identity, sealed: &[u8], now: i64) -> Result<Exchange> {
         init()?;
         let mut out = ptr::null_mut();
@@ -463,8 +599,9 @@ impl Exchange {
         Ok((state, ExchangeFlags::from_bits(flags)))
     }
 
-    /// How the exchange was started: [`ExchangeMethod::Qr`] or
-    /// [`ExchangeMethod::Bluetooth`] (useful after [`Exchange::restore`]).
+    /// How the exchange was started: [`ExchangeMethod::Qr`],
+    /// [`ExchangeMethod::Bluetooth`], [`ExchangeMethod::Invite`] or
+    /// [`ExchangeMethod::Realtime`] (useful after [`Exchange::restore`]).
     pub fn method(&self) -> Result<ExchangeMethod> {
         let mut method: sys::itsme_exchange_method = u32::MAX;
         // SAFETY: live handle; the output is a valid place.
@@ -486,22 +623,78 @@ impl Exchange {
         })
     }
 
+    /// Invite and real-time: the invite code as shown ("ABCD-EFGH").  Not
+    /// secret from the relay.
+    ///
+    /// Errors: [`ErrorKind::InvalidState`] (an exchange in person).
+    pub fn invite_code(&self) -> Result<String> {
+        self.call(|raw| {
+            read_string(sys::ITSME_REMOTE_CODE_SIZE, |out, cap, len| {
+                // SAFETY: live handle; out valid for cap bytes.
+                unsafe { sys::itsme_exchange_invite_code(raw, out, cap, len) }
+            })
+        })
+    }
+
+    /// Invite and real-time: the encryption code as shown ("ABCD-EFGH").
+    /// It is the password of the exchange: show it to the person, never log
+    /// it.
+    ///
+    /// Errors: [`ErrorKind::InvalidState`] (an exchange in person).
+    pub fn encryption_code(&self) -> Result<String> {
+        self.call(|raw| {
+            read_string(sys::ITSME_REMOTE_CODE_SIZE, |out, cap, len| {
+                // SAFETY: live handle; out valid for cap bytes.
+                unsafe { sys::itsme_exchange_encryption_code(raw, out, cap, len) }
+            })
+        })
+    }
+
+    /// Invite and real-time: the relay ID to use, 32 lower-case hexadecimal
+    /// digits: the invite mailbox or, for a real-time exchange, the room.
+    ///
+    /// Errors: [`ErrorKind::InvalidState`] (an exchange in person).
+    pub fn relay_id(&self) -> Result<String> {
+        self.call(|raw| {
+            read_string(sys::ITSME_RELAY_ID_SIZE, |out, cap, len| {
+                // SAFETY: live handle; out valid for cap bytes.
+                unsafe { sys::itsme_exchange_relay_id(raw, out, cap, len) }
+            })
+        })
+    }
+
+    /// Invite and real-time: whether this side created the invite.
+    ///
+    /// Errors: [`ErrorKind::InvalidState`] (an exchange in person).
+    pub fn is_inviter(&self) -> Result<bool> {
+        let mut inviter: c_int = -1;
+        // SAFETY: live handle; the output is a valid place.
+        self.call_code(|raw| unsafe { sys::itsme_exchange_is_inviter(raw, &mut inviter) })?;
+        match inviter {
+            0 => Ok(false),
+            1 => Ok(true),
+            other => Err(Error::internal(format!("libitsme returned is_inviter {other}"))),
+        }
+    }
+
     /// The next bytes to send; empty when there is nothing to send.
     ///
     /// QR: the payload text (ASCII), to show as a QR code for as long as
     /// the exchange is awaiting the peer or comparing the SAS; it is not
     /// consumed.  Bluetooth: the next frame, removed from the queue.
+    /// Invite and real-time: the next message to post to the relay, removed
+    /// from the queue.
     pub fn next_outgoing(&mut self) -> Result<Vec<u8>> {
         self.call(|raw| {
-            read_bytes(QR_PAYLOAD_MAX.max(BLUETOOTH_FRAME_MAX), |out, cap, len| {
+            read_bytes(QR_PAYLOAD_MAX.max(BLUETOOTH_FRAME_MAX).max(REMOTE_MESSAGE_MAX), |out, cap, len| {
                 // SAFETY: live handle; out valid for cap bytes.
                 unsafe { sys::itsme_exchange_next_outgoing(raw, out, cap, len) }
             })
         })
     }
 
-    /// Feeds the peer's bytes at `now`: the scanned QR text, or one
-    /// Bluetooth frame.
+    /// Feeds the peer's bytes at `now`: the scanned QR text, one
+    /// Bluetooth frame, or one message fetched from the relay.
     ///
     /// Errors: [`ErrorKind::InvalidArgument`] (for QR, a text that is not
     /// an exchange payload: scan again, the exchange goes on),
@@ -509,8 +702,9 @@ impl Exchange {
     /// QR, a payload was received already), and, ending the exchange as
     /// failed: [`ErrorKind::MalformedMessage`],
     /// [`ErrorKind::AuthenticationFailed`] (bad signature, fingerprint,
-    /// commitment or frame tag), [`ErrorKind::InvalidKey`] (our own key, a
-    /// low-order ephemeral key), [`ErrorKind::Expired`].
+    /// commitment or frame tag; at a distance, a wrong encryption code or
+    /// a relay that changed the messages), [`ErrorKind::InvalidKey`] (our
+    /// own key, a low-order ephemeral key), [`ErrorKind::Expired`].
     pub fn receive(&mut self, bytes: &[u8], now: i64) -> Result<()> {
         // SAFETY: live handle; bytes valid for their length.
         self.call_code(|raw| unsafe { sys::itsme_exchange_receive(raw, bytes.as_ptr(), bytes.len(), now) })

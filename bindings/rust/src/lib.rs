@@ -12,10 +12,12 @@
 //! - [`ContactStore`]: an identity's contacts in one encrypted SQLite file,
 //!   read as plain [`Contact`] values.
 //! - [`Exchange`]: a contact exchange in person, by QR codes or Bluetooth,
-//!   ending in a short authentication string (SAS) the two people compare;
-//!   with [`short_code_parse`], [`short_code_format`] and the protocol's
-//!   pure derivations ([`derive_seed`], [`derive_sas`], ...) for test
-//!   vectors.  [`DeterministicRandom`] replays exchanges in tests.
+//!   or at a distance, through a relay, with an invite code and an
+//!   encryption code ([`Exchange::invite`], [`check_remote_code`]), ending
+//!   in a short authentication string (SAS) the two people compare; with
+//!   [`short_code_parse`], [`short_code_format`] and the protocol's pure
+//!   derivations ([`derive_seed`], [`derive_sas`], ...) for test vectors.
+//!   [`DeterministicRandom`] replays exchanges in tests.
 //! - [`VoiceSession`]: a voice verification during a call: both people
 //!   wait for a fresh window, each chooses one of five words, and each
 //!   reads aloud a code with a device tag that the other checks; with
@@ -55,9 +57,9 @@ pub use contacts::{
 
 mod exchange;
 pub use exchange::{
-    bluetooth_commitment, bluetooth_session_keys, bluetooth_th1, bluetooth_transcript_hash, derive_sas, derive_seed,
-    qr_transcript_hash, short_code_format, short_code_parse, DeterministicRandom, Exchange, ExchangeFlags,
-    ExchangeState, BLUETOOTH_FRAME_MAX, QR_PAYLOAD_MAX, SHORT_CODE_VALUES,
+    bluetooth_commitment, bluetooth_session_keys, bluetooth_th1, bluetooth_transcript_hash, check_remote_code,
+    derive_sas, derive_seed, qr_transcript_hash, short_code_format, short_code_parse, DeterministicRandom, Exchange,
+    ExchangeFlags, ExchangeState, BLUETOOTH_FRAME_MAX, QR_PAYLOAD_MAX, REMOTE_MESSAGE_MAX, SHORT_CODE_VALUES,
 };
 
 mod voice;

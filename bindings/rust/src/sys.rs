@@ -164,6 +164,13 @@ pub const ITSME_QR_PAYLOAD_MAX: usize = 383;
 /// Longest Bluetooth frame.
 pub const ITSME_BLUETOOTH_FRAME_MAX: usize = 259;
 
+/// Buffer size for a code as shown, "K7X2-M9PM", and the NUL.
+pub const ITSME_REMOTE_CODE_SIZE: usize = 10;
+/// Longest remote exchange message (bytes).
+pub const ITSME_REMOTE_MESSAGE_MAX: usize = 355;
+/// Buffer size for a relay ID: 32 lower-case hex characters and the NUL.
+pub const ITSME_RELAY_ID_SIZE: usize = 33;
+
 // ---------------------------------------------------------------------------
 // Voice verification
 // ---------------------------------------------------------------------------
@@ -603,6 +610,44 @@ extern "C" {
         now: i64,
         out: *mut *mut itsme_exchange,
     ) -> itsme_result;
+
+    // Contact exchange at a distance: invite and real-time
+    pub fn itsme_remote_code_check(text: *const c_char, out: *mut c_char, cap: usize, out_len: *mut usize) -> itsme_result;
+    pub fn itsme_exchange_new_invite(
+        identity: *mut itsme_identity,
+        realtime: c_int,
+        rng: *mut itsme_random,
+        now: i64,
+        out: *mut *mut itsme_exchange,
+    ) -> itsme_result;
+    pub fn itsme_exchange_accept_invite(
+        identity: *mut itsme_identity,
+        invite_code: *const c_char,
+        encryption_code: *const c_char,
+        realtime: c_int,
+        rng: *mut itsme_random,
+        now: i64,
+        out: *mut *mut itsme_exchange,
+    ) -> itsme_result;
+    pub fn itsme_exchange_invite_code(
+        exchange: *const itsme_exchange,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_exchange_encryption_code(
+        exchange: *const itsme_exchange,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_exchange_relay_id(
+        exchange: *const itsme_exchange,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_exchange_is_inviter(exchange: *const itsme_exchange, out_inviter: *mut c_int) -> itsme_result;
 
     // Pure derivations
     pub fn itsme_derive_seed(

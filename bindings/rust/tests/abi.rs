@@ -619,7 +619,7 @@ fn every_constant_agrees() {
     }
     // And the values compiled into the crate are the ones in the text.
     use itsme::sys::*;
-    let compiled: [(&str, i64); 49] = [
+    let compiled: [(&str, i64); 52] = [
         ("ITSME_VERSION_MAJOR", ITSME_VERSION_MAJOR.into()),
         ("ITSME_VERSION_MINOR", ITSME_VERSION_MINOR.into()),
         ("ITSME_VERSION_PATCH", ITSME_VERSION_PATCH.into()),
@@ -637,6 +637,9 @@ fn every_constant_agrees() {
         ("ITSME_SHORT_CODE_VALUES", ITSME_SHORT_CODE_VALUES.into()),
         ("ITSME_QR_PAYLOAD_MAX", ITSME_QR_PAYLOAD_MAX as i64),
         ("ITSME_BLUETOOTH_FRAME_MAX", ITSME_BLUETOOTH_FRAME_MAX as i64),
+        ("ITSME_REMOTE_CODE_SIZE", ITSME_REMOTE_CODE_SIZE as i64),
+        ("ITSME_REMOTE_MESSAGE_MAX", ITSME_REMOTE_MESSAGE_MAX as i64),
+        ("ITSME_RELAY_ID_SIZE", ITSME_RELAY_ID_SIZE as i64),
         ("ITSME_EXCHANGE_AWAITING_PEER", ITSME_EXCHANGE_AWAITING_PEER.into()),
         ("ITSME_EXCHANGE_FAILED", ITSME_EXCHANGE_FAILED.into()),
         ("ITSME_EXCHANGE_FLAG_UNAUTHENTICATED", ITSME_EXCHANGE_FLAG_UNAUTHENTICATED.into()),

@@ -158,6 +158,11 @@ fn before_init_checks() {
         let mut exchange = sentinel();
         assert_ne!(itsme_exchange_new_qr(null_mut(), null_mut(), T0, &mut exchange), ITSME_OK);
         assert_eq!(exchange, sentinel());
+        assert_ne!(itsme_exchange_new_invite(null_mut(), 0, null_mut(), T0, &mut exchange), ITSME_OK);
+        assert_eq!(exchange, sentinel());
+        let remote_code = cstr("K7X2-M9PM");
+        assert_eq!(itsme_remote_code_check(ptr(&remote_code), out.as_mut_ptr().cast(), 17, &mut len), ITSME_E_NOT_INITIALIZED);
+        assert_eq!((out, len), ([0xAA; 17], 12345));
         let mut len = 12345usize;
         assert_eq!(itsme_exchange_last_error(null(), out.as_mut_ptr().cast(), 17, &mut len), ITSME_E_INVALID_ARGUMENT);
         assert_eq!(len, 12345);
@@ -1439,6 +1444,99 @@ fn exchange_constructor_arguments() {
         let mut ok = null_mut();
         assert_eq!(itsme_exchange_new_bluetooth(f.identity, ptr(&code), null_mut(), T0, &mut ok), ITSME_OK);
         itsme_exchange_free(ok);
+    }
+}
+
+#[test]
+fn remote_exchange_arguments() {
+    let a = Fixture::new();
+    let b = Fixture::new();
+    let valid = cstr("K7X2-M9PM");
+    let typo = cstr("K7X2-M9PN");
+    let mut buf = [0xAAu8; 64];
+    let mut len = 777usize;
+    let out: *mut c_char = buf.as_mut_ptr().cast();
+    unsafe {
+        // The code check: NULLs, typos and short buffers write nothing.
+        assert_eq!(itsme_remote_code_check(null(), out, 64, &mut len), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_remote_code_check(ptr(&valid), null_mut(), 64, &mut len), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_remote_code_check(ptr(&valid), out, 64, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_remote_code_check(ptr(&typo), out, 64, &mut len), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(len, 777, "*out_len set by a refused call");
+        assert_eq!(itsme_remote_code_check(ptr(&valid), out, ITSME_REMOTE_CODE_SIZE - 1, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(len, ITSME_REMOTE_CODE_SIZE);
+        assert_eq!(buf, [0xAA; 64], "written on failure");
+        let typed = cstr(" k7x2 m9pm ");
+        assert_eq!(itsme_remote_code_check(ptr(&typed), out, ITSME_REMOTE_CODE_SIZE, &mut len), ITSME_OK);
+        assert_eq!(&buf[..len], b"K7X2-M9PM\0");
+
+        // The constructors.
+        let mut ex = sentinel();
+        assert_eq!(itsme_exchange_new_invite(null_mut(), 0, null_mut(), T0, &mut ex), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_exchange_new_invite(a.identity, 0, null_mut(), T0, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_exchange_new_invite(a.identity, 1, null_mut(), -1, &mut ex), ITSME_E_INVALID_ARGUMENT);
+        assert!(!identity_detail(a.identity).is_empty(), "no detail on the identity");
+        let other = cstr("2222-2222");
+        for (invite, encryption) in [
+            (null(), ptr(&valid)),
+            (ptr(&valid), null()),
+            (ptr(&valid), ptr(&valid)),
+            (ptr(&typo), ptr(&other)),
+            (ptr(&other), ptr(&typo)),
+        ] {
+            assert_eq!(
+                itsme_exchange_accept_invite(b.identity, invite, encryption, 0, null_mut(), T0, &mut ex),
+                ITSME_E_INVALID_ARGUMENT
+            );
+        }
+        assert_eq!(
+            itsme_exchange_accept_invite(null_mut(), ptr(&valid), ptr(&other), 0, null_mut(), T0, &mut ex),
+            ITSME_E_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            itsme_exchange_accept_invite(b.identity, ptr(&valid), ptr(&other), 0, null_mut(), T0, null_mut()),
+            ITSME_E_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            itsme_exchange_accept_invite(b.identity, ptr(&valid), ptr(&other), 0, null_mut(), -1, &mut ex),
+            ITSME_E_INVALID_ARGUMENT
+        );
+        assert_eq!(ex, sentinel(), "written on failure");
+
+        // The accessors, on an invite and on a QR exchange.
+        let (mut invite, mut qr) = (null_mut(), null_mut());
+        assert_eq!(itsme_exchange_new_invite(a.identity, 0, null_mut(), T0, &mut invite), ITSME_OK);
+        assert_eq!(itsme_exchange_new_qr(a.identity, null_mut(), T0, &mut qr), ITSME_OK);
+        type Getter = unsafe extern "C" fn(*const itsme_exchange, *mut c_char, usize, *mut usize) -> itsme_result;
+        let getters: [(&str, Getter, usize); 3] = [
+            ("invite_code", itsme_exchange_invite_code, ITSME_REMOTE_CODE_SIZE),
+            ("encryption_code", itsme_exchange_encryption_code, ITSME_REMOTE_CODE_SIZE),
+            ("relay_id", itsme_exchange_relay_id, ITSME_RELAY_ID_SIZE),
+        ];
+        for (what, getter, size) in getters {
+            buf = [0xAA; 64];
+            len = 777;
+            assert_eq!(getter(null(), out, 64, &mut len), ITSME_E_INVALID_ARGUMENT, "{what}");
+            assert_eq!(getter(invite, null_mut(), 64, &mut len), ITSME_E_INVALID_ARGUMENT, "{what}");
+            assert_eq!(getter(invite, out, 64, null_mut()), ITSME_E_INVALID_ARGUMENT, "{what}");
+            assert_eq!(getter(qr, out, 64, &mut len), ITSME_E_INVALID_STATE, "{what}");
+            assert_eq!(len, 777, "{what}: *out_len set by a refused call");
+            assert_eq!(getter(invite, out, size - 1, &mut len), ITSME_E_BUFFER_TOO_SMALL, "{what}");
+            assert_eq!(len, size, "{what}");
+            assert_eq!(buf, [0xAA; 64], "{what}: written on failure");
+            assert_eq!(getter(invite, out, size, &mut len), ITSME_OK, "{what}");
+            assert_eq!((len, buf[size - 1]), (size, 0), "{what}");
+            assert_eq!(buf[size..], [0xAA; 64][size..], "{what}: written past *out_len");
+        }
+        let mut inviter: c_int = 7;
+        assert_eq!(itsme_exchange_is_inviter(null(), &mut inviter), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_exchange_is_inviter(invite, null_mut()), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_exchange_is_inviter(qr, &mut inviter), ITSME_E_INVALID_STATE);
+        assert_eq!(inviter, 7, "written on failure");
+        assert_eq!(itsme_exchange_is_inviter(invite, &mut inviter), ITSME_OK);
+        assert_eq!(inviter, 1);
+        itsme_exchange_free(invite);
+        itsme_exchange_free(qr);
     }
 }
 

@@ -3,7 +3,8 @@
 //! exchanges from each party's deterministic random seed, source-format
 //! imports and rejections, voice verification plans, heard codes and
 //! sessions, degradation codes, whole Online Verify sessions and PIN
-//! Updates, and every pure derivation.  The Online Verify and PIN Update
+//! Updates, typed remote codes and whole invite and real-time exchanges,
+//! and every pure derivation.  The Online Verify and PIN Update
 //! sides hold each other as contacts added with the vector's seed, which
 //! have no device secrets: the Online Verify PROOF messages (which carry
 //! device tags) are therefore not compared.
@@ -96,6 +97,7 @@ fn every_vector_file_is_read() {
             "online-verify.json",
             "pin-update.json",
             "qr.json",
+            "remote.json",
             "sas.json",
             "seed.json",
             "source-v5.json",
@@ -879,6 +881,116 @@ fn pin_update_sessions() {
             assert_eq!(update.state().unwrap(), PinUpdateState::Done, "{context}");
             assert!(update.next_outgoing().unwrap().is_empty(), "{context}");
             assert_eq!(side.contacts.get(side.id).unwrap().state, VerificationState::Verified, "{context}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// remote.json
+// ---------------------------------------------------------------------------
+
+#[test]
+fn remote_codes() {
+    let remote = load("remote.json");
+    let codes = remote.array("codes");
+    assert!(codes.iter().any(|case| case.get("canonical_text").is_some()));
+    assert!(codes.iter().any(|case| case.get("error_text").is_some()));
+    for case in codes {
+        let input = case.text("input_text");
+        match case.get("shown_text") {
+            Some(shown) => {
+                let shown = shown.as_str();
+                assert_eq!(itsme::check_remote_code(input).unwrap(), shown, "{input:?}");
+                assert_eq!(shown.replace('-', ""), case.text("canonical_text"), "{input:?}");
+            }
+            None => {
+                let error = itsme::check_remote_code(input).expect_err(input);
+                assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{input:?}: {error}");
+            }
+        }
+    }
+}
+
+/// Whole invite and real-time exchanges from each party's random seed:
+/// the same codes, relay ID, messages and SAS.
+#[test]
+fn remote_exchanges() {
+    let remote = load("remote.json");
+    let exchanges = remote.array("exchanges");
+    assert!(!exchanges.is_empty());
+    for (i, vector) in exchanges.iter().enumerate() {
+        let context = format!("remote exchange {i}");
+        let realtime = bool_field(vector, "realtime");
+        let method = if realtime { ExchangeMethod::Realtime } else { ExchangeMethod::Invite };
+        let (vi, vr) = (vector.field("inviter"), vector.field("invitee"));
+        let mut a = Party::new(vi, &format!("{context} inviter"));
+        let mut b = Party::new(vr, &format!("{context} invitee"));
+
+        let mut ea = Exchange::invite(&a.identity, realtime, T0, Some(&mut a.rng)).unwrap();
+        let invite_code = vector.text("invite_code_text");
+        assert_eq!(ea.invite_code().unwrap(), invite_code, "{context}");
+        assert_eq!(ea.encryption_code().unwrap(), vector.text("encryption_code_text"), "{context}");
+        let relay_id = vector.text(if realtime { "room_id" } else { "invite_id" });
+        assert_eq!(ea.relay_id().unwrap(), relay_id, "{context}: relay ID");
+        let mut eb = Exchange::accept_invite(
+            &b.identity,
+            &invite_code.to_lowercase(),
+            vector.text("encryption_code_text"),
+            realtime,
+            T0,
+            Some(&mut b.rng),
+        )
+        .unwrap();
+        assert_eq!(eb.relay_id().unwrap(), relay_id, "{context}: relay ID");
+        assert_eq!((ea.is_inviter().unwrap(), eb.is_inviter().unwrap()), (true, false), "{context}");
+
+        let invite = ea.next_outgoing().unwrap();
+        assert_hex(&invite, vector, "invite_message", &context);
+        eb.receive(&invite, T0).unwrap();
+        let accept = eb.next_outgoing().unwrap();
+        assert_hex(&accept, vector, "accept_message", &context);
+        ea.receive(&accept, T0).unwrap();
+        let reply = ea.next_outgoing().unwrap();
+        assert_hex(&reply, vector, "reply_message", &context);
+        eb.receive(&reply, T0).unwrap();
+        for (ex, peer, side) in [(&ea, vr, "inviter"), (&eb, vi, "invitee")] {
+            assert_eq!(ex.status().unwrap(), (ExchangeState::CompareSas, ExchangeFlags::empty()), "{context} {side}");
+            assert_eq!(ex.method().unwrap(), method, "{context} {side}");
+            assert_eq!(ex.sas().unwrap(), vector.text("sas_text"), "{context}: {side} sas_text");
+            assert_eq!(ex.peer_name().unwrap(), peer.text("name_text"), "{context} {side}");
+            assert_eq!(ex.peer_fingerprint().unwrap(), peer.text("fingerprint_text"), "{context} {side}");
+            assert_eq!(ex.peer_public_key().unwrap(), Some(peer.hex_array("identity_public")), "{context} {side}");
+        }
+        assert_eq!(
+            i64::from(itsme::short_code_parse(vector.text("sas_text")).unwrap()),
+            vector.int("sas_value"),
+            "{context}"
+        );
+
+        // The pure derivations agree with the exchange.
+        for (mine, theirs) in [(vi, vr), (vr, vi)] {
+            let seed = itsme::derive_seed(
+                &mine.hex("ephemeral_secret"),
+                &theirs.hex("ephemeral_public"),
+                mine.text("fingerprint_text"),
+                theirs.text("fingerprint_text"),
+            )
+            .unwrap();
+            assert_hex(&seed, vector, "seed", &context);
+        }
+        let sas = itsme::derive_sas(&vector.hex("seed"), &vector.hex("transcript_hash")).unwrap();
+        assert_eq!(sas, vector.text("sas_text"), "{context}");
+
+        // Both confirm: each stores the other, verified, with the method.
+        let id_a = ea.confirm(&a.contacts, T0).unwrap();
+        let id_b = eb.confirm(&b.contacts, T0).unwrap();
+        for (contacts, id, peer) in [(&a.contacts, id_a, vr), (&b.contacts, id_b, vi)] {
+            let contact = contacts.get(id).unwrap();
+            assert_eq!(
+                (contact.name.as_str(), contact.state, contact.method),
+                (peer.text("name_text"), VerificationState::Verified, method),
+                "{context}"
+            );
         }
     }
 }
