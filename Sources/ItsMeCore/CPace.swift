@@ -72,9 +72,11 @@ public enum CPace {
 
     /// scalar_mult_vfy(y, X): nil when X is not the canonical encoding of a
     /// ristretto255 element or when the result is the identity (both
-    /// "abort" in the draft). libsodium's scalar multiplication checks both.
+    /// "abort" in the draft). libsodium's scalar multiplication checks both,
+    /// except that libsodium 1.0.18 ignores the encoding's top bit, which RFC
+    /// 9496 requires to be zero: that check is made here.
     public static func scalarMult(scalar: UnsafeRawBufferPointer, point: UnsafeRawBufferPointer) -> [UInt8]? {
-        guard scalar.count == scalarCount, point.count == pointCount else { return nil }
+        guard scalar.count == scalarCount, point.count == pointCount, point[31] & 0x80 == 0 else { return nil }
         var out = [UInt8](repeating: 0, count: pointCount)
         let rc = crypto_scalarmult_ristretto255(
             &out, scalar.bindMemory(to: UInt8.self).baseAddress!, point.bindMemory(to: UInt8.self).baseAddress!)

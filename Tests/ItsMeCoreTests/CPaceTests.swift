@@ -60,6 +60,11 @@ final class CPaceTests: XCTestCase {
             let y = Hex.decode(points[name] as! String)!
             XCTAssertNil(s.withUnsafeBytes { sp in y.withUnsafeBytes { CPace.scalarMult(scalar: sp, point: $0) } }, name)
         }
+        // RFC 9496: an encoding with the top bit set is not canonical, even
+        // where the library underneath would decode it as the same element.
+        var high = x
+        high[31] |= 0x80
+        XCTAssertNil(s.withUnsafeBytes { sp in high.withUnsafeBytes { CPace.scalarMult(scalar: sp, point: $0) } })
     }
 
     func testSampledScalarsFitTheGroupSize() {

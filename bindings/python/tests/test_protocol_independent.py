@@ -6,22 +6,32 @@ seeds, ephemeral secrets, device secrets, names, session code; for voice.json th
 ids, selections and device secrets, and for its degradation codes the seed, id and interim
 secret; for online-verify.json the seed, window, identity seeds, ephemeral secrets, challenges
 and device secrets, and for pin-update.json the seed, window, identity seeds, ephemeral secrets
-and new device secrets, with both sides of each session run against each other); every listed
+and new device secrets, with both sides of each session run against each other; for
+remote.json the identity seeds, ephemeral secrets, device secrets, names, codes as typed, sid
+and CPace scalars, the inviter and the invitee run against each other); every listed
 rejection must be rejected.  Section numbers refer to PROTOCOL.md.
+
+The CPace primitive of section 16.2 and its ristretto255 group, which the ``cryptography``
+package does not offer, are checked against the CFRG draft's own vectors (a copy under
+Tests/ItsMeCoreTests/Vectors) and RFC 9496's.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import pathlib
 import random
 import sys
 
 import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from independent import cpace as C  # noqa: E402
 from independent import protocol as P  # noqa: E402
+from independent import ristretto255 as R  # noqa: E402
 
 
 def _vector_dir() -> pathlib.Path:
@@ -1332,7 +1342,8 @@ def _ov_recompute(case, seed, window, pids, esks, chals, ds):
 
 
 _REPLAYED = {"encoding.json", "seed.json", "sas.json", "qr.json", "source-v5.json",
-             "bluetooth.json", "voice.json", "online-verify.json", "pin-update.json"}
+             "bluetooth.json", "voice.json", "online-verify.json", "pin-update.json",
+             "remote.json"}
 # Vector files this module does not replay yet, each with the reason.  A new file must be added
 # to one of the two sets, so none goes unnoticed.
 _NOT_REPLAYED: dict[str, str] = {}
@@ -3089,3 +3100,1048 @@ def test_pin_update_no_current_secret_tag_collision(mode):
             assert (cx.pending, cx.committed, cx.previous) == (None, False, None), (mode, x)
             assert (cx.mine, cx.theirs) == (news2[x], news2[_OTHER[x]])
             assert cx.state == P.VERIFIED
+
+
+# --------------------------------------------------------------------------------------------
+# ristretto255 (RFC 9496) and CPace (the CFRG draft), for section 16.2
+# --------------------------------------------------------------------------------------------
+
+def _cpace_vector_file() -> pathlib.Path:
+    """Tests/ItsMeCoreTests/Vectors/cpace-ristretto255.json of the repository holding this file:
+    the draft's ristretto255 vectors, copied unchanged."""
+    tail = pathlib.Path("Tests", "ItsMeCoreTests", "Vectors", "cpace-ristretto255.json")
+    here = pathlib.Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / tail).is_file():
+            return parent / tail
+    return here.parents[3] / tail
+
+
+CPACE_VECTORS = _cpace_vector_file()
+needs_cpace_vectors = pytest.mark.skipif(
+    not CPACE_VECTORS.is_file(), reason=f"no CPace draft vectors at {CPACE_VECTORS}"
+)
+
+# RFC 9496 appendix A.1: the encodings of 0 * B to 15 * B.
+_RFC9496_MULTIPLES = """
+0000000000000000000000000000000000000000000000000000000000000000
+e2f2ae0a6abc4e71a884a961c500515f58e30b6aa582dd8db6a65945e08d2d76
+6a493210f7499cd17fecb510ae0cea23a110e8d5b901f8acadd3095c73a3b919
+94741f5d5d52755ece4f23f044ee27d5d1ea1e2bd196b462166b16152a9d0259
+da80862773358b466ffadfe0b3293ab3d9fd53c5ea6c955358f568322daf6a57
+e882b131016b52c1d3337080187cf768423efccbb517bb495ab812c4160ff44e
+f64746d3c92b13050ed8d80236a7f0007c3b3f962f5ba793d19a601ebb1df403
+44f53520926ec81fbd5a387845beb7df85a96a24ece18738bdcfa6a7822a176d
+903293d8f2287ebe10e2374dc1a53e0bc887e592699f02d077d5263cdd55601c
+02622ace8f7303a31cafc63f8fc48fdc16e1c8c8d234b2f0d6685282a9076031
+20706fd788b2720a1ed2a5dad4952b01f413bcf0e7564de8cdc816689e2db95f
+bce83f8ba5dd2fa572864c24ba1810f9522bc6004afe95877ac73241cafdab42
+e4549ee16b9aa03099ca208c67adafcafa4c3f3e4e5303de6026e3ca8ff84460
+aa52e000df2e16f55fb1032fc33bc42742dad6bd5a8fc0be0167436c5948501f
+46376b80f409b29dc2b5f6f0c52591990896e5716f41477cd30085ab7f10301e
+e0c418f7c8d9c4cdd7395b93ea124f3ad99021bb681dfc3302a9d99a2e53e64e
+""".split()
+
+# RFC 9496 appendix A.2: invalid encodings, by the check of section 4.3.1 that rejects them.
+_RFC9496_BAD = {
+    "non-canonical": """
+        00ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff
+        ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f
+        f3ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f
+        edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f""",
+    "negative": """
+        0100000000000000000000000000000000000000000000000000000000000000
+        01ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f
+        ed57ffd8c914fb201471d1c3d245ce3c746fcbe63a3679d51b6a516ebebe0e20
+        c34c4e1826e5d403b78e246e88aa051c36ccf0aafebffe137d148a2bf9104562
+        c940e5a4404157cfb1628b108db051a8d439e1a421394ec4ebccb9ec92a8ac78
+        47cfc5497c53dc8e61c91d17fd626ffb1c49e2bca94eed052281b510b1117a24
+        f1c6165d33367351b0da8f6e4511010c68174a03b6581212c71c0e1d026c3c72
+        87260f7a2f12495118360f02c26a470f450dadf34a413d21042b43b9d93e1309""",
+    "not-square": """
+        26948d35ca62e643e26a83177332e6b6afeb9d08e4268b650f1f5bbd8d81d371
+        4eac077a713c57b4f4397629a4145982c661f48044dd3f96427d40b147d9742f
+        de6a7b00deadc788eb6b6c8d20c0ae96c2f2019078fa604fee5b87d6e989ad7b
+        bcab477be20861e01e4a0e295284146a510150d9817763caf1a6f4b422d67042
+        2a292df7e32cababbd9de088d1d1abec9fc0440f637ed2fba145094dc14bea08
+        f4a9e534fc0d216c44b218fa0c42d99635a0127ee2e53c712f70609649fdff22
+        8268436f8c4126196cf64b3c7ddbda90746a378625f9813dd9b8457077256731
+        2810e5cbc2cc4d4eece54f61c6f69758e289aa7ab440b3cbeaa21995c2f4232b""",
+    "negative-xy": """
+        3eb858e78f5a7254d8c9731174a94f76755fd3941c0ac93735c07ba14579630e
+        a45fdc55c76448c049a1ab33f17023edfb2be3581e9c7aade8a6125215e04220
+        d483fe813c6ba647ebbfd3ec41adca1c6130c2beeee9d9bf065c8d151c5f396e
+        8a2e1d30050198c65a54483123960ccc38aef6848e1ec8f5f780e8523769ba32
+        32888462f8b486c68ad7dd9610be5192bbeaf3b443951ac1a8118419d9fa097b
+        227142501b9d4355ccba290404bde41575b037693cef1f438c47f8fbf35d1165
+        5c37cc491da847cfeb9281d407efc41e15144c876e0170b499a96a22ed31e01e
+        445425117cb8c90edcbc7c1cc0e74f747f2c1efa5630a967c64f287792a48a4b""",
+    "y-zero": """
+        ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f""",
+}
+
+# RFC 9496 appendix A.3: the element derivation of SHA-512 of each label.
+_RFC9496_FROM_HASH = [
+    ("Ristretto is traditionally a short shot of espresso coffee",
+     "3066f82a1a747d45120d1740f14358531a8f04bbffe6a819f86dfe50f44a0a46"),
+    ("made with the normal amount of ground coffee but extracted with",
+     "f26e5b6f7d362d2d2a94c5d0e7602cb4773c95a2e5c31a64f133189fa76ed61b"),
+    ("about half the amount of water in the same amount of time",
+     "006ccd2a9e6867e6a2c5cea83d3302cc9de128dd2a9a57dd8ee7b9d7ffe02826"),
+    ("by using a finer grind.",
+     "f8f0c87cf237953c5890aec3998169005dae3eca1fbb04548c635953c817f92a"),
+    ("This produces a concentrated shot of coffee per volume.",
+     "ae81e7dedf20a497e10c304a765c1767a42d6e06029758d2d7e8ef7cc4c41179"),
+    ("Just pulling a normal shot short will produce a weaker shot",
+     "e2705652ff9f5e44d3e841bf1c251cf7dddb77d140870d1ab2ed64f1a9ce8628"),
+    ("and is not a Ristretto as some believe.",
+     "80bd07262511cdde4863f8a7434cef696750681cb9510eea557088f76d9e5065"),
+]
+
+
+def test_ristretto255_generator_multiples():
+    assert len(_RFC9496_MULTIPLES) == 16
+    acc = R.IDENTITY
+    for n, expected in enumerate(_RFC9496_MULTIPLES):
+        assert R.encode(R.scalar_mult(n, R.GENERATOR)).hex() == expected, n
+        assert R.encode(acc).hex() == expected, n  # by repeated addition too
+        point = R.decode(h(expected))
+        assert R.on_curve(point) and R.equal(point, acc)
+        assert R.encode(point).hex() == expected
+        acc = R.add(acc, R.GENERATOR)
+
+
+def test_ristretto255_bad_encodings():
+    counted = 0
+    for reason, block in _RFC9496_BAD.items():
+        for text in block.split():
+            assert R.decode_failure(h(text)) == reason, text
+            with pytest.raises(R.DecodeError):
+                R.decode(h(text))
+            # G.scalar_mult_vfy returns G.I for an encoding that does not decode.
+            assert C.scalar_mult_vfy(h("01" + "00" * 31), h(text)) == C.IDENTITY
+            counted += 1
+    assert counted == 29
+    for bad in (b"", bytes(31), bytes(33)):
+        with pytest.raises(R.DecodeError):
+            R.decode(bad)
+
+
+def test_ristretto255_non_canonical_forms_of_valid_encodings():
+    """A valid encoding with the top bit set, or with s + p in place of s, names the same field
+    element but is not canonical: RFC 9496 rejects both (some versions of libsodium, 1.0.18
+    among them, accept the top bit set)."""
+    rng = random.Random(1602)
+    for n in list(range(16)) + [rng.randrange(R.L) for _ in range(40)]:
+        e = R.encode(R.scalar_mult(n, R.GENERATOR))
+        assert R.decode_failure(e) is None
+        top = e[:31] + bytes([e[31] | 0x80])
+        assert R.decode_failure(top) == "non-canonical"
+        s = int.from_bytes(e, "little")
+        assert R.decode_failure((s + R.P).to_bytes(32, "little")) == "non-canonical"
+
+
+def test_ristretto255_from_hash():
+    for label, expected in _RFC9496_FROM_HASH:
+        point = R.from_uniform_bytes(hashlib.sha512(label.encode("ascii")).digest())
+        assert R.on_curve(point)
+        assert R.encode(point).hex() == expected, label
+    with pytest.raises(ValueError):
+        R.from_uniform_bytes(bytes(63))
+    # Only the low 255 bits of each half count: the top bit of bytes 31 and 63 is ignored.
+    data = hashlib.sha512(b"x").digest()
+    flipped = bytearray(data)
+    flipped[31] ^= 0x80
+    flipped[63] ^= 0x80
+    assert R.encode(R.from_uniform_bytes(bytes(flipped))) == R.encode(R.from_uniform_bytes(data))
+
+
+def test_ristretto255_group_laws():
+    """The edwards25519 points standing for one element differ by a 4-torsion point, and the
+    encoding (and equality) must not see the difference; the group has order L."""
+    rng = random.Random(1603)
+    b = R.GENERATOR
+    t2 = R.Point(0, R.P - 1, 1, 0)  # (0, -1), of order 2
+    t4 = R.Point(R.SQRT_M1, 0, 1, 0)  # (sqrt(-1), 0), of order 4
+    for t in (t2, t4):
+        assert R.on_curve(t)
+        four = R.scalar_mult(4, t)
+        assert four.x % R.P == 0 and (four.y - four.z) % R.P == 0
+    assert R.encode(t2) == R.encode(t4) == R.IDENTITY_ENCODING
+    assert R.encode(R.scalar_mult(R.L, b)) == R.IDENTITY_ENCODING
+    assert R.encode(R.scalar_mult(R.L + 7, b)) == R.encode(R.scalar_mult(7, b))
+    for _ in range(25):
+        x, y = rng.randrange(R.L), rng.randrange(R.L)
+        px, py = R.scalar_mult(x, b), R.scalar_mult(y, b)
+        assert R.encode(R.add(px, py)) == R.encode(R.scalar_mult((x + y) % R.L, b))
+        assert R.encode(R.scalar_mult(y, px)) == R.encode(R.scalar_mult(x, py))
+        assert R.encode(R.add(px, R.negate(px))) == R.IDENTITY_ENCODING
+        e = R.encode(px)
+        assert R.encode(R.negate(px)) != e
+        for t in (t2, t4, R.add(t2, t4)):
+            moved = R.add(px, t)
+            assert R.on_curve(moved) and R.equal(moved, px)
+            assert R.encode(moved) == e
+        assert not R.equal(px, py)
+        u = R.from_uniform_bytes(rng.randbytes(64))
+        eu = R.encode(u)
+        assert R.decode_failure(eu) is None and R.encode(R.decode(eu)) == eu
+        assert R.equal(R.decode(eu), u)
+        # The encoding's s is non-negative and canonical.
+        s = int.from_bytes(eu, "little")
+        assert s < R.P and s % 2 == 0
+
+
+def test_cpace_string_functions():
+    """The draft's appendix: prepend_len, lv_cat, o_cat, transcript_ir, transcript_oc."""
+    assert C.prepend_len(b"") == h("00")
+    assert C.prepend_len(b"1234") == h("0431323334")
+    assert C.prepend_len(bytes(range(127))) == h("7f") + bytes(range(127))
+    assert C.prepend_len(bytes(range(128))) == h("8001") + bytes(range(128))
+    assert C.lv_cat(b"1234", b"5", b"", b"678") == h("043132333401350003363738")
+    for args in ((b"",), (b"x" * 300, b"y"), (bytes(range(200)),)):
+        assert C.lv_cat(*args) == P.lv_cat(*args)
+    assert C.o_cat(b"ABCD", b"BCD") == h("6f6342434441424344")
+    assert C.o_cat(b"BCD", b"ABCDE") == h("6f634243444142434445")
+    # lexiographically_larger of the draft is Python's ordering of bytes.
+    for a, b_, larger in ((b"\0", b"\0\0", False), (b"\1", b"\0\0", True),
+                          (b"\0\0", b"\0", True), (b"\0\0", b"\1", False),
+                          (b"\0\1", b"\1", False), (b"ABCD", b"BCD", False)):
+        assert (a > b_) is larger
+    assert C.transcript_ir(b"123", b"PartyA", b"234", b"PartyB") == h(
+        "03313233065061727479410332333406506172747942")
+    assert C.transcript_ir(b"3456", b"PartyA", b"2345", b"PartyB") == h(
+        "043334353606506172747941043233343506506172747942")
+    assert C.transcript_oc(b"123", b"PartyA", b"234", b"PartyB") == h(
+        "6f6303323334065061727479420331323306506172747941")
+    assert C.transcript_oc(b"3456", b"PartyA", b"2345", b"PartyB") == h(
+        "6f63043334353606506172747941043233343506506172747942")
+
+
+# The draft's "Test vectors for calculate_generator with group ristretto255" (not in the JSON).
+_DRAFT_GENERATOR_STRING = (
+    "11435061636552697374726574746f3235350850617373776f726464" + "00" * 28 * 3
+    + "00000000000000000000000000000000180b415f696e69746961746f"
+    "720b425f726573706f6e646572107e4b4791d6a8ef019b936c79fb7f"
+    "2c57")
+_DRAFT_GENERATOR_HASH = (
+    "da6d3ddc8802fca9058755ffd3ebde08a9c2c74945901a258482a288"
+    "b6663af06bf645c93cd1c51512307199c80e84908916d983b34af772"
+    "05f90851a657ee27")
+_DRAFT_TRANSCRIPT_IR = (
+    "20d6bac480f2c386c394efc7c47adb9925dcd2630b64f240c50f8d0e"
+    "ec482b915703414461203ea7e0b19560d7c0b0f5734f63b955286dfa"
+    "8232b5ebe63324e2d9e7433f725803414462")
+
+
+def _load_cpace_vectors():
+    data = json.loads(CPACE_VECTORS.read_text(encoding="utf-8"))
+    expect_keys(data, "source G_Coffee25519 G_Coffee25519_points")
+    return data
+
+
+@needs_cpace_vectors
+def test_cpace_draft_vectors():
+    v = _load_cpace_vectors()["G_Coffee25519"]
+    expect_keys(v, "PRS CI sid g ya ADa Ya yb ADb Yb K ISK_IR ISK_SY sid_output_ir "
+                   "sid_output_oc")
+    prs, ci, sid = h(v["PRS"]), h(v["CI"]), h(v["sid"])
+    assert prs == b"Password"
+    gen_str = C.generator_string(C.DSI, prs, ci, sid, C.H_S_IN_BYTES)
+    assert len(gen_str) == 170 and gen_str.hex() == _DRAFT_GENERATOR_STRING
+    assert C.generator_hash(prs, ci, sid).hex() == _DRAFT_GENERATOR_HASH
+    g = C.calculate_generator(prs, ci, sid)
+    assert R.encode(g) == h(v["g"])
+    ya, yb, ada, adb = h(v["ya"]), h(v["yb"]), h(v["ADa"]), h(v["ADb"])
+    assert (ada, adb) == (b"ADa", b"ADb")
+    # The draft's scalars are already sample_scalar outputs (below 2^252).
+    assert C.sample_scalar(ya) == ya and C.sample_scalar(yb) == yb
+    big_ya, big_yb = C.scalar_mult(ya, g), C.scalar_mult(yb, g)
+    assert big_ya == h(v["Ya"]) and big_yb == h(v["Yb"])
+    k = C.shared_point(ya, big_yb)
+    assert k == C.shared_point(yb, big_ya) == h(v["K"])
+    assert C.transcript_ir(big_ya, ada, big_yb, adb).hex() == _DRAFT_TRANSCRIPT_IR
+    assert C.isk(sid, k, big_ya, ada, big_yb, adb) == h(v["ISK_IR"])
+    assert C.isk(sid, k, big_ya, ada, big_yb, adb, ordered=False) == h(v["ISK_SY"])
+    assert C.isk_input(sid, k, big_ya, ada, big_yb, adb)[:21 + 1] == b"\x15" + C.DSI_ISK
+    assert C.sid_output(big_ya, ada, big_yb, adb) == h(v["sid_output_ir"])
+    assert C.sid_output(big_ya, ada, big_yb, adb, ordered=False) == h(v["sid_output_oc"])
+
+
+@needs_cpace_vectors
+def test_cpace_draft_invalid_points():
+    """The draft's "Invalid inputs for scalar_mult_vfy": Y_i1 does not decode and Y_i2 is G.I;
+    scalar_mult_vfy gives G.I for both, and a party receiving either MUST abort."""
+    v = _load_cpace_vectors()["G_Coffee25519_points"]
+    expect_keys({k.replace(" ", "_"): None for k in v}, "Valid Invalid_Y1 Invalid_Y2")
+    valid = v["Valid"]
+    expect_keys(valid, "s X G.scalar_mult(s,decode(X)) G.scalar_mult_vfy(s,X)")
+    s, x = h(valid["s"]), h(valid["X"])
+    assert C.scalar_mult(s, R.decode(x)) == h(valid["G.scalar_mult(s,decode(X))"])
+    assert C.scalar_mult_vfy(s, x) == h(valid["G.scalar_mult_vfy(s,X)"])
+    y1, y2 = h(v["Invalid Y1"]), h(v["Invalid Y2"])
+    assert R.decode_failure(y1) is not None  # X with its first byte changed
+    assert R.decode_failure(y2) is None and y2 == C.IDENTITY  # the neutral element decodes
+    for bad in (y1, y2):
+        assert C.scalar_mult_vfy(s, bad) == C.IDENTITY
+        with pytest.raises(C.CPaceAbort):
+            C.shared_point(s, bad)
+    # A scalar that is a multiple of the group order gives G.I from a valid share too.
+    with pytest.raises(C.CPaceAbort):
+        C.shared_point(bytes(32), x)
+    with pytest.raises(C.CPaceAbort):
+        C.shared_point(C.GROUP_ORDER.to_bytes(32, "little"), x)
+
+
+# --------------------------------------------------------------------------------------------
+# remote.json (section 16)
+# --------------------------------------------------------------------------------------------
+
+_REMOTE_EXCHANGE_KEYS = (
+    "invite_code_text encryption_code_text realtime invite_id room_id sid prs ci "
+    "generator_string generator_hash generator inviter invitee k isk_input isk kc_i kc_r kp_i "
+    "kp_r tpake_input tpake tag_i tag_r invite_message accept_message reply_message shared seed "
+    "transcript_input transcript_hash sas_value sas_text")
+_REMOTE_PARTY_KEYS = (
+    "random_seed identity_seed identity_public fingerprint_text name_text ephemeral_secret "
+    "ephemeral_public device_secret scalar share payload_data payload signed_message aad "
+    "sealed_payload")
+_REMOTE_INVITER_KEYS = _REMOTE_PARTY_KEYS + " commitment rest"
+
+
+def _remote_sides(inputs, realtime=False):
+    """The inviter and the invitee of one exchange from their inputs: ``inputs`` holds, for
+    "inviter" and "invitee", identity_seed, ephemeral_secret, device_secret, name and scalar
+    (bytes), and the codes as each side holds them (invite_code and encryption_code) and the
+    inviter's sid."""
+    i, r = inputs["inviter"], inputs["invitee"]
+    return (P.RemoteExchange.inviter(i["identity_seed"], i["ephemeral_secret"],
+                                     i["device_secret"], i["name"], i["invite_code"],
+                                     i["encryption_code"], i["sid"], i["scalar"],
+                                     realtime=realtime),
+            P.RemoteExchange.invitee(r["identity_seed"], r["ephemeral_secret"],
+                                     r["device_secret"], r["name"], r["invite_code"],
+                                     r["encryption_code"], r["scalar"], realtime=realtime))
+
+
+def _remote_run(inviter, invitee, tamper=None):
+    """Run an exchange through an in-memory relay: INVITE, ACCEPT, REPLY in turn.
+    ``tamper(index, message)`` may replace the index-th message (None drops it).  Returns
+    (messages sent, failures by side: 'inviter' or 'invitee')."""
+    sides = {"inviter": inviter, "invitee": invitee}
+    other = {"inviter": "invitee", "invitee": "inviter"}
+    queue, sent, failures = [], [], {}
+
+    def send(sender, messages):
+        for m in messages:
+            index = len(sent)
+            sent.append((sender, m))
+            if tamper is not None:
+                m = tamper(index, m)
+            if m is not None:
+                queue.append((other[sender], m))
+
+    send("inviter", inviter.start())
+    send("invitee", invitee.start())
+    while queue:
+        dst, m = queue.pop(0)
+        try:
+            send(dst, sides[dst].receive(m))
+        except P.ProtocolError as exc:
+            failures.setdefault(dst, exc)
+    return sent, failures
+
+
+def _remote_inputs(ex) -> dict:
+    out = {}
+    for who in ("inviter", "invitee"):
+        party = ex[who]
+        out[who] = {"identity_seed": h(party["identity_seed"]),
+                    "ephemeral_secret": h(party["ephemeral_secret"]),
+                    "device_secret": h(party["device_secret"]),
+                    "name": party["name_text"].encode("utf-8"), "scalar": h(party["scalar"])}
+    # The inviter holds the codes it drew (canonical); the invitee types what it was sent.
+    out["inviter"].update(invite_code=P.parse_code(ex["invite_code_text"]),
+                          encryption_code=P.parse_code(ex["encryption_code_text"]),
+                          sid=h(ex["sid"]))
+    out["invitee"].update(invite_code=ex["invite_code_text"],
+                          encryption_code=ex["encryption_code_text"])
+    return out
+
+
+def _remote_fields(res: P.RemoteResult) -> dict:
+    """The values of a remote.json exchange as one side's result names them (of the party
+    fields, those a side holds: its own, or what it received)."""
+    return {
+        "invite_code_text": P.format_code(res.invite_code),
+        "encryption_code_text": P.format_code(res.encryption_code),
+        "realtime": res.realtime, "invite_id": res.invite_id.hex(),
+        "room_id": res.room_id.hex(), "sid": res.sid.hex(), "prs": res.prs.hex(),
+        "ci": res.ci.hex(), "generator_string": res.generator_string.hex(),
+        "generator_hash": res.generator_hash.hex(), "generator": res.generator.hex(),
+        "k": res.k.hex(), "isk_input": res.isk_input.hex(), "isk": res.isk.hex(),
+        "kc_i": res.keys.kc_i.hex(), "kc_r": res.keys.kc_r.hex(), "kp_i": res.keys.kp_i.hex(),
+        "kp_r": res.keys.kp_r.hex(), "tpake_input": res.tpake_input.hex(),
+        "tpake": res.tpake.hex(), "tag_i": res.tag_i.hex(), "tag_r": res.tag_r.hex(),
+        "invite_message": res.invite.hex(), "accept_message": res.accept.hex(),
+        "reply_message": res.reply.hex(), "shared": res.shared.hex(), "seed": res.seed.hex(),
+        "transcript_input": res.transcript_input.hex(),
+        "transcript_hash": res.transcript_hash.hex(), "sas_value": res.sas_value,
+        "sas_text": res.sas_text,
+        "inviter": {"share": res.ya.hex(), "commitment": res.commitment.hex(),
+                    "payload": res.payload_i.hex(), "sealed_payload": res.box_i.hex()},
+        "invitee": {"share": res.yb.hex(), "payload": res.payload_r.hex(),
+                    "sealed_payload": res.box_r.hex()},
+    }
+
+
+def _subset(full: dict, part: dict) -> dict:
+    """``full`` restricted to the keys of ``part`` (one level of nesting)."""
+    return {k: _subset(full[k], v) if isinstance(v, dict) else full[k] for k, v in part.items()}
+
+
+@needs_vectors
+def test_remote_vector_file_fields():
+    expect_keys(load("remote.json"), "codes exchanges")
+
+
+@needs_vectors
+def test_remote_codes():
+    """16.1: each typed text gives the canonical form and the shown one, or is refused."""
+    for case in _cases(load("remote.json"), "codes"):
+        text = case["input_text"]
+        if "error_text" in case:
+            expect_keys(case, "input_text error_text")
+            assert case["error_text"] == "invalid"
+            with pytest.raises(P.ProtocolError):
+                P.parse_code(text)
+            continue
+        expect_keys(case, "input_text canonical_text shown_text")
+        canonical = P.parse_code(text)
+        assert canonical == case["canonical_text"]
+        assert P.format_code(canonical) == case["shown_text"]
+        assert P.parse_code(case["shown_text"]) == canonical
+        _check_canonical_code(canonical)
+
+
+def _check_canonical_code(canonical: str):
+    """The canonical code's check character recomputed from its first seven (16.1)."""
+    values = [P.CODE_ALPHABET.index(c) for c in canonical]
+    assert len(values) == 8 and P.code_sum_ok(values)
+    assert P.code_check_value(values[:7]) == values[7]
+    assert P.code_from_values(values[:7]) == canonical
+    assert sum(i * v for i, v in enumerate(values, 1)) % 31 == 0
+
+
+@needs_vectors
+def test_remote_exchanges():
+    for ex in _cases(load("remote.json"), "exchanges"):
+        expect_keys(ex, _REMOTE_EXCHANGE_KEYS)
+        expect_keys(ex["inviter"], _REMOTE_INVITER_KEYS)
+        expect_keys(ex["invitee"], _REMOTE_PARTY_KEYS)
+        for who in ("inviter", "invitee"):
+            # random_seed drives the library's own test random source, no part of the
+            # protocol (section 13): only its form can be checked.
+            assert len(h(ex[who]["random_seed"])) == 32
+        inviter, invitee = _remote_sides(_remote_inputs(ex), realtime=ex["realtime"])
+        sent, failures = _remote_run(inviter, invitee)
+        assert failures == {}
+        # The messages on the wire, in the order of 16.3.
+        assert [(x, m.hex()) for x, m in sent] == [
+            ("inviter", ex["invite_message"]), ("invitee", ex["accept_message"]),
+            ("inviter", ex["reply_message"])]
+        # Each side's own view holds every value of the vector.
+        views = {}
+        for who, side in (("inviter", inviter), ("invitee", invitee)):
+            assert side.done and not side.failed
+            res = side.result
+            assert res.role == (P.INITIATOR if who == "inviter" else P.RESPONDER)
+            fields = _remote_fields(res)
+            assert fields == _subset(ex, fields), who
+            views[who] = fields
+            # 16.5: the relay ID is the mailbox, or in a real-time exchange the room.
+            assert side.relay_id == res.relay_id == (res.room_id if ex["realtime"]
+                                                     else res.invite_id)
+        assert views["inviter"] == views["invitee"]
+        # What each side learned of the other.
+        for side, party in ((inviter, ex["invitee"]), (invitee, ex["inviter"])):
+            peer = side.result.peer
+            assert peer.identity_pk.hex() == party["identity_public"]
+            assert peer.fingerprint_text == party["fingerprint_text"]
+            assert peer.ephemeral_pk.hex() == party["ephemeral_public"]
+            assert peer.device_secret.hex() == party["device_secret"]
+            assert peer.name.decode("utf-8") == party["name_text"]
+            assert peer.payload.hex() == party["payload"]
+        _remote_recompute(ex)
+
+
+def _remote_recompute(ex):
+    """Every value again, from the formulas of 16.1 to 16.4 one by one (not through the
+    exchange objects), on the CPace and ristretto255 modules directly."""
+    i, r = ex["inviter"], ex["invitee"]
+    ic_text, ec_text = ex["invite_code_text"], ex["encryption_code_text"]
+    invite_code, encryption_code = P.parse_code(ic_text), P.parse_code(ec_text)
+    for code, text in ((invite_code, ic_text), (encryption_code, ec_text)):
+        assert P.format_code(code) == text  # the vector shows codes as they are shown
+        _check_canonical_code(code)
+    assert invite_code != encryption_code  # "the two must differ"
+    # 16.1: IDs.
+    iid = P.sha256(P.lv_cat(b"itsme-invite-id-v1", invite_code.encode("ascii")))[:16]
+    assert iid.hex() == ex["invite_id"] and P.invite_id(invite_code) == iid
+    room = P.sha256(P.lv_cat(b"itsme-realtime-room-v1", invite_code.encode("ascii")))[:16]
+    assert room.hex() == ex["room_id"] and P.realtime_room_id(invite_code) == room
+    assert iid != room
+    # 16.2: CPace.
+    sid = h(ex["sid"])
+    assert len(sid) == 16
+    prs = encryption_code.encode("ascii")
+    assert prs.hex() == ex["prs"] and P.remote_prs(encryption_code) == prs
+    ci = P.lv_cat(b"itsme-online-exchange-v1", invite_code.encode("ascii"))
+    assert ci.hex() == ex["ci"] and P.remote_ci(invite_code) == ci
+    gen_str = C.generator_string(b"CPaceRistretto255", prs, ci, sid, 128)
+    assert gen_str.hex() == ex["generator_string"]
+    # DSI and PRS with the zero padding fill SHA-512's first 128-byte block exactly.
+    assert len(C.lv_cat(b"CPaceRistretto255", prs, bytes(128 - 1 - 9 - 18))) == 128
+    gen_hash = hashlib.sha512(gen_str).digest()
+    assert gen_hash.hex() == ex["generator_hash"]
+    g = R.from_uniform_bytes(gen_hash)
+    assert R.encode(g).hex() == ex["generator"]
+    ya, yb = h(i["scalar"]), h(r["scalar"])
+    for y in (ya, yb):
+        assert y[31] & 0xF0 == 0 and C.sample_scalar(y) == y  # below 2^252
+    share_a = R.encode(R.scalar_mult(int.from_bytes(ya, "little"), g))
+    share_b = R.encode(R.scalar_mult(int.from_bytes(yb, "little"), g))
+    assert share_a.hex() == i["share"] and share_b.hex() == r["share"]
+    assert share_a != share_b
+    k = C.scalar_mult_vfy(ya, share_b)
+    assert k == C.scalar_mult_vfy(yb, share_a) and k != C.IDENTITY
+    assert k.hex() == ex["k"]
+    i_pk, r_pk = P.ed25519_public(h(i["identity_seed"])), P.ed25519_public(h(r["identity_seed"]))
+    i_epk, r_epk = P.x25519_public(h(i["ephemeral_secret"])), P.x25519_public(
+        h(r["ephemeral_secret"]))
+    for party, pk, epk in ((i, i_pk, i_epk), (r, r_pk, r_epk)):
+        assert pk.hex() == party["identity_public"]
+        assert P.fingerprint(pk) == party["fingerprint_text"]
+        assert epk.hex() == party["ephemeral_public"]
+    i_name, r_name = i["name_text"].encode("utf-8"), r["name_text"].encode("utf-8")
+    i_ds, r_ds = h(i["device_secret"]), h(r["device_secret"])
+    # 16.3: the commitment (7.3's) is ADa.
+    rest = P.lv_cat(i_name, i_ds)
+    assert rest.hex() == i["rest"]
+    commitment = P.sha256(P.lv_cat(b"itsme-sas-commit-v1", b"\x01", i_pk, i_epk,
+                                   P.sha256(rest)))
+    assert commitment.hex() == i["commitment"]
+    isk_input = (P.lv_cat(b"CPaceRistretto255_ISK", sid, k) + P.lv_cat(share_a, commitment)
+                 + P.lv_cat(share_b, b""))
+    assert isk_input.hex() == ex["isk_input"]
+    isk = hashlib.sha512(isk_input).digest()
+    assert isk.hex() == ex["isk"]
+    assert isk == C.isk(sid, k, share_a, commitment, share_b, b"")
+    prk = P.hkdf_extract(b"itsme-online-exchange-v1", isk)
+    keys = {}
+    for name, label, role in (("kc_i", b"itsme-online-confirm-v1", b"initiator"),
+                              ("kc_r", b"itsme-online-confirm-v1", b"responder"),
+                              ("kp_i", b"payload-encryption", b"initiator"),
+                              ("kp_r", b"payload-encryption", b"responder")):
+        keys[name] = P.hkdf_expand(prk, P.lv_cat(label, role), 32)
+        assert keys[name].hex() == ex[name], name
+    assert len(set(keys.values())) == 4
+    invite = b"\x01\x01" + sid + share_a + commitment
+    assert len(invite) == 82 and invite.hex() == ex["invite_message"]
+    t_in = P.lv_cat(b"itsme-online-transcript-v1", iid, invite, share_b)
+    assert t_in.hex() == ex["tpake_input"]
+    tpake = P.sha256(t_in)
+    assert tpake.hex() == ex["tpake"]
+    tag_r = P.hmac_sha256(keys["kc_r"], P.lv_cat(b"itsme-online-confirm-v1", b"responder", tpake))
+    assert tag_r.hex() == ex["tag_r"]
+    payloads, boxes = {}, {}
+    for party, role, pk, epk, ds, name in ((i, b"initiator", i_pk, i_epk, i_ds, i_name),
+                                           (r, b"responder", r_pk, r_epk, r_ds, r_name)):
+        data = pk + epk + ds + bytes([len(name)]) + name
+        assert data.hex() == party["payload_data"]
+        signed = P.lv_cat(b"itsme-online-payload-v1", tpake, role, data)
+        assert signed.hex() == party["signed_message"]
+        payload = data + P.ed25519_sign(h(party["identity_seed"]), signed)
+        assert payload.hex() == party["payload"] and len(payload) == 145 + len(name)
+        aad = P.lv_cat(b"itsme-online-payload-v1", b"\x01", role, iid)
+        assert aad.hex() == party["aad"]
+        kp = keys["kp_i" if role == b"initiator" else "kp_r"]
+        box = AESGCM(kp).encrypt(bytes(12), payload, aad)
+        assert box.hex() == party["sealed_payload"] and len(box) == len(payload) + 16
+        assert AESGCM(kp).decrypt(bytes(12), box, aad) == payload
+        payloads[role], boxes[role] = payload, box
+    accept = b"\x01\x02" + share_b + tag_r + boxes[b"responder"]
+    assert accept.hex() == ex["accept_message"] and 228 <= len(accept) <= 355
+    tag_i = P.hmac_sha256(keys["kc_i"], P.lv_cat(b"itsme-online-confirm-v1", b"initiator", tpake,
+                                                 P.sha256(accept)))
+    assert tag_i.hex() == ex["tag_i"]
+    reply = b"\x01\x03" + tag_i + boxes[b"initiator"]
+    assert reply.hex() == ex["reply_message"]
+    # 16.4: seed (section 3) and SAS (4.1).
+    shared = P.x25519_shared(h(i["ephemeral_secret"]), r_epk)
+    assert shared == P.x25519_shared(h(r["ephemeral_secret"]), i_epk)
+    assert shared.hex() == ex["shared"]
+    seed = P.hkdf(shared, P.seed_salt(i["fingerprint_text"], r["fingerprint_text"]),
+                  b"itsme-verification-seed-v1", 32)
+    assert seed.hex() == ex["seed"]
+    th_in = P.lv_cat(b"itsme-online-sas-transcript-v1", tpake, payloads[b"initiator"],
+                     payloads[b"responder"])
+    assert th_in.hex() == ex["transcript_input"]
+    th = P.sha256(th_in)
+    assert th.hex() == ex["transcript_hash"]
+    assert P.sas_value(seed, th) == ex["sas_value"]
+    assert P.sas_text(seed, th) == ex["sas_text"]
+
+
+def _replace(message: bytes, at: int, new: bytes) -> bytes:
+    return message[:at] + new + message[at + len(new):]
+
+
+@needs_vectors
+def test_remote_vector_shares_checked():
+    """16.2: "A side MUST abort if the peer's share does not decode as a canonical ristretto255
+    element, if K is the identity, or if Yb = Ya (a reflected share)", on each vector exchange:
+    INVITE's Ya and ACCEPT's Yb replaced by the identity, the draft's invalid point, encodings
+    the RFC rejects, the share with its top bit set (not canonical), and (ACCEPT) Ya itself."""
+    y1 = h("2b3c6b8c4f3800e7aef6864025b4ed79bd599117e427c41bd47d93d654b4a51c")
+    for ex in _cases(load("remote.json"), "exchanges"):
+        inputs = _remote_inputs(ex)
+        invite, accept = h(ex["invite_message"]), h(ex["accept_message"])
+        ya, yb = h(ex["inviter"]["share"]), h(ex["invitee"]["share"])
+        common = [C.IDENTITY, y1, h(_RFC9496_BAD["negative"].split()[2]),
+                  h(_RFC9496_BAD["not-square"].split()[0]),
+                  h(_RFC9496_BAD["non-canonical"].split()[1])]
+        for bad in common + [ya[:31] + bytes([ya[31] | 0x80])]:
+            inviter, invitee = _remote_sides(inputs)
+            invitee.start()
+            with pytest.raises(P.ProtocolError):
+                invitee.receive(_replace(invite, 2 + 16, bad))
+            assert invitee.failed and invitee.result is None
+        for bad in common + [yb[:31] + bytes([yb[31] | 0x80]), ya]:
+            inviter, invitee = _remote_sides(inputs)
+            inviter.start()
+            with pytest.raises(P.ProtocolError):
+                inviter.receive(_replace(accept, 2, bad))
+            assert inviter.failed and inviter.result is None
+        # The untouched messages pass, so each failure above is the share's.
+        inviter, invitee = _remote_sides(inputs)
+        inviter.start()
+        invitee.start()
+        assert invitee.receive(invite) == [accept]
+        assert inviter.receive(accept) == [h(ex["reply_message"])]
+        # An invitee whose share would equal Ya (a reflected INVITE: the inviter's own
+        # scalar) refuses too.
+        twin = dict(inputs["invitee"], scalar=inputs["inviter"]["scalar"])
+        _, reflecting = _remote_sides({"inviter": inputs["inviter"], "invitee": twin})
+        reflecting.start()
+        with pytest.raises(P.ProtocolError, match="reflected"):
+            reflecting.receive(invite)
+
+
+# Own checks of section 16 --------------------------------------------------------------------
+
+def test_remote_code_parsing():
+    code = "K7X2M9PM"
+    for text in ("K7X2M9PM", "k7x2m9pm", "K7X2-M9PM", " K7X2 M9PM ", "k-7-x-2-m-9-p-m",
+                 "K7X2--M9PM", "  k7X2m9Pm", "K7X2M9PM-"):
+        assert P.parse_code(text) == code, text
+    # Other separators and characters, and non-ASCII look-alikes, are refused.
+    for text in ("K7X2\tM9PM", "K7X2_M9PM", "K7X2.M9PM", "K7X2\u00a0M9PM", "K7X2\u2011M9PM",
+                 "\uff2b7X2M9PM", "K7X2M9PM\n", "", "--------", "K7X2M9P", "K7X2M9PMM",
+                 "K7X2M9PM2"):
+        with pytest.raises(P.ProtocolError):
+            P.parse_code(text)
+    # U+017F (long s) upper-cases to "S": still refused, only ASCII is case-folded.
+    with_s = P.code_from_values([P.CODE_ALPHABET.index("S")] + [0] * 6)
+    assert P.parse_code(with_s) == with_s
+    with pytest.raises(P.ProtocolError):
+        P.parse_code("\u017f" + with_s[1:])
+    for c in "01ILO":
+        assert c not in P.CODE_ALPHABET
+        assert c.lower() not in P.CODE_ALPHABET.lower()
+    assert len(P.CODE_ALPHABET) == len(set(P.CODE_ALPHABET)) == 31
+    assert 8 * P.CODE_CHECK_FACTOR % 31 == 1
+    assert P.format_code(code) == "K7X2-M9PM"
+    with pytest.raises(ValueError):
+        P.format_code("k7x2m9pm")
+
+
+def test_remote_code_check_catches_single_errors_and_swaps():
+    """16.1: every single wrong character and every swap of two different characters,
+    adjacent or not, breaks the sum."""
+    rng = random.Random(1611)
+    codes = ["K7X2M9PM", "8YM5TBQU", "GK3N9NN9", "Z8WF7MUQ", "RYNXA5A7"]
+    codes += [P.draw_code(lambda: rng.randrange(256)) for _ in range(20)]
+    for code in codes:
+        _check_canonical_code(code)
+        for pos in range(8):
+            for c in P.CODE_ALPHABET:
+                if c != code[pos]:
+                    with pytest.raises(P.ProtocolError):
+                        P.parse_code(code[:pos] + c + code[pos + 1:])
+        for a in range(8):
+            for b in range(a + 1, 8):
+                if code[a] != code[b]:
+                    swapped = list(code)
+                    swapped[a], swapped[b] = swapped[b], swapped[a]
+                    with pytest.raises(P.ProtocolError):
+                        P.parse_code("".join(swapped))
+    # Every 7-character prefix has exactly one check character.
+    for _ in range(200):
+        values = [rng.randrange(31) for _ in range(7)]
+        ok = [v for v in range(31) if P.code_sum_ok(values + [v])]
+        assert ok == [P.code_check_value(values)]
+
+
+def test_remote_code_drawing():
+    """16.1: one byte per character, r >= 248 drawn again, v = r mod 31, then the check; the
+    invite code first, then the encryption code, which must differ."""
+    stream = [248, 255, 0, 30, 31, 247, 250, 62, 100, 249, 1]
+    code = P.draw_code(stream)
+    values = [0, 30, 0, 247 % 31, 0, 100 % 31, 1]
+    assert code == P.code_from_values(values)
+    assert code[:7] == "".join(P.CODE_ALPHABET[v] for v in values)
+    # Each accepted byte value maps to each character value exactly 8 times.
+    counts = [0] * 31
+    for r in range(248):
+        counts[r % 31] += 1
+    assert counts == [8] * 31 and P.CODE_DRAW_BELOW == 248 == 31 * 8
+    # Equal codes: the encryption code is drawn again.
+    same = [5, 6, 7, 8, 9, 10, 11]
+    other = [12, 13, 14, 15, 16, 17, 18]
+    invite, encryption = P.draw_codes(same + [255] + same + other)
+    assert invite == P.code_from_values(same) and encryption == P.code_from_values(other)
+    with pytest.raises(ValueError):
+        P.draw_code([256] * 7)
+    rng = random.Random(1612)
+    seen = set()
+    for _ in range(300):
+        a, b = P.draw_codes(lambda: rng.randrange(256))
+        assert a != b and P.parse_code(a) == a and P.parse_code(b) == b
+        seen.update(a[:7])
+    assert seen == set(P.CODE_ALPHABET)
+
+
+_REMOTE_NAMES = ("Alice", "Bob ☎", "Ćarol", "Dave the Builder", "Ève")
+
+
+def _remote_random_inputs(rng: random.Random, name_lengths=None) -> dict:
+    """Random inputs of an exchange; names of the given byte lengths, or from a short list."""
+    invite_code, encryption_code = P.draw_codes(lambda: rng.randrange(256))
+    out = {}
+    for k, who in enumerate(("inviter", "invitee")):
+        name = (b"n" * name_lengths[k] if name_lengths else
+                rng.choice(_REMOTE_NAMES).encode("utf-8"))
+        out[who] = {"identity_seed": rng.randbytes(32), "ephemeral_secret": rng.randbytes(32),
+                    "device_secret": rng.randbytes(16), "name": name,
+                    "scalar": rng.randbytes(32), "invite_code": invite_code,
+                    "encryption_code": encryption_code}
+    out["inviter"]["sid"] = rng.randbytes(16)
+    # The invitee types the codes: shown form, any case, stray spaces.
+    out["invitee"]["invite_code"] = P.format_code(invite_code).lower()
+    out["invitee"]["encryption_code"] = " " + P.format_code(encryption_code).replace("-", " ")
+    return out
+
+
+def test_remote_both_sides_agree():
+    rng = random.Random(1613)
+    sas_seen = set()
+    for trial in range(25):
+        realtime = trial % 2 == 1
+        inputs = _remote_random_inputs(rng)
+        inviter, invitee = _remote_sides(inputs, realtime=realtime)
+        sent, failures = _remote_run(inviter, invitee)
+        assert failures == {}
+        a, b = inviter.result, invitee.result
+        fa, fb = _remote_fields(a), _remote_fields(b)
+        assert fa == fb
+        assert a.sas_text == b.sas_text == P.format_short_code(a.sas_value)
+        assert a.peer.identity_pk == P.ed25519_public(inputs["invitee"]["identity_seed"])
+        assert b.peer.identity_pk == P.ed25519_public(inputs["inviter"]["identity_seed"])
+        assert a.relay_id == (a.room_id if realtime else a.invite_id)
+        assert [len(m) for _, m in sent][0] == 82
+        sas_seen.add(a.sas_value)
+        # The same two, a new exchange (new scalars and sid): new tpake and SAS.
+        again = {w: dict(inputs[w], scalar=rng.randbytes(32)) for w in inputs}
+        again["inviter"]["sid"] = rng.randbytes(16)
+        i2, r2 = _remote_sides(again)
+        assert _remote_run(i2, r2)[1] == {}
+        assert i2.result.tpake != a.tpake and i2.result.seed == a.seed
+    assert len(sas_seen) == 25
+
+
+def test_remote_message_lengths():
+    """ACCEPT is 228 to 355 bytes, REPLY 196 to 323: names of 1 and 128 bytes reach both
+    ends; one byte more or less is refused."""
+    rng = random.Random(1614)
+    for n in (1, 128):
+        inputs = _remote_random_inputs(rng, name_lengths=(n, n))
+        inviter, invitee = _remote_sides(inputs)
+        sent, failures = _remote_run(inviter, invitee)
+        assert failures == {}
+        lengths = [len(m) for _, m in sent]
+        assert lengths == ([82, 228, 196] if n == 1 else [82, 355, 323])
+        invite, accept, reply = (m for _, m in sent)
+        for m, at in ((invite, "invitee"), (accept, "inviter"), (reply, "invitee")):
+            for changed in (m[:-1], m + b"\x00"):
+                i2, r2 = _remote_sides(inputs)
+                i2.start()
+                r2.start()
+                if at == "inviter":
+                    r2.receive(invite)
+                    with pytest.raises(P.ProtocolError):
+                        i2.receive(changed)
+                elif m is invite:
+                    with pytest.raises(P.ProtocolError):
+                        r2.receive(changed)
+                else:
+                    i2.receive(r2.receive(invite)[0])
+                    with pytest.raises(P.ProtocolError):
+                        r2.receive(changed)
+
+
+def test_remote_wrong_code_fails_and_spends_the_invite():
+    """16.3: a wrong encryption code (or invite code) is seen by the inviter on tag_R; it never
+    answers, so the invitee never completes either."""
+    rng = random.Random(1615)
+    for wrong in ("encryption", "invite"):
+        inputs = _remote_random_inputs(rng)
+        code = inputs["inviter"][f"{wrong}_code"]
+        # A one-character typo passes the check with probability 1/31: use another valid code.
+        other = code
+        while other == code or other in (inputs["inviter"]["invite_code"],
+                                         inputs["inviter"]["encryption_code"]):
+            other = P.draw_code(lambda: rng.randrange(256))
+        inputs["invitee"][f"{wrong}_code"] = other
+        inviter, invitee = _remote_sides(inputs)
+        sent, failures = _remote_run(inviter, invitee)
+        assert list(failures) == ["inviter"] and "tag_R" in str(failures["inviter"])
+        assert [x for x, _ in sent] == ["inviter", "invitee"]  # no REPLY
+        assert not invitee.done and not inviter.done
+        with pytest.raises(P.ProtocolError):  # the invite is spent
+            inviter.receive(sent[1][1])
+
+
+def _flip_every_byte(message: bytes):
+    """The message with one bit of one byte changed, for every byte (the bit moving along)."""
+    for i in range(len(message)):
+        changed = bytearray(message)
+        changed[i] ^= 1 << (i % 8)
+        yield bytes(changed)
+
+
+def test_remote_rejects_every_flipped_byte():
+    """Any changed byte of any message ends the exchange as failed on the side that reads it
+    or, for INVITE, at the latest on the inviter's tag_R check: no side shows a SAS the other
+    does not."""
+    rng = random.Random(1616)
+    inputs = _remote_random_inputs(rng)
+    inviter, invitee = _remote_sides(inputs)
+    sent, _ = _remote_run(inviter, invitee)
+    invite, accept, reply = (m for _, m in sent)
+    for changed in _flip_every_byte(invite):
+        i2, r2 = _remote_sides(inputs)
+        _, failures = _remote_run(i2, r2, tamper=lambda k, m: changed if k == 0 else m)
+        assert failures and not i2.done and not r2.done
+    for changed in _flip_every_byte(accept):
+        i2, r2 = _remote_sides(inputs)
+        _, failures = _remote_run(i2, r2, tamper=lambda k, m: changed if k == 1 else m)
+        assert list(failures) == ["inviter"] and not i2.done and not r2.done
+    for changed in _flip_every_byte(reply):
+        i2, r2 = _remote_sides(inputs)
+        _, failures = _remote_run(i2, r2, tamper=lambda k, m: changed if k == 2 else m)
+        assert list(failures) == ["invitee"] and i2.done and not r2.done
+
+
+def test_remote_message_order_type_version():
+    rng = random.Random(1617)
+    inputs = _remote_random_inputs(rng)
+    inviter, invitee = _remote_sides(inputs)
+    sent, _ = _remote_run(inviter, invitee)
+    invite, accept, reply = (m for _, m in sent)
+
+    def fresh():
+        i2, r2 = _remote_sides(inputs)
+        i2.start()
+        r2.start()
+        return i2, r2
+
+    cases = [
+        ("invitee", [], accept),  # an ACCEPT sent to the invitee
+        ("invitee", [], reply),  # a REPLY before INVITE
+        ("invitee", [invite], invite),  # a second INVITE
+        ("invitee", [invite], accept),
+        ("inviter", [], invite),  # an INVITE sent to the inviter
+        ("inviter", [], reply),  # a REPLY before an ACCEPT
+        ("inviter", [accept], accept),  # a message after the last
+        ("invitee", [invite, reply], reply),
+        ("invitee", [], b"\x02" + invite[1:]),  # another version
+        ("invitee", [], b"\x01\x04" + invite[2:]),  # another type
+        ("invitee", [], b"\x01"),
+        ("invitee", [], b""),
+        ("inviter", [], b"\x02" + accept[1:]),
+    ]
+    for who, before, message in cases:
+        i2, r2 = fresh()
+        side = i2 if who == "inviter" else r2
+        for m in before:
+            side.receive(m)
+        with pytest.raises(P.ProtocolError):
+            side.receive(message)
+        assert side.failed and side.result is None
+        with pytest.raises(P.ProtocolError):  # a failed exchange stays failed
+            side.receive(accept if who == "inviter" else invite)
+    # A message before start() is refused too.
+    i2, r2 = _remote_sides(inputs)
+    with pytest.raises(P.ProtocolError):
+        r2.receive(invite)
+    # Codes are checked before anything else: a bad code refuses the invitee at once.
+    bad = dict(inputs["invitee"], encryption_code="K7X2-M9PN")
+    with pytest.raises(P.ProtocolError):
+        _remote_sides({"inviter": inputs["inviter"], "invitee": bad})
+
+
+def _remote_keys_of(inputs, invite: bytes, yb: bytes):
+    """What a holder of the codes derives from INVITE and Yb, with the inviter's scalar: the
+    keys and tpake (for building messages a dishonest party could send)."""
+    ic, ec = (P.parse_code(inputs["inviter"][k]) for k in ("invite_code", "encryption_code"))
+    sid, ya, commitment = P.parse_invite(invite)
+    k = C.shared_point(C.sample_scalar(inputs["inviter"]["scalar"]), yb)
+    keys = P.remote_keys(P.remote_isk(sid, k, ya, commitment, yb))
+    return keys, P.tpake_hash(P.invite_id(ic), invite, yb), P.invite_id(ic)
+
+
+def _signed_payload(identity_seed, ephemeral_pk, device_secret, name, tpake, role):
+    data = P.ed25519_public(identity_seed) + ephemeral_pk + device_secret + bytes([len(name)]) \
+        + name
+    return data + P.ed25519_sign(identity_seed, P.remote_signed_message(tpake, role, data))
+
+
+def test_remote_payload_checks():
+    """16.3 "Checking a payload", and the commitment check of step 4, against a peer who holds
+    the codes and signs what it sends: each departure from the rules is refused."""
+    rng = random.Random(1618)
+    inputs = _remote_random_inputs(rng)
+    inviter, invitee = _remote_sides(inputs)
+    sent, _ = _remote_run(inviter, invitee)
+    invite, accept, _ = (m for _, m in sent)
+    yb = accept[2:34]
+    keys, tpake, iid = _remote_keys_of(inputs, invite, yb)
+    me = inputs["inviter"]
+    r_seed = inputs["invitee"]["identity_seed"]
+    epk = P.x25519_public(me["ephemeral_secret"])
+
+    def reply_with(payload_i):
+        box = P.seal_remote_payload(keys.kp_i, P.INITIATOR, iid, payload_i)
+        return P.reply_message(P.remote_tag_i(keys.kc_i, tpake, accept), box)
+
+    def invitee_reads(reply):
+        _, r2 = _remote_sides(inputs)
+        r2.start()
+        assert r2.receive(invite) == [accept]
+        r2.receive(reply)
+        return r2
+
+    honest = _signed_payload(me["identity_seed"], epk, me["device_secret"], me["name"], tpake,
+                             P.INITIATOR)
+    assert invitee_reads(reply_with(honest)).done
+    bad_payloads = {
+        "wrong role": _signed_payload(me["identity_seed"], epk, me["device_secret"], me["name"],
+                                      tpake, P.RESPONDER),
+        "other tpake": _signed_payload(me["identity_seed"], epk, me["device_secret"],
+                                       me["name"], bytes(32), P.INITIATOR),
+        "control character in the name": _signed_payload(
+            me["identity_seed"], epk, me["device_secret"], b"Al\x07ce", tpake, P.INITIATOR),
+        "invalid UTF-8 name": _signed_payload(me["identity_seed"], epk, me["device_secret"],
+                                              b"Al\xffce", tpake, P.INITIATOR),
+        "the receiver's own identity key": _signed_payload(
+            r_seed, epk, me["device_secret"], me["name"], tpake, P.INITIATOR),
+        "another ephemeral key than committed": _signed_payload(
+            me["identity_seed"], P.x25519_public(rng.randbytes(32)), me["device_secret"],
+            me["name"], tpake, P.INITIATOR),
+        "another device secret than committed": _signed_payload(
+            me["identity_seed"], epk, rng.randbytes(16), me["name"], tpake, P.INITIATOR),
+        "another name than committed": _signed_payload(
+            me["identity_seed"], epk, me["device_secret"], me["name"] + b"!", tpake,
+            P.INITIATOR),
+        "a low-order ephemeral key": _signed_payload(
+            me["identity_seed"], bytes(32), me["device_secret"], me["name"], tpake, P.INITIATOR),
+        "name length byte 0": honest[:80] + b"\x00" + honest[81:],
+        "one byte more": honest + b"\x00",
+        "one byte less": honest[:-1],
+        "bad signature": honest[:-1] + bytes([honest[-1] ^ 1]),
+    }
+    # Refused by the payload check itself; the others by the commitment or by X25519.
+    not_payload_check = {"another ephemeral key than committed",
+                         "another device secret than committed", "another name than committed",
+                         "a low-order ephemeral key"}
+    for why, payload in bad_payloads.items():
+        with pytest.raises(P.ProtocolError):
+            invitee_reads(reply_with(payload))
+        if why in not_payload_check:
+            P.parse_remote_payload(payload, P.INITIATOR, tpake, P.ed25519_public(r_seed))
+        else:
+            with pytest.raises(P.ProtocolError):
+                P.parse_remote_payload(payload, P.INITIATOR, tpake, P.ed25519_public(r_seed))
+    # The right payload under the wrong key, nonce role or invite ID does not open.
+    for box in (P.seal_remote_payload(keys.kp_r, P.INITIATOR, iid, honest),
+                P.seal_remote_payload(keys.kp_i, P.RESPONDER, iid, honest),
+                P.seal_remote_payload(keys.kp_i, P.INITIATOR, bytes(16), honest)):
+        with pytest.raises(P.ProtocolError):
+            invitee_reads(P.reply_message(P.remote_tag_i(keys.kc_i, tpake, accept), box))
+    # tag_I must cover this very ACCEPT.
+    with pytest.raises(P.ProtocolError, match="tag_I"):
+        invitee_reads(P.reply_message(P.remote_tag_i(keys.kc_i, tpake, accept + b"x"),
+                                      P.seal_remote_payload(keys.kp_i, P.INITIATOR, iid,
+                                                            honest)))
+    # The inviter's side: a code holder's ACCEPT whose payload carries the inviter's own key.
+    r = inputs["invitee"]
+    own = _signed_payload(me["identity_seed"], P.x25519_public(r["ephemeral_secret"]),
+                          r["device_secret"], r["name"], tpake, P.RESPONDER)
+    forged = P.accept_message(yb, accept[34:66],
+                              P.seal_remote_payload(keys.kp_r, P.RESPONDER, iid, own))
+    i2, _ = _remote_sides(inputs)
+    i2.start()
+    with pytest.raises(P.ProtocolError, match="own identity"):
+        i2.receive(forged)
+
+
+def test_remote_ids_and_cpace_inputs():
+    rng = random.Random(1619)
+    for _ in range(50):
+        a, b = P.draw_codes(lambda: rng.randrange(256))
+        assert len(P.invite_id(a)) == len(P.realtime_room_id(a)) == 16
+        assert len({P.invite_id(a), P.realtime_room_id(a), P.invite_id(b)}) == 3
+        assert P.remote_ci(a) == b"\x18itsme-online-exchange-v1\x08" + a.encode()
+        assert P.remote_prs(b) == b.encode()
+        # 8-byte PRS: 100 bytes of zero padding in the generator string.
+        sid = rng.randbytes(16)
+        gs = P.remote_generator_string(b, a, sid)
+        assert gs[:18 + 9] == b"\x11CPaceRistretto255\x08" + b.encode()
+        assert gs[27] == 100 and gs[28:128] == bytes(100)
+        assert gs[128:] == P.lv_cat(P.remote_ci(a), sid)
+    for not_canonical in ("k7x2m9pm", "K7X2-M9PM"):
+        with pytest.raises(ValueError):
+            P.invite_id(not_canonical)
+
+
+def test_remote_scalar_is_sampled():
+    """16.2: ya and yb are 32 random bytes with the 4 high bits of the last byte cleared (the
+    draft's sample_scalar): those bits of the drawn bytes do not count."""
+    rng = random.Random(1620)
+    for _ in range(5):
+        inputs = _remote_random_inputs(rng)
+        raw = inputs["inviter"]["scalar"]
+        invites = set()
+        for top in (0x00, 0x0F, 0xF0, 0xFF):
+            drawn = raw[:31] + bytes([raw[31] & 0x0F | top & 0xF0])
+            inviter, _ = _remote_sides({"inviter": dict(inputs["inviter"], scalar=drawn),
+                                        "invitee": inputs["invitee"]})
+            invites.add(inviter.start()[0])
+        assert len(invites) == 1
+        sid, ya, _ = P.parse_invite(invites.pop())
+        g = P.remote_generator(inputs["inviter"]["encryption_code"],
+                               inputs["inviter"]["invite_code"], sid)
+        cleared = raw[:31] + bytes([raw[31] & 0x0F])
+        assert ya == C.scalar_mult(cleared, g)
+        assert int.from_bytes(cleared, "little") < 2**252 < C.GROUP_ORDER

@@ -9,8 +9,13 @@ what one side keeps per contact (current secrets, a pending pair, a committed fl
 previous new secret), used by the update itself and by the tag checks of voice sessions (10.1)
 and Online Verify (11.3).
 
+Section 16 (the exchange at a distance) runs CPace (CPACE-RISTR255-SHA512) from
+:mod:`independent.cpace`, written from the CFRG draft, on the ristretto255 group of
+:mod:`independent.ristretto255`, written from RFC 9496.
+
 Only the Python standard library and the ``cryptography`` package (X25519, Ed25519,
-ChaCha20-Poly1305) are used; HKDF and base 32 are written out from RFC 5869 and RFC 4648.
+ChaCha20-Poly1305, AES-256-GCM) are used; HKDF and base 32 are written out from RFC 5869 and
+RFC 4648, ristretto255 from RFC 9496.
 Every parser raises :class:`ProtocolError` on the first failed check; a typed code of the wrong
 form (a heard code, a degradation code) raises its subclass :class:`TypingError`.
 """
@@ -35,8 +40,10 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import (
     X25519PrivateKey,
     X25519PublicKey,
 )
-from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from . import cpace, ristretto255
 
 
 class ProtocolError(ValueError):
@@ -2244,4 +2251,638 @@ class OnlineVerifySession:
             expected_peer_previous_dtag=d["expected_previous"], peer_tag_heard=heard,
             proof_message_i=m_i, proof_message_r=m_r, tag_outcome=outcome, sas_value=value,
             sas_text=format_short_code(value))
+        return []
+
+
+# --------------------------------------------------------------------------------------------
+# Section 16: exchange at a distance (invite and real-time)
+# --------------------------------------------------------------------------------------------
+
+# 16.1 Codes
+
+CODE_ALPHABET = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"  # value = position; no 0, 1, I, L, O
+CODE_BASE = len(CODE_ALPHABET)  # 31
+CODE_CHARS = 8
+CODE_DRAWN_CHARS = 7
+CODE_DRAW_BELOW = 248  # the largest multiple of 31 not above 256
+CODE_CHECK_FACTOR = 4  # the inverse of 8 modulo 31
+_CODE_VALUE = {c: i for i, c in enumerate(CODE_ALPHABET)}
+_CODE_IGNORED = " -"
+
+
+def code_check_value(values: Iterable[int]) -> int:
+    """The eighth character's value from the first seven:
+    v_8 = ((31 - (sum(i * v_i, i = 1..7) mod 31)) mod 31) * 4 mod 31."""
+    values = list(values)
+    if len(values) != CODE_DRAWN_CHARS or not all(0 <= v < CODE_BASE for v in values):
+        raise ValueError("a code's check is computed from 7 values 0 to 30")
+    total = sum(i * v for i, v in enumerate(values, start=1)) % CODE_BASE
+    return (CODE_BASE - total) % CODE_BASE * CODE_CHECK_FACTOR % CODE_BASE
+
+
+def code_sum_ok(values: Iterable[int]) -> bool:
+    """sum(i * v_i, i = 1..8) = 0 (mod 31)."""
+    return sum(i * v for i, v in enumerate(values, start=1)) % CODE_BASE == 0
+
+
+def code_from_values(values: Iterable[int]) -> str:
+    """The canonical code of 7 drawn values: their characters, then the check character."""
+    values = list(values)
+    return "".join(CODE_ALPHABET[v] for v in values + [code_check_value(values)])
+
+
+def parse_code(text: str) -> str:
+    """16.1: a typed code read case-insensitively (ASCII), spaces and '-' ignored; any other
+    character, a count other than 8, or a failed check is refused.  Returns the canonical
+    form: the 8 upper-case characters without separator."""
+    if not isinstance(text, str):
+        raise ProtocolError("a code is text")
+    chars = []
+    for c in text:
+        if c in _CODE_IGNORED:
+            continue
+        if not c.isascii():  # str.upper() maps some non-ASCII letters to ASCII ones
+            raise ProtocolError(f"character {c!r} outside the code alphabet")
+        u = c.upper()
+        if u not in _CODE_VALUE:
+            raise ProtocolError(f"character {c!r} outside the code alphabet")
+        chars.append(u)
+    if len(chars) != CODE_CHARS:
+        raise ProtocolError(f"a code has 8 characters, not {len(chars)}")
+    if not code_sum_ok(_CODE_VALUE[c] for c in chars):
+        raise ProtocolError("the code's check character does not match")
+    return "".join(chars)
+
+
+def format_code(canonical: str) -> str:
+    """How a code is shown: two groups of four, 'K7X2-M9PM'."""
+    if parse_code(canonical) != canonical:
+        raise ValueError("not a canonical code")
+    return canonical[:4] + "-" + canonical[4:]
+
+
+def _byte_source(random1: Callable[[], int] | Iterable[int]) -> Callable[[], int]:
+    if callable(random1):
+        return random1
+    it = iter(random1)
+    return lambda: next(it)
+
+
+def draw_code(random1: Callable[[], int] | Iterable[int]) -> str:
+    """16.1: 7 characters, each from one random byte r taken while r >= 248 is redrawn,
+    v = r mod 31; then the check character."""
+    next_byte = _byte_source(random1)
+    values = []
+    while len(values) < CODE_DRAWN_CHARS:
+        r = next_byte()
+        if not 0 <= r <= 0xFF:
+            raise ValueError("codes are drawn one byte at a time")
+        if r < CODE_DRAW_BELOW:
+            values.append(r % CODE_BASE)
+    return code_from_values(values)
+
+
+def draw_codes(random1: Callable[[], int] | Iterable[int]) -> tuple[str, str]:
+    """The inviter draws the invite code, then the encryption code; "the two must differ" (the
+    document does not say how: here the encryption code is drawn again until it does)."""
+    next_byte = _byte_source(random1)
+    invite_code = draw_code(next_byte)
+    while True:
+        encryption_code = draw_code(next_byte)
+        if encryption_code != invite_code:
+            return invite_code, encryption_code
+
+
+INVITE_ID_LABEL = b"itsme-invite-id-v1"
+REALTIME_ROOM_LABEL = b"itsme-realtime-room-v1"
+RELAY_ID_BYTES = 16
+
+
+def _canonical_code(code: str) -> bytes:
+    if parse_code(code) != code:
+        raise ValueError("derivations take a code's canonical form")
+    return code.encode("ascii")
+
+
+def invite_id(invite_code: str) -> bytes:
+    """invite_id = first 16 bytes of SHA-256(lv_cat('itsme-invite-id-v1', invite_code))."""
+    return sha256(lv_cat(INVITE_ID_LABEL, _canonical_code(invite_code)))[:RELAY_ID_BYTES]
+
+
+def realtime_room_id(invite_code: str) -> bytes:
+    """room_id = first 16 bytes of SHA-256(lv_cat('itsme-realtime-room-v1', invite_code))."""
+    return sha256(lv_cat(REALTIME_ROOM_LABEL, _canonical_code(invite_code)))[:RELAY_ID_BYTES]
+
+
+# 16.2 CPace
+
+REMOTE_EXCHANGE_LABEL = b"itsme-online-exchange-v1"  # CI's label and the key derivation's salt
+REMOTE_CONFIRM_LABEL = b"itsme-online-confirm-v1"
+REMOTE_PAYLOAD_KEY_LABEL = b"payload-encryption"
+SID_BYTES = 16
+
+
+def remote_prs(encryption_code: str) -> bytes:
+    """PRS = the encryption code's canonical form (8 ASCII bytes)."""
+    return _canonical_code(encryption_code)
+
+
+def remote_ci(invite_code: str) -> bytes:
+    """CI = lv_cat('itsme-online-exchange-v1', invite code's canonical form)."""
+    return lv_cat(REMOTE_EXCHANGE_LABEL, _canonical_code(invite_code))
+
+
+def remote_generator_string(encryption_code: str, invite_code: str, sid: bytes) -> bytes:
+    return cpace.generator_string(cpace.DSI, remote_prs(encryption_code), remote_ci(invite_code),
+                                  sid, cpace.H_S_IN_BYTES)
+
+
+def remote_generator(encryption_code: str, invite_code: str, sid: bytes) -> ristretto255.Point:
+    """g = from_hash(SHA-512(generator_string('CPaceRistretto255', PRS, CI, sid, 128)))."""
+    return cpace.calculate_generator(remote_prs(encryption_code), remote_ci(invite_code), sid)
+
+
+def remote_shared_point(scalar: bytes, own_share: bytes, peer_share: bytes) -> bytes:
+    """K = scalar * peer share; abort if the share does not decode as a canonical element, if K
+    is the identity, or if the peer's share equals one's own (a reflected share)."""
+    if hmac.compare_digest(peer_share, own_share):
+        raise ProtocolError("the peer's CPace share equals our own (reflected)")
+    try:
+        return cpace.shared_point(scalar, peer_share)
+    except cpace.CPaceAbort as exc:
+        raise ProtocolError(str(exc)) from exc
+
+
+def remote_isk_input(sid: bytes, k: bytes, ya: bytes, commitment: bytes, yb: bytes) -> bytes:
+    """lv_cat('CPaceRistretto255_ISK', sid, K) || lv_cat(Ya, ADa) || lv_cat(Yb, ADb) with
+    ADa = the inviter's commitment and ADb empty."""
+    return cpace.isk_input(sid, k, ya, commitment, yb, b"")
+
+
+def remote_isk(sid: bytes, k: bytes, ya: bytes, commitment: bytes, yb: bytes) -> bytes:
+    return cpace.h(remote_isk_input(sid, k, ya, commitment, yb))
+
+
+@dataclass(frozen=True)
+class RemoteKeys:
+    kc_i: bytes
+    kc_r: bytes
+    kp_i: bytes
+    kp_r: bytes
+
+
+def remote_keys(isk: bytes) -> RemoteKeys:
+    """prk = HKDF-Extract(salt = 'itsme-online-exchange-v1', ikm = ISK); the confirmation keys
+    (label 'itsme-online-confirm-v1') and payload keys ('payload-encryption') of each role."""
+    prk = hkdf_extract(REMOTE_EXCHANGE_LABEL, isk)
+    return RemoteKeys(
+        hkdf_expand(prk, lv_cat(REMOTE_CONFIRM_LABEL, INITIATOR), 32),
+        hkdf_expand(prk, lv_cat(REMOTE_CONFIRM_LABEL, RESPONDER), 32),
+        hkdf_expand(prk, lv_cat(REMOTE_PAYLOAD_KEY_LABEL, INITIATOR), 32),
+        hkdf_expand(prk, lv_cat(REMOTE_PAYLOAD_KEY_LABEL, RESPONDER), 32),
+    )
+
+
+# 16.3 Messages
+
+REMOTE_VERSION = 1
+REMOTE_INVITE, REMOTE_ACCEPT, REMOTE_REPLY = 1, 2, 3
+_REMOTE_NAMES = {REMOTE_INVITE: "INVITE", REMOTE_ACCEPT: "ACCEPT", REMOTE_REPLY: "REPLY"}
+REMOTE_TRANSCRIPT_LABEL = b"itsme-online-transcript-v1"
+REMOTE_PAYLOAD_LABEL = b"itsme-online-payload-v1"
+REMOTE_SAS_LABEL = b"itsme-online-sas-transcript-v1"
+REMOTE_PAYLOAD_FIXED = 32 + 32 + 16 + 1 + 64  # 145: everything but the name
+_REMOTE_NAME_LEN_AT = 32 + 32 + 16  # 80
+GCM_TAG_BYTES = 16
+REMOTE_NONCE = bytes(12)
+INVITE_BYTES = 2 + SID_BYTES + 32 + 32  # 82
+_BOX_MIN = REMOTE_PAYLOAD_FIXED + 1 + GCM_TAG_BYTES  # 162
+_BOX_MAX = REMOTE_PAYLOAD_FIXED + 128 + GCM_TAG_BYTES  # 289
+ACCEPT_MIN, ACCEPT_MAX = 2 + 32 + 32 + _BOX_MIN, 2 + 32 + 32 + _BOX_MAX  # 228, 355
+REPLY_MIN, REPLY_MAX = 2 + 32 + _BOX_MIN, 2 + 32 + _BOX_MAX  # 196, 323
+_REMOTE_LENGTHS = {REMOTE_INVITE: (INVITE_BYTES, INVITE_BYTES),
+                   REMOTE_ACCEPT: (ACCEPT_MIN, ACCEPT_MAX),
+                   REMOTE_REPLY: (REPLY_MIN, REPLY_MAX)}
+
+
+def remote_message(message_type: int, body: bytes) -> bytes:
+    """u8(1) || u8(type) || body."""
+    message = u8(REMOTE_VERSION) + u8(message_type) + body
+    low, high = _REMOTE_LENGTHS[message_type]
+    if not low <= len(message) <= high:
+        raise ValueError(f"{_REMOTE_NAMES[message_type]} of the wrong length")
+    return message
+
+
+def parse_remote_message(message: bytes, expected_type: int) -> bytes:
+    """Version, then type (another type than the one expected now is out of order), then
+    length.  Returns the body."""
+    if len(message) < 2 or message[0] != REMOTE_VERSION:
+        raise ProtocolError("message of another version")
+    if message[1] not in _REMOTE_NAMES:
+        raise ProtocolError("message of another type")
+    if message[1] != expected_type:
+        raise ProtocolError(f"{_REMOTE_NAMES[message[1]]} out of order "
+                            f"(expected {_REMOTE_NAMES[expected_type]})")
+    low, high = _REMOTE_LENGTHS[expected_type]
+    if not low <= len(message) <= high:
+        raise ProtocolError(f"{_REMOTE_NAMES[expected_type]} of the wrong length")
+    return message[2:]
+
+
+def remote_commitment(identity_pk: bytes, ephemeral_pk: bytes, name: bytes,
+                      device_secret: bytes) -> bytes:
+    """Section 7.3's commitment: SHA-256(lv_cat('itsme-sas-commit-v1', u8(1), identity_pk,
+    ephemeral_pk, SHA-256(lv_cat(name, device_secret))))."""
+    return bt_commitment(identity_pk, ephemeral_pk, name, device_secret)
+
+
+def invite_message(sid: bytes, ya: bytes, commitment: bytes) -> bytes:
+    """INVITE = u8(1) || u8(1) || sid (16) || Ya (32) || commitment (32)."""
+    if len(sid) != SID_BYTES or len(ya) != 32 or len(commitment) != 32:
+        raise ValueError("INVITE fields of the wrong length")
+    return remote_message(REMOTE_INVITE, sid + ya + commitment)
+
+
+def parse_invite(message: bytes) -> tuple[bytes, bytes, bytes]:
+    """(sid, Ya, commitment) of an INVITE of exactly 82 bytes."""
+    body = parse_remote_message(message, REMOTE_INVITE)
+    return body[:16], body[16:48], body[48:80]
+
+
+def accept_message(yb: bytes, tag_r: bytes, box_r: bytes) -> bytes:
+    """ACCEPT = u8(1) || u8(2) || Yb (32) || tag_R (32) || box_R."""
+    if len(yb) != 32 or len(tag_r) != 32:
+        raise ValueError("ACCEPT fields of the wrong length")
+    return remote_message(REMOTE_ACCEPT, yb + tag_r + box_r)
+
+
+def parse_accept(message: bytes) -> tuple[bytes, bytes, bytes]:
+    """(Yb, tag_R, box_R) of an ACCEPT of 228 to 355 bytes."""
+    body = parse_remote_message(message, REMOTE_ACCEPT)
+    return body[:32], body[32:64], body[64:]
+
+
+def reply_message(tag_i: bytes, box_i: bytes) -> bytes:
+    """REPLY = u8(1) || u8(3) || tag_I (32) || box_I."""
+    if len(tag_i) != 32:
+        raise ValueError("tag_I is 32 bytes")
+    return remote_message(REMOTE_REPLY, tag_i + box_i)
+
+
+def parse_reply(message: bytes) -> tuple[bytes, bytes]:
+    """(tag_I, box_I) of a REPLY; its length follows from box_I's (146 to 273 bytes of payload
+    and the 16-byte GCM tag), 196 to 323 bytes."""
+    body = parse_remote_message(message, REMOTE_REPLY)
+    return body[:32], body[32:]
+
+
+def tpake_input(invite_id_bytes: bytes, invite: bytes, yb: bytes) -> bytes:
+    """lv_cat('itsme-online-transcript-v1', invite_id, INVITE, Yb)."""
+    return lv_cat(REMOTE_TRANSCRIPT_LABEL, invite_id_bytes, invite, yb)
+
+
+def tpake_hash(invite_id_bytes: bytes, invite: bytes, yb: bytes) -> bytes:
+    return sha256(tpake_input(invite_id_bytes, invite, yb))
+
+
+def remote_tag_r(kc_r: bytes, tpake: bytes) -> bytes:
+    """tag_R = HMAC-SHA256(kc_R, lv_cat('itsme-online-confirm-v1', 'responder', tpake))."""
+    return hmac_sha256(kc_r, lv_cat(REMOTE_CONFIRM_LABEL, RESPONDER, tpake))
+
+
+def remote_tag_i(kc_i: bytes, tpake: bytes, accept: bytes) -> bytes:
+    """tag_I = HMAC-SHA256(kc_I, lv_cat('itsme-online-confirm-v1', 'initiator', tpake,
+    SHA-256(ACCEPT)))."""
+    return hmac_sha256(kc_i, lv_cat(REMOTE_CONFIRM_LABEL, INITIATOR, tpake, sha256(accept)))
+
+
+def remote_data(identity_pk: bytes, ephemeral_pk: bytes, device_secret: bytes,
+                name: bytes) -> bytes:
+    """data_X = identity_pk (32) || ephemeral_pk (32) || device_secret (16) || u8(n) || name."""
+    validate_name(name)
+    if len(identity_pk) != 32 or len(ephemeral_pk) != 32 or len(device_secret) != 16:
+        raise ValueError("wrong key or device-secret length")
+    return identity_pk + ephemeral_pk + device_secret + u8(len(name)) + name
+
+
+def remote_signed_message(tpake: bytes, role: str, data: bytes) -> bytes:
+    """lv_cat('itsme-online-payload-v1', tpake, role_X, data_X)."""
+    return lv_cat(REMOTE_PAYLOAD_LABEL, tpake, role, data)
+
+
+def remote_payload(identity_seed: bytes, ephemeral_secret: bytes, device_secret: bytes,
+                   name: bytes, tpake: bytes, role: str) -> bytes:
+    """payload_X = data_X || Ed25519-Sign(identity_sk, lv_cat(label, tpake, role_X, data_X))."""
+    data = remote_data(ed25519_public(identity_seed), x25519_public(ephemeral_secret),
+                       device_secret, name)
+    return data + ed25519_sign(identity_seed, remote_signed_message(tpake, role, data))
+
+
+def remote_aad(role: str, invite_id_bytes: bytes) -> bytes:
+    """lv_cat('itsme-online-payload-v1', u8(1), role_X, invite_id)."""
+    return lv_cat(REMOTE_PAYLOAD_LABEL, u8(1), role, invite_id_bytes)
+
+
+def seal_remote_payload(kp: bytes, role: str, invite_id_bytes: bytes, payload: bytes) -> bytes:
+    """box_X = AES-256-GCM(key = kp_X, nonce = 12 zero bytes, aad, payload_X): ciphertext and
+    the 16-byte tag."""
+    return AESGCM(kp).encrypt(REMOTE_NONCE, payload, remote_aad(role, invite_id_bytes))
+
+
+def open_remote_payload(kp: bytes, role: str, invite_id_bytes: bytes, box: bytes) -> bytes:
+    try:
+        return AESGCM(kp).decrypt(REMOTE_NONCE, box, remote_aad(role, invite_id_bytes))
+    except InvalidTag as exc:
+        raise ProtocolError(f"the {role}'s payload does not decrypt") from exc
+
+
+@dataclass(frozen=True)
+class RemotePeer:
+    payload: bytes
+    identity_pk: bytes
+    fingerprint_text: str
+    ephemeral_pk: bytes
+    device_secret: bytes
+    name: bytes
+    signature: bytes
+
+
+def parse_remote_payload(payload: bytes, sender_role: str, tpake: bytes,
+                         own_identity_pk: bytes) -> RemotePeer:
+    """16.3 "Checking a payload", in the listed order: the length is 145 + n with n (the byte
+    after the device secret) 1 to 128; the name is valid; the signature verifies under
+    identity_pk with the sender's role; identity_pk differs from the receiver's own."""
+    if len(payload) < REMOTE_PAYLOAD_FIXED + 1:
+        raise ProtocolError("payload too short")
+    n = payload[_REMOTE_NAME_LEN_AT]
+    if not 1 <= n <= 128 or len(payload) != REMOTE_PAYLOAD_FIXED + n:
+        raise ProtocolError("payload of the wrong length")
+    identity_pk = payload[:32]
+    ephemeral_pk = payload[32:64]
+    device_secret = payload[64:80]
+    name = payload[81:81 + n]
+    data = payload[:81 + n]
+    signature = payload[81 + n:]
+    validate_name(name)
+    if not ed25519_verify(identity_pk, signature, remote_signed_message(tpake, sender_role,
+                                                                       data)):
+        raise ProtocolError("payload signature does not verify")
+    if identity_pk == own_identity_pk:
+        raise ProtocolError("payload carries the receiver's own identity key")
+    return RemotePeer(payload, identity_pk, fingerprint(identity_pk), ephemeral_pk,
+                      device_secret, name, signature)
+
+
+# 16.4 Seed and SAS
+
+def remote_transcript_input(tpake: bytes, payload_i: bytes, payload_r: bytes) -> bytes:
+    """lv_cat('itsme-online-sas-transcript-v1', tpake, payload_I, payload_R)."""
+    return lv_cat(REMOTE_SAS_LABEL, tpake, payload_i, payload_r)
+
+
+def remote_transcript_hash(tpake: bytes, payload_i: bytes, payload_r: bytes) -> bytes:
+    return sha256(remote_transcript_input(tpake, payload_i, payload_r))
+
+
+@dataclass(frozen=True)
+class RemoteResult:
+    """What one side holds once it can show the SAS (the inviter on ACCEPT, the invitee on
+    REPLY): every value of 16.1 to 16.4, the same on both sides but ``role`` and ``peer``."""
+    role: str
+    realtime: bool
+    invite_code: str
+    encryption_code: str
+    invite_id: bytes
+    room_id: bytes
+    relay_id: bytes  # the mailbox (invite_id) or, real-time, the room (room_id)
+    sid: bytes
+    prs: bytes
+    ci: bytes
+    generator_string: bytes
+    generator_hash: bytes
+    generator: bytes  # encoded
+    ya: bytes
+    yb: bytes
+    commitment: bytes
+    k: bytes
+    isk_input: bytes
+    isk: bytes
+    keys: RemoteKeys
+    invite: bytes
+    accept: bytes
+    reply: bytes
+    tpake_input: bytes
+    tpake: bytes
+    tag_i: bytes
+    tag_r: bytes
+    payload_i: bytes
+    payload_r: bytes
+    box_i: bytes
+    box_r: bytes
+    peer: RemotePeer
+    shared: bytes
+    salt: bytes
+    seed: bytes
+    transcript_input: bytes
+    transcript_hash: bytes
+    sas_value: int
+    sas_text: str
+
+
+class RemoteExchange:
+    """One side of the exchange at a distance (16.3).  Use :meth:`inviter` (the CPace
+    initiator, holding the drawn codes, sid and its scalar) or :meth:`invitee` (the responder,
+    holding the codes as typed, checked before anything else, and its scalar).
+
+    ``start()`` returns the messages to send first (the inviter's INVITE); ``receive(m)`` checks
+    a message from the peer and returns the messages to send in reply.  The first failed check,
+    or a message out of the order INVITE, ACCEPT, REPLY (also one after the last), raises
+    ProtocolError and ends the exchange as failed: ``result`` is then None and every later call
+    raises too."""
+
+    def __init__(self, role: str, identity_seed: bytes, ephemeral_secret: bytes,
+                 device_secret: bytes, name: bytes, invite_code: str, encryption_code: str,
+                 scalar: bytes, sid: bytes | None = None, realtime: bool = False):
+        if role not in (INITIATOR, RESPONDER):
+            raise ValueError("role is 'initiator' (the inviter) or 'responder' (the invitee)")
+        if len(identity_seed) != 32 or len(ephemeral_secret) != 32 or len(device_secret) != 16:
+            raise ValueError("wrong seed, ephemeral secret or device-secret length")
+        validate_name(name)
+        self.role = role
+        self.realtime = realtime
+        # 16.1: "A client checks both codes before any network call."
+        self.invite_code = parse_code(invite_code)
+        self.encryption_code = parse_code(encryption_code)
+        self.identity_seed = identity_seed
+        self.identity_pk = ed25519_public(identity_seed)
+        self.ephemeral_secret = ephemeral_secret
+        self.ephemeral_pk = x25519_public(ephemeral_secret)
+        self.device_secret = device_secret
+        self.name = name
+        self.scalar = cpace.sample_scalar(scalar)
+        self.invite_id = invite_id(self.invite_code)
+        self.room_id = realtime_room_id(self.invite_code)
+        self.sid = sid
+        self.result: RemoteResult | None = None
+        self.failed = False
+        self._started = False
+        self._expect = REMOTE_ACCEPT if role == INITIATOR else REMOTE_INVITE
+        self._v: dict = {}
+        if role == INITIATOR:
+            if sid is None or len(sid) != SID_BYTES:
+                raise ValueError("the inviter draws a 16-byte sid")
+            self._cpace_setup(sid)
+            self.commitment = remote_commitment(self.identity_pk, self.ephemeral_pk, name,
+                                                device_secret)
+            self.share = cpace.scalar_mult(self.scalar, self._generator)
+            self.invite = invite_message(sid, self.share, self.commitment)
+
+    @classmethod
+    def inviter(cls, identity_seed: bytes, ephemeral_secret: bytes, device_secret: bytes,
+                name: bytes, invite_code: str, encryption_code: str, sid: bytes, scalar: bytes,
+                realtime: bool = False) -> "RemoteExchange":
+        return cls(INITIATOR, identity_seed, ephemeral_secret, device_secret, name, invite_code,
+                   encryption_code, scalar, sid=sid, realtime=realtime)
+
+    @classmethod
+    def invitee(cls, identity_seed: bytes, ephemeral_secret: bytes, device_secret: bytes,
+                name: bytes, invite_code_text: str, encryption_code_text: str, scalar: bytes,
+                realtime: bool = False) -> "RemoteExchange":
+        return cls(RESPONDER, identity_seed, ephemeral_secret, device_secret, name,
+                   invite_code_text, encryption_code_text, scalar, realtime=realtime)
+
+    @property
+    def relay_id(self) -> bytes:
+        """16.5: the mailbox invite_id, or in a real-time exchange the room room_id."""
+        return self.room_id if self.realtime else self.invite_id
+
+    @property
+    def done(self) -> bool:
+        return self.result is not None
+
+    def _cpace_setup(self, sid: bytes) -> None:
+        self._v.update(
+            prs=remote_prs(self.encryption_code), ci=remote_ci(self.invite_code),
+            generator_string=remote_generator_string(self.encryption_code, self.invite_code,
+                                                     sid),
+            generator_hash=cpace.generator_hash(remote_prs(self.encryption_code),
+                                                remote_ci(self.invite_code), sid))
+        self._generator = remote_generator(self.encryption_code, self.invite_code, sid)
+        self._v["generator"] = ristretto255.encode(self._generator)
+
+    def _derive(self, ya: bytes, yb: bytes, commitment: bytes, invite: bytes) -> None:
+        own, peer = (ya, yb) if self.role == INITIATOR else (yb, ya)
+        k = remote_shared_point(self.scalar, own, peer)
+        isk_in = remote_isk_input(self.sid, k, ya, commitment, yb)
+        isk = cpace.h(isk_in)
+        t_in = tpake_input(self.invite_id, invite, yb)
+        self._v.update(ya=ya, yb=yb, commitment=commitment, k=k, isk_input=isk_in, isk=isk,
+                       keys=remote_keys(isk), invite=invite, tpake_input=t_in,
+                       tpake=sha256(t_in))
+
+    def _own_payload(self) -> bytes:
+        return remote_payload(self.identity_seed, self.ephemeral_secret, self.device_secret,
+                              self.name, self._v["tpake"], self.role)
+
+    def _finish(self, peer: RemotePeer, payload_i: bytes, payload_r: bytes) -> None:
+        v = self._v
+        shared = x25519_shared(self.ephemeral_secret, peer.ephemeral_pk)
+        salt = seed_salt(fingerprint(self.identity_pk), peer.fingerprint_text)
+        seed = hkdf(shared, salt, SEED_LABEL, 32)
+        t_in = remote_transcript_input(v["tpake"], payload_i, payload_r)
+        th = sha256(t_in)
+        value = sas_value(seed, th)
+        self.result = RemoteResult(
+            role=self.role, realtime=self.realtime, invite_code=self.invite_code,
+            encryption_code=self.encryption_code, invite_id=self.invite_id,
+            room_id=self.room_id, relay_id=self.relay_id, sid=self.sid, prs=v["prs"],
+            ci=v["ci"], generator_string=v["generator_string"],
+            generator_hash=v["generator_hash"], generator=v["generator"], ya=v["ya"],
+            yb=v["yb"], commitment=v["commitment"], k=v["k"], isk_input=v["isk_input"],
+            isk=v["isk"], keys=v["keys"], invite=v["invite"], accept=v["accept"],
+            reply=v["reply"], tpake_input=v["tpake_input"], tpake=v["tpake"],
+            tag_i=v["tag_i"], tag_r=v["tag_r"], payload_i=payload_i, payload_r=payload_r,
+            box_i=v["box_i"], box_r=v["box_r"], peer=peer, shared=shared, salt=salt,
+            seed=seed, transcript_input=t_in, transcript_hash=th, sas_value=value,
+            sas_text=format_short_code(value))
+
+    def start(self) -> list[bytes]:
+        """16.3 step 1 (16.5: on ``peer-joined`` in a real-time exchange): the inviter sends
+        INVITE; the invitee sends nothing first."""
+        if self._started or self.failed:
+            raise ProtocolError("exchange already started")
+        self._started = True
+        return [self.invite] if self.role == INITIATOR else []
+
+    def receive(self, message: bytes) -> list[bytes]:
+        if self.failed:
+            raise ProtocolError("the exchange has failed")
+        try:
+            if not self._started:
+                raise ProtocolError("message before the exchange started")
+            if self._expect is None:
+                raise ProtocolError("a message after the last one (out of order)")
+            if self._expect == REMOTE_INVITE:
+                return self._on_invite(message)
+            if self._expect == REMOTE_ACCEPT:
+                return self._on_accept(message)
+            return self._on_reply(message)
+        except ProtocolError:
+            self.failed = True
+            self.result = None
+            raise
+
+    def _on_invite(self, message: bytes) -> list[bytes]:
+        """16.3 step 2, the invitee."""
+        sid, ya, commitment = parse_invite(message)
+        self.sid = sid
+        self._cpace_setup(sid)
+        yb = cpace.scalar_mult(self.scalar, self._generator)
+        self.share = yb
+        self._derive(ya, yb, commitment, message)
+        v = self._v
+        v["tag_r"] = remote_tag_r(v["keys"].kc_r, v["tpake"])
+        v["payload_r"] = self._own_payload()
+        v["box_r"] = seal_remote_payload(v["keys"].kp_r, RESPONDER, self.invite_id,
+                                         v["payload_r"])
+        v["accept"] = accept_message(yb, v["tag_r"], v["box_r"])
+        self._expect = REMOTE_REPLY
+        return [v["accept"]]
+
+    def _on_accept(self, message: bytes) -> list[bytes]:
+        """16.3 step 3, the inviter: tag_R is checked before anything else is opened."""
+        yb, tag_r, box_r = parse_accept(message)
+        self._derive(self.share, yb, self.commitment, self.invite)
+        v = self._v
+        if not hmac.compare_digest(tag_r, remote_tag_r(v["keys"].kc_r, v["tpake"])):
+            raise ProtocolError("tag_R does not match: a wrong encryption code or a changed "
+                                "message")
+        payload_r = open_remote_payload(v["keys"].kp_r, RESPONDER, self.invite_id, box_r)
+        peer = parse_remote_payload(payload_r, RESPONDER, v["tpake"], self.identity_pk)
+        v.update(accept=message, tag_r=tag_r, box_r=box_r)
+        payload_i = self._own_payload()
+        v["tag_i"] = remote_tag_i(v["keys"].kc_i, v["tpake"], message)
+        v["box_i"] = seal_remote_payload(v["keys"].kp_i, INITIATOR, self.invite_id, payload_i)
+        v["reply"] = reply_message(v["tag_i"], v["box_i"])
+        self._finish(peer, payload_i, payload_r)
+        self._expect = None
+        return [v["reply"]]
+
+    def _on_reply(self, message: bytes) -> list[bytes]:
+        """16.3 step 4, the invitee: tag_I, the payload, then the commitment of INVITE."""
+        tag_i, box_i = parse_reply(message)
+        v = self._v
+        if not hmac.compare_digest(tag_i, remote_tag_i(v["keys"].kc_i, v["tpake"],
+                                                       v["accept"])):
+            raise ProtocolError("tag_I does not match")
+        payload_i = open_remote_payload(v["keys"].kp_i, INITIATOR, self.invite_id, box_i)
+        peer = parse_remote_payload(payload_i, INITIATOR, v["tpake"], self.identity_pk)
+        recomputed = remote_commitment(peer.identity_pk, peer.ephemeral_pk, peer.name,
+                                       peer.device_secret)
+        if not hmac.compare_digest(recomputed, v["commitment"]):
+            raise ProtocolError("the inviter's payload does not open its commitment")
+        v.update(reply=message, tag_i=tag_i, box_i=box_i)
+        self._finish(peer, payload_i, v["payload_r"])
+        self._expect = None
         return []
