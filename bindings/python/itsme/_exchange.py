@@ -1,10 +1,11 @@
-"""Contact exchange in person (QR and Bluetooth), short codes, and the
-protocol's pure derivations (docs/PROTOCOL.md sections 3 to 8)."""
+"""Contact exchange in person (QR and Bluetooth) and at a distance (invite
+and real-time), short codes, and the protocol's pure derivations
+(docs/PROTOCOL.md sections 3 to 8)."""
 
 from __future__ import annotations
 
 import enum
-from ctypes import byref, c_int64, c_uint32, c_void_p
+from ctypes import byref, c_int, c_int64, c_uint32, c_void_p
 from typing import Any, Callable, NamedTuple, Optional, Union
 
 from ._contacts import ContactStore, ExchangeMethod, _bytes_argument, _wipe
@@ -20,6 +21,9 @@ __all__ = [
     "ExchangeFlags",
     "ExchangeState",
     "QR_PAYLOAD_MAX",
+    "RELAY_ID_SIZE",
+    "REMOTE_CODE_SIZE",
+    "REMOTE_MESSAGE_MAX",
     "SHORT_CODE_SIZE",
     "SHORT_CODE_VALUES",
     "SessionKeys",
@@ -27,6 +31,7 @@ __all__ = [
     "bluetooth_session_keys",
     "bluetooth_th1",
     "bluetooth_transcript_hash",
+    "check_remote_code",
     "derive_sas",
     "derive_seed",
     "qr_transcript_hash",
@@ -42,6 +47,13 @@ SHORT_CODE_VALUES = 260000
 QR_PAYLOAD_MAX = 383
 #: Longest Bluetooth frame, in bytes (``ITSME_BLUETOOTH_FRAME_MAX``).
 BLUETOOTH_FRAME_MAX = 259
+#: Buffer size for an invite or encryption code as shown, ``"K7X2-M9PM"``,
+#: NUL included (``ITSME_REMOTE_CODE_SIZE``).
+REMOTE_CODE_SIZE = 10
+#: Longest message of an exchange at a distance, in bytes (``ITSME_REMOTE_MESSAGE_MAX``).
+REMOTE_MESSAGE_MAX = 355
+#: Buffer size for a relay ID: 32 lowercase hex digits and the NUL (``ITSME_RELAY_ID_SIZE``).
+RELAY_ID_SIZE = 33
 
 _HASH_BYTES = 32
 _UINT32_MAX = 2**32 - 1
@@ -109,7 +121,8 @@ def _contact_store(store: Any) -> ContactStore:
 
 
 class Exchange(DetailedHandle):
-    """An in-person contact exchange (``itsme_exchange``): a state machine.
+    """A contact exchange (``itsme_exchange``): a state machine, in person
+    (QR, Bluetooth) or at a distance (invite, real-time).
 
     The host moves the bytes; the library never touches a camera or radio::
 
@@ -123,6 +136,16 @@ class Exchange(DetailedHandle):
     For Bluetooth, send every frame :meth:`next_outgoing` gives and pass each
     frame received to :meth:`receive`; after :meth:`confirm` or
     :meth:`reject`, send the CONFIRM frame it queues.
+
+    At a distance, the inviter shows two codes that the other person types;
+    the messages go through a relay (:mod:`itsme.relay` moves them)::
+
+        exchange = Exchange.invite(me)                      # the inviter
+        tell_them(exchange.invite_code, exchange.encryption_code)
+        theirs = Exchange.accept_invite(them, invite_code, encryption_code)
+        # post every message next_outgoing() gives to the mailbox (or room)
+        # exchange.relay_id, receive() every one the other side posted;
+        # on a call, compare the SAS, then confirm or reject.
 
     A failure is final: once :meth:`receive` has rejected a peer message
     (any error but :class:`InvalidArgumentError` for a QR text that is not
@@ -140,7 +163,8 @@ class Exchange(DetailedHandle):
     _last_error_name = "itsme_exchange_last_error"
 
     def __init__(self, ptr: int, identity: Identity) -> None:
-        """Wraps an owned handle; use :meth:`qr`, :meth:`bluetooth` or :meth:`restore`."""
+        """Wraps an owned handle; use :meth:`qr`, :meth:`bluetooth`,
+        :meth:`invite`, :meth:`accept_invite` or :meth:`restore`."""
         super().__init__(ptr)
         # The C exchange holds its identity; the Python object is kept too,
         # so that it is not collected (and closed) while the exchange lives.
@@ -191,13 +215,73 @@ class Exchange(DetailedHandle):
             return cls._new(identity, lambda ptr, out: lib.itsme_exchange_new_bluetooth(ptr, code, rng, when, out))
 
     @classmethod
+    def invite(
+        cls,
+        identity: Identity,
+        now: Optional[int] = None,
+        *,
+        realtime: bool = False,
+        random: Optional[DeterministicRandom] = None,
+    ) -> "Exchange":
+        """Starts an exchange at a distance as the inviter.
+
+        Draws the invite code and the encryption code (:attr:`invite_code`,
+        :attr:`encryption_code`: show both; the other person types them in
+        :meth:`accept_invite`) and queues the INVITE message for
+        :meth:`next_outgoing`.  ``realtime``: the messages go through a
+        relay room while both people are on a call (method ``REALTIME``);
+        otherwise through the relay's invite mailbox, where each side may go
+        offline between its steps (method ``INVITE``).  Either way the ID on
+        the relay is :attr:`relay_id`.
+
+        The exchange's PAKE secret is kept in the identity's secret store
+        until the exchange ends.  Raises :class:`SecretStoreError` if it
+        cannot be stored.
+        """
+        when = unix_time(now)
+        flag = 1 if realtime else 0
+        with use_random(random) as rng:
+            return cls._new(identity, lambda ptr, out: lib.itsme_exchange_new_invite(ptr, flag, rng, when, out))
+
+    @classmethod
+    def accept_invite(
+        cls,
+        identity: Identity,
+        invite_code: str,
+        encryption_code: str,
+        now: Optional[int] = None,
+        *,
+        realtime: bool = False,
+        random: Optional[DeterministicRandom] = None,
+    ) -> "Exchange":
+        """Joins an exchange at a distance as the invitee, with the two codes
+        the inviter shared (typed as :func:`check_remote_code` accepts).
+        ``realtime`` must be what the inviter chose.
+
+        Raises :class:`InvalidArgumentError`, storing nothing, for a code
+        with a typo, a character codes never use, or the same code twice;
+        its message says which code and what is wrong.
+        """
+        when = unix_time(now)
+        invite = encode_text(invite_code, "invite_code")
+        encryption = encode_text(encryption_code, "encryption_code")
+        flag = 1 if realtime else 0
+        with use_random(random) as rng:
+            return cls._new(
+                identity,
+                lambda ptr, out: lib.itsme_exchange_accept_invite(ptr, invite, encryption, flag, rng, when, out),
+            )
+
+    @classmethod
     def restore(cls, identity: Identity, sealed: bytes, now: Optional[int] = None) -> "Exchange":
         """Restores an exchange :meth:`seal` gave, on this device, for ``identity``.
 
         Restore a sealed exchange at most once.  Raises
         :class:`CorruptDataError` (not a sealed exchange),
         :class:`AuthenticationFailedError` (another device or identity, or
-        altered) or :class:`ExpiredError` (begun more than 24 hours ago).
+        altered), :class:`ExpiredError` (begun more than 24 hours ago) or,
+        for an exchange at a distance that has ended since (its PAKE secret
+        is gone from the secret store), :class:`InvalidStateError`.
         """
         when = unix_time(now)
         data, length = _bytes_argument(sealed, "sealed")
@@ -229,18 +313,50 @@ class Exchange(DetailedHandle):
 
     @property
     def method(self) -> ExchangeMethod:
-        """How the exchange was started: ``ExchangeMethod.QR`` or ``BLUETOOTH``."""
+        """How the exchange was started: ``ExchangeMethod.QR``,
+        ``BLUETOOTH``, ``INVITE`` or ``REALTIME``."""
         method = c_uint32()
         self._call(lib.itsme_exchange_get_method, byref(method))
         return ExchangeMethod(method.value)
 
     @property
     def session_code(self) -> Optional[str]:
-        """Bluetooth: the session code text (``"ECHO 0042"``); None for QR."""
+        """Bluetooth: the session code text (``"ECHO 0042"``); None for the
+        other methods."""
         try:
             return self._read(read_text, lib.itsme_exchange_session_code, SHORT_CODE_SIZE)
-        except InvalidStateError:  # the header's only reason: a QR exchange
+        except InvalidStateError:  # the header's only reason: not Bluetooth
             return None
+
+    # -- at a distance -------------------------------------------------------
+
+    @property
+    def invite_code(self) -> str:
+        """The invite code as shown (``"ABCD-EFGH"``).  Not secret from the
+        relay.  :class:`InvalidStateError` for an exchange in person."""
+        return self._read(read_text, lib.itsme_exchange_invite_code, REMOTE_CODE_SIZE)
+
+    @property
+    def encryption_code(self) -> str:
+        """The encryption code as shown: the exchange's password.  Show it
+        to the person; never log it.  :class:`InvalidStateError` for an
+        exchange in person."""
+        return self._read(read_text, lib.itsme_exchange_encryption_code, REMOTE_CODE_SIZE)
+
+    @property
+    def relay_id(self) -> str:
+        """The ID on the relay (32 lowercase hex digits): the invite mailbox
+        or, for a real-time exchange, the room.  The same on both sides.
+        :class:`InvalidStateError` for an exchange in person."""
+        return self._read(read_text, lib.itsme_exchange_relay_id, RELAY_ID_SIZE)
+
+    @property
+    def is_inviter(self) -> bool:
+        """True on the side that created the invite, False on the invitee's.
+        :class:`InvalidStateError` for an exchange in person."""
+        inviter = c_int()
+        self._call(lib.itsme_exchange_is_inviter, byref(inviter))
+        return bool(inviter.value)
 
     # -- bytes out and in ----------------------------------------------------
 
@@ -249,19 +365,24 @@ class Exchange(DetailedHandle):
 
         QR: our payload text (ASCII; show it as a QR code while the exchange
         is pending), not consumed.  Bluetooth: the next frame, removed from
-        the queue.
+        the queue.  At a distance: the next message to post, removed from
+        the queue (the inviter's INVITE from the start, the invitee's ACCEPT
+        after the INVITE, the inviter's REPLY after the ACCEPT).
         """
         return self._read(read_bytes, lib.itsme_exchange_next_outgoing, QR_PAYLOAD_MAX)
 
     def receive(self, data: Union[bytes, str], now: Optional[int] = None) -> None:
-        """Feeds the peer's bytes: a scanned QR text (str or bytes) or one
-        Bluetooth frame.
+        """Feeds the peer's bytes: a scanned QR text (str or bytes), one
+        Bluetooth frame, or one message of an exchange at a distance.
 
         Raises :class:`InvalidArgumentError` for a QR text that is not an
         exchange payload (scan again: the exchange goes on), and, ending the
         exchange as failed, :class:`MalformedMessageError`,
         :class:`AuthenticationFailedError`, :class:`InvalidKeyError` or
-        :class:`ExpiredError`.
+        :class:`ExpiredError`.  At a distance,
+        :class:`AuthenticationFailedError` means a wrong encryption code or
+        a relay that changed the messages: the invite is spent, end it on
+        the relay so that the other side fails too.
         """
         when = unix_time(now)
         buffer, length = _bytes_argument(_peer_bytes(data), "data")
@@ -380,6 +501,23 @@ def short_code_format(value: int) -> str:
     return read_text(
         lambda buf, cap, out_len: lib.itsme_short_code_format(value, buf, cap, out_len),
         SHORT_CODE_SIZE,
+        thread_last_error,
+    )
+
+
+def check_remote_code(text: str) -> str:
+    """An invite or encryption code as a person typed it (either case;
+    spaces and ``-`` ignored), checked and written as shown
+    (``"ABCD-EFGH"``).
+
+    A code carries a check character: every single wrong character and
+    every swap of two is caught here, before any network call.  Raises
+    :class:`InvalidArgumentError`, whose message says what is wrong.
+    """
+    encoded = encode_text(text, "text")
+    return read_text(
+        lambda buf, cap, out_len: lib.itsme_remote_code_check(encoded, buf, cap, out_len),
+        REMOTE_CODE_SIZE,
         thread_last_error,
     )
 

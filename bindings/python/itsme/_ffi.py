@@ -220,6 +220,14 @@ SIGNATURES: Dict[str, Tuple[Optional[type], List[type]]] = {
     "itsme_exchange_reject": (_result, [_handle, _handle]),
     "itsme_exchange_seal": (_result, [_handle, _bytes, c_size_t, _size_out]),
     "itsme_exchange_restore": (_result, [_handle, _bytes, c_size_t, c_int64, _handle_out]),
+    # Contact exchange at a distance
+    "itsme_remote_code_check": (_result, [_text, _text, c_size_t, _size_out]),
+    "itsme_exchange_new_invite": (_result, [_handle, c_int, _handle, c_int64, _handle_out]),
+    "itsme_exchange_accept_invite": (_result, [_handle, _text, _text, c_int, _handle, c_int64, _handle_out]),
+    "itsme_exchange_invite_code": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_exchange_encryption_code": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_exchange_relay_id": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_exchange_is_inviter": (_result, [_handle, POINTER(c_int)]),
     # Pure derivations
     "itsme_derive_seed": (
         _result,

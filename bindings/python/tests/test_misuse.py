@@ -188,6 +188,14 @@ def new_exchange(env, identity, session_code=None, bluetooth=False):
     return out.value
 
 
+def new_invite(env):
+    """An inviter's exchange at a distance on the raw identity, freed with the fixture."""
+    out = c_void_p()
+    ok(lib.itsme_exchange_new_invite(env.identity, 0, None, T0, byref(out)))
+    env.exchanges.append(out.value)
+    return out.value
+
+
 def outgoing(exchange):
     """The exchange's next outgoing bytes."""
     buf, n = byte_buf(512), size_out()
@@ -629,6 +637,26 @@ def _exchange_new_bluetooth(env):
     return [env.identity, b"ECHO 0042", new_random(env), T0, byref(out)], [out]
 
 
+def _remote_code_check(env):
+    buf, n = text_buf(10), size_out()
+    return [b"k7x2 m9pm", buf, 10, byref(n)], [buf, n]
+
+
+def _exchange_new_invite(env):
+    out = handle_out()
+    return [env.identity, 0, new_random(env), T0, byref(out)], [out]
+
+
+def _exchange_accept_invite(env):
+    out = handle_out()
+    return [env.bare_identity, b"K7X2-M9PM", b"5EXZ-9NQ2", 1, new_random(env), T0, byref(out)], [out]
+
+
+def _exchange_is_inviter(env):
+    inviter = ctypes.c_int(0xAAAA)
+    return [new_invite(env), byref(inviter)], [inviter]
+
+
 def _exchange_text(function_needs):
     """A (buf, cap, out_len) getter on an exchange made by function_needs(env)."""
 
@@ -965,6 +993,13 @@ CASES = {
     "itsme_exchange_reject": _exchange_reject,
     "itsme_exchange_seal": _exchange_seal,
     "itsme_exchange_restore": _exchange_restore,
+    "itsme_remote_code_check": _remote_code_check,
+    "itsme_exchange_new_invite": _exchange_new_invite,
+    "itsme_exchange_accept_invite": _exchange_accept_invite,
+    "itsme_exchange_invite_code": _exchange_text(new_invite),
+    "itsme_exchange_encryption_code": _exchange_text(new_invite),
+    "itsme_exchange_relay_id": _exchange_text(new_invite),
+    "itsme_exchange_is_inviter": _exchange_is_inviter,
     "itsme_derive_seed": _derive_seed,
     "itsme_derive_sas": _derive_sas,
     "itsme_qr_transcript_hash": _qr_transcript_hash,
@@ -1027,6 +1062,8 @@ FREE_OUTPUT = {
     "itsme_exchange_new_qr": lib.itsme_exchange_free,
     "itsme_exchange_new_bluetooth": lib.itsme_exchange_free,
     "itsme_exchange_restore": lib.itsme_exchange_free,
+    "itsme_exchange_new_invite": lib.itsme_exchange_free,
+    "itsme_exchange_accept_invite": lib.itsme_exchange_free,
     "itsme_voice_new": lib.itsme_voice_free,
     "itsme_online_verify_new": lib.itsme_online_verify_free,
     "itsme_pin_update_new": lib.itsme_pin_update_free,
@@ -1038,6 +1075,8 @@ OPTIONAL_POINTERS = {
     ("itsme_exchange_new_qr", 1): "rng NULL: the operating system",
     ("itsme_exchange_new_bluetooth", 1): "session_code NULL: draw one",
     ("itsme_exchange_new_bluetooth", 2): "rng NULL: the operating system",
+    ("itsme_exchange_new_invite", 2): "rng NULL: the operating system",
+    ("itsme_exchange_accept_invite", 4): "rng NULL: the operating system",
     ("itsme_exchange_status", 2): "out_flags may be NULL",
     ("itsme_voice_status", 2): "out_turn may be NULL",
     ("itsme_voice_timing", 2): "out_window may be NULL",
