@@ -39,6 +39,19 @@ During a call, the two people verify each other with a voice session::
         print(session.your_code)                  # read aloud: code and tag
         outcome = session.check(contacts, heard_code, heard_tag)
 
+People who are apart exchange contacts through a relay: the inviter shows
+two codes, the other person types them, and :mod:`itsme.relay` moves the
+messages (``itsme.relay.InviteSession`` through the invite mailbox, each
+side free to go offline between steps; ``itsme.relay.realtime_exchange``
+through a room while both are on a call)::
+
+    exchange = itsme.Exchange.invite(me)
+    tell_them(exchange.invite_code, exchange.encryption_code)
+    session = itsme.relay.InviteSession(itsme.relay.InviteMailbox(url), exchange)
+    session.step(wait=30)                         # until exchange.state is COMPARE_SAS
+    # ... and on the other side, with the two codes typed:
+    theirs = itsme.Exchange.accept_invite(them, invite_code, encryption_code)
+
 Apart, over a relay, the same people verify each other with Online
 Verify; after a device change, a degradation code tells each contact the
 change is the person's own, and a Security PIN Update in person replaces
@@ -109,6 +122,9 @@ from ._errors import (
 from ._exchange import (
     BLUETOOTH_FRAME_MAX,
     QR_PAYLOAD_MAX,
+    RELAY_ID_SIZE,
+    REMOTE_CODE_SIZE,
+    REMOTE_MESSAGE_MAX,
     SHORT_CODE_SIZE,
     SHORT_CODE_VALUES,
     Exchange,
@@ -119,6 +135,7 @@ from ._exchange import (
     bluetooth_session_keys,
     bluetooth_th1,
     bluetooth_transcript_hash,
+    check_remote_code,
     derive_sas,
     derive_seed,
     qr_transcript_hash,
@@ -161,6 +178,7 @@ from ._voice import (
     derive_words,
     nato_word,
 )
+from . import relay  # imports websockets only when a room is joined
 
 __version__ = "0.1.0"
 
@@ -294,6 +312,9 @@ __all__ = [
     "PinUpdate",
     "PinUpdateState",
     "QR_PAYLOAD_MAX",
+    "RELAY_ID_SIZE",
+    "REMOTE_CODE_SIZE",
+    "REMOTE_MESSAGE_MAX",
     "RESULT_CODES",
     "ROOM_NAME_SIZE",
     "Result",
@@ -335,6 +356,7 @@ __all__ = [
     "bluetooth_session_keys",
     "bluetooth_th1",
     "bluetooth_transcript_hash",
+    "check_remote_code",
     "derive_code",
     "derive_degradation_code",
     "derive_device_tag",
@@ -348,6 +370,7 @@ __all__ = [
     "init",
     "nato_word",
     "qr_transcript_hash",
+    "relay",
     "result_message",
     "short_code_format",
     "short_code_parse",

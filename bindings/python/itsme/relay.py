@@ -1,0 +1,910 @@
+"""A client of ``itsme-relay`` (docs/PROTOCOL.md section 15) that moves the
+library's messages.
+
+The library does no I/O: an :class:`~itsme.Exchange` at a distance and an
+:class:`~itsme.OnlineVerify` session only say what to send and take what
+arrives.  This module carries those bytes, and nothing else, to and from a
+relay:
+
+* :class:`InviteMailbox`: the invite mailbox's HTTP routes (15.2), over one
+  keep-alive connection of the standard library's ``http.client``.
+* :class:`InviteSession`: drives an invite exchange through the mailbox, one
+  :meth:`~InviteSession.step` at a time; its small state is saved next to
+  the sealed exchange (:meth:`~InviteSession.to_dict`), so each side may go
+  offline between its steps.
+* :class:`Room`: a relay room (15.3), a WebSocket through the
+  ``websockets`` package (imported on first use; ``pip install websockets``).
+* :func:`realtime_exchange`: a real-time exchange through a room, while
+  both people are on a call.
+* :func:`online_verify` and :func:`start_online_verify`: Online Verify
+  through a room (section 11).
+
+An invite exchange, on each side::
+
+    mailbox = InviteMailbox("https://relay.example")
+    session = InviteSession(mailbox, exchange)       # Exchange.invite or accept_invite
+    while exchange.state == ExchangeState.AWAITING_PEER:
+        session.step(wait=30)                       # or: save, go offline, come back
+    print(exchange.sas)                             # compare it on a call
+
+Failures raise :class:`RelayError` (the relay refused, or could not be
+reached: ``status``, ``kind``, ``message``, ``retry_after``), its subclass
+:class:`InviteEndedError` (the invite is gone: the other side ended it, or it
+expired), or the library's :class:`~itsme.ItsMeError` when a message the
+relay delivered is refused by the exchange.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import http.client
+import json
+import re
+import socket
+import ssl
+import time
+import urllib.parse
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ._contacts import ContactStore, ExchangeMethod
+from ._errors import InvalidArgumentError, InvalidStateError, ItsMeError
+from ._exchange import REMOTE_MESSAGE_MAX, Exchange, ExchangeState
+from ._online_verify import OnlineVerify, OnlineVerifyState
+from ._random import DeterministicRandom
+
+__all__ = [
+    "InviteEndedError",
+    "InviteMailbox",
+    "InviteSession",
+    "RelayError",
+    "Room",
+    "online_verify",
+    "realtime_exchange",
+    "start_online_verify",
+]
+
+_ID = re.compile(r"[0-9a-f]{32}")
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{43}")
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]*")
+# The relay holds a fetch for at most 30 seconds (15.2).
+_WAIT_MAX = 30.0
+# The relay closes a connection that sends no request for 10 seconds
+# (--request-timeout); a connection idle for longer than this is replaced
+# before use rather than found dead.
+_IDLE_REUSE = 5.0
+# Rooms forward at most 65,536 bytes a frame (--max-frame).
+_FRAME_MAX = 65536
+_WINDOW_SECONDS = 30
+_SESSION_STATE_VERSION = 1
+# Errors of a connection that the other end closed or reset.
+_DROPPED = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+
+
+class RelayError(Exception):
+    """The relay refused a request, answered something unexpected, or could
+    not be reached.
+
+    ``status`` is the HTTP status (None when there was no answer, and for
+    room events), ``kind`` the relay's error kind (``"not-found"``,
+    ``"conflict"``, ``"rate-limited"``, ``"busy"``...; the client's own:
+    ``"connection"``, ``"timeout"``, ``"bad-response"``; for rooms:
+    ``"peer-left"``, ``"refused"``, ``"room-full"``, ``"closed"``),
+    ``message`` a line for a person, and ``retry_after`` the seconds the
+    relay asked to wait (429 and 503), else None.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: Optional[int] = None,
+        kind: Optional[str] = None,
+        retry_after: Optional[int] = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+        self.message = message
+        self.retry_after = retry_after
+
+    def __str__(self) -> str:
+        where = " ".join(str(part) for part in (self.status, self.kind) if part is not None)
+        return f"{self.message} ({where})" if where else self.message
+
+
+class InviteEndedError(RelayError):
+    """The invite is no longer on the relay (``404 not-found``): the other
+    side ended it (its check of a message failed, or it gave up), it
+    expired, or it never existed.  Start a new exchange."""
+
+
+# -- HTTP ------------------------------------------------------------------------------
+
+
+def _check_id(value: str, what: str = "id") -> str:
+    if not isinstance(value, str) or not _ID.fullmatch(value):
+        raise ValueError(f"{what} must be 32 lowercase hex digits")
+    return value
+
+
+def _check_token(token: str) -> str:
+    if not isinstance(token, str) or not _TOKEN.fullmatch(token):
+        raise ValueError("token must be the 43 base64url characters the relay gave")
+    return token
+
+
+def _b64url_decode(text: Any) -> bytes:
+    if not isinstance(text, str) or not _BASE64URL.fullmatch(text) or len(text) % 4 == 1:
+        raise RelayError("the relay sent a message body that is not unpadded base64url", kind="bad-response")
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError) as error:
+        raise RelayError("the relay sent a message body that is not base64url", kind="bad-response") from error
+
+
+def _b64url_encode(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+class InviteMailbox:
+    """The relay's invite mailbox (docs/PROTOCOL.md 15.2) at ``base_url``
+    (``http://`` or ``https://``, with an optional path prefix).
+
+    One keep-alive connection per object, replaced when the relay dropped
+    it: a request that finds its reused connection closed before any answer
+    is sent once more on a new one.  ``timeout`` bounds each request (a
+    held fetch gets its ``wait`` on top); ``ssl_context`` is for HTTPS
+    (default: the system's certificate checks).  Not for use by two threads
+    at once.  Refusals raise :class:`RelayError`; ``404`` raises
+    :class:`InviteEndedError`.
+    """
+
+    def __init__(self, base_url: str, *, timeout: float = 15.0, ssl_context: Optional[ssl.SSLContext] = None) -> None:
+        parsed = urllib.parse.urlsplit(base_url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ValueError(f"base_url must be an http:// or https:// URL, not {base_url!r}")
+        if parsed.query or parsed.fragment:
+            raise ValueError("base_url must not carry a query or fragment")
+        self.base_url = base_url
+        self._https = parsed.scheme == "https"
+        self._host = parsed.hostname
+        self._port = parsed.port
+        self._prefix = parsed.path.rstrip("/")
+        self._timeout = float(timeout)
+        self._ssl_context = ssl_context
+        self._connection: Optional[http.client.HTTPConnection] = None
+        self._last_used = 0.0
+        #: The ``expires`` (unix seconds) of the last invite created or accepted.
+        self.last_expires: Optional[float] = None
+
+    # -- the connection ------------------------------------------------------
+
+    def _new_connection(self) -> http.client.HTTPConnection:
+        if self._https:
+            context = self._ssl_context or ssl.create_default_context()
+            return http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout, context=context)
+        return http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+
+    def close(self) -> None:
+        """Closes the connection (the next request opens a new one)."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+
+    def __enter__(self) -> "InviteMailbox":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        token: Optional[str] = None,
+        body: Optional[bytes] = None,
+        timeout: Optional[float] = None,
+    ) -> Tuple[int, Any, bytes]:
+        headers = {"Accept": "application/json"}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {_check_token(token)}"
+        if body is not None:
+            headers["Content-Type"] = "application/octet-stream"
+        elif method == "POST":
+            headers["Content-Length"] = "0"
+        limit = self._timeout if timeout is None else timeout
+        for attempt in (1, 2):
+            if self._connection is not None and time.monotonic() - self._last_used > _IDLE_REUSE:
+                self.close()
+            reused = self._connection is not None
+            if self._connection is None:
+                self._connection = self._new_connection()
+            connection = self._connection
+            connection.timeout = limit
+            if connection.sock is not None:
+                connection.sock.settimeout(limit)
+            try:
+                connection.request(method, self._prefix + path, body=body, headers=headers)
+                response = connection.getresponse()
+                data = response.read()
+            except _DROPPED as error:
+                self.close()
+                if reused and attempt == 1:
+                    continue  # the relay had closed the idle connection
+                raise RelayError(f"the connection to the relay was lost ({error})", kind="connection") from error
+            except (TimeoutError, socket.timeout) as error:
+                self.close()
+                raise RelayError("the relay did not answer in time", kind="timeout") from error
+            except (OSError, http.client.HTTPException) as error:
+                self.close()
+                raise RelayError(f"cannot reach the relay ({error})", kind="connection") from error
+            if response.will_close:
+                self.close()
+            else:
+                self._last_used = time.monotonic()
+            return response.status, response.headers, data
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _json(data: bytes) -> Dict[str, Any]:
+        try:
+            value = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as error:
+            raise RelayError("the relay's answer is not JSON", kind="bad-response") from error
+        if not isinstance(value, dict):
+            raise RelayError("the relay's answer is not a JSON object", kind="bad-response")
+        return value
+
+    def _call(self, expected: int, method: str, path: str, **kwargs: Any) -> bytes:
+        status, headers, data = self._request(method, path, **kwargs)
+        if status == expected:
+            return data
+        kind, message = None, f"the relay answered {status}"
+        try:
+            error = json.loads(data.decode("utf-8"))
+            if isinstance(error, dict):
+                kind = error.get("error") if isinstance(error.get("error"), str) else None
+                if isinstance(error.get("message"), str) and error["message"]:
+                    message = error["message"]
+        except (UnicodeDecodeError, ValueError):
+            pass
+        retry_after = None
+        header = headers.get("Retry-After")
+        if header is not None and header.strip().isdigit():
+            retry_after = int(header.strip())
+        cls = InviteEndedError if status == 404 else RelayError
+        raise cls(message, status=status, kind=kind or ("not-found" if status == 404 else None), retry_after=retry_after)
+
+    def _token_answer(self, data: bytes) -> str:
+        answer = self._json(data)
+        token = answer.get("token")
+        if not isinstance(token, str) or not _TOKEN.fullmatch(token):
+            raise RelayError("the relay's answer carries no valid token", kind="bad-response")
+        expires = answer.get("expires")
+        self.last_expires = float(expires) if isinstance(expires, (int, float)) else None
+        return token
+
+    # -- the routes ------------------------------------------------------------
+
+    def create(self, invite_id: str) -> str:
+        """Creates the invite ``invite_id``; returns the inviter's token.
+        ``409 conflict`` if the ID is in use."""
+        path = f"/v1/invites/{_check_id(invite_id, 'invite_id')}"
+        return self._token_answer(self._call(201, "POST", path))
+
+    def accept(self, invite_id: str) -> str:
+        """Binds the caller as the invitee; returns the invitee's token.
+        ``409 conflict`` if someone accepted it already."""
+        path = f"/v1/invites/{_check_id(invite_id, 'invite_id')}/accept"
+        return self._token_answer(self._call(200, "POST", path))
+
+    def post(self, invite_id: str, token: str, body: bytes) -> int:
+        """Posts one message (1 to 65,536 bytes); returns its sequence number."""
+        if not isinstance(body, (bytes, bytearray, memoryview)):
+            raise TypeError(f"body must be bytes, not {type(body).__name__}")
+        body = bytes(body)
+        path = f"/v1/invites/{_check_id(invite_id, 'invite_id')}/messages"
+        answer = self._json(self._call(201, "POST", path, token=token, body=body))
+        seq = answer.get("seq")
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+            raise RelayError("the relay's answer carries no sequence number", kind="bad-response")
+        return seq
+
+    def fetch(self, invite_id: str, token: str, after: int = 0, wait: float = 0) -> Tuple[bool, List[Tuple[int, bytes]]]:
+        """The other side's messages with ``seq > after``, oldest first, as
+        ``(accepted, [(seq, body), ...])``; ``accepted`` tells whether an
+        invitee is bound.  With ``wait`` (0 to 30 seconds) and nothing to
+        return, the relay holds the request until something arrives."""
+        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+            raise ValueError("after must be a non-negative integer")
+        if not 0 <= wait <= _WAIT_MAX:
+            raise ValueError("wait must be 0 to 30 seconds")
+        seconds = int(wait)
+        query = urllib.parse.urlencode({"after": after, "wait": seconds})
+        path = f"/v1/invites/{_check_id(invite_id, 'invite_id')}/messages?{query}"
+        answer = self._json(self._call(200, "GET", path, token=token, timeout=self._timeout + seconds))
+        accepted, messages = answer.get("accepted"), answer.get("messages")
+        if not isinstance(accepted, bool) or not isinstance(messages, list):
+            raise RelayError("the relay's answer is not a list of messages", kind="bad-response")
+        result = []
+        for message in messages:
+            seq = message.get("seq") if isinstance(message, dict) else None
+            if not isinstance(seq, int) or isinstance(seq, bool):
+                raise RelayError("the relay sent a message without a sequence number", kind="bad-response")
+            result.append((seq, _b64url_decode(message.get("body"))))
+        return accepted, result
+
+    def delete(self, invite_id: str, token: str) -> None:
+        """Ends the invite (either side's token): the relay erases it."""
+        self._call(204, "DELETE", f"/v1/invites/{_check_id(invite_id, 'invite_id')}", token=token)
+
+    def __repr__(self) -> str:
+        return f"<InviteMailbox {self.base_url}>"
+
+
+# -- the invite exchange, step by step ------------------------------------------------------
+
+
+_PENDING = (ExchangeState.AWAITING_PEER, ExchangeState.COMPARE_SAS)
+
+
+def _give_up(exchange: Exchange) -> None:
+    """Rejects a pending exchange whose invite is gone (nothing was saved by
+    the drivers, so no store is needed)."""
+    try:
+        if exchange.state in _PENDING:
+            exchange.reject(None)
+    except (InvalidStateError, InvalidArgumentError):
+        pass  # already finished, or saved by the host: the host decides
+
+
+class InviteSession:
+    """Drives an invite exchange (:meth:`Exchange.invite` or
+    :meth:`Exchange.accept_invite`, not real-time) through ``mailbox``.
+
+    Each :meth:`step` creates (inviter) or accepts (invitee) the invite on
+    first use, posts what the exchange has to send, fetches the other
+    side's new messages and feeds them to the exchange in order (a message
+    already seen, by its sequence number, is skipped), posts the answers,
+    and returns the exchange's state.  Then:
+
+    * the invitee ends the invite on the relay as soon as its SAS is ready,
+      so nothing about a completed exchange stays there;
+    * a message the exchange refuses (a wrong encryption code, a relay that
+      changed, replayed or reordered messages) ends the invite on the relay
+      too, so the other side fails as well, and the library's error is
+      raised;
+    * an invite that is gone (the other side ended it, or it expired)
+      rejects the exchange and raises :class:`InviteEndedError`.
+
+    Between steps either side may go offline: save :meth:`to_dict` with the
+    sealed exchange (:meth:`Exchange.seal`), and later :meth:`from_dict`
+    with the restored one.  Save both after every step: a step that ran
+    after the last save may have posted messages the saved state does not
+    know about.  The dict holds the side's relay token: keep it as
+    privately as the sealed exchange.
+    """
+
+    def __init__(self, mailbox: InviteMailbox, exchange: Exchange) -> None:
+        if not isinstance(exchange, Exchange):
+            raise TypeError(f"exchange must be an Exchange, not {type(exchange).__name__}")
+        if exchange.method != ExchangeMethod.INVITE:
+            raise ValueError("an InviteSession carries an invite exchange (a real-time one goes through a room)")
+        self.mailbox = mailbox
+        self.exchange = exchange
+        self.relay_id = exchange.relay_id
+        self.is_inviter = exchange.is_inviter
+        self._token: Optional[str] = None
+        self._last_seq = 0
+        self._unsent: List[bytes] = []
+        self._done = False
+        #: Whether an invitee is bound, as of the last fetch (None before one).
+        self.accepted: Optional[bool] = None
+
+    # -- state ---------------------------------------------------------------
+
+    @property
+    def token(self) -> Optional[str]:
+        """This side's relay token, once the invite was created or accepted."""
+        return self._token
+
+    @property
+    def last_seq(self) -> int:
+        """The sequence number of the last message fed to the exchange."""
+        return self._last_seq
+
+    @property
+    def done(self) -> bool:
+        """Nothing more to do on the relay (the exchange has its SAS and
+        its messages are out, or it ended)."""
+        return self._done
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The session's state, JSON-serialisable, to save with the sealed exchange."""
+        return {
+            "version": _SESSION_STATE_VERSION,
+            "relay_id": self.relay_id,
+            "inviter": self.is_inviter,
+            "token": self._token,
+            "last_seq": self._last_seq,
+            "unsent": [_b64url_encode(message) for message in self._unsent],
+            "done": self._done,
+        }
+
+    @classmethod
+    def from_dict(cls, mailbox: InviteMailbox, exchange: Exchange, state: Dict[str, Any]) -> "InviteSession":
+        """A session resumed from :meth:`to_dict`, with the exchange restored
+        from the seal saved at the same time.  Raises ValueError for a state
+        of another exchange or of an unknown form."""
+        session = cls(mailbox, exchange)
+        if not isinstance(state, dict) or state.get("version") != _SESSION_STATE_VERSION:
+            raise ValueError("not a saved InviteSession state of a known version")
+        if state.get("relay_id") != session.relay_id or state.get("inviter") is not session.is_inviter:
+            raise ValueError("the saved state is of another exchange")
+        token, last_seq, unsent, done = state.get("token"), state.get("last_seq"), state.get("unsent"), state.get("done")
+        if token is not None:
+            _check_token(token)
+        if isinstance(last_seq, bool) or not isinstance(last_seq, int) or last_seq < 0:
+            raise ValueError("the saved state's last_seq is not a non-negative integer")
+        if not isinstance(unsent, list) or not isinstance(done, bool):
+            raise ValueError("the saved state is malformed")
+        try:
+            messages = [_b64url_decode(text) for text in unsent]
+        except RelayError as error:
+            raise ValueError("the saved state's unsent messages are not base64url") from error
+        if any(not 1 <= len(message) <= REMOTE_MESSAGE_MAX for message in messages):
+            raise ValueError("the saved state's unsent messages have impossible sizes")
+        session._token, session._last_seq, session._unsent, session._done = token, last_seq, messages, done
+        return session
+
+    # -- running ---------------------------------------------------------------
+
+    def step(self, wait: float = 0, now: Optional[int] = None) -> ExchangeState:
+        """One round with the relay; returns :attr:`Exchange.state`.
+
+        ``wait`` (0 to 30 seconds) holds the fetch on the relay until the
+        other side posts: the exchange then moves at network speed.
+        ``now`` is passed to :meth:`Exchange.receive`.  Transient failures
+        (:class:`RelayError` other than :class:`InviteEndedError`: the
+        relay unreachable, busy or rate-limiting) change nothing: step
+        again later.
+        """
+        exchange = self.exchange
+        if self._done:
+            return exchange.state
+        if exchange.state not in _PENDING:
+            # Failed, confirmed or rejected outside a step: end the invite.
+            self._end_invite()
+            self._done = True
+            return exchange.state
+        try:
+            if self._token is None:
+                self._open()
+            self._flush()
+            if exchange.state == ExchangeState.AWAITING_PEER:
+                self._feed(wait, now)
+                self._flush()
+        except InviteEndedError as error:
+            self._done = True
+            self._unsent.clear()
+            _give_up(exchange)
+            raise InviteEndedError(
+                "the invite is no longer on the relay: the other side ended it (its check failed, or it "
+                "gave up), or it expired; this exchange is rejected, start a new one",
+                status=error.status,
+                kind=error.kind,
+            ) from error
+        if exchange.state == ExchangeState.COMPARE_SAS and not self._unsent:
+            if not self.is_inviter:
+                # The invitee has the inviter's last message: nothing about
+                # the exchange needs to stay on the relay.
+                self._end_invite()
+            self._done = True
+        return exchange.state
+
+    def _open(self) -> None:
+        try:
+            if self.is_inviter:
+                self._token = self.mailbox.create(self.relay_id)
+            else:
+                self._token = self.mailbox.accept(self.relay_id)
+        except InviteEndedError:
+            raise
+        except RelayError as error:
+            if error.kind == "conflict":
+                self._done = True
+                _give_up(self.exchange)
+                what = (
+                    "an invite with this ID already exists: start a new exchange"
+                    if self.is_inviter
+                    else "someone else already accepted this invite: ask for a new one"
+                )
+                raise RelayError(what, status=error.status, kind=error.kind) from error
+            raise
+
+    def _flush(self) -> None:
+        """Posts the unsent messages, oldest first, keeping any that fails."""
+        while True:
+            message = self.exchange.next_outgoing()
+            if not message:
+                break
+            self._unsent.append(message)
+        while self._unsent:
+            self.mailbox.post(self.relay_id, self._token, self._unsent[0])
+            self._unsent.pop(0)
+
+    def _feed(self, wait: float, now: Optional[int]) -> None:
+        accepted, messages = self.mailbox.fetch(self.relay_id, self._token, after=self._last_seq, wait=wait)
+        self.accepted = accepted
+        for seq, body in sorted(messages, key=lambda item: item[0]):
+            if seq <= self._last_seq:
+                continue  # seen already
+            try:
+                self.exchange.receive(body, now)
+            except ItsMeError:
+                # Refused: the exchange has failed.  End the invite, so that
+                # the other side fails too instead of waiting (if the relay
+                # cannot be reached now, the next step tries again).
+                self._unsent.clear()
+                try:
+                    self._end_invite()
+                    self._done = True
+                except RelayError:
+                    pass
+                raise
+            self._last_seq = seq
+
+    def _end_invite(self) -> None:
+        """DELETEs the invite if this side holds a token; an invite already
+        gone is fine.  Other failures are raised."""
+        if self._token is None:
+            return
+        try:
+            self.mailbox.delete(self.relay_id, self._token)
+        except InviteEndedError:
+            pass
+
+    def finish(self) -> None:
+        """Ends the invite on the relay now (idempotent).  The inviter may
+        call it once the two people compared the SAS: by then the invitee
+        has every message.  The invitee's :meth:`step` does it by itself."""
+        self._end_invite()
+        self._done = True
+
+    def cancel(self, store: Optional[ContactStore] = None) -> None:
+        """Gives up: ends the invite on the relay (so the other side fails)
+        and rejects the exchange if it is still pending (``store``: the one
+        a contact was saved in, if any).  The exchange is rejected even if
+        the relay cannot be reached (:class:`RelayError` is then raised, and
+        the invite stays on the relay until it expires)."""
+        try:
+            self._end_invite()
+        finally:
+            self._done = True
+            self._unsent.clear()
+            if self.exchange.state in _PENDING:
+                self.exchange.reject(store)
+
+    def __repr__(self) -> str:
+        role = "inviter" if self.is_inviter else "invitee"
+        return f"<InviteSession {role} {self.relay_id[:8]}... last_seq={self._last_seq} done={self._done}>"
+
+
+# -- rooms -------------------------------------------------------------------------------
+
+
+def _websocket_connect() -> Callable[..., Any]:
+    try:
+        from websockets.sync.client import connect
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "relay rooms need the websockets package (version 12 or later): pip install websockets"
+        ) from error
+    return connect
+
+
+def _room_base(base_url: str) -> str:
+    parsed = urllib.parse.urlsplit(base_url)
+    schemes = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}
+    if parsed.scheme not in schemes or not parsed.netloc:
+        raise ValueError(f"base_url must be an http(s):// or ws(s):// URL, not {base_url!r}")
+    return urllib.parse.urlunsplit((schemes[parsed.scheme], parsed.netloc, parsed.path.rstrip("/"), "", ""))
+
+
+_CLOSE_REASONS = {
+    4009: ("room-full", "the room already holds two people"),
+    4000: ("closed", "the room was idle for too long and the relay closed it"),
+    1001: ("closed", "the relay is shutting down"),
+    1009: ("closed", "a frame was too large for the relay"),
+}
+
+
+class Room:
+    """A connection to the relay room ``room_id`` (docs/PROTOCOL.md 15.3).
+
+    The relay speaks in JSON text events (``waiting``, ``peer-joined``,
+    ``peer-left``, ``refused``); the peers in binary frames, which the relay
+    forwards unchanged.  ``base_url`` is the relay's (``https://`` becomes
+    ``wss://``).  Needs the ``websockets`` package.  Failures raise
+    :class:`RelayError` (``kind`` ``"peer-left"``, ``"refused"``,
+    ``"room-full"``, ``"closed"``, ``"timeout"`` or ``"connection"``).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        room_id: str,
+        *,
+        open_timeout: float = 10.0,
+        ssl_context: Optional[ssl.SSLContext] = None,
+    ) -> None:
+        connect = _websocket_connect()
+        self.room_id = _check_id(room_id, "room_id")
+        self.url = f"{_room_base(base_url)}/v1/rooms/{room_id}"
+        options: Dict[str, Any] = {"open_timeout": open_timeout, "close_timeout": 2, "max_size": _FRAME_MAX}
+        options["compression"] = None
+        if ssl_context is not None:
+            options["ssl"] = ssl_context
+        try:
+            # Entered as a context manager, as every websockets version
+            # since 12 allows (17.1 and later require it).
+            self._context = connect(self.url, **options)
+            self._ws = self._context.__enter__()
+        except TimeoutError as error:
+            raise RelayError("the relay did not open the room in time", kind="timeout") from error
+        except Exception as error:  # websockets' handshake errors, OSError
+            status = getattr(getattr(error, "response", None), "status_code", None)
+            raise RelayError(f"cannot join the room ({error})", status=status, kind="connection") from error
+        #: Whether the other peer is in the room, as far as the events said.
+        self.peer_present = False
+
+    def close(self) -> None:
+        """Leaves the room (the peer gets ``peer-left``)."""
+        try:
+            self._context.__exit__(None, None, None)
+        except Exception:
+            pass
+
+    def __enter__(self) -> "Room":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def _closed_error(self, error: Exception) -> RelayError:
+        received = getattr(error, "rcvd", None)
+        code = getattr(received, "code", None)
+        kind, message = _CLOSE_REASONS.get(code, ("closed", f"the relay closed the room connection (code {code})"))
+        return RelayError(message, kind=kind)
+
+    def next_event(self, timeout: Optional[float]) -> Tuple[str, Any]:
+        """The next thing that arrives: ``("binary", bytes)`` or
+        ``("event", dict)``.  Raises :class:`RelayError` (``"timeout"``
+        when nothing arrived within ``timeout`` seconds; None waits)."""
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            message = self._ws.recv(timeout=timeout)
+        except TimeoutError as error:
+            raise RelayError("nothing arrived from the room in time", kind="timeout") from error
+        except ConnectionClosed as error:
+            raise self._closed_error(error) from error
+        if isinstance(message, bytes):
+            return "binary", message
+        try:
+            event = json.loads(message)
+        except ValueError as error:
+            raise RelayError("the relay sent a text frame that is not JSON", kind="bad-response") from error
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            raise RelayError("the relay sent an event without a type", kind="bad-response")
+        if event["type"] == "peer-joined":
+            self.peer_present = True
+        elif event["type"] == "peer-left":
+            self.peer_present = False
+        return "event", event
+
+    def wait_for_peer(self, timeout: Optional[float]) -> None:
+        """Returns once the other peer is in the room (``peer-joined``)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.peer_present:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            kind, value = self.next_event(remaining)
+            if kind == "binary":
+                raise RelayError("a frame arrived before the peer joined", kind="bad-response")
+
+    def send(self, data: bytes) -> None:
+        """Sends one binary frame to the peer."""
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            self._ws.send(bytes(data))
+        except ConnectionClosed as error:
+            raise self._closed_error(error) from error
+
+    def receive(self, timeout: Optional[float]) -> bytes:
+        """The peer's next binary frame.  ``peer-left`` and ``refused``
+        raise :class:`RelayError` of that kind."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            kind, value = self.next_event(remaining)
+            if kind == "binary":
+                return value
+            if value["type"] == "peer-left":
+                raise RelayError("the other person left the room", kind="peer-left")
+            if value["type"] == "refused":
+                raise RelayError(
+                    f"the relay refused a frame ({value.get('reason', 'no reason given')})", kind="refused"
+                )
+
+    def __repr__(self) -> str:
+        return f"<Room {self.room_id[:8]}... peer={'yes' if self.peer_present else 'no'}>"
+
+
+def _run_in_room(
+    room: Room,
+    machine: Any,
+    running: Any,
+    deadline: float,
+    now: Optional[int],
+    on_failure: Callable[[], None],
+) -> None:
+    """Sends what ``machine`` has, feeds it every frame, until its state is
+    no longer ``running``; then sends what is left.  A refused frame closes
+    the room (the peer sees ``peer-left``) and is raised; a relay failure
+    calls ``on_failure`` and is raised."""
+
+    def flush() -> None:
+        while True:
+            message = machine.next_outgoing()
+            if not message:
+                return
+            room.send(message)
+
+    try:
+        room.wait_for_peer(max(0.0, deadline - time.monotonic()))
+        flush()
+        while machine.state == running:
+            frame = room.receive(max(0.0, deadline - time.monotonic()))
+            try:
+                machine.receive(frame, now)
+            except ItsMeError:
+                room.close()
+                raise
+            flush()
+    except RelayError:
+        on_failure()
+        raise
+
+
+def _stop(session: OnlineVerify) -> None:
+    """Rejects an Online Verify session that can no longer finish."""
+    try:
+        if session.state in (OnlineVerifyState.RUNNING, OnlineVerifyState.COMPARE_SAS):
+            session.reject()
+    except ItsMeError:
+        pass
+
+
+def realtime_exchange(
+    base_url: str,
+    exchange: Exchange,
+    *,
+    timeout: float = 120.0,
+    now: Optional[int] = None,
+    ssl_context: Optional[ssl.SSLContext] = None,
+) -> ExchangeState:
+    """Runs a real-time exchange (``Exchange.invite(..., realtime=True)`` or
+    ``accept_invite(..., realtime=True)``) through the relay room
+    :attr:`Exchange.relay_id`, until its SAS is ready; returns the state
+    (``COMPARE_SAS``).
+
+    Both sides call it while on a call; the inviter sends its INVITE once
+    the other person is in the room.  Raises the library's error when a
+    frame is refused (the room is left, so the peer fails too), and
+    :class:`RelayError` (``"peer-left"``, ``"timeout"``...) when the room
+    fails once joined, after rejecting the exchange.  A room that cannot be
+    joined at all (``"connection"``) leaves the exchange as it was: try
+    again.
+    """
+    if exchange.method != ExchangeMethod.REALTIME:
+        raise ValueError("realtime_exchange carries a real-time exchange (an invite goes through the mailbox)")
+    deadline = time.monotonic() + timeout
+    with Room(base_url, exchange.relay_id, open_timeout=timeout, ssl_context=ssl_context) as room:
+        _run_in_room(room, exchange, ExchangeState.AWAITING_PEER, deadline, now, lambda: _give_up(exchange))
+    return exchange.state
+
+
+def online_verify(
+    base_url: str,
+    session: OnlineVerify,
+    *,
+    timeout: float = 60.0,
+    now: Optional[int] = None,
+    room: Optional[Room] = None,
+    ssl_context: Optional[ssl.SSLContext] = None,
+) -> OnlineVerifyState:
+    """Runs an Online Verify session through its relay room
+    (:attr:`OnlineVerify.room`, or the ``room`` given, already joined) until
+    both proofs are checked; returns the state (``COMPARE_SAS``: both read
+    the SAS aloud, then :meth:`OnlineVerify.confirm` or ``reject``).
+
+    Raises the library's error when a message is refused (the room is left,
+    so the peer fails too), :class:`RelayError` when the room fails (the
+    session is then rejected: start a new one).
+    """
+    deadline = time.monotonic() + timeout
+    owned = room is None
+    if room is None:
+        room = Room(base_url, session.room, open_timeout=timeout, ssl_context=ssl_context)
+    try:
+        _run_in_room(room, session, OnlineVerifyState.RUNNING, deadline, now, lambda: _stop(session))
+    finally:
+        if owned:
+            room.close()
+    return session.state
+
+
+def start_online_verify(
+    base_url: str,
+    store: ContactStore,
+    contact_id: int,
+    *,
+    now: Optional[int] = None,
+    timeout: float = 60.0,
+    random: Optional[DeterministicRandom] = None,
+    ssl_context: Optional[ssl.SSLContext] = None,
+) -> OnlineVerify:
+    """Online Verify with contact ``contact_id`` by the room rule of
+    section 11.1, run until the SAS: joins the room of the current window
+    and, finding no peer there, also the one of the window before; the
+    session of the room where the two meet goes on, the other is closed.
+    Returns that session (state ``COMPARE_SAS``).
+
+    ``now`` (unix seconds) picks the window and is passed to the session.
+    Raises :class:`RelayError` (``"timeout"`` if nobody came), or the
+    library's error for a refused message.
+    """
+    when = int(time.time()) if now is None else now
+    deadline = time.monotonic() + timeout
+    window = when // _WINDOW_SECONDS
+    candidates: List[Tuple[OnlineVerify, Room]] = []
+    chosen: Optional[Tuple[OnlineVerify, Room]] = None
+    result: Optional[OnlineVerify] = None
+    try:
+        for candidate_window in (window, window - 1):
+            session = OnlineVerify(store, contact_id, candidate_window, when, random=random)
+            try:
+                room = Room(base_url, session.room, open_timeout=timeout, ssl_context=ssl_context)
+            except BaseException:
+                session.close()
+                raise
+            candidates.append((session, room))
+            kind, event = room.next_event(max(0.0, deadline - time.monotonic()))
+            if kind == "event" and event["type"] == "peer-joined":
+                chosen = (session, room)
+                break
+        while chosen is None:
+            if time.monotonic() > deadline:
+                raise RelayError("nobody joined the room in time", kind="timeout")
+            for session, room in candidates:
+                try:
+                    kind, event = room.next_event(0.05)
+                except RelayError as error:
+                    if error.kind == "timeout":
+                        continue
+                    raise
+                if kind == "event" and event["type"] == "peer-joined":
+                    chosen = (session, room)
+                    break
+        session, room = chosen
+        online_verify(base_url, session, timeout=max(0.0, deadline - time.monotonic()), now=now, room=room)
+        result = session
+        return session
+    finally:
+        for session, room in candidates:
+            room.close()
+            if session is not result:
+                session.close()

@@ -1,0 +1,470 @@
+"""Helpers of the remote-exchange tests (test_remote_exchange.py): devices
+that restart, relays that lie (wrappers around the binding's mailbox client
+and a WebSocket proxy in front of the real relay's rooms), and an inviter
+built outside the library for an attacker who chose its codes.
+
+The exchanges run through the Python binding (bindings/python) and the
+library it loads: ITSME_LIBRARY, or the repository's release build.
+"""
+
+import base64
+import ctypes
+import ctypes.util
+import hashlib
+import hmac
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+_BUILT = REPO / ".build" / "release" / "libitsme.so"
+if not os.environ.get("ITSME_LIBRARY") and _BUILT.exists():
+    os.environ["ITSME_LIBRARY"] = str(_BUILT)
+try:
+    import itsme
+except ImportError:  # not on PYTHONPATH: the repository's binding
+    sys.path.insert(0, str(REPO / "bindings" / "python"))
+    import itsme
+from itsme import ContactStore, Exchange, Identity, SecretStore  # noqa: E402
+from itsme.relay import InviteMailbox, InviteSession  # noqa: E402
+
+ALPHABET = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"
+INVITE, ACCEPT, REPLY = 1, 2, 3
+
+
+# ---------------------------------------------------------------------------
+# Devices
+
+
+class Device:
+    """A person's device: an identity in a file secret store and a contact
+    database, both in ``directory``, so that it can restart: everything in
+    memory is dropped and reopened from the files."""
+
+    def __init__(self, name: str, directory: Path, seed: bytes = None):
+        self.name = name
+        self.dir = directory
+        self.dir.mkdir(parents=True)
+        self.secrets = SecretStore.file(self.dir / "secrets")
+        random = None if seed is None else itsme.DeterministicRandom(hashlib.sha256(seed).digest())
+        self.identity = Identity.create(self.secrets, name, random=random)
+        self.contacts = ContactStore.open(self.identity, self.dir / "contacts.db")
+        self.public_key = self.identity.public_key
+        self.fingerprint = self.identity.fingerprint
+
+    def park(self, exchange: Exchange, session: InviteSession) -> None:
+        """Goes offline: the sealed exchange and the session's state go to
+        disk, the exchange is closed."""
+        (self.dir / "exchange.sealed").write_bytes(exchange.seal())
+        (self.dir / "session.json").write_text(json.dumps(session.to_dict()))
+        exchange.close()
+        session.mailbox.close()
+
+    def resume(self, mailbox: InviteMailbox):
+        """Back online: the exchange and its session from disk."""
+        exchange = Exchange.restore(self.identity, (self.dir / "exchange.sealed").read_bytes())
+        state = json.loads((self.dir / "session.json").read_text())
+        return exchange, InviteSession.from_dict(mailbox, exchange, state)
+
+    def restart(self) -> None:
+        """The device restarts: nothing survives but the files."""
+        self.close()
+        self.secrets = SecretStore.file(self.dir / "secrets")
+        self.identity = Identity.load(self.secrets)
+        self.contacts = ContactStore.open(self.identity, self.dir / "contacts.db")
+        assert self.identity.public_key == self.public_key
+
+    def close(self) -> None:
+        self.contacts.close()
+        self.identity.close()
+        self.secrets.close()
+
+
+@pytest.fixture
+def device(tmp_path):
+    made = []
+
+    def make(name: str, seed: bytes = None) -> Device:
+        made.append(Device(name, tmp_path / f"device-{len(made)}-{name.split()[0].lower()}", seed))
+        return made[-1]
+
+    yield make
+    for d in made:
+        d.close()
+
+
+def other_valid_code(code: str, shift: int = 1) -> str:
+    """A code that passes the typo check but is not ``code``."""
+    values = [ALPHABET.index(c) for c in code.replace("-", "")[:7]]
+    values[0] = (values[0] + shift) % 31
+    check = ((31 - sum((i + 1) * v for i, v in enumerate(values)) % 31) % 31) * 4 % 31
+    text = "".join(ALPHABET[v] for v in values + [check])
+    return f"{text[:4]}-{text[4:]}"
+
+
+# ---------------------------------------------------------------------------
+# Relays that lie: the mailbox
+
+
+class HostileMailbox(InviteMailbox):
+    """A relay that changes what one side sees, as a man in the middle
+    between that side's client and the real relay.
+
+    ``on_fetch(invite_id, messages)`` returns the ``[(seq, body)]`` the side
+    gets instead of what the relay holds; ``on_post(invite_id, body)``
+    returns the body to store instead, or None to drop it (the side is told
+    it was stored).  ``posted`` records what the side posted, ``fetched``
+    what it was given.
+    """
+
+    def __init__(self, base_url, *, on_fetch=None, on_post=None, **kwargs):
+        super().__init__(base_url, **kwargs)
+        self.on_fetch = on_fetch
+        self.on_post = on_post
+        self.posted = []
+        self.fetched = []
+        self.tokens = {}
+        self._dropped = {}
+
+    def create(self, invite_id):
+        self.tokens[invite_id] = super().create(invite_id)
+        return self.tokens[invite_id]
+
+    def accept(self, invite_id):
+        self.tokens[invite_id] = super().accept(invite_id)
+        return self.tokens[invite_id]
+
+    def post(self, invite_id, token, body):
+        self.posted.append(bytes(body))
+        if self.on_post is not None:
+            body = self.on_post(invite_id, bytes(body))
+            if body is None:
+                self._dropped[invite_id] = self._dropped.get(invite_id, 0) + 1
+                return len(self.posted)
+        return super().post(invite_id, token, body)
+
+    def fetch(self, invite_id, token, after=0, wait=0):
+        accepted, messages = super().fetch(invite_id, token, after, wait)
+        if self.on_fetch is not None:
+            messages = self.on_fetch(invite_id, messages)
+        self.fetched.extend(messages)
+        return accepted, messages
+
+
+class RedirectingMailbox(HostileMailbox):
+    """A relay that sends one side to another mailbox than the one its codes
+    name: ``routes`` maps the ID the side asks for to the one it gets."""
+
+    def __init__(self, base_url, routes, **kwargs):
+        super().__init__(base_url, **kwargs)
+        self.routes = routes
+
+    def create(self, invite_id):
+        return super().create(self.routes.get(invite_id, invite_id))
+
+    def accept(self, invite_id):
+        return super().accept(self.routes.get(invite_id, invite_id))
+
+    def post(self, invite_id, token, body):
+        return super().post(self.routes.get(invite_id, invite_id), token, body)
+
+    def fetch(self, invite_id, token, after=0, wait=0):
+        return super().fetch(self.routes.get(invite_id, invite_id), token, after, wait)
+
+    def delete(self, invite_id, token):
+        return super().delete(self.routes.get(invite_id, invite_id), token)
+
+
+def drive(sessions, rounds=6, wait=0):
+    """Steps each session in turn, ``rounds`` times, until every one is done.
+    Returns {session: first exception it raised} (the drivers' failures are
+    final: a failed session is not stepped again)."""
+    errors = {}
+    for _ in range(rounds):
+        for session in sessions:
+            if session in errors or session.done:
+                continue
+            try:
+                session.step(wait=wait)
+            except Exception as error:  # noqa: BLE001 - recorded for the test to judge
+                errors[session] = error
+        if all(session.done or session in errors for session in sessions):
+            break
+    return errors
+
+
+# ---------------------------------------------------------------------------
+# Relays that lie: rooms
+
+
+class RoomProxy:
+    """A WebSocket proxy in front of the real relay's rooms: every room
+    connection made to it is relayed to the same path on the relay, and
+    every binary frame a client sends passes through ``tamper(frame)`` on
+    its way.  ``url`` is the base URL to give the clients."""
+
+    def __init__(self, relay, tamper):
+        from websockets.sync.server import serve
+
+        self.upstream_base = relay.ws_base
+        self.tamper = tamper
+        self.lock = threading.Lock()
+        self.server = serve(self._handle, "127.0.0.1", 0, compression=None, max_size=None, ping_interval=None)
+        self.port = self.server.socket.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def _handle(self, client):
+        from websockets.sync.client import connect
+
+        with connect(
+            self.upstream_base + client.request.path, compression=None, max_size=None, ping_interval=None
+        ) as upstream:
+            self._relay(client, upstream)
+
+    def _relay(self, client, upstream):
+        from websockets.exceptions import ConnectionClosed
+
+        def client_to_relay():
+            try:
+                for message in client:
+                    if isinstance(message, bytes):
+                        with self.lock:
+                            message = self.tamper(message)
+                    upstream.send(message)
+            except ConnectionClosed:
+                pass
+            finally:
+                upstream.close()
+
+        forward = threading.Thread(target=client_to_relay, daemon=True)
+        forward.start()
+        try:
+            for message in upstream:
+                client.send(message)
+        except ConnectionClosed:
+            pass
+        finally:
+            client.close()
+            forward.join(5)
+
+    def close(self):
+        self.server.shutdown()
+        self.thread.join(5)
+
+
+def flip_first(message_type, index=60):
+    """A tamper hook flipping one bit of byte ``index`` of the first binary
+    frame whose second byte is ``message_type``; ``hook.flipped`` lists it."""
+
+    def hook(frame):
+        if not hook.flipped and len(frame) > index and frame[1] == message_type:
+            hook.flipped.append(frame)
+            return frame[:index] + bytes([frame[index] ^ 0x01]) + frame[index + 1:]
+        return frame
+
+    hook.flipped = []
+    return hook
+
+
+def run_threads(*calls, timeout=30):
+    """Runs each call in its own thread; returns [(result, exception)]."""
+    results = [(None, None)] * len(calls)
+
+    def runner(i, call):
+        try:
+            results[i] = (call(), None)
+        except BaseException as error:  # noqa: BLE001 - handed to the test
+            results[i] = (None, error)
+
+    threads = [threading.Thread(target=runner, args=(i, call), daemon=True) for i, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+        assert not thread.is_alive(), "a side did not finish"
+    return results
+
+
+# ---------------------------------------------------------------------------
+# The relay's files
+
+
+def stored_bytes(relay) -> bytes:
+    """The raw bytes of the relay's database and its logs."""
+    data = b""
+    for suffix in ("", "-wal", "-journal", "-shm"):
+        path = relay.database.with_name(relay.database.name + suffix)
+        if path.exists():
+            data += path.read_bytes()
+    return data
+
+
+def forms(value: bytes) -> dict:
+    """The forms in which bytes could have been stored."""
+    return {
+        "raw": value,
+        "hex": value.hex().encode(),
+        "HEX": value.hex().upper().encode(),
+        "base64url": base64.urlsafe_b64encode(value).rstrip(b"="),
+        "base64": base64.b64encode(value).rstrip(b"="),
+    }
+
+
+def found_in(data: bytes, value: bytes) -> list:
+    return [name for name, form in forms(value).items() if form in data]
+
+
+# ---------------------------------------------------------------------------
+# An inviter built outside the library
+
+
+def lv_cat(*parts: bytes) -> bytes:
+    out = b""
+    for part in parts:
+        out += _leb128(len(part)) + part
+    return out
+
+
+def _leb128(n: int) -> bytes:
+    out = b""
+    while True:
+        low, n = n & 0x7F, n >> 7
+        out += bytes([low | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+def _hkdf_expand32(prk: bytes, info: bytes) -> bytes:
+    return hmac.new(prk, info + b"\x01", hashlib.sha256).digest()
+
+
+def _sodium():
+    path = ctypes.util.find_library("sodium")
+    if path is None:
+        pytest.skip("libsodium (for ristretto255) is not installed: the forged inviter cannot be built")
+    library = ctypes.CDLL(path)
+    if library.sodium_init() < 0:
+        pytest.skip("libsodium does not initialise")
+    return library
+
+
+class ForgedInviter:
+    """The inviter's side of PROTOCOL.md 16, written from the document
+    rather than by the library, with codes its user chose: what someone who
+    read (or guessed) the codes would run.  Its identity is its own Ed25519
+    key (``name`` may claim to be anyone).  Deterministic from ``seed``.
+
+    ``invite`` is its INVITE; :meth:`answer` takes an ACCEPT and returns
+    (whether the ACCEPT's tag proves the same encryption code, the REPLY);
+    with a proven code it also sets ``sas`` and ``peer_public_key``.
+    """
+
+    def __init__(self, name: str, invite_code: str, encryption_code: str, seed: bytes):
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+        from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+        from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+        self._sodium = _sodium()
+        counter = [0]
+
+        def draw(n):
+            counter[0] += 1
+            return hashlib.sha256(seed + counter[0].to_bytes(4, "big")).digest()[:n]
+
+        raw = (Encoding.Raw, PublicFormat.Raw)
+        self.name = name.encode()
+        self._signing = Ed25519PrivateKey.from_private_bytes(draw(32))
+        self.public_key = self._signing.public_key().public_bytes(*raw)
+        self.fingerprint = itsme.fingerprint_from_public_key(self.public_key)
+        self._ephemeral_secret = draw(32)
+        self.ephemeral_key = X25519PrivateKey.from_private_bytes(self._ephemeral_secret).public_key().public_bytes(*raw)
+        self.device_secret = draw(16)
+        invite = itsme.check_remote_code(invite_code).replace("-", "").encode()
+        prs = itsme.check_remote_code(encryption_code).replace("-", "").encode()
+        self.sid = draw(16)
+        scalar = bytearray(draw(32))
+        scalar[31] &= 0x0F
+        self._scalar = bytes(scalar)
+        self.invite_id = hashlib.sha256(lv_cat(b"itsme-invite-id-v1", invite)).digest()[:16]
+        generator = self._from_hash(hashlib.sha512(self._generator_string(prs, invite)).digest())
+        self.share = self._scalarmult(self._scalar, generator)
+        assert self.share is not None
+        self.commitment = itsme.bluetooth_commitment(
+            self.public_key, self.ephemeral_key, name, self.device_secret
+        )
+        self.invite = bytes([1, INVITE]) + self.sid + self.share + self.commitment
+        assert len(self.invite) == 82
+        self.sas = None
+        self.peer_public_key = None
+
+    def _generator_string(self, prs: bytes, invite: bytes) -> bytes:
+        dsi = b"CPaceRistretto255"
+        used = len(_leb128(len(prs))) + len(prs) + len(_leb128(len(dsi))) + len(dsi)
+        zpad = max(0, 128 - 1 - used)
+        ci = lv_cat(b"itsme-online-exchange-v1", invite)
+        return _leb128(len(dsi)) + dsi + _leb128(len(prs)) + prs + _leb128(zpad) + b"\0" * zpad + lv_cat(ci, self.sid)
+
+    def _from_hash(self, digest: bytes) -> bytes:
+        out = ctypes.create_string_buffer(32)
+        self._sodium.crypto_core_ristretto255_from_hash(out, digest)
+        return out.raw
+
+    def _scalarmult(self, scalar: bytes, point: bytes):
+        out = ctypes.create_string_buffer(32)
+        if self._sodium.crypto_scalarmult_ristretto255(out, scalar, point) != 0:
+            return None
+        return out.raw
+
+    def answer(self, accept: bytes):
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        assert accept[:2] == bytes([1, ACCEPT])
+        peer_share = accept[2:34]
+        k = self._scalarmult(self._scalar, peer_share)
+        assert k is not None
+        isk = hashlib.sha512(
+            lv_cat(b"CPaceRistretto255_ISK", self.sid, k) + lv_cat(self.share, self.commitment) + lv_cat(peer_share, b"")
+        ).digest()
+        prk = hmac.new(b"itsme-online-exchange-v1", isk, hashlib.sha256).digest()
+        kc_i = _hkdf_expand32(prk, lv_cat(b"itsme-online-confirm-v1", b"initiator"))
+        kc_r = _hkdf_expand32(prk, lv_cat(b"itsme-online-confirm-v1", b"responder"))
+        kp_i = _hkdf_expand32(prk, lv_cat(b"payload-encryption", b"initiator"))
+        kp_r = _hkdf_expand32(prk, lv_cat(b"payload-encryption", b"responder"))
+        tpake = hashlib.sha256(lv_cat(b"itsme-online-transcript-v1", self.invite_id, self.invite, peer_share)).digest()
+        expected = hmac.new(kc_r, lv_cat(b"itsme-online-confirm-v1", b"responder", tpake), hashlib.sha256).digest()
+        proven = hmac.compare_digest(expected, accept[34:66])
+
+        def aad(role):
+            return lv_cat(b"itsme-online-payload-v1", b"\x01", role, self.invite_id)
+
+        data = self.public_key + self.ephemeral_key + self.device_secret + bytes([len(self.name)]) + self.name
+        payload = data + self._signing.sign(lv_cat(b"itsme-online-payload-v1", tpake, b"initiator", data))
+        if proven:
+            try:
+                peer_payload = AESGCM(kp_r).decrypt(bytes(12), accept[66:], aad(b"responder"))
+            except InvalidTag:
+                peer_payload = None
+            if peer_payload is not None:
+                self.peer_public_key = peer_payload[:32]
+                seed = itsme.derive_seed(
+                    self._ephemeral_secret,
+                    peer_payload[32:64],
+                    self.fingerprint,
+                    itsme.fingerprint_from_public_key(self.peer_public_key),
+                )
+                th = hashlib.sha256(
+                    lv_cat(b"itsme-online-sas-transcript-v1", tpake, payload, peer_payload)
+                ).digest()
+                self.sas = itsme.derive_sas(seed, th)
+        tag = hmac.new(
+            kc_i, lv_cat(b"itsme-online-confirm-v1", b"initiator", tpake, hashlib.sha256(accept).digest()), hashlib.sha256
+        ).digest()
+        box = AESGCM(kp_i).encrypt(bytes(12), payload, aad(b"initiator"))
+        return proven, bytes([1, REPLY]) + tag + box
