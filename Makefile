@@ -25,7 +25,7 @@ SWIFT_RELEASE_FLAGS := -c release --product itsme \
 	-Xlinker --version-script=$(CURDIR)/support/itsme.map \
 	-Xlinker -soname=$(SONAME)
 
-.PHONY: all lib install uninstall test bench bench-relay clean
+.PHONY: all lib install uninstall test bench bench-relay bench-remote clean
 
 all: lib
 
@@ -71,6 +71,18 @@ bench-relay:
 	    $(WORMHOLE_VENV)/bin/pip install --quiet --disable-pip-version-check 'magic-wormhole-mailbox-server==0.8.0'; } || \
 	  echo "bench-relay: magic-wormhole-mailbox-server could not be installed; the reference will be skipped"
 	swift run -c release itsme-bench relay $(RELAY_BENCH_FLAGS)
+
+# The exchange at a distance end to end, against Magic Wormhole's (client and
+# mailbox server, in the same virtualenv). REMOTE_BENCH_FLAGS passes options
+# (--runs N, --skip-reference).
+bench-remote: lib
+	swift build -c release --package-path relay
+	@$(WORMHOLE_VENV)/bin/python -c 'import wormhole, wormhole_mailbox_server' 2>/dev/null || \
+	  { python3 -m venv $(WORMHOLE_VENV) && \
+	    $(WORMHOLE_VENV)/bin/pip install --quiet --disable-pip-version-check \
+	      'magic-wormhole-mailbox-server==0.8.0' 'magic-wormhole==0.24.0'; } || \
+	  echo "bench-remote: magic-wormhole could not be installed; the reference will be skipped"
+	swift run -c release itsme-bench remote $(REMOTE_BENCH_FLAGS)
 
 clean:
 	rm -rf .build build

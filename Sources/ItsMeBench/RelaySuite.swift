@@ -17,11 +17,11 @@ import Darwin
 
 private let loadGenerator = "relay/.build/release/itsme-relay-load"
 
-private func isExecutable(_ path: String) -> Bool {
+func isExecutable(_ path: String) -> Bool {
     access(path, X_OK) == 0
 }
 
-private func currentDirectory() -> String {
+func currentDirectory() -> String {
     var buffer = [CChar](repeating: 0, count: 4096)
     guard getcwd(&buffer, buffer.count) != nil else { return "." }
     return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
@@ -29,7 +29,7 @@ private func currentDirectory() -> String {
 
 /// `relative` under the current directory or one of its parents (so the
 /// suite runs from the repository root or below it).
-private func locate(_ relative: String) -> String? {
+func locate(_ relative: String) -> String? {
     var dir = currentDirectory()
     for _ in 0..<8 {
         let candidate = dir == "/" ? "/" + relative : dir + "/" + relative

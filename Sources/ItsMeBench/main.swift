@@ -3,6 +3,7 @@
 //
 //   swift run -c release itsme-bench crypto|store|exchange|verify [--iterations N]
 //   swift run -c release itsme-bench relay [options]   (RelaySuite.swift: runs relay/'s load generator)
+//   swift run -c release itsme-bench remote [options]  (RemoteSuite.swift: the exchange at a distance vs Magic Wormhole)
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -94,6 +95,9 @@ var arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.first == "relay" {
     relaySuite(Array(arguments.dropFirst()))
 }
+if arguments.first == "remote" {
+    remoteSuite(Array(arguments.dropFirst()))
+}
 var iterations = 10_000
 if let i = arguments.firstIndex(of: "--iterations"), i + 1 < arguments.count, let n = Int(arguments[i + 1]), n > 0 {
     iterations = n
@@ -101,7 +105,8 @@ if let i = arguments.firstIndex(of: "--iterations"), i + 1 < arguments.count, le
 }
 guard arguments.count == 1, let suite = suites[arguments[0]] else {
     print("usage: itsme-bench SUITE [--iterations N]\nsuites: \(suites.keys.sorted().joined(separator: ", "))\n"
-        + "       itsme-bench relay [--quick] [--rooms N] [--duration S] [--rate R] ... (itsme-bench relay --help)")
+        + "       itsme-bench relay [--quick] [--rooms N] [--duration S] [--rate R] ... (itsme-bench relay --help)\n"
+        + "       itsme-bench remote [--runs N] [--relay-bin PATH] [--skip-reference]")
     exit(2)
 }
 do {
