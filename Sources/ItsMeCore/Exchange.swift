@@ -306,17 +306,23 @@ public final class Exchange: CustomStringConvertible {
 
     // MARK: Bluetooth frames
 
+    /// The type of a frame or message after checking its size, version
+    /// byte and type byte (sections 7.1 and 16.3).
+    private static func messageType<T: RawRepresentable>(
+        _ m: [UInt8], maxCount: Int, version: UInt8, what: String
+    ) throws -> T where T.RawValue == UInt8 {
+        guard m.count >= 2, m.count <= maxCount else {
+            throw ItsMeError(.malformedMessage, "a \(what) is 2 to \(maxCount) bytes, got \(m.count)")
+        }
+        guard m[0] == version else { throw ItsMeError(.malformedMessage, "\(what) of unknown version \(m[0])") }
+        guard let type = T(rawValue: m[1]) else { throw ItsMeError(.malformedMessage, "\(what) of unknown type \(m[1])") }
+        return type
+    }
+
     private func receiveFrame(_ frame: [UInt8]) throws {
         typealias T = ExchangeProtocol.FrameType
-        guard frame.count >= 2, frame.count <= ExchangeProtocol.maxFrameCount else {
-            throw ItsMeError(.malformedMessage, "a Bluetooth frame is 2 to \(ExchangeProtocol.maxFrameCount) bytes, got \(frame.count)")
-        }
-        guard frame[0] == ExchangeProtocol.version else {
-            throw ItsMeError(.malformedMessage, "Bluetooth frame of unknown version \(frame[0])")
-        }
-        guard let type = T(rawValue: frame[1]) else {
-            throw ItsMeError(.malformedMessage, "Bluetooth frame of unknown type \(frame[1])")
-        }
+        let type: T = try Self.messageType(
+            frame, maxCount: ExchangeProtocol.maxFrameCount, version: ExchangeProtocol.version, what: "Bluetooth frame")
         func outOfOrder() -> ItsMeError {
             ItsMeError(.malformedMessage, "Bluetooth \(type) frame out of order (replayed or reordered)")
         }
@@ -632,15 +638,8 @@ public final class Exchange: CustomStringConvertible {
 
     private func receiveRemote(_ m: [UInt8]) throws {
         typealias T = RemoteProtocol.MessageType
-        guard m.count >= 2, m.count <= RemoteProtocol.maxMessageCount else {
-            throw ItsMeError(.malformedMessage, "an exchange message is 2 to \(RemoteProtocol.maxMessageCount) bytes, got \(m.count)")
-        }
-        guard m[0] == RemoteProtocol.version else {
-            throw ItsMeError(.malformedMessage, "exchange message of unknown version \(m[0])")
-        }
-        guard let type = T(rawValue: m[1]) else {
-            throw ItsMeError(.malformedMessage, "exchange message of unknown type \(m[1])")
-        }
+        let type: T = try Self.messageType(
+            m, maxCount: RemoteProtocol.maxMessageCount, version: RemoteProtocol.version, what: "exchange message")
         let outOfOrder = ItsMeError(.malformedMessage, "\(type) message out of order (replayed, reflected or reordered)")
         let minBox = RemoteProtocol.minPayloadBox
         switch type {
