@@ -1,8 +1,9 @@
-/// An in-person contact exchange (QR or Bluetooth) as a sans-I/O state
-/// machine: peer bytes and the current time in, bytes to send and a state
-/// out. It never touches a socket, a radio or a camera; saving the result
-/// is a separate step against a `ContactStore`. docs/PROTOCOL.md sections
-/// 5 to 8 define what it says.
+/// A contact exchange, in person (QR or Bluetooth) or at a distance
+/// (invite or real-time, through the relay), as a sans-I/O state machine:
+/// peer bytes and the current time in, bytes to send and a state out. It
+/// never touches a socket, a radio or a camera; saving the result is a
+/// separate step against a `ContactStore`. docs/PROTOCOL.md sections 5 to 8
+/// and 16 define what it says.
 ///
 /// A failure is final: once `receive` has rejected a peer message, every
 /// later call fails with `.invalidState`. Calls in the wrong order also get
@@ -260,7 +261,7 @@ public final class Exchange: CustomStringConvertible {
         }
     }
 
-    func fail(_ error: Error) {
+    private func fail(_ error: Error) {
         state = .failed
         failure = (error as? ItsMeError) ?? ItsMeError(.internal, "\(error)")
         secrets.withMutableBytes { wipe($0) }
