@@ -163,7 +163,7 @@ def test_a_dropped_keep_alive_connection_is_replaced(relay, device):
     session_b.step()
     idle = mailbox._connection
     assert idle is not None, "the connection is kept alive"
-    time.sleep(1.0)  # offline for longer than the relay keeps an idle connection
+    time.sleep(2.0)  # offline for four times as long as the relay keeps an idle connection
     assert session_a.step() == COMPARE
     assert mailbox._connection is not idle, "a new connection replaced the dropped one"
     assert session_b.step() == COMPARE
