@@ -8,10 +8,7 @@ library it loads: ITSME_LIBRARY, or the repository's release build.
 """
 
 import base64
-import ctypes
-import ctypes.util
 import hashlib
-import hmac
 import json
 import os
 import sys
@@ -323,148 +320,49 @@ def found_in(data: bytes, value: bytes) -> list:
 # ---------------------------------------------------------------------------
 # An inviter built outside the library
 
-
-def lv_cat(*parts: bytes) -> bytes:
-    out = b""
-    for part in parts:
-        out += _leb128(len(part)) + part
-    return out
-
-
-def _leb128(n: int) -> bytes:
-    out = b""
-    while True:
-        low, n = n & 0x7F, n >> 7
-        out += bytes([low | (0x80 if n else 0)])
-        if not n:
-            return out
-
-
-def _hkdf_expand32(prk: bytes, info: bytes) -> bytes:
-    return hmac.new(prk, info + b"\x01", hashlib.sha256).digest()
-
-
-def _sodium():
-    path = ctypes.util.find_library("sodium")
-    if path is None:
-        pytest.skip("libsodium (for ristretto255) is not installed: the forged inviter cannot be built")
-    library = ctypes.CDLL(path)
-    if library.sodium_init() < 0:
-        pytest.skip("libsodium does not initialise")
-    return library
+# The independent implementation of docs/PROTOCOL.md (the binding's tests),
+# which the public API cannot replace here: it always draws fresh codes.
+sys.path.insert(0, str(REPO / "bindings" / "python" / "tests"))
+from independent import protocol as spec  # noqa: E402
 
 
 class ForgedInviter:
-    """The inviter's side of PROTOCOL.md 16, written from the document
-    rather than by the library, with codes its user chose: what someone who
-    read (or guessed) the codes would run.  Its identity is its own Ed25519
-    key (``name`` may claim to be anyone).  Deterministic from ``seed``.
+    """The inviter's side of PROTOCOL.md 16, from the independent
+    implementation rather than the library, with codes its user chose: what
+    someone who read (or guessed) the codes would run.  Its identity is its
+    own Ed25519 key (``name`` may claim to be anyone).  Deterministic from
+    ``seed``.
 
     ``invite`` is its INVITE; :meth:`answer` takes an ACCEPT and returns
     (whether the ACCEPT's tag proves the same encryption code, the REPLY);
-    with a proven code it also sets ``sas`` and ``peer_public_key``.
+    with a proven code it also sets ``sas`` and ``peer_public_key``.  With a
+    wrong code it still answers (a relay guessing against the invitee),
+    which an honest inviter never does.
     """
 
     def __init__(self, name: str, invite_code: str, encryption_code: str, seed: bytes):
-        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-        from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
-        from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+        def draw(label: bytes, n: int) -> bytes:
+            return hashlib.sha256(seed + label).digest()[:n]
 
-        self._sodium = _sodium()
-        counter = [0]
-
-        def draw(n):
-            counter[0] += 1
-            return hashlib.sha256(seed + counter[0].to_bytes(4, "big")).digest()[:n]
-
-        raw = (Encoding.Raw, PublicFormat.Raw)
-        self.name = name.encode()
-        self._signing = Ed25519PrivateKey.from_private_bytes(draw(32))
-        self.public_key = self._signing.public_key().public_bytes(*raw)
-        self.fingerprint = itsme.fingerprint_from_public_key(self.public_key)
-        self._ephemeral_secret = draw(32)
-        self.ephemeral_key = X25519PrivateKey.from_private_bytes(self._ephemeral_secret).public_key().public_bytes(*raw)
-        self.device_secret = draw(16)
-        invite = itsme.check_remote_code(invite_code).replace("-", "").encode()
-        prs = itsme.check_remote_code(encryption_code).replace("-", "").encode()
-        self.sid = draw(16)
-        scalar = bytearray(draw(32))
-        scalar[31] &= 0x0F
-        self._scalar = bytes(scalar)
-        self.invite_id = hashlib.sha256(lv_cat(b"itsme-invite-id-v1", invite)).digest()[:16]
-        generator = self._from_hash(hashlib.sha512(self._generator_string(prs, invite)).digest())
-        self.share = self._scalarmult(self._scalar, generator)
-        assert self.share is not None
-        self.commitment = itsme.bluetooth_commitment(
-            self.public_key, self.ephemeral_key, name, self.device_secret
-        )
-        self.invite = bytes([1, INVITE]) + self.sid + self.share + self.commitment
-        assert len(self.invite) == 82
+        self._side = spec.RemoteExchange.inviter(
+            draw(b"identity", 32), draw(b"ephemeral", 32), draw(b"device", 16), name.encode(),
+            invite_code, encryption_code, sid=draw(b"sid", 16), scalar=draw(b"scalar", 32))
+        [self.invite] = self._side.start()
+        self.invite_id = self._side.invite_id
+        self.public_key = self._side.identity_pk
         self.sas = None
         self.peer_public_key = None
 
-    def _generator_string(self, prs: bytes, invite: bytes) -> bytes:
-        dsi = b"CPaceRistretto255"
-        used = len(_leb128(len(prs))) + len(prs) + len(_leb128(len(dsi))) + len(dsi)
-        zpad = max(0, 128 - 1 - used)
-        ci = lv_cat(b"itsme-online-exchange-v1", invite)
-        return _leb128(len(dsi)) + dsi + _leb128(len(prs)) + prs + _leb128(zpad) + b"\0" * zpad + lv_cat(ci, self.sid)
-
-    def _from_hash(self, digest: bytes) -> bytes:
-        out = ctypes.create_string_buffer(32)
-        self._sodium.crypto_core_ristretto255_from_hash(out, digest)
-        return out.raw
-
-    def _scalarmult(self, scalar: bytes, point: bytes):
-        out = ctypes.create_string_buffer(32)
-        if self._sodium.crypto_scalarmult_ristretto255(out, scalar, point) != 0:
-            return None
-        return out.raw
-
     def answer(self, accept: bytes):
-        from cryptography.exceptions import InvalidTag
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-        assert accept[:2] == bytes([1, ACCEPT])
-        peer_share = accept[2:34]
-        k = self._scalarmult(self._scalar, peer_share)
-        assert k is not None
-        isk = hashlib.sha512(
-            lv_cat(b"CPaceRistretto255_ISK", self.sid, k) + lv_cat(self.share, self.commitment) + lv_cat(peer_share, b"")
-        ).digest()
-        prk = hmac.new(b"itsme-online-exchange-v1", isk, hashlib.sha256).digest()
-        kc_i = _hkdf_expand32(prk, lv_cat(b"itsme-online-confirm-v1", b"initiator"))
-        kc_r = _hkdf_expand32(prk, lv_cat(b"itsme-online-confirm-v1", b"responder"))
-        kp_i = _hkdf_expand32(prk, lv_cat(b"payload-encryption", b"initiator"))
-        kp_r = _hkdf_expand32(prk, lv_cat(b"payload-encryption", b"responder"))
-        tpake = hashlib.sha256(lv_cat(b"itsme-online-transcript-v1", self.invite_id, self.invite, peer_share)).digest()
-        expected = hmac.new(kc_r, lv_cat(b"itsme-online-confirm-v1", b"responder", tpake), hashlib.sha256).digest()
-        proven = hmac.compare_digest(expected, accept[34:66])
-
-        def aad(role):
-            return lv_cat(b"itsme-online-payload-v1", b"\x01", role, self.invite_id)
-
-        data = self.public_key + self.ephemeral_key + self.device_secret + bytes([len(self.name)]) + self.name
-        payload = data + self._signing.sign(lv_cat(b"itsme-online-payload-v1", tpake, b"initiator", data))
-        if proven:
-            try:
-                peer_payload = AESGCM(kp_r).decrypt(bytes(12), accept[66:], aad(b"responder"))
-            except InvalidTag:
-                peer_payload = None
-            if peer_payload is not None:
-                self.peer_public_key = peer_payload[:32]
-                seed = itsme.derive_seed(
-                    self._ephemeral_secret,
-                    peer_payload[32:64],
-                    self.fingerprint,
-                    itsme.fingerprint_from_public_key(self.peer_public_key),
-                )
-                th = hashlib.sha256(
-                    lv_cat(b"itsme-online-sas-transcript-v1", tpake, payload, peer_payload)
-                ).digest()
-                self.sas = itsme.derive_sas(seed, th)
-        tag = hmac.new(
-            kc_i, lv_cat(b"itsme-online-confirm-v1", b"initiator", tpake, hashlib.sha256(accept).digest()), hashlib.sha256
-        ).digest()
-        box = AESGCM(kp_i).encrypt(bytes(12), payload, aad(b"initiator"))
-        return proven, bytes([1, REPLY]) + tag + box
+        side = self._side
+        try:
+            [reply] = side.receive(accept)
+        except spec.ProtocolError:
+            # A wrong code: the keys are those of this run all the same.
+            v = side._v
+            payload = side._own_payload()
+            box = spec.seal_remote_payload(v["keys"].kp_i, spec.INITIATOR, self.invite_id, payload)
+            return False, spec.reply_message(spec.remote_tag_i(v["keys"].kc_i, v["tpake"], accept), box)
+        self.sas = side.result.sas_text
+        self.peer_public_key = side.result.peer.identity_pk
+        return True, reply
