@@ -483,9 +483,18 @@ public final class Exchange: CustomStringConvertible {
         identity: Identity, realtime: Bool, inviteCode: RemoteCode, encryptionCode: RemoteCode, secrets: consuming SecretBytes,
         now: Int64, random: inout R
     ) throws -> Exchange {
-        var secrets = secrets
         let setup = RemoteSetup(
             inviter: true, inviteCode: inviteCode, encryptionCode: encryptionCode, sid: random.bytes(RemoteProtocol.sidCount))
+        return try startRemote(identity: identity, realtime: realtime, setup: setup, secrets: secrets, now: now, random: &random)
+    }
+
+    /// Draws the PAKE scalar (after everything else the side draws), sweeps
+    /// abandoned scalars, builds the exchange and keeps its scalar in the
+    /// secret store.
+    private static func startRemote<R: RandomSource>(
+        identity: Identity, realtime: Bool, setup: RemoteSetup, secrets: consuming SecretBytes, now: Int64, random: inout R
+    ) throws -> Exchange {
+        var secrets = secrets
         secrets.withMutableBytes { CPace.sampleScalar(into: UnsafeMutableRawBufferPointer(rebasing: $0[scalarRange]), using: &random) }
         try PendingPAKE.sweep(identity.store, now: now)
         let ex = try Exchange(
@@ -507,13 +516,8 @@ public final class Exchange: CustomStringConvertible {
         guard setup.inviteCode != setup.encryptionCode else {
             throw ItsMeError(.invalidArgument, "the invite code and the encryption code are the same: type both as shown")
         }
-        var secrets = try drawSecrets(&random)
-        secrets.withMutableBytes { CPace.sampleScalar(into: UnsafeMutableRawBufferPointer(rebasing: $0[scalarRange]), using: &random) }
-        try PendingPAKE.sweep(identity.store, now: now)
-        let ex = try Exchange(
-            identity: identity, method: realtime ? .realtime : .invite, now: now, sessionCode: nil, secrets: secrets, remote: setup)
-        try ex.keepPAKEScalar()
-        return ex
+        return try startRemote(
+            identity: identity, realtime: realtime, setup: setup, secrets: try drawSecrets(&random), now: now, random: &random)
     }
 
     /// True for the side that created the invite (CPace's initiator).

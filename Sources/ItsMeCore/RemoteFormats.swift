@@ -7,8 +7,6 @@
 public struct RemoteCode: Sendable, Equatable, CustomStringConvertible {
     public static let alphabet = Array("23456789ABCDEFGHJKMNPQRSTUVWXYZ".utf8)
     public static let count = 8
-    /// log2(31^7): the 7 free characters.
-    public static let bits = 34.67
 
     /// The 8 canonical characters (upper case, no separator).
     public let canonical: String
