@@ -577,6 +577,25 @@ public final class ContactStore: @unchecked Sendable {
         }
     }
 
+    /// Forgets every device secret of every contact, as a new device holds
+    /// none: each peer then sees a changed device at the next verification
+    /// (PROTOCOL.md 10.1), and this device checks no tags until a
+    /// degradation code or a Security PIN Update gives it secrets again.
+    /// The freed pages are zeroed (secure_delete) and the log truncated.
+    /// Returns how many contacts had secrets.
+    @discardableResult
+    public func forgetDeviceSecrets() throws -> Int {
+        try withLock {
+            let count = try db.transaction(.immediate) { () -> Int in
+                guard case .integer(let n) = try db.query("SELECT count(*) FROM device_secrets")[0][0] else { return 0 }
+                try db.run("DELETE FROM device_secrets", [])
+                return Int(n)
+            }
+            _ = try? db.query("PRAGMA wal_checkpoint(TRUNCATE)")
+            return count
+        }
+    }
+
     private func writeDeviceSecretsLocked(id: Int64, mine: borrowing SecretBytes, theirs: borrowing SecretBytes) throws {
         try writeDeviceSecretsLocked(
             id: id, mine: mine, theirs: theirs, pendingMine: try SecretBytes(count: 0),

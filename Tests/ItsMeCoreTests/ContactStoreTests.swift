@@ -869,6 +869,28 @@ final class ContactStoreTests: XCTestCase {
         XCTAssertEqual(kind { _ = try home.deviceSecrets(id: bare) }, .authenticationFailed)
     }
 
+    func testForgettingDeviceSecretsLeavesContactsAsTheyWere() throws {
+        let identity = try Identity.create(store: MemorySecretStore(), name: "Me")
+        let store = try ContactStore(path: directory + "/forget.db", identity: identity)
+        let a = try store.add(name: "A", publicKey: try randomKey(), seed: try seed(1), method: .qr, now: t0)
+        let b = try store.add(name: "B", publicKey: try randomKey(), seed: try seed(2), method: .invite, now: t0)
+        let c = try store.add(name: "C", publicKey: try randomKey(), seed: try seed(3), method: .qr, now: t0)
+        try store.setDeviceSecrets(id: a, mine: try seed(4), theirs: try seed(5))
+        try store.setDeviceSecrets(id: b, mine: try seed(6), theirs: try seed(7))
+        let before = try store.list()
+        XCTAssertEqual(try store.forgetDeviceSecrets(), 2, "two contacts had secrets, C none")
+        for id in [a, b, c] {
+            XCTAssertEqual(kind { _ = try store.deviceSecrets(id: id) }, .notFound, "contact \(id)")
+            XCTAssertTrue(try store.seed(id: id).constantTimeEquals(try seed(UInt8(id))), "the seed stays")
+        }
+        XCTAssertEqual(try store.list(), before, "names, states and methods stay")
+        XCTAssertEqual(try store.forgetDeviceSecrets(), 0)
+        // The device can learn secrets again (a degradation code, an update).
+        try store.setDeviceSecrets(id: a, mine: try seed(8), theirs: try SecretBytes(count: 0))
+        XCTAssertTrue(try store.deviceSecrets(id: a).mine.constantTimeEquals(try seed(8)))
+        XCTAssertTrue(try store.integrityCheck())
+    }
+
     // MARK: 10. Photos
 
     func testPhotosAndCascadingDelete() throws {
