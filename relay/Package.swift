@@ -1,7 +1,8 @@
 // swift-tools-version: 6.0
-// itsme-relay, the relay server (docs/PROTOCOL.md section 15), and its load
+// The programs around the library: itsme-relay, the relay server
+// (docs/PROTOCOL.md section 15); the relay client; and the relay's load
 // generator. A package of its own so that the library's builds (release,
-// sanitizers) never compile the server stack.
+// sanitizers) never compile the network stack.
 import PackageDescription
 
 let package = Package(
@@ -43,6 +44,31 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
+        ),
+        // The relay client of the CLI: the invite mailbox over HTTP/1.1, rooms
+        // over a WebSocket client of its own (both on NIO, with TLS), and the
+        // drivers that carry an exchange or an Online Verify session through
+        // them.
+        .target(
+            name: "ItsMeRelayClient",
+            dependencies: [
+                .product(name: "ItsMeCore", package: "itsme"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .testTarget(
+            name: "ItsMeRelayClientTests",
+            dependencies: [
+                "ItsMeRelayClient", "ItsMeRelay",
+                .product(name: "ItsMeCore", package: "itsme"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .executableTarget(
             name: "itsme-relay",

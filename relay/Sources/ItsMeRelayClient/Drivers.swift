@@ -1,0 +1,172 @@
+import Foundation
+import ItsMeCore
+
+/// A state machine carried through a room: an exchange or an Online Verify
+/// session.
+private struct RoomMachine {
+    let peekOutgoing: () -> [UInt8]?
+    let markSent: () -> Void
+    let receive: ([UInt8], Int64) throws -> Void
+    let isRunning: () -> Bool
+}
+
+/// Sends what `machine` has, feeds it every frame, until it is no longer
+/// running; then sends what is left. A refused frame leaves the room (the
+/// peer sees `peer-left`) and is thrown; a relay failure calls `onFailure`
+/// and is thrown.
+private func runInRoom(
+    _ room: Room, _ machine: RoomMachine, _ deadline: Deadline, _ now: () -> Int64, onFailure: () -> Void
+) async throws {
+    func flush() async throws {
+        while let message = machine.peekOutgoing() {
+            try await room.send(message)
+            machine.markSent()
+        }
+    }
+    do {
+        try await room.waitForPeer(timeout: deadline.remaining)
+        try await flush()
+        while machine.isRunning() {
+            let frame = try await room.receive(timeout: deadline.remaining)
+            do {
+                try machine.receive(frame, now())
+            } catch {
+                await room.close()
+                throw error
+            }
+            try await flush()
+        }
+    } catch let error as RelayError {
+        onFailure()
+        throw error
+    }
+}
+
+/// Runs a real-time exchange (`Exchange.invite(..., realtime: true, ...)`
+/// or `Exchange.acceptInvite(..., realtime: true, ...)`) through the relay
+/// room `Exchange.relayID`, until its SAS is ready; returns the state
+/// (`.compareSAS`). Both sides call it while on a call; the inviter sends
+/// its INVITE once the other person is in the room (docs/PROTOCOL.md 16.5).
+///
+/// `timeout` (seconds) bounds the whole run; `now` gives the Unix time
+/// passed to `Exchange.receive`. Throws the library's `ItsMeError` when a
+/// frame is refused (the room is left, so the peer fails too), and
+/// `RelayError` (`"peer-left"`, `"timeout"`, ...) when the room fails once
+/// joined, after rejecting the exchange. A room that cannot be joined at
+/// all (`"connection"`) leaves the exchange as it was: try again.
+@discardableResult
+public func realtimeExchange(
+    _ url: RelayURL, exchange: Exchange, timeout: Double = 120, now: @escaping () -> Int64
+) async throws -> Exchange.State {
+    guard exchange.method == .realtime, let id = exchange.relayID else {
+        throw ItsMeError(.invalidArgument, "realtimeExchange carries a real-time exchange (an invite goes through the mailbox)")
+    }
+    let deadline = Deadline(seconds: try Checks.seconds(timeout, "timeout"))
+    let room = try await Room.join(url, roomID: Checks.hex(id), timeout: deadline.remaining)
+    let machine = RoomMachine(
+        peekOutgoing: exchange.peekOutgoing, markSent: exchange.markSent,
+        receive: { try exchange.receive($0, now: $1) }, isRunning: { exchange.state == .awaitingPeer })
+    do {
+        try await runInRoom(room, machine, deadline, now, onFailure: { InviteSession.giveUp(exchange) })
+    } catch {
+        await room.close()
+        throw error
+    }
+    await room.close()
+    return exchange.state
+}
+
+/// Runs an Online Verify session through its relay room
+/// (`OnlineVerify.roomName`, or `room`, already joined and left open) until
+/// both proofs are checked; returns the state (`.compareSAS`: both read the
+/// SAS aloud, then `OnlineVerify.confirm` or `reject`).
+///
+/// `timeout` (seconds) bounds the whole run; `now` gives the Unix time
+/// passed to `OnlineVerify.receive`. Throws the library's `ItsMeError` when
+/// a message is refused (the room is left, so the peer fails too), and
+/// `RelayError` when the room fails (the session is then rejected: start a
+/// new one).
+@discardableResult
+public func onlineVerify(
+    _ url: RelayURL, session: OnlineVerify, room: Room? = nil, timeout: Double = 60, now: @escaping () -> Int64
+) async throws -> OnlineVerify.State {
+    let deadline = Deadline(seconds: try Checks.seconds(timeout, "timeout"))
+    let owned = room == nil
+    let joined: Room
+    if let room { joined = room } else { joined = try await Room.join(url, roomID: session.roomName, timeout: deadline.remaining) }
+    let machine = RoomMachine(
+        peekOutgoing: session.peekOutgoing, markSent: session.markSent,
+        receive: { try session.receive($0, now: $1) }, isRunning: { session.state == .running })
+    do {
+        try await runInRoom(joined, machine, deadline, now, onFailure: { stop(session) })
+    } catch {
+        if owned { await joined.close() }
+        throw error
+    }
+    if owned { await joined.close() }
+    return session.state
+}
+
+/// Rejects an Online Verify session that can no longer finish.
+private func stop(_ session: OnlineVerify) {
+    if session.state == .running || session.state == .compareSAS { try? session.reject() }
+}
+
+/// Online Verify with contact `contactID` by the room rule of
+/// docs/PROTOCOL.md 11.1, run until the SAS: joins the room of the current
+/// window and, finding no peer there, also the one of the window before;
+/// the session of the room where the two meet goes on, the other is left.
+/// Returns that session (state `.compareSAS`).
+///
+/// `now` (Unix seconds) picks the window and is passed to the session.
+/// `timeout` (seconds) bounds the whole run. Throws `RelayError`
+/// (`"timeout"` if nobody came), or the library's `ItsMeError` for a
+/// refused message.
+public func startOnlineVerify(
+    _ url: RelayURL, store: ContactStore, contactID: Int64, timeout: Double = 60, now: @escaping () -> Int64
+) async throws -> OnlineVerify {
+    let deadline = Deadline(seconds: try Checks.seconds(timeout, "timeout"))
+    let when = now()
+    try UnixTime.check(when)
+    let window = VoiceProtocol.window(when)
+    var candidates: [(session: OnlineVerify, room: Room)] = []
+    func closeAll() async {
+        for candidate in candidates { await candidate.room.close() }
+    }
+    do {
+        var chosen: Int?
+        for candidateWindow in [window, window - 1] {
+            var random = SystemRandom()
+            let session = try OnlineVerify(store: store, contactID: contactID, window: candidateWindow, now: when, random: &random)
+            let room = try await Room.join(url, roomID: session.roomName, timeout: deadline.remaining)
+            candidates.append((session, room))
+            if try await room.nextEvent(timeout: deadline.remaining) == .peerJoined {
+                chosen = candidates.count - 1
+                break
+            }
+        }
+        while chosen == nil {
+            if deadline.hasPassed { throw RelayError.timeout("nobody joined the room in time") }
+            for (index, candidate) in candidates.enumerated() {
+                let event: RoomEvent
+                do {
+                    event = try await candidate.room.nextEvent(timeout: min(0.05, deadline.remaining))
+                } catch let error as RelayError where error.kind == "timeout" {
+                    continue
+                }
+                if event == .peerJoined {
+                    chosen = index
+                    break
+                }
+            }
+        }
+        guard let index = chosen else { throw RelayError.timeout("nobody joined the room in time") }
+        let (session, room) = candidates[index]
+        try await onlineVerify(url, session: session, room: room, timeout: deadline.remaining, now: now)
+        await closeAll()
+        return session
+    } catch {
+        await closeAll()
+        throw error
+    }
+}
