@@ -2,6 +2,8 @@
 #
 #   make                  release build of libitsme.so (self-contained Swift runtime)
 #   make install PREFIX=/usr/local   library, header and itsme.pc
+#   make install-cli PREFIX=/usr/local   the command-line client `itsme` and itsme-relay
+#   make demo             the end-to-end demo (`itsme demo`), from a debug build
 #   make test             every test: Swift, C, Python, Rust, ABI checks
 #   make bench            the benchmark suites (crypto, store, exchange, verify)
 #   make bench-relay      the relay's benchmark (builds relay/ in release; 2-3 minutes)
@@ -25,7 +27,7 @@ SWIFT_RELEASE_FLAGS := -c release --product itsme \
 	-Xlinker --version-script=$(CURDIR)/support/itsme.map \
 	-Xlinker -soname=$(SONAME)
 
-.PHONY: all lib install uninstall test bench bench-relay bench-remote clean
+.PHONY: all lib install install-cli uninstall test demo bench bench-relay bench-remote clean
 
 all: lib
 
@@ -43,10 +45,27 @@ install: lib
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
 	    support/itsme.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/itsme.pc
 
+# The command-line client and the relay live in relay/ (a package of its
+# own). The product itsme-cli is installed as `itsme`, beside itsme-relay
+# (which `itsme relay serve` runs); the Swift runtime is linked in.
+BINDIR ?= $(PREFIX)/bin
+CLI_RELEASE_FLAGS := -c release --package-path relay --static-swift-stdlib
+
+install-cli:
+	swift build $(CLI_RELEASE_FLAGS) --product itsme-cli
+	swift build $(CLI_RELEASE_FLAGS) --product itsme-relay
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 0755 relay/.build/release/itsme-cli $(DESTDIR)$(BINDIR)/itsme
+	install -m 0755 relay/.build/release/itsme-relay $(DESTDIR)$(BINDIR)/itsme-relay
+
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libitsme.so $(DESTDIR)$(LIBDIR)/$(SONAME) \
 	      $(DESTDIR)$(LIBDIR)/libitsme.so.$(VERSION) $(DESTDIR)$(INCLUDEDIR)/itsme.h \
-	      $(DESTDIR)$(LIBDIR)/pkgconfig/itsme.pc
+	      $(DESTDIR)$(LIBDIR)/pkgconfig/itsme.pc $(DESTDIR)$(BINDIR)/itsme $(DESTDIR)$(BINDIR)/itsme-relay
+
+demo:
+	swift build --package-path relay --product itsme-cli
+	relay/.build/debug/itsme-cli demo
 
 test:
 	./scripts/test-all

@@ -1,6 +1,7 @@
 // swift-tools-version: 6.0
 // The programs around the library: itsme-relay, the relay server
-// (docs/PROTOCOL.md section 15); the relay client; and the relay's load
+// (docs/PROTOCOL.md section 15); itsme-cli, the command-line client
+// (installed as `itsme`) and its relay client; and the relay's load
 // generator. A package of its own so that the library's builds (release,
 // sanitizers) never compile the network stack.
 import PackageDescription
@@ -10,6 +11,9 @@ let package = Package(
     products: [
         .executable(name: "itsme-relay", targets: ["itsme-relay"]),
         .executable(name: "itsme-relay-load", targets: ["RelayLoad"]),
+        // A library and an executable cannot share the name `itsme`: the
+        // install step names this one `itsme`.
+        .executable(name: "itsme-cli", targets: ["itsme-cli"]),
     ],
     dependencies: [
         .package(name: "itsme", path: ".."),
@@ -57,6 +61,18 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        // libqrencode, to draw QR codes in the terminal.
+        .systemLibrary(name: "CQRencode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
+        .executableTarget(
+            name: "itsme-cli",
+            dependencies: [
+                "ItsMeRelayClient", "ItsMeRelay", "CQRencode",
+                .product(name: "ItsMeCore", package: "itsme"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: [.swiftLanguageMode(.v5)]

@@ -1,0 +1,350 @@
+import ArgumentParser
+import Foundation
+import ItsMeCore
+import ItsMeRelayClient
+
+/// Options every command takes.
+struct GlobalOptions: ParsableArguments {
+    @Option(
+        name: .customLong("data-dir"),
+        help: ArgumentHelp(
+            "Where this person's identity and contacts live (default: $ITSME_DATA_DIR, else $XDG_DATA_HOME/itsme, else ~/.local/share/itsme).",
+            valueName: "path"))
+    var dataDir: String?
+
+    @Option(name: .customLong("pin-fd"), help: ArgumentHelp("Read the PIN from this open file descriptor (scripts).", valueName: "n"))
+    var pinFD: Int32?
+
+    @Option(name: .customLong("pin-file"), help: ArgumentHelp("Read the PIN from the first line of this file (scripts).", valueName: "path"))
+    var pinFile: String?
+
+    @Option(
+        name: .customLong("passphrase-fd"),
+        help: ArgumentHelp("Read the store's passphrase from this file descriptor (scripts).", valueName: "n"))
+    var passphraseFD: Int32?
+
+    @Option(
+        name: .customLong("passphrase-file"),
+        help: ArgumentHelp("Read the store's passphrase from the first line of this file (scripts).", valueName: "path"))
+    var passphraseFile: String?
+
+    @Flag(help: "Print JSON instead of text (read commands).")
+    var json = false
+
+    /// Tests only: the current Unix time is read from this file.
+    @Option(name: .customLong("test-clock"), help: .private)
+    var testClock: String?
+
+    func makeProfile() throws -> Profile {
+        let clock: Clock
+        if let testClock {
+            FileHandle.standardError.write(Data("itsme: using the test clock in \(testClock): for tests only\n".utf8))
+            clock = FileClock(path: testClock)
+        } else {
+            clock = SystemClock()
+        }
+        let pinFD = self.pinFD, pinFile = self.pinFile
+        let passphraseFD = self.passphraseFD, passphraseFile = self.passphraseFile
+        return Profile(
+            directory: try Self.dataDirectory(dataDir), output: Output(json: json), clock: clock,
+            pinSource: pinFD != nil || pinFile != nil
+                ? .once({ try Input.firstLine(fd: pinFD, file: pinFile) }) : .terminal,
+            passphraseSource: passphraseFD != nil || passphraseFile != nil
+                ? .once({ try Input.firstLine(fd: passphraseFD, file: passphraseFile) }) : .terminal)
+    }
+
+    static func dataDirectory(_ flag: String?) throws -> String {
+        let environment = ProcessInfo.processInfo.environment
+        if let flag, !flag.isEmpty { return flag }
+        if let path = environment["ITSME_DATA_DIR"], !path.isEmpty { return path }
+        if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") { return xdg + "/itsme" }
+        guard let home = environment["HOME"], !home.isEmpty else {
+            throw CLIError("no data directory: set HOME, XDG_DATA_HOME or ITSME_DATA_DIR, or pass --data-dir")
+        }
+        return home + "/.local/share/itsme"
+    }
+}
+
+/// Where a secret typed by the person comes from.
+enum SecretSource {
+    /// The terminal, without echo; a wrong PIN may be typed again.
+    case terminal
+    /// A file descriptor, a file, or the demo: one answer, no retry.
+    case once(() throws -> String)
+}
+
+/// One person's data directory: the secret store (`secrets/`, optionally
+/// wrapped by a passphrase), the identity in it, the contact store
+/// (`contacts.db`), the relay setting (`config.json`) and the exchange in
+/// progress (`pending.json`).
+final class Profile {
+    let directory: String
+    let output: Output
+    let clock: Clock
+    let pinSource: SecretSource
+    let passphraseSource: SecretSource
+
+    private var openedStore: SecretStore?
+    private var openedIdentity: Identity?
+    private var openedContacts: ContactStore?
+    private var unlocked = false
+
+    init(directory: String, output: Output, clock: Clock, pinSource: SecretSource, passphraseSource: SecretSource) {
+        var path = directory
+        while path.count > 1 && path.hasSuffix("/") { path.removeLast() }
+        self.directory = path
+        self.output = output
+        self.clock = clock
+        self.pinSource = pinSource
+        self.passphraseSource = passphraseSource
+    }
+
+    var secretsPath: String { directory + "/secrets" }
+    var wrapPath: String { directory + "/" + PassphraseSecretStore.fileName }
+    var contactsPath: String { directory + "/contacts.db" }
+    var configPath: String { directory + "/config.json" }
+    var pendingPath: String { directory + "/pending.json" }
+
+    var isWrapped: Bool { FileManager.default.fileExists(atPath: wrapPath) }
+
+    private func readSecret(_ source: SecretSource, prompt: String) throws -> String {
+        switch source {
+        case .terminal: return try Input.secret(prompt)
+        case .once(let read): return try read()
+        }
+    }
+
+    // MARK: Secret store and identity
+
+    /// Creates the directory (mode 0700), the secret store (wrapped when
+    /// `passphrase` is given), the identity and its PIN.
+    func create(name: String, pin: String, passphrase: String?) throws -> Identity {
+        guard (try? Identity.load(store: FileSecretStore(directory: secretsPath))) == nil else {
+            throw CLIError("\(directory) already holds an identity (itsme whoami); use another --data-dir")
+        }
+        try FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let inner = try FileSecretStore(directory: secretsPath)
+        let store: SecretStore
+        if let passphrase {
+            store = try PassphraseSecretStore.create(inner: inner, wrapPath: wrapPath, passphrase: passphrase)
+        } else {
+            if isWrapped { try FileManager.default.removeItem(atPath: wrapPath) }
+            store = inner
+        }
+        let pinCheck = PIN(store: store)
+        let identity = try Identity.create(store: store, name: name)
+        try pinCheck.set(pin)
+        openedStore = store
+        openedIdentity = identity
+        unlocked = true
+        return identity
+    }
+
+    func secretStore() throws -> SecretStore {
+        if let openedStore { return openedStore }
+        guard FileManager.default.fileExists(atPath: secretsPath) else {
+            throw CLIError("no identity in \(directory): run `itsme init` first (or pass --data-dir)")
+        }
+        let inner = try FileSecretStore(directory: secretsPath)
+        let store: SecretStore
+        if isWrapped {
+            let passphrase = try readSecret(passphraseSource, prompt: "Passphrase of \(directory): ")
+            store = try PassphraseSecretStore.open(inner: inner, wrapPath: wrapPath, passphrase: passphrase)
+        } else {
+            store = inner
+        }
+        openedStore = store
+        return store
+    }
+
+    func identity() throws -> Identity {
+        if let openedIdentity { return openedIdentity }
+        do {
+            let identity = try Identity.load(store: try secretStore())
+            openedIdentity = identity
+            return identity
+        } catch let error as ItsMeError where error.kind == .notFound {
+            throw CLIError("no identity in \(directory): run `itsme init` first (or pass --data-dir)")
+        }
+    }
+
+    /// Asks for the PIN (up to three times at a terminal, once from a file
+    /// descriptor or file) before anything that uses secrets. Every wrong
+    /// PIN counts: after five, the PIN is locked for 5 minutes, then longer.
+    func unlock() throws {
+        guard !unlocked else { return }
+        let pin = PIN(store: try identity().store)
+        guard try pin.isSet() else { throw CLIError("no PIN is set in \(directory)") }
+        let tries: Int
+        if case .terminal = pinSource { tries = 3 } else { tries = 1 }
+        for attempt in 1...tries {
+            let status = try pin.status(now: clock.now())
+            if status.waitSeconds > 0 {
+                throw CLIError(
+                    "the PIN is locked after \(status.failures) wrong PINs: try again in \(duration(Int64(status.waitSeconds)))",
+                    exit: .locked)
+            }
+            let typed = try readSecret(pinSource, prompt: "PIN: ")
+            guard typed.count == PIN.length, typed.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+                output.warn("a PIN is exactly \(PIN.length) digits (not counted as a wrong PIN)")
+                if attempt < tries { continue }
+                throw CLIError("a PIN is exactly \(PIN.length) digits")
+            }
+            do {
+                try pin.verify(typed, now: clock.now())
+                unlocked = true
+                return
+            } catch let error as ItsMeError where error.kind == .wrongPIN {
+                let after = try pin.status(now: clock.now())
+                let left = after.failures < AttemptLimiter.freeFailures ? AttemptLimiter.freeFailures - after.failures : 0
+                let message =
+                    after.waitSeconds > 0
+                    ? "wrong PIN; locked for \(duration(Int64(after.waitSeconds))) after \(after.failures) wrong PINs"
+                    : "wrong PIN (\(left) more before a lockout)"
+                if after.waitSeconds > 0 { throw CLIError(message, exit: .locked) }
+                if attempt == tries { throw CLIError(message, exit: .checkFailed) }
+                output.warn(message)
+            } catch let error as ItsMeError where error.kind == .locked {
+                let after = try pin.status(now: clock.now())
+                throw CLIError("the PIN is locked: try again in \(duration(Int64(after.waitSeconds)))", exit: .locked)
+            }
+        }
+        throw CLIError("wrong PIN", exit: .checkFailed)
+    }
+
+    /// The contact store, after the PIN.
+    func contacts() throws -> ContactStore {
+        if let openedContacts { return openedContacts }
+        try unlock()
+        let store = try ContactStore(path: contactsPath, identity: try identity())
+        openedContacts = store
+        return store
+    }
+
+    // MARK: Contacts by what a person types
+
+    /// A contact by id ("3" or "#3"), exact name (any case), or fingerprint.
+    func contact(_ text: String) throws -> Contact {
+        let store = try contacts()
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        var digits = Substring(trimmed)
+        if digits.hasPrefix("#") { digits = digits.dropFirst() }
+        if let id = Int64(digits), id > 0 {
+            do { return try store.contact(id: id) } catch let e as ItsMeError where e.kind == .notFound {}
+        }
+        let all = try store.list()
+        let byName = all.filter { $0.name.caseInsensitiveCompare(trimmed) == .orderedSame }
+        if byName.count == 1 { return byName[0] }
+        if byName.count > 1 {
+            throw CLIError("\(byName.count) contacts are named \(trimmed): give the id (itsme contacts list)")
+        }
+        let fingerprint = trimmed.uppercased().filter { $0 != " " && $0 != "-" }
+        let byFingerprint = all.filter { $0.fingerprint == fingerprint }
+        if let match = byFingerprint.first, byFingerprint.count == 1 { return match }
+        throw CLIError("no contact \"\(trimmed)\" (itsme contacts list shows them)")
+    }
+
+    // MARK: Configuration
+
+    struct Config: Codable {
+        var relay: String?
+    }
+
+    func config() throws -> Config {
+        guard let data = FileManager.default.contents(atPath: configPath) else { return Config() }
+        do { return try JSONDecoder().decode(Config.self, from: data) } catch {
+            throw CLIError("\(configPath) is damaged: remove it, or fix it by hand")
+        }
+    }
+
+    func saveConfig(_ config: Config) throws {
+        try FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try writePrivateFile(configPath, try JSONEncoder().encode(config))
+    }
+
+    /// The relay: `--relay`, else $ITSME_RELAY, else `itsme relay set`.
+    func relayURL(_ flag: String?) throws -> RelayURL {
+        let environment = ProcessInfo.processInfo.environment["ITSME_RELAY"]
+        let configured = try config().relay
+        guard let text = flag ?? environment.flatMap({ $0.isEmpty ? nil : $0 }) ?? configured else {
+            throw CLIError("no relay: pass --relay URL, set ITSME_RELAY, or run `itsme relay set URL`")
+        }
+        do { return try RelayURL(text) } catch { throw CLIError("bad relay URL \(text): \(explain(error).0)") }
+    }
+
+    // MARK: The exchange in progress
+
+    /// The exchange between commands: sealed (encrypted under the device
+    /// key), with what carries it.
+    struct Pending: Codable {
+        var version = 1
+        var method: String
+        var sealed: String
+        var relay: String?
+        var session: InviteSession.SavedState?
+    }
+
+    func pending() throws -> (Pending, Exchange)? {
+        guard let data = FileManager.default.contents(atPath: pendingPath) else { return nil }
+        guard let file = try? JSONDecoder().decode(Pending.self, from: data), file.version == 1,
+            let sealed = Data(base64Encoded: file.sealed)
+        else {
+            throw CLIError("\(pendingPath) is damaged: remove it to start again")
+        }
+        try unlock()
+        let exchange = try Exchange.restore(identity: try identity(), sealed: Array(sealed), now: clock.now())
+        return (file, exchange)
+    }
+
+    func savePending(_ exchange: Exchange, relay: RelayURL? = nil, session: InviteSession.SavedState? = nil) throws {
+        let file = Pending(
+            method: methodName(exchange.method), sealed: Data(try exchange.seal()).base64EncodedString(),
+            relay: relay?.text, session: session)
+        try writePrivateFile(pendingPath, try JSONEncoder().encode(file))
+    }
+
+    func clearPending() {
+        unlink(pendingPath)
+    }
+
+    /// Refuses to start an exchange while another is in progress.
+    func requireNoPending() throws {
+        guard FileManager.default.fileExists(atPath: pendingPath) else { return }
+        if let (file, exchange) = try? pending(),
+            exchange.state == .awaitingPeer || exchange.state == .compareSAS
+        {
+            throw CLIError(
+                "a \(file.method) exchange is in progress: finish it (itsme sas confirm|reject, itsme invite status) or drop it (itsme sas reject)"
+            )
+        }
+        clearPending()
+    }
+}
+
+func methodName(_ method: Exchange.Method) -> String {
+    switch method {
+    case .qr: return "qr"
+    case .bluetooth: return "bluetooth"
+    case .invite: return "invite"
+    case .realtime: return "realtime"
+    }
+}
+
+func methodName(_ method: Contact.ExchangeMethod) -> String {
+    switch method {
+    case .qr: return "qr"
+    case .bluetooth: return "bluetooth"
+    case .invite: return "invite"
+    case .realtime: return "realtime"
+    }
+}
+
+func stateName(_ state: Contact.State, acknowledged: Bool) -> String {
+    switch state {
+    case .unverified: return "unverified"
+    case .verified: return "verified"
+    case .degraded: return acknowledged ? "device changed (acknowledged)" : "device changed"
+    }
+}

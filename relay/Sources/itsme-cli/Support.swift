@@ -1,0 +1,229 @@
+import Foundation
+import ItsMeCore
+import ItsMeRelayClient
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+// MARK: Exit codes
+
+/// The exit codes of every command (also in `itsme --help` and docs/CLI.md).
+enum Exit: Int32 {
+    case ok = 0
+    /// What was checked did not hold: a wrong code, a SAS the person
+    /// rejected, a demo check that failed.
+    case checkFailed = 1
+    /// An error: bad input, nothing to act on, a store that cannot be read.
+    case error = 2
+    /// Locked: too many wrong PINs or codes; the message says for how long.
+    case locked = 3
+    /// The relay could not be reached, refused, or the invite is gone.
+    case relay = 4
+    /// Interrupted, or input ended before the command had what it needed.
+    case interrupted = 5
+    // ArgumentParser exits with 64 for a usage error.
+
+    static let helpText = """
+        Exit codes: 0 success; 1 what was checked did not hold (a wrong code, a rejected SAS); \
+        2 an error (bad input, nothing to act on, unreadable data); 3 locked after too many wrong \
+        PINs or codes; 4 the relay could not be reached or refused; 5 input ended or interrupted; \
+        64 a usage error.
+        """
+}
+
+/// A failure the CLI reports as one line and an exit code.
+struct CLIError: Error, CustomStringConvertible {
+    let message: String
+    let exit: Exit
+    init(_ message: String, exit: Exit = .error) {
+        self.message = message
+        self.exit = exit
+    }
+    var description: String { message }
+}
+
+/// One line for a person, and the exit code, for any error a command throws.
+func explain(_ error: Error) -> (String, Exit) {
+    switch error {
+    case let e as CLIError:
+        return (e.message, e.exit)
+    case let e as RelayError:
+        return ("relay: \(e.description)", .relay)
+    case let e as ItsMeError:
+        let text = e.message.isEmpty ? "\(e.kind.message)" : e.message
+        switch e.kind {
+        case .locked: return (text, .locked)
+        case .authenticationFailed, .wrongPIN: return (text, .checkFailed)
+        default: return (text, .error)
+        }
+    case let e as DecodingError:
+        return ("a data file is damaged: \(e)", .error)
+    default:
+        return ("\(error)", .error)
+    }
+}
+
+// MARK: Output
+
+/// Where a command writes: lines for a person, or one JSON document.
+struct Output {
+    var json: Bool
+
+    func line(_ text: String = "") {
+        guard !json else { return }
+        print(text)
+    }
+
+    /// Prints `value` as JSON when `--json` was given.
+    func document(_ value: [String: Any]) {
+        guard json else { return }
+        print(jsonText(value))
+    }
+
+    func warn(_ text: String) {
+        FileHandle.standardError.write(Data("itsme: \(text)\n".utf8))
+    }
+}
+
+func jsonText(_ value: Any) -> String {
+    guard let data = try? JSONSerialization.data(withJSONObject: value, options: [.prettyPrinted, .sortedKeys]) else {
+        return "{}"
+    }
+    return String(decoding: data, as: UTF8.self)
+}
+
+func isoTime(_ seconds: Int64) -> String {
+    let formatter = ISO8601DateFormatter()
+    formatter.formatOptions = [.withInternetDateTime]
+    return formatter.string(from: Date(timeIntervalSince1970: TimeInterval(seconds)))
+}
+
+func duration(_ seconds: Int64) -> String {
+    if seconds < 60 { return "\(seconds) s" }
+    if seconds < 3600 { return seconds % 60 == 0 ? "\(seconds / 60) min" : "\(seconds / 60) min \(seconds % 60) s" }
+    return "\(seconds / 3600) h \(seconds % 3600 / 60) min"
+}
+
+// MARK: Clocks
+
+/// The time every command uses. Only the real clock exists in a normal
+/// command; the demo runs its own, and tests may pass a clock file with the
+/// hidden `--test-clock` (a warning is printed whenever one is in use).
+protocol Clock: AnyObject, Sendable {
+    func now() -> Int64
+    /// Waits until `now()` may have moved on by up to `seconds`.
+    func pause(_ seconds: Double) async
+}
+
+final class SystemClock: Clock, @unchecked Sendable {
+    func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
+    func pause(_ seconds: Double) async { try? await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1e9)) }
+}
+
+/// Tests: the current Unix time is the number in a file another process
+/// advances (as the relay's `--clock-file`).
+final class FileClock: Clock, @unchecked Sendable {
+    let path: String
+    init(path: String) { self.path = path }
+    func now() -> Int64 {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8),
+            let value = Int64(text.trimmingCharacters(in: .whitespacesAndNewlines))
+        else { return Int64(Date().timeIntervalSince1970) }
+        return value
+    }
+    func pause(_ seconds: Double) async { try? await Task.sleep(nanoseconds: UInt64(min(max(0, seconds), 0.1) * 1e9)) }
+}
+
+// MARK: Terminal input
+
+/// Reads what a command asks for: from the terminal, or, for scripts, from
+/// standard input, a file descriptor or a file.
+enum Input {
+    static var standardInputIsTerminal: Bool { isatty(STDIN_FILENO) == 1 }
+
+    /// One line from standard input after a prompt (nil at end of input).
+    static func line(_ prompt: String) -> String? {
+        FileHandle.standardOutput.write(Data(prompt.utf8))
+        guard let text = readLine(strippingNewline: true) else {
+            print()
+            return nil
+        }
+        return text
+    }
+
+    /// Asks until `parse` accepts; each refusal prints its message and asks
+    /// again (a person gets a second chance, and a third...). At most
+    /// `attempts` answers; end of input is `.interrupted`.
+    static func ask<T>(_ prompt: String, attempts: Int = 5, _ parse: (String) -> Result<T, CLIError>) throws -> T {
+        for attempt in 1...attempts {
+            guard let text = line(prompt) else { throw CLIError("input ended", exit: .interrupted) }
+            switch parse(text.trimmingCharacters(in: .whitespaces)) {
+            case .success(let value): return value
+            case .failure(let error):
+                print(error.message + (attempt < attempts ? "; try again." : "."))
+            }
+        }
+        throw CLIError("no valid answer after \(attempts) tries")
+    }
+
+    /// A yes/no question.
+    static func confirm(_ prompt: String) throws -> Bool {
+        try ask(prompt + " [y/n] ") { text in
+            switch text.lowercased() {
+            case "y", "yes": return .success(true)
+            case "n", "no": return .success(false)
+            default: return .failure(CLIError("answer y or n"))
+            }
+        }
+    }
+
+    /// A line typed without echo on the terminal (PIN, passphrase).
+    static func secret(_ prompt: String) throws -> String {
+        guard standardInputIsTerminal else {
+            throw CLIError("no terminal to ask for it: pass --pin-fd N or --pin-file PATH (and --passphrase-fd/--passphrase-file)")
+        }
+        var saved = termios()
+        tcgetattr(STDIN_FILENO, &saved)
+        var quiet = saved
+        quiet.c_lflag &= ~tcflag_t(ECHO)
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet)
+        defer {
+            tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved)
+            print()
+        }
+        FileHandle.standardOutput.write(Data(prompt.utf8))
+        guard let text = readLine(strippingNewline: true) else { throw CLIError("input ended", exit: .interrupted) }
+        return text
+    }
+
+    /// The first line of a file descriptor (read to its end or its first
+    /// newline) or of a file: how scripts pass a PIN without `ps` showing it.
+    static func firstLine(fd: Int32? = nil, file: String? = nil) throws -> String {
+        var bytes: [UInt8] = []
+        if let fd {
+            var byte: UInt8 = 0
+            while bytes.count < 4096 {
+                let n = read(fd, &byte, 1)
+                if n < 0 && errno == EINTR { continue }
+                guard n == 1, byte != 10 else { break }
+                bytes.append(byte)
+            }
+            if fd > 2 { close(fd) }
+        } else if let file {
+            guard let data = FileManager.default.contents(atPath: file) else {
+                throw CLIError("cannot read \(file)")
+            }
+            bytes = Array(data.prefix { $0 != 10 }.prefix(4096))
+        }
+        if bytes.last == 13 { bytes.removeLast() }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+/// Renders an `ItsMeError` from a typed value as a refusal to ask again.
+func refusal<T>(_ body: () throws -> T) -> Result<T, CLIError> {
+    do { return .success(try body()) } catch {
+        return .failure(CLIError(explain(error).0))
+    }
+}
