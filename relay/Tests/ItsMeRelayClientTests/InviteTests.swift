@@ -6,27 +6,7 @@ import XCTest
 
 /// Exchanges at a distance through the invite mailbox of a relay run in
 /// this process (docs/PROTOCOL.md 15.2, 16.5, 16.6).
-final class InviteTests: XCTestCase {
-    private var directory: String!
-    private var relay: TestRelay?
-
-    override func setUp() async throws {
-        try Sodium.initialize()
-        directory = NSTemporaryDirectory() + "itsme-relay-client-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    }
-
-    override func tearDown() async throws {
-        if let relay { await relay.stop() }
-        relay = nil
-        try? FileManager.default.removeItem(atPath: directory)
-    }
-
-    private func startRelay(_ configure: (inout RelayConfiguration) -> Void = { _ in }) async throws -> RelayURL {
-        let started = try await TestRelay.start(configure)
-        relay = started
-        return try started.relayURL()
-    }
+final class InviteTests: RelayTestCase {
 
     private func inviter(_ person: Person, _ mailbox: InviteMailbox, now: Int64) throws -> InviteSession {
         var random = SystemRandom()

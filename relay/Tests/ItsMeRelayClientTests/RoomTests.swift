@@ -6,27 +6,7 @@ import XCTest
 
 /// Relay rooms (docs/PROTOCOL.md 15.3) and what runs through them: the
 /// real-time exchange (16.5) and Online Verify (11).
-final class RoomTests: XCTestCase {
-    private var directory: String!
-    private var relay: TestRelay?
-
-    override func setUp() async throws {
-        try Sodium.initialize()
-        directory = NSTemporaryDirectory() + "itsme-relay-client-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    }
-
-    override func tearDown() async throws {
-        if let relay { await relay.stop() }
-        relay = nil
-        try? FileManager.default.removeItem(atPath: directory)
-    }
-
-    private func startRelay(_ configure: (inout RelayConfiguration) -> Void = { _ in }) async throws -> RelayURL {
-        let started = try await TestRelay.start(configure)
-        relay = started
-        return try started.relayURL()
-    }
+final class RoomTests: RelayTestCase {
 
     private func randomID() -> String {
         var random = SystemRandom()

@@ -127,3 +127,28 @@ func coreErrorKind(
 
 /// The current Unix time.
 func unixNow() -> Int64 { Int64(Date().timeIntervalSince1970) }
+
+/// A test case with a temporary directory and, once `startRelay` is called,
+/// a relay in this process; both go at tear-down.
+class RelayTestCase: XCTestCase {
+    var directory: String!
+    var relay: TestRelay?
+
+    override func setUp() async throws {
+        try Sodium.initialize()
+        directory = NSTemporaryDirectory() + "itsme-relay-client-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDown() async throws {
+        if let relay { await relay.stop() }
+        relay = nil
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    func startRelay(_ configure: (inout RelayConfiguration) -> Void = { _ in }) async throws -> RelayURL {
+        let started = try await TestRelay.start(configure)
+        relay = started
+        return try started.relayURL()
+    }
+}
