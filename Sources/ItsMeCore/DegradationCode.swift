@@ -6,6 +6,10 @@ public enum DegradationCode {
     /// 24 base-32 characters, shown in six groups of four.
     public static let characterCount = 24
     static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567".utf8)
+    /// The attempt limiter that counts wrong codes, per identity.
+    public static func limiter(store: any SecretStore) -> AttemptLimiter {
+        AttemptLimiter(store: store, purpose: limiterPurpose)
+    }
     static let limiterPurpose = "degradation-code"
 
     /// The MAC over the interim device secret `r` of the person `pid`.

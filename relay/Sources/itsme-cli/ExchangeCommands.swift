@@ -20,6 +20,13 @@ func exchangeDocument(_ exchange: Exchange) -> [String: Any] {
         d["peer"] = ["name": peer.name, "fingerprint": peer.fingerprint, "authenticated": peer.publicKey != nil]
     }
     if exchange.flags.contains(.knownContact) { d["knownContact"] = true }
+    // The inviter may show its codes again while the exchange waits.
+    if exchange.isInviter, exchange.state == .awaitingPeer, let invite = exchange.inviteCode,
+        let encryption = exchange.encryptionCode
+    {
+        d["inviteCode"] = invite.text
+        d["encryptionCode"] = encryption.text
+    }
     if let failure = exchange.failure { d["failure"] = failure.message }
     return d
 }
@@ -127,23 +134,21 @@ struct Invite: AsyncParsableCommand {
                 guard let invite = exchange.inviteCode, let encryption = exchange.encryptionCode else {
                     throw CLIError("the invite has no codes")
                 }
-                profile.output.line("Invite code:     \(invite.text)")
-                profile.output.line("Encryption code: \(encryption.text)")
-                profile.output.line("")
-                profile.output.line("Give the other person both codes: the invite code by message, the encryption code")
-                profile.output.line("another way (say it on a call). They run: itsme invite accept")
-                profile.output.line("The invite lasts 24 hours. Then: itsme invite status --wait 30")
+                let output = profile.output
+                output.notice("Invite code:     \(invite.text)")
+                output.notice("Encryption code: \(encryption.text)")
+                output.notice("")
+                output.notice("Give the other person both codes: the invite code by message, the encryption code")
+                output.notice("another way (say it on a call). They run: itsme invite accept")
+                output.notice("The invite lasts 24 hours. Then: itsme invite status --wait 30")
                 if wait > 0 {
-                    profile.output.line("Waiting up to \(Int(wait)) s for them...")
+                    output.notice("Waiting up to \(Int(wait)) s for them...")
                     exchange = try await profile.continueInvite(wait: wait)
                 }
                 if exchange.state == .compareSAS {
-                    reportSAS(exchange, profile.output)
+                    reportSAS(exchange, output)
                 } else {
-                    var document = exchangeDocument(exchange)
-                    document["inviteCode"] = invite.text
-                    document["encryptionCode"] = encryption.text
-                    profile.output.document(document)
+                    output.document(exchangeDocument(exchange))
                 }
                 return .ok
             }
@@ -161,7 +166,7 @@ struct Invite: AsyncParsableCommand {
         func run() async throws {
             try await execute(global) { profile in
                 let url = try profile.relayURL(relay.relay)
-                _ = try profile.contacts()
+                try profile.requireNoPending()
                 let invite: String
                 if let inviteCode {
                     invite = try RemoteCode(parsing: inviteCode, what: "invite code").text
@@ -169,7 +174,7 @@ struct Invite: AsyncParsableCommand {
                     invite = try askRemoteCode("Invite code")
                 }
                 let encryption = try askRemoteCode("Encryption code")
-                profile.output.line("Joining the invite; waiting up to \(Int(wait)) s for the other side...")
+                profile.output.notice("Joining the invite; waiting up to \(Int(wait)) s for the other side...")
                 let exchange = try await profile.acceptInvite(
                     relay: url, inviteCode: invite, encryptionCode: encryption, wait: wait)
                 return report(exchange, profile)
@@ -236,17 +241,17 @@ struct Realtime: AsyncParsableCommand {
     func run() async throws {
         try await execute(global) { profile in
             let url = try profile.relayURL(relay.relay)
-            _ = try profile.contacts()
+            try profile.requireNoPending()
             var codes: (String, String)? = nil
             if join { codes = (try askRemoteCode("Invite code"), try askRemoteCode("Encryption code")) }
             let output = profile.output
             let exchange = try await profile.realtimeExchange(relay: url, codes: codes, timeout: timeout) { exchange in
                 if !join, let invite = exchange.inviteCode, let encryption = exchange.encryptionCode {
-                    output.line("Invite code:     \(invite.text)")
-                    output.line("Encryption code: \(encryption.text)")
-                    output.line("Read both to the other person; they run: itsme realtime --join")
+                    output.notice("Invite code:     \(invite.text)")
+                    output.notice("Encryption code: \(encryption.text)")
+                    output.notice("Read both to the other person; they run: itsme realtime --join")
                 }
-                output.line("Waiting for the other person in the room (up to \(Int(timeout)) s)...")
+                output.notice("Waiting for the other person in the room (up to \(Int(timeout)) s)...")
             }
             guard exchange.state == .compareSAS else {
                 output.line("The exchange ended: \(exchangeStateName(exchange.state)).")

@@ -46,6 +46,8 @@ struct ItsMe: AsyncParsableCommand {
 /// and an exit code (Exit), never a stack trace.
 func execute(_ global: GlobalOptions, _ body: (Profile) async throws -> Exit) async throws {
     installInterruptHandler()
+    // Line by line even into a pipe, so prompts and lines keep their order.
+    setvbuf(stdout, nil, _IOLBF, 0)
     let code: Exit
     do {
         try Sodium.initialize()
@@ -88,10 +90,8 @@ struct Init: AsyncParsableCommand {
 
     func run() async throws {
         try await execute(global) { profile in
-            let name = try self.name.map { text -> String in
-                guard DisplayName.isValid(text) else { throw CLIError("a name is 1 to 64 characters, without control characters") }
-                return text
-            } ?? Input.ask("Your name: ") { text in refusal { try DisplayName.validated(text) } }
+            let name = try self.name.map { try DisplayName.validated($0) }
+                ?? Input.ask("Your name: ") { text in refusal { try DisplayName.validated(text) } }
             let pin: String
             switch profile.pinSource {
             case .once(let read):

@@ -311,13 +311,19 @@ final class Profile {
 
     /// Refuses to start an exchange while another is in progress.
     func requireNoPending() throws {
+        try unlock()
         guard FileManager.default.fileExists(atPath: pendingPath) else { return }
-        if let (file, exchange) = try? pending(),
-            exchange.state == .awaitingPeer || exchange.state == .compareSAS
-        {
-            throw CLIError(
-                "a \(file.method) exchange is in progress: finish it (itsme sas confirm|reject, itsme invite status) or drop it (itsme sas reject)"
-            )
+        if let (file, exchange) = try? pending() {
+            switch exchange.state {
+            case .compareSAS:
+                throw CLIError(
+                    "a \(file.method) exchange waits for its SAS: itsme sas confirm (the same) or itsme sas reject (different, or to drop it)")
+            case .awaitingPeer:
+                let next = exchange.method == .invite ? "itsme invite status" : exchange.method == .qr ? "itsme qr scan" : "itsme sas show"
+                throw CLIError("a \(file.method) exchange is in progress: carry it on (\(next)) or drop it (itsme sas reject)")
+            default:
+                break
+            }
         }
         clearPending()
     }

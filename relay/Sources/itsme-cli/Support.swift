@@ -81,6 +81,18 @@ struct Output {
         print(jsonText(value))
     }
 
+    /// What a person needs while the command runs (codes to give, a
+    /// wait): on standard output, or on standard error with `--json`, so
+    /// that standard output stays one JSON document.
+    func notice(_ text: String) {
+        if json {
+            FileHandle.standardError.write(Data((text + "\n").utf8))
+        } else {
+            print(text)
+            fflush(stdout)
+        }
+    }
+
     func warn(_ text: String) {
         FileHandle.standardError.write(Data("itsme: \(text)\n".utf8))
     }
@@ -144,11 +156,14 @@ enum Input {
 
     /// One line from standard input after a prompt (nil at end of input).
     static func line(_ prompt: String) -> String? {
-        FileHandle.standardOutput.write(Data(prompt.utf8))
+        print(prompt, terminator: "")
+        fflush(stdout)
         guard let text = readLine(strippingNewline: true) else {
             print()
             return nil
         }
+        // A terminal echoes the answer and its newline; piped input does not.
+        if !standardInputIsTerminal { print() }
         return text
     }
 
@@ -192,7 +207,8 @@ enum Input {
             tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved)
             print()
         }
-        FileHandle.standardOutput.write(Data(prompt.utf8))
+        print(prompt, terminator: "")
+        fflush(stdout)
         guard let text = readLine(strippingNewline: true) else { throw CLIError("input ended", exit: .interrupted) }
         return text
     }

@@ -64,7 +64,8 @@ struct Verify: AsyncParsableCommand {
                 let left = session.startsIn(now: clock.now())
                 if left <= 0 { break }
                 if left != shown {
-                    FileHandle.standardOutput.write(Data("\rStarting in \(left) s \u{1B}[K".utf8))
+                    print("\rStarting in \(left) s \u{1B}[K", terminator: "")
+                    fflush(stdout)
                     shown = left
                 }
                 await clock.pause(0.2)
@@ -203,7 +204,9 @@ struct AcknowledgeDeviceChange: AsyncParsableCommand {
         try await execute(global) { profile in
             let store = try profile.contacts()
             let c = try profile.contact(contact)
+            let limiter = DegradationCode.limiter(store: try profile.identity().store)
             for attempt in 1...3 {
+                try checkNotLocked(limiter, profile.clock)
                 let code = try Input.ask("\(c.name)'s device-change code: ") { text -> Result<String, CLIError> in
                     DegradationCode.parse(text) != nil
                         ? .success(text) : .failure(CLIError("a device-change code is 24 letters A-Z and digits 2-7"))
@@ -212,11 +215,25 @@ struct AcknowledgeDeviceChange: AsyncParsableCommand {
                     try DegradationCode.accept(store: store, contactID: c.id, code: code, now: profile.clock.now())
                     profile.output.line("Acknowledged: \(c.name)'s new device is theirs. They stay marked \"device changed\" (acknowledged).")
                     return .ok
-                } catch let error as ItsMeError where error.kind == .authenticationFailed && attempt < 3 {
-                    print("That code is wrong (it counts toward a lockout); try again.")
+                } catch let error as ItsMeError where error.kind == .authenticationFailed || error.kind == .locked {
+                    try checkNotLocked(limiter, profile.clock)
+                    let left = AttemptLimiter.freeFailures - min(AttemptLimiter.freeFailures, try limiter.status(now: profile.clock.now()).failures)
+                    let message = "that device-change code is wrong (\(left) more before a lockout)"
+                    if attempt == 3 { throw CLIError(message, exit: .checkFailed) }
+                    print(message + "; try again.")
                 }
             }
             throw CLIError("the code is wrong", exit: .checkFailed)
+        }
+    }
+
+    /// Locked: said before anything is asked, with the time left.
+    private func checkNotLocked(_ limiter: AttemptLimiter, _ clock: Clock) throws {
+        let status = try limiter.status(now: clock.now())
+        if status.waitSeconds > 0 {
+            throw CLIError(
+                "device-change codes are locked after \(status.failures) wrong ones: try again in \(duration(Int64(status.waitSeconds)))",
+                exit: .locked)
         }
     }
 }
