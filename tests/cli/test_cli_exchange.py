@@ -1,0 +1,267 @@
+"""Adding a contact: by invite through the relay, in a real-time room, and
+in person by QR code, typed at the prompts."""
+
+import re
+
+CODE = r"([2-9A-Z]{4}-[2-9A-Z]{4})"
+SAS = r"SAS: ([A-Z]+ \d{4})"
+ALPHABET = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"
+
+
+def with_typo(code: str) -> str:
+    """The code with one character changed (its check character catches it)."""
+    first = code[0]
+    other = ALPHABET[(ALPHABET.index(first) + 1) % len(ALPHABET)]
+    return other + code[1:]
+
+
+def contact_named(person, name):
+    contacts = person.json("contacts")["contacts"]
+    matching = [c for c in contacts if c["name"] == name]
+    assert len(matching) == 1, contacts
+    return matching[0]
+
+
+def test_invite_exchange_typed_at_the_prompts(people, relay_url):
+    alice = people("Alice", init=True)
+    bob = people("Bob", init=True)
+
+    create = alice.spawn("invite", "create", "--relay", relay_url, pin_file=False)
+    create.expect_exact("PIN: ")
+    create.sendline(alice.pin)
+    invite = create.expect(r"Invite code:\s+" + CODE).group(1)
+    encryption = create.expect(r"Encryption code:\s+" + CODE).group(1)
+    create.expect(r"They run: itsme invite accept")
+    assert create.finish() == 0
+    assert invite != encryption
+
+    accept = bob.spawn("invite", "accept", "--relay", relay_url, pin_file=False)
+    accept.expect_exact("PIN: ")
+    accept.sendline(bob.pin)
+    accept.expect_exact("Invite code: ")
+    accept.sendline(with_typo(invite))
+    accept.expect(r"the invite code has a typo: check it character by character; try again\.")
+    accept.expect_exact("Invite code: ")
+    accept.sendline(invite.lower().replace("-", " "))
+    accept.expect_exact("Encryption code: ")
+    accept.sendline(encryption)
+    accept.expect(r"Joining the invite; waiting up to 30 s")
+
+    # While Bob waits, Alice carries the invite on.
+    status = alice.spawn("invite", "status", "--wait", "20")
+    sas_alice = status.expect(SAS).group(1)
+    status.expect(r"Bob \(fingerprint [0-9A-F ]+\) should see the same SAS")
+    assert status.finish() == 0
+
+    # Bob's accept waits up to 30 s for Alice's answer: it shows the SAS.
+    sas_bob = accept.expect(SAS).group(1)
+    assert accept.finish() == 0
+    assert sas_alice == sas_bob
+
+    # `sas show` shows the same SAS while it waits for confirmation.
+    assert alice.json("sas", "show")["sas"] == sas_alice
+    assert bob.json("sas", "show")["sas"] == sas_bob
+
+    alice.ok("sas", "confirm")
+    bob.ok("sas", "confirm")
+    at_alice = contact_named(alice, "Bob")
+    at_bob = contact_named(bob, "Alice")
+    assert at_alice["state"] == "verified" and at_alice["method"] == "invite"
+    assert at_bob["state"] == "verified" and at_bob["method"] == "invite"
+    assert at_alice["fingerprint"] == bob.json("whoami")["fingerprint"]
+    assert at_bob["fingerprint"] == alice.json("whoami")["fingerprint"]
+    # Nothing is left in progress.
+    assert alice.json("sas", "show") == {"state": "none"}
+
+
+def test_invite_cancel(people, relay_url):
+    alice = people("Alice", init=True)
+    created = alice.json("invite", "create", "--relay", relay_url)
+    assert re.fullmatch(CODE, created["inviteCode"]), created
+    assert created["state"] == "awaiting-peer"
+    # A second exchange is refused while this one is in progress.
+    second = alice.run("invite", "create", "--relay", relay_url)
+    assert second.returncode == 2, second
+    assert "in progress" in second.stderr
+    alice.ok("invite", "cancel")
+    assert alice.json("sas", "show") == {"state": "none"}
+
+
+def test_realtime_exchange(people, relay_url):
+    alice = people("Alice", init=True)
+    bob = people("Bob", init=True)
+
+    host = alice.spawn("realtime", "--relay", relay_url, "--timeout", "40")
+    invite = host.expect(r"Invite code:\s+" + CODE).group(1)
+    encryption = host.expect(r"Encryption code:\s+" + CODE).group(1)
+    host.expect(r"Waiting for the other person in the room")
+
+    join = bob.spawn("realtime", "--join", "--relay", relay_url, "--timeout", "40")
+    join.expect_exact("Invite code: ")
+    join.sendline(invite)
+    join.expect_exact("Encryption code: ")
+    join.sendline(with_typo(encryption))
+    join.expect(r"the encryption code has a typo: check it character by character; try again\.")
+    join.expect_exact("Encryption code: ")
+    join.sendline(encryption)
+
+    sas_alice = host.expect(SAS).group(1)
+    sas_bob = join.expect(SAS).group(1)
+    assert sas_alice == sas_bob
+    assert host.finish() == 0
+    assert join.finish() == 0
+
+    alice.ok("sas", "confirm")
+    bob.ok("sas", "confirm")
+    assert contact_named(alice, "Bob")["method"] == "realtime"
+    assert contact_named(bob, "Alice")["state"] == "verified"
+
+
+def test_qr_exchange_and_reject(people):
+    alice = people("Alice", init=True)
+    bob = people("Bob", init=True)
+
+    payload_a = alice.json("qr", "show")["payload"]
+    payload_b = bob.json("qr", "show")["payload"]
+    assert payload_a.startswith("ITSME") and payload_b.startswith("ITSME")
+    assert payload_a != payload_b
+    # Shown again, the same exchange (and payload) goes on.
+    assert alice.json("qr", "show")["payload"] == payload_a
+
+    scan = alice.spawn("qr", "scan")
+    scan.expect_exact("Their payload (ITSME:...): ")
+    scan.sendline("hello, this is not a payload")
+    scan.expect(r"not an ItsMe exchange payload[^\r\n]*; try again\.")
+    scan.expect_exact("Their payload (ITSME:...): ")
+    scan.sendline(payload_b)
+    sas_scan = scan.expect(SAS).group(1)
+    assert scan.finish() == 0
+
+    bob.ok("qr", "scan", payload_a)
+    sas_a = alice.json("sas", "show")
+    sas_b = bob.json("sas", "show")
+    assert sas_a["sas"] == sas_b["sas"] == sas_scan
+    assert sas_a["state"] == sas_b["state"] == "compare-sas"
+    assert sas_a["peer"]["name"] == "Bob" and sas_b["peer"]["name"] == "Alice"
+
+    # Until confirmed, the contact is saved unverified.
+    assert contact_named(alice, "Bob")["state"] == "unverified"
+
+    rejected = alice.run("sas", "reject")
+    assert rejected.returncode == 0, rejected
+    assert "Rejected" in rejected.stdout
+    assert alice.json("contacts")["contacts"] == []
+    assert "No contacts yet" in alice.ok("contacts", "list")
+    assert alice.json("sas", "show") == {"state": "none"}
+
+
+def test_invite_with_a_wrong_encryption_code_fails_on_both_sides(people, relay_url):
+    alice = people("Alice", init=True)
+    bob = people("Bob", init=True)
+    carol = people("Carol", init=True)
+    invite = alice.json("invite", "create", "--relay", relay_url)["inviteCode"]
+    # A well-formed code (its check character holds), but not Alice's.
+    wrong = carol.json("invite", "create", "--relay", relay_url)["encryptionCode"]
+
+    accept = bob.spawn("invite", "accept", invite, "--relay", relay_url)
+    accept.expect_exact("Encryption code: ")
+    accept.sendline(wrong)
+    accept.expect(r"Joining the invite")
+    status = alice.run("invite", "status", "--wait", "20")
+    assert status.returncode == 1, status
+    assert "wrong encryption code" in status.stderr
+    accept.expect(r"itsme: relay: the invite is no longer on the relay")
+    assert accept.finish() == 4
+    for person in (alice, bob):
+        assert person.json("contacts")["contacts"] == []
+        assert person.json("sas", "show") == {"state": "none"}
+
+
+def test_qr_scan_of_ones_own_payload_is_refused(people):
+    alice = people("Alice", init=True)
+    payload = alice.json("qr", "show")["payload"]
+    result = alice.run("qr", "scan", payload)
+    assert result.returncode == 2, result
+    assert result.stderr.splitlines() == ["itsme: the scanned payload carries our own identity key"]
+    assert alice.json("contacts")["contacts"] == []
+
+
+def test_contacts_rename_and_remove_at_the_terminal(pair):
+    alice, bob = pair
+    alice.ok("contacts", "rename", "Bob", "Robert")
+    assert alice.json("contacts", "show", "Robert")["name"] == "Robert"
+
+    remove = alice.spawn("contacts", "remove", "Robert")
+    remove.expect(r"Remove Robert \(#\d+\)\? Codes with them stop working\. \[y/n\] ")
+    remove.sendline("n")
+    remove.expect(r"Kept Robert\.")
+    assert remove.finish() == 0
+    assert len(alice.json("contacts")["contacts"]) == 1
+
+    remove = alice.spawn("contacts", "remove", "#1")
+    remove.expect(r"\[y/n\] ")
+    remove.sendline("y")
+    remove.expect(r"Removed Robert\.")
+    assert remove.finish() == 0
+    assert alice.json("contacts")["contacts"] == []
+
+
+def test_device_reset_asks_first(pair):
+    alice, bob = pair
+    reset = bob.spawn("device", "reset")
+    reset.expect(r"Forget this device's secrets for all 1 contacts\? Each will see a device change\. \[y/n\] ")
+    reset.sendline("n")
+    reset.expect(r"Nothing changed\.")
+    assert reset.finish() == 0
+
+
+def test_qr_show_draws_a_code(people):
+    alice = people("Alice", init=True)
+    shown = alice.ok("qr", "show")
+    lines = shown.splitlines()
+    drawing = [line for line in lines if line and set(line) <= set("\u2588\u2580\u2584 ")]
+    assert len(drawing) >= 10, shown
+    assert len({len(line) for line in drawing}) == 1, "the drawing is not a square of equal lines"
+    payload = alice.json("qr", "show")["payload"]
+    assert payload in lines
+
+
+def test_two_contacts_with_the_same_name(people):
+    alice = people("Alice", init=True)
+    bobs = [people("Bob"), people("Bob2")]
+    for bob in bobs:
+        bob.ok("init", "--name", "Bob")
+        payload_bob = bob.json("qr", "show")["payload"]
+        payload_alice = alice.json("qr", "show")["payload"]
+        alice.ok("qr", "scan", payload_bob)
+        bob.ok("qr", "scan", payload_alice)
+        alice.ok("sas", "confirm")
+        bob.ok("sas", "confirm")
+    ambiguous = alice.run("contacts", "show", "bob")
+    assert ambiguous.returncode == 2, ambiguous
+    assert ambiguous.stderr.splitlines() == ["itsme: 2 contacts are named bob: give the id (itsme contacts list)"]
+    # By id and by fingerprint (spaces as printed) it is found.
+    contacts = alice.json("contacts")["contacts"]
+    assert {c["name"] for c in contacts} == {"Bob"}
+    second = contacts[1]
+    assert alice.json("contacts", "show", f"#{second['id']}")["fingerprint"] == second["fingerprint"]
+    spaced = " ".join(second["fingerprint"][i:i + 4] for i in range(0, 16, 4))
+    assert alice.json("contacts", "show", spaced)["id"] == second["id"]
+
+
+def test_accept_refuses_before_asking_when_an_exchange_is_in_progress(people, relay_url):
+    """A QR exchange is in progress: `invite accept` says so before the
+    person types two codes for nothing."""
+    alice = people("Alice", init=True)
+    bob = people("Bob", init=True)
+    invite = alice.json("invite", "create", "--relay", relay_url)
+    bob.ok("qr", "show", "--text-only")
+    accept = bob.spawn("invite", "accept", "--relay", relay_url)
+    first = accept.expect([r"itsme: a qr exchange is in progress", r"Invite code: "])
+    if first == 1:
+        accept.sendline(invite["inviteCode"])
+        accept.expect_exact("Encryption code: ")
+        accept.sendline(invite["encryptionCode"])
+        accept.expect(r"itsme: a qr exchange is in progress")
+    assert accept.finish() == 2
+    assert first == 0, "the codes were asked, then refused:\n" + accept.transcript
