@@ -265,3 +265,19 @@ def test_accept_refuses_before_asking_when_an_exchange_is_in_progress(people, re
         accept.expect(r"itsme: a qr exchange is in progress")
     assert accept.finish() == 2
     assert first == 0, "the codes were asked, then refused:\n" + accept.transcript
+
+
+def test_an_expired_exchange_is_dropped(people, clock):
+    """A QR exchange left pending past its 24 hours can only be dropped:
+    `sas reject` says so and clears it, and a new one can start."""
+    alice = people("Alice", init=True)
+    assert alice.json("qr", "show", "--test-clock", clock)["payload"].startswith("ITSME")
+    clock.advance(25 * 3600)
+    shown = alice.run("sas", "show", "--test-clock", clock)
+    assert shown.returncode == 2, shown
+    assert len(shown.stderr.strip().splitlines()) == 2, shown.stderr  # the test-clock warning, then one line
+    dropped = alice.run("sas", "reject", "--test-clock", clock)
+    assert dropped.returncode == 0, dropped
+    assert "dropped the exchange in progress" in dropped.stderr
+    assert alice.json("sas", "show", "--test-clock", clock) == {"state": "none"}
+    assert alice.json("qr", "show", "--test-clock", clock)["payload"].startswith("ITSME")

@@ -174,6 +174,13 @@ def test_passphrase_wraps_the_secret_store(people, tmp_path):
     assert none.returncode == 2, none
     assert "--passphrase-fd" in none.stderr
 
+    # init again, with or without the passphrase, never overwrites it.
+    for extra in ([], ["--passphrase", "--passphrase-file", passphrase]):
+        again = wrapped.run("init", "--name", "Other", *extra)
+        assert again.returncode == 2, again
+        assert "already holds an identity" in again.stderr
+    assert wrapped.json("whoami", "--passphrase-file", passphrase)["fingerprint"] == document["fingerprint"]
+
     # Nothing under secrets/ holds the name in plain text.
     items = [p for p in (wrapped.dir / "secrets").iterdir() if p.is_file()]
     assert any(p.name == "itsme.identity" for p in items), items

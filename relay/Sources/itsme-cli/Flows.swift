@@ -167,7 +167,17 @@ extension Profile {
     /// The SAS differed, or the person gives up: the contact the exchange
     /// saved is deleted, and an invite still on the relay is ended.
     func rejectPending() async throws {
-        guard let (file, exchange) = try pending() else { throw CLIError("no exchange in progress") }
+        try unlock()
+        let found: (Pending, Exchange)?
+        do {
+            found = try pending()
+        } catch let error as ItsMeError where error.kind != .locked {
+            // Expired, or unreadable: nothing of it can be used; drop it.
+            clearPending()
+            output.warn("dropped the exchange in progress: \(error.message)")
+            return
+        }
+        guard let (file, exchange) = found else { throw CLIError("no exchange in progress") }
         if exchange.state == .awaitingPeer || exchange.state == .compareSAS {
             if exchange.method == .invite, let relayText = file.relay, let saved = file.session,
                 let relay = try? RelayURL(relayText),

@@ -119,7 +119,8 @@ final class Profile {
     /// Creates the directory (mode 0700), the secret store (wrapped when
     /// `passphrase` is given), the identity and its PIN.
     func create(name: String, pin: String, passphrase: String?) throws -> Identity {
-        guard (try? Identity.load(store: FileSecretStore(directory: secretsPath))) == nil else {
+        // Wrapped or not, an identity item means a person lives here.
+        guard !FileManager.default.fileExists(atPath: secretsPath + "/" + Identity.itemName), !isWrapped else {
             throw CLIError("\(directory) already holds an identity (itsme whoami); use another --data-dir")
         }
         try FileManager.default.createDirectory(
