@@ -55,12 +55,13 @@ def _require(binary: Path, what: str) -> None:
         )
 
 
-def read_line(stream, timeout: float) -> str:
-    """The first line of a pipe, or what arrived before `timeout` seconds."""
+def read_until(stream, pattern: str, timeout: float = TIMEOUT) -> str:
+    """Reads a pipe until `pattern` appears (or its end, or `timeout`
+    seconds); returns all that was read."""
     deadline = time.monotonic() + timeout
     data = b""
     fd = stream.fileno()
-    while b"\n" not in data:
+    while not re.search(pattern, data.decode("utf-8", "replace")):
         left = deadline - time.monotonic()
         if left <= 0:
             break
@@ -72,6 +73,11 @@ def read_line(stream, timeout: float) -> str:
             break
         data += chunk
     return data.decode("utf-8", "replace")
+
+
+def read_line(stream, timeout: float) -> str:
+    """The first line of a pipe, or what arrived before `timeout` seconds."""
+    return read_until(stream, "\n", timeout)
 
 
 def stop(process: subprocess.Popen) -> None:

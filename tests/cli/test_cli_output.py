@@ -4,31 +4,11 @@ the other person the codes while they wait."""
 
 import os
 import re
-import select
 import subprocess
-import time
+
+from conftest import read_until
 
 CODE = r"[2-9A-Z]{4}-[2-9A-Z]{4}"
-
-
-def read_until(stream, pattern, timeout=30.0):
-    """Reads a pipe until `pattern` appears (or the end, or `timeout`);
-    returns all that was read."""
-    deadline = time.monotonic() + timeout
-    data = b""
-    fd = stream.fileno()
-    while not re.search(pattern, data.decode("utf-8", "replace")):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        ready, _, _ = select.select([fd], [], [], left)
-        if not ready:
-            break
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            break
-        data += chunk
-    return data.decode("utf-8", "replace")
 
 
 def test_refusal_comes_before_the_next_prompt_through_a_pipe(people):
