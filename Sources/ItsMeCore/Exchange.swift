@@ -462,7 +462,7 @@ public final class Exchange: CustomStringConvertible {
     /// mailbox, where each side may go offline between its steps.
     public static func invite<R: RandomSource>(identity: Identity, realtime: Bool, now: Int64, random: inout R) throws -> Exchange {
         try UnixTime.check(now)
-        var secrets = try drawSecrets(&random)
+        let secrets = try drawSecrets(&random)
         let inviteCode = RemoteCode.random(using: &random)
         return try invite(
             identity: identity, realtime: realtime, inviteCode: inviteCode, encryptionCode: RemoteCode.random(using: &random),

@@ -147,7 +147,7 @@ def test_device_change_detected_and_acknowledged(pair, clock):
 
     reset = bob.run("device", "reset", "--yes")
     assert reset.returncode == 0, reset
-    assert "Forgot the device secrets of 1 contacts" in reset.stdout
+    assert "Forgot the device secrets of 1 contact." in reset.stdout
 
     # The next window (the clock moves on by 30 s).
     window = clock.get()

@@ -305,7 +305,7 @@ struct Device: AsyncParsableCommand {
                 }
                 let forgotten = try profile.resetDevice()
                 profile.output.line(
-                    "Forgot the device secrets of \(forgotten) contacts. At the next verification they will see that your device changed; give each one `itsme device-change-code`.")
+                    "Forgot the device secrets of \(forgotten) contact\(forgotten == 1 ? "" : "s"). At the next verification they will see that your device changed; give each one `itsme device-change-code`.")
                 profile.output.document(["forgotten": forgotten])
                 return .ok
             }
