@@ -55,8 +55,8 @@ install-cli:
 	swift build $(CLI_RELEASE_FLAGS) --product itsme-cli
 	swift build $(CLI_RELEASE_FLAGS) --product itsme-relay
 	install -d $(DESTDIR)$(BINDIR)
-	install -m 0755 relay/.build/release/itsme-cli $(DESTDIR)$(BINDIR)/itsme
-	install -m 0755 relay/.build/release/itsme-relay $(DESTDIR)$(BINDIR)/itsme-relay
+	install -s -m 0755 relay/.build/release/itsme-cli $(DESTDIR)$(BINDIR)/itsme
+	install -s -m 0755 relay/.build/release/itsme-relay $(DESTDIR)$(BINDIR)/itsme-relay
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libitsme.so $(DESTDIR)$(LIBDIR)/$(SONAME) \
