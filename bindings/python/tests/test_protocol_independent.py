@@ -1764,36 +1764,43 @@ def _pu_sessions(seed, window, pids, esks, news, contacts, created_at=None):
             for x in ("a", "b")}
 
 
-def _pu_run(sessions, deliver=None, tamper=None, first=None):
-    """Run both sides through an in-memory link that delivers frames one at a time in the
-    order they were sent (each frame whole, each direction in order, as 10.3 and 7 ask of the
-    host's transport).  ``first`` starts first (its KEY goes first; default "a").  Only the
-    first ``deliver`` frames are delivered (None: all), the rest are lost: an interruption.
-    ``tamper(index, frame)`` may replace the index-th frame sent.  Returns (sent frames as
-    (sender, frame), failures by side)."""
-    order = [first or "a", _OTHER[first or "a"]]
+def _run_link(sessions, order, deliver=None, tamper=None):
+    """Run two sides (``sessions``: name to session) through an in-memory link that delivers
+    messages one at a time in the order they were sent (each whole, each direction in order,
+    as 7, 10.3 and 16.5 ask of the host's transport).  The sides start in ``order``.  Only the
+    first ``deliver`` messages are delivered (None: all), the rest are lost: an interruption.
+    ``tamper(index, message)`` may replace the index-th message sent (None drops it).
+    Returns (sent messages as (sender, message), failures by side)."""
+    first, second = order
+    other = {first: second, second: first}
     queue, sent, failures = [], [], {}
 
-    def send(sender, frames):
-        for f in frames:
+    def send(sender, messages):
+        for m in messages:
             index = len(sent)
-            sent.append((sender, f))
+            sent.append((sender, m))
             if tamper is not None:
-                f = tamper(index, f)
-            if f is not None:
-                queue.append((_OTHER[sender], f))
+                m = tamper(index, m)
+            if m is not None:
+                queue.append((other[sender], m))
 
     for x in order:
         send(x, sessions[x].start())
     delivered = 0
     while queue and (deliver is None or delivered < deliver):
-        dst, f = queue.pop(0)
+        dst, m = queue.pop(0)
         delivered += 1
         try:
-            send(dst, sessions[dst].receive(f))
+            send(dst, sessions[dst].receive(m))
         except P.ProtocolError as exc:
             failures.setdefault(dst, exc)
     return sent, failures
+
+
+def _pu_run(sessions, deliver=None, tamper=None, first=None):
+    """A PIN Update run (sides "a" and "b") through ``_run_link``; ``first`` starts first
+    (its KEY goes first; default "a")."""
+    return _run_link(sessions, [first or "a", _OTHER[first or "a"]], deliver, tamper)
 
 
 def _pu_initiator(pids):
@@ -3425,31 +3432,9 @@ def _remote_sides(inputs, realtime=False):
 
 
 def _remote_run(inviter, invitee, tamper=None):
-    """Run an exchange through an in-memory relay: INVITE, ACCEPT, REPLY in turn.
-    ``tamper(index, message)`` may replace the index-th message (None drops it).  Returns
-    (messages sent, failures by side: 'inviter' or 'invitee')."""
-    sides = {"inviter": inviter, "invitee": invitee}
-    other = {"inviter": "invitee", "invitee": "inviter"}
-    queue, sent, failures = [], [], {}
-
-    def send(sender, messages):
-        for m in messages:
-            index = len(sent)
-            sent.append((sender, m))
-            if tamper is not None:
-                m = tamper(index, m)
-            if m is not None:
-                queue.append((other[sender], m))
-
-    send("inviter", inviter.start())
-    send("invitee", invitee.start())
-    while queue:
-        dst, m = queue.pop(0)
-        try:
-            send(dst, sides[dst].receive(m))
-        except P.ProtocolError as exc:
-            failures.setdefault(dst, exc)
-    return sent, failures
+    """Run an exchange through an in-memory relay: INVITE, ACCEPT, REPLY in turn
+    (``_run_link``).  Returns (messages sent, failures by side: 'inviter' or 'invitee')."""
+    return _run_link({"inviter": inviter, "invitee": invitee}, ["inviter", "invitee"], tamper=tamper)
 
 
 def _remote_inputs(ex) -> dict:
