@@ -6,7 +6,7 @@
 mod common;
 
 use common::encoding::{base64url_decode, base64url_encode};
-use common::{assert_kind, TempDir};
+use common::{assert_kind, rng, state, TempDir};
 use itsme::{
     ContactStore, DeterministicRandom, ErrorKind, Exchange, ExchangeFlags, ExchangeMethod, ExchangeState, Identity,
     SecretStore, VerificationState,
@@ -54,14 +54,6 @@ impl Party {
     fn qr(&self) -> Exchange {
         Exchange::qr(&self.identity, T0, None).unwrap()
     }
-}
-
-fn rng(tag: u8) -> DeterministicRandom {
-    DeterministicRandom::new(&[tag; 32]).unwrap()
-}
-
-fn state(exchange: &Exchange) -> ExchangeState {
-    exchange.status().unwrap().0
 }
 
 fn flags(exchange: &Exchange) -> ExchangeFlags {

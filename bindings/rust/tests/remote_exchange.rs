@@ -9,9 +9,9 @@
 
 mod common;
 
-use common::{assert_kind, TempDir};
+use common::{assert_kind, rng, state, TempDir};
 use itsme::{
-    ContactStore, DeterministicRandom, ErrorKind, Exchange, ExchangeFlags, ExchangeMethod, ExchangeState, Identity,
+    ContactStore, ErrorKind, Exchange, ExchangeFlags, ExchangeMethod, ExchangeState, Identity,
     SecretStore, VerificationState,
 };
 
@@ -71,14 +71,6 @@ impl Party {
     fn accept_with_codes(&self, invite_code: &str, encryption_code: &str, tag: u8) -> Exchange {
         Exchange::accept_invite(&self.identity, invite_code, encryption_code, false, T0, Some(&mut rng(tag))).unwrap()
     }
-}
-
-fn rng(tag: u8) -> DeterministicRandom {
-    DeterministicRandom::new(&[tag; 32]).unwrap()
-}
-
-fn state(exchange: &Exchange) -> ExchangeState {
-    exchange.status().unwrap().0
 }
 
 /// The next message to post, which must exist.

@@ -43,6 +43,16 @@ impl Drop for TempDir {
     }
 }
 
+/// A reproducible random source, one per tag.
+pub fn rng(tag: u8) -> itsme::DeterministicRandom {
+    itsme::DeterministicRandom::new(&[tag; 32]).unwrap()
+}
+
+/// An exchange's state.
+pub fn state(exchange: &itsme::Exchange) -> itsme::ExchangeState {
+    exchange.status().unwrap().0
+}
+
 /// Asserts that a result is an error of the given kind.
 #[track_caller]
 pub fn assert_kind<T: std::fmt::Debug>(result: itsme::Result<T>, kind: itsme::ErrorKind) -> itsme::Error {
