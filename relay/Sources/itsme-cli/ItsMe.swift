@@ -187,11 +187,11 @@ struct Contacts: AsyncParsableCommand {
 
     static func document(_ c: Contact) -> [String: Any] {
         var d: [String: Any] = [
-            "id": c.id, "name": c.name, "fingerprint": c.fingerprint, "state": stateName(c.state, acknowledged: false),
+            "id": c.id, "name": c.name, "fingerprint": c.fingerprint,
+            "state": c.state == .degraded ? "device-changed" : stateName(c.state, acknowledged: false),
             "deviceChangeAcknowledged": c.degradationAcknowledged, "method": methodName(c.exchangeMethod),
             "added": isoTime(c.createdAt), "authenticated": c.isAuthenticated,
         ]
-        if c.state == .degraded { d["state"] = "device-changed" }
         if let at = c.verifiedAt { d["verified"] = isoTime(at) }
         if !c.note.isEmpty { d["note"] = c.note }
         return d

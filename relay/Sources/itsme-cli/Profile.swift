@@ -234,15 +234,17 @@ final class Profile {
         if let id = Int64(digits), id > 0 {
             do { return try store.contact(id: id) } catch let e as ItsMeError where e.kind == .notFound {}
         }
-        let all = try store.list()
-        let byName = all.filter { $0.name.caseInsensitiveCompare(trimmed) == .orderedSame }
+        // Names are sealed, so only a scan finds one; fingerprints are indexed.
+        let byName = try store.list().filter { $0.name.caseInsensitiveCompare(trimmed) == .orderedSame }
         if byName.count == 1 { return byName[0] }
         if byName.count > 1 {
             throw CLIError("\(byName.count) contacts are named \(trimmed): give the id (itsme contacts list)")
         }
         let fingerprint = trimmed.uppercased().filter { $0 != " " && $0 != "-" }
-        let byFingerprint = all.filter { $0.fingerprint == fingerprint }
-        if let match = byFingerprint.first, byFingerprint.count == 1 { return match }
+        if fingerprint.utf8.count == Fingerprint.textCount, Hex.decode(fingerprint) != nil {
+            let byFingerprint = try store.contacts(fingerprint: fingerprint)
+            if byFingerprint.count == 1 { return byFingerprint[0] }
+        }
         throw CLIError("no contact \"\(trimmed)\" (itsme contacts list shows them)")
     }
 
@@ -330,13 +332,9 @@ final class Profile {
     }
 }
 
+/// An exchange's method by the name its contact will record.
 func methodName(_ method: Exchange.Method) -> String {
-    switch method {
-    case .qr: return "qr"
-    case .bluetooth: return "bluetooth"
-    case .invite: return "invite"
-    case .realtime: return "realtime"
-    }
+    Contact.ExchangeMethod(rawValue: UInt8(method.rawValue)).map(methodName) ?? "method \(method.rawValue)"
 }
 
 func methodName(_ method: Contact.ExchangeMethod) -> String {
