@@ -102,6 +102,19 @@ public final class Identity: CustomStringConvertible {
         try Ed25519.sign(message, secretKey: signingKey)
     }
 
+    /// What an identity export carries (IdentityExport): seed (32) |
+    /// contacts key (32) | name length (2, big-endian) | name | fingerprint (16).
+    func exportContents() throws -> SecretBytes {
+        let nameBytes = Array(name.utf8)
+        var w = try RecordWriter(count: Ed25519.seedCount + Self.contactsKeyCount + 2 + nameBytes.count + 16)
+        w.append(seed)
+        w.append(contactsKey)
+        w.append(UInt16(nameBytes.count))
+        w.append(nameBytes)
+        w.append(Array(fingerprint.utf8))
+        return w.finish()
+    }
+
     /// Shows the fingerprint only: never a key.
     public var description: String { "Identity(fingerprint: \(fingerprint))" }
 }

@@ -1,0 +1,100 @@
+import XCTest
+
+@testable import ItsMeCore
+
+/// The password-protected identity export: round trip, the header checked
+/// before any key derivation, wrong passwords counted, tampering refused.
+final class IdentityExportTests: XCTestCase {
+    private let t0: Int64 = 1_800_000_000
+
+    override func setUpWithError() throws { try Sodium.initialize() }
+
+    private func kind(_ body: () throws -> Void) -> ItsMeError.Kind? { errorKind(body) }
+
+    private func limiter() -> AttemptLimiter { AttemptLimiter(store: MemorySecretStore(), purpose: "import") }
+
+    func testGeneratedPasswordsRoundTrip() throws {
+        let identity = try Identity.create(store: MemorySecretStore(), name: "Alice")
+        var random = SystemRandom()
+        let password = IdentityExport.generatePassword(using: &random)
+        XCTAssertEqual(password.count, 15)
+        XCTAssertEqual(password.split(separator: "-").map(\.count), [4, 4, 5])
+        let blob = try IdentityExport.export(identity, password: password, kind: .generated, random: &random)
+        let header = try IdentityExport.Header(parsing: blob)
+        XCTAssertEqual(header.passes, 3)
+        XCTAssertEqual(header.memoryKiB, 256 * 1024)
+        XCTAssertEqual(header.passwordKind, .generated)
+        // Typed in lower case, with spaces instead of dashes: the same password.
+        let typed = password.lowercased().replacingOccurrences(of: "-", with: " ")
+        let text = IdentityExport.text(blob)
+        XCTAssertTrue(text.hasPrefix("ITSMEXP1:"))
+        let opened = try IdentityExport.open(try IdentityExport.blob(text: " \(text)\n"), password: typed, limiter: limiter(), now: t0)
+        XCTAssertEqual(opened.name, "Alice")
+        XCTAssertEqual(opened.fingerprint, identity.fingerprint)
+        XCTAssertTrue(opened.contactsKey.constantTimeEquals(identity.contactsKey))
+    }
+
+    func testChosenPasswordsAreUsedAsTyped() throws {
+        let identity = try Identity.create(store: MemorySecretStore(), name: "Bob")
+        var random = SystemRandom()
+        XCTAssertEqual(kind { _ = try IdentityExport.export(identity, password: "short", kind: .chosen, random: &random) }, .invalidArgument)
+        let blob = try IdentityExport.export(identity, password: "Correct Horse", kind: .chosen, random: &random)
+        let limits = limiter()
+        XCTAssertEqual(kind { _ = try IdentityExport.open(blob, password: "correct horse", limiter: limits, now: self.t0) }, .authenticationFailed)
+        XCTAssertEqual(try limits.status(now: t0).failures, 1)
+        XCTAssertEqual(try IdentityExport.open(blob, password: "Correct Horse", limiter: limits, now: t0).fingerprint, identity.fingerprint)
+        XCTAssertEqual(try limits.status(now: t0).failures, 0, "a right password resets the count")
+    }
+
+    func testHeaderIsCheckedBeforeAnyDerivation() throws {
+        let identity = try Identity.create(store: MemorySecretStore(), name: "Carol")
+        var random = SystemRandom()
+        let blob = try IdentityExport.export(identity, password: "ABCD-EFGH-JKMNP", kind: .generated, random: &random)
+        let limits = limiter()
+        func open(_ bytes: [UInt8]) -> ItsMeError.Kind? {
+            kind { _ = try IdentityExport.open(bytes, password: "ABCD-EFGH-JKMNP", limiter: limits, now: self.t0) }
+        }
+        XCTAssertEqual(open(Array(blob.prefix(20))), .malformedMessage, "truncated")
+        XCTAssertEqual(open([]), .malformedMessage)
+        var foreign = blob
+        foreign[0] ^= 1
+        XCTAssertEqual(open(foreign), .malformedMessage, "not an export")
+        var future = blob
+        future[7] = 2
+        XCTAssertEqual(open(future), .invalidArgument, "unknown version")
+        // Parameters outside the window: refused at once, whatever the password.
+        for (at, value) in [(9, [0, 0, 0, 11]), (9, [0, 0, 0, 2]), (13, [0, 0x10, 0, 1]), (13, [0, 0, 0x40, 0]), (9, [0xFF, 0xFF, 0xFF, 0xFF])] {
+            var crafted = blob
+            crafted.replaceSubrange(at..<at + 4, with: value.map(UInt8.init))
+            XCTAssertEqual(open(crafted), .invalidArgument, "parameters \(value) at \(at)")
+        }
+        var unknownKind = blob
+        unknownKind[17] = 9
+        XCTAssertEqual(open(unknownKind), .invalidArgument)
+        XCTAssertEqual(try limits.status(now: t0).failures, 0, "no header refusal is counted")
+        XCTAssertEqual(kind { _ = try IdentityExport.blob(text: "ITSMEXP1:***") }, .malformedMessage)
+        XCTAssertEqual(kind { _ = try IdentityExport.blob(text: "v3:abcdef") }, .malformedMessage)
+    }
+
+    func testTamperingAndWrongPasswordsAreCountedFailures() throws {
+        let identity = try Identity.create(store: MemorySecretStore(), name: "Dan")
+        var random = SystemRandom()
+        let password = IdentityExport.generatePassword(using: &random)
+        let blob = try IdentityExport.export(identity, password: password, kind: .generated, random: &random)
+        let limits = limiter()
+        // A changed salt, nonce or body byte: the AEAD refuses, counted.
+        for at in [20, IdentityExport.headerCount - 1, IdentityExport.headerCount + 3, blob.count - 1] {
+            var tampered = blob
+            tampered[at] ^= 0x40
+            XCTAssertEqual(kind { _ = try IdentityExport.open(tampered, password: password, limiter: limits, now: self.t0) }, .authenticationFailed, "byte \(at)")
+        }
+        XCTAssertEqual(kind { _ = try IdentityExport.open(blob, password: "2222-2222-22222", limiter: limits, now: self.t0) }, .authenticationFailed)
+        // The fifth failure locks: even the right password waits.
+        XCTAssertEqual(try limits.status(now: t0).failures, 5)
+        XCTAssertEqual(kind { _ = try IdentityExport.open(blob, password: password, limiter: limits, now: self.t0) }, .locked)
+        XCTAssertEqual(try IdentityExport.open(blob, password: password, limiter: limits, now: t0 + 301).fingerprint, identity.fingerprint)
+        // A password that is not of the generated form is a typing error, not counted.
+        XCTAssertEqual(kind { _ = try IdentityExport.open(blob, password: "ABCD-EFGH-JKMN0", limiter: limits, now: self.t0 + 301) }, .invalidArgument)
+        XCTAssertEqual(try limits.status(now: t0 + 301).failures, 0)
+    }
+}
