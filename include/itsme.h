@@ -1499,6 +1499,296 @@ itsme_result itsme_pin_update_receive(itsme_pin_update *update,
                                       const uint8_t *bytes, size_t len,
                                       int64_t now);
 
+/* ------------------------------------------------------------------------
+ * Device transfer (docs/PROTOCOL.md section 17)
+ *
+ * A person moving to a new device takes the identity key, the contacts key
+ * and the name along; the device secrets stay behind on purpose, so every
+ * contact sees a changed device at the next verification and the
+ * degradation code acknowledges it.  Two ways to carry the identity:
+ *
+ * - A password export: a blob (the file form, at most ITSME_EXPORT_MAX
+ *   bytes) or its text (the QR form, "ITSMEXP1:...", at most
+ *   ITSME_EXPORT_TEXT_SIZE with the NUL: one QR code).  AES-256-GCM under an
+ *   Argon2id key (256 MiB, 3 passes: about a second) from a password the
+ *   library generates (ITSME_EXPORT_PASSWORD_GENERATED, 13 characters,
+ *   64 bits) or, only where the host insists, one the person chooses
+ *   (ITSME_EXPORT_PASSWORD_CHOSEN, at least 8 characters).
+ * - A live transfer (itsme_transfer): the new device shows a one-time key
+ *   as a QR code, the old device answers, both show a SAS, and the old
+ *   device sends the identity only after its person confirms.  No password.
+ *
+ * Either way the new device gets an itsme_import, which it installs into
+ * its secret store and contact store with itsme_import_install.  The
+ * contact store itself moves as a file (a backup or a copy) and may be in
+ * place before the install.
+ *
+ * Thread safety: itsme_import and itsme_transfer handles must not be used
+ * by two threads at once.  The free functions are thread-safe.
+ * ---------------------------------------------------------------------- */
+
+#define ITSME_EXPORT_PASSWORD_GENERATED 1
+#define ITSME_EXPORT_PASSWORD_CHOSEN 2
+/* Buffer size for a generated password, "ABCD-EFGH-JKMNP" and the NUL. */
+#define ITSME_EXPORT_PASSWORD_SIZE 16
+/* Shortest chosen password, in characters. */
+#define ITSME_EXPORT_CHOSEN_PASSWORD_MIN 8
+/* Largest export blob (a name of ITSME_NAME_MAX_BYTES); an export is
+ * 148 bytes plus the name's length. */
+#define ITSME_EXPORT_MAX 276
+/* Buffer size for the largest export text, with the NUL. */
+#define ITSME_EXPORT_TEXT_SIZE 378
+
+/* A new generated export password, "ABCD-EFGH-JKMNP": 13 characters of
+ * the invite alphabet (no 0, 1, I, L, O), 64.4 bits, drawn from `rng`
+ * (NULL: the operating system).  Show it to the person to copy; it is
+ * typed back in any case, with spaces or dashes or neither.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
+ * ITSME_E_BUFFER_TOO_SMALL (cap < ITSME_EXPORT_PASSWORD_SIZE). */
+itsme_result itsme_export_generate_password(itsme_random *rng, char *out,
+                                            size_t cap, size_t *out_len);
+
+/* Exports the identity: checks the PIN at `now` (a counted attempt, as
+ * itsme_pin_verify), then seals the identity under `password` of
+ * `password_kind`, drawing the salt and nonce from `rng` (NULL: the
+ * operating system), and writes the blob.  The password and the buffer
+ * size are checked before the PIN, so neither costs an attempt: the blob
+ * is 148 bytes plus the name's length (ITSME_EXPORT_MAX always fits).
+ * Takes about a second (Argon2id, 256 MiB).
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, an
+ * unknown kind, a generated password that is not 13 characters of the
+ * alphabet, a chosen one shorter than 8 characters),
+ * ITSME_E_BUFFER_TOO_SMALL, and those of itsme_pin_verify (ITSME_E_NOT_FOUND
+ * if no PIN is set, ITSME_E_INVALID_PIN, ITSME_E_WRONG_PIN, ITSME_E_LOCKED),
+ * ITSME_E_OUT_OF_MEMORY.  Details go to the identity's last error. */
+itsme_result itsme_identity_export(itsme_identity *identity, const char *pin,
+                                   int64_t now, const char *password,
+                                   uint32_t password_kind, itsme_random *rng,
+                                   uint8_t *out, size_t cap, size_t *out_len);
+
+/* The text form of an export blob ("ITSMEXP1:" and unpadded base64url).
+ * The blob's header is checked first.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL, and those of
+ * itsme_export_header. */
+itsme_result itsme_export_to_text(const uint8_t *blob, size_t len, char *out,
+                                  size_t cap, size_t *out_len);
+
+/* The blob from an export's text (white space around it ignored).
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL; or an export of the source app's
+ * formats, version 3 with an unsalted SHA-256 of a PIN or version 5 with
+ * PBKDF2, which is never accepted: the last error says why),
+ * ITSME_E_MALFORMED_MESSAGE (not an export's text, or damaged),
+ * ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_export_from_text(const char *text, uint8_t *out,
+                                    size_t cap, size_t *out_len);
+
+/* Reads and range-checks an export's header without any key derivation:
+ * the Argon2id passes and memory (KiB) it asks for and its password kind.
+ * Accepted: 3 to 10 passes over 256 MiB to 1 GiB.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL; an unknown format version, key
+ * derivation or password kind; parameters outside the accepted window),
+ * ITSME_E_MALFORMED_MESSAGE (truncated, or not an export). */
+itsme_result itsme_export_header(const uint8_t *blob, size_t len,
+                                 uint32_t *out_passes,
+                                 uint32_t *out_memory_kib,
+                                 uint32_t *out_password_kind);
+
+typedef struct itsme_import itsme_import;
+
+/* Opens an export with `password` on the new device.  The header is
+ * checked first (as itsme_export_header: a refused header costs nothing),
+ * then the password, as a counted attempt under the export-password
+ * limiter kept in `store` (the rule of the PIN: 5 failures lock for 5
+ * minutes, then twice as long for each further one, up to 24 hours), then
+ * the contents (the fingerprint must match the key).
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL; the
+ * header's; a password not of the kind the header names),
+ * ITSME_E_MALFORMED_MESSAGE, ITSME_E_AUTHENTICATION_FAILED (a wrong
+ * password, or an altered export: counted), ITSME_E_LOCKED (not checked,
+ * not counted; see itsme_import_status), ITSME_E_CORRUPT_DATA,
+ * ITSME_E_SECRET_STORE, ITSME_E_OUT_OF_MEMORY.  Details go to the store's
+ * last error. */
+itsme_result itsme_import_open(itsme_secret_store *store,
+                               const uint8_t *blob, size_t len,
+                               const char *password, int64_t now,
+                               itsme_import **out);
+
+/* The export-password limiter's state in `store` at `now`, as
+ * itsme_pin_status.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_CORRUPT_DATA,
+ * ITSME_E_SECRET_STORE. */
+itsme_result itsme_import_status(itsme_secret_store *store, int64_t now,
+                                 uint32_t *out_failures,
+                                 uint64_t *out_wait_seconds);
+
+/* Releases an opened import and wipes its keys.  Accepts NULL. */
+void itsme_import_free(itsme_import *import);
+
+/* Copies the detail of the last failure of a call on this import.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_import_last_error(const itsme_import *import, char *buf,
+                                     size_t cap, size_t *out_len);
+
+/* The imported identity's fingerprint (ITSME_FINGERPRINT_SIZE) and name.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_import_fingerprint(const itsme_import *import, char *out,
+                                      size_t cap, size_t *out_len);
+itsme_result itsme_import_name(const itsme_import *import, char *out,
+                               size_t cap, size_t *out_len);
+
+/* What installing an import would do on this device. */
+typedef struct itsme_import_report {
+    /* 1: installing needs ITSME_IMPORT_REPLACE (another identity is in the
+     * secret store, or contacts_unreadable > 0); 0: it does not. */
+    int32_t wrong_identity;
+    /* The other identity's fingerprint, "unreadable" if its record cannot
+     * be read, or "" if there is none (or it is the same identity). */
+    char other_fingerprint[ITSME_FINGERPRINT_SIZE];
+    /* 1 if the contact store file exists. */
+    int32_t store_exists;
+    /* Contacts the imported contacts key opens, and contacts it cannot
+     * (sealed under another key: cleared by a replacing install). */
+    uint64_t contacts_readable;
+    uint64_t contacts_unreadable;
+    /* Contacts with device secrets: every install forgets them all. */
+    uint64_t device_secrets;
+} itsme_import_report;
+
+/* Looks at `store` and the contact store file at `store_path` (NULL: none;
+ * a missing file is fine) as installing would, changing nothing.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_DATABASE (the file is not a
+ * contact store), ITSME_E_CORRUPT_DATA, ITSME_E_SECRET_STORE. */
+itsme_result itsme_import_check(itsme_import *import,
+                                itsme_secret_store *store,
+                                const char *store_path,
+                                itsme_import_report *out_report);
+
+/* Install flag: proceed over a wrong identity (replace the other identity,
+ * delete the contacts the imported key cannot read). */
+#define ITSME_IMPORT_REPLACE 1
+
+/* Installs the import: saves the identity in `store` (keeping its PIN, if
+ * one is set) and makes the contact store at `store_path` (NULL: none) its
+ * store, in one transaction: every device secret is forgotten (so every
+ * contact sees a changed device at the next verification), and with
+ * ITSME_IMPORT_REPLACE the contacts the imported key cannot read are
+ * deleted; every other row is kept.  Writes the installed identity to
+ * *out_identity (NULL: not wanted).
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, unknown flags),
+ * ITSME_E_WRONG_IDENTITY (itsme_import_check reports wrong_identity and
+ * flags lack ITSME_IMPORT_REPLACE: nothing was changed), ITSME_E_DATABASE,
+ * ITSME_E_CORRUPT_DATA, ITSME_E_SECRET_STORE. */
+itsme_result itsme_import_install(itsme_import *import,
+                                  itsme_secret_store *store,
+                                  const char *store_path, uint32_t flags,
+                                  itsme_identity **out_identity);
+
+typedef struct itsme_transfer itsme_transfer;
+
+typedef uint32_t itsme_transfer_state;
+/* Receiver: waiting for the old device's key. */
+#define ITSME_TRANSFER_AWAITING_PEER 1
+/* Both keys known: show the SAS for the person to compare. */
+#define ITSME_TRANSFER_COMPARE_SAS 2
+/* Receiver: confirmed; the identity has not arrived yet. */
+#define ITSME_TRANSFER_AWAITING_IDENTITY 3
+/* Sender: the identity is queued.  Receiver: itsme_transfer_take_import. */
+#define ITSME_TRANSFER_DONE 4
+#define ITSME_TRANSFER_REJECTED 5
+#define ITSME_TRANSFER_FAILED 6
+
+/* Buffer size for the offer text ("ITSMETR1:..."), with the NUL. */
+#define ITSME_TRANSFER_OFFER_SIZE 76
+/* Longest transfer message. */
+#define ITSME_TRANSFER_MESSAGE_MAX 228
+
+/* The new device's side: draws a one-time X25519 key and a transfer id
+ * from `rng` (NULL: the operating system).  Show itsme_transfer_offer as a
+ * QR code, join itsme_transfer_room, and feed what arrives to
+ * itsme_transfer_receive.  A transfer lasts at most 10 minutes.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_transfer_new_receiver(itsme_random *rng, int64_t now,
+                                         itsme_transfer **out);
+
+/* The old device's side: reads the offer the new device shows, checks the
+ * PIN at `now` (a counted attempt, as itsme_pin_verify), and queues its key
+ * (itsme_transfer_next_outgoing).  The SAS is known at once.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
+ * ITSME_E_MALFORMED_MESSAGE (not an offer; checked before the PIN), those
+ * of itsme_pin_verify, ITSME_E_INVALID_KEY (a low-order key).  Details go
+ * to the identity's last error. */
+itsme_result itsme_transfer_new_sender(itsme_identity *identity,
+                                       const char *pin, const char *offer,
+                                       itsme_random *rng, int64_t now,
+                                       itsme_transfer **out);
+
+/* Releases a transfer and wipes its secrets.  Accepts NULL. */
+void itsme_transfer_free(itsme_transfer *transfer);
+
+/* Copies the detail of the last failure of a call on this transfer.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_transfer_last_error(const itsme_transfer *transfer,
+                                       char *buf, size_t cap,
+                                       size_t *out_len);
+
+/* The transfer's state.  Errors: ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_transfer_status(const itsme_transfer *transfer,
+                                   itsme_transfer_state *out_state);
+
+/* The offer text (ITSME_TRANSFER_OFFER_SIZE) the receiver shows as a QR
+ * code; on the sender, the offer it read.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_transfer_offer(const itsme_transfer *transfer, char *out,
+                                  size_t cap, size_t *out_len);
+
+/* The relay room both devices join (ITSME_ROOM_NAME_SIZE).
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_transfer_room(const itsme_transfer *transfer, char *out,
+                                 size_t cap, size_t *out_len);
+
+/* The next message to send (sender only), removed on success; ITSME_OK
+ * with *out_len = 0 when there is none.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL (nothing
+ * removed). */
+itsme_result itsme_transfer_next_outgoing(itsme_transfer *transfer,
+                                          uint8_t *out, size_t cap,
+                                          size_t *out_len);
+
+/* Feeds one message from the old device (receiver only).
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL), ITSME_E_INVALID_STATE (a sender,
+ * or the transfer is over), and, ending the transfer as failed:
+ * ITSME_E_MALFORMED_MESSAGE (malformed, out of order, twice),
+ * ITSME_E_AUTHENTICATION_FAILED (the identity message does not open:
+ * tampered, or from another sender), ITSME_E_INVALID_KEY (a low-order or
+ * reflected key), ITSME_E_CORRUPT_DATA (the contents are malformed),
+ * ITSME_E_EXPIRED (more than 10 minutes). */
+itsme_result itsme_transfer_receive(itsme_transfer *transfer,
+                                    const uint8_t *bytes, size_t len,
+                                    int64_t now);
+
+/* The SAS both devices show (ITSME_SHORT_CODE_SIZE).
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (not known yet,
+ * or the transfer failed), ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_transfer_sas(const itsme_transfer *transfer, char *out,
+                                size_t cap, size_t *out_len);
+
+/* The SAS matched.  Sender: seals and queues the identity.  Receiver:
+ * opens the identity if it has arrived, else waits for it.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (no SAS to
+ * confirm), ITSME_E_EXPIRED, and, ending the transfer as failed, those of
+ * itsme_transfer_receive for an identity that arrived early. */
+itsme_result itsme_transfer_confirm(itsme_transfer *transfer, int64_t now);
+
+/* The SAS differed, or the person gave up: nothing is sent or kept.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (already over). */
+itsme_result itsme_transfer_reject(itsme_transfer *transfer);
+
+/* The received identity as an import (receiver, ITSME_TRANSFER_DONE), to
+ * check and install like an opened export.  Once only.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE. */
+itsme_result itsme_transfer_take_import(itsme_transfer *transfer,
+                                        itsme_import **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -66,6 +66,36 @@ public final class ContactStore: @unchecked Sendable {
 
     /// Opens the file, migrates it, and checks that it belongs to `identity`.
     private static func openDatabase(path: String, identity: Identity) throws -> (Database, [UInt8]) {
+        let db = try openFile(path: path)
+        // The store id and the owner check: who may open this file.
+        var rng = SystemRandom()
+        let freshID = rng.bytes(16)
+        let storeID: [UInt8] = try db.transaction {
+            if let row = try db.query("SELECT value FROM meta WHERE name = 'store_id'").first, case .blob(let id) = row[0] {
+                return id
+            }
+            try db.run("INSERT INTO meta (name, value) VALUES ('store_id', ?)", [.blob(freshID)])
+            let check = try ownerCheck(contactsKey: identity.contactsKey, storeID: freshID)
+            try db.run("INSERT INTO meta (name, value) VALUES ('owner_check', ?)", [.blob(check)])
+            return freshID
+        }
+        guard try ownerMatches(db, storeID: storeID, contactsKey: identity.contactsKey) else {
+            throw ItsMeError(.wrongIdentity, "this contact store belongs to another identity")
+        }
+        return (db, storeID)
+    }
+
+    /// Whether the store's owner check was made with `contactsKey`.
+    private static func ownerMatches(_ db: Database, storeID: [UInt8], contactsKey: borrowing SecretBytes) throws -> Bool {
+        guard storeID.count == 16,
+            let row = try db.query("SELECT value FROM meta WHERE name = 'owner_check'").first, case .blob(let check) = row[0]
+        else { throw ItsMeError(.corruptData, "contact store metadata is missing or malformed") }
+        return ConstantTime.equal(try ownerCheck(contactsKey: contactsKey, storeID: storeID), check)
+    }
+
+    /// Opens an existing store file or creates one, refusing anything that
+    /// is not an ItsMe contact store, and migrates it.
+    private static func openFile(path: String) throws -> Database {
         // SQLite takes a file shorter than its 100-byte header for an empty
         // database and would overwrite it: such a file is not ours.
         var st = stat()
@@ -87,25 +117,82 @@ public final class ContactStore: @unchecked Sendable {
             throw ItsMeError(.database, "\(path) is not an ItsMe contact store (not a SQLite database)")
         }
         try db.migrate(migrations)
-        // The store id and the owner check: who may open this file.
-        var rng = SystemRandom()
-        let freshID = rng.bytes(16)
-        let storeID: [UInt8] = try db.transaction {
-            if let row = try db.query("SELECT value FROM meta WHERE name = 'store_id'").first, case .blob(let id) = row[0] {
-                return id
+        return db
+    }
+
+    // MARK: Identity import
+
+    /// What importing an identity whose contacts key is `contactsKey` finds
+    /// in (and, with `adopting`, does to) the store file at `path`
+    /// (PROTOCOL.md 17.4). A missing or empty file is left alone.
+    public struct ImportSurvey: Equatable, Sendable {
+        /// Whether the file exists and is a contact store.
+        public let exists: Bool
+        /// Whether the store was made for this contacts key.
+        public let ownedByKey: Bool
+        /// Contacts the key opens, and contacts it does not (sealed under
+        /// another key: cleared when adopting).
+        public let readable: Int
+        public let unreadable: Int
+        /// Contacts with device secrets, all of which adopting forgets.
+        public let deviceSecrets: Int
+    }
+
+    /// Surveys the store at `path` for `contactsKey`; with `adopting`, also
+    /// makes it the store of that key in one write transaction: contacts the
+    /// key cannot open are deleted (with their photos), every device secret
+    /// is deleted (they were sealed on another device, or belong to the
+    /// device before the import), and the owner check is rewritten. A file
+    /// that is not a contact store is refused (`.database`), untouched.
+    static func survey(path: String, contactsKey: borrowing SecretBytes, adopting: Bool) throws -> ImportSurvey {
+        var st = stat()
+        guard stat(path, &st) == 0, st.st_size > 0 else {
+            return ImportSurvey(exists: false, ownedByKey: true, readable: 0, unreadable: 0, deviceSecrets: 0)
+        }
+        return try mappingDatabaseErrors {
+            let db = try openFile(path: path)
+            return try db.transaction(adopting ? .immediate : .deferred) { () -> ImportSurvey in
+                guard let row = try db.query("SELECT value FROM meta WHERE name = 'store_id'").first, case .blob(let storeID) = row[0]
+                else { return ImportSurvey(exists: true, ownedByKey: true, readable: 0, unreadable: 0, deviceSecrets: 0) }
+                let owned = try ownerMatches(db, storeID: storeID, contactsKey: contactsKey)
+                var readable = 0
+                var unreadable: [Int64] = []
+                for row in try db.query("SELECT id, record FROM contacts ORDER BY id") {
+                    guard case .integer(let id) = row[0], case .blob(let sealed) = row[1] else {
+                        throw ItsMeError(.corruptData, "contact store row is malformed")
+                    }
+                    if owned || opens(sealed, storeID: storeID, row: id, key: contactsKey) {
+                        readable += 1
+                    } else {
+                        unreadable.append(id)
+                    }
+                }
+                guard case .integer(let secrets) = try db.query("SELECT count(*) FROM device_secrets")[0][0] else {
+                    throw ItsMeError(.corruptData, "contact store is malformed")
+                }
+                if adopting {
+                    for id in unreadable { try db.run("DELETE FROM contacts WHERE id = ?", [.integer(id)]) }
+                    try db.run("DELETE FROM device_secrets", [])
+                    if !owned {
+                        let check = try ownerCheck(contactsKey: contactsKey, storeID: storeID)
+                        try db.run("UPDATE meta SET value = ? WHERE name = 'owner_check'", [.blob(check)])
+                    }
+                }
+                return ImportSurvey(
+                    exists: true, ownedByKey: owned, readable: readable, unreadable: unreadable.count, deviceSecrets: Int(secrets))
             }
-            try db.run("INSERT INTO meta (name, value) VALUES ('store_id', ?)", [.blob(freshID)])
-            let check = try ownerCheck(contactsKey: identity.contactsKey, storeID: freshID)
-            try db.run("INSERT INTO meta (name, value) VALUES ('owner_check', ?)", [.blob(check)])
-            return freshID
         }
-        guard storeID.count == 16,
-            let row = try db.query("SELECT value FROM meta WHERE name = 'owner_check'").first, case .blob(let check) = row[0]
-        else { throw ItsMeError(.corruptData, "contact store metadata is missing or malformed") }
-        guard ConstantTime.equal(try ownerCheck(contactsKey: identity.contactsKey, storeID: storeID), check) else {
-            throw ItsMeError(.wrongIdentity, "this contact store belongs to another identity")
-        }
-        return (db, storeID)
+    }
+
+    /// Whether `key` opens a sealed contact record of the store `storeID`.
+    private static func opens(_ sealed: [UInt8], storeID: [UInt8], row: Int64, key: borrowing SecretBytes) -> Bool {
+        guard sealed.count >= AEAD.nonceCount + AEAD.tagCount else { return false }
+        let ad = aad(storeID: storeID, .contacts, row, version: ContactRecord.version)
+        do {
+            _ = try AEAD.open(
+                .aes256GCM, key: key, nonce: Array(sealed[..<AEAD.nonceCount]), ciphertext: sealed[AEAD.nonceCount...], aad: ad)
+            return true
+        } catch { return false }
     }
 
     /// Reports SQLite's failures as the core's `.database` errors.
@@ -160,7 +247,11 @@ public final class ContactStore: @unchecked Sendable {
     // MARK: Sealing
 
     private func aad(_ table: Table, _ row: Int64, version: UInt8) -> [UInt8] {
-        Self.recordLabel + storeID + [table.rawValue] + ContactRecord.bigEndian(row) + [version]
+        Self.aad(storeID: storeID, table, row, version: version)
+    }
+
+    private static func aad(storeID: [UInt8], _ table: Table, _ row: Int64, version: UInt8) -> [UInt8] {
+        recordLabel + storeID + [table.rawValue] + ContactRecord.bigEndian(row) + [version]
     }
 
     /// nonce (12) | ciphertext | tag (16)

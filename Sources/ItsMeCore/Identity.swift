@@ -47,6 +47,17 @@ public final class Identity: CustomStringConvertible {
         return try create(store: store, name: name, random: &rng)
     }
 
+    /// Saves an identity carried by an export or a live transfer, replacing
+    /// whatever identity the store held (IdentityExport.install decides
+    /// whether that is allowed).
+    static func install(
+        store: any SecretStore, seed: borrowing SecretBytes, contactsKey: borrowing SecretBytes, name: String
+    ) throws -> Identity {
+        let identity = try Identity(store: store, seed: try seed.copy(), contactsKey: try contactsKey.copy(), name: name)
+        try identity.save()
+        return identity
+    }
+
     /// Loads the stored identity: `.notFound` if there is none,
     /// `.corruptData` if its record is malformed or of an unknown version.
     public static func load(store: any SecretStore) throws -> Identity {

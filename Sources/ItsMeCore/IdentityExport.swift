@@ -97,14 +97,24 @@ public enum IdentityExport {
 
     // MARK: Passwords
 
-    /// A new generated password, "ABCD-EFGH-JKLMN" (64.4 bits).
+    /// A new generated password, "ABCD-EFGH-JKMNP" (64.4 bits): random
+    /// bytes drawn 16 at a time, used in order, each below 248 (= 8 x 31)
+    /// giving the character at its value mod 31, the others skipped.
     public static func generatePassword<R: RandomSource>(using random: inout R) -> String {
         var characters: [UInt8] = []
         while characters.count < generatedPasswordCount {
-            // Rejection sampling: 248 = 8 x 31, so every character is equally likely.
-            let byte = random.bytes(1)[0]
-            if byte < 248 { characters.append(RemoteCode.alphabet[Int(byte % 31)]) }
+            characters += password(fromRandom: random.bytes(16)).prefix(generatedPasswordCount - characters.count)
         }
+        return shown(characters)
+    }
+
+    /// The characters rejection sampling takes from `bytes`, in order.
+    static func password(fromRandom bytes: [UInt8]) -> [UInt8] {
+        bytes.filter { $0 < 248 }.map { RemoteCode.alphabet[Int($0 % 31)] }
+    }
+
+    /// "ABCD-EFGH-JKMNP" from the 13 characters.
+    static func shown(_ characters: [UInt8]) -> String {
         let text = String(decoding: characters, as: UTF8.self)
         return text.prefix(4) + "-" + text.dropFirst(4).prefix(4) + "-" + text.dropFirst(8)
     }
@@ -139,8 +149,21 @@ public enum IdentityExport {
     // MARK: Export
 
     /// Seals `identity` under `password` of `kind` (a generated one from
-    /// `generatePassword`, or a chosen one of at least 8 characters).
+    /// `generatePassword`, or a chosen one of at least 8 characters), after
+    /// checking the identity's PIN at `now` (a counted attempt: `.wrongPIN`,
+    /// `.locked`; `.notFound` if no PIN is set). The password is checked
+    /// before the PIN, so a bad one costs no attempt.
     public static func export<R: RandomSource>(
+        _ identity: Identity, pin: String, now: Int64, password: String, kind: PasswordKind,
+        parameters: Argon2id.Parameters = .moderate, random: inout R
+    ) throws -> [UInt8] {
+        _ = try passwordBytes(password, kind: kind)
+        try PIN(store: identity.store).verify(pin, now: now)
+        return try export(identity, password: password, kind: kind, parameters: parameters, random: &random)
+    }
+
+    /// The export itself, for callers that checked the PIN.
+    static func export<R: RandomSource>(
         _ identity: Identity, password: String, kind: PasswordKind, parameters: Argon2id.Parameters = .moderate,
         random: inout R
     ) throws -> [UInt8] {
@@ -164,15 +187,39 @@ public enum IdentityExport {
     public static func text(_ blob: [UInt8]) -> String { textPrefix + Base64.encode(blob, .urlUnpadded) }
 
     /// An export from its text form (surrounding white space ignored).
+    /// The source's exports are recognised and refused with the reason
+    /// (PROTOCOL.md 17.1): its version 3 sealed the identity under an
+    /// unsalted SHA-256 of a PIN, which anyone holding the QR code can
+    /// reverse by trying every PIN; its version 5 used PBKDF2 of an unstated
+    /// count.
     public static func blob(text: String) throws -> [UInt8] {
         var s = Substring(text)
         while let c = s.first, c == " " || c == "\n" || c == "\r" || c == "\t" { s.removeFirst() }
         while let c = s.last, c == " " || c == "\n" || c == "\r" || c == "\t" { s.removeLast() }
-        guard s.hasPrefix(textPrefix), let blob = Base64.decode(String(s.dropFirst(textPrefix.count)), .urlUnpadded) else {
-            throw ItsMeError(.malformedMessage, "this is not the text of an ItsMe identity export (ITSMEXP1:...)")
+        if s.hasPrefix(textPrefix) {
+            guard let blob = Base64.decode(String(s.dropFirst(textPrefix.count)), .urlUnpadded) else {
+                throw ItsMeError(.malformedMessage, "this ItsMe identity export is damaged (its text is not valid base64url)")
+            }
+            return blob
         }
-        return blob
+        if s.hasPrefix("ITSMEXP") {
+            throw ItsMeError(.invalidArgument, "this identity export has a text format this library does not read (\(s.prefix(9)))")
+        }
+        let compact = s.filter { !$0.isWhitespace }
+        if compact.hasPrefix("{"), compact.contains("\"version\":3") || compact.contains("\"privateKey\"") {
+            throw ItsMeError(.invalidArgument, sourceExportRefusal)
+        }
+        if !compact.isEmpty, Base64.decode(compact, .standardPadded) != nil || Base64.decode(compact, .urlUnpadded) != nil {
+            throw ItsMeError(.invalidArgument, sourceExportRefusal)
+        }
+        throw ItsMeError(.malformedMessage, "this is not the text of an ItsMe identity export (ITSMEXP1:...)")
     }
+
+    static let sourceExportRefusal =
+        "this looks like an identity export of the older app format (a bare sealed box with no ItsMe header). "
+        + "Its version 3 derived the key from an unsalted SHA-256 of a PIN and its version 5 from PBKDF2, "
+        + "which a stolen QR code gives up to offline guessing; such exports are never accepted. "
+        + "Make a new export, or a live transfer, on the old device"
 
     // MARK: Import
 
@@ -234,5 +281,79 @@ public enum IdentityExport {
             self.name = name
             self.fingerprint = fingerprint
         }
+    }
+}
+
+// MARK: Installing an import
+
+extension IdentityExport {
+    /// What installing an imported identity would do on this device
+    /// (PROTOCOL.md 17.4), found without changing anything.
+    public struct ImportCheck: Equatable, Sendable {
+        /// The fingerprint of another identity the secret store holds
+        /// ("unreadable" if its record cannot be read), nil if none or the
+        /// same identity.
+        public let otherIdentity: String?
+        /// The contact store file, as the imported contacts key finds it.
+        public let store: ContactStore.ImportSurvey
+
+        /// Installing would replace another identity or clear contacts the
+        /// imported key cannot read: the host must ask before proceeding.
+        public var isWrongIdentity: Bool { otherIdentity != nil || store.unreadable > 0 }
+    }
+
+    /// Looks at `secretStore` and the contact store at `contactStorePath`
+    /// (nil: none) as installing `contents` would, changing nothing.
+    public static func check(
+        _ contents: borrowing Contents, secretStore: any SecretStore, contactStorePath: String?
+    ) throws -> ImportCheck {
+        var other: String? = nil
+        do {
+            let existing = try Identity.load(store: secretStore)
+            if existing.fingerprint != contents.fingerprint || !existing.contactsKey.constantTimeEquals(contents.contactsKey) {
+                other = existing.fingerprint
+            }
+        } catch let e as ItsMeError where e.kind == .notFound {
+        } catch let e as ItsMeError where e.kind == .corruptData {
+            other = "unreadable"
+        }
+        let survey =
+            try contactStorePath.map { try ContactStore.survey(path: $0, contactsKey: contents.contactsKey, adopting: false) }
+            ?? ContactStore.ImportSurvey(exists: false, ownedByKey: true, readable: 0, unreadable: 0, deviceSecrets: 0)
+        return ImportCheck(otherIdentity: other, store: survey)
+    }
+
+    /// Installs an imported identity: saves it in `secretStore` and makes
+    /// the contact store at `contactStorePath` (nil: none; a missing file
+    /// is fine) its store, with every device secret forgotten, so each
+    /// contact sees a changed device at the next verification.
+    ///
+    /// If `check` finds a wrong identity (another identity in the secret
+    /// store, or contacts the imported key cannot read), nothing changes
+    /// and `.wrongIdentity` is thrown, unless `replacing`: then the other
+    /// identity is overwritten and the unreadable contacts are deleted; the
+    /// rest of the store is kept. Returns the identity and what `check`
+    /// found before the change.
+    public static func install(
+        _ contents: borrowing Contents, secretStore: any SecretStore, contactStorePath: String?, replacing: Bool
+    ) throws -> (identity: Identity, found: ImportCheck) {
+        let found = try check(contents, secretStore: secretStore, contactStorePath: contactStorePath)
+        if found.isWrongIdentity, !replacing {
+            var what: [String] = []
+            if let other = found.otherIdentity { what.append("another identity (\(other))") }
+            if found.store.unreadable > 0 {
+                what.append("\(found.store.unreadable) contact\(found.store.unreadable == 1 ? "" : "s") sealed under another contacts key")
+            }
+            throw ItsMeError(
+                .wrongIdentity,
+                "this device holds \(what.joined(separator: " and ")); nothing was changed. "
+                    + "Cancel, or proceed to replace the identity and clear the unreadable contacts")
+        }
+        if let path = contactStorePath {
+            _ = try ContactStore.survey(path: path, contactsKey: contents.contactsKey, adopting: true)
+        }
+        let identity = try Identity.install(
+            store: secretStore, seed: contents.seed, contactsKey: contents.contactsKey, name: contents.name)
+        return (identity, found)
     }
 }
