@@ -1629,10 +1629,13 @@ void itsme_import_free(itsme_import *import);
 itsme_result itsme_import_last_error(const itsme_import *import, char *buf,
                                      size_t cap, size_t *out_len);
 
-/* The imported identity's fingerprint (ITSME_FINGERPRINT_SIZE) and name.
+/* The imported identity's fingerprint (ITSME_FINGERPRINT_SIZE).
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
 itsme_result itsme_import_fingerprint(const itsme_import *import, char *out,
                                       size_t cap, size_t *out_len);
+
+/* The imported identity's display name, NUL-terminated.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
 itsme_result itsme_import_name(const itsme_import *import, char *out,
                                size_t cap, size_t *out_len);
 
