@@ -773,6 +773,7 @@ final class ProtocolVectorTests: XCTestCase {
             "encoding": encodingVectors(), "seed": try seedVectors(), "sas": try sasVectors(), "qr": try qrVectors(),
             "source-v5": try sourceVectors(), "bluetooth": try bluetoothVectors(), "voice": try voiceVectors(),
             "online-verify": try onlineVerifyVectors(), "pin-update": try pinUpdateVectors(), "remote": try remoteVectors(),
+            "export": try exportVectors(), "transfer": try transferVectors(),
         ]
         let write = ProcessInfo.processInfo.environment["ITSME_WRITE_VECTORS"] == "1"
         for (name, content) in files {

@@ -1,0 +1,255 @@
+import Foundation
+import XCTest
+
+@testable import ItsMeCore
+
+/// The device transfer vectors (PROTOCOL.md 17): export.json and
+/// transfer.json, built from fixed inputs and checked against the
+/// documented formulas as they are built.
+extension ProtocolVectorTests {
+    static let vectorPIN = "123456"
+
+    /// An identity created by the library from `fixed(label)`, with its PIN
+    /// set, and the seed and contacts key that source draws.
+    func transferIdentity(_ label: String, name: String) throws -> (Identity, [String: Any], seed: [UInt8], contactsKey: [UInt8]) {
+        let randomSeed = fixed("itsme-vector-random-" + label)
+        var mirror = DeterministicRandom(seed: randomSeed)
+        let seed = mirror.bytes(32), contactsKey = mirror.bytes(32)
+        var rng = DeterministicRandom(seed: randomSeed)
+        let identity = try Identity.create(store: MemorySecretStore(), name: name, random: &rng)
+        try PIN(store: identity.store, parameters: .interactive).set(Self.vectorPIN)
+        let json: [String: Any] = [
+            "random_seed": hex(randomSeed), "identity_seed": hex(seed), "identity_public": hex(identity.publicKey),
+            "contacts_key": hex(contactsKey), "fingerprint_text": identity.fingerprint, "name_text": name,
+            "pin_text": Self.vectorPIN,
+        ]
+        return (identity, json, seed, contactsKey)
+    }
+
+    func contents(seed: [UInt8], contactsKey: [UInt8], name: String, fingerprint: String) -> [UInt8] {
+        let n = Array(name.utf8)
+        return seed + contactsKey + [UInt8(n.count >> 8), UInt8(n.count & 0xff)] + n + Array(fingerprint.utf8)
+    }
+
+    func exportVectors() throws -> [String: Any] {
+        let randoms: [[UInt8]] = [
+            Array(0..<16),
+            [248, 0, 255, 30, 31, 249, 61, 62, 250, 92, 93, 123, 251, 154, 185, 216, 247, 252, 253, 7, 8, 9],
+            fixed("itsme-vector-export-password"),
+        ]
+        let passwords: [[String: Any]] = randoms.map { r in
+            ["random": hex(r), "password_text": IdentityExport.shown(Array(IdentityExport.password(fromRandom: r).prefix(13)))]
+        }
+        let accepted = ["ABCD-EFGH-JKMNP", "abcd-efgh-jkmnp", "ABCDEFGHJKMNP", " abcd efgh jkmnp ", "aBcD-eFgH-jKmNp"]
+        let refused = ["ABCD-EFGH-JKMN", "ABCD-EFGH-JKMNPQ", "ABCD-EFGH-JKMNO", "ABCD-EFGH-JKMN0", "ABCD-EFGH-JKMN1",
+            "ABCD-EFGH-JKMNI", "ABCD-EFGH-JKMNL", "ABCD_EFGH_JKMNP", "ÄBCD-EFGH-JKMNP", ""]
+        var typed: [[String: Any]] = try accepted.map {
+            ["input_text": $0, "canonical_text": String(decoding: try IdentityExport.passwordBytes($0, kind: .generated), as: UTF8.self)]
+        }
+        for input in refused {
+            XCTAssertEqual(errorKind { _ = try IdentityExport.passwordBytes(input, kind: .generated) }, .invalidArgument, input)
+            typed.append(["input_text": input, "error_text": "invalid_argument"])
+        }
+
+        var exports: [[String: Any]] = []
+        var first: (blob: [UInt8], password: String, key: [UInt8], header: [UInt8], contents: [UInt8])? = nil
+        let cases: [(label: String, name: String, password: String, typed: String, kind: IdentityExport.PasswordKind)] = [
+            ("export-alice", "Alice", passwords[2]["password_text"] as! String,
+                (passwords[2]["password_text"] as! String).lowercased().replacingOccurrences(of: "-", with: " "), .generated),
+            ("export-zoe", "Zoë Ørsted", "correct horse battery", "correct horse battery", .chosen),
+        ]
+        for (i, c) in cases.enumerated() {
+            let (identity, idJSON, seed, contactsKey) = try transferIdentity(c.label, name: c.name)
+            let exportSeed = fixed("itsme-vector-export-random-\(i + 1)")
+            var mirror = DeterministicRandom(seed: exportSeed)
+            let salt = mirror.bytes(16), nonce = mirror.bytes(12)
+            var rng = DeterministicRandom(seed: exportSeed)
+            let blob = try IdentityExport.export(
+                identity, pin: Self.vectorPIN, now: now, password: c.password, kind: c.kind, random: &rng)
+            // The documented formulas, byte for byte.
+            let passwordBytes = try IdentityExport.passwordBytes(c.password, kind: c.kind)
+            let header = Array("ITSMEXP".utf8) + [1, 1, 0, 0, 0, 3, 0, 4, 0, 0, c.kind.rawValue] + salt + nonce
+            let key = try Argon2id.deriveKey(password: passwordBytes, salt: salt, parameters: .moderate).unsafeExportedArray()
+            let plain = contents(seed: seed, contactsKey: contactsKey, name: c.name, fingerprint: identity.fingerprint)
+            let sealed = try AEAD.seal(.aes256GCM, key: key, nonce: nonce, plaintext: plain, aad: header)
+            XCTAssertEqual(blob, header + sealed)
+            let text = IdentityExport.text(blob)
+            let opened = try IdentityExport.open(
+                try IdentityExport.blob(text: text), password: c.typed, limiter: AttemptLimiter(store: MemorySecretStore(), purpose: "v"),
+                now: now)
+            XCTAssertEqual(opened.fingerprint, identity.fingerprint)
+            XCTAssertEqual(opened.name, c.name)
+            var entry = idJSON
+            entry.merge([
+                "case_text": c.kind == .generated ? "generated password" : "chosen password",
+                "export_random_seed": hex(exportSeed), "password_text": c.password, "typed_text": c.typed,
+                "password_kind": Int(c.kind.rawValue), "password_bytes": hex(passwordBytes), "passes": 3, "memory_kib": 262144,
+                "salt": hex(salt), "nonce": hex(nonce), "header": hex(header), "key": hex(key), "contents": hex(plain),
+                "export": hex(blob), "text": text,
+            ]) { $1 }
+            exports.append(entry)
+            if first == nil { first = (blob, c.password, key, header, plain) }
+        }
+
+        // Rejections, each against the first export.
+        let f = first!
+        func patched(_ at: Int, _ bytes: [UInt8]) -> [UInt8] {
+            var b = f.blob
+            b.replaceSubrange(at..<at + bytes.count, with: bytes)
+            return b
+        }
+        let forged = Array(f.contents.dropLast(16)) + Array("0000000000000000".utf8)
+        let wrongFingerprint = f.header
+            + (try AEAD.seal(.aes256GCM, key: f.key, nonce: Array(f.header.suffix(12)), plaintext: forged, aad: f.header))
+        var tamperedBody = f.blob
+        tamperedBody[tamperedBody.count - 1] ^= 0x01
+        let blobCases: [(String, [UInt8], String, String)] = [
+            ("truncated", Array(f.blob.prefix(60)), f.password, "malformed_message"),
+            ("empty", [], f.password, "malformed_message"),
+            ("not an export (magic)", patched(0, [0x49 ^ 1]), f.password, "malformed_message"),
+            ("format version 2", patched(7, [2]), f.password, "invalid_argument"),
+            ("unknown key derivation", patched(8, [2]), f.password, "invalid_argument"),
+            ("2 passes", patched(9, [0, 0, 0, 2]), f.password, "invalid_argument"),
+            ("11 passes", patched(9, [0, 0, 0, 11]), f.password, "invalid_argument"),
+            ("128 MiB", patched(13, [0, 2, 0, 0]), f.password, "invalid_argument"),
+            ("2 GiB", patched(13, [0, 0x20, 0, 0]), f.password, "invalid_argument"),
+            ("4 GiB - 1 KiB", patched(13, [0xff, 0xff, 0xff, 0xff]), f.password, "invalid_argument"),
+            ("unknown password kind", patched(17, [3]), f.password, "invalid_argument"),
+            ("password not of the header's kind", f.blob, "ABCD-EFGH-JKMNO", "invalid_argument"),
+            ("wrong password", f.blob, "ABCD-EFGH-JKMNP", "authentication_failed"),
+            ("salt altered", patched(18, [f.blob[18] ^ 0x80]), f.password, "authentication_failed"),
+            ("password kind altered", patched(17, [2]), "a chosen password", "authentication_failed"),
+            ("ciphertext altered", tamperedBody, f.password, "authentication_failed"),
+            ("fingerprint does not match the key", wrongFingerprint, f.password, "corrupt_data"),
+        ]
+        var rejections: [[String: Any]] = []
+        for (name, blob, password, error) in blobCases {
+            let limiter = AttemptLimiter(store: MemorySecretStore(), purpose: "v")
+            let kind = errorKind { _ = try IdentityExport.open(blob, password: password, limiter: limiter, now: self.now) }
+            XCTAssertEqual(kind.map(Self.errorName), error, name)
+            XCTAssertEqual(try limiter.status(now: now).failures, error == "authentication_failed" ? 1 : 0, name)
+            rejections.append(["case_text": name, "export": hex(blob), "password_text": password, "error_text": error])
+        }
+        let v3 = Base64.encode(fixed("itsme-vector-source-v3-nonce").prefix(12) + fixed("a") + fixed("b"), .standardPadded)
+        let textCases: [(String, String, String)] = [
+            ("the source's version 3 export (base64 of a sealed box)", v3, "invalid_argument"),
+            ("the source's version 3 payload (JSON)", #"{"version": 3, "name": "Alice", "privateKey": "AAAA"}"#, "invalid_argument"),
+            ("another text version", "ITSMEXP2:" + Base64.encode(f.blob, .urlUnpadded), "invalid_argument"),
+            ("damaged base64url", "ITSMEXP1:" + Base64.encode(f.blob, .urlUnpadded) + "=", "malformed_message"),
+            ("not an export", "hello", "malformed_message"),
+            ("text of nothing", "ITSMEXP1:", "malformed_message"),
+        ]
+        for (name, text, error) in textCases {
+            let limiter = AttemptLimiter(store: MemorySecretStore(), purpose: "v")
+            let kind = errorKind {
+                _ = try IdentityExport.open(try IdentityExport.blob(text: text), password: f.password, limiter: limiter, now: self.now)
+            }
+            XCTAssertEqual(kind.map(Self.errorName), error, name)
+            rejections.append(["case_text": name, "text": text, "password_text": f.password, "error_text": error])
+        }
+        return ["passwords": passwords, "typed": typed, "exports": exports, "rejections": rejections]
+    }
+
+    static func errorName(_ kind: ItsMeError.Kind) -> String {
+        kind.symbol.replacingOccurrences(of: "ITSME_E_", with: "").lowercased()
+    }
+
+    func transferVectors() throws -> [String: Any] {
+        let (identity, senderJSON, seed, contactsKey) = try transferIdentity("transfer-alice", name: "Alice")
+        let receiverSeed = fixed("itsme-vector-transfer-receiver"), senderSeed = fixed("itsme-vector-transfer-sender")
+        var rm = DeterministicRandom(seed: receiverSeed), sm = DeterministicRandom(seed: senderSeed)
+        let r = rm.bytes(32), transferID = rm.bytes(16), s = sm.bytes(32)
+        func pub(_ sk: [UInt8]) -> [UInt8] { sk.withBytes { X25519.publicKey(secretKey: $0) } }
+        let (R, S) = (pub(r), pub(s))
+
+        var rrng = DeterministicRandom(seed: receiverSeed), srng = DeterministicRandom(seed: senderSeed)
+        let receiver = try DeviceTransfer(receiverAt: now, random: &rrng)
+        let sender = try DeviceTransfer(sending: identity, pin: Self.vectorPIN, offer: receiver.offerText, now: now, random: &srng)
+        let offer = [1] + transferID + R
+        XCTAssertEqual(receiver.offerText, "ITSMETR1:" + Base64.encode(offer, .urlUnpadded))
+        let room = hex(Array(SHA256.hash(LV.cat(LV.b("itsme-transfer-room-v1"), transferID)).prefix(16)))
+        XCTAssertEqual(receiver.roomName, room)
+        XCTAssertEqual(sender.roomName, room)
+        let keyMessage = try XCTUnwrap(sender.takeOutgoing())
+        XCTAssertEqual(keyMessage, [1, 1] + S)
+        try receiver.receive(keyMessage, now: now)
+
+        let shared = try X25519.sharedSecret(secretKey: try SecretBytes(copying: r), peerPublicKey: S).unsafeExportedArray()
+        let thInput = LV.cat(LV.b("itsme-transfer-v1"), transferID, R, S)
+        let th = SHA256.hash(thInput)
+        let tseed = try HKDF.derive(ikm: shared, salt: transferID, info: LV.b("itsme-transfer-seed-v1"), count: 32).unsafeExportedArray()
+        let sas = try sasValue(tseed, th)
+        XCTAssertEqual(receiver.sas?.value, sas.value)
+        XCTAssertEqual(sender.sas?.value, sas.value)
+        let key = try HKDF.derive(ikm: tseed, salt: [UInt8](), info: LV.cat(LV.b("itsme-transfer-key-v1"), th), count: 32)
+            .unsafeExportedArray()
+        let plain = contents(seed: seed, contactsKey: contactsKey, name: "Alice", fingerprint: identity.fingerprint)
+        try sender.confirm(now: now)
+        let identityMessage = try XCTUnwrap(sender.takeOutgoing())
+        XCTAssertEqual(
+            identityMessage,
+            [1, 2] + (try AEAD.seal(.aes256GCM, key: key, nonce: [UInt8](repeating: 0, count: 12), plaintext: plain, aad: [1, 2] + th)))
+        try receiver.confirm(now: now)
+        try receiver.receive(identityMessage, now: now)
+        XCTAssertEqual(try receiver.takeIdentity().fingerprint, identity.fingerprint)
+
+        let transfer: [String: Any] = [
+            "receiver_random_seed": hex(receiverSeed), "receiver_ephemeral_secret": hex(r), "receiver_public": hex(R),
+            "transfer_id": hex(transferID), "offer": hex(offer), "offer_text": receiver.offerText, "room_text": room,
+            "sender": senderJSON, "sender_random_seed": hex(senderSeed), "sender_ephemeral_secret": hex(s), "sender_public": hex(S),
+            "key_message": hex(keyMessage), "shared": hex(shared), "transcript_input": hex(thInput), "transcript_hash": hex(th),
+            "seed": hex(tseed), "sas_value": Int(sas.value), "sas_text": ShortCode(value: sas.value)!.text, "key": hex(key),
+            "contents": hex(plain), "identity_message": hex(identityMessage),
+        ]
+
+        // Rejections, each against a fresh receiver of this transfer.
+        enum Step { case receive([UInt8]), confirm }
+        var tampered = identityMessage
+        tampered[tampered.count - 1] ^= 0x01
+        let cases: [(String, [Step], String)] = [
+            ("identity before the key", [.receive(identityMessage)], "malformed_message"),
+            ("key message too short", [.receive(Array(keyMessage.dropLast()))], "malformed_message"),
+            ("key message too long", [.receive(keyMessage + [0])], "malformed_message"),
+            ("message version 2", [.receive([2] + keyMessage.dropFirst())], "malformed_message"),
+            ("unknown message type", [.receive([1, 3] + S)], "malformed_message"),
+            ("empty message", [.receive([])], "malformed_message"),
+            ("the receiver's own key sent back", [.receive([1, 1] + R)], "invalid_key"),
+            ("a low-order key (all zeros)", [.receive([1, 1] + [UInt8](repeating: 0, count: 32))], "invalid_key"),
+            ("the key twice", [.receive(keyMessage), .receive(keyMessage)], "malformed_message"),
+            ("confirm before the key", [.confirm], "invalid_state"),
+            ("identity altered", [.receive(keyMessage), .confirm, .receive(tampered)], "authentication_failed"),
+            ("identity altered, arriving before the confirmation", [.receive(keyMessage), .receive(tampered), .confirm],
+                "authentication_failed"),
+            ("identity twice before the confirmation", [.receive(keyMessage), .receive(identityMessage), .receive(identityMessage)],
+                "malformed_message"),
+            ("identity after the transfer is done", [.receive(keyMessage), .confirm, .receive(identityMessage), .receive(identityMessage)],
+                "invalid_state"),
+        ]
+        var rejections: [[String: Any]] = []
+        for (name, steps, error) in cases {
+            var rng = DeterministicRandom(seed: receiverSeed)
+            let fresh = try DeviceTransfer(receiverAt: now, random: &rng)
+            var failed: String? = nil
+            for (i, step) in steps.enumerated() {
+                let kind = errorKind {
+                    switch step {
+                    case .receive(let m): try fresh.receive(m, now: self.now)
+                    case .confirm: try fresh.confirm(now: self.now)
+                    }
+                }
+                if i < steps.count - 1 { XCTAssertNil(kind, "\(name): step \(i)") } else { failed = kind.map(Self.errorName) }
+            }
+            XCTAssertEqual(failed, error, name)
+            rejections.append([
+                "case_text": name, "error_text": error,
+                "steps": steps.map { step -> [String: Any] in
+                    switch step {
+                    case .receive(let m): return ["receive": hex(m)]
+                    case .confirm: return ["confirm": true]
+                    }
+                },
+            ])
+        }
+        return ["transfers": [transfer], "rejections": rejections]
+    }
+}
