@@ -119,6 +119,25 @@ public enum IdentityExport {
         return text.prefix(4) + "-" + text.dropFirst(4).prefix(4) + "-" + text.dropFirst(8)
     }
 
+    /// Checks that `password` is one of `kind` (as export and open read
+    /// it): `.invalidArgument` if not. Derives nothing.
+    public static func checkPassword(_ password: String, kind: PasswordKind) throws {
+        var secret = try passwordBytes(password, kind: kind)
+        wipe(&secret)
+    }
+
+    /// The size of an export of an identity whose name is `nameByteCount`
+    /// bytes of UTF-8: the header, the sealed contents and the tag.
+    public static func blobCount(nameByteCount: Int) -> Int {
+        headerCount + Ed25519.seedCount + Identity.contactsKeyCount + 2 + nameByteCount + Fingerprint.textCount
+            + AEAD.tagCount
+    }
+
+    /// The attempt limiter of export passwords in `store` (PROTOCOL.md 17.2).
+    public static func limiter(store: any SecretStore) -> AttemptLimiter {
+        AttemptLimiter(store: store, purpose: "export-password")
+    }
+
     /// The bytes Argon2id hashes: a generated password in canonical form
     /// (uppercase, no spaces or `-`; `.invalidArgument` for a character
     /// outside the alphabet or a wrong count), a chosen one as typed.

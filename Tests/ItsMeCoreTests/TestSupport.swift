@@ -1,4 +1,5 @@
 import ItsMeCore
+import XCTest
 
 /// A stored item as a plain array (XCTest's helpers need copyable values).
 func stored(_ store: any SecretStore, _ name: String) throws -> [UInt8]? {
@@ -48,4 +49,32 @@ func errorKind(_ body: () throws -> Void) -> ItsMeError.Kind? {
         try body()
         return nil
     } catch { return (error as? ItsMeError)?.kind }
+}
+
+/// Runs both voice sessions to the codes: each selector picks the word at
+/// `pick` of their five; the listener enters the same.
+func voiceCodes(_ a: PairSide, _ b: PairSide, now: Int64, pick: Int = 0) throws -> (VoiceSession, VoiceSession) {
+    let va = try VoiceSession(store: a.store, contactID: a.contactID, now: now)
+    let vb = try VoiceSession(store: b.store, contactID: b.contactID, now: now)
+    let start = va.window * 30
+    try va.start(store: a.store, now: start)
+    try vb.start(store: b.store, now: start)
+    for _ in 0..<2 {
+        let (selector, listener) = va.turn == .mine ? (va, vb) : (vb, va)
+        XCTAssertEqual(listener.turn, .theirs)
+        let word = selector.myWords[pick]
+        try selector.select(word, now: start + 5)
+        try listener.select(word, now: start + 5)
+    }
+    return (va, vb)
+}
+
+/// A whole voice verification between `x` and `y`: each side's outcome.
+func voiceVerify(_ x: PairSide, _ y: PairSide, now: Int64) throws -> (VoiceSession.Outcome, VoiceSession.Outcome) {
+    let (vx, vy) = try voiceCodes(x, y, now: now)
+    let end = vx.window * 30 + 10
+    return (
+        try vx.check(heardCode: VoiceProtocol.codeText(vy.yourCode!), heardTag: vy.yourTag!, store: x.store, now: end),
+        try vy.check(heardCode: VoiceProtocol.codeText(vx.yourCode!), heardTag: vx.yourTag!, store: y.store, now: end)
+    )
 }

@@ -24,22 +24,8 @@ final class VoiceTests: XCTestCase {
 
     private func pair() throws -> (Side, Side) { try exchangedPair(in: directory, label: "voice", now: t0 - 100) }
 
-    /// Runs both sessions to the codes: each selector picks the word at
-    /// `pick` of their five; the listener enters the same.
     private func toCodes(_ a: Side, _ b: Side, now: Int64, pick: Int = 0) throws -> (VoiceSession, VoiceSession) {
-        let va = try VoiceSession(store: a.store, contactID: a.contactID, now: now)
-        let vb = try VoiceSession(store: b.store, contactID: b.contactID, now: now)
-        let start = va.window * 30
-        try va.start(store: a.store, now: start)
-        try vb.start(store: b.store, now: start)
-        for _ in 0..<2 {
-            let (selector, listener) = va.turn == .mine ? (va, vb) : (vb, va)
-            XCTAssertEqual(listener.turn, .theirs)
-            let word = selector.myWords[pick]
-            try selector.select(word, now: start + 5)
-            try listener.select(word, now: start + 5)
-        }
-        return (va, vb)
+        try voiceCodes(a, b, now: now, pick: pick)
     }
 
     func testBothSidesAgreeAndVerify() throws {
@@ -204,12 +190,7 @@ final class VoiceTests: XCTestCase {
     private func moveToNewDevice(_ a: Side) throws -> Side { try onNewDevice(a) }
 
     private func verify(_ x: Side, _ y: Side, now: Int64) throws -> (VoiceSession.Outcome, VoiceSession.Outcome) {
-        let (vx, vy) = try toCodes(x, y, now: now)
-        let end = vx.window * 30 + 10
-        return (
-            try vx.check(heardCode: VoiceProtocol.codeText(vy.yourCode!), heardTag: vy.yourTag!, store: x.store, now: end),
-            try vy.check(heardCode: VoiceProtocol.codeText(vx.yourCode!), heardTag: vx.yourTag!, store: y.store, now: end)
-        )
+        try voiceVerify(x, y, now: now)
     }
 
     func testDegradationCodeAfterADeviceChange() throws {
