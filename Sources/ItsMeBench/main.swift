@@ -58,6 +58,16 @@ func cryptoSuite(iterations: Int) throws -> Figures {
     print("  PIN verify (Argon2id \(Argon2id.Parameters.interactive), limiter saved twice): \(format(verify)) per check, \(verifications) runs")
     figures.add("pin_verify_ms", verify * 1e3)
 
+    // One guess at an export password costs what one Argon2id at the
+    // export's parameters costs (PROTOCOL.md 17.1).
+    let exportSalt = [UInt8](repeating: 7, count: Argon2id.saltCount)
+    let guesses = 5
+    let guess = try measure(guesses) { i in
+        _ = try Argon2id.deriveKey(password: Array("ABCDEFGHJKMN\(i)".utf8), salt: exportSalt, parameters: .moderate)
+    }
+    print("  export: Argon2id \(Argon2id.Parameters.moderate), one password guess: \(format(guess)) per guess, \(guesses) runs")
+    figures.add("export_guess_ms", guess * 1e3)
+
     // HKDF for a 32-byte key is one extract and one expand block: two HMACs.
     let ikm = [UInt8](repeating: 0x0b, count: 32)
     let salt = [UInt8](repeating: 1, count: 16)
