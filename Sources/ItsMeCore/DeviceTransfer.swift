@@ -77,14 +77,14 @@ public final class DeviceTransfer: CustomStringConvertible {
         offerText = Self.offerPrefix + Base64.encode([Self.version] + transferID + receiverKey, .urlUnpadded)
     }
 
-    /// The old device's side: checks the PIN at `now` first (a counted
-    /// attempt), then reads the offer the new device shows and queues its
-    /// key. The SAS is known at once.
+    /// The old device's side: reads the offer the new device shows (one
+    /// that does not parse costs no attempt), then checks the PIN at `now`
+    /// (a counted attempt) and queues its key. The SAS is known at once.
     public init<R: RandomSource>(
         sending identity: Identity, pin: String, offer: String, now: Int64, random: inout R
     ) throws {
         try UnixTime.check(now)
-        let offerBytes = try Self.parseOffer(offer)
+        let (offerBytes, offerText) = try Self.parseOffer(offer)
         try PIN(store: identity.store).verify(pin, now: now)
         role = .sender
         createdAt = now
@@ -92,7 +92,7 @@ public final class DeviceTransfer: CustomStringConvertible {
         transferID = Array(offerBytes[1..<17])
         receiverKey = Array(offerBytes[17...])
         roomName = Self.roomName(transferID)
-        offerText = offer
+        self.offerText = offerText
         ephemeral = try SecretBytes(randomCount: X25519.keyCount, using: &random)
         let senderKey = try X25519.publicKey(secretKey: ephemeral)
         try derive(shared: try X25519.sharedSecret(secretKey: ephemeral, peerPublicKey: receiverKey), senderKey: senderKey)
@@ -104,8 +104,14 @@ public final class DeviceTransfer: CustomStringConvertible {
         Hex.encodeUpper(SHA256.hash(LV.cat(LV.b("itsme-transfer-room-v1"), transferID)).prefix(16)).lowercased()
     }
 
-    /// The offer's bytes: version (1) | transfer id (16) | receiver key (32).
-    static func parseOffer(_ text: String) throws -> [UInt8] {
+    /// An offer as the new device shows it, checked (`.malformedMessage`
+    /// if it is not one), without the white space around it: a host can
+    /// refuse a mistyped code before asking for the PIN.
+    public static func checkOffer(_ text: String) throws -> String { try parseOffer(text).1 }
+
+    /// The offer's bytes, version (1) | transfer id (16) | receiver key
+    /// (32), and its text without the white space around it.
+    static func parseOffer(_ text: String) throws -> ([UInt8], String) {
         var s = Substring(text)
         while let c = s.first, c.isWhitespace { s.removeFirst() }
         while let c = s.last, c.isWhitespace { s.removeLast() }
@@ -115,7 +121,7 @@ public final class DeviceTransfer: CustomStringConvertible {
         guard bytes.count == offerCount, bytes[0] == version else {
             throw ItsMeError(.malformedMessage, "this device transfer code is damaged or of another version")
         }
-        return bytes
+        return (bytes, String(s))
     }
 
     /// th, the SAS and the key from the shared secret (PROTOCOL.md 17.3).

@@ -58,11 +58,22 @@ public enum IdentityExport {
         /// truncated or foreign blob, `.invalidArgument` for an unknown
         /// version or parameters outside the accepted window.
         public init(parsing blob: [UInt8]) throws {
-            guard blob.count >= IdentityExport.headerCount + AEAD.tagCount else {
-                throw ItsMeError(.malformedMessage, "this export is truncated (\(blob.count) bytes)")
+            // The name's length is sealed, but any export is 145 to 272 bytes:
+            // one cut or padded outside that is refused before it costs a guess.
+            guard blob.count >= IdentityExport.blobCount(nameByteCount: 1) else {
+                throw ItsMeError(
+                    .malformedMessage,
+                    "this export is truncated (\(blob.count) bytes; an export is at least \(IdentityExport.blobCount(nameByteCount: 1)))")
+            }
+            guard blob.count <= IdentityExport.blobCount(nameByteCount: DisplayName.maxBytes) else {
+                throw ItsMeError(
+                    .malformedMessage,
+                    "this export is damaged (\(blob.count) bytes; an export is at most \(IdentityExport.blobCount(nameByteCount: DisplayName.maxBytes)))")
             }
             guard Array(blob.prefix(7)) == IdentityExport.magic else {
-                throw ItsMeError(.malformedMessage, "this is not an ItsMe identity export")
+                throw ItsMeError(
+                    .malformedMessage,
+                    "this is not an ItsMe identity export (it lacks the ITSMEXP header; the older app's exports, which have none, are never accepted)")
             }
             guard blob[7] == IdentityExport.version else {
                 throw ItsMeError(.invalidArgument, "this export has format version \(blob[7]); this library reads version 1")
@@ -158,7 +169,7 @@ public enum IdentityExport {
             return out
         case .chosen:
             let bytes = Array(password.utf8)
-            guard password.count >= minimumChosenPasswordCount else {
+            guard password.unicodeScalars.count >= minimumChosenPasswordCount else {
                 throw ItsMeError(.invalidArgument, "a chosen export password is at least \(minimumChosenPasswordCount) characters")
             }
             return bytes
@@ -213,8 +224,8 @@ public enum IdentityExport {
     /// count.
     public static func blob(text: String) throws -> [UInt8] {
         var s = Substring(text)
-        while let c = s.first, c == " " || c == "\n" || c == "\r" || c == "\t" { s.removeFirst() }
-        while let c = s.last, c == " " || c == "\n" || c == "\r" || c == "\t" { s.removeLast() }
+        while let c = s.first, c.isWhitespace { s.removeFirst() }
+        while let c = s.last, c.isWhitespace { s.removeLast() }
         if s.hasPrefix(textPrefix) {
             guard let blob = Base64.decode(String(s.dropFirst(textPrefix.count)), .urlUnpadded) else {
                 throw ItsMeError(.malformedMessage, "this ItsMe identity export is damaged (its text is not valid base64url)")
@@ -228,7 +239,8 @@ public enum IdentityExport {
         if compact.hasPrefix("{"), compact.contains("\"version\":3") || compact.contains("\"privateKey\"") {
             throw ItsMeError(.invalidArgument, sourceExportRefusal)
         }
-        if !compact.isEmpty, Base64.decode(compact, .standardPadded) != nil || Base64.decode(compact, .urlUnpadded) != nil {
+        // A sealed box of the source: nonce, tag and a JSON payload, far more than 64 bytes.
+        if let bytes = Base64.decode(compact, .standardPadded) ?? Base64.decode(compact, .urlUnpadded), bytes.count >= 64 {
             throw ItsMeError(.invalidArgument, sourceExportRefusal)
         }
         throw ItsMeError(.malformedMessage, "this is not the text of an ItsMe identity export (ITSMEXP1:...)")

@@ -8,8 +8,11 @@ secret; for online-verify.json the seed, window, identity seeds, ephemeral secre
 and device secrets, and for pin-update.json the seed, window, identity seeds, ephemeral secrets
 and new device secrets, with both sides of each session run against each other; for
 remote.json the identity seeds, ephemeral secrets, device secrets, names, codes as typed, sid
-and CPace scalars, the inviter and the invitee run against each other); every listed
-rejection must be rejected.  Section numbers refer to PROTOCOL.md.
+and CPace scalars, the inviter and the invitee run against each other; for export.json the
+identity seed, contacts key, name, salt, nonce and password, and for transfer.json the
+ephemeral secrets, transfer id and the sender's identity, through tests/independent/transfer.py);
+every listed rejection must be rejected, with the same reason class where the vectors name one.
+Section numbers refer to PROTOCOL.md.
 
 The CPace primitive of section 16.2 and its ristretto255 group, which the ``cryptography``
 package does not offer, are checked against the CFRG draft's own vectors (a copy under
@@ -32,6 +35,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from independent import cpace as C  # noqa: E402
 from independent import protocol as P  # noqa: E402
 from independent import ristretto255 as R  # noqa: E402
+from independent import transfer as T  # noqa: E402
 
 
 def _vector_dir() -> pathlib.Path:
@@ -1343,7 +1347,7 @@ def _ov_recompute(case, seed, window, pids, esks, chals, ds):
 
 _REPLAYED = {"encoding.json", "seed.json", "sas.json", "qr.json", "source-v5.json",
              "bluetooth.json", "voice.json", "online-verify.json", "pin-update.json",
-             "remote.json"}
+             "remote.json", "export.json", "transfer.json"}
 # Vector files this module does not replay yet, each with the reason.  A new file must be added
 # to one of the two sets, so none goes unnoticed.
 _NOT_REPLAYED: dict[str, str] = {}
@@ -4130,3 +4134,691 @@ def test_remote_scalar_is_sampled():
         cleared = raw[:31] + bytes([raw[31] & 0x0F])
         assert ya == C.scalar_mult(cleared, g)
         assert int.from_bytes(cleared, "little") < 2**252 < C.GROUP_ORDER
+
+
+# --------------------------------------------------------------------------------------------
+# export.json (sections 17, 17.1, 17.2)
+# --------------------------------------------------------------------------------------------
+
+# The reason classes of the vectors' error_text, as independent/transfer.py raises them.
+_ERROR_CLASSES = {
+    "malformed_message": T.Malformed,
+    "invalid_argument": T.InvalidInput,
+    "authentication_failed": T.AuthenticationFailed,
+    "corrupt_data": T.CorruptContents,
+    "invalid_key": T.InvalidKey,
+    "invalid_state": T.InvalidState,
+}
+
+
+def _reason(exc: Exception) -> str:
+    """The one error_text whose class ``exc`` belongs to."""
+    names = [n for n, cls in _ERROR_CLASSES.items() if isinstance(exc, cls)]
+    assert len(names) == 1, (exc, names)
+    return names[0]
+
+
+_ARGON2_KEYS: dict = {}
+
+
+class _Argon2:
+    """Argon2id of 17.1 through ``cryptography``, each distinct input derived once per run
+    (each costs about a second and 256 MiB); ``calls`` counts the derivations asked for."""
+
+    def __init__(self):
+        self.calls = 0
+        self.inputs: set = set()
+
+    def __call__(self, password: bytes, salt: bytes, passes: int, memory_kib: int) -> bytes:
+        self.calls += 1
+        args = (password, salt, passes, memory_kib)
+        self.inputs.add(args)
+        if args not in _ARGON2_KEYS:
+            _ARGON2_KEYS[args] = T.argon2id(*args)
+        return _ARGON2_KEYS[args]
+
+
+def _no_kdf(*_args):
+    raise AssertionError("a key was derived for an export refused by its header")
+
+
+def _fake_kdf(password: bytes, salt: bytes, passes: int, memory_kib: int) -> bytes:
+    """A cheap stand-in for Argon2id in tests of the format around it (not of the key)."""
+    return P.sha256(P.lv_cat(b"test-kdf", password, salt, P.u64(passes), P.u64(memory_kib)))
+
+
+_EXPORT_KEYS = (
+    "case_text random_seed identity_seed identity_public contacts_key fingerprint_text name_text "
+    "pin_text export_random_seed password_text typed_text password_kind password_bytes passes "
+    "memory_kib salt nonce header key contents export text")
+
+
+@needs_vectors
+def test_export_vector_file_fields():
+    expect_keys(load("export.json"), "passwords typed exports rejections")
+
+
+@needs_vectors
+def test_export_passwords():
+    """17.1: 13 characters of 16.1's alphabet, each from a byte below 248, index byte mod 31,
+    shown ABCD-EFGH-JKMNP."""
+    for case in _cases(load("export.json"), "passwords"):
+        expect_keys(case, "random password_text")
+        random_bytes = h(case["random"])
+        canonical = T.draw_password(iter(random_bytes))
+        assert T.format_password(canonical) == case["password_text"]
+        by_hand = "".join(P.CODE_ALPHABET[b % 31] for b in random_bytes if b < 248)[:13]
+        assert canonical == by_hand and len(canonical) == 13
+        assert case["password_text"] == "-".join((by_hand[:4], by_hand[4:8], by_hand[8:]))
+        assert T.canonical_password(case["password_text"]) == canonical
+        # Running out of bytes before 13 characters is not a password.
+        used = [i for i, b in enumerate(random_bytes) if b < 248][12]
+        with pytest.raises(StopIteration):
+            T.draw_password(iter(random_bytes[:used]))
+
+
+@needs_vectors
+def test_export_typed_passwords():
+    """17.1: any case, spaces and '-' ignored, 13 characters of the alphabet; anything else is
+    refused before any key is derived."""
+    for case in _cases(load("export.json"), "typed"):
+        text = case["input_text"]
+        if "error_text" in case:
+            expect_keys(case, "input_text error_text")
+            with pytest.raises(P.ProtocolError) as caught:
+                T.canonical_password(text)
+            assert _reason(caught.value) == case["error_text"] == "invalid_argument"
+            with pytest.raises(T.InvalidInput):
+                T.password_bytes(T.KIND_GENERATED, text)
+            continue
+        expect_keys(case, "input_text canonical_text")
+        canonical = T.canonical_password(text)
+        assert canonical == case["canonical_text"]
+        assert T.password_bytes(T.KIND_GENERATED, text) == canonical.encode("ascii")
+        assert T.canonical_password(T.format_password(canonical)) == canonical
+        # A chosen password is hashed exactly as typed.
+        assert T.password_bytes(T.KIND_CHOSEN, text) == text.encode("utf-8")
+
+
+def _header_by_hand(kind: int, passes: int, memory_kib: int, salt: bytes, nonce: bytes) -> bytes:
+    """17.1's field list: "ITSMEXP" | u8(1) | u8(1) | be32(passes) | be32(memory) | u8(kind)
+    | salt (16) | nonce (12)."""
+    return (b"ITSMEXP" + bytes([1, 1]) + passes.to_bytes(4, "big") + memory_kib.to_bytes(4, "big")
+            + bytes([kind]) + salt + nonce)
+
+
+@needs_vectors
+def test_export_exports():
+    """Every value of each export from its inputs (identity seed, contacts key, name, salt,
+    nonce, password), through the module and again by hand; then opened back, from the blob and
+    from the text, with the password as shown and as typed."""
+    kdf = _Argon2()
+    for ex in _cases(load("export.json"), "exports"):
+        expect_keys(ex, _EXPORT_KEYS)
+        for key in ("random_seed", "export_random_seed"):  # the library's test source only
+            assert len(h(ex[key])) == 32
+        assert ex["pin_text"].isdigit()  # the PIN is checked by the host before an export
+        seed, contacts_key = h(ex["identity_seed"]), h(ex["contacts_key"])
+        name = ex["name_text"].encode("utf-8")
+        salt, nonce = h(ex["salt"]), h(ex["nonce"])
+        kind = ex["password_kind"]
+        pk = P.ed25519_public(seed)
+        assert pk.hex() == ex["identity_public"]
+        assert P.fingerprint(pk) == ex["fingerprint_text"]
+        # Written parameters: libsodium's moderate level.
+        assert (ex["passes"], ex["memory_kib"]) == (3, 256 * 1024)
+        assert len(salt) == 16 and len(nonce) == 12
+        secret = T.password_bytes(kind, ex["password_text"])
+        assert secret.hex() == ex["password_bytes"]
+        assert T.password_bytes(kind, ex["typed_text"]) == secret
+        if kind == T.KIND_GENERATED:
+            assert secret == T.canonical_password(ex["password_text"]).encode("ascii")
+            assert T.format_password(secret.decode("ascii")) == ex["password_text"]
+        else:
+            assert kind == T.KIND_CHOSEN and secret == ex["password_text"].encode("utf-8")
+        made = T.make_export(seed, contacts_key, name, ex["password_text"], kind, salt, nonce,
+                             kdf=kdf)
+        assert made.header.hex() == ex["header"]
+        assert made.key.hex() == ex["key"]
+        assert made.contents.hex() == ex["contents"]
+        assert made.export.hex() == ex["export"]
+        assert made.text == ex["text"]
+        # By hand, from the formulas of 17 and 17.1.
+        contents = (seed + contacts_key + len(name).to_bytes(2, "big") + name
+                    + ex["fingerprint_text"].encode("ascii"))
+        assert contents.hex() == ex["contents"] and len(contents) == 82 + len(name)
+        header = _header_by_hand(kind, 3, 262144, salt, nonce)
+        assert header.hex() == ex["header"]
+        assert len(header) == 46  # the fields listed; the document's total says 50
+        key = kdf(secret, salt, 3, 262144)
+        assert key.hex() == ex["key"]
+        export = header + AESGCM(key).encrypt(nonce, contents, header)
+        assert export.hex() == ex["export"]
+        assert len(export) == 144 + len(name)  # the document says 148 + the name's length
+        assert ex["text"] == "ITSMEXP1:" + base64.urlsafe_b64encode(export).decode().rstrip("=")
+        assert P.b64url_decode(ex["text"][len("ITSMEXP1:"):]) == export
+        # Opened back, with the password as shown and as typed, from the blob and the text.
+        for data in (export, ex["text"]):
+            for typed in (ex["password_text"], ex["typed_text"]):
+                limiter = P.AttemptLimiter(failures=3)
+                opened = T.open_export(data, typed, limiter=limiter, now=1000, kdf=kdf)
+                assert limiter.failures == 0  # a right password resets the count
+                assert opened.key == key
+                assert opened.header == T.ExportHeader(1, 1, 3, 262144, kind, salt, nonce)
+                c = opened.contents
+                assert (c.identity_seed, c.contacts_key, c.name) == (seed, contacts_key, name)
+                assert c.fingerprint_text == ex["fingerprint_text"]
+                assert c.identity_pk == pk and c.encoded == contents
+    # Every opening derived the key from the same Argon2id input as the export.
+    assert len(kdf.inputs) == len(load("export.json")["exports"])
+
+
+@needs_vectors
+def test_export_rejections():
+    """Each rejection refused with its reason class.  Refusals of the header, the text or the
+    typed password derive no key and count nothing; a tag that fails counts one failure;
+    contents that do not parse leave the count as it was."""
+    vec = load("export.json")
+    for case in _cases(vec, "rejections"):
+        if "export" in case:
+            expect_keys(case, "case_text export password_text error_text")
+            data = h(case["export"])
+        else:
+            expect_keys(case, "case_text text password_text error_text")
+            data = case["text"]
+        kdf = _Argon2()
+        limiter = P.AttemptLimiter(failures=2)
+        with pytest.raises(P.ProtocolError) as caught:
+            T.open_export(data, case["password_text"], limiter=limiter, now=1000, kdf=kdf)
+        reason = _reason(caught.value)
+        assert reason == case["error_text"], (case["case_text"], caught.value)
+        if reason in ("malformed_message", "invalid_argument"):
+            assert kdf.calls == 0, case["case_text"]
+            # Checked before any key: the same refusal with no key derivation at all.
+            with pytest.raises(_ERROR_CLASSES[reason]):
+                T.open_export(data, case["password_text"], kdf=_no_kdf)
+        else:
+            assert kdf.calls == 1, case["case_text"]
+        assert limiter.failures == (3 if reason == "authentication_failed" else 2), \
+            case["case_text"]
+    # The source's exports are refused with their own explanation.
+    source = [c for c in vec["rejections"] if c["case_text"].startswith("the source's")]
+    assert len(source) == 2
+    for case in source:
+        with pytest.raises(T.SourceFormatExport, match="new export on the old device"):
+            T.open_export(case["text"], case["password_text"], kdf=_no_kdf)
+
+
+@needs_vectors
+def test_export_rejections_rejected_without_the_right_password_too():
+    """A header refusal does not depend on the password: the right one gets the same answer."""
+    vec = load("export.json")
+    right = vec["exports"][0]["password_text"]
+    for case in _cases(vec, "rejections"):
+        if case["error_text"] not in ("malformed_message", "invalid_argument"):
+            continue
+        if case["case_text"] == "password not of the header's kind":
+            continue
+        data = h(case["export"]) if "export" in case else case["text"]
+        with pytest.raises(_ERROR_CLASSES[case["error_text"]]):
+            T.open_export(data, right, kdf=_no_kdf)
+
+
+# Own checks of 17.1 and 17.2 -----------------------------------------------------------------
+
+def _some_export(rng: random.Random, name_len: int = 5, kind: int = T.KIND_GENERATED,
+                 password: str | None = None, passes: int = 3, memory_kib: int = 262144):
+    if password is None:
+        password = (T.format_password(T.draw_password(lambda: rng.randrange(256)))
+                    if kind == T.KIND_GENERATED else "chosen password")
+    name = ("é" * (name_len // 2) + "x" * (name_len % 2)).encode("utf-8")
+    assert len(name) == name_len
+    return password, T.make_export(rng.randbytes(32), rng.randbytes(32), name, password, kind,
+                                   rng.randbytes(16), rng.randbytes(12), passes=passes,
+                                   memory_kib=memory_kib, kdf=_fake_kdf)
+
+
+def test_export_sizes():
+    """An export is the 46-byte header, the contents (82 bytes and the name) and the tag: 145
+    to 272 bytes, a text of at most 372 characters, within a version-15-L QR code (412 bytes)."""
+    rng = random.Random(1701)
+    for n in (1, 10, 127, 128):
+        password, made = _some_export(rng, n)
+        assert len(made.header) == T.HEADER_BYTES == 46
+        assert len(made.export) == 46 + 82 + n + 16
+        assert len(made.text) == 9 + -(-len(made.export) * 4 // 3)
+        assert T.open_export(made.export, password, kdf=_fake_kdf).contents.name == made.contents[
+            66:66 + n]
+    assert T.EXPORT_MIN == 145 and T.EXPORT_MAX == 272
+    assert len(_some_export(rng, 128)[1].text) == 372 <= 412
+
+
+def test_export_parameter_window():
+    """17.1: 3 to 10 passes over 256 MiB to 1 GiB are read; anything else is refused from the
+    header alone, before a key is derived."""
+    rng = random.Random(1702)
+    password, made = _some_export(rng)
+    body = made.export[T.HEADER_BYTES:]
+    salt, nonce = made.salt, made.nonce
+    for passes in range(0, 14):
+        for memory in (0, 131072, 262143, 262144, 524288, 1048576, 1048577, 2**32 - 1):
+            data = _header_by_hand(1, passes, memory, salt, nonce) + body
+            inside = 3 <= passes <= 10 and 262144 <= memory <= 1048576
+            if inside:
+                header = T.parse_export_header(data)
+                assert (header.passes, header.memory_kib) == (passes, memory)
+            else:
+                with pytest.raises(T.UnsupportedExport):
+                    T.parse_export_header(data)
+                with pytest.raises(T.UnsupportedExport):
+                    T.open_export(data, password, kdf=_no_kdf)
+    # The parameters are authenticated: read within the window, they change the key or the tag.
+    for passes, memory in ((4, 262144), (3, 524288), (10, 1048576)):
+        data = _header_by_hand(1, passes, memory, salt, nonce) + body
+        with pytest.raises(T.AuthenticationFailed):
+            T.open_export(data, password, kdf=_fake_kdf)
+    made10 = _some_export(rng, passes=10, memory_kib=1048576)
+    assert T.open_export(made10[1].text, made10[0], kdf=_fake_kdf).header.passes == 10
+
+
+def test_export_every_altered_byte_is_refused():
+    """Each byte of an export changed: refused by the header check, or by the tag (which
+    counts), never opened."""
+    rng = random.Random(1703)
+    password, made = _some_export(rng, 7)
+    for at in range(len(made.export)):
+        data = bytearray(made.export)
+        data[at] ^= 0x01
+        limiter = P.AttemptLimiter()
+        with pytest.raises(P.ProtocolError) as caught:
+            T.open_export(bytes(data), password, limiter=limiter, kdf=_fake_kdf)
+        reason = _reason(caught.value)
+        passes, memory = int.from_bytes(data[9:13], "big"), int.from_bytes(data[13:17], "big")
+        if at < 7:  # the magic
+            expected = "malformed_message"
+        elif at in (7, 8, 17):  # version, key derivation, password kind
+            expected = "invalid_argument"
+        elif 9 <= at < 17 and not (3 <= passes <= 10 and 262144 <= memory <= 1048576):
+            expected = "invalid_argument"
+        else:  # a parameter still in the window, the salt, the nonce, the sealed contents
+            expected = "authentication_failed"
+        assert reason == expected, at
+        assert limiter.failures == (1 if reason == "authentication_failed" else 0)
+    # Cut short: below the shortest export, refused from the length alone; otherwise (the
+    # name's length is sealed) by the tag.
+    for cut in range(len(made.export)):
+        if cut < T.EXPORT_MIN:
+            with pytest.raises(T.Malformed):
+                T.open_export(made.export[:cut], password, kdf=_no_kdf)
+        else:
+            with pytest.raises(T.AuthenticationFailed):
+                T.open_export(made.export[:cut], password, kdf=_fake_kdf)
+    with pytest.raises(T.AuthenticationFailed):
+        T.open_export(made.export + b"\x00", password, kdf=_fake_kdf)
+    longest = _some_export(rng, 128)
+    assert len(longest[1].export) == T.EXPORT_MAX
+    with pytest.raises(T.Malformed):
+        T.open_export(longest[1].export + b"\x00", longest[0], kdf=_no_kdf)
+
+
+def test_export_passwords_of_each_kind():
+    rng = random.Random(1704)
+    # Kind 1: what is typed is read in the header's kind, and refused before any key.
+    password, made = _some_export(rng)
+    canonical = T.canonical_password(password)
+    for typed in (canonical.lower(), " " + canonical[:5] + " - " + canonical[5:] + " "):
+        assert T.open_export(made.export, typed, kdf=_fake_kdf).contents.encoded == made.contents
+    for typed in (canonical[:12], canonical + "2", canonical[:12] + "O", canonical[:12] + "ı",
+                  canonical[:6] + "_" + canonical[6:], canonical[:6] + "\t" + canonical[6:]):
+        limiter = P.AttemptLimiter()
+        with pytest.raises(T.InvalidInput):
+            T.open_export(made.export, typed, limiter=limiter, kdf=_no_kdf)
+        assert limiter.failures == 0
+    # Kind 2: at least 8 characters, hashed exactly as typed (no case folding, no trimming).
+    chosen = "Pässwort 1"
+    password, made = _some_export(rng, kind=T.KIND_CHOSEN, password=chosen)
+    assert made.password_bytes == chosen.encode("utf-8")
+    assert T.open_export(made.text, chosen, kdf=_fake_kdf).contents.encoded == made.contents
+    for typed in ("pässwort 1", " Pässwort 1", "Pässwort 1 "):
+        with pytest.raises(T.AuthenticationFailed):
+            T.open_export(made.text, typed, kdf=_fake_kdf)
+    with pytest.raises(T.InvalidInput):
+        T.open_export(made.text, "short", kdf=_no_kdf)
+    with pytest.raises(T.InvalidInput):
+        T.make_export(bytes(32), bytes(32), b"A", "1234567", T.KIND_CHOSEN, bytes(16),
+                      bytes(12), kdf=_no_kdf)
+    assert T.password_bytes(T.KIND_CHOSEN, "12345678") == b"12345678"
+
+
+def test_export_attempts_are_limited():
+    """17.2: wrong passwords count under 10.2's limiter: the fifth failure locks for 5 minutes,
+    and a locked attempt derives no key."""
+    rng = random.Random(1705)
+    password, made = _some_export(rng)
+    wrong = T.format_password(T.draw_password(lambda: rng.randrange(256)))
+    limiter = P.AttemptLimiter()
+    for i in range(5):
+        with pytest.raises(T.AuthenticationFailed):
+            T.open_export(made.text, wrong, limiter=limiter, now=100, kdf=_fake_kdf)
+    assert limiter.failures == 5 and limiter.locked_until == 100 + 300
+    with pytest.raises(P.Locked):
+        T.open_export(made.text, password, limiter=limiter, now=399, kdf=_no_kdf)
+    # A header refusal is still answered while locked, and counts nothing.
+    with pytest.raises(T.UnsupportedExport):
+        T.open_export(b"ITSMEXP\x02" + made.export[8:], password, limiter=limiter, now=399,
+                      kdf=_no_kdf)
+    assert T.open_export(made.text, password, limiter=limiter, now=400, kdf=_fake_kdf)
+    assert limiter.failures == 0 and limiter.locked_until is None
+
+
+def test_export_contents_parsed_strictly():
+    """17: exact lengths, a valid name, the fingerprint recomputed from the key."""
+    rng = random.Random(1706)
+    seed, ck = rng.randbytes(32), rng.randbytes(32)
+    good = T.build_contents(seed, ck, b"Alice")
+    parsed = T.parse_contents(good)
+    assert (parsed.identity_seed, parsed.contacts_key, parsed.name) == (seed, ck, b"Alice")
+    fp = P.fingerprint(P.ed25519_public(seed)).encode()
+    bad = [
+        good[:-1], good + b"\x00", good[:64] + b"\x00\x06" + good[66:],
+        good[:64] + b"\x00\x00" + good[71:],  # an empty name, lengths consistent
+        seed + ck + b"\x00\x05" + b"Al\x07ce" + fp,  # a control character
+        seed + ck + b"\x00\x05" + b"Al\xffce" + fp,  # not UTF-8
+        seed + ck + b"\x00\x05" + b"Alice" + fp.lower(),  # lower-case fingerprint
+        seed + ck + b"\x00\x05" + b"Alice" + P.fingerprint(P.ed25519_public(ck)).encode(),
+        seed + ck + b"\x00\x81" + b"x" * 129 + fp,  # a 129-byte name
+    ]
+    for data in bad:
+        with pytest.raises(T.CorruptContents):
+            T.parse_contents(data)
+    # Sealed under the right key, such contents are corrupt data, not a wrong password.
+    salt, nonce = rng.randbytes(16), rng.randbytes(12)
+    header = _header_by_hand(2, 3, 262144, salt, nonce)
+    for data in bad[2:]:
+        key = _fake_kdf(b"a chosen one", salt, 3, 262144)
+        export = header + AESGCM(key).encrypt(nonce, data, header)
+        if not T.EXPORT_MIN <= len(export) <= T.EXPORT_MAX:
+            continue
+        limiter = P.AttemptLimiter(failures=1)
+        with pytest.raises(T.CorruptContents):
+            T.open_export(export, "a chosen one", limiter=limiter, kdf=_fake_kdf)
+        assert limiter.failures == 1
+
+
+def test_export_texts():
+    rng = random.Random(1707)
+    password, made = _some_export(rng)
+    assert made.text.startswith("ITSMEXP1:")
+    assert T.decode_export_text(made.text) == made.export
+    payload = made.text[len("ITSMEXP1:"):]
+    damaged = ["itsmexp1:" + payload, "ITSMEXP1: " + payload, "ITSMEXP1:" + payload + "\n",
+               "ITSMEXP1:" + payload + "=", "ITSMEXP1:" + payload[:-1] + "+",
+               "ITSMEXP1:" + payload[:-1] + "/", "ITSMEXP:" + payload, "", "ITSMEXP1",
+               "ITSMEXP1:" + payload + "AA"]
+    for text in damaged:
+        with pytest.raises(T.Malformed):
+            T.decode_export_text(text)
+    for text in ("ITSMEXP2:" + payload, "ITSMEXP10:" + payload):
+        with pytest.raises(T.UnsupportedExport):
+            T.decode_export_text(text)
+    # The source's formats: base64 (its QR text) and JSON naming version 3.
+    for text in (base64.b64encode(rng.randbytes(70)).decode(), '{"version":3}',
+                 ' {"version": 3, "privateKey": "AAAA"} '):
+        with pytest.raises(T.SourceFormatExport):
+            T.decode_export_text(text)
+    for text in ('{"version": 4}', '{"version": "3"}', "[3]", "hello", "QUJD=", "QUJ"):
+        with pytest.raises(T.Malformed):
+            T.decode_export_text(text)
+
+
+# --------------------------------------------------------------------------------------------
+# transfer.json (section 17.3)
+# --------------------------------------------------------------------------------------------
+
+_TRANSFER_KEYS = (
+    "receiver_random_seed receiver_ephemeral_secret receiver_public transfer_id offer offer_text "
+    "room_text sender sender_random_seed sender_ephemeral_secret sender_public key_message "
+    "shared transcript_input transcript_hash seed sas_value sas_text key contents "
+    "identity_message")
+_TRANSFER_SENDER_KEYS = (
+    "random_seed identity_seed identity_public contacts_key fingerprint_text name_text pin_text")
+
+
+def _transfer_sides(tr):
+    receiver = T.TransferReceiver(h(tr["receiver_ephemeral_secret"]), h(tr["transfer_id"]))
+    s = tr["sender"]
+    sender = T.TransferSender(receiver.offer_text, h(tr["sender_ephemeral_secret"]),
+                              h(s["identity_seed"]), h(s["contacts_key"]),
+                              s["name_text"].encode("utf-8"))
+    return receiver, sender
+
+
+def _transfer_fields(keys: T.TransferKeys) -> dict:
+    return {"transfer_id": keys.transfer_id.hex(), "receiver_public": keys.receiver_public.hex(),
+            "sender_public": keys.sender_public.hex(), "shared": keys.shared.hex(),
+            "transcript_input": keys.transcript_input.hex(),
+            "transcript_hash": keys.transcript_hash.hex(), "seed": keys.seed.hex(),
+            "sas_value": keys.sas_value, "sas_text": keys.sas_text, "key": keys.key.hex()}
+
+
+@needs_vectors
+def test_transfer_vector_file_fields():
+    expect_keys(load("transfer.json"), "transfers rejections")
+
+
+@needs_vectors
+def test_transfers():
+    for tr in _cases(load("transfer.json"), "transfers"):
+        expect_keys(tr, _TRANSFER_KEYS)
+        expect_keys(tr["sender"], _TRANSFER_SENDER_KEYS)
+        for key in (tr["receiver_random_seed"], tr["sender_random_seed"],
+                    tr["sender"]["random_seed"]):
+            assert len(h(key)) == 32  # the library's test source only
+        receiver, sender = _transfer_sides(tr)
+        assert receiver.public.hex() == tr["receiver_public"]
+        assert receiver.offer.hex() == tr["offer"]
+        assert receiver.offer_text == tr["offer_text"] and len(tr["offer_text"]) == 75
+        assert receiver.room == tr["room_text"]
+        assert T.parse_offer(tr["offer_text"]) == T.parse_offer(h(tr["offer"])) == (
+            h(tr["transfer_id"]), h(tr["receiver_public"]))
+        assert sender.public.hex() == tr["sender_public"]
+        assert sender.key_message.hex() == tr["key_message"]
+        # The sender shows the SAS once it sent the key; the receiver once it received it.
+        assert receiver.receive(sender.key_message) is None
+        for side in (sender, receiver):
+            assert _transfer_fields(side.keys) == _subset(tr, _transfer_fields(side.keys))
+        identity = sender.confirm()
+        assert identity.hex() == tr["identity_message"]
+        assert sender.contents.hex() == tr["contents"]
+        # The receiver holds the identity until its own confirmation.
+        receiver.receive(identity)
+        assert receiver.contents is None and not receiver.done
+        opened = receiver.confirm()
+        assert receiver.done and opened is receiver.contents
+        s = tr["sender"]
+        assert opened.encoded.hex() == tr["contents"]
+        assert opened.identity_seed.hex() == s["identity_seed"]
+        assert opened.identity_pk.hex() == s["identity_public"]
+        assert opened.contacts_key.hex() == s["contacts_key"]
+        assert opened.name.decode("utf-8") == s["name_text"]
+        assert opened.fingerprint_text == s["fingerprint_text"]
+        _transfer_recompute(tr)
+
+
+def _transfer_recompute(tr):
+    """Every value of 17.3 from its formula, one by one."""
+    r, s_ = h(tr["receiver_ephemeral_secret"]), h(tr["sender_ephemeral_secret"])
+    tid = h(tr["transfer_id"])
+    R, S = P.x25519_public(r), P.x25519_public(s_)
+    assert (R.hex(), S.hex()) == (tr["receiver_public"], tr["sender_public"])
+    offer = b"\x01" + tid + R
+    assert offer.hex() == tr["offer"] and len(offer) == 49
+    assert tr["offer_text"] == "ITSMETR1:" + base64.urlsafe_b64encode(offer).decode().rstrip("=")
+    assert tr["key_message"] == (b"\x01\x01" + S).hex()
+    t_in = P.lv_cat(b"itsme-transfer-v1", tid, R, S)
+    assert t_in.hex() == tr["transcript_input"]
+    th = hashlib.sha256(t_in).digest()
+    assert th.hex() == tr["transcript_hash"]
+    shared = P.x25519_shared(r, S)
+    assert shared == P.x25519_shared(s_, R) and shared.hex() == tr["shared"]
+    seed = P.hkdf(shared, tid, b"itsme-transfer-seed-v1", 32)
+    assert seed.hex() == tr["seed"]
+    okm = P.hkdf(seed, b"", P.lv_cat(b"itsme-sas-v1", th), 8)
+    assert int.from_bytes(okm, "big") % 260000 == tr["sas_value"]
+    assert P.format_short_code(tr["sas_value"]) == tr["sas_text"]
+    key = P.hkdf(seed, b"", P.lv_cat(b"itsme-transfer-key-v1", th), 32)
+    assert key.hex() == tr["key"]
+    snd = tr["sender"]
+    name = snd["name_text"].encode("utf-8")
+    contents = (h(snd["identity_seed"]) + h(snd["contacts_key"]) + len(name).to_bytes(2, "big")
+                + name + snd["fingerprint_text"].encode("ascii"))
+    assert contents.hex() == tr["contents"]
+    aad = b"\x01\x02" + th  # concatenated, not lv_cat
+    message = b"\x01\x02" + AESGCM(key).encrypt(bytes(12), contents, aad)
+    assert message.hex() == tr["identity_message"]
+    room = hashlib.sha256(P.lv_cat(b"itsme-transfer-room-v1", tid)).digest()[:16].hex()
+    assert room == tr["room_text"] and len(room) == 32
+
+
+def _play_steps(receiver, steps):
+    """Play ``steps`` ({receive: hex} or {confirm: true}) against ``receiver``; returns the
+    index of the step that raised and its exception, or (None, None)."""
+    for i, step in enumerate(steps):
+        try:
+            if "receive" in step:
+                assert set(step) == {"receive"}
+                receiver.receive(h(step["receive"]))
+            else:
+                assert step == {"confirm": True}
+                receiver.confirm()
+        except P.ProtocolError as exc:
+            return i, exc
+    return None, None
+
+
+@needs_vectors
+def test_transfer_rejections():
+    vec = load("transfer.json")
+    first = vec["transfers"][0]
+    for case in _cases(vec, "rejections"):
+        expect_keys(case, "case_text steps error_text")
+        receiver = T.TransferReceiver(h(first["receiver_ephemeral_secret"]),
+                                      h(first["transfer_id"]))
+        at, exc = _play_steps(receiver, case["steps"])
+        assert at == len(case["steps"]) - 1, (case["case_text"], at, exc)
+        assert _reason(exc) == case["error_text"], (case["case_text"], exc)
+        # A failure ends the transfer: every later step is refused.  Nothing is opened unless
+        # the identity was installed before the refused step.
+        before = T.TransferReceiver(h(first["receiver_ephemeral_secret"]),
+                                    h(first["transfer_id"]))
+        assert _play_steps(before, case["steps"][:-1]) == (None, None)
+        assert receiver.failed
+        assert (receiver.contents is None) == (not before.done), case["case_text"]
+        with pytest.raises(T.InvalidState):
+            receiver.confirm()
+        with pytest.raises(T.InvalidState):
+            receiver.receive(h(first["key_message"]))
+
+
+# Own checks of 17.3 -------------------------------------------------------------------------
+
+def _random_transfer(rng: random.Random, name: bytes = b"Alice"):
+    receiver = T.TransferReceiver(rng.randbytes(32), rng.randbytes(16))
+    sender = T.TransferSender(receiver.offer_text, rng.randbytes(32), rng.randbytes(32),
+                              rng.randbytes(32), name)
+    return receiver, sender
+
+
+def test_transfer_both_orders_of_confirmation():
+    rng = random.Random(1731)
+    for name in (b"A", "Zoë".encode(), b"x" * 128):
+        receiver, sender = _random_transfer(rng, name)
+        receiver.receive(sender.key_message)
+        assert receiver.keys == sender.keys
+        assert receiver.confirm() is None  # confirmed first: opens when the identity arrives
+        message = sender.confirm()
+        assert len(message) == 2 + 82 + len(name) + 16
+        receiver.receive(message)
+        assert receiver.done and receiver.contents.encoded == sender.contents
+    assert T.IDENTITY_MESSAGE_MIN == 101 and T.IDENTITY_MESSAGE_MAX == 228
+
+
+def test_transfer_every_altered_identity_byte_is_refused():
+    rng = random.Random(1732)
+    receiver0, sender = _random_transfer(rng)
+    message = sender.confirm()
+    for at in range(len(message)):
+        receiver = T.TransferReceiver(receiver0.ephemeral_secret, receiver0.transfer_id)
+        receiver.receive(sender.key_message)
+        receiver.confirm()
+        altered = bytearray(message)
+        altered[at] ^= 0x80
+        with pytest.raises(P.ProtocolError) as caught:
+            receiver.receive(bytes(altered))
+        assert _reason(caught.value) == ("malformed_message" if at < 2
+                                         else "authentication_failed")
+        assert receiver.contents is None
+    for cut in (0, 1, 2, 100, len(message) - 1):
+        receiver = T.TransferReceiver(receiver0.ephemeral_secret, receiver0.transfer_id)
+        receiver.receive(sender.key_message)
+        with pytest.raises(T.Malformed if cut < 101 else T.AuthenticationFailed):
+            receiver.receive(message[:cut])
+            receiver.confirm()
+
+
+def test_transfer_other_keys_do_not_open():
+    """A wrong device answering: another sender's key gives another SAS, and that sender's
+    identity message does not open under this receiver's key for the first sender."""
+    rng = random.Random(1733)
+    receiver, sender = _random_transfer(rng)
+    intruder = T.TransferSender(receiver.offer, rng.randbytes(32), rng.randbytes(32),
+                                rng.randbytes(32), b"Mallory")
+    receiver.receive(sender.key_message)
+    assert receiver.keys.sas_value == sender.keys.sas_value
+    assert intruder.keys.transcript_hash != sender.keys.transcript_hash
+    receiver.confirm()
+    with pytest.raises(T.AuthenticationFailed):
+        receiver.receive(intruder.confirm())
+
+
+def test_transfer_offers():
+    rng = random.Random(1734)
+    receiver, _ = _random_transfer(rng)
+    text = receiver.offer_text
+    assert len(text) == 75 and text.startswith("ITSMETR1:")
+    for bad in (text[:-1], text + "A", text.replace("ITSMETR1:", "ITSMETR2:"),
+                text.replace("ITSMETR1:", "itsmetr1:"), "ITSMETR1:" + P.b64url_encode(
+                    b"\x02" + receiver.offer[1:]), text + "=", "ITSMEXP1:" + text[9:]):
+        with pytest.raises(T.Malformed):
+            T.parse_offer(bad)
+    for bad in (receiver.offer[:-1], receiver.offer + b"\x00", b"\x02" + receiver.offer[1:]):
+        with pytest.raises(T.Malformed):
+            T.parse_offer(bad)
+    # A sender refuses a low-order R.
+    low_order = b"\x01" + receiver.transfer_id + bytes(32)
+    with pytest.raises(T.InvalidKey):
+        T.TransferSender(low_order, rng.randbytes(32), rng.randbytes(32), rng.randbytes(32),
+                         b"A")
+
+
+def test_transfer_sender_steps():
+    rng = random.Random(1735)
+    receiver, sender = _random_transfer(rng)
+    sender.confirm()
+    with pytest.raises(T.InvalidState):
+        sender.confirm()  # the key is used once
+    receiver, sender = _random_transfer(rng)
+    sender.cancel()
+    with pytest.raises(T.InvalidState):
+        sender.confirm()  # a cancel sends nothing
+
+
+def test_transfer_lasts_at_most_ten_minutes():
+    rng = random.Random(1736)
+    receiver, sender = _random_transfer(rng)
+    receiver.created_at = 1000
+    receiver.receive(sender.key_message, now=1000 + 600)
+    with pytest.raises(T.TransferExpired):
+        receiver.confirm(now=1000 + 601)
+    with pytest.raises(T.InvalidState):
+        receiver.confirm(now=1000 + 10)

@@ -13,6 +13,9 @@ Section 16 (the exchange at a distance) runs CPace (CPACE-RISTR255-SHA512) from
 :mod:`independent.cpace`, written from the CFRG draft, on the ristretto255 group of
 :mod:`independent.ristretto255`, written from RFC 9496.
 
+Section 17 (device transfer: the password export and the live transfer) is in
+:mod:`independent.transfer`, on top of this module.
+
 Only the Python standard library and the ``cryptography`` package (X25519, Ed25519,
 ChaCha20-Poly1305, AES-256-GCM) are used; HKDF and base 32 are written out from RFC 5869 and
 RFC 4648, ristretto255 from RFC 9496.
