@@ -146,7 +146,9 @@ itsme_result itsme_init(void);
 /* Copies the detail of the most recent failure, on the calling thread, of a
  * function that had no handle to record it on: the secret store
  * constructors, itsme_random_new_deterministic, the short-code functions,
- * the pure derivations, and any function given a NULL handle.
+ * the pure derivations, the export functions that take no handle
+ * (itsme_export_generate_password, _to_text, _from_text, _header),
+ * itsme_transfer_new_receiver, and any function given a NULL handle.
  * Per-thread; an empty string if there is none.  Like every *_last_error
  * function, it needs no itsme_init().
  * Errors: ITSME_E_INVALID_ARGUMENT (out_len NULL, or buf NULL with a
@@ -561,6 +563,15 @@ itsme_result itsme_store_use_window(itsme_store *store, int64_t id,
 /* Deletes a contact, with its photo and device secrets.
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND, ITSME_E_DATABASE. */
 itsme_result itsme_store_delete(itsme_store *store, int64_t id);
+
+/* Writes a consistent copy of the whole store, as one new file at `path`:
+ * a backup, or the file that moves to a new device with an identity export
+ * (docs/PROTOCOL.md section 17.4).  Safe while the store is in use; the
+ * copy holds what was committed when it started.  Records stay sealed; its
+ * device secrets open only on this device.  Never overwrites a file.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_ALREADY_EXISTS (path exists),
+ * ITSME_E_DATABASE (e.g. the directory is not writable). */
+itsme_result itsme_store_backup(itsme_store *store, const char *path);
 
 /* Releases a contact snapshot.  Accepts NULL. */
 void itsme_contact_free(itsme_contact *contact);
@@ -1533,11 +1544,12 @@ itsme_result itsme_pin_update_receive(itsme_pin_update *update,
 #define ITSME_EXPORT_PASSWORD_SIZE 16
 /* Shortest chosen password, in characters. */
 #define ITSME_EXPORT_CHOSEN_PASSWORD_MIN 8
-/* Largest export blob (a name of ITSME_NAME_MAX_BYTES); an export is
- * 148 bytes plus the name's length. */
-#define ITSME_EXPORT_MAX 276
-/* Buffer size for the largest export text, with the NUL. */
-#define ITSME_EXPORT_TEXT_SIZE 378
+/* A buffer size that holds any export blob.  An export is 144 bytes plus
+ * the name's length: 272 bytes at most (a name of ITSME_NAME_MAX_BYTES). */
+#define ITSME_EXPORT_MAX 272
+/* A buffer size that holds any export text with the NUL (the largest text
+ * is 372 characters). */
+#define ITSME_EXPORT_TEXT_SIZE 373
 
 /* A new generated export password, "ABCD-EFGH-JKMNP": 13 characters of
  * the invite alphabet (no 0, 1, I, L, O), 64.4 bits, drawn from `rng`
@@ -1553,7 +1565,7 @@ itsme_result itsme_export_generate_password(itsme_random *rng, char *out,
  * `password_kind`, drawing the salt and nonce from `rng` (NULL: the
  * operating system), and writes the blob.  The password and the buffer
  * size are checked before the PIN, so neither costs an attempt: the blob
- * is 148 bytes plus the name's length (ITSME_EXPORT_MAX always fits).
+ * is 144 bytes plus the name's length (ITSME_EXPORT_MAX always fits).
  * Takes about a second (Argon2id, 256 MiB).
  * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, an
  * unknown kind, a generated password that is not 13 characters of the
@@ -1574,10 +1586,13 @@ itsme_result itsme_export_to_text(const uint8_t *blob, size_t len, char *out,
                                   size_t cap, size_t *out_len);
 
 /* The blob from an export's text (white space around it ignored).
- * Errors: ITSME_E_INVALID_ARGUMENT (NULL; or an export of the source app's
- * formats, version 3 with an unsalted SHA-256 of a PIN or version 5 with
- * PBKDF2, which is never accepted: the last error says why),
- * ITSME_E_MALFORMED_MESSAGE (not an export's text, or damaged),
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL; another text version
+ * "ITSMEXPn:"; or text shaped like an export of the source app, which is
+ * never accepted: its version 3 used an unsalted SHA-256 of a PIN and its
+ * version 5 PBKDF2.  Recognised as base64 or base64url of at least 64
+ * bytes, or JSON naming version 3; the last error says why),
+ * ITSME_E_MALFORMED_MESSAGE (any other text that is not an export's, or
+ * damaged base64url),
  * ITSME_E_BUFFER_TOO_SMALL. */
 itsme_result itsme_export_from_text(const char *text, uint8_t *out,
                                     size_t cap, size_t *out_len);

@@ -19,4 +19,6 @@ struct itsme_exchange { unsigned char opaque_; };
 struct itsme_voice { unsigned char opaque_; };
 struct itsme_online_verify { unsigned char opaque_; };
 struct itsme_pin_update { unsigned char opaque_; };
+struct itsme_import { unsigned char opaque_; };
+struct itsme_transfer { unsigned char opaque_; };
 #endif

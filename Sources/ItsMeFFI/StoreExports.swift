@@ -179,6 +179,11 @@ public func ffiStoreDelete(_ store: UnsafeMutablePointer<itsme_store>?, _ id: In
     onContactStore(store) { s in try s.delete(id: id) }
 }
 
+@c(itsme_store_backup)
+public func ffiStoreBackup(_ store: UnsafeMutablePointer<itsme_store>?, _ path: UnsafePointer<CChar>?) -> itsme_result {
+    onContactStore(store) { s in try s.backup(to: try text(path, "path")) }
+}
+
 // MARK: - Contact snapshots
 
 @c(itsme_contact_free)

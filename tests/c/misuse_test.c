@@ -378,6 +378,19 @@ static void contact_store(void) {
     EXPECT("count NULL", itsme_store_count(store, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("store NULL", itsme_store_count(NULL, &count), ITSME_E_INVALID_ARGUMENT);
     EXPECT("last error NULL store", itsme_store_last_error(NULL, msg, sizeof msg, &len), ITSME_E_INVALID_ARGUMENT);
+    char backup_path[80];
+    snprintf(backup_path, sizeof backup_path, "%s/backup.db", dir);
+    EXPECT("backup NULL store", itsme_store_backup(NULL, backup_path), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("backup NULL path", itsme_store_backup(store, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("backup over a file", itsme_store_backup(store, other_path), ITSME_E_ALREADY_EXISTS);
+    EXPECT("backup", itsme_store_backup(store, backup_path), ITSME_OK);
+    EXPECT("backup never overwrites", itsme_store_backup(store, backup_path), ITSME_E_ALREADY_EXISTS);
+    itsme_store *copy = NULL;
+    uint64_t copied = 0, kept = 0;
+    EXPECT("backup opens for the same identity", itsme_store_open(me, backup_path, &copy), ITSME_OK);
+    EXPECT("backup holds the same contacts",
+           itsme_store_count(copy, &copied) == ITSME_OK && itsme_store_count(store, &kept) == ITSME_OK && copied == kept, 1);
+    itsme_store_close(copy);
     itsme_store_close(store);
     itsme_store_close(NULL);
 
@@ -847,6 +860,511 @@ static void exchanges(void) {
     if (system(cmd) != 0) failed++;
 }
 
+/* Unpadded base64url, for building offers by hand. */
+static void base64url(const uint8_t *in, size_t len, char *out) {
+    static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    size_t o = 0;
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16;
+        if (i + 1 < len) v |= (uint32_t)in[i + 1] << 8;
+        if (i + 2 < len) v |= in[i + 2];
+        out[o++] = alphabet[(v >> 18) & 63];
+        out[o++] = alphabet[(v >> 12) & 63];
+        if (i + 1 < len) out[o++] = alphabet[(v >> 6) & 63];
+        if (i + 2 < len) out[o++] = alphabet[v & 63];
+    }
+    out[o] = 0;
+}
+
+static uint32_t pin_failures(itsme_identity *id) {
+    uint32_t failures = 99;
+    uint64_t wait = 99;
+    if (itsme_pin_status(id, T0, &failures, &wait) != ITSME_OK) return 99;
+    return failures;
+}
+
+static uint32_t import_failures(itsme_secret_store *store, int64_t now) {
+    uint32_t failures = 99;
+    uint64_t wait = 99;
+    if (itsme_import_status(store, now, &failures, &wait) != ITSME_OK) return 99;
+    return failures;
+}
+
+/* Moves every queued message from the sender to the receiver. */
+static int transfer_pump(itsme_transfer *sender, itsme_transfer *receiver, int64_t now) {
+    uint8_t m[ITSME_TRANSFER_MESSAGE_MAX];
+    size_t len = 0;
+    int count = 0;
+    for (;;) {
+        if (itsme_transfer_next_outgoing(sender, m, sizeof m, &len) != ITSME_OK) return -1;
+        if (len == 0) return count;
+        if (itsme_transfer_receive(receiver, m, len, now) != ITSME_OK) return -1;
+        count++;
+    }
+}
+
+static itsme_transfer_state transfer_state(itsme_transfer *t) {
+    itsme_transfer_state s = 0;
+    if (itsme_transfer_status(t, &s) != ITSME_OK) return 0;
+    return s;
+}
+
+/* The password export, the import and install, and the live transfer.
+ * Argon2id at the export's cost runs three times: one export, one wrong
+ * password, one right one. */
+static void transfers(void) {
+    char dir[] = "/tmp/itsme-c-transfer-XXXXXX";
+    if (!mkdtemp(dir)) { failed++; return; }
+    char path[128], not_db[128];
+    snprintf(path, sizeof path, "%s/contacts.db", dir);
+    snprintf(not_db, sizeof not_db, "%s/not-a-db", dir);
+    FILE *f = fopen(not_db, "w");
+    if (f) { fputs("this is not a database, just some text that is long enough\n", f); fclose(f); }
+
+    uint8_t seed[32] = {9}, pw_seed[32] = {5};
+    itsme_random *rng = NULL, *rng_pw = NULL, *rng_pw2 = NULL;
+    itsme_secret_store *old_secrets = NULL, *new_secrets = NULL;
+    itsme_identity *old_id = NULL, *nina = NULL;
+    char msg[512], old_fp[ITSME_FINGERPRINT_SIZE], text_buf[ITSME_EXPORT_TEXT_SIZE + 16];
+    size_t len = 0;
+    itsme_random_new_deterministic(seed, 32, &rng);
+    itsme_random_new_deterministic(pw_seed, 32, &rng_pw);
+    itsme_random_new_deterministic(pw_seed, 32, &rng_pw2);
+    itsme_secret_store_new_memory(&old_secrets);
+    itsme_secret_store_new_memory(&new_secrets);
+    EXPECT("old identity", itsme_identity_create_with_random(old_secrets, "Olivia", rng, &old_id), ITSME_OK);
+    EXPECT("old fingerprint", itsme_identity_fingerprint(old_id, old_fp, sizeof old_fp, &len), ITSME_OK);
+    EXPECT("another identity on the new device", itsme_identity_create(new_secrets, "Nina", &nina), ITSME_OK);
+    EXPECT("its PIN", itsme_pin_set(nina, "222222"), ITSME_OK);
+    char nina_fp[ITSME_FINGERPRINT_SIZE];
+    EXPECT("nina fingerprint", itsme_identity_fingerprint(nina, nina_fp, sizeof nina_fp, &len), ITSME_OK);
+
+    /* The old device's contact store: two contacts, one with a device secret. */
+    itsme_store *store = NULL;
+    EXPECT("old store", itsme_store_open(old_id, path, &store), ITSME_OK);
+    uint8_t key1[32], key2[32], cseed[32];
+    memset(key1, 0x42, sizeof key1);
+    memset(key2, 0x43, sizeof key2);
+    memset(cseed, 7, sizeof cseed);
+    int64_t c1 = 0, c2 = 0;
+    EXPECT("contact 1", itsme_store_add(store, "Ann", key1, 32, cseed, 32, ITSME_EXCHANGE_QR, T0, &c1), ITSME_OK);
+    EXPECT("contact 2", itsme_store_add(store, "Ben", key2, 32, cseed, 32, ITSME_EXCHANGE_QR, T0, &c2), ITSME_OK);
+    char dcode[ITSME_DEGRADATION_CODE_SIZE];
+    EXPECT("a device secret", itsme_store_degradation_code(store, c1, NULL, dcode, sizeof dcode, &len), ITSME_OK);
+    itsme_store_close(store);
+    store = NULL;
+
+    /* Generated passwords: nothing is drawn unless the password fits. */
+    char password[ITSME_EXPORT_PASSWORD_SIZE], again[ITSME_EXPORT_PASSWORD_SIZE];
+    EXPECT("password NULL out_len", itsme_export_generate_password(rng_pw, password, sizeof password, NULL), ITSME_E_INVALID_ARGUMENT);
+    len = 777;
+    EXPECT("password NULL out, cap", itsme_export_generate_password(rng_pw, NULL, 16, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("out_len untouched", len, 777);
+    memset(password, 'Z', sizeof password);
+    EXPECT("password short buffer", itsme_export_generate_password(rng_pw, password, 15, &len), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("password size needed", len, ITSME_EXPORT_PASSWORD_SIZE);
+    EXPECT("password untouched", password[0] == 'Z' && password[14] == 'Z', 1);
+    EXPECT("password size query", itsme_export_generate_password(rng_pw, NULL, 0, &len), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("password", itsme_export_generate_password(rng_pw, password, sizeof password, &len), ITSME_OK);
+    EXPECT("password length", len, ITSME_EXPORT_PASSWORD_SIZE);
+    EXPECT("password shape", strlen(password) == 15 && password[4] == '-' && password[9] == '-', 1);
+    EXPECT("same seed", itsme_export_generate_password(rng_pw2, again, sizeof again, &len), ITSME_OK);
+    EXPECT("failed calls drew nothing", strcmp(password, again), 0);
+    EXPECT("next password", itsme_export_generate_password(rng_pw2, again, sizeof again, &len), ITSME_OK);
+    EXPECT("passwords differ", strcmp(password, again) != 0, 1);
+    EXPECT("system random password", itsme_export_generate_password(NULL, again, sizeof again, &len), ITSME_OK);
+
+    /* Export: argument, password and buffer checks cost no PIN attempt. */
+    uint8_t blob[ITSME_EXPORT_MAX];
+    size_t blob_len = 0;
+    const uint32_t GEN = ITSME_EXPORT_PASSWORD_GENERATED, CHO = ITSME_EXPORT_PASSWORD_CHOSEN;
+    EXPECT("export without a PIN", itsme_identity_export(old_id, "123456", T0, password, GEN, NULL, blob, sizeof blob, &len), ITSME_E_NOT_FOUND);
+    EXPECT("set PIN", itsme_pin_set(old_id, "123456"), ITSME_OK);
+    EXPECT("export NULL identity", itsme_identity_export(NULL, "123456", T0, password, GEN, NULL, blob, sizeof blob, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("export NULL pin", itsme_identity_export(old_id, NULL, T0, password, GEN, NULL, blob, sizeof blob, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("export NULL password", itsme_identity_export(old_id, "123456", T0, NULL, GEN, NULL, blob, sizeof blob, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("export kind 0", itsme_identity_export(old_id, "123456", T0, password, 0, NULL, blob, sizeof blob, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("export kind 3", itsme_identity_export(old_id, "123456", T0, password, 3, NULL, blob, sizeof blob, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("export kind 257", itsme_identity_export(old_id, "123456", T0, password, 257, NULL, blob, sizeof blob, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("export NULL out_len", itsme_identity_export(old_id, "123456", T0, password, GEN, NULL, blob, sizeof blob, NULL), ITSME_E_INVALID_ARGUMENT);
+    len = 777;
+    EXPECT("export NULL out, cap", itsme_identity_export(old_id, "123456", T0, password, GEN, NULL, NULL, 10, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("out_len untouched", len, 777);
+    EXPECT("export password outside the alphabet", itsme_identity_export(old_id, "123456", T0, "ABCD-EFGH-JKMN0", GEN, NULL, blob, sizeof blob, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("export short generated", itsme_identity_export(old_id, "123456", T0, "ABCD-EFGH", GEN, NULL, blob, sizeof blob, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("export short chosen", itsme_identity_export(old_id, "123456", T0, "seven77", CHO, NULL, blob, sizeof blob, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("export bad UTF-8 password", itsme_identity_export(old_id, "123456", T0, "\xff\xfe\xff\xfe\xff\xfe\xff\xfe", CHO, NULL, blob, sizeof blob, &len), ITSME_E_INVALID_ARGUMENT);
+    memset(blob, 0xAA, sizeof blob);
+    EXPECT("export short buffer", itsme_identity_export(old_id, "123456", T0, password, GEN, NULL, blob, 100, &len), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("export size needed", len, 144 + strlen("Olivia"));
+    EXPECT("blob untouched", blob[0] == 0xAA && blob[99] == 0xAA, 1);
+    EXPECT("export size query", itsme_identity_export(old_id, "123456", T0, password, GEN, NULL, NULL, 0, &len), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("export size", len, 150);
+    EXPECT("export malformed PIN", itsme_identity_export(old_id, "12345", T0, password, GEN, NULL, blob, sizeof blob, &len), ITSME_E_INVALID_PIN);
+    EXPECT("export negative time", itsme_identity_export(old_id, "123456", -1, password, GEN, NULL, blob, sizeof blob, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("no attempt spent so far", pin_failures(old_id), 0);
+    EXPECT("export wrong PIN", itsme_identity_export(old_id, "000000", T0, password, GEN, NULL, blob, sizeof blob, &len), ITSME_E_WRONG_PIN);
+    EXPECT("a wrong PIN is counted", pin_failures(old_id), 1);
+    EXPECT("identity last error", itsme_identity_last_error(old_id, msg, sizeof msg, &len), ITSME_OK);
+    EXPECT("no secret in the message", strstr(msg, "000000") == NULL && strstr(msg, password) == NULL, 1);
+    EXPECT("export", itsme_identity_export(old_id, "123456", T0, password, GEN, NULL, blob, sizeof blob, &blob_len), ITSME_OK);
+    EXPECT("export length", blob_len, 150);
+    EXPECT("export magic", memcmp(blob, "ITSMEXP", 7), 0);
+    EXPECT("the right PIN clears the count", pin_failures(old_id), 0);
+
+    /* The header, read without any key derivation. */
+    uint32_t passes = 99, memory = 99, kind = 99;
+    EXPECT("header NULL blob", itsme_export_header(NULL, blob_len, &passes, &memory, &kind), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("header NULL out", itsme_export_header(blob, blob_len, NULL, &memory, &kind), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("header NULL kind", itsme_export_header(blob, blob_len, &passes, &memory, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("header empty", itsme_export_header(blob, 0, &passes, &memory, &kind), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("header truncated", itsme_export_header(blob, 20, &passes, &memory, &kind), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("outputs untouched", passes == 99 && memory == 99 && kind == 99, 1);
+    EXPECT("header", itsme_export_header(blob, blob_len, &passes, &memory, &kind), ITSME_OK);
+    EXPECT("passes", passes, 3);
+    EXPECT("memory", memory, 256 * 1024);
+    EXPECT("kind", kind, ITSME_EXPORT_PASSWORD_GENERATED);
+    struct { size_t at; uint8_t value; itsme_result expected; const char *what; } alterations[] = {
+        {0, 'X', ITSME_E_MALFORMED_MESSAGE, "header: not an export"},
+        {7, 2, ITSME_E_INVALID_ARGUMENT, "header: unknown version"},
+        {8, 2, ITSME_E_INVALID_ARGUMENT, "header: unknown key derivation"},
+        {12, 2, ITSME_E_INVALID_ARGUMENT, "header: 2 passes"},
+        {14, 1, ITSME_E_INVALID_ARGUMENT, "header: 64 MiB"},
+        {17, 3, ITSME_E_INVALID_ARGUMENT, "header: unknown password kind"},
+    };
+    uint8_t altered[ITSME_EXPORT_MAX];
+    for (size_t i = 0; i < sizeof alterations / sizeof alterations[0]; i++) {
+        memcpy(altered, blob, blob_len);
+        altered[alterations[i].at] = alterations[i].value;
+        EXPECT(alterations[i].what, itsme_export_header(altered, blob_len, &passes, &memory, &kind), alterations[i].expected);
+        EXPECT("to text checks the header", itsme_export_to_text(altered, blob_len, text_buf, sizeof text_buf, &len), alterations[i].expected);
+    }
+
+    /* Text form. */
+    const size_t text_size = 9 + (blob_len * 4 + 2) / 3 + 1;
+    EXPECT("to text NULL blob", itsme_export_to_text(NULL, blob_len, text_buf, sizeof text_buf, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("to text NULL out_len", itsme_export_to_text(blob, blob_len, text_buf, sizeof text_buf, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("to text truncated", itsme_export_to_text(blob, 30, text_buf, sizeof text_buf, &len), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("to text short buffer", itsme_export_to_text(blob, blob_len, text_buf, 100, &len), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("to text size needed", len, text_size);
+    EXPECT("to text", itsme_export_to_text(blob, blob_len, text_buf, sizeof text_buf, &len), ITSME_OK);
+    EXPECT("text length", len, text_size);
+    EXPECT("text prefix", strncmp(text_buf, "ITSMEXP1:", 9), 0);
+    uint8_t back[ITSME_EXPORT_MAX];
+    size_t back_len = 0;
+    EXPECT("from text NULL", itsme_export_from_text(NULL, back, sizeof back, &back_len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("from text bad UTF-8", itsme_export_from_text("\xff\xfe", back, sizeof back, &back_len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("from text NULL out_len", itsme_export_from_text(text_buf, back, sizeof back, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("from text not an export", itsme_export_from_text("hello there", back, sizeof back, &back_len), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("from text damaged", itsme_export_from_text("ITSMEXP1:!!!!", back, sizeof back, &back_len), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("from text other text version", itsme_export_from_text("ITSMEXP2:AAAA", back, sizeof back, &back_len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("from text source v3 JSON", itsme_export_from_text("{\"version\": 3, \"data\": \"q83vEjRWeJA\"}", back, sizeof back, &back_len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("thread last error", itsme_last_error(msg, sizeof msg, &len), ITSME_OK);
+    EXPECT("says it is never accepted", strstr(msg, "never accepted") != NULL, 1);
+    EXPECT("from text source base64 (a sealed box of 72 bytes)",
+           itsme_export_from_text("q83vEjRWeJCrze8SNFZ4kAABAgMEBQYHCAkKC6vN7xI0VniQq83vEjRWeJAAAQIDBAUGBwgJCgur"
+                                  "ze8SNFZ4kKvN7xI0VniQ",
+                                  back, sizeof back, &back_len),
+           ITSME_E_INVALID_ARGUMENT);
+    EXPECT("from text base64 too short to be a sealed box", itsme_export_from_text("q83vEjRWeJCrze8SNFZ4kA==", back, sizeof back, &back_len), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("from text short buffer", itsme_export_from_text(text_buf, back, 10, &back_len), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("from text size needed", back_len, blob_len);
+    char spaced[sizeof text_buf + 8];
+    snprintf(spaced, sizeof spaced, " \n%s\r\n ", text_buf);
+    back_len = 0;
+    EXPECT("from text", itsme_export_from_text(spaced, back, sizeof back, &back_len), ITSME_OK);
+    EXPECT("round trip", back_len == blob_len && memcmp(back, blob, blob_len) == 0, 1);
+
+    /* Import: refused headers and malformed passwords cost nothing. */
+    itsme_import *imp = NULL;
+    memcpy(altered, blob, blob_len);
+    altered[7] = 2;
+    EXPECT("open NULL store", itsme_import_open(NULL, blob, blob_len, password, T0, &imp), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("open NULL blob", itsme_import_open(new_secrets, NULL, blob_len, password, T0, &imp), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("open NULL password", itsme_import_open(new_secrets, blob, blob_len, NULL, T0, &imp), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("open NULL out", itsme_import_open(new_secrets, blob, blob_len, password, T0, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("open truncated", itsme_import_open(new_secrets, blob, 40, password, T0, &imp), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("open unknown version", itsme_import_open(new_secrets, altered, blob_len, password, T0, &imp), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("open password not of the kind", itsme_import_open(new_secrets, blob, blob_len, "correct horse battery", T0, &imp), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("open negative time", itsme_import_open(new_secrets, blob, blob_len, password, -1, &imp), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("no handle on failure", imp == NULL, 1);
+    uint32_t failures = 99;
+    uint64_t wait = 99;
+    EXPECT("status NULL store", itsme_import_status(NULL, T0, &failures, &wait), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("status NULL failures", itsme_import_status(new_secrets, T0, NULL, &wait), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("status NULL wait", itsme_import_status(new_secrets, T0, &failures, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("status negative time", itsme_import_status(new_secrets, -1, &failures, &wait), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("status untouched", failures == 99 && wait == 99, 1);
+    EXPECT("nothing counted yet", import_failures(new_secrets, T0), 0);
+    char wrong_password[ITSME_EXPORT_PASSWORD_SIZE];
+    memcpy(wrong_password, password, sizeof wrong_password);
+    wrong_password[0] = wrong_password[0] == 'A' ? 'B' : 'A';
+    EXPECT("open wrong password", itsme_import_open(new_secrets, blob, blob_len, wrong_password, T0, &imp), ITSME_E_AUTHENTICATION_FAILED);
+    EXPECT("no handle on failure", imp == NULL, 1);
+    EXPECT("status", itsme_import_status(new_secrets, T0, &failures, &wait), ITSME_OK);
+    EXPECT("counted", failures, 1);
+    EXPECT("no wait yet", wait, 0);
+    EXPECT("store last error", itsme_secret_store_last_error(new_secrets, msg, sizeof msg, &len), ITSME_OK);
+    EXPECT("says wrong password", strstr(msg, "wrong export password") != NULL, 1);
+    EXPECT("no password in the message", strstr(msg, password) == NULL && strstr(msg, wrong_password) == NULL, 1);
+    /* Typed back in lowercase without dashes. */
+    char typed[ITSME_EXPORT_PASSWORD_SIZE];
+    size_t t = 0;
+    for (size_t i = 0; password[i]; i++)
+        if (password[i] != '-') typed[t++] = (char)(password[i] >= 'A' && password[i] <= 'Z' ? password[i] + 32 : password[i]);
+    typed[t] = 0;
+    EXPECT("open", itsme_import_open(new_secrets, blob, blob_len, typed, T0 + 1, &imp), ITSME_OK);
+    EXPECT("the right password clears the count", import_failures(new_secrets, T0 + 1), 0);
+
+    char fp[ITSME_FINGERPRINT_SIZE], name[64];
+    EXPECT("import fp NULL", itsme_import_fingerprint(NULL, fp, sizeof fp, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("import fp short", itsme_import_fingerprint(imp, fp, 16, &len), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("import fp size", len, ITSME_FINGERPRINT_SIZE);
+    EXPECT("import fp", itsme_import_fingerprint(imp, fp, sizeof fp, &len), ITSME_OK);
+    EXPECT("same identity", strcmp(fp, old_fp), 0);
+    EXPECT("import name NULL out_len", itsme_import_name(imp, name, sizeof name, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("import name short", itsme_import_name(imp, name, 6, &len), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("import name size", len, 7);
+    EXPECT("import name", itsme_import_name(imp, name, sizeof name, &len), ITSME_OK);
+    EXPECT("name", strcmp(name, "Olivia"), 0);
+
+    /* Check: another identity is in the new secret store. */
+    itsme_import_report report;
+    memset(&report, 0x55, sizeof report);
+    EXPECT("check NULL import", itsme_import_check(NULL, new_secrets, path, &report), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("check NULL store", itsme_import_check(imp, NULL, path, &report), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("check NULL report", itsme_import_check(imp, new_secrets, path, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("check empty path", itsme_import_check(imp, new_secrets, "", &report), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("check bad UTF-8 path", itsme_import_check(imp, new_secrets, "\xff", &report), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("check not a contact store", itsme_import_check(imp, new_secrets, not_db, &report), ITSME_E_DATABASE);
+    EXPECT("import last error", itsme_import_last_error(imp, msg, sizeof msg, &len), ITSME_OK);
+    EXPECT("import last error says something", strlen(msg) > 0, 1);
+    EXPECT("import last error NULL", itsme_import_last_error(NULL, msg, sizeof msg, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("report untouched", report.wrong_identity == 0x55555555 && report.contacts_readable == 0x5555555555555555ULL, 1);
+    EXPECT("check", itsme_import_check(imp, new_secrets, path, &report), ITSME_OK);
+    EXPECT("wrong identity", report.wrong_identity, 1);
+    EXPECT("the other is Nina", strcmp(report.other_fingerprint, nina_fp), 0);
+    EXPECT("store exists", report.store_exists, 1);
+    EXPECT("readable", report.contacts_readable, 2);
+    EXPECT("unreadable", report.contacts_unreadable, 0);
+    EXPECT("device secrets", report.device_secrets, 1);
+    EXPECT("check without a store", itsme_import_check(imp, new_secrets, NULL, &report), ITSME_OK);
+    EXPECT("no store", report.store_exists == 0 && report.contacts_readable == 0 && report.device_secrets == 0, 1);
+    snprintf(name, sizeof name, "%s/missing.db", dir);
+    EXPECT("check a missing file", itsme_import_check(imp, new_secrets, name, &report), ITSME_OK);
+    EXPECT("missing file", report.store_exists, 0);
+
+    /* Install: refused without ITSME_IMPORT_REPLACE, changing nothing. */
+    itsme_identity *installed = NULL;
+    EXPECT("install NULL import", itsme_import_install(NULL, new_secrets, path, 0, &installed), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("install NULL store", itsme_import_install(imp, NULL, path, 0, &installed), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("install unknown flag", itsme_import_install(imp, new_secrets, path, 2, &installed), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("install empty path", itsme_import_install(imp, new_secrets, "", ITSME_IMPORT_REPLACE, &installed), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("install over another identity", itsme_import_install(imp, new_secrets, path, 0, &installed), ITSME_E_WRONG_IDENTITY);
+    EXPECT("no identity on failure", installed == NULL, 1);
+    EXPECT("why", itsme_import_last_error(imp, msg, sizeof msg, &len) == ITSME_OK && strstr(msg, "nothing was changed") != NULL, 1);
+    itsme_identity *loaded = NULL;
+    EXPECT("Nina still there", itsme_identity_load(new_secrets, &loaded), ITSME_OK);
+    EXPECT("Nina's fingerprint", itsme_identity_fingerprint(loaded, fp, sizeof fp, &len) == ITSME_OK && strcmp(fp, nina_fp) == 0, 1);
+    itsme_identity_free(loaded);
+    loaded = NULL;
+    EXPECT("store unchanged", itsme_import_check(imp, new_secrets, path, &report) == ITSME_OK && report.device_secrets == 1, 1);
+    EXPECT("install replacing", itsme_import_install(imp, new_secrets, path, ITSME_IMPORT_REPLACE, &installed), ITSME_OK);
+    EXPECT("installed fingerprint", itsme_identity_fingerprint(installed, fp, sizeof fp, &len) == ITSME_OK && strcmp(fp, old_fp) == 0, 1);
+    EXPECT("installed name", itsme_identity_name(installed, name, sizeof name, &len) == ITSME_OK && strcmp(name, "Olivia") == 0, 1);
+    EXPECT("the device's PIN stays", itsme_pin_verify(installed, "222222", T0), ITSME_OK);
+    EXPECT("check after install", itsme_import_check(imp, new_secrets, path, &report), ITSME_OK);
+    EXPECT("no longer wrong", report.wrong_identity, 0);
+    EXPECT("no other identity", report.other_fingerprint[0], 0);
+    EXPECT("device secrets forgotten", report.device_secrets, 0);
+    EXPECT("contacts kept", report.contacts_readable, 2);
+    EXPECT("install again, no identity wanted", itsme_import_install(imp, new_secrets, path, 0, NULL), ITSME_OK);
+    EXPECT("load", itsme_identity_load(new_secrets, &loaded), ITSME_OK);
+    EXPECT("the stored identity is the import", itsme_identity_fingerprint(loaded, fp, sizeof fp, &len) == ITSME_OK && strcmp(fp, old_fp) == 0, 1);
+    EXPECT("the store opens", itsme_store_open(loaded, path, &store), ITSME_OK);
+    uint64_t count = 0;
+    EXPECT("contacts", itsme_store_count(store, &count) == ITSME_OK && count == 2, 1);
+    itsme_store_close(store);
+    itsme_identity_free(loaded);
+    itsme_identity_free(installed);
+    itsme_import_free(imp);
+    itsme_import_free(NULL);
+
+    /* Live transfer: the receiver's side before the sender answers. */
+    itsme_transfer *rx = NULL, *tx = NULL;
+    EXPECT("receiver NULL out", itsme_transfer_new_receiver(NULL, T0, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("receiver negative time", itsme_transfer_new_receiver(NULL, -1, &rx), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("receiver", itsme_transfer_new_receiver(rng, T0, &rx), ITSME_OK);
+    EXPECT("awaiting peer", transfer_state(rx), ITSME_TRANSFER_AWAITING_PEER);
+    itsme_transfer_state ts = 0;
+    EXPECT("status NULL transfer", itsme_transfer_status(NULL, &ts), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("status NULL out", itsme_transfer_status(rx, NULL), ITSME_E_INVALID_ARGUMENT);
+    char offer[ITSME_TRANSFER_OFFER_SIZE], offer2[ITSME_TRANSFER_OFFER_SIZE + 8];
+    EXPECT("offer short", itsme_transfer_offer(rx, offer, 75, &len), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("offer size", len, ITSME_TRANSFER_OFFER_SIZE);
+    EXPECT("offer", itsme_transfer_offer(rx, offer, sizeof offer, &len), ITSME_OK);
+    EXPECT("offer prefix", strncmp(offer, "ITSMETR1:", 9), 0);
+    char room[ITSME_ROOM_NAME_SIZE], room2[ITSME_ROOM_NAME_SIZE];
+    EXPECT("room short", itsme_transfer_room(rx, room, 32, &len), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("room", itsme_transfer_room(rx, room, sizeof room, &len), ITSME_OK);
+    EXPECT("room length", len, ITSME_ROOM_NAME_SIZE);
+    char sas_rx[ITSME_SHORT_CODE_SIZE], sas_tx[ITSME_SHORT_CODE_SIZE];
+    EXPECT("sas before the key", itsme_transfer_sas(rx, sas_rx, sizeof sas_rx, &len), ITSME_E_INVALID_STATE);
+    EXPECT("confirm before the key", itsme_transfer_confirm(rx, T0), ITSME_E_INVALID_STATE);
+    itsme_import *taken = NULL;
+    EXPECT("take before done", itsme_transfer_take_import(rx, &taken), ITSME_E_INVALID_STATE);
+    uint8_t m[ITSME_TRANSFER_MESSAGE_MAX];
+    EXPECT("receiver sends nothing", itsme_transfer_next_outgoing(rx, m, sizeof m, &len) == ITSME_OK && len == 0, 1);
+    EXPECT("receive NULL", itsme_transfer_receive(rx, NULL, 34, T0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("still awaiting", transfer_state(rx), ITSME_TRANSFER_AWAITING_PEER);
+
+    /* The sender: a malformed offer is refused before the PIN. */
+    EXPECT("sender NULL identity", itsme_transfer_new_sender(NULL, "123456", offer, NULL, T0, &tx), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("sender NULL pin", itsme_transfer_new_sender(old_id, NULL, offer, NULL, T0, &tx), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("sender NULL offer", itsme_transfer_new_sender(old_id, "123456", NULL, NULL, T0, &tx), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("sender NULL out", itsme_transfer_new_sender(old_id, "123456", offer, NULL, T0, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("sender not an offer", itsme_transfer_new_sender(old_id, "000000", "hello", NULL, T0, &tx), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("sender short offer", itsme_transfer_new_sender(old_id, "000000", "ITSMETR1:AAAA", NULL, T0, &tx), ITSME_E_MALFORMED_MESSAGE);
+    uint8_t raw_offer[49] = {2};
+    char crafted[ITSME_TRANSFER_OFFER_SIZE];
+    memcpy(crafted, "ITSMETR1:", 9);
+    base64url(raw_offer, sizeof raw_offer, crafted + 9);
+    EXPECT("sender offer of version 2", itsme_transfer_new_sender(old_id, "000000", crafted, NULL, T0, &tx), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("the PIN was not tried", pin_failures(old_id), 0);
+    EXPECT("sender malformed PIN", itsme_transfer_new_sender(old_id, "12", offer, NULL, T0, &tx), ITSME_E_INVALID_PIN);
+    EXPECT("sender wrong PIN", itsme_transfer_new_sender(old_id, "000000", offer, NULL, T0, &tx), ITSME_E_WRONG_PIN);
+    EXPECT("counted", pin_failures(old_id), 1);
+    raw_offer[0] = 1; /* version 1, a zero (low-order) key */
+    base64url(raw_offer, sizeof raw_offer, crafted + 9);
+    EXPECT("sender low-order key", itsme_transfer_new_sender(old_id, "123456", crafted, NULL, T0, &tx), ITSME_E_INVALID_KEY);
+    EXPECT("no handle on failure", tx == NULL, 1);
+    EXPECT("sender last error on the identity", itsme_identity_last_error(old_id, msg, sizeof msg, &len) == ITSME_OK && strstr(msg, "low-order") != NULL, 1);
+    snprintf(offer2, sizeof offer2, "  %s\n", offer);
+    EXPECT("sender", itsme_transfer_new_sender(old_id, "123456", offer2, rng, T0, &tx), ITSME_OK);
+    EXPECT("sender compares at once", transfer_state(tx), ITSME_TRANSFER_COMPARE_SAS);
+    EXPECT("sender's offer", itsme_transfer_offer(tx, offer2, sizeof offer2, &len), ITSME_OK);
+    EXPECT("the offer it read", strcmp(offer2, offer), 0);
+    EXPECT("sender room", itsme_transfer_room(tx, room2, sizeof room2, &len), ITSME_OK);
+    EXPECT("same room", strcmp(room, room2), 0);
+    EXPECT("sender sas", itsme_transfer_sas(tx, sas_tx, sizeof sas_tx, &len), ITSME_OK);
+    EXPECT("sender receives nothing", itsme_transfer_receive(tx, (const uint8_t *)"\x01\x01", 2, T0), ITSME_E_INVALID_STATE);
+    EXPECT("sender still comparing", transfer_state(tx), ITSME_TRANSFER_COMPARE_SAS);
+    EXPECT("sender takes nothing", itsme_transfer_take_import(tx, &taken), ITSME_E_INVALID_STATE);
+    len = 777;
+    EXPECT("next NULL out, cap", itsme_transfer_next_outgoing(tx, NULL, 10, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("out_len untouched", len, 777);
+    EXPECT("next NULL out_len", itsme_transfer_next_outgoing(tx, m, sizeof m, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("next short", itsme_transfer_next_outgoing(tx, m, 10, &len), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("key message size", len, 34);
+    EXPECT("key message", itsme_transfer_next_outgoing(tx, m, sizeof m, &len), ITSME_OK);
+    EXPECT("key message kept until written", len, 34);
+    size_t none = 5;
+    EXPECT("then nothing", itsme_transfer_next_outgoing(tx, m + 64, sizeof m - 64, &none) == ITSME_OK && none == 0, 1);
+    EXPECT("receive key", itsme_transfer_receive(rx, m, len, T0 + 1), ITSME_OK);
+    EXPECT("receiver compares", transfer_state(rx), ITSME_TRANSFER_COMPARE_SAS);
+    EXPECT("receiver sas short", itsme_transfer_sas(rx, sas_rx, 3, &len), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("receiver sas size", len, strlen(sas_tx) + 1);
+    EXPECT("receiver sas", itsme_transfer_sas(rx, sas_rx, sizeof sas_rx, &len), ITSME_OK);
+    EXPECT("same sas", strcmp(sas_rx, sas_tx), 0);
+    EXPECT("nothing sent before the sender confirms", itsme_transfer_next_outgoing(tx, m, sizeof m, &len) == ITSME_OK && len == 0, 1);
+    EXPECT("sender confirms", itsme_transfer_confirm(tx, T0 + 2), ITSME_OK);
+    EXPECT("sender done", transfer_state(tx), ITSME_TRANSFER_DONE);
+    EXPECT("confirm twice", itsme_transfer_confirm(tx, T0 + 2), ITSME_E_INVALID_STATE);
+    EXPECT("reject after done", itsme_transfer_reject(tx), ITSME_E_INVALID_STATE);
+    /* The identity arrives before the receiver's person confirms: held. */
+    EXPECT("identity early", transfer_pump(tx, rx, T0 + 3), 1);
+    EXPECT("still comparing", transfer_state(rx), ITSME_TRANSFER_COMPARE_SAS);
+    EXPECT("take before confirming", itsme_transfer_take_import(rx, &taken), ITSME_E_INVALID_STATE);
+    EXPECT("receiver confirms", itsme_transfer_confirm(rx, T0 + 4), ITSME_OK);
+    EXPECT("receiver done", transfer_state(rx), ITSME_TRANSFER_DONE);
+    EXPECT("receiver confirms twice", itsme_transfer_confirm(rx, T0 + 4), ITSME_E_INVALID_STATE);
+    EXPECT("receive after done", itsme_transfer_receive(rx, m, 34, T0 + 4), ITSME_E_INVALID_STATE);
+    EXPECT("take NULL out", itsme_transfer_take_import(rx, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("take NULL transfer", itsme_transfer_take_import(NULL, &taken), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("take", itsme_transfer_take_import(rx, &taken), ITSME_OK);
+    itsme_import *twice = NULL;
+    EXPECT("take twice", itsme_transfer_take_import(rx, &twice), ITSME_E_INVALID_STATE);
+    EXPECT("transfer last error", itsme_transfer_last_error(rx, msg, sizeof msg, &len), ITSME_OK);
+    EXPECT("says why", strstr(msg, "no received identity") != NULL, 1);
+    EXPECT("transfer last error NULL", itsme_transfer_last_error(NULL, msg, sizeof msg, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("taken fingerprint", itsme_import_fingerprint(taken, fp, sizeof fp, &len) == ITSME_OK && strcmp(fp, old_fp) == 0, 1);
+    itsme_secret_store *third = NULL;
+    itsme_secret_store_new_memory(&third);
+    EXPECT("check on a fresh device", itsme_import_check(taken, third, NULL, &report), ITSME_OK);
+    EXPECT("nothing in the way", report.wrong_identity == 0 && report.other_fingerprint[0] == 0 && report.store_exists == 0, 1);
+    EXPECT("install", itsme_import_install(taken, third, NULL, 0, &installed), ITSME_OK);
+    EXPECT("installed", itsme_identity_fingerprint(installed, fp, sizeof fp, &len) == ITSME_OK && strcmp(fp, old_fp) == 0, 1);
+    itsme_identity_free(installed);
+    itsme_import_free(taken);
+    itsme_secret_store_free(third);
+    itsme_transfer_free(rx);
+    itsme_transfer_free(tx);
+    itsme_transfer_free(NULL);
+
+    /* Failures end a transfer: a tampered identity message, a malformed
+     * message, a low-order key, the 10 minutes; and a rejection. */
+    rx = tx = NULL;
+    EXPECT("receiver 2", itsme_transfer_new_receiver(NULL, T0, &rx), ITSME_OK);
+    EXPECT("offer 2", itsme_transfer_offer(rx, offer, sizeof offer, &len), ITSME_OK);
+    EXPECT("sender 2", itsme_transfer_new_sender(old_id, "123456", offer, NULL, T0, &tx), ITSME_OK);
+    EXPECT("key 2", transfer_pump(tx, rx, T0), 1);
+    EXPECT("receiver 2 confirms first", itsme_transfer_confirm(rx, T0), ITSME_OK);
+    EXPECT("awaiting identity", transfer_state(rx), ITSME_TRANSFER_AWAITING_IDENTITY);
+    EXPECT("sender 2 confirms", itsme_transfer_confirm(tx, T0), ITSME_OK);
+    EXPECT("identity message", itsme_transfer_next_outgoing(tx, m, sizeof m, &len), ITSME_OK);
+    EXPECT("identity message size", len, 2 + 82 + strlen("Olivia") + 16);
+    m[len - 1] ^= 1;
+    EXPECT("tampered identity", itsme_transfer_receive(rx, m, len, T0 + 1), ITSME_E_AUTHENTICATION_FAILED);
+    EXPECT("failed", transfer_state(rx), ITSME_TRANSFER_FAILED);
+    EXPECT("sas after failure", itsme_transfer_sas(rx, sas_rx, sizeof sas_rx, &len), ITSME_E_INVALID_STATE);
+    m[len - 1] ^= 1;
+    EXPECT("failure is final", itsme_transfer_receive(rx, m, len, T0 + 1), ITSME_E_INVALID_STATE);
+    EXPECT("reject after failure", itsme_transfer_reject(rx), ITSME_E_INVALID_STATE);
+    itsme_transfer_free(rx);
+    itsme_transfer_free(tx);
+
+    rx = NULL;
+    EXPECT("receiver 3", itsme_transfer_new_receiver(NULL, T0, &rx), ITSME_OK);
+    EXPECT("malformed message", itsme_transfer_receive(rx, (const uint8_t *)"\x01\x07xyz", 5, T0), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("failed", transfer_state(rx), ITSME_TRANSFER_FAILED);
+    itsme_transfer_free(rx);
+    rx = NULL;
+    EXPECT("receiver 4", itsme_transfer_new_receiver(NULL, T0, &rx), ITSME_OK);
+    uint8_t low[34] = {1, 1};
+    EXPECT("low-order key", itsme_transfer_receive(rx, low, sizeof low, T0), ITSME_E_INVALID_KEY);
+    itsme_transfer_free(rx);
+    rx = NULL;
+    EXPECT("receiver 5", itsme_transfer_new_receiver(NULL, T0, &rx), ITSME_OK);
+    EXPECT("empty message", itsme_transfer_receive(rx, low, 0, T0), ITSME_E_MALFORMED_MESSAGE);
+    itsme_transfer_free(rx);
+    rx = NULL;
+    EXPECT("receiver 6", itsme_transfer_new_receiver(NULL, T0, &rx), ITSME_OK);
+    low[2] = 9; /* not a low-order point: a valid-looking key, too late */
+    EXPECT("after 10 minutes", itsme_transfer_receive(rx, low, sizeof low, T0 + 601), ITSME_E_EXPIRED);
+    EXPECT("expired is failed", transfer_state(rx), ITSME_TRANSFER_FAILED);
+    itsme_transfer_free(rx);
+    rx = NULL;
+    EXPECT("receiver 7", itsme_transfer_new_receiver(NULL, T0, &rx), ITSME_OK);
+    EXPECT("reject", itsme_transfer_reject(rx), ITSME_OK);
+    EXPECT("rejected", transfer_state(rx), ITSME_TRANSFER_REJECTED);
+    EXPECT("reject twice", itsme_transfer_reject(rx), ITSME_E_INVALID_STATE);
+    EXPECT("confirm after reject", itsme_transfer_confirm(rx, T0), ITSME_E_INVALID_STATE);
+    EXPECT("reject NULL", itsme_transfer_reject(NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("confirm NULL", itsme_transfer_confirm(NULL, T0), ITSME_E_INVALID_ARGUMENT);
+    itsme_transfer_free(rx);
+
+    itsme_identity_free(old_id);
+    itsme_identity_free(nina);
+    itsme_secret_store_free(old_secrets);
+    itsme_secret_store_free(new_secrets);
+    itsme_random_free(rng);
+    itsme_random_free(rng_pw);
+    itsme_random_free(rng_pw2);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) failed++;
+}
+
 int main(void) {
     before_init();
     EXPECT("init", itsme_init(), ITSME_OK);
@@ -855,6 +1373,7 @@ int main(void) {
     host_callbacks();
     contact_store();
     exchanges();
+    transfers();
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }
