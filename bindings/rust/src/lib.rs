@@ -31,6 +31,13 @@
 //!   [`derive_degradation_code`].
 //! - [`PinUpdate`]: a Security PIN Update, in person, replacing the device
 //!   secrets of a contact; it restores a degraded contact.
+//! - Device transfer, to move an identity to a new device: a password
+//!   export ([`Identity::export`], [`generate_export_password`],
+//!   [`export_to_text`]) opened on the new device ([`Import::open`]), or a
+//!   live transfer between the two devices side by side
+//!   ([`TransferReceiver`], [`TransferSender`]) ending in a SAS; either
+//!   gives an [`Import`] to [`Import::check`] and [`Import::install`] with
+//!   the contact store file ([`ContactStore::backup`]).
 //! - [`Error`]: a library result code, its message and the detail the
 //!   library recorded for the failure.
 //!
@@ -74,6 +81,13 @@ pub use online_verify::{OnlineVerify, OnlineVerifyState, ONLINE_VERIFY_MESSAGE_M
 
 mod pin_update;
 pub use pin_update::{PinUpdate, PinUpdateState, PIN_UPDATE_FRAME_MAX};
+
+mod transfer;
+pub use transfer::{
+    export_from_text, export_header, export_to_text, generate_export_password, ExportHeader, ExportPassword, Import,
+    ImportReport, OtherIdentity, PasswordKind, TransferReceiver, TransferSender, TransferState,
+    EXPORT_CHOSEN_PASSWORD_MIN, EXPORT_MAX, EXPORT_TEXT_MAX, TRANSFER_MESSAGE_MAX,
+};
 
 use std::ffi::CStr;
 use std::fmt;
@@ -137,8 +151,9 @@ pub enum ErrorKind {
     /// A well-formed PIN that does not match; counted as a failed attempt
     /// (`ITSME_E_WRONG_PIN`).
     WrongPin,
-    /// Too many failed attempts: wait (see [`Identity::pin_status`]) and
-    /// try again (`ITSME_E_LOCKED`).
+    /// Too many failed attempts: wait (see [`Identity::pin_status`], or
+    /// for export passwords [`SecretStore::import_status`]) and try again
+    /// (`ITSME_E_LOCKED`).
     Locked,
     /// The secret store failed (`ITSME_E_SECRET_STORE`).
     SecretStore,
@@ -146,7 +161,9 @@ pub enum ErrorKind {
     /// (`ITSME_E_CORRUPT_DATA`).
     CorruptData,
     /// A tag or signature did not verify, or a word heard in a voice
-    /// session is not among the selector's (`ITSME_E_AUTHENTICATION_FAILED`).
+    /// session is not among the selector's; opening an export, a wrong
+    /// password or an altered export (counted)
+    /// (`ITSME_E_AUTHENTICATION_FAILED`).
     AuthenticationFailed,
     /// A public key was rejected (`ITSME_E_INVALID_KEY`).
     InvalidKey,
@@ -159,18 +176,21 @@ pub enum ErrorKind {
     OutOfMemory,
     /// A bug in the library or in this binding (`ITSME_E_INTERNAL`).
     Internal,
-    /// The contact store belongs to another identity
-    /// (`ITSME_E_WRONG_IDENTITY`).
+    /// The contact store belongs to another identity; installing an
+    /// import, the device holds another identity or contacts the imported
+    /// key cannot read, and nothing was changed (`ITSME_E_WRONG_IDENTITY`).
     WrongIdentity,
     /// The verification window is not after the last one used
     /// (`ITSME_E_WINDOW_USED`).
     WindowUsed,
-    /// A message from the peer (a QR payload, a Bluetooth frame) is
-    /// malformed, of an unknown version, or arrived out of order; the
-    /// exchange has failed (`ITSME_E_MALFORMED_MESSAGE`).
+    /// A message from the peer (a QR payload, a Bluetooth frame, a
+    /// transfer message) is malformed, of an unknown version, or arrived
+    /// out of order, and the exchange has failed; or an export or transfer
+    /// offer is truncated or not one (`ITSME_E_MALFORMED_MESSAGE`).
     MalformedMessage,
-    /// The exchange began more than 24 hours ago, or the voice session's
-    /// time ran out; it has failed (`ITSME_E_EXPIRED`).
+    /// The exchange began more than 24 hours ago, or the time of a voice
+    /// session, an Online Verify, a PIN Update or a live transfer ran out;
+    /// it has failed (`ITSME_E_EXPIRED`).
     Expired,
     /// A code this binding does not know.
     Other(i32),

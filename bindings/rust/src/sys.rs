@@ -263,6 +263,66 @@ pub const ITSME_PIN_UPDATE_FAILED: itsme_pin_update_state = 3;
 /// Longest PIN Update frame.
 pub const ITSME_PIN_UPDATE_FRAME_MAX: usize = 66;
 
+// ---------------------------------------------------------------------------
+// Device transfer
+// ---------------------------------------------------------------------------
+
+pub const ITSME_EXPORT_PASSWORD_GENERATED: u32 = 1;
+pub const ITSME_EXPORT_PASSWORD_CHOSEN: u32 = 2;
+/// Buffer size for a generated password, "ABCD-EFGH-JKMNP" and the NUL.
+pub const ITSME_EXPORT_PASSWORD_SIZE: usize = 16;
+/// Shortest chosen password, in characters.
+pub const ITSME_EXPORT_CHOSEN_PASSWORD_MIN: usize = 8;
+/// A buffer size that holds any export blob: 144 bytes plus the name's
+/// length, 272 at most.
+pub const ITSME_EXPORT_MAX: usize = 272;
+/// A buffer size that holds any export text with the NUL (372 characters
+/// at most).
+pub const ITSME_EXPORT_TEXT_SIZE: usize = 373;
+
+/// Opaque opened import (`itsme_import`).
+#[repr(C)]
+pub struct itsme_import {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// What installing an import would do on this device
+/// (`itsme_import_report`), filled by [`itsme_import_check`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct itsme_import_report {
+    pub wrong_identity: i32,
+    pub other_fingerprint: [c_char; ITSME_FINGERPRINT_SIZE],
+    pub store_exists: i32,
+    pub contacts_readable: u64,
+    pub contacts_unreadable: u64,
+    pub device_secrets: u64,
+}
+
+/// Install flag: proceed over a wrong identity.
+pub const ITSME_IMPORT_REPLACE: u32 = 1;
+
+/// Opaque live transfer (`itsme_transfer`).
+#[repr(C)]
+pub struct itsme_transfer {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+pub type itsme_transfer_state = u32;
+pub const ITSME_TRANSFER_AWAITING_PEER: itsme_transfer_state = 1;
+pub const ITSME_TRANSFER_COMPARE_SAS: itsme_transfer_state = 2;
+pub const ITSME_TRANSFER_AWAITING_IDENTITY: itsme_transfer_state = 3;
+pub const ITSME_TRANSFER_DONE: itsme_transfer_state = 4;
+pub const ITSME_TRANSFER_REJECTED: itsme_transfer_state = 5;
+pub const ITSME_TRANSFER_FAILED: itsme_transfer_state = 6;
+
+/// Buffer size for the offer text ("ITSMETR1:..."), with the NUL.
+pub const ITSME_TRANSFER_OFFER_SIZE: usize = 76;
+/// Longest transfer message.
+pub const ITSME_TRANSFER_MESSAGE_MAX: usize = 228;
+
 /// A host-implemented secret store (`itsme_secret_store_callbacks`).
 /// `get`, `put` and `remove` must be `Some`; `destroy` may be `None`.
 #[repr(C)]
@@ -453,6 +513,7 @@ extern "C" {
     ) -> itsme_result;
     pub fn itsme_store_use_window(store: *mut itsme_store, id: i64, window: i64) -> itsme_result;
     pub fn itsme_store_delete(store: *mut itsme_store, id: i64) -> itsme_result;
+    pub fn itsme_store_backup(store: *mut itsme_store, path: *const c_char) -> itsme_result;
     pub fn itsme_contact_free(contact: *mut itsme_contact);
     pub fn itsme_contact_id(contact: *const itsme_contact, out_id: *mut i64) -> itsme_result;
     pub fn itsme_contact_name(
@@ -969,4 +1030,133 @@ extern "C" {
         len: usize,
         now: i64,
     ) -> itsme_result;
+
+    // Device transfer: the password export
+    pub fn itsme_export_generate_password(
+        rng: *mut itsme_random,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_identity_export(
+        identity: *mut itsme_identity,
+        pin: *const c_char,
+        now: i64,
+        password: *const c_char,
+        password_kind: u32,
+        rng: *mut itsme_random,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_export_to_text(
+        blob: *const u8,
+        len: usize,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_export_from_text(text: *const c_char, out: *mut u8, cap: usize, out_len: *mut usize) -> itsme_result;
+    pub fn itsme_export_header(
+        blob: *const u8,
+        len: usize,
+        out_passes: *mut u32,
+        out_memory_kib: *mut u32,
+        out_password_kind: *mut u32,
+    ) -> itsme_result;
+
+    // Device transfer: imports
+    pub fn itsme_import_open(
+        store: *mut itsme_secret_store,
+        blob: *const u8,
+        len: usize,
+        password: *const c_char,
+        now: i64,
+        out: *mut *mut itsme_import,
+    ) -> itsme_result;
+    pub fn itsme_import_status(
+        store: *mut itsme_secret_store,
+        now: i64,
+        out_failures: *mut u32,
+        out_wait_seconds: *mut u64,
+    ) -> itsme_result;
+    pub fn itsme_import_free(import: *mut itsme_import);
+    pub fn itsme_import_last_error(
+        import: *const itsme_import,
+        buf: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_import_fingerprint(
+        import: *const itsme_import,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_import_name(
+        import: *const itsme_import,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_import_check(
+        import: *mut itsme_import,
+        store: *mut itsme_secret_store,
+        store_path: *const c_char,
+        out_report: *mut itsme_import_report,
+    ) -> itsme_result;
+    pub fn itsme_import_install(
+        import: *mut itsme_import,
+        store: *mut itsme_secret_store,
+        store_path: *const c_char,
+        flags: u32,
+        out_identity: *mut *mut itsme_identity,
+    ) -> itsme_result;
+
+    // Device transfer: the live transfer
+    pub fn itsme_transfer_new_receiver(rng: *mut itsme_random, now: i64, out: *mut *mut itsme_transfer) -> itsme_result;
+    pub fn itsme_transfer_new_sender(
+        identity: *mut itsme_identity,
+        pin: *const c_char,
+        offer: *const c_char,
+        rng: *mut itsme_random,
+        now: i64,
+        out: *mut *mut itsme_transfer,
+    ) -> itsme_result;
+    pub fn itsme_transfer_free(transfer: *mut itsme_transfer);
+    pub fn itsme_transfer_last_error(
+        transfer: *const itsme_transfer,
+        buf: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_transfer_status(transfer: *const itsme_transfer, out_state: *mut itsme_transfer_state) -> itsme_result;
+    pub fn itsme_transfer_offer(
+        transfer: *const itsme_transfer,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_transfer_room(
+        transfer: *const itsme_transfer,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_transfer_next_outgoing(
+        transfer: *mut itsme_transfer,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_transfer_receive(transfer: *mut itsme_transfer, bytes: *const u8, len: usize, now: i64) -> itsme_result;
+    pub fn itsme_transfer_sas(
+        transfer: *const itsme_transfer,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_transfer_confirm(transfer: *mut itsme_transfer, now: i64) -> itsme_result;
+    pub fn itsme_transfer_reject(transfer: *mut itsme_transfer) -> itsme_result;
+    pub fn itsme_transfer_take_import(transfer: *mut itsme_transfer, out: *mut *mut itsme_import) -> itsme_result;
 }

@@ -560,11 +560,13 @@ fn types_agree() {
         "itsme_contact_list",
         "itsme_exchange",
         "itsme_identity",
+        "itsme_import",
         "itsme_online_verify",
         "itsme_pin_update",
         "itsme_random",
         "itsme_secret_store",
         "itsme_store",
+        "itsme_transfer",
         "itsme_voice",
     ];
     assert_eq!(opaque, expected.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>());

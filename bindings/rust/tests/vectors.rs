@@ -4,7 +4,9 @@
 //! imports and rejections, voice verification plans, heard codes and
 //! sessions, degradation codes, whole Online Verify sessions and PIN
 //! Updates, typed remote codes and whole invite and real-time exchanges,
-//! and every pure derivation.  The Online Verify and PIN Update
+//! password exports made and opened byte for byte and their rejections,
+//! whole live device transfers and their rejections, and every pure
+//! derivation.  The Online Verify and PIN Update
 //! sides hold each other as contacts added with the vector's seed, which
 //! have no device secrets: the Online Verify PROOF messages (which carry
 //! device tags) are therefore not compared.
@@ -15,9 +17,10 @@ use common::encoding::{base32_decode, base64url_decode, base64url_encode, hex_de
 use common::json::Json;
 use common::TempDir;
 use itsme::{
-    ContactStore, DeterministicRandom, ErrorKind, Exchange, ExchangeFlags, ExchangeMethod, ExchangeState, Identity,
-    OnlineVerify, OnlineVerifyState, PinUpdate, PinUpdateState, SecretStore, VerificationState, VoiceOutcome,
-    VoiceSession, VoiceState, VoiceTurn,
+    ContactStore, DeterministicRandom, ErrorKind, Exchange, ExchangeFlags, ExchangeMethod, ExportHeader,
+    ExchangeState, Identity, Import, OnlineVerify, OnlineVerifyState, PasswordKind, PinUpdate, PinUpdateState,
+    SecretStore, TransferReceiver, TransferSender, TransferState, VerificationState, VoiceOutcome, VoiceSession,
+    VoiceState, VoiceTurn,
 };
 use std::path::PathBuf;
 
@@ -94,6 +97,7 @@ fn every_vector_file_is_read() {
         [
             "bluetooth.json",
             "encoding.json",
+            "export.json",
             "online-verify.json",
             "pin-update.json",
             "qr.json",
@@ -101,6 +105,7 @@ fn every_vector_file_is_read() {
             "sas.json",
             "seed.json",
             "source-v5.json",
+            "transfer.json",
             "voice.json"
         ]
     );
@@ -976,6 +981,263 @@ fn remote_exchanges() {
                 (peer.text("name_text"), VerificationState::Verified, method),
                 "{context}"
             );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// export.json, transfer.json
+// ---------------------------------------------------------------------------
+
+/// The alphabet of generated passwords (section 16.1): value = position.
+const PASSWORD_ALPHABET: &[u8; 31] = b"23456789ABCDEFGHJKMNPQRSTUVWXYZ";
+
+/// The error kind a vector names: the result code's name in lower case
+/// without `ITSME_E_` (`malformed_message`).
+#[track_caller]
+fn error_kind(name: &str) -> ErrorKind {
+    let snake = |kind: ErrorKind| {
+        let mut out = String::new();
+        for (i, c) in format!("{kind:?}").chars().enumerate() {
+            if c.is_ascii_uppercase() && i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        }
+        out
+    };
+    (1..=itsme::sys::ITSME_E_EXPIRED)
+        .map(ErrorKind::from_code)
+        .find(|&kind| snake(kind) == name)
+        .unwrap_or_else(|| panic!("error_text {name:?} names no result code"))
+}
+
+/// A typed generated password in canonical form: upper case, spaces and
+/// `-` removed.
+fn canonical_password(typed: &str) -> String {
+    typed.chars().filter(|c| *c != ' ' && *c != '-').map(|c| c.to_ascii_uppercase()).collect()
+}
+
+/// `contents` (section 17) from a vector's identity fields.
+fn transfer_contents(party: &Json) -> Vec<u8> {
+    let name = party.text("name_text").as_bytes();
+    let mut contents = party.hex("identity_seed");
+    contents.extend(party.hex("contacts_key"));
+    contents.extend(u16::try_from(name.len()).unwrap().to_be_bytes());
+    contents.extend(name);
+    contents.extend(party.text("fingerprint_text").as_bytes());
+    contents
+}
+
+/// A vector's `password_kind`, a number.
+fn password_kind(vector: &Json) -> PasswordKind {
+    PasswordKind::try_from(u32::try_from(vector.int("password_kind")).unwrap()).unwrap()
+}
+
+/// Installs an import into a fresh memory store and checks the identity
+/// that comes out against `party`.
+fn assert_installs(import: &Import, party: &Json, context: &str) {
+    assert_eq!(import.fingerprint().unwrap(), party.text("fingerprint_text"), "{context}: fingerprint_text");
+    assert_eq!(import.name().unwrap(), party.text("name_text"), "{context}: name_text");
+    let secrets = SecretStore::memory().unwrap();
+    let installed = import.install(&secrets, None, false).unwrap();
+    assert_hex(&installed.public_key().unwrap(), party, "identity_public", context);
+    assert_eq!(installed.name().unwrap(), party.text("name_text"), "{context}");
+}
+
+#[test]
+fn export_passwords() {
+    let export = load("export.json");
+    let passwords = export.array("passwords");
+    assert!(!passwords.is_empty());
+    for case in passwords {
+        // Rejection sampling, by the test: bytes below 248 in order, each
+        // the character at its value mod 31.
+        let drawn: Vec<u8> =
+            case.hex("random").into_iter().filter(|&b| b < 248).map(|b| PASSWORD_ALPHABET[usize::from(b % 31)]).collect();
+        assert!(drawn.len() >= 13, "{} draws only {} characters", case.text("random"), drawn.len());
+        let drawn = std::str::from_utf8(&drawn[..13]).unwrap();
+        let shown = format!("{}-{}-{}", &drawn[..4], &drawn[4..8], &drawn[8..]);
+        assert_eq!(shown, case.text("password_text"), "random {}", case.text("random"));
+    }
+
+    // Typed passwords: an identity without a PIN takes a well-formed
+    // password and then refuses for want of a PIN; a malformed one is
+    // refused before that.
+    let typed = export.array("typed");
+    assert!(typed.iter().any(|case| case.get("canonical_text").is_some()));
+    assert!(typed.iter().any(|case| case.get("error_text").is_some()));
+    let no_pin = Identity::create(&SecretStore::memory().unwrap(), "No PIN").unwrap();
+    for case in typed {
+        let input = case.text("input_text");
+        let result = no_pin.export("123456", T0, input, PasswordKind::Generated, None);
+        match case.get("canonical_text") {
+            Some(canonical) => {
+                assert_eq!(canonical_password(input), canonical.as_str(), "{input:?}");
+                assert_eq!(result.unwrap_err().kind(), ErrorKind::NotFound, "{input:?}: accepted, then no PIN");
+            }
+            None => {
+                assert_eq!(result.unwrap_err().kind(), error_kind(case.text("error_text")), "{input:?}");
+            }
+        }
+    }
+}
+
+/// Each export made by the library from the vector's seeds, byte for
+/// byte, and opened again with the password as typed.
+#[test]
+fn exports() {
+    let export = load("export.json");
+    let exports = export.array("exports");
+    assert!(!exports.is_empty());
+    for (i, vector) in exports.iter().enumerate() {
+        let context = format!("export {i} ({})", vector.text("case_text"));
+        let party = Party::new(vector, &context);
+        let pin = vector.text("pin_text");
+        party.identity.set_pin(pin).unwrap();
+        let kind = password_kind(vector);
+        let mut rng = DeterministicRandom::new(&vector.hex_array("export_random_seed")).unwrap();
+        let blob = party.identity.export(pin, T0, vector.text("password_text"), kind, Some(&mut rng)).unwrap();
+        assert_hex(&blob, vector, "export", &context);
+
+        // The parts, as section 17.1 puts them together.
+        let header = vector.hex("header");
+        assert_eq!(blob[..header.len()], header[..], "{context}: the export begins with its header");
+        let salt_nonce = [vector.hex("salt"), vector.hex("nonce")].concat();
+        assert!(header.ends_with(&salt_nonce), "{context}: the header ends with the salt and the nonce");
+        let contents = vector.hex("contents");
+        assert_eq!(contents, transfer_contents(vector), "{context}: contents");
+        assert_eq!(blob.len(), header.len() + contents.len() + 16, "{context}");
+        let expected_password = match kind {
+            PasswordKind::Generated => canonical_password(vector.text("typed_text")),
+            _ => vector.text("typed_text").to_owned(),
+        };
+        assert_eq!(vector.hex("password_bytes"), expected_password.as_bytes(), "{context}: password_bytes");
+        let parameters = |v: &Json, key: &str| u32::try_from(v.int(key)).unwrap();
+        assert_eq!(
+            itsme::export_header(&blob).unwrap(),
+            ExportHeader {
+                passes: parameters(vector, "passes"),
+                memory_kib: parameters(vector, "memory_kib"),
+                password_kind: kind
+            },
+            "{context}"
+        );
+
+        let text = itsme::export_to_text(&blob).unwrap();
+        assert_eq!(text, vector.text("text"), "{context}: text");
+        assert_eq!(itsme::export_from_text(&text).unwrap(), blob, "{context}");
+
+        let secrets = SecretStore::memory().unwrap();
+        let import = Import::open(&secrets, &blob, vector.text("typed_text"), T0).unwrap();
+        assert_installs(&import, vector, &context);
+        assert_eq!(secrets.import_status(T0).unwrap(), (0, 0), "{context}");
+    }
+}
+
+#[test]
+fn export_rejections() {
+    let export = load("export.json");
+    let rejections = export.array("rejections");
+    assert!(!rejections.is_empty());
+    for (i, case) in rejections.iter().enumerate() {
+        let context = format!("rejection {i} ({})", case.text("case_text"));
+        let kind = error_kind(case.text("error_text"));
+        let secrets = SecretStore::memory().unwrap();
+        let password = case.text("password_text");
+        let result = match case.get("export") {
+            Some(_) => Import::open(&secrets, &case.hex("export"), password, T0),
+            None => itsme::export_from_text(case.text("text")).and_then(|blob| Import::open(&secrets, &blob, password, T0)),
+        };
+        let error = result.expect_err(&context);
+        assert_eq!(error.kind(), kind, "{context}: {error}");
+        let counted = u32::from(kind == ErrorKind::AuthenticationFailed);
+        assert_eq!(secrets.import_status(T0).unwrap(), (counted, 0), "{context}: the attempt counter");
+    }
+}
+
+/// Each live transfer from the receiver's and the sender's random seeds:
+/// the same offer, room, messages and SAS, and the sender's identity
+/// installed on the receiving side.
+#[test]
+fn transfers() {
+    let transfer = load("transfer.json");
+    let transfers = transfer.array("transfers");
+    assert!(!transfers.is_empty());
+    for (i, vector) in transfers.iter().enumerate() {
+        let context = format!("transfer {i}");
+        let mut receiver_rng = DeterministicRandom::new(&vector.hex_array("receiver_random_seed")).unwrap();
+        let mut receiver = TransferReceiver::new(T0, Some(&mut receiver_rng)).unwrap();
+        let offer_text = vector.text("offer_text");
+        assert_eq!(receiver.offer().unwrap(), offer_text, "{context}: offer_text");
+        assert_eq!(offer_text, format!("ITSMETR1:{}", base64url_encode(&vector.hex("offer"))), "{context}");
+        assert_eq!(
+            vector.text("offer"),
+            format!("01{}{}", vector.text("transfer_id"), vector.text("receiver_public")),
+            "{context}: offer"
+        );
+        assert_eq!(receiver.room().unwrap(), vector.text("room_text"), "{context}: room_text");
+
+        let sender_vector = vector.field("sender");
+        let sender_party = Party::new(sender_vector, &format!("{context} sender"));
+        let pin = sender_vector.text("pin_text");
+        sender_party.identity.set_pin(pin).unwrap();
+        let mut sender_rng = DeterministicRandom::new(&vector.hex_array("sender_random_seed")).unwrap();
+        let mut sender = TransferSender::new(&sender_party.identity, pin, offer_text, T0, Some(&mut sender_rng)).unwrap();
+        assert_eq!(sender.room().unwrap(), vector.text("room_text"), "{context}");
+        let key_message = sender.next_outgoing().unwrap();
+        assert_hex(&key_message, vector, "key_message", &context);
+        assert_eq!(hex_encode(&key_message), format!("0101{}", vector.text("sender_public")), "{context}");
+
+        receiver.receive(&key_message, T0).unwrap();
+        for (side, sas) in [("receiver", receiver.sas().unwrap()), ("sender", sender.sas().unwrap())] {
+            assert_eq!(sas, vector.text("sas_text"), "{context}: {side} sas_text");
+        }
+        assert_eq!(i64::from(itsme::short_code_parse(vector.text("sas_text")).unwrap()), vector.int("sas_value"));
+        let sas = itsme::derive_sas(&vector.hex("seed"), &vector.hex("transcript_hash")).unwrap();
+        assert_eq!(sas, vector.text("sas_text"), "{context}: the SAS of seed and transcript_hash");
+        assert_eq!(vector.hex("contents"), transfer_contents(sender_vector), "{context}: contents");
+
+        sender.confirm(T0).unwrap();
+        let identity_message = sender.next_outgoing().unwrap();
+        assert_hex(&identity_message, vector, "identity_message", &context);
+        receiver.confirm(T0).unwrap();
+        receiver.receive(&identity_message, T0).unwrap();
+        assert_eq!(receiver.state().unwrap(), TransferState::Done, "{context}");
+        assert_installs(&receiver.take_import().unwrap(), sender_vector, &context);
+    }
+}
+
+/// Each rejection's steps played against a fresh receiver of the first
+/// transfer: every step but the last succeeds, the last fails as named.
+#[test]
+fn transfer_rejections() {
+    let transfer = load("transfer.json");
+    let first = &transfer.array("transfers")[0];
+    let rejections = transfer.array("rejections");
+    assert!(!rejections.is_empty());
+    for (i, case) in rejections.iter().enumerate() {
+        let context = format!("rejection {i} ({})", case.text("case_text"));
+        let kind = error_kind(case.text("error_text"));
+        let mut rng = DeterministicRandom::new(&first.hex_array("receiver_random_seed")).unwrap();
+        let mut receiver = TransferReceiver::new(T0, Some(&mut rng)).unwrap();
+        assert_eq!(receiver.offer().unwrap(), first.text("offer_text"), "{context}");
+        let steps = case.array("steps");
+        assert!(!steps.is_empty(), "{context}");
+        for (n, step) in steps.iter().enumerate() {
+            let result = match step.get("receive") {
+                Some(_) => receiver.receive(&step.hex("receive"), T0),
+                None => {
+                    assert!(bool_field(step, "confirm"), "{context}: step {n}");
+                    receiver.confirm(T0)
+                }
+            };
+            if n + 1 < steps.len() {
+                result.unwrap_or_else(|e| panic!("{context}: step {n} failed: {e}"));
+            } else {
+                let error = result.expect_err(&context);
+                assert_eq!(error.kind(), kind, "{context}: {error}");
+            }
         }
     }
 }
