@@ -276,12 +276,13 @@ class Person:
         self._started.append(terminal)
         return terminal
 
-    def run(self, *args, pin_file: bool = True, input: str | None = None, timeout: float = TIMEOUT):
+    def run(self, *args, pin_file: bool = True, input: str | None = None, timeout: float = TIMEOUT, pass_fds=()):
         """Runs a command with pipes (no terminal); stdout and stderr apart.
-        Standard input is `input`, or closed (empty)."""
+        Standard input is `input`, or closed (empty). `pass_fds` are file
+        descriptors the command inherits (for the `--...-fd N` options)."""
         return subprocess.run(
             self.argv(args, pin_file), env=self.env, cwd=self.root, input=input if input is not None else "",
-            capture_output=True, text=True, timeout=timeout,
+            capture_output=True, text=True, timeout=timeout, pass_fds=pass_fds,
         )
 
     def ok(self, *args, pin_file: bool = True) -> str:

@@ -194,8 +194,8 @@ extension Profile {
     // MARK: Devices
 
     /// Forgets this device's secrets for every contact, as a new device
-    /// would have none (until device transfer exists, this is how a device
-    /// change is tried). Returns how many contacts had some.
+    /// has none (`import` and `transfer receive` install an identity
+    /// without any). Returns how many contacts had some.
     func resetDevice() throws -> Int {
         try contacts().forgetDeviceSecrets()
     }

@@ -36,8 +36,8 @@ struct ItsMe: AsyncParsableCommand {
         version: "\(ItsMeCore.Version.string)",
         subcommands: [
             Init.self, WhoAmI.self, Contacts.self, QR.self, Invite.self, Realtime.self, SAS.self, Verify.self,
-            OnlineVerifyCommand.self, DeviceChangeCode.self, AcknowledgeDeviceChange.self, Device.self, Relay.self,
-            Demo.self,
+            OnlineVerifyCommand.self, DeviceChangeCode.self, AcknowledgeDeviceChange.self, Device.self, Export.self,
+            Import.self, Transfer.self, Relay.self, Demo.self,
         ]
     )
 }
@@ -68,6 +68,10 @@ private func installInterruptHandler() {
     guard isatty(STDIN_FILENO) == 1 else { return }
     tcgetattr(STDIN_FILENO, &savedTerminal)
     signal(SIGINT) { _ in
+        if interruptsDeferred != 0 {
+            interruptPending = 1
+            return
+        }
         tcsetattr(STDIN_FILENO, TCSANOW, &savedTerminal)
         let text = "\nitsme: interrupted\n"
         _ = text.withCString { write(STDERR_FILENO, $0, strlen($0)) }
@@ -76,6 +80,26 @@ private func installInterruptHandler() {
 }
 
 nonisolated(unsafe) private var savedTerminal = termios()
+nonisolated(unsafe) private var interruptsDeferred: sig_atomic_t = 0
+nonisolated(unsafe) private var interruptPending: sig_atomic_t = 0
+
+/// From here until `allowInterrupts`, Ctrl-C waits: for a step that must
+/// not stop half way (installing an imported identity).
+func deferInterrupts() {
+    interruptsDeferred = 1
+}
+
+/// Ends `deferInterrupts`; a Ctrl-C that came meanwhile exits now, with 5,
+/// the step done.
+func allowInterrupts() {
+    interruptsDeferred = 0
+    if interruptPending != 0 {
+        tcsetattr(STDIN_FILENO, TCSANOW, &savedTerminal)
+        let text = "\nitsme: interrupted (after the step in progress had finished)\n"
+        _ = text.withCString { write(STDERR_FILENO, $0, strlen($0)) }
+        _exit(Exit.interrupted.rawValue)
+    }
+}
 
 // MARK: init, whoami
 
@@ -92,30 +116,8 @@ struct Init: AsyncParsableCommand {
         try await execute(global) { profile in
             let name = try self.name.map { try DisplayName.validated($0) }
                 ?? Input.ask("Your name: ") { text in refusal { try DisplayName.validated(text) } }
-            let pin: String
-            switch profile.pinSource {
-            case .once(let read):
-                pin = try read()
-                guard pin.count == PIN.length, pin.allSatisfy({ $0.isASCII && $0.isNumber }) else {
-                    throw CLIError("a PIN is exactly \(PIN.length) digits")
-                }
-            case .terminal:
-                pin = try askNew("PIN", minimum: PIN.length) { text in
-                    text.count == PIN.length && text.allSatisfy({ $0.isASCII && $0.isNumber })
-                        ? nil : "a PIN is exactly \(PIN.length) digits"
-                }
-            }
-            var secret: String? = nil
-            if passphrase {
-                switch profile.passphraseSource {
-                case .once(let read): secret = try read()
-                case .terminal:
-                    secret = try askNew("passphrase", minimum: 10) { text in
-                        text.count >= 10 ? nil : "a passphrase is at least 10 characters"
-                    }
-                }
-                guard let secret, secret.count >= 10 else { throw CLIError("a passphrase is at least 10 characters") }
-            }
+            let pin = try profile.choosePIN()
+            let secret = passphrase ? try profile.choosePassphrase() : nil
             let identity = try profile.create(name: name, pin: pin, passphrase: secret)
             profile.output.line("Created the identity of \(identity.name) in \(profile.directory)")
             profile.output.line("Fingerprint: \(formatFingerprint(identity.fingerprint))")
@@ -126,21 +128,6 @@ struct Init: AsyncParsableCommand {
             profile.output.document(["name": identity.name, "fingerprint": identity.fingerprint, "dataDir": profile.directory])
             return .ok
         }
-    }
-
-    /// A new PIN or passphrase, typed twice without echo.
-    private func askNew(_ what: String, minimum: Int, _ problem: (String) -> String?) throws -> String {
-        for _ in 1...3 {
-            let first = try Input.secret("Choose a \(what): ")
-            if let problem = problem(first) {
-                print(problem + "; try again.")
-                continue
-            }
-            let second = try Input.secret("Type the \(what) again: ")
-            if first == second { return first }
-            print("The two differ; try again.")
-        }
-        throw CLIError("no \(what) chosen")
     }
 }
 

@@ -159,6 +159,43 @@ final class Profile {
         return store
     }
 
+    /// The secret store an imported identity goes into: this data
+    /// directory's (opened as any command opens it), or a new one (the
+    /// directory made with mode 0700, the store wrapped with a new
+    /// passphrase when `passphrase`). Made before the export password is
+    /// tried, since its attempt counter lives there.
+    func storeForImport(passphrase: Bool) throws -> SecretStore {
+        if let openedStore { return openedStore }
+        if FileManager.default.fileExists(atPath: secretsPath) {
+            if passphrase && !isWrapped {
+                throw CLIError(
+                    "\(directory) already has secret files without a passphrase: import without --passphrase, or into another --data-dir")
+            }
+            return try secretStore()
+        }
+        let secret = passphrase ? try choosePassphrase() : nil
+        try FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let inner = try FileSecretStore(directory: secretsPath)
+        let store: SecretStore
+        if let secret {
+            store = try PassphraseSecretStore.create(inner: inner, wrapPath: wrapPath, passphrase: secret)
+        } else {
+            if isWrapped { try FileManager.default.removeItem(atPath: wrapPath) }
+            store = inner
+        }
+        openedStore = store
+        return store
+    }
+
+    /// After an install: `identity` is this directory's, its PIN checked or
+    /// just set.
+    func adopt(_ identity: Identity) {
+        openedIdentity = identity
+        openedContacts = nil
+        unlocked = true
+    }
+
     func identity() throws -> Identity {
         if let openedIdentity { return openedIdentity }
         do {
@@ -175,8 +212,27 @@ final class Profile {
     /// PIN counts: after five, the PIN is locked for 5 minutes, then longer.
     func unlock() throws {
         guard !unlocked else { return }
+        _ = try unlockReturningPIN()
+    }
+
+    /// `unlock`, for a command that hands the PIN to the library again (an
+    /// export checks it itself): the PIN as typed.
+    func unlockReturningPIN() throws -> String {
         let pin = PIN(store: try identity().store)
         guard try pin.isSet() else { throw CLIError("no PIN is set in \(directory)") }
+        let clock = self.clock
+        let typed = try askPIN(pin) { try pin.verify($0, now: clock.now()) }
+        unlocked = true
+        return typed
+    }
+
+    /// The PIN loop: asks for the PIN of `pin` and runs `check` (which
+    /// throws the library's `.wrongPIN` or `.locked`, as `PIN.verify` and
+    /// every call that checks the PIN itself do) with it, until it passes:
+    /// three tries at a terminal, one from a file descriptor or file. A PIN
+    /// that is not 6 digits is asked again without counting. Returns the
+    /// PIN that passed.
+    func askPIN(_ pin: PIN, prompt: String = "PIN: ", check: (String) throws -> Void) throws -> String {
         let tries: Int
         if case .terminal = pinSource { tries = 3 } else { tries = 1 }
         for attempt in 1...tries {
@@ -186,16 +242,15 @@ final class Profile {
                     "the PIN is locked after \(status.failures) wrong PINs: try again in \(duration(Int64(status.waitSeconds)))",
                     exit: .locked)
             }
-            let typed = try readSecret(pinSource, prompt: "PIN: ")
+            let typed = try readSecret(pinSource, prompt: prompt)
             guard typed.count == PIN.length, typed.allSatisfy({ $0.isASCII && $0.isNumber }) else {
                 output.warn("a PIN is exactly \(PIN.length) digits (not counted as a wrong PIN)")
                 if attempt < tries { continue }
                 throw CLIError("a PIN is exactly \(PIN.length) digits")
             }
             do {
-                try pin.verify(typed, now: clock.now())
-                unlocked = true
-                return
+                try check(typed)
+                return typed
             } catch let error as ItsMeError where error.kind == .wrongPIN {
                 let after = try pin.status(now: clock.now())
                 let left = after.failures < AttemptLimiter.freeFailures ? AttemptLimiter.freeFailures - after.failures : 0
@@ -214,6 +269,21 @@ final class Profile {
         throw CLIError("wrong PIN", exit: .checkFailed)
     }
 
+    /// A new PIN: typed twice at a terminal, or read once from the PIN's
+    /// file descriptor or file (`init`, and an import onto a device
+    /// without one).
+    func choosePIN() throws -> String {
+        let valid = { (text: String) in text.count == PIN.length && text.allSatisfy({ $0.isASCII && $0.isNumber }) }
+        switch pinSource {
+        case .once(let read):
+            let pin = try read()
+            guard valid(pin) else { throw CLIError("a PIN is exactly \(PIN.length) digits") }
+            return pin
+        case .terminal:
+            return try Input.newSecret("PIN") { valid($0) ? nil : "a PIN is exactly \(PIN.length) digits" }
+        }
+    }
+
     /// The contact store, after the PIN.
     func contacts() throws -> ContactStore {
         if let openedContacts { return openedContacts }
@@ -221,6 +291,19 @@ final class Profile {
         let store = try ContactStore(path: contactsPath, identity: try identity())
         openedContacts = store
         return store
+    }
+
+    /// A new passphrase for the secret files (`--passphrase`): typed twice
+    /// at a terminal, or read once from its file descriptor or file.
+    func choosePassphrase() throws -> String {
+        let secret: String
+        switch passphraseSource {
+        case .once(let read): secret = try read()
+        case .terminal:
+            secret = try Input.newSecret("passphrase") { $0.count >= 10 ? nil : "a passphrase is at least 10 characters" }
+        }
+        guard secret.count >= 10 else { throw CLIError("a passphrase is at least 10 characters") }
+        return secret
     }
 
     // MARK: Contacts by what a person types

@@ -193,6 +193,35 @@ enum Input {
         }
     }
 
+    /// A yes/no question whose answer is no unless the person types yes:
+    /// for a step that destroys something.
+    static func confirmDefaultNo(_ prompt: String) throws -> Bool {
+        try ask(prompt + " [y/N] ") { text in
+            switch text.lowercased() {
+            case "y", "yes": return .success(true)
+            case "", "n", "no": return .success(false)
+            default: return .failure(CLIError("answer y or n"))
+            }
+        }
+    }
+
+    /// A new secret (a PIN, a passphrase, an export password), typed twice
+    /// without echo; `problem` says what is wrong with a first one.
+    static func newSecret(_ what: String, _ problem: (String) -> String?) throws -> String {
+        let article = "aeiou".contains(what.first ?? "x") ? "an" : "a"
+        for _ in 1...3 {
+            let first = try secret("Choose \(article) \(what): ")
+            if let problem = problem(first) {
+                print(problem + "; try again.")
+                continue
+            }
+            let second = try secret("Type the \(what) again: ")
+            if first == second { return first }
+            print("The two differ; try again.")
+        }
+        throw CLIError("no \(what) chosen")
+    }
+
     /// A line typed without echo on the terminal (PIN, passphrase).
     static func secret(_ prompt: String) throws -> String {
         guard standardInputIsTerminal else {
