@@ -433,7 +433,8 @@ fn synthetic(version: u8, kdf: u8, passes: u32, memory_kib: u32, kind: u8) -> Ve
     blob.push(kind);
     blob.extend([0u8; 16 + 12]);
     assert_eq!(blob.len(), HEADER_BYTES);
-    blob.extend([0xA5u8; 40]);
+    // A 1-byte name's size: the smallest export there is.
+    blob.extend([0xA5u8; 32 + 32 + 2 + 1 + 16 + 16]);
     blob
 }
 
@@ -514,8 +515,8 @@ fn malformed_exports_and_texts() {
     // Texts: the source app's exports are refused with the reason.
     for old in [
         r#"{"version":3,"iv":"AAAAAAAAAAAAAAAA","data":"c2VhbGVk"}"#,
-        "c29tZSBzZWFsZWQgYm94IG9mIHRoZSBvbGQgYXBw",
-        "c29tZSBzZWFsZWQgYm94IG9mIHRoZSBvbGQgYXBw\n",
+        "c29tZSBzZWFsZWQgYm94IG9mIHRoZSBvbGQgYXBwOiBhIG5vbmNlLCBhIHRhZyBhbmQgaXRzIEpTT04gcGF5bG9hZA==",
+        "c29tZSBzZWFsZWQgYm94IG9mIHRoZSBvbGQgYXBwOiBhIG5vbmNlLCBhIHRhZyBhbmQgaXRzIEpTT04gcGF5bG9hZA==\n",
     ] {
         let error = assert_kind(itsme::export_from_text(old), ErrorKind::InvalidArgument);
         assert!(!error.detail.is_empty(), "{old:?}");
@@ -539,9 +540,13 @@ fn malformed_exports_and_texts() {
     let generated = itsme::generate_export_password(None).unwrap();
     let mut foreign = good.clone();
     foreign[..7].copy_from_slice(b"ITSMEXQ");
-    let refused: [(&str, Vec<u8>, ErrorKind); 10] = [
+    let mut padded = good.clone();
+    padded.extend([0u8; 128]);
+    let refused: [(&str, Vec<u8>, ErrorKind); 12] = [
         ("empty", Vec::new(), ErrorKind::MalformedMessage),
         ("truncated", good[..HEADER_BYTES + TAG_BYTES - 1].to_vec(), ErrorKind::MalformedMessage),
+        ("shorter than any export", good[..good.len() - 1].to_vec(), ErrorKind::MalformedMessage),
+        ("longer than any export", padded, ErrorKind::MalformedMessage),
         ("not an export", foreign, ErrorKind::MalformedMessage),
         ("version 2", synthetic(2, 1, 3, 262_144, 1), ErrorKind::InvalidArgument),
         ("another key derivation", synthetic(1, 2, 3, 262_144, 1), ErrorKind::InvalidArgument),
