@@ -67,6 +67,26 @@ the device secrets::
     with itsme.PinUpdate(contacts, contact_id) as update:
         print(update.session_code)                # move the frames over Bluetooth
 
+A person moving to a new device takes the identity along (the device
+secrets stay behind), by a password export or by a live transfer; either
+gives an :class:`Import` to check and install on the new device::
+
+    password = itsme.generate_export_password()   # show it to the person
+    blob = me.export(pin, password)               # the PIN is checked first
+    text = itsme.export_to_text(blob)             # "ITSMEXP1:...": one QR code
+    # ... on the new device, with the contact store file copied along:
+    with itsme.Import.open(secrets, itsme.export_from_text(text), typed) as received:
+        report = received.check(secrets, contacts_path)   # changes nothing
+        me = received.install(secrets, contacts_path, replace=False)
+    # or live, with no password: the new device shows an offer as a QR code
+    receiver = itsme.Transfer.receiver()
+    sender = itsme.Transfer.sender(me, pin, scanned_offer)  # on the old device
+    receiver.receive(sender.next_outgoing())      # through the room receiver.room
+    print(receiver.sas, sender.sas)               # the person compares them
+    sender.confirm(); receiver.confirm()          # or reject()
+    receiver.receive(sender.next_outgoing())      # the identity
+    received = receiver.take_import()             # check and install as above
+
 The shared library is found through the ``ITSME_LIBRARY`` environment
 variable (a path), then ``ctypes.util.find_library("itsme")``, then
 ``libitsme.so`` on the loader's path.  Importing the package initialises the
@@ -156,6 +176,26 @@ from ._online_verify import ONLINE_VERIFY_MESSAGE_MAX, ROOM_NAME_SIZE, OnlineVer
 from ._pin_update import PIN_UPDATE_FRAME_MAX, PinUpdate, PinUpdateState
 from ._random import DeterministicRandom
 from ._store import Accessibility, SecretStore, SecretStoreBackend
+from ._transfer import (
+    EXPORT_CHOSEN_PASSWORD_MIN,
+    EXPORT_MAX,
+    EXPORT_PASSWORD_SIZE,
+    EXPORT_TEXT_SIZE,
+    IMPORT_REPLACE,
+    TRANSFER_MESSAGE_MAX,
+    TRANSFER_OFFER_SIZE,
+    ExportHeader,
+    Import,
+    ImportReport,
+    PasswordKind,
+    Transfer,
+    TransferState,
+    export_from_text,
+    export_header,
+    export_to_text,
+    generate_export_password,
+    import_status,
+)
 from ._voice import (
     NATO_WORDS,
     VOICE_CODE_SIZE,
@@ -247,6 +287,16 @@ PIN_UPDATE_RUNNING = PinUpdateState.RUNNING
 PIN_UPDATE_DONE = PinUpdateState.DONE
 PIN_UPDATE_FAILED = PinUpdateState.FAILED
 
+# Export password kinds and transfer states under the header's names (without ITSME_).
+EXPORT_PASSWORD_GENERATED = PasswordKind.GENERATED
+EXPORT_PASSWORD_CHOSEN = PasswordKind.CHOSEN
+TRANSFER_AWAITING_PEER = TransferState.AWAITING_PEER
+TRANSFER_COMPARE_SAS = TransferState.COMPARE_SAS
+TRANSFER_AWAITING_IDENTITY = TransferState.AWAITING_IDENTITY
+TRANSFER_DONE = TransferState.DONE
+TRANSFER_REJECTED = TransferState.REJECTED
+TRANSFER_FAILED = TransferState.FAILED
+
 __all__ = [
     "Accessibility",
     "AlreadyExistsError",
@@ -275,14 +325,24 @@ __all__ = [
     "EXCHANGE_QR",
     "EXCHANGE_REALTIME",
     "EXCHANGE_REJECTED",
+    "EXPORT_CHOSEN_PASSWORD_MIN",
+    "EXPORT_MAX",
+    "EXPORT_PASSWORD_CHOSEN",
+    "EXPORT_PASSWORD_GENERATED",
+    "EXPORT_PASSWORD_SIZE",
+    "EXPORT_TEXT_SIZE",
     "Exchange",
     "ExchangeFlags",
     "ExchangeMethod",
     "ExchangeState",
     "ExpiredError",
+    "ExportHeader",
     "FINGERPRINT_CHARS",
     "FINGERPRINT_SIZE",
+    "IMPORT_REPLACE",
     "Identity",
+    "Import",
+    "ImportReport",
     "InvalidArgumentError",
     "InvalidKeyError",
     "InvalidPinError",
@@ -308,6 +368,7 @@ __all__ = [
     "PIN_UPDATE_FRAME_MAX",
     "PIN_UPDATE_RUNNING",
     "PUBLIC_KEY_BYTES",
+    "PasswordKind",
     "PinStatus",
     "PinUpdate",
     "PinUpdateState",
@@ -325,6 +386,16 @@ __all__ = [
     "SecretStoreBackend",
     "SecretStoreError",
     "SessionKeys",
+    "TRANSFER_AWAITING_IDENTITY",
+    "TRANSFER_AWAITING_PEER",
+    "TRANSFER_COMPARE_SAS",
+    "TRANSFER_DONE",
+    "TRANSFER_FAILED",
+    "TRANSFER_MESSAGE_MAX",
+    "TRANSFER_OFFER_SIZE",
+    "TRANSFER_REJECTED",
+    "Transfer",
+    "TransferState",
     "VOICE_CODE_SIZE",
     "VOICE_COMPARING",
     "VOICE_DEVICE_CHANGED",
@@ -366,7 +437,12 @@ __all__ = [
     "derive_session_id",
     "derive_voice",
     "derive_words",
+    "export_from_text",
+    "export_header",
+    "export_to_text",
     "fingerprint_from_public_key",
+    "generate_export_password",
+    "import_status",
     "init",
     "nato_word",
     "qr_transcript_hash",

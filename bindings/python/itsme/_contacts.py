@@ -371,6 +371,19 @@ class ContactStore(DetailedHandle):
         """Deletes a contact, with its photo and device secrets."""
         self._call(lib.itsme_store_delete, _id(contact_id))
 
+    def backup(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        """Writes a consistent copy of the whole store as a new file at
+        ``path``: a backup, or the file that moves to a new device with an
+        identity export or transfer (docs/PROTOCOL.md section 17.4).
+
+        Safe while the store is in use; the copy holds what was committed
+        when it started.  Records stay sealed, and the copy's device secrets
+        open only on this device.  Never overwrites a file: raises
+        :class:`AlreadyExistsError` if ``path`` exists, and
+        :class:`DatabaseError` if it cannot be written.
+        """
+        self._call(lib.itsme_store_backup, encode_text(os.fspath(path), "path"))
+
     # -- the degradation code (docs/PROTOCOL.md section 10.2) ------------------
 
     def degradation_code(self, contact_id: int, random: Optional[DeterministicRandom] = None) -> str:

@@ -157,7 +157,9 @@ class DatabaseError(ItsMeError):
 
 
 class WrongIdentityError(ItsMeError):
-    """ITSME_E_WRONG_IDENTITY: the contact store belongs to another identity."""
+    """ITSME_E_WRONG_IDENTITY: the contact store belongs to another identity,
+    or installing an import would replace another identity or contacts its
+    key cannot read (see ``Import.check``); nothing was changed."""
 
 
 class WindowUsedError(ItsMeError):
@@ -171,7 +173,8 @@ class MalformedMessageError(ItsMeError):
 
 class ExpiredError(ItsMeError):
     """ITSME_E_EXPIRED: the exchange began more than 24 hours ago, or the
-    voice session's time ran out; it failed."""
+    time of a voice session, Online Verify, PIN Update or device transfer
+    ran out; it failed."""
 
 
 _ERROR_CLASSES: Dict[int, Type[ItsMeError]] = {

@@ -9,8 +9,8 @@ Type rules, applied to every function of the header:
 * ``itsme_result`` / ``int32_t`` -> ``c_int32``; ``uint32_t``,
   ``itsme_accessibility``, ``itsme_verification_state``,
   ``itsme_exchange_method``, ``itsme_exchange_state``, ``itsme_voice_state``,
-  ``itsme_voice_outcome``, ``itsme_online_verify_state`` and
-  ``itsme_pin_update_state`` -> ``c_uint32``;
+  ``itsme_voice_outcome``, ``itsme_online_verify_state``,
+  ``itsme_pin_update_state`` and ``itsme_transfer_state`` -> ``c_uint32``;
   ``int64_t`` -> ``c_int64``; ``uint64_t`` -> ``c_uint64``; ``size_t`` ->
   ``c_size_t``; ``int`` -> ``c_int``.
 * ``char *`` and ``const char *`` (text, in or out) -> ``c_char_p``.
@@ -18,10 +18,12 @@ Type rules, applied to every function of the header:
 * Handles (``itsme_secret_store *``, ``itsme_identity *``, ``itsme_store *``,
   ``itsme_contact *``, ``itsme_contact_list *``, ``itsme_random *``,
   ``itsme_exchange *``, ``itsme_voice *``, ``itsme_online_verify *``,
-  ``itsme_pin_update *``, const or not) -> ``c_void_p``;
+  ``itsme_pin_update *``, ``itsme_import *``, ``itsme_transfer *``, const or
+  not) -> ``c_void_p``;
   a handle out-parameter (``T **``) -> ``POINTER(c_void_p)``.
 * Any other ``T *`` -> ``POINTER(<ctypes type of T>)``; the structs are
-  :class:`SecretStoreCallbacks` and :class:`VoiceDerivationStruct`.
+  :class:`SecretStoreCallbacks`, :class:`VoiceDerivationStruct` and
+  :class:`ImportReportStruct`.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from ctypes import (
     CFUNCTYPE,
     POINTER,
     Structure,
+    c_char,
     c_char_p,
     c_int,
     c_int32,
@@ -53,6 +56,7 @@ __all__ = [
     "DestroyCallback",
     "SecretStoreCallbacks",
     "VoiceDerivationStruct",
+    "ImportReportStruct",
     "SIGNATURES",
     "find_library_path",
     "load_library",
@@ -75,6 +79,7 @@ _voice_state = c_uint32  # itsme_voice_state
 _voice_outcome = c_uint32  # itsme_voice_outcome
 _online_verify_state = c_uint32  # itsme_online_verify_state
 _pin_update_state = c_uint32  # itsme_pin_update_state
+_transfer_state = c_uint32  # itsme_transfer_state
 
 # Host secret-store callbacks (itsme_secret_store_callbacks).
 GetCallback = CFUNCTYPE(_result, c_void_p, c_char_p, _bytes, c_size_t, _size_out)
@@ -108,6 +113,19 @@ class VoiceDerivationStruct(Structure):
         ("their_code", c_uint32),
         ("my_tag", c_uint32),
         ("their_tag", c_uint32),
+    ]
+
+
+class ImportReportStruct(Structure):
+    """``itsme_import_report``: what installing an import would do."""
+
+    _fields_ = [
+        ("wrong_identity", c_int32),
+        ("other_fingerprint", c_char * 17),  # ITSME_FINGERPRINT_SIZE
+        ("store_exists", c_int32),
+        ("contacts_readable", c_uint64),
+        ("contacts_unreadable", c_uint64),
+        ("device_secrets", c_uint64),
     ]
 
 
@@ -179,6 +197,7 @@ SIGNATURES: Dict[str, Tuple[Optional[type], List[type]]] = {
     "itsme_store_set_state": (_result, [_handle, c_int64, _state, c_int, c_int64]),
     "itsme_store_use_window": (_result, [_handle, c_int64, c_int64]),
     "itsme_store_delete": (_result, [_handle, c_int64]),
+    "itsme_store_backup": (_result, [_handle, _text]),
     "itsme_contact_free": (None, [_handle]),
     "itsme_contact_id": (_result, [_handle, POINTER(c_int64)]),
     "itsme_contact_name": (_result, [_handle, _text, c_size_t, _size_out]),
@@ -327,6 +346,44 @@ SIGNATURES: Dict[str, Tuple[Optional[type], List[type]]] = {
     "itsme_pin_update_session_code": (_result, [_handle, _text, c_size_t, _size_out]),
     "itsme_pin_update_next_outgoing": (_result, [_handle, _bytes, c_size_t, _size_out]),
     "itsme_pin_update_receive": (_result, [_handle, _bytes, c_size_t, c_int64]),
+    # Device transfer: the password export
+    "itsme_export_generate_password": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_identity_export": (
+        _result,
+        [_handle, _text, c_int64, _text, c_uint32, _handle, _bytes, c_size_t, _size_out],
+    ),
+    "itsme_export_to_text": (_result, [_bytes, c_size_t, _text, c_size_t, _size_out]),
+    "itsme_export_from_text": (_result, [_text, _bytes, c_size_t, _size_out]),
+    "itsme_export_header": (
+        _result,
+        [_bytes, c_size_t, POINTER(c_uint32), POINTER(c_uint32), POINTER(c_uint32)],
+    ),
+    # Device transfer: imports
+    "itsme_import_open": (_result, [_handle, _bytes, c_size_t, _text, c_int64, _handle_out]),
+    "itsme_import_status": (
+        _result,
+        [_handle, c_int64, POINTER(c_uint32), POINTER(c_uint64)],
+    ),
+    "itsme_import_free": (None, [_handle]),
+    "itsme_import_last_error": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_import_fingerprint": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_import_name": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_import_check": (_result, [_handle, _handle, _text, POINTER(ImportReportStruct)]),
+    "itsme_import_install": (_result, [_handle, _handle, _text, c_uint32, _handle_out]),
+    # Device transfer: the live transfer
+    "itsme_transfer_new_receiver": (_result, [_handle, c_int64, _handle_out]),
+    "itsme_transfer_new_sender": (_result, [_handle, _text, _text, _handle, c_int64, _handle_out]),
+    "itsme_transfer_free": (None, [_handle]),
+    "itsme_transfer_last_error": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_transfer_status": (_result, [_handle, POINTER(_transfer_state)]),
+    "itsme_transfer_offer": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_transfer_room": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_transfer_next_outgoing": (_result, [_handle, _bytes, c_size_t, _size_out]),
+    "itsme_transfer_receive": (_result, [_handle, _bytes, c_size_t, c_int64]),
+    "itsme_transfer_sas": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_transfer_confirm": (_result, [_handle, c_int64]),
+    "itsme_transfer_reject": (_result, [_handle]),
+    "itsme_transfer_take_import": (_result, [_handle, _handle_out]),
 }
 
 

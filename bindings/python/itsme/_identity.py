@@ -155,6 +155,37 @@ class Identity(DetailedHandle):
         self._call(lib.itsme_pin_status, unix_time(now), byref(failures), byref(wait))
         return PinStatus(failures.value, wait.value)
 
+    def export(
+        self,
+        pin: str,
+        password: str,
+        kind: int = 1,
+        now: Optional[int] = None,
+        random: Optional[DeterministicRandom] = None,
+    ) -> bytes:
+        """Exports the identity for a new device (docs/PROTOCOL.md 17.1):
+        the blob :meth:`Import.open` opens there (:func:`export_to_text`
+        gives its text, one QR code).
+
+        Checks ``pin`` at unix time ``now`` (default: the current time) as
+        :meth:`verify_pin` does, a counted attempt, then seals the identity
+        key, the contacts key and the name under ``password`` of ``kind``
+        (:class:`PasswordKind`: ``GENERATED``, the default, for one from
+        :func:`generate_export_password`, typed in any case with spaces or
+        dashes; ``CHOSEN`` for one of at least 8 characters the person
+        chose).  ``random`` (tests and vectors only) draws the salt and
+        nonce.  Device secrets never leave the device.  Takes about a
+        second (Argon2id, 256 MiB).
+
+        Raises :class:`InvalidArgumentError` for an unknown kind or a
+        password not of its kind (checked before the PIN: no attempt is
+        spent), and the errors of :meth:`verify_pin` (:class:`NotFoundError`
+        if no PIN is set: no PIN, no export).
+        """
+        from ._transfer import _export_identity  # the transfer module builds on this one
+
+        return _export_identity(self, pin, password, kind, now, random)
+
     def __repr__(self) -> str:
         if self.closed:
             return "<Identity closed>"

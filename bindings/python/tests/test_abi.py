@@ -34,6 +34,7 @@ SCALARS = {
 STRUCTS = {
     "itsme_secret_store_callbacks": _ffi.SecretStoreCallbacks,
     "itsme_voice_derivation": _ffi.VoiceDerivationStruct,
+    "itsme_import_report": _ffi.ImportReportStruct,
 }
 
 
@@ -134,6 +135,8 @@ def test_header_parses(header):
         "itsme_voice",
         "itsme_online_verify",
         "itsme_pin_update",
+        "itsme_import",
+        "itsme_transfer",
     }
     assert header.resolve("itsme_result") == "int32_t"
 
@@ -170,9 +173,10 @@ def test_structs_match_the_header(header):
         declared = STRUCTS[struct_name]._fields_
         assert len(declared) == len(fields), struct_name
         for (field_name, field_type), text in zip(declared, fields):
-            array = re.fullmatch(r"(.*?)\s*\[\s*(\d+)\s*\]", text)
+            array = re.fullmatch(r"(.*?)\s*\[\s*(\w+)\s*\]", text)
             if array is not None:
                 element, length = array.groups()
+                length = length if length.isdigit() else header.int_define(length)
                 assert field_name == re.findall(r"\w+", element)[-1], text
                 assert issubclass(field_type, ctypes.Array) and field_type._length_ == int(length), text
                 assert field_type._type_ == header.ctype(header.parse_type(element, named=True)), text

@@ -23,6 +23,7 @@ from itsme._ffi import (
     SIGNATURES,
     DestroyCallback,
     GetCallback,
+    ImportReportStruct,
     PutCallback,
     RemoveCallback,
     SecretStoreCallbacks,
@@ -128,7 +129,7 @@ def raw(tmp_path):
     """Raw handles: a store with a PIN-protected identity, an empty store,
     and an identity without a PIN.  Freed afterwards."""
     env = SimpleNamespace(
-        tmp_path=tmp_path, exchanges=[], randoms=[], voices=[], online=[], updates=[], compare=None,
+        tmp_path=tmp_path, exchanges=[], randoms=[], voices=[], online=[], updates=[], transfers=[], imports=[], compare=None,
         bare_contacts=None, peer=None,
     )
     env.store = new_memory_store()
@@ -157,6 +158,10 @@ def raw(tmp_path):
         lib.itsme_online_verify_free(session)
     for update in env.updates:
         lib.itsme_pin_update_free(update)
+    for transfer in env.transfers:
+        lib.itsme_transfer_free(transfer)
+    for opened in env.imports:
+        lib.itsme_import_free(opened)
     for rng in env.randoms:
         lib.itsme_random_free(rng)
     lib.itsme_contact_free(env.contact)
@@ -926,6 +931,163 @@ def _pin_update_receive(env):
     return [mine, as_array(key), len(key), T0], []
 
 
+# Device transfer: exports, imports, live transfers.
+EXPORT_PASSWORD = b"ABCD-EFGH-JKMNP"
+_export = []
+
+
+def an_export():
+    """One export of a throwaway identity, made once (Argon2id, 256 MiB)."""
+    if not _export:
+        store = new_memory_store()
+        identity = new_identity(store)
+        ok(lib.itsme_pin_set(identity, PIN))
+        buf, n = byte_buf(itsme.EXPORT_MAX), size_out()
+        generated = int(itsme.EXPORT_PASSWORD_GENERATED)
+        ok(lib.itsme_identity_export(identity, PIN, T0, EXPORT_PASSWORD, generated, None, buf, itsme.EXPORT_MAX, byref(n)))
+        _export.append(bytes(buf)[: n.value])
+        lib.itsme_identity_free(identity)
+        lib.itsme_secret_store_free(store)
+    return _export[0]
+
+
+def new_receiver(env):
+    """The new device's side of a live transfer, freed with the fixture."""
+    out = c_void_p()
+    ok(lib.itsme_transfer_new_receiver(None, T0, byref(out)))
+    env.transfers.append(out.value)
+    return out.value
+
+
+def new_sender(env, receiver):
+    """The old device's side (env.identity), answering receiver's offer."""
+    offer, n, out = text_buf(itsme.TRANSFER_OFFER_SIZE), size_out(), c_void_p()
+    ok(lib.itsme_transfer_offer(receiver, offer, itsme.TRANSFER_OFFER_SIZE, byref(n)))
+    ok(lib.itsme_transfer_new_sender(env.identity, PIN, offer.value, None, T0, byref(out)))
+    env.transfers.append(out.value)
+    return out.value
+
+
+def transfer_outgoing(transfer):
+    buf, n = byte_buf(itsme.TRANSFER_MESSAGE_MAX), size_out()
+    ok(lib.itsme_transfer_next_outgoing(transfer, buf, itsme.TRANSFER_MESSAGE_MAX, byref(n)))
+    return bytes(buf)[: n.value]
+
+
+def transfer_comparing(env):
+    """A receiver and a sender, both showing the SAS."""
+    receiver = new_receiver(env)
+    sender = new_sender(env, receiver)
+    key = transfer_outgoing(sender)
+    ok(lib.itsme_transfer_receive(receiver, as_array(key), len(key), T0))
+    return receiver, sender
+
+
+def transfer_done(env):
+    """A receiver holding the identity, ready to take."""
+    receiver, sender = transfer_comparing(env)
+    ok(lib.itsme_transfer_confirm(sender, T0))
+    ok(lib.itsme_transfer_confirm(receiver, T0))
+    identity = transfer_outgoing(sender)
+    ok(lib.itsme_transfer_receive(receiver, as_array(identity), len(identity), T0))
+    return receiver
+
+
+def new_import(env):
+    """An import taken from a live transfer (no Argon2id), freed with the fixture."""
+    out = c_void_p()
+    ok(lib.itsme_transfer_take_import(transfer_done(env), byref(out)))
+    env.imports.append(out.value)
+    return out.value
+
+
+def _export_generate_password(env):
+    buf, n = text_buf(itsme.EXPORT_PASSWORD_SIZE), size_out()
+    return [new_random(env), buf, itsme.EXPORT_PASSWORD_SIZE, byref(n)], [buf, n]
+
+
+def _identity_export(env):
+    buf, n = byte_buf(itsme.EXPORT_MAX), size_out()
+    generated = int(itsme.EXPORT_PASSWORD_GENERATED)
+    return [env.identity, PIN, T0, EXPORT_PASSWORD, generated, new_random(env), buf, itsme.EXPORT_MAX, byref(n)], [buf, n]
+
+
+def _export_to_text(env):
+    blob, buf, n = an_export(), text_buf(itsme.EXPORT_TEXT_SIZE), size_out()
+    return [as_array(blob), len(blob), buf, itsme.EXPORT_TEXT_SIZE, byref(n)], [buf, n]
+
+
+def _export_from_text(env):
+    blob = an_export()
+    text, n = text_buf(itsme.EXPORT_TEXT_SIZE), size_out()
+    ok(lib.itsme_export_to_text(as_array(blob), len(blob), text, itsme.EXPORT_TEXT_SIZE, byref(n)))
+    buf, n = byte_buf(itsme.EXPORT_MAX), size_out()
+    return [text.value, buf, itsme.EXPORT_MAX, byref(n)], [buf, n]
+
+
+def _export_header(env):
+    blob, passes, memory, kind = an_export(), c_uint32(FILL), c_uint32(FILL), c_uint32(FILL)
+    return [as_array(blob), len(blob), byref(passes), byref(memory), byref(kind)], [passes, memory, kind]
+
+
+def _import_open(env):
+    blob, out = an_export(), handle_out()
+    return [env.empty_store, as_array(blob), len(blob), EXPORT_PASSWORD, T0, byref(out)], [out]
+
+
+def _import_status(env):
+    failures, wait = c_uint32(FILL), c_uint64(FILL)
+    return [env.empty_store, T0, byref(failures), byref(wait)], [failures, wait]
+
+
+def _import_check(env):
+    report = ImportReportStruct()
+    ctypes.memset(byref(report), FILL, ctypes.sizeof(report))
+    return [new_import(env), env.empty_store, str(env.tmp_path / "moved.db").encode(), byref(report)], [report]
+
+
+def _import_install(env):
+    # NULL, not a sentinel: out_identity may be NULL, and freeing NULL is allowed.
+    out = c_void_p()
+    return [new_import(env), env.empty_store, str(env.tmp_path / "moved.db").encode(), 0, byref(out)], [out]
+
+
+def _transfer_new_receiver(env):
+    out = handle_out()
+    return [new_random(env), T0, byref(out)], [out]
+
+
+def _transfer_new_sender(env):
+    offer, n, out = text_buf(itsme.TRANSFER_OFFER_SIZE), size_out(), handle_out()
+    ok(lib.itsme_transfer_offer(new_receiver(env), offer, itsme.TRANSFER_OFFER_SIZE, byref(n)))
+    return [env.identity, PIN, offer.value, new_random(env), T0, byref(out)], [out]
+
+
+def _transfer_status(env):
+    state = c_uint32(0xAAAA)
+    return [new_receiver(env), byref(state)], [state]
+
+
+def _transfer_next_outgoing(env):
+    buf, n = byte_buf(itsme.TRANSFER_MESSAGE_MAX), size_out()
+    return [new_sender(env, new_receiver(env)), buf, itsme.TRANSFER_MESSAGE_MAX, byref(n)], [buf, n]
+
+
+def _transfer_receive(env):
+    receiver = new_receiver(env)
+    key = transfer_outgoing(new_sender(env, receiver))
+    return [receiver, as_array(key), len(key), T0], []
+
+
+def _transfer_take_import(env):
+    out = handle_out()
+    return [transfer_done(env), byref(out)], [out]
+
+
+def _store_backup(env):
+    return [env.contacts, str(env.tmp_path / "backup.db").encode()], []
+
+
 CASES = {
     "itsme_last_error": _last_error,
     "itsme_fingerprint_from_public_key": _fingerprint_from_public_key,
@@ -1042,6 +1204,31 @@ CASES = {
     "itsme_pin_update_session_code": _session_text(new_pin_update),
     "itsme_pin_update_next_outgoing": _pin_update_next_outgoing,
     "itsme_pin_update_receive": _pin_update_receive,
+    "itsme_store_backup": _store_backup,
+    "itsme_export_generate_password": _export_generate_password,
+    "itsme_identity_export": _identity_export,
+    "itsme_export_to_text": _export_to_text,
+    "itsme_export_from_text": _export_from_text,
+    "itsme_export_header": _export_header,
+    "itsme_import_open": _import_open,
+    "itsme_import_status": _import_status,
+    "itsme_import_last_error": _session_text(new_import),
+    "itsme_import_fingerprint": _session_text(new_import),
+    "itsme_import_name": _session_text(new_import),
+    "itsme_import_check": _import_check,
+    "itsme_import_install": _import_install,
+    "itsme_transfer_new_receiver": _transfer_new_receiver,
+    "itsme_transfer_new_sender": _transfer_new_sender,
+    "itsme_transfer_last_error": _session_text(new_receiver),
+    "itsme_transfer_status": _transfer_status,
+    "itsme_transfer_offer": _session_text(new_receiver),
+    "itsme_transfer_room": _session_text(new_receiver),
+    "itsme_transfer_next_outgoing": _transfer_next_outgoing,
+    "itsme_transfer_receive": _transfer_receive,
+    "itsme_transfer_sas": _session_text(lambda env: transfer_comparing(env)[0]),
+    "itsme_transfer_confirm": lambda env: ([transfer_comparing(env)[1], T0], []),
+    "itsme_transfer_reject": lambda env: ([new_receiver(env)], []),
+    "itsme_transfer_take_import": _transfer_take_import,
 }
 
 # Constructors whose successful output is a handle to free.
@@ -1067,6 +1254,11 @@ FREE_OUTPUT = {
     "itsme_voice_new": lib.itsme_voice_free,
     "itsme_online_verify_new": lib.itsme_online_verify_free,
     "itsme_pin_update_new": lib.itsme_pin_update_free,
+    "itsme_import_open": lib.itsme_import_free,
+    "itsme_import_install": lib.itsme_identity_free,
+    "itsme_transfer_new_receiver": lib.itsme_transfer_free,
+    "itsme_transfer_new_sender": lib.itsme_transfer_free,
+    "itsme_transfer_take_import": lib.itsme_import_free,
 }
 
 # Pointer arguments the header allows to be NULL: (function, index).
@@ -1088,6 +1280,13 @@ OPTIONAL_POINTERS = {
     ("itsme_store_degradation_code", 2): "rng NULL: the operating system",
     ("itsme_online_verify_new", 3): "rng NULL: the operating system",
     ("itsme_pin_update_new", 3): "rng NULL: the operating system",
+    ("itsme_export_generate_password", 0): "rng NULL: the operating system",
+    ("itsme_identity_export", 5): "rng NULL: the operating system",
+    ("itsme_import_check", 2): "store_path NULL: no contact store",
+    ("itsme_import_install", 2): "store_path NULL: no contact store",
+    ("itsme_import_install", 4): "out_identity NULL: not wanted",
+    ("itsme_transfer_new_receiver", 0): "rng NULL: the operating system",
+    ("itsme_transfer_new_sender", 3): "rng NULL: the operating system",
 }
 
 POINTER_ARGUMENTS = [

@@ -11,6 +11,11 @@ codes go through real voice sessions.  The Online Verify and PIN Update
 sessions are rerun whole from each side's random seeds, between contacts
 added with the vector's seed; such contacts have no device secrets, so the
 Online Verify PROOF messages (which carry device tags) are not compared.
+The device transfer's password exports are made again from the identity's
+``random_seed`` and the export's own random source, opened with the password
+as typed, and every rejection is replayed on a fresh secret store with its
+attempt counter checked; the live transfers are rerun whole from both
+sides' random sources, and their rejections step by step.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from itsme import (
     ExchangeFlags,
     ExchangeState,
     Identity,
+    Import,
     InvalidArgumentError,
     ItsMeError,
     OnlineVerify,
@@ -38,6 +44,8 @@ from itsme import (
     PinUpdate,
     PinUpdateState,
     SecretStore,
+    Transfer,
+    TransferState,
     VoiceOutcome,
 )
 
@@ -663,3 +671,192 @@ def test_pin_update_session(parties, vector):
         assert update.state == PinUpdateState.DONE
         assert update.next_outgoing() == b""
         assert update.store.get(update.contact_id).state == itsme.VerificationState.VERIFIED
+
+
+# -- export.json ----------------------------------------------------------------------------
+
+EXPORT = load("export.json")
+TRANSFER = load("transfer.json")
+# Section 16.1's alphabet, of which generated export passwords are made.
+CODE_ALPHABET = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"
+
+
+def _error_name(error_text):
+    """A result code's header name from the vectors' ``error_text``."""
+    return "ITSME_E_" + error_text.upper()
+
+
+def _contents(party):
+    """Section 17: seed | contacts key | be16(len(name)) | name | fingerprint."""
+    name = party["name_text"].encode()
+    return (
+        h(party["identity_seed"])
+        + h(party["contacts_key"])
+        + len(name).to_bytes(2, "big")
+        + name
+        + party["fingerprint_text"].encode()
+    )
+
+
+def _canonical(typed):
+    """A typed generated password as hashed: uppercase, no spaces or dashes."""
+    return typed.replace(" ", "").replace("-", "").upper()
+
+
+def _without_pin():
+    """An identity with no PIN: an export with it checks the password, then
+    stops at the PIN (``NotFoundError``) before any key derivation."""
+    secrets = SecretStore.memory()
+    return secrets, Identity.create(secrets, "No PIN")
+
+
+@pytest.mark.parametrize("vector", EXPORT["passwords"], ids=lambda v: v["password_text"])
+def test_export_password(vector):
+    taken = [CODE_ALPHABET[byte % 31] for byte in h(vector["random"]) if byte < 248][:13]
+    assert len(taken) == 13
+    letters = "".join(taken)
+    assert vector["password_text"] == f"{letters[:4]}-{letters[4:8]}-{letters[8:]}"
+    secrets, identity = _without_pin()
+    with secrets, identity:
+        with pytest.raises(itsme.NotFoundError):
+            identity.export("123456", vector["password_text"], itsme.PasswordKind.GENERATED, T0)
+
+
+@pytest.mark.parametrize("vector", EXPORT["typed"], ids=lambda v: repr(v["input_text"]))
+def test_export_typed_password(vector):
+    secrets, identity = _without_pin()
+    with secrets, identity:
+        if "error_text" in vector:
+            with pytest.raises(ItsMeError) as caught:
+                identity.export("123456", vector["input_text"], itsme.PasswordKind.GENERATED, T0)
+            assert caught.value.name == _error_name(vector["error_text"])
+        else:
+            assert _canonical(vector["input_text"]) == vector["canonical_text"]
+            with pytest.raises(itsme.NotFoundError):  # the password passed; no PIN is set
+                identity.export("123456", vector["input_text"], itsme.PasswordKind.GENERATED, T0)
+
+
+@pytest.mark.parametrize("vector", EXPORT["exports"], ids=lambda v: v["case_text"])
+def test_export(parties, vector):
+    identity, _ = parties.make(vector)
+    identity.set_pin(vector["pin_text"])
+    with DeterministicRandom(h(vector["export_random_seed"])) as random:
+        blob = identity.export(vector["pin_text"], vector["password_text"], vector["password_kind"], T0, random=random)
+    assert blob.hex() == vector["export"]
+    # The parts, as section 17.1 lays them out.
+    header = (
+        b"ITSMEXP\x01\x01"
+        + vector["passes"].to_bytes(4, "big")
+        + vector["memory_kib"].to_bytes(4, "big")
+        + bytes([vector["password_kind"]])
+        + h(vector["salt"])
+        + h(vector["nonce"])
+    )
+    assert header == h(vector["header"]) == blob[: len(header)]
+    assert h(vector["contents"]) == _contents(vector)
+    assert len(blob) == len(header) + len(h(vector["contents"])) + 16
+    assert itsme.export_header(blob) == (vector["passes"], vector["memory_kib"], vector["password_kind"])
+    assert itsme.export_to_text(blob) == vector["text"]
+    assert itsme.export_from_text(vector["text"]) == blob
+    if vector["password_kind"] == itsme.PasswordKind.GENERATED:
+        assert h(vector["password_bytes"]).decode() == _canonical(vector["password_text"])
+        assert _canonical(vector["typed_text"]) == _canonical(vector["password_text"])
+    else:
+        assert h(vector["password_bytes"]) == vector["password_text"].encode() == vector["typed_text"].encode()
+    # Opened on another device with the password as the person typed it.
+    secrets = SecretStore.memory()
+    parties.handles.append(secrets)
+    with Import.open(secrets, blob, vector["typed_text"], T0) as received:
+        assert received.fingerprint == vector["fingerprint_text"]
+        assert received.name == vector["name_text"]
+        installed = received.install(secrets, None)
+        parties.handles.append(installed)
+    assert installed.public_key == h(vector["identity_public"])
+    assert itsme.import_status(secrets, T0) == (0, 0)
+
+
+@pytest.mark.parametrize("vector", EXPORT["rejections"], ids=lambda v: v["case_text"])
+def test_export_rejection(vector):
+    with SecretStore.memory() as secrets:
+        with pytest.raises(ItsMeError) as caught:
+            blob = itsme.export_from_text(vector["text"]) if "text" in vector else h(vector["export"])
+            Import.open(secrets, blob, vector["password_text"], T0).close()
+        assert caught.value.name == _error_name(vector["error_text"]), caught.value
+        counted = 1 if vector["error_text"] == "authentication_failed" else 0
+        assert itsme.import_status(secrets, T0) == (counted, 0)
+
+
+# -- transfer.json --------------------------------------------------------------------------
+
+
+def _receiver(vector):
+    with DeterministicRandom(h(vector["receiver_random_seed"])) as random:
+        receiver = Transfer.receiver(T0, random=random)
+    assert receiver.offer == vector["offer_text"]
+    assert receiver.room == vector["room_text"]
+    return receiver
+
+
+@pytest.mark.parametrize("vector", TRANSFER["transfers"], ids=lambda v: v["sas_text"])
+def test_transfer(parties, vector):
+    receiver = _receiver(vector)
+    parties.handles.append(receiver)
+    offer = h(vector["offer"])
+    assert offer == b"\x01" + h(vector["transfer_id"]) + h(vector["receiver_public"])
+    text = vector["offer_text"]
+    assert text == "ITSMETR1:" + base64.urlsafe_b64encode(offer).decode().rstrip("=")
+    room = hashlib.sha256(_lv_cat(b"itsme-transfer-room-v1", h(vector["transfer_id"]))).digest()[:16]
+    assert room.hex() == vector["room_text"]
+    party = vector["sender"]
+    identity, _ = parties.make(party)
+    identity.set_pin(party["pin_text"])
+    with DeterministicRandom(h(vector["sender_random_seed"])) as random:
+        sender = Transfer.sender(identity, party["pin_text"], text, T0, random=random)
+    parties.handles.append(sender)
+    assert sender.room == vector["room_text"]
+    key_message = sender.next_outgoing()
+    assert key_message.hex() == vector["key_message"]
+    assert key_message == b"\x01\x01" + h(vector["sender_public"])
+    assert sender.sas == vector["sas_text"]
+    receiver.receive(key_message, T0)
+    assert receiver.state == TransferState.COMPARE_SAS
+    assert receiver.sas == vector["sas_text"]
+    transcript = _lv_cat(b"itsme-transfer-v1", h(vector["transfer_id"]), h(vector["receiver_public"]), key_message[2:])
+    assert transcript == h(vector["transcript_input"])
+    assert hashlib.sha256(transcript).digest() == h(vector["transcript_hash"])
+    assert itsme.derive_sas(h(vector["seed"]), h(vector["transcript_hash"])) == vector["sas_text"]
+    assert itsme.short_code_format(vector["sas_value"]) == vector["sas_text"]
+    sender.confirm(T0)
+    identity_message = sender.next_outgoing()
+    assert identity_message.hex() == vector["identity_message"]
+    assert h(vector["contents"]) == _contents(party)
+    assert len(identity_message) == 2 + len(h(vector["contents"])) + 16
+    receiver.confirm(T0)
+    receiver.receive(identity_message, T0)
+    assert receiver.state == TransferState.DONE
+    secrets = SecretStore.memory()
+    parties.handles.append(secrets)
+    with receiver.take_import() as received:
+        assert received.fingerprint == party["fingerprint_text"]
+        assert received.name == party["name_text"]
+        installed = received.install(secrets, None)
+        parties.handles.append(installed)
+    assert installed.public_key == h(party["identity_public"])
+
+
+@pytest.mark.parametrize("vector", TRANSFER["rejections"], ids=lambda v: v["case_text"])
+def test_transfer_rejection(vector):
+    with _receiver(TRANSFER["transfers"][0]) as receiver:
+
+        def play(step):
+            if "receive" in step:
+                receiver.receive(h(step["receive"]), T0)
+            else:
+                assert step == {"confirm": True}
+                receiver.confirm(T0)
+
+        for step in vector["steps"][:-1]:
+            play(step)
+        with pytest.raises(ItsMeError) as caught:
+            play(vector["steps"][-1])
+        assert caught.value.name == _error_name(vector["error_text"]), caught.value
