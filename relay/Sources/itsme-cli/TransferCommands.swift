@@ -523,20 +523,7 @@ struct Transfer: AsyncParsableCommand {
                     await room.close()
                     throw CLIError("the transfer has no SAS (\(transfer.state)): nothing was installed")
                 }
-                out.notice("")
-                out.notice("SAS: \(sas.text)   (the old device shows a SAS too: compare them)")
-                let same: Bool
-                do {
-                    same = try Input.confirm("Does the old device show the same SAS?")
-                } catch {
-                    await room.close()
-                    throw error
-                }
-                guard same else {
-                    try transfer.reject()
-                    await room.close()
-                    out.line("Rejected: nothing was installed. If the SAS differed, another device answered: start again.")
-                    out.document(["installed": false, "state": "rejected"])
+                guard try await sasMatches(transfer, sas, room, out, other: "old", nothing: "installed") else {
                     return .checkFailed
                 }
                 do {
@@ -604,20 +591,7 @@ struct Transfer: AsyncParsableCommand {
                     await room.close()
                     throw roomFailure(error, timedOut: "the relay did not answer in time", outcome: "nothing was sent")
                 }
-                out.notice("")
-                out.notice("SAS: \(sas.text)   (the new device shows a SAS too: compare them)")
-                let same: Bool
-                do {
-                    same = try Input.confirm("Does the new device show the same SAS?")
-                } catch {
-                    await room.close()
-                    throw error
-                }
-                guard same else {
-                    try transfer.reject()
-                    await room.close()
-                    out.line("Rejected: nothing was sent. If the SAS differed, another device answered: start again.")
-                    out.document(["sent": false, "state": "rejected"])
+                guard try await sasMatches(transfer, sas, room, out, other: "new", nothing: "sent") else {
                     return .checkFailed
                 }
                 do {
@@ -680,6 +654,30 @@ private func joinRoom(_ url: RelayURL, _ id: String, _ countdown: Countdown) asy
 }
 
 /// Sends what the transfer has to send.
+/// Shows the SAS and asks whether the `other` device shows the same; if not,
+/// rejects the transfer, leaves the room and says nothing was `nothing`.
+private func sasMatches(
+    _ transfer: DeviceTransfer, _ sas: ShortCode, _ room: Room, _ out: Output, other: String, nothing: String
+) async throws -> Bool {
+    out.notice("")
+    out.notice("SAS: \(sas.text)   (the \(other) device shows a SAS too: compare them)")
+    let same: Bool
+    do {
+        same = try Input.confirm("Does the \(other) device show the same SAS?")
+    } catch {
+        await room.close()
+        throw error
+    }
+    guard same else {
+        try transfer.reject()
+        await room.close()
+        out.line("Rejected: nothing was \(nothing). If the SAS differed, another device answered: start again.")
+        out.document([nothing: false, "state": "rejected"])
+        return false
+    }
+    return true
+}
+
 private func flush(_ transfer: DeviceTransfer, _ room: Room) async throws {
     while let message = transfer.peekOutgoing() {
         try await room.send(message)
