@@ -155,18 +155,8 @@ public enum IdentityExport {
     static func passwordBytes(_ password: String, kind: PasswordKind) throws -> [UInt8] {
         switch kind {
         case .generated:
-            var out: [UInt8] = []
-            for byte in password.utf8 where byte != 0x20 && byte != 0x2D {
-                let upper = (0x61...0x7A).contains(byte) ? byte - 0x20 : byte
-                guard RemoteCode.alphabet.contains(upper) else {
-                    throw ItsMeError(.invalidArgument, "an export password is 13 letters and digits 2-9 (no 0, 1, I, L or O)")
-                }
-                out.append(upper)
-            }
-            guard out.count == generatedPasswordCount else {
-                throw ItsMeError(.invalidArgument, "an export password is 13 letters and digits 2-9 (no 0, 1, I, L or O)")
-            }
-            return out
+            return try RemoteCode.typedValues(password, count: generatedPasswordCount, what: "export password")
+                .map { RemoteCode.alphabet[$0] }
         case .chosen:
             let bytes = Array(password.utf8)
             guard password.unicodeScalars.count >= minimumChosenPasswordCount else {

@@ -29,6 +29,29 @@ public struct RemoteCode: Sendable, Equatable, CustomStringConvertible {
         return ((31 - s) % 31) * 4 % 31
     }
 
+    /// The alphabet values of `count` characters a person typed (an invite
+    /// or encryption code, a generated export password): ASCII letters in
+    /// either case, spaces and `-` ignored. `.invalidArgument`, saying what
+    /// is wrong, for a character outside the alphabet or another count.
+    static func typedValues(_ input: String, count: Int, what: String) throws -> [Int] {
+        var values: [Int] = []
+        for c in input.utf8 {
+            if c == UInt8(ascii: " ") || c == UInt8(ascii: "-") { continue }
+            let upper = (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "z")) ? c - 32 : c
+            guard let v = alphabet.firstIndex(of: upper) else {
+                let shown = (c >= 0x21 && c < 0x7f) ? "'\(Character(Unicode.Scalar(c)))'" : "a character"
+                throw ItsMeError(
+                    .invalidArgument,
+                    "the \(what) contains \(shown), which codes never use (they use 2-9 and A-Z without I, L, O)")
+            }
+            values.append(v)
+        }
+        guard values.count == count else {
+            throw ItsMeError(.invalidArgument, "the \(what) has \(count) characters, got \(values.count)")
+        }
+        return values
+    }
+
     /// A fresh code: 7 characters by rejection sampling (bytes below 248 =
     /// 8 x 31), then the check character.
     public static func random<R: RandomSource>(using rng: inout R) -> RemoteCode {
@@ -47,21 +70,7 @@ public struct RemoteCode: Sendable, Equatable, CustomStringConvertible {
     /// wrong (a character outside the alphabet, the wrong length, or a typo
     /// the check character caught).
     public init(parsing input: String, what: String = "code") throws {
-        var values: [Int] = []
-        for c in input.utf8 {
-            if c == UInt8(ascii: " ") || c == UInt8(ascii: "-") { continue }
-            let upper = (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "z")) ? c - 32 : c
-            guard let v = Self.alphabet.firstIndex(of: upper) else {
-                let shown = (c >= 0x21 && c < 0x7f) ? "'\(Character(Unicode.Scalar(c)))'" : "a character"
-                throw ItsMeError(
-                    .invalidArgument,
-                    "the \(what) contains \(shown), which codes never use (they use 2-9 and A-Z without I, L, O)")
-            }
-            values.append(v)
-        }
-        guard values.count == Self.count else {
-            throw ItsMeError(.invalidArgument, "the \(what) has 8 characters, got \(values.count)")
-        }
+        let values = try Self.typedValues(input, count: Self.count, what: what)
         guard Self.checkValue(Array(values.prefix(7))) == values[7] else {
             throw ItsMeError(.invalidArgument, "the \(what) has a typo: check it character by character")
         }
