@@ -2294,24 +2294,32 @@ def code_from_values(values: Iterable[int]) -> str:
     return "".join(CODE_ALPHABET[v] for v in values + [code_check_value(values)])
 
 
-def parse_code(text: str) -> str:
-    """16.1: a typed code read case-insensitively (ASCII), spaces and '-' ignored; any other
-    character, a count other than 8, or a failed check is refused.  Returns the canonical
-    form: the 8 upper-case characters without separator."""
+def typed_chars(text: str, count: int, what: str, error: type = ProtocolError) -> list[str]:
+    """16.1 (and 17.1's generated passwords): characters typed in any case (ASCII), spaces
+    and '-' ignored; any other character outside the alphabet, or a count other than
+    `count`, is refused with `error`.  Returns the upper-case characters."""
     if not isinstance(text, str):
-        raise ProtocolError("a code is text")
+        raise error(f"{what} is text")
     chars = []
     for c in text:
         if c in _CODE_IGNORED:
             continue
         if not c.isascii():  # str.upper() maps some non-ASCII letters to ASCII ones
-            raise ProtocolError(f"character {c!r} outside the code alphabet")
+            raise error(f"character {c!r} outside the alphabet of {what}")
         u = c.upper()
         if u not in _CODE_VALUE:
-            raise ProtocolError(f"character {c!r} outside the code alphabet")
+            raise error(f"character {c!r} outside the alphabet of {what}")
         chars.append(u)
-    if len(chars) != CODE_CHARS:
-        raise ProtocolError(f"a code has 8 characters, not {len(chars)}")
+    if len(chars) != count:
+        raise error(f"{what} has {count} characters, not {len(chars)}")
+    return chars
+
+
+def parse_code(text: str) -> str:
+    """16.1: a typed code read case-insensitively (ASCII), spaces and '-' ignored; any other
+    character, a count other than 8, or a failed check is refused.  Returns the canonical
+    form: the 8 upper-case characters without separator."""
+    chars = typed_chars(text, CODE_CHARS, "a code")
     if not code_sum_ok(_CODE_VALUE[c] for c in chars):
         raise ProtocolError("the code's check character does not match")
     return "".join(chars)

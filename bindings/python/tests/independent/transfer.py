@@ -46,6 +46,7 @@ from .protocol import (
     lv_cat,
     sas_value,
     sha256,
+    typed_chars,
     u8,
     validate_name,
     x25519_public,
@@ -184,8 +185,6 @@ PASSWORD_KINDS = (KIND_GENERATED, KIND_CHOSEN)
 GENERATED_CHARS = 13
 GENERATED_GROUPS = (4, 4, 5)  # shown ABCD-EFGH-JKMNP
 CHOSEN_MIN_CHARS = 8
-_PASSWORD_VALUE = {c: i for i, c in enumerate(CODE_ALPHABET)}
-_PASSWORD_IGNORED = " -"
 
 
 def draw_password(random1: Callable[[], int] | Iterable[int]) -> str:
@@ -216,21 +215,7 @@ def format_password(canonical: str) -> str:
 def canonical_password(typed: str) -> str:
     """A typed generated password: any case (ASCII), spaces and '-' ignored; any other
     character outside the alphabet, or a count other than 13, is refused."""
-    if not isinstance(typed, str):
-        raise InvalidInput("a password is text")
-    chars = []
-    for c in typed:
-        if c in _PASSWORD_IGNORED:
-            continue
-        if not c.isascii():  # str.upper() maps some non-ASCII letters to ASCII ones
-            raise InvalidInput(f"character {c!r} outside the password alphabet")
-        u = c.upper()
-        if u not in _PASSWORD_VALUE:
-            raise InvalidInput(f"character {c!r} outside the password alphabet")
-        chars.append(u)
-    if len(chars) != GENERATED_CHARS:
-        raise InvalidInput(f"a generated password has 13 characters, not {len(chars)}")
-    return "".join(chars)
+    return "".join(typed_chars(typed, GENERATED_CHARS, "a generated password", InvalidInput))
 
 
 def password_bytes(kind: int, typed: str) -> bytes:
