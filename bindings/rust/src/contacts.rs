@@ -348,19 +348,7 @@ impl ContactStore {
     /// [`ErrorKind::CorruptData`], [`ErrorKind::SecretStore`].
     pub fn open(identity: &Identity, path: impl AsRef<Path>) -> Result<ContactStore> {
         init()?;
-        let path = path.as_ref();
-        #[cfg(unix)]
-        let bytes = {
-            use std::os::unix::ffi::OsStrExt;
-            path.as_os_str().as_bytes()
-        };
-        #[cfg(not(unix))]
-        let bytes = path
-            .to_str()
-            .ok_or_else(|| Error::new(sys::ITSME_E_INVALID_ARGUMENT, "the path is not valid UTF-8"))?
-            .as_bytes();
-        let path = CText::new(bytes)
-            .ok_or_else(|| Error::new(sys::ITSME_E_INVALID_ARGUMENT, "the path contains a NUL byte"))?;
+        let path = path_arg(path.as_ref())?;
         let mut out = ptr::null_mut();
         // SAFETY: live identity handle; NUL-terminated path; valid out.
         identity.call_code(|raw| unsafe { sys::itsme_store_open(raw, path.as_ptr(), &mut out) })?;
@@ -548,6 +536,23 @@ impl ContactStore {
         Ok(count)
     }
 
+    /// Writes a consistent copy of the whole store as one new file at
+    /// `path`: a backup, or the file that moves to a new device with the
+    /// identity ([`Import::install`]).  Safe while the store is in use; the
+    /// copy holds what was committed when it started.  Records stay sealed,
+    /// and its device secrets open only on this device.  Never overwrites a
+    /// file.
+    ///
+    /// Errors: [`ErrorKind::AlreadyExists`] (`path` exists),
+    /// [`ErrorKind::InvalidArgument`] (a path that is not UTF-8 or contains
+    /// a NUL byte), [`ErrorKind::Database`] (e.g. the directory is not
+    /// writable).
+    pub fn backup(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path_arg(path.as_ref())?;
+        // SAFETY: live handle; NUL-terminated path.
+        self.call_code(|raw| unsafe { sys::itsme_store_backup(raw, path.as_ptr()) })
+    }
+
     /// Renames a contact (1 to [`NAME_MAX_BYTES`] bytes, no control
     /// characters).
     ///
@@ -711,4 +716,19 @@ impl fmt::Debug for ContactIter<'_> {
             .field("done", &self.done)
             .finish_non_exhaustive()
     }
+}
+
+/// A path argument as NUL-terminated bytes.
+pub(crate) fn path_arg(path: &Path) -> Result<CText> {
+    #[cfg(unix)]
+    let bytes = {
+        use std::os::unix::ffi::OsStrExt;
+        path.as_os_str().as_bytes()
+    };
+    #[cfg(not(unix))]
+    let bytes = path
+        .to_str()
+        .ok_or_else(|| Error::new(sys::ITSME_E_INVALID_ARGUMENT, "the path is not valid UTF-8"))?
+        .as_bytes();
+    CText::new(bytes).ok_or_else(|| Error::new(sys::ITSME_E_INVALID_ARGUMENT, "the path contains a NUL byte"))
 }

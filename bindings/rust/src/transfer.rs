@@ -331,20 +331,6 @@ pub fn export_header(blob: &[u8]) -> Result<ExportHeader> {
 // Imports
 // ---------------------------------------------------------------------------
 
-/// A path argument as NUL-terminated bytes.
-fn path_arg(path: &Path) -> Result<CText> {
-    #[cfg(unix)]
-    let bytes = {
-        use std::os::unix::ffi::OsStrExt;
-        path.as_os_str().as_bytes()
-    };
-    #[cfg(not(unix))]
-    let bytes = path
-        .to_str()
-        .ok_or_else(|| Error::new(sys::ITSME_E_INVALID_ARGUMENT, "the path is not valid UTF-8"))?
-        .as_bytes();
-    CText::new(bytes).ok_or_else(|| Error::new(sys::ITSME_E_INVALID_ARGUMENT, "the path contains a NUL byte"))
-}
 
 /// Another identity found in the secret store by [`Import::check`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -520,7 +506,7 @@ impl Import {
     /// contact store), [`ErrorKind::CorruptData`],
     /// [`ErrorKind::SecretStore`].
     pub fn check(&self, store: &SecretStore, contact_store: Option<&Path>) -> Result<ImportReport> {
-        let path = contact_store.map(path_arg).transpose()?;
+        let path = contact_store.map(crate::contacts::path_arg).transpose()?;
         let path = path.as_ref().map_or(ptr::null(), CText::as_ptr);
         let secrets = store.raw.as_ptr();
         let mut report = sys::itsme_import_report::default();
@@ -546,7 +532,7 @@ impl Import {
     /// [`ErrorKind::Database`], [`ErrorKind::CorruptData`],
     /// [`ErrorKind::SecretStore`].
     pub fn install(&self, store: &SecretStore, contact_store: Option<&Path>, replace: bool) -> Result<Identity> {
-        let path = contact_store.map(path_arg).transpose()?;
+        let path = contact_store.map(crate::contacts::path_arg).transpose()?;
         let path = path.as_ref().map_or(ptr::null(), CText::as_ptr);
         let secrets = store.raw.as_ptr();
         let flags = if replace { sys::ITSME_IMPORT_REPLACE } else { 0 };
@@ -570,25 +556,6 @@ impl Drop for Import {
 impl fmt::Debug for Import {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Import").field("raw", &self.raw).finish()
-    }
-}
-
-impl ContactStore {
-    /// Writes a consistent copy of the whole store as one new file at
-    /// `path`: a backup, or the file that moves to a new device with the
-    /// identity ([`Import::install`]).  Safe while the store is in use; the
-    /// copy holds what was committed when it started.  Records stay sealed,
-    /// and its device secrets open only on this device.  Never overwrites a
-    /// file.
-    ///
-    /// Errors: [`ErrorKind::AlreadyExists`] (`path` exists),
-    /// [`ErrorKind::InvalidArgument`] (a path that is not UTF-8 or contains
-    /// a NUL byte), [`ErrorKind::Database`] (e.g. the directory is not
-    /// writable).
-    pub fn backup(&self, path: impl AsRef<Path>) -> Result<()> {
-        let path = path_arg(path.as_ref())?;
-        // SAFETY: live handle; NUL-terminated path.
-        self.call_code(|raw| unsafe { sys::itsme_store_backup(raw, path.as_ptr()) })
     }
 }
 
