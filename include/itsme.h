@@ -125,8 +125,12 @@ typedef int32_t itsme_result;
  * of an unknown version, or arrived out of order (replayed, reordered).
  * The exchange has failed. */
 #define ITSME_E_MALFORMED_MESSAGE 20
-/* The exchange began more than 24 hours ago.  It has failed. */
+/* Too late: an exchange that began more than 24 hours ago, a session past
+ * its lifetime, a service request past its expiry.  It has failed. */
 #define ITSME_E_EXPIRED 21
+/* A single-use message was presented again: a service approval whose
+ * request has been answered already (docs/PROTOCOL.md 19.5). */
+#define ITSME_E_REPLAYED 22
 
 /* A static, NUL-terminated English text for a result code ("unknown result
  * code" for codes this version does not know).  Never free it.
@@ -1367,8 +1371,8 @@ typedef uint32_t itsme_online_verify_state;
 
 /* Buffer size for a room name: 32 hex digits and the NUL. */
 #define ITSME_ROOM_NAME_SIZE 33
-/* Longest Online Verify message. */
-#define ITSME_ONLINE_VERIFY_MESSAGE_MAX 82
+/* Longest Online Verify message (a PROOF carrying a profile reference). */
+#define ITSME_ONLINE_VERIFY_MESSAGE_MAX 114
 
 /* Starts a session with contact `contact_id` in the room of `window`, which
  * is floor(now / 30) or the one before; rng NULL: the operating system.
@@ -1436,6 +1440,29 @@ itsme_result itsme_online_verify_confirm(itsme_online_verify *session,
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (already finished
  * or failed). */
 itsme_result itsme_online_verify_reject(itsme_online_verify *session);
+
+/* Sends the reference of this person's profile record (docs/PROTOCOL.md
+ * 18.3: ITSME_PROFILE_REFERENCE_BYTES, from itsme_profile_reference)
+ * inside this session's PROOF, encrypted for the peer.  Call before the
+ * PROOF is made, that is before feeding the peer's KEY message: right after
+ * itsme_online_verify_new is safe.  Calling again replaces it.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, reference_len not 32),
+ * ITSME_E_INVALID_STATE (the PROOF is made already, or the session has
+ * failed). */
+itsme_result itsme_online_verify_share_profile(itsme_online_verify *session,
+                                               const uint8_t *reference,
+                                               size_t reference_len);
+
+/* The profile reference the peer sent in its PROOF
+ * (ITSME_PROFILE_REFERENCE_BYTES), once the SAS is confirmed
+ * (ITSME_ONLINE_VERIFY_CONFIRMED): fetch the record it names and open it
+ * with itsme_profile_open.  A secret: wipe it when done.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL,
+ * ITSME_E_INVALID_STATE (not confirmed), ITSME_E_NOT_FOUND (the peer sent
+ * none). */
+itsme_result itsme_online_verify_peer_profile(
+    const itsme_online_verify *session, uint8_t *out, size_t cap,
+    size_t *out_len);
 
 /* ------------------------------------------------------------------------
  * Security PIN Update (docs/PROTOCOL.md section 10.3)
@@ -1806,6 +1833,358 @@ itsme_result itsme_transfer_reject(itsme_transfer *transfer);
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE. */
 itsme_result itsme_transfer_take_import(itsme_transfer *transfer,
                                         itsme_import **out);
+
+/* ------------------------------------------------------------------------
+ * Profile records (docs/PROTOCOL.md section 18)
+ *
+ * A person's name and photo, sealed field by field under a random record
+ * key and authenticated together with the owner's identity key.  The owner
+ * publishes the record bytes on the relay (PUT /v1/records/{id}, id the
+ * lowercase hex of the record ID) and gives contacts the reference (record
+ * ID and record key) inside an encrypted, authenticated channel
+ * (itsme_online_verify_share_profile), never in a QR code.  A contact
+ * fetches the bytes, opens them with itsme_profile_open, which checks every
+ * MAC and the ID before decrypting, shows the result, and applies it with
+ * itsme_store_apply_profile if the person agrees.
+ *
+ * Thread safety: an itsme_profile is immutable; several threads may read
+ * it at once.
+ * ---------------------------------------------------------------------- */
+
+typedef struct itsme_profile itsme_profile;
+
+/* Largest profile record, in bytes (the relay's default record limit). */
+#define ITSME_PROFILE_RECORD_MAX 262144
+/* Bytes of the record format around the three values. */
+#define ITSME_PROFILE_RECORD_OVERHEAD 177
+/* Sizes of a record ID, and of a reference: record ID || record key. */
+#define ITSME_RECORD_ID_BYTES 16
+#define ITSME_PROFILE_REFERENCE_BYTES 32
+/* Buffer size for a record ID as text: 32 lowercase hex digits and NUL. */
+#define ITSME_RECORD_NAME_SIZE 33
+/* Longest photo filename, in bytes (without the NUL). */
+#define ITSME_PHOTO_FILENAME_MAX_BYTES 255
+
+/* Makes a new profile record for `identity`: a fresh record key and
+ * nonces (rng NULL: the operating system).  `name`: NULL or "" for none,
+ * else 1 to ITSME_NAME_MAX_BYTES bytes of UTF-8 without control
+ * characters.  `photo`: photo_len bytes (NULL when photo_len is 0).
+ * `photo_filename`: NULL or "" for none; needs a photo.  A name or a photo
+ * is required, and the record must fit in ITSME_PROFILE_RECORD_MAX.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (with a detail
+ * in itsme_last_error), ITSME_E_OUT_OF_MEMORY. */
+itsme_result itsme_profile_create(const itsme_identity *identity,
+                                  const char *name, const uint8_t *photo,
+                                  size_t photo_len,
+                                  const char *photo_filename,
+                                  itsme_random *rng, itsme_profile **out);
+
+/* Opens record bytes fetched from the relay with the reference the owner
+ * sent (ITSME_PROFILE_REFERENCE_BYTES): the size (at most
+ * ITSME_PROFILE_RECORD_MAX) and shape first, then every field MAC, the
+ * record MAC (over the owner's key `owner_key`, ITSME_PUBLIC_KEY_BYTES: the
+ * contact's public key) and the record ID, in constant time, before
+ * anything is decrypted; then the values.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, a
+ * reference or key of the wrong size),
+ * ITSME_E_MALFORMED_MESSAGE (too large, truncated, another version, values
+ * that break the rules), ITSME_E_AUTHENTICATION_FAILED (a tampered byte, a
+ * wrong record ID or key, another owner).  Details in itsme_last_error. */
+itsme_result itsme_profile_open(const uint8_t *record, size_t record_len,
+                                const uint8_t *reference,
+                                size_t reference_len,
+                                const uint8_t *owner_key, size_t key_len,
+                                itsme_profile **out);
+
+/* Releases a profile and wipes its record key.  Accepts NULL. */
+void itsme_profile_free(itsme_profile *profile);
+
+/* The name, NUL-terminated ("" if the profile has none).
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_profile_name(const itsme_profile *profile, char *out,
+                                size_t cap, size_t *out_len);
+
+/* The photo's bytes (*out_len 0 if none).
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_profile_photo(const itsme_profile *profile, uint8_t *out,
+                                 size_t cap, size_t *out_len);
+
+/* The photo's filename, NUL-terminated ("" if none).
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_profile_photo_filename(const itsme_profile *profile,
+                                          char *out, size_t cap,
+                                          size_t *out_len);
+
+/* The sealed record, as stored on the relay.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_profile_record(const itsme_profile *profile, uint8_t *out,
+                                  size_t cap, size_t *out_len);
+
+/* The record ID (ITSME_RECORD_ID_BYTES) and, as text, the relay's name
+ * for it (ITSME_RECORD_NAME_SIZE: 32 lowercase hex digits and the NUL).
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_profile_record_id(const itsme_profile *profile,
+                                     uint8_t *out, size_t cap,
+                                     size_t *out_len);
+/* The record ID as the relay names it (see itsme_profile_record_id). */
+itsme_result itsme_profile_record_name(const itsme_profile *profile,
+                                       char *out, size_t cap,
+                                       size_t *out_len);
+
+/* The reference (ITSME_PROFILE_REFERENCE_BYTES: record ID || record key),
+ * a secret: whoever holds it can read the profile.  Give it only through
+ * an encrypted, authenticated channel (itsme_online_verify_share_profile);
+ * wipe your copy when done.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_profile_reference(const itsme_profile *profile,
+                                     uint8_t *out, size_t cap,
+                                     size_t *out_len);
+
+/* Applies an opened profile to contact `id`, in one transaction: its name
+ * (if the profile has one) and its photo and filename (if it has a photo).
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND (no such contact),
+ * ITSME_E_DATABASE. */
+itsme_result itsme_store_apply_profile(itsme_store *store, int64_t id,
+                                       const itsme_profile *profile);
+
+/* Sets contact `id`'s photo (at most 524,288 bytes; NULL when photo_len is
+ * 0) and its filename (NULL or "" for none; at most 255 bytes), sealed like
+ * the contact.  An empty photo and filename remove the photo.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND, ITSME_E_DATABASE. */
+itsme_result itsme_store_set_photo(itsme_store *store, int64_t id,
+                                   const uint8_t *photo, size_t photo_len,
+                                   const char *filename);
+
+/* Contact `id`'s photo, and its filename (NUL-terminated, "" if none).
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL,
+ * ITSME_E_NOT_FOUND (no such contact, or it has no photo),
+ * ITSME_E_CORRUPT_DATA, ITSME_E_DATABASE. */
+itsme_result itsme_store_photo(itsme_store *store, int64_t id, uint8_t *out,
+                               size_t cap, size_t *out_len);
+/* Contact `id`'s photo filename (see itsme_store_photo). */
+itsme_result itsme_store_photo_filename(itsme_store *store, int64_t id,
+                                        char *out, size_t cap,
+                                        size_t *out_len);
+
+/* ------------------------------------------------------------------------
+ * Service approvals (docs/PROTOCOL.md section 19)
+ *
+ * A service (a web site) lets a person approve a login on their device.
+ * Device side: itsme_credential_enroll makes a fresh Ed25519 key for one
+ * service, kept in the secret store, and the enrollment message the
+ * service stores; later itsme_approval_request_parse shows a request and
+ * itsme_approval_sign answers it (approve with some scopes, or deny).
+ * Service side: itsme_enrollment_verify checks an enrollment against the
+ * nonce the service issued; itsme_approval_request_create makes a request
+ * (keep its bytes: they are the service's record); itsme_approval_verify
+ * checks an answer against that record, the user's enrolled keys, the
+ * service's clock and a replay store.
+ *
+ * Scope lists cross this interface as text: scopes separated by single
+ * spaces ("email profile"), each 1 to 64 bytes of printable ASCII
+ * (0x21-0x7E), at most 32.  Inputs may come in any order but must not
+ * repeat a scope; outputs are in increasing byte order.
+ *
+ * Comparing the OTP ties the screen the person sees to the request on the
+ * device; it does not stop a phishing site that relays a real request in
+ * real time (PROTOCOL.md 19.6).
+ *
+ * Thread safety: the functions without a handle are thread-safe; calls
+ * on one secret store are serialised; an itsme_replay_store may be used by
+ * several threads at once (the in-memory one locks; a callback store must
+ * make its insert atomic).
+ * ---------------------------------------------------------------------- */
+
+/* Sizes. */
+#define ITSME_CREDENTIAL_ID_BYTES 16
+#define ITSME_SERVICE_ID_MAX_BYTES 255
+#define ITSME_SESSION_ID_MAX_BYTES 128
+#define ITSME_OTP_SIZE 7            /* six digits and the NUL */
+#define ITSME_SCOPES_MAX 32
+#define ITSME_SCOPE_MAX_BYTES 64
+/* A scope list as text: 32 scopes of 64 bytes, separators, the NUL. */
+#define ITSME_SCOPES_TEXT_SIZE 2080
+#define ITSME_ENROLLMENT_MAX 226
+#define ITSME_APPROVAL_REQUEST_MAX 2650
+#define ITSME_APPROVAL_MAX 2177
+/* A request lives at most this long, in seconds. */
+#define ITSME_APPROVAL_LIFETIME_MAX 600
+
+typedef uint32_t itsme_approval_decision;
+#define ITSME_APPROVAL_APPROVE 1
+#define ITSME_APPROVAL_DENY 2
+
+/* Device side.  Makes a new Ed25519 key pair for `service_id` (1 to 255
+ * bytes of printable ASCII), replacing the one this device had for that
+ * service, saves it in `store` (item itsme.credential.<hash>, see
+ * docs/STORAGE.md), and writes the enrollment message (98 + length of
+ * `label` bytes) for the service, signed over `nonce` (16 to 64 bytes, the
+ * service's).  `label` names the device for the service (a name: 1 to 128
+ * bytes of UTF-8).  rng NULL: the operating system.  Nothing is saved
+ * unless the message fits in `out`.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
+ * ITSME_E_BUFFER_TOO_SMALL (nothing saved), ITSME_E_SECRET_STORE.  Details
+ * in the store's last error. */
+itsme_result itsme_credential_enroll(itsme_secret_store *store,
+                                     const char *service_id,
+                                     const char *label, const uint8_t *nonce,
+                                     size_t nonce_len, itsme_random *rng,
+                                     uint8_t *out, size_t cap,
+                                     size_t *out_len);
+
+/* Device side.  The credential ID this device holds for `service_id`
+ * (ITSME_CREDENTIAL_ID_BYTES).
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL,
+ * ITSME_E_NOT_FOUND (not enrolled), ITSME_E_CORRUPT_DATA,
+ * ITSME_E_SECRET_STORE. */
+itsme_result itsme_credential_id(itsme_secret_store *store,
+                                 const char *service_id, uint8_t *out,
+                                 size_t cap, size_t *out_len);
+
+/* Device side.  Deletes this device's key for `service_id` (the service
+ * should remove the credential too).
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND, ITSME_E_SECRET_STORE. */
+itsme_result itsme_credential_remove(itsme_secret_store *store,
+                                     const char *service_id);
+
+/* A request, as read from its bytes. */
+typedef struct itsme_approval_request_info {
+    char service_id[ITSME_SERVICE_ID_MAX_BYTES + 1];
+    char service_name[129];
+    char session_id[ITSME_SESSION_ID_MAX_BYTES + 1];
+    char otp[ITSME_OTP_SIZE];
+    int64_t issued_at;
+    int64_t expires_at;
+    /* The requested scopes, space-separated, in increasing byte order. */
+    char scopes[ITSME_SCOPES_TEXT_SIZE];
+} itsme_approval_request_info;
+
+/* Device side.  Reads a request to show it: strictly parsed, and refused
+ * once `now` is past its expiry.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL), ITSME_E_MALFORMED_MESSAGE,
+ * ITSME_E_EXPIRED.  Details in itsme_last_error. */
+itsme_result itsme_approval_request_parse(const uint8_t *request, size_t len,
+                                          int64_t now,
+                                          itsme_approval_request_info *out);
+
+/* Device side.  Answers a request with the key enrolled for its service:
+ * ITSME_APPROVAL_APPROVE with `granted_scopes` (a subset of the requested
+ * ones; NULL or "" for none), or ITSME_APPROVAL_DENY (granted_scopes must
+ * be NULL or "").  Signs at time `now`.  The host should have the person
+ * compare the OTP first, and unlock the device (biometrics, a PIN).
+ * Errors: ITSME_E_INVALID_ARGUMENT (a scope not requested, a repeated one,
+ * an unknown decision), ITSME_E_MALFORMED_MESSAGE, ITSME_E_EXPIRED,
+ * ITSME_E_NOT_FOUND (no key for the service), ITSME_E_BUFFER_TOO_SMALL,
+ * ITSME_E_CORRUPT_DATA, ITSME_E_SECRET_STORE.  Details in the store's last
+ * error. */
+itsme_result itsme_approval_sign(itsme_secret_store *store,
+                                 const uint8_t *request, size_t request_len,
+                                 itsme_approval_decision decision,
+                                 const char *granted_scopes, int64_t now,
+                                 uint8_t *out, size_t cap, size_t *out_len);
+
+/* What a service learns from a valid enrollment. */
+typedef struct itsme_credential_info {
+    uint8_t credential_id[ITSME_CREDENTIAL_ID_BYTES];
+    uint8_t public_key[32];
+    /* The device's label, NUL-terminated. */
+    char label[129];
+} itsme_credential_info;
+
+/* Service side.  Checks an enrollment against the service's own
+ * `service_id` and the `nonce` it issued (which the service must then
+ * spend: a nonce is good for one enrollment).
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, a bad
+ * service ID or nonce), ITSME_E_MALFORMED_MESSAGE,
+ * ITSME_E_AUTHENTICATION_FAILED (bad signature, another nonce or service,
+ * a non-canonical or small-order key).  Details in itsme_last_error. */
+itsme_result itsme_enrollment_verify(const char *service_id,
+                                     const uint8_t *nonce, size_t nonce_len,
+                                     const uint8_t *enrollment, size_t len,
+                                     itsme_credential_info *out);
+
+/* Service side.  Makes a request: a fresh 32-byte nonce and a uniform
+ * six-digit OTP (rng NULL: the operating system), issued at `now`,
+ * expiring `lifetime` seconds later (1 to ITSME_APPROVAL_LIFETIME_MAX).
+ * `service_name` is a name (1 to 128 bytes of UTF-8); `session_id` 1 to
+ * 128 bytes of printable ASCII; `scopes` as above (NULL or "": none).
+ * Keep the bytes: they are the record itsme_approval_verify checks
+ * against.  Show the OTP (itsme_approval_request_parse gives it).
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
+ * ITSME_E_BUFFER_TOO_SMALL.  Details in itsme_last_error. */
+itsme_result itsme_approval_request_create(
+    const char *service_id, const char *service_name, const char *session_id,
+    const char *scopes, int64_t lifetime, itsme_random *rng, int64_t now,
+    uint8_t *out, size_t cap, size_t *out_len);
+
+/* A service's record of single-use values: spent approval requests. */
+typedef struct itsme_replay_store itsme_replay_store;
+
+/* A host-implemented replay store (a database table, a shared cache).
+ * insert: record `key` (32 bytes, borrowed for the call) until
+ *   `expires_at` (the host may forget it after that); set *out_seen to 1 if
+ *   it was recorded already (and leave it), else 0.  Must be atomic across
+ *   every verifier sharing the store.  Return ITSME_OK, or any other code
+ *   on failure (the approval is then refused with that code).  `now` is the
+ *   verifier's clock.  Must not call back into libitsme.
+ * destroy: optional (may be NULL); called once with ctx when the store is
+ *   freed. */
+typedef struct itsme_replay_store_callbacks {
+    void *ctx;
+    itsme_result (*insert)(void *ctx, const uint8_t *key, int64_t expires_at,
+                           int64_t now, int32_t *out_seen);
+    void (*destroy)(void *ctx);
+} itsme_replay_store_callbacks;
+
+/* An in-memory replay store: entries are dropped once expired; at most
+ * `capacity` live entries (0: 1,000,000); an insert into a full store is
+ * refused with ITSME_E_LOCKED rather than forgetting a live entry.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_replay_store_new_memory(size_t capacity,
+                                           itsme_replay_store **out);
+
+/* A replay store backed by host callbacks.  The table is copied; insert
+ * must be non-NULL.  On success the store owns ctx (destroy is called
+ * when it is freed); on failure the caller keeps it.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_replay_store_new_callbacks(
+    const itsme_replay_store_callbacks *callbacks, itsme_replay_store **out);
+
+/* Releases a replay store.  Accepts NULL. */
+void itsme_replay_store_free(itsme_replay_store *store);
+
+/* What a verified approval says. */
+typedef struct itsme_approval_result {
+    itsme_approval_decision decision;
+    /* Which enrolled key signed. */
+    uint8_t credential_id[ITSME_CREDENTIAL_ID_BYTES];
+    /* The device's clock when it signed (informational). */
+    int64_t timestamp;
+    /* The granted scopes, space-separated, in increasing byte order ("" for
+     * none, and always "" for a denial). */
+    char granted_scopes[ITSME_SCOPES_TEXT_SIZE];
+} itsme_approval_result;
+
+/* Service side.  Verifies `approval` against the service's own record of
+ * the request (`request`: the bytes itsme_approval_request_create gave),
+ * the user's enrolled public keys (`public_keys`: key_count keys of 32
+ * bytes each, concatenated), the service's clock `now` and `replay`, in
+ * the order of docs/PROTOCOL.md 19.5.  Only a valid answer is recorded in
+ * `replay`, so a forged one cannot spend the request.  A verified denial
+ * is ITSME_OK with decision ITSME_APPROVAL_DENY.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, a
+ * request that does not parse), ITSME_E_MALFORMED_MESSAGE (the approval
+ * does not parse, or grants a scope not requested), ITSME_E_EXPIRED,
+ * ITSME_E_NOT_FOUND (signed by no enrolled key), ITSME_E_AUTHENTICATION_FAILED
+ * (wrong OTP, bad signature), ITSME_E_REPLAYED, ITSME_E_LOCKED (in-memory
+ * store full), or a callback's code.  Details in itsme_last_error. */
+itsme_result itsme_approval_verify(const uint8_t *request, size_t request_len,
+                                   const uint8_t *approval,
+                                   size_t approval_len,
+                                   const uint8_t *public_keys,
+                                   size_t key_count,
+                                   itsme_replay_store *replay, int64_t now,
+                                   itsme_approval_result *out);
 
 #ifdef __cplusplus
 }

@@ -21,4 +21,6 @@ struct itsme_online_verify { unsigned char opaque_; };
 struct itsme_pin_update { unsigned char opaque_; };
 struct itsme_import { unsigned char opaque_; };
 struct itsme_transfer { unsigned char opaque_; };
+struct itsme_profile { unsigned char opaque_; };
+struct itsme_replay_store { unsigned char opaque_; };
 #endif

@@ -613,16 +613,33 @@ public final class ContactStore: @unchecked Sendable {
         guard photo.count <= Self.maxPhotoBytes, filename.utf8.count <= 255 else {
             throw ItsMeError(.invalidArgument, "a photo is at most \(Self.maxPhotoBytes) bytes, its filename 255")
         }
-        let plain = [ContactRecord.version] + field(1, Array(filename.utf8)) + fieldLong(2, photo)
         try withLock {
             try db.transaction(.immediate) {
                 _ = try sealedRecord(id)
-                if photo.isEmpty && filename.isEmpty {
-                    try db.run("DELETE FROM photos WHERE contact_id = ?", [.integer(id)])
-                } else {
-                    let sealed = try seal(plain, table: .photos, row: id, key: contactsKey)
-                    try db.run("INSERT OR REPLACE INTO photos (contact_id, record) VALUES (?, ?)", [.integer(id), .blob(sealed)])
-                }
+                try setPhotoLocked(id: id, photo: photo, filename: filename)
+            }
+        }
+    }
+
+    private func setPhotoLocked(id: Int64, photo: [UInt8], filename: String) throws {
+        if photo.isEmpty && filename.isEmpty {
+            try db.run("DELETE FROM photos WHERE contact_id = ?", [.integer(id)])
+        } else {
+            let plain = [ContactRecord.version] + field(1, Array(filename.utf8)) + fieldLong(2, photo)
+            let sealed = try seal(plain, table: .photos, row: id, key: contactsKey)
+            try db.run("INSERT OR REPLACE INTO photos (contact_id, record) VALUES (?, ?)", [.integer(id), .blob(sealed)])
+        }
+    }
+
+    /// Applies a profile the contact shared (PROTOCOL.md 18.4), in one
+    /// transaction: its name, if it has one, and its photo and filename, if
+    /// it has a photo. The host asks the person first.
+    public func applyProfile(id: Int64, _ profile: ProfileRecord) throws {
+        try withLock {
+            try db.transaction(.immediate) {
+                _ = try sealedRecord(id)
+                if !profile.name.isEmpty { try modifyLocked(id, newSeed: nil) { $0.name = profile.name } }
+                if !profile.photo.isEmpty { try setPhotoLocked(id: id, photo: profile.photo, filename: profile.photoFilename) }
             }
         }
     }

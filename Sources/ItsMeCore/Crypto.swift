@@ -188,6 +188,27 @@ func withScratch<R>(_ count: Int, _ body: (UnsafeMutableRawBufferPointer) throws
 
 // MARK: - Signatures and key agreement
 
+/// The ChaCha20 stream cipher, IETF variant (RFC 8439 section 2.4: 96-bit
+/// nonce, 32-bit block counter from 0), as libsodium's
+/// `crypto_stream_chacha20_ietf_xor`. Unauthenticated: callers add a MAC.
+public enum ChaCha20 {
+    public static let keyCount = 32
+    public static let nonceCount = 12
+
+    /// `data` XOR the key stream of (key, nonce) from block 0.
+    public static func xor(_ data: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, nonce: [UInt8]) -> [UInt8] {
+        precondition(key.count == keyCount && nonce.count == nonceCount, "ChaCha20 key or nonce of the wrong size")
+        var out = [UInt8](repeating: 0, count: data.count)
+        guard !data.isEmpty else { return out }
+        out.withUnsafeMutableBytes { o in
+            _ = crypto_stream_chacha20_ietf_xor(
+                o.baseAddress!.assumingMemoryBound(to: UInt8.self), data.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                UInt64(data.count), nonce, key.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        }
+        return out
+    }
+}
+
 public enum Ed25519 {
     public static let seedCount = 32
     public static let publicKeyCount = 32

@@ -29,6 +29,7 @@ public struct ItsMeError: Error, Equatable, CustomStringConvertible {
         public static let windowUsed = Kind(19)
         public static let malformedMessage = Kind(20)
         public static let expired = Kind(21)
+        public static let replayed = Kind(22)
 
         /// Every kind, in code order. The C header, the bindings and this
         /// list are checked against each other by the tests.
@@ -37,6 +38,7 @@ public struct ItsMeError: Error, Equatable, CustomStringConvertible {
             .notFound, .alreadyExists, .invalidPIN, .wrongPIN, .locked, .secretStore,
             .corruptData, .authenticationFailed, .invalidKey, .invalidState, .database,
             .outOfMemory, .internal, .wrongIdentity, .windowUsed, .malformedMessage, .expired,
+            .replayed,
         ]
 
         /// The constant's name in include/itsme.h.
@@ -64,6 +66,7 @@ public struct ItsMeError: Error, Equatable, CustomStringConvertible {
             case 19: return "ITSME_E_WINDOW_USED"
             case 20: return "ITSME_E_MALFORMED_MESSAGE"
             case 21: return "ITSME_E_EXPIRED"
+            case 22: return "ITSME_E_REPLAYED"
             default: return "ITSME_E_UNKNOWN"
             }
         }
@@ -92,7 +95,8 @@ public struct ItsMeError: Error, Equatable, CustomStringConvertible {
             case 18: return "this store belongs to another identity"
             case 19: return "verification window already used"
             case 20: return "malformed message: the peer's message is invalid, of an unknown version, or out of order"
-            case 21: return "expired: the exchange is older than 24 hours"
+            case 21: return "expired: too late (an exchange older than 24 hours, a session or request past its lifetime)"
+            case 22: return "replayed: this single-use message was presented already"
             default: return "unknown result code"
             }
         }

@@ -53,6 +53,10 @@ public final class OnlineVerify: CustomStringConvertible {
     private var th: [UInt8]?
     private var proofReceived = false
     private var outbox: [[UInt8]] = []
+    /// Profile references (PROTOCOL.md 18.3): ours to send in the PROOF,
+    /// the peer's as received in its PROOF.
+    private var myProfile: SecretBytes?
+    private var peerProfile: SecretBytes?
 
     public var roomName: String { Hex.encodeUpper(roomID).lowercased() }
 
@@ -117,6 +121,8 @@ public final class OnlineVerify: CustomStringConvertible {
         state = .failed
         failure = error
         secrets.withMutableBytes { wipe($0) }
+        myProfile = nil
+        peerProfile = nil
         outbox.removeAll()
     }
 
@@ -216,8 +222,38 @@ public final class OnlineVerify: CustomStringConvertible {
         try secrets.withBytes { try body(UnsafeRawBufferPointer(rebasing: $0[fromInitiator ? 32..<64 : 64..<96])) }
     }
 
+    /// Sends the reference of our profile record (record ID || record key,
+    /// PROTOCOL.md 18.3) inside our PROOF, encrypted for the peer. Only
+    /// before the PROOF is made (before the peer's KEY is received); again
+    /// replaces it.
+    public func shareProfile<Ref: ByteView & ~Copyable>(reference: borrowing Ref) throws {
+        guard reference.withBytes({ $0.count }) == ProfileRecord.referenceCount else {
+            throw ItsMeError(.invalidArgument, "a profile reference is \(ProfileRecord.referenceCount) bytes")
+        }
+        guard state == .running, th == nil else {
+            throw ItsMeError(.invalidState, "a profile reference must be shared before the PROOF is made (the session is \(state))")
+        }
+        myProfile = try SecretBytes(copying: reference)
+    }
+
+    /// The profile reference the peer sent in its PROOF, once the person has
+    /// confirmed the SAS; `.notFound` if the peer sent none.
+    public func peerProfileReference() throws -> SecretBytes {
+        guard state == .confirmed else {
+            throw ItsMeError(.invalidState, "the peer's profile is offered once the SAS is confirmed (the session is \(state))")
+        }
+        guard let reference = try peerProfile?.copy() else {
+            throw ItsMeError(.notFound, "the peer shared no profile in this session")
+        }
+        return reference
+    }
+
     private func proofMessage() throws -> [UInt8] {
         var plain = proof(role) + (try VoiceProtocol.withTagKey(seed: seed) { deviceTag(key: $0, pid: myPID, secret: myDevice) })
+        if var reference = myProfile?.withBytes({ Array($0) }) {
+            plain += reference
+            wipe(&reference)
+        }
         defer { wipe(&plain) }
         return try withKey(fromInitiator: isInitiator) {
             try ExchangeProtocol.sealFrame(type: MessageType.proof.rawValue, key: $0, counter: 0, plain)
@@ -225,10 +261,14 @@ public final class OnlineVerify: CustomStringConvertible {
     }
 
     private func checkProof(_ m: [UInt8]) throws {
-        guard m.count == 2 + 64 + AEAD.tagCount else { throw ItsMeError(.malformedMessage, "a PROOF message is 82 bytes") }
-        let plain = try withKey(fromInitiator: !isInitiator) {
+        let plainCounts = [64, 64 + ProfileRecord.referenceCount]
+        guard plainCounts.contains(m.count - 2 - AEAD.tagCount) else {
+            throw ItsMeError(.malformedMessage, "a PROOF message is 82 bytes, or 114 with a profile reference")
+        }
+        var plain = try withKey(fromInitiator: !isInitiator) {
             try ExchangeProtocol.openFrame(m, key: $0, counter: 0, what: "the peer's PROOF")
         }
+        defer { wipe(&plain) }
         guard ConstantTime.equal(Array(plain[0..<32]), proof(peerRole)) else {
             throw ItsMeError(.authenticationFailed, "the peer's proof is wrong: it does not hold the shared secret")
         }
@@ -247,6 +287,7 @@ public final class OnlineVerify: CustomStringConvertible {
         } else {
             outcome = theirDevice.count == 0 ? .verifiedTagUnchecked : .deviceChanged
         }
+        if plain.count > 64 { peerProfile = try SecretBytes(copying: Array(plain[64...])) }
     }
 
     /// The two people read the SAS aloud and it matched: records the

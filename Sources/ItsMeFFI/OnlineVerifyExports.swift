@@ -89,3 +89,27 @@ public func ffiOnlineVerifyConfirm(
 public func ffiOnlineVerifyReject(_ session: UnsafeMutablePointer<itsme_online_verify>?) -> itsme_result {
     onSession(session) { s in try s.reject() }
 }
+
+@c(itsme_online_verify_share_profile)
+public func ffiOnlineVerifyShareProfile(
+    _ session: UnsafeMutablePointer<itsme_online_verify>?, _ reference: UnsafePointer<UInt8>?, _ referenceLen: UInt
+) -> itsme_result {
+    onSession(session) { s in
+        guard referenceLen == UInt(ProfileRecord.referenceCount) else {
+            throw invalid("a profile reference is \(ProfileRecord.referenceCount) bytes, not \(referenceLen)")
+        }
+        let p = try required(reference, "reference")
+        try s.shareProfile(reference: try SecretBytes(copying: UnsafeRawBufferPointer(start: p, count: Int(referenceLen))))
+    }
+}
+
+@c(itsme_online_verify_peer_profile)
+public func ffiOnlineVerifyPeerProfile(
+    _ session: UnsafePointer<itsme_online_verify>?, _ out: UnsafeMutablePointer<UInt8>?, _ cap: UInt,
+    _ outLen: UnsafeMutablePointer<UInt>?
+) -> itsme_result {
+    onSession(session) { s in
+        try checkOutput(out, cap, outLen)
+        try s.peerProfileReference().withBytes { try writeBytes($0, to: out, cap: cap, outLen: outLen) }
+    }
+}

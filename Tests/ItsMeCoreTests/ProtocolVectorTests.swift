@@ -483,8 +483,10 @@ final class ProtocolVectorTests: XCTestCase {
 
     func onlineVerifyVectors() throws -> [String: Any] {
         var sessions: [[String: Any]] = []
-        for i in 0..<2 {
+        // Session 2: both PROOFs carry a profile reference (11.3, 18.3).
+        for i in 0..<3 {
             let seed = fixed("itsme-vector-ov-seed-\(i)")
+            let references = i == 2 ? (fixed("itsme-vector-ov-reference-a"), fixed("itsme-vector-ov-reference-b")) : nil
             let (a, _) = try party("ov-\(i)-a", name: "Alice")
             let (b, _) = try party("ov-\(i)-b", name: "Bob")
             let dir = NSTemporaryDirectory() + "itsme-ov-vec-\(UUID().uuidString)"
@@ -505,6 +507,10 @@ final class ProtocolVectorTests: XCTestCase {
             var ga = DeterministicRandom(seed: ra), gb = DeterministicRandom(seed: rb)
             let va = try OnlineVerify(store: sa, contactID: ia, window: w, now: t, random: &ga)
             let vb = try OnlineVerify(store: sb, contactID: ib, window: w, now: t, random: &gb)
+            if let references {
+                try va.shareProfile(reference: references.0)
+                try vb.shareProfile(reference: references.1)
+            }
             var log: [(Bool, [UInt8])] = []
             var moved = true
             while moved {
@@ -544,24 +550,33 @@ final class ProtocolVectorTests: XCTestCase {
             func proofMessage(_ k: [UInt8], _ plain: [UInt8]) throws -> [UInt8] {
                 [1, 3] + (try AEAD.seal(.chacha20Poly1305, key: k, nonce: ExchangeProtocol.nonce(0), plaintext: plain, aad: [1, 3]))
             }
-            let proofI = try proofMessage(kI, proof("initiator") + dtag(iP, iDS))
-            let proofR = try proofMessage(kR, proof("responder") + dtag(rP, rDS))
+            let (iRef, rRef) = references.map { aInit ? ($0.0, $0.1) : ($0.1, $0.0) } ?? ([], [])
+            let proofI = try proofMessage(kI, proof("initiator") + dtag(iP, iDS) + iRef)
+            let proofR = try proofMessage(kR, proof("responder") + dtag(rP, rDS) + rRef)
             let sent = Dictionary(grouping: log, by: { $0.0 }).mapValues { $0.map { hex($0.1) } }
             XCTAssertEqual(sent[true], [commit, keyI, proofI].map(hex))
             XCTAssertEqual(sent[false], [keyR, proofR].map(hex))
             let sas = try sasValue(seed, th)
             XCTAssertEqual(va.sas?.value, sas.value)
-            func side(_ p: Party, _ d: (eph: [UInt8], chal: [UInt8]), _ r: [UInt8], _ ds: [UInt8]) -> [String: Any] {
-                [
+            if let references {
+                try va.confirm(store: sa, now: t)
+                try vb.confirm(store: sb, now: t)
+                XCTAssertEqual(try va.peerProfileReference().unsafeExportedArray(), references.1)
+                XCTAssertEqual(try vb.peerProfileReference().unsafeExportedArray(), references.0)
+            }
+            func side(_ p: Party, _ d: (eph: [UInt8], chal: [UInt8]), _ r: [UInt8], _ ds: [UInt8], _ reference: [UInt8]?) -> [String: Any] {
+                var json: [String: Any] = [
                     "random_seed": hex(r), "identity_random_seed": hex(p.randomSeed), "identity_seed": hex(p.identitySeed),
                     "pid": hex(p.publicKey),
                     "ephemeral_secret": hex(d.eph), "ephemeral_public": hex(pub(d.eph)), "challenge": hex(d.chal),
                     "device_secret": hex(ds),
                 ]
+                if let reference { json["profile_reference"] = hex(reference) }
+                return json
             }
             sessions.append([
                 "seed": hex(seed), "window": Int(w), "room": hex(room), "initiator_text": aInit ? "a" : "b",
-                "a": side(a, da, ra, dsA), "b": side(b, db, rb, dsB), "commit": hex(commit), "key_r": hex(keyR), "key_i": hex(keyI),
+                "a": side(a, da, ra, dsA, references?.0), "b": side(b, db, rb, dsB, references?.1), "commit": hex(commit), "key_r": hex(keyR), "key_i": hex(keyI),
                 "th_input": hex(thInput), "th": hex(th), "salt": hex(salt), "shared": hex(shared), "k_i": hex(kI), "k_r": hex(kR),
                 "proof_i": hex(proof("initiator")), "proof_r": hex(proof("responder")), "tag_key": hex(tagKey),
                 "dtag_i": hex(dtag(iP, iDS)), "dtag_r": hex(dtag(rP, rDS)), "proof_message_i": hex(proofI),
@@ -773,7 +788,7 @@ final class ProtocolVectorTests: XCTestCase {
             "encoding": encodingVectors(), "seed": try seedVectors(), "sas": try sasVectors(), "qr": try qrVectors(),
             "source-v5": try sourceVectors(), "bluetooth": try bluetoothVectors(), "voice": try voiceVectors(),
             "online-verify": try onlineVerifyVectors(), "pin-update": try pinUpdateVectors(), "remote": try remoteVectors(),
-            "export": try exportVectors(), "transfer": try transferVectors(),
+            "export": try exportVectors(), "transfer": try transferVectors(), "profile": try profileVectors(), "approval": try approvalVectors(),
         ]
         let write = ProcessInfo.processInfo.environment["ITSME_WRITE_VECTORS"] == "1"
         for (name, content) in files {

@@ -1365,6 +1365,270 @@ static void transfers(void) {
     if (system(cmd) != 0) failed++;
 }
 
+/* A host replay store: a small table of seen keys, with switches. */
+struct host_replay {
+    uint8_t keys[16][32];
+    int count, fail, destroyed;
+};
+
+static itsme_result replay_insert(void *ctx, const uint8_t *key, int64_t expires_at, int64_t now, int32_t *out_seen) {
+    struct host_replay *r = ctx;
+    (void)expires_at;
+    (void)now;
+    if (r->fail) return ITSME_E_DATABASE;
+    for (int i = 0; i < r->count; i++) {
+        if (memcmp(r->keys[i], key, 32) == 0) {
+            *out_seen = 1;
+            return ITSME_OK;
+        }
+    }
+    if (r->count == 16) return ITSME_E_LOCKED;
+    memcpy(r->keys[r->count++], key, 32);
+    *out_seen = 0;
+    return ITSME_OK;
+}
+
+static void replay_destroy(void *ctx) { ((struct host_replay *)ctx)->destroyed++; }
+
+/* Profile records (PROTOCOL.md 18) and service approvals (19): round trips
+ * through the C interface, every refusal, and misuse. */
+static void profiles_and_approvals(void) {
+    char dir[] = "/tmp/itsme-c-profile-XXXXXX";
+    if (!mkdtemp(dir)) { failed++; return; }
+    char path[64];
+    snprintf(path, sizeof path, "%s/contacts.db", dir);
+    itsme_secret_store *secrets = NULL, *bob_secrets = NULL;
+    itsme_identity *alice = NULL, *bob = NULL;
+    itsme_secret_store_new_memory(&secrets);
+    itsme_secret_store_new_memory(&bob_secrets);
+    itsme_identity_create(secrets, "Alice", &alice);
+    itsme_identity_create(bob_secrets, "Bob", &bob);
+    uint8_t alice_pk[32];
+    size_t len = 0;
+    itsme_identity_public_key(alice, alice_pk, sizeof alice_pk, &len);
+
+    /* Create. */
+    uint8_t photo[1000];
+    for (size_t i = 0; i < sizeof photo; i++) photo[i] = (uint8_t)(i * 13);
+    itsme_profile *made = NULL, *opened = NULL;
+    EXPECT("profile NULL identity", itsme_profile_create(NULL, "A", NULL, 0, NULL, NULL, &made), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("profile NULL out", itsme_profile_create(alice, "A", NULL, 0, NULL, NULL, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("profile empty", itsme_profile_create(alice, NULL, NULL, 0, NULL, NULL, &made), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("profile NULL photo with a length", itsme_profile_create(alice, "A", NULL, 5, NULL, NULL, &made), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("profile filename without photo", itsme_profile_create(alice, "A", NULL, 0, "a.jpg", NULL, &made), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("profile bad filename", itsme_profile_create(alice, "A", photo, 10, "../x", NULL, &made), ITSME_E_INVALID_ARGUMENT);
+    static uint8_t record[ITSME_PROFILE_RECORD_MAX + 1];
+    size_t most = ITSME_PROFILE_RECORD_MAX - ITSME_PROFILE_RECORD_OVERHEAD - 1;
+    EXPECT("profile photo too large", itsme_profile_create(alice, "A", record, most + 1, NULL, NULL, &made), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("profile largest photo", itsme_profile_create(alice, "A", record, most, NULL, NULL, &made), ITSME_OK);
+    itsme_profile_free(made);
+    made = NULL;
+    EXPECT("profile bad UTF-8", itsme_profile_create(alice, "\xff", NULL, 0, NULL, NULL, &made), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("profile", itsme_profile_create(alice, "Alice Smith", photo, sizeof photo, "alice.jpg", NULL, &made), ITSME_OK);
+    size_t record_len = 0;
+    EXPECT("record size query", itsme_profile_record(made, NULL, 0, &record_len), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("record size", record_len, ITSME_PROFILE_RECORD_OVERHEAD + 11 + sizeof photo + 9);
+    EXPECT("record", itsme_profile_record(made, record, sizeof record, &record_len), ITSME_OK);
+    uint8_t reference[ITSME_PROFILE_REFERENCE_BYTES], id[ITSME_RECORD_ID_BYTES];
+    EXPECT("reference short", itsme_profile_reference(made, reference, 31, &len), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("reference", itsme_profile_reference(made, reference, sizeof reference, &len), ITSME_OK);
+    EXPECT("record id", itsme_profile_record_id(made, id, sizeof id, &len), ITSME_OK);
+    EXPECT("reference starts with the id", memcmp(reference, id, sizeof id), 0);
+    char record_name[ITSME_RECORD_NAME_SIZE];
+    EXPECT("record name", itsme_profile_record_name(made, record_name, sizeof record_name, &len), ITSME_OK);
+    EXPECT("record name length", strlen(record_name), 32);
+
+    /* Open: the round trip, then every refusal. */
+    EXPECT("open NULL record", itsme_profile_open(NULL, record_len, reference, 32, alice_pk, 32, &opened), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("open NULL reference", itsme_profile_open(record, record_len, NULL, 32, alice_pk, 32, &opened), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("open short reference", itsme_profile_open(record, record_len, reference, 16, alice_pk, 32, &opened), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("open NULL key", itsme_profile_open(record, record_len, reference, 32, NULL, 32, &opened), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("open short key", itsme_profile_open(record, record_len, reference, 32, alice_pk, 31, &opened), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("open NULL out", itsme_profile_open(record, record_len, reference, 32, alice_pk, 32, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("open", itsme_profile_open(record, record_len, reference, 32, alice_pk, 32, &opened), ITSME_OK);
+    char name[ITSME_NAME_MAX_BYTES + 1], filename[ITSME_PHOTO_FILENAME_MAX_BYTES + 1];
+    static uint8_t got_photo[2000];
+    EXPECT("opened name", itsme_profile_name(opened, name, sizeof name, &len), ITSME_OK);
+    EXPECT("opened name is Alice Smith", strcmp(name, "Alice Smith"), 0);
+    EXPECT("opened photo", itsme_profile_photo(opened, got_photo, sizeof got_photo, &len), ITSME_OK);
+    EXPECT("opened photo bytes", len == sizeof photo && memcmp(got_photo, photo, sizeof photo) == 0, 1);
+    EXPECT("opened filename", itsme_profile_photo_filename(opened, filename, sizeof filename, &len), ITSME_OK);
+    EXPECT("opened filename is alice.jpg", strcmp(filename, "alice.jpg"), 0);
+    EXPECT("getter NULL profile", itsme_profile_name(NULL, name, sizeof name, &len), ITSME_E_INVALID_ARGUMENT);
+    uint8_t bad_reference[32];
+    memcpy(bad_reference, reference, 32);
+    bad_reference[0] ^= 1;
+    itsme_profile *never = NULL;
+    EXPECT("wrong record id", itsme_profile_open(record, record_len, bad_reference, 32, alice_pk, 32, &never), ITSME_E_AUTHENTICATION_FAILED);
+    memcpy(bad_reference, reference, 32);
+    bad_reference[31] ^= 1;
+    EXPECT("wrong record key", itsme_profile_open(record, record_len, bad_reference, 32, alice_pk, 32, &never), ITSME_E_AUTHENTICATION_FAILED);
+    uint8_t other_pk[32];
+    itsme_identity_public_key(bob, other_pk, sizeof other_pk, &len);
+    EXPECT("another owner", itsme_profile_open(record, record_len, reference, 32, other_pk, 32, &never), ITSME_E_AUTHENTICATION_FAILED);
+    record[1 + 12 + 4] ^= 1; /* the name's ciphertext */
+    EXPECT("tampered field", itsme_profile_open(record, record_len, reference, 32, alice_pk, 32, &never), ITSME_E_AUTHENTICATION_FAILED);
+    record[1 + 12 + 4] ^= 1;
+    record[1 + 12 + 4 + 11] ^= 1; /* the name's MAC */
+    EXPECT("tampered field MAC", itsme_profile_open(record, record_len, reference, 32, alice_pk, 32, &never), ITSME_E_AUTHENTICATION_FAILED);
+    record[1 + 12 + 4 + 11] ^= 1;
+    record[record_len - 1] ^= 1;
+    EXPECT("tampered record MAC", itsme_profile_open(record, record_len, reference, 32, alice_pk, 32, &never), ITSME_E_AUTHENTICATION_FAILED);
+    record[record_len - 1] ^= 1;
+    EXPECT("truncated record", itsme_profile_open(record, record_len - 1, reference, 32, alice_pk, 32, &never), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("oversize record", itsme_profile_open(record, sizeof record, reference, 32, alice_pk, 32, &never), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("nothing opened", never == NULL, 1);
+    EXPECT("still opens", itsme_profile_open(record, record_len, reference, 32, alice_pk, 32, &never), ITSME_OK);
+    itsme_profile_free(never);
+
+    /* Applied to Bob's contact for Alice. */
+    itsme_store *store = NULL;
+    itsme_store_open(bob, path, &store);
+    uint8_t seed[32] = {1};
+    int64_t cid = 0;
+    EXPECT("add alice", itsme_store_add(store, "Al", alice_pk, 32, seed, 32, ITSME_EXCHANGE_QR, T0, &cid), ITSME_OK);
+    EXPECT("no photo yet", itsme_store_photo(store, cid, got_photo, sizeof got_photo, &len), ITSME_E_NOT_FOUND);
+    EXPECT("apply NULL profile", itsme_store_apply_profile(store, cid, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("apply unknown contact", itsme_store_apply_profile(store, cid + 1, opened), ITSME_E_NOT_FOUND);
+    EXPECT("apply", itsme_store_apply_profile(store, cid, opened), ITSME_OK);
+    itsme_contact *contact = NULL;
+    itsme_store_get(store, cid, &contact);
+    itsme_contact_name(contact, name, sizeof name, &len);
+    EXPECT("contact renamed", strcmp(name, "Alice Smith"), 0);
+    itsme_contact_free(contact);
+    EXPECT("photo applied", itsme_store_photo(store, cid, got_photo, sizeof got_photo, &len) == ITSME_OK && len == sizeof photo, 1);
+    EXPECT("filename applied", itsme_store_photo_filename(store, cid, filename, sizeof filename, &len), ITSME_OK);
+    EXPECT("filename is alice.jpg", strcmp(filename, "alice.jpg"), 0);
+    EXPECT("set photo NULL with length", itsme_store_set_photo(store, cid, NULL, 3, "x"), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("remove photo", itsme_store_set_photo(store, cid, NULL, 0, NULL), ITSME_OK);
+    EXPECT("photo removed", itsme_store_photo(store, cid, got_photo, sizeof got_photo, &len), ITSME_E_NOT_FOUND);
+    itsme_store_close(store);
+    itsme_profile_free(opened);
+    itsme_profile_free(made);
+    itsme_profile_free(NULL);
+
+    /* Approvals: two devices of one person enroll with a service. */
+    itsme_secret_store *phone = NULL, *tablet = NULL;
+    itsme_secret_store_new_memory(&phone);
+    itsme_secret_store_new_memory(&tablet);
+    const char *service = "bank.example";
+    uint8_t nonce[32] = {7}, enrollment[ITSME_ENROLLMENT_MAX];
+    EXPECT("enroll NULL store", itsme_credential_enroll(NULL, service, "Phone", nonce, 32, NULL, enrollment, sizeof enrollment, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("enroll bad service", itsme_credential_enroll(phone, "bank example", "Phone", nonce, 32, NULL, enrollment, sizeof enrollment, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("enroll short nonce", itsme_credential_enroll(phone, service, "Phone", nonce, 15, NULL, enrollment, sizeof enrollment, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("enroll short buffer", itsme_credential_enroll(phone, service, "Phone", nonce, 32, NULL, enrollment, 50, &len), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("enroll size", len, 98 + 5);
+    uint8_t cred_id[ITSME_CREDENTIAL_ID_BYTES];
+    EXPECT("nothing saved by a short buffer", itsme_credential_id(phone, service, cred_id, sizeof cred_id, &len), ITSME_E_NOT_FOUND);
+    EXPECT("enroll phone", itsme_credential_enroll(phone, service, "Phone", nonce, 32, NULL, enrollment, sizeof enrollment, &len), ITSME_OK);
+    itsme_credential_info phone_cred, tablet_cred;
+    EXPECT("verify enrollment NULL out", itsme_enrollment_verify(service, nonce, 32, enrollment, len, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("verify enrollment wrong service", itsme_enrollment_verify("evil.example", nonce, 32, enrollment, len, &phone_cred), ITSME_E_AUTHENTICATION_FAILED);
+    nonce[0] ^= 1;
+    EXPECT("verify enrollment wrong nonce", itsme_enrollment_verify(service, nonce, 32, enrollment, len, &phone_cred), ITSME_E_AUTHENTICATION_FAILED);
+    nonce[0] ^= 1;
+    EXPECT("verify enrollment truncated", itsme_enrollment_verify(service, nonce, 32, enrollment, len - 1, &phone_cred), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("verify enrollment", itsme_enrollment_verify(service, nonce, 32, enrollment, len, &phone_cred), ITSME_OK);
+    EXPECT("label", strcmp(phone_cred.label, "Phone"), 0);
+    EXPECT("credential id", itsme_credential_id(phone, service, cred_id, sizeof cred_id, &len), ITSME_OK);
+    EXPECT("credential id matches", memcmp(cred_id, phone_cred.credential_id, sizeof cred_id), 0);
+    EXPECT("enroll tablet", itsme_credential_enroll(tablet, service, "Tablet", nonce, 32, NULL, enrollment, sizeof enrollment, &len), ITSME_OK);
+    EXPECT("verify tablet", itsme_enrollment_verify(service, nonce, 32, enrollment, len, &tablet_cred), ITSME_OK);
+    uint8_t keys[64];
+    memcpy(keys, phone_cred.public_key, 32);
+    memcpy(keys + 32, tablet_cred.public_key, 32);
+
+    /* A login: request, parse, sign, verify. */
+    uint8_t request[ITSME_APPROVAL_REQUEST_MAX], approval[ITSME_APPROVAL_MAX];
+    size_t request_len = 0, approval_len = 0;
+    EXPECT("request NULL service", itsme_approval_request_create(NULL, "Bank", "s1", "email", 120, NULL, T0, request, sizeof request, &request_len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("request repeated scope", itsme_approval_request_create(service, "Bank", "s1", "email email", 120, NULL, T0, request, sizeof request, &request_len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("request lifetime", itsme_approval_request_create(service, "Bank", "s1", "email", 601, NULL, T0, request, sizeof request, &request_len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("request", itsme_approval_request_create(service, "Bank", "s1", "profile email transfer", 120, NULL, T0, request, sizeof request, &request_len), ITSME_OK);
+    itsme_approval_request_info info;
+    EXPECT("parse NULL out", itsme_approval_request_parse(request, request_len, T0, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("parse truncated", itsme_approval_request_parse(request, request_len - 1, T0, &info), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("parse expired", itsme_approval_request_parse(request, request_len, T0 + 121, &info), ITSME_E_EXPIRED);
+    EXPECT("parse", itsme_approval_request_parse(request, request_len, T0 + 1, &info), ITSME_OK);
+    EXPECT("parsed scopes sorted", strcmp(info.scopes, "email profile transfer"), 0);
+    EXPECT("parsed otp", strlen(info.otp), 6);
+    EXPECT("parsed expiry", info.expires_at, T0 + 120);
+    EXPECT("sign scope not requested", itsme_approval_sign(phone, request, request_len, ITSME_APPROVAL_APPROVE, "email admin", T0 + 2, approval, sizeof approval, &approval_len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("sign deny with scopes", itsme_approval_sign(phone, request, request_len, ITSME_APPROVAL_DENY, "email", T0 + 2, approval, sizeof approval, &approval_len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("sign unknown decision", itsme_approval_sign(phone, request, request_len, 3, NULL, T0 + 2, approval, sizeof approval, &approval_len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("sign not enrolled", itsme_approval_sign(secrets, request, request_len, ITSME_APPROVAL_APPROVE, "email", T0 + 2, approval, sizeof approval, &approval_len), ITSME_E_NOT_FOUND);
+    EXPECT("sign expired", itsme_approval_sign(phone, request, request_len, ITSME_APPROVAL_APPROVE, "email", T0 + 121, approval, sizeof approval, &approval_len), ITSME_E_EXPIRED);
+    EXPECT("sign", itsme_approval_sign(phone, request, request_len, ITSME_APPROVAL_APPROVE, "profile email", T0 + 2, approval, sizeof approval, &approval_len), ITSME_OK);
+
+    struct host_replay host = {0};
+    itsme_replay_store_callbacks table = {&host, replay_insert, replay_destroy};
+    itsme_replay_store *replay = NULL, *memory = NULL;
+    itsme_replay_store_callbacks no_insert = {&host, NULL, NULL};
+    EXPECT("replay store NULL insert", itsme_replay_store_new_callbacks(&no_insert, &replay), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("replay store NULL table", itsme_replay_store_new_callbacks(NULL, &replay), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("replay store", itsme_replay_store_new_callbacks(&table, &replay), ITSME_OK);
+    EXPECT("memory replay store", itsme_replay_store_new_memory(0, &memory), ITSME_OK);
+    itsme_approval_result result;
+    EXPECT("verify NULL replay", itsme_approval_verify(request, request_len, approval, approval_len, keys, 2, NULL, T0 + 3, &result), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("verify NULL keys", itsme_approval_verify(request, request_len, approval, approval_len, NULL, 2, replay, T0 + 3, &result), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("verify unknown key", itsme_approval_verify(request, request_len, approval, approval_len, keys + 32, 1, replay, T0 + 3, &result), ITSME_E_NOT_FOUND);
+    EXPECT("verify expired", itsme_approval_verify(request, request_len, approval, approval_len, keys, 2, replay, T0 + 121, &result), ITSME_E_EXPIRED);
+    approval[approval_len - 1] ^= 1;
+    EXPECT("verify bad signature", itsme_approval_verify(request, request_len, approval, approval_len, keys, 2, replay, T0 + 3, &result), ITSME_E_AUTHENTICATION_FAILED);
+    approval[approval_len - 1] ^= 1;
+    EXPECT("forgeries spend nothing", host.count, 0);
+    host.fail = 1;
+    EXPECT("verify, the host store fails", itsme_approval_verify(request, request_len, approval, approval_len, keys, 2, replay, T0 + 3, &result), ITSME_E_DATABASE);
+    host.fail = 0;
+    EXPECT("verify", itsme_approval_verify(request, request_len, approval, approval_len, keys, 2, replay, T0 + 3, &result), ITSME_OK);
+    EXPECT("approved", result.decision, ITSME_APPROVAL_APPROVE);
+    EXPECT("granted", strcmp(result.granted_scopes, "email profile"), 0);
+    EXPECT("signed by the phone", memcmp(result.credential_id, phone_cred.credential_id, 16), 0);
+    EXPECT("timestamp", result.timestamp, T0 + 2);
+    EXPECT("replayed", itsme_approval_verify(request, request_len, approval, approval_len, keys, 2, replay, T0 + 4, &result), ITSME_E_REPLAYED);
+    EXPECT("memory store: first", itsme_approval_verify(request, request_len, approval, approval_len, keys, 2, memory, T0 + 4, &result), ITSME_OK);
+    EXPECT("memory store: replayed", itsme_approval_verify(request, request_len, approval, approval_len, keys, 2, memory, T0 + 4, &result), ITSME_E_REPLAYED);
+
+    /* Another login: the tablet denies; a wrong OTP; a scope not requested. */
+    uint8_t request2[ITSME_APPROVAL_REQUEST_MAX];
+    size_t request2_len = 0;
+    EXPECT("request 2", itsme_approval_request_create(service, "Bank", "s2", "email", 120, NULL, T0, request2, sizeof request2, &request2_len), ITSME_OK);
+    EXPECT("answer to another request", itsme_approval_verify(request2, request2_len, approval, approval_len, keys, 2, replay, T0 + 3, &result) != ITSME_OK, 1);
+    EXPECT("deny", itsme_approval_sign(tablet, request2, request2_len, ITSME_APPROVAL_DENY, NULL, T0 + 2, approval, sizeof approval, &approval_len), ITSME_OK);
+    EXPECT("verify deny", itsme_approval_verify(request2, request2_len, approval, approval_len, keys, 2, replay, T0 + 3, &result), ITSME_OK);
+    EXPECT("denied", result.decision, ITSME_APPROVAL_DENY);
+    EXPECT("denied: no scope", strlen(result.granted_scopes), 0);
+    EXPECT("a request is answered once", itsme_approval_sign(phone, request2, request2_len, ITSME_APPROVAL_APPROVE, "email", T0 + 2, approval, sizeof approval, &approval_len), ITSME_OK);
+    EXPECT("approve after deny", itsme_approval_verify(request2, request2_len, approval, approval_len, keys, 2, replay, T0 + 3, &result), ITSME_E_REPLAYED);
+    uint8_t request3[ITSME_APPROVAL_REQUEST_MAX];
+    size_t request3_len = 0;
+    EXPECT("request 3", itsme_approval_request_create(service, "Bank", "s3", "email", 120, NULL, T0, request3, sizeof request3, &request3_len), ITSME_OK);
+    EXPECT("sign 3", itsme_approval_sign(phone, request3, request3_len, ITSME_APPROVAL_APPROVE, "email", T0 + 2, approval, sizeof approval, &approval_len), ITSME_OK);
+    /* The approval carries its OTP after u8(1), the credential ID, the
+     * decision and the timestamp: change one digit. */
+    size_t otp_at = 1 + 16 + 1 + 8;
+    approval[otp_at] = approval[otp_at] == '9' ? '0' : approval[otp_at] + 1;
+    EXPECT("wrong OTP", itsme_approval_verify(request3, request3_len, approval, approval_len, keys, 2, replay, T0 + 3, &result), ITSME_E_AUTHENTICATION_FAILED);
+    EXPECT("remove NULL", itsme_credential_remove(phone, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("remove", itsme_credential_remove(phone, service), ITSME_OK);
+    EXPECT("remove twice", itsme_credential_remove(phone, service), ITSME_E_NOT_FOUND);
+    EXPECT("sign after remove", itsme_approval_sign(phone, request3, request3_len, ITSME_APPROVAL_APPROVE, "email", T0 + 2, approval, sizeof approval, &approval_len), ITSME_E_NOT_FOUND);
+
+    itsme_replay_store_free(replay);
+    EXPECT("host replay store destroyed once", host.destroyed, 1);
+    itsme_replay_store_free(memory);
+    itsme_replay_store_free(NULL);
+    itsme_secret_store_free(phone);
+    itsme_secret_store_free(tablet);
+    itsme_identity_free(alice);
+    itsme_identity_free(bob);
+    itsme_secret_store_free(secrets);
+    itsme_secret_store_free(bob_secrets);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) failed++;
+}
+
 int main(void) {
     before_init();
     EXPECT("init", itsme_init(), ITSME_OK);
@@ -1374,6 +1638,7 @@ int main(void) {
     contact_store();
     exchanges();
     transfers();
+    profiles_and_approvals();
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }

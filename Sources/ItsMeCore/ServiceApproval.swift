@@ -1,0 +1,787 @@
+import CSodium
+import Synchronization
+
+/// Service approvals (docs/PROTOCOL.md 19): a service (a web site, a bank)
+/// lets a person approve a login or a transaction on their device.
+///
+/// Device side: `enroll` makes a fresh Ed25519 key for one service, kept in
+/// the secret store (item `itsme.credential.<hash>`, docs/STORAGE.md), and
+/// the enrollment message the service keeps; `Request(parsing:now:)` reads a
+/// request to show it; `sign` answers it (approve with some of the requested
+/// scopes, or deny).
+///
+/// Service side: `verifyEnrollment` checks an enrollment against the
+/// service's own ID and the nonce it issued; `Request.create` makes a
+/// request (its bytes are the service's record); `verify` checks an answer
+/// against that record, the user's enrolled keys, the service's clock and a
+/// `ReplayStore`, in the order of PROTOCOL.md 19.5.
+///
+/// Every function is thread-safe; calls on one secret store should be
+/// serialised by the caller (the C layer does).
+public enum ServiceApproval {
+    public static let version: UInt8 = 1
+    public static let credentialIDCount = 16
+    public static let serviceIDMaxBytes = 255
+    public static let sessionIDMaxBytes = 128
+    /// An OTP is exactly this many ASCII digits.
+    public static let otpCount = 6
+    public static let maxScopes = 32
+    public static let scopeMaxBytes = 64
+    /// The longest scope list as text: 32 scopes of 64 bytes and 31 spaces
+    /// (the C layer adds its NUL: ITSME_SCOPES_TEXT_SIZE = 2080).
+    public static let scopesTextMaxBytes = maxScopes * scopeMaxBytes + maxScopes - 1
+    /// The nonce a service issues for an enrollment.
+    public static let enrollmentNonceCounts: ClosedRange<Int> = 16...64
+    /// The nonce of a request.
+    public static let requestNonceCount = 32
+    /// A request lives 1 to 600 seconds.
+    public static let lifetimes: ClosedRange<Int64> = 1...600
+    public static let maxLifetime: Int64 = 600
+
+    /// `scopes(...)` at its longest: u8(32) and 32 scopes of 64 bytes.
+    static let scopesMaxCount = 1 + maxScopes * (1 + scopeMaxBytes)
+    /// u8(1) || credential_pk || u8(len(label)) || signature, without the label.
+    static let enrollmentFixedCount = 1 + Ed25519.publicKeyCount + 1 + Ed25519.signatureCount
+    /// The largest enrollment, with a label of 128 bytes (226).
+    public static let enrollmentMaxCount = enrollmentFixedCount + DisplayName.maxBytes
+    /// The largest request (2650).
+    public static let requestMaxCount =
+        1 + (1 + serviceIDMaxBytes) + (1 + DisplayName.maxBytes) + (1 + sessionIDMaxBytes) + otpCount + requestNonceCount + 8 + 8
+        + scopesMaxCount
+    /// An approval without its scopes: version, credential ID, decision,
+    /// timestamp, OTP, signature.
+    static let approvalFixedCount = 1 + credentialIDCount + 1 + 8 + otpCount + Ed25519.signatureCount
+    /// The largest approval (2177).
+    public static let approvalMaxCount = approvalFixedCount + scopesMaxCount
+
+    /// Secret store items of credentials start with this.
+    public static let credentialItemPrefix = "itsme.credential."
+    static let credentialRecordVersion: UInt8 = 1
+
+    static let credentialIDLabel = "itsme-credential-id-v1"
+    static let credentialNameLabel = "itsme-credential-name-v1"
+    static let enrollLabel = "itsme-enroll-v1"
+    static let approvalLabel = "itsme-approval-v1"
+    static let replayLabel = "itsme-approval-replay-v1"
+
+    public enum Decision: UInt8, Sendable {
+        case approve = 1
+        /// No scope is granted with a denial.
+        case deny = 2
+    }
+
+    // MARK: Values
+
+    /// Why `bytes` is not 1 to `max` bytes of printable ASCII (0x21 to
+    /// 0x7E), or nil if it is.
+    static func asciiProblem<C: Collection<UInt8>>(_ bytes: C, _ what: String, max: Int) -> String? {
+        guard !bytes.isEmpty, bytes.count <= max else {
+            return "\(what) must be 1 to \(max) bytes, got \(bytes.count)"
+        }
+        guard bytes.allSatisfy({ $0 >= 0x21 && $0 <= 0x7e }) else {
+            return "\(what) must be printable ASCII (0x21 to 0x7E, no space)"
+        }
+        return nil
+    }
+
+    static func invalid(_ message: String) -> ItsMeError { ItsMeError(.invalidArgument, message) }
+    static func malformed(_ message: String) -> ItsMeError { ItsMeError(.malformedMessage, message) }
+
+    /// `.invalidArgument` unless `text` is 1 to `max` bytes of printable ASCII.
+    static func checkedASCII(_ text: String, _ what: String, max: Int) throws -> [UInt8] {
+        let bytes = Array(text.utf8)
+        if let problem = asciiProblem(bytes, what, max: max) { throw invalid(problem) }
+        return bytes
+    }
+
+    static func checkedServiceID(_ serviceID: String) throws -> [UInt8] {
+        try checkedASCII(serviceID, "a service ID", max: serviceIDMaxBytes)
+    }
+
+    static func checkedName(_ name: String, _ what: String) throws -> [UInt8] {
+        guard DisplayName.isValid(name) else {
+            throw invalid("\(what) is 1 to \(DisplayName.maxBytes) bytes of UTF-8 without control characters")
+        }
+        return Array(name.utf8)
+    }
+
+    static func u64(_ value: Int64) -> [UInt8] { withUnsafeBytes(of: UInt64(value).bigEndian, Array.init) }
+
+    static func precedes(_ a: [UInt8], _ b: [UInt8]) -> Bool { a.lexicographicallyPrecedes(b) }
+
+    // MARK: Scope lists
+
+    /// Checks scopes given in any order (`.invalidArgument` for an invalid
+    /// one, a repeated one, or more than 32) and sorts them in increasing
+    /// byte order.
+    static func checkedScopes(_ scopes: [String], what: String = "scope") throws -> [[UInt8]] {
+        guard scopes.count <= maxScopes else {
+            throw invalid("at most \(maxScopes) scopes, got \(scopes.count)")
+        }
+        var sorted: [[UInt8]] = []
+        for scope in scopes {
+            let bytes = try checkedASCII(scope, "a \(what)", max: scopeMaxBytes)
+            sorted.append(bytes)
+        }
+        sorted.sort(by: precedes)
+        for i in sorted.indices.dropFirst() where sorted[i] == sorted[i - 1] {
+            throw invalid("the \(what) '\(String(decoding: sorted[i], as: UTF8.self))' is given twice")
+        }
+        return sorted
+    }
+
+    /// `scopes(s_1, ..., s_n) = u8(n) || u8(len(s_1)) || s_1 || ...`.
+    static func encodeScopes(_ scopes: [[UInt8]]) -> [UInt8] {
+        var out: [UInt8] = [UInt8(scopes.count)]
+        for s in scopes { out += [UInt8(s.count)] + s }
+        return out
+    }
+
+    /// Reads `scopes(...)`: at most 32, each 1 to 64 bytes of printable
+    /// ASCII, in strictly increasing byte order; `.malformedMessage` else.
+    static func readScopes(_ r: inout RecordReader, _ what: String) throws -> [[UInt8]] {
+        let count = Int(try r.byte())
+        guard count <= maxScopes else { throw malformed("\(what) has \(count) scopes; at most \(maxScopes)") }
+        var scopes: [[UInt8]] = []
+        for i in 0..<count {
+            let scope = try r.array(Int(try r.byte()))
+            if let problem = asciiProblem(scope, "\(what): scope \(i + 1)", max: scopeMaxBytes) {
+                throw malformed(problem)
+            }
+            if let previous = scopes.last {
+                guard previous != scope else {
+                    throw malformed("\(what) repeats the scope '\(String(decoding: scope, as: UTF8.self))'")
+                }
+                guard precedes(previous, scope) else {
+                    throw malformed("\(what) are not in increasing byte order")
+                }
+            }
+            scopes.append(scope)
+        }
+        return scopes
+    }
+
+    /// A scope list as text, scopes separated by single spaces ("email
+    /// profile"; "" for none), in any order: sorted in increasing byte
+    /// order. `.invalidArgument` for an empty item (two spaces, a space at
+    /// either end), an invalid scope, a repeated one, or more than 32.
+    public static func scopes(parsing text: String) throws -> [String] {
+        if text.isEmpty { return [] }
+        let items = text.utf8.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
+        guard !items.contains(where: \.isEmpty) else {
+            throw invalid("scopes are separated by single spaces, with none at either end")
+        }
+        return try checkedScopes(items.map { String(decoding: $0, as: UTF8.self) }).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Scopes as text: in increasing byte order, separated by single spaces.
+    public static func scopesText(_ scopes: [String]) -> String {
+        scopes.map { Array($0.utf8) }.sorted(by: precedes).map { String(decoding: $0, as: UTF8.self) }.joined(separator: " ")
+    }
+
+    // MARK: Identifiers and messages
+
+    /// `credential_id = SHA-256(lv_cat("itsme-credential-id-v1", credential_pk))[0..16]`.
+    public static func credentialID(publicKey: [UInt8]) -> [UInt8] {
+        Array(SHA256.hash(LV.cat(LV.b(credentialIDLabel), publicKey)).prefix(credentialIDCount))
+    }
+
+    /// The secret store item of the credential for `serviceID`:
+    /// `itsme.credential.` and 32 lowercase hex digits of the first 16 bytes
+    /// of SHA-256(lv_cat("itsme-credential-name-v1", service_id)).
+    public static func credentialItemName(serviceID: String) -> String {
+        credentialItemPrefix
+            + Hex.encodeUpper(SHA256.hash(LV.cat(LV.b(credentialNameLabel), LV.b(serviceID))).prefix(16)).lowercased()
+    }
+
+    /// What the enrollment signature covers.
+    static func enrollmentMessage(serviceID: [UInt8], nonce: [UInt8], publicKey: [UInt8], label: [UInt8]) -> [UInt8] {
+        LV.cat(LV.b(enrollLabel), serviceID, nonce, publicKey, label)
+    }
+
+    /// What an approval's signature covers (19.4): every value but the
+    /// credential ID, timestamp, granted scopes and decision from the request.
+    static func approvalMessage(
+        request: Request, credentialID: [UInt8], timestamp: Int64, granted: [[UInt8]], decision: Decision
+    ) -> [UInt8] {
+        LV.cat(
+            LV.b(approvalLabel), LV.b(request.serviceID), credentialID, request.nonce, SHA256.hash(request.bytes),
+            LV.b(request.sessionID), LV.b(request.otp), u64(timestamp), LV.cat(granted), [decision.rawValue])
+    }
+
+    // MARK: The request
+
+    /// A request (19.3), as the service made it or the device read it.
+    public struct Request: Equatable, Sendable, CustomStringConvertible {
+        public let serviceID: String
+        public let serviceName: String
+        public let sessionID: String
+        /// Six ASCII digits, shown on both screens.
+        public let otp: String
+        public let nonce: [UInt8]
+        public let issuedAt: Int64
+        public let expiresAt: Int64
+        /// In increasing byte order.
+        public let scopes: [String]
+        /// The exact encoding: the service's record.
+        public let bytes: [UInt8]
+
+        /// Parses a request strictly (every rule of 19.1 and 19.3):
+        /// `.malformedMessage`, saying which rule failed, else.
+        public init(parsing bytes: [UInt8]) throws {
+            guard bytes.count <= ServiceApproval.requestMaxCount else {
+                throw malformed("an approval request is at most \(ServiceApproval.requestMaxCount) bytes, got \(bytes.count)")
+            }
+            typealias Fields = (
+                serviceID: String, serviceName: String, sessionID: String, otp: String, nonce: [UInt8], issuedAt: Int64,
+                expiresAt: Int64, scopes: [String]
+            )
+            let f = try bytes.withUnsafeBytes { raw -> Fields in
+                var r = RecordReader(raw, what: "the approval request", kind: .malformedMessage)
+                let version = try r.byte()
+                guard version == ServiceApproval.version else {
+                    throw malformed("the approval request has version \(version); this library reads version 1")
+                }
+                let serviceID = try r.array(Int(try r.byte()))
+                if let problem = asciiProblem(serviceID, "the approval request's service ID", max: serviceIDMaxBytes) {
+                    throw malformed(problem)
+                }
+                let nameBytes = try r.array(Int(try r.byte()))
+                guard let serviceName = String(validating: nameBytes, as: UTF8.self), DisplayName.isValid(serviceName) else {
+                    throw malformed("the approval request's service name is not 1 to 128 bytes of UTF-8 without control characters")
+                }
+                let sessionID = try r.array(Int(try r.byte()))
+                if let problem = asciiProblem(sessionID, "the approval request's session ID", max: sessionIDMaxBytes) {
+                    throw malformed(problem)
+                }
+                let otp = try r.array(otpCount)
+                guard otp.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+                    throw malformed("the approval request's OTP is not six ASCII digits")
+                }
+                let nonce = try r.array(requestNonceCount)
+                let issued = try r.uint64(), expires = try r.uint64()
+                guard issued <= UInt64(UnixTime.max), expires <= UInt64(UnixTime.max) else {
+                    throw malformed("the approval request's times are after the year 9999")
+                }
+                guard issued < expires else {
+                    throw malformed("the approval request expires before it is issued (or at the same second)")
+                }
+                guard expires - issued <= UInt64(maxLifetime) else {
+                    throw malformed("the approval request lives \(expires - issued) seconds; at most \(maxLifetime)")
+                }
+                let scopes = try readScopes(&r, "the approval request's scopes")
+                try r.finish()
+                func text(_ b: [UInt8]) -> String { String(decoding: b, as: UTF8.self) }
+                return (
+                    text(serviceID), serviceName, text(sessionID), text(otp), nonce, Int64(issued), Int64(expires), scopes.map(text)
+                )
+            }
+            serviceID = f.serviceID
+            serviceName = f.serviceName
+            sessionID = f.sessionID
+            otp = f.otp
+            nonce = f.nonce
+            issuedAt = f.issuedAt
+            expiresAt = f.expiresAt
+            scopes = f.scopes
+            self.bytes = bytes
+        }
+
+        /// The device's reading (itsme_approval_request_parse): parses
+        /// strictly (`.malformedMessage`), then refuses the request once `now`
+        /// is past its expiry (`.expired`). `.invalidArgument` for a time
+        /// out of range.
+        public init(parsing bytes: [UInt8], now: Int64) throws {
+            try UnixTime.check(now)
+            try self.init(parsing: bytes)
+            try checkNotExpired(now: now)
+        }
+
+        func checkNotExpired(now: Int64) throws {
+            guard now <= expiresAt else {
+                throw ItsMeError(.expired, "the approval request expired \(now - expiresAt) seconds ago")
+            }
+        }
+
+        /// Seconds until it expires at `now` (0 once expired).
+        public func secondsLeft(now: Int64) -> Int64 { Swift.max(0, expiresAt - now) }
+
+        /// The requested scopes as text ("" for none).
+        public var scopesText: String { scopes.joined(separator: " ") }
+
+        /// SHA-256(lv_cat("itsme-approval-replay-v1", service_id, nonce)).
+        var replayKey: [UInt8] { SHA256.hash(LV.cat(LV.b(replayLabel), LV.b(serviceID), nonce)) }
+
+        /// Neither the OTP, the nonce nor the session ID.
+        public var description: String {
+            "ServiceApproval.Request(service: \(serviceID), scopes: \(scopes.count), issued: \(issuedAt), expires: \(expiresAt))"
+        }
+
+        /// Makes a request (itsme_approval_request_create): a fresh nonce
+        /// (32 bytes, one draw), then a uniform six-digit OTP (4 bytes at a
+        /// time, values at or above 4,294,000,000 rejected, the rest modulo
+        /// 10^6), issued at `now` and expiring `lifetime` seconds later
+        /// (1 to 600). Scopes may come in any order and are encoded sorted.
+        /// `.invalidArgument` for any invalid input; nothing is drawn then.
+        public static func create<R: RandomSource>(
+            serviceID: String, serviceName: String, sessionID: String, scopes: [String], lifetime: Int64, now: Int64,
+            random: inout R
+        ) throws -> Request {
+            try UnixTime.check(now)
+            let service = try checkedServiceID(serviceID)
+            let name = try checkedName(serviceName, "a service name")
+            let session = try checkedASCII(sessionID, "a session ID", max: sessionIDMaxBytes)
+            let sorted = try checkedScopes(scopes)
+            guard lifetimes.contains(lifetime) else {
+                throw invalid("a request lives 1 to \(maxLifetime) seconds, got \(lifetime)")
+            }
+            guard now <= UnixTime.max - lifetime else { throw invalid("the request would expire after the year 9999") }
+            let nonce = random.bytes(requestNonceCount)
+            let otp = randomOTP(using: &random)
+            var bytes: [UInt8] = [ServiceApproval.version]
+            bytes += [UInt8(service.count)] + service + [UInt8(name.count)] + name + [UInt8(session.count)] + session
+            bytes += Array(otp.utf8) + nonce + u64(now) + u64(now + lifetime) + encodeScopes(sorted)
+            return try Request(parsing: bytes)
+        }
+
+        /// `create` with the operating system's random source.
+        public static func create(
+            serviceID: String, serviceName: String, sessionID: String, scopes: [String], lifetime: Int64, now: Int64
+        ) throws -> Request {
+            var random = SystemRandom()
+            return try create(
+                serviceID: serviceID, serviceName: serviceName, sessionID: sessionID, scopes: scopes, lifetime: lifetime, now: now,
+                random: &random)
+        }
+    }
+
+    /// A uniform six-digit OTP by rejection sampling: 4 bytes at a time as a
+    /// big-endian integer, rejected at or above 4,294,000,000 (the largest
+    /// multiple of 10^6 below 2^32), else taken modulo 10^6.
+    static func randomOTP<R: RandomSource>(using rng: inout R) -> String {
+        let limit: UInt32 = 4_294_000_000
+        while true {
+            let r = rng.bytes(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            if r < limit {
+                let digits = String(r % 1_000_000)
+                return String(repeating: "0", count: otpCount - digits.count) + digits
+            }
+        }
+    }
+
+    // MARK: The approval
+
+    /// An approval (19.4) as parsed: every rule of 19.1 and 19.5 step 1.
+    struct Approval {
+        let credentialID: [UInt8]
+        let decision: Decision
+        let timestamp: Int64
+        let otp: [UInt8]
+        let granted: [[UInt8]]
+        let signature: [UInt8]
+
+        init(parsing bytes: [UInt8]) throws {
+            guard bytes.count <= approvalMaxCount else {
+                throw malformed("an approval is at most \(approvalMaxCount) bytes, got \(bytes.count)")
+            }
+            let f = try bytes.withUnsafeBytes { raw in
+                var r = RecordReader(raw, what: "the approval", kind: .malformedMessage)
+                let version = try r.byte()
+                guard version == ServiceApproval.version else {
+                    throw malformed("the approval has version \(version); this library reads version 1")
+                }
+                let credentialID = try r.array(credentialIDCount)
+                let rawDecision = try r.byte()
+                guard let decision = Decision(rawValue: rawDecision) else {
+                    throw malformed("the approval's decision is \(rawDecision); 1 approves, 2 denies")
+                }
+                let timestamp = try r.uint64()
+                guard timestamp <= UInt64(UnixTime.max) else { throw malformed("the approval's timestamp is after the year 9999") }
+                let otp = try r.array(otpCount)
+                guard otp.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+                    throw malformed("the approval's OTP is not six ASCII digits")
+                }
+                let granted = try readScopes(&r, "the approval's granted scopes")
+                guard decision == .approve || granted.isEmpty else { throw malformed("a denial grants no scope") }
+                let signature = try r.array(Ed25519.signatureCount)
+                try r.finish()
+                return (credentialID, decision, Int64(timestamp), otp, granted, signature)
+            }
+            (credentialID, decision, timestamp, otp, granted, signature) = f
+        }
+
+        static func encode(
+            credentialID: [UInt8], decision: Decision, timestamp: Int64, otp: String, granted: [[UInt8]], signature: [UInt8]
+        ) -> [UInt8] {
+            [version] + credentialID + [decision.rawValue] + u64(timestamp) + Array(otp.utf8) + encodeScopes(granted) + signature
+        }
+    }
+
+    // MARK: Device side
+
+    /// Checks the arguments of `enroll` as it does (`.invalidArgument`) and
+    /// gives the size of the enrollment message, 98 + len(label) bytes, so
+    /// a caller can check its buffer before anything is saved.
+    public static func enrollmentSize(serviceID: String, label: String, nonce: [UInt8]) throws -> Int {
+        try checkedEnrollment(serviceID: serviceID, label: label, nonce: nonce).label.count + enrollmentFixedCount
+    }
+
+    static func checkedEnrollment(serviceID: String, label: String, nonce: [UInt8]) throws -> (service: [UInt8], label: [UInt8]) {
+        let service = try checkedServiceID(serviceID)
+        let labelBytes = try checkedName(label, "a device label")
+        guard enrollmentNonceCounts.contains(nonce.count) else {
+            throw invalid("an enrollment nonce is 16 to 64 bytes, got \(nonce.count)")
+        }
+        return (service, labelBytes)
+    }
+
+    /// Makes a new Ed25519 key pair for `serviceID` (32 random bytes of
+    /// seed, one draw), replacing the one this device had for it, saves it
+    /// in `store`, and returns the enrollment message for the service (19.2),
+    /// signed over the service's `nonce`, and the credential ID.
+    /// `.invalidArgument` for an invalid service ID, label or nonce; the
+    /// store's errors.
+    public static func enroll<R: RandomSource>(
+        store: any SecretStore, serviceID: String, label: String, nonce: [UInt8], random: inout R
+    ) throws -> (enrollment: [UInt8], credentialID: [UInt8]) {
+        let (service, labelBytes) = try checkedEnrollment(serviceID: serviceID, label: label, nonce: nonce)
+        let seed = try SecretBytes(randomCount: Ed25519.seedCount, using: &random)
+        let pair = try Ed25519.keyPair(seed: seed)
+        let signature = try Ed25519.sign(
+            enrollmentMessage(serviceID: service, nonce: nonce, publicKey: pair.publicKey, label: labelBytes), secretKey: pair.secretKey)
+        let enrollment = [version] + pair.publicKey + [UInt8(labelBytes.count)] + labelBytes + signature
+        // Record v1: version | seed (32) | u8(len(service_id)) | service_id | u8(len(label)) | label.
+        var w = try RecordWriter(count: 1 + Ed25519.seedCount + 1 + service.count + 1 + labelBytes.count)
+        w.append(credentialRecordVersion)
+        w.append(seed)
+        w.append(UInt8(service.count))
+        w.append(service)
+        w.append(UInt8(labelBytes.count))
+        w.append(labelBytes)
+        try store.put(credentialItemName(serviceID: serviceID), bytes: w.finish())
+        return (enrollment, credentialID(publicKey: pair.publicKey))
+    }
+
+    /// `enroll` with the operating system's random source.
+    public static func enroll(
+        store: any SecretStore, serviceID: String, label: String, nonce: [UInt8]
+    ) throws -> (enrollment: [UInt8], credentialID: [UInt8]) {
+        var random = SystemRandom()
+        return try enroll(store: store, serviceID: serviceID, label: label, nonce: nonce, random: &random)
+    }
+
+    /// The key pair stored for `service`: `.notFound` if none,
+    /// `.corruptData` for a malformed record or one of another service.
+    static func storedKeyPair(store: any SecretStore, serviceID: String, service: [UInt8]) throws -> Ed25519.KeyPair {
+        guard let record = try store.get(credentialItemName(serviceID: serviceID)) else {
+            throw ItsMeError(.notFound, "this device holds no credential for the service \(serviceID)")
+        }
+        return try record.withBytes { raw in
+            var r = RecordReader(raw, what: "the stored credential for \(serviceID)")
+            let version = try r.byte()
+            guard version == credentialRecordVersion else {
+                throw ItsMeError(.corruptData, "the stored credential for \(serviceID) has unknown format version \(version)")
+            }
+            let seed = try r.secret(Ed25519.seedCount)
+            let storedService = try r.array(Int(try r.byte()))
+            guard storedService == service else {
+                throw ItsMeError(.corruptData, "the stored credential for \(serviceID) names another service")
+            }
+            let label = try r.array(Int(try r.byte()))
+            guard let text = String(validating: label, as: UTF8.self), DisplayName.isValid(text) else {
+                throw ItsMeError(.corruptData, "the stored credential for \(serviceID) has an invalid label")
+            }
+            try r.finish()
+            return try Ed25519.keyPair(seed: seed)
+        }
+    }
+
+    /// The credential ID this device holds for `serviceID`: `.notFound` if
+    /// not enrolled, `.corruptData` for a damaged item.
+    public static func credentialID(store: any SecretStore, serviceID: String) throws -> [UInt8] {
+        let service = try checkedServiceID(serviceID)
+        let pair = try storedKeyPair(store: store, serviceID: serviceID, service: service)
+        return credentialID(publicKey: pair.publicKey)
+    }
+
+    /// Deletes this device's key for `serviceID`; `.notFound` if none.
+    public static func removeCredential(store: any SecretStore, serviceID: String) throws {
+        _ = try checkedServiceID(serviceID)
+        guard try store.remove(credentialItemName(serviceID: serviceID)) else {
+            throw ItsMeError(.notFound, "this device holds no credential for the service \(serviceID)")
+        }
+    }
+
+    /// Answers a request with the key enrolled for its service, signing at
+    /// `now`: `.approve` with `granted` (some of the requested scopes, in
+    /// any order; none is fine), or `.deny` (no scope). Errors, in this
+    /// order: `.invalidArgument` (a time out of range), `.malformedMessage`
+    /// (the request), `.expired` (`now` past its expiry), `.invalidArgument`
+    /// (a scope not requested, a repeated one, a scope with a denial),
+    /// `.notFound` (no key for the service), `.corruptData`, the store's.
+    public static func sign(
+        store: any SecretStore, request requestBytes: [UInt8], decision: Decision, granted: [String], now: Int64
+    ) throws -> [UInt8] {
+        let request = try Request(parsing: requestBytes, now: now)
+        guard decision == .approve || granted.isEmpty else { throw invalid("a denial grants no scope") }
+        let sorted = try checkedScopes(granted, what: "granted scope")
+        let requested = Set(request.scopes.map { Array($0.utf8) })
+        for scope in sorted where !requested.contains(scope) {
+            throw invalid("the scope '\(String(decoding: scope, as: UTF8.self))' was not requested")
+        }
+        let pair = try storedKeyPair(store: store, serviceID: request.serviceID, service: Array(request.serviceID.utf8))
+        let id = credentialID(publicKey: pair.publicKey)
+        let message = approvalMessage(request: request, credentialID: id, timestamp: now, granted: sorted, decision: decision)
+        let signature = try Ed25519.sign(message, secretKey: pair.secretKey)
+        return Approval.encode(
+            credentialID: id, decision: decision, timestamp: now, otp: request.otp, granted: sorted, signature: signature)
+    }
+
+    // MARK: Service side
+
+    /// What a service learns from a valid enrollment, to keep with the
+    /// user's account.
+    public struct Credential: Equatable, Sendable {
+        public let credentialID: [UInt8]
+        public let publicKey: [UInt8]
+        /// The device as the service will list it.
+        public let label: String
+    }
+
+    /// Checks an enrollment against the service's own `serviceID` and the
+    /// `nonce` it issued, never values read from the message (the service
+    /// must then spend the nonce). Errors, in this order: `.invalidArgument`
+    /// (a bad service ID or nonce), `.malformedMessage` (length, version,
+    /// label), `.authenticationFailed` (not a valid Ed25519 public key),
+    /// `.authenticationFailed` (bad signature, another nonce or service).
+    public static func verifyEnrollment(serviceID: String, nonce: [UInt8], enrollment: [UInt8]) throws -> Credential {
+        let service = try checkedServiceID(serviceID)
+        guard enrollmentNonceCounts.contains(nonce.count) else {
+            throw invalid("an enrollment nonce is 16 to 64 bytes, got \(nonce.count)")
+        }
+        guard enrollment.count > enrollmentFixedCount, enrollment.count <= enrollmentMaxCount else {
+            throw malformed("an enrollment is 99 to \(enrollmentMaxCount) bytes, got \(enrollment.count)")
+        }
+        guard enrollment[0] == version else {
+            throw malformed("the enrollment has version \(enrollment[0]); this library reads version 1")
+        }
+        let labelCount = Int(enrollment[1 + Ed25519.publicKeyCount])
+        guard enrollment.count == enrollmentFixedCount + labelCount else {
+            throw malformed(
+                "the enrollment is \(enrollment.count) bytes, but its label length says \(enrollmentFixedCount + labelCount)")
+        }
+        let publicKey = Array(enrollment[1..<(1 + Ed25519.publicKeyCount)])
+        let labelStart = 2 + Ed25519.publicKeyCount
+        let labelBytes = Array(enrollment[labelStart..<(labelStart + labelCount)])
+        guard let label = String(validating: labelBytes, as: UTF8.self), DisplayName.isValid(label) else {
+            throw malformed("the enrollment's label is not 1 to 128 bytes of UTF-8 without control characters")
+        }
+        guard Ed25519.isValidPublicKey(publicKey) else {
+            throw ItsMeError(.authenticationFailed, "the enrollment's public key is not a valid Ed25519 key")
+        }
+        let message = enrollmentMessage(serviceID: service, nonce: nonce, publicKey: publicKey, label: labelBytes)
+        guard
+            Ed25519.verify(
+                signature: Array(enrollment[(labelStart + labelCount)...]), message: message, publicKey: publicKey)
+        else {
+            throw ItsMeError(
+                .authenticationFailed, "the enrollment's signature does not verify for this service and nonce")
+        }
+        return Credential(credentialID: credentialID(publicKey: publicKey), publicKey: publicKey, label: label)
+    }
+
+    /// What a verified answer says.
+    public struct Verified: Equatable, Sendable {
+        /// A verified denial: the person refused.
+        public let decision: Decision
+        /// Which enrolled key signed.
+        public let credentialID: [UInt8]
+        /// The device's clock when it signed (informational).
+        public let timestamp: Int64
+        /// In increasing byte order; always empty for a denial.
+        public let granted: [String]
+
+        /// The granted scopes as text ("" for none).
+        public var grantedText: String { granted.joined(separator: " ") }
+    }
+
+    /// Verifies `approval` against the service's own record of the request
+    /// (the bytes `Request.create` gave), the user's enrolled public keys,
+    /// the service's clock and `replay`, in the order of PROTOCOL.md 19.5:
+    ///
+    /// 0. `now` and the keys are checked (`.invalidArgument`);
+    /// 1. the request parses (else `.invalidArgument`); the approval parses
+    ///    exactly (else `.malformedMessage`);
+    /// 2. `now > expires_at`: `.expired`;
+    /// 3. the credential ID is none of the keys': `.notFound`;
+    /// 4. the OTP differs (constant time): `.authenticationFailed`;
+    /// 5. a granted scope not requested: `.malformedMessage`;
+    /// 6. the signature does not verify: `.authenticationFailed`;
+    /// 7. the replay key was in `replay` already: `.replayed` (or the
+    ///    store's own error).
+    ///
+    /// Only an answer that passed steps 1 to 6 reaches the replay store, so
+    /// a forged one cannot spend the request. A verified denial returns
+    /// normally with `decision == .deny`.
+    public static func verify(
+        request requestBytes: [UInt8], approval approvalBytes: [UInt8], publicKeys: [[UInt8]], replay: any ReplayStore,
+        now: Int64
+    ) throws -> Verified {
+        try UnixTime.check(now)
+        for (i, key) in publicKeys.enumerated() where key.count != Ed25519.publicKeyCount {
+            throw invalid("enrolled public key \(i + 1) is \(key.count) bytes; an Ed25519 public key is 32")
+        }
+        // 1. The service's own record, then the answer.
+        let request: Request
+        do {
+            request = try Request(parsing: requestBytes)
+        } catch let e as ItsMeError where e.kind == .malformedMessage {
+            throw invalid("the service's own request does not parse: \(e.message)")
+        }
+        let approval = try Approval(parsing: approvalBytes)
+        // 2.
+        try request.checkNotExpired(now: now)
+        // 3.
+        guard let publicKey = publicKeys.first(where: { credentialID(publicKey: $0) == approval.credentialID }) else {
+            throw ItsMeError(.notFound, "the approval is signed by none of the user's enrolled keys")
+        }
+        // 4.
+        guard ConstantTime.equal(approval.otp, Array(request.otp.utf8)) else {
+            throw ItsMeError(.authenticationFailed, "the approval's OTP is not the request's")
+        }
+        // 5.
+        let requested = Set(request.scopes.map { Array($0.utf8) })
+        for scope in approval.granted where !requested.contains(scope) {
+            throw malformed("the approval grants the scope '\(String(decoding: scope, as: UTF8.self))', which was not requested")
+        }
+        // 6.
+        let message = approvalMessage(
+            request: request, credentialID: approval.credentialID, timestamp: approval.timestamp, granted: approval.granted,
+            decision: approval.decision)
+        guard Ed25519.verify(signature: approval.signature, message: message, publicKey: publicKey) else {
+            throw ItsMeError(.authenticationFailed, "the approval's signature does not verify")
+        }
+        // 7. Single use.
+        guard try !replay.insert(key: request.replayKey, expiresAt: request.expiresAt, now: now) else {
+            throw ItsMeError(.replayed, "this request has been answered already")
+        }
+        return Verified(
+            decision: approval.decision, credentialID: approval.credentialID, timestamp: approval.timestamp,
+            granted: approval.granted.map { String(decoding: $0, as: UTF8.self) })
+    }
+}
+
+extension Ed25519 {
+    /// A canonical encoding of a point of the prime-order subgroup, not of
+    /// small order (libsodium's `crypto_core_ed25519_is_valid_point`): every
+    /// honest public key is one.
+    static func isValidPublicKey(_ key: [UInt8]) -> Bool {
+        key.count == publicKeyCount && crypto_core_ed25519_is_valid_point(key) == 1
+    }
+}
+
+// MARK: - Replay stores
+
+/// A service's record of spent single-use values (the replay keys of
+/// answered approval requests, PROTOCOL.md 19.5 step 7). May be used by
+/// several threads at once: `insert` must be atomic across every verifier
+/// sharing the store.
+public protocol ReplayStore: AnyObject, Sendable {
+    /// Records `key` (32 bytes) until `expiresAt` (it may be forgotten
+    /// after that), and returns true if it was recorded already (leaving
+    /// it as it was), false if it is new. `now` is the verifier's clock.
+    func insert(key: [UInt8], expiresAt: Int64, now: Int64) throws -> Bool
+}
+
+/// A replay store in memory, for one process. An entry is live while `now`
+/// is at most its expiry and dropped after. It holds at most `capacity`
+/// live entries: an insert into a full store is refused with `.locked`
+/// rather than forgetting a live entry (which would let its approval be
+/// presented again).
+public final class MemoryReplayStore: ReplayStore {
+    public static let defaultCapacity = 1_000_000
+    public let capacity: Int
+
+    private struct Key: Hashable {
+        let a: UInt64, b: UInt64, c: UInt64, d: UInt64
+
+        init(_ bytes: [UInt8]) {
+            func word(_ at: Int) -> UInt64 { bytes[at..<at + 8].reduce(0) { $0 << 8 | UInt64($1) } }
+            (a, b, c, d) = (word(0), word(8), word(16), word(24))
+        }
+    }
+
+    private struct Entry {
+        let expiresAt: Int64
+        let key: Key
+    }
+
+    /// The live keys and their expiry, and a min-heap of the same entries
+    /// by expiry, so expired ones are dropped in O(log n) each.
+    private struct State {
+        var expiries: [Key: Int64] = [:]
+        var heap: [Entry] = []
+
+        mutating func dropExpired(now: Int64) {
+            while let first = heap.first, first.expiresAt < now {
+                expiries.removeValue(forKey: first.key)
+                let last = heap.removeLast()
+                guard !heap.isEmpty else { break }
+                heap[0] = last
+                var i = 0
+                while true {
+                    let l = 2 * i + 1, r = l + 1
+                    var smallest = i
+                    if l < heap.count, heap[l].expiresAt < heap[smallest].expiresAt { smallest = l }
+                    if r < heap.count, heap[r].expiresAt < heap[smallest].expiresAt { smallest = r }
+                    if smallest == i { break }
+                    heap.swapAt(i, smallest)
+                    i = smallest
+                }
+            }
+        }
+
+        mutating func add(_ entry: Entry) {
+            expiries[entry.key] = entry.expiresAt
+            heap.append(entry)
+            var i = heap.count - 1
+            while i > 0 {
+                let parent = (i - 1) / 2
+                guard heap[i].expiresAt < heap[parent].expiresAt else { break }
+                heap.swapAt(i, parent)
+                i = parent
+            }
+        }
+    }
+
+    private let state = Mutex<State>(State())
+
+    /// `capacity` 0 (or less) means `defaultCapacity`, 1,000,000.
+    public init(capacity: Int = 0) {
+        self.capacity = capacity > 0 ? capacity : Self.defaultCapacity
+    }
+
+    public func insert(key: [UInt8], expiresAt: Int64, now: Int64) throws -> Bool {
+        guard key.count == SHA256.byteCount else {
+            throw ItsMeError(.invalidArgument, "a replay key is \(SHA256.byteCount) bytes, got \(key.count)")
+        }
+        let k = Key(key)
+        let capacity = self.capacity
+        return try state.withLock { s throws(ItsMeError) -> Bool in
+            s.dropExpired(now: now)
+            if s.expiries[k] != nil { return true }
+            // Already expired: nothing to keep.
+            guard expiresAt >= now else { return false }
+            guard s.expiries.count < capacity else {
+                throw ItsMeError(
+                    .locked,
+                    "the replay store is full (\(capacity) live entries): wait for some to expire, or use a larger or shared store")
+            }
+            s.add(Entry(expiresAt: expiresAt, key: k))
+            return false
+        }
+    }
+
+    /// How many entries it holds (expired ones are dropped at the next insert).
+    public var count: Int { state.withLock { $0.expiries.count } }
+}
