@@ -34,6 +34,7 @@ final class ABITests: XCTestCase {
         ("ITSME_E_WINDOW_USED", ITSME_E_WINDOW_USED, .windowUsed),
         ("ITSME_E_MALFORMED_MESSAGE", ITSME_E_MALFORMED_MESSAGE, .malformedMessage),
         ("ITSME_E_EXPIRED", ITSME_E_EXPIRED, .expired),
+        ("ITSME_E_REPLAYED", ITSME_E_REPLAYED, .replayed),
     ]
 
     func testExchangeConstantsAgreeWithTheCore() {
