@@ -601,6 +601,53 @@ impl ContactStore {
         self.call_code(|raw| unsafe { sys::itsme_store_use_window(raw, id, window) })
     }
 
+    /// Applies an opened [`Profile`] to contact `id`, in one transaction:
+    /// its name (if the profile has one) and its photo and filename (if it
+    /// has a photo).  Open the profile with this contact's public key, and
+    /// apply it only if the person agrees.
+    ///
+    /// Errors: [`ErrorKind::NotFound`] (no such contact),
+    /// [`ErrorKind::Database`].
+    pub fn apply_profile(&self, id: i64, profile: &Profile) -> Result<()> {
+        let profile = profile.as_raw();
+        // SAFETY: live handles (the borrow keeps the profile alive).
+        self.call_code(|raw| unsafe { sys::itsme_store_apply_profile(raw, id, profile) })
+    }
+
+    /// Sets contact `id`'s photo (at most 524,288 bytes) and its filename
+    /// (empty for none; at most [`PHOTO_FILENAME_MAX_BYTES`] bytes), sealed
+    /// like the contact.  An empty photo and filename remove the photo.
+    ///
+    /// Errors: [`ErrorKind::InvalidArgument`], [`ErrorKind::NotFound`],
+    /// [`ErrorKind::Database`].
+    pub fn set_photo(&self, id: i64, photo: &[u8], filename: &str) -> Result<()> {
+        let filename = CText::arg(filename, "the photo filename")?;
+        let photo_ptr = if photo.is_empty() { ptr::null() } else { photo.as_ptr() };
+        // SAFETY: live handle; the photo valid for its length (NULL when
+        // empty); NUL-terminated filename.
+        self.call_code(|raw| unsafe { sys::itsme_store_set_photo(raw, id, photo_ptr, photo.len(), filename.as_ptr()) })
+    }
+
+    /// Contact `id`'s photo and its filename (empty if none).  Read in two
+    /// calls under this handle's lock: a change made meanwhile through
+    /// another handle may pair one photo with the other's filename.
+    ///
+    /// Errors: [`ErrorKind::NotFound`] (no such contact, or it has no
+    /// photo), [`ErrorKind::CorruptData`], [`ErrorKind::Database`].
+    pub fn photo(&self, id: i64) -> Result<(Vec<u8>, String)> {
+        self.call(|raw| {
+            let photo = read_bytes(64 * 1024, |out, cap, len| {
+                // SAFETY: live handle; out valid for cap bytes.
+                unsafe { sys::itsme_store_photo(raw, id, out, cap, len) }
+            })?;
+            let filename = read_string(PHOTO_FILENAME_MAX_BYTES + 1, |out, cap, len| {
+                // SAFETY: live handle; out valid for cap bytes.
+                unsafe { sys::itsme_store_photo_filename(raw, id, out, cap, len) }
+            })?;
+            Ok((photo, filename))
+        })
+    }
+
     /// Deletes a contact, with its photo and device secrets.
     ///
     /// Errors: [`ErrorKind::NotFound`], [`ErrorKind::Database`].

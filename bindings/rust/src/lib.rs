@@ -38,6 +38,17 @@
 //!   ([`TransferReceiver`], [`TransferSender`]) ending in a SAS; either
 //!   gives an [`Import`] to [`Import::check`] and [`Import::install`] with
 //!   the contact store file ([`ContactStore::backup`]).
+//! - [`Profile`]: a person's name and photo sealed in a profile record for
+//!   the relay, opened by contacts with the [`ProfileReference`] the owner
+//!   sends inside an Online Verify ([`OnlineVerify::share_profile`],
+//!   [`OnlineVerify::peer_profile`]), and applied to the contact
+//!   ([`ContactStore::apply_profile`], [`ContactStore::photo`]).
+//! - Service approvals: a device enrolls a key per service
+//!   ([`SecretStore::enroll`]), reads a service's request
+//!   ([`ApprovalRequest::parse`]) and approves or denies it
+//!   ([`SecretStore::sign_approval`]); the service checks enrollments
+//!   ([`verify_enrollment`]), makes requests ([`create_approval_request`])
+//!   and verifies answers ([`verify_approval`]) against a [`ReplayStore`].
 //! - [`Error`]: a library result code, its message and the detail the
 //!   library recorded for the failure.
 //!
@@ -81,6 +92,19 @@ pub use online_verify::{OnlineVerify, OnlineVerifyState, ONLINE_VERIFY_MESSAGE_M
 
 mod pin_update;
 pub use pin_update::{PinUpdate, PinUpdateState, PIN_UPDATE_FRAME_MAX};
+
+mod profile;
+pub use profile::{
+    Profile, ProfileReference, PHOTO_FILENAME_MAX_BYTES, PROFILE_RECORD_MAX, PROFILE_RECORD_OVERHEAD,
+    PROFILE_REFERENCE_BYTES, RECORD_ID_BYTES,
+};
+
+mod approval;
+pub use approval::{
+    create_approval_request, verify_approval, verify_enrollment, ApprovalDecision, ApprovalRequest, ApprovalResult,
+    Credential, ReplayStore, ReplayStoreBackend, APPROVAL_LIFETIME_MAX, APPROVAL_MAX, APPROVAL_REQUEST_MAX,
+    CREDENTIAL_ID_BYTES, ENROLLMENT_MAX, SCOPES_MAX, SCOPE_MAX_BYTES, SERVICE_ID_MAX_BYTES, SESSION_ID_MAX_BYTES,
+};
 
 mod transfer;
 pub use transfer::{
@@ -189,9 +213,13 @@ pub enum ErrorKind {
     /// offer is truncated or not one (`ITSME_E_MALFORMED_MESSAGE`).
     MalformedMessage,
     /// The exchange began more than 24 hours ago, or the time of a voice
-    /// session, an Online Verify, a PIN Update or a live transfer ran out;
-    /// it has failed (`ITSME_E_EXPIRED`).
+    /// session, an Online Verify, a PIN Update or a live transfer ran out,
+    /// and it has failed; or a service approval request is past its expiry
+    /// (`ITSME_E_EXPIRED`).
     Expired,
+    /// A single-use message was presented again: a service approval whose
+    /// request has been answered already (`ITSME_E_REPLAYED`).
+    Replayed,
     /// A code this binding does not know.
     Other(i32),
 }
@@ -221,6 +249,7 @@ impl ErrorKind {
             sys::ITSME_E_WINDOW_USED => ErrorKind::WindowUsed,
             sys::ITSME_E_MALFORMED_MESSAGE => ErrorKind::MalformedMessage,
             sys::ITSME_E_EXPIRED => ErrorKind::Expired,
+            sys::ITSME_E_REPLAYED => ErrorKind::Replayed,
             other => ErrorKind::Other(other),
         }
     }
@@ -249,6 +278,7 @@ impl ErrorKind {
             ErrorKind::WindowUsed => sys::ITSME_E_WINDOW_USED,
             ErrorKind::MalformedMessage => sys::ITSME_E_MALFORMED_MESSAGE,
             ErrorKind::Expired => sys::ITSME_E_EXPIRED,
+            ErrorKind::Replayed => sys::ITSME_E_REPLAYED,
             ErrorKind::Other(code) => code,
         }
     }
@@ -1204,7 +1234,7 @@ mod tests {
 
     #[test]
     fn error_kinds_round_trip() {
-        for code in 1..=sys::ITSME_E_EXPIRED {
+        for code in 1..=sys::ITSME_E_REPLAYED {
             let kind = ErrorKind::from_code(code);
             assert!(!matches!(kind, ErrorKind::Other(_)), "code {code}");
             assert_eq!(kind.code(), code);
@@ -1213,6 +1243,8 @@ mod tests {
         assert_eq!(ErrorKind::from_code(19), ErrorKind::WindowUsed);
         assert_eq!(ErrorKind::from_code(20), ErrorKind::MalformedMessage);
         assert_eq!(ErrorKind::from_code(21), ErrorKind::Expired);
+        assert_eq!(ErrorKind::from_code(22), ErrorKind::Replayed);
+        assert_eq!(ErrorKind::from_code(23), ErrorKind::Other(23));
         assert_eq!(ErrorKind::from_code(99), ErrorKind::Other(99));
         assert_eq!(ErrorKind::Other(99).code(), 99);
     }

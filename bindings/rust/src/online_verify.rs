@@ -3,7 +3,8 @@
 
 use super::*;
 
-/// Longest Online Verify message, in bytes.
+/// Longest Online Verify message, in bytes (a PROOF carrying a profile
+/// reference).
 pub const ONLINE_VERIFY_MESSAGE_MAX: usize = sys::ITSME_ONLINE_VERIFY_MESSAGE_MAX;
 
 /// The window of a time: `floor(now / 30)`.
@@ -236,6 +237,40 @@ impl OnlineVerify {
     pub fn receive(&mut self, bytes: &[u8], now: i64) -> Result<()> {
         // SAFETY: live handle; bytes valid for their length.
         self.call_code(|raw| unsafe { sys::itsme_online_verify_receive(raw, bytes.as_ptr(), bytes.len(), now) })
+    }
+
+    /// Sends the reference of this person's current profile record
+    /// ([`Profile::reference`], [`PROFILE_REFERENCE_BYTES`]) inside this
+    /// session's PROOF, encrypted for the peer, who can read it once the SAS
+    /// is confirmed ([`OnlineVerify::peer_profile`]).  Call before the PROOF
+    /// is made, that is before receiving the peer's KEY: right after
+    /// [`OnlineVerify::new`] is safe.  Calling again replaces it.
+    ///
+    /// Errors: [`ErrorKind::InvalidArgument`] (not
+    /// [`PROFILE_REFERENCE_BYTES`] long), [`ErrorKind::InvalidState`] (the
+    /// PROOF is made already, or the session has failed).
+    pub fn share_profile(&mut self, reference: &[u8]) -> Result<()> {
+        // SAFETY: live handle; the reference valid for its length.
+        self.call_code(|raw| unsafe {
+            sys::itsme_online_verify_share_profile(raw, reference.as_ptr(), reference.len())
+        })
+    }
+
+    /// The profile reference the peer sent in its PROOF, once the SAS is
+    /// confirmed ([`OnlineVerifyState::Confirmed`]): fetch the record it
+    /// names ([`ProfileReference::record_name`]) from the relay, open it
+    /// with [`Profile::open`] and the contact's public key, and offer it to
+    /// the person.
+    ///
+    /// Errors: [`ErrorKind::InvalidState`] (not confirmed),
+    /// [`ErrorKind::NotFound`] (the peer sent none).
+    pub fn peer_profile(&self) -> Result<ProfileReference> {
+        self.call(|raw| {
+            profile::read_reference(|out, cap, len| {
+                // SAFETY: live handle; out valid for cap bytes.
+                unsafe { sys::itsme_online_verify_peer_profile(raw, out, cap, len) }
+            })
+        })
     }
 
     /// The SAS both people read aloud ("ECHO 0042"), once both proofs are

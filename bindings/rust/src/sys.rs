@@ -52,6 +52,7 @@ pub const ITSME_E_WRONG_IDENTITY: itsme_result = 18;
 pub const ITSME_E_WINDOW_USED: itsme_result = 19;
 pub const ITSME_E_MALFORMED_MESSAGE: itsme_result = 20;
 pub const ITSME_E_EXPIRED: itsme_result = 21;
+pub const ITSME_E_REPLAYED: itsme_result = 22;
 
 // ---------------------------------------------------------------------------
 // Sizes
@@ -245,8 +246,8 @@ pub const ITSME_ONLINE_VERIFY_FAILED: itsme_online_verify_state = 5;
 
 /// Buffer size for a room name: 32 hex digits and the NUL.
 pub const ITSME_ROOM_NAME_SIZE: usize = 33;
-/// Longest Online Verify message.
-pub const ITSME_ONLINE_VERIFY_MESSAGE_MAX: usize = 82;
+/// Longest Online Verify message (a PROOF carrying a profile reference).
+pub const ITSME_ONLINE_VERIFY_MESSAGE_MAX: usize = 114;
 
 /// Opaque Security PIN Update (`itsme_pin_update`).
 #[repr(C)]
@@ -322,6 +323,137 @@ pub const ITSME_TRANSFER_FAILED: itsme_transfer_state = 6;
 pub const ITSME_TRANSFER_OFFER_SIZE: usize = 76;
 /// Longest transfer message.
 pub const ITSME_TRANSFER_MESSAGE_MAX: usize = 228;
+
+// ---------------------------------------------------------------------------
+// Profile records
+// ---------------------------------------------------------------------------
+
+/// Opaque opened or created profile record (`itsme_profile`).
+#[repr(C)]
+pub struct itsme_profile {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+pub const ITSME_PROFILE_RECORD_MAX: usize = 262144;
+pub const ITSME_PROFILE_RECORD_OVERHEAD: usize = 177;
+pub const ITSME_RECORD_ID_BYTES: usize = 16;
+pub const ITSME_PROFILE_REFERENCE_BYTES: usize = 32;
+/// Buffer size for a record ID as text: 32 lowercase hex digits and the NUL.
+pub const ITSME_RECORD_NAME_SIZE: usize = 33;
+pub const ITSME_PHOTO_FILENAME_MAX_BYTES: usize = 255;
+
+// ---------------------------------------------------------------------------
+// Service approvals
+// ---------------------------------------------------------------------------
+
+pub const ITSME_CREDENTIAL_ID_BYTES: usize = 16;
+pub const ITSME_SERVICE_ID_MAX_BYTES: usize = 255;
+pub const ITSME_SESSION_ID_MAX_BYTES: usize = 128;
+/// Buffer size for an OTP: six digits and the NUL.
+pub const ITSME_OTP_SIZE: usize = 7;
+pub const ITSME_SCOPES_MAX: usize = 32;
+pub const ITSME_SCOPE_MAX_BYTES: usize = 64;
+/// Buffer size for a scope list as text, with its NUL.
+pub const ITSME_SCOPES_TEXT_SIZE: usize = 2080;
+pub const ITSME_ENROLLMENT_MAX: usize = 226;
+pub const ITSME_APPROVAL_REQUEST_MAX: usize = 2650;
+pub const ITSME_APPROVAL_MAX: usize = 2177;
+/// The longest lifetime of a request, in seconds.
+pub const ITSME_APPROVAL_LIFETIME_MAX: i64 = 600;
+
+pub type itsme_approval_decision = u32;
+pub const ITSME_APPROVAL_APPROVE: itsme_approval_decision = 1;
+pub const ITSME_APPROVAL_DENY: itsme_approval_decision = 2;
+
+/// A request as read by `itsme_approval_request_parse`
+/// (`itsme_approval_request_info`); every text NUL-terminated.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct itsme_approval_request_info {
+    pub service_id: [c_char; ITSME_SERVICE_ID_MAX_BYTES + 1],
+    pub service_name: [c_char; 129],
+    pub session_id: [c_char; ITSME_SESSION_ID_MAX_BYTES + 1],
+    pub otp: [c_char; ITSME_OTP_SIZE],
+    pub issued_at: i64,
+    pub expires_at: i64,
+    pub scopes: [c_char; ITSME_SCOPES_TEXT_SIZE],
+}
+
+impl Default for itsme_approval_request_info {
+    fn default() -> Self {
+        itsme_approval_request_info {
+            service_id: [0; ITSME_SERVICE_ID_MAX_BYTES + 1],
+            service_name: [0; 129],
+            session_id: [0; ITSME_SESSION_ID_MAX_BYTES + 1],
+            otp: [0; ITSME_OTP_SIZE],
+            issued_at: 0,
+            expires_at: 0,
+            scopes: [0; ITSME_SCOPES_TEXT_SIZE],
+        }
+    }
+}
+
+/// What a service learns from a valid enrollment (`itsme_credential_info`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct itsme_credential_info {
+    pub credential_id: [u8; ITSME_CREDENTIAL_ID_BYTES],
+    pub public_key: [u8; 32],
+    pub label: [c_char; 129],
+}
+
+impl Default for itsme_credential_info {
+    fn default() -> Self {
+        itsme_credential_info { credential_id: [0; ITSME_CREDENTIAL_ID_BYTES], public_key: [0; 32], label: [0; 129] }
+    }
+}
+
+/// Opaque replay store of a service (`itsme_replay_store`).
+#[repr(C)]
+pub struct itsme_replay_store {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// A host-implemented replay store (`itsme_replay_store_callbacks`).
+/// `insert` must be `Some`; `destroy` may be `None`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct itsme_replay_store_callbacks {
+    pub ctx: *mut c_void,
+    pub insert: Option<
+        unsafe extern "C" fn(
+            ctx: *mut c_void,
+            key: *const u8,
+            expires_at: i64,
+            now: i64,
+            out_seen: *mut i32,
+        ) -> itsme_result,
+    >,
+    pub destroy: Option<unsafe extern "C" fn(ctx: *mut c_void)>,
+}
+
+/// What a verified approval says (`itsme_approval_result`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct itsme_approval_result {
+    pub decision: itsme_approval_decision,
+    pub credential_id: [u8; ITSME_CREDENTIAL_ID_BYTES],
+    pub timestamp: i64,
+    pub granted_scopes: [c_char; ITSME_SCOPES_TEXT_SIZE],
+}
+
+impl Default for itsme_approval_result {
+    fn default() -> Self {
+        itsme_approval_result {
+            decision: 0,
+            credential_id: [0; ITSME_CREDENTIAL_ID_BYTES],
+            timestamp: 0,
+            granted_scopes: [0; ITSME_SCOPES_TEXT_SIZE],
+        }
+    }
+}
 
 /// A host-implemented secret store (`itsme_secret_store_callbacks`).
 /// `get`, `put` and `remove` must be `Some`; `destroy` may be `None`.
@@ -1159,4 +1291,163 @@ extern "C" {
     pub fn itsme_transfer_confirm(transfer: *mut itsme_transfer, now: i64) -> itsme_result;
     pub fn itsme_transfer_reject(transfer: *mut itsme_transfer) -> itsme_result;
     pub fn itsme_transfer_take_import(transfer: *mut itsme_transfer, out: *mut *mut itsme_import) -> itsme_result;
+
+    // Online Verify: profile references
+    pub fn itsme_online_verify_share_profile(
+        session: *mut itsme_online_verify,
+        reference: *const u8,
+        reference_len: usize,
+    ) -> itsme_result;
+    pub fn itsme_online_verify_peer_profile(
+        session: *const itsme_online_verify,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    // Profile records
+    pub fn itsme_profile_create(
+        identity: *const itsme_identity,
+        name: *const c_char,
+        photo: *const u8,
+        photo_len: usize,
+        photo_filename: *const c_char,
+        rng: *mut itsme_random,
+        out: *mut *mut itsme_profile,
+    ) -> itsme_result;
+    pub fn itsme_profile_open(
+        record: *const u8,
+        record_len: usize,
+        reference: *const u8,
+        reference_len: usize,
+        owner_key: *const u8,
+        key_len: usize,
+        out: *mut *mut itsme_profile,
+    ) -> itsme_result;
+    pub fn itsme_profile_free(profile: *mut itsme_profile);
+    pub fn itsme_profile_name(
+        profile: *const itsme_profile,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_profile_photo(profile: *const itsme_profile, out: *mut u8, cap: usize, out_len: *mut usize) -> itsme_result;
+    pub fn itsme_profile_photo_filename(
+        profile: *const itsme_profile,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_profile_record(profile: *const itsme_profile, out: *mut u8, cap: usize, out_len: *mut usize) -> itsme_result;
+    pub fn itsme_profile_record_id(
+        profile: *const itsme_profile,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_profile_record_name(
+        profile: *const itsme_profile,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_profile_reference(
+        profile: *const itsme_profile,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_store_apply_profile(store: *mut itsme_store, id: i64, profile: *const itsme_profile) -> itsme_result;
+    pub fn itsme_store_set_photo(
+        store: *mut itsme_store,
+        id: i64,
+        photo: *const u8,
+        photo_len: usize,
+        filename: *const c_char,
+    ) -> itsme_result;
+    pub fn itsme_store_photo(store: *mut itsme_store, id: i64, out: *mut u8, cap: usize, out_len: *mut usize) -> itsme_result;
+    pub fn itsme_store_photo_filename(
+        store: *mut itsme_store,
+        id: i64,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    // Service approvals: the device
+    pub fn itsme_credential_enroll(
+        store: *mut itsme_secret_store,
+        service_id: *const c_char,
+        label: *const c_char,
+        nonce: *const u8,
+        nonce_len: usize,
+        rng: *mut itsme_random,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_credential_id(
+        store: *mut itsme_secret_store,
+        service_id: *const c_char,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_credential_remove(store: *mut itsme_secret_store, service_id: *const c_char) -> itsme_result;
+    pub fn itsme_approval_request_parse(
+        request: *const u8,
+        len: usize,
+        now: i64,
+        out: *mut itsme_approval_request_info,
+    ) -> itsme_result;
+    pub fn itsme_approval_sign(
+        store: *mut itsme_secret_store,
+        request: *const u8,
+        request_len: usize,
+        decision: itsme_approval_decision,
+        granted_scopes: *const c_char,
+        now: i64,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    // Service approvals: the service
+    pub fn itsme_enrollment_verify(
+        service_id: *const c_char,
+        nonce: *const u8,
+        nonce_len: usize,
+        enrollment: *const u8,
+        len: usize,
+        out: *mut itsme_credential_info,
+    ) -> itsme_result;
+    pub fn itsme_approval_request_create(
+        service_id: *const c_char,
+        service_name: *const c_char,
+        session_id: *const c_char,
+        scopes: *const c_char,
+        lifetime: i64,
+        rng: *mut itsme_random,
+        now: i64,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+    pub fn itsme_replay_store_new_memory(capacity: usize, out: *mut *mut itsme_replay_store) -> itsme_result;
+    pub fn itsme_replay_store_new_callbacks(
+        callbacks: *const itsme_replay_store_callbacks,
+        out: *mut *mut itsme_replay_store,
+    ) -> itsme_result;
+    pub fn itsme_replay_store_free(store: *mut itsme_replay_store);
+    pub fn itsme_approval_verify(
+        request: *const u8,
+        request_len: usize,
+        approval: *const u8,
+        approval_len: usize,
+        public_keys: *const u8,
+        key_count: usize,
+        replay: *mut itsme_replay_store,
+        now: i64,
+        out: *mut itsme_approval_result,
+    ) -> itsme_result;
 }

@@ -1,7 +1,9 @@
 //! `src/sys.rs` against `include/itsme.h`: the same functions with the same
-//! parameter and return types, the same callback table and voice
-//! derivation struct, the same typedefs and the same constant values; and
-//! the library's runtime version equal to the header's.
+//! parameter and return types, the same callback tables (secret store,
+//! replay store) and data structs (voice derivation, approval request,
+//! credential, approval result) with their layouts, the same typedefs and
+//! the same constant values; and the library's runtime version equal to the
+//! header's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -66,12 +68,12 @@ fn c_integer(value: &str) -> &str {
     }
 }
 
-/// The `#define ITSME_...` macros that have a value, integer suffixes
-/// dropped.
+/// The `#define ITSME_...` macros that have a value, integer suffixes and
+/// trailing comments dropped.
 fn c_macros(header: &str) -> BTreeMap<String, String> {
     let mut macros = BTreeMap::new();
     for line in header.lines() {
-        let line = line.trim();
+        let line = line.split("/*").next().unwrap_or_default().trim();
         let Some(rest) = line.strip_prefix("#define ") else { continue };
         let mut parts = rest.trim().splitn(2, char::is_whitespace);
         let name = parts.next().unwrap_or_default();
@@ -268,11 +270,11 @@ fn c_opaque_types(header: &str) -> BTreeSet<String> {
     names
 }
 
-/// Fields of `typedef struct itsme_secret_store_callbacks { ... }`: data
-/// fields as their type, function pointers as their signature.
-fn c_callback_fields(header: &str) -> Vec<(String, String)> {
+/// Fields of a callback table `typedef struct name { ... }`: data fields as
+/// their type, function pointers as their signature.
+fn c_callback_fields(header: &str, name: &str) -> Vec<(String, String)> {
     let code = c_code(header);
-    let start = code.find("typedef struct itsme_secret_store_callbacks {").expect("callbacks struct");
+    let start = code.find(&format!("typedef struct {name} {{")).unwrap_or_else(|| panic!("struct {name}"));
     let body_start = code[start..].find('{').unwrap() + start + 1;
     let body_end = code[body_start..].find('}').unwrap() + body_start;
     let mut fields = Vec::new();
@@ -436,10 +438,10 @@ fn rust_opaque_types(source: &str) -> BTreeSet<String> {
     names
 }
 
-/// Fields of `pub struct itsme_secret_store_callbacks { ... }` in sys.rs.
-fn rust_callback_fields(source: &str) -> Vec<(String, String)> {
+/// Fields of a callback table `pub struct name { ... }` in sys.rs.
+fn rust_callback_fields(source: &str, name: &str) -> Vec<(String, String)> {
     let code = rust_code(source);
-    let start = code.find("pub struct itsme_secret_store_callbacks {").expect("callbacks struct");
+    let start = code.find(&format!("pub struct {name} {{")).unwrap_or_else(|| panic!("struct {name}"));
     let open = code[start..].find('{').unwrap() + start;
     let mut depth = 0;
     let mut close = open;
@@ -522,12 +524,78 @@ fn functions_agree() {
 
 #[test]
 fn callback_table_agrees() {
-    let header = c_callback_fields(&header());
-    let sys = rust_callback_fields(&sys_source());
+    let header = c_callback_fields(&header(), "itsme_secret_store_callbacks");
+    let sys = rust_callback_fields(&sys_source(), "itsme_secret_store_callbacks");
     let names = |fields: &[(String, String)]| fields.iter().map(|f| f.0.clone()).collect::<Vec<_>>();
     assert_eq!(names(&sys), names(&header), "field order");
     assert_eq!(names(&header), ["ctx", "get", "put", "remove", "destroy"]);
     assert_eq!(sys, header);
+}
+
+#[test]
+fn replay_callback_table_agrees() {
+    use itsme::sys::itsme_replay_store_callbacks;
+    use std::mem::{offset_of, size_of};
+    let header = c_callback_fields(&header(), "itsme_replay_store_callbacks");
+    let sys = rust_callback_fields(&sys_source(), "itsme_replay_store_callbacks");
+    let names = |fields: &[(String, String)]| fields.iter().map(|f| f.0.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&header), ["ctx", "insert", "destroy"]);
+    assert_eq!(
+        header[1].1,
+        "Option<unsafe extern \"C\" fn(*mut c_void, *const u8, i64, i64, *mut i32) -> itsme_result>"
+    );
+    assert_eq!(sys, header);
+    // Three pointers, as C lays them out.
+    let pointer = size_of::<*const u8>();
+    assert_eq!(size_of::<itsme_replay_store_callbacks>(), 3 * pointer);
+    assert_eq!(offset_of!(itsme_replay_store_callbacks, insert), pointer);
+    assert_eq!(offset_of!(itsme_replay_store_callbacks, destroy), 2 * pointer);
+}
+
+#[test]
+fn approval_structs_agree() {
+    use itsme::sys::{itsme_approval_request_info, itsme_approval_result, itsme_credential_info};
+    use std::mem::{align_of, offset_of, size_of};
+    let header = header();
+    let source = sys_source();
+    for name in ["itsme_approval_request_info", "itsme_credential_info", "itsme_approval_result"] {
+        let fields = c_struct_fields(&header, name);
+        assert!(!fields.is_empty(), "{name}");
+        assert_eq!(rust_struct_fields(&source, name), fields, "{name}");
+    }
+    let request = c_struct_fields(&header, "itsme_approval_request_info");
+    let names: Vec<&str> = request.iter().map(|f| f.0.as_str()).collect();
+    assert_eq!(names, ["service_id", "service_name", "session_id", "otp", "issued_at", "expires_at", "scopes"]);
+    assert_eq!(request[0].1, "[c_char; ITSME_SERVICE_ID_MAX_BYTES + 1]");
+    assert_eq!(request[6].1, "[c_char; ITSME_SCOPES_TEXT_SIZE]");
+
+    // The layouts C gives these structs: char arrays packed, the 64-bit
+    // fields aligned to 8.
+    type Info = itsme_approval_request_info;
+    assert_eq!(offset_of!(Info, service_id), 0);
+    assert_eq!(offset_of!(Info, service_name), 256);
+    assert_eq!(offset_of!(Info, session_id), 256 + 129);
+    assert_eq!(offset_of!(Info, otp), 256 + 129 + 129);
+    assert_eq!(offset_of!(Info, issued_at), 528, "521 rounded up to 8");
+    assert_eq!(offset_of!(Info, expires_at), 536);
+    assert_eq!(offset_of!(Info, scopes), 544);
+    assert_eq!(size_of::<Info>(), 544 + 2080);
+    assert_eq!(align_of::<Info>(), 8);
+
+    type Credential = itsme_credential_info;
+    assert_eq!(offset_of!(Credential, credential_id), 0);
+    assert_eq!(offset_of!(Credential, public_key), 16);
+    assert_eq!(offset_of!(Credential, label), 48);
+    assert_eq!(size_of::<Credential>(), 48 + 129);
+    assert_eq!(align_of::<Credential>(), 1);
+
+    type Result = itsme_approval_result;
+    assert_eq!(offset_of!(Result, decision), 0);
+    assert_eq!(offset_of!(Result, credential_id), 4);
+    assert_eq!(offset_of!(Result, timestamp), 24, "20 rounded up to 8");
+    assert_eq!(offset_of!(Result, granted_scopes), 32);
+    assert_eq!(size_of::<Result>(), 32 + 2080);
+    assert_eq!(align_of::<Result>(), 8);
 }
 
 #[test]
@@ -563,7 +631,9 @@ fn types_agree() {
         "itsme_import",
         "itsme_online_verify",
         "itsme_pin_update",
+        "itsme_profile",
         "itsme_random",
+        "itsme_replay_store",
         "itsme_secret_store",
         "itsme_store",
         "itsme_transfer",
@@ -621,7 +691,7 @@ fn every_constant_agrees() {
     }
     // And the values compiled into the crate are the ones in the text.
     use itsme::sys::*;
-    let compiled: [(&str, i64); 52] = [
+    let compiled: [(&str, i64); 72] = [
         ("ITSME_VERSION_MAJOR", ITSME_VERSION_MAJOR.into()),
         ("ITSME_VERSION_MINOR", ITSME_VERSION_MINOR.into()),
         ("ITSME_VERSION_PATCH", ITSME_VERSION_PATCH.into()),
@@ -635,6 +705,7 @@ fn every_constant_agrees() {
         ("ITSME_E_INTERNAL", ITSME_E_INTERNAL.into()),
         ("ITSME_E_MALFORMED_MESSAGE", ITSME_E_MALFORMED_MESSAGE.into()),
         ("ITSME_E_EXPIRED", ITSME_E_EXPIRED.into()),
+        ("ITSME_E_REPLAYED", ITSME_E_REPLAYED.into()),
         ("ITSME_SHORT_CODE_SIZE", ITSME_SHORT_CODE_SIZE as i64),
         ("ITSME_SHORT_CODE_VALUES", ITSME_SHORT_CODE_VALUES.into()),
         ("ITSME_QR_PAYLOAD_MAX", ITSME_QR_PAYLOAD_MAX as i64),
@@ -674,7 +745,32 @@ fn every_constant_agrees() {
         ("ITSME_PIN_UPDATE_DONE", ITSME_PIN_UPDATE_DONE.into()),
         ("ITSME_PIN_UPDATE_FAILED", ITSME_PIN_UPDATE_FAILED.into()),
         ("ITSME_PIN_UPDATE_FRAME_MAX", ITSME_PIN_UPDATE_FRAME_MAX as i64),
+        ("ITSME_PROFILE_RECORD_MAX", ITSME_PROFILE_RECORD_MAX as i64),
+        ("ITSME_PROFILE_RECORD_OVERHEAD", ITSME_PROFILE_RECORD_OVERHEAD as i64),
+        ("ITSME_RECORD_ID_BYTES", ITSME_RECORD_ID_BYTES as i64),
+        ("ITSME_PROFILE_REFERENCE_BYTES", ITSME_PROFILE_REFERENCE_BYTES as i64),
+        ("ITSME_RECORD_NAME_SIZE", ITSME_RECORD_NAME_SIZE as i64),
+        ("ITSME_PHOTO_FILENAME_MAX_BYTES", ITSME_PHOTO_FILENAME_MAX_BYTES as i64),
+        ("ITSME_CREDENTIAL_ID_BYTES", ITSME_CREDENTIAL_ID_BYTES as i64),
+        ("ITSME_SERVICE_ID_MAX_BYTES", ITSME_SERVICE_ID_MAX_BYTES as i64),
+        ("ITSME_SESSION_ID_MAX_BYTES", ITSME_SESSION_ID_MAX_BYTES as i64),
+        ("ITSME_OTP_SIZE", ITSME_OTP_SIZE as i64),
+        ("ITSME_SCOPES_MAX", ITSME_SCOPES_MAX as i64),
+        ("ITSME_SCOPE_MAX_BYTES", ITSME_SCOPE_MAX_BYTES as i64),
+        ("ITSME_SCOPES_TEXT_SIZE", ITSME_SCOPES_TEXT_SIZE as i64),
+        ("ITSME_ENROLLMENT_MAX", ITSME_ENROLLMENT_MAX as i64),
+        ("ITSME_APPROVAL_REQUEST_MAX", ITSME_APPROVAL_REQUEST_MAX as i64),
+        ("ITSME_APPROVAL_MAX", ITSME_APPROVAL_MAX as i64),
+        ("ITSME_APPROVAL_LIFETIME_MAX", ITSME_APPROVAL_LIFETIME_MAX),
+        ("ITSME_APPROVAL_APPROVE", ITSME_APPROVAL_APPROVE.into()),
+        ("ITSME_APPROVAL_DENY", ITSME_APPROVAL_DENY.into()),
     ];
+    // The derived sizes hold: a scope list of 32 scopes of 64 bytes with
+    // its separators and NUL, a reference made of an ID and a 16-byte key.
+    assert_eq!(ITSME_SCOPES_TEXT_SIZE, ITSME_SCOPES_MAX * ITSME_SCOPE_MAX_BYTES + ITSME_SCOPES_MAX - 1 + 1);
+    assert_eq!(ITSME_PROFILE_REFERENCE_BYTES, ITSME_RECORD_ID_BYTES + 16);
+    assert_eq!(ITSME_RECORD_NAME_SIZE, 2 * ITSME_RECORD_ID_BYTES + 1);
+    assert_eq!(ITSME_ONLINE_VERIFY_MESSAGE_MAX, 2 + 96 + 16, "a PROOF with a reference");
     for (name, value) in compiled {
         assert_eq!(macros[name].parse::<i64>().unwrap(), value, "{name}");
     }
@@ -755,8 +851,32 @@ fn parsers_see_what_they_should() {
     );
     assert_eq!(header["itsme_pin_update_status"].params, ["*const itsme_pin_update", "*mut itsme_pin_update_state"]);
     assert_eq!(header["itsme_derive_degradation_code"].params.len(), 9);
+    assert_eq!(
+        header["itsme_profile_open"].params,
+        ["*const u8", "usize", "*const u8", "usize", "*const u8", "usize", "*mut *mut itsme_profile"]
+    );
+    assert_eq!(header["itsme_profile_create"].params[0], "*const itsme_identity");
+    assert_eq!(
+        header["itsme_store_apply_profile"].params,
+        ["*mut itsme_store", "i64", "*const itsme_profile"]
+    );
+    assert_eq!(
+        header["itsme_online_verify_peer_profile"].params,
+        ["*const itsme_online_verify", "*mut u8", "usize", "*mut usize"]
+    );
+    assert_eq!(header["itsme_approval_verify"].params.len(), 9);
+    assert_eq!(header["itsme_approval_verify"].params[6], "*mut itsme_replay_store");
+    assert_eq!(header["itsme_approval_verify"].params[8], "*mut itsme_approval_result");
+    assert_eq!(header["itsme_approval_sign"].params[3], "itsme_approval_decision");
+    assert_eq!(header["itsme_approval_request_create"].params.len(), 10);
+    assert_eq!(
+        header["itsme_replay_store_new_callbacks"].params,
+        ["*const itsme_replay_store_callbacks", "*mut *mut itsme_replay_store"]
+    );
     let sys = rust_functions(&sys_source());
     assert_eq!(sys["itsme_identity_load"], header["itsme_identity_load"]);
-    // `1u` is read as 1.
-    assert_eq!(c_macros(&read("../../include/itsme.h"))["ITSME_EXCHANGE_FLAG_PEER_REJECTED"], "8");
+    // `1u` is read as 1, and a comment after a value is not part of it.
+    let macros = c_macros(&read("../../include/itsme.h"));
+    assert_eq!(macros["ITSME_EXCHANGE_FLAG_PEER_REJECTED"], "8");
+    assert_eq!(macros["ITSME_OTP_SIZE"], "7");
 }

@@ -190,6 +190,53 @@ fn before_init_checks() {
         assert_eq!(update, sentinel());
         itsme_online_verify_free(null_mut());
         itsme_pin_update_free(null_mut());
+
+        // Profile records.
+        let mut profile = sentinel();
+        let reference = [1u8; 32];
+        let record = [1u8; 200];
+        assert_eq!(
+            itsme_profile_open(record.as_ptr(), 200, reference.as_ptr(), 32, key.as_ptr(), 32, &mut profile),
+            ITSME_E_NOT_INITIALIZED
+        );
+        let name = cstr("Alice");
+        assert_ne!(itsme_profile_create(null(), ptr(&name), null(), 0, null(), null_mut(), &mut profile), ITSME_OK);
+        assert_eq!(profile, sentinel());
+        itsme_profile_free(null_mut());
+
+        // Service approvals.
+        let service = cstr("bank.example");
+        let label = cstr("Phone");
+        let mut info = itsme_credential_info::default();
+        info.label[0] = 0x55;
+        assert_eq!(itsme_enrollment_verify(ptr(&service), seed.as_ptr(), 16, record.as_ptr(), 111, &mut info), ITSME_E_NOT_INITIALIZED);
+        assert_eq!(info.label[0], 0x55, "written on failure");
+        let mut big = [0xAAu8; 64];
+        let mut big_len = 12345usize;
+        assert_eq!(
+            itsme_approval_request_create(ptr(&service), ptr(&label), ptr(&label), null(), 60, null_mut(), T0, big.as_mut_ptr(), 64, &mut big_len),
+            ITSME_E_NOT_INITIALIZED
+        );
+        assert_eq!((big, big_len), ([0xAA; 64], 12345));
+        assert_ne!(
+            itsme_credential_enroll(null_mut(), ptr(&service), ptr(&label), seed.as_ptr(), 16, null_mut(), big.as_mut_ptr(), 64, &mut big_len),
+            ITSME_OK
+        );
+        let mut replay = sentinel();
+        assert_eq!(itsme_replay_store_new_memory(0, &mut replay), ITSME_E_NOT_INITIALIZED);
+        assert_eq!(replay, sentinel());
+        let table = itsme_replay_store_callbacks { ctx: null_mut(), insert: Some(replay_seen_never), destroy: Some(replay_destroy) };
+        let destroyed = REPLAY_DESTROYED.load(Ordering::SeqCst);
+        assert_eq!(itsme_replay_store_new_callbacks(&table, &mut replay), ITSME_E_NOT_INITIALIZED);
+        assert_eq!(replay, sentinel());
+        assert_eq!(REPLAY_DESTROYED.load(Ordering::SeqCst), destroyed, "destroy called for a store never made");
+        let mut result = itsme_approval_result { decision: 42, ..Default::default() };
+        assert_ne!(
+            itsme_approval_verify(record.as_ptr(), 100, record.as_ptr(), 100, key.as_ptr(), 1, null_mut(), T0, &mut result),
+            ITSME_OK
+        );
+        assert_eq!(result.decision, 42, "written on failure");
+        itsme_replay_store_free(null_mut());
     }
 
     // And the safe binding initialises by itself.
@@ -220,11 +267,11 @@ fn before_init() {
 #[test]
 fn result_messages() {
     unsafe {
-        for code in [-1, ITSME_E_EXPIRED + 1, 100, i32::MAX, i32::MIN] {
+        for code in [-1, ITSME_E_REPLAYED + 1, 100, i32::MAX, i32::MIN] {
             assert_eq!(CStr::from_ptr(itsme_result_message(code)).to_str().unwrap(), "unknown result code");
         }
         let mut seen = std::collections::BTreeSet::new();
-        for code in ITSME_OK..=ITSME_E_EXPIRED {
+        for code in ITSME_OK..=ITSME_E_REPLAYED {
             let text = CStr::from_ptr(itsme_result_message(code)).to_str().unwrap();
             assert!(!text.is_empty() && text != "unknown result code", "code {code}: {text:?}");
             assert!(seen.insert(text), "code {code} shares its message {text:?}");
@@ -2728,5 +2775,569 @@ fn pin_update_arguments() {
         assert!(len > 1);
         assert_eq!(itsme_pin_update_receive(r.0, key.as_ptr(), key.len(), T0), ITSME_E_INVALID_STATE);
         assert!(r.next().is_empty(), "a failed update sends nothing");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Profile records
+// ---------------------------------------------------------------------------
+
+/// A profile of the fixture's identity ("Alice", a photo of 100 bytes,
+/// "a.jpg"); the caller frees it.
+fn profile(f: &Fixture) -> *mut itsme_profile {
+    let (name, filename, photo) = (cstr("Alice"), cstr("a.jpg"), [9u8; 100]);
+    let mut out = null_mut();
+    let code = unsafe { itsme_profile_create(f.identity, ptr(&name), photo.as_ptr(), 100, ptr(&filename), null_mut(), &mut out) };
+    assert_eq!(code, ITSME_OK);
+    assert!(!out.is_null());
+    out
+}
+
+/// (record, reference, owner key) of a profile.
+fn profile_parts(f: &Fixture, p: *const itsme_profile) -> (Vec<u8>, [u8; 32], [u8; 32]) {
+    let mut record = vec![0u8; 512];
+    let (mut reference, mut key) = ([0u8; 32], [0u8; 32]);
+    let mut len = 0usize;
+    unsafe {
+        assert_eq!(itsme_profile_record(p, record.as_mut_ptr(), 512, &mut len), ITSME_OK);
+        record.truncate(len);
+        assert_eq!(itsme_profile_reference(p, reference.as_mut_ptr(), 32, &mut len), ITSME_OK);
+        assert_eq!(len, ITSME_PROFILE_REFERENCE_BYTES);
+        assert_eq!(itsme_identity_public_key(f.identity, key.as_mut_ptr(), 32, &mut len), ITSME_OK);
+    }
+    (record, reference, key)
+}
+
+#[test]
+fn profile_free_accepts_null() {
+    unsafe { itsme_profile_free(null_mut()) };
+}
+
+#[test]
+fn profile_create_arguments() {
+    let f = Fixture::new();
+    let inv = ITSME_E_INVALID_ARGUMENT;
+    let (name, filename, photo) = (cstr("Alice"), cstr("a.jpg"), [9u8; 10]);
+    unsafe {
+        let mut out = sentinel();
+        assert_eq!(itsme_profile_create(null(), ptr(&name), null(), 0, null(), null_mut(), &mut out), inv);
+        assert_eq!(itsme_profile_create(f.identity, ptr(&name), null(), 0, null(), null_mut(), null_mut()), inv);
+        assert_eq!(itsme_profile_create(f.identity, ptr(&name), null(), 10, null(), null_mut(), &mut out), inv, "photo NULL with a length");
+        assert_eq!(itsme_profile_create(f.identity, null(), null(), 0, null(), null_mut(), &mut out), inv, "nothing at all");
+        assert_eq!(itsme_profile_create(f.identity, ptr(&name), null(), 0, ptr(&filename), null_mut(), &mut out), inv, "a filename without a photo");
+        let bad_utf8 = b"Al\xffce\0";
+        assert_eq!(itsme_profile_create(f.identity, ptr(bad_utf8), null(), 0, null(), null_mut(), &mut out), inv, "not UTF-8");
+        assert_eq!(out, sentinel(), "written on failure");
+        let mut detail = [0u8; 256];
+        let mut len = 0usize;
+        assert_eq!(itsme_last_error(detail.as_mut_ptr().cast(), 256, &mut len), ITSME_OK);
+        assert!(len > 1, "a detail in itsme_last_error");
+        // NULL and "" both mean none; a deterministic source is taken.
+        let rng = random(60);
+        for (name, filename) in [(null(), ptr(&filename)), (ptr(b"\0"), ptr(&filename)), (ptr(&name), null()), (ptr(&name), ptr(b"\0"))] {
+            let mut ok = null_mut();
+            assert_eq!(itsme_profile_create(f.identity, name, photo.as_ptr(), 10, filename, rng, &mut ok), ITSME_OK);
+            assert!(!ok.is_null());
+            itsme_profile_free(ok);
+        }
+        itsme_random_free(rng);
+    }
+}
+
+#[test]
+fn profile_open_arguments() {
+    let f = Fixture::new();
+    let p = profile(&f);
+    let (record, reference, key) = profile_parts(&f, p);
+    let inv = ITSME_E_INVALID_ARGUMENT;
+    unsafe {
+        let (r, rl, rf, k) = (record.as_ptr(), record.len(), reference.as_ptr(), key.as_ptr());
+        let mut out = sentinel();
+        assert_eq!(itsme_profile_open(null(), rl, rf, 32, k, 32, &mut out), inv);
+        assert_eq!(itsme_profile_open(r, rl, null(), 32, k, 32, &mut out), inv);
+        assert_eq!(itsme_profile_open(r, rl, rf, 32, null(), 32, &mut out), inv);
+        assert_eq!(itsme_profile_open(r, rl, rf, 32, k, 32, null_mut()), inv);
+        for size in [0usize, 16, 31, 33] {
+            assert_eq!(itsme_profile_open(r, rl, rf, size, k, 32, &mut out), inv, "reference of {size}");
+            assert_eq!(itsme_profile_open(r, rl, rf, 32, k, size, &mut out), inv, "key of {size}");
+        }
+        assert_eq!(itsme_profile_open(r, rl - 1, rf, 32, k, 32, &mut out), ITSME_E_MALFORMED_MESSAGE);
+        let zeros = vec![0u8; ITSME_PROFILE_RECORD_MAX + 1];
+        assert_eq!(itsme_profile_open(zeros.as_ptr(), zeros.len(), rf, 32, k, 32, &mut out), ITSME_E_MALFORMED_MESSAGE);
+        let mut other = key;
+        other[0] ^= 1;
+        assert_eq!(itsme_profile_open(r, rl, rf, 32, other.as_ptr(), 32, &mut out), ITSME_E_AUTHENTICATION_FAILED);
+        assert_eq!(out, sentinel(), "written on failure");
+        assert_eq!(itsme_profile_open(r, rl, rf, 32, k, 32, &mut out), ITSME_OK);
+        assert!(!out.is_null() && out != sentinel());
+        itsme_profile_free(out);
+        itsme_profile_free(p);
+    }
+}
+
+#[test]
+fn profile_getter_arguments() {
+    let f = Fixture::new();
+    let p = profile(&f);
+    let inv = ITSME_E_INVALID_ARGUMENT;
+    type Getter = unsafe extern "C" fn(*const itsme_profile, *mut u8, usize, *mut usize) -> itsme_result;
+    type TextGetter = unsafe extern "C" fn(*const itsme_profile, *mut c_char, usize, *mut usize) -> itsme_result;
+    // (name, getter, the size it writes, text)
+    let getters: [(&str, Getter, usize, bool); 7] = unsafe {
+        [
+            ("name", std::mem::transmute::<TextGetter, Getter>(itsme_profile_name), 6, true),
+            ("photo", itsme_profile_photo, 100, false),
+            ("photo_filename", std::mem::transmute::<TextGetter, Getter>(itsme_profile_photo_filename), 6, true),
+            ("record", itsme_profile_record, ITSME_PROFILE_RECORD_OVERHEAD + 5 + 100 + 5, false),
+            ("record_id", itsme_profile_record_id, ITSME_RECORD_ID_BYTES, false),
+            ("record_name", std::mem::transmute::<TextGetter, Getter>(itsme_profile_record_name), ITSME_RECORD_NAME_SIZE, true),
+            ("reference", itsme_profile_reference, ITSME_PROFILE_REFERENCE_BYTES, false),
+        ]
+    };
+    unsafe {
+        for (what, getter, size, text) in getters {
+            let mut buf = vec![0xAAu8; 512];
+            let mut len = 777usize;
+            assert_eq!(getter(null(), buf.as_mut_ptr(), 512, &mut len), inv, "{what}");
+            assert_eq!(getter(p, null_mut(), 512, &mut len), inv, "{what}");
+            assert_eq!(getter(p, buf.as_mut_ptr(), 512, null_mut()), inv, "{what}");
+            assert_eq!(len, 777, "{what}: out_len written on failure");
+            assert_eq!(getter(p, null_mut(), 0, &mut len), ITSME_E_BUFFER_TOO_SMALL, "{what}");
+            assert_eq!(len, size, "{what}: the size it needs");
+            assert_eq!(getter(p, buf.as_mut_ptr(), size - 1, &mut len), ITSME_E_BUFFER_TOO_SMALL, "{what}");
+            assert!(buf.iter().all(|&b| b == 0xAA), "{what}: written on failure");
+            assert_eq!(getter(p, buf.as_mut_ptr(), size, &mut len), ITSME_OK, "{what}");
+            assert_eq!(len, size, "{what}");
+            if text {
+                assert_eq!(buf[size - 1], 0, "{what}: NUL-terminated");
+                assert!(!buf[..size - 1].contains(&0), "{what}");
+            }
+            assert_eq!(buf[size], 0xAA, "{what}: written past its size");
+        }
+        itsme_profile_free(p);
+    }
+}
+
+#[test]
+fn store_profile_and_photo_arguments() {
+    let c = Contacts::new("misuse-photo");
+    let p = profile(&c.f);
+    let (s, id) = (c.store, c.keyed);
+    let inv = ITSME_E_INVALID_ARGUMENT;
+    let photo = [3u8; 50];
+    let filename = cstr("carol.png");
+    unsafe {
+        // apply_profile
+        assert_eq!(itsme_store_apply_profile(null_mut(), id, p), inv);
+        assert_eq!(itsme_store_apply_profile(s, id, null()), inv);
+        assert_eq!(itsme_store_apply_profile(s, 9999, p), ITSME_E_NOT_FOUND);
+        assert!(!c.detail().is_empty(), "recorded on the store");
+        // set_photo
+        assert_eq!(itsme_store_set_photo(null_mut(), id, photo.as_ptr(), 50, ptr(&filename)), inv);
+        assert_eq!(itsme_store_set_photo(s, id, null(), 50, ptr(&filename)), inv, "photo NULL with a length");
+        assert_eq!(itsme_store_set_photo(s, 9999, photo.as_ptr(), 50, ptr(&filename)), ITSME_E_NOT_FOUND);
+        let too_long = cstr(&"f".repeat(ITSME_PHOTO_FILENAME_MAX_BYTES + 1));
+        assert_eq!(itsme_store_set_photo(s, id, photo.as_ptr(), 50, ptr(&too_long)), inv);
+        // photo and photo_filename: none yet.
+        let mut buf = [0xAAu8; 128];
+        let mut len = 777usize;
+        let b = buf.as_mut_ptr();
+        assert_eq!(itsme_store_photo(s, id, b, 128, &mut len), ITSME_E_NOT_FOUND);
+        assert_eq!(itsme_store_photo_filename(s, id, b.cast(), 128, &mut len), ITSME_E_NOT_FOUND);
+        assert_eq!((buf, len), ([0xAA; 128], 777), "written on failure");
+        assert_eq!(itsme_store_set_photo(s, id, photo.as_ptr(), 50, ptr(&filename)), ITSME_OK);
+        assert_eq!(itsme_store_photo(null_mut(), id, b, 128, &mut len), inv);
+        assert_eq!(itsme_store_photo(s, id, null_mut(), 128, &mut len), inv);
+        assert_eq!(itsme_store_photo(s, id, b, 128, null_mut()), inv);
+        assert_eq!(itsme_store_photo_filename(null_mut(), id, b.cast(), 128, &mut len), inv);
+        assert_eq!(itsme_store_photo_filename(s, id, null_mut(), 128, &mut len), inv);
+        assert_eq!(itsme_store_photo_filename(s, id, b.cast(), 128, null_mut()), inv);
+        assert_eq!(len, 777, "out_len written on failure");
+        assert_eq!(itsme_store_photo(s, id, null_mut(), 0, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(len, 50);
+        assert_eq!(itsme_store_photo(s, id, b, 49, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(buf, [0xAA; 128], "written on failure");
+        assert_eq!(itsme_store_photo(s, id, b, 128, &mut len), ITSME_OK);
+        assert_eq!((len, &buf[..50], buf[50]), (50, &photo[..], 0xAA));
+        assert_eq!(itsme_store_photo_filename(s, id, null_mut(), 0, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(len, 10, "nine bytes and the NUL");
+        assert_eq!(itsme_store_photo_filename(s, id, b.cast(), 128, &mut len), ITSME_OK);
+        assert_eq!(&buf[..10], b"carol.png\0");
+        // An opened profile replaces name and photo; a photo without a
+        // filename reads back "".
+        assert_eq!(itsme_store_apply_profile(s, id, p), ITSME_OK);
+        assert_eq!(itsme_store_photo(s, id, b, 128, &mut len), ITSME_OK);
+        assert_eq!((len, &buf[..100]), (100, &[9u8; 100][..]));
+        assert_eq!(itsme_store_set_photo(s, id, photo.as_ptr(), 50, null()), ITSME_OK);
+        assert_eq!(itsme_store_photo_filename(s, id, b.cast(), 128, &mut len), ITSME_OK);
+        assert_eq!((len, buf[0]), (1, 0));
+        // NULL photo and filename remove it.
+        assert_eq!(itsme_store_set_photo(s, id, null(), 0, null()), ITSME_OK);
+        assert_eq!(itsme_store_photo(s, id, b, 128, &mut len), ITSME_E_NOT_FOUND);
+        itsme_profile_free(p);
+    }
+}
+
+#[test]
+fn online_verify_profile_arguments() {
+    let (i_side, r_side) = sides("misuse-ov-profile");
+    let (i, r) = (Ov::new(&i_side), Ov::new(&r_side));
+    let inv = ITSME_E_INVALID_ARGUMENT;
+    let reference = [0x77u8; 32];
+    unsafe {
+        assert_eq!(itsme_online_verify_share_profile(null_mut(), reference.as_ptr(), 32), inv);
+        assert_eq!(itsme_online_verify_share_profile(i.0, null(), 32), inv);
+        for size in [0usize, 31, 33] {
+            assert_eq!(itsme_online_verify_share_profile(i.0, reference.as_ptr(), size), inv, "{size}");
+        }
+        assert_eq!(i.state(), ITSME_ONLINE_VERIFY_RUNNING, "refused without failing");
+        assert_eq!(itsme_online_verify_share_profile(i.0, reference.as_ptr(), 32), ITSME_OK);
+        let mut buf = [0xAAu8; 64];
+        let mut len = 777usize;
+        let b = buf.as_mut_ptr();
+        assert_eq!(itsme_online_verify_peer_profile(null(), b, 64, &mut len), inv);
+        assert_eq!(itsme_online_verify_peer_profile(r.0, null_mut(), 64, &mut len), inv);
+        assert_eq!(itsme_online_verify_peer_profile(r.0, b, 64, null_mut()), inv);
+        assert_eq!(itsme_online_verify_peer_profile(r.0, b, 64, &mut len), ITSME_E_INVALID_STATE, "not confirmed");
+        assert_eq!((buf, len), ([0xAA; 64], 777), "written on failure");
+        ov_pump(&i, &r);
+        assert_eq!(itsme_online_verify_share_profile(i.0, reference.as_ptr(), 32), ITSME_E_INVALID_STATE, "the PROOF is made");
+        assert_eq!(itsme_online_verify_peer_profile(r.0, b, 64, &mut len), ITSME_E_INVALID_STATE, "the SAS is not confirmed");
+        let mut outcome = 0u32;
+        assert_eq!(itsme_online_verify_confirm(r.0, r_side.store, T0, &mut outcome), ITSME_OK);
+        assert_eq!(itsme_online_verify_confirm(i.0, i_side.store, T0, &mut outcome), ITSME_OK);
+        assert_eq!(itsme_online_verify_peer_profile(r.0, null_mut(), 0, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(len, ITSME_PROFILE_REFERENCE_BYTES);
+        assert_eq!(itsme_online_verify_peer_profile(r.0, b, 31, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(buf, [0xAA; 64], "written on failure");
+        assert_eq!(itsme_online_verify_peer_profile(r.0, b, 64, &mut len), ITSME_OK);
+        assert_eq!((len, &buf[..32], buf[32]), (32, &reference[..], 0xAA));
+        // The initiator received none.
+        assert_eq!(itsme_online_verify_peer_profile(i.0, b, 64, &mut len), ITSME_E_NOT_FOUND);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Service approvals
+// ---------------------------------------------------------------------------
+
+static REPLAY_DESTROYED: AtomicUsize = AtomicUsize::new(0);
+
+unsafe extern "C" fn replay_seen_never(_: *mut c_void, _: *const u8, _: i64, _: i64, out_seen: *mut i32) -> itsme_result {
+    unsafe { *out_seen = 0 };
+    ITSME_OK
+}
+unsafe extern "C" fn replay_fails(_: *mut c_void, _: *const u8, _: i64, _: i64, _: *mut i32) -> itsme_result {
+    ITSME_E_DATABASE
+}
+unsafe extern "C" fn replay_destroy(ctx: *mut c_void) {
+    assert_eq!(ctx as usize, 0x5EED, "destroy gets the ctx");
+    REPLAY_DESTROYED.fetch_add(1, Ordering::SeqCst);
+}
+
+const SERVICE: &str = "bank.example";
+const NONCE: [u8; 16] = [0x5A; 16];
+
+/// The secret store's last-error detail.
+fn store_detail(store: *mut itsme_secret_store) -> String {
+    let mut buf = [0u8; 512];
+    let mut len = 0usize;
+    assert_eq!(unsafe { itsme_secret_store_last_error(store, buf.as_mut_ptr().cast(), 512, &mut len) }, ITSME_OK);
+    String::from_utf8(buf[..len - 1].to_vec()).unwrap()
+}
+
+/// A request from SERVICE with the scopes "email profile", issued at T0.
+fn approval_request() -> Vec<u8> {
+    let (service, name, session, scopes) = (cstr(SERVICE), cstr("Bank"), cstr("s-1"), cstr("profile email"));
+    let mut out = vec![0u8; ITSME_APPROVAL_REQUEST_MAX];
+    let mut len = 0usize;
+    let code = unsafe {
+        itsme_approval_request_create(ptr(&service), ptr(&name), ptr(&session), ptr(&scopes), 60, null_mut(), T0, out.as_mut_ptr(), out.len(), &mut len)
+    };
+    assert_eq!(code, ITSME_OK);
+    out.truncate(len);
+    out
+}
+
+#[test]
+fn credential_arguments() {
+    let f = Fixture::new();
+    let s = f.store;
+    let inv = ITSME_E_INVALID_ARGUMENT;
+    let (service, label) = (cstr(SERVICE), cstr("Phone"));
+    let (sv, lb, n) = (ptr(&service), ptr(&label), NONCE.as_ptr());
+    let mut buf = [0xAAu8; 256];
+    let mut len = 777usize;
+    let b = buf.as_mut_ptr();
+    unsafe {
+        assert_eq!(itsme_credential_enroll(null_mut(), sv, lb, n, 16, null_mut(), b, 256, &mut len), inv);
+        assert_eq!(itsme_credential_enroll(s, null(), lb, n, 16, null_mut(), b, 256, &mut len), inv);
+        assert_eq!(itsme_credential_enroll(s, sv, null(), n, 16, null_mut(), b, 256, &mut len), inv);
+        assert_eq!(itsme_credential_enroll(s, sv, lb, null(), 16, null_mut(), b, 256, &mut len), inv);
+        assert_eq!(itsme_credential_enroll(s, sv, lb, n, 16, null_mut(), null_mut(), 256, &mut len), inv);
+        assert_eq!(itsme_credential_enroll(s, sv, lb, n, 16, null_mut(), b, 256, null_mut()), inv);
+        for size in [0usize, 15, 65] {
+            let long = [1u8; 65];
+            assert_eq!(itsme_credential_enroll(s, sv, lb, long.as_ptr(), size, null_mut(), b, 256, &mut len), inv, "nonce of {size}");
+        }
+        assert!(!store_detail(s).is_empty(), "recorded on the store");
+        assert_eq!((buf, len), ([0xAA; 256], 777), "written on failure");
+        // Too small: the size, and nothing saved.
+        let size = 98 + 5;
+        assert_eq!(itsme_credential_enroll(s, sv, lb, n, 16, null_mut(), null_mut(), 0, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(len, size);
+        assert_eq!(itsme_credential_enroll(s, sv, lb, n, 16, null_mut(), b, size - 1, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(buf, [0xAA; 256], "written on failure");
+        let mut id = [0xAAu8; 32];
+        let mut id_len = 777usize;
+        assert_eq!(itsme_credential_id(s, sv, id.as_mut_ptr(), 32, &mut id_len), ITSME_E_NOT_FOUND, "nothing saved");
+        assert_eq!(itsme_credential_remove(s, sv), ITSME_E_NOT_FOUND);
+        assert_eq!(itsme_credential_enroll(s, sv, lb, n, 16, null_mut(), b, size, &mut len), ITSME_OK);
+        assert_eq!((len, buf[0], buf[size]), (size, 1, 0xAA));
+
+        // credential_id
+        assert_eq!(itsme_credential_id(null_mut(), sv, id.as_mut_ptr(), 32, &mut id_len), inv);
+        assert_eq!(itsme_credential_id(s, null(), id.as_mut_ptr(), 32, &mut id_len), inv);
+        assert_eq!(itsme_credential_id(s, sv, null_mut(), 32, &mut id_len), inv);
+        assert_eq!(itsme_credential_id(s, sv, id.as_mut_ptr(), 32, null_mut()), inv);
+        assert_eq!(itsme_credential_id(s, sv, null_mut(), 0, &mut id_len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(id_len, ITSME_CREDENTIAL_ID_BYTES);
+        assert_eq!(itsme_credential_id(s, sv, id.as_mut_ptr(), 15, &mut id_len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(id, [0xAA; 32], "written on failure");
+        assert_eq!(itsme_credential_id(s, sv, id.as_mut_ptr(), 32, &mut id_len), ITSME_OK);
+        assert_eq!((id_len, id[16]), (16, 0xAA));
+        let other = cstr("shop.example");
+        assert_eq!(itsme_credential_id(s, ptr(&other), id.as_mut_ptr(), 32, &mut id_len), ITSME_E_NOT_FOUND);
+
+        // remove
+        assert_eq!(itsme_credential_remove(null_mut(), sv), inv);
+        assert_eq!(itsme_credential_remove(s, null()), inv);
+        assert_eq!(itsme_credential_remove(s, sv), ITSME_OK);
+        assert_eq!(itsme_credential_remove(s, sv), ITSME_E_NOT_FOUND);
+    }
+}
+
+#[test]
+fn approval_device_arguments() {
+    let f = Fixture::new();
+    let s = f.store;
+    let inv = ITSME_E_INVALID_ARGUMENT;
+    let (service, label) = (cstr(SERVICE), cstr("Phone"));
+    let mut enrollment = [0u8; 256];
+    let mut len = 0usize;
+    unsafe {
+        assert_eq!(
+            itsme_credential_enroll(s, ptr(&service), ptr(&label), NONCE.as_ptr(), 16, null_mut(), enrollment.as_mut_ptr(), 256, &mut len),
+            ITSME_OK
+        );
+    }
+    let request = approval_request();
+    let (rq, rl) = (request.as_ptr(), request.len());
+    unsafe {
+        // parse
+        let mut info = itsme_approval_request_info { issued_at: 42, ..Default::default() };
+        assert_eq!(itsme_approval_request_parse(null(), rl, T0, &mut info), inv);
+        assert_eq!(itsme_approval_request_parse(rq, rl, T0, null_mut()), inv);
+        assert_eq!(itsme_approval_request_parse(rq, rl - 1, T0, &mut info), ITSME_E_MALFORMED_MESSAGE);
+        assert_eq!(itsme_approval_request_parse(rq, rl, T0 + 61, &mut info), ITSME_E_EXPIRED);
+        assert_eq!(info.issued_at, 42, "written on failure");
+        assert_eq!(itsme_approval_request_parse(rq, rl, T0 + 60, &mut info), ITSME_OK);
+        assert_eq!((info.issued_at, info.expires_at), (T0, T0 + 60));
+        let text = |field: &[c_char]| CStr::from_ptr(field.as_ptr()).to_str().unwrap().to_owned();
+        assert_eq!(text(&info.service_id), SERVICE);
+        assert_eq!(text(&info.service_name), "Bank");
+        assert_eq!(text(&info.session_id), "s-1");
+        assert_eq!(text(&info.scopes), "email profile", "sorted");
+        assert_eq!(text(&info.otp).len(), 6);
+
+        // sign
+        let mut out = [0xAAu8; 256];
+        let mut out_len = 777usize;
+        let o = out.as_mut_ptr();
+        let email = cstr("email");
+        let approve = ITSME_APPROVAL_APPROVE;
+        assert_eq!(itsme_approval_sign(null_mut(), rq, rl, approve, null(), T0, o, 256, &mut out_len), inv);
+        assert_eq!(itsme_approval_sign(s, null(), rl, approve, null(), T0, o, 256, &mut out_len), inv);
+        assert_eq!(itsme_approval_sign(s, rq, rl, approve, null(), T0, null_mut(), 256, &mut out_len), inv);
+        assert_eq!(itsme_approval_sign(s, rq, rl, approve, null(), T0, o, 256, null_mut()), inv);
+        for decision in [0u32, 3, u32::MAX] {
+            assert_eq!(itsme_approval_sign(s, rq, rl, decision, null(), T0, o, 256, &mut out_len), inv, "decision {decision}");
+        }
+        assert_eq!(itsme_approval_sign(s, rq, rl, ITSME_APPROVAL_DENY, ptr(&email), T0, o, 256, &mut out_len), inv, "a denial with a scope");
+        let unrequested = cstr("email admin");
+        assert_eq!(itsme_approval_sign(s, rq, rl, approve, ptr(&unrequested), T0, o, 256, &mut out_len), inv);
+        for junk in [&b" email\0"[..], b"email  profile\0", b"email email\0", b"em\xffail\0"] {
+            assert_eq!(itsme_approval_sign(s, rq, rl, approve, ptr(junk), T0, o, 256, &mut out_len), inv, "{junk:?}");
+        }
+        assert!(!store_detail(s).is_empty(), "recorded on the store");
+        assert_eq!(itsme_approval_sign(s, rq, rl, approve, null(), T0 + 61, o, 256, &mut out_len), ITSME_E_EXPIRED);
+        assert_eq!((out, out_len), ([0xAA; 256], 777), "written on failure");
+        // The size: 1 + 16 + 1 + 8 + 6 + scopes (1 + 1 + 5) + 64.
+        let size = 1 + 16 + 1 + 8 + 6 + 7 + 64;
+        assert_eq!(itsme_approval_sign(s, rq, rl, approve, ptr(&email), T0, null_mut(), 0, &mut out_len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(out_len, size);
+        assert_eq!(itsme_approval_sign(s, rq, rl, approve, ptr(&email), T0, o, size - 1, &mut out_len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(out, [0xAA; 256], "written on failure");
+        assert_eq!(itsme_approval_sign(s, rq, rl, approve, ptr(&email), T0, o, size, &mut out_len), ITSME_OK);
+        assert_eq!((out_len, out[0], out[size]), (size, 1, 0xAA));
+        // NULL and "" grant nothing.
+        assert_eq!(itsme_approval_sign(s, rq, rl, ITSME_APPROVAL_DENY, null(), T0, o, 256, &mut out_len), ITSME_OK);
+        assert_eq!(itsme_approval_sign(s, rq, rl, ITSME_APPROVAL_DENY, ptr(b"\0"), T0, o, 256, &mut out_len), ITSME_OK);
+        assert_eq!(out_len, size - 5 - 1);
+    }
+}
+
+#[test]
+fn approval_service_arguments() {
+    init();
+    let inv = ITSME_E_INVALID_ARGUMENT;
+    let (service, name, session, scopes) = (cstr(SERVICE), cstr("Bank"), cstr("s-1"), cstr("email"));
+    let (sv, nm, ss, sc) = (ptr(&service), ptr(&name), ptr(&session), ptr(&scopes));
+    let mut buf = [0xAAu8; 256];
+    let mut len = 777usize;
+    let b = buf.as_mut_ptr();
+    unsafe {
+        // request_create
+        assert_eq!(itsme_approval_request_create(null(), nm, ss, sc, 60, null_mut(), T0, b, 256, &mut len), inv);
+        assert_eq!(itsme_approval_request_create(sv, null(), ss, sc, 60, null_mut(), T0, b, 256, &mut len), inv);
+        assert_eq!(itsme_approval_request_create(sv, nm, null(), sc, 60, null_mut(), T0, b, 256, &mut len), inv);
+        assert_eq!(itsme_approval_request_create(sv, nm, ss, sc, 60, null_mut(), T0, null_mut(), 256, &mut len), inv);
+        assert_eq!(itsme_approval_request_create(sv, nm, ss, sc, 60, null_mut(), T0, b, 256, null_mut()), inv);
+        for lifetime in [0, -1, ITSME_APPROVAL_LIFETIME_MAX + 1] {
+            assert_eq!(itsme_approval_request_create(sv, nm, ss, sc, lifetime, null_mut(), T0, b, 256, &mut len), inv, "{lifetime}");
+        }
+        for now in [-1, MAX_TIME] {
+            assert_eq!(itsme_approval_request_create(sv, nm, ss, sc, 60, null_mut(), now, b, 256, &mut len), inv, "{now}");
+        }
+        let repeated = cstr("email email");
+        assert_eq!(itsme_approval_request_create(sv, nm, ss, ptr(&repeated), 60, null_mut(), T0, b, 256, &mut len), inv);
+        assert_eq!((buf, len), ([0xAA; 256], 777), "written on failure");
+        // The size: 1 + (1 + 12) + (1 + 4) + (1 + 3) + 6 + 32 + 8 + 8 + (1 + 1 + 5).
+        let size = 1 + 13 + 5 + 4 + 6 + 32 + 16 + 7;
+        assert_eq!(itsme_approval_request_create(sv, nm, ss, sc, 60, null_mut(), T0, null_mut(), 0, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(len, size);
+        assert_eq!(itsme_approval_request_create(sv, nm, ss, sc, 60, null_mut(), T0, b, size - 1, &mut len), ITSME_E_BUFFER_TOO_SMALL);
+        assert_eq!(buf, [0xAA; 256], "written on failure");
+        assert_eq!(itsme_approval_request_create(sv, nm, ss, null(), 60, null_mut(), T0, b, 256, &mut len), ITSME_OK, "NULL scopes: none");
+        assert_eq!(len, size - 6);
+
+        // enrollment_verify, with an enrollment whose signature is off.
+        let f = Fixture::new();
+        let label = cstr("Phone");
+        let mut junk = [0u8; 103];
+        assert_eq!(
+            itsme_credential_enroll(f.store, sv, ptr(&label), NONCE.as_ptr(), 16, null_mut(), junk.as_mut_ptr(), 103, &mut len),
+            ITSME_OK
+        );
+        junk[102] ^= 0x01;
+        let mut info = itsme_credential_info::default();
+        info.label[0] = 0x55;
+        assert_eq!(itsme_enrollment_verify(null(), NONCE.as_ptr(), 16, junk.as_ptr(), 103, &mut info), inv);
+        assert_eq!(itsme_enrollment_verify(sv, null(), 16, junk.as_ptr(), 103, &mut info), inv);
+        assert_eq!(itsme_enrollment_verify(sv, NONCE.as_ptr(), 16, null(), 103, &mut info), inv);
+        assert_eq!(itsme_enrollment_verify(sv, NONCE.as_ptr(), 16, junk.as_ptr(), 103, null_mut()), inv);
+        assert_eq!(itsme_enrollment_verify(sv, NONCE.as_ptr(), 15, junk.as_ptr(), 103, &mut info), inv);
+        assert_eq!(itsme_enrollment_verify(sv, NONCE.as_ptr(), 16, junk.as_ptr(), 103, &mut info), ITSME_E_AUTHENTICATION_FAILED);
+        assert_eq!(itsme_enrollment_verify(sv, NONCE.as_ptr(), 16, junk.as_ptr(), 10, &mut info), ITSME_E_MALFORMED_MESSAGE);
+        assert_eq!(info.label[0], 0x55, "written on failure");
+    }
+}
+
+#[test]
+fn replay_store_arguments() {
+    init();
+    let inv = ITSME_E_INVALID_ARGUMENT;
+    unsafe {
+        assert_eq!(itsme_replay_store_new_memory(0, null_mut()), inv);
+        let mut out = sentinel();
+        assert_eq!(itsme_replay_store_new_callbacks(null(), &mut out), inv);
+        let before = REPLAY_DESTROYED.load(Ordering::SeqCst);
+        let ctx = 0x5EED as *mut c_void;
+        let no_insert = itsme_replay_store_callbacks { ctx, insert: None, destroy: Some(replay_destroy) };
+        assert_eq!(itsme_replay_store_new_callbacks(&no_insert, &mut out), inv);
+        let table = itsme_replay_store_callbacks { ctx, insert: Some(replay_seen_never), destroy: Some(replay_destroy) };
+        assert_eq!(itsme_replay_store_new_callbacks(&table, null_mut()), inv);
+        assert_eq!(out, sentinel(), "written on failure");
+        assert_eq!(REPLAY_DESTROYED.load(Ordering::SeqCst), before, "the caller keeps ctx on failure");
+        // destroy once, when freed; it may be NULL.
+        assert_eq!(itsme_replay_store_new_callbacks(&table, &mut out), ITSME_OK);
+        itsme_replay_store_free(out);
+        assert_eq!(REPLAY_DESTROYED.load(Ordering::SeqCst), before + 1);
+        let no_destroy = itsme_replay_store_callbacks { ctx, insert: Some(replay_seen_never), destroy: None };
+        assert_eq!(itsme_replay_store_new_callbacks(&no_destroy, &mut out), ITSME_OK);
+        itsme_replay_store_free(out);
+        assert_eq!(REPLAY_DESTROYED.load(Ordering::SeqCst), before + 1);
+    }
+}
+
+#[test]
+fn approval_verify_arguments() {
+    let f = Fixture::new();
+    let (service, label) = (cstr(SERVICE), cstr("Phone"));
+    let mut enrollment = [0u8; 256];
+    let mut len = 0usize;
+    let mut info = itsme_credential_info::default();
+    let request = approval_request();
+    let mut approval = [0u8; 256];
+    let mut approval_len = 0usize;
+    unsafe {
+        assert_eq!(
+            itsme_credential_enroll(f.store, ptr(&service), ptr(&label), NONCE.as_ptr(), 16, null_mut(), enrollment.as_mut_ptr(), 256, &mut len),
+            ITSME_OK
+        );
+        assert_eq!(itsme_enrollment_verify(ptr(&service), NONCE.as_ptr(), 16, enrollment.as_ptr(), len, &mut info), ITSME_OK);
+        let email = cstr("email");
+        assert_eq!(
+            itsme_approval_sign(f.store, request.as_ptr(), request.len(), ITSME_APPROVAL_APPROVE, ptr(&email), T0, approval.as_mut_ptr(), 256, &mut approval_len),
+            ITSME_OK
+        );
+    }
+    let (rq, rl, ap, al, k) = (request.as_ptr(), request.len(), approval.as_ptr(), approval_len, info.public_key.as_ptr());
+    let inv = ITSME_E_INVALID_ARGUMENT;
+    let mut replay = null_mut();
+    let mut failing = null_mut();
+    let ctx = 0x5EED as *mut c_void;
+    unsafe {
+        assert_eq!(itsme_replay_store_new_memory(1, &mut replay), ITSME_OK);
+        let table = itsme_replay_store_callbacks { ctx, insert: Some(replay_fails), destroy: Some(replay_destroy) };
+        assert_eq!(itsme_replay_store_new_callbacks(&table, &mut failing), ITSME_OK);
+        let mut out = itsme_approval_result { decision: 42, ..Default::default() };
+        assert_eq!(itsme_approval_verify(null(), rl, ap, al, k, 1, replay, T0, &mut out), inv);
+        assert_eq!(itsme_approval_verify(rq, rl, null(), al, k, 1, replay, T0, &mut out), inv);
+        assert_eq!(itsme_approval_verify(rq, rl, ap, al, null(), 1, replay, T0, &mut out), inv);
+        assert_eq!(itsme_approval_verify(rq, rl, ap, al, k, 1, null_mut(), T0, &mut out), inv);
+        assert_eq!(itsme_approval_verify(rq, rl, ap, al, k, 1, replay, T0, null_mut()), inv);
+        assert_eq!(itsme_approval_verify(rq, rl - 1, ap, al, k, 1, replay, T0, &mut out), inv, "a request that does not parse");
+        assert_eq!(itsme_approval_verify(rq, rl, ap, al - 1, k, 1, replay, T0, &mut out), ITSME_E_MALFORMED_MESSAGE);
+        assert_eq!(itsme_approval_verify(rq, rl, ap, al, k, 0, replay, T0, &mut out), ITSME_E_NOT_FOUND, "no key");
+        assert_eq!(itsme_approval_verify(rq, rl, ap, al, k, 1, replay, T0 + 61, &mut out), ITSME_E_EXPIRED);
+        // A callback's code refuses the approval.
+        assert_eq!(itsme_approval_verify(rq, rl, ap, al, k, 1, failing, T0, &mut out), ITSME_E_DATABASE);
+        assert_eq!(out.decision, 42, "written on failure");
+        let mut detail = [0u8; 256];
+        let mut detail_len = 0usize;
+        assert_eq!(itsme_last_error(detail.as_mut_ptr().cast(), 256, &mut detail_len), ITSME_OK);
+        assert!(detail_len > 1, "a detail in itsme_last_error");
+        // Two keys, the enrolled one second.
+        let keys = [[0x11u8; 32], info.public_key].concat();
+        assert_eq!(itsme_approval_verify(rq, rl, ap, al, keys.as_ptr(), 2, replay, T0, &mut out), ITSME_OK);
+        assert_eq!(out.decision, ITSME_APPROVAL_APPROVE);
+        assert_eq!(out.credential_id, info.credential_id);
+        assert_eq!(out.timestamp, T0);
+        assert_eq!(CStr::from_ptr(out.granted_scopes.as_ptr()).to_str().unwrap(), "email");
+        assert_eq!(itsme_approval_verify(rq, rl, ap, al, k, 1, replay, T0, &mut out), ITSME_E_REPLAYED);
+        // The memory store of capacity 1 is full until the entry expires.
+        let other = approval_request();
+        let mut other_approval = [0u8; 256];
+        let mut other_len = 0usize;
+        assert_eq!(
+            itsme_approval_sign(f.store, other.as_ptr(), other.len(), ITSME_APPROVAL_DENY, null(), T0, other_approval.as_mut_ptr(), 256, &mut other_len),
+            ITSME_OK
+        );
+        assert_eq!(itsme_approval_verify(other.as_ptr(), other.len(), other_approval.as_ptr(), other_len, k, 1, replay, T0, &mut out), ITSME_E_LOCKED);
+        itsme_replay_store_free(replay);
+        let destroyed = REPLAY_DESTROYED.load(Ordering::SeqCst);
+        itsme_replay_store_free(failing);
+        assert!(REPLAY_DESTROYED.load(Ordering::SeqCst) > destroyed, "destroy called on free");
     }
 }

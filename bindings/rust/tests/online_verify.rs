@@ -3,15 +3,15 @@
 //! pipe; their devices prove to each other that each holds the seed, and
 //! both read the SAS aloud.  Tampered, replayed and reflected messages, a
 //! changed device, a rejected SAS, the window rule, expiry and calls in the
-//! wrong state.
+//! wrong state; profile references carried in the PROOFs.
 
 mod common;
 
 use common::assert_kind;
 use common::people::{befriend, befriended, labelled_seed, Person, EXCHANGED, T0};
 use itsme::{
-    DeterministicRandom, Error, ErrorKind, ExchangeMethod, OnlineVerify, OnlineVerifyState, VerificationState,
-    VoiceOutcome,
+    DeterministicRandom, Error, ErrorKind, ExchangeMethod, OnlineVerify, OnlineVerifyState, Profile,
+    ProfileReference, VerificationState, VoiceOutcome,
 };
 
 /// Both start a session at NOW, in the room of its window.
@@ -132,7 +132,9 @@ fn end_to_end() {
     let mut proofs = kinds[3..].to_vec();
     proofs.sort();
     assert_eq!(proofs, [(false, PROOF, 82), (true, PROOF, 82)]);
-    assert_eq!(log.iter().map(|d| d.message.len()).max(), Some(itsme::ONLINE_VERIFY_MESSAGE_MAX));
+    // Without a profile reference a PROOF is 32 bytes shorter than the
+    // longest message.
+    assert_eq!(itsme::ONLINE_VERIFY_MESSAGE_MAX, 82 + itsme::PROFILE_REFERENCE_BYTES);
     assert!(log.iter().all(|d| d.message[0] == 1), "protocol version 1");
     // Both show the same SAS.
     assert_eq!((sa.state().unwrap(), sb.state().unwrap()), (OnlineVerifyState::CompareSas, OnlineVerifyState::CompareSas));
@@ -382,4 +384,142 @@ fn constructor_and_confirm_arguments() {
 fn sessions_are_send_and_sync() {
     fn check<T: Send + Sync>() {}
     check::<OnlineVerify>();
+}
+
+// ---------------------------------------------------------------------------
+// Profile references (PROTOCOL.md 11.3, 18.3)
+// ---------------------------------------------------------------------------
+
+/// A reference of fixed bytes, for sessions that only carry it.
+fn reference(tag: u8) -> ProfileReference {
+    ProfileReference::from_bytes(&[tag; itsme::PROFILE_REFERENCE_BYTES]).unwrap()
+}
+
+#[test]
+fn a_shared_profile_reference_arrives_once_the_sas_is_confirmed() {
+    let (alice, bob) = befriended();
+    let (mut sa, mut sb) = start_both(&alice, &bob, None);
+    // Alice shares hers; Bob shares none.
+    let profile = Profile::create(&alice.identity, "Alice Smith", b"photo bytes", "alice.jpg", None).unwrap();
+    let mine = profile.reference().unwrap();
+    sa.share_profile(&mine).unwrap();
+    assert_kind(sa.peer_profile(), ErrorKind::InvalidState);
+    let log = honest(&mut sa, &mut sb);
+    // Alice's PROOF carries 32 more bytes: the longest message.
+    let proof_lengths: Vec<(Side, usize)> =
+        log.iter().filter(|d| d.message[1] == PROOF).map(|d| (d.from, d.message.len())).collect();
+    assert!(proof_lengths.contains(&(Side::A, itsme::ONLINE_VERIFY_MESSAGE_MAX)), "{proof_lengths:?}");
+    assert!(proof_lengths.contains(&(Side::B, 82)), "{proof_lengths:?}");
+    // Not before the SAS is confirmed: the proofs are checked, but the
+    // person has not said the SAS matched.
+    assert_eq!(sb.state().unwrap(), OnlineVerifyState::CompareSas);
+    assert_kind(sb.peer_profile(), ErrorKind::InvalidState);
+    assert_kind(sa.peer_profile(), ErrorKind::InvalidState);
+    assert_eq!(sa.sas().unwrap(), sb.sas().unwrap());
+    sb.confirm(&bob.contacts, NOW).unwrap();
+    sa.confirm(&alice.contacts, NOW).unwrap();
+    let received = sb.peer_profile().unwrap();
+    assert_eq!(received, mine);
+    assert_eq!(received.as_bytes(), mine.as_bytes());
+    assert_eq!(format!("{received:?}"), "ProfileReference(..)", "no secret in Debug");
+    // Alice received none.
+    assert_kind(sa.peer_profile(), ErrorKind::NotFound);
+    // Bob fetches the record the reference names, opens it with Alice's
+    // key as he stored it, and applies it to his contact.
+    assert_eq!(received.record_name(), profile.record_name().unwrap());
+    let key = bob.contact().public_key.unwrap();
+    let opened = Profile::open(&profile.record().unwrap(), &received, &key).unwrap();
+    assert_eq!(opened.name().unwrap(), "Alice Smith");
+    bob.contacts.apply_profile(bob.peer, &opened).unwrap();
+    assert_eq!(bob.contact().name, "Alice Smith");
+    assert_eq!(bob.contacts.photo(bob.peer).unwrap(), (b"photo bytes".to_vec(), "alice.jpg".to_owned()));
+}
+
+#[test]
+fn both_may_share_and_the_last_reference_given_counts() {
+    let (alice, bob) = befriended();
+    let (mut sa, mut sb) = start_both(&alice, &bob, Some("share both"));
+    sa.share_profile(&reference(1)).unwrap();
+    sa.share_profile(&reference(2)).unwrap();
+    sb.share_profile(&reference(3)).unwrap();
+    let log = honest(&mut sa, &mut sb);
+    assert!(log.iter().filter(|d| d.message[1] == PROOF).all(|d| d.message.len() == itsme::ONLINE_VERIFY_MESSAGE_MAX));
+    sa.confirm(&alice.contacts, NOW).unwrap();
+    sb.confirm(&bob.contacts, NOW).unwrap();
+    assert_eq!(sb.peer_profile().unwrap(), reference(2));
+    assert_eq!(sa.peer_profile().unwrap(), reference(3));
+}
+
+#[test]
+fn a_reference_is_shared_before_the_proof_and_read_only_after_a_confirmed_sas() {
+    let (alice, bob) = befriended();
+    let (first, second) = if initiator(&alice, &bob) == Side::A { (&alice, &bob) } else { (&bob, &alice) };
+    // Wrong sizes.
+    let mut session = start(first, None, None, NOW);
+    for length in [0usize, 16, 31, 33, 64] {
+        assert_kind(session.share_profile(&vec![7u8; length]), ErrorKind::InvalidArgument);
+    }
+    assert_eq!(session.state().unwrap(), OnlineVerifyState::Running, "refused without failing");
+    // The initiator makes its PROOF on the responder's KEY, the responder
+    // on the initiator's KEY: sharing is refused from then on.
+    let mut i = start(first, None, None, NOW);
+    let mut r = start(second, None, None, NOW);
+    r.receive(&i.next_outgoing().unwrap(), NOW).unwrap();
+    r.share_profile(&reference(4)).unwrap();
+    i.receive(&r.next_outgoing().unwrap(), NOW).unwrap();
+    assert_kind(i.share_profile(&reference(5)), ErrorKind::InvalidState);
+    let key_i = i.next_outgoing().unwrap();
+    let proof_i = i.next_outgoing().unwrap();
+    assert_eq!((proof_i[1], proof_i.len()), (PROOF, 82));
+    r.share_profile(&reference(6)).unwrap();
+    r.receive(&key_i, NOW).unwrap();
+    assert_kind(r.share_profile(&reference(7)), ErrorKind::InvalidState);
+    let proof_r = r.next_outgoing().unwrap();
+    assert_eq!((proof_r[1], proof_r.len()), (PROOF, itsme::ONLINE_VERIFY_MESSAGE_MAX));
+    r.receive(&proof_i, NOW).unwrap();
+    i.receive(&proof_r, NOW).unwrap();
+    assert_kind(i.peer_profile(), ErrorKind::InvalidState);
+    // A rejected SAS gives no reference.
+    i.reject().unwrap();
+    assert_kind(i.peer_profile(), ErrorKind::InvalidState);
+    assert_kind(i.share_profile(&reference(8)), ErrorKind::InvalidState);
+    // A failed session neither takes nor gives one.
+    let mut failed = start(first, None, None, NOW);
+    let own = failed.next_outgoing().unwrap();
+    assert_kind(failed.receive(&own, NOW), ErrorKind::MalformedMessage);
+    assert_kind(failed.share_profile(&reference(9)), ErrorKind::InvalidState);
+    assert_kind(failed.peer_profile(), ErrorKind::InvalidState);
+}
+
+#[test]
+fn a_proof_with_a_reference_is_checked_like_any_other() {
+    let (alice, bob) = befriended();
+    let shared = |label: &str| {
+        let (mut a, mut b) = start_both(&alice, &bob, Some(label));
+        a.share_profile(&reference(1)).unwrap();
+        b.share_profile(&reference(2)).unwrap();
+        (a, b)
+    };
+    let (mut sa, mut sb) = shared("proof ref");
+    let log = honest(&mut sa, &mut sb);
+    for (index, delivered) in log.iter().enumerate().filter(|(_, d)| d.message[1] == PROOF) {
+        assert_eq!(delivered.message.len(), itsme::ONLINE_VERIFY_MESSAGE_MAX);
+        let receiver = other(delivered.from);
+        // A flipped byte in the encrypted reference, or its tag.
+        for position in [delivered.message.len() - 20, delivered.message.len() - 1] {
+            let (mut xa, mut xb) = shared("proof ref");
+            let mut flipped = delivered.message.clone();
+            flipped[position] ^= 0x01;
+            let (_, errors) = pump(&mut xa, &mut xb, |i, m| if i == index { flipped.clone() } else { m });
+            let session = if receiver == Side::A { &xa } else { &xb };
+            assert_failed(&errors, receiver, session, &format!("message {index}, byte {position}"));
+        }
+        // Any length but 82 and 114 is malformed.
+        for changed in [delivered.message[..delivered.message.len() - 1].to_vec(), [&delivered.message[..], &[0]].concat()] {
+            let (mut xa, mut xb) = shared("proof ref");
+            let (_, errors) = pump(&mut xa, &mut xb, |i, m| if i == index { changed.clone() } else { m });
+            let error = &errors.iter().find(|(s, _)| *s == receiver).expect("refused").1;
+            assert_eq!(error.kind(), ErrorKind::MalformedMessage, "message {index}: {error}");
+        }
+    }
 }

@@ -5,8 +5,9 @@
 //! sessions, degradation codes, whole Online Verify sessions and PIN
 //! Updates, typed remote codes and whole invite and real-time exchanges,
 //! password exports made and opened byte for byte and their rejections,
-//! whole live device transfers and their rejections, and every pure
-//! derivation.  The Online Verify and PIN Update
+//! whole live device transfers and their rejections, profile records
+//! opened and refused, service enrollments, requests and approvals verified
+//! and refused, and every pure derivation.  The Online Verify and PIN Update
 //! sides hold each other as contacts added with the vector's seed, which
 //! have no device secrets: the Online Verify PROOF messages (which carry
 //! device tags) are therefore not compared.
@@ -19,10 +20,12 @@ use common::TempDir;
 use itsme::{
     ContactStore, DeterministicRandom, ErrorKind, Exchange, ExchangeFlags, ExchangeMethod, ExportHeader,
     ExchangeState, Identity, Import, OnlineVerify, OnlineVerifyState, PasswordKind, PinUpdate, PinUpdateState,
-    SecretStore, TransferReceiver, TransferSender, TransferState, VerificationState, VoiceOutcome, VoiceSession,
-    VoiceState, VoiceTurn,
+    Profile, SecretStore, TransferReceiver, TransferSender, TransferState, VerificationState, VoiceOutcome,
+    VoiceSession, VoiceState, VoiceTurn,
 };
+use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 const T0: i64 = 1_800_000_000;
 
@@ -95,11 +98,13 @@ fn every_vector_file_is_read() {
     assert_eq!(
         names,
         [
+            "approval.json",
             "bluetooth.json",
             "encoding.json",
             "export.json",
             "online-verify.json",
             "pin-update.json",
+            "profile.json",
             "qr.json",
             "remote.json",
             "sas.json",
@@ -783,6 +788,10 @@ fn online_verify_sessions() {
     let online = load("online-verify.json");
     let sessions = online.array("sessions");
     assert!(!sessions.is_empty());
+    assert!(
+        sessions.iter().any(|v| v.field("a").get("profile_reference").is_some()),
+        "a session carries profile references"
+    );
     for (n, vector) in sessions.iter().enumerate() {
         let context = format!("online verify session {n}");
         let sides = vector_sides(vector, &context);
@@ -792,7 +801,14 @@ fn online_verify_sessions() {
             .zip(&sides)
             .map(|(side, s)| {
                 let mut rng = DeterministicRandom::new(&vector.field(side).hex_array("random_seed")).unwrap();
-                OnlineVerify::new(&s.contacts, s.id, Some(window), now, Some(&mut rng)).unwrap()
+                let mut session = OnlineVerify::new(&s.contacts, s.id, Some(window), now, Some(&mut rng)).unwrap();
+                // A side that shares its profile puts the reference in its
+                // PROOF (section 11.3).
+                if let Some(reference) = vector.field(side).get("profile_reference") {
+                    let reference = hex_decode(reference.as_str()).expect("profile_reference");
+                    session.share_profile(&reference).unwrap();
+                }
+                session
             })
             .collect();
         for session in &made {
@@ -825,11 +841,23 @@ fn online_verify_sessions() {
         assert_eq!(proof_r.len(), vector.hex("proof_message_r").len(), "{context}");
         responder.receive(&proof_i, now).unwrap();
         initiator.receive(&proof_r, now).unwrap();
-        for (session, store) in [(&mut *initiator, &sides[ii].contacts), (&mut *responder, &sides[ri].contacts)] {
+        for (session, store, peer) in [
+            (&mut *initiator, &sides[ii].contacts, if ri == 0 { "a" } else { "b" }),
+            (&mut *responder, &sides[ri].contacts, if ii == 0 { "a" } else { "b" }),
+        ] {
             assert_eq!(session.state().unwrap(), OnlineVerifyState::CompareSas, "{context}");
             assert_eq!(session.sas().unwrap(), vector.text("sas_text"), "{context}: sas_text");
+            assert_eq!(session.peer_profile().unwrap_err().kind(), ErrorKind::InvalidState, "{context}: before confirming");
             // Without device secrets the tags are not checked.
             assert_eq!(session.confirm(store, now).unwrap(), VoiceOutcome::VerifiedTagUnchecked, "{context}");
+            // The peer's profile reference, once the SAS is confirmed.
+            match vector.field(peer).get("profile_reference") {
+                Some(reference) => {
+                    let received = session.peer_profile().unwrap();
+                    assert_eq!(hex_encode(&received), reference.as_str(), "{context}: {peer}'s reference");
+                }
+                None => assert_eq!(session.peer_profile().unwrap_err().kind(), ErrorKind::NotFound, "{context}"),
+            }
         }
         assert_eq!(itsme::derive_sas(&vector.hex("seed"), &vector.hex("th")).unwrap(), vector.text("sas_text"));
         assert_eq!(i64::from(itsme::short_code_parse(vector.text("sas_text")).unwrap()), vector.int("sas_value"));
@@ -886,6 +914,238 @@ fn pin_update_sessions() {
             assert!(update.next_outgoing().unwrap().is_empty(), "{context}");
             assert_eq!(side.contacts.get(side.id).unwrap().state, VerificationState::Verified, "{context}");
         }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// profile.json
+// ---------------------------------------------------------------------------
+
+#[test]
+fn profile_records() {
+    let vectors = load("profile.json");
+    assert_eq!(vectors.int("max_record_bytes"), itsme::PROFILE_RECORD_MAX as i64);
+    let owner = vectors.hex("owner_public");
+    let records = vectors.array("records");
+    assert!(!records.is_empty());
+    for (n, vector) in records.iter().enumerate() {
+        let context = format!("profile record {n}");
+        let record = vector.hex("record");
+        assert_eq!(record.len() as i64, vector.int("size"), "{context}: size");
+        let fields = vector.array("fields");
+        let names: Vec<&str> = fields.iter().map(|f| f.text("field_name_text")).collect();
+        assert_eq!(names, ["name", "photo", "photo-filename"], "{context}");
+        let values: Vec<Vec<u8>> = fields.iter().map(|f| f.hex("value")).collect();
+        assert_eq!(record.len(), itsme::PROFILE_RECORD_OVERHEAD + values.iter().map(Vec::len).sum::<usize>(), "{context}");
+        // The layout of 18.2: version, three fields, the record MAC.
+        let mut expected = vec![1u8];
+        for field in fields {
+            let ciphertext = field.hex("ciphertext");
+            expected.extend(field.hex("nonce"));
+            expected.extend((ciphertext.len() as u32).to_be_bytes());
+            expected.extend(&ciphertext);
+            expected.extend(field.hex("mac"));
+        }
+        expected.extend(vector.hex("record_mac"));
+        assert_eq!(hex_encode(&expected), hex_encode(&record), "{context}: record layout");
+        // The reference is the record ID and the record key; the ID is the
+        // first 16 bytes of the record MAC.
+        let reference = vector.hex("reference");
+        assert_eq!(hex_encode(&reference), format!("{}{}", vector.text("record_id"), vector.text("record_key")), "{context}");
+        assert_eq!(vector.text("record_mac")[..32], *vector.text("record_id"), "{context}");
+
+        let profile = Profile::open(&record, &reference, &owner).unwrap_or_else(|e| panic!("{context}: {e}"));
+        assert_eq!(profile.name().unwrap(), vector.text("name_text"), "{context}: name");
+        assert_eq!(profile.name().unwrap().as_bytes(), values[0], "{context}: name bytes");
+        assert_hex(&profile.photo().unwrap(), &fields[1], "value", &context);
+        assert_eq!(profile.photo_filename().unwrap(), vector.text("photo_filename_text"), "{context}: photo_filename_text");
+        assert_eq!(profile.photo_filename().unwrap().as_bytes(), values[2], "{context}: filename bytes");
+        assert_hex(&profile.record_id().unwrap(), vector, "record_id", &context);
+        assert_eq!(profile.record_name().unwrap(), vector.text("record_name_text"), "{context}: record_name_text");
+        assert_hex(&profile.reference().unwrap(), vector, "reference", &context);
+        assert_hex(&profile.record().unwrap(), vector, "record", &context);
+        let reference = itsme::ProfileReference::from_bytes(&reference).unwrap();
+        assert_eq!(reference.record_name(), vector.text("record_name_text"), "{context}");
+    }
+
+    let refusals = vectors.array("refusals");
+    assert!(refusals.iter().any(|case| case.get("record_zero_bytes").is_some()));
+    for case in refusals {
+        let context = format!("profile refusal {:?}", case.text("case_text"));
+        let record = match case.get("record_zero_bytes") {
+            Some(count) => vec![0u8; usize::try_from(count.as_i64()).unwrap()],
+            None => case.hex("record"),
+        };
+        let kind = error_kind(case.text("error_text"));
+        let error = Profile::open(&record, &case.hex("reference"), &case.hex("owner_public"))
+            .map(|_| ())
+            .expect_err(&context);
+        assert_eq!(error.kind(), kind, "{context}: {error}");
+        assert!(!error.detail.is_empty(), "{context}: a detail");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// approval.json
+// ---------------------------------------------------------------------------
+
+/// A scope list given as text: space-separated, "" for none.
+fn scope_list(text: &str) -> Vec<&str> {
+    if text.is_empty() {
+        Vec::new()
+    } else {
+        text.split(' ').collect()
+    }
+}
+
+fn public_keys(vector: &Json) -> Vec<[u8; 32]> {
+    vector
+        .array("public_keys")
+        .iter()
+        .map(|key| <[u8; 32]>::try_from(hex_decode(key.as_str()).expect("a key").as_slice()).expect("32 bytes"))
+        .collect()
+}
+
+/// Every insert a closure replay store received: (key, expires_at, now).
+type Inserts = Arc<Mutex<Vec<([u8; 32], i64, i64)>>>;
+
+/// A replay store backed by a closure (a set of keys), and what it saw.
+fn closure_store() -> (itsme::ReplayStore, Inserts) {
+    let inserts: Inserts = Arc::default();
+    let seen = inserts.clone();
+    let mut keys = HashSet::new();
+    let store = itsme::ReplayStore::from_fn(move |key, expires_at, now| {
+        seen.lock().unwrap().push((*key, expires_at, now));
+        Ok(!keys.insert(*key))
+    })
+    .unwrap();
+    (store, inserts)
+}
+
+#[test]
+fn approvals() {
+    let vectors = load("approval.json");
+    // Enrollment: each device's key drawn from its random source, the
+    // message and the stored item byte for byte; the service's check.
+    let mut devices = Vec::new();
+    for (n, vector) in vectors.array("enrollments").iter().enumerate() {
+        let context = format!("enrollment {n}");
+        let items = common::people::Items::default();
+        let store = SecretStore::from_backend(Box::new(items.clone())).unwrap();
+        let mut rng = DeterministicRandom::new(&vector.hex_array("random_seed")).unwrap();
+        let service = vector.text("service_id_text");
+        let enrollment = store.enroll(service, vector.text("label_text"), &vector.hex("nonce"), Some(&mut rng)).unwrap();
+        assert_hex(&enrollment, vector, "enrollment", &context);
+        assert_hex(&store.credential_id(service).unwrap(), vector, "credential_id", &context);
+        let item = items.get(vector.text("credential_item_text")).unwrap_or_else(|| panic!("{context}: the item"));
+        assert_hex(&item, vector, "credential_item", &context);
+        let credential = itsme::verify_enrollment(service, &vector.hex("nonce"), &enrollment).unwrap();
+        assert_hex(&credential.credential_id, vector, "credential_id", &context);
+        assert_hex(&credential.public_key, vector, "public_key", &context);
+        assert_eq!(credential.label, vector.text("label_text"), "{context}");
+        devices.push(store);
+    }
+    assert_eq!(devices.len(), 2, "two devices of one user");
+
+    // Requests: made byte for byte from the random source, read back.
+    let requests = vectors.array("requests");
+    for (n, vector) in requests.iter().enumerate() {
+        let context = format!("request {n}");
+        let mut rng = DeterministicRandom::new(&vector.hex_array("random_seed")).unwrap();
+        let request = itsme::create_approval_request(
+            vector.text("service_id_text"),
+            vector.text("service_name_text"),
+            vector.text("session_id_text"),
+            &scope_list(vector.text("scopes_given_text")),
+            vector.int("lifetime"),
+            vector.int("now"),
+            Some(&mut rng),
+        )
+        .unwrap();
+        assert_hex(&request, vector, "request", &context);
+        let shown = itsme::ApprovalRequest::parse(&request, vector.int("now")).unwrap();
+        assert_eq!(shown.service_id, vector.text("service_id_text"), "{context}");
+        assert_eq!(shown.service_name, vector.text("service_name_text"), "{context}");
+        assert_eq!(shown.session_id, vector.text("session_id_text"), "{context}");
+        assert_eq!(shown.otp, vector.text("otp_text"), "{context}");
+        assert_eq!((shown.issued_at, shown.expires_at), (vector.int("issued_at"), vector.int("expires_at")), "{context}");
+        assert_eq!(shown.scopes, scope_list(vector.text("scopes_text")), "{context}");
+        // Still shown at its expiry, not a second later.
+        itsme::ApprovalRequest::parse(&request, vector.int("expires_at")).unwrap();
+        let late = itsme::ApprovalRequest::parse(&request, vector.int("expires_at") + 1);
+        assert_eq!(late.unwrap_err().kind(), ErrorKind::Expired, "{context}");
+    }
+
+    // Approvals: signed byte for byte by the enrolled device, verified.
+    for vector in vectors.array("approvals") {
+        let context = format!("approval {:?}", vector.text("case_text"));
+        let device = &devices[usize::try_from(vector.int("enrollment")).unwrap()];
+        let request_vector = &requests[usize::try_from(vector.int("request")).unwrap()];
+        let request = request_vector.hex("request");
+        let decision = itsme::ApprovalDecision::try_from(u32::try_from(vector.int("decision")).unwrap()).unwrap();
+        let approval = device
+            .sign_approval(&request, decision, &scope_list(vector.text("granted_given_text")), vector.int("timestamp"))
+            .unwrap();
+        assert_hex(&approval, vector, "approval", &context);
+        let keys = public_keys(vector);
+        let now = vector.int("verify_now");
+        let memory = itsme::ReplayStore::memory(0).unwrap();
+        let (closure, inserts) = closure_store();
+        for replay in [&memory, &closure] {
+            let result = itsme::verify_approval(&request, &approval, &keys, replay, now).unwrap();
+            assert_eq!(result.decision, decision, "{context}");
+            assert_hex(&result.credential_id, vector, "credential_id", &context);
+            assert_eq!(result.timestamp, vector.int("timestamp"), "{context}");
+            assert_eq!(result.granted_scopes, scope_list(vector.text("granted_text")), "{context}");
+            let again = itsme::verify_approval(&request, &approval, &keys, replay, now);
+            assert_eq!(again.unwrap_err().kind(), ErrorKind::Replayed, "{context}");
+        }
+        // The replay key of 19.5 step 7, kept until the request expires.
+        let inserts = inserts.lock().unwrap();
+        assert_eq!(inserts.len(), 2, "{context}");
+        for (key, expires_at, at) in inserts.iter() {
+            assert_eq!(hex_encode(key), request_vector.text("replay_key"), "{context}: replay_key");
+            assert_eq!((*expires_at, *at), (request_vector.int("expires_at"), now), "{context}");
+        }
+    }
+
+    // Refusals, each against a replay store that starts empty: the
+    // in-memory one and a closure.
+    let refusals = vectors.array("refusals");
+    for case in refusals {
+        let context = format!("approval refusal {:?}", case.text("case_text"));
+        let kind = error_kind(case.text("error_text"));
+        let (request, keys, now) = (case.hex("request"), public_keys(case), case.int("now"));
+        let approvals: Vec<Vec<u8>> =
+            case.array("approvals").iter().map(|a| hex_decode(a.as_str()).expect("an approval")).collect();
+        let (last, before) = approvals.split_last().expect("at least one approval");
+        let memory = itsme::ReplayStore::memory(0).unwrap();
+        let (closure, _) = closure_store();
+        for replay in [&memory, &closure] {
+            for approval in before {
+                // Each earlier one verifies, or is a forgery that spends
+                // nothing.
+                let _ = itsme::verify_approval(&request, approval, &keys, replay, now);
+            }
+            let error = itsme::verify_approval(&request, last, &keys, replay, now).map(|_| ()).expect_err(&context);
+            assert_eq!(error.kind(), kind, "{context}: {error}");
+            assert!(!error.detail.is_empty(), "{context}: a detail");
+        }
+    }
+    for kind in ["invalid_argument", "malformed_message", "expired", "not_found", "authentication_failed", "replayed"] {
+        assert!(refusals.iter().any(|case| case.text("error_text") == kind), "a refusal with {kind}");
+    }
+
+    for case in vectors.array("request_refusals") {
+        let context = format!("request refusal {:?}", case.text("case_text"));
+        let error = itsme::ApprovalRequest::parse(&case.hex("request"), case.int("now")).expect_err(&context);
+        assert_eq!(error.kind(), error_kind(case.text("error_text")), "{context}: {error}");
+    }
+    for case in vectors.array("enrollment_refusals") {
+        let context = format!("enrollment refusal {:?}", case.text("case_text"));
+        let error = itsme::verify_enrollment(case.text("service_id_text"), &case.hex("nonce"), &case.hex("enrollment"))
+            .expect_err(&context);
+        assert_eq!(error.kind(), error_kind(case.text("error_text")), "{context}: {error}");
     }
 }
 
@@ -1006,7 +1266,7 @@ fn error_kind(name: &str) -> ErrorKind {
         }
         out
     };
-    (1..=itsme::sys::ITSME_E_EXPIRED)
+    (1..=itsme::sys::ITSME_E_REPLAYED)
         .map(ErrorKind::from_code)
         .find(|&kind| snake(kind) == name)
         .unwrap_or_else(|| panic!("error_text {name:?} names no result code"))
