@@ -49,10 +49,6 @@ private func copyBytes<T>(_ b: [UInt8], into field: inout T) {
     }
 }
 
-private func optionalText(_ p: UnsafePointer<CChar>?, _ what: String) throws -> String {
-    p == nil ? "" : try text(p, what)
-}
-
 private func decision(_ raw: itsme_approval_decision) throws -> ServiceApproval.Decision {
     guard raw <= UInt32(UInt8.max), let d = ServiceApproval.Decision(rawValue: UInt8(raw)) else {
         throw invalid("unknown decision \(raw): ITSME_APPROVAL_APPROVE or ITSME_APPROVAL_DENY")

@@ -17,16 +17,6 @@ private func onProfile(_ p: UnsafeRawPointer?, _ body: (ProfileRecord) throws ->
     }
 }
 
-/// An optional text argument: NULL is "".
-private func optionalText(_ p: UnsafePointer<CChar>?, _ what: String) throws -> String {
-    p == nil ? "" : try text(p, what)
-}
-
-/// A byte argument that may be NULL when its length is 0.
-private func optionalBytes(_ p: UnsafePointer<UInt8>?, _ count: UInt, _ what: String) throws -> [UInt8] {
-    count == 0 ? [] : try bytes(p, count, what)
-}
-
 @c(itsme_profile_create)
 public func ffiProfileCreate(
     _ identity: UnsafePointer<itsme_identity>?, _ name: UnsafePointer<CChar>?, _ photo: UnsafePointer<UInt8>?, _ photoLen: UInt,

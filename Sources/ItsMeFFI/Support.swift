@@ -86,6 +86,16 @@ func bytes(_ p: UnsafePointer<UInt8>?, _ count: UInt, _ what: String) throws -> 
     return Array(UnsafeBufferPointer(start: p, count: Int(count)))
 }
 
+/// An optional text argument: NULL is "".
+func optionalText(_ p: UnsafePointer<CChar>?, _ what: String) throws -> String {
+    p == nil ? "" : try text(p, what)
+}
+
+/// A byte argument that may be NULL when its length is 0.
+func optionalBytes(_ p: UnsafePointer<UInt8>?, _ count: UInt, _ what: String) throws -> [UInt8] {
+    count == 0 ? [] : try bytes(p, count, what)
+}
+
 func required<T>(_ p: T?, _ what: String) throws -> T {
     guard let p else { throw invalid("\(what) is NULL") }
     return p
