@@ -119,11 +119,14 @@ private func stop(_ session: OnlineVerify) {
 /// Returns that session (state `.compareSAS`).
 ///
 /// `now` (Unix seconds) picks the window and is passed to the session.
-/// `timeout` (seconds) bounds the whole run. Throws `RelayError`
+/// `timeout` (seconds) bounds the whole run. `prepare` is called on each
+/// session as it is made, before any message is fed to it (to share a
+/// profile reference: `OnlineVerify.shareProfile`). Throws `RelayError`
 /// (`"timeout"` if nobody came), or the library's `ItsMeError` for a
 /// refused message.
 public func startOnlineVerify(
-    _ url: RelayURL, store: ContactStore, contactID: Int64, timeout: Double = 60, now: @escaping () -> Int64
+    _ url: RelayURL, store: ContactStore, contactID: Int64, timeout: Double = 60, now: @escaping () -> Int64,
+    prepare: (OnlineVerify) throws -> Void = { _ in }
 ) async throws -> OnlineVerify {
     let deadline = Deadline(seconds: try Checks.seconds(timeout, "timeout"))
     let when = now()
@@ -138,6 +141,7 @@ public func startOnlineVerify(
         for candidateWindow in [window, window - 1] {
             var random = SystemRandom()
             let session = try OnlineVerify(store: store, contactID: contactID, window: candidateWindow, now: when, random: &random)
+            try prepare(session)
             let room = try await Room.join(url, roomID: session.roomName, timeout: deadline.remaining)
             candidates.append((session, room))
             if try await room.nextEvent(timeout: deadline.remaining) == .peerJoined {

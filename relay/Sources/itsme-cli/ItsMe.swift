@@ -37,7 +37,7 @@ struct ItsMe: AsyncParsableCommand {
         subcommands: [
             Init.self, WhoAmI.self, Contacts.self, QR.self, Invite.self, Realtime.self, SAS.self, Verify.self,
             OnlineVerifyCommand.self, DeviceChangeCode.self, AcknowledgeDeviceChange.self, Device.self, Export.self,
-            Import.self, Transfer.self, Relay.self, Demo.self,
+            Import.self, Transfer.self, ProfileCommand.self, Relay.self, Demo.self,
         ]
     )
 }

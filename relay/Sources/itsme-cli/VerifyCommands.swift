@@ -135,11 +135,21 @@ struct OnlineVerifyCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "online-verify",
         abstract: "Check it is really them through the relay, while you talk: compare one code.",
-        discussion: "Both run it within the same minute; both screens then show a SAS to read aloud.")
+        discussion: """
+            Both run it within the same minute; both screens then show a SAS to read aloud. A profile set with \
+            `itsme profile set` is shared in the session; once the SAS is confirmed, a profile the contact shares \
+            is fetched from the relay, shown, and applied to the contact if you say so.
+            """)
     @OptionGroup var global: GlobalOptions
     @OptionGroup var relay: RelayOption
     @Argument(help: "The contact: #id, name or fingerprint.") var contact: String
     @Option(help: "Give up after this many seconds.") var timeout: Double = 60
+    @Flag(help: "Apply a profile the contact shares without asking.") var applyProfile = false
+    @Flag(help: "Ignore a profile the contact shares (it is not fetched).") var ignoreProfile = false
+
+    func validate() throws {
+        if applyProfile && ignoreProfile { throw ValidationError("--apply-profile and --ignore-profile exclude each other") }
+    }
 
     func run() async throws {
         try await execute(global) { profile in
@@ -147,8 +157,13 @@ struct OnlineVerifyCommand: AsyncParsableCommand {
             let store = try profile.contacts()
             let c = try profile.contact(contact)
             let clock = profile.clock
+            var shared = profileToShare(profile)
+            defer { if shared != nil { wipe(&shared!) } }
+            if shared != nil { print("Your profile is shared with \(c.name) in this session.") }
             print("Waiting for \(c.name) in the relay room (up to \(Int(timeout)) s)...")
-            let session = try await startOnlineVerify(url, store: store, contactID: c.id, timeout: timeout, now: { clock.now() })
+            let session = try await startOnlineVerify(
+                url, store: store, contactID: c.id, timeout: timeout, now: { clock.now() },
+                prepare: { if let shared { try $0.shareProfile(reference: shared) } })
             guard session.state == .compareSAS, let sas = session.sas else {
                 throw CLIError("the session ended: \(session.failure?.message ?? "no SAS")")
             }
@@ -161,6 +176,10 @@ struct OnlineVerifyCommand: AsyncParsableCommand {
             let outcome = try session.confirm(store: store, now: clock.now())
             let (text, exit) = describe(outcome, c.name)
             print(text)
+            if !ignoreProfile {
+                await offerPeerProfile(
+                    session, contact: c, url: url, store: store, apply: applyProfile ? true : nil, output: profile.output)
+            }
             return exit
         }
     }
