@@ -87,6 +87,25 @@ gives an :class:`Import` to check and install on the new device::
     receiver.receive(sender.next_outgoing())      # the identity
     received = receiver.take_import()             # check and install as above
 
+A person shares a name and photo as a sealed :class:`Profile` record kept on
+the relay; its secret reference travels inside Online Verify, and the
+contact opens the record and applies it::
+
+    mine = itsme.Profile.create(me, "Alice", photo_bytes, "alice.jpg")
+    put_on_relay(mine.record_name, mine.record)
+    session.share_profile(mine.reference)         # before the PROOF
+    # ... on the contact's device, once the SAS is confirmed:
+    reference = session.peer_profile()
+    theirs = itsme.Profile.open(fetched_record, reference, contact.public_key)
+    contacts.apply_profile(contact_id, theirs)
+
+A service lets a person approve a login on their device (service
+approvals, :mod:`itsme._approval`): :func:`enroll` and
+:func:`verify_enrollment` once, then for each login
+:func:`create_approval_request`, :meth:`ApprovalRequest.parse`,
+:func:`sign_approval` and :func:`verify_approval` with a
+:class:`ReplayStore`.
+
 The shared library is found through the ``ITSME_LIBRARY`` environment
 variable (a path), then ``ctypes.util.find_library("itsme")``, then
 ``libitsme.so`` on the loader's path.  Importing the package initialises the
@@ -100,6 +119,31 @@ handle's ``detail``.
 
 from __future__ import annotations
 
+from ._approval import (
+    APPROVAL_LIFETIME_MAX,
+    APPROVAL_MAX,
+    APPROVAL_REQUEST_MAX,
+    CREDENTIAL_ID_BYTES,
+    ENROLLMENT_MAX,
+    OTP_SIZE,
+    SCOPE_MAX_BYTES,
+    SCOPES_MAX,
+    SCOPES_TEXT_SIZE,
+    SERVICE_ID_MAX_BYTES,
+    SESSION_ID_MAX_BYTES,
+    ApprovalDecision,
+    ApprovalRequest,
+    ApprovalResult,
+    Credential,
+    ReplayStore,
+    create_approval_request,
+    credential_id,
+    enroll,
+    remove_credential,
+    sign_approval,
+    verify_approval,
+    verify_enrollment,
+)
 from ._contacts import (
     CONTACT_DEGRADED,
     CONTACT_UNVERIFIED,
@@ -110,6 +154,7 @@ from ._contacts import (
     EXCHANGE_QR,
     EXCHANGE_REALTIME,
     NOTE_MAX_BYTES,
+    PHOTO_MAX_BYTES,
     SEED_BYTES,
     Contact,
     ContactStore,
@@ -131,6 +176,7 @@ from ._errors import (
     MalformedMessageError,
     NotFoundError,
     RESULT_CODES,
+    ReplayedError,
     Result,
     SecretStoreError,
     WindowUsedError,
@@ -174,6 +220,15 @@ from ._identity import (
 )
 from ._online_verify import ONLINE_VERIFY_MESSAGE_MAX, ROOM_NAME_SIZE, OnlineVerify, OnlineVerifyState
 from ._pin_update import PIN_UPDATE_FRAME_MAX, PinUpdate, PinUpdateState
+from ._profile import (
+    PHOTO_FILENAME_MAX_BYTES,
+    PROFILE_RECORD_MAX,
+    PROFILE_RECORD_OVERHEAD,
+    PROFILE_REFERENCE_BYTES,
+    RECORD_ID_BYTES,
+    RECORD_NAME_SIZE,
+    Profile,
+)
 from ._random import DeterministicRandom
 from ._store import Accessibility, SecretStore, SecretStoreBackend
 from ._transfer import (
@@ -250,6 +305,11 @@ ITSME_E_WRONG_IDENTITY = Result.ITSME_E_WRONG_IDENTITY
 ITSME_E_WINDOW_USED = Result.ITSME_E_WINDOW_USED
 ITSME_E_MALFORMED_MESSAGE = Result.ITSME_E_MALFORMED_MESSAGE
 ITSME_E_EXPIRED = Result.ITSME_E_EXPIRED
+ITSME_E_REPLAYED = Result.ITSME_E_REPLAYED
+
+# Approval decisions under the header's names (without ITSME_).
+APPROVAL_APPROVE = ApprovalDecision.APPROVE
+APPROVAL_DENY = ApprovalDecision.DENY
 
 # Exchange states and flags under the header's names (without ITSME_).
 EXCHANGE_AWAITING_PEER = ExchangeState.AWAITING_PEER
@@ -298,19 +358,30 @@ TRANSFER_REJECTED = TransferState.REJECTED
 TRANSFER_FAILED = TransferState.FAILED
 
 __all__ = [
+    "APPROVAL_APPROVE",
+    "APPROVAL_DENY",
+    "APPROVAL_LIFETIME_MAX",
+    "APPROVAL_MAX",
+    "APPROVAL_REQUEST_MAX",
     "Accessibility",
     "AlreadyExistsError",
+    "ApprovalDecision",
+    "ApprovalRequest",
+    "ApprovalResult",
     "AuthenticationFailedError",
     "BLUETOOTH_FRAME_MAX",
     "CONTACT_DEGRADED",
     "CONTACT_UNVERIFIED",
     "CONTACT_VERIFIED",
+    "CREDENTIAL_ID_BYTES",
     "Contact",
     "ContactStore",
     "CorruptDataError",
+    "Credential",
     "DEGRADATION_CODE_SIZE",
     "DatabaseError",
     "DeterministicRandom",
+    "ENROLLMENT_MAX",
     "EXCHANGE_AWAITING_PEER",
     "EXCHANGE_BLUETOOTH",
     "EXCHANGE_COMPARE_SAS",
@@ -360,26 +431,42 @@ __all__ = [
     "ONLINE_VERIFY_MESSAGE_MAX",
     "ONLINE_VERIFY_REJECTED",
     "ONLINE_VERIFY_RUNNING",
+    "OTP_SIZE",
     "OnlineVerify",
     "OnlineVerifyState",
+    "PHOTO_FILENAME_MAX_BYTES",
+    "PHOTO_MAX_BYTES",
     "PIN_LENGTH",
     "PIN_UPDATE_DONE",
     "PIN_UPDATE_FAILED",
     "PIN_UPDATE_FRAME_MAX",
     "PIN_UPDATE_RUNNING",
+    "PROFILE_RECORD_MAX",
+    "PROFILE_RECORD_OVERHEAD",
+    "PROFILE_REFERENCE_BYTES",
     "PUBLIC_KEY_BYTES",
     "PasswordKind",
     "PinStatus",
     "PinUpdate",
     "PinUpdateState",
+    "Profile",
     "QR_PAYLOAD_MAX",
+    "RECORD_ID_BYTES",
+    "RECORD_NAME_SIZE",
     "RELAY_ID_SIZE",
     "REMOTE_CODE_SIZE",
     "REMOTE_MESSAGE_MAX",
     "RESULT_CODES",
     "ROOM_NAME_SIZE",
+    "ReplayStore",
+    "ReplayedError",
     "Result",
+    "SCOPES_MAX",
+    "SCOPES_TEXT_SIZE",
+    "SCOPE_MAX_BYTES",
     "SEED_BYTES",
+    "SERVICE_ID_MAX_BYTES",
+    "SESSION_ID_MAX_BYTES",
     "SHORT_CODE_SIZE",
     "SHORT_CODE_VALUES",
     "SecretStore",
@@ -428,6 +515,8 @@ __all__ = [
     "bluetooth_th1",
     "bluetooth_transcript_hash",
     "check_remote_code",
+    "create_approval_request",
+    "credential_id",
     "derive_code",
     "derive_degradation_code",
     "derive_device_tag",
@@ -437,6 +526,7 @@ __all__ = [
     "derive_session_id",
     "derive_voice",
     "derive_words",
+    "enroll",
     "export_from_text",
     "export_header",
     "export_to_text",
@@ -447,9 +537,13 @@ __all__ = [
     "nato_word",
     "qr_transcript_hash",
     "relay",
+    "remove_credential",
     "result_message",
     "short_code_format",
     "short_code_parse",
+    "sign_approval",
+    "verify_approval",
+    "verify_enrollment",
     "version",
     "version_number",
     *Result.__members__,

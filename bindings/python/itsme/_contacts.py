@@ -7,12 +7,13 @@ import enum
 import os
 from ctypes import byref, c_int, c_int64, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, List, Optional, Union
+from typing import Any, Callable, Iterator, List, Optional, Tuple, Union
 
 from ._errors import Result, check
 from ._ffi import lib
 from ._handle import DetailedHandle, encode_text, int_argument, read_bytes, read_text, unix_time
 from ._identity import FINGERPRINT_SIZE, PUBLIC_KEY_BYTES, Identity
+from ._profile import Profile
 from ._random import DeterministicRandom, use_random
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "SEED_BYTES",
     "NOTE_MAX_BYTES",
     "DEGRADATION_CODE_SIZE",
+    "PHOTO_MAX_BYTES",
 ]
 
 #: A contact's verification seed, in bytes (``ITSME_SEED_BYTES``).
@@ -39,6 +41,8 @@ NOTE_MAX_BYTES = 4096
 #: Buffer size for a degradation code's text: 24 characters, 5 dashes and
 #: the NUL (``ITSME_DEGRADATION_CODE_SIZE``).
 DEGRADATION_CODE_SIZE = 30
+#: Largest contact photo, in bytes (see ``itsme_store_set_photo``).
+PHOTO_MAX_BYTES = 524288
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _UINT32_MAX = 2**32 - 1
@@ -46,6 +50,7 @@ _SIZE_MAX = 2 ** (8 * ctypes.sizeof(c_size_t)) - 1
 # First guesses at text sizes; longer values take a second call.
 _NAME_GUESS = 64
 _NOTE_GUESS = 128
+_PHOTO_GUESS = 4096
 
 
 class VerificationState(enum.IntEnum):
@@ -383,6 +388,51 @@ class ContactStore(DetailedHandle):
         :class:`DatabaseError` if it cannot be written.
         """
         self._call(lib.itsme_store_backup, encode_text(os.fspath(path), "path"))
+
+    # -- photos and profiles (docs/PROTOCOL.md section 18) ----------------------
+
+    def apply_profile(self, contact_id: int, profile: Profile) -> None:
+        """Applies an opened :class:`Profile` to contact ``contact_id``, in one
+        transaction: its name (if the profile has one) and its photo and
+        filename (if it has a photo).  Raises :class:`NotFoundError` if there
+        is no such contact."""
+        contact_id = _id(contact_id)
+        if not isinstance(profile, Profile):
+            raise TypeError(f"profile must be a Profile, not {type(profile).__name__}")
+        with profile._use() as profile_ptr:
+            self._call(lib.itsme_store_apply_profile, contact_id, profile_ptr)
+
+    def set_photo(self, contact_id: int, photo: bytes, filename: str = "") -> None:
+        """Sets contact ``contact_id``'s photo (at most :data:`PHOTO_MAX_BYTES`)
+        and its filename (``""`` for none; at most 255 bytes of UTF-8), sealed
+        like the contact.  An empty photo and filename remove the photo.
+        Raises :class:`InvalidArgumentError` (too large, a bad filename, a
+        filename without a photo) and :class:`NotFoundError`."""
+        contact_id = _id(contact_id)
+        encoded = encode_text(filename, "filename")
+        picture, length = _bytes_argument(photo, "photo")
+        self._call(lib.itsme_store_set_photo, contact_id, picture if length else None, length, encoded)
+
+    def photo(self, contact_id: int) -> Tuple[bytes, str]:
+        """Contact ``contact_id``'s photo and its filename (``""`` if none).
+
+        Raises :class:`NotFoundError` if there is no such contact or it has
+        no photo, and :class:`CorruptDataError` if the stored photo does not
+        open.
+        """
+        contact_id = _id(contact_id)
+        with self._use():  # both reads under one hold of the lock
+            data = self._read(
+                read_bytes,
+                lambda ptr, buf, cap, out_len: lib.itsme_store_photo(ptr, contact_id, buf, cap, out_len),
+                _PHOTO_GUESS,
+            )
+            filename = self._read(
+                read_text,
+                lambda ptr, buf, cap, out_len: lib.itsme_store_photo_filename(ptr, contact_id, buf, cap, out_len),
+                _NAME_GUESS,
+            )
+        return data, filename
 
     # -- the degradation code (docs/PROTOCOL.md section 10.2) ------------------
 

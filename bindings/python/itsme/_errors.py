@@ -28,6 +28,7 @@ __all__ = [
     "WindowUsedError",
     "MalformedMessageError",
     "ExpiredError",
+    "ReplayedError",
     "result_message",
 ]
 
@@ -61,6 +62,7 @@ class Result(enum.IntEnum):
     ITSME_E_WINDOW_USED = 19
     ITSME_E_MALFORMED_MESSAGE = 20
     ITSME_E_EXPIRED = 21
+    ITSME_E_REPLAYED = 22
 
 
 #: Every result code by its header name, e.g. ``RESULT_CODES["ITSME_OK"] == 0``.
@@ -174,7 +176,13 @@ class MalformedMessageError(ItsMeError):
 class ExpiredError(ItsMeError):
     """ITSME_E_EXPIRED: the exchange began more than 24 hours ago, or the
     time of a voice session, Online Verify, PIN Update or device transfer
-    ran out; it failed."""
+    ran out; it failed.  Also a service approval request past its expiry."""
+
+
+class ReplayedError(ItsMeError):
+    """ITSME_E_REPLAYED: a single-use message was presented again: a service
+    approval whose request has been answered already (docs/PROTOCOL.md
+    19.5)."""
 
 
 _ERROR_CLASSES: Dict[int, Type[ItsMeError]] = {
@@ -194,6 +202,7 @@ _ERROR_CLASSES: Dict[int, Type[ItsMeError]] = {
     Result.ITSME_E_WINDOW_USED: WindowUsedError,
     Result.ITSME_E_MALFORMED_MESSAGE: MalformedMessageError,
     Result.ITSME_E_EXPIRED: ExpiredError,
+    Result.ITSME_E_REPLAYED: ReplayedError,
 }
 
 
@@ -209,7 +218,8 @@ _pending = threading.local()
 
 
 def record_callback_exception(error: BaseException) -> None:
-    """Remembers an exception a secret-store callback could not raise."""
+    """Remembers an exception a host callback (secret store, replay store)
+    could not raise."""
     _pending.error = error
 
 
@@ -217,8 +227,8 @@ def check(code: int, detail: Optional[Callable[[], str]] = None) -> None:
     """Raises the error for ``code`` unless it is ``ITSME_OK``.
 
     ``detail`` reads the last-error detail of the handle the call was made on.
-    An exception raised meanwhile by a secret-store callback on this thread
-    becomes the error's ``__cause__``.
+    An exception raised meanwhile by a host callback (secret store, replay
+    store) on this thread becomes the error's ``__cause__``.
     """
     cause = getattr(_pending, "error", None)
     _pending.error = None

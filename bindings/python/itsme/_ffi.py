@@ -10,7 +10,8 @@ Type rules, applied to every function of the header:
   ``itsme_accessibility``, ``itsme_verification_state``,
   ``itsme_exchange_method``, ``itsme_exchange_state``, ``itsme_voice_state``,
   ``itsme_voice_outcome``, ``itsme_online_verify_state``,
-  ``itsme_pin_update_state`` and ``itsme_transfer_state`` -> ``c_uint32``;
+  ``itsme_pin_update_state``, ``itsme_transfer_state`` and
+  ``itsme_approval_decision`` -> ``c_uint32``;
   ``int64_t`` -> ``c_int64``; ``uint64_t`` -> ``c_uint64``; ``size_t`` ->
   ``c_size_t``; ``int`` -> ``c_int``.
 * ``char *`` and ``const char *`` (text, in or out) -> ``c_char_p``.
@@ -18,12 +19,14 @@ Type rules, applied to every function of the header:
 * Handles (``itsme_secret_store *``, ``itsme_identity *``, ``itsme_store *``,
   ``itsme_contact *``, ``itsme_contact_list *``, ``itsme_random *``,
   ``itsme_exchange *``, ``itsme_voice *``, ``itsme_online_verify *``,
-  ``itsme_pin_update *``, ``itsme_import *``, ``itsme_transfer *``, const or
-  not) -> ``c_void_p``;
+  ``itsme_pin_update *``, ``itsme_import *``, ``itsme_transfer *``,
+  ``itsme_profile *``, ``itsme_replay_store *``, const or not) -> ``c_void_p``;
   a handle out-parameter (``T **``) -> ``POINTER(c_void_p)``.
 * Any other ``T *`` -> ``POINTER(<ctypes type of T>)``; the structs are
-  :class:`SecretStoreCallbacks`, :class:`VoiceDerivationStruct` and
-  :class:`ImportReportStruct`.
+  :class:`SecretStoreCallbacks`, :class:`VoiceDerivationStruct`,
+  :class:`ImportReportStruct`, :class:`ApprovalRequestInfoStruct`,
+  :class:`CredentialInfoStruct`, :class:`ApprovalResultStruct` and
+  :class:`ReplayStoreCallbacks`.
 """
 
 from __future__ import annotations
@@ -57,6 +60,12 @@ __all__ = [
     "SecretStoreCallbacks",
     "VoiceDerivationStruct",
     "ImportReportStruct",
+    "ApprovalRequestInfoStruct",
+    "CredentialInfoStruct",
+    "ApprovalResultStruct",
+    "ReplayInsertCallback",
+    "ReplayDestroyCallback",
+    "ReplayStoreCallbacks",
     "SIGNATURES",
     "find_library_path",
     "load_library",
@@ -80,6 +89,7 @@ _voice_outcome = c_uint32  # itsme_voice_outcome
 _online_verify_state = c_uint32  # itsme_online_verify_state
 _pin_update_state = c_uint32  # itsme_pin_update_state
 _transfer_state = c_uint32  # itsme_transfer_state
+_approval_decision = c_uint32  # itsme_approval_decision
 
 # Host secret-store callbacks (itsme_secret_store_callbacks).
 GetCallback = CFUNCTYPE(_result, c_void_p, c_char_p, _bytes, c_size_t, _size_out)
@@ -126,6 +136,65 @@ class ImportReportStruct(Structure):
         ("contacts_readable", c_uint64),
         ("contacts_unreadable", c_uint64),
         ("device_secrets", c_uint64),
+    ]
+
+
+# Sizes of the approval structs' arrays (include/itsme.h).
+_CREDENTIAL_ID_BYTES = 16  # ITSME_CREDENTIAL_ID_BYTES
+_SERVICE_ID_MAX_BYTES = 255  # ITSME_SERVICE_ID_MAX_BYTES
+_SESSION_ID_MAX_BYTES = 128  # ITSME_SESSION_ID_MAX_BYTES
+_OTP_SIZE = 7  # ITSME_OTP_SIZE
+_SCOPES_TEXT_SIZE = 2080  # ITSME_SCOPES_TEXT_SIZE
+
+
+class ApprovalRequestInfoStruct(Structure):
+    """``itsme_approval_request_info``: a service approval request, as read
+    from its bytes."""
+
+    _fields_ = [
+        ("service_id", c_char * (_SERVICE_ID_MAX_BYTES + 1)),
+        ("service_name", c_char * 129),
+        ("session_id", c_char * (_SESSION_ID_MAX_BYTES + 1)),
+        ("otp", c_char * _OTP_SIZE),
+        ("issued_at", c_int64),
+        ("expires_at", c_int64),
+        ("scopes", c_char * _SCOPES_TEXT_SIZE),
+    ]
+
+
+class CredentialInfoStruct(Structure):
+    """``itsme_credential_info``: what a service learns from an enrollment."""
+
+    _fields_ = [
+        ("credential_id", c_uint8 * _CREDENTIAL_ID_BYTES),
+        ("public_key", c_uint8 * 32),
+        ("label", c_char * 129),
+    ]
+
+
+class ApprovalResultStruct(Structure):
+    """``itsme_approval_result``: what a verified approval says."""
+
+    _fields_ = [
+        ("decision", _approval_decision),
+        ("credential_id", c_uint8 * _CREDENTIAL_ID_BYTES),
+        ("timestamp", c_int64),
+        ("granted_scopes", c_char * _SCOPES_TEXT_SIZE),
+    ]
+
+
+# Host replay-store callbacks (itsme_replay_store_callbacks).
+ReplayInsertCallback = CFUNCTYPE(_result, c_void_p, _bytes, c_int64, c_int64, POINTER(c_int32))
+ReplayDestroyCallback = CFUNCTYPE(None, c_void_p)
+
+
+class ReplayStoreCallbacks(Structure):
+    """``itsme_replay_store_callbacks``: a host replay store's table."""
+
+    _fields_ = [
+        ("ctx", c_void_p),
+        ("insert", ReplayInsertCallback),
+        ("destroy", ReplayDestroyCallback),
     ]
 
 
@@ -384,6 +453,57 @@ SIGNATURES: Dict[str, Tuple[Optional[type], List[type]]] = {
     "itsme_transfer_confirm": (_result, [_handle, c_int64]),
     "itsme_transfer_reject": (_result, [_handle]),
     "itsme_transfer_take_import": (_result, [_handle, _handle_out]),
+    # Online Verify: the profile reference in the PROOF
+    "itsme_online_verify_share_profile": (_result, [_handle, _bytes, c_size_t]),
+    "itsme_online_verify_peer_profile": (_result, [_handle, _bytes, c_size_t, _size_out]),
+    # Profile records
+    "itsme_profile_create": (_result, [_handle, _text, _bytes, c_size_t, _text, _handle, _handle_out]),
+    "itsme_profile_open": (
+        _result,
+        [_bytes, c_size_t, _bytes, c_size_t, _bytes, c_size_t, _handle_out],
+    ),
+    "itsme_profile_free": (None, [_handle]),
+    "itsme_profile_name": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_profile_photo": (_result, [_handle, _bytes, c_size_t, _size_out]),
+    "itsme_profile_photo_filename": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_profile_record": (_result, [_handle, _bytes, c_size_t, _size_out]),
+    "itsme_profile_record_id": (_result, [_handle, _bytes, c_size_t, _size_out]),
+    "itsme_profile_record_name": (_result, [_handle, _text, c_size_t, _size_out]),
+    "itsme_profile_reference": (_result, [_handle, _bytes, c_size_t, _size_out]),
+    "itsme_store_apply_profile": (_result, [_handle, c_int64, _handle]),
+    "itsme_store_set_photo": (_result, [_handle, c_int64, _bytes, c_size_t, _text]),
+    "itsme_store_photo": (_result, [_handle, c_int64, _bytes, c_size_t, _size_out]),
+    "itsme_store_photo_filename": (_result, [_handle, c_int64, _text, c_size_t, _size_out]),
+    # Service approvals
+    "itsme_credential_enroll": (
+        _result,
+        [_handle, _text, _text, _bytes, c_size_t, _handle, _bytes, c_size_t, _size_out],
+    ),
+    "itsme_credential_id": (_result, [_handle, _text, _bytes, c_size_t, _size_out]),
+    "itsme_credential_remove": (_result, [_handle, _text]),
+    "itsme_approval_request_parse": (
+        _result,
+        [_bytes, c_size_t, c_int64, POINTER(ApprovalRequestInfoStruct)],
+    ),
+    "itsme_approval_sign": (
+        _result,
+        [_handle, _bytes, c_size_t, _approval_decision, _text, c_int64, _bytes, c_size_t, _size_out],
+    ),
+    "itsme_enrollment_verify": (
+        _result,
+        [_text, _bytes, c_size_t, _bytes, c_size_t, POINTER(CredentialInfoStruct)],
+    ),
+    "itsme_approval_request_create": (
+        _result,
+        [_text, _text, _text, _text, c_int64, _handle, c_int64, _bytes, c_size_t, _size_out],
+    ),
+    "itsme_replay_store_new_memory": (_result, [c_size_t, _handle_out]),
+    "itsme_replay_store_new_callbacks": (_result, [POINTER(ReplayStoreCallbacks), _handle_out]),
+    "itsme_replay_store_free": (None, [_handle]),
+    "itsme_approval_verify": (
+        _result,
+        [_bytes, c_size_t, _bytes, c_size_t, _bytes, c_size_t, _handle, c_int64, POINTER(ApprovalResultStruct)],
+    ),
 }
 
 

@@ -12,6 +12,7 @@ from ._errors import check
 from ._exchange import SHORT_CODE_SIZE, _contact_store
 from ._ffi import lib
 from ._handle import read_text, unix_time
+from ._profile import PROFILE_REFERENCE_BYTES, bytes_in, read_secret, wipe
 from ._session import _WindowSession
 from ._voice import VoiceOutcome
 
@@ -24,9 +25,9 @@ __all__ = [
 
 #: Buffer size for a room name: 32 hex digits and the NUL (``ITSME_ROOM_NAME_SIZE``).
 ROOM_NAME_SIZE = 33
-#: Longest Online Verify message, in bytes (``ITSME_ONLINE_VERIFY_MESSAGE_MAX``).
-ONLINE_VERIFY_MESSAGE_MAX = 82
-
+#: Longest Online Verify message, in bytes: a PROOF carrying a profile
+#: reference (``ITSME_ONLINE_VERIFY_MESSAGE_MAX``).
+ONLINE_VERIFY_MESSAGE_MAX = 114
 
 
 class OnlineVerifyState(enum.IntEnum):
@@ -50,11 +51,13 @@ class OnlineVerify(_WindowSession):
     the encrypted session; both read the SAS aloud::
 
         session = OnlineVerify(contacts, contact_id)   # the current window
+        session.share_profile(profile.reference)       # optional, before the PROOF
         join_relay_room(session.room)                  # no peer: try window - 1
         # send every message next_outgoing() gives, receive() every one that
         # arrives, until session.state is COMPARE_SAS
         print(session.sas)                             # both read it aloud
         outcome = session.confirm(contacts)            # or session.reject()
+        reference = session.peer_profile()             # if the peer shared one
 
     No window is used up.  A failure is final: :attr:`state` is ``FAILED``
     and later calls raise :class:`InvalidStateError`.  A session expires 10
@@ -129,6 +132,36 @@ class OnlineVerify(_WindowSession):
         """The SAS differed, or the person gave up: nothing is recorded.
         :class:`InvalidStateError` once the session finished or failed."""
         self._call(lib.itsme_online_verify_reject)
+
+    def share_profile(self, reference: bytes) -> None:
+        """Sends the reference of this person's profile record
+        (:attr:`Profile.reference`, :data:`PROFILE_REFERENCE_BYTES`) inside
+        this session's PROOF, encrypted for the peer (docs/PROTOCOL.md 11.3).
+
+        Call it before the PROOF is made, that is before receiving the peer's
+        KEY message: right after creating the session is safe.  Calling it
+        again replaces the reference.  Raises :class:`InvalidArgumentError`
+        for a reference of another size and :class:`InvalidStateError` once
+        the PROOF is made or the session failed.
+        """
+        buffer, length = bytes_in(reference, "reference")
+        try:
+            self._call(lib.itsme_online_verify_share_profile, buffer, length)
+        finally:
+            wipe(buffer)
+
+    def peer_profile(self) -> bytes:
+        """The profile reference the peer sent in its PROOF, once the SAS is
+        confirmed (``CONFIRMED``): fetch the record it names
+        (``reference[:16].hex()``) and open it with :meth:`Profile.open`.  A
+        secret.  Raises :class:`InvalidStateError` before the SAS is
+        confirmed and :class:`NotFoundError` if the peer sent none."""
+        with self._use() as ptr:
+            return read_secret(
+                lambda buf, cap, out_len: lib.itsme_online_verify_peer_profile(ptr, buf, cap, out_len),
+                PROFILE_REFERENCE_BYTES,
+                lambda: self._detail(ptr),
+            )
 
     def __repr__(self) -> str:
         if self.closed:

@@ -908,3 +908,95 @@ def start_online_verify(
             room.close()
             if session is not result:
                 session.close()
+
+
+# -- records (15.4) ----------------------------------------------------------------------------
+
+
+class RecordNotFoundError(RelayError):
+    """The record is not on the relay (``404 not-found``): it was never
+    stored, or its owner deleted it."""
+
+
+class RecordStore:
+    """The relay's records (docs/PROTOCOL.md 15.4) at ``base_url``: immutable
+    bytes under a 16-byte ID (32 lowercase hex digits), deleted by the token
+    the first PUT returned.  A profile record (section 18) is stored under
+    :attr:`~itsme.Profile.record_name`::
+
+        records = RecordStore("https://relay.example")
+        token = records.put(profile.record_name, profile.record)   # keep it
+        ...
+        data = records.get(record_name)                            # a contact
+        records.delete(profile.record_name, token)                 # the owner, later
+
+    It speaks through an :class:`InviteMailbox`'s HTTP layer: one keep-alive
+    connection, the same ``timeout`` and ``ssl_context``, the same errors.
+    Not for use by two threads at once.  Refusals raise :class:`RelayError`
+    (``kind`` ``"conflict"``: other bytes under a stored ID; ``"forbidden"``:
+    a wrong delete token; ``"too-large"``...); ``404`` raises
+    :class:`RecordNotFoundError`.
+    """
+
+    def __init__(self, base_url: str, *, timeout: float = 15.0, ssl_context: Optional[ssl.SSLContext] = None) -> None:
+        self._http = InviteMailbox(base_url, timeout=timeout, ssl_context=ssl_context)
+        self.base_url = base_url
+
+    def close(self) -> None:
+        """Closes the connection (the next request opens a new one)."""
+        self._http.close()
+
+    def __enter__(self) -> "RecordStore":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def _call(self, expected: int, method: str, record_id: str, **kwargs: Any) -> bytes:
+        path = f"/v1/records/{_check_id(record_id, 'record_id')}"
+        try:
+            return self._http._call(expected, method, path, **kwargs)
+        except InviteEndedError as error:  # the mailbox's name for a 404
+            raise RecordNotFoundError(
+                error.message, status=error.status, kind=error.kind, retry_after=error.retry_after
+            ) from None
+
+    def put(self, record_id: str, data: bytes) -> Optional[str]:
+        """Stores ``data`` (1 byte or more; the relay's limit is 262,144 by
+        default) under ``record_id``.  Returns the delete token (43
+        base64url characters, given only this once: keep it) when the
+        record was created, or None when the relay held these very bytes
+        already.  Other bytes under a stored ID: :class:`RelayError` with
+        ``kind`` ``"conflict"``."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"data must be bytes, not {type(data).__name__}")
+        data = bytes(data)
+        if not data:
+            raise ValueError("a record holds at least one byte")
+        try:
+            answer = self._http._json(self._call(201, "PUT", record_id, body=data))
+        except RelayError as error:
+            if error.status == 200:  # 200 {}: the same bytes were stored already
+                return None
+            raise
+        token = answer.get("delete_token")
+        if not isinstance(token, str) or not _TOKEN.fullmatch(token):
+            raise RelayError("the relay's answer carries no valid delete token", kind="bad-response")
+        return token
+
+    def get(self, record_id: str) -> bytes:
+        """The bytes stored under ``record_id``; :class:`RecordNotFoundError`
+        if there are none."""
+        return self._call(200, "GET", record_id)
+
+    def delete(self, record_id: str, token: str) -> None:
+        """Deletes the record with the delete token :meth:`put` returned.  A
+        wrong token: :class:`RelayError` with ``kind`` ``"forbidden"``; no
+        such record: :class:`RecordNotFoundError`."""
+        self._call(204, "DELETE", record_id, token=token)
+
+    def __repr__(self) -> str:
+        return f"<RecordStore {self.base_url}>"
+
+
+__all__ += ["RecordNotFoundError", "RecordStore"]

@@ -35,6 +35,10 @@ STRUCTS = {
     "itsme_secret_store_callbacks": _ffi.SecretStoreCallbacks,
     "itsme_voice_derivation": _ffi.VoiceDerivationStruct,
     "itsme_import_report": _ffi.ImportReportStruct,
+    "itsme_approval_request_info": _ffi.ApprovalRequestInfoStruct,
+    "itsme_credential_info": _ffi.CredentialInfoStruct,
+    "itsme_approval_result": _ffi.ApprovalResultStruct,
+    "itsme_replay_store_callbacks": _ffi.ReplayStoreCallbacks,
 }
 
 
@@ -109,6 +113,14 @@ class Header:
     def int_define(self, name):
         return int(re.fullmatch(r"(\d+)[uU]?", self.defines[name]).group(1))
 
+    def array_length(self, text):
+        """An array length: a number, a macro, or a sum of them (``NAME + 1``)."""
+        total = 0
+        for term in text.split("+"):
+            term = term.strip()
+            total += int(term) if term.isdigit() else self.int_define(term)
+        return total
+
     def string_define(self, name):
         value = self.defines[name]
         assert value.startswith('"') and value.endswith('"'), value
@@ -137,6 +149,8 @@ def test_header_parses(header):
         "itsme_pin_update",
         "itsme_import",
         "itsme_transfer",
+        "itsme_profile",
+        "itsme_replay_store",
     }
     assert header.resolve("itsme_result") == "int32_t"
 
@@ -173,10 +187,10 @@ def test_structs_match_the_header(header):
         declared = STRUCTS[struct_name]._fields_
         assert len(declared) == len(fields), struct_name
         for (field_name, field_type), text in zip(declared, fields):
-            array = re.fullmatch(r"(.*?)\s*\[\s*(\w+)\s*\]", text)
+            array = re.fullmatch(r"(.*?)\s*\[\s*([\w\s+]+?)\s*\]", text)
             if array is not None:
                 element, length = array.groups()
-                length = length if length.isdigit() else header.int_define(length)
+                length = header.array_length(length)
                 assert field_name == re.findall(r"\w+", element)[-1], text
                 assert issubclass(field_type, ctypes.Array) and field_type._length_ == int(length), text
                 assert field_type._type_ == header.ctype(header.parse_type(element, named=True)), text
@@ -308,8 +322,9 @@ def test_online_verify_constants(header):
         assert getattr(itsme, name[len("ITSME_"):]) == value, name
     assert header.int_define("ITSME_ONLINE_VERIFY_MESSAGE_MAX") == itsme.ONLINE_VERIFY_MESSAGE_MAX
     assert header.int_define("ITSME_ROOM_NAME_SIZE") == itsme.ROOM_NAME_SIZE == 32 + 1
-    # The longest message: a PROOF, two header bytes and 64 sealed bytes with their tag.
-    assert itsme.ONLINE_VERIFY_MESSAGE_MAX == 2 + 64 + 16
+    # The longest message: a PROOF carrying a profile reference, two header
+    # bytes and 96 sealed bytes (proof, device tag, reference) with their tag.
+    assert itsme.ONLINE_VERIFY_MESSAGE_MAX == 2 + 32 + 32 + itsme.PROFILE_REFERENCE_BYTES + 16
 
 
 def test_pin_update_constants(header):
@@ -326,6 +341,86 @@ def test_pin_update_constants(header):
     assert header.int_define("ITSME_PIN_UPDATE_FRAME_MAX") == itsme.PIN_UPDATE_FRAME_MAX
     # The longest frame: a NEW, two header bytes and 48 sealed bytes with their tag.
     assert itsme.PIN_UPDATE_FRAME_MAX == 2 + 16 + 32 + 16
+
+
+def test_profile_constants(header):
+    assert header.int_define("ITSME_PROFILE_RECORD_MAX") == itsme.PROFILE_RECORD_MAX == 262144
+    assert header.int_define("ITSME_PROFILE_RECORD_OVERHEAD") == itsme.PROFILE_RECORD_OVERHEAD
+    assert header.int_define("ITSME_RECORD_ID_BYTES") == itsme.RECORD_ID_BYTES == 16
+    assert header.int_define("ITSME_PROFILE_REFERENCE_BYTES") == itsme.PROFILE_REFERENCE_BYTES
+    assert itsme.PROFILE_REFERENCE_BYTES == itsme.RECORD_ID_BYTES + 16, "record ID || record key"
+    assert header.int_define("ITSME_RECORD_NAME_SIZE") == itsme.RECORD_NAME_SIZE == 2 * itsme.RECORD_ID_BYTES + 1
+    assert header.int_define("ITSME_PHOTO_FILENAME_MAX_BYTES") == itsme.PHOTO_FILENAME_MAX_BYTES
+    # docs/PROTOCOL.md 18.2: version, three fields of nonce, length and MAC, the record MAC.
+    assert itsme.PROFILE_RECORD_OVERHEAD == 1 + 3 * (12 + 4 + 32) + 32
+
+
+def test_approval_constants(header):
+    assert header.resolve("itsme_approval_decision") == "uint32_t"
+    decisions = {name: header.int_define(name) for name in ("ITSME_APPROVAL_APPROVE", "ITSME_APPROVAL_DENY")}
+    assert decisions == {f"ITSME_APPROVAL_{m.name}": m.value for m in itsme.ApprovalDecision}
+    for name, value in decisions.items():
+        assert getattr(itsme, name[len("ITSME_"):]) == value, name
+    sizes = [
+        "CREDENTIAL_ID_BYTES",
+        "SERVICE_ID_MAX_BYTES",
+        "SESSION_ID_MAX_BYTES",
+        "OTP_SIZE",
+        "SCOPES_MAX",
+        "SCOPE_MAX_BYTES",
+        "SCOPES_TEXT_SIZE",
+        "ENROLLMENT_MAX",
+        "APPROVAL_REQUEST_MAX",
+        "APPROVAL_MAX",
+        "APPROVAL_LIFETIME_MAX",
+    ]
+    others = {
+        name
+        for name in header.defines
+        if name.startswith("ITSME_APPROVAL_") and name not in decisions and name[len("ITSME_"):] not in sizes
+    }
+    assert others == set(), "every ITSME_APPROVAL_ constant is a decision or a size"
+    for name in sizes:
+        assert header.int_define(f"ITSME_{name}") == getattr(itsme, name), name
+    # A scope list as text: 32 scopes of 64 bytes, 31 separators, the NUL.
+    assert itsme.SCOPES_TEXT_SIZE == itsme.SCOPES_MAX * itsme.SCOPE_MAX_BYTES + itsme.SCOPES_MAX - 1 + 1
+    # An enrollment: version, key, label length, a label of 128 bytes, signature.
+    assert itsme.ENROLLMENT_MAX == 1 + 32 + 1 + itsme.NAME_MAX_BYTES + 64
+
+
+_LAYOUT_PROGRAM = """
+#include <stddef.h>
+#include <stdio.h>
+#include "itsme.h"
+#define FIELD(type, field) printf("%s.%s %zu %zu\\n", #type, #field, offsetof(type, field), sizeof(((type *)0)->field))
+#define SIZE(type) printf("%s %zu\\n", #type, sizeof(type))
+int main(void) {
+BODY
+    return 0;
+}
+"""
+
+
+def test_struct_layouts_match_a_c_compiler(header, tmp_path):
+    """The offsets and sizes of every struct's fields, as a C compiler lays
+    them out, against ctypes."""
+    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if compiler is None:
+        pytest.skip("no C compiler")
+    lines, expected = [], []
+    for struct_name, declared in sorted(STRUCTS.items()):
+        lines.append(f"    SIZE({struct_name});")
+        expected.append(f"{struct_name} {ctypes.sizeof(declared)}")
+        for field_name, field_type in declared._fields_:
+            lines.append(f"    FIELD({struct_name}, {field_name});")
+            field = getattr(declared, field_name)
+            expected.append(f"{struct_name}.{field_name} {field.offset} {field.size}")
+    source = tmp_path / "layout.c"
+    source.write_text(_LAYOUT_PROGRAM.replace("BODY", "\n".join(lines)))
+    program = tmp_path / "layout"
+    subprocess.run([compiler, "-I", str(HEADER.parent), "-o", str(program), str(source)], check=True)
+    got = subprocess.run([str(program)], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert [line for line in got if line] == expected
 
 
 def test_version_matches_the_header(header):

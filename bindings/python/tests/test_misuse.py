@@ -21,11 +21,17 @@ import pytest
 import itsme
 from itsme._ffi import (
     SIGNATURES,
+    ApprovalRequestInfoStruct,
+    ApprovalResultStruct,
+    CredentialInfoStruct,
     DestroyCallback,
     GetCallback,
     ImportReportStruct,
     PutCallback,
     RemoveCallback,
+    ReplayDestroyCallback,
+    ReplayInsertCallback,
+    ReplayStoreCallbacks,
     SecretStoreCallbacks,
     VoiceDerivationStruct,
     lib,
@@ -130,7 +136,7 @@ def raw(tmp_path):
     and an identity without a PIN.  Freed afterwards."""
     env = SimpleNamespace(
         tmp_path=tmp_path, exchanges=[], randoms=[], voices=[], online=[], updates=[], transfers=[], imports=[], compare=None,
-        bare_contacts=None, peer=None,
+        bare_contacts=None, peer=None, profiles=[], replays=[],
     )
     env.store = new_memory_store()
     env.identity = new_identity(env.store)
@@ -162,6 +168,10 @@ def raw(tmp_path):
         lib.itsme_transfer_free(transfer)
     for opened in env.imports:
         lib.itsme_import_free(opened)
+    for profile in env.profiles:
+        lib.itsme_profile_free(profile)
+    for replay in env.replays:
+        lib.itsme_replay_store_free(replay)
     for rng in env.randoms:
         lib.itsme_random_free(rng)
     lib.itsme_contact_free(env.contact)
@@ -1088,6 +1098,209 @@ def _store_backup(env):
     return [env.contacts, str(env.tmp_path / "backup.db").encode()], []
 
 
+# Profile records and contact photos (docs/PROTOCOL.md section 18).
+PHOTO = (c_uint8 * 16)(*range(0x40, 0x50))
+REFERENCE = (c_uint8 * 32)(*range(0x60, 0x80))
+
+
+def new_profile(env, identity=None):
+    """A profile of env.identity (name, 16-byte photo, filename), freed with the fixture."""
+    out = c_void_p()
+    ok(lib.itsme_profile_create(env.identity if identity is None else identity, b"Raw", PHOTO, 16, b"raw.jpg", None, byref(out)))
+    env.profiles.append(out.value)
+    return out.value
+
+
+def profile_bytes(function, profile, size=512):
+    buf, n = byte_buf(size), size_out()
+    ok(function(profile, buf, size, byref(n)))
+    return bytes(buf)[: n.value]
+
+
+def carol_with_photo(env):
+    """env.contacts, with a photo set on Carol."""
+    ok(lib.itsme_store_set_photo(env.contacts, env.contact_id, PHOTO, 16, b"carol.jpg"))
+    return env.contacts
+
+
+def online_confirmed_with_profile(env):
+    """My Online Verify session with env.bare_identity, confirmed, after
+    the peer shared REFERENCE in its PROOF."""
+    mine, theirs = online_pair(env)
+    ok(lib.itsme_online_verify_share_profile(theirs, REFERENCE, 32))
+    moved = True
+    while moved:
+        moved = False
+        for sender, receiver in ((mine, theirs), (theirs, mine)):
+            message = online_outgoing(sender)
+            if message:
+                ok(lib.itsme_online_verify_receive(receiver, as_array(message), len(message), T0))
+                moved = True
+    outcome = c_uint32()
+    ok(lib.itsme_online_verify_confirm(mine, env.contacts, T0, byref(outcome)))
+    return mine
+
+
+def _online_verify_share_profile(env):
+    return [new_online_verify(env), REFERENCE, 32], []
+
+
+def _online_verify_peer_profile(env):
+    buf, n = byte_buf(64), size_out()
+    return [online_confirmed_with_profile(env), buf, 64, byref(n)], [buf, n]
+
+
+def _profile_create(env):
+    out = handle_out()
+    return [env.identity, b"Raw", PHOTO, 16, b"raw.jpg", new_random(env), byref(out)], [out]
+
+
+def _profile_open(env):
+    profile = new_profile(env)
+    record = profile_bytes(lib.itsme_profile_record, profile)
+    reference = profile_bytes(lib.itsme_profile_reference, profile)
+    out = handle_out()
+    owner = as_array(public_key(env.identity))
+    return [as_array(record), len(record), as_array(reference), 32, owner, 32, byref(out)], [out]
+
+
+def _profile_bytes(env):
+    buf, n = byte_buf(512), size_out()
+    return [new_profile(env), buf, 512, byref(n)], [buf, n]
+
+
+def _store_apply_profile(env):
+    return [env.contacts, env.contact_id, new_profile(env)], []
+
+
+def _store_set_photo(env):
+    return [env.contacts, env.contact_id, PHOTO, 16, b"carol.jpg"], []
+
+
+def _store_photo(env):
+    buf, n = byte_buf(64), size_out()
+    return [carol_with_photo(env), env.contact_id, buf, 64, byref(n)], [buf, n]
+
+
+def _store_photo_filename(env):
+    buf, n = text_buf(64), size_out()
+    return [carol_with_photo(env), env.contact_id, buf, 64, byref(n)], [buf, n]
+
+
+# Service approvals (docs/PROTOCOL.md section 19).
+SERVICE = b"bank.example"
+NONCE = (c_uint8 * 16)(*range(0x20, 0x30))
+APPROVAL_NOW = T0
+
+
+def enroll_raw(store, rng=None, service=SERVICE):
+    """Enrolls a raw secret store for SERVICE; returns the enrollment."""
+    buf, n = byte_buf(itsme.ENROLLMENT_MAX), size_out()
+    ok(lib.itsme_credential_enroll(store, service, b"Raw phone", NONCE, 16, rng, buf, itsme.ENROLLMENT_MAX, byref(n)))
+    return bytes(buf)[: n.value]
+
+
+def request_raw(scopes=b"email profile", rng=None):
+    """A request of SERVICE issued at APPROVAL_NOW, living 300 seconds."""
+    buf, n = byte_buf(itsme.APPROVAL_REQUEST_MAX), size_out()
+    ok(
+        lib.itsme_approval_request_create(
+            SERVICE, b"Example Bank", b"session-1", scopes, 300, rng, APPROVAL_NOW, buf, itsme.APPROVAL_REQUEST_MAX, byref(n)
+        )
+    )
+    return bytes(buf)[: n.value]
+
+
+def approval_raw(store, request, decision=1, granted=b"email"):
+    buf, n = byte_buf(itsme.APPROVAL_MAX), size_out()
+    ok(
+        lib.itsme_approval_sign(
+            store, as_array(request), len(request), decision, granted, APPROVAL_NOW, buf, itsme.APPROVAL_MAX, byref(n)
+        )
+    )
+    return bytes(buf)[: n.value]
+
+
+def new_replay(env):
+    """An in-memory replay store, freed with the fixture."""
+    out = c_void_p()
+    ok(lib.itsme_replay_store_new_memory(0, byref(out)))
+    env.replays.append(out.value)
+    return out.value
+
+
+# A raw replay-store callback table; destroy records ctx as the secret store's does.
+RAW_INSERT = ReplayInsertCallback(lambda ctx, key, expires_at, now, out_seen: R.ITSME_OK)
+RAW_REPLAY_DESTROY = ReplayDestroyCallback(lambda ctx: destroyed.append(ctx))
+
+
+def raw_replay_table(**overrides):
+    fields = dict(ctx=RAW_CTX, insert=RAW_INSERT, destroy=RAW_REPLAY_DESTROY)
+    fields.update(overrides)
+    return ReplayStoreCallbacks(**fields)
+
+
+def _credential_enroll(env):
+    buf, n = byte_buf(itsme.ENROLLMENT_MAX), size_out()
+    return [env.store, SERVICE, b"Raw phone", NONCE, 16, new_random(env), buf, itsme.ENROLLMENT_MAX, byref(n)], [buf, n]
+
+
+def _credential_id(env):
+    enroll_raw(env.store)
+    buf, n = byte_buf(32), size_out()
+    return [env.store, SERVICE, buf, 32, byref(n)], [buf, n]
+
+
+def _credential_remove(env):
+    enroll_raw(env.store)
+    return [env.store, SERVICE], []
+
+
+def _approval_request_parse(env):
+    request, info = request_raw(), ApprovalRequestInfoStruct()
+    ctypes.memset(byref(info), FILL, ctypes.sizeof(info))
+    return [as_array(request), len(request), APPROVAL_NOW, byref(info)], [info]
+
+
+def _approval_sign(env):
+    enroll_raw(env.store)
+    request, buf, n = request_raw(), byte_buf(itsme.APPROVAL_MAX), size_out()
+    return [env.store, as_array(request), len(request), 1, b"email", APPROVAL_NOW, buf, itsme.APPROVAL_MAX, byref(n)], [buf, n]
+
+
+def _enrollment_verify(env):
+    enrollment, info = enroll_raw(env.store), CredentialInfoStruct()
+    ctypes.memset(byref(info), FILL, ctypes.sizeof(info))
+    return [SERVICE, NONCE, 16, as_array(enrollment), len(enrollment), byref(info)], [info]
+
+
+def _approval_request_create(env):
+    buf, n = byte_buf(itsme.APPROVAL_REQUEST_MAX), size_out()
+    args = [SERVICE, b"Example Bank", b"session-1", b"email", 300, new_random(env), APPROVAL_NOW]
+    return args + [buf, itsme.APPROVAL_REQUEST_MAX, byref(n)], [buf, n]
+
+
+def _replay_store_new_memory(env):
+    out = handle_out()
+    return [0, byref(out)], [out]
+
+
+def _replay_store_new_callbacks(env):
+    table, out = raw_replay_table(), handle_out()
+    return [byref(table), byref(out)], [out]
+
+
+def _approval_verify(env):
+    enrollment = enroll_raw(env.store)
+    request = request_raw()
+    approval = approval_raw(env.store, request)
+    key = as_array(enrollment[1:33])
+    result = ApprovalResultStruct()
+    ctypes.memset(byref(result), FILL, ctypes.sizeof(result))
+    args = [as_array(request), len(request), as_array(approval), len(approval), key, 1, new_replay(env), APPROVAL_NOW]
+    return args + [byref(result)], [result]
+
+
 CASES = {
     "itsme_last_error": _last_error,
     "itsme_fingerprint_from_public_key": _fingerprint_from_public_key,
@@ -1229,6 +1442,31 @@ CASES = {
     "itsme_transfer_confirm": lambda env: ([transfer_comparing(env)[1], T0], []),
     "itsme_transfer_reject": lambda env: ([new_receiver(env)], []),
     "itsme_transfer_take_import": _transfer_take_import,
+    "itsme_online_verify_share_profile": _online_verify_share_profile,
+    "itsme_online_verify_peer_profile": _online_verify_peer_profile,
+    "itsme_profile_create": _profile_create,
+    "itsme_profile_open": _profile_open,
+    "itsme_profile_name": _session_text(new_profile),
+    "itsme_profile_photo": _profile_bytes,
+    "itsme_profile_photo_filename": _session_text(new_profile),
+    "itsme_profile_record": _profile_bytes,
+    "itsme_profile_record_id": _profile_bytes,
+    "itsme_profile_record_name": _session_text(new_profile),
+    "itsme_profile_reference": _profile_bytes,
+    "itsme_store_apply_profile": _store_apply_profile,
+    "itsme_store_set_photo": _store_set_photo,
+    "itsme_store_photo": _store_photo,
+    "itsme_store_photo_filename": _store_photo_filename,
+    "itsme_credential_enroll": _credential_enroll,
+    "itsme_credential_id": _credential_id,
+    "itsme_credential_remove": _credential_remove,
+    "itsme_approval_request_parse": _approval_request_parse,
+    "itsme_approval_sign": _approval_sign,
+    "itsme_enrollment_verify": _enrollment_verify,
+    "itsme_approval_request_create": _approval_request_create,
+    "itsme_replay_store_new_memory": _replay_store_new_memory,
+    "itsme_replay_store_new_callbacks": _replay_store_new_callbacks,
+    "itsme_approval_verify": _approval_verify,
 }
 
 # Constructors whose successful output is a handle to free.
@@ -1259,6 +1497,10 @@ FREE_OUTPUT = {
     "itsme_transfer_new_receiver": lib.itsme_transfer_free,
     "itsme_transfer_new_sender": lib.itsme_transfer_free,
     "itsme_transfer_take_import": lib.itsme_import_free,
+    "itsme_profile_create": lib.itsme_profile_free,
+    "itsme_profile_open": lib.itsme_profile_free,
+    "itsme_replay_store_new_memory": lib.itsme_replay_store_free,
+    "itsme_replay_store_new_callbacks": lib.itsme_replay_store_free,
 }
 
 # Pointer arguments the header allows to be NULL: (function, index).
@@ -1287,6 +1529,14 @@ OPTIONAL_POINTERS = {
     ("itsme_import_install", 4): "out_identity NULL: not wanted",
     ("itsme_transfer_new_receiver", 0): "rng NULL: the operating system",
     ("itsme_transfer_new_sender", 3): "rng NULL: the operating system",
+    ("itsme_profile_create", 1): "name NULL: none (the profile has a photo)",
+    ("itsme_profile_create", 4): "photo_filename NULL: none",
+    ("itsme_profile_create", 5): "rng NULL: the operating system",
+    ("itsme_store_set_photo", 4): "filename NULL: none",
+    ("itsme_credential_enroll", 5): "rng NULL: the operating system",
+    ("itsme_approval_sign", 4): "granted_scopes NULL: none",
+    ("itsme_approval_request_create", 3): "scopes NULL: none",
+    ("itsme_approval_request_create", 5): "rng NULL: the operating system",
 }
 
 POINTER_ARGUMENTS = [
@@ -1385,6 +1635,10 @@ def test_free_accepts_null():
     lib.itsme_voice_free(None)
     lib.itsme_online_verify_free(None)
     lib.itsme_pin_update_free(None)
+    lib.itsme_import_free(None)
+    lib.itsme_transfer_free(None)
+    lib.itsme_profile_free(None)
+    lib.itsme_replay_store_free(None)
 
 
 @pytest.mark.parametrize("missing", ["get", "put", "remove"])
@@ -1435,6 +1689,8 @@ def buffer_functions(env):
     assert lib.itsme_online_verify_reject(online) == R.ITSME_OK
     assert lib.itsme_online_verify_reject(online) == R.ITSME_E_INVALID_STATE  # a last error, not a failure
     assert lib.itsme_pin_update_receive(update, as_array(b"\x09\x09"), 2, T0) == R.ITSME_E_MALFORMED_MESSAGE
+    profile, photo_store, cid = new_profile(env), carol_with_photo(env), env.contact_id
+    shared = online_confirmed_with_profile(env)
     return [
         ("fingerprint_from_public_key", lambda b, c, n: lib.itsme_fingerprint_from_public_key(key, 32, b, c, n), True),
         ("secret_store_last_error", lambda b, c, n: lib.itsme_secret_store_last_error(store, b, c, n), True),
@@ -1482,6 +1738,16 @@ def buffer_functions(env):
         ("online_verify_sas", lambda b, c, n: lib.itsme_online_verify_sas(online, b, c, n), True),
         ("pin_update_last_error", lambda b, c, n: lib.itsme_pin_update_last_error(update, b, c, n), True),
         ("pin_update_session_code", lambda b, c, n: lib.itsme_pin_update_session_code(update, b, c, n), True),
+        ("profile_name", lambda b, c, n: lib.itsme_profile_name(profile, b, c, n), True),
+        ("profile_photo", lambda b, c, n: lib.itsme_profile_photo(profile, b, c, n), False),
+        ("profile_photo_filename", lambda b, c, n: lib.itsme_profile_photo_filename(profile, b, c, n), True),
+        ("profile_record", lambda b, c, n: lib.itsme_profile_record(profile, b, c, n), False),
+        ("profile_record_id", lambda b, c, n: lib.itsme_profile_record_id(profile, b, c, n), False),
+        ("profile_record_name", lambda b, c, n: lib.itsme_profile_record_name(profile, b, c, n), True),
+        ("profile_reference", lambda b, c, n: lib.itsme_profile_reference(profile, b, c, n), False),
+        ("store_photo", lambda b, c, n: lib.itsme_store_photo(photo_store, cid, b, c, n), False),
+        ("store_photo_filename", lambda b, c, n: lib.itsme_store_photo_filename(photo_store, cid, b, c, n), True),
+        ("online_verify_peer_profile", lambda b, c, n: lib.itsme_online_verify_peer_profile(shared, b, c, n), False),
     ]
 
 
@@ -1518,6 +1784,16 @@ def buffer_functions(env):
         "online_verify_sas",
         "pin_update_last_error",
         "pin_update_session_code",
+        "profile_name",
+        "profile_photo",
+        "profile_photo_filename",
+        "profile_record",
+        "profile_record_id",
+        "profile_record_name",
+        "profile_reference",
+        "store_photo",
+        "store_photo_filename",
+        "online_verify_peer_profile",
     ],
 )
 def test_buffer_protocol(raw, which):
@@ -1863,7 +2139,7 @@ def test_fingerprint_of_null_key_with_zero_length():
     assert n.value == 0x5EED
 
 
-@pytest.mark.parametrize("code", [22, 100, 1000, -1, -17, 2**31 - 1, -(2**31)])
+@pytest.mark.parametrize("code", [23, 100, 1000, -1, -17, 2**31 - 1, -(2**31)])
 def test_result_message_of_unknown_code(code):
     assert lib.itsme_result_message(code) == UNKNOWN
 
@@ -2284,6 +2560,237 @@ def test_misbehaving_get_is_a_secret_store_error(behaviour):
     lib.itsme_secret_store_free(store)
 
 
+# -- profile records and contact photos ---------------------------------------
+
+
+def profile_state(session):
+    """The result of itsme_online_verify_peer_profile on a session."""
+    buf, n = byte_buf(32), size_out()
+    return lib.itsme_online_verify_peer_profile(session, buf, 32, byref(n))
+
+
+@pytest.mark.parametrize("length", [0, 16, 31, 33, 64])
+def test_share_profile_needs_a_32_byte_reference(raw, length):
+    session = new_online_verify(raw)
+    reference = (c_uint8 * 64)(*range(64))
+    assert lib.itsme_online_verify_share_profile(session, reference, length) == R.ITSME_E_INVALID_ARGUMENT
+    assert online_state(session) == itsme.ONLINE_VERIFY_RUNNING
+
+
+def test_share_profile_only_before_the_proof(raw):
+    mine, theirs = online_pair(raw)
+    ok(lib.itsme_online_verify_share_profile(mine, REFERENCE, 32))
+    ok(lib.itsme_online_verify_share_profile(mine, REFERENCE, 32))  # calling again replaces it
+    moved = True
+    while moved:
+        moved = False
+        for sender, receiver in ((mine, theirs), (theirs, mine)):
+            message = online_outgoing(sender)
+            if message:
+                ok(lib.itsme_online_verify_receive(receiver, as_array(message), len(message), T0))
+                moved = True
+    for session in (mine, theirs):
+        assert lib.itsme_online_verify_share_profile(session, REFERENCE, 32) == R.ITSME_E_INVALID_STATE
+        assert online_state(session) == itsme.ONLINE_VERIFY_COMPARE_SAS, "refused without failing"
+        # Not before the SAS is confirmed, even though the PROOF is in.
+        assert profile_state(session) == R.ITSME_E_INVALID_STATE
+    outcome = c_uint32()
+    for session, store in ((mine, raw.contacts), (theirs, raw.bare_contacts)):
+        ok(lib.itsme_online_verify_confirm(session, store, T0, byref(outcome)))
+    buf, n = byte_buf(40), size_out()
+    ok(lib.itsme_online_verify_peer_profile(theirs, buf, 40, byref(n)))
+    assert bytes(buf)[: n.value] == bytes(REFERENCE)
+    assert profile_state(mine) == R.ITSME_E_NOT_FOUND, "the peer sent none"
+
+
+def test_peer_profile_of_a_rejected_session_is_invalid_state(raw):
+    mine, theirs = online_pair(raw)
+    ok(lib.itsme_online_verify_share_profile(theirs, REFERENCE, 32))
+    moved = True
+    while moved:
+        moved = False
+        for sender, receiver in ((mine, theirs), (theirs, mine)):
+            message = online_outgoing(sender)
+            if message:
+                ok(lib.itsme_online_verify_receive(receiver, as_array(message), len(message), T0))
+                moved = True
+    ok(lib.itsme_online_verify_reject(mine))
+    assert profile_state(mine) == R.ITSME_E_INVALID_STATE
+
+
+@pytest.mark.parametrize(
+    "name, photo_len, filename",
+    [
+        (None, 0, None),  # neither a name nor a photo
+        (b"", 0, b""),
+        (b"Raw", 0, b"raw.jpg"),  # a filename needs a photo
+        (b"\x01Raw", 0, None),  # a control character
+        (b"R" * 129, 0, None),  # a name too long
+        (b"Raw", 16, b"a/b.jpg"),  # a path
+        (b"Raw", 16, b".."),
+        (b"Raw", 16, b"f" * 256),  # a filename too long
+        (b"\xffRaw", 0, None),  # not UTF-8
+    ],
+)
+def test_profile_create_refuses_bad_values(raw, name, photo_len, filename):
+    out = handle_out()
+    photo = PHOTO if photo_len else None
+    assert lib.itsme_profile_create(raw.identity, name, photo, photo_len, filename, None, byref(out)) == R.ITSME_E_INVALID_ARGUMENT
+    assert out.value == 0xDEADBEEF
+    assert read(lib.itsme_last_error) != b"\0"
+
+
+def test_profile_create_needs_the_record_to_fit(raw):
+    largest = itsme.PROFILE_RECORD_MAX - itsme.PROFILE_RECORD_OVERHEAD - len(b"Raw")
+    photo, out = (c_uint8 * (largest + 1))(), c_void_p()
+    assert lib.itsme_profile_create(raw.identity, b"Raw", photo, largest + 1, None, None, byref(out)) == R.ITSME_E_INVALID_ARGUMENT
+    ok(lib.itsme_profile_create(raw.identity, b"Raw", photo, largest, None, None, byref(out)))
+    raw.profiles.append(out.value)
+    n = size_out()
+    assert lib.itsme_profile_record(out.value, None, 0, byref(n)) == R.ITSME_E_BUFFER_TOO_SMALL
+    assert n.value == itsme.PROFILE_RECORD_MAX
+
+
+@pytest.mark.parametrize("which, length", [("reference", 31), ("reference", 33), ("key", 31), ("key", 33), ("key", 0)])
+def test_profile_open_checks_sizes(raw, which, length):
+    profile = new_profile(raw)
+    record = profile_bytes(lib.itsme_profile_record, profile)
+    reference = profile_bytes(lib.itsme_profile_reference, profile) + b"\0"
+    owner = public_key(raw.identity) + b"\0"
+    sizes = {"reference": 32, "key": 32, which: length}
+    out = handle_out()
+    code = lib.itsme_profile_open(
+        as_array(record), len(record), as_array(reference), sizes["reference"], as_array(owner), sizes["key"], byref(out)
+    )
+    assert code == R.ITSME_E_INVALID_ARGUMENT
+    assert out.value == 0xDEADBEEF
+
+
+def test_profile_open_refuses_a_record_of_nothing(raw):
+    out = handle_out()
+    owner = as_array(public_key(raw.identity))
+    for record, length in ((None, 0), (as_array(b"\x01"), 1), (as_array(b""), 0)):
+        assert lib.itsme_profile_open(record, length, REFERENCE, 32, owner, 32, byref(out)) in (
+            R.ITSME_E_INVALID_ARGUMENT,
+            R.ITSME_E_MALFORMED_MESSAGE,
+        )
+        assert out.value == 0xDEADBEEF
+
+
+def test_store_photo_of_a_contact_without_one(raw):
+    buf, text, n = byte_buf(64), text_buf(64), size_out()
+    assert lib.itsme_store_photo(raw.contacts, raw.contact_id, buf, 64, byref(n)) == R.ITSME_E_NOT_FOUND
+    assert lib.itsme_store_photo_filename(raw.contacts, raw.contact_id, text, 64, byref(n)) == R.ITSME_E_NOT_FOUND
+    assert lib.itsme_store_photo(raw.contacts, raw.contact_id + 100, buf, 64, byref(n)) == R.ITSME_E_NOT_FOUND
+    assert (bytes(buf), bytes(text), n.value) == (bytes([FILL]) * 64, bytes([FILL]) * 64, 0x5EED)
+    assert lib.itsme_store_set_photo(raw.contacts, raw.contact_id + 100, PHOTO, 16, None) == R.ITSME_E_NOT_FOUND
+    assert lib.itsme_store_apply_profile(raw.contacts, raw.contact_id + 100, new_profile(raw)) == R.ITSME_E_NOT_FOUND
+
+
+def test_store_set_photo_checks_its_arguments(raw):
+    too_big = (c_uint8 * (itsme.PHOTO_MAX_BYTES + 1))()
+    assert lib.itsme_store_set_photo(raw.contacts, raw.contact_id, too_big, itsme.PHOTO_MAX_BYTES + 1, None) == R.ITSME_E_INVALID_ARGUMENT
+    assert lib.itsme_store_set_photo(raw.contacts, raw.contact_id, PHOTO, 16, b"f" * 256) == R.ITSME_E_INVALID_ARGUMENT
+    assert lib.itsme_store_set_photo(raw.contacts, raw.contact_id, PHOTO, 16, b"\xff") == R.ITSME_E_INVALID_ARGUMENT
+    assert lib.itsme_store_set_photo(raw.contacts, raw.contact_id, None, 16, None) == R.ITSME_E_INVALID_ARGUMENT
+    buf, n = byte_buf(64), size_out()
+    assert lib.itsme_store_photo(raw.contacts, raw.contact_id, buf, 64, byref(n)) == R.ITSME_E_NOT_FOUND, "nothing set"
+    ok(lib.itsme_store_set_photo(raw.contacts, raw.contact_id, too_big, itsme.PHOTO_MAX_BYTES, None))
+    n = size_out()
+    assert lib.itsme_store_photo(raw.contacts, raw.contact_id, None, 0, byref(n)) == R.ITSME_E_BUFFER_TOO_SMALL
+    assert n.value == itsme.PHOTO_MAX_BYTES
+    # An empty photo and filename remove it.
+    ok(lib.itsme_store_set_photo(raw.contacts, raw.contact_id, None, 0, None))
+    assert lib.itsme_store_photo(raw.contacts, raw.contact_id, buf, 64, byref(n)) == R.ITSME_E_NOT_FOUND
+
+
+# -- service approvals ---------------------------------------------------------
+
+
+def test_enroll_with_too_small_a_buffer_saves_nothing(raw):
+    buf, n = byte_buf(itsme.ENROLLMENT_MAX), size_out()
+    needed = 98 + len(b"Raw phone")
+    code = lib.itsme_credential_enroll(raw.empty_store, SERVICE, b"Raw phone", NONCE, 16, None, buf, needed - 1, byref(n))
+    assert code == R.ITSME_E_BUFFER_TOO_SMALL
+    assert n.value == needed
+    assert bytes(buf) == bytes([FILL]) * itsme.ENROLLMENT_MAX
+    assert lib.itsme_credential_id(raw.empty_store, SERVICE, buf, 16, byref(n)) == R.ITSME_E_NOT_FOUND
+    assert len(enroll_raw(raw.empty_store)) == needed
+    ok(lib.itsme_credential_id(raw.empty_store, SERVICE, buf, 16, byref(n)))
+
+
+@pytest.mark.parametrize("decision", [0, 3, 2**32 - 1])
+def test_approval_sign_refuses_an_unknown_decision(raw, decision):
+    enroll_raw(raw.store)
+    request, buf, n = request_raw(), byte_buf(itsme.APPROVAL_MAX), size_out()
+    code = lib.itsme_approval_sign(raw.store, as_array(request), len(request), decision, None, APPROVAL_NOW, buf, itsme.APPROVAL_MAX, byref(n))
+    assert code == R.ITSME_E_INVALID_ARGUMENT
+    assert bytes(buf) == bytes([FILL]) * itsme.APPROVAL_MAX
+
+
+def test_replay_callback_table_needs_insert():
+    destroyed.clear()
+    table, out = raw_replay_table(insert=ReplayInsertCallback()), handle_out()
+    assert lib.itsme_replay_store_new_callbacks(byref(table), byref(out)) == R.ITSME_E_INVALID_ARGUMENT
+    assert out.value == 0xDEADBEEF
+    assert destroyed == []
+
+
+def test_replay_callback_destroy_is_optional_and_called_once():
+    destroyed.clear()
+    table, out = raw_replay_table(destroy=ReplayDestroyCallback()), c_void_p()
+    ok(lib.itsme_replay_store_new_callbacks(byref(table), byref(out)))
+    lib.itsme_replay_store_free(out.value)
+    assert destroyed == []
+    table = raw_replay_table()
+    ok(lib.itsme_replay_store_new_callbacks(byref(table), byref(out)))
+    lib.itsme_replay_store_free(out.value)
+    assert destroyed == [RAW_CTX]
+
+
+@pytest.mark.parametrize("code", [R.ITSME_E_DATABASE, R.ITSME_E_SECRET_STORE, 42])
+def test_replay_callback_failure_refuses_the_approval_with_its_code(raw, code):
+    calls = []
+
+    def insert(ctx, key, expires_at, now, out_seen):
+        calls.append((ctx, ctypes.string_at(key, 32), expires_at, now))
+        return code
+
+    callback = ReplayInsertCallback(insert)
+    table, store = raw_replay_table(insert=callback, destroy=ReplayDestroyCallback()), c_void_p()
+    ok(lib.itsme_replay_store_new_callbacks(byref(table), byref(store)))
+    try:
+        enrollment = enroll_raw(raw.store)
+        request = request_raw()
+        approval = approval_raw(raw.store, request)
+        result = ApprovalResultStruct()
+        ctypes.memset(byref(result), FILL, ctypes.sizeof(result))
+        got = lib.itsme_approval_verify(
+            as_array(request), len(request), as_array(approval), len(approval), as_array(enrollment[1:33]), 1,
+            store.value, APPROVAL_NOW, byref(result),
+        )
+        if code in itsme.RESULT_CODES.values():
+            assert got == code
+        else:  # a code this library does not know comes back as one it does
+            assert got != R.ITSME_OK and got in itsme.RESULT_CODES.values() and got != R.ITSME_E_REPLAYED
+        assert bytes(result) == bytes([FILL]) * ctypes.sizeof(result), "no result on failure"
+        assert len(calls) == 1 and calls[0][0] == RAW_CTX and calls[0][2:] == (APPROVAL_NOW + 300, APPROVAL_NOW)
+    finally:
+        lib.itsme_replay_store_free(store.value)
+
+
+def test_approval_verify_with_no_keys_is_not_found(raw):
+    enroll_raw(raw.store)
+    request = request_raw()
+    approval = approval_raw(raw.store, request)
+    result = ApprovalResultStruct()
+    code = lib.itsme_approval_verify(
+        as_array(request), len(request), as_array(approval), len(approval), as_array(b"\0"), 0, new_replay(raw),
+        APPROVAL_NOW, byref(result),
+    )
+    assert code == R.ITSME_E_NOT_FOUND
+
+
 # -- initialisation ----------------------------------------------------------
 
 _UNINITIALISED = textwrap.dedent(
@@ -2296,6 +2803,7 @@ _UNINITIALISED = textwrap.dedent(
     out = ctypes.c_void_p(0xDEADBEEF)
     key = (ctypes.c_uint8 * 32)()
     buf, n = ctypes.create_string_buffer(17), ctypes.c_size_t()
+    big = (ctypes.c_uint8 * 512)()
     results = {
         "version": lib.itsme_version_string().decode(),
         "message": lib.itsme_result_message(3).decode(),
@@ -2314,6 +2822,15 @@ _UNINITIALISED = textwrap.dedent(
         "pin_update_new": lib.itsme_pin_update_new(None, 1, 0, None, 0, ctypes.byref(out)),
         "derive_degradation_code": lib.itsme_derive_degradation_code(key, 32, key, 32, key, 10, buf, 17, ctypes.byref(n)),
         "derive_session_id": lib.itsme_derive_session_id(key, 32, 1, buf, 17, ctypes.byref(n)),
+        "profile_create": lib.itsme_profile_create(None, b"Name", None, 0, None, None, ctypes.byref(out)),
+        "profile_open": lib.itsme_profile_open(key, 32, key, 32, key, 32, ctypes.byref(out)),
+        "credential_enroll": lib.itsme_credential_enroll(None, b"a.example", b"Phone", key, 16, None, big, 512, ctypes.byref(n)),
+        "enrollment_verify": lib.itsme_enrollment_verify(
+            b"a.example", key, 16, key, 32, ctypes.byref(ffi.CredentialInfoStruct())),
+        "approval_request_create": lib.itsme_approval_request_create(
+            b"a.example", b"A", b"s", None, 60, None, 1, big, 512, ctypes.byref(n)),
+        "replay_store_new_memory": lib.itsme_replay_store_new_memory(0, ctypes.byref(out)),
+        "replay_store_new_callbacks": lib.itsme_replay_store_new_callbacks(None, ctypes.byref(out)),
         "nato_word": lib.itsme_nato_word(0).decode(),
         "out": out.value,
         "init": [lib.itsme_init(), lib.itsme_init()],
@@ -2324,7 +2841,8 @@ _UNINITIALISED = textwrap.dedent(
 )
 
 
-def test_calls_before_init_are_refused(tmp_path):
+def uninitialised(tmp_path):
+    """The results of _UNINITIALISED, run in a process that never called itsme_init."""
     ffi_path = os.path.join(os.path.dirname(itsme.__file__), "_ffi.py")
     directory = tmp_path / "never-created"
     result = subprocess.run(
@@ -2334,7 +2852,11 @@ def test_calls_before_init_are_refused(tmp_path):
         check=True,
         env=dict(os.environ),
     )
-    got = json.loads(result.stdout)
+    return directory, json.loads(result.stdout)
+
+
+def test_calls_before_init_are_refused(tmp_path):
+    directory, got = uninitialised(tmp_path)
     assert got["version"] == itsme.version()
     assert got["message"] == itsme.result_message(R.ITSME_E_NOT_INITIALIZED)
     assert got["sizes"] == [32, 17, 128]
@@ -2353,6 +2875,8 @@ def test_calls_before_init_are_refused(tmp_path):
         "online_verify_new",
         "pin_update_new",
         "derive_degradation_code",
+        "profile_create",
+        "profile_open",
     ):
         assert got[call] == R.ITSME_E_NOT_INITIALIZED, call
     assert got["nato_word"] == "ALFA", "needs no itsme_init()"
@@ -2360,6 +2884,19 @@ def test_calls_before_init_are_refused(tmp_path):
     assert not directory.exists()
     assert got["init"] == [R.ITSME_OK, R.ITSME_OK]
     assert got["after_init"] == R.ITSME_OK
+
+
+def test_approval_calls_before_init_are_refused(tmp_path):
+    _, got = uninitialised(tmp_path)
+    for call in (
+        "credential_enroll",
+        "enrollment_verify",
+        "approval_request_create",
+        "replay_store_new_memory",
+        "replay_store_new_callbacks",
+    ):
+        assert got[call] == R.ITSME_E_NOT_INITIALIZED, call
+    assert got["out"] == 0xDEADBEEF
 
 
 # -- extreme times in voice sessions -------------------------------------------

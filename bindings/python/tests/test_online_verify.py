@@ -20,6 +20,7 @@ from itsme import (
     MalformedMessageError,
     NotFoundError,
     OnlineVerify,
+    Profile,
     OnlineVerifyState,
     VerificationState,
     VoiceOutcome,
@@ -112,7 +113,8 @@ def test_end_to_end(pair, sessions):
     ]
     assert sorted((sender is initiator, message[1]) for sender, _, message in log[3:]) == [(False, PROOF), (True, PROOF)]
     assert [len(message) for _, _, message in log] == [34, 66, 66, 82, 82]
-    assert max(len(message) for _, _, message in log) == itsme.ONLINE_VERIFY_MESSAGE_MAX
+    # The longest message is a PROOF carrying a profile reference (below).
+    assert max(len(message) for _, _, message in log) == itsme.ONLINE_VERIFY_MESSAGE_MAX - itsme.PROFILE_REFERENCE_BYTES
     for _, _, message in log:
         assert message[0] == 1, "protocol version 1"
     # Both show the same SAS.
@@ -411,3 +413,125 @@ def test_close_and_context_manager(pair):
     with pytest.raises(ValueError):
         session.state
     session.close()
+
+
+# -- a profile reference in the PROOF (docs/PROTOCOL.md 11.3, 18.3) -------------------------
+
+
+def test_a_shared_profile_reference_arrives_once_the_sas_is_confirmed(pair, sessions):
+    alice, bob = pair
+    profile = Profile.create(alice.identity, "Alice Smith", b"\x89PNG photo", "alice.png")
+    reference = profile.reference
+    sa, sb = start_both(pair, sessions, "profile")
+    sa.share_profile(reference)
+    for session in (sa, sb):
+        with pytest.raises(InvalidStateError):
+            session.peer_profile()
+    log, errors = pump(sa, sb)
+    assert errors == {}
+    proofs = {sender: message for sender, _, message in log if message[1] == PROOF}
+    assert len(proofs[sa]) == itsme.ONLINE_VERIFY_MESSAGE_MAX == 114, "a PROOF with a reference"
+    assert len(proofs[sb]) == 82, "a PROOF without"
+    assert reference not in proofs[sa] and reference[16:] not in proofs[sa], "sealed"
+    assert sa.sas == sb.sas
+    # The PROOF is in, but the SAS is not confirmed yet.
+    for session in (sa, sb):
+        assert session.state == OnlineVerifyState.COMPARE_SAS
+        with pytest.raises(InvalidStateError):
+            session.peer_profile()
+        with pytest.raises(InvalidStateError):
+            session.share_profile(reference)
+        assert session.state == OnlineVerifyState.COMPARE_SAS, "refused without failing"
+    assert sb.confirm(bob.contacts, NOW) == VoiceOutcome.VERIFIED
+    assert sa.confirm(alice.contacts, NOW) == VoiceOutcome.VERIFIED
+    received = sb.peer_profile()
+    assert received == reference
+    with pytest.raises(NotFoundError):
+        sa.peer_profile()  # Bob shared none
+    # Bob fetches the record the reference names and opens it with Alice's key.
+    assert received[: itsme.RECORD_ID_BYTES].hex() == profile.record_name
+    contact = bob.contact()
+    with Profile.open(profile.record, received, contact.public_key) as opened:
+        assert (opened.name, opened.photo, opened.photo_filename) == ("Alice Smith", b"\x89PNG photo", "alice.png")
+        bob.contacts.apply_profile(bob.peer, opened)
+    assert bob.contact().name == "Alice Smith"
+    assert bob.contacts.photo(bob.peer) == (b"\x89PNG photo", "alice.png")
+    profile.close()
+
+
+def test_both_may_share_and_the_last_reference_counts(pair, sessions):
+    alice, bob = pair
+    first, second, theirs = bytes(range(32)), bytes(range(32, 64)), bytes(range(64, 96))
+    sa, sb = start_both(pair, sessions)
+    sa.share_profile(first)
+    sa.share_profile(second)
+    sb.share_profile(theirs)
+    log, errors = pump(sa, sb)
+    assert errors == {}
+    assert [len(message) for _, _, message in log[3:]] == [114, 114]
+    sa.confirm(alice.contacts, NOW)
+    sb.confirm(bob.contacts, NOW)
+    assert sb.peer_profile() == second
+    assert sa.peer_profile() == theirs
+
+
+def test_share_profile_only_before_the_proof(pair, sessions):
+    sa, sb = start_both(pair, sessions)
+    initiator = initiator_of(pair, sa, sb)
+    responder = sb if initiator is sa else sa
+    reference = bytes(range(32))
+    responder.receive(initiator.next_outgoing(), NOW)  # COMMIT
+    responder.share_profile(reference)  # its PROOF is not made yet
+    initiator.receive(responder.next_outgoing(), NOW)  # the responder's KEY: the initiator's PROOF is made
+    with pytest.raises(InvalidStateError):
+        initiator.share_profile(reference)
+    assert initiator.state == OnlineVerifyState.RUNNING, "refused without failing"
+    log, errors = pump(sa, sb)
+    assert errors == {}
+    with pytest.raises(InvalidStateError):
+        responder.share_profile(reference)
+
+
+@pytest.mark.parametrize("size", [0, 16, 31, 33, 64])
+def test_share_profile_needs_a_reference_of_32_bytes(pair, sessions, size):
+    sa, _ = start_both(pair, sessions)
+    with pytest.raises(InvalidArgumentError):
+        sa.share_profile(bytes(size))
+    assert sa.state == OnlineVerifyState.RUNNING
+    with pytest.raises(TypeError):
+        sa.share_profile("0" * 32)
+
+
+def test_no_reference_from_a_rejected_or_failed_session(pair, sessions):
+    sa, sb = start_both(pair, sessions)
+    sa.share_profile(bytes(range(32)))
+    pump(sa, sb)
+    sb.reject()
+    with pytest.raises(InvalidStateError):
+        sb.peer_profile()
+    # A tampered PROOF with a reference fails its receiver.
+    xa, xb = start_both(pair, sessions, "tampered")
+    xa.share_profile(bytes(range(32)))
+
+    def tamper(index, message):
+        if message[1] == PROOF and len(message) == 114:
+            return message[:-20] + bytes([message[-20] ^ 1]) + message[-19:]
+        return message
+
+    _, errors = pump(xa, xb, tamper=tamper)
+    assert isinstance(errors.get(xb), AuthenticationFailedError)
+    assert xb.state == OnlineVerifyState.FAILED
+    with pytest.raises(InvalidStateError):
+        xb.peer_profile()
+
+
+def test_a_proof_of_another_length_is_malformed(pair, sessions):
+    for change in (lambda m: m[:-1], lambda m: m + b"\0", lambda m: m + bytes(31), lambda m: m + bytes(33)):
+        xa, xb = start_both(pair, sessions, "lengths")
+        xa.share_profile(bytes(range(32)))
+
+        def tamper(index, message, change=change):
+            return change(message) if message[1] == PROOF and len(message) == 114 else message
+
+        _, errors = pump(xa, xb, tamper=tamper)
+        assert isinstance(errors.get(xb), MalformedMessageError)

@@ -1173,14 +1173,19 @@ _OV_SESSION_KEYS = (
 )
 _OV_SIDE_KEYS = ("random_seed identity_random_seed identity_seed pid ephemeral_secret "
                  "ephemeral_public challenge device_secret")
+# 11.3: a side whose PROOF carries a profile reference has one more field.
+_OV_SIDE_REFERENCE_KEY = "profile_reference"
 _OTHER = {"a": "b", "b": "a"}
 
 
-def _ov_sessions(seed, window, pids, esks, chals, own_ds, stored_ds, created_at=None):
+def _ov_sessions(seed, window, pids, esks, chals, own_ds, stored_ds, created_at=None, refs=None):
     """The two sides "a" and "b" of one session.  own_ds[x] is the device secret x gave the
-    other (None: a new device holding none); stored_ds[x] the one x stored for the other."""
+    other (None: a new device holding none); stored_ds[x] the one x stored for the other;
+    refs[x] the profile reference x puts in its PROOF (11.3; None or missing: none)."""
+    refs = refs or {}
     return {x: P.OnlineVerifySession(seed, window, pids[x], pids[_OTHER[x]], esks[x], chals[x],
-                                     own_ds[x], stored_ds[x], created_at=created_at)
+                                     own_ds[x], stored_ds[x], created_at=created_at,
+                                     profile_reference=refs.get(x))
             for x in ("a", "b")}
 
 
@@ -1214,9 +1219,10 @@ def _ov_run(sessions, tamper=None, rng=None):
     return sent, failures
 
 
-def _ov_fields(sessions, seed, window, ids, esks, chals, own_ds) -> dict:
+def _ov_fields(sessions, seed, window, ids, esks, chals, own_ds, refs=None) -> dict:
     """Every field of an online-verify.json session, as the vector names them, taken from one
-    run of both sides; each side's own view must agree with the other's."""
+    run of both sides; each side's own view must agree with the other's.  A side's
+    ``profile_reference`` is the one its PROOF carried, as the two sides read it."""
     ini = next(x for x in ("a", "b") if sessions[x].role == P.INITIATOR)
     res = _OTHER[ini]
     views = {x: sessions[x].result for x in ("a", "b")}
@@ -1243,6 +1249,10 @@ def _ov_fields(sessions, seed, window, ids, esks, chals, own_ds) -> dict:
                 "challenge": chals[y].hex(),
                 "device_secret": (own_ds[y] or b"").hex(),
             }
+            sent_ref = r.reference_i if y == ini else r.reference_r
+            assert sent_ref == (refs or {}).get(y)
+            if sent_ref is not None:
+                fields[y]["profile_reference"] = sent_ref.hex()
         if out:
             assert fields == out, f"the two sides disagree ({x})"
         out = fields
@@ -1257,13 +1267,20 @@ def test_online_verify_vector_file_fields():
 
 @needs_vectors
 def test_online_verify_sessions():
+    seen_reference = False
     for case in _cases(load("online-verify.json"), "sessions"):
         expect_keys(case, _OV_SESSION_KEYS)
+        seen_reference |= any(_OV_SIDE_REFERENCE_KEY in case[x] for x in ("a", "b"))
         seed, window = h(case["seed"]), case["window"]
-        ids, pids, esks, chals, ds = {}, {}, {}, {}, {}
+        ids, pids, esks, chals, ds, refs = {}, {}, {}, {}, {}, {}
         for x in ("a", "b"):
             side = case[x]
-            expect_keys(side, _OV_SIDE_KEYS)
+            if _OV_SIDE_REFERENCE_KEY in side:
+                expect_keys(side, f"{_OV_SIDE_KEYS} {_OV_SIDE_REFERENCE_KEY}")
+                refs[x] = h(side[_OV_SIDE_REFERENCE_KEY])
+                assert len(refs[x]) == P.OV_REFERENCE_BYTES
+            else:
+                expect_keys(side, _OV_SIDE_KEYS)
             # The pid is the identity public key of the RFC 8032 seed (section 9).
             pids[x] = P.ed25519_public(h(side["identity_seed"]))
             assert len(pids[x]) == 32
@@ -1278,11 +1295,18 @@ def test_online_verify_sessions():
                                         h(side["device_secret"]))
         assert case["a"]["random_seed"] != case["b"]["random_seed"]
         # "a and b hold each other as contacts with seed and those device secrets".
-        sessions = _ov_sessions(seed, window, pids, esks, chals, ds, {"a": ds["b"], "b": ds["a"]})
+        sessions = _ov_sessions(seed, window, pids, esks, chals, ds, {"a": ds["b"], "b": ds["a"]},
+                                refs=refs)
         sent, failures = _ov_run(sessions)
         assert failures == {}
-        fields = _ov_fields(sessions, seed, window, ids, esks, chals, ds)
+        fields = _ov_fields(sessions, seed, window, ids, esks, chals, ds, refs)
         assert fields == case
+        # 11.3: each side offers the peer's reference only once the SAS is confirmed.
+        for x in ("a", "b"):
+            with pytest.raises(P.ProtocolError):
+                sessions[x].peer_profile()
+            sessions[x].confirm_sas()
+            assert sessions[x].peer_profile() == refs.get(_OTHER[x])
         ini = case["initiator_text"]
         res = _OTHER[ini]
         # The messages on the wire, in the order of 11.2.
@@ -1295,10 +1319,11 @@ def test_online_verify_sessions():
             assert (r.sas_value, r.sas_text) == (case["sas_value"], case["sas_text"])
             assert r.tag_outcome == P.VERIFIED
             assert r.expected_peer_dtag.hex() == case["dtag_r" if x == ini else "dtag_i"]
-        _ov_recompute(case, seed, window, pids, esks, chals, ds)
+        _ov_recompute(case, seed, window, pids, esks, chals, ds, refs)
+    assert seen_reference, "online-verify.json has a session whose PROOFs carry profile references"
 
 
-def _ov_recompute(case, seed, window, pids, esks, chals, ds):
+def _ov_recompute(case, seed, window, pids, esks, chals, ds, refs):
     """The same fields again, from the formulas of 11.1 to 11.3 one by one (not through the
     session object)."""
     ini = case["initiator_text"]
@@ -1336,11 +1361,18 @@ def _ov_recompute(case, seed, window, pids, esks, chals, ds):
     dtag_i = P.ov_device_tag(t, pids[ini], th, ds[ini])
     dtag_r = P.ov_device_tag(t, pids[res], th, ds[res])
     assert dtag_i.hex() == case["dtag_i"] and dtag_r.hex() == case["dtag_r"]
-    pm_i, pm_r = P.seal_proof(k_i, proof_i, dtag_i), P.seal_proof(k_r, proof_r, dtag_r)
+    ref_i, ref_r = refs.get(ini), refs.get(res)
+    pm_i, pm_r = P.seal_proof(k_i, proof_i, dtag_i, ref_i), P.seal_proof(k_r, proof_r, dtag_r, ref_r)
     assert pm_i.hex() == case["proof_message_i"] and pm_r.hex() == case["proof_message_r"]
-    assert len(pm_i) == 2 + 64 + 16
+    # 11.3: the plaintext is proof || device tag [|| reference]: 64 or 96 bytes.
+    for pm, ref in ((pm_i, ref_i), (pm_r, ref_r)):
+        assert len(pm) == 2 + 64 + 16 + (0 if ref is None else 32)
     assert P.open_proof(pm_i, k_i) == (proof_i, dtag_i)
     assert P.open_proof(pm_r, k_r) == (proof_r, dtag_r)
+    assert P.open_proof_with_reference(pm_i, k_i) == (proof_i, dtag_i, ref_i)
+    assert P.open_proof_with_reference(pm_r, k_r) == (proof_r, dtag_r, ref_r)
+    plain_i = P.ChaCha20Poly1305(k_i).decrypt(bytes(4) + P.u64(0), pm_i[2:], b"\x01\x03")
+    assert plain_i == proof_i + dtag_i + (ref_i or b"")
     assert P.sas_value(seed, th) == case["sas_value"]
     assert P.sas_text(seed, th) == case["sas_text"]
 
@@ -1350,7 +1382,10 @@ _REPLAYED = {"encoding.json", "seed.json", "sas.json", "qr.json", "source-v5.jso
              "remote.json", "export.json", "transfer.json"}
 # Vector files this module does not replay yet, each with the reason.  A new file must be added
 # to one of the two sets, so none goes unnoticed.
-_NOT_REPLAYED: dict[str, str] = {}
+_NOT_REPLAYED: dict[str, str] = {
+    "profile.json": "replayed by test_independent_18_19.py through independent/profile.py",
+    "approval.json": "replayed by test_independent_18_19.py through independent/approval.py",
+}
 
 
 @needs_vectors
@@ -1726,6 +1761,65 @@ def test_online_verify_message_order_type_version_length():
     with pytest.raises(P.ProtocolError):
         P.ov_role(pids["a"], pids["a"])
     assert P.ov_role(b"\x01" * 8, b"\x01" * 8 + b"\x00") == P.INITIATOR  # a prefix sorts first
+
+
+def test_online_verify_profile_references():
+    """11.3, "A profile reference in the PROOF": either side, both or neither may append one;
+    the plaintext is then 96 bytes and the message 114; it is decided before the PROOF is
+    sent; the receiver reads it only after the proof and the device tag are checked, and
+    offers it only once the SAS is confirmed; a PROOF of any other length is malformed."""
+    rng = random.Random(1109)
+    for trial in range(40):
+        seed, window, pids, esks, chals, ds, stored = _ov_random(rng, short_pid=trial % 4 == 3)
+        refs = {x: rng.randbytes(32) for x in "ab" if rng.random() < 0.6}
+        sessions = _ov_sessions(seed, window, pids, esks, chals, ds, stored, refs=refs)
+        sent, failures = _ov_run(sessions, rng=rng)
+        assert failures == {}
+        proofs = {x: m for x, m in sent if m[1] == P.OV_PROOF}
+        for x in "ab":
+            assert len(proofs[x]) == (114 if x in refs else 82)
+            with pytest.raises(P.ProtocolError):
+                sessions[x].peer_profile()  # not before the SAS is confirmed
+            sessions[x].confirm_sas()
+            assert sessions[x].peer_profile() == refs.get(_OTHER[x])
+            # Too late to share: the PROOF is out.
+            with pytest.raises(P.ProtocolError):
+                sessions[x].share_profile(bytes(32))
+        # The same session without references: the same th and SAS, the same proof and tag.
+        plain = _ov_sessions(seed, window, pids, esks, chals, ds, stored)
+        assert _ov_run(plain)[1] == {}
+        for x in "ab":
+            assert plain[x].result.sas_text == sessions[x].result.sas_text
+            assert plain[x].result.th == sessions[x].result.th
+            assert plain[x].result.dtag_i == sessions[x].result.dtag_i
+    # A PROOF whose plaintext has another length (a reference of 16 or 48 bytes, a device tag
+    # alone) is malformed, even though it decrypts under the right key.
+    seed, window, pids, esks, chals, ds, stored = _ov_random(random.Random(1110))
+    s = _ov_sessions(seed, window, pids, esks, chals, ds, stored)
+    ini_x = next(x for x in "ab" if s[x].role == P.INITIATOR)
+    sent, _ = _ov_run(s)
+    r = s[ini_x].result
+    for extra in (16, 31, 33, 48):
+        header = b"\x01\x03"
+        body = P.ChaCha20Poly1305(r.k_r).encrypt(bytes(4) + P.u64(0), r.proof_r + r.dtag_r + bytes(extra), header)
+        fresh = _ov_sessions(seed, window, pids, esks, chals, ds, stored)
+        fresh[ini_x].start()
+        fresh[ini_x].receive(sent[1][1])  # KEY_R
+        with pytest.raises(P.ProtocolError, match="length"):
+            fresh[ini_x].receive(header + body)
+        assert fresh[ini_x].failed
+    with pytest.raises(ValueError):
+        P.seal_proof(r.k_r, r.proof_r, r.dtag_r, bytes(31))
+    # A reference behind a wrong proof is never read: the session fails.
+    fresh = _ov_sessions(seed, window, pids, esks, chals, ds, stored)
+    fresh[ini_x].start()
+    fresh[ini_x].receive(sent[1][1])
+    forged = P.seal_proof(r.k_r, bytes(32), r.dtag_r, bytes(range(32)))
+    with pytest.raises(P.ProtocolError, match="proof"):
+        fresh[ini_x].receive(forged)
+    assert fresh[ini_x].result is None
+    with pytest.raises(P.ProtocolError):
+        fresh[ini_x].confirm_sas()
 
 
 def test_online_verify_session_lifetime():

@@ -10,7 +10,16 @@ the voice sessions and degradation codes of voice.json; its plans and heard
 codes go through real voice sessions.  The Online Verify and PIN Update
 sessions are rerun whole from each side's random seeds, between contacts
 added with the vector's seed; such contacts have no device secrets, so the
-Online Verify PROOF messages (which carry device tags) are not compared.
+Online Verify PROOF messages (which carry device tags) are not compared
+whole: they are opened with the vector's keys, and their proofs and profile
+references (shared where a side carries one) compared.  The profile records
+of profile.json are opened through the binding and made again from their
+random sources (by an identity of another key, so all but the record MAC
+must match, and that is recomputed from the vector's ``k3``); every refusal
+is replayed.  approval.json's enrollments, requests and approvals are made
+again from their random sources (the secret store item checked too) and
+verified, and every refusal is replayed against a replay store in Python
+that must stay empty for a forgery.
 The device transfer's password exports are made again from the identity's
 ``random_seed`` and the export's own random source, opened with the password
 as typed, and every rejection is replayed on a fresh secret store with its
@@ -22,6 +31,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import json
 import pathlib
 import re
@@ -39,10 +49,13 @@ from itsme import (
     Import,
     InvalidArgumentError,
     ItsMeError,
+    NotFoundError,
     OnlineVerify,
     OnlineVerifyState,
     PinUpdate,
     PinUpdateState,
+    Profile,
+    ReplayStore,
     SecretStore,
     Transfer,
     TransferState,
@@ -601,6 +614,8 @@ def test_online_verify_session(parties, vector):
         sessions[side] = OnlineVerify(contacts, contact_id, window, now, random=random)
         parties.handles += [random, sessions[side]]
         assert sessions[side].room == vector["room"], side
+        if "profile_reference" in vector[side]:
+            sessions[side].share_profile(h(vector[side]["profile_reference"]))
     initiator, responder = sessions[vector["initiator_text"]], sessions[_OTHER[vector["initiator_text"]]]
     i_side = vector[vector["initiator_text"]]
     r_side = vector[_OTHER[vector["initiator_text"]]]
@@ -621,8 +636,24 @@ def test_online_verify_session(parties, vector):
     responder.receive(key_i, now)
     proof_r = responder.next_outgoing()
     # The PROOFs carry device tags: these contacts have no device secrets,
-    # so they are not the vector's; they must still be of its length.
-    assert len(proof_i) == len(proof_r) == len(h(vector["proof_message_i"])) == len(h(vector["proof_message_r"]))
+    # so they are not the vector's; they must still be of its length, and
+    # open with its keys to its proofs (and profile references).
+    assert len(proof_i) == len(h(vector["proof_message_i"]))
+    assert len(proof_r) == len(h(vector["proof_message_r"]))
+    for message, key, proof, side, pid in (
+        (proof_i, "k_i", "proof_i", i_side, i_side["pid"]),
+        (proof_r, "k_r", "proof_r", r_side, r_side["pid"]),
+    ):
+        plain = _open_proof(message, h(vector[key]))
+        assert plain[:32] == h(vector[proof])
+        empty_secret_tag = hmac.new(
+            h(vector["tag_key"]), _lv_cat(b"itsme-ov-device-v1", h(pid), h(vector["th"]), b""), "sha256"
+        ).digest()
+        assert plain[32:64] == empty_secret_tag, "a contact without device secrets tags with the empty string"
+        assert plain[64:] == h(side.get("profile_reference", ""))
+        # The vector's own PROOF opens the same way, to the same proof and reference.
+        theirs = _open_proof(h(vector["proof_message_" + key[-1]]), h(vector[key]))
+        assert theirs[:32] == plain[:32] and theirs[64:] == plain[64:]
     responder.receive(proof_i, now)
     initiator.receive(proof_r, now)
     assert hashlib.sha256(h(vector["th_input"])).digest() == h(vector["th"])
@@ -634,6 +665,32 @@ def test_online_verify_session(parties, vector):
     # Without device secrets the tags are not checked.
     for session in (initiator, responder):
         assert session.confirm(session.store, now) == VoiceOutcome.VERIFIED_TAG_UNCHECKED
+    # Each side reads the reference the other shared, once the SAS is confirmed.
+    for side in "ab":
+        peer = vector[_OTHER[side]]
+        if "profile_reference" in peer:
+            assert sessions[side].peer_profile() == h(peer["profile_reference"])
+        else:
+            with pytest.raises(NotFoundError):
+                sessions[side].peer_profile()
+
+
+def _open_proof(message, key):
+    """A PROOF's plaintext (section 11.3): ChaCha20-Poly1305 under the sender's
+    role key, nonce 00 00 00 00 || u64(0), the two header bytes as associated data."""
+    aead = pytest.importorskip("cryptography.hazmat.primitives.ciphers.aead")
+    assert message[:2] == b"\x01\x03"
+    return aead.ChaCha20Poly1305(key).decrypt(bytes(12), message[2:], message[:2])
+
+
+def test_online_verify_vectors_cover_a_profile_reference():
+    shared = [v for v in ONLINE["sessions"] if "profile_reference" in v["a"] or "profile_reference" in v["b"]]
+    assert shared, "a session whose PROOFs carry profile references"
+    for vector in shared:
+        for side in "ab":
+            if "profile_reference" in vector[side]:
+                assert len(h(vector[side]["profile_reference"])) == itsme.PROFILE_REFERENCE_BYTES
+        assert len(h(vector["proof_message_i"])) == itsme.ONLINE_VERIFY_MESSAGE_MAX
 
 
 @pytest.mark.parametrize("vector", PIN_UPDATE["sessions"], ids=lambda v: v["session_code_text"])
@@ -860,3 +917,244 @@ def test_transfer_rejection(vector):
         with pytest.raises(ItsMeError) as caught:
             play(vector["steps"][-1])
         assert caught.value.name == _error_name(vector["error_text"]), caught.value
+
+
+# -- profile.json ---------------------------------------------------------------------------
+
+PROFILE = load("profile.json")
+_ERRORS = {"authentication_failed": itsme.AuthenticationFailedError, "malformed_message": itsme.MalformedMessageError}
+
+
+def test_profile_constants_and_owner():
+    assert PROFILE["max_record_bytes"] == itsme.PROFILE_RECORD_MAX
+    ed25519 = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.ed25519")
+    serialization = pytest.importorskip("cryptography.hazmat.primitives.serialization")
+    owner = ed25519.Ed25519PrivateKey.from_private_bytes(h(PROFILE["owner_seed"])).public_key()
+    raw = owner.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    assert raw == h(PROFILE["owner_public"])
+
+
+@pytest.mark.parametrize("vector", PROFILE["records"], ids=lambda v: v["record_name_text"])
+def test_profile_record_opens(vector):
+    photo = h(vector["fields"][1]["value"])
+    assert [f["field_name_text"] for f in vector["fields"]] == ["name", "photo", "photo-filename"]
+    assert vector["fields"][0]["value"] == vector["name_text"].encode().hex()
+    assert vector["fields"][2]["value"] == vector["photo_filename_text"].encode().hex()
+    record, reference = h(vector["record"]), h(vector["reference"])
+    assert len(record) == vector["size"]
+    assert reference == h(vector["record_id"]) + h(vector["record_key"])
+    with Profile.open(record, reference, h(PROFILE["owner_public"])) as opened:
+        assert opened.name == vector["name_text"]
+        assert opened.photo == photo
+        assert opened.photo_filename == vector["photo_filename_text"]
+        assert opened.record == record
+        assert opened.record_id.hex() == vector["record_id"]
+        assert opened.record_name == vector["record_name_text"]
+        assert opened.reference == reference
+
+
+@pytest.mark.parametrize("vector", PROFILE["records"], ids=lambda v: v["record_name_text"])
+def test_profile_record_is_made_again(parties, vector):
+    """The library's random source draws the record key, then the three
+    nonces: the same random seed seals the same fields.  The identity is
+    another key than the vector's owner, so only the record MAC differs,
+    and it is the vector's HMAC with k3 over the record MAC input ending in
+    this identity's key."""
+    secrets = SecretStore.memory()
+    identity = Identity.create(secrets, "Owner")
+    parties.handles += [secrets, identity]
+    with DeterministicRandom(h(vector["random_seed"])) as random:
+        made = Profile.create(
+            identity, vector["name_text"], h(vector["fields"][1]["value"]), vector["photo_filename_text"], rng=random
+        )
+    parties.handles.append(made)
+    record, expected = made.record, h(vector["record"])
+    assert len(record) == len(expected) == vector["size"]
+    assert record[:-32] == expected[:-32], "the same version, nonces, lengths, ciphertexts and field MACs"
+    assert made.reference[16:] == h(vector["record_key"])
+    mac_input = h(vector["record_mac_input"])
+    owner = h(PROFILE["owner_public"])
+    assert mac_input.endswith(bytes([32]) + owner)
+    ours = mac_input[:-32] + identity.public_key
+    record_mac = hmac.new(h(vector["k3"]), ours, "sha256").digest()
+    assert record[-32:] == record_mac
+    assert made.record_id == record_mac[:16] == made.reference[:16]
+    assert made.record_name == record_mac[:16].hex()
+    # As the vector's owner would check it: with this identity's key it opens,
+    # with the vector's owner's it does not.
+    with Profile.open(record, made.reference, identity.public_key) as opened:
+        assert opened.name == vector["name_text"]
+    with pytest.raises(itsme.AuthenticationFailedError):
+        Profile.open(record, made.reference, owner)
+
+
+@pytest.mark.parametrize("vector", PROFILE["refusals"], ids=lambda v: v["case_text"])
+def test_profile_refusal(vector):
+    if "record_zero_bytes" in vector:
+        record = bytes(vector["record_zero_bytes"])
+    else:
+        record = h(vector["record"])
+    with pytest.raises(ItsMeError) as caught:
+        Profile.open(record, h(vector["reference"]), h(vector["owner_public"])).close()
+    assert caught.value.name == _error_name(vector["error_text"]), caught.value
+    assert isinstance(caught.value, _ERRORS[vector["error_text"]])
+
+
+# -- approval.json --------------------------------------------------------------------------
+
+APPROVAL = load("approval.json")
+
+
+class _ReplayTable:
+    """A replay store in a dict, through the callback interface, so that the
+    replay keys can be read and a forgery seen to leave it empty."""
+
+    def __init__(self):
+        self.entries = {}
+
+    def __call__(self, key, expires_at, now):
+        if key in self.entries:
+            return True
+        self.entries[key] = expires_at
+        return False
+
+
+def _device(backend, vector):
+    """A device's secret store enrolled as the vector's: (store, enrollment)."""
+    store = SecretStore.from_callbacks(backend)
+    with DeterministicRandom(h(vector["random_seed"])) as random:
+        enrollment = itsme.enroll(store, vector["service_id_text"], vector["label_text"], h(vector["nonce"]), rng=random)
+    return store, enrollment
+
+
+@pytest.mark.parametrize("vector", APPROVAL["enrollments"], ids=lambda v: v["label_text"])
+def test_enrollment(vector):
+    items = {}
+
+    class Backend:
+        def get(self, name):
+            return items.get(name)
+
+        def put(self, name, value, accessibility):
+            items[name] = value
+
+        def remove(self, name):
+            return items.pop(name, None) is not None
+
+    store, enrollment = _device(Backend(), vector)
+    with store:
+        assert enrollment.hex() == vector["enrollment"]
+        assert itsme.credential_id(store, vector["service_id_text"]).hex() == vector["credential_id"]
+    label = vector["label_text"].encode()
+    assert enrollment == b"\x01" + h(vector["public_key"]) + bytes([len(label)]) + label + h(vector["signature"])
+    assert h(vector["signed_message"]) == _lv_cat(
+        b"itsme-enroll-v1", vector["service_id_text"].encode(), h(vector["nonce"]), h(vector["public_key"]), label
+    )
+    credential_id = hashlib.sha256(_lv_cat(b"itsme-credential-id-v1", h(vector["public_key"]))).digest()[:16]
+    assert credential_id.hex() == vector["credential_id"]
+    # What the device keeps (docs/STORAGE.md).
+    assert items == {vector["credential_item_text"]: h(vector["credential_item"])}
+    credential = itsme.verify_enrollment(vector["service_id_text"], h(vector["nonce"]), enrollment)
+    assert credential == itsme.Credential(h(vector["credential_id"]), h(vector["public_key"]), vector["label_text"])
+
+
+def test_two_enrollments_of_one_user():
+    first, second = APPROVAL["enrollments"]
+    assert first["service_id_text"] == second["service_id_text"]
+    assert first["public_key"] != second["public_key"]
+
+
+@pytest.mark.parametrize("vector", APPROVAL["requests"], ids=lambda v: v["session_id_text"])
+def test_approval_request(vector):
+    with DeterministicRandom(h(vector["random_seed"])) as random:
+        request = itsme.create_approval_request(
+            vector["service_id_text"],
+            vector["service_name_text"],
+            vector["session_id_text"],
+            vector["scopes_given_text"].split(),
+            vector["lifetime"],
+            vector["now"],
+            rng=random,
+        )
+    assert request.hex() == vector["request"]
+    assert hashlib.sha256(request).digest() == h(vector["request_hash"])
+    shown = itsme.ApprovalRequest.parse(request, vector["now"])
+    assert shown == itsme.ApprovalRequest(
+        vector["service_id_text"],
+        vector["service_name_text"],
+        vector["session_id_text"],
+        vector["otp_text"],
+        vector["issued_at"],
+        vector["expires_at"],
+        tuple(vector["scopes_text"].split()),
+    )
+    assert (vector["issued_at"], vector["expires_at"]) == (vector["now"], vector["now"] + vector["lifetime"])
+    # The OTP: the first 4-byte big-endian value below 4,294,000,000, modulo 10^6.
+    values = [int(chunk, 16) for chunk in vector["otp_random"]]
+    assert all(value >= 4_294_000_000 for value in values[:-1]) and values[-1] < 4_294_000_000
+    assert "%06d" % (values[-1] % 10**6) == vector["otp_text"]
+    assert h(vector["nonce"]) in request
+    replay_key = hashlib.sha256(
+        _lv_cat(b"itsme-approval-replay-v1", vector["service_id_text"].encode(), h(vector["nonce"]))
+    ).digest()
+    assert replay_key.hex() == vector["replay_key"]
+
+
+@pytest.mark.parametrize("vector", APPROVAL["approvals"], ids=lambda v: v["case_text"])
+def test_approval(backend, vector):
+    enrolled = APPROVAL["enrollments"][vector["enrollment"]]
+    asked = APPROVAL["requests"][vector["request"]]
+    request = h(asked["request"])
+    store, _ = _device(backend, enrolled)
+    with store:
+        granted = vector["granted_given_text"].split()
+        approval = itsme.sign_approval(
+            store, request, itsme.ApprovalDecision(vector["decision"]), granted, vector["timestamp"]
+        )
+    assert approval.hex() == vector["approval"]
+    assert hashlib.sha256(request).digest() == h(vector["request_hash"])
+    assert approval.endswith(h(vector["signature"]))
+    table = _ReplayTable()
+    with ReplayStore.from_callback(table) as replay:
+        result = itsme.verify_approval(
+            request, approval, [h(key) for key in vector["public_keys"]], replay, vector["verify_now"]
+        )
+    assert result == itsme.ApprovalResult(
+        itsme.ApprovalDecision(vector["decision"]),
+        h(vector["credential_id"]),
+        vector["timestamp"],
+        tuple(vector["granted_text"].split()),
+    )
+    assert table.entries == {h(asked["replay_key"]): asked["expires_at"]}
+
+
+@pytest.mark.parametrize("vector", APPROVAL["refusals"], ids=lambda v: v["case_text"])
+def test_approval_refusal(vector):
+    table = _ReplayTable()
+    keys = [h(key) for key in vector["public_keys"]]
+    with ReplayStore.from_callback(table) as replay:
+        for answer in vector["approvals"][:-1]:
+            before = dict(table.entries)
+            try:
+                itsme.verify_approval(h(vector["request"]), h(answer), keys, replay, vector["now"])
+            except ItsMeError:
+                assert table.entries == before, "a forgery leaves the replay store as it was"
+        with pytest.raises(ItsMeError) as caught:
+            itsme.verify_approval(h(vector["request"]), h(vector["approvals"][-1]), keys, replay, vector["now"])
+    assert caught.value.name == _error_name(vector["error_text"]), caught.value
+    # Only a verified answer was recorded, under the request's replay key.
+    assert len(table.entries) <= 1
+
+
+@pytest.mark.parametrize("vector", APPROVAL["request_refusals"], ids=lambda v: v["case_text"])
+def test_approval_request_refusal(vector):
+    with pytest.raises(ItsMeError) as caught:
+        itsme.ApprovalRequest.parse(h(vector["request"]), vector["now"])
+    assert caught.value.name == _error_name(vector["error_text"]), caught.value
+
+
+@pytest.mark.parametrize("vector", APPROVAL["enrollment_refusals"], ids=lambda v: v["case_text"])
+def test_enrollment_refusal(vector):
+    with pytest.raises(ItsMeError) as caught:
+        itsme.verify_enrollment(vector["service_id_text"], h(vector["nonce"]), h(vector["enrollment"]))
+    assert caught.value.name == _error_name(vector["error_text"]), caught.value

@@ -1855,17 +1855,24 @@ OV_COMMIT_LABEL = b"itsme-ov-commit-v1"
 OV_EPHEMERAL_BYTES = 32
 OV_CHALLENGE_BYTES = 32
 OV_PROOF_PLAINTEXT_BYTES = 32 + 32  # proof || device tag
-_OV_BODY_BYTES = {
-    OV_COMMIT: 32,
-    OV_KEY: OV_EPHEMERAL_BYTES + OV_CHALLENGE_BYTES,
-    OV_PROOF: OV_PROOF_PLAINTEXT_BYTES + TAG_BYTES,  # ChaCha20-Poly1305 adds its 16-byte tag
+# 11.3 "A profile reference in the PROOF": the reference of 18.3, record_id (16) || record_key
+# (16), may follow the device tag; the plaintext is then 96 bytes.
+OV_REFERENCE_BYTES = 32
+OV_PROOF_WITH_REFERENCE_PLAINTEXT_BYTES = OV_PROOF_PLAINTEXT_BYTES + OV_REFERENCE_BYTES
+# The body lengths each type may have; ChaCha20-Poly1305 adds its 16-byte tag to a PROOF's
+# plaintext: 80 or 112 bytes ("A PROOF of any other length is malformed").
+_OV_BODY_LENGTHS = {
+    OV_COMMIT: (32,),
+    OV_KEY: (OV_EPHEMERAL_BYTES + OV_CHALLENGE_BYTES,),
+    OV_PROOF: (OV_PROOF_PLAINTEXT_BYTES + TAG_BYTES,
+               OV_PROOF_WITH_REFERENCE_PLAINTEXT_BYTES + TAG_BYTES),
 }
 _OV_NAMES = {OV_COMMIT: "COMMIT", OV_KEY: "KEY", OV_PROOF: "PROOF"}
 
 
 def ov_message(message_type: int, body: bytes) -> bytes:
     """message = u8(1) || u8(type) || body."""
-    if _OV_BODY_BYTES.get(message_type) != len(body):
+    if len(body) not in _OV_BODY_LENGTHS.get(message_type, ()):
         raise ValueError("Online Verify message body of the wrong length")
     return u8(OV_VERSION) + u8(message_type) + body
 
@@ -1875,12 +1882,12 @@ def parse_ov_message(message: bytes, expected_type: int) -> bytes:
     type other than the one expected now) is rejected.  Returns the body."""
     if len(message) < 2 or message[0] != OV_VERSION:
         raise ProtocolError("Online Verify message of another version")
-    if message[1] not in _OV_BODY_BYTES:
+    if message[1] not in _OV_BODY_LENGTHS:
         raise ProtocolError("Online Verify message of another type")
     if message[1] != expected_type:
         raise ProtocolError(f"{_OV_NAMES[message[1]]} out of order "
                             f"(expected {_OV_NAMES[expected_type]})")
-    if len(message) - 2 != _OV_BODY_BYTES[expected_type]:
+    if len(message) - 2 not in _OV_BODY_LENGTHS[expected_type]:
         raise ProtocolError("Online Verify message of the wrong length")
     return message[2:]
 
@@ -1970,24 +1977,38 @@ def ov_device_tag(key: bytes, pid: bytes, th: bytes, device_secret: bytes | None
     return hmac_sha256(key, lv_cat(OV_DEVICE_LABEL, pid, th, secret))
 
 
-def seal_proof(key: bytes, proof: bytes, dtag: bytes) -> bytes:
+def seal_proof(key: bytes, proof: bytes, dtag: bytes, reference: bytes | None = None) -> bytes:
     """PROOF: ChaCha20-Poly1305 under the sender's role key, nonce 00 00 00 00 || u64(0),
-    associated data the two header bytes, of proof (32) || device tag (32)."""
+    associated data the two header bytes, of proof (32) || device tag (32) [|| reference (32)]
+    (11.3: a device may append the reference of its current profile record, 18.3)."""
     if len(proof) != 32 or len(dtag) != 32:
         raise ValueError("proof and device tag are 32 bytes each")
+    if reference is not None and len(reference) != OV_REFERENCE_BYTES:
+        raise ValueError("a profile reference is 32 bytes")
     header = u8(OV_VERSION) + u8(OV_PROOF)
-    body = ChaCha20Poly1305(key).encrypt(bt_nonce(OV_PROOF_COUNTER), proof + dtag, header)
+    plain = proof + dtag + (b"" if reference is None else reference)
+    body = ChaCha20Poly1305(key).encrypt(bt_nonce(OV_PROOF_COUNTER), plain, header)
     return ov_message(OV_PROOF, body)
 
 
-def open_proof(message: bytes, key: bytes) -> tuple[bytes, bytes]:
-    """Decrypt a PROOF with the sender's role key; returns (proof, device tag)."""
+def open_proof_with_reference(message: bytes, key: bytes) -> tuple[bytes, bytes, bytes | None]:
+    """Decrypt a PROOF with the sender's role key; returns (proof, device tag, profile
+    reference or None).  The caller reads the reference only after checking the proof and the
+    device tag (11.3)."""
     body = parse_ov_message(message, OV_PROOF)
     try:
         plain = ChaCha20Poly1305(key).decrypt(bt_nonce(OV_PROOF_COUNTER), body, message[:2])
     except InvalidTag as exc:
         raise ProtocolError("PROOF does not decrypt") from exc
-    return plain[:32], plain[32:]
+    reference = plain[OV_PROOF_PLAINTEXT_BYTES:] or None
+    return plain[:32], plain[32:OV_PROOF_PLAINTEXT_BYTES], reference
+
+
+def open_proof(message: bytes, key: bytes) -> tuple[bytes, bytes]:
+    """Decrypt a PROOF with the sender's role key; returns (proof, device tag), leaving out any
+    profile reference (see open_proof_with_reference)."""
+    proof, dtag, _ = open_proof_with_reference(message, key)
+    return proof, dtag
 
 
 def ov_tag_heard(received_dtag: bytes, expected_dtag: bytes | None,
@@ -2079,6 +2100,11 @@ class OvResult:
     tag_outcome: str
     sas_value: int
     sas_text: str
+    # 11.3: the profile references the two PROOFs carried (None: none).  The peer's is read
+    # only once its proof and device tag are checked, and offered only after the SAS is
+    # confirmed (OnlineVerifySession.peer_profile).
+    reference_i: bytes | None = None
+    reference_r: bytes | None = None
 
 
 class OnlineVerifySession:
@@ -2093,13 +2119,18 @@ class OnlineVerifySession:
     checks a message from the peer and returns the messages to send in reply.  The first
     failed check raises ProtocolError and ends the session: every later call raises too.
     Once both PROOFs are in, ``result`` holds the transcript, the tag outcome and the SAS;
-    further messages are then refused (ProtocolError) without ending the session (11.2)."""
+    further messages are then refused (ProtocolError) without ending the session (11.2).
+
+    11.3, "A profile reference in the PROOF": ``profile_reference`` (or ``share_profile``,
+    before this side's PROOF is made) appends this side's reference (18.3) to its PROOF;
+    ``peer_profile()`` gives the peer's only after ``confirm_sas()``."""
 
     def __init__(self, seed: bytes, window: int, my_pid: bytes, their_pid: bytes,
                  ephemeral_secret: bytes, challenge: bytes, my_device_secret: bytes | None,
                  their_device_secret: bytes | None, created_at: int | None = None,
                  their_new_device_secret: bytes | None = None,
-                 their_previous_device_secret: bytes | None = None):
+                 their_previous_device_secret: bytes | None = None,
+                 profile_reference: bytes | None = None):
         if len(seed) != 32 or len(ephemeral_secret) != 32:
             raise ValueError("seed and ephemeral secret are 32 bytes")
         if len(challenge) != OV_CHALLENGE_BYTES:
@@ -2128,11 +2159,39 @@ class OnlineVerifySession:
         self._started = False
         self._expect = OV_KEY if self.role == INITIATOR else OV_COMMIT
         self._derived: dict | None = None
+        self.profile_reference: bytes | None = None
+        self.sas_confirmed = False
+        if profile_reference is not None:
+            self.share_profile(profile_reference)
+
+    def share_profile(self, reference: bytes) -> None:
+        """11.3: append this side's profile reference to its PROOF.  "It must decide before it
+        sends its PROOF": refused once the PROOF is made, or the session failed.  Calling
+        again replaces it."""
+        if len(reference) != OV_REFERENCE_BYTES:
+            raise ValueError("a profile reference is 32 bytes")
+        if self.failed or self._derived is not None:
+            raise ProtocolError("the PROOF is made already: too late to share a profile")
+        self.profile_reference = bytes(reference)
+
+    def confirm_sas(self) -> None:
+        """The person confirmed the SAS (both PROOFs are in)."""
+        if self.failed or not self.done:
+            raise ProtocolError("no SAS to confirm")
+        self.sas_confirmed = True
+
+    def peer_profile(self) -> bytes | None:
+        """11.3: the peer's profile reference, offered "only once the person has confirmed the
+        SAS"; None if the peer sent none."""
+        if not self.sas_confirmed:
+            raise ProtocolError("the SAS is not confirmed: no profile to offer")
+        return self.result.reference_r if self.role == INITIATOR else self.result.reference_i
 
     @classmethod
     def for_contact(cls, seed: bytes, window: int, my_pid: bytes, their_pid: bytes,
                     ephemeral_secret: bytes, challenge: bytes, contact: ContactSecrets,
-                    created_at: int | None = None) -> "OnlineVerifySession":
+                    created_at: int | None = None,
+                    profile_reference: bytes | None = None) -> "OnlineVerifySession":
         """A session whose device secrets come from the contact record: this side's tag is of
         the secret it says (10.3: the new one once committed), and the peer's tag is checked
         against every secret the record accepts (10.3: "In tags (10.1, and the device tag of
@@ -2141,7 +2200,7 @@ class OnlineVerifySession:
         current, new, previous = contact.accepts()
         return cls(seed, window, my_pid, their_pid, ephemeral_secret, challenge,
                    contact.says(), current, created_at=created_at, their_new_device_secret=new,
-                   their_previous_device_secret=previous)
+                   their_previous_device_secret=previous, profile_reference=profile_reference)
 
     @property
     def done(self) -> bool:
@@ -2217,7 +2276,7 @@ class OnlineVerifySession:
         my_proof = ov_proof(self.seed, self.role, th)
         my_dtag = ov_device_tag(t, self.my_pid, th, self.my_device_secret)
         my_key = k_i if self.role == INITIATOR else k_r
-        proof_message = seal_proof(my_key, my_proof, my_dtag)
+        proof_message = seal_proof(my_key, my_proof, my_dtag, self.profile_reference)
         expected_dtag = (ov_device_tag(t, self.their_pid, th, self.their_device_secret)
                          if self.their_device_secret else None)
         expected_new = (ov_device_tag(t, self.their_pid, th, self.their_new_device_secret)
@@ -2234,17 +2293,18 @@ class OnlineVerifySession:
     def _check_proof(self, message: bytes) -> list[bytes]:
         d = self._derived
         peer_key = d["k_r"] if self.role == INITIATOR else d["k_i"]
-        proof, dtag = open_proof(message, peer_key)
+        proof, dtag, peer_reference = open_proof_with_reference(message, peer_key)
         if not hmac.compare_digest(proof, ov_proof(self.seed, self.peer_role, d["th"])):
             raise ProtocolError("the peer's proof is wrong")
         heard = ov_tag_heard(dtag, d["expected_dtag"], d["expected_new"],
                              d["expected_previous"])
         outcome = _HEARD_OUTCOME[heard]
         value = sas_value(self.seed, d["th"])
-        mine = (d["my_proof"], d["my_dtag"], d["proof_message"])
-        theirs = (proof, dtag, message)
-        (p_i, t_i, m_i), (p_r, t_r, m_r) = (mine, theirs) if self.role == INITIATOR else (
-            theirs, mine)
+        # Only now, with the proof and the device tag checked, is the reference read.
+        mine = (d["my_proof"], d["my_dtag"], d["proof_message"], self.profile_reference)
+        theirs = (proof, dtag, message, peer_reference)
+        (p_i, t_i, m_i, ref_i), (p_r, t_r, m_r, ref_r) = (
+            (mine, theirs) if self.role == INITIATOR else (theirs, mine))
         self.result = OvResult(
             role=self.role, room=self.room, window=self.window, commit=self.commit,
             key_r=self.key_r, key_i=self.key_i, th_input=d["th_input"], th=d["th"],
@@ -2253,7 +2313,7 @@ class OnlineVerifySession:
             expected_peer_new_dtag=d["expected_new"],
             expected_peer_previous_dtag=d["expected_previous"], peer_tag_heard=heard,
             proof_message_i=m_i, proof_message_r=m_r, tag_outcome=outcome, sas_value=value,
-            sas_text=format_short_code(value))
+            sas_text=format_short_code(value), reference_i=ref_i, reference_r=ref_r)
         return []
 
 
