@@ -2177,7 +2177,8 @@ typedef struct itsme_approval_result {
  * does not parse, or grants a scope not requested), ITSME_E_EXPIRED,
  * ITSME_E_NOT_FOUND (signed by no enrolled key), ITSME_E_AUTHENTICATION_FAILED
  * (wrong OTP, bad signature), ITSME_E_REPLAYED, ITSME_E_LOCKED (in-memory
- * store full), or a callback's code.  Details in itsme_last_error. */
+ * store full), or a callback's code (ITSME_E_INTERNAL for a code this
+ * library does not know).  Details in itsme_last_error. */
 itsme_result itsme_approval_verify(const uint8_t *request, size_t request_len,
                                    const uint8_t *approval,
                                    size_t approval_len,
