@@ -105,8 +105,6 @@ public enum ServiceApproval {
         return Array(name.utf8)
     }
 
-    static func u64(_ value: Int64) -> [UInt8] { withUnsafeBytes(of: UInt64(value).bigEndian, Array.init) }
-
     static func precedes(_ a: [UInt8], _ b: [UInt8]) -> Bool { a.lexicographicallyPrecedes(b) }
 
     // MARK: Scope lists
@@ -206,7 +204,7 @@ public enum ServiceApproval {
     ) -> [UInt8] {
         LV.cat(
             LV.b(approvalLabel), LV.b(request.serviceID), credentialID, request.nonce, SHA256.hash(request.bytes),
-            LV.b(request.sessionID), LV.b(request.otp), u64(timestamp), LV.cat(granted), [decision.rawValue])
+            LV.b(request.sessionID), LV.b(request.otp), VoiceProtocol.u64(timestamp), LV.cat(granted), [decision.rawValue])
     }
 
     // MARK: The request
@@ -340,7 +338,7 @@ public enum ServiceApproval {
             let otp = randomOTP(using: &random)
             var bytes: [UInt8] = [ServiceApproval.version]
             bytes += [UInt8(service.count)] + service + [UInt8(name.count)] + name + [UInt8(session.count)] + session
-            bytes += Array(otp.utf8) + nonce + u64(now) + u64(now + lifetime) + encodeScopes(sorted)
+            bytes += Array(otp.utf8) + nonce + VoiceProtocol.u64(now) + VoiceProtocol.u64(now + lifetime) + encodeScopes(sorted)
             return try Request(parsing: bytes)
         }
 
@@ -413,7 +411,7 @@ public enum ServiceApproval {
         static func encode(
             credentialID: [UInt8], decision: Decision, timestamp: Int64, otp: String, granted: [[UInt8]], signature: [UInt8]
         ) -> [UInt8] {
-            [version] + credentialID + [decision.rawValue] + u64(timestamp) + Array(otp.utf8) + encodeScopes(granted) + signature
+            [version] + credentialID + [decision.rawValue] + VoiceProtocol.u64(timestamp) + Array(otp.utf8) + encodeScopes(granted) + signature
         }
     }
 

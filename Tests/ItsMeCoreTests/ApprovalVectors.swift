@@ -9,8 +9,6 @@ import XCTest
 extension ProtocolVectorTests {
     private typealias SA = ServiceApproval
 
-    private func u64(_ v: Int64) -> [UInt8] { withUnsafeBytes(of: UInt64(bitPattern: v).bigEndian, Array.init) }
-
     /// `scopes(s_1, ..., s_n)` of 19.1.
     private func scopesField(_ scopes: [String]) -> [UInt8] {
         scopes.reduce([UInt8(scopes.count)]) { $0 + [UInt8($1.utf8.count)] + Array($1.utf8) }
@@ -77,7 +75,7 @@ extension ProtocolVectorTests {
             random: &rng)
         let sorted = scopes.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
         var bytes: [UInt8] = [1, UInt8(serviceID.utf8.count)] + LV.b(serviceID) + [UInt8(serviceName.utf8.count)] + LV.b(serviceName)
-        bytes += [UInt8(sessionID.utf8.count)] + LV.b(sessionID) + LV.b(otp) + nonce + u64(now) + u64(now + lifetime)
+        bytes += [UInt8(sessionID.utf8.count)] + LV.b(sessionID) + LV.b(otp) + nonce + VoiceProtocol.u64(now) + VoiceProtocol.u64(now + lifetime)
         bytes += scopesField(sorted)
         XCTAssertEqual(request.bytes, bytes)
         XCTAssertEqual(request.otp, otp)
@@ -108,9 +106,9 @@ extension ProtocolVectorTests {
         let id = Array(SHA256.hash(LV.cat(LV.b("itsme-credential-id-v1"), pair.publicKey)).prefix(16))
         let message = LV.cat(
             LV.b("itsme-approval-v1"), LV.b(request.serviceID), id, request.nonce, SHA256.hash(request.bytes), LV.b(request.sessionID),
-            LV.b(request.otp), u64(timestamp), LV.cat((signedGranted ?? granted).map(LV.b)), [decision])
+            LV.b(request.otp), VoiceProtocol.u64(timestamp), LV.cat((signedGranted ?? granted).map(LV.b)), [decision])
         let signature = try Ed25519.sign(message, secretKey: pair.secretKey)
-        let approval = [1] + id + [decision] + u64(timestamp) + LV.b(otp ?? request.otp) + scopesField(granted) + signature
+        let approval = [1] + id + [decision] + VoiceProtocol.u64(timestamp) + LV.b(otp ?? request.otp) + scopesField(granted) + signature
         return (message, signature, approval)
     }
 
