@@ -15,7 +15,6 @@ implementations are run against each other: a record sealed here opens with the 
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 import sys
@@ -28,45 +27,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from independent import approval as A  # noqa: E402
 from independent import profile as PR  # noqa: E402
 from independent import protocol as P  # noqa: E402
-
-
-def _vector_dir() -> pathlib.Path:
-    """Tests/ProtocolVectors of the repository holding this file."""
-    here = pathlib.Path(__file__).resolve()
-    for parent in here.parents:
-        candidate = parent / "Tests" / "ProtocolVectors"
-        if candidate.is_dir():
-            return candidate
-    return here.parents[3] / "Tests" / "ProtocolVectors"
-
-
-VECTORS = _vector_dir()
-
-
-def load(name: str):
-    path = VECTORS / name
-    if not path.exists():
-        if any(VECTORS.glob("*.json")):
-            pytest.fail(f"{path} is missing although other vector files exist")
-        pytest.skip(f"no protocol test vectors in {VECTORS}")
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def h(s: str) -> bytes:
-    return bytes.fromhex(s)
-
-
-def expect_keys(obj, keys: str):
-    """Fail on a vector field this file does not check (or a missing one), so that a field
-    added to the vectors later cannot go unchecked."""
-    changed = sorted(set(obj) ^ set(keys.split()))
-    assert not changed, f"vector fields added or removed: {changed}"
-
-
-def _cases(data, key=None):
-    items = data if key is None else data[key]
-    assert items, f"empty vector list {key!r}"
-    return items
+from test_protocol_independent import _cases, expect_keys, h, load  # noqa: E402
 
 
 def refused(refusal: str, fn, *args, **kwargs):

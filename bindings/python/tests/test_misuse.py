@@ -356,9 +356,8 @@ def online_first_message(env):
     return (theirs, commit) if commit else (mine, online_outgoing(theirs))
 
 
-def online_comparing(env):
-    """My Online Verify session with env.bare_identity, its SAS ready."""
-    mine, theirs = online_pair(env)
+def online_pump(mine, theirs):
+    """Moves Online Verify messages between two sessions until both are quiet."""
     moved = True
     while moved:
         moved = False
@@ -367,6 +366,12 @@ def online_comparing(env):
             if message:
                 ok(lib.itsme_online_verify_receive(receiver, as_array(message), len(message), T0))
                 moved = True
+
+
+def online_comparing(env):
+    """My Online Verify session with env.bare_identity, its SAS ready."""
+    mine, theirs = online_pair(env)
+    online_pump(mine, theirs)
     assert online_state(mine) == itsme.ONLINE_VERIFY_COMPARE_SAS
     return mine
 
@@ -1128,14 +1133,7 @@ def online_confirmed_with_profile(env):
     the peer shared REFERENCE in its PROOF."""
     mine, theirs = online_pair(env)
     ok(lib.itsme_online_verify_share_profile(theirs, REFERENCE, 32))
-    moved = True
-    while moved:
-        moved = False
-        for sender, receiver in ((mine, theirs), (theirs, mine)):
-            message = online_outgoing(sender)
-            if message:
-                ok(lib.itsme_online_verify_receive(receiver, as_array(message), len(message), T0))
-                moved = True
+    online_pump(mine, theirs)
     outcome = c_uint32()
     ok(lib.itsme_online_verify_confirm(mine, env.contacts, T0, byref(outcome)))
     return mine
@@ -2581,14 +2579,7 @@ def test_share_profile_only_before_the_proof(raw):
     mine, theirs = online_pair(raw)
     ok(lib.itsme_online_verify_share_profile(mine, REFERENCE, 32))
     ok(lib.itsme_online_verify_share_profile(mine, REFERENCE, 32))  # calling again replaces it
-    moved = True
-    while moved:
-        moved = False
-        for sender, receiver in ((mine, theirs), (theirs, mine)):
-            message = online_outgoing(sender)
-            if message:
-                ok(lib.itsme_online_verify_receive(receiver, as_array(message), len(message), T0))
-                moved = True
+    online_pump(mine, theirs)
     for session in (mine, theirs):
         assert lib.itsme_online_verify_share_profile(session, REFERENCE, 32) == R.ITSME_E_INVALID_STATE
         assert online_state(session) == itsme.ONLINE_VERIFY_COMPARE_SAS, "refused without failing"
@@ -2606,14 +2597,7 @@ def test_share_profile_only_before_the_proof(raw):
 def test_peer_profile_of_a_rejected_session_is_invalid_state(raw):
     mine, theirs = online_pair(raw)
     ok(lib.itsme_online_verify_share_profile(theirs, REFERENCE, 32))
-    moved = True
-    while moved:
-        moved = False
-        for sender, receiver in ((mine, theirs), (theirs, mine)):
-            message = online_outgoing(sender)
-            if message:
-                ok(lib.itsme_online_verify_receive(receiver, as_array(message), len(message), T0))
-                moved = True
+    online_pump(mine, theirs)
     ok(lib.itsme_online_verify_reject(mine))
     assert profile_state(mine) == R.ITSME_E_INVALID_STATE
 
