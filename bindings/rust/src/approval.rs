@@ -463,7 +463,7 @@ unsafe extern "C" fn replay_insert(
         let backend = unsafe { &*ctx.cast::<ReplayBox>() };
         // SAFETY: the library passes 32 readable bytes for the call.
         let key = unsafe { &*key.cast::<[u8; 32]>() };
-        let mut backend = lock_backend(backend);
+        let mut backend = crate::lock(backend);
         backend.insert(key, expires_at, now)
     }));
     let result = match outcome {
@@ -489,10 +489,6 @@ unsafe extern "C" fn replay_insert(
             code
         }
     }
-}
-
-fn lock_backend(mutex: &ReplayBox) -> MutexGuard<'_, Box<dyn ReplayStoreBackend>> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 unsafe extern "C" fn replay_destroy(ctx: *mut c_void) {
