@@ -53,10 +53,30 @@
 extern "C" {
 #endif
 
+/* ITSME_WARN_UNUSED_RESULT marks the functions whose ignored failure is a
+ * security bug: every verify, check, open, receive and confirm, the PIN
+ * functions and the contact store's writes.  GCC and Clang warn when their
+ * result is dropped (a (void) cast does not silence GCC; test the result).
+ * ITSME_DEPRECATED(message) marks a name kept for one more minor version. */
+#if defined(__GNUC__) || defined(__clang__)
+#define ITSME_WARN_UNUSED_RESULT __attribute__((warn_unused_result))
+#define ITSME_DEPRECATED(message) __attribute__((deprecated(message)))
+#else
+#define ITSME_WARN_UNUSED_RESULT
+#define ITSME_DEPRECATED(message)
+#endif
+
 /* ------------------------------------------------------------------------
  * Version
  * ---------------------------------------------------------------------- */
 
+/* Compatibility: while the major version is 0, the minor version names the
+ * ABI.  The shared library's SONAME is libitsme.so.0.MINOR; every change
+ * that breaks the C ABI (a function removed or changed, a struct or an
+ * enum value changed) bumps the minor and is listed in CHANGELOG.md, while
+ * a patch release only adds.  A program built against 0.N runs against any
+ * 0.N.x; the bindings refuse a library whose MAJOR.MINOR differs from the
+ * one they were written for. */
 #define ITSME_VERSION_MAJOR 0
 #define ITSME_VERSION_MINOR 1
 #define ITSME_VERSION_PATCH 0
@@ -269,6 +289,7 @@ itsme_result itsme_secret_store_new_memory(itsme_secret_store **out);
  * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
  * ITSME_E_SECRET_STORE (cannot create or open the directory, or it is not a
  * directory). */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_secret_store_open_file(const char *directory,
                                           itsme_secret_store **out);
 
@@ -377,11 +398,13 @@ itsme_result itsme_identity_set_name(itsme_identity *identity,
 /* Writes 1 to *out_is_set if a PIN is set, else 0.
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_CORRUPT_DATA,
  * ITSME_E_SECRET_STORE. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_pin_is_set(itsme_identity *identity, int *out_is_set);
 
 /* Sets the first PIN (exactly six ASCII digits).
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_PIN,
  * ITSME_E_ALREADY_EXISTS (use itsme_pin_change), ITSME_E_SECRET_STORE. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_pin_set(itsme_identity *identity, const char *pin);
 
 /* Checks a PIN at time `now`.
@@ -390,6 +413,7 @@ itsme_result itsme_pin_set(itsme_identity *identity, const char *pin);
  * PIN set), ITSME_E_WRONG_PIN (counted), ITSME_E_LOCKED (refused, not
  * counted; see itsme_pin_status), ITSME_E_CORRUPT_DATA,
  * ITSME_E_SECRET_STORE. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_pin_verify(itsme_identity *identity, const char *pin,
                               int64_t now);
 
@@ -397,6 +421,7 @@ itsme_result itsme_pin_verify(itsme_identity *identity, const char *pin,
  * does (the same limiter; a wrong old PIN counts).
  * Errors: those of itsme_pin_verify, and ITSME_E_INVALID_PIN for a
  * malformed new PIN (checked first, not counted). */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_pin_change(itsme_identity *identity, const char *old_pin,
                               const char *new_pin, int64_t now);
 
@@ -405,6 +430,7 @@ itsme_result itsme_pin_change(itsme_identity *identity, const char *old_pin,
  * (0 if one is allowed now).
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_CORRUPT_DATA,
  * ITSME_E_SECRET_STORE. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_pin_status(itsme_identity *identity, int64_t now,
                               uint32_t *out_failures,
                               uint64_t *out_wait_seconds);
@@ -469,10 +495,17 @@ typedef uint32_t itsme_exchange_method;
  * changed), ITSME_E_DATABASE (cannot open or create the file, or it is not
  * an ItsMe store; the detail says why), ITSME_E_CORRUPT_DATA,
  * ITSME_E_SECRET_STORE.  Details go to the identity's last error. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_store_open(itsme_identity *identity, const char *path,
                               itsme_store **out);
 
-/* Closes the store.  Accepts NULL. */
+/* Closes the store and frees the handle.  Accepts NULL.  Every committed
+ * change is already on disk; nothing is lost by closing. */
+void itsme_store_free(itsme_store *store);
+
+/* Deprecated alias of itsme_store_free, kept for the 0.1 series only: it
+ * will be removed in 0.2. */
+ITSME_DEPRECATED("use itsme_store_free")
 void itsme_store_close(itsme_store *store);
 
 /* Copies the detail of the last failure of a call made on this store.
@@ -487,6 +520,7 @@ itsme_result itsme_store_last_error(const itsme_store *store, char *buf,
  * Errors: ITSME_E_INVALID_ARGUMENT (NULL, name, seed size, method, now),
  * ITSME_E_INVALID_KEY (wrong size, or our own key), ITSME_E_ALREADY_EXISTS
  * (a contact with this key exists), ITSME_E_DATABASE. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_store_add(itsme_store *store, const char *name,
                              const uint8_t *public_key, size_t key_len,
                              const uint8_t *seed, size_t seed_len,
@@ -497,6 +531,7 @@ itsme_result itsme_store_add(itsme_store *store, const char *name,
  * which carries a fingerprint (16 hex digits) but no key.
  * Errors: as itsme_store_add, with ITSME_E_INVALID_ARGUMENT for a bad
  * fingerprint. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_store_add_unauthenticated(itsme_store *store,
                                              const char *name,
                                              const char *fingerprint,
@@ -539,11 +574,13 @@ itsme_result itsme_store_count(itsme_store *store, uint64_t *out_count);
 /* Renames a contact.
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND,
  * ITSME_E_AUTHENTICATION_FAILED, ITSME_E_DATABASE. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_store_set_name(itsme_store *store, int64_t id,
                                   const char *name);
 
 /* Replaces a contact's free-form note (at most ITSME_NOTE_MAX_BYTES).
  * Errors: as itsme_store_set_name. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_store_set_note(itsme_store *store, int64_t id,
                                   const char *note);
 
@@ -551,6 +588,7 @@ itsme_result itsme_store_set_note(itsme_store *store, int64_t id,
  * verification time; `acknowledged` (0 or 1) counts only with
  * ITSME_CONTACT_DEGRADED: the person confirmed the device change.
  * Errors: as itsme_store_set_name. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_store_set_state(itsme_store *store, int64_t id,
                                    itsme_verification_state state,
                                    int acknowledged, int64_t now);
@@ -561,11 +599,13 @@ itsme_result itsme_store_set_state(itsme_store *store, int64_t id,
  * is 0 to 8446743359 (the year 9999).
  * Errors: ITSME_E_WINDOW_USED, ITSME_E_INVALID_ARGUMENT (out of range), and
  * those of itsme_store_set_name. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_store_use_window(itsme_store *store, int64_t id,
                                     int64_t window);
 
 /* Deletes a contact, with its photo and device secrets.
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND, ITSME_E_DATABASE. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_store_delete(itsme_store *store, int64_t id);
 
 /* Writes a consistent copy of the whole store, as one new file at `path`:
@@ -575,6 +615,7 @@ itsme_result itsme_store_delete(itsme_store *store, int64_t id);
  * device secrets open only on this device.  Never overwrites a file.
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_ALREADY_EXISTS (path exists),
  * ITSME_E_DATABASE (e.g. the directory is not writable). */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_store_backup(itsme_store *store, const char *path);
 
 /* Releases a contact snapshot.  Accepts NULL. */
@@ -831,6 +872,7 @@ itsme_result itsme_exchange_next_outgoing(itsme_exchange *exchange,
  * ITSME_E_MALFORMED_MESSAGE, ITSME_E_AUTHENTICATION_FAILED (bad signature,
  * fingerprint, commitment or frame tag), ITSME_E_INVALID_KEY (our own key,
  * a low-order ephemeral key), ITSME_E_EXPIRED. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_exchange_receive(itsme_exchange *exchange,
                                     const uint8_t *bytes, size_t len,
                                     int64_t now);
@@ -871,6 +913,7 @@ itsme_result itsme_exchange_peer_public_key(const itsme_exchange *exchange,
  * ITSME_E_INVALID_ARGUMENT (NULL; or, once saved, a different store from
  * the one saved in: confirm and reject must use the same store),
  * ITSME_E_EXPIRED, ITSME_E_DATABASE. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_exchange_save(itsme_exchange *exchange, itsme_store *store,
                                  int64_t now, int64_t *out_contact_id);
 
@@ -880,6 +923,7 @@ itsme_result itsme_exchange_save(itsme_exchange *exchange, itsme_store *store,
  * Bluetooth: a CONFIRM frame is queued for next_outgoing.
  * Errors: ITSME_E_INVALID_STATE (no SAS, an import, or the peer rejected),
  * and those of itsme_exchange_save. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_exchange_confirm(itsme_exchange *exchange,
                                     itsme_store *store, int64_t now,
                                     int64_t *out_contact_id);
@@ -956,6 +1000,7 @@ itsme_result itsme_exchange_restore(itsme_identity *identity,
  * before any network call.
  * Errors: ITSME_E_INVALID_ARGUMENT (with a message saying what is wrong),
  * BUFFER_TOO_SMALL. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_remote_code_check(const char *text, char *out, size_t cap,
                                      size_t *out_len);
 
@@ -1230,6 +1275,7 @@ itsme_result itsme_voice_their_code(const itsme_voice *voice, char *out,
  * (a code that does not parse, a tag above 99: nothing changes; not the
  * session's store: another file, while another handle on the same file is
  * accepted), ITSME_E_EXPIRED, ITSME_E_DATABASE. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_voice_check(itsme_voice *voice, itsme_store *store,
                                const char *heard_code, uint32_t heard_tag,
                                int64_t now, itsme_voice_outcome *out_outcome);
@@ -1330,6 +1376,7 @@ itsme_result itsme_store_degradation_code(itsme_store *store,
  * ITSME_E_AUTHENTICATION_FAILED (wrong code: counted), ITSME_E_LOCKED (too
  * many wrong codes: wait, see the message), ITSME_E_NOT_FOUND,
  * ITSME_E_SECRET_STORE, ITSME_E_DATABASE. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_store_accept_degradation_code(itsme_store *store,
                                                  int64_t contact_id,
                                                  const char *code,
@@ -1416,6 +1463,7 @@ itsme_result itsme_online_verify_next_outgoing(itsme_online_verify *session,
  * person, or a tampered or replayed message), ITSME_E_INVALID_KEY (a
  * reflected key or challenge, a low-order key), ITSME_E_EXPIRED (more than
  * 10 minutes). */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_online_verify_receive(itsme_online_verify *session,
                                          const uint8_t *bytes, size_t len,
                                          int64_t now);
@@ -1432,6 +1480,7 @@ itsme_result itsme_online_verify_sas(const itsme_online_verify *session,
  * voice verification does, and sets *out_outcome.
  * Errors: ITSME_E_INVALID_STATE (no SAS yet), ITSME_E_INVALID_ARGUMENT (not
  * the session's store), ITSME_E_EXPIRED, ITSME_E_DATABASE. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_online_verify_confirm(itsme_online_verify *session,
                                          itsme_store *store, int64_t now,
                                          itsme_voice_outcome *out_outcome);
@@ -1533,6 +1582,7 @@ itsme_result itsme_pin_update_next_outgoing(itsme_pin_update *update,
  * ITSME_E_AUTHENTICATION_FAILED (a tampered frame, or a peer without the
  * seed), ITSME_E_INVALID_KEY (a reflected key), ITSME_E_EXPIRED (more than
  * 10 minutes), ITSME_E_DATABASE. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_pin_update_receive(itsme_pin_update *update,
                                       const uint8_t *bytes, size_t len,
                                       int64_t now);
@@ -1650,6 +1700,7 @@ typedef struct itsme_import itsme_import;
  * not counted; see itsme_import_status), ITSME_E_CORRUPT_DATA,
  * ITSME_E_SECRET_STORE, ITSME_E_OUT_OF_MEMORY.  Details go to the store's
  * last error. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_import_open(itsme_secret_store *store,
                                const uint8_t *blob, size_t len,
                                const char *password, int64_t now,
@@ -1703,6 +1754,7 @@ typedef struct itsme_import_report {
  * a missing file is fine) as installing would, changing nothing.
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_DATABASE (the file is not a
  * contact store), ITSME_E_CORRUPT_DATA, ITSME_E_SECRET_STORE. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_import_check(itsme_import *import,
                                 itsme_secret_store *store,
                                 const char *store_path,
@@ -1723,6 +1775,7 @@ itsme_result itsme_import_check(itsme_import *import,
  * ITSME_E_WRONG_IDENTITY (itsme_import_check reports wrong_identity and
  * flags lack ITSME_IMPORT_REPLACE: nothing was changed), ITSME_E_DATABASE,
  * ITSME_E_CORRUPT_DATA, ITSME_E_SECRET_STORE. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_import_install(itsme_import *import,
                                   itsme_secret_store *store,
                                   const char *store_path, uint32_t flags,
@@ -1807,6 +1860,7 @@ itsme_result itsme_transfer_next_outgoing(itsme_transfer *transfer,
  * tampered, or from another sender), ITSME_E_INVALID_KEY (a low-order or
  * reflected key), ITSME_E_CORRUPT_DATA (the contents are malformed),
  * ITSME_E_EXPIRED (more than 10 minutes). */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_transfer_receive(itsme_transfer *transfer,
                                     const uint8_t *bytes, size_t len,
                                     int64_t now);
@@ -1822,6 +1876,7 @@ itsme_result itsme_transfer_sas(const itsme_transfer *transfer, char *out,
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (no SAS to
  * confirm), ITSME_E_EXPIRED, and, ending the transfer as failed, those of
  * itsme_transfer_receive for an identity that arrived early. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_transfer_confirm(itsme_transfer *transfer, int64_t now);
 
 /* The SAS differed, or the person gave up: nothing is sent or kept.
@@ -1890,6 +1945,7 @@ itsme_result itsme_profile_create(const itsme_identity *identity,
  * ITSME_E_MALFORMED_MESSAGE (too large, truncated, another version, values
  * that break the rules), ITSME_E_AUTHENTICATION_FAILED (a tampered byte, a
  * wrong record ID or key, another owner).  Details in itsme_last_error. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_profile_open(const uint8_t *record, size_t record_len,
                                 const uint8_t *reference,
                                 size_t reference_len,
@@ -1944,6 +2000,7 @@ itsme_result itsme_profile_reference(const itsme_profile *profile,
  * (if the profile has one) and its photo and filename (if it has a photo).
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND (no such contact),
  * ITSME_E_DATABASE. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_store_apply_profile(itsme_store *store, int64_t id,
                                        const itsme_profile *profile);
 
@@ -1951,6 +2008,7 @@ itsme_result itsme_store_apply_profile(itsme_store *store, int64_t id,
  * 0) and its filename (NULL or "" for none; at most 255 bytes), sealed like
  * the contact.  An empty photo and filename remove the photo.
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND, ITSME_E_DATABASE. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_store_set_photo(itsme_store *store, int64_t id,
                                    const uint8_t *photo, size_t photo_len,
                                    const char *filename);
@@ -2098,6 +2156,7 @@ typedef struct itsme_credential_info {
  * service ID or nonce), ITSME_E_MALFORMED_MESSAGE,
  * ITSME_E_AUTHENTICATION_FAILED (bad signature, another nonce or service,
  * a non-canonical or small-order key).  Details in itsme_last_error. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_enrollment_verify(const char *service_id,
                                      const uint8_t *nonce, size_t nonce_len,
                                      const uint8_t *enrollment, size_t len,
@@ -2179,6 +2238,7 @@ typedef struct itsme_approval_result {
  * (wrong OTP, bad signature), ITSME_E_REPLAYED, ITSME_E_LOCKED (in-memory
  * store full), or a callback's code (ITSME_E_INTERNAL for a code this
  * library does not know).  Details in itsme_last_error. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_approval_verify(const uint8_t *request, size_t request_len,
                                    const uint8_t *approval,
                                    size_t approval_len,

@@ -129,8 +129,8 @@ func exchangeSuite(iterations: Int) throws -> Figures {
     try check(ffiStoreOpen(alice, path + "/a.db", &storeA), "store")
     try check(ffiStoreOpen(bob, path + "/b.db", &storeB), "store")
     defer {
-        ffiStoreClose(storeA)
-        ffiStoreClose(storeB)
+        ffiStoreFree(storeA)
+        ffiStoreFree(storeB)
         _ = system("rm -rf '\(path)'")
     }
     let storeRuns = 50

@@ -42,9 +42,15 @@ public func ffiStoreOpen(
     }
 }
 
+@c(itsme_store_free)
+public func ffiStoreFree(_ store: UnsafeMutablePointer<itsme_store>?) {
+    release(store, as: ContactStoreHandle.self)
+}
+
+/// The deprecated alias of itsme_store_free (0.1 series only).
 @c(itsme_store_close)
 public func ffiStoreClose(_ store: UnsafeMutablePointer<itsme_store>?) {
-    release(store, as: ContactStoreHandle.self)
+    ffiStoreFree(store)
 }
 
 @c(itsme_store_last_error)

@@ -178,8 +178,8 @@ final class TransferABITests: XCTestCase {
         _ = add(ninas, "Nora", key: 0x4F)
         _ = text(Int(ITSME_DEGRADATION_CODE_SIZE)) { ffiStoreDegradationCode(olivias, ann, nil, $0, $1, $2) }
         _ = text(Int(ITSME_DEGRADATION_CODE_SIZE)) { ffiStoreDegradationCode(ninas, nickID, nil, $0, $1, $2) }
-        ffiStoreClose(olivias)
-        ffiStoreClose(ninas)
+        ffiStoreFree(olivias)
+        ffiStoreFree(ninas)
 
         let imported = transferred(olivia.identity)
         var report = itsme_import_report()
@@ -224,7 +224,7 @@ final class TransferABITests: XCTestCase {
 
         var store: UnsafeMutablePointer<itsme_store>?
         XCTAssertEqual(ffiStoreOpen(installed, path, &store), ITSME_OK)
-        defer { ffiStoreClose(store) }
+        defer { ffiStoreFree(store) }
         XCTAssertEqual(names(store), ["Ann", "Ben"], "the readable contacts are kept")
         var contact: UnsafeMutablePointer<itsme_contact>?
         XCTAssertEqual(ffiStoreGet(store, ben, &contact), ITSME_OK)
