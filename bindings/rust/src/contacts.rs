@@ -697,8 +697,8 @@ impl ContactStore {
 
 impl Drop for ContactStore {
     fn drop(&mut self) {
-        // SAFETY: the handle is live and closed exactly once.
-        unsafe { sys::itsme_store_close(self.raw.as_ptr()) }
+        // SAFETY: the handle is live and released exactly once.
+        unsafe { sys::itsme_store_free(self.raw.as_ptr()) }
     }
 }
 

@@ -587,6 +587,8 @@ extern "C" {
         path: *const c_char,
         out: *mut *mut itsme_store,
     ) -> itsme_result;
+    pub fn itsme_store_free(store: *mut itsme_store);
+    #[deprecated(note = "use itsme_store_free (itsme_store_close is removed in libitsme 0.2)")]
     pub fn itsme_store_close(store: *mut itsme_store);
     pub fn itsme_store_last_error(
         store: *const itsme_store,

@@ -2,8 +2,8 @@
 //! parameter and return types, the same callback tables (secret store,
 //! replay store) and data structs (voice derivation, approval request,
 //! credential, approval result) with their layouts, the same typedefs and
-//! the same constant values; and the library's runtime version equal to the
-//! header's.
+//! the same constant values, the same deprecated functions; and the
+//! library's runtime version equal to the header's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -25,9 +25,50 @@ fn sys_source() -> String {
 // C parsing
 // ---------------------------------------------------------------------------
 
+/// The header's attribute macros: written before a declaration, they change
+/// no type.  `ITSME_DEPRECATED` takes an argument (the message).
+const ATTRIBUTE_MACROS: [&str; 2] = ["ITSME_WARN_UNUSED_RESULT", "ITSME_DEPRECATED"];
+
 /// The header without comments, preprocessor lines, `#ifdef __cplusplus`
-/// blocks, with whitespace collapsed.
+/// blocks and attribute macros, with whitespace collapsed.
 fn c_code(header: &str) -> String {
+    without_attributes(&c_code_with_attributes(header))
+}
+
+/// Removes every use of an attribute macro, with its argument list if it
+/// has one.
+fn without_attributes(code: &str) -> String {
+    let mut code = code.to_owned();
+    for name in ATTRIBUTE_MACROS {
+        while let Some(at) = code.find(name) {
+            let mut end = at + name.len();
+            if code[end..].starts_with('(') {
+                end = matching_paren(&code, end) + 1;
+            }
+            code.replace_range(at..end, " ");
+        }
+    }
+    code.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The functions the header marks `ITSME_DEPRECATED(...)`.
+fn c_deprecated(header: &str) -> BTreeSet<String> {
+    let code = c_code_with_attributes(header);
+    let mut names = BTreeSet::new();
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("ITSME_DEPRECATED(") {
+        let close = matching_paren(rest, at + "ITSME_DEPRECATED".len());
+        let declaration = &rest[close + 1..];
+        let open = declaration.find('(').expect("a function after ITSME_DEPRECATED");
+        let head = without_attributes(&declaration[..open]);
+        names.insert(head.rsplit(' ').next().unwrap_or_default().to_owned());
+        rest = &rest[close..];
+    }
+    names
+}
+
+/// [`c_code`] with the attribute macros still in place.
+fn c_code_with_attributes(header: &str) -> String {
     let mut without_comments = String::new();
     let mut rest = header;
     while let Some(start) = rest.find("/*") {
@@ -69,7 +110,8 @@ fn c_integer(value: &str) -> &str {
 }
 
 /// The `#define ITSME_...` macros that have a value, integer suffixes and
-/// trailing comments dropped.
+/// trailing comments dropped; not the attribute macros, and any other
+/// macro that takes arguments or expands to an attribute is an error.
 fn c_macros(header: &str) -> BTreeMap<String, String> {
     let mut macros = BTreeMap::new();
     for line in header.lines() {
@@ -78,6 +120,13 @@ fn c_macros(header: &str) -> BTreeMap<String, String> {
         let mut parts = rest.trim().splitn(2, char::is_whitespace);
         let name = parts.next().unwrap_or_default();
         let value = parts.next().unwrap_or_default().trim();
+        if ATTRIBUTE_MACROS.contains(&name.split('(').next().unwrap_or_default()) {
+            continue;
+        }
+        assert!(
+            !name.contains('(') && !value.contains("__attribute__"),
+            "a new macro {name} that is not a constant: add it to ATTRIBUTE_MACROS if it is an attribute"
+        );
         if name.starts_with("ITSME_") && !value.is_empty() {
             macros.insert(name.to_owned(), c_integer(value).to_owned());
         }
@@ -395,6 +444,21 @@ fn rust_functions(source: &str) -> BTreeMap<String, Signature> {
     functions
 }
 
+/// The functions sys.rs marks `#[deprecated]`.
+fn rust_deprecated(source: &str) -> BTreeSet<String> {
+    let code = rust_code(source);
+    let mut names = BTreeSet::new();
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("#[deprecated") {
+        let declaration = &rest[at..];
+        let function = declaration.find("pub fn ").expect("a function after #[deprecated]") + "pub fn ".len();
+        let name_end = declaration[function..].find('(').unwrap() + function;
+        names.insert(declaration[function..name_end].trim().to_owned());
+        rest = &declaration[name_end..];
+    }
+    names
+}
+
 /// `pub const NAME: T = VALUE;` items of sys.rs.
 fn rust_consts(source: &str) -> BTreeMap<String, (String, String)> {
     let mut consts = BTreeMap::new();
@@ -520,6 +584,13 @@ fn functions_agree() {
         assert_eq!(rust.params.len(), c.params.len(), "{name}: parameter count");
         assert_eq!(rust, c, "{name}: signature");
     }
+}
+
+#[test]
+fn deprecated_functions_agree() {
+    let header = c_deprecated(&header());
+    assert!(header.contains("itsme_store_close"), "{header:?}");
+    assert_eq!(rust_deprecated(&sys_source()), header, "functions deprecated in itsme.h and in sys.rs");
 }
 
 #[test]
@@ -873,6 +944,16 @@ fn parsers_see_what_they_should() {
         header["itsme_replay_store_new_callbacks"].params,
         ["*const itsme_replay_store_callbacks", "*mut *mut itsme_replay_store"]
     );
+    // Attribute macros are not part of a type.
+    assert_eq!(
+        header["itsme_pin_verify"],
+        Signature {
+            ret: "itsme_result".into(),
+            params: vec!["*mut itsme_identity".into(), "*const c_char".into(), "i64".into()],
+        }
+    );
+    assert_eq!(header["itsme_store_close"], Signature { ret: String::new(), params: vec!["*mut itsme_store".into()] });
+    assert_eq!(header["itsme_store_free"], header["itsme_store_close"]);
     let sys = rust_functions(&sys_source());
     assert_eq!(sys["itsme_identity_load"], header["itsme_identity_load"]);
     // `1u` is read as 1, and a comment after a value is not part of it.

@@ -129,7 +129,7 @@ fn before_init_checks() {
         let mut contacts = sentinel();
         assert_ne!(itsme_store_open(null_mut(), ptr(&path), &mut contacts), ITSME_OK);
         assert_eq!(contacts, sentinel());
-        itsme_store_close(null_mut());
+        itsme_store_free(null_mut());
         itsme_contact_free(null_mut());
         itsme_contact_list_free(null_mut());
         let mut len = 12345usize;
@@ -748,7 +748,7 @@ impl Contacts {
 
 impl Drop for Contacts {
     fn drop(&mut self) {
-        unsafe { itsme_store_close(self.store) };
+        unsafe { itsme_store_free(self.store) };
     }
 }
 
@@ -763,6 +763,8 @@ fn identity_detail(identity: *mut itsme_identity) -> String {
 #[test]
 fn contact_free_functions_accept_null() {
     unsafe {
+        itsme_store_free(null_mut());
+        #[allow(deprecated)]
         itsme_store_close(null_mut());
         itsme_contact_free(null_mut());
         itsme_contact_list_free(null_mut());
@@ -792,7 +794,15 @@ fn store_open_arguments() {
 
         assert_eq!(itsme_store_open(f.identity, ptr(&path), &mut out), ITSME_OK);
         assert!(!out.is_null() && out != sentinel());
-        itsme_store_close(out);
+        itsme_store_free(out);
+
+        // The deprecated alias, kept for the 0.1 series, releases a store
+        // as itsme_store_free does.
+        let mut again = sentinel();
+        assert_eq!(itsme_store_open(f.identity, ptr(&path), &mut again), ITSME_OK);
+        assert!(!again.is_null() && again != sentinel());
+        #[allow(deprecated)]
+        itsme_store_close(again);
     }
 }
 
@@ -1683,7 +1693,7 @@ fn exchange_output_arguments() {
             buf = [0xAA; 1024];
             len = 777;
         }
-        itsme_store_close(bstore);
+        itsme_store_free(bstore);
     }
 }
 
@@ -2433,7 +2443,7 @@ struct Side {
 
 impl Drop for Side {
     fn drop(&mut self) {
-        unsafe { itsme_store_close(self.store) };
+        unsafe { itsme_store_free(self.store) };
     }
 }
 
