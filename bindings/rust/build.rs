@@ -1,49 +1,169 @@
-//! Links libitsme.
+//! Links libitsme, and lets the programs Cargo runs load it.
 //!
-//! The library search directory comes from, in order:
+//! The library directory comes from, in order:
 //! 1. the `ITSME_LIB_DIR` environment variable, if set;
-//! 2. `pkg-config --libs-only-L itsme`, if it succeeds;
-//! 3. nothing: the linker's system paths.
+//! 2. `pkg-config --libs-only-L itsme`, if it succeeds (for a library
+//!    installed outside pkg-config's default paths, set `PKG_CONFIG_PATH` to
+//!    `<prefix>/lib/pkgconfig`);
+//! 3. nothing: the linker's system paths, with a warning.
+//!
+//! The `libitsme.so*` files of that directory are symlinked into `OUT_DIR`,
+//! and `OUT_DIR` is the link search path.  Cargo puts the search paths that
+//! lie inside its target directory on the loader path of the programs it
+//! runs, so `cargo run` and `cargo test` of this crate and of every crate
+//! that depends on it load the library without `LD_LIBRARY_PATH`.  (A
+//! `-rpath` link argument would not do: it reaches only this crate's own
+//! tests and examples, not a dependent's binaries.)
 
 use std::env;
-use std::process::Command;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{self, Command};
+
+/// The file name of the library and the prefix of its versioned names.
+const LIBRARY: &str = "libitsme.so";
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-env-changed=ITSME_LIB_DIR");
-    println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
-    println!("cargo:rerun-if-env-changed=PKG_CONFIG_LIBDIR");
-    println!("cargo:rerun-if-env-changed=PKG_CONFIG_SYSROOT_DIR");
+    for variable in [
+        "ITSME_LIB_DIR",
+        "PKG_CONFIG",
+        "PKG_CONFIG_PATH",
+        "PKG_CONFIG_LIBDIR",
+        "PKG_CONFIG_SYSROOT_DIR",
+    ] {
+        println!("cargo:rerun-if-env-changed={variable}");
+    }
 
-    if let Some(dir) = env::var_os("ITSME_LIB_DIR") {
-        let dir = dir.to_string_lossy().into_owned();
-        if !dir.is_empty() {
-            println!("cargo:rustc-link-search=native={dir}");
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("Cargo sets OUT_DIR"));
+    // Links from an earlier run may name another directory or version.
+    if let Err(e) = remove_links(&out_dir) {
+        fail(&format!(
+            "cannot clear the old links to libitsme in {}: {e}",
+            out_dir.display()
+        ));
+    }
+
+    match find_library() {
+        Found::Dir(dir, source) => {
+            let dir = fs::canonicalize(&dir).unwrap_or(dir);
+            link_into(&dir, &out_dir);
+            println!("cargo:rustc-link-search=native={}", out_dir.display());
+            // For the build scripts of dependents, as DEP_ITSME_LIB_DIR
+            // (an application's RPATH, say).
+            println!("cargo:lib_dir={}", dir.display());
         }
-    } else if let Some(dirs) = pkg_config_lib_dirs() {
-        for dir in dirs {
-            println!("cargo:rustc-link-search=native={dir}");
-        }
+        Found::SystemPaths => {}
+        Found::Nowhere(why) => println!(
+            "cargo:warning={why}: set PKG_CONFIG_PATH to the directory of itsme.pc (<prefix>/lib/pkgconfig \
+             after `make install PREFIX=<prefix>`) or ITSME_LIB_DIR to the directory of libitsme.so; \
+             trying the linker's system paths"
+        ),
     }
     println!("cargo:rustc-link-lib=dylib=itsme");
 }
 
-/// The `-L` directories pkg-config reports for itsme, or None if pkg-config
-/// is missing or does not know the package.
-fn pkg_config_lib_dirs() -> Option<Vec<String>> {
-    let output = Command::new("pkg-config")
-        .args(["--libs-only-L", "itsme"])
-        .output()
-        .ok()?;
+/// Where the library is.
+enum Found {
+    /// In this directory, named by this setting (for messages).
+    Dir(PathBuf, String),
+    /// pkg-config knows it and names no directory: a system directory,
+    /// which the linker searches anyway.
+    SystemPaths,
+    /// Not found, for this reason.
+    Nowhere(String),
+}
+
+fn find_library() -> Found {
+    if let Some(dir) = env::var_os("ITSME_LIB_DIR").filter(|dir| !dir.is_empty()) {
+        let dir = PathBuf::from(dir);
+        let source = format!("ITSME_LIB_DIR={}", dir.display());
+        return if dir.join(LIBRARY).exists() {
+            Found::Dir(dir, source)
+        } else {
+            Found::Nowhere(format!("{source} holds no {LIBRARY}"))
+        };
+    }
+    let Some(flags) = pkg_config(&["--libs-only-L", "itsme"]) else {
+        return Found::Nowhere("libitsme not found (pkg-config does not know itsme)".to_owned());
+    };
+    let dirs: Vec<PathBuf> = flags
+        .split_whitespace()
+        .filter_map(|flag| flag.strip_prefix("-L"))
+        .map(PathBuf::from)
+        .collect();
+    match dirs.iter().find(|dir| dir.join(LIBRARY).exists()) {
+        Some(dir) => Found::Dir(dir.clone(), format!("pkg-config (-L{})", dir.display())),
+        None if dirs.is_empty() => Found::SystemPaths,
+        None => Found::Nowhere(format!(
+            "pkg-config names {}, which holds no {LIBRARY}",
+            flags.trim()
+        )),
+    }
+}
+
+/// Symlinks every `libitsme.so*` of `dir` into `out_dir`.
+fn link_into(dir: &Path, out_dir: &Path) {
+    for name in library_names(dir) {
+        let (original, link) = (dir.join(&name), out_dir.join(&name));
+        if let Err(e) = symlink(&original, &link) {
+            fail(&format!(
+                "cannot link {} to {}: {e}",
+                link.display(),
+                original.display()
+            ));
+        }
+    }
+}
+
+/// Removes the `libitsme.so*` entries an earlier run left in `out_dir`.
+fn remove_links(out_dir: &Path) -> io::Result<()> {
+    for name in library_names(out_dir) {
+        fs::remove_file(out_dir.join(name))?;
+    }
+    Ok(())
+}
+
+/// The names `libitsme.so` and `libitsme.so.*` in `dir`, sorted; links
+/// included, even dangling ones.
+fn library_names(dir: &Path) -> Vec<String> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| name == LIBRARY || name.starts_with(&format!("{LIBRARY}.")))
+        .collect();
+    names.sort();
+    names
+}
+
+/// The output of `pkg-config <args>`, or None if pkg-config is missing or
+/// fails (it does not know itsme).
+fn pkg_config(args: &[&str]) -> Option<String> {
+    let program = env::var_os("PKG_CONFIG")
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "pkg-config".into());
+    let output = Command::new(program).args(args).output().ok()?;
     if !output.status.success() {
         return None;
     }
-    let text = String::from_utf8(output.stdout).ok()?;
-    Some(
-        text.split_whitespace()
-            .filter_map(|flag| flag.strip_prefix("-L"))
-            .filter(|dir| !dir.is_empty())
-            .map(str::to_owned)
-            .collect(),
-    )
+    String::from_utf8(output.stdout).ok()
+}
+
+#[cfg(unix)]
+fn symlink(original: &Path, link: &Path) -> io::Result<()> {
+    std::os::unix::fs::symlink(original, link)
+}
+
+#[cfg(not(unix))]
+fn symlink(original: &Path, link: &Path) -> io::Result<()> {
+    fs::copy(original, link).map(|_| ())
+}
+
+/// Stops the build with a message Cargo shows.
+fn fail(message: &str) -> ! {
+    eprintln!("error: {message}");
+    process::exit(1);
 }
