@@ -190,7 +190,7 @@ class ContactStore(DetailedHandle):
     """
 
     _kind = "contact store"
-    _free_function = lib.itsme_store_close
+    _free_function = lib.itsme_store_free
     _last_error_name = "itsme_store_last_error"
 
     @classmethod

@@ -246,7 +246,8 @@ SIGNATURES: Dict[str, Tuple[Optional[type], List[type]]] = {
     ),
     # Contact store
     "itsme_store_open": (_result, [_handle, _text, _handle_out]),
-    "itsme_store_close": (None, [_handle]),
+    "itsme_store_free": (None, [_handle]),
+    "itsme_store_close": (None, [_handle]),  # deprecated alias of itsme_store_free (0.1 only)
     "itsme_store_last_error": (_result, [_handle, _text, c_size_t, _size_out]),
     "itsme_store_add": (
         _result,

@@ -50,12 +50,26 @@ class Header:
     TYPEDEF = re.compile(r"typedef\s+([\w\s]+?)\s+(\w+)\s*;")
     DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+(.+?)[ \t]*$", re.M)
     FUNCTION_POINTER = re.compile(r"(.*?)\(\s*\*\s*(\w+)\s*\)\s*\((.*)\)", re.S)
+    # The header's attribute macros, written before a declaration: no part
+    # of a type, and no constants.
+    WARN_UNUSED_RESULT = re.compile(r"\bITSME_WARN_UNUSED_RESULT\b")
+    DEPRECATED = re.compile(r"\bITSME_DEPRECATED\s*\(\s*\"[^\"]*\"\s*\)")
+    ATTRIBUTE_MACROS = ("ITSME_WARN_UNUSED_RESULT", "ITSME_DEPRECATED")
+    MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", re.M)
 
     def __init__(self, text):
         text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
         text = re.sub(r"//[^\n]*", " ", text)
-        self.defines = {name: value for name, value in self.DEFINE.findall(text)}
+        self.macros = set(self.MACRO.findall(text))
+        self.defines = {
+            name: value for name, value in self.DEFINE.findall(text) if name not in self.ATTRIBUTE_MACROS
+        }
         code = re.sub(r"^[ \t]*#[^\n]*", " ", text, flags=re.M)
+        # The deprecated functions by name, then the declarations without the attributes.
+        self.deprecated = set(re.findall(self.DEPRECATED.pattern + r"[^;(]*?\b(itsme_\w+)\s*\(", code))
+        code = self.DEPRECATED.sub(" ", self.WARN_UNUSED_RESULT.sub(" ", code))
+        for macro in self.ATTRIBUTE_MACROS:
+            assert macro not in code, f"{macro} used in a form this parser does not know"
         self.structs = {}
         for tag, body, name in self.STRUCT.findall(code):
             self.structs[name] = [field.strip() for field in body.split(";") if field.strip()]
@@ -155,8 +169,30 @@ def test_header_parses(header):
     assert header.resolve("itsme_result") == "int32_t"
 
 
+def test_attribute_macros_are_no_constants(header):
+    assert set(Header.ATTRIBUTE_MACROS) <= header.macros
+    assert not set(Header.ATTRIBUTE_MACROS) & set(header.defines)
+    assert "itsme_pin_verify" in header.functions, "ITSME_WARN_UNUSED_RESULT before the return type"
+    assert header.functions["itsme_pin_verify"][0] == ("int32_t", 0)
+
+
 def test_same_functions(header):
     assert set(_ffi.SIGNATURES) == set(header.functions)
+
+
+def test_safe_api_calls_no_deprecated_function(header):
+    """A deprecated function stays declared in the raw table (the test above
+    wants every header function there) but the safe API never calls it."""
+    assert "itsme_store_free" in header.functions
+    assert "itsme_store_close" in header.deprecated or "itsme_store_close" not in header.functions
+    assert itsme.ContactStore._free_function == _ffi.lib.itsme_store_free
+    package = pathlib.Path(itsme.__file__).parent
+    for module in sorted(package.glob("*.py")):
+        if module.name == "_ffi.py":
+            continue
+        source = module.read_text()
+        for name in header.deprecated:
+            assert not re.search(rf"\b{name}\b", source), f"{module.name} uses the deprecated {name}"
 
 
 def test_signatures_match_the_header(header):

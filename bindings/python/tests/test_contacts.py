@@ -787,15 +787,32 @@ def raw(tmp_path):
     lib.itsme_contact_list_free(env.list)
     lib.itsme_contact_free(env.contact)
     lib.itsme_contact_free(env.old_contact)
-    lib.itsme_store_close(env.store)
+    lib.itsme_store_free(env.store)
     lib.itsme_identity_free(env.identity)
     lib.itsme_secret_store_free(env.secrets)
 
 
 def test_raw_free_functions_accept_null():
-    lib.itsme_store_close(None)
+    lib.itsme_store_free(None)
     lib.itsme_contact_free(None)
     lib.itsme_contact_list_free(None)
+
+
+def test_raw_deprecated_store_close_still_frees(raw):
+    """itsme_store_close, deprecated in 0.1, is still itsme_store_free: it
+    accepts NULL and releases a store whose changes stay on disk."""
+    lib.itsme_store_close(None)
+    out = c_void_p()
+    path = str(raw.tmp_path / "raw.db").encode()
+    ok(lib.itsme_store_open(raw.identity, path, byref(out)))
+    cid = c_int64()
+    ok(lib.itsme_store_add(out.value, b"Dana", c_bytes(key(3)), 32, c_bytes(seed(3)), 32, 0, T0, byref(cid)))
+    lib.itsme_store_close(out.value)
+    ok(lib.itsme_store_open(raw.identity, path, byref(out)))
+    count = c_uint64()
+    ok(lib.itsme_store_count(out.value, byref(count)))
+    lib.itsme_store_free(out.value)
+    assert count.value == 3
 
 
 # Every (out, cap, out_len) output of the contact store: (call, is_text, expected).
@@ -909,7 +926,7 @@ def test_raw_snapshots_outlive_their_list_and_store(tmp_path):
     item = out.value
     single = snapshot_of(store, cid.value)
     lib.itsme_contact_list_free(contact_list)
-    lib.itsme_store_close(store)
+    lib.itsme_store_free(store)
     lib.itsme_identity_free(identity)
     lib.itsme_secret_store_free(secrets)
     for contact in (item, single):

@@ -176,8 +176,8 @@ def raw(tmp_path):
         lib.itsme_random_free(rng)
     lib.itsme_contact_free(env.contact)
     lib.itsme_contact_list_free(env.list)
-    lib.itsme_store_close(env.contacts)
-    lib.itsme_store_close(env.bare_contacts)
+    lib.itsme_store_free(env.contacts)
+    lib.itsme_store_free(env.bare_contacts)
     lib.itsme_identity_free(env.identity)
     lib.itsme_identity_free(env.bare_identity)
     for store in (env.store, env.empty_store, env.bare_store):
@@ -1474,7 +1474,7 @@ FREE_OUTPUT = {
     "itsme_secret_store_open_file": lib.itsme_secret_store_free,
     "itsme_identity_create": lib.itsme_identity_free,
     "itsme_identity_load": lib.itsme_identity_free,
-    "itsme_store_open": lib.itsme_store_close,
+    "itsme_store_open": lib.itsme_store_free,
     "itsme_store_get": lib.itsme_contact_free,
     "itsme_store_get_by_key": lib.itsme_contact_free,
     "itsme_store_find_fingerprint": lib.itsme_contact_list_free,
@@ -1625,7 +1625,7 @@ def test_null_pointers_leave_no_trace(raw):
 def test_free_accepts_null():
     lib.itsme_secret_store_free(None)
     lib.itsme_identity_free(None)
-    lib.itsme_store_close(None)
+    lib.itsme_store_free(None)
     lib.itsme_contact_free(None)
     lib.itsme_contact_list_free(None)
     lib.itsme_random_free(None)
@@ -2245,13 +2245,13 @@ def test_voice_needs_the_store_it_was_planned_on(raw, tmp_path):
         assert lib.itsme_voice_check(voice, other, b"ECHO 512", 1, start, byref(outcome)) == R.ITSME_E_INVALID_ARGUMENT
         assert voice_state(voice)[0] == itsme.VOICE_COMPARING and outcome.value == 0xAAAA
     finally:
-        lib.itsme_store_close(other.value)
+        lib.itsme_store_free(other.value)
 
 
 def test_voice_keeps_its_store_alive(raw):
     voice = new_voice(raw)
     start = 30 * voice_window(voice)
-    lib.itsme_store_close(raw.contacts)
+    lib.itsme_store_free(raw.contacts)
     out = c_void_p()
     # The fixture closes env.contacts later: reopen a handle under that name.
     ok(lib.itsme_store_open(raw.identity, str(raw.tmp_path / "contacts.db").encode(), byref(out)))
@@ -2478,7 +2478,7 @@ def test_online_verify_needs_the_store_it_was_started_on(raw, tmp_path):
         assert outcome.value == itsme.VOICE_VERIFIED_TAG_UNCHECKED, "contacts added without device secrets"
         assert online_state(session) == itsme.ONLINE_VERIFY_CONFIRMED
     finally:
-        lib.itsme_store_close(other.value)
+        lib.itsme_store_free(other.value)
 
 
 # -- failures write nothing -------------------------------------------------
