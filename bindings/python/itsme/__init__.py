@@ -106,11 +106,16 @@ approvals, :mod:`itsme._approval`): :func:`enroll` and
 :func:`sign_approval` and :func:`verify_approval` with a
 :class:`ReplayStore`.
 
-The shared library is found through the ``ITSME_LIBRARY`` environment
-variable (a path), then ``ctypes.util.find_library("itsme")``, then
-``libitsme.so`` on the loader's path.  Importing the package initialises the
-library (``itsme_init``) and raises :class:`ItsMeError` if it cannot run on
-this machine.
+The shared library is the one named by the ``ITSME_LIBRARY`` environment
+variable (a path), if set; else the ``libitsme.so`` bundled in the package
+(as the wheel installs it); else the system's, found by
+``ctypes.util.find_library("itsme")`` or as ``libitsme.so`` on the loader's
+path.  The binding was written for the library's ABI 0.1: importing the
+package refuses a library whose ``MAJOR.MINOR`` differs with
+:class:`LibraryVersionError` (an ``OSError``, like every failure to load the
+library; as the import fails, catch it as ``OSError``).  Importing the
+package then initialises the library (``itsme_init``) and raises
+:class:`ItsMeError` if it cannot run on this machine.
 
 Failures raise :class:`ItsMeError` (or one of its subclasses) carrying the
 result ``code``, its header ``name``, the library's ``message`` and the
@@ -208,6 +213,7 @@ from ._exchange import (
     short_code_format,
     short_code_parse,
 )
+from ._ffi import LibraryVersionError
 from ._ffi import lib as _lib
 from ._handle import thread_last_error as _thread_last_error
 from ._identity import (
@@ -419,6 +425,7 @@ __all__ = [
     "InvalidPinError",
     "InvalidStateError",
     "ItsMeError",
+    "LibraryVersionError",
     "LockedError",
     "MalformedMessageError",
     "NAME_MAX_BYTES",

@@ -49,10 +49,14 @@ from ctypes import (
     c_uint64,
     c_void_p,
 )
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 __all__ = [
+    "ABI_VERSION",
+    "BUNDLED_LIBRARY_FILE",
     "LIBRARY_ENV",
+    "LibraryVersionError",
+    "SYSTEM_LIBRARY_FILE",
     "GetCallback",
     "PutCallback",
     "RemoveCallback",
@@ -67,13 +71,25 @@ __all__ = [
     "ReplayDestroyCallback",
     "ReplayStoreCallbacks",
     "SIGNATURES",
+    "check_version",
     "find_library_path",
     "load_library",
     "lib",
+    "version_text",
 ]
 
 #: Environment variable naming the shared library to load (a path).
 LIBRARY_ENV = "ITSME_LIBRARY"
+#: The library's file name inside the package, where the wheel bundles it.
+BUNDLED_LIBRARY_FILE = "libitsme.so"
+#: The name left to the dynamic loader when ctypes.util.find_library finds nothing.
+SYSTEM_LIBRARY_FILE = "libitsme.so"
+#: The ABI this binding was written for, (MAJOR, MINOR): while the major
+#: version is 0 the minor names the ABI (include/itsme.h, "Compatibility"),
+#: so any libitsme 0.1.x will do and no other.
+ABI_VERSION: Tuple[int, int] = (0, 1)
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 _result = c_int32
 _handle = c_void_p
@@ -508,33 +524,137 @@ SIGNATURES: Dict[str, Tuple[Optional[type], List[type]]] = {
 }
 
 
-def find_library_path() -> str:
+def _system_library() -> Tuple[str, str]:
+    """The system's libitsme: what ``ctypes.util.find_library`` finds, else
+    plain ``"libitsme.so"`` left to the dynamic loader's search path.
+    Returns (what to load, how it was found)."""
+    found = ctypes.util.find_library("itsme")
+    if found:
+        return found, f"the system's libitsme ({found!r}, found by ctypes.util.find_library)"
+    return (
+        SYSTEM_LIBRARY_FILE,
+        f"the system's libitsme (ctypes.util.find_library found none; "
+        f"{SYSTEM_LIBRARY_FILE!r} on the dynamic loader's search path)",
+    )
+
+
+def _search(
+    environ: Optional[Mapping[str, str]] = None, package_dir: Optional[str] = None
+) -> Tuple[str, List[str]]:
+    """(what to load, every place looked at on the way, in order)."""
+    environ = os.environ if environ is None else environ
+    package_dir = _PACKAGE_DIR if package_dir is None else package_dir
+    override = environ.get(LIBRARY_ENV)
+    if override:
+        return override, [f"{LIBRARY_ENV}={override!r}"]
+    tried = [f"{LIBRARY_ENV} (not set)"]
+    bundled = os.path.join(package_dir, BUNDLED_LIBRARY_FILE)
+    if os.path.exists(bundled):
+        return bundled, tried + [f"the library bundled in the package ({bundled!r})"]
+    tried.append(f"the library bundled in the package ({bundled!r}: not there)")
+    path, how = _system_library()
+    return path, tried + [how]
+
+
+def find_library_path(
+    environ: Optional[Mapping[str, str]] = None, package_dir: Optional[str] = None
+) -> str:
     """Where to load libitsme from.
 
-    The ``ITSME_LIBRARY`` environment variable (a path) comes first, then
-    ``ctypes.util.find_library("itsme")``, then plain ``"libitsme.so"`` (left
-    to the dynamic loader's search path).
+    In order: the ``ITSME_LIBRARY`` environment variable (a path), which
+    overrides everything; else ``libitsme.so`` in the package's directory
+    (the library bundled in the wheel), if it is there; else the system's:
+    ``ctypes.util.find_library("itsme")``, then plain ``"libitsme.so"`` left
+    to the dynamic loader's search path.
+
+    ``environ`` (default ``os.environ``) and ``package_dir`` (default this
+    package's directory) are for tests.
     """
-    path = os.environ.get(LIBRARY_ENV)
-    if path:
-        return path
-    return ctypes.util.find_library("itsme") or "libitsme.so"
+    return _search(environ, package_dir)[0]
+
+
+def version_text(number: int) -> str:
+    """An ``itsme_version_number()`` value as ``"MAJOR.MINOR.PATCH"``."""
+    return f"{number // 10000}.{number // 100 % 100}.{number % 100}"
+
+
+class LibraryVersionError(OSError):
+    """The libitsme found is of another ABI than this binding's.
+
+    While the major version is 0 the minor version names the ABI, so the
+    binding accepts a library whose ``MAJOR.MINOR`` is :data:`ABI_VERSION`,
+    whatever its patch level.  Importing :mod:`itsme` raises this error for
+    another library; as the import fails, catch it there as ``OSError``
+    (which every failure to load the library is).
+
+    Attributes:
+        path: the library that was loaded.
+        found: its ``itsme_version_number()`` (MAJOR * 10000 + MINOR * 100 + PATCH).
+        expected: the ABI this binding was written for, (MAJOR, MINOR).
+    """
+
+    def __init__(self, path: str, found: int, expected: Tuple[int, int] = ABI_VERSION) -> None:
+        self.path = path
+        self.found = found
+        self.expected = expected
+        wanted = f"{expected[0]}.{expected[1]}"
+        super().__init__(
+            f"{path!r} is libitsme {version_text(found)}, but this binding of itsme "
+            f"was written for libitsme {wanted} (any {wanted}.x): install the matching "
+            f"library or binding, or set {LIBRARY_ENV} to the path of a libitsme {wanted}.x"
+        )
+
+    def __reduce__(self) -> Tuple[type, Tuple[str, int, Tuple[int, int]]]:
+        return (type(self), (self.path, self.found, self.expected))
+
+
+def check_version(library: ctypes.CDLL, path: str) -> int:
+    """Refuses a library whose MAJOR.MINOR is not :data:`ABI_VERSION`.
+
+    Calls ``itsme_version_number()`` (which needs no ``itsme_init()``) and
+    returns it; raises :class:`LibraryVersionError` for another ABI and
+    ``OSError`` if the library does not export the function.
+    """
+    try:
+        function = library.itsme_version_number
+    except AttributeError as error:
+        raise OSError(f"{path!r} does not export itsme_version_number: it is not libitsme") from error
+    function.restype = c_uint32
+    function.argtypes = []
+    number = int(function())
+    if (number // 10000, number // 100 % 100) != ABI_VERSION:
+        raise LibraryVersionError(path, number)
+    return number
+
+
+_FIX = (
+    "install the itsme-verify wheel (it bundles the library), install libitsme "
+    f"(make install), or set {LIBRARY_ENV} to the path of libitsme.so"
+)
 
 
 def load_library(path: Optional[str] = None) -> ctypes.CDLL:
-    """Loads libitsme and declares every function of :data:`SIGNATURES`.
+    """Loads libitsme, checks its version and declares every function of
+    :data:`SIGNATURES`.
 
-    Does not call ``itsme_init()``.  Raises ``OSError`` if the library cannot
-    be loaded or lacks one of the functions.
+    Without ``path``, the library is looked for as :func:`find_library_path`
+    says.  Does not call ``itsme_init()``.  Raises :class:`LibraryVersionError`
+    for a library of another ABI, and ``OSError`` if the library cannot be
+    loaded or lacks one of the functions.
     """
-    path = path or find_library_path()
+    if path is None:
+        path, tried = _search()
+    else:
+        tried = [f"{path!r} (given)"]
     try:
         library = ctypes.CDLL(path)
     except OSError as error:
         raise OSError(
-            f"cannot load libitsme from {path!r} ({error}); "
-            f"set {LIBRARY_ENV} to the path of libitsme.so"
+            f"cannot load libitsme from {path!r} ({error}).  Looked at: "
+            + "; ".join(tried)
+            + f".  To fix it, {_FIX}."
         ) from error
+    check_version(library, path)
     for name, (restype, argtypes) in SIGNATURES.items():
         try:
             function = getattr(library, name)
