@@ -14,6 +14,8 @@
 //! that depends on it load the library without `LD_LIBRARY_PATH`.  (A
 //! `-rpath` link argument would not do: it reaches only this crate's own
 //! tests and examples, not a dependent's binaries.)
+//!
+//! A library whose MAJOR.MINOR is not [`ABI_VERSION`] fails the build.
 
 use std::env;
 use std::fs;
@@ -21,11 +23,14 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{self, Command};
 
+include!("src/abi_version.rs");
+
 /// The file name of the library and the prefix of its versioned names.
 const LIBRARY: &str = "libitsme.so";
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=src/abi_version.rs");
     for variable in [
         "ITSME_LIB_DIR",
         "PKG_CONFIG",
@@ -48,11 +53,15 @@ fn main() {
     match find_library() {
         Found::Dir(dir, source) => {
             let dir = fs::canonicalize(&dir).unwrap_or(dir);
+            check_file_versions(&dir, &source);
             link_into(&dir, &out_dir);
             println!("cargo:rustc-link-search=native={}", out_dir.display());
             // For the build scripts of dependents, as DEP_ITSME_LIB_DIR
             // (an application's RPATH, say).
             println!("cargo:lib_dir={}", dir.display());
+            // A reinstalled library (another patch or ABI version) runs the
+            // checks again.
+            println!("cargo:rerun-if-changed={}", dir.join(LIBRARY).display());
         }
         Found::SystemPaths => {}
         Found::Nowhere(why) => println!(
@@ -85,9 +94,11 @@ fn find_library() -> Found {
             Found::Nowhere(format!("{source} holds no {LIBRARY}"))
         };
     }
-    let Some(flags) = pkg_config(&["--libs-only-L", "itsme"]) else {
+    let Some(version) = pkg_config(&["--modversion", "itsme"]) else {
         return Found::Nowhere("libitsme not found (pkg-config does not know itsme)".to_owned());
     };
+    check_version(version.trim(), "pkg-config --modversion itsme");
+    let flags = pkg_config(&["--libs-only-L", "itsme"]).unwrap_or_default();
     let dirs: Vec<PathBuf> = flags
         .split_whitespace()
         .filter_map(|flag| flag.strip_prefix("-L"))
@@ -100,6 +111,51 @@ fn find_library() -> Found {
             "pkg-config names {}, which holds no {LIBRARY}",
             flags.trim()
         )),
+    }
+}
+
+/// Refuses a library file of another ABI: the versions in the names of the
+/// files that are the same file as `libitsme.so` (the loader would refuse
+/// another minor too, but only when the program starts).  Warns when the
+/// name programs load the library by is missing.
+fn check_file_versions(dir: &Path, source: &str) {
+    if let Ok(library) = fs::canonicalize(dir.join(LIBRARY)) {
+        for name in library_names(dir) {
+            let Some(version) = name
+                .strip_prefix(LIBRARY)
+                .and_then(|rest| rest.strip_prefix('.'))
+            else {
+                continue;
+            };
+            if fs::canonicalize(dir.join(&name)).ok().as_ref() == Some(&library) {
+                check_version(version, &format!("{source}: {name}"));
+            }
+        }
+    }
+    let soname = format!("{LIBRARY}.{}.{}", ABI_VERSION.0, ABI_VERSION.1);
+    if !dir.join(&soname).exists() {
+        println!(
+            "cargo:warning={source}: {} holds no {soname}, the name programs load the library by",
+            dir.display()
+        );
+    }
+}
+
+/// Fails the build unless `version` ("0.1", "0.1.0") is of [`ABI_VERSION`];
+/// a version without a minor ("0") says nothing and passes.
+fn check_version(version: &str, what: &str) {
+    let mut parts = version.split('.').map(str::parse::<u32>);
+    let (Some(Ok(major)), Some(Ok(minor))) = (parts.next(), parts.next()) else {
+        return;
+    };
+    let (want_major, want_minor) = ABI_VERSION;
+    if (major, minor) != ABI_VERSION {
+        fail(&format!(
+            "{what} is libitsme {version}, but this crate (itsme {}) was written for libitsme \
+             {want_major}.{want_minor} (any {want_major}.{want_minor}.x): install libitsme \
+             {want_major}.{want_minor}, or use a version of the crate written for {major}.{minor}",
+            env::var("CARGO_PKG_VERSION").unwrap_or_default(),
+        ));
     }
 }
 

@@ -51,6 +51,9 @@
 //!   and verifies answers ([`verify_approval`]) against a [`ReplayStore`].
 //! - [`Error`]: a library result code, its message and the detail the
 //!   library recorded for the failure.
+//! - [`init`]: checks that the loaded library is of the ABI this crate was
+//!   written for ([`ABI_VERSION`]), then initialises it; every constructor
+//!   calls it.
 //!
 //! The raw declarations are in [`sys`].
 //!
@@ -146,7 +149,8 @@ pub const ACCESSIBLE_WHEN_UNLOCKED: u32 = sys::ITSME_ACCESSIBLE_WHEN_UNLOCKED;
 // Errors
 // ---------------------------------------------------------------------------
 
-/// The kind of an [`Error`], one per result code of the C interface.
+/// The kind of an [`Error`], one per result code of the C interface, and
+/// [`ErrorKind::IncompatibleVersion`], which this binding makes.
 ///
 /// Later library versions may add codes; those appear as
 /// [`ErrorKind::Other`] with the raw code.
@@ -220,9 +224,18 @@ pub enum ErrorKind {
     /// A single-use message was presented again: a service approval whose
     /// request has been answered already (`ITSME_E_REPLAYED`).
     Replayed,
+    /// The loaded libitsme is of another ABI version than the one this
+    /// crate was written for ([`ABI_VERSION`]); [`init`] refuses it and
+    /// every call fails with this.  Not a code of the C interface: this
+    /// binding makes it, with the code [`INCOMPATIBLE_VERSION_CODE`].
+    IncompatibleVersion,
     /// A code this binding does not know.
     Other(i32),
 }
+
+/// The [`Error::code`] of [`ErrorKind::IncompatibleVersion`]: negative, so
+/// never a code of the C interface.
+pub const INCOMPATIBLE_VERSION_CODE: i32 = -1;
 
 impl ErrorKind {
     /// The kind of a C result code.
@@ -250,6 +263,7 @@ impl ErrorKind {
             sys::ITSME_E_MALFORMED_MESSAGE => ErrorKind::MalformedMessage,
             sys::ITSME_E_EXPIRED => ErrorKind::Expired,
             sys::ITSME_E_REPLAYED => ErrorKind::Replayed,
+            INCOMPATIBLE_VERSION_CODE => ErrorKind::IncompatibleVersion,
             other => ErrorKind::Other(other),
         }
     }
@@ -279,6 +293,7 @@ impl ErrorKind {
             ErrorKind::MalformedMessage => sys::ITSME_E_MALFORMED_MESSAGE,
             ErrorKind::Expired => sys::ITSME_E_EXPIRED,
             ErrorKind::Replayed => sys::ITSME_E_REPLAYED,
+            ErrorKind::IncompatibleVersion => INCOMPATIBLE_VERSION_CODE,
             ErrorKind::Other(code) => code,
         }
     }
@@ -292,7 +307,8 @@ impl ErrorKind {
 /// ever contains secrets.  `Display` shows `message (detail)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
-    /// The C result code (never `ITSME_OK`).
+    /// The C result code (never `ITSME_OK`), or
+    /// [`INCOMPATIBLE_VERSION_CODE`].
     pub code: i32,
     /// The static English text for `code`.
     pub message: String,
@@ -307,7 +323,11 @@ impl Error {
     /// passed on to the library (conventionally `ITSME_E_SECRET_STORE`,
     /// see [`Error::secret_store`]).
     pub fn new(code: i32, detail: impl Into<String>) -> Error {
-        Error { code, message: result_message(code).to_owned(), detail: detail.into() }
+        let message = match code {
+            INCOMPATIBLE_VERSION_CODE => "incompatible libitsme version",
+            code => result_message(code),
+        };
+        Error { code, message: message.to_owned(), detail: detail.into() }
     }
 
     /// An `ITSME_E_SECRET_STORE` error with a detail, for
@@ -357,25 +377,50 @@ pub fn result_message(code: i32) -> &'static str {
 // Initialisation and version
 // ---------------------------------------------------------------------------
 
-static INIT: OnceLock<i32> = OnceLock::new();
+include!("abi_version.rs");
 
-/// Initialises the library (libsodium and the CPU check for AES-256-GCM).
+static INIT: OnceLock<Result<()>> = OnceLock::new();
+
+/// Checks the version of the loaded library, then initialises it
+/// (libsodium and the CPU check for AES-256-GCM).
 ///
 /// Every constructor of this crate calls it, so calling it yourself is only
-/// needed to detect an unsupported platform early.  The outcome of the
-/// first call is remembered.
+/// needed to detect an unsupported platform or library early.  The outcome
+/// of the first call is remembered.
 ///
-/// Errors: [`ErrorKind::UnsupportedPlatform`] where the CPU lacks
+/// Errors: [`ErrorKind::IncompatibleVersion`] if the loaded library's
+/// `MAJOR.MINOR` is not [`ABI_VERSION`] (the library is then left
+/// uninitialised), [`ErrorKind::UnsupportedPlatform`] where the CPU lacks
 /// AES-256-GCM support, [`ErrorKind::Internal`] if libsodium cannot
 /// initialise.
 pub fn init() -> Result<()> {
-    // SAFETY: itsme_init takes no arguments and is thread-safe.
-    let code = *INIT.get_or_init(|| unsafe { sys::itsme_init() });
-    if code == sys::ITSME_OK {
-        Ok(())
-    } else {
-        Err(Error::new(code, ""))
+    INIT.get_or_init(|| {
+        check_version(version_number())?;
+        // SAFETY: itsme_init takes no arguments and is thread-safe.
+        match unsafe { sys::itsme_init() } {
+            sys::ITSME_OK => Ok(()),
+            code => Err(Error::new(code, "")),
+        }
+    })
+    .clone()
+}
+
+/// Accepts a library version number (`MAJOR * 10000 + MINOR * 100 +
+/// PATCH`) of [`ABI_VERSION`]: the same major and minor, any patch.
+fn check_version(loaded: u32) -> Result<()> {
+    let (major, minor, patch) = (loaded / 10_000, loaded / 100 % 100, loaded % 100);
+    let (want_major, want_minor) = ABI_VERSION;
+    if (major, minor) == ABI_VERSION {
+        return Ok(());
     }
+    Err(Error::new(
+        INCOMPATIBLE_VERSION_CODE,
+        format!(
+            "the loaded libitsme is {major}.{minor}.{patch}, but this crate (itsme {}) was written for \
+             libitsme {want_major}.{want_minor} (any {want_major}.{want_minor}.x)",
+            env!("CARGO_PKG_VERSION")
+        ),
+    ))
 }
 
 /// The version of the library actually loaded, as `"MAJOR.MINOR.PATCH"`.
@@ -1247,5 +1292,37 @@ mod tests {
         assert_eq!(ErrorKind::from_code(23), ErrorKind::Other(23));
         assert_eq!(ErrorKind::from_code(99), ErrorKind::Other(99));
         assert_eq!(ErrorKind::Other(99).code(), 99);
+        assert_eq!(ErrorKind::from_code(INCOMPATIBLE_VERSION_CODE), ErrorKind::IncompatibleVersion);
+        assert_eq!(ErrorKind::IncompatibleVersion.code(), INCOMPATIBLE_VERSION_CODE);
+    }
+
+    #[test]
+    fn the_expected_version_is_the_headers() {
+        // sys.rs mirrors the header the crate was written against
+        // (tests/abi.rs); ABI_VERSION must name the same MAJOR.MINOR.
+        assert_eq!(ABI_VERSION, (sys::ITSME_VERSION_MAJOR, sys::ITSME_VERSION_MINOR));
+    }
+
+    #[test]
+    fn versions_of_another_major_or_minor_are_refused() {
+        let (major, minor) = ABI_VERSION;
+        let number = |major: u32, minor: u32, patch: u32| major * 10_000 + minor * 100 + patch;
+        for patch in [0, 1, 99] {
+            assert_eq!(check_version(number(major, minor, patch)), Ok(()), "patch {patch}");
+        }
+        for (other_major, other_minor) in [(major, minor + 1), (major + 1, minor), (major + 1, 0)]
+            .into_iter()
+            .chain(minor.checked_sub(1).map(|m| (major, m)))
+        {
+            let error = check_version(number(other_major, other_minor, 3)).unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::IncompatibleVersion);
+            assert_eq!(error.code, INCOMPATIBLE_VERSION_CODE);
+            let text = error.to_string();
+            assert!(text.contains(&format!("{other_major}.{other_minor}.3")), "{text}");
+            assert!(text.contains(&format!("written for libitsme {major}.{minor} ")), "{text}");
+        }
+        // The loaded library is the one the crate was written for.
+        assert_eq!(check_version(version_number()), Ok(()));
+        assert_eq!(init(), Ok(()));
     }
 }
