@@ -2,6 +2,10 @@
 //! verify a PIN, then show the PIN lockout in a scratch directory.
 //!
 //!     itsme-example DIR
+//!
+//! `cargo run -- DIR` needs only PKG_CONFIG_PATH (or ITSME_LIB_DIR) when
+//! libitsme is not installed in a system directory: the itsme crate links it
+//! where cargo's runs find it (bindings/rust/README.md).
 
 use itsme::{ErrorKind, Identity, SecretStore};
 use std::path::{Path, PathBuf};
@@ -45,7 +49,7 @@ fn open_identity(dir: &Path) -> Result<(SecretStore, Identity), Failure> {
     let identity = match Identity::load(&store) {
         Ok(identity) => identity,
         Err(error) if error.kind() == ErrorKind::NotFound => {
-            Identity::create(&store, "Example").context("load identity")?
+            Identity::create(&store, "Example").context("create identity")?
         }
         Err(error) => return Err(Failure::new("load identity", error)),
     };
