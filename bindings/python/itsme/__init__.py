@@ -559,12 +559,14 @@ __all__ = [
 
 def version() -> str:
     """The version of the loaded library, as ``"MAJOR.MINOR.PATCH"``."""
-    return _lib.itsme_version_string().decode("ascii")
+    text: bytes = _lib.itsme_version_string()  # static text, never NULL
+    return text.decode("ascii")
 
 
 def version_number() -> int:
     """The version of the loaded library as ``MAJOR * 10000 + MINOR * 100 + PATCH``."""
-    return _lib.itsme_version_number()
+    number: int = _lib.itsme_version_number()
+    return number
 
 
 def init() -> None:

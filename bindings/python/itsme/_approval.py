@@ -41,9 +41,9 @@ import ctypes
 import enum
 import functools
 import itertools
-from ctypes import byref, c_size_t, c_uint8, c_void_p
+from ctypes import byref, c_int32, c_size_t, c_uint8, c_void_p
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Optional, Sequence, Tuple
 
 from ._errors import InvalidArgumentError, ItsMeError, Result, check, record_callback_exception
 from ._ffi import (
@@ -55,10 +55,23 @@ from ._ffi import (
     ReplayStoreCallbacks,
     lib,
 )
-from ._handle import Handle, encode_text, int_argument, thread_last_error, unix_time
+from ._handle import (
+    BufferCall,
+    Detail,
+    Handle,
+    encode_text,
+    enum_or_int,
+    int_argument,
+    new_handle,
+    thread_last_error,
+    unix_time,
+)
 from ._profile import bytes_in
 from ._random import DeterministicRandom, use_random
 from ._store import SecretStore
+
+if TYPE_CHECKING:
+    from ctypes import _Pointer
 
 __all__ = [
     "APPROVAL_LIFETIME_MAX",
@@ -189,15 +202,16 @@ class ApprovalResult:
     granted_scopes: Tuple[str, ...]
 
 
-def _text(field: Any) -> str:
-    """A NUL-terminated ``char`` array of a struct as text."""
+def _text(field: bytes) -> str:
+    """A NUL-terminated ``char`` array of a struct (which ctypes reads as
+    bytes, up to the NUL) as text."""
     try:
         return bytes(field).decode("utf-8")
     except UnicodeDecodeError as error:
         raise ItsMeError(Result.ITSME_E_INTERNAL, "library returned invalid UTF-8") from error
 
 
-def _scopes_out(field: Any) -> Tuple[str, ...]:
+def _scopes_out(field: bytes) -> Tuple[str, ...]:
     text = _text(field)
     return tuple(text.split(" ")) if text else ()
 
@@ -231,7 +245,7 @@ def _store(secret_store: SecretStore) -> SecretStore:
     return secret_store
 
 
-def _output(call: Callable[[Any, int, Any], int], cap: int, detail: Callable[[], str]) -> bytes:
+def _output(call: BufferCall, cap: int, detail: Detail) -> bytes:
     """One call into a buffer of the largest size the output can have."""
     buffer, out_len = (c_uint8 * cap)(), c_size_t(0)
     check(call(buffer, cap, byref(out_len)), detail)
@@ -436,12 +450,8 @@ def verify_approval(
             ),
             thread_last_error,
         )
-    try:
-        decision: Any = ApprovalDecision(result.decision)
-    except ValueError:
-        decision = result.decision
     return ApprovalResult(
-        decision=decision,
+        decision=enum_or_int(ApprovalDecision, result.decision),
         credential_id=bytes(result.credential_id),
         timestamp=result.timestamp,
         granted_scopes=_scopes_out(result.granted_scopes),
@@ -488,7 +498,9 @@ def _guarded(body: Callable[..., int]) -> Callable[..., int]:
 
 
 @_guarded
-def _insert(ctx: Optional[int], key: Any, expires_at: int, now: int, out_seen: Any) -> int:
+def _insert(
+    ctx: Optional[int], key: _Pointer[c_uint8], expires_at: int, now: int, out_seen: _Pointer[c_int32]
+) -> int:
     """insert: asks the Python callable whether ``key`` was seen already."""
     if ctx is None or not key or not out_seen:
         return _E_INVALID_ARGUMENT
@@ -545,7 +557,7 @@ class ReplayStore(Handle):
         capacity = int_argument(capacity, "capacity", 0, _SIZE_MAX)
         out = c_void_p()
         check(lib.itsme_replay_store_new_memory(capacity, byref(out)), thread_last_error)
-        return cls(out.value)
+        return cls(new_handle(out))
 
     @classmethod
     def from_callback(cls, insert: ReplayInsert) -> "ReplayStore":
@@ -572,7 +584,7 @@ class ReplayStore(Handle):
         except BaseException:
             _registry.pop(ctx, None)  # on failure the caller keeps ctx
             raise
-        return cls(out.value, insert)
+        return cls(new_handle(out), insert)
 
     def __repr__(self) -> str:
         kind = "callback" if self._insert is not None else "memory"

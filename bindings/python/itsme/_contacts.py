@@ -7,11 +7,20 @@ import enum
 import os
 from ctypes import byref, c_int, c_int64, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Tuple, Type, Union
 
 from ._errors import Result, check
 from ._ffi import lib
-from ._handle import DetailedHandle, encode_text, int_argument, read_bytes, read_text, unix_time
+from ._handle import (
+    DetailedHandle,
+    encode_text,
+    enum_or_int,
+    int_argument,
+    new_handle,
+    read_bytes,
+    read_text,
+    unix_time,
+)
 from ._identity import FINGERPRINT_SIZE, PUBLIC_KEY_BYTES, Identity
 from ._profile import Profile
 from ._random import DeterministicRandom, use_random
@@ -43,6 +52,9 @@ NOTE_MAX_BYTES = 4096
 DEGRADATION_CODE_SIZE = 30
 #: Largest contact photo, in bytes (see ``itsme_store_set_photo``).
 PHOTO_MAX_BYTES = 524288
+
+if TYPE_CHECKING:
+    from ctypes import Array, _SimpleCData
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _UINT32_MAX = 2**32 - 1
@@ -81,14 +93,6 @@ EXCHANGE_INVITE = ExchangeMethod.INVITE
 EXCHANGE_REALTIME = ExchangeMethod.REALTIME
 
 
-def _enum_or_int(kind: Any, value: int) -> Any:
-    """A member of ``kind``, or the plain int for a value a newer library added."""
-    try:
-        return kind(value)
-    except ValueError:
-        return value
-
-
 @dataclass(frozen=True)
 class Contact:
     """A contact as stored: an ``itsme_contact`` snapshot, read in one go.
@@ -116,7 +120,7 @@ class Contact:
     def _read(cls, ptr: int) -> "Contact":
         """Reads every field of a snapshot handle (which the caller frees)."""
 
-        def scalar(function: Callable[..., int], ctype: Any) -> Any:
+        def scalar(function: Callable[..., int], ctype: Type[_SimpleCData[int]]) -> int:
             value = ctype()
             check(function(ptr, byref(value)))
             return value.value
@@ -146,9 +150,9 @@ class Contact:
             fingerprint=text(lib.itsme_contact_fingerprint, FINGERPRINT_SIZE),
             public_key=key,
             authenticated=authenticated,
-            state=_enum_or_int(VerificationState, state.value),
+            state=enum_or_int(VerificationState, state.value),
             acknowledged=bool(acknowledged.value),
-            method=_enum_or_int(ExchangeMethod, scalar(lib.itsme_contact_exchange_method, c_uint32)),
+            method=enum_or_int(ExchangeMethod, scalar(lib.itsme_contact_exchange_method, c_uint32)),
             created_at=scalar(lib.itsme_contact_created_at, c_int64),
             verified_at=optional(lib.itsme_contact_verified_at),
             last_window=optional(lib.itsme_contact_last_window),
@@ -156,7 +160,7 @@ class Contact:
         )
 
 
-def _bytes_argument(value: Any, what: str) -> Any:
+def _bytes_argument(value: object, what: str) -> Tuple[Array[c_uint8], int]:
     """Bytes as a C array (at least one element, so never NULL) and its length."""
     if not isinstance(value, (bytes, bytearray, memoryview)):
         raise TypeError(f"{what} must be bytes, not {type(value).__name__}")
@@ -164,7 +168,7 @@ def _bytes_argument(value: Any, what: str) -> Any:
     return (c_uint8 * max(len(data), 1)).from_buffer_copy(data or b"\0"), len(data)
 
 
-def _wipe(array: Any) -> None:
+def _wipe(array: Array[c_uint8]) -> None:
     ctypes.memset(array, 0, ctypes.sizeof(array))
 
 
@@ -212,13 +216,13 @@ class ContactStore(DetailedHandle):
                 lib.itsme_store_open(identity_ptr, encoded, byref(out)),
                 lambda: Identity._detail(identity_ptr),
             )
-        return cls(out.value)
+        return cls(new_handle(out))
 
     def _snapshot(self, function: Callable[..., int], *args: Any) -> Contact:
         out = c_void_p()
         self._call(function, *args, byref(out))
         try:
-            return Contact._read(out.value)
+            return Contact._read(new_handle(out))
         finally:
             lib.itsme_contact_free(out.value)
 
@@ -233,7 +237,7 @@ class ContactStore(DetailedHandle):
                 item = c_void_p()
                 check(lib.itsme_contact_list_get(out.value, index, byref(item)))
                 try:
-                    contacts.append(Contact._read(item.value))
+                    contacts.append(Contact._read(new_handle(item)))
                 finally:
                     lib.itsme_contact_free(item.value)
             return contacts
@@ -257,13 +261,13 @@ class ContactStore(DetailedHandle):
         Ids only grow and are never reused.
         """
         encoded = encode_text(name, "name")
-        method = _uint32(method, "method")
+        method_code = _uint32(method, "method")
         when = unix_time(now)
         key, key_len = _bytes_argument(public_key, "public_key")
         secret, seed_len = _bytes_argument(seed, "seed")
         out = c_int64()
         try:
-            self._call(lib.itsme_store_add, encoded, key, key_len, secret, seed_len, method, when, byref(out))
+            self._call(lib.itsme_store_add, encoded, key, key_len, secret, seed_len, method_code, when, byref(out))
         finally:
             _wipe(secret)
         return out.value
@@ -281,13 +285,13 @@ class ContactStore(DetailedHandle):
         nor replaces a keyed one.  Returns its id."""
         encoded = encode_text(name, "name")
         encoded_fingerprint = encode_text(fingerprint, "fingerprint")
-        method = _uint32(method, "method")
+        method_code = _uint32(method, "method")
         when = unix_time(now)
         secret, seed_len = _bytes_argument(seed, "seed")
         out = c_int64()
         try:
             self._call(
-                lib.itsme_store_add_unauthenticated, encoded, encoded_fingerprint, secret, seed_len, method, when,
+                lib.itsme_store_add_unauthenticated, encoded, encoded_fingerprint, secret, seed_len, method_code, when,
                 byref(out),
             )
         finally:

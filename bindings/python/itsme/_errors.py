@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import threading
-from typing import Callable, Dict, Optional, Type
+from typing import Callable, Dict, Optional, Tuple, Type
 
 from ._ffi import lib
 
@@ -71,7 +71,8 @@ RESULT_CODES: Dict[str, int] = {member.name: member.value for member in Result}
 
 def result_message(code: int) -> str:
     """The library's static English text for a result code."""
-    return lib.itsme_result_message(code).decode("utf-8", "replace")
+    text: bytes = lib.itsme_result_message(code)  # static text, never NULL
+    return text.decode("utf-8", "replace")
 
 
 class ItsMeError(Exception):
@@ -101,7 +102,7 @@ class ItsMeError(Exception):
         text = f"{self.message} ({detail})" if detail else self.message
         super().__init__(text)
 
-    def __reduce__(self):
+    def __reduce__(self) -> Tuple[Type[ItsMeError], Tuple[int, str]]:
         return (type(self), (int(self.code), self.detail))
 
     def __repr__(self) -> str:

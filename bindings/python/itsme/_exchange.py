@@ -6,14 +6,27 @@ from __future__ import annotations
 
 import enum
 from ctypes import byref, c_int, c_int64, c_uint32, c_void_p
-from typing import Any, Callable, NamedTuple, Optional, Union
+from typing import TYPE_CHECKING, Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ._contacts import ContactStore, ExchangeMethod, _bytes_argument, _wipe
 from ._errors import InvalidStateError, ItsMeError, NotFoundError, Result, check
 from ._ffi import lib
-from ._handle import DetailedHandle, encode_text, int_argument, read_bytes, read_text, thread_last_error, unix_time
+from ._handle import (
+    DetailedHandle,
+    encode_text,
+    enum_or_int,
+    int_argument,
+    new_handle,
+    read_bytes,
+    read_text,
+    thread_last_error,
+    unix_time,
+)
 from ._identity import FINGERPRINT_SIZE, PUBLIC_KEY_BYTES, Identity
 from ._random import DeterministicRandom, use_random
+
+if TYPE_CHECKING:
+    from ctypes import _CArgObject
 
 __all__ = [
     "BLUETOOTH_FRAME_MAX",
@@ -98,11 +111,8 @@ class SessionKeys(NamedTuple):
     responder: bytes
 
 
-def _state(value: int) -> Any:
-    try:
-        return ExchangeState(value)
-    except ValueError:  # a state a newer library added
-        return value
+def _state(value: int) -> ExchangeState:
+    return enum_or_int(ExchangeState, value)  # an int for a state a newer library added
 
 
 def _peer_bytes(data: Union[bytes, bytearray, memoryview, str]) -> bytes:
@@ -114,7 +124,7 @@ def _peer_bytes(data: Union[bytes, bytearray, memoryview, str]) -> bytes:
     return bytes(data)
 
 
-def _contact_store(store: Any) -> ContactStore:
+def _contact_store(store: object) -> ContactStore:
     if not isinstance(store, ContactStore):
         raise TypeError(f"store must be a ContactStore, not {type(store).__name__}")
     return store
@@ -173,13 +183,13 @@ class Exchange(DetailedHandle):
     # -- construction --------------------------------------------------------
 
     @classmethod
-    def _new(cls, identity: Identity, constructor: Callable[[int, Any], int]) -> "Exchange":
+    def _new(cls, identity: Identity, constructor: Callable[[int, _CArgObject], int]) -> "Exchange":
         if not isinstance(identity, Identity):
             raise TypeError(f"identity must be an Identity, not {type(identity).__name__}")
         out = c_void_p()
         with identity._use() as identity_ptr:
             check(constructor(identity_ptr, byref(out)), lambda: Identity._detail(identity_ptr))
-        return cls(out.value, identity)
+        return cls(new_handle(out), identity)
 
     @classmethod
     def qr(
@@ -475,7 +485,7 @@ class Exchange(DetailedHandle):
             return "<Exchange closed>"
         state, flags = self._status()
         state_name = getattr(_state(state), "name", str(state))
-        flag_names = "|".join(flag.name for flag in ExchangeFlags if flags & flag) or "0"
+        flag_names = "|".join(name for name, flag in ExchangeFlags.__members__.items() if flags & flag) or "0"
         return f"<Exchange {state_name} flags={flag_names}>"
 
 
@@ -531,11 +541,11 @@ class _Text(NamedTuple):
     value: str
 
 
-def _derive(function: Callable[..., int], inputs: "list[Any]", guess: int = _HASH_BYTES) -> bytes:
+def _derive(function: Callable[..., int], inputs: Sequence[Tuple[object, str]], guess: int = _HASH_BYTES) -> bytes:
     """Calls a pure derivation on (value, what) inputs: bytes become
     (pointer, length) pairs, wiped afterwards; :class:`_Text` a C string."""
     arrays = []
-    args: "list[Any]" = []
+    args: List[object] = []
     for value, what in inputs:
         if isinstance(value, _Text):
             args.append(encode_text(value.value, what))

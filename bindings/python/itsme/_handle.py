@@ -3,18 +3,30 @@
 from __future__ import annotations
 
 import ctypes
+import enum
 import operator
 import threading
 import time
 from contextlib import contextmanager
-from ctypes import byref, c_size_t, c_uint8
-from typing import Any, Callable, Iterator, Optional, Tuple
+from ctypes import byref, c_size_t, c_uint8, c_void_p
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Tuple, Type, TypeVar, Union, cast
 
 from ._errors import InvalidArgumentError, ItsMeError, Result, check
 from ._ffi import lib
 
-# A C call that fills (buf, cap, out_len) and returns a result code.
-BufferCall = Callable[[Any, int, Any], int]
+if TYPE_CHECKING:
+    from ctypes import Array, _CArgObject
+
+# A C call that fills (buf, cap, out_len) and returns a result code: buf is
+# a char or uint8_t array of cap elements, out_len a byref(c_size_t).
+BufferCall = Callable[[Union["Array[ctypes.c_char]", "Array[c_uint8]"], int, "_CArgObject"], int]
+# The detail of a failure, read after it (a handle's last error).
+Detail = Callable[[], str]
+
+_Buffer = TypeVar("_Buffer", "Array[ctypes.c_char]", "Array[c_uint8]")
+_T = TypeVar("_T")
+_H = TypeVar("_H", bound="Handle")
+_E = TypeVar("_E", bound=enum.IntEnum)
 
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
@@ -22,14 +34,23 @@ _INT64_MAX = 2**63 - 1
 _BUFFER_ATTEMPTS = 4
 
 
-def _fill(call: BufferCall, guess: int, text: bool) -> Tuple[int, Any, int]:
-    """Runs ``call`` with the too-small protocol.
+def _text_buffer(cap: int) -> Array[ctypes.c_char]:
+    return ctypes.create_string_buffer(cap)
+
+
+def _byte_buffer(cap: int) -> Array[c_uint8]:
+    return (c_uint8 * cap)()
+
+
+def _fill(call: BufferCall, guess: int, new_buffer: Callable[[int], _Buffer]) -> Tuple[int, _Buffer, int]:
+    """Runs ``call`` with the too-small protocol, in buffers ``new_buffer``
+    makes (of a char or a uint8_t array).
 
     Returns (result code, buffer, *out_len) of the last call.
     """
     cap = max(guess, 1)
     for _ in range(_BUFFER_ATTEMPTS):
-        buf = ctypes.create_string_buffer(cap) if text else (c_uint8 * cap)()
+        buf = new_buffer(cap)
         out_len = c_size_t(0)
         code = call(buf, cap, byref(out_len))
         if code == Result.ITSME_E_BUFFER_TOO_SMALL and out_len.value > cap:
@@ -39,9 +60,9 @@ def _fill(call: BufferCall, guess: int, text: bool) -> Tuple[int, Any, int]:
     return code, buf, out_len.value
 
 
-def read_text(call: BufferCall, guess: int, detail: Optional[Callable[[], str]] = None) -> str:
+def read_text(call: BufferCall, guess: int, detail: Optional[Detail] = None) -> str:
     """Reads a NUL-terminated UTF-8 output, growing the buffer as told."""
-    code, buf, length = _fill(call, guess, text=True)
+    code, buf, length = _fill(call, guess, _text_buffer)
     check(code, detail)
     raw = buf.raw
     if not 1 <= length <= len(raw) or raw[length - 1] != 0:
@@ -52,9 +73,9 @@ def read_text(call: BufferCall, guess: int, detail: Optional[Callable[[], str]] 
         raise ItsMeError(Result.ITSME_E_INTERNAL, "library returned invalid UTF-8") from error
 
 
-def read_bytes(call: BufferCall, guess: int, detail: Optional[Callable[[], str]] = None) -> bytes:
+def read_bytes(call: BufferCall, guess: int, detail: Optional[Detail] = None) -> bytes:
     """Reads a byte-string output, growing the buffer as told."""
-    code, buf, length = _fill(call, guess, text=False)
+    code, buf, length = _fill(call, guess, _byte_buffer)
     check(code, detail)
     if length > len(buf):
         raise ItsMeError(Result.ITSME_E_INTERNAL, f"library reported a length of {length}")
@@ -64,7 +85,7 @@ def read_bytes(call: BufferCall, guess: int, detail: Optional[Callable[[], str]]
 def read_detail(call: BufferCall) -> str:
     """Reads a last-error message; an empty string if that fails."""
     try:
-        code, buf, length = _fill(call, 256, text=True)
+        code, buf, length = _fill(call, 256, _text_buffer)
         if code != Result.ITSME_OK or not 1 <= length <= len(buf.raw):
             return ""
         return buf.raw[: length - 1].decode("utf-8", "replace")
@@ -75,6 +96,31 @@ def read_detail(call: BufferCall) -> str:
 def thread_last_error() -> str:
     """The detail of this thread's last failed constructor (itsme_last_error)."""
     return read_detail(lib.itsme_last_error)
+
+
+def enum_or_int(kind: Type[_E], value: int) -> _E:
+    """A member of ``kind``, or the plain int for a value a newer library
+    added.
+
+    Typed as the enum, as the standard library's ``socket.family`` (converted
+    the same way) is: such an int compares and hashes as a member of its
+    value would; only the member's attributes (``name``) are missing.
+    """
+    try:
+        return kind(value)
+    except ValueError:
+        return cast(_E, value)
+
+
+def new_handle(out: c_void_p) -> int:
+    """The handle a successful constructor wrote to ``out``.
+
+    The header promises a handle on success; a NULL one is the library's
+    fault (``ITSME_E_INTERNAL``), never a closed wrapper.
+    """
+    if out.value is None:
+        raise ItsMeError(Result.ITSME_E_INTERNAL, "library returned no handle")
+    return out.value
 
 
 def encode_text(value: str, what: str) -> bytes:
@@ -150,7 +196,7 @@ class Handle:
                 raise ValueError(f"operation on a closed {self._kind}")
             yield self._ptr
 
-    def __enter__(self):
+    def __enter__(self: _H) -> _H:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -184,7 +230,12 @@ class DetailedHandle(Handle):
         with self._use() as ptr:
             check(function(ptr, *args), lambda: self._detail(ptr))
 
-    def _read(self, reader: Callable[..., Any], function: Callable[..., int], guess: int) -> Any:
+    def _read(
+        self,
+        reader: Callable[[BufferCall, int, Optional[Detail]], _T],
+        function: Callable[..., int],
+        guess: int,
+    ) -> _T:
         with self._use() as ptr:
             return reader(
                 lambda buf, cap, out_len: function(ptr, buf, cap, out_len),

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from ctypes import byref, c_int, c_uint8, c_uint32, c_uint64, c_void_p
-from typing import Any, Callable, NamedTuple, Optional
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
 from ._errors import check
 from ._ffi import lib
-from ._handle import DetailedHandle, encode_text, read_bytes, read_text, unix_time
+from ._handle import DetailedHandle, encode_text, new_handle, read_bytes, read_text, unix_time
 from ._random import DeterministicRandom, use_random
 from ._store import SecretStore
+
+if TYPE_CHECKING:
+    from ctypes import _CArgObject
 
 __all__ = ["Identity", "PinStatus", "fingerprint_from_public_key"]
 
@@ -81,13 +84,13 @@ class Identity(DetailedHandle):
         return cls._open(store, lib.itsme_identity_load)
 
     @classmethod
-    def _open(cls, store: SecretStore, constructor: Callable[[int, Any], int]) -> "Identity":
+    def _open(cls, store: SecretStore, constructor: Callable[[int, _CArgObject], int]) -> "Identity":
         if not isinstance(store, SecretStore):
             raise TypeError(f"store must be a SecretStore, not {type(store).__name__}")
         out = c_void_p()
         with store._use() as store_ptr:
             check(constructor(store_ptr, byref(out)), store.last_error)
-        return cls(out.value)
+        return cls(new_handle(out))
 
     @property
     def fingerprint(self) -> str:

@@ -7,11 +7,11 @@ import enum
 from ctypes import byref, c_uint32
 from typing import Optional, Union
 
-from ._contacts import ContactStore, _enum_or_int
+from ._contacts import ContactStore
 from ._errors import check
 from ._exchange import SHORT_CODE_SIZE, _contact_store
 from ._ffi import lib
-from ._handle import read_text, unix_time
+from ._handle import enum_or_int, read_text, unix_time
 from ._profile import PROFILE_REFERENCE_BYTES, bytes_in, read_secret, wipe
 from ._session import _WindowSession
 from ._voice import VoiceOutcome
@@ -43,7 +43,7 @@ class OnlineVerifyState(enum.IntEnum):
     FAILED = 5
 
 
-class OnlineVerify(_WindowSession):
+class OnlineVerify(_WindowSession[OnlineVerifyState]):
     """One Online Verify session with a stored contact (``itsme_online_verify``).
 
     Two people who are apart let their devices prove, through a two-party
@@ -126,7 +126,7 @@ class OnlineVerify(_WindowSession):
                 lib.itsme_online_verify_confirm(ptr, store_ptr, when, byref(outcome)),
                 lambda: self._detail(ptr),
             )
-        return _enum_or_int(VoiceOutcome, outcome.value)
+        return enum_or_int(VoiceOutcome, outcome.value)
 
     def reject(self) -> None:
         """The SAS differed, or the person gave up: nothing is recorded.

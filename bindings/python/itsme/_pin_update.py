@@ -34,7 +34,7 @@ class PinUpdateState(enum.IntEnum):
     FAILED = 3
 
 
-class PinUpdate(_WindowSession):
+class PinUpdate(_WindowSession[PinUpdateState]):
     """One Security PIN Update with a stored contact (``itsme_pin_update``).
 
     Two people together replace the device secrets of their contact; this

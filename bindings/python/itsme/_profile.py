@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import ctypes
 from ctypes import byref, c_size_t, c_uint8, c_void_p
-from typing import Any, Callable, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Optional, Tuple, TypeVar
 
 from ._errors import check
 from ._ffi import lib
-from ._handle import Handle, encode_text, read_bytes, read_text, thread_last_error
+from ._handle import BufferCall, Detail, Handle, encode_text, new_handle, read_bytes, read_text, thread_last_error
 from ._identity import Identity
 from ._random import DeterministicRandom, use_random
 
@@ -41,10 +41,13 @@ PHOTO_FILENAME_MAX_BYTES = 255
 _NAME_GUESS = 64
 _PHOTO_GUESS = 4096
 
-BufferCall = Callable[[Any, int, Any], int]
+if TYPE_CHECKING:
+    from ctypes import Array
+
+_T = TypeVar("_T")
 
 
-def bytes_in(value: Any, what: str) -> Tuple[Any, int]:
+def bytes_in(value: object, what: str) -> Tuple[Array[c_uint8], int]:
     """Bytes as a C array (at least one element, so never NULL) and its length."""
     if not isinstance(value, (bytes, bytearray, memoryview)):
         raise TypeError(f"{what} must be bytes, not {type(value).__name__}")
@@ -52,12 +55,12 @@ def bytes_in(value: Any, what: str) -> Tuple[Any, int]:
     return (c_uint8 * max(len(data), 1)).from_buffer_copy(data or b"\0"), len(data)
 
 
-def wipe(array: Any) -> None:
+def wipe(array: Array[c_uint8]) -> None:
     """Overwrites a ctypes buffer with zeros."""
     ctypes.memset(array, 0, ctypes.sizeof(array))
 
 
-def read_secret(call: BufferCall, size: int, detail: Optional[Callable[[], str]] = None) -> bytes:
+def read_secret(call: BufferCall, size: int, detail: Optional[Detail] = None) -> bytes:
     """Reads a fixed-size secret output (a reference) and wipes the C buffer."""
     buffer, out_len = (c_uint8 * size)(), c_size_t(0)
     try:
@@ -135,7 +138,7 @@ class Profile(Handle):
                 ),
                 thread_last_error,
             )
-        return cls(out.value)
+        return cls(new_handle(out))
 
     @classmethod
     def open(cls, record: bytes, reference: bytes, owner_key: bytes) -> "Profile":
@@ -163,9 +166,14 @@ class Profile(Handle):
             )
         finally:
             wipe(secret)
-        return cls(out.value)
+        return cls(new_handle(out))
 
-    def _get(self, reader: Callable[..., Any], function: Callable[..., int], guess: int) -> Any:
+    def _get(
+        self,
+        reader: Callable[[BufferCall, int], _T],
+        function: Callable[..., int],
+        guess: int,
+    ) -> _T:
         with self._use() as ptr:
             return reader(lambda buf, cap, out_len: function(ptr, buf, cap, out_len), guess)
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from ctypes import byref, c_uint8, c_void_p
-from typing import Any, Iterator, Optional
+from typing import Iterator, Optional
 
 from ._errors import check
 from ._ffi import lib
-from ._handle import Handle, thread_last_error
+from ._handle import Handle, new_handle, thread_last_error
 
 __all__ = ["DeterministicRandom"]
 
@@ -40,14 +40,14 @@ class DeterministicRandom(Handle):
         buffer = (c_uint8 * max(len(data), 1)).from_buffer_copy(data or b"\0")
         out = c_void_p()
         check(lib.itsme_random_new_deterministic(buffer, len(data), byref(out)), thread_last_error)
-        super().__init__(out.value)
+        super().__init__(new_handle(out))
 
     def __repr__(self) -> str:
         return f"<DeterministicRandom {'closed' if self.closed else 'open'}>"
 
 
 @contextmanager
-def use_random(random: Optional[DeterministicRandom]) -> Iterator[Any]:
+def use_random(random: Optional[DeterministicRandom]) -> Iterator[Optional[int]]:
     """The handle pointer of ``random`` for one call (None: the system's)."""
     if random is None:
         yield None

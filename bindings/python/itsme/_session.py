@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import enum
 from ctypes import byref, c_uint32, c_void_p
-from typing import Any, Callable, Optional, Type, Union
+from typing import Callable, Generic, Optional, Type, TypeVar, Union
 
-from ._contacts import ContactStore, _bytes_argument, _enum_or_int
+from ._contacts import ContactStore, _bytes_argument
 from ._errors import check
 from ._exchange import _contact_store
-from ._handle import DetailedHandle, int_argument, read_bytes, unix_time
+from ._handle import DetailedHandle, enum_or_int, int_argument, new_handle, read_bytes, unix_time
 from ._random import DeterministicRandom, use_random
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _WINDOW_SECONDS = 30
+# The state enum of a session type.
+_S = TypeVar("_S", bound=enum.IntEnum)
 
 
 def _window(window: Optional[int], now: int) -> int:
@@ -24,7 +26,7 @@ def _window(window: Optional[int], now: int) -> int:
     return int_argument(window, "window", _INT64_MIN, _INT64_MAX)
 
 
-class _WindowSession(DetailedHandle):
+class _WindowSession(DetailedHandle, Generic[_S]):
     """A session with contact ``contact_id`` of ``store`` in ``window``
     (``floor(now / 30)``, the default, or the one before, for a host that
     found no peer in the current one).  ``random`` (tests and vectors only)
@@ -37,7 +39,7 @@ class _WindowSession(DetailedHandle):
     _status_function: Callable[..., int]
     _next_function: Callable[..., int]
     _receive_function: Callable[..., int]
-    _state_enum: Type[enum.IntEnum]
+    _state_enum: Type[_S]
     _message_max: int
 
     def __init__(
@@ -58,7 +60,7 @@ class _WindowSession(DetailedHandle):
                 type(self)._new_function(store_ptr, contact_id, window, rng, when, byref(out)),
                 lambda: ContactStore._detail(store_ptr),
             )
-        super().__init__(out.value)
+        super().__init__(new_handle(out))
         # The C session holds its store; the Python object is kept too, so
         # that it is not collected (and closed) while the session lives.
         self._store = store
@@ -81,11 +83,11 @@ class _WindowSession(DetailedHandle):
         return self._window
 
     @property
-    def state(self) -> Any:
+    def state(self) -> _S:
         """Where the session stands on this side."""
         state = c_uint32()
         self._call(type(self)._status_function, byref(state))
-        return _enum_or_int(self._state_enum, state.value)
+        return enum_or_int(self._state_enum, state.value)
 
     def next_outgoing(self) -> bytes:
         """The next message to send to the peer, removed from the queue;

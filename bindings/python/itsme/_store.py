@@ -7,8 +7,8 @@ import enum
 import functools
 import itertools
 import os
-from ctypes import byref, c_void_p
-from typing import Any, Callable, Dict, Optional, Protocol, Union
+from ctypes import byref, c_size_t, c_uint8, c_void_p
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Protocol, Union
 
 from ._errors import Result, check, record_callback_exception
 from ._ffi import (
@@ -19,7 +19,10 @@ from ._ffi import (
     SecretStoreCallbacks,
     lib,
 )
-from ._handle import DetailedHandle, encode_text, thread_last_error
+from ._handle import DetailedHandle, encode_text, new_handle, thread_last_error
+
+if TYPE_CHECKING:
+    from ctypes import _Pointer
 
 __all__ = ["Accessibility", "SecretStore", "SecretStoreBackend"]
 
@@ -83,7 +86,9 @@ def _guarded(body: Callable[..., int]) -> Callable[..., int]:
 
 
 @_guarded
-def _get(ctx: Optional[int], name: Optional[bytes], out: Any, cap: int, out_len: Any) -> int:
+def _get(
+    ctx: Optional[int], name: Optional[bytes], out: _Pointer[c_uint8], cap: int, out_len: _Pointer[c_size_t]
+) -> int:
     """get: copies the item to out, or reports the size it needs."""
     if ctx is None or name is None or not out_len:
         return _E_INVALID_ARGUMENT
@@ -103,7 +108,7 @@ def _get(ctx: Optional[int], name: Optional[bytes], out: Any, cap: int, out_len:
 
 
 @_guarded
-def _put(ctx: Optional[int], name: Optional[bytes], value: Any, length: int, accessibility: int) -> int:
+def _put(ctx: Optional[int], name: Optional[bytes], value: _Pointer[c_uint8], length: int, accessibility: int) -> int:
     """put: stores a copy of the value."""
     if ctx is None or name is None or (length and not value):
         return _E_INVALID_ARGUMENT
@@ -164,7 +169,7 @@ class SecretStore(DetailedHandle):
         """A store in guarded memory, wiped when freed (tests, short sessions)."""
         out = c_void_p()
         check(lib.itsme_secret_store_new_memory(byref(out)), thread_last_error)
-        return cls(out.value)
+        return cls(new_handle(out))
 
     @classmethod
     def file(cls, directory: Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]) -> "SecretStore":
@@ -178,7 +183,7 @@ class SecretStore(DetailedHandle):
         path = encode_text(path if isinstance(path, str) else os.fsdecode(path), "directory")
         out = c_void_p()
         check(lib.itsme_secret_store_open_file(path, byref(out)), thread_last_error)
-        return cls(out.value)
+        return cls(new_handle(out))
 
     @classmethod
     def from_callbacks(cls, backend: SecretStoreBackend) -> "SecretStore":
@@ -202,7 +207,7 @@ class SecretStore(DetailedHandle):
         except BaseException:
             _registry.pop(ctx, None)  # on failure the caller keeps ctx
             raise
-        return cls(out.value, backend, ctx)
+        return cls(new_handle(out), backend, ctx)
 
     @property
     def backend(self) -> Optional[SecretStoreBackend]:

@@ -25,13 +25,23 @@ import enum
 import os
 from ctypes import byref, c_uint32, c_uint64, c_void_p
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Optional, Union
+from typing import NamedTuple, Optional, Union
 
-from ._contacts import _bytes_argument, _enum_or_int
+from ._contacts import _bytes_argument
 from ._errors import check
 from ._exchange import SHORT_CODE_SIZE
 from ._ffi import ImportReportStruct, lib
-from ._handle import DetailedHandle, encode_text, int_argument, read_bytes, read_text, thread_last_error, unix_time
+from ._handle import (
+    DetailedHandle,
+    encode_text,
+    enum_or_int,
+    int_argument,
+    new_handle,
+    read_bytes,
+    read_text,
+    thread_last_error,
+    unix_time,
+)
 from ._identity import FINGERPRINT_SIZE, Identity, PinStatus
 from ._online_verify import ROOM_NAME_SIZE
 from ._random import DeterministicRandom, use_random
@@ -153,13 +163,13 @@ class ImportReport:
         )
 
 
-def _secret_store(store: Any) -> SecretStore:
+def _secret_store(store: object) -> SecretStore:
     if not isinstance(store, SecretStore):
         raise TypeError(f"store must be a SecretStore, not {type(store).__name__}")
     return store
 
 
-def _identity(identity: Any) -> Identity:
+def _identity(identity: object) -> Identity:
     if not isinstance(identity, Identity):
         raise TypeError(f"identity must be an Identity, not {type(identity).__name__}")
     return identity
@@ -195,7 +205,7 @@ def _export_identity(
     identity: Identity,
     pin: str,
     password: str,
-    kind: PasswordKind = PasswordKind.GENERATED,
+    kind: int = PasswordKind.GENERATED,
     now: Optional[int] = None,
     random: Optional[DeterministicRandom] = None,
 ) -> bytes:
@@ -203,13 +213,13 @@ def _export_identity(
     identity = _identity(identity)
     encoded_pin = encode_text(pin, "pin")
     encoded_password = encode_text(password, "password")
-    kind = int_argument(kind, "kind", 0, _UINT32_MAX)
+    kind_code = int_argument(kind, "kind", 0, _UINT32_MAX)
     when = unix_time(now)
     with use_random(random) as rng:
         return identity._read(
             read_bytes,
             lambda ptr, buf, cap, out_len: lib.itsme_identity_export(
-                ptr, encoded_pin, when, encoded_password, kind, rng, buf, cap, out_len
+                ptr, encoded_pin, when, encoded_password, kind_code, rng, buf, cap, out_len
             ),
             EXPORT_MAX,
         )
@@ -265,7 +275,7 @@ def export_header(blob: Union[bytes, bytearray, memoryview]) -> ExportHeader:
         lib.itsme_export_header(data, length, byref(passes), byref(memory), byref(kind)),
         thread_last_error,
     )
-    return ExportHeader(passes.value, memory.value, _enum_or_int(PasswordKind, kind.value))
+    return ExportHeader(passes.value, memory.value, enum_or_int(PasswordKind, kind.value))
 
 
 def import_status(store: SecretStore, now: Optional[int] = None) -> PinStatus:
@@ -347,7 +357,7 @@ class Import(DetailedHandle):
                 lib.itsme_import_open(store_ptr, data, length, encoded, when, byref(out)),
                 lambda: SecretStore._detail(store_ptr),
             )
-        return cls(out.value)
+        return cls(new_handle(out))
 
     @property
     def fingerprint(self) -> str:
@@ -397,7 +407,7 @@ class Import(DetailedHandle):
         out = c_void_p()
         with self._use() as ptr, store._use() as store_ptr:
             check(lib.itsme_import_install(ptr, store_ptr, path, flags, byref(out)), lambda: self._detail(ptr))
-        return Identity(out.value)
+        return Identity(new_handle(out))
 
     def __repr__(self) -> str:
         if self.closed:
@@ -459,7 +469,7 @@ class Transfer(DetailedHandle):
         out = c_void_p()
         with use_random(random) as rng:
             check(lib.itsme_transfer_new_receiver(rng, when, byref(out)), thread_last_error)
-        return cls(out.value)
+        return cls(new_handle(out))
 
     @classmethod
     def sender(
@@ -492,7 +502,7 @@ class Transfer(DetailedHandle):
                 lib.itsme_transfer_new_sender(identity_ptr, encoded_pin, encoded_offer, rng, when, byref(out)),
                 lambda: Identity._detail(identity_ptr),
             )
-        return cls(out.value, identity)
+        return cls(new_handle(out), identity)
 
     @property
     def is_sender(self) -> bool:
@@ -504,7 +514,7 @@ class Transfer(DetailedHandle):
         """Where the transfer stands on this side (:class:`TransferState`)."""
         state = c_uint32()
         self._call(lib.itsme_transfer_status, byref(state))
-        return _enum_or_int(TransferState, state.value)
+        return enum_or_int(TransferState, state.value)
 
     @property
     def offer(self) -> str:
@@ -565,7 +575,7 @@ class Transfer(DetailedHandle):
         :class:`InvalidStateError`."""
         out = c_void_p()
         self._call(lib.itsme_transfer_take_import, byref(out))
-        return Import(out.value)
+        return Import(new_handle(out))
 
     def __repr__(self) -> str:
         if self.closed:

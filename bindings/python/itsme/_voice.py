@@ -5,13 +5,27 @@ from __future__ import annotations
 
 import enum
 from ctypes import byref, c_int, c_int64, c_uint8, c_uint32, c_void_p
-from typing import Any, Callable, List, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, NamedTuple, Optional, Tuple, TypeVar
 
 from ._contacts import DEGRADATION_CODE_SIZE, ContactStore, _bytes_argument, _wipe
 from ._errors import InvalidArgumentError, Result, check
 from ._exchange import _contact_store
 from ._ffi import VoiceDerivationStruct, lib
-from ._handle import DetailedHandle, encode_text, int_argument, read_text, thread_last_error, unix_time
+from ._handle import (
+    DetailedHandle,
+    encode_text,
+    enum_or_int,
+    int_argument,
+    new_handle,
+    read_text,
+    thread_last_error,
+    unix_time,
+)
+
+if TYPE_CHECKING:
+    from ctypes import Array
+
+_T = TypeVar("_T")
 
 __all__ = [
     "NATO_WORDS",
@@ -115,21 +129,13 @@ class VoiceCode(NamedTuple):
     tag: Optional[int]
 
 
-def _enum_or_int(kind: Any, value: int) -> Any:
-    """A member of ``kind``, or the plain int for a value a newer library added."""
-    try:
-        return kind(value)
-    except ValueError:
-        return value
-
-
 def nato_word(index: int) -> str:
     """The NATO word of index 0 to 25 (``"ALFA"`` ... ``"ZULU"``).
 
     Raises :class:`InvalidArgumentError` for another index.
     """
     index = int_argument(index, "index", 0, _UINT32_MAX)
-    word = lib.itsme_nato_word(index)
+    word: Optional[bytes] = lib.itsme_nato_word(index)  # static text, or NULL for another index
     if word is None:
         raise InvalidArgumentError(Result.ITSME_E_INVALID_ARGUMENT, f"no NATO word has index {index}")
     return word.decode("ascii")
@@ -195,7 +201,7 @@ class VoiceSession(DetailedHandle):
                 lib.itsme_voice_new(store_ptr, contact_id, when, byref(out)),
                 lambda: ContactStore._detail(store_ptr),
             )
-        super().__init__(out.value)
+        super().__init__(new_handle(out))
         # The C session holds its store; the Python object is kept too, so
         # that it is not collected (and closed) while the session lives.
         self._store = store
@@ -237,12 +243,12 @@ class VoiceSession(DetailedHandle):
     @property
     def state(self) -> VoiceState:
         """Where the session stands (:class:`VoiceState`)."""
-        return _enum_or_int(VoiceState, self._status()[0])
+        return enum_or_int(VoiceState, self._status()[0])
 
     @property
     def turn(self) -> VoiceTurn:
         """Whose word is entered next (:class:`VoiceTurn`); ``NONE`` unless selecting."""
-        return _enum_or_int(VoiceTurn, self._status()[1])
+        return enum_or_int(VoiceTurn, self._status()[1])
 
     def timing(self, now: Optional[int] = None) -> VoiceTiming:
         """The session's window and, from ``now``, the seconds until it
@@ -333,14 +339,14 @@ class VoiceSession(DetailedHandle):
         when = unix_time(now)
         outcome = c_uint32()
         self._store_call(lib.itsme_voice_check, store, encoded, tag, when, byref(outcome))
-        return _enum_or_int(VoiceOutcome, outcome.value)
+        return enum_or_int(VoiceOutcome, outcome.value)
 
     def __repr__(self) -> str:
         if self.closed:
             return "<VoiceSession closed>"
         state, turn = self._status()
-        state_name = getattr(_enum_or_int(VoiceState, state), "name", str(state))
-        turn_name = getattr(_enum_or_int(VoiceTurn, turn), "name", str(turn))
+        state_name = getattr(enum_or_int(VoiceState, state), "name", str(state))
+        turn_name = getattr(enum_or_int(VoiceTurn, turn), "name", str(turn))
         return f"<VoiceSession contact={self._contact_id} window={self.window} {state_name} turn={turn_name}>"
 
 
@@ -350,7 +356,7 @@ class VoiceSession(DetailedHandle):
 # 8 fingerprint bytes of an unauthenticated contact.
 
 
-def _with_seed(seed: bytes, call: Callable[[Any, int], Any]) -> Any:
+def _with_seed(seed: bytes, call: Callable[[Array[c_uint8], int], _T]) -> _T:
     """Runs ``call(seed_array, seed_len)``, wiping the copy of the seed after."""
     array, length = _bytes_argument(seed, "seed")
     try:
@@ -378,7 +384,7 @@ def derive_words(seed: bytes, window: int, pid: bytes) -> List[int]:
     pid_array, pid_len = _bytes_argument(pid, "pid")
     out = (c_uint8 * VOICE_WORDS)()
 
-    def call(s: Any, n: int) -> None:
+    def call(s: Array[c_uint8], n: int) -> None:
         check(lib.itsme_derive_words(s, n, window, pid_array, pid_len, out, VOICE_WORDS), thread_last_error)
 
     _with_seed(seed, call)
@@ -406,7 +412,7 @@ def derive_code(
     second_array, second_len = _bytes_argument(second, "second")
     speaker_array, speaker_len = _bytes_argument(speaker, "speaker")
 
-    def call(s: Any, n: int) -> str:
+    def call(s: Array[c_uint8], n: int) -> str:
         return read_text(
             lambda buf, cap, out_len: lib.itsme_derive_code(
                 s, n, window, first_array, first_len, first_word, second_array, second_len, second_word,
@@ -427,7 +433,7 @@ def derive_device_tag(seed: bytes, window: int, speaker: bytes, device_secret: b
     secret_array, secret_len = _bytes_argument(device_secret, "device_secret")
     out = c_uint32()
 
-    def call(s: Any, n: int) -> None:
+    def call(s: Array[c_uint8], n: int) -> None:
         check(
             lib.itsme_derive_device_tag(s, n, window, speaker_array, speaker_len, secret_array, secret_len, byref(out)),
             thread_last_error,
@@ -483,7 +489,7 @@ def derive_voice(
     their_secret_array, their_secret_len = _bytes_argument(their_secret, "their_secret")
     out = VoiceDerivationStruct()
 
-    def call(s: Any, n: int) -> None:
+    def call(s: Array[c_uint8], n: int) -> None:
         check(
             lib.itsme_derive_voice(
                 s, n, window, my_array, my_len, their_array, their_len, my_secret_array, my_secret_len,
@@ -515,7 +521,7 @@ def derive_degradation_code(seed: bytes, pid: bytes, secret: bytes) -> str:
     pid_array, pid_len = _bytes_argument(pid, "pid")
     secret_array, secret_len = _bytes_argument(secret, "secret")
 
-    def call(s: Any, n: int) -> str:
+    def call(s: Array[c_uint8], n: int) -> str:
         return read_text(
             lambda buf, cap, out_len: lib.itsme_derive_degradation_code(
                 s, n, pid_array, pid_len, secret_array, secret_len, buf, cap, out_len

@@ -45,7 +45,7 @@ import socket
 import ssl
 import time
 import urllib.parse
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple, Union
 
 from ._contacts import ContactStore, ExchangeMethod
 from ._errors import InvalidArgumentError, InvalidStateError, ItsMeError
@@ -480,12 +480,11 @@ class InviteSession:
             self._done = True
             return exchange.state
         try:
-            if self._token is None:
-                self._open()
-            self._flush()
+            token = self._token if self._token is not None else self._open()
+            self._flush(token)
             if exchange.state == ExchangeState.AWAITING_PEER:
-                self._feed(wait, now)
-                self._flush()
+                self._feed(token, wait, now)
+                self._flush(token)
         except InviteEndedError as error:
             self._done = True
             self._unsent.clear()
@@ -504,12 +503,14 @@ class InviteSession:
             self._done = True
         return exchange.state
 
-    def _open(self) -> None:
+    def _open(self) -> str:
+        """Creates or accepts the invite; returns the token, kept for later steps."""
         try:
             if self.is_inviter:
                 self._token = self.mailbox.create(self.relay_id)
             else:
                 self._token = self.mailbox.accept(self.relay_id)
+            return self._token
         except InviteEndedError:
             raise
         except RelayError as error:
@@ -524,7 +525,7 @@ class InviteSession:
                 raise RelayError(what, status=error.status, kind=error.kind) from error
             raise
 
-    def _flush(self) -> None:
+    def _flush(self, token: str) -> None:
         """Posts the unsent messages, oldest first, keeping any that fails."""
         while True:
             message = self.exchange.next_outgoing()
@@ -532,11 +533,11 @@ class InviteSession:
                 break
             self._unsent.append(message)
         while self._unsent:
-            self.mailbox.post(self.relay_id, self._token, self._unsent[0])
+            self.mailbox.post(self.relay_id, token, self._unsent[0])
             self._unsent.pop(0)
 
-    def _feed(self, wait: float, now: Optional[int]) -> None:
-        accepted, messages = self.mailbox.fetch(self.relay_id, self._token, after=self._last_seq, wait=wait)
+    def _feed(self, token: str, wait: float, now: Optional[int]) -> None:
+        accepted, messages = self.mailbox.fetch(self.relay_id, token, after=self._last_seq, wait=wait)
         self.accepted = accepted
         for seq, body in sorted(messages, key=lambda item: item[0]):
             if seq <= self._last_seq:
@@ -674,12 +675,13 @@ class Room:
         self.close()
 
     def _closed_error(self, error: Exception) -> RelayError:
-        received = getattr(error, "rcvd", None)
+        received = getattr(error, "rcvd", None)  # the close frame, if one came
         code = getattr(received, "code", None)
-        kind, message = _CLOSE_REASONS.get(code, ("closed", f"the relay closed the room connection (code {code})"))
+        reason = _CLOSE_REASONS.get(code) if isinstance(code, int) else None
+        kind, message = reason or ("closed", f"the relay closed the room connection (code {code})")
         return RelayError(message, kind=kind)
 
-    def next_event(self, timeout: Optional[float]) -> Tuple[str, Any]:
+    def next_event(self, timeout: Optional[float]) -> Tuple[str, Union[bytes, Dict[str, Any]]]:
         """The next thing that arrives: ``("binary", bytes)`` or
         ``("event", dict)``.  Raises :class:`RelayError` (``"timeout"``
         when nothing arrived within ``timeout`` seconds; None waits)."""
@@ -730,7 +732,7 @@ class Room:
         while True:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             kind, value = self.next_event(remaining)
-            if kind == "binary":
+            if isinstance(value, bytes):  # kind "binary"
                 return value
             if value["type"] == "peer-left":
                 raise RelayError("the other person left the room", kind="peer-left")
@@ -743,10 +745,22 @@ class Room:
         return f"<Room {self.room_id[:8]}... peer={'yes' if self.peer_present else 'no'}>"
 
 
+class _RoomMachine(Protocol):
+    """What :func:`_run_in_room` drives: an :class:`Exchange` or an
+    :class:`OnlineVerify` session."""
+
+    @property
+    def state(self) -> int: ...
+
+    def next_outgoing(self) -> bytes: ...
+
+    def receive(self, data: bytes, now: Optional[int] = None) -> None: ...
+
+
 def _run_in_room(
     room: Room,
-    machine: Any,
-    running: Any,
+    machine: _RoomMachine,
+    running: int,
     deadline: float,
     now: Optional[int],
     on_failure: Callable[[], None],
@@ -883,7 +897,7 @@ def start_online_verify(
                 raise
             candidates.append((session, room))
             kind, event = room.next_event(max(0.0, deadline - time.monotonic()))
-            if kind == "event" and event["type"] == "peer-joined":
+            if isinstance(event, dict) and event["type"] == "peer-joined":  # kind "event"
                 chosen = (session, room)
                 break
         while chosen is None:
@@ -896,7 +910,7 @@ def start_online_verify(
                     if error.kind == "timeout":
                         continue
                     raise
-                if kind == "event" and event["type"] == "peer-joined":
+                if isinstance(event, dict) and event["type"] == "peer-joined":  # kind "event"
                     chosen = (session, room)
                     break
         session, room = chosen

@@ -70,6 +70,11 @@ def test_the_bundled_library_is_looked_for_next_to_the_binding():
     assert _ffi.BUNDLED_LIBRARY_FILE == "libitsme.so"
 
 
+def test_the_package_is_typed():
+    """py.typed (PEP 561): type checkers read the package's annotations."""
+    assert (pathlib.Path(itsme.__file__).parent / "py.typed").is_file()
+
+
 # -- the version check -----------------------------------------------------
 
 
