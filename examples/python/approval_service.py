@@ -30,6 +30,7 @@ import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, ClassVar, Dict, Iterable, List, Mapping, Tuple, TypedDict, Union
 
 try:
     import itsme
@@ -42,8 +43,43 @@ REQUEST_LIFETIME = 120  # seconds a login request lives
 NONCE_LIFETIME = 300  # seconds an enrollment nonce stays good
 BODY_MAX = 16384  # the largest request body the service reads
 
+# A request body as the service received it: a JSON object whose every value
+# is checked before it is used.
+Request = Mapping[str, object]
 
-def now():
+
+# The answers of the four operations, as listed above; an ErrorAnswer for a refusal.
+class EnrollStartAnswer(TypedDict):
+    service_id: str
+    nonce: str
+
+
+class EnrollFinishAnswer(TypedDict):
+    credential_id: str
+    label: str
+
+
+class LoginStartAnswer(TypedDict):
+    session_id: str
+    request: str
+    otp: str
+
+
+class LoginFinishAnswer(TypedDict):
+    decision: str
+    granted_scopes: List[str]
+    credential_id: str
+
+
+class ErrorAnswer(TypedDict):
+    error: str
+    message: str
+
+
+Answer = Union[EnrollStartAnswer, EnrollFinishAnswer, LoginStartAnswer, LoginFinishAnswer]
+
+
+def now() -> int:
     return int(time.time())
 
 
@@ -55,7 +91,7 @@ class ServiceError(Exception):
 
     status = 400
 
-    def __init__(self, message):
+    def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 
@@ -92,7 +128,7 @@ LIBRARY_STATUS = (
 )
 
 
-def library_status(error):
+def library_status(error: itsme.ItsMeError) -> int:
     return next((status for cls, status in LIBRARY_STATUS if isinstance(error, cls)), 500)
 
 
@@ -101,24 +137,31 @@ class ApprovalService:
     returning a dict.  Thread-safe: the HTTP server runs each request on a
     thread of its own."""
 
-    def __init__(self, users, service_id=SERVICE_ID, service_name=SERVICE_NAME, clock=now):
+    def __init__(
+        self,
+        users: Iterable[str],
+        service_id: str = SERVICE_ID,
+        service_name: str = SERVICE_NAME,
+        clock: Callable[[], int] = now,
+    ) -> None:
         self.service_id = service_id
         self.service_name = service_name
         self.clock = clock
         self._lock = threading.Lock()
-        self._credentials = {user: {} for user in users}  # user -> {credential ID: Credential}
-        self._nonces = {}  # enrollment nonce -> (user, expires)
-        self._sessions = {}  # session ID -> (user, request bytes, expires_at)
+        # user -> {credential ID: Credential}
+        self._credentials: Dict[str, Dict[bytes, itsme.Credential]] = {user: {} for user in users}
+        self._nonces: Dict[bytes, Tuple[str, int]] = {}  # enrollment nonce -> (user, expires)
+        self._sessions: Dict[str, Tuple[str, bytes, int]] = {}  # session ID -> (user, request bytes, expires_at)
         # The replay store: a dict behind a lock, reached through the callback
         # form (a real service would use a database table or a shared cache).
-        self._spent = {}  # replay key -> expires_at
+        self._spent: Dict[bytes, int] = {}  # replay key -> expires_at
         self._spent_lock = threading.Lock()
         self.replay = itsme.ReplayStore.from_callback(self._replay_insert)
 
-    def close(self):
+    def close(self) -> None:
         self.replay.close()
 
-    def _replay_insert(self, key, expires_at, clock):
+    def _replay_insert(self, key: bytes, expires_at: int, clock: int) -> bool:
         """Records `key` until `expires_at`; True if it was there already.
         Atomic: one lock around the check and the insert."""
         with self._spent_lock:
@@ -132,27 +175,27 @@ class ApprovalService:
     # -- reading a request --------------------------------------------------
 
     @staticmethod
-    def _text(body, name):
+    def _text(body: Request, name: str) -> str:
         value = body.get(name)
         if not isinstance(value, str) or not value:
             raise BadRequest(f'"{name}" must be a non-empty string')
         return value
 
     @classmethod
-    def _hex(cls, body, name):
+    def _hex(cls, body: Request, name: str) -> bytes:
         value = cls._text(body, name)
         try:
             return bytes.fromhex(value)
         except ValueError:
             raise BadRequest(f'"{name}" must be hex') from None
 
-    def _user(self, body):
+    def _user(self, body: Request) -> str:
         user = self._text(body, "user")
         if user not in self._credentials:
             raise UnknownUser(f"no user {user!r}")
         return user
 
-    def _sweep(self, clock):
+    def _sweep(self, clock: int) -> None:
         """Forgets nonces past their expiry, and sessions a minute after
         theirs (until then a late answer is told it expired)."""
         for nonce in [n for n, (_, until) in self._nonces.items() if until < clock]:
@@ -162,7 +205,7 @@ class ApprovalService:
 
     # -- the operations ---------------------------------------------------------
 
-    def enroll_start(self, body):
+    def enroll_start(self, body: Request) -> EnrollStartAnswer:
         nonce = secrets.token_bytes(32)
         with self._lock:
             user = self._user(body)
@@ -170,7 +213,7 @@ class ApprovalService:
             self._nonces[nonce] = (user, self.clock() + NONCE_LIFETIME)
         return {"service_id": self.service_id, "nonce": nonce.hex()}
 
-    def enroll_finish(self, body):
+    def enroll_finish(self, body: Request) -> EnrollFinishAnswer:
         nonce = self._hex(body, "nonce")
         enrollment = self._hex(body, "enrollment")
         with self._lock:
@@ -186,7 +229,7 @@ class ApprovalService:
             self._credentials[user][credential.credential_id] = credential
         return {"credential_id": credential.credential_id.hex(), "label": credential.label}
 
-    def login_start(self, body):
+    def login_start(self, body: Request) -> LoginStartAnswer:
         scopes = body.get("scopes", [])
         if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
             raise BadRequest('"scopes" must be a list of strings')
@@ -205,7 +248,7 @@ class ApprovalService:
             self._sessions[session_id] = (user, request, shown.expires_at)
         return {"session_id": session_id, "request": request.hex(), "otp": shown.otp}
 
-    def login_finish(self, body):
+    def login_finish(self, body: Request) -> LoginFinishAnswer:
         session_id = self._text(body, "session_id")
         approval = self._hex(body, "approval")
         with self._lock:
@@ -224,7 +267,7 @@ class ApprovalService:
             "credential_id": result.credential_id.hex(),
         }
 
-    def routes(self):
+    def routes(self) -> Dict[str, Callable[[Request], Answer]]:
         return {
             "/enroll/start": self.enroll_start,
             "/enroll/finish": self.enroll_finish,
@@ -236,9 +279,9 @@ class ApprovalService:
 class Handler(BaseHTTPRequestHandler):
     """JSON in, JSON out; every failure is a JSON error, never a traceback."""
 
-    service = None  # set on a subclass by serve()
+    service: ClassVar[ApprovalService]  # set on a subclass by serve()
 
-    def _answer(self, status, value):
+    def _answer(self, status: int, value: Union[Answer, ErrorAnswer]) -> None:
         data = json.dumps(value).encode("utf-8")
         self.send_response(status)
         if status == 405:
@@ -248,10 +291,10 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _error(self, status, kind, message):
+    def _error(self, status: int, kind: str, message: str) -> None:
         self._answer(status, {"error": kind, "message": message})
 
-    def do_POST(self):
+    def do_POST(self) -> None:
         operation = self.service.routes().get(self.path)
         if operation is None:
             self._error(404, "NotFound", f"no route {self.path}")
@@ -281,16 +324,16 @@ class Handler(BaseHTTPRequestHandler):
             print(f"approval service: internal error: {type(error).__name__}: {error}", file=sys.stderr)
             self._error(500, "InternalError", "the service failed")
 
-    def _not_allowed(self):
+    def _not_allowed(self) -> None:
         self._error(405, "MethodNotAllowed", "use POST")
 
     do_GET = do_HEAD = do_PUT = do_DELETE = do_PATCH = _not_allowed
 
-    def log_message(self, format, *args):  # quiet: the demo prints what matters
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: the demo prints what matters
         pass
 
 
-def serve(service, port=0):
+def serve(service: ApprovalService, port: int = 0) -> ThreadingHTTPServer:
     """Starts `service` on 127.0.0.1:`port` (0: any free port) on a thread;
     returns the server (its URL is http://127.0.0.1:<server.server_port>)."""
     handler = type("ServiceHandler", (Handler,), {"service": service})
@@ -307,8 +350,15 @@ class Unexpected(Exception):
     """The demo saw something it should not have."""
 
 
-def call(base, path, body):
-    """POSTs `body` (a dict, or raw bytes) to the service: (status, JSON answer)."""
+# What the demo posts: a JSON object, or raw bytes (for a malformed body).
+Body = Union[Mapping[str, object], bytes]
+
+
+def call(base: str, path: str, body: Body) -> Tuple[int, Any]:
+    """POSTs `body` (a dict, or raw bytes) to the service: (status, JSON answer).
+
+    The answer is as json.loads gives it (Any): each caller names the
+    answer it expects (an EnrollStartAnswer, an ErrorAnswer...)."""
     data = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
     request = urllib.request.Request(base + path, data=data, method="POST",
                                      headers={"Content-Type": "application/json"})
@@ -320,25 +370,28 @@ def call(base, path, body):
             return error.code, json.loads(error.read())
 
 
-def ok(base, path, body):
+def ok(base: str, path: str, body: Body) -> Any:
     status, answer = call(base, path, body)
     if status != 200:
         raise Unexpected(f"{path} answered {status}: {answer}")
     return answer
 
 
-def refused(base, path, body, status, kind):
+def refused(base: str, path: str, body: Body, status: int, kind: str) -> ErrorAnswer:
     got, answer = call(base, path, body)
-    if (got, answer.get("error")) != (status, kind) or not answer.get("message"):
-        raise Unexpected(f"{path}: expected {status} {kind}, got {got} {answer}")
-    return answer
+    error: ErrorAnswer = answer
+    if (got, error.get("error")) != (status, kind) or not error.get("message"):
+        raise Unexpected(f"{path}: expected {status} {kind}, got {got} {error}")
+    return error
 
 
-def enroll_device(base, user, device, label):
+def enroll_device(base: str, user: str, device: itsme.SecretStore, label: str) -> str:
     """The device enrolls with the service: a fresh key for this service only."""
-    start = ok(base, "/enroll/start", {"user": user})
+    start: EnrollStartAnswer = ok(base, "/enroll/start", {"user": user})
     enrollment = itsme.enroll(device, start["service_id"], label, bytes.fromhex(start["nonce"]))
-    finish = ok(base, "/enroll/finish", {"user": user, "nonce": start["nonce"], "enrollment": enrollment.hex()})
+    finish: EnrollFinishAnswer = ok(
+        base, "/enroll/finish", {"user": user, "nonce": start["nonce"], "enrollment": enrollment.hex()}
+    )
     if finish["credential_id"] != itsme.credential_id(device, start["service_id"]).hex():
         raise Unexpected("the service stored another credential ID than the device holds")
     print(f"Enrolled {label!r} for {user}: credential {finish['credential_id']}")
@@ -348,7 +401,7 @@ def enroll_device(base, user, device, label):
     return finish["credential_id"]
 
 
-def show_on_device(device, login):
+def show_on_device(device: itsme.SecretStore, login: LoginStartAnswer) -> Tuple[bytes, itsme.ApprovalRequest]:
     """The device reads the request and the person compares the OTPs."""
     request = bytes.fromhex(login["request"])
     shown = itsme.ApprovalRequest.parse(request, now())
@@ -361,17 +414,21 @@ def show_on_device(device, login):
     return request, shown
 
 
-def demo(base):
+def demo(base: str) -> None:
     with itsme.SecretStore.memory() as phone, itsme.SecretStore.memory() as tablet:
         phone_id = enroll_device(base, "alice", phone, "Alice's phone")
         tablet_id = enroll_device(base, "alice", tablet, "Alice's tablet")
         print("Reusing a spent enrollment nonce: refused (UnknownNonce)")
 
         # A login asking for three scopes; Alice grants two on her phone.
-        login = ok(base, "/login/start", {"user": "alice", "scopes": ["profile", "email", "payments"]})
+        login: LoginStartAnswer = ok(
+            base, "/login/start", {"user": "alice", "scopes": ["profile", "email", "payments"]}
+        )
         request, shown = show_on_device(phone, login)
         approval = itsme.sign_approval(phone, request, itsme.ApprovalDecision.APPROVE, ["email", "profile"], now())
-        result = ok(base, "/login/finish", {"session_id": login["session_id"], "approval": approval.hex()})
+        result: LoginFinishAnswer = ok(
+            base, "/login/finish", {"session_id": login["session_id"], "approval": approval.hex()}
+        )
         print(f"Login result: {result['decision']}, granted {' '.join(result['granted_scopes'])}, "
               f"by credential {result['credential_id']}")
         if (result["decision"], result["granted_scopes"], result["credential_id"]) != (
@@ -400,8 +457,8 @@ def demo(base):
             raise Unexpected(f"unexpected result {result}")
 
         # An answer to one login posted for another: refused (another OTP or nonce).
-        first = ok(base, "/login/start", {"user": "alice", "scopes": []})
-        second = ok(base, "/login/start", {"user": "alice", "scopes": []})
+        first: LoginStartAnswer = ok(base, "/login/start", {"user": "alice", "scopes": []})
+        second: LoginStartAnswer = ok(base, "/login/start", {"user": "alice", "scopes": []})
         request, _ = show_on_device(phone, first)
         answer = itsme.sign_approval(phone, request, itsme.ApprovalDecision.APPROVE, [], now())
         wrong = call(base, "/login/finish", {"session_id": second["session_id"], "approval": answer.hex()})
@@ -414,7 +471,7 @@ def demo(base):
             raise Unexpected("the real answer was not accepted after a refused one")
 
     # What a careless or hostile client gets: clean JSON errors.
-    for path, body, status, kind in (
+    bad_requests: Tuple[Tuple[str, Body, int, str], ...] = (
         ("/login/start", b"{not json", 400, "BadRequest"),
         ("/login/start", {"user": "mallory", "scopes": []}, 404, "UnknownUser"),
         ("/login/start", {"user": "bob", "scopes": []}, 409, "NoDeviceEnrolled"),
@@ -425,12 +482,13 @@ def demo(base):
         ("/login/finish", {"session_id": login["session_id"], "approval": "01"}, 400, "MalformedMessageError"),
         ("/enroll/finish", {"user": "alice", "nonce": "00" * 32, "enrollment": "00"}, 404, "UnknownNonce"),
         ("/nowhere", {}, 404, "NotFound"),
-    ):
+    )
+    for path, body, status, kind in bad_requests:
         refused(base, path, body, status, kind)
         print(f"{path} with a bad request: {status} {kind}")
 
 
-def main():
+def main() -> int:
     service = ApprovalService(users=["alice", "bob"])
     server = serve(service)
     base = f"http://127.0.0.1:{server.server_port}"

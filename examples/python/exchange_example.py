@@ -12,6 +12,7 @@ import contextlib
 import os
 import sys
 import tempfile
+from typing import Tuple
 
 try:
     import itsme
@@ -19,7 +20,9 @@ except Exception as error:  # the library is missing or cannot run here
     sys.exit(f"{sys.argv[0]}: cannot load libitsme: {error}")
 
 
-def open_person(stack, name, directory):
+def open_person(
+    stack: contextlib.ExitStack, name: str, directory: str
+) -> Tuple[itsme.Identity, itsme.ContactStore]:
     """A new identity in a memory secret store, and its contact store."""
     secrets = stack.enter_context(itsme.SecretStore.memory())
     identity = stack.enter_context(itsme.Identity.create(secrets, name))
@@ -27,7 +30,7 @@ def open_person(stack, name, directory):
     return identity, contacts
 
 
-def main():
+def main() -> int:
     with tempfile.TemporaryDirectory(prefix="itsme-example-") as directory, contextlib.ExitStack() as stack:
         alice, alice_contacts = open_person(stack, "Alice", directory)
         bob, bob_contacts = open_person(stack, "Bob", directory)

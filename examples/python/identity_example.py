@@ -8,6 +8,7 @@ and verify a PIN, then show the PIN lockout in a scratch directory.
 import sys
 import tempfile
 import time
+from typing import List, Tuple
 
 try:
     import itsme
@@ -18,7 +19,7 @@ PIN = "123456"
 WRONG_PIN = "000000"
 
 
-def open_identity(directory):
+def open_identity(directory: str) -> Tuple[itsme.SecretStore, itsme.Identity]:
     """Opens DIR's store and loads its identity, or creates one named "Example"."""
     store = itsme.SecretStore.file(directory)
     try:
@@ -32,7 +33,7 @@ def open_identity(directory):
         raise
 
 
-def show_lockout():
+def show_lockout() -> None:
     """Five wrong PINs lock out even the right one; prints the wait."""
     with tempfile.TemporaryDirectory(prefix="itsme-example-") as directory:
         store, identity = open_identity(directory)
@@ -54,7 +55,7 @@ def show_lockout():
                 raise RuntimeError("expected a lockout")
 
 
-def main(argv):
+def main(argv: List[str]) -> int:
     if len(argv) != 2:
         print(f"usage: {argv[0]} DIR", file=sys.stderr)
         return 2

@@ -20,6 +20,7 @@ import os
 import sys
 import tempfile
 import time
+from typing import Dict, Iterable, Protocol, Tuple
 
 try:
     import itsme
@@ -30,13 +31,22 @@ except Exception as error:  # the library is missing or cannot run here
 OTHER = {"Alice": "Bob", "Bob": "Alice"}
 
 
-class Clock:
+class Clock(Protocol):
+    """What the example reads the time from, in unix seconds."""
+
+    @property
+    def now(self) -> int: ...
+
+    def advance(self, seconds: int) -> None: ...
+
+
+class SimulatedClock:
     """A simulated clock, in unix seconds, moved forward by hand."""
 
-    def __init__(self, now):
+    def __init__(self, now: int) -> None:
         self.now = now
 
-    def advance(self, seconds):
+    def advance(self, seconds: int) -> None:
         self.now += seconds
 
 
@@ -44,14 +54,16 @@ class RealClock:
     """The real clock: advancing it sleeps."""
 
     @property
-    def now(self):
+    def now(self) -> int:
         return int(time.time())
 
-    def advance(self, seconds):
+    def advance(self, seconds: int) -> None:
         time.sleep(seconds)
 
 
-def open_person(stack, name, directory):
+def open_person(
+    stack: contextlib.ExitStack, name: str, directory: str
+) -> Tuple[itsme.Identity, itsme.ContactStore]:
     """A new identity in a memory secret store, and its contact store."""
     secrets = stack.enter_context(itsme.SecretStore.memory())
     identity = stack.enter_context(itsme.Identity.create(secrets, name))
@@ -59,7 +71,14 @@ def open_person(stack, name, directory):
     return identity, contacts
 
 
-def exchange_by_qr(stack, clock, alice, alice_contacts, bob, bob_contacts):
+def exchange_by_qr(
+    stack: contextlib.ExitStack,
+    clock: Clock,
+    alice: itsme.Identity,
+    alice_contacts: itsme.ContactStore,
+    bob: itsme.Identity,
+    bob_contacts: itsme.ContactStore,
+) -> Tuple[int, int]:
     """The QR exchange of exchange_example.py; returns each one's contact id
     for the other."""
     at_alice = stack.enter_context(itsme.Exchange.qr(alice, clock.now))
@@ -72,19 +91,19 @@ def exchange_by_qr(stack, clock, alice, alice_contacts, bob, bob_contacts):
     return at_alice.confirm(alice_contacts, clock.now), at_bob.confirm(bob_contacts, clock.now)
 
 
-def words_text(words):
+def words_text(words: Iterable[int]) -> str:
     return ", ".join(itsme.nato_word(word) for word in words)
 
 
-def main():
-    clock = RealClock() if "--real-time" in sys.argv[1:] else Clock(1_800_000_007)
+def main() -> int:
+    clock: Clock = RealClock() if "--real-time" in sys.argv[1:] else SimulatedClock(1_800_000_007)
     with tempfile.TemporaryDirectory(prefix="itsme-example-") as directory, contextlib.ExitStack() as stack:
         alice, alice_contacts = open_person(stack, "Alice", directory)
         bob, bob_contacts = open_person(stack, "Bob", directory)
         bob_at_alice, alice_at_bob = exchange_by_qr(stack, clock, alice, alice_contacts, bob, bob_contacts)
 
         # Later, on a call: both plan a session with the other.
-        people = {
+        people: Dict[str, Tuple[itsme.VoiceSession, itsme.ContactStore]] = {
             "Alice": (stack.enter_context(itsme.VoiceSession(alice_contacts, bob_at_alice, clock.now)), alice_contacts),
             "Bob": (stack.enter_context(itsme.VoiceSession(bob_contacts, alice_at_bob, clock.now)), bob_contacts),
         }
@@ -120,14 +139,16 @@ def main():
             clock.advance(3)
 
         # Each reads their code and tag aloud; the other enters what they heard.
-        spoken = {}
+        spoken: Dict[str, itsme.VoiceCode] = {}
         for name, (session, _) in people.items():
             spoken[name] = session.your_code
             print(f"{name} says: {spoken[name].text}, {spoken[name].tag:02d}")
         clock.advance(5)
-        outcomes = {}
+        outcomes: Dict[str, itsme.VoiceOutcome] = {}
         for name, (session, contacts) in people.items():
             heard = spoken[OTHER[name]]
+            if heard.tag is None:  # "Your Code" always comes with its device tag
+                raise SystemExit(f"{OTHER[name]} said no device tag")
             outcomes[name] = session.check(contacts, heard.text, heard.tag, clock.now)
         for name, (session, contacts) in people.items():
             contact = contacts.get(session.contact_id)
