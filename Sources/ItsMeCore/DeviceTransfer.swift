@@ -37,6 +37,14 @@ public final class DeviceTransfer: CustomStringConvertible {
     public static let offerPrefix = "ITSMETR1:"
     public static let offerCount = 1 + 16 + X25519.keyCount
     static let keyMessageCount = 2 + X25519.keyCount
+    /// An identity message: the header and the sealed contents of a 1- to
+    /// 128-byte name, 101 to 228 bytes (PROTOCOL.md 17.3).
+    static let identityMessageCounts =
+        identityMessageCount(nameByteCount: 1)...identityMessageCount(nameByteCount: DisplayName.maxBytes)
+
+    static func identityMessageCount(nameByteCount: Int) -> Int {
+        2 + IdentityExport.blobCount(nameByteCount: nameByteCount) - IdentityExport.headerCount
+    }
     /// How long a transfer may take, from its creation.
     public static let lifetime: Int64 = 600
 
@@ -190,8 +198,10 @@ public final class DeviceTransfer: CustomStringConvertible {
                 ephemeral.withMutableBytes { wipe($0) }
                 state = .compareSAS
             case (.identity, .compareSAS) where early == nil:
+                try Self.checkIdentityCount(message)
                 early = message
             case (.identity, .awaitingIdentity):
+                try Self.checkIdentityCount(message)
                 try open(message)
             default:
                 throw ItsMeError(.malformedMessage, "a transfer message out of order (type \(message[1]) while \(state))")
@@ -202,11 +212,26 @@ public final class DeviceTransfer: CustomStringConvertible {
         }
     }
 
+    /// A wrong length is `.malformedMessage`, found before any decryption.
+    private static func checkIdentityCount(_ message: [UInt8]) throws {
+        guard identityMessageCounts.contains(message.count) else {
+            throw ItsMeError(
+                .malformedMessage,
+                "a transfer identity message is \(identityMessageCounts.lowerBound) to \(identityMessageCounts.upperBound) bytes, got \(message.count)")
+        }
+    }
+
     private func open(_ message: [UInt8]) throws {
+        try Self.checkIdentityCount(message)
         guard let key = key.take() else { throw ItsMeError(.internal, "no transfer key") }
         let opened = try AEAD.open(
             .aes256GCM, key: key, nonce: [UInt8](repeating: 0, count: AEAD.nonceCount), ciphertext: message[2...],
             aad: identityAAD)
+        // The plaintext's size follows from the message's; a well-encrypted
+        // one of another size is malformed all the same.
+        guard Self.identityMessageCounts.contains(2 + opened.count + AEAD.tagCount) else {
+            throw ItsMeError(.malformedMessage, "a transfer identity of \(opened.count) bytes")
+        }
         received = try IdentityExport.Contents(opened)
         state = .done
     }

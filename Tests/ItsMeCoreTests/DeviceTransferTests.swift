@@ -222,6 +222,60 @@ final class DeviceTransferTests: XCTestCase {
         XCTAssertEqual(receiver.state, .failed)
     }
 
+    /// 17.3: an identity message outside 101 to 228 bytes is
+    /// `malformed_message`, checked when it arrives and before anything is
+    /// opened, even when it is well encrypted under the transfer's key; a
+    /// well-encrypted one of a right length with malformed contents stays
+    /// `corrupt_data`.
+    func testIdentityMessageOfAWrongLengthIsMalformed() throws {
+        let alice = try person("Alice")
+        let senderSeed = [UInt8](repeating: 0x5A, count: 32)
+        // (plaintext bytes or nil for random bytes of that message length, arriving before the confirmation, expected)
+        let cases: [(Int?, Int, Bool, ItsMeError.Kind)] = [
+            (82, 100, false, .malformedMessage), (82, 100, true, .malformedMessage),
+            (211, 229, false, .malformedMessage), (211, 229, true, .malformedMessage),
+            (nil, 60, false, .malformedMessage), (nil, 2, true, .malformedMessage), (nil, 300, false, .malformedMessage),
+            (83, 101, false, .corruptData), (83, 101, true, .corruptData),
+        ]
+        for (plainCount, messageCount, early, expected) in cases {
+            let label = "\(plainCount.map(String.init) ?? "random") → \(messageCount) bytes, early: \(early)"
+            let receiver = try DeviceTransfer(receiverAt: t0, random: &rng)
+            var srng = DeterministicRandom(seed: senderSeed)
+            let sender = try DeviceTransfer(sending: alice, pin: pin, offer: receiver.offerText, now: t0, random: &srng)
+            let keyMessage = try XCTUnwrap(sender.takeOutgoing())
+            try receiver.receive(keyMessage, now: t0)
+            // The transfer key as both sides derive it (17.3), from the sender's drawn key.
+            let offer = try XCTUnwrap(Base64.decode(String(receiver.offerText.dropFirst(DeviceTransfer.offerPrefix.count)), .urlUnpadded))
+            let transferID = Array(offer[1..<17]), receiverKey = Array(offer[17...]), senderKey = Array(keyMessage[2...])
+            var again = DeterministicRandom(seed: senderSeed)
+            let shared = try X25519.sharedSecret(secretKey: try SecretBytes(randomCount: 32, using: &again), peerPublicKey: receiverKey)
+            let th = SHA256.hash(LV.cat(LV.b("itsme-transfer-v1"), transferID, receiverKey, senderKey))
+            let seed = try HKDF.derive(ikm: shared, salt: transferID, info: LV.b("itsme-transfer-seed-v1"), count: 32)
+            let key = try HKDF.derive(ikm: seed, salt: [UInt8](), info: LV.cat(LV.b("itsme-transfer-key-v1"), th), count: 32)
+            let message: [UInt8]
+            if let plainCount {
+                message = [1, 2] + (try AEAD.seal(
+                    .aes256GCM, key: key, nonce: [UInt8](repeating: 0, count: 12),
+                    plaintext: [UInt8](repeating: 0, count: plainCount), aad: [1, 2] + th))
+            } else {
+                message = [1, 2] + rng.bytes(messageCount - 2)
+            }
+            XCTAssertEqual(message.count, messageCount, label)
+            if early {
+                if expected == .malformedMessage {
+                    XCTAssertEqual(kind { try receiver.receive(message, now: self.t0) }, expected, "refused on arrival: \(label)")
+                } else {
+                    try receiver.receive(message, now: t0)
+                    XCTAssertEqual(kind { try receiver.confirm(now: self.t0) }, expected, label)
+                }
+            } else {
+                try receiver.confirm(now: t0)
+                XCTAssertEqual(kind { try receiver.receive(message, now: self.t0) }, expected, label)
+            }
+            XCTAssertEqual(receiver.state, .failed, label)
+        }
+    }
+
     func testSenderPINAndOfferAndLifetime() throws {
         let alice = try person("Alice")
         let receiver = try DeviceTransfer(receiverAt: t0, random: &rng)
