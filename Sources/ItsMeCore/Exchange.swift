@@ -341,6 +341,10 @@ public final class Exchange: CustomStringConvertible {
         case .key:
             guard helloPeer != nil, keyPeer == nil else { throw outOfOrder() }
             guard frame.count == 2 + 32 else { throw ItsMeError(.malformedMessage, "a KEY frame is 34 bytes") }
+            // Public keys: a plain comparison is enough (sections 7.2, 10.3, 11.2).
+            guard Array(frame[2...]) != ephemeralKey else {
+                throw ItsMeError(.invalidKey, "the peer's KEY carries our own ephemeral key (reflected)")
+            }
             keyPeer = frame
             try deriveSessionKeys()
             outbox.append(try dataFrame())

@@ -424,6 +424,23 @@ final class ExchangeTests: XCTestCase {
         XCTAssertEqual(kind { try a.receive(a.peekOutgoing()!, now: t0) }, .invalidKey)
     }
 
+    /// Section 7.2: a KEY frame that carries our own ephemeral key back is
+    /// a reflection and is refused as 10.3 and 11.2 refuse one
+    /// (`invalid_key`), before any key is derived or DATA sent.
+    func testBluetoothReflectedKeyIsRefused() throws {
+        let alice = try person("Alice"), bob = try person("Bob")
+        let a = try bluetooth(alice, 1)
+        let b = try bluetooth(bob, code: a.sessionCode, 2)
+        a.markSent()  // A's HELLO
+        try a.receive(try XCTUnwrap(b.peekOutgoing()), now: t0)
+        let keyA = try XCTUnwrap(a.peekOutgoing())
+        XCTAssertEqual(keyA[1], 2, "A's KEY")
+        a.markSent()
+        XCTAssertEqual(kind { try a.receive(keyA, now: t0) }, .invalidKey)
+        XCTAssertNil(a.peekOutgoing(), "no DATA after a reflected KEY")
+        XCTAssertEqual(a.state, .failed)
+    }
+
     func testBluetoothManInTheMiddleChangesTheSAS() throws {
         // Mallory runs one exchange with Alice and one with Bob, choosing
         // her keys in advance as the commitments force her to.
