@@ -354,6 +354,7 @@ public final class Exchange: CustomStringConvertible {
             state = .compareSAS
         case .confirm:
             guard plaintextPeer != nil, !peerConfirmReceived else { throw outOfOrder() }
+            guard frame.count == 2 + 1 + AEAD.tagCount else { throw ItsMeError(.malformedMessage, "a CONFIRM frame is 19 bytes") }
             let plain = try open(frame, counter: 1)
             guard plain.count == 1, plain[0] <= 1 else { throw ItsMeError(.malformedMessage, "a CONFIRM frame carries 0 or 1") }
             peerConfirmReceived = true
@@ -410,6 +411,11 @@ public final class Exchange: CustomStringConvertible {
     }
 
     private func receiveData(_ frame: [UInt8]) throws {
+        // The length first (a name of 1 to 128 bytes): a wrong one is
+        // malformed, not a failed tag.
+        guard frame.count >= 2 + 113 + 1 + AEAD.tagCount, frame.count <= ExchangeProtocol.maxFrameCount else {
+            throw ItsMeError(.malformedMessage, "a DATA frame is \(2 + 113 + 1 + AEAD.tagCount) to \(ExchangeProtocol.maxFrameCount) bytes")
+        }
         let plain = try open(frame, counter: 0)
         guard plain.count >= 113 + 1, plain.count == 113 + Int(plain[48]) else {
             throw ItsMeError(.malformedMessage, "the peer's contact data has the wrong length")

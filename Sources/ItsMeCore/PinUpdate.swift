@@ -119,6 +119,8 @@ public final class PinUpdate: CustomStringConvertible {
             if isInitiator { try sendNew() }
         case .new:
             guard th != nil, !newReceived, isInitiator ? newSent : true else { throw outOfOrder() }
+            // The length first: a wrong one is malformed, not a failed tag.
+            guard f.count == 2 + 16 + 32 + AEAD.tagCount else { throw ItsMeError(.malformedMessage, "a NEW frame is 66 bytes") }
             var plain = try open(f, counter: 0)
             defer { wipe(&plain) }
             guard plain.count == 16 + 32 else { throw ItsMeError(.malformedMessage, "a NEW frame carries 48 bytes") }
@@ -141,6 +143,7 @@ public final class PinUpdate: CustomStringConvertible {
             }
         case .done:
             guard !isInitiator, newSent, !doneReceived else { throw outOfOrder() }
+            guard f.count == 2 + AEAD.tagCount else { throw ItsMeError(.malformedMessage, "a DONE frame is 18 bytes") }
             let plain = try open(f, counter: 1)
             guard plain.isEmpty else { throw ItsMeError(.malformedMessage, "a DONE frame carries nothing") }
             doneReceived = true

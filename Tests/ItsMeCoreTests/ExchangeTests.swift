@@ -424,6 +424,27 @@ final class ExchangeTests: XCTestCase {
         XCTAssertEqual(kind { try a.receive(a.peekOutgoing()!, now: t0) }, .invalidKey)
     }
 
+    /// Section 7.1: a DATA or CONFIRM frame of the wrong length is
+    /// `malformed_message`, found before it is decrypted (as HELLO and KEY,
+    /// and as in PIN Update, 10.3), not a failed authentication.
+    func testBluetoothFramesOfTheWrongLengthAreMalformed() throws {
+        let alice = try person("Alice"), bob = try person("Bob")
+        let (code, f) = try bluetoothTranscript(alice, bob)  // HELLO, KEY, DATA, CONFIRM
+        let minData = 2 + 113 + 1 + AEAD.tagCount
+        let cases: [([[UInt8]], String)] = [
+            ([f[0], f[1], Array(f[2].prefix(minData - 1))], "DATA one byte under the shortest"),
+            ([f[0], f[1], Array(f[2].prefix(2))], "DATA of its header only"),
+            ([f[0], f[1], Array(f[2].prefix(18))], "DATA of a header and a tag"),
+            ([f[0], f[1], f[2], Array(f[3].dropLast())], "CONFIRM one byte short"),
+            ([f[0], f[1], f[2], f[3] + [0]], "CONFIRM one byte long"),
+            ([f[0], f[1], f[2], Array(f[3].prefix(2))], "CONFIRM of its header only"),
+        ]
+        XCTAssertEqual(f[3].count, 2 + 1 + AEAD.tagCount)
+        for (frames, what) in cases {
+            XCTAssertEqual(kind { try feedB(bob, code: code, frames) }, .malformedMessage, what)
+        }
+    }
+
     /// Section 7.2: a KEY frame that carries our own ephemeral key back is
     /// a reflection and is refused as 10.3 and 11.2 refuse one
     /// (`invalid_key`), before any key is derived or DATA sent.

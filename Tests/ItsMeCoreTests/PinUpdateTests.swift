@@ -247,6 +247,52 @@ final class PinUpdateTests: XCTestCase {
         }
     }
 
+    /// Section 10.3: a frame of the wrong length is `malformed_message`, as
+    /// in section 7, found before anything is decrypted (a NEW or DONE
+    /// frame one byte short or long used to fail authentication instead).
+    func testFramesOfTheWrongLengthAreMalformed() throws {
+        let (alice, bob) = try pair()
+        let now = t0 + 300
+        let (ini, resp) = try update(alice, now: now).isInitiator ? (alice, bob) : (bob, alice)
+        // Record an honest run's frames: KEY_I, KEY_R, NEW_I, NEW_R, DONE.
+        let ui = try update(ini, now: now), ur = try update(resp, now: now)
+        var frames: [String: [UInt8]] = [:]
+        frames["keyI"] = ui.peekOutgoing()!
+        ui.markSent()
+        frames["keyR"] = ur.peekOutgoing()!
+        ur.markSent()
+        try ur.receive(frames["keyI"]!, now: now)
+        try ui.receive(frames["keyR"]!, now: now)
+        frames["newI"] = ui.peekOutgoing()!
+        ui.markSent()
+        try ur.receive(frames["newI"]!, now: now)
+        frames["newR"] = ur.peekOutgoing()!
+        ur.markSent()
+        try ui.receive(frames["newR"]!, now: now)
+        frames["done"] = ui.peekOutgoing()!
+        XCTAssertEqual(frames["newI"]!.count, 2 + 48 + 16)
+        XCTAssertEqual(frames["done"]!.count, 2 + 16)
+        // (frames before, the frame to change, to the initiator)
+        let cases: [([String], String, Bool)] = [
+            (["keyI"], "newI", false), (["keyR"], "newR", true), (["keyI", "newI"], "done", false), ([], "keyI", false),
+        ]
+        for (before, name, toInitiator) in cases {
+            let frame = frames[name]!
+            for variant in [Array(frame.dropLast()), frame + [0], Array(frame.prefix(2)), Array(frame.prefix(18)), frame + frame] {
+                sessionCounter -= 2  // the same randomness as the recorded run
+                let x = try update(ini, now: now), y = try update(resp, now: now)
+                let receiver = toInitiator ? x : y
+                if toInitiator {
+                    x.markSent()  // the initiator's KEY
+                }
+                for b in before { try receiver.receive(frames[b]!, now: now) }
+                if variant.count == frame.count { continue }
+                XCTAssertEqual(kind { try receiver.receive(variant, now: now) }, .malformedMessage, "\(name) of \(variant.count) bytes")
+                XCTAssertEqual(receiver.state, .failed, name)
+            }
+        }
+    }
+
     func testOnlyTheCurrentOrPreviousWindowAndExpiry() throws {
         let (alice, bob) = try pair()
         let now = t0 + 300
