@@ -48,11 +48,10 @@ public enum DegradationCode {
     /// Typed input: any case, spaces and "-" ignored; exactly 24 characters
     /// of the alphabet.
     public static func parse(_ text: String) -> [UInt8]? {
+        guard case .success(let values) = TypedInput.alphabetValues(text, alphabet: alphabet) else { return nil }
         var acc: UInt32 = 0, bits = 0, count = 0
         var out: [UInt8] = []
-        for c in text.utf8 where c != UInt8(ascii: " ") && c != UInt8(ascii: "-") {
-            let upper = (0x61...0x7a).contains(c) ? c - 0x20 : c
-            guard let v = alphabet.firstIndex(of: upper) else { return nil }
+        for v in values {
             acc = acc << 5 | UInt32(v)
             bits += 5
             count += 1

@@ -114,10 +114,86 @@ public enum NATO {
         "XRAY", "YANKEE", "ZULU",
     ]
 
-    /// The index of a word typed in any ASCII case.
+    private static let wordBytes: [[UInt8]] = words.map { Array($0.utf8) }
+
+    /// The index of a word typed in any ASCII case, compared byte by byte
+    /// (TypedInput): a look-alike letter is no letter.
     public static func index(of word: some StringProtocol) -> Int? {
-        let upper = String(decoding: word.utf8.map { (0x61...0x7a).contains($0) ? $0 - 0x20 : $0 }, as: UTF8.self)
-        return words.firstIndex(of: upper)
+        let upper = word.utf8.map(TypedInput.upper)
+        return wordBytes.firstIndex(of: upper)
+    }
+}
+
+/// The one reader of what a person types or hears and types back (PROTOCOL.md
+/// section 1, "Typed input"): short codes, heard voice codes, device tags,
+/// invite and encryption codes, generated export passwords and degradation
+/// codes. It reads UTF-8 bytes and knows ASCII only: no Unicode case folding,
+/// no normalisation, no other script's digits. A character that merely looks
+/// like or folds to an ASCII letter or digit (U+212A KELVIN SIGN, U+017F long
+/// s, U+0131 dotless i, fullwidth forms, Arabic-Indic digits) is refused, never
+/// read as that letter: Swift's `String ==` compares canonically equivalent
+/// text as equal, so no reader here compares `String`s. "Space" is U+0020.
+public enum TypedInput {
+    static let space = UInt8(ascii: " ")
+    static let dash = UInt8(ascii: "-")
+
+    /// `a-z` upper-cased; every other byte unchanged.
+    @inline(__always)
+    public static func upper(_ c: UInt8) -> UInt8 { (0x61...0x7a).contains(c) ? c - 0x20 : c }
+
+    @inline(__always)
+    static func isDigit(_ c: UInt8) -> Bool { (0x30...0x39).contains(c) }
+
+    /// The bytes without leading and trailing U+0020.
+    public static func trimmed(_ input: String) -> ArraySlice<UInt8> {
+        var bytes = ArraySlice(Array(input.utf8))
+        while bytes.first == space { bytes.removeFirst() }
+        while bytes.last == space { bytes.removeLast() }
+        return bytes
+    }
+
+    /// A NATO word in any ASCII case, one U+0020 or `-`, and exactly `digits`
+    /// ASCII digits, with leading and trailing spaces ignored: the short code
+    /// (4 digits, section 4) and the heard voice code (3 digits, section 10).
+    public static func wordAndNumber(_ input: String, digits: Int) -> (word: Int, number: UInt32)? {
+        let bytes = trimmed(input)
+        guard let sep = bytes.firstIndex(where: { $0 == space || $0 == dash }) else { return nil }
+        let number = bytes[(sep + 1)...]
+        guard number.count == digits, number.allSatisfy(isDigit),
+            let word = NATO.index(of: String(decoding: bytes[..<sep], as: UTF8.self))
+        else { return nil }
+        return (word, number.reduce(UInt32(0)) { $0 * 10 + UInt32($1 - 0x30) })
+    }
+
+    /// A two-digit device tag as typed: one or two ASCII digits ("5" and "05"
+    /// are both 5), leading and trailing spaces ignored.
+    public static func tag(_ input: String) -> UInt32? {
+        let bytes = trimmed(input)
+        guard (1...2).contains(bytes.count), bytes.allSatisfy(isDigit) else { return nil }
+        return bytes.reduce(UInt32(0)) { $0 * 10 + UInt32($1 - 0x30) }
+    }
+
+    /// The values, in `alphabet` (upper-case ASCII), of the characters typed,
+    /// in any ASCII case, with every U+0020 and `-` skipped wherever it is.
+    /// A character outside the alphabet ends the reading: `.failure` with its
+    /// byte (the first byte of a non-ASCII character).
+    public static func alphabetValues(_ input: String, alphabet: [UInt8]) -> Result<[Int], Refused> {
+        var values: [Int] = []
+        for c in input.utf8 where c != space && c != dash {
+            guard let v = alphabet.firstIndex(of: upper(c)) else { return .failure(Refused(byte: c)) }
+            values.append(v)
+        }
+        return .success(values)
+    }
+
+    /// The first character that is not in a code's alphabet.
+    public struct Refused: Error, Equatable, Sendable {
+        public let byte: UInt8
+        /// "'1'" for a printable ASCII character, else "a character" (a
+        /// non-ASCII character is never shown as the letter it resembles).
+        public var shown: String {
+            (0x21..<0x7f).contains(byte) ? "'\(Character(Unicode.Scalar(byte)))'" : "a character"
+        }
     }
 }
 
@@ -143,18 +219,12 @@ public struct ShortCode: Equatable, Sendable, CustomStringConvertible {
 
     public var description: String { text }
 
-    /// Parses typed input: surrounding spaces ignored, word in any case,
-    /// one space or "-", exactly four digits.
+    /// Parses typed input (TypedInput.wordAndNumber): surrounding spaces
+    /// ignored, the word in any ASCII case, one space or "-", exactly four
+    /// ASCII digits.
     public init?(parsing input: String) {
-        var s = Substring(input)
-        while s.first == " " { s.removeFirst() }
-        while s.last == " " { s.removeLast() }
-        guard let sep = s.firstIndex(where: { $0 == " " || $0 == "-" }) else { return nil }
-        let digits = s[s.index(after: sep)...]
-        guard let word = NATO.index(of: s[..<sep]), digits.utf8.count == 4,
-            digits.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let n = UInt32(digits)
-        else { return nil }
-        self.value = UInt32(word) * 10_000 + n
+        guard let (word, number) = TypedInput.wordAndNumber(input, digits: 4) else { return nil }
+        self.value = UInt32(word) * 10_000 + number
     }
 
     /// A uniformly random code: 4 random bytes at a time, rejecting values

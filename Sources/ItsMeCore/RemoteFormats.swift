@@ -34,17 +34,13 @@ public struct RemoteCode: Sendable, Equatable, CustomStringConvertible {
     /// either case, spaces and `-` ignored. `.invalidArgument`, saying what
     /// is wrong, for a character outside the alphabet or another count.
     static func typedValues(_ input: String, count: Int, what: String) throws -> [Int] {
-        var values: [Int] = []
-        for c in input.utf8 {
-            if c == UInt8(ascii: " ") || c == UInt8(ascii: "-") { continue }
-            let upper = (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "z")) ? c - 32 : c
-            guard let v = alphabet.firstIndex(of: upper) else {
-                let shown = (c >= 0x21 && c < 0x7f) ? "'\(Character(Unicode.Scalar(c)))'" : "a character"
-                throw ItsMeError(
-                    .invalidArgument,
-                    "the \(what) contains \(shown), which codes never use (they use 2-9 and A-Z without I, L, O)")
-            }
-            values.append(v)
+        let values: [Int]
+        switch TypedInput.alphabetValues(input, alphabet: alphabet) {
+        case .success(let read): values = read
+        case .failure(let refused):
+            throw ItsMeError(
+                .invalidArgument,
+                "the \(what) contains \(refused.shown), which codes never use (they use 2-9 and A-Z without I, L, O)")
         }
         guard values.count == count else {
             throw ItsMeError(.invalidArgument, "the \(what) has \(count) characters, got \(values.count)")

@@ -102,17 +102,11 @@ public enum VoiceProtocol {
 
     public static func codeText(_ v: UInt32) -> String { NATO.words[Int(v / 1000)] + " " + pad(Int(v % 1000), 3) }
 
-    /// Parses a heard code: a NATO word, one space or "-", three digits.
+    /// Parses a heard code (TypedInput.wordAndNumber): a NATO word, one
+    /// space or "-", three ASCII digits.
     public static func parseCode(_ input: String) -> UInt32? {
-        var s = Substring(input)
-        while s.first == " " { s.removeFirst() }
-        while s.last == " " { s.removeLast() }
-        guard let sep = s.firstIndex(where: { $0 == " " || $0 == "-" }) else { return nil }
-        let digits = s[s.index(after: sep)...]
-        guard let word = NATO.index(of: s[..<sep]), digits.utf8.count == 3,
-            digits.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let n = UInt32(digits)
-        else { return nil }
-        return UInt32(word) * 1000 + n
+        guard let (word, number) = TypedInput.wordAndNumber(input, digits: 3) else { return nil }
+        return UInt32(word) * 1000 + number
     }
 
     /// Section 10.1: the speaker's two-digit device tag.

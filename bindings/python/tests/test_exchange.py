@@ -219,6 +219,26 @@ def test_short_codes():
         assert itsme.short_code_parse(itsme.short_code_format(value)) == value
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\u212aILO 0042",  # KELVIN SIGN, which Unicode normalises to K
+        "\u0131ndia 0042",  # dotless i, which upper-cases to I
+        "\u017fierra 0042",  # long s, which case-folds to s
+        "\uff25CHO 0042",  # fullwidth E
+        "ECHO \u0660042",  # ARABIC-INDIC DIGIT ZERO
+        "ECHO \uff10042",  # fullwidth 0
+        "ECHO\u00a00042",  # no-break space
+        "ECHO\u20100042",  # hyphen
+    ],
+)
+def test_short_codes_are_ascii_only(text):
+    """PROTOCOL.md section 1: typed codes are read as ASCII, never through
+    Unicode case folding or normalisation."""
+    with pytest.raises(InvalidArgumentError):
+        itsme.short_code_parse(text)
+
+
 def test_a_new_exchange(alice):
     with Exchange.qr(alice.identity, T0) as qr:
         assert qr.state == ExchangeState.AWAITING_PEER and qr.flags == ExchangeFlags(0)

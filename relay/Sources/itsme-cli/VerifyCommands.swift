@@ -3,11 +3,15 @@ import Foundation
 import ItsMeCore
 import ItsMeRelayClient
 
-/// A NATO word typed in any case ("alpha" and "juliett" too).
+/// A NATO word typed in any ASCII case ("alpha" and "juliett" too), read
+/// byte by byte as the core's TypedInput reads every typed code.
 func parseWord(_ text: String) -> Int? {
-    let upper = text.trimmingCharacters(in: .whitespaces).uppercased()
-    let aliases = ["ALPHA": "ALFA", "JULIETT": "JULIET", "X-RAY": "XRAY", "WHISKY": "WHISKEY"]
-    return NATO.index(of: aliases[upper] ?? upper)
+    let upper = TypedInput.trimmed(text).map(TypedInput.upper)
+    let aliases: [[UInt8]: String] = [
+        Array("ALPHA".utf8): "ALFA", Array("JULIETT".utf8): "JULIET", Array("X-RAY".utf8): "XRAY",
+        Array("WHISKY".utf8): "WHISKEY",
+    ]
+    return NATO.index(of: aliases[upper] ?? String(decoding: upper, as: UTF8.self))
 }
 
 func wordList(_ words: [Int]) -> String { words.map { NATO.words[$0] }.joined(separator: ", ") }
@@ -113,7 +117,7 @@ struct Verify: AsyncParsableCommand {
                 return .success(text)
             }
             let heardTag = try Input.ask("Type the two-digit tag \(c.name) says: ") { text -> Result<UInt32, CLIError> in
-                guard text.count == 2, let value = UInt32(text) else { return .failure(CLIError("a tag is two digits, 00 to 99")) }
+                guard let value = TypedInput.tag(text) else { return .failure(CLIError("a tag is two digits, 00 to 99")) }
                 return .success(value)
             }
             let outcome = try session.check(heardCode: heard, heardTag: heardTag, store: store, now: clock.now())
