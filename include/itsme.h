@@ -1281,8 +1281,10 @@ itsme_result itsme_voice_check(itsme_voice *voice, itsme_store *store,
                                int64_t now, itsme_voice_outcome *out_outcome);
 
 /* Pure derivations of sections 9 and 10 (errors as the other pure
- * derivations; `pid` is a party's id: a 32-byte identity key, or the 8
- * fingerprint bytes of an unauthenticated contact).  The session ID text. */
+ * derivations, and ITSME_E_INVALID_ARGUMENT for a negative `window`:
+ * windows are not negative; `pid` is a party's id: a 32-byte identity key,
+ * or the 8 fingerprint bytes of an unauthenticated contact).  The session
+ * ID text. */
 itsme_result itsme_derive_session_id(const uint8_t *seed, size_t seed_len,
                                      int64_t window, char *out, size_t cap,
                                      size_t *out_len);
@@ -1424,7 +1426,8 @@ typedef uint32_t itsme_online_verify_state;
 /* Starts a session with contact `contact_id` in the room of `window`, which
  * is floor(now / 30) or the one before; rng NULL: the operating system.
  * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, another
- * window), ITSME_E_NOT_FOUND, ITSME_E_DATABASE. */
+ * window, a negative one: in window 0 there is none before),
+ * ITSME_E_NOT_FOUND, ITSME_E_DATABASE. */
 itsme_result itsme_online_verify_new(itsme_store *store, int64_t contact_id,
                                      int64_t window, itsme_random *rng,
                                      int64_t now, itsme_online_verify **out);
@@ -1542,9 +1545,9 @@ typedef uint32_t itsme_pin_update_state;
 #define ITSME_PIN_UPDATE_FRAME_MAX 66
 
 /* Starts an update with contact `contact_id` in `window` (floor(now / 30)
- * or the one before); rng NULL: the operating system.
- * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND,
- * ITSME_E_DATABASE. */
+ * or the one before, never negative); rng NULL: the operating system.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, another
+ * window, a negative one), ITSME_E_NOT_FOUND, ITSME_E_DATABASE. */
 itsme_result itsme_pin_update_new(itsme_store *store, int64_t contact_id,
                                   int64_t window, itsme_random *rng,
                                   int64_t now, itsme_pin_update **out);

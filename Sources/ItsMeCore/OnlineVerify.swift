@@ -60,8 +60,8 @@ public final class OnlineVerify: CustomStringConvertible {
 
     public var roomName: String { Hex.encodeUpper(roomID).lowercased() }
 
-    public static func roomID<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64) -> [UInt8] {
-        Array(HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-room-id-v1"), VoiceProtocol.u64(window))).prefix(16))
+    public static func roomID<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64) throws -> [UInt8] {
+        Array(HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-room-id-v1"), try VoiceProtocol.windowBytes(window))).prefix(16))
     }
 
     /// A session with contact `contactID` in the room of `window`, which
@@ -78,7 +78,7 @@ public final class OnlineVerify: CustomStringConvertible {
         myPID = store.ownerPublicKey
         peerPID = contact.pid
         isInitiator = myPID.lexicographicallyPrecedes(peerPID)
-        roomID = Self.roomID(seed: seed, window: window)
+        roomID = try Self.roomID(seed: seed, window: window)
         let tagSecrets = try store.tagSecrets(id: contactID)
         myDevice = tagSecrets.speaking
         theirDevice = tagSecrets.theirs

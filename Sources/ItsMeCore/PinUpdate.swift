@@ -43,8 +43,8 @@ public final class PinUpdate: CustomStringConvertible {
     private var outbox: [[UInt8]] = []
 
     /// The session code both devices show, from the seed and the window.
-    public static func sessionCode<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64) -> ShortCode {
-        let v = VoiceProtocol.prefix64(key: seed, LV.cat(LV.b("itsme-pin-update-code-v1"), VoiceProtocol.u64(window)))
+    public static func sessionCode<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64) throws -> ShortCode {
+        let v = VoiceProtocol.prefix64(key: seed, LV.cat(LV.b("itsme-pin-update-code-v1"), try VoiceProtocol.windowBytes(window)))
         return ShortCode(value: UInt32(v % UInt64(ShortCode.valueCount)))!
     }
 
@@ -61,7 +61,7 @@ public final class PinUpdate: CustomStringConvertible {
         myPID = store.ownerPublicKey
         peerPID = contact.pid
         isInitiator = myPID.lexicographicallyPrecedes(peerPID)
-        sessionCode = Self.sessionCode(seed: seed, window: window)
+        sessionCode = try Self.sessionCode(seed: seed, window: window)
         var s = try SecretBytes(count: 112)
         s.withMutableBytes { random.fill(UnsafeMutableRawBufferPointer(rebasing: $0[0..<48])) }
         secrets = s

@@ -18,6 +18,7 @@ public enum VoiceProtocol {
     /// before (a host that finds no peer in the current one tries it).
     static func checkMeetingWindow(_ window: Int64, now: Int64) throws {
         try UnixTime.check(now)
+        try checkWindow(window)
         let current = self.window(now)
         guard window == current || window == current - 1 else {
             throw ItsMeError(.invalidArgument, "the window is the current one (\(current)) or the one before")
@@ -34,13 +35,25 @@ public enum VoiceProtocol {
 
     static func u64(_ v: Int64) -> [UInt8] { withUnsafeBytes(of: UInt64(bitPattern: v).bigEndian) { Array($0) } }
 
+    /// Windows are non-negative (section 9.1): `.invalidArgument` for a
+    /// negative one, which `u64` would encode as its two's complement.
+    public static func checkWindow(_ window: Int64) throws {
+        guard window >= 0 else { throw ItsMeError(.invalidArgument, "a window is not negative (got \(window))") }
+    }
+
+    /// `u64(window)` of a window checked to be non-negative.
+    static func windowBytes(_ window: Int64) throws -> [UInt8] {
+        try checkWindow(window)
+        return u64(window)
+    }
+
     static func prefix64<K: ByteView & ~Copyable>(key: borrowing K, _ message: [UInt8]) -> UInt64 {
         HMACSHA256.mac(key: key, message: message).prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
     }
 
     /// Section 9.2: a NATO word and two digits, as its value.
-    public static func sessionID<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64) -> UInt32 {
-        UInt32(prefix64(key: seed, LV.cat(LV.b("itsme-session-id-v1"), u64(window))) % sessionIDValues)
+    public static func sessionID<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64) throws -> UInt32 {
+        UInt32(prefix64(key: seed, LV.cat(LV.b("itsme-session-id-v1"), try windowBytes(window))) % sessionIDValues)
     }
 
     public static func sessionIDText(_ v: UInt32) -> String {
@@ -55,7 +68,7 @@ public enum VoiceProtocol {
     /// Section 9.3: the selector's five word indices, sorted.
     public static func words<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64, pid: [UInt8]) throws -> [Int] {
         try withScratch(32) { k in
-            try HKDF.derive(ikm: seed, salt: LV.cat(u64(window), pid), info: LV.b("itsme-word-options-v1"), into: k)
+            try HKDF.derive(ikm: seed, salt: LV.cat(try windowBytes(window), pid), info: LV.b("itsme-word-options-v1"), into: k)
             let key = UnsafeRawBufferPointer(k)
             var chosen: [Int] = []
             var block = 0
@@ -73,8 +86,8 @@ public enum VoiceProtocol {
     }
 
     /// Section 9.4: whether the party with the lower id selects first.
-    public static func lowerSelectsFirst<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64) -> Bool {
-        HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-first-selector-v1"), u64(window)))[0] & 1 == 0
+    public static func lowerSelectsFirst<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64) throws -> Bool {
+        HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-first-selector-v1"), try windowBytes(window)))[0] & 1 == 0
     }
 
     /// Section 9.6: the code of `speaker` as its value in [0, 26000).
@@ -93,7 +106,7 @@ public enum VoiceProtocol {
     ) throws -> [UInt32] {
         let info = LV.cat(LV.b("itsme-interactive-code-v1"), first, [UInt8(firstWord)], second, [UInt8(secondWord)])
         return try withScratch(32) { k in
-            try HKDF.derive(ikm: seed, salt: u64(window), info: info, into: k)
+            try HKDF.derive(ikm: seed, salt: try windowBytes(window), info: info, into: k)
             return speakers.map {
                 UInt32(prefix64(key: UnsafeRawBufferPointer(k), LV.cat(LV.b("itsme-code-v1"), $0)) % codeValues)
             }
@@ -120,7 +133,8 @@ public enum VoiceProtocol {
     public static func tags<S: ByteView & ~Copyable>(
         seed: borrowing S, window: Int64, _ speakers: [([UInt8], UnsafeRawBufferPointer)]
     ) throws -> [UInt32] {
-        try withTagKey(seed: seed) { t in
+        try checkWindow(window)
+        return try withTagKey(seed: seed) { t in
             speakers.map { speaker, secret in
                 var message = LV.cat(speaker, u64(window), Array(secret))
                 defer { wipe(&message) }
@@ -159,14 +173,14 @@ public enum VoiceProtocol {
         seed: borrowing S, window: Int64, myPID: [UInt8], theirPID: [UInt8], mySecret: UnsafeRawBufferPointer,
         theirSecret: UnsafeRawBufferPointer, firstWord: Int, secondWord: Int
     ) throws -> Derivation {
-        let iFirst = myPID.lexicographicallyPrecedes(theirPID) == lowerSelectsFirst(seed: seed, window: window)
+        let iFirst = myPID.lexicographicallyPrecedes(theirPID) == (try lowerSelectsFirst(seed: seed, window: window))
         let (first, second) = iFirst ? (myPID, theirPID) : (theirPID, myPID)
         let c = try codes(
             seed: seed, window: window, first: first, firstWord: firstWord, second: second, secondWord: secondWord,
             speakers: [myPID, theirPID])
         let t = try tags(seed: seed, window: window, [(myPID, mySecret), (theirPID, theirSecret)])
         return Derivation(
-            sessionID: sessionID(seed: seed, window: window), myWords: try words(seed: seed, window: window, pid: myPID),
+            sessionID: try sessionID(seed: seed, window: window), myWords: try words(seed: seed, window: window, pid: myPID),
             theirWords: try words(seed: seed, window: window, pid: theirPID), iSelectFirst: iFirst, myCode: c[0],
             theirCode: c[1], myTag: t[0], theirTag: t[1])
     }

@@ -102,10 +102,10 @@ public final class VoiceSession: CustomStringConvertible {
         theirPrevious = tagSecrets.theirsPrevious
         // An empty secret of theirs is unknown (this device is new).
         hasDeviceSecrets = theirDevice.count > 0
-        sessionID = VoiceProtocol.sessionID(seed: seed, window: window)
+        sessionID = try VoiceProtocol.sessionID(seed: seed, window: window)
         myWords = try VoiceProtocol.words(seed: seed, window: window, pid: myPID)
         peerWords = try VoiceProtocol.words(seed: seed, window: window, pid: peerPID)
-        let lowerFirst = VoiceProtocol.lowerSelectsFirst(seed: seed, window: window)
+        let lowerFirst = try VoiceProtocol.lowerSelectsFirst(seed: seed, window: window)
         iSelectFirst = myPID.lexicographicallyPrecedes(peerPID) == lowerFirst
     }
 

@@ -171,7 +171,7 @@ public func ffiDeriveSessionID(
 ) -> itsme_result {
     guarded(ThreadLastError.set) {
         try checkOutput(out, cap, outLen)
-        let v = VoiceProtocol.sessionID(seed: try secret(seed, seedLen, "seed"), window: window)
+        let v = try VoiceProtocol.sessionID(seed: try secret(seed, seedLen, "seed"), window: window)
         try writeText(VoiceProtocol.sessionIDText(v), to: out, cap: cap, outLen: outLen)
     }
 }
@@ -194,7 +194,7 @@ public func ffiDeriveLowerSelectsFirst(
 ) -> itsme_result {
     guarded(ThreadLastError.set) {
         let out = try required(out, "out_lower_first")
-        out.pointee = VoiceProtocol.lowerSelectsFirst(seed: try secret(seed, seedLen, "seed"), window: window) ? 1 : 0
+        out.pointee = try VoiceProtocol.lowerSelectsFirst(seed: try secret(seed, seedLen, "seed"), window: window) ? 1 : 0
     }
 }
 

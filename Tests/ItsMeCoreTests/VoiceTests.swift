@@ -28,6 +28,51 @@ final class VoiceTests: XCTestCase {
         try voiceCodes(a, b, now: now, pick: pick)
     }
 
+    /// Section 9.1: windows are non-negative. A negative one (which u64()
+    /// would encode as its 64-bit two's complement) is refused as
+    /// `invalid_argument` wherever a window enters: the pure derivations,
+    /// the room and session code of Online Verify and PIN Update, and their
+    /// sessions at a time whose previous window would be -1.
+    func testANegativeWindowIsRefused() throws {
+        let seed = [UInt8](repeating: 7, count: 32)
+        let a = [UInt8](repeating: 1, count: 32), b = [UInt8](repeating: 2, count: 32)
+        let secret = [UInt8](repeating: 3, count: 16)
+        for w: Int64 in [-1, -2, Int64.min] {
+            XCTAssertEqual(kind { _ = try VoiceProtocol.sessionID(seed: seed, window: w) }, .invalidArgument, "\(w)")
+            XCTAssertEqual(kind { _ = try VoiceProtocol.words(seed: seed, window: w, pid: a) }, .invalidArgument, "\(w)")
+            XCTAssertEqual(kind { _ = try VoiceProtocol.lowerSelectsFirst(seed: seed, window: w) }, .invalidArgument, "\(w)")
+            XCTAssertEqual(
+                kind { _ = try VoiceProtocol.code(seed: seed, window: w, first: a, firstWord: 1, second: b, secondWord: 2, speaker: a) },
+                .invalidArgument, "\(w)")
+            XCTAssertEqual(kind { _ = try VoiceProtocol.tag(seed: seed, window: w, speaker: a, deviceSecret: secret) }, .invalidArgument, "\(w)")
+            XCTAssertEqual(
+                kind {
+                    try secret.withUnsafeBytes { s in
+                        _ = try VoiceProtocol.derive(
+                            seed: seed, window: w, myPID: a, theirPID: b, mySecret: s, theirSecret: s, firstWord: 1, secondWord: 2)
+                    }
+                }, .invalidArgument, "\(w)")
+            XCTAssertEqual(kind { _ = try OnlineVerify.roomID(seed: seed, window: w) }, .invalidArgument, "\(w)")
+            XCTAssertEqual(kind { _ = try PinUpdate.sessionCode(seed: seed, window: w) }, .invalidArgument, "\(w)")
+        }
+        // Window 0 is a window like any other.
+        XCTAssertNoThrow(try VoiceProtocol.sessionID(seed: seed, window: 0))
+        XCTAssertNoThrow(try VoiceProtocol.tag(seed: seed, window: 0, speaker: a, deviceSecret: secret))
+        XCTAssertNoThrow(try OnlineVerify.roomID(seed: seed, window: 0))
+        // At a time in window 0, "the window before" is -1: refused.
+        let (alice, _) = try pair()
+        var r = DeterministicRandom(seed: [UInt8](repeating: 9, count: 32))
+        for now: Int64 in [0, 29] {
+            XCTAssertEqual(
+                kind { _ = try OnlineVerify(store: alice.store, contactID: alice.contactID, window: -1, now: now, random: &r) },
+                .invalidArgument, "Online Verify at \(now)")
+            XCTAssertEqual(
+                kind { _ = try PinUpdate(store: alice.store, contactID: alice.contactID, window: -1, now: now, random: &r) },
+                .invalidArgument, "PIN Update at \(now)")
+        }
+        XCTAssertNoThrow(try OnlineVerify(store: alice.store, contactID: alice.contactID, window: 0, now: 29, random: &r))
+    }
+
     func testBothSidesAgreeAndVerify() throws {
         let (a, b) = try pair()
         let va = try VoiceSession(store: a.store, contactID: a.contactID, now: t0 + 7)

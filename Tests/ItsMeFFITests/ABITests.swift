@@ -11,6 +11,30 @@ final class ABITests: XCTestCase {
         XCTAssertEqual(ffiInit(), ITSME_OK)
     }
 
+    /// Windows are non-negative (PROTOCOL.md 9.1): the pure derivations
+    /// refuse a negative one rather than encode its two's complement.
+    func testDerivationsRefuseANegativeWindow() {
+        let seed = [UInt8](repeating: 7, count: 32), pid = [UInt8](repeating: 1, count: 32), other = [UInt8](repeating: 2, count: 32)
+        var text = [CChar](repeating: 0, count: 64)
+        var textLen: UInt = 0
+        var words = [UInt8](repeating: 0, count: 5)
+        var flag: Int32 = 0
+        var tag: UInt32 = 0
+        var derivation = itsme_voice_derivation()
+        for w: Int64 in [-1, Int64.min] {
+            XCTAssertEqual(ffiDeriveSessionID(seed, 32, w, &text, 64, &textLen), ITSME_E_INVALID_ARGUMENT, "\(w)")
+            XCTAssertEqual(ffiDeriveWords(seed, 32, w, pid, 32, &words, 5), ITSME_E_INVALID_ARGUMENT, "\(w)")
+            XCTAssertEqual(ffiDeriveLowerSelectsFirst(seed, 32, w, &flag), ITSME_E_INVALID_ARGUMENT, "\(w)")
+            XCTAssertEqual(
+                ffiDeriveCode(seed, 32, w, pid, 32, 1, other, 32, 2, pid, 32, &text, 64, &textLen), ITSME_E_INVALID_ARGUMENT, "\(w)")
+            XCTAssertEqual(ffiDeriveDeviceTag(seed, 32, w, pid, 32, nil, 0, &tag), ITSME_E_INVALID_ARGUMENT, "\(w)")
+            XCTAssertEqual(
+                ffiDeriveVoice(seed, 32, w, pid, 32, other, 32, nil, 0, nil, 0, 1, 2, &derivation), ITSME_E_INVALID_ARGUMENT, "\(w)")
+        }
+        XCTAssertEqual(ffiDeriveSessionID(seed, 32, 0, &text, 64, &textLen), ITSME_OK)
+        XCTAssertEqual(ffiDeriveDeviceTag(seed, 32, 0, pid, 32, nil, 0, &tag), ITSME_OK)
+    }
+
     /// The header's codes as the C compiler sees them, next to the core's kinds.
     private let headerCodes: [(String, Int32, ItsMeError.Kind)] = [
         ("ITSME_E_INVALID_ARGUMENT", ITSME_E_INVALID_ARGUMENT, .invalidArgument),
