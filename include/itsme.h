@@ -1262,8 +1262,10 @@ itsme_result itsme_voice_your_code(const itsme_voice *voice, char *out,
                                    size_t cap, size_t *out_len,
                                    uint32_t *out_tag);
 
-/* "Their Code": what you should hear, and the tag
- * (ITSME_VOICE_TAG_UNKNOWN if this device has no device secret for them).
+/* "Their Code": what you should hear, and the tag they will say: of their
+ * new device secret once this side has committed a Security PIN Update,
+ * else of their current one (docs/PROTOCOL.md 10.3); ITSME_VOICE_TAG_UNKNOWN
+ * if this device has no device secret of theirs to show.
  * Errors: as itsme_voice_your_code. */
 itsme_result itsme_voice_their_code(const itsme_voice *voice, char *out,
                                     size_t cap, size_t *out_len,

@@ -872,11 +872,11 @@ public final class ContactStore: @unchecked Sendable {
         guard let d = found.take() else {
             return TagSecrets(
                 speaking: try SecretBytes(count: 0), theirs: try SecretBytes(count: 0), theirsPending: try SecretBytes(count: 0),
-                theirsPrevious: try SecretBytes(count: 0))
+                theirsPrevious: try SecretBytes(count: 0), committed: false)
         }
         return TagSecrets(
             speaking: try d.committed ? d.pendingMine.copy() : d.mine.copy(), theirs: try d.theirs.copy(),
-            theirsPending: try d.pendingTheirs.copy(), theirsPrevious: try d.previousTheirs.copy())
+            theirsPending: try d.pendingTheirs.copy(), theirsPrevious: try d.previousTheirs.copy(), committed: d.committed)
     }
 
     // MARK: Security PIN Update
@@ -991,6 +991,9 @@ struct TagSecrets: ~Copyable {
     let theirsPending: SecretBytes
     /// The peer's new one from an earlier, interrupted update.
     let theirsPrevious: SecretBytes
+    /// This side has committed the pending update, so the peer, which
+    /// committed first or commits on DONE, says `theirsPending`.
+    let committed: Bool
 }
 
 /// This device's secret for a contact, and the contact's; during a

@@ -57,7 +57,10 @@ public final class VoiceSession: CustomStringConvertible {
     public private(set) var yourCode: UInt32?
     public private(set) var yourTag: UInt32?
     public private(set) var theirCode: UInt32?
-    /// nil when this device holds no device secret for the contact.
+    /// The tag the peer is expected to say, as the screen shows it
+    /// (PROTOCOL.md 10.3): of its new secret once this side has committed a
+    /// Security PIN Update, else of its current one. nil when this device
+    /// holds no secret of the peer's to show.
     public private(set) var theirTag: UInt32?
 
     private let storeID: [UInt8]
@@ -72,8 +75,11 @@ public final class VoiceSession: CustomStringConvertible {
     /// The peer's new secret from an earlier, interrupted update.
     private let theirPrevious: SecretBytes
     private let hasDeviceSecrets: Bool
-    /// The tags the peer says if it already uses a new secret.
-    private var theirPendingTag: UInt32?, theirPreviousTag: UInt32?
+    /// This side has committed the pending update: the peer says its new secret.
+    private let peerSaysPending: Bool
+    /// The tag of the peer's current secret (nil when this device holds
+    /// none), and those it says if it already uses a new secret.
+    private var theirCurrentTag: UInt32?, theirPendingTag: UInt32?, theirPreviousTag: UInt32?
     private let myPID: [UInt8]
     private let peerPID: [UInt8]
     private let peerWords: [Int]
@@ -102,6 +108,7 @@ public final class VoiceSession: CustomStringConvertible {
         theirPrevious = tagSecrets.theirsPrevious
         // An empty secret of theirs is unknown (this device is new).
         hasDeviceSecrets = theirDevice.count > 0
+        peerSaysPending = tagSecrets.committed && theirPending.count > 0
         sessionID = try VoiceProtocol.sessionID(seed: seed, window: window)
         myWords = try VoiceProtocol.words(seed: seed, window: window, pid: myPID)
         peerWords = try VoiceProtocol.words(seed: seed, window: window, pid: peerPID)
@@ -206,9 +213,10 @@ public final class VoiceSession: CustomStringConvertible {
         yourCode = codes[0]
         theirCode = codes[1]
         yourTag = tags[0]
-        theirTag = hasDeviceSecrets ? tags[1] : nil
+        theirCurrentTag = hasDeviceSecrets ? tags[1] : nil
         theirPendingTag = theirPending.count > 0 ? tags[2] : nil
         theirPreviousTag = theirPrevious.count > 0 ? tags[3] : nil
+        theirTag = peerSaysPending ? theirPendingTag : theirCurrentTag
         state = .comparing
     }
 
@@ -228,7 +236,7 @@ public final class VoiceSession: CustomStringConvertible {
         }
         guard heardTag < UInt32(VoiceProtocol.tagValues) else { throw ItsMeError(.invalidArgument, "a tag is 0 to 99") }
         let codeMatches = ConstantTime.equal(bigEndian(heard), bigEndian(expected))
-        let matchesOld = theirTag.map { ConstantTime.equal(bigEndian(heardTag), bigEndian($0)) } ?? false
+        let matchesOld = theirCurrentTag.map { ConstantTime.equal(bigEndian(heardTag), bigEndian($0)) } ?? false
         let matchesNew = theirPendingTag.map { ConstantTime.equal(bigEndian(heardTag), bigEndian($0)) } ?? false
         let matchesPrevious = theirPreviousTag.map { ConstantTime.equal(bigEndian(heardTag), bigEndian($0)) } ?? false
         let result: Outcome
@@ -237,14 +245,14 @@ public final class VoiceSession: CustomStringConvertible {
         } else if matchesOld || matchesNew || matchesPrevious {
             result = .verified
         } else {
-            result = theirTag == nil ? .verifiedTagUnchecked : .deviceChanged
+            result = theirCurrentTag == nil ? .verifiedTagUnchecked : .deviceChanged
         }
         // The tag of one of the peer's new secrets (PROTOCOL.md 10.3): the
         // current one wins a tie, then the previous, then the pending one.
         // Without a current secret a two-digit tag could match by chance
         // one this device never held, so it then changes nothing (a 32-byte
         // Online Verify tag may).
-        if theirTag != nil, codeMatches, !matchesOld, matchesPrevious || matchesNew {
+        if theirCurrentTag != nil, codeMatches, !matchesOld, matchesPrevious || matchesNew {
             if matchesPrevious {
                 try store.adoptPreviousDeviceSecret(id: contactID)
             } else {

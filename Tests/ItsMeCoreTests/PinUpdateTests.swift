@@ -112,6 +112,40 @@ final class PinUpdateTests: XCTestCase {
         XCTAssertEqual([oa, ob], [.verified, .verified])
     }
 
+    /// After a completed update each side says its new secret, and "Their
+    /// Code" shows the tag the person will hear: the peer's new one, not the
+    /// tag of the secret it replaced (PROTOCOL.md 10.3, "What a listener
+    /// shows").
+    func testTheirTagAfterACompletedUpdateIsTheOneThePeerSays() throws {
+        let (alice, bob) = try pair()
+        let now = t0 + 300
+        let ua = try update(alice, now: now), ub = try update(bob, now: now)
+        XCTAssertEqual(try pump(ua, ub, now: now), 5)
+        let va = try VoiceSession(store: alice.store, contactID: alice.contactID, now: now + 60)
+        let vb = try VoiceSession(store: bob.store, contactID: bob.contactID, now: now + 60)
+        let start = va.window * 30
+        try va.start(store: alice.store, now: start)
+        try vb.start(store: bob.store, now: start)
+        for _ in 0..<2 {
+            let (s, l) = va.turn == .mine ? (va, vb) : (vb, va)
+            try s.select(s.myWords[0], now: start + 1)
+            try l.select(s.myWords[0], now: start + 1)
+        }
+        XCTAssertEqual(va.theirTag, vb.yourTag, "Alice's screen shows the tag Bob says")
+        XCTAssertEqual(vb.theirTag, va.yourTag, "Bob's screen shows the tag Alice says")
+        XCTAssertEqual(va.theirCode, vb.yourCode)
+        XCTAssertEqual(
+            try va.check(heardCode: VoiceProtocol.codeText(vb.yourCode!), heardTag: va.theirTag!, store: alice.store, now: start + 2),
+            .verified)
+        XCTAssertEqual(
+            try vb.check(heardCode: VoiceProtocol.codeText(va.yourCode!), heardTag: vb.theirTag!, store: bob.store, now: start + 2),
+            .verified)
+        // Hearing the new secret completed both sides; the next session
+        // shows the same (now current) tags.
+        XCTAssertFalse(try alice.store.deviceSecrets(id: alice.contactID).hasPending)
+        XCTAssertFalse(try bob.store.deviceSecrets(id: bob.contactID).hasPending)
+    }
+
     /// Every interruption point: deliver the first k frames, stop, and
     /// check that verification keeps working and a later update completes.
     func testEveryInterruptionPointRecovers() throws {
