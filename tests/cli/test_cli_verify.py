@@ -76,8 +76,8 @@ def exchange_codes(ta, tb, malformed_first=False):
         term.sendline(code)
         term.expect(TAG_PROMPT)
         if malformed_first:
-            term.sendline("7")
-            term.expect(r"a tag is two digits, 00 to 99; try again\.")
+            term.sendline("123")
+            term.expect(r"a tag is two digits, 00 to 99 \(7 is read as 07\); try again\.")
             term.expect(TAG_PROMPT)
         term.sendline(tag)
     for term, (code, tag) in ((ta, codes[1]), (tb, codes[0])):

@@ -117,7 +117,7 @@ struct Verify: AsyncParsableCommand {
                 return .success(text)
             }
             let heardTag = try Input.ask("Type the two-digit tag \(c.name) says: ") { text -> Result<UInt32, CLIError> in
-                guard let value = TypedInput.tag(text) else { return .failure(CLIError("a tag is two digits, 00 to 99")) }
+                guard let value = TypedInput.tag(text) else { return .failure(CLIError("a tag is two digits, 00 to 99 (7 is read as 07)")) }
                 return .success(value)
             }
             let outcome = try session.check(heardCode: heard, heardTag: heardTag, store: store, now: clock.now())
