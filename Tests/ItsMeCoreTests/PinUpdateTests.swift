@@ -47,8 +47,33 @@ final class PinUpdateTests: XCTestCase {
         return delivered
     }
 
-    /// A full voice verification; returns each side's outcome.
-    private func verify(_ x: Side, _ y: Side, now: Int64) throws -> (VoiceSession.Outcome, VoiceSession.Outcome) {
+    /// Records an honest update's frames between the initiator's side and
+    /// the responder's: keyI, keyR, newI, newR and done (peeked, not yet
+    /// sent); returns them with the two updates, done still outgoing.
+    private func recordHonestRun(_ ini: Side, _ resp: Side, now: Int64) throws
+        -> (frames: [String: [UInt8]], initiator: PinUpdate, responder: PinUpdate)
+    {
+        let ui = try update(ini, now: now), ur = try update(resp, now: now)
+        var frames: [String: [UInt8]] = [:]
+        frames["keyI"] = ui.peekOutgoing()!
+        ui.markSent()
+        frames["keyR"] = ur.peekOutgoing()!
+        ur.markSent()
+        try ur.receive(frames["keyI"]!, now: now)
+        try ui.receive(frames["keyR"]!, now: now)
+        frames["newI"] = ui.peekOutgoing()!
+        ui.markSent()
+        try ur.receive(frames["newI"]!, now: now)
+        frames["newR"] = ur.peekOutgoing()!
+        ur.markSent()
+        try ui.receive(frames["newR"]!, now: now)
+        frames["done"] = ui.peekOutgoing()!
+        return (frames, ui, ur)
+    }
+
+    /// Two voice sessions started and both words selected: both sides show
+    /// their codes. Returns them and the time the window started.
+    private func comparing(_ x: Side, _ y: Side, now: Int64) throws -> (VoiceSession, VoiceSession, Int64) {
         let vx = try VoiceSession(store: x.store, contactID: x.contactID, now: now)
         let vy = try VoiceSession(store: y.store, contactID: y.contactID, now: now)
         let start = vx.window * 30
@@ -59,6 +84,12 @@ final class PinUpdateTests: XCTestCase {
             try s.select(s.myWords[0], now: start + 1)
             try l.select(s.myWords[0], now: start + 1)
         }
+        return (vx, vy, start)
+    }
+
+    /// A full voice verification; returns each side's outcome.
+    private func verify(_ x: Side, _ y: Side, now: Int64) throws -> (VoiceSession.Outcome, VoiceSession.Outcome) {
+        let (vx, vy, start) = try comparing(x, y, now: now)
         return (
             try vx.check(heardCode: VoiceProtocol.codeText(vy.yourCode!), heardTag: vy.yourTag!, store: x.store, now: start + 2),
             try vy.check(heardCode: VoiceProtocol.codeText(vx.yourCode!), heardTag: vx.yourTag!, store: y.store, now: start + 2)
@@ -121,16 +152,7 @@ final class PinUpdateTests: XCTestCase {
         let now = t0 + 300
         let ua = try update(alice, now: now), ub = try update(bob, now: now)
         XCTAssertEqual(try pump(ua, ub, now: now), 5)
-        let va = try VoiceSession(store: alice.store, contactID: alice.contactID, now: now + 60)
-        let vb = try VoiceSession(store: bob.store, contactID: bob.contactID, now: now + 60)
-        let start = va.window * 30
-        try va.start(store: alice.store, now: start)
-        try vb.start(store: bob.store, now: start)
-        for _ in 0..<2 {
-            let (s, l) = va.turn == .mine ? (va, vb) : (vb, va)
-            try s.select(s.myWords[0], now: start + 1)
-            try l.select(s.myWords[0], now: start + 1)
-        }
+        let (va, vb, start) = try comparing(alice, bob, now: now + 60)
         XCTAssertEqual(va.theirTag, vb.yourTag, "Alice's screen shows the tag Bob says")
         XCTAssertEqual(vb.theirTag, va.yourTag, "Bob's screen shows the tag Alice says")
         XCTAssertEqual(va.theirCode, vb.yourCode)
@@ -237,22 +259,7 @@ final class PinUpdateTests: XCTestCase {
         let (alice, bob) = try pair()
         let now = t0 + 300
         let (ini, resp) = try update(alice, now: now).isInitiator ? (alice, bob) : (bob, alice)
-        // Record an honest run's frames: KEY_I, KEY_R, NEW_I, NEW_R, DONE.
-        let ui = try update(ini, now: now), ur = try update(resp, now: now)
-        var frames: [String: [UInt8]] = [:]
-        frames["keyI"] = ui.peekOutgoing()!
-        ui.markSent()
-        frames["keyR"] = ur.peekOutgoing()!
-        ur.markSent()
-        try ur.receive(frames["keyI"]!, now: now)
-        try ui.receive(frames["keyR"]!, now: now)
-        frames["newI"] = ui.peekOutgoing()!
-        ui.markSent()
-        try ur.receive(frames["newI"]!, now: now)
-        frames["newR"] = ur.peekOutgoing()!
-        ur.markSent()
-        try ui.receive(frames["newR"]!, now: now)
-        frames["done"] = ui.peekOutgoing()!
+        let (frames, ui, ur) = try recordHonestRun(ini, resp, now: now)
         ui.markSent()
         try ur.receive(frames["done"]!, now: now)
         XCTAssertEqual(kind { try ur.receive(frames["done"]!, now: now) }, .invalidState, "done on this side")
@@ -288,22 +295,7 @@ final class PinUpdateTests: XCTestCase {
         let (alice, bob) = try pair()
         let now = t0 + 300
         let (ini, resp) = try update(alice, now: now).isInitiator ? (alice, bob) : (bob, alice)
-        // Record an honest run's frames: KEY_I, KEY_R, NEW_I, NEW_R, DONE.
-        let ui = try update(ini, now: now), ur = try update(resp, now: now)
-        var frames: [String: [UInt8]] = [:]
-        frames["keyI"] = ui.peekOutgoing()!
-        ui.markSent()
-        frames["keyR"] = ur.peekOutgoing()!
-        ur.markSent()
-        try ur.receive(frames["keyI"]!, now: now)
-        try ui.receive(frames["keyR"]!, now: now)
-        frames["newI"] = ui.peekOutgoing()!
-        ui.markSent()
-        try ur.receive(frames["newI"]!, now: now)
-        frames["newR"] = ur.peekOutgoing()!
-        ur.markSent()
-        try ui.receive(frames["newR"]!, now: now)
-        frames["done"] = ui.peekOutgoing()!
+        let (frames, _, _) = try recordHonestRun(ini, resp, now: now)
         XCTAssertEqual(frames["newI"]!.count, 2 + 48 + 16)
         XCTAssertEqual(frames["done"]!.count, 2 + 16)
         // (frames before, the frame to change, to the initiator)
