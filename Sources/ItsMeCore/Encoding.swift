@@ -118,9 +118,10 @@ public enum NATO {
 
     /// The index of a word typed in any ASCII case, compared byte by byte
     /// (TypedInput): a look-alike letter is no letter.
-    public static func index(of word: some StringProtocol) -> Int? {
-        let upper = word.utf8.map(TypedInput.upper)
-        return wordBytes.firstIndex(of: upper)
+    public static func index(of word: some StringProtocol) -> Int? { index(ofBytes: word.utf8) }
+
+    static func index(ofBytes word: some Collection<UInt8>) -> Int? {
+        wordBytes.firstIndex(of: word.map(TypedInput.upper))
     }
 }
 
@@ -160,7 +161,7 @@ public enum TypedInput {
         guard let sep = bytes.firstIndex(where: { $0 == space || $0 == dash }) else { return nil }
         let number = bytes[(sep + 1)...]
         guard number.count == digits, number.allSatisfy(isDigit),
-            let word = NATO.index(of: String(decoding: bytes[..<sep], as: UTF8.self))
+            let word = NATO.index(ofBytes: bytes[..<sep])
         else { return nil }
         return (word, number.reduce(UInt32(0)) { $0 * 10 + UInt32($1 - 0x30) })
     }
