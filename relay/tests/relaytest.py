@@ -490,3 +490,122 @@ async def pair(relay: Relay, room_id: str = None, **connect_options):
     assert await recv_event(second) == {"type": "peer-joined"}
     assert await recv_event(first) == {"type": "peer-joined"}
     return room_id, first, second
+
+
+# ---------------------------------------------------------------------------
+# A raw WebSocket peer: every frame as it is on the wire (pings and pongs
+# included, which a WebSocket library answers and hides), and control over
+# what is written in one go.
+
+OP_CONTINUATION, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
+
+
+def ws_frame(opcode: int, payload: bytes = b"", fin: bool = True) -> bytes:
+    """One masked client frame."""
+    head = bytes([(0x80 if fin else 0) | opcode])
+    n = len(payload)
+    if n < 126:
+        head += bytes([0x80 | n])
+    elif n < 65536:
+        head += bytes([0x80 | 126]) + n.to_bytes(2, "big")
+    else:
+        head += bytes([0x80 | 127]) + n.to_bytes(8, "big")
+    mask = os.urandom(4)
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def ws_close_frame(code: int = 1000) -> bytes:
+    return ws_frame(OP_CLOSE, code.to_bytes(2, "big"))
+
+
+class RawPeer:
+    """A room connection on a bare TCP socket (asyncio). `recv()` returns
+    each frame the relay sends as (opcode, payload), control frames included;
+    nothing is answered unless the test does it."""
+
+    def __init__(self, reader, writer):
+        self.reader = reader
+        self.writer = writer
+
+    @classmethod
+    async def connect(cls, relay: "Relay", room_id: str) -> "RawPeer":
+        reader, writer = await asyncio.open_connection("127.0.0.1", relay.port)
+        key = base64.b64encode(os.urandom(16)).decode()
+        writer.write(
+            (
+                f"GET /v1/rooms/{room_id} HTTP/1.1\r\nHost: 127.0.0.1:{relay.port}\r\n"
+                f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                f"Sec-WebSocket-Version: 13\r\n\r\n"
+            ).encode()
+        )
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert head.startswith(b"HTTP/1.1 101"), head
+        return cls(reader, writer)
+
+    async def send(self, data: bytes) -> None:
+        """Bytes as they are: frames from ws_frame(), several at once if wanted."""
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def send_binary(self, payload: bytes) -> None:
+        await self.send(ws_frame(OP_BINARY, payload))
+
+    async def ping(self, payload: bytes) -> None:
+        await self.send(ws_frame(OP_PING, payload))
+
+    async def recv(self, timeout: float = 3.0):
+        """The next frame: (opcode, payload); (None, b"") at the end of the stream."""
+
+        async def read():
+            try:
+                b0, b1 = await self.reader.readexactly(2)
+            except asyncio.IncompleteReadError:
+                return None, b""
+            assert b1 & 0x80 == 0, "the relay masked a frame"
+            assert b0 & 0x80, "the relay fragmented a frame"
+            n = b1 & 0x7F
+            if n == 126:
+                n = int.from_bytes(await self.reader.readexactly(2), "big")
+            elif n == 127:
+                n = int.from_bytes(await self.reader.readexactly(8), "big")
+            return b0 & 0x0F, await self.reader.readexactly(n)
+
+        return await asyncio.wait_for(read(), timeout)
+
+    async def recv_event(self, timeout: float = 3.0) -> dict:
+        opcode, payload = await self.recv(timeout)
+        assert opcode == OP_TEXT, f"expected a relay event, got opcode {opcode} {payload[:40]!r}"
+        return json.loads(payload)
+
+    async def close_code(self, timeout: float = 3.0):
+        """Waits for the relay's close frame; returns its code."""
+        opcode, payload = await self.recv(timeout)
+        assert opcode == OP_CLOSE, f"expected a close frame, got opcode {opcode} {payload[:40]!r}"
+        return int.from_bytes(payload[:2], "big")
+
+    async def until_end(self, timeout: float = 5.0) -> None:
+        """Reads and drops everything until the relay ends the connection."""
+        deadline = time.monotonic() + timeout
+        while (await self.recv(max(0.01, deadline - time.monotonic())))[0] is not None:
+            pass
+
+    def abort(self) -> None:
+        self.writer.close()
+
+    async def aclose(self) -> None:
+        self.writer.close()
+        try:
+            await self.writer.wait_closed()
+        except OSError:
+            pass
+
+
+async def raw_pair(relay: Relay, room_id: str = None):
+    """Two raw peers in one room, past the `waiting` / `peer-joined` events."""
+    room_id = room_id or new_id()
+    first = await RawPeer.connect(relay, room_id)
+    assert await first.recv_event() == {"type": "waiting"}
+    second = await RawPeer.connect(relay, room_id)
+    assert await second.recv_event() == {"type": "peer-joined"}
+    assert await first.recv_event() == {"type": "peer-joined"}
+    return room_id, first, second

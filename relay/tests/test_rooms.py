@@ -8,6 +8,9 @@ import pytest
 
 from relaytest import (
     HANDSHAKE_REFUSALS,
+    OP_BINARY,
+    OP_PONG,
+    RawPeer,
     close_code,
     eventually_metric,
     metric,
@@ -17,8 +20,10 @@ from relaytest import (
     recv_event,
     refusal_body,
     refusal_status,
+    raw_pair,
     run,
     ws_connect,
+    ws_frame,
 )
 
 
@@ -326,3 +331,111 @@ def test_a_fragmented_message_over_max_frame_closes_with_1009(relay):
 
     run(scenario())
     r.assert_serving()
+
+
+# -- keep-alive: a peer's ping is activity, answered, not forwarded ----------------------
+
+
+async def abort_all(*peers):
+    for peer in peers:
+        await peer.aclose()
+
+
+def test_pings_keep_a_room_open_past_the_idle_limit_and_are_not_forwarded(relay):
+    r = relay(room_idle=2)
+    keep_alive = 6.0  # three times the idle limit
+
+    async def pinging_pair():
+        # a pings every 0.5 s; b says nothing.
+        _, a, b = await raw_pair(r)
+        try:
+            start, n = time.monotonic(), 0
+            while time.monotonic() - start < keep_alive:
+                payload = b"keep-alive %d" % n
+                await a.ping(payload)
+                # RFC 6455 5.5.3: a pong with the ping's payload.
+                assert await a.recv() == (OP_PONG, payload)
+                n += 1
+                await asyncio.sleep(0.5)
+            # b received nothing meanwhile (no ping, no pong, no close): the
+            # first frame it gets is this one.
+            await a.send_binary(b"still open")
+            assert await b.recv() == (OP_BINARY, b"still open")
+            # Then silence closes the room like any other.
+            start = time.monotonic()
+            codes = await asyncio.gather(a.close_code(5), b.close_code(5))
+            assert codes == [4000, 4000]
+            assert time.monotonic() - start <= 4.0
+        finally:
+            await abort_all(a, b)
+
+    async def pinging_alone():
+        # A peer waiting alone keeps its room by pinging too; the second
+        # peer then joins it.
+        room = new_id()
+        a = await RawPeer.connect(r, room)
+        try:
+            assert await a.recv_event() == {"type": "waiting"}
+            start = time.monotonic()
+            while time.monotonic() - start < keep_alive:
+                await a.ping(b"")
+                assert await a.recv() == (OP_PONG, b"")
+                await asyncio.sleep(0.5)
+            b = await RawPeer.connect(r, room)
+            try:
+                assert await b.recv_event() == {"type": "peer-joined"}
+                assert await a.recv_event() == {"type": "peer-joined"}
+            finally:
+                await abort_all(b)
+        finally:
+            await abort_all(a)
+
+    async def silent_pair():
+        # Neither peer pings (c sends unsolicited pongs, which are not
+        # activity): closed with 4000 at the idle limit.
+        _, c, d = await raw_pair(r)
+
+        async def pongs():
+            while True:
+                await c.send(ws_frame(OP_PONG, b"not a ping"))
+                await asyncio.sleep(0.5)
+
+        sender = asyncio.create_task(pongs())
+        try:
+            start = time.monotonic()
+            codes = await asyncio.gather(c.close_code(5), d.close_code(5))
+            assert codes == [4000, 4000]
+            assert 1.5 <= time.monotonic() - start <= 4.0
+        finally:
+            sender.cancel()
+            await asyncio.gather(sender, return_exceptions=True)
+            await abort_all(c, d)
+
+    async def scenario():
+        await asyncio.gather(pinging_pair(), pinging_alone(), silent_pair())
+
+    run(scenario())
+    samples = r.api().metrics()
+    # Only the one binary message was forwarded; the pings were not.
+    assert metric(samples, "itsme_relay_frames_forwarded_total") == 1
+    assert metric(samples, "itsme_relay_rejections_total", reason="idle") >= 2
+    r.assert_serving()
+
+
+def test_a_ping_is_answered_through_a_library_client_too(relay):
+    # The same through the websockets package (whose own keep-alive pings
+    # a room client may use): the pong arrives, the other peer sees nothing.
+    r = relay(room_idle=2)
+
+    async def scenario():
+        _, a, b = await pair(r)
+        try:
+            for _ in range(6):
+                await asyncio.wait_for(await a.ping(b"are you there"), 3)
+                await asyncio.sleep(0.5)
+            await a.send(b"after the pings")
+            assert await recv_binary(b) == b"after the pings"
+        finally:
+            await close_all(a, b)
+
+    run(scenario())

@@ -24,7 +24,7 @@ public struct RelayConfiguration: Sendable {
     /// address and minute.
     public var lookupRatePerMinute = 20
     public var createRatePerMinute = 60
-    /// Seconds without a binary frame before a room closes.
+    /// Seconds without a binary frame or a peer's ping before a room closes.
     public var roomIdleSeconds = 120.0
     /// Seconds a request may take to arrive whole.
     public var requestTimeoutSeconds = 10.0

@@ -23,7 +23,7 @@ final class RoomPeer: Sendable {
     }
 }
 
-/// A room: at most two peers, and when a binary frame last passed.
+/// A room: at most two peers, and when a binary frame or a ping last passed.
 final class Room: @unchecked Sendable {
     let id: String
     private let lock = NSLock()
@@ -53,6 +53,13 @@ final class Room: @unchecked Sendable {
             guard !ended, peers.count == 2 else { return nil }
             lastActivity = DispatchTime.now().uptimeNanoseconds
             return peers[0] === peer ? peers[1] : peers[0]
+        }
+    }
+
+    /// A ping from a peer: activity, like a forwarded frame (15.3).
+    func touch() {
+        lock.withLock {
+            if !ended { lastActivity = DispatchTime.now().uptimeNanoseconds }
         }
     }
 
@@ -90,6 +97,33 @@ final class Room: @unchecked Sendable {
     }
 
     fileprivate var isEnded: Bool { lock.withLock { ended } }
+}
+
+/// Sees a peer's WebSocket frames as they are decoded, ahead of the WebSocket
+/// layer, which answers a ping with a pong itself and hands the room only data
+/// messages: a ping counts as activity in the room (docs/PROTOCOL.md 15.3).
+/// Every frame goes on unchanged; a pong does not count.
+final class PingObserver: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias InboundOut = WebSocketFrame
+    private let room: Room
+
+    init(room: Room) { self.room = room }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        if frame.opcode == .ping, frame.fin { room.touch() }
+        context.fireChannelRead(data)
+    }
+
+    /// Puts an observer for `room` right after the connection's frame decoder.
+    static func install(on channel: any Channel, room: Room) async throws {
+        try await channel.eventLoop.submit {
+            let pipeline = channel.pipeline.syncOperations
+            let decoder = try pipeline.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
+            try pipeline.addHandler(PingObserver(room: room), position: .after(decoder))
+        }.get()
+    }
 }
 
 /// Every open room (docs/PROTOCOL.md 15.3).
@@ -147,7 +181,7 @@ final class RoomHub: @unchecked Sendable {
         }
     }
 
-    /// Closes rooms without a binary frame for `seconds` (code 4000).
+    /// Closes rooms without a binary frame or a ping for `seconds` (code 4000).
     func closeIdle(olderThan seconds: Double) async {
         let now = DispatchTime.now().uptimeNanoseconds
         let span = UInt64(seconds * 1e9)

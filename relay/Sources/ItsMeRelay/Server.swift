@@ -51,13 +51,14 @@ public struct RelayServer: Sendable {
         let shouldUpgrade:
             @Sendable (HTTPRequest, any Channel, Logger) throws -> ShouldUpgradeResult<
                 WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>
-            > = { head, _, _ in
+            > = { head, channel, _ in
                 guard let id = Self.roomID(head.path), RelayID.isValid(id) else {
                     metrics.reject("bad-id")
                     return .dontUpgrade
                 }
                 return .upgrade([:]) { inbound, outbound, _ in
-                    try await Self.serveRoom(id, inbound, outbound, hub: hub, metrics: metrics, maxFrame: maxFrame, logger: logger)
+                    try await Self.serveRoom(
+                        id, inbound, outbound, channel: channel, hub: hub, metrics: metrics, maxFrame: maxFrame, logger: logger)
                 }
             }
         var tls: TLSConfiguration?
@@ -115,19 +116,30 @@ public struct RelayServer: Sendable {
 
     /// One peer's life in a room (docs/PROTOCOL.md 15.3).
     static func serveRoom(
-        _ id: String, _ inbound: WebSocketInboundStream, _ outbound: WebSocketOutboundWriter,
+        _ id: String, _ inbound: WebSocketInboundStream, _ outbound: WebSocketOutboundWriter, channel: any Channel,
         hub: RoomHub, metrics: RelayMetrics, maxFrame: Int, logger: Logger
     ) async throws {
         let peer = hub.makePeer(outbound)
         let (room, joined) = hub.join(id, peer)
-        switch joined {
-        case .full:
+        if case .full = joined {
             if hub.isShuttingDown {
                 await peer.close(.goingAway, "relay shutting down")
             } else {
                 metrics.reject("room-full")
                 await peer.close(.unknown(4009), "room full")
             }
+            return
+        }
+        // Before the first event, so that a ping sent in answer to it counts.
+        // The WebSocket layer answers every ping with a pong and never hands
+        // it on: pings are not forwarded.
+        do {
+            try await PingObserver.install(on: channel, room: room)
+        } catch where channel.isActive {
+            logger.warning("pings will not keep this room open", metadata: ["room": "\(RelayID.short(id))", "error": "\(error)"])
+        } catch {}
+        switch joined {
+        case .full:
             return
         case .alone:
             await peer.send(event: "waiting")

@@ -29,7 +29,7 @@ struct RelayCommand: AsyncParsableCommand {
     @Option(help: "Live invites in all.") var maxInvites: Int?
     @Option(help: "Misses on invite routes per client address and minute.") var lookupRate: Int?
     @Option(help: "Invites and records created per client address and minute.") var createRate: Int?
-    @Option(help: "Seconds without a binary frame before a room closes.") var roomIdle: Double?
+    @Option(help: "Seconds without a binary frame or a peer's ping before a room closes.") var roomIdle: Double?
     @Option(help: "Seconds a request may take to arrive whole.") var requestTimeout: Double?
     @Option(help: "Seconds a graceful shutdown may take.") var shutdownTimeout: Double?
     @Option(help: "Address of the one proxy whose X-Forwarded-For is believed.") var trustedProxy: String?
