@@ -2,6 +2,7 @@
 
 import asyncio
 import os
+import random
 import time
 
 import pytest
@@ -22,6 +23,7 @@ from relaytest import (
     refusal_status,
     raw_pair,
     run,
+    ws_close_frame,
     ws_connect,
     ws_frame,
 )
@@ -439,3 +441,51 @@ def test_a_ping_is_answered_through_a_library_client_too(relay):
             await close_all(a, b)
 
     run(scenario())
+
+
+# -- order: a peer's last frames arrive before its peer-left -----------------------------
+
+
+@pytest.mark.parametrize("leaving", ["close-and-wait", "close-and-drop", "eof"])
+def test_frames_sent_just_before_leaving_arrive_in_order_before_peer_left(relay, leaving):
+    # A side sends its decision and leaves at once; the other must get every
+    # frame, in order, then peer-left. The frames and the leaving go out in
+    # one write: a close frame whose answer is awaited, a close frame and the
+    # socket closed at once, or no close frame and the TCP stream ended.
+    r = relay()
+    rng = random.Random(f"order-{leaving}")
+    forwarded = 0
+
+    async def scenario():
+        nonlocal forwarded
+        for round in range(60):
+            _, a, b = await raw_pair(r)
+            try:
+                frames = [os.urandom(rng.choice((1, 2, 33, 200, 1500, 65536))) for _ in range(rng.randint(1, 24))]
+                data = b"".join(ws_frame(OP_BINARY, frame) for frame in frames)
+                if leaving != "eof":
+                    data += ws_close_frame(1000)
+                await a.send(data)
+                if leaving == "close-and-wait":
+                    assert await a.close_code() == 1000
+                elif leaving == "close-and-drop":
+                    a.abort()
+                else:
+                    a.writer.write_eof()
+                # Every few rounds b reads late, so that the relay's writes to
+                # it are held back by TCP while a is already gone.
+                if round % 5 == 4:
+                    await asyncio.sleep(0.2)
+                for i, frame in enumerate(frames):
+                    opcode, payload = await b.recv(5)
+                    assert (opcode, len(payload)) == (OP_BINARY, len(frame)), f"round {round}, frame {i} of {len(frames)}"
+                    assert payload == frame, f"round {round}, frame {i} of {len(frames)}"
+                assert await b.recv_event() == {"type": "peer-left"}
+                assert await b.close_code() == 1000
+                forwarded += len(frames)
+            finally:
+                await abort_all(a, b)
+
+    run(scenario())
+    assert eventually_metric(r.api(), "itsme_relay_frames_forwarded_total", forwarded) == forwarded
+    r.assert_serving()

@@ -152,6 +152,10 @@ public struct RelayServer: Sendable {
                 switch message {
                 case .binary(let buffer):
                     if let other = room.other(than: peer) {
+                        // Awaited on this peer's task, never handed to
+                        // another: forwards go out in arrival order, and
+                        // `hub.leave` (peer-left) runs on this same task
+                        // after the last of them (PROTOCOL.md 15.3, Order).
                         try? await other.outbound.write(.binary(buffer))
                         metrics.framesForwarded.increment()
                     } else {
