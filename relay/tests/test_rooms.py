@@ -10,6 +10,7 @@ import pytest
 from relaytest import (
     HANDSHAKE_REFUSALS,
     OP_BINARY,
+    OP_CONTINUATION,
     OP_PONG,
     RawPeer,
     close_code,
@@ -488,4 +489,56 @@ def test_frames_sent_just_before_leaving_arrive_in_order_before_peer_left(relay,
 
     run(scenario())
     assert eventually_metric(r.api(), "itsme_relay_frames_forwarded_total", forwarded) == forwarded
+    r.assert_serving()
+
+
+# -- a zero-length binary message: forwarded like any other -------------------------------
+
+
+def test_a_zero_length_binary_message_is_forwarded_as_one(relay):
+    r = relay(room_idle=2)
+
+    async def scenario():
+        room = new_id()
+        a = await RawPeer.connect(r, room)
+        try:
+            assert await a.recv_event() == {"type": "waiting"}
+            # Alone: refused like any other frame.
+            await a.send_binary(b"")
+            assert await a.recv_event() == {"type": "refused", "reason": "no-peer"}
+            b = await RawPeer.connect(r, room)
+            try:
+                assert await b.recv_event() == {"type": "peer-joined"}
+                assert await a.recv_event() == {"type": "peer-joined"}
+                # Both ways, as one empty message.
+                await a.send_binary(b"")
+                assert await b.recv() == (OP_BINARY, b"")
+                await b.send_binary(b"")
+                assert await a.recv() == (OP_BINARY, b"")
+                # An empty message in two empty fragments is one empty message.
+                await a.send(ws_frame(OP_BINARY, b"", fin=False) + ws_frame(OP_CONTINUATION, b""))
+                assert await b.recv() == (OP_BINARY, b"")
+                # Between others, in order, nothing merged or dropped.
+                await a.send(b"".join(ws_frame(OP_BINARY, m) for m in (b"x", b"", b"", b"yz")))
+                assert [await b.recv() for _ in range(4)] == [(OP_BINARY, m) for m in (b"x", b"", b"", b"yz")]
+                # It is activity: empty messages every 0.5 s keep the room
+                # past the 2 s idle limit.
+                start = time.monotonic()
+                while time.monotonic() - start < 3.5:
+                    await a.send_binary(b"")
+                    assert await b.recv() == (OP_BINARY, b"")
+                    await asyncio.sleep(0.5)
+                # The last message before leaving, empty, still comes before peer-left.
+                await a.send(ws_frame(OP_BINARY, b"") + ws_close_frame(1000))
+                assert await b.recv() == (OP_BINARY, b"")
+                assert await b.recv_event() == {"type": "peer-left"}
+                assert await b.close_code() == 1000
+            finally:
+                await abort_all(b)
+        finally:
+            await abort_all(a)
+
+    run(scenario())
+    samples = r.api().metrics()
+    assert metric(samples, "itsme_relay_rejections_total", reason="no-peer") == 1
     r.assert_serving()
