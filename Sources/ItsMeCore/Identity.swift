@@ -141,19 +141,41 @@ public enum Fingerprint {
     }
 }
 
-/// A display name: 1 to 128 bytes of UTF-8, no control characters.
+/// A display name (PROTOCOL.md section 1): 1 to 128 bytes of UTF-8 with
+/// none of the refused code points, named as code points so that the rule
+/// does not depend on a Unicode version.
 public enum DisplayName {
     public static let maxBytes = 128
+
+    /// The code points a name may not contain: the C0 and C1 controls
+    /// (general category Cc), and the invisible characters and bidi
+    /// overrides that could hide or reorder text beside a code on screen.
+    /// U+200C and U+200D (zero-width non-joiner and joiner) are allowed:
+    /// Persian and Indic names and emoji sequences need them.
+    public static let refusedScalars: [ClosedRange<UInt32>] = [
+        0x0000...0x001F, 0x007F...0x009F,  // controls
+        0x200B...0x200B,  // ZERO WIDTH SPACE
+        0x202A...0x202E,  // bidi embeddings and overrides
+        0x2060...0x2064,  // WORD JOINER, invisible operators
+        0x2066...0x2069,  // bidi isolates
+        0xFEFF...0xFEFF,  // ZERO WIDTH NO-BREAK SPACE (byte order mark)
+    ]
+
+    public static func isRefused(_ scalar: Unicode.Scalar) -> Bool {
+        refusedScalars.contains { $0.contains(scalar.value) }
+    }
 
     public static func isValid(_ name: String) -> Bool {
         let count = name.utf8.count
         guard count > 0, count <= maxBytes else { return false }
-        return !name.unicodeScalars.contains { $0.properties.generalCategory == .control }
+        return !name.unicodeScalars.contains(where: isRefused)
     }
 
     public static func validated(_ name: String) throws -> String {
         guard isValid(name) else {
-            throw ItsMeError(.invalidArgument, "a display name is 1 to \(maxBytes) bytes of UTF-8 without control characters")
+            throw ItsMeError(
+                .invalidArgument,
+                "a display name is 1 to \(maxBytes) bytes of UTF-8 without control, invisible or bidi-override characters")
         }
         return name
     }

@@ -70,6 +70,41 @@ final class IdentityTests: XCTestCase {
         XCTAssertEqual(try Identity.load(store: store).name, "Zoë")
     }
 
+    /// PROTOCOL.md section 1: a name refuses exactly the listed code points
+    /// (controls, invisible characters, bidi overrides) and allows the
+    /// joiners that Persian and Indic names and emoji sequences need.
+    func testNameRuleIsByCodePoint() throws {
+        let refused: [UInt32] =
+            Array(0x0000...0x001F) + Array(0x007F...0x009F)
+            + [0x200B] + Array(0x202A...0x202E) + Array(0x2060...0x2064) + Array(0x2066...0x2069) + [0xFEFF]
+        for value in refused {
+            let scalar = Unicode.Scalar(value)!
+            for name in ["A" + String(scalar) + "B", String(scalar), "Alice" + String(scalar)] {
+                XCTAssertFalse(DisplayName.isValid(name), String(format: "U+%04X", value))
+                XCTAssertThrowsError(try Identity.create(store: MemorySecretStore(), name: name)) {
+                    XCTAssertEqual(($0 as? ItsMeError)?.kind, .invalidArgument)
+                }
+            }
+        }
+        // Neighbours of the refused ranges, the joiners, and names in other scripts.
+        let allowed = [
+            "Zoë", "محمد", "नमस्ते", "Zoe\u{0301}", "\u{A0}Ann", "Ann\u{2065}", "a\u{200A}b", "a\u{200E}b", "a\u{2029}b",
+            "a\u{206A}b", "a\u{FEFE}b", "a\u{FFFD}b",
+            "می\u{200C}خواهم",  // Persian, ZERO WIDTH NON-JOINER
+            "क\u{94D}\u{200D}ष",  // Devanagari, ZERO WIDTH JOINER
+            "\u{1F469}\u{200D}\u{1F4BB}",  // woman technologist: an emoji ZWJ sequence
+            "\u{1F3F3}\u{FE0F}\u{200D}\u{1F308}",  // rainbow flag
+            String(repeating: "x", count: 128), String(repeating: "é", count: 64),
+        ]
+        for name in allowed {
+            XCTAssertTrue(DisplayName.isValid(name), name)
+            let identity = try Identity.create(store: MemorySecretStore(), name: name)
+            XCTAssertEqual(identity.name, name)
+            XCTAssertEqual(Array(identity.name.utf8), Array(name.utf8))
+        }
+        XCTAssertFalse(DisplayName.isValid(String(repeating: "é", count: 64) + "x"))  // 129 bytes
+    }
+
     func testCorruptRecordsAreRefused() throws {
         let store = MemorySecretStore()
         _ = try Identity.create(store: store, name: "Alice")

@@ -98,12 +98,33 @@ final class ProtocolVectorTests: XCTestCase {
                 "valid": stdValid.map { ["bytes": hex($0), "text": Base64.encode($0, .standardPadded)] },
                 "invalid": ["AA", "AA=", "AB==", "A===", "AA==AA==", "-_8=", " AA==", "AQI", "AQJ="],
             ],
+            "names": nameVectors(),
             "short_code": [
                 "format": formats.map { ["value": Int($0), "text": ShortCode(value: $0)!.text] },
                 "parse_valid": parseValid.map { ["input_text": $0, "value": Int(ShortCode(parsing: $0)!.value)] },
                 "parse_invalid": parseInvalid,
             ],
         ]
+    }
+
+    /// Names (section 1): accepted ones, and one name for each refused code
+    /// point, checked against the library's rule as they are written.
+    func nameVectors() -> [String: Any] {
+        let valid = [
+            "Alice", "Zoë", "Zoe\u{0301}", "محمد", "नमस्ते", "می\u{200C}خواهم", "क\u{94D}\u{200D}ष",
+            "\u{1F469}\u{200D}\u{1F4BB}", "\u{1F3F3}\u{FE0F}\u{200D}\u{1F308}", "a\u{200A}b", "a\u{200E}b", "a\u{2065}b",
+            "a\u{206A}b", "\u{A0}Ann", String(repeating: "x", count: 128), String(repeating: "é", count: 64),
+        ]
+        for name in valid { XCTAssertTrue(DisplayName.isValid(name), name) }
+        var invalid: [[String: Any]] = []
+        for range in DisplayName.refusedScalars {
+            for value in range {
+                let text = "A" + String(Unicode.Scalar(value)!) + "B"
+                XCTAssertFalse(DisplayName.isValid(text))
+                invalid.append(["text": text, "code_point": Int(value)])
+            }
+        }
+        return ["valid": valid, "invalid": invalid]
     }
 
     func partyJSON(_ p: Party) -> [String: Any] {

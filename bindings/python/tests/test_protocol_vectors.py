@@ -158,6 +158,30 @@ def test_short_code_parse_invalid(text):
         itsme.short_code_parse(text)
 
 
+@pytest.mark.parametrize("text", ENCODING["names"]["valid"])
+def test_valid_name(text):
+    # Section 1's name rule, through identity creation.
+    identity = Identity.create(SecretStore.memory(), text)
+    assert identity.name == text
+
+
+@pytest.mark.parametrize("vector", ENCODING["names"]["invalid"], ids=lambda v: f"U+{v['code_point']:04X}")
+def test_invalid_name(vector):
+    text = vector["text"]
+    assert chr(vector["code_point"]) in text
+    with pytest.raises(InvalidArgumentError):
+        Identity.create(SecretStore.memory(), text)
+
+
+def test_name_vectors_cover_every_refused_code_point():
+    refused = {v["code_point"] for v in ENCODING["names"]["invalid"]}
+    expected = set(range(0x00, 0x20)) | set(range(0x7F, 0xA0)) | {0x200B, 0xFEFF}
+    expected |= set(range(0x202A, 0x202F)) | set(range(0x2060, 0x2065)) | set(range(0x2066, 0x206A))
+    assert refused == expected
+    assert any("\u200d" in t for t in ENCODING["names"]["valid"])
+    assert any("\u200c" in t for t in ENCODING["names"]["valid"])
+
+
 @pytest.mark.parametrize("text", ENCODING["base64url"]["invalid"])
 def test_invalid_base64url_payload_is_malformed(parties, text):
     # Section 1's strict decoding, seen through a QR payload.

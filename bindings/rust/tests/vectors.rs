@@ -144,6 +144,36 @@ fn short_codes() {
     assert!(!codes.array("parse_invalid").is_empty());
 }
 
+/// Section 1's name rule, through identity creation: every valid name is
+/// kept byte for byte, and every refused code point is refused.
+#[test]
+fn names() {
+    let encoding = load("encoding.json");
+    let names = encoding.field("names");
+    for case in names.array("valid") {
+        let text = case.as_str();
+        let identity = Identity::create(&SecretStore::memory().unwrap(), text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+        assert_eq!(identity.name().unwrap(), text);
+    }
+    let mut refused = HashSet::new();
+    for case in names.array("invalid") {
+        let text = case.text("text");
+        let code_point = u32::try_from(case.int("code_point")).unwrap();
+        assert!(text.contains(char::from_u32(code_point).unwrap()), "{text:?}");
+        let error = Identity::create(&SecretStore::memory().unwrap(), text).expect_err(text);
+        assert_eq!(error.kind(), ErrorKind::InvalidArgument, "U+{code_point:04X}");
+        refused.insert(code_point);
+    }
+    let expected: HashSet<u32> = (0x00..0x20)
+        .chain(0x7F..0xA0)
+        .chain([0x200B, 0xFEFF])
+        .chain(0x202A..=0x202E)
+        .chain(0x2060..=0x2064)
+        .chain(0x2066..=0x2069)
+        .collect();
+    assert_eq!(refused, expected);
+}
+
 /// The test's own base64url, used to take QR payloads apart.
 #[test]
 fn base64url_of_the_tests() {

@@ -30,7 +30,6 @@ import hashlib
 import hmac
 import re
 import struct
-import unicodedata
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -255,16 +254,23 @@ def ed25519_verify(public: bytes, signature: bytes, message: bytes) -> bool:
     return True
 
 
+# Section 1: the code points a name may not contain (controls, invisible characters, bidi overrides).
+REFUSED_NAME_CODE_POINTS = (
+    set(range(0x0000, 0x0020)) | set(range(0x007F, 0x00A0)) | {0x200B, 0xFEFF}
+    | set(range(0x202A, 0x202F)) | set(range(0x2060, 0x2065)) | set(range(0x2066, 0x206A))
+)
+
+
 def validate_name(name: bytes) -> str:
-    """Names: 1 to 128 bytes of UTF-8 with no character of general category Cc (section 1)."""
+    """Names: 1 to 128 bytes of UTF-8 with none of the code points section 1 refuses."""
     if not 1 <= len(name) <= 128:
         raise ProtocolError("name length is not 1 to 128 bytes")
     try:
         text = name.decode("utf-8", errors="strict")
     except UnicodeDecodeError as exc:
         raise ProtocolError("name is not valid UTF-8") from exc
-    if any(unicodedata.category(c) == "Cc" for c in text):
-        raise ProtocolError("name contains a control character")
+    if any(ord(c) in REFUSED_NAME_CODE_POINTS for c in text):
+        raise ProtocolError("name contains a control, invisible or bidi-override character")
     return text
 
 
