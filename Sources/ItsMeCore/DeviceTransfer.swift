@@ -120,9 +120,7 @@ public final class DeviceTransfer: CustomStringConvertible {
     /// The offer's bytes, version (1) | transfer id (16) | receiver key
     /// (32), and its text without the white space around it.
     static func parseOffer(_ text: String) throws -> ([UInt8], String) {
-        var s = Substring(text)
-        while let c = s.first, c.isWhitespace { s.removeFirst() }
-        while let c = s.last, c.isWhitespace { s.removeLast() }
+        let s = TypedInput.withoutASCIIWhitespaceAround(text)
         guard s.hasPrefix(offerPrefix), let bytes = Base64.decode(String(s.dropFirst(offerPrefix.count)), .urlUnpadded) else {
             throw ItsMeError(.malformedMessage, "this is not a device transfer code (ITSMETR1:...)")
         }

@@ -145,6 +145,31 @@ public enum TypedInput {
     @inline(__always)
     static func isDigit(_ c: UInt8) -> Bool { (0x30...0x39).contains(c) }
 
+    /// U+0009, U+000A, U+000D and U+0020: the white space a pasted or
+    /// scanned text may carry around it (PROTOCOL.md 17.1, 17.3).
+    static func isASCIIWhitespace(_ c: Unicode.Scalar) -> Bool {
+        c == " " || c == "\t" || c == "\n" || c == "\r"
+    }
+
+    /// The text without leading and trailing ASCII white space (and nothing
+    /// else: no other Unicode white space is removed).
+    public static func withoutASCIIWhitespaceAround(_ text: String) -> String {
+        let scalars = Array(text.unicodeScalars)
+        var start = 0, end = scalars.count
+        while start < end, isASCIIWhitespace(scalars[start]) { start += 1 }
+        while end > start, isASCIIWhitespace(scalars[end - 1]) { end -= 1 }
+        var view = String.UnicodeScalarView()
+        view.append(contentsOf: scalars[start..<end])
+        return String(view)
+    }
+
+    /// The text without any ASCII white space.
+    static func withoutASCIIWhitespace(_ text: String) -> String {
+        var view = String.UnicodeScalarView()
+        view.append(contentsOf: text.unicodeScalars.filter { !isASCIIWhitespace($0) })
+        return String(view)
+    }
+
     /// The bytes without leading and trailing U+0020.
     public static func trimmed(_ input: String) -> ArraySlice<UInt8> {
         var bytes = ArraySlice(Array(input.utf8))

@@ -206,16 +206,15 @@ public enum IdentityExport {
     /// The text form of an export, for a QR code or a file.
     public static func text(_ blob: [UInt8]) -> String { textPrefix + Base64.encode(blob, .urlUnpadded) }
 
-    /// An export from its text form (surrounding white space ignored).
+    /// An export from its text form (surrounding ASCII white space ignored:
+    /// tab, line feed, carriage return and space).
     /// The source's exports are recognised and refused with the reason
     /// (PROTOCOL.md 17.1): its version 3 sealed the identity under an
     /// unsalted SHA-256 of a PIN, which anyone holding the QR code can
     /// reverse by trying every PIN; its version 5 used PBKDF2 of an unstated
     /// count.
     public static func blob(text: String) throws -> [UInt8] {
-        var s = Substring(text)
-        while let c = s.first, c.isWhitespace { s.removeFirst() }
-        while let c = s.last, c.isWhitespace { s.removeLast() }
+        let s = TypedInput.withoutASCIIWhitespaceAround(text)
         if s.hasPrefix(textPrefix) {
             guard let blob = Base64.decode(String(s.dropFirst(textPrefix.count)), .urlUnpadded) else {
                 throw ItsMeError(.malformedMessage, "this ItsMe identity export is damaged (its text is not valid base64url)")
@@ -225,7 +224,7 @@ public enum IdentityExport {
         if s.hasPrefix("ITSMEXP") {
             throw ItsMeError(.invalidArgument, "this identity export has a text format this library does not read (\(s.prefix(9)))")
         }
-        let compact = s.filter { !$0.isWhitespace }
+        let compact = TypedInput.withoutASCIIWhitespace(s)
         if compact.hasPrefix("{"), compact.contains("\"version\":3") || compact.contains("\"privateKey\"") {
             throw ItsMeError(.invalidArgument, sourceExportRefusal)
         }

@@ -76,6 +76,29 @@ final class IdentityExportTests: XCTestCase {
         XCTAssertEqual(kind { _ = try IdentityExport.blob(text: "v3:abcdef") }, .malformedMessage)
     }
 
+    /// PROTOCOL.md 17.1: tab, line feed, carriage return and space around
+    /// a text are ignored, and no other white space is (it was any Unicode
+    /// white space, whose set depends on the Unicode version).
+    func testOnlyASCIIWhiteSpaceAroundATextIsIgnored() throws {
+        let text = "ITSMEXP1:" + Base64.encode([1, 2, 3], .urlUnpadded)
+        for around in [" ", "\n", "\r\n", "\t", " \r\n\t "] {
+            XCTAssertEqual(try IdentityExport.blob(text: around + text + around), [1, 2, 3])
+        }
+        for other in ["\u{A0}", "\u{2028}", "\u{3000}", "\u{85}", "\u{0B}", "\u{0C}", "\u{FEFF}"] {
+            XCTAssertEqual(kind { _ = try IdentityExport.blob(text: other + text) }, .malformedMessage, other.unicodeScalars.first!.debugDescription)
+            XCTAssertEqual(kind { _ = try IdentityExport.blob(text: text + other) }, .malformedMessage, other.unicodeScalars.first!.debugDescription)
+        }
+        // The source's JSON form is recognised with ASCII white space removed.
+        XCTAssertEqual(kind { _ = try IdentityExport.blob(text: "{ \"version\" :\t3 }") }, .invalidArgument)
+        XCTAssertEqual(kind { _ = try IdentityExport.blob(text: "{\"version\":\u{A0}3}") }, .malformedMessage)
+        // The live transfer's offer text alike.
+        var random = SystemRandom()
+        let offer = try DeviceTransfer(receiverAt: t0, random: &random).offerText
+        XCTAssertEqual(try DeviceTransfer.checkOffer("\r\n " + offer + "\t\n"), offer)
+        XCTAssertEqual(kind { _ = try DeviceTransfer.checkOffer("\u{A0}" + offer) }, .malformedMessage)
+        XCTAssertEqual(kind { _ = try DeviceTransfer.checkOffer(offer + "\u{3000}") }, .malformedMessage)
+    }
+
     func testTamperingAndWrongPasswordsAreCountedFailures() throws {
         let identity = try Identity.create(store: MemorySecretStore(), name: "Dan")
         var random = SystemRandom()
