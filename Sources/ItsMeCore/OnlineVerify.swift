@@ -164,14 +164,16 @@ public final class OnlineVerify: CustomStringConvertible {
             guard keyPeer == nil, isInitiator ? commitMine != nil : keyMine != nil else { throw outOfOrder() }
             guard m.count == 2 + 64 else { throw ItsMeError(.malformedMessage, "a KEY message is 66 bytes") }
             let peerEphemeral = Array(m[2..<34]), peerChallenge = Array(m[34..<66])
-            guard peerEphemeral != ephemeralKey, peerChallenge != challenge else {
-                throw ItsMeError(.invalidKey, "the peer's key or challenge equals ours (a reflected message)")
-            }
+            // Authentication (the commitment) before contents (a reflection),
+            // as PROTOCOL.md section 1 orders the checks.
             if !isInitiator {
                 let expected = SHA256.hash(LV.cat(LV.b("itsme-ov-commit-v1"), peerEphemeral, peerChallenge))
                 guard ConstantTime.equal(expected, Array(commitPeer![2...])) else {
                     throw ItsMeError(.authenticationFailed, "the peer's key does not match its commitment")
                 }
+            }
+            guard peerEphemeral != ephemeralKey, peerChallenge != challenge else {
+                throw ItsMeError(.invalidKey, "the peer's key or challenge equals ours (a reflected message)")
             }
             keyPeer = m
             if isInitiator {

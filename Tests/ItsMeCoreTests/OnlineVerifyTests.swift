@@ -101,11 +101,21 @@ final class OnlineVerifyTests: XCTestCase {
         let i1 = try session(ini, 1)
         let commit = i1.takeOutgoing()!
         XCTAssertEqual(kind { try i1.receive(commit, now: t0 + 101) }, .malformedMessage)
-        // A responder given its own KEY back.
+        // A responder given its own KEY back: it does not open the
+        // initiator's COMMIT, and authentication comes before contents
+        // (PROTOCOL.md section 1), so it is a failed authentication.
         let r1 = try session(resp, 2)
         try r1.receive(commit, now: t0 + 101)
         let key = r1.takeOutgoing()!
-        XCTAssertEqual(kind { try r1.receive(key, now: t0 + 101) }, .invalidKey)
+        XCTAssertEqual(kind { try r1.receive(key, now: t0 + 101) }, .authenticationFailed)
+        // An initiator given its own KEY back (it checks no commitment): a reflection.
+        let i2 = try session(ini, 9), twin = try session(ini, 9), r2 = try session(resp, 10)
+        _ = i2.takeOutgoing()
+        try r2.receive(twin.takeOutgoing()!, now: t0 + 101)
+        try twin.receive(r2.takeOutgoing()!, now: t0 + 101)
+        let ownKey = twin.takeOutgoing()!
+        XCTAssertEqual(ownKey[1], 2)
+        XCTAssertEqual(kind { try i2.receive(ownKey, now: t0 + 101) }, .invalidKey)
 
         // Replay: a PROOF from an earlier session does not open in a new one.
         let oldLog = try pump(try session(ini, 3), try session(resp, 4))
