@@ -65,23 +65,42 @@ public enum VoiceProtocol {
         return String(repeating: "0", count: max(0, width - s.count)) + s
     }
 
+    /// The blocks of section 9.3: block_0 to block_255.
+    static let wordBlockCount = 256
+
+    /// Section 9.3's reading procedure: bytes read in order, a byte below
+    /// 234 gives the index `b mod 26`, kept unless already chosen, other
+    /// bytes skipped, until five indices are chosen.
+    struct WordReader {
+        private(set) var chosen: [Int] = []
+        var isComplete: Bool { chosen.count == wordCount }
+        /// The five indices sorted (the order they are shown in).
+        var words: [Int] { chosen.sorted() }
+
+        /// Reads `bytes` in order, stopping at the fifth index; returns
+        /// whether five are chosen.
+        @discardableResult
+        mutating func read<C: Collection<UInt8>>(_ bytes: C) -> Bool {
+            for b in bytes where !isComplete && b < 234 {
+                let index = Int(b % 26)
+                if !chosen.contains(index) { chosen.append(index) }
+            }
+            return isComplete
+        }
+    }
+
     /// Section 9.3: the selector's five word indices, sorted.
     public static func words<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64, pid: [UInt8]) throws -> [Int] {
         try withScratch(32) { k in
             try HKDF.derive(ikm: seed, salt: LV.cat(try windowBytes(window), pid), info: LV.b("itsme-word-options-v1"), into: k)
             let key = UnsafeRawBufferPointer(k)
-            var chosen: [Int] = []
-            var block = 0
-            while chosen.count < wordCount {
-                let message = LV.b("word-options") + (block == 0 ? [] : [UInt8(truncatingIfNeeded: block)])
-                for b in HMACSHA256.mac(key: key, message: message) where b < 234 {
-                    let index = Int(b % 26)
-                    if !chosen.contains(index) { chosen.append(index) }
-                    if chosen.count == wordCount { break }
-                }
-                block += 1
+            var reader = WordReader()
+            for block in 0..<wordBlockCount {
+                let message = LV.b("word-options") + (block == 0 ? [] : [UInt8(block)])
+                if reader.read(HMACSHA256.mac(key: key, message: message)) { return reader.words }
             }
-            return chosen.sorted()
+            // Probability below 2^-1000 (section 9.3).
+            throw ItsMeError(.internal, "the \(wordBlockCount) word blocks gave fewer than \(wordCount) words")
         }
     }
 
