@@ -147,7 +147,11 @@ final class ProtocolVectorTests: XCTestCase {
     func qrVectors() throws -> [String: Any] {
         var exchanges: [[String: Any]] = []
         var rejections: [[String: Any]] = []
-        for (i, names) in [("Alice", "Bob"), ("Zoë | \\ Ünïcode 名前", String(repeating: "n", count: 128))].enumerated() {
+        // The third: names in Arabic script and an emoji family joined by U+200D (ZWJ).
+        for (i, names) in [
+            ("Alice", "Bob"), ("Zoë | \\ Ünïcode 名前", String(repeating: "n", count: 128)),
+            ("محمد", "\u{1F468}\u{200D}\u{1F469}\u{200D}\u{1F467}\u{200D}\u{1F466}"),
+        ].enumerated() {
             var (a, rngA) = try party("qr-\(i)-a", name: names.0)
             var (b, rngB) = try party("qr-\(i)-b", name: names.1)
             let exA = try Exchange.qr(identity: a.identity, now: now, random: &rngA)
@@ -280,8 +284,11 @@ final class ProtocolVectorTests: XCTestCase {
 
     func bluetoothVectors() throws -> [String: Any] {
         var exchanges: [[String: Any]] = []
-        for (i, names) in [("Alice", "Bob"), ("Ćarol", "Dave the Builder")].enumerated() {
-            var (a, rngA) = try party("bt-\(i)-a", name: names.0)
+        // The third: a's random source draws a session code of 2^32 - 22338
+        // first, which is redrawn (4.2); its label was found by a search
+        // over bt-redraw-<n> for the first n whose first draw is rejected.
+        for (i, names) in [("Alice", "Bob"), ("Ćarol", "Dave the Builder"), ("Erin", "Frank")].enumerated() {
+            var (a, rngA) = try party(i == 2 ? "bt-redraw-33047" : "bt-\(i)-a", name: names.0)
             var (b, rngB) = try party("bt-\(i)-b", name: names.1)
             let exA = try Exchange.bluetooth(identity: a.identity, sessionCode: nil, now: now, random: &rngA)
             let code = exA.sessionCode!
@@ -354,10 +361,20 @@ final class ProtocolVectorTests: XCTestCase {
             }
             let plainI = Hex.decode((aIsInitiator ? pa : pb)["plaintext"] as! String)!
             let plainR = Hex.decode((aIsInitiator ? pb : pa)["plaintext"] as! String)!
-            let th = SHA256.hash(LV.cat(LV.b("itsme-bluetooth-transcript-v1"), th1, plainI, plainR))
+            let thInput = LV.cat(LV.b("itsme-bluetooth-transcript-v1"), th1, plainI, plainR)
+            let th = SHA256.hash(thInput)
             let sas = try sasValue(s.seed, th)
             XCTAssertEqual(exA.sas?.value, sas.value)
+            // The session code's draws (4.2): 4 bytes at a time after the
+            // identity (32, 32) and the exchange's secrets (48).
+            var mirror = DeterministicRandom(seed: a.randomSeed)
+            for n in [32, 32, 48] { _ = mirror.bytes(n) }
+            var draws: [[UInt8]] = []
+            while draws.last.map({ $0.reduce(UInt32(0)) { $0 << 8 | UInt32($1) } >= 4_294_940_000 }) ?? true { draws.append(mirror.bytes(4)) }
+            XCTAssertEqual(draws.last!.reduce(UInt32(0)) { $0 << 8 | UInt32($1) } % 260_000, code.value)
+            XCTAssertEqual(draws.count, i == 2 ? 2 : 1)
             exchanges.append([
+                "transcript_input": hex(thInput), "salt_text": s.salt, "session_code_draws": draws.map(hex),
                 "session_code_text": code.text, "session_code_value": Int(code.value), "a": pa, "b": pb,
                 "th1_input": hex(th1Input), "th1": hex(th1), "shared": hex(s.shared), "key_initiator": hex(keyI),
                 "key_responder": hex(keyR), "seed": hex(s.seed), "transcript_hash": hex(th), "sas_value": Int(sas.value),
@@ -435,7 +452,8 @@ final class ProtocolVectorTests: XCTestCase {
                 return (key, blocks, chosen.sorted())
             }
             let wa = try wordsDetail(aPID), wb = try wordsDetail(bPID)
-            let firstByte = HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-first-selector-v1"), VoiceProtocol.u64(window)))[0]
+            let firstHMAC = HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-first-selector-v1"), VoiceProtocol.u64(window)))
+            let firstByte = firstHMAC[0]
             let lowerFirst = firstByte & 1 == 0
             XCTAssertEqual(try VoiceProtocol.lowerSelectsFirst(seed: seed, window: window), lowerFirst)
             let aFirst = aPID.lexicographicallyPrecedes(bPID) == lowerFirst
@@ -464,7 +482,7 @@ final class ProtocolVectorTests: XCTestCase {
                 "session_id_value": Int(sid), "session_id_text": VoiceProtocol.sessionIDText(sid),
                 "a_words_key": hex(wa.key), "a_words_blocks": wa.blocks.map(hex), "a_words": wa.words,
                 "b_words_key": hex(wb.key), "b_words_blocks": wb.blocks.map(hex), "b_words": wb.words,
-                "first_selector_byte": Int(firstByte), "lower_selects_first": lowerFirst, "first_text": aFirst ? "a" : "b",
+                "first_selector_byte": Int(firstByte), "first_selector_hmac": hex(firstHMAC), "lower_selects_first": lowerFirst, "first_text": aFirst ? "a" : "b",
                 "w1": w1, "w2": w2, "code_info": hex(info), "code_key": hex(k),
                 "a_code_value": Int(ca), "a_code_text": VoiceProtocol.codeText(ca),
                 "b_code_value": Int(cb), "b_code_text": VoiceProtocol.codeText(cb),
@@ -499,6 +517,7 @@ final class ProtocolVectorTests: XCTestCase {
                 "invalid": parseInvalid.filter { VoiceProtocol.parseCode($0) == nil },
             ],
             "sessions": sessions,
+            "word_reading": wordReadingVectors(),
         ]
     }
 
@@ -604,7 +623,7 @@ final class ProtocolVectorTests: XCTestCase {
                 "proof_message_r": hex(proofR), "sas_value": Int(sas.value), "sas_text": ShortCode(value: sas.value)!.text,
             ])
         }
-        return ["sessions": sessions]
+        return ["sessions": sessions, "rejections": try onlineVerifyRejections(sessions[0])]
     }
 
     func pinUpdateVectors() throws -> [String: Any] {
@@ -683,9 +702,10 @@ final class ProtocolVectorTests: XCTestCase {
                 "key_r": hex(keyR), "th_input": hex(thInput), "th": hex(th), "salt": hex(salt), "shared": hex(shared),
                 "k_i": hex(kI), "k_r": hex(kR), "confirm_i": hex(confirm("initiator")), "confirm_r": hex(confirm("responder")),
                 "new_i": hex(newI), "new_r": hex(newR), "done": hex(done),
+                "new_plaintext_i": hex(iD.secret + confirm("initiator")), "new_plaintext_r": hex(rD.secret + confirm("responder")),
             ])
         }
-        return ["sessions": sessions]
+        return ["sessions": sessions, "commit_order": try pinUpdateCommitOrder(sessions[0])]
     }
 
     func remoteVectors() throws -> [String: Any] {

@@ -229,6 +229,19 @@ extension ProtocolVectorTests {
                 "malformed_message"),
             ("identity after the transfer is done", [.receive(keyMessage), .confirm, .receive(identityMessage), .receive(identityMessage)],
                 "invalid_state"),
+            // Every message of 17.3 at and beyond the bounds of its length.
+            ("key message of its header only (2 bytes)", [.receive([1, 1])], "malformed_message"),
+            ("identity message of its header only (2 bytes)", [.receive(keyMessage), .confirm, .receive([1, 2])], "malformed_message"),
+            ("identity message too short (100 bytes), arriving before the confirmation",
+                [.receive(keyMessage), .receive(Array(identityMessage.prefix(100)))], "malformed_message"),
+            ("identity message too long (229 bytes)",
+                [.receive(keyMessage), .confirm, .receive(identityMessage + [UInt8](repeating: 0, count: 229 - identityMessage.count))],
+                "malformed_message"),
+            ("identity message cut to 101 bytes (the shortest length: it is opened, and fails)",
+                [.receive(keyMessage), .confirm, .receive(Array(identityMessage.prefix(101)))], "authentication_failed"),
+            ("identity message padded to 228 bytes (the longest length), arriving before the confirmation",
+                [.receive(keyMessage), .receive(identityMessage + [UInt8](repeating: 0, count: 228 - identityMessage.count)), .confirm],
+                "authentication_failed"),
         ]
         var rejections: [[String: Any]] = []
         for (name, steps, error) in cases {
@@ -255,6 +268,24 @@ extension ProtocolVectorTests {
                 },
             ])
         }
-        return ["transfers": [transfer], "rejections": rejections]
+        // Offers the sender refuses (17.3: version 1, 16 + 32 bytes, a key
+        // that is not of low order), each read by the transfer's sender.
+        func offerText(_ bytes: [UInt8]) -> String { DeviceTransfer.offerPrefix + Base64.encode(bytes, .urlUnpadded) }
+        let offerCases: [(String, String, String)] = [
+            ("offer cut to 48 bytes", offerText(Array(offer.dropLast())), "malformed_message"),
+            ("offer padded to 50 bytes", offerText(offer + [0]), "malformed_message"),
+            ("offer of version 2", offerText([2] + offer.dropFirst()), "malformed_message"),
+            ("offer of its version byte only", offerText([1]), "malformed_message"),
+            ("offer text of another version (ITSMETR2:)", "ITSMETR2:" + Base64.encode(offer, .urlUnpadded), "malformed_message"),
+            ("offer with a low-order key (all zeros)", offerText([1] + transferID + [UInt8](repeating: 0, count: 32)), "invalid_key"),
+        ]
+        var offerRejections: [[String: Any]] = []
+        for (name, text, error) in offerCases {
+            var rng = DeterministicRandom(seed: senderSeed)
+            let kind = errorKind { _ = try DeviceTransfer(sending: identity, pin: Self.vectorPIN, offer: text, now: self.now, random: &rng) }
+            XCTAssertEqual(kind.map(Self.errorName), error, name)
+            offerRejections.append(["case_text": name, "offer_text": text, "error_text": error])
+        }
+        return ["transfers": [transfer], "rejections": rejections, "offer_rejections": offerRejections]
     }
 }
