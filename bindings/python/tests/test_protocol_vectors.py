@@ -77,6 +77,20 @@ def h(text):
     return bytes.fromhex(text)
 
 
+def lv_cat(*parts):
+    """lv_cat (section 1): each part prefixed with its length as unsigned LEB128."""
+    out = bytearray()
+    for part in parts:
+        n = len(part)
+        while True:
+            byte, n = n & 0x7F, n >> 7
+            out.append(byte | (0x80 if n else 0))
+            if not n:
+                break
+        out += part
+    return bytes(out)
+
+
 def ids(vectors, key=lambda v: None):
     return [key(v) or f"#{index}" for index, v in enumerate(vectors)]
 
@@ -255,6 +269,12 @@ def test_qr_exchange(parties, vector):
     assert itsme.short_code_format(vector["sas_value"]) == vector["sas_text"]
 
 
+def test_qr_vectors_cover_non_ascii_names():
+    names = [v[side]["name_text"] for v in QR["exchanges"] for side in "ab"]
+    assert any("\u200d" in name for name in names), "a name joined by U+200D (ZWJ)"
+    assert any(any("\u0600" <= c <= "\u06ff" for c in name) for name in names), "a name in Arabic script"
+
+
 def _qr_receiver(parties, receiver):
     """The vector exchange party whose identity key the rejection's receiver has."""
     for vector in QR["exchanges"]:
@@ -423,8 +443,23 @@ def test_bluetooth_derivations(vector):
     assert seed == h(vector["seed"])
     th = itsme.bluetooth_transcript_hash(th1, h(initiator["plaintext"]), h(responder["plaintext"]))
     assert th == h(vector["transcript_hash"])
+    # The final transcript's lv_cat input, and the seed's salt (sections 3, 7.4).
+    transcript = lv_cat(b"itsme-bluetooth-transcript-v1", th1, h(initiator["plaintext"]), h(responder["plaintext"]))
+    assert transcript == h(vector["transcript_input"])
+    assert hashlib.sha256(transcript).digest() == th
+    assert vector["salt_text"] == "".join(sorted([a["fingerprint_text"], b["fingerprint_text"]]))
+    # The session code's draws (4.2): every one but the last at or above
+    # 4294940000, the last taken modulo 260000.
+    draws = [int(d, 16) for d in vector["session_code_draws"]]
+    assert all(len(h(d)) == 4 for d in vector["session_code_draws"])
+    assert all(d >= 4_294_940_000 for d in draws[:-1]) and draws[-1] < 4_294_940_000
+    assert draws[-1] % itsme.SHORT_CODE_VALUES == vector["session_code_value"]
     assert itsme.derive_sas(seed, th) == vector["sas_text"]
     assert itsme.short_code_format(vector["sas_value"]) == vector["sas_text"]
+
+
+def test_bluetooth_vectors_cover_a_redrawn_session_code():
+    assert any(len(v["session_code_draws"]) > 1 for v in BLUETOOTH["exchanges"])
 
 
 # -- voice.json ---------------------------------------------------------------------------
@@ -448,6 +483,9 @@ def test_voice_session(vector):
     lower_first = itsme.derive_lower_selects_first(seed, window)
     assert lower_first == vector["lower_selects_first"]
     assert lower_first == (vector["first_selector_byte"] & 1 == 0)
+    first_hmac = hmac.new(seed, lv_cat(b"itsme-first-selector-v1", window.to_bytes(8, "big")), "sha256").digest()
+    assert first_hmac == h(vector["first_selector_hmac"])
+    assert first_hmac[0] == vector["first_selector_byte"]
     # Section 9.4: the lower pid selects first when f = 0.
     a_first = (a < b) == lower_first
     assert vector["first_text"] == ("a" if a_first else "b")
@@ -717,6 +755,24 @@ def test_online_verify_vectors_cover_a_profile_reference():
         assert len(h(vector["proof_message_i"])) == itsme.ONLINE_VERIFY_MESSAGE_MAX
 
 
+@pytest.mark.parametrize("vector", ONLINE["rejections"], ids=lambda v: v["case_text"])
+def test_online_verify_rejection(parties, vector):
+    """Each message list played against a fresh side of its session: every
+    message but the last is accepted, the last refused with ``result``."""
+    session_vector = ONLINE["sessions"][vector["session"]]
+    window = session_vector["window"]
+    now = 30 * window
+    contacts, contact_id = _vector_contacts(parties, session_vector)[vector["receiver_text"]]
+    random = DeterministicRandom(h(session_vector[vector["receiver_text"]]["random_seed"]))
+    session = OnlineVerify(contacts, contact_id, window, now, random=random)
+    parties.handles += [random, session]
+    for message in vector["messages"][:-1]:
+        session.receive(h(message), now)
+    with pytest.raises(ItsMeError) as caught:
+        session.receive(h(vector["messages"][-1]), now)
+    assert caught.value.name == _error_name(vector["result"]), caught.value
+
+
 @pytest.mark.parametrize("vector", PIN_UPDATE["sessions"], ids=lambda v: v["session_code_text"])
 def test_pin_update_session(parties, vector):
     window = vector["window"]
@@ -748,6 +804,13 @@ def test_pin_update_session(parties, vector):
     assert done.hex() == vector["done"]
     responder.receive(done, now)
     assert hashlib.sha256(h(vector["th_input"])).digest() == h(vector["th"])
+    # The NEW plaintexts: new device secret || confirmation, sealed under the sender's role key.
+    aead = pytest.importorskip("cryptography.hazmat.primitives.ciphers.aead")
+    for role, side in (("i", vector[i_name]), ("r", vector[_OTHER[i_name]])):
+        plain = h(vector["new_plaintext_" + role])
+        assert plain == h(side["new_device_secret"]) + h(vector["confirm_" + role])
+        frame = h(vector["new_" + role])
+        assert aead.ChaCha20Poly1305(h(vector["k_" + role])).decrypt(bytes(12), frame[2:], frame[:2]) == plain
     for update in (initiator, responder):
         assert update.state == PinUpdateState.DONE
         assert update.next_outgoing() == b""
@@ -941,6 +1004,18 @@ def test_transfer_rejection(vector):
         with pytest.raises(ItsMeError) as caught:
             play(vector["steps"][-1])
         assert caught.value.name == _error_name(vector["error_text"]), caught.value
+
+
+@pytest.mark.parametrize("vector", TRANSFER["offer_rejections"], ids=lambda v: v["case_text"])
+def test_transfer_offer_rejection(parties, vector):
+    first = TRANSFER["transfers"][0]
+    party = first["sender"]
+    identity, _ = parties.make(party)
+    identity.set_pin(party["pin_text"])
+    with DeterministicRandom(h(first["sender_random_seed"])) as random:
+        with pytest.raises(ItsMeError) as caught:
+            Transfer.sender(identity, party["pin_text"], vector["offer_text"], T0, random=random)
+    assert caught.value.name == _error_name(vector["error_text"]), caught.value
 
 
 # -- profile.json ---------------------------------------------------------------------------

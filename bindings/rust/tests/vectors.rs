@@ -45,6 +45,24 @@ fn assert_hex(actual: &[u8], vector: &Json, key: &str, context: &str) {
     assert_eq!(hex_encode(actual), vector.text(key), "{context}: {key}");
 }
 
+/// lv_cat (section 1): each part prefixed with its length as unsigned LEB128.
+fn lv_cat(parts: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for part in parts {
+        let mut n = part.len();
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            out.push(if n > 0 { byte | 0x80 } else { byte });
+            if n == 0 {
+                break;
+            }
+        }
+        out.extend_from_slice(part);
+    }
+    out
+}
+
 /// One side of a vector exchange: its identity made from its random seed,
 /// and that same random source kept for its exchange.
 struct Party {
@@ -526,6 +544,22 @@ fn bluetooth_derivations() {
 
         let th = itsme::bluetooth_transcript_hash(&th1, &initiator.hex("plaintext"), &responder.hex("plaintext")).unwrap();
         assert_hex(&th, vector, "transcript_hash", &context);
+        // The final transcript's lv_cat input, and the seed's salt (sections 3, 7.4).
+        let input = lv_cat(&[b"itsme-bluetooth-transcript-v1", &th1, &initiator.hex("plaintext"), &responder.hex("plaintext")]);
+        assert_hex(&input, vector, "transcript_input", &context);
+        let mut fingerprints = [va.text("fingerprint_text"), vb.text("fingerprint_text")];
+        fingerprints.sort();
+        assert_eq!(vector.text("salt_text"), fingerprints.concat(), "{context}: salt_text");
+        // The session code's draws (4.2): all but the last at or above
+        // 4294940000, the last taken modulo 260000.
+        let draws: Vec<u32> = vector
+            .array("session_code_draws")
+            .iter()
+            .map(|d| u32::from_be_bytes(<[u8; 4]>::try_from(hex_decode(d.as_str()).unwrap().as_slice()).unwrap()))
+            .collect();
+        let (last, before) = draws.split_last().expect("session_code_draws");
+        assert!(before.iter().all(|&d| d >= 4_294_940_000) && *last < 4_294_940_000, "{context}: draws");
+        assert_eq!(i64::from(last % itsme::SHORT_CODE_VALUES), vector.int("session_code_value"), "{context}");
         assert_eq!(itsme::derive_sas(&vector.hex("seed"), &th).unwrap(), vector.text("sas_text"), "{context}");
 
         // The plaintext is the contact data and its signature.
@@ -579,6 +613,10 @@ fn voice_sessions() {
         let lower_first = itsme::derive_lower_selects_first(&seed, window).unwrap();
         assert_eq!(lower_first, bool_field(case, "lower_selects_first"), "{context}");
         assert_eq!(lower_first, case.int("first_selector_byte") & 1 == 0, "{context}");
+        // The whole HMAC of 9.4 (no HMAC here to recompute it: its first byte).
+        let first_hmac = case.hex("first_selector_hmac");
+        assert_eq!(first_hmac.len(), 32, "{context}");
+        assert_eq!(i64::from(first_hmac[0]), case.int("first_selector_byte"), "{context}");
         let a_first = (a < b) == lower_first;
         assert_eq!(case.text("first_text"), if a_first { "a" } else { "b" }, "{context}");
         let (first, second) = if a_first { (&a, &b) } else { (&b, &a) };
@@ -894,6 +932,35 @@ fn online_verify_sessions() {
     }
 }
 
+/// Each Online Verify refusal played against a fresh side of its session:
+/// every message but the last is accepted, the last refused as named.
+#[test]
+fn online_verify_rejections() {
+    let online = load("online-verify.json");
+    let rejections = online.array("rejections");
+    assert!(!rejections.is_empty());
+    for (i, case) in rejections.iter().enumerate() {
+        let context = format!("online verify rejection {i} ({})", case.text("case_text"));
+        let vector = &online.array("sessions")[usize::try_from(case.int("session")).unwrap()];
+        let sides = vector_sides(vector, &context);
+        let (window, now) = (vector.int("window"), 30 * vector.int("window"));
+        let side = case.text("receiver_text");
+        let s = &sides[if side == "a" { 0 } else { 1 }];
+        let mut rng = DeterministicRandom::new(&vector.field(side).hex_array("random_seed")).unwrap();
+        let mut session = OnlineVerify::new(&s.contacts, s.id, Some(window), now, Some(&mut rng)).unwrap();
+        let messages = case.array("messages");
+        for (n, message) in messages.iter().enumerate() {
+            let result = session.receive(&hex_decode(message.as_str()).unwrap(), now);
+            if n + 1 < messages.len() {
+                result.unwrap_or_else(|e| panic!("{context}: message {n} failed: {e}"));
+            } else {
+                let error = result.expect_err(&context);
+                assert_eq!(error.kind(), error_kind(case.text("result")), "{context}: {error}");
+            }
+        }
+    }
+}
+
 #[test]
 fn pin_update_sessions() {
     let pin_update = load("pin-update.json");
@@ -938,6 +1005,14 @@ fn pin_update_sessions() {
         initiator.receive(&new_r, now).unwrap();
         let done = initiator.next_outgoing().unwrap();
         assert_hex(&done, vector, "done", &context);
+        // The NEW plaintexts: new device secret || confirmation, 48 bytes
+        // sealed into the 66-byte frames.
+        let responder_side = vector.field(if ri == 0 { "a" } else { "b" });
+        for (role, side) in [("i", initiator_side), ("r", responder_side)] {
+            let plain = vector.hex(&format!("new_plaintext_{role}"));
+            assert_eq!(plain, [side.hex("new_device_secret"), vector.hex(&format!("confirm_{role}"))].concat(), "{context}");
+            assert_eq!(vector.hex(&format!("new_{role}")).len(), 2 + plain.len() + 16, "{context}");
+        }
         responder.receive(&done, now).unwrap();
         for (update, side) in [(&mut *initiator, &sides[ii]), (&mut *responder, &sides[ri])] {
             assert_eq!(update.state().unwrap(), PinUpdateState::Done, "{context}");
@@ -1529,5 +1604,26 @@ fn transfer_rejections() {
                 assert_eq!(error.kind(), kind, "{context}: {error}");
             }
         }
+    }
+}
+
+/// Offers the sender refuses, each read by the first transfer's sender.
+#[test]
+fn transfer_offer_rejections() {
+    let transfer = load("transfer.json");
+    let first = &transfer.array("transfers")[0];
+    let rejections = transfer.array("offer_rejections");
+    assert!(!rejections.is_empty());
+    let sender_vector = first.field("sender");
+    let sender_party = Party::new(sender_vector, "offer rejections sender");
+    let pin = sender_vector.text("pin_text");
+    sender_party.identity.set_pin(pin).unwrap();
+    for (i, case) in rejections.iter().enumerate() {
+        let context = format!("offer rejection {i} ({})", case.text("case_text"));
+        let mut rng = DeterministicRandom::new(&first.hex_array("sender_random_seed")).unwrap();
+        let error = TransferSender::new(&sender_party.identity, pin, case.text("offer_text"), T0, Some(&mut rng))
+            .map(|_| ())
+            .expect_err(&context);
+        assert_eq!(error.kind(), error_kind(case.text("error_text")), "{context}: {error}");
     }
 }
