@@ -466,9 +466,22 @@ def _bt_run(ex):
 @needs_vectors
 def test_bluetooth_exchanges():
     for ex in _cases(load("bluetooth.json"), "exchanges"):
-        expect_keys(ex, "session_code_text session_code_value a b th1_input th1 shared "
-                        "key_initiator key_responder seed transcript_hash sas_value sas_text")
+        expect_keys(ex, "session_code_text session_code_value session_code_draws a b th1_input "
+                        "th1 shared salt_text key_initiator key_responder seed transcript_input "
+                        "transcript_hash sas_value sas_text")
         assert P.parse_short_code(ex["session_code_text"]) == ex["session_code_value"]
+        # Section 3's salt; 7.4's final transcript input; 4.2's draws (4 bytes each, redrawn
+        # at or above 4294940000, the code the last modulo 260000).
+        fps = sorted([ex["a"]["fingerprint_text"], ex["b"]["fingerprint_text"]])
+        assert ex["salt_text"] == "".join(fps)
+        ini, res = (ex["a"], ex["b"]) if ex["a"]["role_text"] == "initiator" else (ex["b"], ex["a"])
+        assert h(ex["transcript_input"]) == P.lv_cat(P.BT_TRANSCRIPT_LABEL, h(ex["th1"]),
+                                                     h(ini["plaintext"]), h(res["plaintext"]))
+        assert hashlib.sha256(h(ex["transcript_input"])).hexdigest() == ex["transcript_hash"]
+        draws = [int.from_bytes(h(d), "big") for d in ex["session_code_draws"]]
+        assert all(len(h(d)) == 4 for d in ex["session_code_draws"])
+        assert all(d >= 4294940000 for d in draws[:-1]) and draws[-1] < 4294940000
+        assert draws[-1] % 260000 == ex["session_code_value"]
         assert P.format_short_code(ex["session_code_value"]) == ex["session_code_text"]
         _bt_run(ex)
 
@@ -561,7 +574,7 @@ def test_bluetooth_frames_reject_tampering():
 _VOICE_SESSION_KEYS = (
     "seed window a_pid b_pid session_id_value session_id_text "
     "a_words_key a_words_blocks a_words b_words_key b_words_blocks b_words "
-    "first_selector_byte lower_selects_first first_text w1 w2 code_info code_key "
+    "first_selector_hmac first_selector_byte lower_selects_first first_text w1 w2 code_info code_key "
     "a_code_value a_code_text b_code_value b_code_text tag_key a_device_secret b_device_secret "
     "a_tag b_tag"
 )
@@ -582,6 +595,7 @@ def _voice_session(seed: bytes, window: int, a_pid: bytes, b_pid: bytes, w1: int
         "w1": w1, "w2": w2, "a_device_secret": a_ds.hex(), "b_device_secret": b_ds.hex(),
         "session_id_value": view.session_id_value, "session_id_text": view.session_id_text,
         "first_selector_byte": P.first_selector_byte(seed, window),
+        "first_selector_hmac": P.hmac_sha256(seed, P.lv_cat(P.FIRST_SELECTOR_LABEL, P.u64(window))).hex(),
         "lower_selects_first": P.lower_selects_first(seed, window),
         "first_text": me if view.i_select_first else peer,
         "code_info": codes.info.hex(), "code_key": codes.key.hex(),
@@ -600,7 +614,20 @@ def _voice_session(seed: bytes, window: int, a_pid: bytes, b_pid: bytes, w1: int
 
 @needs_vectors
 def test_voice_vector_file_fields():
-    expect_keys(load("voice.json"), "plans code_parse sessions degradation degradation_parse")
+    expect_keys(load("voice.json"), "plans code_parse sessions degradation degradation_parse "
+                                    "word_reading")
+
+
+@needs_vectors
+def test_voice_word_reading():
+    """9.3's reading procedure on given byte streams (none reached by a real input)."""
+    for case in load("voice.json")["word_reading"]:
+        expect_keys(case, "case_text stream words")
+        try:
+            words = sorted(P.pick_words(h(case["stream"])))
+        except P.ProtocolError:
+            words = None
+        assert words == case["words"], case["case_text"]
 
 
 @needs_vectors
@@ -1262,7 +1289,14 @@ def _ov_fields(sessions, seed, window, ids, esks, chals, own_ds, refs=None) -> d
 
 @needs_vectors
 def test_online_verify_vector_file_fields():
-    expect_keys(load("online-verify.json"), "sessions")
+    expect_keys(load("online-verify.json"), "sessions rejections")
+    # The refusals are replayed through the library (test_protocol_vectors.py); here only
+    # their form: this module has no Online Verify state machine to play them against.
+    for case in load("online-verify.json")["rejections"]:
+        expect_keys(case, "case_text session receiver_text messages result")
+        assert case["receiver_text"] in ("a", "b") and all(bytes.fromhex(m) or True for m in case["messages"])
+        assert case["result"] in ("malformed_message", "invalid_key", "authentication_failed",
+                                  "invalid_state")
 
 
 @needs_vectors
@@ -1849,7 +1883,7 @@ def test_online_verify_session_lifetime():
 
 _PU_SESSION_KEYS = (
     "seed window session_code_value session_code_text initiator_text a b key_i key_r th_input "
-    "th salt shared k_i k_r confirm_i confirm_r new_i new_r done"
+    "th salt shared k_i k_r confirm_i confirm_r new_i new_r done new_plaintext_i new_plaintext_r"
 )
 _PU_SIDE_KEYS = ("random_seed identity_random_seed identity_seed pid ephemeral_secret "
                  "ephemeral_public new_device_secret")
@@ -1922,6 +1956,11 @@ def _pu_fields(sessions, seed, window, ids, esks, news) -> dict:
             "confirm_r": r.confirm_r.hex(), "new_i": r.new_i.hex(), "new_r": r.new_r.hex(),
             "done": r.done.hex(),
         }
+        # The NEW plaintexts: new device secret || confirmation.
+        new_i, new_r = ((r.my_new_secret, r.their_new_secret) if x == ini
+                        else (r.their_new_secret, r.my_new_secret))
+        fields["new_plaintext_i"] = (new_i + r.confirm_i).hex()
+        fields["new_plaintext_r"] = (new_r + r.confirm_r).hex()
         # Each side's own new secret, and the one it received from the other.
         secrets = {x: r.my_new_secret, _OTHER[x]: r.their_new_secret}
         for y in ("a", "b"):
@@ -1942,7 +1981,33 @@ def _pu_fields(sessions, seed, window, ids, esks, news) -> dict:
 
 @needs_vectors
 def test_pin_update_vector_file_fields():
-    expect_keys(load("pin-update.json"), "sessions")
+    expect_keys(load("pin-update.json"), "sessions commit_order")
+
+
+@needs_vectors
+def test_pin_update_commit_order_views():
+    """commit_order (10.3): from what each side stores, what it says, accepts (current,
+    previous, pending) and shows, and those as voice tags; the library's run is not replayed
+    here, only the rules that read a stored state."""
+    data = load("pin-update.json")
+    for case in data["commit_order"]:
+        session = data["sessions"][case["session"]]
+        seed, window = h(session["seed"]), case["tag_window"]
+        key = P.tag_key(seed)
+        pids = {x: h(session[x]["pid"]) for x in ("a", "b")}
+        for step in case["steps"]:
+            for x in ("a", "b"):
+                st = step[x]
+                says = st["pending_mine"] if st["committed"] else st["mine"]
+                accepts = [s for s in (st["theirs"], st["previous_theirs"], st["pending_theirs"]) if s]
+                shows = (st["pending_theirs"] if st["committed"] and st["pending_theirs"]
+                         else st["theirs"] or None)
+                assert (st["says"], st["accepts"], st["shows"]) == (says, accepts, shows)
+                peer = pids[_OTHER[x]]
+                assert st["says_tag"] == P.device_tag(key, pids[x], window, h(says))
+                assert st["accepts_tags"] == [P.device_tag(key, peer, window, h(s)) for s in accepts]
+                assert st["shows_tag"] == (None if shows is None
+                                           else P.device_tag(key, peer, window, h(shows)))
 
 
 @needs_vectors
@@ -4697,7 +4762,9 @@ def _transfer_fields(keys: T.TransferKeys) -> dict:
 
 @needs_vectors
 def test_transfer_vector_file_fields():
-    expect_keys(load("transfer.json"), "transfers rejections")
+    expect_keys(load("transfer.json"), "transfers rejections offer_rejections")
+    for case in load("transfer.json")["offer_rejections"]:
+        expect_keys(case, "case_text offer_text error_text")
 
 
 @needs_vectors
