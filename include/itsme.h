@@ -322,7 +322,8 @@ itsme_result itsme_secret_store_last_error(const itsme_secret_store *store,
 typedef struct itsme_identity itsme_identity;
 
 /* Creates a new identity with a display name (1 to ITSME_NAME_MAX_BYTES
- * bytes of UTF-8, no control characters) and saves it in the store.  The
+ * bytes of UTF-8 without the controls, invisible characters and bidi
+ * overrides docs/PROTOCOL.md section 1 refuses) and saves it in the store.  The
  * identity keeps its own reference to the store.
  * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
  * ITSME_E_ALREADY_EXISTS (the store holds an identity already),

@@ -424,7 +424,7 @@ public final class Exchange: CustomStringConvertible {
         let deviceSecret = Array(plain[32..<48])
         let nameBytes = Array(plain[49..<(plain.count - 64)])
         guard let name = String(validating: nameBytes, as: UTF8.self), DisplayName.isValid(name) else {
-            throw ItsMeError(.malformedMessage, "the peer's name is not valid UTF-8 without control characters")
+            throw ItsMeError(.malformedMessage, "the peer's name is not valid UTF-8 without control, invisible or bidi-override characters")
         }
         guard Array(SHA256.hash(key).prefix(8)) == Array(helloPeer![2..<10]) else {
             throw ItsMeError(.authenticationFailed, "the peer's identity key does not match the fingerprint in its HELLO")

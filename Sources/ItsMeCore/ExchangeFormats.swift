@@ -84,7 +84,7 @@ public enum ExchangeProtocol {
         let deviceSecret = Array(raw[73..<89])
         let nameBytes = raw[90..<90 + nameCount]
         guard let name = String(validating: nameBytes, as: UTF8.self), DisplayName.isValid(name) else {
-            throw ItsMeError(.malformedMessage, "the QR payload's name is not valid UTF-8 without control characters")
+            throw ItsMeError(.malformedMessage, "the QR payload's name is not valid UTF-8 without control, invisible or bidi-override characters")
         }
         guard Array(SHA256.hash(identityKey).prefix(8)) == fingerprint else {
             throw ItsMeError(.authenticationFailed, "the QR payload's fingerprint does not match its identity key")
@@ -146,7 +146,7 @@ public enum ExchangeProtocol {
         guard !escaped else { throw bad("it ends in a lone backslash") }
         guard fields.count == 5, fields[0] == [UInt8(ascii: "5")] else { throw bad("it does not have 5 fields starting with 5") }
         guard let name = String(validating: fields[1], as: UTF8.self), DisplayName.isValid(name) else {
-            throw bad("the name is not valid UTF-8 without control characters")
+            throw bad("the name is not valid UTF-8 without control, invisible or bidi-override characters")
         }
         guard fields[2].count == 16, let fp = Hex.decode(String(decoding: fields[2], as: UTF8.self)) else {
             throw bad("the fingerprint is not 16 hex digits")

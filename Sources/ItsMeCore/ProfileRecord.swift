@@ -177,7 +177,7 @@ public final class ProfileRecord: CustomStringConvertible, @unchecked Sendable {
     /// the owner's input, `.malformedMessage` for a record received.
     static func checkValues(name: String, photoCount: Int, filename: String, kind: ItsMeError.Kind) throws {
         guard name.isEmpty || DisplayName.isValid(name) else {
-            throw ItsMeError(kind, "a profile name is empty or 1 to \(DisplayName.maxBytes) bytes of UTF-8 without control characters")
+            throw ItsMeError(kind, "a profile name is empty or 1 to \(DisplayName.maxBytes) bytes of UTF-8 without control, invisible or bidi-override characters")
         }
         guard !name.isEmpty || photoCount > 0 else { throw ItsMeError(kind, "a profile has a name or a photo") }
         if !filename.isEmpty {

@@ -189,7 +189,7 @@ public enum RemoteProtocol {
         let key = Array(plain[0..<32])
         let nameBytes = Array(plain[81..<(plain.count - 64)])
         guard let name = String(validating: nameBytes, as: UTF8.self), DisplayName.isValid(name) else {
-            throw ItsMeError(.malformedMessage, "the peer's name is not valid UTF-8 without control characters")
+            throw ItsMeError(.malformedMessage, "the peer's name is not valid UTF-8 without control, invisible or bidi-override characters")
         }
         let data = Array(plain[..<(plain.count - 64)])
         guard

@@ -100,7 +100,7 @@ public enum ServiceApproval {
 
     static func checkedName(_ name: String, _ what: String) throws -> [UInt8] {
         guard DisplayName.isValid(name) else {
-            throw invalid("\(what) is 1 to \(DisplayName.maxBytes) bytes of UTF-8 without control characters")
+            throw invalid("\(what) is 1 to \(DisplayName.maxBytes) bytes of UTF-8 without control, invisible or bidi-override characters")
         }
         return Array(name.utf8)
     }
@@ -246,7 +246,7 @@ public enum ServiceApproval {
                 }
                 let nameBytes = try r.array(Int(try r.byte()))
                 guard let serviceName = String(validating: nameBytes, as: UTF8.self), DisplayName.isValid(serviceName) else {
-                    throw malformed("the approval request's service name is not 1 to 128 bytes of UTF-8 without control characters")
+                    throw malformed("the approval request's service name is not 1 to 128 bytes of UTF-8 without control, invisible or bidi-override characters")
                 }
                 let sessionID = try r.array(Int(try r.byte()))
                 if let problem = asciiProblem(sessionID, "the approval request's session ID", max: sessionIDMaxBytes) {
@@ -572,7 +572,7 @@ public enum ServiceApproval {
         let labelStart = 2 + Ed25519.publicKeyCount
         let labelBytes = Array(enrollment[labelStart..<(labelStart + labelCount)])
         guard let label = String(validating: labelBytes, as: UTF8.self), DisplayName.isValid(label) else {
-            throw malformed("the enrollment's label is not 1 to 128 bytes of UTF-8 without control characters")
+            throw malformed("the enrollment's label is not 1 to 128 bytes of UTF-8 without control, invisible or bidi-override characters")
         }
         guard Ed25519.isValidPublicKey(publicKey) else {
             throw ItsMeError(.authenticationFailed, "the enrollment's public key is not a valid Ed25519 key")

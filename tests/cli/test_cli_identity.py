@@ -18,10 +18,10 @@ def test_init_typed_at_the_prompts(people):
     # A name: empty, then with a control character, are refused and asked again.
     term.expect_exact("Your name: ")
     term.sendline("")
-    term.expect(r"display name is 1 to \d+ bytes[^\r\n]*without control characters; try again\.")
+    term.expect(r"display name is 1 to \d+ bytes[^\r\n]*without control, invisible or bidi-override characters; try again\.")
     term.expect_exact("Your name: ")
     term.sendline("Ali\x01ce")
-    term.expect(r"without control characters; try again\.")
+    term.expect(r"without control, invisible or bidi-override characters; try again\.")
     term.expect_exact("Your name: ")
     term.sendline("Alice")
 

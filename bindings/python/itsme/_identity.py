@@ -63,7 +63,8 @@ class Identity(DetailedHandle):
     def create(cls, store: SecretStore, name: str, random: Optional[DeterministicRandom] = None) -> "Identity":
         """Creates a new identity named ``name`` and saves it in ``store``.
 
-        ``name`` is 1 to 128 bytes of UTF-8 without control characters.
+        ``name`` is 1 to 128 bytes of UTF-8 without control, invisible or
+        bidi-override characters (docs/PROTOCOL.md section 1).
         ``random`` (tests and vectors only) draws the keys from a
         :class:`DeterministicRandom` instead of the operating system.
         Raises :class:`AlreadyExistsError` if the store holds an identity.

@@ -175,7 +175,8 @@ impl SecretStore {
     /// that service, saves it in this store, and returns the enrollment
     /// message for the service, signed over its `nonce` (16 to 64 bytes).
     /// `label` names the device for the service ("Alice's phone": 1 to
-    /// [`NAME_MAX_BYTES`] bytes without control characters).  The key is
+    /// [`NAME_MAX_BYTES`] bytes without control, invisible or bidi-override
+    /// characters).  The key is
     /// drawn from `rng` (`None`: the operating system; a
     /// [`DeterministicRandom`] for tests only).  Each service gets its own
     /// key, so services cannot link one person across services.
