@@ -66,7 +66,7 @@ def test_init_name_given_as_an_option_is_checked(people):
     alice = people("Alice")
     result = alice.run("init", "--name", "Al\x07ice")
     assert result.returncode == 2, result
-    assert "control characters" in result.stderr
+    assert "control, invisible or bidi-override characters" in result.stderr
     assert not (alice.dir / "secrets").exists() or not any((alice.dir / "secrets").iterdir())
 
 
