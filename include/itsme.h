@@ -475,6 +475,14 @@ typedef uint32_t itsme_verification_state;
 #define ITSME_CONTACT_VERIFIED 1
 /* Their device changed: verification still works, the change is shown. */
 #define ITSME_CONTACT_DEGRADED 2
+/* Added by a Bluetooth, invite or real-time exchange whose SAS this side
+ * confirmed while the peer's confirmation has not arrived
+ * (docs/PROTOCOL.md 8.1).  Not a contact yet: verification refuses it
+ * (ITSME_E_INVALID_STATE), and so does itsme_store_set_state, into or out
+ * of this state.  Its exchange makes it verified (itsme_exchange_settle) or
+ * deletes it (the peer rejected, itsme_exchange_reject); if neither happens,
+ * itsme_store_expire_awaiting deletes it 24 hours after its exchange began. */
+#define ITSME_CONTACT_AWAITING_PEER 3
 
 typedef uint32_t itsme_exchange_method;
 #define ITSME_EXCHANGE_QR 0
@@ -572,6 +580,17 @@ itsme_result itsme_store_list(itsme_store *store, int64_t after_id,
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_DATABASE. */
 itsme_result itsme_store_count(itsme_store *store, uint64_t *out_count);
 
+/* Deletes every contact still ITSME_CONTACT_AWAITING_PEER more than 24
+ * hours after its exchange began (`now` past its deadline): the peer's
+ * confirmation never came.  *out_deleted (may be NULL) receives how many.
+ * itsme_exchange_save calls it; a host may call it at any time (at start,
+ * say).  Reads every record: linear in the number of contacts.
+ * Thread-safe (the store's lock).
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL store, `now` out of range),
+ * ITSME_E_AUTHENTICATION_FAILED, ITSME_E_CORRUPT_DATA, ITSME_E_DATABASE. */
+itsme_result itsme_store_expire_awaiting(itsme_store *store, int64_t now,
+                                         uint64_t *out_deleted);
+
 /* Renames a contact.
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND,
  * ITSME_E_AUTHENTICATION_FAILED, ITSME_E_DATABASE. */
@@ -588,7 +607,8 @@ itsme_result itsme_store_set_note(itsme_store *store, int64_t id,
 /* Sets a contact's state.  ITSME_CONTACT_VERIFIED records `now` as the
  * verification time; `acknowledged` (0 or 1) counts only with
  * ITSME_CONTACT_DEGRADED: the person confirmed the device change.
- * Errors: as itsme_store_set_name. */
+ * Errors: as itsme_store_set_name, and ITSME_E_INVALID_STATE for
+ * ITSME_CONTACT_AWAITING_PEER, into or out of (only an exchange moves it). */
 ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_store_set_state(itsme_store *store, int64_t id,
                                    itsme_verification_state state,
@@ -749,8 +769,23 @@ itsme_result itsme_short_code_format(uint32_t value, char *out, size_t cap,
  *   state becomes ITSME_EXCHANGE_COMPARE_SAS: show itsme_exchange_sas and
  *     the peer's name; itsme_exchange_save stores the contact unverified
  *   the two people compare the SAS aloud:
- *     confirm (contact verified) or reject (contact deleted)
- *   Bluetooth: send the CONFIRM frame next_outgoing then gives.
+ *     confirm or reject (contact deleted)
+ *   Bluetooth, invite, real-time: send the decision next_outgoing gives,
+ *     and receive the peer's.
+ *
+ * Both decisions (docs/PROTOCOL.md 8.1).  A contact becomes verified only
+ * when its person confirmed and the peer's authenticated confirmation
+ * arrived.  QR carries no decision (both people see both screens in
+ * person): confirm makes the contact verified.  The other methods carry
+ * one each way: if the peer's confirmation came first, confirm makes the
+ * contact verified at once (state CONFIRMED); otherwise the state becomes
+ * ITSME_EXCHANGE_AWAITING_DECISION and a new contact is stored as
+ * ITSME_CONTACT_AWAITING_PEER (a known contact keeps its old seed).  When
+ * the peer's decision arrives (receive sets ITSME_EXCHANGE_FLAG_PEER_CONFIRMED
+ * or ITSME_EXCHANGE_FLAG_PEER_REJECTED: the event to watch for), call
+ * itsme_exchange_settle.  If it does not come while the room or Bluetooth
+ * session lasts (peer-left, a lost connection), call itsme_exchange_reject;
+ * after 24 hours the store deletes the contact by itself.
  *
  * A failure is final: once receive has rejected a peer message (any error
  * except ITSME_E_INVALID_ARGUMENT for a text that is not an exchange
@@ -785,20 +820,25 @@ typedef uint32_t itsme_exchange_state;
  * it is authenticated (ITSME_EXCHANGE_FLAG_UNAUTHENTICATED): save stores
  * it flagged unauthenticated; confirm is not possible. */
 #define ITSME_EXCHANGE_IMPORTED 3
+/* Both decisions are in: the contact is verified. */
 #define ITSME_EXCHANGE_CONFIRMED 4
+/* This side or the peer rejected, or this side stopped waiting. */
 #define ITSME_EXCHANGE_REJECTED 5
 #define ITSME_EXCHANGE_FAILED 6
+/* This side confirmed; the peer's decision has not been settled: wait for
+ * ITSME_EXCHANGE_FLAG_PEER_CONFIRMED or _REJECTED, then settle. */
+#define ITSME_EXCHANGE_AWAITING_DECISION 7
 
 /* Flags (events) read with itsme_exchange_status. */
 /* The peer sent the source format: its name cannot be verified. */
 #define ITSME_EXCHANGE_FLAG_UNAUTHENTICATED 1
 /* A contact with the peer's identity key is stored (set by save). */
 #define ITSME_EXCHANGE_FLAG_KNOWN_CONTACT 2
-/* Bluetooth: the peer confirmed the SAS. */
+/* The peer's authenticated confirmation arrived (Bluetooth, invite,
+ * real-time). */
 #define ITSME_EXCHANGE_FLAG_PEER_CONFIRMED 4
-/* Bluetooth: the peer rejected the SAS and will not keep the contact.  If
- * this device had confirmed already, the host should tell the person and
- * offer to delete the contact. */
+/* The peer rejected the SAS: confirm is refused; settle (after this side
+ * confirmed) or reject deletes the new contact. */
 #define ITSME_EXCHANGE_FLAG_PEER_REJECTED 8
 
 /* Longest QR payload text (bytes, no NUL) and longest Bluetooth frame. */
@@ -918,10 +958,15 @@ ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_exchange_save(itsme_exchange *exchange, itsme_store *store,
                                  int64_t now, int64_t *out_contact_id);
 
-/* The two people said the SAS matches: saves if needed, marks the contact
- * verified (for a known contact: replaces its seed and device secrets in
- * one transaction; the old seed is overwritten), state CONFIRMED.
- * Bluetooth: a CONFIRM frame is queued for next_outgoing.
+/* The person said the SAS matches: saves if needed and queues this side's
+ * decision for next_outgoing (Bluetooth CONFIRM frame, remote DECISION
+ * message; the inviter's through the mailbox waits until the invitee's
+ * arrived).  QR, or the peer's confirmation already received: marks the
+ * contact verified (for a known contact: replaces its seed and device
+ * secrets in one transaction; the old seed is overwritten), state
+ * CONFIRMED.  Otherwise: state AWAITING_DECISION, a new contact
+ * ITSME_CONTACT_AWAITING_PEER, a known contact unchanged (see "Both
+ * decisions" above).  *out_contact_id is the contact's id either way.
  * Errors: ITSME_E_INVALID_STATE (no SAS, an import, or the peer rejected),
  * and those of itsme_exchange_save. */
 ITSME_WARN_UNUSED_RESULT
@@ -929,17 +974,36 @@ itsme_result itsme_exchange_confirm(itsme_exchange *exchange,
                                     itsme_store *store, int64_t now,
                                     int64_t *out_contact_id);
 
-/* The SAS differs, or the person gave up: deletes the contact save added
- * (a known contact is left untouched), state REJECTED.  `store` may be NULL
- * if nothing was saved.  Bluetooth: a CONFIRM frame saying so is queued
- * once the peer's data has been received.
- * Errors: ITSME_E_INVALID_STATE (already finished or failed),
+/* The peer's decision arrived (FLAG_PEER_CONFIRMED or _REJECTED) after this
+ * side confirmed (state AWAITING_DECISION): applies it.  Confirmed: the
+ * contact becomes verified (a known contact gets the new seed and device
+ * secrets), state CONFIRMED, *out_contact_id its id.  Rejected: a new
+ * contact is deleted (a known one keeps its old seed), state REJECTED,
+ * *out_contact_id 0.
+ * Errors: ITSME_E_INVALID_STATE (not AWAITING_DECISION, or the peer's
+ * decision not received yet), ITSME_E_INVALID_ARGUMENT (NULL, another
+ * store than the one saved in), ITSME_E_WRONG_IDENTITY, ITSME_E_EXPIRED,
+ * ITSME_E_DATABASE. */
+ITSME_WARN_UNUSED_RESULT
+itsme_result itsme_exchange_settle(itsme_exchange *exchange,
+                                   itsme_store *store, int64_t now,
+                                   int64_t *out_contact_id);
+
+/* The SAS differs, the person gave up, or (AWAITING_DECISION) the peer's
+ * decision will not come (the room or the Bluetooth session ended): deletes
+ * the contact save added (a known contact is left untouched), state
+ * REJECTED.  `store` may be NULL if nothing was saved.  This side's
+ * rejection is queued for next_outgoing when it had not decided yet and the
+ * peer's data was received.  On a FAILED exchange it deletes what save
+ * added and the state stays FAILED.
+ * Errors: ITSME_E_INVALID_STATE (already finished, or failed with nothing to delete),
  * ITSME_E_INVALID_ARGUMENT (store NULL although a contact was saved, or not
  * the store it was saved in), ITSME_E_WRONG_IDENTITY, ITSME_E_DATABASE. */
 itsme_result itsme_exchange_reject(itsme_exchange *exchange,
                                    itsme_store *store);
 
-/* Seals a pending exchange (AWAITING_PEER, COMPARE_SAS or IMPORTED), or a
+/* Seals a pending exchange (AWAITING_PEER, COMPARE_SAS, IMPORTED or
+ * AWAITING_DECISION), or a
  * finished Bluetooth one (which may still have a CONFIRM frame to send or
  * receive), to bytes, encrypted and authenticated under a key derived from this
  * device's device key (kept in the identity's secret store, never
@@ -975,8 +1039,12 @@ itsme_result itsme_exchange_restore(itsme_identity *identity,
  * ID of the mailbox or room is itsme_exchange_relay_id.
  *
  * Messages: the inviter's INVITE (at creation), the invitee's ACCEPT
- * (after the INVITE), the inviter's REPLY (after the ACCEPT).  The
- * inviter's SAS is ready on the ACCEPT, the invitee's on the REPLY.
+ * (after the INVITE), the inviter's REPLY (after the ACCEPT), then each
+ * side's DECISION on the SAS (after confirm or reject).  The inviter's SAS
+ * is ready on the ACCEPT, the invitee's on the REPLY.  Through the mailbox
+ * the invitee ends the invite (DELETE) once it has the inviter's DECISION,
+ * which the inviter sends only after reading the invitee's; in a room both
+ * stay until both decisions passed.
  * A failed check (ITSME_E_AUTHENTICATION_FAILED: a wrong encryption code
  * or a relay that changed the messages) ends the exchange for good; the
  * host then ends the invite on the relay, so the other side fails too.

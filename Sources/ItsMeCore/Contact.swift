@@ -6,6 +6,11 @@ public struct Contact: Sendable, Equatable, CustomStringConvertible {
         case verified = 1
         /// Their device changed (device binding); see `degradationAcknowledged`.
         case degraded = 2
+        /// Added by an exchange whose SAS this side confirmed, while the
+        /// peer's confirmation has not arrived (PROTOCOL.md 8.1). Not usable
+        /// for verification; deleted when the peer rejects or `awaitingUntil`
+        /// passes. Only an exchange sets or leaves this state.
+        case awaitingPeer = 3
     }
 
     public enum ExchangeMethod: UInt8, Sendable {
@@ -33,6 +38,9 @@ public struct Contact: Sendable, Equatable, CustomStringConvertible {
     /// The last voice-verification window used; a window W is usable only
     /// if W is greater. Changed only through `ContactStore.useWindow`.
     public internal(set) var lastWindow: Int64?
+    /// For a contact awaiting the peer: the last second at which the peer's
+    /// decision may still arrive; `ContactStore.expireAwaiting` deletes it after.
+    public internal(set) var awaitingUntil: Int64?
     public var note: String
     /// Fields written by a newer version, kept as they are on update.
     var unknownFields: [RecordField] = []
@@ -73,6 +81,7 @@ enum ContactRecord {
         case verifiedAt = 9
         case lastWindow = 10
         case note = 11
+        case awaitingUntil = 12
     }
 
     static let seedCount = 32
@@ -91,6 +100,7 @@ enum ContactRecord {
         if let key = c.publicKey { fields.append((Tag.publicKey.rawValue, key)) }
         if let v = c.verifiedAt { fields.append((Tag.verifiedAt.rawValue, bigEndian(v))) }
         if let w = c.lastWindow { fields.append((Tag.lastWindow.rawValue, bigEndian(w))) }
+        if let u = c.awaitingUntil { fields.append((Tag.awaitingUntil.rawValue, bigEndian(u))) }
         fields += c.unknownFields.map { ($0.tag, $0.value) }
         let size = 1 + fields.reduce(0) { $0 + 3 + $1.1.count } + 3 + seed.count
         var w = try RecordWriter(count: size)
@@ -115,7 +125,7 @@ enum ContactRecord {
         guard v == version else { throw ItsMeError(.corruptData, "contact record has unknown format version \(v)") }
         var name: String?, fingerprint: [UInt8]?, publicKey: [UInt8]?, state: Contact.State?
         var acknowledged = false, method: Contact.ExchangeMethod?, createdAt: Int64?
-        var verifiedAt: Int64?, lastWindow: Int64?, note = "", unknown: [RecordField] = []
+        var verifiedAt: Int64?, lastWindow: Int64?, awaitingUntil: Int64?, note = "", unknown: [RecordField] = []
         var sawSeed = false
         while !r.isAtEnd {
             let tag = try r.byte()
@@ -138,12 +148,13 @@ enum ContactRecord {
             case .createdAt: createdAt = int64(value)
             case .verifiedAt: verifiedAt = int64(value)
             case .lastWindow: lastWindow = int64(value)
+            case .awaitingUntil: awaitingUntil = int64(value)
             case .note: note = String(validating: value, as: UTF8.self) ?? ""
             case .seed, nil: unknown.append(RecordField(tag: tag, value: value))
             }
         }
         guard let name, DisplayName.isValid(name), let fingerprint, fingerprint.count == 8, let state, let method,
-            let createdAt, sawSeed
+            let createdAt, sawSeed, (state == .awaitingPeer) == (awaitingUntil != nil)
         else { throw ItsMeError(.corruptData, "contact record \(id) lacks a required field") }
         if let key = publicKey {
             guard key.count == Ed25519.publicKeyCount, Fingerprint.of(publicKey: key) == Hex.encodeUpper(fingerprint) else {
@@ -153,7 +164,7 @@ enum ContactRecord {
         return Contact(
             id: id, name: name, fingerprint: Hex.encodeUpper(fingerprint), publicKey: publicKey, state: state,
             degradationAcknowledged: acknowledged, exchangeMethod: method, createdAt: createdAt, verifiedAt: verifiedAt,
-            lastWindow: lastWindow, note: note, unknownFields: unknown)
+            lastWindow: lastWindow, awaitingUntil: awaitingUntil, note: note, unknownFields: unknown)
     }
 
     static func bigEndian(_ v: Int64) -> [UInt8] { withUnsafeBytes(of: v.bigEndian) { Array($0) } }

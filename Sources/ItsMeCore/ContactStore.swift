@@ -376,7 +376,7 @@ public final class ContactStore: @unchecked Sendable {
         let contact = Contact(
             id: 0, name: name, fingerprint: fingerprint, publicKey: publicKey, state: .unverified,
             degradationAcknowledged: false, exchangeMethod: method, createdAt: now, verifiedAt: nil, lastWindow: nil,
-            note: note)
+            awaitingUntil: nil, note: note)
         return try ContactRecord.encode(contact, seed: seed)
     }
 
@@ -539,6 +539,7 @@ public final class ContactStore: @unchecked Sendable {
         let name = try DisplayName.validated(contact.name)
         try Self.checkNote(contact.note)
         try modify(contact.id) { stored in
+            try Self.checkStateChange(stored, to: contact.state)
             stored.name = name
             stored.state = contact.state
             stored.degradationAcknowledged = contact.degradationAcknowledged
@@ -560,12 +561,77 @@ public final class ContactStore: @unchecked Sendable {
     }
 
     /// Sets the state; `verified` also records `now` as the verification time.
+    /// `.invalidState` for `awaitingPeer`, into or out of: only the
+    /// exchange that added the contact moves it (PROTOCOL.md 8.1).
     public func setState(id: Int64, _ state: Contact.State, acknowledged: Bool, now: Int64) throws {
         try UnixTime.check(now)
         try modify(id) { c in
+            try Self.checkStateChange(c, to: state)
             c.state = state
             c.degradationAcknowledged = state == .degraded && acknowledged
             if state == .verified { c.verifiedAt = now }
+        }
+    }
+
+    static func checkStateChange(_ c: Contact, to state: Contact.State) throws {
+        guard c.state != .awaitingPeer || state == .awaitingPeer else {
+            throw ItsMeError(.invalidState, "contact \(c.id) awaits the peer's decision on the SAS; only its exchange can settle it")
+        }
+        guard state != .awaitingPeer || c.state == .awaitingPeer else {
+            throw ItsMeError(.invalidState, "only an exchange puts a contact in the state awaiting the peer")
+        }
+    }
+
+    /// Refuses a contact awaiting the peer for verification (voice, Online
+    /// Verify, PIN Update, degradation code): it is not a contact yet.
+    static func checkSettled(_ c: Contact) throws {
+        guard c.state != .awaitingPeer else {
+            throw ItsMeError(
+                .invalidState, "contact \(c.id) is awaiting the peer's confirmation of the SAS: it cannot be used until it arrives")
+        }
+    }
+
+    /// Deletes every contact still awaiting the peer after its deadline
+    /// (`now` more than `awaitingUntil`): the peer's confirmation did not
+    /// come within the exchange's lifetime (PROTOCOL.md 8.1). Returns how
+    /// many were deleted. Exchanges call it; a host may too, at any time.
+    @discardableResult
+    public func expireAwaiting(now: Int64) throws -> Int {
+        try UnixTime.check(now)
+        return try withLock {
+            try db.transaction(.immediate) {
+                var expired: [Int64] = []
+                for row in try db.query("SELECT id, record FROM contacts") {
+                    guard case .integer(let id) = row[0], case .blob(let sealed) = row[1] else { continue }
+                    let c = try decode(id: id, sealed: sealed)
+                    if c.state == .awaitingPeer, let until = c.awaitingUntil, now > until { expired.append(id) }
+                }
+                for id in expired { try db.run("DELETE FROM contacts WHERE id = ?", [.integer(id)]) }
+                return expired.count
+            }
+        }
+    }
+
+    /// An exchange's side confirmed a new contact before the peer did.
+    func setAwaiting(id: Int64, until: Int64) throws {
+        try modify(id) { c in
+            guard c.state == .unverified || c.state == .awaitingPeer else {
+                throw ItsMeError(.invalidState, "contact \(id) is \(c.state), not newly added")
+            }
+            c.state = .awaitingPeer
+            c.awaitingUntil = until
+        }
+    }
+
+    /// The peer's confirmation arrived: a contact awaiting it (or one the
+    /// QR exchange added unverified) becomes verified.
+    func settleVerified(id: Int64, now: Int64) throws {
+        try UnixTime.check(now)
+        try modify(id) { c in
+            c.state = .verified
+            c.awaitingUntil = nil
+            c.degradationAcknowledged = false
+            c.verifiedAt = now
         }
     }
 
@@ -801,6 +867,7 @@ public final class ContactStore: @unchecked Sendable {
                         }
                         c.exchangeMethod = method
                         c.state = .verified
+                        c.awaitingUntil = nil
                         c.degradationAcknowledged = false
                         c.verifiedAt = now
                     }

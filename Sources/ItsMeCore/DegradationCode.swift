@@ -96,6 +96,7 @@ public enum DegradationCode {
         }
         defer { wipe(&bytes) }
         let contact = try store.contact(id: contactID)
+        try ContactStore.checkSettled(contact)
         let seed = try store.seed(id: contactID)
         let r = try SecretBytes(copying: bytes.prefix(secretCount))
         let limiter = AttemptLimiter(store: store.secretStore, purpose: limiterPurpose)

@@ -32,9 +32,18 @@ public final class Exchange: CustomStringConvertible {
         /// A source-format (v5) payload was read: no SAS exists; `save`
         /// stores the contact flagged unauthenticated.
         case imported = 3
+        /// Both decisions are in and applied: the contact is verified.
         case confirmed = 4
+        /// This side or the peer rejected the SAS, or this side gave up
+        /// waiting for the peer's decision: nothing was kept.
         case rejected = 5
         case failed = 6
+        /// This side confirmed the SAS; the peer's decision has not arrived
+        /// (Bluetooth, invite, real-time: PROTOCOL.md 8.1). A new contact is
+        /// stored awaiting the peer; a known one is unchanged. When the
+        /// peer's decision arrives (`.peerConfirmed` or `.peerRejected`),
+        /// `settle` applies it.
+        case awaitingDecision = 7
     }
 
     public struct Flags: OptionSet, Sendable {
@@ -46,9 +55,10 @@ public final class Exchange: CustomStringConvertible {
         /// A contact with the peer's identity key is already stored; it is
         /// replaced only when the new SAS is confirmed (set by `save`).
         public static let knownContact = Flags(rawValue: 2)
-        /// Bluetooth: the peer confirmed the SAS.
+        /// The peer's authenticated confirmation of the SAS arrived
+        /// (Bluetooth, invite, real-time).
         public static let peerConfirmed = Flags(rawValue: 4)
-        /// Bluetooth: the peer rejected the SAS and will not keep the contact.
+        /// The peer rejected the SAS and will not keep the contact.
         public static let peerRejected = Flags(rawValue: 8)
     }
 
@@ -77,10 +87,10 @@ public final class Exchange: CustomStringConvertible {
     let identity: Identity
     let ephemeralKey: [UInt8]
     /// ephemeral secret (32) | our device secret (16) | seed (32) | key_I | key_R (Bluetooth)
-    /// | PAKE scalar (32) | kc_I | kc_R | kp_I | kp_R (invite, real-time)
+    /// | PAKE scalar (32) | kc_I | kc_R | kp_I | kp_R | kd_I | kd_R (invite, real-time)
     private var secrets: SecretBytes
     private static let ephemeralRange = 0..<32, deviceRange = 32..<48, seedRange = 48..<80, keysRange = 80..<144
-    private static let scalarRange = 144..<176, remoteKeysRange = 176..<304
+    private static let scalarRange = 144..<176, remoteKeysRange = 176..<368
 
     private var peerDeviceSecret: [UInt8] = []
     /// Every peer message accepted, in order: a sealed exchange is restored
@@ -101,7 +111,6 @@ public final class Exchange: CustomStringConvertible {
     private var helloMine: [UInt8] = [], helloPeer: [UInt8]?
     private var keyMine: [UInt8] = [], keyPeer: [UInt8]?
     private var plaintextMine: [UInt8] = [], plaintextPeer: [UInt8]?
-    private var peerConfirmReceived = false
 
     // Invite and real-time (the inviter is the Bluetooth fields' initiator)
     /// The codes the inviter shows and the invitee types.
@@ -111,9 +120,16 @@ public final class Exchange: CustomStringConvertible {
     private var inviteMessage: [UInt8]?, acceptMessage: [UInt8]?
     private var pakeShare: [UInt8] = []
     private var tpake: [UInt8] = []
+    /// The transcript hash the SAS was derived from (remote: it binds the decisions).
+    private var th: [UInt8] = []
     private var sentConfirm = false
-    /// This side's decision on the SAS: 0 none, 1 confirmed, 2 rejected.
+    /// This side's decision on the SAS, and the peer's: 0 none, 1 confirmed, 2 rejected.
     private var decision: UInt8 = 0
+    private var peerDecision: UInt8 = 0
+    /// The inviter's confirmation through the mailbox, held until the
+    /// invitee's decision arrives (16.5): then the invitee, on reading it,
+    /// knows both decisions were read and ends the invite.
+    private var heldDecision: [UInt8]?
 
     // MARK: Creation
 
@@ -226,13 +242,13 @@ public final class Exchange: CustomStringConvertible {
                 throw ItsMeError(.invalidArgument, "this is not an ItsMe exchange payload (scan the other person's ItsMe code)")
             }
         }
-        if state == .confirmed || state == .rejected {
-            guard method == .bluetooth else {
+        if state == .awaitingDecision || state == .confirmed || state == .rejected {
+            guard method != .qr, peerDecision == 0 else {
                 throw ItsMeError(.invalidState, "the exchange is \(state); nothing more comes from the peer")
             }
-            // Finished: only the peer's CONFIRM may still come, and a bad
-            // frame does not undo what this side decided.
-            try receiveFrame(bytes)
+            // This side has decided: only the peer's decision may still
+            // come, and a bad message is refused without undoing ours.
+            if method == .bluetooth { try receiveFrame(bytes) } else { try receiveRemote(bytes) }
             accepted.append(bytes)
             return
         }
@@ -254,7 +270,7 @@ public final class Exchange: CustomStringConvertible {
         if state == .failed {
             throw ItsMeError(.invalidState, "the exchange has failed (\(failure?.message ?? "")); start a new one")
         }
-        if now - createdAt > Self.lifetime, state == .awaitingPeer || state == .compareSAS || state == .imported {
+        if now - createdAt > Self.lifetime, state == .awaitingPeer || state == .compareSAS || state == .imported || state == .awaitingDecision {
             let error = ItsMeError(.expired, "the exchange began more than 24 hours ago; start a new one")
             fail(error)
             throw error
@@ -353,12 +369,11 @@ public final class Exchange: CustomStringConvertible {
             try receiveData(frame)
             state = .compareSAS
         case .confirm:
-            guard plaintextPeer != nil, !peerConfirmReceived else { throw outOfOrder() }
+            guard plaintextPeer != nil, peerDecision == 0 else { throw outOfOrder() }
             guard frame.count == 2 + 1 + AEAD.tagCount else { throw ItsMeError(.malformedMessage, "a CONFIRM frame is 19 bytes") }
             let plain = try open(frame, counter: 1)
             guard plain.count == 1, plain[0] <= 1 else { throw ItsMeError(.malformedMessage, "a CONFIRM frame carries 0 or 1") }
-            peerConfirmReceived = true
-            flags.insert(plain[0] == 1 ? .peerConfirmed : .peerRejected)
+            peerDecided(confirmed: plain[0] == 1)
         }
     }
 
@@ -609,7 +624,7 @@ public final class Exchange: CustomStringConvertible {
         tpake = RemoteProtocol.pakeTranscript(inviteID: inviteID, invite: inviteMessage!, yb: yb)
     }
 
-    /// kc_I, kc_R, kp_I, kp_R by index 0 to 3.
+    /// kc_I, kc_R, kp_I, kp_R, kd_I, kd_R by index 0 to 5.
     private func withRemoteKey<R>(_ index: Int, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         let start = Self.remoteKeysRange.lowerBound + 32 * index
         return try secrets.withBytes { try body(UnsafeRawBufferPointer(rebasing: $0[start..<(start + 32)])) }
@@ -643,7 +658,7 @@ public final class Exchange: CustomStringConvertible {
         let fingerprint = Fingerprint.of(publicKey: p.identityKey)
         try deriveSeed(peerEphemeral: p.ephemeralKey, peerFingerprint: fingerprint)
         plaintextPeer = plain
-        let th = RemoteProtocol.transcriptHash(
+        th = RemoteProtocol.transcriptHash(
             tpake: tpake, payloadI: isInitiator ? plaintextMine : plain, payloadR: isInitiator ? plain : plaintextMine)
         sas = try secrets.withBytes { try ShortCode.sas(seed: UnsafeRawBufferPointer(rebasing: $0[Self.seedRange]), transcriptHash: th) }
         peer = Peer(name: p.name, fingerprint: fingerprint, publicKey: p.identityKey)
@@ -703,6 +718,25 @@ public final class Exchange: CustomStringConvertible {
                     "the inviter's confirmation does not verify: a wrong encryption code, or a relay that changed the messages; the invite is spent")
             }
             try receivePayload(Array(m[34...]))
+        case .decision:
+            guard plaintextPeer != nil, peerDecision == 0 else { throw outOfOrder }
+            guard m.count == RemoteProtocol.decisionCount else {
+                throw ItsMeError(.malformedMessage, "a DECISION message is \(RemoteProtocol.decisionCount) bytes")
+            }
+            let confirmed = try withRemoteKey(isInitiator ? 5 : 4) {
+                try RemoteProtocol.openDecision(key: $0, initiator: !isInitiator, th: th, m)
+            }
+            peerDecided(confirmed: confirmed)
+        }
+    }
+
+    /// Records the peer's authenticated decision; releases a held one of ours.
+    private func peerDecided(confirmed: Bool) {
+        peerDecision = confirmed ? 1 : 2
+        flags.insert(confirmed ? .peerConfirmed : .peerRejected)
+        if let held = heldDecision {
+            outbox.append(held)
+            heldDecision = nil
         }
     }
 
@@ -710,7 +744,9 @@ public final class Exchange: CustomStringConvertible {
 
     /// Stores the new contact unverified (PROTOCOL.md 8.1), or, if one with
     /// the peer's identity key exists, sets `.knownContact` and stores
-    /// nothing until `confirm`. Returns the contact's id. Idempotent.
+    /// nothing until the exchange is confirmed. Returns the contact's id.
+    /// Idempotent. Deletes contacts of other exchanges whose peer's
+    /// decision did not come in time (`ContactStore.expireAwaiting`).
     @discardableResult
     public func save(to store: ContactStore, now: Int64) throws -> Int64 {
         try checkUsable(now: now)
@@ -719,6 +755,7 @@ public final class Exchange: CustomStringConvertible {
         }
         try checkStore(store)
         if let id = savedContactID { return id }
+        try store.expireAwaiting(now: now)
         var existing: Contact?
         if let key = peer.publicKey {
             do { existing = try store.contact(publicKey: key) } catch let e as ItsMeError where e.kind == .notFound {}
@@ -747,9 +784,14 @@ public final class Exchange: CustomStringConvertible {
         try secrets.withBytes { try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[Self.deviceRange])) }
     }
 
-    /// The two people said the SAS matches: saves if needed, marks the
-    /// contact verified (replacing a known contact's seed and device
-    /// secrets), and for Bluetooth queues a CONFIRM frame.
+    /// The person said the SAS matches: saves if needed and sends this
+    /// side's confirmation (Bluetooth CONFIRM, remote DECISION). A contact
+    /// becomes verified only with both decisions (PROTOCOL.md 8.1): for QR
+    /// (both screens seen in person), or once the peer's confirmation has
+    /// arrived, at once, state `.confirmed` (a known contact gets the new
+    /// seed and device secrets); otherwise state `.awaitingDecision`, a new
+    /// contact stored awaiting the peer, a known one unchanged, until
+    /// `settle`.
     @discardableResult
     public func confirm(store: ContactStore, now: Int64) throws -> Int64 {
         try checkUsable(now: now)
@@ -760,45 +802,109 @@ public final class Exchange: CustomStringConvertible {
                     ? "a source-format contact has no SAS to confirm: save it, it stays unauthenticated"
                     : "there is no SAS to confirm: the exchange is \(state)")
         }
-        guard !flags.contains(.peerRejected) else {
-            throw ItsMeError(.invalidState, "the peer rejected the SAS; the exchange cannot be confirmed")
+        guard peerDecision != 2 else {
+            throw ItsMeError(.invalidState, "the peer rejected the SAS; the exchange cannot be confirmed: reject it")
         }
         let id = try save(to: store, now: now)
+        if method == .qr || peerDecision == 1 {
+            try keep(store: store, id: id, now: now)
+            try decide(confirmed: true)
+            state = .confirmed
+            forgetPAKEScalar()
+        } else {
+            if !existingContact { try store.setAwaiting(id: id, until: createdAt + Self.lifetime) }
+            try decide(confirmed: true)
+            state = .awaitingDecision
+        }
+        return id
+    }
+
+    /// Makes the exchanged contact verified: a new one, or a known one
+    /// with the new seed and device secrets.
+    private func keep(store: ContactStore, id: Int64, now: Int64) throws {
         if existingContact {
             try store.replaceExchanged(
                 id: id, publicKey: peer!.publicKey!, seed: try seedCopy(), mine: try mineDeviceSecret(),
                 theirs: try SecretBytes(copying: peerDeviceSecret), method: method.contactMethod, now: now)
         } else {
-            try store.setState(id: id, .verified, acknowledged: false, now: now)
+            try store.settleVerified(id: id, now: now)
         }
-        try finish(confirmed: true)
-        return id
     }
 
-    /// The SAS did not match (or the person gave up): deletes the contact
-    /// `save` added (a known contact is left exactly as it was), and for
-    /// Bluetooth queues a CONFIRM frame saying so. `store` may be nil if
-    /// nothing was saved.
+    /// Applies the peer's decision, once it arrived, to a confirmed
+    /// exchange (state `.awaitingDecision`): the peer confirmed, the contact
+    /// becomes verified (a known contact gets the new seed), state
+    /// `.confirmed`, and its id is returned; the peer rejected, a new
+    /// contact is deleted (a known one keeps its old seed), state
+    /// `.rejected`, and nil is returned. `.invalidState` before the peer's
+    /// decision has arrived.
+    @discardableResult
+    public func settle(store: ContactStore, now: Int64) throws -> Int64? {
+        try checkUsable(now: now)
+        guard state == .awaitingDecision, peerDecision != 0, let id = savedContactID else {
+            throw ItsMeError(
+                .invalidState,
+                state == .awaitingDecision
+                    ? "the peer's decision has not arrived yet" : "nothing to settle: the exchange is \(state)")
+        }
+        try checkStore(store)
+        if peerDecision == 1 {
+            try keep(store: store, id: id, now: now)
+            state = .confirmed
+        } else {
+            if !existingContact { try store.delete(id: id) }
+            state = .rejected
+        }
+        forgetPAKEScalar()
+        return state == .confirmed ? id : nil
+    }
+
+    /// The SAS did not match, the person gave up, or (state
+    /// `.awaitingDecision`) the peer's decision will not come: the room or
+    /// Bluetooth session ended first. Deletes the contact `save` added (a
+    /// known contact is left exactly as it was) and sends this side's
+    /// rejection when it has not decided yet and the peer's contact data
+    /// was received. `store` may be nil if nothing was saved. A failed
+    /// exchange may be rejected too, to delete what it saved.
     public func reject(store: ContactStore?) throws {
-        guard state == .compareSAS || state == .imported || state == .awaitingPeer else {
+        let open = state == .compareSAS || state == .imported || state == .awaitingPeer || state == .awaitingDecision
+        guard open || (state == .failed && savedContactID != nil && !existingContact) else {
             throw ItsMeError(.invalidState, "the exchange is \(state) and cannot be rejected")
         }
         if let id = savedContactID, !existingContact {
             guard let store else { throw ItsMeError(.invalidArgument, "the contact was saved: give its store to delete it") }
             try checkStore(store)
-            try store.delete(id: id)
+            do { try store.delete(id: id) } catch let e as ItsMeError where e.kind == .notFound && state != .compareSAS {
+                // Already deleted by expireAwaiting, or by an earlier reject
+                // of this failed exchange.
+            }
         }
-        try finish(confirmed: false)
+        if state == .failed {
+            savedContactID = nil
+            return
+        }
+        if decision == 0 { try decide(confirmed: false) }
+        state = .rejected
+        forgetPAKEScalar()
     }
 
-    private func finish(confirmed: Bool) throws {
-        if method == .bluetooth, plaintextPeer != nil, !sentConfirm {
-            outbox.append(try seal(.confirm, counter: 1, [confirmed ? 1 : 0]))
-            sentConfirm = true
-        }
-        state = confirmed ? .confirmed : .rejected
+    /// Records this side's decision and queues the message that carries it
+    /// once the peer's contact data was received: a Bluetooth CONFIRM, a
+    /// remote DECISION (the inviter's confirmation through the mailbox is
+    /// held until the invitee's decision arrives).
+    private func decide(confirmed: Bool) throws {
         decision = confirmed ? 1 : 2
-        forgetPAKEScalar()
+        guard plaintextPeer != nil, !sentConfirm else { return }
+        sentConfirm = true
+        switch method {
+        case .qr: return
+        case .bluetooth: outbox.append(try seal(.confirm, counter: 1, [confirmed ? 1 : 0]))
+        case .invite, .realtime:
+            let m = try withRemoteKey(isInitiator ? 4 : 5) {
+                try RemoteProtocol.decisionMessage(key: $0, initiator: isInitiator, th: th, confirmed: confirmed)
+            }
+            if method == .invite, isInitiator, confirmed, peerDecision == 0 { heldDecision = m } else { outbox.append(m) }
+        }
     }
 
     /// Checks that `store` belongs to this exchange's identity and, once
@@ -814,7 +920,9 @@ public final class Exchange: CustomStringConvertible {
 
     // MARK: Sealing
 
-    static let sealVersion: UInt8 = 1
+    /// 2: the decision byte may be 3 (confirmed and settled); a version 1
+    /// blob (from 0.1) is still read, its 1 meaning what 3 means now.
+    static let sealVersion: UInt8 = 2
     static let sealLabel = "itsme-exchange-seal-v1"
 
     private static func sealKey(_ store: any SecretStore) throws -> SecretBytes {
@@ -822,18 +930,19 @@ public final class Exchange: CustomStringConvertible {
         return try HKDF.derive(ikm: deviceKey, salt: [UInt8](), info: LV.b(sealLabel), count: AEAD.keyCount)
     }
 
-    private static func sealAAD(_ identity: Identity) -> [UInt8] {
-        LV.cat(LV.b(sealLabel), [sealVersion], identity.publicKey)
+    private static func sealAAD(_ identity: Identity, version: UInt8 = sealVersion) -> [UInt8] {
+        LV.cat(LV.b(sealLabel), [version], identity.publicKey)
     }
 
     /// The pending exchange as bytes, encrypted under a key derived from
     /// this device's device key (in the identity's secret store), so a host
     /// can stop between steps and `restore` later. A pending exchange
-    /// (awaiting the peer, comparing the SAS, or imported) can be sealed,
-    /// and so can a finished Bluetooth one, which may still have its
-    /// CONFIRM frame to send and the peer's to receive.
+    /// (awaiting the peer, comparing the SAS, imported, or awaiting the
+    /// peer's decision) can be sealed, and so can a finished Bluetooth one,
+    /// which may still have its CONFIRM frame to send and the peer's to
+    /// receive.
     public func seal() throws -> [UInt8] {
-        let pending = state == .awaitingPeer || state == .compareSAS || state == .imported
+        let pending = state == .awaitingPeer || state == .compareSAS || state == .imported || state == .awaitingDecision
         let finishedBluetooth = method == .bluetooth && (state == .confirmed || state == .rejected)
         guard pending || finishedBluetooth else {
             throw ItsMeError(.invalidState, "only a pending or finished Bluetooth exchange can be sealed; this one is \(state)")
@@ -857,7 +966,7 @@ public final class Exchange: CustomStringConvertible {
         w.append(savedContactID ?? -1)
         w.append(savedStoreID ?? [UInt8](repeating: 0, count: 16))
         w.append(UInt8(existingContact ? 1 : 0))
-        w.append(decision)
+        w.append(state == .confirmed ? 3 : decision)
         w.append(UInt16(accepted.count))
         for m in accepted {
             w.append(UInt16(m.count))
@@ -877,12 +986,13 @@ public final class Exchange: CustomStringConvertible {
     /// library cannot tell a second copy from the first.
     public static func restore(identity: Identity, sealed: [UInt8], now: Int64) throws -> Exchange {
         try UnixTime.check(now)
-        guard sealed.count > 1 + AEAD.nonceCount + AEAD.tagCount, sealed[0] == sealVersion else {
+        guard sealed.count > 1 + AEAD.nonceCount + AEAD.tagCount, sealed[0] == 1 || sealed[0] == sealVersion else {
             throw ItsMeError(.corruptData, "not a sealed exchange of a known version")
         }
         let key = try sealKey(identity.store)
         let plain = try AEAD.open(
-            .chacha20Poly1305, key: key, nonce: Array(sealed[1..<13]), ciphertext: Array(sealed[13...]), aad: sealAAD(identity))
+            .chacha20Poly1305, key: key, nonce: Array(sealed[1..<13]), ciphertext: Array(sealed[13...]),
+            aad: sealAAD(identity, version: sealed[0]))
         return try plain.withBytes { b in
             var r = RecordReader(b, what: "sealed exchange")
             guard let method = Method(rawValue: UInt32(try r.byte())) else {
@@ -912,8 +1022,10 @@ public final class Exchange: CustomStringConvertible {
             let saved = try r.int64()
             let storeID = try r.array(16)
             let existing = try r.byte() == 1
-            let decision = try r.byte()
-            guard decision <= 2, decision == 0 || method == .bluetooth else {
+            var decision = try r.byte()
+            if sealed[0] == 1, decision == 1 { decision = 3 }
+            let validDecisions: ClosedRange<UInt8> = method == .qr ? 0...0 : method == .bluetooth ? 0...3 : 0...1
+            guard validDecisions.contains(decision) else {
                 throw ItsMeError(.corruptData, "sealed exchange has an invalid decision")
             }
             var inputs: [[UInt8]] = []
@@ -933,7 +1045,10 @@ public final class Exchange: CustomStringConvertible {
                 identity: identity, method: method, now: createdAt,
                 sessionCode: method == .bluetooth ? ShortCode(value: code) : nil, secrets: secrets, remote: remote)
             for input in inputs { try ex.receive(input, now: createdAt) }
-            if decision != 0 { try ex.finish(confirmed: decision == 1) }
+            if decision != 0 {
+                try ex.decide(confirmed: decision != 2)
+                ex.state = decision == 1 ? .awaitingDecision : decision == 2 ? .rejected : .confirmed
+            }
             ex.taken = min(taken, ex.outbox.count)
             ex.savedContactID = saved >= 0 ? saved : nil
             ex.savedStoreID = saved >= 0 ? storeID : nil

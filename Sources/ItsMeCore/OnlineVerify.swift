@@ -70,6 +70,7 @@ public final class OnlineVerify: CustomStringConvertible {
     public init<R: RandomSource>(store: ContactStore, contactID: Int64, window: Int64, now: Int64, random: inout R) throws {
         try VoiceProtocol.checkMeetingWindow(window, now: now)
         let contact = try store.contact(id: contactID)
+        try ContactStore.checkSettled(contact)
         self.contactID = contactID
         self.window = window
         self.createdAt = now

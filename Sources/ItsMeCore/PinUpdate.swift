@@ -53,6 +53,7 @@ public final class PinUpdate: CustomStringConvertible {
     public init<R: RandomSource>(store: ContactStore, contactID: Int64, window: Int64, now: Int64, random: inout R) throws {
         try VoiceProtocol.checkMeetingWindow(window, now: now)
         let contact = try store.contact(id: contactID)
+        try ContactStore.checkSettled(contact)
         self.store = store
         self.contactID = contactID
         self.window = window

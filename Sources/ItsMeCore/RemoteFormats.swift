@@ -88,6 +88,8 @@ public enum RemoteProtocol {
         case invite = 1
         case accept = 2
         case reply = 3
+        /// A side's decision on the SAS (16.4).
+        case decision = 4
     }
 
     /// The relay ID (16 bytes) of an invite's mailbox and of the PAKE's
@@ -117,14 +119,48 @@ public enum RemoteProtocol {
         SHA256.hash(LV.cat(LV.b("itsme-online-transcript-v1"), inviteID, invite, yb))
     }
 
-    /// kc_I || kc_R || kp_I || kp_R (128 bytes) from the ISK.
+    /// kc_I || kc_R || kp_I || kp_R || kd_I || kd_R (192 bytes) from the ISK.
     static func keys(isk: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer) throws {
-        precondition(out.count == 128)
+        precondition(out.count == 192)
         let salt = LV.b(exchangeLabel)
-        try ExchangeProtocol.directionKeys(
-            shared: isk, salt: salt, label: confirmLabel, into: UnsafeMutableRawBufferPointer(rebasing: out[0..<64]))
-        try ExchangeProtocol.directionKeys(
-            shared: isk, salt: salt, label: "payload-encryption", into: UnsafeMutableRawBufferPointer(rebasing: out[64..<128]))
+        for (i, label) in [confirmLabel, "payload-encryption", decisionLabel].enumerated() {
+            try ExchangeProtocol.directionKeys(
+                shared: isk, salt: salt, label: label, into: UnsafeMutableRawBufferPointer(rebasing: out[(64 * i)..<(64 * i + 64)]))
+        }
+    }
+
+    static let decisionLabel = "itsme-online-decision-v1"
+    /// A DECISION message: version, type, one sealed byte and its tag.
+    public static let decisionCount = 2 + 1 + AEAD.tagCount
+
+    static func decisionAAD(initiator: Bool, th: [UInt8]) -> [UInt8] {
+        LV.cat(LV.b(decisionLabel), [version], LV.b(initiator ? "initiator" : "responder"), th)
+    }
+
+    /// DECISION = u8(1) || u8(4) || AES-256-GCM(kd_X, zero nonce, aad, u8(1 confirmed | 0 rejected)).
+    /// Each kd_X seals exactly one message, so the fixed nonce never repeats under a key.
+    static func decisionMessage(key: UnsafeRawBufferPointer, initiator: Bool, th: [UInt8], confirmed: Bool) throws -> [UInt8] {
+        let box = try AEAD.seal(
+            .aes256GCM, key: key, nonce: [UInt8](repeating: 0, count: AEAD.nonceCount), plaintext: [confirmed ? 1 : 0],
+            aad: decisionAAD(initiator: initiator, th: th))
+        return [version, MessageType.decision.rawValue] + box
+    }
+
+    /// The peer's decision, from a DECISION message whose size, version and
+    /// type were checked: `.authenticationFailed` if the box does not open,
+    /// `.malformedMessage` if it holds anything but 0 or 1.
+    static func openDecision(key: UnsafeRawBufferPointer, initiator: Bool, th: [UInt8], _ m: [UInt8]) throws -> Bool {
+        let plain: [UInt8]
+        do {
+            plain = try AEAD.open(
+                .aes256GCM, key: key, nonce: [UInt8](repeating: 0, count: AEAD.nonceCount), ciphertext: Array(m[2...]),
+                aad: decisionAAD(initiator: initiator, th: th)
+            ).unsafeExportedArray()
+        } catch let e as ItsMeError where e.kind == .authenticationFailed {
+            throw ItsMeError(.authenticationFailed, "the peer's decision failed authentication (forged or changed)")
+        }
+        guard plain.count == 1, plain[0] <= 1 else { throw ItsMeError(.malformedMessage, "a decision carries 0 or 1") }
+        return plain[0] == 1
     }
 
     /// The responder's tag: HMAC(kc_R, lv_cat(label, "responder", tpake)).

@@ -92,6 +92,7 @@ public final class VoiceSession: CustomStringConvertible {
     public init(store: ContactStore, contactID: Int64, now: Int64) throws {
         try UnixTime.check(now)
         let contact = try store.contact(id: contactID)
+        try ContactStore.checkSettled(contact)
         if let last = contact.lastWindow, last < 0 || last >= VoiceProtocol.maxWindow {
             throw ItsMeError(.invalidState, "contact \(contactID) has used its last possible window (\(last))")
         }

@@ -293,6 +293,18 @@ public func ffiExchangeConfirm(
     }
 }
 
+@c(itsme_exchange_settle)
+public func ffiExchangeSettle(
+    _ exchange: UnsafeMutablePointer<itsme_exchange>?, _ store: UnsafeMutablePointer<itsme_store>?, _ now: Int64,
+    _ outID: UnsafeMutablePointer<Int64>?
+) -> itsme_result {
+    onExchange(exchange) { ex in
+        let store = try contactStore(store)
+        let out = try required(outID, "out_contact_id")
+        out.pointee = try ex.settle(store: store, now: now) ?? 0
+    }
+}
+
 @c(itsme_exchange_reject)
 public func ffiExchangeReject(
     _ exchange: UnsafeMutablePointer<itsme_exchange>?, _ store: UnsafeMutablePointer<itsme_store>?

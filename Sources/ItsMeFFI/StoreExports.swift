@@ -143,6 +143,16 @@ public func ffiStoreCount(_ store: UnsafeMutablePointer<itsme_store>?, _ outCoun
     }
 }
 
+@c(itsme_store_expire_awaiting)
+public func ffiStoreExpireAwaiting(
+    _ store: UnsafeMutablePointer<itsme_store>?, _ now: Int64, _ outDeleted: UnsafeMutablePointer<UInt64>?
+) -> itsme_result {
+    onContactStore(store) { s in
+        let deleted = try s.expireAwaiting(now: now)
+        outDeleted?.pointee = UInt64(deleted)
+    }
+}
+
 @c(itsme_store_set_name)
 public func ffiStoreSetName(_ store: UnsafeMutablePointer<itsme_store>?, _ id: Int64, _ name: UnsafePointer<CChar>?)
     -> itsme_result

@@ -1024,14 +1024,14 @@ final class ContactStoreTests: XCTestCase {
         var contact = Contact(
             id: 1, name: "A", fingerprint: Fingerprint.of(publicKey: key(1)), publicKey: key(1), state: .verified,
             degradationAcknowledged: false, exchangeMethod: .qr, createdAt: t0, verifiedAt: t0, lastWindow: 9, note: "n")
-        contact.unknownFields = [RecordField(tag: 200, value: [1, 2, 3]), RecordField(tag: 12, value: [])]
+        contact.unknownFields = [RecordField(tag: 200, value: [1, 2, 3]), RecordField(tag: 99, value: [])]
         let record = try ContactRecord.encode(contact, seed: try seed(1))
         var seedOut = [UInt8](repeating: 0, count: ContactRecord.seedCount)
         let decoded = try record.withBytes { b in
             try seedOut.withUnsafeMutableBytes { try ContactRecord.decode(b, id: 1, seedInto: $0) }
         }
         XCTAssertEqual(decoded, contact)
-        XCTAssertEqual(decoded.unknownFields, [RecordField(tag: 200, value: [1, 2, 3]), RecordField(tag: 12, value: [])])
+        XCTAssertEqual(decoded.unknownFields, [RecordField(tag: 200, value: [1, 2, 3]), RecordField(tag: 99, value: [])])
         XCTAssertEqual(seedOut, try seed(1).unsafeExportedArray())
         // Re-encoding the decoded contact gives the same bytes.
         let again = try ContactRecord.encode(decoded, seed: try seed(1))

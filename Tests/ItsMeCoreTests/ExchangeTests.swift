@@ -312,7 +312,13 @@ final class ExchangeTests: XCTestCase {
         try b.reject(store: bob.store)
         try pump(a, b)
         XCTAssertTrue(a.flags.contains(.peerRejected))
+        // Alice confirmed first: her contact awaited Bob's decision, which
+        // was a rejection; settling it deletes the contact.
         XCTAssertEqual(try alice.store.contact(id: idA).exchangeMethod, .bluetooth)
+        XCTAssertEqual(try alice.store.contact(id: idA).state, .awaitingPeer)
+        XCTAssertNil(try a.settle(store: alice.store, now: t0))
+        XCTAssertEqual(a.state, .rejected)
+        XCTAssertEqual(try alice.store.count(), 0)
         XCTAssertEqual(try bob.store.count(), 0)
     }
 
@@ -324,11 +330,20 @@ final class ExchangeTests: XCTestCase {
         try a.confirm(store: alice.store, now: t0)
         // Every frame of the exchange again, both sides': all refused.
         for f in frames { XCTAssertNotNil(kind { try a.receive(f, now: t0) }) }
-        XCTAssertEqual(a.state, .confirmed)
+        XCTAssertEqual(a.state, .awaitingDecision)
+        XCTAssertEqual(kind { _ = try a.settle(store: alice.store, now: self.t0) }, .invalidState, "no decision from Bob yet")
+        try pump(a, b)
+        XCTAssertTrue(b.flags.contains(.peerConfirmed))
         try b.confirm(store: bob.store, now: t0)
         try pump(a, b)
         XCTAssertTrue(a.flags.contains(.peerConfirmed))
+        XCTAssertEqual(b.state, .confirmed, "Alice's confirmation had arrived: Bob's contact is verified at once")
+        XCTAssertEqual(a.state, .awaitingDecision)
+        // Bob's CONFIRM again: the peer's decision comes once.
+        for f in frames { XCTAssertNotNil(kind { try a.receive(f, now: t0) }) }
+        let id = try XCTUnwrap(try a.settle(store: alice.store, now: t0))
         XCTAssertEqual(a.state, .confirmed)
+        XCTAssertEqual(try alice.store.contact(id: id).state, .verified)
         let q = try qr(alice, 9), r = try qr(bob, 10)
         try scanEachOther(q, r)
         try q.reject(store: nil)
@@ -524,12 +539,14 @@ final class ExchangeTests: XCTestCase {
         let id = try a.confirm(store: alice.store, now: t0)
         // Alice stops before sending her CONFIRM and before Bob's arrives.
         let restored = try Exchange.restore(identity: alice.identity, sealed: try a.seal(), now: t0 + 30)
-        XCTAssertEqual(restored.state, .confirmed)
+        XCTAssertEqual(restored.state, .awaitingDecision)
+        XCTAssertEqual(try alice.store.contact(id: id).state, .awaitingPeer)
         try b.reject(store: nil)
         try pump(restored, b, now: t0 + 30)
         XCTAssertTrue(b.flags.contains(.peerConfirmed))
         XCTAssertTrue(restored.flags.contains(.peerRejected))
-        XCTAssertEqual(try alice.store.contact(id: id).state, .verified)
+        XCTAssertNil(try restored.settle(store: alice.store, now: t0 + 30))
+        XCTAssertEqual(kind { _ = try alice.store.contact(id: id) }, .notFound, "Bob rejected: Alice's contact is gone")
         // A finished QR exchange has nothing left to do and is not sealed.
         let q = try qr(alice, 5), r = try qr(bob, 6)
         try scanEachOther(q, r)

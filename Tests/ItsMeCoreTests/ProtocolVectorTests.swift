@@ -799,6 +799,35 @@ final class ProtocolVectorTests: XCTestCase {
             let th = SHA256.hash(thInput)
             let sas = try sasValue(s.seed, th)
             XCTAssertEqual(exA.sas?.value, sas.value)
+
+            // The decisions (16.3 step 5): in the invite exchange both
+            // confirm (the inviter's waits for the invitee's), in the
+            // real-time one the invitee rejects.
+            let kdI = try expand("itsme-online-decision-v1", "initiator"), kdR = try expand("itsme-online-decision-v1", "responder")
+            let inviteeConfirms = !realtime
+            func decision(_ key: [UInt8], _ role: String, _ d: UInt8) throws -> (aad: [UInt8], message: [UInt8]) {
+                let aad = LV.cat(LV.b("itsme-online-decision-v1"), [1], LV.b(role), th)
+                return (aad, [1, 4] + (try AEAD.seal(.aes256GCM, key: key, nonce: [UInt8](repeating: 0, count: 12), plaintext: [d], aad: aad)))
+            }
+            let decisionI = try decision(kdI, "initiator", 1), decisionR = try decision(kdR, "responder", inviteeConfirms ? 1 : 0)
+            let storeDir = NSTemporaryDirectory() + "itsme-vec-\(UUID().uuidString)"
+            try FileManager.default.createDirectory(atPath: storeDir, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: storeDir) }
+            let storeA = try ContactStore(path: storeDir + "/a.db", identity: a.identity)
+            let storeB = try ContactStore(path: storeDir + "/b.db", identity: b.identity)
+            try exA.confirm(store: storeA, now: now)
+            if inviteeConfirms { try exB.confirm(store: storeB, now: now) } else { try exB.reject(store: storeB) }
+            let outB = try XCTUnwrap(exB.peekOutgoing())
+            exB.markSent()
+            XCTAssertEqual(hex(outB), hex(decisionR.message))
+            try exA.receive(outB, now: now)
+            let outA = try XCTUnwrap(exA.peekOutgoing())
+            exA.markSent()
+            XCTAssertEqual(hex(outA), hex(decisionI.message))
+            XCTAssertEqual(try exA.settle(store: storeA, now: now) != nil, inviteeConfirms)
+            try exB.receive(outA, now: now)
+            XCTAssertTrue(exB.flags.contains(.peerConfirmed))
+
             func side(_ p: Party, _ pay: (data: [UInt8], signed: [UInt8], plain: [UInt8]), _ box: (aad: [UInt8], box: [UInt8])) -> [String: Any] {
                 partyJSON(p).merging([
                     "payload_data": hex(pay.data), "signed_message": hex(pay.signed), "payload": hex(pay.plain), "aad": hex(box.aad),
@@ -808,11 +837,16 @@ final class ProtocolVectorTests: XCTestCase {
             var inviter = side(a, payI, boxI), invitee = side(b, payR, boxR)
             inviter.merge(["scalar": hex(ya), "share": hex(bigYa), "rest": hex(rest), "commitment": hex(commitment)]) { $1 }
             invitee.merge(["scalar": hex(yb), "share": hex(bigYb)]) { $1 }
+            inviter.merge(["decision": 1, "decision_aad": hex(decisionI.aad), "decision_message": hex(decisionI.message)]) { $1 }
+            invitee.merge([
+                "decision": inviteeConfirms ? 1 : 0, "decision_aad": hex(decisionR.aad), "decision_message": hex(decisionR.message),
+            ]) { $1 }
             exchanges.append([
                 "realtime": realtime, "invite_code_text": inviteCode.text, "encryption_code_text": encryptionCode.text,
                 "invite_id": hex(inviteID), "room_id": hex(roomID), "sid": hex(sid), "prs": hex(prs), "ci": hex(ci),
                 "generator_string": hex(genString), "generator_hash": hex(genHash), "generator": hex(g), "k": hex(k),
                 "isk_input": hex(iskInput), "isk": hex(isk), "kc_i": hex(kcI), "kc_r": hex(kcR), "kp_i": hex(kpI), "kp_r": hex(kpR),
+                "kd_i": hex(kdI), "kd_r": hex(kdR),
                 "tpake_input": hex(tpakeInput), "tpake": hex(tpake), "tag_r": hex(tagR), "tag_i": hex(tagI),
                 "invite_message": hex(m1), "accept_message": hex(m2), "reply_message": hex(m3), "inviter": inviter,
                 "invitee": invitee, "shared": hex(s.shared), "seed": hex(s.seed), "transcript_input": hex(thInput),

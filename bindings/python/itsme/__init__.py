@@ -150,6 +150,7 @@ from ._approval import (
     verify_enrollment,
 )
 from ._contacts import (
+    CONTACT_AWAITING_PEER,
     CONTACT_DEGRADED,
     CONTACT_UNVERIFIED,
     CONTACT_VERIFIED,
@@ -376,6 +377,7 @@ __all__ = [
     "ApprovalResult",
     "AuthenticationFailedError",
     "BLUETOOTH_FRAME_MAX",
+    "CONTACT_AWAITING_PEER",
     "CONTACT_DEGRADED",
     "CONTACT_UNVERIFIED",
     "CONTACT_VERIFIED",

@@ -33,6 +33,7 @@ __all__ = [
     "CONTACT_UNVERIFIED",
     "CONTACT_VERIFIED",
     "CONTACT_DEGRADED",
+    "CONTACT_AWAITING_PEER",
     "EXCHANGE_QR",
     "EXCHANGE_BLUETOOTH",
     "EXCHANGE_INVITE",
@@ -72,6 +73,10 @@ class VerificationState(enum.IntEnum):
     VERIFIED = 1
     #: Their device changed: verification still works, the change is shown.
     DEGRADED = 2
+    #: Added by an exchange whose SAS this side confirmed while the peer's
+    #: confirmation has not arrived: not usable for verification yet; its
+    #: exchange settles it (see :meth:`Exchange.settle`).
+    AWAITING_PEER = 3
 
 
 class ExchangeMethod(enum.IntEnum):
@@ -87,6 +92,7 @@ class ExchangeMethod(enum.IntEnum):
 CONTACT_UNVERIFIED = VerificationState.UNVERIFIED
 CONTACT_VERIFIED = VerificationState.VERIFIED
 CONTACT_DEGRADED = VerificationState.DEGRADED
+CONTACT_AWAITING_PEER = VerificationState.AWAITING_PEER
 EXCHANGE_QR = ExchangeMethod.QR
 EXCHANGE_BLUETOOTH = ExchangeMethod.BLUETOOTH
 EXCHANGE_INVITE = ExchangeMethod.INVITE
@@ -338,6 +344,15 @@ class ContactStore(DetailedHandle):
         """The number of contacts."""
         out = c_uint64()
         self._call(lib.itsme_store_count, byref(out))
+        return out.value
+
+    def expire_awaiting(self, now: Optional[int] = None) -> int:
+        """Deletes every contact still awaiting the peer's decision more than
+        24 hours after its exchange began; returns how many.  Exchanges do
+        it when they save; call it at start, say, to clean up after
+        exchanges that were abandoned."""
+        out = c_uint64()
+        self._call(lib.itsme_store_expire_awaiting, unix_time(now), byref(out))
         return out.value
 
     def set_name(self, contact_id: int, name: str) -> None:

@@ -84,9 +84,14 @@ class ExchangeState(enum.IntEnum):
     COMPARE_SAS = 2
     #: A source-format (v5) payload was read: no SAS, nothing authenticated.
     IMPORTED = 3
+    #: Both decisions are in: the contact is verified.
     CONFIRMED = 4
+    #: This side or the peer rejected, or this side stopped waiting.
     REJECTED = 5
     FAILED = 6
+    #: This side confirmed; the peer's decision is not settled yet: wait for
+    #: ``PEER_CONFIRMED`` or ``PEER_REJECTED``, then :meth:`Exchange.settle`.
+    AWAITING_DECISION = 7
 
 
 class ExchangeFlags(enum.IntFlag):
@@ -96,9 +101,11 @@ class ExchangeFlags(enum.IntFlag):
     UNAUTHENTICATED = 1
     #: A contact with the peer's identity key is stored (set by save).
     KNOWN_CONTACT = 2
-    #: Bluetooth: the peer confirmed the SAS.
+    #: The peer's authenticated confirmation arrived (Bluetooth, invite,
+    #: real-time).
     PEER_CONFIRMED = 4
-    #: Bluetooth: the peer rejected the SAS and will not keep the contact.
+    #: The peer rejected the SAS: confirm is refused; settle or reject
+    #: deletes the new contact.
     PEER_REJECTED = 8
 
 
@@ -146,6 +153,14 @@ class Exchange(DetailedHandle):
     For Bluetooth, send every frame :meth:`next_outgoing` gives and pass each
     frame received to :meth:`receive`; after :meth:`confirm` or
     :meth:`reject`, send the CONFIRM frame it queues.
+
+    Both decisions (docs/PROTOCOL.md 8.1): a contact becomes verified only
+    when its person confirmed and the peer's confirmation arrived (QR
+    excepted: both screens are seen in person).  If the peer's has not
+    arrived, :meth:`confirm` leaves the state ``AWAITING_DECISION`` and the
+    contact ``AWAITING_PEER``; when :meth:`receive` sets ``PEER_CONFIRMED``
+    or ``PEER_REJECTED``, call :meth:`settle`.  If the room or the Bluetooth
+    session ends first, call :meth:`reject`.
 
     At a distance, the inviter shows two codes that the other person types;
     the messages go through a relay (:mod:`itsme.relay` moves them)::
@@ -450,14 +465,29 @@ class Exchange(DetailedHandle):
         return self._store_call(lib.itsme_exchange_save, store, now)
 
     def confirm(self, store: ContactStore, now: Optional[int] = None) -> int:
-        """The SAS matches: saves if needed, marks the contact verified
-        (replacing a known contact's seed and device secrets); returns its
-        id.  Bluetooth: queues a CONFIRM frame for :meth:`next_outgoing`.
+        """The SAS matches: saves if needed and queues this side's decision
+        for :meth:`next_outgoing`; returns the contact's id.  QR, or the
+        peer's confirmation already received: the contact is verified
+        (a known contact gets the new seed and device secrets), state
+        ``CONFIRMED``.  Otherwise state ``AWAITING_DECISION`` until
+        :meth:`settle`.
 
         Raises :class:`InvalidStateError` without a SAS, for an import, or
         after the peer rejected.
         """
         return self._store_call(lib.itsme_exchange_confirm, store, now)
+
+    def settle(self, store: ContactStore, now: Optional[int] = None) -> Optional[int]:
+        """Applies the peer's decision once it arrived (state
+        ``AWAITING_DECISION`` with ``PEER_CONFIRMED`` or ``PEER_REJECTED``).
+        Confirmed: the contact becomes verified, state ``CONFIRMED``, its id
+        is returned.  Rejected: a new contact is deleted (a known one keeps
+        its old seed), state ``REJECTED``, None is returned.
+
+        Raises :class:`InvalidStateError` before the peer's decision.
+        """
+        contact_id = self._store_call(lib.itsme_exchange_settle, store, now)
+        return contact_id if self.state == ExchangeState.CONFIRMED else None
 
     def reject(self, store: Optional[ContactStore] = None) -> None:
         """The SAS differs, or the person gave up: deletes the contact
