@@ -99,6 +99,8 @@ public final class Exchange: CustomStringConvertible {
     private var outbox: [[UInt8]] = []
     private var taken = 0
     private var savedContactID: Int64?
+    /// The id of the contact `save` stored or found, once saved.
+    public var contactID: Int64? { savedContactID }
     /// The store `save` wrote to: confirm and reject must use the same one.
     private var savedStoreID: [UInt8]?
     private var existingContact = false

@@ -76,6 +76,72 @@ public func realtimeExchange(
     return exchange.state
 }
 
+/// Runs a real-time exchange through its room to the end, both decisions
+/// included (docs/PROTOCOL.md 8.1, 16.5): until the SAS as
+/// `realtimeExchange`, then `decide` is asked (the person compares the SAS
+/// on the call; true: it matches) while the room is pinged every
+/// `pingInterval` seconds so that it does not close as idle; this side's
+/// decision is sent (`Exchange.confirm` or `reject` on `store`) and the
+/// peer's awaited, still pinging; then `Exchange.settle` applies it. The
+/// room is left once both decisions passed. A `peer-left` (or a closed
+/// room) before the peer's decision counts as none: the exchange is
+/// rejected. Returns the final state: `.confirmed` (the contact is
+/// verified) or `.rejected`.
+@discardableResult
+public func realtimeExchangeToTheEnd(
+    _ url: RelayURL, exchange: Exchange, store: ContactStore, timeout: Double = 300, pingInterval: Double = 30,
+    now: @escaping () -> Int64, decide: (Exchange) async throws -> Bool
+) async throws -> Exchange.State {
+    guard exchange.method == .realtime, let id = exchange.relayID else {
+        throw ItsMeError(.invalidArgument, "realtimeExchange carries a real-time exchange (an invite goes through the mailbox)")
+    }
+    let deadline = Deadline(seconds: try Checks.seconds(timeout, "timeout"))
+    let room = try await Room.join(url, roomID: Checks.hex(id), timeout: deadline.remaining)
+    let machine = RoomMachine(
+        peekOutgoing: exchange.peekOutgoing, markSent: exchange.markSent,
+        receive: { try exchange.receive($0, now: $1) }, isRunning: { exchange.state == .awaitingPeer })
+    func peerDecided() -> Bool { !exchange.flags.isDisjoint(with: [.peerConfirmed, .peerRejected]) }
+    let pinger = Task {
+        while !Task.isCancelled {
+            try? await Task.sleep(nanoseconds: UInt64(pingInterval * 1e9))
+            if Task.isCancelled { break }
+            try? await room.ping()
+        }
+    }
+    defer { pinger.cancel() }
+    do {
+        try await runInRoom(room, machine, deadline, now, onFailure: { InviteSession.giveUp(exchange) })
+        guard exchange.state == .compareSAS else {
+            await room.close()
+            return exchange.state
+        }
+        _ = try exchange.save(to: store, now: now())
+        if try await decide(exchange) { try exchange.confirm(store: store, now: now()) } else { try exchange.reject(store: store) }
+        while let message = exchange.peekOutgoing() {
+            try await room.send(message)
+            exchange.markSent()
+        }
+        while !peerDecided(), exchange.state == .awaitingDecision {
+            let frame: [UInt8]
+            do {
+                frame = try await room.receive(timeout: deadline.remaining)
+            } catch let error as RelayError where error.kind != "timeout" {
+                // The peer left (or the room closed) before its decision: none came.
+                try exchange.reject(store: store)
+                break
+            }
+            do { try exchange.receive(frame, now: now()) } catch { continue }
+        }
+        if exchange.state == .awaitingDecision, peerDecided() { _ = try exchange.settle(store: store, now: now()) }
+    } catch {
+        if exchange.state == .awaitingDecision || exchange.state == .compareSAS { try? exchange.reject(store: store) }
+        await room.close()
+        throw error
+    }
+    await room.close()
+    return exchange.state
+}
+
 /// Runs an Online Verify session through its relay room
 /// (`OnlineVerify.roomName`, or `room`, already joined and left open) until
 /// both proofs are checked; returns the state (`.compareSAS`: both read the

@@ -10,8 +10,16 @@ import ItsMeCore
 /// seen, by its sequence number, is skipped), posts the answers, and
 /// returns the exchange's state. Then:
 ///
-/// - the invitee ends the invite on the relay as soon as its SAS is ready,
-///   so nothing about a completed exchange stays there;
+/// - once the SAS is ready, the session goes on carrying the two
+///   decisions (docs/PROTOCOL.md 8.1, 16.3 step 5): it posts this side's
+///   (after `Exchange.confirm` or `reject`; the inviter's confirmation goes
+///   out once the invitee's decision arrived) and fetches the peer's, which
+///   sets `.peerConfirmed` or `.peerRejected`: the host then calls
+///   `Exchange.settle` with its store;
+/// - the invitee ends the invite on the relay once it has read the
+///   inviter's decision, so nothing about a completed exchange stays there
+///   (a side that rejects ends it at once: for the peer, no decision counts
+///   as a rejection);
 /// - a message the exchange refuses (a wrong encryption code, a relay that
 ///   changed, replayed or reordered messages) ends the invite on the relay
 ///   too, so the other side fails as well, and the library's `ItsMeError`
@@ -177,8 +185,7 @@ public final class InviteSession {
     @discardableResult
     public func step(wait: Double = 0, now: Int64) async throws -> Exchange.State {
         if done { return exchange.state }
-        guard Self.isPending(exchange.state) else {
-            // Failed, confirmed or rejected outside a step: end the invite.
+        if exchange.state == .failed {
             try await endInvite()
             done = true
             return exchange.state
@@ -186,7 +193,7 @@ public final class InviteSession {
         do {
             if token == nil { try await open() }
             try await flush()
-            if exchange.state == .awaitingPeer {
+            if needsPeer {
                 try await feed(wait: wait, now: now)
                 try await flush()
             }
@@ -199,15 +206,32 @@ public final class InviteSession {
                     + "this exchange is rejected, start a new one",
                 status: error.status, kind: error.kind, inviteEnded: true)
         }
-        if exchange.state == .compareSAS, unsent.isEmpty {
-            if !isInviter {
-                // The invitee has the inviter's last message: nothing about
-                // the exchange needs to stay on the relay.
-                try await endInvite()
-            }
+        guard unsent.isEmpty else { return exchange.state }
+        if exchange.state == .rejected, !peerDecided {
+            // This side rejected: its decision is posted; ending the invite
+            // now tells the peer no less (no decision counts as none).
+            try await endInvite()
+            done = true
+        } else if peerDecided, exchange.state != .compareSAS {
+            // Both decisions were read: the inviter posted its own only after
+            // reading the invitee's, so the invitee, reading it, ends the
+            // invite; nothing about the exchange stays on the relay.
+            if !isInviter { try await endInvite() }
             done = true
         }
         return exchange.state
+    }
+
+    private var peerDecided: Bool { !exchange.flags.isDisjoint(with: [.peerConfirmed, .peerRejected]) }
+
+    /// Whether the peer has more to send: its messages up to the SAS, then
+    /// its decision.
+    private var needsPeer: Bool {
+        switch exchange.state {
+        case .awaitingPeer: return true
+        case .compareSAS, .awaitingDecision: return !peerDecided
+        case .imported, .confirmed, .rejected, .failed: return false
+        }
     }
 
     /// Ends the invite on the relay now (idempotent; an invite already gone
@@ -249,7 +273,9 @@ public final class InviteSession {
 
     // MARK: Steps
 
-    private static func isPending(_ state: Exchange.State) -> Bool { state == .awaitingPeer || state == .compareSAS }
+    private static func isPending(_ state: Exchange.State) -> Bool {
+        state == .awaitingPeer || state == .compareSAS || state == .awaitingDecision
+    }
 
     /// Rejects a pending exchange whose invite is gone (the drivers saved
     /// nothing, so no store is needed); an exchange the host saved is left

@@ -215,6 +215,14 @@ public final class Room: @unchecked Sendable {
         }
     }
 
+    /// Sends a WebSocket ping: it keeps the room from closing as idle while
+    /// a person decides (docs/PROTOCOL.md 15.3) and is not forwarded.
+    public func ping() async throws {
+        guard !lock.withLock({ closed }) else { throw RelayError("the room was left", kind: "closed") }
+        if let end = inbox.end { throw Self.closedError(end) }
+        try await channel.writeAndFlush(RoomSocket.frame(opcode: 0x9, payload: [])).get()
+    }
+
     /// The peer's next binary frame, within `timeout` seconds. `peer-left`
     /// and `refused` throw `RelayError` of that kind; other events are
     /// skipped.

@@ -132,8 +132,8 @@ final class DemoRun {
         say("Bob scans Alice's code; Alice scans Bob's.")
         say("Alice's screen: SAS \(atAlice.sas?.text ?? "-"); Bob's screen: SAS \(atBob.sas?.text ?? "-")")
         check(atAlice.sas != nil && atAlice.sas == atBob.sas, "both screens show the same SAS")
-        let bobAtAlice = try alice.confirmPending()
-        let aliceAtBob = try bob.confirmPending()
+        let bobAtAlice = try demoContact(try await alice.confirmPending().contact)
+        let aliceAtBob = try demoContact(try await bob.confirmPending().contact)
         say("Both say it matches (itsme sas confirm).")
         check(bobAtAlice.state == .verified && aliceAtBob.state == .verified, "Alice has Bob, and Bob has Alice, as verified contacts")
 
@@ -149,8 +149,15 @@ final class DemoRun {
         atCarol = try await carol.continueInvite(wait: 5)
         say("Alice's screen: SAS \(inviteAtAlice.sas?.text ?? "-"); Carol's screen: SAS \(atCarol.sas?.text ?? "-")")
         check(inviteAtAlice.sas != nil && inviteAtAlice.sas == atCarol.sas, "both screens show the same SAS")
-        let carolAtAlice = try alice.confirmPending()
-        let aliceAtCarol = try carol.confirmPending()
+        // Each confirms; the two decisions cross through the mailbox (the
+        // inviter's goes out once Carol's has arrived).
+        _ = try await alice.confirmPending(wait: 0)
+        _ = try await carol.confirmPending(wait: 0)
+        let decidedAtAlice = try await alice.continueInvite(wait: 5)
+        let decidedAtCarol = try await carol.continueInvite(wait: 5)
+        say("Both say it matches (itsme sas confirm); each side's confirmation reaches the other (itsme invite status).")
+        let carolAtAlice = try alice.contacts().contact(id: try demoContactID(decidedAtAlice))
+        let aliceAtCarol = try carol.contacts().contact(id: try demoContactID(decidedAtCarol))
         check(
             carolAtAlice.state == .verified && aliceAtCarol.state == .verified && carolAtAlice.exchangeMethod == .invite,
             "Alice and Carol are verified contacts, added by invite")
@@ -227,4 +234,18 @@ final class DemoRun {
         clock.advance(30)
         return outcomes
     }
+}
+
+/// The demo's contact, or a clear failure when the other side rejected.
+private func demoContact(_ contact: Contact?) throws -> Contact {
+    guard let contact else { throw CLIError("the other person rejected the SAS") }
+    return contact
+}
+
+/// The id of the contact a settled exchange verified.
+private func demoContactID(_ exchange: Exchange) throws -> Int64 {
+    guard exchange.state == .confirmed, let id = exchange.contactID else {
+        throw CLIError("the exchange is \(exchange.state), not confirmed by both")
+    }
+    return id
 }

@@ -245,19 +245,32 @@ struct Realtime: AsyncParsableCommand {
             var codes: (String, String)? = nil
             if join { codes = (try askRemoteCode("Invite code"), try askRemoteCode("Encryption code")) }
             let output = profile.output
-            let exchange = try await profile.realtimeExchange(relay: url, codes: codes, timeout: timeout) { exchange in
-                if !join, let invite = exchange.inviteCode, let encryption = exchange.encryptionCode {
-                    output.notice("Invite code:     \(invite.text)")
-                    output.notice("Encryption code: \(encryption.text)")
-                    output.notice("Read both to the other person; they run: itsme realtime --join")
-                }
-                output.notice("Waiting for the other person in the room (up to \(Int(timeout)) s)...")
-            }
-            guard exchange.state == .compareSAS else {
-                output.line("The exchange ended: \(exchangeStateName(exchange.state)).")
+            let exchange = try await profile.realtimeExchange(
+                relay: url, codes: codes, timeout: timeout,
+                started: { exchange in
+                    if !join, let invite = exchange.inviteCode, let encryption = exchange.encryptionCode {
+                        output.notice("Invite code:     \(invite.text)")
+                        output.notice("Encryption code: \(encryption.text)")
+                        output.notice("Read both to the other person; they run: itsme realtime --join")
+                    }
+                    output.notice("Waiting for the other person in the room (up to \(Int(timeout)) s)...")
+                },
+                decide: { exchange in
+                    guard let sas = exchange.sas, let peer = exchange.peer else { return false }
+                    output.line("")
+                    output.line("SAS: \(sas.text)")
+                    output.line("\(peer.name) (fingerprint \(formatFingerprint(peer.fingerprint))) should see the same SAS.")
+                    let same = try Input.confirmDefaultNo("Does \(peer.name) read the same SAS?")
+                    if same { output.notice("Waiting for \(peer.name)'s answer...") }
+                    return same
+                })
+            guard exchange.state == .confirmed, let id = exchange.contactID else {
+                output.line("The exchange ended: \(exchangeStateName(exchange.state)); nothing was kept.")
                 return .checkFailed
             }
-            reportSAS(exchange, output)
+            let contact = try profile.contacts().contact(id: id)
+            output.line("\(contact.name) (#\(contact.id)) is a verified contact.")
+            output.document(Contacts.document(contact))
             return .ok
         }
     }
@@ -293,13 +306,25 @@ struct SAS: AsyncParsableCommand {
     }
 
     struct Confirm: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "The other person's SAS is the same: keep the contact, verified.")
+        static let configuration = CommandConfiguration(
+            abstract: "The other person's SAS is the same: keep the contact; verified once their confirmation arrives too.")
         @OptionGroup var global: GlobalOptions
+        @Option(help: "For an invite: wait this many seconds for the other person's confirmation.") var wait: Double = 10
 
         func run() async throws {
             try await execute(global) { profile in
-                let contact = try profile.confirmPending()
-                profile.output.line("\(contact.name) (#\(contact.id)) is a verified contact.")
+                let (contact, exchange) = try await profile.confirmPending(wait: wait)
+                guard let contact else {
+                    profile.output.line("The other person rejected the SAS: nothing was kept.")
+                    return .checkFailed
+                }
+                if contact.state == .awaitingPeer {
+                    profile.output.line(
+                        "Confirmed. \(contact.name) (#\(contact.id)) awaits their confirmation: itsme invite status carries it on.")
+                } else {
+                    profile.output.line("\(contact.name) (#\(contact.id)) is a verified contact.")
+                }
+                _ = exchange
                 profile.output.document(Contacts.document(contact))
                 return .ok
             }

@@ -54,6 +54,13 @@ extension Profile {
             clearPending()
         case .awaitingPeer:
             try savePending(exchange, relay: relay, session: session)
+        case .awaitingDecision:
+            if exchange.flags.isDisjoint(with: [.peerConfirmed, .peerRejected]) {
+                try savePending(exchange, relay: relay, session: session)
+            } else {
+                _ = try exchange.settle(store: try contacts(), now: clock.now())
+                clearPending()
+            }
         case .confirmed, .rejected, .failed:
             clearPending()
         }
@@ -104,7 +111,7 @@ extension Profile {
         }
         let relay = try RelayURL(relayText)
         let session = try InviteSession(mailbox: InviteMailbox(relay), exchange: exchange, saved: saved)
-        if exchange.state != .awaitingPeer {
+        if exchange.state != .awaitingPeer && exchange.state != .awaitingDecision {
             return exchange
         }
         return try await stepInvite(exchange, session: session, relay: relay, wait: wait)
@@ -120,19 +127,30 @@ extension Profile {
             do {
                 _ = try await session.step(wait: slice, now: clock.now())
             } catch {
+                if let relayError = error as? RelayError, relayError.inviteEnded, exchange.state == .awaitingDecision {
+                    // The invite ended before the peer's decision: none came.
+                    try? exchange.reject(store: try contacts())
+                }
                 if exchange.state == .failed || exchange.state == .rejected { clearPending() }
                 else { try? savePending(exchange, relay: relay, session: session.saved) }
                 throw error
             }
             try savePending(exchange, relay: relay, session: session.saved)
-        } while exchange.state == .awaitingPeer && Date().timeIntervalSince(start) < wait
+        } while waitsForPeer(exchange) && Date().timeIntervalSince(start) < wait
         return try afterPeer(exchange, relay: relay, session: session.saved)
+    }
+
+    private func waitsForPeer(_ exchange: Exchange) -> Bool {
+        exchange.state == .awaitingPeer
+            || (exchange.state == .awaitingDecision && exchange.flags.isDisjoint(with: [.peerConfirmed, .peerRejected]))
     }
 
     // MARK: At a distance, in a room while on a call
 
+    /// A real-time exchange from the codes to both decisions, in one room:
+    /// `decide` shows the SAS and asks the person whether it matches.
     func realtimeExchange(relay: RelayURL, codes: (invite: String, encryption: String)?, timeout: Double,
-        started: (Exchange) -> Void) async throws -> Exchange
+        started: (Exchange) -> Void, decide: (Exchange) async throws -> Bool) async throws -> Exchange
     {
         try requireNoPending()
         var random = SystemRandom()
@@ -146,22 +164,38 @@ extension Profile {
         }
         started(exchange)
         let clock = self.clock
-        _ = try await ItsMeRelayClient.realtimeExchange(relay, exchange: exchange, timeout: timeout, now: { clock.now() })
-        return try afterPeer(exchange, relay: nil, session: nil)
+        _ = try await ItsMeRelayClient.realtimeExchangeToTheEnd(
+            relay, exchange: exchange, store: try contacts(), timeout: timeout, now: { clock.now() }, decide: decide)
+        return exchange
     }
 
     // MARK: The SAS
 
-    /// The two people said the SAS matches.
-    func confirmPending() throws -> Contact {
-        guard let (_, exchange) = try pending() else { throw CLIError("no exchange is waiting for its SAS") }
+    /// The person said the SAS matches: the contact is verified at once for
+    /// QR or when the peer's confirmation already came; for an invite this
+    /// side's confirmation is posted and the peer's awaited up to `wait`
+    /// seconds (`invite status` carries it on later). Returns the contact
+    /// (nil if the peer rejected) and the exchange.
+    func confirmPending(wait: Double = 10) async throws -> (contact: Contact?, exchange: Exchange) {
+        guard let (file, exchange) = try pending() else { throw CLIError("no exchange is waiting for its SAS") }
         guard exchange.state == .compareSAS else {
-            throw CLIError("the exchange has no SAS yet (itsme invite status waits for the other side)")
+            throw CLIError(
+                exchange.state == .awaitingDecision
+                    ? "this side confirmed already: itsme invite status waits for the other person's decision"
+                    : "the exchange has no SAS yet (itsme invite status waits for the other side)")
         }
         let store = try contacts()
         let id = try exchange.confirm(store: store, now: clock.now())
-        clearPending()
-        return try store.contact(id: id)
+        if exchange.method == .invite, let relayText = file.relay, let saved = file.session {
+            let relay = try RelayURL(relayText)
+            let session = try InviteSession(mailbox: InviteMailbox(relay), exchange: exchange, saved: saved)
+            try savePending(exchange, relay: relay, session: session.saved)
+            _ = try await stepInvite(exchange, session: session, relay: relay, wait: wait)
+        } else {
+            _ = try afterPeer(exchange, relay: nil, session: nil)
+        }
+        let contact = exchange.state == .rejected ? nil : try store.contact(id: id)
+        return (contact, exchange)
     }
 
     /// The SAS differed, or the person gives up: the contact the exchange
@@ -178,7 +212,7 @@ extension Profile {
             return
         }
         guard let (file, exchange) = found else { throw CLIError("no exchange in progress") }
-        if exchange.state == .awaitingPeer || exchange.state == .compareSAS {
+        if exchange.state == .awaitingPeer || exchange.state == .compareSAS || exchange.state == .awaitingDecision {
             if exchange.method == .invite, let relayText = file.relay, let saved = file.session,
                 let relay = try? RelayURL(relayText),
                 let session = try? InviteSession(mailbox: InviteMailbox(relay), exchange: exchange, saved: saved)
