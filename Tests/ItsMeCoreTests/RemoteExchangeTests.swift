@@ -158,6 +158,124 @@ final class RemoteExchangeTests: XCTestCase {
         }
     }
 
+    // MARK: Both decisions (PROTOCOL.md 8.1)
+
+    /// Runs an exchange up to both SAS; returns the two sides.
+    private func toTheSAS(_ alice: Person, _ bob: Person, realtime: Bool, seeds: (Int, Int) = (1, 2)) throws -> (Exchange, Exchange) {
+        let a = try invite(alice, realtime: realtime, seeds.0)
+        let b = try accept(bob, a, seeds.1)
+        try b.receive(take(a)!, now: t0)
+        try a.receive(take(b)!, now: t0)
+        try b.receive(take(a)!, now: t0)
+        XCTAssertEqual(a.sas, b.sas)
+        return (a, b)
+    }
+
+    func testEitherSidesRejectionLeavesNothingOnEitherSide() throws {
+        for realtime in [false, true] {
+            for inviterRejects in [false, true] {
+                let alice = try person("Alice"), bob = try person("Bob")
+                let (a, b) = try toTheSAS(alice, bob, realtime: realtime)
+                let (rejecting, rejectingStore) = inviterRejects ? (a, alice.store) : (b, bob.store)
+                let (confirming, confirmingStore) = inviterRejects ? (b, bob.store) : (a, alice.store)
+                let id = try confirming.confirm(store: confirmingStore, now: t0)
+                XCTAssertEqual(confirming.state, .awaitingDecision)
+                XCTAssertEqual(try confirmingStore.contact(id: id).state, .awaitingPeer)
+                _ = try rejecting.save(to: rejectingStore, now: t0)
+                try rejecting.reject(store: rejectingStore)
+                XCTAssertEqual(try rejectingStore.count(), 0)
+                // The rejection crosses (a held confirmation goes out after it).
+                while let m = take(rejecting) { try confirming.receive(m, now: t0) }
+                XCTAssertTrue(confirming.flags.contains(.peerRejected))
+                XCTAssertEqual(kind { _ = try confirming.confirm(store: confirmingStore, now: self.t0) }, .invalidState)
+                XCTAssertNil(try confirming.settle(store: confirmingStore, now: t0))
+                XCTAssertEqual(confirming.state, .rejected)
+                XCTAssertEqual(try confirmingStore.count(), 0, "realtime \(realtime), inviter rejects \(inviterRejects)")
+                while let m = take(confirming) { try rejecting.receive(m, now: t0) }
+                XCTAssertEqual(try PendingPAKE.pendingCount(alice.secrets) + PendingPAKE.pendingCount(bob.secrets), 0)
+            }
+        }
+    }
+
+    func testAPeerRejectionBeforeThisSideDecidesRefusesTheConfirmation() throws {
+        let alice = try person("Alice"), bob = try person("Bob")
+        let (a, b) = try toTheSAS(alice, bob, realtime: true)
+        try b.reject(store: nil)
+        try a.receive(take(b)!, now: t0)
+        XCTAssertTrue(a.flags.contains(.peerRejected))
+        XCTAssertEqual(a.state, .compareSAS)
+        XCTAssertEqual(kind { _ = try a.confirm(store: alice.store, now: self.t0) }, .invalidState)
+        try a.reject(store: alice.store)
+        XCTAssertEqual(try alice.store.count(), 0)
+    }
+
+    func testADecisionDroppedByTheRelayLeavesTheContactUnverifiedUntilItExpires() throws {
+        let alice = try person("Alice"), bob = try person("Bob")
+        let (a, b) = try toTheSAS(alice, bob, realtime: false)
+        let idA = try a.confirm(store: alice.store, now: t0 + 60)
+        let idB = try b.confirm(store: bob.store, now: t0 + 60)
+        _ = take(b)  // Bob's DECISION never reaches Alice.
+        XCTAssertNil(take(a), "Alice's confirmation waits for Bob's decision")
+        XCTAssertEqual(try alice.store.contact(id: idA).state, .awaitingPeer)
+        XCTAssertEqual(try bob.store.contact(id: idB).state, .awaitingPeer)
+        XCTAssertEqual(kind { _ = try VoiceSession(store: alice.store, contactID: idA, now: self.t0 + 60) }, .invalidState)
+        XCTAssertEqual(
+            kind { try alice.store.setState(id: idA, .verified, acknowledged: false, now: self.t0) }, .invalidState,
+            "no host can mark it verified by hand")
+        // A forged or altered decision is refused and changes nothing.
+        var forged = [UInt8](repeating: 0, count: RemoteProtocol.decisionCount)
+        forged[0] = 1
+        forged[1] = 4
+        XCTAssertEqual(kind { try a.receive(forged, now: self.t0 + 60) }, .authenticationFailed)
+        XCTAssertEqual(kind { try a.receive([1, 4, 0], now: self.t0 + 60) }, .malformedMessage)
+        XCTAssertEqual(a.state, .awaitingDecision)
+        // 24 hours after the exchange began, both contacts are deleted.
+        XCTAssertEqual(try alice.store.expireAwaiting(now: t0 + Exchange.lifetime), 0, "not before the deadline")
+        XCTAssertEqual(try alice.store.expireAwaiting(now: t0 + Exchange.lifetime + 1), 1)
+        XCTAssertEqual(try bob.store.expireAwaiting(now: t0 + Exchange.lifetime + 1), 1)
+        XCTAssertEqual(kind { _ = try alice.store.contact(id: idA) }, .notFound)
+        XCTAssertEqual(kind { _ = try a.settle(store: alice.store, now: self.t0 + Exchange.lifetime + 1) }, .expired)
+    }
+
+    func testAReExchangeKeepsTheOldSeedUntilBothConfirm() throws {
+        let alice = try person("Alice"), bob = try person("Bob")
+        // A first exchange, confirmed by both.
+        let (a1, b1) = try toTheSAS(alice, bob, realtime: true, seeds: (1, 2))
+        let id = try a1.confirm(store: alice.store, now: t0)
+        try b1.confirm(store: bob.store, now: t0)
+        try b1.receive(take(a1)!, now: t0)
+        try a1.receive(take(b1)!, now: t0)
+        XCTAssertNotNil(try a1.settle(store: alice.store, now: t0))
+        XCTAssertNotNil(try b1.settle(store: bob.store, now: t0))
+        let oldSeed = try alice.store.seed(id: id)
+
+        // Again, and Bob rejects: Alice keeps the old seed, still verified.
+        let (a2, b2) = try toTheSAS(alice, bob, realtime: true, seeds: (3, 4))
+        XCTAssertEqual(try a2.confirm(store: alice.store, now: t0 + 10), id)
+        XCTAssertTrue(a2.flags.contains(.knownContact))
+        XCTAssertEqual(try alice.store.contact(id: id).state, .verified)
+        XCTAssertTrue(try alice.store.seed(id: id).constantTimeEquals(oldSeed), "the old seed stays in use while Bob decides")
+        try b2.reject(store: bob.store)
+        try a2.receive(take(b2)!, now: t0 + 10)
+        XCTAssertNil(try a2.settle(store: alice.store, now: t0 + 10))
+        XCTAssertTrue(try alice.store.seed(id: id).constantTimeEquals(oldSeed))
+        XCTAssertEqual(try alice.store.contact(id: id).state, .verified)
+        XCTAssertEqual(try bob.store.count(), 1, "Bob's stored contact is untouched too")
+
+        // A third time, both confirm: the seed is replaced only with Bob's confirmation.
+        let (a3, b3) = try toTheSAS(alice, bob, realtime: true, seeds: (5, 6))
+        try a3.confirm(store: alice.store, now: t0 + 20)
+        XCTAssertTrue(try alice.store.seed(id: id).constantTimeEquals(oldSeed))
+        try b3.confirm(store: bob.store, now: t0 + 20)
+        try a3.receive(take(b3)!, now: t0 + 20)
+        XCTAssertEqual(try a3.settle(store: alice.store, now: t0 + 20), id)
+        XCTAssertFalse(try alice.store.seed(id: id).constantTimeEquals(oldSeed))
+        try b3.receive(take(a3)!, now: t0 + 20)
+        XCTAssertNotNil(try b3.settle(store: bob.store, now: t0 + 20))
+        let bobsID = try bob.store.contact(publicKey: alice.identity.publicKey).id
+        XCTAssertTrue(try alice.store.seed(id: id).constantTimeEquals(try bob.store.seed(id: bobsID)))
+    }
+
     func testWrongEncryptionCodeFailsBothSidesAndSpendsTheInvite() throws {
         let alice = try person("Alice"), bob = try person("Bob")
         let a = try invite(alice)

@@ -39,6 +39,7 @@ from __future__ import annotations
 import base64
 import binascii
 import http.client
+import inspect
 import json
 import re
 import socket
@@ -49,7 +50,7 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple, Union
 
 from ._contacts import ContactStore, ExchangeMethod
 from ._errors import InvalidArgumentError, InvalidStateError, ItsMeError
-from ._exchange import REMOTE_MESSAGE_MAX, Exchange, ExchangeState
+from ._exchange import REMOTE_MESSAGE_MAX, Exchange, ExchangeFlags, ExchangeState
 from ._online_verify import OnlineVerify, OnlineVerifyState
 from ._random import DeterministicRandom
 
@@ -347,7 +348,12 @@ class InviteMailbox:
 # -- the invite exchange, step by step ------------------------------------------------------
 
 
-_PENDING = (ExchangeState.AWAITING_PEER, ExchangeState.COMPARE_SAS)
+_PENDING = (ExchangeState.AWAITING_PEER, ExchangeState.COMPARE_SAS, ExchangeState.AWAITING_DECISION)
+_PEER_DECIDED = ExchangeFlags.PEER_CONFIRMED | ExchangeFlags.PEER_REJECTED
+
+
+def _peer_decided(exchange: Exchange) -> bool:
+    return bool(exchange.flags & _PEER_DECIDED)
 
 
 def _give_up(exchange: Exchange) -> None:
@@ -370,8 +376,16 @@ class InviteSession:
     already seen, by its sequence number, is skipped), posts the answers,
     and returns the exchange's state.  Then:
 
-    * the invitee ends the invite on the relay as soon as its SAS is ready,
-      so nothing about a completed exchange stays there;
+    * once the SAS is ready, the session goes on carrying the two decisions
+      (docs/PROTOCOL.md 8.1, 16.3 step 5): it posts this side's (after
+      :meth:`Exchange.confirm` or ``reject``; the inviter's confirmation
+      goes out once the invitee's decision arrived) and fetches the
+      peer's, which sets ``PEER_CONFIRMED`` or ``PEER_REJECTED``: then call
+      :meth:`Exchange.settle` with the store;
+    * the invitee ends the invite on the relay once it has read the
+      inviter's decision, so nothing about a completed exchange stays
+      there (a side that rejects ends it at once: for the peer, no decision
+      counts as a rejection);
     * a message the exchange refuses (a wrong encryption code, a relay that
       changed, replayed or reordered messages) ends the invite on the relay
       too, so the other side fails as well, and the library's error is
@@ -474,15 +488,14 @@ class InviteSession:
         exchange = self.exchange
         if self._done:
             return exchange.state
-        if exchange.state not in _PENDING:
-            # Failed, confirmed or rejected outside a step: end the invite.
+        if exchange.state == ExchangeState.FAILED:
             self._end_invite()
             self._done = True
             return exchange.state
         try:
             token = self._token if self._token is not None else self._open()
             self._flush(token)
-            if exchange.state == ExchangeState.AWAITING_PEER:
+            if self._needs_peer():
                 self._feed(token, wait, now)
                 self._flush(token)
         except InviteEndedError as error:
@@ -495,13 +508,32 @@ class InviteSession:
                 status=error.status,
                 kind=error.kind,
             ) from error
-        if exchange.state == ExchangeState.COMPARE_SAS and not self._unsent:
+        if self._unsent:
+            return exchange.state
+        decided = _peer_decided(exchange)
+        if exchange.state == ExchangeState.REJECTED and not decided:
+            # This side rejected: its decision is posted; ending the invite
+            # now tells the peer no less (no decision counts as none).
+            self._end_invite()
+            self._done = True
+        elif decided and exchange.state != ExchangeState.COMPARE_SAS:
+            # Both decisions were read: the inviter posted its own only
+            # after reading the invitee's, so the invitee, reading it, ends
+            # the invite; nothing about the exchange stays on the relay.
             if not self.is_inviter:
-                # The invitee has the inviter's last message: nothing about
-                # the exchange needs to stay on the relay.
                 self._end_invite()
             self._done = True
         return exchange.state
+
+    def _needs_peer(self) -> bool:
+        """Whether the peer has more to send: its messages up to the SAS,
+        then its decision."""
+        state = self.exchange.state
+        if state == ExchangeState.AWAITING_PEER:
+            return True
+        if state in (ExchangeState.COMPARE_SAS, ExchangeState.AWAITING_DECISION):
+            return not _peer_decided(self.exchange)
+        return False
 
     def _open(self) -> str:
         """Creates or accepts the invite; returns the token, kept for later steps."""
@@ -568,9 +600,9 @@ class InviteSession:
             pass
 
     def finish(self) -> None:
-        """Ends the invite on the relay now (idempotent).  The inviter may
-        call it once the two people compared the SAS: by then the invitee
-        has every message.  The invitee's :meth:`step` does it by itself."""
+        """Ends the invite on the relay now (idempotent).  :meth:`step`
+        does it by itself once both decisions were read; a host calls it
+        only to give up without rejecting (:meth:`cancel` rejects)."""
         self._end_invite()
         self._done = True
 
@@ -646,6 +678,10 @@ class Room:
         self.url = f"{_room_base(base_url)}/v1/rooms/{room_id}"
         options: Dict[str, Any] = {"open_timeout": open_timeout, "close_timeout": 2, "max_size": _FRAME_MAX}
         options["compression"] = None
+        if "ping_interval" in inspect.signature(connect).parameters:
+            # Keeps the room alive while a person decides (15.3): a ping
+            # every 30 seconds counts as activity and is not forwarded.
+            options["ping_interval"] = 30
         if ssl_context is not None:
             options["ssl"] = ssl_context
         try:
@@ -715,6 +751,17 @@ class Room:
             kind, value = self.next_event(remaining)
             if kind == "binary":
                 raise RelayError("a frame arrived before the peer joined", kind="bad-response")
+
+    def ping(self) -> None:
+        """Sends a WebSocket ping: it keeps the room from closing as idle
+        while a person decides (docs/PROTOCOL.md 15.3), and is not
+        forwarded.  The connection also pings by itself every 30 seconds."""
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            self._ws.ping()
+        except ConnectionClosed as error:
+            raise self._closed_error(error) from error
 
     def send(self, data: bytes) -> None:
         """Sends one binary frame to the peer."""
@@ -806,21 +853,31 @@ def realtime_exchange(
     base_url: str,
     exchange: Exchange,
     *,
-    timeout: float = 120.0,
+    store: ContactStore,
+    decide: Callable[[Exchange], bool],
+    timeout: float = 300.0,
     now: Optional[int] = None,
     ssl_context: Optional[ssl.SSLContext] = None,
 ) -> ExchangeState:
     """Runs a real-time exchange (``Exchange.invite(..., realtime=True)`` or
     ``accept_invite(..., realtime=True)``) through the relay room
-    :attr:`Exchange.relay_id`, until its SAS is ready; returns the state
-    (``COMPARE_SAS``).
+    :attr:`Exchange.relay_id`, to the end, both decisions included
+    (docs/PROTOCOL.md 8.1, 16.5); returns the final state: ``CONFIRMED``
+    (the contact is verified in ``store``) or ``REJECTED`` (nothing kept).
 
     Both sides call it while on a call; the inviter sends its INVITE once
-    the other person is in the room.  Raises the library's error when a
-    frame is refused (the room is left, so the peer fails too), and
+    the other person is in the room.  When the SAS is ready the contact is
+    saved and ``decide(exchange)`` is called: it shows
+    :attr:`Exchange.sas` and returns True when the person says it matches
+    (the connection pings the room meanwhile, so it does not close as
+    idle).  This side's decision is sent, the peer's awaited, and
+    :meth:`Exchange.settle` applies it; the room is left once both passed.
+    A ``peer-left`` before the peer's decision counts as none: the
+    exchange is rejected.  Raises the library's error when a frame is
+    refused before the SAS (the room is left, so the peer fails too), and
     :class:`RelayError` (``"peer-left"``, ``"timeout"``...) when the room
-    fails once joined, after rejecting the exchange.  A room that cannot be
-    joined at all (``"connection"``) leaves the exchange as it was: try
+    fails before the SAS, after rejecting the exchange.  A room that cannot
+    be joined at all (``"connection"``) leaves the exchange as it was: try
     again.
     """
     if exchange.method != ExchangeMethod.REALTIME:
@@ -828,6 +885,40 @@ def realtime_exchange(
     deadline = time.monotonic() + timeout
     with Room(base_url, exchange.relay_id, open_timeout=timeout, ssl_context=ssl_context) as room:
         _run_in_room(room, exchange, ExchangeState.AWAITING_PEER, deadline, now, lambda: _give_up(exchange))
+        if exchange.state != ExchangeState.COMPARE_SAS:
+            return exchange.state
+        try:
+            exchange.save(store, now)
+            if decide(exchange):
+                exchange.confirm(store, now)
+            else:
+                exchange.reject(store)
+            while True:
+                message = exchange.next_outgoing()
+                if not message:
+                    break
+                room.send(message)
+            while exchange.state == ExchangeState.AWAITING_DECISION and not _peer_decided(exchange):
+                try:
+                    frame = room.receive(max(0.0, deadline - time.monotonic()))
+                except RelayError as error:
+                    if error.kind == "timeout":
+                        raise
+                    exchange.reject(store)  # the peer left before its decision: none came
+                    break
+                try:
+                    exchange.receive(frame, now)
+                except ItsMeError:
+                    continue  # refused; this side's decision stands, the peer's may still come
+            if exchange.state == ExchangeState.AWAITING_DECISION and _peer_decided(exchange):
+                exchange.settle(store, now)
+        except BaseException:
+            if exchange.state in (ExchangeState.COMPARE_SAS, ExchangeState.AWAITING_DECISION):
+                try:
+                    exchange.reject(store)
+                except ItsMeError:
+                    pass
+            raise
     return exchange.state
 
 

@@ -44,41 +44,10 @@ private func runInRoom(
 
 /// Runs a real-time exchange (`Exchange.invite(..., realtime: true, ...)`
 /// or `Exchange.acceptInvite(..., realtime: true, ...)`) through the relay
-/// room `Exchange.relayID`, until its SAS is ready; returns the state
-/// (`.compareSAS`). Both sides call it while on a call; the inviter sends
-/// its INVITE once the other person is in the room (docs/PROTOCOL.md 16.5).
-///
-/// `timeout` (seconds) bounds the whole run; `now` gives the Unix time
-/// passed to `Exchange.receive`. Throws the library's `ItsMeError` when a
-/// frame is refused (the room is left, so the peer fails too), and
-/// `RelayError` (`"peer-left"`, `"timeout"`, ...) when the room fails once
-/// joined, after rejecting the exchange. A room that cannot be joined at
-/// all (`"connection"`) leaves the exchange as it was: try again.
-@discardableResult
-public func realtimeExchange(
-    _ url: RelayURL, exchange: Exchange, timeout: Double = 120, now: @escaping () -> Int64
-) async throws -> Exchange.State {
-    guard exchange.method == .realtime, let id = exchange.relayID else {
-        throw ItsMeError(.invalidArgument, "realtimeExchange carries a real-time exchange (an invite goes through the mailbox)")
-    }
-    let deadline = Deadline(seconds: try Checks.seconds(timeout, "timeout"))
-    let room = try await Room.join(url, roomID: Checks.hex(id), timeout: deadline.remaining)
-    let machine = RoomMachine(
-        peekOutgoing: exchange.peekOutgoing, markSent: exchange.markSent,
-        receive: { try exchange.receive($0, now: $1) }, isRunning: { exchange.state == .awaitingPeer })
-    do {
-        try await runInRoom(room, machine, deadline, now, onFailure: { InviteSession.giveUp(exchange) })
-    } catch {
-        await room.close()
-        throw error
-    }
-    await room.close()
-    return exchange.state
-}
-
-/// Runs a real-time exchange through its room to the end, both decisions
-/// included (docs/PROTOCOL.md 8.1, 16.5): until the SAS as
-/// `realtimeExchange`, then `decide` is asked (the person compares the SAS
+/// room `Exchange.relayID` to the end, both decisions included
+/// (docs/PROTOCOL.md 8.1, 16.5). Both sides call it while on a call; the
+/// inviter sends its INVITE once the other person is in the room. When the
+/// SAS is ready the contact is saved in `store` and `decide` is asked (the person compares the SAS
 /// on the call; true: it matches) while the room is pinged every
 /// `pingInterval` seconds so that it does not close as idle; this side's
 /// decision is sent (`Exchange.confirm` or `reject` on `store`) and the
@@ -87,8 +56,15 @@ public func realtimeExchange(
 /// room) before the peer's decision counts as none: the exchange is
 /// rejected. Returns the final state: `.confirmed` (the contact is
 /// verified) or `.rejected`.
+///
+/// `timeout` (seconds) bounds the whole run; `now` gives the Unix time.
+/// Throws the library's `ItsMeError` when a frame is refused before the SAS
+/// (the room is left, so the peer fails too), and `RelayError`
+/// (`"peer-left"`, `"timeout"`, ...) when the room fails before the SAS,
+/// after rejecting the exchange. A room that cannot be joined at all
+/// (`"connection"`) leaves the exchange as it was: try again.
 @discardableResult
-public func realtimeExchangeToTheEnd(
+public func realtimeExchange(
     _ url: RelayURL, exchange: Exchange, store: ContactStore, timeout: Double = 300, pingInterval: Double = 30,
     now: @escaping () -> Int64, decide: (Exchange) async throws -> Bool
 ) async throws -> Exchange.State {

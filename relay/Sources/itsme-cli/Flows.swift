@@ -164,7 +164,7 @@ extension Profile {
         }
         started(exchange)
         let clock = self.clock
-        _ = try await ItsMeRelayClient.realtimeExchangeToTheEnd(
+        _ = try await ItsMeRelayClient.realtimeExchange(
             relay, exchange: exchange, store: try contacts(), timeout: timeout, now: { clock.now() }, decide: decide)
         return exchange
     }

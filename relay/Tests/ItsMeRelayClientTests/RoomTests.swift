@@ -76,6 +76,40 @@ final class RoomTests: RelayTestCase {
     }
 
     func testRealtimeExchangeThroughARoom() async throws {
+        let url = try await startRelay { $0.roomIdleSeconds = 2 }
+        let alice = try Person("Alice", in: directory), bob = try Person("Bob", in: directory)
+        let now = unixNow()
+        var random = SystemRandom()
+        let a = try Exchange.invite(identity: alice.identity, realtime: true, now: now, random: &random)
+        let b = try Exchange.acceptInvite(
+            identity: bob.identity, inviteCode: try XCTUnwrap(a.inviteCode).text, encryptionCode: try XCTUnwrap(a.encryptionCode).text,
+            realtime: true, now: now, random: &random)
+        // Bob takes a while to answer: the room stays open past its idle
+        // limit (2 s here) because the clients ping it.
+        async let stateA = realtimeExchange(
+            url, exchange: a, store: alice.contacts, timeout: 20, pingInterval: 0.5, now: { now }, decide: { _ in true })
+        async let stateB = realtimeExchange(
+            url, exchange: b, store: bob.contacts, timeout: 20, pingInterval: 0.5, now: { now },
+            decide: { _ in
+                try await Task.sleep(nanoseconds: 3_000_000_000)
+                return true
+            })
+        let (endA, endB) = try await (stateA, stateB)
+        XCTAssertEqual(endA, .confirmed)
+        XCTAssertEqual(endB, .confirmed)
+        XCTAssertEqual(try XCTUnwrap(a.sas), try XCTUnwrap(b.sas))
+        XCTAssertEqual(try alice.contacts.contact(id: try XCTUnwrap(a.contactID)).state, .verified)
+        XCTAssertEqual(try bob.contacts.contact(id: try XCTUnwrap(b.contactID)).state, .verified)
+
+        // An invite exchange goes through the mailbox, not a room.
+        let invite = try Exchange.invite(identity: alice.identity, realtime: false, now: now, random: &random)
+        let kind = await coreErrorKind {
+            _ = try await realtimeExchange(url, exchange: invite, store: alice.contacts, timeout: 5, now: { now }, decide: { _ in true })
+        }
+        XCTAssertEqual(kind, .invalidArgument)
+    }
+
+    func testARejectionInTheRoomLeavesNothingOnEitherSide() async throws {
         let url = try await startRelay()
         let alice = try Person("Alice", in: directory), bob = try Person("Bob", in: directory)
         let now = unixNow()
@@ -84,20 +118,44 @@ final class RoomTests: RelayTestCase {
         let b = try Exchange.acceptInvite(
             identity: bob.identity, inviteCode: try XCTUnwrap(a.inviteCode).text, encryptionCode: try XCTUnwrap(a.encryptionCode).text,
             realtime: true, now: now, random: &random)
-        async let stateA = realtimeExchange(url, exchange: a, timeout: 10, now: { now })
-        async let stateB = realtimeExchange(url, exchange: b, timeout: 10, now: { now })
+        // Alice confirms, Bob says the SAS differs.
+        async let stateA = realtimeExchange(url, exchange: a, store: alice.contacts, timeout: 10, now: { now }, decide: { _ in true })
+        async let stateB = realtimeExchange(url, exchange: b, store: bob.contacts, timeout: 10, now: { now }, decide: { _ in false })
         let (endA, endB) = try await (stateA, stateB)
-        XCTAssertEqual(endA, .compareSAS)
-        XCTAssertEqual(endB, .compareSAS)
-        let sasA = try XCTUnwrap(a.sas), sasB = try XCTUnwrap(b.sas)
-        XCTAssertEqual(sasA, sasB)
-        XCTAssertNoThrow(try a.confirm(store: alice.contacts, now: now))
-        XCTAssertNoThrow(try b.confirm(store: bob.contacts, now: now))
+        XCTAssertEqual(endA, .rejected)
+        XCTAssertEqual(endB, .rejected)
+        XCTAssertTrue(a.flags.contains(.peerRejected))
+        XCTAssertEqual(try alice.contacts.count(), 0, "Bob's rejection deleted the contact Alice confirmed")
+        XCTAssertEqual(try bob.contacts.count(), 0)
+    }
 
-        // An invite exchange goes through the mailbox, not a room.
-        let invite = try Exchange.invite(identity: alice.identity, realtime: false, now: now, random: &random)
-        let kind = await coreErrorKind { _ = try await realtimeExchange(url, exchange: invite, timeout: 5, now: { now }) }
-        XCTAssertEqual(kind, .invalidArgument)
+    func testAPeerThatLeavesBeforeItsDecisionCountsAsNone() async throws {
+        let url = try await startRelay()
+        let alice = try Person("Alice", in: directory), bob = try Person("Bob", in: directory)
+        let now = unixNow()
+        var random = SystemRandom()
+        let a = try Exchange.invite(identity: alice.identity, realtime: true, now: now, random: &random)
+        let b = try Exchange.acceptInvite(
+            identity: bob.identity, inviteCode: try XCTUnwrap(a.inviteCode).text, encryptionCode: try XCTUnwrap(a.encryptionCode).text,
+            realtime: true, now: now, random: &random)
+        // Bob's device stops (the decision throws) before he decides: his
+        // side leaves the room without a DECISION.
+        struct Stopped: Error {}
+        async let stateA = realtimeExchange(url, exchange: a, store: alice.contacts, timeout: 10, now: { now }, decide: { _ in true })
+        async let stateB: Exchange.State = realtimeExchange(
+            url, exchange: b, store: bob.contacts, timeout: 10, now: { now },
+            decide: { _ in
+                try await Task.sleep(nanoseconds: 300_000_000)
+                throw Stopped()
+            })
+        let endA = try await stateA
+        var bobStopped = false
+        do { _ = try await stateB } catch is Stopped { bobStopped = true }
+        XCTAssertTrue(bobStopped)
+        XCTAssertEqual(endA, .rejected)
+        XCTAssertTrue(a.flags.isDisjoint(with: [.peerConfirmed, .peerRejected]), "no decision came from Bob")
+        XCTAssertEqual(try alice.contacts.count(), 0, "no decision from the peer deletes the contact awaiting it")
+        XCTAssertEqual(try bob.contacts.count(), 0)
     }
 
     func testRealtimeExchangeFailsWhenThePeerLeaves() async throws {
@@ -108,7 +166,7 @@ final class RoomTests: RelayTestCase {
         let a = try Exchange.invite(identity: alice.identity, realtime: true, now: now, random: &random)
         let id = Hex.encodeUpper(try XCTUnwrap(a.relayID)).lowercased()
         // A peer that joins and leaves at once, without a word.
-        async let state = realtimeExchange(url, exchange: a, timeout: 10, now: { now })
+        async let state = realtimeExchange(url, exchange: a, store: alice.contacts, timeout: 10, now: { now }, decide: { _ in true })
         let peer = try await Room.join(url, roomID: id, timeout: 5)
         try await peer.waitForPeer(timeout: 5)
         _ = try await peer.receive(timeout: 5)  // the INVITE
@@ -192,7 +250,9 @@ final class RoomTests: RelayTestCase {
         XCTAssertEqual(session.exchange.state, .awaitingPeer)
         // So is a real-time exchange whose room cannot be joined.
         let realtime = try Exchange.invite(identity: alice.identity, realtime: true, now: now, random: &random)
-        let run = await relayError { _ = try await realtimeExchange(url, exchange: realtime, timeout: 5, now: { now }) }
+        let run = await relayError {
+            _ = try await realtimeExchange(url, exchange: realtime, store: alice.contacts, timeout: 5, now: { now }, decide: { _ in true })
+        }
         XCTAssertEqual(run?.kind, "connection")
         XCTAssertEqual(realtime.state, .awaitingPeer)
     }
