@@ -30,7 +30,7 @@ from itsme import ContactStore, Exchange, Identity, SecretStore  # noqa: E402
 from itsme.relay import InviteMailbox, InviteSession  # noqa: E402
 
 ALPHABET = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"
-INVITE, ACCEPT, REPLY = 1, 2, 3
+INVITE, ACCEPT, REPLY, DECISION = 1, 2, 3, 4
 
 
 # ---------------------------------------------------------------------------
@@ -194,6 +194,41 @@ def drive(sessions, rounds=6, wait=0):
     return errors
 
 
+def to_the_end(pairs, rounds=8, wait=0, decide=lambda exchange: True):
+    """Carries each (session, store) to the end: at its SAS the exchange is
+    confirmed (or rejected, by ``decide``), the decisions cross through the
+    mailbox, and each side settles the peer's.  Returns {session: first
+    exception it raised}."""
+    from itsme import ExchangeFlags, ExchangeState
+
+    decided = ExchangeFlags.PEER_CONFIRMED | ExchangeFlags.PEER_REJECTED
+    errors = {}
+    for _ in range(rounds):
+        for session, store in pairs:
+            if session in errors:
+                continue
+            exchange = session.exchange
+            try:
+                if exchange.state == ExchangeState.COMPARE_SAS:
+                    exchange.save(store)
+                    if decide(exchange) and not exchange.flags & ExchangeFlags.PEER_REJECTED:
+                        exchange.confirm(store)
+                    else:
+                        exchange.reject(store)
+                if not session.done:
+                    session.step(wait=wait)
+                if exchange.state == ExchangeState.AWAITING_DECISION and exchange.flags & decided:
+                    exchange.settle(store)
+            except Exception as error:  # noqa: BLE001 - recorded for the test to judge
+                errors[session] = error
+        if all(
+            session in errors or (session.done and session.exchange.state != ExchangeState.AWAITING_DECISION)
+            for session, _ in pairs
+        ):
+            break
+    return errors
+
+
 # ---------------------------------------------------------------------------
 # Relays that lie: rooms
 
@@ -233,6 +268,8 @@ class RoomProxy:
                     if isinstance(message, bytes):
                         with self.lock:
                             message = self.tamper(message)
+                        if message is None:
+                            continue  # dropped by the hook
                     upstream.send(message)
             except ConnectionClosed:
                 pass
@@ -266,6 +303,20 @@ def flip_first(message_type, index=60):
         return frame
 
     hook.flipped = []
+    return hook
+
+
+def drop_first(message_type):
+    """A tamper hook dropping the first binary frame whose second byte is
+    ``message_type``; ``hook.dropped`` lists it."""
+
+    def hook(frame):
+        if not hook.dropped and len(frame) > 1 and frame[1] == message_type:
+            hook.dropped.append(frame)
+            return None
+        return frame
+
+    hook.dropped = []
     return hook
 
 

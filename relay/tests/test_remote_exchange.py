@@ -15,6 +15,7 @@ import pytest
 from relaytest import assert_error
 from remotetest import (
     ACCEPT,
+    DECISION,
     INVITE,
     REPLY,
     ForgedInviter,
@@ -23,11 +24,13 @@ from remotetest import (
     RoomProxy,
     device,  # noqa: F401  (a fixture)
     drive,
+    drop_first,
     flip_first,
     found_in,
     other_valid_code,
     run_threads,
     stored_bytes,
+    to_the_end,
 )
 from test_expiry import START, set_clock, start_with_clock
 
@@ -36,6 +39,7 @@ import itsme  # noqa: E402
 from itsme import (
     AuthenticationFailedError,
     Exchange,
+    ExchangeFlags,
     ExchangeMethod,
     ExchangeState,
     InvalidStateError,
@@ -57,6 +61,7 @@ from itsme.relay import (
 
 COMPARE = ExchangeState.COMPARE_SAS
 AWAITING = ExchangeState.AWAITING_PEER
+DECIDING = ExchangeState.AWAITING_DECISION
 
 
 def random(label: bytes):
@@ -111,25 +116,39 @@ def test_invite_exchange_with_both_sides_offline_between_steps(relay, device):
 
     inviter, session_a = alice.resume(InviteMailbox(r.url))
     assert session_a.step() == COMPARE  # read the ACCEPT, posted the REPLY
-    assert session_a.done and session_a.last_seq == 1
+    assert not session_a.done and session_a.last_seq == 1, "the decisions are still to come"
     sas = inviter.sas
     alice.park(inviter, session_a)  # comparing, sealed again until the call
     alice.restart()
 
     invitee, session_b = bob.resume(InviteMailbox(r.url))
     assert session_b.step() == COMPARE
-    assert session_b.done
-    # The invitee ended the invite once it had the REPLY.
-    assert_gone(r, relay_id, session_b.token)
+    assert not session_b.done
 
     inviter, session_a = alice.resume(InviteMailbox(r.url))
-    assert session_a.step() == COMPARE, "a done session no longer calls the relay"
+    assert session_a.step() == COMPARE
     assert inviter.sas == invitee.sas == sas
     assert (inviter.peer_name, inviter.peer_public_key) == ("Bob", bob.public_key)
     assert (invitee.peer_name, invitee.peer_public_key) == ("Alice", alice.public_key)
-    # They compare the SAS on a call, and both confirm.
+    # They compare the SAS on a call, and both confirm, each on their own
+    # time: Alice first, then she goes offline.
     id_a = inviter.confirm(alice.contacts)
+    assert session_a.step() == DECIDING, "her confirmation waits for Bob's decision"
+    alice.park(inviter, session_a)
+    alice.restart()
     id_b = invitee.confirm(bob.contacts)
+    assert session_b.step() == DECIDING  # posted Bob's decision; Alice's has not come
+    assert alice.contacts.get(id_a).state == bob.contacts.get(id_b).state == VerificationState.AWAITING_PEER
+
+    inviter, session_a = alice.resume(InviteMailbox(r.url))
+    assert session_a.step() == DECIDING  # read Bob's, posted hers
+    assert session_a.done and inviter.flags & ExchangeFlags.PEER_CONFIRMED
+    assert inviter.settle(alice.contacts) == id_a
+    assert session_b.step() == DECIDING
+    assert session_b.done and invitee.flags & ExchangeFlags.PEER_CONFIRMED
+    assert invitee.settle(bob.contacts) == id_b
+    # The invitee ended the invite once it had read both decisions.
+    assert_gone(r, relay_id, session_b.token)
     for d, contact_id, peer in ((alice, id_a, bob), (bob, id_b, alice)):
         contact = d.contacts.get(contact_id)
         assert (contact.public_key, contact.state, contact.method) == (
@@ -221,8 +240,9 @@ def test_an_invite_is_accepted_once_and_gone_once_completed(relay, device):
         session_c.step()
     assert (conflict.value.status, conflict.value.kind) == (409, "conflict")
     assert second.state == ExchangeState.REJECTED
-    assert drive([session_a, session_b]) == {}
+    assert to_the_end([(session_a, alice.contacts), (session_b, bob.contacts)]) == {}
     assert inviter.sas == invitee.sas
+    assert inviter.state == invitee.state == ExchangeState.CONFIRMED
     # Completed: the invitee ended it, so a later one finds nothing.
     third, session_d = accept(dave, inviter, r.url)
     with pytest.raises(InviteEndedError):
@@ -606,8 +626,9 @@ def test_the_relay_files_hold_only_opaque_messages_and_nothing_once_done(relay, 
         assert not found_in(during, value), f"{what} is in the relay's files"
         assert value not in r.stderr_bytes(), f"{what} is in the relay's log"
 
-    assert drive([session_a, session_b]) == {}
+    assert to_the_end([(session_a, alice.contacts), (session_b, bob.contacts)]) == {}
     assert inviter.sas == invitee.sas
+    assert inviter.state == invitee.state == ExchangeState.CONFIRMED
 
     # Done: the invitee ended the invite; no byte of it is left.
     after = stored_bytes(r)
@@ -635,15 +656,62 @@ def test_realtime_exchange_through_a_room(relay, device):
     alice, bob = device("Alice"), device("Bob")
     inviter, invitee = realtime_pair(alice, bob)
     assert inviter.relay_id == invitee.relay_id
+    seen = {}
+
+    def decide(who):
+        def answer(exchange):
+            seen[who] = exchange.sas
+            return True
+        return answer
+
     results = run_threads(
-        lambda: realtime_exchange(r.url, inviter, timeout=20),
-        lambda: realtime_exchange(r.url, invitee, timeout=20),
+        lambda: realtime_exchange(r.url, inviter, store=alice.contacts, decide=decide("a"), timeout=20),
+        lambda: realtime_exchange(r.url, invitee, store=bob.contacts, decide=decide("b"), timeout=20),
     )
-    assert results == [(COMPARE, None), (COMPARE, None)]
-    assert inviter.sas == invitee.sas
-    id_a, id_b = inviter.confirm(alice.contacts), invitee.confirm(bob.contacts)
-    assert alice.contacts.get(id_a).method == bob.contacts.get(id_b).method == ExchangeMethod.REALTIME
-    assert alice.contacts.get(id_a).state == VerificationState.VERIFIED
+    assert results == [(ExchangeState.CONFIRMED, None), (ExchangeState.CONFIRMED, None)]
+    assert seen["a"] == seen["b"] == inviter.sas == invitee.sas
+    [contact_a], [contact_b] = alice.contacts.list(), bob.contacts.list()
+    assert contact_a.method == contact_b.method == ExchangeMethod.REALTIME
+    assert contact_a.state == contact_b.state == VerificationState.VERIFIED
+
+
+def test_realtime_either_sides_rejection_reaches_the_other(relay, device):
+    r = relay()
+    for rejecting in ("inviter", "invitee"):
+        alice, bob = device(f"Alice {rejecting}"), device(f"Bob {rejecting}")
+        inviter, invitee = realtime_pair(alice, bob)
+        results = run_threads(
+            lambda: realtime_exchange(
+                r.url, inviter, store=alice.contacts, decide=lambda _: rejecting != "inviter", timeout=20),
+            lambda: realtime_exchange(
+                r.url, invitee, store=bob.contacts, decide=lambda _: rejecting != "invitee", timeout=20),
+        )
+        assert results == [(ExchangeState.REJECTED, None), (ExchangeState.REJECTED, None)], rejecting
+        assert_no_contacts(alice, bob)
+
+
+def test_realtime_a_dropped_decision_counts_as_none(relay, device):
+    # A room that swallows Bob's DECISION: Alice confirmed, but never hears
+    # Bob's; when Bob leaves, her contact is deleted, not verified.
+    r = relay()
+    alice, bob = device("Alice"), device("Bob")
+    hook = drop_first(DECISION)
+    proxy = RoomProxy(r, hook)
+    try:
+        inviter, invitee = realtime_pair(alice, bob)
+        results = run_threads(
+            lambda: realtime_exchange(proxy.url, inviter, store=alice.contacts, decide=lambda _: True, timeout=20),
+            lambda: realtime_exchange(proxy.url, invitee, store=bob.contacts, decide=lambda _: True, timeout=20),
+        )
+    finally:
+        proxy.close()
+    assert hook.dropped
+    states = sorted(state for state, _ in results)
+    assert ExchangeState.REJECTED in states, results
+    # Whoever lost the peer's decision kept nothing.
+    for exchange, d in ((inviter, alice), (invitee, bob)):
+        if exchange.state == ExchangeState.REJECTED:
+            assert d.contacts.count() == 0
 
 
 @pytest.mark.parametrize("changed", ["INVITE", "ACCEPT", "REPLY"])
@@ -655,17 +723,17 @@ def test_a_room_that_changes_a_frame_fails_the_exchange(relay, device, changed):
     try:
         inviter, invitee = realtime_pair(alice, bob)
         (state_a, error_a), (state_b, error_b) = run_threads(
-            lambda: realtime_exchange(proxy.url, inviter, timeout=20),
-            lambda: realtime_exchange(proxy.url, invitee, timeout=20),
+            lambda: realtime_exchange(proxy.url, inviter, store=alice.contacts, decide=lambda _: True, timeout=20),
+            lambda: realtime_exchange(proxy.url, invitee, store=bob.contacts, decide=lambda _: True, timeout=20),
         )
     finally:
         proxy.close()
     assert hook.flipped, "the proxy changed a frame"
     if changed == "REPLY":
-        # Alice had her SAS before Bob saw the changed REPLY.
-        assert (state_a, error_a) == (COMPARE, None)
+        # Alice had her SAS before Bob saw the changed REPLY, and confirmed;
+        # Bob left without a decision, so hers counts for nothing.
+        assert (state_a, error_a) == (ExchangeState.REJECTED, None)
         assert isinstance(error_b, AuthenticationFailedError), error_b
-        inviter.reject()
     else:
         errors = [error_a, error_b]
         assert any(isinstance(e, (AuthenticationFailedError, MalformedMessageError)) for e in errors), errors
@@ -681,7 +749,7 @@ def test_realtime_alone_in_the_room_times_out(relay, device):
     alice = device("Alice")
     inviter = Exchange.invite(alice.identity, realtime=True)
     with pytest.raises(RelayError) as caught:
-        realtime_exchange(r.url, inviter, timeout=0.5)
+        realtime_exchange(r.url, inviter, store=alice.contacts, decide=lambda _: True, timeout=0.5)
     assert caught.value.kind == "timeout"
     assert inviter.state == ExchangeState.REJECTED
 

@@ -621,8 +621,38 @@ static void exchanges(void) {
     itsme_exchange_method method = 99;
     EXPECT("invite method", itsme_exchange_get_method(ia, &method), ITSME_OK);
     EXPECT("method is invite", method, ITSME_EXCHANGE_INVITE);
-    EXPECT("invite reject", itsme_exchange_reject(ia, NULL), ITSME_OK);
-    EXPECT("invite reject b", itsme_exchange_reject(ib, NULL), ITSME_OK);
+    /* Both decisions (docs/PROTOCOL.md 8.1): a re-exchange with a stored
+     * contact, whose seed changes only once both confirmed. */
+    int64_t id_c = 0;
+    uint64_t expired = 99;
+    EXPECT("invite settle too early", itsme_exchange_settle(ia, store_a, T0, &id_b), ITSME_E_INVALID_STATE);
+    EXPECT("invite confirm a", itsme_exchange_confirm(ia, store_a, T0, &id_b), ITSME_OK);
+    EXPECT("invite known contact", id_b, id_a);
+    EXPECT("invite a status", itsme_exchange_status(ia, &state, &flags), ITSME_OK);
+    EXPECT("invite a awaits b", state, ITSME_EXCHANGE_AWAITING_DECISION);
+    EXPECT("invite a holds its decision", itsme_exchange_next_outgoing(ia, frame_buf, sizeof frame_buf, &len), ITSME_OK);
+    EXPECT("invite a sends nothing yet", len, 0);
+    EXPECT("invite settle NULL store", itsme_exchange_settle(ia, NULL, T0, &id_b), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("invite settle NULL out", itsme_exchange_settle(ia, store_a, T0, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("invite settle before b", itsme_exchange_settle(ia, store_a, T0, &id_b), ITSME_E_INVALID_STATE);
+    EXPECT("invite confirm b", itsme_exchange_confirm(ib, store_b, T0, &id_c), ITSME_OK);
+    EXPECT("invite decisions", pump(ia, ib), 2);
+    EXPECT("invite a flags", itsme_exchange_status(ia, &state, &flags), ITSME_OK);
+    EXPECT("invite a heard b", flags & ITSME_EXCHANGE_FLAG_PEER_CONFIRMED, ITSME_EXCHANGE_FLAG_PEER_CONFIRMED);
+    EXPECT("invite settle other store", itsme_exchange_settle(ia, store_b, T0, &id_b), ITSME_E_WRONG_IDENTITY);
+    EXPECT("invite settle a", itsme_exchange_settle(ia, store_a, T0, &id_b), ITSME_OK);
+    EXPECT("invite settled id", id_b, id_a);
+    EXPECT("invite settle b", itsme_exchange_settle(ib, store_b, T0, &id_c), ITSME_OK);
+    EXPECT("invite b status", itsme_exchange_status(ib, &state, &flags), ITSME_OK);
+    EXPECT("invite b confirmed", state, ITSME_EXCHANGE_CONFIRMED);
+    EXPECT("invite settle twice", itsme_exchange_settle(ia, store_a, T0, &id_b), ITSME_E_INVALID_STATE);
+    EXPECT("invite reject after the end", itsme_exchange_reject(ia, store_a), ITSME_E_INVALID_STATE);
+    EXPECT("expire NULL", itsme_store_expire_awaiting(NULL, T0, &expired), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("expire bad time", itsme_store_expire_awaiting(store_a, -1, &expired), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("expire NULL out", itsme_store_expire_awaiting(store_a, T0, NULL), ITSME_OK);
+    EXPECT("expire none", itsme_store_expire_awaiting(store_a, T0, &expired), ITSME_OK);
+    EXPECT("expired none", expired, 0);
+    EXPECT("awaiting by hand", itsme_store_set_state(store_a, id_a, ITSME_CONTACT_AWAITING_PEER, 0, T0), ITSME_E_INVALID_STATE);
     itsme_exchange_free(ia);
     itsme_exchange_free(ib);
     /* A wrong encryption code: the inviter fails on the ACCEPT, sends nothing. */

@@ -652,13 +652,20 @@ def test_bluetooth_end_to_end(alice, bob):
     assert alice.contact(id_a).state == VerificationState.UNVERIFIED
     assert alice.contact(id_a).method == itsme.ExchangeMethod.BLUETOOTH
     assert xa.confirm(alice.contacts, T0 + 5) == id_a
+    # Alice confirmed first: her contact awaits Bob's decision.
+    assert xa.state == ExchangeState.AWAITING_DECISION
+    assert alice.contact(id_a).state == VerificationState.AWAITING_PEER
+    with pytest.raises(InvalidStateError):
+        xa.settle(alice.contacts, T0 + 5)
     id_b = xb.confirm(bob.contacts, T0 + 6)
     log.clear()
     assert pump(xa, xb, log=log) == {}
     assert [frame[1] for sender, frame in log] == [CONFIRM, CONFIRM]
-    for exchange in (xa, xb):
-        assert exchange.state == ExchangeState.CONFIRMED
+    for exchange, store in ((xa, alice.contacts), (xb, bob.contacts)):
         assert exchange.flags == ExchangeFlags.PEER_CONFIRMED
+        assert exchange.state == ExchangeState.AWAITING_DECISION
+        exchange.settle(store, T0 + 7)
+        assert exchange.state == ExchangeState.CONFIRMED
     assert alice.contact(id_a).state == VerificationState.VERIFIED
     assert bob.contact(id_b).state == VerificationState.VERIFIED
     assert bob.contact(id_b).public_key == alice.identity.public_key
@@ -685,8 +692,37 @@ def test_bluetooth_confirm_after_the_peer_confirmed(alice, bob):
     pump(xa, xb)
     assert xa.flags == ExchangeFlags.PEER_CONFIRMED and xa.state == ExchangeState.COMPARE_SAS
     xa.confirm(alice.contacts, T0)
+    assert xa.state == ExchangeState.CONFIRMED, "Bob's confirmation came first: verified at once"
+    assert alice.contact(xa.save(alice.contacts, T0)).state == VerificationState.VERIFIED
     pump(xa, xb)
     assert xb.flags == ExchangeFlags.PEER_CONFIRMED
+    assert xb.settle(bob.contacts, T0) is not None
+    assert xb.state == ExchangeState.CONFIRMED
+
+
+def test_bluetooth_peer_rejects_after_this_side_confirmed(alice, bob):
+    xa, xb = bluetooth_pair(alice, bob)
+    pump(xa, xb)
+    contact_id = xa.confirm(alice.contacts, T0)
+    assert alice.contact(contact_id).state == VerificationState.AWAITING_PEER
+    xb.reject()
+    pump(xa, xb)
+    assert xa.flags & ExchangeFlags.PEER_REJECTED
+    assert xa.settle(alice.contacts, T0) is None
+    assert xa.state == ExchangeState.REJECTED
+    assert alice.contacts.count() == 0
+
+
+def test_a_contact_awaiting_the_peer_expires(alice, bob):
+    xa, xb = bluetooth_pair(alice, bob)
+    pump(xa, xb)
+    contact_id = xa.confirm(alice.contacts, T0)
+    # The session ends without Bob's CONFIRM; this device stops too.
+    with pytest.raises(InvalidStateError):
+        alice.contacts.set_state(contact_id, VerificationState.VERIFIED, now=T0)
+    assert alice.contacts.expire_awaiting(T0 + 24 * 3600) == 0
+    assert alice.contacts.expire_awaiting(T0 + 24 * 3600 + 1) == 1
+    assert alice.contacts.count() == 0
 
 
 def test_bluetooth_wrong_session_code_fails(alice, bob):

@@ -20,6 +20,7 @@ from itsme import (
     AuthenticationFailedError,
     ContactStore,
     Exchange,
+    ExchangeFlags,
     ExchangeMethod,
     ExchangeState,
     ExpiredError,
@@ -37,7 +38,7 @@ from conftest import DictBackend
 from test_abi import HEADER, Header
 from test_exchange import DAY, T0, rng
 
-INVITE, ACCEPT, REPLY = 1, 2, 3
+INVITE, ACCEPT, REPLY, DECISION = 1, 2, 3, 4
 ALPHABET = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"
 CODE = re.compile(r"[2-9A-HJKMNP-Z]{4}-[2-9A-HJKMNP-Z]{4}")
 PAKE_PREFIX = "itsme.pake."
@@ -277,7 +278,21 @@ def test_round_trip(alice, bob, realtime):
     assert len(bob.pake_items()) == 1 and bob.pake_items()[0].endswith(".invitee")
 
     id_a = inviter.confirm(alice.contacts, T0 + 3700)
+    held = inviter.next_outgoing()
+    assert (held == b"") == (not realtime), "through the mailbox the inviter's confirmation waits for the invitee's"
     id_b = invitee.confirm(bob.contacts, T0 + 3700)
+    for party, contact_id in ((alice, id_a), (bob, id_b)):
+        assert party.contacts.get(contact_id).state == VerificationState.AWAITING_PEER
+    assert inviter.state == invitee.state == ExchangeState.AWAITING_DECISION
+    decision_b = invitee.next_outgoing()
+    assert decision_b[:2] == bytes([1, DECISION]) and len(decision_b) == 19
+    inviter.receive(decision_b, T0 + 3700)
+    assert inviter.flags & ExchangeFlags.PEER_CONFIRMED
+    assert inviter.settle(alice.contacts, T0 + 3700) == id_a
+    decision_a = held or inviter.next_outgoing()
+    assert decision_a[:2] == bytes([1, DECISION])
+    invitee.receive(decision_a, T0 + 3700)
+    assert invitee.settle(bob.contacts, T0 + 3700) == id_b
     method = ExchangeMethod.REALTIME if realtime else ExchangeMethod.INVITE
     for party, contact_id, peer in ((alice, id_a, bob), (bob, id_b, alice)):
         contact = party.contacts.get(contact_id)
@@ -423,8 +438,17 @@ def test_the_inviter_sealed_and_restored_between_steps(alice, bob):
 
     inviter.confirm(alice.contacts, T0 + 7500)
     invitee.confirm(bob.contacts, T0 + 7500)
+    # Awaiting Bob's decision, Alice's device restarts once more.
+    sealed_deciding = inviter.seal()
+    inviter.close()
+    inviter = Exchange.restore(alice.identity, sealed_deciding, T0 + 7500)
+    assert inviter.state == ExchangeState.AWAITING_DECISION
+    inviter.receive(invitee.next_outgoing(), T0 + 7500)
+    assert inviter.settle(alice.contacts, T0 + 7500) is not None
+    invitee.receive(inviter.next_outgoing(), T0 + 7500)
+    assert invitee.settle(bob.contacts, T0 + 7500) is not None
     # The exchange ended: its PAKE secret is gone, so no old copy restores.
-    for old in (sealed, sealed_at_sas):
+    for old in (sealed, sealed_at_sas, sealed_deciding):
         with pytest.raises(InvalidStateError):
             Exchange.restore(alice.identity, old, T0 + 7600)
     with pytest.raises(InvalidStateError):
@@ -518,8 +542,16 @@ def test_calls_in_the_wrong_state(alice, bob):
     with pytest.raises(itsme.WrongIdentityError):
         inviter.confirm(bob.contacts, T0)
     inviter.confirm(alice.contacts, T0)
-    with pytest.raises(InvalidStateError):
+    # Awaiting the peer's decision, anything else from the peer is refused
+    # without ending the exchange.
+    with pytest.raises(MalformedMessageError):
         inviter.receive(b"\x01\x02" + b"\0" * 200, T0)
+    assert inviter.state == ExchangeState.AWAITING_DECISION
+    assert inviter.seal()
+    with pytest.raises(InvalidStateError):
+        inviter.settle(alice.contacts, T0)  # no decision from the peer yet
+    inviter.reject(alice.contacts)  # giving up waiting
+    assert inviter.state == ExchangeState.REJECTED and alice.contacts.count() == 0
     with pytest.raises(InvalidStateError):
         inviter.reject(alice.contacts)
     with pytest.raises(InvalidStateError):

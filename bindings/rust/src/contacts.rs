@@ -21,6 +21,11 @@ pub enum VerificationState {
     /// Their device changed: verification still works, the change is shown
     /// (`ITSME_CONTACT_DEGRADED`).
     Degraded,
+    /// Added by an exchange whose SAS this side confirmed while the peer's
+    /// confirmation has not arrived: not usable for verification until its
+    /// exchange settles it (`ITSME_CONTACT_AWAITING_PEER`,
+    /// docs/PROTOCOL.md 8.1).
+    AwaitingPeer,
 }
 
 impl VerificationState {
@@ -30,6 +35,7 @@ impl VerificationState {
             VerificationState::Unverified => sys::ITSME_CONTACT_UNVERIFIED,
             VerificationState::Verified => sys::ITSME_CONTACT_VERIFIED,
             VerificationState::Degraded => sys::ITSME_CONTACT_DEGRADED,
+            VerificationState::AwaitingPeer => sys::ITSME_CONTACT_AWAITING_PEER,
         }
     }
 
@@ -39,6 +45,7 @@ impl VerificationState {
             sys::ITSME_CONTACT_UNVERIFIED => Some(VerificationState::Unverified),
             sys::ITSME_CONTACT_VERIFIED => Some(VerificationState::Verified),
             sys::ITSME_CONTACT_DEGRADED => Some(VerificationState::Degraded),
+            sys::ITSME_CONTACT_AWAITING_PEER => Some(VerificationState::AwaitingPeer),
             _ => None,
         }
     }
@@ -534,6 +541,19 @@ impl ContactStore {
         // SAFETY: live handle; count a valid place.
         self.call_code(|raw| unsafe { sys::itsme_store_count(raw, &mut count) })?;
         Ok(count)
+    }
+
+    /// Deletes every contact still awaiting the peer's decision more than
+    /// 24 hours after its exchange began; returns how many.  Exchanges do
+    /// it when they save; call it at start, say, after abandoned exchanges.
+    ///
+    /// Errors: [`ErrorKind::InvalidArgument`] (`now` out of range),
+    /// [`ErrorKind::AuthenticationFailed`], [`ErrorKind::Database`].
+    pub fn expire_awaiting(&self, now: i64) -> Result<u64> {
+        let mut deleted = 0u64;
+        // SAFETY: live handle; deleted a valid place.
+        self.call_code(|raw| unsafe { sys::itsme_store_expire_awaiting(raw, now, &mut deleted) })?;
+        Ok(deleted)
     }
 
     /// Writes a consistent copy of the whole store as one new file at

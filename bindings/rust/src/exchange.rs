@@ -197,13 +197,19 @@ pub enum ExchangeState {
     /// in it is authenticated; it can be saved, not confirmed
     /// (`ITSME_EXCHANGE_IMPORTED`).
     Imported,
-    /// The SAS was confirmed (`ITSME_EXCHANGE_CONFIRMED`).
+    /// Both decisions are in: the contact is verified
+    /// (`ITSME_EXCHANGE_CONFIRMED`).
     Confirmed,
-    /// The SAS was rejected (`ITSME_EXCHANGE_REJECTED`).
+    /// This side or the peer rejected the SAS, or this side stopped waiting
+    /// (`ITSME_EXCHANGE_REJECTED`).
     Rejected,
     /// A peer message was rejected, or the exchange expired; every later
     /// call fails (`ITSME_EXCHANGE_FAILED`).
     Failed,
+    /// This side confirmed; the peer's decision is not settled yet: wait for
+    /// [`ExchangeFlags::PEER_CONFIRMED`] or [`ExchangeFlags::PEER_REJECTED`],
+    /// then [`Exchange::settle`] (`ITSME_EXCHANGE_AWAITING_DECISION`).
+    AwaitingDecision,
 }
 
 impl ExchangeState {
@@ -216,6 +222,7 @@ impl ExchangeState {
             ExchangeState::Confirmed => sys::ITSME_EXCHANGE_CONFIRMED,
             ExchangeState::Rejected => sys::ITSME_EXCHANGE_REJECTED,
             ExchangeState::Failed => sys::ITSME_EXCHANGE_FAILED,
+            ExchangeState::AwaitingDecision => sys::ITSME_EXCHANGE_AWAITING_DECISION,
         }
     }
 
@@ -228,6 +235,7 @@ impl ExchangeState {
             sys::ITSME_EXCHANGE_CONFIRMED => Some(ExchangeState::Confirmed),
             sys::ITSME_EXCHANGE_REJECTED => Some(ExchangeState::Rejected),
             sys::ITSME_EXCHANGE_FAILED => Some(ExchangeState::Failed),
+            sys::ITSME_EXCHANGE_AWAITING_DECISION => Some(ExchangeState::AwaitingDecision),
             _ => None,
         }
     }
@@ -262,12 +270,12 @@ impl ExchangeFlags {
     /// A contact with the peer's identity key is stored; set by
     /// [`Exchange::save`] (`ITSME_EXCHANGE_FLAG_KNOWN_CONTACT`).
     pub const KNOWN_CONTACT: ExchangeFlags = ExchangeFlags(sys::ITSME_EXCHANGE_FLAG_KNOWN_CONTACT);
-    /// Bluetooth: the peer confirmed the SAS
-    /// (`ITSME_EXCHANGE_FLAG_PEER_CONFIRMED`).
+    /// The peer's authenticated confirmation of the SAS arrived (Bluetooth,
+    /// invite, real-time) (`ITSME_EXCHANGE_FLAG_PEER_CONFIRMED`).
     pub const PEER_CONFIRMED: ExchangeFlags = ExchangeFlags(sys::ITSME_EXCHANGE_FLAG_PEER_CONFIRMED);
-    /// Bluetooth: the peer rejected the SAS and will not keep the contact
-    /// (`ITSME_EXCHANGE_FLAG_PEER_REJECTED`).  If this device confirmed
-    /// already, tell the person and offer to delete the contact.
+    /// The peer rejected the SAS (`ITSME_EXCHANGE_FLAG_PEER_REJECTED`):
+    /// confirm is refused; [`Exchange::settle`] (after this side confirmed)
+    /// or [`Exchange::reject`] deletes the new contact.
     pub const PEER_REJECTED: ExchangeFlags = ExchangeFlags(sys::ITSME_EXCHANGE_FLAG_PEER_REJECTED);
 
     const NAMES: [(ExchangeFlags, &'static str); 4] = [
@@ -794,11 +802,15 @@ impl Exchange {
         Ok(id)
     }
 
-    /// The two people said the SAS matches: saves if needed, marks the
-    /// contact verified (for a known contact: replaces its seed and device
-    /// secrets) and returns its id; the state becomes
-    /// [`ExchangeState::Confirmed`].  Bluetooth: a CONFIRM frame is queued
-    /// for [`Exchange::next_outgoing`].
+    /// The person said the SAS matches: saves if needed, queues this side's
+    /// decision for [`Exchange::next_outgoing`] and returns the contact's
+    /// id.  A contact becomes verified only with both decisions
+    /// (docs/PROTOCOL.md 8.1): for QR, or once the peer's confirmation has
+    /// arrived, at once (state [`ExchangeState::Confirmed`]; a known
+    /// contact gets the new seed and device secrets); otherwise the state
+    /// becomes [`ExchangeState::AwaitingDecision`], a new contact
+    /// [`VerificationState::AwaitingPeer`](crate::VerificationState::AwaitingPeer),
+    /// until [`Exchange::settle`].
     ///
     /// Errors: [`ErrorKind::InvalidState`] (no SAS, an import, or the peer
     /// rejected), [`ErrorKind::Expired`], [`ErrorKind::Database`],
@@ -812,7 +824,26 @@ impl Exchange {
         Ok(id)
     }
 
-    /// The SAS differs, or the person gave up: deletes the contact
+    /// Applies the peer's decision, once it arrived, to a confirmed exchange
+    /// ([`ExchangeState::AwaitingDecision`]): the peer confirmed, the
+    /// contact becomes verified and `Some(id)` is returned; the peer
+    /// rejected, a new contact is deleted (a known one keeps its old seed)
+    /// and `None` is returned.
+    ///
+    /// Errors: [`ErrorKind::InvalidState`] (the peer's decision has not
+    /// arrived), [`ErrorKind::Expired`], [`ErrorKind::Database`],
+    /// [`ErrorKind::InvalidArgument`] (another store than the one saved in).
+    pub fn settle(&mut self, store: &ContactStore, now: i64) -> Result<Option<i64>> {
+        let mut id = 0i64;
+        let contacts = store.as_raw();
+        // SAFETY: live handles (the borrow keeps the store open); id is a
+        // valid place.
+        self.call_code(|raw| unsafe { sys::itsme_exchange_settle(raw, contacts, now, &mut id) })?;
+        Ok(if id != 0 { Some(id) } else { None })
+    }
+
+    /// The SAS differs, the person gave up, or (while awaiting the peer's
+    /// decision) the room or Bluetooth session ended first: deletes the contact
     /// [`Exchange::save`] added (a known contact is left untouched); the
     /// state becomes [`ExchangeState::Rejected`].  `store` may be `None` if
     /// nothing was saved.  Bluetooth: a CONFIRM frame saying so is queued
@@ -1064,13 +1095,13 @@ mod tests {
 
     #[test]
     fn states_round_trip() {
-        for code in sys::ITSME_EXCHANGE_AWAITING_PEER..=sys::ITSME_EXCHANGE_FAILED {
+        for code in sys::ITSME_EXCHANGE_AWAITING_PEER..=sys::ITSME_EXCHANGE_AWAITING_DECISION {
             let state = ExchangeState::from_code(code).unwrap();
             assert_eq!(state.code(), code);
             assert_eq!(ExchangeState::try_from(code).unwrap(), state);
         }
         assert_eq!(ExchangeState::from_code(0), None);
-        assert_eq!(ExchangeState::try_from(7).unwrap_err().kind(), ErrorKind::InvalidArgument);
+        assert_eq!(ExchangeState::try_from(8).unwrap_err().kind(), ErrorKind::InvalidArgument);
     }
 
     #[test]

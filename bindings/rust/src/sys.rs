@@ -115,6 +115,7 @@ pub type itsme_verification_state = u32;
 pub const ITSME_CONTACT_UNVERIFIED: itsme_verification_state = 0;
 pub const ITSME_CONTACT_VERIFIED: itsme_verification_state = 1;
 pub const ITSME_CONTACT_DEGRADED: itsme_verification_state = 2;
+pub const ITSME_CONTACT_AWAITING_PEER: itsme_verification_state = 3;
 
 pub type itsme_exchange_method = u32;
 pub const ITSME_EXCHANGE_QR: itsme_exchange_method = 0;
@@ -154,6 +155,7 @@ pub const ITSME_EXCHANGE_IMPORTED: itsme_exchange_state = 3;
 pub const ITSME_EXCHANGE_CONFIRMED: itsme_exchange_state = 4;
 pub const ITSME_EXCHANGE_REJECTED: itsme_exchange_state = 5;
 pub const ITSME_EXCHANGE_FAILED: itsme_exchange_state = 6;
+pub const ITSME_EXCHANGE_AWAITING_DECISION: itsme_exchange_state = 7;
 
 pub const ITSME_EXCHANGE_FLAG_UNAUTHENTICATED: u32 = 1;
 pub const ITSME_EXCHANGE_FLAG_KNOWN_CONTACT: u32 = 2;
@@ -636,6 +638,7 @@ extern "C" {
         out: *mut *mut itsme_contact_list,
     ) -> itsme_result;
     pub fn itsme_store_count(store: *mut itsme_store, out_count: *mut u64) -> itsme_result;
+    pub fn itsme_store_expire_awaiting(store: *mut itsme_store, now: i64, out_deleted: *mut u64) -> itsme_result;
     pub fn itsme_store_set_name(store: *mut itsme_store, id: i64, name: *const c_char) -> itsme_result;
     pub fn itsme_store_set_note(store: *mut itsme_store, id: i64, note: *const c_char) -> itsme_result;
     pub fn itsme_store_set_state(
@@ -780,6 +783,12 @@ extern "C" {
         out_len: *mut usize,
     ) -> itsme_result;
     pub fn itsme_exchange_save(
+        exchange: *mut itsme_exchange,
+        store: *mut itsme_store,
+        now: i64,
+        out_contact_id: *mut i64,
+    ) -> itsme_result;
+    pub fn itsme_exchange_settle(
         exchange: *mut itsme_exchange,
         store: *mut itsme_store,
         now: i64,

@@ -449,17 +449,23 @@ fn bluetooth_end_to_end() {
     let id_a = a.save(&alice.contacts, T0).unwrap();
     assert_eq!(alice.contacts.get(id_a).unwrap().state, VerificationState::Unverified);
     assert_eq!(a.confirm(&alice.contacts, T0 + 1).unwrap(), id_a);
-    assert_eq!(state(&a), ExchangeState::Confirmed);
+    // B has not decided: A's contact awaits B's confirmation.
+    assert_eq!(state(&a), ExchangeState::AwaitingDecision);
+    assert_eq!(alice.contacts.get(id_a).unwrap().state, VerificationState::AwaitingPeer);
+    assert_kind(a.settle(&alice.contacts, T0 + 1), ErrorKind::InvalidState);
     let confirm_a = take(&mut a);
     assert_eq!(confirm_a[..2], [1, 4]);
     assert_eq!(a.next_outgoing().unwrap(), Vec::<u8>::new());
     b.receive(&confirm_a, T0 + 1).unwrap();
     assert_eq!(b.status().unwrap(), (ExchangeState::CompareSas, ExchangeFlags::PEER_CONFIRMED));
 
-    // B confirms (without saving first): A learns it.
+    // B confirms (without saving first), A's confirmation in hand: B's
+    // contact is verified at once. A learns it and settles.
     let id_b = b.confirm(&bob.contacts, T0 + 2).unwrap();
     let confirm_b = take(&mut b);
     a.receive(&confirm_b, T0 + 2).unwrap();
+    assert_eq!(a.status().unwrap(), (ExchangeState::AwaitingDecision, ExchangeFlags::PEER_CONFIRMED));
+    assert_eq!(a.settle(&alice.contacts, T0 + 2).unwrap(), Some(id_a));
     assert_eq!(a.status().unwrap(), (ExchangeState::Confirmed, ExchangeFlags::PEER_CONFIRMED));
     assert_eq!(b.status().unwrap(), (ExchangeState::Confirmed, ExchangeFlags::PEER_CONFIRMED));
 
@@ -486,6 +492,31 @@ fn bluetooth_pump_helper_moves_every_frame() {
     assert_eq!(pump(&mut a, &mut b), 2);
     assert!(flags(&a).contains(ExchangeFlags::PEER_CONFIRMED));
     assert!(flags(&b).contains(ExchangeFlags::PEER_CONFIRMED));
+    assert!(a.settle(&alice.contacts, T0).unwrap().is_some());
+    assert!(b.settle(&bob.contacts, T0).unwrap().is_some());
+}
+
+#[test]
+fn bluetooth_peer_rejects_after_this_side_confirmed() {
+    let alice = Party::new("Alice");
+    let bob = Party::new("Bob");
+    let (mut a, mut b) = bluetooth_pair(&alice, &bob);
+    pump(&mut a, &mut b);
+    let id = a.confirm(&alice.contacts, T0).unwrap();
+    assert_eq!(alice.contacts.get(id).unwrap().state, VerificationState::AwaitingPeer);
+    b.reject(None).unwrap();
+    pump(&mut a, &mut b);
+    assert_eq!(a.status().unwrap(), (ExchangeState::AwaitingDecision, ExchangeFlags::PEER_REJECTED));
+    assert_eq!(a.settle(&alice.contacts, T0).unwrap(), None);
+    assert_eq!(state(&a), ExchangeState::Rejected);
+    assert_eq!(alice.contacts.count().unwrap(), 0);
+    // A contact awaiting the peer that never answers expires after a day.
+    let (mut a, mut b) = bluetooth_pair(&alice, &bob);
+    pump(&mut a, &mut b);
+    a.confirm(&alice.contacts, T0).unwrap();
+    assert_eq!(alice.contacts.expire_awaiting(T0 + 86_400).unwrap(), 0);
+    assert_eq!(alice.contacts.expire_awaiting(T0 + 86_401).unwrap(), 1);
+    assert_eq!(alice.contacts.count().unwrap(), 0);
 }
 
 #[test]
@@ -752,6 +783,7 @@ fn bluetooth_seal_and_restore_mid_exchange() {
     pump(&mut a, &mut b);
     assert!(flags(&a).contains(ExchangeFlags::PEER_CONFIRMED));
     assert!(flags(&b).contains(ExchangeFlags::PEER_CONFIRMED));
+    a.settle(&alice.contacts, T0 + 90).unwrap();
 
     // A finished Bluetooth exchange still seals (it may have a CONFIRM
     // frame to send or receive) and restores finished.

@@ -959,6 +959,12 @@ fn store_lookup_arguments() {
         assert_eq!(itsme_store_count(null_mut(), &mut count), ITSME_E_INVALID_ARGUMENT);
         assert_eq!(itsme_store_count(s, null_mut()), ITSME_E_INVALID_ARGUMENT);
         assert_eq!(count, 42);
+        assert_eq!(itsme_store_expire_awaiting(null_mut(), T0, &mut count), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_store_expire_awaiting(s, -1, &mut count), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(count, 42, "written on failure");
+        assert_eq!(itsme_store_expire_awaiting(s, T0, null_mut()), ITSME_OK);
+        assert_eq!(itsme_store_expire_awaiting(s, T0, &mut count), ITSME_OK);
+        assert_eq!(count, 0, "no contact awaits a peer");
 
         // No match is an empty list, not an error; either case is accepted.
         let mut n = 99usize;
@@ -1718,6 +1724,7 @@ fn exchange_input_arguments() {
         for (what, call) in [
             ("save", itsme_exchange_save as unsafe extern "C" fn(_, _, _, _) -> _),
             ("confirm", itsme_exchange_confirm),
+            ("settle", itsme_exchange_settle),
         ] {
             assert_eq!(call(null_mut(), s, T0, &mut id), ITSME_E_INVALID_ARGUMENT, "{what}");
             assert_eq!(call(ex, null_mut(), T0, &mut id), ITSME_E_INVALID_ARGUMENT, "{what}");

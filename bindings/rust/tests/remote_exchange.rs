@@ -223,7 +223,20 @@ fn round_trip(realtime: bool) {
     let saved = alice.contacts.get(id_a).unwrap();
     assert_eq!((saved.state, saved.method), (VerificationState::Unverified, method));
     assert_eq!(a.confirm(&alice.contacts, T0 + 3760).unwrap(), id_a);
+    assert_eq!(state(&a), ExchangeState::AwaitingDecision);
+    assert_eq!(alice.contacts.get(id_a).unwrap().state, VerificationState::AwaitingPeer);
+    // Through the mailbox the inviter's DECISION waits for the invitee's.
+    let held = a.next_outgoing().unwrap();
+    assert_eq!(held.is_empty(), !realtime);
     let id_b = b.confirm(&bob.contacts, T0 + 3760).unwrap();
+    let decision_b = take(&mut b);
+    assert_eq!((decision_b.len(), &decision_b[..2]), (19, &[1u8, 4][..]));
+    a.receive(&decision_b, T0 + 3760).unwrap();
+    assert_eq!(a.status().unwrap(), (ExchangeState::AwaitingDecision, ExchangeFlags::PEER_CONFIRMED));
+    assert_eq!(a.settle(&alice.contacts, T0 + 3760).unwrap(), Some(id_a));
+    let decision_a = if realtime { held } else { take(&mut a) };
+    b.receive(&decision_a, T0 + 3760).unwrap();
+    assert_eq!(b.settle(&bob.contacts, T0 + 3760).unwrap(), Some(id_b));
     for (party, peer, exchange, id) in [(&alice, &bob, &mut a, id_a), (&bob, &alice, &mut b, id_b)] {
         assert_eq!(state(exchange), ExchangeState::Confirmed);
         assert_nothing_to_send(exchange, "a confirmed exchange at a distance has nothing more to send");
@@ -665,13 +678,22 @@ fn each_side_restores_between_its_steps() {
     assert_eq!(a.peer_public_key().unwrap(), Some(bob.key()));
     let id_a = a.confirm(&alice.contacts, T0 + 7400).unwrap();
     let id_b = b.confirm(&bob.contacts, T0 + 7400).unwrap();
+    // Awaiting Bob's decision, Alice stops again: sealed and restored.
+    let sealed_deciding = a.seal().unwrap();
+    drop(a);
+    let mut a = Exchange::restore(&alice.identity, &sealed_deciding, T0 + 7450).unwrap();
+    assert_eq!(state(&a), ExchangeState::AwaitingDecision);
+    a.receive(&take(&mut b), T0 + 7450).unwrap();
+    assert_eq!(a.settle(&alice.contacts, T0 + 7450).unwrap(), Some(id_a));
+    b.receive(&take(&mut a), T0 + 7450).unwrap();
+    assert_eq!(b.settle(&bob.contacts, T0 + 7450).unwrap(), Some(id_b));
     assert_eq!(alice.contacts.get(id_a).unwrap().state, VerificationState::Verified);
     assert_eq!(bob.contacts.get(id_b).unwrap().state, VerificationState::Verified);
     assert_eq!(alice.contacts.get(id_a).unwrap().method, ExchangeMethod::Invite);
 
     // The exchange has ended: its secrets are gone and no sealed copy
     // restores.
-    for sealed in [&sealed_a, &sealed_comparing] {
+    for sealed in [&sealed_a, &sealed_comparing, &sealed_deciding] {
         assert_kind(Exchange::restore(&alice.identity, sealed, T0 + 7500), ErrorKind::InvalidState);
     }
     assert_kind(Exchange::restore(&bob.identity, &sealed_b, T0 + 7500), ErrorKind::InvalidState);

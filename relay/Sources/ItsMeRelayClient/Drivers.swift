@@ -77,19 +77,21 @@ public func realtimeExchange(
         peekOutgoing: exchange.peekOutgoing, markSent: exchange.markSent,
         receive: { try exchange.receive($0, now: $1) }, isRunning: { exchange.state == .awaitingPeer })
     func peerDecided() -> Bool { !exchange.flags.isDisjoint(with: [.peerConfirmed, .peerRejected]) }
-    let pinger = Task {
-        while !Task.isCancelled {
-            try? await Task.sleep(nanoseconds: UInt64(pingInterval * 1e9))
-            if Task.isCancelled { break }
-            try? await room.ping()
-        }
-    }
-    defer { pinger.cancel() }
+    var pinger: Task<Void, Never>?
+    defer { pinger?.cancel() }
     do {
         try await runInRoom(room, machine, deadline, now, onFailure: { InviteSession.giveUp(exchange) })
         guard exchange.state == .compareSAS else {
             await room.close()
             return exchange.state
+        }
+        // From here a person decides, and the peer's person too: ping.
+        pinger = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(nanoseconds: UInt64(pingInterval * 1e9))
+                if Task.isCancelled { break }
+                try? await room.ping()
+            }
         }
         _ = try exchange.save(to: store, now: now())
         if try await decide(exchange) { try exchange.confirm(store: store, now: now()) } else { try exchange.reject(store: store) }
