@@ -78,11 +78,11 @@ extern "C" {
  * 0.N.x; the bindings refuse a library whose MAJOR.MINOR differs from the
  * one they were written for. */
 #define ITSME_VERSION_MAJOR 0
-#define ITSME_VERSION_MINOR 1
+#define ITSME_VERSION_MINOR 2
 #define ITSME_VERSION_PATCH 0
-#define ITSME_VERSION_STRING "0.1.0"
+#define ITSME_VERSION_STRING "0.2.0"
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
-#define ITSME_VERSION_NUMBER 100
+#define ITSME_VERSION_NUMBER 200
 
 /* The version of the library actually loaded, as "MAJOR.MINOR.PATCH".
  * Static storage; never free it.  Thread-safe; needs no itsme_init(). */
@@ -512,7 +512,7 @@ itsme_result itsme_store_open(itsme_identity *identity, const char *path,
  * change is already on disk; nothing is lost by closing. */
 void itsme_store_free(itsme_store *store);
 
-/* Deprecated alias of itsme_store_free, kept for the 0.1 series only: it
+/* Deprecated alias of itsme_store_free, kept through the 0.2 series: it
  * will be removed in 0.2. */
 ITSME_DEPRECATED("use itsme_store_free")
 void itsme_store_close(itsme_store *store);

@@ -141,7 +141,7 @@ fn check_file_versions(dir: &Path, source: &str) {
     }
 }
 
-/// Fails the build unless `version` ("0.1", "0.1.0") is of [`ABI_VERSION`];
+/// Fails the build unless `version` ("0.2", "0.2.0") is of [`ABI_VERSION`];
 /// a version without a minor ("0") says nothing and passes.
 fn check_version(version: &str, what: &str) {
     let mut parts = version.split('.').map(str::parse::<u32>);

@@ -86,8 +86,8 @@ BUNDLED_LIBRARY_FILE = "libitsme.so"
 SYSTEM_LIBRARY_FILE = "libitsme.so"
 #: The ABI this binding was written for, (MAJOR, MINOR): while the major
 #: version is 0 the minor names the ABI (include/itsme.h, "Compatibility"),
-#: so any libitsme 0.1.x will do and no other.
-ABI_VERSION: Tuple[int, int] = (0, 1)
+#: so any libitsme 0.2.x will do and no other.
+ABI_VERSION: Tuple[int, int] = (0, 2)
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -263,7 +263,7 @@ SIGNATURES: Dict[str, Tuple[Optional[type], List[type]]] = {
     # Contact store
     "itsme_store_open": (_result, [_handle, _text, _handle_out]),
     "itsme_store_free": (None, [_handle]),
-    "itsme_store_close": (None, [_handle]),  # deprecated alias of itsme_store_free (0.1 only)
+    "itsme_store_close": (None, [_handle]),  # deprecated alias of itsme_store_free (until 0.3)
     "itsme_store_last_error": (_result, [_handle, _text, c_size_t, _size_out]),
     "itsme_store_add": (
         _result,

@@ -17,7 +17,7 @@ import itsme
 from itsme import _ffi
 
 BINDING = pathlib.Path(__file__).resolve().parent.parent
-ELSEWHERE = os.path.join("elsewhere", "libitsme.so.0.1")
+ELSEWHERE = os.path.join("elsewhere", "libitsme.so.0.2")
 
 
 @pytest.fixture
@@ -101,7 +101,7 @@ def library_of_version(tmp_path, number):
 
 @pytest.mark.parametrize(
     "number, text",
-    [(200, "0.2.0"), (201, "0.2.1"), (10100, "1.1.0"), (10000, "1.0.0"), (0, "0.0.0"), (99, "0.0.99")],
+    [(100, "0.1.0"), (300, "0.3.0"), (301, "0.3.1"), (10200, "1.2.0"), (10000, "1.0.0"), (0, "0.0.0"), (99, "0.0.99")],
 )
 def test_a_library_of_another_abi_is_refused(tmp_path, number, text):
     path = library_of_version(tmp_path, number)
@@ -109,19 +109,19 @@ def test_a_library_of_another_abi_is_refused(tmp_path, number, text):
         _ffi.load_library(path)
     error = caught.value
     assert isinstance(error, OSError)
-    assert (error.path, error.found, error.expected) == (path, number, (0, 1))
+    assert (error.path, error.found, error.expected) == (path, number, (0, 2))
     message = str(error)
     assert repr(path) in message
     assert f"libitsme {text}," in message
-    assert "written for libitsme 0.1 (any 0.1.x)" in message
+    assert "written for libitsme 0.2 (any 0.2.x)" in message
     assert _ffi.LIBRARY_ENV in message
     copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is itsme.LibraryVersionError and str(copy) == message
 
 
-@pytest.mark.parametrize("number", [100, 101, 199])
+@pytest.mark.parametrize("number", [200, 201, 299])
 def test_a_library_of_the_same_abi_passes_the_check(tmp_path, number):
-    """0.1.x passes the version check; this one then lacks every other
+    """0.2.x passes the version check; this one then lacks every other
     function, which load_library reports after the check."""
     path = library_of_version(tmp_path, number)
     with pytest.raises(OSError) as caught:

@@ -796,7 +796,7 @@ fn store_open_arguments() {
         assert!(!out.is_null() && out != sentinel());
         itsme_store_free(out);
 
-        // The deprecated alias, kept for the 0.1 series, releases a store
+        // The deprecated alias, kept through the 0.2 series, releases a store
         // as itsme_store_free does.
         let mut again = sentinel();
         assert_eq!(itsme_store_open(f.identity, ptr(&path), &mut again), ITSME_OK);

@@ -39,6 +39,7 @@ func exchangeStateName(_ state: Exchange.State) -> String {
     case .confirmed: return "confirmed"
     case .rejected: return "rejected"
     case .failed: return "failed"
+    case .awaitingDecision: return "awaiting-decision"
     }
 }
 

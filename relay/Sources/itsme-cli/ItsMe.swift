@@ -175,7 +175,8 @@ struct Contacts: AsyncParsableCommand {
     static func document(_ c: Contact) -> [String: Any] {
         var d: [String: Any] = [
             "id": c.id, "name": c.name, "fingerprint": c.fingerprint,
-            "state": c.state == .degraded ? "device-changed" : stateName(c.state, acknowledged: false),
+            "state": c.state == .degraded
+                ? "device-changed" : c.state == .awaitingPeer ? "awaiting-peer" : stateName(c.state, acknowledged: false),
             "deviceChangeAcknowledged": c.degradationAcknowledged, "method": methodName(c.exchangeMethod),
             "added": isoTime(c.createdAt), "authenticated": c.isAuthenticated,
         ]

@@ -434,5 +434,6 @@ func stateName(_ state: Contact.State, acknowledged: Bool) -> String {
     case .unverified: return "unverified"
     case .verified: return "verified"
     case .degraded: return acknowledged ? "device changed (acknowledged)" : "device changed"
+    case .awaitingPeer: return "awaiting their confirmation"
     }
 }

@@ -66,20 +66,38 @@ final class InviteTests: RelayTestCase {
 
         state = try await a.step(wait: 5, now: now)  // reads ACCEPT, posts REPLY
         XCTAssertEqual(state, .compareSAS)
-        XCTAssertTrue(a.done)
+        XCTAssertFalse(a.done, "the decisions are still to come")
         XCTAssertEqual(a.accepted, true)
         a = try saveAndResume(a, alice, now: now)
-        XCTAssertTrue(a.done)
 
-        state = try await b.step(wait: 5, now: now)  // reads REPLY, ends the invite
+        state = try await b.step(wait: 5, now: now)  // reads REPLY
         XCTAssertEqual(state, .compareSAS)
-        XCTAssertTrue(b.done)
+        XCTAssertFalse(b.done)
         b = try saveAndResume(b, bob, now: now)
 
         let sasA = try XCTUnwrap(a.exchange.sas), sasB = try XCTUnwrap(b.exchange.sas)
         XCTAssertEqual(sasA, sasB)
         XCTAssertEqual(a.exchange.peer?.name, "Bob")
         XCTAssertEqual(b.exchange.peer?.name, "Alice")
+
+        // Alice confirms first; her confirmation waits for Bob's decision.
+        let idA = try a.exchange.confirm(store: alice.contacts, now: now)
+        state = try await a.step(now: now)
+        XCTAssertEqual(state, .awaitingDecision)
+        a = try saveAndResume(a, alice, now: now)
+        let idB = try b.exchange.confirm(store: bob.contacts, now: now)
+        state = try await b.step(now: now)  // posts Bob's decision
+        XCTAssertEqual(state, .awaitingDecision)
+        XCTAssertFalse(b.done)
+        state = try await a.step(wait: 5, now: now)  // reads Bob's, posts Alice's
+        XCTAssertTrue(a.done)
+        XCTAssertTrue(a.exchange.flags.contains(.peerConfirmed))
+        XCTAssertEqual(try a.exchange.settle(store: alice.contacts, now: now), idA)
+        state = try await b.step(wait: 5, now: now)  // reads Alice's, ends the invite
+        XCTAssertTrue(b.done)
+        XCTAssertEqual(try b.exchange.settle(store: bob.contacts, now: now), idB)
+        XCTAssertEqual(try alice.contacts.contact(id: idA).state, .verified)
+        XCTAssertEqual(try bob.contacts.contact(id: idB).state, .verified)
 
         // Nothing is left on the relay: the invitee ended the invite.
         let token = try XCTUnwrap(a.token)
@@ -91,10 +109,34 @@ final class InviteTests: RelayTestCase {
         let failure = await a.finish()
         XCTAssertNil(failure)
         state = try await b.step(now: now)
-        XCTAssertEqual(state, .compareSAS)
+        XCTAssertEqual(state, .confirmed)
+    }
 
-        XCTAssertNoThrow(try a.exchange.confirm(store: alice.contacts, now: now))
-        XCTAssertNoThrow(try b.exchange.confirm(store: bob.contacts, now: now))
+    func testAnInviteThatEndsBeforeThePeersDecisionCountsAsNone() async throws {
+        let url = try await startRelay()
+        let alice = try Person("Alice", in: directory), bob = try Person("Bob", in: directory)
+        let now = unixNow()
+        let a = try inviter(alice, InviteMailbox(url, timeout: 5), now: now)
+        _ = try await a.step(now: now)
+        let b = try invitee(
+            bob, InviteMailbox(url, timeout: 5), inviteCode: try XCTUnwrap(a.exchange.inviteCode).text,
+            encryptionCode: try XCTUnwrap(a.exchange.encryptionCode).text, now: now)
+        async let stateA = Self.runUntilSAS(a, now: now)
+        async let stateB = Self.runUntilSAS(b, now: now)
+        _ = try await (stateA, stateB)
+        // Bob confirms; Alice rejects and ends the invite (cancel).
+        let idB = try b.exchange.confirm(store: bob.contacts, now: now)
+        _ = try await b.step(now: now)
+        let cancelled = await a.cancel(store: alice.contacts)
+        XCTAssertNil(cancelled)
+        let ended = await relayError { _ = try await b.step(wait: 1, now: now) }
+        XCTAssertEqual(ended?.inviteEnded, true)
+        // The host rejects what awaited the peer: nothing is kept.
+        XCTAssertEqual(b.exchange.state, .awaitingDecision)
+        try b.exchange.reject(store: bob.contacts)
+        XCTAssertEqual(try bob.contacts.count(), 0)
+        let missing = await coreErrorKind { _ = try bob.contacts.contact(id: idB) }
+        XCTAssertEqual(missing, .notFound)
     }
 
     private static func runUntilSAS(_ session: InviteSession, now: Int64) async throws -> Exchange.State {
@@ -119,7 +161,7 @@ final class InviteTests: RelayTestCase {
         XCTAssertEqual(endA, .compareSAS)
         XCTAssertEqual(endB, .compareSAS)
         XCTAssertEqual(a.exchange.sas, b.exchange.sas)
-        XCTAssertTrue(a.done && b.done)
+        XCTAssertFalse(a.done || b.done, "the decisions are still to come")
     }
 
     func testWrongEncryptionCodeFailsBothSidesAndEndsTheInvite() async throws {
