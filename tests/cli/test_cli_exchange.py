@@ -2,6 +2,7 @@
 in person by QR code, typed at the prompts."""
 
 import re
+import time
 
 CODE = r"([2-9A-Z]{4}-[2-9A-Z]{4})"
 SAS = r"SAS: ([A-Z]+ \d{4})"
@@ -62,8 +63,16 @@ def test_invite_exchange_typed_at_the_prompts(people, relay_url):
     assert alice.json("sas", "show")["sas"] == sas_alice
     assert bob.json("sas", "show")["sas"] == sas_bob
 
-    alice.ok("sas", "confirm")
-    bob.ok("sas", "confirm")
+    # Each confirms on their own time; a contact is verified only once the
+    # other's confirmation arrived too.
+    confirmed = alice.json("sas", "confirm", "--wait", "0")
+    assert confirmed["state"] == "awaiting-peer", confirmed
+    assert contact_named(alice, "Bob")["state"] == "awaiting-peer"
+    assert alice.json("sas", "show")["state"] == "awaiting-decision"
+    assert bob.json("sas", "confirm", "--wait", "0")["state"] == "awaiting-peer"
+    # Alice reads Bob's decision and posts hers; Bob reads hers.
+    assert alice.json("invite", "status", "--wait", "10")["state"] == "verified"
+    assert bob.json("invite", "status", "--wait", "10")["state"] == "verified"
     at_alice = contact_named(alice, "Bob")
     at_bob = contact_named(bob, "Alice")
     assert at_alice["state"] == "verified" and at_alice["method"] == "invite"
@@ -105,16 +114,45 @@ def test_realtime_exchange(people, relay_url):
     join.expect_exact("Encryption code: ")
     join.sendline(encryption)
 
+    # Both compare the SAS on the call and answer inside the room; Bob takes
+    # his time, and the contacts are verified only once both said yes.
     sas_alice = host.expect(SAS).group(1)
     sas_bob = join.expect(SAS).group(1)
     assert sas_alice == sas_bob
+    host.expect(r"Does Bob read the same SAS\?")
+    host.sendline("y")
+    join.expect(r"Does Alice read the same SAS\?")
+    time.sleep(1)
+    join.sendline("y")
+    host.expect(r"Bob \(#\d+\) is a verified contact")
+    join.expect(r"Alice \(#\d+\) is a verified contact")
     assert host.finish() == 0
     assert join.finish() == 0
-
-    alice.ok("sas", "confirm")
-    bob.ok("sas", "confirm")
     assert contact_named(alice, "Bob")["method"] == "realtime"
     assert contact_named(bob, "Alice")["state"] == "verified"
+
+
+def test_realtime_exchange_rejected_by_one_side(people, relay_url):
+    alice = people("Alice", init=True)
+    bob = people("Bob", init=True)
+    host = alice.spawn("realtime", "--relay", relay_url, "--timeout", "40")
+    invite = host.expect(r"Invite code:\s+" + CODE).group(1)
+    encryption = host.expect(r"Encryption code:\s+" + CODE).group(1)
+    join = bob.spawn("realtime", "--join", "--relay", relay_url, "--timeout", "40")
+    join.expect_exact("Invite code: ")
+    join.sendline(invite)
+    join.expect_exact("Encryption code: ")
+    join.sendline(encryption)
+    # Alice says yes, Bob says the SAS differs: neither keeps anything.
+    host.expect(r"Does Bob read the same SAS\?")
+    host.sendline("y")
+    join.expect(r"Does Alice read the same SAS\?")
+    join.sendline("n")
+    host.expect(r"nothing was kept")
+    join.expect(r"nothing was kept")
+    assert host.finish() == 1
+    assert join.finish() == 1
+    assert alice.json("contacts")["contacts"] == [] and bob.json("contacts")["contacts"] == []
 
 
 def test_qr_exchange_and_reject(people):

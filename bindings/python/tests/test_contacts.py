@@ -32,6 +32,7 @@ import pytest
 
 import itsme
 from itsme import (
+    CONTACT_AWAITING_PEER,
     CONTACT_DEGRADED,
     CONTACT_UNVERIFIED,
     CONTACT_VERIFIED,
@@ -301,7 +302,8 @@ def test_values_out_of_range_are_refused(contacts):
         (itsme.InvalidArgumentError, lambda: contacts.set_name(cid, "n" * 129)),
         (itsme.InvalidArgumentError, lambda: contacts.set_note(cid, "x" * 4097)),
         (itsme.InvalidArgumentError, lambda: contacts.set_note(cid, "é" * 2048 + "x")),
-        (itsme.InvalidArgumentError, lambda: contacts.set_state(cid, 3, now=T0)),
+        (itsme.InvalidStateError, lambda: contacts.set_state(cid, CONTACT_AWAITING_PEER, now=T0)),
+        (itsme.InvalidArgumentError, lambda: contacts.set_state(cid, 4, now=T0)),
         (itsme.InvalidArgumentError, lambda: contacts.set_state(cid, 2**32 + 1, now=T0)),
         (itsme.InvalidArgumentError, lambda: contacts.set_state(cid, CONTACT_VERIFIED, now=-1)),
         (itsme.InvalidArgumentError, lambda: contacts.get(2**63)),
@@ -949,7 +951,7 @@ def test_raw_unknown_exchange_method(raw, method):
     assert raw_count(raw.store) == 2
 
 
-@pytest.mark.parametrize("state", [3, 4, 255, 2**31, 2**32 - 1])
+@pytest.mark.parametrize("state", [4, 255, 2**31, 2**32 - 1])
 def test_raw_unknown_state(raw, state):
     for acknowledged in (0, 1):
         assert lib.itsme_store_set_state(raw.store, raw.keyed, state, acknowledged, T0) == R.ITSME_E_INVALID_ARGUMENT

@@ -691,9 +691,9 @@ def test_bluetooth_confirm_after_the_peer_confirmed(alice, bob):
     xb.confirm(bob.contacts, T0)
     pump(xa, xb)
     assert xa.flags == ExchangeFlags.PEER_CONFIRMED and xa.state == ExchangeState.COMPARE_SAS
-    xa.confirm(alice.contacts, T0)
+    contact_id = xa.confirm(alice.contacts, T0)
     assert xa.state == ExchangeState.CONFIRMED, "Bob's confirmation came first: verified at once"
-    assert alice.contact(xa.save(alice.contacts, T0)).state == VerificationState.VERIFIED
+    assert alice.contact(contact_id).state == VerificationState.VERIFIED
     pump(xa, xb)
     assert xb.flags == ExchangeFlags.PEER_CONFIRMED
     assert xb.settle(bob.contacts, T0) is not None

@@ -161,10 +161,10 @@ def import_itsme(environ, pythonpath=BINDING):
 
 
 def test_importing_refuses_a_library_of_another_abi(tmp_path):
-    path = library_of_version(tmp_path, 200)
+    path = library_of_version(tmp_path, 300)
     code, _, stderr = import_itsme({_ffi.LIBRARY_ENV: path})
     assert code != 0
-    assert "LibraryVersionError" in stderr and "libitsme 0.2.0" in stderr and path in stderr
+    assert "LibraryVersionError" in stderr and "libitsme 0.3.0" in stderr and path in stderr
 
 
 def test_importing_without_a_library_says_what_to_do(tmp_path):

@@ -546,6 +546,11 @@ def _store_count(env):
     return [env.contacts, byref(out)], [out]
 
 
+def _store_expire_awaiting(env):
+    out = c_uint64(0xAAAA)
+    return [env.contacts, T0, byref(out)], [out]
+
+
 def _store_set_name(env):
     return [env.contacts, env.contact_id, b"Caroline"], []
 
@@ -1327,6 +1332,7 @@ CASES = {
     "itsme_store_find_fingerprint": _store_find_fingerprint,
     "itsme_store_list": _store_list,
     "itsme_store_count": _store_count,
+    "itsme_store_expire_awaiting": _store_expire_awaiting,
     "itsme_store_set_name": _store_set_name,
     "itsme_store_set_note": _store_set_note,
     "itsme_store_set_state": _store_set_state,
@@ -1363,6 +1369,7 @@ CASES = {
     "itsme_exchange_peer_public_key": _exchange_peer_public_key,
     "itsme_exchange_save": _exchange_save,
     "itsme_exchange_confirm": _exchange_save,
+    "itsme_exchange_settle": _exchange_save,
     "itsme_exchange_reject": _exchange_reject,
     "itsme_exchange_seal": _exchange_seal,
     "itsme_exchange_restore": _exchange_restore,
@@ -1510,6 +1517,7 @@ OPTIONAL_POINTERS = {
     ("itsme_exchange_new_invite", 2): "rng NULL: the operating system",
     ("itsme_exchange_accept_invite", 4): "rng NULL: the operating system",
     ("itsme_exchange_status", 2): "out_flags may be NULL",
+    ("itsme_store_expire_awaiting", 2): "out_deleted may be NULL",
     ("itsme_voice_status", 2): "out_turn may be NULL",
     ("itsme_voice_timing", 2): "out_window may be NULL",
     ("itsme_voice_timing", 3): "out_starts_in may be NULL",

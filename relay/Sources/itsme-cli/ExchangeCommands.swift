@@ -178,7 +178,7 @@ struct Invite: AsyncParsableCommand {
                 profile.output.notice("Joining the invite; waiting up to \(Int(wait)) s for the other side...")
                 let exchange = try await profile.acceptInvite(
                     relay: url, inviteCode: invite, encryptionCode: encryption, wait: wait)
-                return report(exchange, profile)
+                return try report(exchange, profile)
             }
         }
     }
@@ -191,7 +191,7 @@ struct Invite: AsyncParsableCommand {
         func run() async throws {
             try await execute(global) { profile in
                 let exchange = try await profile.continueInvite(wait: wait)
-                return report(exchange, profile)
+                return try report(exchange, profile)
             }
         }
     }
@@ -209,13 +209,26 @@ struct Invite: AsyncParsableCommand {
         }
     }
 
-    static func report(_ exchange: Exchange, _ profile: Profile) -> Exit {
+    static func report(_ exchange: Exchange, _ profile: Profile) throws -> Exit {
         switch exchange.state {
         case .compareSAS:
             reportSAS(exchange, profile.output)
         case .awaitingPeer:
             profile.output.line("Still waiting for the other side. Later: itsme invite status --wait 30")
             profile.output.document(exchangeDocument(exchange))
+        case .awaitingDecision:
+            let name = exchange.peer?.name ?? "the other person"
+            profile.output.line("You confirmed; waiting for \(name) to confirm too. Later: itsme invite status --wait 30")
+            profile.output.document(exchangeDocument(exchange))
+        case .confirmed:
+            guard let id = exchange.contactID else { return .checkFailed }
+            let contact = try profile.contacts().contact(id: id)
+            profile.output.line("\(contact.name) (#\(contact.id)) is a verified contact: you both confirmed the SAS.")
+            profile.output.document(Contacts.document(contact))
+        case .rejected where !exchange.flags.isDisjoint(with: [.peerRejected]):
+            profile.output.line("The other person rejected the SAS: nothing was kept. If it differed, exchange again.")
+            profile.output.document(exchangeDocument(exchange))
+            return .checkFailed
         default:
             profile.output.line("The exchange ended: \(exchangeStateName(exchange.state)).")
             profile.output.document(exchangeDocument(exchange))
