@@ -236,6 +236,40 @@ def comparing(env):
     return env.compare
 
 
+def deciding(env):
+    """A Bluetooth exchange of env.identity with env.bare_identity that
+    confirmed and holds the peer's confirmation: ready to settle."""
+    mine = new_exchange(env, env.identity, bluetooth=True)
+    code = text_buf(16)
+    n = size_out()
+    ok(lib.itsme_exchange_session_code(mine, code, 16, byref(n)))
+    theirs = new_exchange(env, env.bare_identity, session_code=code.value, bluetooth=True)
+    moved = True
+    while moved:
+        moved = False
+        for sender, receiver in ((mine, theirs), (theirs, mine)):
+            data = outgoing(sender)
+            if data:
+                ok(receive(receiver, data))
+                moved = True
+    contact_id = c_int64()
+    ok(lib.itsme_exchange_confirm(mine, env.contacts, T0, byref(contact_id)))
+    peer_store = c_void_p()
+    ok(lib.itsme_store_open(env.bare_identity, str(env.tmp_path / "deciding-peer.db").encode(), byref(peer_store)))
+    try:
+        ok(lib.itsme_exchange_confirm(theirs, peer_store, T0, byref(contact_id)))
+    finally:
+        lib.itsme_store_free(peer_store)
+    ok(receive(mine, outgoing(theirs)))
+    assert exchange_state(mine) == itsme.EXCHANGE_AWAITING_DECISION
+    return mine
+
+
+def _exchange_settle(env):
+    out = c_int64(-5)
+    return [deciding(env), env.contacts, T0, byref(out)], [out]
+
+
 def exchange_state(exchange):
     state = c_uint32()
     ok(lib.itsme_exchange_status(exchange, byref(state), None))
@@ -1369,7 +1403,7 @@ CASES = {
     "itsme_exchange_peer_public_key": _exchange_peer_public_key,
     "itsme_exchange_save": _exchange_save,
     "itsme_exchange_confirm": _exchange_save,
-    "itsme_exchange_settle": _exchange_save,
+    "itsme_exchange_settle": _exchange_settle,
     "itsme_exchange_reject": _exchange_reject,
     "itsme_exchange_seal": _exchange_seal,
     "itsme_exchange_restore": _exchange_restore,

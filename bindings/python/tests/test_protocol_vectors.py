@@ -59,6 +59,7 @@ from itsme import (
     SecretStore,
     Transfer,
     TransferState,
+    VerificationState,
     VoiceOutcome,
 )
 
@@ -399,13 +400,16 @@ def test_bluetooth_exchange(parties, vector):
         assert exchange.peer_name == peer["name_text"]
         assert exchange.peer_fingerprint == peer["fingerprint_text"]
         assert exchange.peer_public_key == h(peer["identity_public"])
-    # Both confirm.
-    xa.confirm(parties.contacts(identity_a), T0)
-    xb.confirm(parties.contacts(identity_b), T0)
+    # Both confirm; each settles the other's CONFIRM (8.1).
+    store_a, store_b = parties.contacts(identity_a), parties.contacts(identity_b)
+    xa.confirm(store_a, T0)
+    xb.confirm(store_b, T0)
     pump()
-    for exchange in (xa, xb):
-        assert exchange.state == ExchangeState.CONFIRMED
+    for exchange, store in ((xa, store_a), (xb, store_b)):
         assert exchange.flags == ExchangeFlags.PEER_CONFIRMED
+        assert exchange.state == ExchangeState.AWAITING_DECISION
+        exchange.settle(store, T0)
+        assert exchange.state == ExchangeState.CONFIRMED
     for side, party in (("a", a), ("b", b)):
         assert set(sent[side]) == set(FRAME_TYPES)
         for frame_type, key in FRAME_TYPES.items():
@@ -815,6 +819,55 @@ def test_pin_update_session(parties, vector):
         assert update.state == PinUpdateState.DONE
         assert update.next_outgoing() == b""
         assert update.store.get(update.contact_id).state == itsme.VerificationState.VERIFIED
+
+
+# -- remote.json ----------------------------------------------------------------------------
+
+REMOTE = load("remote.json")
+
+
+@pytest.mark.parametrize("vector", REMOTE["exchanges"], ids=lambda v: "realtime" if v["realtime"] else "invite")
+def test_remote_exchange_with_its_decisions(parties, vector):
+    vi, vr = vector["inviter"], vector["invitee"]
+    identity_i, random_i = parties.make(vi)
+    identity_r, random_r = parties.make(vr)
+    realtime = vector["realtime"]
+    inviter = Exchange.invite(identity_i, T0, realtime=realtime, random=random_i)
+    assert (inviter.invite_code, inviter.encryption_code) == (vector["invite_code_text"], vector["encryption_code_text"])
+    assert inviter.relay_id == vector["room_id" if realtime else "invite_id"]
+    invitee = Exchange.accept_invite(
+        identity_r, vector["invite_code_text"].lower(), vector["encryption_code_text"], T0, realtime=realtime, random=random_r
+    )
+    for key, sender, receiver in (
+        ("invite_message", inviter, invitee),
+        ("accept_message", invitee, inviter),
+        ("reply_message", inviter, invitee),
+    ):
+        message = sender.next_outgoing()
+        assert message.hex() == vector[key], key
+        receiver.receive(message, T0)
+    assert inviter.sas == invitee.sas == vector["sas_text"]
+    # The decisions (16.3 step 5): each message is the vector's, and each
+    # side settles the other's.
+    store_i, store_r = parties.contacts(identity_i), parties.contacts(identity_r)
+    id_i = inviter.confirm(store_i, T0)
+    if vr["decision"] == 1:
+        invitee.confirm(store_r, T0)
+    else:
+        invitee.reject(store_r)
+    decision_r = invitee.next_outgoing()
+    assert decision_r.hex() == vr["decision_message"]
+    inviter.receive(decision_r, T0)
+    decision_i = inviter.next_outgoing()
+    assert decision_i.hex() == vi["decision_message"]
+    assert inviter.settle(store_i, T0) == (id_i if vr["decision"] == 1 else None)
+    invitee.receive(decision_i, T0)
+    assert invitee.flags & ExchangeFlags.PEER_CONFIRMED
+    if vr["decision"] == 1:
+        invitee.settle(store_r, T0)
+        assert store_i.get(id_i).state == store_r.list()[0].state == VerificationState.VERIFIED
+    else:
+        assert store_i.count() == store_r.count() == 0
 
 
 # -- export.json ----------------------------------------------------------------------------

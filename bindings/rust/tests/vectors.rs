@@ -1336,16 +1336,37 @@ fn remote_exchanges() {
         let sas = itsme::derive_sas(&vector.hex("seed"), &vector.hex("transcript_hash")).unwrap();
         assert_eq!(sas, vector.text("sas_text"), "{context}");
 
-        // Both confirm: each stores the other, verified, with the method.
+        // The decisions (16.3 step 5): the inviter confirms; the invitee
+        // confirms or rejects as the vector says. Each message is the
+        // vector's, and each side settles the other's.
+        let invitee_confirms = vr.int("decision") == 1;
         let id_a = ea.confirm(&a.contacts, T0).unwrap();
-        let id_b = eb.confirm(&b.contacts, T0).unwrap();
-        for (contacts, id, peer) in [(&a.contacts, id_a, vr), (&b.contacts, id_b, vi)] {
-            let contact = contacts.get(id).unwrap();
-            assert_eq!(
-                (contact.name.as_str(), contact.state, contact.method),
-                (peer.text("name_text"), VerificationState::Verified, method),
-                "{context}"
-            );
+        let id_b = if invitee_confirms {
+            Some(eb.confirm(&b.contacts, T0).unwrap())
+        } else {
+            eb.reject(Some(&b.contacts)).unwrap();
+            None
+        };
+        let decision_b = eb.next_outgoing().unwrap();
+        assert_hex(&decision_b, vr, "decision_message", &context);
+        ea.receive(&decision_b, T0).unwrap();
+        let decision_a = ea.next_outgoing().unwrap();
+        assert_hex(&decision_a, vi, "decision_message", &context);
+        assert_eq!(ea.settle(&a.contacts, T0).unwrap(), if invitee_confirms { Some(id_a) } else { None }, "{context}");
+        eb.receive(&decision_a, T0).unwrap();
+        assert!(eb.status().unwrap().1.contains(ExchangeFlags::PEER_CONFIRMED), "{context}");
+        if let Some(id_b) = id_b {
+            assert_eq!(eb.settle(&b.contacts, T0).unwrap(), Some(id_b), "{context}");
+            for (contacts, id, peer) in [(&a.contacts, id_a, vr), (&b.contacts, id_b, vi)] {
+                let contact = contacts.get(id).unwrap();
+                assert_eq!(
+                    (contact.name.as_str(), contact.state, contact.method),
+                    (peer.text("name_text"), VerificationState::Verified, method),
+                    "{context}"
+                );
+            }
+        } else {
+            assert_eq!((a.contacts.count().unwrap(), b.contacts.count().unwrap()), (0, 0), "{context}");
         }
     }
 }
