@@ -18,11 +18,11 @@ use std::os::raw::{c_char, c_int, c_void};
 // ---------------------------------------------------------------------------
 
 pub const ITSME_VERSION_MAJOR: u32 = 0;
-pub const ITSME_VERSION_MINOR: u32 = 1;
+pub const ITSME_VERSION_MINOR: u32 = 2;
 pub const ITSME_VERSION_PATCH: u32 = 0;
-pub const ITSME_VERSION_STRING: &str = "0.1.0";
+pub const ITSME_VERSION_STRING: &str = "0.2.0";
 /// `MAJOR * 10000 + MINOR * 100 + PATCH`.
-pub const ITSME_VERSION_NUMBER: u32 = 100;
+pub const ITSME_VERSION_NUMBER: u32 = 200;
 
 // ---------------------------------------------------------------------------
 // Result codes

@@ -208,16 +208,23 @@ fn every_method_and_state_round_trips() {
         assert_eq!((c.method, c.created_at), (method, T0 + n as i64));
     }
     assert_kind(ExchangeMethod::try_from(4), ErrorKind::InvalidArgument);
-    for (n, state) in [VerificationState::Unverified, VerificationState::Verified, VerificationState::Degraded]
-        .into_iter()
-        .enumerate()
+    for (n, state) in [
+        VerificationState::Unverified,
+        VerificationState::Verified,
+        VerificationState::Degraded,
+        VerificationState::AwaitingPeer,
+    ]
+    .into_iter()
+    .enumerate()
     {
         assert_eq!(u32::from(state), n as u32);
         assert_eq!(VerificationState::try_from(n as u32).unwrap(), state);
     }
-    assert_kind(VerificationState::try_from(3), ErrorKind::InvalidArgument);
+    assert_kind(VerificationState::try_from(4), ErrorKind::InvalidArgument);
 
     let id = store.add("S", &key(10), &seed(1), ExchangeMethod::Qr, T0).unwrap();
+    // Only an exchange puts a contact in the state awaiting the peer.
+    assert_kind(store.set_state(id, VerificationState::AwaitingPeer, false, T0), ErrorKind::InvalidState);
     store.set_state(id, VerificationState::Verified, false, T0 + 10).unwrap();
     let c = store.get(id).unwrap();
     assert_eq!((c.state, c.acknowledged, c.verified_at), (VerificationState::Verified, false, Some(T0 + 10)));

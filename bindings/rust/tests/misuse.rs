@@ -1036,9 +1036,11 @@ fn store_update_arguments() {
 
         let v = ITSME_CONTACT_VERIFIED;
         assert_eq!(itsme_store_set_state(null_mut(), id, v, 0, T0), ITSME_E_INVALID_ARGUMENT);
-        for state in [ITSME_CONTACT_DEGRADED + 1, 7, u32::MAX] {
+        for state in [ITSME_CONTACT_AWAITING_PEER + 1, 7, u32::MAX] {
             assert_eq!(itsme_store_set_state(s, id, state, 0, T0), ITSME_E_INVALID_ARGUMENT, "state {state}");
         }
+        // Only an exchange puts a contact in the state awaiting the peer.
+        assert_eq!(itsme_store_set_state(s, id, ITSME_CONTACT_AWAITING_PEER, 0, T0), ITSME_E_INVALID_STATE);
         for acknowledged in [2 as c_int, -1, c_int::MAX] {
             assert_eq!(
                 itsme_store_set_state(s, id, ITSME_CONTACT_DEGRADED, acknowledged, T0),

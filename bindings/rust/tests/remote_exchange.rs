@@ -312,7 +312,10 @@ fn a_sas_that_differs_is_rejected_on_both_sides() {
         assert_kind(party.contacts.get(id), ErrorKind::NotFound);
         assert_eq!(party.contacts.count().unwrap(), 0);
         assert_kind(exchange.confirm(&party.contacts, T0), ErrorKind::InvalidState);
-        assert_nothing_to_send(exchange, "a rejected exchange sent something");
+        // Its DECISION, saying so, is the one thing it sends.
+        let decision = take(exchange);
+        assert_eq!((decision.len(), &decision[..2]), (19, &[1u8, 4][..]));
+        assert_nothing_to_send(exchange, "a rejected exchange sends its DECISION only");
     }
     // The exchange has ended: a copy sealed before cannot bring it back.
     assert_kind(Exchange::restore(&alice.identity, &sealed_a, T0), ErrorKind::InvalidState);

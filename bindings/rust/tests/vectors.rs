@@ -486,7 +486,10 @@ fn bluetooth_exchanges() {
         let confirm_b = frame(&mut eb, vb, "confirm_frame", &format!("{context} b"));
         eb.receive(&confirm_a, T0).unwrap();
         ea.receive(&confirm_b, T0).unwrap();
-        for ex in [&ea, &eb] {
+        // Each settles the other's CONFIRM (8.1).
+        for (ex, contacts) in [(&mut ea, &a.contacts), (&mut eb, &b.contacts)] {
+            assert_eq!(ex.status().unwrap(), (ExchangeState::AwaitingDecision, ExchangeFlags::PEER_CONFIRMED), "{context}");
+            assert!(ex.settle(contacts, T0).unwrap().is_some(), "{context}");
             assert_eq!(ex.status().unwrap(), (ExchangeState::Confirmed, ExchangeFlags::PEER_CONFIRMED), "{context}");
         }
     }
