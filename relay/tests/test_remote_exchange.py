@@ -348,10 +348,11 @@ def test_a_relay_that_changes_replays_or_reflects_a_message_ends_in_a_clear_fail
         assert isinstance(error, (ItsMeError, InviteEndedError)), error
         assert session.exchange.state in (ExchangeState.FAILED, ExchangeState.REJECTED)
     if failing == "invitee":
-        # The inviter had its SAS before the changed REPLY reached Bob: his
-        # failure is what Alice hears on the call, and she rejects.
-        assert session_a not in errors and inviter.state == COMPARE
-        inviter.reject()
+        # The inviter had its SAS before the changed REPLY reached Bob. She
+        # waits for his decision; he ends the invite instead, which she
+        # hears as an ended invite: no decision, so she keeps nothing.
+        assert isinstance(errors.get(session_a), InviteEndedError), errors
+        assert inviter.state == ExchangeState.REJECTED
     else:
         assert set(errors) == {session_a, session_b}, f"{case}: both sides must fail ({errors})"
     assert_gone(r, inviter.relay_id, session_a.token)
