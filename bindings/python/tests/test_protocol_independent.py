@@ -7,8 +7,9 @@ ids, selections and device secrets, and for its degradation codes the seed, id a
 secret; for online-verify.json the seed, window, identity seeds, ephemeral secrets, challenges
 and device secrets, and for pin-update.json the seed, window, identity seeds, ephemeral secrets
 and new device secrets, with both sides of each session run against each other; for
-remote.json the identity seeds, ephemeral secrets, device secrets, names, codes as typed, sid
-and CPace scalars, the inviter and the invitee run against each other; for export.json the
+remote.json the identity seeds, ephemeral secrets, device secrets, names, codes as typed, sid,
+CPace scalars and each side's decision, the inviter and the invitee run against each other
+through their DECISIONs; for export.json the
 identity seed, contacts key, name, salt, nonce and password, and for transfer.json the
 ephemeral secrets, transfer id and the sender's identity, through tests/independent/transfer.py);
 every listed rejection must be rejected, with the same reason class where the vectors name one.
@@ -22,6 +23,7 @@ Tests/ItsMeCoreTests/Vectors) and RFC 9496's.
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import json
 import pathlib
@@ -143,6 +145,67 @@ def test_encoding_short_codes():
     for text in _cases(vec, "parse_invalid"):
         with pytest.raises(P.ProtocolError):
             P.parse_short_code(text)
+
+
+# Section 1, names: the refused code points as the document lists them.
+_NAME_REFUSED_RANGES = ((0x0000, 0x001F), (0x007F, 0x009F), (0x200B, 0x200B), (0x202A, 0x202E),
+                        (0x2060, 0x2064), (0x2066, 0x2069), (0xFEFF, 0xFEFF))
+
+
+def _name_refuses(cp: int) -> bool:
+    return any(lo <= cp <= hi for lo, hi in _NAME_REFUSED_RANGES)
+
+
+@needs_vectors
+def test_encoding_names():
+    """Section 1: names accepted (and kept byte for byte: validate_name returns the text of the
+    very bytes, no normalisation), and for each refused code point a name containing it."""
+    vec = load("encoding.json")["names"]
+    expect_keys(vec, "valid invalid")
+    for text in _cases(vec, "valid"):
+        raw = text.encode("utf-8")
+        assert 1 <= len(raw) <= 128
+        assert P.validate_name(raw).encode("utf-8") == raw
+    refused = set()
+    for case in _cases(vec, "invalid"):
+        expect_keys(case, "text code_point")
+        cp = case["code_point"]
+        assert chr(cp) in case["text"] and _name_refuses(cp)
+        with pytest.raises(P.ProtocolError):
+            P.validate_name(case["text"].encode("utf-8"))
+        refused.add(cp)
+    # One name for every refused code point, and no other.
+    assert refused == {cp for lo, hi in _NAME_REFUSED_RANGES for cp in range(lo, hi + 1)}
+
+
+def test_name_rule_by_code_point():
+    """Section 1: the rule is by code points, whatever their Unicode category or assignment."""
+    for cp in range(0x0000, 0x3000):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        name = ("a" + chr(cp) + "b").encode("utf-8")
+        if _name_refuses(cp):
+            with pytest.raises(P.ProtocolError):
+                P.validate_name(name)
+        else:
+            assert P.validate_name(name) == "a" + chr(cp) + "b"
+    for cp in (0xFEFF, 0xFEFE, 0xFFFE, 0xFFFF, 0xE000, 0x10FFFF, 0x1F468, 0xF0000):
+        name = chr(cp).encode("utf-8")
+        if _name_refuses(cp):
+            with pytest.raises(P.ProtocolError):
+                P.validate_name(name)
+        else:  # "Every other code point is allowed, assigned or not"
+            assert P.validate_name(name) == chr(cp)
+    # Lengths are bytes: 1 to 128.
+    assert P.validate_name(b"x") == "x" and P.validate_name("é".encode() * 64)
+    for bad in (b"", b"x" * 129, "é".encode() * 64 + b"x"):
+        with pytest.raises(P.ProtocolError):
+            P.validate_name(bad)
+    # Not valid UTF-8: a lone continuation byte, an overlong form, an encoded surrogate, a code
+    # point above U+10FFFF, a cut sequence.
+    for bad in (b"\x80", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"a\xe2\x80"):
+        with pytest.raises(P.ProtocolError):
+            P.validate_name(bad)
 
 
 def test_strict_base64_own_cases():
@@ -450,8 +513,14 @@ def _bt_run(ex):
         # Seed (section 3), transcript and SAS (7.4, 4.1).
         seed = P.derive_seed(me.esk, peer.epk, P.fingerprint(me.pk), P.fingerprint(peer.pk))
         assert seed.hex() == ex["seed"]
+        # Section 3's salt, as this side builds it from its own and the peer's fingerprint.
+        salt = P.seed_salt(P.fingerprint(me.pk), P.fingerprint(got.identity_pk))
+        assert salt.decode("ascii") == ex["salt_text"]
+        assert seed == P.hkdf(shared, salt, P.SEED_LABEL, 32)
         plain_i, plain_r = (plaintext, peer_plain) if role == P.INITIATOR else (peer_plain,
                                                                                 plaintext)
+        # 7.4's final transcript input, from this side's own th1 and the two plaintexts.
+        assert P.bt_transcript_input(th1, plain_i, plain_r).hex() == ex["transcript_input"]
         th = P.bt_transcript_hash(th1, plain_i, plain_r)
         assert th.hex() == ex["transcript_hash"]
         assert P.sas_value(seed, th) == ex["sas_value"]
@@ -470,18 +539,18 @@ def test_bluetooth_exchanges():
                         "th1 shared salt_text key_initiator key_responder seed transcript_input "
                         "transcript_hash sas_value sas_text")
         assert P.parse_short_code(ex["session_code_text"]) == ex["session_code_value"]
-        # Section 3's salt; 7.4's final transcript input; 4.2's draws (4 bytes each, redrawn
-        # at or above 4294940000, the code the last modulo 260000).
-        fps = sorted([ex["a"]["fingerprint_text"], ex["b"]["fingerprint_text"]])
-        assert ex["salt_text"] == "".join(fps)
-        ini, res = (ex["a"], ex["b"]) if ex["a"]["role_text"] == "initiator" else (ex["b"], ex["a"])
-        assert h(ex["transcript_input"]) == P.lv_cat(P.BT_TRANSCRIPT_LABEL, h(ex["th1"]),
-                                                     h(ini["plaintext"]), h(res["plaintext"]))
-        assert hashlib.sha256(h(ex["transcript_input"])).hexdigest() == ex["transcript_hash"]
-        draws = [int.from_bytes(h(d), "big") for d in ex["session_code_draws"]]
-        assert all(len(h(d)) == 4 for d in ex["session_code_draws"])
-        assert all(d >= 4294940000 for d in draws[:-1]) and draws[-1] < 4294940000
-        assert draws[-1] % 260000 == ex["session_code_value"]
+        # 4.2: the session code drawn by this module from the listed 4-byte draws, which it
+        # must consume to the last (each one before it refused and drawn again).  salt_text
+        # and transcript_input are checked inside _bt_run, as each side computes them.
+        draws = [h(d) for d in ex["session_code_draws"]]
+        taken = []
+
+        def next_draw():
+            taken.append(draws[len(taken)])
+            return taken[-1]
+
+        assert P.draw_session_code(next_draw) == ex["session_code_value"]
+        assert taken == draws
         assert P.format_short_code(ex["session_code_value"]) == ex["session_code_text"]
         _bt_run(ex)
 
@@ -595,7 +664,7 @@ def _voice_session(seed: bytes, window: int, a_pid: bytes, b_pid: bytes, w1: int
         "w1": w1, "w2": w2, "a_device_secret": a_ds.hex(), "b_device_secret": b_ds.hex(),
         "session_id_value": view.session_id_value, "session_id_text": view.session_id_text,
         "first_selector_byte": P.first_selector_byte(seed, window),
-        "first_selector_hmac": P.hmac_sha256(seed, P.lv_cat(P.FIRST_SELECTOR_LABEL, P.u64(window))).hex(),
+        "first_selector_hmac": P.first_selector_hmac(seed, window).hex(),
         "lower_selects_first": P.lower_selects_first(seed, window),
         "first_text": me if view.i_select_first else peer,
         "code_info": codes.info.hex(), "code_key": codes.key.hex(),
@@ -620,14 +689,25 @@ def test_voice_vector_file_fields():
 
 @needs_vectors
 def test_voice_word_reading():
-    """9.3's reading procedure on given byte streams (none reached by a real input)."""
-    for case in load("voice.json")["word_reading"]:
+    """9.3's reading procedure on given byte streams (none reached by a real input), read as
+    block_0 || block_1 || ... of 32 bytes each, at most 256 blocks; null: the derivation
+    fails."""
+    for case in _cases(load("voice.json"), "word_reading"):
         expect_keys(case, "case_text stream words")
+        stream = h(case["stream"])
+        assert len(stream) % 32 == 0 and len(stream) <= 256 * 32
         try:
-            words = sorted(P.pick_words(h(case["stream"])))
+            words = sorted(P.read_word_stream(stream))
         except P.ProtocolError:
+            # "Should all 256 blocks fall short [...] the derivation fails": only a stream of
+            # all 256 blocks can fall short.
+            assert len(stream) == 256 * 32, case["case_text"]
             words = None
         assert words == case["words"], case["case_text"]
+        # Reading stops at five indices: the blocks after the one that gave the fifth are
+        # never read, so anything may follow them.
+        if words is not None:
+            assert sorted(P.read_word_stream(stream + bytes(32))) == words
 
 
 @needs_vectors
@@ -1290,13 +1370,37 @@ def _ov_fields(sessions, seed, window, ids, esks, chals, own_ds, refs=None) -> d
 @needs_vectors
 def test_online_verify_vector_file_fields():
     expect_keys(load("online-verify.json"), "sessions rejections")
-    # The refusals are replayed through the library (test_protocol_vectors.py); here only
-    # their form: this module has no Online Verify state machine to play them against.
-    for case in load("online-verify.json")["rejections"]:
+
+
+@needs_vectors
+def test_online_verify_rejections():
+    """online-verify.json's rejections, played against a fresh side of this module: the side
+    ``receiver_text`` of session ``session`` (its pid, the seed, both device secrets, its
+    ephemeral secret and challenge) receives ``messages`` in order; every one but the last is
+    accepted, and the last is refused with the result code of 11.2 and 11.3."""
+    data = load("online-verify.json")
+    for case in _cases(data, "rejections"):
         expect_keys(case, "case_text session receiver_text messages result")
-        assert case["receiver_text"] in ("a", "b") and all(bytes.fromhex(m) or True for m in case["messages"])
-        assert case["result"] in ("malformed_message", "invalid_key", "authentication_failed",
-                                  "invalid_state")
+        session = data["sessions"][case["session"]]
+        x = case["receiver_text"]
+        assert x in ("a", "b")
+        me, peer = session[x], session[_OTHER[x]]
+        side = P.OnlineVerifySession(
+            h(session["seed"]), session["window"], h(me["pid"]), h(peer["pid"]),
+            h(me["ephemeral_secret"]), h(me["challenge"]), h(me["device_secret"]),
+            h(peer["device_secret"]))
+        side.start()
+        messages = [h(m) for m in case["messages"]]
+        for m in messages[:-1]:
+            side.receive(m)
+        with pytest.raises(P.ProtocolError) as info:
+            side.receive(messages[-1])
+        assert P.result_code(info.value) == case["result"], case["case_text"]
+        # 11.2: every refusal but invalid_state ends the session; invalid_state does not.
+        assert side.failed == (case["result"] != "invalid_state"), case["case_text"]
+        if side.failed:
+            with pytest.raises(P.InvalidState):
+                side.receive(messages[-1])
 
 
 @needs_vectors
@@ -1956,11 +2060,13 @@ def _pu_fields(sessions, seed, window, ids, esks, news) -> dict:
             "confirm_r": r.confirm_r.hex(), "new_i": r.new_i.hex(), "new_r": r.new_r.hex(),
             "done": r.done.hex(),
         }
-        # The NEW plaintexts: new device secret || confirmation.
-        new_i, new_r = ((r.my_new_secret, r.their_new_secret) if x == ini
-                        else (r.their_new_secret, r.my_new_secret))
-        fields["new_plaintext_i"] = (new_i + r.confirm_i).hex()
-        fields["new_plaintext_r"] = (new_r + r.confirm_r).hex()
+        # The NEW plaintexts (new device secret || confirmation), as this side opens the two
+        # NEW frames it sent and received, each with its sender's role key.
+        fields["new_plaintext_i"] = b"".join(P.open_new(r.new_i, r.k_i)).hex()
+        fields["new_plaintext_r"] = b"".join(P.open_new(r.new_r, r.k_r)).hex()
+        mine_sent = r.new_i if x == ini else r.new_r
+        assert P.open_new(mine_sent, r.k_i if x == ini else r.k_r) == (
+            r.my_new_secret, r.confirm_i if x == ini else r.confirm_r)
         # Each side's own new secret, and the one it received from the other.
         secrets = {x: r.my_new_secret, _OTHER[x]: r.their_new_secret}
         for y in ("a", "b"):
@@ -1984,30 +2090,123 @@ def test_pin_update_vector_file_fields():
     expect_keys(load("pin-update.json"), "sessions commit_order")
 
 
+_PU_FRAME_NAMES = {(P.PU_KEY, P.INITIATOR): "key_i", (P.PU_KEY, P.RESPONDER): "key_r",
+                   (P.PU_NEW, P.INITIATOR): "new_i", (P.PU_NEW, P.RESPONDER): "new_r",
+                   (P.PU_DONE, P.INITIATOR): "done"}
+_PU_FRAME_BYTES = {"key_i": 34, "key_r": 34, "new_i": 66, "new_r": 66, "done": 18}
+
+
+def _pu_state_view(contact: P.ContactSecrets, seed: bytes, window: int, my_pid: bytes,
+                   their_pid: bytes) -> dict:
+    """One side's record as commit_order's steps name it: its stored secrets, what it says,
+    accepts (in the order a tie is broken: current, previous, pending) and shows (10.3), and
+    those as voice tags in ``window`` (10.1)."""
+    t = P.tag_key(seed)
+    current, pending, previous = contact.accepts()
+    accepts = [x for x in (current, previous, pending) if x]
+    says, shows = contact.says(), contact.shows()
+    hexed = lambda b: b.hex() if b else ""  # noqa: E731
+    return {
+        "mine": hexed(contact.mine), "theirs": hexed(contact.theirs),
+        "pending_mine": hexed(contact.pending[0] if contact.pending else None),
+        "pending_theirs": hexed(contact.pending[1] if contact.pending else None),
+        "committed": contact.committed, "previous_theirs": hexed(contact.previous),
+        "says": hexed(says), "accepts": [x.hex() for x in accepts],
+        "shows": shows.hex() if shows else None, "state_text": contact.state,
+        "says_tag": P.device_tag(t, my_pid, window, says),
+        "accepts_tags": [P.device_tag(t, their_pid, window, x) for x in accepts],
+        "shows_tag": None if not shows else P.device_tag(t, their_pid, window, shows),
+    }
+
+
 @needs_vectors
-def test_pin_update_commit_order_views():
-    """commit_order (10.3): from what each side stores, what it says, accepts (current,
-    previous, pending) and shows, and those as voice tags; the library's run is not replayed
-    here, only the rules that read a stored state."""
+def test_pin_update_commit_order_replayed():
+    """commit_order (10.3): the steps replayed through this module's records.  The session's
+    own update runs as two PinUpdateSession objects (each frame of the vector must be the one
+    its sender made); a later update, whose ephemeral secrets the vectors do not give, is
+    replayed by the commit order alone (a delivered NEW or DONE stores or commits what 10.3's
+    steps 1 to 3 say).  A voice step: each side says its tag, and hears the other's.  After
+    each step both records must read as the vector's."""
     data = load("pin-update.json")
-    for case in data["commit_order"]:
+    for case in _cases(data, "commit_order"):
+        expect_keys(case, "case_text session a_device_secret b_device_secret tag_window "
+                          "updates steps")
         session = data["sessions"][case["session"]]
-        seed, window = h(session["seed"]), case["tag_window"]
-        key = P.tag_key(seed)
-        pids = {x: h(session[x]["pid"]) for x in ("a", "b")}
-        for step in case["steps"]:
-            for x in ("a", "b"):
-                st = step[x]
-                says = st["pending_mine"] if st["committed"] else st["mine"]
-                accepts = [s for s in (st["theirs"], st["previous_theirs"], st["pending_theirs"]) if s]
-                shows = (st["pending_theirs"] if st["committed"] and st["pending_theirs"]
-                         else st["theirs"] or None)
-                assert (st["says"], st["accepts"], st["shows"]) == (says, accepts, shows)
-                peer = pids[_OTHER[x]]
-                assert st["says_tag"] == P.device_tag(key, pids[x], window, h(says))
-                assert st["accepts_tags"] == [P.device_tag(key, peer, window, h(s)) for s in accepts]
-                assert st["shows_tag"] == (None if shows is None
-                                           else P.device_tag(key, peer, window, h(shows)))
+        seed, tag_window = h(session["seed"]), case["tag_window"]
+        pids = {x: P.ed25519_public(h(session[x]["identity_seed"])) for x in "ab"}
+        assert all(pids[x].hex() == session[x]["pid"] for x in "ab")
+        ini = _pu_initiator(pids)
+        contacts = {x: P.ContactSecrets(h(case[f"{x}_device_secret"]),
+                                        h(case[f"{_OTHER[x]}_device_secret"]), P.DEGRADED)
+                    for x in "ab"}
+        updates = case["updates"]
+        for u in updates:
+            expect_keys(u, "window a_random_seed b_random_seed a_new_device_secret "
+                           "b_new_device_secret")
+        # "the first is the session's own"
+        first = updates[0]
+        assert first["window"] == session["window"]
+        for x in "ab":
+            assert first[f"{x}_new_device_secret"] == session[x]["new_device_secret"]
+            assert first[f"{x}_random_seed"] == session[x]["random_seed"]
+        live = _pu_sessions(seed, session["window"], pids,
+                            {x: h(session[x]["ephemeral_secret"]) for x in "ab"},
+                            {x: h(session[x]["new_device_secret"]) for x in "ab"}, contacts)
+        made = {}  # frame name -> frame, as update 0's sides made them
+
+        def note(sender, frames):
+            for f in frames:
+                made[_PU_FRAME_NAMES[(f[1], live[sender].role)]] = f
+
+        for x in "ab":
+            note(x, live[x].start())
+        steps = case["steps"]
+        assert steps[0]["step_text"] == "before"
+        for step in steps:
+            if "voice" in step:
+                expect_keys(step, "step_text voice a b")
+                v = step["voice"]
+                expect_keys(v, "window a_says_tag a_shows_tag b_says_tag b_shows_tag "
+                               "a_outcome_text b_outcome_text")
+                t = P.tag_key(seed)
+                said = {}
+                for x in "ab":
+                    said[x] = P.voice_tag_said(seed, v["window"], pids[x], contacts[x])
+                    shows = contacts[x].shows()
+                    assert v[f"{x}_says_tag"] == said[x]
+                    assert v[f"{x}_shows_tag"] == (
+                        None if not shows else P.device_tag(t, pids[_OTHER[x]], v["window"],
+                                                            shows))
+                for x in "ab":  # both tags are said before either record changes
+                    outcome = contacts[x].hear_voice_tag(seed, v["window"], pids[_OTHER[x]],
+                                                         said[_OTHER[x]])
+                    assert outcome == v[f"{x}_outcome_text"], (case["case_text"], x)
+            elif step["step_text"] != "before":
+                expect_keys(step, "update frame_text frame to_text step_text a b")
+                name, frame, to = step["frame_text"], h(step["frame"]), step["to_text"]
+                sender_role = P.INITIATOR if name in ("key_i", "new_i", "done") else P.RESPONDER
+                assert (ini if sender_role == P.INITIATOR else _OTHER[ini]) == _OTHER[to]
+                assert len(frame) == _PU_FRAME_BYTES[name] and frame[0] == 1
+                assert _PU_FRAME_NAMES[(frame[1], sender_role)] == name
+                delivered = step["step_text"] == f"delivered: {name}"
+                assert delivered or step["step_text"] == f"lost: {name}"
+                u = updates[step["update"]]
+                if step["update"] == 0:
+                    assert made.get(name) == frame, name  # the frame its sender made
+                    if delivered:
+                        note(to, live[to].receive(frame))
+                elif delivered:
+                    news = {x: h(u[f"{x}_new_device_secret"]) for x in "ab"}
+                    other = _OTHER[to]
+                    if name == "new_i":  # 10.3 step 1, the responder
+                        contacts[to].store_pending(news[to], news[other], committed=False)
+                    elif name == "new_r":  # step 2, the initiator
+                        contacts[to].store_pending(news[to], news[other], committed=True)
+                    elif name == "done":  # step 3, the responder
+                        contacts[to].commit()
+            for x in "ab":
+                view = _pu_state_view(contacts[x], seed, tag_window, pids[x], pids[_OTHER[x]])
+                assert view == step[x], (case["case_text"], step["step_text"], x)
 
 
 @needs_vectors
@@ -3570,12 +3769,12 @@ def test_cpace_draft_invalid_points():
 _REMOTE_EXCHANGE_KEYS = (
     "invite_code_text encryption_code_text realtime invite_id room_id sid prs ci "
     "generator_string generator_hash generator inviter invitee k isk_input isk kc_i kc_r kp_i "
-    "kp_r tpake_input tpake tag_i tag_r invite_message accept_message reply_message shared seed "
+    "kp_r kd_i kd_r tpake_input tpake tag_i tag_r invite_message accept_message reply_message shared seed "
     "transcript_input transcript_hash sas_value sas_text")
 _REMOTE_PARTY_KEYS = (
     "random_seed identity_seed identity_public fingerprint_text name_text ephemeral_secret "
     "ephemeral_public device_secret scalar share payload_data payload signed_message aad "
-    "sealed_payload")
+    "sealed_payload decision decision_aad decision_message")
 _REMOTE_INVITER_KEYS = _REMOTE_PARTY_KEYS + " commitment rest"
 
 
@@ -3629,7 +3828,8 @@ def _remote_fields(res: P.RemoteResult) -> dict:
         "generator_hash": res.generator_hash.hex(), "generator": res.generator.hex(),
         "k": res.k.hex(), "isk_input": res.isk_input.hex(), "isk": res.isk.hex(),
         "kc_i": res.keys.kc_i.hex(), "kc_r": res.keys.kc_r.hex(), "kp_i": res.keys.kp_i.hex(),
-        "kp_r": res.keys.kp_r.hex(), "tpake_input": res.tpake_input.hex(),
+        "kp_r": res.keys.kp_r.hex(), "kd_i": res.keys.kd_i.hex(), "kd_r": res.keys.kd_r.hex(),
+        "tpake_input": res.tpake_input.hex(),
         "tpake": res.tpake.hex(), "tag_i": res.tag_i.hex(), "tag_r": res.tag_r.hex(),
         "invite_message": res.invite.hex(), "accept_message": res.accept.hex(),
         "reply_message": res.reply.hex(), "shared": res.shared.hex(), "seed": res.seed.hex(),
@@ -3720,7 +3920,63 @@ def test_remote_exchanges():
             assert peer.device_secret.hex() == party["device_secret"]
             assert peer.name.decode("utf-8") == party["name_text"]
             assert peer.payload.hex() == party["payload"]
+        _remote_decisions(ex, inviter, invitee)
         _remote_recompute(ex)
+
+
+def _remote_decisions(ex, inviter, invitee):
+    """16.3 step 5 on a vector exchange: each side decides as its party's ``decision`` says,
+    its DECISION (aad and the 19-byte message) is the vector's, and the peer opens it and reads
+    the decision; then 8.1's outcome on both sides."""
+    th = inviter.result.transcript_hash
+    assert invitee.result.transcript_hash == th
+    d_i, d_r = ex["inviter"]["decision"], ex["invitee"]["decision"]
+    assert d_i in (0, 1) and d_r in (0, 1)
+    both = d_i == d_r == 1
+    final = P.VERIFIED if both else P.DELETED
+    for side, party in ((inviter, ex["inviter"]), (invitee, ex["invitee"])):
+        assert side.contact_state == P.UNVERIFIED and side.own_decision is None
+        assert P.decision_aad(side.role, th).hex() == party["decision_aad"]
+    # Order 1: both decide, then each DECISION is delivered.  Through the mailbox a confirming
+    # inviter holds its DECISION until it has read the invitee's (16.3 step 5).
+    holds = d_i == 1 and not ex["realtime"]
+    i_out = inviter.decide(d_i == 1)
+    assert inviter.decision_message.hex() == ex["inviter"]["decision_message"]
+    assert [m.hex() for m in i_out] == ([] if holds else [ex["inviter"]["decision_message"]])
+    r_out = invitee.decide(d_r == 1)
+    assert [m.hex() for m in r_out] == [ex["invitee"]["decision_message"]]
+    assert len(r_out[0]) == P.DECISION_BYTES == 19
+    for side, d in ((inviter, d_i), (invitee, d_r)):
+        assert side.contact_state == (P.AWAITING_PEER if d == 1 else P.DELETED)
+    released = inviter.receive(r_out[0])
+    assert inviter.peer_decision == d_r
+    assert [m.hex() for m in released] == ([ex["inviter"]["decision_message"]] if holds
+                                           else [])
+    assert invitee.receive((released or i_out)[0]) == []
+    assert invitee.peer_decision == d_i
+    for side in (inviter, invitee):
+        assert side.complete and not side.failed and side.contact_state == final
+        with pytest.raises(P.InvalidState):  # nothing more is read
+            side.receive(side.decision_message)
+    # Order 2: the invitee's DECISION is read before the inviter decides, and the inviter's
+    # before the invitee decides where the mailbox allows it.  A side that has read the peer's
+    # rejection "cannot confirm any more (invalid_state); it rejects" (8.1).
+    i2, r2 = _remote_sides(_remote_inputs(ex), realtime=ex["realtime"])
+    assert _remote_run(i2, r2)[1] == {}
+    r_msgs = r2.decide(d_r == 1)
+    assert [m.hex() for m in r_msgs] == [ex["invitee"]["decision_message"]]
+    assert i2.receive(r_msgs[0]) == [] and i2.contact_state == (
+        P.UNVERIFIED if d_r == 1 else P.DELETED)
+    if d_r == 0:
+        with pytest.raises(P.InvalidState):
+            i2.decide(True)
+        assert not i2.failed and i2.own_decision is None
+    i_msgs = i2.decide(d_i == 1 and d_r == 1)
+    assert len(i_msgs) == 1 and r2.receive(i_msgs[0]) == []
+    if d_r == 1:
+        assert i_msgs[0].hex() == ex["inviter"]["decision_message"]
+    for side in (i2, r2):
+        assert side.complete and side.contact_state == final
 
 
 def _remote_recompute(ex):
@@ -3793,7 +4049,10 @@ def _remote_recompute(ex):
                               ("kp_r", b"payload-encryption", b"responder")):
         keys[name] = P.hkdf_expand(prk, P.lv_cat(label, role), 32)
         assert keys[name].hex() == ex[name], name
-    assert len(set(keys.values())) == 4
+    for name, role in (("kd_i", b"initiator"), ("kd_r", b"responder")):
+        keys[name] = P.hkdf_expand(prk, P.lv_cat(b"itsme-online-decision-v1", role), 32)
+        assert keys[name].hex() == ex[name], name
+    assert len(set(keys.values())) == 6  # "Each of the six keys seals or authenticates one"
     invite = b"\x01\x01" + sid + share_a + commitment
     assert len(invite) == 82 and invite.hex() == ex["invite_message"]
     t_in = P.lv_cat(b"itsme-online-transcript-v1", iid, invite, share_b)
@@ -3839,6 +4098,17 @@ def _remote_recompute(ex):
     assert th.hex() == ex["transcript_hash"]
     assert P.sas_value(seed, th) == ex["sas_value"]
     assert P.sas_text(seed, th) == ex["sas_text"]
+    # 16.3: decision_X = AES-256-GCM(kd_X, 12 zero bytes, aad = lv_cat(label, u8(1), role_X,
+    # th), u8(d)); DECISION = u8(1) || u8(4) || decision_X, 19 bytes.
+    for party, role, kd in ((i, b"initiator", keys["kd_i"]), (r, b"responder", keys["kd_r"])):
+        aad = P.lv_cat(b"itsme-online-decision-v1", b"\x01", role, th)
+        assert aad.hex() == party["decision_aad"]
+        message = b"\x01\x04" + AESGCM(kd).encrypt(bytes(12), bytes([party["decision"]]), aad)
+        assert message.hex() == party["decision_message"] and len(message) == 19
+        assert AESGCM(kd).decrypt(bytes(12), message[2:], aad) == bytes([party["decision"]])
+    assert ex["inviter"]["decision"] == 1
+    assert ex["invitee"]["decision"] == (0 if ex["realtime"] else 1)  # README: the real-time
+    # exchange's invitee rejects
 
 
 def _replace(message: bytes, at: int, new: bytes) -> bytes:
@@ -4147,6 +4417,178 @@ def test_remote_message_order_type_version():
     bad = dict(inputs["invitee"], encryption_code="K7X2-M9PN")
     with pytest.raises(P.ProtocolError):
         _remote_sides({"inviter": inputs["inviter"], "invitee": bad})
+
+
+def _remote_at_sas(inputs, realtime=False):
+    """A fresh inviter and invitee of ``inputs``, both holding the SAS (INVITE, ACCEPT, REPLY
+    delivered)."""
+    inviter, invitee = _remote_sides(inputs, realtime=realtime)
+    sent, failures = _remote_run(inviter, invitee)
+    assert failures == {} and inviter.done and invitee.done
+    return inviter, invitee, [m for _, m in sent]
+
+
+def _decision_forgeries(sender, receiver, d):
+    """DECISIONs of ``sender`` (deciding ``d``) that ``receiver`` must refuse, each with the
+    result code 16.3 step 5 gives it."""
+    th = sender.result.transcript_hash
+    keys = sender.result.keys
+    genuine = P.seal_decision(keys.kd(sender.role), sender.role, th, d)
+    out = []
+    # Another length: malformed before anything is decrypted.
+    for bad in (b"", genuine[:1], genuine[:2], genuine[:-1], genuine + b"\x00",
+                genuine + bytes(16), genuine[:2] + genuine[3:]):
+        out.append(("length %d" % len(bad), bad, "malformed_message"))
+    # A flipped bit anywhere: the header's give another version or type, the box's do not open.
+    for i in range(len(genuine)):
+        for bit in range(8):
+            bad = bytearray(genuine)
+            bad[i] ^= 1 << bit
+            out.append((f"bit {bit} of byte {i}", bytes(bad),
+                        "malformed_message" if i < 2 else "authentication_failed"))
+    # Under the other role's key, or with the other role or another th in the aad, or the
+    # receiver's own DECISION sent back: the box does not open.
+    other = receiver.role
+    out += [
+        ("under the receiver's role key", P.seal_decision(keys.kd(other), sender.role, th, d),
+         "authentication_failed"),
+        ("with the receiver's role in the aad", P.seal_decision(keys.kd(sender.role), other, th,
+                                                                d), "authentication_failed"),
+        ("the receiver's own DECISION reflected", P.seal_decision(keys.kd(other), other, th, d),
+         "authentication_failed"),
+        ("another exchange's th", P.seal_decision(keys.kd(sender.role), sender.role,
+                                                  P.sha256(th), d), "authentication_failed"),
+        ("the payload key in place of the decision key",
+         b"\x01\x04" + AESGCM(keys.kp_i if sender.role == P.INITIATOR else keys.kp_r).encrypt(
+             bytes(12), bytes([d]), P.decision_aad(sender.role, th)), "authentication_failed"),
+    ]
+    # A box that opens, of a plaintext that is not 0 or 1: malformed.
+    for value in (2, 0xFF):
+        box = AESGCM(keys.kd(sender.role)).encrypt(bytes(12), bytes([value]),
+                                                    P.decision_aad(sender.role, th))
+        out.append((f"plaintext {value}", b"\x01\x04" + box, "malformed_message"))
+    return genuine, out
+
+
+def _decision_cases():
+    """The vector exchanges' inputs (with their decisions), and random ones."""
+    cases = []
+    if _HAVE_VECTORS:
+        for ex in load("remote.json")["exchanges"]:
+            cases.append((_remote_inputs(ex), ex["realtime"],
+                          {"inviter": ex["inviter"]["decision"],
+                           "invitee": ex["invitee"]["decision"]}))
+    rng = random.Random(1631)
+    for k in range(2):
+        cases.append((_remote_random_inputs(rng), k == 1, {"inviter": 1, "invitee": k}))
+    return cases
+
+
+def test_remote_decision_refusals():
+    """16.3 step 5: a DECISION of another length, with a flipped bit, under the other role's key
+    (or another aad), or whose plaintext is not 0 or 1, is refused with its result code.
+    Received before this side decided, the refusal ends the exchange as failed (no contact);
+    received after, it is refused and the side keeps waiting, and the genuine DECISION is then
+    accepted (8.1)."""
+    for inputs, realtime, decisions in _decision_cases():
+        base_i, base_r, _ = _remote_at_sas(inputs, realtime)
+        for who in ("inviter", "invitee"):
+            sender = base_i if who == "inviter" else base_r
+            receiver_name = "invitee" if who == "inviter" else "inviter"
+            genuine, forgeries = _decision_forgeries(sender, base_r if who == "inviter"
+                                                     else base_i, decisions[who])
+            assert len(genuine) == 19
+            for why, bad, code in forgeries:
+                for decided_first in (False, True):
+                    i2, r2 = copy.deepcopy((base_i, base_r))  # fresh sides at the SAS
+                    receiver = r2 if receiver_name == "invitee" else i2
+                    if decided_first:
+                        receiver.decide(decisions[receiver_name] == 1)
+                    with pytest.raises(P.ProtocolError) as info:
+                        receiver.receive(bad)
+                    assert P.result_code(info.value) == code, (why, decided_first)
+                    if not decided_first:
+                        # "Received before this side decided, a failure ends the exchange".
+                        assert receiver.failed and receiver.contact_state is None, why
+                        with pytest.raises(P.InvalidState):
+                            receiver.receive(genuine)
+                        with pytest.raises(P.InvalidState):
+                            receiver.decide(True)
+                        continue
+                    # "received after, it is refused and the side keeps waiting".
+                    assert not receiver.failed and receiver.peer_decision is None, why
+                    assert receiver.contact_state == (
+                        P.AWAITING_PEER if decisions[receiver_name] == 1 else P.DELETED)
+                    receiver.receive(genuine)
+                    assert receiver.peer_decision == decisions[who] and receiver.complete
+                    both = decisions[who] == decisions[receiver_name] == 1
+                    assert receiver.contact_state == (P.VERIFIED if both else P.DELETED)
+
+
+def test_remote_decision_order():
+    """16.3: a DECISION before the SAS, or a second one before this side decided, ends the
+    exchange as failed (malformed_message); one after both decisions is invalid_state; so is
+    deciding before the SAS or twice.  After this side decided, any message is read as the
+    peer's DECISION: a refusal leaves the decision and the wait as they were."""
+    rng = random.Random(1632)
+    inputs = _remote_random_inputs(rng)
+    i0, r0, (invite, accept, reply) = _remote_at_sas(inputs)
+    d_r = P.seal_decision(r0.result.keys.kd_r, P.RESPONDER, r0.result.transcript_hash, 1)
+    d_i = P.seal_decision(i0.result.keys.kd_i, P.INITIATOR, i0.result.transcript_hash, 1)
+    # Before the SAS: the invitee after INVITE, the inviter before ACCEPT.
+    i2, r2 = _remote_sides(inputs)
+    i2.start()
+    r2.start()
+    with pytest.raises(P.InvalidState):
+        r2.decide(True)
+    r2.receive(invite)
+    with pytest.raises(P.MalformedMessage):
+        r2.receive(d_i)
+    assert r2.failed
+    with pytest.raises(P.MalformedMessage):
+        i2.receive(d_r)
+    assert i2.failed
+    # A second DECISION before this side decided.
+    i2, r2, _ = _remote_at_sas(inputs)
+    assert r2.receive(d_i) == [] and r2.peer_decision == 1
+    with pytest.raises(P.MalformedMessage):
+        r2.receive(d_i)
+    assert r2.failed and r2.contact_state is None
+    # After both decisions: invalid_state, nothing changes; deciding twice too.
+    i2, r2, _ = _remote_at_sas(inputs, realtime=True)
+    assert i2.decide(True) == [d_i] and r2.decide(True) == [d_r]
+    with pytest.raises(P.InvalidState):
+        i2.decide(False)
+    assert i2.receive(d_r) == [] and r2.receive(d_i) == []
+    for side, m in ((i2, d_r), (r2, d_i)):
+        with pytest.raises(P.InvalidState):
+            side.receive(m)
+        assert not side.failed and side.contact_state == P.VERIFIED
+    # Another type after this side decided: refused as malformed (out of order), and the side
+    # keeps waiting (8.1: a refusal "does not change that decision"; 7.2 likewise).
+    i2, r2, _ = _remote_at_sas(inputs)
+    r2.decide(True)
+    for m in (reply, invite, b"", b"\x01"):
+        with pytest.raises(P.MalformedMessage):
+            r2.receive(m)
+    assert not r2.failed and r2.contact_state == P.AWAITING_PEER
+    assert r2.receive(d_i) == [] and r2.contact_state == P.VERIFIED
+    # No decision within the lifetime of the wait deletes a contact awaiting the peer; a
+    # confirmation the inviter held is never sent.
+    i2, r2, _ = _remote_at_sas(inputs)
+    assert i2.decide(True) == []  # held: the mailbox
+    i2.end_wait()
+    assert i2.contact_state == P.DELETED and i2.complete
+    with pytest.raises(P.InvalidState):
+        i2.receive(d_r)
+    r2.decide(True)
+    r2.end_wait()
+    assert r2.contact_state == P.DELETED
+    # The DECISION keys are the exchange's own: another exchange's keys do not open it.
+    other = _remote_random_inputs(rng)
+    i3, r3, _ = _remote_at_sas(other)
+    with pytest.raises(P.AuthenticationFailed):
+        r3.receive(d_i)
 
 
 def _remote_keys_of(inputs, invite: bytes, yb: bytes):
@@ -4763,8 +5205,35 @@ def _transfer_fields(keys: T.TransferKeys) -> dict:
 @needs_vectors
 def test_transfer_vector_file_fields():
     expect_keys(load("transfer.json"), "transfers rejections offer_rejections")
-    for case in load("transfer.json")["offer_rejections"]:
+
+
+@needs_vectors
+def test_transfer_offer_rejections():
+    """transfer.json's offer_rejections: offers the first transfer's sender (its identity and
+    its ephemeral secret) refuses to read, with the result code of 17.3 (and of section 1 for
+    a low-order key: an all-zero X25519 result is invalid_key)."""
+    vec = load("transfer.json")
+    tr = vec["transfers"][0]
+    sender = tr["sender"]
+    for case in _cases(vec, "offer_rejections"):
         expect_keys(case, "case_text offer_text error_text")
+        with pytest.raises(P.ProtocolError) as info:
+            T.TransferSender(case["offer_text"], h(tr["sender_ephemeral_secret"]),
+                             h(sender["identity_seed"]), h(sender["contacts_key"]),
+                             sender["name_text"].encode("utf-8"))
+        assert _reason(info.value) == case["error_text"], case["case_text"]
+    # The first transfer's own offer text is read, also with tabs, line feeds, carriage
+    # returns and spaces around it (17.3 reads it "as 17.1 reads an export text"), and
+    # refused with any other character around it.
+    for text in (tr["offer_text"], " \t" + tr["offer_text"] + "\r\n "):
+        got = T.TransferSender(text, h(tr["sender_ephemeral_secret"]),
+                               h(sender["identity_seed"]), h(sender["contacts_key"]),
+                               sender["name_text"].encode("utf-8"))
+        assert got.key_message.hex() == tr["key_message"]
+    for text in ("\u00a0" + tr["offer_text"], tr["offer_text"] + "\u2028",
+                 tr["offer_text"] + "\x0b", tr["offer_text"][:12] + " " + tr["offer_text"][12:]):
+        with pytest.raises(T.Malformed):
+            T.parse_offer(text)
 
 
 @needs_vectors

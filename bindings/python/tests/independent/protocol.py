@@ -61,6 +61,42 @@ class TypingError(ProtocolError):
     session", or a degradation code (section 10.2), which "is rejected without counting"."""
 
 
+# Section 1.1's result codes, for the parts of this module that report them (Online Verify,
+# 11.2 and 11.3; the exchange at a distance's DECISION, 16.3 step 5).  Each is a ProtocolError,
+# and ``result_code`` gives its name as the vectors spell it.
+
+class MalformedMessage(ProtocolError):
+    """``malformed_message``: a wrong size, encoding or layout, another version or type, out of
+    order, or received twice."""
+    code = "malformed_message"
+
+
+class AuthenticationFailed(ProtocolError):
+    """``authentication_failed``: a MAC, AEAD tag, commitment, confirmation or proof fails."""
+    code = "authentication_failed"
+
+
+class InvalidKey(ProtocolError):
+    """``invalid_key``: an X25519 key giving an all-zero shared secret, or a reflection."""
+    code = "invalid_key"
+
+
+class InvalidState(ProtocolError):
+    """``invalid_state``: a call or message that does not fit the state (after completion,
+    after a failure); it changes nothing."""
+    code = "invalid_state"
+
+
+class Expired(ProtocolError):
+    """``expired``: past the lifetime its section gives."""
+    code = "expired"
+
+
+def result_code(exc: BaseException) -> str | None:
+    """The result code (section 1.1) an error reports, or None for one that names none."""
+    return getattr(exc, "code", None)
+
+
 # --------------------------------------------------------------------------------------------
 # Section 1: encodings
 # --------------------------------------------------------------------------------------------
@@ -227,9 +263,9 @@ def x25519_shared(my_secret: bytes, their_public: bytes) -> bytes:
             X25519PublicKey.from_public_bytes(their_public)
         )
     except ValueError as exc:  # the backend refuses an all-zero output itself
-        raise ProtocolError("X25519 shared secret is all zero") from exc
+        raise InvalidKey("X25519 shared secret is all zero") from exc
     if not any(shared):
-        raise ProtocolError("X25519 shared secret is all zero")
+        raise InvalidKey("X25519 shared secret is all zero")
     return shared
 
 
@@ -826,9 +862,14 @@ def parse_bt_plaintext(plaintext: bytes, th1: bytes, peer_role: str, peer_hello:
     return BtPeerData(identity_pk, device_secret, name, signature)
 
 
+def bt_transcript_input(th1: bytes, plaintext_i: bytes, plaintext_r: bytes) -> bytes:
+    """7.4: lv_cat('itsme-bluetooth-transcript-v1', th1, plaintext_I, plaintext_R)."""
+    return lv_cat(BT_TRANSCRIPT_LABEL, th1, plaintext_i, plaintext_r)
+
+
 def bt_transcript_hash(th1: bytes, plaintext_i: bytes, plaintext_r: bytes) -> bytes:
-    """7.4: SHA-256(lv_cat(label, th1, plaintext_I, plaintext_R))."""
-    return sha256(lv_cat(BT_TRANSCRIPT_LABEL, th1, plaintext_i, plaintext_r))
+    """7.4: th = SHA-256(lv_cat(label, th1, plaintext_I, plaintext_R))."""
+    return sha256(bt_transcript_input(th1, plaintext_i, plaintext_r))
 
 
 # --------------------------------------------------------------------------------------------
@@ -938,6 +979,28 @@ def words_block(key: bytes, i: int) -> bytes:
     return hmac_sha256(key, message)
 
 
+def read_word_blocks(blocks: Iterable[bytes]) -> list[int]:
+    """9.3's reading over the blocks block_0, block_1, ... (32 bytes each, at most 256: "256
+    blocks in all"): their bytes in order, until five indices.  Raises ProtocolError ("the
+    derivation fails") when the blocks fall short."""
+    def stream():
+        for n, block in enumerate(blocks):
+            if n > LAST_WORD_BLOCK:
+                raise ValueError("9.3 reads at most 256 blocks")
+            if len(block) != 32:
+                raise ValueError("a word block is an HMAC-SHA256 output, 32 bytes")
+            yield from block
+    return pick_words(stream())
+
+
+def read_word_stream(stream: bytes) -> list[int]:
+    """9.3's reading applied to a byte stream taken as block_0 || block_1 || ... (32 bytes
+    each): the five indices, in the order drawn."""
+    if len(stream) % 32:
+        raise ValueError("a stream of whole 32-byte blocks")
+    return read_word_blocks(stream[k:k + 32] for k in range(0, len(stream), 32))
+
+
 def pick_words(stream: Iterable[int]) -> list[int]:
     """Rejection sampling: a byte b < 234 gives index b mod 26, kept unless already chosen;
     other bytes are skipped; stop at five.  Returns the five in the order drawn."""
@@ -964,15 +1027,15 @@ def draw_words(seed: bytes, window: int, pid: bytes) -> WordDraw:
     key = words_key(seed, window, pid)
     blocks: list[bytes] = []
 
-    def stream():
+    def made():
         # Blocks 0 to 255: "256 blocks in all".  "Should all 256 fall short [...] the
-        # derivation fails": pick_words raises ProtocolError when the stream ends.
+        # derivation fails": the reading raises ProtocolError when the blocks end.
         for i in range(LAST_WORD_BLOCK + 1):
             block = words_block(key, i)
             blocks.append(block)
-            yield from block
+            yield block
 
-    words = pick_words(stream())
+    words = read_word_blocks(made())
     return WordDraw(key, tuple(blocks), tuple(sorted(words)))
 
 
@@ -981,9 +1044,14 @@ def draw_words(seed: bytes, window: int, pid: bytes) -> WordDraw:
 FIRST_SELECTOR_LABEL = b"itsme-first-selector-v1"
 
 
+def first_selector_hmac(seed: bytes, window: int) -> bytes:
+    """HMAC(seed, lv_cat('itsme-first-selector-v1', u64(W))), the whole 32 bytes."""
+    return hmac_sha256(seed, lv_cat(FIRST_SELECTOR_LABEL, u64(window)))
+
+
 def first_selector_byte(seed: bytes, window: int) -> int:
     """The first byte of HMAC(seed, lv_cat(label, u64(W)))."""
-    return hmac_sha256(seed, lv_cat(FIRST_SELECTOR_LABEL, u64(window)))[0]
+    return first_selector_hmac(seed, window)[0]
 
 
 def lower_selects_first(seed: bytes, window: int) -> bool:
@@ -1503,6 +1571,17 @@ class ContactSecrets:
                 (self.pending[1] or None) if self.pending is not None else None,
                 self.previous or None)
 
+    def shows(self) -> bytes | None:
+        """10.3, "What a listener shows": "the tag of the peer's pending new secret once this
+        side has committed [...], else the tag of the peer's current secret; no tag when the
+        listener holds neither".  Returns that secret (None: no tag).  The document does not
+        say what is shown by a side that has committed but holds no pending secret of the
+        peer, which no step of 10.3 produces (committing needs a pending pair): it falls to
+        the current one here."""
+        if self.committed and self.pending is not None and self.pending[1]:
+            return self.pending[1]
+        return self.theirs or None
+
     def classify(self, matches: Callable[[bytes], bool]) -> str:
         """Which of the accepted secrets a heard tag is (``matches(secret)`` tells whether the
         heard tag is the one of ``secret``), by the order of 10.3 (see ``read_heard_tag``):
@@ -1885,16 +1964,17 @@ def ov_message(message_type: int, body: bytes) -> bytes:
 
 def parse_ov_message(message: bytes, expected_type: int) -> bytes:
     """11.2: a message of another version or type, of the wrong length, or out of order (a
-    type other than the one expected now) is rejected.  Returns the body."""
+    type other than the one expected now) is rejected, ``malformed_message`` each.  Returns
+    the body."""
     if len(message) < 2 or message[0] != OV_VERSION:
-        raise ProtocolError("Online Verify message of another version")
+        raise MalformedMessage("Online Verify message of another version")
     if message[1] not in _OV_BODY_LENGTHS:
-        raise ProtocolError("Online Verify message of another type")
+        raise MalformedMessage("Online Verify message of another type")
     if message[1] != expected_type:
-        raise ProtocolError(f"{_OV_NAMES[message[1]]} out of order "
-                            f"(expected {_OV_NAMES[expected_type]})")
+        raise MalformedMessage(f"{_OV_NAMES[message[1]]} out of order "
+                               f"(expected {_OV_NAMES[expected_type]})")
     if len(message) - 2 not in _OV_BODY_LENGTHS[expected_type]:
-        raise ProtocolError("Online Verify message of the wrong length")
+        raise MalformedMessage("Online Verify message of the wrong length")
     return message[2:]
 
 
@@ -1921,15 +2001,16 @@ def ov_role(my_pid: bytes, their_pid: bytes) -> str:
 def check_ov_key(body: bytes, own_ephemeral_pk: bytes, own_challenge: bytes,
                  commitment: bytes | None, own_ephemeral_secret: bytes) -> tuple[bytes, bytes,
                                                                                    bytes]:
-    """11.2, checks on a received KEY body, in the listed order: the peer's eph and chal differ
-    from one's own (each of them: a message echoing either is refused); for the responder
-    (``commitment`` given) the KEY opens the COMMIT, compared in constant time; the X25519
-    shared secret is not all zero.  Returns (eph, chal, shared)."""
+    """11.2, "Checks on a KEY, in this order (section 1.1)": for the responder (``commitment``
+    given) the initiator's KEY opens its COMMIT, compared in constant time, else
+    ``authentication_failed``; neither the peer's eph nor its chal equals one's own (a
+    reflected message), else ``invalid_key``; the X25519 shared secret is not all zero, else
+    ``invalid_key``.  Returns (eph, chal, shared)."""
     eph, chal = body[:OV_EPHEMERAL_BYTES], body[OV_EPHEMERAL_BYTES:]
-    if eph == own_ephemeral_pk or chal == own_challenge:
-        raise ProtocolError("KEY carries our own ephemeral key or challenge (reflected)")
     if commitment is not None and not hmac.compare_digest(ov_commitment(eph, chal), commitment):
-        raise ProtocolError("the initiator's KEY does not open its COMMIT")
+        raise AuthenticationFailed("the initiator's KEY does not open its COMMIT")
+    if eph == own_ephemeral_pk or chal == own_challenge:
+        raise InvalidKey("KEY carries our own ephemeral key or challenge (reflected)")
     return eph, chal, x25519_shared(own_ephemeral_secret, eph)
 
 
@@ -2005,7 +2086,7 @@ def open_proof_with_reference(message: bytes, key: bytes) -> tuple[bytes, bytes,
     try:
         plain = ChaCha20Poly1305(key).decrypt(bt_nonce(OV_PROOF_COUNTER), body, message[:2])
     except InvalidTag as exc:
-        raise ProtocolError("PROOF does not decrypt") from exc
+        raise AuthenticationFailed("PROOF does not decrypt") from exc
     reference = plain[OV_PROOF_PLAINTEXT_BYTES:] or None
     return plain[:32], plain[32:OV_PROOF_PLAINTEXT_BYTES], reference
 
@@ -2224,13 +2305,13 @@ class OnlineVerifySession:
 
     def receive(self, message: bytes, now: int | None = None) -> list[bytes]:
         if self.failed:
-            raise ProtocolError("the session has failed")
+            raise InvalidState("the session has failed")
         try:
             if not self._started:
-                raise ProtocolError("message before the session started")
+                raise InvalidState("message before the session started")
             if now is not None and self.created_at is not None and ov_session_expired(
                     self.created_at, now):
-                raise ProtocolError("the session has expired (more than 600 seconds old)")
+                raise Expired("the session has expired (more than 600 seconds old)")
         except ProtocolError:
             self.failed = True
             self.result = None
@@ -2238,7 +2319,7 @@ class OnlineVerifySession:
         if self.done:
             # 11.2: "Once both PROOFs are in, further messages are refused without ending the
             # session" (the outcome and SAS stay to be confirmed).
-            raise ProtocolError("message after both PROOFs: refused")
+            raise InvalidState("message after both PROOFs: refused")
         try:
             return self._receive(message)
         except ProtocolError:
@@ -2301,7 +2382,7 @@ class OnlineVerifySession:
         peer_key = d["k_r"] if self.role == INITIATOR else d["k_i"]
         proof, dtag, peer_reference = open_proof_with_reference(message, peer_key)
         if not hmac.compare_digest(proof, ov_proof(self.seed, self.peer_role, d["th"])):
-            raise ProtocolError("the peer's proof is wrong")
+            raise AuthenticationFailed("the peer's proof is wrong")
         heard = ov_tag_heard(dtag, d["expected_dtag"], d["expected_new"],
                              d["expected_previous"])
         outcome = _HEARD_OUTCOME[heard]
@@ -2456,6 +2537,7 @@ def realtime_room_id(invite_code: str) -> bytes:
 REMOTE_EXCHANGE_LABEL = b"itsme-online-exchange-v1"  # CI's label and the key derivation's salt
 REMOTE_CONFIRM_LABEL = b"itsme-online-confirm-v1"
 REMOTE_PAYLOAD_KEY_LABEL = b"payload-encryption"
+REMOTE_DECISION_LABEL = b"itsme-online-decision-v1"  # the decision keys' label and its aad's
 SID_BYTES = 16
 
 
@@ -2506,25 +2588,35 @@ class RemoteKeys:
     kc_r: bytes
     kp_i: bytes
     kp_r: bytes
+    kd_i: bytes
+    kd_r: bytes
+
+    def kd(self, role: str) -> bytes:
+        """The DECISION key of ``role`` (the sender's: each side seals with its own)."""
+        return {INITIATOR: self.kd_i, RESPONDER: self.kd_r}[role]
 
 
 def remote_keys(isk: bytes) -> RemoteKeys:
     """prk = HKDF-Extract(salt = 'itsme-online-exchange-v1', ikm = ISK); the confirmation keys
-    (label 'itsme-online-confirm-v1') and payload keys ('payload-encryption') of each role."""
+    (label 'itsme-online-confirm-v1'), payload keys ('payload-encryption') and decision keys
+    ('itsme-online-decision-v1') of each role."""
     prk = hkdf_extract(REMOTE_EXCHANGE_LABEL, isk)
     return RemoteKeys(
         hkdf_expand(prk, lv_cat(REMOTE_CONFIRM_LABEL, INITIATOR), 32),
         hkdf_expand(prk, lv_cat(REMOTE_CONFIRM_LABEL, RESPONDER), 32),
         hkdf_expand(prk, lv_cat(REMOTE_PAYLOAD_KEY_LABEL, INITIATOR), 32),
         hkdf_expand(prk, lv_cat(REMOTE_PAYLOAD_KEY_LABEL, RESPONDER), 32),
+        hkdf_expand(prk, lv_cat(REMOTE_DECISION_LABEL, INITIATOR), 32),
+        hkdf_expand(prk, lv_cat(REMOTE_DECISION_LABEL, RESPONDER), 32),
     )
 
 
 # 16.3 Messages
 
 REMOTE_VERSION = 1
-REMOTE_INVITE, REMOTE_ACCEPT, REMOTE_REPLY = 1, 2, 3
-_REMOTE_NAMES = {REMOTE_INVITE: "INVITE", REMOTE_ACCEPT: "ACCEPT", REMOTE_REPLY: "REPLY"}
+REMOTE_INVITE, REMOTE_ACCEPT, REMOTE_REPLY, REMOTE_DECISION = 1, 2, 3, 4
+_REMOTE_NAMES = {REMOTE_INVITE: "INVITE", REMOTE_ACCEPT: "ACCEPT", REMOTE_REPLY: "REPLY",
+                 REMOTE_DECISION: "DECISION"}
 REMOTE_TRANSCRIPT_LABEL = b"itsme-online-transcript-v1"
 REMOTE_PAYLOAD_LABEL = b"itsme-online-payload-v1"
 REMOTE_SAS_LABEL = b"itsme-online-sas-transcript-v1"
@@ -2537,9 +2629,11 @@ _BOX_MIN = REMOTE_PAYLOAD_FIXED + 1 + GCM_TAG_BYTES  # 162
 _BOX_MAX = REMOTE_PAYLOAD_FIXED + 128 + GCM_TAG_BYTES  # 289
 ACCEPT_MIN, ACCEPT_MAX = 2 + 32 + 32 + _BOX_MIN, 2 + 32 + 32 + _BOX_MAX  # 228, 355
 REPLY_MIN, REPLY_MAX = 2 + 32 + _BOX_MIN, 2 + 32 + _BOX_MAX  # 196, 323
+DECISION_BYTES = 2 + 1 + GCM_TAG_BYTES  # 19: u8(1) || u8(4) || decision_X (17)
 _REMOTE_LENGTHS = {REMOTE_INVITE: (INVITE_BYTES, INVITE_BYTES),
                    REMOTE_ACCEPT: (ACCEPT_MIN, ACCEPT_MAX),
-                   REMOTE_REPLY: (REPLY_MIN, REPLY_MAX)}
+                   REMOTE_REPLY: (REPLY_MIN, REPLY_MAX),
+                   REMOTE_DECISION: (DECISION_BYTES, DECISION_BYTES)}
 
 
 def remote_message(message_type: int, body: bytes) -> bytes:
@@ -2555,15 +2649,15 @@ def parse_remote_message(message: bytes, expected_type: int) -> bytes:
     """Version, then type (another type than the one expected now is out of order), then
     length.  Returns the body."""
     if len(message) < 2 or message[0] != REMOTE_VERSION:
-        raise ProtocolError("message of another version")
+        raise MalformedMessage("message of another version")
     if message[1] not in _REMOTE_NAMES:
-        raise ProtocolError("message of another type")
+        raise MalformedMessage("message of another type")
     if message[1] != expected_type:
-        raise ProtocolError(f"{_REMOTE_NAMES[message[1]]} out of order "
-                            f"(expected {_REMOTE_NAMES[expected_type]})")
+        raise MalformedMessage(f"{_REMOTE_NAMES[message[1]]} out of order "
+                               f"(expected {_REMOTE_NAMES[expected_type]})")
     low, high = _REMOTE_LENGTHS[expected_type]
     if not low <= len(message) <= high:
-        raise ProtocolError(f"{_REMOTE_NAMES[expected_type]} of the wrong length")
+        raise MalformedMessage(f"{_REMOTE_NAMES[expected_type]} of the wrong length")
     return message[2:]
 
 
@@ -2722,6 +2816,51 @@ def remote_transcript_hash(tpake: bytes, payload_i: bytes, payload_r: bytes) -> 
     return sha256(remote_transcript_input(tpake, payload_i, payload_r))
 
 
+# 16.3 step 5 and 8.1: DECISION
+
+DECISION_REJECTED, DECISION_CONFIRMED = 0, 1  # "d is 1 when the person confirmed the SAS, 0
+#                                               when they rejected it"
+# 8.1: what becomes of the new contact.  UNVERIFIED (saved once the SAS is shown) and VERIFIED
+# are section 10's states; the two below are 8.1's.
+AWAITING_PEER = "awaiting the peer"
+DELETED = "deleted"
+
+
+def decision_aad(role: str, th: bytes) -> bytes:
+    """aad = lv_cat('itsme-online-decision-v1', u8(1), role_X, th), th the SAS transcript hash
+    of 16.4."""
+    if len(th) != 32:
+        raise ValueError("th is 32 bytes")
+    return lv_cat(REMOTE_DECISION_LABEL, u8(1), role, th)
+
+
+def seal_decision(kd: bytes, role: str, th: bytes, decision: int) -> bytes:
+    """DECISION = u8(1) || u8(4) || decision_X, decision_X = AES-256-GCM(key = kd_X, nonce = 12
+    zero bytes, aad, u8(d)): 1 + 16 bytes, 19 in all."""
+    if decision not in (DECISION_REJECTED, DECISION_CONFIRMED):
+        raise ValueError("a decision is 1 (confirmed) or 0 (rejected)")
+    box = AESGCM(kd).encrypt(REMOTE_NONCE, u8(decision), decision_aad(role, th))
+    return remote_message(REMOTE_DECISION, box)
+
+
+def open_decision(message: bytes, kd: bytes, sender_role: str, th: bytes) -> int:
+    """16.3 step 5, a received DECISION: "exactly 19 bytes (malformed_message otherwise,
+    before anything is decrypted)", then version and type (1.1: size, shape, version), "its
+    box must open under the sender's kd_X with this exchange's th (authentication_failed
+    otherwise), and its plaintext is one byte, 0 or 1 (malformed_message otherwise)".
+    Returns the decision."""
+    if len(message) != DECISION_BYTES:
+        raise MalformedMessage(f"a DECISION of {len(message)} bytes, not {DECISION_BYTES}")
+    box = parse_remote_message(message, REMOTE_DECISION)
+    try:
+        plain = AESGCM(kd).decrypt(REMOTE_NONCE, box, decision_aad(sender_role, th))
+    except InvalidTag as exc:
+        raise AuthenticationFailed(f"the {sender_role}'s DECISION does not open") from exc
+    if len(plain) != 1 or plain[0] not in (DECISION_REJECTED, DECISION_CONFIRMED):
+        raise MalformedMessage("a DECISION whose plaintext is not one byte, 0 or 1")
+    return plain[0]
+
+
 @dataclass(frozen=True)
 class RemoteResult:
     """What one side holds once it can show the SAS (the inviter on ACCEPT, the invitee on
@@ -2774,9 +2913,11 @@ class RemoteExchange:
 
     ``start()`` returns the messages to send first (the inviter's INVITE); ``receive(m)`` checks
     a message from the peer and returns the messages to send in reply.  The first failed check,
-    or a message out of the order INVITE, ACCEPT, REPLY (also one after the last), raises
-    ProtocolError and ends the exchange as failed: ``result`` is then None and every later call
-    raises too."""
+    or a message out of the order INVITE, ACCEPT, REPLY, DECISION, raises ProtocolError and
+    ends the exchange as failed: ``result`` is then None and every later call raises too.
+    Once the SAS is shown, ``decide()`` gives this side's DECISION and ``receive`` reads the
+    peer's (16.3 step 5); after this side decided, a refused message leaves the exchange
+    waiting (8.1).  ``contact_state`` is 8.1's outcome."""
 
     def __init__(self, role: str, identity_seed: bytes, ephemeral_secret: bytes,
                  device_secret: bytes, name: bytes, invite_code: str, encryption_code: str,
@@ -2805,6 +2946,13 @@ class RemoteExchange:
         self.failed = False
         self._started = False
         self._expect = REMOTE_ACCEPT if role == INITIATOR else REMOTE_INVITE
+        # 16.3 step 5 and 8.1: each side's decision (None: not yet), this side's DECISION
+        # message, one held back (below), and whether the wait for the peer's has ended.
+        self.own_decision: int | None = None
+        self.peer_decision: int | None = None
+        self.decision_message: bytes | None = None
+        self._held: list[bytes] = []
+        self.wait_ended = False
         self._v: dict = {}
         if role == INITIATOR:
             if sid is None or len(sid) != SID_BYTES:
@@ -2893,21 +3041,37 @@ class RemoteExchange:
         return [self.invite] if self.role == INITIATOR else []
 
     def receive(self, message: bytes) -> list[bytes]:
+        """A message from the peer.  16.3: "Any failure at any step, or a message of another
+        version or type, of the wrong length, or out of the order above [...] ends the
+        exchange as failed, except a DECISION after this side decided (step 5)", which is
+        refused with its result code while this side keeps waiting (8.1).  A message once the
+        exchange is complete, or after a failure, is ``invalid_state``."""
         if self.failed:
-            raise ProtocolError("the exchange has failed")
+            raise InvalidState("the exchange has failed")
+        if self.complete:
+            raise InvalidState("the exchange is complete: both decisions are in, or the wait "
+                               "ended")
+        # "except a DECISION after this side decided": once this side decided, the only
+        # message it still reads is the peer's DECISION, so whatever arrives is read as one,
+        # and a refusal "does not change that decision" (8.1; as 7.2 says of any Bluetooth
+        # frame after this side decided).  The document does not say whether a message too
+        # short to carry a type, or of another type, counts as "a DECISION" here: this reading
+        # counts it.
+        keeps_waiting = self._expect == REMOTE_DECISION and self.own_decision is not None
         try:
             if not self._started:
-                raise ProtocolError("message before the exchange started")
-            if self._expect is None:
-                raise ProtocolError("a message after the last one (out of order)")
+                raise InvalidState("message before the exchange started")
             if self._expect == REMOTE_INVITE:
                 return self._on_invite(message)
             if self._expect == REMOTE_ACCEPT:
                 return self._on_accept(message)
-            return self._on_reply(message)
+            if self._expect == REMOTE_REPLY:
+                return self._on_reply(message)
+            return self._on_decision(message)
         except ProtocolError:
-            self.failed = True
-            self.result = None
+            if not keeps_waiting:
+                self.failed = True
+                self.result = None
             raise
 
     def _on_invite(self, message: bytes) -> list[bytes]:
@@ -2943,7 +3107,7 @@ class RemoteExchange:
         v["box_i"] = seal_remote_payload(v["keys"].kp_i, INITIATOR, self.invite_id, payload_i)
         v["reply"] = reply_message(v["tag_i"], v["box_i"])
         self._finish(peer, payload_i, payload_r)
-        self._expect = None
+        self._expect = REMOTE_DECISION  # "the inviter after ACCEPT"
         return [v["reply"]]
 
     def _on_reply(self, message: bytes) -> list[bytes]:
@@ -2961,5 +3125,79 @@ class RemoteExchange:
             raise ProtocolError("the inviter's payload does not open its commitment")
         v.update(reply=message, tag_i=tag_i, box_i=box_i)
         self._finish(peer, payload_i, v["payload_r"])
-        self._expect = None
+        self._expect = REMOTE_DECISION  # "the invitee after REPLY"
         return []
+
+    # 16.3 step 5 and 8.1: the decisions ---------------------------------------------------
+
+    @property
+    def peer_role(self) -> str:
+        return RESPONDER if self.role == INITIATOR else INITIATOR
+
+    @property
+    def complete(self) -> bool:
+        """Both decisions are in, or the wait for the peer's has ended: nothing more is read."""
+        return self.wait_ended or (self.own_decision is not None
+                                   and self.peer_decision is not None)
+
+    @property
+    def contact_state(self) -> str | None:
+        """8.1: None while there is no SAS, or after a failure ("no contact is saved");
+        UNVERIFIED once the SAS is shown and before this side decided; AWAITING_PEER once it
+        confirmed and until the peer's confirmation arrives; VERIFIED when both confirmed;
+        DELETED after either side's rejection, or no decision from the peer within the
+        lifetime of the wait."""
+        if self.failed or self.result is None:
+            return None
+        if DECISION_REJECTED in (self.own_decision, self.peer_decision):
+            return DELETED
+        if self.own_decision is None:
+            return DELETED if self.wait_ended else UNVERIFIED
+        if self.peer_decision is None:
+            return DELETED if self.wait_ended else AWAITING_PEER
+        return VERIFIED
+
+    def decide(self, confirmed: bool) -> list[bytes]:
+        """This side's person confirmed (True) or rejected (False) the SAS: returns the
+        DECISION to send now.  8.1: deciding before there is a SAS, twice, or after a failure
+        is ``invalid_state``; so is confirming once the peer's rejection arrived ("cannot
+        confirm any more (invalid_state); it rejects").  16.3 step 5: "Through the mailbox the
+        inviter sends a confirmation only after it has read the invitee's DECISION (a
+        rejection it sends at once)": such a confirmation is held and returned by the
+        ``receive`` that reads the invitee's DECISION."""
+        if self.failed:
+            raise InvalidState("the exchange has failed")
+        if self.result is None:
+            raise InvalidState("no SAS to confirm or reject yet")
+        if self.own_decision is not None or self.wait_ended:
+            raise InvalidState("this side has decided already, or the wait has ended")
+        if confirmed and self.peer_decision == DECISION_REJECTED:
+            raise InvalidState("the peer rejected the SAS: this side cannot confirm any more")
+        decision = DECISION_CONFIRMED if confirmed else DECISION_REJECTED
+        self.own_decision = decision
+        self.decision_message = seal_decision(self.result.keys.kd(self.role), self.role,
+                                              self.result.transcript_hash, decision)
+        if (confirmed and self.role == INITIATOR and not self.realtime
+                and self.peer_decision is None):
+            self._held = [self.decision_message]
+            return []
+        return [self.decision_message]
+
+    def end_wait(self) -> None:
+        """8.1 and 16.5: the lifetime of the wait ended (an invite that ended or expired, a
+        ``peer-left`` or a closed room) before the peer's DECISION: "no decision", which
+        deletes a contact awaiting the peer.  A confirmation still held (mailbox, above) is
+        never sent."""
+        self.wait_ended = True
+        self._held = []
+
+    def _on_decision(self, message: bytes) -> list[bytes]:
+        """16.3 step 5: the peer's DECISION, once, sealed under the sender's kd_X with this
+        exchange's th."""
+        if self.peer_decision is not None:
+            raise MalformedMessage("a second DECISION")
+        decision = open_decision(message, self.result.keys.kd(self.peer_role),
+                                 self.peer_role, self.result.transcript_hash)
+        self.peer_decision = decision
+        held, self._held = self._held, []
+        return held

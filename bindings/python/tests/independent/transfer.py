@@ -451,6 +451,10 @@ TRANSFER_NONCE = bytes(12)
 TRANSFER_SECONDS = 10 * 60
 
 
+# 17.1 and 17.3: the characters dropped around an export or offer text, and no others.
+TEXT_AROUND = "\t\n\r "
+
+
 def offer(transfer_id: bytes, receiver_public: bytes) -> bytes:
     """u8(1) version | transfer_id (16) | R (32)."""
     if len(transfer_id) != TRANSFER_ID_BYTES or len(receiver_public) != 32:
@@ -463,8 +467,12 @@ def offer_text(offer_bytes: bytes) -> str:
 
 
 def parse_offer(data: bytes | str) -> tuple[bytes, bytes]:
-    """An offer, or its text as scanned: (transfer_id, R)."""
+    """An offer, or its text as scanned: (transfer_id, R).  17.3: "The sender reads the offer
+    text as 17.1 reads an export text (tabs, line feeds, carriage returns and spaces around it
+    dropped, nothing else)"; one that is not 'ITSMETR1:' and strict base64url of 49 bytes with
+    version 1 is malformed_message."""
     if isinstance(data, str):
+        data = data.strip(TEXT_AROUND)
         if not data.startswith(OFFER_TEXT_PREFIX):
             raise Malformed("not a transfer offer")
         try:
