@@ -244,8 +244,13 @@ public final class Exchange: CustomStringConvertible {
                 throw ItsMeError(.invalidArgument, "this is not an ItsMe exchange payload (scan the other person's ItsMe code)")
             }
         }
+        if method != .qr, peerDecision != 0 {
+            // The peer's decision was its last message: the exchange has
+            // them all (PROTOCOL.md 7.1, 16.3; as Online Verify, 11.2).
+            throw ItsMeError(.invalidState, "the peer's decision is in; nothing more comes from the peer")
+        }
         if state == .awaitingDecision || state == .confirmed || state == .rejected {
-            guard method != .qr, peerDecision == 0 else {
+            guard method != .qr else {
                 throw ItsMeError(.invalidState, "the exchange is \(state); nothing more comes from the peer")
             }
             // This side has decided: only the peer's decision may still
@@ -446,9 +451,6 @@ public final class Exchange: CustomStringConvertible {
         guard Array(SHA256.hash(key).prefix(8)) == Array(helloPeer![2..<10]) else {
             throw ItsMeError(.authenticationFailed, "the peer's identity key does not match the fingerprint in its HELLO")
         }
-        guard !ConstantTime.equal(key, identity.publicKey) else {
-            throw ItsMeError(.invalidKey, "the peer's contact data carries our own identity key")
-        }
         let peerEphemeral = Array(keyPeer![2...])
         let commitment = deviceSecret.withBytes {
             ExchangeProtocol.commitment(identityKey: key, ephemeralKey: peerEphemeral, name: nameBytes, deviceSecret: $0)
@@ -463,6 +465,10 @@ public final class Exchange: CustomStringConvertible {
                 signature: Array(plain[(plain.count - 64)...]),
                 message: LV.cat(LV.b("itsme-bluetooth-payload-v1"), th1, LV.b(peerRole), data), publicKey: key)
         else { throw ItsMeError(.authenticationFailed, "the peer's signature does not verify") }
+        // Contents, once authenticated (PROTOCOL.md 1.1, 7.4).
+        guard !ConstantTime.equal(key, identity.publicKey) else {
+            throw ItsMeError(.invalidKey, "the peer's contact data carries our own identity key")
+        }
         let fingerprint = Fingerprint.of(publicKey: key)
         try deriveSeed(peerEphemeral: peerEphemeral, peerFingerprint: fingerprint)
         plaintextPeer = plain
@@ -608,7 +614,7 @@ public final class Exchange: CustomStringConvertible {
     private func completePAKE(ya: [UInt8], yb: [UInt8], commitment: [UInt8]) throws {
         let peerShare = isInitiator ? yb : ya
         guard !ConstantTime.equal(ya, yb) else {
-            throw ItsMeError(.authenticationFailed, "the peer's PAKE share equals ours (a reflected message)")
+            throw ItsMeError(.invalidKey, "the peer's PAKE share equals ours (a reflected message)")
         }
         var k = try withScalar { y in
             try peerShare.withUnsafeBytes { p in
@@ -646,9 +652,6 @@ public final class Exchange: CustomStringConvertible {
             try RemoteProtocol.openPayload(key: $0, initiator: !isInitiator, inviteID: inviteID, box)
         }
         let p = try RemoteProtocol.parsePayload(plain, tpake: tpake, senderInitiator: !isInitiator)
-        guard !ConstantTime.equal(p.identityKey, identity.publicKey) else {
-            throw ItsMeError(.invalidKey, "the peer's contact data carries our own identity key")
-        }
         if !isInitiator {
             let commitment = p.deviceSecret.withBytes {
                 ExchangeProtocol.commitment(identityKey: p.identityKey, ephemeralKey: p.ephemeralKey, name: p.nameBytes, deviceSecret: $0)
@@ -656,6 +659,10 @@ public final class Exchange: CustomStringConvertible {
             guard ConstantTime.equal(commitment, Array(inviteMessage![50..<82])) else {
                 throw ItsMeError(.authenticationFailed, "the inviter's keys do not match its commitment")
             }
+        }
+        // Contents, once authenticated (PROTOCOL.md 1.1, 16.3).
+        guard !ConstantTime.equal(p.identityKey, identity.publicKey) else {
+            throw ItsMeError(.invalidKey, "the peer's contact data carries our own identity key")
         }
         let fingerprint = Fingerprint.of(publicKey: p.identityKey)
         try deriveSeed(peerEphemeral: p.ephemeralKey, peerFingerprint: fingerprint)

@@ -420,7 +420,6 @@ final class ExchangeTests: XCTestCase {
             ([f[0], f[0]], "HELLO replayed"),
             ([f[0], f[1], f[1]], "KEY replayed"),
             ([f[0], f[1], f[2], f[2]], "DATA replayed"),
-            ([f[0], f[1], f[2], f[3], f[3]], "CONFIRM replayed"),
             ([f[1]], "KEY before HELLO"),
             ([f[0], f[2]], "DATA before KEY"),
             ([f[0], f[1], f[3]], "CONFIRM before DATA"),
@@ -431,6 +430,9 @@ final class ExchangeTests: XCTestCase {
             let k = kind { try feedB(bob, code: code, frames) }
             XCTAssertTrue(k == .malformedMessage || k == .authenticationFailed, "\(what): \(String(describing: k))")
         }
+        // After the peer's CONFIRM the exchange has every frame: anything
+        // more, a replayed CONFIRM included, is invalid_state (7.1).
+        XCTAssertEqual(kind { try self.feedB(bob, code: code, [f[0], f[1], f[2], f[3], f[3]]) }, .invalidState, "CONFIRM replayed")
     }
 
     func testBluetoothReflectionIsRefused() throws {

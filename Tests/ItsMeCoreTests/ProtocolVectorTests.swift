@@ -853,7 +853,96 @@ final class ProtocolVectorTests: XCTestCase {
                 "transcript_hash": hex(th), "sas_value": Int(sas.value), "sas_text": ShortCode(value: sas.value)!.text,
             ])
         }
-        return ["codes": typed, "exchanges": exchanges]
+        return ["codes": typed, "exchanges": exchanges, "rejections": try remoteRejections()]
+    }
+
+    /// Messages of the invite exchange (the first of remote.json) that a
+    /// fresh side refuses, each with the result code 16.3 gives: every
+    /// message but the last is accepted, the last refused.
+    func remoteRejections() throws -> [[String: Any]] {
+        func sides() throws -> (inviter: Exchange, invitee: Exchange, stores: (ContactStore, ContactStore), cleanup: () -> Void) {
+            var (a, rngA) = try party("remote-0-a", name: "Alice")
+            var (b, rngB) = try party("remote-0-b", name: "Bob")
+            let inviter = try Exchange.invite(identity: a.identity, realtime: false, now: now, random: &rngA)
+            let invitee = try Exchange.acceptInvite(
+                identity: b.identity, inviteCode: inviter.inviteCode!.text, encryptionCode: inviter.encryptionCode!.text,
+                realtime: false, now: now, random: &rngB)
+            let dir = NSTemporaryDirectory() + "itsme-vec-\(UUID().uuidString)"
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            let stores = (
+                try ContactStore(path: dir + "/a.db", identity: a.identity), try ContactStore(path: dir + "/b.db", identity: b.identity)
+            )
+            return (inviter, invitee, stores, { try? FileManager.default.removeItem(atPath: dir) })
+        }
+        func take(_ ex: Exchange) -> [UInt8] {
+            let m = ex.peekOutgoing()!
+            ex.markSent()
+            return m
+        }
+        // The honest messages, and each side's confirmation.
+        let honest = try sides()
+        defer { honest.cleanup() }
+        let m1 = take(honest.inviter)
+        try honest.invitee.receive(m1, now: now)
+        let m2 = take(honest.invitee)
+        try honest.inviter.receive(m2, now: now)
+        let m3 = take(honest.inviter)
+        try honest.invitee.receive(m3, now: now)
+        try honest.inviter.confirm(store: honest.stores.0, now: now)
+        try honest.invitee.confirm(store: honest.stores.1, now: now)
+        let dR = take(honest.invitee)
+        try honest.inviter.receive(dR, now: now)
+        let dI = take(honest.inviter)
+        func flipped(_ m: [UInt8], _ i: Int) -> [UInt8] {
+            var c = m
+            c[i] ^= 1
+            return c
+        }
+        func with(_ m: [UInt8], _ i: Int, _ value: UInt8) -> [UInt8] {
+            var c = m
+            c[i] = value
+            return c
+        }
+        let ya = Array(m1[18..<50])
+        let cases: [(String, String, [[UInt8]], String)] = [
+            ("INVITE of 81 bytes", "invitee", [Array(m1.prefix(81))], "malformed_message"),
+            ("INVITE of version 2", "invitee", [with(m1, 0, 2)], "malformed_message"),
+            ("INVITE of an unknown type", "invitee", [with(m1, 1, 9)], "malformed_message"),
+            ("INVITE whose share is not a ristretto255 encoding", "invitee",
+             [Array(m1[0..<18]) + [UInt8](repeating: 0xff, count: 32) + Array(m1[50...])], "authentication_failed"),
+            ("INVITE twice", "invitee", [m1, m1], "malformed_message"),
+            ("an ACCEPT sent to the invitee", "invitee", [m2], "malformed_message"),
+            ("REPLY before INVITE", "invitee", [m3], "malformed_message"),
+            ("REPLY of 195 bytes", "invitee", [m1, Array(m3.prefix(195))], "malformed_message"),
+            ("REPLY with a changed tag", "invitee", [m1, flipped(m3, 10)], "authentication_failed"),
+            ("REPLY with a changed box", "invitee", [m1, flipped(m3, m3.count - 1)], "authentication_failed"),
+            ("DECISION before the SAS", "invitee", [m1, dI], "malformed_message"),
+            ("DECISION of 18 bytes", "invitee", [m1, m3, Array(dI.prefix(18))], "malformed_message"),
+            ("DECISION with a changed box", "invitee", [m1, m3, flipped(dI, 2)], "authentication_failed"),
+            ("the invitee's own DECISION reflected", "invitee", [m1, m3, dR], "authentication_failed"),
+            ("a message after the peer's DECISION", "invitee", [m1, m3, dI, m3], "invalid_state"),
+            ("the inviter's own INVITE reflected", "inviter", [m1], "malformed_message"),
+            ("ACCEPT of 227 bytes", "inviter", [Array(m2.prefix(227))], "malformed_message"),
+            ("ACCEPT with a changed tag", "inviter", [flipped(m2, 40)], "authentication_failed"),
+            ("ACCEPT reflecting the inviter's share", "inviter", [[1, 2] + ya + Array(m2[34...])], "invalid_key"),
+            ("ACCEPT twice", "inviter", [m2, m2], "malformed_message"),
+            ("the inviter's own DECISION reflected", "inviter", [m2, dI], "authentication_failed"),
+        ]
+        var out: [[String: Any]] = []
+        for (name, receiver, messages, result) in cases {
+            let fresh = try sides()
+            defer { fresh.cleanup() }
+            let ex = receiver == "inviter" ? fresh.inviter : fresh.invitee
+            _ = ex.peekOutgoing()  // the inviter's INVITE, drawn at creation, is not needed
+            for m in messages.dropLast() { XCTAssertNoThrow(try ex.receive(m, now: now), name) }
+            var got = "accepted"
+            do { try ex.receive(messages.last!, now: now) } catch let e as ItsMeError {
+                got = e.kind.symbol.replacingOccurrences(of: "ITSME_E_", with: "").lowercased()
+            }
+            XCTAssertEqual(got, result, name)
+            out.append(["case_text": name, "receiver_text": receiver, "messages": messages.map(hex), "result": result])
+        }
+        return out
     }
 
     // MARK: The test

@@ -393,7 +393,7 @@ final class RemoteExchangeTests: XCTestCase {
         let m1c = take(a3)!
         var reflected = m2
         reflected.replaceSubrange(2..<34, with: m1c[18..<50])
-        XCTAssertEqual(kind { try a3.receive(reflected, now: t0) }, .authenticationFailed)
+        XCTAssertEqual(kind { try a3.receive(reflected, now: t0) }, .invalidKey)
         // Our own payload back: the inviter's own identity key is refused.
         let self2 = try Exchange.acceptInvite(
             identity: alice.identity, inviteCode: a2.inviteCode!.text, encryptionCode: a2.encryptionCode!.text, realtime: false,

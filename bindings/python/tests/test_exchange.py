@@ -831,6 +831,13 @@ def test_bluetooth_replayed_frames_are_rejected(alice, bob):
         xa, xb = bluetooth_pair(alice, bob)
         for step in steps[: replayed + 1]:
             xb.receive(frames[step], T0)
+        if steps[replayed][1] == CONFIRM:
+            # The peer's CONFIRM is its last frame: anything more is
+            # invalid_state and changes nothing (PROTOCOL.md 7.1).
+            with pytest.raises(InvalidStateError):
+                xb.receive(frames[steps[replayed]], T0)
+            assert xb.state == ExchangeState.COMPARE_SAS
+            continue
         with pytest.raises((MalformedMessageError, AuthenticationFailedError)) as caught:
             xb.receive(frames[steps[replayed]], T0)
         assert isinstance(caught.value, MalformedMessageError), f"{steps[replayed]}: {caught.value!r}"

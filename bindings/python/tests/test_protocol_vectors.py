@@ -870,6 +870,26 @@ def test_remote_exchange_with_its_decisions(parties, vector):
         assert store_i.count() == store_r.count() == 0
 
 
+@pytest.mark.parametrize("vector", REMOTE["rejections"], ids=lambda v: v["case_text"])
+def test_remote_rejection(parties, vector):
+    """A fresh side of the invite exchange (the first of remote.json) accepts
+    every message but the last, and refuses the last with ``result``."""
+    first = REMOTE["exchanges"][0]
+    identity_i, random_i = parties.make(first["inviter"])
+    identity_r, random_r = parties.make(first["invitee"])
+    inviter = Exchange.invite(identity_i, T0, random=random_i)
+    invitee = Exchange.accept_invite(
+        identity_r, first["invite_code_text"], first["encryption_code_text"], T0, random=random_r
+    )
+    receiver = inviter if vector["receiver_text"] == "inviter" else invitee
+    *accepted, last = [bytes.fromhex(m) for m in vector["messages"]]
+    for message in accepted:
+        receiver.receive(message, T0)
+    with pytest.raises(ItsMeError) as caught:
+        receiver.receive(last, T0)
+    assert caught.value.name == _error_name(vector["result"]), caught.value
+
+
 # -- export.json ----------------------------------------------------------------------------
 
 EXPORT = load("export.json")

@@ -1374,6 +1374,41 @@ fn remote_exchanges() {
     }
 }
 
+/// Messages a fresh side of the invite exchange (the first of remote.json)
+/// refuses: every one but the last is accepted, the last refused with the
+/// vector's result code.
+#[test]
+fn remote_rejections() {
+    let remote = load("remote.json");
+    let first = &remote.array("exchanges")[0];
+    let rejections = remote.array("rejections");
+    assert!(rejections.len() >= 20);
+    for vector in rejections {
+        let context = vector.text("case_text").to_string();
+        let mut a = Party::new(first.field("inviter"), &format!("{context} inviter"));
+        let mut b = Party::new(first.field("invitee"), &format!("{context} invitee"));
+        let mut inviter = Exchange::invite(&a.identity, false, T0, Some(&mut a.rng)).unwrap();
+        let mut invitee = Exchange::accept_invite(
+            &b.identity,
+            first.text("invite_code_text"),
+            first.text("encryption_code_text"),
+            false,
+            T0,
+            Some(&mut b.rng),
+        )
+        .unwrap();
+        let receiver = if vector.text("receiver_text") == "inviter" { &mut inviter } else { &mut invitee };
+        let messages: Vec<Vec<u8>> =
+            vector.array("messages").iter().map(|m| hex_decode(m.as_str()).unwrap()).collect();
+        let (last, accepted) = messages.split_last().unwrap();
+        for m in accepted {
+            receiver.receive(m, T0).unwrap_or_else(|e| panic!("{context}: {e}"));
+        }
+        let error = receiver.receive(last, T0).expect_err(&context);
+        assert_eq!(error.kind(), error_kind(vector.text("result")), "{context}: {error}");
+    }
+}
+
 // ---------------------------------------------------------------------------
 // export.json, transfer.json
 // ---------------------------------------------------------------------------
