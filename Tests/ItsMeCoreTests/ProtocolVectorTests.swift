@@ -945,6 +945,64 @@ final class ProtocolVectorTests: XCTestCase {
         return out
     }
 
+    /// Section 8.2: the same two people exchange by QR, confirm, and
+    /// exchange again (Bob renamed meanwhile). Each exchange draws its
+    /// ephemeral secret and device secret (48 bytes) next from the party's
+    /// random source. After both confirmed the second exchange, Alice's
+    /// stored contact keeps its id and the name she stored, and holds the
+    /// second seed and device secrets.
+    func reexchangeVectors() throws -> [String: Any] {
+        var (a, rngA) = try party("reexchange-a", name: "Alice")
+        var (b, rngB) = try party("reexchange-b", name: "Bob")
+        let dir = NSTemporaryDirectory() + "itsme-vec-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let storeA = try ContactStore(path: dir + "/a.db", identity: a.identity)
+        let storeB = try ContactStore(path: dir + "/b.db", identity: b.identity)
+        var mirrorA = DeterministicRandom(seed: a.randomSeed), mirrorB = DeterministicRandom(seed: b.randomSeed)
+        for _ in 0..<2 {
+            _ = mirrorA.bytes(32)
+            _ = mirrorB.bytes(32)
+        }
+        var rounds: [[String: Any]] = []
+        var contactID: Int64 = 0
+        for round in 0..<2 {
+            if round == 1 { try b.identity.setName("Robert") }
+            let drawnA = mirrorA.bytes(48), drawnB = mirrorB.bytes(48)
+            let exA = try Exchange.qr(identity: a.identity, now: now + Int64(round), random: &rngA)
+            let exB = try Exchange.qr(identity: b.identity, now: now + Int64(round), random: &rngB)
+            try exA.receive(Array(exB.outgoingText.utf8), now: now + Int64(round))
+            try exB.receive(Array(exA.outgoingText.utf8), now: now + Int64(round))
+            XCTAssertEqual(exA.sas, exB.sas)
+            let idA = try exA.confirm(store: storeA, now: now + Int64(round))
+            try exB.confirm(store: storeB, now: now + Int64(round))
+            XCTAssertEqual(exA.flags.contains(.knownContact), round == 1)
+            if round == 0 { contactID = idA } else { XCTAssertEqual(idA, contactID, "the same contact, its id kept") }
+            let stored = try storeA.contact(id: idA)
+            XCTAssertEqual(stored.name, "Bob", "the stored name is kept")
+            XCTAssertEqual(stored.state, .verified)
+            XCTAssertEqual(stored.verifiedAt, now + Int64(round))
+            let seed = try storeA.seed(id: idA).unsafeExportedArray()
+            XCTAssertTrue(try storeB.seed(id: try storeB.contact(publicKey: a.publicKey).id).constantTimeEquals(seed))
+            let secrets = try storeA.deviceSecrets(id: idA)
+            XCTAssertEqual(secrets.mine.unsafeExportedArray(), Array(drawnA[32..<48]))
+            XCTAssertEqual(secrets.theirs.unsafeExportedArray(), Array(drawnB[32..<48]))
+            rounds.append([
+                "now": Int(now) + round, "a_ephemeral_secret": hex(Array(drawnA[0..<32])), "a_device_secret": hex(Array(drawnA[32..<48])),
+                "b_ephemeral_secret": hex(Array(drawnB[0..<32])), "b_device_secret": hex(Array(drawnB[32..<48])),
+                "a_payload_text": exA.outgoingText, "b_payload_text": exB.outgoingText, "b_name_text": b.identity.name,
+                "seed": hex(seed), "sas_text": exA.sas!.text, "known_contact": round == 1,
+                "a_stored": ["name_text": stored.name, "seed": hex(seed), "verified_at": Int(now) + round, "method_text": "qr"],
+            ])
+        }
+        XCTAssertEqual(try storeA.count(), 1)
+        return [
+            "a": ["random_seed": hex(a.randomSeed), "identity_public": hex(a.publicKey), "fingerprint_text": a.fingerprint, "name_text": "Alice"],
+            "b": ["random_seed": hex(b.randomSeed), "identity_public": hex(b.publicKey), "fingerprint_text": b.fingerprint, "name_text": "Bob"],
+            "exchanges": rounds,
+        ]
+    }
+
     // MARK: The test
 
     func testVectorsMatchTheFiles() throws {
@@ -953,6 +1011,7 @@ final class ProtocolVectorTests: XCTestCase {
             "source-v5": try sourceVectors(), "bluetooth": try bluetoothVectors(), "voice": try voiceVectors(),
             "online-verify": try onlineVerifyVectors(), "pin-update": try pinUpdateVectors(), "remote": try remoteVectors(),
             "export": try exportVectors(), "transfer": try transferVectors(), "profile": try profileVectors(), "approval": try approvalVectors(),
+            "reexchange": try reexchangeVectors(),
         ]
         let write = ProcessInfo.processInfo.environment["ITSME_WRITE_VECTORS"] == "1"
         for (name, content) in files {

@@ -890,6 +890,42 @@ def test_remote_rejection(parties, vector):
     assert caught.value.name == _error_name(vector["result"]), caught.value
 
 
+# -- reexchange.json -------------------------------------------------------------------------
+
+REEXCHANGE = load("reexchange.json")
+
+
+def test_reexchange_keeps_the_contact_and_replaces_its_seed(parties):
+    """8.2: the same two exchange by QR twice (Bob renamed between); the
+    second finds the stored contact, keeps its id and name, and both
+    confirmations replace its seed (the SAS of each round is the vector's)."""
+    identity_a, random_a = parties.make(REEXCHANGE["a"])
+    identity_b, random_b = parties.make(REEXCHANGE["b"])
+    store_a, store_b = parties.contacts(identity_a), parties.contacts(identity_b)
+    contact_id = None
+    for vector in REEXCHANGE["exchanges"]:
+        now = vector["now"]
+        identity_b.name = vector["b_name_text"]
+        xa = Exchange.qr(identity_a, now, random=random_a)
+        xb = Exchange.qr(identity_b, now, random=random_b)
+        assert xa.next_outgoing().decode() == vector["a_payload_text"]
+        assert xb.next_outgoing().decode() == vector["b_payload_text"]
+        xa.receive(xb.next_outgoing(), now)
+        xb.receive(xa.next_outgoing(), now)
+        assert xa.sas == xb.sas == vector["sas_text"]
+        got = xa.confirm(store_a, now)
+        xb.confirm(store_b, now)
+        assert bool(xa.flags & ExchangeFlags.KNOWN_CONTACT) == vector["known_contact"]
+        contact_id = contact_id or got
+        assert got == contact_id
+        contact = store_a.get(got)
+        stored = vector["a_stored"]
+        assert (contact.name, contact.state, contact.verified_at) == (
+            stored["name_text"], VerificationState.VERIFIED, stored["verified_at"])
+        assert contact.method == itsme.ExchangeMethod.QR
+    assert store_a.count() == store_b.count() == 1
+
+
 # -- export.json ----------------------------------------------------------------------------
 
 EXPORT = load("export.json")

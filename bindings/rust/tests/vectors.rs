@@ -124,6 +124,7 @@ fn every_vector_file_is_read() {
             "pin-update.json",
             "profile.json",
             "qr.json",
+            "reexchange.json",
             "remote.json",
             "sas.json",
             "seed.json",
@@ -1407,6 +1408,41 @@ fn remote_rejections() {
         let error = receiver.receive(last, T0).expect_err(&context);
         assert_eq!(error.kind(), error_kind(vector.text("result")), "{context}: {error}");
     }
+}
+
+/// Section 8.2 (reexchange.json): the same two exchange by QR twice, Bob
+/// renamed between; the second finds the stored contact, keeps its id and
+/// name, and both confirmations make it verified again with the new seed.
+#[test]
+fn reexchange() {
+    let vectors = load("reexchange.json");
+    let mut a = Party::new(vectors.field("a"), "reexchange a");
+    let mut b = Party::new(vectors.field("b"), "reexchange b");
+    let mut contact_id = None;
+    for vector in vectors.array("exchanges") {
+        let now = vector.int("now");
+        b.identity.set_name(vector.text("b_name_text")).unwrap();
+        let mut xa = Exchange::qr(&a.identity, now, Some(&mut a.rng)).unwrap();
+        let mut xb = Exchange::qr(&b.identity, now, Some(&mut b.rng)).unwrap();
+        let (pa, pb) = (xa.next_outgoing().unwrap(), xb.next_outgoing().unwrap());
+        assert_eq!(String::from_utf8(pa.clone()).unwrap(), vector.text("a_payload_text"));
+        assert_eq!(String::from_utf8(pb.clone()).unwrap(), vector.text("b_payload_text"));
+        xa.receive(&pb, now).unwrap();
+        xb.receive(&pa, now).unwrap();
+        assert_eq!(xa.sas().unwrap(), vector.text("sas_text"));
+        assert_eq!(xb.sas().unwrap(), vector.text("sas_text"));
+        let id = xa.confirm(&a.contacts, now).unwrap();
+        xb.confirm(&b.contacts, now).unwrap();
+        assert_eq!(xa.status().unwrap().1.contains(ExchangeFlags::KNOWN_CONTACT), bool_field(vector, "known_contact"));
+        assert_eq!(*contact_id.get_or_insert(id), id, "the contact keeps its id");
+        let contact = a.contacts.get(id).unwrap();
+        let stored = vector.field("a_stored");
+        assert_eq!(
+            (contact.name.as_str(), contact.state, contact.verified_at, contact.method),
+            (stored.text("name_text"), VerificationState::Verified, Some(stored.int("verified_at")), ExchangeMethod::Qr)
+        );
+    }
+    assert_eq!((a.contacts.count().unwrap(), b.contacts.count().unwrap()), (1, 1));
 }
 
 // ---------------------------------------------------------------------------
