@@ -555,6 +555,214 @@ def test_bluetooth_exchanges():
         _bt_run(ex)
 
 
+def _bt_device(party, code_text) -> P.BluetoothExchange:
+    return P.BluetoothExchange(h(party["identity_seed"]), h(party["ephemeral_secret"]),
+                               h(party["device_secret"]), party["name_text"].encode("utf-8"),
+                               code_text)
+
+
+def _bt_at_sas(ex):
+    """Both devices of a bluetooth.json exchange, played through this module's own state
+    machine (7.2) up to the SAS; the frames each sent are the vector's."""
+    a, b = _bt_device(ex["a"], ex["session_code_text"]), _bt_device(ex["b"], ex["session_code_text"])
+    assert a.start() == [h(ex["a"]["hello"])] and b.start() == [h(ex["b"]["hello"])]
+    for me, peer, who in ((a, b, "a"), (b, a, "b")):
+        assert me.receive(peer.hello) == [h(ex[who]["key"])]
+    for me, peer, who in ((a, b, "a"), (b, a, "b")):
+        assert me.receive(peer.key) == [h(ex[who]["data_frame"])]
+    for me, who in ((a, "a"), (b, "b")):
+        assert me.role == ex[who]["role_text"]
+    assert a.receive(h(ex["b"]["data_frame"])) == [] and b.receive(h(ex["a"]["data_frame"])) == []
+    for me in (a, b):
+        assert me.seed.hex() == ex["seed"] and me.th.hex() == ex["transcript_hash"]
+        assert (me.sas_value, me.sas_text) == (ex["sas_value"], ex["sas_text"])
+        assert me.contact_state == P.UNVERIFIED
+    return a, b
+
+
+@needs_vectors
+def test_bluetooth_state_machine():
+    """7.2 and 8.1 on each vector exchange: the frames are the vector's; both confirm (the
+    vector's CONFIRM frames) and the contact is verified; anything after is invalid_state.
+    The peer's rejection before this side decided makes it reject and send its own
+    rejection; a second CONFIRM is malformed_message, ending the exchange unless this side
+    decided."""
+    for ex in _cases(load("bluetooth.json"), "exchanges"):
+        a, b = _bt_at_sas(ex)
+        assert a.decide(True) == [h(ex["a"]["confirm_frame"])]
+        assert a.contact_state == P.AWAITING_PEER
+        assert b.receive(a.confirm_message) == [] and b.contact_state == P.UNVERIFIED
+        assert b.decide(True) == [h(ex["b"]["confirm_frame"])]
+        assert a.receive(b.confirm_message) == []
+        for me, m in ((a, b.confirm_message), (b, a.confirm_message)):
+            assert me.complete and me.contact_state == P.VERIFIED
+            with pytest.raises(P.InvalidState):
+                me.receive(m)
+            with pytest.raises(P.InvalidState):
+                me.decide(True)
+        # The peer's rejection arrives first: this side cannot confirm, it rejects (8.1).
+        a, b = _bt_at_sas(ex)
+        reject = a.decide(False)
+        assert a.contact_state == P.DELETED
+        answer = b.receive(reject[0])
+        assert answer == [P.confirm_frame(b.my_key, False)] and b.own_decision == 0
+        assert b.contact_state == P.DELETED and b.complete
+        for confirmed in (True, False):
+            with pytest.raises(P.InvalidState):
+                b.decide(confirmed)
+        assert a.receive(answer[0]) == [] and a.complete and a.contact_state == P.DELETED
+        # A second CONFIRM: malformed_message; before this side decided, the exchange fails.
+        a, b = _bt_at_sas(ex)
+        m = a.decide(True)[0]
+        b.receive(m)
+        with pytest.raises(P.MalformedMessage):
+            b.receive(m)
+        assert b.failed and b.contact_state is None
+        # The session ends before the peer's CONFIRM: no decision (8.1).
+        a, b = _bt_at_sas(ex)
+        a.decide(True)
+        a.end_session()
+        assert a.contact_state == P.DELETED
+        with pytest.raises(P.InvalidState):
+            a.receive(h(ex["b"]["confirm_frame"]))
+
+
+def _bt_refusals(ex, me: str):
+    """Frames the device ``me`` of a vector exchange must refuse, each with the step it arrives
+    at (how many of the peer's frames came before) and 7.1's code."""
+    peer = "b" if me == "a" else "a"
+    p, q = ex[peer], ex[me]
+    hello, key, data, confirm = (h(p[k]) for k in ("hello", "key", "data_frame",
+                                                   "confirm_frame"))
+    flip = lambda m, i: m[:i] + bytes([m[i] ^ 1]) + m[i + 1:]  # noqa: E731
+    own_hello = h(q["hello"])
+    return [
+        ("HELLO of 41 bytes", [], hello[:-1], "malformed_message"),
+        ("HELLO of version 2", [], b"\x02" + hello[1:], "malformed_message"),
+        ("a KEY first", [], key, "malformed_message"),
+        ("HELLO of type 5", [], b"\x01\x05" + hello[2:], "malformed_message"),
+        ("its own HELLO reflected", [], own_hello, "invalid_key"),
+        ("its own fingerprint, another commitment", [], own_hello[:10] + hello[10:],
+         "invalid_key"),
+        ("HELLO twice", [hello], hello, "malformed_message"),
+        ("its own KEY reflected", [hello], h(q["key"]), "invalid_key"),
+        ("a low-order KEY", [hello], b"\x01\x02" + bytes(32), "invalid_key"),
+        ("KEY of 33 bytes", [hello], key[:-1], "malformed_message"),
+        ("DATA with a flipped tag", [hello, key], flip(data, len(data) - 1),
+         "authentication_failed"),
+        ("DATA with a flipped header", [hello, key], flip(data, 1), "malformed_message"),
+        ("DATA of 260 bytes", [hello, key], data + bytes(260 - len(data)), "malformed_message"),
+        ("its own DATA reflected", [hello, key], h(q["data_frame"]), "authentication_failed"),
+        ("CONFIRM before DATA", [hello, key], confirm, "malformed_message"),
+        ("CONFIRM with a flipped tag", [hello, key, data], flip(confirm, 18),
+         "authentication_failed"),
+        ("CONFIRM of 20 bytes", [hello, key, data], confirm + b"\x00", "malformed_message"),
+        ("its own CONFIRM reflected", [hello, key, data], h(q["confirm_frame"]),
+         "authentication_failed"),
+        ("DATA twice", [hello, key, data], data, "malformed_message"),
+    ]
+
+
+@needs_vectors
+def test_bluetooth_frame_refusals():
+    """7.1's checks and codes, on each device of each vector exchange: before this side
+    decided a refusal ends the exchange as failed; after (where the device has a SAS), it is
+    refused with the same code and the device goes on waiting for a valid CONFIRM (7.2 step
+    5), which the vector's CONFIRM then is."""
+    for ex in _cases(load("bluetooth.json"), "exchanges"):
+        for me, peer in (("a", "b"), ("b", "a")):
+            for why, before, bad, code in _bt_refusals(ex, me):
+                for decides_first in (False, True):
+                    dev = _bt_device(ex[me], ex["session_code_text"])
+                    dev.start()
+                    for m in before:
+                        dev.receive(m)
+                    if decides_first:
+                        if dev.sas_value is None:
+                            continue
+                        dev.decide(True)
+                    with pytest.raises(P.ProtocolError) as info:
+                        dev.receive(bad)
+                    assert P.result_code(info.value) == code, (why, decides_first, info.value)
+                    if decides_first:
+                        assert not dev.failed and dev.contact_state == P.AWAITING_PEER, why
+                        assert dev.receive(h(ex[peer]["confirm_frame"])) == []
+                        assert dev.contact_state == P.VERIFIED, why
+                    else:
+                        assert dev.failed and dev.contact_state is None, why
+                        with pytest.raises(P.InvalidState):
+                            dev.receive(bad)
+
+
+@needs_vectors
+def test_bluetooth_data_checks_in_order():
+    """7.4's checks in the order the document gives, on each vector exchange's DATA as the
+    other device receives it (its th1, keys, HELLO and KEY): plaintexts that break several
+    rules are refused by the first: 1. length and name (malformed_message) before 2. the
+    fingerprint, 3. the commitment and 4. the signature (authentication_failed, each named),
+    then 5. the own-key guard (invalid_key), reachable only when the receiver's own key is the
+    one the HELLO, commitment and signature carry.  Each refused plaintext is also sealed as a
+    DATA frame under the sender's key and fed to a fresh device at that step."""
+    for ex in _cases(load("bluetooth.json"), "exchanges"):
+        for sender, receiver in (("a", "b"), ("b", "a")):
+            s, r = ex[sender], ex[receiver]
+            th1 = h(ex["th1"])
+            role = s["role_text"]
+            s_key = h(ex["key_initiator"] if role == P.INITIATOR else ex["key_responder"])
+            hello, key = h(s["hello"]), h(s["key"])
+            plain = h(s["plaintext"])
+            seed, ds = h(s["identity_seed"]), h(s["device_secret"])
+            name = s["name_text"].encode("utf-8")
+            other_seed = h(r["identity_seed"])  # a key whose fingerprint is not the HELLO's
+
+            def signed(identity_seed, device_secret=ds, name=name, th=th1, role=role):
+                return P.bt_plaintext(identity_seed, th, role, device_secret, name)
+
+            bad_name = P.bt_data(P.ed25519_public(seed), ds, b"x")[:-1] + b"\x07"
+            bad_name_plain = bad_name + P.ed25519_sign(
+                seed, P.bt_signed_message(th1, role, bad_name))
+            cases = [
+                # 1 before 2-4: a plaintext one byte short, of another key, unsigned.
+                ("length", signed(other_seed)[:-1], "malformed_message", "wrong length"),
+                ("length byte 0", plain[:48] + b"\x00" + plain[49:], "malformed_message",
+                 "wrong length"),
+                # 1 (the name) before 2: a control character, under another key.
+                ("name", P.ed25519_public(other_seed) + bad_name_plain[32:],
+                 "malformed_message", "name"),
+                # 2 before 3 and 4: another identity (fingerprint, commitment and signature
+                # all wrong).
+                ("fingerprint", signed(other_seed), "authentication_failed", "fingerprint"),
+                # 3 before 4: the committed key, another device secret, and a bad signature.
+                ("commitment", plain[:32] + bytes(16) + plain[48:-1] + bytes([plain[-1] ^ 1]),
+                 "authentication_failed", "commitment"),
+                # 4: everything committed, signed for another th1 or the other role.
+                ("signature th1", signed(seed, th=bytes(32)), "authentication_failed",
+                 "signature"),
+                ("signature role", signed(seed, role=P.RESPONDER if role == P.INITIATOR
+                                          else P.INITIATOR), "authentication_failed",
+                 "signature"),
+            ]
+            for why, bad, code, named in cases:
+                with pytest.raises(P.ProtocolError, match=named) as info:
+                    P.parse_bt_plaintext(bad, th1, role, hello, key, P.ed25519_public(other_seed))
+                assert P.result_code(info.value) == code, why
+                # The same through the state machine, as a DATA frame that opens.
+                dev = _bt_device(r, ex["session_code_text"])
+                dev.start()
+                dev.receive(hello)
+                dev.receive(key)
+                frame = P.seal_frame(P.DATA, s_key, P.DATA_COUNTER, bad)
+                with pytest.raises(P.ProtocolError, match=named) as info:
+                    dev.receive(frame)
+                assert P.result_code(info.value) == code and dev.failed, why
+            # 5, the guard: only a receiver holding the sender's own key reaches it.
+            with pytest.raises(P.InvalidKey):
+                P.parse_bt_plaintext(plain, th1, role, hello, key, P.ed25519_public(seed))
+            # The genuine plaintext passes.
+            got = P.parse_bt_plaintext(plain, th1, role, hello, key, P.ed25519_public(other_seed))
+            assert got.identity_pk.hex() == s["identity_public"]
+
+
 def _own_bt_exchange():
     """A Bluetooth exchange built entirely by this module (no vectors)."""
     parties = {}
@@ -632,7 +840,7 @@ def test_bluetooth_frames_reject_tampering():
     for bad in (ini["hello"][:-1], b"\x02" + ini["hello"][1:], ini["key"]):
         with pytest.raises(P.ProtocolError):
             P.parse_frame(bad, P.HELLO)
-    with pytest.raises(P.ProtocolError):
+    with pytest.raises(P.InvalidKey):  # 7.1: a reflected HELLO
         P.bt_role(ini["pk"], P.fingerprint_bytes(ini["pk"]))
 
 
@@ -1523,6 +1731,8 @@ _REPLAYED = {"encoding.json", "seed.json", "sas.json", "qr.json", "source-v5.jso
 _NOT_REPLAYED: dict[str, str] = {
     "profile.json": "replayed by test_independent_18_19.py through independent/profile.py",
     "approval.json": "replayed by test_independent_18_19.py through independent/approval.py",
+    "reexchange.json": "8.2's second exchange with a stored contact: new in the vectors, not "
+                       "replayed yet (this module stores no contacts across exchanges)",
 }
 
 
@@ -3850,7 +4060,7 @@ def _subset(full: dict, part: dict) -> dict:
 
 @needs_vectors
 def test_remote_vector_file_fields():
-    expect_keys(load("remote.json"), "codes exchanges")
+    expect_keys(load("remote.json"), "codes exchanges rejections")
 
 
 @needs_vectors
@@ -3870,6 +4080,81 @@ def test_remote_codes():
         assert P.format_code(canonical) == case["shown_text"]
         assert P.parse_code(case["shown_text"]) == canonical
         _check_canonical_code(canonical)
+
+
+_REMOTE_RESULTS = ("malformed_message", "authentication_failed", "invalid_key", "invalid_state")
+
+
+def _remote_fresh_side(ex, who: str) -> P.RemoteExchange:
+    """A fresh side of ``ex`` made from its party of role ``who`` (README: its random seed, here
+    the values that seed gave, and the codes as shown), started."""
+    party = ex[who]
+    args = (h(party["identity_seed"]), h(party["ephemeral_secret"]), h(party["device_secret"]),
+            party["name_text"].encode("utf-8"), ex["invite_code_text"],
+            ex["encryption_code_text"])
+    if who == "inviter":
+        side = P.RemoteExchange.inviter(*args, h(ex["sid"]), h(party["scalar"]),
+                                        realtime=ex["realtime"])
+        assert side.start() == [h(ex["invite_message"])]
+    else:
+        side = P.RemoteExchange.invitee(*args, h(party["scalar"]), realtime=ex["realtime"])
+        assert side.start() == []
+    return side
+
+
+@needs_vectors
+def test_remote_rejections():
+    """remote.json ``rejections``: each case played through this module's own state machine
+    (16.3): a fresh side of the first exchange receives the messages in order, every one but
+    the last accepted and the last refused with the vector's result code.  What the refusal
+    does follows 16.3's "Checks and result codes": before this side decided it ends the
+    exchange as failed (no contact); once this side decided it changes nothing and the side
+    goes on waiting (played a second time with this side deciding, where it has the SAS);
+    ``invalid_state`` (the peer's DECISION is in) changes nothing either."""
+    data = load("remote.json")
+    ex = data["exchanges"][0]
+    assert not ex["realtime"]  # "the first (invite) exchange"
+    cases = _cases(data, "rejections")
+    assert cases
+    seen = set()
+    for case in cases:
+        expect_keys(case, "case_text receiver_text messages result")
+        why, who, code = case["case_text"], case["receiver_text"], case["result"]
+        assert who in ("inviter", "invitee") and code in _REMOTE_RESULTS, why
+        messages = [h(m) for m in case["messages"]]
+        assert messages, why
+        seen.add(code)
+        for decides_first in (False, True):
+            side = _remote_fresh_side(ex, who)
+            for m in messages[:-1]:
+                out = side.receive(m)
+                # The exchange's own messages give the exchange's own answers.
+                if m.hex() == ex["invite_message"]:
+                    assert out == [h(ex["accept_message"])], why
+                elif m.hex() == ex["accept_message"]:
+                    assert out == [h(ex["reply_message"])], why
+            assert not side.failed, why
+            if decides_first:
+                if side.result is None or side.own_decision is not None \
+                        or side.peer_decision is not None:
+                    continue  # no SAS to decide on yet, or nothing left to decide
+                side.decide(ex[who]["decision"] == 1)
+            before = (side.own_decision, side.peer_decision, side.contact_state,
+                      side.decision_message)
+            with pytest.raises(P.ProtocolError) as info:
+                side.receive(messages[-1])
+            assert P.result_code(info.value) == code, (why, decides_first, info.value)
+            if code == "invalid_state" or decides_first:
+                # "changes nothing": the side goes on as it was.
+                assert not side.failed, why
+                assert (side.own_decision, side.peer_decision, side.contact_state,
+                        side.decision_message) == before, why
+            else:
+                # "Until a side decided, any refusal ends the exchange as failed".
+                assert side.failed and side.result is None and side.contact_state is None, why
+                with pytest.raises(P.InvalidState):
+                    side.receive(messages[-1])
+    assert seen == set(_REMOTE_RESULTS)  # every code of 16.3's checks is exercised
 
 
 def _check_canonical_code(canonical: str):
@@ -3958,25 +4243,49 @@ def _remote_decisions(ex, inviter, invitee):
         assert side.complete and not side.failed and side.contact_state == final
         with pytest.raises(P.InvalidState):  # nothing more is read
             side.receive(side.decision_message)
-    # Order 2: the invitee's DECISION is read before the inviter decides, and the inviter's
-    # before the invitee decides where the mailbox allows it.  A side that has read the peer's
-    # rejection "cannot confirm any more (invalid_state); it rejects" (8.1).
+    # Order 2: the invitee's DECISION is read before the inviter decides.  A side that has read
+    # the peer's rejection "cannot confirm any more (invalid_state); it rejects, which deletes
+    # the contact it saved and sends its own rejection" (8.1): its rejection comes out of the
+    # receive that read the peer's.
     i2, r2 = _remote_sides(_remote_inputs(ex), realtime=ex["realtime"])
     assert _remote_run(i2, r2)[1] == {}
     r_msgs = r2.decide(d_r == 1)
     assert [m.hex() for m in r_msgs] == [ex["invitee"]["decision_message"]]
-    assert i2.receive(r_msgs[0]) == [] and i2.contact_state == (
-        P.UNVERIFIED if d_r == 1 else P.DELETED)
+    answered = i2.receive(r_msgs[0])
     if d_r == 0:
-        with pytest.raises(P.InvalidState):
-            i2.decide(True)
-        assert not i2.failed and i2.own_decision is None
-    i_msgs = i2.decide(d_i == 1 and d_r == 1)
+        assert i2.own_decision == 0 and i2.contact_state == P.DELETED and i2.complete
+        assert answered == [P.seal_decision(i2.result.keys.kd_i, P.INITIATOR,
+                                            i2.result.transcript_hash, 0)]
+        for confirmed in (True, False):
+            with pytest.raises(P.InvalidState):
+                i2.decide(confirmed)
+        assert not i2.failed and i2.contact_state == P.DELETED
+        i_msgs = answered
+    else:
+        assert answered == [] and i2.contact_state == P.UNVERIFIED
+        i_msgs = i2.decide(d_i == 1)
+        assert [m.hex() for m in i_msgs] == [ex["inviter"]["decision_message"]]
     assert len(i_msgs) == 1 and r2.receive(i_msgs[0]) == []
-    if d_r == 1:
-        assert i_msgs[0].hex() == ex["inviter"]["decision_message"]
     for side in (i2, r2):
         assert side.complete and side.contact_state == final
+    # Order 3: the inviter's DECISION is read before the invitee decides (the real-time
+    # exchange, where the inviter does not wait): anything after it is invalid_state and
+    # changes nothing, yet the invitee's person still decides.
+    if ex["realtime"]:
+        i3, r3 = _remote_sides(_remote_inputs(ex), realtime=True)
+        assert _remote_run(i3, r3)[1] == {}
+        i_msgs = i3.decide(d_i == 1)
+        assert [m.hex() for m in i_msgs] == [ex["inviter"]["decision_message"]]
+        assert r3.receive(i_msgs[0]) == [] and r3.own_decision is None
+        for again in (i_msgs[0], h(ex["reply_message"]), b""):
+            with pytest.raises(P.InvalidState):
+                r3.receive(again)
+        assert not r3.failed and r3.contact_state == P.UNVERIFIED
+        r_msgs = r3.decide(d_r == 1)
+        assert [m.hex() for m in r_msgs] == [ex["invitee"]["decision_message"]]
+        assert i3.receive(r_msgs[0]) == []
+        for side in (i3, r3):
+            assert side.complete and side.contact_state == final
 
 
 def _remote_recompute(ex):
@@ -4132,14 +4441,17 @@ def test_remote_vector_shares_checked():
         for bad in common + [ya[:31] + bytes([ya[31] | 0x80])]:
             inviter, invitee = _remote_sides(inputs)
             invitee.start()
-            with pytest.raises(P.ProtocolError):
+            with pytest.raises(P.AuthenticationFailed):  # 16.3: CPace's abort
                 invitee.receive(_replace(invite, 2 + 16, bad))
             assert invitee.failed and invitee.result is None
         for bad in common + [yb[:31] + bytes([yb[31] | 0x80]), ya]:
             inviter, invitee = _remote_sides(inputs)
             inviter.start()
-            with pytest.raises(P.ProtocolError):
+            with pytest.raises(P.ProtocolError) as info:
                 inviter.receive(_replace(accept, 2, bad))
+            # 16.3: CPace's abort is authentication_failed, a reflected share invalid_key.
+            assert P.result_code(info.value) == ("invalid_key" if bad == ya
+                                                 else "authentication_failed")
             assert inviter.failed and inviter.result is None
         # The untouched messages pass, so each failure above is the share's.
         inviter, invitee = _remote_sides(inputs)
@@ -4152,7 +4464,7 @@ def test_remote_vector_shares_checked():
         twin = dict(inputs["invitee"], scalar=inputs["inviter"]["scalar"])
         _, reflecting = _remote_sides({"inviter": inputs["inviter"], "invitee": twin})
         reflecting.start()
-        with pytest.raises(P.ProtocolError, match="reflected"):
+        with pytest.raises(P.InvalidKey, match="reflected"):
             reflecting.receive(invite)
 
 
@@ -4404,10 +4716,10 @@ def test_remote_message_order_type_version():
         side = i2 if who == "inviter" else r2
         for m in before:
             side.receive(m)
-        with pytest.raises(P.ProtocolError):
+        with pytest.raises(P.MalformedMessage):  # 16.3: each is malformed_message
             side.receive(message)
         assert side.failed and side.result is None
-        with pytest.raises(P.ProtocolError):  # a failed exchange stays failed
+        with pytest.raises(P.InvalidState):  # a failed exchange stays failed (1.1)
             side.receive(accept if who == "inviter" else invite)
     # A message before start() is refused too.
     i2, r2 = _remote_sides(inputs)
@@ -4415,8 +4727,12 @@ def test_remote_message_order_type_version():
         r2.receive(invite)
     # Codes are checked before anything else: a bad code refuses the invitee at once.
     bad = dict(inputs["invitee"], encryption_code="K7X2-M9PN")
-    with pytest.raises(P.ProtocolError):
+    with pytest.raises(P.InvalidArgument):
         _remote_sides({"inviter": inputs["inviter"], "invitee": bad})
+    # The same code typed for both is invalid_argument too (16.3).
+    same = dict(inputs["invitee"], encryption_code=inputs["invitee"]["invite_code"])
+    with pytest.raises(P.InvalidArgument):
+        _remote_sides({"inviter": inputs["inviter"], "invitee": same})
 
 
 def _remote_at_sas(inputs, realtime=False):
@@ -4526,9 +4842,9 @@ def test_remote_decision_refusals():
 
 
 def test_remote_decision_order():
-    """16.3: a DECISION before the SAS, or a second one before this side decided, ends the
-    exchange as failed (malformed_message); one after both decisions is invalid_state; so is
-    deciding before the SAS or twice.  After this side decided, any message is read as the
+    """16.3: a DECISION before the SAS ends the exchange as failed (malformed_message); anything
+    once the peer's DECISION is in is invalid_state, changing nothing; so is deciding before the
+    SAS or twice.  After this side decided, any message is read as the
     peer's DECISION: a refusal leaves the decision and the wait as they were."""
     rng = random.Random(1632)
     inputs = _remote_random_inputs(rng)
@@ -4548,12 +4864,16 @@ def test_remote_decision_order():
     with pytest.raises(P.MalformedMessage):
         i2.receive(d_r)
     assert i2.failed
-    # A second DECISION before this side decided.
+    # A second DECISION, or any message, once the peer's is in, even before this side decided:
+    # invalid_state, changing nothing (16.3 "Checks and result codes"); the person still
+    # decides.
     i2, r2, _ = _remote_at_sas(inputs)
     assert r2.receive(d_i) == [] and r2.peer_decision == 1
-    with pytest.raises(P.MalformedMessage):
-        r2.receive(d_i)
-    assert r2.failed and r2.contact_state is None
+    for m in (d_i, reply, invite, b"", d_r):
+        with pytest.raises(P.InvalidState):
+            r2.receive(m)
+    assert not r2.failed and r2.contact_state == P.UNVERIFIED and r2.peer_decision == 1
+    assert r2.decide(True) == [d_r] and r2.contact_state == P.VERIFIED
     # After both decisions: invalid_state, nothing changes; deciding twice too.
     i2, r2, _ = _remote_at_sas(inputs, realtime=True)
     assert i2.decide(True) == [d_i] and r2.decide(True) == [d_r]
@@ -4661,18 +4981,37 @@ def test_remote_payload_checks():
         "one byte less": honest[:-1],
         "bad signature": honest[:-1] + bytes([honest[-1] ^ 1]),
     }
-    # Refused by the payload check itself; the others by the commitment or by X25519.
-    not_payload_check = {"another ephemeral key than committed",
-                         "another device secret than committed", "another name than committed",
-                         "a low-order ephemeral key"}
+    # 16.3 "Checks and result codes": the code of each, on REPLY (where the commitment is
+    # checked after the signature and before the own-key check) and by the payload check
+    # alone (without INVITE's commitment).  A payload signed with the receiver's own key does
+    # not open the commitment, which comes first on REPLY.
+    codes = {
+        "wrong role": ("authentication_failed",) * 2,
+        "other tpake": ("authentication_failed",) * 2,
+        "control character in the name": ("malformed_message",) * 2,
+        "invalid UTF-8 name": ("malformed_message",) * 2,
+        "the receiver's own identity key": ("authentication_failed", "invalid_key"),
+        "another ephemeral key than committed": ("authentication_failed", None),
+        "another device secret than committed": ("authentication_failed", None),
+        "another name than committed": ("authentication_failed", None),
+        "a low-order ephemeral key": ("authentication_failed", None),
+        "name length byte 0": ("malformed_message",) * 2,
+        "one byte more": ("malformed_message",) * 2,
+        "one byte less": ("malformed_message",) * 2,
+        "bad signature": ("authentication_failed",) * 2,
+    }
+    assert set(codes) == set(bad_payloads)
     for why, payload in bad_payloads.items():
-        with pytest.raises(P.ProtocolError):
+        on_reply, alone = codes[why]
+        with pytest.raises(P.ProtocolError) as info:
             invitee_reads(reply_with(payload))
-        if why in not_payload_check:
+        assert P.result_code(info.value) == on_reply, why
+        if alone is None:
             P.parse_remote_payload(payload, P.INITIATOR, tpake, P.ed25519_public(r_seed))
         else:
-            with pytest.raises(P.ProtocolError):
+            with pytest.raises(P.ProtocolError) as info:
                 P.parse_remote_payload(payload, P.INITIATOR, tpake, P.ed25519_public(r_seed))
+            assert P.result_code(info.value) == alone, why
     # The right payload under the wrong key, nonce role or invite ID does not open.
     for box in (P.seal_remote_payload(keys.kp_r, P.INITIATOR, iid, honest),
                 P.seal_remote_payload(keys.kp_i, P.RESPONDER, iid, honest),
@@ -4692,8 +5031,22 @@ def test_remote_payload_checks():
                               P.seal_remote_payload(keys.kp_r, P.RESPONDER, iid, own))
     i2, _ = _remote_sides(inputs)
     i2.start()
-    with pytest.raises(P.ProtocolError, match="own identity"):
+    with pytest.raises(P.InvalidKey, match="own identity"):
         i2.receive(forged)
+    assert i2.failed
+    # A code holder's ACCEPT whose (signed) payload carries a low-order ephemeral key: nothing
+    # in 16.3's list refuses it, and the X25519 of the seed gives all zeros, which section 1
+    # refuses and 1.1 calls invalid_key (the assumption of this implementation: 16.3 does not
+    # name this check).
+    low = _signed_payload(r["identity_seed"], bytes(32), r["device_secret"], r["name"], tpake,
+                          P.RESPONDER)
+    forged = P.accept_message(yb, accept[34:66],
+                              P.seal_remote_payload(keys.kp_r, P.RESPONDER, iid, low))
+    i2, _ = _remote_sides(inputs)
+    i2.start()
+    with pytest.raises(P.InvalidKey, match="all zero"):
+        i2.receive(forged)
+    assert i2.failed and not i2.done
 
 
 def test_remote_ids_and_cpace_inputs():

@@ -61,8 +61,9 @@ class TypingError(ProtocolError):
     session", or a degradation code (section 10.2), which "is rejected without counting"."""
 
 
-# Section 1.1's result codes, for the parts of this module that report them (Online Verify,
-# 11.2 and 11.3; the exchange at a distance's DECISION, 16.3 step 5).  Each is a ProtocolError,
+# Section 1.1's result codes, for the parts of this module that report them (the Bluetooth
+# exchange, 7.1 to 7.4; Online Verify, 11.2 and 11.3; the exchange at a distance, 16.3's "Checks
+# and result codes"; typed codes, 16.1).  Each is a ProtocolError,
 # and ``result_code`` gives its name as the vectors spell it.
 
 class MalformedMessage(ProtocolError):
@@ -85,6 +86,12 @@ class InvalidState(ProtocolError):
     """``invalid_state``: a call or message that does not fit the state (after completion,
     after a failure); it changes nothing."""
     code = "invalid_state"
+
+
+class InvalidArgument(ProtocolError):
+    """``invalid_argument``: a value a host gave or a person typed breaks its rule (a typing
+    error); it changes nothing, and the person may type again."""
+    code = "invalid_argument"
 
 
 class Expired(ProtocolError):
@@ -709,14 +716,30 @@ def frame(frame_type: int, body: bytes) -> bytes:
     return u8(FRAME_VERSION) + u8(frame_type) + body
 
 
+_FRAME_NAMES = {HELLO: "HELLO", KEY: "KEY", DATA: "DATA", CONFIRM: "CONFIRM"}
+FRAME_MAX = 2 + 257  # 259
+FRAME_MIN = 2 + 1 + TAG_BYTES  # 19, CONFIRM's: the shortest row of 7.1's table
+
+
 def parse_frame(data: bytes, expected_type: int) -> bytes:
-    """Check version, type and length of a received frame; return its body."""
-    if len(data) < 2 or data[0] != FRAME_VERSION:
-        raise ProtocolError("frame of another version")
-    if data[1] != expected_type:
-        raise ProtocolError("frame of an unexpected type")
-    if not _frame_body_ok(data[1], len(data) - 2):
-        raise ProtocolError("frame of the wrong length")
+    """7.1, in section 1.1's order: the length outside its row (the row of the type the frame
+    names; for a frame too short to name one, or of another type, outside 19 to 259 bytes),
+    the version, the type, the order (a type other than the one expected now).  Each is
+    ``malformed_message``, so their order does not change the code.  Returns the body."""
+    named = data[1] if len(data) >= 2 else None
+    if named in _FRAME_NAMES:
+        length_ok = _frame_body_ok(named, len(data) - 2)
+    else:
+        length_ok = FRAME_MIN <= len(data) <= FRAME_MAX
+    if not length_ok:
+        raise MalformedMessage(f"frame of {len(data)} bytes, outside its row")
+    if data[0] != FRAME_VERSION:
+        raise MalformedMessage("frame of another version")
+    if named not in _FRAME_NAMES:
+        raise MalformedMessage("frame of another type")
+    if named != expected_type:
+        raise MalformedMessage(f"{_FRAME_NAMES[named]} out of order "
+                               f"(expected {_FRAME_NAMES[expected_type]})")
     return data[2:]
 
 
@@ -742,9 +765,19 @@ def key_frame(ephemeral_pk: bytes) -> bytes:
 def bt_role(own_identity_pk: bytes, peer_fingerprint8: bytes) -> str:
     """7.2: the device with the lower fingerprint is the initiator."""
     own = fingerprint_bytes(own_identity_pk)
-    if own == peer_fingerprint8:
-        raise ProtocolError("peer fingerprint equals our own")
+    if own == peer_fingerprint8:  # 7.1: "a reflection, invalid_key"
+        raise InvalidKey("peer fingerprint equals our own (reflected HELLO)")
     return INITIATOR if own < peer_fingerprint8 else RESPONDER
+
+
+def check_bt_key(peer_key_frame: bytes, own_ephemeral_secret: bytes) -> bytes:
+    """7.1 and 7.2 step 3, a received KEY: its form (``malformed_message``), then an ephemeral
+    key equal to the receiver's own is a reflection, ``invalid_key``; one giving an all-zero
+    X25519 shared secret, ``invalid_key``.  Returns the shared secret."""
+    peer_ephemeral = parse_frame(peer_key_frame, KEY)
+    if hmac.compare_digest(peer_ephemeral, x25519_public(own_ephemeral_secret)):
+        raise InvalidKey("the peer's ephemeral key equals our own (reflected KEY)")
+    return x25519_shared(own_ephemeral_secret, peer_ephemeral)
 
 
 def bt_th1_input(session_code_text: str, hello_i: bytes, hello_r: bytes,
@@ -781,8 +814,8 @@ def open_frame(data: bytes, frame_type: int, key: bytes, counter: int) -> bytes:
     body = parse_frame(data, frame_type)
     try:
         return ChaCha20Poly1305(key).decrypt(bt_nonce(counter), body, data[:2])
-    except InvalidTag as exc:
-        raise ProtocolError("frame does not decrypt") from exc
+    except InvalidTag as exc:  # 7.1: "its tag, authentication_failed"
+        raise AuthenticationFailed(f"{_FRAME_NAMES[frame_type]} does not decrypt") from exc
 
 
 def bt_data(identity_pk: bytes, device_secret: bytes, name: bytes) -> bytes:
@@ -814,8 +847,8 @@ def confirm_frame(key: bytes, confirmed: bool) -> bytes:
 
 def open_confirm(data: bytes, key: bytes) -> bool:
     value = open_frame(data, CONFIRM, key, CONFIRM_COUNTER)
-    if value not in (b"\x00", b"\x01"):
-        raise ProtocolError("CONFIRM byte is neither 0 nor 1")
+    if value not in (b"\x00", b"\x01"):  # 7.1: malformed_message
+        raise MalformedMessage("CONFIRM byte is neither 0 nor 1")
     return value == b"\x01"
 
 
@@ -829,36 +862,47 @@ class BtPeerData:
 
 def parse_bt_plaintext(plaintext: bytes, th1: bytes, peer_role: str, peer_hello: bytes,
                        peer_key: bytes, own_identity_pk: bytes) -> BtPeerData:
-    """7.4 receiver checks, in the listed order."""
+    """7.4, the receiver's checks "in this order, once the DATA frame's tag verified":
+    1. the length (113 + n, n the byte after the device secret, 1 to 128) and the name
+       (section 1): ``malformed_message``;
+    2. fingerprint(identity_pk) equals the fingerprint in the peer's HELLO:
+       ``authentication_failed``;
+    3. the commitment recomputed from the received fields and the peer's KEY equals the one
+       in the peer's HELLO (constant time): ``authentication_failed``;
+    4. the signature: ``authentication_failed``;
+    5. identity_pk differs from the receiver's own: ``invalid_key`` (a guard: unreachable
+       after step 2 and the HELLO check)."""
     hello_body = parse_frame(peer_hello, HELLO)
     peer_fp, peer_commitment = hello_body[:8], hello_body[8:]
     peer_ephemeral = parse_frame(peer_key, KEY)
-    # length
+    # 1. length and name
     if len(plaintext) < BT_DATA_FIXED + 1:
-        raise ProtocolError("contact data too short")
+        raise MalformedMessage("contact data too short")
     name_len = plaintext[_BT_NAME_LEN_AT]
     if not 1 <= name_len <= 128 or len(plaintext) != BT_DATA_FIXED + name_len:
-        raise ProtocolError("contact data of the wrong length")
+        raise MalformedMessage("contact data of the wrong length")
     identity_pk = plaintext[:32]
     device_secret = plaintext[32:48]
     name = plaintext[49:49 + name_len]
     data = plaintext[:49 + name_len]
     signature = plaintext[49 + name_len:]
-    # name
-    validate_name(name)
-    # fingerprint against the peer's HELLO
+    try:
+        validate_name(name)
+    except ProtocolError as exc:  # section 1: a name in a peer's message
+        raise MalformedMessage(str(exc)) from exc
+    # 2. fingerprint against the peer's HELLO
     if fingerprint_bytes(identity_pk) != peer_fp:
-        raise ProtocolError("identity key does not match the HELLO fingerprint")
-    # not our own key
-    if identity_pk == own_identity_pk:
-        raise ProtocolError("contact data carries the receiver's own identity key")
-    # commitment, constant-time
+        raise AuthenticationFailed("identity key does not match the HELLO fingerprint")
+    # 3. commitment, constant-time
     recomputed = bt_commitment(identity_pk, peer_ephemeral, name, device_secret)
     if not hmac.compare_digest(recomputed, peer_commitment):
-        raise ProtocolError("commitment does not match")
-    # signature
+        raise AuthenticationFailed("commitment does not match")
+    # 4. signature
     if not ed25519_verify(identity_pk, signature, bt_signed_message(th1, peer_role, data)):
-        raise ProtocolError("contact data signature does not verify")
+        raise AuthenticationFailed("contact data signature does not verify")
+    # 5. not our own key
+    if identity_pk == own_identity_pk:
+        raise InvalidKey("contact data carries the receiver's own identity key")
     return BtPeerData(identity_pk, device_secret, name, signature)
 
 
@@ -870,6 +914,174 @@ def bt_transcript_input(th1: bytes, plaintext_i: bytes, plaintext_r: bytes) -> b
 def bt_transcript_hash(th1: bytes, plaintext_i: bytes, plaintext_r: bytes) -> bytes:
     """7.4: th = SHA-256(lv_cat(label, th1, plaintext_I, plaintext_R))."""
     return sha256(bt_transcript_input(th1, plaintext_i, plaintext_r))
+
+
+class BluetoothExchange:
+    """One device of the Bluetooth exchange (7.2), with 8.1's decisions.
+
+    ``start()`` gives HELLO; ``receive(frame)`` checks a peer frame (7.1's checks and codes, in
+    section 1.1's order) and returns the frames to send; ``decide()`` gives CONFIRM.  "A refused
+    frame ends the exchange as failed, except once this side has decided": then it is refused
+    with its code and the device goes on waiting for a valid CONFIRM.  A CONFIRM is accepted
+    once the peer's DATA was received, before or after this side decided, at most once (a
+    second one is out of order, ``malformed_message``).  Once both decisions are in (or the
+    session ended), or after a failure, a frame is ``invalid_state`` (section 1.1: "a message
+    after a session or exchange is complete", "anything after a failure")."""
+
+    def __init__(self, identity_seed: bytes, ephemeral_secret: bytes, device_secret: bytes,
+                 name: bytes, session_code_text: str):
+        validate_name(name)
+        if len(identity_seed) != 32 or len(ephemeral_secret) != 32 or len(device_secret) != 16:
+            raise ValueError("wrong seed, ephemeral secret or device-secret length")
+        self.identity_seed = identity_seed
+        self.identity_pk = ed25519_public(identity_seed)
+        self.ephemeral_secret = ephemeral_secret
+        self.ephemeral_pk = x25519_public(ephemeral_secret)
+        self.device_secret = device_secret
+        self.name = name
+        self.session_code_text = format_short_code(parse_short_code(session_code_text))
+        self.commitment = bt_commitment(self.identity_pk, self.ephemeral_pk, name,
+                                        device_secret)
+        self.hello = hello_frame(self.identity_pk, self.commitment)
+        self.key = key_frame(self.ephemeral_pk)
+        self.role: str | None = None
+        self.peer: BtPeerData | None = None
+        self.failed = False
+        self.session_ended = False
+        self.own_decision: int | None = None
+        self.peer_decision: int | None = None
+        self.confirm_message: bytes | None = None
+        self.seed = self.th = self.sas_value = self.sas_text = None
+        self._started = False
+        self._expect = HELLO
+        self._peer_confirmed_once = False
+
+    def start(self) -> list[bytes]:
+        """7.2 step 1: "At start each device sends HELLO"."""
+        if self._started:
+            raise InvalidState("already started")
+        self._started = True
+        return [self.hello]
+
+    @property
+    def peer_role(self) -> str:
+        return RESPONDER if self.role == INITIATOR else INITIATOR
+
+    @property
+    def complete(self) -> bool:
+        return self.session_ended or (self.own_decision is not None
+                                      and self.peer_decision is not None)
+
+    @property
+    def contact_state(self) -> str | None:
+        """8.1, as for :class:`RemoteExchange`."""
+        if self.failed or self.sas_value is None:
+            return None
+        if DECISION_REJECTED in (self.own_decision, self.peer_decision):
+            return DELETED
+        if self.own_decision is None or self.peer_decision is None:
+            if self.session_ended:
+                return DELETED
+            return UNVERIFIED if self.own_decision is None else AWAITING_PEER
+        return VERIFIED
+
+    def receive(self, data: bytes) -> list[bytes]:
+        if self.failed:
+            raise InvalidState("the exchange has failed")
+        if self.complete:
+            raise InvalidState("the exchange is complete")
+        if not self._started:
+            raise InvalidState("frame before the exchange started")
+        keeps_waiting = self.own_decision is not None
+        try:
+            if self._expect == HELLO:
+                return self._on_hello(data)
+            if self._expect == KEY:
+                return self._on_key(data)
+            if self._expect == DATA:
+                return self._on_data(data)
+            return self._on_confirm(data)
+        except ProtocolError:
+            if not keeps_waiting:
+                self.failed = True
+            raise
+
+    def _on_hello(self, data: bytes) -> list[bytes]:
+        """7.2 step 2: the peer's fingerprint differs from ours (7.1: invalid_key), the roles
+        are fixed, and only then KEY is sent."""
+        body = parse_frame(data, HELLO)
+        self.role = bt_role(self.identity_pk, body[:8])
+        self.peer_hello = data
+        self._expect = KEY
+        return [self.key]
+
+    def _on_key(self, data: bytes) -> list[bytes]:
+        """7.2 step 3: a reflected KEY or a low-order key is invalid_key; derive 7.3's keys and
+        send DATA."""
+        shared = check_bt_key(data, self.ephemeral_secret)
+        self.peer_key = data
+        hello_i, hello_r = ((self.hello, self.peer_hello) if self.role == INITIATOR
+                            else (self.peer_hello, self.hello))
+        key_i, key_r = ((self.key, data) if self.role == INITIATOR else (data, self.key))
+        self.th1 = bt_th1(self.session_code_text, hello_i, hello_r, key_i, key_r)
+        k_i, k_r = bt_session_keys(shared, self.th1)
+        self.my_key, self.their_key = (k_i, k_r) if self.role == INITIATOR else (k_r, k_i)
+        self.plaintext = bt_plaintext(self.identity_seed, self.th1, self.role,
+                                      self.device_secret, self.name)
+        self._expect = DATA
+        return [data_frame(self.my_key, self.plaintext)]
+
+    def _on_data(self, data: bytes) -> list[bytes]:
+        """7.2 step 4: the tag (authentication_failed), then 7.4's checks; the seed, th and
+        the SAS."""
+        plain = open_frame(data, DATA, self.their_key, DATA_COUNTER)
+        peer_ephemeral = self.peer_key[2:]
+        self.peer = parse_bt_plaintext(plain, self.th1, self.peer_role, self.peer_hello,
+                                       self.peer_key, self.identity_pk)
+        self.seed = derive_seed(self.ephemeral_secret, peer_ephemeral,
+                                fingerprint(self.identity_pk), fingerprint(self.peer.identity_pk))
+        p_i, p_r = ((self.plaintext, plain) if self.role == INITIATOR
+                    else (plain, self.plaintext))
+        self.th = bt_transcript_hash(self.th1, p_i, p_r)
+        self.sas_value = sas_value(self.seed, self.th)
+        self.sas_text = sas_text(self.seed, self.th)
+        self._expect = CONFIRM
+        return []
+
+    def _on_confirm(self, data: bytes) -> list[bytes]:
+        """7.2 step 5: the peer's CONFIRM, once (a second is out of order: malformed_message).
+        8.1: the peer's rejection before this side's person decided makes this side reject,
+        which sends its own rejection."""
+        if self._peer_confirmed_once:
+            parse_frame(data, CONFIRM)  # its size, version and type first (section 1.1)
+            raise MalformedMessage("a second CONFIRM")
+        confirmed = open_confirm(data, self.their_key)
+        self._peer_confirmed_once = True
+        self.peer_decision = DECISION_CONFIRMED if confirmed else DECISION_REJECTED
+        if self.own_decision is None and not confirmed:
+            return self._decide(DECISION_REJECTED)
+        return []
+
+    def decide(self, confirmed: bool) -> list[bytes]:
+        """7.2 step 5 and 8.1: the person confirmed or rejected the SAS; returns CONFIRM.
+        Before the SAS, twice, after a failure, or once the peer's rejection made this side
+        reject: invalid_state."""
+        if self.failed:
+            raise InvalidState("the exchange has failed")
+        if self.sas_value is None:
+            raise InvalidState("no SAS to confirm or reject yet")
+        if self.own_decision is not None or self.session_ended:
+            raise InvalidState("this side has decided already, or the session has ended")
+        return self._decide(DECISION_CONFIRMED if confirmed else DECISION_REJECTED)
+
+    def _decide(self, decision: int) -> list[bytes]:
+        self.own_decision = decision
+        self.confirm_message = confirm_frame(self.my_key, decision == DECISION_CONFIRMED)
+        return [self.confirm_message]
+
+    def end_session(self) -> None:
+        """7.2: the connection is lost before the peer's CONFIRM: no decision (8.1)."""
+        self.session_ended = True
 
 
 # --------------------------------------------------------------------------------------------
@@ -2466,9 +2678,9 @@ def parse_code(text: str) -> str:
     """16.1: a typed code read case-insensitively (ASCII), spaces and '-' ignored; any other
     character, a count other than 8, or a failed check is refused.  Returns the canonical
     form: the 8 upper-case characters without separator."""
-    chars = typed_chars(text, CODE_CHARS, "a code")
+    chars = typed_chars(text, CODE_CHARS, "a code", InvalidArgument)
     if not code_sum_ok(_CODE_VALUE[c] for c in chars):
-        raise ProtocolError("the code's check character does not match")
+        raise InvalidArgument("the code's check character does not match")
     return "".join(chars)
 
 
@@ -2562,14 +2774,18 @@ def remote_generator(encryption_code: str, invite_code: str, sid: bytes) -> rist
 
 
 def remote_shared_point(scalar: bytes, own_share: bytes, peer_share: bytes) -> bytes:
-    """K = scalar * peer share; abort if the share does not decode as a canonical element, if K
-    is the identity, or if the peer's share equals one's own (a reflected share)."""
-    if hmac.compare_digest(peer_share, own_share):
-        raise ProtocolError("the peer's CPace share equals our own (reflected)")
+    """K = scalar * peer share.  16.3 "Checks and result codes": a share that does not decode
+    as a canonical ristretto255 element, or that makes K the identity, is
+    ``authentication_failed`` (CPace's abort, 16.2); a share equal to the receiver's own (a
+    reflection) is ``invalid_key``.  (A reflected share always decodes, and K = y * Y is then
+    not the identity, so the two checks never compete for one share.)"""
     try:
-        return cpace.shared_point(scalar, peer_share)
+        k = cpace.shared_point(scalar, peer_share)
     except cpace.CPaceAbort as exc:
-        raise ProtocolError(str(exc)) from exc
+        raise AuthenticationFailed(str(exc)) from exc
+    if hmac.compare_digest(peer_share, own_share):
+        raise InvalidKey("the peer's CPace share equals our own (reflected)")
+    return k
 
 
 def remote_isk_input(sid: bytes, k: bytes, ya: bytes, commitment: bytes, yb: bytes) -> bytes:
@@ -2646,18 +2862,23 @@ def remote_message(message_type: int, body: bytes) -> bytes:
 
 
 def parse_remote_message(message: bytes, expected_type: int) -> bytes:
-    """Version, then type (another type than the one expected now is out of order), then
-    length.  Returns the body."""
-    if len(message) < 2 or message[0] != REMOTE_VERSION:
-        raise MalformedMessage("message of another version")
-    if message[1] not in _REMOTE_NAMES:
-        raise MalformedMessage("message of another type")
-    if message[1] != expected_type:
-        raise MalformedMessage(f"{_REMOTE_NAMES[message[1]]} out of order "
-                               f"(expected {_REMOTE_NAMES[expected_type]})")
-    low, high = _REMOTE_LENGTHS[expected_type]
+    """16.3 "Checks and result codes", in section 1.1's order: the length against the table's
+    bounds (those of the type the message names; for a message too short to name one, or of a
+    type outside 1 to 4, the bounds of any row, 19 to 355 bytes), then the version, the type,
+    and the order (a type other than the one expected now).  Each is ``malformed_message``, so
+    their order does not change the code.  Returns the body."""
+    named = message[1] if len(message) >= 2 else None
+    low, high = _REMOTE_LENGTHS.get(named, (DECISION_BYTES, ACCEPT_MAX))
     if not low <= len(message) <= high:
-        raise MalformedMessage(f"{_REMOTE_NAMES[expected_type]} of the wrong length")
+        what = _REMOTE_NAMES.get(named, "message")
+        raise MalformedMessage(f"{what} of {len(message)} bytes, outside {low} to {high}")
+    if message[0] != REMOTE_VERSION:
+        raise MalformedMessage("message of another version")
+    if named not in _REMOTE_NAMES:
+        raise MalformedMessage("message of another type")
+    if named != expected_type:
+        raise MalformedMessage(f"{_REMOTE_NAMES[named]} out of order "
+                               f"(expected {_REMOTE_NAMES[expected_type]})")
     return message[2:]
 
 
@@ -2762,10 +2983,11 @@ def seal_remote_payload(kp: bytes, role: str, invite_id_bytes: bytes, payload: b
 
 
 def open_remote_payload(kp: bytes, role: str, invite_id_bytes: bytes, box: bytes) -> bytes:
+    """16.3: "The box: authentication_failed if it does not open under the sender's kp_X"."""
     try:
         return AESGCM(kp).decrypt(REMOTE_NONCE, box, remote_aad(role, invite_id_bytes))
     except InvalidTag as exc:
-        raise ProtocolError(f"the {role}'s payload does not decrypt") from exc
+        raise AuthenticationFailed(f"the {role}'s payload does not decrypt") from exc
 
 
 @dataclass(frozen=True)
@@ -2780,27 +3002,37 @@ class RemotePeer:
 
 
 def parse_remote_payload(payload: bytes, sender_role: str, tpake: bytes,
-                         own_identity_pk: bytes) -> RemotePeer:
-    """16.3 "Checking a payload", in the listed order: the length is 145 + n with n (the byte
-    after the device secret) 1 to 128; the name is valid; the signature verifies under
-    identity_pk with the sender's role; identity_pk differs from the receiver's own."""
+                         own_identity_pk: bytes, commitment: bytes | None = None) -> RemotePeer:
+    """16.3 "Checks and result codes", the payload, in the listed order: a length other than
+    145 + n with n (the byte after the device secret) 1 to 128, or a name that breaks section
+    1's rule, is ``malformed_message``; a signature that does not verify under identity_pk with
+    the sender's role, ``authentication_failed``; on REPLY (``commitment`` given: INVITE's),
+    the inviter's commitment recomputed differing from INVITE's, ``authentication_failed``;
+    then identity_pk equal to the receiver's own, ``invalid_key``."""
     if len(payload) < REMOTE_PAYLOAD_FIXED + 1:
-        raise ProtocolError("payload too short")
+        raise MalformedMessage("payload too short")
     n = payload[_REMOTE_NAME_LEN_AT]
     if not 1 <= n <= 128 or len(payload) != REMOTE_PAYLOAD_FIXED + n:
-        raise ProtocolError("payload of the wrong length")
+        raise MalformedMessage("payload of the wrong length")
     identity_pk = payload[:32]
     ephemeral_pk = payload[32:64]
     device_secret = payload[64:80]
     name = payload[81:81 + n]
     data = payload[:81 + n]
     signature = payload[81 + n:]
-    validate_name(name)
+    try:
+        validate_name(name)
+    except ProtocolError as exc:  # section 1: a peer's message carrying it
+        raise MalformedMessage(str(exc)) from exc
     if not ed25519_verify(identity_pk, signature, remote_signed_message(tpake, sender_role,
                                                                        data)):
-        raise ProtocolError("payload signature does not verify")
+        raise AuthenticationFailed("payload signature does not verify")
+    if commitment is not None:
+        recomputed = remote_commitment(identity_pk, ephemeral_pk, name, device_secret)
+        if not hmac.compare_digest(recomputed, commitment):
+            raise AuthenticationFailed("the inviter's payload does not open its commitment")
     if identity_pk == own_identity_pk:
-        raise ProtocolError("payload carries the receiver's own identity key")
+        raise InvalidKey("payload carries the receiver's own identity key")
     return RemotePeer(payload, identity_pk, fingerprint(identity_pk), ephemeral_pk,
                       device_secret, name, signature)
 
@@ -2913,11 +3145,13 @@ class RemoteExchange:
 
     ``start()`` returns the messages to send first (the inviter's INVITE); ``receive(m)`` checks
     a message from the peer and returns the messages to send in reply.  The first failed check,
-    or a message out of the order INVITE, ACCEPT, REPLY, DECISION, raises ProtocolError and
-    ends the exchange as failed: ``result`` is then None and every later call raises too.
-    Once the SAS is shown, ``decide()`` gives this side's DECISION and ``receive`` reads the
-    peer's (16.3 step 5); after this side decided, a refused message leaves the exchange
-    waiting (8.1).  ``contact_state`` is 8.1's outcome."""
+    or a message out of the order INVITE, ACCEPT, REPLY, DECISION, raises the ProtocolError of
+    its result code and, until this side decided, ends the exchange as failed: ``result`` is
+    then None and every later call is ``invalid_state``.  Once the SAS is shown, ``decide()``
+    gives this side's DECISION and ``receive`` reads the peer's (16.3 step 5); after this side
+    decided, a refused message leaves the exchange waiting (8.1); once the peer's DECISION is
+    in, any message is ``invalid_state`` and changes nothing.  ``contact_state`` is 8.1's
+    outcome."""
 
     def __init__(self, role: str, identity_seed: bytes, ephemeral_secret: bytes,
                  device_secret: bytes, name: bytes, invite_code: str, encryption_code: str,
@@ -2929,9 +3163,12 @@ class RemoteExchange:
         validate_name(name)
         self.role = role
         self.realtime = realtime
-        # 16.1: "A client checks both codes before any network call."
+        # 16.1: "A client checks both codes before any network call."  16.3: "a typo, a
+        # character codes never use, or the same code typed for both is invalid_argument".
         self.invite_code = parse_code(invite_code)
         self.encryption_code = parse_code(encryption_code)
+        if self.invite_code == self.encryption_code:
+            raise InvalidArgument("the same code for the invite and the encryption code")
         self.identity_seed = identity_seed
         self.identity_pk = ed25519_public(identity_seed)
         self.ephemeral_secret = ephemeral_secret
@@ -3041,26 +3278,26 @@ class RemoteExchange:
         return [self.invite] if self.role == INITIATOR else []
 
     def receive(self, message: bytes) -> list[bytes]:
-        """A message from the peer.  16.3: "Any failure at any step, or a message of another
-        version or type, of the wrong length, or out of the order above [...] ends the
-        exchange as failed, except a DECISION after this side decided (step 5)", which is
-        refused with its result code while this side keeps waiting (8.1).  A message once the
-        exchange is complete, or after a failure, is ``invalid_state``."""
+        """A message from the peer, checked as 16.3's "Checks and result codes" lists.
+
+        - After a failure, or once the peer's DECISION is in ("the exchange has every message:
+          anything further, a second DECISION included, is invalid_state and changes
+          nothing"), or once the wait ended (8.1: no decision), a message is ``invalid_state``
+          and changes nothing.
+        - "Until a side decided, any refusal ends the exchange as failed".
+        - "Once this side decided, a refused message of any type changes nothing and the side
+          goes on waiting for the peer's DECISION": the only message it still reads is that
+          DECISION, so any other is out of order (``malformed_message``)."""
         if self.failed:
             raise InvalidState("the exchange has failed")
-        if self.complete:
-            raise InvalidState("the exchange is complete: both decisions are in, or the wait "
-                               "ended")
-        # "except a DECISION after this side decided": once this side decided, the only
-        # message it still reads is the peer's DECISION, so whatever arrives is read as one,
-        # and a refusal "does not change that decision" (8.1; as 7.2 says of any Bluetooth
-        # frame after this side decided).  The document does not say whether a message too
-        # short to carry a type, or of another type, counts as "a DECISION" here: this reading
-        # counts it.
-        keeps_waiting = self._expect == REMOTE_DECISION and self.own_decision is not None
+        if self.peer_decision is not None:
+            raise InvalidState("the peer's DECISION is in: the exchange has every message")
+        if self.wait_ended:
+            raise InvalidState("the wait for the peer's DECISION has ended")
+        if not self._started:
+            raise InvalidState("message before the exchange started")
+        keeps_waiting = self.own_decision is not None
         try:
-            if not self._started:
-                raise InvalidState("message before the exchange started")
             if self._expect == REMOTE_INVITE:
                 return self._on_invite(message)
             if self._expect == REMOTE_ACCEPT:
@@ -3097,8 +3334,8 @@ class RemoteExchange:
         self._derive(self.share, yb, self.commitment, self.invite)
         v = self._v
         if not hmac.compare_digest(tag_r, remote_tag_r(v["keys"].kc_r, v["tpake"])):
-            raise ProtocolError("tag_R does not match: a wrong encryption code or a changed "
-                                "message")
+            raise AuthenticationFailed("tag_R does not match: a wrong encryption code or a "
+                                       "changed message")
         payload_r = open_remote_payload(v["keys"].kp_r, RESPONDER, self.invite_id, box_r)
         peer = parse_remote_payload(payload_r, RESPONDER, v["tpake"], self.identity_pk)
         v.update(accept=message, tag_r=tag_r, box_r=box_r)
@@ -3116,13 +3353,10 @@ class RemoteExchange:
         v = self._v
         if not hmac.compare_digest(tag_i, remote_tag_i(v["keys"].kc_i, v["tpake"],
                                                        v["accept"])):
-            raise ProtocolError("tag_I does not match")
+            raise AuthenticationFailed("tag_I does not match")
         payload_i = open_remote_payload(v["keys"].kp_i, INITIATOR, self.invite_id, box_i)
-        peer = parse_remote_payload(payload_i, INITIATOR, v["tpake"], self.identity_pk)
-        recomputed = remote_commitment(peer.identity_pk, peer.ephemeral_pk, peer.name,
-                                       peer.device_secret)
-        if not hmac.compare_digest(recomputed, v["commitment"]):
-            raise ProtocolError("the inviter's payload does not open its commitment")
+        peer = parse_remote_payload(payload_i, INITIATOR, v["tpake"], self.identity_pk,
+                                    commitment=v["commitment"])
         v.update(reply=message, tag_i=tag_i, box_i=box_i)
         self._finish(peer, payload_i, v["payload_r"])
         self._expect = REMOTE_DECISION  # "the invitee after REPLY"
@@ -3160,28 +3394,29 @@ class RemoteExchange:
     def decide(self, confirmed: bool) -> list[bytes]:
         """This side's person confirmed (True) or rejected (False) the SAS: returns the
         DECISION to send now.  8.1: deciding before there is a SAS, twice, or after a failure
-        is ``invalid_state``; so is confirming once the peer's rejection arrived ("cannot
-        confirm any more (invalid_state); it rejects").  16.3 step 5: "Through the mailbox the
-        inviter sends a confirmation only after it has read the invitee's DECISION (a
-        rejection it sends at once)": such a confirmation is held and returned by the
-        ``receive`` that reads the invitee's DECISION."""
+        is ``invalid_state``; so is deciding once the peer's rejection arrived, since this side
+        then rejected on its own (8.1, :meth:`_on_decision`).  16.3 step 5: "Through the
+        mailbox the inviter sends a confirmation only after it has read the invitee's
+        DECISION, whichever that is (a rejection it sends at once)": such a confirmation is
+        held and returned by the ``receive`` that reads the invitee's DECISION."""
         if self.failed:
             raise InvalidState("the exchange has failed")
         if self.result is None:
             raise InvalidState("no SAS to confirm or reject yet")
         if self.own_decision is not None or self.wait_ended:
             raise InvalidState("this side has decided already, or the wait has ended")
-        if confirmed and self.peer_decision == DECISION_REJECTED:
-            raise InvalidState("the peer rejected the SAS: this side cannot confirm any more")
         decision = DECISION_CONFIRMED if confirmed else DECISION_REJECTED
-        self.own_decision = decision
-        self.decision_message = seal_decision(self.result.keys.kd(self.role), self.role,
-                                              self.result.transcript_hash, decision)
+        self._seal_own(decision)
         if (confirmed and self.role == INITIATOR and not self.realtime
                 and self.peer_decision is None):
             self._held = [self.decision_message]
             return []
         return [self.decision_message]
+
+    def _seal_own(self, decision: int) -> None:
+        self.own_decision = decision
+        self.decision_message = seal_decision(self.result.keys.kd(self.role), self.role,
+                                              self.result.transcript_hash, decision)
 
     def end_wait(self) -> None:
         """8.1 and 16.5: the lifetime of the wait ended (an invite that ended or expired, a
@@ -3192,12 +3427,16 @@ class RemoteExchange:
         self._held = []
 
     def _on_decision(self, message: bytes) -> list[bytes]:
-        """16.3 step 5: the peer's DECISION, once, sealed under the sender's kd_X with this
-        exchange's th."""
-        if self.peer_decision is not None:
-            raise MalformedMessage("a second DECISION")
+        """16.3 step 5: the peer's DECISION, sealed under the sender's kd_X with this
+        exchange's th (a second one never gets here: ``receive`` refuses it as invalid_state).
+        Returns what this side sends now: a confirmation it held (mailbox inviter), or, when
+        the peer rejected before this side's person decided, this side's own rejection (8.1:
+        "it rejects, which deletes the contact it saved and sends its own rejection")."""
         decision = open_decision(message, self.result.keys.kd(self.peer_role),
                                  self.peer_role, self.result.transcript_hash)
         self.peer_decision = decision
         held, self._held = self._held, []
+        if self.own_decision is None and decision == DECISION_REJECTED:
+            self._seal_own(DECISION_REJECTED)
+            return [self.decision_message]
         return held
