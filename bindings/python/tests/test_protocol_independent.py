@@ -9,7 +9,9 @@ and device secrets, and for pin-update.json the seed, window, identity seeds, ep
 and new device secrets, with both sides of each session run against each other; for
 remote.json the identity seeds, ephemeral secrets, device secrets, names, codes as typed, sid,
 CPace scalars and each side's decision, the inviter and the invitee run against each other
-through their DECISIONs; for export.json the
+through their DECISIONs; for reexchange.json the identity keys, ephemeral secrets, device
+secrets, names and times, its two QR exchanges run against a model of each side's contacts
+(8.1, 8.2); for export.json the
 identity seed, contacts key, name, salt, nonce and password, and for transfer.json the
 ephemeral secrets, transfer id and the sender's identity, through tests/independent/transfer.py);
 every listed rejection must be rejected, with the same reason class where the vectors name one.
@@ -350,6 +352,202 @@ def test_qr_rejections():
         assert own_pk.hex() == rec["identity_public"], case["case_text"]
         with pytest.raises(P.ProtocolError):
             P.parse_qr_text(case["payload_text"], own_pk, h(rec["ephemeral_secret"]))
+
+
+# --------------------------------------------------------------------------------------------
+# reexchange.json (sections 5, 8.1 and 8.2)
+# --------------------------------------------------------------------------------------------
+
+def _reexchange_payload(party, ex, me: str, name_text: str) -> bytes:
+    """Check one payload text of reexchange.json against the party's values (5.1).  The file
+    gives each party's ``random_seed`` and ``identity_public`` but no identity seed: the random
+    source is the library's (13), not the document's, so the signature cannot be made here.
+    Every byte of the body is rebuilt from the party's key, ephemeral secret, device secret
+    and name, and the signature is verified under the party's key."""
+    text = ex[f"{me}_payload_text"]
+    assert text.startswith(P.QR_PREFIX)
+    payload = P.b64url_decode(text[len(P.QR_PREFIX):])
+    body = P.qr_body(h(party["identity_public"]), P.x25519_public(h(ex[f"{me}_ephemeral_secret"])),
+                     h(ex[f"{me}_device_secret"]), name_text.encode("utf-8"))
+    assert payload[:len(body)] == body
+    assert len(payload) == len(body) + 64 == 154 + len(name_text.encode("utf-8"))
+    assert P.ed25519_verify(h(party["identity_public"]), payload[len(body):],
+                            P.qr_signed_message(body))
+    assert P.b64url_encode(payload) == text[len(P.QR_PREFIX):]
+    return payload
+
+
+def _reexchange_round(data, ex, stores):
+    """One QR exchange of reexchange.json between fresh QrExchange objects of ``a`` and ``b``
+    over their stores; returns the two exchanges, each having received the other's text."""
+    names = {"a": data["a"]["name_text"], "b": ex["b_name_text"]}
+    sides = {}
+    for me in ("a", "b"):
+        payload = _reexchange_payload(data[me], ex, me, names[me])
+        sides[me] = P.QrExchange(payload, h(ex[f"{me}_ephemeral_secret"]), ex["now"], stores[me])
+        assert sides[me].own_text == ex[f"{me}_payload_text"]
+    for me, peer in (("a", "b"), ("b", "a")):
+        res = sides[me].receive(ex[f"{peer}_payload_text"], ex["now"])
+        got = sides[me].peer
+        assert got.identity_pk.hex() == data[peer]["identity_public"]
+        assert got.fingerprint_text == data[peer]["fingerprint_text"]
+        assert got.ephemeral_pk == P.x25519_public(h(ex[f"{peer}_ephemeral_secret"]))
+        assert got.device_secret.hex() == ex[f"{peer}_device_secret"]
+        assert got.name.decode("utf-8") == names[peer]
+        assert res.seed.hex() == ex["seed"]
+        assert res.sas_text == ex["sas_text"]
+        assert res.sas_text == P.format_short_code(res.sas_value)
+    return sides
+
+
+@needs_vectors
+def test_reexchange():
+    """8.2: the same two exchange twice by QR (5); after the first, ``a`` stores a new contact;
+    after the second, the same contact (known), its stored name kept, its seed and device
+    secrets replaced by the second exchange's and verified at that exchange's ``now``.  Each
+    side's own confirmation suffices (8.1's table, QR).  The parties' ``random_seed`` drives the
+    library's test random source only (13); the ephemeral and device secrets it drew are taken
+    from the file."""
+    data = load("reexchange.json")
+    expect_keys(data, "a b exchanges")
+    for me in ("a", "b"):
+        party = data[me]
+        expect_keys(party, "random_seed identity_public fingerprint_text name_text")
+        assert len(h(party["random_seed"])) == 32
+        assert P.fingerprint(h(party["identity_public"])) == party["fingerprint_text"]
+        P.validate_name(party["name_text"].encode("utf-8"))
+    exchanges = _cases(data, "exchanges")
+    assert len(exchanges) == 2
+    assert data["b"]["name_text"] == exchanges[0]["b_name_text"] != exchanges[1]["b_name_text"]
+    stores = {"a": P.ContactStore(), "b": P.ContactStore()}
+    first_id = {}
+    for n, ex in enumerate(exchanges):
+        expect_keys(ex, "now b_name_text a_ephemeral_secret a_device_secret b_ephemeral_secret "
+                        "b_device_secret a_payload_text b_payload_text seed sas_text "
+                        "known_contact a_stored")
+        before = copy.deepcopy(stores)
+        sides = _reexchange_round(data, ex, stores)
+        for me, peer in (("a", "b"), ("b", "a")):
+            assert sides[me].known_contact is ex["known_contact"] is (n > 0)
+            if ex["known_contact"]:
+                # 8.2: "the stored contact is not touched until the new SAS is confirmed"
+                assert stores[me].contacts == before[me].contacts
+            else:
+                # 8.1: "The new contact is saved **unverified** once the SAS is shown"
+                (new,) = stores[me].contacts.values()
+                assert new.state == P.UNVERIFIED and new.verified_at is None
+                assert new.seed.hex() == ex["seed"]
+        decided = {me: sides[me].decide(True, ex["now"]) for me in ("a", "b")}
+        # 8.2: "the host is given the name the peer sent"
+        assert decided["a"].peer_name.decode("utf-8") == ex["b_name_text"]
+        assert decided["b"].peer_name.decode("utf-8") == data["a"]["name_text"]
+        expect_keys(ex["a_stored"], "name_text seed verified_at method_text")
+        for me, peer in (("a", "b"), ("b", "a")):
+            assert decided[me].known_contact is ex["known_contact"]
+            (stored,) = stores[me].contacts.values()
+            assert decided[me].contact == stored
+            first_id.setdefault(me, stored.contact_id)
+            assert stored.contact_id == first_id[me]  # the same contact, its id kept
+            assert stored.identity_pk.hex() == data[peer]["identity_public"]
+            assert stored.state == P.VERIFIED
+            assert stored.seed.hex() == ex["seed"]
+            assert stored.mine.hex() == ex[f"{me}_device_secret"]
+            assert stored.theirs.hex() == ex[f"{peer}_device_secret"]
+            assert stored.method == P.QR_METHOD
+            assert stored.verified_at == ex["now"]
+        # What the file says `a` stores: the name it stored first, kept (8.2).
+        stored = stores["a"].contacts[first_id["a"]]
+        assert stored.name.decode("utf-8") == ex["a_stored"]["name_text"]
+        assert ex["a_stored"]["name_text"] == exchanges[0]["b_name_text"]
+        assert stored.seed.hex() == ex["a_stored"]["seed"]
+        assert stored.verified_at == ex["a_stored"]["verified_at"]
+        assert stored.method == ex["a_stored"]["method_text"]
+        assert stores["b"].contacts[first_id["b"]].name.decode("utf-8") == data["a"]["name_text"]
+    assert exchanges[0]["seed"] != exchanges[1]["seed"]
+
+
+@needs_vectors
+def test_reexchange_rejected_or_unfinished_leaves_the_stored_contact():
+    """8.2: "Rejecting, the peer's rejection, or no decision from the peer, leaves the stored
+    contact exactly as it was, with its old seed"; a second payload is ``invalid_state`` and
+    changes nothing (5.2); a new contact that is rejected is deleted (8.1)."""
+    data = load("reexchange.json")
+    first, second = _cases(data, "exchanges")
+    stores = {"a": P.ContactStore(), "b": P.ContactStore()}
+    sides = _reexchange_round(data, first, stores)
+    with pytest.raises(P.InvalidState):
+        sides["a"].receive(first["b_payload_text"], first["now"])
+    for me in ("a", "b"):
+        sides[me].decide(True, first["now"])
+    with pytest.raises(P.InvalidState):
+        sides["a"].decide(True, first["now"])
+    after_first = copy.deepcopy(stores)
+    # The second exchange, rejected by a: its stored contact as it was.
+    trial = copy.deepcopy(after_first)
+    sides = _reexchange_round(data, second, trial)
+    decided = sides["a"].decide(False, second["now"])
+    assert decided.known_contact and decided.contact == after_first["a"].contacts[1]
+    assert trial["a"].contacts == after_first["a"].contacts
+    assert trial["a"].contacts[1].seed.hex() == first["seed"]
+    # ... left undecided past its lifetime: it can only fail, the stored contact as it was.
+    trial = copy.deepcopy(after_first)
+    sides = _reexchange_round(data, second, trial)
+    with pytest.raises(P.Expired):
+        sides["a"].decide(True, second["now"] + P.EXCHANGE_LIFETIME_SECONDS + 1)
+    assert trial["a"].contacts == after_first["a"].contacts
+    with pytest.raises(P.InvalidState):
+        sides["a"].decide(True, second["now"])
+    # The first exchange, rejected by a: the new contact is deleted.
+    trial = {"a": P.ContactStore(), "b": P.ContactStore()}
+    sides = _reexchange_round(data, first, trial)
+    assert sides["a"].decide(False, first["now"]).contact is None
+    assert trial["a"].contacts == {}
+
+
+@needs_vectors
+def test_qr_exchange_refusals_and_what_they_end():
+    """5.2, "What a refusal ends": a text that is no payload changes nothing; a damaged one
+    ends the exchange (every later call ``invalid_state``); a payload more than 24 hours after
+    the creation is ``expired``; each with 5.2's result code."""
+    data = load("reexchange.json")
+    ex = _cases(data, "exchanges")[0]
+    a_payload = _reexchange_payload(data["a"], ex, "a", data["a"]["name_text"])
+    b_text = ex["b_payload_text"]
+
+    def fresh(created_at=ex["now"]):
+        return P.QrExchange(a_payload, h(ex["a_ephemeral_secret"]), created_at, P.ContactStore())
+
+    side = fresh()
+    with pytest.raises(P.NotAnExchangePayload) as err:
+        side.receive("https://example.org/", ex["now"])
+    assert P.result_code(err.value) == "invalid_argument"
+    assert side.receive(b_text, ex["now"]).sas_text == ex["sas_text"]
+    b_payload = P.b64url_decode(b_text[len(P.QR_PREFIX):])
+    cases = [
+        ("ITSME1:" + b_text[7:-1], "malformed_message"),  # a truncated encoding
+        ("ITSME1:" + P.b64url_encode(b"\x02" + b_payload[1:]), "malformed_message"),
+        ("ITSME1:" + P.b64url_encode(b_payload[:-1]), "malformed_message"),
+        ("ITSME1:" + P.b64url_encode(b_payload[:33] + bytes(8) + b_payload[41:]),
+         "authentication_failed"),
+        ("ITSME1:" + P.b64url_encode(b_payload[:-1] + bytes([b_payload[-1] ^ 1])),
+         "authentication_failed"),
+        (ex["a_payload_text"], "invalid_key"),  # a's own payload sent back
+    ]
+    for text, code in cases:
+        side = fresh()
+        with pytest.raises(P.ProtocolError) as err:
+            side.receive(text, ex["now"])
+        assert P.result_code(err.value) == code, text
+        assert side.store.contacts == {}
+        with pytest.raises(P.InvalidState):
+            side.receive(b_text, ex["now"])
+    side = fresh()
+    assert side.receive(b_text, ex["now"] + P.EXCHANGE_LIFETIME_SECONDS).sas_text == ex["sas_text"]
+    side = fresh()
+    with pytest.raises(P.Expired):
+        side.receive(b_text, ex["now"] + P.EXCHANGE_LIFETIME_SECONDS + 1)
+    with pytest.raises(P.InvalidState):
+        side.receive(b_text, ex["now"])
 
 
 def _own_qr_pair():
@@ -1725,14 +1923,12 @@ def _ov_recompute(case, seed, window, pids, esks, chals, ds, refs):
 
 _REPLAYED = {"encoding.json", "seed.json", "sas.json", "qr.json", "source-v5.json",
              "bluetooth.json", "voice.json", "online-verify.json", "pin-update.json",
-             "remote.json", "export.json", "transfer.json"}
+             "remote.json", "export.json", "transfer.json", "reexchange.json"}
 # Vector files this module does not replay yet, each with the reason.  A new file must be added
 # to one of the two sets, so none goes unnoticed.
 _NOT_REPLAYED: dict[str, str] = {
     "profile.json": "replayed by test_independent_18_19.py through independent/profile.py",
     "approval.json": "replayed by test_independent_18_19.py through independent/approval.py",
-    "reexchange.json": "8.2's second exchange with a stored contact: new in the vectors, not "
-                       "replayed yet (this module stores no contacts across exchanges)",
 }
 
 

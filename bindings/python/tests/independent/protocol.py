@@ -53,7 +53,9 @@ class ProtocolError(ValueError):
 
 
 class NotAnExchangePayload(ProtocolError):
-    """Section 5.2: a scanned text starting with neither ``ITSME1:`` nor ``5|``."""
+    """Section 5.2: a scanned text starting with neither ``ITSME1:`` nor ``5|``: "it is
+    `invalid_argument`, changes nothing, and the person scans again"."""
+    code = "invalid_argument"
 
 
 class TypingError(ProtocolError):
@@ -61,8 +63,8 @@ class TypingError(ProtocolError):
     session", or a degradation code (section 10.2), which "is rejected without counting"."""
 
 
-# Section 1.1's result codes, for the parts of this module that report them (the Bluetooth
-# exchange, 7.1 to 7.4; Online Verify, 11.2 and 11.3; the exchange at a distance, 16.3's "Checks
+# Section 1.1's result codes, for the parts of this module that report them (the QR exchange,
+# 5.2; the Bluetooth exchange, 7.1 to 7.4; Online Verify, 11.2 and 11.3; the exchange at a distance, 16.3's "Checks
 # and result codes"; typed codes, 16.1).  Each is a ProtocolError,
 # and ``result_code`` gives its name as the vectors spell it.
 
@@ -496,17 +498,20 @@ class QrPeer:
 
 def parse_qr_payload(payload: bytes, own_identity_pk: bytes,
                      own_ephemeral_secret: bytes) -> QrPeer:
-    """5.2 checks 2 to 7 on a decoded payload, in order."""
-    # 2. lengths and version
+    """5.2 checks 3 to 8 on a decoded payload, in the document's order and with its result
+    codes: lengths, version and name (``malformed_message``), the fingerprint field and the
+    signature (``authentication_failed``), then the own key and the shared secret
+    (``invalid_key``)."""
+    # 3. lengths and version
     if len(payload) < QR_FIXED + 1:
-        raise ProtocolError("QR payload shorter than 155 bytes")
+        raise MalformedMessage("QR payload shorter than 155 bytes")
     if payload[0] != QR_VERSION:
-        raise ProtocolError("QR payload version is not 1")
+        raise MalformedMessage("QR payload version is not 1")
     name_len = payload[_QR_NAME_LEN_AT]
     if len(payload) != QR_FIXED + name_len:
-        raise ProtocolError("QR payload length does not match its name length")
+        raise MalformedMessage("QR payload length does not match its name length")
     if not 1 <= name_len <= 128:
-        raise ProtocolError("QR name length is not 1 to 128")
+        raise MalformedMessage("QR name length is not 1 to 128")
     identity_pk = payload[1:33]
     fp_field = payload[33:41]
     ephemeral_pk = payload[41:73]
@@ -514,30 +519,38 @@ def parse_qr_payload(payload: bytes, own_identity_pk: bytes,
     name = payload[90:90 + name_len]
     body = payload[:90 + name_len]
     signature = payload[90 + name_len:]
-    # 3. name
-    validate_name(name)
-    # 4. fingerprint field
+    # 4. name
+    try:
+        validate_name(name)
+    except ProtocolError as exc:
+        raise MalformedMessage(f"QR name: {exc}") from exc
+    # 5. fingerprint field
     if fp_field != fingerprint_bytes(identity_pk):
-        raise ProtocolError("QR fingerprint does not match the identity key")
-    # 5. not our own key
-    if identity_pk == own_identity_pk:
-        raise ProtocolError("QR payload carries the receiver's own identity key")
+        raise AuthenticationFailed("QR fingerprint does not match the identity key")
     # 6. signature
     if not ed25519_verify(identity_pk, signature, qr_signed_message(body)):
-        raise ProtocolError("QR signature does not verify")
-    # 7. non-zero shared secret
+        raise AuthenticationFailed("QR signature does not verify")
+    # 7. not our own key (a reflection)
+    if identity_pk == own_identity_pk:
+        raise InvalidKey("QR payload carries the receiver's own identity key")
+    # 8. non-zero shared secret (x25519_shared raises InvalidKey)
     shared = x25519_shared(own_ephemeral_secret, ephemeral_pk)
     return QrPeer(payload, identity_pk, fingerprint(identity_pk), ephemeral_pk, device_secret,
                   name, signature, shared)
 
 
 def parse_qr_text(text: str, own_identity_pk: bytes, own_ephemeral_secret: bytes) -> QrPeer:
-    """5.2, all checks: prefix (case-sensitive), strict base64url, then the payload checks."""
+    """5.2, all checks: 1. the prefix (case-sensitive; a text starting with neither
+    ``ITSME1:`` nor ``5|`` is no payload, ``invalid_argument``), 2. strict base64url
+    (``malformed_message``), then the payload checks."""
     if not text.startswith(QR_PREFIX):
         if text.startswith("5|"):
             raise ProtocolError("a source-format (v5) text, not an ITSME1 payload")
         raise NotAnExchangePayload("not an exchange payload")
-    payload = b64url_decode(text[len(QR_PREFIX):])
+    try:
+        payload = b64url_decode(text[len(QR_PREFIX):])
+    except ProtocolError as exc:
+        raise MalformedMessage(f"QR text: {exc}") from exc
     return parse_qr_payload(payload, own_identity_pk, own_ephemeral_secret)
 
 
@@ -575,6 +588,191 @@ def qr_finish(own_payload: bytes, own_ephemeral_secret: bytes, peer: QrPeer) -> 
     th = sha256(t_in)
     value = sas_value(seed, th)
     return QrResult(shared, salt, seed, t_in, th, value, format_short_code(value))
+
+
+# --------------------------------------------------------------------------------------------
+# Section 5 with 8.1 and 8.2: one device's QR exchange and what it stores
+# --------------------------------------------------------------------------------------------
+
+# The exchange method a QR exchange stores.  Section 16.4 names `invite` (2) and `realtime` (3);
+# no sentence names the QR exchange's, so this name is the vectors' (reexchange.json's
+# `method_text`), not the document's.
+QR_METHOD = "qr"
+# 5.2: "An exchange expires more than 24 hours (86,400 seconds) after its creation"; 8.1: "An
+# exchange left pending [...] expires when the time is more than 24 hours after it began".
+EXCHANGE_LIFETIME_SECONDS = 86_400
+
+
+@dataclass
+class StoredContact:
+    """What a device stores for a contact made by an exchange (8.1, 8.2, 8.3): its identity key,
+    the name stored, the seed, the two device secrets (``mine``, the one this side sent;
+    ``theirs``, the one the peer sent), the exchange method, the state and, once verified, the
+    time it was verified at.  The document names no verification time; the vectors
+    (reexchange.json's `verified_at`) give one, the exchange's `now`."""
+    contact_id: int
+    identity_pk: bytes
+    name: bytes
+    seed: bytes
+    mine: bytes
+    theirs: bytes
+    method: str
+    state: str
+    verified_at: int | None = None
+
+
+class ContactStore:
+    """A device's contacts, one per identity key (2: "A contact is identified by its full
+    32-byte identity public key"; 8.2)."""
+
+    def __init__(self) -> None:
+        self.contacts: dict[int, StoredContact] = {}
+        self._next_id = 1
+
+    def find(self, identity_pk: bytes) -> StoredContact | None:
+        for contact in self.contacts.values():
+            if contact.identity_pk == identity_pk:
+                return contact
+        return None
+
+    def add(self, identity_pk: bytes, name: bytes, seed: bytes, mine: bytes, theirs: bytes,
+            method: str) -> StoredContact:
+        """8.1: "The new contact is saved **unverified** once the SAS is shown"."""
+        if self.find(identity_pk) is not None:
+            raise InvalidState("a contact with this identity key is already stored (8.2)")
+        contact = StoredContact(self._next_id, identity_pk, name, seed, mine, theirs, method,
+                                UNVERIFIED)
+        self.contacts[contact.contact_id] = contact
+        self._next_id += 1
+        return contact
+
+    def delete(self, contact_id: int) -> None:
+        del self.contacts[contact_id]
+
+    def replace_exchange(self, contact_id: int, seed: bytes, mine: bytes, theirs: bytes,
+                         method: str, now: int) -> StoredContact:
+        """8.2: "Both confirmations replace the contact's seed, device secrets and exchange
+        method in one transaction and marks it verified; the old seed is overwritten [...]. The
+        stored name is kept".  Built as a new record swapped in at once (one transaction):
+        the id and the name stay."""
+        old = self.contacts[contact_id]
+        self.contacts[contact_id] = StoredContact(contact_id, old.identity_pk, old.name, seed,
+                                                  mine, theirs, method, VERIFIED, now)
+        return self.contacts[contact_id]
+
+
+@dataclass(frozen=True)
+class QrDecided:
+    """What a confirmed or rejected QR exchange leaves: the contact (None once deleted),
+    whether it was already stored (8.2), and the name the peer sent, which 8.2 gives the host
+    ("the host is given the name the peer sent and may apply it")."""
+    contact: StoredContact | None
+    known_contact: bool
+    peer_name: bytes
+
+
+class QrExchange:
+    """One device of the QR exchange (5.2, 5.3) with 8.1's decision and 8.2's rules for a
+    contact already stored.
+
+    ``receive(text, now)`` makes 5.2's checks and gives 5.3's seed and SAS; a text that is no
+    payload (``invalid_argument``) changes nothing, every other refusal ends the exchange as
+    failed, after which every call is ``invalid_state``; a second payload once one was accepted
+    is ``invalid_state`` and changes nothing; after 24 hours a payload is ``expired``.  Once the
+    SAS is shown a new contact is saved unverified (8.1); if a contact with the peer's identity
+    key is stored, it is left untouched and the new seed and device secrets are kept with the
+    exchange (8.2).  ``decide(confirmed, now)``: 8.1's table, "QR (5) | none: [...] a device's own
+    confirmation suffices": confirming verifies the new contact, or replaces the stored
+    contact's seed, device secrets and method and marks it verified, keeping its name (8.2);
+    rejecting deletes the new contact and leaves a stored one exactly as it was.
+
+    The device's own payload is given whole (``own_payload``, with its ephemeral secret), or
+    made by :meth:`create` from an identity seed.  A source-format text (``5|``, section 6) is
+    :func:`import_v5`'s, not this class's: it is refused here and changes nothing."""
+
+    def __init__(self, own_payload: bytes, ephemeral_secret: bytes, created_at: int,
+                 store: ContactStore):
+        if len(own_payload) < QR_FIXED + 1 or x25519_public(ephemeral_secret) != own_payload[41:73]:
+            raise ValueError("the ephemeral secret is not the one of the own payload")
+        self.own_payload = own_payload
+        self.identity_pk = own_payload[1:33]
+        self.device_secret = own_payload[73:89]
+        self.ephemeral_secret = ephemeral_secret
+        self.created_at = created_at
+        self.store = store
+        self.failed = False
+        self.peer: QrPeer | None = None
+        self.result: QrResult | None = None
+        self.known_contact: bool | None = None
+        self.contact_id: int | None = None  # the new contact, or the stored one (8.2)
+        self.decided: bool | None = None
+
+    @classmethod
+    def create(cls, identity_seed: bytes, ephemeral_secret: bytes, device_secret: bytes,
+               name: bytes, created_at: int, store: ContactStore) -> "QrExchange":
+        built = build_qr(identity_seed, ephemeral_secret, device_secret, name)
+        return cls(built.payload, ephemeral_secret, created_at, store)
+
+    @property
+    def own_text(self) -> str:
+        return QR_PREFIX + b64url_encode(self.own_payload)
+
+    def _expired(self, now: int) -> bool:
+        return now - self.created_at > EXCHANGE_LIFETIME_SECONDS
+
+    def receive(self, text: str, now: int) -> QrResult:
+        if self.failed or self.peer is not None:
+            raise InvalidState("a payload after a failure, or a second payload")
+        if self._expired(now):
+            self.failed = True
+            raise Expired("the QR exchange is more than 24 hours old")
+        if text.startswith("5|"):
+            raise ProtocolError("a source-format text: section 6's import, not this exchange")
+        try:
+            peer = parse_qr_text(text, self.identity_pk, self.ephemeral_secret)
+        except NotAnExchangePayload:
+            raise  # another QR code was scanned: changes nothing
+        except ProtocolError:
+            self.failed = True
+            raise
+        result = qr_finish(self.own_payload, self.ephemeral_secret, peer)
+        self.peer, self.result = peer, result
+        stored = self.store.find(peer.identity_pk)
+        self.known_contact = stored is not None
+        if stored is not None:
+            self.contact_id = stored.contact_id  # 8.2: not touched until confirmed
+        else:
+            self.contact_id = self.store.add(peer.identity_pk, peer.name, result.seed,
+                                             self.device_secret, peer.device_secret,
+                                             QR_METHOD).contact_id
+        return result
+
+    def decide(self, confirmed: bool, now: int) -> QrDecided:
+        if self.failed or self.peer is None or self.decided is not None:
+            raise InvalidState("a decision before there is a SAS, after a failure, or twice")
+        assert self.result is not None and self.contact_id is not None
+        if self._expired(now):
+            # 8.1: "an expired exchange can only fail (`expired`)"; the new contact, never
+            # confirmed, is deleted (as one awaiting the peer is), a stored one left as it was.
+            self.failed = True
+            if not self.known_contact:
+                self.store.delete(self.contact_id)
+            raise Expired("the QR exchange is more than 24 hours old")
+        self.decided = confirmed
+        contact: StoredContact | None
+        if not confirmed:
+            contact = self.store.contacts[self.contact_id] if self.known_contact else None
+            if not self.known_contact:
+                self.store.delete(self.contact_id)  # 8.1: "deletes the new contact"
+        elif self.known_contact:
+            contact = self.store.replace_exchange(self.contact_id, self.result.seed,
+                                                  self.device_secret, self.peer.device_secret,
+                                                  QR_METHOD, now)
+        else:
+            contact = self.store.contacts[self.contact_id]
+            contact.state = VERIFIED
+            contact.verified_at = now
+        return QrDecided(contact, bool(self.known_contact), self.peer.name)
 
 
 # --------------------------------------------------------------------------------------------
