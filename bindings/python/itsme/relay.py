@@ -893,18 +893,26 @@ def realtime_exchange(
                 exchange.confirm(store, now)
             else:
                 exchange.reject(store)
-            while True:
-                message = exchange.next_outgoing()
-                if not message:
-                    break
-                room.send(message)
-            while exchange.state == ExchangeState.AWAITING_DECISION and not _peer_decided(exchange):
+            try:
+                while True:
+                    message = exchange.next_outgoing()
+                    if not message:
+                        break
+                    room.send(message)
+            except RelayError:
+                pass  # the peer decided and left first: what it sent is still to read
+            # Both stay until both decisions passed (docs/PROTOCOL.md 16.5).
+            while (
+                exchange.state in (ExchangeState.AWAITING_DECISION, ExchangeState.REJECTED)
+                and not _peer_decided(exchange)
+            ):
                 try:
                     frame = room.receive(max(0.0, deadline - time.monotonic()))
                 except RelayError as error:
-                    if error.kind == "timeout":
+                    if error.kind == "timeout" and exchange.state == ExchangeState.AWAITING_DECISION:
                         raise
-                    exchange.reject(store)  # the peer left before its decision: none came
+                    if exchange.state == ExchangeState.AWAITING_DECISION:
+                        exchange.reject(store)  # the peer left before its decision: none came
                     break
                 try:
                     exchange.receive(frame, now)

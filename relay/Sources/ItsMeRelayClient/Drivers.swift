@@ -95,17 +95,23 @@ public func realtimeExchange(
         }
         _ = try exchange.save(to: store, now: now())
         if try await decide(exchange) { try exchange.confirm(store: store, now: now()) } else { try exchange.reject(store: store) }
-        while let message = exchange.peekOutgoing() {
-            try await room.send(message)
-            exchange.markSent()
+        do {
+            while let message = exchange.peekOutgoing() {
+                try await room.send(message)
+                exchange.markSent()
+            }
+        } catch is RelayError {
+            // The peer decided and left first: what it sent is still to read.
         }
-        while !peerDecided(), exchange.state == .awaitingDecision {
+        // Both stay until both decisions passed (PROTOCOL.md 16.5).
+        while !peerDecided(), exchange.state == .awaitingDecision || exchange.state == .rejected {
             let frame: [UInt8]
             do {
                 frame = try await room.receive(timeout: deadline.remaining)
-            } catch let error as RelayError where error.kind != "timeout" {
-                // The peer left (or the room closed) before its decision: none came.
-                try exchange.reject(store: store)
+            } catch let error as RelayError where error.kind != "timeout" || exchange.state == .rejected {
+                // The peer left (or the room closed) before its decision:
+                // none came. Confirmed here, that deletes the contact.
+                if exchange.state == .awaitingDecision { try exchange.reject(store: store) }
                 break
             }
             do { try exchange.receive(frame, now: now()) } catch { continue }

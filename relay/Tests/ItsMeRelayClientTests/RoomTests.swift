@@ -75,15 +75,21 @@ final class RoomTests: RelayTestCase {
         XCTAssertEqual(refused?.status, 400, "the relay refuses an upgrade it does not route with 400")
     }
 
-    func testRealtimeExchangeThroughARoom() async throws {
-        let url = try await startRelay { $0.roomIdleSeconds = 2 }
-        let alice = try Person("Alice", in: directory), bob = try Person("Bob", in: directory)
-        let now = unixNow()
+    /// Alice's real-time invite, and Bob's side joined with her codes.
+    private func realtimePair(_ alice: Person, _ bob: Person, now: Int64) throws -> (Exchange, Exchange) {
         var random = SystemRandom()
         let a = try Exchange.invite(identity: alice.identity, realtime: true, now: now, random: &random)
         let b = try Exchange.acceptInvite(
             identity: bob.identity, inviteCode: try XCTUnwrap(a.inviteCode).text, encryptionCode: try XCTUnwrap(a.encryptionCode).text,
             realtime: true, now: now, random: &random)
+        return (a, b)
+    }
+
+    func testRealtimeExchangeThroughARoom() async throws {
+        let url = try await startRelay { $0.roomIdleSeconds = 2 }
+        let alice = try Person("Alice", in: directory), bob = try Person("Bob", in: directory)
+        let now = unixNow()
+        let (a, b) = try realtimePair(alice, bob, now: now)
         // Bob takes a while to answer: the room stays open past its idle
         // limit (2 s here) because the clients ping it.
         async let stateA = realtimeExchange(
@@ -102,6 +108,7 @@ final class RoomTests: RelayTestCase {
         XCTAssertEqual(try bob.contacts.contact(id: try XCTUnwrap(b.contactID)).state, .verified)
 
         // An invite exchange goes through the mailbox, not a room.
+        var random = SystemRandom()
         let invite = try Exchange.invite(identity: alice.identity, realtime: false, now: now, random: &random)
         let kind = await coreErrorKind {
             _ = try await realtimeExchange(url, exchange: invite, store: alice.contacts, timeout: 5, now: { now }, decide: { _ in true })
@@ -113,11 +120,7 @@ final class RoomTests: RelayTestCase {
         let url = try await startRelay()
         let alice = try Person("Alice", in: directory), bob = try Person("Bob", in: directory)
         let now = unixNow()
-        var random = SystemRandom()
-        let a = try Exchange.invite(identity: alice.identity, realtime: true, now: now, random: &random)
-        let b = try Exchange.acceptInvite(
-            identity: bob.identity, inviteCode: try XCTUnwrap(a.inviteCode).text, encryptionCode: try XCTUnwrap(a.encryptionCode).text,
-            realtime: true, now: now, random: &random)
+        let (a, b) = try realtimePair(alice, bob, now: now)
         // Alice confirms, Bob says the SAS differs.
         async let stateA = realtimeExchange(url, exchange: a, store: alice.contacts, timeout: 10, now: { now }, decide: { _ in true })
         async let stateB = realtimeExchange(url, exchange: b, store: bob.contacts, timeout: 10, now: { now }, decide: { _ in false })
@@ -133,11 +136,7 @@ final class RoomTests: RelayTestCase {
         let url = try await startRelay()
         let alice = try Person("Alice", in: directory), bob = try Person("Bob", in: directory)
         let now = unixNow()
-        var random = SystemRandom()
-        let a = try Exchange.invite(identity: alice.identity, realtime: true, now: now, random: &random)
-        let b = try Exchange.acceptInvite(
-            identity: bob.identity, inviteCode: try XCTUnwrap(a.inviteCode).text, encryptionCode: try XCTUnwrap(a.encryptionCode).text,
-            realtime: true, now: now, random: &random)
+        let (a, b) = try realtimePair(alice, bob, now: now)
         // Bob's device stops (the decision throws) before he decides: his
         // side leaves the room without a DECISION.
         struct Stopped: Error {}
