@@ -5439,12 +5439,12 @@ def test_export_exports():
         assert contents.hex() == ex["contents"] and len(contents) == 82 + len(name)
         header = _header_by_hand(kind, 3, 262144, salt, nonce)
         assert header.hex() == ex["header"]
-        assert len(header) == 46  # the fields listed; the document's total says 50
+        assert len(header) == 46  # the fields listed, 46 bytes as 17.1 says
         key = kdf(secret, salt, 3, 262144)
         assert key.hex() == ex["key"]
         export = header + AESGCM(key).encrypt(nonce, contents, header)
         assert export.hex() == ex["export"]
-        assert len(export) == 144 + len(name)  # the document says 148 + the name's length
+        assert len(export) == 144 + len(name)  # 17.1: 144 bytes plus the name's length
         assert ex["text"] == "ITSMEXP1:" + base64.urlsafe_b64encode(export).decode().rstrip("=")
         assert P.b64url_decode(ex["text"][len("ITSMEXP1:"):]) == export
         # Opened back, with the password as shown and as typed, from the blob and the text.
@@ -5696,29 +5696,235 @@ def test_export_contents_parsed_strictly():
 
 
 def test_export_texts():
+    """17.1: 'ITSMEXP1:' then strict base64url; a text starting 'ITSMEXP' but not 'ITSMEXP1:'
+    is another version (invalid_argument); the source's formats are refused with their own
+    explanation (invalid_argument); anything else, or damaged base64url, is malformed_message.
+    Surrounding tabs, line feeds, carriage returns and spaces are dropped; nothing inside."""
     rng = random.Random(1707)
     password, made = _some_export(rng)
     assert made.text.startswith("ITSMEXP1:")
     assert T.decode_export_text(made.text) == made.export
     payload = made.text[len("ITSMEXP1:"):]
-    damaged = ["itsmexp1:" + payload, "ITSMEXP1: " + payload, "ITSMEXP1:" + payload + "\n",
+    damaged = ["itsmexp1:" + payload, "ITSMEXP1: " + payload, "ITSMEXP1:\n" + payload,
+               "ITSMEXP1:" + payload[:40] + " " + payload[40:],
+               "ITSMEXP1:" + payload[:40] + "\r\n" + payload[40:],
                "ITSMEXP1:" + payload + "=", "ITSMEXP1:" + payload[:-1] + "+",
-               "ITSMEXP1:" + payload[:-1] + "/", "ITSMEXP:" + payload, "", "ITSMEXP1",
-               "ITSMEXP1:" + payload + "AA"]
-    for text in damaged:
+               "ITSMEXP1:" + payload[:-1] + "/", "", " \t\r\n ", "ITSMEXP1:",
+               "ITSMEXP1:" + payload + "AA", "ITSMEX", "ITSMETR1:" + payload,
+               "\u00a0ITSMEXP1:" + payload, "ITSMEXP1:" + payload + "\u00a0"]
+    for text in damaged:  # "ITSMEXP1:" holds an empty export, refused by its size
+        with pytest.raises(T.Malformed):
+            T.open_export(text, password, kdf=_no_kdf)
+    for text in ("ITSMEXP2:" + payload, "ITSMEXP10:" + payload, "ITSMEXP0:" + payload,
+                 "ITSMEXP:" + payload, "ITSMEXP1" + payload, "ITSMEXP", "ITSMEXP1",
+                 "ITSMEXPX:" + payload, "ITSMEXP 1:" + payload, "ITSMEXP\u00a01:" + payload,
+                 "ITSMEXP2:" + payload + "\u00a0"):
+        with pytest.raises(T.UnsupportedExport) as caught:
+            T.decode_export_text(text)
+        assert not isinstance(caught.value, T.SourceFormatExport), text
+    # The source's formats: base64 or base64url (its QR text) of at least 64 bytes, whole; JSON
+    # recognised textually, with tabs, line feeds, carriage returns and spaces removed.
+    for text in (base64.b64encode(rng.randbytes(70)).decode(),
+                 base64.b64encode(rng.randbytes(64)).decode(),
+                 P.b64url_encode(rng.randbytes(64)), '{"version":3}',
+                 ' {"version": 3, "privateKey": "AAAA"} ', '{ "version"\t:\r\n3 }',
+                 '{"version":30}', '{"version": 3', '{"privateKey"', '\n{"a": 1, "privateKey": 2}',
+                 '{"version":3}\u00a0'):
+        with pytest.raises(T.SourceFormatExport, match="new export on the old device"):
+            T.decode_export_text(text)
+    # An export text without its prefix is, whole, strict base64url of at least 64 bytes: by
+    # the rule of shape, the source's QR text.
+    with pytest.raises(T.SourceFormatExport):
+        T.decode_export_text(" " + payload + "\n")
+    for text in ('{"version": 4}', '{"version": "3"}', "[3]", "hello", "QUJD=", "QUJ", "QUJD",
+                 base64.b64encode(rng.randbytes(63)).decode(), P.b64url_encode(rng.randbytes(63)),
+                 base64.b64encode(rng.randbytes(70)).decode().rstrip("="),
+                 P.b64url_encode(rng.randbytes(70)) + "=",
+                 base64.b64encode(rng.randbytes(69))[:40].decode() + " "
+                 + base64.b64encode(rng.randbytes(69))[40:].decode(),
+                 "\u00a0" + base64.b64encode(rng.randbytes(69)).decode(),
+                 '{"version":\u00a03}', '\u00a0{"version":3}', '{"Version":3}', '{"privatekey"',
+                 '"version":3'):
         with pytest.raises(T.Malformed):
             T.decode_export_text(text)
-    for text in ("ITSMEXP2:" + payload, "ITSMEXP10:" + payload):
-        with pytest.raises(T.UnsupportedExport):
-            T.decode_export_text(text)
-    # The source's formats: base64 (its QR text) and JSON naming version 3.
-    for text in (base64.b64encode(rng.randbytes(70)).decode(), '{"version":3}',
-                 ' {"version": 3, "privateKey": "AAAA"} '):
-        with pytest.raises(T.SourceFormatExport):
-            T.decode_export_text(text)
-    for text in ('{"version": 4}', '{"version": "3"}', "[3]", "hello", "QUJD=", "QUJ"):
-        with pytest.raises(T.Malformed):
-            T.decode_export_text(text)
+
+
+# The characters 17.1 drops around an export text, and characters it does not: other controls
+# and Unicode white space, the separators and the invisible ones.
+_TEXT_AROUND = ("\t", "\n", "\r", " ")
+_NOT_AROUND = ("\x0b", "\x0c", "\x1c", "\x1f", "\x85", "\u00a0", "\u1680", "\u2000", "\u2007",
+               "\u200b", "\u2028", "\u2029", "\u202f", "\u205f", "\u3000", "\ufeff")
+
+
+def _wrapped(text: str):
+    """The text with each allowed character before it, after it, on both sides, and with all
+    four repeated on both sides."""
+    for c in _TEXT_AROUND:
+        yield c + text
+        yield text + c
+        yield c + text + c
+    yield " \t\r\n" + text + "\r\n\t  \n"
+    yield "\r\n" + text + "\r\n"
+
+
+@needs_vectors
+def test_export_texts_surrounding_characters():
+    """17.1: "A text is read with its surrounding tabs, line feeds, carriage returns and spaces
+    (U+0009, U+000A, U+000D, U+0020) dropped, and no other character (a no-break space or a line
+    separator around it makes it no export); nothing inside it is dropped."  Each vector
+    export's text, so wrapped, is the same export and opens; with any other character around
+    it, it is no export (malformed_message), refused before any key or count."""
+    vec = load("export.json")
+    kdf = _Argon2()
+    for ex in _cases(vec, "exports"):
+        export, text = h(ex["export"]), ex["text"]
+        for wrapped in _wrapped(text):
+            assert T.decode_export_text(wrapped) == export, repr(wrapped[:3])
+        limiter = P.AttemptLimiter(failures=2)
+        opened = T.open_export("\r\n\t " + text + " \n", ex["typed_text"], limiter=limiter,
+                               now=1000, kdf=kdf)
+        assert opened.contents.encoded == h(ex["contents"]) and limiter.failures == 0
+        for c in _NOT_AROUND:
+            for bad in (c + text, text + c, c + text + c, " " + c + text, text + c + "\n"):
+                limiter = P.AttemptLimiter(failures=2)
+                with pytest.raises(P.ProtocolError) as caught:
+                    T.open_export(bad, ex["typed_text"], limiter=limiter, now=1000, kdf=_no_kdf)
+                assert _reason(caught.value) == "malformed_message", (hex(ord(c)), bad[:12])
+                assert limiter.failures == 2
+        # Nothing inside is dropped: an allowed character within the prefix or the base64url
+        # makes no export; after 'ITSMEXP' it makes a prefix other than 'ITSMEXP1:', which is
+        # another version (invalid_argument).
+        for c in _TEXT_AROUND:
+            for at in (3, 7, 8, 9, 60, len(text) - 1):
+                with pytest.raises(P.ProtocolError) as caught:
+                    T.open_export(text[:at] + c + text[at:], ex["typed_text"], kdf=_no_kdf)
+                expected = "invalid_argument" if at in (7, 8) else "malformed_message"
+                assert _reason(caught.value) == expected, (at, repr(c))
+
+
+@needs_vectors
+def test_export_rejection_texts_wrapped():
+    """export.json's text rejections keep their code when wrapped in the characters 17.1 drops;
+    with a no-break space (or another character it does not drop) before them, none starts with
+    'ITSMEXP', '{' or a base64 character, so each is malformed_message."""
+    vec = load("export.json")
+    texts = [c for c in _cases(vec, "rejections") if "text" in c]
+    assert {c["error_text"] for c in texts} == {"malformed_message", "invalid_argument"}
+    for case in texts:
+        for wrapped in _wrapped(case["text"]):
+            limiter = P.AttemptLimiter(failures=2)
+            with pytest.raises(P.ProtocolError) as caught:
+                T.open_export(wrapped, case["password_text"], limiter=limiter, now=1000,
+                              kdf=_no_kdf)
+            assert _reason(caught.value) == case["error_text"], (case["case_text"], wrapped)
+            assert (isinstance(caught.value, T.SourceFormatExport)
+                    == case["case_text"].startswith("the source's")), case["case_text"]
+            assert limiter.failures == 2
+        for c in ("\u00a0", "\u2028", "\u3000", "\ufeff", "\x0b"):
+            for bad in (c + case["text"], c + case["text"] + c):
+                with pytest.raises(P.ProtocolError) as caught:
+                    T.open_export(bad, case["password_text"], kdf=_no_kdf)
+                assert _reason(caught.value) == "malformed_message", (case["case_text"], bad)
+
+
+@needs_vectors
+def test_export_text_prefix_variants():
+    """17.1: "a text with another digit is refused as an unknown version"; "A text that starts
+    with ITSMEXP but not ITSMEXP1: is invalid_argument (another version); anything else is
+    malformed_message."  Built from export.json's 'another text version' rejection and the
+    first export's text: every prefix starting 'ITSMEXP' other than 'ITSMEXP1:' is
+    invalid_argument whatever follows, wrapped or not; a prefix not starting 'ITSMEXP' (in
+    another case, cut, or behind a character 17.1 does not drop) is malformed_message."""
+    vec = load("export.json")
+    other = [c for c in vec["rejections"] if c["case_text"] == "another text version"]
+    assert len(other) == 1 and other[0]["text"].startswith("ITSMEXP2:")
+    assert other[0]["error_text"] == "invalid_argument"
+    payload = vec["exports"][0]["text"][len("ITSMEXP1:"):]
+    assert other[0]["text"][len("ITSMEXP2:"):] == payload
+    password = vec["exports"][0]["password_text"]
+    unsupported = ["ITSMEXP" + d + ":" for d in "02345678"] + [
+        "ITSMEXP10:", "ITSMEXP01:", "ITSMEXP1;", "ITSMEXP1", "ITSMEXP:", "ITSMEXP", "ITSMEXPx:",
+        "ITSMEXP1 :", "ITSMEXP 1:", "ITSMEXP\t1:", "ITSMEXP\u00b9:", "ITSMEXP\uff11:",
+        "ITSMEXP\u0661:"]
+    # (Each has a character outside base64url, so that with a base64url tail it is not, whole,
+    # the source's base64url QR text, which would be invalid_argument.)
+    malformed = ["itsmexp1:", "Itsmexp1:", "ITSMExp1:", "ITSMEX1:", "ITSME:", "TSMEXP1:",
+                 "ITSMETR1:", "\u00a0ITSMEXP1:", "\u00a0ITSMEXP2:", "\ufeffITSMEXP1:",
+                 "\uff29TSMEXP1:", "I TSMEXP1:"]
+    for tail in (payload, "", payload[:10], "!!"):
+        for prefix in unsupported:
+            for text in (prefix + tail, *_wrapped(prefix + tail)):
+                limiter = P.AttemptLimiter(failures=2)
+                with pytest.raises(P.ProtocolError) as caught:
+                    T.open_export(text, password, limiter=limiter, now=1000, kdf=_no_kdf)
+                assert _reason(caught.value) == "invalid_argument", repr(text[:14])
+                assert not isinstance(caught.value, T.SourceFormatExport)
+                assert limiter.failures == 2
+        for prefix in malformed:
+            for text in (prefix + tail, " " + prefix + tail + "\n"):
+                with pytest.raises(P.ProtocolError) as caught:
+                    T.open_export(text, password, kdf=_no_kdf)
+                assert _reason(caught.value) == "malformed_message", repr(text[:14])
+    # The right prefix and the vector's payload, wrapped, is the vector's export.
+    for text in _wrapped("ITSMEXP1:" + payload):
+        assert T.decode_export_text(text) == h(vec["exports"][0]["export"])
+
+
+@needs_vectors
+def test_export_typed_passwords_are_not_texts():
+    """export.json's typed passwords: spaces (and '-') are ignored anywhere in a generated
+    password, but a tab, line feed or carriage return is a character outside the alphabet
+    (17.1, Passwords): the dropping of 17.1's texts does not apply to what is typed."""
+    for case in _cases(load("export.json"), "typed"):
+        if "error_text" in case:
+            continue
+        text = case["input_text"]
+        assert T.canonical_password(" " + text + "  ") == case["canonical_text"]
+        for c in ("\t", "\n", "\r", "\u00a0"):
+            for bad in (c + text, text + c):
+                with pytest.raises(T.InvalidInput):
+                    T.canonical_password(bad)
+
+
+def test_export_size_checked_before_the_header():
+    """1.1: size, then shape, then version; 17.1 names invalid_argument for an unknown version
+    or parameters, so the order shows: an export outside 145 to 272 bytes is
+    malformed_message whatever its header says, and one with a foreign magic is
+    malformed_message whatever follows; inside the window, the header's version, key
+    derivation, kind and parameters are invalid_argument.  Through the text too."""
+    rng = random.Random(1708)
+    password, made = _some_export(rng, 7)
+    header, body = made.export[:T.HEADER_BYTES], made.export[T.HEADER_BYTES:]
+    variants = {
+        "version 2": b"ITSMEXP\x02" + header[8:],
+        "key derivation 2": header[:8] + b"\x02" + header[9:],
+        "2 passes": _header_by_hand(1, 2, 262144, made.salt, made.nonce),
+        "2 GiB": _header_by_hand(1, 3, 2 * 1048576, made.salt, made.nonce),
+        "kind 3": _header_by_hand(3, 3, 262144, made.salt, made.nonce),
+    }
+    for what, bad_header in variants.items():
+        for n in (0, 1, 7, 8, 45, 46, 144, 273, 300, 1000):
+            data = (bad_header + body + bytes(1000))[:n]
+            if n < len(bad_header):
+                data = bad_header[:n]
+            assert len(data) == n
+            for given in (data, "ITSMEXP1:" + P.b64url_encode(data),
+                          "\n ITSMEXP1:" + P.b64url_encode(data) + "\r\n"):
+                with pytest.raises(P.ProtocolError) as caught:
+                    T.open_export(given, password, kdf=_no_kdf)
+                assert _reason(caught.value) == "malformed_message", (what, n)
+        for n in (145, 200, 272):
+            data = (bad_header + body + bytes(1000))[:n]
+            for given in (data, "ITSMEXP1:" + P.b64url_encode(data)):
+                with pytest.raises(T.UnsupportedExport):
+                    T.open_export(given, password, kdf=_no_kdf)
+    # A foreign magic in the window is malformed_message, even with an unknown version too.
+    for magic in (b"ITSMEXQ", b"itsmexp", b"\x00" * 7):
+        for rest in (header[7:], b"\x02" + header[8:], b"\x09\x09" + header[9:]):
+            data = magic + rest + body
+            assert T.EXPORT_MIN <= len(data) <= T.EXPORT_MAX
+            with pytest.raises(T.Malformed):
+                T.open_export(data, password, kdf=_no_kdf)
 
 
 # --------------------------------------------------------------------------------------------

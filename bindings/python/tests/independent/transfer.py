@@ -19,8 +19,6 @@ match the key), :class:`InvalidKey` (a peer key refused: an all-zero X25519 resu
 from __future__ import annotations
 
 import hmac
-import json
-import re
 import struct
 from dataclasses import dataclass
 from typing import Callable, Iterable
@@ -251,8 +249,8 @@ PASSES_MIN, PASSES_MAX = 3, 10
 MEMORY_KIB_MIN, MEMORY_KIB_MAX = 256 * 1024, 1024 * 1024
 ARGON2_LANES = 1
 
-# magic | version | kdf | be32 passes | be32 memory | kind | salt | nonce: the fields 17.1 lists
-# make 46 bytes (the document's total says 50; the vectors' headers are 46).
+# magic | version | kdf | be32 passes | be32 memory | kind | salt | nonce: the fields 17.1 lists,
+# 46 bytes.
 _HEADER = struct.Struct(">7sBBIIB16s12s")
 HEADER_BYTES = _HEADER.size  # 46
 EXPORT_MIN = HEADER_BYTES + CONTENTS_MIN + GCM_TAG_BYTES
@@ -294,13 +292,15 @@ def export_header(kind: int, salt: bytes, nonce: bytes, passes: int = PASSES_WRI
 
 
 def parse_export_header(export: bytes) -> ExportHeader:
-    """17.2: the header and the export's length, checked before any key is derived: a
-    truncated, foreign or unknown-version export, an unknown key derivation or password kind,
-    or parameters outside 3 to 10 passes over 256 MiB to 1 GiB, are refused."""
-    if len(export) < len(EXPORT_MAGIC) or export[:len(EXPORT_MAGIC)] != EXPORT_MAGIC:
+    """17.2: the export's length and its header, checked before any key is derived, in the
+    order of 1.1: the size first (outside 145 to 272 bytes: malformed_message, whatever the
+    header says), then the shape (the 'ITSMEXP' magic: malformed_message), then the version,
+    key derivation, password kind and parameters (3 to 10 passes over 256 MiB to 1 GiB), each
+    refused as unsupported (invalid_argument, the code 17.1 names for them)."""
+    if not EXPORT_MIN <= len(export) <= EXPORT_MAX:
+        raise Malformed(f"an export of {len(export)} bytes, not 145 to 272")
+    if export[:len(EXPORT_MAGIC)] != EXPORT_MAGIC:
         raise Malformed("not an ItsMe export")
-    if len(export) < HEADER_BYTES:
-        raise Malformed("truncated export header")
     magic, version, kdf, passes, memory_kib, kind, salt, nonce = _HEADER.unpack_from(export)
     if version != EXPORT_VERSION:
         raise UnsupportedExport(f"unknown export version {version}")
@@ -312,8 +312,6 @@ def parse_export_header(export: bytes) -> ExportHeader:
         raise UnsupportedExport(f"{passes} passes, outside 3 to 10")
     if not MEMORY_KIB_MIN <= memory_kib <= MEMORY_KIB_MAX:
         raise UnsupportedExport(f"{memory_kib} KiB, outside 256 MiB to 1 GiB")
-    if not EXPORT_MIN <= len(export) <= EXPORT_MAX:
-        raise Malformed(f"an export of {len(export)} bytes")
     return ExportHeader(version, kdf, passes, memory_kib, kind, salt, nonce)
 
 
@@ -321,23 +319,35 @@ def export_text(export: bytes) -> str:
     return EXPORT_TEXT_PREFIX + b64url_encode(export)
 
 
-_TEXT_PREFIX_ANY_VERSION = re.compile(r"ITSMEXP([0-9]+):", re.ASCII)
+EXPORT_TEXT_MAGIC = "ITSMEXP"
+
+# 17.1 and 17.3: the characters dropped around an export or offer text (U+0009, U+000A,
+# U+000D, U+0020), and no others: not U+000B, U+000C, U+0085, U+00A0, U+2028, U+3000, U+FEFF...
+TEXT_AROUND = "\t\n\r "
+
+_SOURCE_QR_MIN_BYTES = 64
+
+
+def strip_text(text: str) -> str:
+    """17.1: "A text is read with its surrounding tabs, line feeds, carriage returns and
+    spaces (U+0009, U+000A, U+000D, U+0020) dropped, and no other character [...]; nothing
+    inside it is dropped."  (str.strip with these four characters, unlike str.strip(), which
+    drops every Unicode white space.)"""
+    return text.strip(TEXT_AROUND)
 
 
 def _source_format(text: str) -> bool:
-    """17.1: the source's QR text (strict padded base64 or strict base64url, section 1, of at
-    least 64 bytes) or a JSON object whose version is 3 or that has a privateKey member."""
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        doc = None
-    if isinstance(doc, dict):
-        version = doc.get("version")
-        return (type(version) is int and version == 3) or "privateKey" in doc
-    compact = "".join(text.split())
+    """17.1, refused formats, for a text (its surrounding characters already dropped) that does
+    not start with 'ITSMEXP': whole, strict padded base64 or strict base64url (section 1) of at
+    least 64 bytes (the source's QR text); or, textually (no JSON parser), the text with every
+    tab, line feed, carriage return and space removed starts with '{' and contains
+    '"version":3' (so '"version":30' too) or '"privateKey"'."""
+    compact = "".join(c for c in text if c not in TEXT_AROUND)
+    if compact.startswith("{") and ('"version":3' in compact or '"privateKey"' in compact):
+        return True
     for decode in (b64_decode, b64url_decode):
         try:
-            if len(decode(compact)) >= 64:
+            if len(decode(text)) >= _SOURCE_QR_MIN_BYTES:
                 return True
         except ProtocolError:
             pass
@@ -345,26 +355,28 @@ def _source_format(text: str) -> bool:
 
 
 def decode_export_text(text: str) -> bytes:
-    """The export a text holds: 'ITSMEXP1:' then strict unpadded base64url.  The prefix of
-    another version, or the source's format, is refused as unsupported; any other text, or
-    damaged base64url, as malformed."""
+    """The export a text holds (17.1).  Its surrounding tabs, line feeds, carriage returns and
+    spaces are dropped, nothing else.  Then: a text starting 'ITSMEXP1:' is followed by strict
+    unpadded base64url (damaged: malformed_message); one starting 'ITSMEXP' but not
+    'ITSMEXP1:' is another version (invalid_argument); one that does not start with 'ITSMEXP'
+    but is the source's format is refused with that explanation (invalid_argument); anything
+    else is malformed_message."""
     if not isinstance(text, str):
         raise Malformed("an export text is text")
-    if not text.startswith(EXPORT_TEXT_PREFIX):
-        other = _TEXT_PREFIX_ANY_VERSION.match(text)
-        if other is not None:
-            raise UnsupportedExport(f"an export text of version {other.group(1)}")
-        if text.startswith("ITSMEXP"):
-            raise Malformed("a damaged export text prefix")
-        if _source_format(text):
-            raise SourceFormatExport(
-                "an export of the older app, which is not accepted: make a new export on the "
-                "old device")
-        raise Malformed("not an ItsMe export text")
-    try:
-        return b64url_decode(text[len(EXPORT_TEXT_PREFIX):])
-    except ProtocolError as exc:
-        raise Malformed(f"export text: {exc}") from exc
+    text = strip_text(text)
+    if text.startswith(EXPORT_TEXT_PREFIX):
+        try:
+            return b64url_decode(text[len(EXPORT_TEXT_PREFIX):])
+        except ProtocolError as exc:
+            raise Malformed(f"export text: {exc}") from exc
+    if text.startswith(EXPORT_TEXT_MAGIC):
+        raise UnsupportedExport(
+            f"an export text of another version ({text[:len(EXPORT_TEXT_PREFIX)]!r})")
+    if _source_format(text):
+        raise SourceFormatExport(
+            "an export of the older app, which is not accepted: make a new export on the "
+            "old device")
+    raise Malformed("not an ItsMe export text")
 
 
 @dataclass(frozen=True)
@@ -451,10 +463,6 @@ TRANSFER_NONCE = bytes(12)
 TRANSFER_SECONDS = 10 * 60
 
 
-# 17.1 and 17.3: the characters dropped around an export or offer text, and no others.
-TEXT_AROUND = "\t\n\r "
-
-
 def offer(transfer_id: bytes, receiver_public: bytes) -> bytes:
     """u8(1) version | transfer_id (16) | R (32)."""
     if len(transfer_id) != TRANSFER_ID_BYTES or len(receiver_public) != 32:
@@ -472,7 +480,7 @@ def parse_offer(data: bytes | str) -> tuple[bytes, bytes]:
     dropped, nothing else)"; one that is not 'ITSMETR1:' and strict base64url of 49 bytes with
     version 1 is malformed_message."""
     if isinstance(data, str):
-        data = data.strip(TEXT_AROUND)
+        data = strip_text(data)
         if not data.startswith(OFFER_TEXT_PREFIX):
             raise Malformed("not a transfer offer")
         try:
