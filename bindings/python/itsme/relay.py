@@ -356,6 +356,12 @@ def _peer_decided(exchange: Exchange) -> bool:
     return bool(exchange.flags & _PEER_DECIDED)
 
 
+def _at_sas(exchange: Exchange) -> bool:
+    """Whether the SAS is ready to compare (a function, so that a type
+    checker does not take the state as fixed after the test)."""
+    return exchange.state == ExchangeState.COMPARE_SAS
+
+
 def _give_up(exchange: Exchange) -> None:
     """Rejects a pending exchange whose invite is gone (nothing was saved by
     the drivers, so no store is needed)."""
@@ -885,7 +891,7 @@ def realtime_exchange(
     deadline = time.monotonic() + timeout
     with Room(base_url, exchange.relay_id, open_timeout=timeout, ssl_context=ssl_context) as room:
         _run_in_room(room, exchange, ExchangeState.AWAITING_PEER, deadline, now, lambda: _give_up(exchange))
-        if exchange.state != ExchangeState.COMPARE_SAS:
+        if not _at_sas(exchange):
             return exchange.state
         try:
             exchange.save(store, now)
