@@ -1,4 +1,9 @@
 import CSQLite
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A failed SQLite call, with SQLite's own codes.
 public struct DatabaseError: Error, Equatable, CustomStringConvertible {
@@ -49,6 +54,7 @@ public final class Database {
         case .readWrite: flags |= SQLITE_OPEN_READWRITE
         case .readWriteCreate: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
         }
+        if mode != .readOnly, path != ":memory:", !path.hasPrefix("file:") { try Self.prepareFile(path, create: mode == .readWriteCreate) }
         var db: OpaquePointer?
         let rc = sqlite3_open_v2(path, &db, flags, nil)
         guard rc == SQLITE_OK, let db else {
@@ -63,6 +69,28 @@ public final class Database {
 
     deinit {
         sqlite3_close_v2(handle)
+    }
+
+    /// Makes the database file readable by its owner only, whatever the
+    /// umask: creates it with mode 0600 (SQLite then gives its -wal and
+    /// -shm files the database's mode) and narrows an existing one, and the
+    /// logs beside it, to 0600. Opened without blocking and checked to be a
+    /// regular file, so a FIFO or a device in its place is refused instead
+    /// of hanging the caller.
+    private static func prepareFile(_ path: String, create: Bool) throws {
+        let fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK | (create ? O_CREAT : 0), 0o600)
+        guard fd >= 0 else {
+            if errno == ENOENT, !create { return }  // sqlite3_open_v2 reports it
+            throw DatabaseError(code: SQLITE_CANTOPEN, extendedCode: SQLITE_CANTOPEN, message: "cannot open \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            throw DatabaseError(code: SQLITE_CANTOPEN, extendedCode: SQLITE_CANTOPEN, message: "cannot open \(path): not a regular file")
+        }
+        // Best effort: a file of another owner keeps its mode (fchmod fails).
+        if info.st_mode & 0o077 != 0 { _ = fchmod(fd, 0o600) }
+        for suffix in ["-wal", "-shm", "-journal"] { _ = chmod(path + suffix, 0o600) }
     }
 
     func error(_ rc: Int32, _ context: String) -> DatabaseError {

@@ -477,6 +477,37 @@ final class ContactStoreTests: XCTestCase {
 
     // MARK: 6. Nothing readable at rest
 
+    func testTheStoreAndItsLogsAreReadableByTheirOwnerOnly() throws {
+        func mode(_ path: String) throws -> Int {
+            (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue ?? -1
+        }
+        let identity = try newIdentity()
+        let path = directory + "/modes.db"
+        let old = umask(0)
+        defer { umask(old) }
+        do {
+            let store = try ContactStore(path: path, identity: identity)
+            _ = try store.add(name: "A", publicKey: key(1), seed: try seed(1), method: .qr, now: t0)
+            for file in [path, path + "-wal", path + "-shm"] {
+                XCTAssertEqual(try mode(file), 0o600, "\(file), created under umask 0")
+            }
+        }
+        // A store left readable by others (an older version, a copy) is
+        // narrowed when it is opened, its logs with it.
+        for file in [path, path + "-wal", path + "-shm"] where FileManager.default.fileExists(atPath: file) {
+            XCTAssertEqual(chmod(file, 0o644), 0)
+        }
+        let reopened = try ContactStore(path: path, identity: identity)
+        XCTAssertEqual(try reopened.count(), 1)
+        for file in [path, path + "-wal", path + "-shm"] where FileManager.default.fileExists(atPath: file) {
+            XCTAssertEqual(try mode(file), 0o600, file)
+        }
+        // A FIFO in the store's place is refused at once, not waited on.
+        let fifo = directory + "/fifo.db"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        XCTAssertEqual(kind { _ = try ContactStore(path: fifo, identity: identity) }, .database)
+    }
+
     func testNoPlaintextInTheFilesWhileOpenAndAfterClose() throws {
         let identity = try newIdentity()
         let path = directory + "/c.db"

@@ -3,6 +3,7 @@
 
 import base64
 import os
+import stat
 import time
 
 import pytest
@@ -74,6 +75,23 @@ def test_deleting_one_invite_keeps_the_others(relay):
     assert not found(data, doomed_marker)
     assert found(data, kept_marker)
     assert api.messages(kept.id, kept.invitee) == [(1, kept_marker)]
+
+
+def test_the_database_and_its_log_are_the_relays_only(relay):
+    # Created 0600 whatever the umask: the invites' messages are ciphertext,
+    # but their sizes, times and the token hashes are the relay's alone.
+    old = os.umask(0)
+    try:
+        r = relay()
+    finally:
+        os.umask(old)
+    api = r.api()
+    invite = api.open_invite()
+    assert api.post(invite.id, invite.inviter, b"x").status_code == 201
+    files = [p for p in r.database.parent.iterdir() if p.name.startswith(r.database.name)]
+    assert r.database in files and len(files) >= 2, files
+    for path in files:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
 
 
 def test_tokens_are_not_stored_in_the_clear(relay):

@@ -2,7 +2,9 @@
 passphrase-wrapped secret store."""
 
 import json
+import os
 import re
+import stat
 import subprocess
 
 import pexpect
@@ -68,6 +70,21 @@ def test_init_name_given_as_an_option_is_checked(people):
     assert result.returncode == 2, result
     assert "control, invisible or bidi-override characters" in result.stderr
     assert not (alice.dir / "secrets").exists() or not any((alice.dir / "secrets").iterdir())
+
+
+def test_a_data_directory_others_may_write_is_narrowed(people):
+    alice = people("Alice")
+    alice.dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(alice.dir, 0o777)
+    result = alice.run("init", "--name", "Alice")
+    assert result.returncode == 0, result
+    assert "could be written by others (mode 777)" in result.stderr
+    assert stat.S_IMODE(os.stat(alice.dir).st_mode) == 0o700
+    # The contact store and its logs are the owner's only, whatever the umask.
+    alice.ok("contacts")
+    for path in alice.dir.iterdir():
+        if path.name.startswith("contacts.db"):
+            assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
 
 
 def test_pin_lockout_after_five_wrong_pins(people, clock):

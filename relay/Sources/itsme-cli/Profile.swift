@@ -114,6 +114,29 @@ final class Profile {
         }
     }
 
+    /// Creates the data directory with mode 0700, or, if it exists and
+    /// others may write into it (group or world write bits), narrows it to
+    /// 0700 and says so: anyone who can write there could swap the files
+    /// the identity and the contacts live in.
+    func makePrivateDirectory() throws {
+        try FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        var info = stat()
+        guard stat(directory, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+            throw CLIError("\(directory) is not a directory")
+        }
+        let permissions = Int(info.st_mode & 0o777)
+        if permissions & 0o022 != 0 {
+            guard chmod(directory, 0o700) == 0 else {
+                throw CLIError(
+                    "\(directory) may be written by others (mode \(String(permissions, radix: 8))) and cannot be changed: "
+                        + "use a directory of your own (--data-dir)")
+            }
+            output.warn(
+                "\(directory) could be written by others (mode \(String(permissions, radix: 8))); it is now readable and writable by you only (700)")
+        }
+    }
+
     // MARK: Secret store and identity
 
     /// Creates the directory (mode 0700), the secret store (wrapped when
@@ -123,8 +146,7 @@ final class Profile {
         guard !FileManager.default.fileExists(atPath: secretsPath + "/" + Identity.itemName), !isWrapped else {
             throw CLIError("\(directory) already holds an identity (itsme whoami); use another --data-dir")
         }
-        try FileManager.default.createDirectory(
-            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try makePrivateDirectory()
         let inner = try FileSecretStore(directory: secretsPath)
         let store: SecretStore
         if let passphrase {
@@ -174,8 +196,7 @@ final class Profile {
             return try secretStore()
         }
         let secret = passphrase ? try choosePassphrase() : nil
-        try FileManager.default.createDirectory(
-            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try makePrivateDirectory()
         let inner = try FileSecretStore(directory: secretsPath)
         let store: SecretStore
         if let secret {
@@ -345,8 +366,7 @@ final class Profile {
     }
 
     func saveConfig(_ config: Config) throws {
-        try FileManager.default.createDirectory(
-            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try makePrivateDirectory()
         try writePrivateFile(configPath, try JSONEncoder().encode(config))
     }
 

@@ -305,8 +305,7 @@ extension Profile {
         guard let data = FileManager.default.contents(atPath: source) else {
             throw CLIError("cannot read the contact store \(source)")
         }
-        try FileManager.default.createDirectory(
-            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try makePrivateDirectory()
         try writeNewFile(staged, data)
         if let log = FileManager.default.contents(atPath: source + "-wal"), !log.isEmpty {
             try writeNewFile(staged + "-wal", log)
