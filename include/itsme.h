@@ -25,7 +25,11 @@
  *   NUL-terminated UTF-8, and their *out_len counts the terminating NUL, so
  *   it is always the buffer size needed.
  * - Text inputs are NUL-terminated UTF-8.  Invalid UTF-8 is rejected with
- *   ITSME_E_INVALID_ARGUMENT.
+ *   ITSME_E_INVALID_ARGUMENT.  A text input is at most ITSME_TEXT_MAX bytes
+ *   (without the NUL), and a typed code or an export or offer text at most
+ *   ITSME_TYPED_CODE_MAX or ITSME_EXPORT_TEXT_MAX: a longer one is refused
+ *   with ITSME_E_INVALID_ARGUMENT before any other work (the library reads
+ *   no byte past that bound).
  * - A NULL pointer where one is required, or a length out of range, gives
  *   ITSME_E_INVALID_ARGUMENT, never a crash.
  * - Handles are opaque.  Each is created by one function through an
@@ -184,6 +188,17 @@ itsme_result itsme_last_error(char *buf, size_t cap, size_t *out_len);
 /* Buffer size for a fingerprint: 16 characters and the NUL. */
 #define ITSME_FINGERPRINT_SIZE 17
 #define ITSME_PIN_LENGTH 6
+/* The longest text input, in bytes without the NUL (see the conventions). */
+#define ITSME_TEXT_MAX 65536
+/* The longest typed code a function takes: a short code or Bluetooth
+ * session code, a heard voice code, an invite or encryption code, a
+ * degradation code, a PIN (a PIN beyond it is ITSME_E_INVALID_PIN), with any
+ * surrounding spaces. */
+#define ITSME_TYPED_CODE_MAX 64
+/* The longest export text (itsme_export_from_text) or transfer offer text,
+ * with any surrounding white space. */
+#define ITSME_EXPORT_TEXT_MAX 1024
+
 /* Longest display name, in UTF-8 bytes (without the NUL). */
 #define ITSME_NAME_MAX_BYTES 128
 
@@ -749,7 +764,8 @@ itsme_result itsme_identity_create_with_random(itsme_secret_store *store,
 /* Parses typed input: surrounding spaces ignored, the word in any case,
  * one space or '-', exactly four digits.  Sets *out_value in [0, 260000).
  * Thread-safe.
- * Errors: ITSME_E_INVALID_ARGUMENT (NULL, or not a short code). */
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, longer than ITSME_TYPED_CODE_MAX
+ * bytes, or not a short code). */
 itsme_result itsme_short_code_parse(const char *text, uint32_t *out_value);
 
 /* The canonical text of a value ("ECHO 0042").  Thread-safe.
@@ -857,7 +873,8 @@ itsme_result itsme_exchange_new_qr(itsme_identity *identity,
  * device shows (parsed like itsme_short_code_parse), or NULL to draw one
  * for this device to show (read it with itsme_exchange_session_code).
  * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (including a
- * session code that does not parse). */
+ * session code that does not parse or is longer than ITSME_TYPED_CODE_MAX
+ * bytes). */
 itsme_result itsme_exchange_new_bluetooth(itsme_identity *identity,
                                           const char *session_code,
                                           itsme_random *rng, int64_t now,
@@ -1067,8 +1084,8 @@ itsme_result itsme_exchange_restore(itsme_identity *identity,
  * writes it as shown ("ABCD-EFGH").  A code carries a check character:
  * every single wrong character and every swap of two is caught here,
  * before any network call.
- * Errors: ITSME_E_INVALID_ARGUMENT (with a message saying what is wrong),
- * BUFFER_TOO_SMALL. */
+ * Errors: ITSME_E_INVALID_ARGUMENT (with a message saying what is wrong;
+ * a text longer than ITSME_TYPED_CODE_MAX bytes), BUFFER_TOO_SMALL. */
 ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_remote_code_check(const char *text, char *out, size_t cap,
                                      size_t *out_len);
@@ -1089,7 +1106,8 @@ itsme_result itsme_exchange_new_invite(itsme_identity *identity, int realtime,
  * inviter shared.  `realtime` as for itsme_exchange_new_invite (the two
  * sides must agree).
  * Errors: ITSME_E_INVALID_ARGUMENT (a code with a typo, a character codes
- * never use, or the same code twice; nothing is stored),
+ * never use, longer than ITSME_TYPED_CODE_MAX bytes, or the same code
+ * twice; nothing is stored),
  * ITSME_E_NOT_INITIALIZED, ITSME_E_SECRET_STORE. */
 itsme_result itsme_exchange_accept_invite(itsme_identity *identity,
                                           const char *invite_code,
@@ -1343,7 +1361,8 @@ itsme_result itsme_voice_their_code(const itsme_voice *voice, char *out,
 /* Checks what was heard (code text, tag 0-99) in constant time, records the
  * outcome on the contact in `store`, and finishes the session.
  * Errors: ITSME_E_INVALID_STATE (no codes yet), ITSME_E_INVALID_ARGUMENT
- * (a code that does not parse, a tag above 99: nothing changes; not the
+ * (a code that does not parse or is longer than ITSME_TYPED_CODE_MAX
+ * bytes, a tag above 99: nothing changes; not the
  * session's store: another file, while another handle on the same file is
  * accepted), ITSME_E_EXPIRED, ITSME_E_DATABASE. */
 ITSME_WARN_UNUSED_RESULT
@@ -1445,7 +1464,8 @@ itsme_result itsme_store_degradation_code(itsme_store *store,
  * limiter.  A right code stores their interim device secret and marks the
  * contact degraded with the change acknowledged; it never restores
  * "verified".
- * Errors: ITSME_E_INVALID_ARGUMENT (not a degradation code: not counted),
+ * Errors: ITSME_E_INVALID_ARGUMENT (not a degradation code, or longer than
+ * ITSME_TYPED_CODE_MAX bytes: not counted),
  * ITSME_E_AUTHENTICATION_FAILED (wrong code: counted), ITSME_E_LOCKED (too
  * many wrong codes: wait, see the message), ITSME_E_NOT_FOUND,
  * ITSME_E_SECRET_STORE, ITSME_E_DATABASE. */
@@ -1737,7 +1757,8 @@ itsme_result itsme_export_to_text(const uint8_t *blob, size_t len, char *out,
                                   size_t cap, size_t *out_len);
 
 /* The blob from an export's text (white space around it ignored).
- * Errors: ITSME_E_INVALID_ARGUMENT (NULL; another text version
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL; longer than ITSME_EXPORT_TEXT_MAX
+ * bytes; another text version
  * "ITSMEXPn:"; or text shaped like an export of the source app, which is
  * never accepted: its version 3 used an unsalted SHA-256 of a PIN and its
  * version 5 PBKDF2.  Recognised as base64 or base64url of at least 64
@@ -1885,7 +1906,8 @@ itsme_result itsme_transfer_new_receiver(itsme_random *rng, int64_t now,
 /* The old device's side: reads the offer the new device shows, checks the
  * PIN at `now` (a counted attempt, as itsme_pin_verify), and queues its key
  * (itsme_transfer_next_outgoing).  The SAS is known at once.
- * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (an offer
+ * longer than ITSME_EXPORT_TEXT_MAX bytes),
  * ITSME_E_MALFORMED_MESSAGE (not an offer; checked before the PIN), those
  * of itsme_pin_verify, ITSME_E_INVALID_KEY (a low-order key).  Details go
  * to the identity's last error. */

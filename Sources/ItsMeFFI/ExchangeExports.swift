@@ -58,7 +58,7 @@ public func ffiIdentityCreateWithRandom(
 @c(itsme_short_code_parse)
 public func ffiShortCodeParse(_ text: UnsafePointer<CChar>?, _ outValue: UnsafeMutablePointer<UInt32>?) -> itsme_result {
     guarded(ThreadLastError.set) {
-        let s = try ItsMeFFI.text(text, "text")
+        let s = try ItsMeFFI.text(text, "text", max: TextLimit.typedCode)
         let out = try required(outValue, "out_value")
         guard let code = ShortCode(parsing: s) else {
             throw invalid("not a short code: a NATO word, a space or '-', and four digits (\"ECHO 0042\")")
@@ -131,7 +131,7 @@ public func ffiExchangeNewBluetooth(
     newExchange(identity, out) { id in
         var code: ShortCode?
         if let sessionCode {
-            guard let parsed = ShortCode(parsing: try text(sessionCode, "session_code")) else {
+            guard let parsed = ShortCode(parsing: try text(sessionCode, "session_code", max: TextLimit.typedCode)) else {
                 throw invalid("session_code is not a NATO word and four digits (\"ECHO 0042\")")
             }
             code = parsed
@@ -439,7 +439,7 @@ public func ffiBluetoothTH1(
 ) -> itsme_result {
     guarded(ThreadLastError.set) {
         try checkOutput(out, cap, outLen)
-        guard let code = ShortCode(parsing: try text(sessionCode, "session_code")) else {
+        guard let code = ShortCode(parsing: try text(sessionCode, "session_code", max: TextLimit.typedCode)) else {
             throw invalid("session_code is not a short code")
         }
         let th1 = ExchangeProtocol.bluetoothTH1(

@@ -258,5 +258,5 @@ private func pinText(_ p: UnsafePointer<CChar>?, _ what: String) throws -> Strin
     guard let p else { throw invalid("\(what) is NULL") }
     // Invalid UTF-8 cannot be six digits: decode leniently and let the
     // core reject it as a malformed PIN.
-    return String(cString: p)
+    return pinInput(p)
 }

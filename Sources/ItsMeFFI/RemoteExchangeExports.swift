@@ -9,7 +9,7 @@ public func ffiRemoteCodeCheck(
     _ text: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<CChar>?, _ cap: UInt, _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
     guarded(ThreadLastError.set) {
-        let code = try RemoteCode(parsing: try ItsMeFFI.text(text, "text"))
+        let code = try RemoteCode(parsing: try ItsMeFFI.text(text, "text", max: TextLimit.typedCode))
         try writeText(code.text, to: out, cap: cap, outLen: outLen)
     }
 }
@@ -32,7 +32,8 @@ public func ffiExchangeAcceptInvite(
     _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_exchange>?>?
 ) -> itsme_result {
     newExchange(identity, out) { id in
-        let invite = try text(inviteCode, "invite_code"), encryption = try text(encryptionCode, "encryption_code")
+        let invite = try text(inviteCode, "invite_code", max: TextLimit.typedCode)
+        let encryption = try text(encryptionCode, "encryption_code", max: TextLimit.typedCode)
         var random = HostRandom(handle: unbox(rng, as: RandomHandle.self))
         return try Exchange.acceptInvite(
             identity: id, inviteCode: invite, encryptionCode: encryption, realtime: realtime != 0, now: now, random: &random)

@@ -73,10 +73,34 @@ func guarded(_ lastError: (String) -> Void, _ body: () throws -> Void) -> itsme_
 func invalid(_ message: String) -> ItsMeError { ItsMeError(.invalidArgument, message) }
 
 /// A required NUL-terminated UTF-8 argument.
-func text(_ p: UnsafePointer<CChar>?, _ what: String) throws -> String {
+/// Reads at most `max` bytes before the NUL, so an overlong input is
+/// refused before any other work (include/itsme.h: ITSME_TEXT_MAX, and the
+/// smaller bounds of typed codes and texts).
+func text(_ p: UnsafePointer<CChar>?, _ what: String, max: Int = TextLimit.any) throws -> String {
     guard let p else { throw invalid("\(what) is NULL") }
+    guard strnlen(p, max + 1) <= max else { throw invalid("\(what) is longer than \(max) bytes") }
     guard let s = String(validatingCString: p) else { throw invalid("\(what) is not valid UTF-8") }
     return s
+}
+
+/// A PIN as given, decoded leniently (the core refuses anything but six
+/// ASCII digits as an invalid PIN); one longer than ITSME_TYPED_CODE_MAX is
+/// not read at all and comes back empty, which the core refuses the same way.
+func pinInput(_ p: UnsafePointer<CChar>) -> String {
+    strnlen(p, TextLimit.typedCode + 1) <= TextLimit.typedCode ? String(cString: p) : ""
+}
+
+/// The longest text inputs (include/itsme.h).
+enum TextLimit {
+    /// ITSME_TEXT_MAX: any text argument.
+    static let any = 65_536
+    /// ITSME_TYPED_CODE_MAX: a code a person typed (short code, session
+    /// code, heard voice code, invite or encryption code, degradation code),
+    /// surrounding spaces included.
+    static let typedCode = 64
+    /// ITSME_EXPORT_TEXT_MAX: an export text or a transfer offer text,
+    /// surrounding white space included.
+    static let exportText = 1024
 }
 
 /// A copy of an input buffer, which must not be NULL.

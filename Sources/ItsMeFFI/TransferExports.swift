@@ -61,7 +61,7 @@ private func passwordKind(_ kind: UInt32) throws -> IdentityExport.PasswordKind 
 /// reports an invalid PIN.
 private func pinText(_ p: UnsafePointer<CChar>?) throws -> String {
     guard let p else { throw invalid("pin is NULL") }
-    return String(cString: p)
+    return pinInput(p)
 }
 
 /// An optional contact store path: NULL is none; an empty one is refused.
@@ -139,7 +139,7 @@ public func ffiExportFromText(
     _ text: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<UInt8>?, _ cap: UInt, _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
     guarded(ThreadLastError.set) {
-        let text = try ItsMeFFI.text(text, "text")
+        let text = try ItsMeFFI.text(text, "text", max: TextLimit.exportText)
         try checkOutput(out, cap, outLen)
         let blob = try IdentityExport.blob(text: text)
         try blob.withUnsafeBytes { try writeBytes($0, to: out, cap: cap, outLen: outLen) }
@@ -285,7 +285,7 @@ public func ffiTransferNewSender(
 ) -> itsme_result {
     onIdentity(identity) { id in
         let pin = try pinText(pin)
-        let offer = try text(offer, "offer")
+        let offer = try text(offer, "offer", max: TextLimit.exportText)
         let out = try required(out, "out")
         var random = HostRandom(handle: unbox(rng, as: RandomHandle.self))
         let transfer = try DeviceTransfer(sending: id, pin: pin, offer: offer, now: now, random: &random)

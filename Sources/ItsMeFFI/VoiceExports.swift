@@ -144,7 +144,7 @@ public func ffiVoiceCheck(
 ) -> itsme_result {
     onVoice(voice) { v in
         let store = try storeOf(store)
-        let heard = try text(heardCode, "heard_code")
+        let heard = try text(heardCode, "heard_code", max: TextLimit.typedCode)
         let out = try required(outOutcome, "out_outcome")
         out.pointee = try v.check(heardCode: heard, heardTag: heardTag, store: store, now: now).rawValue
     }
@@ -292,7 +292,7 @@ public func ffiStoreAcceptDegradationCode(
     _ store: UnsafeMutablePointer<itsme_store>?, _ contactID: Int64, _ code: UnsafePointer<CChar>?, _ now: Int64
 ) -> itsme_result {
     onContactStore(store) { s in
-        try DegradationCode.accept(store: s, contactID: contactID, code: try text(code, "code"), now: now)
+        try DegradationCode.accept(store: s, contactID: contactID, code: try text(code, "code", max: TextLimit.typedCode), now: now)
     }
 }
 

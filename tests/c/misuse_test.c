@@ -469,6 +469,33 @@ static void exchanges(void) {
     EXPECT("parse junk", itsme_short_code_parse("ECHO 42", &value), ITSME_E_INVALID_ARGUMENT);
     EXPECT("parse", itsme_short_code_parse(" echo-0042 ", &value), ITSME_OK);
     EXPECT("parse value", value, 40042);
+    /* Overlong input is refused before any other work: a valid code padded
+     * with spaces parses up to ITSME_TYPED_CODE_MAX bytes, and not beyond,
+     * however long (the library reads no byte past the bound). */
+    {
+        size_t big = (size_t)1 << 20;
+        char *padded = malloc(big + 1);
+        char detail[128];
+        if (!padded) { failed++; return; }
+        memset(padded, ' ', big);
+        memcpy(padded, "ECHO 0042", 9);
+        padded[ITSME_TYPED_CODE_MAX] = 0;
+        EXPECT("parse at the bound", itsme_short_code_parse(padded, &value), ITSME_OK);
+        padded[ITSME_TYPED_CODE_MAX] = ' ';
+        padded[ITSME_TYPED_CODE_MAX + 1] = 0;
+        EXPECT("parse past the bound", itsme_short_code_parse(padded, &value), ITSME_E_INVALID_ARGUMENT);
+        padded[ITSME_TYPED_CODE_MAX + 1] = ' ';
+        padded[big] = 0;
+        EXPECT("parse a megabyte", itsme_short_code_parse(padded, &value), ITSME_E_INVALID_ARGUMENT);
+        EXPECT("says why", itsme_last_error(detail, sizeof detail, &len), ITSME_OK);
+        EXPECT("names the bound", strstr(detail, "longer than 64 bytes") != NULL, 1);
+        EXPECT("remote code a megabyte", itsme_remote_code_check(padded, text, sizeof text, &len), ITSME_E_INVALID_ARGUMENT);
+        uint8_t blob[512];
+        EXPECT("export text a megabyte", itsme_export_from_text(padded, blob, sizeof blob, &len), ITSME_E_INVALID_ARGUMENT);
+        EXPECT("export text says why", itsme_last_error(detail, sizeof detail, &len), ITSME_OK);
+        EXPECT("export text names the bound", strstr(detail, "longer than 1024 bytes") != NULL, 1);
+        free(padded);
+    }
     EXPECT("format too big", itsme_short_code_format(ITSME_SHORT_CODE_VALUES, text, sizeof text, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("format short buffer", itsme_short_code_format(130000, text, 13, &len), ITSME_E_BUFFER_TOO_SMALL);
     EXPECT("format size needed", len, ITSME_SHORT_CODE_SIZE);

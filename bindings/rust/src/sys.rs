@@ -64,6 +64,9 @@ pub const ITSME_FINGERPRINT_CHARS: usize = 16;
 pub const ITSME_FINGERPRINT_SIZE: usize = 17;
 pub const ITSME_PIN_LENGTH: usize = 6;
 /// Longest display name, in UTF-8 bytes (without the NUL).
+pub const ITSME_TEXT_MAX: usize = 65536;
+pub const ITSME_TYPED_CODE_MAX: usize = 64;
+pub const ITSME_EXPORT_TEXT_MAX: usize = 1024;
 pub const ITSME_NAME_MAX_BYTES: usize = 128;
 
 // ---------------------------------------------------------------------------
