@@ -24,6 +24,10 @@ def test_init_typed_at_the_prompts(people):
     term.expect_exact("Your name: ")
     term.sendline("Ali\x01ce")
     term.expect(r"without control, invisible or bidi-override characters; try again\.")
+    # Bytes that are not UTF-8 are refused, not repaired into another name.
+    term.expect_exact("Your name: ")
+    os.write(term.child.child_fd, b"Al\xffice\n")
+    term.expect(r"that is not valid UTF-8 text[^\r\n]*; try again\.")
     term.expect_exact("Your name: ")
     term.sendline("Alice")
 
@@ -69,6 +73,14 @@ def test_init_name_given_as_an_option_is_checked(people):
     result = alice.run("init", "--name", "Al\x07ice")
     assert result.returncode == 2, result
     assert "control, invisible or bidi-override characters" in result.stderr
+    assert not (alice.dir / "secrets").exists() or not any((alice.dir / "secrets").iterdir())
+
+
+def test_a_name_option_that_is_not_utf8_is_refused(people):
+    alice = people("Alice")
+    result = alice.run("init", "--name", "Al\udcffice")  # the byte 0xFF, as the shell passes it
+    assert result.returncode == 2, result
+    assert "is not valid UTF-8 text" in result.stderr
     assert not (alice.dir / "secrets").exists() or not any((alice.dir / "secrets").iterdir())
 
 

@@ -51,6 +51,7 @@ func execute(_ global: GlobalOptions, _ body: (Profile) async throws -> Exit) as
     let code: Exit
     do {
         try Sodium.initialize()
+        try checkArgumentsAreUTF8()
         code = try await body(try global.makeProfile())
     } catch let error as ExitCode {
         throw error

@@ -149,21 +149,49 @@ final class FileClock: Clock, @unchecked Sendable {
 
 // MARK: Terminal input
 
+/// Refuses a command line with an argument that is not valid UTF-8: the
+/// process would see it repaired (U+FFFD in place of each bad byte), and a
+/// name or a path would silently become another.
+func checkArgumentsAreUTF8() throws {
+    for i in 1..<Int(CommandLine.argc) {
+        guard let argument = CommandLine.unsafeArgv[i] else { continue }
+        let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(argument).assumingMemoryBound(to: UInt8.self), count: strlen(argument))
+        guard String(validating: bytes, as: UTF8.self) != nil else {
+            throw CLIError("argument \(i) is not valid UTF-8 text; type it again in UTF-8")
+        }
+    }
+}
+
 /// Reads what a command asks for: from the terminal, or, for scripts, from
 /// standard input, a file descriptor or a file.
 enum Input {
     static var standardInputIsTerminal: Bool { isatty(STDIN_FILENO) == 1 }
 
     /// One line from standard input after a prompt (nil at end of input).
-    static func line(_ prompt: String) -> String? {
+    /// A line that is not valid UTF-8 is refused (`CLIError`), never
+    /// repaired into another text.
+    static func line(_ prompt: String) throws -> String? {
         print(prompt, terminator: "")
         fflush(stdout)
-        guard let text = readLine(strippingNewline: true) else {
-            print()
-            return nil
+        var bytes: [UInt8] = []
+        while true {
+            let c = getchar()
+            if c == EOF {
+                if bytes.isEmpty {
+                    print()
+                    return nil
+                }
+                break
+            }
+            if c == 0x0A { break }
+            bytes.append(UInt8(c))
         }
+        if bytes.last == 0x0D { bytes.removeLast() }
         // A terminal echoes the answer and its newline; piped input does not.
         if !standardInputIsTerminal { print() }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw CLIError("that is not valid UTF-8 text (check the terminal's character set)")
+        }
         return text
     }
 
@@ -172,7 +200,12 @@ enum Input {
     /// `attempts` answers; end of input is `.interrupted`.
     static func ask<T>(_ prompt: String, attempts: Int = 5, _ parse: (String) -> Result<T, CLIError>) throws -> T {
         for attempt in 1...attempts {
-            guard let text = line(prompt) else { throw CLIError("input ended", exit: .interrupted) }
+            let answer: String?
+            do { answer = try line(prompt) } catch let error as CLIError {
+                print(error.message + (attempt < attempts ? "; try again." : "."))
+                continue
+            }
+            guard let text = answer else { throw CLIError("input ended", exit: .interrupted) }
             switch parse(text.trimmingCharacters(in: .whitespaces)) {
             case .success(let value): return value
             case .failure(let error):
