@@ -2101,7 +2101,9 @@ itsme_result itsme_store_apply_profile(itsme_store *store, int64_t id,
                                        const itsme_profile *profile);
 
 /* Sets contact `id`'s photo (at most 524,288 bytes; NULL when photo_len is
- * 0) and its filename (NULL or "" for none; at most 255 bytes), sealed like
+ * 0) and its filename (NULL or "" for none; else 1 to 255 bytes of UTF-8
+ * without control characters, '/' or '\\', and not "." or "..": the rule of
+ * profile records, docs/PROTOCOL.md 18.1), sealed like
  * the contact.  An empty photo and filename remove the photo.
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND, ITSME_E_DATABASE. */
 ITSME_WARN_UNUSED_RESULT

@@ -676,9 +676,10 @@ public final class ContactStore: @unchecked Sendable {
 
     /// Sets (or with an empty photo and filename, removes) the photo.
     public func setPhoto(id: Int64, photo: [UInt8], filename: String) throws {
-        guard photo.count <= Self.maxPhotoBytes, filename.utf8.count <= 255 else {
-            throw ItsMeError(.invalidArgument, "a photo is at most \(Self.maxPhotoBytes) bytes, its filename 255")
+        guard photo.count <= Self.maxPhotoBytes else {
+            throw ItsMeError(.invalidArgument, "a photo is at most \(Self.maxPhotoBytes) bytes")
         }
+        guard PhotoFilename.isValid(filename) else { throw ItsMeError(.invalidArgument, PhotoFilename.rule) }
         try withLock {
             try db.transaction(.immediate) {
                 _ = try sealedRecord(id)

@@ -14,7 +14,7 @@ public final class ProfileRecord: CustomStringConvertible, @unchecked Sendable {
     /// Bytes around the three values: the version, three nonces, lengths
     /// and field MACs, the record MAC.
     public static let overhead = 1 + 3 * (ChaCha20.nonceCount + 4 + HMACSHA256.byteCount) + HMACSHA256.byteCount
-    public static let maxFilenameBytes = 255
+    public static let maxFilenameBytes = PhotoFilename.maxBytes
     public static let recordIDCount = 16
     public static let recordKeyCount = 16
     /// reference = record ID (16) || record key (16).
@@ -181,14 +181,7 @@ public final class ProfileRecord: CustomStringConvertible, @unchecked Sendable {
         }
         guard !name.isEmpty || photoCount > 0 else { throw ItsMeError(kind, "a profile has a name or a photo") }
         if !filename.isEmpty {
-            let bytes = Array(filename.utf8)
-            guard bytes.count <= maxFilenameBytes,
-                !filename.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0 == "/" || $0 == "\\" }),
-                filename != ".", filename != ".."
-            else {
-                throw ItsMeError(
-                    kind, "a photo filename is 1 to \(maxFilenameBytes) bytes of UTF-8, without control characters, / or \\, not . or ..")
-            }
+            guard PhotoFilename.isValid(filename) else { throw ItsMeError(kind, PhotoFilename.rule) }
             guard photoCount > 0 else { throw ItsMeError(kind, "a photo filename needs a photo") }
         }
         let total = overhead + name.utf8.count + photoCount + filename.utf8.count
@@ -221,4 +214,19 @@ public final class ProfileRecord: CustomStringConvertible, @unchecked Sendable {
     }
 
     private static func u32(_ n: Int) -> [UInt8] { withUnsafeBytes(of: UInt32(n).bigEndian) { Array($0) } }
+}
+
+/// A photo's filename, one rule for the contact store and profile records
+/// (PROTOCOL.md 18.1): empty, or 1 to 255 bytes of UTF-8 without control
+/// characters, `/` or `\`, and not `.` or `..`, so that a host may store
+/// the photo under it as given without leaving its directory.
+enum PhotoFilename {
+    static let maxBytes = 255
+    static let rule = "a photo filename is 1 to \(maxBytes) bytes of UTF-8, without control characters, / or \\, not . or .."
+
+    static func isValid(_ name: String) -> Bool {
+        name.isEmpty
+            || (name.utf8.count <= maxBytes && name != "." && name != ".."
+                && !name.unicodeScalars.contains { $0.properties.generalCategory == .control || $0 == "/" || $0 == "\\" })
+    }
 }

@@ -477,6 +477,17 @@ final class ContactStoreTests: XCTestCase {
 
     // MARK: 6. Nothing readable at rest
 
+    func testAPhotoFilenameFollowsTheProfileRecordsRule() throws {
+        let store = try ContactStore(path: directory + "/photo-names.db", identity: try newIdentity())
+        let id = try store.add(name: "A", publicKey: key(1), seed: try seed(1), method: .qr, now: t0)
+        for bad in ["../../etc/passwd", "a/b", ".", "..", "a\\b", "bell\u{7}.jpg", String(repeating: "x", count: 256)] {
+            XCTAssertEqual(kind { try store.setPhoto(id: id, photo: [1, 2, 3], filename: bad) }, .invalidArgument, bad)
+        }
+        try store.setPhoto(id: id, photo: [1, 2, 3], filename: "..photo.jpg")
+        try store.setPhoto(id: id, photo: [1, 2, 3], filename: String(repeating: "é", count: 127))
+        XCTAssertEqual(try store.photo(id: id).filename, String(repeating: "é", count: 127))
+    }
+
     func testTheStoreAndItsLogsAreReadableByTheirOwnerOnly() throws {
         func mode(_ path: String) throws -> Int {
             (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue ?? -1
