@@ -269,16 +269,24 @@ private func contactStore(_ p: UnsafeMutablePointer<itsme_store>?) throws -> Con
     return handle.store
 }
 
+/// save, confirm and settle: the exchange, its store and the contact id out.
+private func withStore(
+    _ exchange: UnsafeMutablePointer<itsme_exchange>?, _ store: UnsafeMutablePointer<itsme_store>?,
+    _ outID: UnsafeMutablePointer<Int64>?, _ body: (Exchange, ContactStore) throws -> Int64
+) -> itsme_result {
+    onExchange(exchange) { ex in
+        let store = try contactStore(store)
+        let out = try required(outID, "out_contact_id")
+        out.pointee = try body(ex, store)
+    }
+}
+
 @c(itsme_exchange_save)
 public func ffiExchangeSave(
     _ exchange: UnsafeMutablePointer<itsme_exchange>?, _ store: UnsafeMutablePointer<itsme_store>?, _ now: Int64,
     _ outID: UnsafeMutablePointer<Int64>?
 ) -> itsme_result {
-    onExchange(exchange) { ex in
-        let store = try contactStore(store)
-        let out = try required(outID, "out_contact_id")
-        out.pointee = try ex.save(to: store, now: now)
-    }
+    withStore(exchange, store, outID) { ex, store in try ex.save(to: store, now: now) }
 }
 
 @c(itsme_exchange_confirm)
@@ -286,11 +294,7 @@ public func ffiExchangeConfirm(
     _ exchange: UnsafeMutablePointer<itsme_exchange>?, _ store: UnsafeMutablePointer<itsme_store>?, _ now: Int64,
     _ outID: UnsafeMutablePointer<Int64>?
 ) -> itsme_result {
-    onExchange(exchange) { ex in
-        let store = try contactStore(store)
-        let out = try required(outID, "out_contact_id")
-        out.pointee = try ex.confirm(store: store, now: now)
-    }
+    withStore(exchange, store, outID) { ex, store in try ex.confirm(store: store, now: now) }
 }
 
 @c(itsme_exchange_settle)
@@ -298,11 +302,7 @@ public func ffiExchangeSettle(
     _ exchange: UnsafeMutablePointer<itsme_exchange>?, _ store: UnsafeMutablePointer<itsme_store>?, _ now: Int64,
     _ outID: UnsafeMutablePointer<Int64>?
 ) -> itsme_result {
-    onExchange(exchange) { ex in
-        let store = try contactStore(store)
-        let out = try required(outID, "out_contact_id")
-        out.pointee = try ex.settle(store: store, now: now) ?? 0
-    }
+    withStore(exchange, store, outID) { ex, store in try ex.settle(store: store, now: now) ?? 0 }
 }
 
 @c(itsme_exchange_reject)

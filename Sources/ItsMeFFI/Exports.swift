@@ -251,12 +251,3 @@ public func ffiPinStatus(
         wait.pointee = status.waitSeconds
     }
 }
-
-/// A PIN argument: NULL is an invalid argument, anything else that is not
-/// six ASCII digits is left to the core, which reports an invalid PIN.
-private func pinText(_ p: UnsafePointer<CChar>?, _ what: String) throws -> String {
-    guard let p else { throw invalid("\(what) is NULL") }
-    // Invalid UTF-8 cannot be six digits: decode leniently and let the
-    // core reject it as a malformed PIN.
-    return pinInput(p)
-}

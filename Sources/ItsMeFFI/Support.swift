@@ -83,11 +83,14 @@ func text(_ p: UnsafePointer<CChar>?, _ what: String, max: Int = TextLimit.any) 
     return s
 }
 
-/// A PIN as given, decoded leniently (the core refuses anything but six
-/// ASCII digits as an invalid PIN); one longer than ITSME_TYPED_CODE_MAX is
-/// not read at all and comes back empty, which the core refuses the same way.
-func pinInput(_ p: UnsafePointer<CChar>) -> String {
-    strnlen(p, TextLimit.typedCode + 1) <= TextLimit.typedCode ? String(cString: p) : ""
+/// A PIN argument: NULL is an invalid argument; anything else is decoded
+/// leniently (invalid UTF-8 cannot be six digits), and the core refuses all
+/// but six ASCII digits as an invalid PIN. One longer than
+/// ITSME_TYPED_CODE_MAX is not read at all and comes back empty, which the
+/// core refuses the same way.
+func pinText(_ p: UnsafePointer<CChar>?, _ what: String) throws -> String {
+    guard let p else { throw invalid("\(what) is NULL") }
+    return strnlen(p, TextLimit.typedCode + 1) <= TextLimit.typedCode ? String(cString: p) : ""
 }
 
 /// The longest text inputs (include/itsme.h).

@@ -56,14 +56,6 @@ private func passwordKind(_ kind: UInt32) throws -> IdentityExport.PasswordKind 
     return known
 }
 
-/// A PIN argument: NULL is an invalid argument; anything else that is not
-/// six ASCII digits (invalid UTF-8 included) is left to the core, which
-/// reports an invalid PIN.
-private func pinText(_ p: UnsafePointer<CChar>?) throws -> String {
-    guard let p else { throw invalid("pin is NULL") }
-    return pinInput(p)
-}
-
 /// An optional contact store path: NULL is none; an empty one is refused.
 private func storePath(_ p: UnsafePointer<CChar>?) throws -> String? {
     guard p != nil else { return nil }
@@ -104,7 +96,7 @@ public func ffiIdentityExport(
     _ out: UnsafeMutablePointer<UInt8>?, _ cap: UInt, _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
     onIdentity(identity) { id in
-        let pin = try pinText(pin)
+        let pin = try pinText(pin, "pin")
         let password = try text(password, "password")
         let kind = try passwordKind(kind)
         try checkOutput(out, cap, outLen)
@@ -284,7 +276,7 @@ public func ffiTransferNewSender(
     _ rng: UnsafeMutablePointer<itsme_random>?, _ now: Int64, _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_transfer>?>?
 ) -> itsme_result {
     onIdentity(identity) { id in
-        let pin = try pinText(pin)
+        let pin = try pinText(pin, "pin")
         let offer = try text(offer, "offer", max: TextLimit.exportText)
         let out = try required(out, "out")
         var random = HostRandom(handle: unbox(rng, as: RandomHandle.self))
