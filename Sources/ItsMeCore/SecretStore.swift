@@ -146,40 +146,23 @@ public final class FileSecretStore: SecretStore {
 
     private func path(_ name: String) -> String { directory + "/" + name }
 
+    /// An item's bytes, nil if it is missing. Only a regular file is an
+    /// item (`RegularFile`): a symbolic link is not followed, and a FIFO,
+    /// a directory or a device in its place is refused (`.secretStore`)
+    /// without waiting on it, as is a file larger than any item
+    /// (`.corruptData`); none of them is taken as missing.
     public func get(_ name: String) throws -> SecretBytes? {
         try SecretStoreName.check(name)
-        let fd = open(path(name), O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        if fd < 0 {
-            if errno == ENOENT { return nil }
-            throw ItsMeError(.secretStore, "cannot open secret item \(name): \(errnoText())")
+        do {
+            guard let file = try RegularFile(path: path(name), limit: SecretStoreName.maxItemSize) else { return nil }
+            var out = try SecretBytes(count: file.size)
+            try out.withMutableBytes { try file.read(into: $0) }
+            return out
+        } catch let error as RegularFileError {
+            let kind: ItsMeError.Kind
+            if case .tooLarge = error.problem { kind = .corruptData } else { kind = .secretStore }
+            throw ItsMeError(kind, "secret item \(name) \(error.reason)")
         }
-        defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else {
-            throw ItsMeError(.secretStore, "cannot inspect secret item \(name): \(errnoText())")
-        }
-        guard (st.st_mode & S_IFMT) == S_IFREG else {
-            throw ItsMeError(.secretStore, "secret item \(name) is not a regular file")
-        }
-        let size = Int(st.st_size)
-        guard size <= SecretStoreName.maxItemSize else {
-            throw ItsMeError(.corruptData, "secret item \(name) is \(size) bytes, larger than any item we write")
-        }
-        var out = try SecretBytes(count: size)
-        let readOK = out.withMutableBytes { buf -> Bool in
-            var done = 0
-            while done < size {
-                let n = read(fd, buf.baseAddress!.advanced(by: done), size - done)
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else { return false }
-                done += n
-            }
-            return true
-        }
-        guard readOK else {
-            throw ItsMeError(.secretStore, "cannot read secret item \(name): \(errnoText())")
-        }
-        return out
     }
 
     public func put(_ name: String, _ value: UnsafeRawBufferPointer, accessibility: Accessibility) throws {
