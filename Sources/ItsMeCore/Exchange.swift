@@ -1008,6 +1008,9 @@ public final class Exchange: CustomStringConvertible {
                 throw ItsMeError(.corruptData, "sealed exchange of unknown method")
             }
             let createdAt = try r.int64()
+            guard (0...UnixTime.max).contains(createdAt) else {
+                throw ItsMeError(.corruptData, "sealed exchange has an invalid creation time")
+            }
             guard now - createdAt <= lifetime else {
                 throw ItsMeError(.expired, "the exchange began more than 24 hours ago; start a new one")
             }
@@ -1027,6 +1030,10 @@ public final class Exchange: CustomStringConvertible {
             let drawn = try r.slice(deviceRange.upperBound)
             secrets.withMutableBytes { $0.baseAddress!.copyMemory(from: drawn.baseAddress!, byteCount: drawn.count) }
             let code = try r.uint32()
+            let sessionCode = method == .bluetooth ? ShortCode(value: code) : nil
+            guard method != .bluetooth || sessionCode != nil else {
+                throw ItsMeError(.corruptData, "sealed exchange has an invalid session code")
+            }
             let taken = Int(try r.uint32())
             let saved = try r.int64()
             let storeID = try r.array(16)
@@ -1052,7 +1059,7 @@ public final class Exchange: CustomStringConvertible {
             }
             let ex = try Exchange(
                 identity: identity, method: method, now: createdAt,
-                sessionCode: method == .bluetooth ? ShortCode(value: code) : nil, secrets: secrets, remote: remote)
+                sessionCode: sessionCode, secrets: secrets, remote: remote)
             for input in inputs { try ex.receive(input, now: createdAt) }
             if decision != 0 {
                 try ex.decide(confirmed: decision != 2)
