@@ -4,6 +4,8 @@
 // Build and run with scripts/fuzz; the inputs it finds are kept in
 // Tests/FuzzCorpus/exchange and replayed by the Swift tests.
 
+@testable import ItsMeCore
+
 private var identities: (Identity, Identity)?
 
 @_cdecl("LLVMFuzzerTestOneInput")

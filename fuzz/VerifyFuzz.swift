@@ -6,6 +6,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+@testable import ItsMeCore
 
 private var context: VerifyFuzzing?
 

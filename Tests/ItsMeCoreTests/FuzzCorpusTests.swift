@@ -3,35 +3,57 @@ import XCTest
 
 @testable import ItsMeCore
 
-/// Replays the exchange fuzz corpus (Tests/FuzzCorpus/exchange, grown by
-/// scripts/fuzz) through the fuzz target's own body: every input must give
-/// a result or an error, never a crash.
+/// Replays each fuzz target's corpus (Tests/FuzzCorpus/<target>, grown by
+/// scripts/fuzz) through the target's own body: every input must give a
+/// result or an error, never a crash (a body also stops the process when
+/// what a reader accepted does not hold together).
 final class FuzzCorpusTests: XCTestCase {
+    static let corpora = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("FuzzCorpus")
+
+    /// The inputs of `target`'s corpus, in name order; at least `minimum`.
+    func corpus(_ target: String, minimum: Int) throws -> [[UInt8]] {
+        let dir = Self.corpora.appendingPathComponent(target)
+        let files = try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted()
+        XCTAssertGreaterThanOrEqual(files.count, minimum, "the \(target) corpus is missing")
+        return try files.map { Array(try Data(contentsOf: dir.appendingPathComponent($0))) }
+    }
+
     func testExchangeCorpusReplays() throws {
         try Sodium.initialize()
-        let dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("FuzzCorpus/exchange")
-        let files = try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted()
-        XCTAssertGreaterThan(files.count, 50, "the corpus is missing")
         var r1 = DeterministicRandom(seed: [UInt8](repeating: 1, count: 32))
         var r2 = DeterministicRandom(seed: [UInt8](repeating: 2, count: 32))
         let a = try Identity.create(store: MemorySecretStore(), name: "Fuzz A", random: &r1)
         let b = try Identity.create(store: MemorySecretStore(), name: "Fuzz B", random: &r2)
-        for name in files {
-            ExchangeFuzzing.run(Array(try Data(contentsOf: dir.appendingPathComponent(name))), a, b)
-        }
+        for input in try corpus("exchange", minimum: 50) { ExchangeFuzzing.run(input, a, b) }
     }
 
     func testVerifyCorpusReplays() throws {
         try Sodium.initialize()
-        let dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("FuzzCorpus/verify")
-        let files = try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted()
-        XCTAssertGreaterThan(files.count, 20, "the corpus is missing")
         let work = NSTemporaryDirectory() + "itsme-fuzz-replay-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: work) }
         let context = try VerifyFuzzing(directory: work)
-        for name in files { context.run(Array(try Data(contentsOf: dir.appendingPathComponent(name)))) }
+        for input in try corpus("verify", minimum: 20) { context.run(input) }
+    }
+
+    func testRecordsCorpusReplays() throws {
+        try Sodium.initialize()
+        let context = try RecordsFuzzing()
+        let accepted = try corpus("records", minimum: 20).filter { context.run($0) }.count
+        XCTAssertGreaterThan(accepted, 0, "no record of the corpus is read")
+    }
+
+    func testCodesCorpusReplays() throws {
+        try Sodium.initialize()
+        let accepted = try corpus("codes", minimum: 20).filter { CodesFuzzing.run($0) }.count
+        XCTAssertGreaterThan(accepted, 0, "no code of the corpus is read")
+    }
+
+    func testSealedCorpusReplays() throws {
+        try Sodium.initialize()
+        let context = try SealedFuzzing()
+        let accepted = try corpus("sealed", minimum: 20).filter { context.run($0) }.count
+        XCTAssertGreaterThan(accepted, 0, "no sealed exchange of the corpus restores")
     }
 }
