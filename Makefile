@@ -9,6 +9,7 @@
 #   make test             every test: Swift, C, Python, Rust, ABI checks
 #   make bench            the benchmark suites (crypto, store, exchange, verify)
 #   make bench-relay      the relay's benchmark (builds relay/ in release; 2-3 minutes)
+#   make fuzz-long        each fuzz target for RUNS executions (default 10 million) or SECONDS
 
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
@@ -148,6 +149,16 @@ bench-remote: lib
 	      'magic-wormhole-mailbox-server==0.8.0' 'magic-wormhole==0.24.0'; } || \
 	  echo "bench-remote: magic-wormhole could not be installed; the reference will be skipped"
 	swift run -c release itsme-bench remote $(REMOTE_BENCH_FLAGS)
+
+# The fuzz targets (scripts/fuzz), one after another, each for RUNS
+# executions or SECONDS seconds, whichever ends first (RUNS=0: SECONDS
+# alone). Prints each target's executions and crashes, fails on any crash;
+# FUZZ_TARGETS="records codes" runs only those.
+RUNS ?= 10000000
+.PHONY: fuzz-long
+
+fuzz-long:
+	scripts/fuzz --long $(RUNS) $(or $(SECONDS),0)
 
 clean:
 	rm -rf .build build dist
