@@ -47,7 +47,7 @@ def test_rejection_reasons_are_the_documented_ones(relay):
         if name == REJECTIONS:
             assert dict(labels).get("reason") in {
                 "bad-id", "bad-request", "unauthorized", "forbidden", "not-found", "method-not-allowed", "conflict", "limit",
-                "too-large", "rate-limited", "busy", "room-full", "no-peer", "idle", "slow-request",
+                "too-large", "rate-limited", "busy", "room-full", "no-peer", "idle", "slow-request", "protocol-error",
             }, f"undocumented rejection reason {labels}"
 
 

@@ -18,7 +18,9 @@ struct GuardedChannel<Base: ServerChildChannel>: ServerChildChannel {
         }.flatMap {
             base.setup(channel: channel, logger: logger)
         }.flatMapThrowing { value in
-            try channel.pipeline.syncOperations.addHandler(ParseErrorCloser(metrics: limits.metrics), position: .last)
+            let pipeline = channel.pipeline.syncOperations
+            try pipeline.addHandler(ParseErrorCloser(metrics: limits.metrics), position: .last)
+            try pipeline.addHandler(UpgradeWatcher(metrics: limits.metrics), position: .last)
             return value
         }
     }

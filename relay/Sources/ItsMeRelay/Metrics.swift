@@ -4,7 +4,7 @@ import Prometheus
 final class RelayMetrics: Sendable {
     static let rejectionReasons = [
         "bad-id", "bad-request", "unauthorized", "forbidden", "not-found", "conflict", "limit", "too-large",
-        "rate-limited", "busy", "room-full", "no-peer", "idle", "slow-request", "method-not-allowed",
+        "rate-limited", "busy", "room-full", "no-peer", "idle", "slow-request", "method-not-allowed", "protocol-error",
     ]
 
     let registry = PrometheusCollectorRegistry()

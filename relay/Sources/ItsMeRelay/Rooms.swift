@@ -116,12 +116,13 @@ final class PingObserver: ChannelInboundHandler, RemovableChannelHandler {
         context.fireChannelRead(data)
     }
 
-    /// Puts an observer for `room` right after the connection's frame decoder.
+    /// Puts an observer for `room` right after the connection's frame guard,
+    /// so that only a ping that keeps the rules counts.
     static func install(on channel: any Channel, room: Room) async throws {
         try await channel.eventLoop.submit {
             let pipeline = channel.pipeline.syncOperations
-            let decoder = try pipeline.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
-            try pipeline.addHandler(PingObserver(room: room), position: .after(decoder))
+            let frameGuard = try pipeline.handler(type: FrameGuard.self)
+            try pipeline.addHandler(PingObserver(room: room), position: .after(frameGuard))
         }.get()
     }
 }
