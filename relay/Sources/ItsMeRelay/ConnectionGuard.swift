@@ -19,6 +19,8 @@ struct GuardedChannel<Base: ServerChildChannel>: ServerChildChannel {
             base.setup(channel: channel, logger: logger)
         }.flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
+            let decoder = try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
+            try pipeline.addHandler(HandshakeCheck(), position: .after(decoder))
             try pipeline.addHandler(ParseErrorCloser(metrics: limits.metrics), position: .last)
             try pipeline.addHandler(UpgradeWatcher(metrics: limits.metrics), position: .last)
             return value

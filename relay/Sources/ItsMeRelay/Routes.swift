@@ -64,6 +64,10 @@ struct RelayResponder: HTTPResponder {
     }
 
     private func dispatch(_ request: Request, _ context: RelayContext) async throws -> Response {
+        // A WebSocket handshake that broke a rule (HandshakeCheck), on any path.
+        if let marker = request.headers[.refusedHandshake], let refusal = HandshakeCheck.Refusal(rawValue: marker) {
+            throw refusal.error
+        }
         guard let route = Self.route(request.uri.path[...]) else {
             throw RelayError(status: .notFound, kind: "not-found", message: "no such route")
         }
