@@ -13,15 +13,16 @@ struct GuardedChannel<Base: ServerChildChannel>: ServerChildChannel {
     let limits: ConnectionLimits
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        channel.eventLoop.makeCompletedFuture {
-            try channel.pipeline.syncOperations.addHandler(ConnectionGuard(limits: limits))
+        let connectionGuard = ConnectionGuard(limits: limits)
+        return channel.eventLoop.makeCompletedFuture {
+            try channel.pipeline.syncOperations.addHandler(connectionGuard)
         }.flatMap {
             base.setup(channel: channel, logger: logger)
         }.flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
             let decoder = try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
             try pipeline.addHandler(HandshakeCheck(), position: .after(decoder))
-            try pipeline.addHandler(ParseErrorCloser(metrics: limits.metrics), position: .last)
+            try pipeline.addHandler(ParseErrorAnswer(connectionGuard: connectionGuard, metrics: limits.metrics), position: .last)
             try pipeline.addHandler(UpgradeWatcher(metrics: limits.metrics), position: .last)
             return value
         }
@@ -103,11 +104,22 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
 
     /// `503 busy`, then the output is shut and the connection closed.
     private func refuse(_ context: ChannelHandlerContext) {
+        answer(
+            context, status: "503 Service Unavailable", headers: "Retry-After: 5\r\n",
+            error: "busy", message: "too many connections; try again later")
+    }
+
+    /// Answers with a JSON error on the raw connection (ahead of HTTP
+    /// encoding, which may hold a broken request), then shuts the output and
+    /// closes the connection; nothing the client sends after is read.
+    /// `context` is this handler's.
+    func answer(_ context: ChannelHandlerContext, status: String, headers: String = "", error: String, message: String) {
+        refused = true
         guard !refusing else { return }
         refusing = true
-        let body = #"{"error":"busy","message":"too many connections; try again later"}"#
+        let body = #"{"error":"\#(error)","message":"\#(message)"}"#
         let text =
-            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 5\r\n"
+            "HTTP/1.1 \(status)\r\nContent-Type: application/json\r\n\(headers)"
             + "Connection: close\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
         context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: text))).whenComplete { _ in
@@ -150,6 +162,8 @@ final class RequestTimer: ChannelDuplexHandler, RemovableChannelHandler {
 
     private enum State { case idle, reading, answering }
     private var state = State.reading
+    /// No request is being read or answered: the previous response is out.
+    var isIdle: Bool { state == .idle }
     private var timer: Scheduled<Void>?
     private let limits: ConnectionLimits
 
@@ -196,18 +210,39 @@ final class RequestTimer: ChannelDuplexHandler, RemovableChannelHandler {
 }
 
 /// Bytes that are not HTTP: the decoder reports an error that nothing else
-/// answers while the upgrade is being negotiated, so the connection is
-/// closed here. Everything else passes through untouched.
-final class ParseErrorCloser: ChannelInboundHandler, RemovableChannelHandler {
+/// answers while the upgrade is being negotiated. It is answered here, on the
+/// raw connection, unless a response is under way (a request's head was
+/// already handed on): `431 too-large` for a head beyond the decoder's limits
+/// (docs/PROTOCOL.md 15.5), `400 bad-request` for anything else; then the
+/// connection is closed. Everything else passes through untouched.
+final class ParseErrorAnswer: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
+    private let connectionGuard: ConnectionGuard
     private let metrics: RelayMetrics
 
-    init(metrics: RelayMetrics) { self.metrics = metrics }
+    init(connectionGuard: ConnectionGuard, metrics: RelayMetrics) {
+        self.connectionGuard = connectionGuard
+        self.metrics = metrics
+    }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if error is HTTPParserError {
-            metrics.reject("bad-request")
-            context.close(promise: nil)
+        if let error = error as? HTTPParserError {
+            let tooLarge = error == .headerOverflow
+            metrics.reject(tooLarge ? "too-large" : "bad-request")
+            let pipeline = context.pipeline.syncOperations
+            let timer = try? pipeline.handler(type: RequestTimer.self)
+            if timer?.isIdle ?? true, let guardContext = try? pipeline.context(handler: connectionGuard) {
+                if tooLarge {
+                    connectionGuard.answer(
+                        guardContext, status: "431 Request Header Fields Too Large", error: "too-large",
+                        message: "the request head is larger than the relay reads")
+                } else {
+                    connectionGuard.answer(
+                        guardContext, status: "400 Bad Request", error: "bad-request", message: "this is not an HTTP/1.1 request")
+                }
+            } else {
+                context.close(promise: nil)
+            }
         }
         context.fireErrorCaught(error)
     }

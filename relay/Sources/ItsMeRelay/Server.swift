@@ -44,7 +44,9 @@ public struct RelayServer: Sendable {
             lookups: lookups, creations: creations, logger: logger)
 
         let webSocket = HTTP1WebSocketUpgradeChannel.Configuration(
-            http1: .init(additionalChannelHandlers: [RequestTimer(limits: limits)], idleTimeout: nil),
+            http1: .init(
+                additionalChannelHandlers: [RequestTimer(limits: limits)], idleTimeout: nil,
+                httpDecoderConfiguration: Self.headLimits),
             ws: .init(maxFrameSize: configuration.maxFrame, autoPing: .enabled(timePeriod: .seconds(30)), closeTimeout: .seconds(5)))
         let maxFrame = configuration.maxFrame
         let logger = logger
@@ -104,6 +106,11 @@ public struct RelayServer: Sendable {
         try await ServiceGroup(configuration: group).run()
         logger.info("stopped")
     }
+
+    /// What the relay reads of a request head (docs/PROTOCOL.md 15.5): no
+    /// request of its API comes near; a head beyond is answered 431.
+    static let headLimits = HTTP1Channel.Configuration.DecoderConfiguration(
+        maxHeaderFieldSize: 8 * 1024, maxHeaderListSize: 32 * 1024, maxHeaderFieldCount: 100)
 
     /// The ID in `/v1/rooms/{id}`, or nil for another path.
     static func roomID(_ path: String?) -> String? {
