@@ -300,7 +300,10 @@ itsme_result itsme_secret_store_new_memory(itsme_secret_store **out);
  * are written with mode 0600 to a temporary file, fsync'd and renamed, and
  * the directory is fsync'd: a crash leaves the old or the new value.  The
  * files are protected by file permissions only, as ssh keys without a
- * passphrase are.
+ * passphrase are.  An item is read only from a regular file: a symbolic
+ * link, a FIFO, a directory or a device in its place is not followed nor
+ * waited on, and reading it fails with ITSME_E_SECRET_STORE (it is never
+ * taken as a missing item).
  * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
  * ITSME_E_SECRET_STORE (cannot create or open the directory, or it is not a
  * directory). */
