@@ -155,6 +155,11 @@ typedef int32_t itsme_result;
 /* A single-use message was presented again: a service approval whose
  * request has been answered already (docs/PROTOCOL.md 19.5). */
 #define ITSME_E_REPLAYED 22
+/* The contact store is behind the last commit this device saw of the store
+ * at its path, or is another store than that one (emptied, deleted or
+ * replaced): a rolled-back copy, or a -wal file lost after a crash.  Nothing
+ * was changed; itsme_store_accept_loss says what was lost and accepts it. */
+#define ITSME_E_ROLLED_BACK 23
 
 /* A static, NUL-terminated English text for a result code ("unknown result
  * code" for codes this version does not know).  Never free it.
@@ -517,14 +522,56 @@ typedef uint32_t itsme_exchange_method;
  * missing.  The store keeps what it needs of the identity: the identity
  * may be freed first.  Creates the device key in the identity's secret
  * store on first use.
+ *
+ * Every committing change counts one commit in the file and then raises the
+ * store's mark in the identity's secret store (item "itsme.store-mark.*",
+ * one per identity and resolved path).  Opening compares the two: a file
+ * behind the mark (an older copy put back, a -wal file lost), or another
+ * store where the mark's was (a file emptied, deleted or swapped), is
+ * refused with ITSME_E_ROLLED_BACK, and a file lacking rows its last commit
+ * counted with ITSME_E_CORRUPT_DATA; no file is created and no row changed.
+ * See itsme_store_accept_loss.
  * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
  * ITSME_E_WRONG_IDENTITY (the file belongs to another identity; nothing
  * changed), ITSME_E_DATABASE (cannot open or create the file, or it is not
  * an ItsMe store; the detail says why), ITSME_E_CORRUPT_DATA,
- * ITSME_E_SECRET_STORE.  Details go to the identity's last error. */
+ * ITSME_E_ROLLED_BACK, ITSME_E_SECRET_STORE.  Details go to the identity's
+ * last error. */
 ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_store_open(itsme_identity *identity, const char *path,
                               itsme_store **out);
+
+/* What accepting a store's loss gave up (itsme_store_accept_loss). */
+typedef struct itsme_store_loss {
+    /* 1: the file is not the store last seen at its path (it was emptied,
+     * deleted or swapped); commits_lost is then 0, as it cannot be known. */
+    int32_t replaced;
+    /* Commits the file was behind the last one this device saw. */
+    uint64_t commits_lost;
+    /* Contacts at the last commit seen, and in the file now. */
+    uint64_t contacts_before;
+    uint64_t contacts_now;
+    /* Rows the file's last commit counted that it lacks (a damaged file). */
+    uint64_t contacts_missing;
+    uint64_t photos_missing;
+    uint64_t device_secrets_missing;
+    /* Contacts whose photo was lost (kept, without a photo). */
+    uint64_t contacts_without_their_photo;
+} itsme_store_loss;
+
+/* Accepts the loss that made itsme_store_open fail with ITSME_E_ROLLED_BACK
+ * or ITSME_E_CORRUPT_DATA (lost rows or photos): the file at `path` becomes
+ * the store as it is (created, empty, if missing), and this device's mark
+ * is set to it.  Writes what was lost to *out_loss (all zero: nothing).
+ * Call it only when the person chose to, after being shown the error; then
+ * open the store.  A store that opens normally gives an all-zero loss.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
+ * ITSME_E_WRONG_IDENTITY, ITSME_E_DATABASE, ITSME_E_AUTHENTICATION_FAILED (a
+ * contact record that does not open: not a loss this accepts),
+ * ITSME_E_SECRET_STORE.  Details go to the identity's last error. */
+ITSME_WARN_UNUSED_RESULT
+itsme_result itsme_store_accept_loss(itsme_identity *identity, const char *path,
+                                     itsme_store_loss *out_loss);
 
 /* Closes the store and frees the handle.  Accepts NULL.  Every committed
  * change is already on disk; nothing is lost by closing. */

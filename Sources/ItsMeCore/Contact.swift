@@ -42,6 +42,10 @@ public struct Contact: Sendable, Equatable, CustomStringConvertible {
     /// decision may still arrive; `ContactStore.expireAwaiting` deletes it after.
     public internal(set) var awaitingUntil: Int64?
     public var note: String
+    /// Whether the contact has a photo (`ContactStore.photo`). The record
+    /// says so, so that a photo row that went missing is noticed rather
+    /// than taken for no photo. Changed only through the store.
+    public internal(set) var hasPhoto: Bool = false
     /// Fields written by a newer version, kept as they are on update.
     var unknownFields: [RecordField] = []
 
@@ -82,6 +86,7 @@ enum ContactRecord {
         case lastWindow = 10
         case note = 11
         case awaitingUntil = 12
+        case photo = 13
     }
 
     static let seedCount = 32
@@ -101,6 +106,7 @@ enum ContactRecord {
         if let v = c.verifiedAt { fields.append((Tag.verifiedAt.rawValue, bigEndian(v))) }
         if let w = c.lastWindow { fields.append((Tag.lastWindow.rawValue, bigEndian(w))) }
         if let u = c.awaitingUntil { fields.append((Tag.awaitingUntil.rawValue, bigEndian(u))) }
+        if c.hasPhoto { fields.append((Tag.photo.rawValue, [1])) }
         fields += c.unknownFields.map { ($0.tag, $0.value) }
         let size = 1 + fields.reduce(0) { $0 + 3 + $1.1.count } + 3 + seed.count
         var w = try RecordWriter(count: size)
@@ -126,7 +132,7 @@ enum ContactRecord {
         var name: String?, fingerprint: [UInt8]?, publicKey: [UInt8]?, state: Contact.State?
         var acknowledged = false, method: Contact.ExchangeMethod?, createdAt: Int64?
         var verifiedAt: Int64?, lastWindow: Int64?, awaitingUntil: Int64?, note = "", unknown: [RecordField] = []
-        var sawSeed = false
+        var sawSeed = false, hasPhoto = false
         while !r.isAtEnd {
             let tag = try r.byte()
             let length = Int(try r.uint16())
@@ -150,6 +156,9 @@ enum ContactRecord {
             case .lastWindow: lastWindow = int64(value)
             case .awaitingUntil: awaitingUntil = int64(value)
             case .note: note = String(validating: value, as: UTF8.self) ?? ""
+            case .photo:
+                guard value == [1] else { throw ItsMeError(.corruptData, "contact record \(id) has a malformed photo field") }
+                hasPhoto = true
             case .seed, nil: unknown.append(RecordField(tag: tag, value: value))
             }
         }
@@ -164,7 +173,7 @@ enum ContactRecord {
         return Contact(
             id: id, name: name, fingerprint: Hex.encodeUpper(fingerprint), publicKey: publicKey, state: state,
             degradationAcknowledged: acknowledged, exchangeMethod: method, createdAt: createdAt, verifiedAt: verifiedAt,
-            lastWindow: lastWindow, awaitingUntil: awaitingUntil, note: note, unknownFields: unknown)
+            lastWindow: lastWindow, awaitingUntil: awaitingUntil, note: note, hasPhoto: hasPhoto, unknownFields: unknown)
     }
 
     static func bigEndian(_ v: Int64) -> [UInt8] { withUnsafeBytes(of: v.bigEndian) { Array($0) } }

@@ -27,6 +27,8 @@ public final class ContactStore: @unchecked Sendable {
         case contacts = 1
         case photos = 2
         case deviceSecrets = 3
+        /// The manifest (row 0): the commit count and row counts.
+        case meta = 4
     }
 
     private let lock = Mutex<Void>(())
@@ -45,15 +47,26 @@ public final class ContactStore: @unchecked Sendable {
     /// Guarded scratch for decrypting records on the hot paths.
     private var scratch: SecretBytes
     public let path: String
+    /// The secret-store item holding this store's high-water mark.
+    private let markItem: String
 
     static let maxRecordSize = 64 * 1024
 
     /// Opens (creating if missing) the store at `path` for `identity`.
     /// Fails with `.wrongIdentity` if the file belongs to another identity,
     /// `.database` if it is not a usable SQLite database or is another
-    /// program's database (which is left untouched).
-    public init(path: String, identity: Identity) throws {
+    /// program's database (which is left untouched), `.corruptData` if rows
+    /// its last commit recorded are missing, and `.rolledBack` if it is
+    /// behind the last commit this device saw of the store at `path`, or is
+    /// another store than that one (`acceptLoss` accepts either).
+    public convenience init(path: String, identity: Identity) throws {
+        try self.init(path: path, identity: identity, checking: true)
+    }
+
+    private init(path: String, identity: Identity, checking: Bool) throws {
         self.path = path
+        self.markItem = try StoreMark.item(path: path, contactsKey: identity.contactsKey)
+        if checking { try Self.checkNotMissing(path: path, markItem: markItem, secretStore: identity.store) }
         (db, storeID) = try Self.mappingDatabaseErrors { try Self.openDatabase(path: path, identity: identity) }
         self.contactsKey = try identity.contactsKey.copy()
         self.indexKey = try HKDF.derive(
@@ -62,6 +75,7 @@ public final class ContactStore: @unchecked Sendable {
         self.ownPublicKey = identity.publicKey
         self.secretStore = identity.store
         self.scratch = try SecretBytes(count: Self.maxRecordSize)
+        if checking { try checkOnOpen() }
     }
 
     /// Opens the file, migrates it, and checks that it belongs to `identity`.
@@ -173,6 +187,9 @@ public final class ContactStore: @unchecked Sendable {
                 if adopting {
                     for id in unreadable { try db.run("DELETE FROM contacts WHERE id = ?", [.integer(id)]) }
                     try db.run("DELETE FROM device_secrets", [])
+                    // Sealed under the store's previous key, perhaps: the
+                    // installed identity writes a new one (`acceptLoss`).
+                    try db.run("DELETE FROM meta WHERE name = 'manifest'", [])
                     if !owned {
                         let check = try ownerCheck(contactsKey: contactsKey, storeID: storeID)
                         try db.run("UPDATE meta SET value = ? WHERE name = 'owner_check'", [.blob(check)])
@@ -220,7 +237,25 @@ public final class ContactStore: @unchecked Sendable {
                     contact_id INTEGER PRIMARY KEY REFERENCES contacts (id) ON DELETE CASCADE,
                     record BLOB NOT NULL
                 );
-                """)
+                """),
+        // Row counts kept by triggers, so that a commit can seal them in the
+        // manifest without counting rows (docs/STORAGE.md).
+        Database.Migration(
+            version: 2,
+            sql: """
+                CREATE TABLE row_counts (name TEXT PRIMARY KEY, n INTEGER NOT NULL);
+                INSERT INTO row_counts (name, n) VALUES
+                    ('contacts', (SELECT count(*) FROM contacts)),
+                    ('photos', (SELECT count(*) FROM photos)),
+                    ('device_secrets', (SELECT count(*) FROM device_secrets));
+                """ + ["contacts", "photos", "device_secrets"].map { table in
+                    """
+                    CREATE TRIGGER \(table)_inserted AFTER INSERT ON \(table)
+                        BEGIN UPDATE row_counts SET n = n + 1 WHERE name = '\(table)'; END;
+                    CREATE TRIGGER \(table)_deleted AFTER DELETE ON \(table)
+                        BEGIN UPDATE row_counts SET n = n - 1 WHERE name = '\(table)'; END;
+                    """
+                }.joined()),
     ]}
 
     private static func ownerCheck(contactsKey: borrowing SecretBytes, storeID: [UInt8]) throws -> [UInt8] {
@@ -317,9 +352,7 @@ public final class ContactStore: @unchecked Sendable {
         note: String = ""
     ) throws -> Int64 {
         let new = try prepareKeyed(name: name, publicKey: publicKey, seed: seed, method: method, now: now, note: note)
-        return try withLock {
-            try db.transaction(.immediate) { try insertLocked(new.record, fingerprint: new.fingerprint, publicKey: publicKey) }
-        }
+        return try write { try insertLocked(new.record, fingerprint: new.fingerprint, publicKey: publicKey) }
     }
 
     private func prepareKeyed(
@@ -359,7 +392,7 @@ public final class ContactStore: @unchecked Sendable {
         let fingerprint = Hex.encodeUpper(bytes)
         let record = try prepare(
             name: name, fingerprint: fingerprint, publicKey: nil, seed: seed, method: method, now: now, note: "")
-        return try withLock { try db.transaction(.immediate) { try insertLocked(record, fingerprint: fingerprint, publicKey: nil) } }
+        return try write { try insertLocked(record, fingerprint: fingerprint, publicKey: nil) }
     }
 
     /// Validates a new contact and builds its record.
@@ -402,7 +435,7 @@ public final class ContactStore: @unchecked Sendable {
     /// Adds in one write transaction, for bulk imports: one commit (one
     /// fsync) for all. If `body` throws, nothing it added is kept.
     public func batch<R>(_ body: (borrowing Batch) throws -> R) throws -> R {
-        try withLock { try db.transaction(.immediate) { try body(Batch(store: self)) } }
+        try write { try body(Batch(store: self)) }
     }
 
     /// Adds contacts inside `ContactStore.batch`.
@@ -504,7 +537,7 @@ public final class ContactStore: @unchecked Sendable {
     /// Reads, changes and re-seals one record in one write transaction; the
     /// seed and fields unknown to this version are kept.
     private func modify(_ id: Int64, _ change: (inout Contact) throws -> Void) throws {
-        try withLock { try db.transaction(.immediate) { try modifyLocked(id, newSeed: nil, change) } }
+        try write { try modifyLocked(id, newSeed: nil, change) }
     }
 
     /// `modify` for a caller that holds the lock inside a write transaction;
@@ -598,17 +631,15 @@ public final class ContactStore: @unchecked Sendable {
     @discardableResult
     public func expireAwaiting(now: Int64) throws -> Int {
         try UnixTime.check(now)
-        return try withLock {
-            try db.transaction(.immediate) {
-                var expired: [Int64] = []
-                for row in try db.query("SELECT id, record FROM contacts") {
-                    guard case .integer(let id) = row[0], case .blob(let sealed) = row[1] else { continue }
-                    let c = try decode(id: id, sealed: sealed)
-                    if c.state == .awaitingPeer, let until = c.awaitingUntil, now > until { expired.append(id) }
-                }
-                for id in expired { try db.run("DELETE FROM contacts WHERE id = ?", [.integer(id)]) }
-                return expired.count
+        return try write {
+            var expired: [Int64] = []
+            for row in try db.query("SELECT id, record FROM contacts") {
+                guard case .integer(let id) = row[0], case .blob(let sealed) = row[1] else { continue }
+                let c = try decode(id: id, sealed: sealed)
+                if c.state == .awaitingPeer, let until = c.awaitingUntil, now > until { expired.append(id) }
             }
+            for id in expired { try db.run("DELETE FROM contacts WHERE id = ?", [.integer(id)]) }
+            return expired.count
         }
     }
 
@@ -652,7 +683,7 @@ public final class ContactStore: @unchecked Sendable {
     }
 
     public func delete(id: Int64) throws {
-        try withLock {
+        try write {
             try db.run("DELETE FROM contacts WHERE id = ?", [.integer(id)])
             guard db.changes == 1 else { throw ItsMeError(.notFound, "no contact with id \(id)") }
         }
@@ -680,43 +711,55 @@ public final class ContactStore: @unchecked Sendable {
             throw ItsMeError(.invalidArgument, "a photo is at most \(Self.maxPhotoBytes) bytes")
         }
         guard PhotoFilename.isValid(filename) else { throw ItsMeError(.invalidArgument, PhotoFilename.rule) }
-        try withLock {
-            try db.transaction(.immediate) {
-                _ = try sealedRecord(id)
-                try setPhotoLocked(id: id, photo: photo, filename: filename)
-            }
+        try write {
+            _ = try sealedRecord(id)
+            try setPhotoLocked(id: id, photo: photo, filename: filename)
         }
     }
 
+    /// Writes or deletes the photo row and sets the contact record's photo
+    /// field to match, in the caller's write transaction.
     private func setPhotoLocked(id: Int64, photo: [UInt8], filename: String) throws {
-        if photo.isEmpty && filename.isEmpty {
-            try db.run("DELETE FROM photos WHERE contact_id = ?", [.integer(id)])
-        } else {
+        let has = !(photo.isEmpty && filename.isEmpty)
+        if has {
             let plain = [ContactRecord.version] + field(1, Array(filename.utf8)) + fieldLong(2, photo)
             let sealed = try seal(plain, table: .photos, row: id, key: contactsKey)
-            try db.run("INSERT OR REPLACE INTO photos (contact_id, record) VALUES (?, ?)", [.integer(id), .blob(sealed)])
+            try db.run(
+                "INSERT INTO photos (contact_id, record) VALUES (?, ?) ON CONFLICT (contact_id) DO UPDATE SET record = excluded.record",
+                [.integer(id), .blob(sealed)])
+        } else {
+            try db.run("DELETE FROM photos WHERE contact_id = ?", [.integer(id)])
         }
+        try modifyLocked(id, newSeed: nil) { $0.hasPhoto = has }
     }
 
     /// Applies a profile the contact shared (PROTOCOL.md 18.4), in one
     /// transaction: its name, if it has one, and its photo and filename, if
     /// it has a photo. The host asks the person first.
     public func applyProfile(id: Int64, _ profile: ProfileRecord) throws {
-        try withLock {
-            try db.transaction(.immediate) {
-                _ = try sealedRecord(id)
-                if !profile.name.isEmpty { try modifyLocked(id, newSeed: nil) { $0.name = profile.name } }
-                if !profile.photo.isEmpty { try setPhotoLocked(id: id, photo: profile.photo, filename: profile.photoFilename) }
-            }
+        try write {
+            _ = try sealedRecord(id)
+            if !profile.name.isEmpty { try modifyLocked(id, newSeed: nil) { $0.name = profile.name } }
+            if !profile.photo.isEmpty { try setPhotoLocked(id: id, photo: profile.photo, filename: profile.photoFilename) }
         }
     }
 
     /// The photo and its filename; `.notFound` if the contact has none.
+    /// `.corruptData` if the contact's record and the photo rows disagree
+    /// (a photo row lost or moved): a lost photo is never taken for none.
     public func photo(id: Int64) throws -> (photo: [UInt8], filename: String) {
         try withLock {
-            guard let row = try db.query("SELECT record FROM photos WHERE contact_id = ?", [.integer(id)]).first,
-                case .blob(let sealed) = row[0]
-            else { throw ItsMeError(.notFound, "contact \(id) has no photo") }
+            let claimed = try decode(id: id, sealed: try sealedRecord(id)).hasPhoto
+            let row = try db.query("SELECT record FROM photos WHERE contact_id = ?", [.integer(id)]).first
+            guard let row, case .blob(let sealed) = row[0] else {
+                if claimed {
+                    throw ItsMeError(.corruptData, "the photo of contact \(id) is missing from the store: the file was damaged or altered")
+                }
+                throw ItsMeError(.notFound, "contact \(id) has no photo")
+            }
+            guard claimed else {
+                throw ItsMeError(.corruptData, "contact \(id) has a photo row its record does not claim: the file was damaged or altered")
+            }
             // Photos can exceed the scratch buffer: open into fresh memory.
             let nonce = Array(sealed.prefix(AEAD.nonceCount))
             let plain = try Self.naming(.photos, id) {
@@ -744,11 +787,9 @@ public final class ContactStore: @unchecked Sendable {
     /// the device key (never exported).
     public func setDeviceSecrets(id: Int64, mine: borrowing SecretBytes, theirs: borrowing SecretBytes) throws {
         try Self.checkDeviceSecrets(mine, theirs)
-        try withLock {
-            try db.transaction(.immediate) {
-                _ = try sealedRecord(id)
-                try writeDeviceSecretsLocked(id: id, mine: mine, theirs: theirs)
-            }
+        try write {
+            _ = try sealedRecord(id)
+            try writeDeviceSecretsLocked(id: id, mine: mine, theirs: theirs)
         }
     }
 
@@ -760,15 +801,13 @@ public final class ContactStore: @unchecked Sendable {
     /// Returns how many contacts had secrets.
     @discardableResult
     public func forgetDeviceSecrets() throws -> Int {
-        try withLock {
-            let count = try db.transaction(.immediate) { () -> Int in
-                guard case .integer(let n) = try db.query("SELECT count(*) FROM device_secrets")[0][0] else { return 0 }
-                try db.run("DELETE FROM device_secrets", [])
-                return Int(n)
-            }
-            _ = try? db.query("PRAGMA wal_checkpoint(TRUNCATE)")
-            return count
+        let count = try write { () -> Int in
+            guard case .integer(let n) = try db.query("SELECT count(*) FROM device_secrets")[0][0] else { return 0 }
+            try db.run("DELETE FROM device_secrets", [])
+            return Int(n)
         }
+        try checkpoint()
+        return count
     }
 
     private func writeDeviceSecretsLocked(id: Int64, mine: borrowing SecretBytes, theirs: borrowing SecretBytes) throws {
@@ -815,7 +854,9 @@ public final class ContactStore: @unchecked Sendable {
         }
         let plain = w.finish()
         let sealed = try seal(plain, table: .deviceSecrets, row: id, key: deviceKey)
-        try db.run("INSERT OR REPLACE INTO device_secrets (contact_id, record) VALUES (?, ?)", [.integer(id), .blob(sealed)])
+        try db.run(
+            "INSERT INTO device_secrets (contact_id, record) VALUES (?, ?) ON CONFLICT (contact_id) DO UPDATE SET record = excluded.record",
+            [.integer(id), .blob(sealed)])
     }
 
     /// Empty means unknown: a device that lost its secrets (a new one)
@@ -839,12 +880,10 @@ public final class ContactStore: @unchecked Sendable {
         if let publicKey { try checkPeerKey(publicKey) }
         let fp = publicKey.map { Fingerprint.of(publicKey: $0) } ?? fingerprint
         let record = try prepare(name: name, fingerprint: fp, publicKey: publicKey, seed: seed, method: method, now: now, note: "")
-        return try withLock {
-            try db.transaction(.immediate) {
-                let id = try insertLocked(record, fingerprint: fp, publicKey: publicKey)
-                try writeDeviceSecretsLocked(id: id, mine: mine, theirs: theirs)
-                return id
-            }
+        return try write {
+            let id = try insertLocked(record, fingerprint: fp, publicKey: publicKey)
+            try writeDeviceSecretsLocked(id: id, mine: mine, theirs: theirs)
+            return id
         }
     }
 
@@ -859,27 +898,29 @@ public final class ContactStore: @unchecked Sendable {
     ) throws {
         try UnixTime.check(now)
         try Self.checkDeviceSecrets(mine, theirs)
-        try withLock {
-            try db.transaction(.immediate) {
-                try seed.withBytes { newSeed in
-                    try modifyLocked(id, newSeed: newSeed) { c in
-                        guard let key = c.publicKey, ConstantTime.equal(key, publicKey) else {
-                            throw ItsMeError(.invalidState, "contact \(id) no longer has the exchanged identity key")
-                        }
-                        c.exchangeMethod = method
-                        c.state = .verified
-                        c.awaitingUntil = nil
-                        c.degradationAcknowledged = false
-                        c.verifiedAt = now
+        try write {
+            try seed.withBytes { newSeed in
+                try modifyLocked(id, newSeed: newSeed) { c in
+                    guard let key = c.publicKey, ConstantTime.equal(key, publicKey) else {
+                        throw ItsMeError(.invalidState, "contact \(id) no longer has the exchanged identity key")
                     }
+                    c.exchangeMethod = method
+                    c.state = .verified
+                    c.awaitingUntil = nil
+                    c.degradationAcknowledged = false
+                    c.verifiedAt = now
                 }
-                try writeDeviceSecretsLocked(id: id, mine: mine, theirs: theirs)
             }
-            // The old page images stay in the write-ahead log until a
-            // checkpoint: copy them back (zeroed by secure_delete) and
-            // truncate the log now. Best effort: a reader may hold it.
-            _ = try? db.query("PRAGMA wal_checkpoint(TRUNCATE)")
+            try writeDeviceSecretsLocked(id: id, mine: mine, theirs: theirs)
         }
+        try checkpoint()
+    }
+
+    /// Copies the log back into the file and truncates it, so that the old
+    /// page images in it (zeroed in the file by secure_delete) go too. Best
+    /// effort: a reader may hold the log.
+    private func checkpoint() throws {
+        try withLock { _ = try? db.query("PRAGMA wal_checkpoint(TRUNCATE)") }
     }
 
     /// This device's and the contact's device secrets. `.notFound` if none
@@ -959,67 +1000,309 @@ public final class ContactStore: @unchecked Sendable {
         guard (1...64).contains(mine.count), (1...64).contains(theirs.count) else {
             throw ItsMeError(.invalidArgument, "a new device secret is 1 to 64 bytes")
         }
-        try withLock {
-            try db.transaction(.immediate) {
-                _ = try sealedRecord(id)
-                var current: DeviceSecrets?
-                do { current = try deviceSecretsLocked(id: id) } catch let e as ItsMeError
-                    where e.kind == .notFound || e.kind == .authenticationFailed
-                { current = nil }
-                guard let c = current.take() else {
-                    let none = try SecretBytes(count: 0)
-                    return try writeDeviceSecretsLocked(
-                        id: id, mine: none, theirs: none, pendingMine: mine, pendingTheirs: theirs, committed: committed,
-                        previousTheirs: none)
-                }
-                // An earlier update may be unresolved: keep saying what this
-                // side says now, and keep accepting the new secret the peer
-                // may already say (PROTOCOL.md 10.3).
-                let saying = try c.committed ? c.pendingMine.copy() : c.mine.copy()
-                let previous = try c.hasPending ? c.pendingTheirs.copy() : c.previousTheirs.copy()
-                try writeDeviceSecretsLocked(
-                    id: id, mine: saying, theirs: c.theirs, pendingMine: mine, pendingTheirs: theirs, committed: committed,
-                    previousTheirs: previous)
+        try write {
+            _ = try sealedRecord(id)
+            var current: DeviceSecrets?
+            do { current = try deviceSecretsLocked(id: id) } catch let e as ItsMeError
+                where e.kind == .notFound || e.kind == .authenticationFailed
+            { current = nil }
+            guard let c = current.take() else {
+                let none = try SecretBytes(count: 0)
+                return try writeDeviceSecretsLocked(
+                    id: id, mine: none, theirs: none, pendingMine: mine, pendingTheirs: theirs, committed: committed,
+                    previousTheirs: none)
             }
+            // An earlier update may be unresolved: keep saying what this
+            // side says now, and keep accepting the new secret the peer
+            // may already say (PROTOCOL.md 10.3).
+            let saying = try c.committed ? c.pendingMine.copy() : c.mine.copy()
+            let previous = try c.hasPending ? c.pendingTheirs.copy() : c.previousTheirs.copy()
+            try writeDeviceSecretsLocked(
+                id: id, mine: saying, theirs: c.theirs, pendingMine: mine, pendingTheirs: theirs, committed: committed,
+                previousTheirs: previous)
         }
     }
 
     /// Marks a pending update committed (this side now says its new secret).
     func commitPendingDeviceSecrets(id: Int64) throws {
-        try withLock {
-            try db.transaction(.immediate) {
-                let d = try deviceSecretsLocked(id: id)
-                guard d.hasPending else { throw ItsMeError(.invalidState, "no Security PIN Update is pending for contact \(id)") }
-                try writeDeviceSecretsLocked(
-                    id: id, mine: d.mine, theirs: d.theirs, pendingMine: d.pendingMine, pendingTheirs: d.pendingTheirs,
-                    committed: true, previousTheirs: d.previousTheirs)
-            }
+        try write {
+            let d = try deviceSecretsLocked(id: id)
+            guard d.hasPending else { throw ItsMeError(.invalidState, "no Security PIN Update is pending for contact \(id)") }
+            try writeDeviceSecretsLocked(
+                id: id, mine: d.mine, theirs: d.theirs, pendingMine: d.pendingMine, pendingTheirs: d.pendingTheirs,
+                committed: true, previousTheirs: d.previousTheirs)
         }
     }
 
     /// The peer was heard using the new secret of an earlier, interrupted
     /// update: it becomes their current one.
     func adoptPreviousDeviceSecret(id: Int64) throws {
-        try withLock {
-            try db.transaction(.immediate) {
-                let d = try deviceSecretsLocked(id: id)
-                guard d.previousTheirs.count > 0 else { return }
-                try writeDeviceSecretsLocked(
-                    id: id, mine: d.mine, theirs: d.previousTheirs, pendingMine: d.pendingMine, pendingTheirs: d.pendingTheirs,
-                    committed: d.committed, previousTheirs: try SecretBytes(count: 0))
-            }
+        try write {
+            let d = try deviceSecretsLocked(id: id)
+            guard d.previousTheirs.count > 0 else { return }
+            try writeDeviceSecretsLocked(
+                id: id, mine: d.mine, theirs: d.previousTheirs, pendingMine: d.pendingMine, pendingTheirs: d.pendingTheirs,
+                committed: d.committed, previousTheirs: try SecretBytes(count: 0))
         }
     }
 
     /// The peer was heard using its new secret: the new secrets replace the
     /// old ones and nothing is pending any more.
     func finalizePendingDeviceSecrets(id: Int64) throws {
-        try withLock {
-            try db.transaction(.immediate) {
-                let d = try deviceSecretsLocked(id: id)
-                guard d.hasPending else { return }
-                try writeDeviceSecretsLocked(id: id, mine: d.pendingMine, theirs: d.pendingTheirs)
+        try write {
+            let d = try deviceSecretsLocked(id: id)
+            guard d.hasPending else { return }
+            try writeDeviceSecretsLocked(id: id, mine: d.pendingMine, theirs: d.pendingTheirs)
+        }
+    }
+
+    // MARK: Commits, rollback and lost rows
+
+    /// Runs `body` in one write transaction which, if it changed anything,
+    /// also counts the commit in the manifest; then raises the store's mark
+    /// in the secret store. The only way this class writes.
+    private func write<R>(_ body: () throws -> R) throws -> R {
+        let (result, manifest) = try withLock {
+            try db.transaction(.immediate) { () -> (R, StoreManifest?) in
+                let before = db.totalChanges
+                let result = try body()
+                return (result, db.totalChanges == before ? nil : try commitManifestLocked())
             }
+        }
+        if let manifest { raiseMark(manifest) }
+        return result
+    }
+
+    /// The sealed manifest, nil if the file has none (made by an earlier
+    /// version, or installed from an import).
+    private func readManifestLocked() throws -> StoreManifest? {
+        guard let row = try db.query("SELECT value FROM meta WHERE name = 'manifest'").first else { return nil }
+        guard case .blob(let sealed) = row[0] else { throw ItsMeError(.corruptData, "the contact store manifest is malformed") }
+        return try open(sealed, table: .meta, row: 0, key: contactsKey) { try StoreManifest.decode($0) }
+    }
+
+    private func writeManifestLocked(_ manifest: StoreManifest) throws {
+        let sealed = try seal(manifest.encoded(), table: .meta, row: 0, key: contactsKey)
+        try db.run(
+            "INSERT INTO meta (name, value) VALUES ('manifest', ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            [.blob(sealed)])
+    }
+
+    /// Rows each table holds, counted.
+    private func actualCountsLocked() throws -> RowCounts {
+        let row = try db.query(
+            "SELECT (SELECT count(*) FROM contacts), (SELECT count(*) FROM photos), (SELECT count(*) FROM device_secrets)")
+        guard row.count == 1, case .integer(let c) = row[0][0], case .integer(let p) = row[0][1], case .integer(let d) = row[0][2]
+        else { throw ItsMeError(.corruptData, "contact store is malformed") }
+        return RowCounts(contacts: UInt64(c), photos: UInt64(p), deviceSecrets: UInt64(d))
+    }
+
+    /// Rows each table holds, as the triggers kept count.
+    private func trackedCountsLocked() throws -> RowCounts {
+        var counts: [String: UInt64] = [:]
+        for row in try db.query("SELECT name, n FROM row_counts") {
+            guard case .text(let name) = row[0], case .integer(let n) = row[1], n >= 0 else {
+                throw ItsMeError(.corruptData, "the contact store's row counts are malformed")
+            }
+            counts[name] = UInt64(n)
+        }
+        guard let c = counts["contacts"], let p = counts["photos"], let d = counts["device_secrets"] else {
+            throw ItsMeError(.corruptData, "the contact store's row counts are missing")
+        }
+        return RowCounts(contacts: c, photos: p, deviceSecrets: d)
+    }
+
+    private func setTrackedCountsLocked(_ counts: RowCounts) throws {
+        for (name, n) in [("contacts", counts.contacts), ("photos", counts.photos), ("device_secrets", counts.deviceSecrets)] {
+            try db.run("UPDATE row_counts SET n = ? WHERE name = ?", [.integer(Int64(n)), .text(name)])
+        }
+    }
+
+    /// Counts one more commit in the manifest, with the rows each table
+    /// now holds; inside the committing transaction.
+    private func commitManifestLocked() throws -> StoreManifest {
+        guard var manifest = try readManifestLocked() else {
+            throw ItsMeError(.corruptData, "the contact store manifest is missing: the file was altered")
+        }
+        manifest.commits += 1
+        manifest.counts = try trackedCountsLocked()
+        try writeManifestLocked(manifest)
+        return manifest
+    }
+
+    /// Makes each contact record's photo field agree with the photo rows,
+    /// inside a write transaction. `adoptingRows`: a row the record does not
+    /// claim gives it a photo (records written before the field existed);
+    /// otherwise such a row is deleted. A record claiming a missing row
+    /// loses its photo. Returns how many contacts lost their photo.
+    private func reconcilePhotosLocked(adoptingRows: Bool) throws -> UInt64 {
+        var rows = Set<Int64>()
+        for row in try db.query("SELECT contact_id FROM photos") {
+            if case .integer(let id) = row[0] { rows.insert(id) }
+        }
+        var lost: UInt64 = 0
+        for row in try db.query("SELECT id, record FROM contacts") {
+            guard case .integer(let id) = row[0], case .blob(let sealed) = row[1] else {
+                throw ItsMeError(.corruptData, "contact store row is malformed")
+            }
+            let claimed = try decode(id: id, sealed: sealed).hasPhoto
+            let present = rows.contains(id)
+            if claimed == present { continue }
+            if claimed { lost += 1 }
+            if present && !adoptingRows {
+                try db.run("DELETE FROM photos WHERE contact_id = ?", [.integer(id)])
+            } else {
+                try modifyLocked(id, newSeed: nil) { $0.hasPhoto = present }
+            }
+        }
+        return lost
+    }
+
+    /// Gives a file without a manifest one (commit count 0), after setting
+    /// each record's photo field from the photo rows; in a write transaction.
+    private func createManifestLocked() throws -> StoreManifest {
+        _ = try reconcilePhotosLocked(adoptingRows: true)
+        let counts = try actualCountsLocked()
+        try setTrackedCountsLocked(counts)
+        let manifest = StoreManifest(commits: 0, counts: counts)
+        try writeManifestLocked(manifest)
+        return manifest
+    }
+
+    /// Before opening: a missing or empty file where this device last saw a
+    /// store is refused, and nothing is created in its place.
+    private static func checkNotMissing(path: String, markItem: String, secretStore: any SecretStore) throws {
+        var st = stat()
+        let exists = stat(path, &st) == 0
+        if exists, st.st_size > 0 { return }
+        guard let bytes = try secretStore.get(markItem) else { return }
+        let mark = try bytes.withBytes { try StoreMark.decode($0) }
+        throw ItsMeError(
+            .rolledBack,
+            "the contact store at \(path) is \(exists ? "empty" : "missing"), but this device "
+                + "last saw one there with \(mark.contacts) contacts: it was deleted or emptied. Accepting the loss "
+                + "starts an empty store")
+    }
+
+    /// On open: the manifest (made now if the file has none), the rows it
+    /// counts, and the file against the mark this device keeps.
+    private func checkOnOpen() throws {
+        let manifest = try withLock { () -> StoreManifest in
+            let (found, actual, tracked) = try db.transaction(.deferred) {
+                (try readManifestLocked(), try actualCountsLocked(), try trackedCountsLocked())
+            }
+            guard let manifest = found else {
+                return try db.transaction(.immediate) { try readManifestLocked() ?? createManifestLocked() }
+            }
+            guard actual == manifest.counts else {
+                throw ItsMeError(
+                    .corruptData,
+                    "the contact store at \(path) lacks rows its last commit recorded (it has \(actual), the commit \(manifest.counts)): "
+                        + "the file was damaged or altered; accepting the loss opens it as it is")
+            }
+            // The plain counts only feed the next commit: mend them.
+            if tracked != actual { try db.transaction(.immediate) { try setTrackedCountsLocked(actual) } }
+            return manifest
+        }
+        try secretStore.withExclusiveAccess {
+            let mark = try readMark()
+            // Another handle may have committed, and raised the mark, since
+            // the manifest was read: it raises the mark only after its
+            // commit, so the file read again now is at least at the mark,
+            // unless it was rolled back.
+            var manifest = manifest
+            if let mark, manifest.commits < mark.commits, let again = try withLock({ try readManifestLocked() }) {
+                manifest = again
+            }
+            if let mark {
+                guard mark.storeID == storeID else {
+                    throw ItsMeError(
+                        .rolledBack,
+                        "the contact store at \(path) is not the one this identity last used there (which had "
+                            + "\(mark.contacts) contacts); this one has \(manifest.counts.contacts): it was replaced or emptied. "
+                            + "Accepting the loss makes it the store")
+                }
+                guard manifest.commits >= mark.commits else {
+                    throw ItsMeError(
+                        .rolledBack,
+                        "the contact store at \(path) is \(mark.commits - manifest.commits) committed changes behind the last "
+                            + "this device saw (\(mark.contacts) contacts then, \(manifest.counts.contacts) now): it was rolled back "
+                            + "(an older copy put in its place, or its -wal file lost). Accepting the loss "
+                            + "opens it as it is")
+                }
+                if manifest.commits == mark.commits { return }
+            }
+            try writeMark(StoreMark(storeID: storeID, commits: manifest.commits, contacts: manifest.counts.contacts))
+        }
+    }
+
+    private func readMark() throws -> StoreMark? {
+        guard let bytes = try secretStore.get(markItem) else { return nil }
+        return try bytes.withBytes { try StoreMark.decode($0) }
+    }
+
+    private func writeMark(_ mark: StoreMark) throws {
+        try secretStore.put(markItem, bytes: mark.encoded(), accessibility: .whenUnlockedThisDeviceOnly)
+    }
+
+    /// Raises the mark after a commit. Best effort: the commit stands if the
+    /// secret store fails, and the mark then trails until the next commit
+    /// or open raises it (a file ahead of its mark is fine).
+    private func raiseMark(_ manifest: StoreManifest) {
+        try? secretStore.withExclusiveAccess {
+            if let mark = try readMark(), mark.storeID != storeID || mark.commits >= manifest.commits { return }
+            try writeMark(StoreMark(storeID: storeID, commits: manifest.commits, contacts: manifest.counts.contacts))
+        }
+    }
+
+    /// Opens the store at `path` as it is, after a rollback, a replaced file
+    /// or lost rows made opening fail, and says what was lost: the file's
+    /// manifest and photo fields are made to agree with the rows it holds,
+    /// and this device's mark is set to it. The person decides; a host calls
+    /// this only after showing them what opening refused.
+    public static func acceptLoss(path: String, identity: Identity) throws -> StoreLoss {
+        let store = try ContactStore(path: path, identity: identity, checking: false)
+        return try store.acceptLoss()
+    }
+
+    private func acceptLoss() throws -> StoreLoss {
+        var missing = RowCounts(contacts: 0, photos: 0, deviceSecrets: 0)
+        var photosLost: UInt64 = 0
+        var recorded: UInt64 = 0
+        let manifest = try withLock {
+            try db.transaction(.immediate) { () -> StoreManifest in
+                // A manifest that does not open is as good as none.
+                guard var manifest = (try? readManifestLocked()) ?? nil else {
+                    let created = try createManifestLocked()
+                    recorded = created.counts.contacts
+                    return created
+                }
+                recorded = manifest.counts.contacts
+                let before = db.totalChanges
+                photosLost = try reconcilePhotosLocked(adoptingRows: false)
+                let actual = try actualCountsLocked()
+                func lack(_ a: UInt64, _ b: UInt64) -> UInt64 { a > b ? a - b : 0 }
+                missing = RowCounts(
+                    contacts: lack(manifest.counts.contacts, actual.contacts), photos: lack(manifest.counts.photos, actual.photos),
+                    deviceSecrets: lack(manifest.counts.deviceSecrets, actual.deviceSecrets))
+                if actual != manifest.counts || db.totalChanges != before {
+                    try setTrackedCountsLocked(actual)
+                    manifest.commits += 1
+                    manifest.counts = actual
+                    try writeManifestLocked(manifest)
+                }
+                return manifest
+            }
+        }
+        return try secretStore.withExclusiveAccess {
+            let mark = (try? readMark()) ?? nil
+            let replaced = mark.map { $0.storeID != storeID } ?? false
+            let lost = mark.map { !replaced && $0.commits > manifest.commits ? $0.commits - manifest.commits : 0 } ?? 0
+            try writeMark(StoreMark(storeID: storeID, commits: manifest.commits, contacts: manifest.counts.contacts))
+            return StoreLoss(
+                replaced: replaced, commitsLost: lost,
+                contactsBefore: mark.map { replaced || lost > 0 ? $0.contacts : recorded } ?? recorded,
+                contactsNow: manifest.counts.contacts, missing: missing, photosMissing: photosLost)
         }
     }
 

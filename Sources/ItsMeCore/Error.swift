@@ -30,6 +30,7 @@ public struct ItsMeError: Error, Equatable, CustomStringConvertible {
         public static let malformedMessage = Kind(20)
         public static let expired = Kind(21)
         public static let replayed = Kind(22)
+        public static let rolledBack = Kind(23)
 
         /// Every kind, in code order. The C header, the bindings and this
         /// list are checked against each other by the tests.
@@ -38,7 +39,7 @@ public struct ItsMeError: Error, Equatable, CustomStringConvertible {
             .notFound, .alreadyExists, .invalidPIN, .wrongPIN, .locked, .secretStore,
             .corruptData, .authenticationFailed, .invalidKey, .invalidState, .database,
             .outOfMemory, .internal, .wrongIdentity, .windowUsed, .malformedMessage, .expired,
-            .replayed,
+            .replayed, .rolledBack,
         ]
 
         /// The constant's name in include/itsme.h.
@@ -67,6 +68,7 @@ public struct ItsMeError: Error, Equatable, CustomStringConvertible {
             case 20: return "ITSME_E_MALFORMED_MESSAGE"
             case 21: return "ITSME_E_EXPIRED"
             case 22: return "ITSME_E_REPLAYED"
+            case 23: return "ITSME_E_ROLLED_BACK"
             default: return "ITSME_E_UNKNOWN"
             }
         }
@@ -97,6 +99,7 @@ public struct ItsMeError: Error, Equatable, CustomStringConvertible {
             case 20: return "malformed message: the peer's message is invalid, of an unknown version, or out of order"
             case 21: return "expired: too late (an exchange older than 24 hours, a session or request past its lifetime)"
             case 22: return "replayed: this single-use message was presented already"
+            case 23: return "rolled back: the contact store is older than, or not, the one this device last saw"
             default: return "unknown result code"
             }
         }

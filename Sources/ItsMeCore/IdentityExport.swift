@@ -374,6 +374,11 @@ extension IdentityExport {
         }
         let identity = try Identity.install(
             store: secretStore, seed: contents.seed, contactsKey: contents.contactsKey, name: contents.name)
+        // The installed store is this device's store from now on: its
+        // manifest is made for the installed key and the mark set to it.
+        if let path = contactStorePath, found.store.exists {
+            _ = try ContactStore.acceptLoss(path: path, identity: identity)
+        }
         return (identity, found)
     }
 }

@@ -153,6 +153,8 @@ public final class Database {
 
     /// Rows changed by the last INSERT, UPDATE or DELETE.
     public var changes: Int { Int(sqlite3_changes64(handle)) }
+    /// Rows changed on this connection since it opened, triggers included.
+    public var totalChanges: Int64 { sqlite3_total_changes64(handle) }
     public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
     public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
 

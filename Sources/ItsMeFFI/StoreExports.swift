@@ -42,6 +42,23 @@ public func ffiStoreOpen(
     }
 }
 
+@c(itsme_store_accept_loss)
+public func ffiStoreAcceptLoss(
+    _ identity: UnsafeMutablePointer<itsme_identity>?, _ path: UnsafePointer<CChar>?,
+    _ outLoss: UnsafeMutablePointer<itsme_store_loss>?
+) -> itsme_result {
+    onIdentity(identity) { id in
+        let path = try text(path, "path")
+        guard !path.isEmpty else { throw invalid("path is empty") }
+        let out = try required(outLoss, "out_loss")
+        let loss = try ContactStore.acceptLoss(path: path, identity: id)
+        out.pointee = itsme_store_loss(
+            replaced: loss.replaced ? 1 : 0, commits_lost: loss.commitsLost, contacts_before: loss.contactsBefore,
+            contacts_now: loss.contactsNow, contacts_missing: loss.missing.contacts, photos_missing: loss.missing.photos,
+            device_secrets_missing: loss.missing.deviceSecrets, contacts_without_their_photo: loss.photosMissing)
+    }
+}
+
 @c(itsme_store_free)
 public func ffiStoreFree(_ store: UnsafeMutablePointer<itsme_store>?) {
     release(store, as: ContactStoreHandle.self)

@@ -407,6 +407,36 @@ static void contact_store(void) {
 #pragma GCC diagnostic pop
 #endif
 
+    /* A store emptied in place is refused, not taken for a new one; accepting
+     * the loss says what it was. */
+    itsme_store_loss loss;
+    memset(&loss, 0xff, sizeof loss);
+    EXPECT("accept loss NULL identity", itsme_store_accept_loss(NULL, path, &loss), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("accept loss NULL path", itsme_store_accept_loss(me, NULL, &loss), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("accept loss empty path", itsme_store_accept_loss(me, "", &loss), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("accept loss NULL out", itsme_store_accept_loss(me, path, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("accept loss of another identity's store", itsme_store_accept_loss(other, path, &loss), ITSME_E_WRONG_IDENTITY);
+    EXPECT("accept loss of a whole store", itsme_store_accept_loss(me, path, &loss), ITSME_OK);
+    EXPECT("a whole store lost nothing",
+           loss.replaced == 0 && loss.commits_lost == 0 && loss.contacts_before == 1 && loss.contacts_now == 1
+               && loss.contacts_missing == 0 && loss.photos_missing == 0 && loss.device_secrets_missing == 0
+               && loss.contacts_without_their_photo == 0, 1);
+    char log_path[96];
+    snprintf(log_path, sizeof log_path, "%s-wal", path);
+    remove(log_path);
+    snprintf(log_path, sizeof log_path, "%s-shm", path);
+    remove(log_path);
+    FILE *emptied_file = fopen(path, "w");
+    if (emptied_file) fclose(emptied_file);
+    itsme_store *emptied = NULL;
+    EXPECT("open an emptied store", itsme_store_open(me, path, &emptied), ITSME_E_ROLLED_BACK);
+    EXPECT("no handle when rolled back", emptied == NULL, 1);
+    EXPECT("rolled back has a message", strcmp(itsme_result_message(ITSME_E_ROLLED_BACK), "unknown result code") != 0, 1);
+    EXPECT("accept the loss", itsme_store_accept_loss(me, path, &loss), ITSME_OK);
+    EXPECT("the loss is told", loss.replaced == 1 && loss.commits_lost == 0 && loss.contacts_before == 1 && loss.contacts_now == 0, 1);
+    EXPECT("opens once accepted", itsme_store_open(me, path, &emptied), ITSME_OK);
+    itsme_store_free(emptied);
+
     itsme_identity_free(me);
     itsme_identity_free(other);
     itsme_secret_store_free(secrets);

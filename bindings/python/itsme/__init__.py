@@ -165,6 +165,7 @@ from ._contacts import (
     Contact,
     ContactStore,
     ExchangeMethod,
+    StoreLoss,
     VerificationState,
 )
 from ._errors import (
@@ -183,6 +184,7 @@ from ._errors import (
     NotFoundError,
     RESULT_CODES,
     ReplayedError,
+    RolledBackError,
     Result,
     SecretStoreError,
     WindowUsedError,
@@ -313,6 +315,7 @@ ITSME_E_WINDOW_USED = Result.ITSME_E_WINDOW_USED
 ITSME_E_MALFORMED_MESSAGE = Result.ITSME_E_MALFORMED_MESSAGE
 ITSME_E_EXPIRED = Result.ITSME_E_EXPIRED
 ITSME_E_REPLAYED = Result.ITSME_E_REPLAYED
+ITSME_E_ROLLED_BACK = Result.ITSME_E_ROLLED_BACK
 
 # Approval decisions under the header's names (without ITSME_).
 APPROVAL_APPROVE = ApprovalDecision.APPROVE
@@ -385,6 +388,7 @@ __all__ = [
     "CREDENTIAL_ID_BYTES",
     "Contact",
     "ContactStore",
+    "StoreLoss",
     "CorruptDataError",
     "Credential",
     "DEGRADATION_CODE_SIZE",
@@ -471,6 +475,7 @@ __all__ = [
     "ROOM_NAME_SIZE",
     "ReplayStore",
     "ReplayedError",
+    "RolledBackError",
     "Result",
     "SCOPES_MAX",
     "SCOPES_TEXT_SIZE",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Tuple, Type, Union
 
 from ._errors import Result, check
-from ._ffi import lib
+from ._ffi import StoreLossStruct, lib
 from ._handle import (
     DetailedHandle,
     encode_text,
@@ -27,6 +27,7 @@ from ._random import DeterministicRandom, use_random
 
 __all__ = [
     "ContactStore",
+    "StoreLoss",
     "Contact",
     "VerificationState",
     "ExchangeMethod",
@@ -186,6 +187,51 @@ def _uint32(value: int, what: str) -> int:
     return int_argument(value, what, 0, _UINT32_MAX)
 
 
+@dataclass(frozen=True)
+class StoreLoss:
+    """What :meth:`ContactStore.accept_loss` gave up (``itsme_store_loss``)."""
+
+    #: The file was not the store last seen at its path (emptied, deleted or
+    #: swapped); ``commits_lost`` is then 0, as it cannot be known.
+    replaced: bool
+    #: Commits the file was behind the last one this device saw.
+    commits_lost: int
+    #: Contacts at the last commit seen, and in the file now.
+    contacts_before: int
+    contacts_now: int
+    #: Rows the file's last commit counted that it lacked (a damaged file).
+    contacts_missing: int
+    photos_missing: int
+    device_secrets_missing: int
+    #: Contacts whose photo was lost (kept, without a photo).
+    contacts_without_their_photo: int
+
+    @property
+    def nothing_lost(self) -> bool:
+        """True when the store was whole: accepting changed nothing."""
+        return not (
+            self.replaced
+            or self.commits_lost
+            or self.contacts_missing
+            or self.photos_missing
+            or self.device_secrets_missing
+            or self.contacts_without_their_photo
+        )
+
+    @classmethod
+    def _from_struct(cls, s: StoreLossStruct) -> "StoreLoss":
+        return cls(
+            replaced=bool(s.replaced),
+            commits_lost=s.commits_lost,
+            contacts_before=s.contacts_before,
+            contacts_now=s.contacts_now,
+            contacts_missing=s.contacts_missing,
+            photos_missing=s.photos_missing,
+            device_secrets_missing=s.device_secrets_missing,
+            contacts_without_their_photo=s.contacts_without_their_photo,
+        )
+
+
 class ContactStore(DetailedHandle):
     """The encrypted contact store of an identity (``itsme_store``).
 
@@ -223,6 +269,26 @@ class ContactStore(DetailedHandle):
                 lambda: Identity._detail(identity_ptr),
             )
         return cls(new_handle(out))
+
+    @staticmethod
+    def accept_loss(identity: Identity, path: Union[str, "os.PathLike[str]"]) -> "StoreLoss":
+        """Accepts the loss that made :meth:`open` raise
+        :class:`RolledBackError` (the file is behind, or is not, the store this
+        device last saw at ``path``) or :class:`CorruptDataError` (rows or
+        photos lost): the file becomes the store as it is, and this device's
+        mark is set to it.  Returns what was lost.  Call it only when the
+        person chose to, after being shown the error.
+        """
+        if not isinstance(identity, Identity):
+            raise TypeError(f"identity must be an Identity, not {type(identity).__name__}")
+        encoded = encode_text(os.fspath(path), "path")
+        loss = StoreLossStruct()
+        with identity._use() as identity_ptr:
+            check(
+                lib.itsme_store_accept_loss(identity_ptr, encoded, byref(loss)),
+                lambda: Identity._detail(identity_ptr),
+            )
+        return StoreLoss._from_struct(loss)
 
     def _snapshot(self, function: Callable[..., int], *args: Any) -> Contact:
         out = c_void_p()

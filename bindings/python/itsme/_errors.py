@@ -29,6 +29,7 @@ __all__ = [
     "MalformedMessageError",
     "ExpiredError",
     "ReplayedError",
+    "RolledBackError",
     "result_message",
 ]
 
@@ -63,6 +64,7 @@ class Result(enum.IntEnum):
     ITSME_E_MALFORMED_MESSAGE = 20
     ITSME_E_EXPIRED = 21
     ITSME_E_REPLAYED = 22
+    ITSME_E_ROLLED_BACK = 23
 
 
 #: Every result code by its header name, e.g. ``RESULT_CODES["ITSME_OK"] == 0``.
@@ -186,6 +188,13 @@ class ReplayedError(ItsMeError):
     19.5)."""
 
 
+class RolledBackError(ItsMeError):
+    """ITSME_E_ROLLED_BACK: the contact store is behind the last commit this
+    device saw of the store at its path, or is another store than that one
+    (emptied, deleted or replaced); nothing was changed.
+    :meth:`ContactStore.accept_loss` says what was lost and accepts it."""
+
+
 _ERROR_CLASSES: Dict[int, Type[ItsMeError]] = {
     Result.ITSME_E_INVALID_ARGUMENT: InvalidArgumentError,
     Result.ITSME_E_NOT_FOUND: NotFoundError,
@@ -204,6 +213,7 @@ _ERROR_CLASSES: Dict[int, Type[ItsMeError]] = {
     Result.ITSME_E_MALFORMED_MESSAGE: MalformedMessageError,
     Result.ITSME_E_EXPIRED: ExpiredError,
     Result.ITSME_E_REPLAYED: ReplayedError,
+    Result.ITSME_E_ROLLED_BACK: RolledBackError,
 }
 
 

@@ -24,7 +24,7 @@ Type rules, applied to every function of the header:
   a handle out-parameter (``T **``) -> ``POINTER(c_void_p)``.
 * Any other ``T *`` -> ``POINTER(<ctypes type of T>)``; the structs are
   :class:`SecretStoreCallbacks`, :class:`VoiceDerivationStruct`,
-  :class:`ImportReportStruct`, :class:`ApprovalRequestInfoStruct`,
+  :class:`ImportReportStruct`, :class:`StoreLossStruct`, :class:`ApprovalRequestInfoStruct`,
   :class:`CredentialInfoStruct`, :class:`ApprovalResultStruct` and
   :class:`ReplayStoreCallbacks`.
 """
@@ -64,6 +64,7 @@ __all__ = [
     "SecretStoreCallbacks",
     "VoiceDerivationStruct",
     "ImportReportStruct",
+    "StoreLossStruct",
     "ApprovalRequestInfoStruct",
     "CredentialInfoStruct",
     "ApprovalResultStruct",
@@ -139,6 +140,21 @@ class VoiceDerivationStruct(Structure):
         ("their_code", c_uint32),
         ("my_tag", c_uint32),
         ("their_tag", c_uint32),
+    ]
+
+
+class StoreLossStruct(Structure):
+    """``itsme_store_loss``: what accepting a store's loss gave up."""
+
+    _fields_ = [
+        ("replaced", c_int32),
+        ("commits_lost", c_uint64),
+        ("contacts_before", c_uint64),
+        ("contacts_now", c_uint64),
+        ("contacts_missing", c_uint64),
+        ("photos_missing", c_uint64),
+        ("device_secrets_missing", c_uint64),
+        ("contacts_without_their_photo", c_uint64),
     ]
 
 
@@ -262,6 +278,7 @@ SIGNATURES: Dict[str, Tuple[Optional[type], List[type]]] = {
     ),
     # Contact store
     "itsme_store_open": (_result, [_handle, _text, _handle_out]),
+    "itsme_store_accept_loss": (_result, [_handle, _text, POINTER(StoreLossStruct)]),
     "itsme_store_free": (None, [_handle]),
     "itsme_store_close": (None, [_handle]),  # deprecated alias of itsme_store_free (until 0.3)
     "itsme_store_last_error": (_result, [_handle, _text, c_size_t, _size_out]),

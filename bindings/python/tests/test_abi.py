@@ -35,6 +35,7 @@ STRUCTS = {
     "itsme_secret_store_callbacks": _ffi.SecretStoreCallbacks,
     "itsme_voice_derivation": _ffi.VoiceDerivationStruct,
     "itsme_import_report": _ffi.ImportReportStruct,
+    "itsme_store_loss": _ffi.StoreLossStruct,
     "itsme_approval_request_info": _ffi.ApprovalRequestInfoStruct,
     "itsme_credential_info": _ffi.CredentialInfoStruct,
     "itsme_approval_result": _ffi.ApprovalResultStruct,

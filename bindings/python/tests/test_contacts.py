@@ -437,14 +437,20 @@ def test_first_open_creates_a_device_key_kept_this_device_only(backend, tmp_path
         identity_items = set(backend.items)
         ContactStore.open(identity, tmp_path / "one.db").close()
         new = set(backend.items) - identity_items
-        assert len(new) == 1
-        (device_key,) = new
-        assert backend.accessibility[device_key] == itsme.Accessibility.WHEN_UNLOCKED_THIS_DEVICE_ONLY
+        # The device key, and the mark of the store at this path.
+        marks = {name for name in new if name.startswith("itsme.store-mark.")}
+        assert len(marks) == 1
+        (device_key,) = new - marks
+        for item in new:
+            assert backend.accessibility[item] == itsme.Accessibility.WHEN_UNLOCKED_THIS_DEVICE_ONLY
         value = backend.items[device_key]
-        # Later opens, of this file or another, use the same key.
+        # Later opens, of this file or another, use the same key; each path
+        # has a mark of its own.
         ContactStore.open(identity, tmp_path / "one.db").close()
         ContactStore.open(identity, tmp_path / "two.db").close()
-        assert set(backend.items) == identity_items | {device_key}
+        later_marks = {name for name in backend.items if name.startswith("itsme.store-mark.")}
+        assert len(later_marks) == 2 and marks < later_marks
+        assert set(backend.items) == identity_items | {device_key} | later_marks
         assert backend.items[device_key] == value
 
 
@@ -1347,3 +1353,57 @@ def test_killed_writer_loses_no_reported_change(me, secrets_dir, db_path):
                 assert number <= later < first + 1_000_000 and later % 3 == 2, (where, cid, note, number)
             assert len(stored) >= len(added)
     assert reported >= CRASH_ROUNDS and len(added) > CRASH_ROUNDS // 2 and notes
+
+
+# -- rollback: a store behind, or not, the one this device last saw ----------
+
+
+def test_a_rolled_back_store_is_refused_until_the_loss_is_accepted(me, db_path, tmp_path):
+    older = tmp_path / "older.db"
+    with ContactStore.open(me, db_path) as s:
+        for n in range(3):
+            s.add("Early %d" % n, key(n), seed(n), now=T0)
+        s.backup(older)
+        for n in range(3, 5):
+            s.add("Late %d" % n, key(n), seed(n), now=T0)
+    for suffix in ("", "-wal", "-shm"):
+        pathlib.Path(str(db_path) + suffix).unlink(missing_ok=True)
+    db_path.write_bytes(older.read_bytes())
+
+    with pytest.raises(itsme.RolledBackError) as caught:
+        ContactStore.open(me, db_path)
+    assert caught.value.code == itsme.ITSME_E_ROLLED_BACK == 23
+    assert "2 committed changes behind" in caught.value.detail
+
+    loss = ContactStore.accept_loss(me, db_path)
+    assert loss == itsme.StoreLoss(
+        replaced=False,
+        commits_lost=2,
+        contacts_before=5,
+        contacts_now=3,
+        contacts_missing=0,
+        photos_missing=0,
+        device_secrets_missing=0,
+        contacts_without_their_photo=0,
+    )
+    assert not loss.nothing_lost
+    with ContactStore.open(me, db_path) as s:
+        assert s.count() == 3
+    assert ContactStore.accept_loss(me, db_path).nothing_lost
+
+
+def test_an_emptied_store_is_not_taken_for_a_new_one(me, db_path):
+    with ContactStore.open(me, db_path) as s:
+        s.add("Friend", key(1), seed(1), now=T0)
+    for suffix in ("-wal", "-shm"):
+        pathlib.Path(str(db_path) + suffix).unlink(missing_ok=True)
+    db_path.write_bytes(b"")
+    with pytest.raises(itsme.RolledBackError):
+        ContactStore.open(me, db_path)
+    assert db_path.stat().st_size == 0, "nothing was written in its place"
+    loss = ContactStore.accept_loss(me, db_path)
+    assert loss.replaced and loss.contacts_before == 1 and loss.contacts_now == 0
+    with ContactStore.open(me, db_path) as s:
+        assert s.count() == 0
+    with pytest.raises(TypeError):
+        ContactStore.accept_loss("not an identity", db_path)  # type: ignore[arg-type]

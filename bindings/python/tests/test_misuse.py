@@ -27,6 +27,7 @@ from itsme._ffi import (
     DestroyCallback,
     GetCallback,
     ImportReportStruct,
+    StoreLossStruct,
     PutCallback,
     RemoveCallback,
     ReplayDestroyCallback,
@@ -538,6 +539,12 @@ def _pin_status(env):
 def _store_open(env):
     out = handle_out()
     return [env.identity, str(env.tmp_path / "other.db").encode(), byref(out)], [out]
+
+
+def _store_accept_loss(env):
+    loss = StoreLossStruct()
+    ctypes.memset(byref(loss), FILL, ctypes.sizeof(loss))
+    return [env.identity, str(env.tmp_path / "accepted.db").encode(), byref(loss)], [loss]
 
 
 def _contacts_last_error(env):
@@ -1358,6 +1365,7 @@ CASES = {
     "itsme_pin_change": _pin_change,
     "itsme_pin_status": _pin_status,
     "itsme_store_open": _store_open,
+    "itsme_store_accept_loss": _store_accept_loss,
     "itsme_store_last_error": _contacts_last_error,
     "itsme_store_add": _store_add,
     "itsme_store_add_unauthenticated": _store_add_unauthenticated,
@@ -2179,7 +2187,7 @@ def test_fingerprint_of_null_key_with_zero_length():
     assert n.value == 0x5EED
 
 
-@pytest.mark.parametrize("code", [23, 100, 1000, -1, -17, 2**31 - 1, -(2**31)])
+@pytest.mark.parametrize("code", [24, 100, 1000, -1, -17, 2**31 - 1, -(2**31)])
 def test_result_message_of_unknown_code(code):
     assert lib.itsme_result_message(code) == UNKNOWN
 

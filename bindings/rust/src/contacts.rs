@@ -7,6 +7,40 @@ pub const SEED_BYTES: usize = sys::ITSME_SEED_BYTES;
 /// Longest note, in UTF-8 bytes.
 pub const NOTE_MAX_BYTES: usize = sys::ITSME_NOTE_MAX_BYTES;
 
+/// What [`ContactStore::accept_loss`] gave up (`itsme_store_loss`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreLoss {
+    /// The file was not the store last seen at its path (emptied, deleted
+    /// or swapped); `commits_lost` is then 0, as it cannot be known.
+    pub replaced: bool,
+    /// Commits the file was behind the last one this device saw.
+    pub commits_lost: u64,
+    /// Contacts at the last commit seen.
+    pub contacts_before: u64,
+    /// Contacts in the file now.
+    pub contacts_now: u64,
+    /// Contact rows the file's last commit counted that it lacked.
+    pub contacts_missing: u64,
+    /// Photo rows it lacked.
+    pub photos_missing: u64,
+    /// Device-secret rows it lacked.
+    pub device_secrets_missing: u64,
+    /// Contacts whose photo was lost (kept, without a photo).
+    pub contacts_without_their_photo: u64,
+}
+
+impl StoreLoss {
+    /// True when the store was whole: accepting changed nothing.
+    pub fn nothing_lost(&self) -> bool {
+        !self.replaced
+            && self.commits_lost == 0
+            && self.contacts_missing == 0
+            && self.photos_missing == 0
+            && self.device_secrets_missing == 0
+            && self.contacts_without_their_photo == 0
+    }
+}
+
 /// A contact's verification state (`itsme_verification_state`).
 ///
 /// Converts to and from the C value: `u32::from(state)` and
@@ -362,6 +396,30 @@ impl ContactStore {
         NonNull::new(out)
             .map(|raw| ContactStore { raw, lock: Mutex::new(()) })
             .ok_or_else(|| Error::internal("itsme_store_open succeeded without a handle"))
+    }
+
+    /// Accepts the loss that made [`ContactStore::open`] fail with
+    /// [`ErrorKind::RolledBack`] (the file is behind, or is not, the store
+    /// this device last saw at `path`) or [`ErrorKind::CorruptData`] (rows
+    /// or photos lost): the file becomes the store as it is, and this
+    /// device's mark is set to it.  Returns what was lost.  Call it only
+    /// when the person chose to, after being shown the error.
+    pub fn accept_loss(identity: &Identity, path: impl AsRef<Path>) -> Result<StoreLoss> {
+        init()?;
+        let path = path_arg(path.as_ref())?;
+        let mut loss = sys::itsme_store_loss::default();
+        // SAFETY: live identity handle; NUL-terminated path; valid out.
+        identity.call_code(|raw| unsafe { sys::itsme_store_accept_loss(raw, path.as_ptr(), &mut loss) })?;
+        Ok(StoreLoss {
+            replaced: loss.replaced != 0,
+            commits_lost: loss.commits_lost,
+            contacts_before: loss.contacts_before,
+            contacts_now: loss.contacts_now,
+            contacts_missing: loss.contacts_missing,
+            photos_missing: loss.photos_missing,
+            device_secrets_missing: loss.device_secrets_missing,
+            contacts_without_their_photo: loss.contacts_without_their_photo,
+        })
     }
 
     /// The raw handle, for an exchange saving into this store.  Such a call

@@ -78,7 +78,7 @@ pub mod sys;
 
 mod contacts;
 pub use contacts::{
-    Contact, ContactIter, ContactStore, ExchangeMethod, VerificationState, NOTE_MAX_BYTES, SEED_BYTES,
+    Contact, ContactIter, ContactStore, ExchangeMethod, StoreLoss, VerificationState, NOTE_MAX_BYTES, SEED_BYTES,
 };
 
 mod exchange;
@@ -229,6 +229,12 @@ pub enum ErrorKind {
     /// A single-use message was presented again: a service approval whose
     /// request has been answered already (`ITSME_E_REPLAYED`).
     Replayed,
+    /// The contact store is behind the last commit this device saw of the
+    /// store at its path, or is another store than that one (emptied,
+    /// deleted or replaced); nothing was changed.
+    /// [`ContactStore::accept_loss`] says what was lost and accepts it
+    /// (`ITSME_E_ROLLED_BACK`).
+    RolledBack,
     /// The loaded libitsme is of another ABI version than the one this
     /// crate was written for ([`ABI_VERSION`]); [`init`] refuses it and
     /// every call fails with this.  Not a code of the C interface: this
@@ -268,6 +274,7 @@ impl ErrorKind {
             sys::ITSME_E_MALFORMED_MESSAGE => ErrorKind::MalformedMessage,
             sys::ITSME_E_EXPIRED => ErrorKind::Expired,
             sys::ITSME_E_REPLAYED => ErrorKind::Replayed,
+            sys::ITSME_E_ROLLED_BACK => ErrorKind::RolledBack,
             INCOMPATIBLE_VERSION_CODE => ErrorKind::IncompatibleVersion,
             other => ErrorKind::Other(other),
         }
@@ -298,6 +305,7 @@ impl ErrorKind {
             ErrorKind::MalformedMessage => sys::ITSME_E_MALFORMED_MESSAGE,
             ErrorKind::Expired => sys::ITSME_E_EXPIRED,
             ErrorKind::Replayed => sys::ITSME_E_REPLAYED,
+            ErrorKind::RolledBack => sys::ITSME_E_ROLLED_BACK,
             ErrorKind::IncompatibleVersion => INCOMPATIBLE_VERSION_CODE,
             ErrorKind::Other(code) => code,
         }
@@ -1284,7 +1292,7 @@ mod tests {
 
     #[test]
     fn error_kinds_round_trip() {
-        for code in 1..=sys::ITSME_E_REPLAYED {
+        for code in 1..=sys::ITSME_E_ROLLED_BACK {
             let kind = ErrorKind::from_code(code);
             assert!(!matches!(kind, ErrorKind::Other(_)), "code {code}");
             assert_eq!(kind.code(), code);
@@ -1294,7 +1302,8 @@ mod tests {
         assert_eq!(ErrorKind::from_code(20), ErrorKind::MalformedMessage);
         assert_eq!(ErrorKind::from_code(21), ErrorKind::Expired);
         assert_eq!(ErrorKind::from_code(22), ErrorKind::Replayed);
-        assert_eq!(ErrorKind::from_code(23), ErrorKind::Other(23));
+        assert_eq!(ErrorKind::from_code(23), ErrorKind::RolledBack);
+        assert_eq!(ErrorKind::from_code(24), ErrorKind::Other(24));
         assert_eq!(ErrorKind::from_code(99), ErrorKind::Other(99));
         assert_eq!(ErrorKind::Other(99).code(), 99);
         assert_eq!(ErrorKind::from_code(INCOMPATIBLE_VERSION_CODE), ErrorKind::IncompatibleVersion);

@@ -53,6 +53,7 @@ pub const ITSME_E_WINDOW_USED: itsme_result = 19;
 pub const ITSME_E_MALFORMED_MESSAGE: itsme_result = 20;
 pub const ITSME_E_EXPIRED: itsme_result = 21;
 pub const ITSME_E_REPLAYED: itsme_result = 22;
+pub const ITSME_E_ROLLED_BACK: itsme_result = 23;
 
 // ---------------------------------------------------------------------------
 // Sizes
@@ -291,6 +292,21 @@ pub const ITSME_EXPORT_TEXT_SIZE: usize = 373;
 pub struct itsme_import {
     _data: [u8; 0],
     _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// What accepting a store's loss gave up (`itsme_store_loss`), filled by
+/// [`itsme_store_accept_loss`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct itsme_store_loss {
+    pub replaced: i32,
+    pub commits_lost: u64,
+    pub contacts_before: u64,
+    pub contacts_now: u64,
+    pub contacts_missing: u64,
+    pub photos_missing: u64,
+    pub device_secrets_missing: u64,
+    pub contacts_without_their_photo: u64,
 }
 
 /// What installing an import would do on this device
@@ -591,6 +607,11 @@ extern "C" {
         identity: *mut itsme_identity,
         path: *const c_char,
         out: *mut *mut itsme_store,
+    ) -> itsme_result;
+    pub fn itsme_store_accept_loss(
+        identity: *mut itsme_identity,
+        path: *const c_char,
+        out_loss: *mut itsme_store_loss,
     ) -> itsme_result;
     pub fn itsme_store_free(store: *mut itsme_store);
     #[deprecated(note = "use itsme_store_free (itsme_store_close is removed in libitsme 0.2)")]

@@ -420,3 +420,32 @@ fn a_directory_or_an_empty_file_as_the_store() {
     let store = ContactStore::open(&e.identity, &empty).unwrap();
     assert_eq!(store.count().unwrap(), 0);
 }
+
+#[test]
+fn a_rolled_back_store_is_refused_until_the_loss_is_accepted() {
+    let e = env("rolled-back");
+    let older = e.path.with_file_name("older.db");
+    {
+        let store = ContactStore::open(&e.identity, &e.path).unwrap();
+        for n in 0..2 {
+            store.add(&format!("Early {n}"), &key(n), &seed(n), ExchangeMethod::Qr, T0).unwrap();
+        }
+        store.backup(&older).unwrap();
+        for n in 2..5 {
+            store.add(&format!("Late {n}"), &key(n), &seed(n), ExchangeMethod::Qr, T0).unwrap();
+        }
+    }
+    for suffix in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", e.path.display()));
+    }
+    std::fs::copy(&older, &e.path).unwrap();
+    let error = assert_kind(ContactStore::open(&e.identity, &e.path), ErrorKind::RolledBack);
+    assert!(error.detail.contains("3 committed changes behind"), "{error}");
+
+    let loss = ContactStore::accept_loss(&e.identity, &e.path).unwrap();
+    assert!(!loss.replaced);
+    assert_eq!((loss.commits_lost, loss.contacts_before, loss.contacts_now), (3, 5, 2));
+    assert!(!loss.nothing_lost());
+    assert_eq!(ContactStore::open(&e.identity, &e.path).unwrap().count().unwrap(), 2);
+    assert!(ContactStore::accept_loss(&e.identity, &e.path).unwrap().nothing_lost());
+}

@@ -267,11 +267,11 @@ fn before_init() {
 #[test]
 fn result_messages() {
     unsafe {
-        for code in [-1, ITSME_E_REPLAYED + 1, 100, i32::MAX, i32::MIN] {
+        for code in [-1, ITSME_E_ROLLED_BACK + 1, 100, i32::MAX, i32::MIN] {
             assert_eq!(CStr::from_ptr(itsme_result_message(code)).to_str().unwrap(), "unknown result code");
         }
         let mut seen = std::collections::BTreeSet::new();
-        for code in ITSME_OK..=ITSME_E_REPLAYED {
+        for code in ITSME_OK..=ITSME_E_ROLLED_BACK {
             let text = CStr::from_ptr(itsme_result_message(code)).to_str().unwrap();
             assert!(!text.is_empty() && text != "unknown result code", "code {code}: {text:?}");
             assert!(seen.insert(text), "code {code} shares its message {text:?}");
