@@ -50,7 +50,7 @@ final class PassphraseSecretStore: SecretStore, @unchecked Sendable {
     /// Opens a wrapped store: the wrap file is checked (version, parameters
     /// inside the accepted window) before the passphrase is hashed.
     static func open(inner: FileSecretStore, wrapPath: String, passphrase: String) throws -> PassphraseSecretStore {
-        guard let data = FileManager.default.contents(atPath: wrapPath) else {
+        guard let data = try readDataFile(wrapPath, advice: "restore it from a backup, or the secret items cannot be opened") else {
             throw CLIError("cannot read \(wrapPath)")
         }
         guard let file = try? JSONDecoder().decode(WrapFile.self, from: data), file.version == 1, file.kdf == "argon2id13",

@@ -45,12 +45,14 @@ struct GlobalOptions: ParsableArguments {
         }
         let pinFD = self.pinFD, pinFile = self.pinFile
         let passphraseFD = self.passphraseFD, passphraseFile = self.passphraseFile
+        let pin = { try Input.firstLine(fd: pinFD, file: pinFile, fdOption: "--pin-fd", fileOption: "--pin-file") }
+        let passphrase = {
+            try Input.firstLine(fd: passphraseFD, file: passphraseFile, fdOption: "--passphrase-fd", fileOption: "--passphrase-file")
+        }
         return Profile(
             directory: try Self.dataDirectory(dataDir), output: Output(json: json), clock: clock,
-            pinSource: pinFD != nil || pinFile != nil
-                ? .once({ try Input.firstLine(fd: pinFD, file: pinFile) }) : .terminal,
-            passphraseSource: passphraseFD != nil || passphraseFile != nil
-                ? .once({ try Input.firstLine(fd: passphraseFD, file: passphraseFile) }) : .terminal)
+            pinSource: pinFD != nil || pinFile != nil ? .once(pin) : .terminal,
+            passphraseSource: passphraseFD != nil || passphraseFile != nil ? .once(passphrase) : .terminal)
     }
 
     static func dataDirectory(_ flag: String?) throws -> String {
@@ -105,7 +107,9 @@ final class Profile {
     var configPath: String { directory + "/config.json" }
     var pendingPath: String { directory + "/pending.json" }
 
-    var isWrapped: Bool { FileManager.default.fileExists(atPath: wrapPath) }
+    /// Anything at `secrets.wrap` (even a link or a FIFO, which opening
+    /// the store then refuses) means the secret items are wrapped.
+    var isWrapped: Bool { somethingIsAt(wrapPath) }
 
     private func readSecret(_ source: SecretSource, prompt: String) throws -> String {
         switch source {
@@ -359,7 +363,7 @@ final class Profile {
     }
 
     func config() throws -> Config {
-        guard let data = FileManager.default.contents(atPath: configPath) else { return Config() }
+        guard let data = try readDataFile(configPath, advice: "remove it, or fix it by hand") else { return Config() }
         do { return try JSONDecoder().decode(Config.self, from: data) } catch {
             throw CLIError("\(configPath) is damaged: remove it, or fix it by hand")
         }
@@ -393,7 +397,7 @@ final class Profile {
     }
 
     func pending() throws -> (Pending, Exchange)? {
-        guard let data = FileManager.default.contents(atPath: pendingPath) else { return nil }
+        guard let data = try readDataFile(pendingPath, advice: "remove it to start again") else { return nil }
         guard let file = try? JSONDecoder().decode(Pending.self, from: data), file.version == 1,
             let sealed = Data(base64Encoded: file.sealed)
         else {
@@ -415,10 +419,12 @@ final class Profile {
         unlink(pendingPath)
     }
 
-    /// Refuses to start an exchange while another is in progress.
+    /// Refuses to start an exchange while another is in progress. A
+    /// `pending.json` that is not a regular file is refused as damaged
+    /// (and left as it is).
     func requireNoPending() throws {
         try unlock()
-        guard FileManager.default.fileExists(atPath: pendingPath) else { return }
+        guard try readDataFile(pendingPath, advice: "remove it to start again") != nil else { return }
         if let (file, exchange) = try? pending() {
             switch exchange.state {
             case .compareSAS:

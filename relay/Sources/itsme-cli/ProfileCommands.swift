@@ -44,13 +44,24 @@ struct SavedProfile: Codable {
 extension Profile {
     var profileRecordPath: String { directory + "/profile.json" }
 
+    private static let profileAdvice = "remove it and run `itsme profile set` again"
+
     /// The saved profile, nil if none; a damaged file is an error that says
     /// so.
     func savedProfile() throws -> SavedProfile? {
-        guard let data = FileManager.default.contents(atPath: profileRecordPath) else { return nil }
+        try savedProfileData().map(decodeSavedProfile)
+    }
+
+    /// The bytes of `profile.json`, nil if there is none; anything else
+    /// than a regular file in its place is an error (it is never replaced).
+    func savedProfileData() throws -> Data? {
+        try readDataFile(profileRecordPath, advice: Self.profileAdvice)
+    }
+
+    func decodeSavedProfile(_ data: Data) throws -> SavedProfile {
         guard let saved = try? JSONDecoder().decode(SavedProfile.self, from: data), saved.version == 1, saved.referenceBytes != nil
         else {
-            throw CLIError("\(profileRecordPath) is damaged: remove it and run `itsme profile set` again")
+            throw CLIError("\(profileRecordPath) is damaged: \(Self.profileAdvice)")
         }
         return saved
     }
@@ -110,8 +121,11 @@ struct ProfileCommand: AsyncParsableCommand {
                 let (photoBytes, filename) = try photo.map(readPhoto) ?? ([], "")
                 try profile.unlock()
                 var previous: SavedProfile?
+                // A profile.json that is not a regular file stops here; one
+                // whose content is damaged is replaced.
+                let previousData = try profile.savedProfileData()
                 do {
-                    previous = try profile.savedProfile()
+                    previous = try previousData.map(profile.decodeSavedProfile)
                 } catch {
                     profile.output.warn("warning: \(explain(error).0); it is replaced (its record stays on the relay)")
                 }
@@ -150,16 +164,22 @@ struct ProfileCommand: AsyncParsableCommand {
 
         /// The photo's bytes and file name, checked before it is read.
         private func readPhoto(_ path: String) throws -> ([UInt8], String) {
-            var st = stat()
-            guard stat(path, &st) == 0 else { throw CLIError("cannot read the photo \(path): \(String(cString: strerror(errno)))") }
-            guard (st.st_mode & S_IFMT) == S_IFREG else { throw CLIError("the photo \(path) is not a regular file") }
             let limit = ProfileRecord.maxRecordBytes - ProfileRecord.overhead
-            guard st.st_size > 0 else { throw CLIError("the photo \(path) is empty") }
-            guard st.st_size <= limit else {
-                throw CLIError("the photo \(path) is \(st.st_size) bytes: a profile record holds at most about \(limit) (use a smaller photo)")
+            let bytes: [UInt8]
+            do {
+                guard let read = try RegularFile.contents(of: path, followLinks: true, limit: limit) else {
+                    throw CLIError("cannot read the photo \(path): \(String(cString: strerror(ENOENT)))")
+                }
+                bytes = read
+            } catch let error as RegularFileError {
+                if case .tooLarge(let size, _) = error.problem {
+                    throw CLIError(
+                        "the photo \(path) is \(size.map { "\($0) bytes" } ?? "larger"): a profile record holds at most about \(limit) (use a smaller photo)")
+                }
+                throw CLIError("the photo \(error.description)")
             }
-            guard let data = FileManager.default.contents(atPath: path) else { throw CLIError("cannot read the photo \(path)") }
-            return (Array(data), URL(fileURLWithPath: path).lastPathComponent)
+            guard !bytes.isEmpty else { throw CLIError("the photo \(path) is empty") }
+            return (bytes, URL(fileURLWithPath: path).lastPathComponent)
         }
     }
 

@@ -139,8 +139,8 @@ final class FileClock: Clock, @unchecked Sendable {
     let path: String
     init(path: String) { self.path = path }
     func now() -> Int64 {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8),
-            let value = Int64(text.trimmingCharacters(in: .whitespacesAndNewlines))
+        guard let bytes = try? RegularFile.contents(of: path, followLinks: true, limit: 64),
+            let value = Int64(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
         else { return Int64(Date().timeIntervalSince1970) }
         return value
     }
@@ -275,27 +275,100 @@ enum Input {
         return text
     }
 
-    /// The first line of a file descriptor (read to its end or its first
-    /// newline) or of a file: how scripts pass a PIN without `ps` showing it.
-    static func firstLine(fd: Int32? = nil, file: String? = nil) throws -> String {
+    /// The longest first line `firstLine` takes (a PIN, a passphrase, an
+    /// export password).
+    static let maxLine = 4096
+
+    /// The first line of a file descriptor (read byte by byte to its end or
+    /// its first newline, so nothing after it is taken) or of a file: how
+    /// scripts pass a secret without `ps` showing it. `fdOption` and
+    /// `fileOption` name the options in the messages: a descriptor that is
+    /// not open, a directory, a first line longer than `maxLine` bytes, a
+    /// file that is not a regular file are each refused, saying so.
+    static func firstLine(fd: Int32? = nil, file: String? = nil, fdOption: String, fileOption: String) throws -> String {
         var bytes: [UInt8] = []
+        defer { wipe(&bytes) }
         if let fd {
+            let name = "\(fdOption) \(fd)"
+            var info = stat()
+            guard fd >= 0, fstat(fd, &info) == 0 else { throw CLIError("\(name): not an open file descriptor") }
+            guard info.st_mode & S_IFMT != S_IFDIR else {
+                throw CLIError("\(name): a directory, not a file or a pipe to read from")
+            }
+            defer { if fd > 2 { close(fd) } }
             var byte: UInt8 = 0
-            while bytes.count < 4096 {
+            while true {
                 let n = read(fd, &byte, 1)
                 if n < 0 && errno == EINTR { continue }
-                guard n == 1, byte != 10 else { break }
+                if n < 0 { throw CLIError("\(name): cannot read: \(String(cString: strerror(errno)))") }
+                if n == 0 || byte == 10 { break }
+                guard bytes.count < maxLine else {
+                    throw CLIError("\(name): the first line is longer than \(maxLine) bytes")
+                }
                 bytes.append(byte)
             }
-            if fd > 2 { close(fd) }
         } else if let file {
-            guard let data = FileManager.default.contents(atPath: file) else {
-                throw CLIError("cannot read \(file)")
+            var contents = try readNamedFile(file, what: "\(fileOption) \(file)", limit: 65_536, pipeHint: fdOption)
+            defer { wipe(&contents) }
+            let line = contents.prefix { $0 != 10 }
+            guard line.count <= maxLine else {
+                throw CLIError("\(fileOption) \(file): the first line is longer than \(maxLine) bytes")
             }
-            bytes = Array(data.prefix { $0 != 10 }.prefix(4096))
+            bytes = Array(line)
         }
         if bytes.last == 13 { bytes.removeLast() }
         return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+// MARK: Files
+
+/// How many bytes the CLI reads at most from each kind of file: its own
+/// small JSON files, and a contact store copied along an import.
+enum FileLimit {
+    static let dataFile = 1 << 20
+    static let contactStore = 1 << 30
+}
+
+/// A file the CLI keeps in the data directory (`pending.json`,
+/// `profile.json`, `config.json`, `secrets.wrap`): nil if there is none.
+/// Anything else than a regular file of at most `FileLimit.dataFile`
+/// bytes in its place (a FIFO, a directory, a symbolic link, which is not
+/// followed) is a damaged file: an error that names it and says what is
+/// wrong and what to do (`advice`); it is never waited on, replaced or
+/// removed.
+func readDataFile(_ path: String, advice: String) throws -> Data? {
+    do {
+        return try RegularFile.contents(of: path, limit: FileLimit.dataFile).map { Data($0) }
+    } catch let error as RegularFileError where error.isDamage {
+        throw CLIError("\(path) is damaged: it \(error.reason); \(advice)")
+    } catch let error as RegularFileError {
+        throw CLIError("\(path) \(error.reason)")
+    }
+}
+
+/// Whether anything (a file, a link, a FIFO...) is at `path`, without
+/// following a link or opening it.
+func somethingIsAt(_ path: String) -> Bool {
+    var info = stat()
+    return lstat(path, &info) == 0
+}
+
+/// A file named on the command line (`what` names it in messages, e.g.
+/// "the photo PATH"): a link is followed, but what it reaches must be a
+/// regular file of at most `limit` bytes; a missing file is an error too.
+/// `pipeHint`, for an option that has a descriptor twin, says to pass a
+/// pipe there.
+func readNamedFile(_ path: String, what: String, limit: Int, pipeHint: String? = nil) throws -> [UInt8] {
+    do {
+        guard let bytes = try RegularFile.contents(of: path, followLinks: true, limit: limit) else {
+            throw CLIError("cannot read \(what): \(String(cString: strerror(ENOENT)))")
+        }
+        return bytes
+    } catch let error as RegularFileError {
+        var text = "\(what) \(error.reason)"
+        if let pipeHint, case .notRegular = error.problem { text += " (pass a pipe with \(pipeHint) N)" }
+        throw CLIError(text)
     }
 }
 

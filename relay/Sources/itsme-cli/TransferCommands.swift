@@ -28,7 +28,9 @@ struct PasswordOptions: ParsableArguments {
 
     var given: Bool { passwordFD != nil || passwordFile != nil }
 
-    func read() throws -> String { try Input.firstLine(fd: passwordFD, file: passwordFile) }
+    func read() throws -> String {
+        try Input.firstLine(fd: passwordFD, file: passwordFile, fdOption: "--password-fd", fileOption: "--password-file")
+    }
 
     /// Refuses to go on without a way to ask the password.
     func requireSource() throws {
@@ -196,13 +198,17 @@ struct Import: AsyncParsableCommand {
 func readExport(file: String?, text: String?) throws -> ([UInt8], IdentityExport.Header) {
     let blob: [UInt8]
     if let file {
-        var st = stat()
-        guard stat(file, &st) == 0 else { throw CLIError("cannot read \(file): \(String(cString: strerror(errno)))") }
-        guard (st.st_mode & S_IFMT) == S_IFREG, st.st_size <= 65_536 else {
-            throw CLIError("\(file) is not an identity export (exports are small files written by itsme export)")
+        let bytes: [UInt8]
+        do {
+            guard let read = try RegularFile.contents(of: file, followLinks: true, limit: 65_536) else {
+                throw CLIError("cannot read \(file): \(String(cString: strerror(ENOENT)))")
+            }
+            bytes = read
+        } catch let error as RegularFileError where error.isDamage {
+            throw CLIError("\(file) is not an identity export (exports are small files written by itsme export): it \(error.reason)")
+        } catch let error as RegularFileError {
+            throw CLIError("\(file) \(error.reason)")
         }
-        guard let data = FileManager.default.contents(atPath: file) else { throw CLIError("cannot read \(file)") }
-        let bytes = [UInt8](data)
         // The raw export has its version as a byte after the magic; the
         // text has it as a digit, then ":".
         let magic = IdentityExport.magic
@@ -281,13 +287,11 @@ extension Profile {
     /// contacts.db here is refused unless `replace`.
     func contactsToCopy(_ source: String?, replace: Bool) throws -> String? {
         guard let source else { return nil }
-        guard let data = FileManager.default.contents(atPath: source) else {
-            throw CLIError("cannot read the contact store \(source)")
-        }
+        let data = try contactStoreCopy(source)
         guard data.count >= 100, data.prefix(16) == Data("SQLite format 3\0".utf8) else {
             throw CLIError("\(source) is not a contact store (the file contacts.db of the old device's data directory)")
         }
-        if let local = FileManager.default.contents(atPath: contactsPath), !local.isEmpty {
+        if let local = try readContactStore(contactsPath), !local.isEmpty {
             if local == data { return nil }
             if !replace {
                 throw CLIError(
@@ -302,15 +306,31 @@ extension Profile {
     private func stageContacts(from source: String) throws -> String {
         let staged = stagedContactsPath
         removeStagedContacts()
-        guard let data = FileManager.default.contents(atPath: source) else {
-            throw CLIError("cannot read the contact store \(source)")
-        }
+        let data = try contactStoreCopy(source)
         try makePrivateDirectory()
         try writeNewFile(staged, data)
-        if let log = FileManager.default.contents(atPath: source + "-wal"), !log.isEmpty {
+        if let log = try readContactStore(source + "-wal"), !log.isEmpty {
             try writeNewFile(staged + "-wal", log)
         }
         return staged
+    }
+
+    /// A contact store file (or its log), nil if there is none: a link is
+    /// followed (as SQLite does), but only to a regular file.
+    private func readContactStore(_ path: String) throws -> Data? {
+        do {
+            return try RegularFile.contents(of: path, followLinks: true, limit: FileLimit.contactStore).map { Data($0) }
+        } catch let error as RegularFileError {
+            throw CLIError("the contact store \(error.description)")
+        }
+    }
+
+    /// The contact store named by `--contacts`.
+    private func contactStoreCopy(_ source: String) throws -> Data {
+        guard let data = try readContactStore(source) else {
+            throw CLIError("cannot read the contact store \(source): \(String(cString: strerror(ENOENT)))")
+        }
+        return data
     }
 
     private func removeStagedContacts() {
@@ -361,7 +381,7 @@ extension Profile {
             reasons.append(
                 "the identity of \(contents.name) is already here: this device's secrets for \(counted(found.store.deviceSecrets, "contact")) would be forgotten, and each of those contacts would see a device change")
         }
-        if staged != nil, let local = FileManager.default.contents(atPath: contactsPath), !local.isEmpty {
+        if staged != nil, let local = try readContactStore(contactsPath), !local.isEmpty {
             let here = try IdentityExport.check(contents, secretStore: store, contactStorePath: contactsPath).store
             reasons.append(
                 "\(contactsPath) (\(counted(here.readable + here.unreadable, "contact"))) would be overwritten by the copy of \(copy ?? "")")
