@@ -28,8 +28,8 @@ struct ItsMe: AsyncParsableCommand {
             the secret files with a passphrase (Argon2id, 256 MiB) that every command then asks for, as ssh does \
             for keys.
 
-            Scripts pass the PIN with --pin-fd N or --pin-file PATH (never on the command line, where `ps` shows \
-            it), and read results with --json.
+            Scripts pass the PIN with --pin-fd N (an open descriptor) or --pin-file PATH (a regular file), never \
+            on the command line, where `ps` shows it, and read results with --json.
 
             \(Exit.helpText)
             """,
