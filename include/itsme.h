@@ -525,7 +525,9 @@ typedef uint32_t itsme_exchange_method;
  *
  * Every committing change counts one commit in the file and then raises the
  * store's mark in the identity's secret store (item "itsme.store-mark.*",
- * one per identity and resolved path).  Opening compares the two: a file
+ * one per identity and resolved path): at once, or, for a commit less than
+ * 2 seconds after the handle last raised it, at its next commit after that
+ * or at itsme_store_free (docs/STORAGE.md, "Commits and rollback").  Opening compares the two: a file
  * behind the mark (an older copy put back, a -wal file lost), or another
  * store where the mark's was (a file emptied, deleted or swapped), is
  * refused with ITSME_E_ROLLED_BACK, and a file lacking rows its last commit

@@ -49,6 +49,14 @@ public final class ContactStore: @unchecked Sendable {
     public let path: String
     /// The secret-store item holding this store's high-water mark.
     private let markItem: String
+    /// When this handle last raised the mark, and the newest commit it has
+    /// not raised it to yet (docs/STORAGE.md, "Commits and rollback").
+    private let markState = Mutex<(lastRaise: ContinuousClock.Instant?, pending: StoreManifest?)>((nil, nil))
+    /// Commits closer together than this raise the mark once per interval,
+    /// and at close; others raise it at once.
+    static let markInterval = Duration.seconds(2)
+    /// `markInterval`, or another for tests.
+    var markInterval = ContactStore.markInterval
 
     static let maxRecordSize = 64 * 1024
 
@@ -1069,8 +1077,30 @@ public final class ContactStore: @unchecked Sendable {
                 return (result, db.totalChanges == before ? nil : try commitManifestLocked())
             }
         }
-        if let manifest { raiseMark(manifest) }
+        if let manifest { markCommitted(manifest) }
         return result
+    }
+
+    /// After a commit: raises the mark now, unless this handle raised it
+    /// less than `markInterval` ago; then the commit waits for the next
+    /// commit after the interval, or for the handle's close.
+    private func markCommitted(_ manifest: StoreManifest) {
+        let now = ContinuousClock.now
+        let due: StoreManifest? = markState.withLock { state in
+            let newest = state.pending.map { $0.commits > manifest.commits ? $0 : manifest } ?? manifest
+            if let last = state.lastRaise, now - last < markInterval {
+                state.pending = newest
+                return nil
+            }
+            state.lastRaise = now
+            state.pending = nil
+            return newest
+        }
+        if let due { raiseMark(due) }
+    }
+
+    deinit {
+        if let pending = markState.withLock({ $0.pending }) { raiseMark(pending) }
     }
 
     /// The sealed manifest, nil if the file has none (made by an earlier

@@ -1,4 +1,5 @@
 import CSQLite
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -45,6 +46,14 @@ public final class Database {
 
     let handle: OpaquePointer
     public let path: String
+    /// Prepared statements of `run` and `query`, by SQL text, kept between
+    /// calls (reset, bindings cleared): preparing costs more than running
+    /// the small statements the store and the relay use.
+    private let statementCache = Mutex<[String: CachedStatement]>([:])
+    /// A statement handle, used by one caller at a time (taken out of the
+    /// cache while in use).
+    private struct CachedStatement: @unchecked Sendable { let handle: OpaquePointer }
+    private static let statementCacheLimit = 64
 
     /// `:memory:` opens a private in-memory database.
     public init(path: String, mode: Mode = .readWriteCreate, busyTimeoutMilliseconds: Int32 = 5000) throws {
@@ -68,6 +77,7 @@ public final class Database {
     }
 
     deinit {
+        for statement in statementCache.withLock({ Array($0.values) }) { sqlite3_finalize(statement.handle) }
         sqlite3_close_v2(handle)
     }
 
@@ -114,6 +124,30 @@ public final class Database {
     }
 
     public func prepare(_ sql: String) throws -> Statement {
+        Statement(try prepareHandle(sql), database: self)
+    }
+
+    /// A statement for `sql` from the cache, or newly prepared; it goes
+    /// back to the cache when released.
+    private func cachedStatement(_ sql: String) throws -> Statement {
+        let handle = try statementCache.withLock({ $0.removeValue(forKey: sql) })?.handle ?? prepareHandle(sql)
+        return Statement(handle, database: self, cacheKey: sql)
+    }
+
+    /// Takes back a cached statement: reset, its bindings cleared (bound
+    /// values are freed), kept unless one for the same text is kept already.
+    fileprivate func giveBack(_ statement: OpaquePointer, sql: String) {
+        sqlite3_reset(statement)
+        sqlite3_clear_bindings(statement)
+        let kept = statementCache.withLock { cache -> Bool in
+            guard cache[sql] == nil, cache.count < Self.statementCacheLimit else { return false }
+            cache[sql] = CachedStatement(handle: statement)
+            return true
+        }
+        if !kept { sqlite3_finalize(statement) }
+    }
+
+    private func prepareHandle(_ sql: String) throws -> OpaquePointer {
         var stmt: OpaquePointer?
         // `tail` points into the C string, so inspect it while it lives.
         let (rc, trailing) = sql.withCString { cSQL -> (Int32, Bool) in
@@ -132,19 +166,19 @@ public final class Database {
                 code: SQLITE_MISUSE, extendedCode: SQLITE_MISUSE,
                 message: "prepare() takes one statement; use execute() for several")
         }
-        return Statement(stmt, database: self)
+        return stmt
     }
 
     /// Prepares, binds and runs a statement that returns no rows.
     public func run(_ sql: String, _ values: [SQLValue] = []) throws {
-        let statement = try prepare(sql)
+        let statement = try cachedStatement(sql)
         try statement.bind(values)
         while try statement.step() {}
     }
 
     /// All rows of a query.
     public func query(_ sql: String, _ values: [SQLValue] = []) throws -> [[SQLValue]] {
-        let statement = try prepare(sql)
+        let statement = try cachedStatement(sql)
         try statement.bind(values)
         var rows: [[SQLValue]] = []
         while try statement.step() { rows.append(statement.row()) }
@@ -245,18 +279,21 @@ public final class Database {
     }
 }
 
-/// A prepared statement. Finalised when it dies.
+/// A prepared statement. Finalised when it dies (or, from the cache of
+/// `run` and `query`, given back to it).
 public final class Statement {
     let handle: OpaquePointer
     private let database: Database
+    private let cacheKey: String?
 
-    fileprivate init(_ handle: OpaquePointer, database: Database) {
+    fileprivate init(_ handle: OpaquePointer, database: Database, cacheKey: String? = nil) {
         self.handle = handle
         self.database = database
+        self.cacheKey = cacheKey
     }
 
     deinit {
-        sqlite3_finalize(handle)
+        if let cacheKey { database.giveBack(handle, sql: cacheKey) } else { sqlite3_finalize(handle) }
     }
 
     public var parameterCount: Int { Int(sqlite3_bind_parameter_count(handle)) }

@@ -329,6 +329,36 @@ final class StoreIntegrityTests: XCTestCase {
         XCTAssertEqual(error { _ = try ContactStore(path: path, identity: identity) }?.kind, .rolledBack)
     }
 
+    /// Commits in quick succession raise the mark once per interval and at
+    /// close: the bound on what a rollback can hide (docs/STORAGE.md).
+    func testCommitsInQuickSuccessionRaiseTheMarkOncePerIntervalAndAtClose() throws {
+        let secrets = MemorySecretStore()
+        let identity = try Identity.create(store: secrets, name: "Me")
+        let path = directory + "/c.db"
+        let item = try StoreMark.item(path: path, contactsKey: identity.contactsKey)
+        func commits() throws -> UInt64? {
+            guard let bytes = try secrets.get(item) else { return nil }
+            return try bytes.withBytes { try StoreMark.decode($0) }.commits
+        }
+        do {
+            let store = try ContactStore(path: path, identity: identity)
+            XCTAssertEqual(store.markInterval, .seconds(2))
+            store.markInterval = .seconds(3600)
+            try add(store, "First")
+            XCTAssertEqual(try commits(), 1, "the first commit raises it at once")
+            try add(store, "Second")
+            try add(store, "Third")
+            XCTAssertEqual(try commits(), 1, "later ones within the interval wait")
+            store.markInterval = .zero
+            try add(store, "Fourth")
+            XCTAssertEqual(try commits(), 4, "the next after the interval raises it to the newest")
+            store.markInterval = .seconds(3600)
+            try add(store, "Fifth")
+            XCTAssertEqual(try commits(), 4)
+        }
+        XCTAssertEqual(try commits(), 5, "closing raises what waited")
+    }
+
     /// Handles opening while others commit never mistake a commit they
     /// have not read yet for a rollback.
     func testOpeningWhileOthersCommitIsNoRollback() throws {
@@ -363,6 +393,7 @@ final class StoreIntegrityTests: XCTestCase {
             return try bytes.withBytes { try StoreMark.decode($0) }
         }
         let store = try ContactStore(path: path, identity: identity)
+        store.markInterval = .zero
         XCTAssertEqual(try mark()?.commits, 0)
         let id = try add(store, "A")
         XCTAssertEqual(try mark()?.commits, 1)

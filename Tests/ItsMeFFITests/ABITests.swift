@@ -59,6 +59,7 @@ final class ABITests: XCTestCase {
         ("ITSME_E_MALFORMED_MESSAGE", ITSME_E_MALFORMED_MESSAGE, .malformedMessage),
         ("ITSME_E_EXPIRED", ITSME_E_EXPIRED, .expired),
         ("ITSME_E_REPLAYED", ITSME_E_REPLAYED, .replayed),
+        ("ITSME_E_ROLLED_BACK", ITSME_E_ROLLED_BACK, .rolledBack),
     ]
 
     func testExchangeConstantsAgreeWithTheCore() {

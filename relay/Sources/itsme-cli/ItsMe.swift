@@ -57,7 +57,7 @@ func execute(_ global: GlobalOptions, _ body: (Profile) async throws -> Exit) as
         throw error
     } catch {
         let (message, exit) = explain(error)
-        FileHandle.standardError.write(Data("itsme: \(message)\n".utf8))
+        FileHandle.standardError.write(Data("itsme: \(message)\(storeLossHint(error))\n".utf8))
         throw ExitCode(exit.rawValue)
     }
     if code != .ok { throw ExitCode(code.rawValue) }
@@ -170,8 +170,8 @@ struct WhoAmI: AsyncParsableCommand {
 
 struct Contacts: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "List, show, rename or remove contacts.",
-        subcommands: [List.self, Show.self, Rename.self, Remove.self], defaultSubcommand: List.self)
+        abstract: "List, show, rename or remove contacts; accept a contact store's loss.",
+        subcommands: [List.self, Show.self, Rename.self, Remove.self, AcceptLoss.self], defaultSubcommand: List.self)
 
     static func document(_ c: Contact) -> [String: Any] {
         var d: [String: Any] = [
