@@ -1,4 +1,7 @@
 import CSodium
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Anything whose bytes can be borrowed for the duration of a call: public
 /// data (`[UInt8]`, slices, raw buffers) and secrets (`SecretBytes`) alike,
@@ -43,10 +46,19 @@ public struct SecretBytes: ~Copyable, ByteView, @unchecked Sendable {
     /// `count` zero bytes.
     public init(count: Int) throws {
         precondition(count >= 0, "negative secret size")
+        #if ITSME_FUZZING
+        // The fuzz targets (scripts/fuzz): plain memory, which AddressSanitizer
+        // checks byte by byte (guard pages only catch a run past the page),
+        // and no mmap and mprotect for every secret.
+        guard let p = malloc(max(count, 1)) else {
+            throw ItsMeError(.outOfMemory, "cannot allocate \(count) bytes")
+        }
+        #else
         // sodium_malloc(0) is legal but not every platform agrees on it.
         guard let p = sodium_malloc(max(count, 1)) else {
             throw ItsMeError(.outOfMemory, "cannot allocate \(count) bytes of guarded memory")
         }
+        #endif
         sodium_memzero(p, max(count, 1))
         base = p
         self.count = count
@@ -70,7 +82,12 @@ public struct SecretBytes: ~Copyable, ByteView, @unchecked Sendable {
     }
 
     deinit {
+        #if ITSME_FUZZING
+        sodium_memzero(base, max(count, 1))
+        free(base)
+        #else
         sodium_free(base)  // wipes before unmapping
+        #endif
     }
 
     public func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
