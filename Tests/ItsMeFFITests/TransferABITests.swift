@@ -164,21 +164,35 @@ final class TransferABITests: XCTestCase {
         let olivia = person("Olivia")
         let nina = person("Nina", pin: "222222")
         let path = directory + "/contacts.db"
-        // One file with both identities' contacts: Olivia's handle, opened
-        // while the file was hers and still empty, keeps adding after
-        // Nina's install adopted the file.
+        let oliviasCopy = directory + "/olivias-copy.db"
+        // One file with both identities' contacts. The file, made by Olivia
+        // and still empty, is copied; Nina's install adopts it. Olivia adds
+        // to the copy (same store id, still hers), and her rows are moved
+        // into the file as they are, between commits of Nina's handle.
         var olivias: UnsafeMutablePointer<itsme_store>?
         XCTAssertEqual(ffiStoreOpen(olivia.identity, path, &olivias), ITSME_OK)
+        ffiStoreFree(olivias)
+        try FileManager.default.copyItem(atPath: path, toPath: oliviasCopy)
         XCTAssertEqual(ffiImportInstall(transferred(nina.identity, pin: "222222"), nina.secrets, path, 0, nil), ITSME_OK)
         var ninas: UnsafeMutablePointer<itsme_store>?
         XCTAssertEqual(ffiStoreOpen(nina.identity, path, &ninas), ITSME_OK)
+        XCTAssertEqual(ffiStoreOpen(olivia.identity, oliviasCopy, &olivias), ITSME_OK)
         let ann = add(olivias, "Ann", key: 0x41)
-        let nickID = add(ninas, "Nick", key: 0x4E)
         let ben = add(olivias, "Ben", key: 0x42)
-        _ = add(ninas, "Nora", key: 0x4F)
         _ = text(Int(ITSME_DEGRADATION_CODE_SIZE)) { ffiStoreDegradationCode(olivias, ann, nil, $0, $1, $2) }
-        _ = text(Int(ITSME_DEGRADATION_CODE_SIZE)) { ffiStoreDegradationCode(ninas, nickID, nil, $0, $1, $2) }
         ffiStoreFree(olivias)
+        do {
+            let db = try Database(path: path)
+            try db.execute("ATTACH DATABASE '\(oliviasCopy)' AS olivia")
+            try db.execute(
+                """
+                INSERT INTO contacts SELECT * FROM olivia.contacts;
+                INSERT INTO device_secrets SELECT * FROM olivia.device_secrets
+                """)
+        }
+        let nickID = add(ninas, "Nick", key: 0x4E)
+        _ = add(ninas, "Nora", key: 0x4F)
+        _ = text(Int(ITSME_DEGRADATION_CODE_SIZE)) { ffiStoreDegradationCode(ninas, nickID, nil, $0, $1, $2) }
         ffiStoreFree(ninas)
 
         let imported = transferred(olivia.identity)
