@@ -576,7 +576,10 @@ itsme_result itsme_store_accept_loss(itsme_identity *identity, const char *path,
                                      itsme_store_loss *out_loss);
 
 /* Closes the store and frees the handle.  Accepts NULL.  Every committed
- * change is already on disk; nothing is lost by closing. */
+ * change is already on disk; nothing is lost by closing.  If a commit's
+ * raise of the store's mark waited (see itsme_store_open), the mark is
+ * raised now: the identity's secret store may be called (get and put) from
+ * this function, on the calling thread; a failure there is not reported. */
 void itsme_store_free(itsme_store *store);
 
 /* Deprecated alias of itsme_store_free, kept through the 0.2 series: it
