@@ -6,20 +6,7 @@ import subprocess
 
 import pytest
 
-CRASH = ("Fatal error", "Stack dump", "backtrace", "Current stack trace", "Illegal instruction", "Segmentation")
-
-
-def assert_error(result, code, fragment):
-    everything = result.stdout + result.stderr
-    for crash in CRASH:
-        assert crash not in everything, everything
-    assert result.returncode == code, (
-        f"exit {result.returncode}, expected {code}\nstdout: {result.stdout}\nstderr: {result.stderr}"
-    )
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, f"stderr is not one line: {result.stderr!r}"
-    assert lines[0].startswith("itsme: "), lines
-    assert fragment in lines[0], lines
+from cli_errors import CRASH, assert_error
 
 
 def test_exit_codes_are_documented(run):

@@ -6,28 +6,13 @@ the data directory is replaced or removed."""
 
 import os
 import stat
-import subprocess
 
 import pytest
 
-CRASH = ("Fatal error", "Stack dump", "backtrace", "Current stack trace", "Illegal instruction", "Segmentation")
+from cli_errors import assert_error
 
 # A run that blocks fails the test long before the suite's own limits.
 LIMIT = 20
-
-
-def assert_error(result, code, *fragments):
-    everything = result.stdout + result.stderr
-    for crash in CRASH:
-        assert crash not in everything, everything
-    assert result.returncode == code, (
-        f"exit {result.returncode}, expected {code}\nstdout: {result.stdout}\nstderr: {result.stderr}"
-    )
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, f"stderr is not one line: {result.stderr!r}"
-    assert lines[0].startswith("itsme: "), lines
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
 
 
 def run(person, *args, pin_file=True, pass_fds=()):
