@@ -1296,7 +1296,7 @@ public final class ContactStore: @unchecked Sendable {
     }
 
     private func acceptLoss() throws -> StoreLoss {
-        var missing = RowCounts(contacts: 0, photos: 0, deviceSecrets: 0)
+        var missing = RowCounts.zero
         var photosLost: UInt64 = 0
         var recorded: UInt64 = 0
         let manifest = try withLock {

@@ -36,6 +36,9 @@ public struct RowCounts: Equatable, Sendable, CustomStringConvertible {
     public var photos: UInt64
     public var deviceSecrets: UInt64
 
+    /// No rows at all.
+    public static let zero = RowCounts(contacts: 0, photos: 0, deviceSecrets: 0)
+
     public var description: String { "\(contacts) contacts, \(photos) photos, \(deviceSecrets) device secrets" }
 }
 
@@ -111,7 +114,7 @@ public struct StoreLoss: Equatable, Sendable, CustomStringConvertible {
 
     /// Whether anything at all was lost.
     public var isEmpty: Bool {
-        !replaced && commitsLost == 0 && missing == RowCounts(contacts: 0, photos: 0, deviceSecrets: 0) && photosMissing == 0
+        !replaced && commitsLost == 0 && missing == RowCounts.zero && photosMissing == 0
     }
 
     public var description: String {
@@ -121,7 +124,7 @@ public struct StoreLoss: Equatable, Sendable, CustomStringConvertible {
         } else if commitsLost > 0 {
             parts.append("\(commitsLost) committed changes lost; \(contactsBefore) contacts then, \(contactsNow) now")
         }
-        if missing != RowCounts(contacts: 0, photos: 0, deviceSecrets: 0) { parts.append("rows missing: \(missing)") }
+        if missing != RowCounts.zero { parts.append("rows missing: \(missing)") }
         if photosMissing > 0 { parts.append("\(photosMissing) contacts lost their photo") }
         return parts.isEmpty ? "nothing lost" : parts.joined(separator: "; ")
     }

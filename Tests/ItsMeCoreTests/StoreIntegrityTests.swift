@@ -218,7 +218,7 @@ final class StoreIntegrityTests: XCTestCase {
 
         let loss = try ContactStore.acceptLoss(path: path, identity: identity)
         XCTAssertEqual(loss, StoreLoss(replaced: false, commitsLost: 5, contactsBefore: 8, contactsNow: 3,
-                                       missing: RowCounts(contacts: 0, photos: 0, deviceSecrets: 0), photosMissing: 0))
+                                       missing: RowCounts.zero, photosMissing: 0))
         XCTAssertEqual(loss.description, "5 committed changes lost; 8 contacts then, 3 now")
         let store = try ContactStore(path: path, identity: identity)
         XCTAssertEqual(try store.count(), 3)
