@@ -14,6 +14,7 @@ struct Housekeeping: Service {
     let logger: Logger
 
     func run() async throws {
+        sweep()
         let periodic = Task {
             var ticks = 0
             while !Task.isCancelled {

@@ -38,7 +38,6 @@ public struct RelayServer: Sendable {
         let storage = try await openStorage(configuration)
         let clock = RelayClock(file: configuration.clockFile)
         let metrics = RelayMetrics()
-        metrics.invitesLive.set(to: Double(try storage.liveInvites(now: clock.now())))
         let hub = RoomHub(metrics: metrics)
         let waiters = InviteWaiters()
         let lookups = RateLimiter(ratePerMinute: configuration.lookupRatePerMinute)
