@@ -142,3 +142,37 @@ def test_the_default_per_address_limit_is_64_connections(relay):
         for sock in held:
             sock.close()
     eventually_served(r)
+
+
+def test_a_trusted_proxy_is_not_held_to_the_per_address_limit(relay):
+    """nginx carries every client on its own address: its connections count
+    in the total only (it limits clients itself, limit_conn)."""
+    r = relay(max_connections=1000, max_connections_per_address=2, request_timeout=30, trusted_proxy="127.0.0.0/8")
+    held = hold(r, 5)
+    try:
+        served(r)
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_a_trusted_proxy_still_counts_in_the_total(relay):
+    r = relay(max_connections=4, max_connections_per_address=2, request_timeout=30, trusted_proxy="127.0.0.1")
+    held = hold(r, 4)
+    try:
+        refused_busy(r)
+    finally:
+        for sock in held:
+            sock.close()
+    eventually_served(r)
+
+
+def test_an_address_outside_the_trusted_range_keeps_the_per_address_limit(relay):
+    r = relay(max_connections=1000, max_connections_per_address=2, request_timeout=30, trusted_proxy="10.0.0.0/8")
+    held = hold(r, 2)
+    try:
+        refused_busy(r)
+    finally:
+        for sock in held:
+            sock.close()
+    eventually_served(r)

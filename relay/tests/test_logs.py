@@ -1,8 +1,13 @@
 """The relay's logs carry no body, no token and no full ID (PROTOCOL.md 15.7)."""
 
 import base64
+import json
 import os
+import re
 import signal
+import time
+
+import pytest
 
 from relaytest import pair, random_token, recv_binary, run
 
@@ -16,8 +21,9 @@ def encodings(secret: bytes) -> dict:
     }
 
 
-def test_logs_carry_no_bodies_tokens_or_full_ids(relay):
-    r = relay()
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_logs_carry_no_bodies_tokens_or_full_ids(relay, log_format):
+    r = relay(log_format=log_format)
     api = r.api()
     secrets_seen = {}
 
@@ -78,3 +84,41 @@ def test_logs_carry_no_bodies_tokens_or_full_ids(relay):
             assert encoded not in logs, f"the logs contain body {n} ({form})"
     for marker in (b"MARKER-A-", b"MARKER-B-", b"RECORD-", b"FRAME-"):
         assert marker not in logs, f"the logs contain the body marker {marker!r}"
+
+
+TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+
+
+def test_json_logs_are_one_object_a_line(relay):
+    r = relay(log_format="json", shutdown_timeout=2)
+    api = r.api()
+    invite = api.open_invite()
+    assert api.delete(invite.id, invite.inviter).status_code == 204
+    r.signal(signal.SIGHUP)  # logged: there is no certificate to reload
+    deadline = time.monotonic() + 10
+    while "SIGHUP" not in r.stderr_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    r.signal(signal.SIGTERM)
+    r.wait(10)
+    lines = r.stderr_text().splitlines()
+    assert len(lines) >= 2, lines
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            pytest.fail(f"not a JSON line: {line!r}")
+        assert set(entry) == {"time", "level", "label", "message", "metadata"}, entry
+        assert TIME.fullmatch(entry["time"]), entry["time"]
+        assert entry["level"] in ("info", "notice", "warning", "error", "critical"), entry
+        assert isinstance(entry["message"], str) and entry["message"], entry
+        assert isinstance(entry["metadata"], dict), entry
+    messages = [json.loads(line)["message"] for line in lines]
+    assert any("SIGHUP" in m for m in messages), messages
+
+
+def test_an_unknown_log_format_is_refused():
+    from operatortest import run_relay
+
+    result = run_relay(["--port", "0", "--database", ":memory:", "--log-format", "xml"])
+    assert result.code != 0
+    assert "--log-format" in result.stderr and "json" in result.stderr, result.stderr

@@ -3,11 +3,20 @@ import Foundation
 /// Everything the relay can be told (docs/PROTOCOL.md section 15); the
 /// defaults are the ones the document states.
 public struct RelayConfiguration: Sendable {
+    /// The port itsme-relay listens on unless told otherwise: 4863, "ITME"
+    /// on a telephone keypad, a port IANA has assigned to no service.
+    public static let defaultPort = 4863
+
+    /// Loopback by default: a relay reachable from elsewhere is a choice
+    /// (and, without TLS, warned about).
     public var host = "127.0.0.1"
     /// 0 picks a free port.
-    public var port = 0
-    /// The SQLite file; `:memory:` keeps everything in memory.
-    public var databasePath = "itsme-relay.db"
+    public var port = RelayConfiguration.defaultPort
+    /// The SQLite file, `:memory:` to keep everything in memory, or a
+    /// `postgres://` URL. itsme-relay picks a file in its state directory
+    /// when given none (`itsme-relay --help`); a program embedding the relay
+    /// sets it.
+    public var databasePath = ":memory:"
     public var backlog = 4096
 
     /// Open connections in all, and per client address.
@@ -32,8 +41,9 @@ public struct RelayConfiguration: Sendable {
     public var maxWaitSeconds = 30.0
     /// Seconds a graceful shutdown may take.
     public var shutdownTimeoutSeconds = 10.0
-    /// The one proxy whose X-Forwarded-For is believed.
-    public var trustedProxy: String?
+    /// The proxies whose X-Forwarded-For is believed, and whose
+    /// connections the per-address limit does not count.
+    public var trustedProxies = TrustedProxies()
     public var tlsCertificatePath: String?
     public var tlsKeyPath: String?
     /// Tests only: read the current time from this file.

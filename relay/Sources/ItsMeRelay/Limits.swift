@@ -67,34 +67,44 @@ final class RateLimiter: @unchecked Sendable {
     }
 }
 
-/// Open connections, in all and per address.
+/// Open connections, in all and per address. A trusted proxy's
+/// connections count in the total but not against the per-address limit:
+/// they carry many clients, whom the proxy limits (docs/OPERATIONS.md).
 final class ConnectionCounter: @unchecked Sendable {
     private let lock = NSLock()
     private var total = 0
     private var perAddress: [String: Int] = [:]
     let maxTotal: Int
     let maxPerAddress: Int
+    let exempt: TrustedProxies
 
-    init(maxTotal: Int, maxPerAddress: Int) {
+    init(maxTotal: Int, maxPerAddress: Int, exempt: TrustedProxies = TrustedProxies()) {
         self.maxTotal = maxTotal
         self.maxPerAddress = maxPerAddress
+        self.exempt = exempt
     }
 
     /// Counts a new connection; false if it is beyond a limit (then it is
     /// not counted).
     func open(_ address: String) -> Bool {
-        lock.withLock {
-            let mine = perAddress[address, default: 0]
-            guard total < maxTotal, mine < maxPerAddress else { return false }
+        let perAddressLimited = !exempt.contains(address)
+        return lock.withLock {
+            guard total < maxTotal else { return false }
+            if perAddressLimited {
+                let mine = perAddress[address, default: 0]
+                guard mine < maxPerAddress else { return false }
+                perAddress[address] = mine + 1
+            }
             total += 1
-            perAddress[address] = mine + 1
             return true
         }
     }
 
     func close(_ address: String) {
+        let perAddressLimited = !exempt.contains(address)
         lock.withLock {
             total -= 1
+            guard perAddressLimited else { return }
             let mine = perAddress[address, default: 1] - 1
             perAddress[address] = mine > 0 ? mine : nil
         }

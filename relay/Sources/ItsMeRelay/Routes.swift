@@ -301,11 +301,9 @@ struct RelayResponder: HTTPResponder {
     /// The client: the TCP peer, or for the trusted proxy the last address
     /// it put in X-Forwarded-For.
     private func clientAddress(_ request: Request, _ context: RelayContext) -> String {
-        guard let proxy = configuration.trustedProxy, context.peer == proxy,
-            let forwarded = request.headers[.xForwardedFor],
-            let last = forwarded.split(separator: ",").last?.trimmingCharacters(in: .whitespaces), !last.isEmpty
-        else { return context.peer }
-        return last
+        let forwarded = request.headers[values: .xForwardedFor]
+        return configuration.trustedProxies.clientAddress(
+            peer: context.peer, forwardedFor: forwarded.isEmpty ? nil : forwarded.joined(separator: ","))
     }
 }
 

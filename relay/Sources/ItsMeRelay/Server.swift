@@ -43,7 +43,9 @@ public struct RelayServer: Sendable {
         let lookups = RateLimiter(ratePerMinute: configuration.lookupRatePerMinute)
         let creations = RateLimiter(ratePerMinute: configuration.createRatePerMinute)
         let limits = ConnectionLimits(
-            counter: ConnectionCounter(maxTotal: configuration.maxConnections, maxPerAddress: configuration.maxConnectionsPerAddress),
+            counter: ConnectionCounter(
+                maxTotal: configuration.maxConnections, maxPerAddress: configuration.maxConnectionsPerAddress,
+                exempt: configuration.trustedProxies),
             metrics: metrics,
             requestTimeout: .milliseconds(Int64(configuration.requestTimeoutSeconds * 1000)))
 
