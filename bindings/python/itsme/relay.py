@@ -89,7 +89,9 @@ class RelayError(Exception):
     ``status`` is the HTTP status (None when there was no answer, and for
     room events), ``kind`` the relay's error kind (``"not-found"``,
     ``"conflict"``, ``"rate-limited"``, ``"busy"``...; the client's own:
-    ``"connection"``, ``"timeout"``, ``"bad-response"``; for rooms:
+    ``"connection"`` (also a failed TLS handshake: the message says why,
+    e.g. the relay's certificate is not trusted, expired, or for another
+    name), ``"timeout"``, ``"bad-response"``; for rooms:
     ``"peer-left"``, ``"refused"``, ``"room-full"``, ``"closed"``),
     ``message`` a line for a person, and ``retry_after`` the seconds the
     relay asked to wait (429 and 503), else None.
@@ -187,6 +189,16 @@ class InviteMailbox:
             return http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout, context=context)
         return http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
 
+    def _tls_failure(self, error: ssl.SSLError) -> str:
+        """One line: which relay, and why its TLS failed (OpenSSL's reason,
+        e.g. "certificate has expired", "unable to get local issuer
+        certificate" for a private CA: pass an ``ssl_context`` that trusts
+        it, or set SSL_CERT_FILE)."""
+        where = f"{self._host}:{self._port or 443}"
+        if isinstance(error, ssl.SSLCertVerificationError) and error.verify_message:
+            return f"TLS with the relay at {where} failed: {error.verify_message}"
+        return f"TLS with the relay at {where} failed: {error.reason or error.strerror or 'handshake failed'}"
+
     def close(self) -> None:
         """Closes the connection (the next request opens a new one)."""
         connection, self._connection = self._connection, None
@@ -238,6 +250,9 @@ class InviteMailbox:
             except (TimeoutError, socket.timeout) as error:
                 self.close()
                 raise RelayError("the relay did not answer in time", kind="timeout") from error
+            except ssl.SSLError as error:
+                self.close()
+                raise RelayError(self._tls_failure(error), kind="connection") from error
             except (OSError, http.client.HTTPException) as error:
                 self.close()
                 raise RelayError(f"cannot reach the relay ({error})", kind="connection") from error
@@ -1060,6 +1075,16 @@ class RecordStore:
     def __init__(self, base_url: str, *, timeout: float = 15.0, ssl_context: Optional[ssl.SSLContext] = None) -> None:
         self._http = InviteMailbox(base_url, timeout=timeout, ssl_context=ssl_context)
         self.base_url = base_url
+
+    def _tls_failure(self, error: ssl.SSLError) -> str:
+        """One line: which relay, and why its TLS failed (OpenSSL's reason,
+        e.g. "certificate has expired", "unable to get local issuer
+        certificate" for a private CA: pass an ``ssl_context`` that trusts
+        it, or set SSL_CERT_FILE)."""
+        where = f"{self._host}:{self._port or 443}"
+        if isinstance(error, ssl.SSLCertVerificationError) and error.verify_message:
+            return f"TLS with the relay at {where} failed: {error.verify_message}"
+        return f"TLS with the relay at {where} failed: {error.reason or error.strerror or 'handshake failed'}"
 
     def close(self) -> None:
         """Closes the connection (the next request opens a new one)."""

@@ -138,6 +138,9 @@ enum HTTPRequester {
             if timedOut.isSet { throw RelayError.timeout("the relay did not answer in time") }
             if let relay = error as? RelayError { throw relay }
             if error is CancellationError || Task.isCancelled { throw CancellationError() }
+            if let tls = await TLSFailure.explain(error, url: url, context: sslContext, group: group, timeout: deadline.remaining) {
+                throw RelayError(tls, kind: "connection")
+            }
             throw RelayError.connection("the connection to the relay failed (\(describe(error)))")
         }
     }
@@ -160,8 +163,9 @@ enum HTTPRequester {
         if let e = error as? IOError {
             return String(cString: strerror(e.errnoCode))
         }
-        if let e = error as? NIOSSLError { return "TLS: \(e)" }
-        if let e = error as? BoringSSLError { return "TLS: \(e)" }
+        if case .other(let text)? = TLSFailure.classify(error) { return "TLS: \(text)" }
+        if TLSFailure.classify(error) == .untrusted { return "TLS: the relay's certificate is not trusted" }
+        if TLSFailure.classify(error) == .wrongName { return "TLS: the relay's certificate is for another name" }
         if let e = error as? ChannelError {
             switch e {
             case .connectTimeout: return "timed out"

@@ -102,12 +102,8 @@ public final class RecordStore {
     private func context() throws -> NIOSSLContext? {
         guard url.isSecure else { return nil }
         if let sslContext { return sslContext }
-        do {
-            let made = try NIOSSLContext(configuration: url.tlsConfiguration)
-            sslContext = made
-            return made
-        } catch {
-            throw RelayError.connection("cannot set up TLS (\(error))")
-        }
+        let made = try url.makeSSLContext()
+        sslContext = made
+        return made
     }
 }

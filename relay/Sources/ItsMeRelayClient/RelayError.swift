@@ -6,10 +6,12 @@ import Foundation
 /// `kind` says which, for a program to switch on:
 /// - the relay's own error kinds (15.1): `"not-found"`, `"conflict"`,
 ///   `"limit"`, `"rate-limited"`, `"busy"`, `"bad-request"`, ...;
-/// - the client's: `"connection"` (the relay could not be reached, or the
-///   connection broke), `"timeout"` (no answer in time), `"bad-response"`
-///   (the answer was not what the API promises), `"bad-url"` (the relay's
-///   URL is not usable);
+/// - the client's: `"connection"` (the relay could not be reached, the
+///   connection broke, or its TLS handshake failed: the message then says
+///   why, e.g. a certificate from an unknown CA, expired, or for another
+///   name), `"timeout"` (no answer in time), `"bad-response"` (the answer
+///   was not what the API promises), `"bad-url"` (the relay's URL is not
+///   usable);
 /// - for rooms: `"peer-left"`, `"refused"`, `"room-full"`, `"closed"`.
 ///
 /// An invite that is no longer on the relay (`404`: the other side ended

@@ -85,17 +85,12 @@ public struct RelayURL: Sendable, CustomStringConvertible {
     /// The URL as given.
     public var description: String { text }
 
-    /// Trusts, besides the system's roots, the certificates in the PEM file
-    /// at `path`: a private relay's own certificate authority or
-    /// self-signed certificate. `.invalidArgument` if the file holds none.
+    /// Trusts, besides the system's roots (or `$SSL_CERT_FILE`'s), the
+    /// certificates in the PEM file at `path`: a private relay's own
+    /// certificate authority or self-signed certificate. `.invalidArgument`,
+    /// naming the file and why, if it cannot be read or holds none.
     public mutating func addTrustRoots(pemFile path: String) throws {
-        let certificates: [NIOSSLCertificate]
-        do {
-            certificates = try NIOSSLCertificate.fromPEMFile(path)
-        } catch {
-            throw ItsMeError(.invalidArgument, "cannot read PEM certificates from \(path)")
-        }
-        guard !certificates.isEmpty else { throw ItsMeError(.invalidArgument, "\(path) holds no PEM certificate") }
+        let certificates = try Self.pemCertificates(path, named: path)
         tlsConfiguration.additionalTrustRoots.append(.certificates(certificates))
     }
 

@@ -74,14 +74,7 @@ public final class Room: @unchecked Sendable {
     ) async throws -> Room {
         try Checks.id(roomID, "room ID")
         let deadline = Deadline(seconds: try Checks.seconds(timeout, "timeout"))
-        var sslContext: NIOSSLContext?
-        if url.isSecure {
-            do {
-                sslContext = try NIOSSLContext(configuration: url.tlsConfiguration)
-            } catch {
-                throw RelayError.connection("cannot set up TLS (\(error))")
-            }
-        }
+        let sslContext: NIOSSLContext? = try url.isSecure ? url.makeSSLContext() : nil
         let inbox = RoomInbox()
         let socket = RoomSocket(inbox: inbox, host: url.hostHeader, path: url.pathPrefix + "/v1/rooms/\(roomID)", maxMessage: maxFrame)
         let serverName = url.serverName
@@ -120,7 +113,13 @@ public final class Room: @unchecked Sendable {
             switch end {
             case .closed: throw RelayError.connection("the relay closed the connection before the room opened")
             case .failed(let error as RelayError): throw error
-            case .failed(let error): throw RelayError.connection("cannot join the room (\(HTTPRequester.describe(error)))")
+            case .failed(let error):
+                if let tls = await TLSFailure.explain(
+                    error, url: url, context: sslContext, group: eventLoopGroup, timeout: deadline.remaining)
+                {
+                    throw RelayError(tls, kind: "connection")
+                }
+                throw RelayError.connection("cannot join the room (\(HTTPRequester.describe(error)))")
             }
         case .binary, .text:
             // The socket's first item is always `opened`.

@@ -129,7 +129,7 @@ struct Invite: AsyncParsableCommand {
 
         func run() async throws {
             try await execute(global) { profile in
-                let url = try profile.relayURL(relay.relay)
+                let url = try profile.relayURL(relay.relay, ca: relay.relayCA)
                 _ = try profile.contacts()
                 var exchange = try await profile.createInvite(relay: url)
                 guard let invite = exchange.inviteCode, let encryption = exchange.encryptionCode else {
@@ -166,7 +166,7 @@ struct Invite: AsyncParsableCommand {
 
         func run() async throws {
             try await execute(global) { profile in
-                let url = try profile.relayURL(relay.relay)
+                let url = try profile.relayURL(relay.relay, ca: relay.relayCA)
                 try profile.requireNoPending()
                 let invite: String
                 if let inviteCode {
@@ -254,7 +254,7 @@ struct Realtime: AsyncParsableCommand {
 
     func run() async throws {
         try await execute(global) { profile in
-            let url = try profile.relayURL(relay.relay)
+            let url = try profile.relayURL(relay.relay, ca: relay.relayCA)
             try profile.requireNoPending()
             var codes: (String, String)? = nil
             if join { codes = (try askRemoteCode("Invite code"), try askRemoteCode("Encryption code")) }

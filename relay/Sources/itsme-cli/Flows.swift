@@ -109,7 +109,7 @@ extension Profile {
         guard exchange.method == .invite, let relayText = file.relay, let saved = file.session else {
             throw CLIError("the exchange in progress is a \(file.method) exchange, not an invite")
         }
-        let relay = try RelayURL(relayText)
+        let relay = try savedRelayURL(relayText)
         let session = try InviteSession(mailbox: InviteMailbox(relay), exchange: exchange, saved: saved)
         if exchange.state != .awaitingPeer && exchange.state != .awaitingDecision {
             return exchange
@@ -187,7 +187,7 @@ extension Profile {
         let store = try contacts()
         let id = try exchange.confirm(store: store, now: clock.now())
         if exchange.method == .invite, let relayText = file.relay, let saved = file.session {
-            let relay = try RelayURL(relayText)
+            let relay = try savedRelayURL(relayText)
             let session = try InviteSession(mailbox: InviteMailbox(relay), exchange: exchange, saved: saved)
             try savePending(exchange, relay: relay, session: session.saved)
             _ = try await stepInvite(exchange, session: session, relay: relay, wait: wait)
@@ -214,7 +214,7 @@ extension Profile {
         guard let (file, exchange) = found else { throw CLIError("no exchange in progress") }
         if exchange.state == .awaitingPeer || exchange.state == .compareSAS || exchange.state == .awaitingDecision {
             if exchange.method == .invite, let relayText = file.relay, let saved = file.session,
-                let relay = try? RelayURL(relayText),
+                let relay = try? savedRelayURL(relayText),
                 let session = try? InviteSession(mailbox: InviteMailbox(relay), exchange: exchange, saved: saved)
             {
                 await session.cancel(store: try contacts())

@@ -335,17 +335,30 @@ struct Relay: AsyncParsableCommand {
     }
 
     struct Set: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Use this relay (http:// or https://) from now on.")
+        static let configuration = CommandConfiguration(
+            abstract: "Use this relay (http:// or https://) from now on.",
+            discussion: "With --relay-ca FILE, its certificate may come from the private CA in FILE (the path is saved; without it, no CA is).")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The relay's URL.") var url: String
+        @Option(
+            name: .customLong("relay-ca"),
+            help: ArgumentHelp("Also trust the CA (or self-signed certificate) in this PEM file for this relay.", valueName: "file"))
+        var relayCA: String?
 
         func run() async throws {
             try await execute(global) { profile in
-                let relay = try profile.relayURL(url)
+                let ca = relayCA.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+                var relay: RelayURL
+                do { relay = try RelayURL(url) } catch { throw CLIError("bad relay URL \(url): \(explain(error).0)") }
+                if let ca {
+                    do { try relay.addTrustRoots(pemFile: ca) } catch { throw CLIError("--relay-ca: \(explain(error).0)") }
+                }
                 var config = try profile.config()
                 config.relay = relay.text
+                config.relayCA = ca
                 try profile.saveConfig(config)
                 profile.output.line("Relay: \(relay.text)")
+                if let ca { profile.output.line("Relay CA: \(ca)") }
                 return .ok
             }
         }
@@ -362,8 +375,11 @@ struct Relay: AsyncParsableCommand {
                 let (url, source): (String?, String) =
                     environment != nil ? (environment, "ITSME_RELAY") : configured != nil ? (configured, "config") : (nil, "none")
                 profile.output.line(url.map { "Relay: \($0) (from \(source == "config" ? "itsme relay set" : source))" } ?? "No relay set (itsme relay set URL).")
+                let ca = try profile.config().relayCA
+                if let ca { profile.output.line("Relay CA: \(ca)") }
                 var document: [String: Any] = ["source": source]
                 if let url { document["relay"] = url }
+                if let ca { document["relay_ca"] = ca }
                 profile.output.document(document)
                 return .ok
             }
@@ -371,8 +387,15 @@ struct Relay: AsyncParsableCommand {
     }
 }
 
-/// `--relay`, for the commands that use one.
+/// `--relay` and `--relay-ca`, for the commands that use a relay.
 struct RelayOption: ParsableArguments {
     @Option(help: ArgumentHelp("The relay's URL (default: $ITSME_RELAY, else `itsme relay set`).", valueName: "url"))
     var relay: String?
+
+    @Option(
+        name: .customLong("relay-ca"),
+        help: ArgumentHelp(
+            "Also trust the CA (or self-signed certificate) in this PEM file for the relay's certificate (default: the one `itsme relay set --relay-ca` saved; $SSL_CERT_FILE replaces the system's trust roots).",
+            valueName: "file"))
+    var relayCA: String?
 }

@@ -360,6 +360,8 @@ final class Profile {
 
     struct Config: Codable {
         var relay: String?
+        /// A PEM file of trust roots for the relay (`itsme relay set --relay-ca`).
+        var relayCA: String?
     }
 
     func config() throws -> Config {
@@ -374,14 +376,32 @@ final class Profile {
         try writePrivateFile(configPath, try JSONEncoder().encode(config))
     }
 
-    /// The relay: `--relay`, else $ITSME_RELAY, else `itsme relay set`.
-    func relayURL(_ flag: String?) throws -> RelayURL {
+    /// The relay: `--relay`, else $ITSME_RELAY, else `itsme relay set`;
+    /// trusting, besides the system's roots (or $SSL_CERT_FILE's), the
+    /// certificates of `--relay-ca`, else those saved by `itsme relay set
+    /// --relay-ca`.
+    func relayURL(_ flag: String?, ca: String? = nil) throws -> RelayURL {
         let environment = ProcessInfo.processInfo.environment["ITSME_RELAY"]
-        let configured = try config().relay
-        guard let text = flag ?? environment.flatMap({ $0.isEmpty ? nil : $0 }) ?? configured else {
+        let saved = try config()
+        guard let text = flag ?? environment.flatMap({ $0.isEmpty ? nil : $0 }) ?? saved.relay else {
             throw CLIError("no relay: pass --relay URL, set ITSME_RELAY, or run `itsme relay set URL`")
         }
-        do { return try RelayURL(text) } catch { throw CLIError("bad relay URL \(text): \(explain(error).0)") }
+        var url: RelayURL
+        do { url = try RelayURL(text) } catch { throw CLIError("bad relay URL \(text): \(explain(error).0)") }
+        if let file = ca ?? saved.relayCA {
+            do { try url.addTrustRoots(pemFile: file) } catch { throw CLIError("--relay-ca: \(explain(error).0)") }
+        }
+        return url
+    }
+
+    /// A relay URL saved with an exchange in progress or a published
+    /// profile, trusting the roots saved by `itsme relay set --relay-ca`.
+    func savedRelayURL(_ text: String) throws -> RelayURL {
+        var url = try RelayURL(text)
+        if let file = try config().relayCA {
+            do { try url.addTrustRoots(pemFile: file) } catch { throw CLIError("the saved relay CA: \(explain(error).0)") }
+        }
+        return url
     }
 
     // MARK: The exchange in progress

@@ -115,7 +115,7 @@ struct ProfileCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await execute(global) { profile in
-                let url = try profile.relayURL(relay.relay)
+                let url = try profile.relayURL(relay.relay, ca: relay.relayCA)
                 let identity = try profile.identity()
                 let name = try self.name.map { try DisplayName.validated($0) } ?? identity.name
                 let (photoBytes, filename) = try photo.map(readPhoto) ?? ([], "")
@@ -227,7 +227,7 @@ struct ProfileCommand: AsyncParsableCommand {
                 guard let saved = try profile.savedProfile() else { throw CLIError("no profile set: nothing to clear") }
                 if let token = saved.deleteToken {
                     let url: RelayURL
-                    do { url = try RelayURL(saved.relay) } catch { throw CLIError("the saved relay \(saved.relay) is not usable: \(explain(error).0)") }
+                    do { url = try profile.savedRelayURL(saved.relay) } catch { throw CLIError("the saved relay \(saved.relay) is not usable: \(explain(error).0)") }
                     do {
                         try await RecordStore(url).delete(id: saved.record, token: token)
                         profile.output.line("Deleted your profile record \(saved.record) from the relay.")

@@ -508,7 +508,7 @@ struct Transfer: AsyncParsableCommand {
 
         func run() async throws {
             try await execute(global) { profile in
-                let url = try profile.relayURL(relay.relay)
+                let url = try profile.relayURL(relay.relay, ca: relay.relayCA)
                 let copy = try profile.contactsToCopy(install.contacts, replace: install.replace)
                 let store = try profile.storeForImport(passphrase: install.passphrase)
                 let out = profile.output
@@ -579,7 +579,7 @@ struct Transfer: AsyncParsableCommand {
 
         func run() async throws {
             try await execute(global) { profile in
-                let url = try profile.relayURL(relay.relay)
+                let url = try profile.relayURL(relay.relay, ca: relay.relayCA)
                 let identity = try profile.identity()
                 let offer =
                     try code.map(checkTransferCode)

@@ -157,7 +157,7 @@ struct OnlineVerifyCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await execute(global) { profile in
-            let url = try profile.relayURL(relay.relay)
+            let url = try profile.relayURL(relay.relay, ca: relay.relayCA)
             let store = try profile.contacts()
             let c = try profile.contact(contact)
             let clock = profile.clock

@@ -1,5 +1,6 @@
 import Foundation
 import ItsMeCore
+import ItsMeRelay
 import ItsMeRelayClient
 import XCTest
 
@@ -83,5 +84,56 @@ final class ArgumentTests: XCTestCase {
         XCTAssertEqual(RelayError("plain").description, "plain")
         XCTAssertEqual(RelayError("plain").localizedDescription, "plain")
         XCTAssertFalse(RelayError("x").inviteEnded)
+    }
+
+    func testTrustRootFilesThatCannotBeUsedAreNamed() throws {
+        var url = try RelayURL("https://relay.example")
+        let missing = NSTemporaryDirectory() + "itsme-no-such-ca-\(UUID().uuidString).pem"
+        XCTAssertThrowsError(try url.addTrustRoots(pemFile: missing)) { error in
+            let text = "\(error)"
+            XCTAssertTrue(text.contains(missing) && text.contains("No such file"), text)
+        }
+        let garbage = NSTemporaryDirectory() + "itsme-garbage-\(UUID().uuidString).pem"
+        try Data("not a certificate\n".utf8).write(to: URL(fileURLWithPath: garbage))
+        defer { try? FileManager.default.removeItem(atPath: garbage) }
+        XCTAssertThrowsError(try url.addTrustRoots(pemFile: garbage)) { error in
+            XCTAssertTrue("\(error)".contains(garbage), "\(error)")
+        }
+    }
+
+    /// `--trusted-proxy` (the relay's): addresses and ranges, the client
+    /// behind them, and entries refused with the reason.
+    func testTrustedProxies() throws {
+        let proxies = try TrustedProxies(parsing: ["10.0.0.0/8, 127.0.0.1", "fd00::/8"])
+        for inside in ["10.1.2.3", "127.0.0.1", "fd12::1", "::ffff:10.9.9.9", "[fd00::2]", "fd00::3%eth0"] {
+            XCTAssertTrue(proxies.contains(inside), inside)
+        }
+        for outside in ["11.0.0.1", "127.0.0.2", "fe80::1%lo", "::1", "", "relay.example"] {
+            XCTAssertFalse(proxies.contains(outside), outside)
+        }
+        XCTAssertEqual(proxies.description, "10.0.0.0/8,127.0.0.1,fd00::/8")
+        XCTAssertTrue(TrustedProxies().isEmpty)
+        XCTAssertEqual(TrustedProxies().clientAddress(peer: "127.0.0.1", forwardedFor: "192.0.2.1"), "127.0.0.1")
+
+        XCTAssertEqual(proxies.clientAddress(peer: "198.51.100.7", forwardedFor: "192.0.2.1"), "198.51.100.7")
+        XCTAssertEqual(proxies.clientAddress(peer: "127.0.0.1", forwardedFor: nil), "127.0.0.1")
+        XCTAssertEqual(proxies.clientAddress(peer: "127.0.0.1", forwardedFor: " , "), "127.0.0.1")
+        XCTAssertEqual(proxies.clientAddress(peer: "127.0.0.1", forwardedFor: "203.0.113.9, 192.0.2.1"), "192.0.2.1")
+        XCTAssertEqual(proxies.clientAddress(peer: "127.0.0.1", forwardedFor: "192.0.2.1, 10.0.0.5, 10.0.0.6"), "192.0.2.1")
+        XCTAssertEqual(proxies.clientAddress(peer: "127.0.0.1", forwardedFor: "10.0.0.5, 10.0.0.6"), "10.0.0.5")
+        XCTAssertEqual(proxies.clientAddress(peer: "127.0.0.1", forwardedFor: "2001:DB8:0:0::1"), "2001:db8::1")
+        XCTAssertEqual(proxies.clientAddress(peer: "127.0.0.1", forwardedFor: "not-an-address"), "not-an-address")
+
+        let refused: [(String, String)] = [
+            ("10.0.0.300", "is not an IPv4 or IPv6 address"), ("10.0.0.0/33", "prefix length"), ("fd00::/129", "prefix length"),
+            ("10.0.0.1/8", "10.0.0.0/8"), ("10.0.0.0/-1", "prefix length"), ("1.2.3.4,,5.6.7.8", "empty entry"),
+            ("proxy.example", "is not an IPv4"), ("10.0.0.0/", "prefix length"),
+        ]
+        for (entry, reason) in refused {
+            XCTAssertThrowsError(try TrustedProxies(parsing: [entry]), entry) { error in
+                let text = "\(error)"
+                XCTAssertTrue(text.hasPrefix("--trusted-proxy \"") && text.contains(reason), text)
+            }
+        }
     }
 }

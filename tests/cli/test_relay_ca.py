@@ -1,0 +1,220 @@
+"""A relay whose certificate comes from a private CA (docs/CLI.md, docs/OPERATIONS.md):
+refused without the CA in one line that says which relay and why, reached
+with `--relay-ca FILE`, with `SSL_CERT_FILE`, and with the CA saved by
+`itsme relay set --relay-ca`. Never a BoringSSL error stack."""
+
+import datetime
+import ipaddress
+import re
+import subprocess
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from cli_errors import assert_error
+
+LISTENING = re.compile(r"itsme-relay listening on (https?://\S+)")
+
+
+def _name(text):
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, text)])
+
+
+def _pem(cert) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def make_ca():
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name("Private relay CA"))
+        .issuer_name(_name("Private relay CA"))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=30))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=False, content_commitment=False, key_encipherment=False, data_encipherment=False,
+                key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False, decipher_only=False,
+            ),
+            True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
+        .sign(key, hashes.SHA256())
+    )
+    return key, cert
+
+
+def issue(ca, directory, stem, names=("127.0.0.1",), expired=False):
+    ca_key, ca_cert = ca
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    start, end = (now - datetime.timedelta(days=10), now - datetime.timedelta(days=1)) if expired else (
+        now - datetime.timedelta(hours=1), now + datetime.timedelta(days=10))
+    alt = []
+    for name in names:
+        try:
+            alt.append(x509.IPAddress(ipaddress.ip_address(name)))
+        except ValueError:
+            alt.append(x509.DNSName(name))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(stem))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(x509.SubjectAlternativeName(alt), False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / f"{stem}.pem", directory / f"{stem}.key"
+    cert_path.write_bytes(_pem(cert))
+    key_path.write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+@pytest.fixture
+def ca(tmp_path):
+    authority = make_ca()
+    path = tmp_path / "private-ca.pem"
+    path.write_bytes(_pem(authority[1]))
+    return authority, path
+
+
+@pytest.fixture
+def tls_relay(relay_bin, tmp_path):
+    """Factory: `tls_relay(cert, key)` starts a relay serving HTTPS with
+    them (`tls_relay()` serves plain HTTP); returns its URL."""
+    started = []
+
+    def start(cert=None, key=None) -> str:
+        args = [str(relay_bin), "--host", "127.0.0.1", "--port", "0", "--database", ":memory:",
+                "--max-connections-per-address", "4096", "--lookup-rate", "100000", "--create-rate", "100000"]
+        if cert:
+            args += ["--tls-cert", str(cert), "--tls-key", str(key)]
+        log = open(tmp_path / f"relay{len(started)}.log", "wb")
+        process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log)
+        started.append((process, log))
+        line = process.stdout.readline().decode()
+        match = LISTENING.search(line)
+        assert match, f"the relay printed {line!r}; log: {(tmp_path / 'relay0.log').read_text()[-2000:]}"
+        return match.group(1)
+
+    yield start
+    for process, log in started:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+def no_library_dump(result):
+    everything = result.stdout + result.stderr
+    for leak in ("BoringSSL", "OPENSSL_internal", ".cc:", ".swift", "NIOSSL", "Error: "):
+        assert leak not in everything, everything
+
+
+def created(alice, *args, env=None):
+    if env:
+        alice.env.update(env)
+    result = alice.run("invite", "create", "--json", *args)
+    assert result.returncode == 0, f"stdout: {result.stdout}\nstderr: {result.stderr}"
+    alice.ok("invite", "cancel")
+    return result
+
+
+def test_a_private_ca_is_refused_in_one_line_without_the_ca(people, ca, tls_relay, tmp_path):
+    authority, _ = ca
+    cert, key = issue(authority, tmp_path, "relay")
+    url = tls_relay(cert, key)
+    port = url.rsplit(":", 1)[1]
+    alice = people("Alice", init=True)
+    result = alice.run("invite", "create", "--relay", url)
+    assert_error(result, 4, f"127.0.0.1:{port}", "unknown CA")
+    no_library_dump(result)
+    assert alice.json("sas", "show") == {"state": "none"}
+
+
+def test_relay_ca_trusts_the_private_ca(people, ca, tls_relay, tmp_path):
+    authority, ca_file = ca
+    cert, key = issue(authority, tmp_path, "relay")
+    url = tls_relay(cert, key)
+    alice = people("Alice", init=True)
+    created(alice, "--relay", url, "--relay-ca", ca_file)
+
+
+def test_ssl_cert_file_trusts_the_private_ca(people, ca, tls_relay, tmp_path):
+    authority, ca_file = ca
+    cert, key = issue(authority, tmp_path, "relay")
+    url = tls_relay(cert, key)
+    alice = people("Alice", init=True)
+    created(alice, "--relay", url, env={"SSL_CERT_FILE": str(ca_file)})
+
+
+def test_relay_set_saves_the_ca(people, ca, tls_relay, tmp_path):
+    authority, ca_file = ca
+    cert, key = issue(authority, tmp_path, "relay")
+    url = tls_relay(cert, key)
+    alice = people("Alice", init=True)
+    alice.ok("relay", "set", url, "--relay-ca", ca_file)
+    shown = alice.json("relay", "show")
+    assert shown["relay"] == url and shown["relay_ca"] == str(ca_file), shown
+    created(alice)
+    # Setting the relay again without a CA forgets it.
+    alice.ok("relay", "set", url)
+    assert "relay_ca" not in alice.json("relay", "show")
+    assert_error(alice.run("invite", "create"), 4, "unknown CA")
+
+
+def test_an_expired_certificate_is_named(people, ca, tls_relay, tmp_path):
+    authority, ca_file = ca
+    cert, key = issue(authority, tmp_path, "relay", expired=True)
+    url = tls_relay(cert, key)
+    alice = people("Alice", init=True)
+    result = alice.run("invite", "create", "--relay", url, "--relay-ca", ca_file)
+    assert_error(result, 4, "127.0.0.1", "expired on")
+    no_library_dump(result)
+
+
+def test_a_certificate_for_another_name_is_named(people, ca, tls_relay, tmp_path):
+    authority, ca_file = ca
+    cert, key = issue(authority, tmp_path, "relay", names=("relay.example",))
+    url = tls_relay(cert, key)
+    alice = people("Alice", init=True)
+    result = alice.run("invite", "create", "--relay", url, "--relay-ca", ca_file)
+    assert_error(result, 4, "127.0.0.1", "wrong name")
+    no_library_dump(result)
+
+
+def test_https_to_a_plain_http_relay_is_named(people, tls_relay):
+    url = tls_relay().replace("http://", "https://")
+    alice = people("Alice", init=True)
+    result = alice.run("invite", "create", "--relay", url)
+    assert_error(result, 4, "127.0.0.1", "does not speak TLS")
+    no_library_dump(result)
+
+
+@pytest.mark.parametrize("content", [None, b"not a certificate\n"], ids=["missing", "not-pem"])
+def test_a_bad_relay_ca_file_is_named(people, tls_relay, tmp_path, content):
+    url = tls_relay()
+    bad = tmp_path / "bad-ca.pem"
+    if content is not None:
+        bad.write_bytes(content)
+    alice = people("Alice", init=True)
+    result = alice.run("invite", "create", "--relay", url.replace("http://", "https://"), "--relay-ca", bad)
+    assert_error(result, 2, "--relay-ca", str(bad))
+    no_library_dump(result)
