@@ -254,3 +254,40 @@ def test_the_relay_runs_without_writable_executable_memory(launched, tmp_path):
 
     run(room())
     assert relay.alive()
+
+
+# ---------------------------------------------------------------------------
+# Backups (docs/OPERATIONS.md)
+
+
+def test_vacuum_into_backs_up_a_running_relay_without_deleted_data(launched, tmp_path):
+    import sqlite3
+
+    database = tmp_path / "live.db"
+    relay = launched(tmp_path, ["--port", "0", "--database", database])
+    relay.wait_listening()
+    kept_id, gone_id = new_id(), new_id()
+    kept, gone = b"KEPT-" + os.urandom(16), b"GONE-" + os.urandom(16)
+    with httpx.Client(base_url=relay.url, timeout=10) as client:
+        assert client.put(f"/v1/records/{kept_id}", content=kept).status_code == 201
+        token = client.put(f"/v1/records/{gone_id}", content=gone).json()["delete_token"]
+        assert client.delete(f"/v1/records/{gone_id}", headers={"Authorization": f"Bearer {token}"}).status_code == 204
+
+        backup = tmp_path / "backup.db"
+        connection = sqlite3.connect(database)
+        try:
+            connection.execute("VACUUM INTO ?", (str(backup),))
+        finally:
+            connection.close()
+        # The relay goes on serving while and after the backup is made.
+        assert client.get(f"/v1/records/{kept_id}").content == kept
+    data = backup.read_bytes()
+    assert kept in data
+    assert gone not in data, "the backup holds a deleted record"
+
+    relay.stop()
+    restored = launched(tmp_path, ["--port", "0", "--database", backup])
+    restored.wait_listening()
+    with httpx.Client(base_url=restored.url, timeout=10) as client:
+        assert client.get(f"/v1/records/{kept_id}").content == kept
+        assert client.get(f"/v1/records/{gone_id}").status_code == 404
