@@ -218,3 +218,22 @@ def test_a_bad_relay_ca_file_is_named(people, tls_relay, tmp_path, content):
     result = alice.run("invite", "create", "--relay", url.replace("http://", "https://"), "--relay-ca", bad)
     assert_error(result, 2, "--relay-ca", str(bad))
     no_library_dump(result)
+
+
+def test_rooms_refuse_and_trust_the_private_ca_the_same_way(people, ca, tls_relay, tmp_path):
+    """`itsme realtime` (a WebSocket room): refused in one line without the
+    CA; with it the room opens and the command waits for the other person
+    until its timeout (exit 4, and no TLS complaint)."""
+    authority, ca_file = ca
+    cert, key = issue(authority, tmp_path, "relay")
+    url = tls_relay(cert, key)
+    alice = people("Alice", init=True)
+    refused = alice.run("realtime", "--relay", url, "--timeout", "5")
+    assert_error(refused, 4, "TLS with the relay at 127.0.0.1", "unknown CA")
+    no_library_dump(refused)
+    for extra, env in ((["--relay-ca", str(ca_file)], {}), ([], {"SSL_CERT_FILE": str(ca_file)})):
+        alice.env.update(env)
+        waited = alice.run("realtime", "--relay", url, "--timeout", "2", *extra)
+        assert waited.returncode == 4, waited
+        assert "TLS" not in waited.stderr and "Waiting" in waited.stdout, (waited.stdout, waited.stderr)
+        alice.env.pop("SSL_CERT_FILE", None)
