@@ -2,10 +2,8 @@
 docs/OPERATIONS.md): `systemd-analyze verify` finds nothing to say, and
 the hardening the operator relies on is there."""
 
-import configparser
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -82,3 +80,97 @@ def test_the_environment_file_sets_only_known_variables():
             continue
         name = line.split("=", 1)[0][len("ITSME_RELAY_"):].lower().replace("_", "-")
         assert name in flags, f"{line} sets no flag of itsme-relay"
+
+
+# ---------------------------------------------------------------------------
+# The relay under the unit's system call filter
+
+
+def _group(name: str, analyze: str, seen: set) -> set:
+    """The system calls of a systemd group such as @system-service, nested groups expanded."""
+    if name in seen:
+        return set()
+    seen.add(name)
+    listing = subprocess.run([analyze, "syscall-filter", name], capture_output=True, text=True, check=True).stdout
+    calls = set()
+    for line in listing.splitlines()[1:]:
+        entry = line.strip()
+        if not entry or entry.startswith("#"):
+            continue
+        calls |= _group(entry, analyze, seen) if entry.startswith("@") else {entry}
+    return calls
+
+
+def test_the_relay_runs_under_the_units_system_call_filter(tmp_path):
+    """SystemCallFilter=@system-service with SystemCallErrorNumber=EPERM,
+    applied with libseccomp as systemd applies it: every other system call
+    fails with EPERM. The relay starts, serves HTTP, TLS and a room, and
+    stops on SIGTERM."""
+    import ctypes
+    import ctypes.util
+    import signal as signals
+
+    import httpx
+
+    from operatortest import Launched, self_signed
+    from relaytest import new_id, recv_binary, recv_event, run, ws_connect
+
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.fail("systemd-analyze is not installed (scripts/install-deps installs it)")
+    name = ctypes.util.find_library("seccomp")
+    if name is None:
+        pytest.skip("libseccomp is not installed")
+    unit = service_section()
+    assert unit["SystemCallFilter"] == ["@system-service"] and unit["SystemCallErrorNumber"] == ["EPERM"]
+    allowed = _group("@system-service", analyze, set())
+
+    seccomp = ctypes.CDLL(name, use_errno=True)
+    seccomp.seccomp_init.restype = ctypes.c_void_p
+    seccomp.seccomp_init.argtypes = [ctypes.c_uint32]
+    seccomp.seccomp_rule_add.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint]
+    seccomp.seccomp_load.argtypes = [ctypes.c_void_p]
+    seccomp.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    errno_eperm, allow = 0x00050000 | 1, 0x7FFF0000
+    context = seccomp.seccomp_init(errno_eperm)
+    assert context
+    for call in allowed:
+        number = seccomp.seccomp_syscall_resolve_name(call.encode())
+        if number >= 0:  # some names are of other architectures
+            assert seccomp.seccomp_rule_add(context, allow, number, 0) == 0, call
+
+    def filtered():
+        if seccomp.seccomp_load(context) != 0:
+            os._exit(98)
+
+    cert, key, _ = self_signed(tmp_path, "relay")
+    for args in (["--database", tmp_path / "db.sqlite"], ["--database", ":memory:", "--tls-cert", cert, "--tls-key", key]):
+        relay = Launched(tmp_path, ["--port", "0", *args], preexec_fn=filtered)
+        try:
+            relay.wait_listening()
+            import ssl
+
+            verify = ssl.create_default_context(cafile=str(cert)) if relay.scheme == "https" else False
+            with httpx.Client(base_url=relay.url, timeout=10, verify=verify) as client:
+                assert client.get("/health").status_code == 200
+                assert client.put(f"/v1/records/{new_id()}", content=b"bytes").status_code == 201
+                assert client.get("/metrics").status_code == 200
+
+            async def room():
+                context = ssl.create_default_context(cafile=str(cert)) if relay.scheme == "https" else None
+                scheme = "wss" if relay.scheme == "https" else "ws"
+                url = f"{scheme}://127.0.0.1:{relay.port}/v1/rooms/{new_id()}"
+                async with ws_connect(url, ssl=context) as first:
+                    assert await recv_event(first) == {"type": "waiting"}
+                    async with ws_connect(url, ssl=context) as second:
+                        assert await recv_event(second) == {"type": "peer-joined"}
+                        await recv_event(first)
+                        await second.send(b"\x02filtered")
+                        assert await recv_binary(first) == b"\x02filtered"
+
+            run(room())
+            relay.signal(signals.SIGTERM)
+            assert relay.proc.wait(20) == 0, relay.stderr()
+            assert "Operation not permitted" not in relay.stderr(), relay.stderr()
+        finally:
+            relay.stop()
