@@ -542,3 +542,64 @@ def test_a_zero_length_binary_message_is_forwarded_as_one(relay):
     samples = r.api().metrics()
     assert metric(samples, "itsme_relay_rejections_total", reason="no-peer") == 1
     r.assert_serving()
+
+
+# -- back-pressure: a peer that does not read holds its sender back ----------------------
+
+
+def resident_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS in /proc/PID/status")
+
+
+def numbered_frame(n: int, size: int) -> bytes:
+    """A binary frame of `size` bytes starting with `n`, masked with the
+    all-zero key (a valid key: the payload goes as it is)."""
+    payload = n.to_bytes(4, "big") + bytes(size - 4)
+    return bytes([0x80 | OP_BINARY, 0x80 | 127]) + size.to_bytes(8, "big") + bytes(4) + payload
+
+
+def test_a_peer_that_does_not_read_holds_its_sender_back_and_loses_nothing(relay):
+    # b reads nothing while a sends up to 256 MiB of 64 KiB messages: once
+    # b's connection is full the relay stops reading a, so a's writes stall
+    # long before the end (kernel buffers on both sides hold a few dozen MiB
+    # at most), and the relay's memory does not take the rest in. Then b
+    # reads: every message a sent arrives, in order, none lost.
+    r = relay()
+    size, most = 65536, 4096
+
+    async def scenario():
+        _, a, b = await raw_pair(r)
+        try:
+            before = resident_kib(r.proc.pid)
+            sent = 0
+            stalled = None
+            while sent < most:
+                a.writer.write(numbered_frame(sent, size))
+                sent += 1
+                drained = asyncio.ensure_future(a.writer.drain())
+                try:
+                    await asyncio.wait_for(asyncio.shield(drained), 2)
+                except asyncio.TimeoutError:
+                    stalled = drained
+                    break
+            grown = resident_kib(r.proc.pid) - before
+            assert stalled, f"all {most} messages ({most * size >> 20} MiB) went out to a peer that reads nothing"
+            assert grown < 96 * 1024, f"the relay grew by {grown >> 10} MiB holding a peer's messages"
+            for n in range(sent):
+                opcode, payload = await b.recv(10)
+                assert (opcode, len(payload)) == (OP_BINARY, size), f"message {n} of {sent}"
+                assert int.from_bytes(payload[:4], "big") == n, f"message {n} of {sent} out of order"
+            await stalled
+            await a.send_binary(b"after the flood")
+            assert await b.recv(5) == (OP_BINARY, b"after the flood")
+            return sent
+        finally:
+            await abort_all(a, b)
+
+    sent = run(scenario())
+    assert eventually_metric(r.api(), "itsme_relay_frames_forwarded_total", sent + 1) == sent + 1
+    r.assert_serving()

@@ -1,217 +1,185 @@
 import Foundation
-import HummingbirdWebSocket
-import NIOWebSocket
-import Logging
 import NIOCore
+import ServiceLifecycle
 
-/// One peer's connection in a room.
-final class RoomPeer: Sendable {
-    let outbound: WebSocketOutboundWriter
-    let number: UInt64
+#if canImport(Glibc)
+/// glibc's malloc_trim(3), which Swift's Glibc module does not export:
+/// gives the heap's free pages back to the system.
+@_silgen_name("malloc_trim")
+private func mallocTrim(_ pad: Int) -> Int32
+#endif
 
-    init(outbound: WebSocketOutboundWriter, number: UInt64) {
-        self.outbound = outbound
-        self.number = number
-    }
-
-    func send(event: String) async {
-        try? await outbound.write(.text(#"{"type":"\#(event)"}"#))
-    }
-
-    func close(_ code: WebSocketErrorCode, _ reason: String) async {
-        try? await outbound.close(code, reason: reason)
-    }
-}
-
-/// A room: at most two peers, and when a binary frame or a ping last passed.
-final class Room: @unchecked Sendable {
+/// A room: at most two peers, and when a binary message or a ping last
+/// passed in it. Touched only under the hub's lock.
+final class Room {
     let id: String
-    private let lock = NSLock()
-    private var peers: [RoomPeer] = []
-    private var lastActivity: UInt64
-    private var ended = false
+    var first: RoomConnection?
+    var second: RoomConnection?
+    /// Uptime nanoseconds of the last sweep that found activity.
+    var lastActivity: UInt64
 
-    init(id: String) {
+    init(id: String, now: UInt64) {
         self.id = id
-        lastActivity = DispatchTime.now().uptimeNanoseconds
+        lastActivity = now
     }
 
-    enum Join { case alone, paired(with: RoomPeer), full }
-
-    fileprivate func join(_ peer: RoomPeer) -> Join {
-        lock.withLock {
-            if ended || peers.count >= 2 { return .full }
-            peers.append(peer)
-            lastActivity = DispatchTime.now().uptimeNanoseconds
-            return peers.count == 1 ? .alone : .paired(with: peers[0])
-        }
-    }
-
-    /// The other peer, for forwarding a frame (which counts as activity).
-    func other(than peer: RoomPeer) -> RoomPeer? {
-        lock.withLock {
-            guard !ended, peers.count == 2 else { return nil }
-            lastActivity = DispatchTime.now().uptimeNanoseconds
-            return peers[0] === peer ? peers[1] : peers[0]
-        }
-    }
-
-    /// A ping from a peer: activity, like a forwarded frame (15.3).
-    func touch() {
-        lock.withLock {
-            if !ended { lastActivity = DispatchTime.now().uptimeNanoseconds }
-        }
-    }
-
-    /// Removes `peer`; returns the peer left behind (the room then ends), and
-    /// whether `peer` was still in the room.
-    fileprivate func leave(_ peer: RoomPeer) -> (wasHere: Bool, remaining: RoomPeer?) {
-        lock.withLock {
-            guard let index = peers.firstIndex(where: { $0 === peer }) else { return (false, nil) }
-            peers.remove(at: index)
-            ended = true
-            let remaining = peers.first
-            peers.removeAll()
-            return (true, remaining)
-        }
-    }
-
-    /// Ends the room if idle since `deadline`; returns its peers to close.
-    fileprivate func endIfIdle(since deadline: UInt64) -> [RoomPeer] {
-        lock.withLock {
-            guard !ended, lastActivity < deadline else { return [] }
-            ended = true
-            let all = peers
-            peers.removeAll()
-            return all
-        }
-    }
-
-    fileprivate func endNow() -> [RoomPeer] {
-        lock.withLock {
-            ended = true
-            let all = peers
-            peers.removeAll()
-            return all
-        }
-    }
-
-    fileprivate var isEnded: Bool { lock.withLock { ended } }
+    var members: [RoomConnection] { [first, second].compactMap { $0 } }
 }
 
-/// Sees a peer's WebSocket frames as they are decoded, ahead of the WebSocket
-/// layer, which answers a ping with a pong itself and hands the room only data
-/// messages: a ping counts as activity in the room (docs/PROTOCOL.md 15.3).
-/// Every frame goes on unchanged; a pong does not count.
-final class PingObserver: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = WebSocketFrame
-    typealias InboundOut = WebSocketFrame
-    private let room: Room
-
-    init(room: Room) { self.room = room }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
-        if frame.opcode == .ping, frame.fin { room.touch() }
-        context.fireChannelRead(data)
-    }
-
-    /// Puts an observer for `room` right after the connection's frame guard,
-    /// so that only a ping that keeps the rules counts.
-    static func install(on channel: any Channel, room: Room) async throws {
-        try await channel.eventLoop.submit {
-            let pipeline = channel.pipeline.syncOperations
-            let frameGuard = try pipeline.handler(type: FrameGuard.self)
-            try pipeline.addHandler(PingObserver(room: room), position: .after(frameGuard))
-        }.get()
-    }
-}
-
-/// Every open room (docs/PROTOCOL.md 15.3).
+/// Every open room (docs/PROTOCOL.md 15.3). Joining and leaving take a lock;
+/// forwarding never does: the two connections of a room know each other
+/// and write to each other's channel directly (RoomConnection).
 final class RoomHub: @unchecked Sendable {
+    enum Join {
+        case alone
+        case paired(with: RoomConnection)
+        case full
+        case shuttingDown
+    }
+
+    let metrics: RelayMetrics
+    /// Largest binary message, in bytes.
+    let maxFrame: Int
     private let lock = NSLock()
     private var rooms: [String: Room] = [:]
-    private var nextPeer: UInt64 = 0
     private var shuttingDown = false
-    let metrics: RelayMetrics
+    /// Connections that left since memory was last handed back (`trimIfQuiet`).
+    private var leftSinceTrim = 0
 
-    init(metrics: RelayMetrics) { self.metrics = metrics }
+    init(metrics: RelayMetrics, maxFrame: Int = 65_536) {
+        self.metrics = metrics
+        self.maxFrame = maxFrame
+    }
 
     var isShuttingDown: Bool { lock.withLock { shuttingDown } }
 
-    func makePeer(_ outbound: WebSocketOutboundWriter) -> RoomPeer {
-        let number = lock.withLock {
-            nextPeer &+= 1
-            return nextPeer
-        }
-        return RoomPeer(outbound: outbound, number: number)
-    }
-
-    /// Puts `peer` in room `id` (made if needed, or made anew if the old one
-    /// has ended but not yet been removed).
-    func join(_ id: String, _ peer: RoomPeer) -> (Room, Room.Join) {
+    /// Puts `connection` in room `id`, made if needed.
+    func join(_ id: String, _ connection: RoomConnection) -> (Room?, Join) {
         lock.withLock {
-            if shuttingDown { return (Room(id: id), .full) }
+            if shuttingDown { return (nil, .shuttingDown) }
             let room: Room
-            if let existing = rooms[id], !existing.isEnded {
+            if let existing = rooms[id] {
                 room = existing
             } else {
-                room = Room(id: id)
+                room = Room(id: id, now: DispatchTime.now().uptimeNanoseconds)
                 rooms[id] = room
             }
-            let result = room.join(peer)
+            let result: Join
+            if room.first == nil {
+                room.first = connection
+                result = .alone
+            } else if room.second == nil, let first = room.first {
+                room.second = connection
+                room.lastActivity = DispatchTime.now().uptimeNanoseconds
+                result = .paired(with: first)
+            } else {
+                return (nil, .full)
+            }
             metrics.roomsOpen.set(to: Double(rooms.count))
             return (room, result)
         }
     }
 
-    /// `peer` left (its connection ended): the other, if any, is told and
-    /// closed with 1000; the room ends.
-    func leave(_ room: Room, _ peer: RoomPeer) async {
-        let (wasHere, remaining) = room.leave(peer)
-        forget(room)
-        guard wasHere, let remaining else { return }
-        await remaining.send(event: "peer-left")
-        await remaining.close(.normalClosure, "peer left")
-    }
-
-    private func forget(_ room: Room) {
+    /// `connection` is leaving `room`: the room ends. Returns the peer left
+    /// behind, which the caller tells (`peer-left`, then a 1000 close), or
+    /// nil if there is none or the room had already ended.
+    func leave(_ room: Room, _ connection: RoomConnection) -> RoomConnection? {
         lock.withLock {
-            if rooms[room.id] === room, room.isEnded { rooms.removeValue(forKey: room.id) }
+            guard rooms[room.id] === room, room.first === connection || room.second === connection else { return nil }
+            let other = room.first === connection ? room.second : room.first
+            room.first = nil
+            room.second = nil
+            rooms.removeValue(forKey: room.id)
+            leftSinceTrim += other == nil ? 1 : 2
             metrics.roomsOpen.set(to: Double(rooms.count))
+            return other
         }
     }
 
-    /// Closes rooms without a binary frame or a ping for `seconds` (code 4000).
+    /// Closes rooms without a binary message or a ping for `seconds` (code
+    /// 4000). Called about once a second; each connection marks its
+    /// activity with one relaxed atomic store per read burst, which this
+    /// sweep collects.
     func closeIdle(olderThan seconds: Double) async {
         let now = DispatchTime.now().uptimeNanoseconds
         let span = UInt64(seconds * 1e9)
-        guard now > span else { return }
-        let deadline = now - span
-        let all = lock.withLock { Array(rooms.values) }
-        for room in all {
-            let peers = room.endIfIdle(since: deadline)
-            if peers.isEmpty { continue }
-            forget(room)
-            metrics.reject("idle")
-            for peer in peers { await peer.close(.unknown(4000), "idle") }
+        let idle: [RoomConnection] = lock.withLock {
+            var idle: [RoomConnection] = []
+            var ended: [String] = []
+            for (id, room) in rooms {
+                let a = room.first?.takeActivity() ?? false
+                let b = room.second?.takeActivity() ?? false
+                if a || b {
+                    room.lastActivity = now
+                } else if now > span, room.lastActivity < now - span {
+                    ended.append(id)
+                    idle += room.members
+                    room.first = nil
+                    room.second = nil
+                }
+            }
+            for id in ended {
+                rooms.removeValue(forKey: id)
+                metrics.reject("idle")
+            }
+            leftSinceTrim += idle.count
+            metrics.roomsOpen.set(to: Double(rooms.count))
+            return idle
         }
+        for connection in idle { connection.close(.idle) }
+        trimIfQuiet()
     }
 
     /// Shutdown: every connection closed with 1001, no room opened again.
     func closeAll() async {
-        let all = lock.withLock {
+        let all: [RoomConnection] = lock.withLock {
             shuttingDown = true
-            let all = Array(rooms.values)
+            let all = rooms.values.flatMap(\.members)
+            for room in rooms.values {
+                room.first = nil
+                room.second = nil
+            }
             rooms.removeAll()
-            metrics.roomsOpen.set(to: 0.0)
+            metrics.roomsOpen.set(to: 0)
             return all
         }
-        await withTaskGroup(of: Void.self) { group in
-            for room in all {
-                for peer in room.endNow() {
-                    group.addTask { await peer.close(.goingAway, "relay shutting down") }
-                }
+        for connection in all { connection.close(.goingAway) }
+    }
+
+    /// The relay's own ping to every connection (docs/PROTOCOL.md 15.3,
+    /// Keep-alive): a connection that has not answered the previous one is
+    /// closed with 1001.
+    func pingAll() {
+        let all: [RoomConnection] = lock.withLock { rooms.values.flatMap(\.members) }
+        for connection in all { connection.keepAlive() }
+    }
+
+    /// Hands freed memory back to the system once many connections have
+    /// left: glibc keeps the heap of a closed room's buffers otherwise, and
+    /// the relay's resident size would stay at its peak.
+    private func trimIfQuiet() {
+        let due: Bool = lock.withLock {
+            guard leftSinceTrim >= 1000 else { return false }
+            leftSinceTrim = 0
+            return true
+        }
+        #if canImport(Glibc)
+        if due { _ = mallocTrim(0) }
+        #endif
+    }
+}
+
+/// The relay's ping to every room connection every 30 seconds.
+struct RoomKeepAlive: Service {
+    let hub: RoomHub
+    var period: Duration = .seconds(30)
+
+    func run() async throws {
+        let hub = hub, period = period
+        try? await cancelWhenGracefulShutdown {
+            while true {
+                try await Task.sleep(for: period)
+                hub.pingAll()
             }
         }
     }

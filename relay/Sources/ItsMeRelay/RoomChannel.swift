@@ -1,0 +1,158 @@
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
+import NIOWebSocket
+
+/// What a connection became with its first request.
+enum RelayConnectionKind: Sendable {
+    /// Plain HTTP, for the responder.
+    case http(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>)
+    /// A WebSocket upgrade to a path that is not a valid room: answered 400.
+    case refusedUpgrade(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>)
+    /// A room connection, served by its RoomConnection handler.
+    case room
+}
+
+/// The relay's connections: HTTP/1.1 for the responder (RelayResponder),
+/// and the WebSocket upgrade of a room path straight into a RoomConnection,
+/// set up synchronously in the pipeline, in place of an async channel: a
+/// room's frames never leave the event loops.
+struct RelayChannel: ServerChildChannel, HTTPChannelHandler {
+    struct Value: ServerChildChannelValue {
+        let kind: EventLoopFuture<RelayConnectionKind>
+        let channel: any Channel
+    }
+
+    let responder: HTTPChannelHandler.Responder
+    let hub: RoomHub
+    let limits: ConnectionLimits
+    let headLimits: HTTP1Channel.Configuration.DecoderConfiguration
+
+    init(
+        responder: @escaping HTTPChannelHandler.Responder, hub: RoomHub, limits: ConnectionLimits,
+        headLimits: HTTP1Channel.Configuration.DecoderConfiguration
+    ) {
+        self.responder = Self.redirectingLateUpgrades(responder)
+        self.hub = hub
+        self.limits = limits
+        self.headLimits = headLimits
+    }
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        let hub = hub, limits = limits, headLimits = headLimits
+        return channel.eventLoop.makeCompletedFuture {
+            let attempted = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
+            let upgrade = NIOTypedHTTPServerUpgradeConfiguration<RelayConnectionKind>(
+                upgraders: [RoomUpgrader(hub: hub, attempted: attempted)],
+                notUpgradingCompletionHandler: { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        let pipeline = channel.pipeline.syncOperations
+                        try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+                        try pipeline.addHandler(RequestTimer(limits: limits))
+                        try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: nil, logger: logger))
+                        let http = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
+                            wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
+                        return attempted.value ? .refusedUpgrade(http) : .http(http)
+                    }
+                })
+            var configuration = NIOUpgradableHTTPServerPipelineConfiguration(upgradeConfiguration: upgrade)
+            // As Hummingbird's own channels: HTTP is pipelined by the async
+            // channel, errors are answered by the relay (ParseErrorAnswer).
+            configuration.enablePipelining = false
+            configuration.enableErrorHandling = false
+            configuration.enableResponseHeaderValidation = false
+            configuration.decoderConfiguration.maxHeaderFieldSize = headLimits.maxHeaderFieldSize
+            configuration.decoderConfiguration.maxHeaderListSize = headLimits.maxHeaderListSize
+            configuration.decoderConfiguration.maxHeaderFieldCount = headLimits.maxHeaderFieldCount
+            let kind = try channel.pipeline.syncOperations.configureUpgradableHTTPServerPipeline(configuration: configuration)
+            return Value(kind: kind, channel: channel)
+        }
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        do {
+            switch try await value.kind.get() {
+            case .http(let http):
+                await handleHTTP(asyncChannel: http, logger: logger)
+            case .refusedUpgrade(let http):
+                try await http.executeThenClose { _, outbound in
+                    try await outbound.write(
+                        contentsOf: [.head(HTTPResponse(status: .badRequest, headerFields: [.connection: "close", .contentLength: "0"])), .end(nil)])
+                }
+            case .room:
+                // The caller closes the channel when this returns.
+                try? await value.channel.closeFuture.get()
+            }
+        } catch {
+            logger.trace("connection ended during its first request", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// A valid WebSocket handshake after another request on the same
+    /// connection cannot be upgraded any more (the upgrade handler has left
+    /// the pipeline): it is sent back to the same path on a new connection,
+    /// with 307 and `Connection: close`, as Hummingbird does.
+    static func redirectingLateUpgrades(_ responder: @escaping HTTPChannelHandler.Responder) -> HTTPChannelHandler.Responder {
+        struct Redirected: Error {}
+        return { request, writer, channel in
+            guard request.headers[.upgrade]?.lowercased() == "websocket" else {
+                try await responder(request, writer, channel)
+                return
+            }
+            var path = request.uri.path
+            if let query = request.uri.query { path += "?\(query)" }
+            try await writer.writeResponse(HTTPResponse(status: .temporaryRedirect, headerFields: [.connection: "close", .location: path]))
+            throw Redirected()
+        }
+    }
+}
+
+/// The opening handshake of a room (RFC 6455 4.2.2), checked and answered
+/// by NIO's WebSocket upgrader; the upgrade itself puts a RoomConnection in
+/// the pipeline, with no frame decoder or encoder beside it (it decodes
+/// and encodes frames itself).
+struct RoomUpgrader: NIOTypedHTTPServerProtocolUpgrader {
+    typealias UpgradeResult = RelayConnectionKind
+
+    let supportedProtocol = "websocket"
+    let requiredUpgradeHeaders: [String] = []
+    private let hub: RoomHub
+    private let handshake: NIOTypedWebSocketServerUpgrader<RelayConnectionKind>
+
+    /// `attempted` is set when a request asks for the upgrade, so that a
+    /// refused one is answered 400 rather than routed.
+    init(hub: RoomHub, attempted: NIOLoopBoundBox<Bool>) {
+        self.hub = hub
+        handshake = NIOTypedWebSocketServerUpgrader(
+            shouldUpgrade: { channel, head in
+                attempted.value = true
+                guard let id = RelayServer.roomID(head.uri), RelayID.isValid(id) else {
+                    hub.metrics.reject("bad-id")
+                    return channel.eventLoop.makeSucceededFuture(nil)
+                }
+                return channel.eventLoop.makeSucceededFuture(HTTPHeaders())
+            },
+            // Never called: `upgrade` below takes its place.
+            upgradePipelineHandler: { channel, _ in channel.eventLoop.makeFailedFuture(ChannelError.inappropriateOperationForState) })
+    }
+
+    func buildUpgradeResponse(channel: any Channel, upgradeRequest: HTTPRequestHead, initialResponseHeaders: HTTPHeaders)
+        -> EventLoopFuture<HTTPHeaders>
+    {
+        handshake.buildUpgradeResponse(channel: channel, upgradeRequest: upgradeRequest, initialResponseHeaders: initialResponseHeaders)
+    }
+
+    func upgrade(channel: any Channel, upgradeRequest: HTTPRequestHead) -> EventLoopFuture<RelayConnectionKind> {
+        let hub = hub
+        return channel.eventLoop.makeCompletedFuture {
+            guard let id = RelayServer.roomID(upgradeRequest.uri) else { throw ChannelError.inappropriateOperationForState }
+            try channel.pipeline.syncOperations.addHandler(RoomConnection(roomID: id, hub: hub, loop: channel.eventLoop))
+            return .room
+        }
+    }
+}
