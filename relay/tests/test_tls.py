@@ -157,12 +157,6 @@ def _install(source_cert, source_key, cert_path, key_path):
         temporary.replace(target)
 
 
-RELOAD_WIRING = (
-    "each connection's TLS handler is made from TLSReloader.context at accept time once the server "
-    "(Server.swift) is wired to it; until then the relay serves the certificate it started with"
-)
-
-
 @pytest.fixture
 def two_certificates(tmp_path):
     a_cert, a_key, a = self_signed(tmp_path, "cert-a")
@@ -172,7 +166,6 @@ def two_certificates(tmp_path):
     return dict(a=(a_cert, a_key, a), b=(b_cert, b_key, b), served=(served_cert, served_key))
 
 
-@pytest.mark.xfail(strict=False, reason=RELOAD_WIRING)
 def test_sighup_serves_the_new_certificate_and_keeps_open_connections(tmp_path, two_certificates):
     served_cert, served_key = two_certificates["served"]
     _, _, a = two_certificates["a"]
@@ -208,7 +201,6 @@ def test_sighup_serves_the_new_certificate_and_keeps_open_connections(tmp_path, 
         relay.stop()
 
 
-@pytest.mark.xfail(strict=False, reason=RELOAD_WIRING)
 def test_a_bad_file_on_sighup_keeps_the_old_certificate(tmp_path, two_certificates):
     served_cert, served_key = two_certificates["served"]
     _, _, a = two_certificates["a"]

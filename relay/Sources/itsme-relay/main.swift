@@ -175,8 +175,9 @@ struct RelayCommand: AsyncParsableCommand {
         do {
             c.databasePath = try DatabaseLocation.resolve(database ?? env("DATABASE"))
             if let cert = c.tlsCertificatePath, let key = c.tlsKeyPath {
-                // Read once here, so that a bad file is one clear line
-                // before anything starts.
+                // Read once here too (the server's reloader reads them as it
+                // starts), so that a bad file is one clear line before
+                // anything starts or is logged.
                 _ = try TLSReloader(certificatePath: cert, keyPath: key, logger: logger)
             }
         } catch {
