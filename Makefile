@@ -8,7 +8,7 @@
 #   make demo             the end-to-end demo (`itsme demo`), from a debug build
 #   make test             every test: Swift, C, Python, Rust, ABI checks
 #   make bench            the benchmark suites (crypto, store, exchange, verify)
-#   make bench-relay      the relay's benchmark (builds relay/ in release; 2-3 minutes)
+#   make bench-relay      the relay's benchmark (builds relay/ in release; 5-10 minutes: each phase runs 3 times)
 #   make fuzz-long        each fuzz target for RUNS executions (default 10 million) or SECONDS
 
 PREFIX ?= /usr/local

@@ -1,13 +1,17 @@
-// itsme-bench relay: the relay's benchmark (rooms held, forwarded frames per
-// second, open-loop latency, the relay's memory, invite lifecycles per
-// second, and Magic Wormhole's mailbox server as a reference). The relay is
-// a package of its own (relay/); its load generator, itsme-relay-load,
-// starts the relay as a child process on 127.0.0.1 and does the measuring.
-// This suite finds it and runs it in place of this process, passing the
-// options through, so its exit status is the suite's.
+// itsme-bench relay: the relay's benchmark (rooms held and the relay's
+// memory per connection, plaintext and TLS apart; forwarded frames per second
+// saturated and the relay's and the load generator's CPU per forwarded
+// frame; open-loop latency at 25,000 and 100,000 frames/s offered; invite
+// lifecycles per second; and Magic Wormhole's mailbox server as a
+// reference). Each measured phase runs 3 times (--runs) and is reported as a
+// median with its spread; a run disturbed by other processes is run again.
+// The relay is a package of its own (relay/); its load generator,
+// itsme-relay-load, starts the relay as a child process on 127.0.0.1 and does
+// the measuring. This suite finds it and runs it in place of this process,
+// passing the options through, so its exit status is the suite's.
 //
 //   swift build -c release --package-path relay
-//   swift run -c release itsme-bench relay [--quick] [--rooms N] [--duration S] [--rate R] ...
+//   swift run -c release itsme-bench relay [--quick] [--runs N] [--rooms N] [--duration S] [--rate R] [--high-rate R] ...
 //   swift run -c release itsme-bench relay --load-bin PATH ...   (another build of the load generator)
 #if canImport(Glibc)
 import Glibc

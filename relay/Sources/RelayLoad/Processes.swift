@@ -86,11 +86,12 @@ final class ChildServer: @unchecked Sendable {
     }
 }
 
-/// "itsme-relay listening on http://127.0.0.1:PORT" -> PORT
+/// "itsme-relay listening on http(s)://127.0.0.1:PORT" -> PORT
 func relayPort(_ line: String) -> Int? {
-    let prefix = "itsme-relay listening on http://127.0.0.1:"
-    guard line.hasPrefix(prefix) else { return nil }
-    return Int(line.dropFirst(prefix.count).prefix { $0.isNumber })
+    for prefix in ["itsme-relay listening on http://127.0.0.1:", "itsme-relay listening on https://127.0.0.1:"] where line.hasPrefix(prefix) {
+        return Int(line.dropFirst(prefix.count).prefix { $0.isNumber })
+    }
+    return nil
 }
 
 /// Twisted's "PrivacyEnhancedSite starting on PORT" -> PORT

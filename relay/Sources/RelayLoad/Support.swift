@@ -244,6 +244,11 @@ struct CPUMeter {
         return (server, own, max(0, machine - server - own))
     }
 
+    /// CPU seconds since `init`: the server's and this process's.
+    func seconds() -> (server: Double, generator: Double) {
+        ((procCPUSeconds(pid) ?? server) - server, ownCPUSeconds() - own)
+    }
+
     func line(_ server: String) -> String {
         let p = percent()
         return "CPU (% of one core): \(server) \(grouped(p.server)), load generator \(grouped(p.generator)), other processes \(grouped(p.others))"

@@ -4,6 +4,7 @@
 // main thread reads the counters between phases with `loop.submit`.
 import NIOCore
 import NIOPosix
+import NIOSSL
 
 final class Room: @unchecked Sendable {
     let index: Int
@@ -99,7 +100,11 @@ final class Worker: @unchecked Sendable {
     }
 
     /// Opens both connections of each room (to `port` on 127.0.0.1).
-    func open(_ newRooms: [Room], port: Int, path: @escaping @Sendable (Room) -> String) -> EventLoopFuture<Void> {
+    /// `tls`: connect with TLS (to measure the relay's memory per TLS
+    /// connection).
+    func open(_ newRooms: [Room], port: Int, tls: NIOSSLContext? = nil, path: @escaping @Sendable (Room) -> String)
+        -> EventLoopFuture<Void>
+    {
         loop.submit {
             let address = try! SocketAddress(ipAddress: "127.0.0.1", port: port)
             for room in newRooms {
@@ -108,17 +113,20 @@ final class Worker: @unchecked Sendable {
                 room.b = WSConn(worker: self, room: room, side: 1, path: path(room), host: "127.0.0.1:\(port)")
                 self.connections.append(room.a)
                 self.connections.append(room.b)
-                self.connect(room.a, address)
-                self.connect(room.b, address)
+                self.connect(room.a, address, tls: tls)
+                self.connect(room.b, address, tls: tls)
             }
         }
     }
 
-    private func connect(_ conn: WSConn, _ address: SocketAddress) {
+    private func connect(_ conn: WSConn, _ address: SocketAddress, tls: NIOSSLContext?) {
         ClientBootstrap(group: loop)
             .connectTimeout(.seconds(30))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if let tls {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: nil))
+                    }
                     try channel.pipeline.syncOperations.addHandler(conn)
                 }
             }
