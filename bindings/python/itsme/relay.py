@@ -82,6 +82,17 @@ _SESSION_STATE_VERSION = 1
 _DROPPED = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 
 
+def _tls_failure(host: Optional[str], port: Optional[int], error: ssl.SSLError) -> str:
+    """One line: which relay, and why its TLS failed (OpenSSL's reason,
+    e.g. "certificate has expired", or "unable to get local issuer
+    certificate" for a private CA: pass an ``ssl_context`` that trusts it,
+    or set SSL_CERT_FILE), without OpenSSL's source file and line."""
+    where = f"{host}:{port or 443}"
+    if isinstance(error, ssl.SSLCertVerificationError) and error.verify_message:
+        return f"TLS with the relay at {where} failed: {error.verify_message}"
+    return f"TLS with the relay at {where} failed: {error.reason or 'handshake failed'}"
+
+
 class RelayError(Exception):
     """The relay refused a request, answered something unexpected, or could
     not be reached.
@@ -189,16 +200,6 @@ class InviteMailbox:
             return http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout, context=context)
         return http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
 
-    def _tls_failure(self, error: ssl.SSLError) -> str:
-        """One line: which relay, and why its TLS failed (OpenSSL's reason,
-        e.g. "certificate has expired", "unable to get local issuer
-        certificate" for a private CA: pass an ``ssl_context`` that trusts
-        it, or set SSL_CERT_FILE)."""
-        where = f"{self._host}:{self._port or 443}"
-        if isinstance(error, ssl.SSLCertVerificationError) and error.verify_message:
-            return f"TLS with the relay at {where} failed: {error.verify_message}"
-        return f"TLS with the relay at {where} failed: {error.reason or error.strerror or 'handshake failed'}"
-
     def close(self) -> None:
         """Closes the connection (the next request opens a new one)."""
         connection, self._connection = self._connection, None
@@ -252,7 +253,7 @@ class InviteMailbox:
                 raise RelayError("the relay did not answer in time", kind="timeout") from error
             except ssl.SSLError as error:
                 self.close()
-                raise RelayError(self._tls_failure(error), kind="connection") from error
+                raise RelayError(_tls_failure(self._host, self._port, error), kind="connection") from error
             except (OSError, http.client.HTTPException) as error:
                 self.close()
                 raise RelayError(f"cannot reach the relay ({error})", kind="connection") from error
@@ -712,6 +713,9 @@ class Room:
             self._ws = self._context.__enter__()
         except TimeoutError as error:
             raise RelayError("the relay did not open the room in time", kind="timeout") from error
+        except ssl.SSLError as error:
+            where = urllib.parse.urlsplit(self.url)
+            raise RelayError(_tls_failure(where.hostname, where.port, error), kind="connection") from error
         except Exception as error:  # websockets' handshake errors, OSError
             status = getattr(getattr(error, "response", None), "status_code", None)
             raise RelayError(f"cannot join the room ({error})", status=status, kind="connection") from error
@@ -1075,16 +1079,6 @@ class RecordStore:
     def __init__(self, base_url: str, *, timeout: float = 15.0, ssl_context: Optional[ssl.SSLContext] = None) -> None:
         self._http = InviteMailbox(base_url, timeout=timeout, ssl_context=ssl_context)
         self.base_url = base_url
-
-    def _tls_failure(self, error: ssl.SSLError) -> str:
-        """One line: which relay, and why its TLS failed (OpenSSL's reason,
-        e.g. "certificate has expired", "unable to get local issuer
-        certificate" for a private CA: pass an ``ssl_context`` that trusts
-        it, or set SSL_CERT_FILE)."""
-        where = f"{self._host}:{self._port or 443}"
-        if isinstance(error, ssl.SSLCertVerificationError) and error.verify_message:
-            return f"TLS with the relay at {where} failed: {error.verify_message}"
-        return f"TLS with the relay at {where} failed: {error.reason or error.strerror or 'handshake failed'}"
 
     def close(self) -> None:
         """Closes the connection (the next request opens a new one)."""

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from itsme.relay import InviteMailbox, RelayError
+from itsme.relay import InviteMailbox, RelayError, Room
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 RELAY_BIN = pathlib.Path(os.environ.get("ITSME_RELAY_BIN") or REPO / "relay" / ".build" / "debug" / "itsme-relay")
@@ -102,3 +102,17 @@ def test_an_ssl_context_or_ssl_cert_file_trusts_the_relay(tls_relay, monkeypatch
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))
     with InviteMailbox(url, timeout=10) as mailbox:
         assert mailbox.create(secrets.token_hex(16))
+
+
+def test_a_room_refuses_an_untrusted_certificate_the_same_way(tls_relay, monkeypatch):
+    pytest.importorskip("websockets")
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    url, cert = tls_relay()
+    port = url.rsplit(":", 1)[1]
+    with pytest.raises(RelayError) as caught:
+        Room(url, secrets.token_hex(16), open_timeout=10)
+    assert caught.value.kind == "connection"
+    assert f"TLS with the relay at 127.0.0.1:{port} failed: " in caught.value.message, caught.value.message
+    assert "_ssl.c" not in caught.value.message
+    with Room(url, secrets.token_hex(16), open_timeout=10, ssl_context=ssl.create_default_context(cafile=str(cert))) as room:
+        assert room.next_event(5) == ("event", {"type": "waiting"})
