@@ -27,6 +27,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         // The server: routes, storage, rooms, limits, metrics.
@@ -39,6 +40,7 @@ let package = Package(
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
@@ -87,9 +89,25 @@ let package = Package(
             ],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
+        // The PostgreSQL backend, for several relays sharing one database: a
+        // target of its own so that only itsme-relay compiles PostgresNIO,
+        // never the CLI.
+        .target(
+            name: "ItsMeRelayPostgres",
+            dependencies: [
+                "ItsMeRelay",
+                .product(name: "ItsMeCore", package: "itsme"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "itsme-relay",
-            dependencies: ["ItsMeRelay", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [
+                "ItsMeRelay", "ItsMeRelayPostgres", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
         // The load generator of `itsme-bench relay`: a separate process from
         // the relay it measures.

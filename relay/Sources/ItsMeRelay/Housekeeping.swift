@@ -2,7 +2,9 @@ import Logging
 import ServiceLifecycle
 
 /// Periodic work and the shutdown of rooms and held fetches: idle rooms
-/// every second, expired invites and stale rate-limit entries every minute.
+/// every second, expired invites and stale rate-limit entries every minute;
+/// and, for a store several relays share, the feed of invites changed by
+/// the others, which wakes the fetches held here.
 struct Housekeeping: Service {
     let configuration: RelayConfiguration
     let storage: any RelayStorage
@@ -14,7 +16,12 @@ struct Housekeeping: Service {
     let logger: Logger
 
     func run() async throws {
-        sweep()
+        await sweep()
+        let watch = Task { [storage, waiters] in
+            await storage.watchInvites { id in
+                if let id { waiters.changed(id) } else { waiters.changedAll() }
+            }
+        }
         let periodic = Task {
             var ticks = 0
             while !Task.isCancelled {
@@ -24,23 +31,24 @@ struct Housekeeping: Service {
                 ticks += 1
                 if Double(ticks) * min(1, configuration.roomIdleSeconds / 4) >= 60 {
                     ticks = 0
-                    sweep()
+                    await sweep()
                 }
             }
         }
         try? await gracefulShutdown()
         periodic.cancel()
+        watch.cancel()
         logger.info("shutting down: closing rooms and held requests")
         waiters.closeAll()
         await hub.closeAll()
     }
 
-    private func sweep() {
+    private func sweep() async {
         do {
             let now = clock.now()
-            let removed = try storage.sweep(now: now)
+            let removed = try await storage.sweep(now: now)
             if removed > 0 { logger.info("expired invites erased", metadata: ["count": "\(removed)"]) }
-            metrics.invitesLive.set(to: Double(try storage.liveInvites(now: now)))
+            metrics.invitesLive.set(to: Double(try await storage.liveInvites(now: now)))
         } catch {
             logger.error("sweep failed", metadata: ["error": "\(error)"])
         }

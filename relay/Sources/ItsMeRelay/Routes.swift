@@ -53,6 +53,14 @@ struct RelayResponder: HTTPResponder {
         } catch let error as RelayError {
             metrics.reject(error.kind)
             return error.response()
+        } catch let error as StorageUnavailable {
+            // Logged without the connection string: `reason` never has it.
+            logger.warning("database unavailable", metadata: ["error": "\(error.reason)"])
+            metrics.reject("unavailable")
+            return RelayError(
+                status: .serviceUnavailable, kind: "unavailable", message: "the relay's database does not answer; try again shortly",
+                headers: [.retryAfter: "5"]
+            ).response()
         } catch is NIOTooManyBytesError {
             metrics.reject("too-large")
             return RelayError(status: .contentTooLarge, kind: "too-large", message: "the body is too large", headers: [.connection: "close"])
@@ -82,7 +90,7 @@ struct RelayResponder: HTTPResponder {
         var request = request
         switch (route, request.method) {
         case (.health, _):
-            try storage.check()
+            try await storage.check()
             return JSON.response(.ok, ["status": "ok"])
         case (.metrics, _):
             return Response(
@@ -96,29 +104,29 @@ struct RelayResponder: HTTPResponder {
         case (.invite(let id), .post):
             try checkID(id, "invite")
             try await emptyBody(&request)
-            return try createInvite(id, client)
+            return try await createInvite(id, client)
         case (.accept(let id), _):
             try checkID(id, "invite")
             try lookupAllowed(client)
             try await emptyBody(&request)
-            return try acceptInvite(id, client)
+            return try await acceptInvite(id, client)
         case (.messages(let id), .post):
             try checkID(id, "invite")
             try lookupAllowed(client)
-            let side = try authenticate(request, id, client).side
+            let side = try await authenticate(request, id, client).side
             let body = try await collect(&request, limit: configuration.maxMessage)
-            return try post(id, side, body, client)
+            return try await post(id, side, body, client)
         case (.messages(let id), _):
             try checkID(id, "invite")
             try lookupAllowed(client)
             let (after, wait) = try fetchParameters(request)
-            _ = try authenticate(request, id, client)
+            _ = try await authenticate(request, id, client)
             return try await fetch(request, id, after: after, wait: wait, client)
         case (.invite(let id), _):
             try checkID(id, "invite")
             try lookupAllowed(client)
-            _ = try authenticate(request, id, client)
-            if try storage.deleteInvite(id: id) {
+            _ = try await authenticate(request, id, client)
+            if try await storage.deleteInvite(id: id) {
                 metrics.invitesLive.decrement()
                 logger.info("invite ended", metadata: ["invite": "\(RelayID.short(id))"])
             }
@@ -130,7 +138,7 @@ struct RelayResponder: HTTPResponder {
             let body = try await collect(&request, limit: configuration.maxRecord)
             guard !body.isEmpty else { throw RelayError.badRequest("a record is 1 to \(configuration.maxRecord) bytes") }
             let token = Token.make()
-            switch try storage.putRecord(id: id, bytes: body, tokenHash: token.hash, now: clock.now()) {
+            switch try await storage.putRecord(id: id, bytes: body, tokenHash: token.hash, now: clock.now()) {
             case .created: return JSON.response(.created, ["delete_token": token.text])
             case .same: return JSON.response(.ok, [:])
             case .conflict:
@@ -138,7 +146,7 @@ struct RelayResponder: HTTPResponder {
             }
         case (.record(let id), .get):
             guard RelayID.isValid(id) else { throw RelayError.badID("record") }
-            guard let bytes = try storage.record(id: id) else {
+            guard let bytes = try await storage.record(id: id) else {
                 throw RelayError(status: .notFound, kind: "not-found", message: "no such record")
             }
             return Response(
@@ -146,7 +154,7 @@ struct RelayResponder: HTTPResponder {
         case (.record(let id), _):
             guard RelayID.isValid(id) else { throw RelayError.badID("record") }
             guard let hash = presentedToken(request) else { throw RelayError.unauthorized }
-            switch try storage.deleteRecord(id: id, tokenHash: hash) {
+            switch try await storage.deleteRecord(id: id, tokenHash: hash) {
             case .deleted: return Response(status: .noContent)
             case .forbidden: throw RelayError(status: .forbidden, kind: "forbidden", message: "wrong delete token")
             case .notFound: throw RelayError(status: .notFound, kind: "not-found", message: "no such record")
@@ -158,12 +166,12 @@ struct RelayResponder: HTTPResponder {
 
     // MARK: Invites
 
-    private func createInvite(_ id: String, _ client: String) throws -> Response {
+    private func createInvite(_ id: String, _ client: String) async throws -> Response {
         if let retry = creations.take(client) { throw RelayError.rateLimited(retry) }
         let token = Token.make()
         let now = clock.now()
         let expires = now + RelayConfiguration.inviteLifetime
-        switch try storage.createInvite(id: id, tokenHash: token.hash, now: now, expires: expires, maxInvites: configuration.maxInvites)
+        switch try await storage.createInvite(id: id, tokenHash: token.hash, now: now, expires: expires, maxInvites: configuration.maxInvites)
         {
         case .created:
             metrics.invitesLive.increment()
@@ -178,9 +186,9 @@ struct RelayResponder: HTTPResponder {
         }
     }
 
-    private func acceptInvite(_ id: String, _ client: String) throws -> Response {
+    private func acceptInvite(_ id: String, _ client: String) async throws -> Response {
         let token = Token.make()
-        switch try storage.acceptInvite(id: id, tokenHash: token.hash, now: clock.now()) {
+        switch try await storage.acceptInvite(id: id, tokenHash: token.hash, now: clock.now()) {
         case .accepted(let expires):
             waiters.changed(id)
             logger.info("invite accepted", metadata: ["invite": "\(RelayID.short(id))"])
@@ -192,9 +200,9 @@ struct RelayResponder: HTTPResponder {
         }
     }
 
-    private func post(_ id: String, _ side: InviteSide, _ body: [UInt8], _ client: String) throws -> Response {
+    private func post(_ id: String, _ side: InviteSide, _ body: [UInt8], _ client: String) async throws -> Response {
         guard !body.isEmpty else { throw RelayError.badRequest("a message is 1 to \(configuration.maxMessage) bytes") }
-        switch try storage.post(invite: id, side: side, body: body, maxMessages: configuration.maxMessagesPerSide, now: clock.now()) {
+        switch try await storage.post(invite: id, side: side, body: body, maxMessages: configuration.maxMessagesPerSide, now: clock.now()) {
         case .posted(let seq):
             waiters.changed(id)
             return JSON.response(.created, ["seq": seq])
@@ -212,12 +220,13 @@ struct RelayResponder: HTTPResponder {
             let version = waiters.version(of: id)
             // The token is checked again each round: the invite may have
             // ended or expired while this request waited.
-            guard let (side, accepted) = try storage.side(invite: id, tokenHash: presentedToken(request) ?? [], now: clock.now()) else {
+            guard let (side, accepted) = try await storage.side(invite: id, tokenHash: presentedToken(request) ?? [], now: clock.now()) else {
                 throw miss(client)
             }
-            let found = try storage.messages(invite: id, from: side.other, after: after)
+            let found = try await storage.messages(invite: id, from: side.other, after: after)
             let left = deadline - ContinuousClock.now
-            if !found.isEmpty || left <= .zero {
+            // Under a millisecond left counts as the time being up.
+            if !found.isEmpty || left < .milliseconds(1) {
                 let messages: [[String: Any]] = found.map { ["seq": $0.seq, "body": Base64.encode($0.body, .urlUnpadded)] }
                 return JSON.response(.ok, ["accepted": accepted, "messages": messages])
             }
@@ -249,9 +258,9 @@ struct RelayResponder: HTTPResponder {
         return (after, wait)
     }
 
-    private func authenticate(_ request: Request, _ id: String, _ client: String) throws -> (side: InviteSide, accepted: Bool) {
+    private func authenticate(_ request: Request, _ id: String, _ client: String) async throws -> (side: InviteSide, accepted: Bool) {
         guard let hash = presentedToken(request) else { throw RelayError.unauthorized }
-        guard let found = try storage.side(invite: id, tokenHash: hash, now: clock.now()) else { throw miss(client) }
+        guard let found = try await storage.side(invite: id, tokenHash: hash, now: clock.now()) else { throw miss(client) }
         return found
     }
 

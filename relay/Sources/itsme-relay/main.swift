@@ -202,7 +202,7 @@ struct RelayCommand: AsyncParsableCommand {
                 metadata: ["host": "\(c.host)"])
         }
         do {
-            try await RelayServer(configuration: c, logger: logger).run { url in
+            try await RelayServer(configuration: c, logger: logger, openStorage: openStorage).run { url in
                 FileHandle.standardOutput.write(Data("itsme-relay listening on \(url)\n".utf8))
             }
         } catch {
