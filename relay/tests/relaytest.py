@@ -41,6 +41,10 @@ LISTENING = re.compile(r"itsme-relay listening on (https?)://127\.0\.0\.1:(\d+)"
 TOKEN = re.compile(r"[A-Za-z0-9_-]{43}")
 
 
+def is_postgres_url(database) -> bool:
+    return isinstance(database, str) and database.startswith(("postgres://", "postgresql://"))
+
+
 def relay_binary() -> Path:
     env = os.environ.get("ITSME_RELAY_BIN")
     return Path(env) if env else DEFAULT_BINARY
@@ -105,9 +109,17 @@ class Relay:
     def __init__(self, binary: Path, workdir: Path, flags: dict):
         self.dir = workdir
         flags = dict(flags)
-        self.database = Path(flags.pop("database", None) or workdir / "relay.sqlite")
+        given = flags.pop("database", None)
+        if is_postgres_url(given):
+            # PostgreSQL (conftest.py: ITSME_RELAY_TEST_DATABASE): a URL, no file.
+            self.database = given
+            self.backend = "postgres"
+        else:
+            self.database = Path(given or workdir / "relay.sqlite")
+            self.backend = "sqlite"
         self.stderr_path = workdir / "stderr.log"
-        args = [str(binary), "--host", "127.0.0.1", "--port", "0", "--database", str(self.database)]
+        port = flags.pop("port", 0)
+        args = [str(binary), "--host", "127.0.0.1", "--port", str(port), "--database", str(self.database)]
         for name, value in flags.items():
             if value is None or value is False:
                 continue
