@@ -237,3 +237,18 @@ class _RelayView:
 
     def room_url(self, room_id: str) -> str:
         return f"wss://127.0.0.1:{self.launched.port}/v1/rooms/{room_id}"
+
+
+def test_an_expired_certificate_is_served_and_warned_about_once(tmp_path):
+    """A relay whose certificate has expired still starts (clients will
+    refuse it, and say why); its log says so, once."""
+    from operatortest import Authority
+
+    cert, key, _ = Authority().issue(tmp_path, "late", expired=True)
+    relay = Launched(tmp_path, ["--port", "0", "--database", ":memory:", "--tls-cert", cert, "--tls-key", key])
+    try:
+        relay.wait_listening()
+        warnings = [line for line in relay.stderr().splitlines() if "expired" in line]
+        assert len(warnings) == 1, relay.stderr()
+    finally:
+        relay.stop()

@@ -176,9 +176,10 @@ struct RelayCommand: AsyncParsableCommand {
             c.databasePath = try DatabaseLocation.resolve(database ?? env("DATABASE"))
             if let cert = c.tlsCertificatePath, let key = c.tlsKeyPath {
                 // Read once here too (the server's reloader reads them as it
-                // starts), so that a bad file is one clear line before
-                // anything starts or is logged.
-                _ = try TLSReloader(certificatePath: cert, keyPath: key, logger: logger)
+                // starts, and logs what it finds), so that a bad file is one
+                // clear line before anything starts or is logged.
+                let silent = Logger(label: "itsme-relay") { _ in SwiftLogNoOpLogHandler() }
+                _ = try TLSReloader(certificatePath: cert, keyPath: key, logger: silent)
             }
         } catch {
             FileHandle.standardError.write(Data("itsme-relay: \(error)\n".utf8))
