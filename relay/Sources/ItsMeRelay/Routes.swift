@@ -56,7 +56,6 @@ struct RelayResponder: HTTPResponder {
         } catch let error as StorageUnavailable {
             // Logged without the connection string: `reason` never has it.
             logger.warning("database unavailable", metadata: ["error": "\(error.reason)"])
-            metrics.reject("unavailable")
             return RelayError(
                 status: .serviceUnavailable, kind: "unavailable", message: "the relay's database does not answer; try again shortly",
                 headers: [.retryAfter: "5"]

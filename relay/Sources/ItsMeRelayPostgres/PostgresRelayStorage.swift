@@ -34,13 +34,26 @@ public final class PostgresRelayStorage: RelayStorage, Sendable {
     /// database answers. Throws with the URL's redacted form on failure.
     public static func open(_ text: String, logger: Logger) async throws -> PostgresRelayStorage {
         let url = try DatabaseURL(text)
-        let storage = try PostgresRelayStorage(url: url, logger: logger)
+        // A connection of its own first: the pool retries a refused
+        // connection or a wrong password in silence, this one says why.
         do {
-            try await storage.answer { try await Schema.migrate(storage.client, logger: logger, redacted: url.redacted) }
+            let configuration = try url.connectionConfiguration()
+            let connection = try await withDeadline(.seconds(10)) {
+                try await PostgresConnection.connect(configuration: configuration, id: 0, logger: quiet)
+            }
+            do {
+                try await withDeadline(.seconds(60)) {
+                    try await Schema.migrate(connection, logger: logger, redacted: url.redacted)
+                }
+            } catch {
+                try? await connection.close()
+                throw error
+            }
+            try? await connection.close()
         } catch {
-            storage.runner.cancel()
             throw OpenFailed(description: "cannot open the database \(url.redacted): \(PostgresRelayStorage.reason(error))")
         }
+        let storage = try PostgresRelayStorage(url: url, logger: logger)
         logger.info("database ready", metadata: ["database": "\(url.redacted)", "schema": "\(Schema.migrations.count)"])
         return storage
     }
@@ -65,22 +78,26 @@ public final class PostgresRelayStorage: RelayStorage, Sendable {
 
     // MARK: Errors and deadlines
 
+    static func withDeadline<R: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> R) async throws -> R {
+        try await withThrowingTaskGroup(of: R?.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let value = first else {
+                throw StorageUnavailable("no answer within \(limit)")
+            }
+            return value
+        }
+    }
+
     /// Runs `body` with a deadline; a database that does not answer, or
     /// answers that it cannot serve, becomes `StorageUnavailable`.
     func answer<R: Sendable>(_ body: @escaping @Sendable () async throws -> R) async throws -> R {
         do {
-            return try await withThrowingTaskGroup(of: R?.self) { group in
-                group.addTask { try await body() }
-                group.addTask {
-                    try await Task.sleep(for: Self.answerTimeout)
-                    return nil
-                }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let value = first else {
-                    throw StorageUnavailable("no answer within \(Self.answerTimeout)")
-                }
-                return value
-            }
+            return try await Self.withDeadline(Self.answerTimeout, body)
         } catch let error as StorageUnavailable {
             throw error
         } catch let error as PSQLError where error.code == .server && !Self.isOutage(error) {
@@ -109,6 +126,7 @@ public final class PostgresRelayStorage: RelayStorage, Sendable {
             return "\(error.code)"
         }
         if let error = error as? DatabaseURL.Invalid { return error.description }
+        if let error = error as? StorageUnavailable { return error.reason }
         if error is CancellationError { return "cancelled" }
         return "\(error)"
     }

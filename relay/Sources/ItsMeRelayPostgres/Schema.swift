@@ -53,17 +53,15 @@ enum Schema {
         }
     }
 
-    static func migrate(_ client: PostgresClient, logger: Logger, redacted: String) async throws {
-        try await client.withConnection { connection in
-            try await connection.query("SELECT pg_advisory_lock(\(lockKey))", logger: logger).drain()
-            do {
-                try await apply(connection, logger: logger, redacted: redacted)
-            } catch {
-                _ = try? await connection.query("SELECT pg_advisory_unlock(\(lockKey))", logger: logger).drain()
-                throw error
-            }
-            try await connection.query("SELECT pg_advisory_unlock(\(lockKey))", logger: logger).drain()
+    static func migrate(_ connection: PostgresConnection, logger: Logger, redacted: String) async throws {
+        try await connection.query("SELECT pg_advisory_lock(\(lockKey))", logger: logger).drain()
+        do {
+            try await apply(connection, logger: logger, redacted: redacted)
+        } catch {
+            _ = try? await connection.query("SELECT pg_advisory_unlock(\(lockKey))", logger: logger).drain()
+            throw error
         }
+        try await connection.query("SELECT pg_advisory_unlock(\(lockKey))", logger: logger).drain()
     }
 
     private static func apply(_ connection: PostgresConnection, logger: Logger, redacted: String) async throws {
