@@ -46,6 +46,12 @@ struct RelayChannel: ServerChildChannel, HTTPChannelHandler {
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         let hub = hub, limits = limits, headLimits = headLimits
         return channel.eventLoop.makeCompletedFuture {
+            // NIO keeps a connection's last receive buffer for its next read,
+            // so an idle room connection holds one: it starts at 512 bytes
+            // (an upgrade request fits) rather than 2 KiB, and grows with the
+            // traffic.
+            try channel.syncOptions?.setOption(
+                ChannelOptions.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65_536))
             let attempted = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
             let upgrade = NIOTypedHTTPServerUpgradeConfiguration<RelayConnectionKind>(
                 upgraders: [RoomUpgrader(hub: hub, attempted: attempted)],

@@ -5,6 +5,7 @@ import HTTPTypes
 import ItsMeCore
 import Logging
 import NIOCore
+import NIOPosix
 import NIOSSL
 import ServiceLifecycle
 
@@ -80,6 +81,7 @@ public struct RelayServer: Sendable {
                 let port = channel.localAddress?.port ?? configuration.port
                 onListening("\(scheme)://\(host.contains(":") ? "[\(host)]" : host):\(port)")
             },
+            eventLoopGroupProvider: .shared(Self.eventLoops),
             logger: logger)
 
         let housekeeping = Housekeeping(
@@ -98,6 +100,15 @@ public struct RelayServer: Sendable {
         try await ServiceGroup(configuration: group).run()
         logger.info("stopped")
     }
+
+    /// The relay's network I/O runs on one event loop: both connections of
+    /// every room then live on the same thread, so a forwarded burst is
+    /// written to the other peer at once, never handed across threads
+    /// (a wake-up of the other loop per burst, which costs more than the
+    /// forwarding itself when bursts are single messages). Requests are
+    /// answered on Swift's concurrency pool, not on this loop; more cores
+    /// are used by running more instances (docs/OPERATIONS.md).
+    static let eventLoops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
 
     /// What the relay reads of a request head (docs/PROTOCOL.md 15.5): no
     /// request of its API comes near; a head beyond is answered 431.
