@@ -208,14 +208,17 @@ func say(_ line: String = "") {
     fflush(nil)
 }
 
-/// CPU seconds spent by the whole machine outside idle and I/O wait (/proc/stat).
-func machineBusySeconds() -> Double? {
+/// CPU seconds the whole machine spent in processes (user, nice, system,
+/// steal), and apart in interrupts (irq, softirq), from /proc/stat. On
+/// loopback the kernel's packet processing for the benchmark's own traffic
+/// runs as softirq, charged to no process: it is not another process.
+func machineBusySeconds() -> (processes: Double, interrupts: Double)? {
     guard let text = readSmallFile("/proc/stat"), let line = text.split(separator: "\n").first, line.hasPrefix("cpu ") else { return nil }
     let fields = line.split(separator: " ").dropFirst().compactMap { Double($0) }
     guard fields.count >= 8 else { return nil }
     // user nice system idle iowait irq softirq steal
-    let busy = fields[0] + fields[1] + fields[2] + fields[5] + fields[6] + fields[7]
-    return busy / Double(sysconf(Int32(_SC_CLK_TCK)))
+    let tick = Double(sysconf(Int32(_SC_CLK_TCK)))
+    return ((fields[0] + fields[1] + fields[2] + fields[7]) / tick, (fields[5] + fields[6]) / tick)
 }
 
 /// CPU use over an interval: the server's, this process's, and the rest of
@@ -225,23 +228,26 @@ struct CPUMeter {
     let wall: UInt64
     let server: Double
     let own: Double
-    let machine: Double
+    let machine: (processes: Double, interrupts: Double)
 
     init(pid: Int32) {
         self.pid = pid
         wall = monoNanos()
         server = procCPUSeconds(pid) ?? 0
         own = ownCPUSeconds()
-        machine = machineBusySeconds() ?? 0
+        machine = machineBusySeconds() ?? (0, 0)
     }
 
-    /// Percent of one core since `init`: (server, generator, others).
-    func percent() -> (server: Double, generator: Double, others: Double) {
+    /// Percent of one core since `init`: (server, generator, other
+    /// processes, interrupts).
+    func percent() -> (server: Double, generator: Double, others: Double, interrupts: Double) {
         let seconds = max(Double(monoNanos() - wall) / 1e9, 1e-9)
         let server = ((procCPUSeconds(pid) ?? self.server) - self.server) / seconds * 100
         let own = (ownCPUSeconds() - self.own) / seconds * 100
-        let machine = ((machineBusySeconds() ?? self.machine) - self.machine) / seconds * 100
-        return (server, own, max(0, machine - server - own))
+        let now = machineBusySeconds() ?? machine
+        let processes = (now.processes - machine.processes) / seconds * 100
+        let interrupts = (now.interrupts - machine.interrupts) / seconds * 100
+        return (server, own, max(0, processes - server - own), interrupts)
     }
 
     /// CPU seconds since `init`: the server's and this process's.
@@ -251,6 +257,7 @@ struct CPUMeter {
 
     func line(_ server: String) -> String {
         let p = percent()
-        return "CPU (% of one core): \(server) \(grouped(p.server)), load generator \(grouped(p.generator)), other processes \(grouped(p.others))"
+        return "CPU (% of one core): \(server) \(grouped(p.server)), load generator \(grouped(p.generator)), other processes \(grouped(p.others)), "
+            + "interrupts (the kernel's loopback packet processing) \(grouped(p.interrupts))"
     }
 }

@@ -579,6 +579,7 @@ struct Bench {
         m.add("saturated_relay_cpu_percent", cpu.server)
         m.add("saturated_load_cpu_percent", cpu.generator)
         m.add("saturated_other_cpu_percent", cpu.others)
+        m.add("saturated_interrupt_cpu_percent", cpu.interrupts)
         return m
     }
 
@@ -626,6 +627,7 @@ struct Bench {
         m.add("latency_relay_cpu_percent_at_\(label)", cpu.server)
         m.add("latency_load_cpu_percent_at_\(label)", cpu.generator)
         m.add("latency_other_cpu_percent_at_\(label)", cpu.others)
+        m.add("latency_interrupt_cpu_percent_at_\(label)", cpu.interrupts)
         return m
     }
 
