@@ -112,3 +112,51 @@ def test_a_schema_newer_than_the_relay_is_refused(relay_bin, postgres):
         "INSERT INTO relay_schema(version) VALUES (1), (2), (99)", name)
     line = last_line(refused(relay_bin, database))
     assert "schema is version 99" in line and "newer" in line, line
+
+
+def test_relays_sweeping_together_erase_each_expired_invite_once(relay_bin, postgres, tmp_path):
+    # Every relay sweeps as it starts (and each minute): three sweeping one
+    # database at once all succeed, and between them erase every expired
+    # invite, each once.
+    database = postgres.create_database()
+    name = database.rsplit("/", 1)[1].split("?")[0]
+    clock = tmp_path / "clock"
+    clock.write_text("1800000000")
+    first_dir = tmp_path / "first"
+    first_dir.mkdir()
+    first = Relay(relay_bin, first_dir, dict(GENEROUS, database=database, clock_file=clock))
+    try:
+        api = first.api()
+        for _ in range(30):
+            invite = api.open_invite()
+            assert api.post(invite.id, invite.inviter, b"soon expired").status_code == 201
+        live = api.open_invite(accept=False)
+    finally:
+        first.close()
+    # Two days later, but the last invite made a day and a half later.
+    postgres.psql(f"UPDATE invites SET expires = 1800000000 + 3 * 86400 WHERE id = '{live.id}'", name)
+    clock.write_text(str(1800000000 + 2 * 86400))
+
+    def start(i):
+        workdir = tmp_path / f"sweeper{i}"
+        workdir.mkdir()
+        return Relay(relay_bin, workdir, dict(GENEROUS, database=database, clock_file=clock))
+
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        relays = list(pool.map(start, range(3)))
+    try:
+        for relay in relays:
+            relay.assert_serving()
+        assert postgres.psql("SELECT count(*) FROM invites", name).split() == ["1"]
+        assert postgres.psql("SELECT count(*) FROM messages", name).split() == ["0"]
+        erased = 0
+        for relay in relays:
+            for line in relay.stderr_text().splitlines():
+                if "expired invites erased" in line:
+                    erased += int(line.split("count=")[1].split()[0])
+        assert erased == 30, f"the sweeps erased {erased} invites in all"
+        accepted = relays[1].api().accept(live.id)
+        assert accepted.status_code == 200, accepted.text
+    finally:
+        for relay in relays:
+            relay.close()
