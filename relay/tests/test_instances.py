@@ -237,15 +237,6 @@ def test_two_accepts_on_two_instances_bind_one_invitee(cluster):
         assert sorted(r.status_code for r in answers) == [200, 409], [r.text for r in answers]
 
 
-def test_behind_nginx_the_forwarded_address_is_the_client(cluster):
-    # Each relay trusts nginx (127.0.0.1): a miss counts against the address
-    # nginx forwards, and nginx forwards the TCP peer whatever the client
-    # wrote in X-Forwarded-For before it.
-    proxy = cluster.proxied()
-    response = proxy.post(f"/v1/invites/{new_id()}/accept", headers={"X-Forwarded-For": "10.1.2.3"})
-    assert_error(response, 404, "not-found")
-
-
 # ---------------------------------------------------------------------------
 # Rooms through nginx
 
