@@ -24,6 +24,7 @@ from relaytest import (
     ConnectionClosed,
     Relay,
     assert_error,
+    metric,
     new_id,
     recv_binary,
     recv_event,
@@ -400,6 +401,8 @@ def test_a_postgresql_restart_is_survived(cluster):
             assert answer.headers.get("retry-after"), body
         for relay in cluster.relays.values():
             assert relay.alive()
+            # Counted, so that an alert can watch it.
+            assert metric(relay.api().metrics(), "itsme_relay_rejections_total", reason="unavailable") >= 4
     finally:
         cluster.postgres.start()
 

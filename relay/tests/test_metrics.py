@@ -48,6 +48,7 @@ def test_rejection_reasons_are_the_documented_ones(relay):
             assert dict(labels).get("reason") in {
                 "bad-id", "bad-request", "unauthorized", "forbidden", "not-found", "method-not-allowed", "conflict", "limit",
                 "too-large", "rate-limited", "busy", "room-full", "no-peer", "idle", "slow-request", "protocol-error",
+                "unavailable",
             }, f"undocumented rejection reason {labels}"
 
 

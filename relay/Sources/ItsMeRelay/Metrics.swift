@@ -5,6 +5,7 @@ final class RelayMetrics: Sendable {
     static let rejectionReasons = [
         "bad-id", "bad-request", "unauthorized", "forbidden", "not-found", "conflict", "limit", "too-large",
         "rate-limited", "busy", "room-full", "no-peer", "idle", "slow-request", "method-not-allowed", "protocol-error",
+        "unavailable",
     ]
 
     let registry = PrometheusCollectorRegistry()

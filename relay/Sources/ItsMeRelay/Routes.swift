@@ -54,6 +54,7 @@ struct RelayResponder: HTTPResponder {
             metrics.reject(error.kind)
             return error.response()
         } catch let error as StorageUnavailable {
+            metrics.reject("unavailable")
             // Logged without the connection string: `reason` never has it.
             logger.warning("database unavailable", metadata: ["error": "\(error.reason)"])
             return RelayError(
