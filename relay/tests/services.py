@@ -16,6 +16,18 @@ Nginx runs the shipped deploy/nginx/itsme-relay.conf with only its marked
 lines changed (`# itsme:upstream`, `# itsme:listen`, `# itsme:certificate`,
 `# itsme:key`, `# itsme:log`): the instances, the port, the certificate and
 the log paths.
+
+As a program, it starts a cluster for the relay's benchmark
+(`itsme-bench relay --cluster`) and stops it when its stdin closes:
+
+    python3 relay/tests/services.py cluster --relay-bin PATH [--instances 2]
+
+PostgreSQL, the relays on one database with `--trusted-proxy 127.0.0.1`,
+and nginx in front of them with the shipped config, its TLS listener
+replaced by plain HTTP on loopback. It prints each relay's pid and then
+`itsme-relay cluster listening on http://127.0.0.1:PORT`; everything is
+stopped and its temporary directories removed at the end of stdin, on
+SIGTERM and on Ctrl-C.
 """
 
 import datetime
@@ -348,3 +360,84 @@ http {{
 
     def __exit__(self, *exc):
         self.close()
+
+
+# ---------------------------------------------------------------------------
+# A cluster for the benchmark
+
+
+def _cluster(relay_bin: str, instances: int, relay_args) -> int:
+    import signal
+    import sys
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    root = Path(tempfile.mkdtemp(prefix="itsme-cluster-"))
+    pg = proxy = None
+    relays = []
+    try:
+        pg = Postgres()
+        database = pg.create_database()
+        ports = [free_port() for _ in range(instances)]
+        for i, port in enumerate(ports):
+            log = open(root / f"relay-{i}.log", "wb")
+            relays.append(subprocess.Popen(
+                [relay_bin, "--host", "127.0.0.1", "--port", str(port), "--database", database,
+                 "--trusted-proxy", "127.0.0.1", *relay_args],
+                cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log))
+            log.close()
+        for i, (port, relay) in enumerate(zip(ports, relays)):
+            if not _wait_port(port, 60):
+                raise RuntimeError(f"relay {i} did not listen on {port}: {(root / f'relay-{i}.log').read_text()[-2000:]}")
+        proxy = Nginx(NGINX_CONF, upstreams=ports)
+        # Plain HTTP on loopback: the benchmark measures the relays behind
+        # nginx, not TLS. A long keep-alive, so that the benchmark's clients
+        # are not closed every 1,000 requests.
+        site = proxy.root / "itsme-relay.conf"
+        site.write_text(re.sub(rf"listen 127\.0\.0\.1:{proxy.port} ssl;", f"listen 127.0.0.1:{proxy.port};", site.read_text()))
+        proxy.main_conf.write_text(proxy.main_conf.read_text().replace("    access_log off;", "    access_log off;\n    keepalive_requests 1000000;"))
+        proxy.start()
+        for relay in relays:
+            print(f"relay pid {relay.pid}")
+        print(f"itsme-relay cluster listening on http://127.0.0.1:{proxy.port}", flush=True)
+        sys.stdin.read()
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if proxy is not None:
+            proxy.close()
+        for relay in relays:
+            if relay.poll() is None:
+                relay.terminate()
+        for relay in relays:
+            try:
+                relay.wait(15)
+            except subprocess.TimeoutExpired:
+                relay.kill()
+                relay.wait()
+        if pg is not None:
+            pg.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Servers for the relay's benchmark.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    cluster = commands.add_parser(
+        "cluster", help="PostgreSQL, relays on one database and nginx in front; stops when stdin closes")
+    cluster.add_argument("--relay-bin", required=True, help="the itsme-relay executable")
+    cluster.add_argument("--instances", type=int, default=2)
+    cluster.add_argument("relay_args", nargs="*", help="more flags for each relay (after --)")
+    args = parser.parse_args()
+    return _cluster(os.path.abspath(args.relay_bin), args.instances, args.relay_args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
