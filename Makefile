@@ -9,6 +9,7 @@
 #   make test             every test: Swift, C, Python, Rust, ABI checks
 #   make bench            the benchmark suites (crypto, store, exchange, verify)
 #   make bench-relay      the relay's benchmark (builds relay/ in release; 5-10 minutes: each phase runs 3 times)
+#                         RELAY_BENCH_FLAGS=--cluster adds 2 relays on PostgreSQL behind nginx against 1 on SQLite
 #   make fuzz-long        each fuzz target for RUNS executions (default 10 million) or SECONDS
 
 PREFIX ?= /usr/local

@@ -3,7 +3,9 @@
 // saturated and the relay's and the load generator's CPU per forwarded
 // frame; open-loop latency at 25,000 and 100,000 frames/s offered; invite
 // lifecycles per second; and Magic Wormhole's mailbox server as a
-// reference). Each measured phase runs 3 times (--runs) and is reported as a
+// reference; with --cluster, invite lifecycles and forwarded frames per
+// second through nginx in front of 2 relays on PostgreSQL against 1 relay on
+// SQLite). Each measured phase runs 3 times (--runs) and is reported as a
 // median with its spread; a run disturbed by other processes is run again.
 // The relay is a package of its own (relay/); its load generator,
 // itsme-relay-load, starts the relay as a child process on 127.0.0.1 and does
@@ -12,6 +14,7 @@
 //
 //   swift build -c release --package-path relay
 //   swift run -c release itsme-bench relay [--quick] [--runs N] [--rooms N] [--duration S] [--rate R] [--high-rate R] ...
+//   swift run -c release itsme-bench relay --cluster   (also needs python3, PostgreSQL and nginx: relay/tests/services.py)
 //   swift run -c release itsme-bench relay --load-bin PATH ...   (another build of the load generator)
 #if canImport(Glibc)
 import Glibc

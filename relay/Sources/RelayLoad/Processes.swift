@@ -10,11 +10,13 @@ final class ChildServer: @unchecked Sendable {
     private var lines: [String] = []
     private var port: Int?
     private let found = DispatchSemaphore(value: 0)
+    private var input: Pipe?
 
     /// Starts `executable` with `arguments` in `directory`; stderr goes to
-    /// `logPath`. `portIn` extracts the port from a stdout line.
+    /// `logPath`. `portIn` extracts the port from a stdout line. With
+    /// `holdInput`, the child's stdin stays open until `stop`.
     init(name: String, executable: String, arguments: [String], directory: String, logPath: String,
-         portIn: @escaping @Sendable (String) -> Int?) throws {
+         holdInput: Bool = false, portIn: @escaping @Sendable (String) -> Int?) throws {
         self.name = name
         self.logPath = logPath
         process.executableURL = URL(fileURLWithPath: executable)
@@ -22,7 +24,13 @@ final class ChildServer: @unchecked Sendable {
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         process.standardError = FileHandle(forWritingAtPath: logPath)
-        process.standardInput = FileHandle.nullDevice
+        if holdInput {
+            let input = Pipe()
+            process.standardInput = input
+            self.input = input
+        } else {
+            process.standardInput = FileHandle.nullDevice
+        }
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()
@@ -59,6 +67,13 @@ final class ChildServer: @unchecked Sendable {
         return port
     }
 
+    /// The first lines of stdout (at most 50).
+    func output() -> [String] {
+        lock.lock()
+        defer { lock.unlock() }
+        return lines
+    }
+
     /// The last lines of stdout and stderr, for an error message.
     func tail() -> String {
         lock.lock()
@@ -72,6 +87,8 @@ final class ChildServer: @unchecked Sendable {
     @discardableResult
     func stop(seconds: Double = 15) -> (seconds: Double, status: Int32?, killed: Bool) {
         let start = monoNanos()
+        try? input?.fileHandleForWriting.close()
+        input = nil
         guard process.isRunning else { return (0, process.terminationStatus, false) }
         kill(process.processIdentifier, SIGTERM)
         let deadline = start + UInt64(seconds * 1e9)
@@ -92,6 +109,12 @@ func relayPort(_ line: String) -> Int? {
         return Int(line.dropFirst(prefix.count).prefix { $0.isNumber })
     }
     return nil
+}
+
+/// "itsme-relay cluster listening on http://127.0.0.1:PORT" -> PORT
+func clusterPort(_ line: String) -> Int? {
+    let prefix = "itsme-relay cluster listening on http://127.0.0.1:"
+    return line.hasPrefix(prefix) ? Int(line.dropFirst(prefix.count).prefix { $0.isNumber }) : nil
 }
 
 /// Twisted's "PrivacyEnhancedSite starting on PORT" -> PORT

@@ -131,6 +131,16 @@ func procCPUSeconds(_ pid: Int32) -> Double? {
     return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
 }
 
+/// The CPU seconds of `pids` added up; nil if one is gone.
+func serverSeconds(_ pids: [Int32]) -> Double? {
+    var total = 0.0
+    for pid in pids {
+        guard let seconds = procCPUSeconds(pid) else { return nil }
+        total += seconds
+    }
+    return total
+}
+
 func ownCPUSeconds() -> Double {
     var usage = rusage()
     getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
@@ -224,25 +234,28 @@ func machineBusySeconds() -> (processes: Double, interrupts: Double)? {
 /// CPU use over an interval: the server's, this process's, and the rest of
 /// the machine's (other processes disturb a benchmark on 2 CPUs).
 struct CPUMeter {
-    let pid: Int32
+    let pids: [Int32]
     let wall: UInt64
     let server: Double
     let own: Double
     let machine: (processes: Double, interrupts: Double)
 
-    init(pid: Int32) {
-        self.pid = pid
+    /// `pids`: the server's processes (their CPU is added up).
+    init(pids: [Int32]) {
+        self.pids = pids
         wall = monoNanos()
-        server = procCPUSeconds(pid) ?? 0
+        server = serverSeconds(pids) ?? 0
         own = ownCPUSeconds()
         machine = machineBusySeconds() ?? (0, 0)
     }
+
+    init(pid: Int32) { self.init(pids: [pid]) }
 
     /// Percent of one core since `init`: (server, generator, other
     /// processes, interrupts).
     func percent() -> (server: Double, generator: Double, others: Double, interrupts: Double) {
         let seconds = max(Double(monoNanos() - wall) / 1e9, 1e-9)
-        let server = ((procCPUSeconds(pid) ?? self.server) - self.server) / seconds * 100
+        let server = ((serverSeconds(pids) ?? self.server) - self.server) / seconds * 100
         let own = (ownCPUSeconds() - self.own) / seconds * 100
         let now = machineBusySeconds() ?? machine
         let processes = (now.processes - machine.processes) / seconds * 100
@@ -252,7 +265,7 @@ struct CPUMeter {
 
     /// CPU seconds since `init`: the server's and this process's.
     func seconds() -> (server: Double, generator: Double) {
-        ((procCPUSeconds(pid) ?? server) - server, ownCPUSeconds() - own)
+        ((serverSeconds(pids) ?? server) - server, ownCPUSeconds() - own)
     }
 
     func line(_ server: String) -> String {

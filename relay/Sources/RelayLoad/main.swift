@@ -13,6 +13,9 @@
 //   (5) a reference: the same small room workload through the relay and
 //       through Magic Wormhole's mailbox server
 //   (6) memory per held TLS connection, on a second relay with a certificate
+//   (7) with --cluster: invite lifecycles/s and saturated frames/s through
+//       nginx in front of 2 relays on one PostgreSQL database, against 1
+//       relay on SQLite, in the same run (Cluster.swift)
 //
 // Phases 2 to 4 run --runs times; a run disturbed by other processes (more
 // than 10 % of a core, from /proc/stat) is discarded and run again; the
@@ -82,6 +85,11 @@ struct LoadCommand: ParsableCommand {
     @Flag(help: "Skip the Magic Wormhole reference (phase 5).")
     var skipReference = false
 
+    @Flag(help: ArgumentHelp(
+        "Also compare 2 relays on PostgreSQL behind nginx with 1 relay on SQLite (phase 7): invite lifecycles/s and saturated frames/s.",
+        discussion: "Starts PostgreSQL, nginx (the shipped config) and the relays through relay/tests/services.py; needs python3, PostgreSQL and nginx installed."))
+    var cluster = false
+
     @Option(help: "Python with magic-wormhole-mailbox-server installed (default: relay/.build/wormhole-venv/bin/python, else python3).")
     var wormholePython: String?
 
@@ -124,6 +132,7 @@ struct LoadCommand: ParsableCommand {
             referenceRooms: referenceRooms ?? (quick ? 10 : 100),
             referenceFrames: referenceFrames ?? (quick ? 20 : 200),
             skipReference: skipReference,
+            cluster: cluster,
             threads: threads,
             serverNice: serverNice,
             quick: quick
@@ -163,6 +172,7 @@ struct Settings {
     var referenceRooms: Int
     var referenceFrames: Int
     var skipReference: Bool
+    var cluster: Bool
     var threads: Int
     var serverNice: Int
     var quick: Bool
@@ -316,7 +326,7 @@ struct Bench {
 
         say("\n(2) saturated throughput: every connection sends 64-byte binary frames to its peer, \(settings.window) in flight per direction; "
             + "\(fixed(settings.warmup, 1)) s warm-up, \(fixed(settings.duration, 1)) s measured")
-        let saturated = repeatedly { $0.throughput(relay: relay) }
+        let saturated = repeatedly { $0.throughput(pids: [relay.pid]) }
         summarize(saturated, generatorKey: "saturated_load_cpu_percent")
 
         for rate in [settings.rate, settings.highRate] {
@@ -350,7 +360,7 @@ struct Bench {
         let count = settings.inviteWorkers
         say("\n(4) invites: \(count) concurrent lifecycles for \(fixed(settings.inviteSeconds, 1)) s, each an inviter and an invitee on their own "
             + "keep-alive HTTP/1.1 connection: create, accept, post 64 bytes each way, fetch each way, delete (7 requests)")
-        let invited = repeatedly { $0.invites(relay: relay, port: port) }
+        let invited = repeatedly { $0.invites(pids: [relay.pid], port: port, count: count) }
         summarize(invited, generatorKey: nil)
 
         if !settings.skipReference {
@@ -364,6 +374,7 @@ struct Bench {
         add("relay_vmhwm_run_kib", Double(peak))
 
         if settings.tlsRooms > 0 { tlsMemory(dir: dir) }
+        if settings.cluster { clusterComparison(dir: dir) }
         try? group.syncShutdownGracefully()
 
         printTargets()
@@ -407,14 +418,14 @@ struct Bench {
     /// (more than 10 % of a core) is discarded and run again, up to three
     /// times the runs asked for; if too few quiet runs remain, the disturbed
     /// ones are kept and the figures marked noisy.
-    mutating func repeatedly(_ once: (inout Bench) -> Measured) -> (kept: [Measured], noisy: Bool) {
+    mutating func repeatedly(discarding: Bool = true, _ once: (inout Bench) -> Measured) -> (kept: [Measured], noisy: Bool) {
         var quiet: [Measured] = []
         var disturbed: [Measured] = []
         var attempts = 0
         while quiet.count < settings.runs && attempts < settings.runs * 3 {
             attempts += 1
             let run = once(&self)
-            if run.others > 10 {
+            if discarding && run.others > 10 {
                 say("  run \(attempts) discarded: other processes took \(grouped(run.others)) % of a core")
                 disturbed.append(run)
             } else {
@@ -551,14 +562,14 @@ struct Bench {
 
     // MARK: (2) saturated throughput
 
-    mutating func throughput(relay: ChildServer) -> Measured {
+    mutating func throughput(pids: [Int32], warmup: Double? = nil, duration: Double? = nil) -> Measured {
         var m = Measured()
         onAll("starting the throughput phase") { $0.startClosedLoop(window: settings.window, perSide: 0, record: false) }
-        sleepSeconds(settings.warmup)
+        sleepSeconds(warmup ?? settings.warmup)
         let first = totals()
         let t1 = monoNanos()
-        let meter = CPUMeter(pid: relay.pid)
-        sleepSeconds(settings.duration)
+        let meter = CPUMeter(pids: pids)
+        sleepSeconds(duration ?? settings.duration)
         let second = totals()
         let t2 = monoNanos()
         let cpu = meter.percent(), used = meter.seconds(), cpuLine = meter.line("relay")
@@ -639,12 +650,11 @@ struct Bench {
 
     // MARK: (4) invites
 
-    mutating func invites(relay: ChildServer, port: Int) -> Measured {
+    mutating func invites(pids: [Int32], port: Int, count: Int) -> Measured {
         var m = Measured()
-        let count = settings.inviteWorkers
         let runners = (0..<count).map { InviteRunner(loop: workers[$0 % workers.count].loop, port: port) }
         for runner in runners { settle(runner.connect(), "connecting the invite clients") }
-        let meter = CPUMeter(pid: relay.pid)
+        let meter = CPUMeter(pids: pids)
         let start = monoNanos()
         let deadline = start + UInt64(settings.inviteSeconds * 1e9)
         let done = runners.map { $0.run(until: deadline) }
