@@ -164,42 +164,33 @@ public final class PostgresRelayStorage: RelayStorage, Sendable {
     public func createInvite(id: String, tokenHash: [UInt8], now: Int64, expires: Int64, maxInvites: Int) async throws
         -> CreateInviteResult
     {
-        try await answer { [client] in
-            // An expired invite under this ID goes first, with its messages.
-            try await client.query("DELETE FROM invites WHERE id = \(id) AND expires <= \(now)")
-            let inserted = try await client.query(
-                """
-                INSERT INTO invites(id, inviter_token, created, expires)
-                SELECT \(id), \(ByteBuffer(bytes: tokenHash)), \(now), \(expires)
-                WHERE (SELECT count(*) FROM invites WHERE expires > \(now)) < \(Int64(maxInvites))
-                ON CONFLICT (id) DO NOTHING RETURNING 1
-                """)
-            if try await inserted.hasRow() { return .created }
-            let existing = try await client.query("SELECT 1 FROM invites WHERE id = \(id)")
-            return try await existing.hasRow() ? .exists : .full
+        let create = Statements.CreateInvite(
+            id: id, token: ByteBuffer(bytes: tokenHash), now: now, expires: expires, maxInvites: Int64(maxInvites))
+        return try await answer { [client] in
+            // A new ID, the usual case, takes one statement. An expired
+            // invite under this ID goes first, with its messages: only when
+            // the insertion found the ID taken or the relay full.
+            if try await client.execute(create).hasRow() { return .created }
+            if try await client.execute(Statements.PurgeExpired(id: id, now: now)).hasRow(),
+                try await client.execute(create).hasRow()
+            {
+                return .created
+            }
+            return try await client.execute(Statements.InviteExists(id: id)).hasRow() ? .exists : .full
         }
     }
 
     public func acceptInvite(id: String, tokenHash: [UInt8], now: Int64) async throws -> AcceptInviteResult {
-        try await answer { [client] in
-            let rows = try await client.query(
-                """
-                WITH bound AS (
-                    UPDATE invites SET invitee_token = \(ByteBuffer(bytes: tokenHash))
-                    WHERE id = \(id) AND expires > \(now) AND invitee_token IS NULL RETURNING expires)
-                SELECT expires, pg_notify(\(Self.channel), \(id)) IS NULL FROM bound
-                """)
-            for try await (expires, _) in rows.decode((Int64, Bool).self) { return .accepted(expires: expires) }
-            let live = try await client.query("SELECT 1 FROM invites WHERE id = \(id) AND expires > \(now)")
-            return try await live.hasRow() ? .alreadyAccepted : .notFound
+        let accept = Statements.AcceptInvite(id: id, token: ByteBuffer(bytes: tokenHash), now: now)
+        return try await answer { [client] in
+            for try await expires in try await client.execute(accept) { return .accepted(expires: expires) }
+            return try await client.execute(Statements.InviteLive(id: id, now: now)).hasRow() ? .alreadyAccepted : .notFound
         }
     }
 
     public func side(invite id: String, tokenHash: [UInt8], now: Int64) async throws -> (side: InviteSide, accepted: Bool)? {
         let found: SideFound? = try await answer { [client] in
-            let rows = try await client.query(
-                "SELECT inviter_token, invitee_token FROM invites WHERE id = \(id) AND expires > \(now)")
-            for try await (inviter, invitee) in rows.decode((ByteBuffer, ByteBuffer?).self) {
+            for try await (inviter, invitee) in try await client.execute(Statements.Tokens(id: id, now: now)) {
                 return SideFound.match(tokenHash, inviter: inviter.bytes, invitee: invitee?.bytes)
             }
             return nil
@@ -208,36 +199,25 @@ public final class PostgresRelayStorage: RelayStorage, Sendable {
     }
 
     public func post(invite id: String, side: InviteSide, body: [UInt8], maxMessages: Int, now: Int64) async throws -> PostResult {
-        try await answer { [client] in
-            // The side's counter is raised under the invite's row lock, so
-            // concurrent posts on two relays get distinct numbers in order.
-            let counter = side == .inviter ? "inviter_posts" : "invitee_posts"
-            let query: PostgresQuery = """
-                WITH counted AS (
-                    UPDATE invites SET \(unescaped: counter) = \(unescaped: counter) + 1
-                    WHERE id = \(id) AND expires > \(now) AND \(unescaped: counter) < \(Int64(maxMessages))
-                    RETURNING \(unescaped: counter) AS seq),
-                stored AS (
-                    INSERT INTO messages(invite, side, seq, body)
-                    SELECT \(id), \(Int16(side.rawValue)), seq, \(ByteBuffer(bytes: body)) FROM counted RETURNING seq)
-                SELECT seq::bigint, pg_notify(\(Self.channel), \(id)) IS NULL FROM stored
-                """
-            let rows = try await client.query(query)
-            for try await (seq, _) in rows.decode((Int64, Bool).self) { return .posted(seq: seq) }
-            let live = try await client.query("SELECT 1 FROM invites WHERE id = \(id) AND expires > \(now)")
-            return try await live.hasRow() ? .limit : .notFound
+        // The side's counter is raised under the invite's row lock, so
+        // concurrent posts on two relays get distinct numbers in order.
+        let post = Statements.Post(
+            id: id, side: Int16(side.rawValue), body: ByteBuffer(bytes: body), maxMessages: Int64(maxMessages), now: now)
+        return try await answer { [client] in
+            if side == .inviter {
+                for try await seq in try await client.execute(Statements.PostInviter(post: post)) { return .posted(seq: seq) }
+            } else {
+                for try await seq in try await client.execute(Statements.PostInvitee(post: post)) { return .posted(seq: seq) }
+            }
+            return try await client.execute(Statements.InviteLive(id: id, now: now)).hasRow() ? .limit : .notFound
         }
     }
 
     public func messages(invite id: String, from side: InviteSide, after: Int64) async throws -> [StoredMessage] {
-        try await answer { [client] in
-            let rows = try await client.query(
-                """
-                SELECT seq::bigint, body FROM messages
-                WHERE invite = \(id) AND side = \(Int16(side.rawValue)) AND seq > \(after) ORDER BY seq
-                """)
+        let query = Statements.Messages(id: id, side: Int16(side.rawValue), after: after)
+        return try await answer { [client] in
             var found: [StoredMessage] = []
-            for try await (seq, body) in rows.decode((Int64, ByteBuffer).self) {
+            for try await (seq, body) in try await client.execute(query) {
                 found.append(StoredMessage(seq: seq, body: body.bytes))
             }
             return found
@@ -246,12 +226,7 @@ public final class PostgresRelayStorage: RelayStorage, Sendable {
 
     public func deleteInvite(id: String) async throws -> Bool {
         try await answer { [client] in
-            let rows = try await client.query(
-                """
-                WITH ended AS (DELETE FROM invites WHERE id = \(id) RETURNING id)
-                SELECT pg_notify(\(Self.channel), id) IS NULL FROM ended
-                """)
-            return try await rows.hasRow()
+            try await client.execute(Statements.DeleteInvite(id: id)).hasRow()
         }
     }
 
@@ -378,18 +353,21 @@ final class Flag: Sendable {
     var isSet: Bool { value.load(ordering: .acquiring) }
 }
 
-extension PostgresRowSequence {
-    /// Reads and drops every row.
-    func drain() async throws {
-        for try await _ in self {}
-    }
-
+extension AsyncSequence {
     /// True when the result has a row; the rest is read and dropped.
     func hasRow() async throws -> Bool {
         var found = false
         for try await _ in self { found = true }
         return found
     }
+}
+
+extension PostgresRowSequence {
+    /// Reads and drops every row.
+    func drain() async throws {
+        for try await _ in self {}
+    }
+
 }
 
 extension ByteBuffer {
