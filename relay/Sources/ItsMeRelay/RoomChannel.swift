@@ -157,7 +157,17 @@ struct RoomUpgrader: NIOTypedHTTPServerProtocolUpgrader {
         let hub = hub
         return channel.eventLoop.makeCompletedFuture {
             guard let id = RelayServer.roomID(upgradeRequest.uri) else { throw ChannelError.inappropriateOperationForState }
-            try channel.pipeline.syncOperations.addHandler(RoomConnection(roomID: id, hub: hub, loop: channel.eventLoop))
+            let pipeline = channel.pipeline.syncOperations
+            // What guarded the HTTP request has done its work: every frame
+            // read would pass through it for nothing. The connection stays
+            // counted (the count ends with the channel, not the handler).
+            if let answer = try? pipeline.handler(type: ParseErrorAnswer.self) {
+                pipeline.removeHandler(answer, promise: nil)
+            }
+            if let connectionGuard = try? pipeline.handler(type: ConnectionGuard.self) {
+                pipeline.removeHandler(connectionGuard, promise: nil)
+            }
+            try pipeline.addHandler(RoomConnection(roomID: id, hub: hub, loop: channel.eventLoop))
             return .room
         }
     }

@@ -236,7 +236,7 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
         if phase == .open, input.readableBytes > 0 {
             // Kept in a buffer of its own, sized for the whole frame, so
             // that the read buffer goes back to NIO's pool.
-            var saved = context.channel.allocator.buffer(capacity: max(needed, input.readableBytes))
+            var saved = Self.allocator.buffer(capacity: max(needed, input.readableBytes))
             saved.writeBuffer(&input)
             partial = saved
         }
@@ -316,7 +316,7 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
                 if peer == nil {
                     refuseAlone()
                 } else {
-                    var out = burst ?? context.channel.allocator.buffer(capacity: max(available, total))
+                    var out = burst ?? Self.allocator.buffer(capacity: max(available, total))
                     burst = nil
                     Self.writeHeader(&out, opcode: 0x2, length: payloadLength)
                     Self.appendUnmasked(&out, input, offset: payload, length: payloadLength, key: key)
@@ -325,7 +325,7 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
                     activeInBurst = true
                 }
             case 0x2, 0x0:
-                var gathered = message ?? context.channel.allocator.buffer(capacity: payloadLength)
+                var gathered = message ?? Self.allocator.buffer(capacity: payloadLength)
                 message = nil
                 Self.appendUnmasked(&gathered, input, offset: payload, length: payloadLength, key: key)
                 inMessage = !fin
@@ -335,7 +335,7 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
                     message = gathered
                 }
             case 0x9:
-                var pong = context.channel.allocator.buffer(capacity: 2 + payloadLength)
+                var pong = Self.allocator.buffer(capacity: 2 + payloadLength)
                 Self.writeHeader(&pong, opcode: 0xA, length: payloadLength)
                 Self.appendUnmasked(&pong, input, offset: payload, length: payloadLength, key: key)
                 writeOwn(pong)
@@ -343,7 +343,7 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
             case 0xA:
                 awaitingPong = false
             case 0x8:
-                var body = context.channel.allocator.buffer(capacity: payloadLength)
+                var body = Self.allocator.buffer(capacity: payloadLength)
                 Self.appendUnmasked(&body, input, offset: payload, length: payloadLength, key: key)
                 input.moveReaderIndex(forwardBy: total)
                 if let code = FrameRules.check(close: body) {
@@ -368,7 +368,7 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
             return
         }
         var gathered = gathered
-        var out = burst ?? context.channel.allocator.buffer(capacity: gathered.readableBytes + 10)
+        var out = burst ?? Self.allocator.buffer(capacity: gathered.readableBytes + 10)
         burst = nil
         Self.writeHeader(&out, opcode: 0x2, length: gathered.readableBytes)
         out.writeBuffer(&gathered)
@@ -396,7 +396,13 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
         burst = nil
         burstMessages = 0
         guard let peer else { return }
-        peer.run { peer.deliver(out, count: count) }
+        // Both peers of a room usually share this loop: then the hand-over
+        // is a call, with no closure to allocate.
+        if peer.loop === loop {
+            peer.deliver(out, count: count)
+        } else {
+            peer.loop.execute { peer.deliver(out, count: count) }
+        }
     }
 
     /// The other peer's messages: written and flushed at once.
@@ -447,10 +453,10 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
         message = nil
         leaveRoom()
         peer = nil
-        var body = context.channel.allocator.buffer(capacity: 2 + why.reason.utf8.count)
+        var body = Self.allocator.buffer(capacity: 2 + why.reason.utf8.count)
         body.writeInteger(why.code)
         body.writeString(why.reason)
-        var frame = context.channel.allocator.buffer(capacity: 4 + body.readableBytes)
+        var frame = Self.allocator.buffer(capacity: 4 + body.readableBytes)
         Self.writeHeader(&frame, opcode: 0x8, length: body.readableBytes)
         frame.writeBuffer(&body)
         ownUnflushed = false
@@ -479,6 +485,10 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
             context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
         }
     }
+
+    /// The channel's allocator, which the relay leaves at NIO's default: read
+    /// once rather than through the channel per buffer.
+    private static let allocator = ByteBufferAllocator()
 
     private static let waiting = event(#"{"type":"waiting"}"#)
     private static let peerJoined = event(#"{"type":"peer-joined"}"#)
