@@ -30,9 +30,7 @@ stopped and its temporary directories removed at the end of stdin, on
 SIGTERM and on Ctrl-C.
 """
 
-import datetime
 import glob
-import ipaddress
 import os
 import pwd
 import re
@@ -207,35 +205,6 @@ def database_of(url: str) -> str:
 # nginx
 
 
-def self_signed(directory: Path):
-    """A certificate for 127.0.0.1 and its key, as PEM files in `directory`."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_path, key_path
-
-
 MARK = re.compile(r"#\s*itsme:(\w+)\s*$")
 
 
@@ -293,7 +262,9 @@ class Nginx:
         self.port = port or free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         self.ws_base = f"wss://127.0.0.1:{self.port}"
-        cert, key = self_signed(self.root)
+        from certificates import self_signed  # cryptography, only where nginx runs
+
+        cert, key, _ = self_signed(self.root, "nginx")
         logs = self.root / "logs"
         logs.mkdir()
         site = self.root / "itsme-relay.conf"

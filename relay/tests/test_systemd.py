@@ -112,7 +112,8 @@ def test_the_relay_runs_under_the_units_system_call_filter(tmp_path):
 
     import httpx
 
-    from operatortest import Launched, self_signed
+    from certificates import self_signed
+    from operatortest import Launched
     from relaytest import new_id, recv_binary, recv_event, run, ws_connect
 
     analyze = shutil.which("systemd-analyze")

@@ -1,55 +1,25 @@
 """HTTPS and WSS when the relay is given a certificate (PROTOCOL.md 15.1)."""
 
-import datetime
-import ipaddress
+import shutil
+import signal
+import socket
 import ssl
+import time
 
 import httpx
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.hazmat.primitives import serialization
 
+from certificates import Authority, der, self_signed
+from operatortest import Launched, run_relay
 from relaytest import new_id, pair, recv_binary, run
 
 
 @pytest.fixture
 def certificate(tmp_path):
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(key.public_key()), False)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=False,
-                encipher_only=False, decipher_only=False,
-            ),
-            True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), False)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return cert_path, key_path
+    """A self-signed certificate for 127.0.0.1 and its key."""
+    cert, key, _ = self_signed(tmp_path, "127.0.0.1")
+    return cert, key
 
 
 def test_the_relay_serves_https_with_the_given_certificate(relay, certificate):
@@ -92,14 +62,6 @@ def test_rooms_work_over_wss(relay, certificate):
 
 # ---------------------------------------------------------------------------
 # Bad files at start, and SIGHUP reloading the certificate
-
-
-import shutil  # noqa: E402
-import signal  # noqa: E402
-import socket  # noqa: E402
-import time  # noqa: E402
-
-from operatortest import Launched, der, run_relay, self_signed  # noqa: E402
 
 
 def _one_clear_line(stderr: str) -> str:
@@ -242,8 +204,6 @@ class _RelayView:
 def test_an_expired_certificate_is_served_and_warned_about_once(tmp_path):
     """A relay whose certificate has expired still starts (clients will
     refuse it, and say why); its log says so, once."""
-    from operatortest import Authority
-
     cert, key, _ = Authority().issue(tmp_path, "late", expired=True)
     relay = Launched(tmp_path, ["--port", "0", "--database", ":memory:", "--tls-cert", cert, "--tls-key", key])
     try:

@@ -3,94 +3,26 @@ refused without the CA in one line that says which relay and why, reached
 with `--relay-ca FILE`, with `SSL_CERT_FILE`, and with the CA saved by
 `itsme relay set --relay-ca`. Never a BoringSSL error stack."""
 
-import datetime
-import ipaddress
 import re
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from cli_errors import assert_error
+
+# The relay's tests make the certificates (a private CA, the relay's certificate).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "relay" / "tests"))
+from certificates import Authority  # noqa: E402
 
 LISTENING = re.compile(r"itsme-relay listening on (https?://\S+)")
 
 
-def _name(text):
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, text)])
-
-
-def _pem(cert) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
-def make_ca():
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name("Private relay CA"))
-        .issuer_name(_name("Private relay CA"))
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=30))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=False, content_commitment=False, key_encipherment=False, data_encipherment=False,
-                key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False, decipher_only=False,
-            ),
-            True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
-        .sign(key, hashes.SHA256())
-    )
-    return key, cert
-
-
-def issue(ca, directory, stem, names=("127.0.0.1",), expired=False):
-    ca_key, ca_cert = ca
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.timezone.utc)
-    start, end = (now - datetime.timedelta(days=10), now - datetime.timedelta(days=1)) if expired else (
-        now - datetime.timedelta(hours=1), now + datetime.timedelta(days=10))
-    alt = []
-    for name in names:
-        try:
-            alt.append(x509.IPAddress(ipaddress.ip_address(name)))
-        except ValueError:
-            alt.append(x509.DNSName(name))
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(stem))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(end)
-        .add_extension(x509.SubjectAlternativeName(alt), False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / f"{stem}.pem", directory / f"{stem}.key"
-    cert_path.write_bytes(_pem(cert))
-    key_path.write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-    return cert_path, key_path
-
-
 @pytest.fixture
 def ca(tmp_path):
-    authority = make_ca()
-    path = tmp_path / "private-ca.pem"
-    path.write_bytes(_pem(authority[1]))
-    return authority, path
+    authority = Authority("Private relay CA")
+    return authority, authority.write(tmp_path / "private-ca.pem")
 
 
 @pytest.fixture
@@ -139,7 +71,7 @@ def created(alice, *args, env=None):
 
 def test_a_private_ca_is_refused_in_one_line_without_the_ca(people, ca, tls_relay, tmp_path):
     authority, _ = ca
-    cert, key = issue(authority, tmp_path, "relay")
+    cert, key, _ = authority.issue(tmp_path, "relay")
     url = tls_relay(cert, key)
     port = url.rsplit(":", 1)[1]
     alice = people("Alice", init=True)
@@ -151,7 +83,7 @@ def test_a_private_ca_is_refused_in_one_line_without_the_ca(people, ca, tls_rela
 
 def test_relay_ca_trusts_the_private_ca(people, ca, tls_relay, tmp_path):
     authority, ca_file = ca
-    cert, key = issue(authority, tmp_path, "relay")
+    cert, key, _ = authority.issue(tmp_path, "relay")
     url = tls_relay(cert, key)
     alice = people("Alice", init=True)
     created(alice, "--relay", url, "--relay-ca", ca_file)
@@ -159,7 +91,7 @@ def test_relay_ca_trusts_the_private_ca(people, ca, tls_relay, tmp_path):
 
 def test_ssl_cert_file_trusts_the_private_ca(people, ca, tls_relay, tmp_path):
     authority, ca_file = ca
-    cert, key = issue(authority, tmp_path, "relay")
+    cert, key, _ = authority.issue(tmp_path, "relay")
     url = tls_relay(cert, key)
     alice = people("Alice", init=True)
     created(alice, "--relay", url, env={"SSL_CERT_FILE": str(ca_file)})
@@ -167,7 +99,7 @@ def test_ssl_cert_file_trusts_the_private_ca(people, ca, tls_relay, tmp_path):
 
 def test_relay_set_saves_the_ca(people, ca, tls_relay, tmp_path):
     authority, ca_file = ca
-    cert, key = issue(authority, tmp_path, "relay")
+    cert, key, _ = authority.issue(tmp_path, "relay")
     url = tls_relay(cert, key)
     alice = people("Alice", init=True)
     alice.ok("relay", "set", url, "--relay-ca", ca_file)
@@ -182,7 +114,7 @@ def test_relay_set_saves_the_ca(people, ca, tls_relay, tmp_path):
 
 def test_an_expired_certificate_is_named(people, ca, tls_relay, tmp_path):
     authority, ca_file = ca
-    cert, key = issue(authority, tmp_path, "relay", expired=True)
+    cert, key, _ = authority.issue(tmp_path, "relay", expired=True)
     url = tls_relay(cert, key)
     alice = people("Alice", init=True)
     result = alice.run("invite", "create", "--relay", url, "--relay-ca", ca_file)
@@ -192,7 +124,7 @@ def test_an_expired_certificate_is_named(people, ca, tls_relay, tmp_path):
 
 def test_a_certificate_for_another_name_is_named(people, ca, tls_relay, tmp_path):
     authority, ca_file = ca
-    cert, key = issue(authority, tmp_path, "relay", names=("relay.example",))
+    cert, key, _ = authority.issue(tmp_path, "relay", names=("relay.example",))
     url = tls_relay(cert, key)
     alice = people("Alice", init=True)
     result = alice.run("invite", "create", "--relay", url, "--relay-ca", ca_file)
@@ -225,7 +157,7 @@ def test_rooms_refuse_and_trust_the_private_ca_the_same_way(people, ca, tls_rela
     CA; with it the room opens and the command waits for the other person
     until its timeout (exit 4, and no TLS complaint)."""
     authority, ca_file = ca
-    cert, key = issue(authority, tmp_path, "relay")
+    cert, key, _ = authority.issue(tmp_path, "relay")
     url = tls_relay(cert, key)
     alice = people("Alice", init=True)
     refused = alice.run("realtime", "--relay", url, "--timeout", "5")
