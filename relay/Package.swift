@@ -68,6 +68,8 @@ let package = Package(
         ),
         // libqrencode, to draw QR codes in the terminal.
         .systemLibrary(name: "CQRencode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
+        // epoll and timerfd, which Glibc's module leaves out (Linux only).
+        .systemLibrary(name: "CEpoll"),
         .executableTarget(
             name: "itsme-cli",
             dependencies: [
@@ -112,6 +114,7 @@ let package = Package(
         .executableTarget(
             name: "RelayLoad",
             dependencies: [
+                "CEpoll",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

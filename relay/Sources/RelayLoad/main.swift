@@ -8,7 +8,10 @@
 //   (2) saturated throughput: 64-byte binary frames, a bounded window each
 //       way; the relay's and the generator's CPU per forwarded frame
 //   (3) open-loop latency at two fixed offered rates (intended send times,
-//       so a stall is charged to every frame it delays)
+//       so a stall is charged to every frame it delays), over --latency-rooms
+//       more rooms from a one-thread epoll generator (OpenLoop.swift) while
+//       the held rooms stay open; (3c) the same over all the held
+//       connections, from the event-loop workers, shown apart
 //   (4) invite lifecycles per second over keep-alive HTTP/1.1
 //   (5) a reference: the same small room workload through the relay and
 //       through Magic Wormhole's mailbox server
@@ -58,6 +61,11 @@ struct LoadCommand: ParsableCommand {
     @Option(help: "Frames per second offered in the second open-loop latency phase (default 100000, --quick 5000).")
     var highRate: Double?
 
+    @Option(help: ArgumentHelp(
+        "Rooms of the open-loop latency phase, opened beside the held ones (default 100, --quick 10).",
+        discussion: "Their connections take the offered frames round robin; the held rooms stay open and idle. The phase is then run again over all the held connections, reported apart."))
+    var latencyRooms: Int?
+
     @Option(help: "Runs of each measured phase; the figures are their median (default 3, --quick 1).")
     var runs: Int?
 
@@ -103,6 +111,7 @@ struct LoadCommand: ParsableCommand {
 
     mutating func validate() throws {
         if let rooms, rooms < 1 { throw ValidationError("--rooms must be at least 1") }
+        if let latencyRooms, latencyRooms < 1 { throw ValidationError("--latency-rooms must be at least 1") }
         if serverNice < 0 || serverNice > 19 { throw ValidationError("--server-nice must be 0 to 19") }
         if batch < 1 || window < 1 || referenceWindow < 1 || threads < 1 {
             throw ValidationError("--batch, --window, --reference-window and --threads must be at least 1")
@@ -131,6 +140,7 @@ struct LoadCommand: ParsableCommand {
             inviteSeconds: inviteSeconds ?? (quick ? 1 : 5),
             referenceRooms: referenceRooms ?? (quick ? 10 : 100),
             referenceFrames: referenceFrames ?? (quick ? 20 : 200),
+            latencyRooms: latencyRooms ?? (quick ? 10 : 100),
             skipReference: skipReference,
             cluster: cluster,
             threads: threads,
@@ -171,6 +181,7 @@ struct Settings {
     var inviteSeconds: Double
     var referenceRooms: Int
     var referenceFrames: Int
+    var latencyRooms: Int
     var skipReference: Bool
     var cluster: Bool
     var threads: Int
@@ -290,7 +301,7 @@ struct Bench {
 
     mutating func run() {
         let limit = raiseOpenFileLimit()
-        let needed = max(settings.rooms, settings.tlsRooms) * 2 + 2 * settings.inviteWorkers + 2 * settings.referenceRooms + 64
+        let needed = max(settings.rooms, settings.tlsRooms) * 2 + 2 * settings.latencyRooms + 2 * settings.inviteWorkers + 2 * settings.referenceRooms + 64
         if UInt64(needed) > limit {
             fatal("\(needed) open files needed, the limit is \(limit) (ulimit -n)")
         }
@@ -329,13 +340,25 @@ struct Bench {
         let saturated = repeatedly { $0.throughput(pids: [relay.pid]) }
         summarize(saturated, generatorKey: "saturated_load_cpu_percent")
 
+        let generator = OpenLoopGenerator(port: port)
+        if let failure = generator.open(rooms: settings.latencyRooms) { fatal("opening the latency phase's rooms: \(failure)") }
+        for rate in [settings.rate, settings.highRate] {
+            let connections = settings.latencyRooms * 2
+            say("\n(3) open-loop latency: \(grouped(rate)) frames/s offered on a fixed schedule over the \(grouped(connections)) connections of "
+                + "\(grouped(settings.latencyRooms)) more rooms (\(fixed(rate / Double(connections), 2)) frames/s each; the \(grouped(settings.rooms * 2)) "
+                + "held connections stay open, idle), from a one-thread epoll generator; latency = arrival - intended send time; "
+                + "\(fixed(settings.warmup, 1)) s warm-up, \(fixed(settings.duration, 1)) s measured")
+            let runs = repeatedly { $0.latency(relay: relay, rate: rate, generator: generator) }
+            summarize(runs, generatorKey: "latency_load_cpu_percent_at_\(rateLabel(rate))")
+        }
+        generator.closeAll()
         for rate in [settings.rate, settings.highRate] {
             let connections = settings.rooms * 2
-            say("\n(3) open-loop latency: \(grouped(rate)) frames/s offered on a fixed schedule over \(grouped(connections)) connections "
-                + "(\(fixed(rate / Double(connections), 2)) frames/s each); latency = arrival - intended send time; "
+            say("\n(3c) open-loop latency over all the held connections: \(grouped(rate)) frames/s offered over \(grouped(connections)) connections "
+                + "(\(fixed(rate / Double(connections), 2)) frames/s each) from the event-loop workers; "
                 + "\(fixed(settings.warmup, 1)) s warm-up, \(fixed(settings.duration, 1)) s measured")
-            let runs = repeatedly { $0.latency(relay: relay, rate: rate) }
-            summarize(runs, generatorKey: "latency_load_cpu_percent_at_\(rateLabel(rate))")
+            let runs = repeatedly { $0.latency(relay: relay, rate: rate, generator: nil) }
+            summarize(runs, generatorKey: "latency_load_cpu_percent_at_\(rateLabel(rate))_all_connections")
         }
 
         onAll("closing rooms") { $0.closeAll() }
@@ -388,7 +411,7 @@ struct Bench {
     }
 
     func startRelay(dir: String, name: String, database: String, extra: [String]) -> ChildServer {
-        let maxConnections = max(12_000, max(settings.rooms, settings.tlsRooms) * 2 + 2 * settings.inviteWorkers + 2 * settings.referenceRooms + 64)
+        let maxConnections = max(12_000, max(settings.rooms, settings.tlsRooms) * 2 + 2 * settings.latencyRooms + 2 * settings.inviteWorkers + 2 * settings.referenceRooms + 64)
         do {
             let (executable, arguments) = settings.niced(relayPath, [
                 "--host", "127.0.0.1", "--port", "0", "--database", dir + "/" + database,
@@ -596,29 +619,28 @@ struct Bench {
 
     // MARK: (3) open-loop latency
 
-    mutating func latency(relay: ChildServer, rate: Double) -> Measured {
+    /// One run at `rate`: from `generator` over its rooms, or (nil) from the
+    /// event-loop workers over all the held connections.
+    mutating func latency(relay: ChildServer, rate: Double, generator: OpenLoopGenerator?) -> Measured {
         var m = Measured()
-        let label = rateLabel(rate)
-        onAll("resetting") { $0.resetStats() }
+        let label = rateLabel(rate) + (generator == nil ? "_all_connections" : "")
         let span = settings.warmup + settings.duration
         let start = monoNanos() + 50_000_000
         let recordFrom = start + UInt64(settings.warmup * 1e9)
         let recordUntil = start + UInt64(span * 1e9)
-        var scheduled = 0
         let meter = CPUMeter(pid: relay.pid)
-        for worker in workers {
-            // Each worker's share of the rate, in proportion to its connections.
-            let share = Double(distributeCount(worker.index)) / Double(settings.rooms)
-            guard share > 0 else { continue }
-            let workerRate = rate * share
-            let total = Int((workerRate * span).rounded())
-            scheduled += total
-            settle(worker.startOpenLoop(start: start, interval: 1e9 / workerRate, total: total,
-                                       recordFrom: recordFrom, recordUntil: recordUntil), "starting the latency phase")
+        let t: WorkerStats, ok: Bool
+        let cpu: (server: Double, generator: Double, others: Double, interrupts: Double)
+        let used: (server: Double, generator: Double), cpuLine: String
+        if let generator {
+            t = generator.run(start: start, interval: 1e9 / rate, total: Int((rate * span).rounded()),
+                              recordFrom: recordFrom, recordUntil: recordUntil, drain: 15)
+            (cpu, used, cpuLine) = (meter.percent(), meter.seconds(), meter.line("relay"))
+            ok = t.scheduleDone && t.received >= t.sent
+        } else {
+            (t, ok, cpu, used, cpuLine) = latencyFromWorkers(
+                rate: rate, span: span, start: start, recordFrom: recordFrom, recordUntil: recordUntil, meter: meter)
         }
-        sleepSeconds(span + 0.05)
-        let cpu = meter.percent(), used = meter.seconds(), cpuLine = meter.line("relay")
-        let (t, ok) = poll(seconds: 15) { ($0.scheduleDone && $0.received >= $0.sent) || $0.failures > 0 }
         checkHealth("latency", t)
         if !ok { problems.append("latency at \(label): \(t.sent - min(t.sent, t.received)) of \(t.sent) frames not received 15 s after the schedule ended") }
         let h = t.histogram, lag = t.sendLag, transit = t.transit
@@ -640,6 +662,27 @@ struct Bench {
         m.add("latency_other_cpu_percent_at_\(label)", cpu.others)
         m.add("latency_interrupt_cpu_percent_at_\(label)", cpu.interrupts)
         return m
+    }
+
+    /// The open-loop schedule from the event-loop workers, over all the
+    /// held connections; the CPU figures are read when the schedule ends.
+    func latencyFromWorkers(rate: Double, span: Double, start: UInt64, recordFrom: UInt64, recordUntil: UInt64, meter: CPUMeter)
+        -> (WorkerStats, Bool, (server: Double, generator: Double, others: Double, interrupts: Double), (server: Double, generator: Double), String)
+    {
+        onAll("resetting") { $0.resetStats() }
+        for worker in workers {
+            // Each worker's share of the rate, in proportion to its connections.
+            let share = Double(distributeCount(worker.index)) / Double(settings.rooms)
+            guard share > 0 else { continue }
+            let workerRate = rate * share
+            let total = Int((workerRate * span).rounded())
+            settle(worker.startOpenLoop(start: start, interval: 1e9 / workerRate, total: total,
+                                       recordFrom: recordFrom, recordUntil: recordUntil), "starting the latency phase")
+        }
+        sleepSeconds(span + 0.05)
+        let cpu = meter.percent(), used = meter.seconds(), cpuLine = meter.line("relay")
+        let (t, ok) = poll(seconds: 15) { ($0.scheduleDone && $0.received >= $0.sent) || $0.failures > 0 }
+        return (t, ok, cpu, used, cpuLine)
     }
 
     /// Rooms of the ramp-up held by worker `index` (rooms go round robin).
@@ -807,7 +850,7 @@ struct Bench {
     func printTargets() {
         func value(_ key: String) -> Double? { figures.first { $0.0 == key }?.1 }
         if settings.quick {
-            say("\ntargets: not judged in a --quick run (they apply to the default run: 5,000 rooms, 25,000 and 100,000 frames/s)")
+            say("\ntargets: not judged in a --quick run (they apply to the default run: 5,000 rooms held, 25,000 and 100,000 frames/s over 100 more)")
             return
         }
         say("\ntargets (printed, not asserted; medians of the runs):")
@@ -819,6 +862,11 @@ struct Bench {
         judge("forwarded frames/s saturated:", "saturated_frames_per_s", { $0 >= 150_000 }, "at least 150,000", 0)
         judge("p99 ms at \(grouped(settings.rate)) frames/s:", "latency_p99_ms_at_\(rateLabel(settings.rate))", { $0 < 10 }, "under 10 at 25,000")
         judge("p99 ms at \(grouped(settings.highRate)) frames/s:", "latency_p99_ms_at_\(rateLabel(settings.highRate))", { $0 < 25 }, "under 25 at 100,000")
+        for rate in [settings.rate, settings.highRate] {
+            if let v = value("latency_p99_ms_at_\(rateLabel(rate))_all_connections") {
+                say("  (shown, not judged) p99 ms at \(grouped(rate)) frames/s over all the \(grouped(settings.rooms * 2)) held connections: \(fixed(v, 2))")
+            }
+        }
         if let rooms = value("rooms") {
             judge("bytes resident per held plaintext connection at \(grouped(rooms * 2)) connections:", "relay_bytes_per_connection",
                   { $0 <= 10_240 && rooms >= 5000 }, "at most 10 KB at 10,000", 0)
