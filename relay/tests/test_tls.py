@@ -128,67 +128,69 @@ def two_certificates(tmp_path):
     return dict(a=(a_cert, a_key, a), b=(b_cert, b_key, b), served=(served_cert, served_key))
 
 
-def test_sighup_serves_the_new_certificate_and_keeps_open_connections(tmp_path, two_certificates):
+@pytest.fixture
+def reloading_relay(tmp_path, two_certificates):
+    """A relay serving the `served` files (certificate a until they are
+    replaced), and a client context that trusts a and b."""
+    served_cert, served_key = two_certificates["served"]
+    relay = Launched(tmp_path, ["--port", "0", "--database", ":memory:", "--tls-cert", served_cert,
+                                "--tls-key", served_key])
+    try:
+        relay.wait_listening()
+        yield relay, _trusting(two_certificates["a"][2], two_certificates["b"][2])
+    finally:
+        relay.stop()
+
+
+def test_sighup_serves_the_new_certificate_and_keeps_open_connections(two_certificates, reloading_relay):
+    relay, context = reloading_relay
     served_cert, served_key = two_certificates["served"]
     _, _, a = two_certificates["a"]
     b_cert, b_key, b = two_certificates["b"]
-    relay = Launched(tmp_path, ["--port", "0", "--database", ":memory:", "--tls-cert", served_cert,
-                                "--tls-key", served_key])
-    try:
-        relay.wait_listening()
-        context = _trusting(a, b)
-        assert _peer_certificate(relay.port, context) == der(a)
+    assert _peer_certificate(relay.port, context) == der(a)
 
-        async def scenario():
-            _, first, second = await pair(_RelayView(relay), ssl=context)
-            keep_alive = httpx.Client(base_url=relay.url, verify=context, timeout=5)
-            assert keep_alive.get("/health").status_code == 200
+    async def scenario():
+        _, first, second = await pair(_RelayView(relay), ssl=context)
+        keep_alive = httpx.Client(base_url=relay.url, verify=context, timeout=5)
+        assert keep_alive.get("/health").status_code == 200
 
-            _install(b_cert, b_key, served_cert, served_key)
-            relay.signal(signal.SIGHUP)
-            assert relay.eventually_in_stderr("reloaded"), relay.stderr()
+        _install(b_cert, b_key, served_cert, served_key)
+        relay.signal(signal.SIGHUP)
+        assert relay.eventually_in_stderr("reloaded"), relay.stderr()
 
-            assert _peer_certificate(relay.port, context) == der(b), "a new connection still gets the old certificate"
-            # The connections opened before the reload carry on.
-            await first.send(b"\x00after reload")
-            assert await recv_binary(second) == b"\x00after reload"
-            assert keep_alive.get("/health").status_code == 200
-            keep_alive.close()
-            await first.close()
-            await second.close()
+        assert _peer_certificate(relay.port, context) == der(b), "a new connection still gets the old certificate"
+        # The connections opened before the reload carry on.
+        await first.send(b"\x00after reload")
+        assert await recv_binary(second) == b"\x00after reload"
+        assert keep_alive.get("/health").status_code == 200
+        keep_alive.close()
+        await first.close()
+        await second.close()
 
-        run(scenario())
-        assert "expires" in relay.stderr()
-    finally:
-        relay.stop()
+    run(scenario())
+    assert "expires" in relay.stderr()
 
 
-def test_a_bad_file_on_sighup_keeps_the_old_certificate(tmp_path, two_certificates):
+def test_a_bad_file_on_sighup_keeps_the_old_certificate(two_certificates, reloading_relay):
+    relay, context = reloading_relay
     served_cert, served_key = two_certificates["served"]
     _, _, a = two_certificates["a"]
-    _, b_key, b = two_certificates["b"]
-    relay = Launched(tmp_path, ["--port", "0", "--database", ":memory:", "--tls-cert", served_cert,
-                                "--tls-key", served_key])
-    try:
-        relay.wait_listening()
-        context = _trusting(a, b)
-        # The key of another certificate, then a truncated certificate.
-        shutil.copyfile(b_key, served_key)
-        relay.signal(signal.SIGHUP)
-        assert relay.eventually_in_stderr("reload failed"), relay.stderr()
-        assert relay.alive()
-        assert _peer_certificate(relay.port, context) == der(a)
-        served_cert.write_bytes(served_cert.read_bytes()[:100])
-        relay.signal(signal.SIGHUP)
-        deadline = time.monotonic() + 10
-        while relay.stderr().count("reload failed") < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert relay.stderr().count("reload failed") >= 2, relay.stderr()
-        assert _peer_certificate(relay.port, context) == der(a)
-        with httpx.Client(base_url=relay.url, verify=context, timeout=5) as client:
-            assert client.get("/health").status_code == 200
-    finally:
-        relay.stop()
+    _, b_key, _ = two_certificates["b"]
+    # The key of another certificate, then a truncated certificate.
+    shutil.copyfile(b_key, served_key)
+    relay.signal(signal.SIGHUP)
+    assert relay.eventually_in_stderr("reload failed"), relay.stderr()
+    assert relay.alive()
+    assert _peer_certificate(relay.port, context) == der(a)
+    served_cert.write_bytes(served_cert.read_bytes()[:100])
+    relay.signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while relay.stderr().count("reload failed") < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert relay.stderr().count("reload failed") >= 2, relay.stderr()
+    assert _peer_certificate(relay.port, context) == der(a)
+    with httpx.Client(base_url=relay.url, verify=context, timeout=5) as client:
+        assert client.get("/health").status_code == 200
 
 
 class _RelayView:
