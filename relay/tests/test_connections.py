@@ -4,6 +4,7 @@ Retry-After and a close; the relay keeps serving the others."""
 import json
 import select
 import time
+from contextlib import contextmanager
 
 from relaytest import (
     closed_within,
@@ -18,14 +19,21 @@ from relaytest import (
 )
 
 
-def hold(relay, count, source=None) -> list:
+@contextmanager
+def holding(relay, count, source=None):
+    """`count` connections, each with a request it never finishes, open
+    for the `with` block (as a list) and closed after it."""
     held = []
-    for _ in range(count):
-        sock = relay.connect_raw(source=source)
-        sock.sendall(b"GET /health HTTP/1.1\r\n")  # a request that is never finished
-        held.append(sock)
-    time.sleep(0.5)  # let the relay accept them all
-    return held
+    try:
+        for _ in range(count):
+            sock = relay.connect_raw(source=source)
+            sock.sendall(b"GET /health HTTP/1.1\r\n")  # a request that is never finished
+            held.append(sock)
+        time.sleep(0.5)  # let the relay accept them all
+        yield held
+    finally:
+        for sock in held:
+            sock.close()
 
 
 def refused_busy(relay, source=None) -> None:
@@ -72,33 +80,33 @@ def eventually_served(relay, timeout=3.0) -> None:
             time.sleep(0.2)
 
 
+def busy_while_held(relay, count) -> None:
+    """With `count` connections held, a new one is refused busy; once they
+    are closed, one is served again."""
+    with holding(relay, count):
+        refused_busy(relay)
+    eventually_served(relay)
+
+
 def test_connections_beyond_max_connections_get_503_busy(relay):
     r = relay(max_connections=50, max_connections_per_address=1000, request_timeout=30)
-    held = hold(r, 50)
-    try:
+    with holding(r, 50) as held:
         refused_busy(r)
         refused_busy(r)
         # The held connections are still served when they finish their request.
         held[0].sendall(b"Host: 127.0.0.1\r\n\r\n")
         response = read_response(held[0], timeout=5)
         assert response is not None and response.status == 200
-    finally:
-        for sock in held:
-            sock.close()
     eventually_served(r)
     r.assert_serving()
 
 
 def test_connections_beyond_the_per_address_limit_get_503_busy(relay):
     r = relay(max_connections=1000, max_connections_per_address=5, request_timeout=30)
-    held = hold(r, 5)
-    try:
+    with holding(r, 5):
         refused_busy(r)
         # Another client address is not affected.
         served(r, source="127.0.0.2")
-    finally:
-        for sock in held:
-            sock.close()
     eventually_served(r)
 
 
@@ -123,56 +131,30 @@ def test_websocket_connections_count_against_the_limits(relay):
 
 def test_a_refused_connection_is_counted_in_metrics_as_busy(relay):
     r = relay(max_connections=1000, max_connections_per_address=2, request_timeout=30)
-    held = hold(r, 2)
-    try:
+    with holding(r, 2):
         refused_busy(r)
-    finally:
-        for sock in held:
-            sock.close()
     time.sleep(0.3)
     assert metric(r.api().metrics(), "itsme_relay_rejections_total", reason="busy") >= 1
 
 
 def test_the_default_per_address_limit_is_64_connections(relay):
     r = relay(max_connections_per_address=None, request_timeout=30)
-    held = hold(r, 64)
-    try:
-        refused_busy(r)
-    finally:
-        for sock in held:
-            sock.close()
-    eventually_served(r)
+    busy_while_held(r, 64)
 
 
 def test_a_trusted_proxy_is_not_held_to_the_per_address_limit(relay):
     """nginx carries every client on its own address: its connections count
     in the total only (it limits clients itself, limit_conn)."""
     r = relay(max_connections=1000, max_connections_per_address=2, request_timeout=30, trusted_proxy="127.0.0.0/8")
-    held = hold(r, 5)
-    try:
+    with holding(r, 5):
         served(r)
-    finally:
-        for sock in held:
-            sock.close()
 
 
 def test_a_trusted_proxy_still_counts_in_the_total(relay):
     r = relay(max_connections=4, max_connections_per_address=2, request_timeout=30, trusted_proxy="127.0.0.1")
-    held = hold(r, 4)
-    try:
-        refused_busy(r)
-    finally:
-        for sock in held:
-            sock.close()
-    eventually_served(r)
+    busy_while_held(r, 4)
 
 
 def test_an_address_outside_the_trusted_range_keeps_the_per_address_limit(relay):
     r = relay(max_connections=1000, max_connections_per_address=2, request_timeout=30, trusted_proxy="10.0.0.0/8")
-    held = hold(r, 2)
-    try:
-        refused_busy(r)
-    finally:
-        for sock in held:
-            sock.close()
-    eventually_served(r)
+    busy_while_held(r, 2)
