@@ -112,6 +112,17 @@ def test_relay_set_saves_the_ca(people, ca, tls_relay, tmp_path):
     assert_error(alice.run("invite", "create"), 4, "unknown CA")
 
 
+def test_a_new_profile_record_deletes_the_previous_one_through_the_private_ca(people, ca, tls_relay, tmp_path):
+    authority, ca_file = ca
+    cert, key, _ = authority.issue(tmp_path, "relay")
+    url = tls_relay(cert, key)
+    alice = people("Alice", init=True)
+    first = alice.json("profile", "set", "--relay", url, "--relay-ca", ca_file)
+    second = alice.json("profile", "set", "--relay", url, "--relay-ca", ca_file)
+    assert second["record"] != first["record"]
+    assert second.get("deletedRecord") == first["record"], second
+
+
 def test_an_expired_certificate_is_named(people, ca, tls_relay, tmp_path):
     authority, ca_file = ca
     cert, key, _ = authority.issue(tmp_path, "relay", expired=True)

@@ -148,7 +148,9 @@ struct ProfileCommand: AsyncParsableCommand {
 
                 var deleted: String?
                 if let previous, previous.record != saved.record {
-                    if await deleteRecord(previous, profile.output, what: "the previous profile record") {
+                    // On the relay just used, with the roots it was reached with.
+                    let previousRelay = previous.relay == url.text ? url : try? profile.savedRelayURL(previous.relay)
+                    if await deleteRecord(previous, on: previousRelay, profile.output, what: "the previous profile record") {
                         deleted = previous.record
                         profile.output.line("Deleted the previous record \(previous.record) from the relay.")
                     }
@@ -250,13 +252,19 @@ struct ProfileCommand: AsyncParsableCommand {
 
 /// Deletes a saved record from its relay; a failure is a warning. True if
 /// it is gone (deleted, or no longer there).
-private func deleteRecord(_ saved: SavedProfile, _ output: Output, what: String) async -> Bool {
+/// Deletes `saved`'s record from `relay` (nil: its saved relay URL is no
+/// longer usable); whether it is gone.
+private func deleteRecord(_ saved: SavedProfile, on relay: RelayURL?, _ output: Output, what: String) async -> Bool {
     guard let token = saved.deleteToken else {
         output.warn("warning: no delete token for \(what) \(saved.record): it stays on the relay")
         return false
     }
+    guard let relay else {
+        output.warn("warning: the relay \(saved.relay) of \(what) \(saved.record) is not usable; it stays readable there")
+        return false
+    }
     do {
-        try await RecordStore(try RelayURL(saved.relay)).delete(id: saved.record, token: token)
+        try await RecordStore(relay).delete(id: saved.record, token: token)
         return true
     } catch let error as RelayError where error.status == 404 {
         return true
