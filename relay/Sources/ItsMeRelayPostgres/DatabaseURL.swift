@@ -110,39 +110,59 @@ public struct DatabaseURL: Sendable {
         return tls
     }
 
-    func clientConfiguration() throws -> PostgresClient.Configuration {
-        var configuration: PostgresClient.Configuration
+    /// The configuration of the pool (`PostgresClient.Configuration`) or of
+    /// a connection of its own (`PostgresConnection.Configuration`): the
+    /// same server, TLS, connect timeout and application name.
+    private func configuration<Configuration: PostgresConfiguration>() throws -> Configuration {
+        var configuration: Configuration
         if let host {
-            let tls: PostgresClient.Configuration.TLS
-            switch mode {
-            case .disable: tls = .disable
-            case .prefer: tls = .prefer(try tlsConfiguration())
-            case .require, .verifyFull: tls = .require(try tlsConfiguration())
-            }
+            let tls = try Configuration.tls(mode == .disable ? nil : tlsConfiguration(), required: mode != .prefer)
             configuration = .init(host: host, port: port, username: user, password: password, database: database, tls: tls)
         } else {
             configuration = .init(unixSocketPath: socketPath ?? "", username: user, password: password, database: database)
         }
-        configuration.options.connectTimeout = .seconds(5)
-        configuration.options.additionalStartupParameters = [("application_name", "itsme-relay")]
+        configuration.setOptions(connectTimeoutSeconds: 5, startupParameters: [("application_name", "itsme-relay")])
         return configuration
     }
 
-    func connectionConfiguration() throws -> PostgresConnection.Configuration {
-        var configuration: PostgresConnection.Configuration
-        if let host {
-            let tls: PostgresConnection.Configuration.TLS
-            switch mode {
-            case .disable: tls = .disable
-            case .prefer: tls = .prefer(try NIOSSLContext(configuration: tlsConfiguration()))
-            case .require, .verifyFull: tls = .require(try NIOSSLContext(configuration: tlsConfiguration()))
-            }
-            configuration = .init(host: host, port: port, username: user, password: password, database: database, tls: tls)
-        } else {
-            configuration = .init(unixSocketPath: socketPath ?? "", username: user, password: password, database: database)
-        }
-        configuration.options.connectTimeout = .seconds(5)
-        configuration.options.additionalStartupParameters = [("application_name", "itsme-relay")]
-        return configuration
+    func clientConfiguration() throws -> PostgresClient.Configuration { try configuration() }
+
+    func connectionConfiguration() throws -> PostgresConnection.Configuration { try configuration() }
+}
+
+/// What `DatabaseURL.configuration()` needs of PostgresNIO's two
+/// configurations, which share no type: their TLS (`sslmode=prefer` is not
+/// `required`), and their options.
+protocol PostgresConfiguration {
+    associatedtype TLS
+    init(host: String, port: Int, username: String, password: String?, database: String?, tls: TLS)
+    init(unixSocketPath: String, username: String, password: String?, database: String?)
+    /// No TLS when `configuration` is nil.
+    static func tls(_ configuration: TLSConfiguration?, required: Bool) throws -> TLS
+    mutating func setOptions(connectTimeoutSeconds: Int64, startupParameters: [(String, String)])
+}
+
+extension PostgresClient.Configuration: PostgresConfiguration {
+    static func tls(_ configuration: TLSConfiguration?, required: Bool) -> TLS {
+        guard let configuration else { return .disable }
+        return required ? .require(configuration) : .prefer(configuration)
+    }
+
+    mutating func setOptions(connectTimeoutSeconds: Int64, startupParameters: [(String, String)]) {
+        options.connectTimeout = .seconds(connectTimeoutSeconds)
+        options.additionalStartupParameters = startupParameters
+    }
+}
+
+extension PostgresConnection.Configuration: PostgresConfiguration {
+    static func tls(_ configuration: TLSConfiguration?, required: Bool) throws -> TLS {
+        guard let configuration else { return .disable }
+        let context = try NIOSSLContext(configuration: configuration)
+        return required ? .require(context) : .prefer(context)
+    }
+
+    mutating func setOptions(connectTimeoutSeconds: Int64, startupParameters: [(String, String)]) {
+        options.connectTimeout = .seconds(connectTimeoutSeconds)
+        options.additionalStartupParameters = startupParameters
     }
 }
