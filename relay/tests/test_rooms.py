@@ -11,7 +11,9 @@ from relaytest import (
     HANDSHAKE_REFUSALS,
     OP_BINARY,
     OP_CONTINUATION,
+    OP_PING,
     OP_PONG,
+    OP_TEXT,
     RawPeer,
     close_code,
     eventually_metric,
@@ -422,6 +424,69 @@ def test_pings_keep_a_room_open_past_the_idle_limit_and_are_not_forwarded(relay)
     # Only the one binary message was forwarded; the pings were not.
     assert metric(samples, "itsme_relay_frames_forwarded_total") == 1
     assert metric(samples, "itsme_relay_rejections_total", reason="idle") >= 2
+    r.assert_serving()
+
+
+def test_the_relay_pings_each_connection_once_per_interval_spread_over_it(relay):
+    # docs/PROTOCOL.md 15.3, Keep-alive: every connection is pinged once per
+    # --ping-interval, from one interval after it opened, a slice of the
+    # connections at a time (not all at once, which would stall a busy
+    # relay); one that has not answered by the next ping is closed with 1001.
+    interval = 1.0
+    r = relay(ping_interval=interval, room_idle=60)
+
+    async def answering(peer, pings, stop):
+        # Answers every ping with its payload and records when each came,
+        # until `stop`; returns the first other frame, if any.
+        while time.monotonic() < stop:
+            try:
+                opcode, payload = await peer.recv(stop - time.monotonic())
+            except asyncio.TimeoutError:
+                return None
+            if opcode != OP_PING:
+                return opcode, payload
+            pings.append(time.monotonic())
+            await peer.send(ws_frame(OP_PONG, payload))
+        return None
+
+    async def scenario():
+        peers = []
+        for _ in range(15):
+            _, a, b = await raw_pair(r)
+            peers += [a, b]
+        _, talker, silent = await raw_pair(r)
+        try:
+            opened = time.monotonic()
+            stop = opened + 3.6 * interval
+            pings = [[] for _ in peers]
+            answered = asyncio.gather(*(answering(p, got, stop) for p, got in zip(peers, pings)))
+            # The silent peer's partner answers, and sees it leave.
+            left = asyncio.ensure_future(answering(talker, [], stop))
+            # The silent peer answers nothing: pinged once, closed at its next ping.
+            opcode, _ = await silent.recv(3 * interval)
+            assert opcode == OP_PING
+            first = time.monotonic()
+            assert first - opened >= 0.8 * interval
+            assert await silent.close_code(2 * interval) == 1001
+            assert 0.6 * interval <= time.monotonic() - first <= 1.8 * interval
+            assert await left == (OP_TEXT, b'{"type":"peer-left"}')
+            ended = await answered
+            assert ended == [None] * len(peers), ended
+            for got in pings:
+                # From an interval on, two or three pings in 3.6 intervals,
+                # an interval apart.
+                assert 2 <= len(got) <= 3, pings
+                assert got[0] - opened >= 0.5 * interval, pings
+                assert all(0.6 * interval <= b - a <= 1.4 * interval for a, b in zip(got, got[1:])), pings
+            # Spread: the first pings of 30 connections come at many moments
+            # of the interval, not in one burst.
+            firsts = sorted(got[0] for got in pings)
+            assert firsts[-1] - firsts[0] >= 0.5 * interval, firsts
+        finally:
+            for peer in peers + [talker, silent]:
+                peer.abort()
+
+    run(scenario())
     r.assert_serving()
 
 

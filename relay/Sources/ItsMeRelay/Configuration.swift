@@ -35,6 +35,8 @@ public struct RelayConfiguration: Sendable {
     public var createRatePerMinute = 60
     /// Seconds without a binary frame or a peer's ping before a room closes.
     public var roomIdleSeconds = 120.0
+    /// Seconds between two of the relay's pings to a room connection.
+    public var pingIntervalSeconds = 30.0
     /// Seconds a request may take to arrive whole.
     public var requestTimeoutSeconds = 10.0
     /// Longest hold of an invite fetch.

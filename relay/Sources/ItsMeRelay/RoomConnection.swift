@@ -88,6 +88,11 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
     /// The connection's event loop: every var below is touched only there.
     /// Calls from elsewhere (the other peer, the hub) go through `run`.
     let loop: any EventLoop
+    /// The slice of the relay's pings this connection is in, and when it
+    /// opened (uptime nanoseconds): its first ping comes an interval or
+    /// more later (RoomHub.ping).
+    let slot: Int
+    let opened = NIODeadline.now().uptimeNanoseconds
     private let roomID: String
     private let hub: RoomHub
     /// A binary message passed or a ping came since the hub's last sweep.
@@ -117,6 +122,7 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
         self.roomID = roomID
         self.hub = hub
         self.loop = loop
+        slot = hub.nextSlot()
     }
 
     // MARK: Entry points from other threads

@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import ServiceLifecycle
+import Synchronization
 
 #if canImport(Glibc)
 /// glibc's malloc_trim(3), which Swift's Glibc module does not export:
@@ -146,12 +147,30 @@ final class RoomHub: @unchecked Sendable {
         for connection in all { connection.close(.goingAway) }
     }
 
-    /// The relay's own ping to every connection (docs/PROTOCOL.md 15.3,
+    /// The slices the relay's pings are spread over: each connection is in
+    /// one (`RoomConnection.slot`), and one slice is pinged at a time.
+    static let pingSlices = 30
+    private let slots = Atomic<Int>(0)
+
+    /// The slice of the next connection: round robin, so that slices stay
+    /// even.
+    func nextSlot() -> Int {
+        slots.wrappingAdd(1, ordering: .relaxed).oldValue % Self.pingSlices
+    }
+
+    /// The relay's own ping to every connection of slice `slot` that has
+    /// been open for `interval` nanoseconds (docs/PROTOCOL.md 15.3,
     /// Keep-alive): a connection that has not answered the previous one is
-    /// closed with 1001.
-    func pingAll() {
-        let all: [RoomConnection] = lock.withLock { rooms.values.flatMap(\.members) }
-        for connection in all { connection.keepAlive() }
+    /// closed with 1001. Pinging every connection at once would stall
+    /// forwarding on a busy relay (10,000 writes and as many pongs: tens of
+    /// milliseconds), so a slice at a time, each connection still once per
+    /// interval.
+    func ping(slot: Int, interval: UInt64) {
+        let now = NIODeadline.now().uptimeNanoseconds
+        let due: [RoomConnection] = lock.withLock {
+            rooms.values.flatMap { $0.members.filter { $0.slot == slot && now &- $0.opened >= interval } }
+        }
+        for connection in due { connection.keepAlive() }
     }
 
     /// Hands freed memory back to the system once many connections have
@@ -169,17 +188,21 @@ final class RoomHub: @unchecked Sendable {
     }
 }
 
-/// The relay's ping to every room connection every 30 seconds.
+/// The relay's ping to every room connection once per `--ping-interval`
+/// (30 seconds), a slice of the connections at a time.
 struct RoomKeepAlive: Service {
     let hub: RoomHub
     var period: Duration = .seconds(30)
 
     func run() async throws {
-        let hub = hub, period = period
+        let hub = hub, step = period / RoomHub.pingSlices
+        let interval = UInt64(period.components.seconds) * 1_000_000_000 + UInt64(period.components.attoseconds / 1_000_000_000)
         try? await cancelWhenGracefulShutdown {
+            var slot = 0
             while true {
-                try await Task.sleep(for: period)
-                hub.pingAll()
+                try await Task.sleep(for: step)
+                hub.ping(slot: slot, interval: interval)
+                slot = (slot + 1) % RoomHub.pingSlices
             }
         }
     }

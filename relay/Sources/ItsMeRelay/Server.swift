@@ -91,7 +91,9 @@ public struct RelayServer: Sendable {
             services: [
                 .init(service: app),
                 .init(service: housekeeping, successTerminationBehavior: .gracefullyShutdownGroup),
-                .init(service: RoomKeepAlive(hub: hub), successTerminationBehavior: .ignore),
+                .init(
+                    service: RoomKeepAlive(hub: hub, period: .milliseconds(Int64(configuration.pingIntervalSeconds * 1000))),
+                    successTerminationBehavior: .ignore),
             ],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger)

@@ -81,6 +81,8 @@ struct RelayCommand: AsyncParsableCommand {
     var createRate: Int?
     @Option(help: "Seconds without a binary frame or a peer's ping before a room closes (default: \(Int(RelayCommand.defaults.roomIdleSeconds))).")
     var roomIdle: Double?
+    @Option(help: "Seconds between two of the relay's pings to a room connection; one not answered by the next closes it (default: \(Int(RelayCommand.defaults.pingIntervalSeconds))).")
+    var pingInterval: Double?
     @Option(help: "Seconds a request may take to arrive whole (default: \(Int(RelayCommand.defaults.requestTimeoutSeconds))).")
     var requestTimeout: Double?
     @Option(help: "Seconds a graceful shutdown may take (default: \(Int(RelayCommand.defaults.shutdownTimeoutSeconds))).")
@@ -132,6 +134,7 @@ struct RelayCommand: AsyncParsableCommand {
         c.lookupRatePerMinute = try value(lookupRate, "LOOKUP_RATE", c.lookupRatePerMinute)
         c.createRatePerMinute = try value(createRate, "CREATE_RATE", c.createRatePerMinute)
         c.roomIdleSeconds = try value(roomIdle, "ROOM_IDLE", c.roomIdleSeconds)
+        c.pingIntervalSeconds = try value(pingInterval, "PING_INTERVAL", c.pingIntervalSeconds)
         c.requestTimeoutSeconds = try value(requestTimeout, "REQUEST_TIMEOUT", c.requestTimeoutSeconds)
         c.shutdownTimeoutSeconds = try value(shutdownTimeout, "SHUTDOWN_TIMEOUT", c.shutdownTimeoutSeconds)
         do {
@@ -152,7 +155,7 @@ struct RelayCommand: AsyncParsableCommand {
         }
         guard (0...65535).contains(c.port) else { throw ValidationError("--port must be 0 to 65535") }
         for (name, seconds) in [
-            ("--room-idle", c.roomIdleSeconds), ("--request-timeout", c.requestTimeoutSeconds),
+            ("--room-idle", c.roomIdleSeconds), ("--ping-interval", c.pingIntervalSeconds), ("--request-timeout", c.requestTimeoutSeconds),
             ("--shutdown-timeout", c.shutdownTimeoutSeconds),
         ] where !(seconds > 0 && seconds <= 86400) {
             throw ValidationError("\(name) must be more than 0 and at most 86400 seconds")
