@@ -47,9 +47,13 @@ final class RoomHub: @unchecked Sendable {
     /// Connections that left since memory was last handed back (`trimIfQuiet`).
     private var leftSinceTrim = 0
 
-    init(metrics: RelayMetrics, maxFrame: Int = 65_536) {
+    /// Nanoseconds between two of the relay's pings to a connection.
+    let pingInterval: UInt64
+
+    init(metrics: RelayMetrics, maxFrame: Int = 65_536, pingInterval: Double = 30) {
         self.metrics = metrics
         self.maxFrame = maxFrame
+        self.pingInterval = UInt64(pingInterval * 1e9)
     }
 
     var isShuttingDown: Bool { lock.withLock { shuttingDown } }
@@ -147,28 +151,28 @@ final class RoomHub: @unchecked Sendable {
         for connection in all { connection.close(.goingAway) }
     }
 
-    /// The slices the relay's pings are spread over: each connection is in
-    /// one (`RoomConnection.slot`), and one slice is pinged at a time.
-    static let pingSlices = 30
+    /// The slices the relay's pings are spread over, one every 100 ms:
+    /// each connection is in one (`RoomConnection.slot`), and one slice is
+    /// pinged at a time.
+    var pingSlices: Int { max(1, min(3000, Int(pingInterval / 100_000_000))) }
     private let slots = Atomic<Int>(0)
 
     /// The slice of the next connection: round robin, so that slices stay
     /// even.
     func nextSlot() -> Int {
-        slots.wrappingAdd(1, ordering: .relaxed).oldValue % Self.pingSlices
+        slots.wrappingAdd(1, ordering: .relaxed).oldValue % pingSlices
     }
 
     /// The relay's own ping to every connection of slice `slot` that has
-    /// been open for `interval` nanoseconds (docs/PROTOCOL.md 15.3,
-    /// Keep-alive): a connection that has not answered the previous one is
-    /// closed with 1001. Pinging every connection at once would stall
-    /// forwarding on a busy relay (10,000 writes and as many pongs: tens of
-    /// milliseconds), so a slice at a time, each connection still once per
-    /// interval.
-    func ping(slot: Int, interval: UInt64) {
+    /// been open for an interval (docs/PROTOCOL.md 15.3, Keep-alive): a
+    /// connection that has not answered the previous one is closed with
+    /// 1001. Pinging every connection at once stalls forwarding on a busy
+    /// relay (10,000 writes and as many pongs: tens of milliseconds), so a
+    /// slice at a time, each connection still once per interval.
+    func ping(slot: Int) {
         let now = NIODeadline.now().uptimeNanoseconds
         let due: [RoomConnection] = lock.withLock {
-            rooms.values.flatMap { $0.members.filter { $0.slot == slot && now &- $0.opened >= interval } }
+            rooms.values.flatMap { $0.members.filter { $0.slot == slot && now &- $0.opened >= pingInterval } }
         }
         for connection in due { connection.keepAlive() }
     }
@@ -192,17 +196,16 @@ final class RoomHub: @unchecked Sendable {
 /// (30 seconds), a slice of the connections at a time.
 struct RoomKeepAlive: Service {
     let hub: RoomHub
-    var period: Duration = .seconds(30)
 
     func run() async throws {
-        let hub = hub, step = period / RoomHub.pingSlices
-        let interval = UInt64(period.components.seconds) * 1_000_000_000 + UInt64(period.components.attoseconds / 1_000_000_000)
+        let hub = hub, slices = hub.pingSlices
+        let step = Duration.nanoseconds(Int64(hub.pingInterval) / Int64(slices))
         try? await cancelWhenGracefulShutdown {
             var slot = 0
             while true {
                 try await Task.sleep(for: step)
-                hub.ping(slot: slot, interval: interval)
-                slot = (slot + 1) % RoomHub.pingSlices
+                hub.ping(slot: slot)
+                slot = (slot + 1) % slices
             }
         }
     }

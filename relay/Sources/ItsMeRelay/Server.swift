@@ -36,7 +36,7 @@ public struct RelayServer: Sendable {
         let storage = try await openStorage(configuration)
         let clock = RelayClock(file: configuration.clockFile)
         let metrics = RelayMetrics()
-        let hub = RoomHub(metrics: metrics, maxFrame: configuration.maxFrame)
+        let hub = RoomHub(metrics: metrics, maxFrame: configuration.maxFrame, pingInterval: configuration.pingIntervalSeconds)
         let waiters = InviteWaiters()
         let lookups = RateLimiter(ratePerMinute: configuration.lookupRatePerMinute)
         let creations = RateLimiter(ratePerMinute: configuration.createRatePerMinute)
@@ -91,9 +91,7 @@ public struct RelayServer: Sendable {
             services: [
                 .init(service: app),
                 .init(service: housekeeping, successTerminationBehavior: .gracefullyShutdownGroup),
-                .init(
-                    service: RoomKeepAlive(hub: hub, period: .milliseconds(Int64(configuration.pingIntervalSeconds * 1000))),
-                    successTerminationBehavior: .ignore),
+                .init(service: RoomKeepAlive(hub: hub), successTerminationBehavior: .ignore),
             ],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger)
