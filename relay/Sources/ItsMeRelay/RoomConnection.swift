@@ -180,6 +180,7 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        hub.forget(self)
         closeTimer?.cancel()
         closeTimer = nil
         self.context = nil

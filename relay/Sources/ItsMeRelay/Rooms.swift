@@ -49,11 +49,20 @@ final class RoomHub: @unchecked Sendable {
 
     /// Nanoseconds between two of the relay's pings to a connection.
     let pingInterval: UInt64
+    /// The slices the relay's pings are spread over, one every 100 ms:
+    /// each connection is in one (`RoomConnection.slot`), and one slice is
+    /// pinged at a time.
+    let pingSlices: Int
+    private let slots = Atomic<Int>(0)
+    /// The connections in a room, by slice.
+    private var bySlot: [[ObjectIdentifier: RoomConnection]]
 
     init(metrics: RelayMetrics, maxFrame: Int = 65_536, pingInterval: Double = 30) {
         self.metrics = metrics
         self.maxFrame = maxFrame
         self.pingInterval = UInt64(pingInterval * 1e9)
+        pingSlices = max(1, min(3000, Int(self.pingInterval / 100_000_000)))
+        bySlot = Array(repeating: [:], count: pingSlices)
     }
 
     var isShuttingDown: Bool { lock.withLock { shuttingDown } }
@@ -80,6 +89,7 @@ final class RoomHub: @unchecked Sendable {
             } else {
                 return (nil, .full)
             }
+            bySlot[connection.slot][ObjectIdentifier(connection)] = connection
             metrics.roomsOpen.set(to: Double(rooms.count))
             return (room, result)
         }
@@ -151,16 +161,15 @@ final class RoomHub: @unchecked Sendable {
         for connection in all { connection.close(.goingAway) }
     }
 
-    /// The slices the relay's pings are spread over, one every 100 ms:
-    /// each connection is in one (`RoomConnection.slot`), and one slice is
-    /// pinged at a time.
-    var pingSlices: Int { max(1, min(3000, Int(pingInterval / 100_000_000))) }
-    private let slots = Atomic<Int>(0)
-
     /// The slice of the next connection: round robin, so that slices stay
     /// even.
     func nextSlot() -> Int {
         slots.wrappingAdd(1, ordering: .relaxed).oldValue % pingSlices
+    }
+
+    /// `connection` has ended: no more pings.
+    func forget(_ connection: RoomConnection) {
+        _ = lock.withLock { bySlot[connection.slot].removeValue(forKey: ObjectIdentifier(connection)) }
     }
 
     /// The relay's own ping to every connection of slice `slot` that has
@@ -172,7 +181,7 @@ final class RoomHub: @unchecked Sendable {
     func ping(slot: Int) {
         let now = NIODeadline.now().uptimeNanoseconds
         let due: [RoomConnection] = lock.withLock {
-            rooms.values.flatMap { $0.members.filter { $0.slot == slot && now &- $0.opened >= pingInterval } }
+            bySlot[slot].values.filter { now &- $0.opened >= pingInterval }
         }
         for connection in due { connection.keepAlive() }
     }
