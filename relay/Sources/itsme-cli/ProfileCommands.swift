@@ -250,10 +250,9 @@ struct ProfileCommand: AsyncParsableCommand {
     }
 }
 
-/// Deletes a saved record from its relay; a failure is a warning. True if
-/// it is gone (deleted, or no longer there).
 /// Deletes `saved`'s record from `relay` (nil: its saved relay URL is no
-/// longer usable); whether it is gone.
+/// longer usable); a failure is a warning. True if it is gone (deleted, or
+/// no longer there).
 private func deleteRecord(_ saved: SavedProfile, on relay: RelayURL?, _ output: Output, what: String) async -> Bool {
     guard let token = saved.deleteToken else {
         output.warn("warning: no delete token for \(what) \(saved.record): it stays on the relay")
