@@ -46,6 +46,8 @@ final class RoomHub: @unchecked Sendable {
     private var shuttingDown = false
     /// Connections that left since memory was last handed back (`trimIfQuiet`).
     private var leftSinceTrim = 0
+    /// `leftSinceTrim` at the previous sweep.
+    private var leftAtLastSweep = 0
 
     /// Nanoseconds between two of the relay's pings to a connection.
     let pingInterval: UInt64
@@ -187,11 +189,15 @@ final class RoomHub: @unchecked Sendable {
     }
 
     /// Hands freed memory back to the system once many connections have
-    /// left: glibc keeps the heap of a closed room's buffers otherwise, and
-    /// the relay's resident size would stay at its peak.
+    /// left and none left since the previous sweep (a second ago): glibc
+    /// keeps the heap of a closed room's buffers otherwise, and the relay's
+    /// resident size would stay at its peak. Trimming while connections are
+    /// still going would leave most of what they free to the next trim,
+    /// which may not come.
     private func trimIfQuiet() {
         let due: Bool = lock.withLock {
-            guard leftSinceTrim >= 1000 else { return false }
+            defer { leftAtLastSweep = leftSinceTrim }
+            guard leftSinceTrim >= 1000, leftSinceTrim == leftAtLastSweep else { return false }
             leftSinceTrim = 0
             return true
         }
