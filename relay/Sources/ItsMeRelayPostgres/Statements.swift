@@ -13,7 +13,7 @@ enum Statements {
 
     /// A new invite, when the ID is free and the relay holds fewer than
     /// `maxInvites` live ones; a row when it was created.
-    struct CreateInvite: PostgresPreparedStatement {
+    struct CreateInvite: RowlessStatement {
         static let sql = """
             INSERT INTO invites(id, inviter_token, created, expires)
             SELECT $1::text, $2::bytea, $3::bigint, $4::bigint
@@ -26,60 +26,34 @@ enum Statements {
         let expires: Int64
         let maxInvites: Int64
 
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 5)
-            try bindings.append(id)
-            try bindings.append(token)
-            try bindings.append(now)
-            try bindings.append(expires)
-            try bindings.append(maxInvites)
-            return bindings
-        }
-        func decodeRow(_ row: PostgresRow) throws {}
+        func makeBindings() throws -> PostgresBindings { try .of(id, token, now, expires, maxInvites) }
     }
 
     /// Erases an expired invite under this ID, with its messages; a row when
     /// there was one.
-    struct PurgeExpired: PostgresPreparedStatement {
+    struct PurgeExpired: RowlessStatement {
         static let sql = "DELETE FROM invites WHERE id = $1::text AND expires <= $2::bigint RETURNING 1"
         let id: String
         let now: Int64
 
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 2)
-            try bindings.append(id)
-            try bindings.append(now)
-            return bindings
-        }
-        func decodeRow(_ row: PostgresRow) throws {}
+        func makeBindings() throws -> PostgresBindings { try .of(id, now) }
     }
 
     /// A row when an invite, expired or not, has this ID.
-    struct InviteExists: PostgresPreparedStatement {
+    struct InviteExists: RowlessStatement {
         static let sql = "SELECT 1 FROM invites WHERE id = $1::text"
         let id: String
 
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 1)
-            try bindings.append(id)
-            return bindings
-        }
-        func decodeRow(_ row: PostgresRow) throws {}
+        func makeBindings() throws -> PostgresBindings { try .of(id) }
     }
 
     /// A row when a live invite has this ID.
-    struct InviteLive: PostgresPreparedStatement {
+    struct InviteLive: RowlessStatement {
         static let sql = "SELECT 1 FROM invites WHERE id = $1::text AND expires > $2::bigint"
         let id: String
         let now: Int64
 
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 2)
-            try bindings.append(id)
-            try bindings.append(now)
-            return bindings
-        }
-        func decodeRow(_ row: PostgresRow) throws {}
+        func makeBindings() throws -> PostgresBindings { try .of(id, now) }
     }
 
     /// Binds the invitee's token to a live, unaccepted invite and notifies;
@@ -95,13 +69,7 @@ enum Statements {
         let token: ByteBuffer
         let now: Int64
 
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 3)
-            try bindings.append(id)
-            try bindings.append(token)
-            try bindings.append(now)
-            return bindings
-        }
+        func makeBindings() throws -> PostgresBindings { try .of(id, token, now) }
         func decodeRow(_ row: PostgresRow) throws -> Int64 { try row.decode((Int64, Bool).self).0 }
     }
 
@@ -111,12 +79,7 @@ enum Statements {
         let id: String
         let now: Int64
 
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 2)
-            try bindings.append(id)
-            try bindings.append(now)
-            return bindings
-        }
+        func makeBindings() throws -> PostgresBindings { try .of(id, now) }
         func decodeRow(_ row: PostgresRow) throws -> (ByteBuffer, ByteBuffer?) {
             try row.decode((ByteBuffer, ByteBuffer?).self)
         }
@@ -146,15 +109,7 @@ enum Statements {
         let maxMessages: Int64
         let now: Int64
 
-        func bindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 5)
-            try bindings.append(id)
-            try bindings.append(side)
-            try bindings.append(body)
-            try bindings.append(maxMessages)
-            try bindings.append(now)
-            return bindings
-        }
+        func bindings() throws -> PostgresBindings { try .of(id, side, body, maxMessages, now) }
     }
 
     static func post(counter: String) -> String {
@@ -180,29 +135,34 @@ enum Statements {
         let side: Int16
         let after: Int64
 
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 3)
-            try bindings.append(id)
-            try bindings.append(side)
-            try bindings.append(after)
-            return bindings
-        }
+        func makeBindings() throws -> PostgresBindings { try .of(id, side, after) }
         func decodeRow(_ row: PostgresRow) throws -> (Int64, ByteBuffer) { try row.decode((Int64, ByteBuffer).self) }
     }
 
     /// Erases an invite and its messages, and notifies; a row when there was one.
-    struct DeleteInvite: PostgresPreparedStatement {
+    struct DeleteInvite: RowlessStatement {
         static let sql = """
             WITH ended AS (DELETE FROM invites WHERE id = $1::text RETURNING id)
             SELECT \(notify.replacingOccurrences(of: "$1::text", with: "id")) IS NULL FROM ended
             """
         let id: String
 
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 1)
-            try bindings.append(id)
-            return bindings
-        }
-        func decodeRow(_ row: PostgresRow) throws {}
+        func makeBindings() throws -> PostgresBindings { try .of(id) }
+    }
+}
+
+/// A statement whose rows say only that there were some (`hasRow`).
+protocol RowlessStatement: PostgresPreparedStatement where Row == Void {}
+
+extension RowlessStatement {
+    func decodeRow(_ row: PostgresRow) throws {}
+}
+
+extension PostgresBindings {
+    /// `values` bound in order, as $1, $2, ...
+    static func of(_ values: any PostgresThrowingDynamicTypeEncodable...) throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: values.count)
+        for value in values { try bindings.append(value) }
+        return bindings
     }
 }
