@@ -35,14 +35,13 @@ extension Bench {
         single.stop()
         runningServers.removeAll { $0 === single }
 
-        let maxConnections = String(max(4096, rooms * 2 + inviters * 2 + 64))
+        let maxConnections = max(4096, rooms * 2 + inviters * 2 + 64)
         let cluster: ChildServer
         do {
             cluster = try ChildServer(
                 name: "cluster", executable: "/usr/bin/env",
-                arguments: ["python3", script, "cluster", "--relay-bin", relayPath, "--instances", "2", "--",
-                            "--max-connections", maxConnections, "--max-connections-per-address", maxConnections,
-                            "--lookup-rate", "1000000", "--create-rate", "1000000", "--room-idle", "600"],
+                arguments: ["python3", script, "cluster", "--relay-bin", relayPath, "--instances", "2", "--"]
+                    + Self.loadLimits(connections: maxConnections),
                 directory: dir, logPath: dir + "/cluster.log", holdInput: true, portIn: clusterPort)
         } catch {
             problems.append("--cluster: cannot start \(script): \(error)")

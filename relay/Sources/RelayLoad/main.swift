@@ -410,13 +410,20 @@ struct Bench {
         }
     }
 
+    /// The limits of a relay under load: `connections` open connections
+    /// from this one address, rates that no phase reaches, rooms kept
+    /// while a phase pauses.
+    static func loadLimits(connections: Int) -> [String] {
+        ["--max-connections", String(connections), "--max-connections-per-address", String(connections),
+         "--lookup-rate", "1000000", "--create-rate", "1000000", "--room-idle", "600"]
+    }
+
     func startRelay(dir: String, name: String, database: String, extra: [String]) -> ChildServer {
         let maxConnections = max(12_000, max(settings.rooms, settings.tlsRooms) * 2 + 2 * settings.latencyRooms + 2 * settings.inviteWorkers + 2 * settings.referenceRooms + 64)
         do {
             let (executable, arguments) = settings.niced(relayPath, [
-                "--host", "127.0.0.1", "--port", "0", "--database", dir + "/" + database,
-                "--max-connections", String(maxConnections), "--max-connections-per-address", String(maxConnections),
-                "--lookup-rate", "1000000", "--create-rate", "1000000", "--room-idle", "600"] + extra)
+                "--host", "127.0.0.1", "--port", "0", "--database", dir + "/" + database]
+                + Self.loadLimits(connections: maxConnections) + extra)
             let relay = try ChildServer(
                 name: name, executable: executable, arguments: arguments,
                 directory: dir, logPath: dir + "/\(name).log", portIn: relayPort)
