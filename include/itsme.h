@@ -62,6 +62,24 @@ extern "C" {
  * functions and the contact store's writes.  GCC and Clang warn when their
  * result is dropped (a (void) cast does not silence GCC; test the result).
  * ITSME_DEPRECATED(message) marks a name kept for one more minor version. */
+/* Annotations for the tool that reads this header (abi/tools/read.py) where
+ * a name alone cannot tell a parameter's or a type's role.  They expand to
+ * nothing unless ITSME_ABI_READER is defined.
+ * ITSME_VALUES(P): on an integer typedef, its values are the constants
+ *   named P (or starting with P, when P ends with _).
+ * ITSME_OUT: a pointer parameter the function writes.
+ * ITSME_ITEM_BYTES(N): a count parameter whose buffer holds items of N bytes.
+ * ITSME_TIME: an int64_t parameter that is a unix time. */
+#ifdef ITSME_ABI_READER
+#define ITSME_ABI(what) __attribute__((annotate("itsme:" what)))
+#else
+#define ITSME_ABI(what)
+#endif
+#define ITSME_VALUES(prefix) ITSME_ABI("values=" #prefix)
+#define ITSME_OUT ITSME_ABI("out")
+#define ITSME_ITEM_BYTES(n) ITSME_ABI("item_bytes=" #n)
+#define ITSME_TIME ITSME_ABI("time")
+
 #if defined(__GNUC__) || defined(__clang__)
 #define ITSME_WARN_UNUSED_RESULT __attribute__((warn_unused_result))
 #define ITSME_DEPRECATED(message) __attribute__((deprecated(message)))
@@ -100,7 +118,7 @@ uint32_t itsme_version_number(void);
  * Result codes
  * ---------------------------------------------------------------------- */
 
-typedef int32_t itsme_result;
+typedef int32_t itsme_result ITSME_VALUES(ITSME_OK) ITSME_VALUES(ITSME_E_);
 
 #define ITSME_OK 0
 /* A required pointer was NULL, a length or value was out of range, or text
@@ -243,7 +261,7 @@ typedef struct itsme_secret_store itsme_secret_store;
 
 /* Accessibility class requested on put: how strictly the host should keep
  * the item.  An iOS host maps these to kSecAttrAccessible... values. */
-typedef uint32_t itsme_accessibility;
+typedef uint32_t itsme_accessibility ITSME_VALUES(ITSME_ACCESSIBLE_);
 /* Only on this device, only while it is unlocked (the default for
  * everything the library stores; iOS: WhenUnlockedThisDeviceOnly). */
 #define ITSME_ACCESSIBLE_WHEN_UNLOCKED_THIS_DEVICE_ONLY 0
@@ -493,7 +511,7 @@ typedef struct itsme_store itsme_store;
 typedef struct itsme_contact itsme_contact;
 typedef struct itsme_contact_list itsme_contact_list;
 
-typedef uint32_t itsme_verification_state;
+typedef uint32_t itsme_verification_state ITSME_VALUES(ITSME_CONTACT_);
 #define ITSME_CONTACT_UNVERIFIED 0
 #define ITSME_CONTACT_VERIFIED 1
 /* Their device changed: verification still works, the change is shown. */
@@ -507,11 +525,11 @@ typedef uint32_t itsme_verification_state;
  * itsme_store_expire_awaiting deletes it 24 hours after its exchange began. */
 #define ITSME_CONTACT_AWAITING_PEER 3
 
-typedef uint32_t itsme_exchange_method;
-#define ITSME_EXCHANGE_QR 0
-#define ITSME_EXCHANGE_BLUETOOTH 1
-#define ITSME_EXCHANGE_INVITE 2
-#define ITSME_EXCHANGE_REALTIME 3
+typedef uint32_t itsme_exchange_method ITSME_VALUES(ITSME_EXCHANGE_METHOD_);
+#define ITSME_EXCHANGE_METHOD_QR 0
+#define ITSME_EXCHANGE_METHOD_BLUETOOTH 1
+#define ITSME_EXCHANGE_METHOD_INVITE 2
+#define ITSME_EXCHANGE_METHOD_REALTIME 3
 
 /* A contact's verification seed, in bytes. */
 #define ITSME_SEED_BYTES 32
@@ -837,7 +855,7 @@ itsme_result itsme_short_code_format(uint32_t value, char *out, size_t cap,
  *
  *   new_qr / new_bluetooth
  *   loop: next_outgoing -> send;  receive the peer's bytes
- *   state becomes ITSME_EXCHANGE_COMPARE_SAS: show itsme_exchange_sas and
+ *   state becomes ITSME_EXCHANGE_STATE_COMPARE_SAS: show itsme_exchange_sas and
  *     the peer's name; itsme_exchange_save stores the contact unverified
  *   the two people compare the SAS aloud:
  *     confirm or reject (contact deleted)
@@ -850,7 +868,7 @@ itsme_result itsme_short_code_format(uint32_t value, char *out, size_t cap,
  * person): confirm makes the contact verified.  The other methods carry
  * one each way: if the peer's confirmation came first, confirm makes the
  * contact verified at once (state CONFIRMED); otherwise the state becomes
- * ITSME_EXCHANGE_AWAITING_DECISION and a new contact is stored as
+ * ITSME_EXCHANGE_STATE_AWAITING_DECISION and a new contact is stored as
  * ITSME_CONTACT_AWAITING_PEER (a known contact keeps its old seed).  When
  * the peer's decision arrives (receive sets ITSME_EXCHANGE_FLAG_PEER_CONFIRMED
  * or ITSME_EXCHANGE_FLAG_PEER_REJECTED: the event to watch for), call
@@ -861,7 +879,7 @@ itsme_result itsme_short_code_format(uint32_t value, char *out, size_t cap,
  * A failure is final: once receive has rejected a peer message (any error
  * except ITSME_E_INVALID_ARGUMENT for a text that is not an exchange
  * payload at all, and ITSME_E_INVALID_STATE for a call in the wrong
- * order), the state is ITSME_EXCHANGE_FAILED and every later call fails
+ * order), the state is ITSME_EXCHANGE_STATE_FAILED and every later call fails
  * with ITSME_E_INVALID_STATE.  A pending exchange expires 24 hours after
  * `now` at creation (ITSME_E_EXPIRED).
  *
@@ -882,23 +900,23 @@ itsme_result itsme_short_code_format(uint32_t value, char *out, size_t cap,
 
 typedef struct itsme_exchange itsme_exchange;
 
-typedef uint32_t itsme_exchange_state;
+typedef uint32_t itsme_exchange_state ITSME_VALUES(ITSME_EXCHANGE_STATE_);
 /* Waiting for the peer's payload (QR) or next frame (Bluetooth). */
-#define ITSME_EXCHANGE_AWAITING_PEER 1
+#define ITSME_EXCHANGE_STATE_AWAITING_PEER 1
 /* The SAS is ready: show it for the two people to compare. */
-#define ITSME_EXCHANGE_COMPARE_SAS 2
+#define ITSME_EXCHANGE_STATE_COMPARE_SAS 2
 /* A source-format (v5) QR payload was read.  It has no SAS and nothing in
  * it is authenticated (ITSME_EXCHANGE_FLAG_UNAUTHENTICATED): save stores
  * it flagged unauthenticated; confirm is not possible. */
-#define ITSME_EXCHANGE_IMPORTED 3
+#define ITSME_EXCHANGE_STATE_IMPORTED 3
 /* Both decisions are in: the contact is verified. */
-#define ITSME_EXCHANGE_CONFIRMED 4
+#define ITSME_EXCHANGE_STATE_CONFIRMED 4
 /* This side or the peer rejected, or this side stopped waiting. */
-#define ITSME_EXCHANGE_REJECTED 5
-#define ITSME_EXCHANGE_FAILED 6
+#define ITSME_EXCHANGE_STATE_REJECTED 5
+#define ITSME_EXCHANGE_STATE_FAILED 6
 /* This side confirmed; the peer's decision has not been settled: wait for
  * ITSME_EXCHANGE_FLAG_PEER_CONFIRMED or _REJECTED, then settle. */
-#define ITSME_EXCHANGE_AWAITING_DECISION 7
+#define ITSME_EXCHANGE_STATE_AWAITING_DECISION 7
 
 /* Flags (events) read with itsme_exchange_status. */
 /* The peer sent the source format: its name cannot be verified. */
@@ -951,8 +969,8 @@ itsme_result itsme_exchange_status(const itsme_exchange *exchange,
                                    itsme_exchange_state *out_state,
                                    uint32_t *out_flags);
 
-/* How the exchange was started: ITSME_EXCHANGE_QR, ITSME_EXCHANGE_BLUETOOTH,
- * ITSME_EXCHANGE_INVITE or ITSME_EXCHANGE_REALTIME (useful after
+/* How the exchange was started: ITSME_EXCHANGE_METHOD_QR, ITSME_EXCHANGE_METHOD_BLUETOOTH,
+ * ITSME_EXCHANGE_METHOD_INVITE or ITSME_EXCHANGE_METHOD_REALTIME (useful after
  * itsme_exchange_restore).
  * Errors: ITSME_E_INVALID_ARGUMENT. */
 itsme_result itsme_exchange_get_method(const itsme_exchange *exchange,
@@ -1149,8 +1167,8 @@ itsme_result itsme_remote_code_check(const char *text, char *out, size_t cap,
  * the encryption code (read them with itsme_exchange_invite_code and
  * itsme_exchange_encryption_code), and the keys, from `rng` (NULL: the
  * operating system), and queues the INVITE message.  `realtime` non-zero:
- * carried in a relay room, method ITSME_EXCHANGE_REALTIME; zero: through
- * the invite mailbox, ITSME_EXCHANGE_INVITE.
+ * carried in a relay room, method ITSME_EXCHANGE_METHOD_REALTIME; zero: through
+ * the invite mailbox, ITSME_EXCHANGE_METHOD_INVITE.
  * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
  * ITSME_E_SECRET_STORE. */
 itsme_result itsme_exchange_new_invite(itsme_identity *identity, int realtime,
@@ -1300,31 +1318,31 @@ itsme_result itsme_bluetooth_transcript_hash(const uint8_t *th1,
 
 typedef struct itsme_voice itsme_voice;
 
-typedef uint32_t itsme_voice_state;
-#define ITSME_VOICE_WAITING 1
-#define ITSME_VOICE_SELECTING 2
-#define ITSME_VOICE_COMPARING 3
-#define ITSME_VOICE_FINISHED 4
-#define ITSME_VOICE_FAILED 5
+typedef uint32_t itsme_voice_state ITSME_VALUES(ITSME_VOICE_STATE_);
+#define ITSME_VOICE_STATE_WAITING 1
+#define ITSME_VOICE_STATE_SELECTING 2
+#define ITSME_VOICE_STATE_COMPARING 3
+#define ITSME_VOICE_STATE_FINISHED 4
+#define ITSME_VOICE_STATE_FAILED 5
 
 /* Whose word is next (itsme_voice_status). */
 #define ITSME_VOICE_TURN_NONE 0
 #define ITSME_VOICE_TURN_MINE 1
 #define ITSME_VOICE_TURN_THEIRS 2
 
-typedef uint32_t itsme_voice_outcome;
+typedef uint32_t itsme_voice_outcome ITSME_VALUES(ITSME_VOICE_OUTCOME_);
 /* Code and device tag as expected: the contact is verified (a degraded
  * contact stays degraded until a Security PIN Update). */
-#define ITSME_VOICE_VERIFIED 1
+#define ITSME_VOICE_OUTCOME_VERIFIED 1
 /* The code is right, the tag is not: their device changed.  The contact is
  * now degraded; tell the person. */
-#define ITSME_VOICE_DEVICE_CHANGED 2
+#define ITSME_VOICE_OUTCOME_DEVICE_CHANGED 2
 /* The code is wrong: not the person, or a mistake.  Nothing changed. */
-#define ITSME_VOICE_MISMATCH 3
+#define ITSME_VOICE_OUTCOME_MISMATCH 3
 /* The code is right; this device holds no device secret for the contact,
  * so the tag was not checked (a new device, or a contact added by
  * itsme_store_add). */
-#define ITSME_VOICE_VERIFIED_TAG_UNCHECKED 4
+#define ITSME_VOICE_OUTCOME_VERIFIED_TAG_UNCHECKED 4
 
 /* A tag value meaning "unknown" (itsme_voice_their_code when this device
  * holds no device secret for the contact). */
@@ -1557,12 +1575,12 @@ itsme_result itsme_derive_degradation_code(const uint8_t *seed,
 
 typedef struct itsme_online_verify itsme_online_verify;
 
-typedef uint32_t itsme_online_verify_state;
-#define ITSME_ONLINE_VERIFY_RUNNING 1
-#define ITSME_ONLINE_VERIFY_COMPARE_SAS 2
-#define ITSME_ONLINE_VERIFY_CONFIRMED 3
-#define ITSME_ONLINE_VERIFY_REJECTED 4
-#define ITSME_ONLINE_VERIFY_FAILED 5
+typedef uint32_t itsme_online_verify_state ITSME_VALUES(ITSME_ONLINE_VERIFY_STATE_);
+#define ITSME_ONLINE_VERIFY_STATE_RUNNING 1
+#define ITSME_ONLINE_VERIFY_STATE_COMPARE_SAS 2
+#define ITSME_ONLINE_VERIFY_STATE_CONFIRMED 3
+#define ITSME_ONLINE_VERIFY_STATE_REJECTED 4
+#define ITSME_ONLINE_VERIFY_STATE_FAILED 5
 
 /* Buffer size for a room name: 32 hex digits and the NUL. */
 #define ITSME_ROOM_NAME_SIZE 33
@@ -1624,7 +1642,7 @@ itsme_result itsme_online_verify_receive(itsme_online_verify *session,
 itsme_result itsme_online_verify_sas(const itsme_online_verify *session,
                                      char *out, size_t cap, size_t *out_len);
 
-/* The SAS matched: records the outcome (ITSME_VOICE_VERIFIED,
+/* The SAS matched: records the outcome (ITSME_VOICE_OUTCOME_VERIFIED,
  * _DEVICE_CHANGED or _VERIFIED_TAG_UNCHECKED) on the contact in `store` as
  * voice verification does, and sets *out_outcome.
  * Errors: ITSME_E_INVALID_STATE (no SAS yet), ITSME_E_INVALID_ARGUMENT (not
@@ -1653,7 +1671,7 @@ itsme_result itsme_online_verify_share_profile(itsme_online_verify *session,
 
 /* The profile reference the peer sent in its PROOF
  * (ITSME_PROFILE_REFERENCE_BYTES), once the SAS is confirmed
- * (ITSME_ONLINE_VERIFY_CONFIRMED): fetch the record it names and open it
+ * (ITSME_ONLINE_VERIFY_STATE_CONFIRMED): fetch the record it names and open it
  * with itsme_profile_open.  A secret: wipe it when done.
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL,
  * ITSME_E_INVALID_STATE (not confirmed), ITSME_E_NOT_FOUND (the peer sent
@@ -1680,12 +1698,12 @@ itsme_result itsme_online_verify_peer_profile(
 
 typedef struct itsme_pin_update itsme_pin_update;
 
-typedef uint32_t itsme_pin_update_state;
-#define ITSME_PIN_UPDATE_RUNNING 1
+typedef uint32_t itsme_pin_update_state ITSME_VALUES(ITSME_PIN_UPDATE_STATE_);
+#define ITSME_PIN_UPDATE_STATE_RUNNING 1
 /* This side has committed its new secret (the initiator may still have
  * DONE to send: keep calling next_outgoing until it gives nothing). */
-#define ITSME_PIN_UPDATE_DONE 2
-#define ITSME_PIN_UPDATE_FAILED 3
+#define ITSME_PIN_UPDATE_STATE_DONE 2
+#define ITSME_PIN_UPDATE_STATE_FAILED 3
 
 /* Longest PIN Update frame. */
 #define ITSME_PIN_UPDATE_FRAME_MAX 66
@@ -1933,17 +1951,17 @@ itsme_result itsme_import_install(itsme_import *import,
 
 typedef struct itsme_transfer itsme_transfer;
 
-typedef uint32_t itsme_transfer_state;
+typedef uint32_t itsme_transfer_state ITSME_VALUES(ITSME_TRANSFER_STATE_);
 /* Receiver: waiting for the old device's key. */
-#define ITSME_TRANSFER_AWAITING_PEER 1
+#define ITSME_TRANSFER_STATE_AWAITING_PEER 1
 /* Both keys known: show the SAS for the person to compare. */
-#define ITSME_TRANSFER_COMPARE_SAS 2
+#define ITSME_TRANSFER_STATE_COMPARE_SAS 2
 /* Receiver: confirmed; the identity has not arrived yet. */
-#define ITSME_TRANSFER_AWAITING_IDENTITY 3
+#define ITSME_TRANSFER_STATE_AWAITING_IDENTITY 3
 /* Sender: the identity is queued.  Receiver: itsme_transfer_take_import. */
-#define ITSME_TRANSFER_DONE 4
-#define ITSME_TRANSFER_REJECTED 5
-#define ITSME_TRANSFER_FAILED 6
+#define ITSME_TRANSFER_STATE_DONE 4
+#define ITSME_TRANSFER_STATE_REJECTED 5
+#define ITSME_TRANSFER_STATE_FAILED 6
 
 /* Buffer size for the offer text ("ITSMETR1:..."), with the NUL. */
 #define ITSME_TRANSFER_OFFER_SIZE 76
@@ -2034,7 +2052,7 @@ itsme_result itsme_transfer_confirm(itsme_transfer *transfer, int64_t now);
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (already over). */
 itsme_result itsme_transfer_reject(itsme_transfer *transfer);
 
-/* The received identity as an import (receiver, ITSME_TRANSFER_DONE), to
+/* The received identity as an import (receiver, ITSME_TRANSFER_STATE_DONE), to
  * check and install like an opened export.  Once only.
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE. */
 itsme_result itsme_transfer_take_import(itsme_transfer *transfer,
@@ -2221,7 +2239,7 @@ itsme_result itsme_store_photo_filename(itsme_store *store, int64_t id,
 /* A request lives at most this long, in seconds. */
 #define ITSME_APPROVAL_LIFETIME_MAX 600
 
-typedef uint32_t itsme_approval_decision;
+typedef uint32_t itsme_approval_decision ITSME_VALUES(ITSME_APPROVAL_APPROVE) ITSME_VALUES(ITSME_APPROVAL_DENY);
 #define ITSME_APPROVAL_APPROVE 1
 #define ITSME_APPROVAL_DENY 2
 
@@ -2396,9 +2414,52 @@ itsme_result itsme_approval_verify(const uint8_t *request, size_t request_len,
                                    const uint8_t *approval,
                                    size_t approval_len,
                                    const uint8_t *public_keys,
-                                   size_t key_count,
+                                   size_t key_count ITSME_ITEM_BYTES(ITSME_PUBLIC_KEY_BYTES),
                                    itsme_replay_store *replay, int64_t now,
                                    itsme_approval_result *out);
+
+/* ------------------------------------------------------------------------
+ * Names of version 0.2, kept until 0.4
+ *
+ * Version 0.3 gave methods and states prefixes of their own
+ * (ITSME_EXCHANGE_METHOD_*, ITSME_EXCHANGE_STATE_*, ITSME_VOICE_STATE_*,
+ * ITSME_VOICE_OUTCOME_*, ...).  The old names remain as aliases.
+ * ---------------------------------------------------------------------- */
+
+#define ITSME_EXCHANGE_QR ITSME_EXCHANGE_METHOD_QR
+#define ITSME_EXCHANGE_BLUETOOTH ITSME_EXCHANGE_METHOD_BLUETOOTH
+#define ITSME_EXCHANGE_INVITE ITSME_EXCHANGE_METHOD_INVITE
+#define ITSME_EXCHANGE_REALTIME ITSME_EXCHANGE_METHOD_REALTIME
+#define ITSME_EXCHANGE_AWAITING_PEER ITSME_EXCHANGE_STATE_AWAITING_PEER
+#define ITSME_EXCHANGE_COMPARE_SAS ITSME_EXCHANGE_STATE_COMPARE_SAS
+#define ITSME_EXCHANGE_IMPORTED ITSME_EXCHANGE_STATE_IMPORTED
+#define ITSME_EXCHANGE_CONFIRMED ITSME_EXCHANGE_STATE_CONFIRMED
+#define ITSME_EXCHANGE_REJECTED ITSME_EXCHANGE_STATE_REJECTED
+#define ITSME_EXCHANGE_FAILED ITSME_EXCHANGE_STATE_FAILED
+#define ITSME_EXCHANGE_AWAITING_DECISION ITSME_EXCHANGE_STATE_AWAITING_DECISION
+#define ITSME_VOICE_WAITING ITSME_VOICE_STATE_WAITING
+#define ITSME_VOICE_SELECTING ITSME_VOICE_STATE_SELECTING
+#define ITSME_VOICE_COMPARING ITSME_VOICE_STATE_COMPARING
+#define ITSME_VOICE_FINISHED ITSME_VOICE_STATE_FINISHED
+#define ITSME_VOICE_FAILED ITSME_VOICE_STATE_FAILED
+#define ITSME_VOICE_VERIFIED ITSME_VOICE_OUTCOME_VERIFIED
+#define ITSME_VOICE_DEVICE_CHANGED ITSME_VOICE_OUTCOME_DEVICE_CHANGED
+#define ITSME_VOICE_MISMATCH ITSME_VOICE_OUTCOME_MISMATCH
+#define ITSME_VOICE_VERIFIED_TAG_UNCHECKED ITSME_VOICE_OUTCOME_VERIFIED_TAG_UNCHECKED
+#define ITSME_ONLINE_VERIFY_RUNNING ITSME_ONLINE_VERIFY_STATE_RUNNING
+#define ITSME_ONLINE_VERIFY_COMPARE_SAS ITSME_ONLINE_VERIFY_STATE_COMPARE_SAS
+#define ITSME_ONLINE_VERIFY_CONFIRMED ITSME_ONLINE_VERIFY_STATE_CONFIRMED
+#define ITSME_ONLINE_VERIFY_REJECTED ITSME_ONLINE_VERIFY_STATE_REJECTED
+#define ITSME_ONLINE_VERIFY_FAILED ITSME_ONLINE_VERIFY_STATE_FAILED
+#define ITSME_PIN_UPDATE_RUNNING ITSME_PIN_UPDATE_STATE_RUNNING
+#define ITSME_PIN_UPDATE_DONE ITSME_PIN_UPDATE_STATE_DONE
+#define ITSME_PIN_UPDATE_FAILED ITSME_PIN_UPDATE_STATE_FAILED
+#define ITSME_TRANSFER_AWAITING_PEER ITSME_TRANSFER_STATE_AWAITING_PEER
+#define ITSME_TRANSFER_COMPARE_SAS ITSME_TRANSFER_STATE_COMPARE_SAS
+#define ITSME_TRANSFER_AWAITING_IDENTITY ITSME_TRANSFER_STATE_AWAITING_IDENTITY
+#define ITSME_TRANSFER_DONE ITSME_TRANSFER_STATE_DONE
+#define ITSME_TRANSFER_REJECTED ITSME_TRANSFER_STATE_REJECTED
+#define ITSME_TRANSFER_FAILED ITSME_TRANSFER_STATE_FAILED
 
 #ifdef __cplusplus
 }
