@@ -3,6 +3,8 @@
 #   make                  release build of libitsme.so (self-contained Swift runtime)
 #   make install PREFIX=/usr/local   library (stripped), header and itsme.pc
 #   make install-debug PREFIX=...     the same with the library's debug information
+#   make lib-testing      the test build: libitsme.so and include/itsme_testing.h's functions
+#   make install-testing PREFIX=...   the test build as libitsme.so, with itsme.h and itsme_testing.h
 #   make wheel            the Python wheel (dist/), carrying the library, libsodium and SQLite
 #   make install-cli PREFIX=/usr/local   the command-line client `itsme` and itsme-relay
 #   make demo             the end-to-end demo (`itsme demo`), from a debug build
@@ -24,23 +26,30 @@ SONAME := libitsme.so.$(MAJOR).$(MINOR)
 
 RELEASE_DIR := .build/release
 LIB := $(RELEASE_DIR)/libitsme.so
+# The test build: the same library and the functions of include/itsme_testing.h
+# (a product of its own, so it reuses every compiled module of the release one).
+TESTING_LIB := $(RELEASE_DIR)/libitsme-testing.so
 
 # -static-stdlib links the Swift runtime into the library (SwiftPM's
 # --static-swift-stdlib does nothing for dynamic libraries). lld, which ships
 # with the toolchain, leaves only the itsme_* functions in the dynamic symbol
 # table (gold keeps local entries for some Swift metadata).
-SWIFT_RELEASE_FLAGS := -c release --product itsme \
+SWIFT_LINK_FLAGS := -c release \
 	-Xswiftc -static-stdlib -Xswiftc -use-ld=lld \
 	-Xlinker --version-script=$(CURDIR)/support/itsme.map \
 	-Xlinker -soname=$(SONAME)
+SWIFT_RELEASE_FLAGS := $(SWIFT_LINK_FLAGS) --product itsme
 
-.PHONY: all lib install install-debug install-cli wheel uninstall test demo bench bench-relay bench-remote clean
+.PHONY: all lib lib-testing install install-testing install-debug install-cli wheel uninstall test demo bench bench-relay bench-remote clean
 
 all: lib
 
 lib:
 	swift build $(SWIFT_RELEASE_FLAGS)
 	ln -sf libitsme.so $(RELEASE_DIR)/$(SONAME)
+
+lib-testing:
+	swift build $(SWIFT_LINK_FLAGS) --product itsme-testing
 
 # The pkg-config file names its directories relative to its own place
 # (${pcfiledir}), so an installed tree can be moved or unpacked anywhere.
@@ -61,6 +70,12 @@ install: lib
 
 install-debug:
 	$(MAKE) install INSTALL_STRIP=
+
+# The test build, installed under the release library's names (so a program
+# linked with -litsme runs against it), with include/itsme_testing.h.
+install-testing: lib-testing
+	$(MAKE) install LIB=$(TESTING_LIB)
+	install -m 0644 include/itsme_testing.h $(DESTDIR)$(INCLUDEDIR)/itsme_testing.h
 
 # The Python wheel, as PyNaCl and cryptography ship: the release library goes
 # inside the package (itsme/libitsme.so) in a staging copy of
@@ -109,6 +124,7 @@ install-cli:
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libitsme.so $(DESTDIR)$(LIBDIR)/$(SONAME) \
 	      $(DESTDIR)$(LIBDIR)/libitsme.so.$(VERSION) $(DESTDIR)$(INCLUDEDIR)/itsme.h \
+	      $(DESTDIR)$(INCLUDEDIR)/itsme_testing.h \
 	      $(DESTDIR)$(LIBDIR)/pkgconfig/itsme.pc $(DESTDIR)$(BINDIR)/itsme $(DESTDIR)$(BINDIR)/itsme-relay
 
 demo:

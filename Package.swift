@@ -6,6 +6,9 @@ let package = Package(
     products: [
         // libitsme.so: the C ABI declared in include/itsme.h.
         .library(name: "itsme", type: .dynamic, targets: ["ItsMeFFI"]),
+        // The test build of libitsme: the same, and include/itsme_testing.h's
+        // functions (a deterministic random source, the pure derivations).
+        .library(name: "itsme-testing", type: .dynamic, targets: ["ItsMeFFI", "ItsMeTestingFFI"]),
         .executable(name: "itsme-bench", targets: ["ItsMeBench"]),
         // The protocol core for Swift programs of this project (the relay
         // uses its SQLite wrapper); not a public API.
@@ -29,12 +32,14 @@ let package = Package(
         .target(name: "ItsMeCore", dependencies: ["CSodium", "CSQLite"]),
         // Every exported C function, and nothing else.
         .target(name: "ItsMeFFI", dependencies: ["ItsMeCore", "CItsMe"]),
-        .executableTarget(name: "ItsMeBench", dependencies: ["ItsMeCore", "ItsMeFFI", "CItsMe", "CSodium"]),
+        // The functions only the test build exports.
+        .target(name: "ItsMeTestingFFI", dependencies: ["ItsMeFFI", "ItsMeCore", "CItsMe"]),
+        .executableTarget(name: "ItsMeBench", dependencies: ["ItsMeCore", "ItsMeFFI", "ItsMeTestingFFI", "CItsMe", "CSodium"]),
         .testTarget(
             name: "ItsMeCoreTests",
             dependencies: ["ItsMeCore", "CSodium", "CSQLite"],
             exclude: ["Vectors"]
         ),
-        .testTarget(name: "ItsMeFFITests", dependencies: ["ItsMeFFI", "ItsMeCore", "CItsMe"]),
+        .testTarget(name: "ItsMeFFITests", dependencies: ["ItsMeFFI", "ItsMeTestingFFI", "ItsMeCore", "CItsMe"]),
     ]
 )

@@ -35,11 +35,20 @@
  * - Handles are opaque.  Each is created by one function through an
  *   out-parameter and released by its _free function, exactly once.  _free
  *   accepts NULL.
- * - Every handle keeps a last-error message: a human-readable detail of the
- *   most recent failure of a call made on it, never containing secrets.
- *   Read it with the handle's _last_error function.  Constructors that have
- *   no handle yet record their detail in a per-thread slot read by
- *   itsme_last_error().
+ * - Every failure leaves a human-readable detail, never containing secrets,
+ *   in a per-thread slot: itsme_last_error() right after any failing call
+ *   reads it, whatever handle was involved.  Every handle also keeps the
+ *   detail of the most recent failure of a call made on it, read with the
+ *   handle's _last_error function.
+ * - Flags are C bool (<stdbool.h>), in arguments, outputs and structs.
+ * - A struct the caller passes starts with `size_t size`, which the caller
+ *   sets to sizeof the struct before the call (a smaller size is
+ *   ITSME_E_INVALID_ARGUMENT); a later version may append fields and write
+ *   only as many as the caller's size holds.  A callback table starts with
+ *   `uint32_t version`, set to its ITSME_*_CALLBACKS_VERSION; a version the
+ *   library does not know is ITSME_E_INVALID_ARGUMENT.
+ * - Every size macro ITSME_X has a function itsme_x() returning the value
+ *   the library was built with, for hosts that load it dynamically.
  * - Times are unix seconds (int64_t) passed in by the caller: the library
  *   never reads the clock.  Times before 0 or after the year 9999
  *   (253402300799) are rejected with ITSME_E_INVALID_ARGUMENT.
@@ -50,6 +59,7 @@
 #ifndef ITSME_H
 #define ITSME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -69,7 +79,11 @@ extern "C" {
  *   named P (or starting with P, when P ends with _).
  * ITSME_OUT: a pointer parameter the function writes.
  * ITSME_ITEM_BYTES(N): a count parameter whose buffer holds items of N bytes.
- * ITSME_TIME: an int64_t parameter that is a unix time. */
+ * ITSME_TIME: an int64_t parameter that is a unix time.
+ * ITSME_OPTIONAL: a pointer parameter that may be NULL (the comment says
+ *   what NULL means).  An itsme_random is always optional (NULL: the
+ *   operating system), and an input buffer may be NULL when its length is
+ *   0 where the comment says so. */
 #ifdef ITSME_ABI_READER
 #define ITSME_ABI(what) __attribute__((annotate("itsme:" what)))
 #else
@@ -79,6 +93,7 @@ extern "C" {
 #define ITSME_OUT ITSME_ABI("out")
 #define ITSME_ITEM_BYTES(n) ITSME_ABI("item_bytes=" #n)
 #define ITSME_TIME ITSME_ABI("time")
+#define ITSME_OPTIONAL ITSME_ABI("optional")
 
 #if defined(__GNUC__) || defined(__clang__)
 #define ITSME_WARN_UNUSED_RESULT __attribute__((warn_unused_result))
@@ -100,11 +115,11 @@ extern "C" {
  * 0.N.x; the bindings refuse a library whose MAJOR.MINOR differs from the
  * one they were written for. */
 #define ITSME_VERSION_MAJOR 0
-#define ITSME_VERSION_MINOR 2
+#define ITSME_VERSION_MINOR 3
 #define ITSME_VERSION_PATCH 0
-#define ITSME_VERSION_STRING "0.2.0"
+#define ITSME_VERSION_STRING "0.3.0"
 /* MAJOR * 10000 + MINOR * 100 + PATCH */
-#define ITSME_VERSION_NUMBER 200
+#define ITSME_VERSION_NUMBER 300
 
 /* The version of the library actually loaded, as "MAJOR.MINOR.PATCH".
  * Static storage; never free it.  Thread-safe; needs no itsme_init(). */
@@ -194,13 +209,10 @@ const char *itsme_result_message(itsme_result code);
  * support; ITSME_E_INTERNAL if libsodium cannot initialise. */
 itsme_result itsme_init(void);
 
-/* Copies the detail of the most recent failure, on the calling thread, of a
- * function that had no handle to record it on: the secret store
- * constructors, itsme_random_new_deterministic, the short-code functions,
- * the pure derivations, the export functions that take no handle
- * (itsme_export_generate_password, _to_text, _from_text, _header),
- * itsme_transfer_new_receiver, and any function given a NULL handle.
- * Per-thread; an empty string if there is none.  Like every *_last_error
+/* Copies the detail of the most recent failure of any function on the
+ * calling thread, whatever handle it was given (or none: constructors, the
+ * short-code functions, the export functions that take no handle, a NULL
+ * handle).  Per-thread; an empty string if no call failed on this thread.  Like every *_last_error
  * function, it needs no itsme_init().
  * Errors: ITSME_E_INVALID_ARGUMENT (out_len NULL, or buf NULL with a
  * non-zero cap), ITSME_E_BUFFER_TOO_SMALL. */
@@ -224,12 +236,6 @@ itsme_result itsme_last_error(char *buf, size_t cap, size_t *out_len);
 
 /* Longest display name, in UTF-8 bytes (without the NUL). */
 #define ITSME_NAME_MAX_BYTES 128
-
-/* The same values as functions, for hosts that cannot read macros
- * (ctypes, FFI generators).  Thread-safe; need no itsme_init(). */
-size_t itsme_public_key_bytes(void);
-size_t itsme_fingerprint_size(void);
-size_t itsme_name_max_bytes(void);
 
 /* The fingerprint of an Ed25519 public key: the first 8 bytes of its
  * SHA-256, as 16 uppercase hexadecimal digits (and the NUL).
@@ -296,7 +302,10 @@ typedef uint32_t itsme_accessibility ITSME_VALUES(ITSME_ACCESSIBLE_);
  * destroy: optional (may be NULL); called once with ctx when the library
  *          drops its last reference to the store.
  */
+#define ITSME_SECRET_STORE_CALLBACKS_VERSION 1
 typedef struct itsme_secret_store_callbacks {
+    /* ITSME_SECRET_STORE_CALLBACKS_VERSION. */
+    uint32_t version;
     void *ctx;
     itsme_result (*get)(void *ctx, const char *name, uint8_t *out, size_t cap,
                         size_t *out_len);
@@ -441,7 +450,7 @@ itsme_result itsme_identity_set_name(itsme_identity *identity,
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_CORRUPT_DATA,
  * ITSME_E_SECRET_STORE. */
 ITSME_WARN_UNUSED_RESULT
-itsme_result itsme_pin_is_set(itsme_identity *identity, int *out_is_set);
+itsme_result itsme_pin_is_set(itsme_identity *identity, bool *out_is_set);
 
 /* Sets the first PIN (exactly six ASCII digits).
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_PIN,
@@ -563,9 +572,11 @@ itsme_result itsme_store_open(itsme_identity *identity, const char *path,
 
 /* What accepting a store's loss gave up (itsme_store_accept_loss). */
 typedef struct itsme_store_loss {
-    /* 1: the file is not the store last seen at its path (it was emptied,
+    /* The caller sets it to sizeof(itsme_store_loss) (see the conventions). */
+    size_t size;
+    /* true: the file is not the store last seen at its path (it was emptied,
      * deleted or swapped); commits_lost is then 0, as it cannot be known. */
-    int32_t replaced;
+    bool replaced;
     /* Commits the file was behind the last one this device saw. */
     uint64_t commits_lost;
     /* Contacts at the last commit seen, and in the file now. */
@@ -599,11 +610,6 @@ itsme_result itsme_store_accept_loss(itsme_identity *identity, const char *path,
  * raised now: the identity's secret store may be called (get and put) from
  * this function, on the calling thread; a failure there is not reported. */
 void itsme_store_free(itsme_store *store);
-
-/* Deprecated alias of itsme_store_free, kept through the 0.2 series: it
- * will be removed in 0.2. */
-ITSME_DEPRECATED("use itsme_store_free")
-void itsme_store_close(itsme_store *store);
 
 /* Copies the detail of the last failure of a call made on this store.
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
@@ -677,7 +683,7 @@ itsme_result itsme_store_count(itsme_store *store, uint64_t *out_count);
  * Errors: ITSME_E_INVALID_ARGUMENT (NULL store, `now` out of range),
  * ITSME_E_AUTHENTICATION_FAILED, ITSME_E_CORRUPT_DATA, ITSME_E_DATABASE. */
 itsme_result itsme_store_expire_awaiting(itsme_store *store, int64_t now,
-                                         uint64_t *out_deleted);
+                                         uint64_t *out_deleted ITSME_OPTIONAL);
 
 /* Renames a contact.
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND,
@@ -700,7 +706,7 @@ itsme_result itsme_store_set_note(itsme_store *store, int64_t id,
 ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_store_set_state(itsme_store *store, int64_t id,
                                    itsme_verification_state state,
-                                   int acknowledged, int64_t now);
+                                   bool acknowledged, int64_t now);
 
 /* Uses voice-verification window `window` for the contact: succeeds only
  * if it is greater than the last window used, atomically, so that of two
@@ -751,12 +757,12 @@ itsme_result itsme_contact_public_key(const itsme_contact *contact,
 /* Writes 1 if the contact has an identity key, 0 for an unauthenticated
  * (version-5) contact. */
 itsme_result itsme_contact_is_authenticated(const itsme_contact *contact,
-                                            int *out_authenticated);
+                                            bool *out_authenticated);
 
 /* The contact's state, and whether a degradation was acknowledged. */
 itsme_result itsme_contact_state(const itsme_contact *contact,
                                  itsme_verification_state *out_state,
-                                 int *out_acknowledged);
+                                 bool *out_acknowledged);
 
 /* How the exchange with this contact happened. */
 itsme_result itsme_contact_exchange_method(const itsme_contact *contact,
@@ -804,24 +810,10 @@ itsme_result itsme_contact_list_get(const itsme_contact_list *list,
 
 typedef struct itsme_random itsme_random;
 
-/* A deterministic stream: libsodium's randombytes_buf_deterministic under
- * a 32-byte seed, which is replaced by its SHA-256 after each draw.
- * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, seed_len
- * not 32). */
-itsme_result itsme_random_new_deterministic(const uint8_t *seed,
-                                            size_t seed_len,
-                                            itsme_random **out);
 
 /* Releases a random source.  Accepts NULL. */
 void itsme_random_free(itsme_random *rng);
 
-/* itsme_identity_create drawing its keys from `rng` (NULL: the operating
- * system, exactly like itsme_identity_create).  For tests and vectors.
- * Errors: as itsme_identity_create. */
-itsme_result itsme_identity_create_with_random(itsme_secret_store *store,
-                                               const char *name,
-                                               itsme_random *rng,
-                                               itsme_identity **out);
 
 /* ------------------------------------------------------------------------
  * Short codes: a NATO word and four digits ("ECHO 0042"), 260,000 values
@@ -967,7 +959,7 @@ itsme_result itsme_exchange_last_error(const itsme_exchange *exchange,
  * Errors: ITSME_E_INVALID_ARGUMENT. */
 itsme_result itsme_exchange_status(const itsme_exchange *exchange,
                                    itsme_exchange_state *out_state,
-                                   uint32_t *out_flags);
+                                   uint32_t *out_flags ITSME_OPTIONAL);
 
 /* How the exchange was started: ITSME_EXCHANGE_METHOD_QR, ITSME_EXCHANGE_METHOD_BLUETOOTH,
  * ITSME_EXCHANGE_METHOD_INVITE or ITSME_EXCHANGE_METHOD_REALTIME (useful after
@@ -1090,7 +1082,7 @@ itsme_result itsme_exchange_settle(itsme_exchange *exchange,
  * ITSME_E_INVALID_ARGUMENT (store NULL although a contact was saved, or not
  * the store it was saved in), ITSME_E_WRONG_IDENTITY, ITSME_E_DATABASE. */
 itsme_result itsme_exchange_reject(itsme_exchange *exchange,
-                                   itsme_store *store);
+                                   itsme_store *store ITSME_OPTIONAL);
 
 /* Seals a pending exchange (AWAITING_PEER, COMPARE_SAS, IMPORTED or
  * AWAITING_DECISION), or a
@@ -1171,7 +1163,7 @@ itsme_result itsme_remote_code_check(const char *text, char *out, size_t cap,
  * the invite mailbox, ITSME_EXCHANGE_METHOD_INVITE.
  * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
  * ITSME_E_SECRET_STORE. */
-itsme_result itsme_exchange_new_invite(itsme_identity *identity, int realtime,
+itsme_result itsme_exchange_new_invite(itsme_identity *identity, bool realtime,
                                        itsme_random *rng, int64_t now,
                                        itsme_exchange **out);
 
@@ -1185,7 +1177,7 @@ itsme_result itsme_exchange_new_invite(itsme_identity *identity, int realtime,
 itsme_result itsme_exchange_accept_invite(itsme_identity *identity,
                                           const char *invite_code,
                                           const char *encryption_code,
-                                          int realtime, itsme_random *rng,
+                                          bool realtime, itsme_random *rng,
                                           int64_t now, itsme_exchange **out);
 
 /* The invite code as shown ("ABCD-EFGH").  Not secret from the relay.
@@ -1210,86 +1202,8 @@ itsme_result itsme_exchange_relay_id(const itsme_exchange *exchange,
 /* Sets *out_inviter to 1 for the side that created the invite, else 0.
  * Errors: ITSME_E_INVALID_STATE (not an invite or real-time exchange). */
 itsme_result itsme_exchange_is_inviter(const itsme_exchange *exchange,
-                                       int *out_inviter);
+                                       bool *out_inviter);
 
-/* ------------------------------------------------------------------------
- * Pure derivations (docs/PROTOCOL.md), for test vectors and independent
- * implementations.  Thread-safe; errors are read with itsme_last_error().
- * Every output is 32 bytes unless stated.  Errors, for each:
- * ITSME_E_NOT_INITIALIZED; ITSME_E_INVALID_ARGUMENT (a NULL pointer, an
- * input of the wrong size: keys, seeds and hashes 32 bytes, device secret
- * 16, HELLO frames 42, KEY frames 34, contact data 114 to 241, a name or
- * session code that is not valid); ITSME_E_BUFFER_TOO_SMALL; and those
- * stated below.
- * ---------------------------------------------------------------------- */
-
-/* The verification seed (section 3): HKDF over X25519(ephemeral_secret,
- * peer_ephemeral_public), salted with the two fingerprints in order.
- * Errors: ITSME_E_INVALID_ARGUMENT (sizes, a fingerprint not 16 hex
- * digits), ITSME_E_INVALID_KEY (all-zero shared secret), BUFFER_TOO_SMALL. */
-itsme_result itsme_derive_seed(const uint8_t *ephemeral_secret,
-                               size_t secret_len,
-                               const uint8_t *peer_ephemeral_public,
-                               size_t public_len, const char *fingerprint_a,
-                               const char *fingerprint_b, uint8_t *out,
-                               size_t cap, size_t *out_len);
-
-/* The SAS text (section 4.1) of a 32-byte seed and transcript hash
- * (ITSME_SHORT_CODE_SIZE bytes suffice). */
-itsme_result itsme_derive_sas(const uint8_t *seed, size_t seed_len,
-                              const uint8_t *transcript_hash, size_t th_len,
-                              char *out, size_t cap, size_t *out_len);
-
-/* The QR transcript hash (section 5.3) of two payload texts, in either
- * order.  Each must be a valid "ITSME1:" payload (signature checked).
- * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_MALFORMED_MESSAGE,
- * ITSME_E_AUTHENTICATION_FAILED, BUFFER_TOO_SMALL. */
-itsme_result itsme_qr_transcript_hash(const uint8_t *payload_a, size_t a_len,
-                                      const uint8_t *payload_b, size_t b_len,
-                                      uint8_t *out, size_t cap,
-                                      size_t *out_len);
-
-/* The Bluetooth commitment (section 7.3) to an identity key, an ephemeral
- * key, a name and a 16-byte device secret. */
-itsme_result itsme_bluetooth_commitment(const uint8_t *identity_public,
-                                        size_t identity_len,
-                                        const uint8_t *ephemeral_public,
-                                        size_t ephemeral_len,
-                                        const char *name,
-                                        const uint8_t *device_secret,
-                                        size_t device_secret_len,
-                                        uint8_t *out, size_t cap,
-                                        size_t *out_len);
-
-/* th1 (section 7.3) from the session code text and the four frames. */
-itsme_result itsme_bluetooth_th1(const char *session_code,
-                                 const uint8_t *hello_i, size_t hello_i_len,
-                                 const uint8_t *hello_r, size_t hello_r_len,
-                                 const uint8_t *key_i, size_t key_i_len,
-                                 const uint8_t *key_r, size_t key_r_len,
-                                 uint8_t *out, size_t cap, size_t *out_len);
-
-/* k_I || k_R (64 bytes, section 7.3) from our ephemeral secret, the peer's
- * ephemeral public key and th1.  ITSME_E_INVALID_KEY for a low-order peer
- * key. */
-itsme_result itsme_bluetooth_session_keys(const uint8_t *ephemeral_secret,
-                                          size_t secret_len,
-                                          const uint8_t *peer_ephemeral_public,
-                                          size_t public_len,
-                                          const uint8_t *th1, size_t th1_len,
-                                          uint8_t *out, size_t cap,
-                                          size_t *out_len);
-
-/* The Bluetooth transcript hash (section 7.4) from th1 and the two
- * decrypted contact data plaintexts. */
-itsme_result itsme_bluetooth_transcript_hash(const uint8_t *th1,
-                                             size_t th1_len,
-                                             const uint8_t *plaintext_i,
-                                             size_t plaintext_i_len,
-                                             const uint8_t *plaintext_r,
-                                             size_t plaintext_r_len,
-                                             uint8_t *out, size_t cap,
-                                             size_t *out_len);
 
 /* ------------------------------------------------------------------------
  * Voice verification (docs/PROTOCOL.md sections 9 and 10)
@@ -1326,6 +1240,7 @@ typedef uint32_t itsme_voice_state ITSME_VALUES(ITSME_VOICE_STATE_);
 #define ITSME_VOICE_STATE_FAILED 5
 
 /* Whose word is next (itsme_voice_status). */
+typedef uint32_t itsme_voice_turn ITSME_VALUES(ITSME_VOICE_TURN_);
 #define ITSME_VOICE_TURN_NONE 0
 #define ITSME_VOICE_TURN_MINE 1
 #define ITSME_VOICE_TURN_THEIRS 2
@@ -1347,6 +1262,8 @@ typedef uint32_t itsme_voice_outcome ITSME_VALUES(ITSME_VOICE_OUTCOME_);
 /* A tag value meaning "unknown" (itsme_voice_their_code when this device
  * holds no device secret for the contact). */
 #define ITSME_VOICE_TAG_UNKNOWN 100
+/* The words each person has in a session. */
+#define ITSME_VOICE_WORD_COUNT 5
 /* Buffer size for a code's text: "NOVEMBER 999" and the NUL; and for a
  * session ID: "NOVEMBER 99" and the NUL. */
 #define ITSME_VOICE_CODE_SIZE 13
@@ -1375,15 +1292,16 @@ itsme_result itsme_voice_last_error(const itsme_voice *voice, char *buf,
  * Errors: ITSME_E_INVALID_ARGUMENT. */
 itsme_result itsme_voice_status(const itsme_voice *voice,
                                 itsme_voice_state *out_state,
-                                uint32_t *out_turn);
+                                itsme_voice_turn *out_turn ITSME_OPTIONAL);
 
 /* The session's window, the seconds from `now` until it begins (negative
  * once it has) and until the session ends.  Any pointer may be NULL except
  * the handle.
  * Errors: ITSME_E_INVALID_ARGUMENT. */
 itsme_result itsme_voice_timing(const itsme_voice *voice, int64_t now,
-                                int64_t *out_window, int64_t *out_starts_in,
-                                int64_t *out_ends_in);
+                                int64_t *out_window ITSME_OPTIONAL,
+                                int64_t *out_starts_in ITSME_OPTIONAL,
+                                int64_t *out_ends_in ITSME_OPTIONAL);
 
 /* Starts the session: allowed from 15 s before its window begins (clock
  * skew) and uses the window for the contact in `store`, atomically.
@@ -1399,11 +1317,11 @@ itsme_result itsme_voice_start(itsme_voice *voice, itsme_store *store,
 itsme_result itsme_voice_session_id(const itsme_voice *voice, char *out,
                                     size_t cap, size_t *out_len);
 
-/* This person's five word indices (0-25), sorted, into out[0..4]; `cap` is
- * at least 5.  Show them as itsme_nato_word() texts.
+/* This person's ITSME_VOICE_WORD_COUNT (five) word indices (0-25), sorted,
+ * into out[0..4]; *out_len is 5.  Show them as itsme_nato_word() texts.
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
 itsme_result itsme_voice_words(const itsme_voice *voice, uint8_t *out,
-                               size_t cap);
+                               size_t cap, size_t *out_len);
 
 /* Enters the next selection (see itsme_voice_status for whose): on my turn,
  * one of my five words; on theirs, the word I heard, from all 26.
@@ -1443,69 +1361,6 @@ itsme_result itsme_voice_check(itsme_voice *voice, itsme_store *store,
                                const char *heard_code, uint32_t heard_tag,
                                int64_t now, itsme_voice_outcome *out_outcome);
 
-/* Pure derivations of sections 9 and 10 (errors as the other pure
- * derivations, and ITSME_E_INVALID_ARGUMENT for a negative `window`:
- * windows are not negative; `pid` is a party's id: a 32-byte identity key,
- * or the 8 fingerprint bytes of an unauthenticated contact).  The session
- * ID text. */
-itsme_result itsme_derive_session_id(const uint8_t *seed, size_t seed_len,
-                                     int64_t window, char *out, size_t cap,
-                                     size_t *out_len);
-
-/* A selector's five word indices, sorted, into out[0..4] (cap >= 5). */
-itsme_result itsme_derive_words(const uint8_t *seed, size_t seed_len,
-                                int64_t window, const uint8_t *pid,
-                                size_t pid_len, uint8_t *out, size_t cap);
-
-/* 1 if the party with the lower pid selects first in `window`, else 0. */
-itsme_result itsme_derive_lower_selects_first(const uint8_t *seed,
-                                              size_t seed_len, int64_t window,
-                                              int *out_lower_first);
-
-/* The code text of `speaker` for the selections (first, w1), (second, w2). */
-itsme_result itsme_derive_code(const uint8_t *seed, size_t seed_len,
-                               int64_t window, const uint8_t *first,
-                               size_t first_len, uint32_t first_word,
-                               const uint8_t *second, size_t second_len,
-                               uint32_t second_word, const uint8_t *speaker,
-                               size_t speaker_len, char *out, size_t cap,
-                               size_t *out_len);
-
-/* The device tag (0-99) of `speaker` with its device secret (0 to 64
- * bytes; secret may be NULL when secret_len is 0). */
-itsme_result itsme_derive_device_tag(const uint8_t *seed, size_t seed_len,
-                                     int64_t window, const uint8_t *speaker,
-                                     size_t speaker_len,
-                                     const uint8_t *secret, size_t secret_len,
-                                     uint32_t *out_tag);
-
-/* What one side derives in a session (docs/PROTOCOL.md 9.2 to 10.1), all
- * at once: for hosts that keep their own state, and for benchmarks. */
-typedef struct itsme_voice_derivation {
-    uint32_t session_id;      /* 0-2599: word session_id / 100, digits % 100 */
-    uint8_t my_words[5];      /* sorted word indices */
-    uint8_t their_words[5];
-    uint8_t i_select_first;   /* 1 if this side selects first, else 0 */
-    uint8_t reserved;         /* 0 */
-    uint32_t my_code;         /* 0-25999: word my_code / 1000, digits % 1000 */
-    uint32_t their_code;
-    uint32_t my_tag;          /* 0-99 */
-    uint32_t their_tag;
-} itsme_voice_derivation;
-
-/* Fills *out for one side: its pid and device secret, the other side's,
- * and the two selections in order (the first selector's word first).
- * Thread-safe.  Errors as the other pure derivations (word indices above
- * 25, secrets above 64 bytes; a secret may be NULL when its length is 0). */
-itsme_result itsme_derive_voice(const uint8_t *seed, size_t seed_len,
-                                int64_t window, const uint8_t *my_pid,
-                                size_t my_pid_len, const uint8_t *their_pid,
-                                size_t their_pid_len,
-                                const uint8_t *my_secret, size_t my_secret_len,
-                                const uint8_t *their_secret,
-                                size_t their_secret_len, uint32_t first_word,
-                                uint32_t second_word,
-                                itsme_voice_derivation *out);
 
 /* ------------------------------------------------------------------------
  * The degradation code (docs/PROTOCOL.md section 10.2)
@@ -1548,14 +1403,6 @@ itsme_result itsme_store_accept_degradation_code(itsme_store *store,
                                                  const char *code,
                                                  int64_t now);
 
-/* Pure derivation: the degradation code of the person `pid` for the
- * 10-byte interim device secret `secret`. */
-itsme_result itsme_derive_degradation_code(const uint8_t *seed,
-                                           size_t seed_len,
-                                           const uint8_t *pid, size_t pid_len,
-                                           const uint8_t *secret,
-                                           size_t secret_len, char *out,
-                                           size_t cap, size_t *out_len);
 
 /* ------------------------------------------------------------------------
  * Online Verify (docs/PROTOCOL.md section 11)
@@ -1902,14 +1749,16 @@ itsme_result itsme_import_name(const itsme_import *import, char *out,
 
 /* What installing an import would do on this device. */
 typedef struct itsme_import_report {
-    /* 1: installing needs ITSME_IMPORT_REPLACE (another identity is in the
-     * secret store, or contacts_unreadable > 0); 0: it does not. */
-    int32_t wrong_identity;
+    /* The caller sets it to sizeof(itsme_import_report). */
+    size_t size;
+    /* true: installing needs ITSME_IMPORT_REPLACE (another identity is in
+     * the secret store, or contacts_unreadable > 0). */
+    bool wrong_identity;
     /* The other identity's fingerprint, "unreadable" if its record cannot
      * be read, or "" if there is none (or it is the same identity). */
     char other_fingerprint[ITSME_FINGERPRINT_SIZE];
-    /* 1 if the contact store file exists. */
-    int32_t store_exists;
+    /* true if the contact store file exists. */
+    bool store_exists;
     /* Contacts the imported contacts key opens, and contacts it cannot
      * (sealed under another key: cleared by a replacing install). */
     uint64_t contacts_readable;
@@ -1925,7 +1774,7 @@ typedef struct itsme_import_report {
 ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_import_check(itsme_import *import,
                                 itsme_secret_store *store,
-                                const char *store_path,
+                                const char *store_path ITSME_OPTIONAL,
                                 itsme_import_report *out_report);
 
 /* Install flag: proceed over a wrong identity (replace the other identity,
@@ -1946,8 +1795,8 @@ itsme_result itsme_import_check(itsme_import *import,
 ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_import_install(itsme_import *import,
                                   itsme_secret_store *store,
-                                  const char *store_path, uint32_t flags,
-                                  itsme_identity **out_identity);
+                                  const char *store_path ITSME_OPTIONAL, uint32_t flags,
+                                  itsme_identity **out_identity ITSME_OPTIONAL);
 
 typedef struct itsme_transfer itsme_transfer;
 
@@ -2098,9 +1947,9 @@ typedef struct itsme_profile itsme_profile;
  * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (with a detail
  * in itsme_last_error), ITSME_E_OUT_OF_MEMORY. */
 itsme_result itsme_profile_create(const itsme_identity *identity,
-                                  const char *name, const uint8_t *photo,
+                                  const char *name ITSME_OPTIONAL, const uint8_t *photo ITSME_OPTIONAL,
                                   size_t photo_len,
-                                  const char *photo_filename,
+                                  const char *photo_filename ITSME_OPTIONAL,
                                   itsme_random *rng, itsme_profile **out);
 
 /* Opens record bytes fetched from the relay with the reference the owner
@@ -2181,8 +2030,9 @@ itsme_result itsme_store_apply_profile(itsme_store *store, int64_t id,
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND, ITSME_E_DATABASE. */
 ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_store_set_photo(itsme_store *store, int64_t id,
-                                   const uint8_t *photo, size_t photo_len,
-                                   const char *filename);
+                                   const uint8_t *photo ITSME_OPTIONAL,
+                                   size_t photo_len,
+                                   const char *filename ITSME_OPTIONAL);
 
 /* Contact `id`'s photo, and its filename (NUL-terminated, "" if none).
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL,
@@ -2278,8 +2128,10 @@ itsme_result itsme_credential_remove(itsme_secret_store *store,
 
 /* A request, as read from its bytes. */
 typedef struct itsme_approval_request_info {
+    /* The caller sets it to sizeof(itsme_approval_request_info). */
+    size_t size;
     char service_id[ITSME_SERVICE_ID_MAX_BYTES + 1];
-    char service_name[129];
+    char service_name[ITSME_NAME_MAX_BYTES + 1];
     char session_id[ITSME_SESSION_ID_MAX_BYTES + 1];
     char otp[ITSME_OTP_SIZE];
     int64_t issued_at;
@@ -2309,15 +2161,17 @@ itsme_result itsme_approval_request_parse(const uint8_t *request, size_t len,
 itsme_result itsme_approval_sign(itsme_secret_store *store,
                                  const uint8_t *request, size_t request_len,
                                  itsme_approval_decision decision,
-                                 const char *granted_scopes, int64_t now,
+                                 const char *granted_scopes ITSME_OPTIONAL, int64_t now,
                                  uint8_t *out, size_t cap, size_t *out_len);
 
 /* What a service learns from a valid enrollment. */
 typedef struct itsme_credential_info {
+    /* The caller sets it to sizeof(itsme_credential_info). */
+    size_t size;
     uint8_t credential_id[ITSME_CREDENTIAL_ID_BYTES];
-    uint8_t public_key[32];
+    uint8_t public_key[ITSME_PUBLIC_KEY_BYTES];
     /* The device's label, NUL-terminated. */
-    char label[129];
+    char label[ITSME_NAME_MAX_BYTES + 1];
 } itsme_credential_info;
 
 /* Service side.  Checks an enrollment against the service's own
@@ -2344,7 +2198,7 @@ itsme_result itsme_enrollment_verify(const char *service_id,
  * ITSME_E_BUFFER_TOO_SMALL.  Details in itsme_last_error. */
 itsme_result itsme_approval_request_create(
     const char *service_id, const char *service_name, const char *session_id,
-    const char *scopes, int64_t lifetime, itsme_random *rng, int64_t now,
+    const char *scopes ITSME_OPTIONAL, int64_t lifetime, itsme_random *rng, int64_t now,
     uint8_t *out, size_t cap, size_t *out_len);
 
 /* A service's record of single-use values: spent approval requests. */
@@ -2359,10 +2213,13 @@ typedef struct itsme_replay_store itsme_replay_store;
  *   verifier's clock.  Must not call back into libitsme.
  * destroy: optional (may be NULL); called once with ctx when the store is
  *   freed. */
+#define ITSME_REPLAY_STORE_CALLBACKS_VERSION 1
 typedef struct itsme_replay_store_callbacks {
+    /* ITSME_REPLAY_STORE_CALLBACKS_VERSION. */
+    uint32_t version;
     void *ctx;
     itsme_result (*insert)(void *ctx, const uint8_t *key, int64_t expires_at,
-                           int64_t now, int32_t *out_seen);
+                           int64_t now, bool *out_seen);
     void (*destroy)(void *ctx);
 } itsme_replay_store_callbacks;
 
@@ -2385,6 +2242,8 @@ void itsme_replay_store_free(itsme_replay_store *store);
 
 /* What a verified approval says. */
 typedef struct itsme_approval_result {
+    /* The caller sets it to sizeof(itsme_approval_result). */
+    size_t size;
     itsme_approval_decision decision;
     /* Which enrolled key signed. */
     uint8_t credential_id[ITSME_CREDENTIAL_ID_BYTES];
@@ -2417,6 +2276,64 @@ itsme_result itsme_approval_verify(const uint8_t *request, size_t request_len,
                                    size_t key_count ITSME_ITEM_BYTES(ITSME_PUBLIC_KEY_BYTES),
                                    itsme_replay_store *replay, int64_t now,
                                    itsme_approval_result *out);
+
+/* ------------------------------------------------------------------------
+ * Sizes as functions
+ *
+ * Each size macro's value as the library was built, for hosts that load it
+ * at run time and cannot read macros (ctypes, JNA, FFI generators), as
+ * libsodium pairs crypto_kx_PUBLICKEYBYTES with crypto_kx_publickeybytes().
+ * ---------------------------------------------------------------------- */
+
+/* The value of the macro of the same name in capitals.  Thread-safe; need
+ * no itsme_init(). */
+size_t itsme_public_key_bytes(void);
+size_t itsme_fingerprint_chars(void);
+size_t itsme_fingerprint_size(void);
+size_t itsme_pin_length(void);
+size_t itsme_text_max(void);
+size_t itsme_typed_code_max(void);
+size_t itsme_export_text_max(void);
+size_t itsme_name_max_bytes(void);
+size_t itsme_seed_bytes(void);
+size_t itsme_note_max_bytes(void);
+size_t itsme_short_code_size(void);
+size_t itsme_short_code_values(void);
+size_t itsme_qr_payload_max(void);
+size_t itsme_bluetooth_frame_max(void);
+size_t itsme_remote_code_size(void);
+size_t itsme_remote_message_max(void);
+size_t itsme_relay_id_size(void);
+size_t itsme_voice_word_count(void);
+size_t itsme_voice_code_size(void);
+size_t itsme_voice_session_id_size(void);
+size_t itsme_degradation_code_size(void);
+size_t itsme_room_name_size(void);
+size_t itsme_online_verify_message_max(void);
+size_t itsme_pin_update_frame_max(void);
+size_t itsme_export_password_size(void);
+size_t itsme_export_chosen_password_min(void);
+size_t itsme_export_max(void);
+size_t itsme_export_text_size(void);
+size_t itsme_transfer_offer_size(void);
+size_t itsme_transfer_message_max(void);
+size_t itsme_profile_record_max(void);
+size_t itsme_profile_record_overhead(void);
+size_t itsme_record_id_bytes(void);
+size_t itsme_profile_reference_bytes(void);
+size_t itsme_record_name_size(void);
+size_t itsme_photo_filename_max_bytes(void);
+size_t itsme_credential_id_bytes(void);
+size_t itsme_service_id_max_bytes(void);
+size_t itsme_session_id_max_bytes(void);
+size_t itsme_otp_size(void);
+size_t itsme_scopes_max(void);
+size_t itsme_scope_max_bytes(void);
+size_t itsme_scopes_text_size(void);
+size_t itsme_enrollment_max(void);
+size_t itsme_approval_request_max(void);
+size_t itsme_approval_max(void);
+size_t itsme_approval_lifetime_max(void);
 
 /* ------------------------------------------------------------------------
  * Names of version 0.2, kept until 0.4

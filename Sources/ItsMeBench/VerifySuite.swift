@@ -8,6 +8,7 @@ import CItsMe
 import CSodium
 import ItsMeCore
 import ItsMeFFI
+import ItsMeTestingFFI
 
 #if canImport(Glibc)
 import Glibc
@@ -54,6 +55,8 @@ func verifySuite(iterations: Int) throws -> Figures {
     let window: Int64 = 60_000_001
     var out = itsme_voice_derivation()
     var other = itsme_voice_derivation()
+    out.size = MemoryLayout<itsme_voice_derivation>.size
+    other.size = out.size
     func both() throws {
         let rc1 = ffiDeriveVoice(seed, 32, window, pa, 32, pb, 32, da, 16, db, 16, 3, 7, &out)
         let rc2 = ffiDeriveVoice(seed, 32, window, pb, 32, pa, 32, db, 16, da, 16, 3, 7, &other)

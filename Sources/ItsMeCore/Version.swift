@@ -2,9 +2,9 @@
 /// and a test checks that they agree.
 public enum Version {
     public static let major: UInt32 = 0
-    public static let minor: UInt32 = 2
+    public static let minor: UInt32 = 3
     public static let patch: UInt32 = 0
-    public static let string: StaticString = "0.2.0"
+    public static let string: StaticString = "0.3.0"
     /// major * 10000 + minor * 100 + patch
     public static var number: UInt32 { major * 10000 + minor * 100 + patch }
 }

@@ -21,13 +21,13 @@ final class CallbackReplayStore: ReplayStore, @unchecked Sendable {
     deinit { callbacks.destroy?(callbacks.ctx) }
 
     func insert(key: [UInt8], expiresAt: Int64, now: Int64) throws -> Bool {
-        var seen: Int32 = 0
+        var seen = false
         let rc = key.withUnsafeBufferPointer { callbacks.insert!(callbacks.ctx, $0.baseAddress, expiresAt, now, &seen) }
         guard rc == ITSME_OK else {
             let kind = ItsMeError.Kind.all.first { $0.code == rc && rc != ITSME_OK } ?? .internal
             throw ItsMeError(kind, "the host's replay store failed (its insert returned \(rc))")
         }
-        return seen != 0
+        return seen
     }
 }
 
@@ -105,11 +105,13 @@ public func ffiApprovalRequestParse(
 ) -> itsme_result {
     guarded(ThreadLastError.set) {
         let out = try required(out, "out")
+        try checkStructSize(out, "out")
         guard len <= UInt(ServiceApproval.requestMaxCount) else {
             throw ItsMeError(.malformedMessage, "an approval request is at most \(ServiceApproval.requestMaxCount) bytes, got \(len)")
         }
         let r = try ServiceApproval.Request(parsing: try bytes(request, len, "request"), now: now)
         var info = itsme_approval_request_info()
+        info.size = out.pointee.size
         copyText(r.serviceID, into: &info.service_id)
         copyText(r.serviceName, into: &info.service_name)
         copyText(r.sessionID, into: &info.session_id)
@@ -149,12 +151,14 @@ public func ffiEnrollmentVerify(
 ) -> itsme_result {
     guarded(ThreadLastError.set) {
         let out = try required(out, "out")
+        try checkStructSize(out, "out")
         let service = try text(serviceID, "service_id"), nonce = try bytes(nonce, nonceLen, "nonce")
         guard len <= UInt(ServiceApproval.enrollmentMaxCount) else {
             throw ItsMeError(.malformedMessage, "an enrollment is at most \(ServiceApproval.enrollmentMaxCount) bytes, got \(len)")
         }
         let c = try ServiceApproval.verifyEnrollment(serviceID: service, nonce: nonce, enrollment: try bytes(enrollment, len, "enrollment"))
         var info = itsme_credential_info()
+        info.size = out.pointee.size
         copyBytes(c.credentialID, into: &info.credential_id)
         copyBytes(c.publicKey, into: &info.public_key)
         copyText(c.label, into: &info.label)
@@ -198,6 +202,9 @@ public func ffiReplayStoreNewCallbacks(
     guarded(ThreadLastError.set) {
         let table = try required(callbacks, "callbacks").pointee
         let out = try required(out, "out")
+        guard table.version == UInt32(ITSME_REPLAY_STORE_CALLBACKS_VERSION) else {
+            throw invalid("callbacks->version is \(table.version): this library knows version \(ITSME_REPLAY_STORE_CALLBACKS_VERSION)")
+        }
         guard table.insert != nil else { throw invalid("the insert callback is NULL") }
         out.pointee = box(ReplayStoreHandle(CallbackReplayStore(table)), as: itsme_replay_store.self)
     }
@@ -216,6 +223,7 @@ public func ffiApprovalVerify(
 ) -> itsme_result {
     guarded(ThreadLastError.set) {
         let out = try required(out, "out")
+        try checkStructSize(out, "out")
         guard let replay = unbox(replay, as: ReplayStoreHandle.self) else { throw invalid("replay is NULL") }
         guard requestLen <= UInt(ServiceApproval.requestMaxCount) else {
             throw invalid("the service's own request is more than \(ServiceApproval.requestMaxCount) bytes")
@@ -230,6 +238,7 @@ public func ffiApprovalVerify(
             request: try bytes(request, requestLen, "request"), approval: try bytes(approval, approvalLen, "approval"), publicKeys: list,
             replay: replay.store, now: now)
         var result = itsme_approval_result()
+        result.size = out.pointee.size
         result.decision = itsme_approval_decision(v.decision.rawValue)
         copyBytes(v.credentialID, into: &result.credential_id)
         result.timestamp = v.timestamp

@@ -6,15 +6,16 @@ import Synchronization
 
 // MARK: - Deterministic randomness
 
-final class RandomHandle: @unchecked Sendable {
+package final class RandomHandle: @unchecked Sendable {
     var source: DeterministicRandom
-    init(_ source: DeterministicRandom) { self.source = source }
+    package init(_ source: DeterministicRandom) { self.source = source }
 }
 
 /// The host's choice of random source: the system, or a test stream.
-struct HostRandom: RandomSource {
+package struct HostRandom: RandomSource {
     let handle: RandomHandle?
-    mutating func fill(_ buffer: UnsafeMutableRawBufferPointer) {
+    package init(handle: RandomHandle?) { self.handle = handle }
+    package mutating func fill(_ buffer: UnsafeMutableRawBufferPointer) {
         if let handle { handle.source.fill(buffer) } else {
             var system = SystemRandom()
             system.fill(buffer)
@@ -22,35 +23,9 @@ struct HostRandom: RandomSource {
     }
 }
 
-@c(itsme_random_new_deterministic)
-public func ffiRandomNewDeterministic(
-    _ seed: UnsafePointer<UInt8>?, _ seedLen: UInt, _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_random>?>?
-) -> itsme_result {
-    guarded(ThreadLastError.set) {
-        let seed = try bytes(seed, seedLen, "seed")
-        guard seed.count == 32 else { throw invalid("a deterministic random seed is 32 bytes, got \(seed.count)") }
-        let out = try required(out, "out")
-        out.pointee = box(RandomHandle(DeterministicRandom(seed: seed)), as: itsme_random.self)
-    }
-}
-
 @c(itsme_random_free)
 public func ffiRandomFree(_ rng: UnsafeMutablePointer<itsme_random>?) {
     release(rng, as: RandomHandle.self)
-}
-
-@c(itsme_identity_create_with_random)
-public func ffiIdentityCreateWithRandom(
-    _ store: UnsafeMutablePointer<itsme_secret_store>?, _ name: UnsafePointer<CChar>?,
-    _ rng: UnsafeMutablePointer<itsme_random>?, _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_identity>?>?
-) -> itsme_result {
-    onStore(store) { handle in
-        let name = try text(name, "name")
-        let out = try required(out, "out")
-        var random = HostRandom(handle: unbox(rng, as: RandomHandle.self))
-        let identity = try Identity.create(store: handle.store, name: name, random: &random)
-        out.pointee = box(IdentityHandle(identity), as: itsme_identity.self)
-    }
 }
 
 // MARK: - Short codes
@@ -330,158 +305,4 @@ public func ffiExchangeRestore(
     _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_exchange>?>?
 ) -> itsme_result {
     newExchange(identity, out) { id in try Exchange.restore(identity: id, sealed: try bytes(sealed, len, "sealed"), now: now) }
-}
-
-// MARK: - Pure derivations
-
-private func exact(_ p: UnsafePointer<UInt8>?, _ len: UInt, _ count: Int, _ what: String) throws -> [UInt8] {
-    let b = try bytes(p, len, what)
-    guard b.count == count else { throw invalid("\(what) is \(count) bytes, got \(b.count)") }
-    return b
-}
-
-private func fingerprintText(_ p: UnsafePointer<CChar>?, _ what: String) throws -> String {
-    let s = try text(p, what)
-    guard s.utf8.count == Fingerprint.textCount, let b = Hex.decode(s) else { throw invalid("\(what) is not 16 hex digits") }
-    return Hex.encodeUpper(b)
-}
-
-/// A Bluetooth contact-data plaintext: 114 to 241 bytes (PROTOCOL.md 7.4).
-private func plaintext(_ p: UnsafePointer<UInt8>?, _ len: UInt, _ what: String) throws -> [UInt8] {
-    let b = try bytes(p, len, what)
-    guard (114...(113 + DisplayName.maxBytes)).contains(b.count) else {
-        throw invalid("\(what) is 114 to \(113 + DisplayName.maxBytes) bytes, got \(b.count)")
-    }
-    return b
-}
-
-private func writeHash(_ h: [UInt8], _ out: UnsafeMutablePointer<UInt8>?, _ cap: UInt, _ outLen: UnsafeMutablePointer<UInt>?) throws {
-    try h.withUnsafeBytes { try writeBytes($0, to: out, cap: cap, outLen: outLen) }
-}
-
-@c(itsme_derive_seed)
-public func ffiDeriveSeed(
-    _ secret: UnsafePointer<UInt8>?, _ secretLen: UInt, _ peerPublic: UnsafePointer<UInt8>?, _ publicLen: UInt,
-    _ fpA: UnsafePointer<CChar>?, _ fpB: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<UInt8>?, _ cap: UInt,
-    _ outLen: UnsafeMutablePointer<UInt>?
-) -> itsme_result {
-    guarded(ThreadLastError.set) {
-        try checkOutput(out, cap, outLen)
-        let sk = try required(secret, "ephemeral_secret")
-        guard secretLen == 32 else { throw invalid("ephemeral_secret is 32 bytes, got \(secretLen)") }
-        let pk = try exact(peerPublic, publicLen, 32, "peer_ephemeral_public")
-        let a = try fingerprintText(fpA, "fingerprint_a"), b = try fingerprintText(fpB, "fingerprint_b")
-        var seed = try SecretBytes(count: ExchangeProtocol.seedCount)
-        try seed.withMutableBytes {
-            try ExchangeProtocol.deriveSeed(
-                ephemeralSecret: UnsafeRawBufferPointer(start: sk, count: 32), peerEphemeralKey: pk, fingerprints: a, b, into: $0)
-        }
-        try seed.withBytes { try writeBytes($0, to: out, cap: cap, outLen: outLen) }
-    }
-}
-
-@c(itsme_derive_sas)
-public func ffiDeriveSAS(
-    _ seed: UnsafePointer<UInt8>?, _ seedLen: UInt, _ th: UnsafePointer<UInt8>?, _ thLen: UInt,
-    _ out: UnsafeMutablePointer<CChar>?, _ cap: UInt, _ outLen: UnsafeMutablePointer<UInt>?
-) -> itsme_result {
-    guarded(ThreadLastError.set) {
-        try checkOutput(out, cap, outLen)
-        let s = try required(seed, "seed")
-        guard seedLen == 32 else { throw invalid("seed is 32 bytes, got \(seedLen)") }
-        let hash = try exact(th, thLen, 32, "transcript_hash")
-        let sas = try ShortCode.sas(seed: UnsafeRawBufferPointer(start: s, count: 32), transcriptHash: hash)
-        try writeText(sas.text, to: out, cap: cap, outLen: outLen)
-    }
-}
-
-@c(itsme_qr_transcript_hash)
-public func ffiQRTranscriptHash(
-    _ a: UnsafePointer<UInt8>?, _ aLen: UInt, _ b: UnsafePointer<UInt8>?, _ bLen: UInt,
-    _ out: UnsafeMutablePointer<UInt8>?, _ cap: UInt, _ outLen: UnsafeMutablePointer<UInt>?
-) -> itsme_result {
-    guarded(ThreadLastError.set) {
-        try checkOutput(out, cap, outLen)
-        func text(_ p: UnsafePointer<UInt8>?, _ n: UInt, _ what: String) throws -> String {
-            guard let s = String(validating: try bytes(p, n, what), as: UTF8.self) else { throw invalid("\(what) is not UTF-8") }
-            return s
-        }
-        let th = try ExchangeProtocol.qrTranscriptHash(texts: try text(a, aLen, "payload_a"), try text(b, bLen, "payload_b"))
-        try writeHash(th, out, cap, outLen)
-    }
-}
-
-@c(itsme_bluetooth_commitment)
-public func ffiBluetoothCommitment(
-    _ identityPublic: UnsafePointer<UInt8>?, _ identityLen: UInt, _ ephemeralPublic: UnsafePointer<UInt8>?,
-    _ ephemeralLen: UInt, _ name: UnsafePointer<CChar>?, _ deviceSecret: UnsafePointer<UInt8>?, _ deviceSecretLen: UInt,
-    _ out: UnsafeMutablePointer<UInt8>?, _ cap: UInt, _ outLen: UnsafeMutablePointer<UInt>?
-) -> itsme_result {
-    guarded(ThreadLastError.set) {
-        try checkOutput(out, cap, outLen)
-        let ik = try exact(identityPublic, identityLen, 32, "identity_public")
-        let ek = try exact(ephemeralPublic, ephemeralLen, 32, "ephemeral_public")
-        let name = try DisplayName.validated(try text(name, "name"))
-        let ds = try exact(deviceSecret, deviceSecretLen, ExchangeProtocol.deviceSecretCount, "device_secret")
-        let c = ds.withBytes {
-            ExchangeProtocol.commitment(identityKey: ik, ephemeralKey: ek, name: Array(name.utf8), deviceSecret: $0)
-        }
-        try writeHash(c, out, cap, outLen)
-    }
-}
-
-@c(itsme_bluetooth_th1)
-public func ffiBluetoothTH1(
-    _ sessionCode: UnsafePointer<CChar>?, _ helloI: UnsafePointer<UInt8>?, _ helloILen: UInt,
-    _ helloR: UnsafePointer<UInt8>?, _ helloRLen: UInt, _ keyI: UnsafePointer<UInt8>?, _ keyILen: UInt,
-    _ keyR: UnsafePointer<UInt8>?, _ keyRLen: UInt, _ out: UnsafeMutablePointer<UInt8>?, _ cap: UInt,
-    _ outLen: UnsafeMutablePointer<UInt>?
-) -> itsme_result {
-    guarded(ThreadLastError.set) {
-        try checkOutput(out, cap, outLen)
-        guard let code = ShortCode(parsing: try text(sessionCode, "session_code", max: TextLimit.typedCode)) else {
-            throw invalid("session_code is not a short code")
-        }
-        let th1 = ExchangeProtocol.bluetoothTH1(
-            sessionCode: code, helloI: try exact(helloI, helloILen, 42, "hello_i"),
-            helloR: try exact(helloR, helloRLen, 42, "hello_r"), keyI: try exact(keyI, keyILen, 34, "key_i"),
-            keyR: try exact(keyR, keyRLen, 34, "key_r"))
-        try writeHash(th1, out, cap, outLen)
-    }
-}
-
-@c(itsme_bluetooth_session_keys)
-public func ffiBluetoothSessionKeys(
-    _ secret: UnsafePointer<UInt8>?, _ secretLen: UInt, _ peerPublic: UnsafePointer<UInt8>?, _ publicLen: UInt,
-    _ th1: UnsafePointer<UInt8>?, _ th1Len: UInt, _ out: UnsafeMutablePointer<UInt8>?, _ cap: UInt,
-    _ outLen: UnsafeMutablePointer<UInt>?
-) -> itsme_result {
-    guarded(ThreadLastError.set) {
-        try checkOutput(out, cap, outLen)
-        let sk = try required(secret, "ephemeral_secret")
-        guard secretLen == 32 else { throw invalid("ephemeral_secret is 32 bytes, got \(secretLen)") }
-        let pk = try exact(peerPublic, publicLen, 32, "peer_ephemeral_public")
-        let th = try exact(th1, th1Len, 32, "th1")
-        var keys = try SecretBytes(count: 64)
-        try keys.withMutableBytes { k in
-            try ExchangeProtocol.bluetoothKeys(
-                ephemeralSecret: UnsafeRawBufferPointer(start: sk, count: 32), peerEphemeralKey: pk, th1: th, into: k)
-        }
-        try keys.withBytes { try writeBytes($0, to: out, cap: cap, outLen: outLen) }
-    }
-}
-
-@c(itsme_bluetooth_transcript_hash)
-public func ffiBluetoothTranscriptHash(
-    _ th1: UnsafePointer<UInt8>?, _ th1Len: UInt, _ plainI: UnsafePointer<UInt8>?, _ plainILen: UInt,
-    _ plainR: UnsafePointer<UInt8>?, _ plainRLen: UInt, _ out: UnsafeMutablePointer<UInt8>?, _ cap: UInt,
-    _ outLen: UnsafeMutablePointer<UInt>?
-) -> itsme_result {
-    guarded(ThreadLastError.set) {
-        try checkOutput(out, cap, outLen)
-        let th = ExchangeProtocol.bluetoothTranscriptHash(
-            th1: try exact(th1, th1Len, 32, "th1"), plaintextI: try plaintext(plainI, plainILen, "plaintext_i"),
-            plaintextR: try plaintext(plainR, plainRLen, "plaintext_r"))
-        try writeHash(th, out, cap, outLen)
-    }
 }

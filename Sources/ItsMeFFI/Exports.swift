@@ -47,15 +47,6 @@ public func ffiLastError(_ buf: UnsafeMutablePointer<CChar>?, _ cap: UInt, _ out
     copyLastError(ThreadLastError.get(), buf, cap, outLen)
 }
 
-@c(itsme_public_key_bytes)
-public func ffiPublicKeyBytes() -> UInt { UInt(Ed25519.publicKeyCount) }
-
-@c(itsme_fingerprint_size)
-public func ffiFingerprintSize() -> UInt { UInt(Fingerprint.textCount + 1) }
-
-@c(itsme_name_max_bytes)
-public func ffiNameMaxBytes() -> UInt { UInt(DisplayName.maxBytes) }
-
 @c(itsme_fingerprint_from_public_key)
 public func ffiFingerprintFromPublicKey(
     _ publicKey: UnsafePointer<UInt8>?, _ keyLen: UInt,
@@ -80,6 +71,9 @@ public func ffiSecretStoreNewCallbacks(
 ) -> itsme_result {
     guarded(ThreadLastError.set) {
         let table = try required(callbacks, "callbacks")
+        guard table.pointee.version == UInt32(ITSME_SECRET_STORE_CALLBACKS_VERSION) else {
+            throw invalid("callbacks->version is \(table.pointee.version): this library knows version \(ITSME_SECRET_STORE_CALLBACKS_VERSION)")
+        }
         let out = try required(out, "out")
         guard let store = CallbackSecretStore(table.pointee) else {
             throw invalid("callbacks get, put and remove must all be set")
@@ -200,12 +194,12 @@ public func ffiIdentitySetName(_ identity: UnsafeMutablePointer<itsme_identity>?
 // MARK: - PIN
 
 @c(itsme_pin_is_set)
-public func ffiPinIsSet(_ identity: UnsafeMutablePointer<itsme_identity>?, _ outIsSet: UnsafeMutablePointer<CInt>?)
+public func ffiPinIsSet(_ identity: UnsafeMutablePointer<itsme_identity>?, _ outIsSet: UnsafeMutablePointer<Bool>?)
     -> itsme_result
 {
     onIdentity(identity) { id in
         let out = try required(outIsSet, "out_is_set")
-        out.pointee = try PIN(store: id.store).isSet() ? 1 : 0
+        out.pointee = try PIN(store: id.store).isSet()
     }
 }
 

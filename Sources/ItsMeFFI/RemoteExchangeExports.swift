@@ -16,19 +16,19 @@ public func ffiRemoteCodeCheck(
 
 @c(itsme_exchange_new_invite)
 public func ffiExchangeNewInvite(
-    _ identity: UnsafeMutablePointer<itsme_identity>?, _ realtime: Int32, _ rng: UnsafeMutablePointer<itsme_random>?,
+    _ identity: UnsafeMutablePointer<itsme_identity>?, _ realtime: Bool, _ rng: UnsafeMutablePointer<itsme_random>?,
     _ now: Int64, _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_exchange>?>?
 ) -> itsme_result {
     newExchange(identity, out) { id in
         var random = HostRandom(handle: unbox(rng, as: RandomHandle.self))
-        return try Exchange.invite(identity: id, realtime: realtime != 0, now: now, random: &random)
+        return try Exchange.invite(identity: id, realtime: realtime, now: now, random: &random)
     }
 }
 
 @c(itsme_exchange_accept_invite)
 public func ffiExchangeAcceptInvite(
     _ identity: UnsafeMutablePointer<itsme_identity>?, _ inviteCode: UnsafePointer<CChar>?,
-    _ encryptionCode: UnsafePointer<CChar>?, _ realtime: Int32, _ rng: UnsafeMutablePointer<itsme_random>?, _ now: Int64,
+    _ encryptionCode: UnsafePointer<CChar>?, _ realtime: Bool, _ rng: UnsafeMutablePointer<itsme_random>?, _ now: Int64,
     _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_exchange>?>?
 ) -> itsme_result {
     newExchange(identity, out) { id in
@@ -36,7 +36,7 @@ public func ffiExchangeAcceptInvite(
         let encryption = try text(encryptionCode, "encryption_code", max: TextLimit.typedCode)
         var random = HostRandom(handle: unbox(rng, as: RandomHandle.self))
         return try Exchange.acceptInvite(
-            identity: id, inviteCode: invite, encryptionCode: encryption, realtime: realtime != 0, now: now, random: &random)
+            identity: id, inviteCode: invite, encryptionCode: encryption, realtime: realtime, now: now, random: &random)
     }
 }
 
@@ -75,11 +75,11 @@ public func ffiExchangeRelayID(
 }
 
 @c(itsme_exchange_is_inviter)
-public func ffiExchangeIsInviter(_ exchange: UnsafePointer<itsme_exchange>?, _ outInviter: UnsafeMutablePointer<Int32>?) -> itsme_result {
+public func ffiExchangeIsInviter(_ exchange: UnsafePointer<itsme_exchange>?, _ outInviter: UnsafeMutablePointer<Bool>?) -> itsme_result {
     onExchange(exchange) { ex in
         guard ex.method == .invite || ex.method == .realtime else {
             throw ItsMeError(.invalidState, "only an invite or real-time exchange has an inviter")
         }
-        try required(outInviter, "out_inviter").pointee = ex.isInviter ? 1 : 0
+        try required(outInviter, "out_inviter").pointee = ex.isInviter
     }
 }

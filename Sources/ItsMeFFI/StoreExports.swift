@@ -51,9 +51,10 @@ public func ffiStoreAcceptLoss(
         let path = try text(path, "path")
         guard !path.isEmpty else { throw invalid("path is empty") }
         let out = try required(outLoss, "out_loss")
+        try checkStructSize(out, "out_loss")
         let loss = try ContactStore.acceptLoss(path: path, identity: id)
         out.pointee = itsme_store_loss(
-            replaced: loss.replaced ? 1 : 0, commits_lost: loss.commitsLost, contacts_before: loss.contactsBefore,
+            size: out.pointee.size, replaced: loss.replaced, commits_lost: loss.commitsLost, contacts_before: loss.contactsBefore,
             contacts_now: loss.contactsNow, contacts_missing: loss.missing.contacts, photos_missing: loss.missing.photos,
             device_secrets_missing: loss.missing.deviceSecrets, contacts_without_their_photo: loss.photosMissing)
     }
@@ -62,12 +63,6 @@ public func ffiStoreAcceptLoss(
 @c(itsme_store_free)
 public func ffiStoreFree(_ store: UnsafeMutablePointer<itsme_store>?) {
     release(store, as: ContactStoreHandle.self)
-}
-
-/// The deprecated alias of itsme_store_free (0.1 series only).
-@c(itsme_store_close)
-public func ffiStoreClose(_ store: UnsafeMutablePointer<itsme_store>?) {
-    ffiStoreFree(store)
 }
 
 @c(itsme_store_last_error)
@@ -190,15 +185,14 @@ public func ffiStoreSetNote(_ store: UnsafeMutablePointer<itsme_store>?, _ id: I
 
 @c(itsme_store_set_state)
 public func ffiStoreSetState(
-    _ store: UnsafeMutablePointer<itsme_store>?, _ id: Int64, _ state: itsme_verification_state, _ acknowledged: CInt,
+    _ store: UnsafeMutablePointer<itsme_store>?, _ id: Int64, _ state: itsme_verification_state, _ acknowledged: Bool,
     _ now: Int64
 ) -> itsme_result {
     onContactStore(store) { s in
         guard state <= UInt32(UInt8.max), let state = Contact.State(rawValue: UInt8(state)) else {
             throw invalid("unknown contact state \(state)")
         }
-        guard acknowledged == 0 || acknowledged == 1 else { throw invalid("acknowledged is 0 or 1") }
-        try s.setState(id: id, state, acknowledged: acknowledged == 1, now: now)
+        try s.setState(id: id, state, acknowledged: acknowledged, now: now)
     }
 }
 
@@ -257,22 +251,22 @@ public func ffiContactPublicKey(
 }
 
 @c(itsme_contact_is_authenticated)
-public func ffiContactIsAuthenticated(_ contact: UnsafePointer<itsme_contact>?, _ out: UnsafeMutablePointer<CInt>?)
+public func ffiContactIsAuthenticated(_ contact: UnsafePointer<itsme_contact>?, _ out: UnsafeMutablePointer<Bool>?)
     -> itsme_result
 {
-    onContact(contact) { c in try required(out, "out_authenticated").pointee = c.isAuthenticated ? 1 : 0 }
+    onContact(contact) { c in try required(out, "out_authenticated").pointee = c.isAuthenticated }
 }
 
 @c(itsme_contact_state)
 public func ffiContactState(
     _ contact: UnsafePointer<itsme_contact>?, _ outState: UnsafeMutablePointer<itsme_verification_state>?,
-    _ outAcknowledged: UnsafeMutablePointer<CInt>?
+    _ outAcknowledged: UnsafeMutablePointer<Bool>?
 ) -> itsme_result {
     onContact(contact) { c in
         let state = try required(outState, "out_state")
         let acknowledged = try required(outAcknowledged, "out_acknowledged")
         state.pointee = itsme_verification_state(c.state.rawValue)
-        acknowledged.pointee = c.degradationAcknowledged ? 1 : 0
+        acknowledged.pointee = c.degradationAcknowledged
     }
 }
 

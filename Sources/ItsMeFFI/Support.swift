@@ -21,7 +21,7 @@ final class LastError: Sendable {
 
 /// The last error of constructors that have no handle yet, per thread
 /// (pthread-specific data: the core has no Foundation).
-enum ThreadLastError {
+package enum ThreadLastError {
     private final class Box {
         var message = ""
     }
@@ -44,39 +44,52 @@ enum ThreadLastError {
         return box
     }
 
-    static func set(_ message: String) { box.message = message }
-    static func get() -> String { box.message }
+    package static func set(_ message: String) { box.message = message }
+    package static func get() -> String { box.message }
 }
 
 /// Runs an exported function's body: refuses to run before itsme_init(),
 /// maps errors to result codes and records their message.
-func guarded(_ lastError: (String) -> Void, _ body: () throws -> Void) -> itsme_result {
+/// Every failure's detail goes to the handle's record (`lastError`) and to
+/// the calling thread's slot, so itsme_last_error() right after any failing
+/// call reads it whatever handle was involved.
+package func guarded(_ lastError: (String) -> Void, _ body: () throws -> Void) -> itsme_result {
+    func fail(_ message: String, _ code: itsme_result) -> itsme_result {
+        lastError(message)
+        ThreadLastError.set(message)
+        return code
+    }
     guard Sodium.isInitialized else {
-        lastError(ItsMeError.Kind.notInitialized.message.description)
-        return ITSME_E_NOT_INITIALIZED
+        return fail(ItsMeError.Kind.notInitialized.message.description, ITSME_E_NOT_INITIALIZED)
     }
     do {
         try body()
         return ITSME_OK
     } catch let error as ItsMeError {
-        lastError(error.message)
-        return error.kind.code
+        return fail(error.message, error.kind.code)
     } catch let error as DatabaseError {
-        lastError(error.description)
-        return error.asItsMeError.kind.code
+        return fail(error.description, error.asItsMeError.kind.code)
     } catch {
-        lastError("unexpected error")
-        return ITSME_E_INTERNAL
+        return fail("unexpected error", ITSME_E_INTERNAL)
     }
 }
 
-func invalid(_ message: String) -> ItsMeError { ItsMeError(.invalidArgument, message) }
+/// A struct the caller passes starts with `size_t size`, set to its sizeof
+/// (include/itsme.h, conventions): a smaller one is refused.
+package func checkStructSize<T>(_ p: UnsafeMutablePointer<T>, _ what: String) throws {
+    let size = UnsafeRawPointer(p).load(as: UInt.self)
+    guard size >= UInt(MemoryLayout<T>.size) else {
+        throw invalid("\(what)->size is \(size): set it to sizeof the struct (\(MemoryLayout<T>.size))")
+    }
+}
+
+package func invalid(_ message: String) -> ItsMeError { ItsMeError(.invalidArgument, message) }
 
 /// A required NUL-terminated UTF-8 argument.
 /// Reads at most `max` bytes before the NUL, so an overlong input is
 /// refused before any other work (include/itsme.h: ITSME_TEXT_MAX, and the
 /// smaller bounds of typed codes and texts).
-func text(_ p: UnsafePointer<CChar>?, _ what: String, max: Int = TextLimit.any) throws -> String {
+package func text(_ p: UnsafePointer<CChar>?, _ what: String, max: Int = TextLimit.any) throws -> String {
     guard let p else { throw invalid("\(what) is NULL") }
     guard strnlen(p, max + 1) <= max else { throw invalid("\(what) is longer than \(max) bytes") }
     guard let s = String(validatingCString: p) else { throw invalid("\(what) is not valid UTF-8") }
@@ -88,49 +101,49 @@ func text(_ p: UnsafePointer<CChar>?, _ what: String, max: Int = TextLimit.any) 
 /// but six ASCII digits as an invalid PIN. One longer than
 /// ITSME_TYPED_CODE_MAX is not read at all and comes back empty, which the
 /// core refuses the same way.
-func pinText(_ p: UnsafePointer<CChar>?, _ what: String) throws -> String {
+package func pinText(_ p: UnsafePointer<CChar>?, _ what: String) throws -> String {
     guard let p else { throw invalid("\(what) is NULL") }
     return strnlen(p, TextLimit.typedCode + 1) <= TextLimit.typedCode ? String(cString: p) : ""
 }
 
 /// The longest text inputs (include/itsme.h).
-enum TextLimit {
+package enum TextLimit {
     /// ITSME_TEXT_MAX: any text argument.
-    static let any = 65_536
+    package static let any = 65_536
     /// ITSME_TYPED_CODE_MAX: a code a person typed (short code, session
     /// code, heard voice code, invite or encryption code, degradation code),
     /// surrounding spaces included.
-    static let typedCode = 64
+    package static let typedCode = 64
     /// ITSME_EXPORT_TEXT_MAX: an export text or a transfer offer text,
     /// surrounding white space included.
-    static let exportText = 1024
+    package static let exportText = 1024
 }
 
 /// A copy of an input buffer, which must not be NULL.
-func bytes(_ p: UnsafePointer<UInt8>?, _ count: UInt, _ what: String) throws -> [UInt8] {
+package func bytes(_ p: UnsafePointer<UInt8>?, _ count: UInt, _ what: String) throws -> [UInt8] {
     let p = try required(p, what)
     guard count <= UInt(1 << 20) else { throw invalid("\(what) is too long") }
     return Array(UnsafeBufferPointer(start: p, count: Int(count)))
 }
 
 /// An optional text argument: NULL is "".
-func optionalText(_ p: UnsafePointer<CChar>?, _ what: String) throws -> String {
+package func optionalText(_ p: UnsafePointer<CChar>?, _ what: String) throws -> String {
     p == nil ? "" : try text(p, what)
 }
 
 /// A byte argument that may be NULL when its length is 0.
-func optionalBytes(_ p: UnsafePointer<UInt8>?, _ count: UInt, _ what: String) throws -> [UInt8] {
+package func optionalBytes(_ p: UnsafePointer<UInt8>?, _ count: UInt, _ what: String) throws -> [UInt8] {
     count == 0 ? [] : try bytes(p, count, what)
 }
 
-func required<T>(_ p: T?, _ what: String) throws -> T {
+package func required<T>(_ p: T?, _ what: String) throws -> T {
     guard let p else { throw invalid("\(what) is NULL") }
     return p
 }
 
 /// Writes bytes with the buffer protocol: `*outLen` gets the size needed;
 /// the bytes are written only if they fit.
-func writeBytes(
+package func writeBytes(
     _ bytes: UnsafeRawBufferPointer, to out: UnsafeMutablePointer<UInt8>?, cap: UInt, outLen: UnsafeMutablePointer<UInt>?
 ) throws {
     let outLen = try required(outLen, "out_len")
@@ -147,12 +160,12 @@ func writeBytes(
 /// Writes NUL-terminated text; `*outLen` counts the NUL.
 /// Checks an output triple before any work is done, so an argument error
 /// is reported as such whatever else is wrong.
-func checkOutput<T>(_ out: UnsafeMutablePointer<T>?, _ cap: UInt, _ outLen: UnsafeMutablePointer<UInt>?) throws {
+package func checkOutput<T>(_ out: UnsafeMutablePointer<T>?, _ cap: UInt, _ outLen: UnsafeMutablePointer<UInt>?) throws {
     _ = try required(outLen, "out_len")
     guard out != nil || cap == 0 else { throw invalid("out is NULL but cap is \(cap)") }
 }
 
-func writeText(_ s: String, to out: UnsafeMutablePointer<CChar>?, cap: UInt, outLen: UnsafeMutablePointer<UInt>?) throws {
+package func writeText(_ s: String, to out: UnsafeMutablePointer<CChar>?, cap: UInt, outLen: UnsafeMutablePointer<UInt>?) throws {
     var bytes = Array(s.utf8)
     bytes.append(0)
     try bytes.withUnsafeBytes { b in
@@ -160,26 +173,26 @@ func writeText(_ s: String, to out: UnsafeMutablePointer<CChar>?, cap: UInt, out
     }
 }
 
-func cString(_ s: StaticString) -> UnsafePointer<CChar> {
+package func cString(_ s: StaticString) -> UnsafePointer<CChar> {
     UnsafeRawPointer(s.utf8Start).assumingMemoryBound(to: CChar.self)
 }
 
 // MARK: - Handles
 
 /// Box of an `itsme_secret_store`.
-final class SecretStoreHandle: Sendable {
-    let store: any SecretStore
+package final class SecretStoreHandle: Sendable {
+    package let store: any SecretStore
     let lastError = LastError()
-    init(_ store: any SecretStore) { self.store = store }
+    package init(_ store: any SecretStore) { self.store = store }
 }
 
 /// Box of an `itsme_identity`. Calls on one handle are serialised by `lock`.
-final class IdentityHandle: @unchecked Sendable {
+package final class IdentityHandle: @unchecked Sendable {
     private let lock = Mutex<Void>(())
     private let identity: Identity
     let lastError = LastError()
 
-    init(_ identity: Identity) { self.identity = identity }
+    package init(_ identity: Identity) { self.identity = identity }
 
     func run(_ body: (Identity) throws -> Void) -> itsme_result {
         lock.withLock { _ in guarded(lastError.set) { try body(identity) } }
@@ -192,22 +205,22 @@ final class IdentityHandle: @unchecked Sendable {
     }
 }
 
-func box<T: AnyObject, H>(_ object: T, as: H.Type) -> UnsafeMutablePointer<H> {
+package func box<T: AnyObject, H>(_ object: T, as: H.Type) -> UnsafeMutablePointer<H> {
     Unmanaged.passRetained(object).toOpaque().assumingMemoryBound(to: H.self)
 }
 
-func unbox<T: AnyObject>(_ p: UnsafeRawPointer?, as: T.Type) -> T? {
+package func unbox<T: AnyObject>(_ p: UnsafeRawPointer?, as: T.Type) -> T? {
     guard let p else { return nil }
     return Unmanaged<T>.fromOpaque(p).takeUnretainedValue()
 }
 
-func release<T: AnyObject>(_ p: UnsafeRawPointer?, as: T.Type) {
+package func release<T: AnyObject>(_ p: UnsafeRawPointer?, as: T.Type) {
     guard let p else { return }
     Unmanaged<T>.fromOpaque(p).release()
 }
 
 /// Runs a call on a store handle; a NULL handle is an invalid argument.
-func onStore(_ p: UnsafeRawPointer?, _ body: (SecretStoreHandle) throws -> Void) -> itsme_result {
+package func onStore(_ p: UnsafeRawPointer?, _ body: (SecretStoreHandle) throws -> Void) -> itsme_result {
     guard let handle = unbox(p, as: SecretStoreHandle.self) else {
         return guarded(ThreadLastError.set) { throw invalid("store is NULL") }
     }
@@ -233,7 +246,7 @@ final class ContactListHandle: Sendable {
     init(_ contacts: [Contact]) { self.contacts = contacts }
 }
 
-func onContactStore(_ p: UnsafeRawPointer?, _ body: (ContactStore) throws -> Void) -> itsme_result {
+package func onContactStore(_ p: UnsafeRawPointer?, _ body: (ContactStore) throws -> Void) -> itsme_result {
     guard let handle = unbox(p, as: ContactStoreHandle.self) else {
         return guarded(ThreadLastError.set) { throw invalid("store is NULL") }
     }
@@ -241,14 +254,14 @@ func onContactStore(_ p: UnsafeRawPointer?, _ body: (ContactStore) throws -> Voi
 }
 
 /// Reads a snapshot; the getters keep no last-error message.
-func onContact(_ p: UnsafeRawPointer?, _ body: (Contact) throws -> Void) -> itsme_result {
+package func onContact(_ p: UnsafeRawPointer?, _ body: (Contact) throws -> Void) -> itsme_result {
     guarded(ThreadLastError.set) {
         guard let handle = unbox(p, as: ContactHandle.self) else { throw invalid("contact is NULL") }
         try body(handle.contact)
     }
 }
 
-func onIdentity(_ p: UnsafeRawPointer?, _ body: (Identity) throws -> Void) -> itsme_result {
+package func onIdentity(_ p: UnsafeRawPointer?, _ body: (Identity) throws -> Void) -> itsme_result {
     guard let handle = unbox(p, as: IdentityHandle.self) else {
         return guarded(ThreadLastError.set) { throw invalid("identity is NULL") }
     }
@@ -256,7 +269,7 @@ func onIdentity(_ p: UnsafeRawPointer?, _ body: (Identity) throws -> Void) -> it
 }
 
 /// Copies a handle's last error with the buffer protocol. Needs no init.
-func copyLastError(_ message: String, _ buf: UnsafeMutablePointer<CChar>?, _ cap: UInt, _ outLen: UnsafeMutablePointer<UInt>?)
+package func copyLastError(_ message: String, _ buf: UnsafeMutablePointer<CChar>?, _ cap: UInt, _ outLen: UnsafeMutablePointer<UInt>?)
     -> itsme_result
 {
     do {
@@ -389,7 +402,7 @@ final class SessionHandle<Session>: @unchecked Sendable {
     }
 }
 
-func onSession<Session>(_ p: UnsafeRawPointer?, _ what: String, _ body: (Session) throws -> Void) -> itsme_result {
+package func onSession<Session>(_ p: UnsafeRawPointer?, _ what: String, _ body: (Session) throws -> Void) -> itsme_result {
     guard let handle = unbox(p, as: SessionHandle<Session>.self) else {
         return guarded(ThreadLastError.set) { throw invalid("\(what) is NULL") }
     }
@@ -398,7 +411,7 @@ func onSession<Session>(_ p: UnsafeRawPointer?, _ what: String, _ body: (Session
 
 /// Creates a session on `store` and boxes it as `H`; the constructor's
 /// failure is recorded on the store.
-func newSession<Session, H>(
+package func newSession<Session, H>(
     _ store: UnsafeMutablePointer<itsme_store>?, _ out: UnsafeMutablePointer<UnsafeMutablePointer<H>?>?,
     _ make: (ContactStore) throws -> Session
 ) -> itsme_result {
@@ -411,7 +424,7 @@ func newSession<Session, H>(
     }
 }
 
-func sessionLastError<Session>(
+package func sessionLastError<Session>(
     _ p: UnsafeRawPointer?, _: Session.Type, _ buf: UnsafeMutablePointer<CChar>?, _ cap: UInt,
     _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
@@ -421,7 +434,7 @@ func sessionLastError<Session>(
 
 /// Writes the next queued message of a session: OK with *out_len 0 when
 /// there is none; the message is removed only once written.
-func writeNextMessage(
+package func writeNextMessage(
     _ next: [UInt8]?, _ markSent: () -> Void, _ out: UnsafeMutablePointer<UInt8>?, _ cap: UInt,
     _ outLen: UnsafeMutablePointer<UInt>?
 ) throws {

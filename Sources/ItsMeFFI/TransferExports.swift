@@ -225,15 +225,17 @@ public func ffiImportCheck(
         let secrets = try secretStore(store)
         let path = try storePath(path)
         let out = try required(outReport, "out_report")
+        try checkStructSize(out, "out_report")
         let found = try IdentityExport.check(c, secretStore: secrets, contactStorePath: path)
         var report = itsme_import_report()
-        report.wrong_identity = found.isWrongIdentity ? 1 : 0
+        report.size = out.pointee.size
+        report.wrong_identity = found.isWrongIdentity
         let other = Array((found.otherIdentity ?? "").utf8.prefix(Int(ITSME_FINGERPRINT_CHARS)))
         withUnsafeMutableBytes(of: &report.other_fingerprint) { buffer in
             buffer.copyBytes(from: other)
             buffer[other.count] = 0
         }
-        report.store_exists = found.store.exists ? 1 : 0
+        report.store_exists = found.store.exists
         report.contacts_readable = UInt64(found.store.readable)
         report.contacts_unreadable = UInt64(found.store.unreadable)
         report.device_secrets = UInt64(found.store.deviceSecrets)

@@ -5,6 +5,7 @@ import ItsMeCore
 import XCTest
 
 @testable import ItsMeFFI
+@testable import ItsMeTestingFFI
 
 final class ABITests: XCTestCase {
     override func setUp() {
@@ -18,12 +19,14 @@ final class ABITests: XCTestCase {
         var text = [CChar](repeating: 0, count: 64)
         var textLen: UInt = 0
         var words = [UInt8](repeating: 0, count: 5)
-        var flag: Int32 = 0
+        var wordsLen: UInt = 0
+        var flag = false
         var tag: UInt32 = 0
         var derivation = itsme_voice_derivation()
+        derivation.size = MemoryLayout<itsme_voice_derivation>.size
         for w: Int64 in [-1, Int64.min] {
             XCTAssertEqual(ffiDeriveSessionID(seed, 32, w, &text, 64, &textLen), ITSME_E_INVALID_ARGUMENT, "\(w)")
-            XCTAssertEqual(ffiDeriveWords(seed, 32, w, pid, 32, &words, 5), ITSME_E_INVALID_ARGUMENT, "\(w)")
+            XCTAssertEqual(ffiDeriveWords(seed, 32, w, pid, 32, &words, 5, &wordsLen), ITSME_E_INVALID_ARGUMENT, "\(w)")
             XCTAssertEqual(ffiDeriveLowerSelectsFirst(seed, 32, w, &flag), ITSME_E_INVALID_ARGUMENT, "\(w)")
             XCTAssertEqual(
                 ffiDeriveCode(seed, 32, w, pid, 32, 1, other, 32, 2, pid, 32, &text, 64, &textLen), ITSME_E_INVALID_ARGUMENT, "\(w)")
@@ -63,14 +66,14 @@ final class ABITests: XCTestCase {
     ]
 
     func testExchangeConstantsAgreeWithTheCore() {
-        XCTAssertEqual(Exchange.Method.qr.rawValue, UInt32(ITSME_EXCHANGE_QR))
-        XCTAssertEqual(Exchange.Method.bluetooth.rawValue, UInt32(ITSME_EXCHANGE_BLUETOOTH))
-        XCTAssertEqual(Exchange.State.awaitingPeer.rawValue, UInt32(ITSME_EXCHANGE_AWAITING_PEER))
-        XCTAssertEqual(Exchange.State.compareSAS.rawValue, UInt32(ITSME_EXCHANGE_COMPARE_SAS))
-        XCTAssertEqual(Exchange.State.imported.rawValue, UInt32(ITSME_EXCHANGE_IMPORTED))
-        XCTAssertEqual(Exchange.State.confirmed.rawValue, UInt32(ITSME_EXCHANGE_CONFIRMED))
-        XCTAssertEqual(Exchange.State.rejected.rawValue, UInt32(ITSME_EXCHANGE_REJECTED))
-        XCTAssertEqual(Exchange.State.failed.rawValue, UInt32(ITSME_EXCHANGE_FAILED))
+        XCTAssertEqual(Exchange.Method.qr.rawValue, UInt32(ITSME_EXCHANGE_METHOD_QR))
+        XCTAssertEqual(Exchange.Method.bluetooth.rawValue, UInt32(ITSME_EXCHANGE_METHOD_BLUETOOTH))
+        XCTAssertEqual(Exchange.State.awaitingPeer.rawValue, UInt32(ITSME_EXCHANGE_STATE_AWAITING_PEER))
+        XCTAssertEqual(Exchange.State.compareSAS.rawValue, UInt32(ITSME_EXCHANGE_STATE_COMPARE_SAS))
+        XCTAssertEqual(Exchange.State.imported.rawValue, UInt32(ITSME_EXCHANGE_STATE_IMPORTED))
+        XCTAssertEqual(Exchange.State.confirmed.rawValue, UInt32(ITSME_EXCHANGE_STATE_CONFIRMED))
+        XCTAssertEqual(Exchange.State.rejected.rawValue, UInt32(ITSME_EXCHANGE_STATE_REJECTED))
+        XCTAssertEqual(Exchange.State.failed.rawValue, UInt32(ITSME_EXCHANGE_STATE_FAILED))
         XCTAssertEqual(Exchange.Flags.unauthenticated.rawValue, UInt32(ITSME_EXCHANGE_FLAG_UNAUTHENTICATED))
         XCTAssertEqual(Exchange.Flags.knownContact.rawValue, UInt32(ITSME_EXCHANGE_FLAG_KNOWN_CONTACT))
         XCTAssertEqual(Exchange.Flags.peerConfirmed.rawValue, UInt32(ITSME_EXCHANGE_FLAG_PEER_CONFIRMED))
@@ -78,28 +81,30 @@ final class ABITests: XCTestCase {
         XCTAssertEqual(Int(ITSME_SHORT_CODE_VALUES), Int(ShortCode.valueCount))
         XCTAssertEqual(Int(ITSME_BLUETOOTH_FRAME_MAX), ExchangeProtocol.maxFrameCount)
         XCTAssertEqual(Int(ITSME_SHORT_CODE_SIZE), "NOVEMBER 0000".utf8.count + 1)
-        XCTAssertEqual(OnlineVerify.State.running.rawValue, UInt32(ITSME_ONLINE_VERIFY_RUNNING))
-        XCTAssertEqual(OnlineVerify.State.compareSAS.rawValue, UInt32(ITSME_ONLINE_VERIFY_COMPARE_SAS))
-        XCTAssertEqual(OnlineVerify.State.confirmed.rawValue, UInt32(ITSME_ONLINE_VERIFY_CONFIRMED))
-        XCTAssertEqual(OnlineVerify.State.rejected.rawValue, UInt32(ITSME_ONLINE_VERIFY_REJECTED))
-        XCTAssertEqual(OnlineVerify.State.failed.rawValue, UInt32(ITSME_ONLINE_VERIFY_FAILED))
-        XCTAssertEqual(VoiceSession.State.waiting.rawValue, UInt32(ITSME_VOICE_WAITING))
-        XCTAssertEqual(VoiceSession.State.selecting.rawValue, UInt32(ITSME_VOICE_SELECTING))
-        XCTAssertEqual(VoiceSession.State.comparing.rawValue, UInt32(ITSME_VOICE_COMPARING))
-        XCTAssertEqual(VoiceSession.State.finished.rawValue, UInt32(ITSME_VOICE_FINISHED))
-        XCTAssertEqual(VoiceSession.State.failed.rawValue, UInt32(ITSME_VOICE_FAILED))
+        XCTAssertEqual(OnlineVerify.State.running.rawValue, UInt32(ITSME_ONLINE_VERIFY_STATE_RUNNING))
+        XCTAssertEqual(OnlineVerify.State.compareSAS.rawValue, UInt32(ITSME_ONLINE_VERIFY_STATE_COMPARE_SAS))
+        XCTAssertEqual(OnlineVerify.State.confirmed.rawValue, UInt32(ITSME_ONLINE_VERIFY_STATE_CONFIRMED))
+        XCTAssertEqual(OnlineVerify.State.rejected.rawValue, UInt32(ITSME_ONLINE_VERIFY_STATE_REJECTED))
+        XCTAssertEqual(OnlineVerify.State.failed.rawValue, UInt32(ITSME_ONLINE_VERIFY_STATE_FAILED))
+        XCTAssertEqual(VoiceSession.State.waiting.rawValue, UInt32(ITSME_VOICE_STATE_WAITING))
+        XCTAssertEqual(VoiceSession.State.selecting.rawValue, UInt32(ITSME_VOICE_STATE_SELECTING))
+        XCTAssertEqual(VoiceSession.State.comparing.rawValue, UInt32(ITSME_VOICE_STATE_COMPARING))
+        XCTAssertEqual(VoiceSession.State.finished.rawValue, UInt32(ITSME_VOICE_STATE_FINISHED))
+        XCTAssertEqual(VoiceSession.State.failed.rawValue, UInt32(ITSME_VOICE_STATE_FAILED))
         XCTAssertEqual(VoiceSession.Turn.mine.rawValue, UInt32(ITSME_VOICE_TURN_MINE))
         XCTAssertEqual(VoiceSession.Turn.theirs.rawValue, UInt32(ITSME_VOICE_TURN_THEIRS))
-        XCTAssertEqual(VoiceSession.Outcome.verified.rawValue, UInt32(ITSME_VOICE_VERIFIED))
-        XCTAssertEqual(VoiceSession.Outcome.deviceChanged.rawValue, UInt32(ITSME_VOICE_DEVICE_CHANGED))
-        XCTAssertEqual(VoiceSession.Outcome.mismatch.rawValue, UInt32(ITSME_VOICE_MISMATCH))
-        XCTAssertEqual(VoiceSession.Outcome.verifiedTagUnchecked.rawValue, UInt32(ITSME_VOICE_VERIFIED_TAG_UNCHECKED))
-        XCTAssertEqual(PinUpdate.State.running.rawValue, UInt32(ITSME_PIN_UPDATE_RUNNING))
-        XCTAssertEqual(PinUpdate.State.done.rawValue, UInt32(ITSME_PIN_UPDATE_DONE))
-        XCTAssertEqual(PinUpdate.State.failed.rawValue, UInt32(ITSME_PIN_UPDATE_FAILED))
-        // The struct's layout is part of the ABI: no padding, 32 bytes.
-        XCTAssertEqual(MemoryLayout<itsme_voice_derivation>.size, 32)
-        XCTAssertEqual(MemoryLayout<itsme_voice_derivation>.offset(of: \.my_code), 16)
+        XCTAssertEqual(VoiceSession.Outcome.verified.rawValue, UInt32(ITSME_VOICE_OUTCOME_VERIFIED))
+        XCTAssertEqual(VoiceSession.Outcome.deviceChanged.rawValue, UInt32(ITSME_VOICE_OUTCOME_DEVICE_CHANGED))
+        XCTAssertEqual(VoiceSession.Outcome.mismatch.rawValue, UInt32(ITSME_VOICE_OUTCOME_MISMATCH))
+        XCTAssertEqual(VoiceSession.Outcome.verifiedTagUnchecked.rawValue, UInt32(ITSME_VOICE_OUTCOME_VERIFIED_TAG_UNCHECKED))
+        XCTAssertEqual(PinUpdate.State.running.rawValue, UInt32(ITSME_PIN_UPDATE_STATE_RUNNING))
+        XCTAssertEqual(PinUpdate.State.done.rawValue, UInt32(ITSME_PIN_UPDATE_STATE_DONE))
+        XCTAssertEqual(PinUpdate.State.failed.rawValue, UInt32(ITSME_PIN_UPDATE_STATE_FAILED))
+        // The struct's layout is part of the ABI: its size first, no padding
+        // after the word indices and the flag, 40 bytes.
+        XCTAssertEqual(MemoryLayout<itsme_voice_derivation>.size, 40)
+        XCTAssertEqual(MemoryLayout<itsme_voice_derivation>.offset(of: \.session_id), 8)
+        XCTAssertEqual(MemoryLayout<itsme_voice_derivation>.offset(of: \.my_code), 24)
     }
 
     func testResultCodesAgreeBetweenHeaderAndCore() throws {
@@ -132,10 +137,13 @@ final class ABITests: XCTestCase {
         XCTAssertEqual(ITSME_VERSION_STRING, "\(ITSME_VERSION_MAJOR).\(ITSME_VERSION_MINOR).\(ITSME_VERSION_PATCH)")
     }
 
+    /// The macros agree with the core's own constants (each size function
+    /// returns its macro: the C contract suite checks every pair).
     func testSizeFunctionsMatchMacros() {
-        XCTAssertEqual(ffiPublicKeyBytes(), UInt(ITSME_PUBLIC_KEY_BYTES))
-        XCTAssertEqual(ffiFingerprintSize(), UInt(ITSME_FINGERPRINT_SIZE))
-        XCTAssertEqual(ffiNameMaxBytes(), UInt(ITSME_NAME_MAX_BYTES))
+        XCTAssertEqual(ffiPublicKeyBytes(), UInt(Ed25519.publicKeyCount))
+        XCTAssertEqual(ffiFingerprintSize(), UInt(Fingerprint.textCount + 1))
+        XCTAssertEqual(ffiNameMaxBytes(), UInt(DisplayName.maxBytes))
+        XCTAssertEqual(ffiVoiceWordCount(), 5)
         XCTAssertEqual(Int(ITSME_FINGERPRINT_CHARS), Fingerprint.textCount)
         XCTAssertEqual(Int(ITSME_PIN_LENGTH), PIN.length)
         XCTAssertEqual(Accessibility.whenUnlocked.rawValue, UInt32(ITSME_ACCESSIBLE_WHEN_UNLOCKED))
@@ -144,6 +152,38 @@ final class ABITests: XCTestCase {
             UInt32(ITSME_ACCESSIBLE_AFTER_FIRST_UNLOCK_THIS_DEVICE_ONLY))
         XCTAssertEqual(
             Accessibility.whenUnlockedThisDeviceOnly.rawValue, UInt32(ITSME_ACCESSIBLE_WHEN_UNLOCKED_THIS_DEVICE_ONLY))
+    }
+
+    /// A failure on a handle leaves its detail on the handle and in the
+    /// calling thread's slot alike; another thread's slot stays as it was.
+    func testEveryFailureLeavesItsDetailInTheThreadSlot() throws {
+        var store: UnsafeMutablePointer<itsme_secret_store>?
+        XCTAssertEqual(ffiSecretStoreNewMemory(&store), ITSME_OK)
+        defer { ffiSecretStoreFree(store) }
+        var identity: UnsafeMutablePointer<itsme_identity>?
+        XCTAssertEqual(ffiIdentityCreate(store, "Slot", &identity), ITSME_OK)
+        defer { ffiIdentityFree(identity) }
+        XCTAssertEqual(ffiPinSet(identity, "123456"), ITSME_OK)
+        XCTAssertEqual(ffiPinVerify(identity, "654321", 1_800_000_000), ITSME_E_WRONG_PIN)
+        let onHandle = Self.read { ffiIdentityLastError(identity, $0, $1, $2) }
+        XCTAssertFalse(onHandle.isEmpty)
+        XCTAssertEqual(Self.read { ffiLastError($0, $1, $2) }, onHandle)
+        let elsewhere = Box()
+        let other = Thread { elsewhere.text = Self.read { ffiLastError($0, $1, $2) } }
+        other.start()
+        while !other.isFinished { usleep(1000) }
+        XCTAssertEqual(elsewhere.text, "")
+    }
+
+    private final class Box: @unchecked Sendable { var text = "unread" }
+
+    private static func read(
+        _ body: (UnsafeMutablePointer<CChar>?, UInt, UnsafeMutablePointer<UInt>?) -> itsme_result
+    ) -> String {
+        var buffer = [CChar](repeating: 0, count: 512)
+        var length: UInt = 0
+        guard body(&buffer, 512, &length) == ITSME_OK else { return "(read failed)" }
+        return String(cString: buffer)
     }
 
     /// One identity handle used from several threads at once: calls are

@@ -28,12 +28,12 @@ final class TransferABITests: XCTestCase {
     // MARK: Constants
 
     func testConstantsAgreeWithTheCore() {
-        XCTAssertEqual(DeviceTransfer.State.awaitingPeer.rawValue, UInt32(ITSME_TRANSFER_AWAITING_PEER))
-        XCTAssertEqual(DeviceTransfer.State.compareSAS.rawValue, UInt32(ITSME_TRANSFER_COMPARE_SAS))
-        XCTAssertEqual(DeviceTransfer.State.awaitingIdentity.rawValue, UInt32(ITSME_TRANSFER_AWAITING_IDENTITY))
-        XCTAssertEqual(DeviceTransfer.State.done.rawValue, UInt32(ITSME_TRANSFER_DONE))
-        XCTAssertEqual(DeviceTransfer.State.rejected.rawValue, UInt32(ITSME_TRANSFER_REJECTED))
-        XCTAssertEqual(DeviceTransfer.State.failed.rawValue, UInt32(ITSME_TRANSFER_FAILED))
+        XCTAssertEqual(DeviceTransfer.State.awaitingPeer.rawValue, UInt32(ITSME_TRANSFER_STATE_AWAITING_PEER))
+        XCTAssertEqual(DeviceTransfer.State.compareSAS.rawValue, UInt32(ITSME_TRANSFER_STATE_COMPARE_SAS))
+        XCTAssertEqual(DeviceTransfer.State.awaitingIdentity.rawValue, UInt32(ITSME_TRANSFER_STATE_AWAITING_IDENTITY))
+        XCTAssertEqual(DeviceTransfer.State.done.rawValue, UInt32(ITSME_TRANSFER_STATE_DONE))
+        XCTAssertEqual(DeviceTransfer.State.rejected.rawValue, UInt32(ITSME_TRANSFER_STATE_REJECTED))
+        XCTAssertEqual(DeviceTransfer.State.failed.rawValue, UInt32(ITSME_TRANSFER_STATE_FAILED))
         XCTAssertEqual(UInt32(IdentityExport.PasswordKind.generated.rawValue), UInt32(ITSME_EXPORT_PASSWORD_GENERATED))
         XCTAssertEqual(UInt32(IdentityExport.PasswordKind.chosen.rawValue), UInt32(ITSME_EXPORT_PASSWORD_CHOSEN))
         XCTAssertEqual(Int(ITSME_EXPORT_PASSWORD_SIZE), "ABCD-EFGH-JKMNP".utf8.count + 1)
@@ -48,8 +48,9 @@ final class TransferABITests: XCTestCase {
         XCTAssertEqual(Int(ITSME_TRANSFER_OFFER_SIZE), DeviceTransfer.offerPrefix.utf8.count + 66 + 1)
         // The report's layout is part of the ABI.
         XCTAssertEqual(MemoryLayout<itsme_import_report>.size, 56)
-        XCTAssertEqual(MemoryLayout<itsme_import_report>.offset(of: \.other_fingerprint), 4)
-        XCTAssertEqual(MemoryLayout<itsme_import_report>.offset(of: \.store_exists), 24)
+        XCTAssertEqual(MemoryLayout<itsme_import_report>.offset(of: \.wrong_identity), 8)
+        XCTAssertEqual(MemoryLayout<itsme_import_report>.offset(of: \.other_fingerprint), 9)
+        XCTAssertEqual(MemoryLayout<itsme_import_report>.offset(of: \.store_exists), 26)
         XCTAssertEqual(MemoryLayout<itsme_import_report>.offset(of: \.contacts_readable), 32)
         XCTAssertEqual(MemoryLayout<itsme_import_report>.offset(of: \.device_secrets), 48)
     }
@@ -117,10 +118,11 @@ final class TransferABITests: XCTestCase {
         XCTAssertEqual(text { ffiImportName(opened, $0, $1, $2) }, "Olivia")
 
         var report = itsme_import_report()
+        report.size = MemoryLayout<itsme_import_report>.size
         XCTAssertEqual(ffiImportCheck(opened, device, nil, &report), ITSME_OK)
-        XCTAssertEqual(report.wrong_identity, 0)
+        XCTAssertFalse(report.wrong_identity)
         XCTAssertEqual(otherFingerprint(report), "")
-        XCTAssertEqual(report.store_exists, 0)
+        XCTAssertFalse(report.store_exists)
         var installed: UnsafeMutablePointer<itsme_identity>?
         XCTAssertEqual(ffiImportInstall(opened, device, nil, 0, &installed), ITSME_OK)
         defer { ffiIdentityFree(installed) }
@@ -197,10 +199,11 @@ final class TransferABITests: XCTestCase {
 
         let imported = transferred(olivia.identity)
         var report = itsme_import_report()
+        report.size = MemoryLayout<itsme_import_report>.size
         XCTAssertEqual(ffiImportCheck(imported, nina.secrets, path, &report), ITSME_OK)
-        XCTAssertEqual(report.wrong_identity, 1)
+        XCTAssertTrue(report.wrong_identity)
         XCTAssertEqual(otherFingerprint(report), fingerprint(nina.identity))
-        XCTAssertEqual(report.store_exists, 1)
+        XCTAssertTrue(report.store_exists)
         XCTAssertEqual(report.contacts_readable, 2)
         XCTAssertEqual(report.contacts_unreadable, 2)
         XCTAssertEqual(report.device_secrets, 2)
@@ -230,7 +233,7 @@ final class TransferABITests: XCTestCase {
         XCTAssertEqual(ffiPinVerify(installed, "222222", t0), ITSME_OK, "the device's PIN stays")
 
         XCTAssertEqual(ffiImportCheck(imported, nina.secrets, path, &report), ITSME_OK)
-        XCTAssertEqual(report.wrong_identity, 0)
+        XCTAssertFalse(report.wrong_identity)
         XCTAssertEqual(otherFingerprint(report), "")
         XCTAssertEqual(report.contacts_readable, 2)
         XCTAssertEqual(report.contacts_unreadable, 0, "the unreadable contacts are gone")
@@ -258,12 +261,12 @@ final class TransferABITests: XCTestCase {
         XCTAssertEqual(move(sender, receiver, now: t0 + 1), 1)
         XCTAssertEqual(ffiTransferConfirm(sender, t0 + 2), ITSME_OK)
         XCTAssertEqual(ffiTransferConfirm(receiver, t0 + 2), ITSME_OK)
-        XCTAssertEqual(state(receiver), UInt32(ITSME_TRANSFER_AWAITING_IDENTITY))
+        XCTAssertEqual(state(receiver), UInt32(ITSME_TRANSFER_STATE_AWAITING_IDENTITY))
         var message = bytes(Int(ITSME_TRANSFER_MESSAGE_MAX)) { ffiTransferNextOutgoing(sender, $0, $1, $2) }
         XCTAssertEqual(message.count, 2 + 82 + "Olivia".utf8.count + 16)
         message[40] ^= 0x01
         XCTAssertEqual(ffiTransferReceive(receiver, message, UInt(message.count), t0 + 3), ITSME_E_AUTHENTICATION_FAILED)
-        XCTAssertEqual(state(receiver), UInt32(ITSME_TRANSFER_FAILED))
+        XCTAssertEqual(state(receiver), UInt32(ITSME_TRANSFER_STATE_FAILED))
         XCTAssertFalse(text { ffiTransferLastError(receiver, $0, $1, $2) }.isEmpty)
         message[40] ^= 0x01
         XCTAssertEqual(ffiTransferReceive(receiver, message, UInt(message.count), t0 + 3), ITSME_E_INVALID_STATE, "a failure is final")
@@ -288,7 +291,7 @@ final class TransferABITests: XCTestCase {
         let foreign = bytes(Int(ITSME_TRANSFER_MESSAGE_MAX)) { ffiTransferNextOutgoing(second, $0, $1, $2) }
         XCTAssertEqual(ffiTransferConfirm(receiver2, t0 + 2), ITSME_OK)
         XCTAssertEqual(ffiTransferReceive(receiver2, foreign, UInt(foreign.count), t0 + 2), ITSME_E_AUTHENTICATION_FAILED)
-        XCTAssertEqual(state(receiver2), UInt32(ITSME_TRANSFER_FAILED))
+        XCTAssertEqual(state(receiver2), UInt32(ITSME_TRANSFER_STATE_FAILED))
     }
 
     // MARK: Helpers
@@ -403,8 +406,8 @@ final class TransferABITests: XCTestCase {
         XCTAssertEqual(ffiTransferConfirm(sender, t0 + 2), ITSME_OK)
         XCTAssertEqual(ffiTransferConfirm(receiver, t0 + 2), ITSME_OK)
         XCTAssertEqual(move(sender, receiver, now: t0 + 3), 1)
-        XCTAssertEqual(state(sender), UInt32(ITSME_TRANSFER_DONE))
-        XCTAssertEqual(state(receiver), UInt32(ITSME_TRANSFER_DONE))
+        XCTAssertEqual(state(sender), UInt32(ITSME_TRANSFER_STATE_DONE))
+        XCTAssertEqual(state(receiver), UInt32(ITSME_TRANSFER_STATE_DONE))
         var imported: UnsafeMutablePointer<itsme_import>?
         XCTAssertEqual(ffiTransferTakeImport(receiver, &imported), ITSME_OK)
         cleanups.append { ffiImportFree(imported) }
@@ -416,7 +419,7 @@ final class TransferABITests: XCTestCase {
         let key = [UInt8](repeating: byte, count: 32)
         let seed = [UInt8](repeating: 7, count: 32)
         var id: Int64 = 0
-        XCTAssertEqual(ffiStoreAdd(store, name, key, 32, seed, 32, itsme_exchange_method(ITSME_EXCHANGE_QR), t0, &id), ITSME_OK)
+        XCTAssertEqual(ffiStoreAdd(store, name, key, 32, seed, 32, itsme_exchange_method(ITSME_EXCHANGE_METHOD_QR), t0, &id), ITSME_OK)
         return id
     }
 

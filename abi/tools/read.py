@@ -32,8 +32,8 @@ INTEGERS = {
     "size_t": (64, False), "int": (32, True),
 }
 # Attribute and guard macros: not constants of the interface.
-NOT_CONSTANTS = re.compile(r"^ITSME(_TESTING)?_H$|^ITSME_(WARN_UNUSED_RESULT|DEPRECATED|ABI|OUT|IN|VALUES|"
-                           r"ITEM_BYTES|TIME|TESTING_ONLY)$")
+NOT_CONSTANTS = re.compile(r"^ITSME(_TESTING)?_H$|^ITSME_(WARN_UNUSED_RESULT|DEPRECATED|ABI|OUT|VALUES|"
+                           r"ITEM_BYTES|TIME|OPTIONAL)$")
 
 
 class ReadError(Exception):
@@ -116,7 +116,7 @@ class Types:
 
 
 ANNOTATION_MACROS = {"ITSME_VALUES": "values", "ITSME_OUT": "out", "ITSME_ITEM_BYTES": "item_bytes",
-                     "ITSME_TIME": "time"}
+                     "ITSME_TIME": "time", "ITSME_OPTIONAL": "optional"}
 SOURCE = ""
 
 
@@ -204,6 +204,10 @@ def assign_roles(fn: str, params: List[Dict[str, Any]], constants: Dict[str, Any
             p["role"] = "time" if (t["c"] == "int64_t" and (name == "now" or "time" in ann)) else "value"
         else:
             raise ReadError(f"{fn}: cannot tell the role of {name} ({t['c']})")
+        # An itsme_random is always optional: NULL is the operating system.
+        if "optional" in ann or (t["kind"] == "pointer" and t["to"].get("name") == "itsme_random"
+                                 and p["role"] == "handle"):
+            p["optional"] = True
         if "annotations" in p:
             p.pop("annotations")
         i += 1
@@ -287,11 +291,12 @@ def read(header: str) -> Dict[str, Any]:
     SOURCE = source
     constants, by_name = read_constants(header, source)
     ast = json.loads(run_clang(header, ["-fsyntax-only", "-fparse-all-comments", "-Xclang", "-ast-dump=json"]))
-    nodes = [n for n in ast["inner"] if str(n.get("name", "")).startswith("itsme")]
+    every = [n for n in ast["inner"] if str(n.get("name", "")).startswith("itsme")]
+    mine = {id(n) for n in declared_in(ast["inner"], header)}
 
     types = Types()
-    defined_records = {n["name"] for n in nodes if n["kind"] == "RecordDecl" and n.get("completeDefinition")}
-    for n in nodes:
+    defined_records = {n["name"] for n in every if n["kind"] == "RecordDecl" and n.get("completeDefinition")}
+    for n in every:
         if n["kind"] == "TypedefDecl":
             q = n["type"]["qualType"]
             if q.startswith("struct "):
@@ -304,6 +309,10 @@ def read(header: str) -> Dict[str, Any]:
                     types.handles[record] = {}
             else:
                 types.aliases[n["name"]] = q
+
+    # What this header declares (a header that includes itsme.h describes
+    # only its own declarations; the types it borrows are known above).
+    nodes = [n for n in every if id(n) in mine]
 
     # Enumerations: integer typedefs annotated ITSME_VALUES(prefix...).
     enums: List[Dict[str, Any]] = []
@@ -411,7 +420,8 @@ def read(header: str) -> Dict[str, Any]:
     # one that reads its last error.
     names = {f["name"]: f for f in functions}
     handles = []
-    for h in types.handles:
+    declared_handles = [n["name"] for n in nodes if n["kind"] == "TypedefDecl" and n["name"] in types.handles]
+    for h in declared_handles:
         release = next((f["name"] for f in functions if f["name"] == h + "_free"), None)
         if release is None:
             raise ReadError(f"handle {h} has no release function {h}_free")
@@ -419,6 +429,13 @@ def read(header: str) -> Dict[str, Any]:
         if h + "_last_error" in names:
             entry["last_error"] = h + "_last_error"
         handles.append(entry)
+    # A size macro ITSME_X and its function itsme_x(void) (the header's
+    # conventions), paired.
+    for c in constants:
+        fn_name = c["name"].lower()
+        if fn_name in names and not names[fn_name]["params"] and "alias_of" not in c:
+            c["function"] = fn_name
+            names[fn_name]["returns_constant"] = c["name"]
     for f in functions:
         if f["name"].endswith("_free") and f["returns"]["kind"] == "void":
             f["releases"] = f["params"][0]["type"]["to"]["name"]
@@ -434,6 +451,31 @@ def read(header: str) -> Dict[str, Any]:
         "callback_tables": callback_tables,
         "functions": functions,
     }
+
+
+def declared_in(nodes: List[Dict[str, Any]], header: str) -> List[Dict[str, Any]]:
+    """The top-level nodes whose declaration is in `header` itself.  clang's
+    JSON names a location's file only where it changes from the previous
+    location's, so the current file is carried from node to node."""
+    current = ""
+    found = []
+    want = os.path.abspath(header)
+
+    def note(loc: Dict[str, Any]) -> None:
+        nonlocal current
+        for key in ("spellingLoc", "expansionLoc"):
+            if key in loc:
+                note(loc[key])
+        if "file" in loc:
+            current = loc["file"]
+
+    for n in nodes:
+        note(n.get("range", {}).get("begin", {}))
+        note(n.get("loc", {}))
+        note(n.get("range", {}).get("end", {}))
+        if str(n.get("name", "")).startswith("itsme") and current and os.path.abspath(current) == want:
+            found.append(n)
+    return found
 
 
 def offset(loc: Dict[str, Any]) -> int:

@@ -106,7 +106,7 @@ int main(int argc, char **argv) {
         else printf("fingerprint: %s\n", fingerprint);
     }
     if (status == 0) {
-        int is_set = 0;
+        bool is_set = false;
         rc = itsme_pin_is_set(identity, &is_set);
         if (rc == ITSME_OK && !is_set) rc = itsme_pin_set(identity, "123456");
         if (rc == ITSME_OK) rc = itsme_pin_verify(identity, "123456", (int64_t)time(NULL));
