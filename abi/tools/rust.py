@@ -210,14 +210,13 @@ class Writer:
             "//! header's comment.  The layout of every struct is checked against the",
             "//! C layout at compile time.",
         ]
-        if self.lazy:
-            out += [
-                "//!",
-                "//! The functions of `include/itsme_testing.h` are exported only by a test",
-                "//! build of the library: they are looked up when first called, and",
-                "//! calling one against a release build panics.  See",
-                "//! [`testing_functions_available`].",
-            ]
+        out += [
+            "//!",
+            "//! The functions of `include/itsme_testing.h` are exported only by a test",
+            "//! build of the library: they are looked up when first called, and",
+            "//! calling one against a release build panics.  See",
+            "//! [`testing_functions_available`].",
+        ]
         out += [
             "",
             "#![allow(non_camel_case_types)]",
@@ -236,8 +235,7 @@ class Writer:
         out += self.write_structs(self.structs, "Structs", table=False)
         out += self.write_structs(self.tables, "Callback tables", table=True)
         out += self.write_functions()
-        if self.lazy:
-            out += self.write_lazy()
+        out += self.write_lazy() if self.lazy else self.write_no_lazy()
         return "\n".join(out) + "\n"
 
     def section(self, title: str) -> List[str]:
@@ -356,6 +354,18 @@ class Writer:
         out.append("}")
         return out
 
+    def write_no_lazy(self) -> List[str]:
+        out = self.section("Functions of include/itsme_testing.h")
+        return out + [
+            "",
+            "/// Whether the loaded library exports the functions of",
+            "/// `include/itsme_testing.h`: always, while the header declares none",
+            "/// apart from `include/itsme.h`.",
+            "pub fn testing_functions_available() -> bool {",
+            "    true",
+            "}",
+        ]
+
     def write_lazy(self) -> List[str]:
         out = self.section("Functions of include/itsme_testing.h, looked up at run time")
         out += [
@@ -427,7 +437,6 @@ class Writer:
         out.append("];")
         for f in self.lazy:
             out.append("")
-            out.append(f"#[allow(non_snake_case)]")
             out.append(f"mod {f['name']} {{")
             out.append(f"    pub(super) static SYMBOL: super::TestingSymbol = super::TestingSymbol::new(\"{f['name']}\\0\");")
             out.append("}")

@@ -10,6 +10,11 @@
 //! [`c_int`], C `bool` is `bool`).  Each item's documentation is the
 //! header's comment.  The layout of every struct is checked against the
 //! C layout at compile time.
+//!
+//! The functions of `include/itsme_testing.h` are exported only by a test
+//! build of the library: they are looked up when first called, and
+//! calling one against a release build panics.  See
+//! [`testing_functions_available`].
 
 #![allow(non_camel_case_types)]
 #![allow(non_upper_case_globals)]
@@ -3575,4 +3580,15 @@ extern "C" {
         now: i64,
         out: *mut itsme_approval_result,
     ) -> itsme_result;
+}
+
+// ---------------------------------------------------------------------------
+// Functions of include/itsme_testing.h
+// ---------------------------------------------------------------------------
+
+/// Whether the loaded library exports the functions of
+/// `include/itsme_testing.h`: always, while the header declares none
+/// apart from `include/itsme.h`.
+pub fn testing_functions_available() -> bool {
+    true
 }
