@@ -3,8 +3,9 @@
 //! pointers, calls before itsme_init, buffer sizes, outputs left alone on
 //! failure, release functions): initialisation from the safe layer and from
 //! several threads, callback tables (copied, destroyed once, a lying get),
-//! snapshots that outlive their store, a QR payload read twice, a voice
-//! session bound to its store.
+//! a key of the wrong length (tests/contacts.rs relies on it), snapshots
+//! that outlive their store, a QR payload read twice, a voice session bound
+//! to its store.
 
 mod common;
 
@@ -253,6 +254,28 @@ impl Drop for Contacts {
     fn drop(&mut self) {
         unsafe { itsme_store_free(self.store) };
     }
+}
+
+/// The header lists, for itsme_store_get_by_key, the errors of
+/// itsme_store_get (no ITSME_E_INVALID_KEY), and its conventions make a
+/// length out of range ITSME_E_INVALID_ARGUMENT.
+#[test]
+fn store_get_by_key_length() {
+    let c = Contacts::new("misuse-get-by-key-length");
+    let long = [0x42u8; 64];
+    let mut failures = Vec::new();
+    for key_len in [0usize, 1, 31, 33, 64] {
+        let mut out = sentinel();
+        let rc = unsafe { itsme_store_get_by_key(c.store, long.as_ptr(), key_len, &mut out) };
+        if rc != ITSME_E_INVALID_ARGUMENT {
+            failures.push(format!(
+                "itsme_store_get_by_key(store, key, {key_len}, &out): returned {rc} ({}), expected ITSME_E_INVALID_ARGUMENT",
+                itsme::result_message(rc)
+            ));
+        }
+        assert_eq!(out, sentinel(), "written on failure");
+    }
+    assert!(failures.is_empty(), "{} disagreements with itsme.h:\n{}", failures.len(), failures.join("\n"));
 }
 
 /// A snapshot is immutable: later changes to the store do not reach it, and
