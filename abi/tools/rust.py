@@ -433,13 +433,14 @@ class Writer:
             "static TESTING_SYMBOLS: [&TestingSymbol; %d] = [" % len(self.lazy),
         ]
         for f in self.lazy:
-            out.append(f"    &{f['name']}::SYMBOL,")
+            out.append(f"    &testing_symbols::{f['name']},")
         out.append("];")
+        out += ["", "/// Each function's symbol, under the function's name.", "mod testing_symbols {",
+                "    use super::TestingSymbol;", ""]
         for f in self.lazy:
-            out.append("")
-            out.append(f"mod {f['name']} {{")
-            out.append(f"    pub(super) static SYMBOL: super::TestingSymbol = super::TestingSymbol::new(\"{f['name']}\\0\");")
-            out.append("}")
+            out.append(f"    pub(super) static {f['name']}: TestingSymbol = TestingSymbol::new(\"{f['name']}\\0\");")
+        out.append("}")
+        for f in self.lazy:
             out.append("")
             out += self.attributes(f, "")
             if f.get("doc"):
@@ -462,7 +463,7 @@ class Writer:
             out += [
                 f"    type F = {fn_type};",
                 f"    // SAFETY: the library's {f['name']} has this C signature.",
-                f"    let function = unsafe {{ core::mem::transmute::<*mut c_void, F>({f['name']}::SYMBOL.get()) }};",
+                f"    let function = unsafe {{ core::mem::transmute::<*mut c_void, F>(testing_symbols::{f['name']}.get()) }};",
                 "    // SAFETY: the caller's arguments, as for the C function.",
                 f"    unsafe {{ function({args}) }}",
                 "}",
