@@ -274,10 +274,10 @@ class Writer:
         out = self.section("Opaque handles")
         for h in self.handles:
             out.append("")
-            text = f"/// Opaque `{h['name']}`, released by [`{h['release']}`]"
+            out.append(f"/// Opaque `{h['name']}`, released by [`{h['release']}`]" + (";" if h.get("last_error") else "."))
             if h.get("last_error"):
-                text += f"; its last error is read by [`{h['last_error']}`]"
-            out += [text + ".", "#[repr(C)]", f"pub struct {h['name']} {{", "    _data: [u8; 0],",
+                out.append(f"/// its last error is read by [`{h['last_error']}`].")
+            out += ["#[repr(C)]", f"pub struct {h['name']} {{", "    _data: [u8; 0],",
                     "    _marker: PhantomData<(*mut u8, PhantomPinned)>,", "}"]
         return out
 
@@ -292,7 +292,7 @@ class Writer:
             out.append("#[derive(Debug, Clone, Copy, PartialEq, Eq)]" if plain else "#[derive(Debug, Clone, Copy)]")
             out.append(f"pub struct {name} {{")
             for f in s["fields"]:
-                out.append(f"    pub {ident(f['name'])}: {self.field_type(f)},")
+                out += self.field_lines(f)
             out.append("}")
             if not table:
                 out += ["", f"impl Default for {name} {{",
@@ -308,6 +308,15 @@ class Writer:
             for f in s["fields"]:
                 out.append(f"const _: () = assert!(core::mem::offset_of!({name}, {ident(f['name'])}) == {f['offset']});")
         return out
+
+    def field_lines(self, f: Dict[str, Any]) -> List[str]:
+        line = f"    pub {ident(f['name'])}: {self.field_type(f)},"
+        t = f["type"]
+        if len(line) <= 100 or t["kind"] != "function_pointer":
+            return [line]
+        return [f"    pub {ident(f['name'])}: Option<", "        unsafe extern \"C\" fn("] + [
+            f"            {ident(p['name'])}: {self.rust_type(p['type'])}," for p in t["params"]
+        ] + [f"        ){self.returns(t['returns'])},", "    >,"]
 
     def plain(self, t: Dict[str, Any]) -> bool:
         if t["kind"] in ("int", "bool", "char"):
@@ -462,8 +471,9 @@ class Writer:
             args = ", ".join(ident(p["name"]) for p in f["params"])
             out += [
                 f"    type F = {fn_type};",
+                f"    let address = testing_symbols::{f['name']}.get();",
                 f"    // SAFETY: the library's {f['name']} has this C signature.",
-                f"    let function = unsafe {{ core::mem::transmute::<*mut c_void, F>(testing_symbols::{f['name']}.get()) }};",
+                "    let function = unsafe { core::mem::transmute::<*mut c_void, F>(address) };",
                 "    // SAFETY: the caller's arguments, as for the C function.",
                 f"    unsafe {{ function({args}) }}",
                 "}",

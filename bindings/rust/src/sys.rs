@@ -738,21 +738,24 @@ pub const ITSME_TRANSFER_FAILED: itsme_transfer_state = ITSME_TRANSFER_STATE_FAI
 // Opaque handles
 // ---------------------------------------------------------------------------
 
-/// Opaque `itsme_secret_store`, released by [`itsme_secret_store_free`]; its last error is read by [`itsme_secret_store_last_error`].
+/// Opaque `itsme_secret_store`, released by [`itsme_secret_store_free`];
+/// its last error is read by [`itsme_secret_store_last_error`].
 #[repr(C)]
 pub struct itsme_secret_store {
     _data: [u8; 0],
     _marker: PhantomData<(*mut u8, PhantomPinned)>,
 }
 
-/// Opaque `itsme_identity`, released by [`itsme_identity_free`]; its last error is read by [`itsme_identity_last_error`].
+/// Opaque `itsme_identity`, released by [`itsme_identity_free`];
+/// its last error is read by [`itsme_identity_last_error`].
 #[repr(C)]
 pub struct itsme_identity {
     _data: [u8; 0],
     _marker: PhantomData<(*mut u8, PhantomPinned)>,
 }
 
-/// Opaque `itsme_store`, released by [`itsme_store_free`]; its last error is read by [`itsme_store_last_error`].
+/// Opaque `itsme_store`, released by [`itsme_store_free`];
+/// its last error is read by [`itsme_store_last_error`].
 #[repr(C)]
 pub struct itsme_store {
     _data: [u8; 0],
@@ -780,42 +783,48 @@ pub struct itsme_random {
     _marker: PhantomData<(*mut u8, PhantomPinned)>,
 }
 
-/// Opaque `itsme_exchange`, released by [`itsme_exchange_free`]; its last error is read by [`itsme_exchange_last_error`].
+/// Opaque `itsme_exchange`, released by [`itsme_exchange_free`];
+/// its last error is read by [`itsme_exchange_last_error`].
 #[repr(C)]
 pub struct itsme_exchange {
     _data: [u8; 0],
     _marker: PhantomData<(*mut u8, PhantomPinned)>,
 }
 
-/// Opaque `itsme_voice`, released by [`itsme_voice_free`]; its last error is read by [`itsme_voice_last_error`].
+/// Opaque `itsme_voice`, released by [`itsme_voice_free`];
+/// its last error is read by [`itsme_voice_last_error`].
 #[repr(C)]
 pub struct itsme_voice {
     _data: [u8; 0],
     _marker: PhantomData<(*mut u8, PhantomPinned)>,
 }
 
-/// Opaque `itsme_online_verify`, released by [`itsme_online_verify_free`]; its last error is read by [`itsme_online_verify_last_error`].
+/// Opaque `itsme_online_verify`, released by [`itsme_online_verify_free`];
+/// its last error is read by [`itsme_online_verify_last_error`].
 #[repr(C)]
 pub struct itsme_online_verify {
     _data: [u8; 0],
     _marker: PhantomData<(*mut u8, PhantomPinned)>,
 }
 
-/// Opaque `itsme_pin_update`, released by [`itsme_pin_update_free`]; its last error is read by [`itsme_pin_update_last_error`].
+/// Opaque `itsme_pin_update`, released by [`itsme_pin_update_free`];
+/// its last error is read by [`itsme_pin_update_last_error`].
 #[repr(C)]
 pub struct itsme_pin_update {
     _data: [u8; 0],
     _marker: PhantomData<(*mut u8, PhantomPinned)>,
 }
 
-/// Opaque `itsme_import`, released by [`itsme_import_free`]; its last error is read by [`itsme_import_last_error`].
+/// Opaque `itsme_import`, released by [`itsme_import_free`];
+/// its last error is read by [`itsme_import_last_error`].
 #[repr(C)]
 pub struct itsme_import {
     _data: [u8; 0],
     _marker: PhantomData<(*mut u8, PhantomPinned)>,
 }
 
-/// Opaque `itsme_transfer`, released by [`itsme_transfer_free`]; its last error is read by [`itsme_transfer_last_error`].
+/// Opaque `itsme_transfer`, released by [`itsme_transfer_free`];
+/// its last error is read by [`itsme_transfer_last_error`].
 #[repr(C)]
 pub struct itsme_transfer {
     _data: [u8; 0],
@@ -1093,8 +1102,24 @@ const _: () = assert!(core::mem::offset_of!(itsme_approval_result, granted_scope
 #[derive(Debug, Clone, Copy)]
 pub struct itsme_secret_store_callbacks {
     pub ctx: *mut c_void,
-    pub get: Option<unsafe extern "C" fn(ctx: *mut c_void, name: *const c_char, out: *mut u8, cap: usize, out_len: *mut usize) -> itsme_result>,
-    pub put: Option<unsafe extern "C" fn(ctx: *mut c_void, name: *const c_char, value: *const u8, len: usize, accessibility: itsme_accessibility) -> itsme_result>,
+    pub get: Option<
+        unsafe extern "C" fn(
+            ctx: *mut c_void,
+            name: *const c_char,
+            out: *mut u8,
+            cap: usize,
+            out_len: *mut usize,
+        ) -> itsme_result,
+    >,
+    pub put: Option<
+        unsafe extern "C" fn(
+            ctx: *mut c_void,
+            name: *const c_char,
+            value: *const u8,
+            len: usize,
+            accessibility: itsme_accessibility,
+        ) -> itsme_result,
+    >,
     pub remove: Option<unsafe extern "C" fn(ctx: *mut c_void, name: *const c_char) -> itsme_result>,
     pub destroy: Option<unsafe extern "C" fn(ctx: *mut c_void)>,
 }
@@ -1121,7 +1146,15 @@ const _: () = assert!(core::mem::offset_of!(itsme_secret_store_callbacks, destro
 #[derive(Debug, Clone, Copy)]
 pub struct itsme_replay_store_callbacks {
     pub ctx: *mut c_void,
-    pub insert: Option<unsafe extern "C" fn(ctx: *mut c_void, key: *const u8, expires_at: i64, now: i64, out_seen: *mut i32) -> itsme_result>,
+    pub insert: Option<
+        unsafe extern "C" fn(
+            ctx: *mut c_void,
+            key: *const u8,
+            expires_at: i64,
+            now: i64,
+            out_seen: *mut i32,
+        ) -> itsme_result,
+    >,
     pub destroy: Option<unsafe extern "C" fn(ctx: *mut c_void)>,
 }
 const _: () = assert!(core::mem::size_of::<itsme_replay_store_callbacks>() == 24);
