@@ -9,6 +9,8 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -83,11 +85,27 @@ class ItsMeTest {
     }
 
     @Test
-    void testOnlyFunctionsAreBoundOnRequestAndLazily() {
+    void testOnlyFunctionsAreBoundOnRequestAndLazily() throws Exception {
+        // Loads against any build; a release library lacks every test-only function.
         ItsMeTestingLibrary testing = assertDoesNotThrow(() -> ItsMeTestingLibrary.load(ItsMe.libraryName()));
-        assertTrue(testing != null);
         List<String> missing = ItsMeTestingLibrary.missingFunctions(ItsMe.libraryName());
         assertTrue(ItsMeTestingLibrary.FUNCTIONS.containsAll(missing));
+        for (Method method : ItsMeTestingLibrary.class.getDeclaredMethods()) {
+            if (!missing.contains(method.getName())) {
+                continue;
+            }
+            // Calling one the library lacks is a clear error naming it, not a crash.
+            Object[] arguments = new Object[method.getParameterCount()];
+            Class<?>[] types = method.getParameterTypes();
+            for (int i = 0; i < arguments.length; i++) {
+                arguments[i] = types[i] == long.class ? (Object) 0L : types[i] == int.class ? (Object) 0
+                        : types[i] == byte.class ? (Object) (byte) 0 : null;
+            }
+            InvocationTargetException thrown = assertThrows(InvocationTargetException.class,
+                    () -> method.invoke(testing, arguments));
+            assertTrue(thrown.getCause() instanceof UnsatisfiedLinkError, String.valueOf(thrown.getCause()));
+            assertTrue(thrown.getCause().getMessage().contains(method.getName()), thrown.getCause().getMessage());
+        }
     }
 
     @Test
