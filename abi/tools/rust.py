@@ -511,6 +511,8 @@ def main() -> int:
     writer = Writer(main_abi, load(TESTING))
     write(SYS_RS, writer.write_sys())
     write(ABI_VERSION_RS, writer.write_abi_version())
+    lazy = f" ({len(writer.lazy)} functions of the test build looked up at run time)" if writer.lazy else ""
+    print(f"abi rust: {SYS_RS}{lazy}, {ABI_VERSION_RS}")
     return 0
 
 
