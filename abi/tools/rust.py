@@ -25,7 +25,7 @@ import json
 import os
 import re
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Set
 
 MAIN = "abi/itsme.abi.json"
 TESTING = "abi/itsme_testing.abi.json"
@@ -56,7 +56,8 @@ def load(path: str) -> Optional[Dict[str, Any]]:
     if not os.path.exists(path):
         return None
     with open(path, encoding="utf-8") as f:
-        return json.load(f)
+        data: Dict[str, Any] = json.load(f)
+    return data
 
 
 def ident(name: str) -> str:
@@ -108,12 +109,12 @@ class Writer:
     # --- types -------------------------------------------------------------
 
     def constant_type(self, c: Dict[str, Any], by_name: Dict[str, Any], members: Dict[str, str],
-                      size_functions: set) -> str:
+                      size_functions: Set[str]) -> str:
         name = c["name"]
         if c.get("alias_of") and c["alias_of"] in by_name:
             return self.constant_type(by_name[c["alias_of"]], by_name, members, size_functions)
         if c.get("type"):
-            return c["type"]
+            return str(c["type"])
         if name in members:
             return members[name]
         value = c["value"]
@@ -127,7 +128,7 @@ class Writer:
 
     def int_type(self, t: Dict[str, Any]) -> str:
         if t.get("typedef"):
-            return t["typedef"]
+            return str(t["typedef"])
         name = t.get("name")
         if name == "size_t":
             return "usize"
@@ -146,7 +147,7 @@ class Writer:
         if kind == "int":
             return self.int_type(t)
         if kind in ("handle", "struct"):
-            return t["name"]
+            return str(t["name"])
         if kind == "pointer":
             return ("*const " if t["const"] else "*mut ") + self.rust_type(t["to"])
         if kind == "array":
@@ -167,7 +168,7 @@ class Writer:
         if expr and re.fullmatch(r"[A-Z0-9_ +*()-]+", expr):
             names = re.findall(r"[A-Z_][A-Z0-9_]*", expr)
             if names and all(self.const_types.get(n) == "usize" for n in names):
-                return expr
+                return str(expr)
         return str(t["length"])
 
     def field_type(self, field: Dict[str, Any]) -> str:
