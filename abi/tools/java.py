@@ -32,7 +32,7 @@ import json
 import os
 import re
 import sys
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 MAIN_JSON = "abi/itsme.abi.json"
 TESTING_JSON = "abi/itsme_testing.abi.json"
@@ -155,8 +155,6 @@ class Model:
             return "ByteByReference"
         if to["kind"] == "int":
             return "SizeTByReference" if is_size_t(to) else by_reference(to["bits"])
-        if to["kind"] == "pointer" and to["to"]["kind"] == "handle":
-            return "PointerByReference"
         if to["kind"] == "pointer":
             return "PointerByReference"
         raise GenerateError(f"no reference type for {to['c']}")
@@ -172,7 +170,7 @@ class Model:
         if role in ("out_struct", "in_struct", "callbacks"):
             return self.struct_class(t["to"])
         if role == "handle":
-            return t["to"]["name"]
+            return str(t["to"]["name"])
         if role in ("out_value", "out_len"):
             return self.pointee_reference(t["to"])
         if t["kind"] in ("int", "bool"):
@@ -182,7 +180,7 @@ class Model:
             if to["kind"] == "char":
                 return "String" if t.get("const") else "byte[]"
             if to["kind"] == "handle":
-                return to["name"]
+                return str(to["name"])
             if to["kind"] == "struct":
                 return self.struct_class(to)
             return "Pointer"
@@ -202,7 +200,7 @@ class Model:
     def struct_class(self, t: Dict[str, Any]) -> str:
         if t["kind"] != "struct" or t["name"] not in self.structs:
             raise GenerateError(f"unknown struct {t.get('c')}")
-        return t["name"]
+        return str(t["name"])
 
     def callback_arg(self, t: Dict[str, Any]) -> str:
         if t["kind"] in ("int", "bool"):
@@ -612,8 +610,11 @@ def main() -> int:
     except GenerateError as e:
         print(f"abi java: {e}", file=sys.stderr)
         return 1
-    write(os.path.join(OUT_DIR, "ItsMeLibrary.java"), library)
-    write(os.path.join(OUT_DIR, "ItsMeTestingLibrary.java"), testing_text)
+    paths = [os.path.join(OUT_DIR, "ItsMeLibrary.java"), os.path.join(OUT_DIR, "ItsMeTestingLibrary.java")]
+    write(paths[0], library)
+    write(paths[1], testing_text)
+    print(f"abi java: {paths[0]} ({len(main_description['functions'])} functions), "
+          f"{paths[1]} ({len(model.testing_functions)} test-only functions)")
     return 0
 
 
