@@ -140,6 +140,7 @@ class Model:
             self.testing_constants = [c for c in testing.get("constants", []) if c["name"] not in main_constants]
         self.callback_tables = {s["name"] for s in main["callback_tables"] + (testing or {}).get("callback_tables", [])}
         self.enum_types = {e["name"]: e for e in main["enums"]}
+        self.constant_names = {c["name"] for c in main["constants"] + self.testing_constants}
 
     # --- types ---------------------------------------------------------
     def scalar(self, t: Dict[str, Any]) -> str:
@@ -377,7 +378,13 @@ def struct_decl(model: Model, s: Dict[str, Any], indent: str) -> str:
         lines.append(f"{indent}        {ret} invoke({args});")
         lines.append(f"{indent}    }}")
     lines.append("")
+    # The caller sets a struct's leading `size_t size` to its size, and a
+    # callback table's leading `uint32_t version` to ITSME_<TABLE>_VERSION
+    # (the header's conventions): the constructor does both.
     sized = bool(fields) and fields[0]["name"] == "size" and is_size_t(fields[0]["type"])
+    version = f"{name.upper()}_VERSION"
+    versioned = (bool(fields) and fields[0]["name"] == "version" and fields[0]["type"]["kind"] == "int"
+                 and version in model.constant_names)
     for f in fields:
         jt, init = model.field(f, name)
         comment = f"{f['type']['c']} {f['name']}"
@@ -388,12 +395,16 @@ def struct_decl(model: Model, s: Dict[str, Any], indent: str) -> str:
     lines.append("")
     if sized:
         lines.append(f"{indent}    /** A zeroed {{@code {name}}} whose {{@code size}} field holds its size, as the caller sets it. */")
+    elif versioned:
+        lines.append(f"{indent}    /** A zeroed {{@code {name}}} whose {{@code version}} field is {{@link ItsMeLibrary#{version}}}. */")
     else:
         lines.append(f"{indent}    /** A zeroed {{@code {name}}}. */")
     lines.append(f"{indent}    public {name}() {{")
     lines.append(f"{indent}        super();")
     if sized:
         lines.append(f"{indent}        this.size = new SizeT(size());")
+    if versioned:
+        lines.append(f"{indent}        this.version = {version};")
     lines.append(f"{indent}    }}")
     lines.append("")
     lines.append(f"{indent}    /** The JNA offset of a field, compared with C_OFFSETS by layoutMismatches. */")
