@@ -1312,8 +1312,8 @@ mod tests {
 
     #[test]
     fn the_expected_version_is_the_headers() {
-        // sys.rs mirrors the header the crate was written against
-        // (tests/abi.rs); ABI_VERSION must name the same MAJOR.MINOR.
+        // sys.rs and abi_version.rs are generated from the same header
+        // (scripts/abi generate); ABI_VERSION must name its MAJOR.MINOR.
         assert_eq!(ABI_VERSION, (sys::ITSME_VERSION_MAJOR, sys::ITSME_VERSION_MINOR));
     }
 
