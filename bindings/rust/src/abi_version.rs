@@ -9,7 +9,7 @@
 /// The version of libitsme this crate was written for, as `(MAJOR, MINOR)`.
 ///
 /// While the major version is 0, the minor version names the ABI: the
-/// crate works with any `0.2.x` library and refuses another `MAJOR.MINOR`,
+/// crate works with any `0.3.x` library and refuses another `MAJOR.MINOR`,
 /// at build time (its build script checks the library it finds) and at run
 /// time ([`init`] returns [`ErrorKind::IncompatibleVersion`]).
-pub const ABI_VERSION: (u32, u32) = (0, 2);
+pub const ABI_VERSION: (u32, u32) = (0, 3);

@@ -453,7 +453,7 @@ unsafe extern "C" fn replay_insert(
     key: *const u8,
     expires_at: i64,
     now: i64,
-    out_seen: *mut i32,
+    out_seen: *mut bool,
 ) -> i32 {
     if ctx.is_null() || key.is_null() || out_seen.is_null() {
         return sys::ITSME_E_INVALID_ARGUMENT;
@@ -478,7 +478,7 @@ unsafe extern "C" fn replay_insert(
     match result {
         Ok(seen) => {
             // SAFETY: checked non-null above.
-            unsafe { *out_seen = i32::from(seen) };
+            unsafe { *out_seen = seen };
             sys::ITSME_OK
         }
         Err(mut error) => {
@@ -566,7 +566,12 @@ impl ReplayStore {
         init()?;
         let ctx: *mut ReplayBox = Box::into_raw(Box::new(Mutex::new(backend)));
         let callbacks =
-            sys::itsme_replay_store_callbacks { ctx: ctx.cast(), insert: Some(replay_insert), destroy: Some(replay_destroy) };
+            sys::itsme_replay_store_callbacks {
+                version: sys::ITSME_REPLAY_STORE_CALLBACKS_VERSION,
+                ctx: ctx.cast(),
+                insert: Some(replay_insert),
+                destroy: Some(replay_destroy),
+            };
         let mut out = ptr::null_mut();
         // SAFETY: the table is valid for the call (the library copies it);
         // out is a valid place.
@@ -756,27 +761,27 @@ mod tests {
                 }
             }
         });
-        let mut seen = 7i32;
+        let mut seen = true;
         unsafe {
             let key = [1u8; 32];
             assert_eq!(replay_insert(ctx, key.as_ptr(), 20, 10, &mut seen), sys::ITSME_OK);
-            assert_eq!(seen, 0);
+            assert!(!seen);
             assert_eq!(replay_insert(ctx, key.as_ptr(), 20, 10, &mut seen), sys::ITSME_OK);
-            assert_eq!(seen, 1);
+            assert!(seen);
             assert_eq!(replay_insert(ctx, ptr::null(), 20, 10, &mut seen), sys::ITSME_E_INVALID_ARGUMENT);
             assert_eq!(replay_insert(ctx, key.as_ptr(), 20, 10, ptr::null_mut()), sys::ITSME_E_INVALID_ARGUMENT);
             assert_eq!(replay_insert(ptr::null_mut(), key.as_ptr(), 20, 10, &mut seen), sys::ITSME_E_INVALID_ARGUMENT);
             set_replay_failure(None);
-            seen = 7;
+            seen = true;
             assert_eq!(replay_insert(ctx, [0xEE; 32].as_ptr(), 20, 10, &mut seen), sys::ITSME_E_DATABASE);
             assert_eq!(set_replay_failure(None).unwrap().detail, "the table is gone");
             assert_eq!(replay_insert(ctx, [0xE0; 32].as_ptr(), 20, 10, &mut seen), sys::ITSME_E_INTERNAL);
             assert_eq!(replay_insert(ctx, [0xFF; 32].as_ptr(), 20, 10, &mut seen), sys::ITSME_E_INTERNAL);
             assert_eq!(set_replay_failure(None).unwrap().detail, "the replay store panicked");
-            assert_eq!(seen, 7, "written on failure");
+            assert!(seen, "written on failure");
             // The poisoned lock is taken over: the store still works.
             assert_eq!(replay_insert(ctx, [2; 32].as_ptr(), 20, 10, &mut seen), sys::ITSME_OK);
-            assert_eq!(seen, 0);
+            assert!(!seen);
             assert!(!dropped.load(Ordering::SeqCst));
             replay_destroy(ctx);
             replay_destroy(ptr::null_mut());

@@ -241,7 +241,7 @@ fn take_contact(raw: *mut sys::itsme_contact, function: &str) -> std::result::Re
     let c: *const sys::itsme_contact = handle.0.as_ptr();
     let (mut id, mut created_at, mut verified, mut window) = (0i64, 0i64, 0i64, 0i64);
     let (mut state, mut method) = (0 as sys::itsme_verification_state, 0 as sys::itsme_exchange_method);
-    let (mut acknowledged, mut authenticated): (c_int, c_int) = (0, 0);
+    let (mut acknowledged, mut authenticated) = (false, false);
     // SAFETY (every block below): c is a live snapshot owned by `handle`;
     // each output is a valid place, and buffers come from read_string or
     // read_bytes.
@@ -279,7 +279,7 @@ fn take_contact(raw: *mut sys::itsme_contact, function: &str) -> std::result::Re
         unsafe { sys::itsme_contact_note(c, out, cap, len) }
     })
     .map_err(getter_failure("itsme_contact_note"))?;
-    let public_key = if authenticated != 0 {
+    let public_key = if authenticated {
         let bytes = read_bytes(PUBLIC_KEY_BYTES, |out, cap, len| {
             // SAFETY: as above.
             unsafe { sys::itsme_contact_public_key(c, out, cap, len) }
@@ -304,7 +304,7 @@ fn take_contact(raw: *mut sys::itsme_contact, function: &str) -> std::result::Re
         fingerprint,
         public_key,
         state,
-        acknowledged: acknowledged != 0,
+        acknowledged,
         method,
         created_at,
         verified_at,
@@ -411,7 +411,7 @@ impl ContactStore {
         // SAFETY: live identity handle; NUL-terminated path; valid out.
         identity.call_code(|raw| unsafe { sys::itsme_store_accept_loss(raw, path.as_ptr(), &mut loss) })?;
         Ok(StoreLoss {
-            replaced: loss.replaced != 0,
+            replaced: loss.replaced,
             commits_lost: loss.commits_lost,
             contacts_before: loss.contacts_before,
             contacts_now: loss.contacts_now,
@@ -662,7 +662,7 @@ impl ContactStore {
     pub fn set_state(&self, id: i64, state: VerificationState, acknowledged: bool, now: i64) -> Result<()> {
         // SAFETY: live handle.
         self.call_code(|raw| unsafe {
-            sys::itsme_store_set_state(raw, id, state.code(), c_int::from(acknowledged), now)
+            sys::itsme_store_set_state(raw, id, state.code(), acknowledged, now)
         })
     }
 

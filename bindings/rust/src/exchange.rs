@@ -6,7 +6,7 @@
 use super::*;
 
 /// Number of short code values: 26 NATO words times 10,000 numbers.
-pub const SHORT_CODE_VALUES: u32 = sys::ITSME_SHORT_CODE_VALUES;
+pub const SHORT_CODE_VALUES: u32 = sys::ITSME_SHORT_CODE_VALUES as u32;
 /// Longest QR payload text, in bytes.
 pub const QR_PAYLOAD_MAX: usize = sys::ITSME_QR_PAYLOAD_MAX;
 /// Longest Bluetooth frame, in bytes.
@@ -506,7 +506,6 @@ impl Exchange {
     ) -> Result<Exchange> {
         init()?;
         let rng = raw_rng(rng);
-        let realtime = c_int::from(realtime);
         let mut out = ptr::null_mut();
         // SAFETY: live identity handle; a live random source borrowed
         // exclusively (or NULL); out is a valid place.
@@ -536,7 +535,6 @@ impl Exchange {
         let invite_code = CText::arg(invite_code, "the invite code")?;
         let encryption_code = SecretText::arg(encryption_code, "the encryption code")?;
         let rng = raw_rng(rng);
-        let realtime = c_int::from(realtime);
         let mut out = ptr::null_mut();
         // SAFETY: live identity handle; NUL-terminated codes; a live random
         // source borrowed exclusively (or NULL); out is a valid place.
@@ -675,14 +673,10 @@ impl Exchange {
     ///
     /// Errors: [`ErrorKind::InvalidState`] (an exchange in person).
     pub fn is_inviter(&self) -> Result<bool> {
-        let mut inviter: c_int = -1;
+        let mut inviter = false;
         // SAFETY: live handle; the output is a valid place.
         self.call_code(|raw| unsafe { sys::itsme_exchange_is_inviter(raw, &mut inviter) })?;
-        match inviter {
-            0 => Ok(false),
-            1 => Ok(true),
-            other => Err(Error::internal(format!("libitsme returned is_inviter {other}"))),
-        }
+        Ok(inviter)
     }
 
     /// The next bytes to send; empty when there is nothing to send.

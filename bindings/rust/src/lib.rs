@@ -123,7 +123,7 @@ pub use transfer::{
 
 use std::ffi::CStr;
 use std::fmt;
-use std::os::raw::{c_char, c_int, c_void};
+use std::os::raw::{c_char, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::ptr::{self, NonNull};
@@ -901,6 +901,7 @@ impl SecretStore {
         init()?;
         let ctx = Box::into_raw(Box::new(backend));
         let callbacks = sys::itsme_secret_store_callbacks {
+            version: sys::ITSME_SECRET_STORE_CALLBACKS_VERSION,
             ctx: ctx.cast(),
             get: Some(backend_get),
             put: Some(backend_put),
@@ -1088,10 +1089,10 @@ impl Identity {
     ///
     /// Errors: [`ErrorKind::CorruptData`], [`ErrorKind::SecretStore`].
     pub fn pin_is_set(&self) -> Result<bool> {
-        let mut is_set: c_int = 0;
+        let mut is_set = false;
         // SAFETY: live handle; is_set is a valid place.
         self.call_code(|raw| unsafe { sys::itsme_pin_is_set(raw, &mut is_set) })?;
-        Ok(is_set != 0)
+        Ok(is_set)
     }
 
     /// Sets the first PIN: exactly six ASCII digits.

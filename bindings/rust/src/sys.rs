@@ -48,6 +48,9 @@ pub type itsme_exchange_state = u32;
 /// The values of `itsme_voice_state` are the constants `ITSME_VOICE_STATE_*`.
 pub type itsme_voice_state = u32;
 
+/// The values of `itsme_voice_turn` are the constants `ITSME_VOICE_TURN_*`.
+pub type itsme_voice_turn = u32;
+
 /// The values of `itsme_voice_outcome` are the constants `ITSME_VOICE_OUTCOME_*`.
 pub type itsme_voice_outcome = u32;
 
@@ -78,16 +81,16 @@ pub type itsme_approval_decision = u32;
 /// ```
 pub const ITSME_VERSION_MAJOR: u32 = 0;
 
-pub const ITSME_VERSION_MINOR: u32 = 2;
+pub const ITSME_VERSION_MINOR: u32 = 3;
 
 pub const ITSME_VERSION_PATCH: u32 = 0;
 
-pub const ITSME_VERSION_STRING: &str = "0.2.0";
+pub const ITSME_VERSION_STRING: &str = "0.3.0";
 
 /// ```text
 /// MAJOR * 10000 + MINOR * 100 + PATCH
 /// ```
-pub const ITSME_VERSION_NUMBER: u32 = 200;
+pub const ITSME_VERSION_NUMBER: u32 = 300;
 
 pub const ITSME_OK: itsme_result = 0;
 
@@ -270,6 +273,33 @@ pub const ITSME_ACCESSIBLE_AFTER_FIRST_UNLOCK_THIS_DEVICE_ONLY: itsme_accessibil
 /// ```
 pub const ITSME_ACCESSIBLE_WHEN_UNLOCKED: itsme_accessibility = 2;
 
+/// ```text
+/// A host-implemented secret store.
+///
+/// Each callback returns ITSME_OK on success, ITSME_E_NOT_FOUND where the
+/// item does not exist (get and remove), ITSME_E_BUFFER_TOO_SMALL from get
+/// (with *out_len set to the item's size) when cap is too small, and any
+/// other code, conventionally ITSME_E_SECRET_STORE, on failure.
+///
+/// Lifetimes: `name` and `value` are borrowed for the duration of the call
+/// only; copy what you keep.  `out` may be written only up to `cap` bytes.
+///
+/// Threads: the callbacks of one store are never called concurrently (the
+/// library serialises them), but they may be called from any thread that
+/// calls into the library with a handle using this store.  They must not
+/// call back into libitsme.  The library's read-modify-writes of an item
+/// (attempt counters) are atomic within the process; if several processes
+/// share one host store, the host must make them atomic across processes.
+///
+/// get:     copy the item's bytes to out and its size to *out_len.
+/// put:     create or replace the item with `len` bytes of `value`,
+/// atomically: after a crash the old or the new value is there.
+/// remove:  delete the item; ITSME_E_NOT_FOUND if it does not exist.
+/// destroy: optional (may be NULL); called once with ctx when the library
+/// drops its last reference to the store.
+/// ```
+pub const ITSME_SECRET_STORE_CALLBACKS_VERSION: u32 = 1;
+
 pub const ITSME_CONTACT_UNVERIFIED: itsme_verification_state = 0;
 
 pub const ITSME_CONTACT_VERIFIED: itsme_verification_state = 1;
@@ -316,7 +346,7 @@ pub const ITSME_SHORT_CODE_SIZE: usize = 14;
 /// ```text
 /// Number of short code values.
 /// ```
-pub const ITSME_SHORT_CODE_VALUES: u32 = 260000;
+pub const ITSME_SHORT_CODE_VALUES: usize = 260000;
 
 /// ```text
 /// Waiting for the peer's payload (QR) or next frame (Bluetooth).
@@ -407,14 +437,11 @@ pub const ITSME_VOICE_STATE_FINISHED: itsme_voice_state = 4;
 
 pub const ITSME_VOICE_STATE_FAILED: itsme_voice_state = 5;
 
-/// ```text
-/// Whose word is next (itsme_voice_status).
-/// ```
-pub const ITSME_VOICE_TURN_NONE: u32 = 0;
+pub const ITSME_VOICE_TURN_NONE: itsme_voice_turn = 0;
 
-pub const ITSME_VOICE_TURN_MINE: u32 = 1;
+pub const ITSME_VOICE_TURN_MINE: itsme_voice_turn = 1;
 
-pub const ITSME_VOICE_TURN_THEIRS: u32 = 2;
+pub const ITSME_VOICE_TURN_THEIRS: itsme_voice_turn = 2;
 
 /// ```text
 /// Code and device tag as expected: the contact is verified (a degraded
@@ -445,6 +472,11 @@ pub const ITSME_VOICE_OUTCOME_VERIFIED_TAG_UNCHECKED: itsme_voice_outcome = 4;
 /// holds no device secret for the contact).
 /// ```
 pub const ITSME_VOICE_TAG_UNKNOWN: u32 = 100;
+
+/// ```text
+/// The words each person has in a session.
+/// ```
+pub const ITSME_VOICE_WORD_COUNT: usize = 5;
 
 /// ```text
 /// Buffer size for a code's text: "NOVEMBER 999" and the NUL; and for a
@@ -631,6 +663,19 @@ pub const ITSME_APPROVAL_LIFETIME_MAX: i64 = 600;
 pub const ITSME_APPROVAL_APPROVE: itsme_approval_decision = 1;
 
 pub const ITSME_APPROVAL_DENY: itsme_approval_decision = 2;
+
+/// ```text
+/// A host-implemented replay store (a database table, a shared cache).
+/// insert: record `key` (32 bytes, borrowed for the call) until
+/// `expires_at` (the host may forget it after that); set *out_seen to 1 if
+/// it was recorded already (and leave it), else 0.  Must be atomic across
+/// every verifier sharing the store.  Return ITSME_OK, or any other code
+/// on failure (the approval is then refused with that code).  `now` is the
+/// verifier's clock.  Must not call back into libitsme.
+/// destroy: optional (may be NULL); called once with ctx when the store is
+/// freed.
+/// ```
+pub const ITSME_REPLAY_STORE_CALLBACKS_VERSION: u32 = 1;
 
 /// The former name of [`ITSME_EXCHANGE_METHOD_QR`], kept for compatibility.
 pub const ITSME_EXCHANGE_QR: itsme_exchange_method = ITSME_EXCHANGE_METHOD_QR;
@@ -855,7 +900,8 @@ pub struct itsme_replay_store {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct itsme_store_loss {
-    pub replaced: i32,
+    pub size: usize,
+    pub replaced: bool,
     pub commits_lost: u64,
     pub contacts_before: u64,
     pub contacts_now: u64,
@@ -866,10 +912,11 @@ pub struct itsme_store_loss {
 }
 
 impl Default for itsme_store_loss {
-    /// Every field zero.
+    /// Every field zero; `size` is the size of the struct, as the header asks.
     fn default() -> Self {
         itsme_store_loss {
-            replaced: 0,
+            size: core::mem::size_of::<itsme_store_loss>(),
+            replaced: false,
             commits_lost: 0,
             contacts_before: 0,
             contacts_now: 0,
@@ -880,62 +927,17 @@ impl Default for itsme_store_loss {
         }
     }
 }
-const _: () = assert!(core::mem::size_of::<itsme_store_loss>() == 64);
+const _: () = assert!(core::mem::size_of::<itsme_store_loss>() == 72);
 const _: () = assert!(core::mem::align_of::<itsme_store_loss>() == 8);
-const _: () = assert!(core::mem::offset_of!(itsme_store_loss, replaced) == 0);
-const _: () = assert!(core::mem::offset_of!(itsme_store_loss, commits_lost) == 8);
-const _: () = assert!(core::mem::offset_of!(itsme_store_loss, contacts_before) == 16);
-const _: () = assert!(core::mem::offset_of!(itsme_store_loss, contacts_now) == 24);
-const _: () = assert!(core::mem::offset_of!(itsme_store_loss, contacts_missing) == 32);
-const _: () = assert!(core::mem::offset_of!(itsme_store_loss, photos_missing) == 40);
-const _: () = assert!(core::mem::offset_of!(itsme_store_loss, device_secrets_missing) == 48);
-const _: () = assert!(core::mem::offset_of!(itsme_store_loss, contacts_without_their_photo) == 56);
-
-/// ```text
-/// What one side derives in a session (docs/PROTOCOL.md 9.2 to 10.1), all
-/// at once: for hosts that keep their own state, and for benchmarks.
-/// ```
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct itsme_voice_derivation {
-    pub session_id: u32,
-    pub my_words: [u8; 5],
-    pub their_words: [u8; 5],
-    pub i_select_first: u8,
-    pub reserved: u8,
-    pub my_code: u32,
-    pub their_code: u32,
-    pub my_tag: u32,
-    pub their_tag: u32,
-}
-
-impl Default for itsme_voice_derivation {
-    /// Every field zero.
-    fn default() -> Self {
-        itsme_voice_derivation {
-            session_id: 0,
-            my_words: [0; 5],
-            their_words: [0; 5],
-            i_select_first: 0,
-            reserved: 0,
-            my_code: 0,
-            their_code: 0,
-            my_tag: 0,
-            their_tag: 0,
-        }
-    }
-}
-const _: () = assert!(core::mem::size_of::<itsme_voice_derivation>() == 32);
-const _: () = assert!(core::mem::align_of::<itsme_voice_derivation>() == 4);
-const _: () = assert!(core::mem::offset_of!(itsme_voice_derivation, session_id) == 0);
-const _: () = assert!(core::mem::offset_of!(itsme_voice_derivation, my_words) == 4);
-const _: () = assert!(core::mem::offset_of!(itsme_voice_derivation, their_words) == 9);
-const _: () = assert!(core::mem::offset_of!(itsme_voice_derivation, i_select_first) == 14);
-const _: () = assert!(core::mem::offset_of!(itsme_voice_derivation, reserved) == 15);
-const _: () = assert!(core::mem::offset_of!(itsme_voice_derivation, my_code) == 16);
-const _: () = assert!(core::mem::offset_of!(itsme_voice_derivation, their_code) == 20);
-const _: () = assert!(core::mem::offset_of!(itsme_voice_derivation, my_tag) == 24);
-const _: () = assert!(core::mem::offset_of!(itsme_voice_derivation, their_tag) == 28);
+const _: () = assert!(core::mem::offset_of!(itsme_store_loss, size) == 0);
+const _: () = assert!(core::mem::offset_of!(itsme_store_loss, replaced) == 8);
+const _: () = assert!(core::mem::offset_of!(itsme_store_loss, commits_lost) == 16);
+const _: () = assert!(core::mem::offset_of!(itsme_store_loss, contacts_before) == 24);
+const _: () = assert!(core::mem::offset_of!(itsme_store_loss, contacts_now) == 32);
+const _: () = assert!(core::mem::offset_of!(itsme_store_loss, contacts_missing) == 40);
+const _: () = assert!(core::mem::offset_of!(itsme_store_loss, photos_missing) == 48);
+const _: () = assert!(core::mem::offset_of!(itsme_store_loss, device_secrets_missing) == 56);
+const _: () = assert!(core::mem::offset_of!(itsme_store_loss, contacts_without_their_photo) == 64);
 
 /// ```text
 /// What installing an import would do on this device.
@@ -943,21 +945,23 @@ const _: () = assert!(core::mem::offset_of!(itsme_voice_derivation, their_tag) =
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct itsme_import_report {
-    pub wrong_identity: i32,
+    pub size: usize,
+    pub wrong_identity: bool,
     pub other_fingerprint: [c_char; ITSME_FINGERPRINT_SIZE],
-    pub store_exists: i32,
+    pub store_exists: bool,
     pub contacts_readable: u64,
     pub contacts_unreadable: u64,
     pub device_secrets: u64,
 }
 
 impl Default for itsme_import_report {
-    /// Every field zero.
+    /// Every field zero; `size` is the size of the struct, as the header asks.
     fn default() -> Self {
         itsme_import_report {
-            wrong_identity: 0,
+            size: core::mem::size_of::<itsme_import_report>(),
+            wrong_identity: false,
             other_fingerprint: [0; ITSME_FINGERPRINT_SIZE],
-            store_exists: 0,
+            store_exists: false,
             contacts_readable: 0,
             contacts_unreadable: 0,
             device_secrets: 0,
@@ -966,9 +970,10 @@ impl Default for itsme_import_report {
 }
 const _: () = assert!(core::mem::size_of::<itsme_import_report>() == 56);
 const _: () = assert!(core::mem::align_of::<itsme_import_report>() == 8);
-const _: () = assert!(core::mem::offset_of!(itsme_import_report, wrong_identity) == 0);
-const _: () = assert!(core::mem::offset_of!(itsme_import_report, other_fingerprint) == 4);
-const _: () = assert!(core::mem::offset_of!(itsme_import_report, store_exists) == 24);
+const _: () = assert!(core::mem::offset_of!(itsme_import_report, size) == 0);
+const _: () = assert!(core::mem::offset_of!(itsme_import_report, wrong_identity) == 8);
+const _: () = assert!(core::mem::offset_of!(itsme_import_report, other_fingerprint) == 9);
+const _: () = assert!(core::mem::offset_of!(itsme_import_report, store_exists) == 26);
 const _: () = assert!(core::mem::offset_of!(itsme_import_report, contacts_readable) == 32);
 const _: () = assert!(core::mem::offset_of!(itsme_import_report, contacts_unreadable) == 40);
 const _: () = assert!(core::mem::offset_of!(itsme_import_report, device_secrets) == 48);
@@ -979,8 +984,9 @@ const _: () = assert!(core::mem::offset_of!(itsme_import_report, device_secrets)
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct itsme_approval_request_info {
+    pub size: usize,
     pub service_id: [c_char; ITSME_SERVICE_ID_MAX_BYTES + 1],
-    pub service_name: [c_char; 129],
+    pub service_name: [c_char; ITSME_NAME_MAX_BYTES + 1],
     pub session_id: [c_char; ITSME_SESSION_ID_MAX_BYTES + 1],
     pub otp: [c_char; ITSME_OTP_SIZE],
     pub issued_at: i64,
@@ -989,11 +995,12 @@ pub struct itsme_approval_request_info {
 }
 
 impl Default for itsme_approval_request_info {
-    /// Every field zero.
+    /// Every field zero; `size` is the size of the struct, as the header asks.
     fn default() -> Self {
         itsme_approval_request_info {
+            size: core::mem::size_of::<itsme_approval_request_info>(),
             service_id: [0; ITSME_SERVICE_ID_MAX_BYTES + 1],
-            service_name: [0; 129],
+            service_name: [0; ITSME_NAME_MAX_BYTES + 1],
             session_id: [0; ITSME_SESSION_ID_MAX_BYTES + 1],
             otp: [0; ITSME_OTP_SIZE],
             issued_at: 0,
@@ -1002,15 +1009,16 @@ impl Default for itsme_approval_request_info {
         }
     }
 }
-const _: () = assert!(core::mem::size_of::<itsme_approval_request_info>() == 2624);
+const _: () = assert!(core::mem::size_of::<itsme_approval_request_info>() == 2632);
 const _: () = assert!(core::mem::align_of::<itsme_approval_request_info>() == 8);
-const _: () = assert!(core::mem::offset_of!(itsme_approval_request_info, service_id) == 0);
-const _: () = assert!(core::mem::offset_of!(itsme_approval_request_info, service_name) == 256);
-const _: () = assert!(core::mem::offset_of!(itsme_approval_request_info, session_id) == 385);
-const _: () = assert!(core::mem::offset_of!(itsme_approval_request_info, otp) == 514);
-const _: () = assert!(core::mem::offset_of!(itsme_approval_request_info, issued_at) == 528);
-const _: () = assert!(core::mem::offset_of!(itsme_approval_request_info, expires_at) == 536);
-const _: () = assert!(core::mem::offset_of!(itsme_approval_request_info, scopes) == 544);
+const _: () = assert!(core::mem::offset_of!(itsme_approval_request_info, size) == 0);
+const _: () = assert!(core::mem::offset_of!(itsme_approval_request_info, service_id) == 8);
+const _: () = assert!(core::mem::offset_of!(itsme_approval_request_info, service_name) == 264);
+const _: () = assert!(core::mem::offset_of!(itsme_approval_request_info, session_id) == 393);
+const _: () = assert!(core::mem::offset_of!(itsme_approval_request_info, otp) == 522);
+const _: () = assert!(core::mem::offset_of!(itsme_approval_request_info, issued_at) == 536);
+const _: () = assert!(core::mem::offset_of!(itsme_approval_request_info, expires_at) == 544);
+const _: () = assert!(core::mem::offset_of!(itsme_approval_request_info, scopes) == 552);
 
 /// ```text
 /// What a service learns from a valid enrollment.
@@ -1018,26 +1026,29 @@ const _: () = assert!(core::mem::offset_of!(itsme_approval_request_info, scopes)
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct itsme_credential_info {
+    pub size: usize,
     pub credential_id: [u8; ITSME_CREDENTIAL_ID_BYTES],
-    pub public_key: [u8; 32],
-    pub label: [c_char; 129],
+    pub public_key: [u8; ITSME_PUBLIC_KEY_BYTES],
+    pub label: [c_char; ITSME_NAME_MAX_BYTES + 1],
 }
 
 impl Default for itsme_credential_info {
-    /// Every field zero.
+    /// Every field zero; `size` is the size of the struct, as the header asks.
     fn default() -> Self {
         itsme_credential_info {
+            size: core::mem::size_of::<itsme_credential_info>(),
             credential_id: [0; ITSME_CREDENTIAL_ID_BYTES],
-            public_key: [0; 32],
-            label: [0; 129],
+            public_key: [0; ITSME_PUBLIC_KEY_BYTES],
+            label: [0; ITSME_NAME_MAX_BYTES + 1],
         }
     }
 }
-const _: () = assert!(core::mem::size_of::<itsme_credential_info>() == 177);
-const _: () = assert!(core::mem::align_of::<itsme_credential_info>() == 1);
-const _: () = assert!(core::mem::offset_of!(itsme_credential_info, credential_id) == 0);
-const _: () = assert!(core::mem::offset_of!(itsme_credential_info, public_key) == 16);
-const _: () = assert!(core::mem::offset_of!(itsme_credential_info, label) == 48);
+const _: () = assert!(core::mem::size_of::<itsme_credential_info>() == 192);
+const _: () = assert!(core::mem::align_of::<itsme_credential_info>() == 8);
+const _: () = assert!(core::mem::offset_of!(itsme_credential_info, size) == 0);
+const _: () = assert!(core::mem::offset_of!(itsme_credential_info, credential_id) == 8);
+const _: () = assert!(core::mem::offset_of!(itsme_credential_info, public_key) == 24);
+const _: () = assert!(core::mem::offset_of!(itsme_credential_info, label) == 56);
 
 /// ```text
 /// What a verified approval says.
@@ -1045,6 +1056,7 @@ const _: () = assert!(core::mem::offset_of!(itsme_credential_info, label) == 48)
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct itsme_approval_result {
+    pub size: usize,
     pub decision: itsme_approval_decision,
     pub credential_id: [u8; ITSME_CREDENTIAL_ID_BYTES],
     pub timestamp: i64,
@@ -1052,9 +1064,10 @@ pub struct itsme_approval_result {
 }
 
 impl Default for itsme_approval_result {
-    /// Every field zero.
+    /// Every field zero; `size` is the size of the struct, as the header asks.
     fn default() -> Self {
         itsme_approval_result {
+            size: core::mem::size_of::<itsme_approval_result>(),
             decision: 0,
             credential_id: [0; ITSME_CREDENTIAL_ID_BYTES],
             timestamp: 0,
@@ -1062,45 +1075,68 @@ impl Default for itsme_approval_result {
         }
     }
 }
-const _: () = assert!(core::mem::size_of::<itsme_approval_result>() == 2112);
+const _: () = assert!(core::mem::size_of::<itsme_approval_result>() == 2120);
 const _: () = assert!(core::mem::align_of::<itsme_approval_result>() == 8);
-const _: () = assert!(core::mem::offset_of!(itsme_approval_result, decision) == 0);
-const _: () = assert!(core::mem::offset_of!(itsme_approval_result, credential_id) == 4);
-const _: () = assert!(core::mem::offset_of!(itsme_approval_result, timestamp) == 24);
-const _: () = assert!(core::mem::offset_of!(itsme_approval_result, granted_scopes) == 32);
+const _: () = assert!(core::mem::offset_of!(itsme_approval_result, size) == 0);
+const _: () = assert!(core::mem::offset_of!(itsme_approval_result, decision) == 8);
+const _: () = assert!(core::mem::offset_of!(itsme_approval_result, credential_id) == 12);
+const _: () = assert!(core::mem::offset_of!(itsme_approval_result, timestamp) == 32);
+const _: () = assert!(core::mem::offset_of!(itsme_approval_result, granted_scopes) == 40);
+
+/// ```text
+/// What one side derives in a session (docs/PROTOCOL.md 9.2 to 10.1), all
+/// at once: for hosts that keep their own state, and for benchmarks.
+/// ```
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct itsme_voice_derivation {
+    pub size: usize,
+    pub session_id: u32,
+    pub my_words: [u8; ITSME_VOICE_WORD_COUNT],
+    pub their_words: [u8; ITSME_VOICE_WORD_COUNT],
+    pub i_select_first: bool,
+    pub my_code: u32,
+    pub their_code: u32,
+    pub my_tag: u32,
+    pub their_tag: u32,
+}
+
+impl Default for itsme_voice_derivation {
+    /// Every field zero; `size` is the size of the struct, as the header asks.
+    fn default() -> Self {
+        itsme_voice_derivation {
+            size: core::mem::size_of::<itsme_voice_derivation>(),
+            session_id: 0,
+            my_words: [0; ITSME_VOICE_WORD_COUNT],
+            their_words: [0; ITSME_VOICE_WORD_COUNT],
+            i_select_first: false,
+            my_code: 0,
+            their_code: 0,
+            my_tag: 0,
+            their_tag: 0,
+        }
+    }
+}
+const _: () = assert!(core::mem::size_of::<itsme_voice_derivation>() == 40);
+const _: () = assert!(core::mem::align_of::<itsme_voice_derivation>() == 8);
+const _: () = assert!(core::mem::offset_of!(itsme_voice_derivation, size) == 0);
+const _: () = assert!(core::mem::offset_of!(itsme_voice_derivation, session_id) == 8);
+const _: () = assert!(core::mem::offset_of!(itsme_voice_derivation, my_words) == 12);
+const _: () = assert!(core::mem::offset_of!(itsme_voice_derivation, their_words) == 17);
+const _: () = assert!(core::mem::offset_of!(itsme_voice_derivation, i_select_first) == 22);
+const _: () = assert!(core::mem::offset_of!(itsme_voice_derivation, my_code) == 24);
+const _: () = assert!(core::mem::offset_of!(itsme_voice_derivation, their_code) == 28);
+const _: () = assert!(core::mem::offset_of!(itsme_voice_derivation, my_tag) == 32);
+const _: () = assert!(core::mem::offset_of!(itsme_voice_derivation, their_tag) == 36);
 
 // ---------------------------------------------------------------------------
 // Callback tables
 // ---------------------------------------------------------------------------
 
-/// ```text
-/// A host-implemented secret store.
-///
-/// Each callback returns ITSME_OK on success, ITSME_E_NOT_FOUND where the
-/// item does not exist (get and remove), ITSME_E_BUFFER_TOO_SMALL from get
-/// (with *out_len set to the item's size) when cap is too small, and any
-/// other code, conventionally ITSME_E_SECRET_STORE, on failure.
-///
-/// Lifetimes: `name` and `value` are borrowed for the duration of the call
-/// only; copy what you keep.  `out` may be written only up to `cap` bytes.
-///
-/// Threads: the callbacks of one store are never called concurrently (the
-/// library serialises them), but they may be called from any thread that
-/// calls into the library with a handle using this store.  They must not
-/// call back into libitsme.  The library's read-modify-writes of an item
-/// (attempt counters) are atomic within the process; if several processes
-/// share one host store, the host must make them atomic across processes.
-///
-/// get:     copy the item's bytes to out and its size to *out_len.
-/// put:     create or replace the item with `len` bytes of `value`,
-/// atomically: after a crash the old or the new value is there.
-/// remove:  delete the item; ITSME_E_NOT_FOUND if it does not exist.
-/// destroy: optional (may be NULL); called once with ctx when the library
-/// drops its last reference to the store.
-/// ```
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct itsme_secret_store_callbacks {
+    pub version: u32,
     pub ctx: *mut c_void,
     pub get: Option<
         unsafe extern "C" fn(
@@ -1123,28 +1159,19 @@ pub struct itsme_secret_store_callbacks {
     pub remove: Option<unsafe extern "C" fn(ctx: *mut c_void, name: *const c_char) -> itsme_result>,
     pub destroy: Option<unsafe extern "C" fn(ctx: *mut c_void)>,
 }
-const _: () = assert!(core::mem::size_of::<itsme_secret_store_callbacks>() == 40);
+const _: () = assert!(core::mem::size_of::<itsme_secret_store_callbacks>() == 48);
 const _: () = assert!(core::mem::align_of::<itsme_secret_store_callbacks>() == 8);
-const _: () = assert!(core::mem::offset_of!(itsme_secret_store_callbacks, ctx) == 0);
-const _: () = assert!(core::mem::offset_of!(itsme_secret_store_callbacks, get) == 8);
-const _: () = assert!(core::mem::offset_of!(itsme_secret_store_callbacks, put) == 16);
-const _: () = assert!(core::mem::offset_of!(itsme_secret_store_callbacks, remove) == 24);
-const _: () = assert!(core::mem::offset_of!(itsme_secret_store_callbacks, destroy) == 32);
+const _: () = assert!(core::mem::offset_of!(itsme_secret_store_callbacks, version) == 0);
+const _: () = assert!(core::mem::offset_of!(itsme_secret_store_callbacks, ctx) == 8);
+const _: () = assert!(core::mem::offset_of!(itsme_secret_store_callbacks, get) == 16);
+const _: () = assert!(core::mem::offset_of!(itsme_secret_store_callbacks, put) == 24);
+const _: () = assert!(core::mem::offset_of!(itsme_secret_store_callbacks, remove) == 32);
+const _: () = assert!(core::mem::offset_of!(itsme_secret_store_callbacks, destroy) == 40);
 
-/// ```text
-/// A host-implemented replay store (a database table, a shared cache).
-/// insert: record `key` (32 bytes, borrowed for the call) until
-/// `expires_at` (the host may forget it after that); set *out_seen to 1 if
-/// it was recorded already (and leave it), else 0.  Must be atomic across
-/// every verifier sharing the store.  Return ITSME_OK, or any other code
-/// on failure (the approval is then refused with that code).  `now` is the
-/// verifier's clock.  Must not call back into libitsme.
-/// destroy: optional (may be NULL); called once with ctx when the store is
-/// freed.
-/// ```
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct itsme_replay_store_callbacks {
+    pub version: u32,
     pub ctx: *mut c_void,
     pub insert: Option<
         unsafe extern "C" fn(
@@ -1152,16 +1179,17 @@ pub struct itsme_replay_store_callbacks {
             key: *const u8,
             expires_at: i64,
             now: i64,
-            out_seen: *mut i32,
+            out_seen: *mut bool,
         ) -> itsme_result,
     >,
     pub destroy: Option<unsafe extern "C" fn(ctx: *mut c_void)>,
 }
-const _: () = assert!(core::mem::size_of::<itsme_replay_store_callbacks>() == 24);
+const _: () = assert!(core::mem::size_of::<itsme_replay_store_callbacks>() == 32);
 const _: () = assert!(core::mem::align_of::<itsme_replay_store_callbacks>() == 8);
-const _: () = assert!(core::mem::offset_of!(itsme_replay_store_callbacks, ctx) == 0);
-const _: () = assert!(core::mem::offset_of!(itsme_replay_store_callbacks, insert) == 8);
-const _: () = assert!(core::mem::offset_of!(itsme_replay_store_callbacks, destroy) == 16);
+const _: () = assert!(core::mem::offset_of!(itsme_replay_store_callbacks, version) == 0);
+const _: () = assert!(core::mem::offset_of!(itsme_replay_store_callbacks, ctx) == 8);
+const _: () = assert!(core::mem::offset_of!(itsme_replay_store_callbacks, insert) == 16);
+const _: () = assert!(core::mem::offset_of!(itsme_replay_store_callbacks, destroy) == 24);
 
 // ---------------------------------------------------------------------------
 // Functions
@@ -1196,36 +1224,15 @@ extern "C" {
     pub fn itsme_init() -> itsme_result;
 
     /// ```text
-    /// Copies the detail of the most recent failure, on the calling thread, of a
-    /// function that had no handle to record it on: the secret store
-    /// constructors, itsme_random_new_deterministic, the short-code functions,
-    /// the pure derivations, the export functions that take no handle
-    /// (itsme_export_generate_password, _to_text, _from_text, _header),
-    /// itsme_transfer_new_receiver, and any function given a NULL handle.
-    /// Per-thread; an empty string if there is none.  Like every *_last_error
+    /// Copies the detail of the most recent failure of any function on the
+    /// calling thread, whatever handle it was given (or none: constructors, the
+    /// short-code functions, the export functions that take no handle, a NULL
+    /// handle).  Per-thread; an empty string if no call failed on this thread.  Like every *_last_error
     /// function, it needs no itsme_init().
     /// Errors: ITSME_E_INVALID_ARGUMENT (out_len NULL, or buf NULL with a
     /// non-zero cap), ITSME_E_BUFFER_TOO_SMALL.
     /// ```
     pub fn itsme_last_error(buf: *mut c_char, cap: usize, out_len: *mut usize) -> itsme_result;
-
-    /// ```text
-    /// The same values as functions, for hosts that cannot read macros
-    /// (ctypes, FFI generators).  Thread-safe; need no itsme_init().
-    /// ```
-    pub fn itsme_public_key_bytes() -> usize;
-
-    /// ```text
-    /// The same values as functions, for hosts that cannot read macros
-    /// (ctypes, FFI generators).  Thread-safe; need no itsme_init().
-    /// ```
-    pub fn itsme_fingerprint_size() -> usize;
-
-    /// ```text
-    /// The same values as functions, for hosts that cannot read macros
-    /// (ctypes, FFI generators).  Thread-safe; need no itsme_init().
-    /// ```
-    pub fn itsme_name_max_bytes() -> usize;
 
     /// ```text
     /// The fingerprint of an Ed25519 public key: the first 8 bytes of its
@@ -1392,7 +1399,7 @@ extern "C" {
     /// ITSME_E_SECRET_STORE.
     /// ```
     #[must_use]
-    pub fn itsme_pin_is_set(identity: *mut itsme_identity, out_is_set: *mut c_int) -> itsme_result;
+    pub fn itsme_pin_is_set(identity: *mut itsme_identity, out_is_set: *mut bool) -> itsme_result;
 
     /// ```text
     /// Sets the first PIN (exactly six ASCII digits).
@@ -1503,13 +1510,6 @@ extern "C" {
     /// this function, on the calling thread; a failure there is not reported.
     /// ```
     pub fn itsme_store_free(store: *mut itsme_store);
-
-    /// ```text
-    /// Deprecated alias of itsme_store_free, kept through the 0.2 series: it
-    /// will be removed in 0.2.
-    /// ```
-    #[deprecated(note = "use itsme_store_free")]
-    pub fn itsme_store_close(store: *mut itsme_store);
 
     /// ```text
     /// Copies the detail of the last failure of a call made on this store.
@@ -1666,7 +1666,7 @@ extern "C" {
         store: *mut itsme_store,
         id: i64,
         state: itsme_verification_state,
-        acknowledged: c_int,
+        acknowledged: bool,
         now: i64,
     ) -> itsme_result;
 
@@ -1747,7 +1747,7 @@ extern "C" {
     /// ```
     pub fn itsme_contact_is_authenticated(
         contact: *const itsme_contact,
-        out_authenticated: *mut c_int,
+        out_authenticated: *mut bool,
     ) -> itsme_result;
 
     /// ```text
@@ -1756,7 +1756,7 @@ extern "C" {
     pub fn itsme_contact_state(
         contact: *const itsme_contact,
         out_state: *mut itsme_verification_state,
-        out_acknowledged: *mut c_int,
+        out_acknowledged: *mut bool,
     ) -> itsme_result;
 
     /// ```text
@@ -1825,33 +1825,9 @@ extern "C" {
     ) -> itsme_result;
 
     /// ```text
-    /// A deterministic stream: libsodium's randombytes_buf_deterministic under
-    /// a 32-byte seed, which is replaced by its SHA-256 after each draw.
-    /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, seed_len
-    /// not 32).
-    /// ```
-    pub fn itsme_random_new_deterministic(
-        seed: *const u8,
-        seed_len: usize,
-        out: *mut *mut itsme_random,
-    ) -> itsme_result;
-
-    /// ```text
     /// Releases a random source.  Accepts NULL.
     /// ```
     pub fn itsme_random_free(rng: *mut itsme_random);
-
-    /// ```text
-    /// itsme_identity_create drawing its keys from `rng` (NULL: the operating
-    /// system, exactly like itsme_identity_create).  For tests and vectors.
-    /// Errors: as itsme_identity_create.
-    /// ```
-    pub fn itsme_identity_create_with_random(
-        store: *mut itsme_secret_store,
-        name: *const c_char,
-        rng: *mut itsme_random,
-        out: *mut *mut itsme_identity,
-    ) -> itsme_result;
 
     /// ```text
     /// Parses typed input: surrounding spaces ignored, the word in any case,
@@ -2172,7 +2148,7 @@ extern "C" {
     /// ```
     pub fn itsme_exchange_new_invite(
         identity: *mut itsme_identity,
-        realtime: c_int,
+        realtime: bool,
         rng: *mut itsme_random,
         now: i64,
         out: *mut *mut itsme_exchange,
@@ -2191,7 +2167,7 @@ extern "C" {
         identity: *mut itsme_identity,
         invite_code: *const c_char,
         encryption_code: *const c_char,
-        realtime: c_int,
+        realtime: bool,
         rng: *mut itsme_random,
         now: i64,
         out: *mut *mut itsme_exchange,
@@ -2238,123 +2214,7 @@ extern "C" {
     /// ```
     pub fn itsme_exchange_is_inviter(
         exchange: *const itsme_exchange,
-        out_inviter: *mut c_int,
-    ) -> itsme_result;
-
-    /// ```text
-    /// The verification seed (section 3): HKDF over X25519(ephemeral_secret,
-    /// peer_ephemeral_public), salted with the two fingerprints in order.
-    /// Errors: ITSME_E_INVALID_ARGUMENT (sizes, a fingerprint not 16 hex
-    /// digits), ITSME_E_INVALID_KEY (all-zero shared secret), BUFFER_TOO_SMALL.
-    /// ```
-    pub fn itsme_derive_seed(
-        ephemeral_secret: *const u8,
-        secret_len: usize,
-        peer_ephemeral_public: *const u8,
-        public_len: usize,
-        fingerprint_a: *const c_char,
-        fingerprint_b: *const c_char,
-        out: *mut u8,
-        cap: usize,
-        out_len: *mut usize,
-    ) -> itsme_result;
-
-    /// ```text
-    /// The SAS text (section 4.1) of a 32-byte seed and transcript hash
-    /// (ITSME_SHORT_CODE_SIZE bytes suffice).
-    /// ```
-    pub fn itsme_derive_sas(
-        seed: *const u8,
-        seed_len: usize,
-        transcript_hash: *const u8,
-        th_len: usize,
-        out: *mut c_char,
-        cap: usize,
-        out_len: *mut usize,
-    ) -> itsme_result;
-
-    /// ```text
-    /// The QR transcript hash (section 5.3) of two payload texts, in either
-    /// order.  Each must be a valid "ITSME1:" payload (signature checked).
-    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_MALFORMED_MESSAGE,
-    /// ITSME_E_AUTHENTICATION_FAILED, BUFFER_TOO_SMALL.
-    /// ```
-    pub fn itsme_qr_transcript_hash(
-        payload_a: *const u8,
-        a_len: usize,
-        payload_b: *const u8,
-        b_len: usize,
-        out: *mut u8,
-        cap: usize,
-        out_len: *mut usize,
-    ) -> itsme_result;
-
-    /// ```text
-    /// The Bluetooth commitment (section 7.3) to an identity key, an ephemeral
-    /// key, a name and a 16-byte device secret.
-    /// ```
-    pub fn itsme_bluetooth_commitment(
-        identity_public: *const u8,
-        identity_len: usize,
-        ephemeral_public: *const u8,
-        ephemeral_len: usize,
-        name: *const c_char,
-        device_secret: *const u8,
-        device_secret_len: usize,
-        out: *mut u8,
-        cap: usize,
-        out_len: *mut usize,
-    ) -> itsme_result;
-
-    /// ```text
-    /// th1 (section 7.3) from the session code text and the four frames.
-    /// ```
-    pub fn itsme_bluetooth_th1(
-        session_code: *const c_char,
-        hello_i: *const u8,
-        hello_i_len: usize,
-        hello_r: *const u8,
-        hello_r_len: usize,
-        key_i: *const u8,
-        key_i_len: usize,
-        key_r: *const u8,
-        key_r_len: usize,
-        out: *mut u8,
-        cap: usize,
-        out_len: *mut usize,
-    ) -> itsme_result;
-
-    /// ```text
-    /// k_I || k_R (64 bytes, section 7.3) from our ephemeral secret, the peer's
-    /// ephemeral public key and th1.  ITSME_E_INVALID_KEY for a low-order peer
-    /// key.
-    /// ```
-    pub fn itsme_bluetooth_session_keys(
-        ephemeral_secret: *const u8,
-        secret_len: usize,
-        peer_ephemeral_public: *const u8,
-        public_len: usize,
-        th1: *const u8,
-        th1_len: usize,
-        out: *mut u8,
-        cap: usize,
-        out_len: *mut usize,
-    ) -> itsme_result;
-
-    /// ```text
-    /// The Bluetooth transcript hash (section 7.4) from th1 and the two
-    /// decrypted contact data plaintexts.
-    /// ```
-    pub fn itsme_bluetooth_transcript_hash(
-        th1: *const u8,
-        th1_len: usize,
-        plaintext_i: *const u8,
-        plaintext_i_len: usize,
-        plaintext_r: *const u8,
-        plaintext_r_len: usize,
-        out: *mut u8,
-        cap: usize,
-        out_len: *mut usize,
+        out_inviter: *mut bool,
     ) -> itsme_result;
 
     /// ```text
@@ -2399,7 +2259,7 @@ extern "C" {
     pub fn itsme_voice_status(
         voice: *const itsme_voice,
         out_state: *mut itsme_voice_state,
-        out_turn: *mut u32,
+        out_turn: *mut itsme_voice_turn,
     ) -> itsme_result;
 
     /// ```text
@@ -2442,11 +2302,16 @@ extern "C" {
     ) -> itsme_result;
 
     /// ```text
-    /// This person's five word indices (0-25), sorted, into out[0..4]; `cap` is
-    /// at least 5.  Show them as itsme_nato_word() texts.
+    /// This person's ITSME_VOICE_WORD_COUNT (five) word indices (0-25), sorted,
+    /// into out[0..4]; *out_len is 5.  Show them as itsme_nato_word() texts.
     /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL.
     /// ```
-    pub fn itsme_voice_words(voice: *const itsme_voice, out: *mut u8, cap: usize) -> itsme_result;
+    pub fn itsme_voice_words(
+        voice: *const itsme_voice,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
 
     /// ```text
     /// Enters the next selection (see itsme_voice_status for whose): on my turn,
@@ -2507,103 +2372,6 @@ extern "C" {
     ) -> itsme_result;
 
     /// ```text
-    /// Pure derivations of sections 9 and 10 (errors as the other pure
-    /// derivations, and ITSME_E_INVALID_ARGUMENT for a negative `window`:
-    /// windows are not negative; `pid` is a party's id: a 32-byte identity key,
-    /// or the 8 fingerprint bytes of an unauthenticated contact).  The session
-    /// ID text.
-    /// ```
-    pub fn itsme_derive_session_id(
-        seed: *const u8,
-        seed_len: usize,
-        window: i64,
-        out: *mut c_char,
-        cap: usize,
-        out_len: *mut usize,
-    ) -> itsme_result;
-
-    /// ```text
-    /// A selector's five word indices, sorted, into out[0..4] (cap >= 5).
-    /// ```
-    pub fn itsme_derive_words(
-        seed: *const u8,
-        seed_len: usize,
-        window: i64,
-        pid: *const u8,
-        pid_len: usize,
-        out: *mut u8,
-        cap: usize,
-    ) -> itsme_result;
-
-    /// ```text
-    /// 1 if the party with the lower pid selects first in `window`, else 0.
-    /// ```
-    pub fn itsme_derive_lower_selects_first(
-        seed: *const u8,
-        seed_len: usize,
-        window: i64,
-        out_lower_first: *mut c_int,
-    ) -> itsme_result;
-
-    /// ```text
-    /// The code text of `speaker` for the selections (first, w1), (second, w2).
-    /// ```
-    pub fn itsme_derive_code(
-        seed: *const u8,
-        seed_len: usize,
-        window: i64,
-        first: *const u8,
-        first_len: usize,
-        first_word: u32,
-        second: *const u8,
-        second_len: usize,
-        second_word: u32,
-        speaker: *const u8,
-        speaker_len: usize,
-        out: *mut c_char,
-        cap: usize,
-        out_len: *mut usize,
-    ) -> itsme_result;
-
-    /// ```text
-    /// The device tag (0-99) of `speaker` with its device secret (0 to 64
-    /// bytes; secret may be NULL when secret_len is 0).
-    /// ```
-    pub fn itsme_derive_device_tag(
-        seed: *const u8,
-        seed_len: usize,
-        window: i64,
-        speaker: *const u8,
-        speaker_len: usize,
-        secret: *const u8,
-        secret_len: usize,
-        out_tag: *mut u32,
-    ) -> itsme_result;
-
-    /// ```text
-    /// Fills *out for one side: its pid and device secret, the other side's,
-    /// and the two selections in order (the first selector's word first).
-    /// Thread-safe.  Errors as the other pure derivations (word indices above
-    /// 25, secrets above 64 bytes; a secret may be NULL when its length is 0).
-    /// ```
-    pub fn itsme_derive_voice(
-        seed: *const u8,
-        seed_len: usize,
-        window: i64,
-        my_pid: *const u8,
-        my_pid_len: usize,
-        their_pid: *const u8,
-        their_pid_len: usize,
-        my_secret: *const u8,
-        my_secret_len: usize,
-        their_secret: *const u8,
-        their_secret_len: usize,
-        first_word: u32,
-        second_word: u32,
-        out: *mut itsme_voice_derivation,
-    ) -> itsme_result;
-
-    /// ```text
     /// For the person who changed devices: draws a new interim device secret for
     /// contact `contact_id` (rng NULL: the operating system), stores it as this
     /// device's secret for the contact, and writes the code to send them
@@ -2641,22 +2409,6 @@ extern "C" {
         contact_id: i64,
         code: *const c_char,
         now: i64,
-    ) -> itsme_result;
-
-    /// ```text
-    /// Pure derivation: the degradation code of the person `pid` for the
-    /// 10-byte interim device secret `secret`.
-    /// ```
-    pub fn itsme_derive_degradation_code(
-        seed: *const u8,
-        seed_len: usize,
-        pid: *const u8,
-        pid_len: usize,
-        secret: *const u8,
-        secret_len: usize,
-        out: *mut c_char,
-        cap: usize,
-        out_len: *mut usize,
     ) -> itsme_result;
 
     /// ```text
@@ -3613,15 +3365,885 @@ extern "C" {
         now: i64,
         out: *mut itsme_approval_result,
     ) -> itsme_result;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_public_key_bytes() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_fingerprint_chars() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_fingerprint_size() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_pin_length() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_text_max() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_typed_code_max() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_export_text_max() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_name_max_bytes() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_seed_bytes() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_note_max_bytes() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_short_code_size() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_short_code_values() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_qr_payload_max() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_bluetooth_frame_max() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_remote_code_size() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_remote_message_max() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_relay_id_size() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_voice_word_count() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_voice_code_size() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_voice_session_id_size() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_degradation_code_size() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_room_name_size() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_online_verify_message_max() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_pin_update_frame_max() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_export_password_size() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_export_chosen_password_min() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_export_max() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_export_text_size() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_transfer_offer_size() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_transfer_message_max() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_profile_record_max() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_profile_record_overhead() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_record_id_bytes() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_profile_reference_bytes() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_record_name_size() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_photo_filename_max_bytes() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_credential_id_bytes() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_service_id_max_bytes() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_session_id_max_bytes() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_otp_size() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_scopes_max() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_scope_max_bytes() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_scopes_text_size() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_enrollment_max() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_approval_request_max() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_approval_max() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_approval_lifetime_max() -> usize;
 }
 
 // ---------------------------------------------------------------------------
-// Functions of include/itsme_testing.h
+// Functions of include/itsme_testing.h, looked up at run time
 // ---------------------------------------------------------------------------
 
+mod dl {
+    use std::os::raw::{c_char, c_void};
+
+    // The global scope: every library the program loaded, libitsme with it.
+    #[cfg(any(target_os = "macos", target_os = "ios"))]
+    pub const RTLD_DEFAULT: *mut c_void = -2isize as *mut c_void;
+    #[cfg(not(any(target_os = "macos", target_os = "ios")))]
+    pub const RTLD_DEFAULT: *mut c_void = core::ptr::null_mut();
+
+    extern "C" {
+        pub fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
+    }
+}
+
+/// A function of the library's test build, looked up once.
+struct TestingSymbol {
+    /// The name, with its NUL.
+    name: &'static str,
+    address: std::sync::atomic::AtomicPtr<c_void>,
+}
+
+impl TestingSymbol {
+    const fn new(name: &'static str) -> TestingSymbol {
+        TestingSymbol { name, address: std::sync::atomic::AtomicPtr::new(core::ptr::null_mut()) }
+    }
+
+    /// The function's address, or null when the library does not export it.
+    fn lookup(&self) -> *mut c_void {
+        use std::sync::atomic::Ordering;
+        let cached = self.address.load(Ordering::Acquire);
+        if !cached.is_null() {
+            return cached;
+        }
+        // SAFETY: the name is NUL-terminated; dlsym only reads it.
+        let found = unsafe { dl::dlsym(dl::RTLD_DEFAULT, self.name.as_ptr().cast()) };
+        self.address.store(found, Ordering::Release);
+        found
+    }
+
+    /// The function's address; panics when the library does not export it.
+    fn get(&self) -> *mut c_void {
+        let address = self.lookup();
+        if address.is_null() {
+            let name = self.name.trim_end_matches('\0');
+            panic!(
+                "{name} is exported only by a test build of libitsme (include/itsme_testing.h); \
+                 the library this program loaded is a release build without it"
+            );
+        }
+        address
+    }
+}
+
 /// Whether the loaded library exports the functions of
-/// `include/itsme_testing.h`: always, while the header declares none
-/// apart from `include/itsme.h`.
+/// `include/itsme_testing.h` (a test build does, a release build does
+/// not).  Calling one of them when this is false panics.
 pub fn testing_functions_available() -> bool {
-    true
+    TESTING_SYMBOLS.iter().all(|symbol| !symbol.lookup().is_null())
+}
+
+static TESTING_SYMBOLS: [&TestingSymbol; 16] = [
+    &testing_symbols::itsme_random_new_deterministic,
+    &testing_symbols::itsme_identity_create_with_random,
+    &testing_symbols::itsme_derive_seed,
+    &testing_symbols::itsme_derive_sas,
+    &testing_symbols::itsme_qr_transcript_hash,
+    &testing_symbols::itsme_bluetooth_commitment,
+    &testing_symbols::itsme_bluetooth_th1,
+    &testing_symbols::itsme_bluetooth_session_keys,
+    &testing_symbols::itsme_bluetooth_transcript_hash,
+    &testing_symbols::itsme_derive_session_id,
+    &testing_symbols::itsme_derive_words,
+    &testing_symbols::itsme_derive_lower_selects_first,
+    &testing_symbols::itsme_derive_code,
+    &testing_symbols::itsme_derive_device_tag,
+    &testing_symbols::itsme_derive_voice,
+    &testing_symbols::itsme_derive_degradation_code,
+];
+
+/// Each function's symbol, under the function's name.
+mod testing_symbols {
+    use super::TestingSymbol;
+
+    pub(super) static itsme_random_new_deterministic: TestingSymbol = TestingSymbol::new("itsme_random_new_deterministic\0");
+    pub(super) static itsme_identity_create_with_random: TestingSymbol = TestingSymbol::new("itsme_identity_create_with_random\0");
+    pub(super) static itsme_derive_seed: TestingSymbol = TestingSymbol::new("itsme_derive_seed\0");
+    pub(super) static itsme_derive_sas: TestingSymbol = TestingSymbol::new("itsme_derive_sas\0");
+    pub(super) static itsme_qr_transcript_hash: TestingSymbol = TestingSymbol::new("itsme_qr_transcript_hash\0");
+    pub(super) static itsme_bluetooth_commitment: TestingSymbol = TestingSymbol::new("itsme_bluetooth_commitment\0");
+    pub(super) static itsme_bluetooth_th1: TestingSymbol = TestingSymbol::new("itsme_bluetooth_th1\0");
+    pub(super) static itsme_bluetooth_session_keys: TestingSymbol = TestingSymbol::new("itsme_bluetooth_session_keys\0");
+    pub(super) static itsme_bluetooth_transcript_hash: TestingSymbol = TestingSymbol::new("itsme_bluetooth_transcript_hash\0");
+    pub(super) static itsme_derive_session_id: TestingSymbol = TestingSymbol::new("itsme_derive_session_id\0");
+    pub(super) static itsme_derive_words: TestingSymbol = TestingSymbol::new("itsme_derive_words\0");
+    pub(super) static itsme_derive_lower_selects_first: TestingSymbol = TestingSymbol::new("itsme_derive_lower_selects_first\0");
+    pub(super) static itsme_derive_code: TestingSymbol = TestingSymbol::new("itsme_derive_code\0");
+    pub(super) static itsme_derive_device_tag: TestingSymbol = TestingSymbol::new("itsme_derive_device_tag\0");
+    pub(super) static itsme_derive_voice: TestingSymbol = TestingSymbol::new("itsme_derive_voice\0");
+    pub(super) static itsme_derive_degradation_code: TestingSymbol = TestingSymbol::new("itsme_derive_degradation_code\0");
+}
+
+/// ```text
+/// A deterministic stream: libsodium's randombytes_buf_deterministic under
+/// a 32-byte seed, which is replaced by its SHA-256 after each draw.
+/// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, seed_len
+/// not 32).
+/// ```
+///
+/// Exported only by a test build of libitsme (`include/itsme_testing.h`):
+/// looked up when first called; panics when the library does not
+/// export it (see [`testing_functions_available`]).
+///
+/// # Safety
+///
+/// As for the C function: the pointers must be valid as the header says.
+pub unsafe fn itsme_random_new_deterministic(
+    seed: *const u8,
+    seed_len: usize,
+    out: *mut *mut itsme_random,
+) -> itsme_result {
+    type F = unsafe extern "C" fn(*const u8, usize, *mut *mut itsme_random) -> itsme_result;
+    let address = testing_symbols::itsme_random_new_deterministic.get();
+    // SAFETY: the library's itsme_random_new_deterministic has this C signature.
+    let function = unsafe { core::mem::transmute::<*mut c_void, F>(address) };
+    // SAFETY: the caller's arguments, as for the C function.
+    unsafe { function(seed, seed_len, out) }
+}
+
+/// ```text
+/// itsme_identity_create drawing its keys from `rng` (NULL: the operating
+/// system, exactly like itsme_identity_create).  For tests and vectors.
+/// Errors: as itsme_identity_create.
+/// ```
+///
+/// Exported only by a test build of libitsme (`include/itsme_testing.h`):
+/// looked up when first called; panics when the library does not
+/// export it (see [`testing_functions_available`]).
+///
+/// # Safety
+///
+/// As for the C function: the pointers must be valid as the header says.
+pub unsafe fn itsme_identity_create_with_random(
+    store: *mut itsme_secret_store,
+    name: *const c_char,
+    rng: *mut itsme_random,
+    out: *mut *mut itsme_identity,
+) -> itsme_result {
+    type F = unsafe extern "C" fn(*mut itsme_secret_store, *const c_char, *mut itsme_random, *mut *mut itsme_identity) -> itsme_result;
+    let address = testing_symbols::itsme_identity_create_with_random.get();
+    // SAFETY: the library's itsme_identity_create_with_random has this C signature.
+    let function = unsafe { core::mem::transmute::<*mut c_void, F>(address) };
+    // SAFETY: the caller's arguments, as for the C function.
+    unsafe { function(store, name, rng, out) }
+}
+
+/// ```text
+/// The verification seed (section 3): HKDF over X25519(ephemeral_secret,
+/// peer_ephemeral_public), salted with the two fingerprints in order.
+/// Errors: ITSME_E_INVALID_ARGUMENT (sizes, a fingerprint not 16 hex
+/// digits), ITSME_E_INVALID_KEY (all-zero shared secret), BUFFER_TOO_SMALL.
+/// ```
+///
+/// Exported only by a test build of libitsme (`include/itsme_testing.h`):
+/// looked up when first called; panics when the library does not
+/// export it (see [`testing_functions_available`]).
+///
+/// # Safety
+///
+/// As for the C function: the pointers must be valid as the header says.
+pub unsafe fn itsme_derive_seed(
+    ephemeral_secret: *const u8,
+    secret_len: usize,
+    peer_ephemeral_public: *const u8,
+    public_len: usize,
+    fingerprint_a: *const c_char,
+    fingerprint_b: *const c_char,
+    out: *mut u8,
+    cap: usize,
+    out_len: *mut usize,
+) -> itsme_result {
+    type F = unsafe extern "C" fn(*const u8, usize, *const u8, usize, *const c_char, *const c_char, *mut u8, usize, *mut usize) -> itsme_result;
+    let address = testing_symbols::itsme_derive_seed.get();
+    // SAFETY: the library's itsme_derive_seed has this C signature.
+    let function = unsafe { core::mem::transmute::<*mut c_void, F>(address) };
+    // SAFETY: the caller's arguments, as for the C function.
+    unsafe { function(ephemeral_secret, secret_len, peer_ephemeral_public, public_len, fingerprint_a, fingerprint_b, out, cap, out_len) }
+}
+
+/// ```text
+/// The SAS text (section 4.1) of a 32-byte seed and transcript hash
+/// (ITSME_SHORT_CODE_SIZE bytes suffice).
+/// ```
+///
+/// Exported only by a test build of libitsme (`include/itsme_testing.h`):
+/// looked up when first called; panics when the library does not
+/// export it (see [`testing_functions_available`]).
+///
+/// # Safety
+///
+/// As for the C function: the pointers must be valid as the header says.
+pub unsafe fn itsme_derive_sas(
+    seed: *const u8,
+    seed_len: usize,
+    transcript_hash: *const u8,
+    th_len: usize,
+    out: *mut c_char,
+    cap: usize,
+    out_len: *mut usize,
+) -> itsme_result {
+    type F = unsafe extern "C" fn(*const u8, usize, *const u8, usize, *mut c_char, usize, *mut usize) -> itsme_result;
+    let address = testing_symbols::itsme_derive_sas.get();
+    // SAFETY: the library's itsme_derive_sas has this C signature.
+    let function = unsafe { core::mem::transmute::<*mut c_void, F>(address) };
+    // SAFETY: the caller's arguments, as for the C function.
+    unsafe { function(seed, seed_len, transcript_hash, th_len, out, cap, out_len) }
+}
+
+/// ```text
+/// The QR transcript hash (section 5.3) of two payload texts, in either
+/// order.  Each must be a valid "ITSME1:" payload (signature checked).
+/// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_MALFORMED_MESSAGE,
+/// ITSME_E_AUTHENTICATION_FAILED, BUFFER_TOO_SMALL.
+/// ```
+///
+/// Exported only by a test build of libitsme (`include/itsme_testing.h`):
+/// looked up when first called; panics when the library does not
+/// export it (see [`testing_functions_available`]).
+///
+/// # Safety
+///
+/// As for the C function: the pointers must be valid as the header says.
+pub unsafe fn itsme_qr_transcript_hash(
+    payload_a: *const u8,
+    a_len: usize,
+    payload_b: *const u8,
+    b_len: usize,
+    out: *mut u8,
+    cap: usize,
+    out_len: *mut usize,
+) -> itsme_result {
+    type F = unsafe extern "C" fn(*const u8, usize, *const u8, usize, *mut u8, usize, *mut usize) -> itsme_result;
+    let address = testing_symbols::itsme_qr_transcript_hash.get();
+    // SAFETY: the library's itsme_qr_transcript_hash has this C signature.
+    let function = unsafe { core::mem::transmute::<*mut c_void, F>(address) };
+    // SAFETY: the caller's arguments, as for the C function.
+    unsafe { function(payload_a, a_len, payload_b, b_len, out, cap, out_len) }
+}
+
+/// ```text
+/// The Bluetooth commitment (section 7.3) to an identity key, an ephemeral
+/// key, a name and a 16-byte device secret.
+/// ```
+///
+/// Exported only by a test build of libitsme (`include/itsme_testing.h`):
+/// looked up when first called; panics when the library does not
+/// export it (see [`testing_functions_available`]).
+///
+/// # Safety
+///
+/// As for the C function: the pointers must be valid as the header says.
+pub unsafe fn itsme_bluetooth_commitment(
+    identity_public: *const u8,
+    identity_len: usize,
+    ephemeral_public: *const u8,
+    ephemeral_len: usize,
+    name: *const c_char,
+    device_secret: *const u8,
+    device_secret_len: usize,
+    out: *mut u8,
+    cap: usize,
+    out_len: *mut usize,
+) -> itsme_result {
+    type F = unsafe extern "C" fn(*const u8, usize, *const u8, usize, *const c_char, *const u8, usize, *mut u8, usize, *mut usize) -> itsme_result;
+    let address = testing_symbols::itsme_bluetooth_commitment.get();
+    // SAFETY: the library's itsme_bluetooth_commitment has this C signature.
+    let function = unsafe { core::mem::transmute::<*mut c_void, F>(address) };
+    // SAFETY: the caller's arguments, as for the C function.
+    unsafe { function(identity_public, identity_len, ephemeral_public, ephemeral_len, name, device_secret, device_secret_len, out, cap, out_len) }
+}
+
+/// ```text
+/// th1 (section 7.3) from the session code text and the four frames.
+/// ```
+///
+/// Exported only by a test build of libitsme (`include/itsme_testing.h`):
+/// looked up when first called; panics when the library does not
+/// export it (see [`testing_functions_available`]).
+///
+/// # Safety
+///
+/// As for the C function: the pointers must be valid as the header says.
+pub unsafe fn itsme_bluetooth_th1(
+    session_code: *const c_char,
+    hello_i: *const u8,
+    hello_i_len: usize,
+    hello_r: *const u8,
+    hello_r_len: usize,
+    key_i: *const u8,
+    key_i_len: usize,
+    key_r: *const u8,
+    key_r_len: usize,
+    out: *mut u8,
+    cap: usize,
+    out_len: *mut usize,
+) -> itsme_result {
+    type F = unsafe extern "C" fn(*const c_char, *const u8, usize, *const u8, usize, *const u8, usize, *const u8, usize, *mut u8, usize, *mut usize) -> itsme_result;
+    let address = testing_symbols::itsme_bluetooth_th1.get();
+    // SAFETY: the library's itsme_bluetooth_th1 has this C signature.
+    let function = unsafe { core::mem::transmute::<*mut c_void, F>(address) };
+    // SAFETY: the caller's arguments, as for the C function.
+    unsafe { function(session_code, hello_i, hello_i_len, hello_r, hello_r_len, key_i, key_i_len, key_r, key_r_len, out, cap, out_len) }
+}
+
+/// ```text
+/// k_I || k_R (64 bytes, section 7.3) from our ephemeral secret, the peer's
+/// ephemeral public key and th1.  ITSME_E_INVALID_KEY for a low-order peer
+/// key.
+/// ```
+///
+/// Exported only by a test build of libitsme (`include/itsme_testing.h`):
+/// looked up when first called; panics when the library does not
+/// export it (see [`testing_functions_available`]).
+///
+/// # Safety
+///
+/// As for the C function: the pointers must be valid as the header says.
+pub unsafe fn itsme_bluetooth_session_keys(
+    ephemeral_secret: *const u8,
+    secret_len: usize,
+    peer_ephemeral_public: *const u8,
+    public_len: usize,
+    th1: *const u8,
+    th1_len: usize,
+    out: *mut u8,
+    cap: usize,
+    out_len: *mut usize,
+) -> itsme_result {
+    type F = unsafe extern "C" fn(*const u8, usize, *const u8, usize, *const u8, usize, *mut u8, usize, *mut usize) -> itsme_result;
+    let address = testing_symbols::itsme_bluetooth_session_keys.get();
+    // SAFETY: the library's itsme_bluetooth_session_keys has this C signature.
+    let function = unsafe { core::mem::transmute::<*mut c_void, F>(address) };
+    // SAFETY: the caller's arguments, as for the C function.
+    unsafe { function(ephemeral_secret, secret_len, peer_ephemeral_public, public_len, th1, th1_len, out, cap, out_len) }
+}
+
+/// ```text
+/// The Bluetooth transcript hash (section 7.4) from th1 and the two
+/// decrypted contact data plaintexts.
+/// ```
+///
+/// Exported only by a test build of libitsme (`include/itsme_testing.h`):
+/// looked up when first called; panics when the library does not
+/// export it (see [`testing_functions_available`]).
+///
+/// # Safety
+///
+/// As for the C function: the pointers must be valid as the header says.
+pub unsafe fn itsme_bluetooth_transcript_hash(
+    th1: *const u8,
+    th1_len: usize,
+    plaintext_i: *const u8,
+    plaintext_i_len: usize,
+    plaintext_r: *const u8,
+    plaintext_r_len: usize,
+    out: *mut u8,
+    cap: usize,
+    out_len: *mut usize,
+) -> itsme_result {
+    type F = unsafe extern "C" fn(*const u8, usize, *const u8, usize, *const u8, usize, *mut u8, usize, *mut usize) -> itsme_result;
+    let address = testing_symbols::itsme_bluetooth_transcript_hash.get();
+    // SAFETY: the library's itsme_bluetooth_transcript_hash has this C signature.
+    let function = unsafe { core::mem::transmute::<*mut c_void, F>(address) };
+    // SAFETY: the caller's arguments, as for the C function.
+    unsafe { function(th1, th1_len, plaintext_i, plaintext_i_len, plaintext_r, plaintext_r_len, out, cap, out_len) }
+}
+
+/// ```text
+/// Pure derivations of sections 9 and 10 (errors as the other pure
+/// derivations, and ITSME_E_INVALID_ARGUMENT for a negative `window`:
+/// windows are not negative; `pid` is a party's id: a 32-byte identity key,
+/// or the 8 fingerprint bytes of an unauthenticated contact).  The session
+/// ID text.
+/// ```
+///
+/// Exported only by a test build of libitsme (`include/itsme_testing.h`):
+/// looked up when first called; panics when the library does not
+/// export it (see [`testing_functions_available`]).
+///
+/// # Safety
+///
+/// As for the C function: the pointers must be valid as the header says.
+pub unsafe fn itsme_derive_session_id(
+    seed: *const u8,
+    seed_len: usize,
+    window: i64,
+    out: *mut c_char,
+    cap: usize,
+    out_len: *mut usize,
+) -> itsme_result {
+    type F = unsafe extern "C" fn(*const u8, usize, i64, *mut c_char, usize, *mut usize) -> itsme_result;
+    let address = testing_symbols::itsme_derive_session_id.get();
+    // SAFETY: the library's itsme_derive_session_id has this C signature.
+    let function = unsafe { core::mem::transmute::<*mut c_void, F>(address) };
+    // SAFETY: the caller's arguments, as for the C function.
+    unsafe { function(seed, seed_len, window, out, cap, out_len) }
+}
+
+/// ```text
+/// A selector's five word indices, sorted, into out[0..4]; *out_len is 5.
+/// ```
+///
+/// Exported only by a test build of libitsme (`include/itsme_testing.h`):
+/// looked up when first called; panics when the library does not
+/// export it (see [`testing_functions_available`]).
+///
+/// # Safety
+///
+/// As for the C function: the pointers must be valid as the header says.
+pub unsafe fn itsme_derive_words(
+    seed: *const u8,
+    seed_len: usize,
+    window: i64,
+    pid: *const u8,
+    pid_len: usize,
+    out: *mut u8,
+    cap: usize,
+    out_len: *mut usize,
+) -> itsme_result {
+    type F = unsafe extern "C" fn(*const u8, usize, i64, *const u8, usize, *mut u8, usize, *mut usize) -> itsme_result;
+    let address = testing_symbols::itsme_derive_words.get();
+    // SAFETY: the library's itsme_derive_words has this C signature.
+    let function = unsafe { core::mem::transmute::<*mut c_void, F>(address) };
+    // SAFETY: the caller's arguments, as for the C function.
+    unsafe { function(seed, seed_len, window, pid, pid_len, out, cap, out_len) }
+}
+
+/// ```text
+/// 1 if the party with the lower pid selects first in `window`, else 0.
+/// ```
+///
+/// Exported only by a test build of libitsme (`include/itsme_testing.h`):
+/// looked up when first called; panics when the library does not
+/// export it (see [`testing_functions_available`]).
+///
+/// # Safety
+///
+/// As for the C function: the pointers must be valid as the header says.
+pub unsafe fn itsme_derive_lower_selects_first(
+    seed: *const u8,
+    seed_len: usize,
+    window: i64,
+    out_lower_first: *mut bool,
+) -> itsme_result {
+    type F = unsafe extern "C" fn(*const u8, usize, i64, *mut bool) -> itsme_result;
+    let address = testing_symbols::itsme_derive_lower_selects_first.get();
+    // SAFETY: the library's itsme_derive_lower_selects_first has this C signature.
+    let function = unsafe { core::mem::transmute::<*mut c_void, F>(address) };
+    // SAFETY: the caller's arguments, as for the C function.
+    unsafe { function(seed, seed_len, window, out_lower_first) }
+}
+
+/// ```text
+/// The code text of `speaker` for the selections (first, w1), (second, w2).
+/// ```
+///
+/// Exported only by a test build of libitsme (`include/itsme_testing.h`):
+/// looked up when first called; panics when the library does not
+/// export it (see [`testing_functions_available`]).
+///
+/// # Safety
+///
+/// As for the C function: the pointers must be valid as the header says.
+pub unsafe fn itsme_derive_code(
+    seed: *const u8,
+    seed_len: usize,
+    window: i64,
+    first: *const u8,
+    first_len: usize,
+    first_word: u32,
+    second: *const u8,
+    second_len: usize,
+    second_word: u32,
+    speaker: *const u8,
+    speaker_len: usize,
+    out: *mut c_char,
+    cap: usize,
+    out_len: *mut usize,
+) -> itsme_result {
+    type F = unsafe extern "C" fn(*const u8, usize, i64, *const u8, usize, u32, *const u8, usize, u32, *const u8, usize, *mut c_char, usize, *mut usize) -> itsme_result;
+    let address = testing_symbols::itsme_derive_code.get();
+    // SAFETY: the library's itsme_derive_code has this C signature.
+    let function = unsafe { core::mem::transmute::<*mut c_void, F>(address) };
+    // SAFETY: the caller's arguments, as for the C function.
+    unsafe { function(seed, seed_len, window, first, first_len, first_word, second, second_len, second_word, speaker, speaker_len, out, cap, out_len) }
+}
+
+/// ```text
+/// The device tag (0-99) of `speaker` with its device secret (0 to 64
+/// bytes; secret may be NULL when secret_len is 0).
+/// ```
+///
+/// Exported only by a test build of libitsme (`include/itsme_testing.h`):
+/// looked up when first called; panics when the library does not
+/// export it (see [`testing_functions_available`]).
+///
+/// # Safety
+///
+/// As for the C function: the pointers must be valid as the header says.
+pub unsafe fn itsme_derive_device_tag(
+    seed: *const u8,
+    seed_len: usize,
+    window: i64,
+    speaker: *const u8,
+    speaker_len: usize,
+    secret: *const u8,
+    secret_len: usize,
+    out_tag: *mut u32,
+) -> itsme_result {
+    type F = unsafe extern "C" fn(*const u8, usize, i64, *const u8, usize, *const u8, usize, *mut u32) -> itsme_result;
+    let address = testing_symbols::itsme_derive_device_tag.get();
+    // SAFETY: the library's itsme_derive_device_tag has this C signature.
+    let function = unsafe { core::mem::transmute::<*mut c_void, F>(address) };
+    // SAFETY: the caller's arguments, as for the C function.
+    unsafe { function(seed, seed_len, window, speaker, speaker_len, secret, secret_len, out_tag) }
+}
+
+/// ```text
+/// Fills *out for one side: its pid and device secret, the other side's,
+/// and the two selections in order (the first selector's word first).
+/// Thread-safe.  Errors as the other pure derivations (word indices above
+/// 25, secrets above 64 bytes; a secret may be NULL when its length is 0).
+/// ```
+///
+/// Exported only by a test build of libitsme (`include/itsme_testing.h`):
+/// looked up when first called; panics when the library does not
+/// export it (see [`testing_functions_available`]).
+///
+/// # Safety
+///
+/// As for the C function: the pointers must be valid as the header says.
+pub unsafe fn itsme_derive_voice(
+    seed: *const u8,
+    seed_len: usize,
+    window: i64,
+    my_pid: *const u8,
+    my_pid_len: usize,
+    their_pid: *const u8,
+    their_pid_len: usize,
+    my_secret: *const u8,
+    my_secret_len: usize,
+    their_secret: *const u8,
+    their_secret_len: usize,
+    first_word: u32,
+    second_word: u32,
+    out: *mut itsme_voice_derivation,
+) -> itsme_result {
+    type F = unsafe extern "C" fn(*const u8, usize, i64, *const u8, usize, *const u8, usize, *const u8, usize, *const u8, usize, u32, u32, *mut itsme_voice_derivation) -> itsme_result;
+    let address = testing_symbols::itsme_derive_voice.get();
+    // SAFETY: the library's itsme_derive_voice has this C signature.
+    let function = unsafe { core::mem::transmute::<*mut c_void, F>(address) };
+    // SAFETY: the caller's arguments, as for the C function.
+    unsafe { function(seed, seed_len, window, my_pid, my_pid_len, their_pid, their_pid_len, my_secret, my_secret_len, their_secret, their_secret_len, first_word, second_word, out) }
+}
+
+/// ```text
+/// Pure derivation: the degradation code of the person `pid` for the
+/// 10-byte interim device secret `secret`.
+/// ```
+///
+/// Exported only by a test build of libitsme (`include/itsme_testing.h`):
+/// looked up when first called; panics when the library does not
+/// export it (see [`testing_functions_available`]).
+///
+/// # Safety
+///
+/// As for the C function: the pointers must be valid as the header says.
+pub unsafe fn itsme_derive_degradation_code(
+    seed: *const u8,
+    seed_len: usize,
+    pid: *const u8,
+    pid_len: usize,
+    secret: *const u8,
+    secret_len: usize,
+    out: *mut c_char,
+    cap: usize,
+    out_len: *mut usize,
+) -> itsme_result {
+    type F = unsafe extern "C" fn(*const u8, usize, *const u8, usize, *const u8, usize, *mut c_char, usize, *mut usize) -> itsme_result;
+    let address = testing_symbols::itsme_derive_degradation_code.get();
+    // SAFETY: the library's itsme_derive_degradation_code has this C signature.
+    let function = unsafe { core::mem::transmute::<*mut c_void, F>(address) };
+    // SAFETY: the caller's arguments, as for the C function.
+    unsafe { function(seed, seed_len, pid, pid_len, secret, secret_len, out, cap, out_len) }
 }

@@ -383,9 +383,9 @@ impl ImportReport {
             fingerprint => Some(OtherIdentity::Fingerprint(fingerprint.to_owned())),
         };
         Ok(ImportReport {
-            wrong_identity: raw.wrong_identity != 0,
+            wrong_identity: raw.wrong_identity,
             other_identity,
-            store_exists: raw.store_exists != 0,
+            store_exists: raw.store_exists,
             contacts_readable: raw.contacts_readable,
             contacts_unreadable: raw.contacts_unreadable,
             device_secrets: raw.device_secrets,
@@ -1016,8 +1016,8 @@ mod tests {
 
     fn report(other: &[u8]) -> sys::itsme_import_report {
         let mut raw = sys::itsme_import_report {
-            wrong_identity: 1,
-            store_exists: 1,
+            wrong_identity: true,
+            store_exists: true,
             contacts_readable: 2,
             contacts_unreadable: 3,
             device_secrets: 4,

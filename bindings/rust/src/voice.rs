@@ -380,7 +380,8 @@ impl VoiceSession {
     pub fn words(&self) -> Result<[u8; VOICE_WORDS]> {
         let mut words = [0u8; VOICE_WORDS];
         // SAFETY: live handle; words is valid for VOICE_WORDS bytes.
-        self.call_code(|raw| unsafe { sys::itsme_voice_words(raw, words.as_mut_ptr(), words.len()) })?;
+        let mut len = 0usize;
+        self.call_code(|raw| unsafe { sys::itsme_voice_words(raw, words.as_mut_ptr(), words.len(), &mut len) })?;
         Ok(words)
     }
 
@@ -494,8 +495,18 @@ pub fn derive_words(seed: &[u8], window: i64, pid: &[u8]) -> Result<[u8; VOICE_W
     init()?;
     let mut words = [0u8; VOICE_WORDS];
     // SAFETY: slices valid for their lengths; words valid for VOICE_WORDS.
+    let mut len = 0usize;
     let code = unsafe {
-        sys::itsme_derive_words(seed.as_ptr(), seed.len(), window, pid.as_ptr(), pid.len(), words.as_mut_ptr(), words.len())
+        sys::itsme_derive_words(
+            seed.as_ptr(),
+            seed.len(),
+            window,
+            pid.as_ptr(),
+            pid.len(),
+            words.as_mut_ptr(),
+            words.len(),
+            &mut len,
+        )
     };
     match code {
         sys::ITSME_OK => Ok(words),
@@ -509,10 +520,10 @@ pub fn derive_words(seed: &[u8], window: i64, pid: &[u8]) -> Result<[u8; VOICE_W
 /// Errors: [`ErrorKind::InvalidArgument`] (sizes).
 pub fn derive_lower_selects_first(seed: &[u8], window: i64) -> Result<bool> {
     init()?;
-    let mut lower_first: c_int = -1;
+    let mut lower_first = false;
     // SAFETY: seed valid for its length; lower_first is a valid place.
     match unsafe { sys::itsme_derive_lower_selects_first(seed.as_ptr(), seed.len(), window, &mut lower_first) } {
-        sys::ITSME_OK => Ok(lower_first != 0),
+        sys::ITSME_OK => Ok(lower_first),
         code => Err(Error::new(code, thread_detail())),
     }
 }
@@ -648,7 +659,7 @@ pub fn derive_voice(
         session_id: out.session_id,
         my_words: out.my_words,
         their_words: out.their_words,
-        i_select_first: out.i_select_first != 0,
+        i_select_first: out.i_select_first,
         my_code: out.my_code,
         their_code: out.their_code,
         my_tag: out.my_tag,

@@ -85,6 +85,7 @@ unsafe extern "C" fn cb_destroy(_: *mut c_void) {
 
 fn callbacks() -> itsme_secret_store_callbacks {
     itsme_secret_store_callbacks {
+        version: ITSME_SECRET_STORE_CALLBACKS_VERSION,
         ctx: null_mut(),
         get: Some(cb_get),
         put: Some(cb_put),
@@ -433,14 +434,15 @@ impl Voice {
     /// A right word for the next selection: mine, or Carol's.
     fn next_word(&self) -> u32 {
         let mut words = [0u8; 5];
+        let mut len = 0usize;
         let turn = self.status().1;
         unsafe {
             if turn == ITSME_VOICE_TURN_MINE {
-                assert_eq!(itsme_voice_words(self.voice, words.as_mut_ptr(), 5), ITSME_OK);
+                assert_eq!(itsme_voice_words(self.voice, words.as_mut_ptr(), 5, &mut len), ITSME_OK);
             } else {
                 assert_eq!(turn, ITSME_VOICE_TURN_THEIRS);
                 let window = self.window();
-                assert_eq!(itsme_derive_words(SEED.as_ptr(), 32, window, CONTACT_KEY.as_ptr(), 32, words.as_mut_ptr(), 5), ITSME_OK);
+                assert_eq!(itsme_derive_words(SEED.as_ptr(), 32, window, CONTACT_KEY.as_ptr(), 32, words.as_mut_ptr(), 5, &mut len), ITSME_OK);
             }
         }
         u32::from(words[0])

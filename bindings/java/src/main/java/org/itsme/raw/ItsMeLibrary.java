@@ -21,7 +21,7 @@ import com.sun.jna.ptr.ShortByReference;
 import java.util.Map;
 
 /**
- * The C interface of libitsme 0.2.0 (itsme.h), mapped for JNA.
+ * The C interface of libitsme 0.3.0 (itsme.h), mapped for JNA.
  *
  * <p>Interface mapping: each function is looked up on its first call, so a library
  * without one still loads. size_t is {@link SizeT}, C bool is byte, unsigned integers
@@ -33,7 +33,7 @@ public interface ItsMeLibrary extends Library {
     Map<String, Object> OPTIONS = Map.of(Library.OPTION_STRING_ENCODING, "UTF-8");
 
     /** The version of the header this layer was generated from. */
-    String GENERATED_FROM_VERSION = "0.2.0";
+    String GENERATED_FROM_VERSION = "0.3.0";
 
     /**
      * Loads the library: a path, or a name JNA looks up ("itsme": jna.library.path,
@@ -96,18 +96,18 @@ public interface ItsMeLibrary extends Library {
      */
     int ITSME_VERSION_MAJOR = 0;
 
-    int ITSME_VERSION_MINOR = 2;
+    int ITSME_VERSION_MINOR = 3;
 
     int ITSME_VERSION_PATCH = 0;
 
-    String ITSME_VERSION_STRING = "0.2.0";
+    String ITSME_VERSION_STRING = "0.3.0";
 
     /**
      * <pre>
      * MAJOR * 10000 + MINOR * 100 + PATCH
      * </pre>
      */
-    int ITSME_VERSION_NUMBER = 200;
+    int ITSME_VERSION_NUMBER = 300;
 
     /**
      * <p>A value of {@code itsme_result}.
@@ -382,6 +382,35 @@ public interface ItsMeLibrary extends Library {
     int ITSME_ACCESSIBLE_WHEN_UNLOCKED = 2;
 
     /**
+     * <pre>
+     * A host-implemented secret store.
+     *
+     * Each callback returns ITSME_OK on success, ITSME_E_NOT_FOUND where the
+     * item does not exist (get and remove), ITSME_E_BUFFER_TOO_SMALL from get
+     * (with *out_len set to the item's size) when cap is too small, and any
+     * other code, conventionally ITSME_E_SECRET_STORE, on failure.
+     *
+     * Lifetimes: `name` and `value` are borrowed for the duration of the call
+     * only; copy what you keep.  `out` may be written only up to `cap` bytes.
+     *
+     * Threads: the callbacks of one store are never called concurrently (the
+     * library serialises them), but they may be called from any thread that
+     * calls into the library with a handle using this store.  They must not
+     * call back into libitsme.  The library's read-modify-writes of an item
+     * (attempt counters) are atomic within the process; if several processes
+     * share one host store, the host must make them atomic across processes.
+     *
+     * get:     copy the item's bytes to out and its size to *out_len.
+     * put:     create or replace the item with `len` bytes of `value`,
+     * atomically: after a crash the old or the new value is there.
+     * remove:  delete the item; ITSME_E_NOT_FOUND if it does not exist.
+     * destroy: optional (may be NULL); called once with ctx when the library
+     * drops its last reference to the store.
+     * </pre>
+     */
+    int ITSME_SECRET_STORE_CALLBACKS_VERSION = 1;
+
+    /**
      * <p>A value of {@code itsme_verification_state}.
      */
     int ITSME_CONTACT_UNVERIFIED = 0;
@@ -603,14 +632,18 @@ public interface ItsMeLibrary extends Library {
     int ITSME_VOICE_STATE_FAILED = 5;
 
     /**
-     * <pre>
-     * Whose word is next (itsme_voice_status).
-     * </pre>
+     * <p>A value of {@code itsme_voice_turn}.
      */
     int ITSME_VOICE_TURN_NONE = 0;
 
+    /**
+     * <p>A value of {@code itsme_voice_turn}.
+     */
     int ITSME_VOICE_TURN_MINE = 1;
 
+    /**
+     * <p>A value of {@code itsme_voice_turn}.
+     */
     int ITSME_VOICE_TURN_THEIRS = 2;
 
     /**
@@ -656,6 +689,13 @@ public interface ItsMeLibrary extends Library {
      * </pre>
      */
     int ITSME_VOICE_TAG_UNKNOWN = 100;
+
+    /**
+     * <pre>
+     * The words each person has in a session.
+     * </pre>
+     */
+    int ITSME_VOICE_WORD_COUNT = 5;
 
     /**
      * <pre>
@@ -934,6 +974,21 @@ public interface ItsMeLibrary extends Library {
      * <p>A value of {@code itsme_approval_decision}.
      */
     int ITSME_APPROVAL_DENY = 2;
+
+    /**
+     * <pre>
+     * A host-implemented replay store (a database table, a shared cache).
+     * insert: record `key` (32 bytes, borrowed for the call) until
+     * `expires_at` (the host may forget it after that); set *out_seen to 1 if
+     * it was recorded already (and leave it), else 0.  Must be atomic across
+     * every verifier sharing the store.  Return ITSME_OK, or any other code
+     * on failure (the approval is then refused with that code).  `now` is the
+     * verifier's clock.  Must not call back into libitsme.
+     * destroy: optional (may be NULL); called once with ctx when the store is
+     * freed.
+     * </pre>
+     */
+    int ITSME_REPLAY_STORE_CALLBACKS_VERSION = 1;
 
     /**
      * @deprecated the older name of {@link #ITSME_EXCHANGE_METHOD_QR}
@@ -1404,6 +1459,40 @@ public interface ItsMeLibrary extends Library {
     }
 
     /**
+     * The values of {@code itsme_voice_turn} (uint32_t), named as its constants without their common prefix.
+     * <p>{@link #of} gives null for a value this version does not know.
+     */
+    enum VoiceTurn {
+        /** {@link ItsMeLibrary#ITSME_VOICE_TURN_NONE} */
+        NONE(ITSME_VOICE_TURN_NONE),
+        /** {@link ItsMeLibrary#ITSME_VOICE_TURN_MINE} */
+        MINE(ITSME_VOICE_TURN_MINE),
+        /** {@link ItsMeLibrary#ITSME_VOICE_TURN_THEIRS} */
+        THEIRS(ITSME_VOICE_TURN_THEIRS);
+
+        private final int value;
+
+        VoiceTurn(int value) {
+            this.value = value;
+        }
+
+        /** The C value. */
+        public int value() {
+            return value;
+        }
+
+        /** The member of C value {@code value}, or null for a value this version does not know. */
+        public static VoiceTurn of(int value) {
+            for (VoiceTurn member : values()) {
+                if (member.value == value) {
+                    return member;
+                }
+            }
+            return null;
+        }
+    }
+
+    /**
      * The values of {@code itsme_voice_outcome} (uint32_t), named as its constants without their common prefix.
      * <p>{@link #of} gives null for a value this version does not know.
      */
@@ -1768,18 +1857,20 @@ public interface ItsMeLibrary extends Library {
      * <pre>
      * What accepting a store's loss gave up (itsme_store_accept_loss).
      * </pre>
-     * <p>The C struct {@code itsme_store_loss}: 64 bytes, aligned to 8 (checked by
+     * <p>The C struct {@code itsme_store_loss}: 72 bytes, aligned to 8 (checked by
      * {@link ItsMeLibrary#layoutMismatches}).
      */
-    @Structure.FieldOrder({"replaced", "commits_lost", "contacts_before", "contacts_now", "contacts_missing", "photos_missing", "device_secrets_missing", "contacts_without_their_photo"})
+    @Structure.FieldOrder({"size", "replaced", "commits_lost", "contacts_before", "contacts_now", "contacts_missing", "photos_missing", "device_secrets_missing", "contacts_without_their_photo"})
     class itsme_store_loss extends Structure {
         /** The size of the C struct, in bytes. */
-        public static final int C_SIZE = 64;
+        public static final int C_SIZE = 72;
         /** The C offsets of the fields, in field order. */
-        public static final int[] C_OFFSETS = {0, 8, 16, 24, 32, 40, 48, 56};
+        public static final int[] C_OFFSETS = {0, 8, 16, 24, 32, 40, 48, 56, 64};
 
-        /** {@code int32_t replaced} */
-        public int replaced;
+        /** {@code size_t size} */
+        public SizeT size = new SizeT();
+        /** {@code bool replaced} */
+        public byte replaced;
         /** {@code uint64_t commits_lost} */
         public long commits_lost;
         /** {@code uint64_t contacts_before} */
@@ -1795,54 +1886,10 @@ public interface ItsMeLibrary extends Library {
         /** {@code uint64_t contacts_without_their_photo} */
         public long contacts_without_their_photo;
 
-        /** A zeroed {@code itsme_store_loss}. */
+        /** A zeroed {@code itsme_store_loss} whose {@code size} field holds its size, as the caller sets it. */
         public itsme_store_loss() {
             super();
-        }
-
-        /** The JNA offset of a field, compared with C_OFFSETS by layoutMismatches. */
-        public int offsetOf(String field) {
-            return fieldOffset(field);
-        }
-    }
-
-    /**
-     * <pre>
-     * What one side derives in a session (docs/PROTOCOL.md 9.2 to 10.1), all
-     * at once: for hosts that keep their own state, and for benchmarks.
-     * </pre>
-     * <p>The C struct {@code itsme_voice_derivation}: 32 bytes, aligned to 4 (checked by
-     * {@link ItsMeLibrary#layoutMismatches}).
-     */
-    @Structure.FieldOrder({"session_id", "my_words", "their_words", "i_select_first", "reserved", "my_code", "their_code", "my_tag", "their_tag"})
-    class itsme_voice_derivation extends Structure {
-        /** The size of the C struct, in bytes. */
-        public static final int C_SIZE = 32;
-        /** The C offsets of the fields, in field order. */
-        public static final int[] C_OFFSETS = {0, 4, 9, 14, 15, 16, 20, 24, 28};
-
-        /** {@code uint32_t session_id} */
-        public int session_id;
-        /** {@code uint8_t[5] my_words} */
-        public byte[] my_words = new byte[5];
-        /** {@code uint8_t[5] their_words} */
-        public byte[] their_words = new byte[5];
-        /** {@code uint8_t i_select_first} */
-        public byte i_select_first;
-        /** {@code uint8_t reserved} */
-        public byte reserved;
-        /** {@code uint32_t my_code} */
-        public int my_code;
-        /** {@code uint32_t their_code} */
-        public int their_code;
-        /** {@code uint32_t my_tag} */
-        public int my_tag;
-        /** {@code uint32_t their_tag} */
-        public int their_tag;
-
-        /** A zeroed {@code itsme_voice_derivation}. */
-        public itsme_voice_derivation() {
-            super();
+            this.size = new SizeT(size());
         }
 
         /** The JNA offset of a field, compared with C_OFFSETS by layoutMismatches. */
@@ -1858,19 +1905,21 @@ public interface ItsMeLibrary extends Library {
      * <p>The C struct {@code itsme_import_report}: 56 bytes, aligned to 8 (checked by
      * {@link ItsMeLibrary#layoutMismatches}).
      */
-    @Structure.FieldOrder({"wrong_identity", "other_fingerprint", "store_exists", "contacts_readable", "contacts_unreadable", "device_secrets"})
+    @Structure.FieldOrder({"size", "wrong_identity", "other_fingerprint", "store_exists", "contacts_readable", "contacts_unreadable", "device_secrets"})
     class itsme_import_report extends Structure {
         /** The size of the C struct, in bytes. */
         public static final int C_SIZE = 56;
         /** The C offsets of the fields, in field order. */
-        public static final int[] C_OFFSETS = {0, 4, 24, 32, 40, 48};
+        public static final int[] C_OFFSETS = {0, 8, 9, 26, 32, 40, 48};
 
-        /** {@code int32_t wrong_identity} */
-        public int wrong_identity;
+        /** {@code size_t size} */
+        public SizeT size = new SizeT();
+        /** {@code bool wrong_identity} */
+        public byte wrong_identity;
         /** {@code char[17] other_fingerprint [ITSME_FINGERPRINT_SIZE]} */
         public byte[] other_fingerprint = new byte[17];
-        /** {@code int32_t store_exists} */
-        public int store_exists;
+        /** {@code bool store_exists} */
+        public byte store_exists;
         /** {@code uint64_t contacts_readable} */
         public long contacts_readable;
         /** {@code uint64_t contacts_unreadable} */
@@ -1878,9 +1927,10 @@ public interface ItsMeLibrary extends Library {
         /** {@code uint64_t device_secrets} */
         public long device_secrets;
 
-        /** A zeroed {@code itsme_import_report}. */
+        /** A zeroed {@code itsme_import_report} whose {@code size} field holds its size, as the caller sets it. */
         public itsme_import_report() {
             super();
+            this.size = new SizeT(size());
         }
 
         /** The JNA offset of a field, compared with C_OFFSETS by layoutMismatches. */
@@ -1893,19 +1943,21 @@ public interface ItsMeLibrary extends Library {
      * <pre>
      * A request, as read from its bytes.
      * </pre>
-     * <p>The C struct {@code itsme_approval_request_info}: 2624 bytes, aligned to 8 (checked by
+     * <p>The C struct {@code itsme_approval_request_info}: 2632 bytes, aligned to 8 (checked by
      * {@link ItsMeLibrary#layoutMismatches}).
      */
-    @Structure.FieldOrder({"service_id", "service_name", "session_id", "otp", "issued_at", "expires_at", "scopes"})
+    @Structure.FieldOrder({"size", "service_id", "service_name", "session_id", "otp", "issued_at", "expires_at", "scopes"})
     class itsme_approval_request_info extends Structure {
         /** The size of the C struct, in bytes. */
-        public static final int C_SIZE = 2624;
+        public static final int C_SIZE = 2632;
         /** The C offsets of the fields, in field order. */
-        public static final int[] C_OFFSETS = {0, 256, 385, 514, 528, 536, 544};
+        public static final int[] C_OFFSETS = {0, 8, 264, 393, 522, 536, 544, 552};
 
+        /** {@code size_t size} */
+        public SizeT size = new SizeT();
         /** {@code char[256] service_id [ITSME_SERVICE_ID_MAX_BYTES + 1]} */
         public byte[] service_id = new byte[256];
-        /** {@code char[129] service_name} */
+        /** {@code char[129] service_name [ITSME_NAME_MAX_BYTES + 1]} */
         public byte[] service_name = new byte[129];
         /** {@code char[129] session_id [ITSME_SESSION_ID_MAX_BYTES + 1]} */
         public byte[] session_id = new byte[129];
@@ -1918,9 +1970,10 @@ public interface ItsMeLibrary extends Library {
         /** {@code char[2080] scopes [ITSME_SCOPES_TEXT_SIZE]} */
         public byte[] scopes = new byte[2080];
 
-        /** A zeroed {@code itsme_approval_request_info}. */
+        /** A zeroed {@code itsme_approval_request_info} whose {@code size} field holds its size, as the caller sets it. */
         public itsme_approval_request_info() {
             super();
+            this.size = new SizeT(size());
         }
 
         /** The JNA offset of a field, compared with C_OFFSETS by layoutMismatches. */
@@ -1933,26 +1986,29 @@ public interface ItsMeLibrary extends Library {
      * <pre>
      * What a service learns from a valid enrollment.
      * </pre>
-     * <p>The C struct {@code itsme_credential_info}: 177 bytes, aligned to 1 (checked by
+     * <p>The C struct {@code itsme_credential_info}: 192 bytes, aligned to 8 (checked by
      * {@link ItsMeLibrary#layoutMismatches}).
      */
-    @Structure.FieldOrder({"credential_id", "public_key", "label"})
+    @Structure.FieldOrder({"size", "credential_id", "public_key", "label"})
     class itsme_credential_info extends Structure {
         /** The size of the C struct, in bytes. */
-        public static final int C_SIZE = 177;
+        public static final int C_SIZE = 192;
         /** The C offsets of the fields, in field order. */
-        public static final int[] C_OFFSETS = {0, 16, 48};
+        public static final int[] C_OFFSETS = {0, 8, 24, 56};
 
+        /** {@code size_t size} */
+        public SizeT size = new SizeT();
         /** {@code uint8_t[16] credential_id [ITSME_CREDENTIAL_ID_BYTES]} */
         public byte[] credential_id = new byte[16];
-        /** {@code uint8_t[32] public_key} */
+        /** {@code uint8_t[32] public_key [ITSME_PUBLIC_KEY_BYTES]} */
         public byte[] public_key = new byte[32];
-        /** {@code char[129] label} */
+        /** {@code char[129] label [ITSME_NAME_MAX_BYTES + 1]} */
         public byte[] label = new byte[129];
 
-        /** A zeroed {@code itsme_credential_info}. */
+        /** A zeroed {@code itsme_credential_info} whose {@code size} field holds its size, as the caller sets it. */
         public itsme_credential_info() {
             super();
+            this.size = new SizeT(size());
         }
 
         /** The JNA offset of a field, compared with C_OFFSETS by layoutMismatches. */
@@ -1965,16 +2021,18 @@ public interface ItsMeLibrary extends Library {
      * <pre>
      * What a verified approval says.
      * </pre>
-     * <p>The C struct {@code itsme_approval_result}: 2112 bytes, aligned to 8 (checked by
+     * <p>The C struct {@code itsme_approval_result}: 2120 bytes, aligned to 8 (checked by
      * {@link ItsMeLibrary#layoutMismatches}).
      */
-    @Structure.FieldOrder({"decision", "credential_id", "timestamp", "granted_scopes"})
+    @Structure.FieldOrder({"size", "decision", "credential_id", "timestamp", "granted_scopes"})
     class itsme_approval_result extends Structure {
         /** The size of the C struct, in bytes. */
-        public static final int C_SIZE = 2112;
+        public static final int C_SIZE = 2120;
         /** The C offsets of the fields, in field order. */
-        public static final int[] C_OFFSETS = {0, 4, 24, 32};
+        public static final int[] C_OFFSETS = {0, 8, 12, 32, 40};
 
+        /** {@code size_t size} */
+        public SizeT size = new SizeT();
         /** {@code itsme_approval_decision decision} */
         public int decision;
         /** {@code uint8_t[16] credential_id [ITSME_CREDENTIAL_ID_BYTES]} */
@@ -1984,9 +2042,10 @@ public interface ItsMeLibrary extends Library {
         /** {@code char[2080] granted_scopes [ITSME_SCOPES_TEXT_SIZE]} */
         public byte[] granted_scopes = new byte[2080];
 
-        /** A zeroed {@code itsme_approval_result}. */
+        /** A zeroed {@code itsme_approval_result} whose {@code size} field holds its size, as the caller sets it. */
         public itsme_approval_result() {
             super();
+            this.size = new SizeT(size());
         }
 
         /** The JNA offset of a field, compared with C_OFFSETS by layoutMismatches. */
@@ -1996,40 +2055,15 @@ public interface ItsMeLibrary extends Library {
     }
 
     /**
-     * <pre>
-     * A host-implemented secret store.
-     *
-     * Each callback returns ITSME_OK on success, ITSME_E_NOT_FOUND where the
-     * item does not exist (get and remove), ITSME_E_BUFFER_TOO_SMALL from get
-     * (with *out_len set to the item's size) when cap is too small, and any
-     * other code, conventionally ITSME_E_SECRET_STORE, on failure.
-     *
-     * Lifetimes: `name` and `value` are borrowed for the duration of the call
-     * only; copy what you keep.  `out` may be written only up to `cap` bytes.
-     *
-     * Threads: the callbacks of one store are never called concurrently (the
-     * library serialises them), but they may be called from any thread that
-     * calls into the library with a handle using this store.  They must not
-     * call back into libitsme.  The library's read-modify-writes of an item
-     * (attempt counters) are atomic within the process; if several processes
-     * share one host store, the host must make them atomic across processes.
-     *
-     * get:     copy the item's bytes to out and its size to *out_len.
-     * put:     create or replace the item with `len` bytes of `value`,
-     * atomically: after a crash the old or the new value is there.
-     * remove:  delete the item; ITSME_E_NOT_FOUND if it does not exist.
-     * destroy: optional (may be NULL); called once with ctx when the library
-     * drops its last reference to the store.
-     * </pre>
-     * <p>The C callback table {@code itsme_secret_store_callbacks}: 40 bytes, aligned to 8 (checked by
+     * <p>The C callback table {@code itsme_secret_store_callbacks}: 48 bytes, aligned to 8 (checked by
      * {@link ItsMeLibrary#layoutMismatches}).
      */
-    @Structure.FieldOrder({"ctx", "get", "put", "remove", "destroy"})
+    @Structure.FieldOrder({"version", "ctx", "get", "put", "remove", "destroy"})
     class itsme_secret_store_callbacks extends Structure {
         /** The size of the C callback table, in bytes. */
-        public static final int C_SIZE = 40;
+        public static final int C_SIZE = 48;
         /** The C offsets of the fields, in field order. */
-        public static final int[] C_OFFSETS = {0, 8, 16, 24, 32};
+        public static final int[] C_OFFSETS = {0, 8, 16, 24, 32, 40};
 
         /** The callback of field {@code get}: {@code itsme_result (*)(void *, const char *, uint8_t *, size_t, size_t *)}. */
         public interface Get extends Callback {
@@ -2051,6 +2085,8 @@ public interface ItsMeLibrary extends Library {
             void invoke(Pointer ctx);
         }
 
+        /** {@code uint32_t version} */
+        public int version;
         /** {@code void * ctx} */
         public Pointer ctx;
         /** {@code itsme_result (*)(void *, const char *, uint8_t *, size_t, size_t *) get} */
@@ -2062,9 +2098,10 @@ public interface ItsMeLibrary extends Library {
         /** {@code void (*)(void *) destroy} */
         public Destroy destroy;
 
-        /** A zeroed {@code itsme_secret_store_callbacks}. */
+        /** A zeroed {@code itsme_secret_store_callbacks} whose {@code version} field is {@link ItsMeLibrary#ITSME_SECRET_STORE_CALLBACKS_VERSION}. */
         public itsme_secret_store_callbacks() {
             super();
+            this.version = ITSME_SECRET_STORE_CALLBACKS_VERSION;
         }
 
         /** The JNA offset of a field, compared with C_OFFSETS by layoutMismatches. */
@@ -2074,28 +2111,17 @@ public interface ItsMeLibrary extends Library {
     }
 
     /**
-     * <pre>
-     * A host-implemented replay store (a database table, a shared cache).
-     * insert: record `key` (32 bytes, borrowed for the call) until
-     * `expires_at` (the host may forget it after that); set *out_seen to 1 if
-     * it was recorded already (and leave it), else 0.  Must be atomic across
-     * every verifier sharing the store.  Return ITSME_OK, or any other code
-     * on failure (the approval is then refused with that code).  `now` is the
-     * verifier's clock.  Must not call back into libitsme.
-     * destroy: optional (may be NULL); called once with ctx when the store is
-     * freed.
-     * </pre>
-     * <p>The C callback table {@code itsme_replay_store_callbacks}: 24 bytes, aligned to 8 (checked by
+     * <p>The C callback table {@code itsme_replay_store_callbacks}: 32 bytes, aligned to 8 (checked by
      * {@link ItsMeLibrary#layoutMismatches}).
      */
-    @Structure.FieldOrder({"ctx", "insert", "destroy"})
+    @Structure.FieldOrder({"version", "ctx", "insert", "destroy"})
     class itsme_replay_store_callbacks extends Structure {
         /** The size of the C callback table, in bytes. */
-        public static final int C_SIZE = 24;
+        public static final int C_SIZE = 32;
         /** The C offsets of the fields, in field order. */
-        public static final int[] C_OFFSETS = {0, 8, 16};
+        public static final int[] C_OFFSETS = {0, 8, 16, 24};
 
-        /** The callback of field {@code insert}: {@code itsme_result (*)(void *, const uint8_t *, int64_t, int64_t, int32_t *)}. */
+        /** The callback of field {@code insert}: {@code itsme_result (*)(void *, const uint8_t *, int64_t, int64_t, _Bool *)}. */
         public interface Insert extends Callback {
             int invoke(Pointer ctx, Pointer key, long expires_at, long now, Pointer out_seen);
         }
@@ -2105,16 +2131,19 @@ public interface ItsMeLibrary extends Library {
             void invoke(Pointer ctx);
         }
 
+        /** {@code uint32_t version} */
+        public int version;
         /** {@code void * ctx} */
         public Pointer ctx;
-        /** {@code itsme_result (*)(void *, const uint8_t *, int64_t, int64_t, int32_t *) insert} */
+        /** {@code itsme_result (*)(void *, const uint8_t *, int64_t, int64_t, _Bool *) insert} */
         public Insert insert;
         /** {@code void (*)(void *) destroy} */
         public Destroy destroy;
 
-        /** A zeroed {@code itsme_replay_store_callbacks}. */
+        /** A zeroed {@code itsme_replay_store_callbacks} whose {@code version} field is {@link ItsMeLibrary#ITSME_REPLAY_STORE_CALLBACKS_VERSION}. */
         public itsme_replay_store_callbacks() {
             super();
+            this.version = ITSME_REPLAY_STORE_CALLBACKS_VERSION;
         }
 
         /** The JNA offset of a field, compared with C_OFFSETS by layoutMismatches. */
@@ -2134,22 +2163,10 @@ public interface ItsMeLibrary extends Library {
             if (s.size() != itsme_store_loss.C_SIZE) {
                 mismatches.add("itsme_store_loss: size " + s.size() + ", C " + itsme_store_loss.C_SIZE);
             }
-            String[] fields = {"replaced", "commits_lost", "contacts_before", "contacts_now", "contacts_missing", "photos_missing", "device_secrets_missing", "contacts_without_their_photo"};
+            String[] fields = {"size", "replaced", "commits_lost", "contacts_before", "contacts_now", "contacts_missing", "photos_missing", "device_secrets_missing", "contacts_without_their_photo"};
             for (int i = 0; i < fields.length; i++) {
                 if (s.offsetOf(fields[i]) != itsme_store_loss.C_OFFSETS[i]) {
                     mismatches.add("itsme_store_loss." + fields[i] + ": offset " + s.offsetOf(fields[i]) + ", C " + itsme_store_loss.C_OFFSETS[i]);
-                }
-            }
-        }
-        {
-            itsme_voice_derivation s = new itsme_voice_derivation();
-            if (s.size() != itsme_voice_derivation.C_SIZE) {
-                mismatches.add("itsme_voice_derivation: size " + s.size() + ", C " + itsme_voice_derivation.C_SIZE);
-            }
-            String[] fields = {"session_id", "my_words", "their_words", "i_select_first", "reserved", "my_code", "their_code", "my_tag", "their_tag"};
-            for (int i = 0; i < fields.length; i++) {
-                if (s.offsetOf(fields[i]) != itsme_voice_derivation.C_OFFSETS[i]) {
-                    mismatches.add("itsme_voice_derivation." + fields[i] + ": offset " + s.offsetOf(fields[i]) + ", C " + itsme_voice_derivation.C_OFFSETS[i]);
                 }
             }
         }
@@ -2158,7 +2175,7 @@ public interface ItsMeLibrary extends Library {
             if (s.size() != itsme_import_report.C_SIZE) {
                 mismatches.add("itsme_import_report: size " + s.size() + ", C " + itsme_import_report.C_SIZE);
             }
-            String[] fields = {"wrong_identity", "other_fingerprint", "store_exists", "contacts_readable", "contacts_unreadable", "device_secrets"};
+            String[] fields = {"size", "wrong_identity", "other_fingerprint", "store_exists", "contacts_readable", "contacts_unreadable", "device_secrets"};
             for (int i = 0; i < fields.length; i++) {
                 if (s.offsetOf(fields[i]) != itsme_import_report.C_OFFSETS[i]) {
                     mismatches.add("itsme_import_report." + fields[i] + ": offset " + s.offsetOf(fields[i]) + ", C " + itsme_import_report.C_OFFSETS[i]);
@@ -2170,7 +2187,7 @@ public interface ItsMeLibrary extends Library {
             if (s.size() != itsme_approval_request_info.C_SIZE) {
                 mismatches.add("itsme_approval_request_info: size " + s.size() + ", C " + itsme_approval_request_info.C_SIZE);
             }
-            String[] fields = {"service_id", "service_name", "session_id", "otp", "issued_at", "expires_at", "scopes"};
+            String[] fields = {"size", "service_id", "service_name", "session_id", "otp", "issued_at", "expires_at", "scopes"};
             for (int i = 0; i < fields.length; i++) {
                 if (s.offsetOf(fields[i]) != itsme_approval_request_info.C_OFFSETS[i]) {
                     mismatches.add("itsme_approval_request_info." + fields[i] + ": offset " + s.offsetOf(fields[i]) + ", C " + itsme_approval_request_info.C_OFFSETS[i]);
@@ -2182,7 +2199,7 @@ public interface ItsMeLibrary extends Library {
             if (s.size() != itsme_credential_info.C_SIZE) {
                 mismatches.add("itsme_credential_info: size " + s.size() + ", C " + itsme_credential_info.C_SIZE);
             }
-            String[] fields = {"credential_id", "public_key", "label"};
+            String[] fields = {"size", "credential_id", "public_key", "label"};
             for (int i = 0; i < fields.length; i++) {
                 if (s.offsetOf(fields[i]) != itsme_credential_info.C_OFFSETS[i]) {
                     mismatches.add("itsme_credential_info." + fields[i] + ": offset " + s.offsetOf(fields[i]) + ", C " + itsme_credential_info.C_OFFSETS[i]);
@@ -2194,7 +2211,7 @@ public interface ItsMeLibrary extends Library {
             if (s.size() != itsme_approval_result.C_SIZE) {
                 mismatches.add("itsme_approval_result: size " + s.size() + ", C " + itsme_approval_result.C_SIZE);
             }
-            String[] fields = {"decision", "credential_id", "timestamp", "granted_scopes"};
+            String[] fields = {"size", "decision", "credential_id", "timestamp", "granted_scopes"};
             for (int i = 0; i < fields.length; i++) {
                 if (s.offsetOf(fields[i]) != itsme_approval_result.C_OFFSETS[i]) {
                     mismatches.add("itsme_approval_result." + fields[i] + ": offset " + s.offsetOf(fields[i]) + ", C " + itsme_approval_result.C_OFFSETS[i]);
@@ -2206,7 +2223,7 @@ public interface ItsMeLibrary extends Library {
             if (s.size() != itsme_secret_store_callbacks.C_SIZE) {
                 mismatches.add("itsme_secret_store_callbacks: size " + s.size() + ", C " + itsme_secret_store_callbacks.C_SIZE);
             }
-            String[] fields = {"ctx", "get", "put", "remove", "destroy"};
+            String[] fields = {"version", "ctx", "get", "put", "remove", "destroy"};
             for (int i = 0; i < fields.length; i++) {
                 if (s.offsetOf(fields[i]) != itsme_secret_store_callbacks.C_OFFSETS[i]) {
                     mismatches.add("itsme_secret_store_callbacks." + fields[i] + ": offset " + s.offsetOf(fields[i]) + ", C " + itsme_secret_store_callbacks.C_OFFSETS[i]);
@@ -2218,7 +2235,7 @@ public interface ItsMeLibrary extends Library {
             if (s.size() != itsme_replay_store_callbacks.C_SIZE) {
                 mismatches.add("itsme_replay_store_callbacks: size " + s.size() + ", C " + itsme_replay_store_callbacks.C_SIZE);
             }
-            String[] fields = {"ctx", "insert", "destroy"};
+            String[] fields = {"version", "ctx", "insert", "destroy"};
             for (int i = 0; i < fields.length; i++) {
                 if (s.offsetOf(fields[i]) != itsme_replay_store_callbacks.C_OFFSETS[i]) {
                     mismatches.add("itsme_replay_store_callbacks." + fields[i] + ": offset " + s.offsetOf(fields[i]) + ", C " + itsme_replay_store_callbacks.C_OFFSETS[i]);
@@ -2272,13 +2289,10 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
-     * Copies the detail of the most recent failure, on the calling thread, of a
-     * function that had no handle to record it on: the secret store
-     * constructors, itsme_random_new_deterministic, the short-code functions,
-     * the pure derivations, the export functions that take no handle
-     * (itsme_export_generate_password, _to_text, _from_text, _header),
-     * itsme_transfer_new_receiver, and any function given a NULL handle.
-     * Per-thread; an empty string if there is none.  Like every *_last_error
+     * Copies the detail of the most recent failure of any function on the
+     * calling thread, whatever handle it was given (or none: constructors, the
+     * short-code functions, the export functions that take no handle, a NULL
+     * handle).  Per-thread; an empty string if no call failed on this thread.  Like every *_last_error
      * function, it needs no itsme_init().
      * Errors: ITSME_E_INVALID_ARGUMENT (out_len NULL, or buf NULL with a
      * non-zero cap), ITSME_E_BUFFER_TOO_SMALL.
@@ -2286,35 +2300,6 @@ public interface ItsMeLibrary extends Library {
      * <p>C: {@code itsme_result itsme_last_error(char *buf, size_t cap, size_t *out_len)}
      */
     int itsme_last_error(byte[] buf, SizeT cap, SizeTByReference out_len);
-
-    /**
-     * <pre>
-     * The same values as functions, for hosts that cannot read macros
-     * (ctypes, FFI generators).  Thread-safe; need no itsme_init().
-     * </pre>
-     * <p>C: {@code size_t itsme_public_key_bytes(void)}
-     */
-    SizeT itsme_public_key_bytes();
-
-    /**
-     * <pre>
-     * The same values as functions, for hosts that cannot read macros
-     * (ctypes, FFI generators).  Thread-safe; need no itsme_init().
-     * (Documented with itsme_public_key_bytes.)
-     * </pre>
-     * <p>C: {@code size_t itsme_fingerprint_size(void)}
-     */
-    SizeT itsme_fingerprint_size();
-
-    /**
-     * <pre>
-     * The same values as functions, for hosts that cannot read macros
-     * (ctypes, FFI generators).  Thread-safe; need no itsme_init().
-     * (Documented with itsme_fingerprint_size.)
-     * </pre>
-     * <p>C: {@code size_t itsme_name_max_bytes(void)}
-     */
-    SizeT itsme_name_max_bytes();
 
     /**
      * <pre>
@@ -2488,11 +2473,11 @@ public interface ItsMeLibrary extends Library {
      * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_CORRUPT_DATA,
      * ITSME_E_SECRET_STORE.
      * </pre>
-     * <p>C: {@code itsme_result itsme_pin_is_set(itsme_identity *identity, int *out_is_set)}
+     * <p>C: {@code itsme_result itsme_pin_is_set(itsme_identity *identity, _Bool *out_is_set)}
      * <p>Its result must be checked (ITSME_WARN_UNUSED_RESULT).
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
-    int itsme_pin_is_set(itsme_identity identity, IntByReference out_is_set);
+    int itsme_pin_is_set(itsme_identity identity, ByteByReference out_is_set);
 
     /**
      * <pre>
@@ -2609,17 +2594,6 @@ public interface ItsMeLibrary extends Library {
      * <p>Releases a {@link itsme_store}; call it exactly once per handle.
      */
     void itsme_store_free(itsme_store store);
-
-    /**
-     * <pre>
-     * Deprecated alias of itsme_store_free, kept through the 0.2 series: it
-     * will be removed in 0.2.
-     * </pre>
-     * <p>C: {@code void itsme_store_close(itsme_store *store)}
-     * @deprecated use itsme_store_free
-     */
-    @Deprecated
-    void itsme_store_close(itsme_store store);
 
     /**
      * <pre>
@@ -2761,11 +2735,11 @@ public interface ItsMeLibrary extends Library {
      * Errors: as itsme_store_set_name, and ITSME_E_INVALID_STATE for
      * ITSME_CONTACT_AWAITING_PEER, into or out of (only an exchange moves it).
      * </pre>
-     * <p>C: {@code itsme_result itsme_store_set_state(itsme_store *store, int64_t id, itsme_verification_state state, int acknowledged, int64_t now)}
+     * <p>C: {@code itsme_result itsme_store_set_state(itsme_store *store, int64_t id, itsme_verification_state state, bool acknowledged, int64_t now)}
      * <p>Its result must be checked (ITSME_WARN_UNUSED_RESULT).
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
-    int itsme_store_set_state(itsme_store store, long id, int state, int acknowledged, long now);
+    int itsme_store_set_state(itsme_store store, long id, int state, byte acknowledged, long now);
 
     /**
      * <pre>
@@ -2860,19 +2834,19 @@ public interface ItsMeLibrary extends Library {
      * Writes 1 if the contact has an identity key, 0 for an unauthenticated
      * (version-5) contact.
      * </pre>
-     * <p>C: {@code itsme_result itsme_contact_is_authenticated(const itsme_contact *contact, int *out_authenticated)}
+     * <p>C: {@code itsme_result itsme_contact_is_authenticated(const itsme_contact *contact, _Bool *out_authenticated)}
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
-    int itsme_contact_is_authenticated(itsme_contact contact, IntByReference out_authenticated);
+    int itsme_contact_is_authenticated(itsme_contact contact, ByteByReference out_authenticated);
 
     /**
      * <pre>
      * The contact's state, and whether a degradation was acknowledged.
      * </pre>
-     * <p>C: {@code itsme_result itsme_contact_state(const itsme_contact *contact, itsme_verification_state *out_state, int *out_acknowledged)}
+     * <p>C: {@code itsme_result itsme_contact_state(const itsme_contact *contact, itsme_verification_state *out_state, _Bool *out_acknowledged)}
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
-    int itsme_contact_state(itsme_contact contact, IntByReference out_state, IntByReference out_acknowledged);
+    int itsme_contact_state(itsme_contact contact, IntByReference out_state, ByteByReference out_acknowledged);
 
     /**
      * <pre>
@@ -2949,35 +2923,12 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
-     * A deterministic stream: libsodium's randombytes_buf_deterministic under
-     * a 32-byte seed, which is replaced by its SHA-256 after each draw.
-     * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, seed_len
-     * not 32).
-     * </pre>
-     * <p>C: {@code itsme_result itsme_random_new_deterministic(const uint8_t *seed, size_t seed_len, itsme_random **out)}
-     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
-     */
-    int itsme_random_new_deterministic(byte[] seed, SizeT seed_len, PointerByReference out);
-
-    /**
-     * <pre>
      * Releases a random source.  Accepts NULL.
      * </pre>
      * <p>C: {@code void itsme_random_free(itsme_random *rng)}
      * <p>Releases a {@link itsme_random}; call it exactly once per handle.
      */
     void itsme_random_free(itsme_random rng);
-
-    /**
-     * <pre>
-     * itsme_identity_create drawing its keys from `rng` (NULL: the operating
-     * system, exactly like itsme_identity_create).  For tests and vectors.
-     * Errors: as itsme_identity_create.
-     * </pre>
-     * <p>C: {@code itsme_result itsme_identity_create_with_random(itsme_secret_store *store, const char *name, itsme_random *rng, itsme_identity **out)}
-     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
-     */
-    int itsme_identity_create_with_random(itsme_secret_store store, String name, itsme_random rng, PointerByReference out);
 
     /**
      * <pre>
@@ -3287,10 +3238,10 @@ public interface ItsMeLibrary extends Library {
      * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
      * ITSME_E_SECRET_STORE.
      * </pre>
-     * <p>C: {@code itsme_result itsme_exchange_new_invite(itsme_identity *identity, int realtime, itsme_random *rng, int64_t now, itsme_exchange **out)}
+     * <p>C: {@code itsme_result itsme_exchange_new_invite(itsme_identity *identity, bool realtime, itsme_random *rng, int64_t now, itsme_exchange **out)}
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
-    int itsme_exchange_new_invite(itsme_identity identity, int realtime, itsme_random rng, long now, PointerByReference out);
+    int itsme_exchange_new_invite(itsme_identity identity, byte realtime, itsme_random rng, long now, PointerByReference out);
 
     /**
      * <pre>
@@ -3302,10 +3253,10 @@ public interface ItsMeLibrary extends Library {
      * twice; nothing is stored),
      * ITSME_E_NOT_INITIALIZED, ITSME_E_SECRET_STORE.
      * </pre>
-     * <p>C: {@code itsme_result itsme_exchange_accept_invite(itsme_identity *identity, const char *invite_code, const char *encryption_code, int realtime, itsme_random *rng, int64_t now, itsme_exchange **out)}
+     * <p>C: {@code itsme_result itsme_exchange_accept_invite(itsme_identity *identity, const char *invite_code, const char *encryption_code, bool realtime, itsme_random *rng, int64_t now, itsme_exchange **out)}
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
-    int itsme_exchange_accept_invite(itsme_identity identity, String invite_code, String encryption_code, int realtime, itsme_random rng, long now, PointerByReference out);
+    int itsme_exchange_accept_invite(itsme_identity identity, String invite_code, String encryption_code, byte realtime, itsme_random rng, long now, PointerByReference out);
 
     /**
      * <pre>
@@ -3344,84 +3295,10 @@ public interface ItsMeLibrary extends Library {
      * Sets *out_inviter to 1 for the side that created the invite, else 0.
      * Errors: ITSME_E_INVALID_STATE (not an invite or real-time exchange).
      * </pre>
-     * <p>C: {@code itsme_result itsme_exchange_is_inviter(const itsme_exchange *exchange, int *out_inviter)}
+     * <p>C: {@code itsme_result itsme_exchange_is_inviter(const itsme_exchange *exchange, _Bool *out_inviter)}
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
-    int itsme_exchange_is_inviter(itsme_exchange exchange, IntByReference out_inviter);
-
-    /**
-     * <pre>
-     * The verification seed (section 3): HKDF over X25519(ephemeral_secret,
-     * peer_ephemeral_public), salted with the two fingerprints in order.
-     * Errors: ITSME_E_INVALID_ARGUMENT (sizes, a fingerprint not 16 hex
-     * digits), ITSME_E_INVALID_KEY (all-zero shared secret), BUFFER_TOO_SMALL.
-     * </pre>
-     * <p>C: {@code itsme_result itsme_derive_seed(const uint8_t *ephemeral_secret, size_t secret_len, const uint8_t *peer_ephemeral_public, size_t public_len, const char *fingerprint_a, const char *fingerprint_b, uint8_t *out, size_t cap, size_t *out_len)}
-     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
-     */
-    int itsme_derive_seed(byte[] ephemeral_secret, SizeT secret_len, byte[] peer_ephemeral_public, SizeT public_len, String fingerprint_a, String fingerprint_b, byte[] out, SizeT cap, SizeTByReference out_len);
-
-    /**
-     * <pre>
-     * The SAS text (section 4.1) of a 32-byte seed and transcript hash
-     * (ITSME_SHORT_CODE_SIZE bytes suffice).
-     * </pre>
-     * <p>C: {@code itsme_result itsme_derive_sas(const uint8_t *seed, size_t seed_len, const uint8_t *transcript_hash, size_t th_len, char *out, size_t cap, size_t *out_len)}
-     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
-     */
-    int itsme_derive_sas(byte[] seed, SizeT seed_len, byte[] transcript_hash, SizeT th_len, byte[] out, SizeT cap, SizeTByReference out_len);
-
-    /**
-     * <pre>
-     * The QR transcript hash (section 5.3) of two payload texts, in either
-     * order.  Each must be a valid "ITSME1:" payload (signature checked).
-     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_MALFORMED_MESSAGE,
-     * ITSME_E_AUTHENTICATION_FAILED, BUFFER_TOO_SMALL.
-     * </pre>
-     * <p>C: {@code itsme_result itsme_qr_transcript_hash(const uint8_t *payload_a, size_t a_len, const uint8_t *payload_b, size_t b_len, uint8_t *out, size_t cap, size_t *out_len)}
-     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
-     */
-    int itsme_qr_transcript_hash(byte[] payload_a, SizeT a_len, byte[] payload_b, SizeT b_len, byte[] out, SizeT cap, SizeTByReference out_len);
-
-    /**
-     * <pre>
-     * The Bluetooth commitment (section 7.3) to an identity key, an ephemeral
-     * key, a name and a 16-byte device secret.
-     * </pre>
-     * <p>C: {@code itsme_result itsme_bluetooth_commitment(const uint8_t *identity_public, size_t identity_len, const uint8_t *ephemeral_public, size_t ephemeral_len, const char *name, const uint8_t *device_secret, size_t device_secret_len, uint8_t *out, size_t cap, size_t *out_len)}
-     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
-     */
-    int itsme_bluetooth_commitment(byte[] identity_public, SizeT identity_len, byte[] ephemeral_public, SizeT ephemeral_len, String name, byte[] device_secret, SizeT device_secret_len, byte[] out, SizeT cap, SizeTByReference out_len);
-
-    /**
-     * <pre>
-     * th1 (section 7.3) from the session code text and the four frames.
-     * </pre>
-     * <p>C: {@code itsme_result itsme_bluetooth_th1(const char *session_code, const uint8_t *hello_i, size_t hello_i_len, const uint8_t *hello_r, size_t hello_r_len, const uint8_t *key_i, size_t key_i_len, const uint8_t *key_r, size_t key_r_len, uint8_t *out, size_t cap, size_t *out_len)}
-     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
-     */
-    int itsme_bluetooth_th1(String session_code, byte[] hello_i, SizeT hello_i_len, byte[] hello_r, SizeT hello_r_len, byte[] key_i, SizeT key_i_len, byte[] key_r, SizeT key_r_len, byte[] out, SizeT cap, SizeTByReference out_len);
-
-    /**
-     * <pre>
-     * k_I || k_R (64 bytes, section 7.3) from our ephemeral secret, the peer's
-     * ephemeral public key and th1.  ITSME_E_INVALID_KEY for a low-order peer
-     * key.
-     * </pre>
-     * <p>C: {@code itsme_result itsme_bluetooth_session_keys(const uint8_t *ephemeral_secret, size_t secret_len, const uint8_t *peer_ephemeral_public, size_t public_len, const uint8_t *th1, size_t th1_len, uint8_t *out, size_t cap, size_t *out_len)}
-     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
-     */
-    int itsme_bluetooth_session_keys(byte[] ephemeral_secret, SizeT secret_len, byte[] peer_ephemeral_public, SizeT public_len, byte[] th1, SizeT th1_len, byte[] out, SizeT cap, SizeTByReference out_len);
-
-    /**
-     * <pre>
-     * The Bluetooth transcript hash (section 7.4) from th1 and the two
-     * decrypted contact data plaintexts.
-     * </pre>
-     * <p>C: {@code itsme_result itsme_bluetooth_transcript_hash(const uint8_t *th1, size_t th1_len, const uint8_t *plaintext_i, size_t plaintext_i_len, const uint8_t *plaintext_r, size_t plaintext_r_len, uint8_t *out, size_t cap, size_t *out_len)}
-     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
-     */
-    int itsme_bluetooth_transcript_hash(byte[] th1, SizeT th1_len, byte[] plaintext_i, SizeT plaintext_i_len, byte[] plaintext_r, SizeT plaintext_r_len, byte[] out, SizeT cap, SizeTByReference out_len);
+    int itsme_exchange_is_inviter(itsme_exchange exchange, ByteByReference out_inviter);
 
     /**
      * <pre>
@@ -3467,7 +3344,7 @@ public interface ItsMeLibrary extends Library {
      * The state and whose turn it is (ITSME_VOICE_TURN_*; out_turn may be NULL).
      * Errors: ITSME_E_INVALID_ARGUMENT.
      * </pre>
-     * <p>C: {@code itsme_result itsme_voice_status(const itsme_voice *voice, itsme_voice_state *out_state, uint32_t *out_turn)}
+     * <p>C: {@code itsme_result itsme_voice_status(const itsme_voice *voice, itsme_voice_state *out_state, itsme_voice_turn *out_turn)}
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
     int itsme_voice_status(itsme_voice voice, IntByReference out_state, IntByReference out_turn);
@@ -3510,14 +3387,14 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
-     * This person's five word indices (0-25), sorted, into out[0..4]; `cap` is
-     * at least 5.  Show them as itsme_nato_word() texts.
+     * This person's ITSME_VOICE_WORD_COUNT (five) word indices (0-25), sorted,
+     * into out[0..4]; *out_len is 5.  Show them as itsme_nato_word() texts.
      * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL.
      * </pre>
-     * <p>C: {@code itsme_result itsme_voice_words(const itsme_voice *voice, uint8_t *out, size_t cap)}
+     * <p>C: {@code itsme_result itsme_voice_words(const itsme_voice *voice, uint8_t *out, size_t cap, size_t *out_len)}
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
-    int itsme_voice_words(itsme_voice voice, byte[] out, SizeT cap);
+    int itsme_voice_words(itsme_voice voice, byte[] out, SizeT cap, SizeTByReference out_len);
 
     /**
      * <pre>
@@ -3576,68 +3453,6 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
-     * Pure derivations of sections 9 and 10 (errors as the other pure
-     * derivations, and ITSME_E_INVALID_ARGUMENT for a negative `window`:
-     * windows are not negative; `pid` is a party's id: a 32-byte identity key,
-     * or the 8 fingerprint bytes of an unauthenticated contact).  The session
-     * ID text.
-     * </pre>
-     * <p>C: {@code itsme_result itsme_derive_session_id(const uint8_t *seed, size_t seed_len, int64_t window, char *out, size_t cap, size_t *out_len)}
-     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
-     */
-    int itsme_derive_session_id(byte[] seed, SizeT seed_len, long window, byte[] out, SizeT cap, SizeTByReference out_len);
-
-    /**
-     * <pre>
-     * A selector's five word indices, sorted, into out[0..4] (cap &gt;= 5).
-     * </pre>
-     * <p>C: {@code itsme_result itsme_derive_words(const uint8_t *seed, size_t seed_len, int64_t window, const uint8_t *pid, size_t pid_len, uint8_t *out, size_t cap)}
-     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
-     */
-    int itsme_derive_words(byte[] seed, SizeT seed_len, long window, byte[] pid, SizeT pid_len, byte[] out, SizeT cap);
-
-    /**
-     * <pre>
-     * 1 if the party with the lower pid selects first in `window`, else 0.
-     * </pre>
-     * <p>C: {@code itsme_result itsme_derive_lower_selects_first(const uint8_t *seed, size_t seed_len, int64_t window, int *out_lower_first)}
-     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
-     */
-    int itsme_derive_lower_selects_first(byte[] seed, SizeT seed_len, long window, IntByReference out_lower_first);
-
-    /**
-     * <pre>
-     * The code text of `speaker` for the selections (first, w1), (second, w2).
-     * </pre>
-     * <p>C: {@code itsme_result itsme_derive_code(const uint8_t *seed, size_t seed_len, int64_t window, const uint8_t *first, size_t first_len, uint32_t first_word, const uint8_t *second, size_t second_len, uint32_t second_word, const uint8_t *speaker, size_t speaker_len, char *out, size_t cap, size_t *out_len)}
-     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
-     */
-    int itsme_derive_code(byte[] seed, SizeT seed_len, long window, byte[] first, SizeT first_len, int first_word, byte[] second, SizeT second_len, int second_word, byte[] speaker, SizeT speaker_len, byte[] out, SizeT cap, SizeTByReference out_len);
-
-    /**
-     * <pre>
-     * The device tag (0-99) of `speaker` with its device secret (0 to 64
-     * bytes; secret may be NULL when secret_len is 0).
-     * </pre>
-     * <p>C: {@code itsme_result itsme_derive_device_tag(const uint8_t *seed, size_t seed_len, int64_t window, const uint8_t *speaker, size_t speaker_len, const uint8_t *secret, size_t secret_len, uint32_t *out_tag)}
-     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
-     */
-    int itsme_derive_device_tag(byte[] seed, SizeT seed_len, long window, byte[] speaker, SizeT speaker_len, byte[] secret, SizeT secret_len, IntByReference out_tag);
-
-    /**
-     * <pre>
-     * Fills *out for one side: its pid and device secret, the other side's,
-     * and the two selections in order (the first selector's word first).
-     * Thread-safe.  Errors as the other pure derivations (word indices above
-     * 25, secrets above 64 bytes; a secret may be NULL when its length is 0).
-     * </pre>
-     * <p>C: {@code itsme_result itsme_derive_voice(const uint8_t *seed, size_t seed_len, int64_t window, const uint8_t *my_pid, size_t my_pid_len, const uint8_t *their_pid, size_t their_pid_len, const uint8_t *my_secret, size_t my_secret_len, const uint8_t *their_secret, size_t their_secret_len, uint32_t first_word, uint32_t second_word, itsme_voice_derivation *out)}
-     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
-     */
-    int itsme_derive_voice(byte[] seed, SizeT seed_len, long window, byte[] my_pid, SizeT my_pid_len, byte[] their_pid, SizeT their_pid_len, byte[] my_secret, SizeT my_secret_len, byte[] their_secret, SizeT their_secret_len, int first_word, int second_word, itsme_voice_derivation out);
-
-    /**
-     * <pre>
      * For the person who changed devices: draws a new interim device secret for
      * contact `contact_id` (rng NULL: the operating system), stores it as this
      * device's secret for the contact, and writes the code to send them
@@ -3671,16 +3486,6 @@ public interface ItsMeLibrary extends Library {
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
     int itsme_store_accept_degradation_code(itsme_store store, long contact_id, String code, long now);
-
-    /**
-     * <pre>
-     * Pure derivation: the degradation code of the person `pid` for the
-     * 10-byte interim device secret `secret`.
-     * </pre>
-     * <p>C: {@code itsme_result itsme_derive_degradation_code(const uint8_t *seed, size_t seed_len, const uint8_t *pid, size_t pid_len, const uint8_t *secret, size_t secret_len, char *out, size_t cap, size_t *out_len)}
-     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
-     */
-    int itsme_derive_degradation_code(byte[] seed, SizeT seed_len, byte[] pid, SizeT pid_len, byte[] secret, SizeT secret_len, byte[] out, SizeT cap, SizeTByReference out_len);
 
     /**
      * <pre>
@@ -4575,4 +4380,473 @@ public interface ItsMeLibrary extends Library {
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
     int itsme_approval_verify(byte[] request, SizeT request_len, byte[] approval, SizeT approval_len, byte[] public_keys, SizeT key_count, itsme_replay_store replay, long now, itsme_approval_result out);
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * </pre>
+     * <p>C: {@code size_t itsme_public_key_bytes(void)}
+     */
+    SizeT itsme_public_key_bytes();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_public_key_bytes.)
+     * </pre>
+     * <p>C: {@code size_t itsme_fingerprint_chars(void)}
+     */
+    SizeT itsme_fingerprint_chars();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_fingerprint_chars.)
+     * </pre>
+     * <p>C: {@code size_t itsme_fingerprint_size(void)}
+     */
+    SizeT itsme_fingerprint_size();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_fingerprint_size.)
+     * </pre>
+     * <p>C: {@code size_t itsme_pin_length(void)}
+     */
+    SizeT itsme_pin_length();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_pin_length.)
+     * </pre>
+     * <p>C: {@code size_t itsme_text_max(void)}
+     */
+    SizeT itsme_text_max();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_text_max.)
+     * </pre>
+     * <p>C: {@code size_t itsme_typed_code_max(void)}
+     */
+    SizeT itsme_typed_code_max();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_typed_code_max.)
+     * </pre>
+     * <p>C: {@code size_t itsme_export_text_max(void)}
+     */
+    SizeT itsme_export_text_max();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_export_text_max.)
+     * </pre>
+     * <p>C: {@code size_t itsme_name_max_bytes(void)}
+     */
+    SizeT itsme_name_max_bytes();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_name_max_bytes.)
+     * </pre>
+     * <p>C: {@code size_t itsme_seed_bytes(void)}
+     */
+    SizeT itsme_seed_bytes();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_seed_bytes.)
+     * </pre>
+     * <p>C: {@code size_t itsme_note_max_bytes(void)}
+     */
+    SizeT itsme_note_max_bytes();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_note_max_bytes.)
+     * </pre>
+     * <p>C: {@code size_t itsme_short_code_size(void)}
+     */
+    SizeT itsme_short_code_size();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_short_code_size.)
+     * </pre>
+     * <p>C: {@code size_t itsme_short_code_values(void)}
+     */
+    SizeT itsme_short_code_values();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_short_code_values.)
+     * </pre>
+     * <p>C: {@code size_t itsme_qr_payload_max(void)}
+     */
+    SizeT itsme_qr_payload_max();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_qr_payload_max.)
+     * </pre>
+     * <p>C: {@code size_t itsme_bluetooth_frame_max(void)}
+     */
+    SizeT itsme_bluetooth_frame_max();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_bluetooth_frame_max.)
+     * </pre>
+     * <p>C: {@code size_t itsme_remote_code_size(void)}
+     */
+    SizeT itsme_remote_code_size();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_remote_code_size.)
+     * </pre>
+     * <p>C: {@code size_t itsme_remote_message_max(void)}
+     */
+    SizeT itsme_remote_message_max();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_remote_message_max.)
+     * </pre>
+     * <p>C: {@code size_t itsme_relay_id_size(void)}
+     */
+    SizeT itsme_relay_id_size();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_relay_id_size.)
+     * </pre>
+     * <p>C: {@code size_t itsme_voice_word_count(void)}
+     */
+    SizeT itsme_voice_word_count();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_voice_word_count.)
+     * </pre>
+     * <p>C: {@code size_t itsme_voice_code_size(void)}
+     */
+    SizeT itsme_voice_code_size();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_voice_code_size.)
+     * </pre>
+     * <p>C: {@code size_t itsme_voice_session_id_size(void)}
+     */
+    SizeT itsme_voice_session_id_size();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_voice_session_id_size.)
+     * </pre>
+     * <p>C: {@code size_t itsme_degradation_code_size(void)}
+     */
+    SizeT itsme_degradation_code_size();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_degradation_code_size.)
+     * </pre>
+     * <p>C: {@code size_t itsme_room_name_size(void)}
+     */
+    SizeT itsme_room_name_size();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_room_name_size.)
+     * </pre>
+     * <p>C: {@code size_t itsme_online_verify_message_max(void)}
+     */
+    SizeT itsme_online_verify_message_max();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_online_verify_message_max.)
+     * </pre>
+     * <p>C: {@code size_t itsme_pin_update_frame_max(void)}
+     */
+    SizeT itsme_pin_update_frame_max();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_pin_update_frame_max.)
+     * </pre>
+     * <p>C: {@code size_t itsme_export_password_size(void)}
+     */
+    SizeT itsme_export_password_size();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_export_password_size.)
+     * </pre>
+     * <p>C: {@code size_t itsme_export_chosen_password_min(void)}
+     */
+    SizeT itsme_export_chosen_password_min();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_export_chosen_password_min.)
+     * </pre>
+     * <p>C: {@code size_t itsme_export_max(void)}
+     */
+    SizeT itsme_export_max();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_export_max.)
+     * </pre>
+     * <p>C: {@code size_t itsme_export_text_size(void)}
+     */
+    SizeT itsme_export_text_size();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_export_text_size.)
+     * </pre>
+     * <p>C: {@code size_t itsme_transfer_offer_size(void)}
+     */
+    SizeT itsme_transfer_offer_size();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_transfer_offer_size.)
+     * </pre>
+     * <p>C: {@code size_t itsme_transfer_message_max(void)}
+     */
+    SizeT itsme_transfer_message_max();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_transfer_message_max.)
+     * </pre>
+     * <p>C: {@code size_t itsme_profile_record_max(void)}
+     */
+    SizeT itsme_profile_record_max();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_profile_record_max.)
+     * </pre>
+     * <p>C: {@code size_t itsme_profile_record_overhead(void)}
+     */
+    SizeT itsme_profile_record_overhead();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_profile_record_overhead.)
+     * </pre>
+     * <p>C: {@code size_t itsme_record_id_bytes(void)}
+     */
+    SizeT itsme_record_id_bytes();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_record_id_bytes.)
+     * </pre>
+     * <p>C: {@code size_t itsme_profile_reference_bytes(void)}
+     */
+    SizeT itsme_profile_reference_bytes();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_profile_reference_bytes.)
+     * </pre>
+     * <p>C: {@code size_t itsme_record_name_size(void)}
+     */
+    SizeT itsme_record_name_size();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_record_name_size.)
+     * </pre>
+     * <p>C: {@code size_t itsme_photo_filename_max_bytes(void)}
+     */
+    SizeT itsme_photo_filename_max_bytes();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_photo_filename_max_bytes.)
+     * </pre>
+     * <p>C: {@code size_t itsme_credential_id_bytes(void)}
+     */
+    SizeT itsme_credential_id_bytes();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_credential_id_bytes.)
+     * </pre>
+     * <p>C: {@code size_t itsme_service_id_max_bytes(void)}
+     */
+    SizeT itsme_service_id_max_bytes();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_service_id_max_bytes.)
+     * </pre>
+     * <p>C: {@code size_t itsme_session_id_max_bytes(void)}
+     */
+    SizeT itsme_session_id_max_bytes();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_session_id_max_bytes.)
+     * </pre>
+     * <p>C: {@code size_t itsme_otp_size(void)}
+     */
+    SizeT itsme_otp_size();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_otp_size.)
+     * </pre>
+     * <p>C: {@code size_t itsme_scopes_max(void)}
+     */
+    SizeT itsme_scopes_max();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_scopes_max.)
+     * </pre>
+     * <p>C: {@code size_t itsme_scope_max_bytes(void)}
+     */
+    SizeT itsme_scope_max_bytes();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_scope_max_bytes.)
+     * </pre>
+     * <p>C: {@code size_t itsme_scopes_text_size(void)}
+     */
+    SizeT itsme_scopes_text_size();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_scopes_text_size.)
+     * </pre>
+     * <p>C: {@code size_t itsme_enrollment_max(void)}
+     */
+    SizeT itsme_enrollment_max();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_enrollment_max.)
+     * </pre>
+     * <p>C: {@code size_t itsme_approval_request_max(void)}
+     */
+    SizeT itsme_approval_request_max();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_approval_request_max.)
+     * </pre>
+     * <p>C: {@code size_t itsme_approval_max(void)}
+     */
+    SizeT itsme_approval_max();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_approval_max.)
+     * </pre>
+     * <p>C: {@code size_t itsme_approval_lifetime_max(void)}
+     */
+    SizeT itsme_approval_lifetime_max();
 }

@@ -29,7 +29,7 @@ import org.itsme.raw.ItsMeLibrary.*;
  */
 public interface ItsMeTestingLibrary extends Library {
     /** The test-only functions' names. */
-    java.util.List<String> FUNCTIONS = java.util.List.of();
+    java.util.List<String> FUNCTIONS = java.util.List.of("itsme_random_new_deterministic", "itsme_identity_create_with_random", "itsme_derive_seed", "itsme_derive_sas", "itsme_qr_transcript_hash", "itsme_bluetooth_commitment", "itsme_bluetooth_th1", "itsme_bluetooth_session_keys", "itsme_bluetooth_transcript_hash", "itsme_derive_session_id", "itsme_derive_words", "itsme_derive_lower_selects_first", "itsme_derive_code", "itsme_derive_device_tag", "itsme_derive_voice", "itsme_derive_degradation_code");
 
     /** Loads the test-only interface of a library (as {@link ItsMeLibrary#load}). */
     static ItsMeTestingLibrary load(String nameOrPath) {
@@ -49,4 +49,242 @@ public interface ItsMeTestingLibrary extends Library {
         }
         return missing;
     }
+
+    // Structs
+
+    /**
+     * <pre>
+     * What one side derives in a session (docs/PROTOCOL.md 9.2 to 10.1), all
+     * at once: for hosts that keep their own state, and for benchmarks.
+     * </pre>
+     * <p>The C struct {@code itsme_voice_derivation}: 40 bytes, aligned to 8 (checked by
+     * {@link ItsMeTestingLibrary#layoutMismatches}).
+     */
+    @Structure.FieldOrder({"size", "session_id", "my_words", "their_words", "i_select_first", "my_code", "their_code", "my_tag", "their_tag"})
+    class itsme_voice_derivation extends Structure {
+        /** The size of the C struct, in bytes. */
+        public static final int C_SIZE = 40;
+        /** The C offsets of the fields, in field order. */
+        public static final int[] C_OFFSETS = {0, 8, 12, 17, 22, 24, 28, 32, 36};
+
+        /** {@code size_t size} */
+        public SizeT size = new SizeT();
+        /** {@code uint32_t session_id} */
+        public int session_id;
+        /** {@code uint8_t[5] my_words [ITSME_VOICE_WORD_COUNT]} */
+        public byte[] my_words = new byte[5];
+        /** {@code uint8_t[5] their_words [ITSME_VOICE_WORD_COUNT]} */
+        public byte[] their_words = new byte[5];
+        /** {@code bool i_select_first} */
+        public byte i_select_first;
+        /** {@code uint32_t my_code} */
+        public int my_code;
+        /** {@code uint32_t their_code} */
+        public int their_code;
+        /** {@code uint32_t my_tag} */
+        public int my_tag;
+        /** {@code uint32_t their_tag} */
+        public int their_tag;
+
+        /** A zeroed {@code itsme_voice_derivation} whose {@code size} field holds its size, as the caller sets it. */
+        public itsme_voice_derivation() {
+            super();
+            this.size = new SizeT(size());
+        }
+
+        /** The JNA offset of a field, compared with C_OFFSETS by layoutMismatches. */
+        public int offsetOf(String field) {
+            return fieldOffset(field);
+        }
+    }
+
+    /**
+     * Where this layer's struct layouts differ from the C layouts the header
+     * was read with (size, then each field's offset): empty when they agree.
+     */
+    static java.util.List<String> layoutMismatches() {
+        java.util.List<String> mismatches = new java.util.ArrayList<>();
+        {
+            itsme_voice_derivation s = new itsme_voice_derivation();
+            if (s.size() != itsme_voice_derivation.C_SIZE) {
+                mismatches.add("itsme_voice_derivation: size " + s.size() + ", C " + itsme_voice_derivation.C_SIZE);
+            }
+            String[] fields = {"size", "session_id", "my_words", "their_words", "i_select_first", "my_code", "their_code", "my_tag", "their_tag"};
+            for (int i = 0; i < fields.length; i++) {
+                if (s.offsetOf(fields[i]) != itsme_voice_derivation.C_OFFSETS[i]) {
+                    mismatches.add("itsme_voice_derivation." + fields[i] + ": offset " + s.offsetOf(fields[i]) + ", C " + itsme_voice_derivation.C_OFFSETS[i]);
+                }
+            }
+        }
+        return mismatches;
+    }
+
+    /**
+     * <pre>
+     * A deterministic stream: libsodium's randombytes_buf_deterministic under
+     * a 32-byte seed, which is replaced by its SHA-256 after each draw.
+     * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, seed_len
+     * not 32).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_random_new_deterministic(const uint8_t *seed, size_t seed_len, itsme_random **out)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_random_new_deterministic(byte[] seed, SizeT seed_len, PointerByReference out);
+
+    /**
+     * <pre>
+     * itsme_identity_create drawing its keys from `rng` (NULL: the operating
+     * system, exactly like itsme_identity_create).  For tests and vectors.
+     * Errors: as itsme_identity_create.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_identity_create_with_random(itsme_secret_store *store, const char *name, itsme_random *rng, itsme_identity **out)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_identity_create_with_random(itsme_secret_store store, String name, itsme_random rng, PointerByReference out);
+
+    /**
+     * <pre>
+     * The verification seed (section 3): HKDF over X25519(ephemeral_secret,
+     * peer_ephemeral_public), salted with the two fingerprints in order.
+     * Errors: ITSME_E_INVALID_ARGUMENT (sizes, a fingerprint not 16 hex
+     * digits), ITSME_E_INVALID_KEY (all-zero shared secret), BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_derive_seed(const uint8_t *ephemeral_secret, size_t secret_len, const uint8_t *peer_ephemeral_public, size_t public_len, const char *fingerprint_a, const char *fingerprint_b, uint8_t *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_derive_seed(byte[] ephemeral_secret, SizeT secret_len, byte[] peer_ephemeral_public, SizeT public_len, String fingerprint_a, String fingerprint_b, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * The SAS text (section 4.1) of a 32-byte seed and transcript hash
+     * (ITSME_SHORT_CODE_SIZE bytes suffice).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_derive_sas(const uint8_t *seed, size_t seed_len, const uint8_t *transcript_hash, size_t th_len, char *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_derive_sas(byte[] seed, SizeT seed_len, byte[] transcript_hash, SizeT th_len, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * The QR transcript hash (section 5.3) of two payload texts, in either
+     * order.  Each must be a valid "ITSME1:" payload (signature checked).
+     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_MALFORMED_MESSAGE,
+     * ITSME_E_AUTHENTICATION_FAILED, BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_qr_transcript_hash(const uint8_t *payload_a, size_t a_len, const uint8_t *payload_b, size_t b_len, uint8_t *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_qr_transcript_hash(byte[] payload_a, SizeT a_len, byte[] payload_b, SizeT b_len, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * The Bluetooth commitment (section 7.3) to an identity key, an ephemeral
+     * key, a name and a 16-byte device secret.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_bluetooth_commitment(const uint8_t *identity_public, size_t identity_len, const uint8_t *ephemeral_public, size_t ephemeral_len, const char *name, const uint8_t *device_secret, size_t device_secret_len, uint8_t *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_bluetooth_commitment(byte[] identity_public, SizeT identity_len, byte[] ephemeral_public, SizeT ephemeral_len, String name, byte[] device_secret, SizeT device_secret_len, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * th1 (section 7.3) from the session code text and the four frames.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_bluetooth_th1(const char *session_code, const uint8_t *hello_i, size_t hello_i_len, const uint8_t *hello_r, size_t hello_r_len, const uint8_t *key_i, size_t key_i_len, const uint8_t *key_r, size_t key_r_len, uint8_t *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_bluetooth_th1(String session_code, byte[] hello_i, SizeT hello_i_len, byte[] hello_r, SizeT hello_r_len, byte[] key_i, SizeT key_i_len, byte[] key_r, SizeT key_r_len, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * k_I || k_R (64 bytes, section 7.3) from our ephemeral secret, the peer's
+     * ephemeral public key and th1.  ITSME_E_INVALID_KEY for a low-order peer
+     * key.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_bluetooth_session_keys(const uint8_t *ephemeral_secret, size_t secret_len, const uint8_t *peer_ephemeral_public, size_t public_len, const uint8_t *th1, size_t th1_len, uint8_t *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_bluetooth_session_keys(byte[] ephemeral_secret, SizeT secret_len, byte[] peer_ephemeral_public, SizeT public_len, byte[] th1, SizeT th1_len, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * The Bluetooth transcript hash (section 7.4) from th1 and the two
+     * decrypted contact data plaintexts.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_bluetooth_transcript_hash(const uint8_t *th1, size_t th1_len, const uint8_t *plaintext_i, size_t plaintext_i_len, const uint8_t *plaintext_r, size_t plaintext_r_len, uint8_t *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_bluetooth_transcript_hash(byte[] th1, SizeT th1_len, byte[] plaintext_i, SizeT plaintext_i_len, byte[] plaintext_r, SizeT plaintext_r_len, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * Pure derivations of sections 9 and 10 (errors as the other pure
+     * derivations, and ITSME_E_INVALID_ARGUMENT for a negative `window`:
+     * windows are not negative; `pid` is a party's id: a 32-byte identity key,
+     * or the 8 fingerprint bytes of an unauthenticated contact).  The session
+     * ID text.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_derive_session_id(const uint8_t *seed, size_t seed_len, int64_t window, char *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_derive_session_id(byte[] seed, SizeT seed_len, long window, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * A selector's five word indices, sorted, into out[0..4]; *out_len is 5.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_derive_words(const uint8_t *seed, size_t seed_len, int64_t window, const uint8_t *pid, size_t pid_len, uint8_t *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_derive_words(byte[] seed, SizeT seed_len, long window, byte[] pid, SizeT pid_len, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * 1 if the party with the lower pid selects first in `window`, else 0.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_derive_lower_selects_first(const uint8_t *seed, size_t seed_len, int64_t window, _Bool *out_lower_first)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_derive_lower_selects_first(byte[] seed, SizeT seed_len, long window, ByteByReference out_lower_first);
+
+    /**
+     * <pre>
+     * The code text of `speaker` for the selections (first, w1), (second, w2).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_derive_code(const uint8_t *seed, size_t seed_len, int64_t window, const uint8_t *first, size_t first_len, uint32_t first_word, const uint8_t *second, size_t second_len, uint32_t second_word, const uint8_t *speaker, size_t speaker_len, char *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_derive_code(byte[] seed, SizeT seed_len, long window, byte[] first, SizeT first_len, int first_word, byte[] second, SizeT second_len, int second_word, byte[] speaker, SizeT speaker_len, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * The device tag (0-99) of `speaker` with its device secret (0 to 64
+     * bytes; secret may be NULL when secret_len is 0).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_derive_device_tag(const uint8_t *seed, size_t seed_len, int64_t window, const uint8_t *speaker, size_t speaker_len, const uint8_t *secret, size_t secret_len, uint32_t *out_tag)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_derive_device_tag(byte[] seed, SizeT seed_len, long window, byte[] speaker, SizeT speaker_len, byte[] secret, SizeT secret_len, IntByReference out_tag);
+
+    /**
+     * <pre>
+     * Fills *out for one side: its pid and device secret, the other side's,
+     * and the two selections in order (the first selector's word first).
+     * Thread-safe.  Errors as the other pure derivations (word indices above
+     * 25, secrets above 64 bytes; a secret may be NULL when its length is 0).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_derive_voice(const uint8_t *seed, size_t seed_len, int64_t window, const uint8_t *my_pid, size_t my_pid_len, const uint8_t *their_pid, size_t their_pid_len, const uint8_t *my_secret, size_t my_secret_len, const uint8_t *their_secret, size_t their_secret_len, uint32_t first_word, uint32_t second_word, itsme_voice_derivation *out)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_derive_voice(byte[] seed, SizeT seed_len, long window, byte[] my_pid, SizeT my_pid_len, byte[] their_pid, SizeT their_pid_len, byte[] my_secret, SizeT my_secret_len, byte[] their_secret, SizeT their_secret_len, int first_word, int second_word, itsme_voice_derivation out);
+
+    /**
+     * <pre>
+     * Pure derivation: the degradation code of the person `pid` for the
+     * 10-byte interim device secret `secret`.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_derive_degradation_code(const uint8_t *seed, size_t seed_len, const uint8_t *pid, size_t pid_len, const uint8_t *secret, size_t secret_len, char *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_derive_degradation_code(byte[] seed, SizeT seed_len, byte[] pid, SizeT pid_len, byte[] secret, SizeT secret_len, byte[] out, SizeT cap, SizeTByReference out_len);
 }
