@@ -166,7 +166,8 @@ impl SecretStore {
         &self,
         body: impl FnOnce(*mut sys::itsme_secret_store) -> std::result::Result<T, Failure>,
     ) -> Result<T> {
-        locked_call(&self.lock, self.raw.as_ptr(), sys::itsme_secret_store_last_error, body)
+        let raw = self.raw.as_ptr();
+        detailed(|| body(raw))
     }
 
     /// Device side: enrolls this device with a service.  Makes a new

@@ -365,13 +365,10 @@ fn take_list(raw: *mut sys::itsme_contact_list, function: &str) -> std::result::
 /// ```
 pub struct ContactStore {
     raw: NonNull<sys::itsme_store>,
-    /// Pairs each call with the last-error detail it left.
-    lock: Mutex<()>,
 }
 
 // SAFETY: the header allows an itsme_store to be used from several threads
-// at once (one serialised connection per handle); every call this type
-// makes on its handle is also serialised by `lock`.
+// at once (one serialised connection per handle).
 unsafe impl Send for ContactStore {}
 // SAFETY: see above.
 unsafe impl Sync for ContactStore {}
@@ -394,7 +391,7 @@ impl ContactStore {
         // SAFETY: live identity handle; NUL-terminated path; valid out.
         identity.call_code(|raw| unsafe { sys::itsme_store_open(raw, path.as_ptr(), &mut out) })?;
         NonNull::new(out)
-            .map(|raw| ContactStore { raw, lock: Mutex::new(()) })
+            .map(|raw| ContactStore { raw })
             .ok_or_else(|| Error::internal("itsme_store_open succeeded without a handle"))
     }
 
@@ -432,7 +429,8 @@ impl ContactStore {
     /// Runs a call on the handle and adds the handle's last-error detail to
     /// a failure.
     fn call<T>(&self, body: impl FnOnce(*mut sys::itsme_store) -> std::result::Result<T, Failure>) -> Result<T> {
-        locked_call(&self.lock, self.raw.as_ptr(), sys::itsme_store_last_error, body)
+        let raw = self.raw.as_ptr();
+        detailed(|| body(raw))
     }
 
     /// Runs a call that only returns a result code.

@@ -636,26 +636,23 @@ fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// The C signature of every `itsme_*_last_error` function.
-type LastErrorFn<H> = unsafe extern "C" fn(*const H, *mut c_char, usize, *mut usize) -> i32;
+/// Runs `body` and adds to a failure the detail it left in the calling
+/// thread's slot (include/itsme.h: every failure leaves one there, so no
+/// lock is needed to pair a call with its detail).
+fn detailed<T>(body: impl FnOnce() -> std::result::Result<T, Failure>) -> Result<T> {
+    body().map_err(|failure| failure.into_error(thread_detail))
+}
 
-/// Runs `body` on the handle `raw` while holding `mutex`, and adds the
-/// detail its `last_error` function reports to a failure (read before the
-/// lock is released, so it is this call's).
+/// [`detailed`] for a handle two threads must not use at once (an exchange,
+/// a session): `mutex` serialises the calls, which is what makes the
+/// handle's owner `Sync`.
 fn locked_call<H, T>(
     mutex: &Mutex<()>,
     raw: *mut H,
-    last_error: LastErrorFn<H>,
     body: impl FnOnce(*mut H) -> std::result::Result<T, Failure>,
 ) -> Result<T> {
     let _guard = lock(mutex);
-    body(raw).map_err(|failure| {
-        failure.into_error(|| {
-            // SAFETY: the caller passes a live handle and its own last-error
-            // function; buffers come from read_detail.
-            read_detail(|buf, cap, len| unsafe { last_error(raw, buf, cap, len) })
-        })
-    })
+    detailed(|| body(raw))
 }
 
 /// A result code as a call's outcome.
@@ -844,12 +841,10 @@ unsafe extern "C" fn backend_destroy(ctx: *mut c_void) {
 /// the store alive until they are dropped too.
 pub struct SecretStore {
     raw: NonNull<sys::itsme_secret_store>,
-    /// Pairs each call with the last-error detail it left.
-    lock: Mutex<()>,
 }
 
-// SAFETY: the library's handles may be used from any thread, and every call
-// this type makes on its handle is serialised by `lock`; a backend is Send.
+// SAFETY: the header allows an itsme_secret_store to be used from several
+// threads at once; a backend is Send and the library serialises its calls.
 unsafe impl Send for SecretStore {}
 // SAFETY: see above.
 unsafe impl Sync for SecretStore {}
@@ -929,7 +924,7 @@ impl SecretStore {
             return Err(Error::new(code, thread_detail()));
         }
         match NonNull::new(out) {
-            Some(raw) => Ok(SecretStore { raw, lock: Mutex::new(()) }),
+            Some(raw) => Ok(SecretStore { raw }),
             None => Err(Error::internal(format!("{function} succeeded without a handle"))),
         }
     }
@@ -937,11 +932,7 @@ impl SecretStore {
     /// The error for `code` with this store's last-error detail.  Call with
     /// `lock` held, right after the failed call.
     fn error(&self, code: i32) -> Error {
-        let raw = self.raw.as_ptr();
-        // SAFETY: raw is a live handle; buffers come from read_string.
-        Error::new(code, read_detail(|buf, cap, len| unsafe {
-            sys::itsme_secret_store_last_error(raw, buf, cap, len)
-        }))
+        Error::new(code, thread_detail())
     }
 
     /// Runs a constructor of an identity on this store.
@@ -950,14 +941,13 @@ impl SecretStore {
         call: impl FnOnce(*mut sys::itsme_secret_store, *mut *mut sys::itsme_identity) -> i32,
         function: &str,
     ) -> Result<Identity> {
-        let _guard = lock(&self.lock);
         let mut out = ptr::null_mut();
         let code = call(self.raw.as_ptr(), &mut out);
         if code != sys::ITSME_OK {
             return Err(self.error(code));
         }
         match NonNull::new(out) {
-            Some(raw) => Ok(Identity { raw, lock: Mutex::new(()) }),
+            Some(raw) => Ok(Identity { raw }),
             None => Err(Error::internal(format!("{function} succeeded without a handle"))),
         }
     }
@@ -988,13 +978,10 @@ impl fmt::Debug for SecretStore {
 /// from memory; the stored identity is untouched.
 pub struct Identity {
     raw: NonNull<sys::itsme_identity>,
-    /// Pairs each call with the last-error detail it left.
-    lock: Mutex<()>,
 }
 
 // SAFETY: the header allows an itsme_identity to be used from several
-// threads at once; calls on it are serialised (by the library and by
-// `lock`).
+// threads at once; the library serialises the calls on it.
 unsafe impl Send for Identity {}
 // SAFETY: see above.
 unsafe impl Sync for Identity {}
@@ -1034,7 +1021,8 @@ impl Identity {
     /// Runs a call on the handle and adds the handle's last-error detail to
     /// a failure.
     fn call<T>(&self, body: impl FnOnce(*mut sys::itsme_identity) -> std::result::Result<T, Failure>) -> Result<T> {
-        locked_call(&self.lock, self.raw.as_ptr(), sys::itsme_identity_last_error, body)
+        let raw = self.raw.as_ptr();
+        detailed(|| body(raw))
     }
 
     /// Runs a call that only returns a result code.

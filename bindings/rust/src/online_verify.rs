@@ -180,7 +180,7 @@ impl OnlineVerify {
     /// Runs a call on the handle and adds the handle's last-error detail to
     /// a failure.
     fn call<T>(&self, body: impl FnOnce(*mut sys::itsme_online_verify) -> std::result::Result<T, Failure>) -> Result<T> {
-        locked_call(&self.lock, self.raw.as_ptr(), sys::itsme_online_verify_last_error, body)
+        locked_call(&self.lock, self.raw.as_ptr(), body)
     }
 
     /// Runs a call that only returns a result code.

@@ -446,7 +446,6 @@ impl Import {
     pub fn open(store: &SecretStore, blob: &[u8], password: &str, now: i64) -> Result<Import> {
         init()?;
         let password = SecretText::arg(password, "the password")?;
-        let _guard = lock(&store.lock);
         let mut out = ptr::null_mut();
         // SAFETY: live store handle; blob valid for its length;
         // NUL-terminated password; out is a valid place.
@@ -468,7 +467,7 @@ impl Import {
     /// Runs a call on the handle and adds the handle's last-error detail to
     /// a failure.
     fn call<T>(&self, body: impl FnOnce(*mut sys::itsme_import) -> std::result::Result<T, Failure>) -> Result<T> {
-        locked_call(&self.lock, self.raw.as_ptr(), sys::itsme_import_last_error, body)
+        locked_call(&self.lock, self.raw.as_ptr(), body)
     }
 
     /// Runs a call that only returns a result code.
@@ -541,7 +540,7 @@ impl Import {
         // NUL-terminated path or NULL; out is a valid place.
         self.call_code(|raw| unsafe { sys::itsme_import_install(raw, secrets, path, flags, &mut out) })?;
         NonNull::new(out)
-            .map(|raw| Identity { raw, lock: Mutex::new(()) })
+            .map(|raw| Identity { raw })
             .ok_or_else(|| Error::internal("itsme_import_install succeeded without an identity"))
     }
 }
@@ -568,7 +567,6 @@ impl SecretStore {
     /// Errors: [`ErrorKind::InvalidArgument`] (negative `now`),
     /// [`ErrorKind::CorruptData`], [`ErrorKind::SecretStore`].
     pub fn import_status(&self, now: i64) -> Result<(u32, u64)> {
-        let _guard = lock(&self.lock);
         let (mut failures, mut wait) = (0u32, 0u64);
         // SAFETY: live store handle; both outputs are valid places.
         let code = unsafe { sys::itsme_import_status(self.raw.as_ptr(), now, &mut failures, &mut wait) };
@@ -677,7 +675,7 @@ impl TransferHandle {
     }
 
     fn call<T>(&self, body: impl FnOnce(*mut sys::itsme_transfer) -> std::result::Result<T, Failure>) -> Result<T> {
-        locked_call(&self.lock, self.raw.as_ptr(), sys::itsme_transfer_last_error, body)
+        locked_call(&self.lock, self.raw.as_ptr(), body)
     }
 
     fn call_code(&self, body: impl FnOnce(*mut sys::itsme_transfer) -> i32) -> Result<()> {
