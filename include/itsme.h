@@ -1947,7 +1947,8 @@ typedef struct itsme_profile itsme_profile;
  * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (with a detail
  * in itsme_last_error), ITSME_E_OUT_OF_MEMORY. */
 itsme_result itsme_profile_create(const itsme_identity *identity,
-                                  const char *name ITSME_OPTIONAL, const uint8_t *photo ITSME_OPTIONAL,
+                                  const char *name ITSME_OPTIONAL,
+                                  const uint8_t *photo ITSME_OPTIONAL,
                                   size_t photo_len,
                                   const char *photo_filename ITSME_OPTIONAL,
                                   itsme_random *rng, itsme_profile **out);
@@ -2089,7 +2090,8 @@ itsme_result itsme_store_photo_filename(itsme_store *store, int64_t id,
 /* A request lives at most this long, in seconds. */
 #define ITSME_APPROVAL_LIFETIME_MAX 600
 
-typedef uint32_t itsme_approval_decision ITSME_VALUES(ITSME_APPROVAL_APPROVE) ITSME_VALUES(ITSME_APPROVAL_DENY);
+typedef uint32_t itsme_approval_decision ITSME_VALUES(ITSME_APPROVAL_APPROVE)
+    ITSME_VALUES(ITSME_APPROVAL_DENY);
 #define ITSME_APPROVAL_APPROVE 1
 #define ITSME_APPROVAL_DENY 2
 

@@ -2292,8 +2292,8 @@ public interface ItsMeLibrary extends Library {
      * Copies the detail of the most recent failure of any function on the
      * calling thread, whatever handle it was given (or none: constructors, the
      * short-code functions, the export functions that take no handle, a NULL
-     * handle).  Per-thread; an empty string if no call failed on this thread.  Like every *_last_error
-     * function, it needs no itsme_init().
+     * handle).  Per-thread; an empty string if no call failed on this thread.
+     * Like every *_last_error function, it needs no itsme_init().
      * Errors: ITSME_E_INVALID_ARGUMENT (out_len NULL, or buf NULL with a
      * non-zero cap), ITSME_E_BUFFER_TOO_SMALL.
      * </pre>
