@@ -682,7 +682,6 @@ static void exchanges(void) {
     EXPECT("check", itsme_voice_check(vb, store_b, code_a, tag_a, V0 + 40, &outcome), ITSME_OK);
     EXPECT("verified", outcome, ITSME_VOICE_VERIFIED);
     EXPECT("check again", itsme_voice_check(vb, store_b, code_a, tag_a, V0 + 40, &outcome), ITSME_E_INVALID_STATE);
-    EXPECT("voice last error", itsme_voice_last_error(vb, msg, sizeof msg, &len), ITSME_OK);
     itsme_voice_free(va);
     itsme_voice_free(vb);
 
@@ -749,7 +748,6 @@ static void exchanges(void) {
     EXPECT("ov verified", outcome == ITSME_VOICE_VERIFIED || outcome == ITSME_VOICE_VERIFIED_TAG_UNCHECKED, 1);
     EXPECT("ov reject b", itsme_online_verify_reject(ob), ITSME_OK);
     EXPECT("ov reject again", itsme_online_verify_reject(ob), ITSME_E_INVALID_STATE);
-    EXPECT("ov last error", itsme_online_verify_last_error(ob, msg, sizeof msg, &len), ITSME_OK);
     itsme_online_verify_free(oa);
     itsme_online_verify_free(ob);
 
@@ -783,7 +781,6 @@ static void exchanges(void) {
     EXPECT("pin status b", itsme_pin_update_status(pub, &ps), ITSME_OK);
     EXPECT("pin done b", ps, ITSME_PIN_UPDATE_DONE);
     EXPECT("pin receive after done", itsme_pin_update_receive(pua, (const uint8_t *)"\x01\x01", 2, P0 + 2), ITSME_E_INVALID_STATE);
-    EXPECT("pin last error", itsme_pin_update_last_error(pua, msg, sizeof msg, &len), ITSME_OK);
     itsme_pin_update_free(pua);
     itsme_pin_update_free(pub);
 
