@@ -330,6 +330,12 @@ class Generator:
         w(" * the functions of abi/itsme_testing.abi.json.")
         w(" * Usage: contract_test [part of a check's label]")
         w(" */")
+        w("#if defined(__GNUC__) || defined(__clang__)")
+        w("/* the fixtures' helpers a build does not use (the test-only functions') */")
+        w("#pragma GCC diagnostic ignored \"-Wunused-function\"")
+        w("/* deprecated functions are checked like the others */")
+        w("#pragma GCC diagnostic ignored \"-Wdeprecated-declarations\"")
+        w("#endif")
         w('#include "contract_runtime.h"')
         if self.testing:
             w("#ifdef ITSME_CONTRACT_TESTING")
@@ -341,11 +347,10 @@ class Generator:
             w("#define CT_HAS_%s 1" % f["name"])
             if t:
                 w("#endif")
+        for name in sorted(self.structs):
+            if self.has_size_field(name):
+                w("#define CT_SIZED_%s 1 /* its first field is the size the caller sets */" % name)
         w('#include "contract_support.h"')
-        w()
-        w("#if defined(__GNUC__) || defined(__clang__)")
-        w("#pragma GCC diagnostic ignored \"-Wdeprecated-declarations\"")
-        w("#endif")
         w()
         handles = sorted(self.handles)
         for h in handles:
@@ -413,9 +418,13 @@ class Generator:
 def main():
     abi = load(MAIN)
     testing = load(TESTING) if os.path.exists(TESTING) else None
-    text = Generator(abi, testing).generate()
+    generator = Generator(abi, testing)
+    text = generator.generate()
     with open(OUTPUT, "w", encoding="utf-8") as f:
         f.write(text)
+    tested = sum(1 for _, t in generator.functions if t)
+    print("abi c contract: %s (%d checks of %d functions, %d of them test-only)"
+          % (OUTPUT, len(generator.entries), len(generator.functions), tested))
 
 
 if __name__ == "__main__":

@@ -122,11 +122,11 @@ static void ct_fail(const char *fmt, ...) {
     } while (0)
 
 /* The per-check scratch directory: made by the parent, one per check. */
-static char ct_root[64];
-static char ct_dir[128];
+static char ct_root[256];
+static char ct_dir[300];
 
 static const char *ct_path(const char *name) {
-    static char paths[8][192];
+    static char paths[8][400];
     static int next;
     char *p = paths[next++ % 8];
     snprintf(p, sizeof paths[0], "%s/%s", ct_dir, name);
@@ -450,8 +450,9 @@ static int ct_main(int argc, char **argv, const struct ct_entry *entries, int en
     const char *jobs_env = getenv("ITSME_CONTRACT_JOBS"), *slow_env = getenv("ITSME_CONTRACT_SLOW");
     int jobs = jobs_env ? atoi(jobs_env) : 2;
     if (jobs < 1 || jobs > 64) jobs = 1;
-    snprintf(ct_root, sizeof ct_root, "%s/itsme-contract-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(ct_root)) {
+    if ((size_t)snprintf(ct_root, sizeof ct_root, "%s/itsme-contract-XXXXXX", tmp && *tmp ? tmp : "/tmp") >=
+            sizeof ct_root ||
+        !mkdtemp(ct_root)) {
         perror("mkdtemp");
         return 2;
     }
@@ -502,7 +503,7 @@ static int ct_main(int argc, char **argv, const struct ct_entry *entries, int en
         if (covered[d]) covered_count++;
         else if (!only) fprintf(stderr, "NOT COVERED %s\n", declared[d]);
     }
-    char command[160];
+    char command[300];
     snprintf(command, sizeof command, "rm -rf '%s'", ct_root);
     if (system(command) != 0) fprintf(stderr, "could not remove %s\n", ct_root);
     printf("contract: %d functions covered of %d declared\n", covered_count, declared_count);

@@ -6,7 +6,8 @@
  * a valid table.  A fixture that cannot be built fails its check.
  * Included by the generated tests/c/contract_test.c after
  * contract_runtime.h, with CT_HAS_<function> defined for every function
- * compiled in.
+ * compiled in and CT_SIZED_<struct> for every struct whose first field is
+ * the size_t `size` the caller sets.
  */
 #ifndef CONTRACT_SUPPORT_H
 #define CONTRACT_SUPPORT_H
@@ -160,7 +161,7 @@ static itsme_secret_store *fx_host_secret_store(struct fx_host_store *h) {
 static itsme_identity *fx_identity_with_pin(void) {
     static itsme_identity *id;
     if (id) return id;
-    char path[160];
+    char path[300];
     snprintf(path, sizeof path, "%s/pin-identity.bin", ct_root);
     itsme_secret_store *store = fx_host_secret_store(&fx_pin_host);
     FILE *f = fopen(path, "rb");
@@ -174,7 +175,7 @@ static itsme_identity *fx_identity_with_pin(void) {
     }
     CT_REQUIRE(itsme_identity_create(store, "Alice", &id));
     CT_REQUIRE(itsme_pin_set(id, FX_PIN));
-    char part[176];
+    char part[320];
     snprintf(part, sizeof part, "%s.%d", path, (int)getpid());
     f = fopen(part, "wb");
     if (f) {
@@ -538,7 +539,7 @@ static itsme_pin_update *fx_itsme_pin_update(void) {
 static struct fx_blob fx_export(void) {
     static struct fx_blob b;
     if (b.bytes) return b;
-    char path[160];
+    char path[300];
     snprintf(path, sizeof path, "%s/export.bin", ct_root);
     b.bytes = malloc(ITSME_EXPORT_MAX);
     if (!b.bytes) exit(1);
@@ -550,7 +551,7 @@ static struct fx_blob fx_export(void) {
     }
     CT_REQUIRE(itsme_identity_export(fx_identity_with_pin(), FX_PIN, FX_NOW, FX_PASSWORD,
                                      ITSME_EXPORT_PASSWORD_CHOSEN, NULL, b.bytes, ITSME_EXPORT_MAX, &b.len));
-    char part[176];
+    char part[320];
     snprintf(part, sizeof part, "%s.%d", path, (int)getpid());
     f = fopen(part, "wb");
     if (f) {
@@ -670,6 +671,9 @@ static const uint8_t *fx_credential_key(void) {
     static int done;
     if (!done) {
         struct fx_blob e = fx_enrollment();
+#ifdef CT_SIZED_itsme_credential_info
+        info.size = sizeof info;
+#endif
         CT_REQUIRE(itsme_enrollment_verify(FX_SERVICE, fx_bytes, 32, e.bytes, e.len, &info));
         done = 1;
     }
