@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <sys/wait.h>
@@ -134,13 +135,18 @@ static const char *ct_path(const char *name) {
 }
 
 static const char ct_bad_utf8[] = "\xff\xfe\xfd";
+/* ITSME_TEXT_MAX + 1 bytes with no NUL, right before a page that cannot be
+ * read: "the library reads no byte past that bound" (include/itsme.h), so
+ * it must refuse the text without reaching the page. */
 static char *ct_long_text(void) {
     static char *text;
     if (!text) {
-        text = malloc((size_t)ITSME_TEXT_MAX + 2);
-        if (!text) exit(1);
-        memset(text, 'a', (size_t)ITSME_TEXT_MAX + 1);
-        text[ITSME_TEXT_MAX + 1] = 0;
+        size_t page = (size_t)sysconf(_SC_PAGESIZE), n = (size_t)ITSME_TEXT_MAX + 1;
+        size_t span = (n + page - 1) / page * page;
+        char *base = mmap(NULL, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (base == MAP_FAILED || mprotect(base + span, page, PROT_NONE) != 0) exit(1);
+        text = base + span - n;
+        memset(text, 'a', n);
     }
     return text;
 }
