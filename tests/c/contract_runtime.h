@@ -432,7 +432,7 @@ static int ct_outcome(const struct ct_entry *e, int status) {
         if (code == 0) return 0;
         if (code == 77) return 2;
         fprintf(stderr, "FAIL %s: exit status %d%s\n", e->label, code,
-                code == 23 ? " (LeakSanitizer: a leak)" : "");
+                code == 23 ? " (LeakSanitizer: a leak)" : "; a sanitizer's report, if any, is above");
         return 1;
     }
     if (WIFSIGNALED(status))

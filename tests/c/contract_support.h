@@ -6,8 +6,10 @@
  * a valid table.  A fixture that cannot be built fails its check.
  * Included by the generated tests/c/contract_test.c after
  * contract_runtime.h, with CT_HAS_<function> defined for every function
- * compiled in and CT_SIZED_<struct> for every struct whose first field is
- * the size_t `size` the caller sets.
+ * compiled in, CT_SIZED_<struct> for every struct whose first field is the
+ * size_t `size` the caller sets and CT_VERSION_<callback table> for every
+ * table whose first field is a `version` (its value), CT_NO_OUT_LEN_<function>
+ * for a function with an output buffer but no out_len.
  */
 #ifndef CONTRACT_SUPPORT_H
 #define CONTRACT_SUPPORT_H
@@ -144,6 +146,9 @@ static void fx_host_destroy(void *ctx) { (void)ctx; }
 static itsme_secret_store *fx_host_secret_store(struct fx_host_store *h) {
     itsme_secret_store_callbacks table;
     memset(&table, 0, sizeof table);
+#ifdef CT_VERSION_itsme_secret_store_callbacks
+    table.version = CT_VERSION_itsme_secret_store_callbacks;
+#endif
     table.ctx = h;
     table.get = fx_host_get;
     table.put = fx_host_put;
@@ -188,6 +193,9 @@ static itsme_identity *fx_identity_with_pin(void) {
 static const itsme_secret_store_callbacks *fx_itsme_secret_store_callbacks(void) {
     static itsme_secret_store_callbacks table;
     memset(&table, 0, sizeof table);
+#ifdef CT_VERSION_itsme_secret_store_callbacks
+    table.version = CT_VERSION_itsme_secret_store_callbacks;
+#endif
     table.ctx = &fx_host;
     table.get = fx_host_get;
     table.put = fx_host_put;
@@ -438,8 +446,14 @@ static itsme_voice *fx_voice_selected(void) {
     if (!done) {
         uint8_t words_a[8], words_b[8];
         itsme_voice *a = fx_voice_started(), *b = fx_bob_voice();
+#ifdef CT_NO_OUT_LEN_itsme_voice_words
         CT_REQUIRE(itsme_voice_words(a, words_a, 5));
         CT_REQUIRE(itsme_voice_words(b, words_b, 5));
+#else
+        size_t len = 0;
+        CT_REQUIRE(itsme_voice_words(a, words_a, 5, &len));
+        CT_REQUIRE(itsme_voice_words(b, words_b, 5, &len));
+#endif
         for (int step = 0; step < 2; step++) {
             itsme_voice_state state = 0;
             uint32_t turn = 0;
@@ -714,6 +728,9 @@ static void fx_replay_destroy(void *ctx) { (void)ctx; }
 
 static const itsme_replay_store_callbacks *fx_itsme_replay_store_callbacks(void) {
     static itsme_replay_store_callbacks table;
+#ifdef CT_VERSION_itsme_replay_store_callbacks
+    table.version = CT_VERSION_itsme_replay_store_callbacks;
+#endif
     table.ctx = NULL;
     table.insert = fx_replay_insert;
     table.destroy = fx_replay_destroy;

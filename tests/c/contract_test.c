@@ -205,6 +205,8 @@
 #define CT_HAS_itsme_replay_store_new_callbacks 1
 #define CT_HAS_itsme_replay_store_free 1
 #define CT_HAS_itsme_approval_verify 1
+#define CT_NO_OUT_LEN_itsme_voice_words 1 /* an output buffer without out_len */
+#define CT_NO_OUT_LEN_itsme_derive_words 1 /* an output buffer without out_len */
 #include "contract_support.h"
 
 static void ct_release_itsme_contact(void *h) { itsme_contact_free(h); }
