@@ -1,7 +1,11 @@
 /*
- * Misuse of the C interface from C: NULL pointers, zero lengths, short
- * buffers, out-of-order calls, wrong PINs and misbehaving host callbacks
- * must all give result codes, never a crash.  Prints "N passed, N failed".
+ * Misuse of the C interface from C beyond the conventions every function
+ * follows (those are checked for every function by the generated contract
+ * suite, tests/c/contract_test.c: before itsme_init, NULL pointers, output
+ * buffers, text and time bounds, outputs untouched on failure): out-of-order
+ * protocol calls, wrong PINs and passwords, misbehaving host callbacks,
+ * lengths and values out of range, and what each call does.  They must all
+ * give result codes, never a crash.  Prints "N passed, N failed".
  */
 #define _DEFAULT_SOURCE /* mkdtemp */
 #include <itsme.h>
@@ -78,77 +82,29 @@ static itsme_result host_remove(void *ctx, const char *name) {
 
 static void host_destroy(void *ctx) { ((struct host_store *)ctx)->destroyed++; }
 
-static void before_init(void) {
-    itsme_secret_store *store = NULL;
-    EXPECT("memory store before init", itsme_secret_store_new_memory(&store), ITSME_E_NOT_INITIALIZED);
-    EXPECT("no handle written before init", store == NULL, 1);
-    EXPECT("open file before init", itsme_secret_store_open_file("/tmp", &store), ITSME_E_NOT_INITIALIZED);
-    uint8_t key[32] = {0};
-    char fp[17];
-    size_t len = 0;
-    EXPECT("fingerprint before init", itsme_fingerprint_from_public_key(key, 32, fp, sizeof fp, &len),
-           ITSME_E_NOT_INITIALIZED);
-    /* These need no init. */
-    EXPECT("version before init", strcmp(itsme_version_string(), ITSME_VERSION_STRING), 0);
-    EXPECT("message before init", itsme_result_message(ITSME_OK) != NULL, 1);
-}
-
 static void no_handles(void) {
-    EXPECT("init again", itsme_init(), ITSME_OK);
-    EXPECT("version number", itsme_version_number(), ITSME_VERSION_NUMBER);
+    EXPECT("version string", strcmp(itsme_version_string(), ITSME_VERSION_STRING), 0);
     EXPECT("unknown code", strcmp(itsme_result_message(9999), "unknown result code"), 0);
     EXPECT("negative code", strcmp(itsme_result_message(-1), "unknown result code"), 0);
-    EXPECT("sizes", itsme_public_key_bytes(), ITSME_PUBLIC_KEY_BYTES);
-    EXPECT("sizes", itsme_fingerprint_size(), ITSME_FINGERPRINT_SIZE);
-    EXPECT("sizes", itsme_name_max_bytes(), ITSME_NAME_MAX_BYTES);
 
     uint8_t key[32] = {1};
     char fp[ITSME_FINGERPRINT_SIZE];
     size_t len = 0;
-    EXPECT("fp NULL key", itsme_fingerprint_from_public_key(NULL, 32, fp, sizeof fp, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("fp zero length", itsme_fingerprint_from_public_key(key, 0, fp, sizeof fp, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("fp short key", itsme_fingerprint_from_public_key(key, 31, fp, sizeof fp, &len), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("fp NULL out_len", itsme_fingerprint_from_public_key(key, 32, fp, sizeof fp, NULL), ITSME_E_INVALID_ARGUMENT);
-    memset(fp, 'Z', sizeof fp);
-    len = 0;
-    EXPECT("fp short buffer", itsme_fingerprint_from_public_key(key, 32, fp, 16, &len), ITSME_E_BUFFER_TOO_SMALL);
-    EXPECT("fp size needed", len, ITSME_FINGERPRINT_SIZE);
-    EXPECT("fp untouched on failure", fp[0] == 'Z' && fp[15] == 'Z', 1);
-    len = 0;
-    EXPECT("fp zero cap NULL out", itsme_fingerprint_from_public_key(key, 32, NULL, 0, &len), ITSME_E_BUFFER_TOO_SMALL);
-    EXPECT("fp size needed", len, ITSME_FINGERPRINT_SIZE);
-    len = 777;
-    EXPECT("fp NULL out big cap", itsme_fingerprint_from_public_key(key, 32, NULL, 64, &len), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("out_len untouched on invalid argument", len, 777);
     EXPECT("fp ok", itsme_fingerprint_from_public_key(key, 32, fp, sizeof fp, &len), ITSME_OK);
     EXPECT("fp length", len, 17);
     EXPECT("fp terminated", strlen(fp), 16);
 
-    EXPECT("memory NULL out", itsme_secret_store_new_memory(NULL), ITSME_E_INVALID_ARGUMENT);
     itsme_secret_store *store = NULL;
-    EXPECT("file NULL dir", itsme_secret_store_open_file(NULL, &store), ITSME_E_INVALID_ARGUMENT);
     EXPECT("file empty dir", itsme_secret_store_open_file("", &store), ITSME_E_INVALID_ARGUMENT);
     EXPECT("file not a directory", itsme_secret_store_open_file("/dev/null", &store), ITSME_E_SECRET_STORE);
     char msg[256];
     EXPECT("thread last error", itsme_last_error(msg, sizeof msg, &len), ITSME_OK);
     EXPECT("thread last error says why", strstr(msg, "not a directory") != NULL, 1);
-    EXPECT("thread last error NULL", itsme_last_error(NULL, 0, NULL), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("callbacks NULL", itsme_secret_store_new_callbacks(NULL, &store), ITSME_E_INVALID_ARGUMENT);
     itsme_secret_store_callbacks partial = {0};
     partial.get = host_get;
     EXPECT("callbacks missing put", itsme_secret_store_new_callbacks(&partial, &store), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("still no handle", store == NULL, 1);
-
-    itsme_identity *id = NULL;
-    EXPECT("create NULL store", itsme_identity_create(NULL, "A", &id), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("load NULL store", itsme_identity_load(NULL, &id), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("fingerprint NULL identity", itsme_identity_fingerprint(NULL, fp, sizeof fp, &len), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("pin NULL identity", itsme_pin_verify(NULL, "123456", T0), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("last error NULL store", itsme_secret_store_last_error(NULL, msg, sizeof msg, &len), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("last error NULL identity", itsme_identity_last_error(NULL, msg, sizeof msg, &len), ITSME_E_INVALID_ARGUMENT);
-    itsme_identity_free(NULL);
-    itsme_secret_store_free(NULL);
-    passed++; /* freeing NULL did not crash */
 }
 
 static void identity_and_pin(void) {
@@ -156,9 +112,7 @@ static void identity_and_pin(void) {
     EXPECT("memory store", itsme_secret_store_new_memory(&store), ITSME_OK);
     itsme_identity *id = NULL;
     EXPECT("load empty", itsme_identity_load(store, &id), ITSME_E_NOT_FOUND);
-    EXPECT("create NULL name", itsme_identity_create(store, NULL, &id), ITSME_E_INVALID_ARGUMENT);
     EXPECT("create empty name", itsme_identity_create(store, "", &id), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("create bad UTF-8", itsme_identity_create(store, "\xff\xfe", &id), ITSME_E_INVALID_ARGUMENT);
     char long_name[200];
     memset(long_name, 'x', 129);
     long_name[129] = 0;
@@ -167,17 +121,12 @@ static void identity_and_pin(void) {
     EXPECT("create 128-byte name", itsme_identity_create(store, long_name, &id), ITSME_OK);
     itsme_identity *second = NULL;
     EXPECT("create twice", itsme_identity_create(store, "B", &second), ITSME_E_ALREADY_EXISTS);
-    EXPECT("no handle on failure", second == NULL, 1);
     char msg[256];
     size_t len = 0;
     EXPECT("store last error", itsme_secret_store_last_error(store, msg, sizeof msg, &len), ITSME_OK);
     EXPECT("store last error text", strstr(msg, "already") != NULL, 1);
-    EXPECT("store last error short", itsme_secret_store_last_error(store, msg, 1, &len), ITSME_E_BUFFER_TOO_SMALL);
-    EXPECT("store last error size", len, strlen(msg) + 1);
 
     uint8_t pk[ITSME_PUBLIC_KEY_BYTES];
-    EXPECT("public key short", itsme_identity_public_key(id, pk, 31, &len), ITSME_E_BUFFER_TOO_SMALL);
-    EXPECT("public key needed", len, 32);
     EXPECT("public key", itsme_identity_public_key(id, pk, sizeof pk, &len), ITSME_OK);
     char fp1[ITSME_FINGERPRINT_SIZE], fp2[ITSME_FINGERPRINT_SIZE];
     EXPECT("fingerprint", itsme_identity_fingerprint(id, fp1, sizeof fp1, &len), ITSME_OK);
@@ -186,26 +135,19 @@ static void identity_and_pin(void) {
     char name[200];
     EXPECT("name", itsme_identity_name(id, name, sizeof name, &len), ITSME_OK);
     EXPECT("name length", len, 129);
-    EXPECT("set NULL name", itsme_identity_set_name(id, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("set name", itsme_identity_set_name(id, "Zo\xc3\xab"), ITSME_OK);
 
     int is_set = 7;
-    EXPECT("pin is set NULL out", itsme_pin_is_set(id, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("pin is set", itsme_pin_is_set(id, &is_set), ITSME_OK);
     EXPECT("pin not set yet", is_set, 0);
     EXPECT("verify before set", itsme_pin_verify(id, "123456", T0), ITSME_E_NOT_FOUND);
-    EXPECT("set NULL pin", itsme_pin_set(id, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("set short pin", itsme_pin_set(id, "12345"), ITSME_E_INVALID_PIN);
     EXPECT("set letters", itsme_pin_set(id, "12345a"), ITSME_E_INVALID_PIN);
-    EXPECT("set bad UTF-8 pin", itsme_pin_set(id, "\xff\xff\xff\xff\xff\xff"), ITSME_E_INVALID_PIN);
     EXPECT("set pin", itsme_pin_set(id, "123456"), ITSME_OK);
     EXPECT("set pin twice", itsme_pin_set(id, "654321"), ITSME_E_ALREADY_EXISTS);
-    EXPECT("negative time", itsme_pin_verify(id, "123456", -5), ITSME_E_INVALID_ARGUMENT);
     EXPECT("verify", itsme_pin_verify(id, "123456", T0), ITSME_OK);
     uint32_t failures = 99;
     uint64_t wait = 99;
-    EXPECT("status NULL", itsme_pin_status(id, T0, NULL, &wait), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("status untouched", failures == 99 && wait == 99, 1);
     for (int i = 0; i < 5; i++) EXPECT("wrong pin", itsme_pin_verify(id, "000000", T0), ITSME_E_WRONG_PIN);
     EXPECT("malformed during lock", itsme_pin_verify(id, "1", T0), ITSME_E_INVALID_PIN);
     EXPECT("locked", itsme_pin_verify(id, "123456", T0 + 10), ITSME_E_LOCKED);
@@ -215,7 +157,6 @@ static void identity_and_pin(void) {
     EXPECT("wait", wait, 290);
     EXPECT("identity last error", itsme_identity_last_error(id, msg, sizeof msg, &len), ITSME_OK);
     EXPECT("last error has no PIN", strstr(msg, "123456") == NULL && strstr(msg, "111111") == NULL, 1);
-    EXPECT("change NULL new", itsme_pin_change(id, "123456", NULL, T0 + 300), ITSME_E_INVALID_ARGUMENT);
     EXPECT("change bad new", itsme_pin_change(id, "123456", "12", T0 + 300), ITSME_E_INVALID_PIN);
     EXPECT("change", itsme_pin_change(id, "123456", "111111", T0 + 300), ITSME_OK);
     EXPECT("new pin", itsme_pin_verify(id, "111111", T0 + 300), ITSME_OK);
@@ -246,7 +187,6 @@ static void host_callbacks(void) {
     hs->values[i][0] = 1;
     hs->lens[i] = 10;
     EXPECT("truncated record", itsme_identity_load(store, &again), ITSME_E_CORRUPT_DATA);
-    EXPECT("no handle on failure", again == NULL, 1);
     itsme_secret_store_free(store);
     EXPECT("not destroyed while an identity holds it", hs->destroyed, 0);
     itsme_identity_free(id);
@@ -269,13 +209,9 @@ static void contact_store(void) {
     itsme_identity_create(other_secrets, "Other", &other);
 
     itsme_store *store = NULL;
-    EXPECT("open NULL identity", itsme_store_open(NULL, path, &store), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("open NULL path", itsme_store_open(me, NULL, &store), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("open NULL out", itsme_store_open(me, path, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("open", itsme_store_open(me, path, &store), ITSME_OK);
     itsme_store *wrong = NULL;
     EXPECT("open with another identity", itsme_store_open(other, path, &wrong), ITSME_E_WRONG_IDENTITY);
-    EXPECT("no handle on failure", wrong == NULL, 1);
     FILE *f = fopen(other_path, "w");
     if (f) { fputs("this is not a database, just some text that is long enough\n", f); fclose(f); }
     EXPECT("open a text file", itsme_store_open(me, other_path, &wrong), ITSME_E_DATABASE);
@@ -286,15 +222,10 @@ static void contact_store(void) {
     size_t len = 0;
     itsme_identity_public_key(me, own, sizeof own, &len);
     int64_t id = -1;
-    EXPECT("add NULL name", itsme_store_add(store, NULL, key, 32, seed, 32, ITSME_EXCHANGE_QR, T0, &id), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("add NULL key", itsme_store_add(store, "A", NULL, 32, seed, 32, ITSME_EXCHANGE_QR, T0, &id), ITSME_E_INVALID_ARGUMENT);
     EXPECT("add short key", itsme_store_add(store, "A", key, 31, seed, 32, ITSME_EXCHANGE_QR, T0, &id), ITSME_E_INVALID_KEY);
     EXPECT("add own key", itsme_store_add(store, "A", own, 32, seed, 32, ITSME_EXCHANGE_QR, T0, &id), ITSME_E_INVALID_KEY);
     EXPECT("add short seed", itsme_store_add(store, "A", key, 32, seed, 31, ITSME_EXCHANGE_QR, T0, &id), ITSME_E_INVALID_ARGUMENT);
     EXPECT("add bad method", itsme_store_add(store, "A", key, 32, seed, 32, 99, T0, &id), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("add negative time", itsme_store_add(store, "A", key, 32, seed, 32, ITSME_EXCHANGE_QR, -1, &id), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("add NULL out", itsme_store_add(store, "A", key, 32, seed, 32, ITSME_EXCHANGE_QR, T0, NULL), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("id untouched", id, -1);
     EXPECT("add", itsme_store_add(store, "Alice", key, 32, seed, 32, ITSME_EXCHANGE_BLUETOOTH, T0, &id), ITSME_OK);
     int64_t dup = -1;
     EXPECT("add twice", itsme_store_add(store, "Alice 2", key, 32, seed, 32, ITSME_EXCHANGE_QR, T0, &dup), ITSME_E_ALREADY_EXISTS);
@@ -312,20 +243,15 @@ static void contact_store(void) {
 
     itsme_contact *c = NULL;
     EXPECT("get missing", itsme_store_get(store, 999, &c), ITSME_E_NOT_FOUND);
-    EXPECT("get NULL out", itsme_store_get(store, id, NULL), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("get by NULL key", itsme_store_get_by_key(store, NULL, 32, &c), ITSME_E_INVALID_ARGUMENT);
     EXPECT("get by key", itsme_store_get_by_key(store, key, 32, &c), ITSME_OK);
     int64_t got = 0;
     EXPECT("contact id", itsme_contact_id(c, &got), ITSME_OK);
     EXPECT("same id", got, id);
     char name[8];
-    EXPECT("name short buffer", itsme_contact_name(c, name, 5, &len), ITSME_E_BUFFER_TOO_SMALL);
-    EXPECT("name size", len, 6);
     EXPECT("name", itsme_contact_name(c, name, sizeof name, &len), ITSME_OK);
     EXPECT("name value", strcmp(name, "Alice"), 0);
     itsme_verification_state state = 99;
     int ack = 99;
-    EXPECT("state NULL", itsme_contact_state(c, NULL, &ack), ITSME_E_INVALID_ARGUMENT);
     EXPECT("state", itsme_contact_state(c, &state, &ack), ITSME_OK);
     EXPECT("unverified", state, ITSME_CONTACT_UNVERIFIED);
     itsme_exchange_method method = 99;
@@ -334,9 +260,7 @@ static void contact_store(void) {
     int64_t t = 0;
     EXPECT("never verified", itsme_contact_verified_at(c, &t), ITSME_E_NOT_FOUND);
     EXPECT("no window yet", itsme_contact_last_window(c, &t), ITSME_E_NOT_FOUND);
-    EXPECT("contact NULL", itsme_contact_id(NULL, &got), ITSME_E_INVALID_ARGUMENT);
     itsme_contact_free(c);
-    itsme_contact_free(NULL);
 
     itsme_contact_list *list = NULL;
     EXPECT("find bad fingerprint", itsme_store_find_fingerprint(store, "nothex!!nothex!!", &list), ITSME_E_INVALID_ARGUMENT);
@@ -352,10 +276,7 @@ static void contact_store(void) {
     EXPECT("v5 has no key", itsme_contact_public_key(c, pk, sizeof pk, &len), ITSME_E_NOT_FOUND);
     itsme_contact_free(c);
     itsme_contact_list_free(list);
-    itsme_contact_list_free(NULL);
-    EXPECT("list NULL count", itsme_contact_list_count(NULL, &n), ITSME_E_INVALID_ARGUMENT);
 
-    EXPECT("set NULL name", itsme_store_set_name(store, id, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("set name missing", itsme_store_set_name(store, 999, "X"), ITSME_E_NOT_FOUND);
     EXPECT("set note", itsme_store_set_note(store, id, "met at the bakery"), ITSME_OK);
     EXPECT("set bad state", itsme_store_set_state(store, id, 7, 0, T0), ITSME_E_INVALID_ARGUMENT);
@@ -369,19 +290,13 @@ static void contact_store(void) {
     EXPECT("verified at", itsme_contact_verified_at(c, &t) == ITSME_OK && t == T0 + 5, 1);
     EXPECT("last window", itsme_contact_last_window(c, &t) == ITSME_OK && t == 100, 1);
     itsme_contact_free(c);
-    EXPECT("list NULL out", itsme_store_list(store, 0, 0, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("list page", itsme_store_list(store, 0, 1, &list), ITSME_OK);
     EXPECT("one per page", itsme_contact_list_count(list, &n) == ITSME_OK && n == 1, 1);
     itsme_contact_list_free(list);
     EXPECT("delete", itsme_store_delete(store, id), ITSME_OK);
     EXPECT("delete again", itsme_store_delete(store, id), ITSME_E_NOT_FOUND);
-    EXPECT("count NULL", itsme_store_count(store, NULL), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("store NULL", itsme_store_count(NULL, &count), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("last error NULL store", itsme_store_last_error(NULL, msg, sizeof msg, &len), ITSME_E_INVALID_ARGUMENT);
     char backup_path[80];
     snprintf(backup_path, sizeof backup_path, "%s/backup.db", dir);
-    EXPECT("backup NULL store", itsme_store_backup(NULL, backup_path), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("backup NULL path", itsme_store_backup(store, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("backup over a file", itsme_store_backup(store, other_path), ITSME_E_ALREADY_EXISTS);
     EXPECT("backup", itsme_store_backup(store, backup_path), ITSME_OK);
     EXPECT("backup never overwrites", itsme_store_backup(store, backup_path), ITSME_E_ALREADY_EXISTS);
@@ -392,7 +307,6 @@ static void contact_store(void) {
            itsme_store_count(copy, &copied) == ITSME_OK && itsme_store_count(store, &kept) == ITSME_OK && copied == kept, 1);
     itsme_store_free(copy);
     itsme_store_free(store);
-    itsme_store_free(NULL);
     /* The deprecated alias of the 0.1 series still releases a store (the
      * leak checker of the ASan run sees it if it does not). */
     itsme_store *again = NULL;
@@ -402,7 +316,6 @@ static void contact_store(void) {
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 #endif
     itsme_store_close(again);
-    itsme_store_close(NULL);
 #if defined(__GNUC__) || defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -411,10 +324,7 @@ static void contact_store(void) {
      * the loss says what it was. */
     itsme_store_loss loss;
     memset(&loss, 0xff, sizeof loss);
-    EXPECT("accept loss NULL identity", itsme_store_accept_loss(NULL, path, &loss), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("accept loss NULL path", itsme_store_accept_loss(me, NULL, &loss), ITSME_E_INVALID_ARGUMENT);
     EXPECT("accept loss empty path", itsme_store_accept_loss(me, "", &loss), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("accept loss NULL out", itsme_store_accept_loss(me, path, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("accept loss of another identity's store", itsme_store_accept_loss(other, path, &loss), ITSME_E_WRONG_IDENTITY);
     EXPECT("accept loss of a whole store", itsme_store_accept_loss(me, path, &loss), ITSME_OK);
     EXPECT("a whole store lost nothing",
@@ -476,15 +386,11 @@ static void exchanges(void) {
     char path[128], sas_a[ITSME_SHORT_CODE_SIZE], sas_b[ITSME_SHORT_CODE_SIZE], text[64];
     size_t len = 0;
 
-    EXPECT("random NULL seed", itsme_random_new_deterministic(NULL, 32, &rng_a), ITSME_E_INVALID_ARGUMENT);
     EXPECT("random short seed", itsme_random_new_deterministic(seed_a, 31, &rng_a), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("random NULL out", itsme_random_new_deterministic(seed_a, 32, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("random", itsme_random_new_deterministic(seed_a, 32, &rng_a), ITSME_OK);
     EXPECT("random", itsme_random_new_deterministic(seed_b, 32, &rng_b), ITSME_OK);
     EXPECT("memory store", itsme_secret_store_new_memory(&sa), ITSME_OK);
     EXPECT("memory store", itsme_secret_store_new_memory(&sb), ITSME_OK);
-    EXPECT("create with NULL store", itsme_identity_create_with_random(NULL, "A", rng_a, &alice), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("create with NULL name", itsme_identity_create_with_random(sa, NULL, rng_a, &alice), ITSME_E_INVALID_ARGUMENT);
     EXPECT("create with random", itsme_identity_create_with_random(sa, "Alice", rng_a, &alice), ITSME_OK);
     EXPECT("create with system random", itsme_identity_create_with_random(sb, "Bob", NULL, &bob), ITSME_OK);
     snprintf(path, sizeof path, "%s/a.db", dir);
@@ -494,8 +400,6 @@ static void exchanges(void) {
 
     /* Short codes. */
     uint32_t value = 0;
-    EXPECT("parse NULL", itsme_short_code_parse(NULL, &value), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("parse NULL out", itsme_short_code_parse("ECHO 0042", NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("parse junk", itsme_short_code_parse("ECHO 42", &value), ITSME_E_INVALID_ARGUMENT);
     EXPECT("parse", itsme_short_code_parse(" echo-0042 ", &value), ITSME_OK);
     EXPECT("parse value", value, 40042);
@@ -527,29 +431,21 @@ static void exchanges(void) {
         free(padded);
     }
     EXPECT("format too big", itsme_short_code_format(ITSME_SHORT_CODE_VALUES, text, sizeof text, &len), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("format short buffer", itsme_short_code_format(130000, text, 13, &len), ITSME_E_BUFFER_TOO_SMALL);
-    EXPECT("format size needed", len, ITSME_SHORT_CODE_SIZE);
     EXPECT("format", itsme_short_code_format(130000, text, sizeof text, &len), ITSME_OK);
     EXPECT("format text", strcmp(text, "NOVEMBER 0000"), 0);
 
     /* QR, end to end. */
     itsme_exchange *qa = NULL, *qb = NULL;
-    EXPECT("qr NULL identity", itsme_exchange_new_qr(NULL, NULL, T0, &qa), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("qr NULL out", itsme_exchange_new_qr(alice, NULL, T0, NULL), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("qr negative time", itsme_exchange_new_qr(alice, NULL, -1, &qa), ITSME_E_INVALID_ARGUMENT);
     EXPECT("qr a", itsme_exchange_new_qr(alice, rng_a, T0, &qa), ITSME_OK);
     EXPECT("qr b", itsme_exchange_new_qr(bob, rng_b, T0, &qb), ITSME_OK);
     uint8_t pa[ITSME_QR_PAYLOAD_MAX], pb[ITSME_QR_PAYLOAD_MAX];
     size_t la = 0, lb = 0;
-    EXPECT("payload size query", itsme_exchange_next_outgoing(qa, NULL, 0, &la), ITSME_E_BUFFER_TOO_SMALL);
     EXPECT("payload a", itsme_exchange_next_outgoing(qa, pa, sizeof pa, &la), ITSME_OK);
     EXPECT("payload a again (not consumed)", itsme_exchange_next_outgoing(qa, pa, sizeof pa, &la), ITSME_OK);
     EXPECT("payload b", itsme_exchange_next_outgoing(qb, pb, sizeof pb, &lb), ITSME_OK);
     EXPECT("payload prefix", memcmp(pa, "ITSME1:", 7), 0);
     itsme_exchange_state state = 0;
     uint32_t flags = 99;
-    EXPECT("status NULL", itsme_exchange_status(NULL, &state, &flags), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("status NULL out", itsme_exchange_status(qa, NULL, &flags), ITSME_E_INVALID_ARGUMENT);
     EXPECT("status", itsme_exchange_status(qa, &state, NULL), ITSME_OK);
     EXPECT("awaiting", state, ITSME_EXCHANGE_AWAITING_PEER);
     EXPECT("sas too early", itsme_exchange_sas(qa, sas_a, sizeof sas_a, &len), ITSME_E_INVALID_STATE);
@@ -557,7 +453,6 @@ static void exchanges(void) {
     int64_t id_a = 0, id_b = 0;
     EXPECT("confirm too early", itsme_exchange_confirm(qa, store_a, T0, &id_a), ITSME_E_INVALID_STATE);
     EXPECT("session code of QR", itsme_exchange_session_code(qa, text, sizeof text, &len), ITSME_E_INVALID_STATE);
-    EXPECT("receive NULL", itsme_exchange_receive(qa, NULL, lb, T0), ITSME_E_INVALID_ARGUMENT);
     EXPECT("receive not a payload", itsme_exchange_receive(qa, (const uint8_t *)"hello", 5, T0), ITSME_E_INVALID_ARGUMENT);
     EXPECT("receive own", itsme_exchange_receive(qa, pa, la, T0), ITSME_E_INVALID_KEY);
     EXPECT("status after reflection", itsme_exchange_status(qa, &state, &flags), ITSME_OK);
@@ -566,7 +461,6 @@ static void exchanges(void) {
     char msg[256];
     EXPECT("exchange last error", itsme_exchange_last_error(qa, msg, sizeof msg, &len), ITSME_OK);
     EXPECT("last error says why", strstr(msg, "failed") != NULL, 1);
-    EXPECT("last error NULL", itsme_exchange_last_error(NULL, msg, sizeof msg, &len), ITSME_E_INVALID_ARGUMENT);
     itsme_exchange_free(qa);
     EXPECT("qr a again", itsme_exchange_new_qr(alice, NULL, T0, &qa), ITSME_OK);
     EXPECT("payload a", itsme_exchange_next_outgoing(qa, pa, sizeof pa, &la), ITSME_OK);
@@ -583,15 +477,11 @@ static void exchanges(void) {
     EXPECT("peer fp", itsme_exchange_peer_fingerprint(qa, fp, sizeof fp, &len), ITSME_OK);
     EXPECT("bob fp", itsme_identity_fingerprint(bob, fp2, sizeof fp2, &len), ITSME_OK);
     EXPECT("fingerprints agree", strcmp(fp, fp2), 0);
-    EXPECT("save NULL store", itsme_exchange_save(qa, NULL, T0, &id_a), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("save NULL out", itsme_exchange_save(qa, store_a, T0, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("save", itsme_exchange_save(qa, store_a, T0, &id_a), ITSME_OK);
     uint8_t sealed[1024];
     size_t sealed_len = 0;
     EXPECT("seal", itsme_exchange_seal(qa, sealed, sizeof sealed, &sealed_len), ITSME_OK);
     itsme_exchange *restored = NULL;
-    EXPECT("restore NULL identity", itsme_exchange_restore(NULL, sealed, sealed_len, T0, &restored), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("restore NULL bytes", itsme_exchange_restore(alice, NULL, sealed_len, T0, &restored), ITSME_E_INVALID_ARGUMENT);
     EXPECT("restore for Bob", itsme_exchange_restore(bob, sealed, sealed_len, T0, &restored), ITSME_E_AUTHENTICATION_FAILED);
     EXPECT("restore expired", itsme_exchange_restore(alice, sealed, sealed_len, T0 + 86401, &restored), ITSME_E_EXPIRED);
     EXPECT("restore", itsme_exchange_restore(alice, sealed, sealed_len, T0 + 60, &restored), ITSME_OK);
@@ -614,7 +504,6 @@ static void exchanges(void) {
     /* Bluetooth, end to end. */
     itsme_exchange *ba = NULL, *bb = NULL;
     EXPECT("bt bad code", itsme_exchange_new_bluetooth(bob, "ECHO", NULL, T0, &bb), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("bt NULL identity", itsme_exchange_new_bluetooth(NULL, NULL, NULL, T0, &ba), ITSME_E_INVALID_ARGUMENT);
     EXPECT("bt a", itsme_exchange_new_bluetooth(alice, NULL, NULL, T0, &ba), ITSME_OK);
     EXPECT("bt code", itsme_exchange_session_code(ba, text, sizeof text, &len), ITSME_OK);
     EXPECT("bt b", itsme_exchange_new_bluetooth(bob, text, NULL, T0, &bb), ITSME_OK);
@@ -633,18 +522,15 @@ static void exchanges(void) {
     EXPECT("bt confirm after peer rejected", itsme_exchange_confirm(bb, store_b, T0, &id_b), ITSME_E_INVALID_STATE);
     itsme_exchange_free(ba);
     itsme_exchange_free(bb);
-    itsme_exchange_free(NULL);
 
     /* At a distance: invite and real-time, messages moved by hand. */
     uint8_t frame_buf[ITSME_REMOTE_MESSAGE_MAX];
     char code[ITSME_REMOTE_CODE_SIZE], code2[ITSME_REMOTE_CODE_SIZE], rid[ITSME_RELAY_ID_SIZE];
-    EXPECT("code check NULL", itsme_remote_code_check(NULL, code, sizeof code, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("code check", itsme_remote_code_check(" k7x2 m9pm", code, sizeof code, &len), ITSME_OK);
     EXPECT("code shown", strcmp(code, "K7X2-M9PM"), 0);
     EXPECT("code typo", itsme_remote_code_check("K7X2-M9PN", code2, sizeof code2, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("code swap", itsme_remote_code_check("K7X2-9MPM", code2, sizeof code2, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("code look-alike", itsme_remote_code_check("K7X2-M9P0", code2, sizeof code2, &len), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("code short buffer", itsme_remote_code_check("K7X2M9PM", code2, 9, &len), ITSME_E_BUFFER_TOO_SMALL);
     EXPECT("codes of a QR exchange", itsme_exchange_new_qr(alice, NULL, T0, &qa), ITSME_OK);
     EXPECT("invite code of QR", itsme_exchange_invite_code(qa, code, sizeof code, &len), ITSME_E_INVALID_STATE);
     EXPECT("relay id of QR", itsme_exchange_relay_id(qa, rid, sizeof rid, &len), ITSME_E_INVALID_STATE);
@@ -652,18 +538,14 @@ static void exchanges(void) {
     EXPECT("inviter of QR", itsme_exchange_is_inviter(qa, &inviter), ITSME_E_INVALID_STATE);
     itsme_exchange_free(qa);
     itsme_exchange *ia = NULL, *ib = NULL;
-    EXPECT("invite NULL identity", itsme_exchange_new_invite(NULL, 0, NULL, T0, &ia), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("invite NULL out", itsme_exchange_new_invite(alice, 0, NULL, T0, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("invite", itsme_exchange_new_invite(alice, 0, rng_a, T0, &ia), ITSME_OK);
     EXPECT("invite code", itsme_exchange_invite_code(ia, code, sizeof code, &len), ITSME_OK);
     EXPECT("invite code length", len, ITSME_REMOTE_CODE_SIZE);
     EXPECT("encryption code", itsme_exchange_encryption_code(ia, code2, sizeof code2, &len), ITSME_OK);
     EXPECT("relay id", itsme_exchange_relay_id(ia, rid, sizeof rid, &len), ITSME_OK);
     EXPECT("relay id length", len, ITSME_RELAY_ID_SIZE);
-    EXPECT("is inviter NULL", itsme_exchange_is_inviter(ia, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("is inviter", itsme_exchange_is_inviter(ia, &inviter), ITSME_OK);
     EXPECT("inviter", inviter, 1);
-    EXPECT("accept NULL code", itsme_exchange_accept_invite(bob, NULL, code2, 0, NULL, T0, &ib), ITSME_E_INVALID_ARGUMENT);
     EXPECT("accept same code twice", itsme_exchange_accept_invite(bob, code, code, 0, NULL, T0, &ib), ITSME_E_INVALID_ARGUMENT);
     EXPECT("accept typo", itsme_exchange_accept_invite(bob, code, "K7X2-M9PN", 0, NULL, T0, &ib), ITSME_E_INVALID_ARGUMENT);
     EXPECT("accept", itsme_exchange_accept_invite(bob, code, code2, 0, rng_b, T0, &ib), ITSME_OK);
@@ -689,8 +571,6 @@ static void exchanges(void) {
     EXPECT("invite a awaits b", state, ITSME_EXCHANGE_AWAITING_DECISION);
     EXPECT("invite a holds its decision", itsme_exchange_next_outgoing(ia, frame_buf, sizeof frame_buf, &len), ITSME_OK);
     EXPECT("invite a sends nothing yet", len, 0);
-    EXPECT("invite settle NULL store", itsme_exchange_settle(ia, NULL, T0, &id_b), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("invite settle NULL out", itsme_exchange_settle(ia, store_a, T0, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("invite settle before b", itsme_exchange_settle(ia, store_a, T0, &id_b), ITSME_E_INVALID_STATE);
     EXPECT("invite confirm b", itsme_exchange_confirm(ib, store_b, T0, &id_c), ITSME_OK);
     EXPECT("invite decisions", pump(ia, ib), 2);
@@ -704,9 +584,6 @@ static void exchanges(void) {
     EXPECT("invite b confirmed", state, ITSME_EXCHANGE_CONFIRMED);
     EXPECT("invite settle twice", itsme_exchange_settle(ia, store_a, T0, &id_b), ITSME_E_INVALID_STATE);
     EXPECT("invite reject after the end", itsme_exchange_reject(ia, store_a), ITSME_E_INVALID_STATE);
-    EXPECT("expire NULL", itsme_store_expire_awaiting(NULL, T0, &expired), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("expire bad time", itsme_store_expire_awaiting(store_a, -1, &expired), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("expire NULL out", itsme_store_expire_awaiting(store_a, T0, NULL), ITSME_OK);
     EXPECT("expire none", itsme_store_expire_awaiting(store_a, T0, &expired), ITSME_OK);
     EXPECT("expired none", expired, 0);
     EXPECT("awaiting by hand", itsme_store_set_state(store_a, id_a, ITSME_CONTACT_AWAITING_PEER, 0, T0), ITSME_E_INVALID_STATE);
@@ -727,21 +604,16 @@ static void exchanges(void) {
     EXPECT("nothing", len, 0);
     itsme_exchange_free(ia);
     itsme_exchange_free(ib);
-    itsme_exchange_free(NULL);
-    itsme_random_free(NULL);
 
     /* Pure derivations. */
     uint8_t out[64], zero[32] = {0};
-    EXPECT("seed NULL", itsme_derive_seed(NULL, 32, key, 32, fp, fp2, out, sizeof out, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("seed bad fp", itsme_derive_seed(seed_a, 32, key, 32, "xyz", fp2, out, sizeof out, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("seed low order", itsme_derive_seed(seed_a, 32, zero, 32, fp, fp2, out, sizeof out, &len), ITSME_E_INVALID_KEY);
     EXPECT("seed", itsme_derive_seed(seed_a, 32, key, 32, fp, fp2, out, sizeof out, &len), ITSME_OK);
     EXPECT("seed length", len, 32);
     EXPECT("sas short th", itsme_derive_sas(out, 32, out, 31, text, sizeof text, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("sas", itsme_derive_sas(out, 32, out, 32, text, sizeof text, &len), ITSME_OK);
-    EXPECT("qr th NULL", itsme_qr_transcript_hash(NULL, 1, pb, lb, out, sizeof out, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("qr th", itsme_qr_transcript_hash(pa, la, pb, lb, out, sizeof out, &len), ITSME_OK);
-    EXPECT("commitment NULL name", itsme_bluetooth_commitment(key, 32, key, 32, NULL, key, 16, out, sizeof out, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("commitment short secret", itsme_bluetooth_commitment(key, 32, key, 32, "Bob", key, 6, out, sizeof out, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("commitment", itsme_bluetooth_commitment(key, 32, key, 32, "Bob", key, 16, out, sizeof out, &len), ITSME_OK);
     EXPECT("qr th NULL out_len wins over a bad payload", itsme_qr_transcript_hash((const uint8_t *)"ITSME1:x", 8, pb, lb, out, sizeof out, NULL), ITSME_E_INVALID_ARGUMENT);
@@ -749,10 +621,8 @@ static void exchanges(void) {
     uint8_t hello[42] = {1, 1}, keyframe[34] = {1, 2}, plain[114] = {0};
     EXPECT("th1 short frame", itsme_bluetooth_th1("ALFA 0000", hello, 41, hello, 42, keyframe, 34, keyframe, 34, out, sizeof out, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("th1", itsme_bluetooth_th1("ALFA 0000", hello, 42, hello, 42, keyframe, 34, keyframe, 34, out, sizeof out, &len), ITSME_OK);
-    EXPECT("keys short buffer", itsme_bluetooth_session_keys(seed_a, 32, key, 32, out, 32, out, 63, &len), ITSME_E_BUFFER_TOO_SMALL);
     EXPECT("keys", itsme_bluetooth_session_keys(seed_a, 32, key, 32, out, 32, out, sizeof out, &len), ITSME_OK);
     EXPECT("keys length", len, 64);
-    EXPECT("transcript NULL", itsme_bluetooth_transcript_hash(NULL, 32, key, 1, key, 1, out, sizeof out, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("transcript short plaintext", itsme_bluetooth_transcript_hash(out, 32, plain, 113, plain, 114, out, sizeof out, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("transcript", itsme_bluetooth_transcript_hash(out, 32, plain, 114, plain, 114, out, sizeof out, &len), ITSME_OK);
 
@@ -770,9 +640,7 @@ static void exchanges(void) {
     itsme_contact_free(first);
     itsme_contact_list_free(list);
     const int64_t V0 = T0 + 3000;
-    EXPECT("voice NULL store", itsme_voice_new(NULL, contact_of_bob, V0, &va), ITSME_E_INVALID_ARGUMENT);
     EXPECT("voice missing contact", itsme_voice_new(store_a, 999, V0, &va), ITSME_E_NOT_FOUND);
-    EXPECT("voice NULL out", itsme_voice_new(store_a, contact_of_bob, V0, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("voice a", itsme_voice_new(store_a, contact_of_bob, V0, &va), ITSME_OK);
     EXPECT("voice b", itsme_voice_new(store_b, contact_of_alice, V0, &vb), ITSME_OK);
     int64_t window = 0, starts_in = 0, ends_in = 0;
@@ -805,33 +673,24 @@ static void exchanges(void) {
     }
     char code_a[ITSME_VOICE_CODE_SIZE], heard[ITSME_VOICE_CODE_SIZE];
     uint32_t tag_a = 0, expected_tag = 0;
-    EXPECT("your code NULL tag", itsme_voice_your_code(va, code_a, sizeof code_a, &len, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("your code", itsme_voice_your_code(va, code_a, sizeof code_a, &len, &tag_a), ITSME_OK);
     EXPECT("their code (b)", itsme_voice_their_code(vb, heard, sizeof heard, &len, &expected_tag), ITSME_OK);
     EXPECT("codes agree", strcmp(code_a, heard), 0);
     EXPECT("tags agree", tag_a, expected_tag);
     itsme_voice_outcome outcome = 0;
     EXPECT("check junk", itsme_voice_check(vb, store_b, "hello", tag_a, V0 + 40, &outcome), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("check NULL code", itsme_voice_check(vb, store_b, NULL, tag_a, V0 + 40, &outcome), ITSME_E_INVALID_ARGUMENT);
     EXPECT("check", itsme_voice_check(vb, store_b, code_a, tag_a, V0 + 40, &outcome), ITSME_OK);
     EXPECT("verified", outcome, ITSME_VOICE_VERIFIED);
     EXPECT("check again", itsme_voice_check(vb, store_b, code_a, tag_a, V0 + 40, &outcome), ITSME_E_INVALID_STATE);
-    EXPECT("voice last error", itsme_voice_last_error(vb, msg, sizeof msg, &len), ITSME_OK);
-    EXPECT("voice last error NULL", itsme_voice_last_error(NULL, msg, sizeof msg, &len), ITSME_E_INVALID_ARGUMENT);
     itsme_voice_free(va);
     itsme_voice_free(vb);
-    itsme_voice_free(NULL);
 
     /* The degradation code. */
     char dcode[ITSME_DEGRADATION_CODE_SIZE];
-    EXPECT("degradation short buffer", itsme_store_degradation_code(store_a, contact_of_bob, NULL, dcode, 29, &len), ITSME_E_BUFFER_TOO_SMALL);
-    EXPECT("degradation size", len, ITSME_DEGRADATION_CODE_SIZE);
-    EXPECT("degradation NULL store", itsme_store_degradation_code(NULL, contact_of_bob, NULL, dcode, sizeof dcode, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("degradation missing contact", itsme_store_degradation_code(store_a, 999, NULL, dcode, sizeof dcode, &len), ITSME_E_NOT_FOUND);
     EXPECT("degradation code", itsme_store_degradation_code(store_a, contact_of_bob, rng_a, dcode, sizeof dcode, &len), ITSME_OK);
     EXPECT("degradation length", strlen(dcode), 29);
     EXPECT("accept junk", itsme_store_accept_degradation_code(store_b, contact_of_alice, "junk", V0), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("accept NULL", itsme_store_accept_degradation_code(store_b, contact_of_alice, NULL, V0), ITSME_E_INVALID_ARGUMENT);
     char wrong_code[ITSME_DEGRADATION_CODE_SIZE];
     memcpy(wrong_code, dcode, sizeof wrong_code);
     wrong_code[0] = wrong_code[0] == 'A' ? 'B' : 'A';
@@ -852,7 +711,6 @@ static void exchanges(void) {
     /* Online Verify between the two stored contacts, through an in-memory pipe. */
     itsme_online_verify *oa = NULL, *ob = NULL;
     const int64_t O0 = V0 + 600, W = O0 / 30;
-    EXPECT("ov NULL store", itsme_online_verify_new(NULL, contact_of_bob, W, NULL, O0, &oa), ITSME_E_INVALID_ARGUMENT);
     EXPECT("ov bad window", itsme_online_verify_new(store_a, contact_of_bob, W + 1, NULL, O0, &oa), ITSME_E_INVALID_ARGUMENT);
     EXPECT("ov a", itsme_online_verify_new(store_a, contact_of_bob, W, NULL, O0, &oa), ITSME_OK);
     EXPECT("ov b (previous window is allowed)", itsme_online_verify_new(store_b, contact_of_alice, W - 1, NULL, O0, &ob), ITSME_OK);
@@ -890,15 +748,12 @@ static void exchanges(void) {
     EXPECT("ov verified", outcome == ITSME_VOICE_VERIFIED || outcome == ITSME_VOICE_VERIFIED_TAG_UNCHECKED, 1);
     EXPECT("ov reject b", itsme_online_verify_reject(ob), ITSME_OK);
     EXPECT("ov reject again", itsme_online_verify_reject(ob), ITSME_E_INVALID_STATE);
-    EXPECT("ov last error", itsme_online_verify_last_error(ob, msg, sizeof msg, &len), ITSME_OK);
     itsme_online_verify_free(oa);
     itsme_online_verify_free(ob);
-    itsme_online_verify_free(NULL);
 
     /* Security PIN Update between the two stored contacts. */
     itsme_pin_update *pua = NULL, *pub = NULL;
     const int64_t P0 = O0 + 900, PW = P0 / 30;
-    EXPECT("pin update NULL store", itsme_pin_update_new(NULL, contact_of_bob, PW, NULL, P0, &pua), ITSME_E_INVALID_ARGUMENT);
     EXPECT("pin update bad window", itsme_pin_update_new(store_a, contact_of_bob, PW - 2, NULL, P0, &pua), ITSME_E_INVALID_ARGUMENT);
     EXPECT("pin update a", itsme_pin_update_new(store_a, contact_of_bob, PW, NULL, P0, &pua), ITSME_OK);
     EXPECT("pin update b", itsme_pin_update_new(store_b, contact_of_alice, PW, NULL, P0, &pub), ITSME_OK);
@@ -926,11 +781,8 @@ static void exchanges(void) {
     EXPECT("pin status b", itsme_pin_update_status(pub, &ps), ITSME_OK);
     EXPECT("pin done b", ps, ITSME_PIN_UPDATE_DONE);
     EXPECT("pin receive after done", itsme_pin_update_receive(pua, (const uint8_t *)"\x01\x01", 2, P0 + 2), ITSME_E_INVALID_STATE);
-    EXPECT("pin last error", itsme_pin_update_last_error(pua, msg, sizeof msg, &len), ITSME_OK);
-    EXPECT("pin last error NULL", itsme_pin_update_last_error(NULL, msg, sizeof msg, &len), ITSME_E_INVALID_ARGUMENT);
     itsme_pin_update_free(pua);
     itsme_pin_update_free(pub);
-    itsme_pin_update_free(NULL);
 
     /* Voice pure derivations. */
     uint8_t pid8[8] = {1, 2, 3, 4, 5, 6, 7, 8}, five[5];
@@ -1056,15 +908,7 @@ static void transfers(void) {
 
     /* Generated passwords: nothing is drawn unless the password fits. */
     char password[ITSME_EXPORT_PASSWORD_SIZE], again[ITSME_EXPORT_PASSWORD_SIZE];
-    EXPECT("password NULL out_len", itsme_export_generate_password(rng_pw, password, sizeof password, NULL), ITSME_E_INVALID_ARGUMENT);
-    len = 777;
-    EXPECT("password NULL out, cap", itsme_export_generate_password(rng_pw, NULL, 16, &len), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("out_len untouched", len, 777);
-    memset(password, 'Z', sizeof password);
     EXPECT("password short buffer", itsme_export_generate_password(rng_pw, password, 15, &len), ITSME_E_BUFFER_TOO_SMALL);
-    EXPECT("password size needed", len, ITSME_EXPORT_PASSWORD_SIZE);
-    EXPECT("password untouched", password[0] == 'Z' && password[14] == 'Z', 1);
-    EXPECT("password size query", itsme_export_generate_password(rng_pw, NULL, 0, &len), ITSME_E_BUFFER_TOO_SMALL);
     EXPECT("password", itsme_export_generate_password(rng_pw, password, sizeof password, &len), ITSME_OK);
     EXPECT("password length", len, ITSME_EXPORT_PASSWORD_SIZE);
     EXPECT("password shape", strlen(password) == 15 && password[4] == '-' && password[9] == '-', 1);
@@ -1080,28 +924,15 @@ static void transfers(void) {
     const uint32_t GEN = ITSME_EXPORT_PASSWORD_GENERATED, CHO = ITSME_EXPORT_PASSWORD_CHOSEN;
     EXPECT("export without a PIN", itsme_identity_export(old_id, "123456", T0, password, GEN, NULL, blob, sizeof blob, &len), ITSME_E_NOT_FOUND);
     EXPECT("set PIN", itsme_pin_set(old_id, "123456"), ITSME_OK);
-    EXPECT("export NULL identity", itsme_identity_export(NULL, "123456", T0, password, GEN, NULL, blob, sizeof blob, &len), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("export NULL pin", itsme_identity_export(old_id, NULL, T0, password, GEN, NULL, blob, sizeof blob, &len), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("export NULL password", itsme_identity_export(old_id, "123456", T0, NULL, GEN, NULL, blob, sizeof blob, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("export kind 0", itsme_identity_export(old_id, "123456", T0, password, 0, NULL, blob, sizeof blob, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("export kind 3", itsme_identity_export(old_id, "123456", T0, password, 3, NULL, blob, sizeof blob, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("export kind 257", itsme_identity_export(old_id, "123456", T0, password, 257, NULL, blob, sizeof blob, &len), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("export NULL out_len", itsme_identity_export(old_id, "123456", T0, password, GEN, NULL, blob, sizeof blob, NULL), ITSME_E_INVALID_ARGUMENT);
-    len = 777;
-    EXPECT("export NULL out, cap", itsme_identity_export(old_id, "123456", T0, password, GEN, NULL, NULL, 10, &len), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("out_len untouched", len, 777);
     EXPECT("export password outside the alphabet", itsme_identity_export(old_id, "123456", T0, "ABCD-EFGH-JKMN0", GEN, NULL, blob, sizeof blob, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("export short generated", itsme_identity_export(old_id, "123456", T0, "ABCD-EFGH", GEN, NULL, blob, sizeof blob, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("export short chosen", itsme_identity_export(old_id, "123456", T0, "seven77", CHO, NULL, blob, sizeof blob, &len), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("export bad UTF-8 password", itsme_identity_export(old_id, "123456", T0, "\xff\xfe\xff\xfe\xff\xfe\xff\xfe", CHO, NULL, blob, sizeof blob, &len), ITSME_E_INVALID_ARGUMENT);
-    memset(blob, 0xAA, sizeof blob);
     EXPECT("export short buffer", itsme_identity_export(old_id, "123456", T0, password, GEN, NULL, blob, 100, &len), ITSME_E_BUFFER_TOO_SMALL);
     EXPECT("export size needed", len, 144 + strlen("Olivia"));
-    EXPECT("blob untouched", blob[0] == 0xAA && blob[99] == 0xAA, 1);
-    EXPECT("export size query", itsme_identity_export(old_id, "123456", T0, password, GEN, NULL, NULL, 0, &len), ITSME_E_BUFFER_TOO_SMALL);
-    EXPECT("export size", len, 150);
     EXPECT("export malformed PIN", itsme_identity_export(old_id, "12345", T0, password, GEN, NULL, blob, sizeof blob, &len), ITSME_E_INVALID_PIN);
-    EXPECT("export negative time", itsme_identity_export(old_id, "123456", -1, password, GEN, NULL, blob, sizeof blob, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("no attempt spent so far", pin_failures(old_id), 0);
     EXPECT("export wrong PIN", itsme_identity_export(old_id, "000000", T0, password, GEN, NULL, blob, sizeof blob, &len), ITSME_E_WRONG_PIN);
     EXPECT("a wrong PIN is counted", pin_failures(old_id), 1);
@@ -1114,12 +945,8 @@ static void transfers(void) {
 
     /* The header, read without any key derivation. */
     uint32_t passes = 99, memory = 99, kind = 99;
-    EXPECT("header NULL blob", itsme_export_header(NULL, blob_len, &passes, &memory, &kind), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("header NULL out", itsme_export_header(blob, blob_len, NULL, &memory, &kind), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("header NULL kind", itsme_export_header(blob, blob_len, &passes, &memory, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("header empty", itsme_export_header(blob, 0, &passes, &memory, &kind), ITSME_E_MALFORMED_MESSAGE);
     EXPECT("header truncated", itsme_export_header(blob, 20, &passes, &memory, &kind), ITSME_E_MALFORMED_MESSAGE);
-    EXPECT("outputs untouched", passes == 99 && memory == 99 && kind == 99, 1);
     EXPECT("header", itsme_export_header(blob, blob_len, &passes, &memory, &kind), ITSME_OK);
     EXPECT("passes", passes, 3);
     EXPECT("memory", memory, 256 * 1024);
@@ -1142,19 +969,12 @@ static void transfers(void) {
 
     /* Text form. */
     const size_t text_size = 9 + (blob_len * 4 + 2) / 3 + 1;
-    EXPECT("to text NULL blob", itsme_export_to_text(NULL, blob_len, text_buf, sizeof text_buf, &len), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("to text NULL out_len", itsme_export_to_text(blob, blob_len, text_buf, sizeof text_buf, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("to text truncated", itsme_export_to_text(blob, 30, text_buf, sizeof text_buf, &len), ITSME_E_MALFORMED_MESSAGE);
-    EXPECT("to text short buffer", itsme_export_to_text(blob, blob_len, text_buf, 100, &len), ITSME_E_BUFFER_TOO_SMALL);
-    EXPECT("to text size needed", len, text_size);
     EXPECT("to text", itsme_export_to_text(blob, blob_len, text_buf, sizeof text_buf, &len), ITSME_OK);
     EXPECT("text length", len, text_size);
     EXPECT("text prefix", strncmp(text_buf, "ITSMEXP1:", 9), 0);
     uint8_t back[ITSME_EXPORT_MAX];
     size_t back_len = 0;
-    EXPECT("from text NULL", itsme_export_from_text(NULL, back, sizeof back, &back_len), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("from text bad UTF-8", itsme_export_from_text("\xff\xfe", back, sizeof back, &back_len), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("from text NULL out_len", itsme_export_from_text(text_buf, back, sizeof back, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("from text not an export", itsme_export_from_text("hello there", back, sizeof back, &back_len), ITSME_E_MALFORMED_MESSAGE);
     EXPECT("from text damaged", itsme_export_from_text("ITSMEXP1:!!!!", back, sizeof back, &back_len), ITSME_E_MALFORMED_MESSAGE);
     EXPECT("from text other text version", itsme_export_from_text("ITSMEXP2:AAAA", back, sizeof back, &back_len), ITSME_E_INVALID_ARGUMENT);
@@ -1167,8 +987,6 @@ static void transfers(void) {
                                   back, sizeof back, &back_len),
            ITSME_E_INVALID_ARGUMENT);
     EXPECT("from text base64 too short to be a sealed box", itsme_export_from_text("q83vEjRWeJCrze8SNFZ4kA==", back, sizeof back, &back_len), ITSME_E_MALFORMED_MESSAGE);
-    EXPECT("from text short buffer", itsme_export_from_text(text_buf, back, 10, &back_len), ITSME_E_BUFFER_TOO_SMALL);
-    EXPECT("from text size needed", back_len, blob_len);
     char spaced[sizeof text_buf + 8];
     snprintf(spaced, sizeof spaced, " \n%s\r\n ", text_buf);
     back_len = 0;
@@ -1179,28 +997,16 @@ static void transfers(void) {
     itsme_import *imp = NULL;
     memcpy(altered, blob, blob_len);
     altered[7] = 2;
-    EXPECT("open NULL store", itsme_import_open(NULL, blob, blob_len, password, T0, &imp), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("open NULL blob", itsme_import_open(new_secrets, NULL, blob_len, password, T0, &imp), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("open NULL password", itsme_import_open(new_secrets, blob, blob_len, NULL, T0, &imp), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("open NULL out", itsme_import_open(new_secrets, blob, blob_len, password, T0, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("open truncated", itsme_import_open(new_secrets, blob, 40, password, T0, &imp), ITSME_E_MALFORMED_MESSAGE);
     EXPECT("open unknown version", itsme_import_open(new_secrets, altered, blob_len, password, T0, &imp), ITSME_E_INVALID_ARGUMENT);
     EXPECT("open password not of the kind", itsme_import_open(new_secrets, blob, blob_len, "correct horse battery", T0, &imp), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("open negative time", itsme_import_open(new_secrets, blob, blob_len, password, -1, &imp), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("no handle on failure", imp == NULL, 1);
     uint32_t failures = 99;
     uint64_t wait = 99;
-    EXPECT("status NULL store", itsme_import_status(NULL, T0, &failures, &wait), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("status NULL failures", itsme_import_status(new_secrets, T0, NULL, &wait), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("status NULL wait", itsme_import_status(new_secrets, T0, &failures, NULL), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("status negative time", itsme_import_status(new_secrets, -1, &failures, &wait), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("status untouched", failures == 99 && wait == 99, 1);
     EXPECT("nothing counted yet", import_failures(new_secrets, T0), 0);
     char wrong_password[ITSME_EXPORT_PASSWORD_SIZE];
     memcpy(wrong_password, password, sizeof wrong_password);
     wrong_password[0] = wrong_password[0] == 'A' ? 'B' : 'A';
     EXPECT("open wrong password", itsme_import_open(new_secrets, blob, blob_len, wrong_password, T0, &imp), ITSME_E_AUTHENTICATION_FAILED);
-    EXPECT("no handle on failure", imp == NULL, 1);
     EXPECT("status", itsme_import_status(new_secrets, T0, &failures, &wait), ITSME_OK);
     EXPECT("counted", failures, 1);
     EXPECT("no wait yet", wait, 0);
@@ -1217,30 +1023,17 @@ static void transfers(void) {
     EXPECT("the right password clears the count", import_failures(new_secrets, T0 + 1), 0);
 
     char fp[ITSME_FINGERPRINT_SIZE], name[64];
-    EXPECT("import fp NULL", itsme_import_fingerprint(NULL, fp, sizeof fp, &len), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("import fp short", itsme_import_fingerprint(imp, fp, 16, &len), ITSME_E_BUFFER_TOO_SMALL);
-    EXPECT("import fp size", len, ITSME_FINGERPRINT_SIZE);
     EXPECT("import fp", itsme_import_fingerprint(imp, fp, sizeof fp, &len), ITSME_OK);
     EXPECT("same identity", strcmp(fp, old_fp), 0);
-    EXPECT("import name NULL out_len", itsme_import_name(imp, name, sizeof name, NULL), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("import name short", itsme_import_name(imp, name, 6, &len), ITSME_E_BUFFER_TOO_SMALL);
-    EXPECT("import name size", len, 7);
     EXPECT("import name", itsme_import_name(imp, name, sizeof name, &len), ITSME_OK);
     EXPECT("name", strcmp(name, "Olivia"), 0);
 
     /* Check: another identity is in the new secret store. */
     itsme_import_report report;
-    memset(&report, 0x55, sizeof report);
-    EXPECT("check NULL import", itsme_import_check(NULL, new_secrets, path, &report), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("check NULL store", itsme_import_check(imp, NULL, path, &report), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("check NULL report", itsme_import_check(imp, new_secrets, path, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("check empty path", itsme_import_check(imp, new_secrets, "", &report), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("check bad UTF-8 path", itsme_import_check(imp, new_secrets, "\xff", &report), ITSME_E_INVALID_ARGUMENT);
     EXPECT("check not a contact store", itsme_import_check(imp, new_secrets, not_db, &report), ITSME_E_DATABASE);
     EXPECT("import last error", itsme_import_last_error(imp, msg, sizeof msg, &len), ITSME_OK);
     EXPECT("import last error says something", strlen(msg) > 0, 1);
-    EXPECT("import last error NULL", itsme_import_last_error(NULL, msg, sizeof msg, &len), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("report untouched", report.wrong_identity == 0x55555555 && report.contacts_readable == 0x5555555555555555ULL, 1);
     EXPECT("check", itsme_import_check(imp, new_secrets, path, &report), ITSME_OK);
     EXPECT("wrong identity", report.wrong_identity, 1);
     EXPECT("the other is Nina", strcmp(report.other_fingerprint, nina_fp), 0);
@@ -1256,12 +1049,9 @@ static void transfers(void) {
 
     /* Install: refused without ITSME_IMPORT_REPLACE, changing nothing. */
     itsme_identity *installed = NULL;
-    EXPECT("install NULL import", itsme_import_install(NULL, new_secrets, path, 0, &installed), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("install NULL store", itsme_import_install(imp, NULL, path, 0, &installed), ITSME_E_INVALID_ARGUMENT);
     EXPECT("install unknown flag", itsme_import_install(imp, new_secrets, path, 2, &installed), ITSME_E_INVALID_ARGUMENT);
     EXPECT("install empty path", itsme_import_install(imp, new_secrets, "", ITSME_IMPORT_REPLACE, &installed), ITSME_E_INVALID_ARGUMENT);
     EXPECT("install over another identity", itsme_import_install(imp, new_secrets, path, 0, &installed), ITSME_E_WRONG_IDENTITY);
-    EXPECT("no identity on failure", installed == NULL, 1);
     EXPECT("why", itsme_import_last_error(imp, msg, sizeof msg, &len) == ITSME_OK && strstr(msg, "nothing was changed") != NULL, 1);
     itsme_identity *loaded = NULL;
     EXPECT("Nina still there", itsme_identity_load(new_secrets, &loaded), ITSME_OK);
@@ -1288,24 +1078,15 @@ static void transfers(void) {
     itsme_identity_free(loaded);
     itsme_identity_free(installed);
     itsme_import_free(imp);
-    itsme_import_free(NULL);
 
     /* Live transfer: the receiver's side before the sender answers. */
     itsme_transfer *rx = NULL, *tx = NULL;
-    EXPECT("receiver NULL out", itsme_transfer_new_receiver(NULL, T0, NULL), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("receiver negative time", itsme_transfer_new_receiver(NULL, -1, &rx), ITSME_E_INVALID_ARGUMENT);
     EXPECT("receiver", itsme_transfer_new_receiver(rng, T0, &rx), ITSME_OK);
     EXPECT("awaiting peer", transfer_state(rx), ITSME_TRANSFER_AWAITING_PEER);
-    itsme_transfer_state ts = 0;
-    EXPECT("status NULL transfer", itsme_transfer_status(NULL, &ts), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("status NULL out", itsme_transfer_status(rx, NULL), ITSME_E_INVALID_ARGUMENT);
     char offer[ITSME_TRANSFER_OFFER_SIZE], offer2[ITSME_TRANSFER_OFFER_SIZE + 8];
-    EXPECT("offer short", itsme_transfer_offer(rx, offer, 75, &len), ITSME_E_BUFFER_TOO_SMALL);
-    EXPECT("offer size", len, ITSME_TRANSFER_OFFER_SIZE);
     EXPECT("offer", itsme_transfer_offer(rx, offer, sizeof offer, &len), ITSME_OK);
     EXPECT("offer prefix", strncmp(offer, "ITSMETR1:", 9), 0);
     char room[ITSME_ROOM_NAME_SIZE], room2[ITSME_ROOM_NAME_SIZE];
-    EXPECT("room short", itsme_transfer_room(rx, room, 32, &len), ITSME_E_BUFFER_TOO_SMALL);
     EXPECT("room", itsme_transfer_room(rx, room, sizeof room, &len), ITSME_OK);
     EXPECT("room length", len, ITSME_ROOM_NAME_SIZE);
     char sas_rx[ITSME_SHORT_CODE_SIZE], sas_tx[ITSME_SHORT_CODE_SIZE];
@@ -1315,14 +1096,9 @@ static void transfers(void) {
     EXPECT("take before done", itsme_transfer_take_import(rx, &taken), ITSME_E_INVALID_STATE);
     uint8_t m[ITSME_TRANSFER_MESSAGE_MAX];
     EXPECT("receiver sends nothing", itsme_transfer_next_outgoing(rx, m, sizeof m, &len) == ITSME_OK && len == 0, 1);
-    EXPECT("receive NULL", itsme_transfer_receive(rx, NULL, 34, T0), ITSME_E_INVALID_ARGUMENT);
     EXPECT("still awaiting", transfer_state(rx), ITSME_TRANSFER_AWAITING_PEER);
 
     /* The sender: a malformed offer is refused before the PIN. */
-    EXPECT("sender NULL identity", itsme_transfer_new_sender(NULL, "123456", offer, NULL, T0, &tx), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("sender NULL pin", itsme_transfer_new_sender(old_id, NULL, offer, NULL, T0, &tx), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("sender NULL offer", itsme_transfer_new_sender(old_id, "123456", NULL, NULL, T0, &tx), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("sender NULL out", itsme_transfer_new_sender(old_id, "123456", offer, NULL, T0, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("sender not an offer", itsme_transfer_new_sender(old_id, "000000", "hello", NULL, T0, &tx), ITSME_E_MALFORMED_MESSAGE);
     EXPECT("sender short offer", itsme_transfer_new_sender(old_id, "000000", "ITSMETR1:AAAA", NULL, T0, &tx), ITSME_E_MALFORMED_MESSAGE);
     uint8_t raw_offer[49] = {2};
@@ -1337,7 +1113,6 @@ static void transfers(void) {
     raw_offer[0] = 1; /* version 1, a zero (low-order) key */
     base64url(raw_offer, sizeof raw_offer, crafted + 9);
     EXPECT("sender low-order key", itsme_transfer_new_sender(old_id, "123456", crafted, NULL, T0, &tx), ITSME_E_INVALID_KEY);
-    EXPECT("no handle on failure", tx == NULL, 1);
     EXPECT("sender last error on the identity", itsme_identity_last_error(old_id, msg, sizeof msg, &len) == ITSME_OK && strstr(msg, "low-order") != NULL, 1);
     snprintf(offer2, sizeof offer2, "  %s\n", offer);
     EXPECT("sender", itsme_transfer_new_sender(old_id, "123456", offer2, rng, T0, &tx), ITSME_OK);
@@ -1350,20 +1125,12 @@ static void transfers(void) {
     EXPECT("sender receives nothing", itsme_transfer_receive(tx, (const uint8_t *)"\x01\x01", 2, T0), ITSME_E_INVALID_STATE);
     EXPECT("sender still comparing", transfer_state(tx), ITSME_TRANSFER_COMPARE_SAS);
     EXPECT("sender takes nothing", itsme_transfer_take_import(tx, &taken), ITSME_E_INVALID_STATE);
-    len = 777;
-    EXPECT("next NULL out, cap", itsme_transfer_next_outgoing(tx, NULL, 10, &len), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("out_len untouched", len, 777);
-    EXPECT("next NULL out_len", itsme_transfer_next_outgoing(tx, m, sizeof m, NULL), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("next short", itsme_transfer_next_outgoing(tx, m, 10, &len), ITSME_E_BUFFER_TOO_SMALL);
-    EXPECT("key message size", len, 34);
     EXPECT("key message", itsme_transfer_next_outgoing(tx, m, sizeof m, &len), ITSME_OK);
     EXPECT("key message kept until written", len, 34);
     size_t none = 5;
     EXPECT("then nothing", itsme_transfer_next_outgoing(tx, m + 64, sizeof m - 64, &none) == ITSME_OK && none == 0, 1);
     EXPECT("receive key", itsme_transfer_receive(rx, m, len, T0 + 1), ITSME_OK);
     EXPECT("receiver compares", transfer_state(rx), ITSME_TRANSFER_COMPARE_SAS);
-    EXPECT("receiver sas short", itsme_transfer_sas(rx, sas_rx, 3, &len), ITSME_E_BUFFER_TOO_SMALL);
-    EXPECT("receiver sas size", len, strlen(sas_tx) + 1);
     EXPECT("receiver sas", itsme_transfer_sas(rx, sas_rx, sizeof sas_rx, &len), ITSME_OK);
     EXPECT("same sas", strcmp(sas_rx, sas_tx), 0);
     EXPECT("nothing sent before the sender confirms", itsme_transfer_next_outgoing(tx, m, sizeof m, &len) == ITSME_OK && len == 0, 1);
@@ -1379,14 +1146,11 @@ static void transfers(void) {
     EXPECT("receiver done", transfer_state(rx), ITSME_TRANSFER_DONE);
     EXPECT("receiver confirms twice", itsme_transfer_confirm(rx, T0 + 4), ITSME_E_INVALID_STATE);
     EXPECT("receive after done", itsme_transfer_receive(rx, m, 34, T0 + 4), ITSME_E_INVALID_STATE);
-    EXPECT("take NULL out", itsme_transfer_take_import(rx, NULL), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("take NULL transfer", itsme_transfer_take_import(NULL, &taken), ITSME_E_INVALID_ARGUMENT);
     EXPECT("take", itsme_transfer_take_import(rx, &taken), ITSME_OK);
     itsme_import *twice = NULL;
     EXPECT("take twice", itsme_transfer_take_import(rx, &twice), ITSME_E_INVALID_STATE);
     EXPECT("transfer last error", itsme_transfer_last_error(rx, msg, sizeof msg, &len), ITSME_OK);
     EXPECT("says why", strstr(msg, "no received identity") != NULL, 1);
-    EXPECT("transfer last error NULL", itsme_transfer_last_error(NULL, msg, sizeof msg, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("taken fingerprint", itsme_import_fingerprint(taken, fp, sizeof fp, &len) == ITSME_OK && strcmp(fp, old_fp) == 0, 1);
     itsme_secret_store *third = NULL;
     itsme_secret_store_new_memory(&third);
@@ -1399,7 +1163,6 @@ static void transfers(void) {
     itsme_secret_store_free(third);
     itsme_transfer_free(rx);
     itsme_transfer_free(tx);
-    itsme_transfer_free(NULL);
 
     /* Failures end a transfer: a tampered identity message, a malformed
      * message, a low-order key, the 10 minutes; and a rejection. */
@@ -1449,8 +1212,6 @@ static void transfers(void) {
     EXPECT("rejected", transfer_state(rx), ITSME_TRANSFER_REJECTED);
     EXPECT("reject twice", itsme_transfer_reject(rx), ITSME_E_INVALID_STATE);
     EXPECT("confirm after reject", itsme_transfer_confirm(rx, T0), ITSME_E_INVALID_STATE);
-    EXPECT("reject NULL", itsme_transfer_reject(NULL), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("confirm NULL", itsme_transfer_confirm(NULL, T0), ITSME_E_INVALID_ARGUMENT);
     itsme_transfer_free(rx);
 
     itsme_identity_free(old_id);
@@ -1511,10 +1272,7 @@ static void profiles_and_approvals(void) {
     uint8_t photo[1000];
     for (size_t i = 0; i < sizeof photo; i++) photo[i] = (uint8_t)(i * 13);
     itsme_profile *made = NULL, *opened = NULL;
-    EXPECT("profile NULL identity", itsme_profile_create(NULL, "A", NULL, 0, NULL, NULL, &made), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("profile NULL out", itsme_profile_create(alice, "A", NULL, 0, NULL, NULL, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("profile empty", itsme_profile_create(alice, NULL, NULL, 0, NULL, NULL, &made), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("profile NULL photo with a length", itsme_profile_create(alice, "A", NULL, 5, NULL, NULL, &made), ITSME_E_INVALID_ARGUMENT);
     EXPECT("profile filename without photo", itsme_profile_create(alice, "A", NULL, 0, "a.jpg", NULL, &made), ITSME_E_INVALID_ARGUMENT);
     EXPECT("profile bad filename", itsme_profile_create(alice, "A", photo, 10, "../x", NULL, &made), ITSME_E_INVALID_ARGUMENT);
     static uint8_t record[ITSME_PROFILE_RECORD_MAX + 1];
@@ -1523,14 +1281,12 @@ static void profiles_and_approvals(void) {
     EXPECT("profile largest photo", itsme_profile_create(alice, "A", record, most, NULL, NULL, &made), ITSME_OK);
     itsme_profile_free(made);
     made = NULL;
-    EXPECT("profile bad UTF-8", itsme_profile_create(alice, "\xff", NULL, 0, NULL, NULL, &made), ITSME_E_INVALID_ARGUMENT);
     EXPECT("profile", itsme_profile_create(alice, "Alice Smith", photo, sizeof photo, "alice.jpg", NULL, &made), ITSME_OK);
     size_t record_len = 0;
     EXPECT("record size query", itsme_profile_record(made, NULL, 0, &record_len), ITSME_E_BUFFER_TOO_SMALL);
     EXPECT("record size", record_len, ITSME_PROFILE_RECORD_OVERHEAD + 11 + sizeof photo + 9);
     EXPECT("record", itsme_profile_record(made, record, sizeof record, &record_len), ITSME_OK);
     uint8_t reference[ITSME_PROFILE_REFERENCE_BYTES], id[ITSME_RECORD_ID_BYTES];
-    EXPECT("reference short", itsme_profile_reference(made, reference, 31, &len), ITSME_E_BUFFER_TOO_SMALL);
     EXPECT("reference", itsme_profile_reference(made, reference, sizeof reference, &len), ITSME_OK);
     EXPECT("record id", itsme_profile_record_id(made, id, sizeof id, &len), ITSME_OK);
     EXPECT("reference starts with the id", memcmp(reference, id, sizeof id), 0);
@@ -1539,12 +1295,8 @@ static void profiles_and_approvals(void) {
     EXPECT("record name length", strlen(record_name), 32);
 
     /* Open: the round trip, then every refusal. */
-    EXPECT("open NULL record", itsme_profile_open(NULL, record_len, reference, 32, alice_pk, 32, &opened), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("open NULL reference", itsme_profile_open(record, record_len, NULL, 32, alice_pk, 32, &opened), ITSME_E_INVALID_ARGUMENT);
     EXPECT("open short reference", itsme_profile_open(record, record_len, reference, 16, alice_pk, 32, &opened), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("open NULL key", itsme_profile_open(record, record_len, reference, 32, NULL, 32, &opened), ITSME_E_INVALID_ARGUMENT);
     EXPECT("open short key", itsme_profile_open(record, record_len, reference, 32, alice_pk, 31, &opened), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("open NULL out", itsme_profile_open(record, record_len, reference, 32, alice_pk, 32, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("open", itsme_profile_open(record, record_len, reference, 32, alice_pk, 32, &opened), ITSME_OK);
     char name[ITSME_NAME_MAX_BYTES + 1], filename[ITSME_PHOTO_FILENAME_MAX_BYTES + 1];
     static uint8_t got_photo[2000];
@@ -1554,7 +1306,6 @@ static void profiles_and_approvals(void) {
     EXPECT("opened photo bytes", len == sizeof photo && memcmp(got_photo, photo, sizeof photo) == 0, 1);
     EXPECT("opened filename", itsme_profile_photo_filename(opened, filename, sizeof filename, &len), ITSME_OK);
     EXPECT("opened filename is alice.jpg", strcmp(filename, "alice.jpg"), 0);
-    EXPECT("getter NULL profile", itsme_profile_name(NULL, name, sizeof name, &len), ITSME_E_INVALID_ARGUMENT);
     uint8_t bad_reference[32];
     memcpy(bad_reference, reference, 32);
     bad_reference[0] ^= 1;
@@ -1577,7 +1328,6 @@ static void profiles_and_approvals(void) {
     record[record_len - 1] ^= 1;
     EXPECT("truncated record", itsme_profile_open(record, record_len - 1, reference, 32, alice_pk, 32, &never), ITSME_E_MALFORMED_MESSAGE);
     EXPECT("oversize record", itsme_profile_open(record, sizeof record, reference, 32, alice_pk, 32, &never), ITSME_E_MALFORMED_MESSAGE);
-    EXPECT("nothing opened", never == NULL, 1);
     EXPECT("still opens", itsme_profile_open(record, record_len, reference, 32, alice_pk, 32, &never), ITSME_OK);
     itsme_profile_free(never);
 
@@ -1588,7 +1338,6 @@ static void profiles_and_approvals(void) {
     int64_t cid = 0;
     EXPECT("add alice", itsme_store_add(store, "Al", alice_pk, 32, seed, 32, ITSME_EXCHANGE_QR, T0, &cid), ITSME_OK);
     EXPECT("no photo yet", itsme_store_photo(store, cid, got_photo, sizeof got_photo, &len), ITSME_E_NOT_FOUND);
-    EXPECT("apply NULL profile", itsme_store_apply_profile(store, cid, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("apply unknown contact", itsme_store_apply_profile(store, cid + 1, opened), ITSME_E_NOT_FOUND);
     EXPECT("apply", itsme_store_apply_profile(store, cid, opened), ITSME_OK);
     itsme_contact *contact = NULL;
@@ -1599,13 +1348,11 @@ static void profiles_and_approvals(void) {
     EXPECT("photo applied", itsme_store_photo(store, cid, got_photo, sizeof got_photo, &len) == ITSME_OK && len == sizeof photo, 1);
     EXPECT("filename applied", itsme_store_photo_filename(store, cid, filename, sizeof filename, &len), ITSME_OK);
     EXPECT("filename is alice.jpg", strcmp(filename, "alice.jpg"), 0);
-    EXPECT("set photo NULL with length", itsme_store_set_photo(store, cid, NULL, 3, "x"), ITSME_E_INVALID_ARGUMENT);
     EXPECT("remove photo", itsme_store_set_photo(store, cid, NULL, 0, NULL), ITSME_OK);
     EXPECT("photo removed", itsme_store_photo(store, cid, got_photo, sizeof got_photo, &len), ITSME_E_NOT_FOUND);
     itsme_store_free(store);
     itsme_profile_free(opened);
     itsme_profile_free(made);
-    itsme_profile_free(NULL);
 
     /* Approvals: two devices of one person enroll with a service. */
     itsme_secret_store *phone = NULL, *tablet = NULL;
@@ -1613,7 +1360,6 @@ static void profiles_and_approvals(void) {
     itsme_secret_store_new_memory(&tablet);
     const char *service = "bank.example";
     uint8_t nonce[32] = {7}, enrollment[ITSME_ENROLLMENT_MAX];
-    EXPECT("enroll NULL store", itsme_credential_enroll(NULL, service, "Phone", nonce, 32, NULL, enrollment, sizeof enrollment, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("enroll bad service", itsme_credential_enroll(phone, "bank example", "Phone", nonce, 32, NULL, enrollment, sizeof enrollment, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("enroll short nonce", itsme_credential_enroll(phone, service, "Phone", nonce, 15, NULL, enrollment, sizeof enrollment, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("enroll short buffer", itsme_credential_enroll(phone, service, "Phone", nonce, 32, NULL, enrollment, 50, &len), ITSME_E_BUFFER_TOO_SMALL);
@@ -1622,7 +1368,6 @@ static void profiles_and_approvals(void) {
     EXPECT("nothing saved by a short buffer", itsme_credential_id(phone, service, cred_id, sizeof cred_id, &len), ITSME_E_NOT_FOUND);
     EXPECT("enroll phone", itsme_credential_enroll(phone, service, "Phone", nonce, 32, NULL, enrollment, sizeof enrollment, &len), ITSME_OK);
     itsme_credential_info phone_cred, tablet_cred;
-    EXPECT("verify enrollment NULL out", itsme_enrollment_verify(service, nonce, 32, enrollment, len, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("verify enrollment wrong service", itsme_enrollment_verify("evil.example", nonce, 32, enrollment, len, &phone_cred), ITSME_E_AUTHENTICATION_FAILED);
     nonce[0] ^= 1;
     EXPECT("verify enrollment wrong nonce", itsme_enrollment_verify(service, nonce, 32, enrollment, len, &phone_cred), ITSME_E_AUTHENTICATION_FAILED);
@@ -1641,12 +1386,10 @@ static void profiles_and_approvals(void) {
     /* A login: request, parse, sign, verify. */
     uint8_t request[ITSME_APPROVAL_REQUEST_MAX], approval[ITSME_APPROVAL_MAX];
     size_t request_len = 0, approval_len = 0;
-    EXPECT("request NULL service", itsme_approval_request_create(NULL, "Bank", "s1", "email", 120, NULL, T0, request, sizeof request, &request_len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("request repeated scope", itsme_approval_request_create(service, "Bank", "s1", "email email", 120, NULL, T0, request, sizeof request, &request_len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("request lifetime", itsme_approval_request_create(service, "Bank", "s1", "email", 601, NULL, T0, request, sizeof request, &request_len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("request", itsme_approval_request_create(service, "Bank", "s1", "profile email transfer", 120, NULL, T0, request, sizeof request, &request_len), ITSME_OK);
     itsme_approval_request_info info;
-    EXPECT("parse NULL out", itsme_approval_request_parse(request, request_len, T0, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("parse truncated", itsme_approval_request_parse(request, request_len - 1, T0, &info), ITSME_E_MALFORMED_MESSAGE);
     EXPECT("parse expired", itsme_approval_request_parse(request, request_len, T0 + 121, &info), ITSME_E_EXPIRED);
     EXPECT("parse", itsme_approval_request_parse(request, request_len, T0 + 1, &info), ITSME_OK);
@@ -1665,12 +1408,9 @@ static void profiles_and_approvals(void) {
     itsme_replay_store *replay = NULL, *memory = NULL;
     itsme_replay_store_callbacks no_insert = {&host, NULL, NULL};
     EXPECT("replay store NULL insert", itsme_replay_store_new_callbacks(&no_insert, &replay), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("replay store NULL table", itsme_replay_store_new_callbacks(NULL, &replay), ITSME_E_INVALID_ARGUMENT);
     EXPECT("replay store", itsme_replay_store_new_callbacks(&table, &replay), ITSME_OK);
     EXPECT("memory replay store", itsme_replay_store_new_memory(0, &memory), ITSME_OK);
     itsme_approval_result result;
-    EXPECT("verify NULL replay", itsme_approval_verify(request, request_len, approval, approval_len, keys, 2, NULL, T0 + 3, &result), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("verify NULL keys", itsme_approval_verify(request, request_len, approval, approval_len, NULL, 2, replay, T0 + 3, &result), ITSME_E_INVALID_ARGUMENT);
     EXPECT("verify unknown key", itsme_approval_verify(request, request_len, approval, approval_len, keys + 32, 1, replay, T0 + 3, &result), ITSME_E_NOT_FOUND);
     EXPECT("verify expired", itsme_approval_verify(request, request_len, approval, approval_len, keys, 2, replay, T0 + 121, &result), ITSME_E_EXPIRED);
     approval[approval_len - 1] ^= 1;
@@ -1709,7 +1449,6 @@ static void profiles_and_approvals(void) {
     size_t otp_at = 1 + 16 + 1 + 8;
     approval[otp_at] = approval[otp_at] == '9' ? '0' : approval[otp_at] + 1;
     EXPECT("wrong OTP", itsme_approval_verify(request3, request3_len, approval, approval_len, keys, 2, replay, T0 + 3, &result), ITSME_E_AUTHENTICATION_FAILED);
-    EXPECT("remove NULL", itsme_credential_remove(phone, NULL), ITSME_E_INVALID_ARGUMENT);
     EXPECT("remove", itsme_credential_remove(phone, service), ITSME_OK);
     EXPECT("remove twice", itsme_credential_remove(phone, service), ITSME_E_NOT_FOUND);
     EXPECT("sign after remove", itsme_approval_sign(phone, request3, request3_len, ITSME_APPROVAL_APPROVE, "email", T0 + 2, approval, sizeof approval, &approval_len), ITSME_E_NOT_FOUND);
@@ -1717,7 +1456,6 @@ static void profiles_and_approvals(void) {
     itsme_replay_store_free(replay);
     EXPECT("host replay store destroyed once", host.destroyed, 1);
     itsme_replay_store_free(memory);
-    itsme_replay_store_free(NULL);
     itsme_secret_store_free(phone);
     itsme_secret_store_free(tablet);
     itsme_identity_free(alice);
@@ -1730,7 +1468,6 @@ static void profiles_and_approvals(void) {
 }
 
 int main(void) {
-    before_init();
     EXPECT("init", itsme_init(), ITSME_OK);
     no_handles();
     identity_and_pin();

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import enum
 import threading
 from typing import Callable, Dict, Optional, Tuple, Type
 
+from . import _abi
 from ._ffi import lib
 
 __all__ = [
@@ -34,37 +34,11 @@ __all__ = [
 ]
 
 
-class Result(enum.IntEnum):
-    """The result codes of include/itsme.h, named as there.
-
-    The library may return codes this version does not know; they are errors
-    too, and surface as plain ints.
-    """
-
-    ITSME_OK = 0
-    ITSME_E_INVALID_ARGUMENT = 1
-    ITSME_E_BUFFER_TOO_SMALL = 2
-    ITSME_E_NOT_INITIALIZED = 3
-    ITSME_E_UNSUPPORTED_PLATFORM = 4
-    ITSME_E_NOT_FOUND = 5
-    ITSME_E_ALREADY_EXISTS = 6
-    ITSME_E_INVALID_PIN = 7
-    ITSME_E_WRONG_PIN = 8
-    ITSME_E_LOCKED = 9
-    ITSME_E_SECRET_STORE = 10
-    ITSME_E_CORRUPT_DATA = 11
-    ITSME_E_AUTHENTICATION_FAILED = 12
-    ITSME_E_INVALID_KEY = 13
-    ITSME_E_INVALID_STATE = 14
-    ITSME_E_DATABASE = 15
-    ITSME_E_OUT_OF_MEMORY = 16
-    ITSME_E_INTERNAL = 17
-    ITSME_E_WRONG_IDENTITY = 18
-    ITSME_E_WINDOW_USED = 19
-    ITSME_E_MALFORMED_MESSAGE = 20
-    ITSME_E_EXPIRED = 21
-    ITSME_E_REPLAYED = 22
-    ITSME_E_ROLLED_BACK = 23
+#: The result codes of include/itsme.h, named as there: the generated
+#: ``IntEnum`` of ``itsme_result`` (``Result.ITSME_OK``, ...).  The library
+#: may return codes this version does not know; they are errors too, and
+#: surface as plain ints.
+Result = _abi.ItsmeResult
 
 
 #: Every result code by its header name, e.g. ``RESULT_CODES["ITSME_OK"] == 0``.

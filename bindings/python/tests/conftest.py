@@ -1,4 +1,10 @@
-"""Shared fixtures.  ITSME_LIBRARY defaults to the repository's release build."""
+"""Shared fixtures.  ITSME_LIBRARY defaults to the repository's release build.
+
+A test that calls a function of include/itsme_testing.h, which only a test
+build of the library exports, is skipped against a release build: it raises
+``itsme._ffi.TestBuildRequiredError`` there, and is reported as skipped with
+what to build.
+"""
 
 import os
 import pathlib
@@ -12,6 +18,28 @@ if not os.environ.get("ITSME_LIBRARY") and _built.exists():
     os.environ["ITSME_LIBRARY"] = str(_built)
 
 import itsme  # noqa: E402  (after choosing the library)
+from itsme import _ffi  # noqa: E402
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if call.excinfo is not None and call.excinfo.errisinstance(_ffi.TestBuildRequiredError):
+        error = call.excinfo.value
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: needs a test build of libitsme: {error}")
+
+
+@pytest.fixture
+def testing_lib():
+    """The loaded library, for a test of a function of include/itsme_testing.h:
+    skips unless the library is a test build (which exports them all)."""
+    if not _ffi.testing_functions_available():
+        pytest.skip(
+            f"needs a test build of libitsme: {_ffi.TESTING_BUILD_COMMAND}, then {_ffi.LIBRARY_ENV} set to its library"
+        )
+    return _ffi.lib
 
 
 @pytest.fixture
