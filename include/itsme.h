@@ -941,7 +941,7 @@ itsme_result itsme_exchange_new_qr(itsme_identity *identity,
  * session code that does not parse or is longer than ITSME_TYPED_CODE_MAX
  * bytes). */
 itsme_result itsme_exchange_new_bluetooth(itsme_identity *identity,
-                                          const char *session_code,
+                                          const char *session_code ITSME_OPTIONAL,
                                           itsme_random *rng, int64_t now,
                                           itsme_exchange **out);
 

@@ -232,7 +232,7 @@ class Generator:
             bad = self.bad_text.get((name, n), "ITSME_E_INVALID_ARGUMENT")
             w("    {%s, %s, %s, %d, %d, %d, %s, %d, %s}," % (
                 c_string(n), ROLE[role], size, cap, ln, size_field, release,
-                int((name, n) in self.null_ok), bad))
+                int((name, n) in self.null_ok or (bool(p.get("optional")) and role != "in_bytes")), bad))
         if not params:
             w("    {\"\", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, 0},")
         w("};")
@@ -265,6 +265,8 @@ class Generator:
                 elif p["role"] in ("out_text", "out_bytes") and p.get("len"):
                     entry("CT_SIZE_QUERY", i, "%s size query" % p["name"])
                     entry("CT_SHORT", i, "%s cap - 1" % p["name"])
+                elif p["role"] == "out_struct" and self.has_size_field(p["type"]["to"]["name"]):
+                    entry("CT_STRUCT_SIZE", i, "%s->size too small" % p["name"])
             entry("CT_SUCCESS", -1, "success with the exact cap" if any(
                 p["role"] in ("out_text", "out_bytes") for p in params) else "success")
 

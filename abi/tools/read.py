@@ -397,9 +397,11 @@ def read(header: str) -> Dict[str, Any]:
         assign_roles(n["name"], params, by_name)
         fn["params"] = params
         # Every function that returns a result code refuses to work before
-        # itsme_init() (the header's conventions), except the last-error
-        # readers; the others (versions, texts, sizes, releases) need none.
-        fn["needs_init"] = fn["returns"].get("typedef") == "itsme_result" and not n["name"].endswith("last_error")
+        # itsme_init() (the header's conventions), except itsme_init itself
+        # and the last-error readers; the others (versions, texts, sizes,
+        # releases) need none.
+        fn["needs_init"] = (fn["returns"].get("typedef") == "itsme_result" and not n["name"].endswith("last_error")
+                            and n["name"] != "itsme_init")
         fn["writes_output"] = any(p["role"].startswith("out_") and p["role"] not in ("out_cap", "out_len")
                                   for p in params)
         doc = next((comment_text(c) for c in n.get("inner", []) if c["kind"] == "FullComment"), "")

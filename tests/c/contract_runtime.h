@@ -38,13 +38,14 @@ enum ct_kind {
     CT_RELEASE_NULL,
     CT_RELEASE_HANDLE,
     CT_CONSTANT, /* a size function returns its macro */
-    CT_CALL      /* a function that returns no result code: called, no crash */
+    CT_CALL,     /* a function that returns no result code: called, no crash */
+    CT_STRUCT_SIZE /* a struct's size field one less than its sizeof */
 };
 
 static const char *const ct_kind_names[] = {
     "before init", "NULL", "invalid UTF-8", "text longer than ITSME_TEXT_MAX", "time below 0",
     "time after 9999", "size query", "cap - 1", "exact cap", "release NULL", "release a handle",
-    "size function", "call"};
+    "size function", "call", "struct size too small"};
 
 /* Parameter roles, as in abi/itsme.abi.json. */
 enum ct_role {
@@ -227,6 +228,16 @@ static void ct_check_untouched(const struct ct_outs *o, int except_len_of) {
     }
 }
 
+/* Every failure leaves its detail in the calling thread's slot (the
+ * header's conventions), whatever handle was involved. */
+static void ct_check_thread_detail(void) {
+    char detail[1024];
+    size_t len = 0;
+    itsme_result r = itsme_last_error(detail, sizeof detail, &len);
+    if (r == ITSME_E_BUFFER_TOO_SMALL) return; /* a long detail: there is one */
+    if (r != ITSME_OK || len <= 1) ct_fail("a failure left no detail for itsme_last_error");
+}
+
 static size_t ct_get_size(const struct ct_outs *o, int i) {
     size_t n;
     memcpy(&n, o->store[i], sizeof n);
@@ -331,6 +342,10 @@ static void ct_run_result(const struct ct_function *f, const struct ct_check *c)
         }
         if (null_ok) expected = ITSME_OK;
         break;
+    case CT_STRUCT_SIZE:
+        *(size_t *)o.store[c->param] = o.bytes[c->param] - 1;
+        memcpy(o.snap[c->param], o.store[c->param], o.bytes[c->param]);
+        break;
     case CT_SIZE_QUERY: {
         if (ct_size_query(f, args, &o, c->param, &needed[c->param])) {
             /* a second query answers the same */
@@ -375,7 +390,9 @@ static void ct_run_result(const struct ct_function *f, const struct ct_check *c)
                         needed[c->param]);
         } else if (r != ITSME_OK) {
             ct_check_untouched(&o, -1);
-        } else {
+        }
+        if (r != ITSME_OK) ct_check_thread_detail();
+        if (r == ITSME_OK) {
             ct_check_written(&o, needed);
             ct_release_handles(&o);
         }

@@ -716,12 +716,12 @@ static struct fx_blob fx_approval(void) {
     return b;
 }
 
-static itsme_result fx_replay_insert(void *ctx, const uint8_t *key, int64_t expires_at, int64_t now, int32_t *out_seen) {
+static itsme_result fx_replay_insert(void *ctx, const uint8_t *key, int64_t expires_at, int64_t now, bool *out_seen) {
     (void)ctx;
     (void)key;
     (void)expires_at;
     (void)now;
-    *out_seen = 0;
+    *out_seen = false;
     return ITSME_OK;
 }
 static void fx_replay_destroy(void *ctx) { (void)ctx; }

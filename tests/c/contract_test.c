@@ -14,14 +14,14 @@
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 #endif
 #include "contract_runtime.h"
+#ifdef ITSME_CONTRACT_TESTING
+#include <itsme_testing.h>
+#endif
 #define CT_HAS_itsme_version_string 1
 #define CT_HAS_itsme_version_number 1
 #define CT_HAS_itsme_result_message 1
 #define CT_HAS_itsme_init 1
 #define CT_HAS_itsme_last_error 1
-#define CT_HAS_itsme_public_key_bytes 1
-#define CT_HAS_itsme_fingerprint_size 1
-#define CT_HAS_itsme_name_max_bytes 1
 #define CT_HAS_itsme_fingerprint_from_public_key 1
 #define CT_HAS_itsme_secret_store_new_callbacks 1
 #define CT_HAS_itsme_secret_store_new_memory 1
@@ -44,7 +44,6 @@
 #define CT_HAS_itsme_store_open 1
 #define CT_HAS_itsme_store_accept_loss 1
 #define CT_HAS_itsme_store_free 1
-#define CT_HAS_itsme_store_close 1
 #define CT_HAS_itsme_store_last_error 1
 #define CT_HAS_itsme_store_add 1
 #define CT_HAS_itsme_store_add_unauthenticated 1
@@ -75,9 +74,7 @@
 #define CT_HAS_itsme_contact_list_free 1
 #define CT_HAS_itsme_contact_list_count 1
 #define CT_HAS_itsme_contact_list_get 1
-#define CT_HAS_itsme_random_new_deterministic 1
 #define CT_HAS_itsme_random_free 1
-#define CT_HAS_itsme_identity_create_with_random 1
 #define CT_HAS_itsme_short_code_parse 1
 #define CT_HAS_itsme_short_code_format 1
 #define CT_HAS_itsme_exchange_new_qr 1
@@ -106,13 +103,6 @@
 #define CT_HAS_itsme_exchange_encryption_code 1
 #define CT_HAS_itsme_exchange_relay_id 1
 #define CT_HAS_itsme_exchange_is_inviter 1
-#define CT_HAS_itsme_derive_seed 1
-#define CT_HAS_itsme_derive_sas 1
-#define CT_HAS_itsme_qr_transcript_hash 1
-#define CT_HAS_itsme_bluetooth_commitment 1
-#define CT_HAS_itsme_bluetooth_th1 1
-#define CT_HAS_itsme_bluetooth_session_keys 1
-#define CT_HAS_itsme_bluetooth_transcript_hash 1
 #define CT_HAS_itsme_nato_word 1
 #define CT_HAS_itsme_voice_new 1
 #define CT_HAS_itsme_voice_free 1
@@ -126,15 +116,8 @@
 #define CT_HAS_itsme_voice_your_code 1
 #define CT_HAS_itsme_voice_their_code 1
 #define CT_HAS_itsme_voice_check 1
-#define CT_HAS_itsme_derive_session_id 1
-#define CT_HAS_itsme_derive_words 1
-#define CT_HAS_itsme_derive_lower_selects_first 1
-#define CT_HAS_itsme_derive_code 1
-#define CT_HAS_itsme_derive_device_tag 1
-#define CT_HAS_itsme_derive_voice 1
 #define CT_HAS_itsme_store_degradation_code 1
 #define CT_HAS_itsme_store_accept_degradation_code 1
-#define CT_HAS_itsme_derive_degradation_code 1
 #define CT_HAS_itsme_online_verify_new 1
 #define CT_HAS_itsme_online_verify_free 1
 #define CT_HAS_itsme_online_verify_last_error 1
@@ -205,8 +188,109 @@
 #define CT_HAS_itsme_replay_store_new_callbacks 1
 #define CT_HAS_itsme_replay_store_free 1
 #define CT_HAS_itsme_approval_verify 1
-#define CT_NO_OUT_LEN_itsme_voice_words 1 /* an output buffer without out_len */
-#define CT_NO_OUT_LEN_itsme_derive_words 1 /* an output buffer without out_len */
+#define CT_HAS_itsme_public_key_bytes 1
+#define CT_HAS_itsme_fingerprint_chars 1
+#define CT_HAS_itsme_fingerprint_size 1
+#define CT_HAS_itsme_pin_length 1
+#define CT_HAS_itsme_text_max 1
+#define CT_HAS_itsme_typed_code_max 1
+#define CT_HAS_itsme_export_text_max 1
+#define CT_HAS_itsme_name_max_bytes 1
+#define CT_HAS_itsme_seed_bytes 1
+#define CT_HAS_itsme_note_max_bytes 1
+#define CT_HAS_itsme_short_code_size 1
+#define CT_HAS_itsme_short_code_values 1
+#define CT_HAS_itsme_qr_payload_max 1
+#define CT_HAS_itsme_bluetooth_frame_max 1
+#define CT_HAS_itsme_remote_code_size 1
+#define CT_HAS_itsme_remote_message_max 1
+#define CT_HAS_itsme_relay_id_size 1
+#define CT_HAS_itsme_voice_word_count 1
+#define CT_HAS_itsme_voice_code_size 1
+#define CT_HAS_itsme_voice_session_id_size 1
+#define CT_HAS_itsme_degradation_code_size 1
+#define CT_HAS_itsme_room_name_size 1
+#define CT_HAS_itsme_online_verify_message_max 1
+#define CT_HAS_itsme_pin_update_frame_max 1
+#define CT_HAS_itsme_export_password_size 1
+#define CT_HAS_itsme_export_chosen_password_min 1
+#define CT_HAS_itsme_export_max 1
+#define CT_HAS_itsme_export_text_size 1
+#define CT_HAS_itsme_transfer_offer_size 1
+#define CT_HAS_itsme_transfer_message_max 1
+#define CT_HAS_itsme_profile_record_max 1
+#define CT_HAS_itsme_profile_record_overhead 1
+#define CT_HAS_itsme_record_id_bytes 1
+#define CT_HAS_itsme_profile_reference_bytes 1
+#define CT_HAS_itsme_record_name_size 1
+#define CT_HAS_itsme_photo_filename_max_bytes 1
+#define CT_HAS_itsme_credential_id_bytes 1
+#define CT_HAS_itsme_service_id_max_bytes 1
+#define CT_HAS_itsme_session_id_max_bytes 1
+#define CT_HAS_itsme_otp_size 1
+#define CT_HAS_itsme_scopes_max 1
+#define CT_HAS_itsme_scope_max_bytes 1
+#define CT_HAS_itsme_scopes_text_size 1
+#define CT_HAS_itsme_enrollment_max 1
+#define CT_HAS_itsme_approval_request_max 1
+#define CT_HAS_itsme_approval_max 1
+#define CT_HAS_itsme_approval_lifetime_max 1
+#ifdef ITSME_CONTRACT_TESTING
+#define CT_HAS_itsme_random_new_deterministic 1
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+#define CT_HAS_itsme_identity_create_with_random 1
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+#define CT_HAS_itsme_derive_seed 1
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+#define CT_HAS_itsme_derive_sas 1
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+#define CT_HAS_itsme_qr_transcript_hash 1
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+#define CT_HAS_itsme_bluetooth_commitment 1
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+#define CT_HAS_itsme_bluetooth_th1 1
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+#define CT_HAS_itsme_bluetooth_session_keys 1
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+#define CT_HAS_itsme_bluetooth_transcript_hash 1
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+#define CT_HAS_itsme_derive_session_id 1
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+#define CT_HAS_itsme_derive_words 1
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+#define CT_HAS_itsme_derive_lower_selects_first 1
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+#define CT_HAS_itsme_derive_code 1
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+#define CT_HAS_itsme_derive_device_tag 1
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+#define CT_HAS_itsme_derive_voice 1
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+#define CT_HAS_itsme_derive_degradation_code 1
+#endif
+#define CT_VERSION_itsme_replay_store_callbacks ITSME_REPLAY_STORE_CALLBACKS_VERSION /* its first field, the version the caller sets */
+#define CT_VERSION_itsme_secret_store_callbacks ITSME_SECRET_STORE_CALLBACKS_VERSION /* its first field, the version the caller sets */
+#define CT_SIZED_itsme_approval_request_info 1 /* its first field is the size the caller sets */
+#define CT_SIZED_itsme_approval_result 1 /* its first field is the size the caller sets */
+#define CT_SIZED_itsme_credential_info 1 /* its first field is the size the caller sets */
+#define CT_SIZED_itsme_import_report 1 /* its first field is the size the caller sets */
+#define CT_SIZED_itsme_store_loss 1 /* its first field is the size the caller sets */
+#define CT_SIZED_itsme_voice_derivation 1 /* its first field is the size the caller sets */
 #include "contract_support.h"
 
 static void ct_release_itsme_contact(void *h) { itsme_contact_free(h); }
@@ -392,7 +476,7 @@ struct args_itsme_store_set_state {
     itsme_store * store;
     int64_t id;
     itsme_verification_state state;
-    int acknowledged;
+    bool acknowledged;
     int64_t now;
 };
 #define FIXTURE_itsme_store_set_state(...)
@@ -465,17 +549,6 @@ struct args_itsme_contact_list_get {
     size_t index;
 };
 #define FIXTURE_itsme_contact_list_get(...) static void fixture_itsme_contact_list_get(struct args_itsme_contact_list_get *a) { (void)a; __VA_ARGS__; }
-struct args_itsme_random_new_deterministic {
-    const uint8_t * seed;
-    size_t seed_len;
-};
-#define FIXTURE_itsme_random_new_deterministic(...) static void fixture_itsme_random_new_deterministic(struct args_itsme_random_new_deterministic *a) { (void)a; __VA_ARGS__; }
-struct args_itsme_identity_create_with_random {
-    itsme_secret_store * store;
-    const char * name;
-    itsme_random * rng;
-};
-#define FIXTURE_itsme_identity_create_with_random(...) static void fixture_itsme_identity_create_with_random(struct args_itsme_identity_create_with_random *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_short_code_parse {
     const char * text;
 };
@@ -580,7 +653,7 @@ struct args_itsme_remote_code_check {
 #define FIXTURE_itsme_remote_code_check(...) static void fixture_itsme_remote_code_check(struct args_itsme_remote_code_check *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_exchange_new_invite {
     itsme_identity * identity;
-    int realtime;
+    bool realtime;
     itsme_random * rng;
     int64_t now;
 };
@@ -589,7 +662,7 @@ struct args_itsme_exchange_accept_invite {
     itsme_identity * identity;
     const char * invite_code;
     const char * encryption_code;
-    int realtime;
+    bool realtime;
     itsme_random * rng;
     int64_t now;
 };
@@ -610,69 +683,6 @@ struct args_itsme_exchange_is_inviter {
     const itsme_exchange * exchange;
 };
 #define FIXTURE_itsme_exchange_is_inviter(...) static void fixture_itsme_exchange_is_inviter(struct args_itsme_exchange_is_inviter *a) { (void)a; __VA_ARGS__; }
-struct args_itsme_derive_seed {
-    const uint8_t * ephemeral_secret;
-    size_t secret_len;
-    const uint8_t * peer_ephemeral_public;
-    size_t public_len;
-    const char * fingerprint_a;
-    const char * fingerprint_b;
-};
-#define FIXTURE_itsme_derive_seed(...) static void fixture_itsme_derive_seed(struct args_itsme_derive_seed *a) { (void)a; __VA_ARGS__; }
-struct args_itsme_derive_sas {
-    const uint8_t * seed;
-    size_t seed_len;
-    const uint8_t * transcript_hash;
-    size_t th_len;
-};
-#define FIXTURE_itsme_derive_sas(...) static void fixture_itsme_derive_sas(struct args_itsme_derive_sas *a) { (void)a; __VA_ARGS__; }
-struct args_itsme_qr_transcript_hash {
-    const uint8_t * payload_a;
-    size_t a_len;
-    const uint8_t * payload_b;
-    size_t b_len;
-};
-#define FIXTURE_itsme_qr_transcript_hash(...) static void fixture_itsme_qr_transcript_hash(struct args_itsme_qr_transcript_hash *a) { (void)a; __VA_ARGS__; }
-struct args_itsme_bluetooth_commitment {
-    const uint8_t * identity_public;
-    size_t identity_len;
-    const uint8_t * ephemeral_public;
-    size_t ephemeral_len;
-    const char * name;
-    const uint8_t * device_secret;
-    size_t device_secret_len;
-};
-#define FIXTURE_itsme_bluetooth_commitment(...) static void fixture_itsme_bluetooth_commitment(struct args_itsme_bluetooth_commitment *a) { (void)a; __VA_ARGS__; }
-struct args_itsme_bluetooth_th1 {
-    const char * session_code;
-    const uint8_t * hello_i;
-    size_t hello_i_len;
-    const uint8_t * hello_r;
-    size_t hello_r_len;
-    const uint8_t * key_i;
-    size_t key_i_len;
-    const uint8_t * key_r;
-    size_t key_r_len;
-};
-#define FIXTURE_itsme_bluetooth_th1(...) static void fixture_itsme_bluetooth_th1(struct args_itsme_bluetooth_th1 *a) { (void)a; __VA_ARGS__; }
-struct args_itsme_bluetooth_session_keys {
-    const uint8_t * ephemeral_secret;
-    size_t secret_len;
-    const uint8_t * peer_ephemeral_public;
-    size_t public_len;
-    const uint8_t * th1;
-    size_t th1_len;
-};
-#define FIXTURE_itsme_bluetooth_session_keys(...) static void fixture_itsme_bluetooth_session_keys(struct args_itsme_bluetooth_session_keys *a) { (void)a; __VA_ARGS__; }
-struct args_itsme_bluetooth_transcript_hash {
-    const uint8_t * th1;
-    size_t th1_len;
-    const uint8_t * plaintext_i;
-    size_t plaintext_i_len;
-    const uint8_t * plaintext_r;
-    size_t plaintext_r_len;
-};
-#define FIXTURE_itsme_bluetooth_transcript_hash(...) static void fixture_itsme_bluetooth_transcript_hash(struct args_itsme_bluetooth_transcript_hash *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_voice_new {
     itsme_store * store;
     int64_t contact_id;
@@ -728,66 +738,6 @@ struct args_itsme_voice_check {
     int64_t now;
 };
 #define FIXTURE_itsme_voice_check(...) static void fixture_itsme_voice_check(struct args_itsme_voice_check *a) { (void)a; __VA_ARGS__; }
-struct args_itsme_derive_session_id {
-    const uint8_t * seed;
-    size_t seed_len;
-    int64_t window;
-};
-#define FIXTURE_itsme_derive_session_id(...) static void fixture_itsme_derive_session_id(struct args_itsme_derive_session_id *a) { (void)a; __VA_ARGS__; }
-struct args_itsme_derive_words {
-    const uint8_t * seed;
-    size_t seed_len;
-    int64_t window;
-    const uint8_t * pid;
-    size_t pid_len;
-};
-#define FIXTURE_itsme_derive_words(...) static void fixture_itsme_derive_words(struct args_itsme_derive_words *a) { (void)a; __VA_ARGS__; }
-struct args_itsme_derive_lower_selects_first {
-    const uint8_t * seed;
-    size_t seed_len;
-    int64_t window;
-};
-#define FIXTURE_itsme_derive_lower_selects_first(...) static void fixture_itsme_derive_lower_selects_first(struct args_itsme_derive_lower_selects_first *a) { (void)a; __VA_ARGS__; }
-struct args_itsme_derive_code {
-    const uint8_t * seed;
-    size_t seed_len;
-    int64_t window;
-    const uint8_t * first;
-    size_t first_len;
-    uint32_t first_word;
-    const uint8_t * second;
-    size_t second_len;
-    uint32_t second_word;
-    const uint8_t * speaker;
-    size_t speaker_len;
-};
-#define FIXTURE_itsme_derive_code(...) static void fixture_itsme_derive_code(struct args_itsme_derive_code *a) { (void)a; __VA_ARGS__; }
-struct args_itsme_derive_device_tag {
-    const uint8_t * seed;
-    size_t seed_len;
-    int64_t window;
-    const uint8_t * speaker;
-    size_t speaker_len;
-    const uint8_t * secret;
-    size_t secret_len;
-};
-#define FIXTURE_itsme_derive_device_tag(...) static void fixture_itsme_derive_device_tag(struct args_itsme_derive_device_tag *a) { (void)a; __VA_ARGS__; }
-struct args_itsme_derive_voice {
-    const uint8_t * seed;
-    size_t seed_len;
-    int64_t window;
-    const uint8_t * my_pid;
-    size_t my_pid_len;
-    const uint8_t * their_pid;
-    size_t their_pid_len;
-    const uint8_t * my_secret;
-    size_t my_secret_len;
-    const uint8_t * their_secret;
-    size_t their_secret_len;
-    uint32_t first_word;
-    uint32_t second_word;
-};
-#define FIXTURE_itsme_derive_voice(...) static void fixture_itsme_derive_voice(struct args_itsme_derive_voice *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_store_degradation_code {
     itsme_store * store;
     int64_t contact_id;
@@ -801,15 +751,6 @@ struct args_itsme_store_accept_degradation_code {
     int64_t now;
 };
 #define FIXTURE_itsme_store_accept_degradation_code(...)
-struct args_itsme_derive_degradation_code {
-    const uint8_t * seed;
-    size_t seed_len;
-    const uint8_t * pid;
-    size_t pid_len;
-    const uint8_t * secret;
-    size_t secret_len;
-};
-#define FIXTURE_itsme_derive_degradation_code(...) static void fixture_itsme_derive_degradation_code(struct args_itsme_derive_degradation_code *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_online_verify_new {
     itsme_store * store;
     int64_t contact_id;
@@ -1159,6 +1100,213 @@ struct args_itsme_approval_verify {
     int64_t now;
 };
 #define FIXTURE_itsme_approval_verify(...) static void fixture_itsme_approval_verify(struct args_itsme_approval_verify *a) { (void)a; __VA_ARGS__; }
+#ifdef ITSME_CONTRACT_TESTING
+struct args_itsme_random_new_deterministic {
+    const uint8_t * seed;
+    size_t seed_len;
+};
+#define FIXTURE_itsme_random_new_deterministic(...) static void fixture_itsme_random_new_deterministic(struct args_itsme_random_new_deterministic *a) { (void)a; __VA_ARGS__; }
+#else
+#define FIXTURE_itsme_random_new_deterministic(...)
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+struct args_itsme_identity_create_with_random {
+    itsme_secret_store * store;
+    const char * name;
+    itsme_random * rng;
+};
+#define FIXTURE_itsme_identity_create_with_random(...) static void fixture_itsme_identity_create_with_random(struct args_itsme_identity_create_with_random *a) { (void)a; __VA_ARGS__; }
+#else
+#define FIXTURE_itsme_identity_create_with_random(...)
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+struct args_itsme_derive_seed {
+    const uint8_t * ephemeral_secret;
+    size_t secret_len;
+    const uint8_t * peer_ephemeral_public;
+    size_t public_len;
+    const char * fingerprint_a;
+    const char * fingerprint_b;
+};
+#define FIXTURE_itsme_derive_seed(...) static void fixture_itsme_derive_seed(struct args_itsme_derive_seed *a) { (void)a; __VA_ARGS__; }
+#else
+#define FIXTURE_itsme_derive_seed(...)
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+struct args_itsme_derive_sas {
+    const uint8_t * seed;
+    size_t seed_len;
+    const uint8_t * transcript_hash;
+    size_t th_len;
+};
+#define FIXTURE_itsme_derive_sas(...) static void fixture_itsme_derive_sas(struct args_itsme_derive_sas *a) { (void)a; __VA_ARGS__; }
+#else
+#define FIXTURE_itsme_derive_sas(...)
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+struct args_itsme_qr_transcript_hash {
+    const uint8_t * payload_a;
+    size_t a_len;
+    const uint8_t * payload_b;
+    size_t b_len;
+};
+#define FIXTURE_itsme_qr_transcript_hash(...) static void fixture_itsme_qr_transcript_hash(struct args_itsme_qr_transcript_hash *a) { (void)a; __VA_ARGS__; }
+#else
+#define FIXTURE_itsme_qr_transcript_hash(...)
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+struct args_itsme_bluetooth_commitment {
+    const uint8_t * identity_public;
+    size_t identity_len;
+    const uint8_t * ephemeral_public;
+    size_t ephemeral_len;
+    const char * name;
+    const uint8_t * device_secret;
+    size_t device_secret_len;
+};
+#define FIXTURE_itsme_bluetooth_commitment(...) static void fixture_itsme_bluetooth_commitment(struct args_itsme_bluetooth_commitment *a) { (void)a; __VA_ARGS__; }
+#else
+#define FIXTURE_itsme_bluetooth_commitment(...)
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+struct args_itsme_bluetooth_th1 {
+    const char * session_code;
+    const uint8_t * hello_i;
+    size_t hello_i_len;
+    const uint8_t * hello_r;
+    size_t hello_r_len;
+    const uint8_t * key_i;
+    size_t key_i_len;
+    const uint8_t * key_r;
+    size_t key_r_len;
+};
+#define FIXTURE_itsme_bluetooth_th1(...) static void fixture_itsme_bluetooth_th1(struct args_itsme_bluetooth_th1 *a) { (void)a; __VA_ARGS__; }
+#else
+#define FIXTURE_itsme_bluetooth_th1(...)
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+struct args_itsme_bluetooth_session_keys {
+    const uint8_t * ephemeral_secret;
+    size_t secret_len;
+    const uint8_t * peer_ephemeral_public;
+    size_t public_len;
+    const uint8_t * th1;
+    size_t th1_len;
+};
+#define FIXTURE_itsme_bluetooth_session_keys(...) static void fixture_itsme_bluetooth_session_keys(struct args_itsme_bluetooth_session_keys *a) { (void)a; __VA_ARGS__; }
+#else
+#define FIXTURE_itsme_bluetooth_session_keys(...)
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+struct args_itsme_bluetooth_transcript_hash {
+    const uint8_t * th1;
+    size_t th1_len;
+    const uint8_t * plaintext_i;
+    size_t plaintext_i_len;
+    const uint8_t * plaintext_r;
+    size_t plaintext_r_len;
+};
+#define FIXTURE_itsme_bluetooth_transcript_hash(...) static void fixture_itsme_bluetooth_transcript_hash(struct args_itsme_bluetooth_transcript_hash *a) { (void)a; __VA_ARGS__; }
+#else
+#define FIXTURE_itsme_bluetooth_transcript_hash(...)
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+struct args_itsme_derive_session_id {
+    const uint8_t * seed;
+    size_t seed_len;
+    int64_t window;
+};
+#define FIXTURE_itsme_derive_session_id(...) static void fixture_itsme_derive_session_id(struct args_itsme_derive_session_id *a) { (void)a; __VA_ARGS__; }
+#else
+#define FIXTURE_itsme_derive_session_id(...)
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+struct args_itsme_derive_words {
+    const uint8_t * seed;
+    size_t seed_len;
+    int64_t window;
+    const uint8_t * pid;
+    size_t pid_len;
+};
+#define FIXTURE_itsme_derive_words(...) static void fixture_itsme_derive_words(struct args_itsme_derive_words *a) { (void)a; __VA_ARGS__; }
+#else
+#define FIXTURE_itsme_derive_words(...)
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+struct args_itsme_derive_lower_selects_first {
+    const uint8_t * seed;
+    size_t seed_len;
+    int64_t window;
+};
+#define FIXTURE_itsme_derive_lower_selects_first(...) static void fixture_itsme_derive_lower_selects_first(struct args_itsme_derive_lower_selects_first *a) { (void)a; __VA_ARGS__; }
+#else
+#define FIXTURE_itsme_derive_lower_selects_first(...)
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+struct args_itsme_derive_code {
+    const uint8_t * seed;
+    size_t seed_len;
+    int64_t window;
+    const uint8_t * first;
+    size_t first_len;
+    uint32_t first_word;
+    const uint8_t * second;
+    size_t second_len;
+    uint32_t second_word;
+    const uint8_t * speaker;
+    size_t speaker_len;
+};
+#define FIXTURE_itsme_derive_code(...) static void fixture_itsme_derive_code(struct args_itsme_derive_code *a) { (void)a; __VA_ARGS__; }
+#else
+#define FIXTURE_itsme_derive_code(...)
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+struct args_itsme_derive_device_tag {
+    const uint8_t * seed;
+    size_t seed_len;
+    int64_t window;
+    const uint8_t * speaker;
+    size_t speaker_len;
+    const uint8_t * secret;
+    size_t secret_len;
+};
+#define FIXTURE_itsme_derive_device_tag(...) static void fixture_itsme_derive_device_tag(struct args_itsme_derive_device_tag *a) { (void)a; __VA_ARGS__; }
+#else
+#define FIXTURE_itsme_derive_device_tag(...)
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+struct args_itsme_derive_voice {
+    const uint8_t * seed;
+    size_t seed_len;
+    int64_t window;
+    const uint8_t * my_pid;
+    size_t my_pid_len;
+    const uint8_t * their_pid;
+    size_t their_pid_len;
+    const uint8_t * my_secret;
+    size_t my_secret_len;
+    const uint8_t * their_secret;
+    size_t their_secret_len;
+    uint32_t first_word;
+    uint32_t second_word;
+};
+#define FIXTURE_itsme_derive_voice(...) static void fixture_itsme_derive_voice(struct args_itsme_derive_voice *a) { (void)a; __VA_ARGS__; }
+#else
+#define FIXTURE_itsme_derive_voice(...)
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+struct args_itsme_derive_degradation_code {
+    const uint8_t * seed;
+    size_t seed_len;
+    const uint8_t * pid;
+    size_t pid_len;
+    const uint8_t * secret;
+    size_t secret_len;
+};
+#define FIXTURE_itsme_derive_degradation_code(...) static void fixture_itsme_derive_degradation_code(struct args_itsme_derive_degradation_code *a) { (void)a; __VA_ARGS__; }
+#else
+#define FIXTURE_itsme_derive_degradation_code(...)
+#endif
 
 #define FIXTURE(function, ...) FIXTURE_##function(__VA_ARGS__)
 #define NULL_OK(function, parameter)
@@ -1588,11 +1736,11 @@ static itsme_result invoke_itsme_pin_is_set(void *p, struct ct_outs *o) {
     struct args_itsme_pin_is_set *a = p;
     (void)a;
     (void)o;
-    return itsme_pin_is_set(a->identity, (int *)o->ptr[1]);
+    return itsme_pin_is_set(a->identity, (_Bool *)o->ptr[1]);
 }
 static const struct ct_param params_itsme_pin_is_set[] = {
     {"identity", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out_is_set", CT_R_OUT_VALUE, sizeof(int), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_is_set", CT_R_OUT_VALUE, sizeof(bool), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
 };
 static const struct ct_function function_itsme_pin_is_set = {"itsme_pin_is_set", 1, sizeof(struct args_itsme_pin_is_set), params_itsme_pin_is_set, 2, setup_itsme_pin_is_set, mutate_itsme_pin_is_set, invoke_itsme_pin_is_set};
 static void run_itsme_pin_is_set(const struct ct_check *c) { ct_run_result(&function_itsme_pin_is_set, c); }
@@ -1785,7 +1933,7 @@ static itsme_result invoke_itsme_store_accept_loss(void *p, struct ct_outs *o) {
 static const struct ct_param params_itsme_store_accept_loss[] = {
     {"identity", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"path", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out_loss", CT_R_OUT_STRUCT, sizeof(itsme_store_loss), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_loss", CT_R_OUT_STRUCT, sizeof(itsme_store_loss), -1, -1, 1, NULL, 0, ITSME_E_INVALID_ARGUMENT},
 };
 static const struct ct_function function_itsme_store_accept_loss = {"itsme_store_accept_loss", 1, sizeof(struct args_itsme_store_accept_loss), params_itsme_store_accept_loss, 3, setup_itsme_store_accept_loss, mutate_itsme_store_accept_loss, invoke_itsme_store_accept_loss};
 static void run_itsme_store_accept_loss(const struct ct_check *c) { ct_run_result(&function_itsme_store_accept_loss, c); }
@@ -2422,11 +2570,11 @@ static itsme_result invoke_itsme_contact_is_authenticated(void *p, struct ct_out
     struct args_itsme_contact_is_authenticated *a = p;
     (void)a;
     (void)o;
-    return itsme_contact_is_authenticated(a->contact, (int *)o->ptr[1]);
+    return itsme_contact_is_authenticated(a->contact, (_Bool *)o->ptr[1]);
 }
 static const struct ct_param params_itsme_contact_is_authenticated[] = {
     {"contact", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out_authenticated", CT_R_OUT_VALUE, sizeof(int), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_authenticated", CT_R_OUT_VALUE, sizeof(bool), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
 };
 static const struct ct_function function_itsme_contact_is_authenticated = {"itsme_contact_is_authenticated", 1, sizeof(struct args_itsme_contact_is_authenticated), params_itsme_contact_is_authenticated, 2, setup_itsme_contact_is_authenticated, mutate_itsme_contact_is_authenticated, invoke_itsme_contact_is_authenticated};
 static void run_itsme_contact_is_authenticated(const struct ct_check *c) { ct_run_result(&function_itsme_contact_is_authenticated, c); }
@@ -2450,12 +2598,12 @@ static itsme_result invoke_itsme_contact_state(void *p, struct ct_outs *o) {
     struct args_itsme_contact_state *a = p;
     (void)a;
     (void)o;
-    return itsme_contact_state(a->contact, (itsme_verification_state *)o->ptr[1], (int *)o->ptr[2]);
+    return itsme_contact_state(a->contact, (itsme_verification_state *)o->ptr[1], (_Bool *)o->ptr[2]);
 }
 static const struct ct_param params_itsme_contact_state[] = {
     {"contact", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"out_state", CT_R_OUT_VALUE, sizeof(itsme_verification_state), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out_acknowledged", CT_R_OUT_VALUE, sizeof(int), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_acknowledged", CT_R_OUT_VALUE, sizeof(bool), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
 };
 static const struct ct_function function_itsme_contact_state = {"itsme_contact_state", 1, sizeof(struct args_itsme_contact_state), params_itsme_contact_state, 3, setup_itsme_contact_state, mutate_itsme_contact_state, invoke_itsme_contact_state};
 static void run_itsme_contact_state(const struct ct_check *c) { ct_run_result(&function_itsme_contact_state, c); }
@@ -2659,70 +2807,6 @@ static const struct ct_param params_itsme_contact_list_get[] = {
 };
 static const struct ct_function function_itsme_contact_list_get = {"itsme_contact_list_get", 1, sizeof(struct args_itsme_contact_list_get), params_itsme_contact_list_get, 3, setup_itsme_contact_list_get, mutate_itsme_contact_list_get, invoke_itsme_contact_list_get};
 static void run_itsme_contact_list_get(const struct ct_check *c) { ct_run_result(&function_itsme_contact_list_get, c); }
-
-/* itsme_random_new_deterministic */
-static void setup_itsme_random_new_deterministic(void *p, int live) {
-    struct args_itsme_random_new_deterministic *a = p;
-    (void)a;
-    a->seed = fx_bytes;
-    a->seed_len = 32;
-    if (live) fixture_itsme_random_new_deterministic(a);
-}
-static int mutate_itsme_random_new_deterministic(void *p, const struct ct_check *c) {
-    struct args_itsme_random_new_deterministic *a = p;
-    (void)a;
-    switch (c->param) {
-    case 0: if (c->kind == CT_NULL) a->seed = NULL; return a->seed_len == 0;
-    default: return 0;
-    }
-}
-static itsme_result invoke_itsme_random_new_deterministic(void *p, struct ct_outs *o) {
-    struct args_itsme_random_new_deterministic *a = p;
-    (void)a;
-    (void)o;
-    return itsme_random_new_deterministic(a->seed, a->seed_len, (itsme_random **)o->ptr[2]);
-}
-static const struct ct_param params_itsme_random_new_deterministic[] = {
-    {"seed", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"seed_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out", CT_R_OUT_HANDLE, sizeof(void *), -1, -1, 0, ct_release_itsme_random, 0, ITSME_E_INVALID_ARGUMENT},
-};
-static const struct ct_function function_itsme_random_new_deterministic = {"itsme_random_new_deterministic", 1, sizeof(struct args_itsme_random_new_deterministic), params_itsme_random_new_deterministic, 3, setup_itsme_random_new_deterministic, mutate_itsme_random_new_deterministic, invoke_itsme_random_new_deterministic};
-static void run_itsme_random_new_deterministic(const struct ct_check *c) { ct_run_result(&function_itsme_random_new_deterministic, c); }
-
-/* itsme_identity_create_with_random */
-static void setup_itsme_identity_create_with_random(void *p, int live) {
-    struct args_itsme_identity_create_with_random *a = p;
-    (void)a;
-    a->store = live ? fx_itsme_secret_store() : NULL;
-    a->name = FX_TEXT;
-    a->rng = live ? fx_itsme_random() : NULL;
-    if (live) fixture_itsme_identity_create_with_random(a);
-}
-static int mutate_itsme_identity_create_with_random(void *p, const struct ct_check *c) {
-    struct args_itsme_identity_create_with_random *a = p;
-    (void)a;
-    switch (c->param) {
-    case 0: if (c->kind == CT_NULL) a->store = NULL; return 0;
-    case 1: ct_mutate_text(c, &a->name); return 0;
-    case 2: if (c->kind == CT_NULL) a->rng = NULL; return 0;
-    default: return 0;
-    }
-}
-static itsme_result invoke_itsme_identity_create_with_random(void *p, struct ct_outs *o) {
-    struct args_itsme_identity_create_with_random *a = p;
-    (void)a;
-    (void)o;
-    return itsme_identity_create_with_random(a->store, a->name, a->rng, (itsme_identity **)o->ptr[3]);
-}
-static const struct ct_param params_itsme_identity_create_with_random[] = {
-    {"store", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"name", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"rng", CT_R_HANDLE, 0, -1, -1, 0, NULL, 1, ITSME_E_INVALID_ARGUMENT},
-    {"out", CT_R_OUT_HANDLE, sizeof(void *), -1, -1, 0, ct_release_itsme_identity, 0, ITSME_E_INVALID_ARGUMENT},
-};
-static const struct ct_function function_itsme_identity_create_with_random = {"itsme_identity_create_with_random", 1, sizeof(struct args_itsme_identity_create_with_random), params_itsme_identity_create_with_random, 4, setup_itsme_identity_create_with_random, mutate_itsme_identity_create_with_random, invoke_itsme_identity_create_with_random};
-static void run_itsme_identity_create_with_random(const struct ct_check *c) { ct_run_result(&function_itsme_identity_create_with_random, c); }
 
 /* itsme_short_code_parse */
 static void setup_itsme_short_code_parse(void *p, int live) {
@@ -3569,310 +3653,14 @@ static itsme_result invoke_itsme_exchange_is_inviter(void *p, struct ct_outs *o)
     struct args_itsme_exchange_is_inviter *a = p;
     (void)a;
     (void)o;
-    return itsme_exchange_is_inviter(a->exchange, (int *)o->ptr[1]);
+    return itsme_exchange_is_inviter(a->exchange, (_Bool *)o->ptr[1]);
 }
 static const struct ct_param params_itsme_exchange_is_inviter[] = {
     {"exchange", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out_inviter", CT_R_OUT_VALUE, sizeof(int), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_inviter", CT_R_OUT_VALUE, sizeof(bool), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
 };
 static const struct ct_function function_itsme_exchange_is_inviter = {"itsme_exchange_is_inviter", 1, sizeof(struct args_itsme_exchange_is_inviter), params_itsme_exchange_is_inviter, 2, setup_itsme_exchange_is_inviter, mutate_itsme_exchange_is_inviter, invoke_itsme_exchange_is_inviter};
 static void run_itsme_exchange_is_inviter(const struct ct_check *c) { ct_run_result(&function_itsme_exchange_is_inviter, c); }
-
-/* itsme_derive_seed */
-static void setup_itsme_derive_seed(void *p, int live) {
-    struct args_itsme_derive_seed *a = p;
-    (void)a;
-    a->ephemeral_secret = fx_bytes;
-    a->secret_len = 32;
-    a->peer_ephemeral_public = fx_bytes;
-    a->public_len = 32;
-    a->fingerprint_a = FX_TEXT;
-    a->fingerprint_b = FX_TEXT;
-    if (live) fixture_itsme_derive_seed(a);
-}
-static int mutate_itsme_derive_seed(void *p, const struct ct_check *c) {
-    struct args_itsme_derive_seed *a = p;
-    (void)a;
-    switch (c->param) {
-    case 0: if (c->kind == CT_NULL) a->ephemeral_secret = NULL; return a->secret_len == 0;
-    case 2: if (c->kind == CT_NULL) a->peer_ephemeral_public = NULL; return a->public_len == 0;
-    case 4: ct_mutate_text(c, &a->fingerprint_a); return 0;
-    case 5: ct_mutate_text(c, &a->fingerprint_b); return 0;
-    default: return 0;
-    }
-}
-static itsme_result invoke_itsme_derive_seed(void *p, struct ct_outs *o) {
-    struct args_itsme_derive_seed *a = p;
-    (void)a;
-    (void)o;
-    return itsme_derive_seed(a->ephemeral_secret, a->secret_len, a->peer_ephemeral_public, a->public_len, a->fingerprint_a, a->fingerprint_b, (uint8_t *)o->ptr[6], o->cap[7], (size_t *)o->ptr[8]);
-}
-static const struct ct_param params_itsme_derive_seed[] = {
-    {"ephemeral_secret", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"secret_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"peer_ephemeral_public", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"public_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"fingerprint_a", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"fingerprint_b", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out", CT_R_OUT_BYTES, 0, 7, 8, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-};
-static const struct ct_function function_itsme_derive_seed = {"itsme_derive_seed", 1, sizeof(struct args_itsme_derive_seed), params_itsme_derive_seed, 9, setup_itsme_derive_seed, mutate_itsme_derive_seed, invoke_itsme_derive_seed};
-static void run_itsme_derive_seed(const struct ct_check *c) { ct_run_result(&function_itsme_derive_seed, c); }
-
-/* itsme_derive_sas */
-static void setup_itsme_derive_sas(void *p, int live) {
-    struct args_itsme_derive_sas *a = p;
-    (void)a;
-    a->seed = fx_bytes;
-    a->seed_len = 32;
-    a->transcript_hash = fx_bytes;
-    a->th_len = 32;
-    if (live) fixture_itsme_derive_sas(a);
-}
-static int mutate_itsme_derive_sas(void *p, const struct ct_check *c) {
-    struct args_itsme_derive_sas *a = p;
-    (void)a;
-    switch (c->param) {
-    case 0: if (c->kind == CT_NULL) a->seed = NULL; return a->seed_len == 0;
-    case 2: if (c->kind == CT_NULL) a->transcript_hash = NULL; return a->th_len == 0;
-    default: return 0;
-    }
-}
-static itsme_result invoke_itsme_derive_sas(void *p, struct ct_outs *o) {
-    struct args_itsme_derive_sas *a = p;
-    (void)a;
-    (void)o;
-    return itsme_derive_sas(a->seed, a->seed_len, a->transcript_hash, a->th_len, (char *)o->ptr[4], o->cap[5], (size_t *)o->ptr[6]);
-}
-static const struct ct_param params_itsme_derive_sas[] = {
-    {"seed", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"seed_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"transcript_hash", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"th_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out", CT_R_OUT_TEXT, 0, 5, 6, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-};
-static const struct ct_function function_itsme_derive_sas = {"itsme_derive_sas", 1, sizeof(struct args_itsme_derive_sas), params_itsme_derive_sas, 7, setup_itsme_derive_sas, mutate_itsme_derive_sas, invoke_itsme_derive_sas};
-static void run_itsme_derive_sas(const struct ct_check *c) { ct_run_result(&function_itsme_derive_sas, c); }
-
-/* itsme_qr_transcript_hash */
-static void setup_itsme_qr_transcript_hash(void *p, int live) {
-    struct args_itsme_qr_transcript_hash *a = p;
-    (void)a;
-    a->payload_a = fx_bytes;
-    a->a_len = 32;
-    a->payload_b = fx_bytes;
-    a->b_len = 32;
-    if (live) fixture_itsme_qr_transcript_hash(a);
-}
-static int mutate_itsme_qr_transcript_hash(void *p, const struct ct_check *c) {
-    struct args_itsme_qr_transcript_hash *a = p;
-    (void)a;
-    switch (c->param) {
-    case 0: if (c->kind == CT_NULL) a->payload_a = NULL; return a->a_len == 0;
-    case 2: if (c->kind == CT_NULL) a->payload_b = NULL; return a->b_len == 0;
-    default: return 0;
-    }
-}
-static itsme_result invoke_itsme_qr_transcript_hash(void *p, struct ct_outs *o) {
-    struct args_itsme_qr_transcript_hash *a = p;
-    (void)a;
-    (void)o;
-    return itsme_qr_transcript_hash(a->payload_a, a->a_len, a->payload_b, a->b_len, (uint8_t *)o->ptr[4], o->cap[5], (size_t *)o->ptr[6]);
-}
-static const struct ct_param params_itsme_qr_transcript_hash[] = {
-    {"payload_a", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"a_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"payload_b", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"b_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out", CT_R_OUT_BYTES, 0, 5, 6, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-};
-static const struct ct_function function_itsme_qr_transcript_hash = {"itsme_qr_transcript_hash", 1, sizeof(struct args_itsme_qr_transcript_hash), params_itsme_qr_transcript_hash, 7, setup_itsme_qr_transcript_hash, mutate_itsme_qr_transcript_hash, invoke_itsme_qr_transcript_hash};
-static void run_itsme_qr_transcript_hash(const struct ct_check *c) { ct_run_result(&function_itsme_qr_transcript_hash, c); }
-
-/* itsme_bluetooth_commitment */
-static void setup_itsme_bluetooth_commitment(void *p, int live) {
-    struct args_itsme_bluetooth_commitment *a = p;
-    (void)a;
-    a->identity_public = fx_bytes;
-    a->identity_len = 32;
-    a->ephemeral_public = fx_bytes;
-    a->ephemeral_len = 32;
-    a->name = FX_TEXT;
-    a->device_secret = fx_bytes;
-    a->device_secret_len = 32;
-    if (live) fixture_itsme_bluetooth_commitment(a);
-}
-static int mutate_itsme_bluetooth_commitment(void *p, const struct ct_check *c) {
-    struct args_itsme_bluetooth_commitment *a = p;
-    (void)a;
-    switch (c->param) {
-    case 0: if (c->kind == CT_NULL) a->identity_public = NULL; return a->identity_len == 0;
-    case 2: if (c->kind == CT_NULL) a->ephemeral_public = NULL; return a->ephemeral_len == 0;
-    case 4: ct_mutate_text(c, &a->name); return 0;
-    case 5: if (c->kind == CT_NULL) a->device_secret = NULL; return a->device_secret_len == 0;
-    default: return 0;
-    }
-}
-static itsme_result invoke_itsme_bluetooth_commitment(void *p, struct ct_outs *o) {
-    struct args_itsme_bluetooth_commitment *a = p;
-    (void)a;
-    (void)o;
-    return itsme_bluetooth_commitment(a->identity_public, a->identity_len, a->ephemeral_public, a->ephemeral_len, a->name, a->device_secret, a->device_secret_len, (uint8_t *)o->ptr[7], o->cap[8], (size_t *)o->ptr[9]);
-}
-static const struct ct_param params_itsme_bluetooth_commitment[] = {
-    {"identity_public", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"identity_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"ephemeral_public", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"ephemeral_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"name", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"device_secret", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"device_secret_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out", CT_R_OUT_BYTES, 0, 8, 9, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-};
-static const struct ct_function function_itsme_bluetooth_commitment = {"itsme_bluetooth_commitment", 1, sizeof(struct args_itsme_bluetooth_commitment), params_itsme_bluetooth_commitment, 10, setup_itsme_bluetooth_commitment, mutate_itsme_bluetooth_commitment, invoke_itsme_bluetooth_commitment};
-static void run_itsme_bluetooth_commitment(const struct ct_check *c) { ct_run_result(&function_itsme_bluetooth_commitment, c); }
-
-/* itsme_bluetooth_th1 */
-static void setup_itsme_bluetooth_th1(void *p, int live) {
-    struct args_itsme_bluetooth_th1 *a = p;
-    (void)a;
-    a->session_code = FX_TEXT;
-    a->hello_i = fx_bytes;
-    a->hello_i_len = 32;
-    a->hello_r = fx_bytes;
-    a->hello_r_len = 32;
-    a->key_i = fx_bytes;
-    a->key_i_len = 32;
-    a->key_r = fx_bytes;
-    a->key_r_len = 32;
-    if (live) fixture_itsme_bluetooth_th1(a);
-}
-static int mutate_itsme_bluetooth_th1(void *p, const struct ct_check *c) {
-    struct args_itsme_bluetooth_th1 *a = p;
-    (void)a;
-    switch (c->param) {
-    case 0: ct_mutate_text(c, &a->session_code); return 0;
-    case 1: if (c->kind == CT_NULL) a->hello_i = NULL; return a->hello_i_len == 0;
-    case 3: if (c->kind == CT_NULL) a->hello_r = NULL; return a->hello_r_len == 0;
-    case 5: if (c->kind == CT_NULL) a->key_i = NULL; return a->key_i_len == 0;
-    case 7: if (c->kind == CT_NULL) a->key_r = NULL; return a->key_r_len == 0;
-    default: return 0;
-    }
-}
-static itsme_result invoke_itsme_bluetooth_th1(void *p, struct ct_outs *o) {
-    struct args_itsme_bluetooth_th1 *a = p;
-    (void)a;
-    (void)o;
-    return itsme_bluetooth_th1(a->session_code, a->hello_i, a->hello_i_len, a->hello_r, a->hello_r_len, a->key_i, a->key_i_len, a->key_r, a->key_r_len, (uint8_t *)o->ptr[9], o->cap[10], (size_t *)o->ptr[11]);
-}
-static const struct ct_param params_itsme_bluetooth_th1[] = {
-    {"session_code", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"hello_i", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"hello_i_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"hello_r", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"hello_r_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"key_i", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"key_i_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"key_r", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"key_r_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out", CT_R_OUT_BYTES, 0, 10, 11, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-};
-static const struct ct_function function_itsme_bluetooth_th1 = {"itsme_bluetooth_th1", 1, sizeof(struct args_itsme_bluetooth_th1), params_itsme_bluetooth_th1, 12, setup_itsme_bluetooth_th1, mutate_itsme_bluetooth_th1, invoke_itsme_bluetooth_th1};
-static void run_itsme_bluetooth_th1(const struct ct_check *c) { ct_run_result(&function_itsme_bluetooth_th1, c); }
-
-/* itsme_bluetooth_session_keys */
-static void setup_itsme_bluetooth_session_keys(void *p, int live) {
-    struct args_itsme_bluetooth_session_keys *a = p;
-    (void)a;
-    a->ephemeral_secret = fx_bytes;
-    a->secret_len = 32;
-    a->peer_ephemeral_public = fx_bytes;
-    a->public_len = 32;
-    a->th1 = fx_bytes;
-    a->th1_len = 32;
-    if (live) fixture_itsme_bluetooth_session_keys(a);
-}
-static int mutate_itsme_bluetooth_session_keys(void *p, const struct ct_check *c) {
-    struct args_itsme_bluetooth_session_keys *a = p;
-    (void)a;
-    switch (c->param) {
-    case 0: if (c->kind == CT_NULL) a->ephemeral_secret = NULL; return a->secret_len == 0;
-    case 2: if (c->kind == CT_NULL) a->peer_ephemeral_public = NULL; return a->public_len == 0;
-    case 4: if (c->kind == CT_NULL) a->th1 = NULL; return a->th1_len == 0;
-    default: return 0;
-    }
-}
-static itsme_result invoke_itsme_bluetooth_session_keys(void *p, struct ct_outs *o) {
-    struct args_itsme_bluetooth_session_keys *a = p;
-    (void)a;
-    (void)o;
-    return itsme_bluetooth_session_keys(a->ephemeral_secret, a->secret_len, a->peer_ephemeral_public, a->public_len, a->th1, a->th1_len, (uint8_t *)o->ptr[6], o->cap[7], (size_t *)o->ptr[8]);
-}
-static const struct ct_param params_itsme_bluetooth_session_keys[] = {
-    {"ephemeral_secret", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"secret_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"peer_ephemeral_public", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"public_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"th1", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"th1_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out", CT_R_OUT_BYTES, 0, 7, 8, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-};
-static const struct ct_function function_itsme_bluetooth_session_keys = {"itsme_bluetooth_session_keys", 1, sizeof(struct args_itsme_bluetooth_session_keys), params_itsme_bluetooth_session_keys, 9, setup_itsme_bluetooth_session_keys, mutate_itsme_bluetooth_session_keys, invoke_itsme_bluetooth_session_keys};
-static void run_itsme_bluetooth_session_keys(const struct ct_check *c) { ct_run_result(&function_itsme_bluetooth_session_keys, c); }
-
-/* itsme_bluetooth_transcript_hash */
-static void setup_itsme_bluetooth_transcript_hash(void *p, int live) {
-    struct args_itsme_bluetooth_transcript_hash *a = p;
-    (void)a;
-    a->th1 = fx_bytes;
-    a->th1_len = 32;
-    a->plaintext_i = fx_bytes;
-    a->plaintext_i_len = 32;
-    a->plaintext_r = fx_bytes;
-    a->plaintext_r_len = 32;
-    if (live) fixture_itsme_bluetooth_transcript_hash(a);
-}
-static int mutate_itsme_bluetooth_transcript_hash(void *p, const struct ct_check *c) {
-    struct args_itsme_bluetooth_transcript_hash *a = p;
-    (void)a;
-    switch (c->param) {
-    case 0: if (c->kind == CT_NULL) a->th1 = NULL; return a->th1_len == 0;
-    case 2: if (c->kind == CT_NULL) a->plaintext_i = NULL; return a->plaintext_i_len == 0;
-    case 4: if (c->kind == CT_NULL) a->plaintext_r = NULL; return a->plaintext_r_len == 0;
-    default: return 0;
-    }
-}
-static itsme_result invoke_itsme_bluetooth_transcript_hash(void *p, struct ct_outs *o) {
-    struct args_itsme_bluetooth_transcript_hash *a = p;
-    (void)a;
-    (void)o;
-    return itsme_bluetooth_transcript_hash(a->th1, a->th1_len, a->plaintext_i, a->plaintext_i_len, a->plaintext_r, a->plaintext_r_len, (uint8_t *)o->ptr[6], o->cap[7], (size_t *)o->ptr[8]);
-}
-static const struct ct_param params_itsme_bluetooth_transcript_hash[] = {
-    {"th1", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"th1_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"plaintext_i", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"plaintext_i_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"plaintext_r", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"plaintext_r_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out", CT_R_OUT_BYTES, 0, 7, 8, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-};
-static const struct ct_function function_itsme_bluetooth_transcript_hash = {"itsme_bluetooth_transcript_hash", 1, sizeof(struct args_itsme_bluetooth_transcript_hash), params_itsme_bluetooth_transcript_hash, 9, setup_itsme_bluetooth_transcript_hash, mutate_itsme_bluetooth_transcript_hash, invoke_itsme_bluetooth_transcript_hash};
-static void run_itsme_bluetooth_transcript_hash(const struct ct_check *c) { ct_run_result(&function_itsme_bluetooth_transcript_hash, c); }
 
 /* itsme_voice_new */
 static void setup_itsme_voice_new(void *p, int live) {
@@ -3956,12 +3744,12 @@ static itsme_result invoke_itsme_voice_status(void *p, struct ct_outs *o) {
     struct args_itsme_voice_status *a = p;
     (void)a;
     (void)o;
-    return itsme_voice_status(a->voice, (itsme_voice_state *)o->ptr[1], (uint32_t *)o->ptr[2]);
+    return itsme_voice_status(a->voice, (itsme_voice_state *)o->ptr[1], (itsme_voice_turn *)o->ptr[2]);
 }
 static const struct ct_param params_itsme_voice_status[] = {
     {"voice", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"out_state", CT_R_OUT_VALUE, sizeof(itsme_voice_state), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out_turn", CT_R_OUT_VALUE, sizeof(uint32_t), -1, -1, 0, NULL, 1, ITSME_E_INVALID_ARGUMENT},
+    {"out_turn", CT_R_OUT_VALUE, sizeof(itsme_voice_turn), -1, -1, 0, NULL, 1, ITSME_E_INVALID_ARGUMENT},
 };
 static const struct ct_function function_itsme_voice_status = {"itsme_voice_status", 1, sizeof(struct args_itsme_voice_status), params_itsme_voice_status, 3, setup_itsme_voice_status, mutate_itsme_voice_status, invoke_itsme_voice_status};
 static void run_itsme_voice_status(const struct ct_check *c) { ct_run_result(&function_itsme_voice_status, c); }
@@ -4081,14 +3869,15 @@ static itsme_result invoke_itsme_voice_words(void *p, struct ct_outs *o) {
     struct args_itsme_voice_words *a = p;
     (void)a;
     (void)o;
-    return itsme_voice_words(a->voice, (uint8_t *)o->ptr[1], o->cap[2]);
+    return itsme_voice_words(a->voice, (uint8_t *)o->ptr[1], o->cap[2], (size_t *)o->ptr[3]);
 }
 static const struct ct_param params_itsme_voice_words[] = {
     {"voice", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out", CT_R_OUT_BYTES, 0, 2, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_BYTES, 0, 2, 3, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
 };
-static const struct ct_function function_itsme_voice_words = {"itsme_voice_words", 1, sizeof(struct args_itsme_voice_words), params_itsme_voice_words, 3, setup_itsme_voice_words, mutate_itsme_voice_words, invoke_itsme_voice_words};
+static const struct ct_function function_itsme_voice_words = {"itsme_voice_words", 1, sizeof(struct args_itsme_voice_words), params_itsme_voice_words, 4, setup_itsme_voice_words, mutate_itsme_voice_words, invoke_itsme_voice_words};
 static void run_itsme_voice_words(const struct ct_check *c) { ct_run_result(&function_itsme_voice_words, c); }
 
 /* itsme_voice_select */
@@ -4224,261 +4013,6 @@ static const struct ct_param params_itsme_voice_check[] = {
 static const struct ct_function function_itsme_voice_check = {"itsme_voice_check", 1, sizeof(struct args_itsme_voice_check), params_itsme_voice_check, 6, setup_itsme_voice_check, mutate_itsme_voice_check, invoke_itsme_voice_check};
 static void run_itsme_voice_check(const struct ct_check *c) { ct_run_result(&function_itsme_voice_check, c); }
 
-/* itsme_derive_session_id */
-static void setup_itsme_derive_session_id(void *p, int live) {
-    struct args_itsme_derive_session_id *a = p;
-    (void)a;
-    a->seed = fx_bytes;
-    a->seed_len = 32;
-    a->window = 0;
-    if (live) fixture_itsme_derive_session_id(a);
-}
-static int mutate_itsme_derive_session_id(void *p, const struct ct_check *c) {
-    struct args_itsme_derive_session_id *a = p;
-    (void)a;
-    switch (c->param) {
-    case 0: if (c->kind == CT_NULL) a->seed = NULL; return a->seed_len == 0;
-    default: return 0;
-    }
-}
-static itsme_result invoke_itsme_derive_session_id(void *p, struct ct_outs *o) {
-    struct args_itsme_derive_session_id *a = p;
-    (void)a;
-    (void)o;
-    return itsme_derive_session_id(a->seed, a->seed_len, a->window, (char *)o->ptr[3], o->cap[4], (size_t *)o->ptr[5]);
-}
-static const struct ct_param params_itsme_derive_session_id[] = {
-    {"seed", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"seed_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"window", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out", CT_R_OUT_TEXT, 0, 4, 5, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-};
-static const struct ct_function function_itsme_derive_session_id = {"itsme_derive_session_id", 1, sizeof(struct args_itsme_derive_session_id), params_itsme_derive_session_id, 6, setup_itsme_derive_session_id, mutate_itsme_derive_session_id, invoke_itsme_derive_session_id};
-static void run_itsme_derive_session_id(const struct ct_check *c) { ct_run_result(&function_itsme_derive_session_id, c); }
-
-/* itsme_derive_words */
-static void setup_itsme_derive_words(void *p, int live) {
-    struct args_itsme_derive_words *a = p;
-    (void)a;
-    a->seed = fx_bytes;
-    a->seed_len = 32;
-    a->window = 0;
-    a->pid = fx_bytes;
-    a->pid_len = 32;
-    if (live) fixture_itsme_derive_words(a);
-}
-static int mutate_itsme_derive_words(void *p, const struct ct_check *c) {
-    struct args_itsme_derive_words *a = p;
-    (void)a;
-    switch (c->param) {
-    case 0: if (c->kind == CT_NULL) a->seed = NULL; return a->seed_len == 0;
-    case 3: if (c->kind == CT_NULL) a->pid = NULL; return a->pid_len == 0;
-    default: return 0;
-    }
-}
-static itsme_result invoke_itsme_derive_words(void *p, struct ct_outs *o) {
-    struct args_itsme_derive_words *a = p;
-    (void)a;
-    (void)o;
-    return itsme_derive_words(a->seed, a->seed_len, a->window, a->pid, a->pid_len, (uint8_t *)o->ptr[5], o->cap[6]);
-}
-static const struct ct_param params_itsme_derive_words[] = {
-    {"seed", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"seed_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"window", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"pid", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"pid_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out", CT_R_OUT_BYTES, 0, 6, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-};
-static const struct ct_function function_itsme_derive_words = {"itsme_derive_words", 1, sizeof(struct args_itsme_derive_words), params_itsme_derive_words, 7, setup_itsme_derive_words, mutate_itsme_derive_words, invoke_itsme_derive_words};
-static void run_itsme_derive_words(const struct ct_check *c) { ct_run_result(&function_itsme_derive_words, c); }
-
-/* itsme_derive_lower_selects_first */
-static void setup_itsme_derive_lower_selects_first(void *p, int live) {
-    struct args_itsme_derive_lower_selects_first *a = p;
-    (void)a;
-    a->seed = fx_bytes;
-    a->seed_len = 32;
-    a->window = 0;
-    if (live) fixture_itsme_derive_lower_selects_first(a);
-}
-static int mutate_itsme_derive_lower_selects_first(void *p, const struct ct_check *c) {
-    struct args_itsme_derive_lower_selects_first *a = p;
-    (void)a;
-    switch (c->param) {
-    case 0: if (c->kind == CT_NULL) a->seed = NULL; return a->seed_len == 0;
-    default: return 0;
-    }
-}
-static itsme_result invoke_itsme_derive_lower_selects_first(void *p, struct ct_outs *o) {
-    struct args_itsme_derive_lower_selects_first *a = p;
-    (void)a;
-    (void)o;
-    return itsme_derive_lower_selects_first(a->seed, a->seed_len, a->window, (int *)o->ptr[3]);
-}
-static const struct ct_param params_itsme_derive_lower_selects_first[] = {
-    {"seed", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"seed_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"window", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out_lower_first", CT_R_OUT_VALUE, sizeof(int), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-};
-static const struct ct_function function_itsme_derive_lower_selects_first = {"itsme_derive_lower_selects_first", 1, sizeof(struct args_itsme_derive_lower_selects_first), params_itsme_derive_lower_selects_first, 4, setup_itsme_derive_lower_selects_first, mutate_itsme_derive_lower_selects_first, invoke_itsme_derive_lower_selects_first};
-static void run_itsme_derive_lower_selects_first(const struct ct_check *c) { ct_run_result(&function_itsme_derive_lower_selects_first, c); }
-
-/* itsme_derive_code */
-static void setup_itsme_derive_code(void *p, int live) {
-    struct args_itsme_derive_code *a = p;
-    (void)a;
-    a->seed = fx_bytes;
-    a->seed_len = 32;
-    a->window = 0;
-    a->first = fx_bytes;
-    a->first_len = 32;
-    a->first_word = 0;
-    a->second = fx_bytes;
-    a->second_len = 32;
-    a->second_word = 0;
-    a->speaker = fx_bytes;
-    a->speaker_len = 32;
-    if (live) fixture_itsme_derive_code(a);
-}
-static int mutate_itsme_derive_code(void *p, const struct ct_check *c) {
-    struct args_itsme_derive_code *a = p;
-    (void)a;
-    switch (c->param) {
-    case 0: if (c->kind == CT_NULL) a->seed = NULL; return a->seed_len == 0;
-    case 3: if (c->kind == CT_NULL) a->first = NULL; return a->first_len == 0;
-    case 6: if (c->kind == CT_NULL) a->second = NULL; return a->second_len == 0;
-    case 9: if (c->kind == CT_NULL) a->speaker = NULL; return a->speaker_len == 0;
-    default: return 0;
-    }
-}
-static itsme_result invoke_itsme_derive_code(void *p, struct ct_outs *o) {
-    struct args_itsme_derive_code *a = p;
-    (void)a;
-    (void)o;
-    return itsme_derive_code(a->seed, a->seed_len, a->window, a->first, a->first_len, a->first_word, a->second, a->second_len, a->second_word, a->speaker, a->speaker_len, (char *)o->ptr[11], o->cap[12], (size_t *)o->ptr[13]);
-}
-static const struct ct_param params_itsme_derive_code[] = {
-    {"seed", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"seed_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"window", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"first", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"first_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"first_word", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"second", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"second_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"second_word", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"speaker", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"speaker_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out", CT_R_OUT_TEXT, 0, 12, 13, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-};
-static const struct ct_function function_itsme_derive_code = {"itsme_derive_code", 1, sizeof(struct args_itsme_derive_code), params_itsme_derive_code, 14, setup_itsme_derive_code, mutate_itsme_derive_code, invoke_itsme_derive_code};
-static void run_itsme_derive_code(const struct ct_check *c) { ct_run_result(&function_itsme_derive_code, c); }
-
-/* itsme_derive_device_tag */
-static void setup_itsme_derive_device_tag(void *p, int live) {
-    struct args_itsme_derive_device_tag *a = p;
-    (void)a;
-    a->seed = fx_bytes;
-    a->seed_len = 32;
-    a->window = 0;
-    a->speaker = fx_bytes;
-    a->speaker_len = 32;
-    a->secret = fx_bytes;
-    a->secret_len = 32;
-    if (live) fixture_itsme_derive_device_tag(a);
-}
-static int mutate_itsme_derive_device_tag(void *p, const struct ct_check *c) {
-    struct args_itsme_derive_device_tag *a = p;
-    (void)a;
-    switch (c->param) {
-    case 0: if (c->kind == CT_NULL) a->seed = NULL; return a->seed_len == 0;
-    case 3: if (c->kind == CT_NULL) a->speaker = NULL; return a->speaker_len == 0;
-    case 5: if (c->kind == CT_NULL) a->secret = NULL; return a->secret_len == 0;
-    default: return 0;
-    }
-}
-static itsme_result invoke_itsme_derive_device_tag(void *p, struct ct_outs *o) {
-    struct args_itsme_derive_device_tag *a = p;
-    (void)a;
-    (void)o;
-    return itsme_derive_device_tag(a->seed, a->seed_len, a->window, a->speaker, a->speaker_len, a->secret, a->secret_len, (uint32_t *)o->ptr[7]);
-}
-static const struct ct_param params_itsme_derive_device_tag[] = {
-    {"seed", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"seed_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"window", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"speaker", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"speaker_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"secret", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"secret_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out_tag", CT_R_OUT_VALUE, sizeof(uint32_t), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-};
-static const struct ct_function function_itsme_derive_device_tag = {"itsme_derive_device_tag", 1, sizeof(struct args_itsme_derive_device_tag), params_itsme_derive_device_tag, 8, setup_itsme_derive_device_tag, mutate_itsme_derive_device_tag, invoke_itsme_derive_device_tag};
-static void run_itsme_derive_device_tag(const struct ct_check *c) { ct_run_result(&function_itsme_derive_device_tag, c); }
-
-/* itsme_derive_voice */
-static void setup_itsme_derive_voice(void *p, int live) {
-    struct args_itsme_derive_voice *a = p;
-    (void)a;
-    a->seed = fx_bytes;
-    a->seed_len = 32;
-    a->window = 0;
-    a->my_pid = fx_bytes;
-    a->my_pid_len = 32;
-    a->their_pid = fx_bytes;
-    a->their_pid_len = 32;
-    a->my_secret = fx_bytes;
-    a->my_secret_len = 32;
-    a->their_secret = fx_bytes;
-    a->their_secret_len = 32;
-    a->first_word = 0;
-    a->second_word = 0;
-    if (live) fixture_itsme_derive_voice(a);
-}
-static int mutate_itsme_derive_voice(void *p, const struct ct_check *c) {
-    struct args_itsme_derive_voice *a = p;
-    (void)a;
-    switch (c->param) {
-    case 0: if (c->kind == CT_NULL) a->seed = NULL; return a->seed_len == 0;
-    case 3: if (c->kind == CT_NULL) a->my_pid = NULL; return a->my_pid_len == 0;
-    case 5: if (c->kind == CT_NULL) a->their_pid = NULL; return a->their_pid_len == 0;
-    case 7: if (c->kind == CT_NULL) a->my_secret = NULL; return a->my_secret_len == 0;
-    case 9: if (c->kind == CT_NULL) a->their_secret = NULL; return a->their_secret_len == 0;
-    default: return 0;
-    }
-}
-static itsme_result invoke_itsme_derive_voice(void *p, struct ct_outs *o) {
-    struct args_itsme_derive_voice *a = p;
-    (void)a;
-    (void)o;
-    return itsme_derive_voice(a->seed, a->seed_len, a->window, a->my_pid, a->my_pid_len, a->their_pid, a->their_pid_len, a->my_secret, a->my_secret_len, a->their_secret, a->their_secret_len, a->first_word, a->second_word, (itsme_voice_derivation *)o->ptr[13]);
-}
-static const struct ct_param params_itsme_derive_voice[] = {
-    {"seed", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"seed_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"window", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"my_pid", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"my_pid_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"their_pid", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"their_pid_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"my_secret", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"my_secret_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"their_secret", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"their_secret_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"first_word", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"second_word", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out", CT_R_OUT_STRUCT, sizeof(itsme_voice_derivation), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-};
-static const struct ct_function function_itsme_derive_voice = {"itsme_derive_voice", 1, sizeof(struct args_itsme_derive_voice), params_itsme_derive_voice, 14, setup_itsme_derive_voice, mutate_itsme_derive_voice, invoke_itsme_derive_voice};
-static void run_itsme_derive_voice(const struct ct_check *c) { ct_run_result(&function_itsme_derive_voice, c); }
-
 /* itsme_store_degradation_code */
 static void setup_itsme_store_degradation_code(void *p, int live) {
     struct args_itsme_store_degradation_code *a = p;
@@ -4548,48 +4082,6 @@ static const struct ct_param params_itsme_store_accept_degradation_code[] = {
 };
 static const struct ct_function function_itsme_store_accept_degradation_code = {"itsme_store_accept_degradation_code", 0, sizeof(struct args_itsme_store_accept_degradation_code), params_itsme_store_accept_degradation_code, 4, setup_itsme_store_accept_degradation_code, mutate_itsme_store_accept_degradation_code, invoke_itsme_store_accept_degradation_code};
 static void run_itsme_store_accept_degradation_code(const struct ct_check *c) { ct_run_result(&function_itsme_store_accept_degradation_code, c); }
-
-/* itsme_derive_degradation_code */
-static void setup_itsme_derive_degradation_code(void *p, int live) {
-    struct args_itsme_derive_degradation_code *a = p;
-    (void)a;
-    a->seed = fx_bytes;
-    a->seed_len = 32;
-    a->pid = fx_bytes;
-    a->pid_len = 32;
-    a->secret = fx_bytes;
-    a->secret_len = 32;
-    if (live) fixture_itsme_derive_degradation_code(a);
-}
-static int mutate_itsme_derive_degradation_code(void *p, const struct ct_check *c) {
-    struct args_itsme_derive_degradation_code *a = p;
-    (void)a;
-    switch (c->param) {
-    case 0: if (c->kind == CT_NULL) a->seed = NULL; return a->seed_len == 0;
-    case 2: if (c->kind == CT_NULL) a->pid = NULL; return a->pid_len == 0;
-    case 4: if (c->kind == CT_NULL) a->secret = NULL; return a->secret_len == 0;
-    default: return 0;
-    }
-}
-static itsme_result invoke_itsme_derive_degradation_code(void *p, struct ct_outs *o) {
-    struct args_itsme_derive_degradation_code *a = p;
-    (void)a;
-    (void)o;
-    return itsme_derive_degradation_code(a->seed, a->seed_len, a->pid, a->pid_len, a->secret, a->secret_len, (char *)o->ptr[6], o->cap[7], (size_t *)o->ptr[8]);
-}
-static const struct ct_param params_itsme_derive_degradation_code[] = {
-    {"seed", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"seed_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"pid", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"pid_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"secret", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"secret_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out", CT_R_OUT_TEXT, 0, 7, 8, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-};
-static const struct ct_function function_itsme_derive_degradation_code = {"itsme_derive_degradation_code", 1, sizeof(struct args_itsme_derive_degradation_code), params_itsme_derive_degradation_code, 9, setup_itsme_derive_degradation_code, mutate_itsme_derive_degradation_code, invoke_itsme_derive_degradation_code};
-static void run_itsme_derive_degradation_code(const struct ct_check *c) { ct_run_result(&function_itsme_derive_degradation_code, c); }
 
 /* itsme_online_verify_new */
 static void setup_itsme_online_verify_new(void *p, int live) {
@@ -5484,7 +4976,7 @@ static const struct ct_param params_itsme_import_check[] = {
     {"import", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"store", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"store_path", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 1, ITSME_E_INVALID_ARGUMENT},
-    {"out_report", CT_R_OUT_STRUCT, sizeof(itsme_import_report), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_report", CT_R_OUT_STRUCT, sizeof(itsme_import_report), -1, -1, 1, NULL, 0, ITSME_E_INVALID_ARGUMENT},
 };
 static const struct ct_function function_itsme_import_check = {"itsme_import_check", 1, sizeof(struct args_itsme_import_check), params_itsme_import_check, 4, setup_itsme_import_check, mutate_itsme_import_check, invoke_itsme_import_check};
 static void run_itsme_import_check(const struct ct_check *c) { ct_run_result(&function_itsme_import_check, c); }
@@ -6454,7 +5946,7 @@ static const struct ct_param params_itsme_approval_request_parse[] = {
     {"request", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out", CT_R_OUT_STRUCT, sizeof(itsme_approval_request_info), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_STRUCT, sizeof(itsme_approval_request_info), -1, -1, 1, NULL, 0, ITSME_E_INVALID_ARGUMENT},
 };
 static const struct ct_function function_itsme_approval_request_parse = {"itsme_approval_request_parse", 1, sizeof(struct args_itsme_approval_request_parse), params_itsme_approval_request_parse, 4, setup_itsme_approval_request_parse, mutate_itsme_approval_request_parse, invoke_itsme_approval_request_parse};
 static void run_itsme_approval_request_parse(const struct ct_check *c) { ct_run_result(&function_itsme_approval_request_parse, c); }
@@ -6535,7 +6027,7 @@ static const struct ct_param params_itsme_enrollment_verify[] = {
     {"nonce_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"enrollment", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out", CT_R_OUT_STRUCT, sizeof(itsme_credential_info), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_STRUCT, sizeof(itsme_credential_info), -1, -1, 1, NULL, 0, ITSME_E_INVALID_ARGUMENT},
 };
 static const struct ct_function function_itsme_enrollment_verify = {"itsme_enrollment_verify", 1, sizeof(struct args_itsme_enrollment_verify), params_itsme_enrollment_verify, 6, setup_itsme_enrollment_verify, mutate_itsme_enrollment_verify, invoke_itsme_enrollment_verify};
 static void run_itsme_enrollment_verify(const struct ct_check *c) { ct_run_result(&function_itsme_enrollment_verify, c); }
@@ -6683,11 +6175,701 @@ static const struct ct_param params_itsme_approval_verify[] = {
     {"key_count", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"replay", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"out", CT_R_OUT_STRUCT, sizeof(itsme_approval_result), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_STRUCT, sizeof(itsme_approval_result), -1, -1, 1, NULL, 0, ITSME_E_INVALID_ARGUMENT},
 };
 static const struct ct_function function_itsme_approval_verify = {"itsme_approval_verify", 1, sizeof(struct args_itsme_approval_verify), params_itsme_approval_verify, 9, setup_itsme_approval_verify, mutate_itsme_approval_verify, invoke_itsme_approval_verify};
 static void run_itsme_approval_verify(const struct ct_check *c) { ct_run_result(&function_itsme_approval_verify, c); }
 
+#ifdef ITSME_CONTRACT_TESTING
+/* itsme_random_new_deterministic */
+static void setup_itsme_random_new_deterministic(void *p, int live) {
+    struct args_itsme_random_new_deterministic *a = p;
+    (void)a;
+    a->seed = fx_bytes;
+    a->seed_len = 32;
+    if (live) fixture_itsme_random_new_deterministic(a);
+}
+static int mutate_itsme_random_new_deterministic(void *p, const struct ct_check *c) {
+    struct args_itsme_random_new_deterministic *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->seed = NULL; return a->seed_len == 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_random_new_deterministic(void *p, struct ct_outs *o) {
+    struct args_itsme_random_new_deterministic *a = p;
+    (void)a;
+    (void)o;
+    return itsme_random_new_deterministic(a->seed, a->seed_len, (itsme_random **)o->ptr[2]);
+}
+static const struct ct_param params_itsme_random_new_deterministic[] = {
+    {"seed", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"seed_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_HANDLE, sizeof(void *), -1, -1, 0, ct_release_itsme_random, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_random_new_deterministic = {"itsme_random_new_deterministic", 1, sizeof(struct args_itsme_random_new_deterministic), params_itsme_random_new_deterministic, 3, setup_itsme_random_new_deterministic, mutate_itsme_random_new_deterministic, invoke_itsme_random_new_deterministic};
+static void run_itsme_random_new_deterministic(const struct ct_check *c) { ct_run_result(&function_itsme_random_new_deterministic, c); }
+
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+/* itsme_identity_create_with_random */
+static void setup_itsme_identity_create_with_random(void *p, int live) {
+    struct args_itsme_identity_create_with_random *a = p;
+    (void)a;
+    a->store = live ? fx_itsme_secret_store() : NULL;
+    a->name = FX_TEXT;
+    a->rng = live ? fx_itsme_random() : NULL;
+    if (live) fixture_itsme_identity_create_with_random(a);
+}
+static int mutate_itsme_identity_create_with_random(void *p, const struct ct_check *c) {
+    struct args_itsme_identity_create_with_random *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->store = NULL; return 0;
+    case 1: ct_mutate_text(c, &a->name); return 0;
+    case 2: if (c->kind == CT_NULL) a->rng = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_identity_create_with_random(void *p, struct ct_outs *o) {
+    struct args_itsme_identity_create_with_random *a = p;
+    (void)a;
+    (void)o;
+    return itsme_identity_create_with_random(a->store, a->name, a->rng, (itsme_identity **)o->ptr[3]);
+}
+static const struct ct_param params_itsme_identity_create_with_random[] = {
+    {"store", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"name", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"rng", CT_R_HANDLE, 0, -1, -1, 0, NULL, 1, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_HANDLE, sizeof(void *), -1, -1, 0, ct_release_itsme_identity, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_identity_create_with_random = {"itsme_identity_create_with_random", 1, sizeof(struct args_itsme_identity_create_with_random), params_itsme_identity_create_with_random, 4, setup_itsme_identity_create_with_random, mutate_itsme_identity_create_with_random, invoke_itsme_identity_create_with_random};
+static void run_itsme_identity_create_with_random(const struct ct_check *c) { ct_run_result(&function_itsme_identity_create_with_random, c); }
+
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+/* itsme_derive_seed */
+static void setup_itsme_derive_seed(void *p, int live) {
+    struct args_itsme_derive_seed *a = p;
+    (void)a;
+    a->ephemeral_secret = fx_bytes;
+    a->secret_len = 32;
+    a->peer_ephemeral_public = fx_bytes;
+    a->public_len = 32;
+    a->fingerprint_a = FX_TEXT;
+    a->fingerprint_b = FX_TEXT;
+    if (live) fixture_itsme_derive_seed(a);
+}
+static int mutate_itsme_derive_seed(void *p, const struct ct_check *c) {
+    struct args_itsme_derive_seed *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->ephemeral_secret = NULL; return a->secret_len == 0;
+    case 2: if (c->kind == CT_NULL) a->peer_ephemeral_public = NULL; return a->public_len == 0;
+    case 4: ct_mutate_text(c, &a->fingerprint_a); return 0;
+    case 5: ct_mutate_text(c, &a->fingerprint_b); return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_derive_seed(void *p, struct ct_outs *o) {
+    struct args_itsme_derive_seed *a = p;
+    (void)a;
+    (void)o;
+    return itsme_derive_seed(a->ephemeral_secret, a->secret_len, a->peer_ephemeral_public, a->public_len, a->fingerprint_a, a->fingerprint_b, (uint8_t *)o->ptr[6], o->cap[7], (size_t *)o->ptr[8]);
+}
+static const struct ct_param params_itsme_derive_seed[] = {
+    {"ephemeral_secret", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"secret_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"peer_ephemeral_public", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"public_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"fingerprint_a", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"fingerprint_b", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_BYTES, 0, 7, 8, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_derive_seed = {"itsme_derive_seed", 1, sizeof(struct args_itsme_derive_seed), params_itsme_derive_seed, 9, setup_itsme_derive_seed, mutate_itsme_derive_seed, invoke_itsme_derive_seed};
+static void run_itsme_derive_seed(const struct ct_check *c) { ct_run_result(&function_itsme_derive_seed, c); }
+
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+/* itsme_derive_sas */
+static void setup_itsme_derive_sas(void *p, int live) {
+    struct args_itsme_derive_sas *a = p;
+    (void)a;
+    a->seed = fx_bytes;
+    a->seed_len = 32;
+    a->transcript_hash = fx_bytes;
+    a->th_len = 32;
+    if (live) fixture_itsme_derive_sas(a);
+}
+static int mutate_itsme_derive_sas(void *p, const struct ct_check *c) {
+    struct args_itsme_derive_sas *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->seed = NULL; return a->seed_len == 0;
+    case 2: if (c->kind == CT_NULL) a->transcript_hash = NULL; return a->th_len == 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_derive_sas(void *p, struct ct_outs *o) {
+    struct args_itsme_derive_sas *a = p;
+    (void)a;
+    (void)o;
+    return itsme_derive_sas(a->seed, a->seed_len, a->transcript_hash, a->th_len, (char *)o->ptr[4], o->cap[5], (size_t *)o->ptr[6]);
+}
+static const struct ct_param params_itsme_derive_sas[] = {
+    {"seed", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"seed_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"transcript_hash", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"th_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_TEXT, 0, 5, 6, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_derive_sas = {"itsme_derive_sas", 1, sizeof(struct args_itsme_derive_sas), params_itsme_derive_sas, 7, setup_itsme_derive_sas, mutate_itsme_derive_sas, invoke_itsme_derive_sas};
+static void run_itsme_derive_sas(const struct ct_check *c) { ct_run_result(&function_itsme_derive_sas, c); }
+
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+/* itsme_qr_transcript_hash */
+static void setup_itsme_qr_transcript_hash(void *p, int live) {
+    struct args_itsme_qr_transcript_hash *a = p;
+    (void)a;
+    a->payload_a = fx_bytes;
+    a->a_len = 32;
+    a->payload_b = fx_bytes;
+    a->b_len = 32;
+    if (live) fixture_itsme_qr_transcript_hash(a);
+}
+static int mutate_itsme_qr_transcript_hash(void *p, const struct ct_check *c) {
+    struct args_itsme_qr_transcript_hash *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->payload_a = NULL; return a->a_len == 0;
+    case 2: if (c->kind == CT_NULL) a->payload_b = NULL; return a->b_len == 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_qr_transcript_hash(void *p, struct ct_outs *o) {
+    struct args_itsme_qr_transcript_hash *a = p;
+    (void)a;
+    (void)o;
+    return itsme_qr_transcript_hash(a->payload_a, a->a_len, a->payload_b, a->b_len, (uint8_t *)o->ptr[4], o->cap[5], (size_t *)o->ptr[6]);
+}
+static const struct ct_param params_itsme_qr_transcript_hash[] = {
+    {"payload_a", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"a_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"payload_b", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"b_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_BYTES, 0, 5, 6, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_qr_transcript_hash = {"itsme_qr_transcript_hash", 1, sizeof(struct args_itsme_qr_transcript_hash), params_itsme_qr_transcript_hash, 7, setup_itsme_qr_transcript_hash, mutate_itsme_qr_transcript_hash, invoke_itsme_qr_transcript_hash};
+static void run_itsme_qr_transcript_hash(const struct ct_check *c) { ct_run_result(&function_itsme_qr_transcript_hash, c); }
+
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+/* itsme_bluetooth_commitment */
+static void setup_itsme_bluetooth_commitment(void *p, int live) {
+    struct args_itsme_bluetooth_commitment *a = p;
+    (void)a;
+    a->identity_public = fx_bytes;
+    a->identity_len = 32;
+    a->ephemeral_public = fx_bytes;
+    a->ephemeral_len = 32;
+    a->name = FX_TEXT;
+    a->device_secret = fx_bytes;
+    a->device_secret_len = 32;
+    if (live) fixture_itsme_bluetooth_commitment(a);
+}
+static int mutate_itsme_bluetooth_commitment(void *p, const struct ct_check *c) {
+    struct args_itsme_bluetooth_commitment *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->identity_public = NULL; return a->identity_len == 0;
+    case 2: if (c->kind == CT_NULL) a->ephemeral_public = NULL; return a->ephemeral_len == 0;
+    case 4: ct_mutate_text(c, &a->name); return 0;
+    case 5: if (c->kind == CT_NULL) a->device_secret = NULL; return a->device_secret_len == 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_bluetooth_commitment(void *p, struct ct_outs *o) {
+    struct args_itsme_bluetooth_commitment *a = p;
+    (void)a;
+    (void)o;
+    return itsme_bluetooth_commitment(a->identity_public, a->identity_len, a->ephemeral_public, a->ephemeral_len, a->name, a->device_secret, a->device_secret_len, (uint8_t *)o->ptr[7], o->cap[8], (size_t *)o->ptr[9]);
+}
+static const struct ct_param params_itsme_bluetooth_commitment[] = {
+    {"identity_public", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"identity_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"ephemeral_public", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"ephemeral_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"name", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"device_secret", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"device_secret_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_BYTES, 0, 8, 9, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_bluetooth_commitment = {"itsme_bluetooth_commitment", 1, sizeof(struct args_itsme_bluetooth_commitment), params_itsme_bluetooth_commitment, 10, setup_itsme_bluetooth_commitment, mutate_itsme_bluetooth_commitment, invoke_itsme_bluetooth_commitment};
+static void run_itsme_bluetooth_commitment(const struct ct_check *c) { ct_run_result(&function_itsme_bluetooth_commitment, c); }
+
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+/* itsme_bluetooth_th1 */
+static void setup_itsme_bluetooth_th1(void *p, int live) {
+    struct args_itsme_bluetooth_th1 *a = p;
+    (void)a;
+    a->session_code = FX_TEXT;
+    a->hello_i = fx_bytes;
+    a->hello_i_len = 32;
+    a->hello_r = fx_bytes;
+    a->hello_r_len = 32;
+    a->key_i = fx_bytes;
+    a->key_i_len = 32;
+    a->key_r = fx_bytes;
+    a->key_r_len = 32;
+    if (live) fixture_itsme_bluetooth_th1(a);
+}
+static int mutate_itsme_bluetooth_th1(void *p, const struct ct_check *c) {
+    struct args_itsme_bluetooth_th1 *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: ct_mutate_text(c, &a->session_code); return 0;
+    case 1: if (c->kind == CT_NULL) a->hello_i = NULL; return a->hello_i_len == 0;
+    case 3: if (c->kind == CT_NULL) a->hello_r = NULL; return a->hello_r_len == 0;
+    case 5: if (c->kind == CT_NULL) a->key_i = NULL; return a->key_i_len == 0;
+    case 7: if (c->kind == CT_NULL) a->key_r = NULL; return a->key_r_len == 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_bluetooth_th1(void *p, struct ct_outs *o) {
+    struct args_itsme_bluetooth_th1 *a = p;
+    (void)a;
+    (void)o;
+    return itsme_bluetooth_th1(a->session_code, a->hello_i, a->hello_i_len, a->hello_r, a->hello_r_len, a->key_i, a->key_i_len, a->key_r, a->key_r_len, (uint8_t *)o->ptr[9], o->cap[10], (size_t *)o->ptr[11]);
+}
+static const struct ct_param params_itsme_bluetooth_th1[] = {
+    {"session_code", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"hello_i", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"hello_i_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"hello_r", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"hello_r_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"key_i", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"key_i_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"key_r", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"key_r_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_BYTES, 0, 10, 11, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_bluetooth_th1 = {"itsme_bluetooth_th1", 1, sizeof(struct args_itsme_bluetooth_th1), params_itsme_bluetooth_th1, 12, setup_itsme_bluetooth_th1, mutate_itsme_bluetooth_th1, invoke_itsme_bluetooth_th1};
+static void run_itsme_bluetooth_th1(const struct ct_check *c) { ct_run_result(&function_itsme_bluetooth_th1, c); }
+
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+/* itsme_bluetooth_session_keys */
+static void setup_itsme_bluetooth_session_keys(void *p, int live) {
+    struct args_itsme_bluetooth_session_keys *a = p;
+    (void)a;
+    a->ephemeral_secret = fx_bytes;
+    a->secret_len = 32;
+    a->peer_ephemeral_public = fx_bytes;
+    a->public_len = 32;
+    a->th1 = fx_bytes;
+    a->th1_len = 32;
+    if (live) fixture_itsme_bluetooth_session_keys(a);
+}
+static int mutate_itsme_bluetooth_session_keys(void *p, const struct ct_check *c) {
+    struct args_itsme_bluetooth_session_keys *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->ephemeral_secret = NULL; return a->secret_len == 0;
+    case 2: if (c->kind == CT_NULL) a->peer_ephemeral_public = NULL; return a->public_len == 0;
+    case 4: if (c->kind == CT_NULL) a->th1 = NULL; return a->th1_len == 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_bluetooth_session_keys(void *p, struct ct_outs *o) {
+    struct args_itsme_bluetooth_session_keys *a = p;
+    (void)a;
+    (void)o;
+    return itsme_bluetooth_session_keys(a->ephemeral_secret, a->secret_len, a->peer_ephemeral_public, a->public_len, a->th1, a->th1_len, (uint8_t *)o->ptr[6], o->cap[7], (size_t *)o->ptr[8]);
+}
+static const struct ct_param params_itsme_bluetooth_session_keys[] = {
+    {"ephemeral_secret", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"secret_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"peer_ephemeral_public", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"public_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"th1", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"th1_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_BYTES, 0, 7, 8, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_bluetooth_session_keys = {"itsme_bluetooth_session_keys", 1, sizeof(struct args_itsme_bluetooth_session_keys), params_itsme_bluetooth_session_keys, 9, setup_itsme_bluetooth_session_keys, mutate_itsme_bluetooth_session_keys, invoke_itsme_bluetooth_session_keys};
+static void run_itsme_bluetooth_session_keys(const struct ct_check *c) { ct_run_result(&function_itsme_bluetooth_session_keys, c); }
+
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+/* itsme_bluetooth_transcript_hash */
+static void setup_itsme_bluetooth_transcript_hash(void *p, int live) {
+    struct args_itsme_bluetooth_transcript_hash *a = p;
+    (void)a;
+    a->th1 = fx_bytes;
+    a->th1_len = 32;
+    a->plaintext_i = fx_bytes;
+    a->plaintext_i_len = 32;
+    a->plaintext_r = fx_bytes;
+    a->plaintext_r_len = 32;
+    if (live) fixture_itsme_bluetooth_transcript_hash(a);
+}
+static int mutate_itsme_bluetooth_transcript_hash(void *p, const struct ct_check *c) {
+    struct args_itsme_bluetooth_transcript_hash *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->th1 = NULL; return a->th1_len == 0;
+    case 2: if (c->kind == CT_NULL) a->plaintext_i = NULL; return a->plaintext_i_len == 0;
+    case 4: if (c->kind == CT_NULL) a->plaintext_r = NULL; return a->plaintext_r_len == 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_bluetooth_transcript_hash(void *p, struct ct_outs *o) {
+    struct args_itsme_bluetooth_transcript_hash *a = p;
+    (void)a;
+    (void)o;
+    return itsme_bluetooth_transcript_hash(a->th1, a->th1_len, a->plaintext_i, a->plaintext_i_len, a->plaintext_r, a->plaintext_r_len, (uint8_t *)o->ptr[6], o->cap[7], (size_t *)o->ptr[8]);
+}
+static const struct ct_param params_itsme_bluetooth_transcript_hash[] = {
+    {"th1", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"th1_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"plaintext_i", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"plaintext_i_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"plaintext_r", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"plaintext_r_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_BYTES, 0, 7, 8, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_bluetooth_transcript_hash = {"itsme_bluetooth_transcript_hash", 1, sizeof(struct args_itsme_bluetooth_transcript_hash), params_itsme_bluetooth_transcript_hash, 9, setup_itsme_bluetooth_transcript_hash, mutate_itsme_bluetooth_transcript_hash, invoke_itsme_bluetooth_transcript_hash};
+static void run_itsme_bluetooth_transcript_hash(const struct ct_check *c) { ct_run_result(&function_itsme_bluetooth_transcript_hash, c); }
+
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+/* itsme_derive_session_id */
+static void setup_itsme_derive_session_id(void *p, int live) {
+    struct args_itsme_derive_session_id *a = p;
+    (void)a;
+    a->seed = fx_bytes;
+    a->seed_len = 32;
+    a->window = 0;
+    if (live) fixture_itsme_derive_session_id(a);
+}
+static int mutate_itsme_derive_session_id(void *p, const struct ct_check *c) {
+    struct args_itsme_derive_session_id *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->seed = NULL; return a->seed_len == 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_derive_session_id(void *p, struct ct_outs *o) {
+    struct args_itsme_derive_session_id *a = p;
+    (void)a;
+    (void)o;
+    return itsme_derive_session_id(a->seed, a->seed_len, a->window, (char *)o->ptr[3], o->cap[4], (size_t *)o->ptr[5]);
+}
+static const struct ct_param params_itsme_derive_session_id[] = {
+    {"seed", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"seed_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"window", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_TEXT, 0, 4, 5, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_derive_session_id = {"itsme_derive_session_id", 1, sizeof(struct args_itsme_derive_session_id), params_itsme_derive_session_id, 6, setup_itsme_derive_session_id, mutate_itsme_derive_session_id, invoke_itsme_derive_session_id};
+static void run_itsme_derive_session_id(const struct ct_check *c) { ct_run_result(&function_itsme_derive_session_id, c); }
+
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+/* itsme_derive_words */
+static void setup_itsme_derive_words(void *p, int live) {
+    struct args_itsme_derive_words *a = p;
+    (void)a;
+    a->seed = fx_bytes;
+    a->seed_len = 32;
+    a->window = 0;
+    a->pid = fx_bytes;
+    a->pid_len = 32;
+    if (live) fixture_itsme_derive_words(a);
+}
+static int mutate_itsme_derive_words(void *p, const struct ct_check *c) {
+    struct args_itsme_derive_words *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->seed = NULL; return a->seed_len == 0;
+    case 3: if (c->kind == CT_NULL) a->pid = NULL; return a->pid_len == 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_derive_words(void *p, struct ct_outs *o) {
+    struct args_itsme_derive_words *a = p;
+    (void)a;
+    (void)o;
+    return itsme_derive_words(a->seed, a->seed_len, a->window, a->pid, a->pid_len, (uint8_t *)o->ptr[5], o->cap[6], (size_t *)o->ptr[7]);
+}
+static const struct ct_param params_itsme_derive_words[] = {
+    {"seed", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"seed_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"window", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"pid", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"pid_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_BYTES, 0, 6, 7, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_derive_words = {"itsme_derive_words", 1, sizeof(struct args_itsme_derive_words), params_itsme_derive_words, 8, setup_itsme_derive_words, mutate_itsme_derive_words, invoke_itsme_derive_words};
+static void run_itsme_derive_words(const struct ct_check *c) { ct_run_result(&function_itsme_derive_words, c); }
+
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+/* itsme_derive_lower_selects_first */
+static void setup_itsme_derive_lower_selects_first(void *p, int live) {
+    struct args_itsme_derive_lower_selects_first *a = p;
+    (void)a;
+    a->seed = fx_bytes;
+    a->seed_len = 32;
+    a->window = 0;
+    if (live) fixture_itsme_derive_lower_selects_first(a);
+}
+static int mutate_itsme_derive_lower_selects_first(void *p, const struct ct_check *c) {
+    struct args_itsme_derive_lower_selects_first *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->seed = NULL; return a->seed_len == 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_derive_lower_selects_first(void *p, struct ct_outs *o) {
+    struct args_itsme_derive_lower_selects_first *a = p;
+    (void)a;
+    (void)o;
+    return itsme_derive_lower_selects_first(a->seed, a->seed_len, a->window, (_Bool *)o->ptr[3]);
+}
+static const struct ct_param params_itsme_derive_lower_selects_first[] = {
+    {"seed", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"seed_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"window", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_lower_first", CT_R_OUT_VALUE, sizeof(bool), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_derive_lower_selects_first = {"itsme_derive_lower_selects_first", 1, sizeof(struct args_itsme_derive_lower_selects_first), params_itsme_derive_lower_selects_first, 4, setup_itsme_derive_lower_selects_first, mutate_itsme_derive_lower_selects_first, invoke_itsme_derive_lower_selects_first};
+static void run_itsme_derive_lower_selects_first(const struct ct_check *c) { ct_run_result(&function_itsme_derive_lower_selects_first, c); }
+
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+/* itsme_derive_code */
+static void setup_itsme_derive_code(void *p, int live) {
+    struct args_itsme_derive_code *a = p;
+    (void)a;
+    a->seed = fx_bytes;
+    a->seed_len = 32;
+    a->window = 0;
+    a->first = fx_bytes;
+    a->first_len = 32;
+    a->first_word = 0;
+    a->second = fx_bytes;
+    a->second_len = 32;
+    a->second_word = 0;
+    a->speaker = fx_bytes;
+    a->speaker_len = 32;
+    if (live) fixture_itsme_derive_code(a);
+}
+static int mutate_itsme_derive_code(void *p, const struct ct_check *c) {
+    struct args_itsme_derive_code *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->seed = NULL; return a->seed_len == 0;
+    case 3: if (c->kind == CT_NULL) a->first = NULL; return a->first_len == 0;
+    case 6: if (c->kind == CT_NULL) a->second = NULL; return a->second_len == 0;
+    case 9: if (c->kind == CT_NULL) a->speaker = NULL; return a->speaker_len == 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_derive_code(void *p, struct ct_outs *o) {
+    struct args_itsme_derive_code *a = p;
+    (void)a;
+    (void)o;
+    return itsme_derive_code(a->seed, a->seed_len, a->window, a->first, a->first_len, a->first_word, a->second, a->second_len, a->second_word, a->speaker, a->speaker_len, (char *)o->ptr[11], o->cap[12], (size_t *)o->ptr[13]);
+}
+static const struct ct_param params_itsme_derive_code[] = {
+    {"seed", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"seed_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"window", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"first", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"first_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"first_word", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"second", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"second_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"second_word", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"speaker", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"speaker_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_TEXT, 0, 12, 13, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_derive_code = {"itsme_derive_code", 1, sizeof(struct args_itsme_derive_code), params_itsme_derive_code, 14, setup_itsme_derive_code, mutate_itsme_derive_code, invoke_itsme_derive_code};
+static void run_itsme_derive_code(const struct ct_check *c) { ct_run_result(&function_itsme_derive_code, c); }
+
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+/* itsme_derive_device_tag */
+static void setup_itsme_derive_device_tag(void *p, int live) {
+    struct args_itsme_derive_device_tag *a = p;
+    (void)a;
+    a->seed = fx_bytes;
+    a->seed_len = 32;
+    a->window = 0;
+    a->speaker = fx_bytes;
+    a->speaker_len = 32;
+    a->secret = fx_bytes;
+    a->secret_len = 32;
+    if (live) fixture_itsme_derive_device_tag(a);
+}
+static int mutate_itsme_derive_device_tag(void *p, const struct ct_check *c) {
+    struct args_itsme_derive_device_tag *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->seed = NULL; return a->seed_len == 0;
+    case 3: if (c->kind == CT_NULL) a->speaker = NULL; return a->speaker_len == 0;
+    case 5: if (c->kind == CT_NULL) a->secret = NULL; return a->secret_len == 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_derive_device_tag(void *p, struct ct_outs *o) {
+    struct args_itsme_derive_device_tag *a = p;
+    (void)a;
+    (void)o;
+    return itsme_derive_device_tag(a->seed, a->seed_len, a->window, a->speaker, a->speaker_len, a->secret, a->secret_len, (uint32_t *)o->ptr[7]);
+}
+static const struct ct_param params_itsme_derive_device_tag[] = {
+    {"seed", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"seed_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"window", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"speaker", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"speaker_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"secret", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"secret_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_tag", CT_R_OUT_VALUE, sizeof(uint32_t), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_derive_device_tag = {"itsme_derive_device_tag", 1, sizeof(struct args_itsme_derive_device_tag), params_itsme_derive_device_tag, 8, setup_itsme_derive_device_tag, mutate_itsme_derive_device_tag, invoke_itsme_derive_device_tag};
+static void run_itsme_derive_device_tag(const struct ct_check *c) { ct_run_result(&function_itsme_derive_device_tag, c); }
+
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+/* itsme_derive_voice */
+static void setup_itsme_derive_voice(void *p, int live) {
+    struct args_itsme_derive_voice *a = p;
+    (void)a;
+    a->seed = fx_bytes;
+    a->seed_len = 32;
+    a->window = 0;
+    a->my_pid = fx_bytes;
+    a->my_pid_len = 32;
+    a->their_pid = fx_bytes;
+    a->their_pid_len = 32;
+    a->my_secret = fx_bytes;
+    a->my_secret_len = 32;
+    a->their_secret = fx_bytes;
+    a->their_secret_len = 32;
+    a->first_word = 0;
+    a->second_word = 0;
+    if (live) fixture_itsme_derive_voice(a);
+}
+static int mutate_itsme_derive_voice(void *p, const struct ct_check *c) {
+    struct args_itsme_derive_voice *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->seed = NULL; return a->seed_len == 0;
+    case 3: if (c->kind == CT_NULL) a->my_pid = NULL; return a->my_pid_len == 0;
+    case 5: if (c->kind == CT_NULL) a->their_pid = NULL; return a->their_pid_len == 0;
+    case 7: if (c->kind == CT_NULL) a->my_secret = NULL; return a->my_secret_len == 0;
+    case 9: if (c->kind == CT_NULL) a->their_secret = NULL; return a->their_secret_len == 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_derive_voice(void *p, struct ct_outs *o) {
+    struct args_itsme_derive_voice *a = p;
+    (void)a;
+    (void)o;
+    return itsme_derive_voice(a->seed, a->seed_len, a->window, a->my_pid, a->my_pid_len, a->their_pid, a->their_pid_len, a->my_secret, a->my_secret_len, a->their_secret, a->their_secret_len, a->first_word, a->second_word, (itsme_voice_derivation *)o->ptr[13]);
+}
+static const struct ct_param params_itsme_derive_voice[] = {
+    {"seed", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"seed_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"window", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"my_pid", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"my_pid_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"their_pid", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"their_pid_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"my_secret", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"my_secret_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"their_secret", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"their_secret_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"first_word", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"second_word", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_STRUCT, sizeof(itsme_voice_derivation), -1, -1, 1, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_derive_voice = {"itsme_derive_voice", 1, sizeof(struct args_itsme_derive_voice), params_itsme_derive_voice, 14, setup_itsme_derive_voice, mutate_itsme_derive_voice, invoke_itsme_derive_voice};
+static void run_itsme_derive_voice(const struct ct_check *c) { ct_run_result(&function_itsme_derive_voice, c); }
+
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+/* itsme_derive_degradation_code */
+static void setup_itsme_derive_degradation_code(void *p, int live) {
+    struct args_itsme_derive_degradation_code *a = p;
+    (void)a;
+    a->seed = fx_bytes;
+    a->seed_len = 32;
+    a->pid = fx_bytes;
+    a->pid_len = 32;
+    a->secret = fx_bytes;
+    a->secret_len = 32;
+    if (live) fixture_itsme_derive_degradation_code(a);
+}
+static int mutate_itsme_derive_degradation_code(void *p, const struct ct_check *c) {
+    struct args_itsme_derive_degradation_code *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->seed = NULL; return a->seed_len == 0;
+    case 2: if (c->kind == CT_NULL) a->pid = NULL; return a->pid_len == 0;
+    case 4: if (c->kind == CT_NULL) a->secret = NULL; return a->secret_len == 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_derive_degradation_code(void *p, struct ct_outs *o) {
+    struct args_itsme_derive_degradation_code *a = p;
+    (void)a;
+    (void)o;
+    return itsme_derive_degradation_code(a->seed, a->seed_len, a->pid, a->pid_len, a->secret, a->secret_len, (char *)o->ptr[6], o->cap[7], (size_t *)o->ptr[8]);
+}
+static const struct ct_param params_itsme_derive_degradation_code[] = {
+    {"seed", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"seed_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"pid", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"pid_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"secret", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"secret_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_TEXT, 0, 7, 8, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_derive_degradation_code = {"itsme_derive_degradation_code", 1, sizeof(struct args_itsme_derive_degradation_code), params_itsme_derive_degradation_code, 9, setup_itsme_derive_degradation_code, mutate_itsme_derive_degradation_code, invoke_itsme_derive_degradation_code};
+static void run_itsme_derive_degradation_code(const struct ct_check *c) { ct_run_result(&function_itsme_derive_degradation_code, c); }
+
+#endif
 /* itsme_version_string */
 static void run_itsme_version_string(const struct ct_check *c) {
     (void)c;
@@ -6707,27 +6889,6 @@ static void run_itsme_result_message(const struct ct_check *c) {
     (void)c;
     const char *text = itsme_result_message(0);
     if (text == NULL || strlen(text) == 0) ct_fail("no text");
-}
-
-/* itsme_public_key_bytes */
-static void run_itsme_public_key_bytes(const struct ct_check *c) {
-    (void)c;
-    if ((unsigned long long)itsme_public_key_bytes() != (unsigned long long)ITSME_PUBLIC_KEY_BYTES)
-        ct_fail("returns %llu, ITSME_PUBLIC_KEY_BYTES is %llu", (unsigned long long)itsme_public_key_bytes(), (unsigned long long)ITSME_PUBLIC_KEY_BYTES);
-}
-
-/* itsme_fingerprint_size */
-static void run_itsme_fingerprint_size(const struct ct_check *c) {
-    (void)c;
-    if ((unsigned long long)itsme_fingerprint_size() != (unsigned long long)ITSME_FINGERPRINT_SIZE)
-        ct_fail("returns %llu, ITSME_FINGERPRINT_SIZE is %llu", (unsigned long long)itsme_fingerprint_size(), (unsigned long long)ITSME_FINGERPRINT_SIZE);
-}
-
-/* itsme_name_max_bytes */
-static void run_itsme_name_max_bytes(const struct ct_check *c) {
-    (void)c;
-    if ((unsigned long long)itsme_name_max_bytes() != (unsigned long long)ITSME_NAME_MAX_BYTES)
-        ct_fail("returns %llu, ITSME_NAME_MAX_BYTES is %llu", (unsigned long long)itsme_name_max_bytes(), (unsigned long long)ITSME_NAME_MAX_BYTES);
 }
 
 /* itsme_secret_store_free */
@@ -6761,12 +6922,6 @@ static void run_itsme_store_free(const struct ct_check *c) {
     itsme_store *h = fx_itsme_store();
     if (!h) exit(77); /* no handle of this type in this build */
     itsme_store_free(h);
-}
-
-/* itsme_store_close */
-static void run_itsme_store_close(const struct ct_check *c) {
-    (void)c;
-    itsme_store_close(NULL);
 }
 
 /* itsme_contact_free */
@@ -6897,6 +7052,335 @@ static void run_itsme_replay_store_free(const struct ct_check *c) {
     itsme_replay_store_free(h);
 }
 
+/* itsme_public_key_bytes */
+static void run_itsme_public_key_bytes(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_public_key_bytes() != (unsigned long long)ITSME_PUBLIC_KEY_BYTES)
+        ct_fail("returns %llu, ITSME_PUBLIC_KEY_BYTES is %llu", (unsigned long long)itsme_public_key_bytes(), (unsigned long long)ITSME_PUBLIC_KEY_BYTES);
+}
+
+/* itsme_fingerprint_chars */
+static void run_itsme_fingerprint_chars(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_fingerprint_chars() != (unsigned long long)ITSME_FINGERPRINT_CHARS)
+        ct_fail("returns %llu, ITSME_FINGERPRINT_CHARS is %llu", (unsigned long long)itsme_fingerprint_chars(), (unsigned long long)ITSME_FINGERPRINT_CHARS);
+}
+
+/* itsme_fingerprint_size */
+static void run_itsme_fingerprint_size(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_fingerprint_size() != (unsigned long long)ITSME_FINGERPRINT_SIZE)
+        ct_fail("returns %llu, ITSME_FINGERPRINT_SIZE is %llu", (unsigned long long)itsme_fingerprint_size(), (unsigned long long)ITSME_FINGERPRINT_SIZE);
+}
+
+/* itsme_pin_length */
+static void run_itsme_pin_length(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_pin_length() != (unsigned long long)ITSME_PIN_LENGTH)
+        ct_fail("returns %llu, ITSME_PIN_LENGTH is %llu", (unsigned long long)itsme_pin_length(), (unsigned long long)ITSME_PIN_LENGTH);
+}
+
+/* itsme_text_max */
+static void run_itsme_text_max(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_text_max() != (unsigned long long)ITSME_TEXT_MAX)
+        ct_fail("returns %llu, ITSME_TEXT_MAX is %llu", (unsigned long long)itsme_text_max(), (unsigned long long)ITSME_TEXT_MAX);
+}
+
+/* itsme_typed_code_max */
+static void run_itsme_typed_code_max(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_typed_code_max() != (unsigned long long)ITSME_TYPED_CODE_MAX)
+        ct_fail("returns %llu, ITSME_TYPED_CODE_MAX is %llu", (unsigned long long)itsme_typed_code_max(), (unsigned long long)ITSME_TYPED_CODE_MAX);
+}
+
+/* itsme_export_text_max */
+static void run_itsme_export_text_max(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_export_text_max() != (unsigned long long)ITSME_EXPORT_TEXT_MAX)
+        ct_fail("returns %llu, ITSME_EXPORT_TEXT_MAX is %llu", (unsigned long long)itsme_export_text_max(), (unsigned long long)ITSME_EXPORT_TEXT_MAX);
+}
+
+/* itsme_name_max_bytes */
+static void run_itsme_name_max_bytes(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_name_max_bytes() != (unsigned long long)ITSME_NAME_MAX_BYTES)
+        ct_fail("returns %llu, ITSME_NAME_MAX_BYTES is %llu", (unsigned long long)itsme_name_max_bytes(), (unsigned long long)ITSME_NAME_MAX_BYTES);
+}
+
+/* itsme_seed_bytes */
+static void run_itsme_seed_bytes(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_seed_bytes() != (unsigned long long)ITSME_SEED_BYTES)
+        ct_fail("returns %llu, ITSME_SEED_BYTES is %llu", (unsigned long long)itsme_seed_bytes(), (unsigned long long)ITSME_SEED_BYTES);
+}
+
+/* itsme_note_max_bytes */
+static void run_itsme_note_max_bytes(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_note_max_bytes() != (unsigned long long)ITSME_NOTE_MAX_BYTES)
+        ct_fail("returns %llu, ITSME_NOTE_MAX_BYTES is %llu", (unsigned long long)itsme_note_max_bytes(), (unsigned long long)ITSME_NOTE_MAX_BYTES);
+}
+
+/* itsme_short_code_size */
+static void run_itsme_short_code_size(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_short_code_size() != (unsigned long long)ITSME_SHORT_CODE_SIZE)
+        ct_fail("returns %llu, ITSME_SHORT_CODE_SIZE is %llu", (unsigned long long)itsme_short_code_size(), (unsigned long long)ITSME_SHORT_CODE_SIZE);
+}
+
+/* itsme_short_code_values */
+static void run_itsme_short_code_values(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_short_code_values() != (unsigned long long)ITSME_SHORT_CODE_VALUES)
+        ct_fail("returns %llu, ITSME_SHORT_CODE_VALUES is %llu", (unsigned long long)itsme_short_code_values(), (unsigned long long)ITSME_SHORT_CODE_VALUES);
+}
+
+/* itsme_qr_payload_max */
+static void run_itsme_qr_payload_max(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_qr_payload_max() != (unsigned long long)ITSME_QR_PAYLOAD_MAX)
+        ct_fail("returns %llu, ITSME_QR_PAYLOAD_MAX is %llu", (unsigned long long)itsme_qr_payload_max(), (unsigned long long)ITSME_QR_PAYLOAD_MAX);
+}
+
+/* itsme_bluetooth_frame_max */
+static void run_itsme_bluetooth_frame_max(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_bluetooth_frame_max() != (unsigned long long)ITSME_BLUETOOTH_FRAME_MAX)
+        ct_fail("returns %llu, ITSME_BLUETOOTH_FRAME_MAX is %llu", (unsigned long long)itsme_bluetooth_frame_max(), (unsigned long long)ITSME_BLUETOOTH_FRAME_MAX);
+}
+
+/* itsme_remote_code_size */
+static void run_itsme_remote_code_size(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_remote_code_size() != (unsigned long long)ITSME_REMOTE_CODE_SIZE)
+        ct_fail("returns %llu, ITSME_REMOTE_CODE_SIZE is %llu", (unsigned long long)itsme_remote_code_size(), (unsigned long long)ITSME_REMOTE_CODE_SIZE);
+}
+
+/* itsme_remote_message_max */
+static void run_itsme_remote_message_max(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_remote_message_max() != (unsigned long long)ITSME_REMOTE_MESSAGE_MAX)
+        ct_fail("returns %llu, ITSME_REMOTE_MESSAGE_MAX is %llu", (unsigned long long)itsme_remote_message_max(), (unsigned long long)ITSME_REMOTE_MESSAGE_MAX);
+}
+
+/* itsme_relay_id_size */
+static void run_itsme_relay_id_size(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_relay_id_size() != (unsigned long long)ITSME_RELAY_ID_SIZE)
+        ct_fail("returns %llu, ITSME_RELAY_ID_SIZE is %llu", (unsigned long long)itsme_relay_id_size(), (unsigned long long)ITSME_RELAY_ID_SIZE);
+}
+
+/* itsme_voice_word_count */
+static void run_itsme_voice_word_count(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_voice_word_count() != (unsigned long long)ITSME_VOICE_WORD_COUNT)
+        ct_fail("returns %llu, ITSME_VOICE_WORD_COUNT is %llu", (unsigned long long)itsme_voice_word_count(), (unsigned long long)ITSME_VOICE_WORD_COUNT);
+}
+
+/* itsme_voice_code_size */
+static void run_itsme_voice_code_size(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_voice_code_size() != (unsigned long long)ITSME_VOICE_CODE_SIZE)
+        ct_fail("returns %llu, ITSME_VOICE_CODE_SIZE is %llu", (unsigned long long)itsme_voice_code_size(), (unsigned long long)ITSME_VOICE_CODE_SIZE);
+}
+
+/* itsme_voice_session_id_size */
+static void run_itsme_voice_session_id_size(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_voice_session_id_size() != (unsigned long long)ITSME_VOICE_SESSION_ID_SIZE)
+        ct_fail("returns %llu, ITSME_VOICE_SESSION_ID_SIZE is %llu", (unsigned long long)itsme_voice_session_id_size(), (unsigned long long)ITSME_VOICE_SESSION_ID_SIZE);
+}
+
+/* itsme_degradation_code_size */
+static void run_itsme_degradation_code_size(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_degradation_code_size() != (unsigned long long)ITSME_DEGRADATION_CODE_SIZE)
+        ct_fail("returns %llu, ITSME_DEGRADATION_CODE_SIZE is %llu", (unsigned long long)itsme_degradation_code_size(), (unsigned long long)ITSME_DEGRADATION_CODE_SIZE);
+}
+
+/* itsme_room_name_size */
+static void run_itsme_room_name_size(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_room_name_size() != (unsigned long long)ITSME_ROOM_NAME_SIZE)
+        ct_fail("returns %llu, ITSME_ROOM_NAME_SIZE is %llu", (unsigned long long)itsme_room_name_size(), (unsigned long long)ITSME_ROOM_NAME_SIZE);
+}
+
+/* itsme_online_verify_message_max */
+static void run_itsme_online_verify_message_max(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_online_verify_message_max() != (unsigned long long)ITSME_ONLINE_VERIFY_MESSAGE_MAX)
+        ct_fail("returns %llu, ITSME_ONLINE_VERIFY_MESSAGE_MAX is %llu", (unsigned long long)itsme_online_verify_message_max(), (unsigned long long)ITSME_ONLINE_VERIFY_MESSAGE_MAX);
+}
+
+/* itsme_pin_update_frame_max */
+static void run_itsme_pin_update_frame_max(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_pin_update_frame_max() != (unsigned long long)ITSME_PIN_UPDATE_FRAME_MAX)
+        ct_fail("returns %llu, ITSME_PIN_UPDATE_FRAME_MAX is %llu", (unsigned long long)itsme_pin_update_frame_max(), (unsigned long long)ITSME_PIN_UPDATE_FRAME_MAX);
+}
+
+/* itsme_export_password_size */
+static void run_itsme_export_password_size(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_export_password_size() != (unsigned long long)ITSME_EXPORT_PASSWORD_SIZE)
+        ct_fail("returns %llu, ITSME_EXPORT_PASSWORD_SIZE is %llu", (unsigned long long)itsme_export_password_size(), (unsigned long long)ITSME_EXPORT_PASSWORD_SIZE);
+}
+
+/* itsme_export_chosen_password_min */
+static void run_itsme_export_chosen_password_min(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_export_chosen_password_min() != (unsigned long long)ITSME_EXPORT_CHOSEN_PASSWORD_MIN)
+        ct_fail("returns %llu, ITSME_EXPORT_CHOSEN_PASSWORD_MIN is %llu", (unsigned long long)itsme_export_chosen_password_min(), (unsigned long long)ITSME_EXPORT_CHOSEN_PASSWORD_MIN);
+}
+
+/* itsme_export_max */
+static void run_itsme_export_max(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_export_max() != (unsigned long long)ITSME_EXPORT_MAX)
+        ct_fail("returns %llu, ITSME_EXPORT_MAX is %llu", (unsigned long long)itsme_export_max(), (unsigned long long)ITSME_EXPORT_MAX);
+}
+
+/* itsme_export_text_size */
+static void run_itsme_export_text_size(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_export_text_size() != (unsigned long long)ITSME_EXPORT_TEXT_SIZE)
+        ct_fail("returns %llu, ITSME_EXPORT_TEXT_SIZE is %llu", (unsigned long long)itsme_export_text_size(), (unsigned long long)ITSME_EXPORT_TEXT_SIZE);
+}
+
+/* itsme_transfer_offer_size */
+static void run_itsme_transfer_offer_size(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_transfer_offer_size() != (unsigned long long)ITSME_TRANSFER_OFFER_SIZE)
+        ct_fail("returns %llu, ITSME_TRANSFER_OFFER_SIZE is %llu", (unsigned long long)itsme_transfer_offer_size(), (unsigned long long)ITSME_TRANSFER_OFFER_SIZE);
+}
+
+/* itsme_transfer_message_max */
+static void run_itsme_transfer_message_max(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_transfer_message_max() != (unsigned long long)ITSME_TRANSFER_MESSAGE_MAX)
+        ct_fail("returns %llu, ITSME_TRANSFER_MESSAGE_MAX is %llu", (unsigned long long)itsme_transfer_message_max(), (unsigned long long)ITSME_TRANSFER_MESSAGE_MAX);
+}
+
+/* itsme_profile_record_max */
+static void run_itsme_profile_record_max(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_profile_record_max() != (unsigned long long)ITSME_PROFILE_RECORD_MAX)
+        ct_fail("returns %llu, ITSME_PROFILE_RECORD_MAX is %llu", (unsigned long long)itsme_profile_record_max(), (unsigned long long)ITSME_PROFILE_RECORD_MAX);
+}
+
+/* itsme_profile_record_overhead */
+static void run_itsme_profile_record_overhead(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_profile_record_overhead() != (unsigned long long)ITSME_PROFILE_RECORD_OVERHEAD)
+        ct_fail("returns %llu, ITSME_PROFILE_RECORD_OVERHEAD is %llu", (unsigned long long)itsme_profile_record_overhead(), (unsigned long long)ITSME_PROFILE_RECORD_OVERHEAD);
+}
+
+/* itsme_record_id_bytes */
+static void run_itsme_record_id_bytes(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_record_id_bytes() != (unsigned long long)ITSME_RECORD_ID_BYTES)
+        ct_fail("returns %llu, ITSME_RECORD_ID_BYTES is %llu", (unsigned long long)itsme_record_id_bytes(), (unsigned long long)ITSME_RECORD_ID_BYTES);
+}
+
+/* itsme_profile_reference_bytes */
+static void run_itsme_profile_reference_bytes(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_profile_reference_bytes() != (unsigned long long)ITSME_PROFILE_REFERENCE_BYTES)
+        ct_fail("returns %llu, ITSME_PROFILE_REFERENCE_BYTES is %llu", (unsigned long long)itsme_profile_reference_bytes(), (unsigned long long)ITSME_PROFILE_REFERENCE_BYTES);
+}
+
+/* itsme_record_name_size */
+static void run_itsme_record_name_size(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_record_name_size() != (unsigned long long)ITSME_RECORD_NAME_SIZE)
+        ct_fail("returns %llu, ITSME_RECORD_NAME_SIZE is %llu", (unsigned long long)itsme_record_name_size(), (unsigned long long)ITSME_RECORD_NAME_SIZE);
+}
+
+/* itsme_photo_filename_max_bytes */
+static void run_itsme_photo_filename_max_bytes(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_photo_filename_max_bytes() != (unsigned long long)ITSME_PHOTO_FILENAME_MAX_BYTES)
+        ct_fail("returns %llu, ITSME_PHOTO_FILENAME_MAX_BYTES is %llu", (unsigned long long)itsme_photo_filename_max_bytes(), (unsigned long long)ITSME_PHOTO_FILENAME_MAX_BYTES);
+}
+
+/* itsme_credential_id_bytes */
+static void run_itsme_credential_id_bytes(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_credential_id_bytes() != (unsigned long long)ITSME_CREDENTIAL_ID_BYTES)
+        ct_fail("returns %llu, ITSME_CREDENTIAL_ID_BYTES is %llu", (unsigned long long)itsme_credential_id_bytes(), (unsigned long long)ITSME_CREDENTIAL_ID_BYTES);
+}
+
+/* itsme_service_id_max_bytes */
+static void run_itsme_service_id_max_bytes(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_service_id_max_bytes() != (unsigned long long)ITSME_SERVICE_ID_MAX_BYTES)
+        ct_fail("returns %llu, ITSME_SERVICE_ID_MAX_BYTES is %llu", (unsigned long long)itsme_service_id_max_bytes(), (unsigned long long)ITSME_SERVICE_ID_MAX_BYTES);
+}
+
+/* itsme_session_id_max_bytes */
+static void run_itsme_session_id_max_bytes(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_session_id_max_bytes() != (unsigned long long)ITSME_SESSION_ID_MAX_BYTES)
+        ct_fail("returns %llu, ITSME_SESSION_ID_MAX_BYTES is %llu", (unsigned long long)itsme_session_id_max_bytes(), (unsigned long long)ITSME_SESSION_ID_MAX_BYTES);
+}
+
+/* itsme_otp_size */
+static void run_itsme_otp_size(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_otp_size() != (unsigned long long)ITSME_OTP_SIZE)
+        ct_fail("returns %llu, ITSME_OTP_SIZE is %llu", (unsigned long long)itsme_otp_size(), (unsigned long long)ITSME_OTP_SIZE);
+}
+
+/* itsme_scopes_max */
+static void run_itsme_scopes_max(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_scopes_max() != (unsigned long long)ITSME_SCOPES_MAX)
+        ct_fail("returns %llu, ITSME_SCOPES_MAX is %llu", (unsigned long long)itsme_scopes_max(), (unsigned long long)ITSME_SCOPES_MAX);
+}
+
+/* itsme_scope_max_bytes */
+static void run_itsme_scope_max_bytes(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_scope_max_bytes() != (unsigned long long)ITSME_SCOPE_MAX_BYTES)
+        ct_fail("returns %llu, ITSME_SCOPE_MAX_BYTES is %llu", (unsigned long long)itsme_scope_max_bytes(), (unsigned long long)ITSME_SCOPE_MAX_BYTES);
+}
+
+/* itsme_scopes_text_size */
+static void run_itsme_scopes_text_size(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_scopes_text_size() != (unsigned long long)ITSME_SCOPES_TEXT_SIZE)
+        ct_fail("returns %llu, ITSME_SCOPES_TEXT_SIZE is %llu", (unsigned long long)itsme_scopes_text_size(), (unsigned long long)ITSME_SCOPES_TEXT_SIZE);
+}
+
+/* itsme_enrollment_max */
+static void run_itsme_enrollment_max(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_enrollment_max() != (unsigned long long)ITSME_ENROLLMENT_MAX)
+        ct_fail("returns %llu, ITSME_ENROLLMENT_MAX is %llu", (unsigned long long)itsme_enrollment_max(), (unsigned long long)ITSME_ENROLLMENT_MAX);
+}
+
+/* itsme_approval_request_max */
+static void run_itsme_approval_request_max(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_approval_request_max() != (unsigned long long)ITSME_APPROVAL_REQUEST_MAX)
+        ct_fail("returns %llu, ITSME_APPROVAL_REQUEST_MAX is %llu", (unsigned long long)itsme_approval_request_max(), (unsigned long long)ITSME_APPROVAL_REQUEST_MAX);
+}
+
+/* itsme_approval_max */
+static void run_itsme_approval_max(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_approval_max() != (unsigned long long)ITSME_APPROVAL_MAX)
+        ct_fail("returns %llu, ITSME_APPROVAL_MAX is %llu", (unsigned long long)itsme_approval_max(), (unsigned long long)ITSME_APPROVAL_MAX);
+}
+
+/* itsme_approval_lifetime_max */
+static void run_itsme_approval_lifetime_max(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_approval_lifetime_max() != (unsigned long long)ITSME_APPROVAL_LIFETIME_MAX)
+        ct_fail("returns %llu, ITSME_APPROVAL_LIFETIME_MAX is %llu", (unsigned long long)itsme_approval_lifetime_max(), (unsigned long long)ITSME_APPROVAL_LIFETIME_MAX);
+}
+
 static const struct ct_entry ct_entries[] = {
     {"itsme_init", "itsme_init: succeeds again once initialised", run_itsme_init, {3, CT_SUCCESS, -1}},
     {"itsme_last_error", "itsme_last_error: buf NULL", run_itsme_last_error, {4, CT_NULL, 0}},
@@ -6904,1144 +7388,1475 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_last_error", "itsme_last_error: buf size query", run_itsme_last_error, {4, CT_SIZE_QUERY, 0}},
     {"itsme_last_error", "itsme_last_error: buf cap - 1", run_itsme_last_error, {4, CT_SHORT, 0}},
     {"itsme_last_error", "itsme_last_error: success with the exact cap", run_itsme_last_error, {4, CT_SUCCESS, -1}},
-    {"itsme_fingerprint_from_public_key", "itsme_fingerprint_from_public_key: before itsme_init", run_itsme_fingerprint_from_public_key, {8, CT_BEFORE_INIT, -1}},
-    {"itsme_fingerprint_from_public_key", "itsme_fingerprint_from_public_key: public_key NULL", run_itsme_fingerprint_from_public_key, {8, CT_NULL, 0}},
-    {"itsme_fingerprint_from_public_key", "itsme_fingerprint_from_public_key: out NULL", run_itsme_fingerprint_from_public_key, {8, CT_NULL, 2}},
-    {"itsme_fingerprint_from_public_key", "itsme_fingerprint_from_public_key: out_len NULL", run_itsme_fingerprint_from_public_key, {8, CT_NULL, 4}},
-    {"itsme_fingerprint_from_public_key", "itsme_fingerprint_from_public_key: out size query", run_itsme_fingerprint_from_public_key, {8, CT_SIZE_QUERY, 2}},
-    {"itsme_fingerprint_from_public_key", "itsme_fingerprint_from_public_key: out cap - 1", run_itsme_fingerprint_from_public_key, {8, CT_SHORT, 2}},
-    {"itsme_fingerprint_from_public_key", "itsme_fingerprint_from_public_key: success with the exact cap", run_itsme_fingerprint_from_public_key, {8, CT_SUCCESS, -1}},
-    {"itsme_secret_store_new_callbacks", "itsme_secret_store_new_callbacks: before itsme_init", run_itsme_secret_store_new_callbacks, {9, CT_BEFORE_INIT, -1}},
-    {"itsme_secret_store_new_callbacks", "itsme_secret_store_new_callbacks: callbacks NULL", run_itsme_secret_store_new_callbacks, {9, CT_NULL, 0}},
-    {"itsme_secret_store_new_callbacks", "itsme_secret_store_new_callbacks: out NULL", run_itsme_secret_store_new_callbacks, {9, CT_NULL, 1}},
-    {"itsme_secret_store_new_callbacks", "itsme_secret_store_new_callbacks: success", run_itsme_secret_store_new_callbacks, {9, CT_SUCCESS, -1}},
-    {"itsme_secret_store_new_memory", "itsme_secret_store_new_memory: before itsme_init", run_itsme_secret_store_new_memory, {10, CT_BEFORE_INIT, -1}},
-    {"itsme_secret_store_new_memory", "itsme_secret_store_new_memory: out NULL", run_itsme_secret_store_new_memory, {10, CT_NULL, 0}},
-    {"itsme_secret_store_new_memory", "itsme_secret_store_new_memory: success", run_itsme_secret_store_new_memory, {10, CT_SUCCESS, -1}},
-    {"itsme_secret_store_open_file", "itsme_secret_store_open_file: before itsme_init", run_itsme_secret_store_open_file, {11, CT_BEFORE_INIT, -1}},
-    {"itsme_secret_store_open_file", "itsme_secret_store_open_file: directory NULL", run_itsme_secret_store_open_file, {11, CT_NULL, 0}},
-    {"itsme_secret_store_open_file", "itsme_secret_store_open_file: out NULL", run_itsme_secret_store_open_file, {11, CT_NULL, 1}},
-    {"itsme_secret_store_open_file", "itsme_secret_store_open_file: directory not UTF-8", run_itsme_secret_store_open_file, {11, CT_BAD_UTF8, 0}},
-    {"itsme_secret_store_open_file", "itsme_secret_store_open_file: directory longer than ITSME_TEXT_MAX", run_itsme_secret_store_open_file, {11, CT_LONG_TEXT, 0}},
-    {"itsme_secret_store_open_file", "itsme_secret_store_open_file: success", run_itsme_secret_store_open_file, {11, CT_SUCCESS, -1}},
-    {"itsme_secret_store_last_error", "itsme_secret_store_last_error: store NULL", run_itsme_secret_store_last_error, {13, CT_NULL, 0}},
-    {"itsme_secret_store_last_error", "itsme_secret_store_last_error: buf NULL", run_itsme_secret_store_last_error, {13, CT_NULL, 1}},
-    {"itsme_secret_store_last_error", "itsme_secret_store_last_error: out_len NULL", run_itsme_secret_store_last_error, {13, CT_NULL, 3}},
-    {"itsme_secret_store_last_error", "itsme_secret_store_last_error: buf size query", run_itsme_secret_store_last_error, {13, CT_SIZE_QUERY, 1}},
-    {"itsme_secret_store_last_error", "itsme_secret_store_last_error: buf cap - 1", run_itsme_secret_store_last_error, {13, CT_SHORT, 1}},
-    {"itsme_secret_store_last_error", "itsme_secret_store_last_error: success with the exact cap", run_itsme_secret_store_last_error, {13, CT_SUCCESS, -1}},
-    {"itsme_identity_create", "itsme_identity_create: before itsme_init", run_itsme_identity_create, {14, CT_BEFORE_INIT, -1}},
-    {"itsme_identity_create", "itsme_identity_create: store NULL", run_itsme_identity_create, {14, CT_NULL, 0}},
-    {"itsme_identity_create", "itsme_identity_create: name NULL", run_itsme_identity_create, {14, CT_NULL, 1}},
-    {"itsme_identity_create", "itsme_identity_create: out NULL", run_itsme_identity_create, {14, CT_NULL, 2}},
-    {"itsme_identity_create", "itsme_identity_create: name not UTF-8", run_itsme_identity_create, {14, CT_BAD_UTF8, 1}},
-    {"itsme_identity_create", "itsme_identity_create: name longer than ITSME_TEXT_MAX", run_itsme_identity_create, {14, CT_LONG_TEXT, 1}},
-    {"itsme_identity_create", "itsme_identity_create: success", run_itsme_identity_create, {14, CT_SUCCESS, -1}},
-    {"itsme_identity_load", "itsme_identity_load: before itsme_init", run_itsme_identity_load, {15, CT_BEFORE_INIT, -1}},
-    {"itsme_identity_load", "itsme_identity_load: store NULL", run_itsme_identity_load, {15, CT_NULL, 0}},
-    {"itsme_identity_load", "itsme_identity_load: out NULL", run_itsme_identity_load, {15, CT_NULL, 1}},
-    {"itsme_identity_load", "itsme_identity_load: success", run_itsme_identity_load, {15, CT_SUCCESS, -1}},
-    {"itsme_identity_last_error", "itsme_identity_last_error: identity NULL", run_itsme_identity_last_error, {17, CT_NULL, 0}},
-    {"itsme_identity_last_error", "itsme_identity_last_error: buf NULL", run_itsme_identity_last_error, {17, CT_NULL, 1}},
-    {"itsme_identity_last_error", "itsme_identity_last_error: out_len NULL", run_itsme_identity_last_error, {17, CT_NULL, 3}},
-    {"itsme_identity_last_error", "itsme_identity_last_error: buf size query", run_itsme_identity_last_error, {17, CT_SIZE_QUERY, 1}},
-    {"itsme_identity_last_error", "itsme_identity_last_error: buf cap - 1", run_itsme_identity_last_error, {17, CT_SHORT, 1}},
-    {"itsme_identity_last_error", "itsme_identity_last_error: success with the exact cap", run_itsme_identity_last_error, {17, CT_SUCCESS, -1}},
-    {"itsme_identity_fingerprint", "itsme_identity_fingerprint: before itsme_init", run_itsme_identity_fingerprint, {18, CT_BEFORE_INIT, -1}},
-    {"itsme_identity_fingerprint", "itsme_identity_fingerprint: identity NULL", run_itsme_identity_fingerprint, {18, CT_NULL, 0}},
-    {"itsme_identity_fingerprint", "itsme_identity_fingerprint: out NULL", run_itsme_identity_fingerprint, {18, CT_NULL, 1}},
-    {"itsme_identity_fingerprint", "itsme_identity_fingerprint: out_len NULL", run_itsme_identity_fingerprint, {18, CT_NULL, 3}},
-    {"itsme_identity_fingerprint", "itsme_identity_fingerprint: out size query", run_itsme_identity_fingerprint, {18, CT_SIZE_QUERY, 1}},
-    {"itsme_identity_fingerprint", "itsme_identity_fingerprint: out cap - 1", run_itsme_identity_fingerprint, {18, CT_SHORT, 1}},
-    {"itsme_identity_fingerprint", "itsme_identity_fingerprint: success with the exact cap", run_itsme_identity_fingerprint, {18, CT_SUCCESS, -1}},
-    {"itsme_identity_public_key", "itsme_identity_public_key: before itsme_init", run_itsme_identity_public_key, {19, CT_BEFORE_INIT, -1}},
-    {"itsme_identity_public_key", "itsme_identity_public_key: identity NULL", run_itsme_identity_public_key, {19, CT_NULL, 0}},
-    {"itsme_identity_public_key", "itsme_identity_public_key: out NULL", run_itsme_identity_public_key, {19, CT_NULL, 1}},
-    {"itsme_identity_public_key", "itsme_identity_public_key: out_len NULL", run_itsme_identity_public_key, {19, CT_NULL, 3}},
-    {"itsme_identity_public_key", "itsme_identity_public_key: out size query", run_itsme_identity_public_key, {19, CT_SIZE_QUERY, 1}},
-    {"itsme_identity_public_key", "itsme_identity_public_key: out cap - 1", run_itsme_identity_public_key, {19, CT_SHORT, 1}},
-    {"itsme_identity_public_key", "itsme_identity_public_key: success with the exact cap", run_itsme_identity_public_key, {19, CT_SUCCESS, -1}},
-    {"itsme_identity_name", "itsme_identity_name: before itsme_init", run_itsme_identity_name, {20, CT_BEFORE_INIT, -1}},
-    {"itsme_identity_name", "itsme_identity_name: identity NULL", run_itsme_identity_name, {20, CT_NULL, 0}},
-    {"itsme_identity_name", "itsme_identity_name: out NULL", run_itsme_identity_name, {20, CT_NULL, 1}},
-    {"itsme_identity_name", "itsme_identity_name: out_len NULL", run_itsme_identity_name, {20, CT_NULL, 3}},
-    {"itsme_identity_name", "itsme_identity_name: out size query", run_itsme_identity_name, {20, CT_SIZE_QUERY, 1}},
-    {"itsme_identity_name", "itsme_identity_name: out cap - 1", run_itsme_identity_name, {20, CT_SHORT, 1}},
-    {"itsme_identity_name", "itsme_identity_name: success with the exact cap", run_itsme_identity_name, {20, CT_SUCCESS, -1}},
-    {"itsme_identity_set_name", "itsme_identity_set_name: before itsme_init", run_itsme_identity_set_name, {21, CT_BEFORE_INIT, -1}},
-    {"itsme_identity_set_name", "itsme_identity_set_name: identity NULL", run_itsme_identity_set_name, {21, CT_NULL, 0}},
-    {"itsme_identity_set_name", "itsme_identity_set_name: name NULL", run_itsme_identity_set_name, {21, CT_NULL, 1}},
-    {"itsme_identity_set_name", "itsme_identity_set_name: name not UTF-8", run_itsme_identity_set_name, {21, CT_BAD_UTF8, 1}},
-    {"itsme_identity_set_name", "itsme_identity_set_name: name longer than ITSME_TEXT_MAX", run_itsme_identity_set_name, {21, CT_LONG_TEXT, 1}},
-    {"itsme_identity_set_name", "itsme_identity_set_name: success", run_itsme_identity_set_name, {21, CT_SUCCESS, -1}},
-    {"itsme_pin_is_set", "itsme_pin_is_set: before itsme_init", run_itsme_pin_is_set, {22, CT_BEFORE_INIT, -1}},
-    {"itsme_pin_is_set", "itsme_pin_is_set: identity NULL", run_itsme_pin_is_set, {22, CT_NULL, 0}},
-    {"itsme_pin_is_set", "itsme_pin_is_set: out_is_set NULL", run_itsme_pin_is_set, {22, CT_NULL, 1}},
-    {"itsme_pin_is_set", "itsme_pin_is_set: success", run_itsme_pin_is_set, {22, CT_SUCCESS, -1}},
-    {"itsme_pin_set", "itsme_pin_set: before itsme_init", run_itsme_pin_set, {23, CT_BEFORE_INIT, -1}},
-    {"itsme_pin_set", "itsme_pin_set: identity NULL", run_itsme_pin_set, {23, CT_NULL, 0}},
-    {"itsme_pin_set", "itsme_pin_set: pin NULL", run_itsme_pin_set, {23, CT_NULL, 1}},
-    {"itsme_pin_set", "itsme_pin_set: pin not UTF-8", run_itsme_pin_set, {23, CT_BAD_UTF8, 1}},
-    {"itsme_pin_set", "itsme_pin_set: pin longer than ITSME_TEXT_MAX", run_itsme_pin_set, {23, CT_LONG_TEXT, 1}},
-    {"itsme_pin_set", "itsme_pin_set: success", run_itsme_pin_set, {23, CT_SUCCESS, -1}},
-    {"itsme_pin_verify", "itsme_pin_verify: before itsme_init", run_itsme_pin_verify, {24, CT_BEFORE_INIT, -1}},
-    {"itsme_pin_verify", "itsme_pin_verify: identity NULL", run_itsme_pin_verify, {24, CT_NULL, 0}},
-    {"itsme_pin_verify", "itsme_pin_verify: pin NULL", run_itsme_pin_verify, {24, CT_NULL, 1}},
-    {"itsme_pin_verify", "itsme_pin_verify: pin not UTF-8", run_itsme_pin_verify, {24, CT_BAD_UTF8, 1}},
-    {"itsme_pin_verify", "itsme_pin_verify: pin longer than ITSME_TEXT_MAX", run_itsme_pin_verify, {24, CT_LONG_TEXT, 1}},
-    {"itsme_pin_verify", "itsme_pin_verify: now below 0", run_itsme_pin_verify, {24, CT_TIME_NEGATIVE, 2}},
-    {"itsme_pin_verify", "itsme_pin_verify: now after 9999", run_itsme_pin_verify, {24, CT_TIME_AFTER_9999, 2}},
-    {"itsme_pin_verify", "itsme_pin_verify: success", run_itsme_pin_verify, {24, CT_SUCCESS, -1}},
-    {"itsme_pin_change", "itsme_pin_change: before itsme_init", run_itsme_pin_change, {25, CT_BEFORE_INIT, -1}},
-    {"itsme_pin_change", "itsme_pin_change: identity NULL", run_itsme_pin_change, {25, CT_NULL, 0}},
-    {"itsme_pin_change", "itsme_pin_change: old_pin NULL", run_itsme_pin_change, {25, CT_NULL, 1}},
-    {"itsme_pin_change", "itsme_pin_change: new_pin NULL", run_itsme_pin_change, {25, CT_NULL, 2}},
-    {"itsme_pin_status", "itsme_pin_status: before itsme_init", run_itsme_pin_status, {26, CT_BEFORE_INIT, -1}},
-    {"itsme_pin_status", "itsme_pin_status: identity NULL", run_itsme_pin_status, {26, CT_NULL, 0}},
-    {"itsme_pin_status", "itsme_pin_status: out_failures NULL", run_itsme_pin_status, {26, CT_NULL, 2}},
-    {"itsme_pin_status", "itsme_pin_status: out_wait_seconds NULL", run_itsme_pin_status, {26, CT_NULL, 3}},
-    {"itsme_pin_status", "itsme_pin_status: now below 0", run_itsme_pin_status, {26, CT_TIME_NEGATIVE, 1}},
-    {"itsme_pin_status", "itsme_pin_status: now after 9999", run_itsme_pin_status, {26, CT_TIME_AFTER_9999, 1}},
-    {"itsme_pin_status", "itsme_pin_status: success", run_itsme_pin_status, {26, CT_SUCCESS, -1}},
-    {"itsme_store_open", "itsme_store_open: before itsme_init", run_itsme_store_open, {27, CT_BEFORE_INIT, -1}},
-    {"itsme_store_open", "itsme_store_open: identity NULL", run_itsme_store_open, {27, CT_NULL, 0}},
-    {"itsme_store_open", "itsme_store_open: path NULL", run_itsme_store_open, {27, CT_NULL, 1}},
-    {"itsme_store_open", "itsme_store_open: out NULL", run_itsme_store_open, {27, CT_NULL, 2}},
-    {"itsme_store_open", "itsme_store_open: path not UTF-8", run_itsme_store_open, {27, CT_BAD_UTF8, 1}},
-    {"itsme_store_open", "itsme_store_open: path longer than ITSME_TEXT_MAX", run_itsme_store_open, {27, CT_LONG_TEXT, 1}},
-    {"itsme_store_open", "itsme_store_open: success", run_itsme_store_open, {27, CT_SUCCESS, -1}},
-    {"itsme_store_accept_loss", "itsme_store_accept_loss: before itsme_init", run_itsme_store_accept_loss, {28, CT_BEFORE_INIT, -1}},
-    {"itsme_store_accept_loss", "itsme_store_accept_loss: identity NULL", run_itsme_store_accept_loss, {28, CT_NULL, 0}},
-    {"itsme_store_accept_loss", "itsme_store_accept_loss: path NULL", run_itsme_store_accept_loss, {28, CT_NULL, 1}},
-    {"itsme_store_accept_loss", "itsme_store_accept_loss: out_loss NULL", run_itsme_store_accept_loss, {28, CT_NULL, 2}},
-    {"itsme_store_accept_loss", "itsme_store_accept_loss: path not UTF-8", run_itsme_store_accept_loss, {28, CT_BAD_UTF8, 1}},
-    {"itsme_store_accept_loss", "itsme_store_accept_loss: path longer than ITSME_TEXT_MAX", run_itsme_store_accept_loss, {28, CT_LONG_TEXT, 1}},
-    {"itsme_store_accept_loss", "itsme_store_accept_loss: success", run_itsme_store_accept_loss, {28, CT_SUCCESS, -1}},
-    {"itsme_store_last_error", "itsme_store_last_error: store NULL", run_itsme_store_last_error, {31, CT_NULL, 0}},
-    {"itsme_store_last_error", "itsme_store_last_error: buf NULL", run_itsme_store_last_error, {31, CT_NULL, 1}},
-    {"itsme_store_last_error", "itsme_store_last_error: out_len NULL", run_itsme_store_last_error, {31, CT_NULL, 3}},
-    {"itsme_store_last_error", "itsme_store_last_error: buf size query", run_itsme_store_last_error, {31, CT_SIZE_QUERY, 1}},
-    {"itsme_store_last_error", "itsme_store_last_error: buf cap - 1", run_itsme_store_last_error, {31, CT_SHORT, 1}},
-    {"itsme_store_last_error", "itsme_store_last_error: success with the exact cap", run_itsme_store_last_error, {31, CT_SUCCESS, -1}},
-    {"itsme_store_add", "itsme_store_add: before itsme_init", run_itsme_store_add, {32, CT_BEFORE_INIT, -1}},
-    {"itsme_store_add", "itsme_store_add: store NULL", run_itsme_store_add, {32, CT_NULL, 0}},
-    {"itsme_store_add", "itsme_store_add: name NULL", run_itsme_store_add, {32, CT_NULL, 1}},
-    {"itsme_store_add", "itsme_store_add: public_key NULL", run_itsme_store_add, {32, CT_NULL, 2}},
-    {"itsme_store_add", "itsme_store_add: seed NULL", run_itsme_store_add, {32, CT_NULL, 4}},
-    {"itsme_store_add", "itsme_store_add: out_id NULL", run_itsme_store_add, {32, CT_NULL, 8}},
-    {"itsme_store_add", "itsme_store_add: name not UTF-8", run_itsme_store_add, {32, CT_BAD_UTF8, 1}},
-    {"itsme_store_add", "itsme_store_add: name longer than ITSME_TEXT_MAX", run_itsme_store_add, {32, CT_LONG_TEXT, 1}},
-    {"itsme_store_add", "itsme_store_add: now below 0", run_itsme_store_add, {32, CT_TIME_NEGATIVE, 7}},
-    {"itsme_store_add", "itsme_store_add: now after 9999", run_itsme_store_add, {32, CT_TIME_AFTER_9999, 7}},
-    {"itsme_store_add", "itsme_store_add: success", run_itsme_store_add, {32, CT_SUCCESS, -1}},
-    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: before itsme_init", run_itsme_store_add_unauthenticated, {33, CT_BEFORE_INIT, -1}},
-    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: store NULL", run_itsme_store_add_unauthenticated, {33, CT_NULL, 0}},
-    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: name NULL", run_itsme_store_add_unauthenticated, {33, CT_NULL, 1}},
-    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: fingerprint NULL", run_itsme_store_add_unauthenticated, {33, CT_NULL, 2}},
-    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: seed NULL", run_itsme_store_add_unauthenticated, {33, CT_NULL, 3}},
-    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: out_id NULL", run_itsme_store_add_unauthenticated, {33, CT_NULL, 7}},
-    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: name not UTF-8", run_itsme_store_add_unauthenticated, {33, CT_BAD_UTF8, 1}},
-    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: name longer than ITSME_TEXT_MAX", run_itsme_store_add_unauthenticated, {33, CT_LONG_TEXT, 1}},
-    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: fingerprint not UTF-8", run_itsme_store_add_unauthenticated, {33, CT_BAD_UTF8, 2}},
-    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: fingerprint longer than ITSME_TEXT_MAX", run_itsme_store_add_unauthenticated, {33, CT_LONG_TEXT, 2}},
-    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: now below 0", run_itsme_store_add_unauthenticated, {33, CT_TIME_NEGATIVE, 6}},
-    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: now after 9999", run_itsme_store_add_unauthenticated, {33, CT_TIME_AFTER_9999, 6}},
-    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: success", run_itsme_store_add_unauthenticated, {33, CT_SUCCESS, -1}},
-    {"itsme_store_get", "itsme_store_get: before itsme_init", run_itsme_store_get, {34, CT_BEFORE_INIT, -1}},
-    {"itsme_store_get", "itsme_store_get: store NULL", run_itsme_store_get, {34, CT_NULL, 0}},
-    {"itsme_store_get", "itsme_store_get: out NULL", run_itsme_store_get, {34, CT_NULL, 2}},
-    {"itsme_store_get", "itsme_store_get: success", run_itsme_store_get, {34, CT_SUCCESS, -1}},
-    {"itsme_store_get_by_key", "itsme_store_get_by_key: before itsme_init", run_itsme_store_get_by_key, {35, CT_BEFORE_INIT, -1}},
-    {"itsme_store_get_by_key", "itsme_store_get_by_key: store NULL", run_itsme_store_get_by_key, {35, CT_NULL, 0}},
-    {"itsme_store_get_by_key", "itsme_store_get_by_key: public_key NULL", run_itsme_store_get_by_key, {35, CT_NULL, 1}},
-    {"itsme_store_get_by_key", "itsme_store_get_by_key: out NULL", run_itsme_store_get_by_key, {35, CT_NULL, 3}},
-    {"itsme_store_get_by_key", "itsme_store_get_by_key: success", run_itsme_store_get_by_key, {35, CT_SUCCESS, -1}},
-    {"itsme_store_find_fingerprint", "itsme_store_find_fingerprint: before itsme_init", run_itsme_store_find_fingerprint, {36, CT_BEFORE_INIT, -1}},
-    {"itsme_store_find_fingerprint", "itsme_store_find_fingerprint: store NULL", run_itsme_store_find_fingerprint, {36, CT_NULL, 0}},
-    {"itsme_store_find_fingerprint", "itsme_store_find_fingerprint: fingerprint NULL", run_itsme_store_find_fingerprint, {36, CT_NULL, 1}},
-    {"itsme_store_find_fingerprint", "itsme_store_find_fingerprint: out NULL", run_itsme_store_find_fingerprint, {36, CT_NULL, 2}},
-    {"itsme_store_find_fingerprint", "itsme_store_find_fingerprint: fingerprint not UTF-8", run_itsme_store_find_fingerprint, {36, CT_BAD_UTF8, 1}},
-    {"itsme_store_find_fingerprint", "itsme_store_find_fingerprint: fingerprint longer than ITSME_TEXT_MAX", run_itsme_store_find_fingerprint, {36, CT_LONG_TEXT, 1}},
-    {"itsme_store_find_fingerprint", "itsme_store_find_fingerprint: success", run_itsme_store_find_fingerprint, {36, CT_SUCCESS, -1}},
-    {"itsme_store_list", "itsme_store_list: before itsme_init", run_itsme_store_list, {37, CT_BEFORE_INIT, -1}},
-    {"itsme_store_list", "itsme_store_list: store NULL", run_itsme_store_list, {37, CT_NULL, 0}},
-    {"itsme_store_list", "itsme_store_list: out NULL", run_itsme_store_list, {37, CT_NULL, 3}},
-    {"itsme_store_list", "itsme_store_list: success", run_itsme_store_list, {37, CT_SUCCESS, -1}},
-    {"itsme_store_count", "itsme_store_count: before itsme_init", run_itsme_store_count, {38, CT_BEFORE_INIT, -1}},
-    {"itsme_store_count", "itsme_store_count: store NULL", run_itsme_store_count, {38, CT_NULL, 0}},
-    {"itsme_store_count", "itsme_store_count: out_count NULL", run_itsme_store_count, {38, CT_NULL, 1}},
-    {"itsme_store_count", "itsme_store_count: success", run_itsme_store_count, {38, CT_SUCCESS, -1}},
-    {"itsme_store_expire_awaiting", "itsme_store_expire_awaiting: before itsme_init", run_itsme_store_expire_awaiting, {39, CT_BEFORE_INIT, -1}},
-    {"itsme_store_expire_awaiting", "itsme_store_expire_awaiting: store NULL", run_itsme_store_expire_awaiting, {39, CT_NULL, 0}},
-    {"itsme_store_expire_awaiting", "itsme_store_expire_awaiting: out_deleted NULL", run_itsme_store_expire_awaiting, {39, CT_NULL, 2}},
-    {"itsme_store_expire_awaiting", "itsme_store_expire_awaiting: now below 0", run_itsme_store_expire_awaiting, {39, CT_TIME_NEGATIVE, 1}},
-    {"itsme_store_expire_awaiting", "itsme_store_expire_awaiting: now after 9999", run_itsme_store_expire_awaiting, {39, CT_TIME_AFTER_9999, 1}},
-    {"itsme_store_expire_awaiting", "itsme_store_expire_awaiting: success", run_itsme_store_expire_awaiting, {39, CT_SUCCESS, -1}},
-    {"itsme_store_set_name", "itsme_store_set_name: before itsme_init", run_itsme_store_set_name, {40, CT_BEFORE_INIT, -1}},
-    {"itsme_store_set_name", "itsme_store_set_name: store NULL", run_itsme_store_set_name, {40, CT_NULL, 0}},
-    {"itsme_store_set_name", "itsme_store_set_name: name NULL", run_itsme_store_set_name, {40, CT_NULL, 2}},
-    {"itsme_store_set_name", "itsme_store_set_name: name not UTF-8", run_itsme_store_set_name, {40, CT_BAD_UTF8, 2}},
-    {"itsme_store_set_name", "itsme_store_set_name: name longer than ITSME_TEXT_MAX", run_itsme_store_set_name, {40, CT_LONG_TEXT, 2}},
-    {"itsme_store_set_name", "itsme_store_set_name: success", run_itsme_store_set_name, {40, CT_SUCCESS, -1}},
-    {"itsme_store_set_note", "itsme_store_set_note: before itsme_init", run_itsme_store_set_note, {41, CT_BEFORE_INIT, -1}},
-    {"itsme_store_set_note", "itsme_store_set_note: store NULL", run_itsme_store_set_note, {41, CT_NULL, 0}},
-    {"itsme_store_set_note", "itsme_store_set_note: note NULL", run_itsme_store_set_note, {41, CT_NULL, 2}},
-    {"itsme_store_set_note", "itsme_store_set_note: note not UTF-8", run_itsme_store_set_note, {41, CT_BAD_UTF8, 2}},
-    {"itsme_store_set_note", "itsme_store_set_note: note longer than ITSME_TEXT_MAX", run_itsme_store_set_note, {41, CT_LONG_TEXT, 2}},
-    {"itsme_store_set_note", "itsme_store_set_note: success", run_itsme_store_set_note, {41, CT_SUCCESS, -1}},
-    {"itsme_store_set_state", "itsme_store_set_state: before itsme_init", run_itsme_store_set_state, {42, CT_BEFORE_INIT, -1}},
-    {"itsme_store_set_state", "itsme_store_set_state: store NULL", run_itsme_store_set_state, {42, CT_NULL, 0}},
-    {"itsme_store_use_window", "itsme_store_use_window: before itsme_init", run_itsme_store_use_window, {43, CT_BEFORE_INIT, -1}},
-    {"itsme_store_use_window", "itsme_store_use_window: store NULL", run_itsme_store_use_window, {43, CT_NULL, 0}},
-    {"itsme_store_delete", "itsme_store_delete: before itsme_init", run_itsme_store_delete, {44, CT_BEFORE_INIT, -1}},
-    {"itsme_store_delete", "itsme_store_delete: store NULL", run_itsme_store_delete, {44, CT_NULL, 0}},
-    {"itsme_store_backup", "itsme_store_backup: before itsme_init", run_itsme_store_backup, {45, CT_BEFORE_INIT, -1}},
-    {"itsme_store_backup", "itsme_store_backup: store NULL", run_itsme_store_backup, {45, CT_NULL, 0}},
-    {"itsme_store_backup", "itsme_store_backup: path NULL", run_itsme_store_backup, {45, CT_NULL, 1}},
-    {"itsme_store_backup", "itsme_store_backup: path not UTF-8", run_itsme_store_backup, {45, CT_BAD_UTF8, 1}},
-    {"itsme_store_backup", "itsme_store_backup: path longer than ITSME_TEXT_MAX", run_itsme_store_backup, {45, CT_LONG_TEXT, 1}},
-    {"itsme_store_backup", "itsme_store_backup: success", run_itsme_store_backup, {45, CT_SUCCESS, -1}},
-    {"itsme_contact_id", "itsme_contact_id: before itsme_init", run_itsme_contact_id, {47, CT_BEFORE_INIT, -1}},
-    {"itsme_contact_id", "itsme_contact_id: contact NULL", run_itsme_contact_id, {47, CT_NULL, 0}},
-    {"itsme_contact_id", "itsme_contact_id: out_id NULL", run_itsme_contact_id, {47, CT_NULL, 1}},
-    {"itsme_contact_id", "itsme_contact_id: success", run_itsme_contact_id, {47, CT_SUCCESS, -1}},
-    {"itsme_contact_name", "itsme_contact_name: before itsme_init", run_itsme_contact_name, {48, CT_BEFORE_INIT, -1}},
-    {"itsme_contact_name", "itsme_contact_name: contact NULL", run_itsme_contact_name, {48, CT_NULL, 0}},
-    {"itsme_contact_name", "itsme_contact_name: out NULL", run_itsme_contact_name, {48, CT_NULL, 1}},
-    {"itsme_contact_name", "itsme_contact_name: out_len NULL", run_itsme_contact_name, {48, CT_NULL, 3}},
-    {"itsme_contact_name", "itsme_contact_name: out size query", run_itsme_contact_name, {48, CT_SIZE_QUERY, 1}},
-    {"itsme_contact_name", "itsme_contact_name: out cap - 1", run_itsme_contact_name, {48, CT_SHORT, 1}},
-    {"itsme_contact_name", "itsme_contact_name: success with the exact cap", run_itsme_contact_name, {48, CT_SUCCESS, -1}},
-    {"itsme_contact_fingerprint", "itsme_contact_fingerprint: before itsme_init", run_itsme_contact_fingerprint, {49, CT_BEFORE_INIT, -1}},
-    {"itsme_contact_fingerprint", "itsme_contact_fingerprint: contact NULL", run_itsme_contact_fingerprint, {49, CT_NULL, 0}},
-    {"itsme_contact_fingerprint", "itsme_contact_fingerprint: out NULL", run_itsme_contact_fingerprint, {49, CT_NULL, 1}},
-    {"itsme_contact_fingerprint", "itsme_contact_fingerprint: out_len NULL", run_itsme_contact_fingerprint, {49, CT_NULL, 3}},
-    {"itsme_contact_fingerprint", "itsme_contact_fingerprint: out size query", run_itsme_contact_fingerprint, {49, CT_SIZE_QUERY, 1}},
-    {"itsme_contact_fingerprint", "itsme_contact_fingerprint: out cap - 1", run_itsme_contact_fingerprint, {49, CT_SHORT, 1}},
-    {"itsme_contact_fingerprint", "itsme_contact_fingerprint: success with the exact cap", run_itsme_contact_fingerprint, {49, CT_SUCCESS, -1}},
-    {"itsme_contact_public_key", "itsme_contact_public_key: before itsme_init", run_itsme_contact_public_key, {50, CT_BEFORE_INIT, -1}},
-    {"itsme_contact_public_key", "itsme_contact_public_key: contact NULL", run_itsme_contact_public_key, {50, CT_NULL, 0}},
-    {"itsme_contact_public_key", "itsme_contact_public_key: out NULL", run_itsme_contact_public_key, {50, CT_NULL, 1}},
-    {"itsme_contact_public_key", "itsme_contact_public_key: out_len NULL", run_itsme_contact_public_key, {50, CT_NULL, 3}},
-    {"itsme_contact_public_key", "itsme_contact_public_key: out size query", run_itsme_contact_public_key, {50, CT_SIZE_QUERY, 1}},
-    {"itsme_contact_public_key", "itsme_contact_public_key: out cap - 1", run_itsme_contact_public_key, {50, CT_SHORT, 1}},
-    {"itsme_contact_public_key", "itsme_contact_public_key: success with the exact cap", run_itsme_contact_public_key, {50, CT_SUCCESS, -1}},
-    {"itsme_contact_is_authenticated", "itsme_contact_is_authenticated: before itsme_init", run_itsme_contact_is_authenticated, {51, CT_BEFORE_INIT, -1}},
-    {"itsme_contact_is_authenticated", "itsme_contact_is_authenticated: contact NULL", run_itsme_contact_is_authenticated, {51, CT_NULL, 0}},
-    {"itsme_contact_is_authenticated", "itsme_contact_is_authenticated: out_authenticated NULL", run_itsme_contact_is_authenticated, {51, CT_NULL, 1}},
-    {"itsme_contact_is_authenticated", "itsme_contact_is_authenticated: success", run_itsme_contact_is_authenticated, {51, CT_SUCCESS, -1}},
-    {"itsme_contact_state", "itsme_contact_state: before itsme_init", run_itsme_contact_state, {52, CT_BEFORE_INIT, -1}},
-    {"itsme_contact_state", "itsme_contact_state: contact NULL", run_itsme_contact_state, {52, CT_NULL, 0}},
-    {"itsme_contact_state", "itsme_contact_state: out_state NULL", run_itsme_contact_state, {52, CT_NULL, 1}},
-    {"itsme_contact_state", "itsme_contact_state: out_acknowledged NULL", run_itsme_contact_state, {52, CT_NULL, 2}},
-    {"itsme_contact_state", "itsme_contact_state: success", run_itsme_contact_state, {52, CT_SUCCESS, -1}},
-    {"itsme_contact_exchange_method", "itsme_contact_exchange_method: before itsme_init", run_itsme_contact_exchange_method, {53, CT_BEFORE_INIT, -1}},
-    {"itsme_contact_exchange_method", "itsme_contact_exchange_method: contact NULL", run_itsme_contact_exchange_method, {53, CT_NULL, 0}},
-    {"itsme_contact_exchange_method", "itsme_contact_exchange_method: out_method NULL", run_itsme_contact_exchange_method, {53, CT_NULL, 1}},
-    {"itsme_contact_exchange_method", "itsme_contact_exchange_method: success", run_itsme_contact_exchange_method, {53, CT_SUCCESS, -1}},
-    {"itsme_contact_created_at", "itsme_contact_created_at: before itsme_init", run_itsme_contact_created_at, {54, CT_BEFORE_INIT, -1}},
-    {"itsme_contact_created_at", "itsme_contact_created_at: contact NULL", run_itsme_contact_created_at, {54, CT_NULL, 0}},
-    {"itsme_contact_created_at", "itsme_contact_created_at: out_time NULL", run_itsme_contact_created_at, {54, CT_NULL, 1}},
-    {"itsme_contact_created_at", "itsme_contact_created_at: success", run_itsme_contact_created_at, {54, CT_SUCCESS, -1}},
-    {"itsme_contact_verified_at", "itsme_contact_verified_at: before itsme_init", run_itsme_contact_verified_at, {55, CT_BEFORE_INIT, -1}},
-    {"itsme_contact_verified_at", "itsme_contact_verified_at: contact NULL", run_itsme_contact_verified_at, {55, CT_NULL, 0}},
-    {"itsme_contact_verified_at", "itsme_contact_verified_at: out_time NULL", run_itsme_contact_verified_at, {55, CT_NULL, 1}},
-    {"itsme_contact_verified_at", "itsme_contact_verified_at: success", run_itsme_contact_verified_at, {55, CT_SUCCESS, -1}},
-    {"itsme_contact_last_window", "itsme_contact_last_window: before itsme_init", run_itsme_contact_last_window, {56, CT_BEFORE_INIT, -1}},
-    {"itsme_contact_last_window", "itsme_contact_last_window: contact NULL", run_itsme_contact_last_window, {56, CT_NULL, 0}},
-    {"itsme_contact_last_window", "itsme_contact_last_window: out_window NULL", run_itsme_contact_last_window, {56, CT_NULL, 1}},
-    {"itsme_contact_last_window", "itsme_contact_last_window: success", run_itsme_contact_last_window, {56, CT_SUCCESS, -1}},
-    {"itsme_contact_note", "itsme_contact_note: before itsme_init", run_itsme_contact_note, {57, CT_BEFORE_INIT, -1}},
-    {"itsme_contact_note", "itsme_contact_note: contact NULL", run_itsme_contact_note, {57, CT_NULL, 0}},
-    {"itsme_contact_note", "itsme_contact_note: out NULL", run_itsme_contact_note, {57, CT_NULL, 1}},
-    {"itsme_contact_note", "itsme_contact_note: out_len NULL", run_itsme_contact_note, {57, CT_NULL, 3}},
-    {"itsme_contact_note", "itsme_contact_note: out size query", run_itsme_contact_note, {57, CT_SIZE_QUERY, 1}},
-    {"itsme_contact_note", "itsme_contact_note: out cap - 1", run_itsme_contact_note, {57, CT_SHORT, 1}},
-    {"itsme_contact_note", "itsme_contact_note: success with the exact cap", run_itsme_contact_note, {57, CT_SUCCESS, -1}},
-    {"itsme_contact_list_count", "itsme_contact_list_count: before itsme_init", run_itsme_contact_list_count, {59, CT_BEFORE_INIT, -1}},
-    {"itsme_contact_list_count", "itsme_contact_list_count: list NULL", run_itsme_contact_list_count, {59, CT_NULL, 0}},
-    {"itsme_contact_list_count", "itsme_contact_list_count: out_count NULL", run_itsme_contact_list_count, {59, CT_NULL, 1}},
-    {"itsme_contact_list_count", "itsme_contact_list_count: success", run_itsme_contact_list_count, {59, CT_SUCCESS, -1}},
-    {"itsme_contact_list_get", "itsme_contact_list_get: before itsme_init", run_itsme_contact_list_get, {60, CT_BEFORE_INIT, -1}},
-    {"itsme_contact_list_get", "itsme_contact_list_get: list NULL", run_itsme_contact_list_get, {60, CT_NULL, 0}},
-    {"itsme_contact_list_get", "itsme_contact_list_get: out NULL", run_itsme_contact_list_get, {60, CT_NULL, 2}},
-    {"itsme_contact_list_get", "itsme_contact_list_get: success", run_itsme_contact_list_get, {60, CT_SUCCESS, -1}},
-    {"itsme_random_new_deterministic", "itsme_random_new_deterministic: before itsme_init", run_itsme_random_new_deterministic, {61, CT_BEFORE_INIT, -1}},
-    {"itsme_random_new_deterministic", "itsme_random_new_deterministic: seed NULL", run_itsme_random_new_deterministic, {61, CT_NULL, 0}},
-    {"itsme_random_new_deterministic", "itsme_random_new_deterministic: out NULL", run_itsme_random_new_deterministic, {61, CT_NULL, 2}},
-    {"itsme_random_new_deterministic", "itsme_random_new_deterministic: success", run_itsme_random_new_deterministic, {61, CT_SUCCESS, -1}},
-    {"itsme_identity_create_with_random", "itsme_identity_create_with_random: before itsme_init", run_itsme_identity_create_with_random, {63, CT_BEFORE_INIT, -1}},
-    {"itsme_identity_create_with_random", "itsme_identity_create_with_random: store NULL", run_itsme_identity_create_with_random, {63, CT_NULL, 0}},
-    {"itsme_identity_create_with_random", "itsme_identity_create_with_random: name NULL", run_itsme_identity_create_with_random, {63, CT_NULL, 1}},
-    {"itsme_identity_create_with_random", "itsme_identity_create_with_random: rng NULL", run_itsme_identity_create_with_random, {63, CT_NULL, 2}},
-    {"itsme_identity_create_with_random", "itsme_identity_create_with_random: out NULL", run_itsme_identity_create_with_random, {63, CT_NULL, 3}},
-    {"itsme_identity_create_with_random", "itsme_identity_create_with_random: name not UTF-8", run_itsme_identity_create_with_random, {63, CT_BAD_UTF8, 1}},
-    {"itsme_identity_create_with_random", "itsme_identity_create_with_random: name longer than ITSME_TEXT_MAX", run_itsme_identity_create_with_random, {63, CT_LONG_TEXT, 1}},
-    {"itsme_identity_create_with_random", "itsme_identity_create_with_random: success", run_itsme_identity_create_with_random, {63, CT_SUCCESS, -1}},
-    {"itsme_short_code_parse", "itsme_short_code_parse: before itsme_init", run_itsme_short_code_parse, {64, CT_BEFORE_INIT, -1}},
-    {"itsme_short_code_parse", "itsme_short_code_parse: text NULL", run_itsme_short_code_parse, {64, CT_NULL, 0}},
-    {"itsme_short_code_parse", "itsme_short_code_parse: out_value NULL", run_itsme_short_code_parse, {64, CT_NULL, 1}},
-    {"itsme_short_code_parse", "itsme_short_code_parse: text not UTF-8", run_itsme_short_code_parse, {64, CT_BAD_UTF8, 0}},
-    {"itsme_short_code_parse", "itsme_short_code_parse: text longer than ITSME_TEXT_MAX", run_itsme_short_code_parse, {64, CT_LONG_TEXT, 0}},
-    {"itsme_short_code_parse", "itsme_short_code_parse: success", run_itsme_short_code_parse, {64, CT_SUCCESS, -1}},
-    {"itsme_short_code_format", "itsme_short_code_format: before itsme_init", run_itsme_short_code_format, {65, CT_BEFORE_INIT, -1}},
-    {"itsme_short_code_format", "itsme_short_code_format: out NULL", run_itsme_short_code_format, {65, CT_NULL, 1}},
-    {"itsme_short_code_format", "itsme_short_code_format: out_len NULL", run_itsme_short_code_format, {65, CT_NULL, 3}},
-    {"itsme_short_code_format", "itsme_short_code_format: out size query", run_itsme_short_code_format, {65, CT_SIZE_QUERY, 1}},
-    {"itsme_short_code_format", "itsme_short_code_format: out cap - 1", run_itsme_short_code_format, {65, CT_SHORT, 1}},
-    {"itsme_short_code_format", "itsme_short_code_format: success with the exact cap", run_itsme_short_code_format, {65, CT_SUCCESS, -1}},
-    {"itsme_exchange_new_qr", "itsme_exchange_new_qr: before itsme_init", run_itsme_exchange_new_qr, {66, CT_BEFORE_INIT, -1}},
-    {"itsme_exchange_new_qr", "itsme_exchange_new_qr: identity NULL", run_itsme_exchange_new_qr, {66, CT_NULL, 0}},
-    {"itsme_exchange_new_qr", "itsme_exchange_new_qr: rng NULL", run_itsme_exchange_new_qr, {66, CT_NULL, 1}},
-    {"itsme_exchange_new_qr", "itsme_exchange_new_qr: out NULL", run_itsme_exchange_new_qr, {66, CT_NULL, 3}},
-    {"itsme_exchange_new_qr", "itsme_exchange_new_qr: now below 0", run_itsme_exchange_new_qr, {66, CT_TIME_NEGATIVE, 2}},
-    {"itsme_exchange_new_qr", "itsme_exchange_new_qr: now after 9999", run_itsme_exchange_new_qr, {66, CT_TIME_AFTER_9999, 2}},
-    {"itsme_exchange_new_qr", "itsme_exchange_new_qr: success", run_itsme_exchange_new_qr, {66, CT_SUCCESS, -1}},
-    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: before itsme_init", run_itsme_exchange_new_bluetooth, {67, CT_BEFORE_INIT, -1}},
-    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: identity NULL", run_itsme_exchange_new_bluetooth, {67, CT_NULL, 0}},
-    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: session_code NULL", run_itsme_exchange_new_bluetooth, {67, CT_NULL, 1}},
-    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: rng NULL", run_itsme_exchange_new_bluetooth, {67, CT_NULL, 2}},
-    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: out NULL", run_itsme_exchange_new_bluetooth, {67, CT_NULL, 4}},
-    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: session_code not UTF-8", run_itsme_exchange_new_bluetooth, {67, CT_BAD_UTF8, 1}},
-    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: session_code longer than ITSME_TEXT_MAX", run_itsme_exchange_new_bluetooth, {67, CT_LONG_TEXT, 1}},
-    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: now below 0", run_itsme_exchange_new_bluetooth, {67, CT_TIME_NEGATIVE, 3}},
-    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: now after 9999", run_itsme_exchange_new_bluetooth, {67, CT_TIME_AFTER_9999, 3}},
-    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: success", run_itsme_exchange_new_bluetooth, {67, CT_SUCCESS, -1}},
-    {"itsme_exchange_last_error", "itsme_exchange_last_error: exchange NULL", run_itsme_exchange_last_error, {69, CT_NULL, 0}},
-    {"itsme_exchange_last_error", "itsme_exchange_last_error: buf NULL", run_itsme_exchange_last_error, {69, CT_NULL, 1}},
-    {"itsme_exchange_last_error", "itsme_exchange_last_error: out_len NULL", run_itsme_exchange_last_error, {69, CT_NULL, 3}},
-    {"itsme_exchange_last_error", "itsme_exchange_last_error: buf size query", run_itsme_exchange_last_error, {69, CT_SIZE_QUERY, 1}},
-    {"itsme_exchange_last_error", "itsme_exchange_last_error: buf cap - 1", run_itsme_exchange_last_error, {69, CT_SHORT, 1}},
-    {"itsme_exchange_last_error", "itsme_exchange_last_error: success with the exact cap", run_itsme_exchange_last_error, {69, CT_SUCCESS, -1}},
-    {"itsme_exchange_status", "itsme_exchange_status: before itsme_init", run_itsme_exchange_status, {70, CT_BEFORE_INIT, -1}},
-    {"itsme_exchange_status", "itsme_exchange_status: exchange NULL", run_itsme_exchange_status, {70, CT_NULL, 0}},
-    {"itsme_exchange_status", "itsme_exchange_status: out_state NULL", run_itsme_exchange_status, {70, CT_NULL, 1}},
-    {"itsme_exchange_status", "itsme_exchange_status: out_flags NULL", run_itsme_exchange_status, {70, CT_NULL, 2}},
-    {"itsme_exchange_status", "itsme_exchange_status: success", run_itsme_exchange_status, {70, CT_SUCCESS, -1}},
-    {"itsme_exchange_get_method", "itsme_exchange_get_method: before itsme_init", run_itsme_exchange_get_method, {71, CT_BEFORE_INIT, -1}},
-    {"itsme_exchange_get_method", "itsme_exchange_get_method: exchange NULL", run_itsme_exchange_get_method, {71, CT_NULL, 0}},
-    {"itsme_exchange_get_method", "itsme_exchange_get_method: out_method NULL", run_itsme_exchange_get_method, {71, CT_NULL, 1}},
-    {"itsme_exchange_get_method", "itsme_exchange_get_method: success", run_itsme_exchange_get_method, {71, CT_SUCCESS, -1}},
-    {"itsme_exchange_session_code", "itsme_exchange_session_code: before itsme_init", run_itsme_exchange_session_code, {72, CT_BEFORE_INIT, -1}},
-    {"itsme_exchange_session_code", "itsme_exchange_session_code: exchange NULL", run_itsme_exchange_session_code, {72, CT_NULL, 0}},
-    {"itsme_exchange_session_code", "itsme_exchange_session_code: out NULL", run_itsme_exchange_session_code, {72, CT_NULL, 1}},
-    {"itsme_exchange_session_code", "itsme_exchange_session_code: out_len NULL", run_itsme_exchange_session_code, {72, CT_NULL, 3}},
-    {"itsme_exchange_session_code", "itsme_exchange_session_code: out size query", run_itsme_exchange_session_code, {72, CT_SIZE_QUERY, 1}},
-    {"itsme_exchange_session_code", "itsme_exchange_session_code: out cap - 1", run_itsme_exchange_session_code, {72, CT_SHORT, 1}},
-    {"itsme_exchange_session_code", "itsme_exchange_session_code: success with the exact cap", run_itsme_exchange_session_code, {72, CT_SUCCESS, -1}},
-    {"itsme_exchange_next_outgoing", "itsme_exchange_next_outgoing: before itsme_init", run_itsme_exchange_next_outgoing, {73, CT_BEFORE_INIT, -1}},
-    {"itsme_exchange_next_outgoing", "itsme_exchange_next_outgoing: exchange NULL", run_itsme_exchange_next_outgoing, {73, CT_NULL, 0}},
-    {"itsme_exchange_next_outgoing", "itsme_exchange_next_outgoing: out NULL", run_itsme_exchange_next_outgoing, {73, CT_NULL, 1}},
-    {"itsme_exchange_next_outgoing", "itsme_exchange_next_outgoing: out_len NULL", run_itsme_exchange_next_outgoing, {73, CT_NULL, 3}},
-    {"itsme_exchange_next_outgoing", "itsme_exchange_next_outgoing: out size query", run_itsme_exchange_next_outgoing, {73, CT_SIZE_QUERY, 1}},
-    {"itsme_exchange_next_outgoing", "itsme_exchange_next_outgoing: out cap - 1", run_itsme_exchange_next_outgoing, {73, CT_SHORT, 1}},
-    {"itsme_exchange_next_outgoing", "itsme_exchange_next_outgoing: success with the exact cap", run_itsme_exchange_next_outgoing, {73, CT_SUCCESS, -1}},
-    {"itsme_exchange_receive", "itsme_exchange_receive: before itsme_init", run_itsme_exchange_receive, {74, CT_BEFORE_INIT, -1}},
-    {"itsme_exchange_receive", "itsme_exchange_receive: exchange NULL", run_itsme_exchange_receive, {74, CT_NULL, 0}},
-    {"itsme_exchange_receive", "itsme_exchange_receive: bytes NULL", run_itsme_exchange_receive, {74, CT_NULL, 1}},
-    {"itsme_exchange_receive", "itsme_exchange_receive: now below 0", run_itsme_exchange_receive, {74, CT_TIME_NEGATIVE, 3}},
-    {"itsme_exchange_receive", "itsme_exchange_receive: now after 9999", run_itsme_exchange_receive, {74, CT_TIME_AFTER_9999, 3}},
-    {"itsme_exchange_receive", "itsme_exchange_receive: success", run_itsme_exchange_receive, {74, CT_SUCCESS, -1}},
-    {"itsme_exchange_sas", "itsme_exchange_sas: before itsme_init", run_itsme_exchange_sas, {75, CT_BEFORE_INIT, -1}},
-    {"itsme_exchange_sas", "itsme_exchange_sas: exchange NULL", run_itsme_exchange_sas, {75, CT_NULL, 0}},
-    {"itsme_exchange_sas", "itsme_exchange_sas: out NULL", run_itsme_exchange_sas, {75, CT_NULL, 1}},
-    {"itsme_exchange_sas", "itsme_exchange_sas: out_len NULL", run_itsme_exchange_sas, {75, CT_NULL, 3}},
-    {"itsme_exchange_sas", "itsme_exchange_sas: out size query", run_itsme_exchange_sas, {75, CT_SIZE_QUERY, 1}},
-    {"itsme_exchange_sas", "itsme_exchange_sas: out cap - 1", run_itsme_exchange_sas, {75, CT_SHORT, 1}},
-    {"itsme_exchange_sas", "itsme_exchange_sas: success with the exact cap", run_itsme_exchange_sas, {75, CT_SUCCESS, -1}},
-    {"itsme_exchange_peer_name", "itsme_exchange_peer_name: before itsme_init", run_itsme_exchange_peer_name, {76, CT_BEFORE_INIT, -1}},
-    {"itsme_exchange_peer_name", "itsme_exchange_peer_name: exchange NULL", run_itsme_exchange_peer_name, {76, CT_NULL, 0}},
-    {"itsme_exchange_peer_name", "itsme_exchange_peer_name: out NULL", run_itsme_exchange_peer_name, {76, CT_NULL, 1}},
-    {"itsme_exchange_peer_name", "itsme_exchange_peer_name: out_len NULL", run_itsme_exchange_peer_name, {76, CT_NULL, 3}},
-    {"itsme_exchange_peer_name", "itsme_exchange_peer_name: out size query", run_itsme_exchange_peer_name, {76, CT_SIZE_QUERY, 1}},
-    {"itsme_exchange_peer_name", "itsme_exchange_peer_name: out cap - 1", run_itsme_exchange_peer_name, {76, CT_SHORT, 1}},
-    {"itsme_exchange_peer_name", "itsme_exchange_peer_name: success with the exact cap", run_itsme_exchange_peer_name, {76, CT_SUCCESS, -1}},
-    {"itsme_exchange_peer_fingerprint", "itsme_exchange_peer_fingerprint: before itsme_init", run_itsme_exchange_peer_fingerprint, {77, CT_BEFORE_INIT, -1}},
-    {"itsme_exchange_peer_fingerprint", "itsme_exchange_peer_fingerprint: exchange NULL", run_itsme_exchange_peer_fingerprint, {77, CT_NULL, 0}},
-    {"itsme_exchange_peer_fingerprint", "itsme_exchange_peer_fingerprint: out NULL", run_itsme_exchange_peer_fingerprint, {77, CT_NULL, 1}},
-    {"itsme_exchange_peer_fingerprint", "itsme_exchange_peer_fingerprint: out_len NULL", run_itsme_exchange_peer_fingerprint, {77, CT_NULL, 3}},
-    {"itsme_exchange_peer_fingerprint", "itsme_exchange_peer_fingerprint: out size query", run_itsme_exchange_peer_fingerprint, {77, CT_SIZE_QUERY, 1}},
-    {"itsme_exchange_peer_fingerprint", "itsme_exchange_peer_fingerprint: out cap - 1", run_itsme_exchange_peer_fingerprint, {77, CT_SHORT, 1}},
-    {"itsme_exchange_peer_fingerprint", "itsme_exchange_peer_fingerprint: success with the exact cap", run_itsme_exchange_peer_fingerprint, {77, CT_SUCCESS, -1}},
-    {"itsme_exchange_peer_public_key", "itsme_exchange_peer_public_key: before itsme_init", run_itsme_exchange_peer_public_key, {78, CT_BEFORE_INIT, -1}},
-    {"itsme_exchange_peer_public_key", "itsme_exchange_peer_public_key: exchange NULL", run_itsme_exchange_peer_public_key, {78, CT_NULL, 0}},
-    {"itsme_exchange_peer_public_key", "itsme_exchange_peer_public_key: out NULL", run_itsme_exchange_peer_public_key, {78, CT_NULL, 1}},
-    {"itsme_exchange_peer_public_key", "itsme_exchange_peer_public_key: out_len NULL", run_itsme_exchange_peer_public_key, {78, CT_NULL, 3}},
-    {"itsme_exchange_peer_public_key", "itsme_exchange_peer_public_key: out size query", run_itsme_exchange_peer_public_key, {78, CT_SIZE_QUERY, 1}},
-    {"itsme_exchange_peer_public_key", "itsme_exchange_peer_public_key: out cap - 1", run_itsme_exchange_peer_public_key, {78, CT_SHORT, 1}},
-    {"itsme_exchange_peer_public_key", "itsme_exchange_peer_public_key: success with the exact cap", run_itsme_exchange_peer_public_key, {78, CT_SUCCESS, -1}},
-    {"itsme_exchange_save", "itsme_exchange_save: before itsme_init", run_itsme_exchange_save, {79, CT_BEFORE_INIT, -1}},
-    {"itsme_exchange_save", "itsme_exchange_save: exchange NULL", run_itsme_exchange_save, {79, CT_NULL, 0}},
-    {"itsme_exchange_save", "itsme_exchange_save: store NULL", run_itsme_exchange_save, {79, CT_NULL, 1}},
-    {"itsme_exchange_save", "itsme_exchange_save: out_contact_id NULL", run_itsme_exchange_save, {79, CT_NULL, 3}},
-    {"itsme_exchange_save", "itsme_exchange_save: now below 0", run_itsme_exchange_save, {79, CT_TIME_NEGATIVE, 2}},
-    {"itsme_exchange_save", "itsme_exchange_save: now after 9999", run_itsme_exchange_save, {79, CT_TIME_AFTER_9999, 2}},
-    {"itsme_exchange_save", "itsme_exchange_save: success", run_itsme_exchange_save, {79, CT_SUCCESS, -1}},
-    {"itsme_exchange_confirm", "itsme_exchange_confirm: before itsme_init", run_itsme_exchange_confirm, {80, CT_BEFORE_INIT, -1}},
-    {"itsme_exchange_confirm", "itsme_exchange_confirm: exchange NULL", run_itsme_exchange_confirm, {80, CT_NULL, 0}},
-    {"itsme_exchange_confirm", "itsme_exchange_confirm: store NULL", run_itsme_exchange_confirm, {80, CT_NULL, 1}},
-    {"itsme_exchange_confirm", "itsme_exchange_confirm: out_contact_id NULL", run_itsme_exchange_confirm, {80, CT_NULL, 3}},
-    {"itsme_exchange_confirm", "itsme_exchange_confirm: now below 0", run_itsme_exchange_confirm, {80, CT_TIME_NEGATIVE, 2}},
-    {"itsme_exchange_confirm", "itsme_exchange_confirm: now after 9999", run_itsme_exchange_confirm, {80, CT_TIME_AFTER_9999, 2}},
-    {"itsme_exchange_confirm", "itsme_exchange_confirm: success", run_itsme_exchange_confirm, {80, CT_SUCCESS, -1}},
-    {"itsme_exchange_settle", "itsme_exchange_settle: before itsme_init", run_itsme_exchange_settle, {81, CT_BEFORE_INIT, -1}},
-    {"itsme_exchange_settle", "itsme_exchange_settle: exchange NULL", run_itsme_exchange_settle, {81, CT_NULL, 0}},
-    {"itsme_exchange_settle", "itsme_exchange_settle: store NULL", run_itsme_exchange_settle, {81, CT_NULL, 1}},
-    {"itsme_exchange_settle", "itsme_exchange_settle: out_contact_id NULL", run_itsme_exchange_settle, {81, CT_NULL, 3}},
-    {"itsme_exchange_settle", "itsme_exchange_settle: now below 0", run_itsme_exchange_settle, {81, CT_TIME_NEGATIVE, 2}},
-    {"itsme_exchange_settle", "itsme_exchange_settle: now after 9999", run_itsme_exchange_settle, {81, CT_TIME_AFTER_9999, 2}},
-    {"itsme_exchange_settle", "itsme_exchange_settle: success", run_itsme_exchange_settle, {81, CT_SUCCESS, -1}},
-    {"itsme_exchange_reject", "itsme_exchange_reject: before itsme_init", run_itsme_exchange_reject, {82, CT_BEFORE_INIT, -1}},
-    {"itsme_exchange_reject", "itsme_exchange_reject: exchange NULL", run_itsme_exchange_reject, {82, CT_NULL, 0}},
-    {"itsme_exchange_reject", "itsme_exchange_reject: store NULL", run_itsme_exchange_reject, {82, CT_NULL, 1}},
-    {"itsme_exchange_reject", "itsme_exchange_reject: success", run_itsme_exchange_reject, {82, CT_SUCCESS, -1}},
-    {"itsme_exchange_seal", "itsme_exchange_seal: before itsme_init", run_itsme_exchange_seal, {83, CT_BEFORE_INIT, -1}},
-    {"itsme_exchange_seal", "itsme_exchange_seal: exchange NULL", run_itsme_exchange_seal, {83, CT_NULL, 0}},
-    {"itsme_exchange_seal", "itsme_exchange_seal: out NULL", run_itsme_exchange_seal, {83, CT_NULL, 1}},
-    {"itsme_exchange_seal", "itsme_exchange_seal: out_len NULL", run_itsme_exchange_seal, {83, CT_NULL, 3}},
-    {"itsme_exchange_seal", "itsme_exchange_seal: out size query", run_itsme_exchange_seal, {83, CT_SIZE_QUERY, 1}},
-    {"itsme_exchange_seal", "itsme_exchange_seal: out cap - 1", run_itsme_exchange_seal, {83, CT_SHORT, 1}},
-    {"itsme_exchange_seal", "itsme_exchange_seal: success with the exact cap", run_itsme_exchange_seal, {83, CT_SUCCESS, -1}},
-    {"itsme_exchange_restore", "itsme_exchange_restore: before itsme_init", run_itsme_exchange_restore, {84, CT_BEFORE_INIT, -1}},
-    {"itsme_exchange_restore", "itsme_exchange_restore: identity NULL", run_itsme_exchange_restore, {84, CT_NULL, 0}},
-    {"itsme_exchange_restore", "itsme_exchange_restore: sealed NULL", run_itsme_exchange_restore, {84, CT_NULL, 1}},
-    {"itsme_exchange_restore", "itsme_exchange_restore: out NULL", run_itsme_exchange_restore, {84, CT_NULL, 4}},
-    {"itsme_exchange_restore", "itsme_exchange_restore: now below 0", run_itsme_exchange_restore, {84, CT_TIME_NEGATIVE, 3}},
-    {"itsme_exchange_restore", "itsme_exchange_restore: now after 9999", run_itsme_exchange_restore, {84, CT_TIME_AFTER_9999, 3}},
-    {"itsme_exchange_restore", "itsme_exchange_restore: success", run_itsme_exchange_restore, {84, CT_SUCCESS, -1}},
-    {"itsme_remote_code_check", "itsme_remote_code_check: before itsme_init", run_itsme_remote_code_check, {85, CT_BEFORE_INIT, -1}},
-    {"itsme_remote_code_check", "itsme_remote_code_check: text NULL", run_itsme_remote_code_check, {85, CT_NULL, 0}},
-    {"itsme_remote_code_check", "itsme_remote_code_check: out NULL", run_itsme_remote_code_check, {85, CT_NULL, 1}},
-    {"itsme_remote_code_check", "itsme_remote_code_check: out_len NULL", run_itsme_remote_code_check, {85, CT_NULL, 3}},
-    {"itsme_remote_code_check", "itsme_remote_code_check: text not UTF-8", run_itsme_remote_code_check, {85, CT_BAD_UTF8, 0}},
-    {"itsme_remote_code_check", "itsme_remote_code_check: text longer than ITSME_TEXT_MAX", run_itsme_remote_code_check, {85, CT_LONG_TEXT, 0}},
-    {"itsme_remote_code_check", "itsme_remote_code_check: out size query", run_itsme_remote_code_check, {85, CT_SIZE_QUERY, 1}},
-    {"itsme_remote_code_check", "itsme_remote_code_check: out cap - 1", run_itsme_remote_code_check, {85, CT_SHORT, 1}},
-    {"itsme_remote_code_check", "itsme_remote_code_check: success with the exact cap", run_itsme_remote_code_check, {85, CT_SUCCESS, -1}},
-    {"itsme_exchange_new_invite", "itsme_exchange_new_invite: before itsme_init", run_itsme_exchange_new_invite, {86, CT_BEFORE_INIT, -1}},
-    {"itsme_exchange_new_invite", "itsme_exchange_new_invite: identity NULL", run_itsme_exchange_new_invite, {86, CT_NULL, 0}},
-    {"itsme_exchange_new_invite", "itsme_exchange_new_invite: rng NULL", run_itsme_exchange_new_invite, {86, CT_NULL, 2}},
-    {"itsme_exchange_new_invite", "itsme_exchange_new_invite: out NULL", run_itsme_exchange_new_invite, {86, CT_NULL, 4}},
-    {"itsme_exchange_new_invite", "itsme_exchange_new_invite: now below 0", run_itsme_exchange_new_invite, {86, CT_TIME_NEGATIVE, 3}},
-    {"itsme_exchange_new_invite", "itsme_exchange_new_invite: now after 9999", run_itsme_exchange_new_invite, {86, CT_TIME_AFTER_9999, 3}},
-    {"itsme_exchange_new_invite", "itsme_exchange_new_invite: success", run_itsme_exchange_new_invite, {86, CT_SUCCESS, -1}},
-    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: before itsme_init", run_itsme_exchange_accept_invite, {87, CT_BEFORE_INIT, -1}},
-    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: identity NULL", run_itsme_exchange_accept_invite, {87, CT_NULL, 0}},
-    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: invite_code NULL", run_itsme_exchange_accept_invite, {87, CT_NULL, 1}},
-    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: encryption_code NULL", run_itsme_exchange_accept_invite, {87, CT_NULL, 2}},
-    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: rng NULL", run_itsme_exchange_accept_invite, {87, CT_NULL, 4}},
-    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: out NULL", run_itsme_exchange_accept_invite, {87, CT_NULL, 6}},
-    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: invite_code not UTF-8", run_itsme_exchange_accept_invite, {87, CT_BAD_UTF8, 1}},
-    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: invite_code longer than ITSME_TEXT_MAX", run_itsme_exchange_accept_invite, {87, CT_LONG_TEXT, 1}},
-    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: encryption_code not UTF-8", run_itsme_exchange_accept_invite, {87, CT_BAD_UTF8, 2}},
-    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: encryption_code longer than ITSME_TEXT_MAX", run_itsme_exchange_accept_invite, {87, CT_LONG_TEXT, 2}},
-    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: now below 0", run_itsme_exchange_accept_invite, {87, CT_TIME_NEGATIVE, 5}},
-    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: now after 9999", run_itsme_exchange_accept_invite, {87, CT_TIME_AFTER_9999, 5}},
-    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: success", run_itsme_exchange_accept_invite, {87, CT_SUCCESS, -1}},
-    {"itsme_exchange_invite_code", "itsme_exchange_invite_code: before itsme_init", run_itsme_exchange_invite_code, {88, CT_BEFORE_INIT, -1}},
-    {"itsme_exchange_invite_code", "itsme_exchange_invite_code: exchange NULL", run_itsme_exchange_invite_code, {88, CT_NULL, 0}},
-    {"itsme_exchange_invite_code", "itsme_exchange_invite_code: out NULL", run_itsme_exchange_invite_code, {88, CT_NULL, 1}},
-    {"itsme_exchange_invite_code", "itsme_exchange_invite_code: out_len NULL", run_itsme_exchange_invite_code, {88, CT_NULL, 3}},
-    {"itsme_exchange_invite_code", "itsme_exchange_invite_code: out size query", run_itsme_exchange_invite_code, {88, CT_SIZE_QUERY, 1}},
-    {"itsme_exchange_invite_code", "itsme_exchange_invite_code: out cap - 1", run_itsme_exchange_invite_code, {88, CT_SHORT, 1}},
-    {"itsme_exchange_invite_code", "itsme_exchange_invite_code: success with the exact cap", run_itsme_exchange_invite_code, {88, CT_SUCCESS, -1}},
-    {"itsme_exchange_encryption_code", "itsme_exchange_encryption_code: before itsme_init", run_itsme_exchange_encryption_code, {89, CT_BEFORE_INIT, -1}},
-    {"itsme_exchange_encryption_code", "itsme_exchange_encryption_code: exchange NULL", run_itsme_exchange_encryption_code, {89, CT_NULL, 0}},
-    {"itsme_exchange_encryption_code", "itsme_exchange_encryption_code: out NULL", run_itsme_exchange_encryption_code, {89, CT_NULL, 1}},
-    {"itsme_exchange_encryption_code", "itsme_exchange_encryption_code: out_len NULL", run_itsme_exchange_encryption_code, {89, CT_NULL, 3}},
-    {"itsme_exchange_encryption_code", "itsme_exchange_encryption_code: out size query", run_itsme_exchange_encryption_code, {89, CT_SIZE_QUERY, 1}},
-    {"itsme_exchange_encryption_code", "itsme_exchange_encryption_code: out cap - 1", run_itsme_exchange_encryption_code, {89, CT_SHORT, 1}},
-    {"itsme_exchange_encryption_code", "itsme_exchange_encryption_code: success with the exact cap", run_itsme_exchange_encryption_code, {89, CT_SUCCESS, -1}},
-    {"itsme_exchange_relay_id", "itsme_exchange_relay_id: before itsme_init", run_itsme_exchange_relay_id, {90, CT_BEFORE_INIT, -1}},
-    {"itsme_exchange_relay_id", "itsme_exchange_relay_id: exchange NULL", run_itsme_exchange_relay_id, {90, CT_NULL, 0}},
-    {"itsme_exchange_relay_id", "itsme_exchange_relay_id: out NULL", run_itsme_exchange_relay_id, {90, CT_NULL, 1}},
-    {"itsme_exchange_relay_id", "itsme_exchange_relay_id: out_len NULL", run_itsme_exchange_relay_id, {90, CT_NULL, 3}},
-    {"itsme_exchange_relay_id", "itsme_exchange_relay_id: out size query", run_itsme_exchange_relay_id, {90, CT_SIZE_QUERY, 1}},
-    {"itsme_exchange_relay_id", "itsme_exchange_relay_id: out cap - 1", run_itsme_exchange_relay_id, {90, CT_SHORT, 1}},
-    {"itsme_exchange_relay_id", "itsme_exchange_relay_id: success with the exact cap", run_itsme_exchange_relay_id, {90, CT_SUCCESS, -1}},
-    {"itsme_exchange_is_inviter", "itsme_exchange_is_inviter: before itsme_init", run_itsme_exchange_is_inviter, {91, CT_BEFORE_INIT, -1}},
-    {"itsme_exchange_is_inviter", "itsme_exchange_is_inviter: exchange NULL", run_itsme_exchange_is_inviter, {91, CT_NULL, 0}},
-    {"itsme_exchange_is_inviter", "itsme_exchange_is_inviter: out_inviter NULL", run_itsme_exchange_is_inviter, {91, CT_NULL, 1}},
-    {"itsme_exchange_is_inviter", "itsme_exchange_is_inviter: success", run_itsme_exchange_is_inviter, {91, CT_SUCCESS, -1}},
-    {"itsme_derive_seed", "itsme_derive_seed: before itsme_init", run_itsme_derive_seed, {92, CT_BEFORE_INIT, -1}},
-    {"itsme_derive_seed", "itsme_derive_seed: ephemeral_secret NULL", run_itsme_derive_seed, {92, CT_NULL, 0}},
-    {"itsme_derive_seed", "itsme_derive_seed: peer_ephemeral_public NULL", run_itsme_derive_seed, {92, CT_NULL, 2}},
-    {"itsme_derive_seed", "itsme_derive_seed: fingerprint_a NULL", run_itsme_derive_seed, {92, CT_NULL, 4}},
-    {"itsme_derive_seed", "itsme_derive_seed: fingerprint_b NULL", run_itsme_derive_seed, {92, CT_NULL, 5}},
-    {"itsme_derive_seed", "itsme_derive_seed: out NULL", run_itsme_derive_seed, {92, CT_NULL, 6}},
-    {"itsme_derive_seed", "itsme_derive_seed: out_len NULL", run_itsme_derive_seed, {92, CT_NULL, 8}},
-    {"itsme_derive_seed", "itsme_derive_seed: fingerprint_a not UTF-8", run_itsme_derive_seed, {92, CT_BAD_UTF8, 4}},
-    {"itsme_derive_seed", "itsme_derive_seed: fingerprint_a longer than ITSME_TEXT_MAX", run_itsme_derive_seed, {92, CT_LONG_TEXT, 4}},
-    {"itsme_derive_seed", "itsme_derive_seed: fingerprint_b not UTF-8", run_itsme_derive_seed, {92, CT_BAD_UTF8, 5}},
-    {"itsme_derive_seed", "itsme_derive_seed: fingerprint_b longer than ITSME_TEXT_MAX", run_itsme_derive_seed, {92, CT_LONG_TEXT, 5}},
-    {"itsme_derive_seed", "itsme_derive_seed: out size query", run_itsme_derive_seed, {92, CT_SIZE_QUERY, 6}},
-    {"itsme_derive_seed", "itsme_derive_seed: out cap - 1", run_itsme_derive_seed, {92, CT_SHORT, 6}},
-    {"itsme_derive_seed", "itsme_derive_seed: success with the exact cap", run_itsme_derive_seed, {92, CT_SUCCESS, -1}},
-    {"itsme_derive_sas", "itsme_derive_sas: before itsme_init", run_itsme_derive_sas, {93, CT_BEFORE_INIT, -1}},
-    {"itsme_derive_sas", "itsme_derive_sas: seed NULL", run_itsme_derive_sas, {93, CT_NULL, 0}},
-    {"itsme_derive_sas", "itsme_derive_sas: transcript_hash NULL", run_itsme_derive_sas, {93, CT_NULL, 2}},
-    {"itsme_derive_sas", "itsme_derive_sas: out NULL", run_itsme_derive_sas, {93, CT_NULL, 4}},
-    {"itsme_derive_sas", "itsme_derive_sas: out_len NULL", run_itsme_derive_sas, {93, CT_NULL, 6}},
-    {"itsme_derive_sas", "itsme_derive_sas: out size query", run_itsme_derive_sas, {93, CT_SIZE_QUERY, 4}},
-    {"itsme_derive_sas", "itsme_derive_sas: out cap - 1", run_itsme_derive_sas, {93, CT_SHORT, 4}},
-    {"itsme_derive_sas", "itsme_derive_sas: success with the exact cap", run_itsme_derive_sas, {93, CT_SUCCESS, -1}},
-    {"itsme_qr_transcript_hash", "itsme_qr_transcript_hash: before itsme_init", run_itsme_qr_transcript_hash, {94, CT_BEFORE_INIT, -1}},
-    {"itsme_qr_transcript_hash", "itsme_qr_transcript_hash: payload_a NULL", run_itsme_qr_transcript_hash, {94, CT_NULL, 0}},
-    {"itsme_qr_transcript_hash", "itsme_qr_transcript_hash: payload_b NULL", run_itsme_qr_transcript_hash, {94, CT_NULL, 2}},
-    {"itsme_qr_transcript_hash", "itsme_qr_transcript_hash: out NULL", run_itsme_qr_transcript_hash, {94, CT_NULL, 4}},
-    {"itsme_qr_transcript_hash", "itsme_qr_transcript_hash: out_len NULL", run_itsme_qr_transcript_hash, {94, CT_NULL, 6}},
-    {"itsme_qr_transcript_hash", "itsme_qr_transcript_hash: out size query", run_itsme_qr_transcript_hash, {94, CT_SIZE_QUERY, 4}},
-    {"itsme_qr_transcript_hash", "itsme_qr_transcript_hash: out cap - 1", run_itsme_qr_transcript_hash, {94, CT_SHORT, 4}},
-    {"itsme_qr_transcript_hash", "itsme_qr_transcript_hash: success with the exact cap", run_itsme_qr_transcript_hash, {94, CT_SUCCESS, -1}},
-    {"itsme_bluetooth_commitment", "itsme_bluetooth_commitment: before itsme_init", run_itsme_bluetooth_commitment, {95, CT_BEFORE_INIT, -1}},
-    {"itsme_bluetooth_commitment", "itsme_bluetooth_commitment: identity_public NULL", run_itsme_bluetooth_commitment, {95, CT_NULL, 0}},
-    {"itsme_bluetooth_commitment", "itsme_bluetooth_commitment: ephemeral_public NULL", run_itsme_bluetooth_commitment, {95, CT_NULL, 2}},
-    {"itsme_bluetooth_commitment", "itsme_bluetooth_commitment: name NULL", run_itsme_bluetooth_commitment, {95, CT_NULL, 4}},
-    {"itsme_bluetooth_commitment", "itsme_bluetooth_commitment: device_secret NULL", run_itsme_bluetooth_commitment, {95, CT_NULL, 5}},
-    {"itsme_bluetooth_commitment", "itsme_bluetooth_commitment: out NULL", run_itsme_bluetooth_commitment, {95, CT_NULL, 7}},
-    {"itsme_bluetooth_commitment", "itsme_bluetooth_commitment: out_len NULL", run_itsme_bluetooth_commitment, {95, CT_NULL, 9}},
-    {"itsme_bluetooth_commitment", "itsme_bluetooth_commitment: name not UTF-8", run_itsme_bluetooth_commitment, {95, CT_BAD_UTF8, 4}},
-    {"itsme_bluetooth_commitment", "itsme_bluetooth_commitment: name longer than ITSME_TEXT_MAX", run_itsme_bluetooth_commitment, {95, CT_LONG_TEXT, 4}},
-    {"itsme_bluetooth_commitment", "itsme_bluetooth_commitment: out size query", run_itsme_bluetooth_commitment, {95, CT_SIZE_QUERY, 7}},
-    {"itsme_bluetooth_commitment", "itsme_bluetooth_commitment: out cap - 1", run_itsme_bluetooth_commitment, {95, CT_SHORT, 7}},
-    {"itsme_bluetooth_commitment", "itsme_bluetooth_commitment: success with the exact cap", run_itsme_bluetooth_commitment, {95, CT_SUCCESS, -1}},
-    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: before itsme_init", run_itsme_bluetooth_th1, {96, CT_BEFORE_INIT, -1}},
-    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: session_code NULL", run_itsme_bluetooth_th1, {96, CT_NULL, 0}},
-    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: hello_i NULL", run_itsme_bluetooth_th1, {96, CT_NULL, 1}},
-    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: hello_r NULL", run_itsme_bluetooth_th1, {96, CT_NULL, 3}},
-    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: key_i NULL", run_itsme_bluetooth_th1, {96, CT_NULL, 5}},
-    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: key_r NULL", run_itsme_bluetooth_th1, {96, CT_NULL, 7}},
-    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: out NULL", run_itsme_bluetooth_th1, {96, CT_NULL, 9}},
-    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: out_len NULL", run_itsme_bluetooth_th1, {96, CT_NULL, 11}},
-    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: session_code not UTF-8", run_itsme_bluetooth_th1, {96, CT_BAD_UTF8, 0}},
-    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: session_code longer than ITSME_TEXT_MAX", run_itsme_bluetooth_th1, {96, CT_LONG_TEXT, 0}},
-    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: out size query", run_itsme_bluetooth_th1, {96, CT_SIZE_QUERY, 9}},
-    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: out cap - 1", run_itsme_bluetooth_th1, {96, CT_SHORT, 9}},
-    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: success with the exact cap", run_itsme_bluetooth_th1, {96, CT_SUCCESS, -1}},
-    {"itsme_bluetooth_session_keys", "itsme_bluetooth_session_keys: before itsme_init", run_itsme_bluetooth_session_keys, {97, CT_BEFORE_INIT, -1}},
-    {"itsme_bluetooth_session_keys", "itsme_bluetooth_session_keys: ephemeral_secret NULL", run_itsme_bluetooth_session_keys, {97, CT_NULL, 0}},
-    {"itsme_bluetooth_session_keys", "itsme_bluetooth_session_keys: peer_ephemeral_public NULL", run_itsme_bluetooth_session_keys, {97, CT_NULL, 2}},
-    {"itsme_bluetooth_session_keys", "itsme_bluetooth_session_keys: th1 NULL", run_itsme_bluetooth_session_keys, {97, CT_NULL, 4}},
-    {"itsme_bluetooth_session_keys", "itsme_bluetooth_session_keys: out NULL", run_itsme_bluetooth_session_keys, {97, CT_NULL, 6}},
-    {"itsme_bluetooth_session_keys", "itsme_bluetooth_session_keys: out_len NULL", run_itsme_bluetooth_session_keys, {97, CT_NULL, 8}},
-    {"itsme_bluetooth_session_keys", "itsme_bluetooth_session_keys: out size query", run_itsme_bluetooth_session_keys, {97, CT_SIZE_QUERY, 6}},
-    {"itsme_bluetooth_session_keys", "itsme_bluetooth_session_keys: out cap - 1", run_itsme_bluetooth_session_keys, {97, CT_SHORT, 6}},
-    {"itsme_bluetooth_session_keys", "itsme_bluetooth_session_keys: success with the exact cap", run_itsme_bluetooth_session_keys, {97, CT_SUCCESS, -1}},
-    {"itsme_bluetooth_transcript_hash", "itsme_bluetooth_transcript_hash: before itsme_init", run_itsme_bluetooth_transcript_hash, {98, CT_BEFORE_INIT, -1}},
-    {"itsme_bluetooth_transcript_hash", "itsme_bluetooth_transcript_hash: th1 NULL", run_itsme_bluetooth_transcript_hash, {98, CT_NULL, 0}},
-    {"itsme_bluetooth_transcript_hash", "itsme_bluetooth_transcript_hash: plaintext_i NULL", run_itsme_bluetooth_transcript_hash, {98, CT_NULL, 2}},
-    {"itsme_bluetooth_transcript_hash", "itsme_bluetooth_transcript_hash: plaintext_r NULL", run_itsme_bluetooth_transcript_hash, {98, CT_NULL, 4}},
-    {"itsme_bluetooth_transcript_hash", "itsme_bluetooth_transcript_hash: out NULL", run_itsme_bluetooth_transcript_hash, {98, CT_NULL, 6}},
-    {"itsme_bluetooth_transcript_hash", "itsme_bluetooth_transcript_hash: out_len NULL", run_itsme_bluetooth_transcript_hash, {98, CT_NULL, 8}},
-    {"itsme_bluetooth_transcript_hash", "itsme_bluetooth_transcript_hash: out size query", run_itsme_bluetooth_transcript_hash, {98, CT_SIZE_QUERY, 6}},
-    {"itsme_bluetooth_transcript_hash", "itsme_bluetooth_transcript_hash: out cap - 1", run_itsme_bluetooth_transcript_hash, {98, CT_SHORT, 6}},
-    {"itsme_bluetooth_transcript_hash", "itsme_bluetooth_transcript_hash: success with the exact cap", run_itsme_bluetooth_transcript_hash, {98, CT_SUCCESS, -1}},
-    {"itsme_voice_new", "itsme_voice_new: before itsme_init", run_itsme_voice_new, {100, CT_BEFORE_INIT, -1}},
-    {"itsme_voice_new", "itsme_voice_new: store NULL", run_itsme_voice_new, {100, CT_NULL, 0}},
-    {"itsme_voice_new", "itsme_voice_new: out NULL", run_itsme_voice_new, {100, CT_NULL, 3}},
-    {"itsme_voice_new", "itsme_voice_new: now below 0", run_itsme_voice_new, {100, CT_TIME_NEGATIVE, 2}},
-    {"itsme_voice_new", "itsme_voice_new: now after 9999", run_itsme_voice_new, {100, CT_TIME_AFTER_9999, 2}},
-    {"itsme_voice_new", "itsme_voice_new: success", run_itsme_voice_new, {100, CT_SUCCESS, -1}},
-    {"itsme_voice_last_error", "itsme_voice_last_error: voice NULL", run_itsme_voice_last_error, {102, CT_NULL, 0}},
-    {"itsme_voice_last_error", "itsme_voice_last_error: buf NULL", run_itsme_voice_last_error, {102, CT_NULL, 1}},
-    {"itsme_voice_last_error", "itsme_voice_last_error: out_len NULL", run_itsme_voice_last_error, {102, CT_NULL, 3}},
-    {"itsme_voice_last_error", "itsme_voice_last_error: buf size query", run_itsme_voice_last_error, {102, CT_SIZE_QUERY, 1}},
-    {"itsme_voice_last_error", "itsme_voice_last_error: buf cap - 1", run_itsme_voice_last_error, {102, CT_SHORT, 1}},
-    {"itsme_voice_last_error", "itsme_voice_last_error: success with the exact cap", run_itsme_voice_last_error, {102, CT_SUCCESS, -1}},
-    {"itsme_voice_status", "itsme_voice_status: before itsme_init", run_itsme_voice_status, {103, CT_BEFORE_INIT, -1}},
-    {"itsme_voice_status", "itsme_voice_status: voice NULL", run_itsme_voice_status, {103, CT_NULL, 0}},
-    {"itsme_voice_status", "itsme_voice_status: out_state NULL", run_itsme_voice_status, {103, CT_NULL, 1}},
-    {"itsme_voice_status", "itsme_voice_status: out_turn NULL", run_itsme_voice_status, {103, CT_NULL, 2}},
-    {"itsme_voice_status", "itsme_voice_status: success", run_itsme_voice_status, {103, CT_SUCCESS, -1}},
-    {"itsme_voice_timing", "itsme_voice_timing: before itsme_init", run_itsme_voice_timing, {104, CT_BEFORE_INIT, -1}},
-    {"itsme_voice_timing", "itsme_voice_timing: voice NULL", run_itsme_voice_timing, {104, CT_NULL, 0}},
-    {"itsme_voice_timing", "itsme_voice_timing: out_window NULL", run_itsme_voice_timing, {104, CT_NULL, 2}},
-    {"itsme_voice_timing", "itsme_voice_timing: out_starts_in NULL", run_itsme_voice_timing, {104, CT_NULL, 3}},
-    {"itsme_voice_timing", "itsme_voice_timing: out_ends_in NULL", run_itsme_voice_timing, {104, CT_NULL, 4}},
-    {"itsme_voice_timing", "itsme_voice_timing: now below 0", run_itsme_voice_timing, {104, CT_TIME_NEGATIVE, 1}},
-    {"itsme_voice_timing", "itsme_voice_timing: now after 9999", run_itsme_voice_timing, {104, CT_TIME_AFTER_9999, 1}},
-    {"itsme_voice_timing", "itsme_voice_timing: success", run_itsme_voice_timing, {104, CT_SUCCESS, -1}},
-    {"itsme_voice_start", "itsme_voice_start: before itsme_init", run_itsme_voice_start, {105, CT_BEFORE_INIT, -1}},
-    {"itsme_voice_start", "itsme_voice_start: voice NULL", run_itsme_voice_start, {105, CT_NULL, 0}},
-    {"itsme_voice_start", "itsme_voice_start: store NULL", run_itsme_voice_start, {105, CT_NULL, 1}},
-    {"itsme_voice_start", "itsme_voice_start: now below 0", run_itsme_voice_start, {105, CT_TIME_NEGATIVE, 2}},
-    {"itsme_voice_start", "itsme_voice_start: now after 9999", run_itsme_voice_start, {105, CT_TIME_AFTER_9999, 2}},
-    {"itsme_voice_start", "itsme_voice_start: success", run_itsme_voice_start, {105, CT_SUCCESS, -1}},
-    {"itsme_voice_session_id", "itsme_voice_session_id: before itsme_init", run_itsme_voice_session_id, {106, CT_BEFORE_INIT, -1}},
-    {"itsme_voice_session_id", "itsme_voice_session_id: voice NULL", run_itsme_voice_session_id, {106, CT_NULL, 0}},
-    {"itsme_voice_session_id", "itsme_voice_session_id: out NULL", run_itsme_voice_session_id, {106, CT_NULL, 1}},
-    {"itsme_voice_session_id", "itsme_voice_session_id: out_len NULL", run_itsme_voice_session_id, {106, CT_NULL, 3}},
-    {"itsme_voice_session_id", "itsme_voice_session_id: out size query", run_itsme_voice_session_id, {106, CT_SIZE_QUERY, 1}},
-    {"itsme_voice_session_id", "itsme_voice_session_id: out cap - 1", run_itsme_voice_session_id, {106, CT_SHORT, 1}},
-    {"itsme_voice_session_id", "itsme_voice_session_id: success with the exact cap", run_itsme_voice_session_id, {106, CT_SUCCESS, -1}},
-    {"itsme_voice_words", "itsme_voice_words: before itsme_init", run_itsme_voice_words, {107, CT_BEFORE_INIT, -1}},
-    {"itsme_voice_words", "itsme_voice_words: voice NULL", run_itsme_voice_words, {107, CT_NULL, 0}},
-    {"itsme_voice_words", "itsme_voice_words: out NULL", run_itsme_voice_words, {107, CT_NULL, 1}},
-    {"itsme_voice_words", "itsme_voice_words: success with the exact cap", run_itsme_voice_words, {107, CT_SUCCESS, -1}},
-    {"itsme_voice_select", "itsme_voice_select: before itsme_init", run_itsme_voice_select, {108, CT_BEFORE_INIT, -1}},
-    {"itsme_voice_select", "itsme_voice_select: voice NULL", run_itsme_voice_select, {108, CT_NULL, 0}},
-    {"itsme_voice_your_code", "itsme_voice_your_code: before itsme_init", run_itsme_voice_your_code, {109, CT_BEFORE_INIT, -1}},
-    {"itsme_voice_your_code", "itsme_voice_your_code: voice NULL", run_itsme_voice_your_code, {109, CT_NULL, 0}},
-    {"itsme_voice_your_code", "itsme_voice_your_code: out NULL", run_itsme_voice_your_code, {109, CT_NULL, 1}},
-    {"itsme_voice_your_code", "itsme_voice_your_code: out_len NULL", run_itsme_voice_your_code, {109, CT_NULL, 3}},
-    {"itsme_voice_your_code", "itsme_voice_your_code: out_tag NULL", run_itsme_voice_your_code, {109, CT_NULL, 4}},
-    {"itsme_voice_your_code", "itsme_voice_your_code: out size query", run_itsme_voice_your_code, {109, CT_SIZE_QUERY, 1}},
-    {"itsme_voice_your_code", "itsme_voice_your_code: out cap - 1", run_itsme_voice_your_code, {109, CT_SHORT, 1}},
-    {"itsme_voice_your_code", "itsme_voice_your_code: success with the exact cap", run_itsme_voice_your_code, {109, CT_SUCCESS, -1}},
-    {"itsme_voice_their_code", "itsme_voice_their_code: before itsme_init", run_itsme_voice_their_code, {110, CT_BEFORE_INIT, -1}},
-    {"itsme_voice_their_code", "itsme_voice_their_code: voice NULL", run_itsme_voice_their_code, {110, CT_NULL, 0}},
-    {"itsme_voice_their_code", "itsme_voice_their_code: out NULL", run_itsme_voice_their_code, {110, CT_NULL, 1}},
-    {"itsme_voice_their_code", "itsme_voice_their_code: out_len NULL", run_itsme_voice_their_code, {110, CT_NULL, 3}},
-    {"itsme_voice_their_code", "itsme_voice_their_code: out_tag NULL", run_itsme_voice_their_code, {110, CT_NULL, 4}},
-    {"itsme_voice_their_code", "itsme_voice_their_code: out size query", run_itsme_voice_their_code, {110, CT_SIZE_QUERY, 1}},
-    {"itsme_voice_their_code", "itsme_voice_their_code: out cap - 1", run_itsme_voice_their_code, {110, CT_SHORT, 1}},
-    {"itsme_voice_their_code", "itsme_voice_their_code: success with the exact cap", run_itsme_voice_their_code, {110, CT_SUCCESS, -1}},
-    {"itsme_voice_check", "itsme_voice_check: before itsme_init", run_itsme_voice_check, {111, CT_BEFORE_INIT, -1}},
-    {"itsme_voice_check", "itsme_voice_check: voice NULL", run_itsme_voice_check, {111, CT_NULL, 0}},
-    {"itsme_voice_check", "itsme_voice_check: store NULL", run_itsme_voice_check, {111, CT_NULL, 1}},
-    {"itsme_voice_check", "itsme_voice_check: heard_code NULL", run_itsme_voice_check, {111, CT_NULL, 2}},
-    {"itsme_voice_check", "itsme_voice_check: out_outcome NULL", run_itsme_voice_check, {111, CT_NULL, 5}},
-    {"itsme_voice_check", "itsme_voice_check: heard_code not UTF-8", run_itsme_voice_check, {111, CT_BAD_UTF8, 2}},
-    {"itsme_voice_check", "itsme_voice_check: heard_code longer than ITSME_TEXT_MAX", run_itsme_voice_check, {111, CT_LONG_TEXT, 2}},
-    {"itsme_voice_check", "itsme_voice_check: now below 0", run_itsme_voice_check, {111, CT_TIME_NEGATIVE, 4}},
-    {"itsme_voice_check", "itsme_voice_check: now after 9999", run_itsme_voice_check, {111, CT_TIME_AFTER_9999, 4}},
-    {"itsme_voice_check", "itsme_voice_check: success", run_itsme_voice_check, {111, CT_SUCCESS, -1}},
-    {"itsme_derive_session_id", "itsme_derive_session_id: before itsme_init", run_itsme_derive_session_id, {112, CT_BEFORE_INIT, -1}},
-    {"itsme_derive_session_id", "itsme_derive_session_id: seed NULL", run_itsme_derive_session_id, {112, CT_NULL, 0}},
-    {"itsme_derive_session_id", "itsme_derive_session_id: out NULL", run_itsme_derive_session_id, {112, CT_NULL, 3}},
-    {"itsme_derive_session_id", "itsme_derive_session_id: out_len NULL", run_itsme_derive_session_id, {112, CT_NULL, 5}},
-    {"itsme_derive_session_id", "itsme_derive_session_id: out size query", run_itsme_derive_session_id, {112, CT_SIZE_QUERY, 3}},
-    {"itsme_derive_session_id", "itsme_derive_session_id: out cap - 1", run_itsme_derive_session_id, {112, CT_SHORT, 3}},
-    {"itsme_derive_session_id", "itsme_derive_session_id: success with the exact cap", run_itsme_derive_session_id, {112, CT_SUCCESS, -1}},
-    {"itsme_derive_words", "itsme_derive_words: before itsme_init", run_itsme_derive_words, {113, CT_BEFORE_INIT, -1}},
-    {"itsme_derive_words", "itsme_derive_words: seed NULL", run_itsme_derive_words, {113, CT_NULL, 0}},
-    {"itsme_derive_words", "itsme_derive_words: pid NULL", run_itsme_derive_words, {113, CT_NULL, 3}},
-    {"itsme_derive_words", "itsme_derive_words: out NULL", run_itsme_derive_words, {113, CT_NULL, 5}},
-    {"itsme_derive_words", "itsme_derive_words: success with the exact cap", run_itsme_derive_words, {113, CT_SUCCESS, -1}},
-    {"itsme_derive_lower_selects_first", "itsme_derive_lower_selects_first: before itsme_init", run_itsme_derive_lower_selects_first, {114, CT_BEFORE_INIT, -1}},
-    {"itsme_derive_lower_selects_first", "itsme_derive_lower_selects_first: seed NULL", run_itsme_derive_lower_selects_first, {114, CT_NULL, 0}},
-    {"itsme_derive_lower_selects_first", "itsme_derive_lower_selects_first: out_lower_first NULL", run_itsme_derive_lower_selects_first, {114, CT_NULL, 3}},
-    {"itsme_derive_lower_selects_first", "itsme_derive_lower_selects_first: success", run_itsme_derive_lower_selects_first, {114, CT_SUCCESS, -1}},
-    {"itsme_derive_code", "itsme_derive_code: before itsme_init", run_itsme_derive_code, {115, CT_BEFORE_INIT, -1}},
-    {"itsme_derive_code", "itsme_derive_code: seed NULL", run_itsme_derive_code, {115, CT_NULL, 0}},
-    {"itsme_derive_code", "itsme_derive_code: first NULL", run_itsme_derive_code, {115, CT_NULL, 3}},
-    {"itsme_derive_code", "itsme_derive_code: second NULL", run_itsme_derive_code, {115, CT_NULL, 6}},
-    {"itsme_derive_code", "itsme_derive_code: speaker NULL", run_itsme_derive_code, {115, CT_NULL, 9}},
-    {"itsme_derive_code", "itsme_derive_code: out NULL", run_itsme_derive_code, {115, CT_NULL, 11}},
-    {"itsme_derive_code", "itsme_derive_code: out_len NULL", run_itsme_derive_code, {115, CT_NULL, 13}},
-    {"itsme_derive_code", "itsme_derive_code: out size query", run_itsme_derive_code, {115, CT_SIZE_QUERY, 11}},
-    {"itsme_derive_code", "itsme_derive_code: out cap - 1", run_itsme_derive_code, {115, CT_SHORT, 11}},
-    {"itsme_derive_code", "itsme_derive_code: success with the exact cap", run_itsme_derive_code, {115, CT_SUCCESS, -1}},
-    {"itsme_derive_device_tag", "itsme_derive_device_tag: before itsme_init", run_itsme_derive_device_tag, {116, CT_BEFORE_INIT, -1}},
-    {"itsme_derive_device_tag", "itsme_derive_device_tag: seed NULL", run_itsme_derive_device_tag, {116, CT_NULL, 0}},
-    {"itsme_derive_device_tag", "itsme_derive_device_tag: speaker NULL", run_itsme_derive_device_tag, {116, CT_NULL, 3}},
-    {"itsme_derive_device_tag", "itsme_derive_device_tag: secret NULL", run_itsme_derive_device_tag, {116, CT_NULL, 5}},
-    {"itsme_derive_device_tag", "itsme_derive_device_tag: out_tag NULL", run_itsme_derive_device_tag, {116, CT_NULL, 7}},
-    {"itsme_derive_device_tag", "itsme_derive_device_tag: success", run_itsme_derive_device_tag, {116, CT_SUCCESS, -1}},
-    {"itsme_derive_voice", "itsme_derive_voice: before itsme_init", run_itsme_derive_voice, {117, CT_BEFORE_INIT, -1}},
-    {"itsme_derive_voice", "itsme_derive_voice: seed NULL", run_itsme_derive_voice, {117, CT_NULL, 0}},
-    {"itsme_derive_voice", "itsme_derive_voice: my_pid NULL", run_itsme_derive_voice, {117, CT_NULL, 3}},
-    {"itsme_derive_voice", "itsme_derive_voice: their_pid NULL", run_itsme_derive_voice, {117, CT_NULL, 5}},
-    {"itsme_derive_voice", "itsme_derive_voice: my_secret NULL", run_itsme_derive_voice, {117, CT_NULL, 7}},
-    {"itsme_derive_voice", "itsme_derive_voice: their_secret NULL", run_itsme_derive_voice, {117, CT_NULL, 9}},
-    {"itsme_derive_voice", "itsme_derive_voice: out NULL", run_itsme_derive_voice, {117, CT_NULL, 13}},
-    {"itsme_derive_voice", "itsme_derive_voice: success", run_itsme_derive_voice, {117, CT_SUCCESS, -1}},
-    {"itsme_store_degradation_code", "itsme_store_degradation_code: before itsme_init", run_itsme_store_degradation_code, {118, CT_BEFORE_INIT, -1}},
-    {"itsme_store_degradation_code", "itsme_store_degradation_code: store NULL", run_itsme_store_degradation_code, {118, CT_NULL, 0}},
-    {"itsme_store_degradation_code", "itsme_store_degradation_code: rng NULL", run_itsme_store_degradation_code, {118, CT_NULL, 2}},
-    {"itsme_store_degradation_code", "itsme_store_degradation_code: out NULL", run_itsme_store_degradation_code, {118, CT_NULL, 3}},
-    {"itsme_store_degradation_code", "itsme_store_degradation_code: out_len NULL", run_itsme_store_degradation_code, {118, CT_NULL, 5}},
-    {"itsme_store_degradation_code", "itsme_store_degradation_code: out size query", run_itsme_store_degradation_code, {118, CT_SIZE_QUERY, 3}},
-    {"itsme_store_degradation_code", "itsme_store_degradation_code: out cap - 1", run_itsme_store_degradation_code, {118, CT_SHORT, 3}},
-    {"itsme_store_degradation_code", "itsme_store_degradation_code: success with the exact cap", run_itsme_store_degradation_code, {118, CT_SUCCESS, -1}},
-    {"itsme_store_accept_degradation_code", "itsme_store_accept_degradation_code: before itsme_init", run_itsme_store_accept_degradation_code, {119, CT_BEFORE_INIT, -1}},
-    {"itsme_store_accept_degradation_code", "itsme_store_accept_degradation_code: store NULL", run_itsme_store_accept_degradation_code, {119, CT_NULL, 0}},
-    {"itsme_store_accept_degradation_code", "itsme_store_accept_degradation_code: code NULL", run_itsme_store_accept_degradation_code, {119, CT_NULL, 2}},
-    {"itsme_derive_degradation_code", "itsme_derive_degradation_code: before itsme_init", run_itsme_derive_degradation_code, {120, CT_BEFORE_INIT, -1}},
-    {"itsme_derive_degradation_code", "itsme_derive_degradation_code: seed NULL", run_itsme_derive_degradation_code, {120, CT_NULL, 0}},
-    {"itsme_derive_degradation_code", "itsme_derive_degradation_code: pid NULL", run_itsme_derive_degradation_code, {120, CT_NULL, 2}},
-    {"itsme_derive_degradation_code", "itsme_derive_degradation_code: secret NULL", run_itsme_derive_degradation_code, {120, CT_NULL, 4}},
-    {"itsme_derive_degradation_code", "itsme_derive_degradation_code: out NULL", run_itsme_derive_degradation_code, {120, CT_NULL, 6}},
-    {"itsme_derive_degradation_code", "itsme_derive_degradation_code: out_len NULL", run_itsme_derive_degradation_code, {120, CT_NULL, 8}},
-    {"itsme_derive_degradation_code", "itsme_derive_degradation_code: out size query", run_itsme_derive_degradation_code, {120, CT_SIZE_QUERY, 6}},
-    {"itsme_derive_degradation_code", "itsme_derive_degradation_code: out cap - 1", run_itsme_derive_degradation_code, {120, CT_SHORT, 6}},
-    {"itsme_derive_degradation_code", "itsme_derive_degradation_code: success with the exact cap", run_itsme_derive_degradation_code, {120, CT_SUCCESS, -1}},
-    {"itsme_online_verify_new", "itsme_online_verify_new: before itsme_init", run_itsme_online_verify_new, {121, CT_BEFORE_INIT, -1}},
-    {"itsme_online_verify_new", "itsme_online_verify_new: store NULL", run_itsme_online_verify_new, {121, CT_NULL, 0}},
-    {"itsme_online_verify_new", "itsme_online_verify_new: rng NULL", run_itsme_online_verify_new, {121, CT_NULL, 3}},
-    {"itsme_online_verify_new", "itsme_online_verify_new: out NULL", run_itsme_online_verify_new, {121, CT_NULL, 5}},
-    {"itsme_online_verify_new", "itsme_online_verify_new: now below 0", run_itsme_online_verify_new, {121, CT_TIME_NEGATIVE, 4}},
-    {"itsme_online_verify_new", "itsme_online_verify_new: now after 9999", run_itsme_online_verify_new, {121, CT_TIME_AFTER_9999, 4}},
-    {"itsme_online_verify_new", "itsme_online_verify_new: success", run_itsme_online_verify_new, {121, CT_SUCCESS, -1}},
-    {"itsme_online_verify_last_error", "itsme_online_verify_last_error: session NULL", run_itsme_online_verify_last_error, {123, CT_NULL, 0}},
-    {"itsme_online_verify_last_error", "itsme_online_verify_last_error: buf NULL", run_itsme_online_verify_last_error, {123, CT_NULL, 1}},
-    {"itsme_online_verify_last_error", "itsme_online_verify_last_error: out_len NULL", run_itsme_online_verify_last_error, {123, CT_NULL, 3}},
-    {"itsme_online_verify_last_error", "itsme_online_verify_last_error: buf size query", run_itsme_online_verify_last_error, {123, CT_SIZE_QUERY, 1}},
-    {"itsme_online_verify_last_error", "itsme_online_verify_last_error: buf cap - 1", run_itsme_online_verify_last_error, {123, CT_SHORT, 1}},
-    {"itsme_online_verify_last_error", "itsme_online_verify_last_error: success with the exact cap", run_itsme_online_verify_last_error, {123, CT_SUCCESS, -1}},
-    {"itsme_online_verify_status", "itsme_online_verify_status: before itsme_init", run_itsme_online_verify_status, {124, CT_BEFORE_INIT, -1}},
-    {"itsme_online_verify_status", "itsme_online_verify_status: session NULL", run_itsme_online_verify_status, {124, CT_NULL, 0}},
-    {"itsme_online_verify_status", "itsme_online_verify_status: out_state NULL", run_itsme_online_verify_status, {124, CT_NULL, 1}},
-    {"itsme_online_verify_status", "itsme_online_verify_status: success", run_itsme_online_verify_status, {124, CT_SUCCESS, -1}},
-    {"itsme_online_verify_room", "itsme_online_verify_room: before itsme_init", run_itsme_online_verify_room, {125, CT_BEFORE_INIT, -1}},
-    {"itsme_online_verify_room", "itsme_online_verify_room: session NULL", run_itsme_online_verify_room, {125, CT_NULL, 0}},
-    {"itsme_online_verify_room", "itsme_online_verify_room: out NULL", run_itsme_online_verify_room, {125, CT_NULL, 1}},
-    {"itsme_online_verify_room", "itsme_online_verify_room: out_len NULL", run_itsme_online_verify_room, {125, CT_NULL, 3}},
-    {"itsme_online_verify_room", "itsme_online_verify_room: out size query", run_itsme_online_verify_room, {125, CT_SIZE_QUERY, 1}},
-    {"itsme_online_verify_room", "itsme_online_verify_room: out cap - 1", run_itsme_online_verify_room, {125, CT_SHORT, 1}},
-    {"itsme_online_verify_room", "itsme_online_verify_room: success with the exact cap", run_itsme_online_verify_room, {125, CT_SUCCESS, -1}},
-    {"itsme_online_verify_next_outgoing", "itsme_online_verify_next_outgoing: before itsme_init", run_itsme_online_verify_next_outgoing, {126, CT_BEFORE_INIT, -1}},
-    {"itsme_online_verify_next_outgoing", "itsme_online_verify_next_outgoing: session NULL", run_itsme_online_verify_next_outgoing, {126, CT_NULL, 0}},
-    {"itsme_online_verify_next_outgoing", "itsme_online_verify_next_outgoing: out NULL", run_itsme_online_verify_next_outgoing, {126, CT_NULL, 1}},
-    {"itsme_online_verify_next_outgoing", "itsme_online_verify_next_outgoing: out_len NULL", run_itsme_online_verify_next_outgoing, {126, CT_NULL, 3}},
-    {"itsme_online_verify_next_outgoing", "itsme_online_verify_next_outgoing: out size query", run_itsme_online_verify_next_outgoing, {126, CT_SIZE_QUERY, 1}},
-    {"itsme_online_verify_next_outgoing", "itsme_online_verify_next_outgoing: out cap - 1", run_itsme_online_verify_next_outgoing, {126, CT_SHORT, 1}},
-    {"itsme_online_verify_next_outgoing", "itsme_online_verify_next_outgoing: success with the exact cap", run_itsme_online_verify_next_outgoing, {126, CT_SUCCESS, -1}},
-    {"itsme_online_verify_receive", "itsme_online_verify_receive: before itsme_init", run_itsme_online_verify_receive, {127, CT_BEFORE_INIT, -1}},
-    {"itsme_online_verify_receive", "itsme_online_verify_receive: session NULL", run_itsme_online_verify_receive, {127, CT_NULL, 0}},
-    {"itsme_online_verify_receive", "itsme_online_verify_receive: bytes NULL", run_itsme_online_verify_receive, {127, CT_NULL, 1}},
-    {"itsme_online_verify_sas", "itsme_online_verify_sas: before itsme_init", run_itsme_online_verify_sas, {128, CT_BEFORE_INIT, -1}},
-    {"itsme_online_verify_sas", "itsme_online_verify_sas: session NULL", run_itsme_online_verify_sas, {128, CT_NULL, 0}},
-    {"itsme_online_verify_sas", "itsme_online_verify_sas: out NULL", run_itsme_online_verify_sas, {128, CT_NULL, 1}},
-    {"itsme_online_verify_sas", "itsme_online_verify_sas: out_len NULL", run_itsme_online_verify_sas, {128, CT_NULL, 3}},
-    {"itsme_online_verify_sas", "itsme_online_verify_sas: out size query", run_itsme_online_verify_sas, {128, CT_SIZE_QUERY, 1}},
-    {"itsme_online_verify_sas", "itsme_online_verify_sas: out cap - 1", run_itsme_online_verify_sas, {128, CT_SHORT, 1}},
-    {"itsme_online_verify_sas", "itsme_online_verify_sas: success with the exact cap", run_itsme_online_verify_sas, {128, CT_SUCCESS, -1}},
-    {"itsme_online_verify_confirm", "itsme_online_verify_confirm: before itsme_init", run_itsme_online_verify_confirm, {129, CT_BEFORE_INIT, -1}},
-    {"itsme_online_verify_confirm", "itsme_online_verify_confirm: session NULL", run_itsme_online_verify_confirm, {129, CT_NULL, 0}},
-    {"itsme_online_verify_confirm", "itsme_online_verify_confirm: store NULL", run_itsme_online_verify_confirm, {129, CT_NULL, 1}},
-    {"itsme_online_verify_confirm", "itsme_online_verify_confirm: out_outcome NULL", run_itsme_online_verify_confirm, {129, CT_NULL, 3}},
-    {"itsme_online_verify_confirm", "itsme_online_verify_confirm: now below 0", run_itsme_online_verify_confirm, {129, CT_TIME_NEGATIVE, 2}},
-    {"itsme_online_verify_confirm", "itsme_online_verify_confirm: now after 9999", run_itsme_online_verify_confirm, {129, CT_TIME_AFTER_9999, 2}},
-    {"itsme_online_verify_confirm", "itsme_online_verify_confirm: success", run_itsme_online_verify_confirm, {129, CT_SUCCESS, -1}},
-    {"itsme_online_verify_reject", "itsme_online_verify_reject: before itsme_init", run_itsme_online_verify_reject, {130, CT_BEFORE_INIT, -1}},
-    {"itsme_online_verify_reject", "itsme_online_verify_reject: session NULL", run_itsme_online_verify_reject, {130, CT_NULL, 0}},
-    {"itsme_online_verify_share_profile", "itsme_online_verify_share_profile: before itsme_init", run_itsme_online_verify_share_profile, {131, CT_BEFORE_INIT, -1}},
-    {"itsme_online_verify_share_profile", "itsme_online_verify_share_profile: session NULL", run_itsme_online_verify_share_profile, {131, CT_NULL, 0}},
-    {"itsme_online_verify_share_profile", "itsme_online_verify_share_profile: reference NULL", run_itsme_online_verify_share_profile, {131, CT_NULL, 1}},
-    {"itsme_online_verify_peer_profile", "itsme_online_verify_peer_profile: before itsme_init", run_itsme_online_verify_peer_profile, {132, CT_BEFORE_INIT, -1}},
-    {"itsme_online_verify_peer_profile", "itsme_online_verify_peer_profile: session NULL", run_itsme_online_verify_peer_profile, {132, CT_NULL, 0}},
-    {"itsme_online_verify_peer_profile", "itsme_online_verify_peer_profile: out NULL", run_itsme_online_verify_peer_profile, {132, CT_NULL, 1}},
-    {"itsme_online_verify_peer_profile", "itsme_online_verify_peer_profile: out_len NULL", run_itsme_online_verify_peer_profile, {132, CT_NULL, 3}},
-    {"itsme_online_verify_peer_profile", "itsme_online_verify_peer_profile: out size query", run_itsme_online_verify_peer_profile, {132, CT_SIZE_QUERY, 1}},
-    {"itsme_online_verify_peer_profile", "itsme_online_verify_peer_profile: out cap - 1", run_itsme_online_verify_peer_profile, {132, CT_SHORT, 1}},
-    {"itsme_online_verify_peer_profile", "itsme_online_verify_peer_profile: success with the exact cap", run_itsme_online_verify_peer_profile, {132, CT_SUCCESS, -1}},
-    {"itsme_pin_update_new", "itsme_pin_update_new: before itsme_init", run_itsme_pin_update_new, {133, CT_BEFORE_INIT, -1}},
-    {"itsme_pin_update_new", "itsme_pin_update_new: store NULL", run_itsme_pin_update_new, {133, CT_NULL, 0}},
-    {"itsme_pin_update_new", "itsme_pin_update_new: rng NULL", run_itsme_pin_update_new, {133, CT_NULL, 3}},
-    {"itsme_pin_update_new", "itsme_pin_update_new: out NULL", run_itsme_pin_update_new, {133, CT_NULL, 5}},
-    {"itsme_pin_update_new", "itsme_pin_update_new: now below 0", run_itsme_pin_update_new, {133, CT_TIME_NEGATIVE, 4}},
-    {"itsme_pin_update_new", "itsme_pin_update_new: now after 9999", run_itsme_pin_update_new, {133, CT_TIME_AFTER_9999, 4}},
-    {"itsme_pin_update_new", "itsme_pin_update_new: success", run_itsme_pin_update_new, {133, CT_SUCCESS, -1}},
-    {"itsme_pin_update_last_error", "itsme_pin_update_last_error: update NULL", run_itsme_pin_update_last_error, {135, CT_NULL, 0}},
-    {"itsme_pin_update_last_error", "itsme_pin_update_last_error: buf NULL", run_itsme_pin_update_last_error, {135, CT_NULL, 1}},
-    {"itsme_pin_update_last_error", "itsme_pin_update_last_error: out_len NULL", run_itsme_pin_update_last_error, {135, CT_NULL, 3}},
-    {"itsme_pin_update_last_error", "itsme_pin_update_last_error: buf size query", run_itsme_pin_update_last_error, {135, CT_SIZE_QUERY, 1}},
-    {"itsme_pin_update_last_error", "itsme_pin_update_last_error: buf cap - 1", run_itsme_pin_update_last_error, {135, CT_SHORT, 1}},
-    {"itsme_pin_update_last_error", "itsme_pin_update_last_error: success with the exact cap", run_itsme_pin_update_last_error, {135, CT_SUCCESS, -1}},
-    {"itsme_pin_update_status", "itsme_pin_update_status: before itsme_init", run_itsme_pin_update_status, {136, CT_BEFORE_INIT, -1}},
-    {"itsme_pin_update_status", "itsme_pin_update_status: update NULL", run_itsme_pin_update_status, {136, CT_NULL, 0}},
-    {"itsme_pin_update_status", "itsme_pin_update_status: out_state NULL", run_itsme_pin_update_status, {136, CT_NULL, 1}},
-    {"itsme_pin_update_status", "itsme_pin_update_status: success", run_itsme_pin_update_status, {136, CT_SUCCESS, -1}},
-    {"itsme_pin_update_session_code", "itsme_pin_update_session_code: before itsme_init", run_itsme_pin_update_session_code, {137, CT_BEFORE_INIT, -1}},
-    {"itsme_pin_update_session_code", "itsme_pin_update_session_code: update NULL", run_itsme_pin_update_session_code, {137, CT_NULL, 0}},
-    {"itsme_pin_update_session_code", "itsme_pin_update_session_code: out NULL", run_itsme_pin_update_session_code, {137, CT_NULL, 1}},
-    {"itsme_pin_update_session_code", "itsme_pin_update_session_code: out_len NULL", run_itsme_pin_update_session_code, {137, CT_NULL, 3}},
-    {"itsme_pin_update_session_code", "itsme_pin_update_session_code: out size query", run_itsme_pin_update_session_code, {137, CT_SIZE_QUERY, 1}},
-    {"itsme_pin_update_session_code", "itsme_pin_update_session_code: out cap - 1", run_itsme_pin_update_session_code, {137, CT_SHORT, 1}},
-    {"itsme_pin_update_session_code", "itsme_pin_update_session_code: success with the exact cap", run_itsme_pin_update_session_code, {137, CT_SUCCESS, -1}},
-    {"itsme_pin_update_next_outgoing", "itsme_pin_update_next_outgoing: before itsme_init", run_itsme_pin_update_next_outgoing, {138, CT_BEFORE_INIT, -1}},
-    {"itsme_pin_update_next_outgoing", "itsme_pin_update_next_outgoing: update NULL", run_itsme_pin_update_next_outgoing, {138, CT_NULL, 0}},
-    {"itsme_pin_update_next_outgoing", "itsme_pin_update_next_outgoing: out NULL", run_itsme_pin_update_next_outgoing, {138, CT_NULL, 1}},
-    {"itsme_pin_update_next_outgoing", "itsme_pin_update_next_outgoing: out_len NULL", run_itsme_pin_update_next_outgoing, {138, CT_NULL, 3}},
-    {"itsme_pin_update_next_outgoing", "itsme_pin_update_next_outgoing: out size query", run_itsme_pin_update_next_outgoing, {138, CT_SIZE_QUERY, 1}},
-    {"itsme_pin_update_next_outgoing", "itsme_pin_update_next_outgoing: out cap - 1", run_itsme_pin_update_next_outgoing, {138, CT_SHORT, 1}},
-    {"itsme_pin_update_next_outgoing", "itsme_pin_update_next_outgoing: success with the exact cap", run_itsme_pin_update_next_outgoing, {138, CT_SUCCESS, -1}},
-    {"itsme_pin_update_receive", "itsme_pin_update_receive: before itsme_init", run_itsme_pin_update_receive, {139, CT_BEFORE_INIT, -1}},
-    {"itsme_pin_update_receive", "itsme_pin_update_receive: update NULL", run_itsme_pin_update_receive, {139, CT_NULL, 0}},
-    {"itsme_pin_update_receive", "itsme_pin_update_receive: bytes NULL", run_itsme_pin_update_receive, {139, CT_NULL, 1}},
-    {"itsme_export_generate_password", "itsme_export_generate_password: before itsme_init", run_itsme_export_generate_password, {140, CT_BEFORE_INIT, -1}},
-    {"itsme_export_generate_password", "itsme_export_generate_password: rng NULL", run_itsme_export_generate_password, {140, CT_NULL, 0}},
-    {"itsme_export_generate_password", "itsme_export_generate_password: out NULL", run_itsme_export_generate_password, {140, CT_NULL, 1}},
-    {"itsme_export_generate_password", "itsme_export_generate_password: out_len NULL", run_itsme_export_generate_password, {140, CT_NULL, 3}},
-    {"itsme_export_generate_password", "itsme_export_generate_password: out size query", run_itsme_export_generate_password, {140, CT_SIZE_QUERY, 1}},
-    {"itsme_export_generate_password", "itsme_export_generate_password: out cap - 1", run_itsme_export_generate_password, {140, CT_SHORT, 1}},
-    {"itsme_export_generate_password", "itsme_export_generate_password: success with the exact cap", run_itsme_export_generate_password, {140, CT_SUCCESS, -1}},
-    {"itsme_identity_export", "itsme_identity_export: before itsme_init", run_itsme_identity_export, {141, CT_BEFORE_INIT, -1}},
-    {"itsme_identity_export", "itsme_identity_export: identity NULL", run_itsme_identity_export, {141, CT_NULL, 0}},
-    {"itsme_identity_export", "itsme_identity_export: pin NULL", run_itsme_identity_export, {141, CT_NULL, 1}},
-    {"itsme_identity_export", "itsme_identity_export: password NULL", run_itsme_identity_export, {141, CT_NULL, 3}},
-    {"itsme_identity_export", "itsme_identity_export: rng NULL", run_itsme_identity_export, {141, CT_NULL, 5}},
-    {"itsme_identity_export", "itsme_identity_export: out NULL", run_itsme_identity_export, {141, CT_NULL, 6}},
-    {"itsme_identity_export", "itsme_identity_export: out_len NULL", run_itsme_identity_export, {141, CT_NULL, 8}},
-    {"itsme_identity_export", "itsme_identity_export: pin not UTF-8", run_itsme_identity_export, {141, CT_BAD_UTF8, 1}},
-    {"itsme_identity_export", "itsme_identity_export: pin longer than ITSME_TEXT_MAX", run_itsme_identity_export, {141, CT_LONG_TEXT, 1}},
-    {"itsme_identity_export", "itsme_identity_export: now below 0", run_itsme_identity_export, {141, CT_TIME_NEGATIVE, 2}},
-    {"itsme_identity_export", "itsme_identity_export: now after 9999", run_itsme_identity_export, {141, CT_TIME_AFTER_9999, 2}},
-    {"itsme_identity_export", "itsme_identity_export: password not UTF-8", run_itsme_identity_export, {141, CT_BAD_UTF8, 3}},
-    {"itsme_identity_export", "itsme_identity_export: password longer than ITSME_TEXT_MAX", run_itsme_identity_export, {141, CT_LONG_TEXT, 3}},
-    {"itsme_identity_export", "itsme_identity_export: out size query", run_itsme_identity_export, {141, CT_SIZE_QUERY, 6}},
-    {"itsme_identity_export", "itsme_identity_export: out cap - 1", run_itsme_identity_export, {141, CT_SHORT, 6}},
-    {"itsme_identity_export", "itsme_identity_export: success with the exact cap", run_itsme_identity_export, {141, CT_SUCCESS, -1}},
-    {"itsme_export_to_text", "itsme_export_to_text: before itsme_init", run_itsme_export_to_text, {142, CT_BEFORE_INIT, -1}},
-    {"itsme_export_to_text", "itsme_export_to_text: blob NULL", run_itsme_export_to_text, {142, CT_NULL, 0}},
-    {"itsme_export_to_text", "itsme_export_to_text: out NULL", run_itsme_export_to_text, {142, CT_NULL, 2}},
-    {"itsme_export_to_text", "itsme_export_to_text: out_len NULL", run_itsme_export_to_text, {142, CT_NULL, 4}},
-    {"itsme_export_to_text", "itsme_export_to_text: out size query", run_itsme_export_to_text, {142, CT_SIZE_QUERY, 2}},
-    {"itsme_export_to_text", "itsme_export_to_text: out cap - 1", run_itsme_export_to_text, {142, CT_SHORT, 2}},
-    {"itsme_export_to_text", "itsme_export_to_text: success with the exact cap", run_itsme_export_to_text, {142, CT_SUCCESS, -1}},
-    {"itsme_export_from_text", "itsme_export_from_text: before itsme_init", run_itsme_export_from_text, {143, CT_BEFORE_INIT, -1}},
-    {"itsme_export_from_text", "itsme_export_from_text: text NULL", run_itsme_export_from_text, {143, CT_NULL, 0}},
-    {"itsme_export_from_text", "itsme_export_from_text: out NULL", run_itsme_export_from_text, {143, CT_NULL, 1}},
-    {"itsme_export_from_text", "itsme_export_from_text: out_len NULL", run_itsme_export_from_text, {143, CT_NULL, 3}},
-    {"itsme_export_from_text", "itsme_export_from_text: text not UTF-8", run_itsme_export_from_text, {143, CT_BAD_UTF8, 0}},
-    {"itsme_export_from_text", "itsme_export_from_text: text longer than ITSME_TEXT_MAX", run_itsme_export_from_text, {143, CT_LONG_TEXT, 0}},
-    {"itsme_export_from_text", "itsme_export_from_text: out size query", run_itsme_export_from_text, {143, CT_SIZE_QUERY, 1}},
-    {"itsme_export_from_text", "itsme_export_from_text: out cap - 1", run_itsme_export_from_text, {143, CT_SHORT, 1}},
-    {"itsme_export_from_text", "itsme_export_from_text: success with the exact cap", run_itsme_export_from_text, {143, CT_SUCCESS, -1}},
-    {"itsme_export_header", "itsme_export_header: before itsme_init", run_itsme_export_header, {144, CT_BEFORE_INIT, -1}},
-    {"itsme_export_header", "itsme_export_header: blob NULL", run_itsme_export_header, {144, CT_NULL, 0}},
-    {"itsme_export_header", "itsme_export_header: out_passes NULL", run_itsme_export_header, {144, CT_NULL, 2}},
-    {"itsme_export_header", "itsme_export_header: out_memory_kib NULL", run_itsme_export_header, {144, CT_NULL, 3}},
-    {"itsme_export_header", "itsme_export_header: out_password_kind NULL", run_itsme_export_header, {144, CT_NULL, 4}},
-    {"itsme_export_header", "itsme_export_header: success", run_itsme_export_header, {144, CT_SUCCESS, -1}},
-    {"itsme_import_open", "itsme_import_open: before itsme_init", run_itsme_import_open, {145, CT_BEFORE_INIT, -1}},
-    {"itsme_import_open", "itsme_import_open: store NULL", run_itsme_import_open, {145, CT_NULL, 0}},
-    {"itsme_import_open", "itsme_import_open: blob NULL", run_itsme_import_open, {145, CT_NULL, 1}},
-    {"itsme_import_open", "itsme_import_open: password NULL", run_itsme_import_open, {145, CT_NULL, 3}},
-    {"itsme_import_open", "itsme_import_open: out NULL", run_itsme_import_open, {145, CT_NULL, 5}},
-    {"itsme_import_open", "itsme_import_open: password not UTF-8", run_itsme_import_open, {145, CT_BAD_UTF8, 3}},
-    {"itsme_import_open", "itsme_import_open: password longer than ITSME_TEXT_MAX", run_itsme_import_open, {145, CT_LONG_TEXT, 3}},
-    {"itsme_import_open", "itsme_import_open: now below 0", run_itsme_import_open, {145, CT_TIME_NEGATIVE, 4}},
-    {"itsme_import_open", "itsme_import_open: now after 9999", run_itsme_import_open, {145, CT_TIME_AFTER_9999, 4}},
-    {"itsme_import_open", "itsme_import_open: success", run_itsme_import_open, {145, CT_SUCCESS, -1}},
-    {"itsme_import_status", "itsme_import_status: before itsme_init", run_itsme_import_status, {146, CT_BEFORE_INIT, -1}},
-    {"itsme_import_status", "itsme_import_status: store NULL", run_itsme_import_status, {146, CT_NULL, 0}},
-    {"itsme_import_status", "itsme_import_status: out_failures NULL", run_itsme_import_status, {146, CT_NULL, 2}},
-    {"itsme_import_status", "itsme_import_status: out_wait_seconds NULL", run_itsme_import_status, {146, CT_NULL, 3}},
-    {"itsme_import_status", "itsme_import_status: now below 0", run_itsme_import_status, {146, CT_TIME_NEGATIVE, 1}},
-    {"itsme_import_status", "itsme_import_status: now after 9999", run_itsme_import_status, {146, CT_TIME_AFTER_9999, 1}},
-    {"itsme_import_status", "itsme_import_status: success", run_itsme_import_status, {146, CT_SUCCESS, -1}},
-    {"itsme_import_last_error", "itsme_import_last_error: import NULL", run_itsme_import_last_error, {148, CT_NULL, 0}},
-    {"itsme_import_last_error", "itsme_import_last_error: buf NULL", run_itsme_import_last_error, {148, CT_NULL, 1}},
-    {"itsme_import_last_error", "itsme_import_last_error: out_len NULL", run_itsme_import_last_error, {148, CT_NULL, 3}},
-    {"itsme_import_last_error", "itsme_import_last_error: buf size query", run_itsme_import_last_error, {148, CT_SIZE_QUERY, 1}},
-    {"itsme_import_last_error", "itsme_import_last_error: buf cap - 1", run_itsme_import_last_error, {148, CT_SHORT, 1}},
-    {"itsme_import_last_error", "itsme_import_last_error: success with the exact cap", run_itsme_import_last_error, {148, CT_SUCCESS, -1}},
-    {"itsme_import_fingerprint", "itsme_import_fingerprint: before itsme_init", run_itsme_import_fingerprint, {149, CT_BEFORE_INIT, -1}},
-    {"itsme_import_fingerprint", "itsme_import_fingerprint: import NULL", run_itsme_import_fingerprint, {149, CT_NULL, 0}},
-    {"itsme_import_fingerprint", "itsme_import_fingerprint: out NULL", run_itsme_import_fingerprint, {149, CT_NULL, 1}},
-    {"itsme_import_fingerprint", "itsme_import_fingerprint: out_len NULL", run_itsme_import_fingerprint, {149, CT_NULL, 3}},
-    {"itsme_import_fingerprint", "itsme_import_fingerprint: out size query", run_itsme_import_fingerprint, {149, CT_SIZE_QUERY, 1}},
-    {"itsme_import_fingerprint", "itsme_import_fingerprint: out cap - 1", run_itsme_import_fingerprint, {149, CT_SHORT, 1}},
-    {"itsme_import_fingerprint", "itsme_import_fingerprint: success with the exact cap", run_itsme_import_fingerprint, {149, CT_SUCCESS, -1}},
-    {"itsme_import_name", "itsme_import_name: before itsme_init", run_itsme_import_name, {150, CT_BEFORE_INIT, -1}},
-    {"itsme_import_name", "itsme_import_name: import NULL", run_itsme_import_name, {150, CT_NULL, 0}},
-    {"itsme_import_name", "itsme_import_name: out NULL", run_itsme_import_name, {150, CT_NULL, 1}},
-    {"itsme_import_name", "itsme_import_name: out_len NULL", run_itsme_import_name, {150, CT_NULL, 3}},
-    {"itsme_import_name", "itsme_import_name: out size query", run_itsme_import_name, {150, CT_SIZE_QUERY, 1}},
-    {"itsme_import_name", "itsme_import_name: out cap - 1", run_itsme_import_name, {150, CT_SHORT, 1}},
-    {"itsme_import_name", "itsme_import_name: success with the exact cap", run_itsme_import_name, {150, CT_SUCCESS, -1}},
-    {"itsme_import_check", "itsme_import_check: before itsme_init", run_itsme_import_check, {151, CT_BEFORE_INIT, -1}},
-    {"itsme_import_check", "itsme_import_check: import NULL", run_itsme_import_check, {151, CT_NULL, 0}},
-    {"itsme_import_check", "itsme_import_check: store NULL", run_itsme_import_check, {151, CT_NULL, 1}},
-    {"itsme_import_check", "itsme_import_check: store_path NULL", run_itsme_import_check, {151, CT_NULL, 2}},
-    {"itsme_import_check", "itsme_import_check: out_report NULL", run_itsme_import_check, {151, CT_NULL, 3}},
-    {"itsme_import_check", "itsme_import_check: store_path not UTF-8", run_itsme_import_check, {151, CT_BAD_UTF8, 2}},
-    {"itsme_import_check", "itsme_import_check: store_path longer than ITSME_TEXT_MAX", run_itsme_import_check, {151, CT_LONG_TEXT, 2}},
-    {"itsme_import_check", "itsme_import_check: success", run_itsme_import_check, {151, CT_SUCCESS, -1}},
-    {"itsme_import_install", "itsme_import_install: before itsme_init", run_itsme_import_install, {152, CT_BEFORE_INIT, -1}},
-    {"itsme_import_install", "itsme_import_install: import NULL", run_itsme_import_install, {152, CT_NULL, 0}},
-    {"itsme_import_install", "itsme_import_install: store NULL", run_itsme_import_install, {152, CT_NULL, 1}},
-    {"itsme_import_install", "itsme_import_install: store_path NULL", run_itsme_import_install, {152, CT_NULL, 2}},
-    {"itsme_import_install", "itsme_import_install: out_identity NULL", run_itsme_import_install, {152, CT_NULL, 4}},
-    {"itsme_import_install", "itsme_import_install: store_path not UTF-8", run_itsme_import_install, {152, CT_BAD_UTF8, 2}},
-    {"itsme_import_install", "itsme_import_install: store_path longer than ITSME_TEXT_MAX", run_itsme_import_install, {152, CT_LONG_TEXT, 2}},
-    {"itsme_import_install", "itsme_import_install: success", run_itsme_import_install, {152, CT_SUCCESS, -1}},
-    {"itsme_transfer_new_receiver", "itsme_transfer_new_receiver: before itsme_init", run_itsme_transfer_new_receiver, {153, CT_BEFORE_INIT, -1}},
-    {"itsme_transfer_new_receiver", "itsme_transfer_new_receiver: rng NULL", run_itsme_transfer_new_receiver, {153, CT_NULL, 0}},
-    {"itsme_transfer_new_receiver", "itsme_transfer_new_receiver: out NULL", run_itsme_transfer_new_receiver, {153, CT_NULL, 2}},
-    {"itsme_transfer_new_receiver", "itsme_transfer_new_receiver: now below 0", run_itsme_transfer_new_receiver, {153, CT_TIME_NEGATIVE, 1}},
-    {"itsme_transfer_new_receiver", "itsme_transfer_new_receiver: now after 9999", run_itsme_transfer_new_receiver, {153, CT_TIME_AFTER_9999, 1}},
-    {"itsme_transfer_new_receiver", "itsme_transfer_new_receiver: success", run_itsme_transfer_new_receiver, {153, CT_SUCCESS, -1}},
-    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: before itsme_init", run_itsme_transfer_new_sender, {154, CT_BEFORE_INIT, -1}},
-    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: identity NULL", run_itsme_transfer_new_sender, {154, CT_NULL, 0}},
-    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: pin NULL", run_itsme_transfer_new_sender, {154, CT_NULL, 1}},
-    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: offer NULL", run_itsme_transfer_new_sender, {154, CT_NULL, 2}},
-    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: rng NULL", run_itsme_transfer_new_sender, {154, CT_NULL, 3}},
-    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: out NULL", run_itsme_transfer_new_sender, {154, CT_NULL, 5}},
-    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: pin not UTF-8", run_itsme_transfer_new_sender, {154, CT_BAD_UTF8, 1}},
-    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: pin longer than ITSME_TEXT_MAX", run_itsme_transfer_new_sender, {154, CT_LONG_TEXT, 1}},
-    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: offer not UTF-8", run_itsme_transfer_new_sender, {154, CT_BAD_UTF8, 2}},
-    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: offer longer than ITSME_TEXT_MAX", run_itsme_transfer_new_sender, {154, CT_LONG_TEXT, 2}},
-    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: now below 0", run_itsme_transfer_new_sender, {154, CT_TIME_NEGATIVE, 4}},
-    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: now after 9999", run_itsme_transfer_new_sender, {154, CT_TIME_AFTER_9999, 4}},
-    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: success", run_itsme_transfer_new_sender, {154, CT_SUCCESS, -1}},
-    {"itsme_transfer_last_error", "itsme_transfer_last_error: transfer NULL", run_itsme_transfer_last_error, {156, CT_NULL, 0}},
-    {"itsme_transfer_last_error", "itsme_transfer_last_error: buf NULL", run_itsme_transfer_last_error, {156, CT_NULL, 1}},
-    {"itsme_transfer_last_error", "itsme_transfer_last_error: out_len NULL", run_itsme_transfer_last_error, {156, CT_NULL, 3}},
-    {"itsme_transfer_last_error", "itsme_transfer_last_error: buf size query", run_itsme_transfer_last_error, {156, CT_SIZE_QUERY, 1}},
-    {"itsme_transfer_last_error", "itsme_transfer_last_error: buf cap - 1", run_itsme_transfer_last_error, {156, CT_SHORT, 1}},
-    {"itsme_transfer_last_error", "itsme_transfer_last_error: success with the exact cap", run_itsme_transfer_last_error, {156, CT_SUCCESS, -1}},
-    {"itsme_transfer_status", "itsme_transfer_status: before itsme_init", run_itsme_transfer_status, {157, CT_BEFORE_INIT, -1}},
-    {"itsme_transfer_status", "itsme_transfer_status: transfer NULL", run_itsme_transfer_status, {157, CT_NULL, 0}},
-    {"itsme_transfer_status", "itsme_transfer_status: out_state NULL", run_itsme_transfer_status, {157, CT_NULL, 1}},
-    {"itsme_transfer_status", "itsme_transfer_status: success", run_itsme_transfer_status, {157, CT_SUCCESS, -1}},
-    {"itsme_transfer_offer", "itsme_transfer_offer: before itsme_init", run_itsme_transfer_offer, {158, CT_BEFORE_INIT, -1}},
-    {"itsme_transfer_offer", "itsme_transfer_offer: transfer NULL", run_itsme_transfer_offer, {158, CT_NULL, 0}},
-    {"itsme_transfer_offer", "itsme_transfer_offer: out NULL", run_itsme_transfer_offer, {158, CT_NULL, 1}},
-    {"itsme_transfer_offer", "itsme_transfer_offer: out_len NULL", run_itsme_transfer_offer, {158, CT_NULL, 3}},
-    {"itsme_transfer_offer", "itsme_transfer_offer: out size query", run_itsme_transfer_offer, {158, CT_SIZE_QUERY, 1}},
-    {"itsme_transfer_offer", "itsme_transfer_offer: out cap - 1", run_itsme_transfer_offer, {158, CT_SHORT, 1}},
-    {"itsme_transfer_offer", "itsme_transfer_offer: success with the exact cap", run_itsme_transfer_offer, {158, CT_SUCCESS, -1}},
-    {"itsme_transfer_room", "itsme_transfer_room: before itsme_init", run_itsme_transfer_room, {159, CT_BEFORE_INIT, -1}},
-    {"itsme_transfer_room", "itsme_transfer_room: transfer NULL", run_itsme_transfer_room, {159, CT_NULL, 0}},
-    {"itsme_transfer_room", "itsme_transfer_room: out NULL", run_itsme_transfer_room, {159, CT_NULL, 1}},
-    {"itsme_transfer_room", "itsme_transfer_room: out_len NULL", run_itsme_transfer_room, {159, CT_NULL, 3}},
-    {"itsme_transfer_room", "itsme_transfer_room: out size query", run_itsme_transfer_room, {159, CT_SIZE_QUERY, 1}},
-    {"itsme_transfer_room", "itsme_transfer_room: out cap - 1", run_itsme_transfer_room, {159, CT_SHORT, 1}},
-    {"itsme_transfer_room", "itsme_transfer_room: success with the exact cap", run_itsme_transfer_room, {159, CT_SUCCESS, -1}},
-    {"itsme_transfer_next_outgoing", "itsme_transfer_next_outgoing: before itsme_init", run_itsme_transfer_next_outgoing, {160, CT_BEFORE_INIT, -1}},
-    {"itsme_transfer_next_outgoing", "itsme_transfer_next_outgoing: transfer NULL", run_itsme_transfer_next_outgoing, {160, CT_NULL, 0}},
-    {"itsme_transfer_next_outgoing", "itsme_transfer_next_outgoing: out NULL", run_itsme_transfer_next_outgoing, {160, CT_NULL, 1}},
-    {"itsme_transfer_next_outgoing", "itsme_transfer_next_outgoing: out_len NULL", run_itsme_transfer_next_outgoing, {160, CT_NULL, 3}},
-    {"itsme_transfer_next_outgoing", "itsme_transfer_next_outgoing: out size query", run_itsme_transfer_next_outgoing, {160, CT_SIZE_QUERY, 1}},
-    {"itsme_transfer_next_outgoing", "itsme_transfer_next_outgoing: out cap - 1", run_itsme_transfer_next_outgoing, {160, CT_SHORT, 1}},
-    {"itsme_transfer_next_outgoing", "itsme_transfer_next_outgoing: success with the exact cap", run_itsme_transfer_next_outgoing, {160, CT_SUCCESS, -1}},
-    {"itsme_transfer_receive", "itsme_transfer_receive: before itsme_init", run_itsme_transfer_receive, {161, CT_BEFORE_INIT, -1}},
-    {"itsme_transfer_receive", "itsme_transfer_receive: transfer NULL", run_itsme_transfer_receive, {161, CT_NULL, 0}},
-    {"itsme_transfer_receive", "itsme_transfer_receive: bytes NULL", run_itsme_transfer_receive, {161, CT_NULL, 1}},
-    {"itsme_transfer_sas", "itsme_transfer_sas: before itsme_init", run_itsme_transfer_sas, {162, CT_BEFORE_INIT, -1}},
-    {"itsme_transfer_sas", "itsme_transfer_sas: transfer NULL", run_itsme_transfer_sas, {162, CT_NULL, 0}},
-    {"itsme_transfer_sas", "itsme_transfer_sas: out NULL", run_itsme_transfer_sas, {162, CT_NULL, 1}},
-    {"itsme_transfer_sas", "itsme_transfer_sas: out_len NULL", run_itsme_transfer_sas, {162, CT_NULL, 3}},
-    {"itsme_transfer_sas", "itsme_transfer_sas: out size query", run_itsme_transfer_sas, {162, CT_SIZE_QUERY, 1}},
-    {"itsme_transfer_sas", "itsme_transfer_sas: out cap - 1", run_itsme_transfer_sas, {162, CT_SHORT, 1}},
-    {"itsme_transfer_sas", "itsme_transfer_sas: success with the exact cap", run_itsme_transfer_sas, {162, CT_SUCCESS, -1}},
-    {"itsme_transfer_confirm", "itsme_transfer_confirm: before itsme_init", run_itsme_transfer_confirm, {163, CT_BEFORE_INIT, -1}},
-    {"itsme_transfer_confirm", "itsme_transfer_confirm: transfer NULL", run_itsme_transfer_confirm, {163, CT_NULL, 0}},
-    {"itsme_transfer_reject", "itsme_transfer_reject: before itsme_init", run_itsme_transfer_reject, {164, CT_BEFORE_INIT, -1}},
-    {"itsme_transfer_reject", "itsme_transfer_reject: transfer NULL", run_itsme_transfer_reject, {164, CT_NULL, 0}},
-    {"itsme_transfer_take_import", "itsme_transfer_take_import: before itsme_init", run_itsme_transfer_take_import, {165, CT_BEFORE_INIT, -1}},
-    {"itsme_transfer_take_import", "itsme_transfer_take_import: transfer NULL", run_itsme_transfer_take_import, {165, CT_NULL, 0}},
-    {"itsme_transfer_take_import", "itsme_transfer_take_import: out NULL", run_itsme_transfer_take_import, {165, CT_NULL, 1}},
-    {"itsme_transfer_take_import", "itsme_transfer_take_import: success", run_itsme_transfer_take_import, {165, CT_SUCCESS, -1}},
-    {"itsme_profile_create", "itsme_profile_create: before itsme_init", run_itsme_profile_create, {166, CT_BEFORE_INIT, -1}},
-    {"itsme_profile_create", "itsme_profile_create: identity NULL", run_itsme_profile_create, {166, CT_NULL, 0}},
-    {"itsme_profile_create", "itsme_profile_create: name NULL", run_itsme_profile_create, {166, CT_NULL, 1}},
-    {"itsme_profile_create", "itsme_profile_create: photo NULL", run_itsme_profile_create, {166, CT_NULL, 2}},
-    {"itsme_profile_create", "itsme_profile_create: photo_filename NULL", run_itsme_profile_create, {166, CT_NULL, 4}},
-    {"itsme_profile_create", "itsme_profile_create: rng NULL", run_itsme_profile_create, {166, CT_NULL, 5}},
-    {"itsme_profile_create", "itsme_profile_create: out NULL", run_itsme_profile_create, {166, CT_NULL, 6}},
-    {"itsme_profile_create", "itsme_profile_create: name not UTF-8", run_itsme_profile_create, {166, CT_BAD_UTF8, 1}},
-    {"itsme_profile_create", "itsme_profile_create: name longer than ITSME_TEXT_MAX", run_itsme_profile_create, {166, CT_LONG_TEXT, 1}},
-    {"itsme_profile_create", "itsme_profile_create: photo_filename not UTF-8", run_itsme_profile_create, {166, CT_BAD_UTF8, 4}},
-    {"itsme_profile_create", "itsme_profile_create: photo_filename longer than ITSME_TEXT_MAX", run_itsme_profile_create, {166, CT_LONG_TEXT, 4}},
-    {"itsme_profile_create", "itsme_profile_create: success", run_itsme_profile_create, {166, CT_SUCCESS, -1}},
-    {"itsme_profile_open", "itsme_profile_open: before itsme_init", run_itsme_profile_open, {167, CT_BEFORE_INIT, -1}},
-    {"itsme_profile_open", "itsme_profile_open: record NULL", run_itsme_profile_open, {167, CT_NULL, 0}},
-    {"itsme_profile_open", "itsme_profile_open: reference NULL", run_itsme_profile_open, {167, CT_NULL, 2}},
-    {"itsme_profile_open", "itsme_profile_open: owner_key NULL", run_itsme_profile_open, {167, CT_NULL, 4}},
-    {"itsme_profile_open", "itsme_profile_open: out NULL", run_itsme_profile_open, {167, CT_NULL, 6}},
-    {"itsme_profile_open", "itsme_profile_open: success", run_itsme_profile_open, {167, CT_SUCCESS, -1}},
-    {"itsme_profile_name", "itsme_profile_name: before itsme_init", run_itsme_profile_name, {169, CT_BEFORE_INIT, -1}},
-    {"itsme_profile_name", "itsme_profile_name: profile NULL", run_itsme_profile_name, {169, CT_NULL, 0}},
-    {"itsme_profile_name", "itsme_profile_name: out NULL", run_itsme_profile_name, {169, CT_NULL, 1}},
-    {"itsme_profile_name", "itsme_profile_name: out_len NULL", run_itsme_profile_name, {169, CT_NULL, 3}},
-    {"itsme_profile_name", "itsme_profile_name: out size query", run_itsme_profile_name, {169, CT_SIZE_QUERY, 1}},
-    {"itsme_profile_name", "itsme_profile_name: out cap - 1", run_itsme_profile_name, {169, CT_SHORT, 1}},
-    {"itsme_profile_name", "itsme_profile_name: success with the exact cap", run_itsme_profile_name, {169, CT_SUCCESS, -1}},
-    {"itsme_profile_photo", "itsme_profile_photo: before itsme_init", run_itsme_profile_photo, {170, CT_BEFORE_INIT, -1}},
-    {"itsme_profile_photo", "itsme_profile_photo: profile NULL", run_itsme_profile_photo, {170, CT_NULL, 0}},
-    {"itsme_profile_photo", "itsme_profile_photo: out NULL", run_itsme_profile_photo, {170, CT_NULL, 1}},
-    {"itsme_profile_photo", "itsme_profile_photo: out_len NULL", run_itsme_profile_photo, {170, CT_NULL, 3}},
-    {"itsme_profile_photo", "itsme_profile_photo: out size query", run_itsme_profile_photo, {170, CT_SIZE_QUERY, 1}},
-    {"itsme_profile_photo", "itsme_profile_photo: out cap - 1", run_itsme_profile_photo, {170, CT_SHORT, 1}},
-    {"itsme_profile_photo", "itsme_profile_photo: success with the exact cap", run_itsme_profile_photo, {170, CT_SUCCESS, -1}},
-    {"itsme_profile_photo_filename", "itsme_profile_photo_filename: before itsme_init", run_itsme_profile_photo_filename, {171, CT_BEFORE_INIT, -1}},
-    {"itsme_profile_photo_filename", "itsme_profile_photo_filename: profile NULL", run_itsme_profile_photo_filename, {171, CT_NULL, 0}},
-    {"itsme_profile_photo_filename", "itsme_profile_photo_filename: out NULL", run_itsme_profile_photo_filename, {171, CT_NULL, 1}},
-    {"itsme_profile_photo_filename", "itsme_profile_photo_filename: out_len NULL", run_itsme_profile_photo_filename, {171, CT_NULL, 3}},
-    {"itsme_profile_photo_filename", "itsme_profile_photo_filename: out size query", run_itsme_profile_photo_filename, {171, CT_SIZE_QUERY, 1}},
-    {"itsme_profile_photo_filename", "itsme_profile_photo_filename: out cap - 1", run_itsme_profile_photo_filename, {171, CT_SHORT, 1}},
-    {"itsme_profile_photo_filename", "itsme_profile_photo_filename: success with the exact cap", run_itsme_profile_photo_filename, {171, CT_SUCCESS, -1}},
-    {"itsme_profile_record", "itsme_profile_record: before itsme_init", run_itsme_profile_record, {172, CT_BEFORE_INIT, -1}},
-    {"itsme_profile_record", "itsme_profile_record: profile NULL", run_itsme_profile_record, {172, CT_NULL, 0}},
-    {"itsme_profile_record", "itsme_profile_record: out NULL", run_itsme_profile_record, {172, CT_NULL, 1}},
-    {"itsme_profile_record", "itsme_profile_record: out_len NULL", run_itsme_profile_record, {172, CT_NULL, 3}},
-    {"itsme_profile_record", "itsme_profile_record: out size query", run_itsme_profile_record, {172, CT_SIZE_QUERY, 1}},
-    {"itsme_profile_record", "itsme_profile_record: out cap - 1", run_itsme_profile_record, {172, CT_SHORT, 1}},
-    {"itsme_profile_record", "itsme_profile_record: success with the exact cap", run_itsme_profile_record, {172, CT_SUCCESS, -1}},
-    {"itsme_profile_record_id", "itsme_profile_record_id: before itsme_init", run_itsme_profile_record_id, {173, CT_BEFORE_INIT, -1}},
-    {"itsme_profile_record_id", "itsme_profile_record_id: profile NULL", run_itsme_profile_record_id, {173, CT_NULL, 0}},
-    {"itsme_profile_record_id", "itsme_profile_record_id: out NULL", run_itsme_profile_record_id, {173, CT_NULL, 1}},
-    {"itsme_profile_record_id", "itsme_profile_record_id: out_len NULL", run_itsme_profile_record_id, {173, CT_NULL, 3}},
-    {"itsme_profile_record_id", "itsme_profile_record_id: out size query", run_itsme_profile_record_id, {173, CT_SIZE_QUERY, 1}},
-    {"itsme_profile_record_id", "itsme_profile_record_id: out cap - 1", run_itsme_profile_record_id, {173, CT_SHORT, 1}},
-    {"itsme_profile_record_id", "itsme_profile_record_id: success with the exact cap", run_itsme_profile_record_id, {173, CT_SUCCESS, -1}},
-    {"itsme_profile_record_name", "itsme_profile_record_name: before itsme_init", run_itsme_profile_record_name, {174, CT_BEFORE_INIT, -1}},
-    {"itsme_profile_record_name", "itsme_profile_record_name: profile NULL", run_itsme_profile_record_name, {174, CT_NULL, 0}},
-    {"itsme_profile_record_name", "itsme_profile_record_name: out NULL", run_itsme_profile_record_name, {174, CT_NULL, 1}},
-    {"itsme_profile_record_name", "itsme_profile_record_name: out_len NULL", run_itsme_profile_record_name, {174, CT_NULL, 3}},
-    {"itsme_profile_record_name", "itsme_profile_record_name: out size query", run_itsme_profile_record_name, {174, CT_SIZE_QUERY, 1}},
-    {"itsme_profile_record_name", "itsme_profile_record_name: out cap - 1", run_itsme_profile_record_name, {174, CT_SHORT, 1}},
-    {"itsme_profile_record_name", "itsme_profile_record_name: success with the exact cap", run_itsme_profile_record_name, {174, CT_SUCCESS, -1}},
-    {"itsme_profile_reference", "itsme_profile_reference: before itsme_init", run_itsme_profile_reference, {175, CT_BEFORE_INIT, -1}},
-    {"itsme_profile_reference", "itsme_profile_reference: profile NULL", run_itsme_profile_reference, {175, CT_NULL, 0}},
-    {"itsme_profile_reference", "itsme_profile_reference: out NULL", run_itsme_profile_reference, {175, CT_NULL, 1}},
-    {"itsme_profile_reference", "itsme_profile_reference: out_len NULL", run_itsme_profile_reference, {175, CT_NULL, 3}},
-    {"itsme_profile_reference", "itsme_profile_reference: out size query", run_itsme_profile_reference, {175, CT_SIZE_QUERY, 1}},
-    {"itsme_profile_reference", "itsme_profile_reference: out cap - 1", run_itsme_profile_reference, {175, CT_SHORT, 1}},
-    {"itsme_profile_reference", "itsme_profile_reference: success with the exact cap", run_itsme_profile_reference, {175, CT_SUCCESS, -1}},
-    {"itsme_store_apply_profile", "itsme_store_apply_profile: before itsme_init", run_itsme_store_apply_profile, {176, CT_BEFORE_INIT, -1}},
-    {"itsme_store_apply_profile", "itsme_store_apply_profile: store NULL", run_itsme_store_apply_profile, {176, CT_NULL, 0}},
-    {"itsme_store_apply_profile", "itsme_store_apply_profile: profile NULL", run_itsme_store_apply_profile, {176, CT_NULL, 2}},
-    {"itsme_store_set_photo", "itsme_store_set_photo: before itsme_init", run_itsme_store_set_photo, {177, CT_BEFORE_INIT, -1}},
-    {"itsme_store_set_photo", "itsme_store_set_photo: store NULL", run_itsme_store_set_photo, {177, CT_NULL, 0}},
-    {"itsme_store_set_photo", "itsme_store_set_photo: photo NULL", run_itsme_store_set_photo, {177, CT_NULL, 2}},
-    {"itsme_store_set_photo", "itsme_store_set_photo: filename NULL", run_itsme_store_set_photo, {177, CT_NULL, 4}},
-    {"itsme_store_photo", "itsme_store_photo: before itsme_init", run_itsme_store_photo, {178, CT_BEFORE_INIT, -1}},
-    {"itsme_store_photo", "itsme_store_photo: store NULL", run_itsme_store_photo, {178, CT_NULL, 0}},
-    {"itsme_store_photo", "itsme_store_photo: out NULL", run_itsme_store_photo, {178, CT_NULL, 2}},
-    {"itsme_store_photo", "itsme_store_photo: out_len NULL", run_itsme_store_photo, {178, CT_NULL, 4}},
-    {"itsme_store_photo", "itsme_store_photo: out size query", run_itsme_store_photo, {178, CT_SIZE_QUERY, 2}},
-    {"itsme_store_photo", "itsme_store_photo: out cap - 1", run_itsme_store_photo, {178, CT_SHORT, 2}},
-    {"itsme_store_photo", "itsme_store_photo: success with the exact cap", run_itsme_store_photo, {178, CT_SUCCESS, -1}},
-    {"itsme_store_photo_filename", "itsme_store_photo_filename: before itsme_init", run_itsme_store_photo_filename, {179, CT_BEFORE_INIT, -1}},
-    {"itsme_store_photo_filename", "itsme_store_photo_filename: store NULL", run_itsme_store_photo_filename, {179, CT_NULL, 0}},
-    {"itsme_store_photo_filename", "itsme_store_photo_filename: out NULL", run_itsme_store_photo_filename, {179, CT_NULL, 2}},
-    {"itsme_store_photo_filename", "itsme_store_photo_filename: out_len NULL", run_itsme_store_photo_filename, {179, CT_NULL, 4}},
-    {"itsme_store_photo_filename", "itsme_store_photo_filename: out size query", run_itsme_store_photo_filename, {179, CT_SIZE_QUERY, 2}},
-    {"itsme_store_photo_filename", "itsme_store_photo_filename: out cap - 1", run_itsme_store_photo_filename, {179, CT_SHORT, 2}},
-    {"itsme_store_photo_filename", "itsme_store_photo_filename: success with the exact cap", run_itsme_store_photo_filename, {179, CT_SUCCESS, -1}},
-    {"itsme_credential_enroll", "itsme_credential_enroll: before itsme_init", run_itsme_credential_enroll, {180, CT_BEFORE_INIT, -1}},
-    {"itsme_credential_enroll", "itsme_credential_enroll: store NULL", run_itsme_credential_enroll, {180, CT_NULL, 0}},
-    {"itsme_credential_enroll", "itsme_credential_enroll: service_id NULL", run_itsme_credential_enroll, {180, CT_NULL, 1}},
-    {"itsme_credential_enroll", "itsme_credential_enroll: label NULL", run_itsme_credential_enroll, {180, CT_NULL, 2}},
-    {"itsme_credential_enroll", "itsme_credential_enroll: nonce NULL", run_itsme_credential_enroll, {180, CT_NULL, 3}},
-    {"itsme_credential_enroll", "itsme_credential_enroll: rng NULL", run_itsme_credential_enroll, {180, CT_NULL, 5}},
-    {"itsme_credential_enroll", "itsme_credential_enroll: out NULL", run_itsme_credential_enroll, {180, CT_NULL, 6}},
-    {"itsme_credential_enroll", "itsme_credential_enroll: out_len NULL", run_itsme_credential_enroll, {180, CT_NULL, 8}},
-    {"itsme_credential_enroll", "itsme_credential_enroll: service_id not UTF-8", run_itsme_credential_enroll, {180, CT_BAD_UTF8, 1}},
-    {"itsme_credential_enroll", "itsme_credential_enroll: service_id longer than ITSME_TEXT_MAX", run_itsme_credential_enroll, {180, CT_LONG_TEXT, 1}},
-    {"itsme_credential_enroll", "itsme_credential_enroll: label not UTF-8", run_itsme_credential_enroll, {180, CT_BAD_UTF8, 2}},
-    {"itsme_credential_enroll", "itsme_credential_enroll: label longer than ITSME_TEXT_MAX", run_itsme_credential_enroll, {180, CT_LONG_TEXT, 2}},
-    {"itsme_credential_enroll", "itsme_credential_enroll: out size query", run_itsme_credential_enroll, {180, CT_SIZE_QUERY, 6}},
-    {"itsme_credential_enroll", "itsme_credential_enroll: out cap - 1", run_itsme_credential_enroll, {180, CT_SHORT, 6}},
-    {"itsme_credential_enroll", "itsme_credential_enroll: success with the exact cap", run_itsme_credential_enroll, {180, CT_SUCCESS, -1}},
-    {"itsme_credential_id", "itsme_credential_id: before itsme_init", run_itsme_credential_id, {181, CT_BEFORE_INIT, -1}},
-    {"itsme_credential_id", "itsme_credential_id: store NULL", run_itsme_credential_id, {181, CT_NULL, 0}},
-    {"itsme_credential_id", "itsme_credential_id: service_id NULL", run_itsme_credential_id, {181, CT_NULL, 1}},
-    {"itsme_credential_id", "itsme_credential_id: out NULL", run_itsme_credential_id, {181, CT_NULL, 2}},
-    {"itsme_credential_id", "itsme_credential_id: out_len NULL", run_itsme_credential_id, {181, CT_NULL, 4}},
-    {"itsme_credential_id", "itsme_credential_id: service_id not UTF-8", run_itsme_credential_id, {181, CT_BAD_UTF8, 1}},
-    {"itsme_credential_id", "itsme_credential_id: service_id longer than ITSME_TEXT_MAX", run_itsme_credential_id, {181, CT_LONG_TEXT, 1}},
-    {"itsme_credential_id", "itsme_credential_id: out size query", run_itsme_credential_id, {181, CT_SIZE_QUERY, 2}},
-    {"itsme_credential_id", "itsme_credential_id: out cap - 1", run_itsme_credential_id, {181, CT_SHORT, 2}},
-    {"itsme_credential_id", "itsme_credential_id: success with the exact cap", run_itsme_credential_id, {181, CT_SUCCESS, -1}},
-    {"itsme_credential_remove", "itsme_credential_remove: before itsme_init", run_itsme_credential_remove, {182, CT_BEFORE_INIT, -1}},
-    {"itsme_credential_remove", "itsme_credential_remove: store NULL", run_itsme_credential_remove, {182, CT_NULL, 0}},
-    {"itsme_credential_remove", "itsme_credential_remove: service_id NULL", run_itsme_credential_remove, {182, CT_NULL, 1}},
-    {"itsme_approval_request_parse", "itsme_approval_request_parse: before itsme_init", run_itsme_approval_request_parse, {183, CT_BEFORE_INIT, -1}},
-    {"itsme_approval_request_parse", "itsme_approval_request_parse: request NULL", run_itsme_approval_request_parse, {183, CT_NULL, 0}},
-    {"itsme_approval_request_parse", "itsme_approval_request_parse: out NULL", run_itsme_approval_request_parse, {183, CT_NULL, 3}},
-    {"itsme_approval_request_parse", "itsme_approval_request_parse: now below 0", run_itsme_approval_request_parse, {183, CT_TIME_NEGATIVE, 2}},
-    {"itsme_approval_request_parse", "itsme_approval_request_parse: now after 9999", run_itsme_approval_request_parse, {183, CT_TIME_AFTER_9999, 2}},
-    {"itsme_approval_request_parse", "itsme_approval_request_parse: success", run_itsme_approval_request_parse, {183, CT_SUCCESS, -1}},
-    {"itsme_approval_sign", "itsme_approval_sign: before itsme_init", run_itsme_approval_sign, {184, CT_BEFORE_INIT, -1}},
-    {"itsme_approval_sign", "itsme_approval_sign: store NULL", run_itsme_approval_sign, {184, CT_NULL, 0}},
-    {"itsme_approval_sign", "itsme_approval_sign: request NULL", run_itsme_approval_sign, {184, CT_NULL, 1}},
-    {"itsme_approval_sign", "itsme_approval_sign: granted_scopes NULL", run_itsme_approval_sign, {184, CT_NULL, 4}},
-    {"itsme_approval_sign", "itsme_approval_sign: out NULL", run_itsme_approval_sign, {184, CT_NULL, 6}},
-    {"itsme_approval_sign", "itsme_approval_sign: out_len NULL", run_itsme_approval_sign, {184, CT_NULL, 8}},
-    {"itsme_approval_sign", "itsme_approval_sign: granted_scopes not UTF-8", run_itsme_approval_sign, {184, CT_BAD_UTF8, 4}},
-    {"itsme_approval_sign", "itsme_approval_sign: granted_scopes longer than ITSME_TEXT_MAX", run_itsme_approval_sign, {184, CT_LONG_TEXT, 4}},
-    {"itsme_approval_sign", "itsme_approval_sign: now below 0", run_itsme_approval_sign, {184, CT_TIME_NEGATIVE, 5}},
-    {"itsme_approval_sign", "itsme_approval_sign: now after 9999", run_itsme_approval_sign, {184, CT_TIME_AFTER_9999, 5}},
-    {"itsme_approval_sign", "itsme_approval_sign: out size query", run_itsme_approval_sign, {184, CT_SIZE_QUERY, 6}},
-    {"itsme_approval_sign", "itsme_approval_sign: out cap - 1", run_itsme_approval_sign, {184, CT_SHORT, 6}},
-    {"itsme_approval_sign", "itsme_approval_sign: success with the exact cap", run_itsme_approval_sign, {184, CT_SUCCESS, -1}},
-    {"itsme_enrollment_verify", "itsme_enrollment_verify: before itsme_init", run_itsme_enrollment_verify, {185, CT_BEFORE_INIT, -1}},
-    {"itsme_enrollment_verify", "itsme_enrollment_verify: service_id NULL", run_itsme_enrollment_verify, {185, CT_NULL, 0}},
-    {"itsme_enrollment_verify", "itsme_enrollment_verify: nonce NULL", run_itsme_enrollment_verify, {185, CT_NULL, 1}},
-    {"itsme_enrollment_verify", "itsme_enrollment_verify: enrollment NULL", run_itsme_enrollment_verify, {185, CT_NULL, 3}},
-    {"itsme_enrollment_verify", "itsme_enrollment_verify: out NULL", run_itsme_enrollment_verify, {185, CT_NULL, 5}},
-    {"itsme_enrollment_verify", "itsme_enrollment_verify: service_id not UTF-8", run_itsme_enrollment_verify, {185, CT_BAD_UTF8, 0}},
-    {"itsme_enrollment_verify", "itsme_enrollment_verify: service_id longer than ITSME_TEXT_MAX", run_itsme_enrollment_verify, {185, CT_LONG_TEXT, 0}},
-    {"itsme_enrollment_verify", "itsme_enrollment_verify: success", run_itsme_enrollment_verify, {185, CT_SUCCESS, -1}},
-    {"itsme_approval_request_create", "itsme_approval_request_create: before itsme_init", run_itsme_approval_request_create, {186, CT_BEFORE_INIT, -1}},
-    {"itsme_approval_request_create", "itsme_approval_request_create: service_id NULL", run_itsme_approval_request_create, {186, CT_NULL, 0}},
-    {"itsme_approval_request_create", "itsme_approval_request_create: service_name NULL", run_itsme_approval_request_create, {186, CT_NULL, 1}},
-    {"itsme_approval_request_create", "itsme_approval_request_create: session_id NULL", run_itsme_approval_request_create, {186, CT_NULL, 2}},
-    {"itsme_approval_request_create", "itsme_approval_request_create: scopes NULL", run_itsme_approval_request_create, {186, CT_NULL, 3}},
-    {"itsme_approval_request_create", "itsme_approval_request_create: rng NULL", run_itsme_approval_request_create, {186, CT_NULL, 5}},
-    {"itsme_approval_request_create", "itsme_approval_request_create: out NULL", run_itsme_approval_request_create, {186, CT_NULL, 7}},
-    {"itsme_approval_request_create", "itsme_approval_request_create: out_len NULL", run_itsme_approval_request_create, {186, CT_NULL, 9}},
-    {"itsme_approval_request_create", "itsme_approval_request_create: service_id not UTF-8", run_itsme_approval_request_create, {186, CT_BAD_UTF8, 0}},
-    {"itsme_approval_request_create", "itsme_approval_request_create: service_id longer than ITSME_TEXT_MAX", run_itsme_approval_request_create, {186, CT_LONG_TEXT, 0}},
-    {"itsme_approval_request_create", "itsme_approval_request_create: service_name not UTF-8", run_itsme_approval_request_create, {186, CT_BAD_UTF8, 1}},
-    {"itsme_approval_request_create", "itsme_approval_request_create: service_name longer than ITSME_TEXT_MAX", run_itsme_approval_request_create, {186, CT_LONG_TEXT, 1}},
-    {"itsme_approval_request_create", "itsme_approval_request_create: session_id not UTF-8", run_itsme_approval_request_create, {186, CT_BAD_UTF8, 2}},
-    {"itsme_approval_request_create", "itsme_approval_request_create: session_id longer than ITSME_TEXT_MAX", run_itsme_approval_request_create, {186, CT_LONG_TEXT, 2}},
-    {"itsme_approval_request_create", "itsme_approval_request_create: scopes not UTF-8", run_itsme_approval_request_create, {186, CT_BAD_UTF8, 3}},
-    {"itsme_approval_request_create", "itsme_approval_request_create: scopes longer than ITSME_TEXT_MAX", run_itsme_approval_request_create, {186, CT_LONG_TEXT, 3}},
-    {"itsme_approval_request_create", "itsme_approval_request_create: now below 0", run_itsme_approval_request_create, {186, CT_TIME_NEGATIVE, 6}},
-    {"itsme_approval_request_create", "itsme_approval_request_create: now after 9999", run_itsme_approval_request_create, {186, CT_TIME_AFTER_9999, 6}},
-    {"itsme_approval_request_create", "itsme_approval_request_create: out size query", run_itsme_approval_request_create, {186, CT_SIZE_QUERY, 7}},
-    {"itsme_approval_request_create", "itsme_approval_request_create: out cap - 1", run_itsme_approval_request_create, {186, CT_SHORT, 7}},
-    {"itsme_approval_request_create", "itsme_approval_request_create: success with the exact cap", run_itsme_approval_request_create, {186, CT_SUCCESS, -1}},
-    {"itsme_replay_store_new_memory", "itsme_replay_store_new_memory: before itsme_init", run_itsme_replay_store_new_memory, {187, CT_BEFORE_INIT, -1}},
-    {"itsme_replay_store_new_memory", "itsme_replay_store_new_memory: out NULL", run_itsme_replay_store_new_memory, {187, CT_NULL, 1}},
-    {"itsme_replay_store_new_memory", "itsme_replay_store_new_memory: success", run_itsme_replay_store_new_memory, {187, CT_SUCCESS, -1}},
-    {"itsme_replay_store_new_callbacks", "itsme_replay_store_new_callbacks: before itsme_init", run_itsme_replay_store_new_callbacks, {188, CT_BEFORE_INIT, -1}},
-    {"itsme_replay_store_new_callbacks", "itsme_replay_store_new_callbacks: callbacks NULL", run_itsme_replay_store_new_callbacks, {188, CT_NULL, 0}},
-    {"itsme_replay_store_new_callbacks", "itsme_replay_store_new_callbacks: out NULL", run_itsme_replay_store_new_callbacks, {188, CT_NULL, 1}},
-    {"itsme_replay_store_new_callbacks", "itsme_replay_store_new_callbacks: success", run_itsme_replay_store_new_callbacks, {188, CT_SUCCESS, -1}},
-    {"itsme_approval_verify", "itsme_approval_verify: before itsme_init", run_itsme_approval_verify, {190, CT_BEFORE_INIT, -1}},
-    {"itsme_approval_verify", "itsme_approval_verify: request NULL", run_itsme_approval_verify, {190, CT_NULL, 0}},
-    {"itsme_approval_verify", "itsme_approval_verify: approval NULL", run_itsme_approval_verify, {190, CT_NULL, 2}},
-    {"itsme_approval_verify", "itsme_approval_verify: public_keys NULL", run_itsme_approval_verify, {190, CT_NULL, 4}},
-    {"itsme_approval_verify", "itsme_approval_verify: replay NULL", run_itsme_approval_verify, {190, CT_NULL, 6}},
-    {"itsme_approval_verify", "itsme_approval_verify: out NULL", run_itsme_approval_verify, {190, CT_NULL, 8}},
-    {"itsme_approval_verify", "itsme_approval_verify: now below 0", run_itsme_approval_verify, {190, CT_TIME_NEGATIVE, 7}},
-    {"itsme_approval_verify", "itsme_approval_verify: now after 9999", run_itsme_approval_verify, {190, CT_TIME_AFTER_9999, 7}},
-    {"itsme_approval_verify", "itsme_approval_verify: success", run_itsme_approval_verify, {190, CT_SUCCESS, -1}},
+    {"itsme_fingerprint_from_public_key", "itsme_fingerprint_from_public_key: before itsme_init", run_itsme_fingerprint_from_public_key, {5, CT_BEFORE_INIT, -1}},
+    {"itsme_fingerprint_from_public_key", "itsme_fingerprint_from_public_key: public_key NULL", run_itsme_fingerprint_from_public_key, {5, CT_NULL, 0}},
+    {"itsme_fingerprint_from_public_key", "itsme_fingerprint_from_public_key: out NULL", run_itsme_fingerprint_from_public_key, {5, CT_NULL, 2}},
+    {"itsme_fingerprint_from_public_key", "itsme_fingerprint_from_public_key: out_len NULL", run_itsme_fingerprint_from_public_key, {5, CT_NULL, 4}},
+    {"itsme_fingerprint_from_public_key", "itsme_fingerprint_from_public_key: out size query", run_itsme_fingerprint_from_public_key, {5, CT_SIZE_QUERY, 2}},
+    {"itsme_fingerprint_from_public_key", "itsme_fingerprint_from_public_key: out cap - 1", run_itsme_fingerprint_from_public_key, {5, CT_SHORT, 2}},
+    {"itsme_fingerprint_from_public_key", "itsme_fingerprint_from_public_key: success with the exact cap", run_itsme_fingerprint_from_public_key, {5, CT_SUCCESS, -1}},
+    {"itsme_secret_store_new_callbacks", "itsme_secret_store_new_callbacks: before itsme_init", run_itsme_secret_store_new_callbacks, {6, CT_BEFORE_INIT, -1}},
+    {"itsme_secret_store_new_callbacks", "itsme_secret_store_new_callbacks: callbacks NULL", run_itsme_secret_store_new_callbacks, {6, CT_NULL, 0}},
+    {"itsme_secret_store_new_callbacks", "itsme_secret_store_new_callbacks: out NULL", run_itsme_secret_store_new_callbacks, {6, CT_NULL, 1}},
+    {"itsme_secret_store_new_callbacks", "itsme_secret_store_new_callbacks: success", run_itsme_secret_store_new_callbacks, {6, CT_SUCCESS, -1}},
+    {"itsme_secret_store_new_memory", "itsme_secret_store_new_memory: before itsme_init", run_itsme_secret_store_new_memory, {7, CT_BEFORE_INIT, -1}},
+    {"itsme_secret_store_new_memory", "itsme_secret_store_new_memory: out NULL", run_itsme_secret_store_new_memory, {7, CT_NULL, 0}},
+    {"itsme_secret_store_new_memory", "itsme_secret_store_new_memory: success", run_itsme_secret_store_new_memory, {7, CT_SUCCESS, -1}},
+    {"itsme_secret_store_open_file", "itsme_secret_store_open_file: before itsme_init", run_itsme_secret_store_open_file, {8, CT_BEFORE_INIT, -1}},
+    {"itsme_secret_store_open_file", "itsme_secret_store_open_file: directory NULL", run_itsme_secret_store_open_file, {8, CT_NULL, 0}},
+    {"itsme_secret_store_open_file", "itsme_secret_store_open_file: out NULL", run_itsme_secret_store_open_file, {8, CT_NULL, 1}},
+    {"itsme_secret_store_open_file", "itsme_secret_store_open_file: directory not UTF-8", run_itsme_secret_store_open_file, {8, CT_BAD_UTF8, 0}},
+    {"itsme_secret_store_open_file", "itsme_secret_store_open_file: directory longer than ITSME_TEXT_MAX", run_itsme_secret_store_open_file, {8, CT_LONG_TEXT, 0}},
+    {"itsme_secret_store_open_file", "itsme_secret_store_open_file: success", run_itsme_secret_store_open_file, {8, CT_SUCCESS, -1}},
+    {"itsme_secret_store_last_error", "itsme_secret_store_last_error: store NULL", run_itsme_secret_store_last_error, {10, CT_NULL, 0}},
+    {"itsme_secret_store_last_error", "itsme_secret_store_last_error: buf NULL", run_itsme_secret_store_last_error, {10, CT_NULL, 1}},
+    {"itsme_secret_store_last_error", "itsme_secret_store_last_error: out_len NULL", run_itsme_secret_store_last_error, {10, CT_NULL, 3}},
+    {"itsme_secret_store_last_error", "itsme_secret_store_last_error: buf size query", run_itsme_secret_store_last_error, {10, CT_SIZE_QUERY, 1}},
+    {"itsme_secret_store_last_error", "itsme_secret_store_last_error: buf cap - 1", run_itsme_secret_store_last_error, {10, CT_SHORT, 1}},
+    {"itsme_secret_store_last_error", "itsme_secret_store_last_error: success with the exact cap", run_itsme_secret_store_last_error, {10, CT_SUCCESS, -1}},
+    {"itsme_identity_create", "itsme_identity_create: before itsme_init", run_itsme_identity_create, {11, CT_BEFORE_INIT, -1}},
+    {"itsme_identity_create", "itsme_identity_create: store NULL", run_itsme_identity_create, {11, CT_NULL, 0}},
+    {"itsme_identity_create", "itsme_identity_create: name NULL", run_itsme_identity_create, {11, CT_NULL, 1}},
+    {"itsme_identity_create", "itsme_identity_create: out NULL", run_itsme_identity_create, {11, CT_NULL, 2}},
+    {"itsme_identity_create", "itsme_identity_create: name not UTF-8", run_itsme_identity_create, {11, CT_BAD_UTF8, 1}},
+    {"itsme_identity_create", "itsme_identity_create: name longer than ITSME_TEXT_MAX", run_itsme_identity_create, {11, CT_LONG_TEXT, 1}},
+    {"itsme_identity_create", "itsme_identity_create: success", run_itsme_identity_create, {11, CT_SUCCESS, -1}},
+    {"itsme_identity_load", "itsme_identity_load: before itsme_init", run_itsme_identity_load, {12, CT_BEFORE_INIT, -1}},
+    {"itsme_identity_load", "itsme_identity_load: store NULL", run_itsme_identity_load, {12, CT_NULL, 0}},
+    {"itsme_identity_load", "itsme_identity_load: out NULL", run_itsme_identity_load, {12, CT_NULL, 1}},
+    {"itsme_identity_load", "itsme_identity_load: success", run_itsme_identity_load, {12, CT_SUCCESS, -1}},
+    {"itsme_identity_last_error", "itsme_identity_last_error: identity NULL", run_itsme_identity_last_error, {14, CT_NULL, 0}},
+    {"itsme_identity_last_error", "itsme_identity_last_error: buf NULL", run_itsme_identity_last_error, {14, CT_NULL, 1}},
+    {"itsme_identity_last_error", "itsme_identity_last_error: out_len NULL", run_itsme_identity_last_error, {14, CT_NULL, 3}},
+    {"itsme_identity_last_error", "itsme_identity_last_error: buf size query", run_itsme_identity_last_error, {14, CT_SIZE_QUERY, 1}},
+    {"itsme_identity_last_error", "itsme_identity_last_error: buf cap - 1", run_itsme_identity_last_error, {14, CT_SHORT, 1}},
+    {"itsme_identity_last_error", "itsme_identity_last_error: success with the exact cap", run_itsme_identity_last_error, {14, CT_SUCCESS, -1}},
+    {"itsme_identity_fingerprint", "itsme_identity_fingerprint: before itsme_init", run_itsme_identity_fingerprint, {15, CT_BEFORE_INIT, -1}},
+    {"itsme_identity_fingerprint", "itsme_identity_fingerprint: identity NULL", run_itsme_identity_fingerprint, {15, CT_NULL, 0}},
+    {"itsme_identity_fingerprint", "itsme_identity_fingerprint: out NULL", run_itsme_identity_fingerprint, {15, CT_NULL, 1}},
+    {"itsme_identity_fingerprint", "itsme_identity_fingerprint: out_len NULL", run_itsme_identity_fingerprint, {15, CT_NULL, 3}},
+    {"itsme_identity_fingerprint", "itsme_identity_fingerprint: out size query", run_itsme_identity_fingerprint, {15, CT_SIZE_QUERY, 1}},
+    {"itsme_identity_fingerprint", "itsme_identity_fingerprint: out cap - 1", run_itsme_identity_fingerprint, {15, CT_SHORT, 1}},
+    {"itsme_identity_fingerprint", "itsme_identity_fingerprint: success with the exact cap", run_itsme_identity_fingerprint, {15, CT_SUCCESS, -1}},
+    {"itsme_identity_public_key", "itsme_identity_public_key: before itsme_init", run_itsme_identity_public_key, {16, CT_BEFORE_INIT, -1}},
+    {"itsme_identity_public_key", "itsme_identity_public_key: identity NULL", run_itsme_identity_public_key, {16, CT_NULL, 0}},
+    {"itsme_identity_public_key", "itsme_identity_public_key: out NULL", run_itsme_identity_public_key, {16, CT_NULL, 1}},
+    {"itsme_identity_public_key", "itsme_identity_public_key: out_len NULL", run_itsme_identity_public_key, {16, CT_NULL, 3}},
+    {"itsme_identity_public_key", "itsme_identity_public_key: out size query", run_itsme_identity_public_key, {16, CT_SIZE_QUERY, 1}},
+    {"itsme_identity_public_key", "itsme_identity_public_key: out cap - 1", run_itsme_identity_public_key, {16, CT_SHORT, 1}},
+    {"itsme_identity_public_key", "itsme_identity_public_key: success with the exact cap", run_itsme_identity_public_key, {16, CT_SUCCESS, -1}},
+    {"itsme_identity_name", "itsme_identity_name: before itsme_init", run_itsme_identity_name, {17, CT_BEFORE_INIT, -1}},
+    {"itsme_identity_name", "itsme_identity_name: identity NULL", run_itsme_identity_name, {17, CT_NULL, 0}},
+    {"itsme_identity_name", "itsme_identity_name: out NULL", run_itsme_identity_name, {17, CT_NULL, 1}},
+    {"itsme_identity_name", "itsme_identity_name: out_len NULL", run_itsme_identity_name, {17, CT_NULL, 3}},
+    {"itsme_identity_name", "itsme_identity_name: out size query", run_itsme_identity_name, {17, CT_SIZE_QUERY, 1}},
+    {"itsme_identity_name", "itsme_identity_name: out cap - 1", run_itsme_identity_name, {17, CT_SHORT, 1}},
+    {"itsme_identity_name", "itsme_identity_name: success with the exact cap", run_itsme_identity_name, {17, CT_SUCCESS, -1}},
+    {"itsme_identity_set_name", "itsme_identity_set_name: before itsme_init", run_itsme_identity_set_name, {18, CT_BEFORE_INIT, -1}},
+    {"itsme_identity_set_name", "itsme_identity_set_name: identity NULL", run_itsme_identity_set_name, {18, CT_NULL, 0}},
+    {"itsme_identity_set_name", "itsme_identity_set_name: name NULL", run_itsme_identity_set_name, {18, CT_NULL, 1}},
+    {"itsme_identity_set_name", "itsme_identity_set_name: name not UTF-8", run_itsme_identity_set_name, {18, CT_BAD_UTF8, 1}},
+    {"itsme_identity_set_name", "itsme_identity_set_name: name longer than ITSME_TEXT_MAX", run_itsme_identity_set_name, {18, CT_LONG_TEXT, 1}},
+    {"itsme_identity_set_name", "itsme_identity_set_name: success", run_itsme_identity_set_name, {18, CT_SUCCESS, -1}},
+    {"itsme_pin_is_set", "itsme_pin_is_set: before itsme_init", run_itsme_pin_is_set, {19, CT_BEFORE_INIT, -1}},
+    {"itsme_pin_is_set", "itsme_pin_is_set: identity NULL", run_itsme_pin_is_set, {19, CT_NULL, 0}},
+    {"itsme_pin_is_set", "itsme_pin_is_set: out_is_set NULL", run_itsme_pin_is_set, {19, CT_NULL, 1}},
+    {"itsme_pin_is_set", "itsme_pin_is_set: success", run_itsme_pin_is_set, {19, CT_SUCCESS, -1}},
+    {"itsme_pin_set", "itsme_pin_set: before itsme_init", run_itsme_pin_set, {20, CT_BEFORE_INIT, -1}},
+    {"itsme_pin_set", "itsme_pin_set: identity NULL", run_itsme_pin_set, {20, CT_NULL, 0}},
+    {"itsme_pin_set", "itsme_pin_set: pin NULL", run_itsme_pin_set, {20, CT_NULL, 1}},
+    {"itsme_pin_set", "itsme_pin_set: pin not UTF-8", run_itsme_pin_set, {20, CT_BAD_UTF8, 1}},
+    {"itsme_pin_set", "itsme_pin_set: pin longer than ITSME_TEXT_MAX", run_itsme_pin_set, {20, CT_LONG_TEXT, 1}},
+    {"itsme_pin_set", "itsme_pin_set: success", run_itsme_pin_set, {20, CT_SUCCESS, -1}},
+    {"itsme_pin_verify", "itsme_pin_verify: before itsme_init", run_itsme_pin_verify, {21, CT_BEFORE_INIT, -1}},
+    {"itsme_pin_verify", "itsme_pin_verify: identity NULL", run_itsme_pin_verify, {21, CT_NULL, 0}},
+    {"itsme_pin_verify", "itsme_pin_verify: pin NULL", run_itsme_pin_verify, {21, CT_NULL, 1}},
+    {"itsme_pin_verify", "itsme_pin_verify: pin not UTF-8", run_itsme_pin_verify, {21, CT_BAD_UTF8, 1}},
+    {"itsme_pin_verify", "itsme_pin_verify: pin longer than ITSME_TEXT_MAX", run_itsme_pin_verify, {21, CT_LONG_TEXT, 1}},
+    {"itsme_pin_verify", "itsme_pin_verify: now below 0", run_itsme_pin_verify, {21, CT_TIME_NEGATIVE, 2}},
+    {"itsme_pin_verify", "itsme_pin_verify: now after 9999", run_itsme_pin_verify, {21, CT_TIME_AFTER_9999, 2}},
+    {"itsme_pin_verify", "itsme_pin_verify: success", run_itsme_pin_verify, {21, CT_SUCCESS, -1}},
+    {"itsme_pin_change", "itsme_pin_change: before itsme_init", run_itsme_pin_change, {22, CT_BEFORE_INIT, -1}},
+    {"itsme_pin_change", "itsme_pin_change: identity NULL", run_itsme_pin_change, {22, CT_NULL, 0}},
+    {"itsme_pin_change", "itsme_pin_change: old_pin NULL", run_itsme_pin_change, {22, CT_NULL, 1}},
+    {"itsme_pin_change", "itsme_pin_change: new_pin NULL", run_itsme_pin_change, {22, CT_NULL, 2}},
+    {"itsme_pin_status", "itsme_pin_status: before itsme_init", run_itsme_pin_status, {23, CT_BEFORE_INIT, -1}},
+    {"itsme_pin_status", "itsme_pin_status: identity NULL", run_itsme_pin_status, {23, CT_NULL, 0}},
+    {"itsme_pin_status", "itsme_pin_status: out_failures NULL", run_itsme_pin_status, {23, CT_NULL, 2}},
+    {"itsme_pin_status", "itsme_pin_status: out_wait_seconds NULL", run_itsme_pin_status, {23, CT_NULL, 3}},
+    {"itsme_pin_status", "itsme_pin_status: now below 0", run_itsme_pin_status, {23, CT_TIME_NEGATIVE, 1}},
+    {"itsme_pin_status", "itsme_pin_status: now after 9999", run_itsme_pin_status, {23, CT_TIME_AFTER_9999, 1}},
+    {"itsme_pin_status", "itsme_pin_status: success", run_itsme_pin_status, {23, CT_SUCCESS, -1}},
+    {"itsme_store_open", "itsme_store_open: before itsme_init", run_itsme_store_open, {24, CT_BEFORE_INIT, -1}},
+    {"itsme_store_open", "itsme_store_open: identity NULL", run_itsme_store_open, {24, CT_NULL, 0}},
+    {"itsme_store_open", "itsme_store_open: path NULL", run_itsme_store_open, {24, CT_NULL, 1}},
+    {"itsme_store_open", "itsme_store_open: out NULL", run_itsme_store_open, {24, CT_NULL, 2}},
+    {"itsme_store_open", "itsme_store_open: path not UTF-8", run_itsme_store_open, {24, CT_BAD_UTF8, 1}},
+    {"itsme_store_open", "itsme_store_open: path longer than ITSME_TEXT_MAX", run_itsme_store_open, {24, CT_LONG_TEXT, 1}},
+    {"itsme_store_open", "itsme_store_open: success", run_itsme_store_open, {24, CT_SUCCESS, -1}},
+    {"itsme_store_accept_loss", "itsme_store_accept_loss: before itsme_init", run_itsme_store_accept_loss, {25, CT_BEFORE_INIT, -1}},
+    {"itsme_store_accept_loss", "itsme_store_accept_loss: identity NULL", run_itsme_store_accept_loss, {25, CT_NULL, 0}},
+    {"itsme_store_accept_loss", "itsme_store_accept_loss: path NULL", run_itsme_store_accept_loss, {25, CT_NULL, 1}},
+    {"itsme_store_accept_loss", "itsme_store_accept_loss: out_loss NULL", run_itsme_store_accept_loss, {25, CT_NULL, 2}},
+    {"itsme_store_accept_loss", "itsme_store_accept_loss: path not UTF-8", run_itsme_store_accept_loss, {25, CT_BAD_UTF8, 1}},
+    {"itsme_store_accept_loss", "itsme_store_accept_loss: path longer than ITSME_TEXT_MAX", run_itsme_store_accept_loss, {25, CT_LONG_TEXT, 1}},
+    {"itsme_store_accept_loss", "itsme_store_accept_loss: out_loss->size too small", run_itsme_store_accept_loss, {25, CT_STRUCT_SIZE, 2}},
+    {"itsme_store_accept_loss", "itsme_store_accept_loss: success", run_itsme_store_accept_loss, {25, CT_SUCCESS, -1}},
+    {"itsme_store_last_error", "itsme_store_last_error: store NULL", run_itsme_store_last_error, {27, CT_NULL, 0}},
+    {"itsme_store_last_error", "itsme_store_last_error: buf NULL", run_itsme_store_last_error, {27, CT_NULL, 1}},
+    {"itsme_store_last_error", "itsme_store_last_error: out_len NULL", run_itsme_store_last_error, {27, CT_NULL, 3}},
+    {"itsme_store_last_error", "itsme_store_last_error: buf size query", run_itsme_store_last_error, {27, CT_SIZE_QUERY, 1}},
+    {"itsme_store_last_error", "itsme_store_last_error: buf cap - 1", run_itsme_store_last_error, {27, CT_SHORT, 1}},
+    {"itsme_store_last_error", "itsme_store_last_error: success with the exact cap", run_itsme_store_last_error, {27, CT_SUCCESS, -1}},
+    {"itsme_store_add", "itsme_store_add: before itsme_init", run_itsme_store_add, {28, CT_BEFORE_INIT, -1}},
+    {"itsme_store_add", "itsme_store_add: store NULL", run_itsme_store_add, {28, CT_NULL, 0}},
+    {"itsme_store_add", "itsme_store_add: name NULL", run_itsme_store_add, {28, CT_NULL, 1}},
+    {"itsme_store_add", "itsme_store_add: public_key NULL", run_itsme_store_add, {28, CT_NULL, 2}},
+    {"itsme_store_add", "itsme_store_add: seed NULL", run_itsme_store_add, {28, CT_NULL, 4}},
+    {"itsme_store_add", "itsme_store_add: out_id NULL", run_itsme_store_add, {28, CT_NULL, 8}},
+    {"itsme_store_add", "itsme_store_add: name not UTF-8", run_itsme_store_add, {28, CT_BAD_UTF8, 1}},
+    {"itsme_store_add", "itsme_store_add: name longer than ITSME_TEXT_MAX", run_itsme_store_add, {28, CT_LONG_TEXT, 1}},
+    {"itsme_store_add", "itsme_store_add: now below 0", run_itsme_store_add, {28, CT_TIME_NEGATIVE, 7}},
+    {"itsme_store_add", "itsme_store_add: now after 9999", run_itsme_store_add, {28, CT_TIME_AFTER_9999, 7}},
+    {"itsme_store_add", "itsme_store_add: success", run_itsme_store_add, {28, CT_SUCCESS, -1}},
+    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: before itsme_init", run_itsme_store_add_unauthenticated, {29, CT_BEFORE_INIT, -1}},
+    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: store NULL", run_itsme_store_add_unauthenticated, {29, CT_NULL, 0}},
+    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: name NULL", run_itsme_store_add_unauthenticated, {29, CT_NULL, 1}},
+    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: fingerprint NULL", run_itsme_store_add_unauthenticated, {29, CT_NULL, 2}},
+    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: seed NULL", run_itsme_store_add_unauthenticated, {29, CT_NULL, 3}},
+    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: out_id NULL", run_itsme_store_add_unauthenticated, {29, CT_NULL, 7}},
+    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: name not UTF-8", run_itsme_store_add_unauthenticated, {29, CT_BAD_UTF8, 1}},
+    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: name longer than ITSME_TEXT_MAX", run_itsme_store_add_unauthenticated, {29, CT_LONG_TEXT, 1}},
+    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: fingerprint not UTF-8", run_itsme_store_add_unauthenticated, {29, CT_BAD_UTF8, 2}},
+    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: fingerprint longer than ITSME_TEXT_MAX", run_itsme_store_add_unauthenticated, {29, CT_LONG_TEXT, 2}},
+    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: now below 0", run_itsme_store_add_unauthenticated, {29, CT_TIME_NEGATIVE, 6}},
+    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: now after 9999", run_itsme_store_add_unauthenticated, {29, CT_TIME_AFTER_9999, 6}},
+    {"itsme_store_add_unauthenticated", "itsme_store_add_unauthenticated: success", run_itsme_store_add_unauthenticated, {29, CT_SUCCESS, -1}},
+    {"itsme_store_get", "itsme_store_get: before itsme_init", run_itsme_store_get, {30, CT_BEFORE_INIT, -1}},
+    {"itsme_store_get", "itsme_store_get: store NULL", run_itsme_store_get, {30, CT_NULL, 0}},
+    {"itsme_store_get", "itsme_store_get: out NULL", run_itsme_store_get, {30, CT_NULL, 2}},
+    {"itsme_store_get", "itsme_store_get: success", run_itsme_store_get, {30, CT_SUCCESS, -1}},
+    {"itsme_store_get_by_key", "itsme_store_get_by_key: before itsme_init", run_itsme_store_get_by_key, {31, CT_BEFORE_INIT, -1}},
+    {"itsme_store_get_by_key", "itsme_store_get_by_key: store NULL", run_itsme_store_get_by_key, {31, CT_NULL, 0}},
+    {"itsme_store_get_by_key", "itsme_store_get_by_key: public_key NULL", run_itsme_store_get_by_key, {31, CT_NULL, 1}},
+    {"itsme_store_get_by_key", "itsme_store_get_by_key: out NULL", run_itsme_store_get_by_key, {31, CT_NULL, 3}},
+    {"itsme_store_get_by_key", "itsme_store_get_by_key: success", run_itsme_store_get_by_key, {31, CT_SUCCESS, -1}},
+    {"itsme_store_find_fingerprint", "itsme_store_find_fingerprint: before itsme_init", run_itsme_store_find_fingerprint, {32, CT_BEFORE_INIT, -1}},
+    {"itsme_store_find_fingerprint", "itsme_store_find_fingerprint: store NULL", run_itsme_store_find_fingerprint, {32, CT_NULL, 0}},
+    {"itsme_store_find_fingerprint", "itsme_store_find_fingerprint: fingerprint NULL", run_itsme_store_find_fingerprint, {32, CT_NULL, 1}},
+    {"itsme_store_find_fingerprint", "itsme_store_find_fingerprint: out NULL", run_itsme_store_find_fingerprint, {32, CT_NULL, 2}},
+    {"itsme_store_find_fingerprint", "itsme_store_find_fingerprint: fingerprint not UTF-8", run_itsme_store_find_fingerprint, {32, CT_BAD_UTF8, 1}},
+    {"itsme_store_find_fingerprint", "itsme_store_find_fingerprint: fingerprint longer than ITSME_TEXT_MAX", run_itsme_store_find_fingerprint, {32, CT_LONG_TEXT, 1}},
+    {"itsme_store_find_fingerprint", "itsme_store_find_fingerprint: success", run_itsme_store_find_fingerprint, {32, CT_SUCCESS, -1}},
+    {"itsme_store_list", "itsme_store_list: before itsme_init", run_itsme_store_list, {33, CT_BEFORE_INIT, -1}},
+    {"itsme_store_list", "itsme_store_list: store NULL", run_itsme_store_list, {33, CT_NULL, 0}},
+    {"itsme_store_list", "itsme_store_list: out NULL", run_itsme_store_list, {33, CT_NULL, 3}},
+    {"itsme_store_list", "itsme_store_list: success", run_itsme_store_list, {33, CT_SUCCESS, -1}},
+    {"itsme_store_count", "itsme_store_count: before itsme_init", run_itsme_store_count, {34, CT_BEFORE_INIT, -1}},
+    {"itsme_store_count", "itsme_store_count: store NULL", run_itsme_store_count, {34, CT_NULL, 0}},
+    {"itsme_store_count", "itsme_store_count: out_count NULL", run_itsme_store_count, {34, CT_NULL, 1}},
+    {"itsme_store_count", "itsme_store_count: success", run_itsme_store_count, {34, CT_SUCCESS, -1}},
+    {"itsme_store_expire_awaiting", "itsme_store_expire_awaiting: before itsme_init", run_itsme_store_expire_awaiting, {35, CT_BEFORE_INIT, -1}},
+    {"itsme_store_expire_awaiting", "itsme_store_expire_awaiting: store NULL", run_itsme_store_expire_awaiting, {35, CT_NULL, 0}},
+    {"itsme_store_expire_awaiting", "itsme_store_expire_awaiting: out_deleted NULL", run_itsme_store_expire_awaiting, {35, CT_NULL, 2}},
+    {"itsme_store_expire_awaiting", "itsme_store_expire_awaiting: now below 0", run_itsme_store_expire_awaiting, {35, CT_TIME_NEGATIVE, 1}},
+    {"itsme_store_expire_awaiting", "itsme_store_expire_awaiting: now after 9999", run_itsme_store_expire_awaiting, {35, CT_TIME_AFTER_9999, 1}},
+    {"itsme_store_expire_awaiting", "itsme_store_expire_awaiting: success", run_itsme_store_expire_awaiting, {35, CT_SUCCESS, -1}},
+    {"itsme_store_set_name", "itsme_store_set_name: before itsme_init", run_itsme_store_set_name, {36, CT_BEFORE_INIT, -1}},
+    {"itsme_store_set_name", "itsme_store_set_name: store NULL", run_itsme_store_set_name, {36, CT_NULL, 0}},
+    {"itsme_store_set_name", "itsme_store_set_name: name NULL", run_itsme_store_set_name, {36, CT_NULL, 2}},
+    {"itsme_store_set_name", "itsme_store_set_name: name not UTF-8", run_itsme_store_set_name, {36, CT_BAD_UTF8, 2}},
+    {"itsme_store_set_name", "itsme_store_set_name: name longer than ITSME_TEXT_MAX", run_itsme_store_set_name, {36, CT_LONG_TEXT, 2}},
+    {"itsme_store_set_name", "itsme_store_set_name: success", run_itsme_store_set_name, {36, CT_SUCCESS, -1}},
+    {"itsme_store_set_note", "itsme_store_set_note: before itsme_init", run_itsme_store_set_note, {37, CT_BEFORE_INIT, -1}},
+    {"itsme_store_set_note", "itsme_store_set_note: store NULL", run_itsme_store_set_note, {37, CT_NULL, 0}},
+    {"itsme_store_set_note", "itsme_store_set_note: note NULL", run_itsme_store_set_note, {37, CT_NULL, 2}},
+    {"itsme_store_set_note", "itsme_store_set_note: note not UTF-8", run_itsme_store_set_note, {37, CT_BAD_UTF8, 2}},
+    {"itsme_store_set_note", "itsme_store_set_note: note longer than ITSME_TEXT_MAX", run_itsme_store_set_note, {37, CT_LONG_TEXT, 2}},
+    {"itsme_store_set_note", "itsme_store_set_note: success", run_itsme_store_set_note, {37, CT_SUCCESS, -1}},
+    {"itsme_store_set_state", "itsme_store_set_state: before itsme_init", run_itsme_store_set_state, {38, CT_BEFORE_INIT, -1}},
+    {"itsme_store_set_state", "itsme_store_set_state: store NULL", run_itsme_store_set_state, {38, CT_NULL, 0}},
+    {"itsme_store_use_window", "itsme_store_use_window: before itsme_init", run_itsme_store_use_window, {39, CT_BEFORE_INIT, -1}},
+    {"itsme_store_use_window", "itsme_store_use_window: store NULL", run_itsme_store_use_window, {39, CT_NULL, 0}},
+    {"itsme_store_delete", "itsme_store_delete: before itsme_init", run_itsme_store_delete, {40, CT_BEFORE_INIT, -1}},
+    {"itsme_store_delete", "itsme_store_delete: store NULL", run_itsme_store_delete, {40, CT_NULL, 0}},
+    {"itsme_store_backup", "itsme_store_backup: before itsme_init", run_itsme_store_backup, {41, CT_BEFORE_INIT, -1}},
+    {"itsme_store_backup", "itsme_store_backup: store NULL", run_itsme_store_backup, {41, CT_NULL, 0}},
+    {"itsme_store_backup", "itsme_store_backup: path NULL", run_itsme_store_backup, {41, CT_NULL, 1}},
+    {"itsme_store_backup", "itsme_store_backup: path not UTF-8", run_itsme_store_backup, {41, CT_BAD_UTF8, 1}},
+    {"itsme_store_backup", "itsme_store_backup: path longer than ITSME_TEXT_MAX", run_itsme_store_backup, {41, CT_LONG_TEXT, 1}},
+    {"itsme_store_backup", "itsme_store_backup: success", run_itsme_store_backup, {41, CT_SUCCESS, -1}},
+    {"itsme_contact_id", "itsme_contact_id: before itsme_init", run_itsme_contact_id, {43, CT_BEFORE_INIT, -1}},
+    {"itsme_contact_id", "itsme_contact_id: contact NULL", run_itsme_contact_id, {43, CT_NULL, 0}},
+    {"itsme_contact_id", "itsme_contact_id: out_id NULL", run_itsme_contact_id, {43, CT_NULL, 1}},
+    {"itsme_contact_id", "itsme_contact_id: success", run_itsme_contact_id, {43, CT_SUCCESS, -1}},
+    {"itsme_contact_name", "itsme_contact_name: before itsme_init", run_itsme_contact_name, {44, CT_BEFORE_INIT, -1}},
+    {"itsme_contact_name", "itsme_contact_name: contact NULL", run_itsme_contact_name, {44, CT_NULL, 0}},
+    {"itsme_contact_name", "itsme_contact_name: out NULL", run_itsme_contact_name, {44, CT_NULL, 1}},
+    {"itsme_contact_name", "itsme_contact_name: out_len NULL", run_itsme_contact_name, {44, CT_NULL, 3}},
+    {"itsme_contact_name", "itsme_contact_name: out size query", run_itsme_contact_name, {44, CT_SIZE_QUERY, 1}},
+    {"itsme_contact_name", "itsme_contact_name: out cap - 1", run_itsme_contact_name, {44, CT_SHORT, 1}},
+    {"itsme_contact_name", "itsme_contact_name: success with the exact cap", run_itsme_contact_name, {44, CT_SUCCESS, -1}},
+    {"itsme_contact_fingerprint", "itsme_contact_fingerprint: before itsme_init", run_itsme_contact_fingerprint, {45, CT_BEFORE_INIT, -1}},
+    {"itsme_contact_fingerprint", "itsme_contact_fingerprint: contact NULL", run_itsme_contact_fingerprint, {45, CT_NULL, 0}},
+    {"itsme_contact_fingerprint", "itsme_contact_fingerprint: out NULL", run_itsme_contact_fingerprint, {45, CT_NULL, 1}},
+    {"itsme_contact_fingerprint", "itsme_contact_fingerprint: out_len NULL", run_itsme_contact_fingerprint, {45, CT_NULL, 3}},
+    {"itsme_contact_fingerprint", "itsme_contact_fingerprint: out size query", run_itsme_contact_fingerprint, {45, CT_SIZE_QUERY, 1}},
+    {"itsme_contact_fingerprint", "itsme_contact_fingerprint: out cap - 1", run_itsme_contact_fingerprint, {45, CT_SHORT, 1}},
+    {"itsme_contact_fingerprint", "itsme_contact_fingerprint: success with the exact cap", run_itsme_contact_fingerprint, {45, CT_SUCCESS, -1}},
+    {"itsme_contact_public_key", "itsme_contact_public_key: before itsme_init", run_itsme_contact_public_key, {46, CT_BEFORE_INIT, -1}},
+    {"itsme_contact_public_key", "itsme_contact_public_key: contact NULL", run_itsme_contact_public_key, {46, CT_NULL, 0}},
+    {"itsme_contact_public_key", "itsme_contact_public_key: out NULL", run_itsme_contact_public_key, {46, CT_NULL, 1}},
+    {"itsme_contact_public_key", "itsme_contact_public_key: out_len NULL", run_itsme_contact_public_key, {46, CT_NULL, 3}},
+    {"itsme_contact_public_key", "itsme_contact_public_key: out size query", run_itsme_contact_public_key, {46, CT_SIZE_QUERY, 1}},
+    {"itsme_contact_public_key", "itsme_contact_public_key: out cap - 1", run_itsme_contact_public_key, {46, CT_SHORT, 1}},
+    {"itsme_contact_public_key", "itsme_contact_public_key: success with the exact cap", run_itsme_contact_public_key, {46, CT_SUCCESS, -1}},
+    {"itsme_contact_is_authenticated", "itsme_contact_is_authenticated: before itsme_init", run_itsme_contact_is_authenticated, {47, CT_BEFORE_INIT, -1}},
+    {"itsme_contact_is_authenticated", "itsme_contact_is_authenticated: contact NULL", run_itsme_contact_is_authenticated, {47, CT_NULL, 0}},
+    {"itsme_contact_is_authenticated", "itsme_contact_is_authenticated: out_authenticated NULL", run_itsme_contact_is_authenticated, {47, CT_NULL, 1}},
+    {"itsme_contact_is_authenticated", "itsme_contact_is_authenticated: success", run_itsme_contact_is_authenticated, {47, CT_SUCCESS, -1}},
+    {"itsme_contact_state", "itsme_contact_state: before itsme_init", run_itsme_contact_state, {48, CT_BEFORE_INIT, -1}},
+    {"itsme_contact_state", "itsme_contact_state: contact NULL", run_itsme_contact_state, {48, CT_NULL, 0}},
+    {"itsme_contact_state", "itsme_contact_state: out_state NULL", run_itsme_contact_state, {48, CT_NULL, 1}},
+    {"itsme_contact_state", "itsme_contact_state: out_acknowledged NULL", run_itsme_contact_state, {48, CT_NULL, 2}},
+    {"itsme_contact_state", "itsme_contact_state: success", run_itsme_contact_state, {48, CT_SUCCESS, -1}},
+    {"itsme_contact_exchange_method", "itsme_contact_exchange_method: before itsme_init", run_itsme_contact_exchange_method, {49, CT_BEFORE_INIT, -1}},
+    {"itsme_contact_exchange_method", "itsme_contact_exchange_method: contact NULL", run_itsme_contact_exchange_method, {49, CT_NULL, 0}},
+    {"itsme_contact_exchange_method", "itsme_contact_exchange_method: out_method NULL", run_itsme_contact_exchange_method, {49, CT_NULL, 1}},
+    {"itsme_contact_exchange_method", "itsme_contact_exchange_method: success", run_itsme_contact_exchange_method, {49, CT_SUCCESS, -1}},
+    {"itsme_contact_created_at", "itsme_contact_created_at: before itsme_init", run_itsme_contact_created_at, {50, CT_BEFORE_INIT, -1}},
+    {"itsme_contact_created_at", "itsme_contact_created_at: contact NULL", run_itsme_contact_created_at, {50, CT_NULL, 0}},
+    {"itsme_contact_created_at", "itsme_contact_created_at: out_time NULL", run_itsme_contact_created_at, {50, CT_NULL, 1}},
+    {"itsme_contact_created_at", "itsme_contact_created_at: success", run_itsme_contact_created_at, {50, CT_SUCCESS, -1}},
+    {"itsme_contact_verified_at", "itsme_contact_verified_at: before itsme_init", run_itsme_contact_verified_at, {51, CT_BEFORE_INIT, -1}},
+    {"itsme_contact_verified_at", "itsme_contact_verified_at: contact NULL", run_itsme_contact_verified_at, {51, CT_NULL, 0}},
+    {"itsme_contact_verified_at", "itsme_contact_verified_at: out_time NULL", run_itsme_contact_verified_at, {51, CT_NULL, 1}},
+    {"itsme_contact_verified_at", "itsme_contact_verified_at: success", run_itsme_contact_verified_at, {51, CT_SUCCESS, -1}},
+    {"itsme_contact_last_window", "itsme_contact_last_window: before itsme_init", run_itsme_contact_last_window, {52, CT_BEFORE_INIT, -1}},
+    {"itsme_contact_last_window", "itsme_contact_last_window: contact NULL", run_itsme_contact_last_window, {52, CT_NULL, 0}},
+    {"itsme_contact_last_window", "itsme_contact_last_window: out_window NULL", run_itsme_contact_last_window, {52, CT_NULL, 1}},
+    {"itsme_contact_last_window", "itsme_contact_last_window: success", run_itsme_contact_last_window, {52, CT_SUCCESS, -1}},
+    {"itsme_contact_note", "itsme_contact_note: before itsme_init", run_itsme_contact_note, {53, CT_BEFORE_INIT, -1}},
+    {"itsme_contact_note", "itsme_contact_note: contact NULL", run_itsme_contact_note, {53, CT_NULL, 0}},
+    {"itsme_contact_note", "itsme_contact_note: out NULL", run_itsme_contact_note, {53, CT_NULL, 1}},
+    {"itsme_contact_note", "itsme_contact_note: out_len NULL", run_itsme_contact_note, {53, CT_NULL, 3}},
+    {"itsme_contact_note", "itsme_contact_note: out size query", run_itsme_contact_note, {53, CT_SIZE_QUERY, 1}},
+    {"itsme_contact_note", "itsme_contact_note: out cap - 1", run_itsme_contact_note, {53, CT_SHORT, 1}},
+    {"itsme_contact_note", "itsme_contact_note: success with the exact cap", run_itsme_contact_note, {53, CT_SUCCESS, -1}},
+    {"itsme_contact_list_count", "itsme_contact_list_count: before itsme_init", run_itsme_contact_list_count, {55, CT_BEFORE_INIT, -1}},
+    {"itsme_contact_list_count", "itsme_contact_list_count: list NULL", run_itsme_contact_list_count, {55, CT_NULL, 0}},
+    {"itsme_contact_list_count", "itsme_contact_list_count: out_count NULL", run_itsme_contact_list_count, {55, CT_NULL, 1}},
+    {"itsme_contact_list_count", "itsme_contact_list_count: success", run_itsme_contact_list_count, {55, CT_SUCCESS, -1}},
+    {"itsme_contact_list_get", "itsme_contact_list_get: before itsme_init", run_itsme_contact_list_get, {56, CT_BEFORE_INIT, -1}},
+    {"itsme_contact_list_get", "itsme_contact_list_get: list NULL", run_itsme_contact_list_get, {56, CT_NULL, 0}},
+    {"itsme_contact_list_get", "itsme_contact_list_get: out NULL", run_itsme_contact_list_get, {56, CT_NULL, 2}},
+    {"itsme_contact_list_get", "itsme_contact_list_get: success", run_itsme_contact_list_get, {56, CT_SUCCESS, -1}},
+    {"itsme_short_code_parse", "itsme_short_code_parse: before itsme_init", run_itsme_short_code_parse, {58, CT_BEFORE_INIT, -1}},
+    {"itsme_short_code_parse", "itsme_short_code_parse: text NULL", run_itsme_short_code_parse, {58, CT_NULL, 0}},
+    {"itsme_short_code_parse", "itsme_short_code_parse: out_value NULL", run_itsme_short_code_parse, {58, CT_NULL, 1}},
+    {"itsme_short_code_parse", "itsme_short_code_parse: text not UTF-8", run_itsme_short_code_parse, {58, CT_BAD_UTF8, 0}},
+    {"itsme_short_code_parse", "itsme_short_code_parse: text longer than ITSME_TEXT_MAX", run_itsme_short_code_parse, {58, CT_LONG_TEXT, 0}},
+    {"itsme_short_code_parse", "itsme_short_code_parse: success", run_itsme_short_code_parse, {58, CT_SUCCESS, -1}},
+    {"itsme_short_code_format", "itsme_short_code_format: before itsme_init", run_itsme_short_code_format, {59, CT_BEFORE_INIT, -1}},
+    {"itsme_short_code_format", "itsme_short_code_format: out NULL", run_itsme_short_code_format, {59, CT_NULL, 1}},
+    {"itsme_short_code_format", "itsme_short_code_format: out_len NULL", run_itsme_short_code_format, {59, CT_NULL, 3}},
+    {"itsme_short_code_format", "itsme_short_code_format: out size query", run_itsme_short_code_format, {59, CT_SIZE_QUERY, 1}},
+    {"itsme_short_code_format", "itsme_short_code_format: out cap - 1", run_itsme_short_code_format, {59, CT_SHORT, 1}},
+    {"itsme_short_code_format", "itsme_short_code_format: success with the exact cap", run_itsme_short_code_format, {59, CT_SUCCESS, -1}},
+    {"itsme_exchange_new_qr", "itsme_exchange_new_qr: before itsme_init", run_itsme_exchange_new_qr, {60, CT_BEFORE_INIT, -1}},
+    {"itsme_exchange_new_qr", "itsme_exchange_new_qr: identity NULL", run_itsme_exchange_new_qr, {60, CT_NULL, 0}},
+    {"itsme_exchange_new_qr", "itsme_exchange_new_qr: rng NULL", run_itsme_exchange_new_qr, {60, CT_NULL, 1}},
+    {"itsme_exchange_new_qr", "itsme_exchange_new_qr: out NULL", run_itsme_exchange_new_qr, {60, CT_NULL, 3}},
+    {"itsme_exchange_new_qr", "itsme_exchange_new_qr: now below 0", run_itsme_exchange_new_qr, {60, CT_TIME_NEGATIVE, 2}},
+    {"itsme_exchange_new_qr", "itsme_exchange_new_qr: now after 9999", run_itsme_exchange_new_qr, {60, CT_TIME_AFTER_9999, 2}},
+    {"itsme_exchange_new_qr", "itsme_exchange_new_qr: success", run_itsme_exchange_new_qr, {60, CT_SUCCESS, -1}},
+    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: before itsme_init", run_itsme_exchange_new_bluetooth, {61, CT_BEFORE_INIT, -1}},
+    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: identity NULL", run_itsme_exchange_new_bluetooth, {61, CT_NULL, 0}},
+    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: session_code NULL", run_itsme_exchange_new_bluetooth, {61, CT_NULL, 1}},
+    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: rng NULL", run_itsme_exchange_new_bluetooth, {61, CT_NULL, 2}},
+    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: out NULL", run_itsme_exchange_new_bluetooth, {61, CT_NULL, 4}},
+    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: session_code not UTF-8", run_itsme_exchange_new_bluetooth, {61, CT_BAD_UTF8, 1}},
+    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: session_code longer than ITSME_TEXT_MAX", run_itsme_exchange_new_bluetooth, {61, CT_LONG_TEXT, 1}},
+    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: now below 0", run_itsme_exchange_new_bluetooth, {61, CT_TIME_NEGATIVE, 3}},
+    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: now after 9999", run_itsme_exchange_new_bluetooth, {61, CT_TIME_AFTER_9999, 3}},
+    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: success", run_itsme_exchange_new_bluetooth, {61, CT_SUCCESS, -1}},
+    {"itsme_exchange_last_error", "itsme_exchange_last_error: exchange NULL", run_itsme_exchange_last_error, {63, CT_NULL, 0}},
+    {"itsme_exchange_last_error", "itsme_exchange_last_error: buf NULL", run_itsme_exchange_last_error, {63, CT_NULL, 1}},
+    {"itsme_exchange_last_error", "itsme_exchange_last_error: out_len NULL", run_itsme_exchange_last_error, {63, CT_NULL, 3}},
+    {"itsme_exchange_last_error", "itsme_exchange_last_error: buf size query", run_itsme_exchange_last_error, {63, CT_SIZE_QUERY, 1}},
+    {"itsme_exchange_last_error", "itsme_exchange_last_error: buf cap - 1", run_itsme_exchange_last_error, {63, CT_SHORT, 1}},
+    {"itsme_exchange_last_error", "itsme_exchange_last_error: success with the exact cap", run_itsme_exchange_last_error, {63, CT_SUCCESS, -1}},
+    {"itsme_exchange_status", "itsme_exchange_status: before itsme_init", run_itsme_exchange_status, {64, CT_BEFORE_INIT, -1}},
+    {"itsme_exchange_status", "itsme_exchange_status: exchange NULL", run_itsme_exchange_status, {64, CT_NULL, 0}},
+    {"itsme_exchange_status", "itsme_exchange_status: out_state NULL", run_itsme_exchange_status, {64, CT_NULL, 1}},
+    {"itsme_exchange_status", "itsme_exchange_status: out_flags NULL", run_itsme_exchange_status, {64, CT_NULL, 2}},
+    {"itsme_exchange_status", "itsme_exchange_status: success", run_itsme_exchange_status, {64, CT_SUCCESS, -1}},
+    {"itsme_exchange_get_method", "itsme_exchange_get_method: before itsme_init", run_itsme_exchange_get_method, {65, CT_BEFORE_INIT, -1}},
+    {"itsme_exchange_get_method", "itsme_exchange_get_method: exchange NULL", run_itsme_exchange_get_method, {65, CT_NULL, 0}},
+    {"itsme_exchange_get_method", "itsme_exchange_get_method: out_method NULL", run_itsme_exchange_get_method, {65, CT_NULL, 1}},
+    {"itsme_exchange_get_method", "itsme_exchange_get_method: success", run_itsme_exchange_get_method, {65, CT_SUCCESS, -1}},
+    {"itsme_exchange_session_code", "itsme_exchange_session_code: before itsme_init", run_itsme_exchange_session_code, {66, CT_BEFORE_INIT, -1}},
+    {"itsme_exchange_session_code", "itsme_exchange_session_code: exchange NULL", run_itsme_exchange_session_code, {66, CT_NULL, 0}},
+    {"itsme_exchange_session_code", "itsme_exchange_session_code: out NULL", run_itsme_exchange_session_code, {66, CT_NULL, 1}},
+    {"itsme_exchange_session_code", "itsme_exchange_session_code: out_len NULL", run_itsme_exchange_session_code, {66, CT_NULL, 3}},
+    {"itsme_exchange_session_code", "itsme_exchange_session_code: out size query", run_itsme_exchange_session_code, {66, CT_SIZE_QUERY, 1}},
+    {"itsme_exchange_session_code", "itsme_exchange_session_code: out cap - 1", run_itsme_exchange_session_code, {66, CT_SHORT, 1}},
+    {"itsme_exchange_session_code", "itsme_exchange_session_code: success with the exact cap", run_itsme_exchange_session_code, {66, CT_SUCCESS, -1}},
+    {"itsme_exchange_next_outgoing", "itsme_exchange_next_outgoing: before itsme_init", run_itsme_exchange_next_outgoing, {67, CT_BEFORE_INIT, -1}},
+    {"itsme_exchange_next_outgoing", "itsme_exchange_next_outgoing: exchange NULL", run_itsme_exchange_next_outgoing, {67, CT_NULL, 0}},
+    {"itsme_exchange_next_outgoing", "itsme_exchange_next_outgoing: out NULL", run_itsme_exchange_next_outgoing, {67, CT_NULL, 1}},
+    {"itsme_exchange_next_outgoing", "itsme_exchange_next_outgoing: out_len NULL", run_itsme_exchange_next_outgoing, {67, CT_NULL, 3}},
+    {"itsme_exchange_next_outgoing", "itsme_exchange_next_outgoing: out size query", run_itsme_exchange_next_outgoing, {67, CT_SIZE_QUERY, 1}},
+    {"itsme_exchange_next_outgoing", "itsme_exchange_next_outgoing: out cap - 1", run_itsme_exchange_next_outgoing, {67, CT_SHORT, 1}},
+    {"itsme_exchange_next_outgoing", "itsme_exchange_next_outgoing: success with the exact cap", run_itsme_exchange_next_outgoing, {67, CT_SUCCESS, -1}},
+    {"itsme_exchange_receive", "itsme_exchange_receive: before itsme_init", run_itsme_exchange_receive, {68, CT_BEFORE_INIT, -1}},
+    {"itsme_exchange_receive", "itsme_exchange_receive: exchange NULL", run_itsme_exchange_receive, {68, CT_NULL, 0}},
+    {"itsme_exchange_receive", "itsme_exchange_receive: bytes NULL", run_itsme_exchange_receive, {68, CT_NULL, 1}},
+    {"itsme_exchange_receive", "itsme_exchange_receive: now below 0", run_itsme_exchange_receive, {68, CT_TIME_NEGATIVE, 3}},
+    {"itsme_exchange_receive", "itsme_exchange_receive: now after 9999", run_itsme_exchange_receive, {68, CT_TIME_AFTER_9999, 3}},
+    {"itsme_exchange_receive", "itsme_exchange_receive: success", run_itsme_exchange_receive, {68, CT_SUCCESS, -1}},
+    {"itsme_exchange_sas", "itsme_exchange_sas: before itsme_init", run_itsme_exchange_sas, {69, CT_BEFORE_INIT, -1}},
+    {"itsme_exchange_sas", "itsme_exchange_sas: exchange NULL", run_itsme_exchange_sas, {69, CT_NULL, 0}},
+    {"itsme_exchange_sas", "itsme_exchange_sas: out NULL", run_itsme_exchange_sas, {69, CT_NULL, 1}},
+    {"itsme_exchange_sas", "itsme_exchange_sas: out_len NULL", run_itsme_exchange_sas, {69, CT_NULL, 3}},
+    {"itsme_exchange_sas", "itsme_exchange_sas: out size query", run_itsme_exchange_sas, {69, CT_SIZE_QUERY, 1}},
+    {"itsme_exchange_sas", "itsme_exchange_sas: out cap - 1", run_itsme_exchange_sas, {69, CT_SHORT, 1}},
+    {"itsme_exchange_sas", "itsme_exchange_sas: success with the exact cap", run_itsme_exchange_sas, {69, CT_SUCCESS, -1}},
+    {"itsme_exchange_peer_name", "itsme_exchange_peer_name: before itsme_init", run_itsme_exchange_peer_name, {70, CT_BEFORE_INIT, -1}},
+    {"itsme_exchange_peer_name", "itsme_exchange_peer_name: exchange NULL", run_itsme_exchange_peer_name, {70, CT_NULL, 0}},
+    {"itsme_exchange_peer_name", "itsme_exchange_peer_name: out NULL", run_itsme_exchange_peer_name, {70, CT_NULL, 1}},
+    {"itsme_exchange_peer_name", "itsme_exchange_peer_name: out_len NULL", run_itsme_exchange_peer_name, {70, CT_NULL, 3}},
+    {"itsme_exchange_peer_name", "itsme_exchange_peer_name: out size query", run_itsme_exchange_peer_name, {70, CT_SIZE_QUERY, 1}},
+    {"itsme_exchange_peer_name", "itsme_exchange_peer_name: out cap - 1", run_itsme_exchange_peer_name, {70, CT_SHORT, 1}},
+    {"itsme_exchange_peer_name", "itsme_exchange_peer_name: success with the exact cap", run_itsme_exchange_peer_name, {70, CT_SUCCESS, -1}},
+    {"itsme_exchange_peer_fingerprint", "itsme_exchange_peer_fingerprint: before itsme_init", run_itsme_exchange_peer_fingerprint, {71, CT_BEFORE_INIT, -1}},
+    {"itsme_exchange_peer_fingerprint", "itsme_exchange_peer_fingerprint: exchange NULL", run_itsme_exchange_peer_fingerprint, {71, CT_NULL, 0}},
+    {"itsme_exchange_peer_fingerprint", "itsme_exchange_peer_fingerprint: out NULL", run_itsme_exchange_peer_fingerprint, {71, CT_NULL, 1}},
+    {"itsme_exchange_peer_fingerprint", "itsme_exchange_peer_fingerprint: out_len NULL", run_itsme_exchange_peer_fingerprint, {71, CT_NULL, 3}},
+    {"itsme_exchange_peer_fingerprint", "itsme_exchange_peer_fingerprint: out size query", run_itsme_exchange_peer_fingerprint, {71, CT_SIZE_QUERY, 1}},
+    {"itsme_exchange_peer_fingerprint", "itsme_exchange_peer_fingerprint: out cap - 1", run_itsme_exchange_peer_fingerprint, {71, CT_SHORT, 1}},
+    {"itsme_exchange_peer_fingerprint", "itsme_exchange_peer_fingerprint: success with the exact cap", run_itsme_exchange_peer_fingerprint, {71, CT_SUCCESS, -1}},
+    {"itsme_exchange_peer_public_key", "itsme_exchange_peer_public_key: before itsme_init", run_itsme_exchange_peer_public_key, {72, CT_BEFORE_INIT, -1}},
+    {"itsme_exchange_peer_public_key", "itsme_exchange_peer_public_key: exchange NULL", run_itsme_exchange_peer_public_key, {72, CT_NULL, 0}},
+    {"itsme_exchange_peer_public_key", "itsme_exchange_peer_public_key: out NULL", run_itsme_exchange_peer_public_key, {72, CT_NULL, 1}},
+    {"itsme_exchange_peer_public_key", "itsme_exchange_peer_public_key: out_len NULL", run_itsme_exchange_peer_public_key, {72, CT_NULL, 3}},
+    {"itsme_exchange_peer_public_key", "itsme_exchange_peer_public_key: out size query", run_itsme_exchange_peer_public_key, {72, CT_SIZE_QUERY, 1}},
+    {"itsme_exchange_peer_public_key", "itsme_exchange_peer_public_key: out cap - 1", run_itsme_exchange_peer_public_key, {72, CT_SHORT, 1}},
+    {"itsme_exchange_peer_public_key", "itsme_exchange_peer_public_key: success with the exact cap", run_itsme_exchange_peer_public_key, {72, CT_SUCCESS, -1}},
+    {"itsme_exchange_save", "itsme_exchange_save: before itsme_init", run_itsme_exchange_save, {73, CT_BEFORE_INIT, -1}},
+    {"itsme_exchange_save", "itsme_exchange_save: exchange NULL", run_itsme_exchange_save, {73, CT_NULL, 0}},
+    {"itsme_exchange_save", "itsme_exchange_save: store NULL", run_itsme_exchange_save, {73, CT_NULL, 1}},
+    {"itsme_exchange_save", "itsme_exchange_save: out_contact_id NULL", run_itsme_exchange_save, {73, CT_NULL, 3}},
+    {"itsme_exchange_save", "itsme_exchange_save: now below 0", run_itsme_exchange_save, {73, CT_TIME_NEGATIVE, 2}},
+    {"itsme_exchange_save", "itsme_exchange_save: now after 9999", run_itsme_exchange_save, {73, CT_TIME_AFTER_9999, 2}},
+    {"itsme_exchange_save", "itsme_exchange_save: success", run_itsme_exchange_save, {73, CT_SUCCESS, -1}},
+    {"itsme_exchange_confirm", "itsme_exchange_confirm: before itsme_init", run_itsme_exchange_confirm, {74, CT_BEFORE_INIT, -1}},
+    {"itsme_exchange_confirm", "itsme_exchange_confirm: exchange NULL", run_itsme_exchange_confirm, {74, CT_NULL, 0}},
+    {"itsme_exchange_confirm", "itsme_exchange_confirm: store NULL", run_itsme_exchange_confirm, {74, CT_NULL, 1}},
+    {"itsme_exchange_confirm", "itsme_exchange_confirm: out_contact_id NULL", run_itsme_exchange_confirm, {74, CT_NULL, 3}},
+    {"itsme_exchange_confirm", "itsme_exchange_confirm: now below 0", run_itsme_exchange_confirm, {74, CT_TIME_NEGATIVE, 2}},
+    {"itsme_exchange_confirm", "itsme_exchange_confirm: now after 9999", run_itsme_exchange_confirm, {74, CT_TIME_AFTER_9999, 2}},
+    {"itsme_exchange_confirm", "itsme_exchange_confirm: success", run_itsme_exchange_confirm, {74, CT_SUCCESS, -1}},
+    {"itsme_exchange_settle", "itsme_exchange_settle: before itsme_init", run_itsme_exchange_settle, {75, CT_BEFORE_INIT, -1}},
+    {"itsme_exchange_settle", "itsme_exchange_settle: exchange NULL", run_itsme_exchange_settle, {75, CT_NULL, 0}},
+    {"itsme_exchange_settle", "itsme_exchange_settle: store NULL", run_itsme_exchange_settle, {75, CT_NULL, 1}},
+    {"itsme_exchange_settle", "itsme_exchange_settle: out_contact_id NULL", run_itsme_exchange_settle, {75, CT_NULL, 3}},
+    {"itsme_exchange_settle", "itsme_exchange_settle: now below 0", run_itsme_exchange_settle, {75, CT_TIME_NEGATIVE, 2}},
+    {"itsme_exchange_settle", "itsme_exchange_settle: now after 9999", run_itsme_exchange_settle, {75, CT_TIME_AFTER_9999, 2}},
+    {"itsme_exchange_settle", "itsme_exchange_settle: success", run_itsme_exchange_settle, {75, CT_SUCCESS, -1}},
+    {"itsme_exchange_reject", "itsme_exchange_reject: before itsme_init", run_itsme_exchange_reject, {76, CT_BEFORE_INIT, -1}},
+    {"itsme_exchange_reject", "itsme_exchange_reject: exchange NULL", run_itsme_exchange_reject, {76, CT_NULL, 0}},
+    {"itsme_exchange_reject", "itsme_exchange_reject: store NULL", run_itsme_exchange_reject, {76, CT_NULL, 1}},
+    {"itsme_exchange_reject", "itsme_exchange_reject: success", run_itsme_exchange_reject, {76, CT_SUCCESS, -1}},
+    {"itsme_exchange_seal", "itsme_exchange_seal: before itsme_init", run_itsme_exchange_seal, {77, CT_BEFORE_INIT, -1}},
+    {"itsme_exchange_seal", "itsme_exchange_seal: exchange NULL", run_itsme_exchange_seal, {77, CT_NULL, 0}},
+    {"itsme_exchange_seal", "itsme_exchange_seal: out NULL", run_itsme_exchange_seal, {77, CT_NULL, 1}},
+    {"itsme_exchange_seal", "itsme_exchange_seal: out_len NULL", run_itsme_exchange_seal, {77, CT_NULL, 3}},
+    {"itsme_exchange_seal", "itsme_exchange_seal: out size query", run_itsme_exchange_seal, {77, CT_SIZE_QUERY, 1}},
+    {"itsme_exchange_seal", "itsme_exchange_seal: out cap - 1", run_itsme_exchange_seal, {77, CT_SHORT, 1}},
+    {"itsme_exchange_seal", "itsme_exchange_seal: success with the exact cap", run_itsme_exchange_seal, {77, CT_SUCCESS, -1}},
+    {"itsme_exchange_restore", "itsme_exchange_restore: before itsme_init", run_itsme_exchange_restore, {78, CT_BEFORE_INIT, -1}},
+    {"itsme_exchange_restore", "itsme_exchange_restore: identity NULL", run_itsme_exchange_restore, {78, CT_NULL, 0}},
+    {"itsme_exchange_restore", "itsme_exchange_restore: sealed NULL", run_itsme_exchange_restore, {78, CT_NULL, 1}},
+    {"itsme_exchange_restore", "itsme_exchange_restore: out NULL", run_itsme_exchange_restore, {78, CT_NULL, 4}},
+    {"itsme_exchange_restore", "itsme_exchange_restore: now below 0", run_itsme_exchange_restore, {78, CT_TIME_NEGATIVE, 3}},
+    {"itsme_exchange_restore", "itsme_exchange_restore: now after 9999", run_itsme_exchange_restore, {78, CT_TIME_AFTER_9999, 3}},
+    {"itsme_exchange_restore", "itsme_exchange_restore: success", run_itsme_exchange_restore, {78, CT_SUCCESS, -1}},
+    {"itsme_remote_code_check", "itsme_remote_code_check: before itsme_init", run_itsme_remote_code_check, {79, CT_BEFORE_INIT, -1}},
+    {"itsme_remote_code_check", "itsme_remote_code_check: text NULL", run_itsme_remote_code_check, {79, CT_NULL, 0}},
+    {"itsme_remote_code_check", "itsme_remote_code_check: out NULL", run_itsme_remote_code_check, {79, CT_NULL, 1}},
+    {"itsme_remote_code_check", "itsme_remote_code_check: out_len NULL", run_itsme_remote_code_check, {79, CT_NULL, 3}},
+    {"itsme_remote_code_check", "itsme_remote_code_check: text not UTF-8", run_itsme_remote_code_check, {79, CT_BAD_UTF8, 0}},
+    {"itsme_remote_code_check", "itsme_remote_code_check: text longer than ITSME_TEXT_MAX", run_itsme_remote_code_check, {79, CT_LONG_TEXT, 0}},
+    {"itsme_remote_code_check", "itsme_remote_code_check: out size query", run_itsme_remote_code_check, {79, CT_SIZE_QUERY, 1}},
+    {"itsme_remote_code_check", "itsme_remote_code_check: out cap - 1", run_itsme_remote_code_check, {79, CT_SHORT, 1}},
+    {"itsme_remote_code_check", "itsme_remote_code_check: success with the exact cap", run_itsme_remote_code_check, {79, CT_SUCCESS, -1}},
+    {"itsme_exchange_new_invite", "itsme_exchange_new_invite: before itsme_init", run_itsme_exchange_new_invite, {80, CT_BEFORE_INIT, -1}},
+    {"itsme_exchange_new_invite", "itsme_exchange_new_invite: identity NULL", run_itsme_exchange_new_invite, {80, CT_NULL, 0}},
+    {"itsme_exchange_new_invite", "itsme_exchange_new_invite: rng NULL", run_itsme_exchange_new_invite, {80, CT_NULL, 2}},
+    {"itsme_exchange_new_invite", "itsme_exchange_new_invite: out NULL", run_itsme_exchange_new_invite, {80, CT_NULL, 4}},
+    {"itsme_exchange_new_invite", "itsme_exchange_new_invite: now below 0", run_itsme_exchange_new_invite, {80, CT_TIME_NEGATIVE, 3}},
+    {"itsme_exchange_new_invite", "itsme_exchange_new_invite: now after 9999", run_itsme_exchange_new_invite, {80, CT_TIME_AFTER_9999, 3}},
+    {"itsme_exchange_new_invite", "itsme_exchange_new_invite: success", run_itsme_exchange_new_invite, {80, CT_SUCCESS, -1}},
+    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: before itsme_init", run_itsme_exchange_accept_invite, {81, CT_BEFORE_INIT, -1}},
+    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: identity NULL", run_itsme_exchange_accept_invite, {81, CT_NULL, 0}},
+    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: invite_code NULL", run_itsme_exchange_accept_invite, {81, CT_NULL, 1}},
+    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: encryption_code NULL", run_itsme_exchange_accept_invite, {81, CT_NULL, 2}},
+    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: rng NULL", run_itsme_exchange_accept_invite, {81, CT_NULL, 4}},
+    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: out NULL", run_itsme_exchange_accept_invite, {81, CT_NULL, 6}},
+    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: invite_code not UTF-8", run_itsme_exchange_accept_invite, {81, CT_BAD_UTF8, 1}},
+    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: invite_code longer than ITSME_TEXT_MAX", run_itsme_exchange_accept_invite, {81, CT_LONG_TEXT, 1}},
+    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: encryption_code not UTF-8", run_itsme_exchange_accept_invite, {81, CT_BAD_UTF8, 2}},
+    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: encryption_code longer than ITSME_TEXT_MAX", run_itsme_exchange_accept_invite, {81, CT_LONG_TEXT, 2}},
+    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: now below 0", run_itsme_exchange_accept_invite, {81, CT_TIME_NEGATIVE, 5}},
+    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: now after 9999", run_itsme_exchange_accept_invite, {81, CT_TIME_AFTER_9999, 5}},
+    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: success", run_itsme_exchange_accept_invite, {81, CT_SUCCESS, -1}},
+    {"itsme_exchange_invite_code", "itsme_exchange_invite_code: before itsme_init", run_itsme_exchange_invite_code, {82, CT_BEFORE_INIT, -1}},
+    {"itsme_exchange_invite_code", "itsme_exchange_invite_code: exchange NULL", run_itsme_exchange_invite_code, {82, CT_NULL, 0}},
+    {"itsme_exchange_invite_code", "itsme_exchange_invite_code: out NULL", run_itsme_exchange_invite_code, {82, CT_NULL, 1}},
+    {"itsme_exchange_invite_code", "itsme_exchange_invite_code: out_len NULL", run_itsme_exchange_invite_code, {82, CT_NULL, 3}},
+    {"itsme_exchange_invite_code", "itsme_exchange_invite_code: out size query", run_itsme_exchange_invite_code, {82, CT_SIZE_QUERY, 1}},
+    {"itsme_exchange_invite_code", "itsme_exchange_invite_code: out cap - 1", run_itsme_exchange_invite_code, {82, CT_SHORT, 1}},
+    {"itsme_exchange_invite_code", "itsme_exchange_invite_code: success with the exact cap", run_itsme_exchange_invite_code, {82, CT_SUCCESS, -1}},
+    {"itsme_exchange_encryption_code", "itsme_exchange_encryption_code: before itsme_init", run_itsme_exchange_encryption_code, {83, CT_BEFORE_INIT, -1}},
+    {"itsme_exchange_encryption_code", "itsme_exchange_encryption_code: exchange NULL", run_itsme_exchange_encryption_code, {83, CT_NULL, 0}},
+    {"itsme_exchange_encryption_code", "itsme_exchange_encryption_code: out NULL", run_itsme_exchange_encryption_code, {83, CT_NULL, 1}},
+    {"itsme_exchange_encryption_code", "itsme_exchange_encryption_code: out_len NULL", run_itsme_exchange_encryption_code, {83, CT_NULL, 3}},
+    {"itsme_exchange_encryption_code", "itsme_exchange_encryption_code: out size query", run_itsme_exchange_encryption_code, {83, CT_SIZE_QUERY, 1}},
+    {"itsme_exchange_encryption_code", "itsme_exchange_encryption_code: out cap - 1", run_itsme_exchange_encryption_code, {83, CT_SHORT, 1}},
+    {"itsme_exchange_encryption_code", "itsme_exchange_encryption_code: success with the exact cap", run_itsme_exchange_encryption_code, {83, CT_SUCCESS, -1}},
+    {"itsme_exchange_relay_id", "itsme_exchange_relay_id: before itsme_init", run_itsme_exchange_relay_id, {84, CT_BEFORE_INIT, -1}},
+    {"itsme_exchange_relay_id", "itsme_exchange_relay_id: exchange NULL", run_itsme_exchange_relay_id, {84, CT_NULL, 0}},
+    {"itsme_exchange_relay_id", "itsme_exchange_relay_id: out NULL", run_itsme_exchange_relay_id, {84, CT_NULL, 1}},
+    {"itsme_exchange_relay_id", "itsme_exchange_relay_id: out_len NULL", run_itsme_exchange_relay_id, {84, CT_NULL, 3}},
+    {"itsme_exchange_relay_id", "itsme_exchange_relay_id: out size query", run_itsme_exchange_relay_id, {84, CT_SIZE_QUERY, 1}},
+    {"itsme_exchange_relay_id", "itsme_exchange_relay_id: out cap - 1", run_itsme_exchange_relay_id, {84, CT_SHORT, 1}},
+    {"itsme_exchange_relay_id", "itsme_exchange_relay_id: success with the exact cap", run_itsme_exchange_relay_id, {84, CT_SUCCESS, -1}},
+    {"itsme_exchange_is_inviter", "itsme_exchange_is_inviter: before itsme_init", run_itsme_exchange_is_inviter, {85, CT_BEFORE_INIT, -1}},
+    {"itsme_exchange_is_inviter", "itsme_exchange_is_inviter: exchange NULL", run_itsme_exchange_is_inviter, {85, CT_NULL, 0}},
+    {"itsme_exchange_is_inviter", "itsme_exchange_is_inviter: out_inviter NULL", run_itsme_exchange_is_inviter, {85, CT_NULL, 1}},
+    {"itsme_exchange_is_inviter", "itsme_exchange_is_inviter: success", run_itsme_exchange_is_inviter, {85, CT_SUCCESS, -1}},
+    {"itsme_voice_new", "itsme_voice_new: before itsme_init", run_itsme_voice_new, {87, CT_BEFORE_INIT, -1}},
+    {"itsme_voice_new", "itsme_voice_new: store NULL", run_itsme_voice_new, {87, CT_NULL, 0}},
+    {"itsme_voice_new", "itsme_voice_new: out NULL", run_itsme_voice_new, {87, CT_NULL, 3}},
+    {"itsme_voice_new", "itsme_voice_new: now below 0", run_itsme_voice_new, {87, CT_TIME_NEGATIVE, 2}},
+    {"itsme_voice_new", "itsme_voice_new: now after 9999", run_itsme_voice_new, {87, CT_TIME_AFTER_9999, 2}},
+    {"itsme_voice_new", "itsme_voice_new: success", run_itsme_voice_new, {87, CT_SUCCESS, -1}},
+    {"itsme_voice_last_error", "itsme_voice_last_error: voice NULL", run_itsme_voice_last_error, {89, CT_NULL, 0}},
+    {"itsme_voice_last_error", "itsme_voice_last_error: buf NULL", run_itsme_voice_last_error, {89, CT_NULL, 1}},
+    {"itsme_voice_last_error", "itsme_voice_last_error: out_len NULL", run_itsme_voice_last_error, {89, CT_NULL, 3}},
+    {"itsme_voice_last_error", "itsme_voice_last_error: buf size query", run_itsme_voice_last_error, {89, CT_SIZE_QUERY, 1}},
+    {"itsme_voice_last_error", "itsme_voice_last_error: buf cap - 1", run_itsme_voice_last_error, {89, CT_SHORT, 1}},
+    {"itsme_voice_last_error", "itsme_voice_last_error: success with the exact cap", run_itsme_voice_last_error, {89, CT_SUCCESS, -1}},
+    {"itsme_voice_status", "itsme_voice_status: before itsme_init", run_itsme_voice_status, {90, CT_BEFORE_INIT, -1}},
+    {"itsme_voice_status", "itsme_voice_status: voice NULL", run_itsme_voice_status, {90, CT_NULL, 0}},
+    {"itsme_voice_status", "itsme_voice_status: out_state NULL", run_itsme_voice_status, {90, CT_NULL, 1}},
+    {"itsme_voice_status", "itsme_voice_status: out_turn NULL", run_itsme_voice_status, {90, CT_NULL, 2}},
+    {"itsme_voice_status", "itsme_voice_status: success", run_itsme_voice_status, {90, CT_SUCCESS, -1}},
+    {"itsme_voice_timing", "itsme_voice_timing: before itsme_init", run_itsme_voice_timing, {91, CT_BEFORE_INIT, -1}},
+    {"itsme_voice_timing", "itsme_voice_timing: voice NULL", run_itsme_voice_timing, {91, CT_NULL, 0}},
+    {"itsme_voice_timing", "itsme_voice_timing: out_window NULL", run_itsme_voice_timing, {91, CT_NULL, 2}},
+    {"itsme_voice_timing", "itsme_voice_timing: out_starts_in NULL", run_itsme_voice_timing, {91, CT_NULL, 3}},
+    {"itsme_voice_timing", "itsme_voice_timing: out_ends_in NULL", run_itsme_voice_timing, {91, CT_NULL, 4}},
+    {"itsme_voice_timing", "itsme_voice_timing: now below 0", run_itsme_voice_timing, {91, CT_TIME_NEGATIVE, 1}},
+    {"itsme_voice_timing", "itsme_voice_timing: now after 9999", run_itsme_voice_timing, {91, CT_TIME_AFTER_9999, 1}},
+    {"itsme_voice_timing", "itsme_voice_timing: success", run_itsme_voice_timing, {91, CT_SUCCESS, -1}},
+    {"itsme_voice_start", "itsme_voice_start: before itsme_init", run_itsme_voice_start, {92, CT_BEFORE_INIT, -1}},
+    {"itsme_voice_start", "itsme_voice_start: voice NULL", run_itsme_voice_start, {92, CT_NULL, 0}},
+    {"itsme_voice_start", "itsme_voice_start: store NULL", run_itsme_voice_start, {92, CT_NULL, 1}},
+    {"itsme_voice_start", "itsme_voice_start: now below 0", run_itsme_voice_start, {92, CT_TIME_NEGATIVE, 2}},
+    {"itsme_voice_start", "itsme_voice_start: now after 9999", run_itsme_voice_start, {92, CT_TIME_AFTER_9999, 2}},
+    {"itsme_voice_start", "itsme_voice_start: success", run_itsme_voice_start, {92, CT_SUCCESS, -1}},
+    {"itsme_voice_session_id", "itsme_voice_session_id: before itsme_init", run_itsme_voice_session_id, {93, CT_BEFORE_INIT, -1}},
+    {"itsme_voice_session_id", "itsme_voice_session_id: voice NULL", run_itsme_voice_session_id, {93, CT_NULL, 0}},
+    {"itsme_voice_session_id", "itsme_voice_session_id: out NULL", run_itsme_voice_session_id, {93, CT_NULL, 1}},
+    {"itsme_voice_session_id", "itsme_voice_session_id: out_len NULL", run_itsme_voice_session_id, {93, CT_NULL, 3}},
+    {"itsme_voice_session_id", "itsme_voice_session_id: out size query", run_itsme_voice_session_id, {93, CT_SIZE_QUERY, 1}},
+    {"itsme_voice_session_id", "itsme_voice_session_id: out cap - 1", run_itsme_voice_session_id, {93, CT_SHORT, 1}},
+    {"itsme_voice_session_id", "itsme_voice_session_id: success with the exact cap", run_itsme_voice_session_id, {93, CT_SUCCESS, -1}},
+    {"itsme_voice_words", "itsme_voice_words: before itsme_init", run_itsme_voice_words, {94, CT_BEFORE_INIT, -1}},
+    {"itsme_voice_words", "itsme_voice_words: voice NULL", run_itsme_voice_words, {94, CT_NULL, 0}},
+    {"itsme_voice_words", "itsme_voice_words: out NULL", run_itsme_voice_words, {94, CT_NULL, 1}},
+    {"itsme_voice_words", "itsme_voice_words: out_len NULL", run_itsme_voice_words, {94, CT_NULL, 3}},
+    {"itsme_voice_words", "itsme_voice_words: out size query", run_itsme_voice_words, {94, CT_SIZE_QUERY, 1}},
+    {"itsme_voice_words", "itsme_voice_words: out cap - 1", run_itsme_voice_words, {94, CT_SHORT, 1}},
+    {"itsme_voice_words", "itsme_voice_words: success with the exact cap", run_itsme_voice_words, {94, CT_SUCCESS, -1}},
+    {"itsme_voice_select", "itsme_voice_select: before itsme_init", run_itsme_voice_select, {95, CT_BEFORE_INIT, -1}},
+    {"itsme_voice_select", "itsme_voice_select: voice NULL", run_itsme_voice_select, {95, CT_NULL, 0}},
+    {"itsme_voice_your_code", "itsme_voice_your_code: before itsme_init", run_itsme_voice_your_code, {96, CT_BEFORE_INIT, -1}},
+    {"itsme_voice_your_code", "itsme_voice_your_code: voice NULL", run_itsme_voice_your_code, {96, CT_NULL, 0}},
+    {"itsme_voice_your_code", "itsme_voice_your_code: out NULL", run_itsme_voice_your_code, {96, CT_NULL, 1}},
+    {"itsme_voice_your_code", "itsme_voice_your_code: out_len NULL", run_itsme_voice_your_code, {96, CT_NULL, 3}},
+    {"itsme_voice_your_code", "itsme_voice_your_code: out_tag NULL", run_itsme_voice_your_code, {96, CT_NULL, 4}},
+    {"itsme_voice_your_code", "itsme_voice_your_code: out size query", run_itsme_voice_your_code, {96, CT_SIZE_QUERY, 1}},
+    {"itsme_voice_your_code", "itsme_voice_your_code: out cap - 1", run_itsme_voice_your_code, {96, CT_SHORT, 1}},
+    {"itsme_voice_your_code", "itsme_voice_your_code: success with the exact cap", run_itsme_voice_your_code, {96, CT_SUCCESS, -1}},
+    {"itsme_voice_their_code", "itsme_voice_their_code: before itsme_init", run_itsme_voice_their_code, {97, CT_BEFORE_INIT, -1}},
+    {"itsme_voice_their_code", "itsme_voice_their_code: voice NULL", run_itsme_voice_their_code, {97, CT_NULL, 0}},
+    {"itsme_voice_their_code", "itsme_voice_their_code: out NULL", run_itsme_voice_their_code, {97, CT_NULL, 1}},
+    {"itsme_voice_their_code", "itsme_voice_their_code: out_len NULL", run_itsme_voice_their_code, {97, CT_NULL, 3}},
+    {"itsme_voice_their_code", "itsme_voice_their_code: out_tag NULL", run_itsme_voice_their_code, {97, CT_NULL, 4}},
+    {"itsme_voice_their_code", "itsme_voice_their_code: out size query", run_itsme_voice_their_code, {97, CT_SIZE_QUERY, 1}},
+    {"itsme_voice_their_code", "itsme_voice_their_code: out cap - 1", run_itsme_voice_their_code, {97, CT_SHORT, 1}},
+    {"itsme_voice_their_code", "itsme_voice_their_code: success with the exact cap", run_itsme_voice_their_code, {97, CT_SUCCESS, -1}},
+    {"itsme_voice_check", "itsme_voice_check: before itsme_init", run_itsme_voice_check, {98, CT_BEFORE_INIT, -1}},
+    {"itsme_voice_check", "itsme_voice_check: voice NULL", run_itsme_voice_check, {98, CT_NULL, 0}},
+    {"itsme_voice_check", "itsme_voice_check: store NULL", run_itsme_voice_check, {98, CT_NULL, 1}},
+    {"itsme_voice_check", "itsme_voice_check: heard_code NULL", run_itsme_voice_check, {98, CT_NULL, 2}},
+    {"itsme_voice_check", "itsme_voice_check: out_outcome NULL", run_itsme_voice_check, {98, CT_NULL, 5}},
+    {"itsme_voice_check", "itsme_voice_check: heard_code not UTF-8", run_itsme_voice_check, {98, CT_BAD_UTF8, 2}},
+    {"itsme_voice_check", "itsme_voice_check: heard_code longer than ITSME_TEXT_MAX", run_itsme_voice_check, {98, CT_LONG_TEXT, 2}},
+    {"itsme_voice_check", "itsme_voice_check: now below 0", run_itsme_voice_check, {98, CT_TIME_NEGATIVE, 4}},
+    {"itsme_voice_check", "itsme_voice_check: now after 9999", run_itsme_voice_check, {98, CT_TIME_AFTER_9999, 4}},
+    {"itsme_voice_check", "itsme_voice_check: success", run_itsme_voice_check, {98, CT_SUCCESS, -1}},
+    {"itsme_store_degradation_code", "itsme_store_degradation_code: before itsme_init", run_itsme_store_degradation_code, {99, CT_BEFORE_INIT, -1}},
+    {"itsme_store_degradation_code", "itsme_store_degradation_code: store NULL", run_itsme_store_degradation_code, {99, CT_NULL, 0}},
+    {"itsme_store_degradation_code", "itsme_store_degradation_code: rng NULL", run_itsme_store_degradation_code, {99, CT_NULL, 2}},
+    {"itsme_store_degradation_code", "itsme_store_degradation_code: out NULL", run_itsme_store_degradation_code, {99, CT_NULL, 3}},
+    {"itsme_store_degradation_code", "itsme_store_degradation_code: out_len NULL", run_itsme_store_degradation_code, {99, CT_NULL, 5}},
+    {"itsme_store_degradation_code", "itsme_store_degradation_code: out size query", run_itsme_store_degradation_code, {99, CT_SIZE_QUERY, 3}},
+    {"itsme_store_degradation_code", "itsme_store_degradation_code: out cap - 1", run_itsme_store_degradation_code, {99, CT_SHORT, 3}},
+    {"itsme_store_degradation_code", "itsme_store_degradation_code: success with the exact cap", run_itsme_store_degradation_code, {99, CT_SUCCESS, -1}},
+    {"itsme_store_accept_degradation_code", "itsme_store_accept_degradation_code: before itsme_init", run_itsme_store_accept_degradation_code, {100, CT_BEFORE_INIT, -1}},
+    {"itsme_store_accept_degradation_code", "itsme_store_accept_degradation_code: store NULL", run_itsme_store_accept_degradation_code, {100, CT_NULL, 0}},
+    {"itsme_store_accept_degradation_code", "itsme_store_accept_degradation_code: code NULL", run_itsme_store_accept_degradation_code, {100, CT_NULL, 2}},
+    {"itsme_online_verify_new", "itsme_online_verify_new: before itsme_init", run_itsme_online_verify_new, {101, CT_BEFORE_INIT, -1}},
+    {"itsme_online_verify_new", "itsme_online_verify_new: store NULL", run_itsme_online_verify_new, {101, CT_NULL, 0}},
+    {"itsme_online_verify_new", "itsme_online_verify_new: rng NULL", run_itsme_online_verify_new, {101, CT_NULL, 3}},
+    {"itsme_online_verify_new", "itsme_online_verify_new: out NULL", run_itsme_online_verify_new, {101, CT_NULL, 5}},
+    {"itsme_online_verify_new", "itsme_online_verify_new: now below 0", run_itsme_online_verify_new, {101, CT_TIME_NEGATIVE, 4}},
+    {"itsme_online_verify_new", "itsme_online_verify_new: now after 9999", run_itsme_online_verify_new, {101, CT_TIME_AFTER_9999, 4}},
+    {"itsme_online_verify_new", "itsme_online_verify_new: success", run_itsme_online_verify_new, {101, CT_SUCCESS, -1}},
+    {"itsme_online_verify_last_error", "itsme_online_verify_last_error: session NULL", run_itsme_online_verify_last_error, {103, CT_NULL, 0}},
+    {"itsme_online_verify_last_error", "itsme_online_verify_last_error: buf NULL", run_itsme_online_verify_last_error, {103, CT_NULL, 1}},
+    {"itsme_online_verify_last_error", "itsme_online_verify_last_error: out_len NULL", run_itsme_online_verify_last_error, {103, CT_NULL, 3}},
+    {"itsme_online_verify_last_error", "itsme_online_verify_last_error: buf size query", run_itsme_online_verify_last_error, {103, CT_SIZE_QUERY, 1}},
+    {"itsme_online_verify_last_error", "itsme_online_verify_last_error: buf cap - 1", run_itsme_online_verify_last_error, {103, CT_SHORT, 1}},
+    {"itsme_online_verify_last_error", "itsme_online_verify_last_error: success with the exact cap", run_itsme_online_verify_last_error, {103, CT_SUCCESS, -1}},
+    {"itsme_online_verify_status", "itsme_online_verify_status: before itsme_init", run_itsme_online_verify_status, {104, CT_BEFORE_INIT, -1}},
+    {"itsme_online_verify_status", "itsme_online_verify_status: session NULL", run_itsme_online_verify_status, {104, CT_NULL, 0}},
+    {"itsme_online_verify_status", "itsme_online_verify_status: out_state NULL", run_itsme_online_verify_status, {104, CT_NULL, 1}},
+    {"itsme_online_verify_status", "itsme_online_verify_status: success", run_itsme_online_verify_status, {104, CT_SUCCESS, -1}},
+    {"itsme_online_verify_room", "itsme_online_verify_room: before itsme_init", run_itsme_online_verify_room, {105, CT_BEFORE_INIT, -1}},
+    {"itsme_online_verify_room", "itsme_online_verify_room: session NULL", run_itsme_online_verify_room, {105, CT_NULL, 0}},
+    {"itsme_online_verify_room", "itsme_online_verify_room: out NULL", run_itsme_online_verify_room, {105, CT_NULL, 1}},
+    {"itsme_online_verify_room", "itsme_online_verify_room: out_len NULL", run_itsme_online_verify_room, {105, CT_NULL, 3}},
+    {"itsme_online_verify_room", "itsme_online_verify_room: out size query", run_itsme_online_verify_room, {105, CT_SIZE_QUERY, 1}},
+    {"itsme_online_verify_room", "itsme_online_verify_room: out cap - 1", run_itsme_online_verify_room, {105, CT_SHORT, 1}},
+    {"itsme_online_verify_room", "itsme_online_verify_room: success with the exact cap", run_itsme_online_verify_room, {105, CT_SUCCESS, -1}},
+    {"itsme_online_verify_next_outgoing", "itsme_online_verify_next_outgoing: before itsme_init", run_itsme_online_verify_next_outgoing, {106, CT_BEFORE_INIT, -1}},
+    {"itsme_online_verify_next_outgoing", "itsme_online_verify_next_outgoing: session NULL", run_itsme_online_verify_next_outgoing, {106, CT_NULL, 0}},
+    {"itsme_online_verify_next_outgoing", "itsme_online_verify_next_outgoing: out NULL", run_itsme_online_verify_next_outgoing, {106, CT_NULL, 1}},
+    {"itsme_online_verify_next_outgoing", "itsme_online_verify_next_outgoing: out_len NULL", run_itsme_online_verify_next_outgoing, {106, CT_NULL, 3}},
+    {"itsme_online_verify_next_outgoing", "itsme_online_verify_next_outgoing: out size query", run_itsme_online_verify_next_outgoing, {106, CT_SIZE_QUERY, 1}},
+    {"itsme_online_verify_next_outgoing", "itsme_online_verify_next_outgoing: out cap - 1", run_itsme_online_verify_next_outgoing, {106, CT_SHORT, 1}},
+    {"itsme_online_verify_next_outgoing", "itsme_online_verify_next_outgoing: success with the exact cap", run_itsme_online_verify_next_outgoing, {106, CT_SUCCESS, -1}},
+    {"itsme_online_verify_receive", "itsme_online_verify_receive: before itsme_init", run_itsme_online_verify_receive, {107, CT_BEFORE_INIT, -1}},
+    {"itsme_online_verify_receive", "itsme_online_verify_receive: session NULL", run_itsme_online_verify_receive, {107, CT_NULL, 0}},
+    {"itsme_online_verify_receive", "itsme_online_verify_receive: bytes NULL", run_itsme_online_verify_receive, {107, CT_NULL, 1}},
+    {"itsme_online_verify_sas", "itsme_online_verify_sas: before itsme_init", run_itsme_online_verify_sas, {108, CT_BEFORE_INIT, -1}},
+    {"itsme_online_verify_sas", "itsme_online_verify_sas: session NULL", run_itsme_online_verify_sas, {108, CT_NULL, 0}},
+    {"itsme_online_verify_sas", "itsme_online_verify_sas: out NULL", run_itsme_online_verify_sas, {108, CT_NULL, 1}},
+    {"itsme_online_verify_sas", "itsme_online_verify_sas: out_len NULL", run_itsme_online_verify_sas, {108, CT_NULL, 3}},
+    {"itsme_online_verify_sas", "itsme_online_verify_sas: out size query", run_itsme_online_verify_sas, {108, CT_SIZE_QUERY, 1}},
+    {"itsme_online_verify_sas", "itsme_online_verify_sas: out cap - 1", run_itsme_online_verify_sas, {108, CT_SHORT, 1}},
+    {"itsme_online_verify_sas", "itsme_online_verify_sas: success with the exact cap", run_itsme_online_verify_sas, {108, CT_SUCCESS, -1}},
+    {"itsme_online_verify_confirm", "itsme_online_verify_confirm: before itsme_init", run_itsme_online_verify_confirm, {109, CT_BEFORE_INIT, -1}},
+    {"itsme_online_verify_confirm", "itsme_online_verify_confirm: session NULL", run_itsme_online_verify_confirm, {109, CT_NULL, 0}},
+    {"itsme_online_verify_confirm", "itsme_online_verify_confirm: store NULL", run_itsme_online_verify_confirm, {109, CT_NULL, 1}},
+    {"itsme_online_verify_confirm", "itsme_online_verify_confirm: out_outcome NULL", run_itsme_online_verify_confirm, {109, CT_NULL, 3}},
+    {"itsme_online_verify_confirm", "itsme_online_verify_confirm: now below 0", run_itsme_online_verify_confirm, {109, CT_TIME_NEGATIVE, 2}},
+    {"itsme_online_verify_confirm", "itsme_online_verify_confirm: now after 9999", run_itsme_online_verify_confirm, {109, CT_TIME_AFTER_9999, 2}},
+    {"itsme_online_verify_confirm", "itsme_online_verify_confirm: success", run_itsme_online_verify_confirm, {109, CT_SUCCESS, -1}},
+    {"itsme_online_verify_reject", "itsme_online_verify_reject: before itsme_init", run_itsme_online_verify_reject, {110, CT_BEFORE_INIT, -1}},
+    {"itsme_online_verify_reject", "itsme_online_verify_reject: session NULL", run_itsme_online_verify_reject, {110, CT_NULL, 0}},
+    {"itsme_online_verify_share_profile", "itsme_online_verify_share_profile: before itsme_init", run_itsme_online_verify_share_profile, {111, CT_BEFORE_INIT, -1}},
+    {"itsme_online_verify_share_profile", "itsme_online_verify_share_profile: session NULL", run_itsme_online_verify_share_profile, {111, CT_NULL, 0}},
+    {"itsme_online_verify_share_profile", "itsme_online_verify_share_profile: reference NULL", run_itsme_online_verify_share_profile, {111, CT_NULL, 1}},
+    {"itsme_online_verify_peer_profile", "itsme_online_verify_peer_profile: before itsme_init", run_itsme_online_verify_peer_profile, {112, CT_BEFORE_INIT, -1}},
+    {"itsme_online_verify_peer_profile", "itsme_online_verify_peer_profile: session NULL", run_itsme_online_verify_peer_profile, {112, CT_NULL, 0}},
+    {"itsme_online_verify_peer_profile", "itsme_online_verify_peer_profile: out NULL", run_itsme_online_verify_peer_profile, {112, CT_NULL, 1}},
+    {"itsme_online_verify_peer_profile", "itsme_online_verify_peer_profile: out_len NULL", run_itsme_online_verify_peer_profile, {112, CT_NULL, 3}},
+    {"itsme_online_verify_peer_profile", "itsme_online_verify_peer_profile: out size query", run_itsme_online_verify_peer_profile, {112, CT_SIZE_QUERY, 1}},
+    {"itsme_online_verify_peer_profile", "itsme_online_verify_peer_profile: out cap - 1", run_itsme_online_verify_peer_profile, {112, CT_SHORT, 1}},
+    {"itsme_online_verify_peer_profile", "itsme_online_verify_peer_profile: success with the exact cap", run_itsme_online_verify_peer_profile, {112, CT_SUCCESS, -1}},
+    {"itsme_pin_update_new", "itsme_pin_update_new: before itsme_init", run_itsme_pin_update_new, {113, CT_BEFORE_INIT, -1}},
+    {"itsme_pin_update_new", "itsme_pin_update_new: store NULL", run_itsme_pin_update_new, {113, CT_NULL, 0}},
+    {"itsme_pin_update_new", "itsme_pin_update_new: rng NULL", run_itsme_pin_update_new, {113, CT_NULL, 3}},
+    {"itsme_pin_update_new", "itsme_pin_update_new: out NULL", run_itsme_pin_update_new, {113, CT_NULL, 5}},
+    {"itsme_pin_update_new", "itsme_pin_update_new: now below 0", run_itsme_pin_update_new, {113, CT_TIME_NEGATIVE, 4}},
+    {"itsme_pin_update_new", "itsme_pin_update_new: now after 9999", run_itsme_pin_update_new, {113, CT_TIME_AFTER_9999, 4}},
+    {"itsme_pin_update_new", "itsme_pin_update_new: success", run_itsme_pin_update_new, {113, CT_SUCCESS, -1}},
+    {"itsme_pin_update_last_error", "itsme_pin_update_last_error: update NULL", run_itsme_pin_update_last_error, {115, CT_NULL, 0}},
+    {"itsme_pin_update_last_error", "itsme_pin_update_last_error: buf NULL", run_itsme_pin_update_last_error, {115, CT_NULL, 1}},
+    {"itsme_pin_update_last_error", "itsme_pin_update_last_error: out_len NULL", run_itsme_pin_update_last_error, {115, CT_NULL, 3}},
+    {"itsme_pin_update_last_error", "itsme_pin_update_last_error: buf size query", run_itsme_pin_update_last_error, {115, CT_SIZE_QUERY, 1}},
+    {"itsme_pin_update_last_error", "itsme_pin_update_last_error: buf cap - 1", run_itsme_pin_update_last_error, {115, CT_SHORT, 1}},
+    {"itsme_pin_update_last_error", "itsme_pin_update_last_error: success with the exact cap", run_itsme_pin_update_last_error, {115, CT_SUCCESS, -1}},
+    {"itsme_pin_update_status", "itsme_pin_update_status: before itsme_init", run_itsme_pin_update_status, {116, CT_BEFORE_INIT, -1}},
+    {"itsme_pin_update_status", "itsme_pin_update_status: update NULL", run_itsme_pin_update_status, {116, CT_NULL, 0}},
+    {"itsme_pin_update_status", "itsme_pin_update_status: out_state NULL", run_itsme_pin_update_status, {116, CT_NULL, 1}},
+    {"itsme_pin_update_status", "itsme_pin_update_status: success", run_itsme_pin_update_status, {116, CT_SUCCESS, -1}},
+    {"itsme_pin_update_session_code", "itsme_pin_update_session_code: before itsme_init", run_itsme_pin_update_session_code, {117, CT_BEFORE_INIT, -1}},
+    {"itsme_pin_update_session_code", "itsme_pin_update_session_code: update NULL", run_itsme_pin_update_session_code, {117, CT_NULL, 0}},
+    {"itsme_pin_update_session_code", "itsme_pin_update_session_code: out NULL", run_itsme_pin_update_session_code, {117, CT_NULL, 1}},
+    {"itsme_pin_update_session_code", "itsme_pin_update_session_code: out_len NULL", run_itsme_pin_update_session_code, {117, CT_NULL, 3}},
+    {"itsme_pin_update_session_code", "itsme_pin_update_session_code: out size query", run_itsme_pin_update_session_code, {117, CT_SIZE_QUERY, 1}},
+    {"itsme_pin_update_session_code", "itsme_pin_update_session_code: out cap - 1", run_itsme_pin_update_session_code, {117, CT_SHORT, 1}},
+    {"itsme_pin_update_session_code", "itsme_pin_update_session_code: success with the exact cap", run_itsme_pin_update_session_code, {117, CT_SUCCESS, -1}},
+    {"itsme_pin_update_next_outgoing", "itsme_pin_update_next_outgoing: before itsme_init", run_itsme_pin_update_next_outgoing, {118, CT_BEFORE_INIT, -1}},
+    {"itsme_pin_update_next_outgoing", "itsme_pin_update_next_outgoing: update NULL", run_itsme_pin_update_next_outgoing, {118, CT_NULL, 0}},
+    {"itsme_pin_update_next_outgoing", "itsme_pin_update_next_outgoing: out NULL", run_itsme_pin_update_next_outgoing, {118, CT_NULL, 1}},
+    {"itsme_pin_update_next_outgoing", "itsme_pin_update_next_outgoing: out_len NULL", run_itsme_pin_update_next_outgoing, {118, CT_NULL, 3}},
+    {"itsme_pin_update_next_outgoing", "itsme_pin_update_next_outgoing: out size query", run_itsme_pin_update_next_outgoing, {118, CT_SIZE_QUERY, 1}},
+    {"itsme_pin_update_next_outgoing", "itsme_pin_update_next_outgoing: out cap - 1", run_itsme_pin_update_next_outgoing, {118, CT_SHORT, 1}},
+    {"itsme_pin_update_next_outgoing", "itsme_pin_update_next_outgoing: success with the exact cap", run_itsme_pin_update_next_outgoing, {118, CT_SUCCESS, -1}},
+    {"itsme_pin_update_receive", "itsme_pin_update_receive: before itsme_init", run_itsme_pin_update_receive, {119, CT_BEFORE_INIT, -1}},
+    {"itsme_pin_update_receive", "itsme_pin_update_receive: update NULL", run_itsme_pin_update_receive, {119, CT_NULL, 0}},
+    {"itsme_pin_update_receive", "itsme_pin_update_receive: bytes NULL", run_itsme_pin_update_receive, {119, CT_NULL, 1}},
+    {"itsme_export_generate_password", "itsme_export_generate_password: before itsme_init", run_itsme_export_generate_password, {120, CT_BEFORE_INIT, -1}},
+    {"itsme_export_generate_password", "itsme_export_generate_password: rng NULL", run_itsme_export_generate_password, {120, CT_NULL, 0}},
+    {"itsme_export_generate_password", "itsme_export_generate_password: out NULL", run_itsme_export_generate_password, {120, CT_NULL, 1}},
+    {"itsme_export_generate_password", "itsme_export_generate_password: out_len NULL", run_itsme_export_generate_password, {120, CT_NULL, 3}},
+    {"itsme_export_generate_password", "itsme_export_generate_password: out size query", run_itsme_export_generate_password, {120, CT_SIZE_QUERY, 1}},
+    {"itsme_export_generate_password", "itsme_export_generate_password: out cap - 1", run_itsme_export_generate_password, {120, CT_SHORT, 1}},
+    {"itsme_export_generate_password", "itsme_export_generate_password: success with the exact cap", run_itsme_export_generate_password, {120, CT_SUCCESS, -1}},
+    {"itsme_identity_export", "itsme_identity_export: before itsme_init", run_itsme_identity_export, {121, CT_BEFORE_INIT, -1}},
+    {"itsme_identity_export", "itsme_identity_export: identity NULL", run_itsme_identity_export, {121, CT_NULL, 0}},
+    {"itsme_identity_export", "itsme_identity_export: pin NULL", run_itsme_identity_export, {121, CT_NULL, 1}},
+    {"itsme_identity_export", "itsme_identity_export: password NULL", run_itsme_identity_export, {121, CT_NULL, 3}},
+    {"itsme_identity_export", "itsme_identity_export: rng NULL", run_itsme_identity_export, {121, CT_NULL, 5}},
+    {"itsme_identity_export", "itsme_identity_export: out NULL", run_itsme_identity_export, {121, CT_NULL, 6}},
+    {"itsme_identity_export", "itsme_identity_export: out_len NULL", run_itsme_identity_export, {121, CT_NULL, 8}},
+    {"itsme_identity_export", "itsme_identity_export: pin not UTF-8", run_itsme_identity_export, {121, CT_BAD_UTF8, 1}},
+    {"itsme_identity_export", "itsme_identity_export: pin longer than ITSME_TEXT_MAX", run_itsme_identity_export, {121, CT_LONG_TEXT, 1}},
+    {"itsme_identity_export", "itsme_identity_export: now below 0", run_itsme_identity_export, {121, CT_TIME_NEGATIVE, 2}},
+    {"itsme_identity_export", "itsme_identity_export: now after 9999", run_itsme_identity_export, {121, CT_TIME_AFTER_9999, 2}},
+    {"itsme_identity_export", "itsme_identity_export: password not UTF-8", run_itsme_identity_export, {121, CT_BAD_UTF8, 3}},
+    {"itsme_identity_export", "itsme_identity_export: password longer than ITSME_TEXT_MAX", run_itsme_identity_export, {121, CT_LONG_TEXT, 3}},
+    {"itsme_identity_export", "itsme_identity_export: out size query", run_itsme_identity_export, {121, CT_SIZE_QUERY, 6}},
+    {"itsme_identity_export", "itsme_identity_export: out cap - 1", run_itsme_identity_export, {121, CT_SHORT, 6}},
+    {"itsme_identity_export", "itsme_identity_export: success with the exact cap", run_itsme_identity_export, {121, CT_SUCCESS, -1}},
+    {"itsme_export_to_text", "itsme_export_to_text: before itsme_init", run_itsme_export_to_text, {122, CT_BEFORE_INIT, -1}},
+    {"itsme_export_to_text", "itsme_export_to_text: blob NULL", run_itsme_export_to_text, {122, CT_NULL, 0}},
+    {"itsme_export_to_text", "itsme_export_to_text: out NULL", run_itsme_export_to_text, {122, CT_NULL, 2}},
+    {"itsme_export_to_text", "itsme_export_to_text: out_len NULL", run_itsme_export_to_text, {122, CT_NULL, 4}},
+    {"itsme_export_to_text", "itsme_export_to_text: out size query", run_itsme_export_to_text, {122, CT_SIZE_QUERY, 2}},
+    {"itsme_export_to_text", "itsme_export_to_text: out cap - 1", run_itsme_export_to_text, {122, CT_SHORT, 2}},
+    {"itsme_export_to_text", "itsme_export_to_text: success with the exact cap", run_itsme_export_to_text, {122, CT_SUCCESS, -1}},
+    {"itsme_export_from_text", "itsme_export_from_text: before itsme_init", run_itsme_export_from_text, {123, CT_BEFORE_INIT, -1}},
+    {"itsme_export_from_text", "itsme_export_from_text: text NULL", run_itsme_export_from_text, {123, CT_NULL, 0}},
+    {"itsme_export_from_text", "itsme_export_from_text: out NULL", run_itsme_export_from_text, {123, CT_NULL, 1}},
+    {"itsme_export_from_text", "itsme_export_from_text: out_len NULL", run_itsme_export_from_text, {123, CT_NULL, 3}},
+    {"itsme_export_from_text", "itsme_export_from_text: text not UTF-8", run_itsme_export_from_text, {123, CT_BAD_UTF8, 0}},
+    {"itsme_export_from_text", "itsme_export_from_text: text longer than ITSME_TEXT_MAX", run_itsme_export_from_text, {123, CT_LONG_TEXT, 0}},
+    {"itsme_export_from_text", "itsme_export_from_text: out size query", run_itsme_export_from_text, {123, CT_SIZE_QUERY, 1}},
+    {"itsme_export_from_text", "itsme_export_from_text: out cap - 1", run_itsme_export_from_text, {123, CT_SHORT, 1}},
+    {"itsme_export_from_text", "itsme_export_from_text: success with the exact cap", run_itsme_export_from_text, {123, CT_SUCCESS, -1}},
+    {"itsme_export_header", "itsme_export_header: before itsme_init", run_itsme_export_header, {124, CT_BEFORE_INIT, -1}},
+    {"itsme_export_header", "itsme_export_header: blob NULL", run_itsme_export_header, {124, CT_NULL, 0}},
+    {"itsme_export_header", "itsme_export_header: out_passes NULL", run_itsme_export_header, {124, CT_NULL, 2}},
+    {"itsme_export_header", "itsme_export_header: out_memory_kib NULL", run_itsme_export_header, {124, CT_NULL, 3}},
+    {"itsme_export_header", "itsme_export_header: out_password_kind NULL", run_itsme_export_header, {124, CT_NULL, 4}},
+    {"itsme_export_header", "itsme_export_header: success", run_itsme_export_header, {124, CT_SUCCESS, -1}},
+    {"itsme_import_open", "itsme_import_open: before itsme_init", run_itsme_import_open, {125, CT_BEFORE_INIT, -1}},
+    {"itsme_import_open", "itsme_import_open: store NULL", run_itsme_import_open, {125, CT_NULL, 0}},
+    {"itsme_import_open", "itsme_import_open: blob NULL", run_itsme_import_open, {125, CT_NULL, 1}},
+    {"itsme_import_open", "itsme_import_open: password NULL", run_itsme_import_open, {125, CT_NULL, 3}},
+    {"itsme_import_open", "itsme_import_open: out NULL", run_itsme_import_open, {125, CT_NULL, 5}},
+    {"itsme_import_open", "itsme_import_open: password not UTF-8", run_itsme_import_open, {125, CT_BAD_UTF8, 3}},
+    {"itsme_import_open", "itsme_import_open: password longer than ITSME_TEXT_MAX", run_itsme_import_open, {125, CT_LONG_TEXT, 3}},
+    {"itsme_import_open", "itsme_import_open: now below 0", run_itsme_import_open, {125, CT_TIME_NEGATIVE, 4}},
+    {"itsme_import_open", "itsme_import_open: now after 9999", run_itsme_import_open, {125, CT_TIME_AFTER_9999, 4}},
+    {"itsme_import_open", "itsme_import_open: success", run_itsme_import_open, {125, CT_SUCCESS, -1}},
+    {"itsme_import_status", "itsme_import_status: before itsme_init", run_itsme_import_status, {126, CT_BEFORE_INIT, -1}},
+    {"itsme_import_status", "itsme_import_status: store NULL", run_itsme_import_status, {126, CT_NULL, 0}},
+    {"itsme_import_status", "itsme_import_status: out_failures NULL", run_itsme_import_status, {126, CT_NULL, 2}},
+    {"itsme_import_status", "itsme_import_status: out_wait_seconds NULL", run_itsme_import_status, {126, CT_NULL, 3}},
+    {"itsme_import_status", "itsme_import_status: now below 0", run_itsme_import_status, {126, CT_TIME_NEGATIVE, 1}},
+    {"itsme_import_status", "itsme_import_status: now after 9999", run_itsme_import_status, {126, CT_TIME_AFTER_9999, 1}},
+    {"itsme_import_status", "itsme_import_status: success", run_itsme_import_status, {126, CT_SUCCESS, -1}},
+    {"itsme_import_last_error", "itsme_import_last_error: import NULL", run_itsme_import_last_error, {128, CT_NULL, 0}},
+    {"itsme_import_last_error", "itsme_import_last_error: buf NULL", run_itsme_import_last_error, {128, CT_NULL, 1}},
+    {"itsme_import_last_error", "itsme_import_last_error: out_len NULL", run_itsme_import_last_error, {128, CT_NULL, 3}},
+    {"itsme_import_last_error", "itsme_import_last_error: buf size query", run_itsme_import_last_error, {128, CT_SIZE_QUERY, 1}},
+    {"itsme_import_last_error", "itsme_import_last_error: buf cap - 1", run_itsme_import_last_error, {128, CT_SHORT, 1}},
+    {"itsme_import_last_error", "itsme_import_last_error: success with the exact cap", run_itsme_import_last_error, {128, CT_SUCCESS, -1}},
+    {"itsme_import_fingerprint", "itsme_import_fingerprint: before itsme_init", run_itsme_import_fingerprint, {129, CT_BEFORE_INIT, -1}},
+    {"itsme_import_fingerprint", "itsme_import_fingerprint: import NULL", run_itsme_import_fingerprint, {129, CT_NULL, 0}},
+    {"itsme_import_fingerprint", "itsme_import_fingerprint: out NULL", run_itsme_import_fingerprint, {129, CT_NULL, 1}},
+    {"itsme_import_fingerprint", "itsme_import_fingerprint: out_len NULL", run_itsme_import_fingerprint, {129, CT_NULL, 3}},
+    {"itsme_import_fingerprint", "itsme_import_fingerprint: out size query", run_itsme_import_fingerprint, {129, CT_SIZE_QUERY, 1}},
+    {"itsme_import_fingerprint", "itsme_import_fingerprint: out cap - 1", run_itsme_import_fingerprint, {129, CT_SHORT, 1}},
+    {"itsme_import_fingerprint", "itsme_import_fingerprint: success with the exact cap", run_itsme_import_fingerprint, {129, CT_SUCCESS, -1}},
+    {"itsme_import_name", "itsme_import_name: before itsme_init", run_itsme_import_name, {130, CT_BEFORE_INIT, -1}},
+    {"itsme_import_name", "itsme_import_name: import NULL", run_itsme_import_name, {130, CT_NULL, 0}},
+    {"itsme_import_name", "itsme_import_name: out NULL", run_itsme_import_name, {130, CT_NULL, 1}},
+    {"itsme_import_name", "itsme_import_name: out_len NULL", run_itsme_import_name, {130, CT_NULL, 3}},
+    {"itsme_import_name", "itsme_import_name: out size query", run_itsme_import_name, {130, CT_SIZE_QUERY, 1}},
+    {"itsme_import_name", "itsme_import_name: out cap - 1", run_itsme_import_name, {130, CT_SHORT, 1}},
+    {"itsme_import_name", "itsme_import_name: success with the exact cap", run_itsme_import_name, {130, CT_SUCCESS, -1}},
+    {"itsme_import_check", "itsme_import_check: before itsme_init", run_itsme_import_check, {131, CT_BEFORE_INIT, -1}},
+    {"itsme_import_check", "itsme_import_check: import NULL", run_itsme_import_check, {131, CT_NULL, 0}},
+    {"itsme_import_check", "itsme_import_check: store NULL", run_itsme_import_check, {131, CT_NULL, 1}},
+    {"itsme_import_check", "itsme_import_check: store_path NULL", run_itsme_import_check, {131, CT_NULL, 2}},
+    {"itsme_import_check", "itsme_import_check: out_report NULL", run_itsme_import_check, {131, CT_NULL, 3}},
+    {"itsme_import_check", "itsme_import_check: store_path not UTF-8", run_itsme_import_check, {131, CT_BAD_UTF8, 2}},
+    {"itsme_import_check", "itsme_import_check: store_path longer than ITSME_TEXT_MAX", run_itsme_import_check, {131, CT_LONG_TEXT, 2}},
+    {"itsme_import_check", "itsme_import_check: out_report->size too small", run_itsme_import_check, {131, CT_STRUCT_SIZE, 3}},
+    {"itsme_import_check", "itsme_import_check: success", run_itsme_import_check, {131, CT_SUCCESS, -1}},
+    {"itsme_import_install", "itsme_import_install: before itsme_init", run_itsme_import_install, {132, CT_BEFORE_INIT, -1}},
+    {"itsme_import_install", "itsme_import_install: import NULL", run_itsme_import_install, {132, CT_NULL, 0}},
+    {"itsme_import_install", "itsme_import_install: store NULL", run_itsme_import_install, {132, CT_NULL, 1}},
+    {"itsme_import_install", "itsme_import_install: store_path NULL", run_itsme_import_install, {132, CT_NULL, 2}},
+    {"itsme_import_install", "itsme_import_install: out_identity NULL", run_itsme_import_install, {132, CT_NULL, 4}},
+    {"itsme_import_install", "itsme_import_install: store_path not UTF-8", run_itsme_import_install, {132, CT_BAD_UTF8, 2}},
+    {"itsme_import_install", "itsme_import_install: store_path longer than ITSME_TEXT_MAX", run_itsme_import_install, {132, CT_LONG_TEXT, 2}},
+    {"itsme_import_install", "itsme_import_install: success", run_itsme_import_install, {132, CT_SUCCESS, -1}},
+    {"itsme_transfer_new_receiver", "itsme_transfer_new_receiver: before itsme_init", run_itsme_transfer_new_receiver, {133, CT_BEFORE_INIT, -1}},
+    {"itsme_transfer_new_receiver", "itsme_transfer_new_receiver: rng NULL", run_itsme_transfer_new_receiver, {133, CT_NULL, 0}},
+    {"itsme_transfer_new_receiver", "itsme_transfer_new_receiver: out NULL", run_itsme_transfer_new_receiver, {133, CT_NULL, 2}},
+    {"itsme_transfer_new_receiver", "itsme_transfer_new_receiver: now below 0", run_itsme_transfer_new_receiver, {133, CT_TIME_NEGATIVE, 1}},
+    {"itsme_transfer_new_receiver", "itsme_transfer_new_receiver: now after 9999", run_itsme_transfer_new_receiver, {133, CT_TIME_AFTER_9999, 1}},
+    {"itsme_transfer_new_receiver", "itsme_transfer_new_receiver: success", run_itsme_transfer_new_receiver, {133, CT_SUCCESS, -1}},
+    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: before itsme_init", run_itsme_transfer_new_sender, {134, CT_BEFORE_INIT, -1}},
+    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: identity NULL", run_itsme_transfer_new_sender, {134, CT_NULL, 0}},
+    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: pin NULL", run_itsme_transfer_new_sender, {134, CT_NULL, 1}},
+    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: offer NULL", run_itsme_transfer_new_sender, {134, CT_NULL, 2}},
+    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: rng NULL", run_itsme_transfer_new_sender, {134, CT_NULL, 3}},
+    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: out NULL", run_itsme_transfer_new_sender, {134, CT_NULL, 5}},
+    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: pin not UTF-8", run_itsme_transfer_new_sender, {134, CT_BAD_UTF8, 1}},
+    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: pin longer than ITSME_TEXT_MAX", run_itsme_transfer_new_sender, {134, CT_LONG_TEXT, 1}},
+    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: offer not UTF-8", run_itsme_transfer_new_sender, {134, CT_BAD_UTF8, 2}},
+    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: offer longer than ITSME_TEXT_MAX", run_itsme_transfer_new_sender, {134, CT_LONG_TEXT, 2}},
+    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: now below 0", run_itsme_transfer_new_sender, {134, CT_TIME_NEGATIVE, 4}},
+    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: now after 9999", run_itsme_transfer_new_sender, {134, CT_TIME_AFTER_9999, 4}},
+    {"itsme_transfer_new_sender", "itsme_transfer_new_sender: success", run_itsme_transfer_new_sender, {134, CT_SUCCESS, -1}},
+    {"itsme_transfer_last_error", "itsme_transfer_last_error: transfer NULL", run_itsme_transfer_last_error, {136, CT_NULL, 0}},
+    {"itsme_transfer_last_error", "itsme_transfer_last_error: buf NULL", run_itsme_transfer_last_error, {136, CT_NULL, 1}},
+    {"itsme_transfer_last_error", "itsme_transfer_last_error: out_len NULL", run_itsme_transfer_last_error, {136, CT_NULL, 3}},
+    {"itsme_transfer_last_error", "itsme_transfer_last_error: buf size query", run_itsme_transfer_last_error, {136, CT_SIZE_QUERY, 1}},
+    {"itsme_transfer_last_error", "itsme_transfer_last_error: buf cap - 1", run_itsme_transfer_last_error, {136, CT_SHORT, 1}},
+    {"itsme_transfer_last_error", "itsme_transfer_last_error: success with the exact cap", run_itsme_transfer_last_error, {136, CT_SUCCESS, -1}},
+    {"itsme_transfer_status", "itsme_transfer_status: before itsme_init", run_itsme_transfer_status, {137, CT_BEFORE_INIT, -1}},
+    {"itsme_transfer_status", "itsme_transfer_status: transfer NULL", run_itsme_transfer_status, {137, CT_NULL, 0}},
+    {"itsme_transfer_status", "itsme_transfer_status: out_state NULL", run_itsme_transfer_status, {137, CT_NULL, 1}},
+    {"itsme_transfer_status", "itsme_transfer_status: success", run_itsme_transfer_status, {137, CT_SUCCESS, -1}},
+    {"itsme_transfer_offer", "itsme_transfer_offer: before itsme_init", run_itsme_transfer_offer, {138, CT_BEFORE_INIT, -1}},
+    {"itsme_transfer_offer", "itsme_transfer_offer: transfer NULL", run_itsme_transfer_offer, {138, CT_NULL, 0}},
+    {"itsme_transfer_offer", "itsme_transfer_offer: out NULL", run_itsme_transfer_offer, {138, CT_NULL, 1}},
+    {"itsme_transfer_offer", "itsme_transfer_offer: out_len NULL", run_itsme_transfer_offer, {138, CT_NULL, 3}},
+    {"itsme_transfer_offer", "itsme_transfer_offer: out size query", run_itsme_transfer_offer, {138, CT_SIZE_QUERY, 1}},
+    {"itsme_transfer_offer", "itsme_transfer_offer: out cap - 1", run_itsme_transfer_offer, {138, CT_SHORT, 1}},
+    {"itsme_transfer_offer", "itsme_transfer_offer: success with the exact cap", run_itsme_transfer_offer, {138, CT_SUCCESS, -1}},
+    {"itsme_transfer_room", "itsme_transfer_room: before itsme_init", run_itsme_transfer_room, {139, CT_BEFORE_INIT, -1}},
+    {"itsme_transfer_room", "itsme_transfer_room: transfer NULL", run_itsme_transfer_room, {139, CT_NULL, 0}},
+    {"itsme_transfer_room", "itsme_transfer_room: out NULL", run_itsme_transfer_room, {139, CT_NULL, 1}},
+    {"itsme_transfer_room", "itsme_transfer_room: out_len NULL", run_itsme_transfer_room, {139, CT_NULL, 3}},
+    {"itsme_transfer_room", "itsme_transfer_room: out size query", run_itsme_transfer_room, {139, CT_SIZE_QUERY, 1}},
+    {"itsme_transfer_room", "itsme_transfer_room: out cap - 1", run_itsme_transfer_room, {139, CT_SHORT, 1}},
+    {"itsme_transfer_room", "itsme_transfer_room: success with the exact cap", run_itsme_transfer_room, {139, CT_SUCCESS, -1}},
+    {"itsme_transfer_next_outgoing", "itsme_transfer_next_outgoing: before itsme_init", run_itsme_transfer_next_outgoing, {140, CT_BEFORE_INIT, -1}},
+    {"itsme_transfer_next_outgoing", "itsme_transfer_next_outgoing: transfer NULL", run_itsme_transfer_next_outgoing, {140, CT_NULL, 0}},
+    {"itsme_transfer_next_outgoing", "itsme_transfer_next_outgoing: out NULL", run_itsme_transfer_next_outgoing, {140, CT_NULL, 1}},
+    {"itsme_transfer_next_outgoing", "itsme_transfer_next_outgoing: out_len NULL", run_itsme_transfer_next_outgoing, {140, CT_NULL, 3}},
+    {"itsme_transfer_next_outgoing", "itsme_transfer_next_outgoing: out size query", run_itsme_transfer_next_outgoing, {140, CT_SIZE_QUERY, 1}},
+    {"itsme_transfer_next_outgoing", "itsme_transfer_next_outgoing: out cap - 1", run_itsme_transfer_next_outgoing, {140, CT_SHORT, 1}},
+    {"itsme_transfer_next_outgoing", "itsme_transfer_next_outgoing: success with the exact cap", run_itsme_transfer_next_outgoing, {140, CT_SUCCESS, -1}},
+    {"itsme_transfer_receive", "itsme_transfer_receive: before itsme_init", run_itsme_transfer_receive, {141, CT_BEFORE_INIT, -1}},
+    {"itsme_transfer_receive", "itsme_transfer_receive: transfer NULL", run_itsme_transfer_receive, {141, CT_NULL, 0}},
+    {"itsme_transfer_receive", "itsme_transfer_receive: bytes NULL", run_itsme_transfer_receive, {141, CT_NULL, 1}},
+    {"itsme_transfer_sas", "itsme_transfer_sas: before itsme_init", run_itsme_transfer_sas, {142, CT_BEFORE_INIT, -1}},
+    {"itsme_transfer_sas", "itsme_transfer_sas: transfer NULL", run_itsme_transfer_sas, {142, CT_NULL, 0}},
+    {"itsme_transfer_sas", "itsme_transfer_sas: out NULL", run_itsme_transfer_sas, {142, CT_NULL, 1}},
+    {"itsme_transfer_sas", "itsme_transfer_sas: out_len NULL", run_itsme_transfer_sas, {142, CT_NULL, 3}},
+    {"itsme_transfer_sas", "itsme_transfer_sas: out size query", run_itsme_transfer_sas, {142, CT_SIZE_QUERY, 1}},
+    {"itsme_transfer_sas", "itsme_transfer_sas: out cap - 1", run_itsme_transfer_sas, {142, CT_SHORT, 1}},
+    {"itsme_transfer_sas", "itsme_transfer_sas: success with the exact cap", run_itsme_transfer_sas, {142, CT_SUCCESS, -1}},
+    {"itsme_transfer_confirm", "itsme_transfer_confirm: before itsme_init", run_itsme_transfer_confirm, {143, CT_BEFORE_INIT, -1}},
+    {"itsme_transfer_confirm", "itsme_transfer_confirm: transfer NULL", run_itsme_transfer_confirm, {143, CT_NULL, 0}},
+    {"itsme_transfer_reject", "itsme_transfer_reject: before itsme_init", run_itsme_transfer_reject, {144, CT_BEFORE_INIT, -1}},
+    {"itsme_transfer_reject", "itsme_transfer_reject: transfer NULL", run_itsme_transfer_reject, {144, CT_NULL, 0}},
+    {"itsme_transfer_take_import", "itsme_transfer_take_import: before itsme_init", run_itsme_transfer_take_import, {145, CT_BEFORE_INIT, -1}},
+    {"itsme_transfer_take_import", "itsme_transfer_take_import: transfer NULL", run_itsme_transfer_take_import, {145, CT_NULL, 0}},
+    {"itsme_transfer_take_import", "itsme_transfer_take_import: out NULL", run_itsme_transfer_take_import, {145, CT_NULL, 1}},
+    {"itsme_transfer_take_import", "itsme_transfer_take_import: success", run_itsme_transfer_take_import, {145, CT_SUCCESS, -1}},
+    {"itsme_profile_create", "itsme_profile_create: before itsme_init", run_itsme_profile_create, {146, CT_BEFORE_INIT, -1}},
+    {"itsme_profile_create", "itsme_profile_create: identity NULL", run_itsme_profile_create, {146, CT_NULL, 0}},
+    {"itsme_profile_create", "itsme_profile_create: name NULL", run_itsme_profile_create, {146, CT_NULL, 1}},
+    {"itsme_profile_create", "itsme_profile_create: photo NULL", run_itsme_profile_create, {146, CT_NULL, 2}},
+    {"itsme_profile_create", "itsme_profile_create: photo_filename NULL", run_itsme_profile_create, {146, CT_NULL, 4}},
+    {"itsme_profile_create", "itsme_profile_create: rng NULL", run_itsme_profile_create, {146, CT_NULL, 5}},
+    {"itsme_profile_create", "itsme_profile_create: out NULL", run_itsme_profile_create, {146, CT_NULL, 6}},
+    {"itsme_profile_create", "itsme_profile_create: name not UTF-8", run_itsme_profile_create, {146, CT_BAD_UTF8, 1}},
+    {"itsme_profile_create", "itsme_profile_create: name longer than ITSME_TEXT_MAX", run_itsme_profile_create, {146, CT_LONG_TEXT, 1}},
+    {"itsme_profile_create", "itsme_profile_create: photo_filename not UTF-8", run_itsme_profile_create, {146, CT_BAD_UTF8, 4}},
+    {"itsme_profile_create", "itsme_profile_create: photo_filename longer than ITSME_TEXT_MAX", run_itsme_profile_create, {146, CT_LONG_TEXT, 4}},
+    {"itsme_profile_create", "itsme_profile_create: success", run_itsme_profile_create, {146, CT_SUCCESS, -1}},
+    {"itsme_profile_open", "itsme_profile_open: before itsme_init", run_itsme_profile_open, {147, CT_BEFORE_INIT, -1}},
+    {"itsme_profile_open", "itsme_profile_open: record NULL", run_itsme_profile_open, {147, CT_NULL, 0}},
+    {"itsme_profile_open", "itsme_profile_open: reference NULL", run_itsme_profile_open, {147, CT_NULL, 2}},
+    {"itsme_profile_open", "itsme_profile_open: owner_key NULL", run_itsme_profile_open, {147, CT_NULL, 4}},
+    {"itsme_profile_open", "itsme_profile_open: out NULL", run_itsme_profile_open, {147, CT_NULL, 6}},
+    {"itsme_profile_open", "itsme_profile_open: success", run_itsme_profile_open, {147, CT_SUCCESS, -1}},
+    {"itsme_profile_name", "itsme_profile_name: before itsme_init", run_itsme_profile_name, {149, CT_BEFORE_INIT, -1}},
+    {"itsme_profile_name", "itsme_profile_name: profile NULL", run_itsme_profile_name, {149, CT_NULL, 0}},
+    {"itsme_profile_name", "itsme_profile_name: out NULL", run_itsme_profile_name, {149, CT_NULL, 1}},
+    {"itsme_profile_name", "itsme_profile_name: out_len NULL", run_itsme_profile_name, {149, CT_NULL, 3}},
+    {"itsme_profile_name", "itsme_profile_name: out size query", run_itsme_profile_name, {149, CT_SIZE_QUERY, 1}},
+    {"itsme_profile_name", "itsme_profile_name: out cap - 1", run_itsme_profile_name, {149, CT_SHORT, 1}},
+    {"itsme_profile_name", "itsme_profile_name: success with the exact cap", run_itsme_profile_name, {149, CT_SUCCESS, -1}},
+    {"itsme_profile_photo", "itsme_profile_photo: before itsme_init", run_itsme_profile_photo, {150, CT_BEFORE_INIT, -1}},
+    {"itsme_profile_photo", "itsme_profile_photo: profile NULL", run_itsme_profile_photo, {150, CT_NULL, 0}},
+    {"itsme_profile_photo", "itsme_profile_photo: out NULL", run_itsme_profile_photo, {150, CT_NULL, 1}},
+    {"itsme_profile_photo", "itsme_profile_photo: out_len NULL", run_itsme_profile_photo, {150, CT_NULL, 3}},
+    {"itsme_profile_photo", "itsme_profile_photo: out size query", run_itsme_profile_photo, {150, CT_SIZE_QUERY, 1}},
+    {"itsme_profile_photo", "itsme_profile_photo: out cap - 1", run_itsme_profile_photo, {150, CT_SHORT, 1}},
+    {"itsme_profile_photo", "itsme_profile_photo: success with the exact cap", run_itsme_profile_photo, {150, CT_SUCCESS, -1}},
+    {"itsme_profile_photo_filename", "itsme_profile_photo_filename: before itsme_init", run_itsme_profile_photo_filename, {151, CT_BEFORE_INIT, -1}},
+    {"itsme_profile_photo_filename", "itsme_profile_photo_filename: profile NULL", run_itsme_profile_photo_filename, {151, CT_NULL, 0}},
+    {"itsme_profile_photo_filename", "itsme_profile_photo_filename: out NULL", run_itsme_profile_photo_filename, {151, CT_NULL, 1}},
+    {"itsme_profile_photo_filename", "itsme_profile_photo_filename: out_len NULL", run_itsme_profile_photo_filename, {151, CT_NULL, 3}},
+    {"itsme_profile_photo_filename", "itsme_profile_photo_filename: out size query", run_itsme_profile_photo_filename, {151, CT_SIZE_QUERY, 1}},
+    {"itsme_profile_photo_filename", "itsme_profile_photo_filename: out cap - 1", run_itsme_profile_photo_filename, {151, CT_SHORT, 1}},
+    {"itsme_profile_photo_filename", "itsme_profile_photo_filename: success with the exact cap", run_itsme_profile_photo_filename, {151, CT_SUCCESS, -1}},
+    {"itsme_profile_record", "itsme_profile_record: before itsme_init", run_itsme_profile_record, {152, CT_BEFORE_INIT, -1}},
+    {"itsme_profile_record", "itsme_profile_record: profile NULL", run_itsme_profile_record, {152, CT_NULL, 0}},
+    {"itsme_profile_record", "itsme_profile_record: out NULL", run_itsme_profile_record, {152, CT_NULL, 1}},
+    {"itsme_profile_record", "itsme_profile_record: out_len NULL", run_itsme_profile_record, {152, CT_NULL, 3}},
+    {"itsme_profile_record", "itsme_profile_record: out size query", run_itsme_profile_record, {152, CT_SIZE_QUERY, 1}},
+    {"itsme_profile_record", "itsme_profile_record: out cap - 1", run_itsme_profile_record, {152, CT_SHORT, 1}},
+    {"itsme_profile_record", "itsme_profile_record: success with the exact cap", run_itsme_profile_record, {152, CT_SUCCESS, -1}},
+    {"itsme_profile_record_id", "itsme_profile_record_id: before itsme_init", run_itsme_profile_record_id, {153, CT_BEFORE_INIT, -1}},
+    {"itsme_profile_record_id", "itsme_profile_record_id: profile NULL", run_itsme_profile_record_id, {153, CT_NULL, 0}},
+    {"itsme_profile_record_id", "itsme_profile_record_id: out NULL", run_itsme_profile_record_id, {153, CT_NULL, 1}},
+    {"itsme_profile_record_id", "itsme_profile_record_id: out_len NULL", run_itsme_profile_record_id, {153, CT_NULL, 3}},
+    {"itsme_profile_record_id", "itsme_profile_record_id: out size query", run_itsme_profile_record_id, {153, CT_SIZE_QUERY, 1}},
+    {"itsme_profile_record_id", "itsme_profile_record_id: out cap - 1", run_itsme_profile_record_id, {153, CT_SHORT, 1}},
+    {"itsme_profile_record_id", "itsme_profile_record_id: success with the exact cap", run_itsme_profile_record_id, {153, CT_SUCCESS, -1}},
+    {"itsme_profile_record_name", "itsme_profile_record_name: before itsme_init", run_itsme_profile_record_name, {154, CT_BEFORE_INIT, -1}},
+    {"itsme_profile_record_name", "itsme_profile_record_name: profile NULL", run_itsme_profile_record_name, {154, CT_NULL, 0}},
+    {"itsme_profile_record_name", "itsme_profile_record_name: out NULL", run_itsme_profile_record_name, {154, CT_NULL, 1}},
+    {"itsme_profile_record_name", "itsme_profile_record_name: out_len NULL", run_itsme_profile_record_name, {154, CT_NULL, 3}},
+    {"itsme_profile_record_name", "itsme_profile_record_name: out size query", run_itsme_profile_record_name, {154, CT_SIZE_QUERY, 1}},
+    {"itsme_profile_record_name", "itsme_profile_record_name: out cap - 1", run_itsme_profile_record_name, {154, CT_SHORT, 1}},
+    {"itsme_profile_record_name", "itsme_profile_record_name: success with the exact cap", run_itsme_profile_record_name, {154, CT_SUCCESS, -1}},
+    {"itsme_profile_reference", "itsme_profile_reference: before itsme_init", run_itsme_profile_reference, {155, CT_BEFORE_INIT, -1}},
+    {"itsme_profile_reference", "itsme_profile_reference: profile NULL", run_itsme_profile_reference, {155, CT_NULL, 0}},
+    {"itsme_profile_reference", "itsme_profile_reference: out NULL", run_itsme_profile_reference, {155, CT_NULL, 1}},
+    {"itsme_profile_reference", "itsme_profile_reference: out_len NULL", run_itsme_profile_reference, {155, CT_NULL, 3}},
+    {"itsme_profile_reference", "itsme_profile_reference: out size query", run_itsme_profile_reference, {155, CT_SIZE_QUERY, 1}},
+    {"itsme_profile_reference", "itsme_profile_reference: out cap - 1", run_itsme_profile_reference, {155, CT_SHORT, 1}},
+    {"itsme_profile_reference", "itsme_profile_reference: success with the exact cap", run_itsme_profile_reference, {155, CT_SUCCESS, -1}},
+    {"itsme_store_apply_profile", "itsme_store_apply_profile: before itsme_init", run_itsme_store_apply_profile, {156, CT_BEFORE_INIT, -1}},
+    {"itsme_store_apply_profile", "itsme_store_apply_profile: store NULL", run_itsme_store_apply_profile, {156, CT_NULL, 0}},
+    {"itsme_store_apply_profile", "itsme_store_apply_profile: profile NULL", run_itsme_store_apply_profile, {156, CT_NULL, 2}},
+    {"itsme_store_set_photo", "itsme_store_set_photo: before itsme_init", run_itsme_store_set_photo, {157, CT_BEFORE_INIT, -1}},
+    {"itsme_store_set_photo", "itsme_store_set_photo: store NULL", run_itsme_store_set_photo, {157, CT_NULL, 0}},
+    {"itsme_store_set_photo", "itsme_store_set_photo: photo NULL", run_itsme_store_set_photo, {157, CT_NULL, 2}},
+    {"itsme_store_set_photo", "itsme_store_set_photo: filename NULL", run_itsme_store_set_photo, {157, CT_NULL, 4}},
+    {"itsme_store_photo", "itsme_store_photo: before itsme_init", run_itsme_store_photo, {158, CT_BEFORE_INIT, -1}},
+    {"itsme_store_photo", "itsme_store_photo: store NULL", run_itsme_store_photo, {158, CT_NULL, 0}},
+    {"itsme_store_photo", "itsme_store_photo: out NULL", run_itsme_store_photo, {158, CT_NULL, 2}},
+    {"itsme_store_photo", "itsme_store_photo: out_len NULL", run_itsme_store_photo, {158, CT_NULL, 4}},
+    {"itsme_store_photo", "itsme_store_photo: out size query", run_itsme_store_photo, {158, CT_SIZE_QUERY, 2}},
+    {"itsme_store_photo", "itsme_store_photo: out cap - 1", run_itsme_store_photo, {158, CT_SHORT, 2}},
+    {"itsme_store_photo", "itsme_store_photo: success with the exact cap", run_itsme_store_photo, {158, CT_SUCCESS, -1}},
+    {"itsme_store_photo_filename", "itsme_store_photo_filename: before itsme_init", run_itsme_store_photo_filename, {159, CT_BEFORE_INIT, -1}},
+    {"itsme_store_photo_filename", "itsme_store_photo_filename: store NULL", run_itsme_store_photo_filename, {159, CT_NULL, 0}},
+    {"itsme_store_photo_filename", "itsme_store_photo_filename: out NULL", run_itsme_store_photo_filename, {159, CT_NULL, 2}},
+    {"itsme_store_photo_filename", "itsme_store_photo_filename: out_len NULL", run_itsme_store_photo_filename, {159, CT_NULL, 4}},
+    {"itsme_store_photo_filename", "itsme_store_photo_filename: out size query", run_itsme_store_photo_filename, {159, CT_SIZE_QUERY, 2}},
+    {"itsme_store_photo_filename", "itsme_store_photo_filename: out cap - 1", run_itsme_store_photo_filename, {159, CT_SHORT, 2}},
+    {"itsme_store_photo_filename", "itsme_store_photo_filename: success with the exact cap", run_itsme_store_photo_filename, {159, CT_SUCCESS, -1}},
+    {"itsme_credential_enroll", "itsme_credential_enroll: before itsme_init", run_itsme_credential_enroll, {160, CT_BEFORE_INIT, -1}},
+    {"itsme_credential_enroll", "itsme_credential_enroll: store NULL", run_itsme_credential_enroll, {160, CT_NULL, 0}},
+    {"itsme_credential_enroll", "itsme_credential_enroll: service_id NULL", run_itsme_credential_enroll, {160, CT_NULL, 1}},
+    {"itsme_credential_enroll", "itsme_credential_enroll: label NULL", run_itsme_credential_enroll, {160, CT_NULL, 2}},
+    {"itsme_credential_enroll", "itsme_credential_enroll: nonce NULL", run_itsme_credential_enroll, {160, CT_NULL, 3}},
+    {"itsme_credential_enroll", "itsme_credential_enroll: rng NULL", run_itsme_credential_enroll, {160, CT_NULL, 5}},
+    {"itsme_credential_enroll", "itsme_credential_enroll: out NULL", run_itsme_credential_enroll, {160, CT_NULL, 6}},
+    {"itsme_credential_enroll", "itsme_credential_enroll: out_len NULL", run_itsme_credential_enroll, {160, CT_NULL, 8}},
+    {"itsme_credential_enroll", "itsme_credential_enroll: service_id not UTF-8", run_itsme_credential_enroll, {160, CT_BAD_UTF8, 1}},
+    {"itsme_credential_enroll", "itsme_credential_enroll: service_id longer than ITSME_TEXT_MAX", run_itsme_credential_enroll, {160, CT_LONG_TEXT, 1}},
+    {"itsme_credential_enroll", "itsme_credential_enroll: label not UTF-8", run_itsme_credential_enroll, {160, CT_BAD_UTF8, 2}},
+    {"itsme_credential_enroll", "itsme_credential_enroll: label longer than ITSME_TEXT_MAX", run_itsme_credential_enroll, {160, CT_LONG_TEXT, 2}},
+    {"itsme_credential_enroll", "itsme_credential_enroll: out size query", run_itsme_credential_enroll, {160, CT_SIZE_QUERY, 6}},
+    {"itsme_credential_enroll", "itsme_credential_enroll: out cap - 1", run_itsme_credential_enroll, {160, CT_SHORT, 6}},
+    {"itsme_credential_enroll", "itsme_credential_enroll: success with the exact cap", run_itsme_credential_enroll, {160, CT_SUCCESS, -1}},
+    {"itsme_credential_id", "itsme_credential_id: before itsme_init", run_itsme_credential_id, {161, CT_BEFORE_INIT, -1}},
+    {"itsme_credential_id", "itsme_credential_id: store NULL", run_itsme_credential_id, {161, CT_NULL, 0}},
+    {"itsme_credential_id", "itsme_credential_id: service_id NULL", run_itsme_credential_id, {161, CT_NULL, 1}},
+    {"itsme_credential_id", "itsme_credential_id: out NULL", run_itsme_credential_id, {161, CT_NULL, 2}},
+    {"itsme_credential_id", "itsme_credential_id: out_len NULL", run_itsme_credential_id, {161, CT_NULL, 4}},
+    {"itsme_credential_id", "itsme_credential_id: service_id not UTF-8", run_itsme_credential_id, {161, CT_BAD_UTF8, 1}},
+    {"itsme_credential_id", "itsme_credential_id: service_id longer than ITSME_TEXT_MAX", run_itsme_credential_id, {161, CT_LONG_TEXT, 1}},
+    {"itsme_credential_id", "itsme_credential_id: out size query", run_itsme_credential_id, {161, CT_SIZE_QUERY, 2}},
+    {"itsme_credential_id", "itsme_credential_id: out cap - 1", run_itsme_credential_id, {161, CT_SHORT, 2}},
+    {"itsme_credential_id", "itsme_credential_id: success with the exact cap", run_itsme_credential_id, {161, CT_SUCCESS, -1}},
+    {"itsme_credential_remove", "itsme_credential_remove: before itsme_init", run_itsme_credential_remove, {162, CT_BEFORE_INIT, -1}},
+    {"itsme_credential_remove", "itsme_credential_remove: store NULL", run_itsme_credential_remove, {162, CT_NULL, 0}},
+    {"itsme_credential_remove", "itsme_credential_remove: service_id NULL", run_itsme_credential_remove, {162, CT_NULL, 1}},
+    {"itsme_approval_request_parse", "itsme_approval_request_parse: before itsme_init", run_itsme_approval_request_parse, {163, CT_BEFORE_INIT, -1}},
+    {"itsme_approval_request_parse", "itsme_approval_request_parse: request NULL", run_itsme_approval_request_parse, {163, CT_NULL, 0}},
+    {"itsme_approval_request_parse", "itsme_approval_request_parse: out NULL", run_itsme_approval_request_parse, {163, CT_NULL, 3}},
+    {"itsme_approval_request_parse", "itsme_approval_request_parse: now below 0", run_itsme_approval_request_parse, {163, CT_TIME_NEGATIVE, 2}},
+    {"itsme_approval_request_parse", "itsme_approval_request_parse: now after 9999", run_itsme_approval_request_parse, {163, CT_TIME_AFTER_9999, 2}},
+    {"itsme_approval_request_parse", "itsme_approval_request_parse: out->size too small", run_itsme_approval_request_parse, {163, CT_STRUCT_SIZE, 3}},
+    {"itsme_approval_request_parse", "itsme_approval_request_parse: success", run_itsme_approval_request_parse, {163, CT_SUCCESS, -1}},
+    {"itsme_approval_sign", "itsme_approval_sign: before itsme_init", run_itsme_approval_sign, {164, CT_BEFORE_INIT, -1}},
+    {"itsme_approval_sign", "itsme_approval_sign: store NULL", run_itsme_approval_sign, {164, CT_NULL, 0}},
+    {"itsme_approval_sign", "itsme_approval_sign: request NULL", run_itsme_approval_sign, {164, CT_NULL, 1}},
+    {"itsme_approval_sign", "itsme_approval_sign: granted_scopes NULL", run_itsme_approval_sign, {164, CT_NULL, 4}},
+    {"itsme_approval_sign", "itsme_approval_sign: out NULL", run_itsme_approval_sign, {164, CT_NULL, 6}},
+    {"itsme_approval_sign", "itsme_approval_sign: out_len NULL", run_itsme_approval_sign, {164, CT_NULL, 8}},
+    {"itsme_approval_sign", "itsme_approval_sign: granted_scopes not UTF-8", run_itsme_approval_sign, {164, CT_BAD_UTF8, 4}},
+    {"itsme_approval_sign", "itsme_approval_sign: granted_scopes longer than ITSME_TEXT_MAX", run_itsme_approval_sign, {164, CT_LONG_TEXT, 4}},
+    {"itsme_approval_sign", "itsme_approval_sign: now below 0", run_itsme_approval_sign, {164, CT_TIME_NEGATIVE, 5}},
+    {"itsme_approval_sign", "itsme_approval_sign: now after 9999", run_itsme_approval_sign, {164, CT_TIME_AFTER_9999, 5}},
+    {"itsme_approval_sign", "itsme_approval_sign: out size query", run_itsme_approval_sign, {164, CT_SIZE_QUERY, 6}},
+    {"itsme_approval_sign", "itsme_approval_sign: out cap - 1", run_itsme_approval_sign, {164, CT_SHORT, 6}},
+    {"itsme_approval_sign", "itsme_approval_sign: success with the exact cap", run_itsme_approval_sign, {164, CT_SUCCESS, -1}},
+    {"itsme_enrollment_verify", "itsme_enrollment_verify: before itsme_init", run_itsme_enrollment_verify, {165, CT_BEFORE_INIT, -1}},
+    {"itsme_enrollment_verify", "itsme_enrollment_verify: service_id NULL", run_itsme_enrollment_verify, {165, CT_NULL, 0}},
+    {"itsme_enrollment_verify", "itsme_enrollment_verify: nonce NULL", run_itsme_enrollment_verify, {165, CT_NULL, 1}},
+    {"itsme_enrollment_verify", "itsme_enrollment_verify: enrollment NULL", run_itsme_enrollment_verify, {165, CT_NULL, 3}},
+    {"itsme_enrollment_verify", "itsme_enrollment_verify: out NULL", run_itsme_enrollment_verify, {165, CT_NULL, 5}},
+    {"itsme_enrollment_verify", "itsme_enrollment_verify: service_id not UTF-8", run_itsme_enrollment_verify, {165, CT_BAD_UTF8, 0}},
+    {"itsme_enrollment_verify", "itsme_enrollment_verify: service_id longer than ITSME_TEXT_MAX", run_itsme_enrollment_verify, {165, CT_LONG_TEXT, 0}},
+    {"itsme_enrollment_verify", "itsme_enrollment_verify: out->size too small", run_itsme_enrollment_verify, {165, CT_STRUCT_SIZE, 5}},
+    {"itsme_enrollment_verify", "itsme_enrollment_verify: success", run_itsme_enrollment_verify, {165, CT_SUCCESS, -1}},
+    {"itsme_approval_request_create", "itsme_approval_request_create: before itsme_init", run_itsme_approval_request_create, {166, CT_BEFORE_INIT, -1}},
+    {"itsme_approval_request_create", "itsme_approval_request_create: service_id NULL", run_itsme_approval_request_create, {166, CT_NULL, 0}},
+    {"itsme_approval_request_create", "itsme_approval_request_create: service_name NULL", run_itsme_approval_request_create, {166, CT_NULL, 1}},
+    {"itsme_approval_request_create", "itsme_approval_request_create: session_id NULL", run_itsme_approval_request_create, {166, CT_NULL, 2}},
+    {"itsme_approval_request_create", "itsme_approval_request_create: scopes NULL", run_itsme_approval_request_create, {166, CT_NULL, 3}},
+    {"itsme_approval_request_create", "itsme_approval_request_create: rng NULL", run_itsme_approval_request_create, {166, CT_NULL, 5}},
+    {"itsme_approval_request_create", "itsme_approval_request_create: out NULL", run_itsme_approval_request_create, {166, CT_NULL, 7}},
+    {"itsme_approval_request_create", "itsme_approval_request_create: out_len NULL", run_itsme_approval_request_create, {166, CT_NULL, 9}},
+    {"itsme_approval_request_create", "itsme_approval_request_create: service_id not UTF-8", run_itsme_approval_request_create, {166, CT_BAD_UTF8, 0}},
+    {"itsme_approval_request_create", "itsme_approval_request_create: service_id longer than ITSME_TEXT_MAX", run_itsme_approval_request_create, {166, CT_LONG_TEXT, 0}},
+    {"itsme_approval_request_create", "itsme_approval_request_create: service_name not UTF-8", run_itsme_approval_request_create, {166, CT_BAD_UTF8, 1}},
+    {"itsme_approval_request_create", "itsme_approval_request_create: service_name longer than ITSME_TEXT_MAX", run_itsme_approval_request_create, {166, CT_LONG_TEXT, 1}},
+    {"itsme_approval_request_create", "itsme_approval_request_create: session_id not UTF-8", run_itsme_approval_request_create, {166, CT_BAD_UTF8, 2}},
+    {"itsme_approval_request_create", "itsme_approval_request_create: session_id longer than ITSME_TEXT_MAX", run_itsme_approval_request_create, {166, CT_LONG_TEXT, 2}},
+    {"itsme_approval_request_create", "itsme_approval_request_create: scopes not UTF-8", run_itsme_approval_request_create, {166, CT_BAD_UTF8, 3}},
+    {"itsme_approval_request_create", "itsme_approval_request_create: scopes longer than ITSME_TEXT_MAX", run_itsme_approval_request_create, {166, CT_LONG_TEXT, 3}},
+    {"itsme_approval_request_create", "itsme_approval_request_create: now below 0", run_itsme_approval_request_create, {166, CT_TIME_NEGATIVE, 6}},
+    {"itsme_approval_request_create", "itsme_approval_request_create: now after 9999", run_itsme_approval_request_create, {166, CT_TIME_AFTER_9999, 6}},
+    {"itsme_approval_request_create", "itsme_approval_request_create: out size query", run_itsme_approval_request_create, {166, CT_SIZE_QUERY, 7}},
+    {"itsme_approval_request_create", "itsme_approval_request_create: out cap - 1", run_itsme_approval_request_create, {166, CT_SHORT, 7}},
+    {"itsme_approval_request_create", "itsme_approval_request_create: success with the exact cap", run_itsme_approval_request_create, {166, CT_SUCCESS, -1}},
+    {"itsme_replay_store_new_memory", "itsme_replay_store_new_memory: before itsme_init", run_itsme_replay_store_new_memory, {167, CT_BEFORE_INIT, -1}},
+    {"itsme_replay_store_new_memory", "itsme_replay_store_new_memory: out NULL", run_itsme_replay_store_new_memory, {167, CT_NULL, 1}},
+    {"itsme_replay_store_new_memory", "itsme_replay_store_new_memory: success", run_itsme_replay_store_new_memory, {167, CT_SUCCESS, -1}},
+    {"itsme_replay_store_new_callbacks", "itsme_replay_store_new_callbacks: before itsme_init", run_itsme_replay_store_new_callbacks, {168, CT_BEFORE_INIT, -1}},
+    {"itsme_replay_store_new_callbacks", "itsme_replay_store_new_callbacks: callbacks NULL", run_itsme_replay_store_new_callbacks, {168, CT_NULL, 0}},
+    {"itsme_replay_store_new_callbacks", "itsme_replay_store_new_callbacks: out NULL", run_itsme_replay_store_new_callbacks, {168, CT_NULL, 1}},
+    {"itsme_replay_store_new_callbacks", "itsme_replay_store_new_callbacks: success", run_itsme_replay_store_new_callbacks, {168, CT_SUCCESS, -1}},
+    {"itsme_approval_verify", "itsme_approval_verify: before itsme_init", run_itsme_approval_verify, {170, CT_BEFORE_INIT, -1}},
+    {"itsme_approval_verify", "itsme_approval_verify: request NULL", run_itsme_approval_verify, {170, CT_NULL, 0}},
+    {"itsme_approval_verify", "itsme_approval_verify: approval NULL", run_itsme_approval_verify, {170, CT_NULL, 2}},
+    {"itsme_approval_verify", "itsme_approval_verify: public_keys NULL", run_itsme_approval_verify, {170, CT_NULL, 4}},
+    {"itsme_approval_verify", "itsme_approval_verify: replay NULL", run_itsme_approval_verify, {170, CT_NULL, 6}},
+    {"itsme_approval_verify", "itsme_approval_verify: out NULL", run_itsme_approval_verify, {170, CT_NULL, 8}},
+    {"itsme_approval_verify", "itsme_approval_verify: now below 0", run_itsme_approval_verify, {170, CT_TIME_NEGATIVE, 7}},
+    {"itsme_approval_verify", "itsme_approval_verify: now after 9999", run_itsme_approval_verify, {170, CT_TIME_AFTER_9999, 7}},
+    {"itsme_approval_verify", "itsme_approval_verify: out->size too small", run_itsme_approval_verify, {170, CT_STRUCT_SIZE, 8}},
+    {"itsme_approval_verify", "itsme_approval_verify: success", run_itsme_approval_verify, {170, CT_SUCCESS, -1}},
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_random_new_deterministic", "itsme_random_new_deterministic: before itsme_init", run_itsme_random_new_deterministic, {218, CT_BEFORE_INIT, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_random_new_deterministic", "itsme_random_new_deterministic: seed NULL", run_itsme_random_new_deterministic, {218, CT_NULL, 0}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_random_new_deterministic", "itsme_random_new_deterministic: out NULL", run_itsme_random_new_deterministic, {218, CT_NULL, 2}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_random_new_deterministic", "itsme_random_new_deterministic: success", run_itsme_random_new_deterministic, {218, CT_SUCCESS, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_identity_create_with_random", "itsme_identity_create_with_random: before itsme_init", run_itsme_identity_create_with_random, {219, CT_BEFORE_INIT, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_identity_create_with_random", "itsme_identity_create_with_random: store NULL", run_itsme_identity_create_with_random, {219, CT_NULL, 0}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_identity_create_with_random", "itsme_identity_create_with_random: name NULL", run_itsme_identity_create_with_random, {219, CT_NULL, 1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_identity_create_with_random", "itsme_identity_create_with_random: rng NULL", run_itsme_identity_create_with_random, {219, CT_NULL, 2}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_identity_create_with_random", "itsme_identity_create_with_random: out NULL", run_itsme_identity_create_with_random, {219, CT_NULL, 3}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_identity_create_with_random", "itsme_identity_create_with_random: name not UTF-8", run_itsme_identity_create_with_random, {219, CT_BAD_UTF8, 1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_identity_create_with_random", "itsme_identity_create_with_random: name longer than ITSME_TEXT_MAX", run_itsme_identity_create_with_random, {219, CT_LONG_TEXT, 1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_identity_create_with_random", "itsme_identity_create_with_random: success", run_itsme_identity_create_with_random, {219, CT_SUCCESS, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_seed", "itsme_derive_seed: before itsme_init", run_itsme_derive_seed, {220, CT_BEFORE_INIT, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_seed", "itsme_derive_seed: ephemeral_secret NULL", run_itsme_derive_seed, {220, CT_NULL, 0}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_seed", "itsme_derive_seed: peer_ephemeral_public NULL", run_itsme_derive_seed, {220, CT_NULL, 2}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_seed", "itsme_derive_seed: fingerprint_a NULL", run_itsme_derive_seed, {220, CT_NULL, 4}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_seed", "itsme_derive_seed: fingerprint_b NULL", run_itsme_derive_seed, {220, CT_NULL, 5}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_seed", "itsme_derive_seed: out NULL", run_itsme_derive_seed, {220, CT_NULL, 6}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_seed", "itsme_derive_seed: out_len NULL", run_itsme_derive_seed, {220, CT_NULL, 8}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_seed", "itsme_derive_seed: fingerprint_a not UTF-8", run_itsme_derive_seed, {220, CT_BAD_UTF8, 4}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_seed", "itsme_derive_seed: fingerprint_a longer than ITSME_TEXT_MAX", run_itsme_derive_seed, {220, CT_LONG_TEXT, 4}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_seed", "itsme_derive_seed: fingerprint_b not UTF-8", run_itsme_derive_seed, {220, CT_BAD_UTF8, 5}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_seed", "itsme_derive_seed: fingerprint_b longer than ITSME_TEXT_MAX", run_itsme_derive_seed, {220, CT_LONG_TEXT, 5}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_seed", "itsme_derive_seed: out size query", run_itsme_derive_seed, {220, CT_SIZE_QUERY, 6}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_seed", "itsme_derive_seed: out cap - 1", run_itsme_derive_seed, {220, CT_SHORT, 6}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_seed", "itsme_derive_seed: success with the exact cap", run_itsme_derive_seed, {220, CT_SUCCESS, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_sas", "itsme_derive_sas: before itsme_init", run_itsme_derive_sas, {221, CT_BEFORE_INIT, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_sas", "itsme_derive_sas: seed NULL", run_itsme_derive_sas, {221, CT_NULL, 0}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_sas", "itsme_derive_sas: transcript_hash NULL", run_itsme_derive_sas, {221, CT_NULL, 2}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_sas", "itsme_derive_sas: out NULL", run_itsme_derive_sas, {221, CT_NULL, 4}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_sas", "itsme_derive_sas: out_len NULL", run_itsme_derive_sas, {221, CT_NULL, 6}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_sas", "itsme_derive_sas: out size query", run_itsme_derive_sas, {221, CT_SIZE_QUERY, 4}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_sas", "itsme_derive_sas: out cap - 1", run_itsme_derive_sas, {221, CT_SHORT, 4}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_sas", "itsme_derive_sas: success with the exact cap", run_itsme_derive_sas, {221, CT_SUCCESS, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_qr_transcript_hash", "itsme_qr_transcript_hash: before itsme_init", run_itsme_qr_transcript_hash, {222, CT_BEFORE_INIT, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_qr_transcript_hash", "itsme_qr_transcript_hash: payload_a NULL", run_itsme_qr_transcript_hash, {222, CT_NULL, 0}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_qr_transcript_hash", "itsme_qr_transcript_hash: payload_b NULL", run_itsme_qr_transcript_hash, {222, CT_NULL, 2}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_qr_transcript_hash", "itsme_qr_transcript_hash: out NULL", run_itsme_qr_transcript_hash, {222, CT_NULL, 4}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_qr_transcript_hash", "itsme_qr_transcript_hash: out_len NULL", run_itsme_qr_transcript_hash, {222, CT_NULL, 6}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_qr_transcript_hash", "itsme_qr_transcript_hash: out size query", run_itsme_qr_transcript_hash, {222, CT_SIZE_QUERY, 4}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_qr_transcript_hash", "itsme_qr_transcript_hash: out cap - 1", run_itsme_qr_transcript_hash, {222, CT_SHORT, 4}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_qr_transcript_hash", "itsme_qr_transcript_hash: success with the exact cap", run_itsme_qr_transcript_hash, {222, CT_SUCCESS, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_commitment", "itsme_bluetooth_commitment: before itsme_init", run_itsme_bluetooth_commitment, {223, CT_BEFORE_INIT, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_commitment", "itsme_bluetooth_commitment: identity_public NULL", run_itsme_bluetooth_commitment, {223, CT_NULL, 0}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_commitment", "itsme_bluetooth_commitment: ephemeral_public NULL", run_itsme_bluetooth_commitment, {223, CT_NULL, 2}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_commitment", "itsme_bluetooth_commitment: name NULL", run_itsme_bluetooth_commitment, {223, CT_NULL, 4}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_commitment", "itsme_bluetooth_commitment: device_secret NULL", run_itsme_bluetooth_commitment, {223, CT_NULL, 5}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_commitment", "itsme_bluetooth_commitment: out NULL", run_itsme_bluetooth_commitment, {223, CT_NULL, 7}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_commitment", "itsme_bluetooth_commitment: out_len NULL", run_itsme_bluetooth_commitment, {223, CT_NULL, 9}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_commitment", "itsme_bluetooth_commitment: name not UTF-8", run_itsme_bluetooth_commitment, {223, CT_BAD_UTF8, 4}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_commitment", "itsme_bluetooth_commitment: name longer than ITSME_TEXT_MAX", run_itsme_bluetooth_commitment, {223, CT_LONG_TEXT, 4}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_commitment", "itsme_bluetooth_commitment: out size query", run_itsme_bluetooth_commitment, {223, CT_SIZE_QUERY, 7}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_commitment", "itsme_bluetooth_commitment: out cap - 1", run_itsme_bluetooth_commitment, {223, CT_SHORT, 7}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_commitment", "itsme_bluetooth_commitment: success with the exact cap", run_itsme_bluetooth_commitment, {223, CT_SUCCESS, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: before itsme_init", run_itsme_bluetooth_th1, {224, CT_BEFORE_INIT, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: session_code NULL", run_itsme_bluetooth_th1, {224, CT_NULL, 0}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: hello_i NULL", run_itsme_bluetooth_th1, {224, CT_NULL, 1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: hello_r NULL", run_itsme_bluetooth_th1, {224, CT_NULL, 3}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: key_i NULL", run_itsme_bluetooth_th1, {224, CT_NULL, 5}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: key_r NULL", run_itsme_bluetooth_th1, {224, CT_NULL, 7}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: out NULL", run_itsme_bluetooth_th1, {224, CT_NULL, 9}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: out_len NULL", run_itsme_bluetooth_th1, {224, CT_NULL, 11}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: session_code not UTF-8", run_itsme_bluetooth_th1, {224, CT_BAD_UTF8, 0}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: session_code longer than ITSME_TEXT_MAX", run_itsme_bluetooth_th1, {224, CT_LONG_TEXT, 0}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: out size query", run_itsme_bluetooth_th1, {224, CT_SIZE_QUERY, 9}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: out cap - 1", run_itsme_bluetooth_th1, {224, CT_SHORT, 9}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_th1", "itsme_bluetooth_th1: success with the exact cap", run_itsme_bluetooth_th1, {224, CT_SUCCESS, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_session_keys", "itsme_bluetooth_session_keys: before itsme_init", run_itsme_bluetooth_session_keys, {225, CT_BEFORE_INIT, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_session_keys", "itsme_bluetooth_session_keys: ephemeral_secret NULL", run_itsme_bluetooth_session_keys, {225, CT_NULL, 0}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_session_keys", "itsme_bluetooth_session_keys: peer_ephemeral_public NULL", run_itsme_bluetooth_session_keys, {225, CT_NULL, 2}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_session_keys", "itsme_bluetooth_session_keys: th1 NULL", run_itsme_bluetooth_session_keys, {225, CT_NULL, 4}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_session_keys", "itsme_bluetooth_session_keys: out NULL", run_itsme_bluetooth_session_keys, {225, CT_NULL, 6}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_session_keys", "itsme_bluetooth_session_keys: out_len NULL", run_itsme_bluetooth_session_keys, {225, CT_NULL, 8}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_session_keys", "itsme_bluetooth_session_keys: out size query", run_itsme_bluetooth_session_keys, {225, CT_SIZE_QUERY, 6}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_session_keys", "itsme_bluetooth_session_keys: out cap - 1", run_itsme_bluetooth_session_keys, {225, CT_SHORT, 6}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_session_keys", "itsme_bluetooth_session_keys: success with the exact cap", run_itsme_bluetooth_session_keys, {225, CT_SUCCESS, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_transcript_hash", "itsme_bluetooth_transcript_hash: before itsme_init", run_itsme_bluetooth_transcript_hash, {226, CT_BEFORE_INIT, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_transcript_hash", "itsme_bluetooth_transcript_hash: th1 NULL", run_itsme_bluetooth_transcript_hash, {226, CT_NULL, 0}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_transcript_hash", "itsme_bluetooth_transcript_hash: plaintext_i NULL", run_itsme_bluetooth_transcript_hash, {226, CT_NULL, 2}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_transcript_hash", "itsme_bluetooth_transcript_hash: plaintext_r NULL", run_itsme_bluetooth_transcript_hash, {226, CT_NULL, 4}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_transcript_hash", "itsme_bluetooth_transcript_hash: out NULL", run_itsme_bluetooth_transcript_hash, {226, CT_NULL, 6}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_transcript_hash", "itsme_bluetooth_transcript_hash: out_len NULL", run_itsme_bluetooth_transcript_hash, {226, CT_NULL, 8}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_transcript_hash", "itsme_bluetooth_transcript_hash: out size query", run_itsme_bluetooth_transcript_hash, {226, CT_SIZE_QUERY, 6}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_transcript_hash", "itsme_bluetooth_transcript_hash: out cap - 1", run_itsme_bluetooth_transcript_hash, {226, CT_SHORT, 6}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_bluetooth_transcript_hash", "itsme_bluetooth_transcript_hash: success with the exact cap", run_itsme_bluetooth_transcript_hash, {226, CT_SUCCESS, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_session_id", "itsme_derive_session_id: before itsme_init", run_itsme_derive_session_id, {227, CT_BEFORE_INIT, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_session_id", "itsme_derive_session_id: seed NULL", run_itsme_derive_session_id, {227, CT_NULL, 0}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_session_id", "itsme_derive_session_id: out NULL", run_itsme_derive_session_id, {227, CT_NULL, 3}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_session_id", "itsme_derive_session_id: out_len NULL", run_itsme_derive_session_id, {227, CT_NULL, 5}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_session_id", "itsme_derive_session_id: out size query", run_itsme_derive_session_id, {227, CT_SIZE_QUERY, 3}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_session_id", "itsme_derive_session_id: out cap - 1", run_itsme_derive_session_id, {227, CT_SHORT, 3}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_session_id", "itsme_derive_session_id: success with the exact cap", run_itsme_derive_session_id, {227, CT_SUCCESS, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_words", "itsme_derive_words: before itsme_init", run_itsme_derive_words, {228, CT_BEFORE_INIT, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_words", "itsme_derive_words: seed NULL", run_itsme_derive_words, {228, CT_NULL, 0}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_words", "itsme_derive_words: pid NULL", run_itsme_derive_words, {228, CT_NULL, 3}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_words", "itsme_derive_words: out NULL", run_itsme_derive_words, {228, CT_NULL, 5}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_words", "itsme_derive_words: out_len NULL", run_itsme_derive_words, {228, CT_NULL, 7}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_words", "itsme_derive_words: out size query", run_itsme_derive_words, {228, CT_SIZE_QUERY, 5}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_words", "itsme_derive_words: out cap - 1", run_itsme_derive_words, {228, CT_SHORT, 5}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_words", "itsme_derive_words: success with the exact cap", run_itsme_derive_words, {228, CT_SUCCESS, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_lower_selects_first", "itsme_derive_lower_selects_first: before itsme_init", run_itsme_derive_lower_selects_first, {229, CT_BEFORE_INIT, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_lower_selects_first", "itsme_derive_lower_selects_first: seed NULL", run_itsme_derive_lower_selects_first, {229, CT_NULL, 0}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_lower_selects_first", "itsme_derive_lower_selects_first: out_lower_first NULL", run_itsme_derive_lower_selects_first, {229, CT_NULL, 3}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_lower_selects_first", "itsme_derive_lower_selects_first: success", run_itsme_derive_lower_selects_first, {229, CT_SUCCESS, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_code", "itsme_derive_code: before itsme_init", run_itsme_derive_code, {230, CT_BEFORE_INIT, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_code", "itsme_derive_code: seed NULL", run_itsme_derive_code, {230, CT_NULL, 0}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_code", "itsme_derive_code: first NULL", run_itsme_derive_code, {230, CT_NULL, 3}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_code", "itsme_derive_code: second NULL", run_itsme_derive_code, {230, CT_NULL, 6}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_code", "itsme_derive_code: speaker NULL", run_itsme_derive_code, {230, CT_NULL, 9}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_code", "itsme_derive_code: out NULL", run_itsme_derive_code, {230, CT_NULL, 11}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_code", "itsme_derive_code: out_len NULL", run_itsme_derive_code, {230, CT_NULL, 13}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_code", "itsme_derive_code: out size query", run_itsme_derive_code, {230, CT_SIZE_QUERY, 11}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_code", "itsme_derive_code: out cap - 1", run_itsme_derive_code, {230, CT_SHORT, 11}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_code", "itsme_derive_code: success with the exact cap", run_itsme_derive_code, {230, CT_SUCCESS, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_device_tag", "itsme_derive_device_tag: before itsme_init", run_itsme_derive_device_tag, {231, CT_BEFORE_INIT, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_device_tag", "itsme_derive_device_tag: seed NULL", run_itsme_derive_device_tag, {231, CT_NULL, 0}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_device_tag", "itsme_derive_device_tag: speaker NULL", run_itsme_derive_device_tag, {231, CT_NULL, 3}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_device_tag", "itsme_derive_device_tag: secret NULL", run_itsme_derive_device_tag, {231, CT_NULL, 5}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_device_tag", "itsme_derive_device_tag: out_tag NULL", run_itsme_derive_device_tag, {231, CT_NULL, 7}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_device_tag", "itsme_derive_device_tag: success", run_itsme_derive_device_tag, {231, CT_SUCCESS, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_voice", "itsme_derive_voice: before itsme_init", run_itsme_derive_voice, {232, CT_BEFORE_INIT, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_voice", "itsme_derive_voice: seed NULL", run_itsme_derive_voice, {232, CT_NULL, 0}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_voice", "itsme_derive_voice: my_pid NULL", run_itsme_derive_voice, {232, CT_NULL, 3}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_voice", "itsme_derive_voice: their_pid NULL", run_itsme_derive_voice, {232, CT_NULL, 5}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_voice", "itsme_derive_voice: my_secret NULL", run_itsme_derive_voice, {232, CT_NULL, 7}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_voice", "itsme_derive_voice: their_secret NULL", run_itsme_derive_voice, {232, CT_NULL, 9}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_voice", "itsme_derive_voice: out NULL", run_itsme_derive_voice, {232, CT_NULL, 13}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_voice", "itsme_derive_voice: out->size too small", run_itsme_derive_voice, {232, CT_STRUCT_SIZE, 13}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_voice", "itsme_derive_voice: success", run_itsme_derive_voice, {232, CT_SUCCESS, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_degradation_code", "itsme_derive_degradation_code: before itsme_init", run_itsme_derive_degradation_code, {233, CT_BEFORE_INIT, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_degradation_code", "itsme_derive_degradation_code: seed NULL", run_itsme_derive_degradation_code, {233, CT_NULL, 0}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_degradation_code", "itsme_derive_degradation_code: pid NULL", run_itsme_derive_degradation_code, {233, CT_NULL, 2}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_degradation_code", "itsme_derive_degradation_code: secret NULL", run_itsme_derive_degradation_code, {233, CT_NULL, 4}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_degradation_code", "itsme_derive_degradation_code: out NULL", run_itsme_derive_degradation_code, {233, CT_NULL, 6}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_degradation_code", "itsme_derive_degradation_code: out_len NULL", run_itsme_derive_degradation_code, {233, CT_NULL, 8}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_degradation_code", "itsme_derive_degradation_code: out size query", run_itsme_derive_degradation_code, {233, CT_SIZE_QUERY, 6}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_degradation_code", "itsme_derive_degradation_code: out cap - 1", run_itsme_derive_degradation_code, {233, CT_SHORT, 6}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_derive_degradation_code", "itsme_derive_degradation_code: success with the exact cap", run_itsme_derive_degradation_code, {233, CT_SUCCESS, -1}},
+#endif
     {"itsme_version_string", "itsme_version_string: text for zero arguments", run_itsme_version_string, {0, CT_CALL, -1}},
     {"itsme_version_number", "itsme_version_number: returns ITSME_VERSION_NUMBER", run_itsme_version_number, {1, CT_CONSTANT, -1}},
     {"itsme_result_message", "itsme_result_message: text for zero arguments", run_itsme_result_message, {2, CT_CALL, -1}},
-    {"itsme_public_key_bytes", "itsme_public_key_bytes: returns ITSME_PUBLIC_KEY_BYTES", run_itsme_public_key_bytes, {5, CT_CONSTANT, -1}},
-    {"itsme_fingerprint_size", "itsme_fingerprint_size: returns ITSME_FINGERPRINT_SIZE", run_itsme_fingerprint_size, {6, CT_CONSTANT, -1}},
-    {"itsme_name_max_bytes", "itsme_name_max_bytes: returns ITSME_NAME_MAX_BYTES", run_itsme_name_max_bytes, {7, CT_CONSTANT, -1}},
-    {"itsme_secret_store_free", "itsme_secret_store_free: NULL", run_itsme_secret_store_free, {12, CT_RELEASE_NULL, -1}},
-    {"itsme_secret_store_free", "itsme_secret_store_free: a handle", run_itsme_secret_store_free, {12, CT_RELEASE_HANDLE, -1}},
-    {"itsme_identity_free", "itsme_identity_free: NULL", run_itsme_identity_free, {16, CT_RELEASE_NULL, -1}},
-    {"itsme_identity_free", "itsme_identity_free: a handle", run_itsme_identity_free, {16, CT_RELEASE_HANDLE, -1}},
-    {"itsme_store_free", "itsme_store_free: NULL", run_itsme_store_free, {29, CT_RELEASE_NULL, -1}},
-    {"itsme_store_free", "itsme_store_free: a handle", run_itsme_store_free, {29, CT_RELEASE_HANDLE, -1}},
-    {"itsme_store_close", "itsme_store_close: called with NULL", run_itsme_store_close, {30, CT_CALL, -1}},
-    {"itsme_contact_free", "itsme_contact_free: NULL", run_itsme_contact_free, {46, CT_RELEASE_NULL, -1}},
-    {"itsme_contact_free", "itsme_contact_free: a handle", run_itsme_contact_free, {46, CT_RELEASE_HANDLE, -1}},
-    {"itsme_contact_list_free", "itsme_contact_list_free: NULL", run_itsme_contact_list_free, {58, CT_RELEASE_NULL, -1}},
-    {"itsme_contact_list_free", "itsme_contact_list_free: a handle", run_itsme_contact_list_free, {58, CT_RELEASE_HANDLE, -1}},
-    {"itsme_random_free", "itsme_random_free: NULL", run_itsme_random_free, {62, CT_RELEASE_NULL, -1}},
-    {"itsme_random_free", "itsme_random_free: a handle", run_itsme_random_free, {62, CT_RELEASE_HANDLE, -1}},
-    {"itsme_exchange_free", "itsme_exchange_free: NULL", run_itsme_exchange_free, {68, CT_RELEASE_NULL, -1}},
-    {"itsme_exchange_free", "itsme_exchange_free: a handle", run_itsme_exchange_free, {68, CT_RELEASE_HANDLE, -1}},
-    {"itsme_nato_word", "itsme_nato_word: text for zero arguments", run_itsme_nato_word, {99, CT_CALL, -1}},
-    {"itsme_voice_free", "itsme_voice_free: NULL", run_itsme_voice_free, {101, CT_RELEASE_NULL, -1}},
-    {"itsme_voice_free", "itsme_voice_free: a handle", run_itsme_voice_free, {101, CT_RELEASE_HANDLE, -1}},
-    {"itsme_online_verify_free", "itsme_online_verify_free: NULL", run_itsme_online_verify_free, {122, CT_RELEASE_NULL, -1}},
-    {"itsme_online_verify_free", "itsme_online_verify_free: a handle", run_itsme_online_verify_free, {122, CT_RELEASE_HANDLE, -1}},
-    {"itsme_pin_update_free", "itsme_pin_update_free: NULL", run_itsme_pin_update_free, {134, CT_RELEASE_NULL, -1}},
-    {"itsme_pin_update_free", "itsme_pin_update_free: a handle", run_itsme_pin_update_free, {134, CT_RELEASE_HANDLE, -1}},
-    {"itsme_import_free", "itsme_import_free: NULL", run_itsme_import_free, {147, CT_RELEASE_NULL, -1}},
-    {"itsme_import_free", "itsme_import_free: a handle", run_itsme_import_free, {147, CT_RELEASE_HANDLE, -1}},
-    {"itsme_transfer_free", "itsme_transfer_free: NULL", run_itsme_transfer_free, {155, CT_RELEASE_NULL, -1}},
-    {"itsme_transfer_free", "itsme_transfer_free: a handle", run_itsme_transfer_free, {155, CT_RELEASE_HANDLE, -1}},
-    {"itsme_profile_free", "itsme_profile_free: NULL", run_itsme_profile_free, {168, CT_RELEASE_NULL, -1}},
-    {"itsme_profile_free", "itsme_profile_free: a handle", run_itsme_profile_free, {168, CT_RELEASE_HANDLE, -1}},
-    {"itsme_replay_store_free", "itsme_replay_store_free: NULL", run_itsme_replay_store_free, {189, CT_RELEASE_NULL, -1}},
-    {"itsme_replay_store_free", "itsme_replay_store_free: a handle", run_itsme_replay_store_free, {189, CT_RELEASE_HANDLE, -1}},
+    {"itsme_secret_store_free", "itsme_secret_store_free: NULL", run_itsme_secret_store_free, {9, CT_RELEASE_NULL, -1}},
+    {"itsme_secret_store_free", "itsme_secret_store_free: a handle", run_itsme_secret_store_free, {9, CT_RELEASE_HANDLE, -1}},
+    {"itsme_identity_free", "itsme_identity_free: NULL", run_itsme_identity_free, {13, CT_RELEASE_NULL, -1}},
+    {"itsme_identity_free", "itsme_identity_free: a handle", run_itsme_identity_free, {13, CT_RELEASE_HANDLE, -1}},
+    {"itsme_store_free", "itsme_store_free: NULL", run_itsme_store_free, {26, CT_RELEASE_NULL, -1}},
+    {"itsme_store_free", "itsme_store_free: a handle", run_itsme_store_free, {26, CT_RELEASE_HANDLE, -1}},
+    {"itsme_contact_free", "itsme_contact_free: NULL", run_itsme_contact_free, {42, CT_RELEASE_NULL, -1}},
+    {"itsme_contact_free", "itsme_contact_free: a handle", run_itsme_contact_free, {42, CT_RELEASE_HANDLE, -1}},
+    {"itsme_contact_list_free", "itsme_contact_list_free: NULL", run_itsme_contact_list_free, {54, CT_RELEASE_NULL, -1}},
+    {"itsme_contact_list_free", "itsme_contact_list_free: a handle", run_itsme_contact_list_free, {54, CT_RELEASE_HANDLE, -1}},
+    {"itsme_random_free", "itsme_random_free: NULL", run_itsme_random_free, {57, CT_RELEASE_NULL, -1}},
+    {"itsme_random_free", "itsme_random_free: a handle", run_itsme_random_free, {57, CT_RELEASE_HANDLE, -1}},
+    {"itsme_exchange_free", "itsme_exchange_free: NULL", run_itsme_exchange_free, {62, CT_RELEASE_NULL, -1}},
+    {"itsme_exchange_free", "itsme_exchange_free: a handle", run_itsme_exchange_free, {62, CT_RELEASE_HANDLE, -1}},
+    {"itsme_nato_word", "itsme_nato_word: text for zero arguments", run_itsme_nato_word, {86, CT_CALL, -1}},
+    {"itsme_voice_free", "itsme_voice_free: NULL", run_itsme_voice_free, {88, CT_RELEASE_NULL, -1}},
+    {"itsme_voice_free", "itsme_voice_free: a handle", run_itsme_voice_free, {88, CT_RELEASE_HANDLE, -1}},
+    {"itsme_online_verify_free", "itsme_online_verify_free: NULL", run_itsme_online_verify_free, {102, CT_RELEASE_NULL, -1}},
+    {"itsme_online_verify_free", "itsme_online_verify_free: a handle", run_itsme_online_verify_free, {102, CT_RELEASE_HANDLE, -1}},
+    {"itsme_pin_update_free", "itsme_pin_update_free: NULL", run_itsme_pin_update_free, {114, CT_RELEASE_NULL, -1}},
+    {"itsme_pin_update_free", "itsme_pin_update_free: a handle", run_itsme_pin_update_free, {114, CT_RELEASE_HANDLE, -1}},
+    {"itsme_import_free", "itsme_import_free: NULL", run_itsme_import_free, {127, CT_RELEASE_NULL, -1}},
+    {"itsme_import_free", "itsme_import_free: a handle", run_itsme_import_free, {127, CT_RELEASE_HANDLE, -1}},
+    {"itsme_transfer_free", "itsme_transfer_free: NULL", run_itsme_transfer_free, {135, CT_RELEASE_NULL, -1}},
+    {"itsme_transfer_free", "itsme_transfer_free: a handle", run_itsme_transfer_free, {135, CT_RELEASE_HANDLE, -1}},
+    {"itsme_profile_free", "itsme_profile_free: NULL", run_itsme_profile_free, {148, CT_RELEASE_NULL, -1}},
+    {"itsme_profile_free", "itsme_profile_free: a handle", run_itsme_profile_free, {148, CT_RELEASE_HANDLE, -1}},
+    {"itsme_replay_store_free", "itsme_replay_store_free: NULL", run_itsme_replay_store_free, {169, CT_RELEASE_NULL, -1}},
+    {"itsme_replay_store_free", "itsme_replay_store_free: a handle", run_itsme_replay_store_free, {169, CT_RELEASE_HANDLE, -1}},
+    {"itsme_public_key_bytes", "itsme_public_key_bytes: returns ITSME_PUBLIC_KEY_BYTES", run_itsme_public_key_bytes, {171, CT_CONSTANT, -1}},
+    {"itsme_fingerprint_chars", "itsme_fingerprint_chars: returns ITSME_FINGERPRINT_CHARS", run_itsme_fingerprint_chars, {172, CT_CONSTANT, -1}},
+    {"itsme_fingerprint_size", "itsme_fingerprint_size: returns ITSME_FINGERPRINT_SIZE", run_itsme_fingerprint_size, {173, CT_CONSTANT, -1}},
+    {"itsme_pin_length", "itsme_pin_length: returns ITSME_PIN_LENGTH", run_itsme_pin_length, {174, CT_CONSTANT, -1}},
+    {"itsme_text_max", "itsme_text_max: returns ITSME_TEXT_MAX", run_itsme_text_max, {175, CT_CONSTANT, -1}},
+    {"itsme_typed_code_max", "itsme_typed_code_max: returns ITSME_TYPED_CODE_MAX", run_itsme_typed_code_max, {176, CT_CONSTANT, -1}},
+    {"itsme_export_text_max", "itsme_export_text_max: returns ITSME_EXPORT_TEXT_MAX", run_itsme_export_text_max, {177, CT_CONSTANT, -1}},
+    {"itsme_name_max_bytes", "itsme_name_max_bytes: returns ITSME_NAME_MAX_BYTES", run_itsme_name_max_bytes, {178, CT_CONSTANT, -1}},
+    {"itsme_seed_bytes", "itsme_seed_bytes: returns ITSME_SEED_BYTES", run_itsme_seed_bytes, {179, CT_CONSTANT, -1}},
+    {"itsme_note_max_bytes", "itsme_note_max_bytes: returns ITSME_NOTE_MAX_BYTES", run_itsme_note_max_bytes, {180, CT_CONSTANT, -1}},
+    {"itsme_short_code_size", "itsme_short_code_size: returns ITSME_SHORT_CODE_SIZE", run_itsme_short_code_size, {181, CT_CONSTANT, -1}},
+    {"itsme_short_code_values", "itsme_short_code_values: returns ITSME_SHORT_CODE_VALUES", run_itsme_short_code_values, {182, CT_CONSTANT, -1}},
+    {"itsme_qr_payload_max", "itsme_qr_payload_max: returns ITSME_QR_PAYLOAD_MAX", run_itsme_qr_payload_max, {183, CT_CONSTANT, -1}},
+    {"itsme_bluetooth_frame_max", "itsme_bluetooth_frame_max: returns ITSME_BLUETOOTH_FRAME_MAX", run_itsme_bluetooth_frame_max, {184, CT_CONSTANT, -1}},
+    {"itsme_remote_code_size", "itsme_remote_code_size: returns ITSME_REMOTE_CODE_SIZE", run_itsme_remote_code_size, {185, CT_CONSTANT, -1}},
+    {"itsme_remote_message_max", "itsme_remote_message_max: returns ITSME_REMOTE_MESSAGE_MAX", run_itsme_remote_message_max, {186, CT_CONSTANT, -1}},
+    {"itsme_relay_id_size", "itsme_relay_id_size: returns ITSME_RELAY_ID_SIZE", run_itsme_relay_id_size, {187, CT_CONSTANT, -1}},
+    {"itsme_voice_word_count", "itsme_voice_word_count: returns ITSME_VOICE_WORD_COUNT", run_itsme_voice_word_count, {188, CT_CONSTANT, -1}},
+    {"itsme_voice_code_size", "itsme_voice_code_size: returns ITSME_VOICE_CODE_SIZE", run_itsme_voice_code_size, {189, CT_CONSTANT, -1}},
+    {"itsme_voice_session_id_size", "itsme_voice_session_id_size: returns ITSME_VOICE_SESSION_ID_SIZE", run_itsme_voice_session_id_size, {190, CT_CONSTANT, -1}},
+    {"itsme_degradation_code_size", "itsme_degradation_code_size: returns ITSME_DEGRADATION_CODE_SIZE", run_itsme_degradation_code_size, {191, CT_CONSTANT, -1}},
+    {"itsme_room_name_size", "itsme_room_name_size: returns ITSME_ROOM_NAME_SIZE", run_itsme_room_name_size, {192, CT_CONSTANT, -1}},
+    {"itsme_online_verify_message_max", "itsme_online_verify_message_max: returns ITSME_ONLINE_VERIFY_MESSAGE_MAX", run_itsme_online_verify_message_max, {193, CT_CONSTANT, -1}},
+    {"itsme_pin_update_frame_max", "itsme_pin_update_frame_max: returns ITSME_PIN_UPDATE_FRAME_MAX", run_itsme_pin_update_frame_max, {194, CT_CONSTANT, -1}},
+    {"itsme_export_password_size", "itsme_export_password_size: returns ITSME_EXPORT_PASSWORD_SIZE", run_itsme_export_password_size, {195, CT_CONSTANT, -1}},
+    {"itsme_export_chosen_password_min", "itsme_export_chosen_password_min: returns ITSME_EXPORT_CHOSEN_PASSWORD_MIN", run_itsme_export_chosen_password_min, {196, CT_CONSTANT, -1}},
+    {"itsme_export_max", "itsme_export_max: returns ITSME_EXPORT_MAX", run_itsme_export_max, {197, CT_CONSTANT, -1}},
+    {"itsme_export_text_size", "itsme_export_text_size: returns ITSME_EXPORT_TEXT_SIZE", run_itsme_export_text_size, {198, CT_CONSTANT, -1}},
+    {"itsme_transfer_offer_size", "itsme_transfer_offer_size: returns ITSME_TRANSFER_OFFER_SIZE", run_itsme_transfer_offer_size, {199, CT_CONSTANT, -1}},
+    {"itsme_transfer_message_max", "itsme_transfer_message_max: returns ITSME_TRANSFER_MESSAGE_MAX", run_itsme_transfer_message_max, {200, CT_CONSTANT, -1}},
+    {"itsme_profile_record_max", "itsme_profile_record_max: returns ITSME_PROFILE_RECORD_MAX", run_itsme_profile_record_max, {201, CT_CONSTANT, -1}},
+    {"itsme_profile_record_overhead", "itsme_profile_record_overhead: returns ITSME_PROFILE_RECORD_OVERHEAD", run_itsme_profile_record_overhead, {202, CT_CONSTANT, -1}},
+    {"itsme_record_id_bytes", "itsme_record_id_bytes: returns ITSME_RECORD_ID_BYTES", run_itsme_record_id_bytes, {203, CT_CONSTANT, -1}},
+    {"itsme_profile_reference_bytes", "itsme_profile_reference_bytes: returns ITSME_PROFILE_REFERENCE_BYTES", run_itsme_profile_reference_bytes, {204, CT_CONSTANT, -1}},
+    {"itsme_record_name_size", "itsme_record_name_size: returns ITSME_RECORD_NAME_SIZE", run_itsme_record_name_size, {205, CT_CONSTANT, -1}},
+    {"itsme_photo_filename_max_bytes", "itsme_photo_filename_max_bytes: returns ITSME_PHOTO_FILENAME_MAX_BYTES", run_itsme_photo_filename_max_bytes, {206, CT_CONSTANT, -1}},
+    {"itsme_credential_id_bytes", "itsme_credential_id_bytes: returns ITSME_CREDENTIAL_ID_BYTES", run_itsme_credential_id_bytes, {207, CT_CONSTANT, -1}},
+    {"itsme_service_id_max_bytes", "itsme_service_id_max_bytes: returns ITSME_SERVICE_ID_MAX_BYTES", run_itsme_service_id_max_bytes, {208, CT_CONSTANT, -1}},
+    {"itsme_session_id_max_bytes", "itsme_session_id_max_bytes: returns ITSME_SESSION_ID_MAX_BYTES", run_itsme_session_id_max_bytes, {209, CT_CONSTANT, -1}},
+    {"itsme_otp_size", "itsme_otp_size: returns ITSME_OTP_SIZE", run_itsme_otp_size, {210, CT_CONSTANT, -1}},
+    {"itsme_scopes_max", "itsme_scopes_max: returns ITSME_SCOPES_MAX", run_itsme_scopes_max, {211, CT_CONSTANT, -1}},
+    {"itsme_scope_max_bytes", "itsme_scope_max_bytes: returns ITSME_SCOPE_MAX_BYTES", run_itsme_scope_max_bytes, {212, CT_CONSTANT, -1}},
+    {"itsme_scopes_text_size", "itsme_scopes_text_size: returns ITSME_SCOPES_TEXT_SIZE", run_itsme_scopes_text_size, {213, CT_CONSTANT, -1}},
+    {"itsme_enrollment_max", "itsme_enrollment_max: returns ITSME_ENROLLMENT_MAX", run_itsme_enrollment_max, {214, CT_CONSTANT, -1}},
+    {"itsme_approval_request_max", "itsme_approval_request_max: returns ITSME_APPROVAL_REQUEST_MAX", run_itsme_approval_request_max, {215, CT_CONSTANT, -1}},
+    {"itsme_approval_max", "itsme_approval_max: returns ITSME_APPROVAL_MAX", run_itsme_approval_max, {216, CT_CONSTANT, -1}},
+    {"itsme_approval_lifetime_max", "itsme_approval_lifetime_max: returns ITSME_APPROVAL_LIFETIME_MAX", run_itsme_approval_lifetime_max, {217, CT_CONSTANT, -1}},
 };
 
 static const char *const ct_declared[] = {
@@ -8050,9 +8865,6 @@ static const char *const ct_declared[] = {
     "itsme_result_message",
     "itsme_init",
     "itsme_last_error",
-    "itsme_public_key_bytes",
-    "itsme_fingerprint_size",
-    "itsme_name_max_bytes",
     "itsme_fingerprint_from_public_key",
     "itsme_secret_store_new_callbacks",
     "itsme_secret_store_new_memory",
@@ -8075,7 +8887,6 @@ static const char *const ct_declared[] = {
     "itsme_store_open",
     "itsme_store_accept_loss",
     "itsme_store_free",
-    "itsme_store_close",
     "itsme_store_last_error",
     "itsme_store_add",
     "itsme_store_add_unauthenticated",
@@ -8106,9 +8917,7 @@ static const char *const ct_declared[] = {
     "itsme_contact_list_free",
     "itsme_contact_list_count",
     "itsme_contact_list_get",
-    "itsme_random_new_deterministic",
     "itsme_random_free",
-    "itsme_identity_create_with_random",
     "itsme_short_code_parse",
     "itsme_short_code_format",
     "itsme_exchange_new_qr",
@@ -8137,13 +8946,6 @@ static const char *const ct_declared[] = {
     "itsme_exchange_encryption_code",
     "itsme_exchange_relay_id",
     "itsme_exchange_is_inviter",
-    "itsme_derive_seed",
-    "itsme_derive_sas",
-    "itsme_qr_transcript_hash",
-    "itsme_bluetooth_commitment",
-    "itsme_bluetooth_th1",
-    "itsme_bluetooth_session_keys",
-    "itsme_bluetooth_transcript_hash",
     "itsme_nato_word",
     "itsme_voice_new",
     "itsme_voice_free",
@@ -8157,15 +8959,8 @@ static const char *const ct_declared[] = {
     "itsme_voice_your_code",
     "itsme_voice_their_code",
     "itsme_voice_check",
-    "itsme_derive_session_id",
-    "itsme_derive_words",
-    "itsme_derive_lower_selects_first",
-    "itsme_derive_code",
-    "itsme_derive_device_tag",
-    "itsme_derive_voice",
     "itsme_store_degradation_code",
     "itsme_store_accept_degradation_code",
-    "itsme_derive_degradation_code",
     "itsme_online_verify_new",
     "itsme_online_verify_free",
     "itsme_online_verify_last_error",
@@ -8236,6 +9031,101 @@ static const char *const ct_declared[] = {
     "itsme_replay_store_new_callbacks",
     "itsme_replay_store_free",
     "itsme_approval_verify",
+    "itsme_public_key_bytes",
+    "itsme_fingerprint_chars",
+    "itsme_fingerprint_size",
+    "itsme_pin_length",
+    "itsme_text_max",
+    "itsme_typed_code_max",
+    "itsme_export_text_max",
+    "itsme_name_max_bytes",
+    "itsme_seed_bytes",
+    "itsme_note_max_bytes",
+    "itsme_short_code_size",
+    "itsme_short_code_values",
+    "itsme_qr_payload_max",
+    "itsme_bluetooth_frame_max",
+    "itsme_remote_code_size",
+    "itsme_remote_message_max",
+    "itsme_relay_id_size",
+    "itsme_voice_word_count",
+    "itsme_voice_code_size",
+    "itsme_voice_session_id_size",
+    "itsme_degradation_code_size",
+    "itsme_room_name_size",
+    "itsme_online_verify_message_max",
+    "itsme_pin_update_frame_max",
+    "itsme_export_password_size",
+    "itsme_export_chosen_password_min",
+    "itsme_export_max",
+    "itsme_export_text_size",
+    "itsme_transfer_offer_size",
+    "itsme_transfer_message_max",
+    "itsme_profile_record_max",
+    "itsme_profile_record_overhead",
+    "itsme_record_id_bytes",
+    "itsme_profile_reference_bytes",
+    "itsme_record_name_size",
+    "itsme_photo_filename_max_bytes",
+    "itsme_credential_id_bytes",
+    "itsme_service_id_max_bytes",
+    "itsme_session_id_max_bytes",
+    "itsme_otp_size",
+    "itsme_scopes_max",
+    "itsme_scope_max_bytes",
+    "itsme_scopes_text_size",
+    "itsme_enrollment_max",
+    "itsme_approval_request_max",
+    "itsme_approval_max",
+    "itsme_approval_lifetime_max",
+#ifdef ITSME_CONTRACT_TESTING
+    "itsme_random_new_deterministic",
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    "itsme_identity_create_with_random",
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    "itsme_derive_seed",
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    "itsme_derive_sas",
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    "itsme_qr_transcript_hash",
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    "itsme_bluetooth_commitment",
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    "itsme_bluetooth_th1",
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    "itsme_bluetooth_session_keys",
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    "itsme_bluetooth_transcript_hash",
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    "itsme_derive_session_id",
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    "itsme_derive_words",
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    "itsme_derive_lower_selects_first",
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    "itsme_derive_code",
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    "itsme_derive_device_tag",
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    "itsme_derive_voice",
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    "itsme_derive_degradation_code",
+#endif
 };
 
 int main(int argc, char **argv) {
