@@ -34,7 +34,7 @@ import keyword
 import os
 import re
 import sys
-from typing import Any, Dict, List, NoReturn, Optional, Set
+from typing import Any, Dict, List, NoReturn, Optional, Set, Tuple
 
 MAIN = "abi/itsme.abi.json"
 TESTING = "abi/itsme_testing.abi.json"
@@ -259,10 +259,14 @@ class Writer:
             "    Structure,",
         ]
         used = self.used_ctypes()
+        defaults = [self.leading_default(s) for s in self.structs + self.tables]
+        if any(d is not None and d[0] == "size" for d in defaults):
+            used.add("sizeof")
         out += [f"    {name}," for name in sorted(used)]
+        typing = "Any, " if any(d is not None for d in defaults) else ""
         out += [
             ")",
-            "from typing import Dict, Final, NamedTuple, Optional, Tuple, Type",
+            f"from typing import {typing}Dict, Final, NamedTuple, Optional, Tuple, Type",
             "",
             "",
             "class Signature(NamedTuple):",
@@ -404,6 +408,17 @@ class Writer:
             for field in s["fields"]:
                 out.append(f"        ({json.dumps(field['name'])}, {self.field_type(s['name'], field)}),")
             out.append("    ]")
+            leading = self.leading_default(s)
+            if leading is not None:
+                name, value, what = leading
+                out += [
+                    "",
+                    "    def __init__(self, *args: Any, **kwargs: Any) -> None:",
+                    f'        """Fields by position or by name; ``{name}`` is {what} unless given."""',
+                    "        if not args:",
+                    f"            kwargs.setdefault({json.dumps(name)}, {value})",
+                    "        super().__init__(*args, **kwargs)",
+                ]
         records = self.structs + self.tables
         out += ["", "", "#: Every struct and callback table by name."]
         out.append("STRUCTS: Final[Dict[str, Type[Structure]]] = {")
@@ -419,6 +434,23 @@ class Writer:
             out.append("    ),")
         out.append("}")
         return out
+
+    def leading_default(self, s: Dict[str, Any]) -> Optional[Tuple[str, str, str]]:
+        """A leading field the caller must set to a known value: a struct's
+        ``size_t size`` (its size) or a callback table's ``version`` (the
+        constant ITSME_<TABLE>_VERSION): (field, value, what it is)."""
+        if not s["fields"]:
+            return None
+        first = s["fields"][0]
+        t = first["type"]
+        if first["name"] == "size" and t["kind"] == "int" and t.get("name") == "size_t":
+            return "size", "sizeof(type(self))", "the struct's size"
+        if first["name"] == "version" and t["kind"] == "int" and s in self.tables:
+            constant = f"{s['name'].upper()}_VERSION"
+            if constant not in self.int_constants:
+                fail(f"{s['name']} has a version field but the header has no {constant}")
+            return "version", constant, constant
+        return None
 
     def signatures(self, functions: List[Dict[str, Any]]) -> List[str]:
         out: List[str] = []

@@ -577,7 +577,7 @@ class ReplayStore(Handle):
             raise TypeError("insert must be callable")
         ctx = next(_ctx_ids)
         _registry[ctx] = insert
-        table = ReplayStoreCallbacks(ctx, _INSERT, _DESTROY)
+        table = ReplayStoreCallbacks(ctx=ctx, insert=_INSERT, destroy=_DESTROY)
         out = c_void_p()
         try:
             check(lib.itsme_replay_store_new_callbacks(byref(table), byref(out)), thread_last_error)

@@ -29,6 +29,7 @@ __all__ = [
     "ABI_VERSION",
     "BUNDLED_LIBRARY_FILE",
     "LIBRARY_ENV",
+    "Library",
     "LibraryVersionError",
     "SYSTEM_LIBRARY_FILE",
     "TESTING_BUILD_COMMAND",
@@ -64,7 +65,7 @@ SYSTEM_LIBRARY_FILE = "libitsme.so"
 #: The ABI this binding was written for, (MAJOR, MINOR): that of the header
 #: :mod:`itsme._abi` was generated from.  While the major version is 0 the
 #: minor names the ABI (include/itsme.h, "Compatibility"), so any libitsme
-#: 0.2.x will do and no other.
+#: of that MAJOR.MINOR will do, whatever its patch level, and no other.
 ABI_VERSION: Tuple[int, int] = _abi.ABI_VERSION
 #: How to build a library that exports the functions of include/itsme_testing.h.
 TESTING_BUILD_COMMAND = "make lib-testing"

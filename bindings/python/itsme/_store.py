@@ -200,7 +200,7 @@ class SecretStore(DetailedHandle):
                 raise TypeError(f"secret store backend has no {method}() method")
         ctx = next(_ctx_ids)
         _registry[ctx] = backend
-        table = SecretStoreCallbacks(ctx, _GET, _PUT, _REMOVE, _DESTROY)
+        table = SecretStoreCallbacks(ctx=ctx, get=_GET, put=_PUT, remove=_REMOVE, destroy=_DESTROY)
         out = c_void_p()
         try:
             check(lib.itsme_secret_store_new_callbacks(byref(table), byref(out)), thread_last_error)

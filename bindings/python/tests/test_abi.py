@@ -145,6 +145,19 @@ def test_ctypes_lays_out_each_struct_as_the_c_compiler(name):
     assert [(field, getattr(struct, field).offset) for field, *_ in struct._fields_] == list(layout.offsets)
 
 
+def test_structs_start_with_what_the_header_asks_the_caller_to_set():
+    """A struct that starts with its size starts with it set, a callback
+    table that starts with a version with the header's ITSME_<TABLE>_VERSION,
+    whether its other fields are given or not."""
+    for name, struct in _abi.STRUCTS.items():
+        first = struct._fields_[0][0]
+        if first == "size":
+            assert struct().size == ctypes.sizeof(struct), name
+        elif first == "version":
+            assert struct().version == getattr(_abi, f"{name.upper()}_VERSION"), name
+            assert struct(ctx=7).version == getattr(_abi, f"{name.upper()}_VERSION"), name
+
+
 def test_every_struct_has_its_layout():
     assert set(_abi.STRUCTS) == set(_abi.LAYOUTS)
 

@@ -92,13 +92,6 @@ def filled_struct(struct):
     return value
 
 
-def callback_table(table, **fields):
-    """A callback table with its version field set where the header has one."""
-    if "version" in [name for name, *_ in table._fields_]:
-        fields.setdefault("version", getattr(_abi, f"{table.__name__.upper()}_VERSION"))
-    return table(**fields)
-
-
 def call_words(function, *args):
     """Calls a function whose last arguments are a word-index buffer and its
     capacity, with a written-length output where it has one (ignored)."""
@@ -153,7 +146,7 @@ SEED = (c_uint8 * 32)(*([7] * 32))
 def raw_table(**overrides):
     fields = dict(ctx=RAW_CTX, get=RAW_GET, put=RAW_PUT, remove=RAW_REMOVE, destroy=RAW_DESTROY)
     fields.update(overrides)
-    return callback_table(SecretStoreCallbacks, **fields)
+    return SecretStoreCallbacks(**fields)
 
 
 @pytest.fixture
@@ -493,7 +486,7 @@ RAW_REPLAY_DESTROY = ReplayDestroyCallback(lambda ctx: destroyed.append(ctx))
 def raw_replay_table(**overrides):
     fields = dict(ctx=RAW_CTX, insert=RAW_INSERT, destroy=RAW_REPLAY_DESTROY)
     fields.update(overrides)
-    return callback_table(ReplayStoreCallbacks, **fields)
+    return ReplayStoreCallbacks(**fields)
 
 
 # -- optional arguments and callback tables ------------------------------------
