@@ -21,9 +21,9 @@ from ctypes import (
     CFUNCTYPE,
     POINTER,
     Structure,
+    c_bool,
     c_char,
     c_char_p,
-    c_int,
     c_int32,
     c_int64,
     c_size_t,
@@ -31,8 +31,9 @@ from ctypes import (
     c_uint64,
     c_uint8,
     c_void_p,
+    sizeof,
 )
-from typing import Dict, Final, NamedTuple, Optional, Tuple, Type
+from typing import Any, Dict, Final, NamedTuple, Optional, Tuple, Type
 
 
 class Signature(NamedTuple):
@@ -65,10 +66,10 @@ class Layout(NamedTuple):
 
 #: The header this module was generated from, and its version.
 HEADER: Final = "itsme.h"
-HEADER_VERSION: Final = "0.2.0"
+HEADER_VERSION: Final = "0.3.0"
 #: The ABI of that header, (MAJOR, MINOR): while the major version is 0
 #: the minor names the ABI, and a library of the same MAJOR.MINOR has it.
-ABI_VERSION: Final[Tuple[int, int]] = (0, 2)
+ABI_VERSION: Final[Tuple[int, int]] = (0, 3)
 
 
 # ----------------------------------------------------------------------------
@@ -81,6 +82,7 @@ itsme_verification_state = c_uint32
 itsme_exchange_method = c_uint32
 itsme_exchange_state = c_uint32
 itsme_voice_state = c_uint32
+itsme_voice_turn = c_uint32
 itsme_voice_outcome = c_uint32
 itsme_online_verify_state = c_uint32
 itsme_pin_update_state = c_uint32
@@ -101,14 +103,14 @@ itsme_approval_decision = c_uint32
 #: one they were written for.
 ITSME_VERSION_MAJOR: Final = 0
 
-ITSME_VERSION_MINOR: Final = 2
+ITSME_VERSION_MINOR: Final = 3
 
 ITSME_VERSION_PATCH: Final = 0
 
-ITSME_VERSION_STRING: Final = "0.2.0"
+ITSME_VERSION_STRING: Final = "0.3.0"
 
 #: MAJOR * 10000 + MINOR * 100 + PATCH
-ITSME_VERSION_NUMBER: Final = 200
+ITSME_VERSION_NUMBER: Final = 300
 
 ITSME_OK: Final = 0
 
@@ -229,6 +231,31 @@ ITSME_ACCESSIBLE_AFTER_FIRST_UNLOCK_THIS_DEVICE_ONLY: Final = 1
 #: (iOS: WhenUnlocked).
 ITSME_ACCESSIBLE_WHEN_UNLOCKED: Final = 2
 
+#: A host-implemented secret store.
+#:
+#: Each callback returns ITSME_OK on success, ITSME_E_NOT_FOUND where the
+#: item does not exist (get and remove), ITSME_E_BUFFER_TOO_SMALL from get
+#: (with *out_len set to the item's size) when cap is too small, and any
+#: other code, conventionally ITSME_E_SECRET_STORE, on failure.
+#:
+#: Lifetimes: `name` and `value` are borrowed for the duration of the call
+#: only; copy what you keep.  `out` may be written only up to `cap` bytes.
+#:
+#: Threads: the callbacks of one store are never called concurrently (the
+#: library serialises them), but they may be called from any thread that
+#: calls into the library with a handle using this store.  They must not
+#: call back into libitsme.  The library's read-modify-writes of an item
+#: (attempt counters) are atomic within the process; if several processes
+#: share one host store, the host must make them atomic across processes.
+#:
+#: get:     copy the item's bytes to out and its size to *out_len.
+#: put:     create or replace the item with `len` bytes of `value`,
+#: atomically: after a crash the old or the new value is there.
+#: remove:  delete the item; ITSME_E_NOT_FOUND if it does not exist.
+#: destroy: optional (may be NULL); called once with ctx when the library
+#: drops its last reference to the store.
+ITSME_SECRET_STORE_CALLBACKS_VERSION: Final = 1
+
 ITSME_CONTACT_UNVERIFIED: Final = 0
 
 ITSME_CONTACT_VERIFIED: Final = 1
@@ -326,7 +353,6 @@ ITSME_VOICE_STATE_FINISHED: Final = 4
 
 ITSME_VOICE_STATE_FAILED: Final = 5
 
-#: Whose word is next (itsme_voice_status).
 ITSME_VOICE_TURN_NONE: Final = 0
 
 ITSME_VOICE_TURN_MINE: Final = 1
@@ -352,6 +378,9 @@ ITSME_VOICE_OUTCOME_VERIFIED_TAG_UNCHECKED: Final = 4
 #: A tag value meaning "unknown" (itsme_voice_their_code when this device
 #: holds no device secret for the contact).
 ITSME_VOICE_TAG_UNKNOWN: Final = 100
+
+#: The words each person has in a session.
+ITSME_VOICE_WORD_COUNT: Final = 5
 
 #: Buffer size for a code's text: "NOVEMBER 999" and the NUL; and for a
 #: session ID: "NOVEMBER 99" and the NUL.
@@ -484,6 +513,17 @@ ITSME_APPROVAL_LIFETIME_MAX: Final = 600
 ITSME_APPROVAL_APPROVE: Final = 1
 
 ITSME_APPROVAL_DENY: Final = 2
+
+#: A host-implemented replay store (a database table, a shared cache).
+#: insert: record `key` (32 bytes, borrowed for the call) until
+#: `expires_at` (the host may forget it after that); set *out_seen to 1 if
+#: it was recorded already (and leave it), else 0.  Must be atomic across
+#: every verifier sharing the store.  Return ITSME_OK, or any other code
+#: on failure (the approval is then refused with that code).  `now` is the
+#: verifier's clock.  Must not call back into libitsme.
+#: destroy: optional (may be NULL); called once with ctx when the store is
+#: freed.
+ITSME_REPLAY_STORE_CALLBACKS_VERSION: Final = 1
 
 #: The former name of ITSME_EXCHANGE_METHOD_QR, kept for compatibility.
 ITSME_EXCHANGE_QR: Final = ITSME_EXCHANGE_METHOD_QR
@@ -670,6 +710,14 @@ class ItsmeVoiceState(enum.IntEnum):
     ITSME_VOICE_STATE_FAILED = 5
 
 
+class ItsmeVoiceTurn(enum.IntEnum):
+    """The values of ``itsme_voice_turn``: ITSME_VOICE_TURN_*."""
+
+    ITSME_VOICE_TURN_NONE = 0
+    ITSME_VOICE_TURN_MINE = 1
+    ITSME_VOICE_TURN_THEIRS = 2
+
+
 class ItsmeVoiceOutcome(enum.IntEnum):
     """The values of ``itsme_voice_outcome``: ITSME_VOICE_OUTCOME_*."""
 
@@ -723,6 +771,7 @@ ENUMS: Final[Dict[str, Type[enum.IntEnum]]] = {
     "itsme_exchange_method": ItsmeExchangeMethod,
     "itsme_exchange_state": ItsmeExchangeState,
     "itsme_voice_state": ItsmeVoiceState,
+    "itsme_voice_turn": ItsmeVoiceTurn,
     "itsme_voice_outcome": ItsmeVoiceOutcome,
     "itsme_online_verify_state": ItsmeOnlineVerifyState,
     "itsme_pin_update_state": ItsmePinUpdateState,
@@ -763,7 +812,8 @@ class itsme_store_loss(Structure):
     """What accepting a store's loss gave up (itsme_store_accept_loss)."""
 
     _fields_ = [
-        ("replaced", c_int32),
+        ("size", c_size_t),
+        ("replaced", c_bool),
         ("commits_lost", c_uint64),
         ("contacts_before", c_uint64),
         ("contacts_now", c_uint64),
@@ -773,44 +823,40 @@ class itsme_store_loss(Structure):
         ("contacts_without_their_photo", c_uint64),
     ]
 
-
-class itsme_voice_derivation(Structure):
-    """What one side derives in a session (docs/PROTOCOL.md 9.2 to 10.1), all
-    at once: for hosts that keep their own state, and for benchmarks.
-    """
-
-    _fields_ = [
-        ("session_id", c_uint32),
-        ("my_words", c_uint8 * 5),
-        ("their_words", c_uint8 * 5),
-        ("i_select_first", c_uint8),
-        ("reserved", c_uint8),
-        ("my_code", c_uint32),
-        ("their_code", c_uint32),
-        ("my_tag", c_uint32),
-        ("their_tag", c_uint32),
-    ]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Fields by position or by name; ``size`` is the struct's size unless given."""
+        if not args:
+            kwargs.setdefault("size", sizeof(type(self)))
+        super().__init__(*args, **kwargs)
 
 
 class itsme_import_report(Structure):
     """What installing an import would do on this device."""
 
     _fields_ = [
-        ("wrong_identity", c_int32),
+        ("size", c_size_t),
+        ("wrong_identity", c_bool),
         ("other_fingerprint", c_char * ITSME_FINGERPRINT_SIZE),
-        ("store_exists", c_int32),
+        ("store_exists", c_bool),
         ("contacts_readable", c_uint64),
         ("contacts_unreadable", c_uint64),
         ("device_secrets", c_uint64),
     ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Fields by position or by name; ``size`` is the struct's size unless given."""
+        if not args:
+            kwargs.setdefault("size", sizeof(type(self)))
+        super().__init__(*args, **kwargs)
 
 
 class itsme_approval_request_info(Structure):
     """A request, as read from its bytes."""
 
     _fields_ = [
+        ("size", c_size_t),
         ("service_id", c_char * (ITSME_SERVICE_ID_MAX_BYTES + 1)),
-        ("service_name", c_char * 129),
+        ("service_name", c_char * (ITSME_NAME_MAX_BYTES + 1)),
         ("session_id", c_char * (ITSME_SESSION_ID_MAX_BYTES + 1)),
         ("otp", c_char * ITSME_OTP_SIZE),
         ("issued_at", c_int64),
@@ -818,26 +864,70 @@ class itsme_approval_request_info(Structure):
         ("scopes", c_char * ITSME_SCOPES_TEXT_SIZE),
     ]
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Fields by position or by name; ``size`` is the struct's size unless given."""
+        if not args:
+            kwargs.setdefault("size", sizeof(type(self)))
+        super().__init__(*args, **kwargs)
+
 
 class itsme_credential_info(Structure):
     """What a service learns from a valid enrollment."""
 
     _fields_ = [
+        ("size", c_size_t),
         ("credential_id", c_uint8 * ITSME_CREDENTIAL_ID_BYTES),
-        ("public_key", c_uint8 * 32),
-        ("label", c_char * 129),
+        ("public_key", c_uint8 * ITSME_PUBLIC_KEY_BYTES),
+        ("label", c_char * (ITSME_NAME_MAX_BYTES + 1)),
     ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Fields by position or by name; ``size`` is the struct's size unless given."""
+        if not args:
+            kwargs.setdefault("size", sizeof(type(self)))
+        super().__init__(*args, **kwargs)
 
 
 class itsme_approval_result(Structure):
     """What a verified approval says."""
 
     _fields_ = [
+        ("size", c_size_t),
         ("decision", itsme_approval_decision),
         ("credential_id", c_uint8 * ITSME_CREDENTIAL_ID_BYTES),
         ("timestamp", c_int64),
         ("granted_scopes", c_char * ITSME_SCOPES_TEXT_SIZE),
     ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Fields by position or by name; ``size`` is the struct's size unless given."""
+        if not args:
+            kwargs.setdefault("size", sizeof(type(self)))
+        super().__init__(*args, **kwargs)
+
+
+class itsme_voice_derivation(Structure):
+    """What one side derives in a session (docs/PROTOCOL.md 9.2 to 10.1), all
+    at once: for hosts that keep their own state, and for benchmarks.
+    """
+
+    _fields_ = [
+        ("size", c_size_t),
+        ("session_id", c_uint32),
+        ("my_words", c_uint8 * ITSME_VOICE_WORD_COUNT),
+        ("their_words", c_uint8 * ITSME_VOICE_WORD_COUNT),
+        ("i_select_first", c_bool),
+        ("my_code", c_uint32),
+        ("their_code", c_uint32),
+        ("my_tag", c_uint32),
+        ("their_tag", c_uint32),
+    ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Fields by position or by name; ``size`` is the struct's size unless given."""
+        if not args:
+            kwargs.setdefault("size", sizeof(type(self)))
+        super().__init__(*args, **kwargs)
 
 
 # itsme_secret_store_callbacks.get: itsme_result (*)(void *, const char *, uint8_t *, size_t,
@@ -870,32 +960,10 @@ itsme_secret_store_callbacks_destroy = CFUNCTYPE(None, c_void_p)
 
 
 class itsme_secret_store_callbacks(Structure):
-    """A host-implemented secret store.
-
-    Each callback returns ITSME_OK on success, ITSME_E_NOT_FOUND where the
-    item does not exist (get and remove), ITSME_E_BUFFER_TOO_SMALL from get
-    (with *out_len set to the item's size) when cap is too small, and any
-    other code, conventionally ITSME_E_SECRET_STORE, on failure.
-
-    Lifetimes: `name` and `value` are borrowed for the duration of the call
-    only; copy what you keep.  `out` may be written only up to `cap` bytes.
-
-    Threads: the callbacks of one store are never called concurrently (the
-    library serialises them), but they may be called from any thread that
-    calls into the library with a handle using this store.  They must not
-    call back into libitsme.  The library's read-modify-writes of an item
-    (attempt counters) are atomic within the process; if several processes
-    share one host store, the host must make them atomic across processes.
-
-    get:     copy the item's bytes to out and its size to *out_len.
-    put:     create or replace the item with `len` bytes of `value`,
-    atomically: after a crash the old or the new value is there.
-    remove:  delete the item; ITSME_E_NOT_FOUND if it does not exist.
-    destroy: optional (may be NULL); called once with ctx when the library
-    drops its last reference to the store.
-    """
+    """``itsme_secret_store_callbacks``."""
 
     _fields_ = [
+        ("version", c_uint32),
         ("ctx", c_void_p),
         ("get", itsme_secret_store_callbacks_get),
         ("put", itsme_secret_store_callbacks_put),
@@ -903,16 +971,22 @@ class itsme_secret_store_callbacks(Structure):
         ("destroy", itsme_secret_store_callbacks_destroy),
     ]
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Fields by position or by name; ``version`` is ITSME_SECRET_STORE_CALLBACKS_VERSION unless given."""
+        if not args:
+            kwargs.setdefault("version", ITSME_SECRET_STORE_CALLBACKS_VERSION)
+        super().__init__(*args, **kwargs)
+
 
 # itsme_replay_store_callbacks.insert: itsme_result (*)(void *, const uint8_t *, int64_t, int64_t,
-#     int32_t *)
+#     _Bool *)
 itsme_replay_store_callbacks_insert = CFUNCTYPE(
     itsme_result,
     c_void_p,
     POINTER(c_uint8),
     c_int64,
     c_int64,
-    POINTER(c_int32),
+    POINTER(c_bool),
 )
 
 # itsme_replay_store_callbacks.destroy: void (*)(void *)
@@ -920,32 +994,30 @@ itsme_replay_store_callbacks_destroy = CFUNCTYPE(None, c_void_p)
 
 
 class itsme_replay_store_callbacks(Structure):
-    """A host-implemented replay store (a database table, a shared cache).
-    insert: record `key` (32 bytes, borrowed for the call) until
-    `expires_at` (the host may forget it after that); set *out_seen to 1 if
-    it was recorded already (and leave it), else 0.  Must be atomic across
-    every verifier sharing the store.  Return ITSME_OK, or any other code
-    on failure (the approval is then refused with that code).  `now` is the
-    verifier's clock.  Must not call back into libitsme.
-    destroy: optional (may be NULL); called once with ctx when the store is
-    freed.
-    """
+    """``itsme_replay_store_callbacks``."""
 
     _fields_ = [
+        ("version", c_uint32),
         ("ctx", c_void_p),
         ("insert", itsme_replay_store_callbacks_insert),
         ("destroy", itsme_replay_store_callbacks_destroy),
     ]
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Fields by position or by name; ``version`` is ITSME_REPLAY_STORE_CALLBACKS_VERSION unless given."""
+        if not args:
+            kwargs.setdefault("version", ITSME_REPLAY_STORE_CALLBACKS_VERSION)
+        super().__init__(*args, **kwargs)
+
 
 #: Every struct and callback table by name.
 STRUCTS: Final[Dict[str, Type[Structure]]] = {
     "itsme_store_loss": itsme_store_loss,
-    "itsme_voice_derivation": itsme_voice_derivation,
     "itsme_import_report": itsme_import_report,
     "itsme_approval_request_info": itsme_approval_request_info,
     "itsme_credential_info": itsme_credential_info,
     "itsme_approval_result": itsme_approval_result,
+    "itsme_voice_derivation": itsme_voice_derivation,
     "itsme_secret_store_callbacks": itsme_secret_store_callbacks,
     "itsme_replay_store_callbacks": itsme_replay_store_callbacks,
 }
@@ -953,78 +1025,87 @@ STRUCTS: Final[Dict[str, Type[Structure]]] = {
 #: The C layout of every struct and callback table (this platform's C compiler).
 LAYOUTS: Final[Dict[str, Layout]] = {
     "itsme_store_loss": Layout(
-        64,
+        72,
         8,
         (
-            ("replaced", 0),
-            ("commits_lost", 8),
-            ("contacts_before", 16),
-            ("contacts_now", 24),
-            ("contacts_missing", 32),
-            ("photos_missing", 40),
-            ("device_secrets_missing", 48),
-            ("contacts_without_their_photo", 56),
-        ),
-    ),
-    "itsme_voice_derivation": Layout(
-        32,
-        4,
-        (
-            ("session_id", 0),
-            ("my_words", 4),
-            ("their_words", 9),
-            ("i_select_first", 14),
-            ("reserved", 15),
-            ("my_code", 16),
-            ("their_code", 20),
-            ("my_tag", 24),
-            ("their_tag", 28),
+            ("size", 0),
+            ("replaced", 8),
+            ("commits_lost", 16),
+            ("contacts_before", 24),
+            ("contacts_now", 32),
+            ("contacts_missing", 40),
+            ("photos_missing", 48),
+            ("device_secrets_missing", 56),
+            ("contacts_without_their_photo", 64),
         ),
     ),
     "itsme_import_report": Layout(
         56,
         8,
         (
-            ("wrong_identity", 0),
-            ("other_fingerprint", 4),
-            ("store_exists", 24),
+            ("size", 0),
+            ("wrong_identity", 8),
+            ("other_fingerprint", 9),
+            ("store_exists", 26),
             ("contacts_readable", 32),
             ("contacts_unreadable", 40),
             ("device_secrets", 48),
         ),
     ),
     "itsme_approval_request_info": Layout(
-        2624,
+        2632,
         8,
         (
-            ("service_id", 0),
-            ("service_name", 256),
-            ("session_id", 385),
-            ("otp", 514),
-            ("issued_at", 528),
-            ("expires_at", 536),
-            ("scopes", 544),
+            ("size", 0),
+            ("service_id", 8),
+            ("service_name", 264),
+            ("session_id", 393),
+            ("otp", 522),
+            ("issued_at", 536),
+            ("expires_at", 544),
+            ("scopes", 552),
         ),
     ),
     "itsme_credential_info": Layout(
-        177,
-        1,
-        (("credential_id", 0), ("public_key", 16), ("label", 48)),
+        192,
+        8,
+        (("size", 0), ("credential_id", 8), ("public_key", 24), ("label", 56)),
     ),
     "itsme_approval_result": Layout(
-        2112,
+        2120,
         8,
-        (("decision", 0), ("credential_id", 4), ("timestamp", 24), ("granted_scopes", 32)),
+        (
+            ("size", 0),
+            ("decision", 8),
+            ("credential_id", 12),
+            ("timestamp", 32),
+            ("granted_scopes", 40),
+        ),
     ),
-    "itsme_secret_store_callbacks": Layout(
+    "itsme_voice_derivation": Layout(
         40,
         8,
-        (("ctx", 0), ("get", 8), ("put", 16), ("remove", 24), ("destroy", 32)),
+        (
+            ("size", 0),
+            ("session_id", 8),
+            ("my_words", 12),
+            ("their_words", 17),
+            ("i_select_first", 22),
+            ("my_code", 24),
+            ("their_code", 28),
+            ("my_tag", 32),
+            ("their_tag", 36),
+        ),
+    ),
+    "itsme_secret_store_callbacks": Layout(
+        48,
+        8,
+        (("version", 0), ("ctx", 8), ("get", 16), ("put", 24), ("remove", 32), ("destroy", 40)),
     ),
     "itsme_replay_store_callbacks": Layout(
-        24,
+        32,
         8,
-        (("ctx", 0), ("insert", 8), ("destroy", 16)),
+        (("version", 0), ("ctx", 8), ("insert", 16), ("destroy", 24)),
     ),
 }
 
@@ -1045,12 +1126,6 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
     "itsme_init": Signature(itsme_result, ()),
     # itsme_result itsme_last_error(char *buf, size_t cap, size_t *out_len)
     "itsme_last_error": Signature(itsme_result, (c_char_p, c_size_t, POINTER(c_size_t))),
-    # size_t itsme_public_key_bytes(void)
-    "itsme_public_key_bytes": Signature(c_size_t, ()),
-    # size_t itsme_fingerprint_size(void)
-    "itsme_fingerprint_size": Signature(c_size_t, ()),
-    # size_t itsme_name_max_bytes(void)
-    "itsme_name_max_bytes": Signature(c_size_t, ()),
     # itsme_result itsme_fingerprint_from_public_key(const uint8_t *public_key, size_t key_len,
     #     char *out, size_t cap, size_t *out_len)
     "itsme_fingerprint_from_public_key": Signature(
@@ -1108,8 +1183,8 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
     ),
     # itsme_result itsme_identity_set_name(itsme_identity *identity, const char *name)
     "itsme_identity_set_name": Signature(itsme_result, (c_void_p, c_char_p)),
-    # itsme_result itsme_pin_is_set(itsme_identity *identity, int *out_is_set)
-    "itsme_pin_is_set": Signature(itsme_result, (c_void_p, POINTER(c_int))),
+    # itsme_result itsme_pin_is_set(itsme_identity *identity, _Bool *out_is_set)
+    "itsme_pin_is_set": Signature(itsme_result, (c_void_p, POINTER(c_bool))),
     # itsme_result itsme_pin_set(itsme_identity *identity, const char *pin)
     "itsme_pin_set": Signature(itsme_result, (c_void_p, c_char_p)),
     # itsme_result itsme_pin_verify(itsme_identity *identity, const char *pin, int64_t now)
@@ -1133,8 +1208,6 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
     ),
     # void itsme_store_free(itsme_store *store)
     "itsme_store_free": Signature(None, (c_void_p,)),
-    # void itsme_store_close(itsme_store *store)
-    "itsme_store_close": Signature(None, (c_void_p,)),
     # itsme_result itsme_store_last_error(const itsme_store *store, char *buf, size_t cap,
     #     size_t *out_len)
     "itsme_store_last_error": Signature(
@@ -1201,10 +1274,10 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
     # itsme_result itsme_store_set_note(itsme_store *store, int64_t id, const char *note)
     "itsme_store_set_note": Signature(itsme_result, (c_void_p, c_int64, c_char_p)),
     # itsme_result itsme_store_set_state(itsme_store *store, int64_t id,
-    #     itsme_verification_state state, int acknowledged, int64_t now)
+    #     itsme_verification_state state, bool acknowledged, int64_t now)
     "itsme_store_set_state": Signature(
         itsme_result,
-        (c_void_p, c_int64, itsme_verification_state, c_int, c_int64),
+        (c_void_p, c_int64, itsme_verification_state, c_bool, c_int64),
     ),
     # itsme_result itsme_store_use_window(itsme_store *store, int64_t id, int64_t window)
     "itsme_store_use_window": Signature(itsme_result, (c_void_p, c_int64, c_int64)),
@@ -1235,13 +1308,13 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
         (c_void_p, POINTER(c_uint8), c_size_t, POINTER(c_size_t)),
     ),
     # itsme_result itsme_contact_is_authenticated(const itsme_contact *contact,
-    #     int *out_authenticated)
-    "itsme_contact_is_authenticated": Signature(itsme_result, (c_void_p, POINTER(c_int))),
+    #     _Bool *out_authenticated)
+    "itsme_contact_is_authenticated": Signature(itsme_result, (c_void_p, POINTER(c_bool))),
     # itsme_result itsme_contact_state(const itsme_contact *contact,
-    #     itsme_verification_state *out_state, int *out_acknowledged)
+    #     itsme_verification_state *out_state, _Bool *out_acknowledged)
     "itsme_contact_state": Signature(
         itsme_result,
-        (c_void_p, POINTER(itsme_verification_state), POINTER(c_int)),
+        (c_void_p, POINTER(itsme_verification_state), POINTER(c_bool)),
     ),
     # itsme_result itsme_contact_exchange_method(const itsme_contact *contact,
     #     itsme_exchange_method *out_method)
@@ -1268,20 +1341,8 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
     # itsme_result itsme_contact_list_get(const itsme_contact_list *list, size_t index,
     #     itsme_contact **out)
     "itsme_contact_list_get": Signature(itsme_result, (c_void_p, c_size_t, POINTER(c_void_p))),
-    # itsme_result itsme_random_new_deterministic(const uint8_t *seed, size_t seed_len,
-    #     itsme_random **out)
-    "itsme_random_new_deterministic": Signature(
-        itsme_result,
-        (POINTER(c_uint8), c_size_t, POINTER(c_void_p)),
-    ),
     # void itsme_random_free(itsme_random *rng)
     "itsme_random_free": Signature(None, (c_void_p,)),
-    # itsme_result itsme_identity_create_with_random(itsme_secret_store *store, const char *name,
-    #     itsme_random *rng, itsme_identity **out)
-    "itsme_identity_create_with_random": Signature(
-        itsme_result,
-        (c_void_p, c_char_p, c_void_p, POINTER(c_void_p)),
-    ),
     # itsme_result itsme_short_code_parse(const char *text, uint32_t *out_value)
     "itsme_short_code_parse": Signature(itsme_result, (c_char_p, POINTER(c_uint32))),
     # itsme_result itsme_short_code_format(uint32_t value, char *out, size_t cap, size_t *out_len)
@@ -1397,18 +1458,18 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
         itsme_result,
         (c_char_p, c_char_p, c_size_t, POINTER(c_size_t)),
     ),
-    # itsme_result itsme_exchange_new_invite(itsme_identity *identity, int realtime,
+    # itsme_result itsme_exchange_new_invite(itsme_identity *identity, bool realtime,
     #     itsme_random *rng, int64_t now, itsme_exchange **out)
     "itsme_exchange_new_invite": Signature(
         itsme_result,
-        (c_void_p, c_int, c_void_p, c_int64, POINTER(c_void_p)),
+        (c_void_p, c_bool, c_void_p, c_int64, POINTER(c_void_p)),
     ),
     # itsme_result itsme_exchange_accept_invite(itsme_identity *identity, const char *invite_code,
-    #     const char *encryption_code, int realtime, itsme_random *rng, int64_t now,
+    #     const char *encryption_code, bool realtime, itsme_random *rng, int64_t now,
     #     itsme_exchange **out)
     "itsme_exchange_accept_invite": Signature(
         itsme_result,
-        (c_void_p, c_char_p, c_char_p, c_int, c_void_p, c_int64, POINTER(c_void_p)),
+        (c_void_p, c_char_p, c_char_p, c_bool, c_void_p, c_int64, POINTER(c_void_p)),
     ),
     # itsme_result itsme_exchange_invite_code(const itsme_exchange *exchange, char *out,
     #     size_t cap, size_t *out_len)
@@ -1428,127 +1489,8 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
         itsme_result,
         (c_void_p, c_char_p, c_size_t, POINTER(c_size_t)),
     ),
-    # itsme_result itsme_exchange_is_inviter(const itsme_exchange *exchange, int *out_inviter)
-    "itsme_exchange_is_inviter": Signature(itsme_result, (c_void_p, POINTER(c_int))),
-    # itsme_result itsme_derive_seed(const uint8_t *ephemeral_secret, size_t secret_len,
-    #     const uint8_t *peer_ephemeral_public, size_t public_len, const char *fingerprint_a,
-    #     const char *fingerprint_b, uint8_t *out, size_t cap, size_t *out_len)
-    "itsme_derive_seed": Signature(
-        itsme_result,
-        (
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_uint8),
-            c_size_t,
-            c_char_p,
-            c_char_p,
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_size_t),
-        ),
-    ),
-    # itsme_result itsme_derive_sas(const uint8_t *seed, size_t seed_len,
-    #     const uint8_t *transcript_hash, size_t th_len, char *out, size_t cap, size_t *out_len)
-    "itsme_derive_sas": Signature(
-        itsme_result,
-        (
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_uint8),
-            c_size_t,
-            c_char_p,
-            c_size_t,
-            POINTER(c_size_t),
-        ),
-    ),
-    # itsme_result itsme_qr_transcript_hash(const uint8_t *payload_a, size_t a_len,
-    #     const uint8_t *payload_b, size_t b_len, uint8_t *out, size_t cap, size_t *out_len)
-    "itsme_qr_transcript_hash": Signature(
-        itsme_result,
-        (
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_size_t),
-        ),
-    ),
-    # itsme_result itsme_bluetooth_commitment(const uint8_t *identity_public, size_t identity_len,
-    #     const uint8_t *ephemeral_public, size_t ephemeral_len, const char *name,
-    #     const uint8_t *device_secret, size_t device_secret_len, uint8_t *out, size_t cap,
-    #     size_t *out_len)
-    "itsme_bluetooth_commitment": Signature(
-        itsme_result,
-        (
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_uint8),
-            c_size_t,
-            c_char_p,
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_size_t),
-        ),
-    ),
-    # itsme_result itsme_bluetooth_th1(const char *session_code, const uint8_t *hello_i,
-    #     size_t hello_i_len, const uint8_t *hello_r, size_t hello_r_len, const uint8_t *key_i,
-    #     size_t key_i_len, const uint8_t *key_r, size_t key_r_len, uint8_t *out, size_t cap,
-    #     size_t *out_len)
-    "itsme_bluetooth_th1": Signature(
-        itsme_result,
-        (
-            c_char_p,
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_size_t),
-        ),
-    ),
-    # itsme_result itsme_bluetooth_session_keys(const uint8_t *ephemeral_secret, size_t secret_len,
-    #     const uint8_t *peer_ephemeral_public, size_t public_len, const uint8_t *th1,
-    #     size_t th1_len, uint8_t *out, size_t cap, size_t *out_len)
-    "itsme_bluetooth_session_keys": Signature(
-        itsme_result,
-        (
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_size_t),
-        ),
-    ),
-    # itsme_result itsme_bluetooth_transcript_hash(const uint8_t *th1, size_t th1_len,
-    #     const uint8_t *plaintext_i, size_t plaintext_i_len, const uint8_t *plaintext_r,
-    #     size_t plaintext_r_len, uint8_t *out, size_t cap, size_t *out_len)
-    "itsme_bluetooth_transcript_hash": Signature(
-        itsme_result,
-        (
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_size_t),
-        ),
-    ),
+    # itsme_result itsme_exchange_is_inviter(const itsme_exchange *exchange, _Bool *out_inviter)
+    "itsme_exchange_is_inviter": Signature(itsme_result, (c_void_p, POINTER(c_bool))),
     # const char *itsme_nato_word(uint32_t index)
     "itsme_nato_word": Signature(c_char_p, (c_uint32,)),
     # itsme_result itsme_voice_new(itsme_store *store, int64_t contact_id, int64_t now,
@@ -1563,10 +1505,10 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
         (c_void_p, c_char_p, c_size_t, POINTER(c_size_t)),
     ),
     # itsme_result itsme_voice_status(const itsme_voice *voice, itsme_voice_state *out_state,
-    #     uint32_t *out_turn)
+    #     itsme_voice_turn *out_turn)
     "itsme_voice_status": Signature(
         itsme_result,
-        (c_void_p, POINTER(itsme_voice_state), POINTER(c_uint32)),
+        (c_void_p, POINTER(itsme_voice_state), POINTER(itsme_voice_turn)),
     ),
     # itsme_result itsme_voice_timing(const itsme_voice *voice, int64_t now, int64_t *out_window,
     #     int64_t *out_starts_in, int64_t *out_ends_in)
@@ -1582,8 +1524,12 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
         itsme_result,
         (c_void_p, c_char_p, c_size_t, POINTER(c_size_t)),
     ),
-    # itsme_result itsme_voice_words(const itsme_voice *voice, uint8_t *out, size_t cap)
-    "itsme_voice_words": Signature(itsme_result, (c_void_p, POINTER(c_uint8), c_size_t)),
+    # itsme_result itsme_voice_words(const itsme_voice *voice, uint8_t *out, size_t cap,
+    #     size_t *out_len)
+    "itsme_voice_words": Signature(
+        itsme_result,
+        (c_void_p, POINTER(c_uint8), c_size_t, POINTER(c_size_t)),
+    ),
     # itsme_result itsme_voice_select(itsme_voice *voice, uint32_t word, int64_t now)
     "itsme_voice_select": Signature(itsme_result, (c_void_p, c_uint32, c_int64)),
     # itsme_result itsme_voice_your_code(const itsme_voice *voice, char *out, size_t cap,
@@ -1604,95 +1550,6 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
         itsme_result,
         (c_void_p, c_void_p, c_char_p, c_uint32, c_int64, POINTER(itsme_voice_outcome)),
     ),
-    # itsme_result itsme_derive_session_id(const uint8_t *seed, size_t seed_len, int64_t window,
-    #     char *out, size_t cap, size_t *out_len)
-    "itsme_derive_session_id": Signature(
-        itsme_result,
-        (POINTER(c_uint8), c_size_t, c_int64, c_char_p, c_size_t, POINTER(c_size_t)),
-    ),
-    # itsme_result itsme_derive_words(const uint8_t *seed, size_t seed_len, int64_t window,
-    #     const uint8_t *pid, size_t pid_len, uint8_t *out, size_t cap)
-    "itsme_derive_words": Signature(
-        itsme_result,
-        (
-            POINTER(c_uint8),
-            c_size_t,
-            c_int64,
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_uint8),
-            c_size_t,
-        ),
-    ),
-    # itsme_result itsme_derive_lower_selects_first(const uint8_t *seed, size_t seed_len,
-    #     int64_t window, int *out_lower_first)
-    "itsme_derive_lower_selects_first": Signature(
-        itsme_result,
-        (POINTER(c_uint8), c_size_t, c_int64, POINTER(c_int)),
-    ),
-    # itsme_result itsme_derive_code(const uint8_t *seed, size_t seed_len, int64_t window,
-    #     const uint8_t *first, size_t first_len, uint32_t first_word, const uint8_t *second,
-    #     size_t second_len, uint32_t second_word, const uint8_t *speaker, size_t speaker_len,
-    #     char *out, size_t cap, size_t *out_len)
-    "itsme_derive_code": Signature(
-        itsme_result,
-        (
-            POINTER(c_uint8),
-            c_size_t,
-            c_int64,
-            POINTER(c_uint8),
-            c_size_t,
-            c_uint32,
-            POINTER(c_uint8),
-            c_size_t,
-            c_uint32,
-            POINTER(c_uint8),
-            c_size_t,
-            c_char_p,
-            c_size_t,
-            POINTER(c_size_t),
-        ),
-    ),
-    # itsme_result itsme_derive_device_tag(const uint8_t *seed, size_t seed_len, int64_t window,
-    #     const uint8_t *speaker, size_t speaker_len, const uint8_t *secret, size_t secret_len,
-    #     uint32_t *out_tag)
-    "itsme_derive_device_tag": Signature(
-        itsme_result,
-        (
-            POINTER(c_uint8),
-            c_size_t,
-            c_int64,
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_uint32),
-        ),
-    ),
-    # itsme_result itsme_derive_voice(const uint8_t *seed, size_t seed_len, int64_t window,
-    #     const uint8_t *my_pid, size_t my_pid_len, const uint8_t *their_pid, size_t their_pid_len,
-    #     const uint8_t *my_secret, size_t my_secret_len, const uint8_t *their_secret,
-    #     size_t their_secret_len, uint32_t first_word, uint32_t second_word,
-    #     itsme_voice_derivation *out)
-    "itsme_derive_voice": Signature(
-        itsme_result,
-        (
-            POINTER(c_uint8),
-            c_size_t,
-            c_int64,
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_uint8),
-            c_size_t,
-            c_uint32,
-            c_uint32,
-            POINTER(itsme_voice_derivation),
-        ),
-    ),
     # itsme_result itsme_store_degradation_code(itsme_store *store, int64_t contact_id,
     #     itsme_random *rng, char *out, size_t cap, size_t *out_len)
     "itsme_store_degradation_code": Signature(
@@ -1704,23 +1561,6 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
     "itsme_store_accept_degradation_code": Signature(
         itsme_result,
         (c_void_p, c_int64, c_char_p, c_int64),
-    ),
-    # itsme_result itsme_derive_degradation_code(const uint8_t *seed, size_t seed_len,
-    #     const uint8_t *pid, size_t pid_len, const uint8_t *secret, size_t secret_len, char *out,
-    #     size_t cap, size_t *out_len)
-    "itsme_derive_degradation_code": Signature(
-        itsme_result,
-        (
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_uint8),
-            c_size_t,
-            POINTER(c_uint8),
-            c_size_t,
-            c_char_p,
-            c_size_t,
-            POINTER(c_size_t),
-        ),
     ),
     # itsme_result itsme_online_verify_new(itsme_store *store, int64_t contact_id, int64_t window,
     #     itsme_random *rng, int64_t now, itsme_online_verify **out)
@@ -2151,13 +1991,344 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
             POINTER(itsme_approval_result),
         ),
     ),
+    # size_t itsme_public_key_bytes(void)
+    "itsme_public_key_bytes": Signature(c_size_t, ()),
+    # size_t itsme_fingerprint_chars(void)
+    "itsme_fingerprint_chars": Signature(c_size_t, ()),
+    # size_t itsme_fingerprint_size(void)
+    "itsme_fingerprint_size": Signature(c_size_t, ()),
+    # size_t itsme_pin_length(void)
+    "itsme_pin_length": Signature(c_size_t, ()),
+    # size_t itsme_text_max(void)
+    "itsme_text_max": Signature(c_size_t, ()),
+    # size_t itsme_typed_code_max(void)
+    "itsme_typed_code_max": Signature(c_size_t, ()),
+    # size_t itsme_export_text_max(void)
+    "itsme_export_text_max": Signature(c_size_t, ()),
+    # size_t itsme_name_max_bytes(void)
+    "itsme_name_max_bytes": Signature(c_size_t, ()),
+    # size_t itsme_seed_bytes(void)
+    "itsme_seed_bytes": Signature(c_size_t, ()),
+    # size_t itsme_note_max_bytes(void)
+    "itsme_note_max_bytes": Signature(c_size_t, ()),
+    # size_t itsme_short_code_size(void)
+    "itsme_short_code_size": Signature(c_size_t, ()),
+    # size_t itsme_short_code_values(void)
+    "itsme_short_code_values": Signature(c_size_t, ()),
+    # size_t itsme_qr_payload_max(void)
+    "itsme_qr_payload_max": Signature(c_size_t, ()),
+    # size_t itsme_bluetooth_frame_max(void)
+    "itsme_bluetooth_frame_max": Signature(c_size_t, ()),
+    # size_t itsme_remote_code_size(void)
+    "itsme_remote_code_size": Signature(c_size_t, ()),
+    # size_t itsme_remote_message_max(void)
+    "itsme_remote_message_max": Signature(c_size_t, ()),
+    # size_t itsme_relay_id_size(void)
+    "itsme_relay_id_size": Signature(c_size_t, ()),
+    # size_t itsme_voice_word_count(void)
+    "itsme_voice_word_count": Signature(c_size_t, ()),
+    # size_t itsme_voice_code_size(void)
+    "itsme_voice_code_size": Signature(c_size_t, ()),
+    # size_t itsme_voice_session_id_size(void)
+    "itsme_voice_session_id_size": Signature(c_size_t, ()),
+    # size_t itsme_degradation_code_size(void)
+    "itsme_degradation_code_size": Signature(c_size_t, ()),
+    # size_t itsme_room_name_size(void)
+    "itsme_room_name_size": Signature(c_size_t, ()),
+    # size_t itsme_online_verify_message_max(void)
+    "itsme_online_verify_message_max": Signature(c_size_t, ()),
+    # size_t itsme_pin_update_frame_max(void)
+    "itsme_pin_update_frame_max": Signature(c_size_t, ()),
+    # size_t itsme_export_password_size(void)
+    "itsme_export_password_size": Signature(c_size_t, ()),
+    # size_t itsme_export_chosen_password_min(void)
+    "itsme_export_chosen_password_min": Signature(c_size_t, ()),
+    # size_t itsme_export_max(void)
+    "itsme_export_max": Signature(c_size_t, ()),
+    # size_t itsme_export_text_size(void)
+    "itsme_export_text_size": Signature(c_size_t, ()),
+    # size_t itsme_transfer_offer_size(void)
+    "itsme_transfer_offer_size": Signature(c_size_t, ()),
+    # size_t itsme_transfer_message_max(void)
+    "itsme_transfer_message_max": Signature(c_size_t, ()),
+    # size_t itsme_profile_record_max(void)
+    "itsme_profile_record_max": Signature(c_size_t, ()),
+    # size_t itsme_profile_record_overhead(void)
+    "itsme_profile_record_overhead": Signature(c_size_t, ()),
+    # size_t itsme_record_id_bytes(void)
+    "itsme_record_id_bytes": Signature(c_size_t, ()),
+    # size_t itsme_profile_reference_bytes(void)
+    "itsme_profile_reference_bytes": Signature(c_size_t, ()),
+    # size_t itsme_record_name_size(void)
+    "itsme_record_name_size": Signature(c_size_t, ()),
+    # size_t itsme_photo_filename_max_bytes(void)
+    "itsme_photo_filename_max_bytes": Signature(c_size_t, ()),
+    # size_t itsme_credential_id_bytes(void)
+    "itsme_credential_id_bytes": Signature(c_size_t, ()),
+    # size_t itsme_service_id_max_bytes(void)
+    "itsme_service_id_max_bytes": Signature(c_size_t, ()),
+    # size_t itsme_session_id_max_bytes(void)
+    "itsme_session_id_max_bytes": Signature(c_size_t, ()),
+    # size_t itsme_otp_size(void)
+    "itsme_otp_size": Signature(c_size_t, ()),
+    # size_t itsme_scopes_max(void)
+    "itsme_scopes_max": Signature(c_size_t, ()),
+    # size_t itsme_scope_max_bytes(void)
+    "itsme_scope_max_bytes": Signature(c_size_t, ()),
+    # size_t itsme_scopes_text_size(void)
+    "itsme_scopes_text_size": Signature(c_size_t, ()),
+    # size_t itsme_enrollment_max(void)
+    "itsme_enrollment_max": Signature(c_size_t, ()),
+    # size_t itsme_approval_request_max(void)
+    "itsme_approval_request_max": Signature(c_size_t, ()),
+    # size_t itsme_approval_max(void)
+    "itsme_approval_max": Signature(c_size_t, ()),
+    # size_t itsme_approval_lifetime_max(void)
+    "itsme_approval_lifetime_max": Signature(c_size_t, ()),
 }
 
 #: The functions of include/itsme_testing.h, exported only by a test build
 #: of the library (itsme._ffi binds each on first use).
-TESTING_FUNCTIONS: Final[Dict[str, Signature]] = {}
+TESTING_FUNCTIONS: Final[Dict[str, Signature]] = {
+    # itsme_result itsme_random_new_deterministic(const uint8_t *seed, size_t seed_len,
+    #     itsme_random **out)
+    "itsme_random_new_deterministic": Signature(
+        itsme_result,
+        (POINTER(c_uint8), c_size_t, POINTER(c_void_p)),
+    ),
+    # itsme_result itsme_identity_create_with_random(itsme_secret_store *store, const char *name,
+    #     itsme_random *rng, itsme_identity **out)
+    "itsme_identity_create_with_random": Signature(
+        itsme_result,
+        (c_void_p, c_char_p, c_void_p, POINTER(c_void_p)),
+    ),
+    # itsme_result itsme_derive_seed(const uint8_t *ephemeral_secret, size_t secret_len,
+    #     const uint8_t *peer_ephemeral_public, size_t public_len, const char *fingerprint_a,
+    #     const char *fingerprint_b, uint8_t *out, size_t cap, size_t *out_len)
+    "itsme_derive_seed": Signature(
+        itsme_result,
+        (
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_uint8),
+            c_size_t,
+            c_char_p,
+            c_char_p,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_size_t),
+        ),
+    ),
+    # itsme_result itsme_derive_sas(const uint8_t *seed, size_t seed_len,
+    #     const uint8_t *transcript_hash, size_t th_len, char *out, size_t cap, size_t *out_len)
+    "itsme_derive_sas": Signature(
+        itsme_result,
+        (
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_uint8),
+            c_size_t,
+            c_char_p,
+            c_size_t,
+            POINTER(c_size_t),
+        ),
+    ),
+    # itsme_result itsme_qr_transcript_hash(const uint8_t *payload_a, size_t a_len,
+    #     const uint8_t *payload_b, size_t b_len, uint8_t *out, size_t cap, size_t *out_len)
+    "itsme_qr_transcript_hash": Signature(
+        itsme_result,
+        (
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_size_t),
+        ),
+    ),
+    # itsme_result itsme_bluetooth_commitment(const uint8_t *identity_public, size_t identity_len,
+    #     const uint8_t *ephemeral_public, size_t ephemeral_len, const char *name,
+    #     const uint8_t *device_secret, size_t device_secret_len, uint8_t *out, size_t cap,
+    #     size_t *out_len)
+    "itsme_bluetooth_commitment": Signature(
+        itsme_result,
+        (
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_uint8),
+            c_size_t,
+            c_char_p,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_size_t),
+        ),
+    ),
+    # itsme_result itsme_bluetooth_th1(const char *session_code, const uint8_t *hello_i,
+    #     size_t hello_i_len, const uint8_t *hello_r, size_t hello_r_len, const uint8_t *key_i,
+    #     size_t key_i_len, const uint8_t *key_r, size_t key_r_len, uint8_t *out, size_t cap,
+    #     size_t *out_len)
+    "itsme_bluetooth_th1": Signature(
+        itsme_result,
+        (
+            c_char_p,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_size_t),
+        ),
+    ),
+    # itsme_result itsme_bluetooth_session_keys(const uint8_t *ephemeral_secret, size_t secret_len,
+    #     const uint8_t *peer_ephemeral_public, size_t public_len, const uint8_t *th1,
+    #     size_t th1_len, uint8_t *out, size_t cap, size_t *out_len)
+    "itsme_bluetooth_session_keys": Signature(
+        itsme_result,
+        (
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_size_t),
+        ),
+    ),
+    # itsme_result itsme_bluetooth_transcript_hash(const uint8_t *th1, size_t th1_len,
+    #     const uint8_t *plaintext_i, size_t plaintext_i_len, const uint8_t *plaintext_r,
+    #     size_t plaintext_r_len, uint8_t *out, size_t cap, size_t *out_len)
+    "itsme_bluetooth_transcript_hash": Signature(
+        itsme_result,
+        (
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_size_t),
+        ),
+    ),
+    # itsme_result itsme_derive_session_id(const uint8_t *seed, size_t seed_len, int64_t window,
+    #     char *out, size_t cap, size_t *out_len)
+    "itsme_derive_session_id": Signature(
+        itsme_result,
+        (POINTER(c_uint8), c_size_t, c_int64, c_char_p, c_size_t, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_derive_words(const uint8_t *seed, size_t seed_len, int64_t window,
+    #     const uint8_t *pid, size_t pid_len, uint8_t *out, size_t cap, size_t *out_len)
+    "itsme_derive_words": Signature(
+        itsme_result,
+        (
+            POINTER(c_uint8),
+            c_size_t,
+            c_int64,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_size_t),
+        ),
+    ),
+    # itsme_result itsme_derive_lower_selects_first(const uint8_t *seed, size_t seed_len,
+    #     int64_t window, _Bool *out_lower_first)
+    "itsme_derive_lower_selects_first": Signature(
+        itsme_result,
+        (POINTER(c_uint8), c_size_t, c_int64, POINTER(c_bool)),
+    ),
+    # itsme_result itsme_derive_code(const uint8_t *seed, size_t seed_len, int64_t window,
+    #     const uint8_t *first, size_t first_len, uint32_t first_word, const uint8_t *second,
+    #     size_t second_len, uint32_t second_word, const uint8_t *speaker, size_t speaker_len,
+    #     char *out, size_t cap, size_t *out_len)
+    "itsme_derive_code": Signature(
+        itsme_result,
+        (
+            POINTER(c_uint8),
+            c_size_t,
+            c_int64,
+            POINTER(c_uint8),
+            c_size_t,
+            c_uint32,
+            POINTER(c_uint8),
+            c_size_t,
+            c_uint32,
+            POINTER(c_uint8),
+            c_size_t,
+            c_char_p,
+            c_size_t,
+            POINTER(c_size_t),
+        ),
+    ),
+    # itsme_result itsme_derive_device_tag(const uint8_t *seed, size_t seed_len, int64_t window,
+    #     const uint8_t *speaker, size_t speaker_len, const uint8_t *secret, size_t secret_len,
+    #     uint32_t *out_tag)
+    "itsme_derive_device_tag": Signature(
+        itsme_result,
+        (
+            POINTER(c_uint8),
+            c_size_t,
+            c_int64,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_uint32),
+        ),
+    ),
+    # itsme_result itsme_derive_voice(const uint8_t *seed, size_t seed_len, int64_t window,
+    #     const uint8_t *my_pid, size_t my_pid_len, const uint8_t *their_pid, size_t their_pid_len,
+    #     const uint8_t *my_secret, size_t my_secret_len, const uint8_t *their_secret,
+    #     size_t their_secret_len, uint32_t first_word, uint32_t second_word,
+    #     itsme_voice_derivation *out)
+    "itsme_derive_voice": Signature(
+        itsme_result,
+        (
+            POINTER(c_uint8),
+            c_size_t,
+            c_int64,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_uint8),
+            c_size_t,
+            c_uint32,
+            c_uint32,
+            POINTER(itsme_voice_derivation),
+        ),
+    ),
+    # itsme_result itsme_derive_degradation_code(const uint8_t *seed, size_t seed_len,
+    #     const uint8_t *pid, size_t pid_len, const uint8_t *secret, size_t secret_len, char *out,
+    #     size_t cap, size_t *out_len)
+    "itsme_derive_degradation_code": Signature(
+        itsme_result,
+        (
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_uint8),
+            c_size_t,
+            c_char_p,
+            c_size_t,
+            POINTER(c_size_t),
+        ),
+    ),
+}
 
 #: The deprecated functions, with what to use instead.
-DEPRECATED_FUNCTIONS: Final[Dict[str, str]] = {
-    "itsme_store_close": "use itsme_store_free",
-}
+DEPRECATED_FUNCTIONS: Final[Dict[str, str]] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ctypes
 import enum
 import os
-from ctypes import byref, c_int, c_int64, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p
+from ctypes import byref, c_bool, c_int64, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Tuple, Type, Union
 
@@ -143,9 +143,11 @@ class Contact:
         def text(function: Callable[..., int], guess: int) -> str:
             return read_text(lambda buf, cap, out_len: function(ptr, buf, cap, out_len), guess)
 
-        state, acknowledged = c_uint32(), c_int()
+        state, acknowledged = c_uint32(), c_bool()
         check(lib.itsme_contact_state(ptr, byref(state), byref(acknowledged)))
-        authenticated = bool(scalar(lib.itsme_contact_is_authenticated, c_int))
+        is_authenticated = c_bool()
+        check(lib.itsme_contact_is_authenticated(ptr, byref(is_authenticated)))
+        authenticated = bool(is_authenticated.value)
         key = None
         if authenticated:
             key = read_bytes(
@@ -444,7 +446,7 @@ class ContactStore(DetailedHandle):
         confirmed the device change).
         """
         self._call(
-            lib.itsme_store_set_state, _id(contact_id), _uint32(state, "state"), 1 if acknowledged else 0,
+            lib.itsme_store_set_state, _id(contact_id), _uint32(state, "state"), bool(acknowledged),
             unix_time(now),
         )
 

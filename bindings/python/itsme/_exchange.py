@@ -5,7 +5,7 @@ and real-time), short codes, and the protocol's pure derivations
 from __future__ import annotations
 
 import enum
-from ctypes import byref, c_int, c_int64, c_uint32, c_void_p
+from ctypes import byref, c_bool, c_int64, c_uint32, c_void_p
 from typing import TYPE_CHECKING, Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ._contacts import ContactStore, ExchangeMethod, _bytes_argument, _wipe
@@ -264,7 +264,7 @@ class Exchange(DetailedHandle):
         cannot be stored.
         """
         when = unix_time(now)
-        flag = 1 if realtime else 0
+        flag = bool(realtime)
         with use_random(random) as rng:
             return cls._new(identity, lambda ptr, out: lib.itsme_exchange_new_invite(ptr, flag, rng, when, out))
 
@@ -290,7 +290,7 @@ class Exchange(DetailedHandle):
         when = unix_time(now)
         invite = encode_text(invite_code, "invite_code")
         encryption = encode_text(encryption_code, "encryption_code")
-        flag = 1 if realtime else 0
+        flag = bool(realtime)
         with use_random(random) as rng:
             return cls._new(
                 identity,
@@ -379,7 +379,7 @@ class Exchange(DetailedHandle):
     def is_inviter(self) -> bool:
         """True on the side that created the invite, False on the invitee's.
         :class:`InvalidStateError` for an exchange in person."""
-        inviter = c_int()
+        inviter = c_bool()
         self._call(lib.itsme_exchange_is_inviter, byref(inviter))
         return bool(inviter.value)
 

@@ -94,7 +94,8 @@ def read_detail(call: BufferCall) -> str:
 
 
 def thread_last_error() -> str:
-    """The detail of this thread's last failed constructor (itsme_last_error)."""
+    """The detail of this thread's last failed call, whatever handle it was
+    given (itsme_last_error)."""
     return read_detail(lib.itsme_last_error)
 
 
@@ -161,7 +162,9 @@ class Handle:
     """An owned C handle, freed by :meth:`close`, ``with`` or garbage collection.
 
     Calls on the handle and its release are serialised by a lock, so closing
-    from another thread cannot free the handle under a running call.
+    from another thread cannot free the handle under a running call (the
+    lock is not what pairs a call with its failure's detail: that is read
+    from the calling thread's slot).
     """
 
     _kind = "handle"
@@ -210,21 +213,24 @@ class Handle:
 
 
 class DetailedHandle(Handle):
-    """A handle whose C type keeps a last-error message, read after a failed
-    call while the handle's lock is still held, so it is that call's."""
+    """A handle whose C type keeps a last-error message (:meth:`last_error`).
+    A failed call's detail is read from the calling thread's slot, which
+    every failure sets."""
 
     # Set by subclasses to the name of their C *_last_error function.
     _last_error_name: str
 
     def last_error(self) -> str:
         """The detail of the last failed call made on this handle."""
+        function = getattr(lib, self._last_error_name)
         with self._use() as ptr:
-            return self._detail(ptr)
+            return read_detail(lambda buf, cap, out_len: function(ptr, buf, cap, out_len))
 
     @classmethod
     def _detail(cls, ptr: int) -> str:
-        function = getattr(lib, cls._last_error_name)
-        return read_detail(lambda buf, cap, out_len: function(ptr, buf, cap, out_len))
+        """The detail of the call that just failed on this thread (on the
+        handle ``ptr`` or any other)."""
+        return thread_last_error()
 
     def _call(self, function: Callable[..., int], *args: Any) -> None:
         with self._use() as ptr:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ctypes import byref, c_int, c_uint8, c_uint32, c_uint64, c_void_p
+from ctypes import byref, c_bool, c_uint8, c_uint32, c_uint64, c_void_p
 from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
 from ._errors import check
@@ -114,7 +114,7 @@ class Identity(DetailedHandle):
 
     def pin_is_set(self) -> bool:
         """Whether a PIN has been set."""
-        is_set = c_int(0)
+        is_set = c_bool(False)
         self._call(lib.itsme_pin_is_set, byref(is_set))
         return bool(is_set.value)
 

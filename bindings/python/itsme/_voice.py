@@ -4,7 +4,7 @@ pure derivations of docs/PROTOCOL.md sections 9 and 10."""
 from __future__ import annotations
 
 import enum
-from ctypes import byref, c_int, c_int64, c_uint8, c_uint32, c_void_p
+from ctypes import byref, c_bool, c_int64, c_size_t, c_uint8, c_uint32, c_void_p
 from typing import TYPE_CHECKING, Any, Callable, List, NamedTuple, Optional, Tuple, TypeVar
 
 from ._contacts import DEGRADATION_CODE_SIZE, ContactStore, _bytes_argument, _wipe
@@ -291,7 +291,7 @@ class VoiceSession(DetailedHandle):
         """This person's five word indices (0 to 25), sorted; show them as
         :func:`nato_word` texts."""
         out = (c_uint8 * VOICE_WORDS)()
-        self._call(lib.itsme_voice_words, out, VOICE_WORDS)
+        self._call(lib.itsme_voice_words, out, VOICE_WORDS, byref(c_size_t()))
         return list(out)
 
     def select(self, word: int, now: Optional[int] = None) -> None:
@@ -385,7 +385,10 @@ def derive_words(seed: bytes, window: int, pid: bytes) -> List[int]:
     out = (c_uint8 * VOICE_WORDS)()
 
     def call(s: Array[c_uint8], n: int) -> None:
-        check(lib.itsme_derive_words(s, n, window, pid_array, pid_len, out, VOICE_WORDS), thread_last_error)
+        check(
+            lib.itsme_derive_words(s, n, window, pid_array, pid_len, out, VOICE_WORDS, byref(c_size_t())),
+            thread_last_error,
+        )
 
     _with_seed(seed, call)
     return list(out)
@@ -394,7 +397,7 @@ def derive_words(seed: bytes, window: int, pid: bytes) -> List[int]:
 def derive_lower_selects_first(seed: bytes, window: int) -> bool:
     """Whether the party with the lower pid selects first (section 9.4)."""
     window = _window(window)
-    out = c_int()
+    out = c_bool()
     _with_seed(
         seed, lambda s, n: check(lib.itsme_derive_lower_selects_first(s, n, window, byref(out)), thread_last_error)
     )

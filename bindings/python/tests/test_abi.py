@@ -26,21 +26,6 @@ from itsme._handle import Handle
 PACKAGE = pathlib.Path(itsme.__file__).resolve().parent
 
 
-# test_remote_exchange.py reads four constants as ``Header(HEADER.read_text()).int_define(name)``.
-# Until it reads them from itsme._abi, these two names answer it from the
-# generated constants: nothing here parses the header.
-HEADER = PACKAGE.parents[2] / "include" / "itsme.h"
-
-
-class Header:
-    def __init__(self, text):
-        pass
-
-    @staticmethod
-    def int_define(name):
-        return getattr(_abi, name)
-
-
 def bound_functions(library):
     """The C functions looked up on a library so far (ctypes caches each on
     the instance)."""

@@ -17,7 +17,11 @@ import itsme
 from itsme import _ffi
 
 BINDING = pathlib.Path(__file__).resolve().parent.parent
-ELSEWHERE = os.path.join("elsewhere", "libitsme.so.0.2")
+MAJOR, MINOR = _ffi.ABI_VERSION
+ELSEWHERE = os.path.join("elsewhere", f"libitsme.so.{MAJOR}.{MINOR}")
+# Version numbers as itsme_version_number gives them: this ABI's, and others.
+THIS = MAJOR * 10000 + MINOR * 100
+OTHER = THIS + 100
 
 
 @pytest.fixture
@@ -100,28 +104,29 @@ def library_of_version(tmp_path, number):
 
 
 @pytest.mark.parametrize(
-    "number, text",
-    [(100, "0.1.0"), (300, "0.3.0"), (301, "0.3.1"), (10200, "1.2.0"), (10000, "1.0.0"), (0, "0.0.0"), (99, "0.0.99")],
+    "number",
+    [THIS - 100, OTHER, OTHER + 1, 10000 + THIS, 10000, 0, 99],
 )
-def test_a_library_of_another_abi_is_refused(tmp_path, number, text):
+def test_a_library_of_another_abi_is_refused(tmp_path, number):
+    text = f"{number // 10000}.{number // 100 % 100}.{number % 100}"
     path = library_of_version(tmp_path, number)
     with pytest.raises(itsme.LibraryVersionError) as caught:
         _ffi.load_library(path)
     error = caught.value
     assert isinstance(error, OSError)
-    assert (error.path, error.found, error.expected) == (path, number, (0, 2))
+    assert (error.path, error.found, error.expected) == (path, number, (MAJOR, MINOR))
     message = str(error)
     assert repr(path) in message
     assert f"libitsme {text}," in message
-    assert "written for libitsme 0.2 (any 0.2.x)" in message
+    assert f"written for libitsme {MAJOR}.{MINOR} (any {MAJOR}.{MINOR}.x)" in message
     assert _ffi.LIBRARY_ENV in message
     copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is itsme.LibraryVersionError and str(copy) == message
 
 
-@pytest.mark.parametrize("number", [200, 201, 299])
+@pytest.mark.parametrize("number", [THIS, THIS + 1, THIS + 99])
 def test_a_library_of_the_same_abi_passes_the_check(tmp_path, number):
-    """0.2.x passes the version check; this one then lacks every other
+    """Any patch of this ABI passes the version check; this one then lacks every other
     function, which load_library reports after the check."""
     path = library_of_version(tmp_path, number)
     with pytest.raises(OSError) as caught:
@@ -161,10 +166,10 @@ def import_itsme(environ, pythonpath=BINDING):
 
 
 def test_importing_refuses_a_library_of_another_abi(tmp_path):
-    path = library_of_version(tmp_path, 300)
+    path = library_of_version(tmp_path, OTHER)
     code, _, stderr = import_itsme({_ffi.LIBRARY_ENV: path})
     assert code != 0
-    assert "LibraryVersionError" in stderr and "libitsme 0.3.0" in stderr and path in stderr
+    assert "LibraryVersionError" in stderr and f"libitsme {MAJOR}.{MINOR + 1}.0" in stderr and path in stderr
 
 
 def test_importing_without_a_library_says_what_to_do(tmp_path):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from ctypes import byref, c_int, c_size_t, c_void_p, create_string_buffer
+from ctypes import byref, c_bool, c_size_t, c_void_p, create_string_buffer
 from dataclasses import dataclass
 
 import pytest
@@ -35,7 +35,7 @@ from itsme import (
 )
 from itsme._ffi import lib
 from conftest import DictBackend
-from test_abi import HEADER, Header
+from itsme import _abi
 from test_exchange import DAY, T0, rng
 
 INVITE, ACCEPT, REPLY, DECISION = 1, 2, 3, 4
@@ -142,10 +142,9 @@ def run(inviter: Exchange, invitee: Exchange, now: int = T0):
 
 
 def test_constants_match_the_header():
-    header = Header(HEADER.read_text())
-    assert header.int_define("ITSME_REMOTE_CODE_SIZE") == itsme.REMOTE_CODE_SIZE == len("K7X2-M9PM") + 1
-    assert header.int_define("ITSME_REMOTE_MESSAGE_MAX") == itsme.REMOTE_MESSAGE_MAX
-    assert header.int_define("ITSME_RELAY_ID_SIZE") == itsme.RELAY_ID_SIZE == 32 + 1
+    assert _abi.ITSME_REMOTE_CODE_SIZE == itsme.REMOTE_CODE_SIZE == len("K7X2-M9PM") + 1
+    assert _abi.ITSME_REMOTE_MESSAGE_MAX == itsme.REMOTE_MESSAGE_MAX
+    assert _abi.ITSME_RELAY_ID_SIZE == itsme.RELAY_ID_SIZE == 32 + 1
     # The longest message: an ACCEPT with a name of 128 bytes.
     assert itsme.REMOTE_MESSAGE_MAX == 2 + 32 + 32 + 145 + itsme.NAME_MAX_BYTES + 16
 
@@ -602,8 +601,8 @@ def test_null_pointers_are_invalid_arguments(alice):
             small = create_string_buffer(4)
             assert function(ptr, small, 4, byref(out_len)) == Result.ITSME_E_BUFFER_TOO_SMALL
             assert out_len.value in (itsme.REMOTE_CODE_SIZE, itsme.RELAY_ID_SIZE)
-        flag = c_int(7)
+        flag = c_bool(False)
         assert lib.itsme_exchange_is_inviter(None, byref(flag)) == R
         assert lib.itsme_exchange_is_inviter(ptr, None) == R
-        assert flag.value == 7
-        assert lib.itsme_exchange_is_inviter(ptr, byref(flag)) == Result.ITSME_OK and flag.value == 1
+        assert flag.value is False
+        assert lib.itsme_exchange_is_inviter(ptr, byref(flag)) == Result.ITSME_OK and flag.value is True
