@@ -2283,7 +2283,6 @@ public interface ItsMeLibrary extends Library {
      * support; ITSME_E_INTERNAL if libsodium cannot initialise.
      * </pre>
      * <p>C: {@code itsme_result itsme_init(void)}
-     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
     int itsme_init();
 
