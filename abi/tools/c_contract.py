@@ -406,7 +406,7 @@ class Generator:
             testing = self.functions[index][1]
             if testing:
                 w("#ifdef ITSME_CONTRACT_TESTING")
-            w("    {%s, %s, %s, {%d, %s, %d}}," % (c_string(name), c_string(label), run, index, kind, param))
+            w("    {%s, %s, %s, {%s, %d}}," % (c_string(name), c_string(label), run, kind, param))
             if testing:
                 w("#endif")
         w("};")

@@ -66,7 +66,6 @@ struct ct_param {
 };
 
 struct ct_check {
-    int function; /* index into ct_functions */
     enum ct_kind kind;
     int param; /* the parameter concerned, or -1 */
 };
