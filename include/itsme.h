@@ -199,6 +199,12 @@ typedef int32_t itsme_result ITSME_VALUES(ITSME_OK) ITSME_VALUES(ITSME_E_);
  * Thread-safe; needs no itsme_init(). */
 const char *itsme_result_message(itsme_result code);
 
+/* The name of a result code as this header spells it ("ITSME_E_WRONG_PIN"),
+ * for logs and for hosts that map codes by name; "ITSME_E_UNKNOWN" for a
+ * code this version does not know.  Static storage; never free it.
+ * Thread-safe; needs no itsme_init(). */
+const char *itsme_result_name(itsme_result code);
+
 /* ------------------------------------------------------------------------
  * Initialisation and sizes
  * ---------------------------------------------------------------------- */

@@ -144,3 +144,36 @@ public func ffiApprovalMax() -> UInt { UInt(ITSME_APPROVAL_MAX) }
 
 @c(itsme_approval_lifetime_max)
 public func ffiApprovalLifetimeMax() -> UInt { UInt(ITSME_APPROVAL_LIFETIME_MAX) }
+
+// MARK: - Result names
+
+@c(itsme_result_name)
+public func ffiResultName(_ code: itsme_result) -> UnsafePointer<CChar> {
+    switch code {
+    case ITSME_OK: cString("ITSME_OK")
+    case ITSME_E_INVALID_ARGUMENT: cString("ITSME_E_INVALID_ARGUMENT")
+    case ITSME_E_BUFFER_TOO_SMALL: cString("ITSME_E_BUFFER_TOO_SMALL")
+    case ITSME_E_NOT_INITIALIZED: cString("ITSME_E_NOT_INITIALIZED")
+    case ITSME_E_UNSUPPORTED_PLATFORM: cString("ITSME_E_UNSUPPORTED_PLATFORM")
+    case ITSME_E_NOT_FOUND: cString("ITSME_E_NOT_FOUND")
+    case ITSME_E_ALREADY_EXISTS: cString("ITSME_E_ALREADY_EXISTS")
+    case ITSME_E_INVALID_PIN: cString("ITSME_E_INVALID_PIN")
+    case ITSME_E_WRONG_PIN: cString("ITSME_E_WRONG_PIN")
+    case ITSME_E_LOCKED: cString("ITSME_E_LOCKED")
+    case ITSME_E_SECRET_STORE: cString("ITSME_E_SECRET_STORE")
+    case ITSME_E_CORRUPT_DATA: cString("ITSME_E_CORRUPT_DATA")
+    case ITSME_E_AUTHENTICATION_FAILED: cString("ITSME_E_AUTHENTICATION_FAILED")
+    case ITSME_E_INVALID_KEY: cString("ITSME_E_INVALID_KEY")
+    case ITSME_E_INVALID_STATE: cString("ITSME_E_INVALID_STATE")
+    case ITSME_E_DATABASE: cString("ITSME_E_DATABASE")
+    case ITSME_E_OUT_OF_MEMORY: cString("ITSME_E_OUT_OF_MEMORY")
+    case ITSME_E_INTERNAL: cString("ITSME_E_INTERNAL")
+    case ITSME_E_WRONG_IDENTITY: cString("ITSME_E_WRONG_IDENTITY")
+    case ITSME_E_WINDOW_USED: cString("ITSME_E_WINDOW_USED")
+    case ITSME_E_MALFORMED_MESSAGE: cString("ITSME_E_MALFORMED_MESSAGE")
+    case ITSME_E_EXPIRED: cString("ITSME_E_EXPIRED")
+    case ITSME_E_REPLAYED: cString("ITSME_E_REPLAYED")
+    case ITSME_E_ROLLED_BACK: cString("ITSME_E_ROLLED_BACK")
+    default: cString("ITSME_E_UNKNOWN")
+    }
+}

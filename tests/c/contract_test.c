@@ -20,6 +20,7 @@
 #define CT_HAS_itsme_version_string 1
 #define CT_HAS_itsme_version_number 1
 #define CT_HAS_itsme_result_message 1
+#define CT_HAS_itsme_result_name 1
 #define CT_HAS_itsme_init 1
 #define CT_HAS_itsme_last_error 1
 #define CT_HAS_itsme_fingerprint_from_public_key 1
@@ -6891,6 +6892,13 @@ static void run_itsme_result_message(const struct ct_check *c) {
     if (text == NULL || strlen(text) == 0) ct_fail("no text");
 }
 
+/* itsme_result_name */
+static void run_itsme_result_name(const struct ct_check *c) {
+    (void)c;
+    const char *text = itsme_result_name(0);
+    if (text == NULL || strlen(text) == 0) ct_fail("no text");
+}
+
 /* itsme_secret_store_free */
 static void run_itsme_secret_store_free(const struct ct_check *c) {
     if (c->kind == CT_RELEASE_NULL) {
@@ -8781,6 +8789,7 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_version_string", "itsme_version_string: text for zero arguments", run_itsme_version_string, {CT_CALL, -1}},
     {"itsme_version_number", "itsme_version_number: returns ITSME_VERSION_NUMBER", run_itsme_version_number, {CT_CONSTANT, -1}},
     {"itsme_result_message", "itsme_result_message: text for zero arguments", run_itsme_result_message, {CT_CALL, -1}},
+    {"itsme_result_name", "itsme_result_name: text for zero arguments", run_itsme_result_name, {CT_CALL, -1}},
     {"itsme_secret_store_free", "itsme_secret_store_free: NULL", run_itsme_secret_store_free, {CT_RELEASE_NULL, -1}},
     {"itsme_secret_store_free", "itsme_secret_store_free: a handle", run_itsme_secret_store_free, {CT_RELEASE_HANDLE, -1}},
     {"itsme_identity_free", "itsme_identity_free: NULL", run_itsme_identity_free, {CT_RELEASE_NULL, -1}},
@@ -8863,6 +8872,7 @@ static const char *const ct_declared[] = {
     "itsme_version_string",
     "itsme_version_number",
     "itsme_result_message",
+    "itsme_result_name",
     "itsme_init",
     "itsme_last_error",
     "itsme_fingerprint_from_public_key",

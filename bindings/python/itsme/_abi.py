@@ -1122,6 +1122,8 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
     "itsme_version_number": Signature(c_uint32, ()),
     # const char *itsme_result_message(itsme_result code)
     "itsme_result_message": Signature(c_char_p, (itsme_result,)),
+    # const char *itsme_result_name(itsme_result code)
+    "itsme_result_name": Signature(c_char_p, (itsme_result,)),
     # itsme_result itsme_init(void)
     "itsme_init": Signature(itsme_result, ()),
     # itsme_result itsme_last_error(char *buf, size_t cap, size_t *out_len)

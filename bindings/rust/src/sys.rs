@@ -1216,6 +1216,14 @@ extern "C" {
     pub fn itsme_result_message(code: itsme_result) -> *const c_char;
 
     /// ```text
+    /// The name of a result code as this header spells it ("ITSME_E_WRONG_PIN"),
+    /// for logs and for hosts that map codes by name; "ITSME_E_UNKNOWN" for a
+    /// code this version does not know.  Static storage; never free it.
+    /// Thread-safe; needs no itsme_init().
+    /// ```
+    pub fn itsme_result_name(code: itsme_result) -> *const c_char;
+
+    /// ```text
     /// Initialise the library: libsodium (sodium_init) and the CPU check for
     /// AES-256-GCM.  Idempotent and thread-safe: call it as often as you like.
     /// Errors: ITSME_E_UNSUPPORTED_PLATFORM where the CPU lacks AES-256-GCM

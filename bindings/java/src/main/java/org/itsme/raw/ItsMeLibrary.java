@@ -2277,6 +2277,17 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
+     * The name of a result code as this header spells it ("ITSME_E_WRONG_PIN"),
+     * for logs and for hosts that map codes by name; "ITSME_E_UNKNOWN" for a
+     * code this version does not know.  Static storage; never free it.
+     * Thread-safe; needs no itsme_init().
+     * </pre>
+     * <p>C: {@code const char *itsme_result_name(itsme_result code)}
+     */
+    String itsme_result_name(int code);
+
+    /**
+     * <pre>
      * Initialise the library: libsodium (sodium_init) and the CPU check for
      * AES-256-GCM.  Idempotent and thread-safe: call it as often as you like.
      * Errors: ITSME_E_UNSUPPORTED_PLATFORM where the CPU lacks AES-256-GCM
