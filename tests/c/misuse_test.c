@@ -87,6 +87,10 @@ static void no_handles(void) {
     EXPECT("version string", strcmp(itsme_version_string(), ITSME_VERSION_STRING), 0);
     EXPECT("unknown code", strcmp(itsme_result_message(9999), "unknown result code"), 0);
     EXPECT("negative code", strcmp(itsme_result_message(-1), "unknown result code"), 0);
+    EXPECT("name of OK", strcmp(itsme_result_name(ITSME_OK), "ITSME_OK"), 0);
+    EXPECT("name of a code", strcmp(itsme_result_name(ITSME_E_WRONG_PIN), "ITSME_E_WRONG_PIN"), 0);
+    EXPECT("name of the last code", strcmp(itsme_result_name(ITSME_E_ROLLED_BACK), "ITSME_E_ROLLED_BACK"), 0);
+    EXPECT("name of an unknown code", strcmp(itsme_result_name(9999), "ITSME_E_UNKNOWN"), 0);
 
     uint8_t key[32] = {1};
     char fp[ITSME_FINGERPRINT_SIZE];
