@@ -1,5 +1,6 @@
 package org.itsme;
 
+import com.sun.jna.ptr.ByteByReference;
 import com.sun.jna.ptr.IntByReference;
 import com.sun.jna.ptr.LongByReference;
 import java.util.Arrays;
@@ -45,7 +46,7 @@ public record Contact(long id, String name, String fingerprint, byte[] publicKey
                 publicKey = null;
             }
             IntByReference state = new IntByReference();
-            IntByReference acknowledged = new IntByReference();
+            ByteByReference acknowledged = new ByteByReference();
             ItsMe.check(lib.itsme_contact_state(handle, state, acknowledged), null);
             IntByReference method = new IntByReference();
             ItsMe.check(lib.itsme_contact_exchange_method(handle, method), null);

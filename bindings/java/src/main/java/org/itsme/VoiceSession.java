@@ -4,7 +4,6 @@ import com.sun.jna.ptr.IntByReference;
 import com.sun.jna.ptr.LongByReference;
 import com.sun.jna.ptr.PointerByReference;
 import org.itsme.raw.ItsMeLibrary;
-import org.itsme.raw.ItsMeLibrary.SizeT;
 import org.itsme.raw.ItsMeLibrary.VoiceOutcome;
 import org.itsme.raw.ItsMeLibrary.VoiceState;
 import org.itsme.raw.ItsMeLibrary.itsme_voice;
@@ -91,8 +90,7 @@ public final class VoiceSession extends Handle<itsme_voice> {
 
     /** This person's five word indices (0-25), sorted; show them with {@link ItsMe#natoWord}. */
     public int[] words() {
-        byte[] out = new byte[5];
-        call(p -> ItsMe.library().itsme_voice_words(p, out, new SizeT(out.length)));
+        byte[] out = bytes(5, ItsMe.library()::itsme_voice_words);
         int[] words = new int[out.length];
         for (int i = 0; i < out.length; i++) {
             words[i] = Byte.toUnsignedInt(out[i]);
