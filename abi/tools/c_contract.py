@@ -19,13 +19,11 @@ one.  The functions of abi/itsme_testing.abi.json are compiled in only with
 
 Run from the repository root with no arguments (scripts/abi generate).
 """
-import json
-import os
 import re
 import sys
 
-MAIN = "abi/itsme.abi.json"
-TESTING = "abi/itsme_testing.abi.json"
+from _description import read
+
 FIXTURES = "tests/c/contract_fixtures.h"
 OUTPUT = "tests/c/contract_test.c"
 INIT = "itsme_init"  # the conventions of include/itsme.h: before it, ITSME_E_NOT_INITIALIZED
@@ -44,11 +42,6 @@ POINTER_ROLES = {"handle", "out_handle", "in_text", "in_bytes", "out_text", "out
 
 def fail(message):
     sys.exit("abi/tools/c_contract.py: " + message)
-
-
-def load(path):
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
 
 
 def read_fixtures(known):
@@ -428,9 +421,8 @@ class Generator:
 
 
 def main():
-    abi = load(MAIN)
-    testing = load(TESTING) if os.path.exists(TESTING) else None
-    generator = Generator(abi, testing)
+    description = read()
+    generator = Generator(description.main, description.testing)
     text = generator.generate()
     with open(OUTPUT, "w", encoding="utf-8") as f:
         f.write(text)

@@ -28,14 +28,12 @@ description gives (ItsMeLibrary.layoutMismatches()).
 """
 from __future__ import annotations
 
-import json
 import os
-import re
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-MAIN_JSON = "abi/itsme.abi.json"
-TESTING_JSON = "abi/itsme_testing.abi.json"
+from _description import read
+
 OUT_DIR = "bindings/java/src/main/java/org/itsme/raw"
 PACKAGE = "org.itsme.raw"
 
@@ -608,14 +606,10 @@ def write(path: str, text: str) -> None:
 
 
 def main() -> int:
-    with open(MAIN_JSON, encoding="utf-8") as f:
-        main_description = json.load(f)
-    testing = None
-    if os.path.exists(TESTING_JSON):
-        with open(TESTING_JSON, encoding="utf-8") as f:
-            testing = json.load(f)
+    description = read()
+    main_description = description.main
     try:
-        model = Model(main_description, testing)
+        model = Model(main_description, description.testing)
         library = library_source(model)
         testing_text = testing_source(model)
     except GenerateError as e:

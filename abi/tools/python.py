@@ -36,8 +36,8 @@ import re
 import sys
 from typing import Any, Dict, List, NoReturn, Optional, Set, Tuple
 
-MAIN = "abi/itsme.abi.json"
-TESTING = "abi/itsme_testing.abi.json"
+from _description import Description, read
+
 OUTPUT = "bindings/python/itsme/_abi.py"
 
 BANNER = (
@@ -57,13 +57,6 @@ CONSTANT_EXPR = re.compile(r"[A-Z0-9_ +*()-]+")
 def fail(message: str) -> NoReturn:
     print(f"abi/tools/python.py: {message}", file=sys.stderr)
     sys.exit(1)
-
-
-def load(path: str) -> Optional[Dict[str, Any]]:
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)  # type: ignore[no-any-return]
 
 
 def camel(name: str) -> str:
@@ -115,32 +108,24 @@ def wrapped_comment(text: str, indent: str) -> List[str]:
 
 
 class Writer:
-    def __init__(self, main: Dict[str, Any], testing: Optional[Dict[str, Any]]) -> None:
-        self.main = main
-        self.testing = testing
-        self.constants: List[Dict[str, Any]] = []
-        self.typedefs: List[Dict[str, Any]] = []
-        self.enums: List[Dict[str, Any]] = []
-        self.handles: List[Dict[str, Any]] = []
-        self.structs: List[Dict[str, Any]] = []
-        self.tables: List[Dict[str, Any]] = []
-        for source in [main] + ([testing] if testing else []):
-            for key, into in (("constants", self.constants), ("typedefs", self.typedefs),
-                              ("enums", self.enums), ("handles", self.handles),
-                              ("structs", self.structs), ("callback_tables", self.tables)):
-                seen = {item["name"] for item in into}
-                into.extend(item for item in source.get(key, []) if item["name"] not in seen)
-        self.functions: List[Dict[str, Any]] = list(main["functions"])
-        bound = {f["name"] for f in self.functions}
-        # The testing header includes itsme.h: its description repeats the
-        # main functions, which stay bound at load.
-        self.lazy: List[Dict[str, Any]] = [f for f in (testing or {}).get("functions", []) if f["name"] not in bound]
+    def __init__(self, description: Description) -> None:
+        self.main = description.main
+        self.testing = description.testing
+        self.constants = description.items["constants"]
+        self.typedefs = description.items["typedefs"]
+        self.enums = description.items["enums"]
+        self.handles = description.items["handles"]
+        self.structs = description.items["structs"]
+        self.tables = description.items["callback_tables"]
+        self.functions = description.functions
+        # The test build's functions, bound on first use.
+        self.lazy = description.testing_functions
         self.int_constants = {c["name"]: c["value"] for c in self.constants if isinstance(c["value"], int)}
         self.typedef_names = {t["name"] for t in self.typedefs}
         self.struct_names = {s["name"] for s in self.structs + self.tables}
         # A callback's CFUNCTYPE: (table, field) -> its name.
         self.callback_types: Dict[Any, str] = {}
-        names = set(self.int_constants) | self.typedef_names | self.struct_names | bound
+        names = set(self.int_constants) | self.typedef_names | self.struct_names | {f["name"] for f in self.functions}
         names |= {f["name"] for f in self.lazy}
         for table in self.tables:
             for field in table["fields"]:
@@ -498,10 +483,7 @@ class Writer:
 
 
 def main() -> int:
-    main_description = load(MAIN)
-    if main_description is None:
-        fail(f"{MAIN} not found: run scripts/abi generate from the repository root")
-    text = Writer(main_description, load(TESTING)).write()
+    text = Writer(read()).write()
     tmp = OUTPUT + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)

@@ -22,13 +22,12 @@ names a function.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 from typing import Any, Dict, List, Optional, Set
 
-MAIN = "abi/itsme.abi.json"
-TESTING = "abi/itsme_testing.abi.json"
+from _description import Description, read
+
 SYS_RS = "bindings/rust/src/sys.rs"
 ABI_VERSION_RS = "bindings/rust/src/abi_version.rs"
 
@@ -52,14 +51,6 @@ SIZE_NAME = re.compile(r"_(SIZE|BYTES|CHARS|LENGTH|MAX|MIN|OVERHEAD)$")
 TIME_NAME = re.compile(r"_LIFETIME(_MAX|_MIN)?$")
 
 
-def load(path: str) -> Optional[Dict[str, Any]]:
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        data: Dict[str, Any] = json.load(f)
-    return data
-
-
 def ident(name: str) -> str:
     return "r#" + name if name in RUST_KEYWORDS else name
 
@@ -78,24 +69,18 @@ def doc_lines(text: Optional[str], indent: str = "") -> List[str]:
 
 
 class Writer:
-    def __init__(self, main: Dict[str, Any], testing: Optional[Dict[str, Any]]) -> None:
-        self.main = main
-        self.testing = testing
-        self.constants: List[Dict[str, Any]] = []
-        self.typedefs: List[Dict[str, Any]] = []
-        self.enums: List[Dict[str, Any]] = []
-        self.handles: List[Dict[str, Any]] = []
-        self.structs: List[Dict[str, Any]] = []
-        self.tables: List[Dict[str, Any]] = []
-        for source in [main] + ([testing] if testing else []):
-            for key, into in (("constants", self.constants), ("typedefs", self.typedefs),
-                              ("enums", self.enums), ("handles", self.handles),
-                              ("structs", self.structs), ("callback_tables", self.tables)):
-                seen = {item["name"] for item in into}
-                into.extend(item for item in source.get(key, []) if item["name"] not in seen)
-        self.functions: List[Dict[str, Any]] = list(main["functions"])
-        linked = {f["name"] for f in self.functions}
-        self.lazy: List[Dict[str, Any]] = [f for f in (testing or {}).get("functions", []) if f["name"] not in linked]
+    def __init__(self, description: Description) -> None:
+        self.main = description.main
+        self.testing = description.testing
+        self.constants = description.items["constants"]
+        self.typedefs = description.items["typedefs"]
+        self.enums = description.items["enums"]
+        self.handles = description.items["handles"]
+        self.structs = description.items["structs"]
+        self.tables = description.items["callback_tables"]
+        self.functions = description.functions
+        # The test build's functions, bound on first use.
+        self.lazy = description.testing_functions
         self.const_types: Dict[str, str] = {}
         size_functions = {
             f["name"] for f in self.functions + self.lazy
@@ -505,11 +490,7 @@ def write(path: str, text: str) -> None:
 
 
 def main() -> int:
-    main_abi = load(MAIN)
-    if main_abi is None:
-        print(f"abi/tools/rust.py: {MAIN} is missing: run scripts/abi generate", file=sys.stderr)
-        return 1
-    writer = Writer(main_abi, load(TESTING))
+    writer = Writer(read())
     write(SYS_RS, writer.write_sys())
     write(ABI_VERSION_RS, writer.write_abi_version())
     lazy = f" ({len(writer.lazy)} functions of the test build looked up at run time)" if writer.lazy else ""
