@@ -53,6 +53,7 @@ impl DeterministicRandom {
     /// after each draw).
     pub fn new(seed: &[u8; 32]) -> Result<DeterministicRandom> {
         init()?;
+        test_build("itsme_random_new_deterministic")?;
         let mut out = ptr::null_mut();
         // SAFETY: the seed is valid for 32 bytes; out is a valid place.
         let code = unsafe { sys::itsme_random_new_deterministic(seed.as_ptr(), seed.len(), &mut out) };
@@ -96,6 +97,7 @@ impl Identity {
         rng: Option<&mut DeterministicRandom>,
     ) -> Result<Identity> {
         init()?;
+        test_build("itsme_identity_create_with_random")?;
         let name = CText::arg(name, "the name")?;
         let rng = raw_rng(rng);
         store.open_identity(
@@ -893,6 +895,7 @@ fn derived<const N: usize>(
     call: impl FnMut(*mut u8, usize, *mut usize) -> i32,
 ) -> Result<[u8; N]> {
     init()?;
+    test_build(function)?;
     let mut bytes = read_bytes(N, call).map_err(|failure| failure.into_error(thread_detail))?;
     let array = <[u8; N]>::try_from(bytes.as_slice());
     wipe(&mut bytes);
@@ -938,6 +941,7 @@ pub fn derive_seed(
 /// Errors: [`ErrorKind::InvalidArgument`] (sizes).
 pub fn derive_sas(seed: &[u8], transcript_hash: &[u8]) -> Result<String> {
     init()?;
+    test_build("itsme_derive_sas")?;
     read_string(sys::ITSME_SHORT_CODE_SIZE, |out, cap, len| {
         // SAFETY: slices valid for their lengths; out/len come from
         // read_string.

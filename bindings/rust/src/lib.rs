@@ -155,7 +155,8 @@ pub const ACCESSIBLE_WHEN_UNLOCKED: u32 = sys::ITSME_ACCESSIBLE_WHEN_UNLOCKED;
 // ---------------------------------------------------------------------------
 
 /// The kind of an [`Error`], one per result code of the C interface, and
-/// [`ErrorKind::IncompatibleVersion`], which this binding makes.
+/// [`ErrorKind::IncompatibleVersion`] and [`ErrorKind::TestBuildRequired`],
+/// which this binding makes.
 ///
 /// Later library versions may add codes; those appear as
 /// [`ErrorKind::Other`] with the raw code.
@@ -240,6 +241,12 @@ pub enum ErrorKind {
     /// every call fails with this.  Not a code of the C interface: this
     /// binding makes it, with the code [`INCOMPATIBLE_VERSION_CODE`].
     IncompatibleVersion,
+    /// A function of `include/itsme_testing.h` (a deterministic random
+    /// source, a pure derivation) was called on a release build of
+    /// libitsme, which does not export it: use the test build (`make
+    /// install-testing`).  Not a code of the C interface: this binding
+    /// makes it, with the code [`TEST_BUILD_REQUIRED_CODE`].
+    TestBuildRequired,
     /// A code this binding does not know.
     Other(i32),
 }
@@ -247,6 +254,21 @@ pub enum ErrorKind {
 /// The [`Error::code`] of [`ErrorKind::IncompatibleVersion`]: negative, so
 /// never a code of the C interface.
 pub const INCOMPATIBLE_VERSION_CODE: i32 = -1;
+
+/// The [`Error::code`] of [`ErrorKind::TestBuildRequired`].
+pub const TEST_BUILD_REQUIRED_CODE: i32 = -2;
+
+/// Refuses, with [`ErrorKind::TestBuildRequired`], to call `function` of
+/// the test build on a library that does not export it.
+fn test_build(function: &str) -> Result<()> {
+    if sys::testing_functions_available() {
+        return Ok(());
+    }
+    Err(Error::new(
+        TEST_BUILD_REQUIRED_CODE,
+        format!("{function} is exported only by the test build of libitsme (include/itsme_testing.h)"),
+    ))
+}
 
 impl ErrorKind {
     /// The kind of a C result code.
@@ -276,6 +298,7 @@ impl ErrorKind {
             sys::ITSME_E_REPLAYED => ErrorKind::Replayed,
             sys::ITSME_E_ROLLED_BACK => ErrorKind::RolledBack,
             INCOMPATIBLE_VERSION_CODE => ErrorKind::IncompatibleVersion,
+            TEST_BUILD_REQUIRED_CODE => ErrorKind::TestBuildRequired,
             other => ErrorKind::Other(other),
         }
     }
@@ -307,6 +330,7 @@ impl ErrorKind {
             ErrorKind::Replayed => sys::ITSME_E_REPLAYED,
             ErrorKind::RolledBack => sys::ITSME_E_ROLLED_BACK,
             ErrorKind::IncompatibleVersion => INCOMPATIBLE_VERSION_CODE,
+            ErrorKind::TestBuildRequired => TEST_BUILD_REQUIRED_CODE,
             ErrorKind::Other(code) => code,
         }
     }
@@ -338,6 +362,7 @@ impl Error {
     pub fn new(code: i32, detail: impl Into<String>) -> Error {
         let message = match code {
             INCOMPATIBLE_VERSION_CODE => "incompatible libitsme version",
+            TEST_BUILD_REQUIRED_CODE => "needs the test build of libitsme",
             code => result_message(code),
         };
         Error { code, message: message.to_owned(), detail: detail.into() }

@@ -480,6 +480,7 @@ impl fmt::Debug for VoiceSession {
 /// Errors: [`ErrorKind::InvalidArgument`] (sizes).
 pub fn derive_session_id(seed: &[u8], window: i64) -> Result<String> {
     init()?;
+    test_build("itsme_derive_session_id")?;
     read_string(sys::ITSME_VOICE_SESSION_ID_SIZE, |out, cap, len| {
         // SAFETY: seed valid for its length; out/len come from read_string.
         unsafe { sys::itsme_derive_session_id(seed.as_ptr(), seed.len(), window, out, cap, len) }
@@ -493,6 +494,7 @@ pub fn derive_session_id(seed: &[u8], window: i64) -> Result<String> {
 /// Errors: [`ErrorKind::InvalidArgument`] (sizes).
 pub fn derive_words(seed: &[u8], window: i64, pid: &[u8]) -> Result<[u8; VOICE_WORDS]> {
     init()?;
+    test_build("itsme_derive_words")?;
     let mut words = [0u8; VOICE_WORDS];
     // SAFETY: slices valid for their lengths; words valid for VOICE_WORDS.
     let mut len = 0usize;
@@ -520,6 +522,7 @@ pub fn derive_words(seed: &[u8], window: i64, pid: &[u8]) -> Result<[u8; VOICE_W
 /// Errors: [`ErrorKind::InvalidArgument`] (sizes).
 pub fn derive_lower_selects_first(seed: &[u8], window: i64) -> Result<bool> {
     init()?;
+    test_build("itsme_derive_lower_selects_first")?;
     let mut lower_first = false;
     // SAFETY: seed valid for its length; lower_first is a valid place.
     match unsafe { sys::itsme_derive_lower_selects_first(seed.as_ptr(), seed.len(), window, &mut lower_first) } {
@@ -542,6 +545,7 @@ pub fn derive_code(
     speaker: &[u8],
 ) -> Result<String> {
     init()?;
+    test_build("itsme_derive_code")?;
     read_string(sys::ITSME_VOICE_CODE_SIZE, |out, cap, len| {
         // SAFETY: slices valid for their lengths; out/len come from
         // read_string.
@@ -573,6 +577,7 @@ pub fn derive_code(
 /// Errors: [`ErrorKind::InvalidArgument`] (sizes).
 pub fn derive_device_tag(seed: &[u8], window: i64, speaker: &[u8], device_secret: &[u8]) -> Result<u32> {
     init()?;
+    test_build("itsme_derive_device_tag")?;
     let mut tag = u32::MAX;
     // SAFETY: slices valid for their lengths; tag is a valid place.
     let code = unsafe {
@@ -632,6 +637,7 @@ pub fn derive_voice(
     second_word: u32,
 ) -> Result<VoiceDerivation> {
     init()?;
+    test_build("itsme_derive_voice")?;
     let mut out = sys::itsme_voice_derivation::default();
     // SAFETY: slices valid for their lengths; out is a valid place.
     let code = unsafe {
@@ -674,6 +680,7 @@ pub fn derive_voice(
 /// Errors: [`ErrorKind::InvalidArgument`] (sizes).
 pub fn derive_degradation_code(seed: &[u8], pid: &[u8], secret: &[u8]) -> Result<String> {
     init()?;
+    test_build("itsme_derive_degradation_code")?;
     read_string(sys::ITSME_DEGRADATION_CODE_SIZE, |out, cap, len| {
         // SAFETY: slices valid for their lengths; out/len come from
         // read_string.
