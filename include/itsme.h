@@ -452,7 +452,7 @@ itsme_result itsme_identity_set_name(itsme_identity *identity,
  * is not UTF-8, gives ITSME_E_INVALID_PIN, not ITSME_E_INVALID_ARGUMENT.
  * ---------------------------------------------------------------------- */
 
-/* Writes 1 to *out_is_set if a PIN is set, else 0.
+/* Writes true to *out_is_set if a PIN is set, else false.
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_CORRUPT_DATA,
  * ITSME_E_SECRET_STORE. */
 ITSME_WARN_UNUSED_RESULT
@@ -705,7 +705,7 @@ itsme_result itsme_store_set_note(itsme_store *store, int64_t id,
                                   const char *note);
 
 /* Sets a contact's state.  ITSME_CONTACT_VERIFIED records `now` as the
- * verification time; `acknowledged` (0 or 1) counts only with
+ * verification time; `acknowledged` counts only with
  * ITSME_CONTACT_DEGRADED: the person confirmed the device change.
  * Errors: as itsme_store_set_name, and ITSME_E_INVALID_STATE for
  * ITSME_CONTACT_AWAITING_PEER, into or out of (only an exchange moves it). */
@@ -760,7 +760,7 @@ itsme_result itsme_contact_public_key(const itsme_contact *contact,
                                       uint8_t *out, size_t cap,
                                       size_t *out_len);
 
-/* Writes 1 if the contact has an identity key, 0 for an unauthenticated
+/* Writes true if the contact has an identity key, false for an unauthenticated
  * (version-5) contact. */
 itsme_result itsme_contact_is_authenticated(const itsme_contact *contact,
                                             bool *out_authenticated);
@@ -1164,7 +1164,7 @@ itsme_result itsme_remote_code_check(const char *text, char *out, size_t cap,
 /* Starts an exchange at a distance as the inviter: draws the invite code,
  * the encryption code (read them with itsme_exchange_invite_code and
  * itsme_exchange_encryption_code), and the keys, from `rng` (NULL: the
- * operating system), and queues the INVITE message.  `realtime` non-zero:
+ * operating system), and queues the INVITE message.  `realtime` true:
  * carried in a relay room, method ITSME_EXCHANGE_METHOD_REALTIME; zero: through
  * the invite mailbox, ITSME_EXCHANGE_METHOD_INVITE.
  * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
@@ -1205,7 +1205,7 @@ itsme_result itsme_exchange_encryption_code(const itsme_exchange *exchange,
 itsme_result itsme_exchange_relay_id(const itsme_exchange *exchange,
                                      char *out, size_t cap, size_t *out_len);
 
-/* Sets *out_inviter to 1 for the side that created the invite, else 0.
+/* Sets *out_inviter to true for the side that created the invite, else false.
  * Errors: ITSME_E_INVALID_STATE (not an invite or real-time exchange). */
 itsme_result itsme_exchange_is_inviter(const itsme_exchange *exchange,
                                        bool *out_inviter);
@@ -2214,8 +2214,8 @@ typedef struct itsme_replay_store itsme_replay_store;
 
 /* A host-implemented replay store (a database table, a shared cache).
  * insert: record `key` (32 bytes, borrowed for the call) until
- *   `expires_at` (the host may forget it after that); set *out_seen to 1 if
- *   it was recorded already (and leave it), else 0.  Must be atomic across
+ *   `expires_at` (the host may forget it after that); set *out_seen to true
+ *   if it was recorded already (and leave it), else false.  Must be atomic across
  *   every verifier sharing the store.  Return ITSME_OK, or any other code
  *   on failure (the approval is then refused with that code).  `now` is the
  *   verifier's clock.  Must not call back into libitsme.

@@ -130,7 +130,7 @@ itsme_result itsme_derive_words(const uint8_t *seed, size_t seed_len,
                                 size_t pid_len, uint8_t *out, size_t cap,
                                 size_t *out_len);
 
-/* 1 if the party with the lower pid selects first in `window`, else 0. */
+/* true if the party with the lower pid selects first in `window`. */
 itsme_result itsme_derive_lower_selects_first(const uint8_t *seed,
                                               size_t seed_len, int64_t window,
                                               bool *out_lower_first);

@@ -516,8 +516,8 @@ ITSME_APPROVAL_DENY: Final = 2
 
 #: A host-implemented replay store (a database table, a shared cache).
 #: insert: record `key` (32 bytes, borrowed for the call) until
-#: `expires_at` (the host may forget it after that); set *out_seen to 1 if
-#: it was recorded already (and leave it), else 0.  Must be atomic across
+#: `expires_at` (the host may forget it after that); set *out_seen to true
+#: if it was recorded already (and leave it), else false.  Must be atomic across
 #: every verifier sharing the store.  Return ITSME_OK, or any other code
 #: on failure (the approval is then refused with that code).  `now` is the
 #: verifier's clock.  Must not call back into libitsme.

@@ -667,8 +667,8 @@ pub const ITSME_APPROVAL_DENY: itsme_approval_decision = 2;
 /// ```text
 /// A host-implemented replay store (a database table, a shared cache).
 /// insert: record `key` (32 bytes, borrowed for the call) until
-/// `expires_at` (the host may forget it after that); set *out_seen to 1 if
-/// it was recorded already (and leave it), else 0.  Must be atomic across
+/// `expires_at` (the host may forget it after that); set *out_seen to true
+/// if it was recorded already (and leave it), else false.  Must be atomic across
 /// every verifier sharing the store.  Return ITSME_OK, or any other code
 /// on failure (the approval is then refused with that code).  `now` is the
 /// verifier's clock.  Must not call back into libitsme.
@@ -1402,7 +1402,7 @@ extern "C" {
     ) -> itsme_result;
 
     /// ```text
-    /// Writes 1 to *out_is_set if a PIN is set, else 0.
+    /// Writes true to *out_is_set if a PIN is set, else false.
     /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_CORRUPT_DATA,
     /// ITSME_E_SECRET_STORE.
     /// ```
@@ -1664,7 +1664,7 @@ extern "C" {
 
     /// ```text
     /// Sets a contact's state.  ITSME_CONTACT_VERIFIED records `now` as the
-    /// verification time; `acknowledged` (0 or 1) counts only with
+    /// verification time; `acknowledged` counts only with
     /// ITSME_CONTACT_DEGRADED: the person confirmed the device change.
     /// Errors: as itsme_store_set_name, and ITSME_E_INVALID_STATE for
     /// ITSME_CONTACT_AWAITING_PEER, into or out of (only an exchange moves it).
@@ -1750,7 +1750,7 @@ extern "C" {
     ) -> itsme_result;
 
     /// ```text
-    /// Writes 1 if the contact has an identity key, 0 for an unauthenticated
+    /// Writes true if the contact has an identity key, false for an unauthenticated
     /// (version-5) contact.
     /// ```
     pub fn itsme_contact_is_authenticated(
@@ -2148,7 +2148,7 @@ extern "C" {
     /// Starts an exchange at a distance as the inviter: draws the invite code,
     /// the encryption code (read them with itsme_exchange_invite_code and
     /// itsme_exchange_encryption_code), and the keys, from `rng` (NULL: the
-    /// operating system), and queues the INVITE message.  `realtime` non-zero:
+    /// operating system), and queues the INVITE message.  `realtime` true:
     /// carried in a relay room, method ITSME_EXCHANGE_METHOD_REALTIME; zero: through
     /// the invite mailbox, ITSME_EXCHANGE_METHOD_INVITE.
     /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
@@ -2217,7 +2217,7 @@ extern "C" {
     ) -> itsme_result;
 
     /// ```text
-    /// Sets *out_inviter to 1 for the side that created the invite, else 0.
+    /// Sets *out_inviter to true for the side that created the invite, else false.
     /// Errors: ITSME_E_INVALID_STATE (not an invite or real-time exchange).
     /// ```
     pub fn itsme_exchange_is_inviter(
@@ -4098,7 +4098,7 @@ pub unsafe fn itsme_derive_words(
 }
 
 /// ```text
-/// 1 if the party with the lower pid selects first in `window`, else 0.
+/// true if the party with the lower pid selects first in `window`.
 /// ```
 ///
 /// Exported only by a test build of libitsme (`include/itsme_testing.h`):

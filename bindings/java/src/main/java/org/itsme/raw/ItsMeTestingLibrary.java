@@ -240,7 +240,7 @@ public interface ItsMeTestingLibrary extends Library {
 
     /**
      * <pre>
-     * 1 if the party with the lower pid selects first in `window`, else 0.
+     * true if the party with the lower pid selects first in `window`.
      * </pre>
      * <p>C: {@code itsme_result itsme_derive_lower_selects_first(const uint8_t *seed, size_t seed_len, int64_t window, _Bool *out_lower_first)}
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
