@@ -216,7 +216,7 @@ from ._exchange import (
     short_code_format,
     short_code_parse,
 )
-from ._ffi import LibraryVersionError
+from ._ffi import LibraryVersionError, TestBuildRequiredError
 from ._ffi import lib as _lib
 from ._handle import thread_last_error as _thread_last_error
 from ._identity import (
@@ -434,6 +434,7 @@ __all__ = [
     "InvalidStateError",
     "ItsMeError",
     "LibraryVersionError",
+    "TestBuildRequiredError",
     "LockedError",
     "MalformedMessageError",
     "NAME_MAX_BYTES",
