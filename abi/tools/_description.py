@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Type, TypeVar
 
 MAIN = "abi/itsme.abi.json"
 TESTING = "abi/itsme_testing.abi.json"
@@ -24,25 +24,37 @@ def load(path: str) -> Optional[Dict[str, Any]]:
 class Description:
     """include/itsme.h's description and, when there is one,
     include/itsme_testing.h's: the items of both (the main one's first, each
-    once), the main header's functions, and the test build's apart."""
+    once), the main header's functions, and the test build's apart.  The
+    generators' writers derive from it."""
 
     def __init__(self, main: Dict[str, Any], testing: Optional[Dict[str, Any]]) -> None:
         self.main = main
         self.testing = testing
-        self.items: Dict[str, List[Dict[str, Any]]] = {kind: [] for kind in KINDS}
+        items: Dict[str, List[Dict[str, Any]]] = {kind: [] for kind in KINDS}
         for source in [main] + ([testing] if testing else []):
             for kind in KINDS:
-                into = self.items[kind]
+                into = items[kind]
                 seen = {item["name"] for item in into}
                 into.extend(item for item in source.get(kind, []) if item["name"] not in seen)
+        self.constants = items["constants"]
+        self.typedefs = items["typedefs"]
+        self.enums = items["enums"]
+        self.handles = items["handles"]
+        self.structs = items["structs"]
+        self.callback_tables = items["callback_tables"]
         self.functions: List[Dict[str, Any]] = list(main["functions"])
         bound = {f["name"] for f in self.functions}
         self.testing_functions: List[Dict[str, Any]] = [
             f for f in (testing or {}).get("functions", []) if f["name"] not in bound]
 
 
-def read() -> Description:
+D = TypeVar("D", bound=Description)
+
+
+def read(kind: Type[D]) -> D:
+    """The descriptions, as a `kind` (a Description or a writer deriving
+    from it)."""
     main = load(MAIN)
     if main is None:
         raise SystemExit(f"{MAIN} is missing: run scripts/abi generate")
-    return Description(main, load(TESTING))
+    return kind(main, load(TESTING))

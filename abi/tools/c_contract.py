@@ -22,7 +22,7 @@ Run from the repository root with no arguments (scripts/abi generate).
 import re
 import sys
 
-from _description import read
+from _description import Description, read
 
 FIXTURES = "tests/c/contract_fixtures.h"
 OUTPUT = "tests/c/contract_test.c"
@@ -421,7 +421,7 @@ class Generator:
 
 
 def main():
-    description = read()
+    description = read(Description)
     generator = Generator(description.main, description.testing)
     text = generator.generate()
     with open(OUTPUT, "w", encoding="utf-8") as f:

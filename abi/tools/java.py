@@ -32,7 +32,7 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from _description import read
+from _description import Description, read
 
 OUT_DIR = "bindings/java/src/main/java/org/itsme/raw"
 PACKAGE = "org.itsme.raw"
@@ -606,7 +606,7 @@ def write(path: str, text: str) -> None:
 
 
 def main() -> int:
-    description = read()
+    description = read(Description)
     main_description = description.main
     try:
         model = Model(main_description, description.testing)

@@ -107,27 +107,19 @@ def wrapped_comment(text: str, indent: str) -> List[str]:
     return lines
 
 
-class Writer:
-    def __init__(self, description: Description) -> None:
-        self.main = description.main
-        self.testing = description.testing
-        self.constants = description.items["constants"]
-        self.typedefs = description.items["typedefs"]
-        self.enums = description.items["enums"]
-        self.handles = description.items["handles"]
-        self.structs = description.items["structs"]
-        self.tables = description.items["callback_tables"]
-        self.functions = description.functions
-        # The test build's functions, bound on first use.
-        self.lazy = description.testing_functions
+class Writer(Description):
+    def __init__(self, main: Dict[str, Any], testing: Optional[Dict[str, Any]]) -> None:
+        super().__init__(main, testing)
+        # The test build's functions (self.testing_functions) are bound on
+        # first use.
         self.int_constants = {c["name"]: c["value"] for c in self.constants if isinstance(c["value"], int)}
         self.typedef_names = {t["name"] for t in self.typedefs}
-        self.struct_names = {s["name"] for s in self.structs + self.tables}
+        self.struct_names = {s["name"] for s in self.structs + self.callback_tables}
         # A callback's CFUNCTYPE: (table, field) -> its name.
         self.callback_types: Dict[Any, str] = {}
         names = set(self.int_constants) | self.typedef_names | self.struct_names | {f["name"] for f in self.functions}
-        names |= {f["name"] for f in self.lazy}
-        for table in self.tables:
+        names |= {f["name"] for f in self.testing_functions}
+        for table in self.callback_tables:
             for field in table["fields"]:
                 if field["type"]["kind"] == "function_pointer":
                     name = f"{table['name']}_{field['name']}"
@@ -244,7 +236,7 @@ class Writer:
             "    Structure,",
         ]
         used = self.used_ctypes()
-        defaults = [self.leading_default(s) for s in self.structs + self.tables]
+        defaults = [self.leading_default(s) for s in self.structs + self.callback_tables]
         if any(d is not None and d[0] == "size" for d in defaults):
             used.add("sizeof")
         out += [f"    {name}," for name in sorted(used)]
@@ -291,7 +283,7 @@ class Writer:
         text: List[str] = []
         for t in self.typedefs:
             text.append(self.scalar(t["type"]))
-        for table in self.structs + self.tables:
+        for table in self.structs + self.callback_tables:
             for field in table["fields"]:
                 t = field["type"]
                 if t["kind"] == "function_pointer":
@@ -299,7 +291,7 @@ class Writer:
                     text += [self.ctype(p["type"]) for p in t["params"]]
                 else:
                     text.append(self.field_type(table["name"], field))
-        for f in self.functions + self.lazy:
+        for f in self.functions + self.testing_functions:
             text.append(self.restype(f["returns"]))
             text += [self.ctype(p["type"]) for p in f["params"]]
         return {m for m in re.findall(r"\bc_\w+", " ".join(text))}
@@ -376,7 +368,7 @@ class Writer:
 
     def write_structs(self) -> List[str]:
         out = self.section("Structs and callback tables")
-        for s in self.structs + self.tables:
+        for s in self.structs + self.callback_tables:
             first = True
             for field in s["fields"]:
                 t = field["type"]
@@ -404,7 +396,7 @@ class Writer:
                     f"            kwargs.setdefault({json.dumps(name)}, {value})",
                     "        super().__init__(*args, **kwargs)",
                 ]
-        records = self.structs + self.tables
+        records = self.structs + self.callback_tables
         out += ["", "", "#: Every struct and callback table by name."]
         out.append("STRUCTS: Final[Dict[str, Type[Structure]]] = {")
         out += [f"    {json.dumps(s['name'])}: {s['name']}," for s in records]
@@ -430,7 +422,7 @@ class Writer:
         t = first["type"]
         if first["name"] == "size" and t["kind"] == "int" and t.get("name") == "size_t":
             return "size", "sizeof(type(self))", "the struct's size"
-        if first["name"] == "version" and t["kind"] == "int" and s in self.tables:
+        if first["name"] == "version" and t["kind"] == "int" and s in self.callback_tables:
             constant = f"{s['name'].upper()}_VERSION"
             if constant not in self.int_constants:
                 fail(f"{s['name']} has a version field but the header has no {constant}")
@@ -465,14 +457,14 @@ class Writer:
             "#: The functions of include/itsme_testing.h, exported only by a test build",
             "#: of the library (itsme._ffi binds each on first use).",
         ]
-        if self.lazy:
+        if self.testing_functions:
             out.append("TESTING_FUNCTIONS: Final[Dict[str, Signature]] = {")
-            out += self.signatures(self.lazy)
+            out += self.signatures(self.testing_functions)
             out.append("}")
         else:
             out.append("TESTING_FUNCTIONS: Final[Dict[str, Signature]] = {}")
         out += ["", "#: The deprecated functions, with what to use instead."]
-        deprecated = [f for f in self.functions + self.lazy if f.get("deprecated") is not None]
+        deprecated = [f for f in self.functions + self.testing_functions if f.get("deprecated") is not None]
         if deprecated:
             out.append("DEPRECATED_FUNCTIONS: Final[Dict[str, str]] = {")
             out += [f"    {json.dumps(f['name'])}: {json.dumps(f['deprecated'])}," for f in deprecated]
@@ -483,7 +475,7 @@ class Writer:
 
 
 def main() -> int:
-    text = Writer(read()).write()
+    text = read(Writer).write()
     tmp = OUTPUT + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)

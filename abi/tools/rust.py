@@ -68,22 +68,14 @@ def doc_lines(text: Optional[str], indent: str = "") -> List[str]:
     return lines
 
 
-class Writer:
-    def __init__(self, description: Description) -> None:
-        self.main = description.main
-        self.testing = description.testing
-        self.constants = description.items["constants"]
-        self.typedefs = description.items["typedefs"]
-        self.enums = description.items["enums"]
-        self.handles = description.items["handles"]
-        self.structs = description.items["structs"]
-        self.tables = description.items["callback_tables"]
-        self.functions = description.functions
-        # The test build's functions, bound on first use.
-        self.lazy = description.testing_functions
+class Writer(Description):
+    def __init__(self, main: Dict[str, Any], testing: Optional[Dict[str, Any]]) -> None:
+        super().__init__(main, testing)
+        # The test build's functions (self.testing_functions) are bound on
+        # first use.
         self.const_types: Dict[str, str] = {}
         size_functions = {
-            f["name"] for f in self.functions + self.lazy
+            f["name"] for f in self.functions + self.testing_functions
             if not f["params"] and f["returns"].get("kind") == "int" and f["returns"].get("name") == "size_t"
         }
         members = {m: e["name"] for e in self.enums for m in e["members"]}
@@ -219,9 +211,9 @@ class Writer:
         out += self.write_constants()
         out += self.write_handles()
         out += self.write_structs(self.structs, "Structs", table=False)
-        out += self.write_structs(self.tables, "Callback tables", table=True)
+        out += self.write_structs(self.callback_tables, "Callback tables", table=True)
         out += self.write_functions()
-        out += self.write_lazy() if self.lazy else self.write_no_lazy()
+        out += self.write_lazy() if self.testing_functions else self.write_no_lazy()
         return "\n".join(out) + "\n"
 
     def section(self, title: str) -> List[str]:
@@ -425,17 +417,17 @@ class Writer:
             "    TESTING_SYMBOLS.iter().all(|symbol| !symbol.lookup().is_null())",
             "}",
             "",
-            "static TESTING_SYMBOLS: [&TestingSymbol; %d] = [" % len(self.lazy),
+            "static TESTING_SYMBOLS: [&TestingSymbol; %d] = [" % len(self.testing_functions),
         ]
-        for f in self.lazy:
+        for f in self.testing_functions:
             out.append(f"    &testing_symbols::{f['name']},")
         out.append("];")
         out += ["", "/// Each function's symbol, under the function's name.", "mod testing_symbols {",
                 "    use super::TestingSymbol;", ""]
-        for f in self.lazy:
+        for f in self.testing_functions:
             out.append(f"    pub(super) static {f['name']}: TestingSymbol = TestingSymbol::new(\"{f['name']}\\0\");")
         out.append("}")
-        for f in self.lazy:
+        for f in self.testing_functions:
             out.append("")
             out += self.attributes(f, "")
             if f.get("doc"):
@@ -490,10 +482,10 @@ def write(path: str, text: str) -> None:
 
 
 def main() -> int:
-    writer = Writer(read())
+    writer = read(Writer)
     write(SYS_RS, writer.write_sys())
     write(ABI_VERSION_RS, writer.write_abi_version())
-    lazy = f" ({len(writer.lazy)} functions of the test build looked up at run time)" if writer.lazy else ""
+    lazy = f" ({len(writer.testing_functions)} functions of the test build looked up at run time)" if writer.testing_functions else ""
     print(f"abi rust: {SYS_RS}{lazy}, {ABI_VERSION_RS}")
     return 0
 
