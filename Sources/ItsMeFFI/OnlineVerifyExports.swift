@@ -68,7 +68,7 @@ public func ffiOnlineVerifySAS(
 ) -> itsme_result {
     onSession(session) { s in
         try checkOutput(out, cap, outLen)
-        guard let sas = s.sas, s.state != .failed else { throw ItsMeError(.invalidState, "there is no SAS yet (\(s.state))") }
+        guard let sas = s.sas else { throw ItsMeError(.invalidState, "there is no SAS (the session is \(s.state))") }
         try writeText(sas.text, to: out, cap: cap, outLen: outLen)
     }
 }

@@ -114,9 +114,7 @@ private func writeCode(
 ) throws {
     let outTag = try required(outTag, "out_tag")
     try checkOutput(out, cap, outLen)
-    guard let code, v.state == .comparing || v.state == .finished else {
-        throw ItsMeError(.invalidState, "there are no codes yet (\(v.state))")
-    }
+    guard let code else { throw ItsMeError(.invalidState, "there are no codes (the session is \(v.state))") }
     try writeText(VoiceProtocol.codeText(code), to: out, cap: cap, outLen: outLen)
     outTag.pointee = tag ?? UInt32(ITSME_VOICE_TAG_UNKNOWN)
 }

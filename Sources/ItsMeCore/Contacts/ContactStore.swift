@@ -987,13 +987,12 @@ public final class ContactStore: @unchecked Sendable {
             found = nil
         }
         guard let d = found.take() else {
-            return TagSecrets(
-                speaking: try SecretBytes(count: 0), theirs: try SecretBytes(count: 0), theirsPending: try SecretBytes(count: 0),
-                theirsPrevious: try SecretBytes(count: 0), committed: false)
+            return try TagSecrets.none()
         }
         return TagSecrets(
-            speaking: try d.committed ? d.pendingMine.copy() : d.mine.copy(), theirs: try d.theirs.copy(),
-            theirsPending: try d.pendingTheirs.copy(), theirsPrevious: try d.previousTheirs.copy(), committed: d.committed)
+            speaking: try SecretBox(copying: d.committed ? d.pendingMine : d.mine), theirs: try SecretBox(copying: d.theirs),
+            theirsPending: try SecretBox(copying: d.pendingTheirs), theirsPrevious: try SecretBox(copying: d.previousTheirs),
+            committed: d.committed)
     }
 
     // MARK: Security PIN Update
@@ -1360,21 +1359,6 @@ public final class ContactStore: @unchecked Sendable {
     private func fieldLong(_ tag: UInt8, _ value: [UInt8]) -> [UInt8] {
         [tag] + withUnsafeBytes(of: UInt32(value.count).bigEndian) { Array($0) } + value
     }
-}
-
-/// The device secrets a verification session uses for tags (PROTOCOL.md
-/// 10.1, 10.3), each empty when this device does not know it.
-struct TagSecrets: ~Copyable {
-    /// The one this side says: its new one once a PIN Update is committed.
-    let speaking: SecretBytes
-    let theirs: SecretBytes
-    /// The peer's new one while a PIN Update is pending.
-    let theirsPending: SecretBytes
-    /// The peer's new one from an earlier, interrupted update.
-    let theirsPrevious: SecretBytes
-    /// This side has committed the pending update, so the peer, which
-    /// committed first or commits on DONE, says `theirsPending`.
-    let committed: Bool
 }
 
 /// This device's secret for a contact, and the contact's; during a

@@ -186,3 +186,23 @@ public struct DeterministicRandom: RandomSource {
         seed = SHA256.hash(seed)
     }
 }
+
+/// A `SecretBytes` behind a reference, so that values carrying a secret (a
+/// state machine's `State`, an action it returns) stay copyable. The bytes
+/// are zeroed and freed when the last reference goes.
+package final class SecretBox: ByteView, @unchecked Sendable {
+    package private(set) var bytes: SecretBytes
+
+    package init(_ bytes: consuming SecretBytes) { self.bytes = bytes }
+
+    package init<B: ByteView & ~Copyable>(copying source: borrowing B) throws { bytes = try SecretBytes(copying: source) }
+
+    package var count: Int { bytes.count }
+
+    /// Zeroes the bytes now, for every holder (a machine that failed).
+    package func wipe() { bytes.withMutableBytes { ItsMeCore.wipe($0) } }
+
+    package func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try bytes.withBytes(body)
+    }
+}

@@ -1,0 +1,117 @@
+/// The device secrets a verification session uses for tags (PROTOCOL.md
+/// 10.1, 10.3), each empty when this device does not know it.
+struct TagSecrets {
+    /// The one this side says: its new one once a PIN Update is committed.
+    let speaking: SecretBox
+    let theirs: SecretBox
+    /// The peer's new one while a PIN Update is pending.
+    let theirsPending: SecretBox
+    /// The peer's new one from an earlier, interrupted update.
+    let theirsPrevious: SecretBox
+    /// This side has committed the pending update, so the peer, which
+    /// committed first or commits on DONE, says `theirsPending`.
+    let committed: Bool
+
+    /// None known (a new device, or a contact added without them).
+    static func none() throws -> TagSecrets {
+        TagSecrets(
+            speaking: SecretBox(try SecretBytes(count: 0)), theirs: SecretBox(try SecretBytes(count: 0)),
+            theirsPending: SecretBox(try SecretBytes(count: 0)), theirsPrevious: SecretBox(try SecretBytes(count: 0)),
+            committed: false)
+    }
+}
+
+/// Which of the peer's device secrets its tag matched (PROTOCOL.md 10.1,
+/// 10.3): the current one wins a tie, then the previous, then the pending.
+enum PeerDeviceSecret: Equatable, Sendable {
+    /// The current one, or none matched.
+    case current
+    /// Its new one from an earlier, interrupted update: adopt it.
+    case previous
+    /// Its new one of the pending update: the update is complete.
+    case pending
+}
+
+/// A change to one contact that a protocol machine asks its driver to make.
+/// The machines write to no store; the driver applies these in order, and a
+/// failed write ends the step (and, on a message's path, the machine).
+enum ContactWrite {
+    /// Records a verification's outcome (PROTOCOL.md 10.1): verified
+    /// (unless the contact is degraded), degraded on a changed device,
+    /// nothing on a mismatch; then, if the peer used one of its new
+    /// secrets, adopts it and marks the contact verified.
+    case verification(contactID: Int64, outcome: VoiceSession.Outcome, peerSecret: PeerDeviceSecret)
+    /// Uses `window` for the contact, atomically (`.windowUsed` if taken).
+    case useWindow(contactID: Int64, window: Int64)
+    /// Stores a Security PIN Update's new secrets as pending; `committed`:
+    /// this side says its new one from now on (and the contact is marked
+    /// verified).
+    case pendingDeviceSecrets(contactID: Int64, mine: SecretBox, theirs: SecretBox, committed: Bool)
+    /// Commits the pending update and marks the contact verified.
+    case commitPendingDeviceSecrets(contactID: Int64)
+}
+
+extension ContactStore {
+    /// Makes the writes in order; the first failure stops and throws.
+    func apply(_ writes: [ContactWrite], now: Int64) throws {
+        for write in writes { try apply(write, now: now) }
+    }
+
+    func apply(_ write: ContactWrite, now: Int64) throws {
+        switch write {
+        case .verification(let id, let outcome, let peerSecret):
+            switch outcome {
+            case .verified, .verifiedTagUnchecked:
+                if try contact(id: id).state != .degraded {
+                    try setState(id: id, .verified, acknowledged: false, now: now)
+                }
+            case .deviceChanged:
+                try setState(id: id, .degraded, acknowledged: false, now: now)
+            case .mismatch:
+                break
+            }
+            switch peerSecret {
+            case .current:
+                break
+            case .previous:
+                try adoptPreviousDeviceSecret(id: id)
+                try setState(id: id, .verified, acknowledged: false, now: now)
+            case .pending:
+                try finalizePendingDeviceSecrets(id: id)
+                try setState(id: id, .verified, acknowledged: false, now: now)
+            }
+        case .useWindow(let id, let window):
+            try useWindow(id: id, window: window)
+        case .pendingDeviceSecrets(let id, let mine, let theirs, let committed):
+            try setPendingDeviceSecrets(id: id, mine: mine.bytes, theirs: theirs.bytes, committed: committed)
+            if committed { try setState(id: id, .verified, acknowledged: false, now: now) }
+        case .commitPendingDeviceSecrets(let id):
+            try commitPendingDeviceSecrets(id: id)
+            try setState(id: id, .verified, acknowledged: false, now: now)
+        }
+    }
+}
+
+/// What a verification machine's step asks its driver to do, in order.
+enum SessionAction {
+    /// Send these bytes to the peer.
+    case send([UInt8])
+    /// Make this change to the contact store.
+    case persist(ContactWrite)
+}
+
+/// Applies a machine's actions: the writes first, in order, then the
+/// messages are handed to `send` only if every write succeeded (a message
+/// must never go out ahead of the write it follows: PROTOCOL.md 10.3).
+extension ContactStore {
+    func perform(_ actions: [SessionAction], now: Int64, send: ([UInt8]) -> Void) throws {
+        var outgoing: [[UInt8]] = []
+        for action in actions {
+            switch action {
+            case .send(let bytes): outgoing.append(bytes)
+            case .persist(let write): try apply(write, now: now)
+            }
+        }
+        outgoing.forEach(send)
+    }
+}
