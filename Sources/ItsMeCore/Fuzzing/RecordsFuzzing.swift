@@ -83,9 +83,10 @@ final class RecordsFuzzing {
                 return true
             } catch { return false }
         case .transferOffer:
-            guard let (bytes, text) = try? DeviceTransfer.parseOffer(String(decoding: rest, as: UTF8.self)) else { return false }
-            check(bytes.count == DeviceTransfer.offerCount && bytes[0] == DeviceTransfer.version, "a transfer offer's bytes")
-            check((try? DeviceTransfer.checkOffer(text)) == text, "a transfer offer does not read back")
+            guard let offer = try? TransferOffer(parsing: String(decoding: rest, as: UTF8.self)) else { return false }
+            check(offer.transferID.count == 16 && offer.receiverKey.count == X25519.keyCount, "a transfer offer's fields")
+            check(TransferOffer(transferID: offer.transferID, receiverKey: offer.receiverKey).text == offer.text, "a transfer offer's text")
+            check((try? DeviceTransfer.checkOffer(offer.text)) == offer.text, "a transfer offer does not read back")
             return true
         case .transferMessages:
             return transfer(Self.messages(rest), confirmBefore: option)
