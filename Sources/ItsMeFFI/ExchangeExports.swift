@@ -186,14 +186,6 @@ public func ffiExchangeReceive(
     onExchange(exchange) { ex in try ex.receive(try bytes(bytesIn, len, "bytes"), now: now) }
 }
 
-/// The peer, or `.invalidState` before one was received.
-private func peer(_ ex: Exchange) throws -> Exchange.Peer {
-    guard let peer = ex.peer, ex.state != .failed else {
-        throw ItsMeError(.invalidState, ex.state == .failed ? "the exchange has failed" : "nothing received from the peer yet")
-    }
-    return peer
-}
-
 @c(itsme_exchange_sas)
 public func ffiExchangeSAS(
     _ exchange: UnsafePointer<itsme_exchange>?, _ out: UnsafeMutablePointer<CChar>?, _ cap: UInt,
@@ -201,12 +193,7 @@ public func ffiExchangeSAS(
 ) -> itsme_result {
     onExchange(exchange) { ex in
         try checkOutput(out, cap, outLen)
-        guard let sas = ex.sas, ex.state != .failed else {
-            throw ItsMeError(
-                .invalidState,
-                ex.state == .imported ? "a source-format payload has no SAS" : "there is no SAS: the exchange is \(ex.state)")
-        }
-        try writeText(sas.text, to: out, cap: cap, outLen: outLen)
+        try writeText(try ex.requireSAS().text, to: out, cap: cap, outLen: outLen)
     }
 }
 
@@ -215,7 +202,7 @@ public func ffiExchangePeerName(
     _ exchange: UnsafePointer<itsme_exchange>?, _ out: UnsafeMutablePointer<CChar>?, _ cap: UInt,
     _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
-    onExchange(exchange) { ex in try writeText(try peer(ex).name, to: out, cap: cap, outLen: outLen) }
+    onExchange(exchange) { ex in try writeText(try ex.requirePeer().name, to: out, cap: cap, outLen: outLen) }
 }
 
 @c(itsme_exchange_peer_fingerprint)
@@ -223,7 +210,7 @@ public func ffiExchangePeerFingerprint(
     _ exchange: UnsafePointer<itsme_exchange>?, _ out: UnsafeMutablePointer<CChar>?, _ cap: UInt,
     _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
-    onExchange(exchange) { ex in try writeText(try peer(ex).fingerprint, to: out, cap: cap, outLen: outLen) }
+    onExchange(exchange) { ex in try writeText(try ex.requirePeer().fingerprint, to: out, cap: cap, outLen: outLen) }
 }
 
 @c(itsme_exchange_peer_public_key)
@@ -232,7 +219,7 @@ public func ffiExchangePeerPublicKey(
     _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
     onExchange(exchange) { ex in
-        guard let key = try peer(ex).publicKey else {
+        guard let key = try ex.requirePeer().publicKey else {
             throw ItsMeError(.notFound, "a source-format peer has no identity key")
         }
         try key.withUnsafeBytes { try writeBytes($0, to: out, cap: cap, outLen: outLen) }

@@ -68,8 +68,7 @@ public func ffiOnlineVerifySAS(
 ) -> itsme_result {
     onSession(session) { s in
         try checkOutput(out, cap, outLen)
-        guard let sas = s.sas else { throw ItsMeError(.invalidState, "there is no SAS (the session is \(s.state))") }
-        try writeText(sas.text, to: out, cap: cap, outLen: outLen)
+        try writeText(try s.requireSAS().text, to: out, cap: cap, outLen: outLen)
     }
 }
 

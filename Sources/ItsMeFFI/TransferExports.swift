@@ -350,8 +350,7 @@ public func ffiTransferSAS(
 ) -> itsme_result {
     onTransfer(transfer) { t in
         try checkOutput(out, cap, outLen)
-        guard let sas = t.sas else { throw ItsMeError(.invalidState, "there is no SAS (the transfer is \(t.state))") }
-        try writeText(sas.text, to: out, cap: cap, outLen: outLen)
+        try writeText(try t.requireSAS().text, to: out, cap: cap, outLen: outLen)
     }
 }
 

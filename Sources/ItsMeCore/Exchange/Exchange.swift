@@ -1,9 +1,16 @@
 /// A contact exchange, in person (QR or Bluetooth) or at a distance
-/// (invite or real-time, through the relay), as a sans-I/O state machine:
-/// peer bytes and the current time in, bytes to send and a state out. It
-/// never touches a socket, a radio or a camera; saving the result is a
-/// separate step against a `ContactStore`. docs/PROTOCOL.md sections 5 to 8
-/// and 16 define what it says.
+/// (invite or real-time, through the relay): peer bytes and the current
+/// time in, bytes to send and a state out. It never touches a socket, a
+/// radio or a camera; saving the result is a separate step against a
+/// `ContactStore`. docs/PROTOCOL.md sections 5 to 8 and 16 define what it
+/// says.
+///
+/// The driver of `ExchangeMachine`: it keeps the outbox and the messages
+/// accepted (a sealed exchange is restored by replaying them), the contact
+/// `save` stored, and applies the machine's actions to the contact store
+/// and the identity's secret store. Every rule about which state allows
+/// what is the machine's; the C layer and the Swift API both go through
+/// this type.
 ///
 /// A failure is final: once `receive` has rejected a peer message, every
 /// later call fails with `.invalidState`. Calls in the wrong order also get
@@ -19,7 +26,14 @@ public final class Exchange: CustomStringConvertible {
         /// At a distance, through a relay room while both are on a call.
         case realtime = 3
 
-        var contactMethod: Contact.ExchangeMethod { Contact.ExchangeMethod(rawValue: UInt8(rawValue))! }
+        var contactMethod: Contact.ExchangeMethod {
+            switch self {
+            case .qr: .qr
+            case .bluetooth: .bluetooth
+            case .invite: .invite
+            case .realtime: .realtime
+            }
+        }
         var isRemote: Bool { self == .invite || self == .realtime }
     }
 
@@ -73,116 +87,88 @@ public final class Exchange: CustomStringConvertible {
     /// Pending exchanges expire this long after they began.
     public static let lifetime: Int64 = 24 * 3600
 
-    public let method: Method
-    public let createdAt: Int64
-    public private(set) var state: State = .awaitingPeer
-    public private(set) var flags: Flags = []
-    public private(set) var sas: ShortCode?
-    public private(set) var peer: Peer?
-    /// Bluetooth only: the code the two devices use to find each other.
-    public let sessionCode: ShortCode?
-    /// Why the exchange failed, once it has.
-    public private(set) var failure: ItsMeError?
-
-    let identity: Identity
-    let ephemeralKey: [UInt8]
-    /// ephemeral secret (32) | our device secret (16) | seed (32) | key_I | key_R (Bluetooth)
-    /// | PAKE scalar (32) | kc_I | kc_R | kp_I | kp_R | kd_I | kd_R (invite, real-time)
-    private var secrets: SecretBytes
-    private static let ephemeralRange = 0..<32, deviceRange = 32..<48, seedRange = 48..<80, keysRange = 80..<144
-    private static let scalarRange = 144..<176, remoteKeysRange = 176..<368
-
-    private var peerDeviceSecret: [UInt8] = []
+    private var machine: ExchangeMachine
+    private var outbox: [[UInt8]] = []
+    private var taken = 0
     /// Every peer message accepted, in order: a sealed exchange is restored
     /// by replaying them.
     private var accepted: [[UInt8]] = []
-    private var outbox: [[UInt8]] = []
-    private var taken = 0
     private var savedContactID: Int64?
-    /// The id of the contact `save` stored or found, once saved.
-    public var contactID: Int64? { savedContactID }
     /// The store `save` wrote to: confirm and reject must use the same one.
     private var savedStoreID: [UInt8]?
     private var existingContact = false
 
-    // QR
-    private var ownPayload: [UInt8] = []
+    var identity: Identity { machine.identity }
+    public var method: Method { machine.method }
+    public var createdAt: Int64 { machine.createdAt }
+    public var state: State { machine.publicState }
+    /// The SAS, once the peer's contact data is in (nil once failed).
+    public var sas: ShortCode? { machine.sas }
+    /// What the peer sent, once received and checked (nil once failed).
+    public var peer: Peer? { machine.peer }
 
-    // Bluetooth
-    private var isInitiator = false
-    private var helloMine: [UInt8] = [], helloPeer: [UInt8]?
-    private var keyMine: [UInt8] = [], keyPeer: [UInt8]?
-    private var plaintextMine: [UInt8] = [], plaintextPeer: [UInt8]?
+    /// The SAS, or `.invalidState` saying why there is none.
+    public func requireSAS() throws -> ShortCode {
+        guard let sas else {
+            throw ItsMeError(
+                .invalidState, state == .imported ? "a source-format payload has no SAS" : "there is no SAS: the exchange is \(state)")
+        }
+        return sas
+    }
 
-    // Invite and real-time (the inviter is the Bluetooth fields' initiator)
+    /// The peer, or `.invalidState` saying why there is none.
+    public func requirePeer() throws -> Peer {
+        guard let peer else {
+            throw ItsMeError(.invalidState, state == .failed ? "the exchange has failed" : "nothing received from the peer yet")
+        }
+        return peer
+    }
+    /// Bluetooth only: the code the two devices use to find each other.
+    public var sessionCode: ShortCode? { machine.sessionCode }
+    /// Why the exchange failed, once it has.
+    public var failure: ItsMeError? { machine.failure }
+    /// The id of the contact `save` stored or found, once saved.
+    public var contactID: Int64? { savedContactID }
     /// The codes the inviter shows and the invitee types.
-    public private(set) var inviteCode: RemoteCode?
-    public private(set) var encryptionCode: RemoteCode?
-    private var sid: [UInt8] = []
-    private var inviteMessage: [UInt8]?, acceptMessage: [UInt8]?
-    private var pakeShare: [UInt8] = []
-    private var tpake: [UInt8] = []
-    /// The transcript hash the SAS was derived from (remote: it binds the decisions).
-    private var th: [UInt8] = []
-    private var sentConfirm = false
-    /// This side's decision on the SAS, and the peer's: 0 none, 1 confirmed, 2 rejected.
-    private var decision: UInt8 = 0
-    private var peerDecision: UInt8 = 0
-    /// The inviter's confirmation through the mailbox, held until the
-    /// invitee's decision arrives (16.5): then the invitee, on reading it,
-    /// knows both decisions were read and ends the invite.
-    private var heldDecision: [UInt8]?
+    public var inviteCode: RemoteCode? { machine.remote?.inviteCode }
+    public var encryptionCode: RemoteCode? { machine.remote?.encryptionCode }
+
+    public var flags: Flags {
+        var flags: Flags = existingContact ? [.knownContact] : []
+        if let agreement = machine.agreement, agreement.sas == nil { flags.insert(.unauthenticated) }
+        switch machine.decisions?.peers {
+        case .confirmed?: flags.insert(.peerConfirmed)
+        case .rejected?: flags.insert(.peerRejected)
+        case nil: break
+        }
+        return flags
+    }
 
     // MARK: Creation
 
-    private init(
-        identity: Identity, method: Method, now: Int64, sessionCode: ShortCode?, secrets: consuming SecretBytes,
-        remote: RemoteSetup? = nil
-    ) throws {
-        self.identity = identity
-        self.method = method
-        self.createdAt = now
-        self.sessionCode = sessionCode
-        self.ephemeralKey = secrets.withBytes { X25519.publicKey(secretKey: UnsafeRawBufferPointer(rebasing: $0[Self.ephemeralRange])) }
-        self.secrets = secrets
-        if let remote {
-            isInitiator = remote.inviter
-            inviteCode = remote.inviteCode
-            encryptionCode = remote.encryptionCode
-            sid = remote.sid
-        }
-        switch method {
-        case .qr:
-            ownPayload = try self.secrets.withBytes { s in
-                try ExchangeProtocol.buildQRPayload(
-                    identity: identity, ephemeralKey: ephemeralKey,
-                    deviceSecret: UnsafeRawBufferPointer(rebasing: s[Self.deviceRange]))
-            }
-        case .bluetooth:
-            let commitment = self.secrets.withBytes { s in
-                ExchangeProtocol.commitment(
-                    identityKey: identity.publicKey, ephemeralKey: ephemeralKey, name: Array(identity.name.utf8),
-                    deviceSecret: UnsafeRawBufferPointer(rebasing: s[Self.deviceRange]))
-            }
-            helloMine = [ExchangeProtocol.version, ExchangeProtocol.FrameType.hello.rawValue]
-                + Hex.decode(identity.fingerprint)! + commitment
-            outbox.append(helloMine)
-        case .invite, .realtime:
-            if isInitiator { try startInvite() }
-        }
+    private init(_ machine: ExchangeMachine) {
+        self.machine = machine
     }
 
-    private static func drawSecrets<R: RandomSource>(_ rng: inout R) throws -> SecretBytes {
-        var s = try SecretBytes(count: remoteKeysRange.upperBound)
-        s.withMutableBytes { rng.fill(UnsafeMutableRawBufferPointer(rebasing: $0[0..<deviceRange.upperBound])) }
-        return s
+    /// A new exchange: applies the machine's first actions.
+    private static func started(_ machine: ExchangeMachine, _ actions: [ExchangeAction]) throws -> Exchange {
+        let ex = Exchange(machine)
+        try ex.apply(actions, store: nil, now: machine.createdAt)
+        return ex
+    }
+
+    /// What every exchange draws first: the ephemeral and device secrets.
+    private static func drawOwn<R: RandomSource>(_ rng: inout R) throws -> ExchangeMachine.Own {
+        try ExchangeMachine.Own(drawn: SecretBox(try SecretBytes(randomCount: ExchangeMachine.Own.count, using: &rng)))
     }
 
     /// Starts a QR exchange: show `outgoing()` as a QR code, scan the
     /// peer's and pass its text to `receive`.
     public static func qr<R: RandomSource>(identity: Identity, now: Int64, random: inout R) throws -> Exchange {
         try UnixTime.check(now)
-        return try Exchange(identity: identity, method: .qr, now: now, sessionCode: nil, secrets: drawSecrets(&random))
+        let (machine, actions) = try ExchangeMachine.start(
+            identity: identity, method: .qr, now: now, sessionCode: nil, own: try drawOwn(&random), remote: nil)
+        return try started(machine, actions)
     }
 
     /// Starts a Bluetooth exchange. Give the session code the peer shows,
@@ -191,21 +177,14 @@ public final class Exchange: CustomStringConvertible {
         identity: Identity, sessionCode: ShortCode?, now: Int64, random: inout R
     ) throws -> Exchange {
         try UnixTime.check(now)
-        let secrets = try drawSecrets(&random)
+        let own = try drawOwn(&random)
         let code = sessionCode ?? ShortCode.random(using: &random)
-        return try Exchange(identity: identity, method: .bluetooth, now: now, sessionCode: code, secrets: secrets)
+        let (machine, actions) = try ExchangeMachine.start(
+            identity: identity, method: .bluetooth, now: now, sessionCode: code, own: own, remote: nil)
+        return try started(machine, actions)
     }
 
     public var description: String { "Exchange(\(method), state: \(state))" }
-
-    deinit {
-        // The guarded secrets wipe themselves; these copies carry device
-        // secrets too.
-        wipe(&peerDeviceSecret)
-        wipe(&plaintextMine)
-        if plaintextPeer != nil { wipe(&plaintextPeer!) }
-        wipe(&ownPayload)
-    }
 
     // MARK: Bytes out
 
@@ -213,10 +192,11 @@ public final class Exchange: CustomStringConvertible {
     /// text (ASCII, shown for as long as the exchange is pending), for
     /// Bluetooth the next frame. nil when there is nothing to send.
     public func peekOutgoing() -> [UInt8]? {
-        guard state != .failed else { return nil }
-        switch method {
-        case .qr: return state == .awaitingPeer || state == .compareSAS ? Array(outgoingText.utf8) : nil
-        case .bluetooth, .invite, .realtime: return taken < outbox.count ? outbox[taken] : nil
+        switch (method, state) {
+        case (_, .failed): return nil
+        case (.qr, .awaitingPeer), (.qr, .compareSAS): return Array(outgoingText.utf8)
+        case (.qr, _): return nil
+        case (.bluetooth, _), (.invite, _), (.realtime, _): return taken < outbox.count ? outbox[taken] : nil
         }
     }
 
@@ -227,266 +207,78 @@ public final class Exchange: CustomStringConvertible {
     }
 
     /// Our QR payload text.
-    public var outgoingText: String { ExchangeProtocol.qrText(ownPayload) }
+    public var outgoingText: String {
+        ExchangeProtocol.qrText(machine.ownPayload?.withBytes { Array($0) } ?? [])
+    }
+
+    // MARK: Steps
+
+    /// Runs a step on a copy of the machine and keeps it once the actions
+    /// are applied. A step that failed the machine is kept as failed (its
+    /// PAKE scalar forgotten, nothing more sent); a step whose actions
+    /// could not all be applied changes nothing in the machine.
+    private func step(store: ContactStore?, now: Int64?, _ body: (inout ExchangeMachine) throws -> [ExchangeAction]) throws {
+        let wasFailed = machine.failure != nil
+        var next = machine
+        let actions: [ExchangeAction]
+        do {
+            actions = try body(&next)
+        } catch {
+            if !wasFailed, next.failure != nil {
+                machine = next
+                outbox.removeAll()
+                try? apply(next.forgetPAKEScalar, store: nil, now: nil)
+            }
+            throw error
+        }
+        try apply(actions, store: store, now: now)
+        machine = next
+    }
+
+    /// Makes the writes in order; the messages are queued only once every
+    /// write succeeded.
+    private func apply(_ actions: [ExchangeAction], store: ContactStore?, now: Int64?) throws {
+        var sends: [[UInt8]] = []
+        for action in actions {
+            switch action {
+            case .send(let bytes):
+                sends.append(bytes)
+            case .keepPAKEScalar(let inviteID, let inviter, let createdAt, let scalar):
+                try scalar.withBytes {
+                    try PendingPAKE.keep(identity.store, inviteID: inviteID, inviter: inviter, createdAt: createdAt, scalar: $0)
+                }
+            case .forgetPAKEScalar(let inviteID, let inviter):
+                PendingPAKE.forget(identity.store, inviteID: inviteID, inviter: inviter)
+            case .saveContact:
+                _ = try saveContact(try required(store), now: try required(now))
+            case .keepContact(let contact):
+                try keep(contact, store: try required(store), now: try required(now))
+            case .awaitPeer(let until):
+                if !existingContact, let id = savedContactID { try required(store).setAwaiting(id: id, until: until) }
+            case .dropContact(let missingIsFine):
+                try dropContact(store: store, missingIsFine: missingIsFine)
+            }
+        }
+        outbox += sends
+    }
+
+    private func required<T>(_ value: T?) throws -> T {
+        guard let value else { throw ItsMeError(.internal, "an exchange step without the store or time it needs") }
+        return value
+    }
 
     // MARK: Bytes in
 
     /// Feeds the peer's bytes: the scanned QR text, or one Bluetooth frame.
     public func receive(_ bytes: [UInt8], now: Int64) throws {
-        try checkUsable(now: now)
-        if method == .qr {
-            guard state == .awaitingPeer else {
-                throw ItsMeError(.invalidState, "the peer's payload was already received")
-            }
-            // A text that is not an exchange payload (another QR code) does
-            // not end the exchange: the person scans again.
-            guard bytes.starts(with: Array(ExchangeProtocol.qrPrefix.utf8)) || bytes.starts(with: Array("5|".utf8)) else {
-                throw ItsMeError(.invalidArgument, "this is not an ItsMe exchange payload (scan the other person's ItsMe code)")
-            }
+        try step(store: nil, now: now) { m in
+            try m.checkUsable(now: now)
+            return try m.receive(bytes)
         }
-        if method != .qr, peerDecision != 0 {
-            // The peer's decision was its last message: the exchange has
-            // them all (PROTOCOL.md 7.1, 16.3; as Online Verify, 11.2).
-            throw ItsMeError(.invalidState, "the peer's decision is in; nothing more comes from the peer")
-        }
-        if state == .awaitingDecision || state == .confirmed || state == .rejected {
-            guard method != .qr else {
-                throw ItsMeError(.invalidState, "the exchange is \(state); nothing more comes from the peer")
-            }
-            // This side has decided: only the peer's decision may still
-            // come, and a bad message is refused without undoing ours.
-            if method == .bluetooth { try receiveFrame(bytes) } else { try receiveRemote(bytes) }
-            accepted.append(bytes)
-            return
-        }
-        do {
-            switch method {
-            case .qr: try receiveQR(bytes)
-            case .bluetooth: try receiveFrame(bytes)
-            case .invite, .realtime: try receiveRemote(bytes)
-            }
-            accepted.append(bytes)
-        } catch {
-            fail(error)
-            throw error
-        }
-    }
-
-    private func checkUsable(now: Int64) throws {
-        try UnixTime.check(now)
-        if state == .failed {
-            throw ItsMeError(.invalidState, "the exchange has failed (\(failure?.message ?? "")); start a new one")
-        }
-        if now - createdAt > Self.lifetime, state == .awaitingPeer || state == .compareSAS || state == .imported || state == .awaitingDecision {
-            let error = ItsMeError(.expired, "the exchange began more than 24 hours ago; start a new one")
-            fail(error)
-            throw error
-        }
-    }
-
-    private func fail(_ error: Error) {
-        state = .failed
-        failure = (error as? ItsMeError) ?? ItsMeError(.internal, "\(error)")
-        secrets.withMutableBytes { wipe($0) }
-        outbox.removeAll()
-        forgetPAKEScalar()
-    }
-
-    private func receiveQR(_ bytes: [UInt8]) throws {
-        guard let text = String(validating: bytes, as: UTF8.self) else {
-            throw ItsMeError(.malformedMessage, "the payload is not UTF-8 text")
-        }
-        if text.hasPrefix(ExchangeProtocol.qrPrefix) {
-            let p = try ExchangeProtocol.parseQR(text.dropFirst(ExchangeProtocol.qrPrefix.count))
-            guard !ConstantTime.equal(p.identityKey, identity.publicKey) else {
-                throw ItsMeError(.invalidKey, "the scanned payload carries our own identity key")
-            }
-            try deriveSeed(peerEphemeral: p.ephemeralKey, peerFingerprint: p.fingerprint)
-            let th = ExchangeProtocol.qrTranscriptHash(ownPayload, keyA: identity.publicKey, p.raw, keyB: p.identityKey)
-            sas = try secrets.withBytes { try ShortCode.sas(seed: UnsafeRawBufferPointer(rebasing: $0[Self.seedRange]), transcriptHash: th) }
-            peer = Peer(name: p.name, fingerprint: p.fingerprint, publicKey: p.identityKey)
-            peerDeviceSecret = p.deviceSecret
-            state = .compareSAS
-        } else {
-            let p = try ExchangeProtocol.parseSource(text)
-            guard p.fingerprint != identity.fingerprint else {
-                throw ItsMeError(.invalidKey, "the scanned payload carries our own fingerprint")
-            }
-            try deriveSeed(peerEphemeral: p.ephemeralKey, peerFingerprint: p.fingerprint)
-            peer = Peer(name: p.name, fingerprint: p.fingerprint, publicKey: nil)
-            peerDeviceSecret = p.deviceSecret
-            flags.insert(.unauthenticated)
-            state = .imported
-        }
-    }
-
-    private func deriveSeed(peerEphemeral: [UInt8], peerFingerprint: String) throws {
-        try secrets.withMutableBytes { s in
-            try ExchangeProtocol.deriveSeed(
-                ephemeralSecret: UnsafeRawBufferPointer(rebasing: s[Self.ephemeralRange]), peerEphemeralKey: peerEphemeral,
-                fingerprints: identity.fingerprint, peerFingerprint, into: UnsafeMutableRawBufferPointer(rebasing: s[Self.seedRange]))
-        }
-    }
-
-    // MARK: Bluetooth frames
-
-    /// The type of a frame or message after checking its size, version
-    /// byte and type byte (sections 7.1 and 16.3).
-    private static func messageType<T: RawRepresentable>(
-        _ m: [UInt8], maxCount: Int, version: UInt8, what: String
-    ) throws -> T where T.RawValue == UInt8 {
-        guard m.count >= 2, m.count <= maxCount else {
-            throw ItsMeError(.malformedMessage, "a \(what) is 2 to \(maxCount) bytes, got \(m.count)")
-        }
-        guard m[0] == version else { throw ItsMeError(.malformedMessage, "\(what) of unknown version \(m[0])") }
-        guard let type = T(rawValue: m[1]) else { throw ItsMeError(.malformedMessage, "\(what) of unknown type \(m[1])") }
-        return type
-    }
-
-    private func receiveFrame(_ frame: [UInt8]) throws {
-        typealias T = ExchangeProtocol.FrameType
-        let type: T = try Self.messageType(
-            frame, maxCount: ExchangeProtocol.maxFrameCount, version: ExchangeProtocol.version, what: "Bluetooth frame")
-        func outOfOrder() -> ItsMeError {
-            ItsMeError(.malformedMessage, "Bluetooth \(type) frame out of order (replayed or reordered)")
-        }
-        switch type {
-        case .hello:
-            guard helloPeer == nil else { throw outOfOrder() }
-            guard frame.count == 2 + 8 + 32 else { throw ItsMeError(.malformedMessage, "a HELLO frame is 42 bytes") }
-            let fp = Array(frame[2..<10])
-            let own = Hex.decode(identity.fingerprint)!
-            guard fp != own else { throw ItsMeError(.invalidKey, "the peer's HELLO carries our own fingerprint") }
-            isInitiator = own.lexicographicallyPrecedes(fp)
-            helloPeer = frame
-            keyMine = [ExchangeProtocol.version, T.key.rawValue] + ephemeralKey
-            outbox.append(keyMine)
-        case .key:
-            guard helloPeer != nil, keyPeer == nil else { throw outOfOrder() }
-            guard frame.count == 2 + 32 else { throw ItsMeError(.malformedMessage, "a KEY frame is 34 bytes") }
-            // Public keys: a plain comparison is enough (sections 7.2, 10.3, 11.2).
-            guard Array(frame[2...]) != ephemeralKey else {
-                throw ItsMeError(.invalidKey, "the peer's KEY carries our own ephemeral key (reflected)")
-            }
-            keyPeer = frame
-            try deriveSessionKeys()
-            outbox.append(try dataFrame())
-        case .data:
-            guard keyPeer != nil, plaintextPeer == nil else { throw outOfOrder() }
-            try receiveData(frame)
-            state = .compareSAS
-        case .confirm:
-            guard plaintextPeer != nil, peerDecision == 0 else { throw outOfOrder() }
-            guard frame.count == 2 + 1 + AEAD.tagCount else { throw ItsMeError(.malformedMessage, "a CONFIRM frame is 19 bytes") }
-            let plain = try open(frame, counter: 1)
-            guard plain.count == 1, plain[0] <= 1 else { throw ItsMeError(.malformedMessage, "a CONFIRM frame carries 0 or 1") }
-            peerDecided(confirmed: plain[0] == 1)
-        }
-    }
-
-    private var th1: [UInt8] {
-        let (hi, hr) = isInitiator ? (helloMine, helloPeer!) : (helloPeer!, helloMine)
-        let (ki, kr) = isInitiator ? (keyMine, keyPeer!) : (keyPeer!, keyMine)
-        return ExchangeProtocol.bluetoothTH1(sessionCode: sessionCode!, helloI: hi, helloR: hr, keyI: ki, keyR: kr)
-    }
-
-    private var role: String { isInitiator ? "initiator" : "responder" }
-
-    private func deriveSessionKeys() throws {
-        let th1 = self.th1
-        let peerKey = Array(keyPeer![2...])
-        try secrets.withMutableBytes { s in
-            try ExchangeProtocol.bluetoothKeys(
-                ephemeralSecret: UnsafeRawBufferPointer(rebasing: s[Self.ephemeralRange]), peerEphemeralKey: peerKey, th1: th1,
-                into: UnsafeMutableRawBufferPointer(rebasing: s[Self.keysRange]))
-        }
-    }
-
-    /// The key for frames sent by the initiator (`fromInitiator`) or responder.
-    private func withKey<R>(fromInitiator: Bool, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try secrets.withBytes { s in
-            try body(UnsafeRawBufferPointer(rebasing: s[fromInitiator ? 80..<112 : 112..<144]))
-        }
-    }
-
-    private func seal(_ type: ExchangeProtocol.FrameType, counter: UInt64, _ plaintext: [UInt8]) throws -> [UInt8] {
-        try withKey(fromInitiator: isInitiator) {
-            try ExchangeProtocol.sealFrame(type: type.rawValue, key: $0, counter: counter, plaintext)
-        }
-    }
-
-    private func open(_ frame: [UInt8], counter: UInt64) throws -> [UInt8] {
-        try withKey(fromInitiator: !isInitiator) {
-            try ExchangeProtocol.openFrame(frame, key: $0, counter: counter, what: "a Bluetooth frame")
-        }
-    }
-
-    private func dataFrame() throws -> [UInt8] {
-        let name = Array(identity.name.utf8)
-        var data = identity.publicKey
-        secrets.withBytes { data += UnsafeRawBufferPointer(rebasing: $0[Self.deviceRange]) }
-        data.append(UInt8(name.count))
-        data += name
-        let signature = try identity.sign(LV.cat(LV.b("itsme-bluetooth-payload-v1"), th1, LV.b(role), data))
-        plaintextMine = data + signature
-        return try seal(.data, counter: 0, plaintextMine)
-    }
-
-    private func receiveData(_ frame: [UInt8]) throws {
-        // The length first (a name of 1 to 128 bytes): a wrong one is
-        // malformed, not a failed tag.
-        guard frame.count >= 2 + 113 + 1 + AEAD.tagCount, frame.count <= ExchangeProtocol.maxFrameCount else {
-            throw ItsMeError(.malformedMessage, "a DATA frame is \(2 + 113 + 1 + AEAD.tagCount) to \(ExchangeProtocol.maxFrameCount) bytes")
-        }
-        let plain = try open(frame, counter: 0)
-        guard plain.count >= 113 + 1, plain.count == 113 + Int(plain[48]) else {
-            throw ItsMeError(.malformedMessage, "the peer's contact data has the wrong length")
-        }
-        let key = Array(plain[0..<32])
-        let deviceSecret = Array(plain[32..<48])
-        let nameBytes = Array(plain[49..<(plain.count - 64)])
-        guard let name = String(validating: nameBytes, as: UTF8.self), DisplayName.isValid(name) else {
-            throw ItsMeError(.malformedMessage, "the peer's name is not valid UTF-8 without control, invisible or bidi-override characters")
-        }
-        guard Array(SHA256.hash(key).prefix(8)) == Array(helloPeer![2..<10]) else {
-            throw ItsMeError(.authenticationFailed, "the peer's identity key does not match the fingerprint in its HELLO")
-        }
-        let peerEphemeral = Array(keyPeer![2...])
-        let commitment = deviceSecret.withBytes {
-            ExchangeProtocol.commitment(identityKey: key, ephemeralKey: peerEphemeral, name: nameBytes, deviceSecret: $0)
-        }
-        guard ConstantTime.equal(commitment, Array(helloPeer![10...])) else {
-            throw ItsMeError(.authenticationFailed, "the peer's keys do not match its commitment")
-        }
-        let peerRole = isInitiator ? "responder" : "initiator"
-        let data = Array(plain[..<(plain.count - 64)])
-        guard
-            Ed25519.verify(
-                signature: Array(plain[(plain.count - 64)...]),
-                message: LV.cat(LV.b("itsme-bluetooth-payload-v1"), th1, LV.b(peerRole), data), publicKey: key)
-        else { throw ItsMeError(.authenticationFailed, "the peer's signature does not verify") }
-        // Contents, once authenticated (PROTOCOL.md 1.1, 7.4).
-        guard !ConstantTime.equal(key, identity.publicKey) else {
-            throw ItsMeError(.invalidKey, "the peer's contact data carries our own identity key")
-        }
-        let fingerprint = Fingerprint.of(publicKey: key)
-        try deriveSeed(peerEphemeral: peerEphemeral, peerFingerprint: fingerprint)
-        plaintextPeer = plain
-        let th = ExchangeProtocol.bluetoothTranscriptHash(
-            th1: th1, plaintextI: isInitiator ? plaintextMine : plain, plaintextR: isInitiator ? plain : plaintextMine)
-        sas = try secrets.withBytes { try ShortCode.sas(seed: UnsafeRawBufferPointer(rebasing: $0[Self.seedRange]), transcriptHash: th) }
-        peer = Peer(name: name, fingerprint: fingerprint, publicKey: key)
-        peerDeviceSecret = deviceSecret
+        accepted.append(bytes)
     }
 
     // MARK: Invite and real-time (PROTOCOL.md 16)
-
-    struct RemoteSetup {
-        let inviter: Bool
-        let inviteCode: RemoteCode
-        let encryptionCode: RemoteCode
-        let sid: [UInt8]
-    }
 
     /// Starts an exchange at a distance as the inviter: draws the invite
     /// code and encryption code (show both; the other person types them),
@@ -495,11 +287,11 @@ public final class Exchange: CustomStringConvertible {
     /// mailbox, where each side may go offline between its steps.
     public static func invite<R: RandomSource>(identity: Identity, realtime: Bool, now: Int64, random: inout R) throws -> Exchange {
         try UnixTime.check(now)
-        let secrets = try drawSecrets(&random)
+        let own = try drawOwn(&random)
         let inviteCode = RemoteCode.random(using: &random)
         return try invite(
             identity: identity, realtime: realtime, inviteCode: inviteCode, encryptionCode: RemoteCode.random(using: &random),
-            secrets: secrets, now: now, random: &random)
+            own: own, now: now, random: &random)
     }
 
     /// The inviter with given codes: only for tests of an attacker who read
@@ -509,31 +301,33 @@ public final class Exchange: CustomStringConvertible {
     ) throws -> Exchange {
         try invite(
             identity: identity, realtime: realtime, inviteCode: inviteCode, encryptionCode: encryptionCode,
-            secrets: try drawSecrets(&random), now: now, random: &random)
+            own: try drawOwn(&random), now: now, random: &random)
     }
 
     private static func invite<R: RandomSource>(
-        identity: Identity, realtime: Bool, inviteCode: RemoteCode, encryptionCode: RemoteCode, secrets: consuming SecretBytes,
+        identity: Identity, realtime: Bool, inviteCode: RemoteCode, encryptionCode: RemoteCode, own: ExchangeMachine.Own,
         now: Int64, random: inout R
     ) throws -> Exchange {
-        let setup = RemoteSetup(
-            inviter: true, inviteCode: inviteCode, encryptionCode: encryptionCode, sid: random.bytes(RemoteProtocol.sidCount))
-        return try startRemote(identity: identity, realtime: realtime, setup: setup, secrets: secrets, now: now, random: &random)
+        let sid = random.bytes(RemoteProtocol.sidCount)
+        return try startRemote(
+            identity: identity, realtime: realtime, own: own, now: now, random: &random,
+            setup: { ExchangeMachine.Remote(inviter: true, inviteCode: inviteCode, encryptionCode: encryptionCode, sid: sid, scalar: $0) })
     }
 
     /// Draws the PAKE scalar (after everything else the side draws), sweeps
-    /// abandoned scalars, builds the exchange and keeps its scalar in the
-    /// secret store.
+    /// abandoned scalars, and starts the machine, which keeps its scalar in
+    /// the secret store.
     private static func startRemote<R: RandomSource>(
-        identity: Identity, realtime: Bool, setup: RemoteSetup, secrets: consuming SecretBytes, now: Int64, random: inout R
+        identity: Identity, realtime: Bool, own: ExchangeMachine.Own, now: Int64, random: inout R,
+        setup: (SecretBox) -> ExchangeMachine.Remote
     ) throws -> Exchange {
-        var secrets = secrets
-        secrets.withMutableBytes { CPace.sampleScalar(into: UnsafeMutableRawBufferPointer(rebasing: $0[scalarRange]), using: &random) }
+        var scalar = try SecretBytes(count: CPace.scalarCount)
+        scalar.withMutableBytes { CPace.sampleScalar(into: $0, using: &random) }
         try PendingPAKE.sweep(identity.store, now: now)
-        let ex = try Exchange(
-            identity: identity, method: realtime ? .realtime : .invite, now: now, sessionCode: nil, secrets: secrets, remote: setup)
-        try ex.keepPAKEScalar()
-        return ex
+        let (machine, actions) = try ExchangeMachine.start(
+            identity: identity, method: realtime ? .realtime : .invite, now: now, sessionCode: nil, own: own,
+            remote: setup(SecretBox(scalar)))
+        return try started(machine, actions)
     }
 
     /// Joins an exchange at a distance as the invitee, with the two codes
@@ -543,210 +337,24 @@ public final class Exchange: CustomStringConvertible {
         identity: Identity, inviteCode: String, encryptionCode: String, realtime: Bool, now: Int64, random: inout R
     ) throws -> Exchange {
         try UnixTime.check(now)
-        let setup = RemoteSetup(
-            inviter: false, inviteCode: try RemoteCode(parsing: inviteCode, what: "invite code"),
-            encryptionCode: try RemoteCode(parsing: encryptionCode, what: "encryption code"), sid: [])
-        guard setup.inviteCode != setup.encryptionCode else {
+        let invite = try RemoteCode(parsing: inviteCode, what: "invite code")
+        let encryption = try RemoteCode(parsing: encryptionCode, what: "encryption code")
+        guard invite != encryption else {
             throw ItsMeError(.invalidArgument, "the invite code and the encryption code are the same: type both as shown")
         }
         return try startRemote(
-            identity: identity, realtime: realtime, setup: setup, secrets: try drawSecrets(&random), now: now, random: &random)
+            identity: identity, realtime: realtime, own: try drawOwn(&random), now: now, random: &random,
+            setup: { ExchangeMachine.Remote(inviter: false, inviteCode: invite, encryptionCode: encryption, sid: [], scalar: $0) })
     }
 
     /// True for the side that created the invite (CPace's initiator).
-    public var isInviter: Bool { method.isRemote && isInitiator }
+    public var isInviter: Bool { machine.remote?.inviter ?? false }
 
     /// The relay ID this exchange uses, 16 bytes: the invite mailbox, or
     /// for a real-time exchange the room.
     public var relayID: [UInt8]? {
         guard let code = inviteCode else { return nil }
         return method == .realtime ? RemoteProtocol.roomID(code) : RemoteProtocol.inviteID(code)
-    }
-
-    private var inviteID: [UInt8] { RemoteProtocol.inviteID(inviteCode!) }
-
-    private func keepPAKEScalar() throws {
-        try secrets.withBytes { s in
-            try PendingPAKE.keep(
-                identity.store, inviteID: inviteID, inviter: isInitiator, createdAt: createdAt,
-                scalar: UnsafeRawBufferPointer(rebasing: s[Self.scalarRange]))
-        }
-    }
-
-    /// Wipes the PAKE scalar from the secret store once the exchange ends:
-    /// a copy of the sealed exchange can no longer be restored.
-    private func forgetPAKEScalar() {
-        guard method.isRemote, let code = inviteCode else { return }
-        PendingPAKE.forget(identity.store, inviteID: RemoteProtocol.inviteID(code), inviter: isInitiator)
-    }
-
-    private func withScalar<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try secrets.withBytes { try body(UnsafeRawBufferPointer(rebasing: $0[Self.scalarRange])) }
-    }
-
-    /// Y = y * g, with g from the encryption code, the invite code and sid.
-    private func computePAKEShare() throws -> [UInt8] {
-        let prs = Array(encryptionCode!.canonical.utf8)
-        let g = try CPace.generator(prs: prs, ci: RemoteProtocol.channelIdentifier(inviteCode!), sid: sid)
-        return try g.withBytes { gp in
-            try withScalar { y in
-                guard let share = CPace.scalarMult(scalar: y, point: gp) else {
-                    throw ItsMeError(.internal, "the CPace share is the identity")
-                }
-                return share
-            }
-        }
-    }
-
-    private func startInvite() throws {
-        pakeShare = try computePAKEShare()
-        let commitment = secrets.withBytes { s in
-            ExchangeProtocol.commitment(
-                identityKey: identity.publicKey, ephemeralKey: ephemeralKey, name: Array(identity.name.utf8),
-                deviceSecret: UnsafeRawBufferPointer(rebasing: s[Self.deviceRange]))
-        }
-        let m = [RemoteProtocol.version, RemoteProtocol.MessageType.invite.rawValue] + sid + pakeShare + commitment
-        inviteMessage = m
-        outbox.append(m)
-    }
-
-    /// K = y * peerShare, then the ISK and the four keys into the secrets.
-    private func completePAKE(ya: [UInt8], yb: [UInt8], commitment: [UInt8]) throws {
-        let peerShare = isInitiator ? yb : ya
-        guard !ConstantTime.equal(ya, yb) else {
-            throw ItsMeError(.invalidKey, "the peer's PAKE share equals ours (a reflected message)")
-        }
-        var k = try withScalar { y in
-            try peerShare.withUnsafeBytes { p in
-                guard let k = CPace.scalarMult(scalar: y, point: p) else {
-                    throw ItsMeError(.authenticationFailed, "the peer's PAKE share is not a valid ristretto255 element")
-                }
-                return k
-            }
-        }
-        defer { wipe(&k) }
-        let isk = try CPace.isk(sid: sid, k: k, ya: ya, ada: commitment, yb: yb, adb: [])
-        try isk.withBytes { i in
-            try secrets.withMutableBytes { try RemoteProtocol.keys(isk: i, into: UnsafeMutableRawBufferPointer(rebasing: $0[Self.remoteKeysRange])) }
-        }
-        tpake = RemoteProtocol.pakeTranscript(inviteID: inviteID, invite: inviteMessage!, yb: yb)
-    }
-
-    /// kc_I, kc_R, kp_I, kp_R, kd_I, kd_R by index 0 to 5.
-    private func withRemoteKey<R>(_ index: Int, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        let start = Self.remoteKeysRange.lowerBound + 32 * index
-        return try secrets.withBytes { try body(UnsafeRawBufferPointer(rebasing: $0[start..<(start + 32)])) }
-    }
-
-    private func signedPayload() throws -> [UInt8] {
-        try secrets.withBytes { s in
-            try RemoteProtocol.payload(
-                identity: identity, ephemeralKey: ephemeralKey, deviceSecret: UnsafeRawBufferPointer(rebasing: s[Self.deviceRange]),
-                tpake: tpake, initiator: isInitiator)
-        }
-    }
-
-    /// Opens and checks the peer's sealed payload, derives the seed and SAS.
-    private func receivePayload(_ box: [UInt8]) throws {
-        let plain = try withRemoteKey(isInitiator ? 3 : 2) {
-            try RemoteProtocol.openPayload(key: $0, initiator: !isInitiator, inviteID: inviteID, box)
-        }
-        let p = try RemoteProtocol.parsePayload(plain, tpake: tpake, senderInitiator: !isInitiator)
-        if !isInitiator {
-            let commitment = p.deviceSecret.withBytes {
-                ExchangeProtocol.commitment(identityKey: p.identityKey, ephemeralKey: p.ephemeralKey, name: p.nameBytes, deviceSecret: $0)
-            }
-            guard ConstantTime.equal(commitment, Array(inviteMessage![50..<82])) else {
-                throw ItsMeError(.authenticationFailed, "the inviter's keys do not match its commitment")
-            }
-        }
-        // Contents, once authenticated (PROTOCOL.md 1.1, 16.3).
-        guard !ConstantTime.equal(p.identityKey, identity.publicKey) else {
-            throw ItsMeError(.invalidKey, "the peer's contact data carries our own identity key")
-        }
-        let fingerprint = Fingerprint.of(publicKey: p.identityKey)
-        try deriveSeed(peerEphemeral: p.ephemeralKey, peerFingerprint: fingerprint)
-        plaintextPeer = plain
-        th = RemoteProtocol.transcriptHash(
-            tpake: tpake, payloadI: isInitiator ? plaintextMine : plain, payloadR: isInitiator ? plain : plaintextMine)
-        sas = try secrets.withBytes { try ShortCode.sas(seed: UnsafeRawBufferPointer(rebasing: $0[Self.seedRange]), transcriptHash: th) }
-        peer = Peer(name: p.name, fingerprint: fingerprint, publicKey: p.identityKey)
-        peerDeviceSecret = p.deviceSecret
-        state = .compareSAS
-    }
-
-    private func receiveRemote(_ m: [UInt8]) throws {
-        typealias T = RemoteProtocol.MessageType
-        let type: T = try Self.messageType(
-            m, maxCount: RemoteProtocol.maxMessageCount, version: RemoteProtocol.version, what: "exchange message")
-        let outOfOrder = ItsMeError(.malformedMessage, "\(type) message out of order (replayed, reflected or reordered)")
-        let minBox = RemoteProtocol.minPayloadBox
-        switch type {
-        case .invite:
-            guard !isInitiator, inviteMessage == nil else { throw outOfOrder }
-            guard m.count == RemoteProtocol.inviteCount else { throw ItsMeError(.malformedMessage, "an INVITE message is 82 bytes") }
-            sid = Array(m[2..<18])
-            inviteMessage = m
-            let ya = Array(m[18..<50])
-            pakeShare = try computePAKEShare()
-            try completePAKE(ya: ya, yb: pakeShare, commitment: Array(m[50..<82]))
-            let tag = withRemoteKey(1) { RemoteProtocol.confirmationTag(key: $0, initiator: false, tpake: tpake, accept: nil) }
-            plaintextMine = try signedPayload()
-            let box = try withRemoteKey(3) {
-                try RemoteProtocol.sealPayload(key: $0, initiator: false, inviteID: inviteID, plaintextMine)
-            }
-            let accept = [RemoteProtocol.version, T.accept.rawValue] + pakeShare + tag + box
-            acceptMessage = accept
-            outbox.append(accept)
-        case .accept:
-            guard isInitiator, acceptMessage == nil else { throw outOfOrder }
-            guard m.count >= 2 + 32 + 32 + minBox else { throw ItsMeError(.malformedMessage, "the ACCEPT message is too short") }
-            let yb = Array(m[2..<34])
-            try completePAKE(ya: pakeShare, yb: yb, commitment: Array(inviteMessage![50..<82]))
-            let tag = withRemoteKey(1) { RemoteProtocol.confirmationTag(key: $0, initiator: false, tpake: tpake, accept: nil) }
-            guard ConstantTime.equal(tag, Array(m[34..<66])) else {
-                throw ItsMeError(
-                    .authenticationFailed,
-                    "the invitee's confirmation does not verify: a wrong encryption code, or a relay that changed the messages; the invite is spent")
-            }
-            acceptMessage = m
-            plaintextMine = try signedPayload()
-            try receivePayload(Array(m[66...]))
-            let replyTag = withRemoteKey(0) { RemoteProtocol.confirmationTag(key: $0, initiator: true, tpake: tpake, accept: m) }
-            let box = try withRemoteKey(2) {
-                try RemoteProtocol.sealPayload(key: $0, initiator: true, inviteID: inviteID, plaintextMine)
-            }
-            outbox.append([RemoteProtocol.version, T.reply.rawValue] + replyTag + box)
-        case .reply:
-            guard !isInitiator, let accept = acceptMessage, plaintextPeer == nil else { throw outOfOrder }
-            guard m.count >= 2 + 32 + minBox else { throw ItsMeError(.malformedMessage, "the REPLY message is too short") }
-            let tag = withRemoteKey(0) { RemoteProtocol.confirmationTag(key: $0, initiator: true, tpake: tpake, accept: accept) }
-            guard ConstantTime.equal(tag, Array(m[2..<34])) else {
-                throw ItsMeError(
-                    .authenticationFailed,
-                    "the inviter's confirmation does not verify: a wrong encryption code, or a relay that changed the messages; the invite is spent")
-            }
-            try receivePayload(Array(m[34...]))
-        case .decision:
-            guard plaintextPeer != nil, peerDecision == 0 else { throw outOfOrder }
-            guard m.count == RemoteProtocol.decisionCount else {
-                throw ItsMeError(.malformedMessage, "a DECISION message is \(RemoteProtocol.decisionCount) bytes")
-            }
-            let confirmed = try withRemoteKey(isInitiator ? 5 : 4) {
-                try RemoteProtocol.openDecision(key: $0, initiator: !isInitiator, th: th, m)
-            }
-            peerDecided(confirmed: confirmed)
-        }
-    }
-
-    /// Records the peer's authenticated decision; releases a held one of ours.
-    private func peerDecided(confirmed: Bool) {
-        peerDecision = confirmed ? 1 : 2
-        flags.insert(confirmed ? .peerConfirmed : .peerRejected)
-        if let held = heldDecision {
-            outbox.append(held)
-            heldDecision = nil
-        }
     }
 
     // MARK: Finishing
@@ -758,13 +366,21 @@ public final class Exchange: CustomStringConvertible {
     /// decision did not come in time (`ContactStore.expireAwaiting`).
     @discardableResult
     public func save(to store: ContactStore, now: Int64) throws -> Int64 {
-        try checkUsable(now: now)
-        guard state == .compareSAS || state == .imported, let peer else {
+        try step(store: store, now: now) { m in
+            try m.checkUsable(now: now)
+            return []
+        }
+        return try saveContact(store, now: now)
+    }
+
+    private func saveContact(_ store: ContactStore, now: Int64) throws -> Int64 {
+        guard state == .compareSAS || state == .imported, let agreement = machine.agreement else {
             throw ItsMeError(.invalidState, "nothing to save: the exchange is \(state)")
         }
         try checkStore(store)
         if let id = savedContactID { return id }
         try store.expireAwaiting(now: now)
+        let peer = agreement.peer
         var existing: Contact?
         if let key = peer.publicKey {
             do { existing = try store.contact(publicKey: key) } catch let e as ItsMeError where e.kind == .notFound {}
@@ -773,24 +389,15 @@ public final class Exchange: CustomStringConvertible {
         if let existing {
             id = existing.id
             existingContact = true
-            flags.insert(.knownContact)
         } else {
             id = try store.addExchanged(
-                name: peer.name, publicKey: peer.publicKey, fingerprint: peer.fingerprint, seed: try seedCopy(),
-                mine: try mineDeviceSecret(), theirs: try SecretBytes(copying: peerDeviceSecret),
+                name: peer.name, publicKey: peer.publicKey, fingerprint: peer.fingerprint, seed: try agreement.seed.bytes.copy(),
+                mine: try machine.own.deviceSecret.bytes.copy(), theirs: try agreement.peerDeviceSecret.bytes.copy(),
                 method: method.contactMethod, now: now)
         }
         savedContactID = id
         savedStoreID = store.storeID
         return id
-    }
-
-    private func seedCopy() throws -> SecretBytes {
-        try secrets.withBytes { try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[Self.seedRange])) }
-    }
-
-    private func mineDeviceSecret() throws -> SecretBytes {
-        try secrets.withBytes { try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[Self.deviceRange])) }
     }
 
     /// The person said the SAS matches: saves if needed and sends this
@@ -803,38 +410,23 @@ public final class Exchange: CustomStringConvertible {
     /// `settle`.
     @discardableResult
     public func confirm(store: ContactStore, now: Int64) throws -> Int64 {
-        try checkUsable(now: now)
-        guard state == .compareSAS else {
-            throw ItsMeError(
-                .invalidState,
-                state == .imported
-                    ? "a source-format contact has no SAS to confirm: save it, it stays unauthenticated"
-                    : "there is no SAS to confirm: the exchange is \(state)")
+        try step(store: store, now: now) { m in
+            try m.checkUsable(now: now)
+            return try m.confirm()
         }
-        guard peerDecision != 2 else {
-            throw ItsMeError(.invalidState, "the peer rejected the SAS; the exchange cannot be confirmed: reject it")
-        }
-        let id = try save(to: store, now: now)
-        if method == .qr || peerDecision == 1 {
-            try keep(store: store, id: id, now: now)
-            try decide(confirmed: true)
-            state = .confirmed
-            forgetPAKEScalar()
-        } else {
-            if !existingContact { try store.setAwaiting(id: id, until: createdAt + Self.lifetime) }
-            try decide(confirmed: true)
-            state = .awaitingDecision
-        }
-        return id
+        return try required(savedContactID)
     }
 
     /// Makes the exchanged contact verified: a new one, or a known one
     /// with the new seed and device secrets.
-    private func keep(store: ContactStore, id: Int64, now: Int64) throws {
+    private func keep(_ contact: ExchangedContact, store: ContactStore, now: Int64) throws {
+        let id = try required(savedContactID)
+        try checkStore(store)
         if existingContact {
+            guard let key = contact.peer.publicKey else { throw ItsMeError(.internal, "a known contact without its key") }
             try store.replaceExchanged(
-                id: id, publicKey: peer!.publicKey!, seed: try seedCopy(), mine: try mineDeviceSecret(),
-                theirs: try SecretBytes(copying: peerDeviceSecret), method: method.contactMethod, now: now)
+                id: id, publicKey: key, seed: try contact.seed.bytes.copy(), mine: try contact.mine.bytes.copy(),
+                theirs: try contact.theirs.bytes.copy(), method: method.contactMethod, now: now)
         } else {
             try store.settleVerified(id: id, now: now)
         }
@@ -849,23 +441,11 @@ public final class Exchange: CustomStringConvertible {
     /// decision has arrived.
     @discardableResult
     public func settle(store: ContactStore, now: Int64) throws -> Int64? {
-        try checkUsable(now: now)
-        guard state == .awaitingDecision, peerDecision != 0, let id = savedContactID else {
-            throw ItsMeError(
-                .invalidState,
-                state == .awaitingDecision
-                    ? "the peer's decision has not arrived yet" : "nothing to settle: the exchange is \(state)")
+        try step(store: store, now: now) { m in
+            try m.checkUsable(now: now)
+            return try m.settle()
         }
-        try checkStore(store)
-        if peerDecision == 1 {
-            try keep(store: store, id: id, now: now)
-            state = .confirmed
-        } else {
-            if !existingContact { try store.delete(id: id) }
-            state = .rejected
-        }
-        forgetPAKEScalar()
-        return state == .confirmed ? id : nil
+        return state == .confirmed ? savedContactID : nil
     }
 
     /// The SAS did not match, the person gave up, or (state
@@ -876,43 +456,27 @@ public final class Exchange: CustomStringConvertible {
     /// was received. `store` may be nil if nothing was saved. A failed
     /// exchange may be rejected too, to delete what it saved.
     public func reject(store: ContactStore?) throws {
-        let open = state == .compareSAS || state == .imported || state == .awaitingPeer || state == .awaitingDecision
-        guard open || (state == .failed && savedContactID != nil && !existingContact) else {
-            throw ItsMeError(.invalidState, "the exchange is \(state) and cannot be rejected")
-        }
-        if let id = savedContactID, !existingContact {
-            guard let store else { throw ItsMeError(.invalidArgument, "the contact was saved: give its store to delete it") }
-            try checkStore(store)
-            do { try store.delete(id: id) } catch let e as ItsMeError where e.kind == .notFound && state != .compareSAS {
-                // Already deleted by expireAwaiting, or by an earlier reject
-                // of this failed exchange.
+        if machine.failure != nil {
+            guard savedContactID != nil, !existingContact else {
+                throw ItsMeError(.invalidState, "the exchange is failed and cannot be rejected")
             }
-        }
-        if state == .failed {
+            try dropContact(store: store, missingIsFine: true)
             savedContactID = nil
             return
         }
-        if decision == 0 { try decide(confirmed: false) }
-        state = .rejected
-        forgetPAKEScalar()
+        try step(store: store, now: nil) { try $0.reject() }
     }
 
-    /// Records this side's decision and queues the message that carries it
-    /// once the peer's contact data was received: a Bluetooth CONFIRM, a
-    /// remote DECISION (the inviter's confirmation through the mailbox is
-    /// held until the invitee's decision arrives).
-    private func decide(confirmed: Bool) throws {
-        decision = confirmed ? 1 : 2
-        guard plaintextPeer != nil, !sentConfirm else { return }
-        sentConfirm = true
-        switch method {
-        case .qr: return
-        case .bluetooth: outbox.append(try seal(.confirm, counter: 1, [confirmed ? 1 : 0]))
-        case .invite, .realtime:
-            let m = try withRemoteKey(isInitiator ? 4 : 5) {
-                try RemoteProtocol.decisionMessage(key: $0, initiator: isInitiator, th: th, confirmed: confirmed)
-            }
-            if method == .invite, isInitiator, confirmed, peerDecision == 0 { heldDecision = m } else { outbox.append(m) }
+    /// Deletes the contact `save` added; a known contact is left as it was.
+    private func dropContact(store: ContactStore?, missingIsFine: Bool) throws {
+        guard let id = savedContactID, !existingContact else { return }
+        guard let store else { throw ItsMeError(.invalidArgument, "the contact was saved: give its store to delete it") }
+        try checkStore(store)
+        do {
+            try store.delete(id: id)
+        } catch let e as ItsMeError where e.kind == .notFound && missingIsFine {
+            // Already deleted by expireAwaiting, or by an earlier reject
+            // of this failed exchange.
         }
     }
 
@@ -949,41 +513,49 @@ public final class Exchange: CustomStringConvertible {
     /// (awaiting the peer, comparing the SAS, imported, or awaiting the
     /// peer's decision) can be sealed, and so can a finished Bluetooth one,
     /// which may still have its CONFIRM frame to send and the peer's to
-    /// receive.
+    /// receive. The nonce comes from the system's generator.
     public func seal() throws -> [UInt8] {
+        var random = SystemRandom()
+        return try seal(random: &random)
+    }
+
+    /// `seal()` with the nonce from `random`.
+    public func seal<R: RandomSource>(random: inout R) throws -> [UInt8] {
         let pending = state == .awaitingPeer || state == .compareSAS || state == .imported || state == .awaitingDecision
         let finishedBluetooth = method == .bluetooth && (state == .confirmed || state == .rejected)
         guard pending || finishedBluetooth else {
             throw ItsMeError(.invalidState, "only a pending or finished Bluetooth exchange can be sealed; this one is \(state)")
         }
-        let remoteCount = method.isRemote ? 1 + 8 + 8 + 1 + (isInitiator ? sid.count : 0) : 0
-        let size = 1 + 8 + remoteCount + 32 + 16 + 4 + 4 + 8 + 16 + 1 + 1 + 2 + accepted.reduce(0) { $0 + 2 + $1.count }
+        let remote = machine.remote
+        let sid = remote?.inviter == true ? remote?.sid ?? [] : []
+        let remoteCount = remote == nil ? 0 : 1 + 8 + 8 + 1 + sid.count
+        let size = 1 + 8 + remoteCount + ExchangeMachine.Own.count + 4 + 4 + 8 + 16 + 1 + 1 + 2
+            + accepted.reduce(0) { $0 + 2 + $1.count }
         var w = try RecordWriter(count: size)
         w.append(UInt8(method.rawValue))
         w.append(createdAt)
-        if method.isRemote {
+        if let remote {
             // The scalar is not here: it stays in the secret store.
-            w.append(UInt8(isInitiator ? 1 : 0))
-            w.append(Array(inviteCode!.canonical.utf8))
-            w.append(Array(encryptionCode!.canonical.utf8))
-            w.append(UInt8(isInitiator ? sid.count : 0))
-            if isInitiator { w.append(sid) }
+            w.append(UInt8(remote.inviter ? 1 : 0))
+            w.append(Array(remote.inviteCode.canonical.utf8))
+            w.append(Array(remote.encryptionCode.canonical.utf8))
+            w.append(UInt8(sid.count))
+            w.append(sid)
         }
-        secrets.withBytes { w.append(UnsafeRawBufferPointer(rebasing: $0[0..<Self.deviceRange.upperBound])) }
+        machine.own.drawn.withBytes { w.append($0) }
         w.append(sessionCode?.value ?? UInt32.max)
         w.append(UInt32(taken))
         w.append(savedContactID ?? -1)
         w.append(savedStoreID ?? [UInt8](repeating: 0, count: 16))
         w.append(UInt8(existingContact ? 1 : 0))
-        w.append(state == .confirmed ? 3 : decision)
+        w.append(machine.decisionCode)
         w.append(UInt16(accepted.count))
         for m in accepted {
             w.append(UInt16(m.count))
             w.append(m)
         }
         let plain = w.finish()
-        var rng = SystemRandom()
-        let nonce = rng.bytes(AEAD.nonceCount)
+        let nonce = random.bytes(AEAD.nonceCount)
         let key = try Self.sealKey(identity.store)
         return [Self.sealVersion] + nonce
             + (try AEAD.seal(.chacha20Poly1305, key: key, nonce: nonce, plaintext: plain, aad: Self.sealAAD(identity)))
@@ -1014,7 +586,7 @@ public final class Exchange: CustomStringConvertible {
             guard now - createdAt <= lifetime else {
                 throw ItsMeError(.expired, "the exchange began more than 24 hours ago; start a new one")
             }
-            var remote: RemoteSetup?
+            var setup: (inviter: Bool, codes: [RemoteCode], sid: [UInt8])?
             if method.isRemote {
                 let inviter = try r.byte() == 1
                 let codes = try [r.array(8), r.array(8)].map {
@@ -1024,11 +596,9 @@ public final class Exchange: CustomStringConvertible {
                 guard sid.count == (inviter ? RemoteProtocol.sidCount : 0) else {
                     throw ItsMeError(.corruptData, "sealed exchange has an invalid session id")
                 }
-                remote = RemoteSetup(inviter: inviter, inviteCode: codes[0], encryptionCode: codes[1], sid: sid)
+                setup = (inviter, codes, sid)
             }
-            var secrets = try SecretBytes(count: remoteKeysRange.upperBound)
-            let drawn = try r.slice(deviceRange.upperBound)
-            secrets.withMutableBytes { $0.baseAddress!.copyMemory(from: drawn.baseAddress!, byteCount: drawn.count) }
+            let own = try ExchangeMachine.Own(drawn: SecretBox(copying: try r.slice(ExchangeMachine.Own.count)))
             let code = try r.uint32()
             let sessionCode = method == .bluetooth ? ShortCode(value: code) : nil
             guard method != .bluetooth || sessionCode != nil else {
@@ -1047,29 +617,31 @@ public final class Exchange: CustomStringConvertible {
             var inputs: [[UInt8]] = []
             for _ in 0..<(try r.uint16()) { inputs.append(try r.array(Int(try r.uint16()))) }
             try r.finish()
-            if let remote {
-                let found = try secrets.withMutableBytes {
+            var remote: ExchangeMachine.Remote?
+            if let setup {
+                var scalar = try SecretBytes(count: CPace.scalarCount)
+                let found = try scalar.withMutableBytes {
                     try PendingPAKE.load(
-                        identity.store, inviteID: RemoteProtocol.inviteID(remote.inviteCode), inviter: remote.inviter,
-                        into: UnsafeMutableRawBufferPointer(rebasing: $0[scalarRange]))
+                        identity.store, inviteID: RemoteProtocol.inviteID(setup.codes[0]), inviter: setup.inviter, into: $0)
                 }
                 guard found else {
                     throw ItsMeError(.invalidState, "this invite has ended (its PAKE secret is gone from the secret store); start a new one")
                 }
+                remote = ExchangeMachine.Remote(
+                    inviter: setup.inviter, inviteCode: setup.codes[0], encryptionCode: setup.codes[1], sid: setup.sid,
+                    scalar: SecretBox(scalar))
             }
-            let ex = try Exchange(
-                identity: identity, method: method, now: createdAt,
-                sessionCode: sessionCode, secrets: secrets, remote: remote)
+            let (machine, actions) = try ExchangeMachine.start(
+                identity: identity, method: method, now: createdAt, sessionCode: sessionCode, own: own, remote: remote)
+            let ex = Exchange(machine)
+            // The scalar is in the secret store already: only the messages.
+            try ex.apply(actions.filter { if case .send = $0 { true } else { false } }, store: nil, now: createdAt)
             for input in inputs { try ex.receive(input, now: createdAt) }
-            if decision != 0 {
-                try ex.decide(confirmed: decision != 2)
-                ex.state = decision == 1 ? .awaitingDecision : decision == 2 ? .rejected : .confirmed
-            }
+            try ex.step(store: nil, now: createdAt) { try $0.restoreDecision(decision) }
             ex.taken = min(taken, ex.outbox.count)
             ex.savedContactID = saved >= 0 ? saved : nil
             ex.savedStoreID = saved >= 0 ? storeID : nil
             ex.existingContact = existing
-            if existing { ex.flags.insert(.knownContact) }
             return ex
         }
     }

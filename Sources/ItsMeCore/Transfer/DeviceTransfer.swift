@@ -46,6 +46,12 @@ public final class DeviceTransfer: CustomStringConvertible {
     /// The SAS, once both keys are known (and after the transfer ended
     /// other than by failing).
     public var sas: ShortCode? { machine.sas }
+
+    /// The SAS, or `.invalidState` saying why there is none.
+    public func requireSAS() throws -> ShortCode {
+        guard let sas else { throw ItsMeError(.invalidState, "there is no SAS (the transfer is \(state))") }
+        return sas
+    }
     /// The relay room: lowercase hex of 16 bytes derived from the transfer id.
     public var roomName: String { machine.offer.roomName }
     /// The offer text (as the receiver shows it, or as the sender scanned it).

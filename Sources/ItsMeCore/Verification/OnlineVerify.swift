@@ -38,6 +38,12 @@ public final class OnlineVerify: CustomStringConvertible {
     /// The SAS, once both proofs are checked (and after a rejection that
     /// followed them); nil before, and once the session failed.
     public var sas: ShortCode? { machine.sas }
+
+    /// The SAS, or `.invalidState` saying why there is none.
+    public func requireSAS() throws -> ShortCode {
+        guard let sas else { throw ItsMeError(.invalidState, "there is no SAS (the session is \(state))") }
+        return sas
+    }
     /// The outcome of the device tag check, known once proofs are checked.
     public var outcome: VoiceSession.Outcome? { machine.outcome }
 

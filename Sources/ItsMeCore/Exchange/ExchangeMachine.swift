@@ -1,0 +1,807 @@
+/// The contact exchange's state machine (docs/PROTOCOL.md sections 5 to 8
+/// and 16), as a value. Each method has its own handshake state; once the
+/// peer's contact data is in, the three share one `Agreement` (the peer,
+/// the seed, the SAS, the channel that carries the two decisions).
+///
+///     exchanging --peer's data--> agreed (compareSAS / imported)
+///     agreed --confirm--> awaiting the peer's decision, or settled confirmed
+///     agreed --settle--> settled; exchanging or agreed --reject--> rejected
+///
+/// Transitions return `ExchangeAction`s: send bytes, keep or forget the PAKE
+/// scalar in the secret store, save, keep or drop the contact. The machine
+/// writes to no store; `Exchange` applies the actions. Peer input that is
+/// wrong throws and fails the machine for good (unless this side has
+/// decided: then the bad message is refused and nothing changes); a call
+/// the state does not allow throws `.invalidState` and changes nothing.
+struct ExchangeMachine {
+    typealias Method = Exchange.Method
+
+    enum Decision: Equatable, Sendable {
+        case confirmed
+        case rejected
+    }
+
+    /// What this side drew, in one draw: its ephemeral secret (32 bytes),
+    /// then its device secret (16). A sealed exchange keeps `drawn`.
+    struct Own {
+        static let count = X25519.keyCount + ExchangeProtocol.deviceSecretCount
+
+        let drawn: SecretBox
+        let ephemeralSecret: SecretBox
+        let ephemeralKey: [UInt8]
+        let deviceSecret: SecretBox
+
+        init(drawn: SecretBox) throws {
+            guard drawn.count == Self.count else { throw ItsMeError(.invalidArgument, "an exchange draws \(Self.count) bytes") }
+            func part(_ range: Range<Int>) throws -> SecretBox {
+                try drawn.withBytes { SecretBox(try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[range]))) }
+            }
+            self.drawn = drawn
+            ephemeralSecret = try part(0..<X25519.keyCount)
+            deviceSecret = try part(X25519.keyCount..<Self.count)
+            ephemeralKey = ephemeralSecret.withBytes { X25519.publicKey(secretKey: $0) }
+        }
+
+        func wipe() {
+            drawn.wipe()
+            ephemeralSecret.wipe()
+            deviceSecret.wipe()
+        }
+    }
+
+    /// The exchange at a distance's setup: the two codes, the session id
+    /// (the inviter draws it; the invitee reads it from INVITE) and the
+    /// CPace scalar.
+    struct Remote {
+        let inviter: Bool
+        let inviteCode: RemoteCode
+        let encryptionCode: RemoteCode
+        let sid: [UInt8]
+        let scalar: SecretBox
+
+        var inviteID: [UInt8] { RemoteProtocol.inviteID(inviteCode) }
+    }
+
+    /// kc_I, kc_R, kp_I, kp_R, kd_I, kd_R of section 16.3.
+    struct RemoteKeys {
+        let confirmI: SecretBox, confirmR: SecretBox
+        let payloadI: SecretBox, payloadR: SecretBox
+        let decisionI: SecretBox, decisionR: SecretBox
+
+        init(isk: borrowing SecretBytes) throws {
+            var all = try SecretBytes(count: 192)
+            try isk.withBytes { i in try all.withMutableBytes { try RemoteProtocol.keys(isk: i, into: $0) } }
+            func key(_ n: Int) throws -> SecretBox {
+                try all.withBytes { SecretBox(try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[(32 * n)..<(32 * n + 32)]))) }
+            }
+            (confirmI, confirmR, payloadI, payloadR, decisionI, decisionR) =
+                (try key(0), try key(1), try key(2), try key(3), try key(4), try key(5))
+        }
+    }
+
+    /// The CPace result: the transcript and the keys.
+    struct Paked {
+        let tpake: [UInt8]
+        let keys: RemoteKeys
+    }
+
+    enum BluetoothStep {
+        /// Our HELLO sent, waiting for the peer's.
+        case sentHello(hello: [UInt8])
+        /// Our KEY sent, waiting for the peer's.
+        case sentKey(hello: [UInt8], peerHello: [UInt8], peerFingerprint: [UInt8], peerCommitment: [UInt8], key: [UInt8], isInitiator: Bool)
+        /// Our DATA sent, waiting for the peer's.
+        case sentData(BluetoothKeyed)
+    }
+
+    struct BluetoothKeyed {
+        let isInitiator: Bool
+        let th1: [UInt8]
+        let keys: DirectionKeys
+        let peerFingerprint: [UInt8]
+        let peerCommitment: [UInt8]
+        let peerEphemeralKey: [UInt8]
+        let plaintextMine: [UInt8]
+    }
+
+    enum RemoteStep {
+        /// The inviter: INVITE sent, waiting for ACCEPT.
+        case sentInvite(invite: [UInt8], share: [UInt8], commitment: [UInt8])
+        /// The invitee: waiting for INVITE.
+        case awaitingInvite
+        /// The invitee: ACCEPT sent, waiting for REPLY.
+        case sentAccept(Paked, accept: [UInt8], commitment: [UInt8], plaintextMine: [UInt8], sid: [UInt8])
+    }
+
+    enum Handshake {
+        case qr
+        case bluetooth(BluetoothStep)
+        case remote(RemoteStep)
+    }
+
+    /// What carries the two decisions once the SAS is shown.
+    enum Channel {
+        /// QR: both screens were seen in person.
+        case inPerson
+        case bluetooth(DirectionKeys)
+        case remote(RemoteKeys, th: [UInt8])
+    }
+
+    /// The peer's checked contact data, and what the two now share.
+    struct Agreement {
+        let peer: Exchange.Peer
+        let peerDeviceSecret: SecretBox
+        let seed: SecretBox
+        /// nil for a source-format payload: nothing is authenticated.
+        let sas: ShortCode?
+        let channel: Channel
+    }
+
+    struct Decisions {
+        var mine: Decision?
+        var peers: Decision?
+        /// This side's decision message has been made.
+        var sent = false
+        /// The inviter's confirmation through the mailbox, held until the
+        /// invitee's decision arrives (16.5).
+        var held: [UInt8]?
+        /// The outcome, once applied: the contact kept, or not.
+        var settled: Decision?
+    }
+
+    enum State {
+        case exchanging(Handshake)
+        case agreed(Agreement, Decisions)
+        /// Rejected before the peer's contact data arrived.
+        case abandoned
+        case failed(ItsMeError)
+    }
+
+    let identity: Identity
+    let method: Method
+    let createdAt: Int64
+    /// Bluetooth only: the code the two devices use to find each other.
+    let sessionCode: ShortCode?
+    let own: Own
+    let remote: Remote?
+    /// QR: our payload, shown for as long as the exchange is pending.
+    let ownPayload: SecretBox?
+    private(set) var state: State
+
+    /// The machine, and what to do first: a Bluetooth HELLO or an INVITE to
+    /// send, and for an exchange at a distance the PAKE scalar to keep.
+    static func start(
+        identity: Identity, method: Method, now: Int64, sessionCode: ShortCode?, own: Own, remote: Remote?
+    ) throws -> (ExchangeMachine, [ExchangeAction]) {
+        guard method.isRemote == (remote != nil), (method == .bluetooth) == (sessionCode != nil) else {
+            throw ItsMeError(.invalidArgument, "an exchange's setup does not fit its method")
+        }
+        var actions: [ExchangeAction] = []
+        let handshake: Handshake
+        var ownPayload: SecretBox?
+        switch method {
+        case .qr:
+            ownPayload = SecretBox(
+                try SecretBytes(
+                    copying: try own.deviceSecret.withBytes {
+                        try ExchangeProtocol.buildQRPayload(identity: identity, ephemeralKey: own.ephemeralKey, deviceSecret: $0)
+                    }))
+            handshake = .qr
+        case .bluetooth:
+            let hello = BluetoothFrame.helloBytes(fingerprint: try fingerprintBytes(identity), commitment: commitment(identity, own))
+            actions.append(.send(hello))
+            handshake = .bluetooth(.sentHello(hello: hello))
+        case .invite, .realtime:
+            guard let remote else { throw ItsMeError(.invalidArgument, "an exchange at a distance needs its codes") }
+            actions.append(
+                .keepPAKEScalar(inviteID: remote.inviteID, inviter: remote.inviter, createdAt: now, scalar: remote.scalar))
+            if remote.inviter {
+                let share = try pakeShare(remote, sid: remote.sid)
+                let c = commitment(identity, own)
+                let invite = RemoteMessage.invite(sid: remote.sid, share: share, commitment: c).bytes
+                actions.append(.send(invite))
+                handshake = .remote(.sentInvite(invite: invite, share: share, commitment: c))
+            } else {
+                handshake = .remote(.awaitingInvite)
+            }
+        }
+        let machine = ExchangeMachine(
+            identity: identity, method: method, createdAt: now, sessionCode: sessionCode, own: own, remote: remote,
+            ownPayload: ownPayload, state: .exchanging(handshake))
+        return (machine, actions)
+    }
+
+    private init(
+        identity: Identity, method: Method, createdAt: Int64, sessionCode: ShortCode?, own: Own, remote: Remote?,
+        ownPayload: SecretBox?, state: State
+    ) {
+        self.identity = identity
+        self.method = method
+        self.createdAt = createdAt
+        self.sessionCode = sessionCode
+        self.own = own
+        self.remote = remote
+        self.ownPayload = ownPayload
+        self.state = state
+    }
+
+    private static func fingerprintBytes(_ identity: Identity) throws -> [UInt8] {
+        guard let bytes = Hex.decode(identity.fingerprint) else { throw ItsMeError(.internal, "our fingerprint is not hex") }
+        return bytes
+    }
+
+    private static func commitment(_ identity: Identity, _ own: Own) -> [UInt8] {
+        own.deviceSecret.withBytes {
+            ExchangeProtocol.commitment(
+                identityKey: identity.publicKey, ephemeralKey: own.ephemeralKey, name: Array(identity.name.utf8), deviceSecret: $0)
+        }
+    }
+
+    /// Y = y * g, with g from the encryption code, the invite code and sid.
+    private static func pakeShare(_ remote: Remote, sid: [UInt8]) throws -> [UInt8] {
+        let prs = Array(remote.encryptionCode.canonical.utf8)
+        let g = try CPace.generator(prs: prs, ci: RemoteProtocol.channelIdentifier(remote.inviteCode), sid: sid)
+        return try g.withBytes { gp in
+            try remote.scalar.withBytes { y in
+                guard let share = CPace.scalarMult(scalar: y, point: gp) else {
+                    throw ItsMeError(.internal, "the CPace share is the identity")
+                }
+                return share
+            }
+        }
+    }
+
+    // MARK: What the state shows
+
+    var publicState: Exchange.State {
+        switch state {
+        case .exchanging: .awaitingPeer
+        case .agreed(let agreement, let d):
+            if let settled = d.settled { settled == .confirmed ? .confirmed : .rejected }
+            else if d.mine == .confirmed { .awaitingDecision }
+            else { agreement.sas == nil ? .imported : .compareSAS }
+        case .abandoned: .rejected
+        case .failed: .failed
+        }
+    }
+
+    var agreement: Agreement? {
+        if case .agreed(let agreement, _) = state { return agreement }
+        return nil
+    }
+
+    var decisions: Decisions? {
+        if case .agreed(_, let d) = state { return d }
+        return nil
+    }
+
+    var failure: ItsMeError? {
+        if case .failed(let error) = state { return error }
+        return nil
+    }
+
+    /// The SAS, once the peer's data is in and unless the exchange failed.
+    var sas: ShortCode? { agreement?.sas }
+
+    var peer: Exchange.Peer? { agreement?.peer }
+
+    /// For a sealed exchange: 0 no decision, 1 confirmed and waiting for
+    /// the peer, 2 rejected, 3 confirmed and settled.
+    var decisionCode: UInt8 {
+        switch state {
+        case .exchanging, .failed: 0
+        case .abandoned: 2
+        case .agreed(_, let d):
+            switch (d.settled, d.mine) {
+            case (.confirmed?, _): 3
+            case (.rejected?, _): 2
+            case (nil, .confirmed?): 1
+            case (nil, .rejected?): 2
+            case (nil, nil): 0
+            }
+        }
+    }
+
+    /// The exchanged contact's data, once agreed.
+    private func exchanged(_ a: Agreement) -> ExchangedContact {
+        ExchangedContact(peer: a.peer, seed: a.seed, mine: own.deviceSecret, theirs: a.peerDeviceSecret, method: method)
+    }
+
+    // MARK: Transitions
+
+    /// Ends the machine for good and wipes what this side drew. The driver
+    /// then forgets the PAKE scalar (`forgetPAKEScalar`).
+    mutating func fail(_ error: ItsMeError) {
+        own.wipe()
+        remote?.scalar.wipe()
+        state = .failed(error)
+    }
+
+    var forgetPAKEScalar: [ExchangeAction] {
+        guard let remote else { return [] }
+        return [.forgetPAKEScalar(inviteID: remote.inviteID, inviter: remote.inviter)]
+    }
+
+    /// `.invalidState` once failed; `.expired` (and failed) once a pending
+    /// exchange is older than `Exchange.lifetime`.
+    mutating func checkUsable(now: Int64) throws {
+        try UnixTime.check(now)
+        if let failure {
+            throw ItsMeError(.invalidState, "the exchange has failed (\(failure.message)); start a new one")
+        }
+        let pending: Bool
+        switch state {
+        case .exchanging: pending = true
+        case .agreed(_, let d): pending = d.settled == nil
+        case .abandoned, .failed: pending = false
+        }
+        if now - createdAt > Exchange.lifetime, pending {
+            let error = ItsMeError(.expired, "the exchange began more than 24 hours ago; start a new one")
+            fail(error)
+            throw error
+        }
+    }
+
+    /// Feeds the peer's bytes: the scanned QR text, a Bluetooth frame, a
+    /// message of the exchange at a distance.
+    mutating func receive(_ bytes: [UInt8]) throws -> [ExchangeAction] {
+        if method == .qr {
+            guard case .exchanging = state else { throw ItsMeError(.invalidState, "the peer's payload was already received") }
+            // A text that is not an exchange payload (another QR code) does
+            // not end the exchange: the person scans again.
+            guard bytes.starts(with: Array(ExchangeProtocol.qrPrefix.utf8)) || bytes.starts(with: Array("5|".utf8)) else {
+                throw ItsMeError(.invalidArgument, "this is not an ItsMe exchange payload (scan the other person's ItsMe code)")
+            }
+        }
+        switch state {
+        case .agreed(_, let d) where d.peers != nil:
+            // The peer's decision was its last message: the exchange has
+            // them all (PROTOCOL.md 7.1, 16.3; as Online Verify, 11.2).
+            throw ItsMeError(.invalidState, "the peer's decision is in; nothing more comes from the peer")
+        case .agreed(_, let d) where d.mine != nil || d.settled != nil:
+            // This side has decided: only the peer's decision may still
+            // come, and a bad message is refused without undoing ours.
+            return try handle(bytes)
+        case .abandoned:
+            throw ItsMeError(.invalidState, "the exchange was rejected; nothing more comes from the peer")
+        case .failed(let error):
+            throw ItsMeError(.invalidState, "the exchange has failed (\(error.message)); start a new one")
+        case .exchanging, .agreed:
+            do {
+                return try handle(bytes)
+            } catch let e as ItsMeError {
+                fail(e)
+                throw e
+            }
+        }
+    }
+
+    private mutating func handle(_ bytes: [UInt8]) throws -> [ExchangeAction] {
+        switch method {
+        case .qr: return try receiveQR(bytes)
+        case .bluetooth: return try receiveFrame(bytes)
+        case .invite, .realtime: return try receiveRemote(bytes)
+        }
+    }
+
+    private func deriveSeed(peerEphemeralKey: [UInt8], peerFingerprint: String) throws -> SecretBox {
+        var seed = try SecretBytes(count: ExchangeProtocol.seedCount)
+        try own.ephemeralSecret.withBytes { secret in
+            try seed.withMutableBytes {
+                try ExchangeProtocol.deriveSeed(
+                    ephemeralSecret: secret, peerEphemeralKey: peerEphemeralKey, fingerprints: identity.fingerprint,
+                    peerFingerprint, into: $0)
+            }
+        }
+        return SecretBox(seed)
+    }
+
+    // MARK: QR (sections 5 and 6)
+
+    private mutating func receiveQR(_ bytes: [UInt8]) throws -> [ExchangeAction] {
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw ItsMeError(.malformedMessage, "the payload is not UTF-8 text")
+        }
+        guard let ownPayload else { throw ItsMeError(.internal, "a QR exchange without its payload") }
+        if text.hasPrefix(ExchangeProtocol.qrPrefix) {
+            let p = try ExchangeProtocol.parseQR(text.dropFirst(ExchangeProtocol.qrPrefix.count))
+            guard !ConstantTime.equal(p.identityKey, identity.publicKey) else {
+                throw ItsMeError(.invalidKey, "the scanned payload carries our own identity key")
+            }
+            let seed = try deriveSeed(peerEphemeralKey: p.ephemeralKey, peerFingerprint: p.fingerprint)
+            let th = ExchangeProtocol.qrTranscriptHash(
+                ownPayload.withBytes { Array($0) }, keyA: identity.publicKey, p.raw, keyB: p.identityKey)
+            state = .agreed(
+                Agreement(
+                    peer: Exchange.Peer(name: p.name, fingerprint: p.fingerprint, publicKey: p.identityKey),
+                    peerDeviceSecret: try SecretBox(copying: p.deviceSecret), seed: seed,
+                    sas: try ShortCode.sas(seed: seed, transcriptHash: th), channel: .inPerson),
+                Decisions())
+        } else {
+            let p = try ExchangeProtocol.parseSource(text)
+            guard p.fingerprint != identity.fingerprint else {
+                throw ItsMeError(.invalidKey, "the scanned payload carries our own fingerprint")
+            }
+            let seed = try deriveSeed(peerEphemeralKey: p.ephemeralKey, peerFingerprint: p.fingerprint)
+            state = .agreed(
+                Agreement(
+                    peer: Exchange.Peer(name: p.name, fingerprint: p.fingerprint, publicKey: nil),
+                    peerDeviceSecret: try SecretBox(copying: p.deviceSecret), seed: seed, sas: nil, channel: .inPerson),
+                Decisions())
+        }
+        return []
+    }
+
+    // MARK: Bluetooth (section 7)
+
+    private mutating func receiveFrame(_ bytes: [UInt8]) throws -> [ExchangeAction] {
+        let frame = try BluetoothFrame(parsing: bytes)
+        switch (state, frame) {
+        case (.exchanging(.bluetooth(.sentHello(let hello))), .hello(let fingerprint, let commitment)):
+            let mine = try Self.fingerprintBytes(identity)
+            guard fingerprint != mine else { throw ItsMeError(.invalidKey, "the peer's HELLO carries our own fingerprint") }
+            let key = BluetoothFrame.keyBytes(own.ephemeralKey)
+            state = .exchanging(
+                .bluetooth(
+                    .sentKey(
+                        hello: hello, peerHello: bytes, peerFingerprint: fingerprint, peerCommitment: commitment, key: key,
+                        isInitiator: mine.lexicographicallyPrecedes(fingerprint))))
+            return [.send(key)]
+
+        case (.exchanging(.bluetooth(.sentKey(let hello, let peerHello, let fingerprint, let commitment, let key, let isInitiator))),
+            .key(let peerKey)):
+            // Public keys: a plain comparison is enough (sections 7.2, 10.3, 11.2).
+            guard peerKey != own.ephemeralKey else {
+                throw ItsMeError(.invalidKey, "the peer's KEY carries our own ephemeral key (reflected)")
+            }
+            guard let sessionCode else { throw ItsMeError(.internal, "a Bluetooth exchange without its session code") }
+            let th1 =
+                isInitiator
+                ? ExchangeProtocol.bluetoothTH1(sessionCode: sessionCode, helloI: hello, helloR: peerHello, keyI: key, keyR: bytes)
+                : ExchangeProtocol.bluetoothTH1(sessionCode: sessionCode, helloI: peerHello, helloR: hello, keyI: bytes, keyR: key)
+            var both = try SecretBytes(count: 64)
+            try own.ephemeralSecret.withBytes { secret in
+                try both.withMutableBytes {
+                    try ExchangeProtocol.bluetoothKeys(ephemeralSecret: secret, peerEphemeralKey: peerKey, th1: th1, into: $0)
+                }
+            }
+            let keys = try DirectionKeys(both, isInitiator: isInitiator)
+            let data = own.deviceSecret.withBytes {
+                BluetoothData.unsigned(identityKey: identity.publicKey, deviceSecret: $0, name: Array(identity.name.utf8))
+            }
+            let role = isInitiator ? "initiator" : "responder"
+            let plaintext = data + (try identity.sign(LV.cat(LV.b("itsme-bluetooth-payload-v1"), th1, LV.b(role), data)))
+            let sealed = try keys.seal(type: BluetoothFrame.Kind.data.rawValue, counter: 0, plaintext)
+            state = .exchanging(
+                .bluetooth(
+                    .sentData(
+                        BluetoothKeyed(
+                            isInitiator: isInitiator, th1: th1, keys: keys, peerFingerprint: fingerprint, peerCommitment: commitment,
+                            peerEphemeralKey: peerKey, plaintextMine: plaintext))))
+            return [.send(sealed)]
+
+        case (.exchanging(.bluetooth(.sentData(let k))), .data(let sealed)):
+            state = .agreed(try bluetoothAgreement(sealed, k), Decisions())
+            return []
+
+        case (.agreed(let a, let d), .confirm(let sealed)) where d.peers == nil:
+            guard case .bluetooth(let keys) = a.channel else { throw ItsMeError(.internal, "a Bluetooth exchange without its keys") }
+            let plain = try keys.open(sealed, counter: 1, what: "a Bluetooth frame")
+            guard plain.count == 1, plain[0] <= 1 else { throw ItsMeError(.malformedMessage, "a CONFIRM frame carries 0 or 1") }
+            return peerDecided(plain[0] == 1 ? .confirmed : .rejected)
+
+        case (.exchanging, _), (.agreed, _), (.abandoned, _), (.failed, _):
+            throw ItsMeError(.malformedMessage, "Bluetooth \(frame.kind) frame out of order (replayed or reordered)")
+        }
+    }
+
+    private func bluetoothAgreement(_ sealed: [UInt8], _ k: BluetoothKeyed) throws -> Agreement {
+        var plain = try k.keys.open(sealed, counter: 0, what: "a Bluetooth frame")
+        defer { wipe(&plain) }
+        let data = try BluetoothData(parsing: plain)
+        guard Array(SHA256.hash(data.identityKey).prefix(8)) == k.peerFingerprint else {
+            throw ItsMeError(.authenticationFailed, "the peer's identity key does not match the fingerprint in its HELLO")
+        }
+        let commitment = data.deviceSecret.withBytes {
+            ExchangeProtocol.commitment(
+                identityKey: data.identityKey, ephemeralKey: k.peerEphemeralKey, name: data.nameBytes, deviceSecret: $0)
+        }
+        guard ConstantTime.equal(commitment, k.peerCommitment) else {
+            throw ItsMeError(.authenticationFailed, "the peer's keys do not match its commitment")
+        }
+        let peerRole = k.isInitiator ? "responder" : "initiator"
+        guard
+            Ed25519.verify(
+                signature: data.signature, message: LV.cat(LV.b("itsme-bluetooth-payload-v1"), k.th1, LV.b(peerRole), data.signed),
+                publicKey: data.identityKey)
+        else { throw ItsMeError(.authenticationFailed, "the peer's signature does not verify") }
+        // Contents, once authenticated (PROTOCOL.md 1.1, 7.4).
+        guard !ConstantTime.equal(data.identityKey, identity.publicKey) else {
+            throw ItsMeError(.invalidKey, "the peer's contact data carries our own identity key")
+        }
+        let fingerprint = Fingerprint.of(publicKey: data.identityKey)
+        let seed = try deriveSeed(peerEphemeralKey: k.peerEphemeralKey, peerFingerprint: fingerprint)
+        let th = ExchangeProtocol.bluetoothTranscriptHash(
+            th1: k.th1, plaintextI: k.isInitiator ? k.plaintextMine : plain, plaintextR: k.isInitiator ? plain : k.plaintextMine)
+        return Agreement(
+            peer: Exchange.Peer(name: data.name, fingerprint: fingerprint, publicKey: data.identityKey),
+            peerDeviceSecret: try SecretBox(copying: data.deviceSecret), seed: seed,
+            sas: try ShortCode.sas(seed: seed, transcriptHash: th), channel: .bluetooth(k.keys))
+    }
+
+    // MARK: At a distance (section 16)
+
+    private mutating func receiveRemote(_ bytes: [UInt8]) throws -> [ExchangeAction] {
+        let message = try RemoteMessage(parsing: bytes)
+        let outOfOrder = ItsMeError(.malformedMessage, "\(message.kind) message out of order (replayed, reflected or reordered)")
+        guard let remote else { throw ItsMeError(.internal, "an exchange at a distance without its codes") }
+        switch (state, message) {
+        case (.exchanging(.remote(.awaitingInvite)), .invite(let sid, let ya, let commitment)):
+            let share = try Self.pakeShare(remote, sid: sid)
+            let paked = try pake(remote, sid: sid, invite: bytes, ya: ya, yb: share, commitment: commitment)
+            let tag = paked.keys.confirmR.withBytes {
+                RemoteProtocol.confirmationTag(key: $0, initiator: false, tpake: paked.tpake, accept: nil)
+            }
+            let plaintext = try signedPayload(paked, inviter: false)
+            let box = try paked.keys.payloadR.withBytes {
+                try RemoteProtocol.sealPayload(key: $0, initiator: false, inviteID: remote.inviteID, plaintext)
+            }
+            let accept = RemoteMessage.accept(share: share, tag: tag, box: box).bytes
+            state = .exchanging(.remote(.sentAccept(paked, accept: accept, commitment: commitment, plaintextMine: plaintext, sid: sid)))
+            return [.send(accept)]
+
+        case (.exchanging(.remote(.sentInvite(let invite, let share, let commitment))), .accept(let yb, let tag, let box)):
+            let paked = try pake(remote, sid: remote.sid, invite: invite, ya: share, yb: yb, commitment: commitment)
+            let expected = paked.keys.confirmR.withBytes {
+                RemoteProtocol.confirmationTag(key: $0, initiator: false, tpake: paked.tpake, accept: nil)
+            }
+            guard ConstantTime.equal(expected, tag) else {
+                throw ItsMeError(
+                    .authenticationFailed,
+                    "the invitee's confirmation does not verify: a wrong encryption code, or a relay that changed the messages; the invite is spent")
+            }
+            let plaintext = try signedPayload(paked, inviter: true)
+            let agreement = try remoteAgreement(box, paked, remote, plaintextMine: plaintext, inviteCommitment: nil)
+            let replyTag = paked.keys.confirmI.withBytes {
+                RemoteProtocol.confirmationTag(key: $0, initiator: true, tpake: paked.tpake, accept: bytes)
+            }
+            let replyBox = try paked.keys.payloadI.withBytes {
+                try RemoteProtocol.sealPayload(key: $0, initiator: true, inviteID: remote.inviteID, plaintext)
+            }
+            state = .agreed(agreement, Decisions())
+            return [.send(RemoteMessage.reply(tag: replyTag, box: replyBox).bytes)]
+
+        case (.exchanging(.remote(.sentAccept(let paked, let accept, let commitment, let plaintext, _))), .reply(let tag, let box)):
+            let expected = paked.keys.confirmI.withBytes {
+                RemoteProtocol.confirmationTag(key: $0, initiator: true, tpake: paked.tpake, accept: accept)
+            }
+            guard ConstantTime.equal(expected, tag) else {
+                throw ItsMeError(
+                    .authenticationFailed,
+                    "the inviter's confirmation does not verify: a wrong encryption code, or a relay that changed the messages; the invite is spent")
+            }
+            state = .agreed(
+                try remoteAgreement(box, paked, remote, plaintextMine: plaintext, inviteCommitment: commitment), Decisions())
+            return []
+
+        case (.agreed(let a, let d), .decision(let sealed)) where d.peers == nil:
+            guard case .remote(let keys, let th) = a.channel else {
+                throw ItsMeError(.internal, "an exchange at a distance without its keys")
+            }
+            let confirmed = try (remote.inviter ? keys.decisionR : keys.decisionI).withBytes {
+                try RemoteProtocol.openDecision(key: $0, initiator: !remote.inviter, th: th, sealed)
+            }
+            return peerDecided(confirmed ? .confirmed : .rejected)
+
+        case (.exchanging, _), (.agreed, _), (.abandoned, _), (.failed, _):
+            throw outOfOrder
+        }
+    }
+
+    /// K = y * peer's share, then the ISK, the keys and tpake.
+    private func pake(_ remote: Remote, sid: [UInt8], invite: [UInt8], ya: [UInt8], yb: [UInt8], commitment: [UInt8]) throws -> Paked {
+        guard !ConstantTime.equal(ya, yb) else {
+            throw ItsMeError(.invalidKey, "the peer's PAKE share equals ours (a reflected message)")
+        }
+        let peerShare = remote.inviter ? yb : ya
+        var k = try remote.scalar.withBytes { y in
+            try peerShare.withUnsafeBytes { p in
+                guard let k = CPace.scalarMult(scalar: y, point: p) else {
+                    throw ItsMeError(.authenticationFailed, "the peer's PAKE share is not a valid ristretto255 element")
+                }
+                return k
+            }
+        }
+        defer { wipe(&k) }
+        let isk = try CPace.isk(sid: sid, k: k, ya: ya, ada: commitment, yb: yb, adb: [])
+        return Paked(
+            tpake: RemoteProtocol.pakeTranscript(inviteID: remote.inviteID, invite: invite, yb: yb), keys: try RemoteKeys(isk: isk))
+    }
+
+    private func signedPayload(_ paked: Paked, inviter: Bool) throws -> [UInt8] {
+        try own.deviceSecret.withBytes {
+            try RemoteProtocol.payload(
+                identity: identity, ephemeralKey: own.ephemeralKey, deviceSecret: $0, tpake: paked.tpake, initiator: inviter)
+        }
+    }
+
+    /// Opens and checks the peer's sealed payload; the seed and the SAS.
+    private func remoteAgreement(
+        _ box: [UInt8], _ paked: Paked, _ remote: Remote, plaintextMine: [UInt8], inviteCommitment: [UInt8]?
+    ) throws -> Agreement {
+        var plain = try (remote.inviter ? paked.keys.payloadR : paked.keys.payloadI).withBytes {
+            try RemoteProtocol.openPayload(key: $0, initiator: !remote.inviter, inviteID: remote.inviteID, box)
+        }
+        defer { wipe(&plain) }
+        let p = try RemoteProtocol.parsePayload(plain, tpake: paked.tpake, senderInitiator: !remote.inviter)
+        if let inviteCommitment {
+            let commitment = p.deviceSecret.withBytes {
+                ExchangeProtocol.commitment(identityKey: p.identityKey, ephemeralKey: p.ephemeralKey, name: p.nameBytes, deviceSecret: $0)
+            }
+            guard ConstantTime.equal(commitment, inviteCommitment) else {
+                throw ItsMeError(.authenticationFailed, "the inviter's keys do not match its commitment")
+            }
+        }
+        // Contents, once authenticated (PROTOCOL.md 1.1, 16.3).
+        guard !ConstantTime.equal(p.identityKey, identity.publicKey) else {
+            throw ItsMeError(.invalidKey, "the peer's contact data carries our own identity key")
+        }
+        let fingerprint = Fingerprint.of(publicKey: p.identityKey)
+        let seed = try deriveSeed(peerEphemeralKey: p.ephemeralKey, peerFingerprint: fingerprint)
+        let th = RemoteProtocol.transcriptHash(
+            tpake: paked.tpake, payloadI: remote.inviter ? plaintextMine : plain, payloadR: remote.inviter ? plain : plaintextMine)
+        return Agreement(
+            peer: Exchange.Peer(name: p.name, fingerprint: fingerprint, publicKey: p.identityKey),
+            peerDeviceSecret: try SecretBox(copying: p.deviceSecret), seed: seed,
+            sas: try ShortCode.sas(seed: seed, transcriptHash: th), channel: .remote(paked.keys, th: th))
+    }
+
+    // MARK: Decisions (section 8.1)
+
+    /// Records the peer's authenticated decision; releases a held one of ours.
+    private mutating func peerDecided(_ decision: Decision) -> [ExchangeAction] {
+        guard case .agreed(let a, var d) = state else { return [] }
+        d.peers = decision
+        var actions: [ExchangeAction] = []
+        if let held = d.held {
+            actions.append(.send(held))
+            d.held = nil
+        }
+        state = .agreed(a, d)
+        return actions
+    }
+
+    /// Records this side's decision and makes the message that carries it:
+    /// a Bluetooth CONFIRM, a remote DECISION (the inviter's confirmation
+    /// through the mailbox is held until the invitee's decision arrives).
+    private func decide(_ decision: Decision, _ a: Agreement, _ d: inout Decisions) throws -> [ExchangeAction] {
+        d.mine = decision
+        guard !d.sent else { return [] }
+        d.sent = true
+        switch a.channel {
+        case .inPerson:
+            return []
+        case .bluetooth(let keys):
+            return [.send(try keys.seal(type: BluetoothFrame.Kind.confirm.rawValue, counter: 1, [decision == .confirmed ? 1 : 0]))]
+        case .remote(let keys, let th):
+            guard let remote else { throw ItsMeError(.internal, "an exchange at a distance without its codes") }
+            let m = try (remote.inviter ? keys.decisionI : keys.decisionR).withBytes {
+                try RemoteProtocol.decisionMessage(key: $0, initiator: remote.inviter, th: th, confirmed: decision == .confirmed)
+            }
+            if method == .invite, remote.inviter, decision == .confirmed, d.peers == nil {
+                d.held = m
+                return []
+            }
+            return [.send(m)]
+        }
+    }
+
+    /// The person said the SAS matches. Settled at once for QR, or when the
+    /// peer's confirmation is in; else waiting for the peer's decision.
+    mutating func confirm() throws -> [ExchangeAction] {
+        guard case .agreed(let a, var d) = state, d.mine == nil, d.settled == nil, a.sas != nil else {
+            let s = publicState
+            throw ItsMeError(
+                .invalidState,
+                s == .imported
+                    ? "a source-format contact has no SAS to confirm: save it, it stays unauthenticated"
+                    : "there is no SAS to confirm: the exchange is \(s)")
+        }
+        guard d.peers != .rejected else {
+            throw ItsMeError(.invalidState, "the peer rejected the SAS; the exchange cannot be confirmed: reject it")
+        }
+        let contact = exchanged(a)
+        if method == .qr || d.peers == .confirmed {
+            let sends = try decide(.confirmed, a, &d)
+            d.settled = .confirmed
+            state = .agreed(a, d)
+            return [.saveContact(contact), .keepContact(contact)] + sends + forgetPAKEScalar
+        }
+        let sends = try decide(.confirmed, a, &d)
+        state = .agreed(a, d)
+        return [.saveContact(contact), .awaitPeer(until: createdAt + Exchange.lifetime)] + sends
+    }
+
+    /// Applies the peer's decision to a confirmed exchange that waits for it.
+    mutating func settle() throws -> [ExchangeAction] {
+        guard case .agreed(let a, var d) = state, d.mine == .confirmed, d.settled == nil, let peers = d.peers else {
+            throw ItsMeError(
+                .invalidState,
+                publicState == .awaitingDecision
+                    ? "the peer's decision has not arrived yet" : "nothing to settle: the exchange is \(publicState)")
+        }
+        d.settled = peers
+        state = .agreed(a, d)
+        let apply: ExchangeAction = peers == .confirmed ? .keepContact(exchanged(a)) : .dropContact(missingIsFine: false)
+        return [apply] + forgetPAKEScalar
+    }
+
+    /// The SAS did not match, the person gave up, or the peer's decision
+    /// will not come: drops the contact `save` added, and sends this side's
+    /// rejection if it has not decided yet.
+    mutating func reject() throws -> [ExchangeAction] {
+        switch state {
+        case .exchanging:
+            state = .abandoned
+            return [.dropContact(missingIsFine: true)] + forgetPAKEScalar
+        case .agreed(let a, var d) where d.settled == nil:
+            let comparing = d.mine == nil && a.sas != nil
+            let sends = d.mine == nil ? try decide(.rejected, a, &d) : []
+            d.settled = .rejected
+            state = .agreed(a, d)
+            return [.dropContact(missingIsFine: !comparing)] + sends + forgetPAKEScalar
+        case .agreed, .abandoned, .failed:
+            throw ItsMeError(.invalidState, "the exchange is \(publicState) and cannot be rejected")
+        }
+    }
+
+    /// A restored exchange's decision (`decisionCode`), after its peer
+    /// messages were replayed: the same state, the same messages queued.
+    mutating func restoreDecision(_ code: UInt8) throws -> [ExchangeAction] {
+        switch (code, state) {
+        case (0, _):
+            return []
+        case (2, .exchanging):
+            state = .abandoned
+            return []
+        case (1, .agreed(let a, var d)), (2, .agreed(let a, var d)), (3, .agreed(let a, var d)):
+            guard d.mine == nil, d.settled == nil, a.sas != nil || code == 2 else { break }
+            let sends = try decide(code == 2 ? .rejected : .confirmed, a, &d)
+            if code != 1 { d.settled = code == 2 ? .rejected : .confirmed }
+            state = .agreed(a, d)
+            return sends
+        default:
+            break
+        }
+        throw ItsMeError(.corruptData, "the sealed exchange's decision does not fit its messages")
+    }
+}
+
+/// The contact an exchange adds or replaces.
+struct ExchangedContact {
+    let peer: Exchange.Peer
+    let seed: SecretBox
+    let mine: SecretBox
+    let theirs: SecretBox
+    let method: Exchange.Method
+}
+
+/// What an exchange's step asks its driver to do, in order.
+enum ExchangeAction {
+    /// Send these bytes to the peer.
+    case send([UInt8])
+    /// Keep the PAKE scalar in the identity's secret store (a pending
+    /// exchange at a distance is restored with it).
+    case keepPAKEScalar(inviteID: [UInt8], inviter: Bool, createdAt: Int64, scalar: SecretBox)
+    /// Wipe it: the exchange ended, a copy of the sealed one cannot be restored.
+    case forgetPAKEScalar(inviteID: [UInt8], inviter: Bool)
+    /// Save the contact unverified if it is not saved yet (`Exchange.save`).
+    case saveContact(ExchangedContact)
+    /// Make the saved contact verified: a new one as it is, a known one
+    /// with the new seed and device secrets.
+    case keepContact(ExchangedContact)
+    /// A new contact waits for the peer's decision until then.
+    case awaitPeer(until: Int64)
+    /// Delete the contact `save` added (a known contact stays as it was).
+    case dropContact(missingIsFine: Bool)
+}
