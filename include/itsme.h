@@ -1279,6 +1279,17 @@ typedef uint32_t itsme_voice_outcome ITSME_VALUES(ITSME_VOICE_OUTCOME_);
  * for another index.  Thread-safe; needs no itsme_init(). */
 const char *itsme_nato_word(uint32_t index);
 
+/* Seconds in a window (docs/PROTOCOL.md 9.1). */
+#define ITSME_WINDOW_SECONDS 30
+
+/* Sets *out_window to the window of `now`, floor(now / 30): the window
+ * itsme_online_verify_new and itsme_pin_update_new take (or the one before,
+ * for a host that found no peer in the current one).  The library's one
+ * window arithmetic: hosts call this rather than dividing.  Thread-safe.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, a time
+ * before 1970 or after 9999). */
+itsme_result itsme_window_of(int64_t now, int64_t *out_window);
+
 /* Plans a session with contact `contact_id` of `store` at `now`.
  * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
  * ITSME_E_NOT_FOUND (no such contact), ITSME_E_DATABASE, and stored-data

@@ -12,15 +12,17 @@ private func storeOf(_ p: UnsafeMutablePointer<itsme_store>?) throws -> ContactS
     return handle.store
 }
 
-private let natoWords: [StaticString] = [
-    "ALFA", "BRAVO", "CHARLIE", "DELTA", "ECHO", "FOXTROT", "GOLF", "HOTEL", "INDIA", "JULIET", "KILO", "LIMA", "MIKE",
-    "NOVEMBER", "OSCAR", "PAPA", "QUEBEC", "ROMEO", "SIERRA", "TANGO", "UNIFORM", "VICTOR", "WHISKEY", "XRAY", "YANKEE",
-    "ZULU",
-]
-
 @c(itsme_nato_word)
 public func ffiNatoWord(_ index: UInt32) -> UnsafePointer<CChar>? {
-    index < 26 ? cString(natoWords[Int(index)]) : nil
+    index < 26 ? cString(NATO.staticWords[Int(index)]) : nil
+}
+
+@c(itsme_window_of)
+public func ffiWindowOf(_ now: Int64, _ outWindow: UnsafeMutablePointer<Int64>?) -> itsme_result {
+    guarded(ThreadLastError.set) {
+        try UnixTime.check(now)
+        try required(outWindow, "out_window").pointee = VoiceProtocol.window(now)
+    }
 }
 
 @c(itsme_voice_new)

@@ -173,4 +173,18 @@ final class TypedInputTests: XCTestCase {
         XCTAssertNil(NATO.index(of: "\u{0131}ndia"))
         XCTAssertNil(NATO.index(of: "\u{FF25}CHO"))
     }
+
+    /// A voice word typed alone: the same reader as the word of every code,
+    /// so a program (the CLI) accepts exactly what the library does.
+    func testVoiceWordsAloneAreReadAsInCodes() {
+        XCTAssertEqual(TypedInput.natoWord("alfa"), 0)
+        XCTAssertEqual(TypedInput.natoWord("  Juliet "), 9)
+        XCTAssertEqual(TypedInput.natoWord("XRAY"), 23)
+        for refused in ["ALPHA", "JULIETT", "X-RAY", "WHISKY", "", "ECHO 512", "\u{212A}ILO", "ECHO\t", "\u{00A0}ECHO"] {
+            XCTAssertNil(TypedInput.natoWord(refused), refused)
+            XCTAssertNil(TypedInput.wordAndNumber(refused + " 512", digits: 3), refused)
+        }
+        XCTAssertEqual(NATO.words.count, 26)
+        XCTAssertEqual(NATO.words, NATO.staticWords.map { "\($0)" })
+    }
 }

@@ -122,6 +122,7 @@ FIXTURE(itsme_derive_voice, a->window = 1; a->my_secret_len = 16; a->their_secre
 FIXTURE(itsme_derive_degradation_code, a->secret_len = 10)
 
 /* Voice verification */
+FIXTURE(itsme_window_of, (void)0)
 FIXTURE(itsme_voice_new, a->contact_id = fx_alice_knows_bob())
 FIXTURE(itsme_voice_last_error, fx_failed(itsme_voice_start(fx_itsme_voice(), fx_itsme_store(), FX_NOW)); a->voice = fx_itsme_voice())
 FIXTURE(itsme_voice_status, a->voice = fx_itsme_voice())

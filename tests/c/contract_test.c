@@ -105,6 +105,7 @@
 #define CT_HAS_itsme_exchange_relay_id 1
 #define CT_HAS_itsme_exchange_is_inviter 1
 #define CT_HAS_itsme_nato_word 1
+#define CT_HAS_itsme_window_of 1
 #define CT_HAS_itsme_voice_new 1
 #define CT_HAS_itsme_voice_free 1
 #define CT_HAS_itsme_voice_last_error 1
@@ -684,6 +685,10 @@ struct args_itsme_exchange_is_inviter {
     const itsme_exchange * exchange;
 };
 #define FIXTURE_itsme_exchange_is_inviter(...) static void fixture_itsme_exchange_is_inviter(struct args_itsme_exchange_is_inviter *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_window_of {
+    int64_t now;
+};
+#define FIXTURE_itsme_window_of(...) static void fixture_itsme_window_of(struct args_itsme_window_of *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_voice_new {
     itsme_store * store;
     int64_t contact_id;
@@ -3662,6 +3667,34 @@ static const struct ct_param params_itsme_exchange_is_inviter[] = {
 };
 static const struct ct_function function_itsme_exchange_is_inviter = {"itsme_exchange_is_inviter", 1, sizeof(struct args_itsme_exchange_is_inviter), params_itsme_exchange_is_inviter, 2, setup_itsme_exchange_is_inviter, mutate_itsme_exchange_is_inviter, invoke_itsme_exchange_is_inviter};
 static void run_itsme_exchange_is_inviter(const struct ct_check *c) { ct_run_result(&function_itsme_exchange_is_inviter, c); }
+
+/* itsme_window_of */
+static void setup_itsme_window_of(void *p, int live) {
+    struct args_itsme_window_of *a = p;
+    (void)a;
+    a->now = FX_NOW;
+    if (live) fixture_itsme_window_of(a);
+}
+static int mutate_itsme_window_of(void *p, const struct ct_check *c) {
+    struct args_itsme_window_of *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: ct_mutate_time(c, &a->now); return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_window_of(void *p, struct ct_outs *o) {
+    struct args_itsme_window_of *a = p;
+    (void)a;
+    (void)o;
+    return itsme_window_of(a->now, (int64_t *)o->ptr[1]);
+}
+static const struct ct_param params_itsme_window_of[] = {
+    {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_window", CT_R_OUT_VALUE, sizeof(int64_t), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_window_of = {"itsme_window_of", 1, sizeof(struct args_itsme_window_of), params_itsme_window_of, 2, setup_itsme_window_of, mutate_itsme_window_of, invoke_itsme_window_of};
+static void run_itsme_window_of(const struct ct_check *c) { ct_run_result(&function_itsme_window_of, c); }
 
 /* itsme_voice_new */
 static void setup_itsme_voice_new(void *p, int live) {
@@ -7844,6 +7877,11 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_exchange_is_inviter", "itsme_exchange_is_inviter: exchange NULL", run_itsme_exchange_is_inviter, {CT_NULL, 0}},
     {"itsme_exchange_is_inviter", "itsme_exchange_is_inviter: out_inviter NULL", run_itsme_exchange_is_inviter, {CT_NULL, 1}},
     {"itsme_exchange_is_inviter", "itsme_exchange_is_inviter: success", run_itsme_exchange_is_inviter, {CT_SUCCESS, -1}},
+    {"itsme_window_of", "itsme_window_of: before itsme_init", run_itsme_window_of, {CT_BEFORE_INIT, -1}},
+    {"itsme_window_of", "itsme_window_of: out_window NULL", run_itsme_window_of, {CT_NULL, 1}},
+    {"itsme_window_of", "itsme_window_of: now below 0", run_itsme_window_of, {CT_TIME_NEGATIVE, 0}},
+    {"itsme_window_of", "itsme_window_of: now after 9999", run_itsme_window_of, {CT_TIME_AFTER_9999, 0}},
+    {"itsme_window_of", "itsme_window_of: success", run_itsme_window_of, {CT_SUCCESS, -1}},
     {"itsme_voice_new", "itsme_voice_new: before itsme_init", run_itsme_voice_new, {CT_BEFORE_INIT, -1}},
     {"itsme_voice_new", "itsme_voice_new: store NULL", run_itsme_voice_new, {CT_NULL, 0}},
     {"itsme_voice_new", "itsme_voice_new: out NULL", run_itsme_voice_new, {CT_NULL, 3}},
@@ -8957,6 +8995,7 @@ static const char *const ct_declared[] = {
     "itsme_exchange_relay_id",
     "itsme_exchange_is_inviter",
     "itsme_nato_word",
+    "itsme_window_of",
     "itsme_voice_new",
     "itsme_voice_free",
     "itsme_voice_last_error",

@@ -108,11 +108,15 @@ public enum Base64 {
 
 /// The 26 NATO words of the source, in index order.
 public enum NATO {
-    public static let words: [String] = [
+    /// The one table. Static strings, so the C layer hands out pointers
+    /// that live as long as the library (`itsme_nato_word`).
+    public static let staticWords: [StaticString] = [
         "ALFA", "BRAVO", "CHARLIE", "DELTA", "ECHO", "FOXTROT", "GOLF", "HOTEL", "INDIA", "JULIET", "KILO", "LIMA",
         "MIKE", "NOVEMBER", "OSCAR", "PAPA", "QUEBEC", "ROMEO", "SIERRA", "TANGO", "UNIFORM", "VICTOR", "WHISKEY",
         "XRAY", "YANKEE", "ZULU",
     ]
+
+    public static let words: [String] = staticWords.map { $0.description }
 
     private static let wordBytes: [[UInt8]] = words.map { Array($0.utf8) }
 
@@ -190,6 +194,12 @@ public enum TypedInput {
         else { return nil }
         return (word, number.reduce(UInt32(0)) { $0 * 10 + UInt32($1 - 0x30) })
     }
+
+    /// A NATO word alone, as a person types it (a voice word): any ASCII
+    /// case, leading and trailing spaces ignored. Only the spellings of
+    /// `NATO.words` are words ("ALFA", "JULIET", "XRAY", "WHISKEY"); the
+    /// ICAO spellings "ALPHA" and "JULIETT" are not, here as in every code.
+    public static func natoWord(_ input: String) -> Int? { NATO.index(ofBytes: trimmed(input)) }
 
     /// A two-digit device tag as typed: one or two ASCII digits ("5" and "05"
     /// are both 5), leading and trailing spaces ignored.

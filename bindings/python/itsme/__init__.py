@@ -229,6 +229,7 @@ from ._identity import (
 )
 from ._online_verify import ONLINE_VERIFY_MESSAGE_MAX, ROOM_NAME_SIZE, OnlineVerify, OnlineVerifyState
 from ._pin_update import PIN_UPDATE_FRAME_MAX, PinUpdate, PinUpdateState
+from ._session import window_of
 from ._profile import (
     PHOTO_FILENAME_MAX_BYTES,
     PROFILE_RECORD_MAX,
@@ -563,6 +564,7 @@ __all__ = [
     "verify_enrollment",
     "version",
     "version_number",
+    "window_of",
     *Result.__members__,
 ]
 

@@ -388,6 +388,9 @@ ITSME_VOICE_CODE_SIZE: Final = 13
 
 ITSME_VOICE_SESSION_ID_SIZE: Final = 12
 
+#: Seconds in a window (docs/PROTOCOL.md 9.1).
+ITSME_WINDOW_SECONDS: Final = 30
+
 #: Buffer size for a degradation code: 24 characters, 5 dashes, the NUL.
 ITSME_DEGRADATION_CODE_SIZE: Final = 30
 
@@ -1495,6 +1498,8 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
     "itsme_exchange_is_inviter": Signature(itsme_result, (c_void_p, POINTER(c_bool))),
     # const char *itsme_nato_word(uint32_t index)
     "itsme_nato_word": Signature(c_char_p, (c_uint32,)),
+    # itsme_result itsme_window_of(int64_t now, int64_t *out_window)
+    "itsme_window_of": Signature(itsme_result, (c_int64, POINTER(c_int64))),
     # itsme_result itsme_voice_new(itsme_store *store, int64_t contact_id, int64_t now,
     #     itsme_voice **out)
     "itsme_voice_new": Signature(itsme_result, (c_void_p, c_int64, c_int64, POINTER(c_void_p))),

@@ -4,25 +4,35 @@ contact, in a window, that moves opaque messages with its peer."""
 from __future__ import annotations
 
 import enum
-from ctypes import byref, c_uint32, c_void_p
+from ctypes import byref, c_int64, c_uint32, c_void_p
 from typing import Callable, Generic, Optional, Type, TypeVar, Union
 
 from ._contacts import ContactStore, _bytes_argument
 from ._errors import check
 from ._exchange import _contact_store
-from ._handle import DetailedHandle, enum_or_int, int_argument, new_handle, read_bytes, unix_time
+from ._ffi import lib
+from ._handle import DetailedHandle, enum_or_int, int_argument, new_handle, read_bytes, thread_last_error, unix_time
 from ._random import DeterministicRandom, use_random
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-_WINDOW_SECONDS = 30
 # The state enum of a session type.
 _S = TypeVar("_S", bound=enum.IntEnum)
 
 
+def window_of(now: Optional[int] = None) -> int:
+    """The window of ``now`` (Unix seconds, default the current time):
+    ``floor(now / 30)``, computed by the library (``itsme_window_of``), the
+    one place that does this arithmetic.  Raises
+    :class:`InvalidArgumentError` for a time before 1970 or after 9999."""
+    out = c_int64()
+    check(lib.itsme_window_of(unix_time(now), byref(out)), thread_last_error)
+    return out.value
+
+
 def _window(window: Optional[int], now: int) -> int:
-    """The window argument: the given one, or ``floor(now / 30)``."""
+    """The window argument: the given one, or the window of ``now``."""
     if window is None:
-        return now // _WINDOW_SECONDS
+        return window_of(now)
     return int_argument(window, "window", _INT64_MIN, _INT64_MAX)
 
 

@@ -7,6 +7,8 @@ device, a rejected SAS, the window rule, expiry and calls in the wrong state.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import itsme
@@ -350,6 +352,16 @@ def test_the_current_window_or_the_one_before(pair, sessions):
         with pytest.raises(InvalidArgumentError) as caught:
             OnlineVerify(alice.contacts, alice.peer, window, NOW)
         assert caught.value.detail == alice.contacts.last_error() != ""
+
+
+def test_the_window_of_a_time_is_the_librarys_arithmetic():
+    # floor(now / 30), from itsme_window_of: no binding divides by itself.
+    assert [itsme.window_of(t) for t in (0, 29, 30, 59, 60, NOW)] == [0, 0, 1, 1, 2, NOW // 30]
+    before = int(time.time()) // 30
+    assert before <= itsme.window_of() <= int(time.time()) // 30
+    for bad in (-1, 253402300800):
+        with pytest.raises(InvalidArgumentError):
+            itsme.window_of(bad)
 
 
 def test_a_session_expires_after_ten_minutes(pair, sessions):

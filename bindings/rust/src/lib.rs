@@ -96,7 +96,7 @@ pub use voice::{
 };
 
 mod online_verify;
-pub use online_verify::{OnlineVerify, OnlineVerifyState, ONLINE_VERIFY_MESSAGE_MAX};
+pub use online_verify::{window_of, OnlineVerify, OnlineVerifyState, ONLINE_VERIFY_MESSAGE_MAX};
 
 mod pin_update;
 pub use pin_update::{PinUpdate, PinUpdateState, PIN_UPDATE_FRAME_MAX};

@@ -7,9 +7,20 @@ use super::*;
 /// reference).
 pub const ONLINE_VERIFY_MESSAGE_MAX: usize = sys::ITSME_ONLINE_VERIFY_MESSAGE_MAX;
 
-/// The window of a time: `floor(now / 30)`.
-pub(crate) fn window_of(now: i64) -> i64 {
-    now.div_euclid(30)
+/// The window of a time, `floor(now / 30)`, as the library computes it
+/// (`itsme_window_of`, docs/PROTOCOL.md 9.1): the window [`OnlineVerify::new`]
+/// and [`crate::PinUpdate::new`] take, or the one before.
+///
+/// Errors: [`ErrorKind::InvalidArgument`] for a time before 1970 or after
+/// 9999.
+pub fn window_of(now: i64) -> Result<i64> {
+    init()?;
+    let mut window = 0i64;
+    // SAFETY: window is a valid place.
+    match unsafe { sys::itsme_window_of(now, &mut window) } {
+        sys::ITSME_OK => Ok(window),
+        code => Err(Error::new(code, thread_detail())),
+    }
 }
 
 /// The state of an [`OnlineVerify`] session (`itsme_online_verify_state`).
@@ -166,7 +177,10 @@ impl OnlineVerify {
         rng: Option<&mut DeterministicRandom>,
     ) -> Result<OnlineVerify> {
         init()?;
-        let window = window.unwrap_or_else(|| window_of(now));
+        let window = match window {
+            Some(window) => window,
+            None => window_of(now)?,
+        };
         let rng = exchange::raw_rng(rng);
         let mut out = ptr::null_mut();
         // SAFETY: live store handle; a live random source borrowed
@@ -345,9 +359,11 @@ mod tests {
 
     #[test]
     fn windows() {
-        assert_eq!(window_of(1_800_000_000), 60_000_000);
-        assert_eq!(window_of(1_800_000_029), 60_000_000);
-        assert_eq!(window_of(29), 0);
-        assert_eq!(window_of(-1), -1);
+        assert_eq!(window_of(1_800_000_000).unwrap(), 60_000_000);
+        assert_eq!(window_of(1_800_000_029).unwrap(), 60_000_000);
+        assert_eq!(window_of(1_800_000_030).unwrap(), 60_000_001);
+        assert_eq!(window_of(29).unwrap(), 0);
+        assert_eq!(window_of(-1).unwrap_err().kind(), ErrorKind::InvalidArgument);
+        assert_eq!(window_of(253_402_300_800).unwrap_err().kind(), ErrorKind::InvalidArgument);
     }
 }

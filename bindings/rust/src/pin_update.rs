@@ -145,7 +145,10 @@ impl PinUpdate {
         rng: Option<&mut DeterministicRandom>,
     ) -> Result<PinUpdate> {
         init()?;
-        let window = window.unwrap_or_else(|| online_verify::window_of(now));
+        let window = match window {
+            Some(window) => window,
+            None => online_verify::window_of(now)?,
+        };
         let rng = exchange::raw_rng(rng);
         let mut out = ptr::null_mut();
         // SAFETY: live store handle; a live random source borrowed

@@ -487,6 +487,11 @@ pub const ITSME_VOICE_CODE_SIZE: usize = 13;
 pub const ITSME_VOICE_SESSION_ID_SIZE: usize = 12;
 
 /// ```text
+/// Seconds in a window (docs/PROTOCOL.md 9.1).
+/// ```
+pub const ITSME_WINDOW_SECONDS: u32 = 30;
+
+/// ```text
 /// Buffer size for a degradation code: 24 characters, 5 dashes, the NUL.
 /// ```
 pub const ITSME_DEGRADATION_CODE_SIZE: usize = 30;
@@ -2230,6 +2235,16 @@ extern "C" {
     /// for another index.  Thread-safe; needs no itsme_init().
     /// ```
     pub fn itsme_nato_word(index: u32) -> *const c_char;
+
+    /// ```text
+    /// Sets *out_window to the window of `now`, floor(now / 30): the window
+    /// itsme_online_verify_new and itsme_pin_update_new take (or the one before,
+    /// for a host that found no peer in the current one).  The library's one
+    /// window arithmetic: hosts call this rather than dividing.  Thread-safe.
+    /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, a time
+    /// before 1970 or after 9999).
+    /// ```
+    pub fn itsme_window_of(now: i64, out_window: *mut i64) -> itsme_result;
 
     /// ```text
     /// Plans a session with contact `contact_id` of `store` at `now`.

@@ -3,17 +3,6 @@ import Foundation
 import ItsMeCore
 import ItsMeRelayClient
 
-/// A NATO word typed in any ASCII case ("alpha" and "juliett" too), read
-/// byte by byte as the core's TypedInput reads every typed code.
-func parseWord(_ text: String) -> Int? {
-    let upper = TypedInput.trimmed(text).map(TypedInput.upper)
-    let aliases: [[UInt8]: String] = [
-        Array("ALPHA".utf8): "ALFA", Array("JULIETT".utf8): "JULIET", Array("X-RAY".utf8): "XRAY",
-        Array("WHISKY".utf8): "WHISKEY",
-    ]
-    return NATO.index(of: aliases[upper] ?? String(decoding: upper, as: UTF8.self))
-}
-
 func wordList(_ words: [Int]) -> String { words.map { NATO.words[$0] }.joined(separator: ", ") }
 
 /// What a verification outcome means, in a line, and its exit code.
@@ -82,7 +71,7 @@ struct Verify: AsyncParsableCommand {
                 switch session.turn {
                 case .mine:
                     let word = try Input.ask("Your turn: choose one of your words, say it, and type it: ") { text -> Result<Int, CLIError> in
-                        guard let w = parseWord(text), session.myWords.contains(w) else {
+                        guard let w = TypedInput.natoWord(text), session.myWords.contains(w) else {
                             return .failure(CLIError("that is not one of your words (\(wordList(session.myWords)))"))
                         }
                         return .success(w)
@@ -90,8 +79,8 @@ struct Verify: AsyncParsableCommand {
                     try session.select(word, now: clock.now())
                 case .theirs:
                     let word = try Input.ask("\(c.name)'s turn: type the word \(c.name) says: ") { text -> Result<Int, CLIError> in
-                        guard let w = parseWord(text) else {
-                            return .failure(CLIError("that is not a word of the alphabet ALFA, BRAVO, ... ZULU"))
+                        guard let w = TypedInput.natoWord(text) else {
+                            return .failure(CLIError("that is not a word of the alphabet ALFA, BRAVO, ... ZULU (spelt as shown: ALFA, JULIET, XRAY)"))
                         }
                         return .success(w)
                     }

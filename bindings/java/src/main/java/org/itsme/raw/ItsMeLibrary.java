@@ -709,6 +709,13 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
+     * Seconds in a window (docs/PROTOCOL.md 9.1).
+     * </pre>
+     */
+    int ITSME_WINDOW_SECONDS = 30;
+
+    /**
+     * <pre>
      * Buffer size for a degradation code: 24 characters, 5 dashes, the NUL.
      * </pre>
      */
@@ -3318,6 +3325,20 @@ public interface ItsMeLibrary extends Library {
      * <p>C: {@code const char *itsme_nato_word(uint32_t index)}
      */
     String itsme_nato_word(int index);
+
+    /**
+     * <pre>
+     * Sets *out_window to the window of `now`, floor(now / 30): the window
+     * itsme_online_verify_new and itsme_pin_update_new take (or the one before,
+     * for a host that found no peer in the current one).  The library's one
+     * window arithmetic: hosts call this rather than dividing.  Thread-safe.
+     * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, a time
+     * before 1970 or after 9999).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_window_of(int64_t now, int64_t *out_window)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_window_of(long now, LongByReference out_window);
 
     /**
      * <pre>
