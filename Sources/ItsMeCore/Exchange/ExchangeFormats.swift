@@ -51,7 +51,8 @@ public enum ExchangeProtocol {
         var body: [UInt8] = [version]
         body.reserveCapacity(qrFixedCount + name.count)
         body += identity.publicKey
-        body += Hex.decode(identity.fingerprint)!
+        guard let fingerprint = Hex.decode(identity.fingerprint) else { throw ItsMeError(.internal, "our fingerprint is not hex") }
+        body += fingerprint
         body += ephemeralKey
         body += deviceSecret
         body.append(UInt8(name.count))
@@ -195,7 +196,7 @@ public enum ExchangeProtocol {
         let prk = try HKDF.extract(salt: salt, ikm: shared)
         for (i, role) in ["initiator", "responder"].enumerated() {
             let k = try HKDF.expand(prk: prk, info: LV.cat(LV.b(label), LV.b(role)), count: 32)
-            k.withBytes { out.baseAddress!.advanced(by: 32 * i).copyMemory(from: $0.baseAddress!, byteCount: 32) }
+            k.withBytes { UnsafeMutableRawBufferPointer(rebasing: out[(32 * i)..<(32 * i + 32)]).copyMemory(from: $0) }
         }
     }
 

@@ -121,7 +121,7 @@ public enum RemoteProtocol {
 
     /// kc_I || kc_R || kp_I || kp_R || kd_I || kd_R (192 bytes) from the ISK.
     static func keys(isk: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer) throws {
-        precondition(out.count == 192)
+        guard out.count == 192 else { throw ItsMeError(.invalidArgument, "six 32-byte keys") }
         let salt = LV.b(exchangeLabel)
         for (i, label) in [confirmLabel, "payload-encryption", decisionLabel].enumerated() {
             try ExchangeProtocol.directionKeys(
