@@ -225,7 +225,7 @@ struct ExchangeMachine {
         self.state = state
     }
 
-    private static func fingerprintBytes(_ identity: Identity) throws -> [UInt8] {
+    static func fingerprintBytes(_ identity: Identity) throws -> [UInt8] {
         guard let bytes = Hex.decode(identity.fingerprint) else { throw ItsMeError(.internal, "our fingerprint is not hex") }
         return bytes
     }
@@ -238,7 +238,7 @@ struct ExchangeMachine {
     }
 
     /// Y = y * g, with g from the encryption code, the invite code and sid.
-    private static func pakeShare(_ remote: Remote, sid: [UInt8]) throws -> [UInt8] {
+    static func pakeShare(_ remote: Remote, sid: [UInt8]) throws -> [UInt8] {
         let prs = Array(remote.encryptionCode.canonical.utf8)
         let g = try CPace.generator(prs: prs, ci: RemoteProtocol.channelIdentifier(remote.inviteCode), sid: sid)
         return try g.withBytes { gp in
@@ -379,12 +379,12 @@ struct ExchangeMachine {
     private mutating func handle(_ bytes: [UInt8]) throws -> [ExchangeAction] {
         switch method {
         case .qr: return try receiveQR(bytes)
-        case .bluetooth: return try receiveFrame(bytes)
-        case .invite, .realtime: return try receiveRemote(bytes)
+        case .bluetooth: return advance(to: try receiveFrame(bytes))
+        case .invite, .realtime: return advance(to: try receiveRemote(bytes))
         }
     }
 
-    private func deriveSeed(peerEphemeralKey: [UInt8], peerFingerprint: String) throws -> SecretBox {
+    func deriveSeed(peerEphemeralKey: [UInt8], peerFingerprint: String) throws -> SecretBox {
         var seed = try SecretBytes(count: ExchangeProtocol.seedCount)
         try own.ephemeralSecret.withBytes { secret in
             try seed.withMutableBytes {
@@ -397,6 +397,14 @@ struct ExchangeMachine {
     }
 
     // MARK: QR (sections 5 and 6)
+
+    /// A next state and what to do, as the handshakes compute them.
+    typealias Step = (state: State, actions: [ExchangeAction])
+
+    private mutating func advance(to step: Step) -> [ExchangeAction] {
+        state = step.state
+        return step.actions
+    }
 
     private mutating func receiveQR(_ bytes: [UInt8]) throws -> [ExchangeAction] {
         guard let text = String(validating: bytes, as: UTF8.self) else {
@@ -432,243 +440,18 @@ struct ExchangeMachine {
         return []
     }
 
-    // MARK: Bluetooth (section 7)
-
-    private mutating func receiveFrame(_ bytes: [UInt8]) throws -> [ExchangeAction] {
-        let frame = try BluetoothFrame(parsing: bytes)
-        switch (state, frame) {
-        case (.exchanging(.bluetooth(.sentHello(let hello))), .hello(let fingerprint, let commitment)):
-            let mine = try Self.fingerprintBytes(identity)
-            guard fingerprint != mine else { throw ItsMeError(.invalidKey, "the peer's HELLO carries our own fingerprint") }
-            let key = BluetoothFrame.keyBytes(own.ephemeralKey)
-            state = .exchanging(
-                .bluetooth(
-                    .sentKey(
-                        hello: hello, peerHello: bytes, peerFingerprint: fingerprint, peerCommitment: commitment, key: key,
-                        isInitiator: mine.lexicographicallyPrecedes(fingerprint))))
-            return [.send(key)]
-
-        case (.exchanging(.bluetooth(.sentKey(let hello, let peerHello, let fingerprint, let commitment, let key, let isInitiator))),
-            .key(let peerKey)):
-            // Public keys: a plain comparison is enough (sections 7.2, 10.3, 11.2).
-            guard peerKey != own.ephemeralKey else {
-                throw ItsMeError(.invalidKey, "the peer's KEY carries our own ephemeral key (reflected)")
-            }
-            guard let sessionCode else { throw ItsMeError(.internal, "a Bluetooth exchange without its session code") }
-            let th1 =
-                isInitiator
-                ? ExchangeProtocol.bluetoothTH1(sessionCode: sessionCode, helloI: hello, helloR: peerHello, keyI: key, keyR: bytes)
-                : ExchangeProtocol.bluetoothTH1(sessionCode: sessionCode, helloI: peerHello, helloR: hello, keyI: bytes, keyR: key)
-            var both = try SecretBytes(count: 64)
-            try own.ephemeralSecret.withBytes { secret in
-                try both.withMutableBytes {
-                    try ExchangeProtocol.bluetoothKeys(ephemeralSecret: secret, peerEphemeralKey: peerKey, th1: th1, into: $0)
-                }
-            }
-            let keys = try DirectionKeys(both, isInitiator: isInitiator)
-            let data = own.deviceSecret.withBytes {
-                BluetoothData.unsigned(identityKey: identity.publicKey, deviceSecret: $0, name: Array(identity.name.utf8))
-            }
-            let role = isInitiator ? "initiator" : "responder"
-            let plaintext = data + (try identity.sign(LV.cat(LV.b("itsme-bluetooth-payload-v1"), th1, LV.b(role), data)))
-            let sealed = try keys.seal(type: BluetoothFrame.Kind.data.rawValue, counter: 0, plaintext)
-            state = .exchanging(
-                .bluetooth(
-                    .sentData(
-                        BluetoothKeyed(
-                            isInitiator: isInitiator, th1: th1, keys: keys, peerFingerprint: fingerprint, peerCommitment: commitment,
-                            peerEphemeralKey: peerKey, plaintextMine: plaintext))))
-            return [.send(sealed)]
-
-        case (.exchanging(.bluetooth(.sentData(let k))), .data(let sealed)):
-            state = .agreed(try bluetoothAgreement(sealed, k), Decisions())
-            return []
-
-        case (.agreed(let a, let d), .confirm(let sealed)) where d.peers == nil:
-            guard case .bluetooth(let keys) = a.channel else { throw ItsMeError(.internal, "a Bluetooth exchange without its keys") }
-            let plain = try keys.open(sealed, counter: 1, what: "a Bluetooth frame")
-            guard plain.count == 1, plain[0] <= 1 else { throw ItsMeError(.malformedMessage, "a CONFIRM frame carries 0 or 1") }
-            return peerDecided(plain[0] == 1 ? .confirmed : .rejected)
-
-        case (.exchanging, _), (.agreed, _), (.abandoned, _), (.failed, _):
-            throw ItsMeError(.malformedMessage, "Bluetooth \(frame.kind) frame out of order (replayed or reordered)")
-        }
-    }
-
-    private func bluetoothAgreement(_ sealed: [UInt8], _ k: BluetoothKeyed) throws -> Agreement {
-        var plain = try k.keys.open(sealed, counter: 0, what: "a Bluetooth frame")
-        defer { wipe(&plain) }
-        let data = try BluetoothData(parsing: plain)
-        guard Array(SHA256.hash(data.identityKey).prefix(8)) == k.peerFingerprint else {
-            throw ItsMeError(.authenticationFailed, "the peer's identity key does not match the fingerprint in its HELLO")
-        }
-        let commitment = data.deviceSecret.withBytes {
-            ExchangeProtocol.commitment(
-                identityKey: data.identityKey, ephemeralKey: k.peerEphemeralKey, name: data.nameBytes, deviceSecret: $0)
-        }
-        guard ConstantTime.equal(commitment, k.peerCommitment) else {
-            throw ItsMeError(.authenticationFailed, "the peer's keys do not match its commitment")
-        }
-        let peerRole = k.isInitiator ? "responder" : "initiator"
-        guard
-            Ed25519.verify(
-                signature: data.signature, message: LV.cat(LV.b("itsme-bluetooth-payload-v1"), k.th1, LV.b(peerRole), data.signed),
-                publicKey: data.identityKey)
-        else { throw ItsMeError(.authenticationFailed, "the peer's signature does not verify") }
-        // Contents, once authenticated (PROTOCOL.md 1.1, 7.4).
-        guard !ConstantTime.equal(data.identityKey, identity.publicKey) else {
-            throw ItsMeError(.invalidKey, "the peer's contact data carries our own identity key")
-        }
-        let fingerprint = Fingerprint.of(publicKey: data.identityKey)
-        let seed = try deriveSeed(peerEphemeralKey: k.peerEphemeralKey, peerFingerprint: fingerprint)
-        let th = ExchangeProtocol.bluetoothTranscriptHash(
-            th1: k.th1, plaintextI: k.isInitiator ? k.plaintextMine : plain, plaintextR: k.isInitiator ? plain : k.plaintextMine)
-        return Agreement(
-            peer: Exchange.Peer(name: data.name, fingerprint: fingerprint, publicKey: data.identityKey),
-            peerDeviceSecret: try SecretBox(copying: data.deviceSecret), seed: seed,
-            sas: try ShortCode.sas(seed: seed, transcriptHash: th), channel: .bluetooth(k.keys))
-    }
-
-    // MARK: At a distance (section 16)
-
-    private mutating func receiveRemote(_ bytes: [UInt8]) throws -> [ExchangeAction] {
-        let message = try RemoteMessage(parsing: bytes)
-        let outOfOrder = ItsMeError(.malformedMessage, "\(message.kind) message out of order (replayed, reflected or reordered)")
-        guard let remote else { throw ItsMeError(.internal, "an exchange at a distance without its codes") }
-        switch (state, message) {
-        case (.exchanging(.remote(.awaitingInvite)), .invite(let sid, let ya, let commitment)):
-            let share = try Self.pakeShare(remote, sid: sid)
-            let paked = try pake(remote, sid: sid, invite: bytes, ya: ya, yb: share, commitment: commitment)
-            let tag = paked.keys.confirmR.withBytes {
-                RemoteProtocol.confirmationTag(key: $0, initiator: false, tpake: paked.tpake, accept: nil)
-            }
-            let plaintext = try signedPayload(paked, inviter: false)
-            let box = try paked.keys.payloadR.withBytes {
-                try RemoteProtocol.sealPayload(key: $0, initiator: false, inviteID: remote.inviteID, plaintext)
-            }
-            let accept = RemoteMessage.accept(share: share, tag: tag, box: box).bytes
-            state = .exchanging(.remote(.sentAccept(paked, accept: accept, commitment: commitment, plaintextMine: plaintext, sid: sid)))
-            return [.send(accept)]
-
-        case (.exchanging(.remote(.sentInvite(let invite, let share, let commitment))), .accept(let yb, let tag, let box)):
-            let paked = try pake(remote, sid: remote.sid, invite: invite, ya: share, yb: yb, commitment: commitment)
-            let expected = paked.keys.confirmR.withBytes {
-                RemoteProtocol.confirmationTag(key: $0, initiator: false, tpake: paked.tpake, accept: nil)
-            }
-            guard ConstantTime.equal(expected, tag) else {
-                throw ItsMeError(
-                    .authenticationFailed,
-                    "the invitee's confirmation does not verify: a wrong encryption code, or a relay that changed the messages; the invite is spent")
-            }
-            let plaintext = try signedPayload(paked, inviter: true)
-            let agreement = try remoteAgreement(box, paked, remote, plaintextMine: plaintext, inviteCommitment: nil)
-            let replyTag = paked.keys.confirmI.withBytes {
-                RemoteProtocol.confirmationTag(key: $0, initiator: true, tpake: paked.tpake, accept: bytes)
-            }
-            let replyBox = try paked.keys.payloadI.withBytes {
-                try RemoteProtocol.sealPayload(key: $0, initiator: true, inviteID: remote.inviteID, plaintext)
-            }
-            state = .agreed(agreement, Decisions())
-            return [.send(RemoteMessage.reply(tag: replyTag, box: replyBox).bytes)]
-
-        case (.exchanging(.remote(.sentAccept(let paked, let accept, let commitment, let plaintext, _))), .reply(let tag, let box)):
-            let expected = paked.keys.confirmI.withBytes {
-                RemoteProtocol.confirmationTag(key: $0, initiator: true, tpake: paked.tpake, accept: accept)
-            }
-            guard ConstantTime.equal(expected, tag) else {
-                throw ItsMeError(
-                    .authenticationFailed,
-                    "the inviter's confirmation does not verify: a wrong encryption code, or a relay that changed the messages; the invite is spent")
-            }
-            state = .agreed(
-                try remoteAgreement(box, paked, remote, plaintextMine: plaintext, inviteCommitment: commitment), Decisions())
-            return []
-
-        case (.agreed(let a, let d), .decision(let sealed)) where d.peers == nil:
-            guard case .remote(let keys, let th) = a.channel else {
-                throw ItsMeError(.internal, "an exchange at a distance without its keys")
-            }
-            let confirmed = try (remote.inviter ? keys.decisionR : keys.decisionI).withBytes {
-                try RemoteProtocol.openDecision(key: $0, initiator: !remote.inviter, th: th, sealed)
-            }
-            return peerDecided(confirmed ? .confirmed : .rejected)
-
-        case (.exchanging, _), (.agreed, _), (.abandoned, _), (.failed, _):
-            throw outOfOrder
-        }
-    }
-
-    /// K = y * peer's share, then the ISK, the keys and tpake.
-    private func pake(_ remote: Remote, sid: [UInt8], invite: [UInt8], ya: [UInt8], yb: [UInt8], commitment: [UInt8]) throws -> Paked {
-        guard !ConstantTime.equal(ya, yb) else {
-            throw ItsMeError(.invalidKey, "the peer's PAKE share equals ours (a reflected message)")
-        }
-        let peerShare = remote.inviter ? yb : ya
-        var k = try remote.scalar.withBytes { y in
-            try peerShare.withUnsafeBytes { p in
-                guard let k = CPace.scalarMult(scalar: y, point: p) else {
-                    throw ItsMeError(.authenticationFailed, "the peer's PAKE share is not a valid ristretto255 element")
-                }
-                return k
-            }
-        }
-        defer { wipe(&k) }
-        let isk = try CPace.isk(sid: sid, k: k, ya: ya, ada: commitment, yb: yb, adb: [])
-        return Paked(
-            tpake: RemoteProtocol.pakeTranscript(inviteID: remote.inviteID, invite: invite, yb: yb), keys: try RemoteKeys(isk: isk))
-    }
-
-    private func signedPayload(_ paked: Paked, inviter: Bool) throws -> [UInt8] {
-        try own.deviceSecret.withBytes {
-            try RemoteProtocol.payload(
-                identity: identity, ephemeralKey: own.ephemeralKey, deviceSecret: $0, tpake: paked.tpake, initiator: inviter)
-        }
-    }
-
-    /// Opens and checks the peer's sealed payload; the seed and the SAS.
-    private func remoteAgreement(
-        _ box: [UInt8], _ paked: Paked, _ remote: Remote, plaintextMine: [UInt8], inviteCommitment: [UInt8]?
-    ) throws -> Agreement {
-        var plain = try (remote.inviter ? paked.keys.payloadR : paked.keys.payloadI).withBytes {
-            try RemoteProtocol.openPayload(key: $0, initiator: !remote.inviter, inviteID: remote.inviteID, box)
-        }
-        defer { wipe(&plain) }
-        let p = try RemoteProtocol.parsePayload(plain, tpake: paked.tpake, senderInitiator: !remote.inviter)
-        if let inviteCommitment {
-            let commitment = p.deviceSecret.withBytes {
-                ExchangeProtocol.commitment(identityKey: p.identityKey, ephemeralKey: p.ephemeralKey, name: p.nameBytes, deviceSecret: $0)
-            }
-            guard ConstantTime.equal(commitment, inviteCommitment) else {
-                throw ItsMeError(.authenticationFailed, "the inviter's keys do not match its commitment")
-            }
-        }
-        // Contents, once authenticated (PROTOCOL.md 1.1, 16.3).
-        guard !ConstantTime.equal(p.identityKey, identity.publicKey) else {
-            throw ItsMeError(.invalidKey, "the peer's contact data carries our own identity key")
-        }
-        let fingerprint = Fingerprint.of(publicKey: p.identityKey)
-        let seed = try deriveSeed(peerEphemeralKey: p.ephemeralKey, peerFingerprint: fingerprint)
-        let th = RemoteProtocol.transcriptHash(
-            tpake: paked.tpake, payloadI: remote.inviter ? plaintextMine : plain, payloadR: remote.inviter ? plain : plaintextMine)
-        return Agreement(
-            peer: Exchange.Peer(name: p.name, fingerprint: fingerprint, publicKey: p.identityKey),
-            peerDeviceSecret: try SecretBox(copying: p.deviceSecret), seed: seed,
-            sas: try ShortCode.sas(seed: seed, transcriptHash: th), channel: .remote(paked.keys, th: th))
-    }
-
     // MARK: Decisions (section 8.1)
 
     /// Records the peer's authenticated decision; releases a held one of ours.
-    private mutating func peerDecided(_ decision: Decision) -> [ExchangeAction] {
-        guard case .agreed(let a, var d) = state else { return [] }
+    func peerDecided(_ decision: Decision) -> Step {
+        guard case .agreed(let a, var d) = state else { return (state, []) }
         d.peers = decision
         var actions: [ExchangeAction] = []
         if let held = d.held {
             actions.append(.send(held))
             d.held = nil
         }
-        state = .agreed(a, d)
-        return actions
+        return (.agreed(a, d), actions)
     }
 
     /// Records this side's decision and makes the message that carries it:
