@@ -1,6 +1,6 @@
 """Replay Tests/ProtocolVectors/profile.json and approval.json through the independent
-implementations of docs/PROTOCOL.md sections 18 (tests/independent/profile.py) and 19
-(tests/independent/approval.py), written from that document alone.
+implementations of docs/PROTOCOL.md sections 18 (spec/independent/profile.py) and 19
+(spec/independent/approval.py), written from that document alone.
 
 Agreement here shows that the document determines every value in those vectors: for
 profile.json every intermediate of every record (k1 to k3, each field's ciphertext, MAC input
@@ -23,7 +23,7 @@ import pytest
 
 import itsme
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from independent import approval as A  # noqa: E402
 from independent import profile as PR  # noqa: E402
 from independent import protocol as P  # noqa: E402

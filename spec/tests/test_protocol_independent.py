@@ -1,4 +1,4 @@
-"""Replay Tests/ProtocolVectors/*.json through tests/independent/protocol.py.
+"""Replay Tests/ProtocolVectors/*.json through spec/independent/protocol.py.
 
 That module follows docs/PROTOCOL.md only, so agreement here shows that the document determines
 every value in the vectors.  Each vector's outputs are recomputed from its inputs alone (identity
@@ -13,7 +13,7 @@ through their DECISIONs; for reexchange.json the identity keys, ephemeral secret
 secrets, names and times, its two QR exchanges run against a model of each side's contacts
 (8.1, 8.2); for export.json the
 identity seed, contacts key, name, salt, nonce and password, and for transfer.json the
-ephemeral secrets, transfer id and the sender's identity, through tests/independent/transfer.py);
+ephemeral secrets, transfer id and the sender's identity, through spec/independent/transfer.py);
 every listed rejection must be rejected, with the same reason class where the vectors name one.
 Section numbers refer to PROTOCOL.md.
 
@@ -35,7 +35,7 @@ import sys
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from independent import cpace as C  # noqa: E402
 from independent import protocol as P  # noqa: E402
 from independent import ristretto255 as R  # noqa: E402
