@@ -10,9 +10,12 @@ let package = Package(
         // functions (a deterministic random source, the pure derivations).
         .library(name: "itsme-testing", type: .dynamic, targets: ["ItsMeFFI", "ItsMeTestingFFI"]),
         .executable(name: "itsme-bench", targets: ["ItsMeBench"]),
-        // The protocol core for Swift programs of this project (the relay
-        // uses its SQLite wrapper); not a public API.
+        // The protocol core for Swift programs of this project; not a public API.
         .library(name: "ItsMeCore", targets: ["ItsMeCore"]),
+        // The primitives under it, all the relay server links: libsodium's
+        // hashes, AEADs and signatures, secrets that wipe themselves,
+        // constant-time comparison, base64, the SQLite wrapper, the error type.
+        .library(name: "ItsMePrimitives", targets: ["ItsMePrimitives"]),
     ],
     targets: [
         .systemLibrary(
@@ -28,8 +31,10 @@ let package = Package(
         // The hand-written public header, imported by the export layer so
         // that the exported signatures use the header's own types.
         .systemLibrary(name: "CItsMe", path: "Sources/CItsMe"),
+        // Primitives without protocol rules: no Foundation, no C exports.
+        .target(name: "ItsMePrimitives", dependencies: ["CSodium", "CSQLite"]),
         // The protocol core: no Foundation, no C exports.
-        .target(name: "ItsMeCore", dependencies: ["CSodium", "CSQLite"]),
+        .target(name: "ItsMeCore", dependencies: ["ItsMePrimitives", "CSodium", "CSQLite"]),
         // Every exported C function, and nothing else.
         .target(name: "ItsMeFFI", dependencies: ["ItsMeCore", "CItsMe"]),
         // The functions only the test build exports.

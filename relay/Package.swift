@@ -33,7 +33,7 @@ let package = Package(
         .target(
             name: "ItsMeRelay",
             dependencies: [
-                .product(name: "ItsMeCore", package: "itsme"),
+                .product(name: "ItsMePrimitives", package: "itsme"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -96,7 +96,7 @@ let package = Package(
             name: "ItsMeRelayPostgres",
             dependencies: [
                 "ItsMeRelay",
-                .product(name: "ItsMeCore", package: "itsme"),
+                .product(name: "ItsMePrimitives", package: "itsme"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

@@ -1,7 +1,7 @@
 import Foundation
 import Hummingbird
 import HTTPTypes
-import ItsMeCore
+import ItsMePrimitives
 import Logging
 import NIOCore
 

@@ -2,7 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdCore
 import HTTPTypes
-import ItsMeCore
+import ItsMePrimitives
 import Logging
 import NIOCore
 import NIOPosix

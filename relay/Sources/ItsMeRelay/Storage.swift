@@ -1,5 +1,5 @@
 import Foundation
-import ItsMeCore
+import ItsMePrimitives
 import NIOPosix
 
 /// The two sides of an invite.

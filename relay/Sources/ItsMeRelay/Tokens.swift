@@ -1,4 +1,4 @@
-import ItsMeCore
+import ItsMePrimitives
 
 /// IDs and bearer tokens (docs/PROTOCOL.md 15.1).
 enum RelayID {

@@ -1,5 +1,5 @@
 import Foundation
-import ItsMeCore
+import ItsMePrimitives
 import ItsMeRelay
 import Logging
 import NIOCore

@@ -141,7 +141,7 @@ public func wipe(_ bytes: inout [UInt8]) {
 }
 
 /// Wipes memory in place (a secret's buffer that must be cleared early).
-func wipe(_ buffer: UnsafeMutableRawBufferPointer) {
+package func wipe(_ buffer: UnsafeMutableRawBufferPointer) {
     if let p = buffer.baseAddress, buffer.count > 0 { sodium_memzero(p, buffer.count) }
 }
 
@@ -200,7 +200,7 @@ package final class SecretBox: ByteView, @unchecked Sendable {
     package var count: Int { bytes.count }
 
     /// Zeroes the bytes now, for every holder (a machine that failed).
-    package func wipe() { bytes.withMutableBytes { ItsMeCore.wipe($0) } }
+    package func wipe() { bytes.withMutableBytes { ItsMePrimitives.wipe($0) } }
 
     package func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try bytes.withBytes(body)

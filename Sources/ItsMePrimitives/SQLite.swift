@@ -103,7 +103,7 @@ public final class Database {
         for suffix in ["-wal", "-shm", "-journal"] { _ = chmod(path + suffix, 0o600) }
     }
 
-    func error(_ rc: Int32, _ context: String) -> DatabaseError {
+    package func error(_ rc: Int32, _ context: String) -> DatabaseError {
         let extended = sqlite3_extended_errcode(handle)
         let message = String(cString: sqlite3_errmsg(handle))
         // Some failures (misuse) leave no error in the connection.

@@ -27,7 +27,7 @@ public enum Sodium {
 
 /// Calls `body` with a non-nil pointer to the bytes: an empty Swift buffer
 /// may have a nil base address, which some C functions do not accept.
-func withNonNilPointer<R: ~Copyable>(_ bytes: UnsafeRawBufferPointer, _ body: (UnsafePointer<UInt8>) throws -> R) rethrows -> R {
+package func withNonNilPointer<R: ~Copyable>(_ bytes: UnsafeRawBufferPointer, _ body: (UnsafePointer<UInt8>) throws -> R) rethrows -> R {
     if let p = bytes.baseAddress { return try body(p.assumingMemoryBound(to: UInt8.self)) }
     var zero: UInt8 = 0
     return try body(&zero)
@@ -52,7 +52,7 @@ public enum HMACSHA256 {
 
     /// HMAC-SHA256 over the concatenation of `parts`, written to `out`
     /// (exactly 32 bytes). Keys of any length are accepted (RFC 2104).
-    static func authenticate(
+    package static func authenticate(
         key: UnsafeRawBufferPointer, parts: [UnsafeRawBufferPointer], into out: UnsafeMutableRawBufferPointer
     ) {
         precondition(out.count == byteCount)
@@ -179,7 +179,7 @@ public enum HKDF {
 }
 
 /// Stack scratch for short-lived secret intermediates, wiped on return.
-func withScratch<R>(_ count: Int, _ body: (UnsafeMutableRawBufferPointer) throws -> R) rethrows -> R {
+package func withScratch<R>(_ count: Int, _ body: (UnsafeMutableRawBufferPointer) throws -> R) rethrows -> R {
     try withUnsafeTemporaryAllocation(byteCount: count, alignment: 16) { buffer in
         defer { sodium_memzero(buffer.baseAddress!, buffer.count) }
         return try body(buffer)
@@ -280,7 +280,7 @@ public enum X25519 {
     }
 
     /// The public key of a raw 32-byte secret key held by the caller.
-    static func publicKey(secretKey sk: UnsafeRawBufferPointer) -> [UInt8] {
+    package static func publicKey(secretKey sk: UnsafeRawBufferPointer) -> [UInt8] {
         precondition(sk.count == keyCount)
         var pk = [UInt8](repeating: 0, count: keyCount)
         _ = crypto_scalarmult_base(&pk, sk.bindMemory(to: UInt8.self).baseAddress!)
@@ -288,7 +288,7 @@ public enum X25519 {
     }
 
     /// The shared secret into memory the caller owns (guarded or scratch).
-    static func sharedSecret(
+    package static func sharedSecret(
         secretKey sk: UnsafeRawBufferPointer, peerPublicKey: [UInt8], into out: UnsafeMutableRawBufferPointer
     ) throws {
         precondition(sk.count == keyCount && out.count == keyCount)
