@@ -349,6 +349,88 @@ ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_secret_store_open_file(const char *directory,
                                           itsme_secret_store **out);
 
+/* The longest passphrase of a wrapped file store, in bytes. */
+#define ITSME_PASSPHRASE_MAX_BYTES 4096
+
+/* A store in a directory, as itsme_secret_store_open_file keeps it, whose
+ * items are wrapped by a passphrase (what `itsme init --passphrase` makes),
+ * as ssh keys are: a copy of the files is useless without the passphrase.
+ *
+ * Every item is sealed with ChaCha20-Poly1305 under a 32-byte key that
+ * Argon2id derives from the passphrase (libsodium's moderate level: 3
+ * passes over 256 MiB), with the item's name in the associated data, so
+ * an item can be neither read, altered nor moved to another name.  The
+ * wrap file sits beside the directory, named after it with ".wrap"
+ * appended ("data/secrets" -> "data/secrets.wrap"): it holds the format
+ * version, the Argon2id parameters, the salt and a check value that tells
+ * a wrong passphrase.  docs/STORAGE.md describes both formats and what a
+ * copy of the files gives an attacker.
+ *
+ * The passphrase is any 1 to ITSME_PASSPHRASE_MAX_BYTES bytes (the library
+ * sets no other rule: a host that wants a minimum length checks it
+ * first); it is copied into guarded memory, hashed, and wiped, never
+ * kept.  Only the derived key stays, in guarded memory, until the store is
+ * released.
+ *
+ * Cost: creating and opening each run Argon2id once: about a second of one
+ * core and 256 MiB of memory, for the duration of the call.  Reading and
+ * writing items afterwards cost no more than with a plain file store.
+ *
+ * Thread safety: the functions may be called from any thread; the store
+ * they make is used as any itsme_secret_store.  Several processes may
+ * open one wrapped directory at once. */
+
+/* Wraps a new, empty store in `directory` (created with mode 0700 if
+ * missing, as by itsme_secret_store_open_file) under `passphrase`, writes
+ * its wrap file (mode 0600, fsync'd; it never replaces one), and returns
+ * the open store.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL; an
+ * empty path or one whose last component is not a name, such as "/" or
+ * "."; a passphrase of 0 or more than ITSME_PASSPHRASE_MAX_BYTES bytes),
+ * ITSME_E_ALREADY_EXISTS (something is at the wrap file's path, or the
+ * directory already holds items: only a new store is wrapped),
+ * ITSME_E_SECRET_STORE (the directory or the wrap file cannot be created
+ * or written), ITSME_E_OUT_OF_MEMORY (Argon2id could not allocate its
+ * memory). */
+ITSME_WARN_UNUSED_RESULT
+itsme_result itsme_secret_store_create_file_passphrase(
+    const char *directory, const uint8_t *passphrase, size_t passphrase_len,
+    itsme_secret_store **out);
+
+/* Opens the wrapped store in `directory` with `passphrase`.  The wrap file
+ * is read (a regular file only: a link, FIFO or device in its place is
+ * refused without being followed or waited on) and checked, its version,
+ * KDF and Argon2id parameters (1 to 10 passes, 8 KiB to 1 GiB) included,
+ * before the passphrase is hashed with the parameters it names; the check
+ * value then tells a wrong passphrase before any item is read.  An item
+ * that does not open later (altered, moved, not sealed) fails that read
+ * with ITSME_E_AUTHENTICATION_FAILED or ITSME_E_CORRUPT_DATA.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL; a path
+ * as for itsme_secret_store_create_file_passphrase; a passphrase longer
+ * than ITSME_PASSPHRASE_MAX_BYTES), ITSME_E_NOT_FOUND (no wrap file: the
+ * store is not wrapped; see itsme_secret_store_is_passphrase_wrapped),
+ * ITSME_E_SECRET_STORE (the wrap file is not a regular file or cannot be
+ * read; the directory cannot be opened), ITSME_E_CORRUPT_DATA (the wrap
+ * file is damaged, of an unknown version, or asks for parameters outside
+ * the window), ITSME_E_AUTHENTICATION_FAILED (wrong passphrase; there is
+ * no attempt counter, the cost of each try is the limit),
+ * ITSME_E_OUT_OF_MEMORY. */
+ITSME_WARN_UNUSED_RESULT
+itsme_result itsme_secret_store_open_file_passphrase(
+    const char *directory, const uint8_t *passphrase, size_t passphrase_len,
+    itsme_secret_store **out);
+
+/* Writes true to *out_wrapped if the store in `directory` is wrapped by a
+ * passphrase: anything at its wrap file's path (even a link or a FIFO,
+ * which opening then refuses) says so, so that a damaged wrap file is
+ * never taken for a plain store.  Reads no file and creates nothing; cheap.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL; a path
+ * as for itsme_secret_store_create_file_passphrase), ITSME_E_SECRET_STORE
+ * (the path cannot be inspected). */
+ITSME_WARN_UNUSED_RESULT
+itsme_result itsme_secret_store_is_passphrase_wrapped(const char *directory,
+                                                      bool *out_wrapped);
+
 /* Releases the caller's reference.  Identities opened on the store keep it
  * alive until they are freed.  Accepts NULL. */
 void itsme_secret_store_free(itsme_secret_store *store);
@@ -2314,6 +2396,7 @@ size_t itsme_text_max(void);
 size_t itsme_typed_code_max(void);
 size_t itsme_export_text_max(void);
 size_t itsme_name_max_bytes(void);
+size_t itsme_passphrase_max_bytes(void);
 size_t itsme_seed_bytes(void);
 size_t itsme_note_max_bytes(void);
 size_t itsme_short_code_size(void);

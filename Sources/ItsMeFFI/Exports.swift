@@ -104,6 +104,55 @@ public func ffiSecretStoreOpenFile(
     }
 }
 
+/// A passphrase argument, checked for its length before a byte is read
+/// and copied into guarded memory.
+private func passphraseArgument(_ p: UnsafePointer<UInt8>?, _ count: UInt) throws -> SecretBytes {
+    let p = try required(p, "passphrase")
+    guard count <= UInt(PassphraseSecretStore.maxPassphraseCount) else {
+        throw invalid("a passphrase is at most \(PassphraseSecretStore.maxPassphraseCount) bytes, got \(count)")
+    }
+    return try SecretBytes(copying: UnsafeRawBufferPointer(start: p, count: Int(count)))
+}
+
+@c(itsme_secret_store_create_file_passphrase)
+public func ffiSecretStoreCreateFilePassphrase(
+    _ directory: UnsafePointer<CChar>?, _ passphrase: UnsafePointer<UInt8>?, _ passphraseLen: UInt,
+    _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_secret_store>?>?
+) -> itsme_result {
+    guarded(ThreadLastError.set) {
+        let path = try text(directory, "directory")
+        let secret = try passphraseArgument(passphrase, passphraseLen)
+        let out = try required(out, "out")
+        let store = try PassphraseSecretStore.create(directory: path, passphrase: secret)
+        out.pointee = box(SecretStoreHandle(store), as: itsme_secret_store.self)
+    }
+}
+
+@c(itsme_secret_store_open_file_passphrase)
+public func ffiSecretStoreOpenFilePassphrase(
+    _ directory: UnsafePointer<CChar>?, _ passphrase: UnsafePointer<UInt8>?, _ passphraseLen: UInt,
+    _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_secret_store>?>?
+) -> itsme_result {
+    guarded(ThreadLastError.set) {
+        let path = try text(directory, "directory")
+        let secret = try passphraseArgument(passphrase, passphraseLen)
+        let out = try required(out, "out")
+        let store = try PassphraseSecretStore.open(directory: path, passphrase: secret)
+        out.pointee = box(SecretStoreHandle(store), as: itsme_secret_store.self)
+    }
+}
+
+@c(itsme_secret_store_is_passphrase_wrapped)
+public func ffiSecretStoreIsPassphraseWrapped(_ directory: UnsafePointer<CChar>?, _ outWrapped: UnsafeMutablePointer<Bool>?)
+    -> itsme_result
+{
+    guarded(ThreadLastError.set) {
+        let path = try text(directory, "directory")
+        let out = try required(outWrapped, "out_wrapped")
+        out.pointee = try PassphraseSecretStore.isWrapped(directory: path)
+    }
+}
+
 @c(itsme_secret_store_free)
 public func ffiSecretStoreFree(_ store: UnsafeMutablePointer<itsme_secret_store>?) {
     release(store, as: SecretStoreHandle.self)

@@ -28,6 +28,9 @@ public func ffiExportTextMax() -> UInt { UInt(ITSME_EXPORT_TEXT_MAX) }
 @c(itsme_name_max_bytes)
 public func ffiNameMaxBytes() -> UInt { UInt(ITSME_NAME_MAX_BYTES) }
 
+@c(itsme_passphrase_max_bytes)
+public func ffiPassphraseMaxBytes() -> UInt { UInt(ITSME_PASSPHRASE_MAX_BYTES) }
+
 @c(itsme_seed_bytes)
 public func ffiSeedBytes() -> UInt { UInt(ITSME_SEED_BYTES) }
 

@@ -143,6 +143,7 @@ final class ABITests: XCTestCase {
         XCTAssertEqual(ffiPublicKeyBytes(), UInt(Ed25519.publicKeyCount))
         XCTAssertEqual(ffiFingerprintSize(), UInt(Fingerprint.textCount + 1))
         XCTAssertEqual(ffiNameMaxBytes(), UInt(DisplayName.maxBytes))
+        XCTAssertEqual(ffiPassphraseMaxBytes(), UInt(PassphraseSecretStore.maxPassphraseCount))
         XCTAssertEqual(ffiVoiceWordCount(), 5)
         XCTAssertEqual(Int(ITSME_FINGERPRINT_CHARS), Fingerprint.textCount)
         XCTAssertEqual(Int(ITSME_PIN_LENGTH), PIN.length)

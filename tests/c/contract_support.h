@@ -72,6 +72,30 @@ static itsme_secret_store *fx_itsme_secret_store(void) {
     return s;
 }
 
+/* The directory of a file store wrapped under 32 bytes of fx_bytes (the
+ * fixtures' default passphrase): made once per run (Argon2id at 256 MiB is
+ * slow) in a directory of this process, then renamed into the run's
+ * directory, so that checks running at once share one finished store. */
+static const char *fx_wrapped_dir(void) {
+    static char dir[400];
+    if (dir[0]) return dir;
+    char shared[300], mine[320], secrets[340];
+    snprintf(shared, sizeof shared, "%s/wrapped", ct_root);
+    snprintf(dir, sizeof dir, "%s/secrets", shared);
+    struct stat st;
+    if (stat(dir, &st) == 0) return dir;
+    snprintf(mine, sizeof mine, "%s/wrapped.%d", ct_root, (int)getpid());
+    snprintf(secrets, sizeof secrets, "%s/secrets", mine);
+    itsme_secret_store *s = NULL;
+    CT_REQUIRE(itsme_secret_store_create_file_passphrase(secrets, fx_bytes, 32, &s));
+    itsme_secret_store_free(s);
+    if (rename(mine, shared) != 0 && errno != EEXIST && errno != ENOTEMPTY) {
+        perror("fx_wrapped_dir: rename");
+        exit(1);
+    }
+    return dir;
+}
+
 static itsme_identity *fx_itsme_identity(void) {
     static itsme_identity *id;
     if (!id) CT_REQUIRE(itsme_identity_create(fx_itsme_secret_store(), "Alice", &id));

@@ -27,6 +27,9 @@
 #define CT_HAS_itsme_secret_store_new_callbacks 1
 #define CT_HAS_itsme_secret_store_new_memory 1
 #define CT_HAS_itsme_secret_store_open_file 1
+#define CT_HAS_itsme_secret_store_create_file_passphrase 1
+#define CT_HAS_itsme_secret_store_open_file_passphrase 1
+#define CT_HAS_itsme_secret_store_is_passphrase_wrapped 1
 #define CT_HAS_itsme_secret_store_free 1
 #define CT_HAS_itsme_secret_store_last_error 1
 #define CT_HAS_itsme_identity_create 1
@@ -198,6 +201,7 @@
 #define CT_HAS_itsme_typed_code_max 1
 #define CT_HAS_itsme_export_text_max 1
 #define CT_HAS_itsme_name_max_bytes 1
+#define CT_HAS_itsme_passphrase_max_bytes 1
 #define CT_HAS_itsme_seed_bytes 1
 #define CT_HAS_itsme_note_max_bytes 1
 #define CT_HAS_itsme_short_code_size 1
@@ -335,6 +339,22 @@ struct args_itsme_secret_store_open_file {
     const char * directory;
 };
 #define FIXTURE_itsme_secret_store_open_file(...) static void fixture_itsme_secret_store_open_file(struct args_itsme_secret_store_open_file *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_secret_store_create_file_passphrase {
+    const char * directory;
+    const uint8_t * passphrase;
+    size_t passphrase_len;
+};
+#define FIXTURE_itsme_secret_store_create_file_passphrase(...) static void fixture_itsme_secret_store_create_file_passphrase(struct args_itsme_secret_store_create_file_passphrase *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_secret_store_open_file_passphrase {
+    const char * directory;
+    const uint8_t * passphrase;
+    size_t passphrase_len;
+};
+#define FIXTURE_itsme_secret_store_open_file_passphrase(...) static void fixture_itsme_secret_store_open_file_passphrase(struct args_itsme_secret_store_open_file_passphrase *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_secret_store_is_passphrase_wrapped {
+    const char * directory;
+};
+#define FIXTURE_itsme_secret_store_is_passphrase_wrapped(...) static void fixture_itsme_secret_store_is_passphrase_wrapped(struct args_itsme_secret_store_is_passphrase_wrapped *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_secret_store_last_error {
     const itsme_secret_store * store;
 };
@@ -1483,6 +1503,100 @@ static const struct ct_param params_itsme_secret_store_open_file[] = {
 };
 static const struct ct_function function_itsme_secret_store_open_file = {"itsme_secret_store_open_file", 1, sizeof(struct args_itsme_secret_store_open_file), params_itsme_secret_store_open_file, 2, setup_itsme_secret_store_open_file, mutate_itsme_secret_store_open_file, invoke_itsme_secret_store_open_file};
 static void run_itsme_secret_store_open_file(const struct ct_check *c) { ct_run_result(&function_itsme_secret_store_open_file, c); }
+
+/* itsme_secret_store_create_file_passphrase */
+static void setup_itsme_secret_store_create_file_passphrase(void *p, int live) {
+    struct args_itsme_secret_store_create_file_passphrase *a = p;
+    (void)a;
+    a->directory = FX_TEXT;
+    a->passphrase = fx_bytes;
+    a->passphrase_len = 32;
+    if (live) fixture_itsme_secret_store_create_file_passphrase(a);
+}
+static int mutate_itsme_secret_store_create_file_passphrase(void *p, const struct ct_check *c) {
+    struct args_itsme_secret_store_create_file_passphrase *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: ct_mutate_text(c, &a->directory); return 0;
+    case 1: if (c->kind == CT_NULL) a->passphrase = NULL; return a->passphrase_len == 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_secret_store_create_file_passphrase(void *p, struct ct_outs *o) {
+    struct args_itsme_secret_store_create_file_passphrase *a = p;
+    (void)a;
+    (void)o;
+    return itsme_secret_store_create_file_passphrase(a->directory, a->passphrase, a->passphrase_len, (itsme_secret_store **)o->ptr[3]);
+}
+static const struct ct_param params_itsme_secret_store_create_file_passphrase[] = {
+    {"directory", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"passphrase", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"passphrase_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_HANDLE, sizeof(void *), -1, -1, 0, ct_release_itsme_secret_store, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_secret_store_create_file_passphrase = {"itsme_secret_store_create_file_passphrase", 1, sizeof(struct args_itsme_secret_store_create_file_passphrase), params_itsme_secret_store_create_file_passphrase, 4, setup_itsme_secret_store_create_file_passphrase, mutate_itsme_secret_store_create_file_passphrase, invoke_itsme_secret_store_create_file_passphrase};
+static void run_itsme_secret_store_create_file_passphrase(const struct ct_check *c) { ct_run_result(&function_itsme_secret_store_create_file_passphrase, c); }
+
+/* itsme_secret_store_open_file_passphrase */
+static void setup_itsme_secret_store_open_file_passphrase(void *p, int live) {
+    struct args_itsme_secret_store_open_file_passphrase *a = p;
+    (void)a;
+    a->directory = FX_TEXT;
+    a->passphrase = fx_bytes;
+    a->passphrase_len = 32;
+    if (live) fixture_itsme_secret_store_open_file_passphrase(a);
+}
+static int mutate_itsme_secret_store_open_file_passphrase(void *p, const struct ct_check *c) {
+    struct args_itsme_secret_store_open_file_passphrase *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: ct_mutate_text(c, &a->directory); return 0;
+    case 1: if (c->kind == CT_NULL) a->passphrase = NULL; return a->passphrase_len == 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_secret_store_open_file_passphrase(void *p, struct ct_outs *o) {
+    struct args_itsme_secret_store_open_file_passphrase *a = p;
+    (void)a;
+    (void)o;
+    return itsme_secret_store_open_file_passphrase(a->directory, a->passphrase, a->passphrase_len, (itsme_secret_store **)o->ptr[3]);
+}
+static const struct ct_param params_itsme_secret_store_open_file_passphrase[] = {
+    {"directory", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"passphrase", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"passphrase_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_HANDLE, sizeof(void *), -1, -1, 0, ct_release_itsme_secret_store, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_secret_store_open_file_passphrase = {"itsme_secret_store_open_file_passphrase", 1, sizeof(struct args_itsme_secret_store_open_file_passphrase), params_itsme_secret_store_open_file_passphrase, 4, setup_itsme_secret_store_open_file_passphrase, mutate_itsme_secret_store_open_file_passphrase, invoke_itsme_secret_store_open_file_passphrase};
+static void run_itsme_secret_store_open_file_passphrase(const struct ct_check *c) { ct_run_result(&function_itsme_secret_store_open_file_passphrase, c); }
+
+/* itsme_secret_store_is_passphrase_wrapped */
+static void setup_itsme_secret_store_is_passphrase_wrapped(void *p, int live) {
+    struct args_itsme_secret_store_is_passphrase_wrapped *a = p;
+    (void)a;
+    a->directory = FX_TEXT;
+    if (live) fixture_itsme_secret_store_is_passphrase_wrapped(a);
+}
+static int mutate_itsme_secret_store_is_passphrase_wrapped(void *p, const struct ct_check *c) {
+    struct args_itsme_secret_store_is_passphrase_wrapped *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: ct_mutate_text(c, &a->directory); return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_secret_store_is_passphrase_wrapped(void *p, struct ct_outs *o) {
+    struct args_itsme_secret_store_is_passphrase_wrapped *a = p;
+    (void)a;
+    (void)o;
+    return itsme_secret_store_is_passphrase_wrapped(a->directory, (_Bool *)o->ptr[1]);
+}
+static const struct ct_param params_itsme_secret_store_is_passphrase_wrapped[] = {
+    {"directory", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_wrapped", CT_R_OUT_VALUE, sizeof(bool), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_secret_store_is_passphrase_wrapped = {"itsme_secret_store_is_passphrase_wrapped", 1, sizeof(struct args_itsme_secret_store_is_passphrase_wrapped), params_itsme_secret_store_is_passphrase_wrapped, 2, setup_itsme_secret_store_is_passphrase_wrapped, mutate_itsme_secret_store_is_passphrase_wrapped, invoke_itsme_secret_store_is_passphrase_wrapped};
+static void run_itsme_secret_store_is_passphrase_wrapped(const struct ct_check *c) { ct_run_result(&function_itsme_secret_store_is_passphrase_wrapped, c); }
 
 /* itsme_secret_store_last_error */
 static void setup_itsme_secret_store_last_error(void *p, int live) {
@@ -7149,6 +7263,13 @@ static void run_itsme_name_max_bytes(const struct ct_check *c) {
         ct_fail("returns %llu, ITSME_NAME_MAX_BYTES is %llu", (unsigned long long)itsme_name_max_bytes(), (unsigned long long)ITSME_NAME_MAX_BYTES);
 }
 
+/* itsme_passphrase_max_bytes */
+static void run_itsme_passphrase_max_bytes(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_passphrase_max_bytes() != (unsigned long long)ITSME_PASSPHRASE_MAX_BYTES)
+        ct_fail("returns %llu, ITSME_PASSPHRASE_MAX_BYTES is %llu", (unsigned long long)itsme_passphrase_max_bytes(), (unsigned long long)ITSME_PASSPHRASE_MAX_BYTES);
+}
+
 /* itsme_seed_bytes */
 static void run_itsme_seed_bytes(const struct ct_check *c) {
     (void)c;
@@ -7449,6 +7570,26 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_secret_store_open_file", "itsme_secret_store_open_file: directory not UTF-8", run_itsme_secret_store_open_file, {CT_BAD_UTF8, 0}},
     {"itsme_secret_store_open_file", "itsme_secret_store_open_file: directory longer than ITSME_TEXT_MAX", run_itsme_secret_store_open_file, {CT_LONG_TEXT, 0}},
     {"itsme_secret_store_open_file", "itsme_secret_store_open_file: success", run_itsme_secret_store_open_file, {CT_SUCCESS, -1}},
+    {"itsme_secret_store_create_file_passphrase", "itsme_secret_store_create_file_passphrase: before itsme_init", run_itsme_secret_store_create_file_passphrase, {CT_BEFORE_INIT, -1}},
+    {"itsme_secret_store_create_file_passphrase", "itsme_secret_store_create_file_passphrase: directory NULL", run_itsme_secret_store_create_file_passphrase, {CT_NULL, 0}},
+    {"itsme_secret_store_create_file_passphrase", "itsme_secret_store_create_file_passphrase: passphrase NULL", run_itsme_secret_store_create_file_passphrase, {CT_NULL, 1}},
+    {"itsme_secret_store_create_file_passphrase", "itsme_secret_store_create_file_passphrase: out NULL", run_itsme_secret_store_create_file_passphrase, {CT_NULL, 3}},
+    {"itsme_secret_store_create_file_passphrase", "itsme_secret_store_create_file_passphrase: directory not UTF-8", run_itsme_secret_store_create_file_passphrase, {CT_BAD_UTF8, 0}},
+    {"itsme_secret_store_create_file_passphrase", "itsme_secret_store_create_file_passphrase: directory longer than ITSME_TEXT_MAX", run_itsme_secret_store_create_file_passphrase, {CT_LONG_TEXT, 0}},
+    {"itsme_secret_store_create_file_passphrase", "itsme_secret_store_create_file_passphrase: success", run_itsme_secret_store_create_file_passphrase, {CT_SUCCESS, -1}},
+    {"itsme_secret_store_open_file_passphrase", "itsme_secret_store_open_file_passphrase: before itsme_init", run_itsme_secret_store_open_file_passphrase, {CT_BEFORE_INIT, -1}},
+    {"itsme_secret_store_open_file_passphrase", "itsme_secret_store_open_file_passphrase: directory NULL", run_itsme_secret_store_open_file_passphrase, {CT_NULL, 0}},
+    {"itsme_secret_store_open_file_passphrase", "itsme_secret_store_open_file_passphrase: passphrase NULL", run_itsme_secret_store_open_file_passphrase, {CT_NULL, 1}},
+    {"itsme_secret_store_open_file_passphrase", "itsme_secret_store_open_file_passphrase: out NULL", run_itsme_secret_store_open_file_passphrase, {CT_NULL, 3}},
+    {"itsme_secret_store_open_file_passphrase", "itsme_secret_store_open_file_passphrase: directory not UTF-8", run_itsme_secret_store_open_file_passphrase, {CT_BAD_UTF8, 0}},
+    {"itsme_secret_store_open_file_passphrase", "itsme_secret_store_open_file_passphrase: directory longer than ITSME_TEXT_MAX", run_itsme_secret_store_open_file_passphrase, {CT_LONG_TEXT, 0}},
+    {"itsme_secret_store_open_file_passphrase", "itsme_secret_store_open_file_passphrase: success", run_itsme_secret_store_open_file_passphrase, {CT_SUCCESS, -1}},
+    {"itsme_secret_store_is_passphrase_wrapped", "itsme_secret_store_is_passphrase_wrapped: before itsme_init", run_itsme_secret_store_is_passphrase_wrapped, {CT_BEFORE_INIT, -1}},
+    {"itsme_secret_store_is_passphrase_wrapped", "itsme_secret_store_is_passphrase_wrapped: directory NULL", run_itsme_secret_store_is_passphrase_wrapped, {CT_NULL, 0}},
+    {"itsme_secret_store_is_passphrase_wrapped", "itsme_secret_store_is_passphrase_wrapped: out_wrapped NULL", run_itsme_secret_store_is_passphrase_wrapped, {CT_NULL, 1}},
+    {"itsme_secret_store_is_passphrase_wrapped", "itsme_secret_store_is_passphrase_wrapped: directory not UTF-8", run_itsme_secret_store_is_passphrase_wrapped, {CT_BAD_UTF8, 0}},
+    {"itsme_secret_store_is_passphrase_wrapped", "itsme_secret_store_is_passphrase_wrapped: directory longer than ITSME_TEXT_MAX", run_itsme_secret_store_is_passphrase_wrapped, {CT_LONG_TEXT, 0}},
+    {"itsme_secret_store_is_passphrase_wrapped", "itsme_secret_store_is_passphrase_wrapped: success", run_itsme_secret_store_is_passphrase_wrapped, {CT_SUCCESS, -1}},
     {"itsme_secret_store_last_error", "itsme_secret_store_last_error: store NULL", run_itsme_secret_store_last_error, {CT_NULL, 0}},
     {"itsme_secret_store_last_error", "itsme_secret_store_last_error: buf NULL", run_itsme_secret_store_last_error, {CT_NULL, 1}},
     {"itsme_secret_store_last_error", "itsme_secret_store_last_error: out_len NULL", run_itsme_secret_store_last_error, {CT_NULL, 3}},
@@ -8865,6 +9006,7 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_typed_code_max", "itsme_typed_code_max: returns ITSME_TYPED_CODE_MAX", run_itsme_typed_code_max, {CT_CONSTANT, -1}},
     {"itsme_export_text_max", "itsme_export_text_max: returns ITSME_EXPORT_TEXT_MAX", run_itsme_export_text_max, {CT_CONSTANT, -1}},
     {"itsme_name_max_bytes", "itsme_name_max_bytes: returns ITSME_NAME_MAX_BYTES", run_itsme_name_max_bytes, {CT_CONSTANT, -1}},
+    {"itsme_passphrase_max_bytes", "itsme_passphrase_max_bytes: returns ITSME_PASSPHRASE_MAX_BYTES", run_itsme_passphrase_max_bytes, {CT_CONSTANT, -1}},
     {"itsme_seed_bytes", "itsme_seed_bytes: returns ITSME_SEED_BYTES", run_itsme_seed_bytes, {CT_CONSTANT, -1}},
     {"itsme_note_max_bytes", "itsme_note_max_bytes: returns ITSME_NOTE_MAX_BYTES", run_itsme_note_max_bytes, {CT_CONSTANT, -1}},
     {"itsme_short_code_size", "itsme_short_code_size: returns ITSME_SHORT_CODE_SIZE", run_itsme_short_code_size, {CT_CONSTANT, -1}},
@@ -8917,6 +9059,9 @@ static const char *const ct_declared[] = {
     "itsme_secret_store_new_callbacks",
     "itsme_secret_store_new_memory",
     "itsme_secret_store_open_file",
+    "itsme_secret_store_create_file_passphrase",
+    "itsme_secret_store_open_file_passphrase",
+    "itsme_secret_store_is_passphrase_wrapped",
     "itsme_secret_store_free",
     "itsme_secret_store_last_error",
     "itsme_identity_create",
@@ -9088,6 +9233,7 @@ static const char *const ct_declared[] = {
     "itsme_typed_code_max",
     "itsme_export_text_max",
     "itsme_name_max_bytes",
+    "itsme_passphrase_max_bytes",
     "itsme_seed_bytes",
     "itsme_note_max_bytes",
     "itsme_short_code_size",

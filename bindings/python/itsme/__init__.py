@@ -240,7 +240,7 @@ from ._profile import (
     Profile,
 )
 from ._random import DeterministicRandom
-from ._store import Accessibility, SecretStore, SecretStoreBackend
+from ._store import PASSPHRASE_MAX_BYTES, Accessibility, SecretStore, SecretStoreBackend
 from ._transfer import (
     EXPORT_CHOSEN_PASSWORD_MIN,
     EXPORT_MAX,
@@ -451,6 +451,7 @@ __all__ = [
     "OTP_SIZE",
     "OnlineVerify",
     "OnlineVerifyState",
+    "PASSPHRASE_MAX_BYTES",
     "PHOTO_FILENAME_MAX_BYTES",
     "PHOTO_MAX_BYTES",
     "PIN_LENGTH",

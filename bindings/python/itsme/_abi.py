@@ -256,6 +256,9 @@ ITSME_ACCESSIBLE_WHEN_UNLOCKED: Final = 2
 #: drops its last reference to the store.
 ITSME_SECRET_STORE_CALLBACKS_VERSION: Final = 1
 
+#: The longest passphrase of a wrapped file store, in bytes.
+ITSME_PASSPHRASE_MAX_BYTES: Final = 4096
+
 ITSME_CONTACT_UNVERIFIED: Final = 0
 
 ITSME_CONTACT_VERIFIED: Final = 1
@@ -1147,6 +1150,24 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
     "itsme_secret_store_new_memory": Signature(itsme_result, (POINTER(c_void_p),)),
     # itsme_result itsme_secret_store_open_file(const char *directory, itsme_secret_store **out)
     "itsme_secret_store_open_file": Signature(itsme_result, (c_char_p, POINTER(c_void_p))),
+    # itsme_result itsme_secret_store_create_file_passphrase(const char *directory,
+    #     const uint8_t *passphrase, size_t passphrase_len, itsme_secret_store **out)
+    "itsme_secret_store_create_file_passphrase": Signature(
+        itsme_result,
+        (c_char_p, POINTER(c_uint8), c_size_t, POINTER(c_void_p)),
+    ),
+    # itsme_result itsme_secret_store_open_file_passphrase(const char *directory,
+    #     const uint8_t *passphrase, size_t passphrase_len, itsme_secret_store **out)
+    "itsme_secret_store_open_file_passphrase": Signature(
+        itsme_result,
+        (c_char_p, POINTER(c_uint8), c_size_t, POINTER(c_void_p)),
+    ),
+    # itsme_result itsme_secret_store_is_passphrase_wrapped(const char *directory,
+    #     _Bool *out_wrapped)
+    "itsme_secret_store_is_passphrase_wrapped": Signature(
+        itsme_result,
+        (c_char_p, POINTER(c_bool)),
+    ),
     # void itsme_secret_store_free(itsme_secret_store *store)
     "itsme_secret_store_free": Signature(None, (c_void_p,)),
     # itsme_result itsme_secret_store_last_error(const itsme_secret_store *store, char *buf,
@@ -2014,6 +2035,8 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
     "itsme_export_text_max": Signature(c_size_t, ()),
     # size_t itsme_name_max_bytes(void)
     "itsme_name_max_bytes": Signature(c_size_t, ()),
+    # size_t itsme_passphrase_max_bytes(void)
+    "itsme_passphrase_max_bytes": Signature(c_size_t, ()),
     # size_t itsme_seed_bytes(void)
     "itsme_seed_bytes": Signature(c_size_t, ()),
     # size_t itsme_note_max_bytes(void)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import enum
 import functools
 import itertools
 import os
-from ctypes import byref, c_size_t, c_uint8, c_void_p
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Protocol, Union
+from ctypes import byref, c_bool, c_size_t, c_uint8, c_void_p
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional, Protocol, Tuple, Union
 
+from . import _abi
 from ._errors import Result, check, record_callback_exception
 from ._ffi import (
     DestroyCallback,
@@ -22,9 +24,9 @@ from ._ffi import (
 from ._handle import DetailedHandle, encode_text, new_handle, thread_last_error
 
 if TYPE_CHECKING:
-    from ctypes import _Pointer
+    from ctypes import Array, _Pointer
 
-__all__ = ["Accessibility", "SecretStore", "SecretStoreBackend"]
+__all__ = ["Accessibility", "PASSPHRASE_MAX_BYTES", "SecretStore", "SecretStoreBackend"]
 
 
 class Accessibility(enum.IntEnum):
@@ -146,6 +148,39 @@ _REMOVE = RemoveCallback(_remove)
 _DESTROY = DestroyCallback(_destroy)
 
 
+_Path = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+_Passphrase = Union[bytes, bytearray, memoryview, str]
+
+#: The longest passphrase of a wrapped file store, in bytes
+#: (``ITSME_PASSPHRASE_MAX_BYTES``).
+PASSPHRASE_MAX_BYTES: int = _abi.ITSME_PASSPHRASE_MAX_BYTES
+
+
+def _directory_argument(directory: _Path) -> bytes:
+    path = os.fspath(directory)
+    return encode_text(path if isinstance(path, str) else os.fsdecode(path), "directory")
+
+
+@contextlib.contextmanager
+def _passphrase_argument(passphrase: _Passphrase) -> Iterator[Tuple["Array[c_uint8]", int]]:
+    """The passphrase in a ctypes buffer, wiped when the block ends."""
+    if isinstance(passphrase, str):
+        passphrase = passphrase.encode("utf-8")
+    if not isinstance(passphrase, (bytes, bytearray, memoryview)):
+        raise TypeError(f"passphrase must be bytes or str, not {type(passphrase).__name__}")
+    view = memoryview(passphrase).cast("B")
+    length = view.nbytes
+    # At least one element, so never NULL; filled byte by byte, so that no
+    # other copy of the passphrase is made.
+    buffer = (c_uint8 * max(length, 1))()
+    try:
+        for index, byte in enumerate(view):
+            buffer[index] = byte
+        yield buffer, length
+    finally:
+        ctypes.memset(buffer, 0, max(length, 1))
+
+
 class SecretStore(DetailedHandle):
     """Where the library keeps every secret (``itsme_secret_store``).
 
@@ -172,18 +207,66 @@ class SecretStore(DetailedHandle):
         return cls(new_handle(out))
 
     @classmethod
-    def file(cls, directory: Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]) -> "SecretStore":
+    def file(cls, directory: _Path) -> "SecretStore":
         """A store in ``directory``, one 0600 file per item.
 
         The directory (a str, bytes or path-like UTF-8 path) is created with
         mode 0700 if missing.  Raises :class:`SecretStoreError` if it cannot
         be created or is not a directory.
         """
-        path = os.fspath(directory)
-        path = encode_text(path if isinstance(path, str) else os.fsdecode(path), "directory")
+        path = _directory_argument(directory)
         out = c_void_p()
         check(lib.itsme_secret_store_open_file(path, byref(out)), thread_last_error)
         return cls(new_handle(out))
+
+    @classmethod
+    def create_wrapped_file(cls, directory: _Path, passphrase: _Passphrase) -> "SecretStore":
+        """Wraps a new, empty file store in ``directory`` under ``passphrase``.
+
+        Every item is then sealed with ChaCha20-Poly1305 under a key Argon2id
+        derives from the passphrase (256 MiB, about a second: this call and
+        :meth:`open_wrapped_file` take that long); the wrap file is written
+        beside the directory, named after it with ``.wrap`` appended
+        (docs/STORAGE.md).  ``passphrase`` is 1 to
+        :data:`PASSPHRASE_MAX_BYTES` bytes (a str is encoded as UTF-8); the
+        copy handed to the library is wiped after the call, and a
+        ``bytearray`` of yours you may wipe yourself.
+
+        Raises :class:`InvalidArgumentError` (the path or the passphrase's
+        length), :class:`AlreadyExistsError` (the store is wrapped already,
+        or the directory holds items), :class:`SecretStoreError`,
+        :class:`OutOfMemoryError`.
+        """
+        path = _directory_argument(directory)
+        out = c_void_p()
+        with _passphrase_argument(passphrase) as (data, length):
+            check(lib.itsme_secret_store_create_file_passphrase(path, data, length, byref(out)), thread_last_error)
+        return cls(new_handle(out))
+
+    @classmethod
+    def open_wrapped_file(cls, directory: _Path, passphrase: _Passphrase) -> "SecretStore":
+        """Opens the file store in ``directory`` wrapped by ``passphrase``.
+
+        Raises :class:`AuthenticationFailedError` for a wrong passphrase,
+        :class:`NotFoundError` if the store is not wrapped (see
+        :meth:`is_wrapped_file`), :class:`CorruptDataError` for a damaged
+        wrap file, :class:`SecretStoreError`, :class:`InvalidArgumentError`,
+        :class:`OutOfMemoryError`.
+        """
+        path = _directory_argument(directory)
+        out = c_void_p()
+        with _passphrase_argument(passphrase) as (data, length):
+            check(lib.itsme_secret_store_open_file_passphrase(path, data, length, byref(out)), thread_last_error)
+        return cls(new_handle(out))
+
+    @staticmethod
+    def is_wrapped_file(directory: _Path) -> bool:
+        """Whether the file store in ``directory`` is wrapped by a passphrase
+        (anything at its wrap file's path says so).  Reads no file."""
+        path = _directory_argument(directory)
+        wrapped = c_bool(False)
+        check(lib.itsme_secret_store_is_passphrase_wrapped(path, byref(wrapped)), thread_last_error)
+        return bool(wrapped.value)
 
     @classmethod
     def from_callbacks(cls, backend: SecretStoreBackend) -> "SecretStore":

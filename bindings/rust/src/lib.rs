@@ -138,6 +138,8 @@ pub const FINGERPRINT_CHARS: usize = sys::ITSME_FINGERPRINT_CHARS;
 pub const PIN_LENGTH: usize = sys::ITSME_PIN_LENGTH;
 /// Longest display name, in UTF-8 bytes.
 pub const NAME_MAX_BYTES: usize = sys::ITSME_NAME_MAX_BYTES;
+/// Longest passphrase of a wrapped file store, in bytes.
+pub const PASSPHRASE_MAX_BYTES: usize = sys::ITSME_PASSPHRASE_MAX_BYTES;
 
 /// Accessibility class: only on this device, only while it is unlocked (the
 /// default for everything the library stores).
@@ -594,6 +596,22 @@ fn thread_detail() -> String {
 }
 
 /// A NUL-terminated copy of a text argument.
+/// A path as the library's NUL-terminated text.
+fn directory_text(path: &Path) -> Result<CText> {
+    #[cfg(unix)]
+    let bytes = {
+        use std::os::unix::ffi::OsStrExt;
+        path.as_os_str().as_bytes()
+    };
+    #[cfg(not(unix))]
+    let bytes = path
+        .to_str()
+        .ok_or_else(|| Error::new(sys::ITSME_E_INVALID_ARGUMENT, "the path is not valid UTF-8"))?
+        .as_bytes();
+    CText::new(bytes)
+        .ok_or_else(|| Error::new(sys::ITSME_E_INVALID_ARGUMENT, "the path contains a NUL byte"))
+}
+
 struct CText(Vec<u8>);
 
 impl CText {
@@ -893,24 +911,79 @@ impl SecretStore {
     /// directory cannot be created or opened or is not a directory.
     pub fn file(path: impl AsRef<Path>) -> Result<SecretStore> {
         init()?;
-        let path = path.as_ref();
-        #[cfg(unix)]
-        let bytes = {
-            use std::os::unix::ffi::OsStrExt;
-            path.as_os_str().as_bytes()
-        };
-        #[cfg(not(unix))]
-        let bytes = path
-            .to_str()
-            .ok_or_else(|| Error::new(sys::ITSME_E_INVALID_ARGUMENT, "the path is not valid UTF-8"))?
-            .as_bytes();
-        let directory = CText::new(bytes).ok_or_else(|| {
-            Error::new(sys::ITSME_E_INVALID_ARGUMENT, "the path contains a NUL byte")
-        })?;
+        let directory = directory_text(path.as_ref())?;
         let mut out = ptr::null_mut();
         // SAFETY: directory is NUL-terminated; out is a valid place.
         let code = unsafe { sys::itsme_secret_store_open_file(directory.as_ptr(), &mut out) };
         SecretStore::constructed(code, out, "itsme_secret_store_open_file")
+    }
+
+    /// Wraps a new, empty file store in `path` under `passphrase`, as
+    /// ssh does for keys: every item is then sealed with ChaCha20-Poly1305
+    /// under a key Argon2id derives from the passphrase (256 MiB, about a
+    /// second: this call and [`SecretStore::open_wrapped_file`] take that
+    /// long).  The wrap file is written beside the directory, named after
+    /// it with `.wrap` appended (docs/STORAGE.md).  The passphrase is 1 to
+    /// [`PASSPHRASE_MAX_BYTES`] bytes; the library copies it into guarded
+    /// memory and wipes it after hashing (your copy is yours to wipe).
+    ///
+    /// Errors: [`ErrorKind::InvalidArgument`] (the path, the passphrase's
+    /// length), [`ErrorKind::AlreadyExists`] (the store is wrapped
+    /// already, or the directory holds items), [`ErrorKind::SecretStore`],
+    /// [`ErrorKind::OutOfMemory`].
+    pub fn create_wrapped_file(path: impl AsRef<Path>, passphrase: &[u8]) -> Result<SecretStore> {
+        init()?;
+        let directory = directory_text(path.as_ref())?;
+        let mut out = ptr::null_mut();
+        // SAFETY: directory is NUL-terminated; passphrase is valid for its
+        // length; out is a valid place.
+        let code = unsafe {
+            sys::itsme_secret_store_create_file_passphrase(
+                directory.as_ptr(),
+                passphrase.as_ptr(),
+                passphrase.len(),
+                &mut out,
+            )
+        };
+        SecretStore::constructed(code, out, "itsme_secret_store_create_file_passphrase")
+    }
+
+    /// Opens the file store in `path` wrapped by `passphrase`.
+    ///
+    /// Errors: [`ErrorKind::AuthenticationFailed`] (a wrong passphrase),
+    /// [`ErrorKind::NotFound`] (the store is not wrapped: see
+    /// [`SecretStore::is_wrapped_file`]), [`ErrorKind::CorruptData`] (a
+    /// damaged wrap file), [`ErrorKind::SecretStore`],
+    /// [`ErrorKind::InvalidArgument`], [`ErrorKind::OutOfMemory`].
+    pub fn open_wrapped_file(path: impl AsRef<Path>, passphrase: &[u8]) -> Result<SecretStore> {
+        init()?;
+        let directory = directory_text(path.as_ref())?;
+        let mut out = ptr::null_mut();
+        // SAFETY: as in create_wrapped_file.
+        let code = unsafe {
+            sys::itsme_secret_store_open_file_passphrase(
+                directory.as_ptr(),
+                passphrase.as_ptr(),
+                passphrase.len(),
+                &mut out,
+            )
+        };
+        SecretStore::constructed(code, out, "itsme_secret_store_open_file_passphrase")
+    }
+
+    /// Whether the file store in `path` is wrapped by a passphrase
+    /// (anything at its wrap file's path says so).  Reads no file.
+    pub fn is_wrapped_file(path: impl AsRef<Path>) -> Result<bool> {
+        init()?;
+        let directory = directory_text(path.as_ref())?;
+        let mut wrapped = false;
+        // SAFETY: directory is NUL-terminated; wrapped is a valid place.
+        let code =
+            unsafe { sys::itsme_secret_store_is_passphrase_wrapped(directory.as_ptr(), &mut wrapped) };
+        if code != sys::ITSME_OK {
+            return Err(Error::new(code, thread_detail()));
+        }
+        Ok(wrapped)
     }
 
     /// A store backed by your own [`SecretStoreBackend`].

@@ -300,6 +300,11 @@ pub const ITSME_ACCESSIBLE_WHEN_UNLOCKED: itsme_accessibility = 2;
 /// ```
 pub const ITSME_SECRET_STORE_CALLBACKS_VERSION: u32 = 1;
 
+/// ```text
+/// The longest passphrase of a wrapped file store, in bytes.
+/// ```
+pub const ITSME_PASSPHRASE_MAX_BYTES: usize = 4096;
+
 pub const ITSME_CONTACT_UNVERIFIED: itsme_verification_state = 0;
 
 pub const ITSME_CONTACT_VERIFIED: itsme_verification_state = 1;
@@ -1300,6 +1305,71 @@ extern "C" {
     pub fn itsme_secret_store_open_file(
         directory: *const c_char,
         out: *mut *mut itsme_secret_store,
+    ) -> itsme_result;
+
+    /// ```text
+    /// Wraps a new, empty store in `directory` (created with mode 0700 if
+    /// missing, as by itsme_secret_store_open_file) under `passphrase`, writes
+    /// its wrap file (mode 0600, fsync'd; it never replaces one), and returns
+    /// the open store.
+    /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL; an
+    /// empty path or one whose last component is not a name, such as "/" or
+    /// "."; a passphrase of 0 or more than ITSME_PASSPHRASE_MAX_BYTES bytes),
+    /// ITSME_E_ALREADY_EXISTS (something is at the wrap file's path, or the
+    /// directory already holds items: only a new store is wrapped),
+    /// ITSME_E_SECRET_STORE (the directory or the wrap file cannot be created
+    /// or written), ITSME_E_OUT_OF_MEMORY (Argon2id could not allocate its
+    /// memory).
+    /// ```
+    #[must_use]
+    pub fn itsme_secret_store_create_file_passphrase(
+        directory: *const c_char,
+        passphrase: *const u8,
+        passphrase_len: usize,
+        out: *mut *mut itsme_secret_store,
+    ) -> itsme_result;
+
+    /// ```text
+    /// Opens the wrapped store in `directory` with `passphrase`.  The wrap file
+    /// is read (a regular file only: a link, FIFO or device in its place is
+    /// refused without being followed or waited on) and checked, its version,
+    /// KDF and Argon2id parameters (1 to 10 passes, 8 KiB to 1 GiB) included,
+    /// before the passphrase is hashed with the parameters it names; the check
+    /// value then tells a wrong passphrase before any item is read.  An item
+    /// that does not open later (altered, moved, not sealed) fails that read
+    /// with ITSME_E_AUTHENTICATION_FAILED or ITSME_E_CORRUPT_DATA.
+    /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL; a path
+    /// as for itsme_secret_store_create_file_passphrase; a passphrase longer
+    /// than ITSME_PASSPHRASE_MAX_BYTES), ITSME_E_NOT_FOUND (no wrap file: the
+    /// store is not wrapped; see itsme_secret_store_is_passphrase_wrapped),
+    /// ITSME_E_SECRET_STORE (the wrap file is not a regular file or cannot be
+    /// read; the directory cannot be opened), ITSME_E_CORRUPT_DATA (the wrap
+    /// file is damaged, of an unknown version, or asks for parameters outside
+    /// the window), ITSME_E_AUTHENTICATION_FAILED (wrong passphrase; there is
+    /// no attempt counter, the cost of each try is the limit),
+    /// ITSME_E_OUT_OF_MEMORY.
+    /// ```
+    #[must_use]
+    pub fn itsme_secret_store_open_file_passphrase(
+        directory: *const c_char,
+        passphrase: *const u8,
+        passphrase_len: usize,
+        out: *mut *mut itsme_secret_store,
+    ) -> itsme_result;
+
+    /// ```text
+    /// Writes true to *out_wrapped if the store in `directory` is wrapped by a
+    /// passphrase: anything at its wrap file's path (even a link or a FIFO,
+    /// which opening then refuses) says so, so that a damaged wrap file is
+    /// never taken for a plain store.  Reads no file and creates nothing; cheap.
+    /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL; a path
+    /// as for itsme_secret_store_create_file_passphrase), ITSME_E_SECRET_STORE
+    /// (the path cannot be inspected).
+    /// ```
+    #[must_use]
+    pub fn itsme_secret_store_is_passphrase_wrapped(
+        directory: *const c_char,
+        out_wrapped: *mut bool,
     ) -> itsme_result;
 
     /// ```text
@@ -3436,6 +3506,12 @@ extern "C" {
     /// no itsme_init().
     /// ```
     pub fn itsme_name_max_bytes() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_passphrase_max_bytes() -> usize;
 
     /// ```text
     /// The value of the macro of the same name in capitals.  Thread-safe; need

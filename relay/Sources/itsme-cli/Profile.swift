@@ -102,14 +102,16 @@ final class Profile {
     }
 
     var secretsPath: String { directory + "/secrets" }
-    var wrapPath: String { directory + "/" + PassphraseSecretStore.fileName }
+    /// `secrets.wrap`, beside `secrets/` (the library's rule).
+    var wrapPath: String { get throws { try PassphraseSecretStore.wrapPath(directory: secretsPath) } }
     var contactsPath: String { directory + "/contacts.db" }
     var configPath: String { directory + "/config.json" }
     var pendingPath: String { directory + "/pending.json" }
 
     /// Anything at `secrets.wrap` (even a link or a FIFO, which opening
-    /// the store then refuses) means the secret items are wrapped.
-    var isWrapped: Bool { somethingIsAt(wrapPath) }
+    /// the store then refuses) means the secret items are wrapped; so does
+    /// a path that cannot be inspected, which opening then reports.
+    var isWrapped: Bool { (try? PassphraseSecretStore.isWrapped(directory: secretsPath)) ?? true }
 
     private func readSecret(_ source: SecretSource, prompt: String) throws -> String {
         switch source {
@@ -151,14 +153,7 @@ final class Profile {
             throw CLIError("\(directory) already holds an identity (itsme whoami); use another --data-dir")
         }
         try makePrivateDirectory()
-        let inner = try FileSecretStore(directory: secretsPath)
-        let store: SecretStore
-        if let passphrase {
-            store = try PassphraseSecretStore.create(inner: inner, wrapPath: wrapPath, passphrase: passphrase)
-        } else {
-            if isWrapped { try FileManager.default.removeItem(atPath: wrapPath) }
-            store = inner
-        }
+        let store = try newSecretStore(passphrase: passphrase)
         let pinCheck = PIN(store: store)
         let identity = try Identity.create(store: store, name: name)
         try pinCheck.set(pin)
@@ -173,13 +168,13 @@ final class Profile {
         guard FileManager.default.fileExists(atPath: secretsPath) else {
             throw CLIError("no identity in \(directory): run `itsme init` first (or pass --data-dir)")
         }
-        let inner = try FileSecretStore(directory: secretsPath)
         let store: SecretStore
         if isWrapped {
-            let passphrase = try readSecret(passphraseSource, prompt: "Passphrase of \(directory): ")
-            store = try PassphraseSecretStore.open(inner: inner, wrapPath: wrapPath, passphrase: passphrase)
+            var passphrase = Array(try readSecret(passphraseSource, prompt: "Passphrase of \(directory): ").utf8)
+            defer { wipe(&passphrase) }
+            store = try PassphraseSecretStore.open(directory: secretsPath, passphrase: passphrase)
         } else {
-            store = inner
+            store = try FileSecretStore(directory: secretsPath)
         }
         openedStore = store
         return store
@@ -201,16 +196,23 @@ final class Profile {
         }
         let secret = passphrase ? try choosePassphrase() : nil
         try makePrivateDirectory()
-        let inner = try FileSecretStore(directory: secretsPath)
-        let store: SecretStore
-        if let secret {
-            store = try PassphraseSecretStore.create(inner: inner, wrapPath: wrapPath, passphrase: secret)
-        } else {
-            if isWrapped { try FileManager.default.removeItem(atPath: wrapPath) }
-            store = inner
-        }
+        let store = try newSecretStore(passphrase: secret)
         openedStore = store
         return store
+    }
+
+    /// A new secret store in `secrets/` (callers have made sure it holds no
+    /// identity): a stale `secrets.wrap` left without its items is
+    /// removed, then the store is wrapped under `passphrase` if given, else
+    /// plain files.
+    private func newSecretStore(passphrase: String?) throws -> SecretStore {
+        if isWrapped { try FileManager.default.removeItem(atPath: try wrapPath) }
+        if let passphrase {
+            var bytes = Array(passphrase.utf8)
+            defer { wipe(&bytes) }
+            return try PassphraseSecretStore.create(directory: secretsPath, passphrase: bytes)
+        }
+        return try FileSecretStore(directory: secretsPath)
     }
 
     /// After an install: `identity` is this directory's, its PIN checked or

@@ -347,11 +347,19 @@ func readDataFile(_ path: String, advice: String) throws -> Data? {
     }
 }
 
-/// Whether anything (a file, a link, a FIFO...) is at `path`, without
-/// following a link or opening it.
-func somethingIsAt(_ path: String) -> Bool {
-    var info = stat()
-    return lstat(path, &info) == 0
+/// Writes a file readable by its owner only, atomically (a temporary file
+/// renamed over it).
+func writePrivateFile(_ path: String, _ data: Data) throws {
+    let temporary = path + ".tmp"
+    let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
+    guard fd >= 0 else { throw CLIError("cannot write \(temporary): \(String(cString: strerror(errno)))") }
+    let written = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    let synced = fsync(fd) == 0
+    close(fd)
+    guard written == data.count, synced, rename(temporary, path) == 0 else {
+        unlink(temporary)
+        throw CLIError("cannot write \(path): \(String(cString: strerror(errno)))")
+    }
 }
 
 /// A file named on the command line (`what` names it in messages, e.g.

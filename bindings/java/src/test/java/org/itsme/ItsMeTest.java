@@ -149,6 +149,34 @@ class ItsMeTest {
     }
 
     @Test
+    void wrappedFileStoreOpensOnlyWithItsPassphrase() throws Exception {
+        Path store = directory.resolve("secrets");
+        byte[] passphrase = "correct horse battery staple".getBytes(StandardCharsets.UTF_8);
+        assertFalse(SecretStore.isWrappedFile(store));
+        String fingerprint;
+        try (SecretStore secrets = SecretStore.createWrappedFile(store, passphrase);
+                Identity bob = Identity.create(secrets, "Bob Quince")) {
+            fingerprint = bob.fingerprint();
+        }
+        assertTrue(SecretStore.isWrappedFile(store));
+        byte[] item = java.nio.file.Files.readAllBytes(store.resolve("itsme.identity"));
+        assertFalse(new String(item, StandardCharsets.ISO_8859_1).contains("Bob Quince"));
+        try (SecretStore secrets = SecretStore.openWrappedFile(store, passphrase); Identity bob = Identity.load(secrets)) {
+            assertEquals(fingerprint, bob.fingerprint());
+            assertEquals("Bob Quince", bob.name());
+        }
+        ItsMeException wrong = assertThrows(ItsMeException.AuthenticationFailed.class,
+                () -> SecretStore.openWrappedFile(store, "incorrect horse".getBytes(StandardCharsets.UTF_8)));
+        assertFalse(wrong.getMessage().contains("horse"), wrong.getMessage());
+        assertThrows(ItsMeException.AlreadyExists.class, () -> SecretStore.createWrappedFile(store, passphrase));
+        assertThrows(ItsMeException.NotFound.class,
+                () -> SecretStore.openWrappedFile(directory.resolve("plain"), passphrase));
+        assertThrows(ItsMeException.InvalidArgument.class,
+                () -> SecretStore.createWrappedFile(directory.resolve("other"), new byte[0]));
+        assertThrows(ItsMeException.InvalidArgument.class, () -> SecretStore.openWrappedFile(store, null));
+    }
+
+    @Test
     void pinIsSetVerifiedAndCounted() {
         Identity alice = person("Alice").identity();
         assertThrows(ItsMeException.NotFound.class, () -> alice.verifyPin("123456", START));

@@ -411,6 +411,13 @@ public interface ItsMeLibrary extends Library {
     int ITSME_SECRET_STORE_CALLBACKS_VERSION = 1;
 
     /**
+     * <pre>
+     * The longest passphrase of a wrapped file store, in bytes.
+     * </pre>
+     */
+    int ITSME_PASSPHRASE_MAX_BYTES = 4096;
+
+    /**
      * <p>A value of {@code itsme_verification_state}.
      */
     int ITSME_CONTACT_UNVERIFIED = 0;
@@ -2376,6 +2383,70 @@ public interface ItsMeLibrary extends Library {
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
     int itsme_secret_store_open_file(String directory, PointerByReference out);
+
+    /**
+     * <pre>
+     * Wraps a new, empty store in `directory` (created with mode 0700 if
+     * missing, as by itsme_secret_store_open_file) under `passphrase`, writes
+     * its wrap file (mode 0600, fsync'd; it never replaces one), and returns
+     * the open store.
+     * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL; an
+     * empty path or one whose last component is not a name, such as "/" or
+     * "."; a passphrase of 0 or more than ITSME_PASSPHRASE_MAX_BYTES bytes),
+     * ITSME_E_ALREADY_EXISTS (something is at the wrap file's path, or the
+     * directory already holds items: only a new store is wrapped),
+     * ITSME_E_SECRET_STORE (the directory or the wrap file cannot be created
+     * or written), ITSME_E_OUT_OF_MEMORY (Argon2id could not allocate its
+     * memory).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_secret_store_create_file_passphrase(const char *directory, const uint8_t *passphrase, size_t passphrase_len, itsme_secret_store **out)}
+     * <p>Its result must be checked (ITSME_WARN_UNUSED_RESULT).
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_secret_store_create_file_passphrase(String directory, byte[] passphrase, SizeT passphrase_len, PointerByReference out);
+
+    /**
+     * <pre>
+     * Opens the wrapped store in `directory` with `passphrase`.  The wrap file
+     * is read (a regular file only: a link, FIFO or device in its place is
+     * refused without being followed or waited on) and checked, its version,
+     * KDF and Argon2id parameters (1 to 10 passes, 8 KiB to 1 GiB) included,
+     * before the passphrase is hashed with the parameters it names; the check
+     * value then tells a wrong passphrase before any item is read.  An item
+     * that does not open later (altered, moved, not sealed) fails that read
+     * with ITSME_E_AUTHENTICATION_FAILED or ITSME_E_CORRUPT_DATA.
+     * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL; a path
+     * as for itsme_secret_store_create_file_passphrase; a passphrase longer
+     * than ITSME_PASSPHRASE_MAX_BYTES), ITSME_E_NOT_FOUND (no wrap file: the
+     * store is not wrapped; see itsme_secret_store_is_passphrase_wrapped),
+     * ITSME_E_SECRET_STORE (the wrap file is not a regular file or cannot be
+     * read; the directory cannot be opened), ITSME_E_CORRUPT_DATA (the wrap
+     * file is damaged, of an unknown version, or asks for parameters outside
+     * the window), ITSME_E_AUTHENTICATION_FAILED (wrong passphrase; there is
+     * no attempt counter, the cost of each try is the limit),
+     * ITSME_E_OUT_OF_MEMORY.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_secret_store_open_file_passphrase(const char *directory, const uint8_t *passphrase, size_t passphrase_len, itsme_secret_store **out)}
+     * <p>Its result must be checked (ITSME_WARN_UNUSED_RESULT).
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_secret_store_open_file_passphrase(String directory, byte[] passphrase, SizeT passphrase_len, PointerByReference out);
+
+    /**
+     * <pre>
+     * Writes true to *out_wrapped if the store in `directory` is wrapped by a
+     * passphrase: anything at its wrap file's path (even a link or a FIFO,
+     * which opening then refuses) says so, so that a damaged wrap file is
+     * never taken for a plain store.  Reads no file and creates nothing; cheap.
+     * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL; a path
+     * as for itsme_secret_store_create_file_passphrase), ITSME_E_SECRET_STORE
+     * (the path cannot be inspected).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_secret_store_is_passphrase_wrapped(const char *directory, _Bool *out_wrapped)}
+     * <p>Its result must be checked (ITSME_WARN_UNUSED_RESULT).
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_secret_store_is_passphrase_wrapped(String directory, ByteByReference out_wrapped);
 
     /**
      * <pre>
@@ -4496,6 +4567,16 @@ public interface ItsMeLibrary extends Library {
      * The value of the macro of the same name in capitals.  Thread-safe; need
      * no itsme_init().
      * (Documented with itsme_name_max_bytes.)
+     * </pre>
+     * <p>C: {@code size_t itsme_passphrase_max_bytes(void)}
+     */
+    SizeT itsme_passphrase_max_bytes();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_passphrase_max_bytes.)
      * </pre>
      * <p>C: {@code size_t itsme_seed_bytes(void)}
      */
