@@ -32,8 +32,16 @@ public enum Base64 {
     }
 
     /// nil for anything but the canonical encoding of some byte string.
+    /// Inlined so that a caller in another module gets it specialised for
+    /// its string type; the work is `decode(utf8:_:)`.
+    @inlinable
     public static func decode(_ text: some StringProtocol, _ variant: Variant) -> [UInt8]? {
-        var chars = Array(text.utf8)
+        decode(utf8: Array(text.utf8), variant)
+    }
+
+    /// `decode` of a text's UTF-8 bytes.
+    public static func decode(utf8 text: [UInt8], _ variant: Variant) -> [UInt8]? {
+        var chars = text
         if variant == .standardPadded {
             guard chars.count % 4 == 0 else { return nil }
             var pad = 0

@@ -36,12 +36,18 @@ package func withNonNilPointer<R: ~Copyable>(_ bytes: UnsafeRawBufferPointer, _ 
 public enum SHA256 {
     public static let byteCount = 32
 
+    // The generic entry points of this file are inlined so that a caller
+    // in another module gets them specialised for its types; the work is
+    // in the functions over raw bytes they call.
+    @inlinable
     public static func hash<B: ByteView & ~Copyable>(_ data: borrowing B) -> [UInt8] {
+        data.withBytes { hash(bytes: $0) }
+    }
+
+    public static func hash(bytes d: UnsafeRawBufferPointer) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: byteCount)
-        data.withBytes { d in
-            withNonNilPointer(d) { dp in
-                _ = crypto_hash_sha256(&out, dp, UInt64(d.count))
-            }
+        withNonNilPointer(d) { dp in
+            _ = crypto_hash_sha256(&out, dp, UInt64(d.count))
         }
         return out
     }
@@ -66,15 +72,16 @@ public enum HMACSHA256 {
     }
 
     /// A MAC that is not itself secret (a tag to send or compare).
+    @inlinable
     public static func mac<K: ByteView & ~Copyable, M: ByteView & ~Copyable>(
         key: borrowing K, message: borrowing M
     ) -> [UInt8] {
+        key.withBytes { k in message.withBytes { m in mac(keyBytes: k, messageBytes: m) } }
+    }
+
+    public static func mac(keyBytes k: UnsafeRawBufferPointer, messageBytes m: UnsafeRawBufferPointer) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: byteCount)
-        key.withBytes { k in
-            message.withBytes { m in
-                out.withUnsafeMutableBytes { authenticate(key: k, parts: [m], into: $0) }
-            }
-        }
+        out.withUnsafeMutableBytes { authenticate(key: k, parts: [m], into: $0) }
         return out
     }
 
@@ -136,19 +143,25 @@ public enum HKDF {
 
     /// Derives `out.count` bytes into memory the caller owns (for hot paths
     /// that reuse one guarded buffer instead of allocating per derivation).
+    @inlinable
     public static func derive<K: ByteView & ~Copyable, S: ByteView & ~Copyable, I: ByteView & ~Copyable>(
         ikm: borrowing K, salt: borrowing S, info: borrowing I, into out: UnsafeMutableRawBufferPointer
     ) throws {
-        try checkCount(out.count)
-        ikm.withBytes { k in
-            salt.withBytes { s in
-                info.withBytes { i in
-                    withScratch(HMACSHA256.byteCount) { prk in
-                        HMACSHA256.authenticate(key: s, parts: [k], into: prk)
-                        expand(prk: UnsafeRawBufferPointer(prk), info: i, into: out)
-                    }
-                }
+        try ikm.withBytes { k in
+            try salt.withBytes { s in
+                try info.withBytes { i in try derive(ikmBytes: k, saltBytes: s, infoBytes: i, into: out) }
             }
+        }
+    }
+
+    public static func derive(
+        ikmBytes k: UnsafeRawBufferPointer, saltBytes s: UnsafeRawBufferPointer, infoBytes i: UnsafeRawBufferPointer,
+        into out: UnsafeMutableRawBufferPointer
+    ) throws {
+        try checkCount(out.count)
+        withScratch(HMACSHA256.byteCount) { prk in
+            HMACSHA256.authenticate(key: s, parts: [k], into: prk)
+            expand(prk: UnsafeRawBufferPointer(prk), info: i, into: out)
         }
     }
 
@@ -531,8 +544,15 @@ public enum Argon2id {
 public enum Hex {
     private static let upper = Array("0123456789ABCDEF".utf8)
 
-    public static func encodeUpper(_ bytes: some Sequence<UInt8>) -> String {
+    /// Inlined so that a caller in another module gets it specialised for
+    /// its sequence (an `ArraySlice`, most often) rather than going through
+    /// the generic one; the work is `encodeUpper(bytes:)`.
+    @inlinable
+    public static func encodeUpper(_ bytes: some Sequence<UInt8>) -> String { encodeUpper(bytes: Array(bytes)) }
+
+    public static func encodeUpper(bytes: [UInt8]) -> String {
         var chars: [UInt8] = []
+        chars.reserveCapacity(bytes.count * 2)
         for b in bytes {
             chars.append(upper[Int(b >> 4)])
             chars.append(upper[Int(b & 0x0F)])

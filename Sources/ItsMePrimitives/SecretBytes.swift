@@ -10,7 +10,11 @@ public protocol ByteView: ~Copyable {
     func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R
 }
 
+// The conformances are inlined so that generic code in another module (the
+// core's, over any ByteView) is specialised for them rather than paying for
+// generic metadata on every call.
 extension Array: ByteView where Element == UInt8 {
+    @inlinable
     public func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         // The standard library's closure APIs require a copyable result.
         var result: R? = nil
@@ -20,6 +24,7 @@ extension Array: ByteView where Element == UInt8 {
 }
 
 extension ArraySlice: ByteView where Element == UInt8 {
+    @inlinable
     public func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         var result: R? = nil
         try withUnsafeBytes { result = try body($0) }
@@ -28,6 +33,7 @@ extension ArraySlice: ByteView where Element == UInt8 {
 }
 
 extension UnsafeRawBufferPointer: ByteView {
+    @inlinable
     public func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try body(self)
     }
@@ -40,7 +46,7 @@ extension UnsafeRawBufferPointer: ByteView {
 /// by an explicit `copy()`. It has no `description` and cannot be passed to
 /// string interpolation, so it cannot end up in a log.
 public struct SecretBytes: ~Copyable, ByteView, @unchecked Sendable {
-    private let base: UnsafeMutableRawPointer
+    @usableFromInline let base: UnsafeMutableRawPointer
     public let count: Int
 
     /// `count` zero bytes.
@@ -90,10 +96,12 @@ public struct SecretBytes: ~Copyable, ByteView, @unchecked Sendable {
         #endif
     }
 
+    @inlinable
     public func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try body(UnsafeRawBufferPointer(start: base, count: count))
     }
 
+    @inlinable
     public mutating func withMutableBytes<R: ~Copyable>(
         _ body: (UnsafeMutableRawBufferPointer) throws -> R
     ) rethrows -> R {
@@ -126,6 +134,7 @@ public enum ConstantTime {
         return sodium_memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0
     }
 
+    @inlinable
     public static func equal<A: ByteView & ~Copyable, B: ByteView & ~Copyable>(
         _ a: borrowing A, _ b: borrowing B
     ) -> Bool {
@@ -201,6 +210,57 @@ package final class SecretBox: ByteView, @unchecked Sendable {
 
     /// Zeroes the bytes now, for every holder (a machine that failed).
     package func wipe() { bytes.withMutableBytes { ItsMePrimitives.wipe($0) } }
+
+    /// Writes into the bytes, for every holder: a value derived into the
+    /// slot its allocation keeps for it.
+    package func withMutableBytes<R: ~Copyable>(_ body: (UnsafeMutableRawBufferPointer) throws -> R) rethrows -> R {
+        try bytes.withMutableBytes(body)
+    }
+
+    package func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try bytes.withBytes(body)
+    }
+}
+
+/// A range of a `SecretBox`: one guarded allocation holds several secrets
+/// drawn or derived together (an exchange's ephemeral and device secrets, a
+/// session's direction keys), each read through its own named range.
+package struct SecretRange: ByteView, @unchecked Sendable {
+    package let box: SecretBox
+    package let range: Range<Int>
+
+    /// `range` must lie within the box (a programming error otherwise: the
+    /// ranges are constants of the types that make them).
+    package init(_ box: SecretBox, _ range: Range<Int>) {
+        precondition(range.lowerBound >= 0 && range.upperBound <= box.count, "a secret range outside its box")
+        self.box = box
+        self.range = range
+    }
+
+    /// The whole box as one range.
+    package init(_ box: SecretBox) { self.init(box, 0..<box.count) }
+
+    package var count: Int { range.count }
+
+    package func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try box.withBytes { try body(UnsafeRawBufferPointer(rebasing: $0[range])) }
+    }
+
+    /// Zeroes the whole box (every range of it), for every holder.
+    package func wipe() { box.wipe() }
+}
+
+/// Bytes that are wiped when the last reference goes, in ordinary memory:
+/// for a value the peer sees too (a QR payload, the device secret a peer
+/// sent), where a guarded allocation costs more than it protects.
+package final class SensitiveBytes: ByteView, @unchecked Sendable {
+    private var bytes: [UInt8]
+
+    package init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    deinit { wipe(&bytes) }
+
+    package var count: Int { bytes.count }
 
     package func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try bytes.withBytes(body)

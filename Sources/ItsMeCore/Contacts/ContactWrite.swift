@@ -46,7 +46,7 @@ enum ContactWrite {
     /// Stores a Security PIN Update's new secrets as pending; `committed`:
     /// this side says its new one from now on (and the contact is marked
     /// verified).
-    case pendingDeviceSecrets(contactID: Int64, mine: SecretBox, theirs: SecretBox, committed: Bool)
+    case pendingDeviceSecrets(contactID: Int64, mine: SecretRange, theirs: SecretRange, committed: Bool)
     /// Commits the pending update and marks the contact verified.
     case commitPendingDeviceSecrets(contactID: Int64)
 }
@@ -83,7 +83,8 @@ extension ContactStore {
         case .useWindow(let id, let window):
             try useWindow(id: id, window: window)
         case .pendingDeviceSecrets(let id, let mine, let theirs, let committed):
-            try setPendingDeviceSecrets(id: id, mine: mine.bytes, theirs: theirs.bytes, committed: committed)
+            try setPendingDeviceSecrets(
+                id: id, mine: try SecretBytes(copying: mine), theirs: try SecretBytes(copying: theirs), committed: committed)
             if committed { try setState(id: id, .verified, acknowledged: false, now: now) }
         case .commitPendingDeviceSecrets(let id):
             try commitPendingDeviceSecrets(id: id)

@@ -159,7 +159,7 @@ public final class Exchange: CustomStringConvertible {
 
     /// What every exchange draws first: the ephemeral and device secrets.
     private static func drawOwn<R: RandomSource>(_ rng: inout R) throws -> ExchangeMachine.Own {
-        try ExchangeMachine.Own(drawn: SecretBox(try SecretBytes(randomCount: ExchangeMachine.Own.count, using: &rng)))
+        try ExchangeMachine.Own(drawing: &rng)
     }
 
     /// Starts a QR exchange: show `outgoing()` as a QR code, scan the
@@ -391,8 +391,8 @@ public final class Exchange: CustomStringConvertible {
             existingContact = true
         } else {
             id = try store.addExchanged(
-                name: peer.name, publicKey: peer.publicKey, fingerprint: peer.fingerprint, seed: try agreement.seed.bytes.copy(),
-                mine: try machine.own.deviceSecret.bytes.copy(), theirs: try agreement.peerDeviceSecret.bytes.copy(),
+                name: peer.name, publicKey: peer.publicKey, fingerprint: peer.fingerprint, seed: try SecretBytes(copying: agreement.seed),
+                mine: try SecretBytes(copying: machine.own.deviceSecret), theirs: try SecretBytes(copying: agreement.peerDeviceSecret),
                 method: method.contactMethod, now: now)
         }
         savedContactID = id
@@ -425,8 +425,8 @@ public final class Exchange: CustomStringConvertible {
         if existingContact {
             guard let key = contact.peer.publicKey else { throw ItsMeError(.internal, "a known contact without its key") }
             try store.replaceExchanged(
-                id: id, publicKey: key, seed: try contact.seed.bytes.copy(), mine: try contact.mine.bytes.copy(),
-                theirs: try contact.theirs.bytes.copy(), method: method.contactMethod, now: now)
+                id: id, publicKey: key, seed: try SecretBytes(copying: contact.seed), mine: try SecretBytes(copying: contact.mine),
+                theirs: try SecretBytes(copying: contact.theirs), method: method.contactMethod, now: now)
         } else {
             try store.settleVerified(id: id, now: now)
         }
@@ -598,7 +598,7 @@ public final class Exchange: CustomStringConvertible {
                 }
                 setup = (inviter, codes, sid)
             }
-            let own = try ExchangeMachine.Own(drawn: SecretBox(copying: try r.slice(ExchangeMachine.Own.count)))
+            let own = try ExchangeMachine.Own(drawn: try r.slice(ExchangeMachine.Own.count))
             let code = try r.uint32()
             let sessionCode = method == .bluetooth ? ShortCode(value: code) : nil
             guard method != .bluetooth || sessionCode != nil else {

@@ -89,7 +89,7 @@ extension ExchangeMachine {
             th1: k.th1, plaintextI: k.isInitiator ? k.plaintextMine : plain, plaintextR: k.isInitiator ? plain : k.plaintextMine)
         return Agreement(
             peer: Exchange.Peer(name: data.name, fingerprint: fingerprint, publicKey: data.identityKey),
-            peerDeviceSecret: try SecretBox(copying: data.deviceSecret), seed: seed,
+            peerDeviceSecret: SensitiveBytes(data.deviceSecret), seed: seed,
             sas: try ShortCode.sas(seed: seed, transcriptHash: th), channel: .bluetooth(k.keys))
     }
 

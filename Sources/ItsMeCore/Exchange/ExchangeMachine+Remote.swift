@@ -123,7 +123,7 @@ extension ExchangeMachine {
             tpake: paked.tpake, payloadI: remote.inviter ? plaintextMine : plain, payloadR: remote.inviter ? plain : plaintextMine)
         return Agreement(
             peer: Exchange.Peer(name: p.name, fingerprint: fingerprint, publicKey: p.identityKey),
-            peerDeviceSecret: try SecretBox(copying: p.deviceSecret), seed: seed,
+            peerDeviceSecret: SensitiveBytes(p.deviceSecret), seed: seed,
             sas: try ShortCode.sas(seed: seed, transcriptHash: th), channel: .remote(paked.keys, th: th))
     }
 

@@ -22,31 +22,50 @@ struct ExchangeMachine {
     }
 
     /// What this side drew, in one draw: its ephemeral secret (32 bytes),
-    /// then its device secret (16). A sealed exchange keeps `drawn`.
+    /// then its device secret (16), in one allocation that also keeps the
+    /// slot of the seed derived with the peer (32). A sealed exchange keeps
+    /// the drawn part.
     struct Own {
         static let count = X25519.keyCount + ExchangeProtocol.deviceSecretCount
+        private static let seedRange = count..<(count + ExchangeProtocol.seedCount)
 
-        let drawn: SecretBox
-        let ephemeralSecret: SecretBox
+        private let box: SecretBox
         let ephemeralKey: [UInt8]
-        let deviceSecret: SecretBox
 
-        init(drawn: SecretBox) throws {
-            guard drawn.count == Self.count else { throw ItsMeError(.invalidArgument, "an exchange draws \(Self.count) bytes") }
-            func part(_ range: Range<Int>) throws -> SecretBox {
-                try drawn.withBytes { SecretBox(try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[range]))) }
+        /// `drawn`: the `count` bytes drawn.
+        init<B: ByteView & ~Copyable>(drawn: borrowing B) throws {
+            guard drawn.withBytes({ $0.count }) == Self.count else {
+                throw ItsMeError(.invalidArgument, "an exchange draws \(Self.count) bytes")
             }
-            self.drawn = drawn
-            ephemeralSecret = try part(0..<X25519.keyCount)
-            deviceSecret = try part(X25519.keyCount..<Self.count)
-            ephemeralKey = ephemeralSecret.withBytes { X25519.publicKey(secretKey: $0) }
+            var all = try SecretBytes(count: Self.seedRange.upperBound)
+            all.withMutableBytes { out in drawn.withBytes { UnsafeMutableRawBufferPointer(rebasing: out[0..<Self.count]).copyMemory(from: $0) } }
+            box = SecretBox(all)
+            ephemeralKey = SecretRange(box, 0..<X25519.keyCount).withBytes { X25519.publicKey(secretKey: $0) }
         }
 
-        func wipe() {
-            drawn.wipe()
-            ephemeralSecret.wipe()
-            deviceSecret.wipe()
+        /// Draws the `count` bytes from `rng` in one call, into the allocation.
+        init<R: RandomSource>(drawing rng: inout R) throws {
+            var all = try SecretBytes(count: Self.seedRange.upperBound)
+            all.withMutableBytes { rng.fill(UnsafeMutableRawBufferPointer(rebasing: $0[0..<Self.count])) }
+            box = SecretBox(all)
+            ephemeralKey = SecretRange(box, 0..<X25519.keyCount).withBytes { X25519.publicKey(secretKey: $0) }
         }
+
+        var drawn: SecretRange { SecretRange(box, 0..<Self.count) }
+        var ephemeralSecret: SecretRange { SecretRange(box, 0..<X25519.keyCount) }
+        var deviceSecret: SecretRange { SecretRange(box, X25519.keyCount..<Self.count) }
+
+        /// Derives the seed with the peer (section 3) into its slot.
+        func deriveSeed(peerEphemeralKey: [UInt8], fingerprints a: String, _ b: String) throws -> SecretRange {
+            try box.withMutableBytes { all in
+                try ExchangeProtocol.deriveSeed(
+                    ephemeralSecret: UnsafeRawBufferPointer(rebasing: all[0..<X25519.keyCount]), peerEphemeralKey: peerEphemeralKey,
+                    fingerprints: a, b, into: UnsafeMutableRawBufferPointer(rebasing: all[Self.seedRange]))
+            }
+            return SecretRange(box, Self.seedRange)
+        }
+
+        func wipe() { box.wipe() }
     }
 
     /// The exchange at a distance's setup: the two codes, the session id
@@ -62,21 +81,24 @@ struct ExchangeMachine {
         var inviteID: [UInt8] { RemoteProtocol.inviteID(inviteCode) }
     }
 
-    /// kc_I, kc_R, kp_I, kp_R, kd_I, kd_R of section 16.3.
+    /// kc_I, kc_R, kp_I, kp_R, kd_I, kd_R of section 16.3, in one allocation.
     struct RemoteKeys {
-        let confirmI: SecretBox, confirmR: SecretBox
-        let payloadI: SecretBox, payloadR: SecretBox
-        let decisionI: SecretBox, decisionR: SecretBox
+        private let all: SecretBox
 
         init(isk: borrowing SecretBytes) throws {
             var all = try SecretBytes(count: 192)
             try isk.withBytes { i in try all.withMutableBytes { try RemoteProtocol.keys(isk: i, into: $0) } }
-            func key(_ n: Int) throws -> SecretBox {
-                try all.withBytes { SecretBox(try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[(32 * n)..<(32 * n + 32)]))) }
-            }
-            (confirmI, confirmR, payloadI, payloadR, decisionI, decisionR) =
-                (try key(0), try key(1), try key(2), try key(3), try key(4), try key(5))
+            self.all = SecretBox(all)
         }
+
+        private func key(_ n: Int) -> SecretRange { SecretRange(all, (32 * n)..<(32 * n + 32)) }
+
+        var confirmI: SecretRange { key(0) }
+        var confirmR: SecretRange { key(1) }
+        var payloadI: SecretRange { key(2) }
+        var payloadR: SecretRange { key(3) }
+        var decisionI: SecretRange { key(4) }
+        var decisionR: SecretRange { key(5) }
     }
 
     /// The CPace result: the transcript and the keys.
@@ -130,8 +152,8 @@ struct ExchangeMachine {
     /// The peer's checked contact data, and what the two now share.
     struct Agreement {
         let peer: Exchange.Peer
-        let peerDeviceSecret: SecretBox
-        let seed: SecretBox
+        let peerDeviceSecret: SensitiveBytes
+        let seed: SecretRange
         /// nil for a source-format payload: nothing is authenticated.
         let sas: ShortCode?
         let channel: Channel
@@ -165,7 +187,7 @@ struct ExchangeMachine {
     let own: Own
     let remote: Remote?
     /// QR: our payload, shown for as long as the exchange is pending.
-    let ownPayload: SecretBox?
+    let ownPayload: SensitiveBytes?
     private(set) var state: State
 
     /// The machine, and what to do first: a Bluetooth HELLO or an INVITE to
@@ -178,14 +200,13 @@ struct ExchangeMachine {
         }
         var actions: [ExchangeAction] = []
         let handshake: Handshake
-        var ownPayload: SecretBox?
+        var ownPayload: SensitiveBytes?
         switch method {
         case .qr:
-            ownPayload = SecretBox(
-                try SecretBytes(
-                    copying: try own.deviceSecret.withBytes {
-                        try ExchangeProtocol.buildQRPayload(identity: identity, ephemeralKey: own.ephemeralKey, deviceSecret: $0)
-                    }))
+            ownPayload = SensitiveBytes(
+                try own.deviceSecret.withBytes {
+                    try ExchangeProtocol.buildQRPayload(identity: identity, ephemeralKey: own.ephemeralKey, deviceSecret: $0)
+                })
             handshake = .qr
         case .bluetooth:
             let hello = BluetoothFrame.helloBytes(fingerprint: try fingerprintBytes(identity), commitment: commitment(identity, own))
@@ -213,7 +234,7 @@ struct ExchangeMachine {
 
     private init(
         identity: Identity, method: Method, createdAt: Int64, sessionCode: ShortCode?, own: Own, remote: Remote?,
-        ownPayload: SecretBox?, state: State
+        ownPayload: SensitiveBytes?, state: State
     ) {
         self.identity = identity
         self.method = method
@@ -384,16 +405,8 @@ struct ExchangeMachine {
         }
     }
 
-    func deriveSeed(peerEphemeralKey: [UInt8], peerFingerprint: String) throws -> SecretBox {
-        var seed = try SecretBytes(count: ExchangeProtocol.seedCount)
-        try own.ephemeralSecret.withBytes { secret in
-            try seed.withMutableBytes {
-                try ExchangeProtocol.deriveSeed(
-                    ephemeralSecret: secret, peerEphemeralKey: peerEphemeralKey, fingerprints: identity.fingerprint,
-                    peerFingerprint, into: $0)
-            }
-        }
-        return SecretBox(seed)
+    func deriveSeed(peerEphemeralKey: [UInt8], peerFingerprint: String) throws -> SecretRange {
+        try own.deriveSeed(peerEphemeralKey: peerEphemeralKey, fingerprints: identity.fingerprint, peerFingerprint)
     }
 
     // MARK: QR (sections 5 and 6)
@@ -422,7 +435,7 @@ struct ExchangeMachine {
             state = .agreed(
                 Agreement(
                     peer: Exchange.Peer(name: p.name, fingerprint: p.fingerprint, publicKey: p.identityKey),
-                    peerDeviceSecret: try SecretBox(copying: p.deviceSecret), seed: seed,
+                    peerDeviceSecret: SensitiveBytes(p.deviceSecret), seed: seed,
                     sas: try ShortCode.sas(seed: seed, transcriptHash: th), channel: .inPerson),
                 Decisions())
         } else {
@@ -434,7 +447,7 @@ struct ExchangeMachine {
             state = .agreed(
                 Agreement(
                     peer: Exchange.Peer(name: p.name, fingerprint: p.fingerprint, publicKey: nil),
-                    peerDeviceSecret: try SecretBox(copying: p.deviceSecret), seed: seed, sas: nil, channel: .inPerson),
+                    peerDeviceSecret: SensitiveBytes(p.deviceSecret), seed: seed, sas: nil, channel: .inPerson),
                 Decisions())
         }
         return []
@@ -563,9 +576,9 @@ struct ExchangeMachine {
 /// The contact an exchange adds or replaces.
 struct ExchangedContact {
     let peer: Exchange.Peer
-    let seed: SecretBox
-    let mine: SecretBox
-    let theirs: SecretBox
+    let seed: SecretRange
+    let mine: SecretRange
+    let theirs: SensitiveBytes
     let method: Exchange.Method
 }
 

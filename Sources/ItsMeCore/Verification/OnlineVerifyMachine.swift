@@ -62,7 +62,7 @@ struct OnlineVerifyMachine {
         contactID: Int64, window: Int64, now: Int64, seed: SecretBox, myPID: [UInt8], peerPID: [UInt8],
         tagSecrets: TagSecrets, random: inout R
     ) throws -> (OnlineVerifyMachine, [SessionAction]) {
-        let secret = SecretBox(try SecretBytes(randomCount: X25519.keyCount, using: &random))
+        let secret = SecretRange(SecretBox(try SecretBytes(randomCount: X25519.keyCount, using: &random)))
         let session = try WindowedSession(
             contactID: contactID, window: window, now: now, seed: seed, myPID: myPID, peerPID: peerPID, ephemeralSecret: secret)
         let challenge = random.bytes(32)

@@ -32,7 +32,7 @@ struct PinUpdateMachine {
     let session: WindowedSession
     let sessionCode: ShortCode
     /// This side's new device secret (16 bytes).
-    private let newSecret: SecretBox
+    private let newSecret: SecretRange
     private let key: [UInt8]
     private(set) var state: State = .sentKey
 
@@ -51,11 +51,9 @@ struct PinUpdateMachine {
     static func start<R: RandomSource>(
         contactID: Int64, window: Int64, now: Int64, seed: SecretBox, myPID: [UInt8], peerPID: [UInt8], random: inout R
     ) throws -> (PinUpdateMachine, [SessionAction]) {
-        let drawn = try SecretBytes(randomCount: X25519.keyCount + PinUpdateNew.secretCount, using: &random)
-        let (ephemeral, fresh) = try drawn.withBytes { b in
-            (SecretBox(try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: b[0..<X25519.keyCount]))),
-             SecretBox(try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: b[X25519.keyCount...]))))
-        }
+        let drawn = SecretBox(try SecretBytes(randomCount: X25519.keyCount + PinUpdateNew.secretCount, using: &random))
+        let ephemeral = SecretRange(drawn, 0..<X25519.keyCount)
+        let fresh = SecretRange(drawn, X25519.keyCount..<drawn.count)
         let session = try WindowedSession(
             contactID: contactID, window: window, now: now, seed: seed, myPID: myPID, peerPID: peerPID, ephemeralSecret: ephemeral)
         let machine = PinUpdateMachine(
@@ -64,7 +62,7 @@ struct PinUpdateMachine {
         return (machine, [.send(machine.key)])
     }
 
-    private init(session: WindowedSession, sessionCode: ShortCode, newSecret: SecretBox, key: [UInt8]) {
+    private init(session: WindowedSession, sessionCode: ShortCode, newSecret: SecretRange, key: [UInt8]) {
         self.session = session
         self.sessionCode = sessionCode
         self.newSecret = newSecret
@@ -172,7 +170,7 @@ struct PinUpdateMachine {
     }
 
     /// The peer's new secret from its NEW, once its confirmation checks.
-    private func open(_ sealed: [UInt8], _ keyed: Keyed) throws -> SecretBox {
+    private func open(_ sealed: [UInt8], _ keyed: Keyed) throws -> SecretRange {
         var plain = try keyed.keys.open(sealed, counter: 0, what: "a PIN Update frame")
         defer { wipe(&plain) }
         let new = try PinUpdateNew(parsing: plain)

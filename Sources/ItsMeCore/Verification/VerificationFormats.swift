@@ -172,10 +172,10 @@ struct PinUpdateNew {
     static let secretCount = 16
     static let plaintextCount = secretCount + 32
 
-    let secret: SecretBox
+    let secret: SecretRange
     let confirmation: [UInt8]
 
-    init(secret: SecretBox, confirmation: [UInt8]) {
+    init(secret: SecretRange, confirmation: [UInt8]) {
         self.secret = secret
         self.confirmation = confirmation
     }
@@ -184,7 +184,8 @@ struct PinUpdateNew {
         guard plain.count == Self.plaintextCount else {
             throw ItsMeError(.malformedMessage, "a NEW frame carries \(Self.plaintextCount) bytes")
         }
-        secret = try plain.withUnsafeBytes { try SecretBox(copying: UnsafeRawBufferPointer(rebasing: $0[0..<Self.secretCount])) }
+        secret = SecretRange(
+            try plain.withUnsafeBytes { try SecretBox(copying: UnsafeRawBufferPointer(rebasing: $0[0..<Self.secretCount])) })
         confirmation = Array(plain[Self.secretCount...])
     }
 

@@ -20,14 +20,14 @@ struct WindowedSession {
     let myPID: [UInt8]
     let peerPID: [UInt8]
     let isInitiator: Bool
-    let ephemeralSecret: SecretBox
+    let ephemeralSecret: SecretRange
     let ephemeralKey: [UInt8]
 
     /// `ephemeralSecret` is 32 bytes drawn by the caller (each protocol
     /// draws its randomness in its own order, which the vectors fix).
     init(
         contactID: Int64, window: Int64, now: Int64, seed: SecretBox, myPID: [UInt8], peerPID: [UInt8],
-        ephemeralSecret: SecretBox
+        ephemeralSecret: SecretRange
     ) throws {
         try VoiceProtocol.checkMeetingWindow(window, now: now)
         guard ephemeralSecret.count == X25519.keyCount else {
@@ -79,20 +79,21 @@ struct WindowedSession {
     }
 }
 
-/// The two direction keys of a session, as the key this side seals with
-/// and the key it opens the peer's frames with.
+/// The two direction keys of a session, in one allocation, as the key this
+/// side seals with and the key it opens the peer's frames with.
 final class DirectionKeys: @unchecked Sendable {
-    private let sending: SecretBytes
-    private let receiving: SecretBytes
+    private let both: SecretBox
+    private let isInitiator: Bool
 
     /// `both` is the initiator's key then the responder's (32 bytes each).
-    init(_ both: borrowing SecretBytes, isInitiator: Bool) throws {
-        func half(_ range: Range<Int>) throws -> SecretBytes {
-            try both.withBytes { try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: $0[range])) }
-        }
-        sending = try half(isInitiator ? 0..<32 : 32..<64)
-        receiving = try half(isInitiator ? 32..<64 : 0..<32)
+    init(_ both: consuming SecretBytes, isInitiator: Bool) throws {
+        guard both.count == 64 else { throw ItsMeError(.invalidArgument, "two 32-byte keys") }
+        self.both = SecretBox(both)
+        self.isInitiator = isInitiator
     }
+
+    private var sending: SecretRange { SecretRange(both, isInitiator ? 0..<32 : 32..<64) }
+    private var receiving: SecretRange { SecretRange(both, isInitiator ? 32..<64 : 0..<32) }
 
     func seal(type: UInt8, counter: UInt64, _ plain: [UInt8]) throws -> [UInt8] {
         try sending.withBytes { try ExchangeProtocol.sealFrame(type: type, key: $0, counter: counter, plain) }
