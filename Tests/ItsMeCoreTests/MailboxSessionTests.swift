@@ -278,6 +278,38 @@ final class MailboxSessionTests: XCTestCase {
         XCTAssertFalse(a.description.contains(FakeMailbox.token(7)), "the token stays out of descriptions")
     }
 
+    func testTheRelaysHTTPAnswers() throws {
+        let (_, inviter, _, _) = try pair()
+        let a = try MailboxSession(exchange: inviter)
+        try a.begin(wait: 5)
+        XCTAssertEqual(a.nextRequest(), .create)
+        XCTAssertEqual(a.pendingHTTP?.method, "POST")
+        XCTAssertEqual(a.pendingHTTP?.path, "/v1/invites/\(a.relayID)")
+        XCTAssertEqual(try a.answer(status: 503, body: [], now: t0), .proceed)
+        XCTAssertNil(a.pendingHTTP)
+        try a.begin(wait: 5)
+        XCTAssertEqual(a.nextRequest(), .create)
+        XCTAssertEqual(errorKind { try a.answer(status: 201, body: Array("{\"token\": 3}".utf8), now: self.t0) }, .malformedMessage)
+        XCTAssertNil(a.token, "a malformed answer ends the step")
+        try a.begin(wait: 5)
+        _ = a.nextRequest()
+        let token = FakeMailbox.token(4)
+        try a.answer(status: 201, body: Array("{\"token\":\"\(token)\",\"expires\":1800086400.5}".utf8), now: t0)
+        XCTAssertEqual(a.token, token)
+        guard case .post = a.nextRequest() else { return XCTFail("the INVITE is due") }
+        try a.answer(status: 201, body: Array("{\"seq\": 1}".utf8), now: t0)
+        XCTAssertEqual(a.nextRequest(), .fetch(after: 0, wait: 5))
+        XCTAssertEqual(a.pendingHTTP?.method, "GET")
+        XCTAssertEqual(a.pendingHTTP?.path, "/v1/invites/\(a.relayID)/messages?after=0&wait=5")
+        try a.answer(status: 200, body: Array("{\"accepted\": false, \"messages\": []}".utf8), now: t0)
+        XCTAssertEqual(a.accepted, false)
+        XCTAssertEqual(a.nextRequest(), .idle)
+        try a.begin()
+        _ = a.nextRequest()
+        XCTAssertEqual(try a.answer(status: 404, body: Array("{\"error\":\"not-found\"}".utf8), now: t0), .inviteEnded)
+        XCTAssertEqual(inviter.state, .rejected)
+    }
+
     func testResumeFromSavedStateAndTheOtherWritersJSON() throws {
         let (alice, inviter, _, invitee) = try pair()
         let mailbox = FakeMailbox()

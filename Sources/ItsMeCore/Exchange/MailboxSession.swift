@@ -402,6 +402,78 @@ public final class MailboxSession: CustomStringConvertible {
         }
     }
 
+    // MARK: HTTP
+
+    /// The pending request as HTTP (docs/PROTOCOL.md 15.2): the method, and
+    /// the path with its query. nil when no request is pending. Requests
+    /// after the create or accept carry `Authorization: Bearer <token>`;
+    /// a post carries the message as its body.
+    public var pendingHTTP: (method: String, path: String)? {
+        guard let pending else { return nil }
+        let base = "/v1/invites/\(relayID)"
+        switch pending {
+        case .create: return ("POST", base)
+        case .accept: return ("POST", base + "/accept")
+        case .post: return ("POST", base + "/messages")
+        case .fetch(let after, let wait): return ("GET", base + "/messages?after=\(after)&wait=\(wait)")
+        case .delete: return ("DELETE", base)
+        case .idle, .done: return nil
+        }
+    }
+
+    /// Consumes the relay's HTTP answer to the pending request: its status
+    /// (0 when none came: the relay unreachable, a timeout) and body. 404
+    /// is `.inviteGone`, 409 to a create or an accept `.conflict`, the
+    /// route's success status (201, 200, 201, 200, 204) the answer its body
+    /// carries, anything else `.transientFailure`. A success whose body is
+    /// not the route's JSON ends the step as a transient failure and throws
+    /// `.malformedMessage`. Otherwise as `answer(_:now:)`.
+    @discardableResult
+    public func answer(status: Int, body: [UInt8], now: Int64) throws -> Outcome {
+        guard let request = pending else {
+            throw ItsMeError(.invalidState, "no request is pending: ask for the next one first")
+        }
+        if status == 404 { return try answer(.inviteGone, now: now) }
+        if status == 409, request == .create || request == .accept { return try answer(.conflict, now: now) }
+        let expected: Int
+        switch request {
+        case .create, .post: expected = 201
+        case .accept, .fetch: expected = 200
+        case .delete: expected = 204
+        case .idle, .done: expected = -1
+        }
+        guard status == expected else { return try answer(.transientFailure, now: now) }
+        func malformed(_ what: String) throws -> Never {
+            _ = try answer(.transientFailure, now: now)
+            throw ItsMeError(.malformedMessage, "the relay's answer \(what)")
+        }
+        let json = body.count <= SavedState.maxJSONCount ? String(validating: body, as: UTF8.self).flatMap { JSONValue.parse($0) } : nil
+        switch request {
+        case .create, .accept:
+            guard case .string(let token)? = json?["token"], Self.isToken(token) else { try malformed("carries no valid token") }
+            return try answer(request == .create ? .created(token: token) : .accepted(token: token), now: now)
+        case .post:
+            guard case .int(let seq)? = json?["seq"], seq >= 1 else { try malformed("carries no sequence number") }
+            return try answer(.posted(seq: seq), now: now)
+        case .fetch:
+            guard case .bool(let isAccepted)? = json?["accepted"], case .array(let items)? = json?["messages"] else {
+                try malformed("is not a list of messages")
+            }
+            var messages: [Message] = []
+            for item in items {
+                guard case .int(let seq)? = item["seq"], seq >= 1, case .string(let text)? = item["body"],
+                    let bytes = Base64.decode(text, .urlUnpadded)
+                else { try malformed("carries a message that is not a sequence number and an unpadded base64url body") }
+                messages.append(Message(seq: seq, body: bytes))
+            }
+            return try answer(.fetched(accepted: isAccepted, messages: messages), now: now)
+        case .delete:
+            return try answer(.deleted, now: now)
+        case .idle, .done:
+            return try answer(.transientFailure, now: now)
+        }
+    }
+
     // MARK: Rules
 
     private func issue(_ request: Request) -> Request {

@@ -7,8 +7,9 @@
 enum JSONValue: Equatable {
     case null
     case bool(Bool)
-    /// Integers only: the saved states carry no fractions.
     case int(Int)
+    /// A number with a fraction or an exponent (the relay's `expires`).
+    case fraction(Double)
     case string(String)
     case array([JSONValue])
     case object([(String, JSONValue)])
@@ -18,6 +19,7 @@ enum JSONValue: Equatable {
         case (.null, .null): return true
         case (.bool(let x), .bool(let y)): return x == y
         case (.int(let x), .int(let y)): return x == y
+        case (.fraction(let x), .fraction(let y)): return x == y
         case (.string(let x), .string(let y)): return x == y
         case (.array(let x), .array(let y)): return x == y
         case (.object(let x), .object(let y)):
@@ -48,6 +50,7 @@ enum JSONValue: Equatable {
         case .null: out += "null"
         case .bool(let b): out += b ? "true" : "false"
         case .int(let i): out += String(i)
+        case .fraction(let d): out += d.isFinite ? String(d) : "null"
         case .string(let s): Self.writeString(s, to: &out)
         case .array(let items):
             out += "["
@@ -181,20 +184,42 @@ enum JSONValue: Equatable {
                         return nil
                     }
                 }
-            default: return integer()
+            default: return number()
             }
         }
 
-        mutating func integer() -> JSONValue? {
+        mutating func digits() -> Int {
+            let start = index
+            while index < bytes.count, (0x30...0x39).contains(bytes[index]) { index += 1 }
+            return index - start
+        }
+
+        /// An integer of at most 18 digits, or a fraction.
+        mutating func number() -> JSONValue? {
             let start = index
             if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
-            let digitsStart = index
-            while index < bytes.count, (0x30...0x39).contains(bytes[index]) { index += 1 }
-            let digits = index - digitsStart
-            // No fraction or exponent, no leading zero, at most 18 digits.
-            guard digits > 0, digits <= 18, !(digits > 1 && bytes[digitsStart] == 0x30) else { return nil }
-            if index < bytes.count, [UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E")].contains(bytes[index]) { return nil }
-            return Int(String(decoding: bytes[start..<index], as: UTF8.self)).map { .int($0) }
+            let intStart = index
+            let intDigits = digits()
+            guard intDigits > 0, !(intDigits > 1 && bytes[intStart] == 0x30) else { return nil }
+            var isInteger = true
+            if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+                index += 1
+                isInteger = false
+                guard digits() > 0 else { return nil }
+            }
+            if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+                index += 1
+                isInteger = false
+                if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+                guard digits() > 0 else { return nil }
+            }
+            guard index - start <= 64 else { return nil }
+            let text = String(decoding: bytes[start..<index], as: UTF8.self)
+            if isInteger {
+                guard intDigits <= 18 else { return nil }
+                return Int(text).map { .int($0) }
+            }
+            return Double(text).flatMap { $0.isFinite ? .fraction($0) : nil }
         }
 
         mutating func hex4() -> UInt32? {
