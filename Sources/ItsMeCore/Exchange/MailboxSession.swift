@@ -263,11 +263,9 @@ public final class MailboxSession: CustomStringConvertible {
     }
 
     /// The session's state, to save with the sealed exchange after every
-    /// step. Messages the exchange queued are taken into it first, so the
-    /// exchange sealed at the same time and this state agree.
+    /// step (messages the exchange still holds are sealed with it).
     public var saved: SavedState {
-        takeOutgoing()
-        return SavedState(
+        SavedState(
             relayID: relayID, inviter: isInviter, token: token, lastSeq: lastSeq, unsent: unsent, done: done, accepted: accepted)
     }
 
