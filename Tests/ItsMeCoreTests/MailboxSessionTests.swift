@@ -310,6 +310,40 @@ final class MailboxSessionTests: XCTestCase {
         XCTAssertEqual(inviter.state, .rejected)
     }
 
+    /// Every cut and every changed byte of a saved state and of the relay's
+    /// answers: a clear error or a result, never a crash.
+    func testTruncatedAndChangedInputsAreRefusedCleanly() throws {
+        let (alice, _, _, _) = try pair()
+        let token = FakeMailbox.token(2)
+        let saved = MailboxSession.SavedState(
+            relayID: String(repeating: "ab", count: 16), inviter: true, token: token, lastSeq: 3, unsent: [[1, 2, 3]], done: false,
+            accepted: true
+        ).json
+        let bytes = Array(saved.utf8)
+        for i in 0...bytes.count {
+            for variant in [Array(bytes[..<i]), i < bytes.count ? bytes.enumerated().map { $0.offset == i ? $0.element ^ 0x21 : $0.element } : bytes] {
+                let text = String(decoding: variant, as: UTF8.self)
+                do { _ = try MailboxSession.SavedState(json: text) } catch let error as ItsMeError {
+                    XCTAssertEqual(error.kind, .invalidArgument, text)
+                }
+            }
+        }
+        let fetched = Array("{\"accepted\": true, \"messages\": [{\"seq\": 1, \"body\": \"AQID\"}]}".utf8)
+        for i in 0...fetched.count {
+            var r = DeterministicRandom(seed: SHA256.hash(Array("mailbox-cut-\(i)".utf8)))
+            let a = try MailboxSession(exchange: try Exchange.invite(identity: alice.identity, realtime: false, now: t0, random: &r))
+            try a.begin()
+            _ = a.nextRequest()
+            try a.answer(.created(token: token), now: t0)
+            guard case .post = a.nextRequest() else { return XCTFail("a post is due") }
+            try a.answer(.posted(seq: 1), now: t0)
+            guard case .fetch = a.nextRequest() else { return XCTFail("a fetch is due") }
+            do { try a.answer(status: 200, body: Array(fetched[..<i]), now: t0) } catch let error as ItsMeError {
+                XCTAssertTrue([.malformedMessage, .invalidState, .authenticationFailed, .invalidKey].contains(error.kind), "\(error)")
+            }
+        }
+    }
+
     func testResumeFromSavedStateAndTheOtherWritersJSON() throws {
         let (alice, inviter, _, invitee) = try pair()
         let mailbox = FakeMailbox()
