@@ -344,6 +344,26 @@ final class MailboxSessionTests: XCTestCase {
         }
     }
 
+    func testFinishAndCancel() throws {
+        let (_, inviter, _, invitee) = try pair()
+        let a = try MailboxSession(exchange: inviter)
+        a.finish()
+        XCTAssertEqual(a.nextRequest(), .done, "without a token there is nothing to end")
+
+        let b = try MailboxSession(exchange: invitee)
+        try b.begin()
+        _ = b.nextRequest()
+        try b.answer(.accepted(token: FakeMailbox.token(2)), now: t0)
+        b.finish()
+        XCTAssertEqual(b.nextRequest(), .delete)
+        try b.answer(.transientFailure, now: t0)
+        XCTAssertFalse(b.done, "finish tries again later")
+        b.cancel()
+        XCTAssertEqual(b.nextRequest(), .delete)
+        try b.answer(.transientFailure, now: t0)
+        XCTAssertTrue(b.done, "a cancelled session is done even if the relay was not reached")
+    }
+
     func testResumeFromSavedStateAndTheOtherWritersJSON() throws {
         let (alice, inviter, _, invitee) = try pair()
         let mailbox = FakeMailbox()

@@ -223,6 +223,9 @@ public final class MailboxSession: CustomStringConvertible {
     private var pending: Request?
     /// The host asked to end the invite (`finish`, `cancel`).
     private var ending = false
+    /// The host gave up (`cancel`): the session is done even if the relay
+    /// cannot be reached to end the invite (it then expires there).
+    private var givingUp = false
 
     /// A new session for `exchange`, which must be an invite exchange
     /// (`.invalidArgument` otherwise).
@@ -297,10 +300,13 @@ public final class MailboxSession: CustomStringConvertible {
     }
 
     /// Gives up: drops the unsent messages and ends the invite as `finish`
-    /// does. The host rejects the exchange itself (`Exchange.reject`, with
-    /// the store a contact was saved in).
+    /// does, except that the session is done after the delete whatever the
+    /// relay answered (an invite it could not end expires there). The host
+    /// rejects the exchange itself (`Exchange.reject`, with the store a
+    /// contact was saved in).
     public func cancel() {
         unsent.removeAll()
+        givingUp = true
         finish()
     }
 
@@ -347,6 +353,10 @@ public final class MailboxSession: CustomStringConvertible {
             throw ItsMeError(.invalidState, "no request is pending: ask for the next one first")
         }
         switch (request, answer) {
+        case (.delete, .transientFailure) where givingUp:
+            pending = nil
+            _ = finished()
+            return .proceed
         case (_, .transientFailure):
             pending = nil
             phase = .idle

@@ -241,7 +241,8 @@ impl MailboxSession {
     }
 
     /// Gives up: drops the messages not yet posted and ends the invite as
-    /// [`MailboxSession::finish`]; reject the exchange yourself.
+    /// [`MailboxSession::finish`], the session being done after the delete
+    /// whatever the relay answered; reject the exchange yourself.
     pub fn cancel(&mut self) -> Result<()> {
         // SAFETY: live handle.
         self.call(|raw| code_result(unsafe { sys::itsme_mailbox_session_finish(raw, true) }))

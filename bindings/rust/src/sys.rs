@@ -2506,8 +2506,9 @@ extern "C" {
     /// DELETE (none without a token), then DONE.  The inviter may do it once
     /// the two people compared the SAS; the invitee's steps do it by themselves.
     /// Starts a step if none is under way.  With `give_up` true the messages
-    /// not yet posted are dropped too: the host then rejects the exchange
-    /// (itsme_exchange_reject).
+    /// not yet posted are dropped too, and the session is done after the
+    /// DELETE whatever the relay answered (an invite it could not end expires
+    /// there): the host then rejects the exchange (itsme_exchange_reject).
     /// Errors: ITSME_E_INVALID_ARGUMENT.
     /// ```
     pub fn itsme_mailbox_session_finish(
