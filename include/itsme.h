@@ -1292,6 +1292,183 @@ itsme_result itsme_exchange_relay_id(const itsme_exchange *exchange,
 itsme_result itsme_exchange_is_inviter(const itsme_exchange *exchange,
                                        bool *out_inviter);
 
+/* ------------------------------------------------------------------------
+ * The invite-mailbox driver (docs/PROTOCOL.md 16.5)
+ *
+ * An itsme_mailbox_session carries an invite exchange (not a real-time
+ * one) through the relay's invite mailbox (15.2).  It does no I/O: it says
+ * which HTTP request to make next and takes the relay's answer, so every
+ * host follows the same rule (create or accept, post, fetch and feed in
+ * order skipping what was seen, carry the decisions, end the invite).
+ *
+ * The host runs it in steps:
+ *
+ *   itsme_mailbox_session_begin(s, wait)
+ *   loop: itsme_mailbox_session_next_request(s, &request)
+ *         IDLE: the step is over (show the state, step again later);
+ *         DONE: nothing more to do on the relay
+ *         else: itsme_mailbox_session_request_path / _request_body /
+ *               _token, make the request, then
+ *               itsme_mailbox_session_answer(s, status, body, len, now, &outcome)
+ *
+ * Requests: CREATE and ACCEPT are POSTs without a token; POST is a POST of
+ * the request body; FETCH a GET; DELETE a DELETE; each after the create or
+ * accept carries "Authorization: Bearer <token>".  A fetch may be held by
+ * the relay for `wait` seconds: give the request that much more time.
+ * Once the SAS is ready the host confirms or rejects the exchange as
+ * usual; the next steps post the decision and fetch the peer's, after which
+ * the host calls itsme_exchange_settle.
+ *
+ * A message the exchange refuses makes itsme_mailbox_session_answer return
+ * the exchange's error (the exchange has failed); the next request is
+ * DELETE, so that the other side fails too: make it.  An invite that is
+ * gone (404) rejects the pending exchange and sets the outcome
+ * INVITE_ENDED; a conflict (409) to a create or an accept sets CONFLICT.
+ * Any other failure ends the step and changes nothing.
+ *
+ * Between steps either side may go offline: save itsme_mailbox_session_save
+ * (JSON, the form the Python binding's InviteSession.to_dict and the relay
+ * client's InviteSession.SavedState use) with the sealed exchange, after
+ * every step, and later itsme_mailbox_session_resume with the restored
+ * exchange.  The saved state and itsme_mailbox_session_token hold this
+ * side's relay token: keep them as privately as the sealed exchange.
+ *
+ * Thread safety: an itsme_mailbox_session must not be used by two threads
+ * at once, and its exchange is used under the exchange's identity lock.
+ * It keeps its exchange alive.
+ * ---------------------------------------------------------------------- */
+
+typedef struct itsme_mailbox_session itsme_mailbox_session;
+
+typedef uint32_t itsme_mailbox_request ITSME_VALUES(ITSME_MAILBOX_REQUEST_);
+/* POST /v1/invites/{id}: the relay answers 201 with the inviter's token. */
+#define ITSME_MAILBOX_REQUEST_CREATE 1
+/* POST /v1/invites/{id}/accept: 200 with the invitee's token. */
+#define ITSME_MAILBOX_REQUEST_ACCEPT 2
+/* POST /v1/invites/{id}/messages with the request body: 201. */
+#define ITSME_MAILBOX_REQUEST_POST 3
+/* GET /v1/invites/{id}/messages?after=N&wait=W: 200. */
+#define ITSME_MAILBOX_REQUEST_FETCH 4
+/* DELETE /v1/invites/{id}: 204 (404 is as good). */
+#define ITSME_MAILBOX_REQUEST_DELETE 5
+/* Nothing more in this step: begin another later. */
+#define ITSME_MAILBOX_REQUEST_IDLE 6
+/* Nothing more to do on the relay, ever. */
+#define ITSME_MAILBOX_REQUEST_DONE 7
+
+typedef uint32_t itsme_mailbox_outcome ITSME_VALUES(ITSME_MAILBOX_OUTCOME_);
+/* Go on: ask for the next request. */
+#define ITSME_MAILBOX_OUTCOME_PROCEED 1
+/* The invite is gone (ended by the other side, or expired); the exchange
+ * was rejected if it was still pending: start a new one. */
+#define ITSME_MAILBOX_OUTCOME_INVITE_ENDED 2
+/* The invite ID is taken (inviter) or someone else accepted the invite
+ * (invitee); the exchange was rejected if it was still pending. */
+#define ITSME_MAILBOX_OUTCOME_CONFLICT 3
+
+/* A new session for `exchange`, an invite exchange.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, or not
+ * an invite exchange: a real-time one goes through a room). */
+itsme_result itsme_mailbox_session_new(itsme_exchange *exchange,
+                                       itsme_mailbox_session **out);
+
+/* A session resumed from `saved` (the JSON of itsme_mailbox_session_save,
+ * of the Python binding or of the relay client) with `exchange` restored
+ * from the seal saved at the same time.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, not an
+ * invite exchange, a state of another exchange, of an unknown version, or
+ * malformed; longer than ITSME_TEXT_MAX bytes). */
+itsme_result itsme_mailbox_session_resume(itsme_exchange *exchange,
+                                          const char *saved,
+                                          itsme_mailbox_session **out);
+
+/* Releases a session (not its exchange, which the caller frees as usual).
+ * Accepts NULL. */
+void itsme_mailbox_session_free(itsme_mailbox_session *session);
+
+/* Copies the detail of the last failure of a call on this session.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_mailbox_session_last_error(
+    const itsme_mailbox_session *session, char *buf, size_t cap,
+    size_t *out_len);
+
+/* Starts a step; its fetch may be held `wait` seconds (0 to 30) on the
+ * relay.  A step under way goes on with the new wait.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, wait above 30). */
+itsme_result itsme_mailbox_session_begin(itsme_mailbox_session *session,
+                                         uint32_t wait);
+
+/* The request to make next (ITSME_MAILBOX_REQUEST_*).  Asking again
+ * before answering gives the same request.
+ * Errors: ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_mailbox_session_next_request(
+    itsme_mailbox_session *session, itsme_mailbox_request *out_request);
+
+/* The path and query of the pending request, NUL-terminated
+ * ("/v1/invites/<id>/messages?after=3&wait=30"), to append to the relay's
+ * base URL.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (no request
+ * pending), ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_mailbox_session_request_path(
+    const itsme_mailbox_session *session, char *out, size_t cap,
+    size_t *out_len);
+
+/* The body of the pending request: the message of a POST (at most
+ * ITSME_REMOTE_MESSAGE_MAX bytes), empty (*out_len 0) for the others.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (no request
+ * pending), ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_mailbox_session_request_body(
+    const itsme_mailbox_session *session, uint8_t *out, size_t cap,
+    size_t *out_len);
+
+/* This side's relay token (43 characters and the NUL), for the
+ * Authorization header of every request after the create or accept.  A
+ * secret towards everyone but the relay: never log it.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND (none yet),
+ * ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_mailbox_session_token(const itsme_mailbox_session *session,
+                                         char *out, size_t cap,
+                                         size_t *out_len);
+
+/* Takes the relay's answer to the pending request: its HTTP `status` (0
+ * when none came: the relay unreachable, a timeout) and `body` (NULL with
+ * len 0 when empty); `now` is passed to the exchange for the messages
+ * fetched.  404 ends the invite (outcome INVITE_ENDED), 409 to a create or
+ * an accept sets CONFLICT, the route's success status is read, anything
+ * else ends the step with nothing changed (outcome PROCEED).
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a time out of range: nothing
+ * consumed), ITSME_E_INVALID_STATE (no
+ * request pending), ITSME_E_MALFORMED_MESSAGE (a success whose body is not
+ * the route's JSON: the step ends, nothing changed), and the exchange's
+ * errors for a message it refused (ITSME_E_AUTHENTICATION_FAILED,
+ * ITSME_E_MALFORMED_MESSAGE, ...: the exchange has failed, and the next
+ * request is DELETE). */
+ITSME_WARN_UNUSED_RESULT
+itsme_result itsme_mailbox_session_answer(itsme_mailbox_session *session,
+                                          uint32_t status,
+                                          const uint8_t *body, size_t len,
+                                          int64_t now,
+                                          itsme_mailbox_outcome *out_outcome);
+
+/* Asks to end the invite on the relay (idempotent): the next request is
+ * DELETE (none without a token), then DONE.  The inviter may do it once
+ * the two people compared the SAS; the invitee's steps do it by themselves.
+ * Starts a step if none is under way.  With `give_up` true the messages
+ * not yet posted are dropped too, and the session is done after the
+ * DELETE whatever the relay answered (an invite it could not end expires
+ * there): the host then rejects the exchange (itsme_exchange_reject).
+ * Errors: ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_mailbox_session_finish(itsme_mailbox_session *session,
+                                          bool give_up);
+
+/* The state to save with the sealed exchange after every step: JSON text
+ * with the keys version, relay_id, inviter, token, last_seq, unsent, done
+ * and, once known, accepted.  Holds the relay token: keep it private.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_mailbox_session_save(itsme_mailbox_session *session,
+                                        char *out, size_t cap,
+                                        size_t *out_len);
+
 
 /* ------------------------------------------------------------------------
  * Voice verification (docs/PROTOCOL.md sections 9 and 10)
@@ -1625,6 +1802,92 @@ itsme_result itsme_online_verify_share_profile(itsme_online_verify *session,
 itsme_result itsme_online_verify_peer_profile(
     const itsme_online_verify *session, uint8_t *out, size_t cap,
     size_t *out_len);
+
+/* ------------------------------------------------------------------------
+ * The Online Verify room rule (docs/PROTOCOL.md 11.1)
+ *
+ * An itsme_online_verify_rendezvous makes the two sessions with a contact
+ * (the current window's and the previous one's) and says which rooms to
+ * be in and which session goes on; the host joins the rooms and reports
+ * what it sees:
+ *
+ *   itsme_online_verify_rendezvous_new        both sessions, from rng
+ *   itsme_online_verify_rendezvous_room_count / _room   rooms to be in
+ *   join each; its first event: peer-joined ->
+ *       itsme_online_verify_rendezvous_peer_joined (the session to run)
+ *   else itsme_online_verify_rendezvous_alone (the previous window's room
+ *       is to be joined too: ask for the rooms again)
+ *   later events in either room: the first peer-joined picks that room
+ *
+ * The host then runs the chosen session in that room (as any
+ * itsme_online_verify) and leaves the other room.
+ *
+ * Thread safety: an itsme_online_verify_rendezvous must not be used by two
+ * threads at once, nor at the same time as the session handles it gave.
+ * It keeps its contact store alive.
+ * ---------------------------------------------------------------------- */
+
+typedef struct itsme_online_verify_rendezvous itsme_online_verify_rendezvous;
+
+/* Makes the sessions with contact `contact_id` for the window of `now` and
+ * the one before, drawn from `rng` (NULL: the operating system) in that
+ * order.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL),
+ * ITSME_E_NOT_FOUND, ITSME_E_DATABASE, and the errors of
+ * itsme_online_verify_new. */
+itsme_result itsme_online_verify_rendezvous_new(
+    itsme_store *store, int64_t contact_id, itsme_random *rng, int64_t now,
+    itsme_online_verify_rendezvous **out);
+
+/* Releases a rendezvous; the session handles it gave stay valid until
+ * freed themselves.  Accepts NULL. */
+void itsme_online_verify_rendezvous_free(
+    itsme_online_verify_rendezvous *rendezvous);
+
+/* Copies the detail of the last failure of a call on this rendezvous.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_online_verify_rendezvous_last_error(
+    const itsme_online_verify_rendezvous *rendezvous, char *buf, size_t cap,
+    size_t *out_len);
+
+/* How many rooms to be in now: 1 at first, 2 once the host reported it was
+ * alone in the current one, 1 once a session was chosen.
+ * Errors: ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_online_verify_rendezvous_room_count(
+    const itsme_online_verify_rendezvous *rendezvous, size_t *out_count);
+
+/* The room `index` (from 0, in order of joining) to be in now
+ * (ITSME_ROOM_NAME_SIZE).
+ * Errors: ITSME_E_INVALID_ARGUMENT (index out of range),
+ * ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_online_verify_rendezvous_room(
+    const itsme_online_verify_rendezvous *rendezvous, size_t index,
+    char *out, size_t cap, size_t *out_len);
+
+/* The session of candidate `index`: 0 the current window's, 1 the
+ * previous one's, for what must be done before any message (such as
+ * itsme_online_verify_share_profile).  A new reference to the same
+ * session: free it with itsme_online_verify_free.
+ * Errors: ITSME_E_INVALID_ARGUMENT (index above 1). */
+itsme_result itsme_online_verify_rendezvous_session(
+    itsme_online_verify_rendezvous *rendezvous, size_t index,
+    itsme_online_verify **out_session);
+
+/* The first event of the current window's room was not the peer's arrival:
+ * the previous window's room is to be joined too.  No effect for another
+ * room or once a session was chosen.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a text over ITSME_TEXT_MAX). */
+itsme_result itsme_online_verify_rendezvous_alone(
+    itsme_online_verify_rendezvous *rendezvous, const char *room);
+
+/* The peer joined `room`: the first report chooses that room's session,
+ * later ones give the session chosen.  *out_session is a new reference to
+ * it: run it in that room, free it with itsme_online_verify_free, and
+ * leave the other room.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, not a room to be in). */
+itsme_result itsme_online_verify_rendezvous_peer_joined(
+    itsme_online_verify_rendezvous *rendezvous, const char *room,
+    itsme_online_verify **out_session);
 
 /* ------------------------------------------------------------------------
  * Security PIN Update (docs/PROTOCOL.md section 10.3)

@@ -570,6 +570,78 @@ static itsme_pin_update *fx_itsme_pin_update(void) {
     return u;
 }
 
+/* ---- the invite-mailbox driver, the Online Verify room rule -------------------- */
+
+/* An invite exchange of its own: a session takes its messages. */
+static itsme_exchange *fx_mailbox_exchange(void) {
+    static itsme_exchange *e;
+    if (!e) CT_REQUIRE(itsme_exchange_new_invite(fx_itsme_identity(), 0, NULL, FX_NOW, &e));
+    return e;
+}
+
+static itsme_mailbox_session *fx_itsme_mailbox_session(void) {
+    static itsme_mailbox_session *s;
+    if (!s) CT_REQUIRE(itsme_mailbox_session_new(fx_mailbox_exchange(), &s));
+    return s;
+}
+
+/* A session of its own with a request pending (a create, which each
+ * answer of the suite ends: the next call begins a step again). */
+static itsme_mailbox_session *fx_mailbox_pending(void) {
+    static itsme_mailbox_session *s;
+    itsme_mailbox_request request = 0;
+    if (!s) {
+        itsme_exchange *e = NULL;
+        CT_REQUIRE(itsme_exchange_new_invite(fx_itsme_identity(), 0, NULL, FX_NOW, &e));
+        CT_REQUIRE(itsme_mailbox_session_new(e, &s));
+        itsme_exchange_free(e);
+    }
+    CT_REQUIRE(itsme_mailbox_session_begin(s, 0));
+    CT_REQUIRE(itsme_mailbox_session_next_request(s, &request));
+    return s;
+}
+
+/* A session that holds a token, its INVITE pending as a POST. */
+static itsme_mailbox_session *fx_mailbox_posting(void) {
+    static itsme_mailbox_session *s;
+    if (!s) {
+        static const char created[] = "{\"token\": \"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\", \"expires\": 1800086400}";
+        itsme_exchange *e = NULL;
+        itsme_mailbox_request request = 0;
+        itsme_mailbox_outcome outcome = 0;
+        CT_REQUIRE(itsme_exchange_new_invite(fx_itsme_identity(), 0, NULL, FX_NOW, &e));
+        CT_REQUIRE(itsme_mailbox_session_new(e, &s));
+        itsme_exchange_free(e);
+        CT_REQUIRE(itsme_mailbox_session_begin(s, 30));
+        CT_REQUIRE(itsme_mailbox_session_next_request(s, &request));
+        CT_REQUIRE(itsme_mailbox_session_answer(s, 201, (const uint8_t *)created, sizeof created - 1, FX_NOW, &outcome));
+        CT_REQUIRE(itsme_mailbox_session_next_request(s, &request));
+    }
+    return s;
+}
+
+/* The saved state of fx_itsme_mailbox_session, for its exchange. */
+static const char *fx_mailbox_saved(void) {
+    static char saved[4096];
+    size_t len = 0;
+    if (!saved[0]) CT_REQUIRE(itsme_mailbox_session_save(fx_itsme_mailbox_session(), saved, sizeof saved, &len));
+    return saved;
+}
+
+static itsme_online_verify_rendezvous *fx_itsme_online_verify_rendezvous(void) {
+    static itsme_online_verify_rendezvous *r;
+    if (!r) CT_REQUIRE(itsme_online_verify_rendezvous_new(fx_itsme_store(), fx_alice_knows_bob(), NULL, FX_NOW, &r));
+    return r;
+}
+
+/* The current window's room of fx_itsme_online_verify_rendezvous. */
+static const char *fx_rendezvous_room(void) {
+    static char room[ITSME_ROOM_NAME_SIZE];
+    size_t len = 0;
+    if (!room[0]) CT_REQUIRE(itsme_online_verify_rendezvous_room(fx_itsme_online_verify_rendezvous(), 0, room, sizeof room, &len));
+    return room;
+}
+
 /* ---- export, import, transfer -------------------------------------------------- */
 
 /* Alice's export under FX_PASSWORD: made once per run (Argon2id at 256 MiB

@@ -107,6 +107,18 @@
 #define CT_HAS_itsme_exchange_encryption_code 1
 #define CT_HAS_itsme_exchange_relay_id 1
 #define CT_HAS_itsme_exchange_is_inviter 1
+#define CT_HAS_itsme_mailbox_session_new 1
+#define CT_HAS_itsme_mailbox_session_resume 1
+#define CT_HAS_itsme_mailbox_session_free 1
+#define CT_HAS_itsme_mailbox_session_last_error 1
+#define CT_HAS_itsme_mailbox_session_begin 1
+#define CT_HAS_itsme_mailbox_session_next_request 1
+#define CT_HAS_itsme_mailbox_session_request_path 1
+#define CT_HAS_itsme_mailbox_session_request_body 1
+#define CT_HAS_itsme_mailbox_session_token 1
+#define CT_HAS_itsme_mailbox_session_answer 1
+#define CT_HAS_itsme_mailbox_session_finish 1
+#define CT_HAS_itsme_mailbox_session_save 1
 #define CT_HAS_itsme_nato_word 1
 #define CT_HAS_itsme_window_of 1
 #define CT_HAS_itsme_voice_new 1
@@ -135,6 +147,14 @@
 #define CT_HAS_itsme_online_verify_reject 1
 #define CT_HAS_itsme_online_verify_share_profile 1
 #define CT_HAS_itsme_online_verify_peer_profile 1
+#define CT_HAS_itsme_online_verify_rendezvous_new 1
+#define CT_HAS_itsme_online_verify_rendezvous_free 1
+#define CT_HAS_itsme_online_verify_rendezvous_last_error 1
+#define CT_HAS_itsme_online_verify_rendezvous_room_count 1
+#define CT_HAS_itsme_online_verify_rendezvous_room 1
+#define CT_HAS_itsme_online_verify_rendezvous_session 1
+#define CT_HAS_itsme_online_verify_rendezvous_alone 1
+#define CT_HAS_itsme_online_verify_rendezvous_peer_joined 1
 #define CT_HAS_itsme_pin_update_new 1
 #define CT_HAS_itsme_pin_update_free 1
 #define CT_HAS_itsme_pin_update_last_error 1
@@ -304,7 +324,9 @@ static void ct_release_itsme_contact_list(void *h) { itsme_contact_list_free(h);
 static void ct_release_itsme_exchange(void *h) { itsme_exchange_free(h); }
 static void ct_release_itsme_identity(void *h) { itsme_identity_free(h); }
 static void ct_release_itsme_import(void *h) { itsme_import_free(h); }
+static void ct_release_itsme_mailbox_session(void *h) { itsme_mailbox_session_free(h); }
 static void ct_release_itsme_online_verify(void *h) { itsme_online_verify_free(h); }
+static void ct_release_itsme_online_verify_rendezvous(void *h) { itsme_online_verify_rendezvous_free(h); }
 static void ct_release_itsme_pin_update(void *h) { itsme_pin_update_free(h); }
 static void ct_release_itsme_profile(void *h) { itsme_profile_free(h); }
 static void ct_release_itsme_random(void *h) { itsme_random_free(h); }
@@ -705,6 +727,57 @@ struct args_itsme_exchange_is_inviter {
     const itsme_exchange * exchange;
 };
 #define FIXTURE_itsme_exchange_is_inviter(...) static void fixture_itsme_exchange_is_inviter(struct args_itsme_exchange_is_inviter *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_mailbox_session_new {
+    itsme_exchange * exchange;
+};
+#define FIXTURE_itsme_mailbox_session_new(...) static void fixture_itsme_mailbox_session_new(struct args_itsme_mailbox_session_new *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_mailbox_session_resume {
+    itsme_exchange * exchange;
+    const char * saved;
+};
+#define FIXTURE_itsme_mailbox_session_resume(...) static void fixture_itsme_mailbox_session_resume(struct args_itsme_mailbox_session_resume *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_mailbox_session_last_error {
+    const itsme_mailbox_session * session;
+};
+#define FIXTURE_itsme_mailbox_session_last_error(...) static void fixture_itsme_mailbox_session_last_error(struct args_itsme_mailbox_session_last_error *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_mailbox_session_begin {
+    itsme_mailbox_session * session;
+    uint32_t wait;
+};
+#define FIXTURE_itsme_mailbox_session_begin(...) static void fixture_itsme_mailbox_session_begin(struct args_itsme_mailbox_session_begin *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_mailbox_session_next_request {
+    itsme_mailbox_session * session;
+};
+#define FIXTURE_itsme_mailbox_session_next_request(...) static void fixture_itsme_mailbox_session_next_request(struct args_itsme_mailbox_session_next_request *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_mailbox_session_request_path {
+    const itsme_mailbox_session * session;
+};
+#define FIXTURE_itsme_mailbox_session_request_path(...) static void fixture_itsme_mailbox_session_request_path(struct args_itsme_mailbox_session_request_path *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_mailbox_session_request_body {
+    const itsme_mailbox_session * session;
+};
+#define FIXTURE_itsme_mailbox_session_request_body(...) static void fixture_itsme_mailbox_session_request_body(struct args_itsme_mailbox_session_request_body *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_mailbox_session_token {
+    const itsme_mailbox_session * session;
+};
+#define FIXTURE_itsme_mailbox_session_token(...) static void fixture_itsme_mailbox_session_token(struct args_itsme_mailbox_session_token *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_mailbox_session_answer {
+    itsme_mailbox_session * session;
+    uint32_t status;
+    const uint8_t * body;
+    size_t len;
+    int64_t now;
+};
+#define FIXTURE_itsme_mailbox_session_answer(...) static void fixture_itsme_mailbox_session_answer(struct args_itsme_mailbox_session_answer *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_mailbox_session_finish {
+    itsme_mailbox_session * session;
+    bool give_up;
+};
+#define FIXTURE_itsme_mailbox_session_finish(...)
+struct args_itsme_mailbox_session_save {
+    itsme_mailbox_session * session;
+};
+#define FIXTURE_itsme_mailbox_session_save(...) static void fixture_itsme_mailbox_session_save(struct args_itsme_mailbox_session_save *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_window_of {
     int64_t now;
 };
@@ -832,6 +905,41 @@ struct args_itsme_online_verify_peer_profile {
     const itsme_online_verify * session;
 };
 #define FIXTURE_itsme_online_verify_peer_profile(...) static void fixture_itsme_online_verify_peer_profile(struct args_itsme_online_verify_peer_profile *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_online_verify_rendezvous_new {
+    itsme_store * store;
+    int64_t contact_id;
+    itsme_random * rng;
+    int64_t now;
+};
+#define FIXTURE_itsme_online_verify_rendezvous_new(...) static void fixture_itsme_online_verify_rendezvous_new(struct args_itsme_online_verify_rendezvous_new *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_online_verify_rendezvous_last_error {
+    const itsme_online_verify_rendezvous * rendezvous;
+};
+#define FIXTURE_itsme_online_verify_rendezvous_last_error(...) static void fixture_itsme_online_verify_rendezvous_last_error(struct args_itsme_online_verify_rendezvous_last_error *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_online_verify_rendezvous_room_count {
+    const itsme_online_verify_rendezvous * rendezvous;
+};
+#define FIXTURE_itsme_online_verify_rendezvous_room_count(...) static void fixture_itsme_online_verify_rendezvous_room_count(struct args_itsme_online_verify_rendezvous_room_count *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_online_verify_rendezvous_room {
+    const itsme_online_verify_rendezvous * rendezvous;
+    size_t index;
+};
+#define FIXTURE_itsme_online_verify_rendezvous_room(...) static void fixture_itsme_online_verify_rendezvous_room(struct args_itsme_online_verify_rendezvous_room *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_online_verify_rendezvous_session {
+    itsme_online_verify_rendezvous * rendezvous;
+    size_t index;
+};
+#define FIXTURE_itsme_online_verify_rendezvous_session(...) static void fixture_itsme_online_verify_rendezvous_session(struct args_itsme_online_verify_rendezvous_session *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_online_verify_rendezvous_alone {
+    itsme_online_verify_rendezvous * rendezvous;
+    const char * room;
+};
+#define FIXTURE_itsme_online_verify_rendezvous_alone(...) static void fixture_itsme_online_verify_rendezvous_alone(struct args_itsme_online_verify_rendezvous_alone *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_online_verify_rendezvous_peer_joined {
+    itsme_online_verify_rendezvous * rendezvous;
+    const char * room;
+};
+#define FIXTURE_itsme_online_verify_rendezvous_peer_joined(...) static void fixture_itsme_online_verify_rendezvous_peer_joined(struct args_itsme_online_verify_rendezvous_peer_joined *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_pin_update_new {
     itsme_store * store;
     int64_t contact_id;
@@ -3782,6 +3890,339 @@ static const struct ct_param params_itsme_exchange_is_inviter[] = {
 static const struct ct_function function_itsme_exchange_is_inviter = {"itsme_exchange_is_inviter", 1, sizeof(struct args_itsme_exchange_is_inviter), params_itsme_exchange_is_inviter, 2, setup_itsme_exchange_is_inviter, mutate_itsme_exchange_is_inviter, invoke_itsme_exchange_is_inviter};
 static void run_itsme_exchange_is_inviter(const struct ct_check *c) { ct_run_result(&function_itsme_exchange_is_inviter, c); }
 
+/* itsme_mailbox_session_new */
+static void setup_itsme_mailbox_session_new(void *p, int live) {
+    struct args_itsme_mailbox_session_new *a = p;
+    (void)a;
+    a->exchange = live ? fx_itsme_exchange() : NULL;
+    if (live) fixture_itsme_mailbox_session_new(a);
+}
+static int mutate_itsme_mailbox_session_new(void *p, const struct ct_check *c) {
+    struct args_itsme_mailbox_session_new *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->exchange = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_mailbox_session_new(void *p, struct ct_outs *o) {
+    struct args_itsme_mailbox_session_new *a = p;
+    (void)a;
+    (void)o;
+    return itsme_mailbox_session_new(a->exchange, (itsme_mailbox_session **)o->ptr[1]);
+}
+static const struct ct_param params_itsme_mailbox_session_new[] = {
+    {"exchange", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_HANDLE, sizeof(void *), -1, -1, 0, ct_release_itsme_mailbox_session, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_mailbox_session_new = {"itsme_mailbox_session_new", 1, sizeof(struct args_itsme_mailbox_session_new), params_itsme_mailbox_session_new, 2, setup_itsme_mailbox_session_new, mutate_itsme_mailbox_session_new, invoke_itsme_mailbox_session_new};
+static void run_itsme_mailbox_session_new(const struct ct_check *c) { ct_run_result(&function_itsme_mailbox_session_new, c); }
+
+/* itsme_mailbox_session_resume */
+static void setup_itsme_mailbox_session_resume(void *p, int live) {
+    struct args_itsme_mailbox_session_resume *a = p;
+    (void)a;
+    a->exchange = live ? fx_itsme_exchange() : NULL;
+    a->saved = FX_TEXT;
+    if (live) fixture_itsme_mailbox_session_resume(a);
+}
+static int mutate_itsme_mailbox_session_resume(void *p, const struct ct_check *c) {
+    struct args_itsme_mailbox_session_resume *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->exchange = NULL; return 0;
+    case 1: ct_mutate_text(c, &a->saved); return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_mailbox_session_resume(void *p, struct ct_outs *o) {
+    struct args_itsme_mailbox_session_resume *a = p;
+    (void)a;
+    (void)o;
+    return itsme_mailbox_session_resume(a->exchange, a->saved, (itsme_mailbox_session **)o->ptr[2]);
+}
+static const struct ct_param params_itsme_mailbox_session_resume[] = {
+    {"exchange", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"saved", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_HANDLE, sizeof(void *), -1, -1, 0, ct_release_itsme_mailbox_session, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_mailbox_session_resume = {"itsme_mailbox_session_resume", 1, sizeof(struct args_itsme_mailbox_session_resume), params_itsme_mailbox_session_resume, 3, setup_itsme_mailbox_session_resume, mutate_itsme_mailbox_session_resume, invoke_itsme_mailbox_session_resume};
+static void run_itsme_mailbox_session_resume(const struct ct_check *c) { ct_run_result(&function_itsme_mailbox_session_resume, c); }
+
+/* itsme_mailbox_session_last_error */
+static void setup_itsme_mailbox_session_last_error(void *p, int live) {
+    struct args_itsme_mailbox_session_last_error *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_mailbox_session() : NULL;
+    if (live) fixture_itsme_mailbox_session_last_error(a);
+}
+static int mutate_itsme_mailbox_session_last_error(void *p, const struct ct_check *c) {
+    struct args_itsme_mailbox_session_last_error *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_mailbox_session_last_error(void *p, struct ct_outs *o) {
+    struct args_itsme_mailbox_session_last_error *a = p;
+    (void)a;
+    (void)o;
+    return itsme_mailbox_session_last_error(a->session, (char *)o->ptr[1], o->cap[2], (size_t *)o->ptr[3]);
+}
+static const struct ct_param params_itsme_mailbox_session_last_error[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"buf", CT_R_OUT_TEXT, 0, 2, 3, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_mailbox_session_last_error = {"itsme_mailbox_session_last_error", 1, sizeof(struct args_itsme_mailbox_session_last_error), params_itsme_mailbox_session_last_error, 4, setup_itsme_mailbox_session_last_error, mutate_itsme_mailbox_session_last_error, invoke_itsme_mailbox_session_last_error};
+static void run_itsme_mailbox_session_last_error(const struct ct_check *c) { ct_run_result(&function_itsme_mailbox_session_last_error, c); }
+
+/* itsme_mailbox_session_begin */
+static void setup_itsme_mailbox_session_begin(void *p, int live) {
+    struct args_itsme_mailbox_session_begin *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_mailbox_session() : NULL;
+    a->wait = 0;
+    if (live) fixture_itsme_mailbox_session_begin(a);
+}
+static int mutate_itsme_mailbox_session_begin(void *p, const struct ct_check *c) {
+    struct args_itsme_mailbox_session_begin *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_mailbox_session_begin(void *p, struct ct_outs *o) {
+    struct args_itsme_mailbox_session_begin *a = p;
+    (void)a;
+    (void)o;
+    return itsme_mailbox_session_begin(a->session, a->wait);
+}
+static const struct ct_param params_itsme_mailbox_session_begin[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"wait", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_mailbox_session_begin = {"itsme_mailbox_session_begin", 1, sizeof(struct args_itsme_mailbox_session_begin), params_itsme_mailbox_session_begin, 2, setup_itsme_mailbox_session_begin, mutate_itsme_mailbox_session_begin, invoke_itsme_mailbox_session_begin};
+static void run_itsme_mailbox_session_begin(const struct ct_check *c) { ct_run_result(&function_itsme_mailbox_session_begin, c); }
+
+/* itsme_mailbox_session_next_request */
+static void setup_itsme_mailbox_session_next_request(void *p, int live) {
+    struct args_itsme_mailbox_session_next_request *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_mailbox_session() : NULL;
+    if (live) fixture_itsme_mailbox_session_next_request(a);
+}
+static int mutate_itsme_mailbox_session_next_request(void *p, const struct ct_check *c) {
+    struct args_itsme_mailbox_session_next_request *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_mailbox_session_next_request(void *p, struct ct_outs *o) {
+    struct args_itsme_mailbox_session_next_request *a = p;
+    (void)a;
+    (void)o;
+    return itsme_mailbox_session_next_request(a->session, (itsme_mailbox_request *)o->ptr[1]);
+}
+static const struct ct_param params_itsme_mailbox_session_next_request[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_request", CT_R_OUT_VALUE, sizeof(itsme_mailbox_request), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_mailbox_session_next_request = {"itsme_mailbox_session_next_request", 1, sizeof(struct args_itsme_mailbox_session_next_request), params_itsme_mailbox_session_next_request, 2, setup_itsme_mailbox_session_next_request, mutate_itsme_mailbox_session_next_request, invoke_itsme_mailbox_session_next_request};
+static void run_itsme_mailbox_session_next_request(const struct ct_check *c) { ct_run_result(&function_itsme_mailbox_session_next_request, c); }
+
+/* itsme_mailbox_session_request_path */
+static void setup_itsme_mailbox_session_request_path(void *p, int live) {
+    struct args_itsme_mailbox_session_request_path *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_mailbox_session() : NULL;
+    if (live) fixture_itsme_mailbox_session_request_path(a);
+}
+static int mutate_itsme_mailbox_session_request_path(void *p, const struct ct_check *c) {
+    struct args_itsme_mailbox_session_request_path *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_mailbox_session_request_path(void *p, struct ct_outs *o) {
+    struct args_itsme_mailbox_session_request_path *a = p;
+    (void)a;
+    (void)o;
+    return itsme_mailbox_session_request_path(a->session, (char *)o->ptr[1], o->cap[2], (size_t *)o->ptr[3]);
+}
+static const struct ct_param params_itsme_mailbox_session_request_path[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_TEXT, 0, 2, 3, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_mailbox_session_request_path = {"itsme_mailbox_session_request_path", 1, sizeof(struct args_itsme_mailbox_session_request_path), params_itsme_mailbox_session_request_path, 4, setup_itsme_mailbox_session_request_path, mutate_itsme_mailbox_session_request_path, invoke_itsme_mailbox_session_request_path};
+static void run_itsme_mailbox_session_request_path(const struct ct_check *c) { ct_run_result(&function_itsme_mailbox_session_request_path, c); }
+
+/* itsme_mailbox_session_request_body */
+static void setup_itsme_mailbox_session_request_body(void *p, int live) {
+    struct args_itsme_mailbox_session_request_body *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_mailbox_session() : NULL;
+    if (live) fixture_itsme_mailbox_session_request_body(a);
+}
+static int mutate_itsme_mailbox_session_request_body(void *p, const struct ct_check *c) {
+    struct args_itsme_mailbox_session_request_body *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_mailbox_session_request_body(void *p, struct ct_outs *o) {
+    struct args_itsme_mailbox_session_request_body *a = p;
+    (void)a;
+    (void)o;
+    return itsme_mailbox_session_request_body(a->session, (uint8_t *)o->ptr[1], o->cap[2], (size_t *)o->ptr[3]);
+}
+static const struct ct_param params_itsme_mailbox_session_request_body[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_BYTES, 0, 2, 3, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_mailbox_session_request_body = {"itsme_mailbox_session_request_body", 1, sizeof(struct args_itsme_mailbox_session_request_body), params_itsme_mailbox_session_request_body, 4, setup_itsme_mailbox_session_request_body, mutate_itsme_mailbox_session_request_body, invoke_itsme_mailbox_session_request_body};
+static void run_itsme_mailbox_session_request_body(const struct ct_check *c) { ct_run_result(&function_itsme_mailbox_session_request_body, c); }
+
+/* itsme_mailbox_session_token */
+static void setup_itsme_mailbox_session_token(void *p, int live) {
+    struct args_itsme_mailbox_session_token *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_mailbox_session() : NULL;
+    if (live) fixture_itsme_mailbox_session_token(a);
+}
+static int mutate_itsme_mailbox_session_token(void *p, const struct ct_check *c) {
+    struct args_itsme_mailbox_session_token *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_mailbox_session_token(void *p, struct ct_outs *o) {
+    struct args_itsme_mailbox_session_token *a = p;
+    (void)a;
+    (void)o;
+    return itsme_mailbox_session_token(a->session, (char *)o->ptr[1], o->cap[2], (size_t *)o->ptr[3]);
+}
+static const struct ct_param params_itsme_mailbox_session_token[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_TEXT, 0, 2, 3, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_mailbox_session_token = {"itsme_mailbox_session_token", 1, sizeof(struct args_itsme_mailbox_session_token), params_itsme_mailbox_session_token, 4, setup_itsme_mailbox_session_token, mutate_itsme_mailbox_session_token, invoke_itsme_mailbox_session_token};
+static void run_itsme_mailbox_session_token(const struct ct_check *c) { ct_run_result(&function_itsme_mailbox_session_token, c); }
+
+/* itsme_mailbox_session_answer */
+static void setup_itsme_mailbox_session_answer(void *p, int live) {
+    struct args_itsme_mailbox_session_answer *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_mailbox_session() : NULL;
+    a->status = 0;
+    a->body = fx_bytes;
+    a->len = 32;
+    a->now = FX_NOW;
+    if (live) fixture_itsme_mailbox_session_answer(a);
+}
+static int mutate_itsme_mailbox_session_answer(void *p, const struct ct_check *c) {
+    struct args_itsme_mailbox_session_answer *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    case 2: if (c->kind == CT_NULL) a->body = NULL; return a->len == 0;
+    case 4: ct_mutate_time(c, &a->now); return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_mailbox_session_answer(void *p, struct ct_outs *o) {
+    struct args_itsme_mailbox_session_answer *a = p;
+    (void)a;
+    (void)o;
+    return itsme_mailbox_session_answer(a->session, a->status, a->body, a->len, a->now, (itsme_mailbox_outcome *)o->ptr[5]);
+}
+static const struct ct_param params_itsme_mailbox_session_answer[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"status", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"body", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_outcome", CT_R_OUT_VALUE, sizeof(itsme_mailbox_outcome), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_mailbox_session_answer = {"itsme_mailbox_session_answer", 1, sizeof(struct args_itsme_mailbox_session_answer), params_itsme_mailbox_session_answer, 6, setup_itsme_mailbox_session_answer, mutate_itsme_mailbox_session_answer, invoke_itsme_mailbox_session_answer};
+static void run_itsme_mailbox_session_answer(const struct ct_check *c) { ct_run_result(&function_itsme_mailbox_session_answer, c); }
+
+/* itsme_mailbox_session_finish */
+static void setup_itsme_mailbox_session_finish(void *p, int live) {
+    struct args_itsme_mailbox_session_finish *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_mailbox_session() : NULL;
+    a->give_up = 0;
+    (void)live;
+}
+static int mutate_itsme_mailbox_session_finish(void *p, const struct ct_check *c) {
+    struct args_itsme_mailbox_session_finish *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_mailbox_session_finish(void *p, struct ct_outs *o) {
+    struct args_itsme_mailbox_session_finish *a = p;
+    (void)a;
+    (void)o;
+    return itsme_mailbox_session_finish(a->session, a->give_up);
+}
+static const struct ct_param params_itsme_mailbox_session_finish[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"give_up", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_mailbox_session_finish = {"itsme_mailbox_session_finish", 0, sizeof(struct args_itsme_mailbox_session_finish), params_itsme_mailbox_session_finish, 2, setup_itsme_mailbox_session_finish, mutate_itsme_mailbox_session_finish, invoke_itsme_mailbox_session_finish};
+static void run_itsme_mailbox_session_finish(const struct ct_check *c) { ct_run_result(&function_itsme_mailbox_session_finish, c); }
+
+/* itsme_mailbox_session_save */
+static void setup_itsme_mailbox_session_save(void *p, int live) {
+    struct args_itsme_mailbox_session_save *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_mailbox_session() : NULL;
+    if (live) fixture_itsme_mailbox_session_save(a);
+}
+static int mutate_itsme_mailbox_session_save(void *p, const struct ct_check *c) {
+    struct args_itsme_mailbox_session_save *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_mailbox_session_save(void *p, struct ct_outs *o) {
+    struct args_itsme_mailbox_session_save *a = p;
+    (void)a;
+    (void)o;
+    return itsme_mailbox_session_save(a->session, (char *)o->ptr[1], o->cap[2], (size_t *)o->ptr[3]);
+}
+static const struct ct_param params_itsme_mailbox_session_save[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_TEXT, 0, 2, 3, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_mailbox_session_save = {"itsme_mailbox_session_save", 1, sizeof(struct args_itsme_mailbox_session_save), params_itsme_mailbox_session_save, 4, setup_itsme_mailbox_session_save, mutate_itsme_mailbox_session_save, invoke_itsme_mailbox_session_save};
+static void run_itsme_mailbox_session_save(const struct ct_check *c) { ct_run_result(&function_itsme_mailbox_session_save, c); }
+
 /* itsme_window_of */
 static void setup_itsme_window_of(void *p, int live) {
     struct args_itsme_window_of *a = p;
@@ -4574,6 +5015,223 @@ static const struct ct_param params_itsme_online_verify_peer_profile[] = {
 };
 static const struct ct_function function_itsme_online_verify_peer_profile = {"itsme_online_verify_peer_profile", 1, sizeof(struct args_itsme_online_verify_peer_profile), params_itsme_online_verify_peer_profile, 4, setup_itsme_online_verify_peer_profile, mutate_itsme_online_verify_peer_profile, invoke_itsme_online_verify_peer_profile};
 static void run_itsme_online_verify_peer_profile(const struct ct_check *c) { ct_run_result(&function_itsme_online_verify_peer_profile, c); }
+
+/* itsme_online_verify_rendezvous_new */
+static void setup_itsme_online_verify_rendezvous_new(void *p, int live) {
+    struct args_itsme_online_verify_rendezvous_new *a = p;
+    (void)a;
+    a->store = live ? fx_itsme_store() : NULL;
+    a->contact_id = 0;
+    a->rng = live ? fx_itsme_random() : NULL;
+    a->now = FX_NOW;
+    if (live) fixture_itsme_online_verify_rendezvous_new(a);
+}
+static int mutate_itsme_online_verify_rendezvous_new(void *p, const struct ct_check *c) {
+    struct args_itsme_online_verify_rendezvous_new *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->store = NULL; return 0;
+    case 2: if (c->kind == CT_NULL) a->rng = NULL; return 0;
+    case 3: ct_mutate_time(c, &a->now); return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_online_verify_rendezvous_new(void *p, struct ct_outs *o) {
+    struct args_itsme_online_verify_rendezvous_new *a = p;
+    (void)a;
+    (void)o;
+    return itsme_online_verify_rendezvous_new(a->store, a->contact_id, a->rng, a->now, (itsme_online_verify_rendezvous **)o->ptr[4]);
+}
+static const struct ct_param params_itsme_online_verify_rendezvous_new[] = {
+    {"store", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"contact_id", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"rng", CT_R_HANDLE, 0, -1, -1, 0, NULL, 1, ITSME_E_INVALID_ARGUMENT},
+    {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_HANDLE, sizeof(void *), -1, -1, 0, ct_release_itsme_online_verify_rendezvous, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_online_verify_rendezvous_new = {"itsme_online_verify_rendezvous_new", 1, sizeof(struct args_itsme_online_verify_rendezvous_new), params_itsme_online_verify_rendezvous_new, 5, setup_itsme_online_verify_rendezvous_new, mutate_itsme_online_verify_rendezvous_new, invoke_itsme_online_verify_rendezvous_new};
+static void run_itsme_online_verify_rendezvous_new(const struct ct_check *c) { ct_run_result(&function_itsme_online_verify_rendezvous_new, c); }
+
+/* itsme_online_verify_rendezvous_last_error */
+static void setup_itsme_online_verify_rendezvous_last_error(void *p, int live) {
+    struct args_itsme_online_verify_rendezvous_last_error *a = p;
+    (void)a;
+    a->rendezvous = live ? fx_itsme_online_verify_rendezvous() : NULL;
+    if (live) fixture_itsme_online_verify_rendezvous_last_error(a);
+}
+static int mutate_itsme_online_verify_rendezvous_last_error(void *p, const struct ct_check *c) {
+    struct args_itsme_online_verify_rendezvous_last_error *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rendezvous = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_online_verify_rendezvous_last_error(void *p, struct ct_outs *o) {
+    struct args_itsme_online_verify_rendezvous_last_error *a = p;
+    (void)a;
+    (void)o;
+    return itsme_online_verify_rendezvous_last_error(a->rendezvous, (char *)o->ptr[1], o->cap[2], (size_t *)o->ptr[3]);
+}
+static const struct ct_param params_itsme_online_verify_rendezvous_last_error[] = {
+    {"rendezvous", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"buf", CT_R_OUT_TEXT, 0, 2, 3, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_online_verify_rendezvous_last_error = {"itsme_online_verify_rendezvous_last_error", 1, sizeof(struct args_itsme_online_verify_rendezvous_last_error), params_itsme_online_verify_rendezvous_last_error, 4, setup_itsme_online_verify_rendezvous_last_error, mutate_itsme_online_verify_rendezvous_last_error, invoke_itsme_online_verify_rendezvous_last_error};
+static void run_itsme_online_verify_rendezvous_last_error(const struct ct_check *c) { ct_run_result(&function_itsme_online_verify_rendezvous_last_error, c); }
+
+/* itsme_online_verify_rendezvous_room_count */
+static void setup_itsme_online_verify_rendezvous_room_count(void *p, int live) {
+    struct args_itsme_online_verify_rendezvous_room_count *a = p;
+    (void)a;
+    a->rendezvous = live ? fx_itsme_online_verify_rendezvous() : NULL;
+    if (live) fixture_itsme_online_verify_rendezvous_room_count(a);
+}
+static int mutate_itsme_online_verify_rendezvous_room_count(void *p, const struct ct_check *c) {
+    struct args_itsme_online_verify_rendezvous_room_count *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rendezvous = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_online_verify_rendezvous_room_count(void *p, struct ct_outs *o) {
+    struct args_itsme_online_verify_rendezvous_room_count *a = p;
+    (void)a;
+    (void)o;
+    return itsme_online_verify_rendezvous_room_count(a->rendezvous, (size_t *)o->ptr[1]);
+}
+static const struct ct_param params_itsme_online_verify_rendezvous_room_count[] = {
+    {"rendezvous", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_count", CT_R_OUT_VALUE, sizeof(size_t), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_online_verify_rendezvous_room_count = {"itsme_online_verify_rendezvous_room_count", 1, sizeof(struct args_itsme_online_verify_rendezvous_room_count), params_itsme_online_verify_rendezvous_room_count, 2, setup_itsme_online_verify_rendezvous_room_count, mutate_itsme_online_verify_rendezvous_room_count, invoke_itsme_online_verify_rendezvous_room_count};
+static void run_itsme_online_verify_rendezvous_room_count(const struct ct_check *c) { ct_run_result(&function_itsme_online_verify_rendezvous_room_count, c); }
+
+/* itsme_online_verify_rendezvous_room */
+static void setup_itsme_online_verify_rendezvous_room(void *p, int live) {
+    struct args_itsme_online_verify_rendezvous_room *a = p;
+    (void)a;
+    a->rendezvous = live ? fx_itsme_online_verify_rendezvous() : NULL;
+    a->index = 0;
+    if (live) fixture_itsme_online_verify_rendezvous_room(a);
+}
+static int mutate_itsme_online_verify_rendezvous_room(void *p, const struct ct_check *c) {
+    struct args_itsme_online_verify_rendezvous_room *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rendezvous = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_online_verify_rendezvous_room(void *p, struct ct_outs *o) {
+    struct args_itsme_online_verify_rendezvous_room *a = p;
+    (void)a;
+    (void)o;
+    return itsme_online_verify_rendezvous_room(a->rendezvous, a->index, (char *)o->ptr[2], o->cap[3], (size_t *)o->ptr[4]);
+}
+static const struct ct_param params_itsme_online_verify_rendezvous_room[] = {
+    {"rendezvous", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"index", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_TEXT, 0, 3, 4, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_online_verify_rendezvous_room = {"itsme_online_verify_rendezvous_room", 1, sizeof(struct args_itsme_online_verify_rendezvous_room), params_itsme_online_verify_rendezvous_room, 5, setup_itsme_online_verify_rendezvous_room, mutate_itsme_online_verify_rendezvous_room, invoke_itsme_online_verify_rendezvous_room};
+static void run_itsme_online_verify_rendezvous_room(const struct ct_check *c) { ct_run_result(&function_itsme_online_verify_rendezvous_room, c); }
+
+/* itsme_online_verify_rendezvous_session */
+static void setup_itsme_online_verify_rendezvous_session(void *p, int live) {
+    struct args_itsme_online_verify_rendezvous_session *a = p;
+    (void)a;
+    a->rendezvous = live ? fx_itsme_online_verify_rendezvous() : NULL;
+    a->index = 0;
+    if (live) fixture_itsme_online_verify_rendezvous_session(a);
+}
+static int mutate_itsme_online_verify_rendezvous_session(void *p, const struct ct_check *c) {
+    struct args_itsme_online_verify_rendezvous_session *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rendezvous = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_online_verify_rendezvous_session(void *p, struct ct_outs *o) {
+    struct args_itsme_online_verify_rendezvous_session *a = p;
+    (void)a;
+    (void)o;
+    return itsme_online_verify_rendezvous_session(a->rendezvous, a->index, (itsme_online_verify **)o->ptr[2]);
+}
+static const struct ct_param params_itsme_online_verify_rendezvous_session[] = {
+    {"rendezvous", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"index", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_session", CT_R_OUT_HANDLE, sizeof(void *), -1, -1, 0, ct_release_itsme_online_verify, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_online_verify_rendezvous_session = {"itsme_online_verify_rendezvous_session", 1, sizeof(struct args_itsme_online_verify_rendezvous_session), params_itsme_online_verify_rendezvous_session, 3, setup_itsme_online_verify_rendezvous_session, mutate_itsme_online_verify_rendezvous_session, invoke_itsme_online_verify_rendezvous_session};
+static void run_itsme_online_verify_rendezvous_session(const struct ct_check *c) { ct_run_result(&function_itsme_online_verify_rendezvous_session, c); }
+
+/* itsme_online_verify_rendezvous_alone */
+static void setup_itsme_online_verify_rendezvous_alone(void *p, int live) {
+    struct args_itsme_online_verify_rendezvous_alone *a = p;
+    (void)a;
+    a->rendezvous = live ? fx_itsme_online_verify_rendezvous() : NULL;
+    a->room = FX_TEXT;
+    if (live) fixture_itsme_online_verify_rendezvous_alone(a);
+}
+static int mutate_itsme_online_verify_rendezvous_alone(void *p, const struct ct_check *c) {
+    struct args_itsme_online_verify_rendezvous_alone *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rendezvous = NULL; return 0;
+    case 1: ct_mutate_text(c, &a->room); return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_online_verify_rendezvous_alone(void *p, struct ct_outs *o) {
+    struct args_itsme_online_verify_rendezvous_alone *a = p;
+    (void)a;
+    (void)o;
+    return itsme_online_verify_rendezvous_alone(a->rendezvous, a->room);
+}
+static const struct ct_param params_itsme_online_verify_rendezvous_alone[] = {
+    {"rendezvous", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"room", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_online_verify_rendezvous_alone = {"itsme_online_verify_rendezvous_alone", 1, sizeof(struct args_itsme_online_verify_rendezvous_alone), params_itsme_online_verify_rendezvous_alone, 2, setup_itsme_online_verify_rendezvous_alone, mutate_itsme_online_verify_rendezvous_alone, invoke_itsme_online_verify_rendezvous_alone};
+static void run_itsme_online_verify_rendezvous_alone(const struct ct_check *c) { ct_run_result(&function_itsme_online_verify_rendezvous_alone, c); }
+
+/* itsme_online_verify_rendezvous_peer_joined */
+static void setup_itsme_online_verify_rendezvous_peer_joined(void *p, int live) {
+    struct args_itsme_online_verify_rendezvous_peer_joined *a = p;
+    (void)a;
+    a->rendezvous = live ? fx_itsme_online_verify_rendezvous() : NULL;
+    a->room = FX_TEXT;
+    if (live) fixture_itsme_online_verify_rendezvous_peer_joined(a);
+}
+static int mutate_itsme_online_verify_rendezvous_peer_joined(void *p, const struct ct_check *c) {
+    struct args_itsme_online_verify_rendezvous_peer_joined *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rendezvous = NULL; return 0;
+    case 1: ct_mutate_text(c, &a->room); return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_online_verify_rendezvous_peer_joined(void *p, struct ct_outs *o) {
+    struct args_itsme_online_verify_rendezvous_peer_joined *a = p;
+    (void)a;
+    (void)o;
+    return itsme_online_verify_rendezvous_peer_joined(a->rendezvous, a->room, (itsme_online_verify **)o->ptr[2]);
+}
+static const struct ct_param params_itsme_online_verify_rendezvous_peer_joined[] = {
+    {"rendezvous", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"room", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_session", CT_R_OUT_HANDLE, sizeof(void *), -1, -1, 0, ct_release_itsme_online_verify, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_online_verify_rendezvous_peer_joined = {"itsme_online_verify_rendezvous_peer_joined", 1, sizeof(struct args_itsme_online_verify_rendezvous_peer_joined), params_itsme_online_verify_rendezvous_peer_joined, 3, setup_itsme_online_verify_rendezvous_peer_joined, mutate_itsme_online_verify_rendezvous_peer_joined, invoke_itsme_online_verify_rendezvous_peer_joined};
+static void run_itsme_online_verify_rendezvous_peer_joined(const struct ct_check *c) { ct_run_result(&function_itsme_online_verify_rendezvous_peer_joined, c); }
 
 /* itsme_pin_update_new */
 static void setup_itsme_pin_update_new(void *p, int live) {
@@ -7123,6 +7781,17 @@ static void run_itsme_exchange_free(const struct ct_check *c) {
     itsme_exchange_free(h);
 }
 
+/* itsme_mailbox_session_free */
+static void run_itsme_mailbox_session_free(const struct ct_check *c) {
+    if (c->kind == CT_RELEASE_NULL) {
+        itsme_mailbox_session_free(NULL);
+        return;
+    }
+    itsme_mailbox_session *h = fx_itsme_mailbox_session();
+    if (!h) exit(77); /* no handle of this type in this build */
+    itsme_mailbox_session_free(h);
+}
+
 /* itsme_nato_word */
 static void run_itsme_nato_word(const struct ct_check *c) {
     (void)c;
@@ -7150,6 +7819,17 @@ static void run_itsme_online_verify_free(const struct ct_check *c) {
     itsme_online_verify *h = fx_itsme_online_verify();
     if (!h) exit(77); /* no handle of this type in this build */
     itsme_online_verify_free(h);
+}
+
+/* itsme_online_verify_rendezvous_free */
+static void run_itsme_online_verify_rendezvous_free(const struct ct_check *c) {
+    if (c->kind == CT_RELEASE_NULL) {
+        itsme_online_verify_rendezvous_free(NULL);
+        return;
+    }
+    itsme_online_verify_rendezvous *h = fx_itsme_online_verify_rendezvous();
+    if (!h) exit(77); /* no handle of this type in this build */
+    itsme_online_verify_rendezvous_free(h);
 }
 
 /* itsme_pin_update_free */
@@ -8018,6 +8698,67 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_exchange_is_inviter", "itsme_exchange_is_inviter: exchange NULL", run_itsme_exchange_is_inviter, {CT_NULL, 0}},
     {"itsme_exchange_is_inviter", "itsme_exchange_is_inviter: out_inviter NULL", run_itsme_exchange_is_inviter, {CT_NULL, 1}},
     {"itsme_exchange_is_inviter", "itsme_exchange_is_inviter: success", run_itsme_exchange_is_inviter, {CT_SUCCESS, -1}},
+    {"itsme_mailbox_session_new", "itsme_mailbox_session_new: before itsme_init", run_itsme_mailbox_session_new, {CT_BEFORE_INIT, -1}},
+    {"itsme_mailbox_session_new", "itsme_mailbox_session_new: exchange NULL", run_itsme_mailbox_session_new, {CT_NULL, 0}},
+    {"itsme_mailbox_session_new", "itsme_mailbox_session_new: out NULL", run_itsme_mailbox_session_new, {CT_NULL, 1}},
+    {"itsme_mailbox_session_new", "itsme_mailbox_session_new: success", run_itsme_mailbox_session_new, {CT_SUCCESS, -1}},
+    {"itsme_mailbox_session_resume", "itsme_mailbox_session_resume: before itsme_init", run_itsme_mailbox_session_resume, {CT_BEFORE_INIT, -1}},
+    {"itsme_mailbox_session_resume", "itsme_mailbox_session_resume: exchange NULL", run_itsme_mailbox_session_resume, {CT_NULL, 0}},
+    {"itsme_mailbox_session_resume", "itsme_mailbox_session_resume: saved NULL", run_itsme_mailbox_session_resume, {CT_NULL, 1}},
+    {"itsme_mailbox_session_resume", "itsme_mailbox_session_resume: out NULL", run_itsme_mailbox_session_resume, {CT_NULL, 2}},
+    {"itsme_mailbox_session_resume", "itsme_mailbox_session_resume: saved not UTF-8", run_itsme_mailbox_session_resume, {CT_BAD_UTF8, 1}},
+    {"itsme_mailbox_session_resume", "itsme_mailbox_session_resume: saved longer than ITSME_TEXT_MAX", run_itsme_mailbox_session_resume, {CT_LONG_TEXT, 1}},
+    {"itsme_mailbox_session_resume", "itsme_mailbox_session_resume: success", run_itsme_mailbox_session_resume, {CT_SUCCESS, -1}},
+    {"itsme_mailbox_session_last_error", "itsme_mailbox_session_last_error: session NULL", run_itsme_mailbox_session_last_error, {CT_NULL, 0}},
+    {"itsme_mailbox_session_last_error", "itsme_mailbox_session_last_error: buf NULL", run_itsme_mailbox_session_last_error, {CT_NULL, 1}},
+    {"itsme_mailbox_session_last_error", "itsme_mailbox_session_last_error: out_len NULL", run_itsme_mailbox_session_last_error, {CT_NULL, 3}},
+    {"itsme_mailbox_session_last_error", "itsme_mailbox_session_last_error: buf size query", run_itsme_mailbox_session_last_error, {CT_SIZE_QUERY, 1}},
+    {"itsme_mailbox_session_last_error", "itsme_mailbox_session_last_error: buf cap - 1", run_itsme_mailbox_session_last_error, {CT_SHORT, 1}},
+    {"itsme_mailbox_session_last_error", "itsme_mailbox_session_last_error: success with the exact cap", run_itsme_mailbox_session_last_error, {CT_SUCCESS, -1}},
+    {"itsme_mailbox_session_begin", "itsme_mailbox_session_begin: before itsme_init", run_itsme_mailbox_session_begin, {CT_BEFORE_INIT, -1}},
+    {"itsme_mailbox_session_begin", "itsme_mailbox_session_begin: session NULL", run_itsme_mailbox_session_begin, {CT_NULL, 0}},
+    {"itsme_mailbox_session_begin", "itsme_mailbox_session_begin: success", run_itsme_mailbox_session_begin, {CT_SUCCESS, -1}},
+    {"itsme_mailbox_session_next_request", "itsme_mailbox_session_next_request: before itsme_init", run_itsme_mailbox_session_next_request, {CT_BEFORE_INIT, -1}},
+    {"itsme_mailbox_session_next_request", "itsme_mailbox_session_next_request: session NULL", run_itsme_mailbox_session_next_request, {CT_NULL, 0}},
+    {"itsme_mailbox_session_next_request", "itsme_mailbox_session_next_request: out_request NULL", run_itsme_mailbox_session_next_request, {CT_NULL, 1}},
+    {"itsme_mailbox_session_next_request", "itsme_mailbox_session_next_request: success", run_itsme_mailbox_session_next_request, {CT_SUCCESS, -1}},
+    {"itsme_mailbox_session_request_path", "itsme_mailbox_session_request_path: before itsme_init", run_itsme_mailbox_session_request_path, {CT_BEFORE_INIT, -1}},
+    {"itsme_mailbox_session_request_path", "itsme_mailbox_session_request_path: session NULL", run_itsme_mailbox_session_request_path, {CT_NULL, 0}},
+    {"itsme_mailbox_session_request_path", "itsme_mailbox_session_request_path: out NULL", run_itsme_mailbox_session_request_path, {CT_NULL, 1}},
+    {"itsme_mailbox_session_request_path", "itsme_mailbox_session_request_path: out_len NULL", run_itsme_mailbox_session_request_path, {CT_NULL, 3}},
+    {"itsme_mailbox_session_request_path", "itsme_mailbox_session_request_path: out size query", run_itsme_mailbox_session_request_path, {CT_SIZE_QUERY, 1}},
+    {"itsme_mailbox_session_request_path", "itsme_mailbox_session_request_path: out cap - 1", run_itsme_mailbox_session_request_path, {CT_SHORT, 1}},
+    {"itsme_mailbox_session_request_path", "itsme_mailbox_session_request_path: success with the exact cap", run_itsme_mailbox_session_request_path, {CT_SUCCESS, -1}},
+    {"itsme_mailbox_session_request_body", "itsme_mailbox_session_request_body: before itsme_init", run_itsme_mailbox_session_request_body, {CT_BEFORE_INIT, -1}},
+    {"itsme_mailbox_session_request_body", "itsme_mailbox_session_request_body: session NULL", run_itsme_mailbox_session_request_body, {CT_NULL, 0}},
+    {"itsme_mailbox_session_request_body", "itsme_mailbox_session_request_body: out NULL", run_itsme_mailbox_session_request_body, {CT_NULL, 1}},
+    {"itsme_mailbox_session_request_body", "itsme_mailbox_session_request_body: out_len NULL", run_itsme_mailbox_session_request_body, {CT_NULL, 3}},
+    {"itsme_mailbox_session_request_body", "itsme_mailbox_session_request_body: out size query", run_itsme_mailbox_session_request_body, {CT_SIZE_QUERY, 1}},
+    {"itsme_mailbox_session_request_body", "itsme_mailbox_session_request_body: out cap - 1", run_itsme_mailbox_session_request_body, {CT_SHORT, 1}},
+    {"itsme_mailbox_session_request_body", "itsme_mailbox_session_request_body: success with the exact cap", run_itsme_mailbox_session_request_body, {CT_SUCCESS, -1}},
+    {"itsme_mailbox_session_token", "itsme_mailbox_session_token: before itsme_init", run_itsme_mailbox_session_token, {CT_BEFORE_INIT, -1}},
+    {"itsme_mailbox_session_token", "itsme_mailbox_session_token: session NULL", run_itsme_mailbox_session_token, {CT_NULL, 0}},
+    {"itsme_mailbox_session_token", "itsme_mailbox_session_token: out NULL", run_itsme_mailbox_session_token, {CT_NULL, 1}},
+    {"itsme_mailbox_session_token", "itsme_mailbox_session_token: out_len NULL", run_itsme_mailbox_session_token, {CT_NULL, 3}},
+    {"itsme_mailbox_session_token", "itsme_mailbox_session_token: out size query", run_itsme_mailbox_session_token, {CT_SIZE_QUERY, 1}},
+    {"itsme_mailbox_session_token", "itsme_mailbox_session_token: out cap - 1", run_itsme_mailbox_session_token, {CT_SHORT, 1}},
+    {"itsme_mailbox_session_token", "itsme_mailbox_session_token: success with the exact cap", run_itsme_mailbox_session_token, {CT_SUCCESS, -1}},
+    {"itsme_mailbox_session_answer", "itsme_mailbox_session_answer: before itsme_init", run_itsme_mailbox_session_answer, {CT_BEFORE_INIT, -1}},
+    {"itsme_mailbox_session_answer", "itsme_mailbox_session_answer: session NULL", run_itsme_mailbox_session_answer, {CT_NULL, 0}},
+    {"itsme_mailbox_session_answer", "itsme_mailbox_session_answer: body NULL", run_itsme_mailbox_session_answer, {CT_NULL, 2}},
+    {"itsme_mailbox_session_answer", "itsme_mailbox_session_answer: out_outcome NULL", run_itsme_mailbox_session_answer, {CT_NULL, 5}},
+    {"itsme_mailbox_session_answer", "itsme_mailbox_session_answer: now below 0", run_itsme_mailbox_session_answer, {CT_TIME_NEGATIVE, 4}},
+    {"itsme_mailbox_session_answer", "itsme_mailbox_session_answer: now after 9999", run_itsme_mailbox_session_answer, {CT_TIME_AFTER_9999, 4}},
+    {"itsme_mailbox_session_answer", "itsme_mailbox_session_answer: success", run_itsme_mailbox_session_answer, {CT_SUCCESS, -1}},
+    {"itsme_mailbox_session_finish", "itsme_mailbox_session_finish: before itsme_init", run_itsme_mailbox_session_finish, {CT_BEFORE_INIT, -1}},
+    {"itsme_mailbox_session_finish", "itsme_mailbox_session_finish: session NULL", run_itsme_mailbox_session_finish, {CT_NULL, 0}},
+    {"itsme_mailbox_session_save", "itsme_mailbox_session_save: before itsme_init", run_itsme_mailbox_session_save, {CT_BEFORE_INIT, -1}},
+    {"itsme_mailbox_session_save", "itsme_mailbox_session_save: session NULL", run_itsme_mailbox_session_save, {CT_NULL, 0}},
+    {"itsme_mailbox_session_save", "itsme_mailbox_session_save: out NULL", run_itsme_mailbox_session_save, {CT_NULL, 1}},
+    {"itsme_mailbox_session_save", "itsme_mailbox_session_save: out_len NULL", run_itsme_mailbox_session_save, {CT_NULL, 3}},
+    {"itsme_mailbox_session_save", "itsme_mailbox_session_save: out size query", run_itsme_mailbox_session_save, {CT_SIZE_QUERY, 1}},
+    {"itsme_mailbox_session_save", "itsme_mailbox_session_save: out cap - 1", run_itsme_mailbox_session_save, {CT_SHORT, 1}},
+    {"itsme_mailbox_session_save", "itsme_mailbox_session_save: success with the exact cap", run_itsme_mailbox_session_save, {CT_SUCCESS, -1}},
     {"itsme_window_of", "itsme_window_of: before itsme_init", run_itsme_window_of, {CT_BEFORE_INIT, -1}},
     {"itsme_window_of", "itsme_window_of: out_window NULL", run_itsme_window_of, {CT_NULL, 1}},
     {"itsme_window_of", "itsme_window_of: now below 0", run_itsme_window_of, {CT_TIME_NEGATIVE, 0}},
@@ -8167,6 +8908,47 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_online_verify_peer_profile", "itsme_online_verify_peer_profile: out size query", run_itsme_online_verify_peer_profile, {CT_SIZE_QUERY, 1}},
     {"itsme_online_verify_peer_profile", "itsme_online_verify_peer_profile: out cap - 1", run_itsme_online_verify_peer_profile, {CT_SHORT, 1}},
     {"itsme_online_verify_peer_profile", "itsme_online_verify_peer_profile: success with the exact cap", run_itsme_online_verify_peer_profile, {CT_SUCCESS, -1}},
+    {"itsme_online_verify_rendezvous_new", "itsme_online_verify_rendezvous_new: before itsme_init", run_itsme_online_verify_rendezvous_new, {CT_BEFORE_INIT, -1}},
+    {"itsme_online_verify_rendezvous_new", "itsme_online_verify_rendezvous_new: store NULL", run_itsme_online_verify_rendezvous_new, {CT_NULL, 0}},
+    {"itsme_online_verify_rendezvous_new", "itsme_online_verify_rendezvous_new: rng NULL", run_itsme_online_verify_rendezvous_new, {CT_NULL, 2}},
+    {"itsme_online_verify_rendezvous_new", "itsme_online_verify_rendezvous_new: out NULL", run_itsme_online_verify_rendezvous_new, {CT_NULL, 4}},
+    {"itsme_online_verify_rendezvous_new", "itsme_online_verify_rendezvous_new: now below 0", run_itsme_online_verify_rendezvous_new, {CT_TIME_NEGATIVE, 3}},
+    {"itsme_online_verify_rendezvous_new", "itsme_online_verify_rendezvous_new: now after 9999", run_itsme_online_verify_rendezvous_new, {CT_TIME_AFTER_9999, 3}},
+    {"itsme_online_verify_rendezvous_new", "itsme_online_verify_rendezvous_new: success", run_itsme_online_verify_rendezvous_new, {CT_SUCCESS, -1}},
+    {"itsme_online_verify_rendezvous_last_error", "itsme_online_verify_rendezvous_last_error: rendezvous NULL", run_itsme_online_verify_rendezvous_last_error, {CT_NULL, 0}},
+    {"itsme_online_verify_rendezvous_last_error", "itsme_online_verify_rendezvous_last_error: buf NULL", run_itsme_online_verify_rendezvous_last_error, {CT_NULL, 1}},
+    {"itsme_online_verify_rendezvous_last_error", "itsme_online_verify_rendezvous_last_error: out_len NULL", run_itsme_online_verify_rendezvous_last_error, {CT_NULL, 3}},
+    {"itsme_online_verify_rendezvous_last_error", "itsme_online_verify_rendezvous_last_error: buf size query", run_itsme_online_verify_rendezvous_last_error, {CT_SIZE_QUERY, 1}},
+    {"itsme_online_verify_rendezvous_last_error", "itsme_online_verify_rendezvous_last_error: buf cap - 1", run_itsme_online_verify_rendezvous_last_error, {CT_SHORT, 1}},
+    {"itsme_online_verify_rendezvous_last_error", "itsme_online_verify_rendezvous_last_error: success with the exact cap", run_itsme_online_verify_rendezvous_last_error, {CT_SUCCESS, -1}},
+    {"itsme_online_verify_rendezvous_room_count", "itsme_online_verify_rendezvous_room_count: before itsme_init", run_itsme_online_verify_rendezvous_room_count, {CT_BEFORE_INIT, -1}},
+    {"itsme_online_verify_rendezvous_room_count", "itsme_online_verify_rendezvous_room_count: rendezvous NULL", run_itsme_online_verify_rendezvous_room_count, {CT_NULL, 0}},
+    {"itsme_online_verify_rendezvous_room_count", "itsme_online_verify_rendezvous_room_count: out_count NULL", run_itsme_online_verify_rendezvous_room_count, {CT_NULL, 1}},
+    {"itsme_online_verify_rendezvous_room_count", "itsme_online_verify_rendezvous_room_count: success", run_itsme_online_verify_rendezvous_room_count, {CT_SUCCESS, -1}},
+    {"itsme_online_verify_rendezvous_room", "itsme_online_verify_rendezvous_room: before itsme_init", run_itsme_online_verify_rendezvous_room, {CT_BEFORE_INIT, -1}},
+    {"itsme_online_verify_rendezvous_room", "itsme_online_verify_rendezvous_room: rendezvous NULL", run_itsme_online_verify_rendezvous_room, {CT_NULL, 0}},
+    {"itsme_online_verify_rendezvous_room", "itsme_online_verify_rendezvous_room: out NULL", run_itsme_online_verify_rendezvous_room, {CT_NULL, 2}},
+    {"itsme_online_verify_rendezvous_room", "itsme_online_verify_rendezvous_room: out_len NULL", run_itsme_online_verify_rendezvous_room, {CT_NULL, 4}},
+    {"itsme_online_verify_rendezvous_room", "itsme_online_verify_rendezvous_room: out size query", run_itsme_online_verify_rendezvous_room, {CT_SIZE_QUERY, 2}},
+    {"itsme_online_verify_rendezvous_room", "itsme_online_verify_rendezvous_room: out cap - 1", run_itsme_online_verify_rendezvous_room, {CT_SHORT, 2}},
+    {"itsme_online_verify_rendezvous_room", "itsme_online_verify_rendezvous_room: success with the exact cap", run_itsme_online_verify_rendezvous_room, {CT_SUCCESS, -1}},
+    {"itsme_online_verify_rendezvous_session", "itsme_online_verify_rendezvous_session: before itsme_init", run_itsme_online_verify_rendezvous_session, {CT_BEFORE_INIT, -1}},
+    {"itsme_online_verify_rendezvous_session", "itsme_online_verify_rendezvous_session: rendezvous NULL", run_itsme_online_verify_rendezvous_session, {CT_NULL, 0}},
+    {"itsme_online_verify_rendezvous_session", "itsme_online_verify_rendezvous_session: out_session NULL", run_itsme_online_verify_rendezvous_session, {CT_NULL, 2}},
+    {"itsme_online_verify_rendezvous_session", "itsme_online_verify_rendezvous_session: success", run_itsme_online_verify_rendezvous_session, {CT_SUCCESS, -1}},
+    {"itsme_online_verify_rendezvous_alone", "itsme_online_verify_rendezvous_alone: before itsme_init", run_itsme_online_verify_rendezvous_alone, {CT_BEFORE_INIT, -1}},
+    {"itsme_online_verify_rendezvous_alone", "itsme_online_verify_rendezvous_alone: rendezvous NULL", run_itsme_online_verify_rendezvous_alone, {CT_NULL, 0}},
+    {"itsme_online_verify_rendezvous_alone", "itsme_online_verify_rendezvous_alone: room NULL", run_itsme_online_verify_rendezvous_alone, {CT_NULL, 1}},
+    {"itsme_online_verify_rendezvous_alone", "itsme_online_verify_rendezvous_alone: room not UTF-8", run_itsme_online_verify_rendezvous_alone, {CT_BAD_UTF8, 1}},
+    {"itsme_online_verify_rendezvous_alone", "itsme_online_verify_rendezvous_alone: room longer than ITSME_TEXT_MAX", run_itsme_online_verify_rendezvous_alone, {CT_LONG_TEXT, 1}},
+    {"itsme_online_verify_rendezvous_alone", "itsme_online_verify_rendezvous_alone: success", run_itsme_online_verify_rendezvous_alone, {CT_SUCCESS, -1}},
+    {"itsme_online_verify_rendezvous_peer_joined", "itsme_online_verify_rendezvous_peer_joined: before itsme_init", run_itsme_online_verify_rendezvous_peer_joined, {CT_BEFORE_INIT, -1}},
+    {"itsme_online_verify_rendezvous_peer_joined", "itsme_online_verify_rendezvous_peer_joined: rendezvous NULL", run_itsme_online_verify_rendezvous_peer_joined, {CT_NULL, 0}},
+    {"itsme_online_verify_rendezvous_peer_joined", "itsme_online_verify_rendezvous_peer_joined: room NULL", run_itsme_online_verify_rendezvous_peer_joined, {CT_NULL, 1}},
+    {"itsme_online_verify_rendezvous_peer_joined", "itsme_online_verify_rendezvous_peer_joined: out_session NULL", run_itsme_online_verify_rendezvous_peer_joined, {CT_NULL, 2}},
+    {"itsme_online_verify_rendezvous_peer_joined", "itsme_online_verify_rendezvous_peer_joined: room not UTF-8", run_itsme_online_verify_rendezvous_peer_joined, {CT_BAD_UTF8, 1}},
+    {"itsme_online_verify_rendezvous_peer_joined", "itsme_online_verify_rendezvous_peer_joined: room longer than ITSME_TEXT_MAX", run_itsme_online_verify_rendezvous_peer_joined, {CT_LONG_TEXT, 1}},
+    {"itsme_online_verify_rendezvous_peer_joined", "itsme_online_verify_rendezvous_peer_joined: success", run_itsme_online_verify_rendezvous_peer_joined, {CT_SUCCESS, -1}},
     {"itsme_pin_update_new", "itsme_pin_update_new: before itsme_init", run_itsme_pin_update_new, {CT_BEFORE_INIT, -1}},
     {"itsme_pin_update_new", "itsme_pin_update_new: store NULL", run_itsme_pin_update_new, {CT_NULL, 0}},
     {"itsme_pin_update_new", "itsme_pin_update_new: rng NULL", run_itsme_pin_update_new, {CT_NULL, 3}},
@@ -8983,11 +9765,15 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_random_free", "itsme_random_free: a handle", run_itsme_random_free, {CT_RELEASE_HANDLE, -1}},
     {"itsme_exchange_free", "itsme_exchange_free: NULL", run_itsme_exchange_free, {CT_RELEASE_NULL, -1}},
     {"itsme_exchange_free", "itsme_exchange_free: a handle", run_itsme_exchange_free, {CT_RELEASE_HANDLE, -1}},
+    {"itsme_mailbox_session_free", "itsme_mailbox_session_free: NULL", run_itsme_mailbox_session_free, {CT_RELEASE_NULL, -1}},
+    {"itsme_mailbox_session_free", "itsme_mailbox_session_free: a handle", run_itsme_mailbox_session_free, {CT_RELEASE_HANDLE, -1}},
     {"itsme_nato_word", "itsme_nato_word: text for zero arguments", run_itsme_nato_word, {CT_CALL, -1}},
     {"itsme_voice_free", "itsme_voice_free: NULL", run_itsme_voice_free, {CT_RELEASE_NULL, -1}},
     {"itsme_voice_free", "itsme_voice_free: a handle", run_itsme_voice_free, {CT_RELEASE_HANDLE, -1}},
     {"itsme_online_verify_free", "itsme_online_verify_free: NULL", run_itsme_online_verify_free, {CT_RELEASE_NULL, -1}},
     {"itsme_online_verify_free", "itsme_online_verify_free: a handle", run_itsme_online_verify_free, {CT_RELEASE_HANDLE, -1}},
+    {"itsme_online_verify_rendezvous_free", "itsme_online_verify_rendezvous_free: NULL", run_itsme_online_verify_rendezvous_free, {CT_RELEASE_NULL, -1}},
+    {"itsme_online_verify_rendezvous_free", "itsme_online_verify_rendezvous_free: a handle", run_itsme_online_verify_rendezvous_free, {CT_RELEASE_HANDLE, -1}},
     {"itsme_pin_update_free", "itsme_pin_update_free: NULL", run_itsme_pin_update_free, {CT_RELEASE_NULL, -1}},
     {"itsme_pin_update_free", "itsme_pin_update_free: a handle", run_itsme_pin_update_free, {CT_RELEASE_HANDLE, -1}},
     {"itsme_import_free", "itsme_import_free: NULL", run_itsme_import_free, {CT_RELEASE_NULL, -1}},
@@ -9139,6 +9925,18 @@ static const char *const ct_declared[] = {
     "itsme_exchange_encryption_code",
     "itsme_exchange_relay_id",
     "itsme_exchange_is_inviter",
+    "itsme_mailbox_session_new",
+    "itsme_mailbox_session_resume",
+    "itsme_mailbox_session_free",
+    "itsme_mailbox_session_last_error",
+    "itsme_mailbox_session_begin",
+    "itsme_mailbox_session_next_request",
+    "itsme_mailbox_session_request_path",
+    "itsme_mailbox_session_request_body",
+    "itsme_mailbox_session_token",
+    "itsme_mailbox_session_answer",
+    "itsme_mailbox_session_finish",
+    "itsme_mailbox_session_save",
     "itsme_nato_word",
     "itsme_window_of",
     "itsme_voice_new",
@@ -9167,6 +9965,14 @@ static const char *const ct_declared[] = {
     "itsme_online_verify_reject",
     "itsme_online_verify_share_profile",
     "itsme_online_verify_peer_profile",
+    "itsme_online_verify_rendezvous_new",
+    "itsme_online_verify_rendezvous_free",
+    "itsme_online_verify_rendezvous_last_error",
+    "itsme_online_verify_rendezvous_room_count",
+    "itsme_online_verify_rendezvous_room",
+    "itsme_online_verify_rendezvous_session",
+    "itsme_online_verify_rendezvous_alone",
+    "itsme_online_verify_rendezvous_peer_joined",
     "itsme_pin_update_new",
     "itsme_pin_update_free",
     "itsme_pin_update_last_error",

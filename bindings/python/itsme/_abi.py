@@ -81,6 +81,8 @@ itsme_accessibility = c_uint32
 itsme_verification_state = c_uint32
 itsme_exchange_method = c_uint32
 itsme_exchange_state = c_uint32
+itsme_mailbox_request = c_uint32
+itsme_mailbox_outcome = c_uint32
 itsme_voice_state = c_uint32
 itsme_voice_turn = c_uint32
 itsme_voice_outcome = c_uint32
@@ -345,6 +347,38 @@ ITSME_REMOTE_MESSAGE_MAX: Final = 355
 
 #: Buffer size for a relay ID: 32 lower-case hex characters and the NUL.
 ITSME_RELAY_ID_SIZE: Final = 33
+
+#: POST /v1/invites/{id}: the relay answers 201 with the inviter's token.
+ITSME_MAILBOX_REQUEST_CREATE: Final = 1
+
+#: POST /v1/invites/{id}/accept: 200 with the invitee's token.
+ITSME_MAILBOX_REQUEST_ACCEPT: Final = 2
+
+#: POST /v1/invites/{id}/messages with the request body: 201.
+ITSME_MAILBOX_REQUEST_POST: Final = 3
+
+#: GET /v1/invites/{id}/messages?after=N&wait=W: 200.
+ITSME_MAILBOX_REQUEST_FETCH: Final = 4
+
+#: DELETE /v1/invites/{id}: 204 (404 is as good).
+ITSME_MAILBOX_REQUEST_DELETE: Final = 5
+
+#: Nothing more in this step: begin another later.
+ITSME_MAILBOX_REQUEST_IDLE: Final = 6
+
+#: Nothing more to do on the relay, ever.
+ITSME_MAILBOX_REQUEST_DONE: Final = 7
+
+#: Go on: ask for the next request.
+ITSME_MAILBOX_OUTCOME_PROCEED: Final = 1
+
+#: The invite is gone (ended by the other side, or expired); the exchange
+#: was rejected if it was still pending: start a new one.
+ITSME_MAILBOX_OUTCOME_INVITE_ENDED: Final = 2
+
+#: The invite ID is taken (inviter) or someone else accepted the invite
+#: (invitee); the exchange was rejected if it was still pending.
+ITSME_MAILBOX_OUTCOME_CONFLICT: Final = 3
 
 ITSME_VOICE_STATE_WAITING: Final = 1
 
@@ -706,6 +740,26 @@ class ItsmeExchangeState(enum.IntEnum):
     ITSME_EXCHANGE_STATE_AWAITING_DECISION = 7
 
 
+class ItsmeMailboxRequest(enum.IntEnum):
+    """The values of ``itsme_mailbox_request``: ITSME_MAILBOX_REQUEST_*."""
+
+    ITSME_MAILBOX_REQUEST_CREATE = 1
+    ITSME_MAILBOX_REQUEST_ACCEPT = 2
+    ITSME_MAILBOX_REQUEST_POST = 3
+    ITSME_MAILBOX_REQUEST_FETCH = 4
+    ITSME_MAILBOX_REQUEST_DELETE = 5
+    ITSME_MAILBOX_REQUEST_IDLE = 6
+    ITSME_MAILBOX_REQUEST_DONE = 7
+
+
+class ItsmeMailboxOutcome(enum.IntEnum):
+    """The values of ``itsme_mailbox_outcome``: ITSME_MAILBOX_OUTCOME_*."""
+
+    ITSME_MAILBOX_OUTCOME_PROCEED = 1
+    ITSME_MAILBOX_OUTCOME_INVITE_ENDED = 2
+    ITSME_MAILBOX_OUTCOME_CONFLICT = 3
+
+
 class ItsmeVoiceState(enum.IntEnum):
     """The values of ``itsme_voice_state``: ITSME_VOICE_STATE_*."""
 
@@ -776,6 +830,8 @@ ENUMS: Final[Dict[str, Type[enum.IntEnum]]] = {
     "itsme_verification_state": ItsmeVerificationState,
     "itsme_exchange_method": ItsmeExchangeMethod,
     "itsme_exchange_state": ItsmeExchangeState,
+    "itsme_mailbox_request": ItsmeMailboxRequest,
+    "itsme_mailbox_outcome": ItsmeMailboxOutcome,
     "itsme_voice_state": ItsmeVoiceState,
     "itsme_voice_turn": ItsmeVoiceTurn,
     "itsme_voice_outcome": ItsmeVoiceOutcome,
@@ -799,8 +855,10 @@ HANDLES: Final[Dict[str, Handle]] = {
     "itsme_contact_list": Handle("itsme_contact_list_free", None),
     "itsme_random": Handle("itsme_random_free", None),
     "itsme_exchange": Handle("itsme_exchange_free", "itsme_exchange_last_error"),
+    "itsme_mailbox_session": Handle("itsme_mailbox_session_free", "itsme_mailbox_session_last_error"),
     "itsme_voice": Handle("itsme_voice_free", "itsme_voice_last_error"),
     "itsme_online_verify": Handle("itsme_online_verify_free", "itsme_online_verify_last_error"),
+    "itsme_online_verify_rendezvous": Handle("itsme_online_verify_rendezvous_free", "itsme_online_verify_rendezvous_last_error"),
     "itsme_pin_update": Handle("itsme_pin_update_free", "itsme_pin_update_last_error"),
     "itsme_import": Handle("itsme_import_free", "itsme_import_last_error"),
     "itsme_transfer": Handle("itsme_transfer_free", "itsme_transfer_last_error"),
@@ -1517,6 +1575,62 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
     ),
     # itsme_result itsme_exchange_is_inviter(const itsme_exchange *exchange, _Bool *out_inviter)
     "itsme_exchange_is_inviter": Signature(itsme_result, (c_void_p, POINTER(c_bool))),
+    # itsme_result itsme_mailbox_session_new(itsme_exchange *exchange, itsme_mailbox_session **out)
+    "itsme_mailbox_session_new": Signature(itsme_result, (c_void_p, POINTER(c_void_p))),
+    # itsme_result itsme_mailbox_session_resume(itsme_exchange *exchange, const char *saved,
+    #     itsme_mailbox_session **out)
+    "itsme_mailbox_session_resume": Signature(
+        itsme_result,
+        (c_void_p, c_char_p, POINTER(c_void_p)),
+    ),
+    # void itsme_mailbox_session_free(itsme_mailbox_session *session)
+    "itsme_mailbox_session_free": Signature(None, (c_void_p,)),
+    # itsme_result itsme_mailbox_session_last_error(const itsme_mailbox_session *session,
+    #     char *buf, size_t cap, size_t *out_len)
+    "itsme_mailbox_session_last_error": Signature(
+        itsme_result,
+        (c_void_p, c_char_p, c_size_t, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_mailbox_session_begin(itsme_mailbox_session *session, uint32_t wait)
+    "itsme_mailbox_session_begin": Signature(itsme_result, (c_void_p, c_uint32)),
+    # itsme_result itsme_mailbox_session_next_request(itsme_mailbox_session *session,
+    #     itsme_mailbox_request *out_request)
+    "itsme_mailbox_session_next_request": Signature(
+        itsme_result,
+        (c_void_p, POINTER(itsme_mailbox_request)),
+    ),
+    # itsme_result itsme_mailbox_session_request_path(const itsme_mailbox_session *session,
+    #     char *out, size_t cap, size_t *out_len)
+    "itsme_mailbox_session_request_path": Signature(
+        itsme_result,
+        (c_void_p, c_char_p, c_size_t, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_mailbox_session_request_body(const itsme_mailbox_session *session,
+    #     uint8_t *out, size_t cap, size_t *out_len)
+    "itsme_mailbox_session_request_body": Signature(
+        itsme_result,
+        (c_void_p, POINTER(c_uint8), c_size_t, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_mailbox_session_token(const itsme_mailbox_session *session, char *out,
+    #     size_t cap, size_t *out_len)
+    "itsme_mailbox_session_token": Signature(
+        itsme_result,
+        (c_void_p, c_char_p, c_size_t, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_mailbox_session_answer(itsme_mailbox_session *session, uint32_t status,
+    #     const uint8_t *body, size_t len, int64_t now, itsme_mailbox_outcome *out_outcome)
+    "itsme_mailbox_session_answer": Signature(
+        itsme_result,
+        (c_void_p, c_uint32, POINTER(c_uint8), c_size_t, c_int64, POINTER(itsme_mailbox_outcome)),
+    ),
+    # itsme_result itsme_mailbox_session_finish(itsme_mailbox_session *session, bool give_up)
+    "itsme_mailbox_session_finish": Signature(itsme_result, (c_void_p, c_bool)),
+    # itsme_result itsme_mailbox_session_save(itsme_mailbox_session *session, char *out,
+    #     size_t cap, size_t *out_len)
+    "itsme_mailbox_session_save": Signature(
+        itsme_result,
+        (c_void_p, c_char_p, c_size_t, POINTER(c_size_t)),
+    ),
     # const char *itsme_nato_word(uint32_t index)
     "itsme_nato_word": Signature(c_char_p, (c_uint32,)),
     # itsme_result itsme_window_of(int64_t now, int64_t *out_window)
@@ -1653,6 +1767,47 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
     "itsme_online_verify_peer_profile": Signature(
         itsme_result,
         (c_void_p, POINTER(c_uint8), c_size_t, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_online_verify_rendezvous_new(itsme_store *store, int64_t contact_id,
+    #     itsme_random *rng, int64_t now, itsme_online_verify_rendezvous **out)
+    "itsme_online_verify_rendezvous_new": Signature(
+        itsme_result,
+        (c_void_p, c_int64, c_void_p, c_int64, POINTER(c_void_p)),
+    ),
+    # void itsme_online_verify_rendezvous_free(itsme_online_verify_rendezvous *rendezvous)
+    "itsme_online_verify_rendezvous_free": Signature(None, (c_void_p,)),
+    # itsme_result itsme_online_verify_rendezvous_last_error(const itsme_online_verify_rendezvous *rendezvous,
+    #     char *buf, size_t cap, size_t *out_len)
+    "itsme_online_verify_rendezvous_last_error": Signature(
+        itsme_result,
+        (c_void_p, c_char_p, c_size_t, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_online_verify_rendezvous_room_count(const itsme_online_verify_rendezvous *rendezvous,
+    #     size_t *out_count)
+    "itsme_online_verify_rendezvous_room_count": Signature(
+        itsme_result,
+        (c_void_p, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_online_verify_rendezvous_room(const itsme_online_verify_rendezvous *rendezvous,
+    #     size_t index, char *out, size_t cap, size_t *out_len)
+    "itsme_online_verify_rendezvous_room": Signature(
+        itsme_result,
+        (c_void_p, c_size_t, c_char_p, c_size_t, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_online_verify_rendezvous_session(itsme_online_verify_rendezvous *rendezvous,
+    #     size_t index, itsme_online_verify **out_session)
+    "itsme_online_verify_rendezvous_session": Signature(
+        itsme_result,
+        (c_void_p, c_size_t, POINTER(c_void_p)),
+    ),
+    # itsme_result itsme_online_verify_rendezvous_alone(itsme_online_verify_rendezvous *rendezvous,
+    #     const char *room)
+    "itsme_online_verify_rendezvous_alone": Signature(itsme_result, (c_void_p, c_char_p)),
+    # itsme_result itsme_online_verify_rendezvous_peer_joined(itsme_online_verify_rendezvous *rendezvous,
+    #     const char *room, itsme_online_verify **out_session)
+    "itsme_online_verify_rendezvous_peer_joined": Signature(
+        itsme_result,
+        (c_void_p, c_char_p, POINTER(c_void_p)),
     ),
     # itsme_result itsme_pin_update_new(itsme_store *store, int64_t contact_id, int64_t window,
     #     itsme_random *rng, int64_t now, itsme_pin_update **out)

@@ -49,8 +49,9 @@ import urllib.parse
 from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple, Union
 
 from ._contacts import ContactStore, ExchangeMethod
-from ._errors import InvalidArgumentError, InvalidStateError, ItsMeError
-from ._exchange import REMOTE_MESSAGE_MAX, Exchange, ExchangeFlags, ExchangeState
+from ._errors import InvalidArgumentError, InvalidStateError, ItsMeError, Result
+from ._exchange import Exchange, ExchangeFlags, ExchangeState
+from ._mailbox import MailboxOutcome, MailboxRequest, MailboxSession, OnlineVerifyRendezvous
 from ._online_verify import OnlineVerify, OnlineVerifyState
 from ._random import DeterministicRandom
 
@@ -77,7 +78,6 @@ _IDLE_REUSE = 5.0
 # Rooms forward at most 65,536 bytes a frame (--max-frame).
 _FRAME_MAX = 65536
 _WINDOW_SECONDS = 30
-_SESSION_STATE_VERSION = 1
 # Errors of a connection that the other end closed or reset.
 _DROPPED = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 
@@ -423,7 +423,7 @@ class InviteSession:
     privately as the sealed exchange.
     """
 
-    def __init__(self, mailbox: InviteMailbox, exchange: Exchange) -> None:
+    def __init__(self, mailbox: InviteMailbox, exchange: Exchange, _saved: Optional[str] = None) -> None:
         if not isinstance(exchange, Exchange):
             raise TypeError(f"exchange must be an Exchange, not {type(exchange).__name__}")
         if exchange.method != ExchangeMethod.INVITE:
@@ -432,68 +432,56 @@ class InviteSession:
         self.exchange = exchange
         self.relay_id = exchange.relay_id
         self.is_inviter = exchange.is_inviter
-        self._token: Optional[str] = None
-        self._last_seq = 0
-        self._unsent: List[bytes] = []
-        self._done = False
-        #: Whether an invitee is bound, as of the last fetch (None before one).
-        self.accepted: Optional[bool] = None
+        # The library's driver (docs/PROTOCOL.md 16.5): this class only
+        # moves its requests over HTTP.
+        self._core = MailboxSession(exchange, _saved)
 
     # -- state ---------------------------------------------------------------
+
+    def _state(self) -> Dict[str, Any]:
+        state: Dict[str, Any] = json.loads(self._core.save())
+        return state
 
     @property
     def token(self) -> Optional[str]:
         """This side's relay token, once the invite was created or accepted."""
-        return self._token
+        return self._core.token()
 
     @property
     def last_seq(self) -> int:
         """The sequence number of the last message fed to the exchange."""
-        return self._last_seq
+        return int(self._state()["last_seq"])
 
     @property
     def done(self) -> bool:
         """Nothing more to do on the relay (the exchange has its SAS and
         its messages are out, or it ended)."""
-        return self._done
+        return bool(self._state()["done"])
+
+    @property
+    def accepted(self) -> Optional[bool]:
+        """Whether an invitee is bound, as of the last fetch (None before one)."""
+        accepted = self._state().get("accepted")
+        return accepted if isinstance(accepted, bool) else None
 
     def to_dict(self) -> Dict[str, Any]:
-        """The session's state, JSON-serialisable, to save with the sealed exchange."""
-        return {
-            "version": _SESSION_STATE_VERSION,
-            "relay_id": self.relay_id,
-            "inviter": self.is_inviter,
-            "token": self._token,
-            "last_seq": self._last_seq,
-            "unsent": [_b64url_encode(message) for message in self._unsent],
-            "done": self._done,
-        }
+        """The session's state, JSON-serialisable, to save with the sealed
+        exchange: the keys ``version``, ``relay_id``, ``inviter``, ``token``,
+        ``last_seq``, ``unsent``, ``done`` and, once known, ``accepted``."""
+        return self._state()
 
     @classmethod
     def from_dict(cls, mailbox: InviteMailbox, exchange: Exchange, state: Dict[str, Any]) -> "InviteSession":
         """A session resumed from :meth:`to_dict`, with the exchange restored
         from the seal saved at the same time.  Raises ValueError for a state
         of another exchange or of an unknown form."""
-        session = cls(mailbox, exchange)
-        if not isinstance(state, dict) or state.get("version") != _SESSION_STATE_VERSION:
+        if not isinstance(state, dict):
             raise ValueError("not a saved InviteSession state of a known version")
-        if state.get("relay_id") != session.relay_id or state.get("inviter") is not session.is_inviter:
-            raise ValueError("the saved state is of another exchange")
-        token, last_seq, unsent, done = state.get("token"), state.get("last_seq"), state.get("unsent"), state.get("done")
-        if token is not None:
-            _check_token(token)
-        if isinstance(last_seq, bool) or not isinstance(last_seq, int) or last_seq < 0:
-            raise ValueError("the saved state's last_seq is not a non-negative integer")
-        if not isinstance(unsent, list) or not isinstance(done, bool):
-            raise ValueError("the saved state is malformed")
         try:
-            messages = [_b64url_decode(text) for text in unsent]
-        except RelayError as error:
-            raise ValueError("the saved state's unsent messages are not base64url") from error
-        if any(not 1 <= len(message) <= REMOTE_MESSAGE_MAX for message in messages):
-            raise ValueError("the saved state's unsent messages have impossible sizes")
-        session._token, session._last_seq, session._unsent, session._done = token, last_seq, messages, done
-        return session
+            text = json.dumps(state)
+        except (TypeError, ValueError) as error:
+            raise ValueError("the saved state is malformed") from error
+        return cls(mailbox, exchange, text)
 
     # -- running ---------------------------------------------------------------
 
@@ -507,126 +495,82 @@ class InviteSession:
         relay unreachable, busy or rate-limiting) change nothing: step
         again later.
         """
-        exchange = self.exchange
-        if self._done:
-            return exchange.state
-        if exchange.state == ExchangeState.FAILED:
-            self._end_invite()
-            self._done = True
-            return exchange.state
-        try:
-            token = self._token if self._token is not None else self._open()
-            self._flush(token)
-            if self._needs_peer():
-                self._feed(token, wait, now)
-                self._flush(token)
-        except InviteEndedError as error:
-            self._done = True
-            self._unsent.clear()
-            _give_up(exchange)
-            raise InviteEndedError(
-                "the invite is no longer on the relay: the other side ended it (its check failed, or it "
-                "gave up), or it expired; this exchange is rejected, start a new one",
-                status=error.status,
-                kind=error.kind,
-            ) from error
-        if self._unsent:
-            return exchange.state
-        decided = _peer_decided(exchange)
-        if exchange.state == ExchangeState.REJECTED and not decided:
-            # This side rejected: its decision is posted; ending the invite
-            # now tells the peer no less (no decision counts as none).
-            self._end_invite()
-            self._done = True
-        elif decided and exchange.state != ExchangeState.COMPARE_SAS:
-            # Both decisions were read: the inviter posted its own only
-            # after reading the invitee's, so the invitee, reading it, ends
-            # the invite; nothing about the exchange stays on the relay.
-            if not self.is_inviter:
-                self._end_invite()
-            self._done = True
-        return exchange.state
+        if not 0 <= wait <= _WAIT_MAX:
+            raise ValueError("wait must be 0 to 30 seconds")
+        self._core.begin(int(wait))
+        self._run(now)
+        return self.exchange.state
 
-    def _needs_peer(self) -> bool:
-        """Whether the peer has more to send: its messages up to the SAS,
-        then its decision."""
-        state = self.exchange.state
-        if state == ExchangeState.AWAITING_PEER:
-            return True
-        if state in (ExchangeState.COMPARE_SAS, ExchangeState.AWAITING_DECISION):
-            return not _peer_decided(self.exchange)
-        return False
-
-    def _open(self) -> str:
-        """Creates or accepts the invite; returns the token, kept for later steps."""
-        try:
-            if self.is_inviter:
-                self._token = self.mailbox.create(self.relay_id)
-            else:
-                self._token = self.mailbox.accept(self.relay_id)
-            return self._token
-        except InviteEndedError:
-            raise
-        except RelayError as error:
-            if error.kind == "conflict":
-                self._done = True
-                _give_up(self.exchange)
-                what = (
-                    "an invite with this ID already exists: start a new exchange"
-                    if self.is_inviter
-                    else "someone else already accepted this invite: ask for a new one"
-                )
-                raise RelayError(what, status=error.status, kind=error.kind) from error
-            raise
-
-    def _flush(self, token: str) -> None:
-        """Posts the unsent messages, oldest first, keeping any that fails."""
+    def _run(self, now: Optional[int]) -> None:
+        """Makes the library's requests until it says the step is over."""
+        core = self._core
         while True:
-            message = self.exchange.next_outgoing()
-            if not message:
-                break
-            self._unsent.append(message)
-        while self._unsent:
-            self.mailbox.post(self.relay_id, token, self._unsent[0])
-            self._unsent.pop(0)
-
-    def _feed(self, token: str, wait: float, now: Optional[int]) -> None:
-        accepted, messages = self.mailbox.fetch(self.relay_id, token, after=self._last_seq, wait=wait)
-        self.accepted = accepted
-        for seq, body in sorted(messages, key=lambda item: item[0]):
-            if seq <= self._last_seq:
-                continue  # seen already
+            request = core.next_request()
+            if request in (MailboxRequest.IDLE, MailboxRequest.DONE):
+                return
             try:
-                self.exchange.receive(body, now)
-            except ItsMeError:
-                # Refused: the exchange has failed.  End the invite, so that
-                # the other side fails too instead of waiting (if the relay
-                # cannot be reached now, the next step tries again).
-                self._unsent.clear()
-                try:
-                    self._end_invite()
-                    self._done = True
-                except RelayError:
-                    pass
+                status, body = self._perform(request)
+            except InviteEndedError as error:
+                if core.answer(404, b"", now) == MailboxOutcome.INVITE_ENDED:
+                    raise InviteEndedError(
+                        "the invite is no longer on the relay: the other side ended it (its check failed, or it "
+                        "gave up), or it expired; this exchange is rejected, start a new one",
+                        status=error.status,
+                        kind=error.kind,
+                    ) from error
+                continue
+            except RelayError as error:
+                if error.kind == "conflict" and request in (MailboxRequest.CREATE, MailboxRequest.ACCEPT):
+                    core.answer(409, b"", now)
+                    what = (
+                        "an invite with this ID already exists: start a new exchange"
+                        if self.is_inviter
+                        else "someone else already accepted this invite: ask for a new one"
+                    )
+                    raise RelayError(what, status=error.status, kind=error.kind) from error
+                core.answer(0, b"", now)
                 raise
-            self._last_seq = seq
+            try:
+                core.answer(status, body, now)
+            except ItsMeError:
+                # Refused: the exchange has failed.  End the invite now, so
+                # that the other side fails too instead of waiting (if the
+                # relay cannot be reached now, the next step tries again).
+                if self.exchange.state == ExchangeState.FAILED:
+                    try:
+                        self._run(now)
+                    except RelayError:
+                        pass
+                raise
 
-    def _end_invite(self) -> None:
-        """DELETEs the invite if this side holds a token; an invite already
-        gone is fine.  Other failures are raised."""
-        if self._token is None:
-            return
-        try:
-            self.mailbox.delete(self.relay_id, self._token)
-        except InviteEndedError:
-            pass
+    def _perform(self, request: MailboxRequest) -> Tuple[int, bytes]:
+        """Makes one request through the mailbox; the relay's status and a
+        body of the route's form."""
+        mailbox, relay_id = self.mailbox, self.relay_id
+        if request == MailboxRequest.CREATE:
+            return 201, json.dumps({"token": mailbox.create(relay_id)}).encode()
+        if request == MailboxRequest.ACCEPT:
+            return 200, json.dumps({"token": mailbox.accept(relay_id)}).encode()
+        token = self._core.token()
+        if token is None:
+            raise ItsMeError(Result.ITSME_E_INTERNAL, "the library asked for a request that needs a token before one")
+        if request == MailboxRequest.POST:
+            return 201, json.dumps({"seq": mailbox.post(relay_id, token, self._core.request_body())}).encode()
+        if request == MailboxRequest.FETCH:
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(self._core.request_path()).query)
+            after, wait = int(query["after"][0]), int(query["wait"][0])
+            accepted, messages = mailbox.fetch(relay_id, token, after=after, wait=wait)
+            items = [{"seq": seq, "body": _b64url_encode(body)} for seq, body in messages]
+            return 200, json.dumps({"accepted": accepted, "messages": items}).encode()
+        mailbox.delete(relay_id, token)
+        return 204, b""
 
     def finish(self) -> None:
         """Ends the invite on the relay now (idempotent).  :meth:`step`
         does it by itself once both decisions were read; a host calls it
         only to give up without rejecting (:meth:`cancel` rejects)."""
-        self._end_invite()
-        self._done = True
+        self._core.finish()
+        self._run(None)
 
     def cancel(self, store: Optional[ContactStore] = None) -> None:
         """Gives up: ends the invite on the relay (so the other side fails)
@@ -635,16 +579,15 @@ class InviteSession:
         the relay cannot be reached (:class:`RelayError` is then raised, and
         the invite stays on the relay until it expires)."""
         try:
-            self._end_invite()
+            self._core.finish(give_up=True)
+            self._run(None)
         finally:
-            self._done = True
-            self._unsent.clear()
             if self.exchange.state in _PENDING:
                 self.exchange.reject(store)
 
     def __repr__(self) -> str:
         role = "inviter" if self.is_inviter else "invitee"
-        return f"<InviteSession {role} {self.relay_id[:8]}... last_seq={self._last_seq} done={self._done}>"
+        return f"<InviteSession {role} {self.relay_id[:8]}... last_seq={self.last_seq} done={self.done}>"
 
 
 # -- rooms -------------------------------------------------------------------------------
@@ -996,10 +939,10 @@ def start_online_verify(
     ssl_context: Optional[ssl.SSLContext] = None,
 ) -> OnlineVerify:
     """Online Verify with contact ``contact_id`` by the room rule of
-    section 11.1, run until the SAS: joins the room of the current window
-    and, finding no peer there, also the one of the window before; the
-    session of the room where the two meet goes on, the other is closed.
-    Returns that session (state ``COMPARE_SAS``).
+    section 11.1 (the library's rendezvous), run until the SAS: joins the
+    room of the current window and, finding no peer there, also the one of
+    the window before; the session of the room where the two meet goes on,
+    the other is closed.  Returns that session (state ``COMPARE_SAS``).
 
     ``now`` (unix seconds) picks the window and is passed to the session.
     Raises :class:`RelayError` (``"timeout"`` if nobody came), or the
@@ -1007,27 +950,26 @@ def start_online_verify(
     """
     when = int(time.time()) if now is None else now
     deadline = time.monotonic() + timeout
-    window = when // _WINDOW_SECONDS
-    candidates: List[Tuple[OnlineVerify, Room]] = []
-    chosen: Optional[Tuple[OnlineVerify, Room]] = None
-    result: Optional[OnlineVerify] = None
+    rendezvous = OnlineVerifyRendezvous(store, contact_id, when, random=random)
+    joined: List[Tuple[str, Room]] = []
+    chosen: Optional[OnlineVerify] = None
     try:
-        for candidate_window in (window, window - 1):
-            session = OnlineVerify(store, contact_id, candidate_window, when, random=random)
-            try:
-                room = Room(base_url, session.room, open_timeout=timeout, ssl_context=ssl_context)
-            except BaseException:
-                session.close()
-                raise
-            candidates.append((session, room))
+        # Each room's first event says whether the peer is there already.
+        while chosen is None:
+            rooms = [name for name in rendezvous.rooms() if name not in [n for n, _ in joined]]
+            if not rooms:
+                break
+            room = Room(base_url, rooms[0], open_timeout=timeout, ssl_context=ssl_context)
+            joined.append((rooms[0], room))
             kind, event = room.next_event(max(0.0, deadline - time.monotonic()))
             if isinstance(event, dict) and event["type"] == "peer-joined":  # kind "event"
-                chosen = (session, room)
-                break
+                chosen = rendezvous.peer_joined(rooms[0])
+            else:
+                rendezvous.alone(rooms[0])
         while chosen is None:
             if time.monotonic() > deadline:
                 raise RelayError("nobody joined the room in time", kind="timeout")
-            for session, room in candidates:
+            for name, room in joined:
                 try:
                     kind, event = room.next_event(0.05)
                 except RelayError as error:
@@ -1035,17 +977,20 @@ def start_online_verify(
                         continue
                     raise
                 if isinstance(event, dict) and event["type"] == "peer-joined":  # kind "event"
-                    chosen = (session, room)
+                    chosen = rendezvous.peer_joined(name)
                     break
-        session, room = chosen
-        online_verify(base_url, session, timeout=max(0.0, deadline - time.monotonic()), now=now, room=room)
-        result = session
-        return session
+        [meeting] = rendezvous.rooms()
+        room = dict(joined)[meeting]
+        online_verify(base_url, chosen, timeout=max(0.0, deadline - time.monotonic()), now=now, room=room)
+        return chosen
+    except BaseException:
+        if chosen is not None:
+            chosen.close()
+        raise
     finally:
-        for session, room in candidates:
+        for _, room in joined:
             room.close()
-            if session is not result:
-                session.close()
+        rendezvous.close()
 
 
 # -- records (15.4) ----------------------------------------------------------------------------

@@ -586,7 +586,10 @@ impl Exchange {
 
     /// Runs a call on the handle and adds the handle's last-error detail to
     /// a failure.
-    fn call<T>(&self, body: impl FnOnce(*mut sys::itsme_exchange) -> std::result::Result<T, Failure>) -> Result<T> {
+    pub(crate) fn call<T>(
+        &self,
+        body: impl FnOnce(*mut sys::itsme_exchange) -> std::result::Result<T, Failure>,
+    ) -> Result<T> {
         locked_call(&self.lock, self.raw.as_ptr(), body)
     }
 

@@ -96,7 +96,10 @@ pub use voice::{
 };
 
 mod online_verify;
-pub use online_verify::{window_of, OnlineVerify, OnlineVerifyState, ONLINE_VERIFY_MESSAGE_MAX};
+pub use online_verify::{window_of, OnlineVerify, OnlineVerifyRendezvous, OnlineVerifyState, ONLINE_VERIFY_MESSAGE_MAX};
+
+mod mailbox;
+pub use mailbox::{MailboxOutcome, MailboxRequest, MailboxSession};
 
 mod pin_update;
 pub use pin_update::{PinUpdate, PinUpdateState, PIN_UPDATE_FRAME_MAX};

@@ -367,3 +367,136 @@ mod tests {
         assert_eq!(window_of(253_402_300_800).unwrap_err().kind(), ErrorKind::InvalidArgument);
     }
 }
+
+/// The room rule of docs/PROTOCOL.md 11.1 (`itsme_online_verify_rendezvous`):
+/// which relay rooms an Online Verify with a contact joins, and which
+/// session goes on.
+///
+/// It makes the two sessions (the current window's and the previous
+/// one's).  The host joins [`OnlineVerifyRendezvous::rooms`] (at first the
+/// current window's only); when a room's first event is not the peer's
+/// arrival it reports [`OnlineVerifyRendezvous::alone`] and asks for the
+/// rooms again (the previous window's is added); the first
+/// [`OnlineVerifyRendezvous::peer_joined`] gives the session to run in
+/// that room.  The host leaves the other room.
+pub struct OnlineVerifyRendezvous {
+    raw: NonNull<sys::itsme_online_verify_rendezvous>,
+    lock: Mutex<()>,
+    /// The rooms of the current window and of the previous one.
+    rooms: [String; 2],
+    window: i64,
+}
+
+// SAFETY: every call this type makes on its handle is serialised by
+// `lock`; the handle is tied to no thread, and the library serialises the
+// calls on the sessions it gives out.
+unsafe impl Send for OnlineVerifyRendezvous {}
+// SAFETY: see above.
+unsafe impl Sync for OnlineVerifyRendezvous {}
+
+impl OnlineVerifyRendezvous {
+    /// Makes the sessions with contact `contact_id` of `store` for the
+    /// window of `now` and the one before, drawn from `rng` (`None`: the
+    /// operating system) in that order.
+    ///
+    /// Errors (with the store's detail): those of [`OnlineVerify::new`].
+    pub fn new(
+        store: &ContactStore,
+        contact_id: i64,
+        now: i64,
+        rng: Option<&mut DeterministicRandom>,
+    ) -> Result<OnlineVerifyRendezvous> {
+        init()?;
+        let rng = exchange::raw_rng(rng);
+        let mut out = ptr::null_mut();
+        // SAFETY: live store handle; a live random source borrowed
+        // exclusively (or NULL); out is a valid place.
+        store.call_code(|raw| unsafe {
+            sys::itsme_online_verify_rendezvous_new(raw, contact_id, rng, now, &mut out)
+        })?;
+        let raw = NonNull::new(out)
+            .ok_or_else(|| Error::internal("itsme_online_verify_rendezvous_new succeeded without a handle"))?;
+        let mut rendezvous =
+            OnlineVerifyRendezvous { raw, lock: Mutex::new(()), rooms: [String::new(), String::new()], window: window_of(now)? };
+        for index in 0..2 {
+            rendezvous.rooms[index] = rendezvous.session(index)?.room()?;
+        }
+        Ok(rendezvous)
+    }
+
+    fn call<T>(
+        &self,
+        body: impl FnOnce(*mut sys::itsme_online_verify_rendezvous) -> std::result::Result<T, Failure>,
+    ) -> Result<T> {
+        locked_call(&self.lock, self.raw.as_ptr(), body)
+    }
+
+    /// The rooms to be in now, in order of joining.
+    pub fn rooms(&self) -> Result<Vec<String>> {
+        self.call(|raw| {
+            let mut count = 0usize;
+            // SAFETY: live handle; the output is a valid place.
+            code_result(unsafe { sys::itsme_online_verify_rendezvous_room_count(raw, &mut count) })?;
+            (0..count)
+                .map(|index| {
+                    read_string(sys::ITSME_ROOM_NAME_SIZE, |out, cap, len| {
+                        // SAFETY: live handle; out valid for cap bytes.
+                        unsafe { sys::itsme_online_verify_rendezvous_room(raw, index, out, cap, len) }
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn wrap(&self, out: *mut sys::itsme_online_verify, index: usize) -> Result<OnlineVerify> {
+        NonNull::new(out)
+            .map(|raw| OnlineVerify { raw, lock: Mutex::new(()), window: self.window - index as i64 })
+            .ok_or_else(|| Error::internal("libitsme gave no session"))
+    }
+
+    /// The session of candidate `index`: 0 the current window's, 1 the
+    /// previous one's, for what must be done before any message
+    /// ([`OnlineVerify::share_profile`]).  The same session as the one
+    /// [`OnlineVerifyRendezvous::peer_joined`] may give.
+    pub fn session(&self, index: usize) -> Result<OnlineVerify> {
+        let mut out = ptr::null_mut();
+        // SAFETY: live handle; out is a valid place.
+        self.call(|raw| code_result(unsafe { sys::itsme_online_verify_rendezvous_session(raw, index, &mut out) }))?;
+        self.wrap(out, index)
+    }
+
+    /// The first event of the current window's room was not the peer's
+    /// arrival: the previous window's room is to be joined too.
+    pub fn alone(&self, room: &str) -> Result<()> {
+        let room = CText::arg(room, "room")?;
+        // SAFETY: live handle; a NUL-terminated text.
+        self.call(|raw| code_result(unsafe { sys::itsme_online_verify_rendezvous_alone(raw, room.as_ptr()) }))
+    }
+
+    /// The peer joined `room`: the session to run there (the first report
+    /// chooses it).  [`ErrorKind::InvalidArgument`] for a room not to be in.
+    pub fn peer_joined(&self, room: &str) -> Result<OnlineVerify> {
+        let text = CText::arg(room, "room")?;
+        let mut out = ptr::null_mut();
+        // SAFETY: live handle; a NUL-terminated text; out is a valid place.
+        self.call(|raw| {
+            code_result(unsafe { sys::itsme_online_verify_rendezvous_peer_joined(raw, text.as_ptr(), &mut out) })
+        })?;
+        let chosen = self.rooms()?;
+        let index = if chosen.first().map(String::as_str) == Some(self.rooms[1].as_str()) { 1 } else { 0 };
+        self.wrap(out, index)
+    }
+}
+
+impl Drop for OnlineVerifyRendezvous {
+    fn drop(&mut self) {
+        // SAFETY: the handle is live and released exactly once.
+        unsafe { sys::itsme_online_verify_rendezvous_free(self.raw.as_ptr()) }
+    }
+}
+
+impl fmt::Debug for OnlineVerifyRendezvous {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OnlineVerifyRendezvous").field("window", &self.window).finish_non_exhaustive()
+    }
+}

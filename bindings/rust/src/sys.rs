@@ -45,6 +45,12 @@ pub type itsme_exchange_method = u32;
 /// The values of `itsme_exchange_state` are the constants `ITSME_EXCHANGE_STATE_*`.
 pub type itsme_exchange_state = u32;
 
+/// The values of `itsme_mailbox_request` are the constants `ITSME_MAILBOX_REQUEST_*`.
+pub type itsme_mailbox_request = u32;
+
+/// The values of `itsme_mailbox_outcome` are the constants `ITSME_MAILBOX_OUTCOME_*`.
+pub type itsme_mailbox_outcome = u32;
+
 /// The values of `itsme_voice_state` are the constants `ITSME_VOICE_STATE_*`.
 pub type itsme_voice_state = u32;
 
@@ -431,6 +437,58 @@ pub const ITSME_REMOTE_MESSAGE_MAX: usize = 355;
 /// Buffer size for a relay ID: 32 lower-case hex characters and the NUL.
 /// ```
 pub const ITSME_RELAY_ID_SIZE: usize = 33;
+
+/// ```text
+/// POST /v1/invites/{id}: the relay answers 201 with the inviter's token.
+/// ```
+pub const ITSME_MAILBOX_REQUEST_CREATE: itsme_mailbox_request = 1;
+
+/// ```text
+/// POST /v1/invites/{id}/accept: 200 with the invitee's token.
+/// ```
+pub const ITSME_MAILBOX_REQUEST_ACCEPT: itsme_mailbox_request = 2;
+
+/// ```text
+/// POST /v1/invites/{id}/messages with the request body: 201.
+/// ```
+pub const ITSME_MAILBOX_REQUEST_POST: itsme_mailbox_request = 3;
+
+/// ```text
+/// GET /v1/invites/{id}/messages?after=N&wait=W: 200.
+/// ```
+pub const ITSME_MAILBOX_REQUEST_FETCH: itsme_mailbox_request = 4;
+
+/// ```text
+/// DELETE /v1/invites/{id}: 204 (404 is as good).
+/// ```
+pub const ITSME_MAILBOX_REQUEST_DELETE: itsme_mailbox_request = 5;
+
+/// ```text
+/// Nothing more in this step: begin another later.
+/// ```
+pub const ITSME_MAILBOX_REQUEST_IDLE: itsme_mailbox_request = 6;
+
+/// ```text
+/// Nothing more to do on the relay, ever.
+/// ```
+pub const ITSME_MAILBOX_REQUEST_DONE: itsme_mailbox_request = 7;
+
+/// ```text
+/// Go on: ask for the next request.
+/// ```
+pub const ITSME_MAILBOX_OUTCOME_PROCEED: itsme_mailbox_outcome = 1;
+
+/// ```text
+/// The invite is gone (ended by the other side, or expired); the exchange
+/// was rejected if it was still pending: start a new one.
+/// ```
+pub const ITSME_MAILBOX_OUTCOME_INVITE_ENDED: itsme_mailbox_outcome = 2;
+
+/// ```text
+/// The invite ID is taken (inviter) or someone else accepted the invite
+/// (invitee); the exchange was rejected if it was still pending.
+/// ```
+pub const ITSME_MAILBOX_OUTCOME_CONFLICT: itsme_mailbox_outcome = 3;
 
 pub const ITSME_VOICE_STATE_WAITING: itsme_voice_state = 1;
 
@@ -846,6 +904,14 @@ pub struct itsme_exchange {
     _marker: PhantomData<(*mut u8, PhantomPinned)>,
 }
 
+/// Opaque `itsme_mailbox_session`, released by [`itsme_mailbox_session_free`];
+/// its last error is read by [`itsme_mailbox_session_last_error`].
+#[repr(C)]
+pub struct itsme_mailbox_session {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
 /// Opaque `itsme_voice`, released by [`itsme_voice_free`];
 /// its last error is read by [`itsme_voice_last_error`].
 #[repr(C)]
@@ -858,6 +924,14 @@ pub struct itsme_voice {
 /// its last error is read by [`itsme_online_verify_last_error`].
 #[repr(C)]
 pub struct itsme_online_verify {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// Opaque `itsme_online_verify_rendezvous`, released by [`itsme_online_verify_rendezvous_free`];
+/// its last error is read by [`itsme_online_verify_rendezvous_last_error`].
+#[repr(C)]
+pub struct itsme_online_verify_rendezvous {
     _data: [u8; 0],
     _marker: PhantomData<(*mut u8, PhantomPinned)>,
 }
@@ -2301,6 +2375,161 @@ extern "C" {
     ) -> itsme_result;
 
     /// ```text
+    /// A new session for `exchange`, an invite exchange.
+    /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, or not
+    /// an invite exchange: a real-time one goes through a room).
+    /// ```
+    pub fn itsme_mailbox_session_new(
+        exchange: *mut itsme_exchange,
+        out: *mut *mut itsme_mailbox_session,
+    ) -> itsme_result;
+
+    /// ```text
+    /// A session resumed from `saved` (the JSON of itsme_mailbox_session_save,
+    /// of the Python binding or of the relay client) with `exchange` restored
+    /// from the seal saved at the same time.
+    /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, not an
+    /// invite exchange, a state of another exchange, of an unknown version, or
+    /// malformed; longer than ITSME_TEXT_MAX bytes).
+    /// ```
+    pub fn itsme_mailbox_session_resume(
+        exchange: *mut itsme_exchange,
+        saved: *const c_char,
+        out: *mut *mut itsme_mailbox_session,
+    ) -> itsme_result;
+
+    /// ```text
+    /// Releases a session (not its exchange, which the caller frees as usual).
+    /// Accepts NULL.
+    /// ```
+    pub fn itsme_mailbox_session_free(session: *mut itsme_mailbox_session);
+
+    /// ```text
+    /// Copies the detail of the last failure of a call on this session.
+    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL.
+    /// ```
+    pub fn itsme_mailbox_session_last_error(
+        session: *const itsme_mailbox_session,
+        buf: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// Starts a step; its fetch may be held `wait` seconds (0 to 30) on the
+    /// relay.  A step under way goes on with the new wait.
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, wait above 30).
+    /// ```
+    pub fn itsme_mailbox_session_begin(
+        session: *mut itsme_mailbox_session,
+        wait: u32,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The request to make next (ITSME_MAILBOX_REQUEST_*).  Asking again
+    /// before answering gives the same request.
+    /// Errors: ITSME_E_INVALID_ARGUMENT.
+    /// ```
+    pub fn itsme_mailbox_session_next_request(
+        session: *mut itsme_mailbox_session,
+        out_request: *mut itsme_mailbox_request,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The path and query of the pending request, NUL-terminated
+    /// ("/v1/invites/<id>/messages?after=3&wait=30"), to append to the relay's
+    /// base URL.
+    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (no request
+    /// pending), ITSME_E_BUFFER_TOO_SMALL.
+    /// ```
+    pub fn itsme_mailbox_session_request_path(
+        session: *const itsme_mailbox_session,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The body of the pending request: the message of a POST (at most
+    /// ITSME_REMOTE_MESSAGE_MAX bytes), empty (*out_len 0) for the others.
+    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (no request
+    /// pending), ITSME_E_BUFFER_TOO_SMALL.
+    /// ```
+    pub fn itsme_mailbox_session_request_body(
+        session: *const itsme_mailbox_session,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// This side's relay token (43 characters and the NUL), for the
+    /// Authorization header of every request after the create or accept.  A
+    /// secret towards everyone but the relay: never log it.
+    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND (none yet),
+    /// ITSME_E_BUFFER_TOO_SMALL.
+    /// ```
+    pub fn itsme_mailbox_session_token(
+        session: *const itsme_mailbox_session,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// Takes the relay's answer to the pending request: its HTTP `status` (0
+    /// when none came: the relay unreachable, a timeout) and `body` (NULL with
+    /// len 0 when empty); `now` is passed to the exchange for the messages
+    /// fetched.  404 ends the invite (outcome INVITE_ENDED), 409 to a create or
+    /// an accept sets CONFLICT, the route's success status is read, anything
+    /// else ends the step with nothing changed (outcome PROCEED).
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, a time out of range: nothing
+    /// consumed), ITSME_E_INVALID_STATE (no
+    /// request pending), ITSME_E_MALFORMED_MESSAGE (a success whose body is not
+    /// the route's JSON: the step ends, nothing changed), and the exchange's
+    /// errors for a message it refused (ITSME_E_AUTHENTICATION_FAILED,
+    /// ITSME_E_MALFORMED_MESSAGE, ...: the exchange has failed, and the next
+    /// request is DELETE).
+    /// ```
+    #[must_use]
+    pub fn itsme_mailbox_session_answer(
+        session: *mut itsme_mailbox_session,
+        status: u32,
+        body: *const u8,
+        len: usize,
+        now: i64,
+        out_outcome: *mut itsme_mailbox_outcome,
+    ) -> itsme_result;
+
+    /// ```text
+    /// Asks to end the invite on the relay (idempotent): the next request is
+    /// DELETE (none without a token), then DONE.  The inviter may do it once
+    /// the two people compared the SAS; the invitee's steps do it by themselves.
+    /// Starts a step if none is under way.  With `give_up` true the messages
+    /// not yet posted are dropped too, and the session is done after the
+    /// DELETE whatever the relay answered (an invite it could not end expires
+    /// there): the host then rejects the exchange (itsme_exchange_reject).
+    /// Errors: ITSME_E_INVALID_ARGUMENT.
+    /// ```
+    pub fn itsme_mailbox_session_finish(
+        session: *mut itsme_mailbox_session,
+        give_up: bool,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The state to save with the sealed exchange after every step: JSON text
+    /// with the keys version, relay_id, inviter, token, last_seq, unsent, done
+    /// and, once known, accepted.  Holds the relay token: keep it private.
+    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL.
+    /// ```
+    pub fn itsme_mailbox_session_save(
+        session: *mut itsme_mailbox_session,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
     /// The NATO word of index 0 to 25 ("ALFA" ... "ZULU"), static storage; NULL
     /// for another index.  Thread-safe; needs no itsme_init().
     /// ```
@@ -2651,6 +2880,100 @@ extern "C" {
         out: *mut u8,
         cap: usize,
         out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// Makes the sessions with contact `contact_id` for the window of `now` and
+    /// the one before, drawn from `rng` (NULL: the operating system) in that
+    /// order.
+    /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL),
+    /// ITSME_E_NOT_FOUND, ITSME_E_DATABASE, and the errors of
+    /// itsme_online_verify_new.
+    /// ```
+    pub fn itsme_online_verify_rendezvous_new(
+        store: *mut itsme_store,
+        contact_id: i64,
+        rng: *mut itsme_random,
+        now: i64,
+        out: *mut *mut itsme_online_verify_rendezvous,
+    ) -> itsme_result;
+
+    /// ```text
+    /// Releases a rendezvous; the session handles it gave stay valid until
+    /// freed themselves.  Accepts NULL.
+    /// ```
+    pub fn itsme_online_verify_rendezvous_free(rendezvous: *mut itsme_online_verify_rendezvous);
+
+    /// ```text
+    /// Copies the detail of the last failure of a call on this rendezvous.
+    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL.
+    /// ```
+    pub fn itsme_online_verify_rendezvous_last_error(
+        rendezvous: *const itsme_online_verify_rendezvous,
+        buf: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// How many rooms to be in now: 1 at first, 2 once the host reported it was
+    /// alone in the current one, 1 once a session was chosen.
+    /// Errors: ITSME_E_INVALID_ARGUMENT.
+    /// ```
+    pub fn itsme_online_verify_rendezvous_room_count(
+        rendezvous: *const itsme_online_verify_rendezvous,
+        out_count: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The room `index` (from 0, in order of joining) to be in now
+    /// (ITSME_ROOM_NAME_SIZE).
+    /// Errors: ITSME_E_INVALID_ARGUMENT (index out of range),
+    /// ITSME_E_BUFFER_TOO_SMALL.
+    /// ```
+    pub fn itsme_online_verify_rendezvous_room(
+        rendezvous: *const itsme_online_verify_rendezvous,
+        index: usize,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The session of candidate `index`: 0 the current window's, 1 the
+    /// previous one's, for what must be done before any message (such as
+    /// itsme_online_verify_share_profile).  A new reference to the same
+    /// session: free it with itsme_online_verify_free.
+    /// Errors: ITSME_E_INVALID_ARGUMENT (index above 1).
+    /// ```
+    pub fn itsme_online_verify_rendezvous_session(
+        rendezvous: *mut itsme_online_verify_rendezvous,
+        index: usize,
+        out_session: *mut *mut itsme_online_verify,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The first event of the current window's room was not the peer's arrival:
+    /// the previous window's room is to be joined too.  No effect for another
+    /// room or once a session was chosen.
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, a text over ITSME_TEXT_MAX).
+    /// ```
+    pub fn itsme_online_verify_rendezvous_alone(
+        rendezvous: *mut itsme_online_verify_rendezvous,
+        room: *const c_char,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The peer joined `room`: the first report chooses that room's session,
+    /// later ones give the session chosen.  *out_session is a new reference to
+    /// it: run it in that room, free it with itsme_online_verify_free, and
+    /// leave the other room.
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, not a room to be in).
+    /// ```
+    pub fn itsme_online_verify_rendezvous_peer_joined(
+        rendezvous: *mut itsme_online_verify_rendezvous,
+        room: *const c_char,
+        out_session: *mut *mut itsme_online_verify,
     ) -> itsme_result;
 
     /// ```text

@@ -163,10 +163,11 @@ private func stop(_ session: OnlineVerify) {
 }
 
 /// Online Verify with contact `contactID` by the room rule of
-/// docs/PROTOCOL.md 11.1, run until the SAS: joins the room of the current
-/// window and, finding no peer there, also the one of the window before;
-/// the session of the room where the two meet goes on, the other is left.
-/// Returns that session (state `.compareSAS`).
+/// docs/PROTOCOL.md 11.1 (the library's `OnlineVerifyRendezvous`), run
+/// until the SAS: joins the room of the current window and, finding no peer
+/// there, also the one of the window before; the session of the room where
+/// the two meet goes on, the other is left. Returns that session (state
+/// `.compareSAS`).
 ///
 /// `now` (Unix seconds) picks the window and is passed to the session.
 /// `timeout` (seconds) bounds the whole run. `prepare` is called on each
@@ -179,43 +180,42 @@ public func startOnlineVerify(
     prepare: (OnlineVerify) throws -> Void = { _ in }
 ) async throws -> OnlineVerify {
     let deadline = Deadline(seconds: try Checks.seconds(timeout, "timeout"))
-    let when = now()
-    try UnixTime.check(when)
-    let window = VoiceProtocol.window(when)
-    var candidates: [(session: OnlineVerify, room: Room)] = []
+    var random = SystemRandom()
+    let rendezvous = try OnlineVerifyRendezvous(store: store, contactID: contactID, now: now(), random: &random)
+    for candidate in rendezvous.candidates { try prepare(candidate.session) }
+    var joined: [(name: String, room: Room)] = []
     func closeAll() async {
-        for candidate in candidates { await candidate.room.close() }
+        for entry in joined { await entry.room.close() }
     }
     do {
-        var chosen: Int?
-        for candidateWindow in [window, window - 1] {
-            var random = SystemRandom()
-            let session = try OnlineVerify(store: store, contactID: contactID, window: candidateWindow, now: when, random: &random)
-            try prepare(session)
-            let room = try await Room.join(url, roomID: session.roomName, timeout: deadline.remaining)
-            candidates.append((session, room))
+        // Each room's first event says whether the peer is there already.
+        while rendezvous.chosen == nil, let name = rendezvous.roomsToJoin.first(where: { n in !joined.contains { $0.name == n } }) {
+            let room = try await Room.join(url, roomID: name, timeout: deadline.remaining)
+            joined.append((name, room))
             if try await room.nextEvent(timeout: deadline.remaining) == .peerJoined {
-                chosen = candidates.count - 1
-                break
+                try rendezvous.peerJoined(in: name)
+            } else {
+                rendezvous.alone(in: name)
             }
         }
-        while chosen == nil {
+        while rendezvous.chosen == nil {
             if deadline.hasPassed { throw RelayError.timeout("nobody joined the room in time") }
-            for (index, candidate) in candidates.enumerated() {
+            for entry in joined {
                 let event: RoomEvent
                 do {
-                    event = try await candidate.room.nextEvent(timeout: min(0.05, deadline.remaining))
+                    event = try await entry.room.nextEvent(timeout: min(0.05, deadline.remaining))
                 } catch let error as RelayError where error.kind == "timeout" {
                     continue
                 }
                 if event == .peerJoined {
-                    chosen = index
+                    try rendezvous.peerJoined(in: entry.name)
                     break
                 }
             }
         }
-        guard let index = chosen else { throw RelayError.timeout("nobody joined the room in time") }
-        let (session, room) = candidates[index]
+        guard let session = rendezvous.chosen, let room = joined.first(where: { rendezvous.roomsToJoin.contains($0.name) })?.room else {
+            throw RelayError.timeout("nobody joined the room in time")
+        }
         try await onlineVerify(url, session: session, room: room, timeout: deadline.remaining, now: now)
         await closeAll()
         return session

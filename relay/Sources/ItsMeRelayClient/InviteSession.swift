@@ -106,71 +106,63 @@ public final class InviteSession {
     /// The mailbox the messages go through.
     public let mailbox: InviteMailbox
     /// The exchange this session carries.
-    public let exchange: Exchange
+    public var exchange: Exchange { core.exchange }
     /// The invite ID (lowercase hex of `Exchange.relayID`).
-    public let relayID: String
+    public var relayID: String { core.relayID }
     /// True on the inviter's side.
-    public let isInviter: Bool
+    public var isInviter: Bool { core.isInviter }
     /// This side's relay token, once the invite was created or accepted.
-    public private(set) var token: String?
+    public var token: String? { core.token }
     /// The sequence number of the last message fed to the exchange.
-    public private(set) var lastSeq = 0
+    public var lastSeq: Int { core.lastSeq }
     /// Nothing more to do on the relay (the exchange has its SAS and its
     /// messages are out, or it ended).
-    public private(set) var done = false
+    public var done: Bool { core.done }
     /// Whether an invitee is bound, as of the last fetch (nil before one).
-    public private(set) var accepted: Bool?
-    private var unsent: [[UInt8]] = []
+    public var accepted: Bool? { core.accepted }
+
+    /// The library's driver (docs/PROTOCOL.md 16.5): this class only moves
+    /// its requests over HTTP.
+    private let core: MailboxSession
 
     /// A new session for `exchange`, which must be an invite exchange
     /// (`.invalidArgument` otherwise).
     public init(mailbox: InviteMailbox, exchange: Exchange) throws {
-        guard exchange.method == .invite, let id = exchange.relayID else {
+        guard exchange.method == .invite, exchange.relayID != nil else {
             throw ItsMeError(.invalidArgument, "an InviteSession carries an invite exchange (a real-time one goes through a room)")
         }
         self.mailbox = mailbox
-        self.exchange = exchange
-        self.relayID = Checks.hex(id)
-        self.isInviter = exchange.isInviter
+        self.core = try MailboxSession(exchange: exchange)
     }
 
     /// A session resumed from `saved`, with the exchange restored from the
     /// seal saved at the same time. `.invalidArgument` for a state of
     /// another exchange, of an unknown version, or malformed.
-    public convenience init(mailbox: InviteMailbox, exchange: Exchange, saved: SavedState) throws {
-        try self.init(mailbox: mailbox, exchange: exchange)
-        guard saved.version == SavedState.currentVersion else {
-            throw ItsMeError(.invalidArgument, "not a saved InviteSession state of a known version")
-        }
-        guard saved.relayID == relayID, saved.inviter == isInviter else {
-            throw ItsMeError(.invalidArgument, "the saved state is of another exchange")
-        }
-        if let token = saved.token { try Checks.token(token) }
-        guard saved.lastSeq >= 0 else {
-            throw ItsMeError(.invalidArgument, "the saved state's last_seq is not a non-negative integer")
+    public init(mailbox: InviteMailbox, exchange: Exchange, saved: SavedState) throws {
+        guard exchange.method == .invite, exchange.relayID != nil else {
+            throw ItsMeError(.invalidArgument, "an InviteSession carries an invite exchange (a real-time one goes through a room)")
         }
         var messages: [[UInt8]] = []
         for text in saved.unsent {
             guard let message = Base64.decode(text, .urlUnpadded) else {
                 throw ItsMeError(.invalidArgument, "the saved state's unsent messages are not base64url")
             }
-            guard (1...RemoteProtocol.maxMessageCount).contains(message.count) else {
-                throw ItsMeError(.invalidArgument, "the saved state's unsent messages have impossible sizes")
-            }
             messages.append(message)
         }
-        token = saved.token
-        lastSeq = saved.lastSeq
-        unsent = messages
-        done = saved.done
-        accepted = saved.accepted
+        self.mailbox = mailbox
+        self.core = try MailboxSession(
+            exchange: exchange,
+            saved: MailboxSession.SavedState(
+                version: saved.version, relayID: saved.relayID, inviter: saved.inviter, token: saved.token, lastSeq: saved.lastSeq,
+                unsent: messages, done: saved.done, accepted: saved.accepted))
     }
 
     /// The session's state, to save with the sealed exchange.
     public var saved: SavedState {
-        SavedState(
-            relayID: relayID, inviter: isInviter, token: token, lastSeq: lastSeq,
-            unsent: unsent.map { Base64.encode($0, .urlUnpadded) }, done: done, accepted: accepted)
+        let state = core.saved
+        return SavedState(
+            version: state.version, relayID: state.relayID, inviter: state.inviter, token: state.token, lastSeq: state.lastSeq,
+            unsent: state.unsent.map { Base64.encode($0, .urlUnpadded) }, done: state.done, accepted: state.accepted)
     }
 
     // MARK: Running
@@ -184,54 +176,78 @@ public final class InviteSession {
     /// rate-limiting) change nothing: step again later.
     @discardableResult
     public func step(wait: Double = 0, now: Int64) async throws -> Exchange.State {
-        if done { return exchange.state }
-        if exchange.state == .failed {
-            try await endInvite()
-            done = true
-            return exchange.state
+        guard !wait.isNaN, wait >= 0, wait <= InviteMailbox.maxWait else {
+            throw ItsMeError(.invalidArgument, "wait must be 0 to 30 seconds")
         }
-        do {
-            if token == nil { try await open() }
-            try await flush()
-            if needsPeer {
-                try await feed(wait: wait, now: now)
-                try await flush()
-            }
-        } catch let error as RelayError where error.inviteEnded {
-            done = true
-            unsent.removeAll()
-            Self.giveUp(exchange)
-            throw RelayError(
-                "the invite is no longer on the relay: the other side ended it (its check failed, or it gave up), or it expired; "
-                    + "this exchange is rejected, start a new one",
-                status: error.status, kind: error.kind, inviteEnded: true)
-        }
-        guard unsent.isEmpty else { return exchange.state }
-        if exchange.state == .rejected, !peerDecided {
-            // This side rejected: its decision is posted; ending the invite
-            // now tells the peer no less (no decision counts as none).
-            try await endInvite()
-            done = true
-        } else if peerDecided, exchange.state != .compareSAS {
-            // Both decisions were read: the inviter posted its own only after
-            // reading the invitee's, so the invitee, reading it, ends the
-            // invite; nothing about the exchange stays on the relay.
-            if !isInviter { try await endInvite() }
-            done = true
-        }
+        try core.begin(wait: Int(wait))
+        try await run(now: now)
         return exchange.state
     }
 
-    private var peerDecided: Bool { !exchange.flags.isDisjoint(with: [.peerConfirmed, .peerRejected]) }
-
-    /// Whether the peer has more to send: its messages up to the SAS, then
-    /// its decision.
-    private var needsPeer: Bool {
-        switch exchange.state {
-        case .awaitingPeer: return true
-        case .compareSAS, .awaitingDecision: return !peerDecided
-        case .imported, .confirmed, .rejected, .failed: return false
+    /// Makes the core's requests until it says the step is over.
+    private func run(now: Int64) async throws {
+        while true {
+            let request = core.nextRequest()
+            let answer: MailboxSession.Answer?
+            do {
+                answer = try await perform(request)
+            } catch let error as RelayError {
+                if error.inviteEnded {
+                    if try core.answer(.inviteGone, now: now) == .inviteEnded {
+                        throw RelayError(
+                            "the invite is no longer on the relay: the other side ended it (its check failed, or it gave up), or it expired; "
+                                + "this exchange is rejected, start a new one",
+                            status: error.status, kind: error.kind, inviteEnded: true)
+                    }
+                    continue
+                }
+                if error.kind == "conflict", request == .create || request == .accept {
+                    _ = try core.answer(.conflict, now: now)
+                    throw RelayError(
+                        isInviter
+                            ? "an invite with this ID already exists: start a new exchange"
+                            : "someone else already accepted this invite: ask for a new one",
+                        status: error.status, kind: error.kind)
+                }
+                _ = try core.answer(.transientFailure, now: now)
+                throw error
+            }
+            guard let answer else { return }
+            do {
+                _ = try core.answer(answer, now: now)
+            } catch let refusal {
+                // Refused: the exchange has failed. End the invite now, so
+                // that the other side fails too instead of waiting (if the
+                // relay cannot be reached now, the next step tries again).
+                if exchange.state == .failed { try? await run(now: now) }
+                throw refusal
+            }
         }
+    }
+
+    /// Makes one request; nil for `.idle` and `.done`.
+    private func perform(_ request: MailboxSession.Request) async throws -> MailboxSession.Answer? {
+        switch request {
+        case .idle, .done:
+            return nil
+        case .create:
+            return .created(token: try await mailbox.create(inviteID: relayID))
+        case .accept:
+            return .accepted(token: try await mailbox.accept(inviteID: relayID))
+        case .post(let body):
+            return .posted(seq: try await mailbox.post(inviteID: relayID, token: try heldToken(), body: body))
+        case .fetch(let after, let wait):
+            let (isAccepted, messages) = try await mailbox.fetch(inviteID: relayID, token: try heldToken(), after: after, wait: Double(wait))
+            return .fetched(accepted: isAccepted, messages: messages.map { MailboxSession.Message(seq: $0.seq, body: $0.body) })
+        case .delete:
+            try await mailbox.delete(inviteID: relayID, token: try heldToken())
+            return .deleted
+        }
+    }
+
+    private func heldToken() throws -> String {
+        guard let token else { throw ItsMeError(.invalidState, "no relay token yet") }
+        return token
     }
 
     /// Ends the invite on the relay now (idempotent; an invite already gone
@@ -242,14 +258,15 @@ public final class InviteSession {
     /// try again).
     @discardableResult
     public func finish() async -> RelayError? {
+        if done { return nil }
+        core.finish()
         do {
-            try await endInvite()
+            try await run(now: 0)
         } catch let error as RelayError {
             return error
         } catch {
             return RelayError.connection("cannot end the invite (\(error))")
         }
-        done = true
         return nil
     }
 
@@ -262,9 +279,10 @@ public final class InviteSession {
     @discardableResult
     public func cancel(store: ContactStore?) async -> (any Error)? {
         var failure: (any Error)?
-        do { try await endInvite() } catch { failure = error }
-        done = true
-        unsent.removeAll()
+        if !done {
+            core.cancel()
+            do { try await run(now: 0) } catch { failure = error }
+        }
         if Self.isPending(exchange.state) {
             do { try exchange.reject(store: store) } catch { failure = failure ?? error }
         }
@@ -277,65 +295,11 @@ public final class InviteSession {
         state == .awaitingPeer || state == .compareSAS || state == .awaitingDecision
     }
 
-    /// Rejects a pending exchange whose invite is gone (the drivers saved
+    /// Rejects a pending exchange whose room failed (the drivers saved
     /// nothing, so no store is needed); an exchange the host saved is left
     /// for the host to decide.
     static func giveUp(_ exchange: Exchange) {
         if isPending(exchange.state) { try? exchange.reject(store: nil) }
-    }
-
-    private func open() async throws {
-        do {
-            token = isInviter ? try await mailbox.create(inviteID: relayID) : try await mailbox.accept(inviteID: relayID)
-        } catch let error as RelayError where !error.inviteEnded && error.kind == "conflict" {
-            done = true
-            Self.giveUp(exchange)
-            throw RelayError(
-                isInviter
-                    ? "an invite with this ID already exists: start a new exchange"
-                    : "someone else already accepted this invite: ask for a new one",
-                status: error.status, kind: error.kind)
-        }
-    }
-
-    /// Posts the unsent messages, oldest first, keeping any that fails.
-    private func flush() async throws {
-        while let message = exchange.peekOutgoing() {
-            unsent.append(message)
-            exchange.markSent()
-        }
-        while let first = unsent.first, let token {
-            try await mailbox.post(inviteID: relayID, token: token, body: first)
-            unsent.removeFirst()
-        }
-    }
-
-    private func feed(wait: Double, now: Int64) async throws {
-        guard let token else { return }
-        let (isAccepted, messages) = try await mailbox.fetch(inviteID: relayID, token: token, after: lastSeq, wait: wait)
-        accepted = isAccepted
-        for (seq, body) in messages.sorted(by: { $0.seq < $1.seq }) where seq > lastSeq {
-            do {
-                try exchange.receive(body, now: now)
-            } catch {
-                // Refused: the exchange has failed. End the invite, so that
-                // the other side fails too instead of waiting (if the relay
-                // cannot be reached now, the next step tries again).
-                unsent.removeAll()
-                if (try? await endInvite()) != nil { done = true }
-                throw error
-            }
-            lastSeq = seq
-        }
-    }
-
-    /// DELETEs the invite if this side holds a token; an invite already
-    /// gone is fine. Other failures are thrown.
-    private func endInvite() async throws {
-        guard let token else { return }
-        do {
-            try await mailbox.delete(inviteID: relayID, token: token)
-        } catch let error as RelayError where error.inviteEnded {}
     }
 }
 

@@ -614,6 +614,88 @@ public interface ItsMeLibrary extends Library {
     int ITSME_RELAY_ID_SIZE = 33;
 
     /**
+     * <pre>
+     * POST /v1/invites/{id}: the relay answers 201 with the inviter's token.
+     * </pre>
+     * <p>A value of {@code itsme_mailbox_request}.
+     */
+    int ITSME_MAILBOX_REQUEST_CREATE = 1;
+
+    /**
+     * <pre>
+     * POST /v1/invites/{id}/accept: 200 with the invitee's token.
+     * </pre>
+     * <p>A value of {@code itsme_mailbox_request}.
+     */
+    int ITSME_MAILBOX_REQUEST_ACCEPT = 2;
+
+    /**
+     * <pre>
+     * POST /v1/invites/{id}/messages with the request body: 201.
+     * </pre>
+     * <p>A value of {@code itsme_mailbox_request}.
+     */
+    int ITSME_MAILBOX_REQUEST_POST = 3;
+
+    /**
+     * <pre>
+     * GET /v1/invites/{id}/messages?after=N&amp;wait=W: 200.
+     * </pre>
+     * <p>A value of {@code itsme_mailbox_request}.
+     */
+    int ITSME_MAILBOX_REQUEST_FETCH = 4;
+
+    /**
+     * <pre>
+     * DELETE /v1/invites/{id}: 204 (404 is as good).
+     * </pre>
+     * <p>A value of {@code itsme_mailbox_request}.
+     */
+    int ITSME_MAILBOX_REQUEST_DELETE = 5;
+
+    /**
+     * <pre>
+     * Nothing more in this step: begin another later.
+     * </pre>
+     * <p>A value of {@code itsme_mailbox_request}.
+     */
+    int ITSME_MAILBOX_REQUEST_IDLE = 6;
+
+    /**
+     * <pre>
+     * Nothing more to do on the relay, ever.
+     * </pre>
+     * <p>A value of {@code itsme_mailbox_request}.
+     */
+    int ITSME_MAILBOX_REQUEST_DONE = 7;
+
+    /**
+     * <pre>
+     * Go on: ask for the next request.
+     * </pre>
+     * <p>A value of {@code itsme_mailbox_outcome}.
+     */
+    int ITSME_MAILBOX_OUTCOME_PROCEED = 1;
+
+    /**
+     * <pre>
+     * The invite is gone (ended by the other side, or expired); the exchange
+     * was rejected if it was still pending: start a new one.
+     * </pre>
+     * <p>A value of {@code itsme_mailbox_outcome}.
+     */
+    int ITSME_MAILBOX_OUTCOME_INVITE_ENDED = 2;
+
+    /**
+     * <pre>
+     * The invite ID is taken (inviter) or someone else accepted the invite
+     * (invitee); the exchange was rejected if it was still pending.
+     * </pre>
+     * <p>A value of {@code itsme_mailbox_outcome}.
+     */
+    int ITSME_MAILBOX_OUTCOME_CONFLICT = 3;
+
+    /**
      * <p>A value of {@code itsme_voice_state}.
      */
     int ITSME_VOICE_STATE_WAITING = 1;
@@ -1435,6 +1517,82 @@ public interface ItsMeLibrary extends Library {
     }
 
     /**
+     * The values of {@code itsme_mailbox_request} (uint32_t), named as its constants without their common prefix.
+     * <p>{@link #of} gives null for a value this version does not know.
+     */
+    enum MailboxRequest {
+        /** {@link ItsMeLibrary#ITSME_MAILBOX_REQUEST_CREATE} */
+        CREATE(ITSME_MAILBOX_REQUEST_CREATE),
+        /** {@link ItsMeLibrary#ITSME_MAILBOX_REQUEST_ACCEPT} */
+        ACCEPT(ITSME_MAILBOX_REQUEST_ACCEPT),
+        /** {@link ItsMeLibrary#ITSME_MAILBOX_REQUEST_POST} */
+        POST(ITSME_MAILBOX_REQUEST_POST),
+        /** {@link ItsMeLibrary#ITSME_MAILBOX_REQUEST_FETCH} */
+        FETCH(ITSME_MAILBOX_REQUEST_FETCH),
+        /** {@link ItsMeLibrary#ITSME_MAILBOX_REQUEST_DELETE} */
+        DELETE(ITSME_MAILBOX_REQUEST_DELETE),
+        /** {@link ItsMeLibrary#ITSME_MAILBOX_REQUEST_IDLE} */
+        IDLE(ITSME_MAILBOX_REQUEST_IDLE),
+        /** {@link ItsMeLibrary#ITSME_MAILBOX_REQUEST_DONE} */
+        DONE(ITSME_MAILBOX_REQUEST_DONE);
+
+        private final int value;
+
+        MailboxRequest(int value) {
+            this.value = value;
+        }
+
+        /** The C value. */
+        public int value() {
+            return value;
+        }
+
+        /** The member of C value {@code value}, or null for a value this version does not know. */
+        public static MailboxRequest of(int value) {
+            for (MailboxRequest member : values()) {
+                if (member.value == value) {
+                    return member;
+                }
+            }
+            return null;
+        }
+    }
+
+    /**
+     * The values of {@code itsme_mailbox_outcome} (uint32_t), named as its constants without their common prefix.
+     * <p>{@link #of} gives null for a value this version does not know.
+     */
+    enum MailboxOutcome {
+        /** {@link ItsMeLibrary#ITSME_MAILBOX_OUTCOME_PROCEED} */
+        PROCEED(ITSME_MAILBOX_OUTCOME_PROCEED),
+        /** {@link ItsMeLibrary#ITSME_MAILBOX_OUTCOME_INVITE_ENDED} */
+        INVITE_ENDED(ITSME_MAILBOX_OUTCOME_INVITE_ENDED),
+        /** {@link ItsMeLibrary#ITSME_MAILBOX_OUTCOME_CONFLICT} */
+        CONFLICT(ITSME_MAILBOX_OUTCOME_CONFLICT);
+
+        private final int value;
+
+        MailboxOutcome(int value) {
+            this.value = value;
+        }
+
+        /** The C value. */
+        public int value() {
+            return value;
+        }
+
+        /** The member of C value {@code value}, or null for a value this version does not know. */
+        public static MailboxOutcome of(int value) {
+            for (MailboxOutcome member : values()) {
+                if (member.value == value) {
+                    return member;
+                }
+            }
+            return null;
+        }
+    }
+
+    /**
      * The values of {@code itsme_voice_state} (uint32_t), named as its constants without their common prefix.
      * <p>{@link #of} gives null for a value this version does not know.
      */
@@ -1777,6 +1935,19 @@ public interface ItsMeLibrary extends Library {
     }
 
     /**
+     * A pointer to an opaque {@code itsme_mailbox_session}, released by {@link ItsMeLibrary#itsme_mailbox_session_free}
+     * <p>Its last-error detail: {@code itsme_mailbox_session_last_error}.
+     */
+    class itsme_mailbox_session extends PointerType {
+        public itsme_mailbox_session() {
+        }
+
+        public itsme_mailbox_session(Pointer pointer) {
+            super(pointer);
+        }
+    }
+
+    /**
      * A pointer to an opaque {@code itsme_voice}, released by {@link ItsMeLibrary#itsme_voice_free}
      * <p>Its last-error detail: {@code itsme_voice_last_error}.
      */
@@ -1798,6 +1969,19 @@ public interface ItsMeLibrary extends Library {
         }
 
         public itsme_online_verify(Pointer pointer) {
+            super(pointer);
+        }
+    }
+
+    /**
+     * A pointer to an opaque {@code itsme_online_verify_rendezvous}, released by {@link ItsMeLibrary#itsme_online_verify_rendezvous_free}
+     * <p>Its last-error detail: {@code itsme_online_verify_rendezvous_last_error}.
+     */
+    class itsme_online_verify_rendezvous extends PointerType {
+        public itsme_online_verify_rendezvous() {
+        }
+
+        public itsme_online_verify_rendezvous(Pointer pointer) {
             super(pointer);
         }
     }
@@ -3390,6 +3574,160 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
+     * A new session for `exchange`, an invite exchange.
+     * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, or not
+     * an invite exchange: a real-time one goes through a room).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_mailbox_session_new(itsme_exchange *exchange, itsme_mailbox_session **out)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_mailbox_session_new(itsme_exchange exchange, PointerByReference out);
+
+    /**
+     * <pre>
+     * A session resumed from `saved` (the JSON of itsme_mailbox_session_save,
+     * of the Python binding or of the relay client) with `exchange` restored
+     * from the seal saved at the same time.
+     * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, not an
+     * invite exchange, a state of another exchange, of an unknown version, or
+     * malformed; longer than ITSME_TEXT_MAX bytes).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_mailbox_session_resume(itsme_exchange *exchange, const char *saved, itsme_mailbox_session **out)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_mailbox_session_resume(itsme_exchange exchange, String saved, PointerByReference out);
+
+    /**
+     * <pre>
+     * Releases a session (not its exchange, which the caller frees as usual).
+     * Accepts NULL.
+     * </pre>
+     * <p>C: {@code void itsme_mailbox_session_free(itsme_mailbox_session *session)}
+     * <p>Releases a {@link itsme_mailbox_session}; call it exactly once per handle.
+     */
+    void itsme_mailbox_session_free(itsme_mailbox_session session);
+
+    /**
+     * <pre>
+     * Copies the detail of the last failure of a call on this session.
+     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_mailbox_session_last_error(const itsme_mailbox_session *session, char *buf, size_t cap, size_t *out_len)}
+     */
+    int itsme_mailbox_session_last_error(itsme_mailbox_session session, byte[] buf, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * Starts a step; its fetch may be held `wait` seconds (0 to 30) on the
+     * relay.  A step under way goes on with the new wait.
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, wait above 30).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_mailbox_session_begin(itsme_mailbox_session *session, uint32_t wait)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_mailbox_session_begin(itsme_mailbox_session session, int wait);
+
+    /**
+     * <pre>
+     * The request to make next (ITSME_MAILBOX_REQUEST_*).  Asking again
+     * before answering gives the same request.
+     * Errors: ITSME_E_INVALID_ARGUMENT.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_mailbox_session_next_request(itsme_mailbox_session *session, itsme_mailbox_request *out_request)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_mailbox_session_next_request(itsme_mailbox_session session, IntByReference out_request);
+
+    /**
+     * <pre>
+     * The path and query of the pending request, NUL-terminated
+     * ("/v1/invites/&lt;id&gt;/messages?after=3&amp;wait=30"), to append to the relay's
+     * base URL.
+     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (no request
+     * pending), ITSME_E_BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_mailbox_session_request_path(const itsme_mailbox_session *session, char *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_mailbox_session_request_path(itsme_mailbox_session session, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * The body of the pending request: the message of a POST (at most
+     * ITSME_REMOTE_MESSAGE_MAX bytes), empty (*out_len 0) for the others.
+     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (no request
+     * pending), ITSME_E_BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_mailbox_session_request_body(const itsme_mailbox_session *session, uint8_t *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_mailbox_session_request_body(itsme_mailbox_session session, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * This side's relay token (43 characters and the NUL), for the
+     * Authorization header of every request after the create or accept.  A
+     * secret towards everyone but the relay: never log it.
+     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND (none yet),
+     * ITSME_E_BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_mailbox_session_token(const itsme_mailbox_session *session, char *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_mailbox_session_token(itsme_mailbox_session session, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * Takes the relay's answer to the pending request: its HTTP `status` (0
+     * when none came: the relay unreachable, a timeout) and `body` (NULL with
+     * len 0 when empty); `now` is passed to the exchange for the messages
+     * fetched.  404 ends the invite (outcome INVITE_ENDED), 409 to a create or
+     * an accept sets CONFLICT, the route's success status is read, anything
+     * else ends the step with nothing changed (outcome PROCEED).
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a time out of range: nothing
+     * consumed), ITSME_E_INVALID_STATE (no
+     * request pending), ITSME_E_MALFORMED_MESSAGE (a success whose body is not
+     * the route's JSON: the step ends, nothing changed), and the exchange's
+     * errors for a message it refused (ITSME_E_AUTHENTICATION_FAILED,
+     * ITSME_E_MALFORMED_MESSAGE, ...: the exchange has failed, and the next
+     * request is DELETE).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_mailbox_session_answer(itsme_mailbox_session *session, uint32_t status, const uint8_t *body, size_t len, int64_t now, itsme_mailbox_outcome *out_outcome)}
+     * <p>Its result must be checked (ITSME_WARN_UNUSED_RESULT).
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_mailbox_session_answer(itsme_mailbox_session session, int status, byte[] body, SizeT len, long now, IntByReference out_outcome);
+
+    /**
+     * <pre>
+     * Asks to end the invite on the relay (idempotent): the next request is
+     * DELETE (none without a token), then DONE.  The inviter may do it once
+     * the two people compared the SAS; the invitee's steps do it by themselves.
+     * Starts a step if none is under way.  With `give_up` true the messages
+     * not yet posted are dropped too, and the session is done after the
+     * DELETE whatever the relay answered (an invite it could not end expires
+     * there): the host then rejects the exchange (itsme_exchange_reject).
+     * Errors: ITSME_E_INVALID_ARGUMENT.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_mailbox_session_finish(itsme_mailbox_session *session, bool give_up)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_mailbox_session_finish(itsme_mailbox_session session, byte give_up);
+
+    /**
+     * <pre>
+     * The state to save with the sealed exchange after every step: JSON text
+     * with the keys version, relay_id, inviter, token, last_seq, unsent, done
+     * and, once known, accepted.  Holds the relay token: keep it private.
+     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_mailbox_session_save(itsme_mailbox_session *session, char *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_mailbox_session_save(itsme_mailbox_session session, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
      * The NATO word of index 0 to 25 ("ALFA" ... "ZULU"), static storage; NULL
      * for another index.  Thread-safe; needs no itsme_init().
      * </pre>
@@ -3735,6 +4073,100 @@ public interface ItsMeLibrary extends Library {
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
     int itsme_online_verify_peer_profile(itsme_online_verify session, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * Makes the sessions with contact `contact_id` for the window of `now` and
+     * the one before, drawn from `rng` (NULL: the operating system) in that
+     * order.
+     * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL),
+     * ITSME_E_NOT_FOUND, ITSME_E_DATABASE, and the errors of
+     * itsme_online_verify_new.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_online_verify_rendezvous_new(itsme_store *store, int64_t contact_id, itsme_random *rng, int64_t now, itsme_online_verify_rendezvous **out)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_online_verify_rendezvous_new(itsme_store store, long contact_id, itsme_random rng, long now, PointerByReference out);
+
+    /**
+     * <pre>
+     * Releases a rendezvous; the session handles it gave stay valid until
+     * freed themselves.  Accepts NULL.
+     * </pre>
+     * <p>C: {@code void itsme_online_verify_rendezvous_free(itsme_online_verify_rendezvous *rendezvous)}
+     * <p>Releases a {@link itsme_online_verify_rendezvous}; call it exactly once per handle.
+     */
+    void itsme_online_verify_rendezvous_free(itsme_online_verify_rendezvous rendezvous);
+
+    /**
+     * <pre>
+     * Copies the detail of the last failure of a call on this rendezvous.
+     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_online_verify_rendezvous_last_error(const itsme_online_verify_rendezvous *rendezvous, char *buf, size_t cap, size_t *out_len)}
+     */
+    int itsme_online_verify_rendezvous_last_error(itsme_online_verify_rendezvous rendezvous, byte[] buf, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * How many rooms to be in now: 1 at first, 2 once the host reported it was
+     * alone in the current one, 1 once a session was chosen.
+     * Errors: ITSME_E_INVALID_ARGUMENT.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_online_verify_rendezvous_room_count(const itsme_online_verify_rendezvous *rendezvous, size_t *out_count)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_online_verify_rendezvous_room_count(itsme_online_verify_rendezvous rendezvous, SizeTByReference out_count);
+
+    /**
+     * <pre>
+     * The room `index` (from 0, in order of joining) to be in now
+     * (ITSME_ROOM_NAME_SIZE).
+     * Errors: ITSME_E_INVALID_ARGUMENT (index out of range),
+     * ITSME_E_BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_online_verify_rendezvous_room(const itsme_online_verify_rendezvous *rendezvous, size_t index, char *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_online_verify_rendezvous_room(itsme_online_verify_rendezvous rendezvous, SizeT index, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * The session of candidate `index`: 0 the current window's, 1 the
+     * previous one's, for what must be done before any message (such as
+     * itsme_online_verify_share_profile).  A new reference to the same
+     * session: free it with itsme_online_verify_free.
+     * Errors: ITSME_E_INVALID_ARGUMENT (index above 1).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_online_verify_rendezvous_session(itsme_online_verify_rendezvous *rendezvous, size_t index, itsme_online_verify **out_session)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_online_verify_rendezvous_session(itsme_online_verify_rendezvous rendezvous, SizeT index, PointerByReference out_session);
+
+    /**
+     * <pre>
+     * The first event of the current window's room was not the peer's arrival:
+     * the previous window's room is to be joined too.  No effect for another
+     * room or once a session was chosen.
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a text over ITSME_TEXT_MAX).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_online_verify_rendezvous_alone(itsme_online_verify_rendezvous *rendezvous, const char *room)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_online_verify_rendezvous_alone(itsme_online_verify_rendezvous rendezvous, String room);
+
+    /**
+     * <pre>
+     * The peer joined `room`: the first report chooses that room's session,
+     * later ones give the session chosen.  *out_session is a new reference to
+     * it: run it in that room, free it with itsme_online_verify_free, and
+     * leave the other room.
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, not a room to be in).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_online_verify_rendezvous_peer_joined(itsme_online_verify_rendezvous *rendezvous, const char *room, itsme_online_verify **out_session)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_online_verify_rendezvous_peer_joined(itsme_online_verify_rendezvous rendezvous, String room, PointerByReference out_session);
 
     /**
      * <pre>

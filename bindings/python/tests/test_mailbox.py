@@ -1,0 +1,183 @@
+"""The library's invite-mailbox driver (docs/PROTOCOL.md 16.5) and Online
+Verify room rule (11.1) through the C API, as itsme.relay uses them: a
+whole invite exchange whose requests go to an in-memory double of the
+relay's invite routes, a refusal, an ended invite, saved state, and two
+sides that meet across a window boundary.  The same drivers against a real
+relay are in relay/tests/test_remote_exchange.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Dict, List, Optional, Tuple
+
+import pytest
+
+from itsme import ContactStore, Exchange, ExchangeState, Identity, InvalidArgumentError, ItsMeError, SecretStore
+from itsme._mailbox import MailboxOutcome, MailboxRequest, MailboxSession, OnlineVerifyRendezvous
+from itsme._online_verify import OnlineVerifyState
+from test_exchange import T0, rng
+
+
+def b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+class FakeRelay:
+    """One invite on the relay's routes (15.2), in memory."""
+
+    def __init__(self) -> None:
+        self.id: Optional[str] = None
+        self.gone = False
+        self.tokens: Dict[str, bool] = {}  # token -> is the inviter's
+        self.messages: List[Tuple[int, bool, bytes]] = []
+        self.deletes = 0
+
+    def handle(self, method: str, path: str, token: Optional[str], body: bytes) -> Tuple[int, bytes]:
+        invite_id, tail = path[len("/v1/invites/") :][:32], path[len("/v1/invites/") + 32 :]
+        if (method, tail) == ("POST", ""):
+            if self.id is not None:
+                return 409, b'{"error": "conflict"}'
+            self.id, t = invite_id, b64(b"\1" * 32)
+            self.tokens[t] = True
+            return 201, json.dumps({"token": t, "expires": 1800086400.5}).encode()
+        if self.id != invite_id or self.gone:
+            return 404, b'{"error": "not-found"}'
+        if (method, tail) == ("POST", "/accept"):
+            if len(self.tokens) > 1:
+                return 409, b'{"error": "conflict"}'
+            t = b64(b"\2" * 32)
+            self.tokens[t] = False
+            return 200, json.dumps({"token": t}).encode()
+        inviter = self.tokens[token or ""]
+        if (method, tail) == ("POST", "/messages"):
+            self.messages.append((len(self.messages) + 1, inviter, body))
+            return 201, json.dumps({"seq": len(self.messages)}).encode()
+        if method == "GET":
+            after = int(tail.split("after=")[1].split("&")[0])
+            items = [{"seq": s, "body": b64(b)} for s, i, b in self.messages if i != inviter and s > after]
+            return 200, json.dumps({"accepted": len(self.tokens) > 1, "messages": items}).encode()
+        self.deletes += 1
+        self.gone = True
+        return 204, b""
+
+
+def step(session: MailboxSession, relay: FakeRelay) -> Tuple[List[MailboxRequest], MailboxOutcome]:
+    session.begin(0)
+    made = []
+    while True:
+        request = session.next_request()
+        if request in (MailboxRequest.IDLE, MailboxRequest.DONE):
+            return made, MailboxOutcome.PROCEED
+        made.append(request)
+        method = {MailboxRequest.FETCH: "GET", MailboxRequest.DELETE: "DELETE"}.get(request, "POST")
+        status, body = relay.handle(method, session.request_path(), session.token(), session.request_body())
+        outcome = session.answer(status, body, T0)
+        if outcome != MailboxOutcome.PROCEED:
+            return made, outcome
+
+
+@pytest.fixture
+def people(tmp_path):
+    made = []
+    for name in ("Alice", "Bob"):
+        secrets = SecretStore.memory()
+        identity = Identity.create(secrets, name, random=rng(f"mailbox {name}"))
+        made.append((secrets, identity, ContactStore.open(identity, tmp_path / f"{name}.db")))
+    yield made
+    for secrets, identity, contacts in made:
+        contacts.close()
+        identity.close()
+        secrets.close()
+
+
+def exchanges(people):
+    inviter = Exchange.invite(people[0][1], T0, random=rng("mailbox invite"))
+    invitee = Exchange.accept_invite(
+        people[1][1], inviter.invite_code, inviter.encryption_code, T0, random=rng("mailbox accept")
+    )
+    return inviter, invitee
+
+
+def test_a_whole_invite_exchange_through_a_fake_relay(people):
+    inviter, invitee = exchanges(people)
+    relay = FakeRelay()
+    a, b = MailboxSession(inviter), MailboxSession(invitee)
+    assert step(a, relay)[0] == [MailboxRequest.CREATE, MailboxRequest.POST, MailboxRequest.FETCH]
+    assert step(b, relay)[0][:2] == [MailboxRequest.ACCEPT, MailboxRequest.FETCH]
+    for _ in range(4):
+        step(a, relay)
+        step(b, relay)
+    assert inviter.state == invitee.state == ExchangeState.COMPARE_SAS
+    assert inviter.sas == invitee.sas
+    invitee.confirm(people[1][2], T0)
+    inviter.confirm(people[0][2], T0)
+    for _ in range(4):
+        step(b, relay)
+        step(a, relay)
+    assert a.next_request() == b.next_request() == MailboxRequest.DONE
+    assert relay.gone and relay.deletes == 1
+    inviter.settle(people[0][2], T0)
+    invitee.settle(people[1][2], T0)
+    assert inviter.state == invitee.state == ExchangeState.CONFIRMED
+
+
+def test_a_refusal_ends_the_invite_and_saved_state_resumes(people):
+    inviter, invitee = exchanges(people)
+    relay = FakeRelay()
+    a, b = MailboxSession(inviter), MailboxSession(invitee)
+    step(a, relay)
+    saved = json.loads(a.save())
+    assert saved == {
+        "version": 1,
+        "relay_id": inviter.relay_id,
+        "inviter": True,
+        "token": b64(b"\1" * 32),
+        "last_seq": 0,
+        "unsent": [],
+        "done": False,
+        "accepted": False,
+    }
+    resumed = MailboxSession(inviter, json.dumps(saved))
+    with pytest.raises(InvalidArgumentError, match="another exchange"):
+        MailboxSession(invitee, json.dumps(saved))
+
+    relay.messages[0] = (1, True, b"\xee" * 40)
+    with pytest.raises(ItsMeError):
+        step(b, relay)
+    assert invitee.state == ExchangeState.FAILED
+    assert b.next_request() == MailboxRequest.DELETE
+    status, body = relay.handle("DELETE", b.request_path(), b.token(), b"")
+    assert b.answer(status, body, T0) == MailboxOutcome.PROCEED
+    assert b.next_request() == MailboxRequest.DONE
+    assert step(resumed, relay)[1] == MailboxOutcome.INVITE_ENDED
+    assert inviter.state == ExchangeState.REJECTED
+
+
+def test_the_room_rule_across_a_window_boundary(people):
+    (_, alice, at_alice), (_, bob, at_bob) = people
+    seed = bytes([9]) * 32
+    bob_id = at_alice.add("Bob", bob.public_key, seed, now=T0)
+    alice_id = at_bob.add("Alice", alice.public_key, seed, now=T0)
+    boundary = (T0 // 30 + 1) * 30
+    a = OnlineVerifyRendezvous(at_alice, bob_id, boundary - 2, random=rng("rendezvous a"))
+    b = OnlineVerifyRendezvous(at_bob, alice_id, boundary + 1, random=rng("rendezvous b"))
+    [a_room] = a.rooms()
+    [b_first] = b.rooms()
+    b.alone(b_first)
+    assert b.rooms() == [b_first, a_room]
+    with pytest.raises(InvalidArgumentError):
+        a.peer_joined(b_first)
+    sa, sb = a.peer_joined(a_room), b.peer_joined(a_room)
+    assert sb.window == boundary // 30 - 1 and sa.room == sb.room == a_room
+    moved = True
+    while moved:
+        moved = False
+        for x, y in ((sa, sb), (sb, sa)):
+            message = x.next_outgoing()
+            if message:
+                y.receive(message, boundary + 2)
+                moved = True
+    assert sa.state == sb.state == OnlineVerifyState.COMPARE_SAS
+    assert sa.sas == sb.sas
