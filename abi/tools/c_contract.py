@@ -278,6 +278,7 @@ class Generator:
             w("    }")
             w("    %s *h = fx_%s();" % (h, h))
             w("    if (!h) exit(77); /* no handle of this type in this build */")
+            w("    ct_forget(h);")
             w("    %s(h);" % name)
             w("}")
             self.entries.append((name, name + ": NULL", "run_" + name, index, "CT_RELEASE_NULL", -1))

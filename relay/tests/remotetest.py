@@ -371,9 +371,9 @@ def found_in(data: bytes, value: bytes) -> list:
 # ---------------------------------------------------------------------------
 # An inviter built outside the library
 
-# The independent implementation of docs/PROTOCOL.md (the binding's tests),
-# which the public API cannot replace here: it always draws fresh codes.
-sys.path.insert(0, str(REPO / "bindings" / "python" / "tests"))
+# The independent implementation of docs/PROTOCOL.md (spec/), which the
+# public API cannot replace here: it always draws fresh codes.
+sys.path.insert(0, str(REPO / "spec"))
 from independent import protocol as spec  # noqa: E402
 
 

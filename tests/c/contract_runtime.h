@@ -24,6 +24,47 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* The handles a fixture keeps for a whole check, released at exit (in the
+ * reverse order of their creation), before LeakSanitizer looks: the library
+ * holds some references with tag bits in their spare bits (Swift's enum
+ * layout), which LeakSanitizer does not take for pointers, so an object that
+ * is alive at exit can look leaked. A check that releases a kept handle
+ * itself says so with ct_forget. */
+typedef void (*ct_free_fn)(void *);
+static struct {
+    void *handle;
+    ct_free_fn release;
+} ct_kept[64];
+static int ct_kept_count;
+
+static void ct_release_kept(void) {
+    while (ct_kept_count > 0) {
+        ct_kept_count--;
+        ct_kept[ct_kept_count].release(ct_kept[ct_kept_count].handle);
+    }
+}
+
+static void *ct_keep(void *handle, ct_free_fn release) {
+    if (!handle) return NULL;
+    for (int i = 0; i < ct_kept_count; i++)
+        if (ct_kept[i].handle == handle) return handle;
+    if (ct_kept_count == 0) atexit(ct_release_kept);
+    if (ct_kept_count == (int)(sizeof ct_kept / sizeof ct_kept[0])) exit(1);
+    ct_kept[ct_kept_count].handle = handle;
+    ct_kept[ct_kept_count].release = release;
+    ct_kept_count++;
+    return handle;
+}
+
+static void ct_forget(void *handle) {
+    for (int i = 0; i < ct_kept_count; i++)
+        if (ct_kept[i].handle == handle) {
+            memmove(&ct_kept[i], &ct_kept[i + 1], (size_t)(ct_kept_count - i - 1) * sizeof ct_kept[0]);
+            ct_kept_count--;
+            return;
+        }
+}
+
 /* The kinds of check. */
 enum ct_kind {
     CT_BEFORE_INIT, /* before itsme_init: ITSME_E_NOT_INITIALIZED, nothing written */

@@ -26,6 +26,24 @@
 #define FX_SERVICE "bank.example"
 
 /* 1 KiB of 0x42: a public key, a seed, a nonce, any valid-looking bytes. */
+/* Releasers of the handles fixtures keep (ct_keep). */
+static void ct_free_itsme_contact(void *h) { itsme_contact_free(h); }
+static void ct_free_itsme_contact_list(void *h) { itsme_contact_list_free(h); }
+static void ct_free_itsme_exchange(void *h) { itsme_exchange_free(h); }
+static void ct_free_itsme_identity(void *h) { itsme_identity_free(h); }
+static void ct_free_itsme_import(void *h) { itsme_import_free(h); }
+static void ct_free_itsme_mailbox_session(void *h) { itsme_mailbox_session_free(h); }
+static void ct_free_itsme_online_verify(void *h) { itsme_online_verify_free(h); }
+static void ct_free_itsme_online_verify_rendezvous(void *h) { itsme_online_verify_rendezvous_free(h); }
+static void ct_free_itsme_pin_update(void *h) { itsme_pin_update_free(h); }
+static void ct_free_itsme_profile(void *h) { itsme_profile_free(h); }
+static void ct_free_itsme_random(void *h) { itsme_random_free(h); }
+static void ct_free_itsme_replay_store(void *h) { itsme_replay_store_free(h); }
+static void ct_free_itsme_secret_store(void *h) { itsme_secret_store_free(h); }
+static void ct_free_itsme_store(void *h) { itsme_store_free(h); }
+static void ct_free_itsme_transfer(void *h) { itsme_transfer_free(h); }
+static void ct_free_itsme_voice(void *h) { itsme_voice_free(h); }
+
 static const uint8_t *fx_bytes_of(void) {
     static uint8_t bytes[1024];
     if (!bytes[0]) memset(bytes, 0x42, sizeof bytes);
@@ -69,7 +87,7 @@ static itsme_secret_store *fx_new_secret_store(void) {
 static itsme_secret_store *fx_itsme_secret_store(void) {
     static itsme_secret_store *s;
     if (!s) s = fx_new_secret_store();
-    return s;
+    return ct_keep(s, ct_free_itsme_secret_store);
 }
 
 /* The directory of a file store wrapped under 32 bytes of fx_bytes (the
@@ -99,13 +117,13 @@ static const char *fx_wrapped_dir(void) {
 static itsme_identity *fx_itsme_identity(void) {
     static itsme_identity *id;
     if (!id) CT_REQUIRE(itsme_identity_create(fx_itsme_secret_store(), "Alice", &id));
-    return id;
+    return ct_keep(id, ct_free_itsme_identity);
 }
 
 static itsme_identity *fx_bob(void) {
     static itsme_identity *id;
     if (!id) CT_REQUIRE(itsme_identity_create(fx_new_secret_store(), "Bob", &id));
-    return id;
+    return ct_keep(id, ct_free_itsme_identity);
 }
 
 static const uint8_t *fx_public_key(itsme_identity *id) {
@@ -199,7 +217,7 @@ static itsme_identity *fx_identity_with_pin(void) {
         fclose(f);
         if (n == 1) {
             CT_REQUIRE(itsme_identity_load(store, &id));
-            return id;
+            return ct_keep(id, ct_free_itsme_identity);
         }
     }
     CT_REQUIRE(itsme_identity_create(store, "Alice", &id));
@@ -236,7 +254,7 @@ static const char *fx_store_path(void) { return ct_path("contacts.db"); }
 static itsme_store *fx_itsme_store(void) {
     static itsme_store *s;
     if (!s) CT_REQUIRE(itsme_store_open(fx_itsme_identity(), fx_store_path(), &s));
-    return s;
+    return ct_keep(s, ct_free_itsme_store);
 }
 
 /* A verified contact "Ann" (key 0x42...), its window 100 used, a note. */
@@ -262,14 +280,14 @@ static int64_t fx_contact_with_photo(void) {
 static itsme_contact *fx_itsme_contact(void) {
     static itsme_contact *c;
     if (!c) CT_REQUIRE(itsme_store_get(fx_itsme_store(), fx_contact(), &c));
-    return c;
+    return ct_keep(c, ct_free_itsme_contact);
 }
 
 static itsme_contact_list *fx_itsme_contact_list(void) {
     static itsme_contact_list *l;
     fx_contact();
     if (!l) CT_REQUIRE(itsme_store_list(fx_itsme_store(), 0, 10, &l));
-    return l;
+    return ct_keep(l, ct_free_itsme_contact_list);
 }
 
 /* The fingerprint of the contact's key. */
@@ -299,7 +317,7 @@ static const char *fx_closed_store_path(void) {
 static itsme_store *fx_bob_store(void) {
     static itsme_store *s;
     if (!s) CT_REQUIRE(itsme_store_open(fx_bob(), ct_path("bob.db"), &s));
-    return s;
+    return ct_keep(s, ct_free_itsme_store);
 }
 static int64_t fx_alice_knows_bob(void) {
     static int64_t id = -1;
@@ -322,7 +340,7 @@ static itsme_random *fx_itsme_random(void) {
 #ifdef CT_HAS_itsme_random_new_deterministic
     static itsme_random *r;
     if (!r) CT_REQUIRE(itsme_random_new_deterministic(fx_bytes, 32, &r));
-    return r;
+    return ct_keep(r, ct_free_itsme_random);
 #else
     return NULL; /* only the test build makes one */
 #endif
@@ -333,7 +351,7 @@ static itsme_random *fx_itsme_random(void) {
 static itsme_exchange *fx_itsme_exchange(void) {
     static itsme_exchange *e;
     if (!e) CT_REQUIRE(itsme_exchange_new_qr(fx_itsme_identity(), NULL, FX_NOW, &e));
-    return e;
+    return ct_keep(e, ct_free_itsme_exchange);
 }
 
 static struct fx_blob fx_qr_payload(itsme_exchange *e) {
@@ -346,7 +364,7 @@ static struct fx_blob fx_qr_payload(itsme_exchange *e) {
 static itsme_exchange *fx_bob_exchange(void) {
     static itsme_exchange *e;
     if (!e) CT_REQUIRE(itsme_exchange_new_qr(fx_bob(), NULL, FX_NOW, &e));
-    return e;
+    return ct_keep(e, ct_free_itsme_exchange);
 }
 
 static struct fx_blob fx_alice_payload(void) {
@@ -385,13 +403,13 @@ static struct fx_blob fx_sealed_exchange(void) {
 static itsme_exchange *fx_exchange_bluetooth(void) {
     static itsme_exchange *e;
     if (!e) CT_REQUIRE(itsme_exchange_new_bluetooth(fx_itsme_identity(), NULL, NULL, FX_NOW, &e));
-    return e;
+    return ct_keep(e, ct_free_itsme_exchange);
 }
 
 static itsme_exchange *fx_exchange_invite(void) {
     static itsme_exchange *e;
     if (!e) CT_REQUIRE(itsme_exchange_new_invite(fx_itsme_identity(), 0, NULL, FX_NOW, &e));
-    return e;
+    return ct_keep(e, ct_free_itsme_exchange);
 }
 
 static const char *fx_invite_code(void) {
@@ -431,6 +449,7 @@ static itsme_exchange *fx_exchange_settleable(void) {
         itsme_exchange *a = fx_exchange_invite();
         int64_t id = 0;
         CT_REQUIRE(itsme_exchange_accept_invite(fx_bob(), fx_invite_code(), fx_encryption_code(), 0, NULL, FX_NOW, &b));
+        ct_keep(b, ct_free_itsme_exchange);
         fx_pump(a, b);
         CT_REQUIRE(itsme_exchange_confirm(a, fx_itsme_store(), FX_NOW, &id));
         CT_REQUIRE(itsme_exchange_confirm(b, fx_bob_store(), FX_NOW, &id));
@@ -446,12 +465,12 @@ static itsme_exchange *fx_exchange_settleable(void) {
 static itsme_voice *fx_itsme_voice(void) {
     static itsme_voice *v;
     if (!v) CT_REQUIRE(itsme_voice_new(fx_itsme_store(), fx_alice_knows_bob(), FX_NOW, &v));
-    return v;
+    return ct_keep(v, ct_free_itsme_voice);
 }
 static itsme_voice *fx_bob_voice(void) {
     static itsme_voice *v;
     if (!v) CT_REQUIRE(itsme_voice_new(fx_bob_store(), fx_bob_knows_alice(), FX_NOW, &v));
-    return v;
+    return ct_keep(v, ct_free_itsme_voice);
 }
 
 static itsme_voice *fx_voice_started(void) {
@@ -505,13 +524,13 @@ static itsme_online_verify *fx_itsme_online_verify(void) {
     static itsme_online_verify *s;
     if (!s)
         CT_REQUIRE(itsme_online_verify_new(fx_itsme_store(), fx_alice_knows_bob(), FX_NOW / 30, NULL, FX_NOW, &s));
-    return s;
+    return ct_keep(s, ct_free_itsme_online_verify);
 }
 static itsme_online_verify *fx_bob_online_verify(void) {
     static itsme_online_verify *s;
     if (!s)
         CT_REQUIRE(itsme_online_verify_new(fx_bob_store(), fx_bob_knows_alice(), FX_NOW / 30, NULL, FX_NOW, &s));
-    return s;
+    return ct_keep(s, ct_free_itsme_online_verify);
 }
 
 /* The side of the pair with a message to send first (it depends on the
@@ -567,7 +586,7 @@ static itsme_online_verify *fx_online_verify_confirmed(void) {
 static itsme_pin_update *fx_itsme_pin_update(void) {
     static itsme_pin_update *u;
     if (!u) CT_REQUIRE(itsme_pin_update_new(fx_itsme_store(), fx_alice_knows_bob(), FX_NOW / 30, NULL, FX_NOW, &u));
-    return u;
+    return ct_keep(u, ct_free_itsme_pin_update);
 }
 
 /* ---- the invite-mailbox driver, the Online Verify room rule -------------------- */
@@ -576,13 +595,13 @@ static itsme_pin_update *fx_itsme_pin_update(void) {
 static itsme_exchange *fx_mailbox_exchange(void) {
     static itsme_exchange *e;
     if (!e) CT_REQUIRE(itsme_exchange_new_invite(fx_itsme_identity(), 0, NULL, FX_NOW, &e));
-    return e;
+    return ct_keep(e, ct_free_itsme_exchange);
 }
 
 static itsme_mailbox_session *fx_itsme_mailbox_session(void) {
     static itsme_mailbox_session *s;
     if (!s) CT_REQUIRE(itsme_mailbox_session_new(fx_mailbox_exchange(), &s));
-    return s;
+    return ct_keep(s, ct_free_itsme_mailbox_session);
 }
 
 /* A session of its own with a request pending (a create, which each
@@ -598,7 +617,7 @@ static itsme_mailbox_session *fx_mailbox_pending(void) {
     }
     CT_REQUIRE(itsme_mailbox_session_begin(s, 0));
     CT_REQUIRE(itsme_mailbox_session_next_request(s, &request));
-    return s;
+    return ct_keep(s, ct_free_itsme_mailbox_session);
 }
 
 /* A session that holds a token, its INVITE pending as a POST. */
@@ -617,7 +636,7 @@ static itsme_mailbox_session *fx_mailbox_posting(void) {
         CT_REQUIRE(itsme_mailbox_session_answer(s, 201, (const uint8_t *)created, sizeof created - 1, FX_NOW, &outcome));
         CT_REQUIRE(itsme_mailbox_session_next_request(s, &request));
     }
-    return s;
+    return ct_keep(s, ct_free_itsme_mailbox_session);
 }
 
 /* The saved state of fx_itsme_mailbox_session, for its exchange. */
@@ -631,7 +650,7 @@ static const char *fx_mailbox_saved(void) {
 static itsme_online_verify_rendezvous *fx_itsme_online_verify_rendezvous(void) {
     static itsme_online_verify_rendezvous *r;
     if (!r) CT_REQUIRE(itsme_online_verify_rendezvous_new(fx_itsme_store(), fx_alice_knows_bob(), NULL, FX_NOW, &r));
-    return r;
+    return ct_keep(r, ct_free_itsme_online_verify_rendezvous);
 }
 
 /* The current window's room of fx_itsme_online_verify_rendezvous. */
@@ -688,7 +707,7 @@ static const char *fx_export_password(void) {
 static itsme_transfer *fx_itsme_transfer(void) {
     static itsme_transfer *t;
     if (!t) CT_REQUIRE(itsme_transfer_new_receiver(NULL, FX_NOW, &t));
-    return t;
+    return ct_keep(t, ct_free_itsme_transfer);
 }
 
 static const char *fx_transfer_offer(void) {
@@ -702,7 +721,7 @@ static const char *fx_transfer_offer(void) {
 static itsme_transfer *fx_transfer_sender(void) {
     static itsme_transfer *t;
     if (!t) CT_REQUIRE(itsme_transfer_new_sender(fx_identity_with_pin(), FX_PIN, fx_transfer_offer(), NULL, FX_NOW, &t));
-    return t;
+    return ct_keep(t, ct_free_itsme_transfer);
 }
 
 static void fx_transfer_pump(void) {
@@ -731,7 +750,7 @@ static itsme_transfer *fx_transfer_done(void) {
 static itsme_import *fx_itsme_import(void) {
     static itsme_import *i;
     if (!i) CT_REQUIRE(itsme_transfer_take_import(fx_transfer_done(), &i));
-    return i;
+    return ct_keep(i, ct_free_itsme_import);
 }
 
 /* ---- profiles, credentials, approvals ------------------------------------------- */
@@ -740,7 +759,7 @@ static itsme_profile *fx_itsme_profile(void) {
     static itsme_profile *p;
     if (!p)
         CT_REQUIRE(itsme_profile_create(fx_itsme_identity(), "Alice Smith", fx_bytes, 100, "alice.jpg", NULL, &p));
-    return p;
+    return ct_keep(p, ct_free_itsme_profile);
 }
 
 static struct fx_blob fx_profile_part(itsme_result (*get)(const itsme_profile *, uint8_t *, size_t, size_t *),
@@ -836,7 +855,7 @@ static const itsme_replay_store_callbacks *fx_itsme_replay_store_callbacks(void)
 static itsme_replay_store *fx_itsme_replay_store(void) {
     static itsme_replay_store *r;
     if (!r) CT_REQUIRE(itsme_replay_store_new_memory(16, &r));
-    return r;
+    return ct_keep(r, ct_free_itsme_replay_store);
 }
 
 #endif

@@ -7712,6 +7712,7 @@ static void run_itsme_secret_store_free(const struct ct_check *c) {
     }
     itsme_secret_store *h = fx_itsme_secret_store();
     if (!h) exit(77); /* no handle of this type in this build */
+    ct_forget(h);
     itsme_secret_store_free(h);
 }
 
@@ -7723,6 +7724,7 @@ static void run_itsme_identity_free(const struct ct_check *c) {
     }
     itsme_identity *h = fx_itsme_identity();
     if (!h) exit(77); /* no handle of this type in this build */
+    ct_forget(h);
     itsme_identity_free(h);
 }
 
@@ -7734,6 +7736,7 @@ static void run_itsme_store_free(const struct ct_check *c) {
     }
     itsme_store *h = fx_itsme_store();
     if (!h) exit(77); /* no handle of this type in this build */
+    ct_forget(h);
     itsme_store_free(h);
 }
 
@@ -7745,6 +7748,7 @@ static void run_itsme_contact_free(const struct ct_check *c) {
     }
     itsme_contact *h = fx_itsme_contact();
     if (!h) exit(77); /* no handle of this type in this build */
+    ct_forget(h);
     itsme_contact_free(h);
 }
 
@@ -7756,6 +7760,7 @@ static void run_itsme_contact_list_free(const struct ct_check *c) {
     }
     itsme_contact_list *h = fx_itsme_contact_list();
     if (!h) exit(77); /* no handle of this type in this build */
+    ct_forget(h);
     itsme_contact_list_free(h);
 }
 
@@ -7767,6 +7772,7 @@ static void run_itsme_random_free(const struct ct_check *c) {
     }
     itsme_random *h = fx_itsme_random();
     if (!h) exit(77); /* no handle of this type in this build */
+    ct_forget(h);
     itsme_random_free(h);
 }
 
@@ -7778,6 +7784,7 @@ static void run_itsme_exchange_free(const struct ct_check *c) {
     }
     itsme_exchange *h = fx_itsme_exchange();
     if (!h) exit(77); /* no handle of this type in this build */
+    ct_forget(h);
     itsme_exchange_free(h);
 }
 
@@ -7789,6 +7796,7 @@ static void run_itsme_mailbox_session_free(const struct ct_check *c) {
     }
     itsme_mailbox_session *h = fx_itsme_mailbox_session();
     if (!h) exit(77); /* no handle of this type in this build */
+    ct_forget(h);
     itsme_mailbox_session_free(h);
 }
 
@@ -7807,6 +7815,7 @@ static void run_itsme_voice_free(const struct ct_check *c) {
     }
     itsme_voice *h = fx_itsme_voice();
     if (!h) exit(77); /* no handle of this type in this build */
+    ct_forget(h);
     itsme_voice_free(h);
 }
 
@@ -7818,6 +7827,7 @@ static void run_itsme_online_verify_free(const struct ct_check *c) {
     }
     itsme_online_verify *h = fx_itsme_online_verify();
     if (!h) exit(77); /* no handle of this type in this build */
+    ct_forget(h);
     itsme_online_verify_free(h);
 }
 
@@ -7829,6 +7839,7 @@ static void run_itsme_online_verify_rendezvous_free(const struct ct_check *c) {
     }
     itsme_online_verify_rendezvous *h = fx_itsme_online_verify_rendezvous();
     if (!h) exit(77); /* no handle of this type in this build */
+    ct_forget(h);
     itsme_online_verify_rendezvous_free(h);
 }
 
@@ -7840,6 +7851,7 @@ static void run_itsme_pin_update_free(const struct ct_check *c) {
     }
     itsme_pin_update *h = fx_itsme_pin_update();
     if (!h) exit(77); /* no handle of this type in this build */
+    ct_forget(h);
     itsme_pin_update_free(h);
 }
 
@@ -7851,6 +7863,7 @@ static void run_itsme_import_free(const struct ct_check *c) {
     }
     itsme_import *h = fx_itsme_import();
     if (!h) exit(77); /* no handle of this type in this build */
+    ct_forget(h);
     itsme_import_free(h);
 }
 
@@ -7862,6 +7875,7 @@ static void run_itsme_transfer_free(const struct ct_check *c) {
     }
     itsme_transfer *h = fx_itsme_transfer();
     if (!h) exit(77); /* no handle of this type in this build */
+    ct_forget(h);
     itsme_transfer_free(h);
 }
 
@@ -7873,6 +7887,7 @@ static void run_itsme_profile_free(const struct ct_check *c) {
     }
     itsme_profile *h = fx_itsme_profile();
     if (!h) exit(77); /* no handle of this type in this build */
+    ct_forget(h);
     itsme_profile_free(h);
 }
 
@@ -7884,6 +7899,7 @@ static void run_itsme_replay_store_free(const struct ct_check *c) {
     }
     itsme_replay_store *h = fx_itsme_replay_store();
     if (!h) exit(77); /* no handle of this type in this build */
+    ct_forget(h);
     itsme_replay_store_free(h);
 }
 
