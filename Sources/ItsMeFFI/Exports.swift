@@ -114,18 +114,26 @@ private func passphraseArgument(_ p: UnsafePointer<UInt8>?, _ count: UInt) throw
     return try SecretBytes(copying: UnsafeRawBufferPointer(start: p, count: Int(count)))
 }
 
-@c(itsme_secret_store_create_file_passphrase)
-public func ffiSecretStoreCreateFilePassphrase(
+/// A wrapped file store made by `make` from the checked arguments, boxed.
+private func wrappedStore(
     _ directory: UnsafePointer<CChar>?, _ passphrase: UnsafePointer<UInt8>?, _ passphraseLen: UInt,
-    _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_secret_store>?>?
+    _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_secret_store>?>?,
+    _ make: (String, borrowing SecretBytes) throws -> PassphraseSecretStore
 ) -> itsme_result {
     guarded(ThreadLastError.set) {
         let path = try text(directory, "directory")
         let secret = try passphraseArgument(passphrase, passphraseLen)
         let out = try required(out, "out")
-        let store = try PassphraseSecretStore.create(directory: path, passphrase: secret)
-        out.pointee = box(SecretStoreHandle(store), as: itsme_secret_store.self)
+        out.pointee = box(SecretStoreHandle(try make(path, secret)), as: itsme_secret_store.self)
     }
+}
+
+@c(itsme_secret_store_create_file_passphrase)
+public func ffiSecretStoreCreateFilePassphrase(
+    _ directory: UnsafePointer<CChar>?, _ passphrase: UnsafePointer<UInt8>?, _ passphraseLen: UInt,
+    _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_secret_store>?>?
+) -> itsme_result {
+    wrappedStore(directory, passphrase, passphraseLen, out) { try PassphraseSecretStore.create(directory: $0, passphrase: $1) }
 }
 
 @c(itsme_secret_store_open_file_passphrase)
@@ -133,13 +141,7 @@ public func ffiSecretStoreOpenFilePassphrase(
     _ directory: UnsafePointer<CChar>?, _ passphrase: UnsafePointer<UInt8>?, _ passphraseLen: UInt,
     _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_secret_store>?>?
 ) -> itsme_result {
-    guarded(ThreadLastError.set) {
-        let path = try text(directory, "directory")
-        let secret = try passphraseArgument(passphrase, passphraseLen)
-        let out = try required(out, "out")
-        let store = try PassphraseSecretStore.open(directory: path, passphrase: secret)
-        out.pointee = box(SecretStoreHandle(store), as: itsme_secret_store.self)
-    }
+    wrappedStore(directory, passphrase, passphraseLen, out) { try PassphraseSecretStore.open(directory: $0, passphrase: $1) }
 }
 
 @c(itsme_secret_store_is_passphrase_wrapped)
