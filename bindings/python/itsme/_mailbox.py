@@ -11,16 +11,15 @@ from typing import List, Optional
 
 from ._contacts import ContactStore
 from ._errors import NotFoundError, check
-from ._exchange import Exchange, _contact_store
+from ._exchange import REMOTE_MESSAGE_MAX, Exchange, _contact_store
 from ._ffi import lib
 from ._handle import DetailedHandle, encode_text, int_argument, new_handle, read_bytes, read_text, unix_time
 from ._online_verify import ROOM_NAME_SIZE, OnlineVerify
 from ._profile import bytes_in
 from ._random import DeterministicRandom, use_random
+from ._session import window_of
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-_WINDOW_SECONDS = 30
-_REMOTE_MESSAGE_MAX = 355
 
 
 class MailboxRequest(enum.IntEnum):
@@ -87,7 +86,7 @@ class MailboxSession(DetailedHandle):
         return self._read(read_text, lib.itsme_mailbox_session_request_path, 128)
 
     def request_body(self) -> bytes:
-        return self._read(read_bytes, lib.itsme_mailbox_session_request_body, _REMOTE_MESSAGE_MAX)
+        return self._read(read_bytes, lib.itsme_mailbox_session_request_body, REMOTE_MESSAGE_MAX)
 
     def token(self) -> Optional[str]:
         try:
@@ -155,7 +154,7 @@ class OnlineVerifyRendezvous(DetailedHandle):
         super().__init__(new_handle(out))
         self._store = store
         self._contact_id = contact_id
-        self._window = when // _WINDOW_SECONDS
+        self._window = window_of(when)
         self._candidate_rooms = [self.session(0).room, self.session(1).room]
 
     def rooms(self) -> List[str]:

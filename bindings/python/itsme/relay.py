@@ -77,7 +77,6 @@ _WAIT_MAX = 30.0
 _IDLE_REUSE = 5.0
 # Rooms forward at most 65,536 bytes a frame (--max-frame).
 _FRAME_MAX = 65536
-_WINDOW_SECONDS = 30
 # Errors of a connection that the other end closed or reset.
 _DROPPED = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 
