@@ -187,6 +187,20 @@ def test_both_plan_the_same_window(pair, sessions):
     assert at_boundary.timing(T0) == (W0 + 1, 30, 90)
 
 
+def test_a_session_keeps_its_store_open_after_the_store_is_freed(pair, sessions):
+    # itsme_store_free releases the caller's reference; the session keeps its
+    # own (include/itsme.h, itsme_store_free), so it goes on working.
+    alice, _ = pair
+    session = alice.plan(PLAN)
+    sessions.append(session)
+    words = session.words
+    alice.contacts.close()
+    assert alice.contacts.closed
+    assert session.words == words
+    assert session.timing(PLAN) == (W0, 20, END - PLAN)
+    assert session.session_id
+
+
 def test_start_too_early_is_invalid_state_not_failed(pair, sessions):
     alice, bob = pair
     sa, sb = plan_both(pair, sessions)

@@ -1665,6 +1665,17 @@ extern "C" {
     /// raise of the store's mark waited (see itsme_store_open), the mark is
     /// raised now: the identity's secret store may be called (get and put) from
     /// this function, on the calling thread; a failure there is not reported.
+    ///
+    /// Ownership: a session made from the store (itsme_voice,
+    /// itsme_online_verify, itsme_pin_update, an itsme_online_verify_rendezvous
+    /// and its sessions) keeps a counted reference to it.  This function
+    /// releases the caller's; the file is closed, as above, when the last of
+    /// those sessions is freed too, and until then they keep working and may be
+    /// used from any thread, as the store may.  The store argument that some of
+    /// their functions still take must be this store's handle, which the caller
+    /// must therefore not have freed.  An exchange keeps no reference: its store
+    /// is given to each call that writes (itsme_exchange_save, _confirm,
+    /// _settle, _reject), also after a sealed exchange is restored.
     /// ```
     pub fn itsme_store_free(store: *mut itsme_store);
 
