@@ -47,7 +47,7 @@ struct ItsMe: AsyncParsableCommand {
 func execute(_ global: GlobalOptions, _ body: (Profile) async throws -> Exit) async throws {
     installInterruptHandler()
     // Line by line even into a pipe, so prompts and lines keep their order.
-    setvbuf(stdout, nil, _IOLBF, 0)
+    setvbuf(standardOutput, nil, _IOLBF, 0)
     let code: Exit
     do {
         try Sodium.initialize()

@@ -89,7 +89,7 @@ struct Output {
             FileHandle.standardError.write(Data((text + "\n").utf8))
         } else {
             print(text)
-            fflush(stdout)
+            fflush(standardOutput)
         }
     }
 
@@ -172,7 +172,7 @@ enum Input {
     /// repaired into another text.
     static func line(_ prompt: String) throws -> String? {
         print(prompt, terminator: "")
-        fflush(stdout)
+        fflush(standardOutput)
         var bytes: [UInt8] = []
         while true {
             let c = getchar()
@@ -270,7 +270,7 @@ enum Input {
             print()
         }
         print(prompt, terminator: "")
-        fflush(stdout)
+        fflush(standardOutput)
         guard let text = readLine(strippingNewline: true) else { throw CLIError("input ended", exit: .interrupted) }
         return text
     }

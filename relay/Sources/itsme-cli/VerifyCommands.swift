@@ -58,7 +58,7 @@ struct Verify: AsyncParsableCommand {
                 if left <= 0 { break }
                 if left != shown {
                     print("\rStarting in \(left) s \u{1B}[K", terminator: "")
-                    fflush(stdout)
+                    fflush(standardOutput)
                     shown = left
                 }
                 await clock.pause(0.2)
