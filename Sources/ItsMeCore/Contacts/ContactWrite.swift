@@ -52,11 +52,6 @@ enum ContactWrite {
 }
 
 extension ContactStore {
-    /// Makes the writes in order; the first failure stops and throws.
-    func apply(_ writes: [ContactWrite], now: Int64) throws {
-        for write in writes { try apply(write, now: now) }
-    }
-
     func apply(_ write: ContactWrite, now: Int64) throws {
         switch write {
         case .verification(let id, let outcome, let peerSecret):
