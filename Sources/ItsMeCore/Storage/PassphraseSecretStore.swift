@@ -267,7 +267,7 @@ private func openFile(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
 /// ignores other keys whose values are strings or integers, and refuses
 /// anything else.
 struct WrapFile: Equatable {
-    static let version: UInt64 = 1
+    static let version: Int = 1
     static let kdf = "argon2id13"
 
     var parameters: Argon2id.Parameters
@@ -288,98 +288,35 @@ struct WrapFile: Equatable {
         return Array(text.utf8)
     }
 
+    /// One object (read by the core's one JSON reader, `JSONValue`) with
+    /// each key once and every value a string or a non-negative integer.
     init?(parsing bytes: [UInt8]) {
-        guard let fields = FlatJSON.parse(bytes),
-            case .integer(Self.version)? = fields["version"],
-            case .string(Self.kdf)? = fields["kdf"],
-            case .integer(let ops)? = fields["opsLimit"],
-            case .integer(let mem)? = fields["memLimit"],
-            case .string(let saltText)? = fields["salt"], let salt = Hex.decode(saltText), salt.count == Argon2id.saltCount,
-            case .string(let checkText)? = fields["check"], let check = Hex.decode(checkText),
+        guard let fields = Self.fields(bytes),
+            let version = fields.integers["version"], version == UInt64(Self.version),
+            fields.strings["kdf"] == Self.kdf,
+            let ops = fields.integers["opsLimit"], let mem = fields.integers["memLimit"],
+            let saltText = fields.strings["salt"], let salt = Hex.decode(saltText), salt.count == Argon2id.saltCount,
+            let checkText = fields.strings["check"], let check = Hex.decode(checkText),
             check.count == AEAD.nonceCount + AEAD.tagCount
         else { return nil }
         self.init(parameters: Argon2id.Parameters(opsLimit: ops, memLimit: mem), salt: salt, check: check)
     }
-}
 
-/// A reader for one JSON object whose values are strings or unsigned
-/// integers, enough for the wrap file and no more: anything else (nesting,
-/// arrays, booleans, null, fractions, signs, `\u` escapes, a duplicate key)
-/// is refused.
-enum FlatJSON {
-    enum Value: Equatable {
-        case string(String)
-        case integer(UInt64)
-    }
-
-    static func parse(_ bytes: [UInt8]) -> [String: Value]? {
-        var i = 0
-        func skipSpace() {
-            while i < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[i]) { i += 1 }
-        }
-        func take(_ c: UInt8) -> Bool {
-            skipSpace()
-            guard i < bytes.count, bytes[i] == c else { return false }
-            i += 1
-            return true
-        }
-        func string() -> String? {
-            guard take(UInt8(ascii: "\"")) else { return nil }
-            var out: [UInt8] = []
-            while i < bytes.count {
-                let c = bytes[i]
-                i += 1
-                switch c {
-                case UInt8(ascii: "\""):
-                    return String(validating: out, as: UTF8.self)
-                case UInt8(ascii: "\\"):
-                    guard i < bytes.count else { return nil }
-                    let e = bytes[i]
-                    i += 1
-                    switch e {
-                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(e)
-                    default: return nil
-                    }
-                case 0..<0x20:
-                    return nil
-                default:
-                    out.append(c)
-                }
-            }
+    private static func fields(_ bytes: [UInt8]) -> (strings: [String: String], integers: [String: UInt64])? {
+        guard let text = String(validating: bytes, as: UTF8.self), let value = JSONValue.parse(text, maxDepth: 1) else {
             return nil
         }
-        func integer() -> UInt64? {
-            skipSpace()
-            var value: UInt64 = 0
-            let start = i
-            while i < bytes.count, (0x30...0x39).contains(bytes[i]) {
-                let (times, o1) = value.multipliedReportingOverflow(by: 10)
-                let (sum, o2) = times.addingReportingOverflow(UInt64(bytes[i] - 0x30))
-                guard !o1, !o2 else { return nil }
-                value = sum
-                i += 1
+        guard case .object(let members) = value else { return nil }
+        var strings: [String: String] = [:]
+        var integers: [String: UInt64] = [:]
+        for (key, member) in members {
+            guard strings[key] == nil, integers[key] == nil else { return nil }
+            switch member {
+            case .string(let s): strings[key] = s
+            case .int(let n) where n >= 0: integers[key] = UInt64(n)
+            case .int, .null, .bool, .fraction, .array, .object: return nil
             }
-            guard i > start, i - start == 1 || bytes[start] != 0x30 else { return nil }
-            return value
         }
-
-        guard take(UInt8(ascii: "{")) else { return nil }
-        var fields: [String: Value] = [:]
-        if !take(UInt8(ascii: "}")) {
-            repeat {
-                guard let key = string(), fields[key] == nil, take(UInt8(ascii: ":")) else { return nil }
-                skipSpace()
-                if i < bytes.count, bytes[i] == UInt8(ascii: "\"") {
-                    guard let text = string() else { return nil }
-                    fields[key] = .string(text)
-                } else {
-                    guard let number = integer() else { return nil }
-                    fields[key] = .integer(number)
-                }
-            } while take(UInt8(ascii: ","))
-            guard take(UInt8(ascii: "}")) else { return nil }
-        }
-        skipSpace()
-        return i == bytes.count ? fields : nil
+        return (strings, integers)
     }
 }
