@@ -6,20 +6,14 @@
 
 @testable import ItsMeCore
 
-private var identities: (Identity, Identity)?
+private var context: ExchangeFuzzing?
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    if identities == nil {
+    if context == nil {
         try! Sodium.initialize()
-        var r1 = DeterministicRandom(seed: [UInt8](repeating: 1, count: 32))
-        var r2 = DeterministicRandom(seed: [UInt8](repeating: 2, count: 32))
-        identities = (
-            try! Identity.create(store: MemorySecretStore(), name: "Fuzz A", random: &r1),
-            try! Identity.create(store: MemorySecretStore(), name: "Fuzz B", random: &r2)
-        )
+        context = try! ExchangeFuzzing(directory: try! fuzzStoreDirectory("exchange"))
     }
-    let (a, b) = identities!
-    ExchangeFuzzing.run(Array(UnsafeBufferPointer(start: data, count: size)), a, b)
+    context!.run(Array(UnsafeBufferPointer(start: data, count: size)))
     return 0
 }

@@ -12,7 +12,7 @@ private var context: SealedFuzzing?
 public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     if context == nil {
         try! Sodium.initialize()
-        context = try! SealedFuzzing()
+        context = try! SealedFuzzing(directory: try! fuzzStoreDirectory("sealed"))
     }
     context!.run(Array(UnsafeBufferPointer(start: data, count: size)))
     return 0

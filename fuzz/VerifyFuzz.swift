@@ -3,9 +3,6 @@
 // must give a result or a thrown error, never a crash. Build and run with
 // scripts/fuzz; the inputs it finds are kept in Tests/FuzzCorpus/verify and
 // replayed by the Swift tests.
-#if canImport(Glibc)
-import Glibc
-#endif
 @testable import ItsMeCore
 
 private var context: VerifyFuzzing?
@@ -14,12 +11,7 @@ private var context: VerifyFuzzing?
 public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     if context == nil {
         try! Sodium.initialize()
-        // Its contact stores commit on most runs: on a memory file system
-        // where there is one, so that fsync does not set the pace.
-        let base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp"
-        var template = Array((base + "/itsme-fuzz-verify-XXXXXX").utf8CString)
-        guard mkdtemp(&template) != nil else { fatalError("mkdtemp failed") }
-        context = try! VerifyFuzzing(directory: String(cString: template))
+        context = try! VerifyFuzzing(directory: try! fuzzStoreDirectory("verify"))
     }
     context!.run(Array(UnsafeBufferPointer(start: data, count: size)))
     return 0

@@ -698,16 +698,21 @@ itsme_result itsme_store_accept_loss(itsme_identity *identity, const char *path,
  * raised now: the identity's secret store may be called (get and put) from
  * this function, on the calling thread; a failure there is not reported.
  *
- * Ownership: a session made from the store (itsme_voice,
- * itsme_online_verify, itsme_pin_update, an itsme_online_verify_rendezvous
- * and its sessions) keeps a counted reference to it.  This function
- * releases the caller's; the file is closed, as above, when the last of
- * those sessions is freed too, and until then they keep working and may be
- * used from any thread, as the store may.  The store argument that some of
- * their functions still take must be this store's handle, which the caller
- * must therefore not have freed.  An exchange keeps no reference: its store
- * is given to each call that writes (itsme_exchange_save, _confirm,
- * _settle, _reject), also after a sealed exchange is restored. */
+ * Ownership: every handle made with the store (an itsme_exchange, also a
+ * restored one; itsme_voice, itsme_online_verify, itsme_pin_update, an
+ * itsme_online_verify_rendezvous and its sessions) keeps a counted
+ * reference to it, and an exchange one to its identity too.  This
+ * function releases the caller's; the file is closed, as above, when the
+ * last of those handles is freed too, and until then they keep working.
+ * Threads: the store serialises its own calls, so the store and the
+ * handles made with it may be used from different threads at once; each
+ * of those handles serialises the calls made on it (an exchange, those on
+ * its identity), so one handle shared by threads is safe but its calls run
+ * one at a time.
+ * LeakSanitizer: a handle still live at exit may be reported as leaked
+ * even while the program holds it (the library keeps some references in a
+ * form the scanner does not recognise as pointers); free every handle
+ * before exit, as tests/c/contract_runtime.h does. */
 void itsme_store_free(itsme_store *store);
 
 /* Copies the detail of the last failure of a call made on this store.
@@ -1027,19 +1032,26 @@ typedef uint32_t itsme_exchange_state ITSME_VALUES(ITSME_EXCHANGE_STATE_);
 
 /* Starts a QR exchange for `identity`, drawing its ephemeral key and
  * device secret from `rng` (NULL: the operating system).  `now` is the
- * current unix time.
- * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT. */
+ * current unix time.  The exchange saves the new contact in `store`, a
+ * contact store of `identity`, and keeps a counted reference to it and to
+ * the identity (see itsme_store_free): every exchange function that
+ * writes uses that store.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
+ * ITSME_E_WRONG_IDENTITY (the store belongs to another identity). */
 itsme_result itsme_exchange_new_qr(itsme_identity *identity,
+                                   itsme_store *store,
                                    itsme_random *rng, int64_t now,
                                    itsme_exchange **out);
 
 /* Starts a Bluetooth exchange.  `session_code` is the code the other
  * device shows (parsed like itsme_short_code_parse), or NULL to draw one
  * for this device to show (read it with itsme_exchange_session_code).
+ * `store` as for itsme_exchange_new_qr.
  * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (including a
  * session code that does not parse or is longer than ITSME_TYPED_CODE_MAX
- * bytes). */
+ * bytes), ITSME_E_WRONG_IDENTITY. */
 itsme_result itsme_exchange_new_bluetooth(itsme_identity *identity,
+                                          itsme_store *store,
                                           const char *session_code ITSME_OPTIONAL,
                                           itsme_random *rng, int64_t now,
                                           itsme_exchange **out);
@@ -1125,19 +1137,16 @@ itsme_result itsme_exchange_peer_public_key(const itsme_exchange *exchange,
                                             uint8_t *out, size_t cap,
                                             size_t *out_len);
 
-/* Stores the new contact in `store` unverified, with its seed and both
- * device secrets, in one transaction, and sets *out_contact_id.  If a
- * contact with the peer's identity key exists, stores nothing, sets
- * ITSME_EXCHANGE_FLAG_KNOWN_CONTACT and gives that contact's id.  Calling
- * it again gives the same id.
+/* Stores the new contact in the exchange's store unverified, with its
+ * seed and both device secrets, in one transaction, and sets
+ * *out_contact_id.  If a contact with the peer's identity key exists,
+ * stores nothing, sets ITSME_EXCHANGE_FLAG_KNOWN_CONTACT and gives that
+ * contact's id.  Calling it again gives the same id.
  * Errors: ITSME_E_INVALID_STATE (state not COMPARE_SAS or IMPORTED),
- * ITSME_E_WRONG_IDENTITY (the store belongs to another identity),
- * ITSME_E_INVALID_ARGUMENT (NULL; or, once saved, a different store from
- * the one saved in: confirm and reject must use the same store),
- * ITSME_E_EXPIRED, ITSME_E_DATABASE. */
+ * ITSME_E_INVALID_ARGUMENT (NULL), ITSME_E_EXPIRED, ITSME_E_DATABASE. */
 ITSME_WARN_UNUSED_RESULT
-itsme_result itsme_exchange_save(itsme_exchange *exchange, itsme_store *store,
-                                 int64_t now, int64_t *out_contact_id);
+itsme_result itsme_exchange_save(itsme_exchange *exchange, int64_t now,
+                                 int64_t *out_contact_id);
 
 /* The person said the SAS matches: saves if needed and queues this side's
  * decision for next_outgoing (Bluetooth CONFIRM frame, remote DECISION
@@ -1151,8 +1160,7 @@ itsme_result itsme_exchange_save(itsme_exchange *exchange, itsme_store *store,
  * Errors: ITSME_E_INVALID_STATE (no SAS, an import, or the peer rejected),
  * and those of itsme_exchange_save. */
 ITSME_WARN_UNUSED_RESULT
-itsme_result itsme_exchange_confirm(itsme_exchange *exchange,
-                                    itsme_store *store, int64_t now,
+itsme_result itsme_exchange_confirm(itsme_exchange *exchange, int64_t now,
                                     int64_t *out_contact_id);
 
 /* The peer's decision arrived (FLAG_PEER_CONFIRMED or _REJECTED) after this
@@ -1162,26 +1170,21 @@ itsme_result itsme_exchange_confirm(itsme_exchange *exchange,
  * contact is deleted (a known one keeps its old seed), state REJECTED,
  * *out_contact_id 0.
  * Errors: ITSME_E_INVALID_STATE (not AWAITING_DECISION, or the peer's
- * decision not received yet), ITSME_E_INVALID_ARGUMENT (NULL, another
- * store than the one saved in), ITSME_E_WRONG_IDENTITY, ITSME_E_EXPIRED,
- * ITSME_E_DATABASE. */
+ * decision not received yet), ITSME_E_INVALID_ARGUMENT (NULL),
+ * ITSME_E_EXPIRED, ITSME_E_DATABASE. */
 ITSME_WARN_UNUSED_RESULT
-itsme_result itsme_exchange_settle(itsme_exchange *exchange,
-                                   itsme_store *store, int64_t now,
+itsme_result itsme_exchange_settle(itsme_exchange *exchange, int64_t now,
                                    int64_t *out_contact_id);
 
 /* The SAS differs, the person gave up, or (AWAITING_DECISION) the peer's
  * decision will not come (the room or the Bluetooth session ended): deletes
  * the contact save added (a known contact is left untouched), state
- * REJECTED.  `store` may be NULL if nothing was saved.  This side's
- * rejection is queued for next_outgoing when it had not decided yet and the
- * peer's data was received.  On a FAILED exchange it deletes what save
- * added and the state stays FAILED.
+ * REJECTED.  This side's rejection is queued for next_outgoing when it had
+ * not decided yet and the peer's data was received.  On a FAILED exchange
+ * it deletes what save added and the state stays FAILED.
  * Errors: ITSME_E_INVALID_STATE (already finished, or failed with nothing to delete),
- * ITSME_E_INVALID_ARGUMENT (store NULL although a contact was saved, or not
- * the store it was saved in), ITSME_E_WRONG_IDENTITY, ITSME_E_DATABASE. */
-itsme_result itsme_exchange_reject(itsme_exchange *exchange,
-                                   itsme_store *store ITSME_OPTIONAL);
+ * ITSME_E_INVALID_ARGUMENT (NULL), ITSME_E_DATABASE. */
+itsme_result itsme_exchange_reject(itsme_exchange *exchange);
 
 /* Seals a pending exchange (AWAITING_PEER, COMPARE_SAS, IMPORTED or
  * AWAITING_DECISION), or a
@@ -1194,12 +1197,18 @@ itsme_result itsme_exchange_reject(itsme_exchange *exchange,
 itsme_result itsme_exchange_seal(itsme_exchange *exchange, uint8_t *out,
                                  size_t cap, size_t *out_len);
 
-/* Restores a sealed exchange for `identity`.
- * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
+/* Restores a sealed exchange for `identity`, given its contact store as
+ * at creation (itsme_exchange_new_qr): the sealed bytes hold no store.
+ * Once the sealed exchange had saved its contact, `store` must be the
+ * store it saved in (the same file: any handle on it).
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL; a store
+ * other than the one the contact was saved in),
+ * ITSME_E_WRONG_IDENTITY (a store of another identity),
  * ITSME_E_CORRUPT_DATA (not a sealed exchange), ITSME_E_AUTHENTICATION_FAILED
  * (sealed on another device or for another identity, or altered),
  * ITSME_E_EXPIRED (begun more than 24 hours before `now`). */
 itsme_result itsme_exchange_restore(itsme_identity *identity,
+                                    itsme_store *store,
                                     const uint8_t *sealed, size_t len,
                                     int64_t now, itsme_exchange **out);
 
@@ -1259,21 +1268,24 @@ itsme_result itsme_remote_code_check(const char *text, char *out, size_t cap,
  * itsme_exchange_encryption_code), and the keys, from `rng` (NULL: the
  * operating system), and queues the INVITE message.  `realtime` true:
  * carried in a relay room, method ITSME_EXCHANGE_METHOD_REALTIME; zero: through
- * the invite mailbox, ITSME_EXCHANGE_METHOD_INVITE.
+ * the invite mailbox, ITSME_EXCHANGE_METHOD_INVITE.  `store` as for
+ * itsme_exchange_new_qr.
  * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
- * ITSME_E_SECRET_STORE. */
-itsme_result itsme_exchange_new_invite(itsme_identity *identity, bool realtime,
+ * ITSME_E_WRONG_IDENTITY, ITSME_E_SECRET_STORE. */
+itsme_result itsme_exchange_new_invite(itsme_identity *identity,
+                                       itsme_store *store, bool realtime,
                                        itsme_random *rng, int64_t now,
                                        itsme_exchange **out);
 
 /* Joins an exchange at a distance as the invitee, with the two codes the
  * inviter shared.  `realtime` as for itsme_exchange_new_invite (the two
- * sides must agree).
+ * sides must agree); `store` as for itsme_exchange_new_qr.
  * Errors: ITSME_E_INVALID_ARGUMENT (a code with a typo, a character codes
  * never use, longer than ITSME_TYPED_CODE_MAX bytes, or the same code
  * twice; nothing is stored),
- * ITSME_E_NOT_INITIALIZED, ITSME_E_SECRET_STORE. */
+ * ITSME_E_NOT_INITIALIZED, ITSME_E_WRONG_IDENTITY, ITSME_E_SECRET_STORE. */
 itsme_result itsme_exchange_accept_invite(itsme_identity *identity,
+                                          itsme_store *store,
                                           const char *invite_code,
                                           const char *encryption_code,
                                           bool realtime, itsme_random *rng,
@@ -1591,13 +1603,12 @@ itsme_result itsme_voice_timing(const itsme_voice *voice, int64_t now,
                                 int64_t *out_ends_in ITSME_OPTIONAL);
 
 /* Starts the session: allowed from 15 s before its window begins (clock
- * skew) and uses the window for the contact in `store`, atomically.
+ * skew) and uses the window for the contact in the session's store,
+ * atomically.
  * Errors: ITSME_E_INVALID_STATE (too early, or started already),
  * ITSME_E_WINDOW_USED (another session took the window: the session has
- * failed; plan a new one), ITSME_E_EXPIRED, ITSME_E_INVALID_ARGUMENT (not
- * the store the session was planned on), ITSME_E_DATABASE. */
-itsme_result itsme_voice_start(itsme_voice *voice, itsme_store *store,
-                               int64_t now);
+ * failed; plan a new one), ITSME_E_EXPIRED, ITSME_E_DATABASE. */
+itsme_result itsme_voice_start(itsme_voice *voice, int64_t now);
 
 /* The session ID text to read aloud ("KILO 07"; ITSME_VOICE_SESSION_ID_SIZE).
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
@@ -1637,14 +1648,13 @@ itsme_result itsme_voice_their_code(const itsme_voice *voice, char *out,
                                     uint32_t *out_tag);
 
 /* Checks what was heard (code text, tag 0-99) in constant time, records the
- * outcome on the contact in `store`, and finishes the session.
+ * outcome on the contact in the session's store, and finishes the session.
  * Errors: ITSME_E_INVALID_STATE (no codes yet), ITSME_E_INVALID_ARGUMENT
  * (a code that does not parse or is longer than ITSME_TYPED_CODE_MAX
- * bytes, a tag above 99: nothing changes; not the
- * session's store: another file, while another handle on the same file is
- * accepted), ITSME_E_EXPIRED, ITSME_E_DATABASE. */
+ * bytes, a tag above 99: nothing changes), ITSME_E_EXPIRED,
+ * ITSME_E_DATABASE. */
 ITSME_WARN_UNUSED_RESULT
-itsme_result itsme_voice_check(itsme_voice *voice, itsme_store *store,
+itsme_result itsme_voice_check(itsme_voice *voice,
                                const char *heard_code, uint32_t heard_tag,
                                int64_t now, itsme_voice_outcome *out_outcome);
 
@@ -1777,13 +1787,13 @@ itsme_result itsme_online_verify_sas(const itsme_online_verify *session,
                                      char *out, size_t cap, size_t *out_len);
 
 /* The SAS matched: records the outcome (ITSME_VOICE_OUTCOME_VERIFIED,
- * _DEVICE_CHANGED or _VERIFIED_TAG_UNCHECKED) on the contact in `store` as
- * voice verification does, and sets *out_outcome.
- * Errors: ITSME_E_INVALID_STATE (no SAS yet), ITSME_E_INVALID_ARGUMENT (not
- * the session's store), ITSME_E_EXPIRED, ITSME_E_DATABASE. */
+ * _DEVICE_CHANGED or _VERIFIED_TAG_UNCHECKED) on the contact in the
+ * session's store as voice verification does, and sets *out_outcome.
+ * Errors: ITSME_E_INVALID_STATE (no SAS yet), ITSME_E_INVALID_ARGUMENT
+ * (NULL), ITSME_E_EXPIRED, ITSME_E_DATABASE. */
 ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_online_verify_confirm(itsme_online_verify *session,
-                                         itsme_store *store, int64_t now,
+                                         int64_t now,
                                          itsme_voice_outcome *out_outcome);
 
 /* The SAS differed, or the person gave up: nothing is recorded.

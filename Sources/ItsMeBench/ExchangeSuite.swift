@@ -17,13 +17,14 @@ private func check(_ rc: itsme_result, _ what: String) throws {
 /// One whole exchange: both sides start, show, scan, and read the SAS.
 /// Returns whether the two SAS agree.
 private func qrExchange(
-    _ alice: UnsafeMutablePointer<itsme_identity>, _ bob: UnsafeMutablePointer<itsme_identity>, now: Int64,
+    _ alice: UnsafeMutablePointer<itsme_identity>, _ bob: UnsafeMutablePointer<itsme_identity>,
+    _ stores: (UnsafeMutablePointer<itsme_store>, UnsafeMutablePointer<itsme_store>), now: Int64,
     keep: ((UnsafeMutablePointer<itsme_exchange>, UnsafeMutablePointer<itsme_exchange>) throws -> Void)? = nil
 ) throws -> Bool {
     var a: UnsafeMutablePointer<itsme_exchange>?
     var b: UnsafeMutablePointer<itsme_exchange>?
-    try check(ffiExchangeNewQR(alice, nil, now, &a), "new_qr")
-    try check(ffiExchangeNewQR(bob, nil, now, &b), "new_qr")
+    try check(ffiExchangeNewQR(alice, stores.0, nil, now, &a), "new_qr")
+    try check(ffiExchangeNewQR(bob, stores.1, nil, now, &b), "new_qr")
     defer {
         ffiExchangeFree(a)
         ffiExchangeFree(b)
@@ -86,6 +87,20 @@ func exchangeSuite(iterations: Int) throws -> Figures {
         ffiSecretStoreFree(sb)
     }
     let now: Int64 = 1_800_000_000
+    // Each side's contact store (the exchanges are given them; only the
+    // store figure below writes to them).
+    var dir = Array("/tmp/itsme-bench-exchange-XXXXXX".utf8CString)
+    guard mkdtemp(&dir) != nil else { throw ItsMeError(.internal, "mkdtemp failed") }
+    let path = String(cString: dir)
+    var storeA: UnsafeMutablePointer<itsme_store>?, storeB: UnsafeMutablePointer<itsme_store>?
+    try check(ffiStoreOpen(alice, path + "/a.db", &storeA), "store")
+    try check(ffiStoreOpen(bob, path + "/b.db", &storeB), "store")
+    defer {
+        ffiStoreFree(storeA)
+        ffiStoreFree(storeB)
+        _ = system("rm -rf '\(path)'")
+    }
+    let stores = (storeA!, storeB!)
 
     // Inputs for the floor: a real key pair and a payload-sized message.
     var pk = [UInt8](repeating: 0, count: 32), sk = [UInt8](repeating: 0, count: 64)
@@ -96,13 +111,13 @@ func exchangeSuite(iterations: Int) throws -> Figures {
     var out = [UInt8](repeating: 0, count: 32)
 
     // Warm up both, then alternate rounds so drift hits both alike.
-    _ = try qrExchange(alice!, bob!, now: now)
+    _ = try qrExchange(alice!, bob!, stores, now: now)
     _ = floorOneSide(signingKey: sk, peerPublic: pk, peerSignature: sig, message: message, out: &out)
     var full = 0.0, floor = 0.0
     let rounds = 5
     for _ in 0..<rounds {
         full += try measure(runs / rounds) { _ in
-            guard try qrExchange(alice!, bob!, now: now) else { throw ItsMeError(.internal, "the two SAS differ") }
+            guard try qrExchange(alice!, bob!, stores, now: now) else { throw ItsMeError(.internal, "the two SAS differ") }
         }
         floor += measure(runs / rounds) { _ in
             for _ in 0..<2 {
@@ -121,28 +136,17 @@ func exchangeSuite(iterations: Int) throws -> Figures {
     figures.add("qr_floor_us", floor * 1e6)
     figures.add("qr_exchange_over_floor", full / floor)
 
-    // Store costs, apart: save and confirm on both sides into fresh stores.
-    var dir = Array("/tmp/itsme-bench-exchange-XXXXXX".utf8CString)
-    guard mkdtemp(&dir) != nil else { throw ItsMeError(.internal, "mkdtemp failed") }
-    let path = String(cString: dir)
-    var storeA: UnsafeMutablePointer<itsme_store>?, storeB: UnsafeMutablePointer<itsme_store>?
-    try check(ffiStoreOpen(alice, path + "/a.db", &storeA), "store")
-    try check(ffiStoreOpen(bob, path + "/b.db", &storeB), "store")
-    defer {
-        ffiStoreFree(storeA)
-        ffiStoreFree(storeB)
-        _ = system("rm -rf '\(path)'")
-    }
+    // Store costs, apart: save and confirm on both sides.
     let storeRuns = 50
     var storeTime = 0.0
     for i in 0..<storeRuns {
-        _ = try qrExchange(alice!, bob!, now: now) { a, b in
+        _ = try qrExchange(alice!, bob!, stores, now: now) { a, b in
             var id: Int64 = 0
             let start = nowSeconds()
             // Each round after the first re-exchanges a known contact: save
             // finds it, confirm replaces its seed.
-            try check(ffiExchangeConfirm(a, storeA, now + Int64(i), &id), "confirm")
-            try check(ffiExchangeConfirm(b, storeB, now + Int64(i), &id), "confirm")
+            try check(ffiExchangeConfirm(a, now + Int64(i), &id), "confirm")
+            try check(ffiExchangeConfirm(b, now + Int64(i), &id), "confirm")
             storeTime += nowSeconds() - start
         }
     }

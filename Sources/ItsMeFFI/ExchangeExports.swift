@@ -55,13 +55,18 @@ public func ffiShortCodeFormat(
 
 // MARK: - Exchanges
 
+/// Box of an `itsme_exchange`: it holds counted references to its
+/// identity's handle (whose lock serialises the exchange's calls) and to
+/// the contact store the exchange saves to.
 final class ExchangeHandle: @unchecked Sendable {
     let exchange: Exchange
     let identity: IdentityHandle
+    let store: ContactStoreHandle
     let lastError = LastError()
-    init(_ exchange: Exchange, _ identity: IdentityHandle) {
+    init(_ exchange: Exchange, _ identity: IdentityHandle, _ store: ContactStoreHandle) {
         self.exchange = exchange
         self.identity = identity
+        self.store = store
     }
 }
 
@@ -74,36 +79,39 @@ func onExchange(_ p: UnsafeRawPointer?, _ body: (Exchange) throws -> Void) -> it
     return guarded(handle.lastError.set) { try handle.identity.locked { _ in try body(handle.exchange) } }
 }
 
+/// Makes an exchange of `identity` that saves to `store`; a store of
+/// another identity is refused by the core (`.wrongIdentity`).
 func newExchange(
-    _ identity: UnsafeMutablePointer<itsme_identity>?, _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_exchange>?>?,
-    _ make: (Identity) throws -> Exchange
+    _ identity: UnsafeMutablePointer<itsme_identity>?, _ store: UnsafeMutablePointer<itsme_store>?,
+    _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_exchange>?>?, _ make: (Identity, ContactStore) throws -> Exchange
 ) -> itsme_result {
     guard let handle = unbox(identity, as: IdentityHandle.self) else {
         return guarded(ThreadLastError.set) { throw invalid("identity is NULL") }
     }
     return handle.run { id in
+        guard let storeHandle = unbox(store, as: ContactStoreHandle.self) else { throw invalid("store is NULL") }
         let out = try required(out, "out")
-        out.pointee = box(ExchangeHandle(try make(id), handle), as: itsme_exchange.self)
+        out.pointee = box(ExchangeHandle(try make(id, storeHandle.store), handle, storeHandle), as: itsme_exchange.self)
     }
 }
 
 @c(itsme_exchange_new_qr)
 public func ffiExchangeNewQR(
-    _ identity: UnsafeMutablePointer<itsme_identity>?, _ rng: UnsafeMutablePointer<itsme_random>?, _ now: Int64,
-    _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_exchange>?>?
+    _ identity: UnsafeMutablePointer<itsme_identity>?, _ store: UnsafeMutablePointer<itsme_store>?, _ rng: UnsafeMutablePointer<itsme_random>?,
+    _ now: Int64, _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_exchange>?>?
 ) -> itsme_result {
-    newExchange(identity, out) { id in
+    newExchange(identity, store, out) { id, store in
         var random = HostRandom(handle: unbox(rng, as: RandomHandle.self))
-        return try Exchange.qr(identity: id, now: now, random: &random)
+        return try Exchange.qr(identity: id, store: store, now: now, random: &random)
     }
 }
 
 @c(itsme_exchange_new_bluetooth)
 public func ffiExchangeNewBluetooth(
-    _ identity: UnsafeMutablePointer<itsme_identity>?, _ sessionCode: UnsafePointer<CChar>?,
+    _ identity: UnsafeMutablePointer<itsme_identity>?, _ store: UnsafeMutablePointer<itsme_store>?, _ sessionCode: UnsafePointer<CChar>?,
     _ rng: UnsafeMutablePointer<itsme_random>?, _ now: Int64, _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_exchange>?>?
 ) -> itsme_result {
-    newExchange(identity, out) { id in
+    newExchange(identity, store, out) { id, store in
         var code: ShortCode?
         if let sessionCode {
             guard let parsed = ShortCode(parsing: try text(sessionCode, "session_code", max: TextLimit.typedCode)) else {
@@ -112,7 +120,7 @@ public func ffiExchangeNewBluetooth(
             code = parsed
         }
         var random = HostRandom(handle: unbox(rng, as: RandomHandle.self))
-        return try Exchange.bluetooth(identity: id, sessionCode: code, now: now, random: &random)
+        return try Exchange.bluetooth(identity: id, store: store, sessionCode: code, now: now, random: &random)
     }
 }
 
@@ -226,52 +234,41 @@ public func ffiExchangePeerPublicKey(
     }
 }
 
-private func contactStore(_ p: UnsafeMutablePointer<itsme_store>?) throws -> ContactStore {
-    guard let handle = unbox(p, as: ContactStoreHandle.self) else { throw invalid("store is NULL") }
-    return handle.store
-}
-
-/// save, confirm and settle: the exchange, its store and the contact id out.
-private func withStore(
-    _ exchange: UnsafeMutablePointer<itsme_exchange>?, _ store: UnsafeMutablePointer<itsme_store>?,
-    _ outID: UnsafeMutablePointer<Int64>?, _ body: (Exchange, ContactStore) throws -> Int64
+/// save, confirm and settle: the exchange and the contact id out.
+private func withContactID(
+    _ exchange: UnsafeMutablePointer<itsme_exchange>?, _ outID: UnsafeMutablePointer<Int64>?,
+    _ body: (Exchange) throws -> Int64
 ) -> itsme_result {
     onExchange(exchange) { ex in
-        let store = try contactStore(store)
         let out = try required(outID, "out_contact_id")
-        out.pointee = try body(ex, store)
+        out.pointee = try body(ex)
     }
 }
 
 @c(itsme_exchange_save)
 public func ffiExchangeSave(
-    _ exchange: UnsafeMutablePointer<itsme_exchange>?, _ store: UnsafeMutablePointer<itsme_store>?, _ now: Int64,
-    _ outID: UnsafeMutablePointer<Int64>?
+    _ exchange: UnsafeMutablePointer<itsme_exchange>?, _ now: Int64, _ outID: UnsafeMutablePointer<Int64>?
 ) -> itsme_result {
-    withStore(exchange, store, outID) { ex, store in try ex.save(to: store, now: now) }
+    withContactID(exchange, outID) { ex in try ex.save(now: now) }
 }
 
 @c(itsme_exchange_confirm)
 public func ffiExchangeConfirm(
-    _ exchange: UnsafeMutablePointer<itsme_exchange>?, _ store: UnsafeMutablePointer<itsme_store>?, _ now: Int64,
-    _ outID: UnsafeMutablePointer<Int64>?
+    _ exchange: UnsafeMutablePointer<itsme_exchange>?, _ now: Int64, _ outID: UnsafeMutablePointer<Int64>?
 ) -> itsme_result {
-    withStore(exchange, store, outID) { ex, store in try ex.confirm(store: store, now: now) }
+    withContactID(exchange, outID) { ex in try ex.confirm(now: now) }
 }
 
 @c(itsme_exchange_settle)
 public func ffiExchangeSettle(
-    _ exchange: UnsafeMutablePointer<itsme_exchange>?, _ store: UnsafeMutablePointer<itsme_store>?, _ now: Int64,
-    _ outID: UnsafeMutablePointer<Int64>?
+    _ exchange: UnsafeMutablePointer<itsme_exchange>?, _ now: Int64, _ outID: UnsafeMutablePointer<Int64>?
 ) -> itsme_result {
-    withStore(exchange, store, outID) { ex, store in try ex.settle(store: store, now: now) ?? 0 }
+    withContactID(exchange, outID) { ex in try ex.settle(now: now) ?? 0 }
 }
 
 @c(itsme_exchange_reject)
-public func ffiExchangeReject(
-    _ exchange: UnsafeMutablePointer<itsme_exchange>?, _ store: UnsafeMutablePointer<itsme_store>?
-) -> itsme_result {
-    onExchange(exchange) { ex in try ex.reject(store: store == nil ? nil : try contactStore(store)) }
+public func ffiExchangeReject(_ exchange: UnsafeMutablePointer<itsme_exchange>?) -> itsme_result {
+    onExchange(exchange) { ex in try ex.reject() }
 }
 
 @c(itsme_exchange_seal)
@@ -288,8 +285,10 @@ public func ffiExchangeSeal(
 
 @c(itsme_exchange_restore)
 public func ffiExchangeRestore(
-    _ identity: UnsafeMutablePointer<itsme_identity>?, _ sealed: UnsafePointer<UInt8>?, _ len: UInt, _ now: Int64,
-    _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_exchange>?>?
+    _ identity: UnsafeMutablePointer<itsme_identity>?, _ store: UnsafeMutablePointer<itsme_store>?, _ sealed: UnsafePointer<UInt8>?, _ len: UInt,
+    _ now: Int64, _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_exchange>?>?
 ) -> itsme_result {
-    newExchange(identity, out) { id in try Exchange.restore(identity: id, sealed: try bytes(sealed, len, "sealed"), now: now) }
+    newExchange(identity, store, out) { id, store in
+        try Exchange.restore(identity: id, store: store, sealed: try bytes(sealed, len, "sealed"), now: now)
+    }
 }

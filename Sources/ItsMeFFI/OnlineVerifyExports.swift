@@ -74,13 +74,12 @@ public func ffiOnlineVerifySAS(
 
 @c(itsme_online_verify_confirm)
 public func ffiOnlineVerifyConfirm(
-    _ session: UnsafeMutablePointer<itsme_online_verify>?, _ store: UnsafeMutablePointer<itsme_store>?, _ now: Int64,
+    _ session: UnsafeMutablePointer<itsme_online_verify>?, _ now: Int64,
     _ outOutcome: UnsafeMutablePointer<itsme_voice_outcome>?
 ) -> itsme_result {
     onSession(session) { s in
-        guard let handle = unbox(store, as: ContactStoreHandle.self) else { throw invalid("store is NULL") }
         let out = try required(outOutcome, "out_outcome")
-        out.pointee = try s.confirm(store: handle.store, now: now).rawValue
+        out.pointee = try s.confirm(now: now).rawValue
     }
 }
 

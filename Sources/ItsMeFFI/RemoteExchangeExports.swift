@@ -16,27 +16,27 @@ public func ffiRemoteCodeCheck(
 
 @c(itsme_exchange_new_invite)
 public func ffiExchangeNewInvite(
-    _ identity: UnsafeMutablePointer<itsme_identity>?, _ realtime: Bool, _ rng: UnsafeMutablePointer<itsme_random>?,
-    _ now: Int64, _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_exchange>?>?
+    _ identity: UnsafeMutablePointer<itsme_identity>?, _ store: UnsafeMutablePointer<itsme_store>?, _ realtime: Bool,
+    _ rng: UnsafeMutablePointer<itsme_random>?, _ now: Int64, _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_exchange>?>?
 ) -> itsme_result {
-    newExchange(identity, out) { id in
+    newExchange(identity, store, out) { id, store in
         var random = HostRandom(handle: unbox(rng, as: RandomHandle.self))
-        return try Exchange.invite(identity: id, realtime: realtime, now: now, random: &random)
+        return try Exchange.invite(identity: id, store: store, realtime: realtime, now: now, random: &random)
     }
 }
 
 @c(itsme_exchange_accept_invite)
 public func ffiExchangeAcceptInvite(
-    _ identity: UnsafeMutablePointer<itsme_identity>?, _ inviteCode: UnsafePointer<CChar>?,
+    _ identity: UnsafeMutablePointer<itsme_identity>?, _ store: UnsafeMutablePointer<itsme_store>?, _ inviteCode: UnsafePointer<CChar>?,
     _ encryptionCode: UnsafePointer<CChar>?, _ realtime: Bool, _ rng: UnsafeMutablePointer<itsme_random>?, _ now: Int64,
     _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_exchange>?>?
 ) -> itsme_result {
-    newExchange(identity, out) { id in
+    newExchange(identity, store, out) { id, store in
         let invite = try text(inviteCode, "invite_code", max: TextLimit.typedCode)
         let encryption = try text(encryptionCode, "encryption_code", max: TextLimit.typedCode)
         var random = HostRandom(handle: unbox(rng, as: RandomHandle.self))
         return try Exchange.acceptInvite(
-            identity: id, inviteCode: invite, encryptionCode: encryption, realtime: realtime, now: now, random: &random)
+            identity: id, store: store, inviteCode: invite, encryptionCode: encryption, realtime: realtime, now: now, random: &random)
     }
 }
 

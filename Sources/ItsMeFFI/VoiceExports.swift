@@ -7,11 +7,6 @@ private func onVoice(_ p: UnsafeRawPointer?, _ body: (VoiceSession) throws -> Vo
     onSession(p, "voice", body)
 }
 
-private func storeOf(_ p: UnsafeMutablePointer<itsme_store>?) throws -> ContactStore {
-    guard let handle = unbox(p, as: ContactStoreHandle.self) else { throw invalid("store is NULL") }
-    return handle.store
-}
-
 @c(itsme_nato_word)
 public func ffiNatoWord(_ index: UInt32) -> UnsafePointer<CChar>? {
     index < 26 ? cString(NATO.staticWords[Int(index)]) : nil
@@ -73,9 +68,9 @@ public func ffiVoiceTiming(
 
 @c(itsme_voice_start)
 public func ffiVoiceStart(
-    _ voice: UnsafeMutablePointer<itsme_voice>?, _ store: UnsafeMutablePointer<itsme_store>?, _ now: Int64
+    _ voice: UnsafeMutablePointer<itsme_voice>?, _ now: Int64
 ) -> itsme_result {
-    onVoice(voice) { v in try v.start(store: try storeOf(store), now: now) }
+    onVoice(voice) { v in try v.start(now: now) }
 }
 
 @c(itsme_voice_session_id)
@@ -139,15 +134,13 @@ public func ffiVoiceTheirCode(
 
 @c(itsme_voice_check)
 public func ffiVoiceCheck(
-    _ voice: UnsafeMutablePointer<itsme_voice>?, _ store: UnsafeMutablePointer<itsme_store>?,
-    _ heardCode: UnsafePointer<CChar>?, _ heardTag: UInt32, _ now: Int64,
+    _ voice: UnsafeMutablePointer<itsme_voice>?, _ heardCode: UnsafePointer<CChar>?, _ heardTag: UInt32, _ now: Int64,
     _ outOutcome: UnsafeMutablePointer<itsme_voice_outcome>?
 ) -> itsme_result {
     onVoice(voice) { v in
-        let store = try storeOf(store)
         let heard = try text(heardCode, "heard_code", max: TextLimit.typedCode)
         let out = try required(outOutcome, "out_outcome")
-        out.pointee = try v.check(heardCode: heard, heardTag: heardTag, store: store, now: now).rawValue
+        out.pointee = try v.check(heardCode: heard, heardTag: heardTag, now: now).rawValue
     }
 }
 

@@ -42,12 +42,12 @@ final class ExchangeTests: XCTestCase {
 
     private func qr(_ p: Person, _ seed: Int = 1) throws -> Exchange {
         var r = rng(seed)
-        return try Exchange.qr(identity: p.identity, now: t0, random: &r)
+        return try Exchange.qr(identity: p.identity, store: p.store, now: t0, random: &r)
     }
 
     private func bluetooth(_ p: Person, code: ShortCode? = nil, _ seed: Int = 2) throws -> Exchange {
         var r = rng(seed)
-        return try Exchange.bluetooth(identity: p.identity, sessionCode: code, now: t0, random: &r)
+        return try Exchange.bluetooth(identity: p.identity, store: p.store, sessionCode: code, now: t0, random: &r)
     }
 
     /// Moves frames both ways until neither side has anything to send.
@@ -90,10 +90,10 @@ final class ExchangeTests: XCTestCase {
         XCTAssertEqual(a.peer?.publicKey, bob.identity.publicKey)
         XCTAssertEqual(b.peer?.fingerprint, alice.identity.fingerprint)
 
-        let idA = try a.save(to: alice.store, now: t0)
+        let idA = try a.save(now: t0)
         XCTAssertEqual(try alice.store.contact(id: idA).state, .unverified)
-        XCTAssertEqual(try a.save(to: alice.store, now: t0), idA, "save is idempotent")
-        XCTAssertEqual(try a.confirm(store: alice.store, now: t0 + 5), idA)
+        XCTAssertEqual(try a.save(now: t0), idA, "save is idempotent")
+        XCTAssertEqual(try a.confirm(now: t0 + 5), idA)
         XCTAssertEqual(a.state, .confirmed)
         let stored = try alice.store.contact(id: idA)
         XCTAssertEqual(stored.state, .verified)
@@ -101,7 +101,7 @@ final class ExchangeTests: XCTestCase {
         XCTAssertEqual(stored.exchangeMethod, .qr)
         XCTAssertEqual(stored.name, "Bob")
 
-        let idB = try b.confirm(store: bob.store, now: t0)
+        let idB = try b.confirm(now: t0)
         // Both stored the same seed; each stored its own device secret and the other's.
         XCTAssertTrue(try alice.store.seed(id: idA).constantTimeEquals(try bob.store.seed(id: idB)))
         let dsA = try alice.store.deviceSecrets(id: idA), dsB = try bob.store.deviceSecrets(id: idB)
@@ -114,19 +114,19 @@ final class ExchangeTests: XCTestCase {
         let alice = try person("Alice"), bob = try person("Bob")
         let a = try qr(alice), b = try qr(bob, 3)
         try scanEachOther(a, b)
-        let id = try a.save(to: alice.store, now: t0)
-        try a.reject(store: alice.store)
+        let id = try a.save(now: t0)
+        try a.reject()
         XCTAssertEqual(a.state, .rejected)
         XCTAssertEqual(kind { _ = try alice.store.contact(id: id) }, .notFound)
-        XCTAssertEqual(kind { try a.confirm(store: alice.store, now: t0) }, .invalidState)
-        XCTAssertEqual(kind { try a.reject(store: alice.store) }, .invalidState)
+        XCTAssertEqual(kind { try a.confirm(now: t0) }, .invalidState)
+        XCTAssertEqual(kind { try a.reject() }, .invalidState)
     }
 
     func testOrderMisuseIsAnInvalidStateAndDoesNotEndTheExchange() throws {
         let alice = try person("Alice"), bob = try person("Bob")
         let a = try qr(alice), b = try qr(bob, 3)
-        XCTAssertEqual(kind { try a.confirm(store: alice.store, now: t0) }, .invalidState)
-        XCTAssertEqual(kind { try a.save(to: alice.store, now: t0) }, .invalidState)
+        XCTAssertEqual(kind { try a.confirm(now: t0) }, .invalidState)
+        XCTAssertEqual(kind { try a.save(now: t0) }, .invalidState)
         XCTAssertEqual(kind { try a.receive(Array("https://example.com".utf8), now: t0) }, .invalidArgument)
         XCTAssertEqual(a.state, .awaitingPeer, "a foreign QR code does not end the exchange")
         try scanEachOther(a, b)
@@ -144,7 +144,7 @@ final class ExchangeTests: XCTestCase {
         XCTAssertNil(a.peekOutgoing())
         XCTAssertEqual(kind { try a.receive(b.peekOutgoing()!, now: t0) }, .invalidState)
         XCTAssertEqual(kind { _ = try a.seal() }, .invalidState)
-        XCTAssertEqual(kind { try a.reject(store: nil) }, .invalidState)
+        XCTAssertEqual(kind { try a.reject() }, .invalidState)
     }
 
     func testEveryByteOfAQRPayloadIsAuthenticated() throws {
@@ -219,7 +219,7 @@ final class ExchangeTests: XCTestCase {
         let alice = try person("Alice"), bob = try person("Bob")
         var a = try qr(alice, 1), b = try qr(bob, 2)
         try scanEachOther(a, b)
-        let id = try a.confirm(store: alice.store, now: t0)
+        let id = try a.confirm(now: t0)
         try alice.store.setName(id: id, "Bobby")
         let oldSeed = try alice.store.seed(id: id).unsafeExportedArray()
 
@@ -227,9 +227,9 @@ final class ExchangeTests: XCTestCase {
         a = try qr(alice, 3)
         b = try qr(bob, 4)
         try scanEachOther(a, b)
-        XCTAssertEqual(try a.save(to: alice.store, now: t0 + 10), id)
+        XCTAssertEqual(try a.save(now: t0 + 10), id)
         XCTAssertTrue(a.flags.contains(.knownContact))
-        try a.reject(store: alice.store)
+        try a.reject()
         XCTAssertEqual(try alice.store.seed(id: id).unsafeExportedArray(), oldSeed)
         XCTAssertEqual(try alice.store.contact(id: id).name, "Bobby")
         XCTAssertEqual(try alice.store.count(), 1)
@@ -239,8 +239,8 @@ final class ExchangeTests: XCTestCase {
         a = try qr(alice, 5)
         b = try qr(bob, 6)
         try scanEachOther(a, b)
-        XCTAssertEqual(try a.confirm(store: alice.store, now: t0 + 20), id)
-        let idB = try b.confirm(store: bob.store, now: t0 + 20)
+        XCTAssertEqual(try a.confirm(now: t0 + 20), id)
+        let idB = try b.confirm(now: t0 + 20)
         let c = try alice.store.contact(id: id)
         XCTAssertEqual(c.state, .verified)
         XCTAssertEqual(c.verifiedAt, t0 + 20)
@@ -261,7 +261,7 @@ final class ExchangeTests: XCTestCase {
         // Bob already known with his key.
         let a0 = try qr(alice, 1), b0 = try qr(bob, 2)
         try scanEachOther(a0, b0)
-        let keyed = try a0.confirm(store: alice.store, now: t0)
+        let keyed = try a0.confirm(now: t0)
 
         let key = Base64.encode(SHA256.hash([1]).withBytes { X25519.publicKey(secretKey: $0) }, .standardPadded)
         for name in ["Bob", "B\\|o\\\\b", "Not Bob"] {
@@ -272,8 +272,8 @@ final class ExchangeTests: XCTestCase {
             XCTAssertNil(a.sas)
             XCTAssertNil(a.peer?.publicKey)
             XCTAssertEqual(a.peer?.fingerprint, bob.identity.fingerprint)
-            XCTAssertEqual(kind { try a.confirm(store: alice.store, now: t0) }, .invalidState)
-            let id = try a.save(to: alice.store, now: t0)
+            XCTAssertEqual(kind { try a.confirm(now: t0) }, .invalidState)
+            let id = try a.save(now: t0)
             XCTAssertNotEqual(id, keyed)
             XCTAssertFalse(a.flags.contains(.knownContact))
             let c = try alice.store.contact(id: id)
@@ -287,8 +287,8 @@ final class ExchangeTests: XCTestCase {
         // Rejecting an import deletes it.
         let a = try qr(alice, 4)
         try a.receive(Array("5|Eve|0011223344556677|\(key)|111111".utf8), now: t0)
-        let id = try a.save(to: alice.store, now: t0)
-        try a.reject(store: alice.store)
+        let id = try a.save(now: t0)
+        try a.reject()
         XCTAssertEqual(kind { _ = try alice.store.contact(id: id) }, .notFound)
     }
 
@@ -306,17 +306,17 @@ final class ExchangeTests: XCTestCase {
         XCTAssertEqual(a.sas, b.sas)
         XCTAssertEqual(a.peer?.publicKey, bob.identity.publicKey)
         XCTAssertEqual(b.peer?.name, "Alice")
-        let idA = try a.confirm(store: alice.store, now: t0)
+        let idA = try a.confirm(now: t0)
         try pump(a, b)
         XCTAssertTrue(b.flags.contains(.peerConfirmed))
-        try b.reject(store: bob.store)
+        try b.reject()
         try pump(a, b)
         XCTAssertTrue(a.flags.contains(.peerRejected))
         // Alice confirmed first: her contact awaited Bob's decision, which
         // was a rejection; settling it deletes the contact.
         XCTAssertEqual(try alice.store.contact(id: idA).exchangeMethod, .bluetooth)
         XCTAssertEqual(try alice.store.contact(id: idA).state, .awaitingPeer)
-        XCTAssertNil(try a.settle(store: alice.store, now: t0))
+        XCTAssertNil(try a.settle(now: t0))
         XCTAssertEqual(a.state, .rejected)
         XCTAssertEqual(try alice.store.count(), 0)
         XCTAssertEqual(try bob.store.count(), 0)
@@ -327,26 +327,26 @@ final class ExchangeTests: XCTestCase {
         let a = try bluetooth(alice, 1)
         let b = try bluetooth(bob, code: a.sessionCode, 2)
         let frames = try pump(a, b)
-        try a.confirm(store: alice.store, now: t0)
+        try a.confirm(now: t0)
         // Every frame of the exchange again, both sides': all refused.
         for f in frames { XCTAssertNotNil(kind { try a.receive(f, now: t0) }) }
         XCTAssertEqual(a.state, .awaitingDecision)
-        XCTAssertEqual(kind { _ = try a.settle(store: alice.store, now: self.t0) }, .invalidState, "no decision from Bob yet")
+        XCTAssertEqual(kind { _ = try a.settle(now: self.t0) }, .invalidState, "no decision from Bob yet")
         try pump(a, b)
         XCTAssertTrue(b.flags.contains(.peerConfirmed))
-        try b.confirm(store: bob.store, now: t0)
+        try b.confirm(now: t0)
         try pump(a, b)
         XCTAssertTrue(a.flags.contains(.peerConfirmed))
         XCTAssertEqual(b.state, .confirmed, "Alice's confirmation had arrived: Bob's contact is verified at once")
         XCTAssertEqual(a.state, .awaitingDecision)
         // Bob's CONFIRM again: the peer's decision comes once.
         for f in frames { XCTAssertNotNil(kind { try a.receive(f, now: t0) }) }
-        let id = try XCTUnwrap(try a.settle(store: alice.store, now: t0))
+        let id = try XCTUnwrap(try a.settle(now: t0))
         XCTAssertEqual(a.state, .confirmed)
         XCTAssertEqual(try alice.store.contact(id: id).state, .verified)
         let q = try qr(alice, 9), r = try qr(bob, 10)
         try scanEachOther(q, r)
-        try q.reject(store: nil)
+        try q.reject()
         XCTAssertEqual(kind { try q.receive(Array("not a payload".utf8), now: t0) }, .invalidState)
     }
 
@@ -355,10 +355,10 @@ final class ExchangeTests: XCTestCase {
         let a = try bluetooth(alice, 1)
         let b = try bluetooth(bob, code: a.sessionCode, 2)
         try pump(a, b)
-        try b.reject(store: nil)
+        try b.reject()
         try pump(a, b)
-        XCTAssertEqual(kind { try a.confirm(store: alice.store, now: t0) }, .invalidState)
-        try a.reject(store: nil)
+        XCTAssertEqual(kind { try a.confirm(now: t0) }, .invalidState)
+        try a.reject()
     }
 
     func testBluetoothWrongSessionCodeFails() throws {
@@ -380,7 +380,7 @@ final class ExchangeTests: XCTestCase {
             if let f = a.peekOutgoing() { a.markSent(); fromA.append(f); try b.receive(f, now: t0); moved = true }
             if let f = b.peekOutgoing() { b.markSent(); try a.receive(f, now: t0); moved = true }
         }
-        try a.confirm(store: alice.store, now: t0)
+        try a.confirm(now: t0)
         fromA.append(a.peekOutgoing()!)
         return (a.sessionCode!, fromA)
     }
@@ -521,16 +521,33 @@ final class ExchangeTests: XCTestCase {
 
     func testStoresOfAnotherIdentityOrAnotherFileAreRefused() throws {
         let alice = try person("Alice"), bob = try person("Bob"), carol = try person("Carol")
+        // An exchange is given a contact store of its own identity, whatever its method.
+        var r = rng(7)
+        XCTAssertEqual(kind { _ = try Exchange.qr(identity: alice.identity, store: carol.store, now: t0, random: &r) }, .wrongIdentity)
+        XCTAssertEqual(
+            kind { _ = try Exchange.bluetooth(identity: alice.identity, store: carol.store, sessionCode: nil, now: t0, random: &r) },
+            .wrongIdentity)
+        XCTAssertEqual(
+            kind { _ = try Exchange.invite(identity: alice.identity, store: carol.store, realtime: false, now: t0, random: &r) },
+            .wrongIdentity)
+        XCTAssertEqual(try carol.store.count(), 0)
+
+        // Sealed before saving, it restores with any store of hers; once it
+        // saved its contact, only with the store it saved in.
         let a = try qr(alice), b = try qr(bob, 3)
         try scanEachOther(a, b)
-        XCTAssertEqual(kind { try a.save(to: carol.store, now: t0) }, .wrongIdentity)
-        XCTAssertEqual(kind { try a.confirm(store: bob.store, now: t0) }, .wrongIdentity)
-        XCTAssertEqual(try carol.store.count(), 0)
-        let id = try a.save(to: alice.store, now: t0)
+        let unsaved = try a.seal()
+        let id = try a.save(now: t0)
+        let saved = try a.seal()
         let second = try ContactStore(path: "\(directory!)/alice-second.db", identity: alice.identity)
-        XCTAssertEqual(kind { try a.confirm(store: second, now: t0) }, .invalidArgument)
-        XCTAssertEqual(kind { try a.reject(store: second) }, .invalidArgument)
-        XCTAssertEqual(try a.confirm(store: alice.store, now: t0), id)
+        XCTAssertEqual(kind { _ = try Exchange.restore(identity: alice.identity, store: second, sealed: saved, now: t0) }, .invalidArgument)
+        XCTAssertEqual(
+            kind { _ = try Exchange.restore(identity: alice.identity, store: carol.store, sealed: saved, now: t0) }, .wrongIdentity)
+        XCTAssertEqual(try Exchange.restore(identity: alice.identity, store: second, sealed: unsaved, now: t0).state, .compareSAS)
+        let restored = try Exchange.restore(identity: alice.identity, store: alice.store, sealed: saved, now: t0)
+        XCTAssertEqual(try restored.confirm(now: t0), id)
+        XCTAssertEqual(try alice.store.contact(id: id).state, .verified)
+        XCTAssertEqual(try second.count(), 0)
     }
 
     func testAFinishedBluetoothExchangeSealsWithItsConfirmFrame() throws {
@@ -538,21 +555,21 @@ final class ExchangeTests: XCTestCase {
         let a = try bluetooth(alice, 1)
         let b = try bluetooth(bob, code: a.sessionCode, 2)
         try pump(a, b)
-        let id = try a.confirm(store: alice.store, now: t0)
+        let id = try a.confirm(now: t0)
         // Alice stops before sending her CONFIRM and before Bob's arrives.
-        let restored = try Exchange.restore(identity: alice.identity, sealed: try a.seal(), now: t0 + 30)
+        let restored = try Exchange.restore(identity: alice.identity, store: alice.store, sealed: try a.seal(), now: t0 + 30)
         XCTAssertEqual(restored.state, .awaitingDecision)
         XCTAssertEqual(try alice.store.contact(id: id).state, .awaitingPeer)
-        try b.reject(store: nil)
+        try b.reject()
         try pump(restored, b, now: t0 + 30)
         XCTAssertTrue(b.flags.contains(.peerConfirmed))
         XCTAssertTrue(restored.flags.contains(.peerRejected))
-        XCTAssertNil(try restored.settle(store: alice.store, now: t0 + 30))
+        XCTAssertNil(try restored.settle(now: t0 + 30))
         XCTAssertEqual(kind { _ = try alice.store.contact(id: id) }, .notFound, "Bob rejected: Alice's contact is gone")
         // A finished QR exchange has nothing left to do and is not sealed.
         let q = try qr(alice, 5), r = try qr(bob, 6)
         try scanEachOther(q, r)
-        try q.reject(store: nil)
+        try q.reject()
         XCTAssertEqual(kind { _ = try q.seal() }, .invalidState)
     }
 
@@ -562,18 +579,18 @@ final class ExchangeTests: XCTestCase {
         let a = try qr(alice, 1), b = try qr(bob, 2)
         try scanEachOther(a, b)
         let sealed = try a.seal()
-        let restored = try Exchange.restore(identity: alice.identity, sealed: sealed, now: t0 + 3600)
+        let restored = try Exchange.restore(identity: alice.identity, store: alice.store, sealed: sealed, now: t0 + 3600)
         XCTAssertEqual(restored.state, .compareSAS)
         XCTAssertEqual(restored.sas, b.sas)
         XCTAssertEqual(restored.peekOutgoing(), a.peekOutgoing())
-        try restored.confirm(store: alice.store, now: t0 + 3600)
+        try restored.confirm(now: t0 + 3600)
 
         // Bluetooth: sealed after HELLO, restored, finishes.
         let x = try bluetooth(alice, 3)
         let y = try bluetooth(bob, code: x.sessionCode, 4)
         try x.receive(y.peekOutgoing()!, now: t0)
         y.markSent()
-        let x2 = try Exchange.restore(identity: alice.identity, sealed: try x.seal(), now: t0 + 60)
+        let x2 = try Exchange.restore(identity: alice.identity, store: alice.store, sealed: try x.seal(), now: t0 + 60)
         XCTAssertEqual(x2.sessionCode, x.sessionCode)
         try pump(x2, y, now: t0 + 60)
         XCTAssertEqual(x2.sas, y.sas)
@@ -583,13 +600,13 @@ final class ExchangeTests: XCTestCase {
         for i in sealed.indices {
             var s = sealed
             s[i] ^= 1
-            let k = kind { _ = try Exchange.restore(identity: alice.identity, sealed: s, now: t0) }
+            let k = kind { _ = try Exchange.restore(identity: alice.identity, store: alice.store, sealed: s, now: t0) }
             XCTAssertTrue(k == .authenticationFailed || k == .corruptData, "byte \(i)")
         }
-        XCTAssertEqual(kind { _ = try Exchange.restore(identity: alice.identity, sealed: Array(sealed.prefix(20)), now: t0) }, .corruptData)
-        XCTAssertEqual(kind { _ = try Exchange.restore(identity: bob.identity, sealed: sealed, now: t0) }, .authenticationFailed)
+        XCTAssertEqual(kind { _ = try Exchange.restore(identity: alice.identity, store: alice.store, sealed: Array(sealed.prefix(20)), now: t0) }, .corruptData)
+        XCTAssertEqual(kind { _ = try Exchange.restore(identity: bob.identity, store: bob.store, sealed: sealed, now: t0) }, .authenticationFailed)
         XCTAssertEqual(
-            kind { _ = try Exchange.restore(identity: alice.identity, sealed: sealed, now: t0 + Exchange.lifetime + 1) }, .expired)
+            kind { _ = try Exchange.restore(identity: alice.identity, store: alice.store, sealed: sealed, now: t0 + Exchange.lifetime + 1) }, .expired)
         // Another device (another secret store holding the same identity) cannot open it.
         XCTAssertEqual(kind { _ = try restored.seal() }, .invalidState, "a finished exchange is not sealed")
     }
@@ -601,7 +618,7 @@ final class ExchangeTests: XCTestCase {
         XCTAssertEqual(a.state, .failed)
         let c = try qr(alice, 3)
         try c.receive(b.peekOutgoing()!, now: t0 + Exchange.lifetime)
-        XCTAssertEqual(kind { try c.confirm(store: alice.store, now: t0 + Exchange.lifetime + 1) }, .expired)
+        XCTAssertEqual(kind { try c.confirm(now: t0 + Exchange.lifetime + 1) }, .expired)
         XCTAssertEqual(try alice.store.count(), 0)
     }
 

@@ -21,17 +21,15 @@ final class FuzzCorpusTests: XCTestCase {
 
     func testExchangeCorpusReplays() throws {
         try Sodium.initialize()
-        var r1 = DeterministicRandom(seed: [UInt8](repeating: 1, count: 32))
-        var r2 = DeterministicRandom(seed: [UInt8](repeating: 2, count: 32))
-        let a = try Identity.create(store: MemorySecretStore(), name: "Fuzz A", random: &r1)
-        let b = try Identity.create(store: MemorySecretStore(), name: "Fuzz B", random: &r2)
-        for input in try corpus("exchange", minimum: 50) { ExchangeFuzzing.run(input, a, b) }
+        let work = try fuzzDirectory()
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let context = try ExchangeFuzzing(directory: work)
+        for input in try corpus("exchange", minimum: 50) { context.run(input) }
     }
 
     func testVerifyCorpusReplays() throws {
         try Sodium.initialize()
-        let work = NSTemporaryDirectory() + "itsme-fuzz-replay-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        let work = try fuzzDirectory()
         defer { try? FileManager.default.removeItem(atPath: work) }
         let context = try VerifyFuzzing(directory: work)
         for input in try corpus("verify", minimum: 20) { context.run(input) }
@@ -52,8 +50,18 @@ final class FuzzCorpusTests: XCTestCase {
 
     func testSealedCorpusReplays() throws {
         try Sodium.initialize()
-        let context = try SealedFuzzing()
+        let work = try fuzzDirectory()
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let context = try SealedFuzzing(directory: work)
         let accepted = try corpus("sealed", minimum: 20).filter { context.run($0) }.count
         XCTAssertGreaterThan(accepted, 0, "no sealed exchange of the corpus restores")
     }
+}
+
+/// A new empty directory for a fuzz body's contact stores; the caller
+/// removes it.
+func fuzzDirectory() throws -> String {
+    let work = NSTemporaryDirectory() + "itsme-fuzz-\(UUID().uuidString)"
+    try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+    return work
 }

@@ -24,22 +24,20 @@ final class FuzzSeedTests: XCTestCase {
 
     func testExchangeSeedsAreAccepted() throws {
         try Sodium.initialize()
-        var r1 = DeterministicRandom(seed: [UInt8](repeating: 1, count: 32))
-        var r2 = DeterministicRandom(seed: [UInt8](repeating: 2, count: 32))
-        let a = try Identity.create(store: MemorySecretStore(), name: "Fuzz A", random: &r1)
-        let b = try Identity.create(store: MemorySecretStore(), name: "Fuzz B", random: &r2)
-        let seeds = try ExchangeFuzzing.seeds(a, b)
+        let work = try fuzzDirectory()
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let context = try ExchangeFuzzing(directory: work)
+        let seeds = try context.seeds()
         // QR (ours and the source format), Bluetooth after 0 to 2 honest
         // frames (after 3 the peer waits for the person), the three remote steps.
         XCTAssertEqual(seeds.count, 8)
-        for seed in seeds { XCTAssertTrue(ExchangeFuzzing.run(seed, a, b), "exchange seed with selector \(seed[0]) refused") }
+        for seed in seeds { XCTAssertTrue(context.run(seed), "exchange seed with selector \(seed[0]) refused") }
         try write(seeds, target: "exchange")
     }
 
     func testVerifySeedsAreAccepted() throws {
         try Sodium.initialize()
-        let work = NSTemporaryDirectory() + "itsme-fuzz-seeds-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        let work = try fuzzDirectory()
         defer { try? FileManager.default.removeItem(atPath: work) }
         let context = try VerifyFuzzing(directory: work)
         let seeds = context.seeds()
@@ -72,7 +70,9 @@ final class FuzzSeedTests: XCTestCase {
 
     func testSealedSeedsAreAccepted() throws {
         try Sodium.initialize()
-        let context = try SealedFuzzing()
+        let work = try fuzzDirectory()
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let context = try SealedFuzzing(directory: work)
         let seeds = try context.seeds()
         // Every method (the record's first byte), both as sealed and as the record.
         let methods = Set(seeds.filter { $0[0] == 0 }.map { $0[1] })

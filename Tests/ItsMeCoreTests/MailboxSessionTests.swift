@@ -77,9 +77,9 @@ final class MailboxSessionTests: XCTestCase {
         let bob = try person("Bob")
         var ra = DeterministicRandom(seed: SHA256.hash(Array("mailbox-invite".utf8)))
         var rb = DeterministicRandom(seed: SHA256.hash(Array("mailbox-accept".utf8)))
-        let inviter = try Exchange.invite(identity: alice.identity, realtime: false, now: t0, random: &ra)
+        let inviter = try Exchange.invite(identity: alice.identity, store: alice.store, realtime: false, now: t0, random: &ra)
         let invitee = try Exchange.acceptInvite(
-            identity: bob.identity, inviteCode: inviter.inviteCode!.text, encryptionCode: inviter.encryptionCode!.text, realtime: false,
+            identity: bob.identity, store: bob.store, inviteCode: inviter.inviteCode!.text, encryptionCode: inviter.encryptionCode!.text, realtime: false,
             now: t0, random: &rb)
         return (alice, inviter, bob, invitee)
     }
@@ -141,10 +141,10 @@ final class MailboxSessionTests: XCTestCase {
         XCTAssertFalse(b.done)
 
         // The decisions: the invitee's first; the inviter's goes out once it has read it.
-        _ = try inviter.save(to: alice.store, now: t0 + 20)
-        _ = try invitee.save(to: bob.store, now: t0 + 20)
-        _ = try invitee.confirm(store: bob.store, now: t0 + 20)
-        _ = try inviter.confirm(store: alice.store, now: t0 + 20)
+        _ = try inviter.save(now: t0 + 20)
+        _ = try invitee.save(now: t0 + 20)
+        _ = try invitee.confirm(now: t0 + 20)
+        _ = try inviter.confirm(now: t0 + 20)
         for _ in 0..<4 where !(a.done && b.done) {
             try step(b, mailbox)
             try step(a, mailbox)
@@ -153,8 +153,8 @@ final class MailboxSessionTests: XCTestCase {
         XCTAssertTrue(b.done)
         XCTAssertTrue(mailbox.gone, "the invitee ended the invite once it read the inviter's decision")
         XCTAssertEqual(mailbox.deletes, 1)
-        XCTAssertNotNil(try inviter.settle(store: alice.store, now: t0 + 30))
-        XCTAssertNotNil(try invitee.settle(store: bob.store, now: t0 + 30))
+        XCTAssertNotNil(try inviter.settle(now: t0 + 30))
+        XCTAssertNotNil(try invitee.settle(now: t0 + 30))
         XCTAssertEqual(inviter.state, .confirmed)
         XCTAssertEqual(invitee.state, .confirmed)
         XCTAssertEqual(a.nextRequest(), .done)
@@ -245,7 +245,7 @@ final class MailboxSessionTests: XCTestCase {
             try step(a, mailbox)
             try step(b, mailbox)
         }
-        try invitee.reject(store: nil)
+        try invitee.reject()
         XCTAssertEqual(names(try step(b, mailbox)), ["post", "delete"])
         XCTAssertTrue(b.done)
         var outcome = MailboxSession.Outcome.proceed
@@ -331,7 +331,7 @@ final class MailboxSessionTests: XCTestCase {
         let fetched = Array("{\"accepted\": true, \"messages\": [{\"seq\": 1, \"body\": \"AQID\"}]}".utf8)
         for i in 0...fetched.count {
             var r = DeterministicRandom(seed: SHA256.hash(Array("mailbox-cut-\(i)".utf8)))
-            let a = try MailboxSession(exchange: try Exchange.invite(identity: alice.identity, realtime: false, now: t0, random: &r))
+            let a = try MailboxSession(exchange: try Exchange.invite(identity: alice.identity, store: alice.store, realtime: false, now: t0, random: &r))
             try a.begin()
             _ = a.nextRequest()
             try a.answer(.created(token: token), now: t0)
@@ -386,7 +386,7 @@ final class MailboxSessionTests: XCTestCase {
         let sealed = try inviter.seal()
 
         // Another process: the exchange restored, the session resumed.
-        let restored = try Exchange.restore(identity: alice.identity, sealed: sealed, now: t0 + 15)
+        let restored = try Exchange.restore(identity: alice.identity, store: alice.store, sealed: sealed, now: t0 + 15)
         let resumed = try MailboxSession(exchange: restored, saved: try MailboxSession.SavedState(json: json))
         XCTAssertEqual(resumed.lastSeq, a.lastSeq)
         XCTAssertEqual(resumed.token, a.token)

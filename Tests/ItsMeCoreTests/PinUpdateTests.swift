@@ -77,8 +77,8 @@ final class PinUpdateTests: XCTestCase {
         let vx = try VoiceSession(store: x.store, contactID: x.contactID, now: now)
         let vy = try VoiceSession(store: y.store, contactID: y.contactID, now: now)
         let start = vx.window * 30
-        try vx.start(store: x.store, now: start)
-        try vy.start(store: y.store, now: start)
+        try vx.start(now: start)
+        try vy.start(now: start)
         for _ in 0..<2 {
             let (s, l) = vx.turn == .mine ? (vx, vy) : (vy, vx)
             try s.select(s.myWords[0], now: start + 1)
@@ -91,8 +91,8 @@ final class PinUpdateTests: XCTestCase {
     private func verify(_ x: Side, _ y: Side, now: Int64) throws -> (VoiceSession.Outcome, VoiceSession.Outcome) {
         let (vx, vy, start) = try comparing(x, y, now: now)
         return (
-            try vx.check(heardCode: VoiceProtocol.codeText(vy.yourCode!), heardTag: vy.yourTag!, store: x.store, now: start + 2),
-            try vy.check(heardCode: VoiceProtocol.codeText(vx.yourCode!), heardTag: vx.yourTag!, store: y.store, now: start + 2)
+            try vx.check(heardCode: VoiceProtocol.codeText(vy.yourCode!), heardTag: vy.yourTag!, now: start + 2),
+            try vy.check(heardCode: VoiceProtocol.codeText(vx.yourCode!), heardTag: vx.yourTag!, now: start + 2)
         )
     }
 
@@ -136,8 +136,8 @@ final class PinUpdateTests: XCTestCase {
                 if let m = from.takeOutgoing() { try to.receive(m, now: t); moved = true }
             }
         }
-        XCTAssertEqual(try oa2.confirm(store: alice.store, now: t), .verified)
-        XCTAssertEqual(try ob2.confirm(store: bob.store, now: t), .verified)
+        XCTAssertEqual(try oa2.confirm(now: t), .verified)
+        XCTAssertEqual(try ob2.confirm(now: t), .verified)
         XCTAssertFalse(try alice.store.deviceSecrets(id: alice.contactID).hasPending)
         (oa, ob) = try verify(alice, bob, now: t + 60)
         XCTAssertEqual([oa, ob], [.verified, .verified])
@@ -157,10 +157,10 @@ final class PinUpdateTests: XCTestCase {
         XCTAssertEqual(vb.theirTag, va.yourTag, "Bob's screen shows the tag Alice says")
         XCTAssertEqual(va.theirCode, vb.yourCode)
         XCTAssertEqual(
-            try va.check(heardCode: VoiceProtocol.codeText(vb.yourCode!), heardTag: va.theirTag!, store: alice.store, now: start + 2),
+            try va.check(heardCode: VoiceProtocol.codeText(vb.yourCode!), heardTag: va.theirTag!, now: start + 2),
             .verified)
         XCTAssertEqual(
-            try vb.check(heardCode: VoiceProtocol.codeText(va.yourCode!), heardTag: vb.theirTag!, store: bob.store, now: start + 2),
+            try vb.check(heardCode: VoiceProtocol.codeText(va.yourCode!), heardTag: vb.theirTag!, now: start + 2),
             .verified)
         // Hearing the new secret completed both sides; the next session
         // shows the same (now current) tags.

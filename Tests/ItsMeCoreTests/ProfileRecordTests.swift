@@ -177,8 +177,8 @@ final class ProfileRecordTests: XCTestCase {
         XCTAssertEqual(proofSizes.sorted(), [82, 114])
         XCTAssertEqual(errorKind { try va.shareProfile(reference: try profile.reference()) }, .invalidState, "too late: the PROOF is out")
         XCTAssertEqual(errorKind { _ = try vb.peerProfileReference() }, .invalidState, "not before the SAS is confirmed")
-        try va.confirm(store: a.store, now: t0 + 102)
-        try vb.confirm(store: b.store, now: t0 + 102)
+        try va.confirm(now: t0 + 102)
+        try vb.confirm(now: t0 + 102)
         XCTAssertEqual(errorKind { _ = try va.peerProfileReference() }, .notFound, "Bob shared none")
         let reference = try vb.peerProfileReference()
         // Bob fetches the record (here: the bytes as published) and opens it

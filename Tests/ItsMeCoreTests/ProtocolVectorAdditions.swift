@@ -227,8 +227,8 @@ extension ProtocolVectorTests {
                     try checkShown(va, before.a, me: pa, peer: pb)
                     try checkShown(vb, before.b, me: pb, peer: pa)
                     let end = va.window * 30 + 10
-                    let oa = try va.check(heardCode: VoiceProtocol.codeText(vb.yourCode!), heardTag: vb.yourTag!, store: sa.store, now: end)
-                    let ob = try vb.check(heardCode: VoiceProtocol.codeText(va.yourCode!), heardTag: va.yourTag!, store: sb.store, now: end)
+                    let oa = try va.check(heardCode: VoiceProtocol.codeText(vb.yourCode!), heardTag: vb.yourTag!, now: end)
+                    let ob = try vb.check(heardCode: VoiceProtocol.codeText(va.yourCode!), heardTag: va.yourTag!, now: end)
                     json = [
                         "step_text": "a voice verification, each hearing the tag the other says",
                         "voice": [

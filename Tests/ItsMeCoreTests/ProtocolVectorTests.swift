@@ -12,7 +12,18 @@ final class ProtocolVectorTests: XCTestCase {
         .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("ProtocolVectors")
     let now: Int64 = 1_800_000_000
 
-    override func setUpWithError() throws { try Sodium.initialize() }
+    /// Where the parties' contact stores are, for one test.
+    var storeDirectory = ""
+
+    override func setUpWithError() throws {
+        try Sodium.initialize()
+        storeDirectory = NSTemporaryDirectory() + "itsme-vec-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: storeDirectory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(atPath: storeDirectory)
+    }
 
     // MARK: Helpers
 
@@ -27,6 +38,8 @@ final class ProtocolVectorTests: XCTestCase {
         let ephemeralSecret: [UInt8]
         let deviceSecret: [UInt8]
         let identity: Identity
+        /// Its contact store (a new file for each party).
+        let store: ContactStore
         let name: String
         var publicKey: [UInt8] { identity.publicKey }
         var fingerprint: String { identity.fingerprint }
@@ -50,10 +63,11 @@ final class ProtocolVectorTests: XCTestCase {
         let drawn = mirror.bytes(48)
         var rng = DeterministicRandom(seed: seed)
         let identity = try Identity.create(store: MemorySecretStore(), name: name, random: &rng)
+        let store = try ContactStore(path: storeDirectory + "/\(UUID().uuidString).db", identity: identity)
         return (
             Party(
                 randomSeed: seed, identitySeed: identitySeed, ephemeralSecret: Array(drawn[0..<32]),
-                deviceSecret: Array(drawn[32..<48]), identity: identity, name: name), rng
+                deviceSecret: Array(drawn[32..<48]), identity: identity, store: store, name: name), rng
         )
     }
 
@@ -154,8 +168,8 @@ final class ProtocolVectorTests: XCTestCase {
         ].enumerated() {
             var (a, rngA) = try party("qr-\(i)-a", name: names.0)
             var (b, rngB) = try party("qr-\(i)-b", name: names.1)
-            let exA = try Exchange.qr(identity: a.identity, now: now, random: &rngA)
-            let exB = try Exchange.qr(identity: b.identity, now: now, random: &rngB)
+            let exA = try Exchange.qr(identity: a.identity, store: a.store, now: now, random: &rngA)
+            let exB = try Exchange.qr(identity: b.identity, store: b.store, now: now, random: &rngB)
             let pa = try qrPayload(a), pb = try qrPayload(b)
             let textA = ExchangeProtocol.qrPrefix + Base64.encode(pa.payload, .urlUnpadded)
             let textB = ExchangeProtocol.qrPrefix + Base64.encode(pb.payload, .urlUnpadded)
@@ -225,7 +239,7 @@ final class ProtocolVectorTests: XCTestCase {
             for (what, t, r) in cases {
                 // The library rejects each one too.
                 var rng = DeterministicRandom(seed: fixed("reject"))
-                let ex = try Exchange.qr(identity: r.identity, now: now, random: &rng)
+                let ex = try Exchange.qr(identity: r.identity, store: r.store, now: now, random: &rng)
                 XCTAssertThrowsError(try ex.receive(Array(t.utf8), now: now), what)
                 rejections.append(["case_text": what, "receiver": receiver(r), "payload_text": t])
             }
@@ -236,7 +250,7 @@ final class ProtocolVectorTests: XCTestCase {
     func sourceVectors() throws -> [String: Any] {
         let (b, rngB) = try party("v5-receiver", name: "Bob")
         var rng = rngB
-        let ex = try Exchange.qr(identity: b.identity, now: now, random: &rng)
+        let ex = try Exchange.qr(identity: b.identity, store: b.store, now: now, random: &rng)
         let peerSecret = fixed("itsme-vector-v5-ephemeral")
         let peerPublic = peerSecret.withBytes { X25519.publicKey(secretKey: $0) }
         let key64 = Base64.encode(peerPublic, .standardPadded)
@@ -276,7 +290,7 @@ final class ProtocolVectorTests: XCTestCase {
         ]
         for (what, t) in bad {
             var r = DeterministicRandom(seed: fixed("reject"))
-            let e = try Exchange.qr(identity: b.identity, now: now, random: &r)
+            let e = try Exchange.qr(identity: b.identity, store: b.store, now: now, random: &r)
             XCTAssertThrowsError(try e.receive(Array(t.utf8), now: now), what)
         }
         return ["imports": imports, "rejections": bad.map { ["case_text": $0.0, "text": $0.1] }]
@@ -290,9 +304,9 @@ final class ProtocolVectorTests: XCTestCase {
         for (i, names) in [("Alice", "Bob"), ("Ćarol", "Dave the Builder"), ("Erin", "Frank")].enumerated() {
             var (a, rngA) = try party(i == 2 ? "bt-redraw-33047" : "bt-\(i)-a", name: names.0)
             var (b, rngB) = try party("bt-\(i)-b", name: names.1)
-            let exA = try Exchange.bluetooth(identity: a.identity, sessionCode: nil, now: now, random: &rngA)
+            let exA = try Exchange.bluetooth(identity: a.identity, store: a.store, sessionCode: nil, now: now, random: &rngA)
             let code = exA.sessionCode!
-            let exB = try Exchange.bluetooth(identity: b.identity, sessionCode: code, now: now, random: &rngB)
+            let exB = try Exchange.bluetooth(identity: b.identity, store: b.store, sessionCode: code, now: now, random: &rngB)
             // Pump frames until both are quiet, recording what each sent.
             var sentA: [[UInt8]] = [], sentB: [[UInt8]] = []
             func pump() throws {
@@ -310,11 +324,8 @@ final class ProtocolVectorTests: XCTestCase {
             try pump()
             XCTAssertEqual(exA.state, .compareSAS)
             XCTAssertEqual(exA.sas, exB.sas)
-            let storeDir = NSTemporaryDirectory() + "itsme-vec-\(UUID().uuidString)"
-            try FileManager.default.createDirectory(atPath: storeDir, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(atPath: storeDir) }
-            try exA.confirm(store: try ContactStore(path: storeDir + "/a.db", identity: a.identity), now: now)
-            try exB.confirm(store: try ContactStore(path: storeDir + "/b.db", identity: b.identity), now: now)
+            try exA.confirm(now: now)
+            try exB.confirm(now: now)
             try pump()
             XCTAssertTrue(exA.flags.contains(.peerConfirmed))
             XCTAssertEqual(sentA.count, 4)
@@ -599,8 +610,8 @@ final class ProtocolVectorTests: XCTestCase {
             let sas = try sasValue(seed, th)
             XCTAssertEqual(va.sas?.value, sas.value)
             if let references {
-                try va.confirm(store: sa, now: t)
-                try vb.confirm(store: sb, now: t)
+                try va.confirm(now: t)
+                try vb.confirm(now: t)
                 XCTAssertEqual(try va.peerProfileReference().unsafeExportedArray(), references.1)
                 XCTAssertEqual(try vb.peerProfileReference().unsafeExportedArray(), references.0)
             }
@@ -734,11 +745,11 @@ final class ProtocolVectorTests: XCTestCase {
             ya[31] &= 0x0f
             yb[31] &= 0x0f
 
-            let exA = try Exchange.invite(identity: a.identity, realtime: realtime, now: now, random: &rngA)
+            let exA = try Exchange.invite(identity: a.identity, store: a.store, realtime: realtime, now: now, random: &rngA)
             XCTAssertEqual(exA.inviteCode, inviteCode)
             XCTAssertEqual(exA.encryptionCode, encryptionCode)
             let exB = try Exchange.acceptInvite(
-                identity: b.identity, inviteCode: inviteCode.text.lowercased(), encryptionCode: encryptionCode.text, realtime: realtime,
+                identity: b.identity, store: b.store, inviteCode: inviteCode.text.lowercased(), encryptionCode: encryptionCode.text, realtime: realtime,
                 now: now, random: &rngB)
             var sent: [[UInt8]] = []
             for (from, to) in [(exA, exB), (exB, exA), (exA, exB)] {
@@ -810,13 +821,8 @@ final class ProtocolVectorTests: XCTestCase {
                 return (aad, [1, 4] + (try AEAD.seal(.aes256GCM, key: key, nonce: [UInt8](repeating: 0, count: 12), plaintext: [d], aad: aad)))
             }
             let decisionI = try decision(kdI, "initiator", 1), decisionR = try decision(kdR, "responder", inviteeConfirms ? 1 : 0)
-            let storeDir = NSTemporaryDirectory() + "itsme-vec-\(UUID().uuidString)"
-            try FileManager.default.createDirectory(atPath: storeDir, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(atPath: storeDir) }
-            let storeA = try ContactStore(path: storeDir + "/a.db", identity: a.identity)
-            let storeB = try ContactStore(path: storeDir + "/b.db", identity: b.identity)
-            try exA.confirm(store: storeA, now: now)
-            if inviteeConfirms { try exB.confirm(store: storeB, now: now) } else { try exB.reject(store: storeB) }
+            try exA.confirm(now: now)
+            if inviteeConfirms { try exB.confirm(now: now) } else { try exB.reject() }
             let outB = try XCTUnwrap(exB.peekOutgoing())
             exB.markSent()
             XCTAssertEqual(hex(outB), hex(decisionR.message))
@@ -824,7 +830,7 @@ final class ProtocolVectorTests: XCTestCase {
             let outA = try XCTUnwrap(exA.peekOutgoing())
             exA.markSent()
             XCTAssertEqual(hex(outA), hex(decisionI.message))
-            XCTAssertEqual(try exA.settle(store: storeA, now: now) != nil, inviteeConfirms)
+            XCTAssertEqual(try exA.settle(now: now) != nil, inviteeConfirms)
             try exB.receive(outA, now: now)
             XCTAssertTrue(exB.flags.contains(.peerConfirmed))
 
@@ -860,19 +866,14 @@ final class ProtocolVectorTests: XCTestCase {
     /// fresh side refuses, each with the result code 16.3 gives: every
     /// message but the last is accepted, the last refused.
     func remoteRejections() throws -> [[String: Any]] {
-        func sides() throws -> (inviter: Exchange, invitee: Exchange, stores: (ContactStore, ContactStore), cleanup: () -> Void) {
+        func sides() throws -> (inviter: Exchange, invitee: Exchange) {
             var (a, rngA) = try party("remote-0-a", name: "Alice")
             var (b, rngB) = try party("remote-0-b", name: "Bob")
-            let inviter = try Exchange.invite(identity: a.identity, realtime: false, now: now, random: &rngA)
+            let inviter = try Exchange.invite(identity: a.identity, store: a.store, realtime: false, now: now, random: &rngA)
             let invitee = try Exchange.acceptInvite(
-                identity: b.identity, inviteCode: inviter.inviteCode!.text, encryptionCode: inviter.encryptionCode!.text,
+                identity: b.identity, store: b.store, inviteCode: inviter.inviteCode!.text, encryptionCode: inviter.encryptionCode!.text,
                 realtime: false, now: now, random: &rngB)
-            let dir = NSTemporaryDirectory() + "itsme-vec-\(UUID().uuidString)"
-            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-            let stores = (
-                try ContactStore(path: dir + "/a.db", identity: a.identity), try ContactStore(path: dir + "/b.db", identity: b.identity)
-            )
-            return (inviter, invitee, stores, { try? FileManager.default.removeItem(atPath: dir) })
+            return (inviter, invitee)
         }
         func take(_ ex: Exchange) -> [UInt8] {
             let m = ex.peekOutgoing()!
@@ -881,15 +882,14 @@ final class ProtocolVectorTests: XCTestCase {
         }
         // The honest messages, and each side's confirmation.
         let honest = try sides()
-        defer { honest.cleanup() }
         let m1 = take(honest.inviter)
         try honest.invitee.receive(m1, now: now)
         let m2 = take(honest.invitee)
         try honest.inviter.receive(m2, now: now)
         let m3 = take(honest.inviter)
         try honest.invitee.receive(m3, now: now)
-        try honest.inviter.confirm(store: honest.stores.0, now: now)
-        try honest.invitee.confirm(store: honest.stores.1, now: now)
+        try honest.inviter.confirm(now: now)
+        try honest.invitee.confirm(now: now)
         let dR = take(honest.invitee)
         try honest.inviter.receive(dR, now: now)
         let dI = take(honest.inviter)
@@ -931,7 +931,6 @@ final class ProtocolVectorTests: XCTestCase {
         var out: [[String: Any]] = []
         for (name, receiver, messages, result) in cases {
             let fresh = try sides()
-            defer { fresh.cleanup() }
             let ex = receiver == "inviter" ? fresh.inviter : fresh.invitee
             _ = ex.peekOutgoing()  // the inviter's INVITE, drawn at creation, is not needed
             for m in messages.dropLast() { XCTAssertNoThrow(try ex.receive(m, now: now), name) }
@@ -954,11 +953,7 @@ final class ProtocolVectorTests: XCTestCase {
     func reexchangeVectors() throws -> [String: Any] {
         var (a, rngA) = try party("reexchange-a", name: "Alice")
         var (b, rngB) = try party("reexchange-b", name: "Bob")
-        let dir = NSTemporaryDirectory() + "itsme-vec-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let storeA = try ContactStore(path: dir + "/a.db", identity: a.identity)
-        let storeB = try ContactStore(path: dir + "/b.db", identity: b.identity)
+        let storeA = a.store, storeB = b.store
         var mirrorA = DeterministicRandom(seed: a.randomSeed), mirrorB = DeterministicRandom(seed: b.randomSeed)
         for _ in 0..<2 {
             _ = mirrorA.bytes(32)
@@ -969,13 +964,13 @@ final class ProtocolVectorTests: XCTestCase {
         for round in 0..<2 {
             if round == 1 { try b.identity.setName("Robert") }
             let drawnA = mirrorA.bytes(48), drawnB = mirrorB.bytes(48)
-            let exA = try Exchange.qr(identity: a.identity, now: now + Int64(round), random: &rngA)
-            let exB = try Exchange.qr(identity: b.identity, now: now + Int64(round), random: &rngB)
+            let exA = try Exchange.qr(identity: a.identity, store: storeA, now: now + Int64(round), random: &rngA)
+            let exB = try Exchange.qr(identity: b.identity, store: storeB, now: now + Int64(round), random: &rngB)
             try exA.receive(Array(exB.outgoingText.utf8), now: now + Int64(round))
             try exB.receive(Array(exA.outgoingText.utf8), now: now + Int64(round))
             XCTAssertEqual(exA.sas, exB.sas)
-            let idA = try exA.confirm(store: storeA, now: now + Int64(round))
-            try exB.confirm(store: storeB, now: now + Int64(round))
+            let idA = try exA.confirm(now: now + Int64(round))
+            try exB.confirm(now: now + Int64(round))
             XCTAssertEqual(exA.flags.contains(.knownContact), round == 1)
             if round == 0 { contactID = idA } else { XCTAssertEqual(idA, contactID, "the same contact, its id kept") }
             let stored = try storeA.contact(id: idA)

@@ -44,13 +44,13 @@ final class RemoteExchangeTests: XCTestCase {
 
     private func invite(_ p: Person, realtime: Bool = false, _ seed: Int = 1, now: Int64? = nil) throws -> Exchange {
         var r = rng(seed)
-        return try Exchange.invite(identity: p.identity, realtime: realtime, now: now ?? t0, random: &r)
+        return try Exchange.invite(identity: p.identity, store: p.store, realtime: realtime, now: now ?? t0, random: &r)
     }
 
     private func accept(_ p: Person, _ inviter: Exchange, code: String? = nil, _ seed: Int = 2) throws -> Exchange {
         var r = rng(seed)
         return try Exchange.acceptInvite(
-            identity: p.identity, inviteCode: inviter.inviteCode!.text, encryptionCode: code ?? inviter.encryptionCode!.text,
+            identity: p.identity, store: p.store, inviteCode: inviter.inviteCode!.text, encryptionCode: code ?? inviter.encryptionCode!.text,
             realtime: inviter.method == .realtime, now: t0, random: &r)
     }
 
@@ -124,26 +124,26 @@ final class RemoteExchangeTests: XCTestCase {
 
             // Alice confirms first: her contact awaits Bob's decision. Through
             // the mailbox her DECISION is held until Bob's has arrived.
-            let idA = try a.confirm(store: alice.store, now: t0 + 3600)
+            let idA = try a.confirm(now: t0 + 3600)
             XCTAssertEqual(a.state, .awaitingDecision)
             XCTAssertEqual(try alice.store.contact(id: idA).state, .awaitingPeer)
             XCTAssertEqual(kind { _ = try VoiceSession(store: alice.store, contactID: idA, now: self.t0 + 3600) }, .invalidState)
             let decisionA = take(a)
             XCTAssertEqual(decisionA == nil, !realtime, "the inviter's confirmation waits in the mailbox, not in a room")
-            let idB = try b.confirm(store: bob.store, now: t0 + 3600)
+            let idB = try b.confirm(now: t0 + 3600)
             XCTAssertEqual(b.state, .awaitingDecision)
             let decisionB = try XCTUnwrap(take(b))
             XCTAssertEqual(decisionB.count, RemoteProtocol.decisionCount)
             try a.receive(decisionB, now: t0 + 3600)
             XCTAssertTrue(a.flags.contains(.peerConfirmed))
-            XCTAssertEqual(try a.settle(store: alice.store, now: t0 + 3600), idA)
+            XCTAssertEqual(try a.settle(now: t0 + 3600), idA)
             XCTAssertEqual(a.state, .confirmed)
             let decisionA2 = try XCTUnwrap(decisionA ?? take(a))
             XCTAssertNil(take(a))
             XCTAssertEqual(try bob.store.contact(id: idB).state, .awaitingPeer)
             try b.receive(decisionA2, now: t0 + 3600)
             XCTAssertEqual(kind { try b.receive(decisionA2, now: self.t0 + 3600) }, .invalidState, "one decision from the peer")
-            XCTAssertEqual(try b.settle(store: bob.store, now: t0 + 3600), idB)
+            XCTAssertEqual(try b.settle(now: t0 + 3600), idB)
             XCTAssertEqual(try bob.store.contact(id: idB).state, .verified)
             XCTAssertEqual(try alice.store.contact(id: idA).state, .verified)
             XCTAssertEqual(try alice.store.contact(id: idA).exchangeMethod, realtime ? .realtime : .invite)
@@ -178,17 +178,17 @@ final class RemoteExchangeTests: XCTestCase {
                 let (a, b) = try toTheSAS(alice, bob, realtime: realtime)
                 let (rejecting, rejectingStore) = inviterRejects ? (a, alice.store) : (b, bob.store)
                 let (confirming, confirmingStore) = inviterRejects ? (b, bob.store) : (a, alice.store)
-                let id = try confirming.confirm(store: confirmingStore, now: t0)
+                let id = try confirming.confirm(now: t0)
                 XCTAssertEqual(confirming.state, .awaitingDecision)
                 XCTAssertEqual(try confirmingStore.contact(id: id).state, .awaitingPeer)
-                _ = try rejecting.save(to: rejectingStore, now: t0)
-                try rejecting.reject(store: rejectingStore)
+                _ = try rejecting.save(now: t0)
+                try rejecting.reject()
                 XCTAssertEqual(try rejectingStore.count(), 0)
                 // The rejection crosses (a held confirmation goes out after it).
                 while let m = take(rejecting) { try confirming.receive(m, now: t0) }
                 XCTAssertTrue(confirming.flags.contains(.peerRejected))
-                XCTAssertEqual(kind { _ = try confirming.confirm(store: confirmingStore, now: self.t0) }, .invalidState)
-                XCTAssertNil(try confirming.settle(store: confirmingStore, now: t0))
+                XCTAssertEqual(kind { _ = try confirming.confirm(now: self.t0) }, .invalidState)
+                XCTAssertNil(try confirming.settle(now: t0))
                 XCTAssertEqual(confirming.state, .rejected)
                 XCTAssertEqual(try confirmingStore.count(), 0, "realtime \(realtime), inviter rejects \(inviterRejects)")
                 while let m = take(confirming) { try rejecting.receive(m, now: t0) }
@@ -200,20 +200,20 @@ final class RemoteExchangeTests: XCTestCase {
     func testAPeerRejectionBeforeThisSideDecidesRefusesTheConfirmation() throws {
         let alice = try person("Alice"), bob = try person("Bob")
         let (a, b) = try toTheSAS(alice, bob, realtime: true)
-        try b.reject(store: nil)
+        try b.reject()
         try a.receive(take(b)!, now: t0)
         XCTAssertTrue(a.flags.contains(.peerRejected))
         XCTAssertEqual(a.state, .compareSAS)
-        XCTAssertEqual(kind { _ = try a.confirm(store: alice.store, now: self.t0) }, .invalidState)
-        try a.reject(store: alice.store)
+        XCTAssertEqual(kind { _ = try a.confirm(now: self.t0) }, .invalidState)
+        try a.reject()
         XCTAssertEqual(try alice.store.count(), 0)
     }
 
     func testADecisionDroppedByTheRelayLeavesTheContactUnverifiedUntilItExpires() throws {
         let alice = try person("Alice"), bob = try person("Bob")
         let (a, b) = try toTheSAS(alice, bob, realtime: false)
-        let idA = try a.confirm(store: alice.store, now: t0 + 60)
-        let idB = try b.confirm(store: bob.store, now: t0 + 60)
+        let idA = try a.confirm(now: t0 + 60)
+        let idB = try b.confirm(now: t0 + 60)
         _ = take(b)  // Bob's DECISION never reaches Alice.
         XCTAssertNil(take(a), "Alice's confirmation waits for Bob's decision")
         XCTAssertEqual(try alice.store.contact(id: idA).state, .awaitingPeer)
@@ -234,44 +234,44 @@ final class RemoteExchangeTests: XCTestCase {
         XCTAssertEqual(try alice.store.expireAwaiting(now: t0 + Exchange.lifetime + 1), 1)
         XCTAssertEqual(try bob.store.expireAwaiting(now: t0 + Exchange.lifetime + 1), 1)
         XCTAssertEqual(kind { _ = try alice.store.contact(id: idA) }, .notFound)
-        XCTAssertEqual(kind { _ = try a.settle(store: alice.store, now: self.t0 + Exchange.lifetime + 1) }, .expired)
+        XCTAssertEqual(kind { _ = try a.settle(now: self.t0 + Exchange.lifetime + 1) }, .expired)
     }
 
     func testAReExchangeKeepsTheOldSeedUntilBothConfirm() throws {
         let alice = try person("Alice"), bob = try person("Bob")
         // A first exchange, confirmed by both.
         let (a1, b1) = try toTheSAS(alice, bob, realtime: true, seeds: (1, 2))
-        let id = try a1.confirm(store: alice.store, now: t0)
-        try b1.confirm(store: bob.store, now: t0)
+        let id = try a1.confirm(now: t0)
+        try b1.confirm(now: t0)
         try b1.receive(take(a1)!, now: t0)
         try a1.receive(take(b1)!, now: t0)
-        XCTAssertNotNil(try a1.settle(store: alice.store, now: t0))
-        XCTAssertNotNil(try b1.settle(store: bob.store, now: t0))
+        XCTAssertNotNil(try a1.settle(now: t0))
+        XCTAssertNotNil(try b1.settle(now: t0))
         let oldSeed = try alice.store.seed(id: id)
 
         // Again, and Bob rejects: Alice keeps the old seed, still verified.
         let (a2, b2) = try toTheSAS(alice, bob, realtime: true, seeds: (3, 4))
-        XCTAssertEqual(try a2.confirm(store: alice.store, now: t0 + 10), id)
+        XCTAssertEqual(try a2.confirm(now: t0 + 10), id)
         XCTAssertTrue(a2.flags.contains(.knownContact))
         XCTAssertEqual(try alice.store.contact(id: id).state, .verified)
         XCTAssertTrue(try alice.store.seed(id: id).constantTimeEquals(oldSeed), "the old seed stays in use while Bob decides")
-        try b2.reject(store: bob.store)
+        try b2.reject()
         try a2.receive(take(b2)!, now: t0 + 10)
-        XCTAssertNil(try a2.settle(store: alice.store, now: t0 + 10))
+        XCTAssertNil(try a2.settle(now: t0 + 10))
         XCTAssertTrue(try alice.store.seed(id: id).constantTimeEquals(oldSeed))
         XCTAssertEqual(try alice.store.contact(id: id).state, .verified)
         XCTAssertEqual(try bob.store.count(), 1, "Bob's stored contact is untouched too")
 
         // A third time, both confirm: the seed is replaced only with Bob's confirmation.
         let (a3, b3) = try toTheSAS(alice, bob, realtime: true, seeds: (5, 6))
-        try a3.confirm(store: alice.store, now: t0 + 20)
+        try a3.confirm(now: t0 + 20)
         XCTAssertTrue(try alice.store.seed(id: id).constantTimeEquals(oldSeed))
-        try b3.confirm(store: bob.store, now: t0 + 20)
+        try b3.confirm(now: t0 + 20)
         try a3.receive(take(b3)!, now: t0 + 20)
-        XCTAssertEqual(try a3.settle(store: alice.store, now: t0 + 20), id)
+        XCTAssertEqual(try a3.settle(now: t0 + 20), id)
         XCTAssertFalse(try alice.store.seed(id: id).constantTimeEquals(oldSeed))
         try b3.receive(take(a3)!, now: t0 + 20)
-        XCTAssertNotNil(try b3.settle(store: bob.store, now: t0 + 20))
+        XCTAssertNotNil(try b3.settle(now: t0 + 20))
         let bobsID = try bob.store.contact(publicKey: alice.identity.publicKey).id
         XCTAssertTrue(try alice.store.seed(id: id).constantTimeEquals(try bob.store.seed(id: bobsID)))
     }
@@ -308,7 +308,7 @@ final class RemoteExchangeTests: XCTestCase {
         let m1 = take(a)!
         var r = rng(5)
         let guess = try Exchange.acceptInvite(
-            identity: mallory.identity, inviteCode: a.inviteCode!.text, encryptionCode: RemoteCode.random(using: &r).text,
+            identity: mallory.identity, store: mallory.store, inviteCode: a.inviteCode!.text, encryptionCode: RemoteCode.random(using: &r).text,
             realtime: false, now: t0, random: &r)
         try guess.receive(m1, now: t0)
         XCTAssertEqual(kind { try a.receive(take(guess)!, now: t0) }, .authenticationFailed)
@@ -396,10 +396,10 @@ final class RemoteExchangeTests: XCTestCase {
         XCTAssertEqual(kind { try a3.receive(reflected, now: t0) }, .invalidKey)
         // Our own payload back: the inviter's own identity key is refused.
         let self2 = try Exchange.acceptInvite(
-            identity: alice.identity, inviteCode: a2.inviteCode!.text, encryptionCode: a2.encryptionCode!.text, realtime: false,
+            identity: alice.identity, store: alice.store, inviteCode: a2.inviteCode!.text, encryptionCode: a2.encryptionCode!.text, realtime: false,
             now: t0, random: &counterRandom)
         try self2.receive(m1b, now: t0)
-        let a4 = try Exchange.restore(identity: alice.identity, sealed: try a2.seal(), now: t0)
+        let a4 = try Exchange.restore(identity: alice.identity, store: alice.store, sealed: try a2.seal(), now: t0)
         XCTAssertEqual(kind { try a4.receive(take(self2)!, now: t0) }, .invalidKey)
     }
     private var counterRandom = DeterministicRandom(seed: [UInt8](repeating: 3, count: 32))
@@ -414,7 +414,7 @@ final class RemoteExchangeTests: XCTestCase {
         let eveAsInvitee = try accept(eve, a, 31)
         var r = rng(32)
         let eveAsInviter = try Exchange.invite(
-            identity: eve.identity, realtime: false, inviteCode: a.inviteCode!, encryptionCode: a.encryptionCode!, now: t0, random: &r)
+            identity: eve.identity, store: eve.store, realtime: false, inviteCode: a.inviteCode!, encryptionCode: a.encryptionCode!, now: t0, random: &r)
         let b = try accept(bob, a, 33)
 
         try eveAsInvitee.receive(take(a)!, now: t0)
@@ -450,26 +450,26 @@ final class RemoteExchangeTests: XCTestCase {
         let sealedB = try b.seal()
 
         // Both devices restart.
-        let a2 = try Exchange.restore(identity: alice.identity, sealed: sealed, now: t0 + 7200)
+        let a2 = try Exchange.restore(identity: alice.identity, store: alice.store, sealed: sealed, now: t0 + 7200)
         XCTAssertEqual(a2.inviteCode, a.inviteCode)
         XCTAssertNil(a2.peekOutgoing(), "the INVITE was already posted")
         try a2.receive(m2, now: t0 + 7200)
-        let b2 = try Exchange.restore(identity: bob.identity, sealed: sealedB, now: t0 + 7300)
+        let b2 = try Exchange.restore(identity: bob.identity, store: bob.store, sealed: sealedB, now: t0 + 7300)
         XCTAssertNil(b2.peekOutgoing(), "the ACCEPT was already posted")
         try b2.receive(take(a2)!, now: t0 + 7300)
         XCTAssertEqual(a2.sas, b2.sas)
-        try a2.confirm(store: alice.store, now: t0 + 7300)
+        try a2.confirm(now: t0 + 7300)
         // Alice awaits Bob's decision: she may stop again and resume.
-        let a3 = try Exchange.restore(identity: alice.identity, sealed: try a2.seal(), now: t0 + 7350)
+        let a3 = try Exchange.restore(identity: alice.identity, store: alice.store, sealed: try a2.seal(), now: t0 + 7350)
         XCTAssertEqual(a3.state, .awaitingDecision)
         XCTAssertNil(a3.peekOutgoing(), "her confirmation is held until Bob's decision")
-        try b2.confirm(store: bob.store, now: t0 + 7350)
+        try b2.confirm(now: t0 + 7350)
         try a3.receive(take(b2)!, now: t0 + 7400)
-        XCTAssertNotNil(try a3.settle(store: alice.store, now: t0 + 7400))
+        XCTAssertNotNil(try a3.settle(now: t0 + 7400))
         try b2.receive(take(a3)!, now: t0 + 7400)
-        XCTAssertNotNil(try b2.settle(store: bob.store, now: t0 + 7400))
+        XCTAssertNotNil(try b2.settle(now: t0 + 7400))
         // The invite has ended: the old sealed copy cannot be restored.
-        XCTAssertEqual(kind { _ = try Exchange.restore(identity: alice.identity, sealed: sealed, now: t0 + 7400) }, .invalidState)
+        XCTAssertEqual(kind { _ = try Exchange.restore(identity: alice.identity, store: alice.store, sealed: sealed, now: t0 + 7400) }, .invalidState)
     }
 
     func testInvitesExpireAndAbandonedScalarsAreSwept() throws {
@@ -479,11 +479,11 @@ final class RemoteExchangeTests: XCTestCase {
         let sealed = try a.seal()
         let b = try accept(bob, a)
         XCTAssertEqual(kind { try b.receive(m1, now: t0 + 86_401) }, .expired)
-        XCTAssertEqual(kind { _ = try Exchange.restore(identity: alice.identity, sealed: sealed, now: t0 + 86_401) }, .expired)
+        XCTAssertEqual(kind { _ = try Exchange.restore(identity: alice.identity, store: alice.store, sealed: sealed, now: t0 + 86_401) }, .expired)
         XCTAssertEqual(try PendingPAKE.pendingCount(alice.secrets), 1, "abandoned: still there")
         _ = try invite(alice, 40, now: t0 + 86_401)
         XCTAssertEqual(try PendingPAKE.pendingCount(alice.secrets), 1, "the new invite's only: the old one was swept")
-        XCTAssertEqual(kind { _ = try Exchange.restore(identity: alice.identity, sealed: sealed, now: t0 + 100) }, .invalidState)
+        XCTAssertEqual(kind { _ = try Exchange.restore(identity: alice.identity, store: alice.store, sealed: sealed, now: t0 + 100) }, .invalidState)
     }
 
     func testCodesAreCheckedBeforeAnythingElse() throws {
@@ -491,11 +491,11 @@ final class RemoteExchangeTests: XCTestCase {
         var r = rng(50)
         XCTAssertEqual(kind {
             _ = try Exchange.acceptInvite(
-                identity: bob.identity, inviteCode: "ABCD-EFGH", encryptionCode: "2345-6789", realtime: false, now: t0, random: &r)
+                identity: bob.identity, store: bob.store, inviteCode: "ABCD-EFGH", encryptionCode: "2345-6789", realtime: false, now: t0, random: &r)
         }, .invalidArgument)
         let code = RemoteCode.random(using: &r).text
         XCTAssertEqual(kind {
-            _ = try Exchange.acceptInvite(identity: bob.identity, inviteCode: code, encryptionCode: code, realtime: false, now: t0, random: &r)
+            _ = try Exchange.acceptInvite(identity: bob.identity, store: bob.store, inviteCode: code, encryptionCode: code, realtime: false, now: t0, random: &r)
         }, .invalidArgument)
         XCTAssertEqual(try PendingPAKE.pendingCount(bob.secrets), 0)
     }

@@ -24,13 +24,13 @@ func exchangedPair(in directory: String, label: String, now: Int64) throws -> (P
     let b = try Identity.create(store: MemorySecretStore(), name: "Bob", random: &rb)
     let sa = try ContactStore(path: directory + "/a-\(label)-\(UInt64.random(in: 0...UInt64.max)).db", identity: a)
     let sb = try ContactStore(path: directory + "/b-\(label)-\(UInt64.random(in: 0...UInt64.max)).db", identity: b)
-    let xa = try Exchange.qr(identity: a, now: now, random: &ra)
-    let xb = try Exchange.qr(identity: b, now: now, random: &rb)
+    let xa = try Exchange.qr(identity: a, store: sa, now: now, random: &ra)
+    let xb = try Exchange.qr(identity: b, store: sb, now: now, random: &rb)
     try xa.receive(xb.peekOutgoing()!, now: now)
     try xb.receive(xa.peekOutgoing()!, now: now)
     return (
-        PairSide(identity: a, store: sa, contactID: try xa.confirm(store: sa, now: now)),
-        PairSide(identity: b, store: sb, contactID: try xb.confirm(store: sb, now: now))
+        PairSide(identity: a, store: sa, contactID: try xa.confirm(now: now)),
+        PairSide(identity: b, store: sb, contactID: try xb.confirm(now: now))
     )
 }
 
@@ -57,8 +57,8 @@ func voiceCodes(_ a: PairSide, _ b: PairSide, now: Int64, pick: Int = 0) throws 
     let va = try VoiceSession(store: a.store, contactID: a.contactID, now: now)
     let vb = try VoiceSession(store: b.store, contactID: b.contactID, now: now)
     let start = va.window * 30
-    try va.start(store: a.store, now: start)
-    try vb.start(store: b.store, now: start)
+    try va.start(now: start)
+    try vb.start(now: start)
     for _ in 0..<2 {
         let (selector, listener) = va.turn == .mine ? (va, vb) : (vb, va)
         XCTAssertEqual(listener.turn, .theirs)
@@ -74,7 +74,7 @@ func voiceVerify(_ x: PairSide, _ y: PairSide, now: Int64) throws -> (VoiceSessi
     let (vx, vy) = try voiceCodes(x, y, now: now)
     let end = vx.window * 30 + 10
     return (
-        try vx.check(heardCode: VoiceProtocol.codeText(vy.yourCode!), heardTag: vy.yourTag!, store: x.store, now: end),
-        try vy.check(heardCode: VoiceProtocol.codeText(vx.yourCode!), heardTag: vx.yourTag!, store: y.store, now: end)
+        try vx.check(heardCode: VoiceProtocol.codeText(vy.yourCode!), heardTag: vy.yourTag!, now: end),
+        try vy.check(heardCode: VoiceProtocol.codeText(vx.yourCode!), heardTag: vx.yourTag!, now: end)
     )
 }

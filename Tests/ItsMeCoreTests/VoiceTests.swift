@@ -84,7 +84,7 @@ final class VoiceTests: XCTestCase {
         XCTAssertNotEqual(va.iSelectFirst, vb.iSelectFirst)
         XCTAssertEqual(va.myWords.count, 5)
         XCTAssertEqual(va.myWords, va.myWords.sorted())
-        XCTAssertEqual(kind { try va.start(store: a.store, now: t0 + 7) }, .invalidState, "too early")
+        XCTAssertEqual(kind { try va.start(now: t0 + 7) }, .invalidState, "too early")
         XCTAssertEqual(va.state, .waiting)
         XCTAssertEqual(kind { try va.select(va.myWords[0], now: t0 + 7) }, .invalidState)
 
@@ -96,7 +96,7 @@ final class VoiceTests: XCTestCase {
         XCTAssertEqual(sb.yourTag, sa.theirTag)
         XCTAssertNotEqual(sa.yourCode, sa.theirCode, "directional (1 in 26000 to collide)")
         let heard = VoiceProtocol.codeText(sb.yourCode!).lowercased()
-        XCTAssertEqual(try sa.check(heardCode: heard, heardTag: sb.yourTag!, store: a.store, now: t0 + 40), .verified)
+        XCTAssertEqual(try sa.check(heardCode: heard, heardTag: sb.yourTag!, now: t0 + 40), .verified)
         XCTAssertEqual(sa.state, .finished)
         XCTAssertEqual(try a.store.contact(id: a.contactID).state, .verified)
         XCTAssertEqual(try a.store.contact(id: a.contactID).lastWindow, 60_000_001)
@@ -107,25 +107,25 @@ final class VoiceTests: XCTestCase {
         let (sa, sb) = try toCodes(a, b, now: t0)
         // Bob echoes Alice's own code back.
         let echo = VoiceProtocol.codeText(sa.yourCode!)
-        XCTAssertEqual(try sa.check(heardCode: echo, heardTag: sa.yourTag!, store: a.store, now: t0 + 35), .mismatch)
+        XCTAssertEqual(try sa.check(heardCode: echo, heardTag: sa.yourTag!, now: t0 + 35), .mismatch)
         XCTAssertEqual(try a.store.contact(id: a.contactID).state, .verified)
-        XCTAssertEqual(kind { try sb.check(heardCode: "not a code", heardTag: 1, store: b.store, now: t0 + 35) }, .invalidArgument)
+        XCTAssertEqual(kind { try sb.check(heardCode: "not a code", heardTag: 1, now: t0 + 35) }, .invalidArgument)
         XCTAssertEqual(sb.state, .comparing, "a typo does not end the session")
-        XCTAssertEqual(kind { try sb.check(heardCode: "ECHO 512", heardTag: 100, store: b.store, now: t0 + 35) }, .invalidArgument)
+        XCTAssertEqual(kind { try sb.check(heardCode: "ECHO 512", heardTag: 100, now: t0 + 35) }, .invalidArgument)
     }
 
     func testRightCodeWrongTagMeansTheirDeviceChanged() throws {
         let (a, b) = try pair()
         let (sa, sb) = try toCodes(a, b, now: t0)
         let code = VoiceProtocol.codeText(sb.yourCode!)
-        XCTAssertEqual(try sa.check(heardCode: code, heardTag: (sb.yourTag! + 1) % 100, store: a.store, now: t0 + 35), .deviceChanged)
+        XCTAssertEqual(try sa.check(heardCode: code, heardTag: (sb.yourTag! + 1) % 100, now: t0 + 35), .deviceChanged)
         let c = try a.store.contact(id: a.contactID)
         XCTAssertEqual(c.state, .degraded)
         XCTAssertFalse(c.degradationAcknowledged)
         // A degraded contact still verifies, and stays degraded.
         let (sa2, sb2) = try toCodes(a, b, now: t0 + 60)
         XCTAssertEqual(
-            try sa2.check(heardCode: VoiceProtocol.codeText(sb2.yourCode!), heardTag: sb2.yourTag!, store: a.store, now: t0 + 95),
+            try sa2.check(heardCode: VoiceProtocol.codeText(sb2.yourCode!), heardTag: sb2.yourTag!, now: t0 + 95),
             .verified)
         XCTAssertEqual(try a.store.contact(id: a.contactID).state, .degraded)
     }
@@ -134,8 +134,8 @@ final class VoiceTests: XCTestCase {
         let (a, b) = try pair()
         let va = try VoiceSession(store: a.store, contactID: a.contactID, now: t0)
         let vb = try VoiceSession(store: b.store, contactID: b.contactID, now: t0)
-        try va.start(store: a.store, now: t0 + 30)
-        try vb.start(store: b.store, now: t0 + 30)
+        try va.start(now: t0 + 30)
+        try vb.start(now: t0 + 30)
         let (selector, listener) = va.turn == .mine ? (va, vb) : (vb, va)
         let notTheirs = (0..<26).first { !selector.myWords.contains($0) }!
         XCTAssertEqual(kind { try selector.select(notTheirs, now: t0 + 31) }, .invalidArgument, "own picker misuse")
@@ -167,8 +167,8 @@ final class VoiceTests: XCTestCase {
         let v1 = try VoiceSession(store: a.store, contactID: a.contactID, now: t0)
         let v2 = try VoiceSession(store: a.store, contactID: a.contactID, now: t0)
         XCTAssertEqual(v1.window, v2.window)
-        try v1.start(store: a.store, now: t0 + 30)
-        XCTAssertEqual(kind { try v2.start(store: a.store, now: t0 + 30) }, .windowUsed)
+        try v1.start(now: t0 + 30)
+        XCTAssertEqual(kind { try v2.start(now: t0 + 30) }, .windowUsed)
         XCTAssertEqual(v2.state, .failed)
         // Planning again gives the next window; a clock set back too.
         XCTAssertEqual(try VoiceSession(store: a.store, contactID: a.contactID, now: t0 + 31).window, v1.window + 1)
@@ -182,8 +182,8 @@ final class VoiceTests: XCTestCase {
     func testSkewToleranceAtStart() throws {
         let (a, _) = try pair()
         let v = try VoiceSession(store: a.store, contactID: a.contactID, now: t0)
-        XCTAssertEqual(kind { try v.start(store: a.store, now: t0 + 14) }, .invalidState)
-        try v.start(store: a.store, now: t0 + 15)
+        XCTAssertEqual(kind { try v.start(now: t0 + 14) }, .invalidState)
+        try v.start(now: t0 + 15)
         XCTAssertEqual(v.state, .selecting)
     }
 
@@ -194,8 +194,8 @@ final class VoiceTests: XCTestCase {
         let storeOnNewDevice = try onNewDevice(a).store
         let va = try VoiceSession(store: storeOnNewDevice, contactID: a.contactID, now: t0)
         let vb = try VoiceSession(store: b.store, contactID: b.contactID, now: t0)
-        try va.start(store: storeOnNewDevice, now: t0 + 30)
-        try vb.start(store: b.store, now: t0 + 30)
+        try va.start(now: t0 + 30)
+        try vb.start(now: t0 + 30)
         for _ in 0..<2 {
             let (s, l) = va.turn == .mine ? (va, vb) : (vb, va)
             try s.select(s.myWords[2], now: t0 + 31)
@@ -205,10 +205,10 @@ final class VoiceTests: XCTestCase {
         XCTAssertEqual(va.yourCode, vb.theirCode)
         XCTAssertNotEqual(va.yourTag, vb.theirTag, "Bob hears a tag from the wrong device secret (1 in 100 to collide)")
         XCTAssertEqual(
-            try va.check(heardCode: VoiceProtocol.codeText(vb.yourCode!), heardTag: vb.yourTag!, store: storeOnNewDevice, now: t0 + 40),
+            try va.check(heardCode: VoiceProtocol.codeText(vb.yourCode!), heardTag: vb.yourTag!, now: t0 + 40),
             .verifiedTagUnchecked)
         XCTAssertEqual(
-            try vb.check(heardCode: VoiceProtocol.codeText(va.yourCode!), heardTag: va.yourTag!, store: b.store, now: t0 + 40),
+            try vb.check(heardCode: VoiceProtocol.codeText(va.yourCode!), heardTag: va.yourTag!, now: t0 + 40),
             .deviceChanged)
         XCTAssertEqual(try b.store.contact(id: b.contactID).state, .degraded)
     }

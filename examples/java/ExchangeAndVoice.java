@@ -69,8 +69,8 @@ public final class ExchangeAndVoice {
         try (Phone alice = Phone.open("Alice", directory); Phone bob = Phone.open("Bob", directory)) {
             long bobAtAlice;
             long aliceAtBob;
-            try (Exchange atAlice = Exchange.qr(alice.identity(), now);
-                    Exchange atBob = Exchange.qr(bob.identity(), now)) {
+            try (Exchange atAlice = Exchange.qr(alice.identity(), alice.contacts(), now);
+                    Exchange atBob = Exchange.qr(bob.identity(), bob.contacts(), now)) {
                 byte[] alicePayload = atAlice.nextOutgoing();
                 byte[] bobPayload = atBob.nextOutgoing();
                 System.out.println("Alice's payload: " + alicePayload.length + " characters");
@@ -80,13 +80,13 @@ public final class ExchangeAndVoice {
                 System.out.println("Alice's phone: " + atAlice.peerName() + ", SAS " + atAlice.sas());
                 System.out.println("Bob's phone: " + atBob.peerName() + ", SAS " + atBob.sas());
                 if (!atAlice.sas().equals(atBob.sas())) {
-                    atAlice.reject(null);
-                    atBob.reject(null);
+                    atAlice.reject();
+                    atBob.reject();
                     System.err.println("the SAS values differ: rejected");
                     return 1;
                 }
-                bobAtAlice = atAlice.confirm(alice.contacts(), now);
-                aliceAtBob = atBob.confirm(bob.contacts(), now);
+                bobAtAlice = atAlice.confirm(now);
+                aliceAtBob = atBob.confirm(now);
             }
             for (Phone phone : new Phone[] {alice, bob}) {
                 var contact = phone.contacts().list().get(0);
@@ -101,8 +101,8 @@ public final class ExchangeAndVoice {
                 System.out.println("both phones: window " + timing.window() + " begins in " + timing.startsIn()
                         + " s, the session ends in " + timing.endsIn() + " s");
                 now += Math.max(0, timing.startsIn());
-                atAlice.start(alice.contacts(), now);
-                atBob.start(bob.contacts(), now);
+                atAlice.start(now);
+                atBob.start(now);
                 System.out.println("Alice's phone: session ID " + atAlice.sessionId() + "; Alice's words: "
                         + words(atAlice.words()));
                 System.out.println("Bob's phone: session ID " + atBob.sessionId() + "; Bob's words: "
@@ -123,8 +123,8 @@ public final class ExchangeAndVoice {
                 System.out.printf("Alice says: %s, %02d%n", aliceSays.text(), aliceSays.tag());
                 System.out.printf("Bob says: %s, %02d%n", bobSays.text(), bobSays.tag());
                 now += 5;
-                VoiceOutcome atAliceOutcome = atAlice.check(alice.contacts(), bobSays.text(), bobSays.tag(), now);
-                VoiceOutcome atBobOutcome = atBob.check(bob.contacts(), aliceSays.text(), aliceSays.tag(), now);
+                VoiceOutcome atAliceOutcome = atAlice.check(bobSays.text(), bobSays.tag(), now);
+                VoiceOutcome atBobOutcome = atBob.check(aliceSays.text(), aliceSays.tag(), now);
                 System.out.println("Alice's check: " + atAliceOutcome + " (Bob is "
                         + alice.contacts().get(bobAtAlice).state().name().toLowerCase() + ")");
                 System.out.println("Bob's check: " + atBobOutcome + " (Alice is "

@@ -34,8 +34,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="itsme-example-") as directory, contextlib.ExitStack() as stack:
         alice, alice_contacts = open_person(stack, "Alice", directory)
         bob, bob_contacts = open_person(stack, "Bob", directory)
-        at_alice = stack.enter_context(itsme.Exchange.qr(alice))
-        at_bob = stack.enter_context(itsme.Exchange.qr(bob))
+        at_alice = stack.enter_context(itsme.Exchange.qr(alice, alice_contacts))
+        at_bob = stack.enter_context(itsme.Exchange.qr(bob, bob_contacts))
 
         # Each phone shows its payload; the other one scans it.
         alice_text, bob_text = at_alice.next_outgoing(), at_bob.next_outgoing()
@@ -54,7 +54,7 @@ def main() -> int:
 
         # They read the SAS aloud and it matches: both confirm.
         for owner, exchange, contacts in (("Alice", at_alice, alice_contacts), ("Bob", at_bob, bob_contacts)):
-            contact = contacts.get(exchange.confirm(contacts))
+            contact = contacts.get(exchange.confirm())
             print(f"{owner}'s new contact: {contact.name} {contact.fingerprint} {contact.state.name.lower()}")
     return 0
 

@@ -81,14 +81,14 @@ def exchange_by_qr(
 ) -> Tuple[int, int]:
     """The QR exchange of exchange_example.py; returns each one's contact id
     for the other."""
-    at_alice = stack.enter_context(itsme.Exchange.qr(alice, clock.now))
-    at_bob = stack.enter_context(itsme.Exchange.qr(bob, clock.now))
+    at_alice = stack.enter_context(itsme.Exchange.qr(alice, alice_contacts, clock.now))
+    at_bob = stack.enter_context(itsme.Exchange.qr(bob, bob_contacts, clock.now))
     at_alice.receive(at_bob.next_outgoing(), clock.now)
     at_bob.receive(at_alice.next_outgoing(), clock.now)
     if at_alice.sas != at_bob.sas:
         raise SystemExit("the SAS values differ")
     print(f"QR exchange: both phones show SAS {at_alice.sas}; both confirm")
-    return at_alice.confirm(alice_contacts, clock.now), at_bob.confirm(bob_contacts, clock.now)
+    return at_alice.confirm(clock.now), at_bob.confirm(clock.now)
 
 
 def words_text(words: Iterable[int]) -> str:
@@ -124,7 +124,7 @@ def main() -> int:
         print()
 
         for name, (session, contacts) in people.items():
-            session.start(contacts, clock.now)
+            session.start(clock.now)
             print(f"{name}'s phone: session ID {session.session_id}; {name}'s words: {words_text(session.words)}")
 
         # Whoever's turn it is picks their first word and says it; the other
@@ -149,7 +149,7 @@ def main() -> int:
             heard = spoken[OTHER[name]]
             if heard.tag is None:  # "Your Code" always comes with its device tag
                 raise SystemExit(f"{OTHER[name]} said no device tag")
-            outcomes[name] = session.check(contacts, heard.text, heard.tag, clock.now)
+            outcomes[name] = session.check(heard.text, heard.tag, clock.now)
         for name, (session, contacts) in people.items():
             contact = contacts.get(session.contact_id)
             print(f"{name}'s check: {outcomes[name].name} ({contact.name} is {contact.state.name.lower()})")

@@ -70,7 +70,7 @@ def random(label: bytes):
 
 def invite(alice, url, mailbox=None, **options):
     """Alice's invite, created on the relay with its INVITE posted."""
-    exchange = Exchange.invite(alice.identity, **options)
+    exchange = Exchange.invite(alice.identity, alice.contacts, **options)
     session = InviteSession(mailbox or InviteMailbox(url), exchange)
     assert session.step() == AWAITING
     return exchange, session
@@ -78,7 +78,7 @@ def invite(alice, url, mailbox=None, **options):
 
 def accept(bob, inviter, url, mailbox=None, code=None):
     """Bob's side, with the codes he was given (or another encryption code)."""
-    exchange = Exchange.accept_invite(bob.identity, inviter.invite_code, code or inviter.encryption_code)
+    exchange = Exchange.accept_invite(bob.identity, bob.contacts, inviter.invite_code, code or inviter.encryption_code)
     return exchange, InviteSession(mailbox or InviteMailbox(url), exchange)
 
 
@@ -107,7 +107,7 @@ def test_invite_exchange_with_both_sides_offline_between_steps(relay, device):
     alice.park(inviter, session_a)
     alice.restart()
 
-    invitee = Exchange.accept_invite(bob.identity, *codes)
+    invitee = Exchange.accept_invite(bob.identity, bob.contacts, *codes)
     session_b = InviteSession(InviteMailbox(r.url), invitee)
     assert session_b.step() == AWAITING  # accepted, read the INVITE, posted the ACCEPT
     assert (session_b.last_seq, session_b.accepted) == (1, True)
@@ -132,21 +132,21 @@ def test_invite_exchange_with_both_sides_offline_between_steps(relay, device):
     assert (invitee.peer_name, invitee.peer_public_key) == ("Alice", alice.public_key)
     # They compare the SAS on a call, and both confirm, each on their own
     # time: Alice first, then she goes offline.
-    id_a = inviter.confirm(alice.contacts)
+    id_a = inviter.confirm()
     assert session_a.step() == DECIDING, "her confirmation waits for Bob's decision"
     alice.park(inviter, session_a)
     alice.restart()
-    id_b = invitee.confirm(bob.contacts)
+    id_b = invitee.confirm()
     assert session_b.step() == DECIDING  # posted Bob's decision; Alice's has not come
     assert alice.contacts.get(id_a).state == bob.contacts.get(id_b).state == VerificationState.AWAITING_PEER
 
     inviter, session_a = alice.resume(InviteMailbox(r.url))
     assert session_a.step() == DECIDING  # read Bob's, posted hers
     assert session_a.done and inviter.flags & ExchangeFlags.PEER_CONFIRMED
-    assert inviter.settle(alice.contacts) == id_a
+    assert inviter.settle() == id_a
     assert session_b.step() == DECIDING
     assert session_b.done and invitee.flags & ExchangeFlags.PEER_CONFIRMED
-    assert invitee.settle(bob.contacts) == id_b
+    assert invitee.settle() == id_b
     # The invitee ended the invite once it had read both decisions.
     assert_gone(r, relay_id, session_b.token)
     for d, contact_id, peer in ((alice, id_a, bob), (bob, id_b, alice)):
@@ -240,7 +240,7 @@ def test_an_invite_is_accepted_once_and_gone_once_completed(relay, device):
         session_c.step()
     assert (conflict.value.status, conflict.value.kind) == (409, "conflict")
     assert second.state == ExchangeState.REJECTED
-    assert to_the_end([(session_a, alice.contacts), (session_b, bob.contacts)]) == {}
+    assert to_the_end([session_a, session_b]) == {}
     assert inviter.sas == invitee.sas
     assert inviter.state == invitee.state == ExchangeState.CONFIRMED
     # Completed: the invitee ended it, so a later one finds nothing.
@@ -275,11 +275,11 @@ def test_a_session_state_of_another_exchange_is_refused(relay, device):
     r = relay()
     alice = device("Alice")
     first, session = invite(alice, r.url)
-    other = Exchange.invite(alice.identity)
+    other = Exchange.invite(alice.identity, alice.contacts)
     with pytest.raises(ValueError, match="another exchange"):
         InviteSession.from_dict(InviteMailbox(r.url), other, session.to_dict())
     with pytest.raises(ValueError):
-        InviteSession(InviteMailbox(r.url), Exchange.invite(alice.identity, realtime=True))
+        InviteSession(InviteMailbox(r.url), Exchange.invite(alice.identity, alice.contacts, realtime=True))
 
 
 # -- relays that lie ----------------------------------------------------------------------
@@ -489,14 +489,14 @@ def test_a_relay_answering_as_the_invitee_gets_one_guess_per_side(relay, device)
     sealed = inviter.seal()
     token = api.accept(inviter.relay_id).json()["token"]
     [(seq, invite_message)] = api.messages(inviter.relay_id, token)
-    guess = Exchange.accept_invite(mallory.identity, inviter.invite_code, other_valid_code(inviter.encryption_code, 3))
+    guess = Exchange.accept_invite(mallory.identity, mallory.contacts, inviter.invite_code, other_valid_code(inviter.encryption_code, 3))
     guess.receive(invite_message)
     assert api.post(inviter.relay_id, token, guess.next_outgoing()).status_code == 201
     with pytest.raises(AuthenticationFailedError):
         session_a.step()
     assert_error(api.post(inviter.relay_id, token, b"\x01\x02another guess"), 404, "not-found")
     with pytest.raises(InvalidStateError):
-        Exchange.restore(alice.identity, sealed)  # no copy of Alice's side takes a second ACCEPT
+        Exchange.restore(alice.identity, alice.contacts, sealed)  # no copy of Alice's side takes a second ACCEPT
     late, session_b = accept(bob, inviter, r.url)
     with pytest.raises(InviteEndedError):
         session_b.step()
@@ -519,7 +519,7 @@ def test_a_relay_answering_as_the_invitee_gets_one_guess_per_side(relay, device)
         session_b.step()
     assert invitee.state == ExchangeState.FAILED
     with pytest.raises(InvalidStateError):
-        Exchange.restore(bob.identity, sealed_b)
+        Exchange.restore(bob.identity, bob.contacts, sealed_b)
     assert_gone(r, inviter.relay_id, session_a.token)
     with pytest.raises(InviteEndedError):
         session_a.step()
@@ -532,7 +532,7 @@ def test_the_forged_inviter_is_a_faithful_one(relay, device):
     invitee through the relay, and both compute the same SAS."""
     r = relay()
     alice, bob = device("Alice"), device("Bob")
-    codes = Exchange.invite(alice.identity)
+    codes = Exchange.invite(alice.identity, alice.contacts)
     forged = ForgedInviter("Eve", codes.invite_code, codes.encryption_code, b"faithful")
     mailbox = InviteMailbox(r.url)
     token = mailbox.create(forged.invite_id.hex())
@@ -566,7 +566,7 @@ def test_someone_who_read_both_codes_in_the_middle_changes_the_sas(relay, device
     codes = (inviter.invite_code, inviter.encryption_code)
 
     # Eve, as the invitee, towards Alice.
-    eve_invitee = Exchange.accept_invite(eve.identity, *codes, random=random(b"eve's accept"))
+    eve_invitee = Exchange.accept_invite(eve.identity, eve.contacts, *codes, random=random(b"eve's accept"))
     session_e = InviteSession(InviteMailbox(r.url), eve_invitee)
     # Eve, as an inviter with the same codes, towards Bob, in her own mailbox.
     eve_inviter = ForgedInviter("Alice", *codes, b"eve")
@@ -574,7 +574,7 @@ def test_someone_who_read_both_codes_in_the_middle_changes_the_sas(relay, device
     eve_api = InviteMailbox(r.url)
     eve_token = eve_api.create(eve_mailbox)
     eve_api.post(eve_mailbox, eve_token, eve_inviter.invite)
-    invitee = Exchange.accept_invite(bob.identity, *codes, random=random(b"bob's accept"))
+    invitee = Exchange.accept_invite(bob.identity, bob.contacts, *codes, random=random(b"bob's accept"))
     session_b = InviteSession(RedirectingMailbox(r.url, {inviter.relay_id: eve_mailbox}), invitee)
 
     assert drive([session_e, session_a]) == {}
@@ -627,7 +627,7 @@ def test_the_relay_files_hold_only_opaque_messages_and_nothing_once_done(relay, 
         assert not found_in(during, value), f"{what} is in the relay's files"
         assert value not in r.stderr_bytes(), f"{what} is in the relay's log"
 
-    assert to_the_end([(session_a, alice.contacts), (session_b, bob.contacts)]) == {}
+    assert to_the_end([session_a, session_b]) == {}
     assert inviter.sas == invitee.sas
     assert inviter.state == invitee.state == ExchangeState.CONFIRMED
 
@@ -649,8 +649,8 @@ def test_the_relay_files_hold_only_opaque_messages_and_nothing_once_done(relay, 
 
 
 def realtime_pair(alice, bob):
-    inviter = Exchange.invite(alice.identity, realtime=True)
-    invitee = Exchange.accept_invite(bob.identity, inviter.invite_code, inviter.encryption_code, realtime=True)
+    inviter = Exchange.invite(alice.identity, alice.contacts, realtime=True)
+    invitee = Exchange.accept_invite(bob.identity, bob.contacts, inviter.invite_code, inviter.encryption_code, realtime=True)
     return inviter, invitee
 
 
@@ -668,8 +668,8 @@ def test_realtime_exchange_through_a_room(relay, device):
         return answer
 
     results = run_threads(
-        lambda: realtime_exchange(r.url, inviter, store=alice.contacts, decide=decide("a"), timeout=20),
-        lambda: realtime_exchange(r.url, invitee, store=bob.contacts, decide=decide("b"), timeout=20),
+        lambda: realtime_exchange(r.url, inviter, decide=decide("a"), timeout=20),
+        lambda: realtime_exchange(r.url, invitee, decide=decide("b"), timeout=20),
     )
     assert results == [(ExchangeState.CONFIRMED, None), (ExchangeState.CONFIRMED, None)]
     assert seen["a"] == seen["b"] == inviter.sas == invitee.sas
@@ -685,9 +685,9 @@ def test_realtime_either_sides_rejection_reaches_the_other(relay, device):
         inviter, invitee = realtime_pair(alice, bob)
         results = run_threads(
             lambda: realtime_exchange(
-                r.url, inviter, store=alice.contacts, decide=lambda _: rejecting != "inviter", timeout=20),
+                r.url, inviter, decide=lambda _: rejecting != "inviter", timeout=20),
             lambda: realtime_exchange(
-                r.url, invitee, store=bob.contacts, decide=lambda _: rejecting != "invitee", timeout=20),
+                r.url, invitee, decide=lambda _: rejecting != "invitee", timeout=20),
         )
         assert results == [(ExchangeState.REJECTED, None), (ExchangeState.REJECTED, None)], rejecting
         assert_no_contacts(alice, bob)
@@ -703,8 +703,8 @@ def test_realtime_a_dropped_decision_counts_as_none(relay, device):
     try:
         inviter, invitee = realtime_pair(alice, bob)
         results = run_threads(
-            lambda: realtime_exchange(proxy.url, inviter, store=alice.contacts, decide=lambda _: True, timeout=20),
-            lambda: realtime_exchange(proxy.url, invitee, store=bob.contacts, decide=lambda _: True, timeout=20),
+            lambda: realtime_exchange(proxy.url, inviter, decide=lambda _: True, timeout=20),
+            lambda: realtime_exchange(proxy.url, invitee, decide=lambda _: True, timeout=20),
         )
     finally:
         proxy.close()
@@ -726,8 +726,8 @@ def test_a_room_that_changes_a_frame_fails_the_exchange(relay, device, changed):
     try:
         inviter, invitee = realtime_pair(alice, bob)
         (state_a, error_a), (state_b, error_b) = run_threads(
-            lambda: realtime_exchange(proxy.url, inviter, store=alice.contacts, decide=lambda _: True, timeout=20),
-            lambda: realtime_exchange(proxy.url, invitee, store=bob.contacts, decide=lambda _: True, timeout=20),
+            lambda: realtime_exchange(proxy.url, inviter, decide=lambda _: True, timeout=20),
+            lambda: realtime_exchange(proxy.url, invitee, decide=lambda _: True, timeout=20),
         )
     finally:
         proxy.close()
@@ -750,9 +750,9 @@ def test_a_room_that_changes_a_frame_fails_the_exchange(relay, device, changed):
 def test_realtime_alone_in_the_room_times_out(relay, device):
     r = relay()
     alice = device("Alice")
-    inviter = Exchange.invite(alice.identity, realtime=True)
+    inviter = Exchange.invite(alice.identity, alice.contacts, realtime=True)
     with pytest.raises(RelayError) as caught:
-        realtime_exchange(r.url, inviter, store=alice.contacts, decide=lambda _: True, timeout=0.5)
+        realtime_exchange(r.url, inviter, decide=lambda _: True, timeout=0.5)
     assert caught.value.kind == "timeout"
     assert inviter.state == ExchangeState.REJECTED
 
@@ -762,10 +762,10 @@ def test_realtime_alone_in_the_room_times_out(relay, device):
 
 def befriend(alice, bob):
     """Alice and Bob exchanged in person (QR) and confirmed."""
-    xa, xb = Exchange.qr(alice.identity), Exchange.qr(bob.identity)
+    xa, xb = Exchange.qr(alice.identity, alice.contacts), Exchange.qr(bob.identity, bob.contacts)
     xa.receive(xb.next_outgoing())
     xb.receive(xa.next_outgoing())
-    return xa.confirm(alice.contacts), xb.confirm(bob.contacts)
+    return xa.confirm(), xb.confirm()
 
 
 def test_online_verify_through_a_room(relay, device):
@@ -781,8 +781,8 @@ def test_online_verify_through_a_room(relay, device):
     assert session_a.state == session_b.state == OnlineVerifyState.COMPARE_SAS
     assert session_a.room == session_b.room and session_a.window == session_b.window == now // 30
     assert session_a.sas == session_b.sas
-    assert session_a.confirm(alice.contacts, now) == VoiceOutcome.VERIFIED
-    assert session_b.confirm(bob.contacts, now) == VoiceOutcome.VERIFIED
+    assert session_a.confirm(now) == VoiceOutcome.VERIFIED
+    assert session_b.confirm(now) == VoiceOutcome.VERIFIED
 
 
 def test_online_verify_meets_in_the_room_of_the_window_before(relay, device):

@@ -350,7 +350,7 @@ static itsme_random *fx_itsme_random(void) {
 
 static itsme_exchange *fx_itsme_exchange(void) {
     static itsme_exchange *e;
-    if (!e) CT_REQUIRE(itsme_exchange_new_qr(fx_itsme_identity(), NULL, FX_NOW, &e));
+    if (!e) CT_REQUIRE(itsme_exchange_new_qr(fx_itsme_identity(), fx_itsme_store(), NULL, FX_NOW, &e));
     return ct_keep(e, ct_free_itsme_exchange);
 }
 
@@ -363,7 +363,7 @@ static struct fx_blob fx_qr_payload(itsme_exchange *e) {
 
 static itsme_exchange *fx_bob_exchange(void) {
     static itsme_exchange *e;
-    if (!e) CT_REQUIRE(itsme_exchange_new_qr(fx_bob(), NULL, FX_NOW, &e));
+    if (!e) CT_REQUIRE(itsme_exchange_new_qr(fx_bob(), fx_bob_store(), NULL, FX_NOW, &e));
     return ct_keep(e, ct_free_itsme_exchange);
 }
 
@@ -402,13 +402,13 @@ static struct fx_blob fx_sealed_exchange(void) {
 
 static itsme_exchange *fx_exchange_bluetooth(void) {
     static itsme_exchange *e;
-    if (!e) CT_REQUIRE(itsme_exchange_new_bluetooth(fx_itsme_identity(), NULL, NULL, FX_NOW, &e));
+    if (!e) CT_REQUIRE(itsme_exchange_new_bluetooth(fx_itsme_identity(), fx_itsme_store(), NULL, NULL, FX_NOW, &e));
     return ct_keep(e, ct_free_itsme_exchange);
 }
 
 static itsme_exchange *fx_exchange_invite(void) {
     static itsme_exchange *e;
-    if (!e) CT_REQUIRE(itsme_exchange_new_invite(fx_itsme_identity(), 0, NULL, FX_NOW, &e));
+    if (!e) CT_REQUIRE(itsme_exchange_new_invite(fx_itsme_identity(), fx_itsme_store(), 0, NULL, FX_NOW, &e));
     return ct_keep(e, ct_free_itsme_exchange);
 }
 
@@ -448,11 +448,11 @@ static itsme_exchange *fx_exchange_settleable(void) {
     if (!b) {
         itsme_exchange *a = fx_exchange_invite();
         int64_t id = 0;
-        CT_REQUIRE(itsme_exchange_accept_invite(fx_bob(), fx_invite_code(), fx_encryption_code(), 0, NULL, FX_NOW, &b));
+        CT_REQUIRE(itsme_exchange_accept_invite(fx_bob(), fx_bob_store(), fx_invite_code(), fx_encryption_code(), 0, NULL, FX_NOW, &b));
         ct_keep(b, ct_free_itsme_exchange);
         fx_pump(a, b);
-        CT_REQUIRE(itsme_exchange_confirm(a, fx_itsme_store(), FX_NOW, &id));
-        CT_REQUIRE(itsme_exchange_confirm(b, fx_bob_store(), FX_NOW, &id));
+        CT_REQUIRE(itsme_exchange_confirm(a, FX_NOW, &id));
+        CT_REQUIRE(itsme_exchange_confirm(b, FX_NOW, &id));
         fx_pump(a, b);
     }
     return fx_exchange_invite();
@@ -476,8 +476,8 @@ static itsme_voice *fx_bob_voice(void) {
 static itsme_voice *fx_voice_started(void) {
     static int done;
     if (!done) {
-        CT_REQUIRE(itsme_voice_start(fx_itsme_voice(), fx_itsme_store(), FX_VOICE_START));
-        CT_REQUIRE(itsme_voice_start(fx_bob_voice(), fx_bob_store(), FX_VOICE_START));
+        CT_REQUIRE(itsme_voice_start(fx_itsme_voice(), FX_VOICE_START));
+        CT_REQUIRE(itsme_voice_start(fx_bob_voice(), FX_VOICE_START));
         done = 1;
     }
     return fx_itsme_voice();
@@ -575,8 +575,8 @@ static itsme_online_verify *fx_online_verify_confirmed(void) {
     if (!done) {
         itsme_voice_outcome outcome = 0;
         fx_online_verify_compare_sas();
-        CT_REQUIRE(itsme_online_verify_confirm(fx_itsme_online_verify(), fx_itsme_store(), FX_NOW + 2, &outcome));
-        CT_REQUIRE(itsme_online_verify_confirm(fx_bob_online_verify(), fx_bob_store(), FX_NOW + 2, &outcome));
+        CT_REQUIRE(itsme_online_verify_confirm(fx_itsme_online_verify(), FX_NOW + 2, &outcome));
+        CT_REQUIRE(itsme_online_verify_confirm(fx_bob_online_verify(), FX_NOW + 2, &outcome));
         fx_online_pump();
         done = 1;
     }
@@ -594,7 +594,7 @@ static itsme_pin_update *fx_itsme_pin_update(void) {
 /* An invite exchange of its own: a session takes its messages. */
 static itsme_exchange *fx_mailbox_exchange(void) {
     static itsme_exchange *e;
-    if (!e) CT_REQUIRE(itsme_exchange_new_invite(fx_itsme_identity(), 0, NULL, FX_NOW, &e));
+    if (!e) CT_REQUIRE(itsme_exchange_new_invite(fx_itsme_identity(), fx_itsme_store(), 0, NULL, FX_NOW, &e));
     return ct_keep(e, ct_free_itsme_exchange);
 }
 
@@ -611,7 +611,7 @@ static itsme_mailbox_session *fx_mailbox_pending(void) {
     itsme_mailbox_request request = 0;
     if (!s) {
         itsme_exchange *e = NULL;
-        CT_REQUIRE(itsme_exchange_new_invite(fx_itsme_identity(), 0, NULL, FX_NOW, &e));
+        CT_REQUIRE(itsme_exchange_new_invite(fx_itsme_identity(), fx_itsme_store(), 0, NULL, FX_NOW, &e));
         CT_REQUIRE(itsme_mailbox_session_new(e, &s));
         itsme_exchange_free(e);
     }
@@ -628,7 +628,7 @@ static itsme_mailbox_session *fx_mailbox_posting(void) {
         itsme_exchange *e = NULL;
         itsme_mailbox_request request = 0;
         itsme_mailbox_outcome outcome = 0;
-        CT_REQUIRE(itsme_exchange_new_invite(fx_itsme_identity(), 0, NULL, FX_NOW, &e));
+        CT_REQUIRE(itsme_exchange_new_invite(fx_itsme_identity(), fx_itsme_store(), 0, NULL, FX_NOW, &e));
         CT_REQUIRE(itsme_mailbox_session_new(e, &s));
         itsme_exchange_free(e);
         CT_REQUIRE(itsme_mailbox_session_begin(s, 30));

@@ -603,12 +603,14 @@ struct args_itsme_short_code_format {
 #define FIXTURE_itsme_short_code_format(...) static void fixture_itsme_short_code_format(struct args_itsme_short_code_format *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_exchange_new_qr {
     itsme_identity * identity;
+    itsme_store * store;
     itsme_random * rng;
     int64_t now;
 };
 #define FIXTURE_itsme_exchange_new_qr(...) static void fixture_itsme_exchange_new_qr(struct args_itsme_exchange_new_qr *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_exchange_new_bluetooth {
     itsme_identity * identity;
+    itsme_store * store;
     const char * session_code;
     itsme_random * rng;
     int64_t now;
@@ -659,25 +661,21 @@ struct args_itsme_exchange_peer_public_key {
 #define FIXTURE_itsme_exchange_peer_public_key(...) static void fixture_itsme_exchange_peer_public_key(struct args_itsme_exchange_peer_public_key *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_exchange_save {
     itsme_exchange * exchange;
-    itsme_store * store;
     int64_t now;
 };
 #define FIXTURE_itsme_exchange_save(...) static void fixture_itsme_exchange_save(struct args_itsme_exchange_save *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_exchange_confirm {
     itsme_exchange * exchange;
-    itsme_store * store;
     int64_t now;
 };
 #define FIXTURE_itsme_exchange_confirm(...) static void fixture_itsme_exchange_confirm(struct args_itsme_exchange_confirm *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_exchange_settle {
     itsme_exchange * exchange;
-    itsme_store * store;
     int64_t now;
 };
 #define FIXTURE_itsme_exchange_settle(...) static void fixture_itsme_exchange_settle(struct args_itsme_exchange_settle *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_exchange_reject {
     itsme_exchange * exchange;
-    itsme_store * store;
 };
 #define FIXTURE_itsme_exchange_reject(...) static void fixture_itsme_exchange_reject(struct args_itsme_exchange_reject *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_exchange_seal {
@@ -686,6 +684,7 @@ struct args_itsme_exchange_seal {
 #define FIXTURE_itsme_exchange_seal(...) static void fixture_itsme_exchange_seal(struct args_itsme_exchange_seal *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_exchange_restore {
     itsme_identity * identity;
+    itsme_store * store;
     const uint8_t * sealed;
     size_t len;
     int64_t now;
@@ -697,6 +696,7 @@ struct args_itsme_remote_code_check {
 #define FIXTURE_itsme_remote_code_check(...) static void fixture_itsme_remote_code_check(struct args_itsme_remote_code_check *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_exchange_new_invite {
     itsme_identity * identity;
+    itsme_store * store;
     bool realtime;
     itsme_random * rng;
     int64_t now;
@@ -704,6 +704,7 @@ struct args_itsme_exchange_new_invite {
 #define FIXTURE_itsme_exchange_new_invite(...) static void fixture_itsme_exchange_new_invite(struct args_itsme_exchange_new_invite *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_exchange_accept_invite {
     itsme_identity * identity;
+    itsme_store * store;
     const char * invite_code;
     const char * encryption_code;
     bool realtime;
@@ -803,7 +804,6 @@ struct args_itsme_voice_timing {
 #define FIXTURE_itsme_voice_timing(...) static void fixture_itsme_voice_timing(struct args_itsme_voice_timing *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_voice_start {
     itsme_voice * voice;
-    itsme_store * store;
     int64_t now;
 };
 #define FIXTURE_itsme_voice_start(...) static void fixture_itsme_voice_start(struct args_itsme_voice_start *a) { (void)a; __VA_ARGS__; }
@@ -831,7 +831,6 @@ struct args_itsme_voice_their_code {
 #define FIXTURE_itsme_voice_their_code(...) static void fixture_itsme_voice_their_code(struct args_itsme_voice_their_code *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_voice_check {
     itsme_voice * voice;
-    itsme_store * store;
     const char * heard_code;
     uint32_t heard_tag;
     int64_t now;
@@ -887,7 +886,6 @@ struct args_itsme_online_verify_sas {
 #define FIXTURE_itsme_online_verify_sas(...) static void fixture_itsme_online_verify_sas(struct args_itsme_online_verify_sas *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_online_verify_confirm {
     itsme_online_verify * session;
-    itsme_store * store;
     int64_t now;
 };
 #define FIXTURE_itsme_online_verify_confirm(...) static void fixture_itsme_online_verify_confirm(struct args_itsme_online_verify_confirm *a) { (void)a; __VA_ARGS__; }
@@ -3098,6 +3096,7 @@ static void setup_itsme_exchange_new_qr(void *p, int live) {
     struct args_itsme_exchange_new_qr *a = p;
     (void)a;
     a->identity = live ? fx_itsme_identity() : NULL;
+    a->store = live ? fx_itsme_store() : NULL;
     a->rng = live ? fx_itsme_random() : NULL;
     a->now = FX_NOW;
     if (live) fixture_itsme_exchange_new_qr(a);
@@ -3107,8 +3106,9 @@ static int mutate_itsme_exchange_new_qr(void *p, const struct ct_check *c) {
     (void)a;
     switch (c->param) {
     case 0: if (c->kind == CT_NULL) a->identity = NULL; return 0;
-    case 1: if (c->kind == CT_NULL) a->rng = NULL; return 0;
-    case 2: ct_mutate_time(c, &a->now); return 0;
+    case 1: if (c->kind == CT_NULL) a->store = NULL; return 0;
+    case 2: if (c->kind == CT_NULL) a->rng = NULL; return 0;
+    case 3: ct_mutate_time(c, &a->now); return 0;
     default: return 0;
     }
 }
@@ -3116,15 +3116,16 @@ static itsme_result invoke_itsme_exchange_new_qr(void *p, struct ct_outs *o) {
     struct args_itsme_exchange_new_qr *a = p;
     (void)a;
     (void)o;
-    return itsme_exchange_new_qr(a->identity, a->rng, a->now, (itsme_exchange **)o->ptr[3]);
+    return itsme_exchange_new_qr(a->identity, a->store, a->rng, a->now, (itsme_exchange **)o->ptr[4]);
 }
 static const struct ct_param params_itsme_exchange_new_qr[] = {
     {"identity", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"store", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"rng", CT_R_HANDLE, 0, -1, -1, 0, NULL, 1, ITSME_E_INVALID_ARGUMENT},
     {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"out", CT_R_OUT_HANDLE, sizeof(void *), -1, -1, 0, ct_release_itsme_exchange, 0, ITSME_E_INVALID_ARGUMENT},
 };
-static const struct ct_function function_itsme_exchange_new_qr = {"itsme_exchange_new_qr", 1, sizeof(struct args_itsme_exchange_new_qr), params_itsme_exchange_new_qr, 4, setup_itsme_exchange_new_qr, mutate_itsme_exchange_new_qr, invoke_itsme_exchange_new_qr};
+static const struct ct_function function_itsme_exchange_new_qr = {"itsme_exchange_new_qr", 1, sizeof(struct args_itsme_exchange_new_qr), params_itsme_exchange_new_qr, 5, setup_itsme_exchange_new_qr, mutate_itsme_exchange_new_qr, invoke_itsme_exchange_new_qr};
 static void run_itsme_exchange_new_qr(const struct ct_check *c) { ct_run_result(&function_itsme_exchange_new_qr, c); }
 
 /* itsme_exchange_new_bluetooth */
@@ -3132,6 +3133,7 @@ static void setup_itsme_exchange_new_bluetooth(void *p, int live) {
     struct args_itsme_exchange_new_bluetooth *a = p;
     (void)a;
     a->identity = live ? fx_itsme_identity() : NULL;
+    a->store = live ? fx_itsme_store() : NULL;
     a->session_code = FX_TEXT;
     a->rng = live ? fx_itsme_random() : NULL;
     a->now = FX_NOW;
@@ -3142,9 +3144,10 @@ static int mutate_itsme_exchange_new_bluetooth(void *p, const struct ct_check *c
     (void)a;
     switch (c->param) {
     case 0: if (c->kind == CT_NULL) a->identity = NULL; return 0;
-    case 1: ct_mutate_text(c, &a->session_code); return 0;
-    case 2: if (c->kind == CT_NULL) a->rng = NULL; return 0;
-    case 3: ct_mutate_time(c, &a->now); return 0;
+    case 1: if (c->kind == CT_NULL) a->store = NULL; return 0;
+    case 2: ct_mutate_text(c, &a->session_code); return 0;
+    case 3: if (c->kind == CT_NULL) a->rng = NULL; return 0;
+    case 4: ct_mutate_time(c, &a->now); return 0;
     default: return 0;
     }
 }
@@ -3152,16 +3155,17 @@ static itsme_result invoke_itsme_exchange_new_bluetooth(void *p, struct ct_outs 
     struct args_itsme_exchange_new_bluetooth *a = p;
     (void)a;
     (void)o;
-    return itsme_exchange_new_bluetooth(a->identity, a->session_code, a->rng, a->now, (itsme_exchange **)o->ptr[4]);
+    return itsme_exchange_new_bluetooth(a->identity, a->store, a->session_code, a->rng, a->now, (itsme_exchange **)o->ptr[5]);
 }
 static const struct ct_param params_itsme_exchange_new_bluetooth[] = {
     {"identity", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"store", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"session_code", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 1, ITSME_E_INVALID_ARGUMENT},
     {"rng", CT_R_HANDLE, 0, -1, -1, 0, NULL, 1, ITSME_E_INVALID_ARGUMENT},
     {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"out", CT_R_OUT_HANDLE, sizeof(void *), -1, -1, 0, ct_release_itsme_exchange, 0, ITSME_E_INVALID_ARGUMENT},
 };
-static const struct ct_function function_itsme_exchange_new_bluetooth = {"itsme_exchange_new_bluetooth", 1, sizeof(struct args_itsme_exchange_new_bluetooth), params_itsme_exchange_new_bluetooth, 5, setup_itsme_exchange_new_bluetooth, mutate_itsme_exchange_new_bluetooth, invoke_itsme_exchange_new_bluetooth};
+static const struct ct_function function_itsme_exchange_new_bluetooth = {"itsme_exchange_new_bluetooth", 1, sizeof(struct args_itsme_exchange_new_bluetooth), params_itsme_exchange_new_bluetooth, 6, setup_itsme_exchange_new_bluetooth, mutate_itsme_exchange_new_bluetooth, invoke_itsme_exchange_new_bluetooth};
 static void run_itsme_exchange_new_bluetooth(const struct ct_check *c) { ct_run_result(&function_itsme_exchange_new_bluetooth, c); }
 
 /* itsme_exchange_last_error */
@@ -3471,7 +3475,6 @@ static void setup_itsme_exchange_save(void *p, int live) {
     struct args_itsme_exchange_save *a = p;
     (void)a;
     a->exchange = live ? fx_itsme_exchange() : NULL;
-    a->store = live ? fx_itsme_store() : NULL;
     a->now = FX_NOW;
     if (live) fixture_itsme_exchange_save(a);
 }
@@ -3480,8 +3483,7 @@ static int mutate_itsme_exchange_save(void *p, const struct ct_check *c) {
     (void)a;
     switch (c->param) {
     case 0: if (c->kind == CT_NULL) a->exchange = NULL; return 0;
-    case 1: if (c->kind == CT_NULL) a->store = NULL; return 0;
-    case 2: ct_mutate_time(c, &a->now); return 0;
+    case 1: ct_mutate_time(c, &a->now); return 0;
     default: return 0;
     }
 }
@@ -3489,15 +3491,14 @@ static itsme_result invoke_itsme_exchange_save(void *p, struct ct_outs *o) {
     struct args_itsme_exchange_save *a = p;
     (void)a;
     (void)o;
-    return itsme_exchange_save(a->exchange, a->store, a->now, (int64_t *)o->ptr[3]);
+    return itsme_exchange_save(a->exchange, a->now, (int64_t *)o->ptr[2]);
 }
 static const struct ct_param params_itsme_exchange_save[] = {
     {"exchange", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"store", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"out_contact_id", CT_R_OUT_VALUE, sizeof(int64_t), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
 };
-static const struct ct_function function_itsme_exchange_save = {"itsme_exchange_save", 1, sizeof(struct args_itsme_exchange_save), params_itsme_exchange_save, 4, setup_itsme_exchange_save, mutate_itsme_exchange_save, invoke_itsme_exchange_save};
+static const struct ct_function function_itsme_exchange_save = {"itsme_exchange_save", 1, sizeof(struct args_itsme_exchange_save), params_itsme_exchange_save, 3, setup_itsme_exchange_save, mutate_itsme_exchange_save, invoke_itsme_exchange_save};
 static void run_itsme_exchange_save(const struct ct_check *c) { ct_run_result(&function_itsme_exchange_save, c); }
 
 /* itsme_exchange_confirm */
@@ -3505,7 +3506,6 @@ static void setup_itsme_exchange_confirm(void *p, int live) {
     struct args_itsme_exchange_confirm *a = p;
     (void)a;
     a->exchange = live ? fx_itsme_exchange() : NULL;
-    a->store = live ? fx_itsme_store() : NULL;
     a->now = FX_NOW;
     if (live) fixture_itsme_exchange_confirm(a);
 }
@@ -3514,8 +3514,7 @@ static int mutate_itsme_exchange_confirm(void *p, const struct ct_check *c) {
     (void)a;
     switch (c->param) {
     case 0: if (c->kind == CT_NULL) a->exchange = NULL; return 0;
-    case 1: if (c->kind == CT_NULL) a->store = NULL; return 0;
-    case 2: ct_mutate_time(c, &a->now); return 0;
+    case 1: ct_mutate_time(c, &a->now); return 0;
     default: return 0;
     }
 }
@@ -3523,15 +3522,14 @@ static itsme_result invoke_itsme_exchange_confirm(void *p, struct ct_outs *o) {
     struct args_itsme_exchange_confirm *a = p;
     (void)a;
     (void)o;
-    return itsme_exchange_confirm(a->exchange, a->store, a->now, (int64_t *)o->ptr[3]);
+    return itsme_exchange_confirm(a->exchange, a->now, (int64_t *)o->ptr[2]);
 }
 static const struct ct_param params_itsme_exchange_confirm[] = {
     {"exchange", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"store", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"out_contact_id", CT_R_OUT_VALUE, sizeof(int64_t), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
 };
-static const struct ct_function function_itsme_exchange_confirm = {"itsme_exchange_confirm", 1, sizeof(struct args_itsme_exchange_confirm), params_itsme_exchange_confirm, 4, setup_itsme_exchange_confirm, mutate_itsme_exchange_confirm, invoke_itsme_exchange_confirm};
+static const struct ct_function function_itsme_exchange_confirm = {"itsme_exchange_confirm", 1, sizeof(struct args_itsme_exchange_confirm), params_itsme_exchange_confirm, 3, setup_itsme_exchange_confirm, mutate_itsme_exchange_confirm, invoke_itsme_exchange_confirm};
 static void run_itsme_exchange_confirm(const struct ct_check *c) { ct_run_result(&function_itsme_exchange_confirm, c); }
 
 /* itsme_exchange_settle */
@@ -3539,7 +3537,6 @@ static void setup_itsme_exchange_settle(void *p, int live) {
     struct args_itsme_exchange_settle *a = p;
     (void)a;
     a->exchange = live ? fx_itsme_exchange() : NULL;
-    a->store = live ? fx_itsme_store() : NULL;
     a->now = FX_NOW;
     if (live) fixture_itsme_exchange_settle(a);
 }
@@ -3548,8 +3545,7 @@ static int mutate_itsme_exchange_settle(void *p, const struct ct_check *c) {
     (void)a;
     switch (c->param) {
     case 0: if (c->kind == CT_NULL) a->exchange = NULL; return 0;
-    case 1: if (c->kind == CT_NULL) a->store = NULL; return 0;
-    case 2: ct_mutate_time(c, &a->now); return 0;
+    case 1: ct_mutate_time(c, &a->now); return 0;
     default: return 0;
     }
 }
@@ -3557,15 +3553,14 @@ static itsme_result invoke_itsme_exchange_settle(void *p, struct ct_outs *o) {
     struct args_itsme_exchange_settle *a = p;
     (void)a;
     (void)o;
-    return itsme_exchange_settle(a->exchange, a->store, a->now, (int64_t *)o->ptr[3]);
+    return itsme_exchange_settle(a->exchange, a->now, (int64_t *)o->ptr[2]);
 }
 static const struct ct_param params_itsme_exchange_settle[] = {
     {"exchange", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"store", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"out_contact_id", CT_R_OUT_VALUE, sizeof(int64_t), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
 };
-static const struct ct_function function_itsme_exchange_settle = {"itsme_exchange_settle", 1, sizeof(struct args_itsme_exchange_settle), params_itsme_exchange_settle, 4, setup_itsme_exchange_settle, mutate_itsme_exchange_settle, invoke_itsme_exchange_settle};
+static const struct ct_function function_itsme_exchange_settle = {"itsme_exchange_settle", 1, sizeof(struct args_itsme_exchange_settle), params_itsme_exchange_settle, 3, setup_itsme_exchange_settle, mutate_itsme_exchange_settle, invoke_itsme_exchange_settle};
 static void run_itsme_exchange_settle(const struct ct_check *c) { ct_run_result(&function_itsme_exchange_settle, c); }
 
 /* itsme_exchange_reject */
@@ -3573,7 +3568,6 @@ static void setup_itsme_exchange_reject(void *p, int live) {
     struct args_itsme_exchange_reject *a = p;
     (void)a;
     a->exchange = live ? fx_itsme_exchange() : NULL;
-    a->store = live ? fx_itsme_store() : NULL;
     if (live) fixture_itsme_exchange_reject(a);
 }
 static int mutate_itsme_exchange_reject(void *p, const struct ct_check *c) {
@@ -3581,7 +3575,6 @@ static int mutate_itsme_exchange_reject(void *p, const struct ct_check *c) {
     (void)a;
     switch (c->param) {
     case 0: if (c->kind == CT_NULL) a->exchange = NULL; return 0;
-    case 1: if (c->kind == CT_NULL) a->store = NULL; return 0;
     default: return 0;
     }
 }
@@ -3589,13 +3582,12 @@ static itsme_result invoke_itsme_exchange_reject(void *p, struct ct_outs *o) {
     struct args_itsme_exchange_reject *a = p;
     (void)a;
     (void)o;
-    return itsme_exchange_reject(a->exchange, a->store);
+    return itsme_exchange_reject(a->exchange);
 }
 static const struct ct_param params_itsme_exchange_reject[] = {
     {"exchange", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"store", CT_R_HANDLE, 0, -1, -1, 0, NULL, 1, ITSME_E_INVALID_ARGUMENT},
 };
-static const struct ct_function function_itsme_exchange_reject = {"itsme_exchange_reject", 1, sizeof(struct args_itsme_exchange_reject), params_itsme_exchange_reject, 2, setup_itsme_exchange_reject, mutate_itsme_exchange_reject, invoke_itsme_exchange_reject};
+static const struct ct_function function_itsme_exchange_reject = {"itsme_exchange_reject", 1, sizeof(struct args_itsme_exchange_reject), params_itsme_exchange_reject, 1, setup_itsme_exchange_reject, mutate_itsme_exchange_reject, invoke_itsme_exchange_reject};
 static void run_itsme_exchange_reject(const struct ct_check *c) { ct_run_result(&function_itsme_exchange_reject, c); }
 
 /* itsme_exchange_seal */
@@ -3633,6 +3625,7 @@ static void setup_itsme_exchange_restore(void *p, int live) {
     struct args_itsme_exchange_restore *a = p;
     (void)a;
     a->identity = live ? fx_itsme_identity() : NULL;
+    a->store = live ? fx_itsme_store() : NULL;
     a->sealed = fx_bytes;
     a->len = 32;
     a->now = FX_NOW;
@@ -3643,8 +3636,9 @@ static int mutate_itsme_exchange_restore(void *p, const struct ct_check *c) {
     (void)a;
     switch (c->param) {
     case 0: if (c->kind == CT_NULL) a->identity = NULL; return 0;
-    case 1: if (c->kind == CT_NULL) a->sealed = NULL; return a->len == 0;
-    case 3: ct_mutate_time(c, &a->now); return 0;
+    case 1: if (c->kind == CT_NULL) a->store = NULL; return 0;
+    case 2: if (c->kind == CT_NULL) a->sealed = NULL; return a->len == 0;
+    case 4: ct_mutate_time(c, &a->now); return 0;
     default: return 0;
     }
 }
@@ -3652,16 +3646,17 @@ static itsme_result invoke_itsme_exchange_restore(void *p, struct ct_outs *o) {
     struct args_itsme_exchange_restore *a = p;
     (void)a;
     (void)o;
-    return itsme_exchange_restore(a->identity, a->sealed, a->len, a->now, (itsme_exchange **)o->ptr[4]);
+    return itsme_exchange_restore(a->identity, a->store, a->sealed, a->len, a->now, (itsme_exchange **)o->ptr[5]);
 }
 static const struct ct_param params_itsme_exchange_restore[] = {
     {"identity", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"store", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"sealed", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"out", CT_R_OUT_HANDLE, sizeof(void *), -1, -1, 0, ct_release_itsme_exchange, 0, ITSME_E_INVALID_ARGUMENT},
 };
-static const struct ct_function function_itsme_exchange_restore = {"itsme_exchange_restore", 1, sizeof(struct args_itsme_exchange_restore), params_itsme_exchange_restore, 5, setup_itsme_exchange_restore, mutate_itsme_exchange_restore, invoke_itsme_exchange_restore};
+static const struct ct_function function_itsme_exchange_restore = {"itsme_exchange_restore", 1, sizeof(struct args_itsme_exchange_restore), params_itsme_exchange_restore, 6, setup_itsme_exchange_restore, mutate_itsme_exchange_restore, invoke_itsme_exchange_restore};
 static void run_itsme_exchange_restore(const struct ct_check *c) { ct_run_result(&function_itsme_exchange_restore, c); }
 
 /* itsme_remote_code_check */
@@ -3699,6 +3694,7 @@ static void setup_itsme_exchange_new_invite(void *p, int live) {
     struct args_itsme_exchange_new_invite *a = p;
     (void)a;
     a->identity = live ? fx_itsme_identity() : NULL;
+    a->store = live ? fx_itsme_store() : NULL;
     a->realtime = 0;
     a->rng = live ? fx_itsme_random() : NULL;
     a->now = FX_NOW;
@@ -3709,8 +3705,9 @@ static int mutate_itsme_exchange_new_invite(void *p, const struct ct_check *c) {
     (void)a;
     switch (c->param) {
     case 0: if (c->kind == CT_NULL) a->identity = NULL; return 0;
-    case 2: if (c->kind == CT_NULL) a->rng = NULL; return 0;
-    case 3: ct_mutate_time(c, &a->now); return 0;
+    case 1: if (c->kind == CT_NULL) a->store = NULL; return 0;
+    case 3: if (c->kind == CT_NULL) a->rng = NULL; return 0;
+    case 4: ct_mutate_time(c, &a->now); return 0;
     default: return 0;
     }
 }
@@ -3718,16 +3715,17 @@ static itsme_result invoke_itsme_exchange_new_invite(void *p, struct ct_outs *o)
     struct args_itsme_exchange_new_invite *a = p;
     (void)a;
     (void)o;
-    return itsme_exchange_new_invite(a->identity, a->realtime, a->rng, a->now, (itsme_exchange **)o->ptr[4]);
+    return itsme_exchange_new_invite(a->identity, a->store, a->realtime, a->rng, a->now, (itsme_exchange **)o->ptr[5]);
 }
 static const struct ct_param params_itsme_exchange_new_invite[] = {
     {"identity", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"store", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"realtime", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"rng", CT_R_HANDLE, 0, -1, -1, 0, NULL, 1, ITSME_E_INVALID_ARGUMENT},
     {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"out", CT_R_OUT_HANDLE, sizeof(void *), -1, -1, 0, ct_release_itsme_exchange, 0, ITSME_E_INVALID_ARGUMENT},
 };
-static const struct ct_function function_itsme_exchange_new_invite = {"itsme_exchange_new_invite", 1, sizeof(struct args_itsme_exchange_new_invite), params_itsme_exchange_new_invite, 5, setup_itsme_exchange_new_invite, mutate_itsme_exchange_new_invite, invoke_itsme_exchange_new_invite};
+static const struct ct_function function_itsme_exchange_new_invite = {"itsme_exchange_new_invite", 1, sizeof(struct args_itsme_exchange_new_invite), params_itsme_exchange_new_invite, 6, setup_itsme_exchange_new_invite, mutate_itsme_exchange_new_invite, invoke_itsme_exchange_new_invite};
 static void run_itsme_exchange_new_invite(const struct ct_check *c) { ct_run_result(&function_itsme_exchange_new_invite, c); }
 
 /* itsme_exchange_accept_invite */
@@ -3735,6 +3733,7 @@ static void setup_itsme_exchange_accept_invite(void *p, int live) {
     struct args_itsme_exchange_accept_invite *a = p;
     (void)a;
     a->identity = live ? fx_itsme_identity() : NULL;
+    a->store = live ? fx_itsme_store() : NULL;
     a->invite_code = FX_TEXT;
     a->encryption_code = FX_TEXT;
     a->realtime = 0;
@@ -3747,10 +3746,11 @@ static int mutate_itsme_exchange_accept_invite(void *p, const struct ct_check *c
     (void)a;
     switch (c->param) {
     case 0: if (c->kind == CT_NULL) a->identity = NULL; return 0;
-    case 1: ct_mutate_text(c, &a->invite_code); return 0;
-    case 2: ct_mutate_text(c, &a->encryption_code); return 0;
-    case 4: if (c->kind == CT_NULL) a->rng = NULL; return 0;
-    case 5: ct_mutate_time(c, &a->now); return 0;
+    case 1: if (c->kind == CT_NULL) a->store = NULL; return 0;
+    case 2: ct_mutate_text(c, &a->invite_code); return 0;
+    case 3: ct_mutate_text(c, &a->encryption_code); return 0;
+    case 5: if (c->kind == CT_NULL) a->rng = NULL; return 0;
+    case 6: ct_mutate_time(c, &a->now); return 0;
     default: return 0;
     }
 }
@@ -3758,10 +3758,11 @@ static itsme_result invoke_itsme_exchange_accept_invite(void *p, struct ct_outs 
     struct args_itsme_exchange_accept_invite *a = p;
     (void)a;
     (void)o;
-    return itsme_exchange_accept_invite(a->identity, a->invite_code, a->encryption_code, a->realtime, a->rng, a->now, (itsme_exchange **)o->ptr[6]);
+    return itsme_exchange_accept_invite(a->identity, a->store, a->invite_code, a->encryption_code, a->realtime, a->rng, a->now, (itsme_exchange **)o->ptr[7]);
 }
 static const struct ct_param params_itsme_exchange_accept_invite[] = {
     {"identity", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"store", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"invite_code", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"encryption_code", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"realtime", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
@@ -3769,7 +3770,7 @@ static const struct ct_param params_itsme_exchange_accept_invite[] = {
     {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"out", CT_R_OUT_HANDLE, sizeof(void *), -1, -1, 0, ct_release_itsme_exchange, 0, ITSME_E_INVALID_ARGUMENT},
 };
-static const struct ct_function function_itsme_exchange_accept_invite = {"itsme_exchange_accept_invite", 1, sizeof(struct args_itsme_exchange_accept_invite), params_itsme_exchange_accept_invite, 7, setup_itsme_exchange_accept_invite, mutate_itsme_exchange_accept_invite, invoke_itsme_exchange_accept_invite};
+static const struct ct_function function_itsme_exchange_accept_invite = {"itsme_exchange_accept_invite", 1, sizeof(struct args_itsme_exchange_accept_invite), params_itsme_exchange_accept_invite, 8, setup_itsme_exchange_accept_invite, mutate_itsme_exchange_accept_invite, invoke_itsme_exchange_accept_invite};
 static void run_itsme_exchange_accept_invite(const struct ct_check *c) { ct_run_result(&function_itsme_exchange_accept_invite, c); }
 
 /* itsme_exchange_invite_code */
@@ -4381,7 +4382,6 @@ static void setup_itsme_voice_start(void *p, int live) {
     struct args_itsme_voice_start *a = p;
     (void)a;
     a->voice = live ? fx_itsme_voice() : NULL;
-    a->store = live ? fx_itsme_store() : NULL;
     a->now = FX_NOW;
     if (live) fixture_itsme_voice_start(a);
 }
@@ -4390,8 +4390,7 @@ static int mutate_itsme_voice_start(void *p, const struct ct_check *c) {
     (void)a;
     switch (c->param) {
     case 0: if (c->kind == CT_NULL) a->voice = NULL; return 0;
-    case 1: if (c->kind == CT_NULL) a->store = NULL; return 0;
-    case 2: ct_mutate_time(c, &a->now); return 0;
+    case 1: ct_mutate_time(c, &a->now); return 0;
     default: return 0;
     }
 }
@@ -4399,14 +4398,13 @@ static itsme_result invoke_itsme_voice_start(void *p, struct ct_outs *o) {
     struct args_itsme_voice_start *a = p;
     (void)a;
     (void)o;
-    return itsme_voice_start(a->voice, a->store, a->now);
+    return itsme_voice_start(a->voice, a->now);
 }
 static const struct ct_param params_itsme_voice_start[] = {
     {"voice", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"store", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
 };
-static const struct ct_function function_itsme_voice_start = {"itsme_voice_start", 1, sizeof(struct args_itsme_voice_start), params_itsme_voice_start, 3, setup_itsme_voice_start, mutate_itsme_voice_start, invoke_itsme_voice_start};
+static const struct ct_function function_itsme_voice_start = {"itsme_voice_start", 1, sizeof(struct args_itsme_voice_start), params_itsme_voice_start, 2, setup_itsme_voice_start, mutate_itsme_voice_start, invoke_itsme_voice_start};
 static void run_itsme_voice_start(const struct ct_check *c) { ct_run_result(&function_itsme_voice_start, c); }
 
 /* itsme_voice_session_id */
@@ -4568,7 +4566,6 @@ static void setup_itsme_voice_check(void *p, int live) {
     struct args_itsme_voice_check *a = p;
     (void)a;
     a->voice = live ? fx_itsme_voice() : NULL;
-    a->store = live ? fx_itsme_store() : NULL;
     a->heard_code = FX_TEXT;
     a->heard_tag = 0;
     a->now = FX_NOW;
@@ -4579,9 +4576,8 @@ static int mutate_itsme_voice_check(void *p, const struct ct_check *c) {
     (void)a;
     switch (c->param) {
     case 0: if (c->kind == CT_NULL) a->voice = NULL; return 0;
-    case 1: if (c->kind == CT_NULL) a->store = NULL; return 0;
-    case 2: ct_mutate_text(c, &a->heard_code); return 0;
-    case 4: ct_mutate_time(c, &a->now); return 0;
+    case 1: ct_mutate_text(c, &a->heard_code); return 0;
+    case 3: ct_mutate_time(c, &a->now); return 0;
     default: return 0;
     }
 }
@@ -4589,17 +4585,16 @@ static itsme_result invoke_itsme_voice_check(void *p, struct ct_outs *o) {
     struct args_itsme_voice_check *a = p;
     (void)a;
     (void)o;
-    return itsme_voice_check(a->voice, a->store, a->heard_code, a->heard_tag, a->now, (itsme_voice_outcome *)o->ptr[5]);
+    return itsme_voice_check(a->voice, a->heard_code, a->heard_tag, a->now, (itsme_voice_outcome *)o->ptr[4]);
 }
 static const struct ct_param params_itsme_voice_check[] = {
     {"voice", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"store", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"heard_code", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"heard_tag", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"out_outcome", CT_R_OUT_VALUE, sizeof(itsme_voice_outcome), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
 };
-static const struct ct_function function_itsme_voice_check = {"itsme_voice_check", 1, sizeof(struct args_itsme_voice_check), params_itsme_voice_check, 6, setup_itsme_voice_check, mutate_itsme_voice_check, invoke_itsme_voice_check};
+static const struct ct_function function_itsme_voice_check = {"itsme_voice_check", 1, sizeof(struct args_itsme_voice_check), params_itsme_voice_check, 5, setup_itsme_voice_check, mutate_itsme_voice_check, invoke_itsme_voice_check};
 static void run_itsme_voice_check(const struct ct_check *c) { ct_run_result(&function_itsme_voice_check, c); }
 
 /* itsme_store_degradation_code */
@@ -4898,7 +4893,6 @@ static void setup_itsme_online_verify_confirm(void *p, int live) {
     struct args_itsme_online_verify_confirm *a = p;
     (void)a;
     a->session = live ? fx_itsme_online_verify() : NULL;
-    a->store = live ? fx_itsme_store() : NULL;
     a->now = FX_NOW;
     if (live) fixture_itsme_online_verify_confirm(a);
 }
@@ -4907,8 +4901,7 @@ static int mutate_itsme_online_verify_confirm(void *p, const struct ct_check *c)
     (void)a;
     switch (c->param) {
     case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
-    case 1: if (c->kind == CT_NULL) a->store = NULL; return 0;
-    case 2: ct_mutate_time(c, &a->now); return 0;
+    case 1: ct_mutate_time(c, &a->now); return 0;
     default: return 0;
     }
 }
@@ -4916,15 +4909,14 @@ static itsme_result invoke_itsme_online_verify_confirm(void *p, struct ct_outs *
     struct args_itsme_online_verify_confirm *a = p;
     (void)a;
     (void)o;
-    return itsme_online_verify_confirm(a->session, a->store, a->now, (itsme_voice_outcome *)o->ptr[3]);
+    return itsme_online_verify_confirm(a->session, a->now, (itsme_voice_outcome *)o->ptr[2]);
 }
 static const struct ct_param params_itsme_online_verify_confirm[] = {
     {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"store", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"out_outcome", CT_R_OUT_VALUE, sizeof(itsme_voice_outcome), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
 };
-static const struct ct_function function_itsme_online_verify_confirm = {"itsme_online_verify_confirm", 1, sizeof(struct args_itsme_online_verify_confirm), params_itsme_online_verify_confirm, 4, setup_itsme_online_verify_confirm, mutate_itsme_online_verify_confirm, invoke_itsme_online_verify_confirm};
+static const struct ct_function function_itsme_online_verify_confirm = {"itsme_online_verify_confirm", 1, sizeof(struct args_itsme_online_verify_confirm), params_itsme_online_verify_confirm, 3, setup_itsme_online_verify_confirm, mutate_itsme_online_verify_confirm, invoke_itsme_online_verify_confirm};
 static void run_itsme_online_verify_confirm(const struct ct_check *c) { ct_run_result(&function_itsme_online_verify_confirm, c); }
 
 /* itsme_online_verify_reject */
@@ -8543,20 +8535,22 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_short_code_format", "itsme_short_code_format: success with the exact cap", run_itsme_short_code_format, {CT_SUCCESS, -1}},
     {"itsme_exchange_new_qr", "itsme_exchange_new_qr: before itsme_init", run_itsme_exchange_new_qr, {CT_BEFORE_INIT, -1}},
     {"itsme_exchange_new_qr", "itsme_exchange_new_qr: identity NULL", run_itsme_exchange_new_qr, {CT_NULL, 0}},
-    {"itsme_exchange_new_qr", "itsme_exchange_new_qr: rng NULL", run_itsme_exchange_new_qr, {CT_NULL, 1}},
-    {"itsme_exchange_new_qr", "itsme_exchange_new_qr: out NULL", run_itsme_exchange_new_qr, {CT_NULL, 3}},
-    {"itsme_exchange_new_qr", "itsme_exchange_new_qr: now below 0", run_itsme_exchange_new_qr, {CT_TIME_NEGATIVE, 2}},
-    {"itsme_exchange_new_qr", "itsme_exchange_new_qr: now after 9999", run_itsme_exchange_new_qr, {CT_TIME_AFTER_9999, 2}},
+    {"itsme_exchange_new_qr", "itsme_exchange_new_qr: store NULL", run_itsme_exchange_new_qr, {CT_NULL, 1}},
+    {"itsme_exchange_new_qr", "itsme_exchange_new_qr: rng NULL", run_itsme_exchange_new_qr, {CT_NULL, 2}},
+    {"itsme_exchange_new_qr", "itsme_exchange_new_qr: out NULL", run_itsme_exchange_new_qr, {CT_NULL, 4}},
+    {"itsme_exchange_new_qr", "itsme_exchange_new_qr: now below 0", run_itsme_exchange_new_qr, {CT_TIME_NEGATIVE, 3}},
+    {"itsme_exchange_new_qr", "itsme_exchange_new_qr: now after 9999", run_itsme_exchange_new_qr, {CT_TIME_AFTER_9999, 3}},
     {"itsme_exchange_new_qr", "itsme_exchange_new_qr: success", run_itsme_exchange_new_qr, {CT_SUCCESS, -1}},
     {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: before itsme_init", run_itsme_exchange_new_bluetooth, {CT_BEFORE_INIT, -1}},
     {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: identity NULL", run_itsme_exchange_new_bluetooth, {CT_NULL, 0}},
-    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: session_code NULL", run_itsme_exchange_new_bluetooth, {CT_NULL, 1}},
-    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: rng NULL", run_itsme_exchange_new_bluetooth, {CT_NULL, 2}},
-    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: out NULL", run_itsme_exchange_new_bluetooth, {CT_NULL, 4}},
-    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: session_code not UTF-8", run_itsme_exchange_new_bluetooth, {CT_BAD_UTF8, 1}},
-    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: session_code longer than ITSME_TEXT_MAX", run_itsme_exchange_new_bluetooth, {CT_LONG_TEXT, 1}},
-    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: now below 0", run_itsme_exchange_new_bluetooth, {CT_TIME_NEGATIVE, 3}},
-    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: now after 9999", run_itsme_exchange_new_bluetooth, {CT_TIME_AFTER_9999, 3}},
+    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: store NULL", run_itsme_exchange_new_bluetooth, {CT_NULL, 1}},
+    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: session_code NULL", run_itsme_exchange_new_bluetooth, {CT_NULL, 2}},
+    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: rng NULL", run_itsme_exchange_new_bluetooth, {CT_NULL, 3}},
+    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: out NULL", run_itsme_exchange_new_bluetooth, {CT_NULL, 5}},
+    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: session_code not UTF-8", run_itsme_exchange_new_bluetooth, {CT_BAD_UTF8, 2}},
+    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: session_code longer than ITSME_TEXT_MAX", run_itsme_exchange_new_bluetooth, {CT_LONG_TEXT, 2}},
+    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: now below 0", run_itsme_exchange_new_bluetooth, {CT_TIME_NEGATIVE, 4}},
+    {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: now after 9999", run_itsme_exchange_new_bluetooth, {CT_TIME_AFTER_9999, 4}},
     {"itsme_exchange_new_bluetooth", "itsme_exchange_new_bluetooth: success", run_itsme_exchange_new_bluetooth, {CT_SUCCESS, -1}},
     {"itsme_exchange_last_error", "itsme_exchange_last_error: exchange NULL", run_itsme_exchange_last_error, {CT_NULL, 0}},
     {"itsme_exchange_last_error", "itsme_exchange_last_error: buf NULL", run_itsme_exchange_last_error, {CT_NULL, 1}},
@@ -8623,28 +8617,24 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_exchange_peer_public_key", "itsme_exchange_peer_public_key: success with the exact cap", run_itsme_exchange_peer_public_key, {CT_SUCCESS, -1}},
     {"itsme_exchange_save", "itsme_exchange_save: before itsme_init", run_itsme_exchange_save, {CT_BEFORE_INIT, -1}},
     {"itsme_exchange_save", "itsme_exchange_save: exchange NULL", run_itsme_exchange_save, {CT_NULL, 0}},
-    {"itsme_exchange_save", "itsme_exchange_save: store NULL", run_itsme_exchange_save, {CT_NULL, 1}},
-    {"itsme_exchange_save", "itsme_exchange_save: out_contact_id NULL", run_itsme_exchange_save, {CT_NULL, 3}},
-    {"itsme_exchange_save", "itsme_exchange_save: now below 0", run_itsme_exchange_save, {CT_TIME_NEGATIVE, 2}},
-    {"itsme_exchange_save", "itsme_exchange_save: now after 9999", run_itsme_exchange_save, {CT_TIME_AFTER_9999, 2}},
+    {"itsme_exchange_save", "itsme_exchange_save: out_contact_id NULL", run_itsme_exchange_save, {CT_NULL, 2}},
+    {"itsme_exchange_save", "itsme_exchange_save: now below 0", run_itsme_exchange_save, {CT_TIME_NEGATIVE, 1}},
+    {"itsme_exchange_save", "itsme_exchange_save: now after 9999", run_itsme_exchange_save, {CT_TIME_AFTER_9999, 1}},
     {"itsme_exchange_save", "itsme_exchange_save: success", run_itsme_exchange_save, {CT_SUCCESS, -1}},
     {"itsme_exchange_confirm", "itsme_exchange_confirm: before itsme_init", run_itsme_exchange_confirm, {CT_BEFORE_INIT, -1}},
     {"itsme_exchange_confirm", "itsme_exchange_confirm: exchange NULL", run_itsme_exchange_confirm, {CT_NULL, 0}},
-    {"itsme_exchange_confirm", "itsme_exchange_confirm: store NULL", run_itsme_exchange_confirm, {CT_NULL, 1}},
-    {"itsme_exchange_confirm", "itsme_exchange_confirm: out_contact_id NULL", run_itsme_exchange_confirm, {CT_NULL, 3}},
-    {"itsme_exchange_confirm", "itsme_exchange_confirm: now below 0", run_itsme_exchange_confirm, {CT_TIME_NEGATIVE, 2}},
-    {"itsme_exchange_confirm", "itsme_exchange_confirm: now after 9999", run_itsme_exchange_confirm, {CT_TIME_AFTER_9999, 2}},
+    {"itsme_exchange_confirm", "itsme_exchange_confirm: out_contact_id NULL", run_itsme_exchange_confirm, {CT_NULL, 2}},
+    {"itsme_exchange_confirm", "itsme_exchange_confirm: now below 0", run_itsme_exchange_confirm, {CT_TIME_NEGATIVE, 1}},
+    {"itsme_exchange_confirm", "itsme_exchange_confirm: now after 9999", run_itsme_exchange_confirm, {CT_TIME_AFTER_9999, 1}},
     {"itsme_exchange_confirm", "itsme_exchange_confirm: success", run_itsme_exchange_confirm, {CT_SUCCESS, -1}},
     {"itsme_exchange_settle", "itsme_exchange_settle: before itsme_init", run_itsme_exchange_settle, {CT_BEFORE_INIT, -1}},
     {"itsme_exchange_settle", "itsme_exchange_settle: exchange NULL", run_itsme_exchange_settle, {CT_NULL, 0}},
-    {"itsme_exchange_settle", "itsme_exchange_settle: store NULL", run_itsme_exchange_settle, {CT_NULL, 1}},
-    {"itsme_exchange_settle", "itsme_exchange_settle: out_contact_id NULL", run_itsme_exchange_settle, {CT_NULL, 3}},
-    {"itsme_exchange_settle", "itsme_exchange_settle: now below 0", run_itsme_exchange_settle, {CT_TIME_NEGATIVE, 2}},
-    {"itsme_exchange_settle", "itsme_exchange_settle: now after 9999", run_itsme_exchange_settle, {CT_TIME_AFTER_9999, 2}},
+    {"itsme_exchange_settle", "itsme_exchange_settle: out_contact_id NULL", run_itsme_exchange_settle, {CT_NULL, 2}},
+    {"itsme_exchange_settle", "itsme_exchange_settle: now below 0", run_itsme_exchange_settle, {CT_TIME_NEGATIVE, 1}},
+    {"itsme_exchange_settle", "itsme_exchange_settle: now after 9999", run_itsme_exchange_settle, {CT_TIME_AFTER_9999, 1}},
     {"itsme_exchange_settle", "itsme_exchange_settle: success", run_itsme_exchange_settle, {CT_SUCCESS, -1}},
     {"itsme_exchange_reject", "itsme_exchange_reject: before itsme_init", run_itsme_exchange_reject, {CT_BEFORE_INIT, -1}},
     {"itsme_exchange_reject", "itsme_exchange_reject: exchange NULL", run_itsme_exchange_reject, {CT_NULL, 0}},
-    {"itsme_exchange_reject", "itsme_exchange_reject: store NULL", run_itsme_exchange_reject, {CT_NULL, 1}},
     {"itsme_exchange_reject", "itsme_exchange_reject: success", run_itsme_exchange_reject, {CT_SUCCESS, -1}},
     {"itsme_exchange_seal", "itsme_exchange_seal: before itsme_init", run_itsme_exchange_seal, {CT_BEFORE_INIT, -1}},
     {"itsme_exchange_seal", "itsme_exchange_seal: exchange NULL", run_itsme_exchange_seal, {CT_NULL, 0}},
@@ -8655,10 +8645,11 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_exchange_seal", "itsme_exchange_seal: success with the exact cap", run_itsme_exchange_seal, {CT_SUCCESS, -1}},
     {"itsme_exchange_restore", "itsme_exchange_restore: before itsme_init", run_itsme_exchange_restore, {CT_BEFORE_INIT, -1}},
     {"itsme_exchange_restore", "itsme_exchange_restore: identity NULL", run_itsme_exchange_restore, {CT_NULL, 0}},
-    {"itsme_exchange_restore", "itsme_exchange_restore: sealed NULL", run_itsme_exchange_restore, {CT_NULL, 1}},
-    {"itsme_exchange_restore", "itsme_exchange_restore: out NULL", run_itsme_exchange_restore, {CT_NULL, 4}},
-    {"itsme_exchange_restore", "itsme_exchange_restore: now below 0", run_itsme_exchange_restore, {CT_TIME_NEGATIVE, 3}},
-    {"itsme_exchange_restore", "itsme_exchange_restore: now after 9999", run_itsme_exchange_restore, {CT_TIME_AFTER_9999, 3}},
+    {"itsme_exchange_restore", "itsme_exchange_restore: store NULL", run_itsme_exchange_restore, {CT_NULL, 1}},
+    {"itsme_exchange_restore", "itsme_exchange_restore: sealed NULL", run_itsme_exchange_restore, {CT_NULL, 2}},
+    {"itsme_exchange_restore", "itsme_exchange_restore: out NULL", run_itsme_exchange_restore, {CT_NULL, 5}},
+    {"itsme_exchange_restore", "itsme_exchange_restore: now below 0", run_itsme_exchange_restore, {CT_TIME_NEGATIVE, 4}},
+    {"itsme_exchange_restore", "itsme_exchange_restore: now after 9999", run_itsme_exchange_restore, {CT_TIME_AFTER_9999, 4}},
     {"itsme_exchange_restore", "itsme_exchange_restore: success", run_itsme_exchange_restore, {CT_SUCCESS, -1}},
     {"itsme_remote_code_check", "itsme_remote_code_check: before itsme_init", run_itsme_remote_code_check, {CT_BEFORE_INIT, -1}},
     {"itsme_remote_code_check", "itsme_remote_code_check: text NULL", run_itsme_remote_code_check, {CT_NULL, 0}},
@@ -8671,23 +8662,25 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_remote_code_check", "itsme_remote_code_check: success with the exact cap", run_itsme_remote_code_check, {CT_SUCCESS, -1}},
     {"itsme_exchange_new_invite", "itsme_exchange_new_invite: before itsme_init", run_itsme_exchange_new_invite, {CT_BEFORE_INIT, -1}},
     {"itsme_exchange_new_invite", "itsme_exchange_new_invite: identity NULL", run_itsme_exchange_new_invite, {CT_NULL, 0}},
-    {"itsme_exchange_new_invite", "itsme_exchange_new_invite: rng NULL", run_itsme_exchange_new_invite, {CT_NULL, 2}},
-    {"itsme_exchange_new_invite", "itsme_exchange_new_invite: out NULL", run_itsme_exchange_new_invite, {CT_NULL, 4}},
-    {"itsme_exchange_new_invite", "itsme_exchange_new_invite: now below 0", run_itsme_exchange_new_invite, {CT_TIME_NEGATIVE, 3}},
-    {"itsme_exchange_new_invite", "itsme_exchange_new_invite: now after 9999", run_itsme_exchange_new_invite, {CT_TIME_AFTER_9999, 3}},
+    {"itsme_exchange_new_invite", "itsme_exchange_new_invite: store NULL", run_itsme_exchange_new_invite, {CT_NULL, 1}},
+    {"itsme_exchange_new_invite", "itsme_exchange_new_invite: rng NULL", run_itsme_exchange_new_invite, {CT_NULL, 3}},
+    {"itsme_exchange_new_invite", "itsme_exchange_new_invite: out NULL", run_itsme_exchange_new_invite, {CT_NULL, 5}},
+    {"itsme_exchange_new_invite", "itsme_exchange_new_invite: now below 0", run_itsme_exchange_new_invite, {CT_TIME_NEGATIVE, 4}},
+    {"itsme_exchange_new_invite", "itsme_exchange_new_invite: now after 9999", run_itsme_exchange_new_invite, {CT_TIME_AFTER_9999, 4}},
     {"itsme_exchange_new_invite", "itsme_exchange_new_invite: success", run_itsme_exchange_new_invite, {CT_SUCCESS, -1}},
     {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: before itsme_init", run_itsme_exchange_accept_invite, {CT_BEFORE_INIT, -1}},
     {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: identity NULL", run_itsme_exchange_accept_invite, {CT_NULL, 0}},
-    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: invite_code NULL", run_itsme_exchange_accept_invite, {CT_NULL, 1}},
-    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: encryption_code NULL", run_itsme_exchange_accept_invite, {CT_NULL, 2}},
-    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: rng NULL", run_itsme_exchange_accept_invite, {CT_NULL, 4}},
-    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: out NULL", run_itsme_exchange_accept_invite, {CT_NULL, 6}},
-    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: invite_code not UTF-8", run_itsme_exchange_accept_invite, {CT_BAD_UTF8, 1}},
-    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: invite_code longer than ITSME_TEXT_MAX", run_itsme_exchange_accept_invite, {CT_LONG_TEXT, 1}},
-    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: encryption_code not UTF-8", run_itsme_exchange_accept_invite, {CT_BAD_UTF8, 2}},
-    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: encryption_code longer than ITSME_TEXT_MAX", run_itsme_exchange_accept_invite, {CT_LONG_TEXT, 2}},
-    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: now below 0", run_itsme_exchange_accept_invite, {CT_TIME_NEGATIVE, 5}},
-    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: now after 9999", run_itsme_exchange_accept_invite, {CT_TIME_AFTER_9999, 5}},
+    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: store NULL", run_itsme_exchange_accept_invite, {CT_NULL, 1}},
+    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: invite_code NULL", run_itsme_exchange_accept_invite, {CT_NULL, 2}},
+    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: encryption_code NULL", run_itsme_exchange_accept_invite, {CT_NULL, 3}},
+    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: rng NULL", run_itsme_exchange_accept_invite, {CT_NULL, 5}},
+    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: out NULL", run_itsme_exchange_accept_invite, {CT_NULL, 7}},
+    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: invite_code not UTF-8", run_itsme_exchange_accept_invite, {CT_BAD_UTF8, 2}},
+    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: invite_code longer than ITSME_TEXT_MAX", run_itsme_exchange_accept_invite, {CT_LONG_TEXT, 2}},
+    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: encryption_code not UTF-8", run_itsme_exchange_accept_invite, {CT_BAD_UTF8, 3}},
+    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: encryption_code longer than ITSME_TEXT_MAX", run_itsme_exchange_accept_invite, {CT_LONG_TEXT, 3}},
+    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: now below 0", run_itsme_exchange_accept_invite, {CT_TIME_NEGATIVE, 6}},
+    {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: now after 9999", run_itsme_exchange_accept_invite, {CT_TIME_AFTER_9999, 6}},
     {"itsme_exchange_accept_invite", "itsme_exchange_accept_invite: success", run_itsme_exchange_accept_invite, {CT_SUCCESS, -1}},
     {"itsme_exchange_invite_code", "itsme_exchange_invite_code: before itsme_init", run_itsme_exchange_invite_code, {CT_BEFORE_INIT, -1}},
     {"itsme_exchange_invite_code", "itsme_exchange_invite_code: exchange NULL", run_itsme_exchange_invite_code, {CT_NULL, 0}},
@@ -8807,9 +8800,8 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_voice_timing", "itsme_voice_timing: success", run_itsme_voice_timing, {CT_SUCCESS, -1}},
     {"itsme_voice_start", "itsme_voice_start: before itsme_init", run_itsme_voice_start, {CT_BEFORE_INIT, -1}},
     {"itsme_voice_start", "itsme_voice_start: voice NULL", run_itsme_voice_start, {CT_NULL, 0}},
-    {"itsme_voice_start", "itsme_voice_start: store NULL", run_itsme_voice_start, {CT_NULL, 1}},
-    {"itsme_voice_start", "itsme_voice_start: now below 0", run_itsme_voice_start, {CT_TIME_NEGATIVE, 2}},
-    {"itsme_voice_start", "itsme_voice_start: now after 9999", run_itsme_voice_start, {CT_TIME_AFTER_9999, 2}},
+    {"itsme_voice_start", "itsme_voice_start: now below 0", run_itsme_voice_start, {CT_TIME_NEGATIVE, 1}},
+    {"itsme_voice_start", "itsme_voice_start: now after 9999", run_itsme_voice_start, {CT_TIME_AFTER_9999, 1}},
     {"itsme_voice_start", "itsme_voice_start: success", run_itsme_voice_start, {CT_SUCCESS, -1}},
     {"itsme_voice_session_id", "itsme_voice_session_id: before itsme_init", run_itsme_voice_session_id, {CT_BEFORE_INIT, -1}},
     {"itsme_voice_session_id", "itsme_voice_session_id: voice NULL", run_itsme_voice_session_id, {CT_NULL, 0}},
@@ -8845,13 +8837,12 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_voice_their_code", "itsme_voice_their_code: success with the exact cap", run_itsme_voice_their_code, {CT_SUCCESS, -1}},
     {"itsme_voice_check", "itsme_voice_check: before itsme_init", run_itsme_voice_check, {CT_BEFORE_INIT, -1}},
     {"itsme_voice_check", "itsme_voice_check: voice NULL", run_itsme_voice_check, {CT_NULL, 0}},
-    {"itsme_voice_check", "itsme_voice_check: store NULL", run_itsme_voice_check, {CT_NULL, 1}},
-    {"itsme_voice_check", "itsme_voice_check: heard_code NULL", run_itsme_voice_check, {CT_NULL, 2}},
-    {"itsme_voice_check", "itsme_voice_check: out_outcome NULL", run_itsme_voice_check, {CT_NULL, 5}},
-    {"itsme_voice_check", "itsme_voice_check: heard_code not UTF-8", run_itsme_voice_check, {CT_BAD_UTF8, 2}},
-    {"itsme_voice_check", "itsme_voice_check: heard_code longer than ITSME_TEXT_MAX", run_itsme_voice_check, {CT_LONG_TEXT, 2}},
-    {"itsme_voice_check", "itsme_voice_check: now below 0", run_itsme_voice_check, {CT_TIME_NEGATIVE, 4}},
-    {"itsme_voice_check", "itsme_voice_check: now after 9999", run_itsme_voice_check, {CT_TIME_AFTER_9999, 4}},
+    {"itsme_voice_check", "itsme_voice_check: heard_code NULL", run_itsme_voice_check, {CT_NULL, 1}},
+    {"itsme_voice_check", "itsme_voice_check: out_outcome NULL", run_itsme_voice_check, {CT_NULL, 4}},
+    {"itsme_voice_check", "itsme_voice_check: heard_code not UTF-8", run_itsme_voice_check, {CT_BAD_UTF8, 1}},
+    {"itsme_voice_check", "itsme_voice_check: heard_code longer than ITSME_TEXT_MAX", run_itsme_voice_check, {CT_LONG_TEXT, 1}},
+    {"itsme_voice_check", "itsme_voice_check: now below 0", run_itsme_voice_check, {CT_TIME_NEGATIVE, 3}},
+    {"itsme_voice_check", "itsme_voice_check: now after 9999", run_itsme_voice_check, {CT_TIME_AFTER_9999, 3}},
     {"itsme_voice_check", "itsme_voice_check: success", run_itsme_voice_check, {CT_SUCCESS, -1}},
     {"itsme_store_degradation_code", "itsme_store_degradation_code: before itsme_init", run_itsme_store_degradation_code, {CT_BEFORE_INIT, -1}},
     {"itsme_store_degradation_code", "itsme_store_degradation_code: store NULL", run_itsme_store_degradation_code, {CT_NULL, 0}},
@@ -8907,10 +8898,9 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_online_verify_sas", "itsme_online_verify_sas: success with the exact cap", run_itsme_online_verify_sas, {CT_SUCCESS, -1}},
     {"itsme_online_verify_confirm", "itsme_online_verify_confirm: before itsme_init", run_itsme_online_verify_confirm, {CT_BEFORE_INIT, -1}},
     {"itsme_online_verify_confirm", "itsme_online_verify_confirm: session NULL", run_itsme_online_verify_confirm, {CT_NULL, 0}},
-    {"itsme_online_verify_confirm", "itsme_online_verify_confirm: store NULL", run_itsme_online_verify_confirm, {CT_NULL, 1}},
-    {"itsme_online_verify_confirm", "itsme_online_verify_confirm: out_outcome NULL", run_itsme_online_verify_confirm, {CT_NULL, 3}},
-    {"itsme_online_verify_confirm", "itsme_online_verify_confirm: now below 0", run_itsme_online_verify_confirm, {CT_TIME_NEGATIVE, 2}},
-    {"itsme_online_verify_confirm", "itsme_online_verify_confirm: now after 9999", run_itsme_online_verify_confirm, {CT_TIME_AFTER_9999, 2}},
+    {"itsme_online_verify_confirm", "itsme_online_verify_confirm: out_outcome NULL", run_itsme_online_verify_confirm, {CT_NULL, 2}},
+    {"itsme_online_verify_confirm", "itsme_online_verify_confirm: now below 0", run_itsme_online_verify_confirm, {CT_TIME_NEGATIVE, 1}},
+    {"itsme_online_verify_confirm", "itsme_online_verify_confirm: now after 9999", run_itsme_online_verify_confirm, {CT_TIME_AFTER_9999, 1}},
     {"itsme_online_verify_confirm", "itsme_online_verify_confirm: success", run_itsme_online_verify_confirm, {CT_SUCCESS, -1}},
     {"itsme_online_verify_reject", "itsme_online_verify_reject: before itsme_init", run_itsme_online_verify_reject, {CT_BEFORE_INIT, -1}},
     {"itsme_online_verify_reject", "itsme_online_verify_reject: session NULL", run_itsme_online_verify_reject, {CT_NULL, 0}},

@@ -88,14 +88,14 @@ public final class Exchange: CustomStringConvertible {
     public static let lifetime: Int64 = 24 * 3600
 
     private var machine: ExchangeMachine
+    /// The contact store the exchange saves to, given when it is created.
+    private let store: ContactStore
     private var outbox: [[UInt8]] = []
     private var taken = 0
     /// Every peer message accepted, in order: a sealed exchange is restored
     /// by replaying them.
     private var accepted: [[UInt8]] = []
     private var savedContactID: Int64?
-    /// The store `save` wrote to: confirm and reject must use the same one.
-    private var savedStoreID: [UInt8]?
     private var existingContact = false
 
     var identity: Identity { machine.identity }
@@ -146,15 +146,23 @@ public final class Exchange: CustomStringConvertible {
 
     // MARK: Creation
 
-    private init(_ machine: ExchangeMachine) {
+    private init(_ machine: ExchangeMachine, store: ContactStore) {
         self.machine = machine
+        self.store = store
     }
 
     /// A new exchange: applies the machine's first actions.
-    private static func started(_ machine: ExchangeMachine, _ actions: [ExchangeAction]) throws -> Exchange {
-        let ex = Exchange(machine)
-        try ex.apply(actions, store: nil, now: machine.createdAt)
+    private static func started(_ machine: ExchangeMachine, _ actions: [ExchangeAction], store: ContactStore) throws -> Exchange {
+        let ex = Exchange(machine, store: store)
+        try ex.apply(actions, now: machine.createdAt)
         return ex
+    }
+
+    /// `.wrongIdentity` unless `store` is a contact store of `identity`.
+    private static func check(_ store: ContactStore, of identity: Identity) throws {
+        guard ConstantTime.equal(store.ownerPublicKey, identity.publicKey) else {
+            throw ItsMeError(.wrongIdentity, "the contact store belongs to another identity than the exchange")
+        }
     }
 
     /// What every exchange draws first: the ephemeral and device secrets.
@@ -163,25 +171,29 @@ public final class Exchange: CustomStringConvertible {
     }
 
     /// Starts a QR exchange: show `outgoing()` as a QR code, scan the
-    /// peer's and pass its text to `receive`.
-    public static func qr<R: RandomSource>(identity: Identity, now: Int64, random: inout R) throws -> Exchange {
+    /// peer's and pass its text to `receive`. The exchange saves the new
+    /// contact to `store`, a contact store of `identity` (else
+    /// `.wrongIdentity`), and keeps it.
+    public static func qr<R: RandomSource>(identity: Identity, store: ContactStore, now: Int64, random: inout R) throws -> Exchange {
         try UnixTime.check(now)
+        try check(store, of: identity)
         let (machine, actions) = try ExchangeMachine.start(
             identity: identity, method: .qr, now: now, sessionCode: nil, own: try drawOwn(&random), remote: nil)
-        return try started(machine, actions)
+        return try started(machine, actions, store: store)
     }
 
     /// Starts a Bluetooth exchange. Give the session code the peer shows,
-    /// or nil to draw one for this device to show.
+    /// or nil to draw one for this device to show. `store` as for `qr`.
     public static func bluetooth<R: RandomSource>(
-        identity: Identity, sessionCode: ShortCode?, now: Int64, random: inout R
+        identity: Identity, store: ContactStore, sessionCode: ShortCode?, now: Int64, random: inout R
     ) throws -> Exchange {
         try UnixTime.check(now)
+        try check(store, of: identity)
         let own = try drawOwn(&random)
         let code = sessionCode ?? ShortCode.random(using: &random)
         let (machine, actions) = try ExchangeMachine.start(
             identity: identity, method: .bluetooth, now: now, sessionCode: code, own: own, remote: nil)
-        return try started(machine, actions)
+        return try started(machine, actions, store: store)
     }
 
     public var description: String { "Exchange(\(method), state: \(state))" }
@@ -217,7 +229,7 @@ public final class Exchange: CustomStringConvertible {
     /// are applied. A step that failed the machine is kept as failed (its
     /// PAKE scalar forgotten, nothing more sent); a step whose actions
     /// could not all be applied changes nothing in the machine.
-    private func step(store: ContactStore?, now: Int64?, _ body: (inout ExchangeMachine) throws -> [ExchangeAction]) throws {
+    private func step(now: Int64?, _ body: (inout ExchangeMachine) throws -> [ExchangeAction]) throws {
         let wasFailed = machine.failure != nil
         var next = machine
         let actions: [ExchangeAction]
@@ -227,17 +239,17 @@ public final class Exchange: CustomStringConvertible {
             if !wasFailed, next.failure != nil {
                 machine = next
                 outbox.removeAll()
-                try? apply(next.forgetPAKEScalar, store: nil, now: nil)
+                try? apply(next.forgetPAKEScalar, now: nil)
             }
             throw error
         }
-        try apply(actions, store: store, now: now)
+        try apply(actions, now: now)
         machine = next
     }
 
     /// Makes the writes in order; the messages are queued only once every
     /// write succeeded.
-    private func apply(_ actions: [ExchangeAction], store: ContactStore?, now: Int64?) throws {
+    private func apply(_ actions: [ExchangeAction], now: Int64?) throws {
         var sends: [[UInt8]] = []
         for action in actions {
             switch action {
@@ -250,20 +262,20 @@ public final class Exchange: CustomStringConvertible {
             case .forgetPAKEScalar(let inviteID, let inviter):
                 PendingPAKE.forget(identity.store, inviteID: inviteID, inviter: inviter)
             case .saveContact:
-                _ = try saveContact(try required(store), now: try required(now))
+                _ = try saveContact(now: try required(now))
             case .keepContact(let contact):
-                try keep(contact, store: try required(store), now: try required(now))
+                try keep(contact, now: try required(now))
             case .awaitPeer(let until):
-                if !existingContact, let id = savedContactID { try required(store).setAwaiting(id: id, until: until) }
+                if !existingContact, let id = savedContactID { try store.setAwaiting(id: id, until: until) }
             case .dropContact(let missingIsFine):
-                try dropContact(store: store, missingIsFine: missingIsFine)
+                try dropContact(missingIsFine: missingIsFine)
             }
         }
         outbox += sends
     }
 
     private func required<T>(_ value: T?) throws -> T {
-        guard let value else { throw ItsMeError(.internal, "an exchange step without the store or time it needs") }
+        guard let value else { throw ItsMeError(.internal, "an exchange step without the time or contact it needs") }
         return value
     }
 
@@ -271,7 +283,7 @@ public final class Exchange: CustomStringConvertible {
 
     /// Feeds the peer's bytes: the scanned QR text, or one Bluetooth frame.
     public func receive(_ bytes: [UInt8], now: Int64) throws {
-        try step(store: nil, now: now) { m in
+        try step(now: now) { m in
             try m.checkUsable(now: now)
             return try m.receive(bytes)
         }
@@ -285,32 +297,35 @@ public final class Exchange: CustomStringConvertible {
     /// and queues the INVITE message. `realtime` runs it in a relay room
     /// while both people are on a call, otherwise through the relay's invite
     /// mailbox, where each side may go offline between its steps.
-    public static func invite<R: RandomSource>(identity: Identity, realtime: Bool, now: Int64, random: inout R) throws -> Exchange {
+    public static func invite<R: RandomSource>(
+        identity: Identity, store: ContactStore, realtime: Bool, now: Int64, random: inout R
+    ) throws -> Exchange {
         try UnixTime.check(now)
         let own = try drawOwn(&random)
         let inviteCode = RemoteCode.random(using: &random)
         return try invite(
-            identity: identity, realtime: realtime, inviteCode: inviteCode, encryptionCode: RemoteCode.random(using: &random),
+            identity: identity, store: store, realtime: realtime, inviteCode: inviteCode, encryptionCode: RemoteCode.random(using: &random),
             own: own, now: now, random: &random)
     }
 
     /// The inviter with given codes: only for tests of an attacker who read
     /// them (the public constructor always draws fresh codes).
     static func invite<R: RandomSource>(
-        identity: Identity, realtime: Bool, inviteCode: RemoteCode, encryptionCode: RemoteCode, now: Int64, random: inout R
+        identity: Identity, store: ContactStore, realtime: Bool, inviteCode: RemoteCode, encryptionCode: RemoteCode, now: Int64,
+        random: inout R
     ) throws -> Exchange {
         try invite(
-            identity: identity, realtime: realtime, inviteCode: inviteCode, encryptionCode: encryptionCode,
+            identity: identity, store: store, realtime: realtime, inviteCode: inviteCode, encryptionCode: encryptionCode,
             own: try drawOwn(&random), now: now, random: &random)
     }
 
     private static func invite<R: RandomSource>(
-        identity: Identity, realtime: Bool, inviteCode: RemoteCode, encryptionCode: RemoteCode, own: ExchangeMachine.Own,
+        identity: Identity, store: ContactStore, realtime: Bool, inviteCode: RemoteCode, encryptionCode: RemoteCode, own: ExchangeMachine.Own,
         now: Int64, random: inout R
     ) throws -> Exchange {
         let sid = random.bytes(RemoteProtocol.sidCount)
         return try startRemote(
-            identity: identity, realtime: realtime, own: own, now: now, random: &random,
+            identity: identity, store: store, realtime: realtime, own: own, now: now, random: &random,
             setup: { ExchangeMachine.Remote(inviter: true, inviteCode: inviteCode, encryptionCode: encryptionCode, sid: sid, scalar: $0) })
     }
 
@@ -318,23 +333,24 @@ public final class Exchange: CustomStringConvertible {
     /// abandoned scalars, and starts the machine, which keeps its scalar in
     /// the secret store.
     private static func startRemote<R: RandomSource>(
-        identity: Identity, realtime: Bool, own: ExchangeMachine.Own, now: Int64, random: inout R,
+        identity: Identity, store: ContactStore, realtime: Bool, own: ExchangeMachine.Own, now: Int64, random: inout R,
         setup: (SecretBox) -> ExchangeMachine.Remote
     ) throws -> Exchange {
+        try check(store, of: identity)
         var scalar = try SecretBytes(count: CPace.scalarCount)
         scalar.withMutableBytes { CPace.sampleScalar(into: $0, using: &random) }
         try PendingPAKE.sweep(identity.store, now: now)
         let (machine, actions) = try ExchangeMachine.start(
             identity: identity, method: realtime ? .realtime : .invite, now: now, sessionCode: nil, own: own,
             remote: setup(SecretBox(scalar)))
-        return try started(machine, actions)
+        return try started(machine, actions, store: store)
     }
 
     /// Joins an exchange at a distance as the invitee, with the two codes
     /// the inviter shared. A typo in either code is caught here
-    /// (`.invalidArgument`), before any network call.
+    /// (`.invalidArgument`), before any network call. `store` as for `qr`.
     public static func acceptInvite<R: RandomSource>(
-        identity: Identity, inviteCode: String, encryptionCode: String, realtime: Bool, now: Int64, random: inout R
+        identity: Identity, store: ContactStore, inviteCode: String, encryptionCode: String, realtime: Bool, now: Int64, random: inout R
     ) throws -> Exchange {
         try UnixTime.check(now)
         let invite = try RemoteCode(parsing: inviteCode, what: "invite code")
@@ -343,7 +359,7 @@ public final class Exchange: CustomStringConvertible {
             throw ItsMeError(.invalidArgument, "the invite code and the encryption code are the same: type both as shown")
         }
         return try startRemote(
-            identity: identity, realtime: realtime, own: try drawOwn(&random), now: now, random: &random,
+            identity: identity, store: store, realtime: realtime, own: try drawOwn(&random), now: now, random: &random,
             setup: { ExchangeMachine.Remote(inviter: false, inviteCode: invite, encryptionCode: encryption, sid: [], scalar: $0) })
     }
 
@@ -365,19 +381,18 @@ public final class Exchange: CustomStringConvertible {
     /// Idempotent. Deletes contacts of other exchanges whose peer's
     /// decision did not come in time (`ContactStore.expireAwaiting`).
     @discardableResult
-    public func save(to store: ContactStore, now: Int64) throws -> Int64 {
-        try step(store: store, now: now) { m in
+    public func save(now: Int64) throws -> Int64 {
+        try step(now: now) { m in
             try m.checkUsable(now: now)
             return []
         }
-        return try saveContact(store, now: now)
+        return try saveContact(now: now)
     }
 
-    private func saveContact(_ store: ContactStore, now: Int64) throws -> Int64 {
+    private func saveContact(now: Int64) throws -> Int64 {
         guard state == .compareSAS || state == .imported, let agreement = machine.agreement else {
             throw ItsMeError(.invalidState, "nothing to save: the exchange is \(state)")
         }
-        try checkStore(store)
         if let id = savedContactID { return id }
         try store.expireAwaiting(now: now)
         let peer = agreement.peer
@@ -396,7 +411,6 @@ public final class Exchange: CustomStringConvertible {
                 method: method.contactMethod, now: now)
         }
         savedContactID = id
-        savedStoreID = store.storeID
         return id
     }
 
@@ -409,8 +423,8 @@ public final class Exchange: CustomStringConvertible {
     /// contact stored awaiting the peer, a known one unchanged, until
     /// `settle`.
     @discardableResult
-    public func confirm(store: ContactStore, now: Int64) throws -> Int64 {
-        try step(store: store, now: now) { m in
+    public func confirm(now: Int64) throws -> Int64 {
+        try step(now: now) { m in
             try m.checkUsable(now: now)
             return try m.confirm()
         }
@@ -419,9 +433,8 @@ public final class Exchange: CustomStringConvertible {
 
     /// Makes the exchanged contact verified: a new one, or a known one
     /// with the new seed and device secrets.
-    private func keep(_ contact: ExchangedContact, store: ContactStore, now: Int64) throws {
+    private func keep(_ contact: ExchangedContact, now: Int64) throws {
         let id = try required(savedContactID)
-        try checkStore(store)
         if existingContact {
             guard let key = contact.peer.publicKey else { throw ItsMeError(.internal, "a known contact without its key") }
             try store.replaceExchanged(
@@ -440,8 +453,8 @@ public final class Exchange: CustomStringConvertible {
     /// `.rejected`, and nil is returned. `.invalidState` before the peer's
     /// decision has arrived.
     @discardableResult
-    public func settle(store: ContactStore, now: Int64) throws -> Int64? {
-        try step(store: store, now: now) { m in
+    public func settle(now: Int64) throws -> Int64? {
+        try step(now: now) { m in
             try m.checkUsable(now: now)
             return try m.settle()
         }
@@ -453,41 +466,28 @@ public final class Exchange: CustomStringConvertible {
     /// Bluetooth session ended first. Deletes the contact `save` added (a
     /// known contact is left exactly as it was) and sends this side's
     /// rejection when it has not decided yet and the peer's contact data
-    /// was received. `store` may be nil if nothing was saved. A failed
-    /// exchange may be rejected too, to delete what it saved.
-    public func reject(store: ContactStore?) throws {
+    /// was received. A failed exchange may be rejected too, to delete
+    /// what it saved.
+    public func reject() throws {
         if machine.failure != nil {
             guard savedContactID != nil, !existingContact else {
                 throw ItsMeError(.invalidState, "the exchange is failed and cannot be rejected")
             }
-            try dropContact(store: store, missingIsFine: true)
+            try dropContact(missingIsFine: true)
             savedContactID = nil
             return
         }
-        try step(store: store, now: nil) { try $0.reject() }
+        try step(now: nil) { try $0.reject() }
     }
 
     /// Deletes the contact `save` added; a known contact is left as it was.
-    private func dropContact(store: ContactStore?, missingIsFine: Bool) throws {
+    private func dropContact(missingIsFine: Bool) throws {
         guard let id = savedContactID, !existingContact else { return }
-        guard let store else { throw ItsMeError(.invalidArgument, "the contact was saved: give its store to delete it") }
-        try checkStore(store)
         do {
             try store.delete(id: id)
         } catch let e as ItsMeError where e.kind == .notFound && missingIsFine {
             // Already deleted by expireAwaiting, or by an earlier reject
             // of this failed exchange.
-        }
-    }
-
-    /// Checks that `store` belongs to this exchange's identity and, once
-    /// the contact is saved, is the store it was saved in.
-    private func checkStore(_ store: ContactStore) throws {
-        guard ConstantTime.equal(store.ownerPublicKey, identity.publicKey) else {
-            throw ItsMeError(.wrongIdentity, "the contact store belongs to another identity than the exchange")
-        }
-        if let saved = savedStoreID, saved != store.storeID {
-            throw ItsMeError(.invalidArgument, "the contact was saved in another contact store: use that one")
         }
     }
 
@@ -546,7 +546,7 @@ public final class Exchange: CustomStringConvertible {
         w.append(sessionCode?.value ?? UInt32.max)
         w.append(UInt32(taken))
         w.append(savedContactID ?? -1)
-        w.append(savedStoreID ?? [UInt8](repeating: 0, count: 16))
+        w.append(savedContactID == nil ? [UInt8](repeating: 0, count: 16) : store.storeID)
         w.append(UInt8(existingContact ? 1 : 0))
         w.append(machine.decisionCode)
         w.append(UInt16(accepted.count))
@@ -561,12 +561,15 @@ public final class Exchange: CustomStringConvertible {
             + (try AEAD.seal(.chacha20Poly1305, key: key, nonce: nonce, plaintext: plain, aad: Self.sealAAD(identity)))
     }
 
-    /// Restores a sealed exchange for `identity`. `.authenticationFailed` if
-    /// it was sealed on another device, for another identity, or changed;
-    /// `.expired` after 24 hours. Restore a sealed exchange once: the
-    /// library cannot tell a second copy from the first.
-    public static func restore(identity: Identity, sealed: [UInt8], now: Int64) throws -> Exchange {
+    /// Restores a sealed exchange for `identity`, saving to `store` (as for
+    /// `qr`). `.authenticationFailed` if it was sealed on another device,
+    /// for another identity, or changed; `.expired` after 24 hours;
+    /// `.invalidArgument` if it had saved its contact in another contact
+    /// store than `store`. Restore a sealed exchange once: the library
+    /// cannot tell a second copy from the first.
+    public static func restore(identity: Identity, store: ContactStore, sealed: [UInt8], now: Int64) throws -> Exchange {
         try UnixTime.check(now)
+        try check(store, of: identity)
         guard sealed.count > 1 + AEAD.nonceCount + AEAD.tagCount, sealed[0] == 1 || sealed[0] == sealVersion else {
             throw ItsMeError(.corruptData, "not a sealed exchange of a known version")
         }
@@ -633,14 +636,16 @@ public final class Exchange: CustomStringConvertible {
             }
             let (machine, actions) = try ExchangeMachine.start(
                 identity: identity, method: method, now: createdAt, sessionCode: sessionCode, own: own, remote: remote)
-            let ex = Exchange(machine)
+            guard saved < 0 || storeID == store.storeID else {
+                throw ItsMeError(.invalidArgument, "the exchange saved its contact in another contact store: restore it with that one")
+            }
+            let ex = Exchange(machine, store: store)
             // The scalar is in the secret store already: only the messages.
-            try ex.apply(actions.filter { if case .send = $0 { true } else { false } }, store: nil, now: createdAt)
+            try ex.apply(actions.filter { if case .send = $0 { true } else { false } }, now: createdAt)
             for input in inputs { try ex.receive(input, now: createdAt) }
-            try ex.step(store: nil, now: createdAt) { try $0.restoreDecision(decision) }
+            try ex.step(now: createdAt) { try $0.restoreDecision(decision) }
             ex.taken = min(taken, ex.outbox.count)
             ex.savedContactID = saved >= 0 ? saved : nil
-            ex.savedStoreID = saved >= 0 ? storeID : nil
             ex.existingContact = existing
             return ex
         }

@@ -22,7 +22,7 @@
 ///   error; the exchange has failed and the next request ends the invite,
 ///   so that the other side fails too;
 /// - an invite that is gone (`.inviteGone`: the relay answered 404) rejects
-///   the pending exchange (no store: nothing the driver saved) and
+///   the pending exchange (unless the host saved its contact) and
 ///   `answer` returns `.inviteEnded`;
 /// - `.conflict` to a create or an accept (the ID is taken, or someone else
 ///   accepted) ends the session the same way and returns `.conflict`.
@@ -302,8 +302,7 @@ public final class MailboxSession: CustomStringConvertible {
     /// Gives up: drops the unsent messages and ends the invite as `finish`
     /// does, except that the session is done after the delete whatever the
     /// relay answered (an invite it could not end expires there). The host
-    /// rejects the exchange itself (`Exchange.reject`, with the store a
-    /// contact was saved in).
+    /// rejects the exchange itself (`Exchange.reject`).
     public func cancel() {
         unsent.removeAll()
         givingUp = true
@@ -516,12 +515,12 @@ public final class MailboxSession: CustomStringConvertible {
         }
     }
 
-    /// Rejects a pending exchange whose invite is gone (the driver saved
-    /// nothing, so no store is needed); an exchange the host saved is left
-    /// for the host to decide.
+    /// Rejects a pending exchange whose invite is gone, when nothing was
+    /// saved; an exchange the host saved is left for the host to decide.
     private func giveUp() {
+        guard exchange.contactID == nil else { return }
         switch exchange.state {
-        case .awaitingPeer, .compareSAS, .awaitingDecision: try? exchange.reject(store: nil)
+        case .awaitingPeer, .compareSAS, .awaitingDecision: try? exchange.reject()
         case .imported, .confirmed, .rejected, .failed: break
         }
     }

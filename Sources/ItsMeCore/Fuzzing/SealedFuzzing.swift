@@ -19,16 +19,23 @@ final class SealedFuzzing {
     let store = MemorySecretStore()
     let identity: Identity
     let peer: Identity
+    /// The identities' contact stores (a restored exchange that saved its
+    /// contact in another store is refused before anything is written).
+    let contacts: ContactStore
+    let peerContacts: ContactStore
     private let sealKey: SecretBytes
     /// The pending PAKE scalars (and their index) after setup: every run
     /// leaves the store as it found it.
     private var pending: [(String, [UInt8])] = []
 
-    init() throws {
+    /// This device and its peer, their contact stores in `directory`.
+    init(directory: String) throws {
         var r1 = DeterministicRandom(seed: [UInt8](repeating: 41, count: 32))
         var r2 = DeterministicRandom(seed: [UInt8](repeating: 42, count: 32))
         identity = try Identity.create(store: store, name: "Fuzz A", random: &r1)
         peer = try Identity.create(store: MemorySecretStore(), name: "Fuzz B", random: &r2)
+        contacts = try ContactStore(path: directory + "/fuzz-a.db", identity: identity)
+        peerContacts = try ContactStore(path: directory + "/fuzz-b.db", identity: peer)
         try store.put(ContactStore.deviceKeyItem, bytes: Self.deviceKey)
         sealKey = try HKDF.derive(
             ikm: Self.deviceKey, salt: [UInt8](), info: LV.b(Exchange.sealLabel), count: AEAD.keyCount)
@@ -45,16 +52,16 @@ final class SealedFuzzing {
     /// This device's invite (the same codes and PAKE secret every time).
     private func inviter(realtime: Bool, seed: UInt8) throws -> Exchange {
         var random = DeterministicRandom(seed: [UInt8](repeating: seed, count: 32))
-        return try Exchange.invite(identity: identity, realtime: realtime, now: Self.now, random: &random)
+        return try Exchange.invite(identity: identity, store: contacts, realtime: realtime, now: Self.now, random: &random)
     }
 
     /// The peer's invite and this device's side of it.
     private func invitee(realtime: Bool, peerSeed: UInt8, seed: UInt8) throws -> (peer: Exchange, mine: Exchange) {
         var rp = DeterministicRandom(seed: [UInt8](repeating: peerSeed, count: 32))
         var rm = DeterministicRandom(seed: [UInt8](repeating: seed, count: 32))
-        let theirs = try Exchange.invite(identity: peer, realtime: realtime, now: Self.now, random: &rp)
+        let theirs = try Exchange.invite(identity: peer, store: peerContacts, realtime: realtime, now: Self.now, random: &rp)
         let mine = try Exchange.acceptInvite(
-            identity: identity, inviteCode: theirs.inviteCode!.text, encryptionCode: theirs.encryptionCode!.text,
+            identity: identity, store: contacts, inviteCode: theirs.inviteCode!.text, encryptionCode: theirs.encryptionCode!.text,
             realtime: realtime, now: Self.now, random: &rm)
         return (theirs, mine)
     }
@@ -66,10 +73,12 @@ final class SealedFuzzing {
         // Only an exchange at a distance touches the store (its PAKE secret).
         defer { if selector & 1 == 1 || rest.first.map({ $0 >= 2 }) ?? false { reset() } }
         let sealed = selector & 1 == 1 ? rest : seal(rest, version: selector & 2 == 0 ? Exchange.sealVersion : 1)
-        guard let restored = try? Exchange.restore(identity: identity, sealed: sealed, now: Self.now) else { return false }
+        guard let restored = try? Exchange.restore(identity: identity, store: contacts, sealed: sealed, now: Self.now) else {
+            return false
+        }
         _ = restored.peer
         if let again = try? restored.seal() {
-            guard let back = try? Exchange.restore(identity: identity, sealed: again, now: Self.now) else {
+            guard let back = try? Exchange.restore(identity: identity, store: contacts, sealed: again, now: Self.now) else {
                 fatalError("sealed fuzz: a restored exchange, sealed again, does not restore")
             }
             guard
@@ -77,9 +86,9 @@ final class SealedFuzzing {
                     && back.flags == restored.flags && back.peekOutgoing() == restored.peekOutgoing()
                     && back.contactID == restored.contactID
             else { fatalError("sealed fuzz: a restored exchange, sealed again, restores to another") }
-            _ = try? back.reject(store: nil)
+            _ = try? back.reject()
         }
-        _ = try? restored.reject(store: nil)
+        _ = try? restored.reject()
         return true
     }
 
@@ -139,12 +148,12 @@ final class SealedFuzzing {
         var rb = DeterministicRandom(seed: [UInt8](repeating: 62, count: 32))
 
         // QR: pending, then comparing the SAS; and a source-format payload.
-        let qrA = try Exchange.qr(identity: identity, now: Self.now, random: &ra)
+        let qrA = try Exchange.qr(identity: identity, store: contacts, now: Self.now, random: &ra)
         keep(qrA)
-        let qrB = try Exchange.qr(identity: peer, now: Self.now, random: &rb)
+        let qrB = try Exchange.qr(identity: peer, store: peerContacts, now: Self.now, random: &rb)
         try qrA.receive(Array(qrB.outgoingText.utf8), now: Self.now)
         keep(qrA)
-        let source = try Exchange.qr(identity: identity, now: Self.now, random: &ra)
+        let source = try Exchange.qr(identity: identity, store: contacts, now: Self.now, random: &ra)
         let key = Base64.encode(rb.bytes(32), .standardPadded)
         try source.receive(Array("5|Ol\\|d Phone|\(peer.fingerprint)|\(key)|123456".utf8), now: Self.now)
         keep(source)
@@ -153,10 +162,10 @@ final class SealedFuzzing {
         // rejection after the SAS.
         for _ in 0..<2 {
             let code = ShortCode.random(using: &ra)
-            let a = try Exchange.bluetooth(identity: identity, sessionCode: code, now: Self.now, random: &ra)
-            let b = try Exchange.bluetooth(identity: peer, sessionCode: code, now: Self.now, random: &rb)
+            let a = try Exchange.bluetooth(identity: identity, store: contacts, sessionCode: code, now: Self.now, random: &ra)
+            let b = try Exchange.bluetooth(identity: peer, store: peerContacts, sessionCode: code, now: Self.now, random: &rb)
             converse(a, b)
-            try a.reject(store: nil)
+            try a.reject()
             keep(a)
         }
 
@@ -167,7 +176,7 @@ final class SealedFuzzing {
             guard let invite = mine.peekOutgoing() else { continue }
             mine.markSent()
             let theirs = try Exchange.acceptInvite(
-                identity: peer, inviteCode: mine.inviteCode!.text, encryptionCode: mine.encryptionCode!.text,
+                identity: peer, store: peerContacts, inviteCode: mine.inviteCode!.text, encryptionCode: mine.encryptionCode!.text,
                 realtime: realtime, now: Self.now, random: &rb)
             try theirs.receive(invite, now: Self.now)
             converse(mine, theirs)

@@ -124,14 +124,11 @@ public final class OnlineVerify: CustomStringConvertible {
     /// 10.1) and returns it. If the write fails, nothing changes and the
     /// call may be repeated.
     @discardableResult
-    public func confirm(store: ContactStore, now: Int64) throws -> VoiceSession.Outcome {
-        guard store.storeID == self.store.storeID else {
-            throw ItsMeError(.invalidArgument, "this session belongs to another contact store")
-        }
+    public func confirm(now: Int64) throws -> VoiceSession.Outcome {
         var next = machine
         defer { if next.failure != nil { machine = next } }
         let (outcome, actions) = try next.confirm(now: now)
-        try self.store.perform(actions, now: now) { outbox.append($0) }
+        try store.perform(actions, now: now) { outbox.append($0) }
         machine = next
         return outcome
     }

@@ -101,12 +101,6 @@ public final class VoiceSession: CustomStringConvertible {
     /// Seconds until the window begins (negative once it has).
     public func startsIn(now: Int64) -> Int64 { machine.plan.startsIn(now: now) }
 
-    private func checkStore(_ store: ContactStore) throws {
-        guard store.storeID == self.store.storeID else {
-            throw ItsMeError(.invalidArgument, "this session belongs to another contact store")
-        }
-    }
-
     /// Runs a step on a copy of the machine and keeps it once its writes
     /// are made; a step that failed the machine is kept as failed.
     private func step<T>(now: Int64, _ body: (inout VoiceMachine) throws -> (T, [SessionAction])) throws -> T {
@@ -127,8 +121,7 @@ public final class VoiceSession: CustomStringConvertible {
     /// clock): uses the window for the contact, atomically in the store.
     /// `.windowUsed` if another session took it (the session fails);
     /// `.invalidState` if it is too early.
-    public func start(store: ContactStore, now: Int64) throws {
-        try checkStore(store)
+    public func start(now: Int64) throws {
         try step(now: now) { ((), try $0.start(now: now)) }
     }
 
@@ -147,8 +140,7 @@ public final class VoiceSession: CustomStringConvertible {
     /// 10.1). A code that does not parse is `.invalidArgument` and changes
     /// nothing.
     @discardableResult
-    public func check(heardCode: String, heardTag: UInt32, store: ContactStore, now: Int64) throws -> Outcome {
-        try checkStore(store)
-        return try step(now: now) { try $0.check(heardCode: heardCode, heardTag: heardTag, now: now) }
+    public func check(heardCode: String, heardTag: UInt32, now: Int64) throws -> Outcome {
+        try step(now: now) { try $0.check(heardCode: heardCode, heardTag: heardTag, now: now) }
     }
 }

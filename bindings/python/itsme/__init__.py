@@ -22,22 +22,22 @@ package wraps the library's C interface (include/itsme.h) with ctypes::
 
 Contacts are normally added by an in-person exchange (QR or Bluetooth)::
 
-    with itsme.Exchange.qr(me) as exchange:
+    with itsme.Exchange.qr(me, contacts) as exchange:
         show_as_qr_code(exchange.next_outgoing())
         exchange.receive(scanned_text)
         print(exchange.peer_name, exchange.sas)   # the two people compare the SAS
-        exchange.save(contacts)                   # stored unverified
-        exchange.confirm(contacts)                # or exchange.reject(contacts)
+        exchange.save()                   # stored unverified
+        exchange.confirm()                # or exchange.reject()
 
 During a call, the two people verify each other with a voice session::
 
     with itsme.VoiceSession(contacts, contact_id) as session:
         wait = session.timing().starts_in         # both wait for the window
-        session.start(contacts)
+        session.start()
         print(session.session_id, [itsme.nato_word(w) for w in session.words])
         session.select(word)                      # twice: see session.turn
         print(session.your_code)                  # read aloud: code and tag
-        outcome = session.check(contacts, heard_code, heard_tag)
+        outcome = session.check(heard_code, heard_tag)
 
 People who are apart exchange contacts through a relay: the inviter shows
 two codes, the other person types them, and :mod:`itsme.relay` moves the
@@ -45,12 +45,12 @@ messages (``itsme.relay.InviteSession`` through the invite mailbox, each
 side free to go offline between steps; ``itsme.relay.realtime_exchange``
 through a room while both are on a call)::
 
-    exchange = itsme.Exchange.invite(me)
+    exchange = itsme.Exchange.invite(me, my_contacts)
     tell_them(exchange.invite_code, exchange.encryption_code)
     session = itsme.relay.InviteSession(itsme.relay.InviteMailbox(url), exchange)
     session.step(wait=30)                         # until exchange.state is COMPARE_SAS
     # ... and on the other side, with the two codes typed:
-    theirs = itsme.Exchange.accept_invite(them, invite_code, encryption_code)
+    theirs = itsme.Exchange.accept_invite(them, their_contacts, invite_code, encryption_code)
 
 Apart, over a relay, the same people verify each other with Online
 Verify; after a device change, a degradation code tells each contact the
@@ -60,7 +60,7 @@ the device secrets::
     with itsme.OnlineVerify(contacts, contact_id) as session:
         join_relay_room(session.room)             # move the messages both ways
         print(session.sas)                        # both read it aloud
-        outcome = session.confirm(contacts)       # or session.reject()
+        outcome = session.confirm()       # or session.reject()
     code = contacts.degradation_code(contact_id)  # on the new device: send it
     # ... and on the contact's device, what they typed:
     their_contacts.accept_degradation_code(their_id, typed_code)

@@ -1434,17 +1434,17 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
         itsme_result,
         (c_uint32, c_char_p, c_size_t, POINTER(c_size_t)),
     ),
-    # itsme_result itsme_exchange_new_qr(itsme_identity *identity, itsme_random *rng, int64_t now,
-    #     itsme_exchange **out)
+    # itsme_result itsme_exchange_new_qr(itsme_identity *identity, itsme_store *store,
+    #     itsme_random *rng, int64_t now, itsme_exchange **out)
     "itsme_exchange_new_qr": Signature(
         itsme_result,
-        (c_void_p, c_void_p, c_int64, POINTER(c_void_p)),
+        (c_void_p, c_void_p, c_void_p, c_int64, POINTER(c_void_p)),
     ),
-    # itsme_result itsme_exchange_new_bluetooth(itsme_identity *identity, const char *session_code,
-    #     itsme_random *rng, int64_t now, itsme_exchange **out)
+    # itsme_result itsme_exchange_new_bluetooth(itsme_identity *identity, itsme_store *store,
+    #     const char *session_code, itsme_random *rng, int64_t now, itsme_exchange **out)
     "itsme_exchange_new_bluetooth": Signature(
         itsme_result,
-        (c_void_p, c_char_p, c_void_p, c_int64, POINTER(c_void_p)),
+        (c_void_p, c_void_p, c_char_p, c_void_p, c_int64, POINTER(c_void_p)),
     ),
     # void itsme_exchange_free(itsme_exchange *exchange)
     "itsme_exchange_free": Signature(None, (c_void_p,)),
@@ -1508,52 +1508,46 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
         itsme_result,
         (c_void_p, POINTER(c_uint8), c_size_t, POINTER(c_size_t)),
     ),
-    # itsme_result itsme_exchange_save(itsme_exchange *exchange, itsme_store *store, int64_t now,
+    # itsme_result itsme_exchange_save(itsme_exchange *exchange, int64_t now,
     #     int64_t *out_contact_id)
-    "itsme_exchange_save": Signature(itsme_result, (c_void_p, c_void_p, c_int64, POINTER(c_int64))),
-    # itsme_result itsme_exchange_confirm(itsme_exchange *exchange, itsme_store *store,
-    #     int64_t now, int64_t *out_contact_id)
-    "itsme_exchange_confirm": Signature(
-        itsme_result,
-        (c_void_p, c_void_p, c_int64, POINTER(c_int64)),
-    ),
-    # itsme_result itsme_exchange_settle(itsme_exchange *exchange, itsme_store *store, int64_t now,
+    "itsme_exchange_save": Signature(itsme_result, (c_void_p, c_int64, POINTER(c_int64))),
+    # itsme_result itsme_exchange_confirm(itsme_exchange *exchange, int64_t now,
     #     int64_t *out_contact_id)
-    "itsme_exchange_settle": Signature(
-        itsme_result,
-        (c_void_p, c_void_p, c_int64, POINTER(c_int64)),
-    ),
-    # itsme_result itsme_exchange_reject(itsme_exchange *exchange, itsme_store *store)
-    "itsme_exchange_reject": Signature(itsme_result, (c_void_p, c_void_p)),
+    "itsme_exchange_confirm": Signature(itsme_result, (c_void_p, c_int64, POINTER(c_int64))),
+    # itsme_result itsme_exchange_settle(itsme_exchange *exchange, int64_t now,
+    #     int64_t *out_contact_id)
+    "itsme_exchange_settle": Signature(itsme_result, (c_void_p, c_int64, POINTER(c_int64))),
+    # itsme_result itsme_exchange_reject(itsme_exchange *exchange)
+    "itsme_exchange_reject": Signature(itsme_result, (c_void_p,)),
     # itsme_result itsme_exchange_seal(itsme_exchange *exchange, uint8_t *out, size_t cap,
     #     size_t *out_len)
     "itsme_exchange_seal": Signature(
         itsme_result,
         (c_void_p, POINTER(c_uint8), c_size_t, POINTER(c_size_t)),
     ),
-    # itsme_result itsme_exchange_restore(itsme_identity *identity, const uint8_t *sealed,
-    #     size_t len, int64_t now, itsme_exchange **out)
+    # itsme_result itsme_exchange_restore(itsme_identity *identity, itsme_store *store,
+    #     const uint8_t *sealed, size_t len, int64_t now, itsme_exchange **out)
     "itsme_exchange_restore": Signature(
         itsme_result,
-        (c_void_p, POINTER(c_uint8), c_size_t, c_int64, POINTER(c_void_p)),
+        (c_void_p, c_void_p, POINTER(c_uint8), c_size_t, c_int64, POINTER(c_void_p)),
     ),
     # itsme_result itsme_remote_code_check(const char *text, char *out, size_t cap, size_t *out_len)
     "itsme_remote_code_check": Signature(
         itsme_result,
         (c_char_p, c_char_p, c_size_t, POINTER(c_size_t)),
     ),
-    # itsme_result itsme_exchange_new_invite(itsme_identity *identity, bool realtime,
-    #     itsme_random *rng, int64_t now, itsme_exchange **out)
+    # itsme_result itsme_exchange_new_invite(itsme_identity *identity, itsme_store *store,
+    #     bool realtime, itsme_random *rng, int64_t now, itsme_exchange **out)
     "itsme_exchange_new_invite": Signature(
         itsme_result,
-        (c_void_p, c_bool, c_void_p, c_int64, POINTER(c_void_p)),
+        (c_void_p, c_void_p, c_bool, c_void_p, c_int64, POINTER(c_void_p)),
     ),
-    # itsme_result itsme_exchange_accept_invite(itsme_identity *identity, const char *invite_code,
-    #     const char *encryption_code, bool realtime, itsme_random *rng, int64_t now,
-    #     itsme_exchange **out)
+    # itsme_result itsme_exchange_accept_invite(itsme_identity *identity, itsme_store *store,
+    #     const char *invite_code, const char *encryption_code, bool realtime, itsme_random *rng,
+    #     int64_t now, itsme_exchange **out)
     "itsme_exchange_accept_invite": Signature(
         itsme_result,
-        (c_void_p, c_char_p, c_char_p, c_bool, c_void_p, c_int64, POINTER(c_void_p)),
+        (c_void_p, c_void_p, c_char_p, c_char_p, c_bool, c_void_p, c_int64, POINTER(c_void_p)),
     ),
     # itsme_result itsme_exchange_invite_code(const itsme_exchange *exchange, char *out,
     #     size_t cap, size_t *out_len)
@@ -1658,8 +1652,8 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
         itsme_result,
         (c_void_p, c_int64, POINTER(c_int64), POINTER(c_int64), POINTER(c_int64)),
     ),
-    # itsme_result itsme_voice_start(itsme_voice *voice, itsme_store *store, int64_t now)
-    "itsme_voice_start": Signature(itsme_result, (c_void_p, c_void_p, c_int64)),
+    # itsme_result itsme_voice_start(itsme_voice *voice, int64_t now)
+    "itsme_voice_start": Signature(itsme_result, (c_void_p, c_int64)),
     # itsme_result itsme_voice_session_id(const itsme_voice *voice, char *out, size_t cap,
     #     size_t *out_len)
     "itsme_voice_session_id": Signature(
@@ -1686,11 +1680,11 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
         itsme_result,
         (c_void_p, c_char_p, c_size_t, POINTER(c_size_t), POINTER(c_uint32)),
     ),
-    # itsme_result itsme_voice_check(itsme_voice *voice, itsme_store *store,
-    #     const char *heard_code, uint32_t heard_tag, int64_t now, itsme_voice_outcome *out_outcome)
+    # itsme_result itsme_voice_check(itsme_voice *voice, const char *heard_code,
+    #     uint32_t heard_tag, int64_t now, itsme_voice_outcome *out_outcome)
     "itsme_voice_check": Signature(
         itsme_result,
-        (c_void_p, c_void_p, c_char_p, c_uint32, c_int64, POINTER(itsme_voice_outcome)),
+        (c_void_p, c_char_p, c_uint32, c_int64, POINTER(itsme_voice_outcome)),
     ),
     # itsme_result itsme_store_degradation_code(itsme_store *store, int64_t contact_id,
     #     itsme_random *rng, char *out, size_t cap, size_t *out_len)
@@ -1748,11 +1742,11 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
         itsme_result,
         (c_void_p, c_char_p, c_size_t, POINTER(c_size_t)),
     ),
-    # itsme_result itsme_online_verify_confirm(itsme_online_verify *session, itsme_store *store,
-    #     int64_t now, itsme_voice_outcome *out_outcome)
+    # itsme_result itsme_online_verify_confirm(itsme_online_verify *session, int64_t now,
+    #     itsme_voice_outcome *out_outcome)
     "itsme_online_verify_confirm": Signature(
         itsme_result,
-        (c_void_p, c_void_p, c_int64, POINTER(itsme_voice_outcome)),
+        (c_void_p, c_int64, POINTER(itsme_voice_outcome)),
     ),
     # itsme_result itsme_online_verify_reject(itsme_online_verify *session)
     "itsme_online_verify_reject": Signature(itsme_result, (c_void_p,)),

@@ -143,12 +143,12 @@ class Exchange(DetailedHandle):
 
     The host moves the bytes; the library never touches a camera or radio::
 
-        exchange = Exchange.qr(me)
+        exchange = Exchange.qr(me, contacts)       # saves to contacts
         show_qr(exchange.next_outgoing())          # our payload text
         exchange.receive(scanned_text)             # the peer's
         print(exchange.sas, exchange.peer_name)    # compare the SAS aloud
-        contact_id = exchange.save(contacts)       # stored unverified
-        exchange.confirm(contacts)                 # or exchange.reject(contacts)
+        contact_id = exchange.save()               # stored unverified
+        exchange.confirm()                         # or exchange.reject()
 
     For Bluetooth, send every frame :meth:`next_outgoing` gives and pass each
     frame received to :meth:`receive`; after :meth:`confirm` or
@@ -165,9 +165,9 @@ class Exchange(DetailedHandle):
     At a distance, the inviter shows two codes that the other person types;
     the messages go through a relay (:mod:`itsme.relay` moves them)::
 
-        exchange = Exchange.invite(me)                      # the inviter
+        exchange = Exchange.invite(me, contacts)            # the inviter
         tell_them(exchange.invite_code, exchange.encryption_code)
-        theirs = Exchange.accept_invite(them, invite_code, encryption_code)
+        theirs = Exchange.accept_invite(them, their_contacts, invite_code, encryption_code)
         # post every message next_outgoing() gives to the mailbox (or room)
         # exchange.relay_id, receive() every one the other side posted;
         # on a call, compare the SAS, then confirm or reject.
@@ -179,50 +179,64 @@ class Exchange(DetailedHandle):
     pending exchange expires 24 hours after it began
     (:class:`ExpiredError`).  Times are unix seconds; None means now.
 
-    The exchange keeps its identity alive.  Not for use by two threads at
-    once (calls on one exchange are serialised by a lock).
+    An exchange is given its identity and a contact store of that identity
+    when it is made, and keeps both alive: every call that writes uses that
+    store.  Not for use by two threads at once (calls on one exchange are
+    serialised by a lock).
     """
 
     _kind = "exchange"
     _free_function = lib.itsme_exchange_free
     _last_error_name = "itsme_exchange_last_error"
 
-    def __init__(self, ptr: int, identity: Identity) -> None:
+    def __init__(self, ptr: int, identity: Identity, store: ContactStore) -> None:
         """Wraps an owned handle; use :meth:`qr`, :meth:`bluetooth`,
         :meth:`invite`, :meth:`accept_invite` or :meth:`restore`."""
         super().__init__(ptr)
-        # The C exchange holds its identity; the Python object is kept too,
-        # so that it is not collected (and closed) while the exchange lives.
+        # The C exchange holds its identity and store; the Python objects are
+        # kept too, so that they are not collected (and closed) while the
+        # exchange lives.
         self._identity = identity
+        self._store = store
 
     # -- construction --------------------------------------------------------
 
     @classmethod
-    def _new(cls, identity: Identity, constructor: Callable[[int, _CArgObject], int]) -> "Exchange":
+    def _new(
+        cls, identity: Identity, store: ContactStore, constructor: Callable[[int, int, _CArgObject], int]
+    ) -> "Exchange":
         if not isinstance(identity, Identity):
             raise TypeError(f"identity must be an Identity, not {type(identity).__name__}")
+        store = _contact_store(store)
         out = c_void_p()
-        with identity._use() as identity_ptr:
-            check(constructor(identity_ptr, byref(out)), lambda: Identity._detail(identity_ptr))
-        return cls(new_handle(out), identity)
+        with identity._use() as identity_ptr, store._use() as store_ptr:
+            check(constructor(identity_ptr, store_ptr, byref(out)), lambda: Identity._detail(identity_ptr))
+        return cls(new_handle(out), identity, store)
 
     @classmethod
     def qr(
-        cls, identity: Identity, now: Optional[int] = None, random: Optional[DeterministicRandom] = None
+        cls,
+        identity: Identity,
+        store: ContactStore,
+        now: Optional[int] = None,
+        random: Optional[DeterministicRandom] = None,
     ) -> "Exchange":
         """Starts a QR exchange: show :meth:`next_outgoing` as a QR code.
+        The exchange saves the new contact to ``store``, a contact store of
+        ``identity`` (else :class:`WrongIdentityError`).
 
         ``random`` (tests and vectors only) draws the ephemeral key and
         device secret from a :class:`DeterministicRandom`.
         """
         when = unix_time(now)
         with use_random(random) as rng:
-            return cls._new(identity, lambda ptr, out: lib.itsme_exchange_new_qr(ptr, rng, when, out))
+            return cls._new(identity, store, lambda ptr, sp, out: lib.itsme_exchange_new_qr(ptr, sp, rng, when, out))
 
     @classmethod
     def bluetooth(
         cls,
         identity: Identity,
+        store: ContactStore,
         now: Optional[int] = None,
         session_code: Optional[str] = None,
         random: Optional[DeterministicRandom] = None,
@@ -233,16 +247,20 @@ class Exchange(DetailedHandle):
         :func:`short_code_parse` accepts), or None to draw one for this
         device to show (:attr:`session_code`).  Raises
         :class:`InvalidArgumentError` for a code that does not parse.
+        ``store`` as for :meth:`qr`.
         """
         when = unix_time(now)
         code = None if session_code is None else encode_text(session_code, "session_code")
         with use_random(random) as rng:
-            return cls._new(identity, lambda ptr, out: lib.itsme_exchange_new_bluetooth(ptr, code, rng, when, out))
+            return cls._new(
+                identity, store, lambda ptr, sp, out: lib.itsme_exchange_new_bluetooth(ptr, sp, code, rng, when, out)
+            )
 
     @classmethod
     def invite(
         cls,
         identity: Identity,
+        store: ContactStore,
         now: Optional[int] = None,
         *,
         realtime: bool = False,
@@ -257,7 +275,7 @@ class Exchange(DetailedHandle):
         relay room while both people are on a call (method ``REALTIME``);
         otherwise through the relay's invite mailbox, where each side may go
         offline between its steps (method ``INVITE``).  Either way the ID on
-        the relay is :attr:`relay_id`.
+        the relay is :attr:`relay_id`.  ``store`` as for :meth:`qr`.
 
         The exchange's PAKE secret is kept in the identity's secret store
         until the exchange ends.  Raises :class:`SecretStoreError` if it
@@ -266,12 +284,15 @@ class Exchange(DetailedHandle):
         when = unix_time(now)
         flag = bool(realtime)
         with use_random(random) as rng:
-            return cls._new(identity, lambda ptr, out: lib.itsme_exchange_new_invite(ptr, flag, rng, when, out))
+            return cls._new(
+                identity, store, lambda ptr, sp, out: lib.itsme_exchange_new_invite(ptr, sp, flag, rng, when, out)
+            )
 
     @classmethod
     def accept_invite(
         cls,
         identity: Identity,
+        store: ContactStore,
         invite_code: str,
         encryption_code: str,
         now: Optional[int] = None,
@@ -281,7 +302,8 @@ class Exchange(DetailedHandle):
     ) -> "Exchange":
         """Joins an exchange at a distance as the invitee, with the two codes
         the inviter shared (typed as :func:`check_remote_code` accepts).
-        ``realtime`` must be what the inviter chose.
+        ``realtime`` must be what the inviter chose; ``store`` as for
+        :meth:`qr`.
 
         Raises :class:`InvalidArgumentError`, storing nothing, for a code
         with a typo, a character codes never use, or the same code twice;
@@ -294,12 +316,18 @@ class Exchange(DetailedHandle):
         with use_random(random) as rng:
             return cls._new(
                 identity,
-                lambda ptr, out: lib.itsme_exchange_accept_invite(ptr, invite, encryption, flag, rng, when, out),
+                store,
+                lambda ptr, sp, out: lib.itsme_exchange_accept_invite(ptr, sp, invite, encryption, flag, rng, when, out),
             )
 
     @classmethod
-    def restore(cls, identity: Identity, sealed: bytes, now: Optional[int] = None) -> "Exchange":
-        """Restores an exchange :meth:`seal` gave, on this device, for ``identity``.
+    def restore(
+        cls, identity: Identity, store: ContactStore, sealed: bytes, now: Optional[int] = None
+    ) -> "Exchange":
+        """Restores an exchange :meth:`seal` gave, on this device, for
+        ``identity``, saving to ``store`` as at creation: once the exchange
+        had saved its contact, the store it saved in (any handle on that
+        file; another is :class:`InvalidArgumentError`).
 
         Restore a sealed exchange at most once.  Raises
         :class:`CorruptDataError` (not a sealed exchange),
@@ -310,7 +338,9 @@ class Exchange(DetailedHandle):
         """
         when = unix_time(now)
         data, length = _bytes_argument(sealed, "sealed")
-        return cls._new(identity, lambda ptr, out: lib.itsme_exchange_restore(ptr, data, length, when, out))
+        return cls._new(
+            identity, store, lambda ptr, sp, out: lib.itsme_exchange_restore(ptr, sp, data, length, when, out)
+        )
 
     # -- plumbing ------------------------------------------------------------
 
@@ -318,6 +348,11 @@ class Exchange(DetailedHandle):
     def identity(self) -> Identity:
         """The identity this exchange is for."""
         return self._identity
+
+    @property
+    def store(self) -> ContactStore:
+        """The contact store this exchange saves to."""
+        return self._store
 
     def _status(self) -> "tuple[int, int]":
         state, flags = c_uint32(), c_uint32()
@@ -445,26 +480,24 @@ class Exchange(DetailedHandle):
 
     # -- finishing -----------------------------------------------------------
 
-    def _store_call(self, function: Callable[..., int], store: ContactStore, now: Optional[int]) -> int:
-        store = _contact_store(store)
+    def _contact_call(self, function: Callable[..., int], now: Optional[int]) -> int:
         when = unix_time(now)
         out = c_int64()
-        with self._use() as ptr, store._use() as store_ptr:
-            check(function(ptr, store_ptr, when, byref(out)), lambda: self._detail(ptr))
+        with self._use() as ptr:
+            check(function(ptr, when, byref(out)), lambda: self._detail(ptr))
         return out.value
 
-    def save(self, store: ContactStore, now: Optional[int] = None) -> int:
-        """Stores the new contact unverified in ``store``; returns its id.
+    def save(self, now: Optional[int] = None) -> int:
+        """Stores the new contact unverified in the exchange's store;
+        returns its id.
 
         If a contact with the peer's identity key exists, stores nothing,
         sets ``KNOWN_CONTACT`` and returns its id.  Calling it again returns
-        the same id.  Raises :class:`WrongIdentityError` for a store of
-        another identity and, once saved, :class:`InvalidArgumentError` for
-        any store but the one saved in (confirm and reject need that one).
+        the same id.
         """
-        return self._store_call(lib.itsme_exchange_save, store, now)
+        return self._contact_call(lib.itsme_exchange_save, now)
 
-    def confirm(self, store: ContactStore, now: Optional[int] = None) -> int:
+    def confirm(self, now: Optional[int] = None) -> int:
         """The SAS matches: saves if needed and queues this side's decision
         for :meth:`next_outgoing`; returns the contact's id.  QR, or the
         peer's confirmation already received: the contact is verified
@@ -475,9 +508,9 @@ class Exchange(DetailedHandle):
         Raises :class:`InvalidStateError` without a SAS, for an import, or
         after the peer rejected.
         """
-        return self._store_call(lib.itsme_exchange_confirm, store, now)
+        return self._contact_call(lib.itsme_exchange_confirm, now)
 
-    def settle(self, store: ContactStore, now: Optional[int] = None) -> Optional[int]:
+    def settle(self, now: Optional[int] = None) -> Optional[int]:
         """Applies the peer's decision once it arrived (state
         ``AWAITING_DECISION`` with ``PEER_CONFIRMED`` or ``PEER_REJECTED``).
         Confirmed: the contact becomes verified, state ``CONFIRMED``, its id
@@ -486,20 +519,15 @@ class Exchange(DetailedHandle):
 
         Raises :class:`InvalidStateError` before the peer's decision.
         """
-        contact_id = self._store_call(lib.itsme_exchange_settle, store, now)
+        contact_id = self._contact_call(lib.itsme_exchange_settle, now)
         return contact_id if self.state == ExchangeState.CONFIRMED else None
 
-    def reject(self, store: Optional[ContactStore] = None) -> None:
+    def reject(self) -> None:
         """The SAS differs, or the person gave up: deletes the contact
-        :meth:`save` added (a known contact is left as it was).  ``store``
-        may be None if nothing was saved.  Bluetooth: queues a CONFIRM frame
-        saying so once the peer's data has arrived."""
+        :meth:`save` added (a known contact is left as it was).  Bluetooth:
+        queues a CONFIRM frame saying so once the peer's data has arrived."""
         with self._use() as ptr:
-            if store is None:
-                check(lib.itsme_exchange_reject(ptr, None), lambda: self._detail(ptr))
-                return
-            with _contact_store(store)._use() as store_ptr:
-                check(lib.itsme_exchange_reject(ptr, store_ptr), lambda: self._detail(ptr))
+            check(lib.itsme_exchange_reject(ptr), lambda: self._detail(ptr))
 
     def seal(self) -> bytes:
         """The exchange as bytes, encrypted under a key only this device

@@ -7,9 +7,7 @@ import enum
 from ctypes import byref, c_uint32
 from typing import Optional, Union
 
-from ._contacts import ContactStore
-from ._errors import check
-from ._exchange import SHORT_CODE_SIZE, _contact_store
+from ._exchange import SHORT_CODE_SIZE
 from ._ffi import lib
 from ._handle import enum_or_int, read_text, unix_time
 from ._profile import PROFILE_REFERENCE_BYTES, bytes_in, read_secret, wipe
@@ -109,23 +107,16 @@ class OnlineVerify(_WindowSession[OnlineVerifyState]):
         are checked; :class:`InvalidStateError` before."""
         return self._read(read_text, lib.itsme_online_verify_sas, SHORT_CODE_SIZE)
 
-    def confirm(self, store: ContactStore, now: Optional[int] = None) -> VoiceOutcome:
-        """The SAS matched: records the outcome on the contact in ``store``
-        as voice verification does (``VERIFIED``, ``DEVICE_CHANGED`` or
-        ``VERIFIED_TAG_UNCHECKED``) and returns it.
+    def confirm(self, now: Optional[int] = None) -> VoiceOutcome:
+        """The SAS matched: records the outcome on the contact in the
+        session's store as voice verification does (``VERIFIED``,
+        ``DEVICE_CHANGED`` or ``VERIFIED_TAG_UNCHECKED``) and returns it.
 
         Raises :class:`InvalidStateError` before the SAS exists or once the
-        session finished, :class:`InvalidArgumentError` for another store
-        than the session's, :class:`ExpiredError`.
+        session finished, :class:`ExpiredError`.
         """
-        store = _contact_store(store)
-        when = unix_time(now)
         outcome = c_uint32()
-        with self._use() as ptr, store._use() as store_ptr:
-            check(
-                lib.itsme_online_verify_confirm(ptr, store_ptr, when, byref(outcome)),
-                lambda: self._detail(ptr),
-            )
+        self._call(lib.itsme_online_verify_confirm, unix_time(now), byref(outcome))
         return enum_or_int(VoiceOutcome, outcome.value)
 
     def reject(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 from ctypes import byref, c_bool, c_int64, c_size_t, c_uint8, c_uint32, c_void_p
-from typing import TYPE_CHECKING, Any, Callable, List, NamedTuple, Optional, Tuple, TypeVar
+from typing import TYPE_CHECKING, Callable, List, NamedTuple, Optional, Tuple, TypeVar
 
 from ._contacts import DEGRADATION_CODE_SIZE, ContactStore, _bytes_argument, _wipe
 from ._errors import InvalidArgumentError, Result, check
@@ -224,11 +224,6 @@ class VoiceSession(DetailedHandle):
         self._call(lib.itsme_voice_status, byref(state), byref(turn))
         return state.value, turn.value
 
-    def _store_call(self, function: Callable[..., int], store: ContactStore, *args: Any) -> None:
-        store = _contact_store(store)
-        with self._use() as ptr, store._use() as store_ptr:
-            check(function(ptr, store_ptr, *args), lambda: self._detail(ptr))
-
     def _code(self, function: Callable[..., int]) -> "tuple[str, int]":
         tag = c_uint32()
         text = self._read(
@@ -267,18 +262,17 @@ class VoiceSession(DetailedHandle):
 
     # -- the session ---------------------------------------------------------
 
-    def start(self, store: ContactStore, now: Optional[int] = None) -> None:
+    def start(self, now: Optional[int] = None) -> None:
         """Starts the session when its window begins (from 15 seconds
-        before, for clock skew): uses the window for the contact in
-        ``store``, atomically.
+        before, for clock skew): uses the window for the contact in the
+        session's store, atomically.
 
         Raises :class:`InvalidStateError` if it is too early (nothing
         changes: try again) or started already; :class:`WindowUsedError`
         if another session took the window (this one has failed: plan a new
-        one); :class:`ExpiredError`; :class:`InvalidArgumentError` for
-        another store than the session's.
+        one); :class:`ExpiredError`.
         """
-        self._store_call(lib.itsme_voice_start, store, unix_time(now))
+        self._call(lib.itsme_voice_start, unix_time(now))
 
     @property
     def session_id(self) -> str:
@@ -321,24 +315,22 @@ class VoiceSession(DetailedHandle):
         text, tag = self._code(lib.itsme_voice_their_code)
         return VoiceCode(text, None if tag == VOICE_TAG_UNKNOWN else tag)
 
-    def check(
-        self, store: ContactStore, heard_code: str, heard_tag: int, now: Optional[int] = None
-    ) -> VoiceOutcome:
+    def check(self, heard_code: str, heard_tag: int, now: Optional[int] = None) -> VoiceOutcome:
         """Checks what was heard (a code such as ``"echo-512"``: a NATO word,
         one space or ``-``, three digits; and the tag, 0 to 99) in constant
-        time, records the outcome on the contact in ``store`` and finishes
-        the session.
+        time, records the outcome on the contact in the session's store and
+        finishes the session.
 
         Raises :class:`InvalidArgumentError` for a code that does not parse
-        or a tag above 99 (nothing changes: enter it again) or another
-        store; :class:`InvalidStateError` before the codes exist;
+        or a tag above 99 (nothing changes: enter it again);
+        :class:`InvalidStateError` before the codes exist;
         :class:`ExpiredError`.
         """
         encoded = encode_text(heard_code, "heard_code")
         tag = _word(heard_tag, "heard_tag")
         when = unix_time(now)
         outcome = c_uint32()
-        self._store_call(lib.itsme_voice_check, store, encoded, tag, when, byref(outcome))
+        self._call(lib.itsme_voice_check, encoded, tag, when, byref(outcome))
         return enum_or_int(VoiceOutcome, outcome.value)
 
     def __repr__(self) -> str:

@@ -49,7 +49,7 @@ import urllib.parse
 from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple, Union
 
 from ._contacts import ContactStore, ExchangeMethod
-from ._errors import InvalidArgumentError, InvalidStateError, ItsMeError, Result
+from ._errors import InvalidStateError, ItsMeError, Result
 from ._exchange import Exchange, ExchangeFlags, ExchangeState
 from ._mailbox import MailboxOutcome, MailboxRequest, MailboxSession, OnlineVerifyRendezvous
 from ._online_verify import OnlineVerify, OnlineVerifyState
@@ -378,13 +378,13 @@ def _at_sas(exchange: Exchange) -> bool:
 
 
 def _give_up(exchange: Exchange) -> None:
-    """Rejects a pending exchange whose invite is gone (nothing was saved by
-    the drivers, so no store is needed)."""
+    """Rejects a pending exchange whose room failed before its SAS (nothing
+    was saved yet)."""
     try:
         if exchange.state in _PENDING:
-            exchange.reject(None)
-    except (InvalidStateError, InvalidArgumentError):
-        pass  # already finished, or saved by the host: the host decides
+            exchange.reject()
+    except InvalidStateError:
+        pass  # already finished
 
 
 class InviteSession:
@@ -402,7 +402,7 @@ class InviteSession:
       :meth:`Exchange.confirm` or ``reject``; the inviter's confirmation
       goes out once the invitee's decision arrived) and fetches the
       peer's, which sets ``PEER_CONFIRMED`` or ``PEER_REJECTED``: then call
-      :meth:`Exchange.settle` with the store;
+      :meth:`Exchange.settle`;
     * the invitee ends the invite on the relay once it has read the
       inviter's decision, so nothing about a completed exchange stays
       there (a side that rejects ends it at once: for the peer, no decision
@@ -571,10 +571,10 @@ class InviteSession:
         self._core.finish()
         self._run(None)
 
-    def cancel(self, store: Optional[ContactStore] = None) -> None:
+    def cancel(self) -> None:
         """Gives up: ends the invite on the relay (so the other side fails)
-        and rejects the exchange if it is still pending (``store``: the one
-        a contact was saved in, if any).  The exchange is rejected even if
+        and rejects the exchange if it is still pending, deleting a contact
+        saved for it.  The exchange is rejected even if
         the relay cannot be reached (:class:`RelayError` is then raised, and
         the invite stays on the relay until it expires)."""
         try:
@@ -582,7 +582,7 @@ class InviteSession:
             self._run(None)
         finally:
             if self.exchange.state in _PENDING:
-                self.exchange.reject(store)
+                self.exchange.reject()
 
     def __repr__(self) -> str:
         role = "inviter" if self.is_inviter else "invitee"
@@ -820,7 +820,6 @@ def realtime_exchange(
     base_url: str,
     exchange: Exchange,
     *,
-    store: ContactStore,
     decide: Callable[[Exchange], bool],
     timeout: float = 300.0,
     now: Optional[int] = None,
@@ -830,7 +829,8 @@ def realtime_exchange(
     ``accept_invite(..., realtime=True)``) through the relay room
     :attr:`Exchange.relay_id`, to the end, both decisions included
     (docs/PROTOCOL.md 8.1, 16.5); returns the final state: ``CONFIRMED``
-    (the contact is verified in ``store``) or ``REJECTED`` (nothing kept).
+    (the contact is verified in the exchange's store) or ``REJECTED``
+    (nothing kept).
 
     Both sides call it while on a call; the inviter sends its INVITE once
     the other person is in the room.  When the SAS is ready the contact is
@@ -855,11 +855,11 @@ def realtime_exchange(
         if not _at_sas(exchange):
             return exchange.state
         try:
-            exchange.save(store, now)
+            exchange.save(now)
             if decide(exchange):
-                exchange.confirm(store, now)
+                exchange.confirm(now)
             else:
-                exchange.reject(store)
+                exchange.reject()
             try:
                 while True:
                     message = exchange.next_outgoing()
@@ -879,18 +879,18 @@ def realtime_exchange(
                     if error.kind == "timeout" and exchange.state == ExchangeState.AWAITING_DECISION:
                         raise
                     if exchange.state == ExchangeState.AWAITING_DECISION:
-                        exchange.reject(store)  # the peer left before its decision: none came
+                        exchange.reject()  # the peer left before its decision: none came
                     break
                 try:
                     exchange.receive(frame, now)
                 except ItsMeError:
                     continue  # refused; this side's decision stands, the peer's may still come
             if exchange.state == ExchangeState.AWAITING_DECISION and _peer_decided(exchange):
-                exchange.settle(store, now)
+                exchange.settle(now)
         except BaseException:
             if exchange.state in (ExchangeState.COMPARE_SAS, ExchangeState.AWAITING_DECISION):
                 try:
-                    exchange.reject(store)
+                    exchange.reject()
                 except ItsMeError:
                     pass
             raise

@@ -133,8 +133,8 @@ def test_the_contact_accepts_the_code_of_the_new_device(moved, sessions):
     # new device holds no device secret of Bob's: his tag is not checked.
     sa, sb, now = to_codes((alice, bob), sessions)
     assert sa.their_code.tag is None and sb.their_code.tag is not None
-    assert sb.check(bob.contacts, *sa.your_code, now) == VoiceOutcome.VERIFIED
-    assert sa.check(alice.contacts, *sb.your_code, now) == VoiceOutcome.VERIFIED_TAG_UNCHECKED
+    assert sb.check(*sa.your_code, now) == VoiceOutcome.VERIFIED
+    assert sa.check(*sb.your_code, now) == VoiceOutcome.VERIFIED_TAG_UNCHECKED
     contact = bob.contact()
     assert (contact.state, contact.acknowledged) == (VerificationState.DEGRADED, True)
 
@@ -142,7 +142,7 @@ def test_the_contact_accepts_the_code_of_the_new_device(moved, sessions):
 def test_without_the_code_the_change_shows_as_a_changed_device(moved, sessions):
     alice, bob = moved
     sa, sb, now = to_codes((alice, bob), sessions)
-    assert sb.check(bob.contacts, *sa.your_code, now) == VoiceOutcome.DEVICE_CHANGED
+    assert sb.check(*sa.your_code, now) == VoiceOutcome.DEVICE_CHANGED
     contact = bob.contact()
     assert (contact.state, contact.acknowledged) == (VerificationState.DEGRADED, False)
     # The code, accepted afterwards, acknowledges the change.
@@ -236,13 +236,13 @@ def test_only_the_latest_code_matches_the_new_device(moved, sessions):
     bob.contacts.accept_degradation_code(bob.peer, first, NOW)
     assert bob.contact().acknowledged
     sa, sb, now = to_codes((alice, bob), sessions)
-    assert sb.check(bob.contacts, *sa.your_code, now) == VoiceOutcome.DEVICE_CHANGED
+    assert sb.check(*sa.your_code, now) == VoiceOutcome.DEVICE_CHANGED
     contact = bob.contact()
     assert (contact.state, contact.acknowledged) == (VerificationState.DEGRADED, False)
     # The latest code: her tags match.
     bob.contacts.accept_degradation_code(bob.peer, latest, now)
     sa, sb, now = to_codes((alice, bob), sessions, now)
-    assert sb.check(bob.contacts, *sa.your_code, now) == VoiceOutcome.VERIFIED
+    assert sb.check(*sa.your_code, now) == VoiceOutcome.VERIFIED
     assert bob.contact().acknowledged
 
 

@@ -11,6 +11,7 @@ import base64
 import gc
 import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -71,6 +72,7 @@ class Party:
     secrets: SecretStore
     identity: Identity
     contacts: ContactStore
+    path: Path  # the contact store's file
 
     def contact(self, contact_id: int) -> itsme.Contact:
         return self.contacts.get(contact_id)
@@ -84,8 +86,8 @@ def make_party(tmp_path):
         secrets = SecretStore.memory()
         random = rng(f"identity {name}") if deterministic else None
         identity = Identity.create(secrets, name, random=random)
-        contacts = ContactStore.open(identity, tmp_path / f"contacts-{len(made)}.db")
-        party = Party(name, secrets, identity, contacts)
+        path = tmp_path / f"contacts-{len(made)}.db"
+        party = Party(name, secrets, identity, ContactStore.open(identity, path), path)
         made.append(party)
         return party
 
@@ -116,8 +118,8 @@ def mallory(make_party):
 
 def qr_pair(a: Party, b: Party, now: int = T0, label: str = "qr"):
     """Two QR exchanges that have scanned each other's payloads."""
-    xa = Exchange.qr(a.identity, now, random=rng(f"{label} {a.name}"))
-    xb = Exchange.qr(b.identity, now, random=rng(f"{label} {b.name}"))
+    xa = Exchange.qr(a.identity, a.contacts, now, random=rng(f"{label} {a.name}"))
+    xb = Exchange.qr(b.identity, b.contacts, now, random=rng(f"{label} {b.name}"))
     xa.receive(xb.next_outgoing(), now)
     xb.receive(xa.next_outgoing(), now)
     return xa, xb
@@ -125,8 +127,8 @@ def qr_pair(a: Party, b: Party, now: int = T0, label: str = "qr"):
 
 def bluetooth_pair(a: Party, b: Party, now: int = T0, label: str = "bt"):
     """Two fresh Bluetooth exchanges: ``a`` draws the session code, ``b`` types it."""
-    xa = Exchange.bluetooth(a.identity, now, random=rng(f"{label} {a.name}"))
-    xb = Exchange.bluetooth(b.identity, now, session_code=xa.session_code, random=rng(f"{label} {b.name}"))
+    xa = Exchange.bluetooth(a.identity, a.contacts, now, random=rng(f"{label} {a.name}"))
+    xb = Exchange.bluetooth(b.identity, b.contacts, now, session_code=xa.session_code, random=rng(f"{label} {b.name}"))
     return xa, xb
 
 
@@ -240,7 +242,7 @@ def test_short_codes_are_ascii_only(text):
 
 
 def test_a_new_exchange(alice):
-    with Exchange.qr(alice.identity, T0) as qr:
+    with Exchange.qr(alice.identity, alice.contacts, T0) as qr:
         assert qr.state == ExchangeState.AWAITING_PEER and qr.flags == ExchangeFlags(0)
         assert qr.identity is alice.identity
         assert qr.session_code is None
@@ -254,7 +256,7 @@ def test_a_new_exchange(alice):
     assert qr.closed and repr(qr) == "<Exchange closed>"
     with pytest.raises(ValueError):
         qr.state
-    with Exchange.bluetooth(alice.identity, T0) as bt:
+    with Exchange.bluetooth(alice.identity, alice.contacts, T0) as bt:
         code = bt.session_code
         assert 0 <= itsme.short_code_parse(code) < itsme.SHORT_CODE_VALUES
         assert itsme.short_code_format(itsme.short_code_parse(code)) == code
@@ -262,35 +264,54 @@ def test_a_new_exchange(alice):
         assert len(hello) == 42 and hello[:2] == bytes([1, HELLO])
         assert hello[2:10].hex().upper() == alice.identity.fingerprint[:16]
         assert bt.next_outgoing() == b"", "frames are consumed; KEY waits for the peer's HELLO"
-    with Exchange.bluetooth(alice.identity, T0, session_code="echo-0042") as typed:
+    with Exchange.bluetooth(alice.identity, alice.contacts, T0, session_code="echo-0042") as typed:
         assert typed.session_code == "ECHO 0042"
     with pytest.raises(InvalidArgumentError):
-        Exchange.bluetooth(alice.identity, T0, session_code="ECHO 42")
+        Exchange.bluetooth(alice.identity, alice.contacts, T0, session_code="ECHO 42")
     with pytest.raises(TypeError):
-        Exchange.qr(alice.secrets, T0)
+        Exchange.qr(alice.secrets, alice.contacts, T0)
+    with pytest.raises(TypeError):
+        Exchange.qr(alice.identity, alice.secrets, T0)
 
 
-def test_the_exchange_keeps_its_identity_alive(bob):
+def test_an_exchange_is_given_a_store_of_its_identity(alice, bob):
+    for start in (
+        lambda: Exchange.qr(alice.identity, bob.contacts, T0),
+        lambda: Exchange.bluetooth(alice.identity, bob.contacts, T0),
+        lambda: Exchange.invite(alice.identity, bob.contacts, T0),
+    ):
+        with pytest.raises(itsme.WrongIdentityError):
+            start()
+    assert bob.contacts.count() == 0
+
+
+def test_the_exchange_keeps_its_identity_and_store_alive(bob, tmp_path):
     identity = Identity.create(SecretStore.memory(), "Keeper")
+    store = ContactStore.open(identity, tmp_path / "keeper.db")
     fingerprint = identity.fingerprint
-    exchange = Exchange.qr(identity, T0)
-    del identity
+    exchange = Exchange.qr(identity, store, T0)
+    assert exchange.store is store
+    del identity, store
     gc.collect()
     assert not exchange.identity.closed, "the exchange holds the Python identity"
-    exchange.identity.close()  # and the C exchange holds the C identity
-    other = Exchange.qr(bob.identity, T0)
+    assert not exchange.store.closed, "and the Python store"
+    exchange.identity.close()  # and the C exchange holds the C identity and store
+    exchange.store.close()
+    other = Exchange.qr(bob.identity, bob.contacts, T0)
     exchange.receive(other.next_outgoing(), T0)
     other.receive(exchange.next_outgoing(), T0)
     assert exchange.sas == other.sas
     assert other.peer_fingerprint == fingerprint
+    assert exchange.confirm(T0) > 0, "the exchange writes through the store it holds"
+    assert exchange.state == ExchangeState.CONFIRMED
 
 
 # -- QR ----------------------------------------------------------------------------
 
 
 def test_qr_end_to_end(alice, bob):
-    xa = Exchange.qr(alice.identity, T0)
-    xb = Exchange.qr(bob.identity, T0)
+    xa = Exchange.qr(alice.identity, alice.contacts, T0)
+    xb = Exchange.qr(bob.identity, bob.contacts, T0)
     payload_a, payload_b = xa.next_outgoing(), xb.next_outgoing()
     xa.receive(payload_b.decode("ascii"), T0 + 1)  # a scanned text may be given as str
     xb.receive(payload_a, T0 + 2)
@@ -310,8 +331,8 @@ def test_qr_end_to_end(alice, bob):
         alice.identity.public_key,
     )
     # Saved unverified as soon as the SAS is shown.
-    id_a, id_b = xa.save(alice.contacts, T0 + 3), xb.save(bob.contacts, T0 + 3)
-    assert xa.save(alice.contacts, T0 + 4) == id_a, "save is idempotent"
+    id_a, id_b = xa.save(T0 + 3), xb.save(T0 + 3)
+    assert xa.save(T0 + 4) == id_a, "save is idempotent"
     for party, contact_id, peer in ((alice, id_a, bob), (bob, id_b, alice)):
         contact = party.contact(contact_id)
         assert (contact.name, contact.fingerprint, contact.public_key) == (
@@ -323,8 +344,8 @@ def test_qr_end_to_end(alice, bob):
         assert contact.method == itsme.ExchangeMethod.QR and contact.created_at == T0 + 3
         assert contact.verified_at is None
     # The SAS matches: both confirm.
-    assert xa.confirm(alice.contacts, T0 + 10) == id_a
-    assert xb.confirm(bob.contacts, T0 + 11) == id_b
+    assert xa.confirm(T0 + 10) == id_a
+    assert xb.confirm(T0 + 11) == id_b
     assert xa.state == xb.state == ExchangeState.CONFIRMED
     assert alice.contact(id_a).state == VerificationState.VERIFIED
     assert alice.contact(id_a).verified_at == T0 + 10
@@ -335,34 +356,31 @@ def test_qr_end_to_end(alice, bob):
 
 def test_qr_confirm_saves_if_needed(alice, bob):
     xa, xb = qr_pair(alice, bob)
-    contact_id = xa.confirm(alice.contacts, T0)
+    contact_id = xa.confirm(T0)
     assert alice.contact(contact_id).state == VerificationState.VERIFIED
     assert alice.contacts.count() == 1
 
 
 def test_qr_reject_deletes_the_saved_contact(alice, bob):
     xa, xb = qr_pair(alice, bob)
-    contact_id = xa.save(alice.contacts, T0)
+    contact_id = xa.save(T0)
     assert alice.contacts.count() == 1
-    with pytest.raises(InvalidArgumentError):
-        xa.reject()  # the contact was saved: the store is needed to delete it
-    assert xa.state == ExchangeState.COMPARE_SAS
-    xa.reject(alice.contacts)
+    xa.reject()
     assert xa.state == ExchangeState.REJECTED
     assert alice.contacts.count() == 0
     with pytest.raises(itsme.NotFoundError):
         alice.contact(contact_id)
-    xb.reject()  # nothing saved: no store needed
+    xb.reject()  # nothing saved: nothing to delete
     assert xb.state == ExchangeState.REJECTED
     with pytest.raises(InvalidStateError):
         xb.reject()
     with pytest.raises(InvalidStateError):
-        xa.confirm(alice.contacts, T0)
+        xa.confirm(T0)
 
 
 def test_qr_not_a_payload_lets_the_person_scan_again(alice, bob):
-    xa = Exchange.qr(alice.identity, T0)
-    xb = Exchange.qr(bob.identity, T0)
+    xa = Exchange.qr(alice.identity, alice.contacts, T0)
+    xb = Exchange.qr(bob.identity, bob.contacts, T0)
     for text in ["hello", "https://example.com/", "", " ITSME1:" + xb.next_outgoing().decode()[7:], "itsme1:AAAA"]:
         with pytest.raises(InvalidArgumentError):
             xa.receive(text, T0)
@@ -378,19 +396,19 @@ def test_qr_not_a_payload_lets_the_person_scan_again(alice, bob):
 
 
 def test_qr_own_payload_reflected(alice):
-    exchange = Exchange.qr(alice.identity, T0)
+    exchange = Exchange.qr(alice.identity, alice.contacts, T0)
     with pytest.raises(InvalidKeyError):
         exchange.receive(exchange.next_outgoing(), T0)
     assert exchange.state == ExchangeState.FAILED
     # The payload of another exchange of the same identity is refused too.
-    second, third = Exchange.qr(alice.identity, T0), Exchange.qr(alice.identity, T0)
+    second, third = Exchange.qr(alice.identity, alice.contacts, T0), Exchange.qr(alice.identity, alice.contacts, T0)
     with pytest.raises(InvalidKeyError):
         second.receive(third.next_outgoing(), T0)
     assert second.state == ExchangeState.FAILED
 
 
 def test_qr_every_byte_flipped_is_rejected(alice, bob):
-    sender = Exchange.qr(alice.identity, T0, random=rng("flip"))
+    sender = Exchange.qr(alice.identity, alice.contacts, T0, random=rng("flip"))
     payload = qr_payload(sender.next_outgoing())
     assert len(payload) == 154 + len("Alice")
     cases = list(mutations(payload, len(payload)))
@@ -399,13 +417,13 @@ def test_qr_every_byte_flipped_is_rejected(alice, bob):
     for label, mutate in cases:
         tampered = mutate(payload)
         assert tampered != payload
-        receiver = Exchange.qr(bob.identity, T0)
+        receiver = Exchange.qr(bob.identity, bob.contacts, T0)
         with pytest.raises(ItsMeError) as caught:
             receiver.receive(qr_text(tampered), T0)
         assert_failed(receiver, caught.value, label)
         with pytest.raises(InvalidStateError):
             receiver.sas
-    receiver = Exchange.qr(bob.identity, T0)
+    receiver = Exchange.qr(bob.identity, bob.contacts, T0)
     receiver.receive(qr_text(payload), T0)
     assert receiver.state == ExchangeState.COMPARE_SAS, "the untouched payload is accepted"
 
@@ -414,7 +432,7 @@ def test_qr_every_byte_flipped_is_rejected(alice, bob):
 def test_qr_non_canonical_base64url_is_rejected(make_party, name):
     sender = make_party(name)
     receiver_party = make_party("Receiver")
-    text = Exchange.qr(sender.identity, T0).next_outgoing()
+    text = Exchange.qr(sender.identity, sender.contacts, T0).next_outgoing()
     body = text[len(PREFIX):]
     assert b64url(qr_payload(text)) == body
     variants = {
@@ -439,11 +457,11 @@ def test_qr_non_canonical_base64url_is_rejected(make_party, name):
         variants["all unused bits set"] = text[:-1] + alphabet[last | (0xF if leftover == 1 else 0x3) :][:1]
     for label, variant in variants.items():
         assert variant != text
-        receiver = Exchange.qr(receiver_party.identity, T0)
+        receiver = Exchange.qr(receiver_party.identity, receiver_party.contacts, T0)
         with pytest.raises(MalformedMessageError):
             receiver.receive(variant, T0)
         assert receiver.state == ExchangeState.FAILED, label
-    receiver = Exchange.qr(receiver_party.identity, T0)
+    receiver = Exchange.qr(receiver_party.identity, receiver_party.contacts, T0)
     receiver.receive(text, T0)
     assert receiver.state == ExchangeState.COMPARE_SAS
 
@@ -469,11 +487,12 @@ def test_qr_man_in_the_middle_changes_the_sas(alice, bob, mallory):
     assert xb.peer_fingerprint == mallory.identity.fingerprint
 
 
-def test_qr_man_in_the_middle_posing_as_bob(alice, bob, mallory):
+def test_qr_man_in_the_middle_posing_as_bob(alice, bob, mallory, tmp_path):
     # Mallory takes Bob's name: the SAS still differs, and the key is hers.
-    impostor = Exchange.qr(Identity.create(SecretStore.memory(), "Bob", random=rng("impostor")), T0)
-    xa = Exchange.qr(alice.identity, T0)
-    xb = Exchange.qr(bob.identity, T0)
+    impostor_identity = Identity.create(SecretStore.memory(), "Bob", random=rng("impostor"))
+    impostor = Exchange.qr(impostor_identity, ContactStore.open(impostor_identity, tmp_path / "impostor.db"), T0)
+    xa = Exchange.qr(alice.identity, alice.contacts, T0)
+    xb = Exchange.qr(bob.identity, bob.contacts, T0)
     xa.receive(impostor.next_outgoing(), T0)
     impostor.receive(xa.next_outgoing(), T0)
     xb.receive(xa.next_outgoing(), T0)  # Bob scans Alice's real payload
@@ -493,17 +512,18 @@ QR_FIELDS = {
 
 
 @pytest.mark.parametrize("field", [*QR_FIELDS, "name"])
-def test_qr_relayed_payload_with_a_substituted_field(alice, bob, field):
+def test_qr_relayed_payload_with_a_substituted_field(alice, bob, field, tmp_path):
     # Mallory relays Bob's payload to Alice with one field of hers in it.
     mallory = Identity.create(SecretStore.memory(), "Eve", random=rng("relay"))
-    ours = qr_payload(Exchange.qr(mallory, T0, random=rng("relay exchange")).next_outgoing())
-    relayed = qr_payload(Exchange.qr(bob.identity, T0).next_outgoing())
+    mallory_contacts = ContactStore.open(mallory, tmp_path / "eve.db")
+    ours = qr_payload(Exchange.qr(mallory, mallory_contacts, T0, random=rng("relay exchange")).next_outgoing())
+    relayed = qr_payload(Exchange.qr(bob.identity, bob.contacts, T0).next_outgoing())
     start, length = QR_FIELDS.get(field, (90, 3))  # the name: "Bob" -> "Eve"
     ours_start = start % len(ours)
     start %= len(relayed)
     substituted = relayed[:start] + ours[ours_start : ours_start + length] + relayed[start + length :]
     assert substituted != relayed and len(substituted) == len(relayed)
-    xa = Exchange.qr(alice.identity, T0)
+    xa = Exchange.qr(alice.identity, alice.contacts, T0)
     with pytest.raises(AuthenticationFailedError):
         xa.receive(qr_text(substituted), T0)
     assert xa.state == ExchangeState.FAILED
@@ -520,7 +540,7 @@ def v5_text(name: str = "Al\\|ice", fingerprint: str = V5_FINGERPRINT) -> str:
 
 
 def test_v5_import_is_unauthenticated(alice):
-    exchange = Exchange.qr(alice.identity, T0)
+    exchange = Exchange.qr(alice.identity, alice.contacts, T0)
     exchange.receive(v5_text(), T0)
     assert exchange.state == ExchangeState.IMPORTED
     assert exchange.flags == ExchangeFlags.UNAUTHENTICATED
@@ -530,16 +550,16 @@ def test_v5_import_is_unauthenticated(alice):
     with pytest.raises(InvalidStateError):
         exchange.sas
     assert exchange.next_outgoing() == b""
-    contact_id = exchange.save(alice.contacts, T0)
+    contact_id = exchange.save(T0)
     contact = alice.contact(contact_id)
     assert not contact.authenticated and contact.public_key is None
     assert (contact.name, contact.fingerprint) == ("Al|ice", V5_FINGERPRINT.upper())
     assert contact.state == VerificationState.UNVERIFIED
     with pytest.raises(InvalidStateError):
-        exchange.confirm(alice.contacts, T0)
+        exchange.confirm(T0)
     assert exchange.state == ExchangeState.IMPORTED, "a refused confirm does not end the exchange"
     assert alice.contact(contact_id).state == VerificationState.UNVERIFIED
-    exchange.reject(alice.contacts)
+    exchange.reject()
     assert alice.contacts.count() == 0
 
 
@@ -547,7 +567,7 @@ def test_v5_name_changed_in_transit_still_imports(alice):
     # Nothing in a v5 text is authenticated: a changed name goes unnoticed,
     # which is why such an import is flagged UNAUTHENTICATED.
     for name in ["Mallory", "Al\\\\ice", "Zoë"]:
-        exchange = Exchange.qr(alice.identity, T0)
+        exchange = Exchange.qr(alice.identity, alice.contacts, T0)
         exchange.receive(v5_text(name=name), T0)
         assert exchange.state == ExchangeState.IMPORTED
         assert exchange.flags & ExchangeFlags.UNAUTHENTICATED
@@ -557,7 +577,7 @@ def test_v5_name_changed_in_transit_still_imports(alice):
 
 def test_v5_with_the_receivers_own_fingerprint_is_rejected(alice):
     for fingerprint in (alice.identity.fingerprint, alice.identity.fingerprint.lower()):
-        exchange = Exchange.qr(alice.identity, T0)
+        exchange = Exchange.qr(alice.identity, alice.contacts, T0)
         with pytest.raises(InvalidKeyError):
             exchange.receive(v5_text(fingerprint=fingerprint), T0)
         assert exchange.state == ExchangeState.FAILED
@@ -575,7 +595,7 @@ def test_v5_with_the_receivers_own_fingerprint_is_rejected(alice):
     ],
 )
 def test_v5_malformed(alice, text):
-    exchange = Exchange.qr(alice.identity, T0)
+    exchange = Exchange.qr(alice.identity, alice.contacts, T0)
     with pytest.raises(MalformedMessageError):
         exchange.receive(text, T0)
     assert exchange.state == ExchangeState.FAILED
@@ -583,10 +603,10 @@ def test_v5_malformed(alice, text):
 
 def test_v5_contact_is_never_merged_with_a_keyed_one(alice, bob):
     xa, xb = qr_pair(alice, bob)
-    keyed = xa.confirm(alice.contacts, T0)
-    exchange = Exchange.qr(alice.identity, T0)
+    keyed = xa.confirm(T0)
+    exchange = Exchange.qr(alice.identity, alice.contacts, T0)
     exchange.receive(v5_text(name="Bob", fingerprint=bob.identity.fingerprint), T0)
-    imported = exchange.save(alice.contacts, T0)
+    imported = exchange.save(T0)
     assert imported != keyed and not exchange.flags & ExchangeFlags.KNOWN_CONTACT
     assert alice.contact(keyed).state == VerificationState.VERIFIED
     assert [c.id for c in alice.contacts.find_fingerprint(bob.identity.fingerprint)] == [keyed, imported]
@@ -597,18 +617,18 @@ def test_v5_contact_is_never_merged_with_a_keyed_one(alice, bob):
 
 def test_exchanging_again_with_a_stored_contact(alice, bob):
     xa, xb = qr_pair(alice, bob, label="first")
-    contact_id = xa.confirm(alice.contacts, T0)
-    xb.confirm(bob.contacts, T0)
+    contact_id = xa.confirm(T0)
+    xb.confirm(T0)
     before = alice.contact(contact_id)
     assert before.state == VerificationState.VERIFIED and before.verified_at == T0
 
     # A second exchange, rejected: the stored contact stays exactly as it was.
     xa, xb = qr_pair(alice, bob, now=T0 + 100, label="second")
     assert xa.flags == ExchangeFlags(0)
-    assert xa.save(alice.contacts, T0 + 100) == contact_id
+    assert xa.save(T0 + 100) == contact_id
     assert xa.flags == ExchangeFlags.KNOWN_CONTACT
     assert alice.contact(contact_id) == before, "save changes nothing for a known contact"
-    xa.reject(alice.contacts)
+    xa.reject()
     assert alice.contact(contact_id) == before
     assert alice.contacts.count() == 1
 
@@ -617,7 +637,7 @@ def test_exchanging_again_with_a_stored_contact(alice, bob):
     bob.identity.name = "Robert"
     xa, xb = qr_pair(alice, bob, now=T0 + 200, label="third")
     assert xa.peer_name == "Robert"
-    assert xa.confirm(alice.contacts, T0 + 200) == contact_id
+    assert xa.confirm(T0 + 200) == contact_id
     assert xa.flags & ExchangeFlags.KNOWN_CONTACT
     after = alice.contact(contact_id)
     assert after.state == VerificationState.VERIFIED and after.verified_at == T0 + 200
@@ -629,9 +649,9 @@ def test_exchanging_again_with_a_stored_contact(alice, bob):
 
 
 def test_bluetooth_end_to_end(alice, bob):
-    xa = Exchange.bluetooth(alice.identity, T0)
+    xa = Exchange.bluetooth(alice.identity, alice.contacts, T0)
     code = xa.session_code
-    xb = Exchange.bluetooth(bob.identity, T0, session_code=code.lower().replace(" ", "-"))
+    xb = Exchange.bluetooth(bob.identity, bob.contacts, T0, session_code=code.lower().replace(" ", "-"))
     assert xb.session_code == code
     assert xa.method == xb.method == itsme.ExchangeMethod.BLUETOOTH
     log = []
@@ -648,23 +668,23 @@ def test_bluetooth_end_to_end(alice, bob):
         bob.identity.public_key,
     )
     assert (xb.peer_name, xb.peer_public_key) == ("Alice", alice.identity.public_key)
-    id_a = xa.save(alice.contacts, T0)
+    id_a = xa.save(T0)
     assert alice.contact(id_a).state == VerificationState.UNVERIFIED
     assert alice.contact(id_a).method == itsme.ExchangeMethod.BLUETOOTH
-    assert xa.confirm(alice.contacts, T0 + 5) == id_a
+    assert xa.confirm(T0 + 5) == id_a
     # Alice confirmed first: her contact awaits Bob's decision.
     assert xa.state == ExchangeState.AWAITING_DECISION
     assert alice.contact(id_a).state == VerificationState.AWAITING_PEER
     with pytest.raises(InvalidStateError):
-        xa.settle(alice.contacts, T0 + 5)
-    id_b = xb.confirm(bob.contacts, T0 + 6)
+        xa.settle(T0 + 5)
+    id_b = xb.confirm(T0 + 6)
     log.clear()
     assert pump(xa, xb, log=log) == {}
     assert [frame[1] for sender, frame in log] == [CONFIRM, CONFIRM]
     for exchange, store in ((xa, alice.contacts), (xb, bob.contacts)):
         assert exchange.flags == ExchangeFlags.PEER_CONFIRMED
         assert exchange.state == ExchangeState.AWAITING_DECISION
-        exchange.settle(store, T0 + 7)
+        exchange.settle(T0 + 7)
         assert exchange.state == ExchangeState.CONFIRMED
     assert alice.contact(id_a).state == VerificationState.VERIFIED
     assert bob.contact(id_b).state == VerificationState.VERIFIED
@@ -675,40 +695,40 @@ def test_bluetooth_peer_rejects(alice, bob):
     xa, xb = bluetooth_pair(alice, bob)
     pump(xa, xb)
     xb.reject()
-    xa.save(alice.contacts, T0)
+    xa.save(T0)
     assert pump(xa, xb) == {}
     assert xa.flags & ExchangeFlags.PEER_REJECTED
     assert xa.state == ExchangeState.COMPARE_SAS
     with pytest.raises(InvalidStateError):
-        xa.confirm(alice.contacts, T0)
-    xa.reject(alice.contacts)
+        xa.confirm(T0)
+    xa.reject()
     assert alice.contacts.count() == 0
 
 
 def test_bluetooth_confirm_after_the_peer_confirmed(alice, bob):
     xa, xb = bluetooth_pair(alice, bob)
     pump(xa, xb)
-    xb.confirm(bob.contacts, T0)
+    xb.confirm(T0)
     pump(xa, xb)
     assert xa.flags == ExchangeFlags.PEER_CONFIRMED and xa.state == ExchangeState.COMPARE_SAS
-    contact_id = xa.confirm(alice.contacts, T0)
+    contact_id = xa.confirm(T0)
     assert xa.state == ExchangeState.CONFIRMED, "Bob's confirmation came first: verified at once"
     assert alice.contact(contact_id).state == VerificationState.VERIFIED
     pump(xa, xb)
     assert xb.flags == ExchangeFlags.PEER_CONFIRMED
-    assert xb.settle(bob.contacts, T0) is not None
+    assert xb.settle(T0) is not None
     assert xb.state == ExchangeState.CONFIRMED
 
 
 def test_bluetooth_peer_rejects_after_this_side_confirmed(alice, bob):
     xa, xb = bluetooth_pair(alice, bob)
     pump(xa, xb)
-    contact_id = xa.confirm(alice.contacts, T0)
+    contact_id = xa.confirm(T0)
     assert alice.contact(contact_id).state == VerificationState.AWAITING_PEER
     xb.reject()
     pump(xa, xb)
     assert xa.flags & ExchangeFlags.PEER_REJECTED
-    assert xa.settle(alice.contacts, T0) is None
+    assert xa.settle(T0) is None
     assert xa.state == ExchangeState.REJECTED
     assert alice.contacts.count() == 0
 
@@ -716,7 +736,7 @@ def test_bluetooth_peer_rejects_after_this_side_confirmed(alice, bob):
 def test_a_contact_awaiting_the_peer_expires(alice, bob):
     xa, xb = bluetooth_pair(alice, bob)
     pump(xa, xb)
-    contact_id = xa.confirm(alice.contacts, T0)
+    contact_id = xa.confirm(T0)
     # The session ends without Bob's CONFIRM; this device stops too.
     with pytest.raises(InvalidStateError):
         alice.contacts.set_state(contact_id, VerificationState.VERIFIED, now=T0)
@@ -726,9 +746,9 @@ def test_a_contact_awaiting_the_peer_expires(alice, bob):
 
 
 def test_bluetooth_wrong_session_code_fails(alice, bob):
-    xa = Exchange.bluetooth(alice.identity, T0)
+    xa = Exchange.bluetooth(alice.identity, alice.contacts, T0)
     value = itsme.short_code_parse(xa.session_code)
-    xb = Exchange.bluetooth(bob.identity, T0, session_code=itsme.short_code_format((value + 1) % 260000))
+    xb = Exchange.bluetooth(bob.identity, bob.contacts, T0, session_code=itsme.short_code_format((value + 1) % 260000))
     errors = pump(xa, xb)
     assert errors, "the session code is bound into the keys"
     for exchange, error in errors.items():
@@ -741,11 +761,11 @@ def test_bluetooth_wrong_session_code_fails(alice, bob):
 def test_bluetooth_man_in_the_middle_changes_the_sas(alice, bob, mallory):
     # Mallory runs one exchange with Alice and another with Bob, following
     # the protocol on each side.
-    xa = Exchange.bluetooth(alice.identity, T0, random=rng("mitm alice"))
+    xa = Exchange.bluetooth(alice.identity, alice.contacts, T0, random=rng("mitm alice"))
     code = xa.session_code
-    ma = Exchange.bluetooth(mallory.identity, T0, session_code=code, random=rng("mitm ma"))
-    mb = Exchange.bluetooth(mallory.identity, T0, random=rng("mitm mb"))
-    xb = Exchange.bluetooth(bob.identity, T0, session_code=mb.session_code, random=rng("mitm bob"))
+    ma = Exchange.bluetooth(mallory.identity, mallory.contacts, T0, session_code=code, random=rng("mitm ma"))
+    mb = Exchange.bluetooth(mallory.identity, mallory.contacts, T0, random=rng("mitm mb"))
+    xb = Exchange.bluetooth(bob.identity, bob.contacts, T0, session_code=mb.session_code, random=rng("mitm bob"))
     assert pump(xa, ma) == {} and pump(mb, xb) == {}
     assert xa.sas == ma.sas and mb.sas == xb.sas
     assert xa.sas != xb.sas
@@ -755,7 +775,7 @@ def test_bluetooth_man_in_the_middle_changes_the_sas(alice, bob, mallory):
 def test_bluetooth_relay_with_a_substituted_key_fails(alice, bob, mallory):
     # Mallory relays every frame but puts her own ephemeral key in Bob's KEY.
     xa, xb = bluetooth_pair(alice, bob)
-    ma = Exchange.bluetooth(mallory.identity, T0, session_code=xa.session_code)
+    ma = Exchange.bluetooth(mallory.identity, mallory.contacts, T0, session_code=xa.session_code)
     ma.next_outgoing()  # her HELLO
     hello_a = xa.next_outgoing()
     ma.receive(hello_a, T0)  # she reads Alice's HELLO on its way to Bob
@@ -777,7 +797,7 @@ def test_bluetooth_relay_with_a_substituted_key_fails(alice, bob, mallory):
 
 
 def test_bluetooth_own_hello_reflected(alice):
-    exchange = Exchange.bluetooth(alice.identity, T0)
+    exchange = Exchange.bluetooth(alice.identity, alice.contacts, T0)
     with pytest.raises(InvalidKeyError):
         exchange.receive(exchange.next_outgoing(), T0)
     assert exchange.state == ExchangeState.FAILED
@@ -788,8 +808,8 @@ def honest_frames(alice, bob, label="bt"):
     xa, xb = bluetooth_pair(alice, bob, label=label)
     log = []
     assert pump(xa, xb, log=log) == {}
-    xa.confirm(alice.contacts, T0)
-    xb.confirm(bob.contacts, T0)
+    xa.confirm(T0)
+    xb.confirm(T0)
     assert pump(xa, xb, log=log) == {}
     return {("a" if sender is xa else "b", frame[1]): frame for sender, frame in log}
 
@@ -806,7 +826,7 @@ def test_bluetooth_every_frame_tampered_is_rejected(alice, bob, sender_name, fra
         hook = tamper_once(sender, frame_type, mutate)
         if frame_type == CONFIRM:
             assert pump(xa, xb) == {}
-            sender.confirm((alice if sender is xa else bob).contacts, T0)
+            sender.confirm(T0)
         errors = pump(xa, xb, tamper=hook)
         assert hook.applied == [honest], what
         for exchange, error in errors.items():
@@ -883,28 +903,28 @@ def test_bluetooth_frames_of_another_exchange_are_rejected(alice, bob):
 
 
 def test_qr_seal_and_restore(alice, bob):
-    xa = Exchange.qr(alice.identity, T0)
-    xb = Exchange.qr(bob.identity, T0)
+    xa = Exchange.qr(alice.identity, alice.contacts, T0)
+    xb = Exchange.qr(bob.identity, bob.contacts, T0)
     sealed = xa.seal()  # awaiting the peer
     payload = xa.next_outgoing()
     xa.close()
-    xa = Exchange.restore(alice.identity, sealed, T0 + 60)
+    xa = Exchange.restore(alice.identity, alice.contacts, sealed, T0 + 60)
     assert xa.state == ExchangeState.AWAITING_PEER
     assert xa.next_outgoing() == payload
     xa.receive(xb.next_outgoing(), T0 + 60)
     xb.receive(payload, T0 + 60)
     sas = xa.sas
     assert sas == xb.sas
-    contact_id = xa.save(alice.contacts, T0 + 61)
+    contact_id = xa.save(T0 + 61)
     sealed = xa.seal()  # comparing the SAS, saved
     xa.close()
     with Identity.load(alice.secrets) as loaded:  # another handle on the same identity
-        restored = Exchange.restore(loaded, sealed, T0 + 120)
+        restored = Exchange.restore(loaded, alice.contacts, sealed, T0 + 120)
     assert restored.state == ExchangeState.COMPARE_SAS
     assert restored.method == itsme.ExchangeMethod.QR
     assert (restored.sas, restored.peer_name, restored.peer_public_key) == (sas, "Bob", bob.identity.public_key)
-    assert restored.save(alice.contacts, T0 + 120) == contact_id
-    assert restored.confirm(alice.contacts, T0 + 120) == contact_id
+    assert restored.save(T0 + 120) == contact_id
+    assert restored.confirm(T0 + 120) == contact_id
     assert alice.contact(contact_id).state == VerificationState.VERIFIED
     with pytest.raises(InvalidStateError):
         restored.seal()  # only a pending exchange can be sealed
@@ -912,16 +932,16 @@ def test_qr_seal_and_restore(alice, bob):
 
 def test_qr_restored_after_save_rejects_what_was_saved(alice, bob):
     xa, xb = qr_pair(alice, bob)
-    xa.save(alice.contacts, T0)
-    restored = Exchange.restore(alice.identity, xa.seal(), T0)
-    restored.reject(alice.contacts)
+    xa.save(T0)
+    restored = Exchange.restore(alice.identity, alice.contacts, xa.seal(), T0)
+    restored.reject()
     assert alice.contacts.count() == 0
 
 
 def test_v5_import_seal_and_restore(alice):
-    exchange = Exchange.qr(alice.identity, T0)
+    exchange = Exchange.qr(alice.identity, alice.contacts, T0)
     exchange.receive(v5_text(), T0)
-    restored = Exchange.restore(alice.identity, exchange.seal(), T0)
+    restored = Exchange.restore(alice.identity, alice.contacts, exchange.seal(), T0)
     assert restored.state == ExchangeState.IMPORTED
     assert restored.flags == ExchangeFlags.UNAUTHENTICATED
     assert restored.peer_name == "Al|ice"
@@ -936,14 +956,14 @@ def test_bluetooth_seal_and_restore(alice, bob, after):
         xb.receive(xa.next_outgoing(), T0)  # Alice's KEY, sent before sealing
     sealed = xa.seal()
     xa.close()
-    xa = Exchange.restore(alice.identity, sealed, T0 + 30)
+    xa = Exchange.restore(alice.identity, alice.contacts, sealed, T0 + 30)
     assert xa.session_code == xb.session_code
     assert pump(xa, xb, now=T0 + 30) == {}
     assert xa.state == xb.state == ExchangeState.COMPARE_SAS
     assert xa.sas == xb.sas
     # Sealed again while comparing, restored, confirmed: Bob gets the CONFIRM.
-    xa = Exchange.restore(alice.identity, xa.seal(), T0 + 40)
-    xa.confirm(alice.contacts, T0 + 40)
+    xa = Exchange.restore(alice.identity, alice.contacts, xa.seal(), T0 + 40)
+    xa.confirm(T0 + 40)
     assert pump(xa, xb, now=T0 + 40) == {}
     assert xb.flags == ExchangeFlags.PEER_CONFIRMED
 
@@ -953,13 +973,13 @@ def test_bluetooth_finished_exchange_sealed_with_its_confirm_frame(alice, bob, d
     xa, xb = bluetooth_pair(alice, bob)
     assert pump(xa, xb) == {}
     if decision == "confirm":
-        xa.confirm(alice.contacts, T0)
+        xa.confirm(T0)
     else:
         xa.reject()
     finished = xa.state
     sealed = xa.seal()  # before its CONFIRM frame went out
     xa.close()
-    xa = Exchange.restore(alice.identity, sealed, T0 + 10)
+    xa = Exchange.restore(alice.identity, alice.contacts, sealed, T0 + 10)
     assert xa.state == finished
     frame = xa.next_outgoing()
     assert frame[1] == CONFIRM
@@ -967,10 +987,10 @@ def test_bluetooth_finished_exchange_sealed_with_its_confirm_frame(alice, bob, d
     expected = ExchangeFlags.PEER_CONFIRMED if decision == "confirm" else ExchangeFlags.PEER_REJECTED
     assert xb.flags == expected
     # Sealed again after sending: nothing is sent twice, the peer's CONFIRM is taken.
-    xa = Exchange.restore(alice.identity, xa.seal(), T0 + 20)
+    xa = Exchange.restore(alice.identity, alice.contacts, xa.seal(), T0 + 20)
     assert xa.next_outgoing() == b""
     if decision == "confirm":
-        xb.confirm(bob.contacts, T0 + 20)
+        xb.confirm(T0 + 20)
     else:
         xb.reject()
     xa.receive(xb.next_outgoing(), T0 + 20)
@@ -981,32 +1001,32 @@ def test_bluetooth_finished_exchange_sealed_with_its_confirm_frame(alice, bob, d
 def test_sealed_exchange_tampered(alice, bob):
     xa, xb = qr_pair(alice, bob)
     sealed = xa.seal()
-    assert Exchange.restore(alice.identity, sealed, T0).sas == xa.sas
+    assert Exchange.restore(alice.identity, alice.contacts, sealed, T0).sas == xa.sas
     for label, mutate in mutations(sealed, 2 * len(sealed)):
         with pytest.raises((AuthenticationFailedError, CorruptDataError)):
-            Exchange.restore(alice.identity, mutate(sealed), T0)
+            Exchange.restore(alice.identity, alice.contacts, mutate(sealed), T0)
 
 
-def test_sealed_exchange_of_another_identity(alice, bob, make_party):
+def test_sealed_exchange_of_another_identity(alice, bob, make_party, tmp_path):
     xa, xb = qr_pair(alice, bob)
     sealed = xa.seal()
     with pytest.raises(AuthenticationFailedError):
-        Exchange.restore(bob.identity, sealed, T0)
+        Exchange.restore(bob.identity, bob.contacts, sealed, T0)
     # The same identity on another device (another secret store, so another
     # device key) cannot restore it either.
     clone = Identity.create(SecretStore.memory(), "Alice", random=rng("identity Alice"))
     assert clone.public_key == alice.identity.public_key
     with pytest.raises(AuthenticationFailedError):
-        Exchange.restore(clone, sealed, T0)
+        Exchange.restore(clone, ContactStore.open(clone, tmp_path / "clone.db"), sealed, T0)
 
 
 def test_expiry(alice, bob):
-    xa = Exchange.qr(alice.identity, T0)
+    xa = Exchange.qr(alice.identity, alice.contacts, T0)
     sealed = xa.seal()
-    assert Exchange.restore(alice.identity, sealed, T0 + DAY).state == ExchangeState.AWAITING_PEER
+    assert Exchange.restore(alice.identity, alice.contacts, sealed, T0 + DAY).state == ExchangeState.AWAITING_PEER
     with pytest.raises(ExpiredError):
-        Exchange.restore(alice.identity, sealed, T0 + DAY + 1)
-    payload_b = Exchange.qr(bob.identity, T0).next_outgoing()
+        Exchange.restore(alice.identity, alice.contacts, sealed, T0 + DAY + 1)
+    payload_b = Exchange.qr(bob.identity, bob.contacts, T0).next_outgoing()
     with pytest.raises(ExpiredError):
         xa.receive(payload_b, T0 + DAY + 1)
     assert xa.state == ExchangeState.FAILED
@@ -1015,12 +1035,12 @@ def test_expiry(alice, bob):
 
     # Comparing the SAS for too long: save fails the exchange.
     xa, xb = qr_pair(alice, bob)
-    xa.save(alice.contacts, T0 + DAY)
+    xa.save(T0 + DAY)
     with pytest.raises(ExpiredError):
-        xa.confirm(alice.contacts, T0 + DAY + 1)
+        xa.confirm(T0 + DAY + 1)
     assert xa.state == ExchangeState.FAILED
 
-    bt = Exchange.bluetooth(alice.identity, T0)
+    bt = Exchange.bluetooth(alice.identity, alice.contacts, T0)
     with pytest.raises(ExpiredError):
         bt.receive(b"\x01\x01" + bytes(40), T0 + DAY + 1)
     assert bt.state == ExchangeState.FAILED
@@ -1030,16 +1050,16 @@ def test_expiry(alice, bob):
 
 
 def test_calls_before_the_sas(alice, bob):
-    xa = Exchange.qr(alice.identity, T0)
+    xa = Exchange.qr(alice.identity, alice.contacts, T0)
     with pytest.raises(InvalidStateError):
-        xa.confirm(alice.contacts, T0)
+        xa.confirm(T0)
     with pytest.raises(InvalidStateError):
-        xa.save(alice.contacts, T0)
+        xa.save(T0)
     with pytest.raises(InvalidStateError):
         xa.sas
     assert xa.state == ExchangeState.AWAITING_PEER, "the exchange has not failed"
     assert xa.last_error()
-    xb = Exchange.qr(bob.identity, T0)
+    xb = Exchange.qr(bob.identity, bob.contacts, T0)
     xa.receive(xb.next_outgoing(), T0)
     xb.receive(xa.next_outgoing(), T0)
     assert xa.sas == xb.sas
@@ -1047,15 +1067,15 @@ def test_calls_before_the_sas(alice, bob):
     bt_a, bt_b = bluetooth_pair(alice, bob)
     bt_b.receive(bt_a.next_outgoing(), T0)
     with pytest.raises(InvalidStateError):
-        bt_b.confirm(bob.contacts, T0)
+        bt_b.confirm(T0)
     assert bt_b.state == ExchangeState.AWAITING_PEER
     assert pump(bt_a, bt_b) == {}
     assert bt_a.sas == bt_b.sas
 
 
 def test_calls_after_failure(alice, bob):
-    xa = Exchange.qr(alice.identity, T0)
-    payload_b = Exchange.qr(bob.identity, T0).next_outgoing()
+    xa = Exchange.qr(alice.identity, alice.contacts, T0)
+    payload_b = Exchange.qr(bob.identity, bob.contacts, T0).next_outgoing()
     with pytest.raises(MalformedMessageError):
         xa.receive(PREFIX + b"AAAA", T0)
     assert xa.state == ExchangeState.FAILED
@@ -1063,9 +1083,9 @@ def test_calls_after_failure(alice, bob):
     assert reason
     for call in [
         lambda: xa.receive(payload_b, T0),
-        lambda: xa.save(alice.contacts, T0),
-        lambda: xa.confirm(alice.contacts, T0),
-        lambda: xa.reject(alice.contacts),
+        lambda: xa.save(T0),
+        lambda: xa.confirm(T0),
+        lambda: xa.reject(),
         lambda: xa.reject(),
         lambda: xa.seal(),
         lambda: xa.sas,
@@ -1094,20 +1114,18 @@ def test_failure_after_the_peer_was_received_hides_the_peer(alice, bob):
 
 @pytest.mark.parametrize("whose", ["peer", "stranger"])
 def test_a_store_of_another_identity_is_refused(alice, bob, make_party, whose):
-    # The header: `store` must belong to the exchange's identity.
+    # The header: `store` must belong to the exchange's identity, at creation
+    # and at restore; nothing is written to it.
     store = bob.contacts if whose == "peer" else make_party("Carol").contacts
+    with pytest.raises(itsme.WrongIdentityError):
+        Exchange.qr(alice.identity, store, T0)
     xa, xb = qr_pair(alice, bob)
+    contact_id = xa.save(T0)
     with pytest.raises(itsme.WrongIdentityError):
-        xa.save(store, T0)
-    with pytest.raises(itsme.WrongIdentityError):
-        xa.confirm(store, T0)
+        Exchange.restore(alice.identity, store, xa.seal(), T0)
     assert store.count() == 0
-    assert xa.state == ExchangeState.COMPARE_SAS, "a wrong store does not end the exchange"
-    contact_id = xa.save(alice.contacts, T0)
-    with pytest.raises(itsme.WrongIdentityError):
-        xa.reject(store)
     assert alice.contacts.get(contact_id).name == "Bob"
-    xa.reject(alice.contacts)
+    xa.reject()
     assert alice.contacts.count() == 0
 
 
@@ -1115,25 +1133,31 @@ def test_once_saved_only_that_store_will_do(alice, bob, tmp_path):
     other = ContactStore.open(alice.identity, tmp_path / "another.db")  # the same identity
     try:
         xa, xb = qr_pair(alice, bob)
-        contact_id = xa.save(alice.contacts, T0)
-        for call in (lambda: xa.save(other, T0), lambda: xa.confirm(other, T0), lambda: xa.reject(other)):
-            with pytest.raises(InvalidArgumentError):
-                call()
-        assert xa.state == ExchangeState.COMPARE_SAS and other.count() == 0
-        restored = Exchange.restore(alice.identity, xa.seal(), T0)  # the rule is sealed too
+        unsaved = xa.seal()
+        contact_id = xa.save(T0)
+        # Restored after it saved, it takes only the store it saved in (the
+        # same file through another handle will do); before, any of hers.
         with pytest.raises(InvalidArgumentError):
-            restored.confirm(other, T0)
-        assert restored.confirm(alice.contacts, T0) == contact_id
+            Exchange.restore(alice.identity, other, xa.seal(), T0)
+        assert Exchange.restore(alice.identity, other, unsaved, T0).state == ExchangeState.COMPARE_SAS
+        same_file = ContactStore.open(alice.identity, alice.path)
+        try:
+            restored = Exchange.restore(alice.identity, same_file, xa.seal(), T0)
+            assert restored.confirm(T0) == contact_id
+        finally:
+            same_file.close()
         assert other.count() == 0
+        assert alice.contacts.get(contact_id).state == itsme.VerificationState.VERIFIED
     finally:
         other.close()
 
 
 def test_store_argument_types(alice, bob):
+    for wrong in (alice.secrets, alice.identity, None, "contacts.db"):
+        with pytest.raises(TypeError):
+            Exchange.qr(alice.identity, wrong, T0)  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            Exchange.restore(alice.identity, wrong, b"sealed", T0)  # type: ignore[arg-type]
     xa, xb = qr_pair(alice, bob)
-    with pytest.raises(TypeError):
-        xa.save(alice.secrets, T0)
-    with pytest.raises(TypeError):
-        xa.reject(alice.identity)
     with pytest.raises(TypeError):
         xa.receive(12345, T0)

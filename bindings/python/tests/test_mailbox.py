@@ -93,9 +93,9 @@ def people(tmp_path):
 
 
 def exchanges(people):
-    inviter = Exchange.invite(people[0][1], T0, random=rng("mailbox invite"))
+    inviter = Exchange.invite(people[0][1], people[0][2], T0, random=rng("mailbox invite"))
     invitee = Exchange.accept_invite(
-        people[1][1], inviter.invite_code, inviter.encryption_code, T0, random=rng("mailbox accept")
+        people[1][1], people[1][2], inviter.invite_code, inviter.encryption_code, T0, random=rng("mailbox accept")
     )
     return inviter, invitee
 
@@ -111,15 +111,15 @@ def test_a_whole_invite_exchange_through_a_fake_relay(people):
         step(b, relay)
     assert inviter.state == invitee.state == ExchangeState.COMPARE_SAS
     assert inviter.sas == invitee.sas
-    invitee.confirm(people[1][2], T0)
-    inviter.confirm(people[0][2], T0)
+    invitee.confirm(T0)
+    inviter.confirm(T0)
     for _ in range(4):
         step(b, relay)
         step(a, relay)
     assert a.next_request() == b.next_request() == MailboxRequest.DONE
     assert relay.gone and relay.deletes == 1
-    inviter.settle(people[0][2], T0)
-    invitee.settle(people[1][2], T0)
+    inviter.settle(T0)
+    invitee.settle(T0)
     assert inviter.state == invitee.state == ExchangeState.CONFIRMED
 
 

@@ -212,12 +212,14 @@ def new_random(env, first=0):
 
 
 def new_exchange(env, identity, session_code=None, bluetooth=False):
-    """A QR (or Bluetooth) exchange on a raw identity, freed with the fixture."""
+    """A QR (or Bluetooth) exchange on a raw identity (env.identity or
+    env.bare_identity) and its contact store, freed with the fixture."""
     out = c_void_p()
+    store = env.contacts if identity == env.identity else bare_contacts(env)
     if bluetooth:
-        ok(lib.itsme_exchange_new_bluetooth(identity, session_code, None, T0, byref(out)))
+        ok(lib.itsme_exchange_new_bluetooth(identity, store, session_code, None, T0, byref(out)))
     else:
-        ok(lib.itsme_exchange_new_qr(identity, None, T0, byref(out)))
+        ok(lib.itsme_exchange_new_qr(identity, store, None, T0, byref(out)))
     env.exchanges.append(out.value)
     return out.value
 
@@ -289,7 +291,7 @@ def carol_words(window):
 def started_voice(env):
     """A voice session with Carol, started at its window."""
     voice = new_voice(env)
-    ok(lib.itsme_voice_start(voice, env.contacts, 30 * voice_window(voice)))
+    ok(lib.itsme_voice_start(voice, 30 * voice_window(voice)))
     return voice
 
 
@@ -317,14 +319,21 @@ def public_key(identity):
     return bytes(buf)[: n.value]
 
 
+def bare_contacts(env):
+    """env.bare_identity's contact store, opened once."""
+    if env.bare_contacts is None:
+        out = c_void_p()
+        ok(lib.itsme_store_open(env.bare_identity, str(env.tmp_path / "bare-contacts.db").encode(), byref(out)))
+        env.bare_contacts = out.value
+    return env.bare_contacts
+
+
 def peer_contacts(env):
     """env.identity and env.bare_identity as each other's contacts, with
     SEED: (the id in env.contacts, the id in env.bare_contacts)."""
     if env.peer is None:
         mine, theirs = (public_key(identity) for identity in (env.identity, env.bare_identity))
-        out = c_void_p()
-        ok(lib.itsme_store_open(env.bare_identity, str(env.tmp_path / "bare-contacts.db").encode(), byref(out)))
-        env.bare_contacts = out.value
+        bare_contacts(env)
         mine_id, theirs_id = c_int64(), c_int64()
         ok(lib.itsme_store_add(env.contacts, b"Bare", as_array(theirs), 32, SEED, 32, 0, T0, byref(mine_id)))
         ok(lib.itsme_store_add(env.bare_contacts, b"Raw", as_array(mine), 32, SEED, 32, 0, T0, byref(theirs_id)))
@@ -492,9 +501,9 @@ def raw_replay_table(**overrides):
 # -- optional arguments and callback tables ------------------------------------
 
 
-def test_reject_needs_no_store_when_nothing_was_saved(raw):
+def test_reject_when_nothing_was_saved(raw):
     exchange = comparing(raw)
-    ok(lib.itsme_exchange_reject(exchange, None))
+    ok(lib.itsme_exchange_reject(exchange))
     assert exchange_state(exchange) == itsme.EXCHANGE_REJECTED
 
 
@@ -608,7 +617,7 @@ def test_bad_session_codes(raw, text):
     out, value = handle_out(), c_uint32(7)
     assert lib.itsme_short_code_parse(text, byref(value)) == R.ITSME_E_INVALID_ARGUMENT
     assert value.value == 7
-    assert lib.itsme_exchange_new_bluetooth(raw.identity, text, None, T0, byref(out)) == R.ITSME_E_INVALID_ARGUMENT
+    assert lib.itsme_exchange_new_bluetooth(raw.identity, raw.contacts, text, None, T0, byref(out)) == R.ITSME_E_INVALID_ARGUMENT
     assert out.value == 0xDEADBEEF
 
 
@@ -656,7 +665,7 @@ def test_output_arguments_are_checked_first(raw):
     assert seed == R.ITSME_E_INVALID_ARGUMENT, "not ITSME_E_INVALID_KEY"
     assert lib.itsme_short_code_format(260000, None, 14, byref(n)) == R.ITSME_E_INVALID_ARGUMENT
     exchange = comparing(raw)
-    ok(lib.itsme_exchange_reject(exchange, None))
+    ok(lib.itsme_exchange_reject(exchange))
     assert lib.itsme_exchange_seal(exchange, None, 64, byref(n)) == R.ITSME_E_INVALID_ARGUMENT
     assert lib.itsme_exchange_seal(exchange, byte_buf(64), 64, None) == R.ITSME_E_INVALID_ARGUMENT
     assert n.value == 0x5EED
@@ -763,29 +772,11 @@ def test_voice_check_arguments_change_nothing(raw):
     now = 30 * voice_window(voice)
     outcome = c_uint32(0xAAAA)
     for code, tag in [(b"ECHO 512", 100), (b"ECHO 512", 2**32 - 1), (b"ECH\xc3\x28 512", 1), (b"ECHO 51", 1), (b"", 1)]:
-        assert lib.itsme_voice_check(voice, raw.contacts, code, tag, now, byref(outcome)) == R.ITSME_E_INVALID_ARGUMENT
+        assert lib.itsme_voice_check(voice, code, tag, now, byref(outcome)) == R.ITSME_E_INVALID_ARGUMENT
         assert voice_state(voice) == (itsme.VOICE_COMPARING, itsme.VOICE_TURN_NONE), (code, tag)
     assert outcome.value == 0xAAAA
-    ok(lib.itsme_voice_check(voice, raw.contacts, b"echo-512", 99, now, byref(outcome)))
+    ok(lib.itsme_voice_check(voice, b"echo-512", 99, now, byref(outcome)))
     assert voice_state(voice)[0] == itsme.VOICE_FINISHED
-
-
-def test_voice_needs_the_store_it_was_planned_on(raw, tmp_path):
-    other = c_void_p()
-    ok(lib.itsme_store_open(raw.bare_identity, str(tmp_path / "other-voice.db").encode(), byref(other)))
-    try:
-        voice = new_voice(raw)
-        start = 30 * voice_window(voice)
-        assert lib.itsme_voice_start(voice, other, start) == R.ITSME_E_INVALID_ARGUMENT
-        assert voice_state(voice)[0] == itsme.VOICE_WAITING
-        ok(lib.itsme_voice_start(voice, raw.contacts, start))
-        for _ in range(2):
-            ok(lib.itsme_voice_select(voice, next_word(voice), start))
-        outcome = c_uint32(0xAAAA)
-        assert lib.itsme_voice_check(voice, other, b"ECHO 512", 1, start, byref(outcome)) == R.ITSME_E_INVALID_ARGUMENT
-        assert voice_state(voice)[0] == itsme.VOICE_COMPARING and outcome.value == 0xAAAA
-    finally:
-        lib.itsme_store_free(other.value)
 
 
 def test_voice_keeps_its_store_alive(raw):
@@ -799,8 +790,8 @@ def test_voice_keeps_its_store_alive(raw):
     buf, n = text_buf(12), size_out()
     ok(lib.itsme_voice_session_id(voice, buf, 12, byref(n)))
     assert 8 <= n.value <= 12
-    # Another handle on the same file is the same store.
-    ok(lib.itsme_voice_start(voice, raw.contacts, start))
+    # The session writes through the store handle it holds.
+    ok(lib.itsme_voice_start(voice, start))
     contact, window = c_void_p(), c_int64()
     ok(lib.itsme_store_get(raw.contacts, raw.contact_id, byref(contact)))
     ok(lib.itsme_contact_last_window(contact.value, byref(window)))
@@ -999,22 +990,14 @@ def test_pin_update_frames_are_not_consumed_by_a_too_small_buffer(raw):
     assert pin_update_outgoing(update) == b""
 
 
-def test_online_verify_needs_the_store_it_was_started_on(raw, tmp_path):
+def test_online_verify_confirm_writes_to_its_own_store(raw):
     session = online_comparing(raw)
-    other = c_void_p()
-    ok(lib.itsme_store_open(raw.bare_identity, str(tmp_path / "other-online.db").encode(), byref(other)))
-    try:
-        outcome = c_uint32(0xAAAA)
-        assert lib.itsme_online_verify_confirm(session, other, T0, byref(outcome)) == R.ITSME_E_INVALID_ARGUMENT
-        assert (online_state(session), outcome.value) == (itsme.ONLINE_VERIFY_COMPARE_SAS, 0xAAAA)
-        ok(lib.itsme_online_verify_confirm(session, raw.contacts, T0, byref(outcome)))
-        assert outcome.value == itsme.VOICE_VERIFIED_TAG_UNCHECKED, "contacts added without device secrets"
-        assert online_state(session) == itsme.ONLINE_VERIFY_CONFIRMED
-    finally:
-        lib.itsme_store_free(other.value)
-
-
-# -- hostile host callbacks --------------------------------------------------
+    outcome = c_uint32(0xAAAA)
+    assert lib.itsme_online_verify_confirm(session, T0, None) == R.ITSME_E_INVALID_ARGUMENT
+    assert (online_state(session), outcome.value) == (itsme.ONLINE_VERIFY_COMPARE_SAS, 0xAAAA)
+    ok(lib.itsme_online_verify_confirm(session, T0, byref(outcome)))
+    assert outcome.value == itsme.VOICE_VERIFIED_TAG_UNCHECKED, "contacts added without device secrets"
+    assert online_state(session) == itsme.ONLINE_VERIFY_CONFIRMED
 
 
 def open_with_get(get):
@@ -1080,8 +1063,8 @@ def test_share_profile_only_before_the_proof(raw):
         # Not before the SAS is confirmed, even though the PROOF is in.
         assert profile_state(session) == R.ITSME_E_INVALID_STATE
     outcome = c_uint32()
-    for session, store in ((mine, raw.contacts), (theirs, raw.bare_contacts)):
-        ok(lib.itsme_online_verify_confirm(session, store, T0, byref(outcome)))
+    for session in (mine, theirs):
+        ok(lib.itsme_online_verify_confirm(session, T0, byref(outcome)))
     buf, n = byte_buf(40), size_out()
     ok(lib.itsme_online_verify_peer_profile(theirs, buf, 40, byref(n)))
     assert bytes(buf)[: n.value] == bytes(REFERENCE)

@@ -201,7 +201,7 @@ def test_name_vectors_cover_every_refused_code_point():
 def test_invalid_base64url_payload_is_malformed(parties, text):
     # Section 1's strict decoding, seen through a QR payload.
     identity, random = parties.make(load("qr.json")["exchanges"][0]["a"])
-    exchange = Exchange.qr(identity, T0, random=random)
+    exchange = Exchange.qr(identity, parties.contacts(identity), T0, random=random)
     with pytest.raises(itsme.MalformedMessageError):
         exchange.receive("ITSME1:" + text, T0)
     assert exchange.state == ExchangeState.FAILED
@@ -240,7 +240,7 @@ def test_qr_exchange(parties, vector):
     exchanges = {}
     for side, party in (("a", a), ("b", b)):
         identity, random = parties.make(party)
-        exchange = Exchange.qr(identity, T0, random=random)  # the same source, after the identity
+        exchange = Exchange.qr(identity, parties.contacts(identity), T0, random=random)  # the same source, after the identity
         text = exchange.next_outgoing().decode("ascii")
         assert text == party["payload_text"], f"{side}: payload text"
         assert base64.urlsafe_b64decode(text[7:] + "=" * (-len(text[7:]) % 4)) == h(party["payload"])
@@ -282,7 +282,7 @@ def _qr_receiver(parties, receiver):
         for party in (vector["a"], vector["b"]):
             if party["identity_public"] == receiver["identity_public"]:
                 identity, random = parties.make(party)
-                exchange = Exchange.qr(identity, T0, random=random)
+                exchange = Exchange.qr(identity, parties.contacts(identity), T0, random=random)
                 assert exchange.next_outgoing().decode() == party["payload_text"]
                 return exchange
     pytest.fail("the rejection's receiver is none of the exchange parties")
@@ -308,7 +308,7 @@ def _v5_receiver(parties, receiver):
     """The v5 receiver's QR exchange, drawn from its random source; checks
     that its ephemeral key is the one whose secret the vector gives."""
     identity, random = parties.make(receiver)
-    exchange = Exchange.qr(identity, T0, random=random)
+    exchange = Exchange.qr(identity, parties.contacts(identity), T0, random=random)
     text = exchange.next_outgoing().decode("ascii")
     payload = base64.urlsafe_b64decode(text[7:] + "=" * (-len(text[7:]) % 4))
     ephemeral_public = payload[41:73]
@@ -345,8 +345,8 @@ def test_source_import(parties, vector):
     assert exchange.peer_public_key is None
     with pytest.raises(itsme.InvalidStateError):
         exchange.sas
-    contacts = parties.contacts(identity)
-    contact = contacts.get(exchange.save(contacts, T0))
+    contacts = exchange.store
+    contact = contacts.get(exchange.save(T0))
     assert (contact.name, contact.fingerprint, contact.authenticated) == (
         vector["name_text"],
         vector["fingerprint_text"],
@@ -375,10 +375,10 @@ def test_bluetooth_exchange(parties, vector):
     a, b = vector["a"], vector["b"]
     identity_a, random_a = parties.make(a)
     identity_b, random_b = parties.make(b)
-    xa = Exchange.bluetooth(identity_a, T0, random=random_a)  # a draws the session code
+    xa = Exchange.bluetooth(identity_a, parties.contacts(identity_a), T0, random=random_a)  # a draws the session code
     assert xa.session_code == vector["session_code_text"]
     assert itsme.short_code_parse(vector["session_code_text"]) == vector["session_code_value"]
-    xb = Exchange.bluetooth(identity_b, T0, session_code=vector["session_code_text"], random=random_b)
+    xb = Exchange.bluetooth(identity_b, parties.contacts(identity_b), T0, session_code=vector["session_code_text"], random=random_b)
     sent = {"a": {}, "b": {}}
 
     def pump():
@@ -402,13 +402,13 @@ def test_bluetooth_exchange(parties, vector):
         assert exchange.peer_public_key == h(peer["identity_public"])
     # Both confirm; each settles the other's CONFIRM (8.1).
     store_a, store_b = parties.contacts(identity_a), parties.contacts(identity_b)
-    xa.confirm(store_a, T0)
-    xb.confirm(store_b, T0)
+    xa.confirm(T0)
+    xb.confirm(T0)
     pump()
     for exchange, store in ((xa, store_a), (xb, store_b)):
         assert exchange.flags == ExchangeFlags.PEER_CONFIRMED
         assert exchange.state == ExchangeState.AWAITING_DECISION
-        exchange.settle(store, T0)
+        exchange.settle(T0)
         assert exchange.state == ExchangeState.CONFIRMED
     for side, party in (("a", a), ("b", b)):
         assert set(sent[side]) == set(FRAME_TYPES)
@@ -532,7 +532,7 @@ class VoiceContact:
         """A session planned at ``now``, started and with both words entered."""
         session = itsme.VoiceSession(self.contacts, self.id, now)
         start = 30 * session.window
-        session.start(self.contacts, start)
+        session.start(start)
         theirs = itsme.derive_words(self.SEED, session.window, self.peer_pid)
         for _ in range(2):
             mine = session.turn == itsme.VoiceTurn.MINE
@@ -577,14 +577,14 @@ def test_voice_heard_code_parses(parties, vector):
     with session:
         their = session.their_code
         assert their.tag is None, "no device secrets: the tag is not checked"
-        outcome = session.check(contact.contacts, typed, 0, now)
+        outcome = session.check(typed, 0, now)
         matches = _code_text(vector["value"]) == their.text
         assert outcome == (itsme.VoiceOutcome.VERIFIED_TAG_UNCHECKED if matches else itsme.VoiceOutcome.MISMATCH)
     # The expected code typed in the same form: a match.
     session, now = contact.comparing(T0)
     with session:
         same_form = _in_the_form_of(typed, session.their_code.text)
-        outcome = session.check(contact.contacts, same_form, 0, now)
+        outcome = session.check(same_form, 0, now)
         assert outcome == itsme.VoiceOutcome.VERIFIED_TAG_UNCHECKED, same_form
 
 
@@ -594,7 +594,7 @@ def test_voice_heard_code_parse_invalid(parties, text):
     session, now = contact.comparing(T0)
     with session:
         with pytest.raises(InvalidArgumentError):
-            session.check(contact.contacts, text, 0, now)
+            session.check(text, 0, now)
         assert session.state == itsme.VoiceState.COMPARING
 
 
@@ -730,7 +730,7 @@ def test_online_verify_session(parties, vector):
     assert itsme.short_code_format(vector["sas_value"]) == vector["sas_text"]
     # Without device secrets the tags are not checked.
     for session in (initiator, responder):
-        assert session.confirm(session.store, now) == VoiceOutcome.VERIFIED_TAG_UNCHECKED
+        assert session.confirm(now) == VoiceOutcome.VERIFIED_TAG_UNCHECKED
     # Each side reads the reference the other shared, once the SAS is confirmed.
     for side in "ab":
         peer = vector[_OTHER[side]]
@@ -832,11 +832,12 @@ def test_remote_exchange_with_its_decisions(parties, vector):
     identity_i, random_i = parties.make(vi)
     identity_r, random_r = parties.make(vr)
     realtime = vector["realtime"]
-    inviter = Exchange.invite(identity_i, T0, realtime=realtime, random=random_i)
+    store_i, store_r = parties.contacts(identity_i), parties.contacts(identity_r)
+    inviter = Exchange.invite(identity_i, store_i, T0, realtime=realtime, random=random_i)
     assert (inviter.invite_code, inviter.encryption_code) == (vector["invite_code_text"], vector["encryption_code_text"])
     assert inviter.relay_id == vector["room_id" if realtime else "invite_id"]
     invitee = Exchange.accept_invite(
-        identity_r, vector["invite_code_text"].lower(), vector["encryption_code_text"], T0, realtime=realtime, random=random_r
+        identity_r, store_r, vector["invite_code_text"].lower(), vector["encryption_code_text"], T0, realtime=realtime, random=random_r
     )
     for key, sender, receiver in (
         ("invite_message", inviter, invitee),
@@ -849,22 +850,21 @@ def test_remote_exchange_with_its_decisions(parties, vector):
     assert inviter.sas == invitee.sas == vector["sas_text"]
     # The decisions (16.3 step 5): each message is the vector's, and each
     # side settles the other's.
-    store_i, store_r = parties.contacts(identity_i), parties.contacts(identity_r)
-    id_i = inviter.confirm(store_i, T0)
+    id_i = inviter.confirm(T0)
     if vr["decision"] == 1:
-        invitee.confirm(store_r, T0)
+        invitee.confirm(T0)
     else:
-        invitee.reject(store_r)
+        invitee.reject()
     decision_r = invitee.next_outgoing()
     assert decision_r.hex() == vr["decision_message"]
     inviter.receive(decision_r, T0)
     decision_i = inviter.next_outgoing()
     assert decision_i.hex() == vi["decision_message"]
-    assert inviter.settle(store_i, T0) == (id_i if vr["decision"] == 1 else None)
+    assert inviter.settle(T0) == (id_i if vr["decision"] == 1 else None)
     invitee.receive(decision_i, T0)
     assert invitee.flags & ExchangeFlags.PEER_CONFIRMED
     if vr["decision"] == 1:
-        invitee.settle(store_r, T0)
+        invitee.settle(T0)
         assert store_i.get(id_i).state == store_r.list()[0].state == VerificationState.VERIFIED
     else:
         assert store_i.count() == store_r.count() == 0
@@ -877,9 +877,9 @@ def test_remote_rejection(parties, vector):
     first = REMOTE["exchanges"][0]
     identity_i, random_i = parties.make(first["inviter"])
     identity_r, random_r = parties.make(first["invitee"])
-    inviter = Exchange.invite(identity_i, T0, random=random_i)
+    inviter = Exchange.invite(identity_i, parties.contacts(identity_i), T0, random=random_i)
     invitee = Exchange.accept_invite(
-        identity_r, first["invite_code_text"], first["encryption_code_text"], T0, random=random_r
+        identity_r, parties.contacts(identity_r), first["invite_code_text"], first["encryption_code_text"], T0, random=random_r
     )
     receiver = inviter if vector["receiver_text"] == "inviter" else invitee
     *accepted, last = [bytes.fromhex(m) for m in vector["messages"]]
@@ -906,15 +906,15 @@ def test_reexchange_keeps_the_contact_and_replaces_its_seed(parties):
     for vector in REEXCHANGE["exchanges"]:
         now = vector["now"]
         identity_b.name = vector["b_name_text"]
-        xa = Exchange.qr(identity_a, now, random=random_a)
-        xb = Exchange.qr(identity_b, now, random=random_b)
+        xa = Exchange.qr(identity_a, store_a, now, random=random_a)
+        xb = Exchange.qr(identity_b, store_b, now, random=random_b)
         assert xa.next_outgoing().decode() == vector["a_payload_text"]
         assert xb.next_outgoing().decode() == vector["b_payload_text"]
         xa.receive(xb.next_outgoing(), now)
         xb.receive(xa.next_outgoing(), now)
         assert xa.sas == xb.sas == vector["sas_text"]
-        got = xa.confirm(store_a, now)
-        xb.confirm(store_b, now)
+        got = xa.confirm(now)
+        xb.confirm(now)
         assert bool(xa.flags & ExchangeFlags.KNOWN_CONTACT) == vector["known_contact"]
         contact_id = contact_id or got
         assert got == contact_id

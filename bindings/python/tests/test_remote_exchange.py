@@ -54,6 +54,10 @@ class Person:
     identity: Identity
     contacts: ContactStore
 
+    def parts(self):
+        """The identity and its contact store, as an exchange is made with them."""
+        return self.identity, self.contacts
+
     def pake_items(self):
         return sorted(name for name in self.backend.items if name.startswith(PAKE_PREFIX))
 
@@ -115,9 +119,9 @@ def other_valid_code(code: str, label: str = "other") -> str:
 
 def start(alice: Person, bob: Person, realtime: bool = False, label: str = "remote", code: str = None):
     """The inviter's exchange and the invitee's, which typed the codes."""
-    inviter = Exchange.invite(alice.identity, T0, realtime=realtime, random=rng(f"{label} inviter"))
+    inviter = Exchange.invite(alice.identity, alice.contacts, T0, realtime=realtime, random=rng(f"{label} inviter"))
     invitee = Exchange.accept_invite(
-        bob.identity,
+        bob.identity, bob.contacts,
         inviter.invite_code,
         code or inviter.encryption_code,
         T0,
@@ -150,7 +154,7 @@ def test_constants_match_the_header():
 
 
 def test_check_remote_code_reads_what_people_type(alice):
-    code = Exchange.invite(alice.identity, T0, random=rng("codes")).invite_code
+    code = Exchange.invite(alice.identity, alice.contacts, T0, random=rng("codes")).invite_code
     assert CODE.fullmatch(code)
     plain = canonical(code)
     for typed in (code, plain, plain.lower(), f"  {plain[:4]} {plain[4:]} ", "-".join(plain), code.lower()):
@@ -158,7 +162,7 @@ def test_check_remote_code_reads_what_people_type(alice):
 
 
 def test_check_remote_code_catches_every_single_typo_and_swap(alice):
-    code = canonical(Exchange.invite(alice.identity, T0, random=rng("typos")).encryption_code)
+    code = canonical(Exchange.invite(alice.identity, alice.contacts, T0, random=rng("typos")).encryption_code)
     for i in range(8):
         for c in ALPHABET:
             if c != code[i]:
@@ -205,7 +209,7 @@ def test_check_remote_code_arguments():
 
 @pytest.mark.parametrize("realtime", [False, True])
 def test_a_new_invite(alice, realtime):
-    with Exchange.invite(alice.identity, T0, realtime=realtime, random=rng("new")) as inviter:
+    with Exchange.invite(alice.identity, alice.contacts, T0, realtime=realtime, random=rng("new")) as inviter:
         assert inviter.method == (ExchangeMethod.REALTIME if realtime else ExchangeMethod.INVITE)
         assert inviter.state == ExchangeState.AWAITING_PEER
         assert inviter.is_inviter is True
@@ -225,24 +229,24 @@ def test_a_new_invite(alice, realtime):
             with pytest.raises(InvalidStateError):
                 getattr(inviter, reader)
         # Deterministic randomness replays the codes; the system's draws new ones.
-        again = Exchange.invite(alice.identity, T0, realtime=realtime, random=rng("new"))
+        again = Exchange.invite(alice.identity, alice.contacts, T0, realtime=realtime, random=rng("new"))
         assert (again.invite_code, again.encryption_code) == (invite_code, encryption_code)
-        fresh = Exchange.invite(alice.identity, T0, realtime=realtime)
+        fresh = Exchange.invite(alice.identity, alice.contacts, T0, realtime=realtime)
         assert fresh.invite_code != invite_code
 
 
 def test_invite_and_realtime_use_different_relay_ids(alice, bob):
-    mailbox = Exchange.invite(alice.identity, T0, random=rng("ids"))
-    room = Exchange.invite(alice.identity, T0, realtime=True, random=rng("ids"))
+    mailbox = Exchange.invite(alice.identity, alice.contacts, T0, random=rng("ids"))
+    room = Exchange.invite(alice.identity, alice.contacts, T0, realtime=True, random=rng("ids"))
     assert mailbox.invite_code == room.invite_code
     assert mailbox.relay_id != room.relay_id
-    invitee = Exchange.accept_invite(bob.identity, room.invite_code, room.encryption_code, T0, realtime=True)
+    invitee = Exchange.accept_invite(bob.identity, bob.contacts, room.invite_code, room.encryption_code, T0, realtime=True)
     assert invitee.relay_id == room.relay_id
     assert invitee.is_inviter is False
     assert invitee.next_outgoing() == b"", "the invitee speaks only after the INVITE"
     # Codes are read as typed and shown canonically.
     typed = Exchange.accept_invite(
-        bob.identity, canonical(room.invite_code).lower(), " " + room.encryption_code.lower(), T0, realtime=True
+        bob.identity, bob.contacts, canonical(room.invite_code).lower(), " " + room.encryption_code.lower(), T0, realtime=True
     )
     assert (typed.invite_code, typed.encryption_code) == (room.invite_code, room.encryption_code)
 
@@ -276,10 +280,10 @@ def test_round_trip(alice, bob, realtime):
     assert len(alice.pake_items()) == 1 and alice.pake_items()[0].endswith(".inviter")
     assert len(bob.pake_items()) == 1 and bob.pake_items()[0].endswith(".invitee")
 
-    id_a = inviter.confirm(alice.contacts, T0 + 3700)
+    id_a = inviter.confirm(T0 + 3700)
     held = inviter.next_outgoing()
     assert (held == b"") == (not realtime), "through the mailbox the inviter's confirmation waits for the invitee's"
-    id_b = invitee.confirm(bob.contacts, T0 + 3700)
+    id_b = invitee.confirm(T0 + 3700)
     for party, contact_id in ((alice, id_a), (bob, id_b)):
         assert party.contacts.get(contact_id).state == VerificationState.AWAITING_PEER
     assert inviter.state == invitee.state == ExchangeState.AWAITING_DECISION
@@ -287,11 +291,11 @@ def test_round_trip(alice, bob, realtime):
     assert decision_b[:2] == bytes([1, DECISION]) and len(decision_b) == 19
     inviter.receive(decision_b, T0 + 3700)
     assert inviter.flags & ExchangeFlags.PEER_CONFIRMED
-    assert inviter.settle(alice.contacts, T0 + 3700) == id_a
+    assert inviter.settle(T0 + 3700) == id_a
     decision_a = held or inviter.next_outgoing()
     assert decision_a[:2] == bytes([1, DECISION])
     invitee.receive(decision_a, T0 + 3700)
-    assert invitee.settle(bob.contacts, T0 + 3700) == id_b
+    assert invitee.settle(T0 + 3700) == id_b
     method = ExchangeMethod.REALTIME if realtime else ExchangeMethod.INVITE
     for party, contact_id, peer in ((alice, id_a, bob), (bob, id_b, alice)):
         contact = party.contacts.get(contact_id)
@@ -305,9 +309,9 @@ def test_round_trip(alice, bob, realtime):
 def test_each_side_may_reject(alice, bob):
     inviter, invitee = start(alice, bob)
     run(inviter, invitee)
-    contact_id = inviter.save(alice.contacts, T0)
+    contact_id = inviter.save(T0)
     assert alice.contacts.count() == 1
-    inviter.reject(alice.contacts)
+    inviter.reject()
     invitee.reject()
     assert alice.contacts.count() == bob.contacts.count() == 0
     assert inviter.state == invitee.state == ExchangeState.REJECTED
@@ -317,10 +321,10 @@ def test_each_side_may_reject(alice, bob):
 
 
 def test_wrong_encryption_code_fails_both_and_saves_nothing(alice, bob, person):
-    inviter = Exchange.invite(alice.identity, T0, random=rng("wrong inviter"))
+    inviter = Exchange.invite(alice.identity, alice.contacts, T0, random=rng("wrong inviter"))
     wrong = other_valid_code(inviter.encryption_code)
     assert wrong != inviter.encryption_code and check_remote_code(wrong) == wrong
-    invitee = Exchange.accept_invite(bob.identity, inviter.invite_code, wrong, T0, random=rng("wrong invitee"))
+    invitee = Exchange.accept_invite(bob.identity, bob.contacts, inviter.invite_code, wrong, T0, random=rng("wrong invitee"))
     m1 = inviter.next_outgoing()
     invitee.receive(m1, T0)  # nothing to check yet: the INVITE carries no secret
     accept = invitee.next_outgoing()
@@ -336,7 +340,7 @@ def test_wrong_encryption_code_fails_both_and_saves_nothing(alice, bob, person):
     invitee.reject()
     assert bob.pake_items() == []
     # The right code cannot be tried against the same invite any more.
-    honest = Exchange.accept_invite(person("Bob2").identity, inviter.invite_code, inviter.encryption_code, T0)
+    honest = Exchange.accept_invite(*person("Bob2").parts(), inviter.invite_code, inviter.encryption_code, T0)
     honest.receive(m1, T0)
     with pytest.raises(InvalidStateError):
         inviter.receive(honest.next_outgoing(), T0)
@@ -354,7 +358,7 @@ def test_a_changed_reply_fails_the_invitee(alice, bob):
     assert invitee.state == ExchangeState.FAILED
     assert bob.pake_items() == []
     with pytest.raises(InvalidStateError):
-        invitee.confirm(bob.contacts, T0)
+        invitee.confirm(T0)
     assert bob.contacts.count() == 0
 
 
@@ -362,7 +366,7 @@ def test_a_changed_reply_fails_the_invitee(alice, bob):
 
 
 def test_typos_in_either_code_are_caught_before_anything_is_stored(alice, bob):
-    inviter = Exchange.invite(alice.identity, T0, random=rng("typo"))
+    inviter = Exchange.invite(alice.identity, alice.contacts, T0, random=rng("typo"))
     invite, encryption = inviter.invite_code, inviter.encryption_code
     before = dict(bob.backend.items)
 
@@ -388,7 +392,7 @@ def test_typos_in_either_code_are_caught_before_anything_is_stored(alice, bob):
     ]
     for invite_code, encryption_code, message in cases:
         with pytest.raises(InvalidArgumentError, match=message):
-            Exchange.accept_invite(bob.identity, invite_code, encryption_code, T0)
+            Exchange.accept_invite(bob.identity, bob.contacts, invite_code, encryption_code, T0)
     assert bob.backend.items == before, "nothing was stored"
     assert bob.pake_items() == []
 
@@ -411,7 +415,7 @@ def test_the_inviter_sealed_and_restored_between_steps(alice, bob):
     # The device restarts between creating the invite and reading the ACCEPT.
     invitee.receive(m1, T0 + 60)
     m2 = invitee.next_outgoing()
-    inviter = Exchange.restore(alice.identity, sealed, T0 + 7200)
+    inviter = Exchange.restore(alice.identity, alice.contacts, sealed, T0 + 7200)
     assert (inviter.invite_code, inviter.encryption_code, inviter.relay_id) == codes
     assert inviter.is_inviter and inviter.method == ExchangeMethod.INVITE
     assert inviter.next_outgoing() == b"", "the INVITE was posted before the seal"
@@ -422,7 +426,7 @@ def test_the_inviter_sealed_and_restored_between_steps(alice, bob):
     sealed_at_sas = inviter.seal()
     sas = inviter.sas
     inviter.close()
-    inviter = Exchange.restore(alice.identity, sealed_at_sas, T0 + 7300)
+    inviter = Exchange.restore(alice.identity, alice.contacts, sealed_at_sas, T0 + 7300)
     assert inviter.sas == sas and inviter.peer_name == "Bob"
     m3 = inviter.next_outgoing()
     assert m3[:2] == bytes([1, REPLY])
@@ -430,37 +434,37 @@ def test_the_inviter_sealed_and_restored_between_steps(alice, bob):
     # The invitee restarts too, after its ACCEPT went out.
     sealed_invitee = invitee.seal()
     invitee.close()
-    invitee = Exchange.restore(bob.identity, sealed_invitee, T0 + 7400)
+    invitee = Exchange.restore(bob.identity, bob.contacts, sealed_invitee, T0 + 7400)
     assert invitee.next_outgoing() == b"", "the ACCEPT was already taken"
     invitee.receive(m3, T0 + 7400)
     assert invitee.sas == sas
 
-    inviter.confirm(alice.contacts, T0 + 7500)
-    invitee.confirm(bob.contacts, T0 + 7500)
+    inviter.confirm(T0 + 7500)
+    invitee.confirm(T0 + 7500)
     # Awaiting Bob's decision, Alice's device restarts once more.
     sealed_deciding = inviter.seal()
     inviter.close()
-    inviter = Exchange.restore(alice.identity, sealed_deciding, T0 + 7500)
+    inviter = Exchange.restore(alice.identity, alice.contacts, sealed_deciding, T0 + 7500)
     assert inviter.state == ExchangeState.AWAITING_DECISION
     inviter.receive(invitee.next_outgoing(), T0 + 7500)
-    assert inviter.settle(alice.contacts, T0 + 7500) is not None
+    assert inviter.settle(T0 + 7500) is not None
     invitee.receive(inviter.next_outgoing(), T0 + 7500)
-    assert invitee.settle(bob.contacts, T0 + 7500) is not None
+    assert invitee.settle(T0 + 7500) is not None
     # The exchange ended: its PAKE secret is gone, so no old copy restores.
     for old in (sealed, sealed_at_sas, sealed_deciding):
         with pytest.raises(InvalidStateError):
-            Exchange.restore(alice.identity, old, T0 + 7600)
+            Exchange.restore(alice.identity, alice.contacts, old, T0 + 7600)
     with pytest.raises(InvalidStateError):
-        Exchange.restore(bob.identity, sealed_invitee, T0 + 7600)
+        Exchange.restore(bob.identity, bob.contacts, sealed_invitee, T0 + 7600)
 
 
 def test_a_sealed_remote_exchange_is_bound_to_its_identity(alice, bob):
-    inviter = Exchange.invite(alice.identity, T0, random=rng("bound"))
+    inviter = Exchange.invite(alice.identity, alice.contacts, T0, random=rng("bound"))
     sealed = inviter.seal()
     with pytest.raises(AuthenticationFailedError):
-        Exchange.restore(bob.identity, sealed, T0)
+        Exchange.restore(bob.identity, bob.contacts, sealed, T0)
     with pytest.raises(ExpiredError):
-        Exchange.restore(alice.identity, sealed, T0 + DAY + 1)
+        Exchange.restore(alice.identity, alice.contacts, sealed, T0 + DAY + 1)
 
 
 def test_the_invite_expires_after_a_day(alice, bob):
@@ -474,29 +478,29 @@ def test_the_invite_expires_after_a_day(alice, bob):
 
 
 def test_codes_of_an_exchange_in_person_are_invalid_state(alice):
-    for exchange in (Exchange.qr(alice.identity, T0), Exchange.bluetooth(alice.identity, T0)):
+    for exchange in (Exchange.qr(alice.identity, alice.contacts, T0), Exchange.bluetooth(alice.identity, alice.contacts, T0)):
         for reader in ("invite_code", "encryption_code", "relay_id", "is_inviter"):
             with pytest.raises(InvalidStateError, match="invite or real-time"):
                 getattr(exchange, reader)
 
 
 def test_wrong_arguments(alice, bob):
-    inviter = Exchange.invite(alice.identity, T0, random=rng("args"))
+    inviter = Exchange.invite(alice.identity, alice.contacts, T0, random=rng("args"))
     with pytest.raises(TypeError):
-        Exchange.invite(alice.secrets, T0)
+        Exchange.invite(alice.secrets, alice.contacts, T0)
     with pytest.raises(TypeError):
-        Exchange.invite(None, T0)
+        Exchange.invite(None, alice.contacts, T0)
     with pytest.raises(TypeError):
-        Exchange.accept_invite(bob.identity, None, inviter.encryption_code, T0)
+        Exchange.accept_invite(bob.identity, bob.contacts, None, inviter.encryption_code, T0)
     with pytest.raises(TypeError):
-        Exchange.accept_invite(bob.identity, inviter.invite_code, b"ABCD-EFGH", T0)
+        Exchange.accept_invite(bob.identity, bob.contacts, inviter.invite_code, b"ABCD-EFGH", T0)
     with pytest.raises(InvalidArgumentError):
-        Exchange.accept_invite(bob.identity, inviter.invite_code + "\0", inviter.encryption_code, T0)
+        Exchange.accept_invite(bob.identity, bob.contacts, inviter.invite_code + "\0", inviter.encryption_code, T0)
     with pytest.raises(TypeError):
-        Exchange.invite(alice.identity, T0, random=b"\0" * 32)
+        Exchange.invite(alice.identity, alice.contacts, T0, random=b"\0" * 32)
     with pytest.raises(InvalidArgumentError):
-        Exchange.invite(alice.identity, 2**63)
-    closed = Exchange.invite(alice.identity, T0)
+        Exchange.invite(alice.identity, alice.contacts, 2**63)
+    closed = Exchange.invite(alice.identity, alice.contacts, T0)
     closed.close()
     with pytest.raises(ValueError):
         closed.invite_code
@@ -506,7 +510,7 @@ def test_messages_in_the_wrong_order_or_place(alice, bob, person):
     inviter, invitee = start(alice, bob, label="order")
     m1 = inviter.next_outgoing()
     # The inviter's own INVITE reflected back to it.
-    reflected = Exchange.restore(alice.identity, inviter.seal(), T0)
+    reflected = Exchange.restore(alice.identity, alice.contacts, inviter.seal(), T0)
     with pytest.raises(MalformedMessageError):
         reflected.receive(m1, T0)
     assert reflected.state == ExchangeState.FAILED
@@ -519,12 +523,12 @@ def test_messages_in_the_wrong_order_or_place(alice, bob, person):
     # A second INVITE, and an ACCEPT sent to the invitee.
     with pytest.raises(MalformedMessageError):
         invitee.receive(m1, T0)
-    early = Exchange.accept_invite(person("Carol").identity, inviter.invite_code, inviter.encryption_code, T0)
+    early = Exchange.accept_invite(*person("Carol").parts(), inviter.invite_code, inviter.encryption_code, T0)
     with pytest.raises(MalformedMessageError):
         early.receive(m2, T0)
     # Empty, truncated and oversized messages.
     for bad in (b"", b"\x01", m1[:-1], m1 + b"\0", b"\x01\x02" + b"\0" * itsme.REMOTE_MESSAGE_MAX):
-        fresh = Exchange.accept_invite(person("Dave").identity, inviter.invite_code, inviter.encryption_code, T0)
+        fresh = Exchange.accept_invite(*person("Dave").parts(), inviter.invite_code, inviter.encryption_code, T0)
         with pytest.raises(MalformedMessageError):
             fresh.receive(bad, T0)
         assert fresh.state == ExchangeState.FAILED
@@ -532,15 +536,13 @@ def test_messages_in_the_wrong_order_or_place(alice, bob, person):
 
 def test_calls_in_the_wrong_state(alice, bob):
     inviter, invitee = start(alice, bob, label="state")
-    for exchange, store in ((inviter, alice.contacts), (invitee, bob.contacts)):
+    for exchange in (inviter, invitee):
         with pytest.raises(InvalidStateError):
-            exchange.save(store, T0)
+            exchange.save(T0)
         with pytest.raises(InvalidStateError):
-            exchange.confirm(store, T0)
+            exchange.confirm(T0)
     run(inviter, invitee)
-    with pytest.raises(itsme.WrongIdentityError):
-        inviter.confirm(bob.contacts, T0)
-    inviter.confirm(alice.contacts, T0)
+    inviter.confirm(T0)
     # Awaiting the peer's decision, anything else from the peer is refused
     # without ending the exchange.
     with pytest.raises(MalformedMessageError):
@@ -548,17 +550,17 @@ def test_calls_in_the_wrong_state(alice, bob):
     assert inviter.state == ExchangeState.AWAITING_DECISION
     assert inviter.seal()
     with pytest.raises(InvalidStateError):
-        inviter.settle(alice.contacts, T0)  # no decision from the peer yet
-    inviter.reject(alice.contacts)  # giving up waiting
+        inviter.settle(T0)  # no decision from the peer yet
+    inviter.reject()  # giving up waiting
     assert inviter.state == ExchangeState.REJECTED and alice.contacts.count() == 0
     with pytest.raises(InvalidStateError):
-        inviter.reject(alice.contacts)
+        inviter.reject()
     with pytest.raises(InvalidStateError):
         inviter.seal()
     # A message once the SAS is shown ends the exchange; then every call is refused.
     with pytest.raises(MalformedMessageError):
         invitee.receive(b"\x01\x03", T0)
-    for call in (lambda: invitee.sas, lambda: invitee.seal(), lambda: invitee.confirm(bob.contacts, T0),
+    for call in (lambda: invitee.sas, lambda: invitee.seal(), lambda: invitee.confirm(T0),
                  lambda: invitee.receive(b"\x01\x03", T0)):
         with pytest.raises(InvalidStateError):
             call()
@@ -581,14 +583,18 @@ def test_null_pointers_are_invalid_arguments(alice):
     assert lib.itsme_remote_code_check(b"ABCD-EFGH", buf, cap, None) == R
     with alice.identity._use() as identity_ptr:
         out = c_void_p()
-        assert lib.itsme_exchange_new_invite(None, 0, None, T0, byref(out)) == R
-        assert lib.itsme_exchange_new_invite(identity_ptr, 0, None, T0, None) == R
-        assert lib.itsme_exchange_accept_invite(None, b"A", b"B", 0, None, T0, byref(out)) == R
-        inviter = Exchange.invite(alice.identity, T0)
+        with alice.contacts._use() as store_ptr:
+            assert lib.itsme_exchange_new_invite(None, store_ptr, 0, None, T0, byref(out)) == R
+            assert lib.itsme_exchange_new_invite(identity_ptr, None, 0, None, T0, byref(out)) == R
+            assert lib.itsme_exchange_new_invite(identity_ptr, store_ptr, 0, None, T0, None) == R
+            assert lib.itsme_exchange_accept_invite(None, store_ptr, b"A", b"B", 0, None, T0, byref(out)) == R
+            assert lib.itsme_exchange_accept_invite(identity_ptr, None, b"A", b"B", 0, None, T0, byref(out)) == R
+        inviter = Exchange.invite(alice.identity, alice.contacts, T0)
         codes = inviter.invite_code.encode(), inviter.encryption_code.encode()
-        assert lib.itsme_exchange_accept_invite(identity_ptr, None, codes[1], 0, None, T0, byref(out)) == R
-        assert lib.itsme_exchange_accept_invite(identity_ptr, codes[0], None, 0, None, T0, byref(out)) == R
-        assert lib.itsme_exchange_accept_invite(identity_ptr, codes[0], codes[1], 0, None, T0, None) == R
+        with alice.contacts._use() as store_ptr:
+            assert lib.itsme_exchange_accept_invite(identity_ptr, store_ptr, None, codes[1], 0, None, T0, byref(out)) == R
+            assert lib.itsme_exchange_accept_invite(identity_ptr, store_ptr, codes[0], None, 0, None, T0, byref(out)) == R
+            assert lib.itsme_exchange_accept_invite(identity_ptr, store_ptr, codes[0], codes[1], 0, None, T0, None) == R
         assert out.value is None, "no exchange was made"
     with inviter._use() as ptr:
         for function in (lib.itsme_exchange_invite_code, lib.itsme_exchange_encryption_code, lib.itsme_exchange_relay_id):

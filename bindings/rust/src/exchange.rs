@@ -378,8 +378,9 @@ impl fmt::Debug for ExchangeFlags {
 /// wrong order), the state is [`ExchangeState::Failed`] and every later
 /// call fails.  A pending exchange expires 24 hours after it began.
 ///
-/// The library keeps the exchange's identity alive, so the [`Identity`]
-/// it was made for may be dropped first.  An exchange may be shared between
+/// The library keeps the exchange's identity and contact store alive, so
+/// the [`Identity`] and [`ContactStore`] it was made with may be dropped
+/// first.  An exchange may be shared between
 /// threads (`Send + Sync`): its calls are serialised.  Dropping it wipes
 /// its secrets.  Errors carry the exchange's last-error detail (for the
 /// constructors, the identity's).
@@ -391,8 +392,10 @@ impl fmt::Debug for ExchangeFlags {
 /// let now = 1_800_000_000;
 /// let alice = Identity::create(&SecretStore::memory()?, "Alice")?;
 /// let bob = Identity::create(&SecretStore::memory()?, "Bob")?;
-/// let mut a = Exchange::qr(&alice, now, None)?;
-/// let mut b = Exchange::qr(&bob, now, None)?;
+/// let contacts = ContactStore::open(&alice, dir.join("alice.db"))?;
+/// let bob_contacts = ContactStore::open(&bob, dir.join("bob.db"))?;
+/// let mut a = Exchange::qr(&alice, &contacts, now, None)?;
+/// let mut b = Exchange::qr(&bob, &bob_contacts, now, None)?;
 /// // Each device shows its QR code and scans the other's.
 /// let (shown_by_a, shown_by_b) = (a.next_outgoing()?, b.next_outgoing()?);
 /// a.receive(&shown_by_b, now)?;
@@ -401,10 +404,9 @@ impl fmt::Debug for ExchangeFlags {
 /// assert_eq!(a.sas()?, b.sas()?);
 /// assert_eq!(a.peer_name()?, "Bob");
 /// // The two people compared the SAS aloud and it matched.
-/// let contacts = ContactStore::open(&alice, dir.join("alice.db"))?;
-/// let id = a.confirm(&contacts, now + 30)?;
+/// let id = a.confirm(now + 30)?;
 /// assert_eq!(contacts.get(id)?.name, "Bob");
-/// # drop(contacts);
+/// # drop((a, b, contacts, bob_contacts));
 /// # std::fs::remove_dir_all(&dir).unwrap();
 /// # Ok::<(), itsme::Error>(())
 /// ```
@@ -429,15 +431,25 @@ impl Exchange {
     /// its ephemeral key and device secret from `rng` (`None`: the
     /// operating system).  Show [`Exchange::next_outgoing`] as a QR code
     /// and pass the text scanned from the peer's to [`Exchange::receive`].
+    /// The exchange saves the new contact in `store`, a contact store of
+    /// `identity`; it keeps both alive (the library holds counted
+    /// references), so neither needs to outlive this value.
     ///
-    /// Errors: [`ErrorKind::InvalidArgument`] (a negative `now`).
-    pub fn qr(identity: &Identity, now: i64, rng: Option<&mut DeterministicRandom>) -> Result<Exchange> {
+    /// Errors: [`ErrorKind::InvalidArgument`] (a negative `now`),
+    /// [`ErrorKind::WrongIdentity`] (a store of another identity).
+    pub fn qr(
+        identity: &Identity,
+        store: &ContactStore,
+        now: i64,
+        rng: Option<&mut DeterministicRandom>,
+    ) -> Result<Exchange> {
         init()?;
         let rng = raw_rng(rng);
+        let contacts = store.as_raw();
         let mut out = ptr::null_mut();
-        // SAFETY: live identity handle; a live random source borrowed
-        // exclusively (or NULL); out is a valid place.
-        identity.call_code(|raw| unsafe { sys::itsme_exchange_new_qr(raw, rng, now, &mut out) })?;
+        // SAFETY: live identity and store handles; a live random source
+        // borrowed exclusively (or NULL); out is a valid place.
+        identity.call_code(|raw| unsafe { sys::itsme_exchange_new_qr(raw, contacts, rng, now, &mut out) })?;
         Exchange::constructed(out, "itsme_exchange_new_qr")
     }
 
@@ -445,12 +457,13 @@ impl Exchange {
     /// `session_code` is the code the other device shows (parsed like
     /// [`short_code_parse`]), or `None` to draw one for this device to
     /// show ([`Exchange::session_code`]).  Random bytes come from `rng`
-    /// (`None`: the operating system).
+    /// (`None`: the operating system); `store` as for [`Exchange::qr`].
     ///
     /// Errors: [`ErrorKind::InvalidArgument`] (a session code that does
-    /// not parse, a negative `now`).
+    /// not parse, a negative `now`), [`ErrorKind::WrongIdentity`].
     pub fn bluetooth(
         identity: &Identity,
+        store: &ContactStore,
         session_code: Option<&str>,
         now: i64,
         rng: Option<&mut DeterministicRandom>,
@@ -459,11 +472,14 @@ impl Exchange {
         let code = session_code.map(|code| CText::arg(code, "the session code")).transpose()?;
         let code_ptr = code.as_ref().map_or(ptr::null(), CText::as_ptr);
         let rng = raw_rng(rng);
+        let contacts = store.as_raw();
         let mut out = ptr::null_mut();
-        // SAFETY: live identity handle; NUL-terminated code or NULL; a live
-        // random source borrowed exclusively (or NULL); out is a valid
-        // place.
-        identity.call_code(|raw| unsafe { sys::itsme_exchange_new_bluetooth(raw, code_ptr, rng, now, &mut out) })?;
+        // SAFETY: live identity and store handles; NUL-terminated code or
+        // NULL; a live random source borrowed exclusively (or NULL); out is
+        // a valid place.
+        identity.call_code(|raw| unsafe {
+            sys::itsme_exchange_new_bluetooth(raw, contacts, code_ptr, rng, now, &mut out)
+        })?;
         Exchange::constructed(out, "itsme_exchange_new_bluetooth")
     }
 
@@ -475,22 +491,26 @@ impl Exchange {
     /// other by any channel.  `realtime`: carried in a relay room while
     /// both people are on a call ([`ExchangeMethod::Realtime`]); otherwise
     /// through the invite mailbox ([`ExchangeMethod::Invite`]).  The relay
-    /// ID is [`Exchange::relay_id`].
+    /// ID is [`Exchange::relay_id`].  `store` as for [`Exchange::qr`].
     ///
     /// The exchange's PAKE secret is kept in the identity's secret store
     /// (never in a sealed exchange) until the exchange ends.
     ///
     /// Errors: [`ErrorKind::InvalidArgument`] (a negative `now`),
-    /// [`ErrorKind::SecretStore`].
+    /// [`ErrorKind::WrongIdentity`], [`ErrorKind::SecretStore`].
     ///
     /// ```
-    /// use itsme::{Exchange, ExchangeState, Identity, SecretStore};
+    /// use itsme::{ContactStore, Exchange, ExchangeState, Identity, SecretStore};
     /// let now = 1_800_000_000;
+    /// let dir = std::env::temp_dir().join(format!("itsme-doc-invite-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir).unwrap();
     /// let alice = Identity::create(&SecretStore::memory()?, "Alice")?;
     /// let bob = Identity::create(&SecretStore::memory()?, "Bob")?;
-    /// let mut a = Exchange::invite(&alice, false, now, None)?;
+    /// let alice_contacts = ContactStore::open(&alice, dir.join("alice.db"))?;
+    /// let bob_contacts = ContactStore::open(&bob, dir.join("bob.db"))?;
+    /// let mut a = Exchange::invite(&alice, &alice_contacts, false, now, None)?;
     /// // Alice gives Bob the two codes; Bob types them.
-    /// let mut b = Exchange::accept_invite(&bob, &a.invite_code()?, &a.encryption_code()?, false, now, None)?;
+    /// let mut b = Exchange::accept_invite(&bob, &bob_contacts, &a.invite_code()?, &a.encryption_code()?, false, now, None)?;
     /// assert_eq!(a.relay_id()?, b.relay_id()?);
     /// // Each message goes through the relay's mailbox at that ID.
     /// b.receive(&a.next_outgoing()?, now)?; // INVITE
@@ -498,20 +518,26 @@ impl Exchange {
     /// b.receive(&a.next_outgoing()?, now)?; // REPLY
     /// assert_eq!(b.status()?.0, ExchangeState::CompareSas);
     /// assert_eq!(a.sas()?, b.sas()?);
+    /// # drop((a, b, alice_contacts, bob_contacts));
+    /// # std::fs::remove_dir_all(&dir).unwrap();
     /// # Ok::<(), itsme::Error>(())
     /// ```
     pub fn invite(
         identity: &Identity,
+        store: &ContactStore,
         realtime: bool,
         now: i64,
         rng: Option<&mut DeterministicRandom>,
     ) -> Result<Exchange> {
         init()?;
         let rng = raw_rng(rng);
+        let contacts = store.as_raw();
         let mut out = ptr::null_mut();
-        // SAFETY: live identity handle; a live random source borrowed
-        // exclusively (or NULL); out is a valid place.
-        identity.call_code(|raw| unsafe { sys::itsme_exchange_new_invite(raw, realtime, rng, now, &mut out) })?;
+        // SAFETY: live identity and store handles; a live random source
+        // borrowed exclusively (or NULL); out is a valid place.
+        identity.call_code(|raw| unsafe {
+            sys::itsme_exchange_new_invite(raw, contacts, realtime, rng, now, &mut out)
+        })?;
         Exchange::constructed(out, "itsme_exchange_new_invite")
     }
 
@@ -519,14 +545,16 @@ impl Exchange {
     /// `now`, with the two codes the inviter shared (typed in either case;
     /// spaces and `-` ignored).  `realtime` as for [`Exchange::invite`]: the
     /// two sides must agree.  Random bytes come from `rng` (`None`: the
-    /// operating system).  Nothing is sent until the inviter's INVITE has
-    /// been passed to [`Exchange::receive`].
+    /// operating system); `store` as for [`Exchange::qr`].  Nothing is sent
+    /// until the inviter's INVITE has been passed to [`Exchange::receive`].
     ///
     /// Errors: [`ErrorKind::InvalidArgument`] (a code with a typo, a
     /// character codes never use, the same code twice, a negative `now`;
-    /// nothing is stored), [`ErrorKind::SecretStore`].
+    /// nothing is stored), [`ErrorKind::WrongIdentity`],
+    /// [`ErrorKind::SecretStore`].
     pub fn accept_invite(
         identity: &Identity,
+        store: &ContactStore,
         invite_code: &str,
         encryption_code: &str,
         realtime: bool,
@@ -537,12 +565,15 @@ impl Exchange {
         let invite_code = CText::arg(invite_code, "the invite code")?;
         let encryption_code = SecretText::arg(encryption_code, "the encryption code")?;
         let rng = raw_rng(rng);
+        let contacts = store.as_raw();
         let mut out = ptr::null_mut();
-        // SAFETY: live identity handle; NUL-terminated codes; a live random
-        // source borrowed exclusively (or NULL); out is a valid place.
+        // SAFETY: live identity and store handles; NUL-terminated codes; a
+        // live random source borrowed exclusively (or NULL); out is a valid
+        // place.
         identity.call_code(|raw| unsafe {
             sys::itsme_exchange_accept_invite(
                 raw,
+                contacts,
                 invite_code.as_ptr(),
                 encryption_code.as_ptr(),
                 realtime,
@@ -555,7 +586,9 @@ impl Exchange {
     }
 
     /// Restores an exchange sealed with [`Exchange::seal`] on this device,
-    /// for `identity`, at `now`.  Restore a sealed exchange at most once.
+    /// for `identity`, at `now`, saving to `store` as at creation: once the
+    /// exchange had saved its contact, the store it saved in (any handle
+    /// on that file).  Restore a sealed exchange at most once.
     ///
     /// An invite or real-time exchange restores only while its PAKE secret
     /// is in the identity's secret store: once the exchange has ended
@@ -566,14 +599,17 @@ impl Exchange {
     /// [`ErrorKind::AuthenticationFailed`] (sealed on another device or for
     /// another identity, or altered), [`ErrorKind::Expired`] (begun more
     /// than 24 hours before `now`), [`ErrorKind::InvalidState`] (an invite
-    /// or real-time exchange that has ended), [`ErrorKind::InvalidArgument`].
-    pub fn restore(identity: &Identity, sealed: &[u8], now: i64) -> Result<Exchange> {
+    /// or real-time exchange that has ended), [`ErrorKind::WrongIdentity`],
+    /// [`ErrorKind::InvalidArgument`] (a store other than the one the
+    /// contact was saved in).
+    pub fn restore(identity: &Identity, store: &ContactStore, sealed: &[u8], now: i64) -> Result<Exchange> {
         init()?;
+        let contacts = store.as_raw();
         let mut out = ptr::null_mut();
-        // SAFETY: live identity handle; sealed is valid for its length; out
-        // is a valid place.
+        // SAFETY: live identity and store handles; sealed is valid for its
+        // length; out is a valid place.
         identity.call_code(|raw| unsafe {
-            sys::itsme_exchange_restore(raw, sealed.as_ptr(), sealed.len(), now, &mut out)
+            sys::itsme_exchange_restore(raw, contacts, sealed.as_ptr(), sealed.len(), now, &mut out)
         })?;
         Exchange::constructed(out, "itsme_exchange_restore")
     }
@@ -781,23 +817,19 @@ impl Exchange {
             .transpose()
     }
 
-    /// Stores the new contact in `store` unverified, with its seed and both
-    /// device secrets, at `now`, and returns its id.  If a contact with the
-    /// peer's identity key exists, stores nothing, sets
+    /// Stores the new contact in the exchange's store unverified, with its
+    /// seed and both device secrets, at `now`, and returns its id.  If a
+    /// contact with the peer's identity key exists, stores nothing, sets
     /// [`ExchangeFlags::KNOWN_CONTACT`] and returns that contact's id.
-    /// Calling it again returns the same id.  `store` must belong to the
-    /// exchange's identity.
+    /// Calling it again returns the same id.
     ///
     /// Errors: [`ErrorKind::InvalidState`] (state not
     /// [`ExchangeState::CompareSas`] or [`ExchangeState::Imported`]),
-    /// [`ErrorKind::Expired`], [`ErrorKind::Database`],
-    /// [`ErrorKind::InvalidArgument`].
-    pub fn save(&mut self, store: &ContactStore, now: i64) -> Result<i64> {
+    /// [`ErrorKind::Expired`], [`ErrorKind::Database`].
+    pub fn save(&mut self, now: i64) -> Result<i64> {
         let mut id = 0i64;
-        let contacts = store.as_raw();
-        // SAFETY: live handles (the borrow keeps the store open); id is a
-        // valid place.
-        self.call_code(|raw| unsafe { sys::itsme_exchange_save(raw, contacts, now, &mut id) })?;
+        // SAFETY: live handle; id is a valid place.
+        self.call_code(|raw| unsafe { sys::itsme_exchange_save(raw, now, &mut id) })?;
         Ok(id)
     }
 
@@ -812,14 +844,11 @@ impl Exchange {
     /// until [`Exchange::settle`].
     ///
     /// Errors: [`ErrorKind::InvalidState`] (no SAS, an import, or the peer
-    /// rejected), [`ErrorKind::Expired`], [`ErrorKind::Database`],
-    /// [`ErrorKind::InvalidArgument`].
-    pub fn confirm(&mut self, store: &ContactStore, now: i64) -> Result<i64> {
+    /// rejected), [`ErrorKind::Expired`], [`ErrorKind::Database`].
+    pub fn confirm(&mut self, now: i64) -> Result<i64> {
         let mut id = 0i64;
-        let contacts = store.as_raw();
-        // SAFETY: live handles (the borrow keeps the store open); id is a
-        // valid place.
-        self.call_code(|raw| unsafe { sys::itsme_exchange_confirm(raw, contacts, now, &mut id) })?;
+        // SAFETY: live handle; id is a valid place.
+        self.call_code(|raw| unsafe { sys::itsme_exchange_confirm(raw, now, &mut id) })?;
         Ok(id)
     }
 
@@ -830,32 +859,25 @@ impl Exchange {
     /// and `None` is returned.
     ///
     /// Errors: [`ErrorKind::InvalidState`] (the peer's decision has not
-    /// arrived), [`ErrorKind::Expired`], [`ErrorKind::Database`],
-    /// [`ErrorKind::InvalidArgument`] (another store than the one saved in).
-    pub fn settle(&mut self, store: &ContactStore, now: i64) -> Result<Option<i64>> {
+    /// arrived), [`ErrorKind::Expired`], [`ErrorKind::Database`].
+    pub fn settle(&mut self, now: i64) -> Result<Option<i64>> {
         let mut id = 0i64;
-        let contacts = store.as_raw();
-        // SAFETY: live handles (the borrow keeps the store open); id is a
-        // valid place.
-        self.call_code(|raw| unsafe { sys::itsme_exchange_settle(raw, contacts, now, &mut id) })?;
+        // SAFETY: live handle; id is a valid place.
+        self.call_code(|raw| unsafe { sys::itsme_exchange_settle(raw, now, &mut id) })?;
         Ok(if id != 0 { Some(id) } else { None })
     }
 
     /// The SAS differs, the person gave up, or (while awaiting the peer's
     /// decision) the room or Bluetooth session ended first: deletes the contact
     /// [`Exchange::save`] added (a known contact is left untouched); the
-    /// state becomes [`ExchangeState::Rejected`].  `store` may be `None` if
-    /// nothing was saved.  Bluetooth: a CONFIRM frame saying so is queued
-    /// once the peer's data has been received.
+    /// state becomes [`ExchangeState::Rejected`].  Bluetooth: a CONFIRM
+    /// frame saying so is queued once the peer's data has been received.
     ///
-    /// Errors: [`ErrorKind::InvalidState`] (already finished or failed),
-    /// [`ErrorKind::InvalidArgument`] (`None` although a contact was
-    /// saved).
-    pub fn reject(&mut self, store: Option<&ContactStore>) -> Result<()> {
-        let contacts = store.map_or(ptr::null_mut(), ContactStore::as_raw);
-        // SAFETY: live handle; a live store (the borrow keeps it open) or
-        // NULL.
-        self.call_code(|raw| unsafe { sys::itsme_exchange_reject(raw, contacts) })
+    /// Errors: [`ErrorKind::InvalidState`] (already finished, or failed with
+    /// nothing to delete), [`ErrorKind::Database`].
+    pub fn reject(&mut self) -> Result<()> {
+        // SAFETY: live handle.
+        self.call_code(|raw| unsafe { sys::itsme_exchange_reject(raw) })
     }
 
     /// Seals a pending exchange (awaiting the peer, comparing the SAS or

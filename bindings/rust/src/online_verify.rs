@@ -138,7 +138,7 @@ impl TryFrom<u32> for OnlineVerifyState {
 /// assert_eq!(a.sas()?, b.sas()?);
 /// // Read aloud, it matched; these contacts were added without device
 /// // secrets, so the tags are not checked.
-/// assert_eq!(a.confirm(&at_alice, now + 20)?, VoiceOutcome::VerifiedTagUnchecked);
+/// assert_eq!(a.confirm(now + 20)?, VoiceOutcome::VerifiedTagUnchecked);
 /// # drop((at_alice, at_bob));
 /// # std::fs::remove_dir_all(&dir).unwrap();
 /// # Ok::<(), itsme::Error>(())
@@ -301,20 +301,17 @@ impl OnlineVerify {
         })
     }
 
-    /// The SAS matched: records the outcome on the contact in `store` (the
-    /// session's store) at `now`, as voice verification does, and returns
-    /// it: [`VoiceOutcome::Verified`], [`VoiceOutcome::DeviceChanged`] or
+    /// The SAS matched: records the outcome on the contact in the session's
+    /// store at `now`, as voice verification does, and returns it:
+    /// [`VoiceOutcome::Verified`], [`VoiceOutcome::DeviceChanged`] or
     /// [`VoiceOutcome::VerifiedTagUnchecked`].
     ///
     /// Errors: [`ErrorKind::InvalidState`] (no SAS yet, or finished),
-    /// [`ErrorKind::InvalidArgument`] (another store),
     /// [`ErrorKind::Expired`], [`ErrorKind::Database`].
-    pub fn confirm(&mut self, store: &ContactStore, now: i64) -> Result<VoiceOutcome> {
-        let contacts = store.as_raw();
+    pub fn confirm(&mut self, now: i64) -> Result<VoiceOutcome> {
         let mut outcome: sys::itsme_voice_outcome = 0;
-        // SAFETY: live handles (the borrow keeps the store open); outcome
-        // is a valid place.
-        self.call_code(|raw| unsafe { sys::itsme_online_verify_confirm(raw, contacts, now, &mut outcome) })?;
+        // SAFETY: live handle; outcome is a valid place.
+        self.call_code(|raw| unsafe { sys::itsme_online_verify_confirm(raw, now, &mut outcome) })?;
         VoiceOutcome::from_code(outcome)
             .ok_or_else(|| Error::internal(format!("libitsme returned voice outcome {outcome}, unknown to this binding")))
     }

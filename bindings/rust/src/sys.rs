@@ -1666,16 +1666,21 @@ extern "C" {
     /// raised now: the identity's secret store may be called (get and put) from
     /// this function, on the calling thread; a failure there is not reported.
     ///
-    /// Ownership: a session made from the store (itsme_voice,
-    /// itsme_online_verify, itsme_pin_update, an itsme_online_verify_rendezvous
-    /// and its sessions) keeps a counted reference to it.  This function
-    /// releases the caller's; the file is closed, as above, when the last of
-    /// those sessions is freed too, and until then they keep working and may be
-    /// used from any thread, as the store may.  The store argument that some of
-    /// their functions still take must be this store's handle, which the caller
-    /// must therefore not have freed.  An exchange keeps no reference: its store
-    /// is given to each call that writes (itsme_exchange_save, _confirm,
-    /// _settle, _reject), also after a sealed exchange is restored.
+    /// Ownership: every handle made with the store (an itsme_exchange, also a
+    /// restored one; itsme_voice, itsme_online_verify, itsme_pin_update, an
+    /// itsme_online_verify_rendezvous and its sessions) keeps a counted
+    /// reference to it, and an exchange one to its identity too.  This
+    /// function releases the caller's; the file is closed, as above, when the
+    /// last of those handles is freed too, and until then they keep working.
+    /// Threads: the store serialises its own calls, so the store and the
+    /// handles made with it may be used from different threads at once; each
+    /// of those handles serialises the calls made on it (an exchange, those on
+    /// its identity), so one handle shared by threads is safe but its calls run
+    /// one at a time.
+    /// LeakSanitizer: a handle still live at exit may be reported as leaked
+    /// even while the program holds it (the library keeps some references in a
+    /// form the scanner does not recognise as pointers); free every handle
+    /// before exit, as tests/c/contract_runtime.h does.
     /// ```
     pub fn itsme_store_free(store: *mut itsme_store);
 
@@ -2020,11 +2025,16 @@ extern "C" {
     /// ```text
     /// Starts a QR exchange for `identity`, drawing its ephemeral key and
     /// device secret from `rng` (NULL: the operating system).  `now` is the
-    /// current unix time.
-    /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT.
+    /// current unix time.  The exchange saves the new contact in `store`, a
+    /// contact store of `identity`, and keeps a counted reference to it and to
+    /// the identity (see itsme_store_free): every exchange function that
+    /// writes uses that store.
+    /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
+    /// ITSME_E_WRONG_IDENTITY (the store belongs to another identity).
     /// ```
     pub fn itsme_exchange_new_qr(
         identity: *mut itsme_identity,
+        store: *mut itsme_store,
         rng: *mut itsme_random,
         now: i64,
         out: *mut *mut itsme_exchange,
@@ -2034,12 +2044,14 @@ extern "C" {
     /// Starts a Bluetooth exchange.  `session_code` is the code the other
     /// device shows (parsed like itsme_short_code_parse), or NULL to draw one
     /// for this device to show (read it with itsme_exchange_session_code).
+    /// `store` as for itsme_exchange_new_qr.
     /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (including a
     /// session code that does not parse or is longer than ITSME_TYPED_CODE_MAX
-    /// bytes).
+    /// bytes), ITSME_E_WRONG_IDENTITY.
     /// ```
     pub fn itsme_exchange_new_bluetooth(
         identity: *mut itsme_identity,
+        store: *mut itsme_store,
         session_code: *const c_char,
         rng: *mut itsme_random,
         now: i64,
@@ -2179,21 +2191,17 @@ extern "C" {
     ) -> itsme_result;
 
     /// ```text
-    /// Stores the new contact in `store` unverified, with its seed and both
-    /// device secrets, in one transaction, and sets *out_contact_id.  If a
-    /// contact with the peer's identity key exists, stores nothing, sets
-    /// ITSME_EXCHANGE_FLAG_KNOWN_CONTACT and gives that contact's id.  Calling
-    /// it again gives the same id.
+    /// Stores the new contact in the exchange's store unverified, with its
+    /// seed and both device secrets, in one transaction, and sets
+    /// *out_contact_id.  If a contact with the peer's identity key exists,
+    /// stores nothing, sets ITSME_EXCHANGE_FLAG_KNOWN_CONTACT and gives that
+    /// contact's id.  Calling it again gives the same id.
     /// Errors: ITSME_E_INVALID_STATE (state not COMPARE_SAS or IMPORTED),
-    /// ITSME_E_WRONG_IDENTITY (the store belongs to another identity),
-    /// ITSME_E_INVALID_ARGUMENT (NULL; or, once saved, a different store from
-    /// the one saved in: confirm and reject must use the same store),
-    /// ITSME_E_EXPIRED, ITSME_E_DATABASE.
+    /// ITSME_E_INVALID_ARGUMENT (NULL), ITSME_E_EXPIRED, ITSME_E_DATABASE.
     /// ```
     #[must_use]
     pub fn itsme_exchange_save(
         exchange: *mut itsme_exchange,
-        store: *mut itsme_store,
         now: i64,
         out_contact_id: *mut i64,
     ) -> itsme_result;
@@ -2214,7 +2222,6 @@ extern "C" {
     #[must_use]
     pub fn itsme_exchange_confirm(
         exchange: *mut itsme_exchange,
-        store: *mut itsme_store,
         now: i64,
         out_contact_id: *mut i64,
     ) -> itsme_result;
@@ -2227,14 +2234,12 @@ extern "C" {
     /// contact is deleted (a known one keeps its old seed), state REJECTED,
     /// *out_contact_id 0.
     /// Errors: ITSME_E_INVALID_STATE (not AWAITING_DECISION, or the peer's
-    /// decision not received yet), ITSME_E_INVALID_ARGUMENT (NULL, another
-    /// store than the one saved in), ITSME_E_WRONG_IDENTITY, ITSME_E_EXPIRED,
-    /// ITSME_E_DATABASE.
+    /// decision not received yet), ITSME_E_INVALID_ARGUMENT (NULL),
+    /// ITSME_E_EXPIRED, ITSME_E_DATABASE.
     /// ```
     #[must_use]
     pub fn itsme_exchange_settle(
         exchange: *mut itsme_exchange,
-        store: *mut itsme_store,
         now: i64,
         out_contact_id: *mut i64,
     ) -> itsme_result;
@@ -2243,18 +2248,13 @@ extern "C" {
     /// The SAS differs, the person gave up, or (AWAITING_DECISION) the peer's
     /// decision will not come (the room or the Bluetooth session ended): deletes
     /// the contact save added (a known contact is left untouched), state
-    /// REJECTED.  `store` may be NULL if nothing was saved.  This side's
-    /// rejection is queued for next_outgoing when it had not decided yet and the
-    /// peer's data was received.  On a FAILED exchange it deletes what save
-    /// added and the state stays FAILED.
+    /// REJECTED.  This side's rejection is queued for next_outgoing when it had
+    /// not decided yet and the peer's data was received.  On a FAILED exchange
+    /// it deletes what save added and the state stays FAILED.
     /// Errors: ITSME_E_INVALID_STATE (already finished, or failed with nothing to delete),
-    /// ITSME_E_INVALID_ARGUMENT (store NULL although a contact was saved, or not
-    /// the store it was saved in), ITSME_E_WRONG_IDENTITY, ITSME_E_DATABASE.
+    /// ITSME_E_INVALID_ARGUMENT (NULL), ITSME_E_DATABASE.
     /// ```
-    pub fn itsme_exchange_reject(
-        exchange: *mut itsme_exchange,
-        store: *mut itsme_store,
-    ) -> itsme_result;
+    pub fn itsme_exchange_reject(exchange: *mut itsme_exchange) -> itsme_result;
 
     /// ```text
     /// Seals a pending exchange (AWAITING_PEER, COMPARE_SAS, IMPORTED or
@@ -2274,14 +2274,20 @@ extern "C" {
     ) -> itsme_result;
 
     /// ```text
-    /// Restores a sealed exchange for `identity`.
-    /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
+    /// Restores a sealed exchange for `identity`, given its contact store as
+    /// at creation (itsme_exchange_new_qr): the sealed bytes hold no store.
+    /// Once the sealed exchange had saved its contact, `store` must be the
+    /// store it saved in (the same file: any handle on it).
+    /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL; a store
+    /// other than the one the contact was saved in),
+    /// ITSME_E_WRONG_IDENTITY (a store of another identity),
     /// ITSME_E_CORRUPT_DATA (not a sealed exchange), ITSME_E_AUTHENTICATION_FAILED
     /// (sealed on another device or for another identity, or altered),
     /// ITSME_E_EXPIRED (begun more than 24 hours before `now`).
     /// ```
     pub fn itsme_exchange_restore(
         identity: *mut itsme_identity,
+        store: *mut itsme_store,
         sealed: *const u8,
         len: usize,
         now: i64,
@@ -2310,12 +2316,14 @@ extern "C" {
     /// itsme_exchange_encryption_code), and the keys, from `rng` (NULL: the
     /// operating system), and queues the INVITE message.  `realtime` true:
     /// carried in a relay room, method ITSME_EXCHANGE_METHOD_REALTIME; zero: through
-    /// the invite mailbox, ITSME_EXCHANGE_METHOD_INVITE.
+    /// the invite mailbox, ITSME_EXCHANGE_METHOD_INVITE.  `store` as for
+    /// itsme_exchange_new_qr.
     /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
-    /// ITSME_E_SECRET_STORE.
+    /// ITSME_E_WRONG_IDENTITY, ITSME_E_SECRET_STORE.
     /// ```
     pub fn itsme_exchange_new_invite(
         identity: *mut itsme_identity,
+        store: *mut itsme_store,
         realtime: bool,
         rng: *mut itsme_random,
         now: i64,
@@ -2325,14 +2333,15 @@ extern "C" {
     /// ```text
     /// Joins an exchange at a distance as the invitee, with the two codes the
     /// inviter shared.  `realtime` as for itsme_exchange_new_invite (the two
-    /// sides must agree).
+    /// sides must agree); `store` as for itsme_exchange_new_qr.
     /// Errors: ITSME_E_INVALID_ARGUMENT (a code with a typo, a character codes
     /// never use, longer than ITSME_TYPED_CODE_MAX bytes, or the same code
     /// twice; nothing is stored),
-    /// ITSME_E_NOT_INITIALIZED, ITSME_E_SECRET_STORE.
+    /// ITSME_E_NOT_INITIALIZED, ITSME_E_WRONG_IDENTITY, ITSME_E_SECRET_STORE.
     /// ```
     pub fn itsme_exchange_accept_invite(
         identity: *mut itsme_identity,
+        store: *mut itsme_store,
         invite_code: *const c_char,
         encryption_code: *const c_char,
         realtime: bool,
@@ -2611,17 +2620,13 @@ extern "C" {
 
     /// ```text
     /// Starts the session: allowed from 15 s before its window begins (clock
-    /// skew) and uses the window for the contact in `store`, atomically.
+    /// skew) and uses the window for the contact in the session's store,
+    /// atomically.
     /// Errors: ITSME_E_INVALID_STATE (too early, or started already),
     /// ITSME_E_WINDOW_USED (another session took the window: the session has
-    /// failed; plan a new one), ITSME_E_EXPIRED, ITSME_E_INVALID_ARGUMENT (not
-    /// the store the session was planned on), ITSME_E_DATABASE.
+    /// failed; plan a new one), ITSME_E_EXPIRED, ITSME_E_DATABASE.
     /// ```
-    pub fn itsme_voice_start(
-        voice: *mut itsme_voice,
-        store: *mut itsme_store,
-        now: i64,
-    ) -> itsme_result;
+    pub fn itsme_voice_start(voice: *mut itsme_voice, now: i64) -> itsme_result;
 
     /// ```text
     /// The session ID text to read aloud ("KILO 07"; ITSME_VOICE_SESSION_ID_SIZE).
@@ -2687,17 +2692,15 @@ extern "C" {
 
     /// ```text
     /// Checks what was heard (code text, tag 0-99) in constant time, records the
-    /// outcome on the contact in `store`, and finishes the session.
+    /// outcome on the contact in the session's store, and finishes the session.
     /// Errors: ITSME_E_INVALID_STATE (no codes yet), ITSME_E_INVALID_ARGUMENT
     /// (a code that does not parse or is longer than ITSME_TYPED_CODE_MAX
-    /// bytes, a tag above 99: nothing changes; not the
-    /// session's store: another file, while another handle on the same file is
-    /// accepted), ITSME_E_EXPIRED, ITSME_E_DATABASE.
+    /// bytes, a tag above 99: nothing changes), ITSME_E_EXPIRED,
+    /// ITSME_E_DATABASE.
     /// ```
     #[must_use]
     pub fn itsme_voice_check(
         voice: *mut itsme_voice,
-        store: *mut itsme_store,
         heard_code: *const c_char,
         heard_tag: u32,
         now: i64,
@@ -2841,15 +2844,14 @@ extern "C" {
 
     /// ```text
     /// The SAS matched: records the outcome (ITSME_VOICE_OUTCOME_VERIFIED,
-    /// _DEVICE_CHANGED or _VERIFIED_TAG_UNCHECKED) on the contact in `store` as
-    /// voice verification does, and sets *out_outcome.
-    /// Errors: ITSME_E_INVALID_STATE (no SAS yet), ITSME_E_INVALID_ARGUMENT (not
-    /// the session's store), ITSME_E_EXPIRED, ITSME_E_DATABASE.
+    /// _DEVICE_CHANGED or _VERIFIED_TAG_UNCHECKED) on the contact in the
+    /// session's store as voice verification does, and sets *out_outcome.
+    /// Errors: ITSME_E_INVALID_STATE (no SAS yet), ITSME_E_INVALID_ARGUMENT
+    /// (NULL), ITSME_E_EXPIRED, ITSME_E_DATABASE.
     /// ```
     #[must_use]
     pub fn itsme_online_verify_confirm(
         session: *mut itsme_online_verify,
-        store: *mut itsme_store,
         now: i64,
         out_outcome: *mut itsme_voice_outcome,
     ) -> itsme_result;

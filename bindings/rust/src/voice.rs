@@ -252,7 +252,7 @@ pub struct VoiceTiming {
 /// let mut session = VoiceSession::new(&contacts, bob, 1_800_000_007)?;
 /// let timing = session.timing(1_800_000_007)?;
 /// assert_eq!((timing.window, timing.starts_in), (60_000_001, 23));
-/// session.start(&contacts, 1_800_000_030)?;
+/// session.start(1_800_000_030)?;
 /// assert_eq!(session.state()?, VoiceState::Selecting);
 /// assert_eq!(session.words()?.len(), 5);
 /// # drop(contacts);
@@ -349,19 +349,16 @@ impl VoiceSession {
     }
 
     /// Starts the session when its window begins (from 15 seconds before,
-    /// for clock skew): uses the window for the contact in `store`,
-    /// atomically.  `store` is the store the session was planned on (or
-    /// another handle on its file).
+    /// for clock skew): uses the window for the contact in the session's
+    /// store, atomically.
     ///
     /// Errors: [`ErrorKind::InvalidState`] (too early: nothing changes, try
     /// again; or started already), [`ErrorKind::WindowUsed`] (another
     /// session took the window: this one has failed, plan a new one),
-    /// [`ErrorKind::Expired`], [`ErrorKind::InvalidArgument`] (another
-    /// store), [`ErrorKind::Database`].
-    pub fn start(&mut self, store: &ContactStore, now: i64) -> Result<()> {
-        let contacts = store.as_raw();
-        // SAFETY: live handles (the borrow keeps the store open).
-        self.call_code(|raw| unsafe { sys::itsme_voice_start(raw, contacts, now) })
+    /// [`ErrorKind::Expired`], [`ErrorKind::Database`].
+    pub fn start(&mut self, now: i64) -> Result<()> {
+        // SAFETY: live handle.
+        self.call_code(|raw| unsafe { sys::itsme_voice_start(raw, now) })
     }
 
     /// The session ID both people read aloud ("KILO 07"): the same text on
@@ -434,21 +431,17 @@ impl VoiceSession {
     /// Checks what was heard at `now`: the code (a NATO word in any case,
     /// one space or `-`, three digits; surrounding spaces ignored) and the
     /// tag (0 to 99), in constant time; records the outcome on the contact
-    /// in `store` and finishes the session.
+    /// in the session's store and finishes the session.
     ///
     /// Errors: [`ErrorKind::InvalidArgument`] (a code that does not parse,
-    /// a tag above 99: nothing changes, enter it again; another store),
+    /// a tag above 99: nothing changes, enter it again),
     /// [`ErrorKind::InvalidState`] (no codes yet), [`ErrorKind::Expired`],
     /// [`ErrorKind::Database`].
-    pub fn check(&mut self, store: &ContactStore, heard_code: &str, heard_tag: u32, now: i64) -> Result<VoiceOutcome> {
+    pub fn check(&mut self, heard_code: &str, heard_tag: u32, now: i64) -> Result<VoiceOutcome> {
         let heard = CText::arg(heard_code, "the heard code")?;
-        let contacts = store.as_raw();
         let mut outcome: sys::itsme_voice_outcome = 0;
-        // SAFETY: live handles (the borrow keeps the store open);
-        // NUL-terminated code; outcome is a valid place.
-        self.call_code(|raw| unsafe {
-            sys::itsme_voice_check(raw, contacts, heard.as_ptr(), heard_tag, now, &mut outcome)
-        })?;
+        // SAFETY: live handle; NUL-terminated code; outcome is a valid place.
+        self.call_code(|raw| unsafe { sys::itsme_voice_check(raw, heard.as_ptr(), heard_tag, now, &mut outcome) })?;
         VoiceOutcome::from_code(outcome)
             .ok_or_else(|| Error::internal(format!("libitsme returned voice outcome {outcome}, unknown to this binding")))
     }

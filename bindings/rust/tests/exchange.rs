@@ -52,7 +52,7 @@ impl Party {
     }
 
     fn qr(&self) -> Exchange {
-        Exchange::qr(&self.identity, T0, None).unwrap()
+        Exchange::qr(&self.identity, &self.contacts, T0, None).unwrap()
     }
 }
 
@@ -98,9 +98,9 @@ fn pump(a: &mut Exchange, b: &mut Exchange) -> usize {
 
 /// A's session code, typed on B.
 fn bluetooth_pair(a: &Party, b: &Party) -> (Exchange, Exchange) {
-    let ea = Exchange::bluetooth(&a.identity, None, T0, None).unwrap();
+    let ea = Exchange::bluetooth(&a.identity, &a.contacts, None, T0, None).unwrap();
     let code = ea.session_code().unwrap();
-    let eb = Exchange::bluetooth(&b.identity, Some(&code), T0, None).unwrap();
+    let eb = Exchange::bluetooth(&b.identity, &b.contacts, Some(&code), T0, None).unwrap();
     (ea, eb)
 }
 
@@ -134,13 +134,13 @@ fn up_to_data(a: &mut Exchange, b: &mut Exchange) -> Frames {
 
 /// A failed exchange refuses everything, and has nothing to send.
 #[track_caller]
-fn assert_failed(exchange: &mut Exchange, store: &ContactStore) {
+fn assert_failed(exchange: &mut Exchange) {
     assert_eq!(state(exchange), ExchangeState::Failed);
     assert_kind(exchange.sas(), ErrorKind::InvalidState);
     assert_kind(exchange.peer_name(), ErrorKind::InvalidState);
-    assert_kind(exchange.save(store, T0), ErrorKind::InvalidState);
-    assert_kind(exchange.confirm(store, T0), ErrorKind::InvalidState);
-    assert_kind(exchange.reject(Some(store)), ErrorKind::InvalidState);
+    assert_kind(exchange.save(T0), ErrorKind::InvalidState);
+    assert_kind(exchange.confirm(T0), ErrorKind::InvalidState);
+    assert_kind(exchange.reject(), ErrorKind::InvalidState);
     assert_kind(exchange.seal(), ErrorKind::InvalidState);
     assert_eq!(exchange.next_outgoing().unwrap(), Vec::<u8>::new());
     assert_eq!(state(exchange), ExchangeState::Failed);
@@ -199,33 +199,31 @@ fn qr_end_to_end() {
     assert_eq!(state(&a), ExchangeState::CompareSas);
 
     // Saved unverified, then confirmed: verified.
-    let id = a.save(&alice.contacts, T0 + 1).unwrap();
+    let id = a.save(T0 + 1).unwrap();
     let contact = alice.contacts.get(id).unwrap();
     assert_eq!(
         (contact.name.as_str(), contact.state, contact.method, contact.public_key),
         ("Bob", VerificationState::Unverified, ExchangeMethod::Qr, Some(bob.key()))
     );
     assert_eq!(contact.created_at, T0 + 1);
-    assert_eq!(a.save(&alice.contacts, T0 + 2).unwrap(), id, "saving again");
-    assert_eq!(a.confirm(&alice.contacts, T0 + 3).unwrap(), id);
+    assert_eq!(a.save(T0 + 2).unwrap(), id, "saving again");
+    assert_eq!(a.confirm(T0 + 3).unwrap(), id);
     assert_eq!(a.status().unwrap(), (ExchangeState::Confirmed, ExchangeFlags::empty()));
     let contact = alice.contacts.get(id).unwrap();
     assert_eq!((contact.state, contact.verified_at), (VerificationState::Verified, Some(T0 + 3)));
     assert_eq!(a.next_outgoing().unwrap(), Vec::<u8>::new(), "a finished exchange shows no code");
-    assert_kind(a.confirm(&alice.contacts, T0 + 4), ErrorKind::InvalidState);
-    assert_kind(a.reject(Some(&alice.contacts)), ErrorKind::InvalidState);
+    assert_kind(a.confirm(T0 + 4), ErrorKind::InvalidState);
+    assert_kind(a.reject(), ErrorKind::InvalidState);
     assert_eq!(alice.contacts.count().unwrap(), 1);
 
     // Saved, then rejected: deleted.
-    let id = b.save(&bob.contacts, T0 + 1).unwrap();
+    let id = b.save(T0 + 1).unwrap();
     assert_eq!(bob.contacts.count().unwrap(), 1);
-    assert_kind(b.reject(None), ErrorKind::InvalidArgument);
-    assert_eq!(state(&b), ExchangeState::CompareSas);
-    b.reject(Some(&bob.contacts)).unwrap();
+    b.reject().unwrap();
     assert_eq!(state(&b), ExchangeState::Rejected);
     assert_kind(bob.contacts.get(id), ErrorKind::NotFound);
     assert_eq!(bob.contacts.count().unwrap(), 0);
-    assert_kind(b.confirm(&bob.contacts, T0 + 2), ErrorKind::InvalidState);
+    assert_kind(b.confirm(T0 + 2), ErrorKind::InvalidState);
 }
 
 #[test]
@@ -234,13 +232,13 @@ fn qr_reject_without_saving_and_while_awaiting() {
     let bob = Party::new("Bob");
     let (mut a, mut b) = (alice.qr(), bob.qr());
     swap_qr(&mut a, &mut b);
-    a.reject(None).unwrap();
+    a.reject().unwrap();
     assert_eq!(state(&a), ExchangeState::Rejected);
     assert_eq!(alice.contacts.count().unwrap(), 0);
     let mut waiting = alice.qr();
-    waiting.reject(None).unwrap();
+    waiting.reject().unwrap();
     assert_eq!(state(&waiting), ExchangeState::Rejected);
-    assert_kind(waiting.reject(None), ErrorKind::InvalidState);
+    assert_kind(waiting.reject(), ErrorKind::InvalidState);
 }
 
 /// Exchanging again with a stored contact changes nothing until confirm.
@@ -250,22 +248,22 @@ fn qr_known_contact() {
     let bob = Party::new("Bob");
     let (mut a, mut b) = (alice.qr(), bob.qr());
     swap_qr(&mut a, &mut b);
-    let id = a.confirm(&alice.contacts, T0).unwrap();
+    let id = a.confirm(T0).unwrap();
     alice.contacts.set_name(id, "Bobby").unwrap();
 
     // Again, rejected: the contact is left as it was.
     let (mut a, mut b) = (alice.qr(), bob.qr());
     swap_qr(&mut a, &mut b);
-    assert_eq!(a.save(&alice.contacts, T0 + 10).unwrap(), id);
+    assert_eq!(a.save(T0 + 10).unwrap(), id);
     assert!(flags(&a).contains(ExchangeFlags::KNOWN_CONTACT));
-    a.reject(Some(&alice.contacts)).unwrap();
+    a.reject().unwrap();
     let kept = alice.contacts.get(id).unwrap();
     assert_eq!((kept.name.as_str(), kept.state, kept.verified_at), ("Bobby", VerificationState::Verified, Some(T0)));
 
     // Again, confirmed: the same contact, verified anew, its name kept.
     let (mut a, mut b) = (alice.qr(), bob.qr());
     swap_qr(&mut a, &mut b);
-    assert_eq!(a.confirm(&alice.contacts, T0 + 20).unwrap(), id);
+    assert_eq!(a.confirm(T0 + 20).unwrap(), id);
     assert!(flags(&a).contains(ExchangeFlags::KNOWN_CONTACT));
     let renewed = alice.contacts.get(id).unwrap();
     assert_eq!((renewed.name.as_str(), renewed.verified_at), ("Bobby", Some(T0 + 20)));
@@ -279,10 +277,10 @@ fn qr_man_in_the_middle_changes_the_sas() {
     let alice = Party::with_random("Alice", &mut rng(1));
     let bob = Party::with_random("Bob", &mut rng(2));
     let mallory = Party::with_random("Bob", &mut rng(3));
-    let mut a = Exchange::qr(&alice.identity, T0, Some(&mut rng(11))).unwrap();
-    let mut b = Exchange::qr(&bob.identity, T0, Some(&mut rng(12))).unwrap();
-    let mut ma = Exchange::qr(&mallory.identity, T0, Some(&mut rng(13))).unwrap();
-    let mut mb = Exchange::qr(&mallory.identity, T0, Some(&mut rng(14))).unwrap();
+    let mut a = Exchange::qr(&alice.identity, &alice.contacts, T0, Some(&mut rng(11))).unwrap();
+    let mut b = Exchange::qr(&bob.identity, &bob.contacts, T0, Some(&mut rng(12))).unwrap();
+    let mut ma = Exchange::qr(&mallory.identity, &mallory.contacts, T0, Some(&mut rng(13))).unwrap();
+    let mut mb = Exchange::qr(&mallory.identity, &mallory.contacts, T0, Some(&mut rng(14))).unwrap();
     swap_qr(&mut a, &mut ma);
     swap_qr(&mut mb, &mut b);
     assert_eq!(a.sas().unwrap(), ma.sas().unwrap());
@@ -334,7 +332,7 @@ fn qr_tampered_payload_is_rejected() {
 
     let mut b = bob.qr();
     b.receive(b"ITSME1:AAAA", T0).unwrap_err();
-    assert_failed(&mut b, &bob.contacts);
+    assert_failed(&mut b);
 }
 
 /// Our own payload, reflected back, is refused.
@@ -345,7 +343,7 @@ fn qr_reflected_payload_is_rejected() {
     let mut other = alice.qr();
     let own = take(&mut other);
     assert_kind(a.receive(&own, T0), ErrorKind::InvalidKey);
-    assert_failed(&mut a, &alice.contacts);
+    assert_failed(&mut a);
 }
 
 // ---------------------------------------------------------------------------
@@ -371,20 +369,20 @@ fn source_v5_import() {
     assert_eq!(b.next_outgoing().unwrap(), Vec::<u8>::new());
 
     // Cannot be confirmed; saved, it is an unauthenticated contact.
-    let error = assert_kind(b.confirm(&bob.contacts, T0), ErrorKind::InvalidState);
+    let error = assert_kind(b.confirm(T0), ErrorKind::InvalidState);
     assert!(!error.detail.is_empty());
     assert_eq!(state(&b), ExchangeState::Imported);
-    let id = b.save(&bob.contacts, T0 + 5).unwrap();
+    let id = b.save(T0 + 5).unwrap();
     let contact = bob.contacts.get(id).unwrap();
     assert_eq!(
         (contact.name.as_str(), contact.fingerprint.as_str(), contact.public_key, contact.state, contact.method),
         ("Al|ice", "0123456789ABCDEF", None, VerificationState::Unverified, ExchangeMethod::Qr)
     );
     assert_eq!(bob.contacts.find_fingerprint("0123456789ABCDEF").unwrap(), vec![contact]);
-    assert_eq!(b.save(&bob.contacts, T0 + 6).unwrap(), id);
+    assert_eq!(b.save(T0 + 6).unwrap(), id);
 
     // Rejecting it deletes it.
-    b.reject(Some(&bob.contacts)).unwrap();
+    b.reject().unwrap();
     assert_eq!(bob.contacts.count().unwrap(), 0);
 }
 
@@ -412,7 +410,7 @@ fn source_v5_refusals() {
 fn bluetooth_end_to_end() {
     let alice = Party::new("Alice");
     let bob = Party::new("Bob");
-    let mut a = Exchange::bluetooth(&alice.identity, None, T0, None).unwrap();
+    let mut a = Exchange::bluetooth(&alice.identity, &alice.contacts, None, T0, None).unwrap();
     let code = a.session_code().unwrap();
     assert_eq!(a.method().unwrap(), itsme::ExchangeMethod::Bluetooth);
     let value = itsme::short_code_parse(&code).unwrap();
@@ -420,7 +418,7 @@ fn bluetooth_end_to_end() {
     assert_eq!(itsme::short_code_format(value).unwrap(), code);
     // Bob types it his own way.
     let typed = format!("  {}  ", code.to_lowercase().replace(' ', "-"));
-    let mut b = Exchange::bluetooth(&bob.identity, Some(&typed), T0, None).unwrap();
+    let mut b = Exchange::bluetooth(&bob.identity, &bob.contacts, Some(&typed), T0, None).unwrap();
     assert_eq!(b.session_code().unwrap(), code);
 
     let frames = up_to_data(&mut a, &mut b);
@@ -446,13 +444,13 @@ fn bluetooth_end_to_end() {
     assert_eq!(b.sas().unwrap(), sas);
 
     // A saves and confirms: a CONFIRM frame goes to B.
-    let id_a = a.save(&alice.contacts, T0).unwrap();
+    let id_a = a.save(T0).unwrap();
     assert_eq!(alice.contacts.get(id_a).unwrap().state, VerificationState::Unverified);
-    assert_eq!(a.confirm(&alice.contacts, T0 + 1).unwrap(), id_a);
+    assert_eq!(a.confirm(T0 + 1).unwrap(), id_a);
     // B has not decided: A's contact awaits B's confirmation.
     assert_eq!(state(&a), ExchangeState::AwaitingDecision);
     assert_eq!(alice.contacts.get(id_a).unwrap().state, VerificationState::AwaitingPeer);
-    assert_kind(a.settle(&alice.contacts, T0 + 1), ErrorKind::InvalidState);
+    assert_kind(a.settle(T0 + 1), ErrorKind::InvalidState);
     let confirm_a = take(&mut a);
     assert_eq!(confirm_a[..2], [1, 4]);
     assert_eq!(a.next_outgoing().unwrap(), Vec::<u8>::new());
@@ -461,11 +459,11 @@ fn bluetooth_end_to_end() {
 
     // B confirms (without saving first), A's confirmation in hand: B's
     // contact is verified at once. A learns it and settles.
-    let id_b = b.confirm(&bob.contacts, T0 + 2).unwrap();
+    let id_b = b.confirm(T0 + 2).unwrap();
     let confirm_b = take(&mut b);
     a.receive(&confirm_b, T0 + 2).unwrap();
     assert_eq!(a.status().unwrap(), (ExchangeState::AwaitingDecision, ExchangeFlags::PEER_CONFIRMED));
-    assert_eq!(a.settle(&alice.contacts, T0 + 2).unwrap(), Some(id_a));
+    assert_eq!(a.settle(T0 + 2).unwrap(), Some(id_a));
     assert_eq!(a.status().unwrap(), (ExchangeState::Confirmed, ExchangeFlags::PEER_CONFIRMED));
     assert_eq!(b.status().unwrap(), (ExchangeState::Confirmed, ExchangeFlags::PEER_CONFIRMED));
 
@@ -487,13 +485,13 @@ fn bluetooth_pump_helper_moves_every_frame() {
     let (mut a, mut b) = bluetooth_pair(&alice, &bob);
     assert_eq!(pump(&mut a, &mut b), 6);
     assert_eq!(a.sas().unwrap(), b.sas().unwrap());
-    a.confirm(&alice.contacts, T0).unwrap();
-    b.confirm(&bob.contacts, T0).unwrap();
+    a.confirm(T0).unwrap();
+    b.confirm(T0).unwrap();
     assert_eq!(pump(&mut a, &mut b), 2);
     assert!(flags(&a).contains(ExchangeFlags::PEER_CONFIRMED));
     assert!(flags(&b).contains(ExchangeFlags::PEER_CONFIRMED));
-    assert!(a.settle(&alice.contacts, T0).unwrap().is_some());
-    assert!(b.settle(&bob.contacts, T0).unwrap().is_some());
+    assert!(a.settle(T0).unwrap().is_some());
+    assert!(b.settle(T0).unwrap().is_some());
 }
 
 #[test]
@@ -502,18 +500,18 @@ fn bluetooth_peer_rejects_after_this_side_confirmed() {
     let bob = Party::new("Bob");
     let (mut a, mut b) = bluetooth_pair(&alice, &bob);
     pump(&mut a, &mut b);
-    let id = a.confirm(&alice.contacts, T0).unwrap();
+    let id = a.confirm(T0).unwrap();
     assert_eq!(alice.contacts.get(id).unwrap().state, VerificationState::AwaitingPeer);
-    b.reject(None).unwrap();
+    b.reject().unwrap();
     pump(&mut a, &mut b);
     assert_eq!(a.status().unwrap(), (ExchangeState::AwaitingDecision, ExchangeFlags::PEER_REJECTED));
-    assert_eq!(a.settle(&alice.contacts, T0).unwrap(), None);
+    assert_eq!(a.settle(T0).unwrap(), None);
     assert_eq!(state(&a), ExchangeState::Rejected);
     assert_eq!(alice.contacts.count().unwrap(), 0);
     // A contact awaiting the peer that never answers expires after a day.
     let (mut a, mut b) = bluetooth_pair(&alice, &bob);
     pump(&mut a, &mut b);
-    a.confirm(&alice.contacts, T0).unwrap();
+    a.confirm(T0).unwrap();
     assert_eq!(alice.contacts.expire_awaiting(T0 + 86_400).unwrap(), 0);
     assert_eq!(alice.contacts.expire_awaiting(T0 + 86_401).unwrap(), 1);
     assert_eq!(alice.contacts.count().unwrap(), 0);
@@ -525,14 +523,14 @@ fn bluetooth_peer_rejects() {
     let bob = Party::new("Bob");
     let (mut a, mut b) = bluetooth_pair(&alice, &bob);
     pump(&mut a, &mut b);
-    a.save(&alice.contacts, T0).unwrap();
-    b.reject(None).unwrap();
+    a.save(T0).unwrap();
+    b.reject().unwrap();
     assert_eq!(state(&b), ExchangeState::Rejected);
     let no = take(&mut b);
     a.receive(&no, T0).unwrap();
     assert_eq!(a.status().unwrap(), (ExchangeState::CompareSas, ExchangeFlags::PEER_REJECTED));
-    assert_kind(a.confirm(&alice.contacts, T0), ErrorKind::InvalidState);
-    a.reject(Some(&alice.contacts)).unwrap();
+    assert_kind(a.confirm(T0), ErrorKind::InvalidState);
+    a.reject().unwrap();
     assert_eq!(alice.contacts.count().unwrap(), 0);
     // A tells B it rejected too.
     let no_a = take(&mut a);
@@ -548,7 +546,7 @@ fn bluetooth_reject_before_data_sends_nothing() {
     let (mut a, mut b) = bluetooth_pair(&alice, &bob);
     let hello_b = take(&mut b);
     a.receive(&hello_b, T0).unwrap();
-    a.reject(None).unwrap();
+    a.reject().unwrap();
     // Only the frames queued before: HELLO and KEY.
     assert_eq!(take(&mut a)[1], 1);
     assert_eq!(take(&mut a)[1], 2);
@@ -560,15 +558,15 @@ fn bluetooth_reject_before_data_sends_nothing() {
 fn bluetooth_wrong_session_code_fails() {
     let alice = Party::new("Alice");
     let bob = Party::new("Bob");
-    let mut a = Exchange::bluetooth(&alice.identity, None, T0, None).unwrap();
+    let mut a = Exchange::bluetooth(&alice.identity, &alice.contacts, None, T0, None).unwrap();
     let code = itsme::short_code_parse(&a.session_code().unwrap()).unwrap();
     let other = itsme::short_code_format((code + 1) % itsme::SHORT_CODE_VALUES).unwrap();
-    let mut b = Exchange::bluetooth(&bob.identity, Some(&other), T0, None).unwrap();
+    let mut b = Exchange::bluetooth(&bob.identity, &bob.contacts, Some(&other), T0, None).unwrap();
     let frames = up_to_data(&mut a, &mut b);
     assert_kind(b.receive(&frames.data_a, T0), ErrorKind::AuthenticationFailed);
-    assert_failed(&mut b, &bob.contacts);
+    assert_failed(&mut b);
     assert_kind(a.receive(&frames.data_b, T0), ErrorKind::AuthenticationFailed);
-    assert_failed(&mut a, &alice.contacts);
+    assert_failed(&mut a);
 }
 
 #[test]
@@ -578,10 +576,10 @@ fn bluetooth_man_in_the_middle_changes_the_sas() {
     let mallory = Party::with_random("Alice", &mut rng(23));
     // Alice shows a code; Mallory's device answers it.  Mallory shows his
     // own code to Bob.
-    let mut a = Exchange::bluetooth(&alice.identity, None, T0, Some(&mut rng(31))).unwrap();
-    let mut ma = Exchange::bluetooth(&mallory.identity, Some(&a.session_code().unwrap()), T0, Some(&mut rng(32))).unwrap();
-    let mut mb = Exchange::bluetooth(&mallory.identity, None, T0, Some(&mut rng(33))).unwrap();
-    let mut b = Exchange::bluetooth(&bob.identity, Some(&mb.session_code().unwrap()), T0, Some(&mut rng(34))).unwrap();
+    let mut a = Exchange::bluetooth(&alice.identity, &alice.contacts, None, T0, Some(&mut rng(31))).unwrap();
+    let mut ma = Exchange::bluetooth(&mallory.identity, &mallory.contacts, Some(&a.session_code().unwrap()), T0, Some(&mut rng(32))).unwrap();
+    let mut mb = Exchange::bluetooth(&mallory.identity, &mallory.contacts, None, T0, Some(&mut rng(33))).unwrap();
+    let mut b = Exchange::bluetooth(&bob.identity, &bob.contacts, Some(&mb.session_code().unwrap()), T0, Some(&mut rng(34))).unwrap();
     pump(&mut a, &mut ma);
     pump(&mut mb, &mut b);
     assert_eq!(a.sas().unwrap(), ma.sas().unwrap());
@@ -592,8 +590,8 @@ fn bluetooth_man_in_the_middle_changes_the_sas() {
 
     // Relaying Alice's frames to Bob unchanged does not work either: Bob's
     // session code differs from Alice's, so the keys differ.
-    let mut a = Exchange::bluetooth(&alice.identity, None, T0, None).unwrap();
-    let mut b = Exchange::bluetooth(&bob.identity, Some(&mb.session_code().unwrap()), T0, None).unwrap();
+    let mut a = Exchange::bluetooth(&alice.identity, &alice.contacts, None, T0, None).unwrap();
+    let mut b = Exchange::bluetooth(&bob.identity, &bob.contacts, Some(&mb.session_code().unwrap()), T0, None).unwrap();
     let frames = up_to_data(&mut a, &mut b);
     assert_kind(b.receive(&frames.data_a, T0), ErrorKind::AuthenticationFailed);
 }
@@ -623,7 +621,7 @@ fn bluetooth_tampered_data_frame_is_rejected() {
             // The genuine frame cannot revive it.
             assert_kind(b.receive(&frames.data_a, T0), ErrorKind::InvalidState);
             if position == 0 && mask == 0x01 {
-                assert_failed(&mut b, &bob.contacts);
+                assert_failed(&mut b);
             }
         }
         position += 1;
@@ -651,18 +649,18 @@ fn bluetooth_tampered_data_frame_is_rejected() {
 fn out_of_order(what: &str, pick: fn(&[Vec<u8>; 4]) -> Vec<Vec<u8>>) {
     let alice = Party::new("Alice");
     let bob = Party::new("Bob");
-    let mut a = Exchange::bluetooth(&alice.identity, None, T0, None).unwrap();
+    let mut a = Exchange::bluetooth(&alice.identity, &alice.contacts, None, T0, None).unwrap();
     let code = a.session_code().unwrap();
     // A runs its exchange with a first Bob device, to the end.
-    let mut first = Exchange::bluetooth(&bob.identity, Some(&code), T0, None).unwrap();
+    let mut first = Exchange::bluetooth(&bob.identity, &bob.contacts, Some(&code), T0, None).unwrap();
     let frames = up_to_data(&mut a, &mut first);
     a.receive(&frames.data_b, T0).unwrap();
-    a.confirm(&alice.contacts, T0).unwrap();
+    a.confirm(T0).unwrap();
     let confirm_a = take(&mut a);
     let sent = [frames.hello_a, frames.key_a, frames.data_a, confirm_a];
 
     // A second Bob device gets A's frames in the wrong order.
-    let mut b = Exchange::bluetooth(&bob.identity, Some(&code), T0, None).unwrap();
+    let mut b = Exchange::bluetooth(&bob.identity, &bob.contacts, Some(&code), T0, None).unwrap();
     let sequence = pick(&sent);
     let (last, accepted) = sequence.split_last().unwrap();
     for (i, frame) in accepted.iter().enumerate() {
@@ -671,7 +669,7 @@ fn out_of_order(what: &str, pick: fn(&[Vec<u8>; 4]) -> Vec<Vec<u8>>) {
     let error = b.receive(last, T0).expect_err(what);
     assert_eq!(error.kind(), ErrorKind::MalformedMessage, "{what}: {error}");
     assert!(!error.detail.is_empty(), "{what}");
-    assert_failed(&mut b, &bob.contacts);
+    assert_failed(&mut b);
 }
 
 #[test]
@@ -690,11 +688,11 @@ fn bluetooth_replayed_data_and_confirm_are_rejected() {
     let frames = up_to_data(&mut a, &mut b);
     b.receive(&frames.data_a, T0).unwrap();
     assert_kind(b.receive(&frames.data_a, T0), ErrorKind::MalformedMessage);
-    assert_failed(&mut b, &bob.contacts);
+    assert_failed(&mut b);
 
     let (mut a, mut b) = bluetooth_pair(&alice, &bob);
     pump(&mut a, &mut b);
-    a.confirm(&alice.contacts, T0).unwrap();
+    a.confirm(T0).unwrap();
     let confirm = take(&mut a);
     b.receive(&confirm, T0).unwrap();
     // The peer's CONFIRM is its last frame: anything more is invalid_state
@@ -708,7 +706,7 @@ fn bluetooth_replayed_data_and_confirm_are_rejected() {
     let (mut a2, mut b2) = bluetooth_pair(&alice, &bob);
     let _ = up_to_data(&mut a2, &mut b2);
     assert_kind(b2.receive(&old.data_a, T0), ErrorKind::AuthenticationFailed);
-    assert_failed(&mut b2, &bob.contacts);
+    assert_failed(&mut b2);
 }
 
 #[test]
@@ -734,10 +732,10 @@ fn bluetooth_unknown_version_and_type_are_rejected() {
     }
     // Our own HELLO, reflected.
     let (_, mut b) = bluetooth_pair(&alice, &bob);
-    let mut own = Exchange::bluetooth(&bob.identity, None, T0, None).unwrap();
+    let mut own = Exchange::bluetooth(&bob.identity, &bob.contacts, None, T0, None).unwrap();
     let reflected = take(&mut own);
     assert_kind(b.receive(&reflected, T0), ErrorKind::InvalidKey);
-    assert_failed(&mut b, &bob.contacts);
+    assert_failed(&mut b);
 }
 
 // ---------------------------------------------------------------------------
@@ -760,7 +758,7 @@ fn bluetooth_seal_and_restore_mid_exchange() {
     assert!(!sealed.is_empty());
     drop(a);
     let later = Identity::load(&alice.secrets).unwrap();
-    let mut a = Exchange::restore(&later, &sealed, T0 + 60).unwrap();
+    let mut a = Exchange::restore(&later, &alice.contacts, &sealed, T0 + 60).unwrap();
     assert_eq!(state(&a), ExchangeState::AwaitingPeer);
     assert_eq!(a.next_outgoing().unwrap(), Vec::<u8>::new(), "KEY was sent before sealing");
     assert_eq!(a.session_code().unwrap(), b.session_code().unwrap());
@@ -772,25 +770,25 @@ fn bluetooth_seal_and_restore_mid_exchange() {
 
     // Sealed again while comparing, after saving: the restored exchange
     // knows the saved contact.
-    let id = a.save(&alice.contacts, T0 + 70).unwrap();
+    let id = a.save(T0 + 70).unwrap();
     let sealed = a.seal().unwrap();
     drop(a);
-    let mut a = Exchange::restore(&alice.identity, &sealed, T0 + 80).unwrap();
+    let mut a = Exchange::restore(&alice.identity, &alice.contacts, &sealed, T0 + 80).unwrap();
     assert_eq!(a.status().unwrap(), (ExchangeState::CompareSas, ExchangeFlags::empty()));
     assert_eq!(a.sas().unwrap(), sas);
     assert_eq!(a.peer_name().unwrap(), "Bob");
-    assert_eq!(a.confirm(&alice.contacts, T0 + 90).unwrap(), id);
+    assert_eq!(a.confirm(T0 + 90).unwrap(), id);
     assert_eq!(alice.contacts.count().unwrap(), 1);
-    b.confirm(&bob.contacts, T0 + 90).unwrap();
+    b.confirm(T0 + 90).unwrap();
     pump(&mut a, &mut b);
     assert!(flags(&a).contains(ExchangeFlags::PEER_CONFIRMED));
     assert!(flags(&b).contains(ExchangeFlags::PEER_CONFIRMED));
-    a.settle(&alice.contacts, T0 + 90).unwrap();
+    a.settle(T0 + 90).unwrap();
 
     // A finished Bluetooth exchange still seals (it may have a CONFIRM
     // frame to send or receive) and restores finished.
     let sealed = a.seal().unwrap();
-    let a = Exchange::restore(&alice.identity, &sealed, T0 + 100).unwrap();
+    let a = Exchange::restore(&alice.identity, &alice.contacts, &sealed, T0 + 100).unwrap();
     assert_eq!(state(&a), ExchangeState::Confirmed);
 }
 
@@ -802,7 +800,7 @@ fn qr_seal_and_restore() {
     let shown = take(&mut a);
     let sealed = a.seal().unwrap();
     drop(a);
-    let mut a = Exchange::restore(&alice.identity, &sealed, T0 + 1).unwrap();
+    let mut a = Exchange::restore(&alice.identity, &alice.contacts, &sealed, T0 + 1).unwrap();
     assert_eq!(take(&mut a), shown, "the restored exchange shows the same code");
     swap_qr(&mut a, &mut b);
     assert_eq!(a.sas().unwrap(), b.sas().unwrap());
@@ -810,7 +808,7 @@ fn qr_seal_and_restore() {
     // Imported (source format) exchanges seal too.
     let mut v5 = bob.qr();
     v5.receive(V5_TEXT.as_bytes(), T0).unwrap();
-    let restored = Exchange::restore(&bob.identity, &v5.seal().unwrap(), T0 + 1).unwrap();
+    let restored = Exchange::restore(&bob.identity, &bob.contacts, &v5.seal().unwrap(), T0 + 1).unwrap();
     assert_eq!(restored.status().unwrap(), (ExchangeState::Imported, ExchangeFlags::UNAUTHENTICATED));
     assert_eq!(restored.peer_name().unwrap(), "Al|ice");
 }
@@ -821,27 +819,27 @@ fn restore_refusals() {
     let bob = Party::new("Bob");
     let sealed = alice.qr().seal().unwrap();
     // Another identity (and another device key).
-    assert_kind(Exchange::restore(&bob.identity, &sealed, T0), ErrorKind::AuthenticationFailed);
+    assert_kind(Exchange::restore(&bob.identity, &bob.contacts, &sealed, T0), ErrorKind::AuthenticationFailed);
     // Altered anywhere.
     for position in 0..sealed.len() {
         let mut altered = sealed.clone();
         altered[position] ^= 0x01;
-        let error = Exchange::restore(&alice.identity, &altered, T0).expect_err(&format!("byte {position}"));
+        let error = Exchange::restore(&alice.identity, &alice.contacts, &altered, T0).expect_err(&format!("byte {position}"));
         assert!(
             matches!(error.kind(), ErrorKind::CorruptData | ErrorKind::AuthenticationFailed),
             "byte {position}: {error}"
         );
     }
-    assert_kind(Exchange::restore(&alice.identity, &sealed[..sealed.len() - 1], T0), ErrorKind::AuthenticationFailed);
-    assert_kind(Exchange::restore(&alice.identity, b"", T0), ErrorKind::CorruptData);
-    assert_kind(Exchange::restore(&alice.identity, b"not sealed", T0), ErrorKind::CorruptData);
+    assert_kind(Exchange::restore(&alice.identity, &alice.contacts, &sealed[..sealed.len() - 1], T0), ErrorKind::AuthenticationFailed);
+    assert_kind(Exchange::restore(&alice.identity, &alice.contacts, b"", T0), ErrorKind::CorruptData);
+    assert_kind(Exchange::restore(&alice.identity, &alice.contacts, b"not sealed", T0), ErrorKind::CorruptData);
     // Expired.
-    assert_kind(Exchange::restore(&alice.identity, &sealed, T0 + LIFETIME + 1), ErrorKind::Expired);
-    assert_kind(Exchange::restore(&alice.identity, &sealed, -1), ErrorKind::InvalidArgument);
-    let restored = Exchange::restore(&alice.identity, &sealed, T0 + LIFETIME).unwrap();
+    assert_kind(Exchange::restore(&alice.identity, &alice.contacts, &sealed, T0 + LIFETIME + 1), ErrorKind::Expired);
+    assert_kind(Exchange::restore(&alice.identity, &alice.contacts, &sealed, -1), ErrorKind::InvalidArgument);
+    let restored = Exchange::restore(&alice.identity, &alice.contacts, &sealed, T0 + LIFETIME).unwrap();
     assert_eq!(state(&restored), ExchangeState::AwaitingPeer);
     // The error went to the identity.
-    let error = Exchange::restore(&alice.identity, b"", T0).unwrap_err();
+    let error = Exchange::restore(&alice.identity, &alice.contacts, b"", T0).unwrap_err();
     assert!(!error.detail.is_empty(), "{error}");
 }
 
@@ -852,10 +850,10 @@ fn restore_refusals() {
 #[test]
 fn calls_in_the_wrong_order() {
     let alice = Party::new("Alice");
-    for mut ex in [alice.qr(), Exchange::bluetooth(&alice.identity, None, T0, None).unwrap()] {
-        let error = assert_kind(ex.confirm(&alice.contacts, T0), ErrorKind::InvalidState);
+    for mut ex in [alice.qr(), Exchange::bluetooth(&alice.identity, &alice.contacts, None, T0, None).unwrap()] {
+        let error = assert_kind(ex.confirm(T0), ErrorKind::InvalidState);
         assert!(!error.detail.is_empty(), "no detail for {error}");
-        assert_kind(ex.save(&alice.contacts, T0), ErrorKind::InvalidState);
+        assert_kind(ex.save(T0), ErrorKind::InvalidState);
         assert_kind(ex.sas(), ErrorKind::InvalidState);
         assert_kind(ex.peer_name(), ErrorKind::InvalidState);
         assert_kind(ex.peer_fingerprint(), ErrorKind::InvalidState);
@@ -870,13 +868,13 @@ fn calls_in_the_wrong_order() {
 #[test]
 fn constructor_refusals() {
     let alice = Party::new("Alice");
-    assert_kind(Exchange::qr(&alice.identity, -1, None), ErrorKind::InvalidArgument);
-    assert_kind(Exchange::bluetooth(&alice.identity, None, -1, None), ErrorKind::InvalidArgument);
+    assert_kind(Exchange::qr(&alice.identity, &alice.contacts, -1, None), ErrorKind::InvalidArgument);
+    assert_kind(Exchange::bluetooth(&alice.identity, &alice.contacts, None, -1, None), ErrorKind::InvalidArgument);
     for bad in ["", "ECHO 42", "ECHO", "ALPHA 0042", "ECHO 0042 X", "EC\0HO 0042"] {
-        let error = assert_kind(Exchange::bluetooth(&alice.identity, Some(bad), T0, None), ErrorKind::InvalidArgument);
+        let error = assert_kind(Exchange::bluetooth(&alice.identity, &alice.contacts, Some(bad), T0, None), ErrorKind::InvalidArgument);
         assert!(!error.detail.is_empty(), "{bad:?}");
     }
-    Exchange::bluetooth(&alice.identity, Some("zulu-9999"), T0, None).unwrap();
+    Exchange::bluetooth(&alice.identity, &alice.contacts, Some("zulu-9999"), T0, None).unwrap();
 }
 
 #[test]
@@ -886,35 +884,69 @@ fn expired_exchanges_fail() {
     let (mut a, mut b) = (alice.qr(), bob.qr());
     let from_b = take(&mut b);
     assert_kind(a.receive(&from_b, T0 + LIFETIME + 1), ErrorKind::Expired);
-    assert_failed(&mut a, &alice.contacts);
+    assert_failed(&mut a);
 
     // Just in time, then too late to save.
     let (mut a, mut b) = (alice.qr(), bob.qr());
     let from_b = take(&mut b);
     a.receive(&from_b, T0 + LIFETIME).unwrap();
-    assert_kind(a.save(&alice.contacts, T0 + LIFETIME + 1), ErrorKind::Expired);
+    assert_kind(a.save(T0 + LIFETIME + 1), ErrorKind::Expired);
     assert_eq!(state(&a), ExchangeState::Failed);
 
     let (mut a, mut b) = bluetooth_pair(&alice, &bob);
     let hello_b = take(&mut b);
     assert_kind(a.receive(&hello_b, T0 + LIFETIME + 1), ErrorKind::Expired);
-    assert_failed(&mut a, &alice.contacts);
+    assert_failed(&mut a);
 }
 
-/// The library keeps the exchange's identity alive.
+/// The library keeps the exchange's identity and contact store alive.
 #[test]
-fn an_exchange_outlives_its_identity_handle() {
+fn an_exchange_outlives_its_identity_and_store_handles() {
     let bob = Party::new("Bob");
     let secrets = SecretStore::memory().unwrap();
     let carol = Identity::create(&secrets, "Carol").unwrap();
-    let mut c = Exchange::bluetooth(&carol, None, T0, None).unwrap();
+    let dir = TempDir::new("exchange-outlives");
+    let contacts = ContactStore::open(&carol, dir.path().join("carol.db")).unwrap();
+    let mut c = Exchange::bluetooth(&carol, &contacts, None, T0, None).unwrap();
     let code = c.session_code().unwrap();
+    drop(contacts);
     drop(carol);
     drop(secrets);
-    let mut b = Exchange::bluetooth(&bob.identity, Some(&code), T0, None).unwrap();
+    let mut b = Exchange::bluetooth(&bob.identity, &bob.contacts, Some(&code), T0, None).unwrap();
     pump(&mut c, &mut b);
     assert_eq!(c.sas().unwrap(), b.sas().unwrap());
     assert_eq!(b.peer_name().unwrap(), "Carol");
+    // Carol's confirmation is written through the store the exchange holds.
+    let id = c.confirm(T0).unwrap();
+    b.confirm(T0).unwrap();
+    pump(&mut c, &mut b);
+    assert_eq!(c.settle(T0).unwrap(), Some(id));
+    drop(c);
+    let carol = Identity::load(&SecretStore::memory().unwrap());
+    assert!(carol.is_err(), "a new memory store holds no identity");
+}
+
+/// An exchange is made with a contact store of its own identity.
+#[test]
+fn an_exchange_refuses_a_store_of_another_identity() {
+    let alice = Party::new("Alice");
+    let bob = Party::new("Bob");
+    assert_kind(Exchange::qr(&alice.identity, &bob.contacts, T0, None), ErrorKind::WrongIdentity);
+    assert_kind(Exchange::bluetooth(&alice.identity, &bob.contacts, None, T0, None), ErrorKind::WrongIdentity);
+    assert_kind(Exchange::invite(&alice.identity, &bob.contacts, false, T0, None), ErrorKind::WrongIdentity);
+    let mut a = Exchange::qr(&alice.identity, &alice.contacts, T0, None).unwrap();
+    let mut b = Exchange::qr(&bob.identity, &bob.contacts, T0, None).unwrap();
+    let (from_a, from_b) = (take(&mut a), take(&mut b));
+    a.receive(&from_b, T0).unwrap();
+    b.receive(&from_a, T0).unwrap();
+    a.save(T0).unwrap();
+    let sealed = a.seal().unwrap();
+    assert_kind(Exchange::restore(&alice.identity, &bob.contacts, &sealed, T0), ErrorKind::WrongIdentity);
+    let other = TempDir::new("exchange-other-store");
+    let second = ContactStore::open(&alice.identity, other.path().join("second.db")).unwrap();
+    assert_kind(Exchange::restore(&alice.identity, &second, &sealed, T0), ErrorKind::InvalidArgument);
+    assert_eq!(bob.contacts.count().unwrap(), 0);
+    assert_eq!(second.count().unwrap(), 0);
 }
 
 #[test]
@@ -946,11 +978,14 @@ fn deterministic_random_replays() {
     let one = Identity::create_with_random(&store_1, "Same", Some(&mut r1)).unwrap();
     let two = Identity::create_with_random(&store_2, "Same", Some(&mut r2)).unwrap();
     assert_eq!(one.public_key().unwrap(), two.public_key().unwrap());
-    let mut q1 = Exchange::qr(&one, T0, Some(&mut r1)).unwrap();
-    let mut q2 = Exchange::qr(&two, T0, Some(&mut r2)).unwrap();
+    let dir = TempDir::new("exchange-replays");
+    let contacts_1 = ContactStore::open(&one, dir.path().join("one.db")).unwrap();
+    let contacts_2 = ContactStore::open(&two, dir.path().join("two.db")).unwrap();
+    let mut q1 = Exchange::qr(&one, &contacts_1, T0, Some(&mut r1)).unwrap();
+    let mut q2 = Exchange::qr(&two, &contacts_2, T0, Some(&mut r2)).unwrap();
     assert_eq!(take(&mut q1), take(&mut q2));
     // The stream moved on: the next exchange differs.
-    let mut q3 = Exchange::qr(&one, T0, Some(&mut r1)).unwrap();
+    let mut q3 = Exchange::qr(&one, &contacts_1, T0, Some(&mut r1)).unwrap();
     assert_ne!(take(&mut q3), take(&mut q1));
     // Other seeds, other keys; None is the system's randomness.
     let three = Identity::create_with_random(&SecretStore::memory().unwrap(), "Same", Some(&mut rng(10))).unwrap();

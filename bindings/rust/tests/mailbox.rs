@@ -143,9 +143,9 @@ impl Party {
 fn pair() -> (Party, Exchange, Party, Exchange) {
     let alice = Party::new("Alice", 1);
     let bob = Party::new("Bob", 2);
-    let inviter = Exchange::invite(&alice.identity, false, T0, Some(&mut rng(3))).unwrap();
+    let inviter = Exchange::invite(&alice.identity, &alice.contacts, false, T0, Some(&mut rng(3))).unwrap();
     let invitee = Exchange::accept_invite(
-        &bob.identity,
+        &bob.identity, &bob.contacts,
         &inviter.invite_code().unwrap(),
         &inviter.encryption_code().unwrap(),
         false,
@@ -158,7 +158,7 @@ fn pair() -> (Party, Exchange, Party, Exchange) {
 
 #[test]
 fn a_whole_invite_exchange_through_a_fake_relay() {
-    let (alice, mut inviter, bob, mut invitee) = pair();
+    let (_alice, mut inviter, _bob, mut invitee) = pair();
     let mut relay = FakeRelay::default();
     let mut a = MailboxSession::new(&inviter).unwrap();
     let mut b = MailboxSession::new(&invitee).unwrap();
@@ -174,8 +174,8 @@ fn a_whole_invite_exchange_through_a_fake_relay() {
     assert_eq!(inviter.sas().unwrap(), invitee.sas().unwrap());
     assert!(!format!("{a:?}").contains(relay.inviter_token.as_deref().unwrap()));
 
-    invitee.confirm(&bob.contacts, T0 + 20).unwrap();
-    inviter.confirm(&alice.contacts, T0 + 20).unwrap();
+    invitee.confirm(T0 + 20).unwrap();
+    inviter.confirm(T0 + 20).unwrap();
     for _ in 0..4 {
         step(&mut b, &mut relay, T0 + 25).unwrap();
         step(&mut a, &mut relay, T0 + 25).unwrap();
@@ -184,8 +184,8 @@ fn a_whole_invite_exchange_through_a_fake_relay() {
     assert_eq!(b.next_request().unwrap(), MailboxRequest::Done);
     assert!(relay.gone, "the invitee ended the invite");
     assert_eq!(relay.deletes, 1);
-    assert!(inviter.settle(&alice.contacts, T0 + 30).unwrap().is_some());
-    assert!(invitee.settle(&bob.contacts, T0 + 30).unwrap().is_some());
+    assert!(inviter.settle(T0 + 30).unwrap().is_some());
+    assert!(invitee.settle(T0 + 30).unwrap().is_some());
     assert_eq!(state(&inviter), ExchangeState::Confirmed);
     assert_eq!(state(&invitee), ExchangeState::Confirmed);
 }
@@ -235,7 +235,7 @@ fn resume_from_saved_state_after_a_failed_post() {
     let sealed = inviter.seal().unwrap();
     drop((a, inviter));
 
-    let restored = Exchange::restore(&alice.identity, &sealed, T0 + 5).unwrap();
+    let restored = Exchange::restore(&alice.identity, &alice.contacts, &sealed, T0 + 5).unwrap();
     let mut a = MailboxSession::resume(&restored, &saved).unwrap();
     for _ in 0..4 {
         step(&mut a, &mut relay, T0 + 5).unwrap();

@@ -307,9 +307,9 @@ fn snapshots_are_immutable() {
 /// Two identities (A with a contact store) and a Bluetooth exchange each,
 /// run through the raw interface until both compare the SAS.
 struct Exchanges {
-    /// A's identity and store, and B's identity, held for the exchanges.
+    /// A's and B's identities and stores, held for the exchanges.
     _c: Contacts,
-    _b: Fixture,
+    _b: Contacts,
     a_ex: *mut itsme_exchange,
     b_ex: *mut itsme_exchange,
     /// A QR exchange of A, awaiting the peer.
@@ -319,15 +319,15 @@ struct Exchanges {
 impl Exchanges {
     fn new(tag: &str) -> Exchanges {
         let c = Contacts::new(tag);
-        let b = Fixture::new();
+        let b = Contacts::new(&format!("{tag}-b"));
         let (mut a_ex, mut b_ex, mut qr) = (null_mut(), null_mut(), null_mut());
         let mut code = [0u8; ITSME_SHORT_CODE_SIZE];
         let mut len = 0usize;
         unsafe {
-            assert_eq!(itsme_exchange_new_bluetooth(c.f.identity, null(), null_mut(), T0, &mut a_ex), ITSME_OK);
+            assert_eq!(itsme_exchange_new_bluetooth(c.f.identity, c.store, null(), null_mut(), T0, &mut a_ex), ITSME_OK);
             assert_eq!(itsme_exchange_session_code(a_ex, code.as_mut_ptr().cast(), code.len(), &mut len), ITSME_OK);
-            assert_eq!(itsme_exchange_new_bluetooth(b.identity, code.as_ptr().cast(), null_mut(), T0, &mut b_ex), ITSME_OK);
-            assert_eq!(itsme_exchange_new_qr(c.f.identity, null_mut(), T0, &mut qr), ITSME_OK);
+            assert_eq!(itsme_exchange_new_bluetooth(b.f.identity, b.store, code.as_ptr().cast(), null_mut(), T0, &mut b_ex), ITSME_OK);
+            assert_eq!(itsme_exchange_new_qr(c.f.identity, c.store, null_mut(), T0, &mut qr), ITSME_OK);
             loop {
                 let mut moved = false;
                 for (from, to) in [(a_ex, b_ex), (b_ex, a_ex)] {
@@ -427,7 +427,7 @@ impl Voice {
     /// Starts the session at its window.
     fn start(&self) -> i64 {
         let now = 30 * self.window();
-        assert_eq!(unsafe { itsme_voice_start(self.voice, self.c.store, now) }, ITSME_OK);
+        assert_eq!(unsafe { itsme_voice_start(self.voice, now) }, ITSME_OK);
         now
     }
 
@@ -477,17 +477,20 @@ fn nato_words() {
 }
 
 #[test]
-fn voice_needs_its_own_store() {
+fn voice_writes_through_its_own_store() {
     let v = Voice::new("misuse-voice-store");
-    let other = Contacts::new("misuse-voice-other");
     unsafe {
-        let now = 30 * v.window();
-        assert_eq!(itsme_voice_start(v.voice, other.store, now), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_voice_start(null_mut(), 30 * v.window()), ITSME_E_INVALID_ARGUMENT);
         assert_eq!(v.status().0, ITSME_VOICE_WAITING);
         let now = v.comparing();
-        let heard = cstr("ECHO 512");
         let mut outcome = 42u32;
-        assert_eq!(itsme_voice_check(v.voice, other.store, ptr(&heard), 1, now, &mut outcome), ITSME_E_INVALID_ARGUMENT);
+        assert_eq!(itsme_voice_check(v.voice, null(), 1, now, &mut outcome), ITSME_E_INVALID_ARGUMENT);
         assert_eq!((v.status().0, outcome), (ITSME_VOICE_COMPARING, 42));
+        // Starting used the window for the contact in the session's store.
+        let (mut contact, mut window) = (null_mut(), 0i64);
+        assert_eq!(itsme_store_get(v.c.store, v.c.keyed, &mut contact), ITSME_OK);
+        assert_eq!(itsme_contact_last_window(contact, &mut window), ITSME_OK);
+        itsme_contact_free(contact);
+        assert_eq!(window, v.window());
     }
 }

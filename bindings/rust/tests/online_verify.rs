@@ -142,15 +142,15 @@ fn end_to_end() {
     assert_eq!(sas, sb.sas().unwrap());
     assert!(itsme::short_code_parse(&sas).is_ok(), "{sas}");
     // It matched: both confirm.
-    assert_eq!(sa.confirm(&alice.contacts, NOW + 20).unwrap(), VoiceOutcome::Verified);
-    assert_eq!(sb.confirm(&bob.contacts, NOW + 21).unwrap(), VoiceOutcome::Verified);
+    assert_eq!(sa.confirm(NOW + 20).unwrap(), VoiceOutcome::Verified);
+    assert_eq!(sb.confirm(NOW + 21).unwrap(), VoiceOutcome::Verified);
     for (person, session, when) in [(&alice, &mut sa, NOW + 20), (&bob, &mut sb, NOW + 21)] {
         let contact = person.contact();
         assert_eq!((contact.state, contact.verified_at), (VerificationState::Verified, Some(when)));
         assert_eq!(contact.last_window, None, "Online Verify uses no window");
         assert_eq!(session.state().unwrap(), OnlineVerifyState::Confirmed);
         assert!(session.next_outgoing().unwrap().is_empty());
-        assert_kind(session.confirm(&person.contacts, NOW + 22), ErrorKind::InvalidState);
+        assert_kind(session.confirm(NOW + 22), ErrorKind::InvalidState);
         assert_kind(session.reject(), ErrorKind::InvalidState);
     }
 }
@@ -161,7 +161,7 @@ fn an_unverified_contact_becomes_verified() {
     befriend(&mut alice, &mut bob, false);
     let (mut sa, mut sb) = start_both(&alice, &bob, None);
     honest(&mut sa, &mut sb);
-    assert_eq!(sa.confirm(&alice.contacts, NOW).unwrap(), VoiceOutcome::Verified);
+    assert_eq!(sa.confirm(NOW).unwrap(), VoiceOutcome::Verified);
     assert_eq!(alice.contact().state, VerificationState::Verified);
     assert_eq!(bob.contact().state, VerificationState::Unverified, "until Bob confirms too");
 }
@@ -175,7 +175,7 @@ fn a_rejected_sas_records_nothing() {
     sa.reject().unwrap();
     assert_eq!(sa.state().unwrap(), OnlineVerifyState::Rejected);
     assert_eq!(alice.contact(), before);
-    assert_kind(sa.confirm(&alice.contacts, NOW), ErrorKind::InvalidState);
+    assert_kind(sa.confirm(NOW), ErrorKind::InvalidState);
     assert_kind(sa.reject(), ErrorKind::InvalidState);
     // A session may be given up before the SAS, too.
     let mut early = start(&alice, None, None, NOW);
@@ -190,8 +190,8 @@ fn a_changed_device_is_detected_inside_the_session() {
     let (mut sa, mut sb) = start_both(&new_alice, &bob, None);
     honest(&mut sa, &mut sb);
     assert_eq!(sa.sas().unwrap(), sb.sas().unwrap(), "the seed is the same: so is the SAS");
-    assert_eq!(sa.confirm(&new_alice.contacts, NOW).unwrap(), VoiceOutcome::VerifiedTagUnchecked);
-    assert_eq!(sb.confirm(&bob.contacts, NOW).unwrap(), VoiceOutcome::DeviceChanged);
+    assert_eq!(sa.confirm(NOW).unwrap(), VoiceOutcome::VerifiedTagUnchecked);
+    assert_eq!(sb.confirm(NOW).unwrap(), VoiceOutcome::DeviceChanged);
     let contact = bob.contact();
     assert_eq!((contact.state, contact.acknowledged), (VerificationState::Degraded, false));
 }
@@ -320,7 +320,7 @@ fn once_both_proofs_are_in_further_messages_are_refused_without_failing() {
     let log = honest(&mut sa, &mut sb);
     assert_kind(sa.receive(&log[4].message, NOW), ErrorKind::InvalidState);
     assert_eq!(sa.state().unwrap(), OnlineVerifyState::CompareSas);
-    assert_eq!(sa.confirm(&alice.contacts, NOW).unwrap(), VoiceOutcome::Verified);
+    assert_eq!(sa.confirm(NOW).unwrap(), VoiceOutcome::Verified);
 }
 
 #[test]
@@ -355,7 +355,7 @@ fn a_session_expires_after_ten_minutes() {
     let (mut sa, mut sb) = start_both(&alice, &bob, None);
     honest(&mut sa, &mut sb);
     let before = alice.contact();
-    assert_kind(sa.confirm(&alice.contacts, NOW + LIFETIME + 1), ErrorKind::Expired);
+    assert_kind(sa.confirm(NOW + LIFETIME + 1), ErrorKind::Expired);
     assert_eq!(alice.contact(), before);
     assert_eq!(sa.state().unwrap(), OnlineVerifyState::Failed);
 }
@@ -375,12 +375,12 @@ fn constructor_and_confirm_arguments() {
     assert_eq!(commit.len(), 34);
     assert_eq!(commit, two.next_outgoing().unwrap());
     assert_ne!(commit, three.next_outgoing().unwrap());
-    // Confirm needs the session's store.
+    // Confirm writes to the session's own store.
     let (mut sa, mut sb) = start_both(&alice, &bob, None);
     honest(&mut sa, &mut sb);
-    assert_kind(sa.confirm(&bob.contacts, NOW), ErrorKind::InvalidArgument);
     assert_eq!(sa.state().unwrap(), OnlineVerifyState::CompareSas);
-    assert_eq!(sa.confirm(&alice.contacts, NOW).unwrap(), VoiceOutcome::Verified);
+    assert_eq!(sa.confirm(NOW).unwrap(), VoiceOutcome::Verified);
+    assert_eq!(alice.contacts.get(alice.peer).unwrap().state, VerificationState::Verified);
 }
 
 #[test]
@@ -419,8 +419,8 @@ fn a_shared_profile_reference_arrives_once_the_sas_is_confirmed() {
     assert_kind(sb.peer_profile(), ErrorKind::InvalidState);
     assert_kind(sa.peer_profile(), ErrorKind::InvalidState);
     assert_eq!(sa.sas().unwrap(), sb.sas().unwrap());
-    sb.confirm(&bob.contacts, NOW).unwrap();
-    sa.confirm(&alice.contacts, NOW).unwrap();
+    sb.confirm(NOW).unwrap();
+    sa.confirm(NOW).unwrap();
     let received = sb.peer_profile().unwrap();
     assert_eq!(received, mine);
     assert_eq!(received.as_bytes(), mine.as_bytes());
@@ -447,8 +447,8 @@ fn both_may_share_and_the_last_reference_given_counts() {
     sb.share_profile(&reference(3)).unwrap();
     let log = honest(&mut sa, &mut sb);
     assert!(log.iter().filter(|d| d.message[1] == PROOF).all(|d| d.message.len() == itsme::ONLINE_VERIFY_MESSAGE_MAX));
-    sa.confirm(&alice.contacts, NOW).unwrap();
-    sb.confirm(&bob.contacts, NOW).unwrap();
+    sa.confirm(NOW).unwrap();
+    sb.confirm(NOW).unwrap();
     assert_eq!(sb.peer_profile().unwrap(), reference(2));
     assert_eq!(sa.peer_profile().unwrap(), reference(3));
 }

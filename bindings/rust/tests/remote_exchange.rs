@@ -56,20 +56,20 @@ impl Party {
 
     /// An invite (or a real-time exchange) created at `T0`.
     fn invite(&self, realtime: bool, tag: u8) -> Exchange {
-        Exchange::invite(&self.identity, realtime, T0, Some(&mut rng(tag))).unwrap()
+        Exchange::invite(&self.identity, &self.contacts, realtime, T0, Some(&mut rng(tag))).unwrap()
     }
 
     /// Joins `inviter`'s exchange with its two codes, in its mode, at `T0`.
     fn accept(&self, inviter: &Exchange, tag: u8) -> Exchange {
         let realtime = inviter.method().unwrap() == ExchangeMethod::Realtime;
         let (invite_code, encryption_code) = (inviter.invite_code().unwrap(), inviter.encryption_code().unwrap());
-        Exchange::accept_invite(&self.identity, &invite_code, &encryption_code, realtime, T0, Some(&mut rng(tag)))
+        Exchange::accept_invite(&self.identity, &self.contacts, &invite_code, &encryption_code, realtime, T0, Some(&mut rng(tag)))
             .unwrap()
     }
 
     /// Joins an invite (not real-time) with codes as typed, at `T0`.
     fn accept_with_codes(&self, invite_code: &str, encryption_code: &str, tag: u8) -> Exchange {
-        Exchange::accept_invite(&self.identity, invite_code, encryption_code, false, T0, Some(&mut rng(tag))).unwrap()
+        Exchange::accept_invite(&self.identity, &self.contacts, invite_code, encryption_code, false, T0, Some(&mut rng(tag))).unwrap()
     }
 }
 
@@ -134,12 +134,12 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 
 /// A failed exchange refuses everything, and has nothing to send.
 #[track_caller]
-fn assert_failed(exchange: &mut Exchange, store: &ContactStore) {
+fn assert_failed(exchange: &mut Exchange) {
     assert_eq!(state(exchange), ExchangeState::Failed);
     assert_kind(exchange.sas(), ErrorKind::InvalidState);
     assert_kind(exchange.peer_name(), ErrorKind::InvalidState);
-    assert_kind(exchange.save(store, T0), ErrorKind::InvalidState);
-    assert_kind(exchange.confirm(store, T0), ErrorKind::InvalidState);
+    assert_kind(exchange.save(T0), ErrorKind::InvalidState);
+    assert_kind(exchange.confirm(T0), ErrorKind::InvalidState);
     assert_kind(exchange.seal(), ErrorKind::InvalidState);
     assert_nothing_to_send(exchange, "a failed exchange sent something");
     assert_eq!(state(exchange), ExchangeState::Failed);
@@ -180,7 +180,7 @@ fn round_trip(realtime: bool) {
     // The invitee types the codes, loosely.
     let typed = invite_code.to_lowercase().replace('-', " ");
     let mut b =
-        Exchange::accept_invite(&bob.identity, &typed, &encryption_code, realtime, T0 + 60, Some(&mut rng(4))).unwrap();
+        Exchange::accept_invite(&bob.identity, &bob.contacts, &typed, &encryption_code, realtime, T0 + 60, Some(&mut rng(4))).unwrap();
     assert_eq!(b.status().unwrap(), (ExchangeState::AwaitingPeer, ExchangeFlags::empty()));
     assert_eq!(b.method().unwrap(), method);
     assert!(!b.is_inviter().unwrap());
@@ -219,24 +219,24 @@ fn round_trip(realtime: bool) {
 
     // Alice saves Bob unverified while the call is set up; both confirm
     // once the SAS matched aloud.
-    let id_a = a.save(&alice.contacts, T0 + 3700).unwrap();
+    let id_a = a.save(T0 + 3700).unwrap();
     let saved = alice.contacts.get(id_a).unwrap();
     assert_eq!((saved.state, saved.method), (VerificationState::Unverified, method));
-    assert_eq!(a.confirm(&alice.contacts, T0 + 3760).unwrap(), id_a);
+    assert_eq!(a.confirm(T0 + 3760).unwrap(), id_a);
     assert_eq!(state(&a), ExchangeState::AwaitingDecision);
     assert_eq!(alice.contacts.get(id_a).unwrap().state, VerificationState::AwaitingPeer);
     // Through the mailbox the inviter's DECISION waits for the invitee's.
     let held = a.next_outgoing().unwrap();
     assert_eq!(held.is_empty(), !realtime);
-    let id_b = b.confirm(&bob.contacts, T0 + 3760).unwrap();
+    let id_b = b.confirm(T0 + 3760).unwrap();
     let decision_b = take(&mut b);
     assert_eq!((decision_b.len(), &decision_b[..2]), (19, &[1u8, 4][..]));
     a.receive(&decision_b, T0 + 3760).unwrap();
     assert_eq!(a.status().unwrap(), (ExchangeState::AwaitingDecision, ExchangeFlags::PEER_CONFIRMED));
-    assert_eq!(a.settle(&alice.contacts, T0 + 3760).unwrap(), Some(id_a));
+    assert_eq!(a.settle(T0 + 3760).unwrap(), Some(id_a));
     let decision_a = if realtime { held } else { take(&mut a) };
     b.receive(&decision_a, T0 + 3760).unwrap();
-    assert_eq!(b.settle(&bob.contacts, T0 + 3760).unwrap(), Some(id_b));
+    assert_eq!(b.settle(T0 + 3760).unwrap(), Some(id_b));
     for (party, peer, exchange, id) in [(&alice, &bob, &mut a, id_a), (&bob, &alice, &mut b, id_b)] {
         assert_eq!(state(exchange), ExchangeState::Confirmed);
         assert_nothing_to_send(exchange, "a confirmed exchange at a distance has nothing more to send");
@@ -303,22 +303,22 @@ fn a_sas_that_differs_is_rejected_on_both_sides() {
     a.receive(&take(&mut b), T0).unwrap();
     b.receive(&take(&mut a), T0).unwrap();
     let sealed_a = a.seal().unwrap();
-    let id_a = a.save(&alice.contacts, T0).unwrap();
-    let id_b = b.save(&bob.contacts, T0).unwrap();
-    a.reject(Some(&alice.contacts)).unwrap();
-    b.reject(Some(&bob.contacts)).unwrap();
+    let id_a = a.save(T0).unwrap();
+    let id_b = b.save(T0).unwrap();
+    a.reject().unwrap();
+    b.reject().unwrap();
     for (party, exchange, id) in [(&alice, &mut a, id_a), (&bob, &mut b, id_b)] {
         assert_eq!(state(exchange), ExchangeState::Rejected);
         assert_kind(party.contacts.get(id), ErrorKind::NotFound);
         assert_eq!(party.contacts.count().unwrap(), 0);
-        assert_kind(exchange.confirm(&party.contacts, T0), ErrorKind::InvalidState);
+        assert_kind(exchange.confirm(T0), ErrorKind::InvalidState);
         // Its DECISION, saying so, is the one thing it sends.
         let decision = take(exchange);
         assert_eq!((decision.len(), &decision[..2]), (19, &[1u8, 4][..]));
         assert_nothing_to_send(exchange, "a rejected exchange sends its DECISION only");
     }
     // The exchange has ended: a copy sealed before cannot bring it back.
-    assert_kind(Exchange::restore(&alice.identity, &sealed_a, T0), ErrorKind::InvalidState);
+    assert_kind(Exchange::restore(&alice.identity, &alice.contacts, &sealed_a, T0), ErrorKind::InvalidState);
 }
 
 // ---------------------------------------------------------------------------
@@ -349,33 +349,33 @@ fn a_wrong_encryption_code_fails_and_spends_the_invite() {
     // The inviter sees it on the ACCEPT, fails, and never answers.
     let error = assert_kind(a.receive(&accept, T0 + 60), ErrorKind::AuthenticationFailed);
     assert!(error.detail.contains("encryption code"), "{error}");
-    assert_failed(&mut a, &alice.contacts);
+    assert_failed(&mut a);
 
     // The invite is spent: someone with the right code cannot use it now.
     let carol = Party::new("Carol", 5);
     let mut c = carol.accept_with_codes(&invite_code, &right, 6);
     c.receive(&invite, T0).unwrap();
     assert_kind(a.receive(&take(&mut c), T0 + 120), ErrorKind::InvalidState);
-    assert_failed(&mut a, &alice.contacts);
+    assert_failed(&mut a);
 
     // The invitee gets no REPLY, so never a SAS: nothing to compare, save
     // or confirm.  Its host learns from the relay that the invite ended
     // and gives up.
     assert_eq!(state(&b), ExchangeState::AwaitingPeer);
     assert_kind(b.sas(), ErrorKind::InvalidState);
-    assert_kind(b.save(&bob.contacts, T0), ErrorKind::InvalidState);
-    assert_kind(b.confirm(&bob.contacts, T0), ErrorKind::InvalidState);
+    assert_kind(b.save(T0), ErrorKind::InvalidState);
+    assert_kind(b.confirm(T0), ErrorKind::InvalidState);
     assert_nothing_to_send(&mut b, "the invitee sends one message");
     let sealed_b = b.seal().unwrap();
-    b.reject(None).unwrap();
+    b.reject().unwrap();
     assert_eq!(state(&b), ExchangeState::Rejected);
-    assert_kind(Exchange::restore(&bob.identity, &sealed_b, T0 + 180), ErrorKind::InvalidState);
+    assert_kind(Exchange::restore(&bob.identity, &bob.contacts, &sealed_b, T0 + 180), ErrorKind::InvalidState);
     // Left alone instead, it cannot be resumed once the day is over.
     let mut left = bob.accept_with_codes(&invite_code, &wrong, 7);
     left.receive(&invite, T0).unwrap();
     take(&mut left);
     let sealed_left = left.seal().unwrap();
-    assert_kind(Exchange::restore(&bob.identity, &sealed_left, T0 + LIFETIME + 1), ErrorKind::Expired);
+    assert_kind(Exchange::restore(&bob.identity, &bob.contacts, &sealed_left, T0 + LIFETIME + 1), ErrorKind::Expired);
 
     // No contact anywhere.
     for party in [&alice, &bob, &carol] {
@@ -483,7 +483,7 @@ fn every_single_typo_and_swap_is_caught() {
     {
         for realtime in [false, true] {
             let error = assert_kind(
-                Exchange::accept_invite(&bob.identity, invite_code, encryption_code, realtime, T0, Some(&mut rng(4))),
+                Exchange::accept_invite(&bob.identity, &bob.contacts, invite_code, encryption_code, realtime, T0, Some(&mut rng(4))),
                 ErrorKind::InvalidArgument,
             );
             assert!(error.detail.contains("typo"), "{error}");
@@ -504,25 +504,25 @@ fn malformed_codes_are_refused() {
         let error = assert_kind(itsme::check_remote_code(bad), ErrorKind::InvalidArgument);
         assert!(!error.detail.is_empty(), "{bad:?}");
         assert_kind(
-            Exchange::accept_invite(&bob.identity, bad, &encryption_code, false, T0, Some(&mut rng(4))),
+            Exchange::accept_invite(&bob.identity, &bob.contacts, bad, &encryption_code, false, T0, Some(&mut rng(4))),
             ErrorKind::InvalidArgument,
         );
         assert_kind(
-            Exchange::accept_invite(&bob.identity, &invite_code, bad, false, T0, Some(&mut rng(4))),
+            Exchange::accept_invite(&bob.identity, &bob.contacts, &invite_code, bad, false, T0, Some(&mut rng(4))),
             ErrorKind::InvalidArgument,
         );
     }
     // The same code twice.
     for code in [&invite_code, &encryption_code] {
         assert_kind(
-            Exchange::accept_invite(&bob.identity, code, code, false, T0, Some(&mut rng(4))),
+            Exchange::accept_invite(&bob.identity, &bob.contacts, code, code, false, T0, Some(&mut rng(4))),
             ErrorKind::InvalidArgument,
         );
     }
     // A negative time.
-    assert_kind(Exchange::invite(&alice.identity, false, -1, Some(&mut rng(3))), ErrorKind::InvalidArgument);
+    assert_kind(Exchange::invite(&alice.identity, &alice.contacts, false, -1, Some(&mut rng(3))), ErrorKind::InvalidArgument);
     assert_kind(
-        Exchange::accept_invite(&bob.identity, &invite_code, &encryption_code, false, -1, Some(&mut rng(4))),
+        Exchange::accept_invite(&bob.identity, &bob.contacts, &invite_code, &encryption_code, false, -1, Some(&mut rng(4))),
         ErrorKind::InvalidArgument,
     );
     // After all these refusals the right codes still work.
@@ -569,32 +569,32 @@ fn a_changed_message_ends_the_exchange() {
         changed[position] ^= 0x01;
         let mut a = fresh_inviter();
         assert!(a.receive(&changed, T0).is_err(), "byte {position} of the ACCEPT");
-        assert_failed(&mut a, &alice.contacts);
+        assert_failed(&mut a);
     }
     for position in [0, 1, 2, 30, 60, reply.len() - 1] {
         let mut changed = reply.clone();
         changed[position] ^= 0x01;
         let mut b = fresh_invitee(&a);
         assert!(b.receive(&changed, T0).is_err(), "byte {position} of the REPLY");
-        assert_failed(&mut b, &bob.contacts);
+        assert_failed(&mut b);
     }
     // Cut short or extended.
     let mut a2 = fresh_inviter();
     assert!(a2.receive(&accept[..accept.len() - 1], T0).is_err());
-    assert_failed(&mut a2, &alice.contacts);
+    assert_failed(&mut a2);
     let mut b3 = fresh_invitee(&a);
     let mut longer = reply.clone();
     longer.push(0);
     assert!(b3.receive(&longer, T0).is_err());
-    assert_failed(&mut b3, &bob.contacts);
+    assert_failed(&mut b3);
 
     // Out of order: the inviter's own INVITE reflected, a second INVITE.
     let mut a3 = fresh_inviter();
     assert_kind(a3.receive(&invite, T0), ErrorKind::MalformedMessage);
-    assert_failed(&mut a3, &alice.contacts);
+    assert_failed(&mut a3);
     let mut b4 = fresh_invitee(&a);
     assert_kind(b4.receive(&invite, T0), ErrorKind::MalformedMessage);
-    assert_failed(&mut b4, &bob.contacts);
+    assert_failed(&mut b4);
     assert_eq!(alice.contacts.count().unwrap() + bob.contacts.count().unwrap(), 0);
 }
 
@@ -607,19 +607,19 @@ fn a_pending_exchange_expires_after_a_day() {
     let late = T0 + LIFETIME + 1;
     let mut b = bob.accept(&a, 4);
     assert_kind(b.receive(&invite, late), ErrorKind::Expired);
-    assert_failed(&mut b, &bob.contacts);
-    assert_kind(Exchange::restore(&alice.identity, &sealed, late), ErrorKind::Expired);
+    assert_failed(&mut b);
+    assert_kind(Exchange::restore(&alice.identity, &alice.contacts, &sealed, late), ErrorKind::Expired);
 
     // Within the day, the inviter still reads an ACCEPT.
     let mut b = bob.accept(&a, 5);
     b.receive(&invite, T0 + LIFETIME).unwrap();
     let accept = take(&mut b);
-    let mut restored = Exchange::restore(&alice.identity, &sealed, T0 + LIFETIME).unwrap();
+    let mut restored = Exchange::restore(&alice.identity, &alice.contacts, &sealed, T0 + LIFETIME).unwrap();
     restored.receive(&accept, T0 + LIFETIME).unwrap();
     assert_eq!(state(&restored), ExchangeState::CompareSas);
     // A moment later, the original copy no longer does.
     assert_kind(a.receive(&accept, late), ErrorKind::Expired);
-    assert_failed(&mut a, &alice.contacts);
+    assert_failed(&mut a);
 }
 
 // ---------------------------------------------------------------------------
@@ -650,7 +650,7 @@ fn each_side_restores_between_its_steps() {
     drop(b);
 
     // The inviter's device restarts and reads the ACCEPT.
-    let mut a = Exchange::restore(&alice.identity, &sealed_a, T0 + 7200).unwrap();
+    let mut a = Exchange::restore(&alice.identity, &alice.contacts, &sealed_a, T0 + 7200).unwrap();
     assert_eq!(a.status().unwrap(), (ExchangeState::AwaitingPeer, ExchangeFlags::empty()));
     assert_eq!(a.method().unwrap(), ExchangeMethod::Invite);
     assert!(a.is_inviter().unwrap());
@@ -664,7 +664,7 @@ fn each_side_restores_between_its_steps() {
     let reply = take(&mut a);
 
     // So does the invitee's, for the REPLY.
-    let mut b = Exchange::restore(&bob.identity, &sealed_b, T0 + 7300).unwrap();
+    let mut b = Exchange::restore(&bob.identity, &bob.contacts, &sealed_b, T0 + 7300).unwrap();
     assert!(!b.is_inviter().unwrap());
     assert_eq!(b.relay_id().unwrap(), relay_id);
     assert_nothing_to_send(&mut b, "the ACCEPT was posted before sealing");
@@ -675,21 +675,21 @@ fn each_side_restores_between_its_steps() {
     // Sealed while comparing, restored, confirmed.
     let sealed_comparing = a.seal().unwrap();
     drop(a);
-    let mut a = Exchange::restore(&alice.identity, &sealed_comparing, T0 + 7400).unwrap();
+    let mut a = Exchange::restore(&alice.identity, &alice.contacts, &sealed_comparing, T0 + 7400).unwrap();
     assert_eq!(state(&a), ExchangeState::CompareSas);
     assert_eq!(a.sas().unwrap(), sas);
     assert_eq!(a.peer_public_key().unwrap(), Some(bob.key()));
-    let id_a = a.confirm(&alice.contacts, T0 + 7400).unwrap();
-    let id_b = b.confirm(&bob.contacts, T0 + 7400).unwrap();
+    let id_a = a.confirm(T0 + 7400).unwrap();
+    let id_b = b.confirm(T0 + 7400).unwrap();
     // Awaiting Bob's decision, Alice stops again: sealed and restored.
     let sealed_deciding = a.seal().unwrap();
     drop(a);
-    let mut a = Exchange::restore(&alice.identity, &sealed_deciding, T0 + 7450).unwrap();
+    let mut a = Exchange::restore(&alice.identity, &alice.contacts, &sealed_deciding, T0 + 7450).unwrap();
     assert_eq!(state(&a), ExchangeState::AwaitingDecision);
     a.receive(&take(&mut b), T0 + 7450).unwrap();
-    assert_eq!(a.settle(&alice.contacts, T0 + 7450).unwrap(), Some(id_a));
+    assert_eq!(a.settle(T0 + 7450).unwrap(), Some(id_a));
     b.receive(&take(&mut a), T0 + 7450).unwrap();
-    assert_eq!(b.settle(&bob.contacts, T0 + 7450).unwrap(), Some(id_b));
+    assert_eq!(b.settle(T0 + 7450).unwrap(), Some(id_b));
     assert_eq!(alice.contacts.get(id_a).unwrap().state, VerificationState::Verified);
     assert_eq!(bob.contacts.get(id_b).unwrap().state, VerificationState::Verified);
     assert_eq!(alice.contacts.get(id_a).unwrap().method, ExchangeMethod::Invite);
@@ -697,15 +697,15 @@ fn each_side_restores_between_its_steps() {
     // The exchange has ended: its secrets are gone and no sealed copy
     // restores.
     for sealed in [&sealed_a, &sealed_comparing, &sealed_deciding] {
-        assert_kind(Exchange::restore(&alice.identity, sealed, T0 + 7500), ErrorKind::InvalidState);
+        assert_kind(Exchange::restore(&alice.identity, &alice.contacts, sealed, T0 + 7500), ErrorKind::InvalidState);
     }
-    assert_kind(Exchange::restore(&bob.identity, &sealed_b, T0 + 7500), ErrorKind::InvalidState);
+    assert_kind(Exchange::restore(&bob.identity, &bob.contacts, &sealed_b, T0 + 7500), ErrorKind::InvalidState);
     // And a sealed exchange restores only for its own identity.
     let mut other = alice.invite(true, 9);
     take(&mut other);
     let sealed = other.seal().unwrap();
-    assert_kind(Exchange::restore(&bob.identity, &sealed, T0), ErrorKind::AuthenticationFailed);
-    let restored = Exchange::restore(&alice.identity, &sealed, T0).unwrap();
+    assert_kind(Exchange::restore(&bob.identity, &bob.contacts, &sealed, T0), ErrorKind::AuthenticationFailed);
+    let restored = Exchange::restore(&alice.identity, &alice.contacts, &sealed, T0).unwrap();
     assert_eq!(restored.method().unwrap(), ExchangeMethod::Realtime);
     assert_eq!(restored.relay_id().unwrap(), other.relay_id().unwrap());
 }
@@ -717,8 +717,8 @@ fn each_side_restores_between_its_steps() {
 #[test]
 fn exchanges_in_person_have_no_codes_nor_relay() {
     let alice = Party::new("Alice", 1);
-    let mut qr = Exchange::qr(&alice.identity, T0, Some(&mut rng(3))).unwrap();
-    let mut bluetooth = Exchange::bluetooth(&alice.identity, None, T0, Some(&mut rng(4))).unwrap();
+    let mut qr = Exchange::qr(&alice.identity, &alice.contacts, T0, Some(&mut rng(3))).unwrap();
+    let mut bluetooth = Exchange::bluetooth(&alice.identity, &alice.contacts, None, T0, Some(&mut rng(4))).unwrap();
     for exchange in [&mut qr, &mut bluetooth] {
         for error in [
             exchange.invite_code().unwrap_err(),

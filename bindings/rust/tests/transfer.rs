@@ -37,14 +37,14 @@ fn person(name: &str, tag: u8) -> (SecretStore, Identity) {
 /// A whole QR exchange, both confirming: each stores the other verified,
 /// with device secrets.  Returns the id under which `a` stored `b`.
 fn befriend(a: (&Identity, &ContactStore), b: (&Identity, &ContactStore), tag: u8) -> i64 {
-    let mut xa = Exchange::qr(a.0, T0, Some(&mut rng(tag))).unwrap();
-    let mut xb = Exchange::qr(b.0, T0, Some(&mut rng(tag + 1))).unwrap();
+    let mut xa = Exchange::qr(a.0, a.1, T0, Some(&mut rng(tag))).unwrap();
+    let mut xb = Exchange::qr(b.0, b.1, T0, Some(&mut rng(tag + 1))).unwrap();
     let (from_a, from_b) = (xa.next_outgoing().unwrap(), xb.next_outgoing().unwrap());
     xa.receive(&from_b, T0).unwrap();
     xb.receive(&from_a, T0).unwrap();
     assert_eq!((state(&xa), state(&xb)), (ExchangeState::CompareSas, ExchangeState::CompareSas));
-    xb.confirm(b.1, T0).unwrap();
-    xa.confirm(a.1, T0).unwrap()
+    xb.confirm(T0).unwrap();
+    xa.confirm(T0).unwrap()
 }
 
 /// Moves `identity` by a whole live transfer at T0 and returns the import,
@@ -163,8 +163,8 @@ fn a_password_export_moves_the_identity_and_its_contact_store() {
         }
     }
     assert_eq!(a.sas().unwrap(), b.sas().unwrap());
-    assert_eq!(b.confirm(&at_bob, now).unwrap(), VoiceOutcome::DeviceChanged);
-    assert_eq!(a.confirm(&contacts, now).unwrap(), VoiceOutcome::VerifiedTagUnchecked, "no device secret here");
+    assert_eq!(b.confirm(now).unwrap(), VoiceOutcome::DeviceChanged);
+    assert_eq!(a.confirm(now).unwrap(), VoiceOutcome::VerifiedTagUnchecked, "no device secret here");
     assert_eq!(at_bob.get(alice_there.id).unwrap().state, VerificationState::Degraded);
 }
 

@@ -290,8 +290,8 @@ fn qr_exchanges() {
         let context = format!("qr exchange {i}");
         let mut a = Party::new(va, &format!("{context} a"));
         let mut b = Party::new(vb, &format!("{context} b"));
-        let mut ea = Exchange::qr(&a.identity, T0, Some(&mut a.rng)).unwrap();
-        let mut eb = Exchange::qr(&b.identity, T0, Some(&mut b.rng)).unwrap();
+        let mut ea = Exchange::qr(&a.identity, &a.contacts, T0, Some(&mut a.rng)).unwrap();
+        let mut eb = Exchange::qr(&b.identity, &b.contacts, T0, Some(&mut b.rng)).unwrap();
 
         let pa = ea.next_outgoing().unwrap();
         let pb = eb.next_outgoing().unwrap();
@@ -321,8 +321,8 @@ fn qr_exchanges() {
         }
 
         // Both confirm: each stores the other, verified.
-        let id_a = ea.confirm(&a.contacts, T0).unwrap();
-        let id_b = eb.confirm(&b.contacts, T0).unwrap();
+        let id_a = ea.confirm(T0).unwrap();
+        let id_b = eb.confirm(T0).unwrap();
         assert_eq!(a.contacts.get(id_a).unwrap().state, VerificationState::Verified);
         assert_eq!(b.contacts.get(id_b).unwrap().name, va.text("name_text"));
     }
@@ -344,7 +344,7 @@ fn qr_rejections() {
             .find(|p| p.text("identity_public") == receiver.text("identity_public"))
             .unwrap_or_else(|| panic!("{what}: no vector party has the receiver's key"));
         let mut me = Party::new(party, what);
-        let mut ex = Exchange::qr(&me.identity, T0, Some(&mut me.rng)).unwrap();
+        let mut ex = Exchange::qr(&me.identity, &me.contacts, T0, Some(&mut me.rng)).unwrap();
         assert_eq!(ex.next_outgoing().unwrap(), party.text("payload_text").as_bytes(), "{what}: receiver's payload");
         let error = ex.receive(case.text("payload_text").as_bytes(), T0).expect_err(what);
         let (state, _) = ex.status().unwrap();
@@ -394,14 +394,14 @@ fn source_v5_imports() {
         let me = Identity::create(&secrets, "Receiver").unwrap();
         let dir = TempDir::new("vectors-v5");
         let contacts = ContactStore::open(&me, dir.path().join("contacts.db")).unwrap();
-        let mut ex = Exchange::qr(&me, T0, None).unwrap();
+        let mut ex = Exchange::qr(&me, &contacts, T0, None).unwrap();
         ex.receive(text.as_bytes(), T0).unwrap();
         assert_eq!(ex.status().unwrap(), (ExchangeState::Imported, ExchangeFlags::UNAUTHENTICATED), "{text}");
         assert_eq!(ex.peer_name().unwrap(), case.text("name_text"), "{text}");
         assert_eq!(ex.peer_fingerprint().unwrap(), case.text("fingerprint_text"), "{text}");
         assert_eq!(ex.peer_public_key().unwrap(), None, "{text}");
         assert_eq!(ex.sas().unwrap_err().kind(), ErrorKind::InvalidState, "{text}");
-        let id = ex.save(&contacts, T0).unwrap();
+        let id = ex.save(T0).unwrap();
         let contact = contacts.get(id).unwrap();
         assert_eq!((contact.name.as_str(), contact.public_key), (case.text("name_text"), None));
         assert_eq!(contact.fingerprint, case.text("fingerprint_text"));
@@ -414,6 +414,8 @@ fn source_v5_rejections() {
     let rejections = v5.array("rejections");
     assert!(!rejections.is_empty());
     let me = Identity::create(&SecretStore::memory().unwrap(), "Receiver").unwrap();
+    let dir = TempDir::new("vectors-v5-rejections");
+    let contacts = ContactStore::open(&me, dir.path().join("contacts.db")).unwrap();
     // The imports' receiver has no random seed, so it cannot be remade
     // through the C interface: a case carrying its fingerprint (the
     // own-fingerprint check) is given ours instead.
@@ -425,7 +427,7 @@ fn source_v5_rejections() {
         for receiver in &receivers {
             text = text.replace(receiver, &mine);
         }
-        let mut ex = Exchange::qr(&me, T0, None).unwrap();
+        let mut ex = Exchange::qr(&me, &contacts, T0, None).unwrap();
         let error = ex.receive(text.as_bytes(), T0).expect_err(what);
         let (state, _) = ex.status().unwrap();
         if error.kind() == ErrorKind::InvalidArgument {
@@ -462,9 +464,9 @@ fn bluetooth_exchanges() {
         // A draws the session code; B is given it.
         let mut a = Party::new(va, &format!("{context} a"));
         let mut b = Party::new(vb, &format!("{context} b"));
-        let mut ea = Exchange::bluetooth(&a.identity, None, T0, Some(&mut a.rng)).unwrap();
+        let mut ea = Exchange::bluetooth(&a.identity, &a.contacts, None, T0, Some(&mut a.rng)).unwrap();
         assert_eq!(ea.session_code().unwrap(), code, "{context}: session_code_text");
-        let mut eb = Exchange::bluetooth(&b.identity, Some(code), T0, Some(&mut b.rng)).unwrap();
+        let mut eb = Exchange::bluetooth(&b.identity, &b.contacts, Some(code), T0, Some(&mut b.rng)).unwrap();
 
         let hello_a = frame(&mut ea, va, "hello", &format!("{context} a"));
         let hello_b = frame(&mut eb, vb, "hello", &format!("{context} b"));
@@ -481,16 +483,16 @@ fn bluetooth_exchanges() {
         assert_sas_ready([(&ea, vb, "a"), (&eb, va, "b")], vector, &context);
 
         // Both confirm.
-        ea.confirm(&a.contacts, T0).unwrap();
-        eb.confirm(&b.contacts, T0).unwrap();
+        ea.confirm(T0).unwrap();
+        eb.confirm(T0).unwrap();
         let confirm_a = frame(&mut ea, va, "confirm_frame", &format!("{context} a"));
         let confirm_b = frame(&mut eb, vb, "confirm_frame", &format!("{context} b"));
         eb.receive(&confirm_a, T0).unwrap();
         ea.receive(&confirm_b, T0).unwrap();
         // Each settles the other's CONFIRM (8.1).
-        for (ex, contacts) in [(&mut ea, &a.contacts), (&mut eb, &b.contacts)] {
+        for ex in [&mut ea, &mut eb] {
             assert_eq!(ex.status().unwrap(), (ExchangeState::AwaitingDecision, ExchangeFlags::PEER_CONFIRMED), "{context}");
-            assert!(ex.settle(contacts, T0).unwrap().is_some(), "{context}");
+            assert!(ex.settle(T0).unwrap().is_some(), "{context}");
             assert_eq!(ex.status().unwrap(), (ExchangeState::Confirmed, ExchangeFlags::PEER_CONFIRMED), "{context}");
         }
     }
@@ -681,7 +683,7 @@ impl VoiceContact {
         let contacts = &self.party.contacts;
         let mut session = VoiceSession::new(contacts, self.id, now).unwrap();
         let window = session.window().unwrap();
-        session.start(contacts, 30 * window).unwrap();
+        session.start(30 * window).unwrap();
         let theirs = itsme::derive_words(&VOICE_SEED, window, &self.peer_pid).unwrap();
         for _ in 0..2 {
             let word = match session.turn().unwrap() {
@@ -716,7 +718,6 @@ fn voice_heard_codes() {
     let voice = load("voice.json");
     let parse = voice.field("code_parse");
     let contact = VoiceContact::new();
-    let contacts = &contact.party.contacts;
     let mut now = T0;
     for case in parse.array("valid") {
         let typed = case.text("input_text");
@@ -724,7 +725,7 @@ fn voice_heard_codes() {
         now = started;
         let (expected, tag) = session.their_code().unwrap();
         assert_eq!(tag, None, "no device secrets: the tag is not checked");
-        let outcome = session.check(contacts, typed, 0, now).unwrap();
+        let outcome = session.check(typed, 0, now).unwrap();
         let matches = voice_text(case.int("value"), 3) == expected;
         let want = if matches { VoiceOutcome::VerifiedTagUnchecked } else { VoiceOutcome::Mismatch };
         assert_eq!(outcome, want, "{typed:?}");
@@ -746,12 +747,12 @@ fn voice_heard_codes() {
             word.to_owned()
         };
         let same_form = format!("{lead}{word}{separator}{digits}{trail}");
-        assert_eq!(session.check(contacts, &same_form, 0, now).unwrap(), VoiceOutcome::VerifiedTagUnchecked, "{same_form:?}");
+        assert_eq!(session.check(&same_form, 0, now).unwrap(), VoiceOutcome::VerifiedTagUnchecked, "{same_form:?}");
     }
     let (mut session, started) = contact.comparing(now);
     for case in parse.array("invalid") {
         let typed = case.as_str();
-        let error = session.check(contacts, typed, 0, started).expect_err(typed);
+        let error = session.check(typed, 0, started).expect_err(typed);
         assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{typed:?}");
         assert_eq!(session.state().unwrap(), VoiceState::Comparing, "{typed:?}");
     }
@@ -913,15 +914,15 @@ fn online_verify_sessions() {
         assert_eq!(proof_r.len(), vector.hex("proof_message_r").len(), "{context}");
         responder.receive(&proof_i, now).unwrap();
         initiator.receive(&proof_r, now).unwrap();
-        for (session, store, peer) in [
-            (&mut *initiator, &sides[ii].contacts, if ri == 0 { "a" } else { "b" }),
-            (&mut *responder, &sides[ri].contacts, if ii == 0 { "a" } else { "b" }),
+        for (session, peer) in [
+            (&mut *initiator, if ri == 0 { "a" } else { "b" }),
+            (&mut *responder, if ii == 0 { "a" } else { "b" }),
         ] {
             assert_eq!(session.state().unwrap(), OnlineVerifyState::CompareSas, "{context}");
             assert_eq!(session.sas().unwrap(), vector.text("sas_text"), "{context}: sas_text");
             assert_eq!(session.peer_profile().unwrap_err().kind(), ErrorKind::InvalidState, "{context}: before confirming");
             // Without device secrets the tags are not checked.
-            assert_eq!(session.confirm(store, now).unwrap(), VoiceOutcome::VerifiedTagUnchecked, "{context}");
+            assert_eq!(session.confirm(now).unwrap(), VoiceOutcome::VerifiedTagUnchecked, "{context}");
             // The peer's profile reference, once the SAS is confirmed.
             match vector.field(peer).get("profile_reference") {
                 Some(reference) => {
@@ -1299,14 +1300,14 @@ fn remote_exchanges() {
         let mut a = Party::new(vi, &format!("{context} inviter"));
         let mut b = Party::new(vr, &format!("{context} invitee"));
 
-        let mut ea = Exchange::invite(&a.identity, realtime, T0, Some(&mut a.rng)).unwrap();
+        let mut ea = Exchange::invite(&a.identity, &a.contacts, realtime, T0, Some(&mut a.rng)).unwrap();
         let invite_code = vector.text("invite_code_text");
         assert_eq!(ea.invite_code().unwrap(), invite_code, "{context}");
         assert_eq!(ea.encryption_code().unwrap(), vector.text("encryption_code_text"), "{context}");
         let relay_id = vector.text(if realtime { "room_id" } else { "invite_id" });
         assert_eq!(ea.relay_id().unwrap(), relay_id, "{context}: relay ID");
         let mut eb = Exchange::accept_invite(
-            &b.identity,
+            &b.identity, &b.contacts,
             &invite_code.to_lowercase(),
             vector.text("encryption_code_text"),
             realtime,
@@ -1344,11 +1345,11 @@ fn remote_exchanges() {
         // confirms or rejects as the vector says. Each message is the
         // vector's, and each side settles the other's.
         let invitee_confirms = vr.int("decision") == 1;
-        let id_a = ea.confirm(&a.contacts, T0).unwrap();
+        let id_a = ea.confirm(T0).unwrap();
         let id_b = if invitee_confirms {
-            Some(eb.confirm(&b.contacts, T0).unwrap())
+            Some(eb.confirm(T0).unwrap())
         } else {
-            eb.reject(Some(&b.contacts)).unwrap();
+            eb.reject().unwrap();
             None
         };
         let decision_b = eb.next_outgoing().unwrap();
@@ -1356,11 +1357,11 @@ fn remote_exchanges() {
         ea.receive(&decision_b, T0).unwrap();
         let decision_a = ea.next_outgoing().unwrap();
         assert_hex(&decision_a, vi, "decision_message", &context);
-        assert_eq!(ea.settle(&a.contacts, T0).unwrap(), if invitee_confirms { Some(id_a) } else { None }, "{context}");
+        assert_eq!(ea.settle(T0).unwrap(), if invitee_confirms { Some(id_a) } else { None }, "{context}");
         eb.receive(&decision_a, T0).unwrap();
         assert!(eb.status().unwrap().1.contains(ExchangeFlags::PEER_CONFIRMED), "{context}");
         if let Some(id_b) = id_b {
-            assert_eq!(eb.settle(&b.contacts, T0).unwrap(), Some(id_b), "{context}");
+            assert_eq!(eb.settle(T0).unwrap(), Some(id_b), "{context}");
             for (contacts, id, peer) in [(&a.contacts, id_a, vr), (&b.contacts, id_b, vi)] {
                 let contact = contacts.get(id).unwrap();
                 assert_eq!(
@@ -1388,9 +1389,9 @@ fn remote_rejections() {
         let context = vector.text("case_text").to_string();
         let mut a = Party::new(first.field("inviter"), &format!("{context} inviter"));
         let mut b = Party::new(first.field("invitee"), &format!("{context} invitee"));
-        let mut inviter = Exchange::invite(&a.identity, false, T0, Some(&mut a.rng)).unwrap();
+        let mut inviter = Exchange::invite(&a.identity, &a.contacts, false, T0, Some(&mut a.rng)).unwrap();
         let mut invitee = Exchange::accept_invite(
-            &b.identity,
+            &b.identity, &b.contacts,
             first.text("invite_code_text"),
             first.text("encryption_code_text"),
             false,
@@ -1422,8 +1423,8 @@ fn reexchange() {
     for vector in vectors.array("exchanges") {
         let now = vector.int("now");
         b.identity.set_name(vector.text("b_name_text")).unwrap();
-        let mut xa = Exchange::qr(&a.identity, now, Some(&mut a.rng)).unwrap();
-        let mut xb = Exchange::qr(&b.identity, now, Some(&mut b.rng)).unwrap();
+        let mut xa = Exchange::qr(&a.identity, &a.contacts, now, Some(&mut a.rng)).unwrap();
+        let mut xb = Exchange::qr(&b.identity, &b.contacts, now, Some(&mut b.rng)).unwrap();
         let (pa, pb) = (xa.next_outgoing().unwrap(), xb.next_outgoing().unwrap());
         assert_eq!(String::from_utf8(pa.clone()).unwrap(), vector.text("a_payload_text"));
         assert_eq!(String::from_utf8(pb.clone()).unwrap(), vector.text("b_payload_text"));
@@ -1431,8 +1432,8 @@ fn reexchange() {
         xb.receive(&pa, now).unwrap();
         assert_eq!(xa.sas().unwrap(), vector.text("sas_text"));
         assert_eq!(xb.sas().unwrap(), vector.text("sas_text"));
-        let id = xa.confirm(&a.contacts, now).unwrap();
-        xb.confirm(&b.contacts, now).unwrap();
+        let id = xa.confirm(now).unwrap();
+        xb.confirm(now).unwrap();
         assert_eq!(xa.status().unwrap().1.contains(ExchangeFlags::KNOWN_CONTACT), bool_field(vector, "known_contact"));
         assert_eq!(*contact_id.get_or_insert(id), id, "the contact keeps its id");
         let contact = a.contacts.get(id).unwrap();

@@ -55,23 +55,23 @@ impl Party {
 /// the SAS match, both confirm.
 fn befriended() -> (Party, Party) {
     let (mut alice, mut bob) = (Party::new("Alice", 1), Party::new("Bob", 2));
-    let mut xa = Exchange::qr(&alice.identity, EXCHANGED, None).unwrap();
-    let mut xb = Exchange::qr(&bob.identity, EXCHANGED, None).unwrap();
+    let mut xa = Exchange::qr(&alice.identity, &alice.contacts, EXCHANGED, None).unwrap();
+    let mut xb = Exchange::qr(&bob.identity, &bob.contacts, EXCHANGED, None).unwrap();
     let (from_a, from_b) = (xa.next_outgoing().unwrap(), xb.next_outgoing().unwrap());
     xa.receive(&from_b, EXCHANGED).unwrap();
     xb.receive(&from_a, EXCHANGED).unwrap();
     assert_eq!(xa.sas().unwrap(), xb.sas().unwrap());
-    alice.peer = xa.confirm(&alice.contacts, EXCHANGED).unwrap();
-    bob.peer = xb.confirm(&bob.contacts, EXCHANGED).unwrap();
+    alice.peer = xa.confirm(EXCHANGED).unwrap();
+    bob.peer = xb.confirm(EXCHANGED).unwrap();
     (alice, bob)
 }
 
 /// Both sessions started when their window begins; returns that time.
-fn start_both(alice: &Party, bob: &Party, sa: &mut VoiceSession, sb: &mut VoiceSession) -> i64 {
+fn start_both(sa: &mut VoiceSession, sb: &mut VoiceSession) -> i64 {
     assert_eq!(sa.window().unwrap(), sb.window().unwrap());
     let now = 30 * sa.window().unwrap();
-    sa.start(&alice.contacts, now).unwrap();
-    sb.start(&bob.contacts, now).unwrap();
+    sa.start(now).unwrap();
+    sb.start(now).unwrap();
     now
 }
 
@@ -101,7 +101,7 @@ fn select_both(sa: &mut VoiceSession, sb: &mut VoiceSession, now: i64) -> (u32, 
 /// Two sessions planned at `plan`, started, and with both words entered.
 fn to_codes(alice: &Party, bob: &Party, plan: i64) -> (VoiceSession, VoiceSession, i64) {
     let (mut sa, mut sb) = (alice.plan(plan), bob.plan(plan));
-    let now = start_both(alice, bob, &mut sa, &mut sb);
+    let now = start_both(&mut sa, &mut sb);
     select_both(&mut sa, &mut sb, now);
     assert_eq!(sa.state().unwrap(), VoiceState::Comparing);
     assert_eq!(sb.state().unwrap(), VoiceState::Comparing);
@@ -124,12 +124,12 @@ fn end_to_end_verified() {
     assert_eq!(sb.timing(PLAN).unwrap(), expected);
     assert_eq!(sa.status().unwrap(), (VoiceState::Waiting, VoiceTurn::None));
     // Too early: refused, nothing changes.
-    let error = assert_kind(sa.start(&alice.contacts, PLAN), ErrorKind::InvalidState);
+    let error = assert_kind(sa.start(PLAN), ErrorKind::InvalidState);
     assert!(!error.detail.is_empty());
     assert_eq!(sa.state().unwrap(), VoiceState::Waiting);
     assert_eq!(alice.contact().last_window, None);
 
-    let now = start_both(&alice, &bob, &mut sa, &mut sb);
+    let now = start_both(&mut sa, &mut sb);
     assert_eq!((alice.contact().last_window, bob.contact().last_window), (Some(W0), Some(W0)));
     let id = sa.session_id().unwrap();
     assert_eq!(id, sb.session_id().unwrap());
@@ -153,14 +153,14 @@ fn end_to_end_verified() {
     assert_ne!(a_code, b_code);
     assert!(a_tag < 100 && b_tag < 100);
 
-    assert_eq!(sa.check(&alice.contacts, &b_code, b_tag, now + 5).unwrap(), VoiceOutcome::Verified);
-    assert_eq!(sb.check(&bob.contacts, &a_code, a_tag, now + 6).unwrap(), VoiceOutcome::Verified);
+    assert_eq!(sa.check(&b_code, b_tag, now + 5).unwrap(), VoiceOutcome::Verified);
+    assert_eq!(sb.check(&a_code, a_tag, now + 6).unwrap(), VoiceOutcome::Verified);
     for (party, session, when) in [(&alice, &sa, now + 5), (&bob, &sb, now + 6)] {
         let contact = party.contact();
         assert_eq!((contact.state, contact.verified_at), (VerificationState::Verified, Some(when)));
         assert_eq!(session.status().unwrap(), (VoiceState::Finished, VoiceTurn::None));
     }
-    assert_kind(sa.check(&alice.contacts, &b_code, b_tag, now + 7), ErrorKind::InvalidState);
+    assert_kind(sa.check(&b_code, b_tag, now + 7), ErrorKind::InvalidState);
     // The window is used: the next session gets the next one.
     assert_eq!(alice.plan(PLAN).window().unwrap(), W0 + 1);
 }
@@ -171,14 +171,14 @@ fn wrong_code_and_echo_are_mismatches() {
     let (mut sa, sb, now) = to_codes(&alice, &bob, PLAN);
     let before = alice.contact();
     let (b_code, b_tag) = sb.your_code().unwrap();
-    assert_eq!(sa.check(&alice.contacts, &other_code(&b_code), b_tag, now).unwrap(), VoiceOutcome::Mismatch);
+    assert_eq!(sa.check(&other_code(&b_code), b_tag, now).unwrap(), VoiceOutcome::Mismatch);
     assert_eq!(alice.contact(), before, "nothing changed");
     assert_eq!(sa.state().unwrap(), VoiceState::Finished);
     // Next window: Alice echoes Bob's code back, so Bob hears his own.
     let (_sa2, mut sb2, later) = to_codes(&alice, &bob, PLAN + 30);
     let before = bob.contact();
     let (own, own_tag) = sb2.your_code().unwrap();
-    assert_eq!(sb2.check(&bob.contacts, &own, own_tag, later).unwrap(), VoiceOutcome::Mismatch);
+    assert_eq!(sb2.check(&own, own_tag, later).unwrap(), VoiceOutcome::Mismatch);
     assert_eq!(bob.contact(), before, "nothing changed");
 }
 
@@ -187,13 +187,13 @@ fn right_code_wrong_tag_is_a_changed_device() {
     let (alice, bob) = befriended();
     let (mut sa, sb, now) = to_codes(&alice, &bob, PLAN);
     let (code, tag) = sb.your_code().unwrap();
-    assert_eq!(sa.check(&alice.contacts, &code, (tag + 1) % 100, now).unwrap(), VoiceOutcome::DeviceChanged);
+    assert_eq!(sa.check(&code, (tag + 1) % 100, now).unwrap(), VoiceOutcome::DeviceChanged);
     let contact = alice.contact();
     assert_eq!((contact.state, contact.acknowledged), (VerificationState::Degraded, false));
     // A degraded contact verifies with the right tag, and stays degraded.
     let (mut sa2, sb2, later) = to_codes(&alice, &bob, PLAN + 30);
     let (code, tag) = sb2.your_code().unwrap();
-    assert_eq!(sa2.check(&alice.contacts, &code, tag, later).unwrap(), VoiceOutcome::Verified);
+    assert_eq!(sa2.check(&code, tag, later).unwrap(), VoiceOutcome::Verified);
     assert_eq!(alice.contact().state, VerificationState::Degraded);
 }
 
@@ -201,7 +201,7 @@ fn right_code_wrong_tag_is_a_changed_device() {
 fn a_word_not_among_the_selectors_five_fails_the_session() {
     let (alice, bob) = befriended();
     let (mut sa, mut sb) = (alice.plan(PLAN), bob.plan(PLAN));
-    let now = start_both(&alice, &bob, &mut sa, &mut sb);
+    let now = start_both(&mut sa, &mut sb);
     let (first, second) = if a_selects_first(&sa, &sb) { (&mut sa, &mut sb) } else { (&mut sb, &mut sa) };
     let words = first.words().unwrap();
     let not_theirs = (0..26u32).find(|w| !words.contains(&(*w as u8))).unwrap();
@@ -231,7 +231,7 @@ fn words_in_the_wrong_order_give_codes_that_differ() {
             (common.len() >= 2).then_some((sa, sb, common))
         })
         .expect("a window with two common words");
-    let now = start_both(&alice, &bob, &mut sa, &mut sb);
+    let now = start_both(&mut sa, &mut sb);
     let (x, y) = (common[0], common[1]);
     sa.select(x, now).unwrap();
     sa.select(y, now).unwrap();
@@ -239,7 +239,7 @@ fn words_in_the_wrong_order_give_codes_that_differ() {
     sb.select(x, now).unwrap();
     assert_ne!(sa.your_code().unwrap().0, sb.their_code().unwrap().0);
     let (code, tag) = sb.your_code().unwrap();
-    assert_eq!(sa.check(&alice.contacts, &code, tag, now).unwrap(), VoiceOutcome::Mismatch);
+    assert_eq!(sa.check(&code, tag, now).unwrap(), VoiceOutcome::Mismatch);
 }
 
 #[test]
@@ -247,10 +247,10 @@ fn a_window_is_used_once() {
     let (alice, _bob) = befriended();
     let (mut one, mut two) = (alice.plan(PLAN), alice.plan(PLAN));
     assert_eq!((one.window().unwrap(), two.window().unwrap()), (W0, W0));
-    one.start(&alice.contacts, T0).unwrap();
-    assert_kind(two.start(&alice.contacts, T0), ErrorKind::WindowUsed);
+    one.start(T0).unwrap();
+    assert_kind(two.start(T0), ErrorKind::WindowUsed);
     assert_eq!(two.state().unwrap(), VoiceState::Failed);
-    assert_kind(two.start(&alice.contacts, T0), ErrorKind::InvalidState);
+    assert_kind(two.start(T0), ErrorKind::InvalidState);
     // Planned at the same time again, or with the clock set back: the next
     // window.
     let three = alice.plan(PLAN);
@@ -262,7 +262,7 @@ fn a_window_is_used_once() {
 fn a_session_runs_out_at_the_end_of_the_next_window() {
     let (alice, bob) = befriended();
     let (mut sa, mut sb) = (alice.plan(PLAN), bob.plan(PLAN));
-    start_both(&alice, &bob, &mut sa, &mut sb);
+    start_both(&mut sa, &mut sb);
     let (first, second) = if a_selects_first(&sa, &sb) { (&mut sa, &mut sb) } else { (&mut sb, &mut sa) };
     let word = u32::from(first.words().unwrap()[0]);
     first.select(word, END - 1).unwrap();
@@ -274,12 +274,12 @@ fn a_session_runs_out_at_the_end_of_the_next_window() {
     let window = sa2.window().unwrap();
     let before = alice.contact();
     let (code, tag) = sb2.your_code().unwrap();
-    assert_kind(sa2.check(&alice.contacts, &code, tag, 30 * (window + 2)), ErrorKind::Expired);
+    assert_kind(sa2.check(&code, tag, 30 * (window + 2)), ErrorKind::Expired);
     assert_eq!(alice.contact(), before);
     // So is a start.
     let mut late = alice.plan(PLAN);
     let window = late.window().unwrap();
-    assert_kind(late.start(&alice.contacts, 30 * (window + 2)), ErrorKind::Expired);
+    assert_kind(late.start(30 * (window + 2)), ErrorKind::Expired);
     assert_eq!(late.state().unwrap(), VoiceState::Failed);
 }
 
@@ -290,13 +290,13 @@ fn heard_codes_are_parsed_leniently_and_junk_is_refused() {
     let (code, tag) = sb.your_code().unwrap();
     let (word, digits) = code.split_once(' ').unwrap();
     for junk in ["", word, digits, &format!("{word}  {digits}"), &format!("{word}_{digits}"), &format!("{code}, {tag}")] {
-        assert_kind(sa.check(&alice.contacts, junk, tag, now), ErrorKind::InvalidArgument);
+        assert_kind(sa.check(junk, tag, now), ErrorKind::InvalidArgument);
         assert_eq!(sa.state().unwrap(), VoiceState::Comparing, "{junk:?}");
     }
-    assert_kind(sa.check(&alice.contacts, &code, 100, now), ErrorKind::InvalidArgument);
-    assert_kind(sa.check(&alice.contacts, "ECHO\0 512", tag, now), ErrorKind::InvalidArgument);
+    assert_kind(sa.check(&code, 100, now), ErrorKind::InvalidArgument);
+    assert_kind(sa.check("ECHO\0 512", tag, now), ErrorKind::InvalidArgument);
     let typed = format!("  {}-{digits} ", word.to_lowercase());
-    assert_eq!(sa.check(&alice.contacts, &typed, tag, now).unwrap(), VoiceOutcome::Verified);
+    assert_eq!(sa.check(&typed, tag, now).unwrap(), VoiceOutcome::Verified);
 }
 
 #[test]
@@ -307,7 +307,7 @@ fn without_device_secrets_the_tag_is_unchecked_and_the_session_matches_the_deriv
     alice.peer = alice.contacts.add("Bob", &pb, &seed, ExchangeMethod::Qr, EXCHANGED).unwrap();
     bob.peer = bob.contacts.add("Alice", &pa, &seed, ExchangeMethod::Qr, EXCHANGED).unwrap();
     let (mut sa, mut sb) = (alice.plan(PLAN), bob.plan(PLAN));
-    let now = start_both(&alice, &bob, &mut sa, &mut sb);
+    let now = start_both(&mut sa, &mut sb);
     assert_eq!(sa.session_id().unwrap(), itsme::derive_session_id(&seed, W0).unwrap());
     assert_eq!(sa.words().unwrap(), itsme::derive_words(&seed, W0, &pa).unwrap());
     assert_eq!(sb.words().unwrap(), itsme::derive_words(&seed, W0, &pb).unwrap());
@@ -329,7 +329,7 @@ fn without_device_secrets_the_tag_is_unchecked_and_the_session_matches_the_deriv
     assert_eq!(text(d.their_code), a_code);
     assert_eq!(text(d.my_code), sb.your_code().unwrap().0);
     assert_eq!((d.my_tag, d.their_tag), (sb.your_code().unwrap().1, a_tag));
-    assert_eq!(sb.check(&bob.contacts, &a_code, 0, now).unwrap(), VoiceOutcome::VerifiedTagUnchecked);
+    assert_eq!(sb.check(&a_code, 0, now).unwrap(), VoiceOutcome::VerifiedTagUnchecked);
     assert_eq!(bob.contact().state, VerificationState::Verified);
 }
 

@@ -47,10 +47,10 @@ private func runInRoom(
 /// room `Exchange.relayID` to the end, both decisions included
 /// (docs/PROTOCOL.md 8.1, 16.5). Both sides call it while on a call; the
 /// inviter sends its INVITE once the other person is in the room. When the
-/// SAS is ready the contact is saved in `store` and `decide` is asked (the person compares the SAS
+/// SAS is ready the contact is saved in the exchange's store and `decide` is asked (the person compares the SAS
 /// on the call; true: it matches) while the room is pinged every
 /// `pingInterval` seconds so that it does not close as idle; this side's
-/// decision is sent (`Exchange.confirm` or `reject` on `store`) and the
+/// decision is sent (`Exchange.confirm` or `reject`) and the
 /// peer's awaited, still pinging; then `Exchange.settle` applies it. The
 /// room is left once both decisions passed. A `peer-left` (or a closed
 /// room) before the peer's decision counts as none: the exchange is
@@ -65,7 +65,7 @@ private func runInRoom(
 /// (`"connection"`) leaves the exchange as it was: try again.
 @discardableResult
 public func realtimeExchange(
-    _ url: RelayURL, exchange: Exchange, store: ContactStore, timeout: Double = 300, pingInterval: Double = 30,
+    _ url: RelayURL, exchange: Exchange, timeout: Double = 300, pingInterval: Double = 30,
     now: @escaping () -> Int64, decide: (Exchange) async throws -> Bool
 ) async throws -> Exchange.State {
     guard exchange.method == .realtime, let id = exchange.relayID else {
@@ -93,8 +93,8 @@ public func realtimeExchange(
                 try? await room.ping()
             }
         }
-        _ = try exchange.save(to: store, now: now())
-        if try await decide(exchange) { try exchange.confirm(store: store, now: now()) } else { try exchange.reject(store: store) }
+        _ = try exchange.save(now: now())
+        if try await decide(exchange) { try exchange.confirm(now: now()) } else { try exchange.reject() }
         do {
             while let message = exchange.peekOutgoing() {
                 try await room.send(message)
@@ -111,14 +111,14 @@ public func realtimeExchange(
             } catch let error as RelayError where error.kind != "timeout" || exchange.state == .rejected {
                 // The peer left (or the room closed) before its decision:
                 // none came. Confirmed here, that deletes the contact.
-                if exchange.state == .awaitingDecision { try exchange.reject(store: store) }
+                if exchange.state == .awaitingDecision { try exchange.reject() }
                 break
             }
             do { try exchange.receive(frame, now: now()) } catch { continue }
         }
-        if exchange.state == .awaitingDecision, peerDecided() { _ = try exchange.settle(store: store, now: now()) }
+        if exchange.state == .awaitingDecision, peerDecided() { _ = try exchange.settle(now: now()) }
     } catch {
-        if exchange.state == .awaitingDecision || exchange.state == .compareSAS { try? exchange.reject(store: store) }
+        if exchange.state == .awaitingDecision || exchange.state == .compareSAS { try? exchange.reject() }
         await room.close()
         throw error
     }

@@ -271,20 +271,20 @@ public final class InviteSession {
     }
 
     /// Gives up: ends the invite on the relay (so the other side fails) and
-    /// rejects the exchange if it is still pending (`store`: the one a
-    /// contact was saved in, if any). The exchange is rejected even if the
+    /// rejects the exchange if it is still pending, deleting a contact saved
+    /// for it. The exchange is rejected even if the
     /// relay cannot be reached; the failure is then returned (the relay's
     /// first, else the rejection's), and the invite stays on the relay until
     /// it expires.
     @discardableResult
-    public func cancel(store: ContactStore?) async -> (any Error)? {
+    public func cancel() async -> (any Error)? {
         var failure: (any Error)?
         if !done {
             core.cancel()
             do { try await run(now: 0) } catch { failure = error }
         }
         if Self.isPending(exchange.state) {
-            do { try exchange.reject(store: store) } catch { failure = failure ?? error }
+            do { try exchange.reject() } catch { failure = failure ?? error }
         }
         return failure
     }
@@ -295,11 +295,10 @@ public final class InviteSession {
         state == .awaitingPeer || state == .compareSAS || state == .awaitingDecision
     }
 
-    /// Rejects a pending exchange whose room failed (the drivers saved
-    /// nothing, so no store is needed); an exchange the host saved is left
-    /// for the host to decide.
+    /// Rejects a pending exchange whose room failed, when nothing was
+    /// saved; an exchange the host saved is left for the host to decide.
     static func giveUp(_ exchange: Exchange) {
-        if isPending(exchange.state) { try? exchange.reject(store: nil) }
+        if exchange.contactID == nil, isPending(exchange.state) { try? exchange.reject() }
     }
 }
 

@@ -175,7 +175,7 @@ final class DemoRun {
         say("Alice's screen: SAS \(aliceOnline.sas?.text ?? "-"); Carol's screen: SAS \(carolOnline.sas?.text ?? "-")")
         check(aliceOnline.sas != nil && aliceOnline.sas == carolOnline.sas, "both screens show the same SAS")
         let onlineOutcomes = (
-            try aliceOnline.confirm(store: aliceStore, now: clock.now()), try carolOnline.confirm(store: carolStore, now: clock.now())
+            try aliceOnline.confirm(now: clock.now()), try carolOnline.confirm(now: clock.now())
         )
         check(onlineOutcomes.0 == .verified && onlineOutcomes.1 == .verified, "both confirm: verified, device tags match")
 
@@ -209,8 +209,8 @@ final class DemoRun {
         let wait = max(a.startsIn(now: clock.now()), b.startsIn(now: clock.now()))
         say("The next window starts in \(wait) s: the demo clock jumps there.")
         if wait > 0 { clock.advance(wait) }
-        try a.start(store: aliceStore, now: clock.now())
-        try b.start(store: bobStore, now: clock.now())
+        try a.start(now: clock.now())
+        try b.start(now: clock.now())
         say("Session ID: Alice's screen \(a.sessionIDText), Bob's screen \(b.sessionIDText)")
         check(a.sessionIDText == b.sessionIDText, "the same session ID on both screens")
         for _ in 0..<2 {
@@ -226,8 +226,8 @@ final class DemoRun {
         say("Alice's Your Code: \(VoiceProtocol.codeText(aliceCode)) tag \(pad2(aliceTag)); Bob's Your Code: \(VoiceProtocol.codeText(bobCode)) tag \(pad2(bobTag))")
         clock.advance(4)
         let outcomes = (
-            alice: try a.check(heardCode: VoiceProtocol.codeText(bobCode), heardTag: bobTag, store: aliceStore, now: clock.now()),
-            bob: try b.check(heardCode: VoiceProtocol.codeText(aliceCode), heardTag: aliceTag, store: bobStore, now: clock.now())
+            alice: try a.check(heardCode: VoiceProtocol.codeText(bobCode), heardTag: bobTag, now: clock.now()),
+            bob: try b.check(heardCode: VoiceProtocol.codeText(aliceCode), heardTag: aliceTag, now: clock.now())
         )
         check(a.theirCode == bobCode && b.theirCode == aliceCode, "each one's Their Code is the code the other read aloud")
         say("Alice types what she heard: \(outcomeName(outcomes.alice)); Bob types what he heard: \(outcomeName(outcomes.bob))")

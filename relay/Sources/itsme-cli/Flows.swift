@@ -17,7 +17,7 @@ extension Profile {
         }
         try requireNoPending()
         var random = SystemRandom()
-        let exchange = try Exchange.qr(identity: try identity(), now: clock.now(), random: &random)
+        let exchange = try Exchange.qr(identity: try identity(), store: try contacts(), now: clock.now(), random: &random)
         try savePending(exchange)
         return exchange
     }
@@ -47,10 +47,10 @@ extension Profile {
     func afterPeer(_ exchange: Exchange, relay: RelayURL?, session: InviteSession.SavedState?) throws -> Exchange {
         switch exchange.state {
         case .compareSAS:
-            _ = try exchange.save(to: try contacts(), now: clock.now())
+            _ = try exchange.save(now: clock.now())
             try savePending(exchange, relay: relay, session: session)
         case .imported:
-            _ = try exchange.save(to: try contacts(), now: clock.now())
+            _ = try exchange.save(now: clock.now())
             clearPending()
         case .awaitingPeer:
             try savePending(exchange, relay: relay, session: session)
@@ -58,7 +58,7 @@ extension Profile {
             if exchange.flags.isDisjoint(with: [.peerConfirmed, .peerRejected]) {
                 try savePending(exchange, relay: relay, session: session)
             } else {
-                _ = try exchange.settle(store: try contacts(), now: clock.now())
+                _ = try exchange.settle(now: clock.now())
                 clearPending()
             }
         case .confirmed, .rejected, .failed:
@@ -73,7 +73,7 @@ extension Profile {
     func createInvite(relay: RelayURL) async throws -> Exchange {
         try requireNoPending()
         var random = SystemRandom()
-        let exchange = try Exchange.invite(identity: try identity(), realtime: false, now: clock.now(), random: &random)
+        let exchange = try Exchange.invite(identity: try identity(), store: try contacts(), realtime: false, now: clock.now(), random: &random)
         let session = try InviteSession(mailbox: InviteMailbox(relay), exchange: exchange)
         // Saved before the first network call: a crash leaves a pending
         // exchange that `invite status` carries on.
@@ -93,7 +93,7 @@ extension Profile {
         try requireNoPending()
         var random = SystemRandom()
         let exchange = try Exchange.acceptInvite(
-            identity: try identity(), inviteCode: inviteCode, encryptionCode: encryptionCode, realtime: false,
+            identity: try identity(), store: try contacts(), inviteCode: inviteCode, encryptionCode: encryptionCode, realtime: false,
             now: clock.now(), random: &random)
         let session = try InviteSession(mailbox: InviteMailbox(relay), exchange: exchange)
         try savePending(exchange, relay: relay, session: session.saved)
@@ -129,7 +129,7 @@ extension Profile {
             } catch {
                 if let relayError = error as? RelayError, relayError.inviteEnded, exchange.state == .awaitingDecision {
                     // The invite ended before the peer's decision: none came.
-                    try? exchange.reject(store: try contacts())
+                    try? exchange.reject()
                 }
                 if exchange.state == .failed || exchange.state == .rejected { clearPending() }
                 else { try? savePending(exchange, relay: relay, session: session.saved) }
@@ -157,15 +157,15 @@ extension Profile {
         let exchange: Exchange
         if let codes {
             exchange = try Exchange.acceptInvite(
-                identity: try identity(), inviteCode: codes.invite, encryptionCode: codes.encryption, realtime: true,
+                identity: try identity(), store: try contacts(), inviteCode: codes.invite, encryptionCode: codes.encryption, realtime: true,
                 now: clock.now(), random: &random)
         } else {
-            exchange = try Exchange.invite(identity: try identity(), realtime: true, now: clock.now(), random: &random)
+            exchange = try Exchange.invite(identity: try identity(), store: try contacts(), realtime: true, now: clock.now(), random: &random)
         }
         started(exchange)
         let clock = self.clock
         _ = try await ItsMeRelayClient.realtimeExchange(
-            relay, exchange: exchange, store: try contacts(), timeout: timeout, now: { clock.now() }, decide: decide)
+            relay, exchange: exchange, timeout: timeout, now: { clock.now() }, decide: decide)
         return exchange
     }
 
@@ -185,7 +185,7 @@ extension Profile {
                     : "the exchange has no SAS yet (itsme invite status waits for the other side)")
         }
         let store = try contacts()
-        let id = try exchange.confirm(store: store, now: clock.now())
+        let id = try exchange.confirm(now: clock.now())
         if exchange.method == .invite, let relayText = file.relay, let saved = file.session {
             let relay = try savedRelayURL(relayText)
             let session = try InviteSession(mailbox: InviteMailbox(relay), exchange: exchange, saved: saved)
@@ -217,9 +217,9 @@ extension Profile {
                 let relay = try? savedRelayURL(relayText),
                 let session = try? InviteSession(mailbox: InviteMailbox(relay), exchange: exchange, saved: saved)
             {
-                await session.cancel(store: try contacts())
+                await session.cancel()
             } else {
-                try exchange.reject(store: try contacts())
+                try exchange.reject()
             }
         }
         clearPending()

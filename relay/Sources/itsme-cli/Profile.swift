@@ -426,7 +426,7 @@ final class Profile {
             throw CLIError("\(pendingPath) is damaged: remove it to start again")
         }
         try unlock()
-        let exchange = try Exchange.restore(identity: try identity(), sealed: Array(sealed), now: clock.now())
+        let exchange = try Exchange.restore(identity: try identity(), store: try contacts(), sealed: Array(sealed), now: clock.now())
         return (file, exchange)
     }
 

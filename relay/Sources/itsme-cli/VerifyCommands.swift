@@ -64,7 +64,7 @@ struct Verify: AsyncParsableCommand {
                 await clock.pause(0.2)
             }
             print("\rStarting now.\u{1B}[K")
-            try session.start(store: store, now: clock.now())
+            try session.start(now: clock.now())
             print("Session ID: \(session.sessionIDText)   (\(c.name)'s screen shows the same: say it)")
             print("Your words: \(wordList(session.myWords))")
             while session.state == .selecting {
@@ -109,7 +109,7 @@ struct Verify: AsyncParsableCommand {
                 guard let value = TypedInput.tag(text) else { return .failure(CLIError("a tag is two digits, 00 to 99 (7 is read as 07)")) }
                 return .success(value)
             }
-            let outcome = try session.check(heardCode: heard, heardTag: heardTag, store: store, now: clock.now())
+            let outcome = try session.check(heardCode: heard, heardTag: heardTag, now: clock.now())
             if let theirCode = session.theirCode {
                 print("Their Code: \(VoiceProtocol.codeText(theirCode))  tag \(session.theirTag.map(pad2) ?? "--")   (what \(c.name)'s device says)")
             }
@@ -166,7 +166,7 @@ struct OnlineVerifyCommand: AsyncParsableCommand {
                 print("NOT VERIFIED: the SAS differs. Someone may be in the middle; try again, or verify by voice.")
                 return .checkFailed
             }
-            let outcome = try session.confirm(store: store, now: clock.now())
+            let outcome = try session.confirm(now: clock.now())
             let (text, exit) = describe(outcome, c.name)
             print(text)
             if !ignoreProfile {

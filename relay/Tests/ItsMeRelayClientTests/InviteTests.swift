@@ -11,7 +11,7 @@ final class InviteTests: RelayTestCase {
     private func inviter(_ person: Person, _ mailbox: InviteMailbox, now: Int64) throws -> InviteSession {
         var random = SystemRandom()
         return try InviteSession(
-            mailbox: mailbox, exchange: try Exchange.invite(identity: person.identity, realtime: false, now: now, random: &random))
+            mailbox: mailbox, exchange: try Exchange.invite(identity: person.identity, store: person.contacts, realtime: false, now: now, random: &random))
     }
 
     private func invitee(
@@ -19,7 +19,7 @@ final class InviteTests: RelayTestCase {
     ) throws -> InviteSession {
         var random = SystemRandom()
         let exchange = try Exchange.acceptInvite(
-            identity: person.identity, inviteCode: inviteCode, encryptionCode: encryptionCode, realtime: false, now: now, random: &random)
+            identity: person.identity, store: person.contacts, inviteCode: inviteCode, encryptionCode: encryptionCode, realtime: false, now: now, random: &random)
         return try InviteSession(mailbox: mailbox, exchange: exchange)
     }
 
@@ -32,7 +32,7 @@ final class InviteTests: RelayTestCase {
         XCTAssertEqual(Set(object.keys).isSuperset(of: ["version", "relay_id", "inviter", "token", "last_seq", "unsent", "done"]), true)
         let state = try JSONDecoder().decode(InviteSession.SavedState.self, from: json)
         XCTAssertEqual(state, session.saved)
-        let exchange = try Exchange.restore(identity: person.identity, sealed: sealed, now: now)
+        let exchange = try Exchange.restore(identity: person.identity, store: person.contacts, sealed: sealed, now: now)
         return try InviteSession(mailbox: session.mailbox, exchange: exchange, saved: state)
     }
 
@@ -81,21 +81,21 @@ final class InviteTests: RelayTestCase {
         XCTAssertEqual(b.exchange.peer?.name, "Alice")
 
         // Alice confirms first; her confirmation waits for Bob's decision.
-        let idA = try a.exchange.confirm(store: alice.contacts, now: now)
+        let idA = try a.exchange.confirm(now: now)
         state = try await a.step(now: now)
         XCTAssertEqual(state, .awaitingDecision)
         a = try saveAndResume(a, alice, now: now)
-        let idB = try b.exchange.confirm(store: bob.contacts, now: now)
+        let idB = try b.exchange.confirm(now: now)
         state = try await b.step(now: now)  // posts Bob's decision
         XCTAssertEqual(state, .awaitingDecision)
         XCTAssertFalse(b.done)
         state = try await a.step(wait: 5, now: now)  // reads Bob's, posts Alice's
         XCTAssertTrue(a.done)
         XCTAssertTrue(a.exchange.flags.contains(.peerConfirmed))
-        XCTAssertEqual(try a.exchange.settle(store: alice.contacts, now: now), idA)
+        XCTAssertEqual(try a.exchange.settle(now: now), idA)
         state = try await b.step(wait: 5, now: now)  // reads Alice's, ends the invite
         XCTAssertTrue(b.done)
-        XCTAssertEqual(try b.exchange.settle(store: bob.contacts, now: now), idB)
+        XCTAssertEqual(try b.exchange.settle(now: now), idB)
         XCTAssertEqual(try alice.contacts.contact(id: idA).state, .verified)
         XCTAssertEqual(try bob.contacts.contact(id: idB).state, .verified)
 
@@ -125,15 +125,15 @@ final class InviteTests: RelayTestCase {
         async let stateB = Self.runUntilSAS(b, now: now)
         _ = try await (stateA, stateB)
         // Bob confirms; Alice rejects and ends the invite (cancel).
-        let idB = try b.exchange.confirm(store: bob.contacts, now: now)
+        let idB = try b.exchange.confirm(now: now)
         _ = try await b.step(now: now)
-        let cancelled = await a.cancel(store: alice.contacts)
+        let cancelled = await a.cancel()
         XCTAssertNil(cancelled)
         let ended = await relayError { _ = try await b.step(wait: 1, now: now) }
         XCTAssertEqual(ended?.inviteEnded, true)
         // The host rejects what awaited the peer: nothing is kept.
         XCTAssertEqual(b.exchange.state, .awaitingDecision)
-        try b.exchange.reject(store: bob.contacts)
+        try b.exchange.reject()
         XCTAssertEqual(try bob.contacts.count(), 0)
         let missing = await coreErrorKind { _ = try bob.contacts.contact(id: idB) }
         XCTAssertEqual(missing, .notFound)
@@ -334,7 +334,7 @@ final class InviteTests: RelayTestCase {
 
         // A real-time exchange goes through a room, not the mailbox.
         var random = SystemRandom()
-        let realtime = try Exchange.invite(identity: alice.identity, realtime: true, now: unixNow(), random: &random)
+        let realtime = try Exchange.invite(identity: alice.identity, store: alice.contacts, realtime: true, now: unixNow(), random: &random)
         XCTAssertThrowsError(try InviteSession(mailbox: mailbox, exchange: realtime)) {
             XCTAssertEqual(($0 as? ItsMeError)?.kind, .invalidArgument)
         }

@@ -78,9 +78,9 @@ final class RoomTests: RelayTestCase {
     /// Alice's real-time invite, and Bob's side joined with her codes.
     private func realtimePair(_ alice: Person, _ bob: Person, now: Int64) throws -> (Exchange, Exchange) {
         var random = SystemRandom()
-        let a = try Exchange.invite(identity: alice.identity, realtime: true, now: now, random: &random)
+        let a = try Exchange.invite(identity: alice.identity, store: alice.contacts, realtime: true, now: now, random: &random)
         let b = try Exchange.acceptInvite(
-            identity: bob.identity, inviteCode: try XCTUnwrap(a.inviteCode).text, encryptionCode: try XCTUnwrap(a.encryptionCode).text,
+            identity: bob.identity, store: bob.contacts, inviteCode: try XCTUnwrap(a.inviteCode).text, encryptionCode: try XCTUnwrap(a.encryptionCode).text,
             realtime: true, now: now, random: &random)
         return (a, b)
     }
@@ -93,9 +93,9 @@ final class RoomTests: RelayTestCase {
         // Bob takes a while to answer: the room stays open past its idle
         // limit (2 s here) because the clients ping it.
         async let stateA = realtimeExchange(
-            url, exchange: a, store: alice.contacts, timeout: 20, pingInterval: 0.5, now: { now }, decide: { _ in true })
+            url, exchange: a, timeout: 20, pingInterval: 0.5, now: { now }, decide: { _ in true })
         async let stateB = realtimeExchange(
-            url, exchange: b, store: bob.contacts, timeout: 20, pingInterval: 0.5, now: { now },
+            url, exchange: b, timeout: 20, pingInterval: 0.5, now: { now },
             decide: { _ in
                 try await Task.sleep(nanoseconds: 3_000_000_000)
                 return true
@@ -109,9 +109,9 @@ final class RoomTests: RelayTestCase {
 
         // An invite exchange goes through the mailbox, not a room.
         var random = SystemRandom()
-        let invite = try Exchange.invite(identity: alice.identity, realtime: false, now: now, random: &random)
+        let invite = try Exchange.invite(identity: alice.identity, store: alice.contacts, realtime: false, now: now, random: &random)
         let kind = await coreErrorKind {
-            _ = try await realtimeExchange(url, exchange: invite, store: alice.contacts, timeout: 5, now: { now }, decide: { _ in true })
+            _ = try await realtimeExchange(url, exchange: invite, timeout: 5, now: { now }, decide: { _ in true })
         }
         XCTAssertEqual(kind, .invalidArgument)
     }
@@ -122,8 +122,8 @@ final class RoomTests: RelayTestCase {
         let now = unixNow()
         let (a, b) = try realtimePair(alice, bob, now: now)
         // Alice confirms, Bob says the SAS differs.
-        async let stateA = realtimeExchange(url, exchange: a, store: alice.contacts, timeout: 10, now: { now }, decide: { _ in true })
-        async let stateB = realtimeExchange(url, exchange: b, store: bob.contacts, timeout: 10, now: { now }, decide: { _ in false })
+        async let stateA = realtimeExchange(url, exchange: a, timeout: 10, now: { now }, decide: { _ in true })
+        async let stateB = realtimeExchange(url, exchange: b, timeout: 10, now: { now }, decide: { _ in false })
         let (endA, endB) = try await (stateA, stateB)
         XCTAssertEqual(endA, .rejected)
         XCTAssertEqual(endB, .rejected)
@@ -140,9 +140,9 @@ final class RoomTests: RelayTestCase {
         // Bob's device stops (the decision throws) before he decides: his
         // side leaves the room without a DECISION.
         struct Stopped: Error {}
-        async let stateA = realtimeExchange(url, exchange: a, store: alice.contacts, timeout: 10, now: { now }, decide: { _ in true })
+        async let stateA = realtimeExchange(url, exchange: a, timeout: 10, now: { now }, decide: { _ in true })
         async let stateB: Exchange.State = realtimeExchange(
-            url, exchange: b, store: bob.contacts, timeout: 10, now: { now },
+            url, exchange: b, timeout: 10, now: { now },
             decide: { _ in
                 try await Task.sleep(nanoseconds: 300_000_000)
                 throw Stopped()
@@ -162,10 +162,10 @@ final class RoomTests: RelayTestCase {
         let alice = try Person("Alice", in: directory)
         let now = unixNow()
         var random = SystemRandom()
-        let a = try Exchange.invite(identity: alice.identity, realtime: true, now: now, random: &random)
+        let a = try Exchange.invite(identity: alice.identity, store: alice.contacts, realtime: true, now: now, random: &random)
         let id = Hex.encodeUpper(try XCTUnwrap(a.relayID)).lowercased()
         // A peer that joins and leaves at once, without a word.
-        async let state = realtimeExchange(url, exchange: a, store: alice.contacts, timeout: 10, now: { now }, decide: { _ in true })
+        async let state = realtimeExchange(url, exchange: a, timeout: 10, now: { now }, decide: { _ in true })
         let peer = try await Room.join(url, roomID: id, timeout: 5)
         try await peer.waitForPeer(timeout: 5)
         _ = try await peer.receive(timeout: 5)  // the INVITE
@@ -184,12 +184,12 @@ final class RoomTests: RelayTestCase {
     private func contacts(now: Int64) throws -> (Person, Int64, Person, Int64) {
         let alice = try Person("Alice", in: directory), bob = try Person("Bob", in: directory)
         var random = SystemRandom()
-        let xa = try Exchange.qr(identity: alice.identity, now: now, random: &random)
-        let xb = try Exchange.qr(identity: bob.identity, now: now, random: &random)
+        let xa = try Exchange.qr(identity: alice.identity, store: alice.contacts, now: now, random: &random)
+        let xb = try Exchange.qr(identity: bob.identity, store: bob.contacts, now: now, random: &random)
         try xa.receive(Array(xb.outgoingText.utf8), now: now)
         try xb.receive(Array(xa.outgoingText.utf8), now: now)
         XCTAssertEqual(xa.sas, xb.sas)
-        return (alice, try xa.confirm(store: alice.contacts, now: now), bob, try xb.confirm(store: bob.contacts, now: now))
+        return (alice, try xa.confirm(now: now), bob, try xb.confirm(now: now))
     }
 
     func testOnlineVerifyBetweenContacts() async throws {
@@ -209,8 +209,8 @@ final class RoomTests: RelayTestCase {
             XCTAssertEqual(a.roomID, b.roomID)
             let sasA = try XCTUnwrap(a.sas), sasB = try XCTUnwrap(b.sas)
             XCTAssertEqual(sasA, sasB)
-            XCTAssertEqual(try a.confirm(store: alice.contacts, now: now), .verified)
-            XCTAssertEqual(try b.confirm(store: bob.contacts, now: now + offset), .verified)
+            XCTAssertEqual(try a.confirm(now: now), .verified)
+            XCTAssertEqual(try b.confirm(now: now + offset), .verified)
         }
     }
 
@@ -241,16 +241,16 @@ final class RoomTests: RelayTestCase {
         var random = SystemRandom()
         // A session whose relay cannot be reached is left as it was: step again later.
         let session = try InviteSession(
-            mailbox: mailbox, exchange: try Exchange.invite(identity: alice.identity, realtime: false, now: now, random: &random))
+            mailbox: mailbox, exchange: try Exchange.invite(identity: alice.identity, store: alice.contacts, realtime: false, now: now, random: &random))
         let step = await relayError { _ = try await session.step(now: now) }
         XCTAssertEqual(step?.kind, "connection")
         XCTAssertFalse(session.done)
         XCTAssertNil(session.token)
         XCTAssertEqual(session.exchange.state, .awaitingPeer)
         // So is a real-time exchange whose room cannot be joined.
-        let realtime = try Exchange.invite(identity: alice.identity, realtime: true, now: now, random: &random)
+        let realtime = try Exchange.invite(identity: alice.identity, store: alice.contacts, realtime: true, now: now, random: &random)
         let run = await relayError {
-            _ = try await realtimeExchange(url, exchange: realtime, store: alice.contacts, timeout: 5, now: { now }, decide: { _ in true })
+            _ = try await realtimeExchange(url, exchange: realtime, timeout: 5, now: { now }, decide: { _ in true })
         }
         XCTAssertEqual(run?.kind, "connection")
         XCTAssertEqual(realtime.state, .awaitingPeer)

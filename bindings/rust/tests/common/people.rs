@@ -112,18 +112,18 @@ impl Person {
 pub fn befriend(a: &mut Person, b: &mut Person, confirm: bool) {
     let mut ra = DeterministicRandom::new(&labelled_seed(&format!("qr {}", a.name))).unwrap();
     let mut rb = DeterministicRandom::new(&labelled_seed(&format!("qr {}", b.name))).unwrap();
-    let mut xa = Exchange::qr(&a.identity, EXCHANGED, Some(&mut ra)).unwrap();
-    let mut xb = Exchange::qr(&b.identity, EXCHANGED, Some(&mut rb)).unwrap();
+    let mut xa = Exchange::qr(&a.identity, &a.contacts, EXCHANGED, Some(&mut ra)).unwrap();
+    let mut xb = Exchange::qr(&b.identity, &b.contacts, EXCHANGED, Some(&mut rb)).unwrap();
     let (from_a, from_b) = (xa.next_outgoing().unwrap(), xb.next_outgoing().unwrap());
     xa.receive(&from_b, EXCHANGED).unwrap();
     xb.receive(&from_a, EXCHANGED).unwrap();
     assert_eq!(xa.sas().unwrap(), xb.sas().unwrap());
     if confirm {
-        a.peer = xa.confirm(&a.contacts, EXCHANGED).unwrap();
-        b.peer = xb.confirm(&b.contacts, EXCHANGED).unwrap();
+        a.peer = xa.confirm(EXCHANGED).unwrap();
+        b.peer = xb.confirm(EXCHANGED).unwrap();
     } else {
-        a.peer = xa.save(&a.contacts, EXCHANGED).unwrap();
-        b.peer = xb.save(&b.contacts, EXCHANGED).unwrap();
+        a.peer = xa.save(EXCHANGED).unwrap();
+        b.peer = xb.save(EXCHANGED).unwrap();
     }
 }
 
@@ -142,8 +142,8 @@ pub fn verify(a: &Person, b: &Person, plan: i64) -> (VoiceOutcome, VoiceOutcome)
     let mut sb = VoiceSession::new(&b.contacts, b.peer, plan).unwrap();
     assert_eq!(sa.window().unwrap(), sb.window().unwrap());
     let now = 30 * sa.window().unwrap();
-    sa.start(&a.contacts, now).unwrap();
-    sb.start(&b.contacts, now).unwrap();
+    sa.start(now).unwrap();
+    sb.start(now).unwrap();
     for _ in 0..2 {
         let (selector, listener) =
             if sa.turn().unwrap() == VoiceTurn::Mine { (&mut sa, &mut sb) } else { (&mut sb, &mut sa) };
@@ -153,7 +153,7 @@ pub fn verify(a: &Person, b: &Person, plan: i64) -> (VoiceOutcome, VoiceOutcome)
     }
     let (a_code, a_tag) = sa.your_code().unwrap();
     let (b_code, b_tag) = sb.your_code().unwrap();
-    (sa.check(&a.contacts, &b_code, b_tag, now).unwrap(), sb.check(&b.contacts, &a_code, a_tag, now).unwrap())
+    (sa.check(&b_code, b_tag, now).unwrap(), sb.check(&a_code, a_tag, now).unwrap())
 }
 
 /// A random seed named by a label: the label's bytes, zero-padded.

@@ -15,6 +15,9 @@ import org.itsme.raw.ItsMeLibrary.itsme_random;
  * shows {@link #nextOutgoing} as a QR code, the other scans it into
  * {@link #receive}; both then show the same {@link #sas}, which the two people
  * compare aloud before each side {@link #confirm}s (or {@link #reject}s).
+ * An exchange is made with its identity and a contact store of that identity,
+ * and saves the new contact there; the library keeps both alive while the
+ * exchange lives.
  */
 public final class Exchange extends Handle<itsme_exchange> {
     private Exchange(itsme_exchange pointer) {
@@ -30,18 +33,22 @@ public final class Exchange extends Handle<itsme_exchange> {
         }
     }
 
-    /** Starts a QR exchange for {@code identity} at {@code now}. */
-    public static Exchange qr(Identity identity, long now) {
-        return identity.use(i -> {
+    /**
+     * Starts a QR exchange for {@code identity} at {@code now}, saving to
+     * {@code store}, a contact store of that identity (else
+     * {@link ItsMeException.WrongIdentity}).
+     */
+    public static Exchange qr(Identity identity, ContactStore store, long now) {
+        return identity.use(i -> store.use(s -> {
             PointerByReference out = new PointerByReference();
-            int code = ItsMe.library().itsme_exchange_new_qr(i, (itsme_random) null, now, out);
+            int code = ItsMe.library().itsme_exchange_new_qr(i, s, (itsme_random) null, now, out);
             return new Exchange(new itsme_exchange(ItsMe.created(code, out, identity.detail(i))));
-        });
+        }));
     }
 
     /** Starts a QR exchange now. */
-    public static Exchange qr(Identity identity) {
-        return qr(identity, ItsMe.now());
+    public static Exchange qr(Identity identity, ContactStore store) {
+        return qr(identity, store, ItsMe.now());
     }
 
     /** The state and flags. */
@@ -102,54 +109,47 @@ public final class Exchange extends Handle<itsme_exchange> {
         return bytes(ItsMeLibrary.ITSME_PUBLIC_KEY_BYTES, ItsMe.library()::itsme_exchange_peer_public_key);
     }
 
-    private long withStore(ContactStore store, StoreCall body) {
+    private long contactCall(ContactCall body) {
         LongByReference id = new LongByReference();
-        use(p -> store.use(s -> {
-            ItsMe.check(body.call(p, s, id), detail(p));
-            return null;
-        }));
+        call(p -> body.call(p, id));
         return id.getValue();
     }
 
-    private interface StoreCall {
-        int call(itsme_exchange exchange, ItsMeLibrary.itsme_store store, LongByReference id);
+    private interface ContactCall {
+        int call(itsme_exchange exchange, LongByReference id);
     }
 
-    /** Stores the new contact unverified; returns its id (a known contact's id if it exists). */
-    public long save(ContactStore store, long now) {
-        return withStore(store, (p, s, id) -> ItsMe.library().itsme_exchange_save(p, s, now, id));
+    /**
+     * Stores the new contact unverified in the exchange's store; returns its id
+     * (a known contact's id if it exists).
+     */
+    public long save(long now) {
+        return contactCall((p, id) -> ItsMe.library().itsme_exchange_save(p, now, id));
     }
 
     /**
      * The people said the SAS matches: saves if needed and decides; QR: the contact
      * is verified at once (state CONFIRMED). Returns the contact's id.
      */
-    public long confirm(ContactStore store, long now) {
-        return withStore(store, (p, s, id) -> ItsMe.library().itsme_exchange_confirm(p, s, now, id));
+    public long confirm(long now) {
+        return contactCall((p, id) -> ItsMe.library().itsme_exchange_confirm(p, now, id));
     }
 
     /** Confirms now. */
-    public long confirm(ContactStore store) {
-        return confirm(store, ItsMe.now());
+    public long confirm() {
+        return confirm(ItsMe.now());
     }
 
     /**
      * Applies the peer's decision after this side confirmed (state AWAITING_DECISION;
      * Bluetooth, invite, real-time): the contact's id, or 0 if the peer rejected.
      */
-    public long settle(ContactStore store, long now) {
-        return withStore(store, (p, s, id) -> ItsMe.library().itsme_exchange_settle(p, s, now, id));
+    public long settle(long now) {
+        return contactCall((p, id) -> ItsMe.library().itsme_exchange_settle(p, now, id));
     }
 
-    /** The SAS differs or the person gave up: deletes what save added; {@code store} may be null if nothing was. */
-    public void reject(ContactStore store) {
-        if (store == null) {
-            call(p -> ItsMe.library().itsme_exchange_reject(p, null));
-        } else {
-            use(p -> store.use(s -> {
-                ItsMe.check(ItsMe.library().itsme_exchange_reject(p, s), detail(p));
-                return null;
-            }));
-        }
+    /** The SAS differs or the person gave up: deletes what save added (a known contact is left as it was). */
+    public void reject() {
+        call(p -> ItsMe.library().itsme_exchange_reject(p));
     }
 }

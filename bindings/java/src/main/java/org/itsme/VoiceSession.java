@@ -75,12 +75,9 @@ public final class VoiceSession extends Handle<itsme_voice> {
         return new Timing(window.getValue(), startsIn.getValue(), endsIn.getValue());
     }
 
-    /** Starts the session (from 15 s before its window), using the window for the contact. */
-    public void start(ContactStore store, long now) {
-        use(p -> store.use(s -> {
-            ItsMe.check(ItsMe.library().itsme_voice_start(p, s, now), detail(p));
-            return null;
-        }));
+    /** Starts the session (from 15 s before its window), using the window for the contact in the session's store. */
+    public void start(long now) {
+        call(p -> ItsMe.library().itsme_voice_start(p, now));
     }
 
     /** The session ID both read aloud ("KILO 07"). */
@@ -122,13 +119,10 @@ public final class VoiceSession extends Handle<itsme_voice> {
     }
 
     /** Checks what was heard (code text and tag), records the outcome on the contact and finishes. */
-    public VoiceOutcome check(ContactStore store, String heardCode, int heardTag, long now) {
+    public VoiceOutcome check(String heardCode, int heardTag, long now) {
         String checked = ItsMe.textArgument(heardCode, "heard code");
         IntByReference outcome = new IntByReference();
-        use(p -> store.use(s -> {
-            ItsMe.check(ItsMe.library().itsme_voice_check(p, s, checked, heardTag, now, outcome), detail(p));
-            return null;
-        }));
+        call(p -> ItsMe.library().itsme_voice_check(p, checked, heardTag, now, outcome));
         VoiceOutcome known = VoiceOutcome.of(outcome.getValue());
         if (known == null) {
             throw ItsMeException.internal("unknown voice outcome " + outcome.getValue());

@@ -62,11 +62,11 @@ class ItsMeTest {
 
     /** The QR exchange between two people, both confirming: each one's contact id for the other. */
     private long[] exchange(Person a, Person b, long now) {
-        try (Exchange atA = Exchange.qr(a.identity(), now); Exchange atB = Exchange.qr(b.identity(), now)) {
+        try (Exchange atA = Exchange.qr(a.identity(), a.contacts(), now); Exchange atB = Exchange.qr(b.identity(), b.contacts(), now)) {
             atA.receive(atB.nextOutgoing(), now);
             atB.receive(atA.nextOutgoing(), now);
             assertEquals(atA.sas(), atB.sas());
-            return new long[] {atA.confirm(a.contacts(), now), atB.confirm(b.contacts(), now)};
+            return new long[] {atA.confirm(now), atB.confirm(now)};
         }
     }
 
@@ -278,8 +278,8 @@ class ItsMeTest {
     void qrExchangeBetweenTwoIdentities() {
         Person alice = person("Alice");
         Person bob = person("Bob");
-        Exchange atAlice = keep(Exchange.qr(alice.identity(), START));
-        Exchange atBob = keep(Exchange.qr(bob.identity(), START));
+        Exchange atAlice = keep(Exchange.qr(alice.identity(), alice.contacts(), START));
+        Exchange atBob = keep(Exchange.qr(bob.identity(), bob.contacts(), START));
         assertEquals(ExchangeMethod.QR, atAlice.method());
         assertEquals(ExchangeState.AWAITING_PEER, atAlice.status().state());
         assertThrows(ItsMeException.InvalidState.class, atAlice::sas);
@@ -306,13 +306,13 @@ class ItsMeTest {
         assertArrayEquals(alice.identity().publicKey(), atBob.peerPublicKey());
 
         // Settling is for an exchange awaiting the peer's decision, not a QR one.
-        assertThrows(ItsMeException.InvalidState.class, () -> atAlice.settle(alice.contacts(), START + 5));
+        assertThrows(ItsMeException.InvalidState.class, () -> atAlice.settle(START + 5));
 
-        long saved = atAlice.save(alice.contacts(), START + 5);
-        assertEquals(saved, atAlice.save(alice.contacts(), START + 5));
+        long saved = atAlice.save(START + 5);
+        assertEquals(saved, atAlice.save(START + 5));
         assertEquals(VerificationState.UNVERIFIED, alice.contacts().get(saved).state());
-        long bobAtAlice = atAlice.confirm(alice.contacts(), START + 6);
-        long aliceAtBob = atBob.confirm(bob.contacts(), START + 6);
+        long bobAtAlice = atAlice.confirm(START + 6);
+        long aliceAtBob = atBob.confirm(START + 6);
         assertEquals(saved, bobAtAlice);
         assertEquals(ExchangeState.CONFIRMED, atAlice.status().state());
         assertEquals(ExchangeState.CONFIRMED, atBob.status().state());
@@ -326,19 +326,19 @@ class ItsMeTest {
         assertEquals("Alice", aliceContact.name());
         assertEquals(VerificationState.VERIFIED, aliceContact.state());
         assertArrayEquals(alice.identity().publicKey(), aliceContact.publicKey());
-        assertThrows(ItsMeException.InvalidState.class, () -> atAlice.reject(alice.contacts()));
+        assertThrows(ItsMeException.InvalidState.class, () -> atAlice.reject());
     }
 
     @Test
     void rejectedExchangeDeletesTheSavedContact() {
         Person alice = person("Alice");
         Person bob = person("Bob");
-        try (Exchange atAlice = Exchange.qr(alice.identity(), START);
-                Exchange atBob = Exchange.qr(bob.identity(), START)) {
+        try (Exchange atAlice = Exchange.qr(alice.identity(), alice.contacts(), START);
+                Exchange atBob = Exchange.qr(bob.identity(), bob.contacts(), START)) {
             atAlice.receive(atBob.nextOutgoing(), START);
-            long saved = atAlice.save(alice.contacts(), START);
+            long saved = atAlice.save(START);
             assertEquals(1, alice.contacts().count());
-            atAlice.reject(alice.contacts());
+            atAlice.reject();
             assertEquals(ExchangeState.REJECTED, atAlice.status().state());
             assertEquals(0, alice.contacts().count());
             assertThrows(ItsMeException.NotFound.class, () -> alice.contacts().get(saved));
@@ -354,11 +354,11 @@ class ItsMeTest {
         assertTrue(timing.endsIn() > timing.startsIn());
         assertEquals(VoiceState.WAITING, atAlice.status().state());
         if (timing.startsIn() > 15) {
-            assertThrows(ItsMeException.InvalidState.class, () -> atAlice.start(alice.contacts(), clock[0]));
+            assertThrows(ItsMeException.InvalidState.class, () -> atAlice.start(clock[0]));
         }
         clock[0] += Math.max(0, timing.startsIn());
-        atAlice.start(alice.contacts(), clock[0]);
-        atBob.start(bob.contacts(), clock[0]);
+        atAlice.start(clock[0]);
+        atBob.start(clock[0]);
         assertEquals(atAlice.sessionId(), atBob.sessionId());
         for (int round = 0; round < 2; round++) {
             VoiceSession speaker = atAlice.status().turn() == VoiceSession.Turn.MINE ? atAlice : atBob;
@@ -397,8 +397,8 @@ class ItsMeTest {
         }
 
         clock[0] += 5;
-        assertEquals(VoiceOutcome.VERIFIED, atAlice.check(alice.contacts(), bobSays.text(), bobSays.tag(), clock[0]));
-        assertEquals(VoiceOutcome.VERIFIED, atBob.check(bob.contacts(), aliceSays.text(), aliceSays.tag(), clock[0]));
+        assertEquals(VoiceOutcome.VERIFIED, atAlice.check(bobSays.text(), bobSays.tag(), clock[0]));
+        assertEquals(VoiceOutcome.VERIFIED, atBob.check(aliceSays.text(), aliceSays.tag(), clock[0]));
         assertEquals(VoiceState.FINISHED, atAlice.status().state());
         assertEquals(VerificationState.VERIFIED, alice.contacts().get(ids[0]).state());
         assertEquals(VerificationState.VERIFIED, bob.contacts().get(ids[1]).state());
@@ -414,8 +414,8 @@ class ItsMeTest {
         VoiceSession.Code expected = atAlice.theirCode();
         String wrong = expected.text().startsWith("ALFA ") ? "BRAVO 123" : "ALFA 123";
         assertThrows(ItsMeException.InvalidArgument.class,
-                () -> atAlice.check(alice.contacts(), "not a code", expected.tag(), clock[0]));
-        assertEquals(VoiceOutcome.MISMATCH, atAlice.check(alice.contacts(), wrong, expected.tag(), clock[0]));
+                () -> atAlice.check("not a code", expected.tag(), clock[0]));
+        assertEquals(VoiceOutcome.MISMATCH, atAlice.check(wrong, expected.tag(), clock[0]));
         assertNotEquals(VerificationState.DEGRADED, alice.contacts().get(ids[0]).state());
     }
 
@@ -430,7 +430,7 @@ class ItsMeTest {
         SecretStore secrets = SecretStore.memory();
         Identity alice = Identity.create(secrets, "Alice");
         ContactStore contacts = ContactStore.open(alice, directory.resolve("closing.db"));
-        Exchange exchange = Exchange.qr(alice, START);
+        Exchange exchange = Exchange.qr(alice, contacts, START);
         for (Handle<?> handle : List.of(exchange, contacts, alice, secrets)) {
             assertFalse(handle.isClosed());
             handle.close();
@@ -450,14 +450,15 @@ class ItsMeTest {
     void closedArgumentIsRefusedCleanly() {
         Person alice = person("Alice");
         Person bob = person("Bob");
-        try (Exchange atAlice = Exchange.qr(alice.identity(), START);
-                Exchange atBob = Exchange.qr(bob.identity(), START)) {
+        ContactStore other = ContactStore.open(alice.identity(), directory.resolve("other.db"));
+        other.close();
+        assertThrows(IllegalStateException.class, () -> Exchange.qr(alice.identity(), other, START));
+        assertThrows(ItsMeException.WrongIdentity.class, () -> Exchange.qr(alice.identity(), bob.contacts(), START));
+        try (Exchange atAlice = Exchange.qr(alice.identity(), alice.contacts(), START);
+                Exchange atBob = Exchange.qr(bob.identity(), bob.contacts(), START)) {
             atAlice.receive(atBob.nextOutgoing(), START);
-            ContactStore other = ContactStore.open(alice.identity(), directory.resolve("other.db"));
-            other.close();
-            assertThrows(IllegalStateException.class, () -> atAlice.confirm(other, START));
             assertEquals(ExchangeState.COMPARE_SAS, atAlice.status().state());
-            assertTrue(atAlice.confirm(alice.contacts(), START) > 0);
+            assertTrue(atAlice.confirm(START) > 0);
         }
     }
 }

@@ -1,0 +1,15 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A new directory for a fuzz target's contact stores, made once per
+/// process: on a memory file system where there is one, so that fsync does
+/// not set the pace of the stores that commit on most runs.
+func fuzzStoreDirectory(_ target: String) throws -> String {
+    let base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp"
+    var template = Array((base + "/itsme-fuzz-\(target)-XXXXXX").utf8CString)
+    guard mkdtemp(&template) != nil else { throw ItsMeError(.internal, "mkdtemp failed for the fuzz target's stores") }
+    return String(cString: template)
+}
