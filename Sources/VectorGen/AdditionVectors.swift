@@ -1,5 +1,4 @@
 import Foundation
-
 import ItsMeCore
 
 /// The vectors of Tests/ProtocolVectors that are not one exchange or

@@ -1,5 +1,4 @@
 import Foundation
-
 import ItsMeCore
 
 /// The service approval vectors (PROTOCOL.md 19): approval.json, built from

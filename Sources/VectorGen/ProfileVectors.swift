@@ -1,5 +1,4 @@
 import Foundation
-
 import ItsMeCore
 
 /// The profile record vectors (PROTOCOL.md 18): profile.json, built from

@@ -1,5 +1,4 @@
 import Foundation
-
 import ItsMeCore
 
 /// The device transfer vectors (PROTOCOL.md 17): export.json and
