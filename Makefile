@@ -9,6 +9,8 @@
 #   make install-cli PREFIX=/usr/local   the command-line client `itsme` and itsme-relay
 #   make demo             the end-to-end demo (`itsme demo`), from a debug build
 #   make test             every test: Swift, C, Python, Rust, ABI checks
+#   make vectors          rewrites the protocol test vectors (Tests/ProtocolVectors) from the library
+#   make vectors-check    fails, naming each file and entry, when a vector file differs from them
 #   make bench            the benchmark suites (crypto, store, exchange, verify)
 #   make bench-relay      the relay's benchmark (builds relay/ in release; 5-10 minutes: each phase runs 3 times)
 #                         RELAY_BENCH_FLAGS=--cluster adds 2 relays on PostgreSQL behind nginx against 1 on SQLite
@@ -40,7 +42,7 @@ SWIFT_LINK_FLAGS := -c release \
 	-Xlinker -soname=$(SONAME)
 SWIFT_RELEASE_FLAGS := $(SWIFT_LINK_FLAGS) --product itsme
 
-.PHONY: all lib lib-testing install install-testing install-debug install-cli wheel uninstall test demo bench bench-relay bench-remote clean
+.PHONY: all lib lib-testing install install-testing install-debug install-cli wheel uninstall test vectors vectors-check demo bench bench-relay bench-remote clean
 
 all: lib
 
@@ -133,6 +135,14 @@ demo:
 
 test:
 	./scripts/test-all
+
+# The protocol test vectors, computed by itsme-vectors (Sources/VectorGen)
+# from a debug build. The Swift tests read the files, they do not make them.
+vectors:
+	swift run itsme-vectors
+
+vectors-check:
+	swift run itsme-vectors --check
 
 bench:
 	swift run -c release itsme-bench crypto

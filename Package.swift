@@ -10,6 +10,8 @@ let package = Package(
         // functions (a deterministic random source, the pure derivations).
         .library(name: "itsme-testing", type: .dynamic, targets: ["ItsMeFFI", "ItsMeTestingFFI"]),
         .executable(name: "itsme-bench", targets: ["ItsMeBench"]),
+        // Writes Tests/ProtocolVectors/*.json, or checks them (--check).
+        .executable(name: "itsme-vectors", targets: ["VectorGen"]),
         // The protocol core for Swift programs of this project; not a public API.
         .library(name: "ItsMeCore", targets: ["ItsMeCore"]),
         // The primitives under it, all the relay server links: libsodium's
@@ -40,6 +42,7 @@ let package = Package(
         // The functions only the test build exports.
         .target(name: "ItsMeTestingFFI", dependencies: ["ItsMeFFI", "ItsMeCore", "CItsMe"]),
         .executableTarget(name: "ItsMeBench", dependencies: ["ItsMeCore", "ItsMeFFI", "ItsMeTestingFFI", "CItsMe", "CSodium"]),
+        .executableTarget(name: "VectorGen", dependencies: ["ItsMeCore"]),
         .testTarget(
             name: "ItsMeCoreTests",
             dependencies: ["ItsMeCore", "CSodium", "CSQLite"],

@@ -308,7 +308,7 @@ public enum ServiceApproval {
         public var scopesText: String { scopes.joined(separator: " ") }
 
         /// SHA-256(lv_cat("itsme-approval-replay-v1", service_id, nonce)).
-        var replayKey: [UInt8] { SHA256.hash(LV.cat(LV.b(replayLabel), LV.b(serviceID), nonce)) }
+        package var replayKey: [UInt8] { SHA256.hash(LV.cat(LV.b(replayLabel), LV.b(serviceID), nonce)) }
 
         /// Neither the OTP, the nonce nor the session ID.
         public var description: String {

@@ -9,7 +9,7 @@ public enum ExchangeProtocol {
     // MARK: Seed (section 3)
 
     /// The ASCII salt: both fingerprints, ascending.
-    static func seedSalt(_ a: String, _ b: String) -> [UInt8] {
+    package static func seedSalt(_ a: String, _ b: String) -> [UInt8] {
         let x = Array(a.utf8), y = Array(b.utf8)
         return x.lexicographicallyPrecedes(y) ? x + y : y + x
     }
@@ -250,7 +250,7 @@ public enum ExchangeProtocol {
         SHA256.hash(LV.cat(LV.b("itsme-bluetooth-transcript-v1"), th1, plaintextI, plaintextR))
     }
 
-    static func nonce(_ counter: UInt64) -> [UInt8] {
+    package static func nonce(_ counter: UInt64) -> [UInt8] {
         [0, 0, 0, 0] + withUnsafeBytes(of: counter.bigEndian) { Array($0) }
     }
 }

@@ -78,7 +78,7 @@ public final class ProfileRecord: CustomStringConvertible, @unchecked Sendable {
     }
 
     /// Sealing with every random input given (the vectors use it).
-    static func seal(
+    package static func seal(
         ownerKey: [UInt8], name: String, photo: [UInt8], photoFilename: String, recordKey: consuming SecretBytes, nonces: [[UInt8]]
     ) throws -> ProfileRecord {
         precondition(nonces.count == 3 && nonces.allSatisfy { $0.count == ChaCha20.nonceCount })

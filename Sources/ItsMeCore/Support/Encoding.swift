@@ -27,7 +27,7 @@ public enum LV {
     public static func cat(_ parts: [UInt8]...) -> [UInt8] { cat(parts) }
 
     /// ASCII bytes of a label or text.
-    @inline(__always) static func b(_ s: String) -> [UInt8] { Array(s.utf8) }
+    @inline(__always) package static func b(_ s: String) -> [UInt8] { Array(s.utf8) }
 }
 
 /// The 26 NATO words of the source, in index order.

@@ -120,12 +120,12 @@ public enum IdentityExport {
     }
 
     /// The characters rejection sampling takes from `bytes`, in order.
-    static func password(fromRandom bytes: [UInt8]) -> [UInt8] {
+    package static func password(fromRandom bytes: [UInt8]) -> [UInt8] {
         bytes.filter { $0 < 248 }.map { RemoteCode.alphabet[Int($0 % 31)] }
     }
 
     /// "ABCD-EFGH-JKMNP" from the 13 characters.
-    static func shown(_ characters: [UInt8]) -> String {
+    package static func shown(_ characters: [UInt8]) -> String {
         let text = String(decoding: characters, as: UTF8.self)
         return text.prefix(4) + "-" + text.dropFirst(4).prefix(4) + "-" + text.dropFirst(8)
     }
@@ -152,7 +152,7 @@ public enum IdentityExport {
     /// The bytes Argon2id hashes: a generated password in canonical form
     /// (uppercase, no spaces or `-`; `.invalidArgument` for a character
     /// outside the alphabet or a wrong count), a chosen one as typed.
-    static func passwordBytes(_ password: String, kind: PasswordKind) throws -> [UInt8] {
+    package static func passwordBytes(_ password: String, kind: PasswordKind) throws -> [UInt8] {
         switch kind {
         case .generated:
             return try RemoteCode.typedValues(password, count: generatedPasswordCount, what: "export password")

@@ -33,7 +33,7 @@ public enum VoiceProtocol {
         return (w, w * windowSeconds - now)
     }
 
-    static func u64(_ v: Int64) -> [UInt8] { withUnsafeBytes(of: UInt64(bitPattern: v).bigEndian) { Array($0) } }
+    package static func u64(_ v: Int64) -> [UInt8] { withUnsafeBytes(of: UInt64(bitPattern: v).bigEndian) { Array($0) } }
 
     /// Windows are non-negative (section 9.1): `.invalidArgument` for a
     /// negative one, which `u64` would encode as its two's complement.
@@ -71,16 +71,18 @@ public enum VoiceProtocol {
     /// Section 9.3's reading procedure: bytes read in order, a byte below
     /// 234 gives the index `b mod 26`, kept unless already chosen, other
     /// bytes skipped, until five indices are chosen.
-    struct WordReader {
+    package struct WordReader {
         private(set) var chosen: [Int] = []
-        var isComplete: Bool { chosen.count == wordCount }
+        package var isComplete: Bool { chosen.count == wordCount }
         /// The five indices sorted (the order they are shown in).
-        var words: [Int] { chosen.sorted() }
+        package var words: [Int] { chosen.sorted() }
+
+        package init() {}
 
         /// Reads `bytes` in order, stopping at the fifth index; returns
         /// whether five are chosen.
         @discardableResult
-        mutating func read<C: Collection<UInt8>>(_ bytes: C) -> Bool {
+        package mutating func read<C: Collection<UInt8>>(_ bytes: C) -> Bool {
             for b in bytes where !isComplete && b < 234 {
                 let index = Int(b % 26)
                 if !chosen.contains(index) { chosen.append(index) }

@@ -1,12 +1,10 @@
 import Foundation
-import XCTest
-
-@testable import ItsMeCore
+import ItsMeCore
 
 /// The profile record vectors (PROTOCOL.md 18): profile.json, built from
 /// fixed inputs and checked against the documented formulas as they are
 /// built.
-extension ProtocolVectorTests {
+extension VectorGenerator {
     func profileVectors() throws -> [String: Any] {
         let photo = (0..<300).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) }
         let cases: [(name: String, photo: [UInt8], filename: String)] = [
@@ -44,9 +42,9 @@ extension ProtocolVectorTests {
             let recordMACInput = LV.cat([[1]] + macs + [owner])
             let recordMAC = HMACSHA256.mac(key: k3, message: recordMACInput)
             body += recordMAC
-            XCTAssertEqual(record.record, body)
-            XCTAssertEqual(record.recordID, Array(recordMAC.prefix(16)))
-            XCTAssertEqual(try record.reference().unsafeExportedArray(), Array(recordMAC.prefix(16)) + recordKey)
+            expectEqual(record.record, body)
+            expectEqual(record.recordID, Array(recordMAC.prefix(16)))
+            expectEqual(try record.reference().unsafeExportedArray(), Array(recordMAC.prefix(16)) + recordKey)
             var json: [String: Any] = [
                 "random_seed": hex(randomSeed), "record_key": hex(recordKey), "k1": hex(k1), "k2": hex(k2), "k3": hex(k3),
                 "fields": fields, "record_mac_input": hex(recordMACInput), "record_mac": hex(recordMAC),
@@ -81,7 +79,7 @@ extension ProtocolVectorTests {
         var refusals: [[String: Any]] = []
         func refusal(_ name: String, _ record: [UInt8], _ ref: [UInt8], _ ownerKey: [UInt8], _ kind: ItsMeError.Kind, zeros: Int? = nil) {
             let bytes = zeros.map { [UInt8](repeating: 0, count: $0) } ?? record
-            XCTAssertEqual(errorKind { _ = try ProfileRecord.open(record: bytes, reference: ref, ownerKey: ownerKey) }, kind, name)
+            expectEqual(errorKind { _ = try ProfileRecord.open(record: bytes, reference: ref, ownerKey: ownerKey) }, kind, name)
             var j: [String: Any] = ["case_text": name, "reference": hex(ref), "owner_public": hex(ownerKey), "error_text": Self.errorName(kind)]
             if let zeros { j["record_zero_bytes"] = zeros } else { j["record"] = hex(record) }
             refusals.append(j)

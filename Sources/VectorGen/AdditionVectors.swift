@@ -1,14 +1,12 @@
 import Foundation
-import XCTest
-
-@testable import ItsMeCore
+import ItsMeCore
 
 /// The vectors of Tests/ProtocolVectors that are not one exchange or
 /// session run honestly: Online Verify's refusals (11.2), the states of a
 /// Security PIN Update through its commit order (10.3) and section 9.3's
 /// reading procedure on given byte streams. Each is checked against the
 /// library as it is written.
-extension ProtocolVectorTests {
+extension VectorGenerator {
     func bytes(_ v: [String: Any], _ key: String) -> [UInt8] { Hex.decode(v[key] as! String)! }
 
     // MARK: Online Verify refusals (section 11.2)
@@ -31,7 +29,7 @@ extension ProtocolVectorTests {
         func fresh(_ side: String) throws -> OnlineVerify {
             let me = v[side] as! [String: Any], peer = v[side == "a" ? "b" : "a"] as! [String: Any]
             let (p, _) = try party("ov-0-\(side)", name: side == "a" ? "Alice" : "Bob")
-            XCTAssertEqual(hex(p.publicKey), me["pid"] as? String)
+            expectEqual(hex(p.publicKey), me["pid"] as? String)
             made += 1
             let store = try ContactStore(path: dir + "/\(side)-\(made).db", identity: p.identity)
             let id = try store.add(name: "Peer", publicKey: bytes(peer, "pid"), seed: try SecretBytes(copying: seed), method: .qr, now: now)
@@ -99,13 +97,13 @@ extension ProtocolVectorTests {
         var out: [[String: Any]] = []
         for (what, side, messages, result) in cases {
             let session = try fresh(side)
-            XCTAssertEqual(session.isInitiator, side == ini, what)
+            expectEqual(session.isInitiator, side == ini, what)
             var failed: String?
             for (n, m) in messages.enumerated() {
                 let kind = errorKind { try session.receive(m, now: t) }
-                if n < messages.count - 1 { XCTAssertNil(kind, "\(what): message \(n)") } else { failed = kind.map(Self.errorName) }
+                if n < messages.count - 1 { expectNil(kind, "\(what): message \(n)") } else { failed = kind.map(Self.errorName) }
             }
-            XCTAssertEqual(failed, result, what)
+            expectEqual(failed, result, what)
             out.append(["case_text": what, "session": 0, "receiver_text": side, "messages": messages.map(hex), "result": result])
         }
         return out
@@ -180,10 +178,10 @@ extension ProtocolVectorTests {
             /// `says` and shows `shows`.
             func checkShown(_ x: VoiceSession, _ snap: [String: Any], me: Party, peer: Party) throws {
                 let w = x.window
-                XCTAssertEqual(
+                expectEqual(
                     x.yourTag, try VoiceProtocol.tag(seed: seed, window: w, speaker: me.publicKey, deviceSecret: bytes(snap, "says")), what)
                 let shows = (snap["shows"] as? String).map { Hex.decode($0)! }
-                XCTAssertEqual(
+                expectEqual(
                     x.theirTag, try shows.map { try VoiceProtocol.tag(seed: seed, window: w, speaker: peer.publicKey, deviceSecret: $0) },
                     what)
             }
@@ -208,14 +206,14 @@ extension ProtocolVectorTests {
                     let fromInitiator = name.hasSuffix("_i") || name == "done"
                     let fromA = fromInitiator == aInit
                     let (from, to) = fromA ? (ua, ub) : (ub, ua)
-                    let f = try XCTUnwrap(from.peekOutgoing(), "\(what): \(name)")
+                    let f = try unwrap(from.peekOutgoing(), "\(what): \(name)")
                     from.markSent()
                     var lost = true
                     if case .frame = step {
                         lost = false
                         try to.receive(f, now: t)
                     }
-                    if u == 0 { XCTAssertEqual(hex(f), v[name] as? String, "\(what): \(name)") }
+                    if u == 0 { expectEqual(hex(f), v[name] as? String, "\(what): \(name)") }
                     json = [
                         "update": u, "frame_text": name, "frame": hex(f), "to_text": fromA ? "b" : "a",
                         "step_text": (lost ? "lost: " : "delivered: ") + name,
@@ -282,7 +280,7 @@ extension ProtocolVectorTests {
             // Read block by block, as the derivation does, it is the same.
             var byBlock = VoiceProtocol.WordReader()
             for i in stride(from: 0, to: stream.count, by: 32) where !byBlock.isComplete { byBlock.read(stream[i..<min(i + 32, stream.count)]) }
-            XCTAssertEqual(byBlock.words, reader.words, what)
+            expectEqual(byBlock.words, reader.words, what)
             return ["case_text": what, "stream": hex(stream), "words": complete ? reader.words as Any : NSNull()]
         }
     }

@@ -1,12 +1,10 @@
 import Foundation
-import XCTest
-
-@testable import ItsMeCore
+import ItsMeCore
 
 /// The device transfer vectors (PROTOCOL.md 17): export.json and
 /// transfer.json, built from fixed inputs and checked against the
 /// documented formulas as they are built.
-extension ProtocolVectorTests {
+extension VectorGenerator {
     static let vectorPIN = "123456"
 
     /// An identity created by the library from `fixed(label)`, with its PIN
@@ -47,7 +45,7 @@ extension ProtocolVectorTests {
             ["input_text": $0, "canonical_text": String(decoding: try IdentityExport.passwordBytes($0, kind: .generated), as: UTF8.self)]
         }
         for input in refused {
-            XCTAssertEqual(errorKind { _ = try IdentityExport.passwordBytes(input, kind: .generated) }, .invalidArgument, input)
+            expectEqual(errorKind { _ = try IdentityExport.passwordBytes(input, kind: .generated) }, .invalidArgument, input)
             typed.append(["input_text": input, "error_text": "invalid_argument"])
         }
 
@@ -72,13 +70,13 @@ extension ProtocolVectorTests {
             let key = try Argon2id.deriveKey(password: passwordBytes, salt: salt, parameters: .moderate).unsafeExportedArray()
             let plain = contents(seed: seed, contactsKey: contactsKey, name: c.name, fingerprint: identity.fingerprint)
             let sealed = try AEAD.seal(.aes256GCM, key: key, nonce: nonce, plaintext: plain, aad: header)
-            XCTAssertEqual(blob, header + sealed)
+            expectEqual(blob, header + sealed)
             let text = IdentityExport.text(blob)
             let opened = try IdentityExport.open(
                 try IdentityExport.blob(text: text), password: c.typed, limiter: AttemptLimiter(store: MemorySecretStore(), purpose: "v"),
                 now: now)
-            XCTAssertEqual(opened.fingerprint, identity.fingerprint)
-            XCTAssertEqual(opened.name, c.name)
+            expectEqual(opened.fingerprint, identity.fingerprint)
+            expectEqual(opened.name, c.name)
             var entry = idJSON
             entry.merge([
                 "case_text": c.kind == .generated ? "generated password" : "chosen password",
@@ -126,8 +124,8 @@ extension ProtocolVectorTests {
         for (name, blob, password, error) in blobCases {
             let limiter = AttemptLimiter(store: MemorySecretStore(), purpose: "v")
             let kind = errorKind { _ = try IdentityExport.open(blob, password: password, limiter: limiter, now: self.now) }
-            XCTAssertEqual(kind.map(Self.errorName), error, name)
-            XCTAssertEqual(try limiter.status(now: now).failures, error == "authentication_failed" ? 1 : 0, name)
+            expectEqual(kind.map(Self.errorName), error, name)
+            expectEqual(try limiter.status(now: now).failures, error == "authentication_failed" ? 1 : 0, name)
             rejections.append(["case_text": name, "export": hex(blob), "password_text": password, "error_text": error])
         }
         let v3 = Base64.encode(fixed("itsme-vector-source-v3-nonce").prefix(12) + fixed("a") + fixed("b"), .standardPadded)
@@ -144,7 +142,7 @@ extension ProtocolVectorTests {
             let kind = errorKind {
                 _ = try IdentityExport.open(try IdentityExport.blob(text: text), password: f.password, limiter: limiter, now: self.now)
             }
-            XCTAssertEqual(kind.map(Self.errorName), error, name)
+            expectEqual(kind.map(Self.errorName), error, name)
             rejections.append(["case_text": name, "text": text, "password_text": f.password, "error_text": error])
         }
         return ["passwords": passwords, "typed": typed, "exports": exports, "rejections": rejections]
@@ -166,12 +164,12 @@ extension ProtocolVectorTests {
         let receiver = try DeviceTransfer(receiverAt: now, random: &rrng)
         let sender = try DeviceTransfer(sending: identity, pin: Self.vectorPIN, offer: receiver.offerText, now: now, random: &srng)
         let offer = [1] + transferID + R
-        XCTAssertEqual(receiver.offerText, "ITSMETR1:" + Base64.encode(offer, .urlUnpadded))
+        expectEqual(receiver.offerText, "ITSMETR1:" + Base64.encode(offer, .urlUnpadded))
         let room = hex(Array(SHA256.hash(LV.cat(LV.b("itsme-transfer-room-v1"), transferID)).prefix(16)))
-        XCTAssertEqual(receiver.roomName, room)
-        XCTAssertEqual(sender.roomName, room)
-        let keyMessage = try XCTUnwrap(sender.takeOutgoing())
-        XCTAssertEqual(keyMessage, [1, 1] + S)
+        expectEqual(receiver.roomName, room)
+        expectEqual(sender.roomName, room)
+        let keyMessage = try unwrap(sender.takeOutgoing())
+        expectEqual(keyMessage, [1, 1] + S)
         try receiver.receive(keyMessage, now: now)
 
         let shared = try X25519.sharedSecret(secretKey: try SecretBytes(copying: r), peerPublicKey: S).unsafeExportedArray()
@@ -179,19 +177,19 @@ extension ProtocolVectorTests {
         let th = SHA256.hash(thInput)
         let tseed = try HKDF.derive(ikm: shared, salt: transferID, info: LV.b("itsme-transfer-seed-v1"), count: 32).unsafeExportedArray()
         let sas = try sasValue(tseed, th)
-        XCTAssertEqual(receiver.sas?.value, sas.value)
-        XCTAssertEqual(sender.sas?.value, sas.value)
+        expectEqual(receiver.sas?.value, sas.value)
+        expectEqual(sender.sas?.value, sas.value)
         let key = try HKDF.derive(ikm: tseed, salt: [UInt8](), info: LV.cat(LV.b("itsme-transfer-key-v1"), th), count: 32)
             .unsafeExportedArray()
         let plain = contents(seed: seed, contactsKey: contactsKey, name: "Alice", fingerprint: identity.fingerprint)
         try sender.confirm(now: now)
-        let identityMessage = try XCTUnwrap(sender.takeOutgoing())
-        XCTAssertEqual(
+        let identityMessage = try unwrap(sender.takeOutgoing())
+        expectEqual(
             identityMessage,
             [1, 2] + (try AEAD.seal(.aes256GCM, key: key, nonce: [UInt8](repeating: 0, count: 12), plaintext: plain, aad: [1, 2] + th)))
         try receiver.confirm(now: now)
         try receiver.receive(identityMessage, now: now)
-        XCTAssertEqual(try receiver.takeIdentity().fingerprint, identity.fingerprint)
+        expectEqual(try receiver.takeIdentity().fingerprint, identity.fingerprint)
 
         let transfer: [String: Any] = [
             "receiver_random_seed": hex(receiverSeed), "receiver_ephemeral_secret": hex(r), "receiver_public": hex(R),
@@ -255,9 +253,9 @@ extension ProtocolVectorTests {
                     case .confirm: try fresh.confirm(now: self.now)
                     }
                 }
-                if i < steps.count - 1 { XCTAssertNil(kind, "\(name): step \(i)") } else { failed = kind.map(Self.errorName) }
+                if i < steps.count - 1 { expectNil(kind, "\(name): step \(i)") } else { failed = kind.map(Self.errorName) }
             }
-            XCTAssertEqual(failed, error, name)
+            expectEqual(failed, error, name)
             rejections.append([
                 "case_text": name, "error_text": error,
                 "steps": steps.map { step -> [String: Any] in
@@ -283,7 +281,7 @@ extension ProtocolVectorTests {
         for (name, text, error) in offerCases {
             var rng = DeterministicRandom(seed: senderSeed)
             let kind = errorKind { _ = try DeviceTransfer(sending: identity, pin: Self.vectorPIN, offer: text, now: self.now, random: &rng) }
-            XCTAssertEqual(kind.map(Self.errorName), error, name)
+            expectEqual(kind.map(Self.errorName), error, name)
             offerRejections.append(["case_text": name, "offer_text": text, "error_text": error])
         }
         return ["transfers": [transfer], "rejections": rejections, "offer_rejections": offerRejections]
