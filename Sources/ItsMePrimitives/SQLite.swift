@@ -21,7 +21,7 @@ public struct DatabaseError: Error, Equatable, CustomStringConvertible {
     }
 
     /// The core's error for the C interface.
-    public var asItsMeError: ItsMeError { ItsMeError(.database, description) }
+    package var asItsMeError: ItsMeError { ItsMeError(.database, description) }
 }
 
 /// A value to bind or read.
@@ -123,7 +123,7 @@ public final class Database {
         }
     }
 
-    public func prepare(_ sql: String) throws -> Statement {
+    package func prepare(_ sql: String) throws -> Statement {
         Statement(try prepareHandle(sql), database: self)
     }
 
@@ -188,9 +188,9 @@ public final class Database {
     /// Rows changed by the last INSERT, UPDATE or DELETE.
     public var changes: Int { Int(sqlite3_changes64(handle)) }
     /// Rows changed on this connection since it opened, triggers included.
-    public var totalChanges: Int64 { sqlite3_total_changes64(handle) }
-    public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
-    public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+    package var totalChanges: Int64 { sqlite3_total_changes64(handle) }
+    package var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+    package var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
 
     public enum TransactionKind: String, Sendable {
         case deferred = "DEFERRED"
@@ -226,7 +226,7 @@ public final class Database {
     }
 
     /// `PRAGMA user_version`: the schema version.
-    public func userVersion() throws -> Int32 {
+    package func userVersion() throws -> Int32 {
         let statement = try prepare("PRAGMA user_version")
         guard try statement.step() else { return 0 }
         return Int32(truncatingIfNeeded: statement.int64(0))
@@ -234,8 +234,8 @@ public final class Database {
 
     /// A forward migration to schema version `version`.
     public struct Migration {
-        public let version: Int32
-        public let apply: (Database) throws -> Void
+        package let version: Int32
+        package let apply: (Database) throws -> Void
 
         public init(version: Int32, apply: @escaping (Database) throws -> Void) {
             self.version = version
@@ -281,7 +281,7 @@ public final class Database {
 
 /// A prepared statement. Finalised when it dies (or, from the cache of
 /// `run` and `query`, given back to it).
-public final class Statement {
+package final class Statement {
     let handle: OpaquePointer
     private let database: Database
     private let cacheKey: String?
@@ -296,11 +296,11 @@ public final class Statement {
         if let cacheKey { database.giveBack(handle, sql: cacheKey) } else { sqlite3_finalize(handle) }
     }
 
-    public var parameterCount: Int { Int(sqlite3_bind_parameter_count(handle)) }
-    public var columnCount: Int { Int(sqlite3_column_count(handle)) }
+    package var parameterCount: Int { Int(sqlite3_bind_parameter_count(handle)) }
+    package var columnCount: Int { Int(sqlite3_column_count(handle)) }
 
     /// Binds `values` to parameters 1...n after resetting the statement.
-    public func bind(_ values: [SQLValue]) throws {
+    package func bind(_ values: [SQLValue]) throws {
         guard values.count == parameterCount else {
             throw DatabaseError(
                 code: SQLITE_RANGE, extendedCode: SQLITE_RANGE,
@@ -316,7 +316,7 @@ public final class Statement {
     /// SQLite copies bound text and blobs (SQLITE_TRANSIENT).
     private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
-    public func bind(_ value: SQLValue, at index: Int32) throws {
+    package func bind(_ value: SQLValue, at index: Int32) throws {
         let rc: Int32
         switch value {
         case .null:
@@ -337,7 +337,7 @@ public final class Statement {
     }
 
     /// Advances: true when a row is available, false when done.
-    public func step() throws -> Bool {
+    package func step() throws -> Bool {
         let rc = sqlite3_step(handle)
         switch rc {
         case SQLITE_ROW: return true
@@ -349,26 +349,26 @@ public final class Statement {
         }
     }
 
-    public func reset() { sqlite3_reset(handle) }
+    package func reset() { sqlite3_reset(handle) }
 
-    public func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
-    public func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
-    public func double(_ column: Int32) -> Double { sqlite3_column_double(handle, column) }
+    package func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
+    package func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
+    package func double(_ column: Int32) -> Double { sqlite3_column_double(handle, column) }
 
-    public func text(_ column: Int32) -> String? {
+    package func text(_ column: Int32) -> String? {
         guard let p = sqlite3_column_text(handle, column) else { return nil }
         let n = Int(sqlite3_column_bytes(handle, column))
         return String(decoding: UnsafeBufferPointer(start: p, count: n), as: UTF8.self)
     }
 
-    public func blob(_ column: Int32) -> [UInt8]? {
+    package func blob(_ column: Int32) -> [UInt8]? {
         if isNull(column) { return nil }
         let n = Int(sqlite3_column_bytes(handle, column))
         guard n > 0, let p = sqlite3_column_blob(handle, column) else { return [] }
         return Array(UnsafeRawBufferPointer(start: p, count: n))
     }
 
-    public func value(_ column: Int32) -> SQLValue {
+    package func value(_ column: Int32) -> SQLValue {
         switch sqlite3_column_type(handle, column) {
         case SQLITE_INTEGER: return .integer(int64(column))
         case SQLITE_FLOAT: return .real(double(column))
@@ -378,7 +378,7 @@ public final class Statement {
         }
     }
 
-    public func row() -> [SQLValue] {
+    package func row() -> [SQLValue] {
         (0..<Int32(columnCount)).map { value($0) }
     }
 }

@@ -72,7 +72,7 @@ public struct SecretBytes: ~Copyable, ByteView, @unchecked Sendable {
 
     /// A copy of `bytes` in guarded memory. The caller remains responsible
     /// for wiping its own copy.
-    public init<B: ByteView & ~Copyable>(copying bytes: borrowing B) throws {
+    package init<B: ByteView & ~Copyable>(copying bytes: borrowing B) throws {
         let n = bytes.withBytes { $0.count }
         try self.init(count: n)
         let dst = base
@@ -82,7 +82,7 @@ public struct SecretBytes: ~Copyable, ByteView, @unchecked Sendable {
     }
 
     /// `count` bytes from a random source.
-    public init<R: RandomSource>(randomCount count: Int, using rng: inout R) throws {
+    package init<R: RandomSource>(randomCount count: Int, using rng: inout R) throws {
         try self.init(count: count)
         rng.fill(UnsafeMutableRawBufferPointer(start: base, count: count))
     }
@@ -102,7 +102,7 @@ public struct SecretBytes: ~Copyable, ByteView, @unchecked Sendable {
     }
 
     @inlinable
-    public mutating func withMutableBytes<R: ~Copyable>(
+    package mutating func withMutableBytes<R: ~Copyable>(
         _ body: (UnsafeMutableRawBufferPointer) throws -> R
     ) rethrows -> R {
         try body(UnsafeMutableRawBufferPointer(start: base, count: count))
@@ -115,13 +115,13 @@ public struct SecretBytes: ~Copyable, ByteView, @unchecked Sendable {
 
     /// Constant-time equality (`sodium_memcmp`). Lengths are not secret:
     /// values of different lengths are unequal.
-    public func constantTimeEquals<B: ByteView & ~Copyable>(_ other: borrowing B) -> Bool {
+    package func constantTimeEquals<B: ByteView & ~Copyable>(_ other: borrowing B) -> Bool {
         withBytes { a in other.withBytes { b in ConstantTime.equal(a, b) } }
     }
 
     /// The bytes as a plain array. Only for tests and for values that stop
     /// being secret (a public key derived from a secret).
-    public func unsafeExportedArray() -> [UInt8] {
+    package func unsafeExportedArray() -> [UInt8] {
         withBytes { Array($0) }
     }
 }
@@ -181,15 +181,15 @@ public struct SystemRandom: RandomSource {
 /// stream under a 32-byte seed (libsodium's `randombytes_buf_deterministic`
 /// on a seed that is ratcheted with SHA-256 after each call). Never use it
 /// for real keys.
-public struct DeterministicRandom: RandomSource {
+package struct DeterministicRandom: RandomSource {
     private var seed: [UInt8]
 
-    public init(seed: [UInt8]) {
+    package init(seed: [UInt8]) {
         precondition(seed.count == Int(randombytes_SEEDBYTES), "seed must be 32 bytes")
         self.seed = seed
     }
 
-    public mutating func fill(_ buffer: UnsafeMutableRawBufferPointer) {
+    package mutating func fill(_ buffer: UnsafeMutableRawBufferPointer) {
         guard let p = buffer.baseAddress, buffer.count > 0 else { return }
         seed.withUnsafeBufferPointer { randombytes_buf_deterministic(p, buffer.count, $0.baseAddress!) }
         seed = SHA256.hash(seed)

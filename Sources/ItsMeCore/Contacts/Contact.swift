@@ -37,15 +37,15 @@ public struct Contact: Sendable, Equatable, CustomStringConvertible {
     public var verifiedAt: Int64?
     /// The last voice-verification window used; a window W is usable only
     /// if W is greater. Changed only through `ContactStore.useWindow`.
-    public internal(set) var lastWindow: Int64?
+    package internal(set) var lastWindow: Int64?
     /// For a contact awaiting the peer: the last second at which the peer's
     /// decision may still arrive; `ContactStore.expireAwaiting` deletes it after.
-    public internal(set) var awaitingUntil: Int64?
+    package internal(set) var awaitingUntil: Int64?
     public var note: String
     /// Whether the contact has a photo (`ContactStore.photo`). The record
     /// says so, so that a photo row that went missing is noticed rather
     /// than taken for no photo. Changed only through the store.
-    public internal(set) var hasPhoto: Bool = false
+    package internal(set) var hasPhoto: Bool = false
     /// Fields written by a newer version, kept as they are on update.
     var unknownFields: [RecordField] = []
 
@@ -55,7 +55,7 @@ public struct Contact: Sendable, Equatable, CustomStringConvertible {
     /// identity key, or the 8 fingerprint bytes of an unauthenticated one.
     var pid: [UInt8] { publicKey ?? Hex.decode(fingerprint)! }
 
-    public static let maxNoteBytes = 4096
+    package static let maxNoteBytes = 4096
 
     public var description: String { "Contact(id: \(id), fingerprint: \(fingerprint), state: \(state))" }
 }

@@ -46,7 +46,7 @@ extension ContactStore {
 
     /// Adds a contact from the source's v5 format, which has no identity
     /// key: flagged unauthenticated, never merged with a keyed contact.
-    public func addUnauthenticated(
+    package func addUnauthenticated(
         name: String, fingerprint: String, seed: borrowing SecretBytes, method: Contact.ExchangeMethod, now: Int64
     ) throws -> Int64 {
         guard fingerprint.utf8.count == Fingerprint.textCount, let bytes = Hex.decode(fingerprint) else {
@@ -105,7 +105,7 @@ extension ContactStore {
     public struct Batch: ~Copyable {
         fileprivate let store: ContactStore
 
-        public func add(
+        package func add(
             name: String, publicKey: [UInt8], seed: borrowing SecretBytes, method: Contact.ExchangeMethod, now: Int64,
             note: String = ""
         ) throws -> Int64 {
@@ -251,7 +251,7 @@ extension ContactStore {
     }
 
     /// Replaces a contact's note, changing nothing else.
-    public func setNote(id: Int64, _ note: String) throws {
+    package func setNote(id: Int64, _ note: String) throws {
         try Self.checkNote(note)
         try modify(id) { $0.note = note }
     }
@@ -259,7 +259,7 @@ extension ContactStore {
     /// Sets the state; `verified` also records `now` as the verification time.
     /// `.invalidState` for `awaitingPeer`, into or out of: only the
     /// exchange that added the contact moves it (PROTOCOL.md 8.1).
-    public func setState(id: Int64, _ state: Contact.State, acknowledged: Bool, now: Int64) throws {
+    package func setState(id: Int64, _ state: Contact.State, acknowledged: Bool, now: Int64) throws {
         try UnixTime.check(now)
         try modify(id) { c in
             try Self.checkStateChange(c, to: state)
@@ -292,7 +292,7 @@ extension ContactStore {
     /// come within the exchange's lifetime (PROTOCOL.md 8.1). Returns how
     /// many were deleted. Exchanges call it; a host may too, at any time.
     @discardableResult
-    public func expireAwaiting(now: Int64) throws -> Int {
+    package func expireAwaiting(now: Int64) throws -> Int {
         try UnixTime.check(now)
         return try write {
             var expired: [Int64] = []
@@ -333,7 +333,7 @@ extension ContactStore {
     /// succeeds only if it is greater than the last window used, atomically
     /// (a write transaction), so two handles or processes racing for one
     /// window cannot both win. `.windowUsed` otherwise.
-    public func useWindow(id: Int64, window: Int64) throws {
+    package func useWindow(id: Int64, window: Int64) throws {
         guard window >= 0, window <= VoiceProtocol.maxWindow else {
             throw ItsMeError(.invalidArgument, "a window is 0 to \(VoiceProtocol.maxWindow) (the year 9999)")
         }

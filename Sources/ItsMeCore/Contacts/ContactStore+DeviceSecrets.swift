@@ -8,10 +8,10 @@ import Synchronization
 extension ContactStore {
     // MARK: Photos and device secrets
 
-    public static let maxPhotoBytes = 512 * 1024
+    package static let maxPhotoBytes = 512 * 1024
 
     /// Sets (or with an empty photo and filename, removes) the photo.
-    public func setPhoto(id: Int64, photo: [UInt8], filename: String) throws {
+    package func setPhoto(id: Int64, photo: [UInt8], filename: String) throws {
         guard photo.count <= Self.maxPhotoBytes else {
             throw ItsMeError(.invalidArgument, "a photo is at most \(Self.maxPhotoBytes) bytes")
         }
@@ -86,11 +86,11 @@ extension ContactStore {
         }
     }
 
-    public static let deviceSecretCount = 16
+    package static let deviceSecretCount = 16
 
     /// Stores this device's secret for the contact and theirs, sealed under
     /// the device key (never exported).
-    public func setDeviceSecrets(id: Int64, mine: borrowing SecretBytes, theirs: borrowing SecretBytes) throws {
+    package func setDeviceSecrets(id: Int64, mine: borrowing SecretBytes, theirs: borrowing SecretBytes) throws {
         try Self.checkDeviceSecrets(mine, theirs)
         try write {
             _ = try sealedRecord(id)

@@ -281,14 +281,14 @@ extension ContactStore {
     /// holds what was committed when it started. The records stay sealed;
     /// the device secrets in it open only on this device. `.alreadyExists`
     /// if `path` exists: nothing is overwritten.
-    public func backup(to path: String) throws {
+    package func backup(to path: String) throws {
         var st = stat()
         guard stat(path, &st) != 0 else { throw ItsMeError(.alreadyExists, "\(path) exists: a backup never overwrites a file") }
         try withLock { try db.run("VACUUM INTO ?", [.text(path)]) }
     }
 
     /// Runs `PRAGMA integrity_check`; true when SQLite reports "ok".
-    public func integrityCheck() throws -> Bool {
+    package func integrityCheck() throws -> Bool {
         try withLock { try db.query("PRAGMA integrity_check") == [[.text("ok")]] }
     }
 

@@ -20,7 +20,7 @@ import Synchronization
 /// survives a process crash and a power loss. One serialised connection per
 /// store; an instance may be used from several threads.
 public final class ContactStore: @unchecked Sendable {
-    public static let deviceKeyItem = "itsme.device-key"
+    package static let deviceKeyItem = "itsme.device-key"
     static let recordLabel = Array("itsme-contact-record-v1".utf8)
 
     enum Table: UInt8 {
@@ -360,16 +360,16 @@ public final class ContactStore: @unchecked Sendable {
 /// This device's secret for a contact, and the contact's; during a
 /// Security PIN Update also the new ones (empty when none is pending).
 public struct DeviceSecrets: ~Copyable {
-    public let mine: SecretBytes
-    public let theirs: SecretBytes
-    public let pendingMine: SecretBytes
-    public let pendingTheirs: SecretBytes
+    package let mine: SecretBytes
+    package let theirs: SecretBytes
+    package let pendingMine: SecretBytes
+    package let pendingTheirs: SecretBytes
     /// This side has committed: its tags use `pendingMine`.
-    public let committed: Bool
+    package let committed: Bool
     /// The peer's new secret from an earlier, interrupted update (empty
     /// when none), still accepted in its tags.
-    public let previousTheirs: SecretBytes
+    package let previousTheirs: SecretBytes
 
-    public var hasPending: Bool { pendingTheirs.count > 0 }
+    package var hasPending: Bool { pendingTheirs.count > 0 }
 
 }

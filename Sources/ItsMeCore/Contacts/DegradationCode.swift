@@ -1,10 +1,10 @@
 /// The degradation code (docs/PROTOCOL.md section 10.2): how a person who
 /// changed devices tells each contact that the change is theirs.
 public enum DegradationCode {
-    public static let secretCount = 10
-    public static let macCount = 5
+    package static let secretCount = 10
+    package static let macCount = 5
     /// 24 base-32 characters, shown in six groups of four.
-    public static let characterCount = 24
+    package static let characterCount = 24
     static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567".utf8)
     /// The attempt limiter that counts wrong codes, per identity.
     public static func limiter(store: any SecretStore) -> AttemptLimiter {
@@ -13,7 +13,7 @@ public enum DegradationCode {
     static let limiterPurpose = "degradation-code"
 
     /// The MAC over the interim device secret `r` of the person `pid`.
-    public static func mac<S: ByteView & ~Copyable>(seed: borrowing S, pid: [UInt8], secret r: UnsafeRawBufferPointer) throws
+    package static func mac<S: ByteView & ~Copyable>(seed: borrowing S, pid: [UInt8], secret r: UnsafeRawBufferPointer) throws
         -> [UInt8]
     {
         try withScratch(32) { k in

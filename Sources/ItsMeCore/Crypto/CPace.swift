@@ -1,10 +1,10 @@
 import CSodium
 
 /// SHA-512 (FIPS 180-4), the hash of the CPace suite.
-public enum SHA512 {
-    public static let byteCount = 64
+package enum SHA512 {
+    package static let byteCount = 64
 
-    public static func hash<B: ByteView & ~Copyable>(_ data: borrowing B) -> [UInt8] {
+    package static func hash<B: ByteView & ~Copyable>(_ data: borrowing B) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: byteCount)
         data.withBytes { d in
             withNonNilPointer(d) { dp in _ = crypto_hash_sha512(&out, dp, UInt64(d.count)) }
@@ -18,10 +18,10 @@ public enum SHA512 {
 /// and "transcript_ir"), built from libsodium's ristretto255 functions.
 /// Only the initiator-responder transcript is implemented: ItsMe always
 /// knows who started (PROTOCOL.md 16.2).
-public enum CPace {
-    public static let pointCount = 32
-    public static let scalarCount = 32
-    public static let iskCount = SHA512.byteCount
+package enum CPace {
+    package static let pointCount = 32
+    package static let scalarCount = 32
+    package static let iskCount = SHA512.byteCount
     static let dsi = Array("CPaceRistretto255".utf8)
     static let dsiISK = Array("CPaceRistretto255_ISK".utf8)
     /// SHA-512's input block size (H.s_in_bytes).
@@ -29,7 +29,7 @@ public enum CPace {
 
     /// generator_string(DSI, PRS, CI, sid, s_in_bytes): the zero padding
     /// makes DSI and PRS fill the hash's first block.
-    public static func generatorString<P: ByteView & ~Copyable>(prs: borrowing P, ci: [UInt8], sid: [UInt8]) -> SecretBytes? {
+    package static func generatorString<P: ByteView & ~Copyable>(prs: borrowing P, ci: [UInt8], sid: [UInt8]) -> SecretBytes? {
         let prsCount = prs.withBytes { $0.count }
         let zpad = max(0, hashBlockCount - 1 - (LV.lengthPrefix(prsCount).count + prsCount) - (LV.lengthPrefix(dsi.count).count + dsi.count))
         let head = LV.lengthPrefix(dsi.count) + dsi + LV.lengthPrefix(prsCount)
@@ -45,7 +45,7 @@ public enum CPace {
 
     /// The encoded generator g = from_hash(SHA-512(generator_string)).
     /// It is derived from the password, so it is kept out of logs like one.
-    public static func generator<P: ByteView & ~Copyable>(prs: borrowing P, ci: [UInt8], sid: [UInt8]) throws -> SecretBytes {
+    package static func generator<P: ByteView & ~Copyable>(prs: borrowing P, ci: [UInt8], sid: [UInt8]) throws -> SecretBytes {
         guard let gen = generatorString(prs: prs, ci: ci, sid: sid) else { throw ItsMeError(.outOfMemory, "no memory for CPace") }
         var h = try SecretBytes(count: SHA512.byteCount)
         gen.withBytes { g in
@@ -64,7 +64,7 @@ public enum CPace {
 
     /// sample_scalar() as the draft recommends: 32 random bytes with the
     /// bits above 252 cleared, read little-endian.
-    public static func sampleScalar<R: RandomSource>(into out: UnsafeMutableRawBufferPointer, using rng: inout R) {
+    package static func sampleScalar<R: RandomSource>(into out: UnsafeMutableRawBufferPointer, using rng: inout R) {
         precondition(out.count == scalarCount)
         rng.fill(out)
         out[31] &= 0x0f
@@ -75,7 +75,7 @@ public enum CPace {
     /// "abort" in the draft). libsodium's scalar multiplication checks both,
     /// except that libsodium 1.0.18 ignores the encoding's top bit, which RFC
     /// 9496 requires to be zero: that check is made here.
-    public static func scalarMult(scalar: UnsafeRawBufferPointer, point: UnsafeRawBufferPointer) -> [UInt8]? {
+    package static func scalarMult(scalar: UnsafeRawBufferPointer, point: UnsafeRawBufferPointer) -> [UInt8]? {
         guard scalar.count == scalarCount, point.count == pointCount, point[31] & 0x80 == 0 else { return nil }
         var out = [UInt8](repeating: 0, count: pointCount)
         let rc = crypto_scalarmult_ristretto255(
@@ -88,7 +88,7 @@ public enum CPace {
     }
 
     /// ISK = SHA-512(lv_cat(DSI || "_ISK", sid, K) || transcript_ir(Ya, ADa, Yb, ADb)).
-    public static func isk(sid: [UInt8], k: [UInt8], ya: [UInt8], ada: [UInt8], yb: [UInt8], adb: [UInt8]) throws -> SecretBytes {
+    package static func isk(sid: [UInt8], k: [UInt8], ya: [UInt8], ada: [UInt8], yb: [UInt8], adb: [UInt8]) throws -> SecretBytes {
         var input = LV.cat(dsiISK, sid, k) + LV.cat(ya, ada) + LV.cat(yb, adb)
         defer { wipe(&input) }
         var out = try SecretBytes(count: iskCount)

@@ -108,7 +108,7 @@ public final class Exchange: CustomStringConvertible {
     public var peer: Peer? { machine.peer }
 
     /// The SAS, or `.invalidState` saying why there is none.
-    public func requireSAS() throws -> ShortCode {
+    package func requireSAS() throws -> ShortCode {
         guard let sas else {
             throw ItsMeError(
                 .invalidState, state == .imported ? "a source-format payload has no SAS" : "there is no SAS: the exchange is \(state)")
@@ -124,7 +124,7 @@ public final class Exchange: CustomStringConvertible {
         return peer
     }
     /// Bluetooth only: the code the two devices use to find each other.
-    public var sessionCode: ShortCode? { machine.sessionCode }
+    package var sessionCode: ShortCode? { machine.sessionCode }
     /// Why the exchange failed, once it has.
     public var failure: ItsMeError? { machine.failure }
     /// The id of the contact `save` stored or found, once saved.

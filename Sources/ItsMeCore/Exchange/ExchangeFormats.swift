@@ -1,10 +1,10 @@
 /// The derivations and wire formats of the in-person exchanges
 /// (docs/PROTOCOL.md sections 3, 5, 6 and 7), as pure functions.
-public enum ExchangeProtocol {
-    public static let version: UInt8 = 1
-    public static let deviceSecretCount = 16
-    public static let seedCount = 32
-    public static let hashCount = 32
+package enum ExchangeProtocol {
+    package static let version: UInt8 = 1
+    package static let deviceSecretCount = 16
+    package static let seedCount = 32
+    package static let hashCount = 32
 
     // MARK: Seed (section 3)
 
@@ -14,7 +14,7 @@ public enum ExchangeProtocol {
         return x.lexicographicallyPrecedes(y) ? x + y : y + x
     }
 
-    public static func deriveSeed(
+    package static func deriveSeed(
         ephemeralSecret: UnsafeRawBufferPointer, peerEphemeralKey: [UInt8], fingerprints a: String, _ b: String,
         into out: UnsafeMutableRawBufferPointer
     ) throws {
@@ -31,7 +31,7 @@ public enum ExchangeProtocol {
 
     // MARK: QR (section 5)
 
-    public static let qrPrefix = "ITSME1:"
+    package static let qrPrefix = "ITSME1:"
     static let qrFixedCount = 1 + 32 + 8 + 32 + 16 + 1 + 64
 
     /// A verified peer payload of our QR format.
@@ -100,13 +100,13 @@ public enum ExchangeProtocol {
     }
 
     /// th of section 5.3: the payload whose identity key is lower first.
-    public static func qrTranscriptHash(_ a: [UInt8], keyA: [UInt8], _ b: [UInt8], keyB: [UInt8]) -> [UInt8] {
+    package static func qrTranscriptHash(_ a: [UInt8], keyA: [UInt8], _ b: [UInt8], keyB: [UInt8]) -> [UInt8] {
         let (low, high) = keyA.lexicographicallyPrecedes(keyB) ? (a, b) : (b, a)
         return SHA256.hash(LV.cat(LV.b("itsme-qr-transcript-v1"), low, high))
     }
 
     /// th of section 5.3 from two payload texts, for the C function.
-    public static func qrTranscriptHash(texts a: String, _ b: String) throws -> [UInt8] {
+    package static func qrTranscriptHash(texts a: String, _ b: String) throws -> [UInt8] {
         func raw(_ t: String) throws -> [UInt8] {
             guard t.hasPrefix(qrPrefix) else { throw ItsMeError(.invalidArgument, "not an ITSME1 payload text") }
             return try parseQR(t.dropFirst(qrPrefix.count)).raw
@@ -163,16 +163,16 @@ public enum ExchangeProtocol {
 
     // MARK: Bluetooth (section 7)
 
-    public enum FrameType: UInt8 {
+    package enum FrameType: UInt8 {
         case hello = 1
         case key = 2
         case data = 3
         case confirm = 4
     }
 
-    public static let maxFrameCount = 2 + 113 + DisplayName.maxBytes + AEAD.tagCount
+    package static let maxFrameCount = 2 + 113 + DisplayName.maxBytes + AEAD.tagCount
 
-    public static func commitment(
+    package static func commitment(
         identityKey: [UInt8], ephemeralKey: [UInt8], name: [UInt8], deviceSecret: UnsafeRawBufferPointer
     ) -> [UInt8] {
         let rest = LV.cat(name, Array(deviceSecret))
@@ -180,7 +180,7 @@ public enum ExchangeProtocol {
             LV.cat(LV.b("itsme-sas-commit-v1"), [version], identityKey, ephemeralKey, SHA256.hash(rest)))
     }
 
-    public static func bluetoothTH1(
+    package static func bluetoothTH1(
         sessionCode: ShortCode, helloI: [UInt8], helloR: [UInt8], keyI: [UInt8], keyR: [UInt8]
     ) -> [UInt8] {
         SHA256.hash(LV.cat(LV.b("itsme-bluetooth-v1"), LV.b(sessionCode.text), helloI, helloR, keyI, keyR))
@@ -216,7 +216,7 @@ public enum ExchangeProtocol {
     }
 
     /// key_I || key_R (64 bytes) of section 7.3 into `out`.
-    public static func bluetoothKeys(
+    package static func bluetoothKeys(
         ephemeralSecret: UnsafeRawBufferPointer, peerEphemeralKey: [UInt8], th1: [UInt8],
         into out: UnsafeMutableRawBufferPointer
     ) throws {
@@ -246,7 +246,7 @@ public enum ExchangeProtocol {
         }
     }
 
-    public static func bluetoothTranscriptHash(th1: [UInt8], plaintextI: [UInt8], plaintextR: [UInt8]) -> [UInt8] {
+    package static func bluetoothTranscriptHash(th1: [UInt8], plaintextI: [UInt8], plaintextR: [UInt8]) -> [UInt8] {
         SHA256.hash(LV.cat(LV.b("itsme-bluetooth-transcript-v1"), th1, plaintextI, plaintextR))
     }
 

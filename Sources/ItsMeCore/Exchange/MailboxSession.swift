@@ -189,7 +189,7 @@ public final class MailboxSession: CustomStringConvertible {
         }
 
         /// The longest saved state read: a few messages and the fields.
-        public static let maxJSONCount = 1 << 20
+        package static let maxJSONCount = 1 << 20
     }
 
     /// The longest hold of a fetch (15.2), in seconds.
@@ -416,7 +416,7 @@ public final class MailboxSession: CustomStringConvertible {
     /// the path with its query. nil when no request is pending. Requests
     /// after the create or accept carry `Authorization: Bearer <token>`;
     /// a post carries the message as its body.
-    public var pendingHTTP: (method: String, path: String)? {
+    package var pendingHTTP: (method: String, path: String)? {
         guard let pending else { return nil }
         let base = "/v1/invites/\(relayID)"
         switch pending {

@@ -78,13 +78,13 @@ public struct RemoteCode: Sendable, Equatable, CustomStringConvertible {
 /// 16), as pure functions.
 public enum RemoteProtocol {
     public static let version: UInt8 = 1
-    public static let sidCount = 16
-    public static let tagCount = 32
+    package static let sidCount = 16
+    package static let tagCount = 32
     static let exchangeLabel = "itsme-online-exchange-v1"
     static let confirmLabel = "itsme-online-confirm-v1"
     static let payloadLabel = "itsme-online-payload-v1"
 
-    public enum MessageType: UInt8 {
+    package enum MessageType: UInt8 {
         case invite = 1
         case accept = 2
         case reply = 3
@@ -104,18 +104,18 @@ public enum RemoteProtocol {
     }
 
     /// CPace's channel identifier: lv_cat("itsme-online-exchange-v1", invite code).
-    public static func channelIdentifier(_ code: RemoteCode) -> [UInt8] {
+    package static func channelIdentifier(_ code: RemoteCode) -> [UInt8] {
         LV.cat(LV.b(exchangeLabel), LV.b(code.canonical))
     }
 
-    public static let inviteCount = 2 + sidCount + CPace.pointCount + 32
+    package static let inviteCount = 2 + sidCount + CPace.pointCount + 32
     /// The smallest sealed payload: 145 + 1 bytes of plaintext and the tag.
     static let minPayloadBox = 145 + 1 + AEAD.tagCount
     static let maxPayloadBox = 145 + DisplayName.maxBytes + AEAD.tagCount
     public static let maxMessageCount = 2 + CPace.pointCount + tagCount + maxPayloadBox
 
     /// tpake = SHA-256(lv_cat("itsme-online-transcript-v1", invite_id, INVITE, Yb)).
-    public static func pakeTranscript(inviteID: [UInt8], invite: [UInt8], yb: [UInt8]) -> [UInt8] {
+    package static func pakeTranscript(inviteID: [UInt8], invite: [UInt8], yb: [UInt8]) -> [UInt8] {
         SHA256.hash(LV.cat(LV.b("itsme-online-transcript-v1"), inviteID, invite, yb))
     }
 
@@ -131,7 +131,7 @@ public enum RemoteProtocol {
 
     static let decisionLabel = "itsme-online-decision-v1"
     /// A DECISION message: version, type, one sealed byte and its tag.
-    public static let decisionCount = 2 + 1 + AEAD.tagCount
+    package static let decisionCount = 2 + 1 + AEAD.tagCount
 
     static func decisionAAD(initiator: Bool, th: [UInt8]) -> [UInt8] {
         LV.cat(LV.b(decisionLabel), [version], LV.b(initiator ? "initiator" : "responder"), th)
@@ -165,7 +165,7 @@ public enum RemoteProtocol {
 
     /// The responder's tag: HMAC(kc_R, lv_cat(label, "responder", tpake)).
     /// The initiator's: HMAC(kc_I, lv_cat(label, "initiator", tpake, SHA-256(ACCEPT))).
-    public static func confirmationTag(key: UnsafeRawBufferPointer, initiator: Bool, tpake: [UInt8], accept: [UInt8]?) -> [UInt8] {
+    package static func confirmationTag(key: UnsafeRawBufferPointer, initiator: Bool, tpake: [UInt8], accept: [UInt8]?) -> [UInt8] {
         var parts = [LV.b(confirmLabel), LV.b(initiator ? "initiator" : "responder"), tpake]
         if let accept { parts.append(SHA256.hash(accept)) }
         return HMACSHA256.mac(key: key, message: LV.cat(parts))
@@ -239,7 +239,7 @@ public enum RemoteProtocol {
     }
 
     /// th = SHA-256(lv_cat("itsme-online-sas-transcript-v1", tpake, payload_I, payload_R)).
-    public static func transcriptHash(tpake: [UInt8], payloadI: [UInt8], payloadR: [UInt8]) -> [UInt8] {
+    package static func transcriptHash(tpake: [UInt8], payloadI: [UInt8], payloadR: [UInt8]) -> [UInt8] {
         SHA256.hash(LV.cat(LV.b("itsme-online-sas-transcript-v1"), tpake, payloadI, payloadR))
     }
 }

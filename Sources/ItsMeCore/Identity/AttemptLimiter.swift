@@ -8,8 +8,8 @@
 /// while the check runs does not erase the attempt.
 public struct AttemptLimiter: Sendable {
     public static let freeFailures: UInt32 = 5
-    public static let firstLockSeconds: Int64 = 5 * 60
-    public static let maxLockSeconds: Int64 = 24 * 60 * 60
+    package static let firstLockSeconds: Int64 = 5 * 60
+    package static let maxLockSeconds: Int64 = 24 * 60 * 60
     static let recordVersion: UInt8 = 1
 
     public struct Status: Equatable, Sendable {
@@ -35,7 +35,7 @@ public struct AttemptLimiter: Sendable {
     }
 
     /// The wait imposed after `failures` consecutive failures.
-    public static func lockSeconds(failures: UInt32) -> Int64 {
+    package static func lockSeconds(failures: UInt32) -> Int64 {
         guard failures >= freeFailures else { return 0 }
         let doublings = failures - freeFailures
         // 300 * 2^9 already exceeds the cap.

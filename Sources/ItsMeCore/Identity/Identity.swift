@@ -7,7 +7,7 @@ public final class Identity: CustomStringConvertible {
     /// Secret store item holding the identity record.
     public static let itemName = "itsme.identity"
     static let recordVersion: UInt8 = 1
-    public static let contactsKeyCount = 32
+    package static let contactsKeyCount = 32
 
     public let store: any SecretStore
     public let publicKey: [UInt8]
@@ -145,14 +145,14 @@ public enum Fingerprint {
 /// none of the refused code points, named as code points so that the rule
 /// does not depend on a Unicode version.
 public enum DisplayName {
-    public static let maxBytes = 128
+    package static let maxBytes = 128
 
     /// The code points a name may not contain: the C0 and C1 controls
     /// (general category Cc), and the invisible characters and bidi
     /// overrides that could hide or reorder text beside a code on screen.
     /// U+200C and U+200D (zero-width non-joiner and joiner) are allowed:
     /// Persian and Indic names and emoji sequences need them.
-    public static let refusedScalars: [ClosedRange<UInt32>] = [
+    package static let refusedScalars: [ClosedRange<UInt32>] = [
         0x0000...0x001F, 0x007F...0x009F,  // controls
         0x200B...0x200B,  // ZERO WIDTH SPACE
         0x202A...0x202E,  // bidi embeddings and overrides
@@ -161,7 +161,7 @@ public enum DisplayName {
         0xFEFF...0xFEFF,  // ZERO WIDTH NO-BREAK SPACE (byte order mark)
     ]
 
-    public static func isRefused(_ scalar: Unicode.Scalar) -> Bool {
+    package static func isRefused(_ scalar: Unicode.Scalar) -> Bool {
         refusedScalars.contains { $0.contains(scalar.value) }
     }
 

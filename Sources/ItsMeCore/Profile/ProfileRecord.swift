@@ -14,9 +14,9 @@ public final class ProfileRecord: CustomStringConvertible, @unchecked Sendable {
     /// Bytes around the three values: the version, three nonces, lengths
     /// and field MACs, the record MAC.
     public static let overhead = 1 + 3 * (ChaCha20.nonceCount + 4 + HMACSHA256.byteCount) + HMACSHA256.byteCount
-    public static let maxFilenameBytes = PhotoFilename.maxBytes
+    package static let maxFilenameBytes = PhotoFilename.maxBytes
     public static let recordIDCount = 16
-    public static let recordKeyCount = 16
+    package static let recordKeyCount = 16
     /// reference = record ID (16) || record key (16).
     public static let referenceCount = recordIDCount + recordKeyCount
 
@@ -30,7 +30,7 @@ public final class ProfileRecord: CustomStringConvertible, @unchecked Sendable {
     public let photoFilename: String
     /// The sealed record, as stored on the relay.
     public let record: [UInt8]
-    public let recordID: [UInt8]
+    package let recordID: [UInt8]
     private let recordKey: SecretBytes
 
     /// The relay's name for the record: the ID as 32 lowercase hex digits.

@@ -22,7 +22,7 @@ import Darwin
 /// Thread safety: as `FileSecretStore`; the key is read-only once opened.
 public final class PassphraseSecretStore: SecretStore {
     /// The file store that holds the sealed items.
-    public let inner: FileSecretStore
+    package let inner: FileSecretStore
     /// Where the wrap file is: `directory` + `.wrap`.
     public let wrapPath: String
     private let key: SecretBytes
@@ -31,7 +31,7 @@ public final class PassphraseSecretStore: SecretStore {
     /// 256 MiB, about a second).
     public static let parameters = Argon2id.Parameters.moderate
     /// The longest passphrase taken, in bytes.
-    public static let maxPassphraseCount = 4096
+    package static let maxPassphraseCount = 4096
     /// The largest wrap file read (a real one is about 200 bytes).
     static let maxWrapFileCount = 4096
 

@@ -52,10 +52,10 @@ extension SecretStore {
 
 /// Item names: 1 to 128 characters from [a-z0-9._-], not starting with a
 /// dot, so that any host can use them as file or account names.
-public enum SecretStoreName {
-    public static let maxLength = 128
+package enum SecretStoreName {
+    package static let maxLength = 128
 
-    public static func isValid(_ name: String) -> Bool {
+    package static func isValid(_ name: String) -> Bool {
         let u = Array(name.utf8)
         guard !u.isEmpty, u.count <= maxLength, u[0] != UInt8(ascii: ".") else { return false }
         return u.allSatisfy { c in
@@ -64,7 +64,7 @@ public enum SecretStoreName {
         }
     }
 
-    public static func check(_ name: String) throws {
+    package static func check(_ name: String) throws {
         guard isValid(name) else {
             throw ItsMeError(.invalidArgument, "invalid secret item name")
         }
@@ -72,7 +72,7 @@ public enum SecretStoreName {
 
     /// Largest item we read back: our records are far smaller; anything
     /// bigger is not ours.
-    public static let maxItemSize = 1 << 20
+    package static let maxItemSize = 1 << 20
 }
 
 /// Items in guarded memory, wiped when removed or when the store dies.

@@ -32,12 +32,12 @@ struct StoreManifest: Equatable {
 
 /// Rows in the store's three tables.
 public struct RowCounts: Equatable, Sendable, CustomStringConvertible {
-    public var contacts: UInt64
-    public var photos: UInt64
-    public var deviceSecrets: UInt64
+    public package(set) var contacts: UInt64
+    public package(set) var photos: UInt64
+    public package(set) var deviceSecrets: UInt64
 
     /// No rows at all.
-    public static let zero = RowCounts(contacts: 0, photos: 0, deviceSecrets: 0)
+    package static let zero = RowCounts(contacts: 0, photos: 0, deviceSecrets: 0)
 
     public var description: String { "\(contacts) contacts, \(photos) photos, \(deviceSecrets) device secrets" }
 }
@@ -113,7 +113,7 @@ public struct StoreLoss: Equatable, Sendable, CustomStringConvertible {
     public let photosMissing: UInt64
 
     /// Whether anything at all was lost.
-    public var isEmpty: Bool {
+    package var isEmpty: Bool {
         !replaced && commitsLost == 0 && missing == RowCounts.zero && photosMissing == 0
     }
 

@@ -2,8 +2,8 @@
 
 /// Length-prefixed concatenation (the CPace draft's `lv_cat`): each part is
 /// preceded by its length in unsigned LEB128.
-public enum LV {
-    public static func lengthPrefix(_ count: Int) -> [UInt8] {
+package enum LV {
+    package static func lengthPrefix(_ count: Int) -> [UInt8] {
         var n = UInt64(count)
         var out: [UInt8] = []
         repeat {
@@ -14,7 +14,7 @@ public enum LV {
         return out
     }
 
-    public static func cat(_ parts: [[UInt8]]) -> [UInt8] {
+    package static func cat(_ parts: [[UInt8]]) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(parts.reduce(0) { $0 + $1.count + 2 })
         for p in parts {
@@ -24,7 +24,7 @@ public enum LV {
         return out
     }
 
-    public static func cat(_ parts: [UInt8]...) -> [UInt8] { cat(parts) }
+    package static func cat(_ parts: [UInt8]...) -> [UInt8] { cat(parts) }
 
     /// ASCII bytes of a label or text.
     @inline(__always) static func b(_ s: String) -> [UInt8] { Array(s.utf8) }
@@ -34,7 +34,7 @@ public enum LV {
 public enum NATO {
     /// The one table. Static strings, so the C layer hands out pointers
     /// that live as long as the library (`itsme_nato_word`).
-    public static let staticWords: [StaticString] = [
+    package static let staticWords: [StaticString] = [
         "ALFA", "BRAVO", "CHARLIE", "DELTA", "ECHO", "FOXTROT", "GOLF", "HOTEL", "INDIA", "JULIET", "KILO", "LIMA",
         "MIKE", "NOVEMBER", "OSCAR", "PAPA", "QUEBEC", "ROMEO", "SIERRA", "TANGO", "UNIFORM", "VICTOR", "WHISKEY",
         "XRAY", "YANKEE", "ZULU",
@@ -81,7 +81,7 @@ public enum TypedInput {
 
     /// The text without leading and trailing ASCII white space (and nothing
     /// else: no other Unicode white space is removed).
-    public static func withoutASCIIWhitespaceAround(_ text: String) -> String {
+    package static func withoutASCIIWhitespaceAround(_ text: String) -> String {
         let scalars = Array(text.unicodeScalars)
         var start = 0, end = scalars.count
         while start < end, isASCIIWhitespace(scalars[start]) { start += 1 }
@@ -109,7 +109,7 @@ public enum TypedInput {
     /// A NATO word in any ASCII case, one U+0020 or `-`, and exactly `digits`
     /// ASCII digits, with leading and trailing spaces ignored: the short code
     /// (4 digits, section 4) and the heard voice code (3 digits, section 10).
-    public static func wordAndNumber(_ input: String, digits: Int) -> (word: Int, number: UInt32)? {
+    package static func wordAndNumber(_ input: String, digits: Int) -> (word: Int, number: UInt32)? {
         let bytes = trimmed(input)
         guard let sep = bytes.firstIndex(where: { $0 == space || $0 == dash }) else { return nil }
         let number = bytes[(sep + 1)...]
@@ -137,7 +137,7 @@ public enum TypedInput {
     /// in any ASCII case, with every U+0020 and `-` skipped wherever it is.
     /// A character outside the alphabet ends the reading: `.failure` with its
     /// byte (the first byte of a non-ASCII character).
-    public static func alphabetValues(_ input: String, alphabet: [UInt8]) -> Result<[Int], Refused> {
+    package static func alphabetValues(_ input: String, alphabet: [UInt8]) -> Result<[Int], Refused> {
         var values: [Int] = []
         for c in input.utf8 where c != space && c != dash {
             guard let v = alphabet.firstIndex(of: upper(c)) else { return .failure(Refused(byte: c)) }
@@ -160,7 +160,7 @@ public enum TypedInput {
 /// A NATO word and four digits (PROTOCOL.md section 4): the SAS and the
 /// Bluetooth session code. 260,000 values, 17.99 bits.
 public struct ShortCode: Equatable, Sendable, CustomStringConvertible {
-    public static let valueCount: UInt32 = 260_000
+    package static let valueCount: UInt32 = 260_000
     public let value: UInt32
 
     public init?(value: UInt32) {
@@ -168,7 +168,7 @@ public struct ShortCode: Equatable, Sendable, CustomStringConvertible {
         self.value = value
     }
 
-    public var wordIndex: Int { Int(value / 10_000) }
+    package var wordIndex: Int { Int(value / 10_000) }
     public var number: Int { Int(value % 10_000) }
 
     /// "ECHO 0042".

@@ -126,7 +126,7 @@ public final class RegularFile {
     /// files, as those of /proc, say 0 for their size and still have
     /// bytes). Buffers the bytes passed through are zeroed before they
     /// are freed.
-    public func readAll() throws -> [UInt8] {
+    package func readAll() throws -> [UInt8] {
         var capacity = min(size, limit) + 1
         var buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 1)
         var count = 0

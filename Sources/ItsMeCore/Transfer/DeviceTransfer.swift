@@ -33,7 +33,7 @@ public final class DeviceTransfer: CustomStringConvertible {
     }
 
     public static let version: UInt8 = 1
-    public static let offerPrefix = TransferOffer.prefix
+    package static let offerPrefix = TransferOffer.prefix
     /// How long a transfer may take, from its creation.
     public static let lifetime: Int64 = 600
 
@@ -48,7 +48,7 @@ public final class DeviceTransfer: CustomStringConvertible {
     public var sas: ShortCode? { machine.sas }
 
     /// The SAS, or `.invalidState` saying why there is none.
-    public func requireSAS() throws -> ShortCode {
+    package func requireSAS() throws -> ShortCode {
         guard let sas else { throw ItsMeError(.invalidState, "there is no SAS (the transfer is \(state))") }
         return sas
     }

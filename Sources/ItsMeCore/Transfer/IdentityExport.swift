@@ -25,14 +25,14 @@ public enum IdentityExport {
     public static let magic = Array("ITSMEXP".utf8)
     public static let version: UInt8 = 1
     static let kdfArgon2id: UInt8 = 1
-    public static let headerCount = 7 + 1 + 1 + 4 + 4 + 1 + Argon2id.saltCount + AEAD.nonceCount
-    public static let textPrefix = "ITSMEXP1:"
-    public static let generatedPasswordCount = 13
+    package static let headerCount = 7 + 1 + 1 + 4 + 4 + 1 + Argon2id.saltCount + AEAD.nonceCount
+    package static let textPrefix = "ITSMEXP1:"
+    package static let generatedPasswordCount = 13
     public static let minimumChosenPasswordCount = 8
     /// Parameters accepted on import: at least libsodium's moderate level,
     /// at most 10 passes over 1 GiB.
-    public static let acceptedPasses: ClosedRange<UInt32> = 3...10
-    public static let acceptedMemoryKiB: ClosedRange<UInt32> = (256 * 1024)...(1024 * 1024)
+    package static let acceptedPasses: ClosedRange<UInt32> = 3...10
+    package static let acceptedMemoryKiB: ClosedRange<UInt32> = (256 * 1024)...(1024 * 1024)
 
     /// What an export's header says, read before any expensive work.
     public struct Header: Equatable, Sendable {
@@ -132,14 +132,14 @@ public enum IdentityExport {
 
     /// Checks that `password` is one of `kind` (as export and open read
     /// it): `.invalidArgument` if not. Derives nothing.
-    public static func checkPassword(_ password: String, kind: PasswordKind) throws {
+    package static func checkPassword(_ password: String, kind: PasswordKind) throws {
         var secret = try passwordBytes(password, kind: kind)
         wipe(&secret)
     }
 
     /// The size of an export of an identity whose name is `nameByteCount`
     /// bytes of UTF-8: the header, the sealed contents and the tag.
-    public static func blobCount(nameByteCount: Int) -> Int {
+    package static func blobCount(nameByteCount: Int) -> Int {
         headerCount + Ed25519.seedCount + Identity.contactsKeyCount + 2 + nameByteCount + Fingerprint.textCount
             + AEAD.tagCount
     }
@@ -319,7 +319,7 @@ extension IdentityExport {
 
         /// Installing would replace another identity or clear contacts the
         /// imported key cannot read: the host must ask before proceeding.
-        public var isWrongIdentity: Bool { otherIdentity != nil || store.unreadable > 0 }
+        package var isWrongIdentity: Bool { otherIdentity != nil || store.unreadable > 0 }
     }
 
     /// Looks at `secretStore` and the contact store at `contactStorePath`

@@ -32,7 +32,7 @@ public final class OnlineVerify: CustomStringConvertible {
     /// 16 bytes; the relay room's name is its lowercase hex.
     public var roomID: [UInt8] { machine.roomID }
     public var roomName: String { Hex.encodeUpper(machine.roomID).lowercased() }
-    public var isInitiator: Bool { machine.session.isInitiator }
+    package var isInitiator: Bool { machine.session.isInitiator }
     public var createdAt: Int64 { machine.session.createdAt }
     public var failure: ItsMeError? { machine.failure }
     /// The SAS, once both proofs are checked (and after a rejection that
@@ -40,7 +40,7 @@ public final class OnlineVerify: CustomStringConvertible {
     public var sas: ShortCode? { machine.sas }
 
     /// The SAS, or `.invalidState` saying why there is none.
-    public func requireSAS() throws -> ShortCode {
+    package func requireSAS() throws -> ShortCode {
         guard let sas else { throw ItsMeError(.invalidState, "there is no SAS (the session is \(state))") }
         return sas
     }

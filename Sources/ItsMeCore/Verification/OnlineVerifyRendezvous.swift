@@ -23,9 +23,9 @@ public final class OnlineVerifyRendezvous: CustomStringConvertible {
     /// The current window's candidate, then the previous window's.
     public let candidates: [Candidate]
     /// Whether the previous window's room is to be joined as well.
-    public private(set) var widened = false
+    package private(set) var widened = false
     /// The index in `candidates` of the room where the two met.
-    public private(set) var chosenIndex: Int?
+    package private(set) var chosenIndex: Int?
 
     /// Makes the two sessions with contact `contactID` for the window of
     /// `now` and the one before. Throws what `OnlineVerify.init` throws (an

@@ -17,19 +17,19 @@ public final class PinUpdate: CustomStringConvertible {
         case failed = 3
     }
 
-    public static let lifetime = WindowedSession.lifetime
+    package static let lifetime = WindowedSession.lifetime
 
     private let store: ContactStore
     private var machine: PinUpdateMachine
     private var outbox: [[UInt8]] = []
 
-    public var contactID: Int64 { machine.session.contactID }
-    public var window: Int64 { machine.session.window }
-    public var sessionCode: ShortCode { machine.sessionCode }
-    public var isInitiator: Bool { machine.session.isInitiator }
-    public var createdAt: Int64 { machine.session.createdAt }
-    public var failure: ItsMeError? { machine.failure }
-    public var state: State {
+    package var contactID: Int64 { machine.session.contactID }
+    package var window: Int64 { machine.session.window }
+    package var sessionCode: ShortCode { machine.sessionCode }
+    package var isInitiator: Bool { machine.session.isInitiator }
+    package var createdAt: Int64 { machine.session.createdAt }
+    package var failure: ItsMeError? { machine.failure }
+    package var state: State {
         switch machine.state {
         case .sentKey, .awaitingNew, .sentNew: .running
         case .done: .done
@@ -38,13 +38,13 @@ public final class PinUpdate: CustomStringConvertible {
     }
 
     /// The session code both devices show, from the seed and the window.
-    public static func sessionCode<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64) throws -> ShortCode {
+    package static func sessionCode<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64) throws -> ShortCode {
         try PinUpdateMachine.sessionCode(seed: seed, window: window)
     }
 
     /// An update with contact `contactID` in `window` (the current one or
     /// the one before, as for Online Verify).
-    public init<R: RandomSource>(store: ContactStore, contactID: Int64, window: Int64, now: Int64, random: inout R) throws {
+    package init<R: RandomSource>(store: ContactStore, contactID: Int64, window: Int64, now: Int64, random: inout R) throws {
         try VoiceProtocol.checkMeetingWindow(window, now: now)
         let contact = try store.contact(id: contactID)
         try ContactStore.checkSettled(contact)
@@ -58,13 +58,13 @@ public final class PinUpdate: CustomStringConvertible {
 
     public var description: String { "PinUpdate(contact: \(contactID), state: \(state))" }
 
-    public func peekOutgoing() -> [UInt8]? { state == .failed ? nil : outbox.first }
-    public func markSent() { if !outbox.isEmpty { outbox.removeFirst() } }
+    package func peekOutgoing() -> [UInt8]? { state == .failed ? nil : outbox.first }
+    package func markSent() { if !outbox.isEmpty { outbox.removeFirst() } }
 
     /// Feeds one frame from the peer, and makes the store writes it leads
     /// to, in the order PROTOCOL.md 10.3 gives. A failed write fails the
     /// update (and sends nothing after it).
-    public func receive(_ frame: [UInt8], now: Int64) throws {
+    package func receive(_ frame: [UInt8], now: Int64) throws {
         defer { if state == .failed { outbox.removeAll() } }
         let actions = try machine.receive(frame, now: now)
         do {

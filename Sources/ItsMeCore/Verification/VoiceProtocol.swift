@@ -3,14 +3,14 @@
 public enum VoiceProtocol {
     public static let windowSeconds: Int64 = 30
     /// How early, by its own clock, a device may start a planned session.
-    public static let skewSeconds: Int64 = 15
-    public static let sessionIDValues: UInt64 = 2600
-    public static let codeValues: UInt64 = 26_000
-    public static let tagValues: UInt64 = 100
-    public static let wordCount = 5
+    package static let skewSeconds: Int64 = 15
+    package static let sessionIDValues: UInt64 = 2600
+    package static let codeValues: UInt64 = 26_000
+    package static let tagValues: UInt64 = 100
+    package static let wordCount = 5
 
     /// The window of the latest time accepted.
-    public static let maxWindow: Int64 = UnixTime.max / windowSeconds
+    package static let maxWindow: Int64 = UnixTime.max / windowSeconds
 
     public static func window(_ t: Int64) -> Int64 { t >= 0 ? t / windowSeconds : (t - windowSeconds + 1) / windowSeconds }
 
@@ -27,7 +27,7 @@ public enum VoiceProtocol {
 
     /// The window a session planned at `now` uses, and the seconds until
     /// it begins (section 9.1).
-    public static func plan(now: Int64, lastWindow: Int64?) -> (window: Int64, startsIn: Int64) {
+    package static func plan(now: Int64, lastWindow: Int64?) -> (window: Int64, startsIn: Int64) {
         var w = window(now) + 1
         if let last = lastWindow, last + 1 > w { w = last + 1 }
         return (w, w * windowSeconds - now)
@@ -37,7 +37,7 @@ public enum VoiceProtocol {
 
     /// Windows are non-negative (section 9.1): `.invalidArgument` for a
     /// negative one, which `u64` would encode as its two's complement.
-    public static func checkWindow(_ window: Int64) throws {
+    package static func checkWindow(_ window: Int64) throws {
         guard window >= 0 else { throw ItsMeError(.invalidArgument, "a window is not negative (got \(window))") }
     }
 
@@ -52,7 +52,7 @@ public enum VoiceProtocol {
     }
 
     /// Section 9.2: a NATO word and two digits, as its value.
-    public static func sessionID<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64) throws -> UInt32 {
+    package static func sessionID<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64) throws -> UInt32 {
         UInt32(prefix64(key: seed, LV.cat(LV.b("itsme-session-id-v1"), try windowBytes(window))) % sessionIDValues)
     }
 
@@ -105,7 +105,7 @@ public enum VoiceProtocol {
     }
 
     /// Section 9.4: whether the party with the lower id selects first.
-    public static func lowerSelectsFirst<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64) throws -> Bool {
+    package static func lowerSelectsFirst<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64) throws -> Bool {
         HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-first-selector-v1"), try windowBytes(window)))[0] & 1 == 0
     }
 
@@ -175,20 +175,20 @@ public enum VoiceProtocol {
 
     /// Everything one side derives in a session (sections 9.2 to 10.1),
     /// each key derived once: for `itsme_derive_voice` and the benchmark.
-    public struct Derivation: Sendable, Equatable {
-        public var sessionID: UInt32
-        public var myWords: [Int]
-        public var theirWords: [Int]
-        public var iSelectFirst: Bool
-        public var myCode: UInt32
-        public var theirCode: UInt32
-        public var myTag: UInt32
-        public var theirTag: UInt32
+    package struct Derivation: Sendable, Equatable {
+        package var sessionID: UInt32
+        package var myWords: [Int]
+        package var theirWords: [Int]
+        package var iSelectFirst: Bool
+        package var myCode: UInt32
+        package var theirCode: UInt32
+        package var myTag: UInt32
+        package var theirTag: UInt32
     }
 
     /// `firstWord` and `secondWord` are the selections in order (the first
     /// selector's word first).
-    public static func derive<S: ByteView & ~Copyable>(
+    package static func derive<S: ByteView & ~Copyable>(
         seed: borrowing S, window: Int64, myPID: [UInt8], theirPID: [UInt8], mySecret: UnsafeRawBufferPointer,
         theirSecret: UnsafeRawBufferPointer, firstWord: Int, secondWord: Int
     ) throws -> Derivation {

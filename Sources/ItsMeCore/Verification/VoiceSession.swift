@@ -54,10 +54,10 @@ public final class VoiceSession: CustomStringConvertible {
     public var contactID: Int64 { machine.plan.contactID }
     public var window: Int64 { machine.plan.window }
     /// Section 9.2, as its value (text: `sessionIDText`).
-    public var sessionID: UInt32 { machine.plan.sessionID }
+    package var sessionID: UInt32 { machine.plan.sessionID }
     /// This person's five word indices, sorted.
     public var myWords: [Int] { machine.plan.myWords }
-    public var iSelectFirst: Bool { machine.plan.iSelectFirst }
+    package var iSelectFirst: Bool { machine.plan.iSelectFirst }
     public var state: State {
         switch machine.state {
         case .waiting: .waiting
@@ -69,7 +69,7 @@ public final class VoiceSession: CustomStringConvertible {
     }
     public var outcome: Outcome? { machine.outcome }
     public var failure: ItsMeError? { machine.failure }
-    public var selections: [Int] { machine.selections }
+    package var selections: [Int] { machine.selections }
     /// The codes and tags, while comparing and once finished (nil before,
     /// and once the session failed).
     public var yourCode: UInt32? { machine.codes?.yourCode }
@@ -82,7 +82,7 @@ public final class VoiceSession: CustomStringConvertible {
     public var theirTag: UInt32? { machine.codes?.theirTag }
 
     public var sessionIDText: String { VoiceProtocol.sessionIDText(sessionID) }
-    public var lastMoment: Int64 { machine.plan.lastMoment }
+    package var lastMoment: Int64 { machine.plan.lastMoment }
 
     /// Plans a session with contact `contactID` at `now`: fixes the window
     /// (the next one after `now` and after the last one used).
