@@ -33,17 +33,22 @@ package func withNonNilPointer<R: ~Copyable>(_ bytes: UnsafeRawBufferPointer, _ 
     return try body(&zero)
 }
 
+/// SHA-256 (libsodium's `crypto_hash_sha256`).
 public enum SHA256 {
+    /// The length of a digest in bytes.
     public static let byteCount = 32
 
     // The generic entry points of this file are inlined so that a caller
     // in another module gets them specialised for its types; the work is
     // in the functions over raw bytes they call.
+    /// The 32-byte digest of `data`, which may be public bytes or a `SecretBytes`
+    /// (borrowed, not copied). Never fails.
     @inlinable
     public static func hash<B: ByteView & ~Copyable>(_ data: borrowing B) -> [UInt8] {
         data.withBytes { hash(bytes: $0) }
     }
 
+    /// The 32-byte digest of the bytes in `d`. Never fails.
     public static func hash(bytes d: UnsafeRawBufferPointer) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: byteCount)
         withNonNilPointer(d) { dp in
@@ -476,6 +481,8 @@ package enum AEAD {
 
 // MARK: - Password hashing
 
+/// Argon2id password hashing (libsodium's `crypto_pwhash`). Public for its
+/// cost parameters, which the core's PIN and identity export take.
 public enum Argon2id {
     package static let saltCount = 16
 
@@ -505,6 +512,7 @@ public enum Argon2id {
             Self.acceptedOps.contains(opsLimit) && Self.acceptedMem.contains(memLimit)
         }
 
+        /// The parameters for logs, such as `argon2id(t=2, m=65536 KiB)`.
         public var description: String { "argon2id(t=\(opsLimit), m=\(memLimit / 1024) KiB)" }
     }
 
@@ -541,6 +549,7 @@ public enum Argon2id {
 
 // MARK: - Encodings
 
+/// Upper-case hexadecimal encoding, as fingerprints and identifiers are shown.
 public enum Hex {
     private static let upper = Array("0123456789ABCDEF".utf8)
 
@@ -550,6 +559,7 @@ public enum Hex {
     @inlinable
     public static func encodeUpper(_ bytes: some Sequence<UInt8>) -> String { encodeUpper(bytes: Array(bytes)) }
 
+    /// Two upper-case hex digits per byte, most significant first. Never fails.
     public static func encodeUpper(bytes: [UInt8]) -> String {
         var chars: [UInt8] = []
         chars.reserveCapacity(bytes.count * 2)

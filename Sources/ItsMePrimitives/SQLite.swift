@@ -15,6 +15,7 @@ public struct DatabaseError: Error, Equatable, CustomStringConvertible {
     /// SQLite's message, with what we were doing.
     public let message: String
 
+    /// SQLite's codes, the name of the extended code and the message.
     public var description: String {
         let name = String(cString: sqlite3_errstr(extendedCode))
         return "SQLite error \(code)/\(extendedCode) (\(name)): \(message)"
@@ -26,10 +27,15 @@ public struct DatabaseError: Error, Equatable, CustomStringConvertible {
 
 /// A value to bind or read.
 public enum SQLValue: Equatable, Sendable {
+    /// SQL NULL.
     case null
+    /// A 64-bit signed integer.
     case integer(Int64)
+    /// A double-precision floating-point number.
     case real(Double)
+    /// UTF-8 text.
     case text(String)
+    /// Bytes, stored as they are.
     case blob([UInt8])
 }
 
@@ -37,14 +43,19 @@ public enum SQLValue: Equatable, Sendable {
 /// build on. Opened in serialized mode with extended result codes; not
 /// `Sendable` (give each thread its own connection or serialise access).
 public final class Database {
+    /// How `init(path:mode:busyTimeoutMilliseconds:)` opens the file.
     public enum Mode: Sendable {
+        /// Reads only; the file must exist.
         case readOnly
+        /// Reads and writes; the file must exist.
         case readWrite
         /// Read-write, creating the file if missing (the default).
         case readWriteCreate
     }
 
     let handle: OpaquePointer
+    /// The path the connection was opened with (`:memory:` for a private
+    /// in-memory database).
     public let path: String
     /// Prepared statements of `run` and `query`, by SQL text, kept between
     /// calls (reset, bindings cleared): preparing costs more than running
@@ -123,6 +134,9 @@ public final class Database {
         }
     }
 
+    /// Prepares one SQL statement (not cached) for the caller to bind and step.
+    /// Throws `DatabaseError` if SQLite refuses it, or if `sql` holds more than one
+    /// statement (use `execute` for several).
     package func prepare(_ sql: String) throws -> Statement {
         Statement(try prepareHandle(sql), database: self)
     }
@@ -192,10 +206,15 @@ public final class Database {
     package var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
     package var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
 
+    /// How a transaction takes SQLite's locks (`BEGIN DEFERRED`, `IMMEDIATE`,
+    /// `EXCLUSIVE`).
     public enum TransactionKind: String, Sendable {
+        /// Takes locks only when the first statement needs them.
         case deferred = "DEFERRED"
         /// Takes the write lock at once: the usual choice for read-modify-write.
         case immediate = "IMMEDIATE"
+        /// Takes the write lock at once and keeps other connections from reading
+        /// (except in WAL mode).
         case exclusive = "EXCLUSIVE"
     }
 
@@ -237,11 +256,13 @@ public final class Database {
         package let version: Int32
         package let apply: (Database) throws -> Void
 
+        /// A migration to schema `version` that runs `apply` on the connection.
         public init(version: Int32, apply: @escaping (Database) throws -> Void) {
             self.version = version
             self.apply = apply
         }
 
+        /// A migration to schema `version` that executes the statements in `sql`.
         public init(version: Int32, sql: String) {
             self.init(version: version) { try $0.execute(sql) }
         }

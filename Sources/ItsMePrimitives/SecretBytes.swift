@@ -7,6 +7,8 @@ import Glibc
 /// data (`[UInt8]`, slices, raw buffers) and secrets (`SecretBytes`) alike,
 /// so one crypto API serves both without copying secrets into the heap.
 public protocol ByteView: ~Copyable {
+    /// Calls `body` with the bytes, valid only for the duration of the call; the
+    /// buffer must not escape it. Rethrows what `body` throws.
     func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R
 }
 
@@ -14,6 +16,7 @@ public protocol ByteView: ~Copyable {
 // core's, over any ByteView) is specialised for them rather than paying for
 // generic metadata on every call.
 extension Array: ByteView where Element == UInt8 {
+    /// The array's bytes, borrowed for the duration of `body`.
     @inlinable
     public func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         // The standard library's closure APIs require a copyable result.
@@ -24,6 +27,7 @@ extension Array: ByteView where Element == UInt8 {
 }
 
 extension ArraySlice: ByteView where Element == UInt8 {
+    /// The slice's bytes, borrowed for the duration of `body`.
     @inlinable
     public func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         var result: R? = nil
@@ -33,6 +37,7 @@ extension ArraySlice: ByteView where Element == UInt8 {
 }
 
 extension UnsafeRawBufferPointer: ByteView {
+    /// The buffer itself, for the duration of `body`.
     @inlinable
     public func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try body(self)
@@ -47,6 +52,7 @@ extension UnsafeRawBufferPointer: ByteView {
 /// string interpolation, so it cannot end up in a log.
 public struct SecretBytes: ~Copyable, ByteView, @unchecked Sendable {
     @usableFromInline let base: UnsafeMutableRawPointer
+    /// The number of secret bytes.
     public let count: Int
 
     /// `count` zero bytes.
@@ -96,6 +102,8 @@ public struct SecretBytes: ~Copyable, ByteView, @unchecked Sendable {
         #endif
     }
 
+    /// The secret, borrowed for the duration of `body`: the buffer must not
+    /// escape it, and any copy `body` makes is the caller's to wipe (`wipe(_:)`).
     @inlinable
     public func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try body(UnsafeRawBufferPointer(start: base, count: count))
@@ -128,12 +136,16 @@ public struct SecretBytes: ~Copyable, ByteView, @unchecked Sendable {
 
 /// Comparison whose running time depends only on the length.
 public enum ConstantTime {
+    /// Whether `a` and `b` hold the same bytes (`sodium_memcmp`). Buffers of
+    /// different lengths are unequal at once: lengths are not secret.
     public static func equal(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
         guard a.count == b.count else { return false }
         guard a.count > 0 else { return true }
         return sodium_memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0
     }
 
+    /// Whether `a` and `b` hold the same bytes, in time that depends only on
+    /// their length; either may be a `SecretBytes`, borrowed, not copied.
     @inlinable
     public static func equal<A: ByteView & ~Copyable, B: ByteView & ~Copyable>(
         _ a: borrowing A, _ b: borrowing B
@@ -157,10 +169,15 @@ package func wipe(_ buffer: UnsafeMutableRawBufferPointer) {
 /// A source of random bytes. Every operation that draws randomness takes
 /// one, so tests can replace the system generator with a reproducible one.
 public protocol RandomSource {
+    /// Fills `buffer` with random bytes. Must not fail: a source that cannot
+    /// produce randomness must stop the process rather than return.
     mutating func fill(_ buffer: UnsafeMutableRawBufferPointer)
 }
 
 extension RandomSource {
+    /// `count` random bytes in a new array: for values that are not secret
+    /// (nonces, identifiers, keys sent in the clear), since an array is not
+    /// wiped. Secrets go to `SecretBytes` instead.
     public mutating func bytes(_ count: Int) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: count)
         out.withUnsafeMutableBytes { fill($0) }
@@ -170,7 +187,9 @@ extension RandomSource {
 
 /// The operating system's generator, through libsodium (`randombytes_buf`).
 public struct SystemRandom: RandomSource {
+    /// The system generator; it needs no state of its own.
     public init() {}
+    /// Fills `buffer` from the operating system's generator (`randombytes_buf`).
     public mutating func fill(_ buffer: UnsafeMutableRawBufferPointer) {
         guard let p = buffer.baseAddress, buffer.count > 0 else { return }
         randombytes_buf(p, buffer.count)
@@ -217,6 +236,7 @@ package final class SecretBox: ByteView, @unchecked Sendable {
         try bytes.withMutableBytes(body)
     }
 
+    /// The slice's bytes, borrowed for the duration of `body`.
     package func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try bytes.withBytes(body)
     }

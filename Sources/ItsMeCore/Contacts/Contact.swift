@@ -1,8 +1,14 @@
 /// A contact as the store keeps it, without its secrets (the verification
 /// seed and device secrets are read separately, only when needed).
 public struct Contact: Sendable, Equatable, CustomStringConvertible {
+    /// Where the contact stands in verification. The raw values are stored and
+    /// are the C interface's `ITSME_CONTACT_*` constants.
     public enum State: UInt8, Sendable {
+        /// Added by an exchange, not (yet) verified: the SAS was not confirmed, or
+        /// the contact came from an import.
         case unverified = 0
+        /// Verified in person or by a voice or Online Verify session on the device
+        /// that was exchanged with.
         case verified = 1
         /// Their device changed (device binding); see `degradationAcknowledged`.
         case degraded = 2
@@ -13,15 +19,22 @@ public struct Contact: Sendable, Equatable, CustomStringConvertible {
         case awaitingPeer = 3
     }
 
+    /// How the contact was added. The raw values are stored.
     public enum ExchangeMethod: UInt8, Sendable {
+        /// By QR codes, in person.
         case qr = 0
+        /// By Bluetooth, in person.
         case bluetooth = 1
+        /// By an invite at a distance, through the relay's mailbox.
         case invite = 2
+        /// By a real-time exchange at a distance, both online at once.
         case realtime = 3
     }
 
     /// The row id: stable, never reused (AUTOINCREMENT). 0 before adding.
     public internal(set) var id: Int64
+    /// The display name the person gave, or a new one set with
+    /// `ContactStore.setName`.
     public var name: String
     /// 16 uppercase hex digits; for display and lookup only.
     public internal(set) var fingerprint: String
@@ -29,11 +42,15 @@ public struct Contact: Sendable, Equatable, CustomStringConvertible {
     /// nil for a contact imported from the source's v5 format, which
     /// carries no key: such a contact is unauthenticated.
     public internal(set) var publicKey: [UInt8]?
+    /// Where the contact stands in verification.
     public var state: State
     /// The person confirmed a device change (degradation code entered).
     public var degradationAcknowledged: Bool
+    /// How the contact was added.
     public internal(set) var exchangeMethod: ExchangeMethod
+    /// When the contact was added, in Unix seconds.
     public internal(set) var createdAt: Int64
+    /// When the contact was last verified, in Unix seconds; nil if never.
     public var verifiedAt: Int64?
     /// The last voice-verification window used; a window W is usable only
     /// if W is greater. Changed only through `ContactStore.useWindow`.
@@ -41,6 +58,7 @@ public struct Contact: Sendable, Equatable, CustomStringConvertible {
     /// For a contact awaiting the peer: the last second at which the peer's
     /// decision may still arrive; `ContactStore.expireAwaiting` deletes it after.
     package internal(set) var awaitingUntil: Int64?
+    /// A private note about the contact, at most 4096 bytes of UTF-8.
     public var note: String
     /// Whether the contact has a photo (`ContactStore.photo`). The record
     /// says so, so that a photo row that went missing is noticed rather
@@ -49,6 +67,8 @@ public struct Contact: Sendable, Equatable, CustomStringConvertible {
     /// Fields written by a newer version, kept as they are on update.
     var unknownFields: [RecordField] = []
 
+    /// Whether the contact has an identity key (false only for a contact imported
+    /// from the source's v5 format).
     public var isAuthenticated: Bool { publicKey != nil }
 
     /// The contact's id in verification (PROTOCOL.md section 9): its
@@ -57,6 +77,7 @@ public struct Contact: Sendable, Equatable, CustomStringConvertible {
 
     package static let maxNoteBytes = 4096
 
+    /// The id, fingerprint and state, for logs; no name and no secret.
     public var description: String { "Contact(id: \(id), fingerprint: \(fingerprint), state: \(state))" }
 }
 

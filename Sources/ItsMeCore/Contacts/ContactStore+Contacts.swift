@@ -132,10 +132,15 @@ extension ContactStore {
         return sealed
     }
 
+    /// The contact with row id `id`. Throws `.notFound` if there is none,
+    /// `.corruptData` or `.authenticationFailed` if its sealed record does not
+    /// open under this identity's contacts key, `.database` if SQLite fails.
     public func contact(id: Int64) throws -> Contact {
         try withLock { try decode(id: id, sealed: try sealedRecord(id)) }
     }
 
+    /// The contact whose identity key is `publicKey` (32 bytes, else
+    /// `.invalidArgument`). Throws `.notFound` if there is none.
     public func contact(publicKey: [UInt8]) throws -> Contact {
         guard publicKey.count == Ed25519.publicKeyCount else {
             throw ItsMeError(.invalidArgument, "an identity key is \(Ed25519.publicKeyCount) bytes, got \(publicKey.count)")
@@ -190,6 +195,8 @@ extension ContactStore {
         }
     }
 
+    /// The number of contacts in the store, in every state. Throws `.database`
+    /// if SQLite fails.
     public func count() throws -> Int {
         try withLock {
             guard case .integer(let n)? = try db.query("SELECT count(*) FROM contacts").first?.first else { return 0 }
@@ -345,6 +352,8 @@ extension ContactStore {
         }
     }
 
+    /// Deletes the contact with row id `id`, with its seed, device secrets and
+    /// photo. Throws `.notFound` if there is none.
     public func delete(id: Int64) throws {
         try write {
             try db.run("DELETE FROM contacts WHERE id = ?", [.integer(id)])

@@ -46,6 +46,7 @@ public final class ContactStore: @unchecked Sendable {
     var ownerPublicKey: [UInt8] { ownPublicKey }
     /// Guarded scratch for decrypting records on the hot paths.
     private var scratch: SecretBytes
+    /// The path of the store's SQLite file, as given to `init(path:identity:)`.
     public let path: String
     /// The secret-store item holding this store's high-water mark.
     let markItem: String
@@ -156,9 +157,10 @@ public final class ContactStore: @unchecked Sendable {
         public let exists: Bool
         /// Whether the store was made for this contacts key.
         public let ownedByKey: Bool
-        /// Contacts the key opens, and contacts it does not (sealed under
-        /// another key: cleared when adopting).
+        /// Contacts the key opens.
         public let readable: Int
+        /// Contacts the key does not open (sealed under another key:
+        /// deleted when adopting).
         public let unreadable: Int
         /// Contacts with device secrets, all of which adopting forgets.
         public let deviceSecrets: Int

@@ -18,8 +18,12 @@
 ///
 /// Not thread-safe: serialise calls on one instance (the C layer does).
 public final class Exchange: CustomStringConvertible {
+    /// How the two sides exchange their contact data. The raw values are the C
+    /// interface's `ITSME_EXCHANGE_*` constants.
     public enum Method: UInt32, Sendable {
+        /// In person, each camera reading the other's QR code.
         case qr = 0
+        /// In person, over Bluetooth frames the host carries.
         case bluetooth = 1
         /// At a distance, through the relay's invite mailbox (PROTOCOL.md 16).
         case invite = 2
@@ -37,6 +41,7 @@ public final class Exchange: CustomStringConvertible {
         var isRemote: Bool { self == .invite || self == .realtime }
     }
 
+    /// Where the exchange stands. The raw values are the C interface's.
     public enum State: UInt32, Sendable {
         /// Waiting for the peer's payload (QR), frames (Bluetooth) or
         /// messages (invite, real-time).
@@ -51,6 +56,8 @@ public final class Exchange: CustomStringConvertible {
         /// This side or the peer rejected the SAS, or this side gave up
         /// waiting for the peer's decision: nothing was kept.
         case rejected = 5
+        /// A step failed (a bad message, a wrong code, a timeout): final; `failure`
+        /// says why and nothing was kept.
         case failed = 6
         /// This side confirmed the SAS; the peer's decision has not arrived
         /// (Bluetooth, invite, real-time: PROTOCOL.md 8.1). A new contact is
@@ -60,8 +67,11 @@ public final class Exchange: CustomStringConvertible {
         case awaitingDecision = 7
     }
 
+    /// Facts about an exchange the host shows or acts on.
     public struct Flags: OptionSet, Sendable {
+        /// The flags as the C interface's bit mask.
         public let rawValue: UInt32
+        /// The flags of the bit mask `rawValue`; unknown bits are kept.
         public init(rawValue: UInt32) { self.rawValue = rawValue }
         /// The peer sent the source format: nothing, its name included, is
         /// authenticated.
@@ -78,7 +88,10 @@ public final class Exchange: CustomStringConvertible {
 
     /// What the peer sent, once received and checked.
     public struct Peer: Sendable {
+        /// The display name the peer sent (authenticated unless the flag
+        /// `.unauthenticated` is set).
         public let name: String
+        /// The fingerprint of the peer's identity key (16 upper-case hex digits).
         public let fingerprint: String
         /// nil for a source-format peer.
         public let publicKey: [UInt8]?
@@ -99,8 +112,11 @@ public final class Exchange: CustomStringConvertible {
     private var existingContact = false
 
     var identity: Identity { machine.identity }
+    /// How this exchange runs.
     public var method: Method { machine.method }
+    /// When the exchange started, in Unix seconds; it expires 24 hours later.
     public var createdAt: Int64 { machine.createdAt }
+    /// Where the exchange stands.
     public var state: State { machine.publicState }
     /// The SAS, once the peer's contact data is in (nil once failed).
     public var sas: ShortCode? { machine.sas }
@@ -131,8 +147,12 @@ public final class Exchange: CustomStringConvertible {
     public var contactID: Int64? { savedContactID }
     /// The codes the inviter shows and the invitee types.
     public var inviteCode: RemoteCode? { machine.remote?.inviteCode }
+    /// The invite's encryption code: the inviter passes it on by another channel
+    /// than the invite code, and the invitee types both.
     public var encryptionCode: RemoteCode? { machine.remote?.encryptionCode }
 
+    /// Facts about the peer and the decisions: an unauthenticated peer, a
+    /// contact already known, the peer's confirmation or rejection.
     public var flags: Flags {
         var flags: Flags = existingContact ? [.knownContact] : []
         if let agreement = machine.agreement, agreement.sas == nil { flags.insert(.unauthenticated) }

@@ -58,8 +58,11 @@ public final class MailboxSession: CustomStringConvertible {
 
     /// One message of a fetch.
     public struct Message: Sendable {
+        /// The relay's sequence number of the message in its mailbox.
         public var seq: Int
+        /// The message as posted: an exchange message, opaque to the relay.
         public var body: [UInt8]
+        /// A fetched message, as the host parsed it from the relay's answer.
         public init(seq: Int, body: [UInt8]) {
             self.seq = seq
             self.body = body
@@ -68,10 +71,16 @@ public final class MailboxSession: CustomStringConvertible {
 
     /// The relay's answer to the pending request.
     public enum Answer: Sendable {
+        /// 201 to a create: the inviter's bearer token for the mailbox.
         case created(token: String)
+        /// 200 to an accept: the invitee's bearer token for the mailbox.
         case accepted(token: String)
+        /// 201 to a post: the sequence number the relay gave the message.
         case posted(seq: Int)
+        /// 200 to a fetch: whether an invitee has accepted, and the other side's
+        /// messages after the last one seen.
         case fetched(accepted: Bool, messages: [Message])
+        /// 204 to a delete: the mailbox is gone.
         case deleted
         /// 404: the invite is gone (ended by the other side, or expired).
         case inviteGone
@@ -97,18 +106,25 @@ public final class MailboxSession: CustomStringConvertible {
         /// The version this library writes and reads.
         public static let currentVersion = 1
 
+        /// The format version of this saved state (`currentVersion` when written).
         public var version: Int
         /// The invite ID (32 lowercase hex digits).
         public var relayID: String
+        /// Whether this side created the invite.
         public var inviter: Bool
+        /// This side's bearer token for the mailbox, once created or accepted.
         public var token: String?
+        /// The sequence number of the last message fetched (0 before any).
         public var lastSeq: Int
         /// Messages taken from the exchange and not yet posted, oldest first.
         public var unsent: [[UInt8]]
+        /// Whether the exchange finished and only the mailbox's deletion remains.
         public var done: Bool
         /// Whether an invitee was bound as of the last fetch; nil before one.
         public var accepted: Bool?
 
+        /// A saved state from its fields, as `init(json:)` reads them; hosts normally
+        /// take `MailboxSession.saved` instead of building one.
         public init(
             version: Int = SavedState.currentVersion, relayID: String, inviter: Bool, token: String?, lastSeq: Int,
             unsent: [[UInt8]], done: Bool, accepted: Bool? = nil

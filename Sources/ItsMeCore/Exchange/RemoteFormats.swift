@@ -5,7 +5,10 @@
 /// character and every swap of two characters is caught before any network
 /// call; other typos slip through 1 time in 31.
 public struct RemoteCode: Sendable, Equatable, CustomStringConvertible {
+    /// The 31 characters a code may hold: digits and upper-case letters without
+    /// 0, 1, I, L and O, which are easily confused.
     public static let alphabet = Array("23456789ABCDEFGHJKMNPQRSTUVWXYZ".utf8)
+    /// The number of characters of a code, the check character included.
     public static let count = 8
 
     /// The 8 canonical characters (upper case, no separator).
@@ -77,6 +80,7 @@ public struct RemoteCode: Sendable, Equatable, CustomStringConvertible {
 /// The wire formats and derivations of the remote exchange (PROTOCOL.md
 /// 16), as pure functions.
 public enum RemoteProtocol {
+    /// The version byte every remote exchange message starts with.
     public static let version: UInt8 = 1
     package static let sidCount = 16
     package static let tagCount = 32
@@ -112,6 +116,8 @@ public enum RemoteProtocol {
     /// The smallest sealed payload: 145 + 1 bytes of plaintext and the tag.
     static let minPayloadBox = 145 + 1 + AEAD.tagCount
     static let maxPayloadBox = 145 + DisplayName.maxBytes + AEAD.tagCount
+    /// The size in bytes of the largest message of a remote exchange (a REPLY
+    /// with the longest name): the relay's message limit must allow it.
     public static let maxMessageCount = 2 + CPace.pointCount + tagCount + maxPayloadBox
 
     /// tpake = SHA-256(lv_cat("itsme-online-transcript-v1", invite_id, INVITE, Yb)).

@@ -7,11 +7,14 @@
 /// failure is counted *before* the secret is checked: killing the process
 /// while the check runs does not erase the attempt.
 public struct AttemptLimiter: Sendable {
+    /// Consecutive failures allowed before the first lock (5 minutes, doubling
+    /// with each further failure up to 24 hours).
     public static let freeFailures: UInt32 = 5
     package static let firstLockSeconds: Int64 = 5 * 60
     package static let maxLockSeconds: Int64 = 24 * 60 * 60
     static let recordVersion: UInt8 = 1
 
+    /// The counter as it stands: failures so far and the wait they impose.
     public struct Status: Equatable, Sendable {
         /// Consecutive failed attempts.
         public let failures: UInt32
@@ -29,6 +32,8 @@ public struct AttemptLimiter: Sendable {
     /// Secret store item holding the counter, e.g. `itsme.limiter.pin`.
     public let itemName: String
 
+    /// A limiter whose counter is the item `itsme.limiter.<purpose>` in `store`.
+    /// Reads nothing until used.
     public init(store: any SecretStore, purpose: String) {
         self.store = store
         self.itemName = "itsme.limiter." + purpose
@@ -52,6 +57,9 @@ public struct AttemptLimiter: Sendable {
         return min(max(remaining, 0), duration)
     }
 
+    /// The failures so far and the seconds to wait at `now` (Unix seconds).
+    /// Throws `.invalidArgument` for a time out of range, `.corruptData` for a
+    /// malformed counter, `.secretStore` if the store fails.
     public func status(now: Int64) throws -> Status {
         try UnixTime.check(now)
         let state = try load()

@@ -9,9 +9,15 @@ public final class Identity: CustomStringConvertible {
     static let recordVersion: UInt8 = 1
     package static let contactsKeyCount = 32
 
+    /// The secret store holding the identity's record (and, with it, the PIN's
+    /// verifier and the contact store's high-water marks).
     public let store: any SecretStore
+    /// The Ed25519 public key (32 bytes) that identifies this person to contacts.
     public let publicKey: [UInt8]
+    /// The first 8 bytes of SHA-256 of `publicKey` as 16 upper-case hex digits,
+    /// for people to compare and for display.
     public let fingerprint: String
+    /// The display name sent to peers in exchanges; changed with `setName`.
     public private(set) var name: String
     private let seed: SecretBytes
     private let signingKey: SecretBytes
@@ -42,6 +48,11 @@ public final class Identity: CustomStringConvertible {
         return identity
     }
 
+    /// Creates a new identity from the system's random generator and saves it in
+    /// `store`. Throws `.invalidArgument` for an invalid display name (see
+    /// `DisplayName`), `.alreadyExists` if the store holds an identity,
+    /// `.secretStore` if the store fails. The keys stay in guarded memory and in
+    /// the store; no secret leaves this object.
     public static func create(store: any SecretStore, name: String) throws -> Identity {
         var rng = SystemRandom()
         return try create(store: store, name: name, random: &rng)
@@ -96,6 +107,8 @@ public final class Identity: CustomStringConvertible {
         try store.put(Self.itemName, bytes: record)
     }
 
+    /// Changes the display name and saves it. Throws `.invalidArgument` for an
+    /// invalid name, or the store's error; on any error the name is unchanged.
     public func setName(_ newName: String) throws {
         let validated = try DisplayName.validated(newName)
         let old = name
@@ -130,6 +143,7 @@ public final class Identity: CustomStringConvertible {
     public var description: String { "Identity(fingerprint: \(fingerprint))" }
 }
 
+/// Fingerprints: the short, human-comparable form of an identity key.
 public enum Fingerprint {
     /// Hex digits in a fingerprint.
     public static let textCount = 16
@@ -165,12 +179,15 @@ public enum DisplayName {
         refusedScalars.contains { $0.contains(scalar.value) }
     }
 
+    /// Whether `name` is a valid display name: 1 to 128 bytes of UTF-8 with no
+    /// refused code point.
     public static func isValid(_ name: String) -> Bool {
         let count = name.utf8.count
         guard count > 0, count <= maxBytes else { return false }
         return !name.unicodeScalars.contains(where: isRefused)
     }
 
+    /// `name` itself if valid; else throws `.invalidArgument` saying why.
     public static func validated(_ name: String) throws -> String {
         guard isValid(name) else {
             throw ItsMeError(

@@ -5,7 +5,9 @@
 /// secret store holding its hash, since whoever reads that store can try
 /// all 10^6 PINs offline.
 public struct PIN: Sendable {
+    /// The number of digits of a PIN.
     public static let length = 6
+    /// The secret store item holding the PIN's verifier (an Argon2id hash).
     public static let itemName = "itsme.pin"
     static let recordVersion: UInt8 = 1
     static let algorithmArgon2id13: UInt8 = 1
@@ -14,8 +16,12 @@ public struct PIN: Sendable {
 
     let store: any SecretStore
     let parameters: Argon2id.Parameters
+    /// The attempt limiter of PIN checks (`itsme.limiter.pin` in the store).
     public var limiter: AttemptLimiter { AttemptLimiter(store: store, purpose: "pin") }
 
+    /// The PIN kept in `store`, hashed with `parameters` when set or changed
+    /// (a stored verifier keeps the parameters it was made with). Reads nothing
+    /// until used.
     public init(store: any SecretStore, parameters: Argon2id.Parameters = .interactive) {
         self.store = store
         self.parameters = parameters
@@ -31,6 +37,8 @@ public struct PIN: Sendable {
         return try SecretBytes(copying: digits)
     }
 
+    /// Whether a PIN is set. Throws `.corruptData` if the stored verifier is
+    /// malformed, `.secretStore` if the store fails.
     public func isSet() throws -> Bool {
         guard let record = try store.get(Self.itemName) else { return false }
         _ = try Self.parse(record)
@@ -47,6 +55,10 @@ public struct PIN: Sendable {
         try limiter.reset()
     }
 
+    /// Checks `pin` at `now` (Unix seconds) through the attempt limiter. Throws
+    /// `.invalidPIN` if it is not six digits (not counted), `.notFound` if no PIN
+    /// is set, `.locked` while a lock lasts (nothing checked), `.wrongPIN` if it
+    /// does not match (counted). A right PIN resets the count.
     public func verify(_ pin: String, now: Int64) throws {
         try UnixTime.check(now)
         let secret = try Self.validated(pin)
@@ -61,12 +73,15 @@ public struct PIN: Sendable {
         }
     }
 
+    /// Replaces the PIN after verifying `old` as `verify` does (with its errors);
+    /// `.invalidPIN` if `new` is not six digits, checked first.
     public func change(old: String, new: String, now: Int64) throws {
         let newSecret = try Self.validated(new)
         try verify(old, now: now)
         try write(newSecret)
     }
 
+    /// The failed attempts so far and the wait at `now`, as `AttemptLimiter.status`.
     public func status(now: Int64) throws -> AttemptLimiter.Status {
         try limiter.status(now: now)
     }

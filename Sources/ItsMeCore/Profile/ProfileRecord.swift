@@ -8,6 +8,7 @@
 /// holds the record key, a secret: `reference` gives it out only into
 /// guarded memory, and `description` never shows it.
 public final class ProfileRecord: CustomStringConvertible, @unchecked Sendable {
+    /// The format version of records this library writes and reads.
     public static let version: UInt8 = 1
     /// The largest record: the relay's default record limit.
     public static let maxRecordBytes = 262_144
@@ -15,6 +16,7 @@ public final class ProfileRecord: CustomStringConvertible, @unchecked Sendable {
     /// and field MACs, the record MAC.
     public static let overhead = 1 + 3 * (ChaCha20.nonceCount + 4 + HMACSHA256.byteCount) + HMACSHA256.byteCount
     package static let maxFilenameBytes = PhotoFilename.maxBytes
+    /// The length of a record ID in bytes.
     public static let recordIDCount = 16
     package static let recordKeyCount = 16
     /// reference = record ID (16) || record key (16).
@@ -25,6 +27,7 @@ public final class ProfileRecord: CustomStringConvertible, @unchecked Sendable {
 
     /// The name, or "" if the profile has none.
     public let name: String
+    /// The photo's bytes (JPEG or PNG as the owner gave them), or empty if none.
     public let photo: [UInt8]
     /// The photo's filename, or "" if none.
     public let photoFilename: String

@@ -191,6 +191,9 @@ public final class PassphraseSecretStore: SecretStore {
         }
     }
 
+    /// Seals `value` with ChaCha20-Poly1305 under the passphrase's key (bound to
+    /// `name`) and stores it in the inner store, replacing any item of that name.
+    /// Throws `.invalidArgument` for an invalid item name, the inner store's error.
     public func put(_ name: String, _ value: UnsafeRawBufferPointer, accessibility: Accessibility) throws {
         try SecretStoreName.check(name)
         var random = SystemRandom()
@@ -199,8 +202,10 @@ public final class PassphraseSecretStore: SecretStore {
         try inner.put(name, bytes: [Self.itemVersion] + nonce + sealed, accessibility: accessibility)
     }
 
+    /// Removes the item `name`; false if there was none.
     public func remove(_ name: String) throws -> Bool { try inner.remove(name) }
 
+    /// Runs `body` under the inner store's exclusive access.
     public func withExclusiveAccess<R: ~Copyable>(_ body: () throws -> R) throws -> R {
         try inner.withExclusiveAccess(body)
     }

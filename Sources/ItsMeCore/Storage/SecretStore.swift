@@ -11,8 +11,14 @@ import Synchronization
 /// Keychain accessibility classes). Raw values are the C constants
 /// `ITSME_ACCESSIBLE_*`.
 public enum Accessibility: UInt32, Sendable {
+    /// Readable only while the device is unlocked, never moved to another device
+    /// (the default, and the identity's class).
     case whenUnlockedThisDeviceOnly = 0
+    /// Readable after the first unlock since boot, never moved to another device:
+    /// for background work.
     case afterFirstUnlockThisDeviceOnly = 1
+    /// Readable only while the device is unlocked; the host may let its backups
+    /// carry it to another device.
     case whenUnlocked = 2
 }
 
@@ -24,8 +30,17 @@ public enum Accessibility: UInt32, Sendable {
 /// false for a missing item. Implementations are called from one thread at
 /// a time per store (callers serialise), but may be called from any thread.
 public protocol SecretStore: AnyObject, Sendable {
+    /// The item `name` in guarded memory, owned by the caller; nil if there is
+    /// none. Throws `.invalidArgument` for an invalid item name, `.secretStore`
+    /// if the store fails.
     func get(_ name: String) throws -> SecretBytes?
+    /// Stores a copy of `value` as item `name`, atomically replacing any old
+    /// value; the caller keeps and wipes its buffer. Throws `.invalidArgument`
+    /// for an invalid item name, `.secretStore` if the store fails.
     func put(_ name: String, _ value: UnsafeRawBufferPointer, accessibility: Accessibility) throws
+    /// Removes the item `name`: true if it existed, false if not. Throws
+    /// `.invalidArgument` for an invalid item name, `.secretStore` if the store
+    /// fails.
     func remove(_ name: String) throws -> Bool
 
     /// Runs `body` with exclusive access for a read-modify-write of items
@@ -39,10 +54,14 @@ public protocol SecretStore: AnyObject, Sendable {
 private let readModifyWriteLock = Mutex<Void>(())
 
 extension SecretStore {
+    /// The default: runs `body` under one lock shared by every store of the
+    /// process. Rethrows what `body` throws.
     public func withExclusiveAccess<R: ~Copyable>(_ body: () throws -> R) throws -> R {
         try readModifyWriteLock.withLock { _ in try body() }
     }
 
+    /// Stores `bytes` (public bytes or a `SecretBytes`, borrowed, not copied to
+    /// the heap) as item `name`, as `put(_:_:accessibility:)`.
     public func put<B: ByteView & ~Copyable>(
         _ name: String, bytes: borrowing B, accessibility: Accessibility = .whenUnlockedThisDeviceOnly
     ) throws {
@@ -84,20 +103,28 @@ public final class MemorySecretStore: SecretStore {
 
     private let items = Mutex<[String: Item]>([:])
 
+    /// An empty store, for tests, examples and identities that need not outlive
+    /// the process.
     public init() {}
 
+    /// A copy of the item in guarded memory, owned by the caller; nil if none.
+    /// Throws `.invalidArgument` for an invalid item name.
     public func get(_ name: String) throws -> SecretBytes? {
         try SecretStoreName.check(name)
         guard let item = items.withLock({ $0[name] }) else { return nil }
         return try item.bytes.copy()
     }
 
+    /// Keeps a copy of `value` in guarded memory (the accessibility class does
+    /// not apply in memory). Throws `.invalidArgument` for an invalid item name.
     public func put(_ name: String, _ value: UnsafeRawBufferPointer, accessibility: Accessibility) throws {
         try SecretStoreName.check(name)
         let item = Item(try SecretBytes(copying: value))
         items.withLock { $0[name] = item }
     }
 
+    /// Removes and wipes the item; false if there was none. Throws
+    /// `.invalidArgument` for an invalid item name.
     public func remove(_ name: String) throws -> Bool {
         try SecretStoreName.check(name)
         return items.withLock { $0.removeValue(forKey: name) } != nil
@@ -112,6 +139,7 @@ public final class MemorySecretStore: SecretStore {
 /// fsync'd, so a crash leaves either the old or the new value. Protected by
 /// file permissions only (like an ssh key without a passphrase).
 public final class FileSecretStore: SecretStore {
+    /// The directory holding the item files.
     public let directory: String
 
     /// Opens the directory, creating it (and missing parents) with mode 0700.
@@ -165,6 +193,11 @@ public final class FileSecretStore: SecretStore {
         }
     }
 
+    /// Writes `value` to a temporary file (mode 0600), fsyncs it, renames it
+    /// over the item and fsyncs the directory. The accessibility class is not
+    /// enforced: files are protected by their permissions only. Throws
+    /// `.invalidArgument` for an invalid name or an item over 1 MiB,
+    /// `.secretStore` if a file operation fails.
     public func put(_ name: String, _ value: UnsafeRawBufferPointer, accessibility: Accessibility) throws {
         try SecretStoreName.check(name)
         guard value.count <= SecretStoreName.maxItemSize else {
@@ -218,6 +251,9 @@ public final class FileSecretStore: SecretStore {
         }
     }
 
+    /// Deletes the item's file and fsyncs the directory; false if there was
+    /// none. Throws `.invalidArgument` for an invalid name, `.secretStore` if
+    /// the file cannot be removed.
     public func remove(_ name: String) throws -> Bool {
         try SecretStoreName.check(name)
         guard unlink(path(name)) == 0 else {

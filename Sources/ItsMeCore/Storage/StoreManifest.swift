@@ -32,13 +32,17 @@ struct StoreManifest: Equatable {
 
 /// Rows in the store's three tables.
 public struct RowCounts: Equatable, Sendable, CustomStringConvertible {
+    /// Rows of the contacts table: one per contact.
     public package(set) var contacts: UInt64
+    /// Rows of the photos table: one per contact with a photo.
     public package(set) var photos: UInt64
+    /// Rows of the device secrets table: one per contact with device secrets.
     public package(set) var deviceSecrets: UInt64
 
     /// No rows at all.
     package static let zero = RowCounts(contacts: 0, photos: 0, deviceSecrets: 0)
 
+    /// The three counts in words, such as "3 contacts, 1 photos, 3 device secrets".
     public var description: String { "\(contacts) contacts, \(photos) photos, \(deviceSecrets) device secrets" }
 }
 
@@ -102,8 +106,9 @@ public struct StoreLoss: Equatable, Sendable, CustomStringConvertible {
     public let replaced: Bool
     /// Commits the file is behind the last one seen (same store).
     public let commitsLost: UInt64
-    /// Contacts at the last commit seen, and in the file now.
+    /// Contacts at the last commit seen.
     public let contactsBefore: UInt64
+    /// Contacts in the file now.
     public let contactsNow: UInt64
     /// Rows the file's own manifest counts but the file lacks (a damaged
     /// file), per table; 0 when the rows are all there.

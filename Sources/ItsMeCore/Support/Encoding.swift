@@ -40,6 +40,7 @@ public enum NATO {
         "XRAY", "YANKEE", "ZULU",
     ]
 
+    /// The 26 words of the NATO alphabet in upper case, ALFA to ZULU.
     public static let words: [String] = staticWords.map { $0.description }
 
     private static let wordBytes: [[UInt8]] = words.map { Array($0.utf8) }
@@ -148,6 +149,7 @@ public enum TypedInput {
 
     /// The first character that is not in a code's alphabet.
     public struct Refused: Error, Equatable, Sendable {
+        /// The refused byte, as typed.
         public let byte: UInt8
         /// "'1'" for a printable ASCII character, else "a character" (a
         /// non-ASCII character is never shown as the letter it resembles).
@@ -161,14 +163,17 @@ public enum TypedInput {
 /// Bluetooth session code. 260,000 values, 17.99 bits.
 public struct ShortCode: Equatable, Sendable, CustomStringConvertible {
     package static let valueCount: UInt32 = 260_000
+    /// The code as one number: word index * 10,000 + the four digits.
     public let value: UInt32
 
+    /// The code of `value`; nil unless it is below 260,000.
     public init?(value: UInt32) {
         guard value < Self.valueCount else { return nil }
         self.value = value
     }
 
     package var wordIndex: Int { Int(value / 10_000) }
+    /// The four-digit number, 0 to 9999.
     public var number: Int { Int(value % 10_000) }
 
     /// "ECHO 0042".

@@ -20,9 +20,11 @@ import Darwin
 /// it is opened (an `lstat`, or a `stat` when links are followed), so that
 /// opening it has no effect. Only a missing path is "absent" (nil).
 public final class RegularFile {
+    /// The path as given to `init(path:followLinks:limit:)`.
     public let path: String
     /// The size `fstat` gave when the file was opened.
     public let size: Int
+    /// The most bytes this file may hold and `read` will take.
     public let limit: Int
     private let fd: Int32
 
@@ -167,6 +169,7 @@ public final class RegularFile {
 /// words to follow the path or the item's name ("is a FIFO, not a regular
 /// file").
 public struct RegularFileError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// What was found instead of a readable regular file.
     public enum Problem: Equatable, Sendable {
         /// Something other than a regular file is there.
         case notRegular(kind: String)
@@ -181,9 +184,12 @@ public struct RegularFileError: Error, Equatable, Sendable, CustomStringConverti
         case system(call: String, code: Int32)
     }
 
+    /// The path that was refused.
     public let path: String
+    /// What was found there.
     public let problem: Problem
 
+    /// An error for `path`: what `problem` says was found there.
     public init(_ path: String, _ problem: Problem) {
         self.path = path
         self.problem = problem
@@ -195,6 +201,7 @@ public struct RegularFileError: Error, Equatable, Sendable, CustomStringConverti
         return true
     }
 
+    /// A few words to follow the path, such as "is a FIFO, not a regular file".
     public var reason: String {
         switch problem {
         case .notRegular(let kind): return "is \(kind), not a regular file"
@@ -206,6 +213,7 @@ public struct RegularFileError: Error, Equatable, Sendable, CustomStringConverti
         }
     }
 
+    /// The path followed by the reason.
     public var description: String { "\(path) \(reason)" }
 }
 

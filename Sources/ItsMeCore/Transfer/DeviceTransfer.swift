@@ -12,6 +12,7 @@
 ///
 /// A failure is final. Not thread-safe: serialise calls (the C layer does).
 public final class DeviceTransfer: CustomStringConvertible {
+    /// Which device this side is. The raw values are the C interface's.
     public enum Role: UInt32, Sendable {
         /// The new device: shows the offer, receives the identity.
         case receiver = 1
@@ -19,6 +20,7 @@ public final class DeviceTransfer: CustomStringConvertible {
         case sender = 2
     }
 
+    /// Where the transfer stands. The raw values are the C interface's.
     public enum State: UInt32, Sendable {
         /// The receiver waits for the sender's key.
         case awaitingPeer = 1
@@ -28,10 +30,15 @@ public final class DeviceTransfer: CustomStringConvertible {
         case awaitingIdentity = 3
         /// Sender: the identity is queued. Receiver: it is ready to install.
         case done = 4
+        /// The person said the SAS differs (on either device): nothing was sent or
+        /// installed.
         case rejected = 5
+        /// A step failed (a bad message, an expired transfer): final; `failure` says
+        /// why.
         case failed = 6
     }
 
+    /// The version of the transfer's offer and messages.
     public static let version: UInt8 = 1
     package static let offerPrefix = TransferOffer.prefix
     /// How long a transfer may take, from its creation.
@@ -40,8 +47,11 @@ public final class DeviceTransfer: CustomStringConvertible {
     private var machine: DeviceTransferMachine
     private var outbox: [[UInt8]] = []
 
+    /// Which device this side is.
     public var role: Role { machine.role }
+    /// When the transfer was created, in Unix seconds.
     public var createdAt: Int64 { machine.createdAt }
+    /// Why the transfer failed, once it has.
     public var failure: ItsMeError? { machine.failure }
     /// The SAS, once both keys are known (and after the transfer ended
     /// other than by failing).
@@ -56,6 +66,7 @@ public final class DeviceTransfer: CustomStringConvertible {
     public var roomName: String { machine.offer.roomName }
     /// The offer text (as the receiver shows it, or as the sender scanned it).
     public var offerText: String { machine.offer.text }
+    /// Where the transfer stands.
     public var state: State {
         switch machine.state {
         case .awaitingKey: .awaitingPeer

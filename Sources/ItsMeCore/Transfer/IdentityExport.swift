@@ -14,6 +14,8 @@
 /// fixed window before any key derivation, so a crafted blob can neither
 /// hang an importer nor exhaust its memory.
 public enum IdentityExport {
+    /// How an export's password was made; the header says which, so the importer
+    /// knows how to read what the person types.
     public enum PasswordKind: UInt8, Sendable {
         /// Drawn by the library: 13 characters of `RemoteCode.alphabet`
         /// (64.4 bits), typed in any case, spaces and `-` ignored.
@@ -22,12 +24,15 @@ public enum IdentityExport {
         case chosen = 2
     }
 
+    /// The bytes every export starts with, "ITSMEXP".
     public static let magic = Array("ITSMEXP".utf8)
+    /// The export format's version.
     public static let version: UInt8 = 1
     static let kdfArgon2id: UInt8 = 1
     package static let headerCount = 7 + 1 + 1 + 4 + 4 + 1 + Argon2id.saltCount + AEAD.nonceCount
     package static let textPrefix = "ITSMEXP1:"
     package static let generatedPasswordCount = 13
+    /// The fewest characters a chosen password may have.
     public static let minimumChosenPasswordCount = 8
     /// Parameters accepted on import: at least libsodium's moderate level,
     /// at most 10 passes over 1 GiB.
@@ -36,8 +41,11 @@ public enum IdentityExport {
 
     /// What an export's header says, read before any expensive work.
     public struct Header: Equatable, Sendable {
+        /// Argon2id's passes (its time cost).
         public let passes: UInt32
+        /// Argon2id's memory in KiB.
         public let memoryKiB: UInt32
+        /// Whether the password was generated or chosen.
         public let passwordKind: PasswordKind
         let salt: [UInt8]
         let nonce: [UInt8]
@@ -271,7 +279,9 @@ public enum IdentityExport {
     public struct Contents: ~Copyable {
         let seed: SecretBytes
         let contactsKey: SecretBytes
+        /// The identity's display name.
         public let name: String
+        /// The identity's fingerprint, for the person to compare before installing.
         public let fingerprint: String
 
         init(_ plain: borrowing SecretBytes) throws {

@@ -10,13 +10,19 @@
 ///
 /// A failure is final. Not thread-safe: serialise calls (the C layer does).
 public final class OnlineVerify: CustomStringConvertible {
+    /// Where the session stands. The raw values are the C interface's.
     public enum State: UInt32, Sendable {
         /// Messages are still to be exchanged.
         case running = 1
         /// Both proofs checked: show the SAS for the two to read aloud.
         case compareSAS = 2
+        /// This side confirmed the SAS: the contact is verified (or degraded, if the
+        /// device tag showed a changed device).
         case confirmed = 3
+        /// This side said the SAS differs: nothing stored changed.
         case rejected = 4
+        /// A step failed (a bad message, the lifetime passed): final; `failure`
+        /// says why.
         case failed = 5
     }
 
@@ -27,13 +33,18 @@ public final class OnlineVerify: CustomStringConvertible {
     private var machine: OnlineVerifyMachine
     private var outbox: [[UInt8]] = []
 
+    /// The contact being verified.
     public var contactID: Int64 { machine.session.contactID }
+    /// The window the session meets in (30-second windows of Unix time).
     public var window: Int64 { machine.session.window }
     /// 16 bytes; the relay room's name is its lowercase hex.
     public var roomID: [UInt8] { machine.roomID }
+    /// The relay room's name: `roomID` as 32 lowercase hex digits.
     public var roomName: String { Hex.encodeUpper(machine.roomID).lowercased() }
     package var isInitiator: Bool { machine.session.isInitiator }
+    /// When the session was created, in Unix seconds.
     public var createdAt: Int64 { machine.session.createdAt }
+    /// Why the session failed, once it has.
     public var failure: ItsMeError? { machine.failure }
     /// The SAS, once both proofs are checked (and after a rejection that
     /// followed them); nil before, and once the session failed.
@@ -47,6 +58,7 @@ public final class OnlineVerify: CustomStringConvertible {
     /// The outcome of the device tag check, known once proofs are checked.
     public var outcome: VoiceSession.Outcome? { machine.outcome }
 
+    /// Where the session stands.
     public var state: State {
         switch machine.state {
         case .sentCommit, .awaitingCommit, .sentKey, .awaitingProof: .running
@@ -57,6 +69,8 @@ public final class OnlineVerify: CustomStringConvertible {
         }
     }
 
+    /// The 16-byte room ID two contacts sharing `seed` meet in during `window`,
+    /// without a session. Throws `.invalidArgument` for a window out of range.
     public static func roomID<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64) throws -> [UInt8] {
         try OnlineVerifyMachine.roomID(seed: seed, window: window)
     }

@@ -17,6 +17,7 @@ public final class OnlineVerifyRendezvous: CustomStringConvertible {
     public struct Candidate {
         /// The room ID (32 lowercase hex digits, `OnlineVerify.roomName`).
         public let room: String
+        /// The Online Verify session for that room's window.
         public let session: OnlineVerify
     }
 

@@ -9,11 +9,14 @@
 ///
 /// A failure is final. Not thread-safe: serialise calls (the C layer does).
 public final class PinUpdate: CustomStringConvertible {
+    /// Where the update stands. The raw values are the C interface's.
     public enum State: UInt32, Sendable {
+        /// Frames are still to be exchanged.
         case running = 1
         /// This side has committed its new secret; nothing more to do
         /// (the initiator may still have DONE to send).
         case done = 2
+        /// A step failed (a bad frame, the lifetime passed): final; `failure` says why.
         case failed = 3
     }
 

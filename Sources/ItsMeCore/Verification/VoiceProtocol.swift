@@ -1,6 +1,7 @@
 /// The derivations of voice verification and device tags
 /// (docs/PROTOCOL.md sections 9 and 10), as pure functions.
 public enum VoiceProtocol {
+    /// The length of a verification window in seconds.
     public static let windowSeconds: Int64 = 30
     /// How early, by its own clock, a device may start a planned session.
     package static let skewSeconds: Int64 = 15
@@ -12,6 +13,7 @@ public enum VoiceProtocol {
     /// The window of the latest time accepted.
     package static let maxWindow: Int64 = UnixTime.max / windowSeconds
 
+    /// The window holding Unix time `t` (floor of `t / 30`, negative times too).
     public static func window(_ t: Int64) -> Int64 { t >= 0 ? t / windowSeconds : (t - windowSeconds + 1) / windowSeconds }
 
     /// Online Verify and PIN Update meet in the window of `now` or the one
@@ -56,6 +58,7 @@ public enum VoiceProtocol {
         UInt32(prefix64(key: seed, LV.cat(LV.b("itsme-session-id-v1"), try windowBytes(window))) % sessionIDValues)
     }
 
+    /// A session ID (0 to 2599) as shown: a NATO word and two digits.
     public static func sessionIDText(_ v: UInt32) -> String {
         NATO.words[Int(v / 100)] + " " + pad(Int(v % 100), 2)
     }
@@ -132,6 +135,8 @@ public enum VoiceProtocol {
         }
     }
 
+    /// A voice code (0 to 25,999) as spoken: a NATO word and three digits, such
+    /// as "ECHO 042".
     public static func codeText(_ v: UInt32) -> String { NATO.words[Int(v / 1000)] + " " + pad(Int(v % 1000), 3) }
 
     /// Parses a heard code (TypedInput.wordAndNumber): a NATO word, one

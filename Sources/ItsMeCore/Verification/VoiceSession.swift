@@ -15,6 +15,7 @@
 ///
 /// Not thread-safe: serialise calls on one instance (the C layer does).
 public final class VoiceSession: CustomStringConvertible {
+    /// Where the session stands. The raw values are the C interface's.
     public enum State: UInt32, Sendable {
         /// Planned: waiting for the window to begin (`startsIn`).
         case waiting = 1
@@ -22,13 +23,20 @@ public final class VoiceSession: CustomStringConvertible {
         case selecting = 2
         /// Codes ready: read yours aloud, enter what you heard.
         case comparing = 3
+        /// `check` ran: `outcome` says what it found.
         case finished = 4
+        /// A step failed (a word not offered, the window ran out): final; `failure`
+        /// says why.
         case failed = 5
     }
 
+    /// Whose word is chosen next. The raw values are the C interface's.
     public enum Turn: UInt32, Sendable {
+        /// Nobody's: the session is not selecting.
         case none = 0
+        /// This person picks one of `myWords` and says it; `select` it.
         case mine = 1
+        /// The other person says a word; `select` the word heard.
         case theirs = 2
     }
 
@@ -51,13 +59,16 @@ public final class VoiceSession: CustomStringConvertible {
     private let store: ContactStore
     private var machine: VoiceMachine
 
+    /// The contact being verified.
     public var contactID: Int64 { machine.plan.contactID }
+    /// The window the session runs in (30-second windows of Unix time).
     public var window: Int64 { machine.plan.window }
     /// Section 9.2, as its value (text: `sessionIDText`).
     package var sessionID: UInt32 { machine.plan.sessionID }
     /// This person's five word indices, sorted.
     public var myWords: [Int] { machine.plan.myWords }
     package var iSelectFirst: Bool { machine.plan.iSelectFirst }
+    /// Where the session stands.
     public var state: State {
         switch machine.state {
         case .waiting: .waiting
@@ -67,13 +78,18 @@ public final class VoiceSession: CustomStringConvertible {
         case .failed: .failed
         }
     }
+    /// What `check` found, once it ran.
     public var outcome: Outcome? { machine.outcome }
+    /// Why the session failed, once it has.
     public var failure: ItsMeError? { machine.failure }
     package var selections: [Int] { machine.selections }
     /// The codes and tags, while comparing and once finished (nil before,
     /// and once the session failed).
     public var yourCode: UInt32? { machine.codes?.yourCode }
+    /// This device's two-digit tag, to read aloud after `yourCode`.
     public var yourTag: UInt32? { machine.codes?.yourTag }
+    /// The code the other person should say (the screen does not show it: the
+    /// person enters what was heard and `check` compares).
     public var theirCode: UInt32? { machine.codes?.theirCode }
     /// The tag the peer is expected to say, as the screen shows it
     /// (PROTOCOL.md 10.3): of its new secret once this side has committed a
@@ -81,6 +97,8 @@ public final class VoiceSession: CustomStringConvertible {
     /// holds no secret of the peer's to show.
     public var theirTag: UInt32? { machine.codes?.theirTag }
 
+    /// The session ID both screens show, a NATO word and two digits, so the two
+    /// people know they are in the same session.
     public var sessionIDText: String { VoiceProtocol.sessionIDText(sessionID) }
     package var lastMoment: Int64 { machine.plan.lastMoment }
 
