@@ -10,11 +10,16 @@ let package = Package(
         // functions (a deterministic random source, the pure derivations).
         .library(name: "itsme-testing", type: .dynamic, targets: ["ItsMeFFI", "ItsMeTestingFFI"]),
         .executable(name: "itsme-bench", targets: ["ItsMeBench"]),
-        // The protocol core for Swift programs of this project; not a public API.
-        .library(name: "ItsMeCore", targets: ["ItsMeCore"]),
-        // The primitives under it, all the relay server links: libsodium's
-        // hashes, AEADs and signatures, secrets that wipe themselves,
-        // constant-time comparison, base64, the SQLite wrapper, the error type.
+        // The core's Swift API: identity, secret and contact stores,
+        // exchanges, verification, transfer, profiles, approvals. Named
+        // ItsMeKit, not ItsMe: the command-line client's root command is a
+        // type of that name. Its public declarations are the API (each one
+        // documented, scripts/check-docs); the rest is `package`, which no
+        // other package can reach.
+        .library(name: "ItsMeKit", targets: ["ItsMeCore"]),
+        // The primitives under it, all the relay server links: SHA-256,
+        // secrets that wipe themselves, constant-time comparison, base64, the
+        // SQLite wrapper, the error type.
         .library(name: "ItsMePrimitives", targets: ["ItsMePrimitives"]),
     ],
     targets: [
