@@ -55,9 +55,11 @@ public struct SecretBytes: ~Copyable, ByteView, @unchecked Sendable {
     /// The number of secret bytes.
     public let count: Int
 
-    /// `count` zero bytes.
+    /// `count` zero bytes in guarded memory, owned by the new value and wiped
+    /// when it dies. Throws `.invalidArgument` for a negative count,
+    /// `.outOfMemory` if guarded memory cannot be allocated.
     public init(count: Int) throws {
-        precondition(count >= 0, "negative secret size")
+        guard count >= 0 else { throw ItsMeError(.invalidArgument, "a secret of \(count) bytes") }
         #if ITSME_FUZZING
         // The fuzz targets (scripts/fuzz): plain memory, which AddressSanitizer
         // checks byte by byte (guard pages only catch a run past the page),
@@ -76,9 +78,11 @@ public struct SecretBytes: ~Copyable, ByteView, @unchecked Sendable {
         self.count = count
     }
 
-    /// A copy of `bytes` in guarded memory. The caller remains responsible
-    /// for wiping its own copy.
-    package init<B: ByteView & ~Copyable>(copying bytes: borrowing B) throws {
+    /// A copy of `bytes` in guarded memory: how a host's `SecretStore`
+    /// returns an item it read. The caller remains responsible for wiping
+    /// its own copy (`wipe(_:)`). Throws `.outOfMemory` if guarded memory
+    /// cannot be allocated.
+    public init<B: ByteView & ~Copyable>(copying bytes: borrowing B) throws {
         let n = bytes.withBytes { $0.count }
         try self.init(count: n)
         let dst = base
