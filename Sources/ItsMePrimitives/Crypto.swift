@@ -7,6 +7,9 @@ public enum Sodium {
     private static let ready = Atomic<Bool>(false)
 
     /// Idempotent and thread-safe (`sodium_init` is both).
+    /// Call it once before any other function of the library. Throws
+    /// `.internal` if libsodium fails to initialise, `.unsupportedPlatform` if
+    /// the CPU lacks hardware AES-GCM.
     public static func initialize() throws {
         if ready.load(ordering: .acquiring) { return }
         guard sodium_init() >= 0 else {

@@ -67,6 +67,8 @@ public final class Database {
     private static let statementCacheLimit = 64
 
     /// `:memory:` opens a private in-memory database.
+    /// Throws `DatabaseError` if the file cannot be opened, is missing (modes
+    /// other than `.readWriteCreate`) or is not a regular file.
     public init(path: String, mode: Mode = .readWriteCreate, busyTimeoutMilliseconds: Int32 = 5000) throws {
         var flags = SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_EXRESCODE
         switch mode {
@@ -123,6 +125,8 @@ public final class Database {
     }
 
     /// Runs one or more statements that take no parameters.
+    /// Throws `DatabaseError` with SQLite's message if a statement fails; the
+    /// statements before it have run.
     public func execute(_ sql: String) throws {
         var errmsg: UnsafeMutablePointer<CChar>?
         let rc = sqlite3_exec(handle, sql, nil, nil, &errmsg)
@@ -184,6 +188,7 @@ public final class Database {
     }
 
     /// Prepares, binds and runs a statement that returns no rows.
+    /// Throws `DatabaseError` if SQLite refuses the statement, a value or a step.
     public func run(_ sql: String, _ values: [SQLValue] = []) throws {
         let statement = try cachedStatement(sql)
         try statement.bind(values)
@@ -191,6 +196,7 @@ public final class Database {
     }
 
     /// All rows of a query.
+    /// Throws `DatabaseError` if SQLite refuses the statement, a value or a step.
     public func query(_ sql: String, _ values: [SQLValue] = []) throws -> [[SQLValue]] {
         let statement = try cachedStatement(sql)
         try statement.bind(values)
@@ -272,6 +278,9 @@ public final class Database {
     /// runs in its own transaction together with its `user_version` update,
     /// so a crash leaves the schema at a whole version. A database newer
     /// than every migration is refused rather than misread.
+    /// Throws `DatabaseError` for migrations not numbered 1, 2, 3..., for a
+    /// database newer than the last one, or when a migration fails (its
+    /// transaction is rolled back).
     public func migrate(_ migrations: [Migration]) throws {
         var previous: Int32 = 0
         for m in migrations {

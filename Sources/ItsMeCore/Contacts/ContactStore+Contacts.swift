@@ -158,6 +158,9 @@ extension ContactStore {
 
     /// Contacts with this fingerprint: keyed contacts first, then any
     /// unauthenticated ones.
+    /// Throws `.invalidArgument` unless `fingerprint` is 16 hex digits,
+    /// `.corruptData` or `.authenticationFailed` for a record that does not open,
+    /// `.database` if SQLite fails.
     public func contacts(fingerprint: String) throws -> [Contact] {
         guard fingerprint.utf8.count == Fingerprint.textCount, Hex.decode(fingerprint) != nil else {
             throw ItsMeError(.invalidArgument, "a fingerprint is 16 hex digits")
@@ -238,6 +241,9 @@ extension ContactStore {
     /// Saves name, state, acknowledgement, verification time and note.
     /// The identity key, fingerprint, exchange method, creation time and
     /// last window cannot change this way.
+    /// Throws `.invalidArgument` for an invalid name or a note over 4096 bytes,
+    /// `.invalidState` for a change into or out of `.awaitingPeer`, `.notFound`
+    /// if the contact is gone, `.database` if SQLite fails; nothing changes then.
     public func update(_ contact: Contact) throws {
         let name = try DisplayName.validated(contact.name)
         try Self.checkNote(contact.note)
@@ -252,6 +258,8 @@ extension ContactStore {
     }
 
     /// Renames a contact, changing nothing else (one read-modify-write).
+    /// Throws `.invalidArgument` for an invalid name, `.notFound` for an unknown
+    /// id, `.database` if SQLite fails.
     public func setName(id: Int64, _ name: String) throws {
         let name = try DisplayName.validated(name)
         try modify(id) { $0.name = name }
@@ -362,6 +370,8 @@ extension ContactStore {
     }
 
     /// The contact's verification seed.
+    /// In guarded memory, owned by the caller. Throws `.notFound` for an unknown
+    /// id, `.corruptData` or `.authenticationFailed` if the record does not open.
     public func seed(id: Int64) throws -> SecretBytes {
         try withLock {
             let sealed = try sealedRecord(id)

@@ -41,6 +41,8 @@ extension ContactStore {
     /// Applies a profile the contact shared (PROTOCOL.md 18.4), in one
     /// transaction: its name, if it has one, and its photo and filename, if
     /// it has a photo. The host asks the person first.
+    /// Throws `.notFound` for an unknown id, `.database` if SQLite fails; the
+    /// transaction then leaves the contact as it was.
     public func applyProfile(id: Int64, _ profile: ProfileRecord) throws {
         try write {
             _ = try sealedRecord(id)
@@ -104,6 +106,8 @@ extension ContactStore {
     /// degradation code or a Security PIN Update gives it secrets again.
     /// The freed pages are zeroed (secure_delete) and the log truncated.
     /// Returns how many contacts had secrets.
+    /// Returns how many rows were deleted. Throws `.database` if SQLite fails
+    /// (nothing is deleted then).
     @discardableResult
     public func forgetDeviceSecrets() throws -> Int {
         let count = try write { () -> Int in

@@ -229,6 +229,9 @@ extension ContactStore {
     /// manifest and photo fields are made to agree with the rows it holds,
     /// and this device's mark is set to it. The person decides; a host calls
     /// this only after showing them what opening refused.
+    /// Throws `.wrongIdentity` if the file belongs to another identity,
+    /// `.database` if it is not a contact store or SQLite fails, or the secret
+    /// store's error when the new mark cannot be saved.
     public static func acceptLoss(path: String, identity: Identity) throws -> StoreLoss {
         let store = try ContactStore(path: path, identity: identity, checking: false)
         return try store.acceptLoss()

@@ -193,6 +193,7 @@ public final class Exchange: CustomStringConvertible {
 
     /// Starts a Bluetooth exchange. Give the session code the peer shows,
     /// or nil to draw one for this device to show.
+    /// Throws `.invalidArgument` for a time out of range.
     public static func bluetooth<R: RandomSource>(
         identity: Identity, sessionCode: ShortCode?, now: Int64, random: inout R
     ) throws -> Exchange {
@@ -290,6 +291,12 @@ public final class Exchange: CustomStringConvertible {
     // MARK: Bytes in
 
     /// Feeds the peer's bytes: the scanned QR text, or one Bluetooth frame.
+    /// Throws `.malformedMessage` for bytes that do not parse or do not fit the
+    /// state, `.invalidKey` for a key that is not a valid point,
+    /// `.authenticationFailed` for a proof or signature that does not verify,
+    /// `.expired` past the exchange's lifetime: the exchange fails then.
+    /// Throws `.invalidState` if the exchange does not expect bytes (nothing
+    /// changes).
     public func receive(_ bytes: [UInt8], now: Int64) throws {
         try step(store: nil, now: now) { m in
             try m.checkUsable(now: now)
@@ -305,6 +312,7 @@ public final class Exchange: CustomStringConvertible {
     /// and queues the INVITE message. `realtime` runs it in a relay room
     /// while both people are on a call, otherwise through the relay's invite
     /// mailbox, where each side may go offline between its steps.
+    /// Throws `.invalidArgument` for a time out of range.
     public static func invite<R: RandomSource>(identity: Identity, realtime: Bool, now: Int64, random: inout R) throws -> Exchange {
         try UnixTime.check(now)
         let own = try drawOwn(&random)
@@ -534,6 +542,8 @@ public final class Exchange: CustomStringConvertible {
     /// peer's decision) can be sealed, and so can a finished Bluetooth one,
     /// which may still have its CONFIRM frame to send and the peer's to
     /// receive. The nonce comes from the system's generator.
+    /// Throws `.invalidState` for an exchange that cannot be sealed, or the secret
+    /// store's error if the device key cannot be read or made.
     public func seal() throws -> [UInt8] {
         var random = SystemRandom()
         return try seal(random: &random)

@@ -297,6 +297,7 @@ public final class MailboxSession: CustomStringConvertible {
     /// Starts a step; `wait` (0 to 30 seconds) is how long its fetch may
     /// be held on the relay. A step already under way goes on with the new
     /// wait.
+    /// Throws `.invalidArgument` for a wait outside 0 to 30 seconds.
     public func begin(wait: Int = 0) throws {
         guard (0...Self.maxWait).contains(wait) else { throw ItsMeError(.invalidArgument, "wait must be 0 to 30 seconds") }
         switch phase {

@@ -113,6 +113,7 @@ public struct AttemptLimiter: Sendable {
     }
 
     /// Forgets all failures (after the secret itself was replaced).
+    /// Throws the secret store's error if the counter cannot be written.
     public func reset() throws { try store.withExclusiveAccess { try save(State()) } }
 
 

@@ -55,6 +55,7 @@ public final class ProfileRecord: CustomStringConvertible, @unchecked Sendable {
     /// The reference a contact needs to fetch and open the record (record
     /// ID || record key), in guarded memory. Give it only through an
     /// encrypted, authenticated channel (PROTOCOL.md 18.3).
+    /// Throws `.outOfMemory` if guarded memory cannot be allocated.
     public func reference() throws -> SecretBytes {
         var out = try SecretBytes(count: Self.referenceCount)
         out.withMutableBytes { o in
@@ -113,6 +114,9 @@ public final class ProfileRecord: CustomStringConvertible, @unchecked Sendable {
     /// in the order of PROTOCOL.md 18.4: size and shape; every MAC and the
     /// record ID, in constant time, before anything is decrypted; then the
     /// values.
+    /// Throws `.invalidArgument` for a reference or key of the wrong size,
+    /// `.malformedMessage` for a record of the wrong size or shape,
+    /// `.authenticationFailed` if a MAC or the record ID does not match.
     public static func open<Ref: ByteView & ~Copyable>(
         record: [UInt8], reference: borrowing Ref, ownerKey: [UInt8]
     ) throws -> ProfileRecord {

@@ -71,6 +71,8 @@ public final class PassphraseSecretStore: SecretStore {
     /// Whether the store in `directory` is wrapped: anything at its wrap
     /// path (even a link or a FIFO, which `open` then refuses) says so, so
     /// that a damaged wrap file is never mistaken for a plain store.
+    /// Throws `.invalidArgument` for an unusable directory path, `.secretStore`
+    /// if the wrap path cannot be inspected.
     public static func isWrapped(directory: String) throws -> Bool {
         let path = try wrapPath(directory: directory)
         var info = stat()
@@ -203,9 +205,11 @@ public final class PassphraseSecretStore: SecretStore {
     }
 
     /// Removes the item `name`; false if there was none.
+    /// Throws the inner store's error (`.invalidArgument` for an invalid name).
     public func remove(_ name: String) throws -> Bool { try inner.remove(name) }
 
     /// Runs `body` under the inner store's exclusive access.
+    /// Throws what the inner store's lock or `body` throws.
     public func withExclusiveAccess<R: ~Copyable>(_ body: () throws -> R) throws -> R {
         try inner.withExclusiveAccess(body)
     }

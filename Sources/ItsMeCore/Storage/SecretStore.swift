@@ -46,6 +46,7 @@ public protocol SecretStore: AnyObject, Sendable {
     /// Runs `body` with exclusive access for a read-modify-write of items
     /// (the attempt counters). The default serialises within the process;
     /// a store shared between processes must also lock across them.
+    /// Throws what `body` throws, or `.secretStore` if the lock cannot be taken.
     func withExclusiveAccess<R: ~Copyable>(_ body: () throws -> R) throws -> R
 }
 
@@ -143,6 +144,8 @@ public final class FileSecretStore: SecretStore {
     public let directory: String
 
     /// Opens the directory, creating it (and missing parents) with mode 0700.
+    /// Throws `.invalidArgument` for an empty path or one holding a NUL byte,
+    /// `.secretStore` if the path is not a directory or cannot be created.
     public init(directory: String) throws {
         guard !directory.isEmpty, !directory.utf8.contains(0) else {
             throw ItsMeError(.invalidArgument, "secret store directory must be a non-empty path")

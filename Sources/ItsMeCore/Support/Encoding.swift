@@ -205,6 +205,8 @@ public struct ShortCode: Equatable, Sendable, CustomStringConvertible {
 
     /// The SAS of section 4.1: HKDF(seed, info = lv_cat("itsme-sas-v1",
     /// th)) to 8 bytes, big-endian, modulo 260,000.
+    /// Throws only if HKDF refuses its input (`.invalidArgument`), which a
+    /// 32-byte seed never makes it do.
     public static func sas<S: ByteView & ~Copyable>(seed: borrowing S, transcriptHash: [UInt8]) throws -> ShortCode {
         let info = LV.cat(LV.b("itsme-sas-v1"), transcriptHash)
         let v = try withScratch(8) { okm -> UInt64 in

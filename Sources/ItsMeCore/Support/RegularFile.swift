@@ -105,6 +105,7 @@ public final class RegularFile {
     /// Reads exactly `buffer.count` bytes (the caller passes `size`): a
     /// file that ends sooner, or goes on after them, changed while it was
     /// read.
+    /// Throws `RegularFileError` (`.changed` or `.system`).
     public func read(into buffer: UnsafeMutableRawBufferPointer) throws {
         var done = 0
         while done < buffer.count {
@@ -159,6 +160,7 @@ public final class RegularFile {
 
     /// The bytes of the regular file at `path` (at most `limit`), or nil if
     /// nothing is there.
+    /// Throws `RegularFileError` as `init(path:followLinks:limit:)` and `read` do.
     public static func contents(of path: String, followLinks: Bool = false, limit: Int) throws -> [UInt8]? {
         guard let file = try RegularFile(path: path, followLinks: followLinks, limit: limit) else { return nil }
         return try file.readAll()

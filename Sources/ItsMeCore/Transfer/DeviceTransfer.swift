@@ -81,6 +81,7 @@ public final class DeviceTransfer: CustomStringConvertible {
     public var description: String { "DeviceTransfer(role: \(role), state: \(state))" }
 
     /// The new device's side: draws the one-time key and the transfer id.
+    /// Throws `.invalidArgument` for a time out of range.
     public init<R: RandomSource>(receiverAt now: Int64, random: inout R) throws {
         machine = try DeviceTransferMachine.receiver(now: now, random: &random)
     }
@@ -88,6 +89,11 @@ public final class DeviceTransfer: CustomStringConvertible {
     /// The old device's side: reads the offer the new device shows (one
     /// that does not parse costs no attempt), then checks the PIN at `now`
     /// (a counted attempt) and queues its key. The SAS is known at once.
+    ///
+    /// Throws `.malformedMessage` for an offer that does not parse, then what
+    /// `PIN.verify` throws (`.invalidPIN`, `.notFound`, `.locked`, `.wrongPIN`),
+    /// `.expired` for an offer past its lifetime, or the secret store's error.
+    /// The identity's secrets go only into the sealed message, in guarded memory.
     public init<R: RandomSource>(
         sending identity: Identity, pin: String, offer: String, now: Int64, random: inout R
     ) throws {
@@ -123,6 +129,9 @@ public final class DeviceTransfer: CustomStringConvertible {
     }
 
     /// Feeds one message from the old device (receiver only).
+    /// Throws `.malformedMessage`, `.authenticationFailed` or `.expired` for a
+    /// message that does not fit (the transfer fails then); `.invalidState` if
+    /// this side expects no message (nothing changes).
     public func receive(_ message: [UInt8], now: Int64) throws {
         try step { try $0.receive(message, now: now) }
     }
@@ -131,11 +140,14 @@ public final class DeviceTransfer: CustomStringConvertible {
 
     /// The SAS matched. Sender: queues the sealed identity. Receiver: opens
     /// the identity if it has arrived (else waits for it).
+    /// Throws `.invalidState` when there is no SAS to confirm, `.expired` past
+    /// the lifetime (the transfer fails then).
     public func confirm(now: Int64) throws {
         if let identity = try step({ try $0.confirm(now: now) }) { outbox.append(identity) }
     }
 
     /// The SAS differed, or the person gave up: nothing is sent or kept.
+    /// Throws `.invalidState` once the transfer ended.
     public func reject() throws {
         try step { try $0.reject() }
     }

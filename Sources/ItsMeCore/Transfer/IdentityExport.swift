@@ -221,6 +221,8 @@ public enum IdentityExport {
     /// unsalted SHA-256 of a PIN, which anyone holding the QR code can
     /// reverse by trying every PIN; its version 5 used PBKDF2 of an unstated
     /// count.
+    /// Throws `.malformedMessage` for a damaged text, `.invalidArgument` for a
+    /// text this library does not read (another version, the source format).
     public static func blob(text: String) throws -> [UInt8] {
         let s = TypedInput.withoutASCIIWhitespaceAround(text)
         if s.hasPrefix(textPrefix) {
@@ -334,6 +336,8 @@ extension IdentityExport {
 
     /// Looks at `secretStore` and the contact store at `contactStorePath`
     /// (nil: none) as installing `contents` would, changing nothing.
+    /// Throws `.database` if the contact store file is not a contact store or
+    /// SQLite fails, or the secret store's error.
     public static func check(
         _ contents: borrowing Contents, secretStore: any SecretStore, contactStorePath: String?
     ) throws -> ImportCheck {

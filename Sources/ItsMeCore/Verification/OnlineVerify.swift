@@ -78,6 +78,9 @@ public final class OnlineVerify: CustomStringConvertible {
     /// A session with contact `contactID` in the room of `window`, which
     /// must be the current window or the one before (a host that finds no
     /// peer in the current room tries the previous one).
+    /// Throws `.invalidArgument` for a window that is neither, `.notFound` for an
+    /// unknown contact, `.invalidState` for a contact still awaiting the peer, or
+    /// the store's errors.
     public init<R: RandomSource>(store: ContactStore, contactID: Int64, window: Int64, now: Int64, random: inout R) throws {
         try VoiceProtocol.checkMeetingWindow(window, now: now)
         let contact = try store.contact(id: contactID)
@@ -110,6 +113,9 @@ public final class OnlineVerify: CustomStringConvertible {
     }
 
     /// Feeds one message from the peer.
+    /// Throws `.malformedMessage`, `.invalidKey`, `.authenticationFailed` or
+    /// `.expired` for a message that does not fit (the session fails then), or the
+    /// store's error if a write fails (the session is as it was).
     public func receive(_ message: [UInt8], now: Int64) throws {
         defer { if state == .failed { outbox.removeAll() } }
         let actions = try machine.receive(message, now: now)
@@ -120,6 +126,9 @@ public final class OnlineVerify: CustomStringConvertible {
     /// PROTOCOL.md 18.3) inside our PROOF, encrypted for the peer. Only
     /// before the PROOF is made (before the peer's KEY is received); again
     /// replaces it.
+    /// The reference is copied into guarded memory; the caller keeps its own.
+    /// Throws `.invalidArgument` for a reference that is not 32 bytes,
+    /// `.invalidState` once the PROOF is made.
     public func shareProfile<Ref: ByteView & ~Copyable>(reference: borrowing Ref) throws {
         guard reference.withBytes({ $0.count }) == ProfileRecord.referenceCount else {
             throw ItsMeError(.invalidArgument, "a profile reference is \(ProfileRecord.referenceCount) bytes")
@@ -151,6 +160,7 @@ public final class OnlineVerify: CustomStringConvertible {
     }
 
     /// The SAS differed: nothing is recorded.
+    /// Throws `.invalidState` unless the SAS is being compared.
     public func reject() throws {
         try machine.reject()
     }

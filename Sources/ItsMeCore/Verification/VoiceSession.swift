@@ -104,6 +104,9 @@ public final class VoiceSession: CustomStringConvertible {
 
     /// Plans a session with contact `contactID` at `now`: fixes the window
     /// (the next one after `now` and after the last one used).
+    /// Throws `.invalidArgument` for a time out of range, `.notFound` for an
+    /// unknown contact, `.invalidState` for a contact still awaiting the peer,
+    /// or the store's errors.
     public init(store: ContactStore, contactID: Int64, now: Int64) throws {
         try UnixTime.check(now)
         let contact = try store.contact(id: contactID)
