@@ -9,7 +9,7 @@ extension ServiceApproval {
     /// Checks the arguments of `enroll` as it does (`.invalidArgument`) and
     /// gives the size of the enrollment message, 98 + len(label) bytes, so
     /// a caller can check its buffer before anything is saved.
-    package static func enrollmentSize(serviceID: String, label: String, nonce: [UInt8]) throws -> Int {
+    public static func enrollmentSize(serviceID: String, label: String, nonce: [UInt8]) throws -> Int {
         try checkedEnrollment(serviceID: serviceID, label: label, nonce: nonce).label.count + enrollmentFixedCount
     }
 
@@ -28,7 +28,7 @@ extension ServiceApproval {
     /// signed over the service's `nonce`, and the credential ID.
     /// `.invalidArgument` for an invalid service ID, label or nonce; the
     /// store's errors.
-    package static func enroll<R: RandomSource>(
+    public static func enroll<R: RandomSource>(
         store: any SecretStore, serviceID: String, label: String, nonce: [UInt8], random: inout R
     ) throws -> (enrollment: [UInt8], credentialID: [UInt8]) {
         let (service, labelBytes) = try checkedEnrollment(serviceID: serviceID, label: label, nonce: nonce)
@@ -50,7 +50,7 @@ extension ServiceApproval {
     }
 
     /// `enroll` with the operating system's random source.
-    package static func enroll(
+    public static func enroll(
         store: any SecretStore, serviceID: String, label: String, nonce: [UInt8]
     ) throws -> (enrollment: [UInt8], credentialID: [UInt8]) {
         var random = SystemRandom()
@@ -85,14 +85,14 @@ extension ServiceApproval {
 
     /// The credential ID this device holds for `serviceID`: `.notFound` if
     /// not enrolled, `.corruptData` for a damaged item.
-    package static func credentialID(store: any SecretStore, serviceID: String) throws -> [UInt8] {
+    public static func credentialID(store: any SecretStore, serviceID: String) throws -> [UInt8] {
         let service = try checkedServiceID(serviceID)
         let pair = try storedKeyPair(store: store, serviceID: serviceID, service: service)
         return credentialID(publicKey: pair.publicKey)
     }
 
     /// Deletes this device's key for `serviceID`; `.notFound` if none.
-    package static func removeCredential(store: any SecretStore, serviceID: String) throws {
+    public static func removeCredential(store: any SecretStore, serviceID: String) throws {
         _ = try checkedServiceID(serviceID)
         guard try store.remove(credentialItemName(serviceID: serviceID)) else {
             throw ItsMeError(.notFound, "this device holds no credential for the service \(serviceID)")
@@ -106,7 +106,7 @@ extension ServiceApproval {
     /// (the request), `.expired` (`now` past its expiry), `.invalidArgument`
     /// (a scope not requested, a repeated one, a scope with a denial),
     /// `.notFound` (no key for the service), `.corruptData`, the store's.
-    package static func sign(
+    public static func sign(
         store: any SecretStore, request requestBytes: [UInt8], decision: Decision, granted: [String], now: Int64
     ) throws -> [UInt8] {
         let request = try Request(parsing: requestBytes, now: now)

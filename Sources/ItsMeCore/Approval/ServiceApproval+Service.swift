@@ -8,11 +8,13 @@ extension ServiceApproval {
 
     /// What a service learns from a valid enrollment, to keep with the
     /// user's account.
-    package struct Credential: Equatable, Sendable {
-        package let credentialID: [UInt8]
-        package let publicKey: [UInt8]
+    public struct Credential: Equatable, Sendable {
+        /// The credential's 16-byte ID, which approvals name.
+        public let credentialID: [UInt8]
+        /// The credential's Ed25519 public key (32 bytes), which verifies approvals.
+        public let publicKey: [UInt8]
         /// The device as the service will list it.
-        package let label: String
+        public let label: String
     }
 
     /// Checks an enrollment against the service's own `serviceID` and the
@@ -21,7 +23,7 @@ extension ServiceApproval {
     /// (a bad service ID or nonce), `.malformedMessage` (length, version,
     /// label), `.authenticationFailed` (not a valid Ed25519 public key),
     /// `.authenticationFailed` (bad signature, another nonce or service).
-    package static func verifyEnrollment(serviceID: String, nonce: [UInt8], enrollment: [UInt8]) throws -> Credential {
+    public static func verifyEnrollment(serviceID: String, nonce: [UInt8], enrollment: [UInt8]) throws -> Credential {
         let service = try checkedServiceID(serviceID)
         guard enrollmentNonceCounts.contains(nonce.count) else {
             throw invalid("an enrollment nonce is 16 to 64 bytes, got \(nonce.count)")
@@ -62,14 +64,14 @@ extension ServiceApproval {
         /// A verified denial: the person refused.
         public let decision: Decision
         /// Which enrolled key signed.
-        package let credentialID: [UInt8]
+        public let credentialID: [UInt8]
         /// The device's clock when it signed (informational).
         public let timestamp: Int64
         /// In increasing byte order; always empty for a denial.
-        package let granted: [String]
+        public let granted: [String]
 
         /// The granted scopes as text ("" for none).
-        package var grantedText: String { granted.joined(separator: " ") }
+        public var grantedText: String { granted.joined(separator: " ") }
     }
 
     /// Verifies `approval` against the service's own record of the request
@@ -90,7 +92,7 @@ extension ServiceApproval {
     /// Only an answer that passed steps 1 to 6 reaches the replay store, so
     /// a forged one cannot spend the request. A verified denial returns
     /// normally with `decision == .deny`.
-    package static func verify(
+    public static func verify(
         request requestBytes: [UInt8], approval approvalBytes: [UInt8], publicKeys: [[UInt8]], replay: any ReplayStore,
         now: Int64
     ) throws -> Verified {

@@ -18,44 +18,51 @@ import Synchronization
 ///
 /// Every function is thread-safe; calls on one secret store should be
 /// serialised by the caller (the C layer does).
-package enum ServiceApproval {
-    package static let version: UInt8 = 1
-    package static let credentialIDCount = 16
-    package static let serviceIDMaxBytes = 255
-    package static let sessionIDMaxBytes = 128
+public enum ServiceApproval {
+    /// The version byte of enrollments, requests and approvals.
+    public static let version: UInt8 = 1
+    /// The length of a credential ID in bytes.
+    public static let credentialIDCount = 16
+    /// The longest service ID in bytes (printable ASCII).
+    public static let serviceIDMaxBytes = 255
+    /// The longest session ID in bytes (printable ASCII).
+    public static let sessionIDMaxBytes = 128
     /// An OTP is exactly this many ASCII digits.
-    package static let otpCount = 6
-    package static let maxScopes = 32
-    package static let scopeMaxBytes = 64
+    public static let otpCount = 6
+    /// The most scopes a request may ask for.
+    public static let maxScopes = 32
+    /// The longest scope in bytes (printable ASCII, no space).
+    public static let scopeMaxBytes = 64
     /// The longest scope list as text: 32 scopes of 64 bytes and 31 spaces
     /// (the C layer adds its NUL: ITSME_SCOPES_TEXT_SIZE = 2080).
-    package static let scopesTextMaxBytes = maxScopes * scopeMaxBytes + maxScopes - 1
+    public static let scopesTextMaxBytes = maxScopes * scopeMaxBytes + maxScopes - 1
     /// The nonce a service issues for an enrollment.
-    package static let enrollmentNonceCounts: ClosedRange<Int> = 16...64
+    public static let enrollmentNonceCounts: ClosedRange<Int> = 16...64
     /// The nonce of a request.
-    package static let requestNonceCount = 32
+    public static let requestNonceCount = 32
     /// A request lives 1 to 600 seconds.
-    package static let lifetimes: ClosedRange<Int64> = 1...600
-    package static let maxLifetime: Int64 = 600
+    public static let lifetimes: ClosedRange<Int64> = 1...600
+    /// The longest lifetime of a request in seconds.
+    public static let maxLifetime: Int64 = 600
 
     /// `scopes(...)` at its longest: u8(32) and 32 scopes of 64 bytes.
     static let scopesMaxCount = 1 + maxScopes * (1 + scopeMaxBytes)
     /// u8(1) || credential_pk || u8(len(label)) || signature, without the label.
     static let enrollmentFixedCount = 1 + Ed25519.publicKeyCount + 1 + Ed25519.signatureCount
     /// The largest enrollment, with a label of 128 bytes (226).
-    package static let enrollmentMaxCount = enrollmentFixedCount + DisplayName.maxBytes
+    public static let enrollmentMaxCount = enrollmentFixedCount + DisplayName.maxBytes
     /// The largest request (2650).
-    package static let requestMaxCount =
+    public static let requestMaxCount =
         1 + (1 + serviceIDMaxBytes) + (1 + DisplayName.maxBytes) + (1 + sessionIDMaxBytes) + otpCount + requestNonceCount + 8 + 8
         + scopesMaxCount
     /// An approval without its scopes: version, credential ID, decision,
     /// timestamp, OTP, signature.
     static let approvalFixedCount = 1 + credentialIDCount + 1 + 8 + otpCount + Ed25519.signatureCount
     /// The largest approval (2177).
-    package static let approvalMaxCount = approvalFixedCount + scopesMaxCount
+    public static let approvalMaxCount = approvalFixedCount + scopesMaxCount
 
     /// Secret store items of credentials start with this.
-    package static let credentialItemPrefix = "itsme.credential."
+    public static let credentialItemPrefix = "itsme.credential."
     static let credentialRecordVersion: UInt8 = 1
 
     static let credentialIDLabel = "itsme-credential-id-v1"
@@ -64,7 +71,10 @@ package enum ServiceApproval {
     static let approvalLabel = "itsme-approval-v1"
     static let replayLabel = "itsme-approval-replay-v1"
 
-    package enum Decision: UInt8, Sendable {
+    /// What the person decided on the device. The raw values are encoded in the
+    /// approval and are the C interface's constants.
+    public enum Decision: UInt8, Sendable {
+        /// The request is approved with the scopes it asked for.
         case approve = 1
         /// No scope is granted with a denial.
         case deny = 2
@@ -163,7 +173,7 @@ package enum ServiceApproval {
     /// profile"; "" for none), in any order: sorted in increasing byte
     /// order. `.invalidArgument` for an empty item (two spaces, a space at
     /// either end), an invalid scope, a repeated one, or more than 32.
-    package static func scopes(parsing text: String) throws -> [String] {
+    public static func scopes(parsing text: String) throws -> [String] {
         if text.isEmpty { return [] }
         let items = text.utf8.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
         guard !items.contains(where: \.isEmpty) else {
@@ -173,21 +183,21 @@ package enum ServiceApproval {
     }
 
     /// Scopes as text: in increasing byte order, separated by single spaces.
-    package static func scopesText(_ scopes: [String]) -> String {
+    public static func scopesText(_ scopes: [String]) -> String {
         scopes.map { Array($0.utf8) }.sorted(by: precedes).map { String(decoding: $0, as: UTF8.self) }.joined(separator: " ")
     }
 
     // MARK: Identifiers and messages
 
     /// `credential_id = SHA-256(lv_cat("itsme-credential-id-v1", credential_pk))[0..16]`.
-    package static func credentialID(publicKey: [UInt8]) -> [UInt8] {
+    public static func credentialID(publicKey: [UInt8]) -> [UInt8] {
         Array(SHA256.hash(LV.cat(LV.b(credentialIDLabel), publicKey)).prefix(credentialIDCount))
     }
 
     /// The secret store item of the credential for `serviceID`:
     /// `itsme.credential.` and 32 lowercase hex digits of the first 16 bytes
     /// of SHA-256(lv_cat("itsme-credential-name-v1", service_id)).
-    package static func credentialItemName(serviceID: String) -> String {
+    public static func credentialItemName(serviceID: String) -> String {
         credentialItemPrefix
             + Hex.encodeUpper(SHA256.hash(LV.cat(LV.b(credentialNameLabel), LV.b(serviceID))).prefix(16)).lowercased()
     }
@@ -211,16 +221,22 @@ package enum ServiceApproval {
 
     /// A request (19.3), as the service made it or the device read it.
     public struct Request: Equatable, Sendable, CustomStringConvertible {
-        package let serviceID: String
-        package let serviceName: String
-        package let sessionID: String
+        /// The service's ID (printable ASCII), which binds credentials and requests.
+        public let serviceID: String
+        /// The service's name as shown to the person (a display name).
+        public let serviceName: String
+        /// The service's session this request belongs to (printable ASCII).
+        public let sessionID: String
         /// Six ASCII digits, shown on both screens.
-        package let otp: String
+        public let otp: String
+        /// The request's 32 random bytes, which make it single-use.
         public let nonce: [UInt8]
-        package let issuedAt: Int64
-        package let expiresAt: Int64
+        /// When the service issued the request, in Unix seconds.
+        public let issuedAt: Int64
+        /// The last second at which an approval of the request is accepted.
+        public let expiresAt: Int64
         /// In increasing byte order.
-        package let scopes: [String]
+        public let scopes: [String]
         /// The exact encoding: the service's record.
         public let bytes: [UInt8]
 
@@ -302,10 +318,10 @@ package enum ServiceApproval {
         }
 
         /// Seconds until it expires at `now` (0 once expired).
-        package func secondsLeft(now: Int64) -> Int64 { Swift.max(0, expiresAt - now) }
+        public func secondsLeft(now: Int64) -> Int64 { Swift.max(0, expiresAt - now) }
 
         /// The requested scopes as text ("" for none).
-        package var scopesText: String { scopes.joined(separator: " ") }
+        public var scopesText: String { scopes.joined(separator: " ") }
 
         /// SHA-256(lv_cat("itsme-approval-replay-v1", service_id, nonce)).
         var replayKey: [UInt8] { SHA256.hash(LV.cat(LV.b(replayLabel), LV.b(serviceID), nonce)) }
@@ -432,7 +448,7 @@ extension Ed25519 {
 /// answered approval requests, PROTOCOL.md 19.5 step 7). May be used by
 /// several threads at once: `insert` must be atomic across every verifier
 /// sharing the store.
-package protocol ReplayStore: AnyObject, Sendable {
+public protocol ReplayStore: AnyObject, Sendable {
     /// Records `key` (32 bytes) until `expiresAt` (it may be forgotten
     /// after that), and returns true if it was recorded already (leaving
     /// it as it was), false if it is new. `now` is the verifier's clock.
@@ -445,8 +461,10 @@ package protocol ReplayStore: AnyObject, Sendable {
 /// rather than forgetting a live entry (which would let its approval be
 /// presented again).
 public final class MemoryReplayStore: ReplayStore {
-    package static let defaultCapacity = 1_000_000
-    package let capacity: Int
+    /// The capacity used when `init(capacity:)` is given 0.
+    public static let defaultCapacity = 1_000_000
+    /// The most live entries the store holds.
+    public let capacity: Int
 
     private struct Key: Hashable {
         let a: UInt64, b: UInt64, c: UInt64, d: UInt64
@@ -503,11 +521,11 @@ public final class MemoryReplayStore: ReplayStore {
     private let state = Mutex<State>(State())
 
     /// `capacity` 0 (or less) means `defaultCapacity`, 1,000,000.
-    package init(capacity: Int = 0) {
+    public init(capacity: Int = 0) {
         self.capacity = capacity > 0 ? capacity : Self.defaultCapacity
     }
 
-    package func insert(key: [UInt8], expiresAt: Int64, now: Int64) throws -> Bool {
+    public func insert(key: [UInt8], expiresAt: Int64, now: Int64) throws -> Bool {
         guard key.count == SHA256.byteCount else {
             throw ItsMeError(.invalidArgument, "a replay key is \(SHA256.byteCount) bytes, got \(key.count)")
         }
@@ -529,5 +547,5 @@ public final class MemoryReplayStore: ReplayStore {
     }
 
     /// How many entries it holds (expired ones are dropped at the next insert).
-    package var count: Int { state.withLock { $0.expiries.count } }
+    public var count: Int { state.withLock { $0.expiries.count } }
 }
