@@ -39,7 +39,7 @@ package func withNonNilPointer<R: ~Copyable>(_ bytes: UnsafeRawBufferPointer, _ 
 /// SHA-256 (libsodium's `crypto_hash_sha256`).
 public enum SHA256 {
     /// The length of a digest in bytes.
-    public static let byteCount = 32
+    package static let byteCount = 32
 
     // The generic entry points of this file are inlined so that a caller
     // in another module gets them specialised for its types; the work is

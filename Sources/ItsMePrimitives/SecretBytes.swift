@@ -123,7 +123,7 @@ public struct SecretBytes: ~Copyable, ByteView, @unchecked Sendable {
     /// An explicit copy, for the few places that need two owners.
     /// The copy is a new owner, wiped when it dies. Throws `.outOfMemory` if
     /// guarded memory cannot be allocated.
-    public func copy() throws -> SecretBytes {
+    package func copy() throws -> SecretBytes {
         try SecretBytes(copying: self)
     }
 

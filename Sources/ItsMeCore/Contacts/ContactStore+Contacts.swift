@@ -10,7 +10,7 @@ extension ContactStore {
 
     /// Adds a contact identified by its identity key. `.alreadyExists` if
     /// a contact with that key exists; `.invalidKey` for our own key.
-    public func add(
+    package func add(
         name: String, publicKey: [UInt8], seed: borrowing SecretBytes, method: Contact.ExchangeMethod, now: Int64,
         note: String = ""
     ) throws -> Int64 {
@@ -97,12 +97,12 @@ extension ContactStore {
 
     /// Adds in one write transaction, for bulk imports: one commit (one
     /// fsync) for all. If `body` throws, nothing it added is kept.
-    public func batch<R>(_ body: (borrowing Batch) throws -> R) throws -> R {
+    package func batch<R>(_ body: (borrowing Batch) throws -> R) throws -> R {
         try write { try body(Batch(store: self)) }
     }
 
     /// Adds contacts inside `ContactStore.batch`.
-    public struct Batch: ~Copyable {
+    package struct Batch: ~Copyable {
         fileprivate let store: ContactStore
 
         package func add(
@@ -141,7 +141,7 @@ extension ContactStore {
 
     /// The contact whose identity key is `publicKey` (32 bytes, else
     /// `.invalidArgument`). Throws `.notFound` if there is none.
-    public func contact(publicKey: [UInt8]) throws -> Contact {
+    package func contact(publicKey: [UInt8]) throws -> Contact {
         guard publicKey.count == Ed25519.publicKeyCount else {
             throw ItsMeError(.invalidArgument, "an identity key is \(Ed25519.publicKeyCount) bytes, got \(publicKey.count)")
         }
@@ -244,7 +244,7 @@ extension ContactStore {
     /// Throws `.invalidArgument` for an invalid name or a note over 4096 bytes,
     /// `.invalidState` for a change into or out of `.awaitingPeer`, `.notFound`
     /// if the contact is gone, `.database` if SQLite fails; nothing changes then.
-    public func update(_ contact: Contact) throws {
+    package func update(_ contact: Contact) throws {
         let name = try DisplayName.validated(contact.name)
         try Self.checkNote(contact.note)
         try modify(contact.id) { stored in
@@ -372,7 +372,7 @@ extension ContactStore {
     /// The contact's verification seed.
     /// In guarded memory, owned by the caller. Throws `.notFound` for an unknown
     /// id, `.corruptData` or `.authenticationFailed` if the record does not open.
-    public func seed(id: Int64) throws -> SecretBytes {
+    package func seed(id: Int64) throws -> SecretBytes {
         try withLock {
             let sealed = try sealedRecord(id)
             var seed = try SecretBytes(count: ContactRecord.seedCount)

@@ -54,7 +54,7 @@ extension ContactStore {
     /// The photo and its filename; `.notFound` if the contact has none.
     /// `.corruptData` if the contact's record and the photo rows disagree
     /// (a photo row lost or moved): a lost photo is never taken for none.
-    public func photo(id: Int64) throws -> (photo: [UInt8], filename: String) {
+    package func photo(id: Int64) throws -> (photo: [UInt8], filename: String) {
         try withLock {
             let claimed = try decode(id: id, sealed: try sealedRecord(id)).hasPhoto
             let row = try db.query("SELECT record FROM photos WHERE contact_id = ?", [.integer(id)]).first
@@ -235,7 +235,7 @@ extension ContactStore {
     /// This device's and the contact's device secrets. `.notFound` if none
     /// were stored; `.authenticationFailed` if they were sealed on another
     /// device (a store copied along with an identity export).
-    public func deviceSecrets(id: Int64) throws -> DeviceSecrets {
+    package func deviceSecrets(id: Int64) throws -> DeviceSecrets {
         try withLock { try deviceSecretsLocked(id: id) }
     }
 

@@ -47,7 +47,7 @@ public final class ContactStore: @unchecked Sendable {
     /// Guarded scratch for decrypting records on the hot paths.
     private var scratch: SecretBytes
     /// The path of the store's SQLite file, as given to `init(path:identity:)`.
-    public let path: String
+    package let path: String
     /// The secret-store item holding this store's high-water mark.
     let markItem: String
     /// When this handle last raised the mark, and the newest commit it has
@@ -154,9 +154,9 @@ public final class ContactStore: @unchecked Sendable {
     /// (PROTOCOL.md 17.4). A missing or empty file is left alone.
     public struct ImportSurvey: Equatable, Sendable {
         /// Whether the file exists and is a contact store.
-        public let exists: Bool
+        package let exists: Bool
         /// Whether the store was made for this contacts key.
-        public let ownedByKey: Bool
+        package let ownedByKey: Bool
         /// Contacts the key opens.
         public let readable: Int
         /// Contacts the key does not open (sealed under another key:
@@ -361,7 +361,7 @@ public final class ContactStore: @unchecked Sendable {
 
 /// This device's secret for a contact, and the contact's; during a
 /// Security PIN Update also the new ones (empty when none is pending).
-public struct DeviceSecrets: ~Copyable {
+package struct DeviceSecrets: ~Copyable {
     package let mine: SecretBytes
     package let theirs: SecretBytes
     package let pendingMine: SecretBytes

@@ -25,7 +25,7 @@ public enum DegradationCode {
     }
 
     /// Base-32 (RFC 4648 alphabet) of 15 bytes, in groups of four joined by "-".
-    public static func format(_ bytes: [UInt8]) -> String {
+    package static func format(_ bytes: [UInt8]) -> String {
         precondition(bytes.count == secretCount + macCount)
         var chars: [UInt8] = []
         var acc: UInt32 = 0, bits = 0

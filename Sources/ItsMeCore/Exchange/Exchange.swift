@@ -75,7 +75,7 @@ public final class Exchange: CustomStringConvertible {
         public init(rawValue: UInt32) { self.rawValue = rawValue }
         /// The peer sent the source format: nothing, its name included, is
         /// authenticated.
-        public static let unauthenticated = Flags(rawValue: 1)
+        package static let unauthenticated = Flags(rawValue: 1)
         /// A contact with the peer's identity key is already stored; it is
         /// replaced only when the new SAS is confirmed (set by `save`).
         public static let knownContact = Flags(rawValue: 2)
@@ -98,7 +98,7 @@ public final class Exchange: CustomStringConvertible {
     }
 
     /// Pending exchanges expire this long after they began.
-    public static let lifetime: Int64 = 24 * 3600
+    package static let lifetime: Int64 = 24 * 3600
 
     private var machine: ExchangeMachine
     private var outbox: [[UInt8]] = []
@@ -115,7 +115,7 @@ public final class Exchange: CustomStringConvertible {
     /// How this exchange runs.
     public var method: Method { machine.method }
     /// When the exchange started, in Unix seconds; it expires 24 hours later.
-    public var createdAt: Int64 { machine.createdAt }
+    package var createdAt: Int64 { machine.createdAt }
     /// Where the exchange stands.
     public var state: State { machine.publicState }
     /// The SAS, once the peer's contact data is in (nil once failed).
@@ -133,7 +133,7 @@ public final class Exchange: CustomStringConvertible {
     }
 
     /// The peer, or `.invalidState` saying why there is none.
-    public func requirePeer() throws -> Peer {
+    package func requirePeer() throws -> Peer {
         guard let peer else {
             throw ItsMeError(.invalidState, state == .failed ? "the exchange has failed" : "nothing received from the peer yet")
         }
@@ -194,7 +194,7 @@ public final class Exchange: CustomStringConvertible {
     /// Starts a Bluetooth exchange. Give the session code the peer shows,
     /// or nil to draw one for this device to show.
     /// Throws `.invalidArgument` for a time out of range.
-    public static func bluetooth<R: RandomSource>(
+    package static func bluetooth<R: RandomSource>(
         identity: Identity, sessionCode: ShortCode?, now: Int64, random: inout R
     ) throws -> Exchange {
         try UnixTime.check(now)
@@ -550,7 +550,7 @@ public final class Exchange: CustomStringConvertible {
     }
 
     /// `seal()` with the nonce from `random`.
-    public func seal<R: RandomSource>(random: inout R) throws -> [UInt8] {
+    package func seal<R: RandomSource>(random: inout R) throws -> [UInt8] {
         let pending = state == .awaitingPeer || state == .compareSAS || state == .imported || state == .awaitingDecision
         let finishedBluetooth = method == .bluetooth && (state == .confirmed || state == .rejected)
         guard pending || finishedBluetooth else {

@@ -59,9 +59,9 @@ public final class MailboxSession: CustomStringConvertible {
     /// One message of a fetch.
     public struct Message: Sendable {
         /// The relay's sequence number of the message in its mailbox.
-        public var seq: Int
+        package var seq: Int
         /// The message as posted: an exchange message, opaque to the relay.
-        public var body: [UInt8]
+        package var body: [UInt8]
         /// A fetched message, as the host parsed it from the relay's answer.
         public init(seq: Int, body: [UInt8]) {
             self.seq = seq
@@ -144,7 +144,7 @@ public final class MailboxSession: CustomStringConvertible {
         /// `unsent` (unpadded base64url) and `done`, and `accepted` once
         /// known: the keys of the Python binding's `InviteSession.to_dict`
         /// and of the relay client's `InviteSession.SavedState`.
-        public var json: String {
+        package var json: String {
             var members: [(String, JSONValue)] = [
                 ("version", .int(version)), ("relay_id", .string(relayID)), ("inviter", .bool(inviter)),
                 ("token", token.map { .string($0) } ?? .null), ("last_seq", .int(lastSeq)),
@@ -157,7 +157,7 @@ public final class MailboxSession: CustomStringConvertible {
         /// Reads `json` as written by `json`, the Python binding or the
         /// relay client, and checks every field: `.invalidArgument` for an
         /// unknown version or a malformed state. Unknown keys are ignored.
-        public init(json: String) throws {
+        package init(json: String) throws {
             guard json.utf8.count <= Self.maxJSONCount, let value = JSONValue.parse(json), case .object = value else {
                 throw ItsMeError(.invalidArgument, "the saved mailbox state is not a JSON object")
             }
@@ -209,7 +209,7 @@ public final class MailboxSession: CustomStringConvertible {
     }
 
     /// The longest hold of a fetch (15.2), in seconds.
-    public static let maxWait = 30
+    package static let maxWait = 30
 
     /// The exchange this session carries.
     public let exchange: Exchange
@@ -454,7 +454,7 @@ public final class MailboxSession: CustomStringConvertible {
     /// not the route's JSON ends the step as a transient failure and throws
     /// `.malformedMessage`. Otherwise as `answer(_:now:)`.
     @discardableResult
-    public func answer(status: Int, body: [UInt8], now: Int64) throws -> Outcome {
+    package func answer(status: Int, body: [UInt8], now: Int64) throws -> Outcome {
         guard let request = pending else {
             throw ItsMeError(.invalidState, "no request is pending: ask for the next one first")
         }
@@ -561,7 +561,7 @@ public final class MailboxSession: CustomStringConvertible {
     }
 
     /// 32 bytes in unpadded base64url: 43 characters, as the relay draws them.
-    public static func isToken(_ value: String) -> Bool {
+    package static func isToken(_ value: String) -> Bool {
         value.utf8.count == 43 && Base64.decode(value, .urlUnpadded)?.count == 32
     }
 }

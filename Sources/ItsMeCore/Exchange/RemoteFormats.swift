@@ -7,12 +7,12 @@
 public struct RemoteCode: Sendable, Equatable, CustomStringConvertible {
     /// The 31 characters a code may hold: digits and upper-case letters without
     /// 0, 1, I, L and O, which are easily confused.
-    public static let alphabet = Array("23456789ABCDEFGHJKMNPQRSTUVWXYZ".utf8)
+    package static let alphabet = Array("23456789ABCDEFGHJKMNPQRSTUVWXYZ".utf8)
     /// The number of characters of a code, the check character included.
-    public static let count = 8
+    package static let count = 8
 
     /// The 8 canonical characters (upper case, no separator).
-    public let canonical: String
+    package let canonical: String
 
     private init(canonical: String) { self.canonical = canonical }
 
@@ -81,7 +81,7 @@ public struct RemoteCode: Sendable, Equatable, CustomStringConvertible {
 /// 16), as pure functions.
 public enum RemoteProtocol {
     /// The version byte every remote exchange message starts with.
-    public static let version: UInt8 = 1
+    package static let version: UInt8 = 1
     package static let sidCount = 16
     package static let tagCount = 32
     static let exchangeLabel = "itsme-online-exchange-v1"
@@ -98,12 +98,12 @@ public enum RemoteProtocol {
 
     /// The relay ID (16 bytes) of an invite's mailbox and of the PAKE's
     /// binding: first 16 bytes of SHA-256(lv_cat("itsme-invite-id-v1", code)).
-    public static func inviteID(_ code: RemoteCode) -> [UInt8] {
+    package static func inviteID(_ code: RemoteCode) -> [UInt8] {
         Array(SHA256.hash(LV.cat(LV.b("itsme-invite-id-v1"), LV.b(code.canonical))).prefix(16))
     }
 
     /// The relay room of a real-time exchange.
-    public static func roomID(_ code: RemoteCode) -> [UInt8] {
+    package static func roomID(_ code: RemoteCode) -> [UInt8] {
         Array(SHA256.hash(LV.cat(LV.b("itsme-realtime-room-v1"), LV.b(code.canonical))).prefix(16))
     }
 

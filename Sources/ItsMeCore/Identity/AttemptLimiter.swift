@@ -30,11 +30,11 @@ public struct AttemptLimiter: Sendable {
 
     let store: any SecretStore
     /// Secret store item holding the counter, e.g. `itsme.limiter.pin`.
-    public let itemName: String
+    package let itemName: String
 
     /// A limiter whose counter is the item `itsme.limiter.<purpose>` in `store`.
     /// Reads nothing until used.
-    public init(store: any SecretStore, purpose: String) {
+    package init(store: any SecretStore, purpose: String) {
         self.store = store
         self.itemName = "itsme.limiter." + purpose
     }
@@ -70,7 +70,7 @@ public struct AttemptLimiter: Sendable {
     /// whether the secret was right. Throws `.locked` (nothing checked or
     /// counted) while a lock lasts, and an error of kind `failure` when the
     /// secret was wrong.
-    public func attempt(now: Int64, failure: ItsMeError.Kind, what: String, _ check: () throws -> Bool) throws {
+    package func attempt(now: Int64, failure: ItsMeError.Kind, what: String, _ check: () throws -> Bool) throws {
         try UnixTime.check(now)
         // The whole attempt (count, check, resolve) holds the store's
         // exclusive access, so attempts through several handles, threads or
@@ -114,7 +114,7 @@ public struct AttemptLimiter: Sendable {
 
     /// Forgets all failures (after the secret itself was replaced).
     /// Throws the secret store's error if the counter cannot be written.
-    public func reset() throws { try store.withExclusiveAccess { try save(State()) } }
+    package func reset() throws { try store.withExclusiveAccess { try save(State()) } }
 
 
     /// Record v1: version (1) | failures (4) | lock start (8), big-endian.

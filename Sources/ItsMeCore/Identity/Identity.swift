@@ -36,7 +36,7 @@ public final class Identity: CustomStringConvertible {
 
     /// Creates a new identity and saves it. Fails with `.alreadyExists` if
     /// the store holds one.
-    public static func create<R: RandomSource>(store: any SecretStore, name: String, random: inout R) throws -> Identity {
+    package static func create<R: RandomSource>(store: any SecretStore, name: String, random: inout R) throws -> Identity {
         let name = try DisplayName.validated(name)
         guard try store.get(itemName) == nil else {
             throw ItsMeError(.alreadyExists, "this secret store already holds an identity")
@@ -109,7 +109,7 @@ public final class Identity: CustomStringConvertible {
 
     /// Changes the display name and saves it. Throws `.invalidArgument` for an
     /// invalid name, or the store's error; on any error the name is unchanged.
-    public func setName(_ newName: String) throws {
+    package func setName(_ newName: String) throws {
         let validated = try DisplayName.validated(newName)
         let old = name
         name = validated
@@ -150,7 +150,7 @@ public enum Fingerprint {
 
     /// The first 8 bytes of SHA-256 of the public key, as 16 uppercase hex
     /// digits.
-    public static func of(publicKey: [UInt8]) -> String {
+    package static func of(publicKey: [UInt8]) -> String {
         Hex.encodeUpper(SHA256.hash(publicKey).prefix(8))
     }
 }
@@ -181,7 +181,7 @@ public enum DisplayName {
 
     /// Whether `name` is a valid display name: 1 to 128 bytes of UTF-8 with no
     /// refused code point.
-    public static func isValid(_ name: String) -> Bool {
+    package static func isValid(_ name: String) -> Bool {
         let count = name.utf8.count
         guard count > 0, count <= maxBytes else { return false }
         return !name.unicodeScalars.contains(where: isRefused)

@@ -8,7 +8,7 @@ public struct PIN: Sendable {
     /// The number of digits of a PIN.
     public static let length = 6
     /// The secret store item holding the PIN's verifier (an Argon2id hash).
-    public static let itemName = "itsme.pin"
+    package static let itemName = "itsme.pin"
     static let recordVersion: UInt8 = 1
     static let algorithmArgon2id13: UInt8 = 1
     static let hashCount = 32
@@ -17,7 +17,7 @@ public struct PIN: Sendable {
     let store: any SecretStore
     let parameters: Argon2id.Parameters
     /// The attempt limiter of PIN checks (`itsme.limiter.pin` in the store).
-    public var limiter: AttemptLimiter { AttemptLimiter(store: store, purpose: "pin") }
+    package var limiter: AttemptLimiter { AttemptLimiter(store: store, purpose: "pin") }
 
     /// The PIN kept in `store`, hashed with `parameters` when set or changed
     /// (a stored verifier keeps the parameters it was made with). Reads nothing
@@ -75,7 +75,7 @@ public struct PIN: Sendable {
 
     /// Replaces the PIN after verifying `old` as `verify` does (with its errors);
     /// `.invalidPIN` if `new` is not six digits, checked first.
-    public func change(old: String, new: String, now: Int64) throws {
+    package func change(old: String, new: String, now: Int64) throws {
         let newSecret = try Self.validated(new)
         try verify(old, now: now)
         try write(newSecret)

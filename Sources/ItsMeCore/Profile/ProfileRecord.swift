@@ -9,7 +9,7 @@
 /// guarded memory, and `description` never shows it.
 public final class ProfileRecord: CustomStringConvertible, @unchecked Sendable {
     /// The format version of records this library writes and reads.
-    public static let version: UInt8 = 1
+    package static let version: UInt8 = 1
     /// The largest record: the relay's default record limit.
     public static let maxRecordBytes = 262_144
     /// Bytes around the three values: the version, three nonces, lengths

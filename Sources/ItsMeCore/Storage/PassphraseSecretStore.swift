@@ -24,12 +24,12 @@ public final class PassphraseSecretStore: SecretStore {
     /// The file store that holds the sealed items.
     package let inner: FileSecretStore
     /// Where the wrap file is: `directory` + `.wrap`.
-    public let wrapPath: String
+    package let wrapPath: String
     private let key: SecretBytes
 
     /// What every new wrap uses: libsodium's moderate level (3 passes over
     /// 256 MiB, about a second).
-    public static let parameters = Argon2id.Parameters.moderate
+    package static let parameters = Argon2id.Parameters.moderate
     /// The longest passphrase taken, in bytes.
     package static let maxPassphraseCount = 4096
     /// The largest wrap file read (a real one is about 200 bytes).
@@ -101,7 +101,7 @@ public final class PassphraseSecretStore: SecretStore {
     }
 
     /// `create`, drawing the salt and nonces from `random`.
-    public static func create<P: ByteView & ~Copyable, R: RandomSource>(
+    package static func create<P: ByteView & ~Copyable, R: RandomSource>(
         directory: String, passphrase: borrowing P, random: inout R
     ) throws -> PassphraseSecretStore {
         let wrapPath = try wrapPath(directory: directory)

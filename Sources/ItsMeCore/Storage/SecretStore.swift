@@ -63,7 +63,7 @@ extension SecretStore {
 
     /// Stores `bytes` (public bytes or a `SecretBytes`, borrowed, not copied to
     /// the heap) as item `name`, as `put(_:_:accessibility:)`.
-    public func put<B: ByteView & ~Copyable>(
+    package func put<B: ByteView & ~Copyable>(
         _ name: String, bytes: borrowing B, accessibility: Accessibility = .whenUnlockedThisDeviceOnly
     ) throws {
         try bytes.withBytes { try put(name, $0, accessibility: accessibility) }
@@ -132,7 +132,7 @@ public final class MemorySecretStore: SecretStore {
     }
 
     /// Item names, sorted (for tests).
-    public var names: [String] { items.withLock { $0.keys.sorted() } }
+    package var names: [String] { items.withLock { $0.keys.sorted() } }
 }
 
 /// Items as files in one directory: mode 0600 in a 0700 directory, written
@@ -141,7 +141,7 @@ public final class MemorySecretStore: SecretStore {
 /// file permissions only (like an ssh key without a passphrase).
 public final class FileSecretStore: SecretStore {
     /// The directory holding the item files.
-    public let directory: String
+    package let directory: String
 
     /// Opens the directory, creating it (and missing parents) with mode 0700.
     /// Throws `.invalidArgument` for an empty path or one holding a NUL byte,

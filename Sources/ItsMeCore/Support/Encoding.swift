@@ -47,7 +47,7 @@ public enum NATO {
 
     /// The index of a word typed in any ASCII case, compared byte by byte
     /// (TypedInput): a look-alike letter is no letter.
-    public static func index(of word: some StringProtocol) -> Int? { index(ofBytes: word.utf8) }
+    package static func index(of word: some StringProtocol) -> Int? { index(ofBytes: word.utf8) }
 
     static func index(ofBytes word: some Collection<UInt8>) -> Int? {
         wordBytes.firstIndex(of: word.map(TypedInput.upper))
@@ -69,7 +69,7 @@ public enum TypedInput {
 
     /// `a-z` upper-cased; every other byte unchanged.
     @inline(__always)
-    public static func upper(_ c: UInt8) -> UInt8 { (0x61...0x7a).contains(c) ? c - 0x20 : c }
+    package static func upper(_ c: UInt8) -> UInt8 { (0x61...0x7a).contains(c) ? c - 0x20 : c }
 
     @inline(__always)
     static func isDigit(_ c: UInt8) -> Bool { (0x30...0x39).contains(c) }
@@ -100,7 +100,7 @@ public enum TypedInput {
     }
 
     /// The bytes without leading and trailing U+0020.
-    public static func trimmed(_ input: String) -> ArraySlice<UInt8> {
+    package static func trimmed(_ input: String) -> ArraySlice<UInt8> {
         var bytes = ArraySlice(Array(input.utf8))
         while bytes.first == space { bytes.removeFirst() }
         while bytes.last == space { bytes.removeLast() }
@@ -148,12 +148,12 @@ public enum TypedInput {
     }
 
     /// The first character that is not in a code's alphabet.
-    public struct Refused: Error, Equatable, Sendable {
+    package struct Refused: Error, Equatable, Sendable {
         /// The refused byte, as typed.
-        public let byte: UInt8
+        package let byte: UInt8
         /// "'1'" for a printable ASCII character, else "a character" (a
         /// non-ASCII character is never shown as the letter it resembles).
-        public var shown: String {
+        package var shown: String {
             (0x21..<0x7f).contains(byte) ? "'\(Character(Unicode.Scalar(byte)))'" : "a character"
         }
     }
@@ -164,17 +164,17 @@ public enum TypedInput {
 public struct ShortCode: Equatable, Sendable, CustomStringConvertible {
     package static let valueCount: UInt32 = 260_000
     /// The code as one number: word index * 10,000 + the four digits.
-    public let value: UInt32
+    package let value: UInt32
 
     /// The code of `value`; nil unless it is below 260,000.
-    public init?(value: UInt32) {
+    package init?(value: UInt32) {
         guard value < Self.valueCount else { return nil }
         self.value = value
     }
 
     package var wordIndex: Int { Int(value / 10_000) }
     /// The four-digit number, 0 to 9999.
-    public var number: Int { Int(value % 10_000) }
+    package var number: Int { Int(value % 10_000) }
 
     /// "ECHO 0042".
     public var text: String {
@@ -187,14 +187,14 @@ public struct ShortCode: Equatable, Sendable, CustomStringConvertible {
     /// Parses typed input (TypedInput.wordAndNumber): surrounding spaces
     /// ignored, the word in any ASCII case, one space or "-", exactly four
     /// ASCII digits.
-    public init?(parsing input: String) {
+    package init?(parsing input: String) {
         guard let (word, number) = TypedInput.wordAndNumber(input, digits: 4) else { return nil }
         self.value = UInt32(word) * 10_000 + number
     }
 
     /// A uniformly random code: 4 random bytes at a time, rejecting values
     /// at or above the largest multiple of 260,000 below 2^32.
-    public static func random<R: RandomSource>(using rng: inout R) -> ShortCode {
+    package static func random<R: RandomSource>(using rng: inout R) -> ShortCode {
         let limit: UInt32 = 4_294_940_000
         while true {
             let b = rng.bytes(4)
@@ -207,7 +207,7 @@ public struct ShortCode: Equatable, Sendable, CustomStringConvertible {
     /// th)) to 8 bytes, big-endian, modulo 260,000.
     /// Throws only if HKDF refuses its input (`.invalidArgument`), which a
     /// 32-byte seed never makes it do.
-    public static func sas<S: ByteView & ~Copyable>(seed: borrowing S, transcriptHash: [UInt8]) throws -> ShortCode {
+    package static func sas<S: ByteView & ~Copyable>(seed: borrowing S, transcriptHash: [UInt8]) throws -> ShortCode {
         let info = LV.cat(LV.b("itsme-sas-v1"), transcriptHash)
         let v = try withScratch(8) { okm -> UInt64 in
             try HKDF.derive(ikm: seed, salt: [UInt8](), info: info, into: okm)

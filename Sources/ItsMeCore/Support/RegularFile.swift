@@ -21,17 +21,17 @@ import Darwin
 /// opening it has no effect. Only a missing path is "absent" (nil).
 public final class RegularFile {
     /// The path as given to `init(path:followLinks:limit:)`.
-    public let path: String
+    package let path: String
     /// The size `fstat` gave when the file was opened.
-    public let size: Int
+    package let size: Int
     /// The most bytes this file may hold and `read` will take.
-    public let limit: Int
+    package let limit: Int
     private let fd: Int32
 
     /// Opens `path`; nil if nothing is there (for a followed link: nor at
     /// its end). Throws `RegularFileError` for anything else that is not a
     /// regular file of at most `limit` bytes, or that cannot be opened.
-    public init?(path: String, followLinks: Bool = false, limit: Int) throws {
+    package init?(path: String, followLinks: Bool = false, limit: Int) throws {
         self.path = path
         self.limit = limit
         guard !path.isEmpty, !path.utf8.contains(0) else { throw RegularFileError(path, .system(call: "open", code: ENOENT)) }
@@ -106,7 +106,7 @@ public final class RegularFile {
     /// file that ends sooner, or goes on after them, changed while it was
     /// read.
     /// Throws `RegularFileError` (`.changed` or `.system`).
-    public func read(into buffer: UnsafeMutableRawBufferPointer) throws {
+    package func read(into buffer: UnsafeMutableRawBufferPointer) throws {
         var done = 0
         while done < buffer.count {
             let n = systemRead(fd, buffer.baseAddress!.advanced(by: done), buffer.count - done)
@@ -187,12 +187,12 @@ public struct RegularFileError: Error, Equatable, Sendable, CustomStringConverti
     }
 
     /// The path that was refused.
-    public let path: String
+    package let path: String
     /// What was found there.
     public let problem: Problem
 
     /// An error for `path`: what `problem` says was found there.
-    public init(_ path: String, _ problem: Problem) {
+    package init(_ path: String, _ problem: Problem) {
         self.path = path
         self.problem = problem
     }

@@ -2,13 +2,13 @@
 /// and a test checks that they agree.
 public enum Version {
     /// The major version: 0 while the protocol and the API may still change.
-    public static let major: UInt32 = 0
+    package static let major: UInt32 = 0
     /// The minor version.
-    public static let minor: UInt32 = 3
+    package static let minor: UInt32 = 3
     /// The patch version.
-    public static let patch: UInt32 = 0
+    package static let patch: UInt32 = 0
     /// The version as text, "major.minor.patch".
     public static let string: StaticString = "0.3.0"
     /// major * 10000 + minor * 100 + patch
-    public static var number: UInt32 { major * 10000 + minor * 100 + patch }
+    package static var number: UInt32 { major * 10000 + minor * 100 + patch }
 }

@@ -13,7 +13,7 @@
 /// A failure is final. Not thread-safe: serialise calls (the C layer does).
 public final class DeviceTransfer: CustomStringConvertible {
     /// Which device this side is. The raw values are the C interface's.
-    public enum Role: UInt32, Sendable {
+    package enum Role: UInt32, Sendable {
         /// The new device: shows the offer, receives the identity.
         case receiver = 1
         /// The old device: scans the offer, sends the identity.
@@ -39,7 +39,7 @@ public final class DeviceTransfer: CustomStringConvertible {
     }
 
     /// The version of the transfer's offer and messages.
-    public static let version: UInt8 = 1
+    package static let version: UInt8 = 1
     package static let offerPrefix = TransferOffer.prefix
     /// How long a transfer may take, from its creation.
     public static let lifetime: Int64 = 600
@@ -48,11 +48,11 @@ public final class DeviceTransfer: CustomStringConvertible {
     private var outbox: [[UInt8]] = []
 
     /// Which device this side is.
-    public var role: Role { machine.role }
+    package var role: Role { machine.role }
     /// When the transfer was created, in Unix seconds.
-    public var createdAt: Int64 { machine.createdAt }
+    package var createdAt: Int64 { machine.createdAt }
     /// Why the transfer failed, once it has.
-    public var failure: ItsMeError? { machine.failure }
+    package var failure: ItsMeError? { machine.failure }
     /// The SAS, once both keys are known (and after the transfer ended
     /// other than by failing).
     public var sas: ShortCode? { machine.sas }

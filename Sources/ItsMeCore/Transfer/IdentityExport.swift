@@ -27,7 +27,7 @@ public enum IdentityExport {
     /// The bytes every export starts with, "ITSMEXP".
     public static let magic = Array("ITSMEXP".utf8)
     /// The export format's version.
-    public static let version: UInt8 = 1
+    package static let version: UInt8 = 1
     static let kdfArgon2id: UInt8 = 1
     package static let headerCount = 7 + 1 + 1 + 4 + 4 + 1 + Argon2id.saltCount + AEAD.nonceCount
     package static let textPrefix = "ITSMEXP1:"
@@ -42,9 +42,9 @@ public enum IdentityExport {
     /// What an export's header says, read before any expensive work.
     public struct Header: Equatable, Sendable {
         /// Argon2id's passes (its time cost).
-        public let passes: UInt32
+        package let passes: UInt32
         /// Argon2id's memory in KiB.
-        public let memoryKiB: UInt32
+        package let memoryKiB: UInt32
         /// Whether the password was generated or chosen.
         public let passwordKind: PasswordKind
         let salt: [UInt8]
@@ -284,7 +284,7 @@ public enum IdentityExport {
         /// The identity's display name.
         public let name: String
         /// The identity's fingerprint, for the person to compare before installing.
-        public let fingerprint: String
+        package let fingerprint: String
 
         init(_ plain: borrowing SecretBytes) throws {
             self = try plain.withBytes { bytes -> Contents in

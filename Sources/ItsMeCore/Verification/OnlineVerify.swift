@@ -27,14 +27,14 @@ public final class OnlineVerify: CustomStringConvertible {
     }
 
     /// How long a session may take, from its creation.
-    public static let lifetime = WindowedSession.lifetime
+    package static let lifetime = WindowedSession.lifetime
 
     private let store: ContactStore
     private var machine: OnlineVerifyMachine
     private var outbox: [[UInt8]] = []
 
     /// The contact being verified.
-    public var contactID: Int64 { machine.session.contactID }
+    package var contactID: Int64 { machine.session.contactID }
     /// The window the session meets in (30-second windows of Unix time).
     public var window: Int64 { machine.session.window }
     /// 16 bytes; the relay room's name is its lowercase hex.
@@ -43,7 +43,7 @@ public final class OnlineVerify: CustomStringConvertible {
     public var roomName: String { Hex.encodeUpper(machine.roomID).lowercased() }
     package var isInitiator: Bool { machine.session.isInitiator }
     /// When the session was created, in Unix seconds.
-    public var createdAt: Int64 { machine.session.createdAt }
+    package var createdAt: Int64 { machine.session.createdAt }
     /// Why the session failed, once it has.
     public var failure: ItsMeError? { machine.failure }
     /// The SAS, once both proofs are checked (and after a rejection that
@@ -56,7 +56,7 @@ public final class OnlineVerify: CustomStringConvertible {
         return sas
     }
     /// The outcome of the device tag check, known once proofs are checked.
-    public var outcome: VoiceSession.Outcome? { machine.outcome }
+    package var outcome: VoiceSession.Outcome? { machine.outcome }
 
     /// Where the session stands.
     public var state: State {
@@ -71,7 +71,7 @@ public final class OnlineVerify: CustomStringConvertible {
 
     /// The 16-byte room ID two contacts sharing `seed` meet in during `window`,
     /// without a session. Throws `.invalidArgument` for a window out of range.
-    public static func roomID<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64) throws -> [UInt8] {
+    package static func roomID<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64) throws -> [UInt8] {
         try OnlineVerifyMachine.roomID(seed: seed, window: window)
     }
 
@@ -81,7 +81,7 @@ public final class OnlineVerify: CustomStringConvertible {
     /// Throws `.invalidArgument` for a window that is neither, `.notFound` for an
     /// unknown contact, `.invalidState` for a contact still awaiting the peer, or
     /// the store's errors.
-    public init<R: RandomSource>(store: ContactStore, contactID: Int64, window: Int64, now: Int64, random: inout R) throws {
+    package init<R: RandomSource>(store: ContactStore, contactID: Int64, window: Int64, now: Int64, random: inout R) throws {
         try VoiceProtocol.checkMeetingWindow(window, now: now)
         let contact = try store.contact(id: contactID)
         try ContactStore.checkSettled(contact)
@@ -107,7 +107,7 @@ public final class OnlineVerify: CustomStringConvertible {
     }
 
     /// The next message to send, removed from the queue; nil if none.
-    public func takeOutgoing() -> [UInt8]? {
+    package func takeOutgoing() -> [UInt8]? {
         defer { markSent() }
         return peekOutgoing()
     }

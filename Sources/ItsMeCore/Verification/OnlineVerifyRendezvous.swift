@@ -16,7 +16,7 @@ public final class OnlineVerifyRendezvous: CustomStringConvertible {
     /// A room and the session that runs in it.
     public struct Candidate {
         /// The room ID (32 lowercase hex digits, `OnlineVerify.roomName`).
-        public let room: String
+        package let room: String
         /// The Online Verify session for that room's window.
         public let session: OnlineVerify
     }
@@ -53,7 +53,7 @@ public final class OnlineVerifyRendezvous: CustomStringConvertible {
 
     /// The candidates to drop (leave their rooms, free their sessions) once
     /// a session was chosen; empty before.
-    public var dropped: [Candidate] {
+    package var dropped: [Candidate] {
         guard let chosenIndex else { return [] }
         return candidates.indices.filter { $0 != chosenIndex }.map { candidates[$0] }
     }

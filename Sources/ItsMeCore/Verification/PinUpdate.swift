@@ -8,9 +8,9 @@
 /// to verify; and keeps the frames until the host takes them.
 ///
 /// A failure is final. Not thread-safe: serialise calls (the C layer does).
-public final class PinUpdate: CustomStringConvertible {
+package final class PinUpdate: CustomStringConvertible {
     /// Where the update stands. The raw values are the C interface's.
-    public enum State: UInt32, Sendable {
+    package enum State: UInt32, Sendable {
         /// Frames are still to be exchanged.
         case running = 1
         /// This side has committed its new secret; nothing more to do

@@ -59,7 +59,7 @@ public enum VoiceProtocol {
     }
 
     /// A session ID (0 to 2599) as shown: a NATO word and two digits.
-    public static func sessionIDText(_ v: UInt32) -> String {
+    package static func sessionIDText(_ v: UInt32) -> String {
         NATO.words[Int(v / 100)] + " " + pad(Int(v % 100), 2)
     }
 
@@ -94,7 +94,7 @@ public enum VoiceProtocol {
 
     /// Section 9.3: the selector's five word indices, sorted.
     /// Throws `.invalidArgument` for a window out of range.
-    public static func words<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64, pid: [UInt8]) throws -> [Int] {
+    package static func words<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64, pid: [UInt8]) throws -> [Int] {
         try withScratch(32) { k in
             try HKDF.derive(ikm: seed, salt: LV.cat(try windowBytes(window), pid), info: LV.b("itsme-word-options-v1"), into: k)
             let key = UnsafeRawBufferPointer(k)
@@ -115,7 +115,7 @@ public enum VoiceProtocol {
 
     /// Section 9.6: the code of `speaker` as its value in [0, 26000).
     /// Throws `.invalidArgument` for a window out of range.
-    public static func code<S: ByteView & ~Copyable>(
+    package static func code<S: ByteView & ~Copyable>(
         seed: borrowing S, window: Int64, first: [UInt8], firstWord: Int, second: [UInt8], secondWord: Int, speaker: [UInt8]
     ) throws -> UInt32 {
         try codes(
@@ -125,7 +125,7 @@ public enum VoiceProtocol {
 
     /// The codes of several speakers under one derived key.
     /// Throws `.invalidArgument` for a window out of range.
-    public static func codes<S: ByteView & ~Copyable>(
+    package static func codes<S: ByteView & ~Copyable>(
         seed: borrowing S, window: Int64, first: [UInt8], firstWord: Int, second: [UInt8], secondWord: Int,
         speakers: [[UInt8]]
     ) throws -> [UInt32] {
@@ -151,7 +151,7 @@ public enum VoiceProtocol {
 
     /// Section 10.1: the speaker's two-digit device tag.
     /// Throws `.invalidArgument` for a window out of range.
-    public static func tag<S: ByteView & ~Copyable, D: ByteView & ~Copyable>(
+    package static func tag<S: ByteView & ~Copyable, D: ByteView & ~Copyable>(
         seed: borrowing S, window: Int64, speaker: [UInt8], deviceSecret: borrowing D
     ) throws -> UInt32 {
         try deviceSecret.withBytes { try tags(seed: seed, window: window, [(speaker, $0)])[0] }
@@ -159,7 +159,7 @@ public enum VoiceProtocol {
 
     /// The tags of several (speaker, device secret) pairs under one key.
     /// Throws `.invalidArgument` for a window out of range.
-    public static func tags<S: ByteView & ~Copyable>(
+    package static func tags<S: ByteView & ~Copyable>(
         seed: borrowing S, window: Int64, _ speakers: [([UInt8], UnsafeRawBufferPointer)]
     ) throws -> [UInt32] {
         try checkWindow(window)

@@ -60,9 +60,9 @@ public final class VoiceSession: CustomStringConvertible {
     private var machine: VoiceMachine
 
     /// The contact being verified.
-    public var contactID: Int64 { machine.plan.contactID }
+    package var contactID: Int64 { machine.plan.contactID }
     /// The window the session runs in (30-second windows of Unix time).
-    public var window: Int64 { machine.plan.window }
+    package var window: Int64 { machine.plan.window }
     /// Section 9.2, as its value (text: `sessionIDText`).
     package var sessionID: UInt32 { machine.plan.sessionID }
     /// This person's five word indices, sorted.
@@ -79,7 +79,7 @@ public final class VoiceSession: CustomStringConvertible {
         }
     }
     /// What `check` found, once it ran.
-    public var outcome: Outcome? { machine.outcome }
+    package var outcome: Outcome? { machine.outcome }
     /// Why the session failed, once it has.
     public var failure: ItsMeError? { machine.failure }
     package var selections: [Int] { machine.selections }
