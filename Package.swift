@@ -16,7 +16,7 @@ let package = Package(
         // type of that name. Its public declarations are the API (each one
         // documented, scripts/check-docs); the rest is `package`, which no
         // other package can reach.
-        .library(name: "ItsMeKit", targets: ["ItsMeCore"]),
+        .library(name: "ItsMeKit", targets: ["ItsMeKit"]),
         // The primitives under it, all the relay server links: SHA-256,
         // secrets that wipe themselves, constant-time comparison, base64, the
         // SQLite wrapper, the error type.
@@ -39,17 +39,17 @@ let package = Package(
         // Primitives without protocol rules: no Foundation, no C exports.
         .target(name: "ItsMePrimitives", dependencies: ["CSodium", "CSQLite"]),
         // The protocol core: no Foundation, no C exports.
-        .target(name: "ItsMeCore", dependencies: ["ItsMePrimitives", "CSodium", "CSQLite"]),
+        .target(name: "ItsMeKit", dependencies: ["ItsMePrimitives", "CSodium", "CSQLite"]),
         // Every exported C function, and nothing else.
-        .target(name: "ItsMeFFI", dependencies: ["ItsMeCore", "CItsMe"]),
+        .target(name: "ItsMeFFI", dependencies: ["ItsMeKit", "CItsMe"]),
         // The functions only the test build exports.
-        .target(name: "ItsMeTestingFFI", dependencies: ["ItsMeFFI", "ItsMeCore", "CItsMe"]),
-        .executableTarget(name: "ItsMeBench", dependencies: ["ItsMeCore", "ItsMeFFI", "ItsMeTestingFFI", "CItsMe", "CSodium"]),
+        .target(name: "ItsMeTestingFFI", dependencies: ["ItsMeFFI", "ItsMeKit", "CItsMe"]),
+        .executableTarget(name: "ItsMeBench", dependencies: ["ItsMeKit", "ItsMeFFI", "ItsMeTestingFFI", "CItsMe", "CSodium"]),
         .testTarget(
             name: "ItsMeCoreTests",
-            dependencies: ["ItsMeCore", "CSodium", "CSQLite"],
+            dependencies: ["ItsMeKit", "CSodium", "CSQLite"],
             exclude: ["Vectors"]
         ),
-        .testTarget(name: "ItsMeFFITests", dependencies: ["ItsMeFFI", "ItsMeTestingFFI", "ItsMeCore", "CItsMe"]),
+        .testTarget(name: "ItsMeFFITests", dependencies: ["ItsMeFFI", "ItsMeTestingFFI", "ItsMeKit", "CItsMe"]),
     ]
 )

@@ -6,7 +6,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 private var context: VerifyFuzzing?
 

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 /// The service approval vectors (PROTOCOL.md 19): approval.json, built from
 /// fixed inputs and checked against the documented formulas as they are

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-import ItsMeCore
+import ItsMeKit
 
 /// The crypto wrappers against Wycheproof, RFC and FIPS vectors, plus the
 /// unit behaviour of the helpers around them.

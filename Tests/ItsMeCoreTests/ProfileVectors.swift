@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 /// The profile record vectors (PROTOCOL.md 18): profile.json, built from
 /// fixed inputs and checked against the documented formulas as they are

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 /// The vectors of Tests/ProtocolVectors that are not one exchange or
 /// session run honestly: Online Verify's refusals (11.2), the states of a

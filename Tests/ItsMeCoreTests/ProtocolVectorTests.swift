@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 /// Builds the test vectors of docs/PROTOCOL.md from fixed inputs, checks
 /// the state machines produce exactly the bytes the documented formulas

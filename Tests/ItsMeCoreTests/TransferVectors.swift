@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 /// The device transfer vectors (PROTOCOL.md 17): export.json and
 /// transfer.json, built from fixed inputs and checked against the

@@ -4,7 +4,7 @@
 // phone call is handed from one side to the other here. Any mismatch
 // ends the program with a non-zero status.
 import Foundation
-import ItsMeCore
+import ItsMeKit
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("example: \(message)\n".utf8))
