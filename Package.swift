@@ -12,11 +12,16 @@ let package = Package(
         .executable(name: "itsme-bench", targets: ["ItsMeBench"]),
         // Writes Tests/ProtocolVectors/*.json, or checks them (--check).
         .executable(name: "itsme-vectors", targets: ["VectorGen"]),
-        // The protocol core for Swift programs of this project; not a public API.
-        .library(name: "ItsMeCore", targets: ["ItsMeCore"]),
-        // The primitives under it, all the relay server links: libsodium's
-        // hashes, AEADs and signatures, secrets that wipe themselves,
-        // constant-time comparison, base64, the SQLite wrapper, the error type.
+        // The core's Swift API: identity, secret and contact stores,
+        // exchanges, verification, transfer, profiles, approvals. Named
+        // ItsMeKit, not ItsMe: the command-line client's root command is a
+        // type of that name. Its public declarations are the API (each one
+        // documented, scripts/check-docs); the rest is `package`, which no
+        // other package can reach.
+        .library(name: "ItsMeKit", targets: ["ItsMeKit"]),
+        // The primitives under it, all the relay server links: SHA-256,
+        // secrets that wipe themselves, constant-time comparison, base64, the
+        // SQLite wrapper, the error type.
         .library(name: "ItsMePrimitives", targets: ["ItsMePrimitives"]),
     ],
     targets: [
@@ -36,18 +41,18 @@ let package = Package(
         // Primitives without protocol rules: no Foundation, no C exports.
         .target(name: "ItsMePrimitives", dependencies: ["CSodium", "CSQLite"]),
         // The protocol core: no Foundation, no C exports.
-        .target(name: "ItsMeCore", dependencies: ["ItsMePrimitives", "CSodium", "CSQLite"]),
+        .target(name: "ItsMeKit", dependencies: ["ItsMePrimitives", "CSodium", "CSQLite"]),
         // Every exported C function, and nothing else.
-        .target(name: "ItsMeFFI", dependencies: ["ItsMeCore", "CItsMe"]),
+        .target(name: "ItsMeFFI", dependencies: ["ItsMeKit", "CItsMe"]),
         // The functions only the test build exports.
-        .target(name: "ItsMeTestingFFI", dependencies: ["ItsMeFFI", "ItsMeCore", "CItsMe"]),
-        .executableTarget(name: "ItsMeBench", dependencies: ["ItsMeCore", "ItsMeFFI", "ItsMeTestingFFI", "CItsMe", "CSodium"]),
-        .executableTarget(name: "VectorGen", dependencies: ["ItsMeCore"]),
+        .target(name: "ItsMeTestingFFI", dependencies: ["ItsMeFFI", "ItsMeKit", "CItsMe"]),
+        .executableTarget(name: "ItsMeBench", dependencies: ["ItsMeKit", "ItsMeFFI", "ItsMeTestingFFI", "CItsMe", "CSodium"]),
+        .executableTarget(name: "VectorGen", dependencies: ["ItsMeKit"]),
         .testTarget(
             name: "ItsMeCoreTests",
-            dependencies: ["ItsMeCore", "CSodium", "CSQLite"],
+            dependencies: ["ItsMeKit", "CSodium", "CSQLite"],
             exclude: ["Vectors"]
         ),
-        .testTarget(name: "ItsMeFFITests", dependencies: ["ItsMeFFI", "ItsMeTestingFFI", "ItsMeCore", "CItsMe"]),
+        .testTarget(name: "ItsMeFFITests", dependencies: ["ItsMeFFI", "ItsMeTestingFFI", "ItsMeKit", "CItsMe"]),
     ]
 )

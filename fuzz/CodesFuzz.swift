@@ -3,9 +3,9 @@
 // export passwords, names, photo filenames, scope lists. Any input must
 // give a result or a refusal, never a crash. Build and run with
 // scripts/fuzz; the inputs it finds are kept in Tests/FuzzCorpus/codes and
-// replayed by the Swift tests. The body is CodesFuzzing in ItsMeCore.
+// replayed by the Swift tests. The body is CodesFuzzing in ItsMeKit.
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {

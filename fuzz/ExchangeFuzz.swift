@@ -4,7 +4,7 @@
 // Build and run with scripts/fuzz; the inputs it finds are kept in
 // Tests/FuzzCorpus/exchange and replayed by the Swift tests.
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 private var context: ExchangeFuzzing?
 

@@ -3,9 +3,9 @@
 // profile records, approval requests, approvals and enrollments. Any input
 // must give a result or a thrown error, never a crash. Build and run with
 // scripts/fuzz; the inputs it finds are kept in Tests/FuzzCorpus/records
-// and replayed by the Swift tests. The body is RecordsFuzzing in ItsMeCore.
+// and replayed by the Swift tests. The body is RecordsFuzzing in ItsMeKit.
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 private var context: RecordsFuzzing?
 

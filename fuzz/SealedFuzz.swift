@@ -2,9 +2,9 @@
 // Exchange.restore, and the records inside them. Any input must give a
 // result or a thrown error, never a crash. Build and run with
 // scripts/fuzz; the inputs it finds are kept in Tests/FuzzCorpus/sealed
-// and replayed by the Swift tests. The body is SealedFuzzing in ItsMeCore.
+// and replayed by the Swift tests. The body is SealedFuzzing in ItsMeKit.
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 private var context: SealedFuzzing?
 

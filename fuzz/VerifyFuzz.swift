@@ -3,7 +3,7 @@
 // must give a result or a thrown error, never a crash. Build and run with
 // scripts/fuzz; the inputs it finds are kept in Tests/FuzzCorpus/verify and
 // replayed by the Swift tests.
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 private var context: VerifyFuzzing?
 

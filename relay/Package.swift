@@ -57,7 +57,7 @@ let package = Package(
         .target(
             name: "ItsMeRelayClient",
             dependencies: [
-                .product(name: "ItsMeCore", package: "itsme"),
+                .product(name: "ItsMeKit", package: "itsme"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -73,7 +73,7 @@ let package = Package(
             name: "itsme-cli",
             dependencies: [
                 "ItsMeRelayClient", "ItsMeRelay", "CQRencode",
-                .product(name: "ItsMeCore", package: "itsme"),
+                .product(name: "ItsMeKit", package: "itsme"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -85,7 +85,7 @@ let package = Package(
             name: "ItsMeRelayClientTests",
             dependencies: [
                 "ItsMeRelayClient", "ItsMeRelay",
-                .product(name: "ItsMeCore", package: "itsme"),
+                .product(name: "ItsMeKit", package: "itsme"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: [.swiftLanguageMode(.v5)]

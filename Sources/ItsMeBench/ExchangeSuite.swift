@@ -3,8 +3,8 @@
 // (docs/PROTOCOL.md section 14.1), measured in the same run.
 import CItsMe
 import CSodium
-import ItsMeCore
 import ItsMeFFI
+import ItsMeKit
 
 #if canImport(Glibc)
 import Glibc

@@ -6,7 +6,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import ItsMeCore
+import ItsMeKit
 
 func median(_ samples: [Double]) -> Double {
     let sorted = samples.sorted()

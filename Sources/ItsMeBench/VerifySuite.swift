@@ -6,8 +6,8 @@
 // would otherwise reach for.
 import CItsMe
 import CSodium
-import ItsMeCore
 import ItsMeFFI
+import ItsMeKit
 import ItsMeTestingFFI
 
 #if canImport(Glibc)

@@ -10,7 +10,7 @@ import Glibc
 import Darwin
 #endif
 import CSodium
-import ItsMeCore
+import ItsMeKit
 
 func nowSeconds() -> Double {
     var ts = timespec()

@@ -1,7 +1,7 @@
 // Exported functions for service approvals, in the order of
 // include/itsme.h.
 import CItsMe
-import ItsMeCore
+import ItsMeKit
 
 // MARK: - Replay stores
 

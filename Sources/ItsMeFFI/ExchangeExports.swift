@@ -1,7 +1,7 @@
 // Exported functions for randomness, short codes, exchanges and the pure
 // derivations, in the order of include/itsme.h.
 import CItsMe
-import ItsMeCore
+import ItsMeKit
 import Synchronization
 
 // MARK: - Deterministic randomness

@@ -2,7 +2,7 @@
 // Each one checks its arguments, calls the core and maps errors; see the
 // header for the contract.
 import CItsMe
-import ItsMeCore
+import ItsMeKit
 
 // MARK: - Version and result codes
 

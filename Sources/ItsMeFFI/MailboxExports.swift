@@ -3,7 +3,7 @@
 // (MailboxSession, OnlineVerifyRendezvous); this file checks arguments and
 // boxes handles.
 import CItsMe
-import ItsMeCore
+import ItsMeKit
 import Synchronization
 
 // MARK: - Invite mailbox sessions

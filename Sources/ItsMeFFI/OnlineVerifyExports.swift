@@ -1,6 +1,6 @@
 // Exported functions for Online Verify, in the order of include/itsme.h.
 import CItsMe
-import ItsMeCore
+import ItsMeKit
 
 private func onSession(_ p: UnsafeRawPointer?, _ body: (OnlineVerify) throws -> Void) -> itsme_result {
     ItsMeFFI.onSession(p, "session", body)

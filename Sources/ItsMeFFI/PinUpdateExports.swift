@@ -1,7 +1,7 @@
 // Exported functions for Security PIN Update, in the order of
 // include/itsme.h.
 import CItsMe
-import ItsMeCore
+import ItsMeKit
 
 private func onUpdate(_ p: UnsafeRawPointer?, _ body: (PinUpdate) throws -> Void) -> itsme_result {
     onSession(p, "update", body)

@@ -1,7 +1,7 @@
 // Exported functions for profile records (and contact photos), in the
 // order of include/itsme.h.
 import CItsMe
-import ItsMeCore
+import ItsMeKit
 
 /// Box of an `itsme_profile`: immutable, so it needs no lock.
 final class ProfileHandle: Sendable {

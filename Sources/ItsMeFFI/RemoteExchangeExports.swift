@@ -2,7 +2,7 @@
 // docs/PROTOCOL.md 16), in the order of include/itsme.h. The exchange
 // itself is an itsme_exchange: every other itsme_exchange_* call applies.
 import CItsMe
-import ItsMeCore
+import ItsMeKit
 
 @c(itsme_remote_code_check)
 public func ffiRemoteCodeCheck(

@@ -1,6 +1,6 @@
 // The contact store's exported functions, in the order of include/itsme.h.
 import CItsMe
-import ItsMeCore
+import ItsMeKit
 
 private func seedArgument(_ p: UnsafePointer<UInt8>?, _ count: UInt) throws -> SecretBytes {
     let p = try required(p, "seed")

@@ -8,7 +8,7 @@ import Musl
 import Darwin
 #endif
 import CItsMe
-import ItsMeCore
+import ItsMeKit
 import Synchronization
 
 /// A per-handle last-error message. Only the message lives behind this

@@ -1,7 +1,7 @@
 // Exported functions for the device transfer (the password export, the
 // import, the live transfer), in the order of include/itsme.h.
 import CItsMe
-import ItsMeCore
+import ItsMeKit
 import Synchronization
 
 // MARK: - Handles

@@ -1,7 +1,7 @@
 // Exported functions for voice verification, in the order of
 // include/itsme.h.
 import CItsMe
-import ItsMeCore
+import ItsMeKit
 
 private func onVoice(_ p: UnsafeRawPointer?, _ body: (VoiceSession) throws -> Void) -> itsme_result {
     onSession(p, "voice", body)

@@ -3,14 +3,18 @@
 /// per byte string: no whitespace, no foreign characters, no missing or
 /// extra padding, no non-zero unused bits.
 public enum Base64 {
+    /// The two alphabets and padding rules.
     public enum Variant: Sendable {
+        /// base64url (RFC 4648 section 5) without `=` padding: the project's own formats.
         case urlUnpadded
+        /// Standard base64 (RFC 4648 section 4) with `=` padding: the source format.
         case standardPadded
     }
 
     private static let standard = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
     private static let url = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
+    /// The canonical encoding of `bytes` in `variant`. Never fails.
     public static func encode(_ bytes: [UInt8], _ variant: Variant) -> String {
         let alphabet = variant == .urlUnpadded ? url : standard
         var out: [UInt8] = []

@@ -7,6 +7,9 @@ public enum Sodium {
     private static let ready = Atomic<Bool>(false)
 
     /// Idempotent and thread-safe (`sodium_init` is both).
+    /// Call it once before any other function of the library. Throws
+    /// `.internal` if libsodium fails to initialise, `.unsupportedPlatform` if
+    /// the CPU lacks hardware AES-GCM.
     public static func initialize() throws {
         if ready.load(ordering: .acquiring) { return }
         guard sodium_init() >= 0 else {
@@ -20,7 +23,7 @@ public enum Sodium {
         ready.store(true, ordering: .releasing)
     }
 
-    public static var isInitialized: Bool { ready.load(ordering: .acquiring) }
+    package static var isInitialized: Bool { ready.load(ordering: .acquiring) }
 }
 
 // MARK: - Hashes and MACs
@@ -33,17 +36,22 @@ package func withNonNilPointer<R: ~Copyable>(_ bytes: UnsafeRawBufferPointer, _ 
     return try body(&zero)
 }
 
+/// SHA-256 (libsodium's `crypto_hash_sha256`).
 public enum SHA256 {
-    public static let byteCount = 32
+    /// The length of a digest in bytes.
+    package static let byteCount = 32
 
     // The generic entry points of this file are inlined so that a caller
     // in another module gets them specialised for its types; the work is
     // in the functions over raw bytes they call.
+    /// The 32-byte digest of `data`, which may be public bytes or a `SecretBytes`
+    /// (borrowed, not copied). Never fails.
     @inlinable
     public static func hash<B: ByteView & ~Copyable>(_ data: borrowing B) -> [UInt8] {
         data.withBytes { hash(bytes: $0) }
     }
 
+    /// The 32-byte digest of the bytes in `d`. Never fails.
     public static func hash(bytes d: UnsafeRawBufferPointer) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: byteCount)
         withNonNilPointer(d) { dp in
@@ -53,8 +61,8 @@ public enum SHA256 {
     }
 }
 
-public enum HMACSHA256 {
-    public static let byteCount = 32
+package enum HMACSHA256 {
+    package static let byteCount = 32
 
     /// HMAC-SHA256 over the concatenation of `parts`, written to `out`
     /// (exactly 32 bytes). Keys of any length are accepted (RFC 2104).
@@ -73,20 +81,20 @@ public enum HMACSHA256 {
 
     /// A MAC that is not itself secret (a tag to send or compare).
     @inlinable
-    public static func mac<K: ByteView & ~Copyable, M: ByteView & ~Copyable>(
+    package static func mac<K: ByteView & ~Copyable, M: ByteView & ~Copyable>(
         key: borrowing K, message: borrowing M
     ) -> [UInt8] {
         key.withBytes { k in message.withBytes { m in mac(keyBytes: k, messageBytes: m) } }
     }
 
-    public static func mac(keyBytes k: UnsafeRawBufferPointer, messageBytes m: UnsafeRawBufferPointer) -> [UInt8] {
+    package static func mac(keyBytes k: UnsafeRawBufferPointer, messageBytes m: UnsafeRawBufferPointer) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: byteCount)
         out.withUnsafeMutableBytes { authenticate(key: k, parts: [m], into: $0) }
         return out
     }
 
     /// Checks a tag in constant time.
-    public static func verify<K: ByteView & ~Copyable, M: ByteView & ~Copyable>(
+    package static func verify<K: ByteView & ~Copyable, M: ByteView & ~Copyable>(
         tag: [UInt8], key: borrowing K, message: borrowing M
     ) -> Bool {
         ConstantTime.equal(mac(key: key, message: message), tag)
@@ -97,12 +105,12 @@ public enum HMACSHA256 {
 /// libsodium 1.0.18 has no HKDF. Only the result goes to guarded memory;
 /// intermediates (PRK, T(n)) live in stack scratch wiped before return, as
 /// libsodium keeps its own hash states.
-public enum HKDF {
-    public static let maxOutputCount = 255 * HMACSHA256.byteCount
+package enum HKDF {
+    package static let maxOutputCount = 255 * HMACSHA256.byteCount
 
     /// PRK = HMAC(salt, IKM). An empty salt means 32 zero bytes (RFC 5869
     /// 2.2), which HMAC's key padding makes identical.
-    public static func extract<S: ByteView & ~Copyable, I: ByteView & ~Copyable>(
+    package static func extract<S: ByteView & ~Copyable, I: ByteView & ~Copyable>(
         salt: borrowing S, ikm: borrowing I
     ) throws -> SecretBytes {
         var prk = try SecretBytes(count: HMACSHA256.byteCount)
@@ -116,7 +124,7 @@ public enum HKDF {
 
     /// OKM = T(1) | T(2) | ... truncated to `count` bytes, where
     /// T(n) = HMAC(PRK, T(n-1) | info | n).
-    public static func expand<P: ByteView & ~Copyable, I: ByteView & ~Copyable>(
+    package static func expand<P: ByteView & ~Copyable, I: ByteView & ~Copyable>(
         prk: borrowing P, info: borrowing I, count: Int
     ) throws -> SecretBytes {
         try checkCount(count)
@@ -132,7 +140,7 @@ public enum HKDF {
         return okm
     }
 
-    public static func derive<K: ByteView & ~Copyable, S: ByteView & ~Copyable, I: ByteView & ~Copyable>(
+    package static func derive<K: ByteView & ~Copyable, S: ByteView & ~Copyable, I: ByteView & ~Copyable>(
         ikm: borrowing K, salt: borrowing S, info: borrowing I, count: Int
     ) throws -> SecretBytes {
         try checkCount(count)
@@ -144,7 +152,7 @@ public enum HKDF {
     /// Derives `out.count` bytes into memory the caller owns (for hot paths
     /// that reuse one guarded buffer instead of allocating per derivation).
     @inlinable
-    public static func derive<K: ByteView & ~Copyable, S: ByteView & ~Copyable, I: ByteView & ~Copyable>(
+    package static func derive<K: ByteView & ~Copyable, S: ByteView & ~Copyable, I: ByteView & ~Copyable>(
         ikm: borrowing K, salt: borrowing S, info: borrowing I, into out: UnsafeMutableRawBufferPointer
     ) throws {
         try ikm.withBytes { k in
@@ -154,7 +162,7 @@ public enum HKDF {
         }
     }
 
-    public static func derive(
+    package static func derive(
         ikmBytes k: UnsafeRawBufferPointer, saltBytes s: UnsafeRawBufferPointer, infoBytes i: UnsafeRawBufferPointer,
         into out: UnsafeMutableRawBufferPointer
     ) throws {
@@ -204,12 +212,12 @@ package func withScratch<R>(_ count: Int, _ body: (UnsafeMutableRawBufferPointer
 /// The ChaCha20 stream cipher, IETF variant (RFC 8439 section 2.4: 96-bit
 /// nonce, 32-bit block counter from 0), as libsodium's
 /// `crypto_stream_chacha20_ietf_xor`. Unauthenticated: callers add a MAC.
-public enum ChaCha20 {
-    public static let keyCount = 32
-    public static let nonceCount = 12
+package enum ChaCha20 {
+    package static let keyCount = 32
+    package static let nonceCount = 12
 
     /// `data` XOR the key stream of (key, nonce) from block 0.
-    public static func xor(_ data: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, nonce: [UInt8]) -> [UInt8] {
+    package static func xor(_ data: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, nonce: [UInt8]) -> [UInt8] {
         precondition(key.count == keyCount && nonce.count == nonceCount, "ChaCha20 key or nonce of the wrong size")
         var out = [UInt8](repeating: 0, count: data.count)
         guard !data.isEmpty else { return out }
@@ -222,19 +230,19 @@ public enum ChaCha20 {
     }
 }
 
-public enum Ed25519 {
-    public static let seedCount = 32
-    public static let publicKeyCount = 32
-    public static let secretKeyCount = 64
-    public static let signatureCount = 64
+package enum Ed25519 {
+    package static let seedCount = 32
+    package static let publicKeyCount = 32
+    package static let secretKeyCount = 64
+    package static let signatureCount = 64
 
-    public struct KeyPair: ~Copyable {
-        public let publicKey: [UInt8]
+    package struct KeyPair: ~Copyable {
+        package let publicKey: [UInt8]
         /// libsodium's 64-byte form: seed followed by the public key.
-        public let secretKey: SecretBytes
+        package let secretKey: SecretBytes
     }
 
-    public static func keyPair<S: ByteView & ~Copyable>(seed: borrowing S) throws -> KeyPair {
+    package static func keyPair<S: ByteView & ~Copyable>(seed: borrowing S) throws -> KeyPair {
         guard seed.withBytes({ $0.count }) == seedCount else {
             throw ItsMeError(.invalidArgument, "an Ed25519 seed is 32 bytes")
         }
@@ -249,7 +257,7 @@ public enum Ed25519 {
         return KeyPair(publicKey: pk, secretKey: sk)
     }
 
-    public static func sign<M: ByteView & ~Copyable>(
+    package static func sign<M: ByteView & ~Copyable>(
         _ message: borrowing M, secretKey: borrowing SecretBytes
     ) throws -> [UInt8] {
         guard secretKey.count == secretKeyCount else {
@@ -268,7 +276,7 @@ public enum Ed25519 {
 
     /// Strict verification: libsodium rejects non-canonical encodings of S,
     /// small-order public keys and small-order R.
-    public static func verify<M: ByteView & ~Copyable>(
+    package static func verify<M: ByteView & ~Copyable>(
         signature: [UInt8], message: borrowing M, publicKey: [UInt8]
     ) -> Bool {
         guard signature.count == signatureCount, publicKey.count == publicKeyCount else { return false }
@@ -278,10 +286,10 @@ public enum Ed25519 {
     }
 }
 
-public enum X25519 {
-    public static let keyCount = 32
+package enum X25519 {
+    package static let keyCount = 32
 
-    public static func publicKey(secretKey: borrowing SecretBytes) throws -> [UInt8] {
+    package static func publicKey(secretKey: borrowing SecretBytes) throws -> [UInt8] {
         guard secretKey.count == keyCount else {
             throw ItsMeError(.invalidArgument, "an X25519 secret key is 32 bytes")
         }
@@ -317,7 +325,7 @@ public enum X25519 {
 
     /// The raw X25519 shared secret. A peer key of the wrong size, or one
     /// that yields the all-zero secret (a low-order point), is refused.
-    public static func sharedSecret(secretKey: borrowing SecretBytes, peerPublicKey: [UInt8]) throws -> SecretBytes {
+    package static func sharedSecret(secretKey: borrowing SecretBytes, peerPublicKey: [UInt8]) throws -> SecretBytes {
         guard secretKey.count == keyCount else {
             throw ItsMeError(.invalidArgument, "an X25519 secret key is 32 bytes")
         }
@@ -342,18 +350,18 @@ public enum X25519 {
 // MARK: - Authenticated encryption
 
 /// The two AEADs libsodium offers with a 96-bit nonce and 128-bit tag.
-public enum AEAD {
-    public static let keyCount = 32
-    public static let nonceCount = 12
-    public static let tagCount = 16
+package enum AEAD {
+    package static let keyCount = 32
+    package static let nonceCount = 12
+    package static let tagCount = 16
 
-    public enum Algorithm: Sendable {
+    package enum Algorithm: Sendable {
         case chacha20Poly1305
         case aes256GCM
     }
 
     /// ciphertext || tag.
-    public static func seal<K: ByteView & ~Copyable, P: ByteView & ~Copyable, A: ByteView & ~Copyable>(
+    package static func seal<K: ByteView & ~Copyable, P: ByteView & ~Copyable, A: ByteView & ~Copyable>(
         _ algorithm: Algorithm, key: borrowing K, nonce: [UInt8], plaintext: borrowing P, aad: borrowing A
     ) throws -> [UInt8] {
         try checkKeyAndNonce(key: key, nonce: nonce)
@@ -390,7 +398,7 @@ public enum AEAD {
     /// Opens ciphertext || tag. Any change to key, nonce, ciphertext, tag or
     /// associated data gives `.authenticationFailed`. The plaintext goes to
     /// guarded memory, since what we encrypt is usually secret.
-    public static func open<K: ByteView & ~Copyable, C: ByteView & ~Copyable, A: ByteView & ~Copyable>(
+    package static func open<K: ByteView & ~Copyable, C: ByteView & ~Copyable, A: ByteView & ~Copyable>(
         _ algorithm: Algorithm, key: borrowing K, nonce: [UInt8], ciphertext: borrowing C, aad: borrowing A
     ) throws -> SecretBytes {
         try checkKeyAndNonce(key: key, nonce: nonce)
@@ -428,7 +436,7 @@ public enum AEAD {
     /// Opens ciphertext || tag into `out` (at least the plaintext's size),
     /// for hot paths that reuse one guarded buffer. Returns the plaintext
     /// size; on failure `out` holds nothing of the plaintext.
-    public static func open<K: ByteView & ~Copyable, C: ByteView & ~Copyable, A: ByteView & ~Copyable>(
+    package static func open<K: ByteView & ~Copyable, C: ByteView & ~Copyable, A: ByteView & ~Copyable>(
         _ algorithm: Algorithm, key: borrowing K, nonce: [UInt8], ciphertext: borrowing C, aad: borrowing A,
         into out: UnsafeMutableRawBufferPointer
     ) throws -> Int {
@@ -476,15 +484,17 @@ public enum AEAD {
 
 // MARK: - Password hashing
 
+/// Argon2id password hashing (libsodium's `crypto_pwhash`). Public for its
+/// cost parameters, which the core's PIN and identity export take.
 public enum Argon2id {
-    public static let saltCount = 16
+    package static let saltCount = 16
 
     /// Cost parameters, stored beside every hash so they can be raised.
     public struct Parameters: Equatable, Sendable, CustomStringConvertible {
-        public let opsLimit: UInt64
-        public let memLimit: UInt64
+        package let opsLimit: UInt64
+        package let memLimit: UInt64
 
-        public init(opsLimit: UInt64, memLimit: UInt64) {
+        package init(opsLimit: UInt64, memLimit: UInt64) {
             self.opsLimit = opsLimit
             self.memLimit = memLimit
         }
@@ -498,17 +508,18 @@ public enum Argon2id {
 
         /// The window of parameters we accept from stored or received data,
         /// so a crafted record can neither hang us nor exhaust memory.
-        public static let acceptedOps: ClosedRange<UInt64> = 1...10
-        public static let acceptedMem: ClosedRange<UInt64> = 8 * 1024...(1 << 30)
+        package static let acceptedOps: ClosedRange<UInt64> = 1...10
+        package static let acceptedMem: ClosedRange<UInt64> = 8 * 1024...(1 << 30)
 
-        public var isAccepted: Bool {
+        package var isAccepted: Bool {
             Self.acceptedOps.contains(opsLimit) && Self.acceptedMem.contains(memLimit)
         }
 
+        /// The parameters for logs, such as `argon2id(t=2, m=65536 KiB)`.
         public var description: String { "argon2id(t=\(opsLimit), m=\(memLimit / 1024) KiB)" }
     }
 
-    public static func deriveKey<P: ByteView & ~Copyable>(
+    package static func deriveKey<P: ByteView & ~Copyable>(
         password: borrowing P, salt: [UInt8], parameters: Parameters, count: Int = 32
     ) throws -> SecretBytes {
         guard salt.count == saltCount else {
@@ -541,6 +552,7 @@ public enum Argon2id {
 
 // MARK: - Encodings
 
+/// Upper-case hexadecimal encoding, as fingerprints and identifiers are shown.
 public enum Hex {
     private static let upper = Array("0123456789ABCDEF".utf8)
 
@@ -550,6 +562,7 @@ public enum Hex {
     @inlinable
     public static func encodeUpper(_ bytes: some Sequence<UInt8>) -> String { encodeUpper(bytes: Array(bytes)) }
 
+    /// Two upper-case hex digits per byte, most significant first. Never fails.
     public static func encodeUpper(bytes: [UInt8]) -> String {
         var chars: [UInt8] = []
         chars.reserveCapacity(bytes.count * 2)

@@ -15,21 +15,27 @@ public struct DatabaseError: Error, Equatable, CustomStringConvertible {
     /// SQLite's message, with what we were doing.
     public let message: String
 
+    /// SQLite's codes, the name of the extended code and the message.
     public var description: String {
         let name = String(cString: sqlite3_errstr(extendedCode))
         return "SQLite error \(code)/\(extendedCode) (\(name)): \(message)"
     }
 
     /// The core's error for the C interface.
-    public var asItsMeError: ItsMeError { ItsMeError(.database, description) }
+    package var asItsMeError: ItsMeError { ItsMeError(.database, description) }
 }
 
 /// A value to bind or read.
 public enum SQLValue: Equatable, Sendable {
+    /// SQL NULL.
     case null
+    /// A 64-bit signed integer.
     case integer(Int64)
+    /// A double-precision floating-point number.
     case real(Double)
+    /// UTF-8 text.
     case text(String)
+    /// Bytes, stored as they are.
     case blob([UInt8])
 }
 
@@ -37,14 +43,19 @@ public enum SQLValue: Equatable, Sendable {
 /// build on. Opened in serialized mode with extended result codes; not
 /// `Sendable` (give each thread its own connection or serialise access).
 public final class Database {
+    /// How `init(path:mode:busyTimeoutMilliseconds:)` opens the file.
     public enum Mode: Sendable {
+        /// Reads only; the file must exist.
         case readOnly
+        /// Reads and writes; the file must exist.
         case readWrite
         /// Read-write, creating the file if missing (the default).
         case readWriteCreate
     }
 
     let handle: OpaquePointer
+    /// The path the connection was opened with (`:memory:` for a private
+    /// in-memory database).
     public let path: String
     /// Prepared statements of `run` and `query`, by SQL text, kept between
     /// calls (reset, bindings cleared): preparing costs more than running
@@ -56,6 +67,8 @@ public final class Database {
     private static let statementCacheLimit = 64
 
     /// `:memory:` opens a private in-memory database.
+    /// Throws `DatabaseError` if the file cannot be opened, is missing (modes
+    /// other than `.readWriteCreate`) or is not a regular file.
     public init(path: String, mode: Mode = .readWriteCreate, busyTimeoutMilliseconds: Int32 = 5000) throws {
         var flags = SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_EXRESCODE
         switch mode {
@@ -112,6 +125,8 @@ public final class Database {
     }
 
     /// Runs one or more statements that take no parameters.
+    /// Throws `DatabaseError` with SQLite's message if a statement fails; the
+    /// statements before it have run.
     public func execute(_ sql: String) throws {
         var errmsg: UnsafeMutablePointer<CChar>?
         let rc = sqlite3_exec(handle, sql, nil, nil, &errmsg)
@@ -123,7 +138,10 @@ public final class Database {
         }
     }
 
-    public func prepare(_ sql: String) throws -> Statement {
+    /// Prepares one SQL statement (not cached) for the caller to bind and step.
+    /// Throws `DatabaseError` if SQLite refuses it, or if `sql` holds more than one
+    /// statement (use `execute` for several).
+    package func prepare(_ sql: String) throws -> Statement {
         Statement(try prepareHandle(sql), database: self)
     }
 
@@ -170,6 +188,7 @@ public final class Database {
     }
 
     /// Prepares, binds and runs a statement that returns no rows.
+    /// Throws `DatabaseError` if SQLite refuses the statement, a value or a step.
     public func run(_ sql: String, _ values: [SQLValue] = []) throws {
         let statement = try cachedStatement(sql)
         try statement.bind(values)
@@ -177,6 +196,7 @@ public final class Database {
     }
 
     /// All rows of a query.
+    /// Throws `DatabaseError` if SQLite refuses the statement, a value or a step.
     public func query(_ sql: String, _ values: [SQLValue] = []) throws -> [[SQLValue]] {
         let statement = try cachedStatement(sql)
         try statement.bind(values)
@@ -188,14 +208,19 @@ public final class Database {
     /// Rows changed by the last INSERT, UPDATE or DELETE.
     public var changes: Int { Int(sqlite3_changes64(handle)) }
     /// Rows changed on this connection since it opened, triggers included.
-    public var totalChanges: Int64 { sqlite3_total_changes64(handle) }
-    public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
-    public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+    package var totalChanges: Int64 { sqlite3_total_changes64(handle) }
+    package var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+    package var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
 
+    /// How a transaction takes SQLite's locks (`BEGIN DEFERRED`, `IMMEDIATE`,
+    /// `EXCLUSIVE`).
     public enum TransactionKind: String, Sendable {
+        /// Takes locks only when the first statement needs them.
         case deferred = "DEFERRED"
         /// Takes the write lock at once: the usual choice for read-modify-write.
         case immediate = "IMMEDIATE"
+        /// Takes the write lock at once and keeps other connections from reading
+        /// (except in WAL mode).
         case exclusive = "EXCLUSIVE"
     }
 
@@ -226,7 +251,7 @@ public final class Database {
     }
 
     /// `PRAGMA user_version`: the schema version.
-    public func userVersion() throws -> Int32 {
+    package func userVersion() throws -> Int32 {
         let statement = try prepare("PRAGMA user_version")
         guard try statement.step() else { return 0 }
         return Int32(truncatingIfNeeded: statement.int64(0))
@@ -234,14 +259,16 @@ public final class Database {
 
     /// A forward migration to schema version `version`.
     public struct Migration {
-        public let version: Int32
-        public let apply: (Database) throws -> Void
+        package let version: Int32
+        package let apply: (Database) throws -> Void
 
+        /// A migration to schema `version` that runs `apply` on the connection.
         public init(version: Int32, apply: @escaping (Database) throws -> Void) {
             self.version = version
             self.apply = apply
         }
 
+        /// A migration to schema `version` that executes the statements in `sql`.
         public init(version: Int32, sql: String) {
             self.init(version: version) { try $0.execute(sql) }
         }
@@ -251,6 +278,9 @@ public final class Database {
     /// runs in its own transaction together with its `user_version` update,
     /// so a crash leaves the schema at a whole version. A database newer
     /// than every migration is refused rather than misread.
+    /// Throws `DatabaseError` for migrations not numbered 1, 2, 3..., for a
+    /// database newer than the last one, or when a migration fails (its
+    /// transaction is rolled back).
     public func migrate(_ migrations: [Migration]) throws {
         var previous: Int32 = 0
         for m in migrations {
@@ -281,7 +311,7 @@ public final class Database {
 
 /// A prepared statement. Finalised when it dies (or, from the cache of
 /// `run` and `query`, given back to it).
-public final class Statement {
+package final class Statement {
     let handle: OpaquePointer
     private let database: Database
     private let cacheKey: String?
@@ -296,11 +326,11 @@ public final class Statement {
         if let cacheKey { database.giveBack(handle, sql: cacheKey) } else { sqlite3_finalize(handle) }
     }
 
-    public var parameterCount: Int { Int(sqlite3_bind_parameter_count(handle)) }
-    public var columnCount: Int { Int(sqlite3_column_count(handle)) }
+    package var parameterCount: Int { Int(sqlite3_bind_parameter_count(handle)) }
+    package var columnCount: Int { Int(sqlite3_column_count(handle)) }
 
     /// Binds `values` to parameters 1...n after resetting the statement.
-    public func bind(_ values: [SQLValue]) throws {
+    package func bind(_ values: [SQLValue]) throws {
         guard values.count == parameterCount else {
             throw DatabaseError(
                 code: SQLITE_RANGE, extendedCode: SQLITE_RANGE,
@@ -316,7 +346,7 @@ public final class Statement {
     /// SQLite copies bound text and blobs (SQLITE_TRANSIENT).
     private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
-    public func bind(_ value: SQLValue, at index: Int32) throws {
+    package func bind(_ value: SQLValue, at index: Int32) throws {
         let rc: Int32
         switch value {
         case .null:
@@ -337,7 +367,7 @@ public final class Statement {
     }
 
     /// Advances: true when a row is available, false when done.
-    public func step() throws -> Bool {
+    package func step() throws -> Bool {
         let rc = sqlite3_step(handle)
         switch rc {
         case SQLITE_ROW: return true
@@ -349,26 +379,26 @@ public final class Statement {
         }
     }
 
-    public func reset() { sqlite3_reset(handle) }
+    package func reset() { sqlite3_reset(handle) }
 
-    public func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
-    public func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
-    public func double(_ column: Int32) -> Double { sqlite3_column_double(handle, column) }
+    package func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
+    package func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
+    package func double(_ column: Int32) -> Double { sqlite3_column_double(handle, column) }
 
-    public func text(_ column: Int32) -> String? {
+    package func text(_ column: Int32) -> String? {
         guard let p = sqlite3_column_text(handle, column) else { return nil }
         let n = Int(sqlite3_column_bytes(handle, column))
         return String(decoding: UnsafeBufferPointer(start: p, count: n), as: UTF8.self)
     }
 
-    public func blob(_ column: Int32) -> [UInt8]? {
+    package func blob(_ column: Int32) -> [UInt8]? {
         if isNull(column) { return nil }
         let n = Int(sqlite3_column_bytes(handle, column))
         guard n > 0, let p = sqlite3_column_blob(handle, column) else { return [] }
         return Array(UnsafeRawBufferPointer(start: p, count: n))
     }
 
-    public func value(_ column: Int32) -> SQLValue {
+    package func value(_ column: Int32) -> SQLValue {
         switch sqlite3_column_type(handle, column) {
         case SQLITE_INTEGER: return .integer(int64(column))
         case SQLITE_FLOAT: return .real(double(column))
@@ -378,7 +408,7 @@ public final class Statement {
         }
     }
 
-    public func row() -> [SQLValue] {
+    package func row() -> [SQLValue] {
         (0..<Int32(columnCount)).map { value($0) }
     }
 }

@@ -7,6 +7,8 @@ import Glibc
 /// data (`[UInt8]`, slices, raw buffers) and secrets (`SecretBytes`) alike,
 /// so one crypto API serves both without copying secrets into the heap.
 public protocol ByteView: ~Copyable {
+    /// Calls `body` with the bytes, valid only for the duration of the call; the
+    /// buffer must not escape it. Rethrows what `body` throws.
     func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R
 }
 
@@ -14,6 +16,7 @@ public protocol ByteView: ~Copyable {
 // core's, over any ByteView) is specialised for them rather than paying for
 // generic metadata on every call.
 extension Array: ByteView where Element == UInt8 {
+    /// The array's bytes, borrowed for the duration of `body`.
     @inlinable
     public func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         // The standard library's closure APIs require a copyable result.
@@ -24,6 +27,7 @@ extension Array: ByteView where Element == UInt8 {
 }
 
 extension ArraySlice: ByteView where Element == UInt8 {
+    /// The slice's bytes, borrowed for the duration of `body`.
     @inlinable
     public func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         var result: R? = nil
@@ -33,6 +37,7 @@ extension ArraySlice: ByteView where Element == UInt8 {
 }
 
 extension UnsafeRawBufferPointer: ByteView {
+    /// The buffer itself, for the duration of `body`.
     @inlinable
     public func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try body(self)
@@ -47,11 +52,14 @@ extension UnsafeRawBufferPointer: ByteView {
 /// string interpolation, so it cannot end up in a log.
 public struct SecretBytes: ~Copyable, ByteView, @unchecked Sendable {
     @usableFromInline let base: UnsafeMutableRawPointer
+    /// The number of secret bytes.
     public let count: Int
 
-    /// `count` zero bytes.
+    /// `count` zero bytes in guarded memory, owned by the new value and wiped
+    /// when it dies. Throws `.invalidArgument` for a negative count,
+    /// `.outOfMemory` if guarded memory cannot be allocated.
     public init(count: Int) throws {
-        precondition(count >= 0, "negative secret size")
+        guard count >= 0 else { throw ItsMeError(.invalidArgument, "a secret of \(count) bytes") }
         #if ITSME_FUZZING
         // The fuzz targets (scripts/fuzz): plain memory, which AddressSanitizer
         // checks byte by byte (guard pages only catch a run past the page),
@@ -70,8 +78,10 @@ public struct SecretBytes: ~Copyable, ByteView, @unchecked Sendable {
         self.count = count
     }
 
-    /// A copy of `bytes` in guarded memory. The caller remains responsible
-    /// for wiping its own copy.
+    /// A copy of `bytes` in guarded memory: how a host's `SecretStore`
+    /// returns an item it read. The caller remains responsible for wiping
+    /// its own copy (`wipe(_:)`). Throws `.outOfMemory` if guarded memory
+    /// cannot be allocated.
     public init<B: ByteView & ~Copyable>(copying bytes: borrowing B) throws {
         let n = bytes.withBytes { $0.count }
         try self.init(count: n)
@@ -82,7 +92,7 @@ public struct SecretBytes: ~Copyable, ByteView, @unchecked Sendable {
     }
 
     /// `count` bytes from a random source.
-    public init<R: RandomSource>(randomCount count: Int, using rng: inout R) throws {
+    package init<R: RandomSource>(randomCount count: Int, using rng: inout R) throws {
         try self.init(count: count)
         rng.fill(UnsafeMutableRawBufferPointer(start: base, count: count))
     }
@@ -96,44 +106,52 @@ public struct SecretBytes: ~Copyable, ByteView, @unchecked Sendable {
         #endif
     }
 
+    /// The secret, borrowed for the duration of `body`: the buffer must not
+    /// escape it, and any copy `body` makes is the caller's to wipe (`wipe(_:)`).
     @inlinable
     public func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try body(UnsafeRawBufferPointer(start: base, count: count))
     }
 
     @inlinable
-    public mutating func withMutableBytes<R: ~Copyable>(
+    package mutating func withMutableBytes<R: ~Copyable>(
         _ body: (UnsafeMutableRawBufferPointer) throws -> R
     ) rethrows -> R {
         try body(UnsafeMutableRawBufferPointer(start: base, count: count))
     }
 
     /// An explicit copy, for the few places that need two owners.
-    public func copy() throws -> SecretBytes {
+    /// The copy is a new owner, wiped when it dies. Throws `.outOfMemory` if
+    /// guarded memory cannot be allocated.
+    package func copy() throws -> SecretBytes {
         try SecretBytes(copying: self)
     }
 
     /// Constant-time equality (`sodium_memcmp`). Lengths are not secret:
     /// values of different lengths are unequal.
-    public func constantTimeEquals<B: ByteView & ~Copyable>(_ other: borrowing B) -> Bool {
+    package func constantTimeEquals<B: ByteView & ~Copyable>(_ other: borrowing B) -> Bool {
         withBytes { a in other.withBytes { b in ConstantTime.equal(a, b) } }
     }
 
     /// The bytes as a plain array. Only for tests and for values that stop
     /// being secret (a public key derived from a secret).
-    public func unsafeExportedArray() -> [UInt8] {
+    package func unsafeExportedArray() -> [UInt8] {
         withBytes { Array($0) }
     }
 }
 
 /// Comparison whose running time depends only on the length.
 public enum ConstantTime {
+    /// Whether `a` and `b` hold the same bytes (`sodium_memcmp`). Buffers of
+    /// different lengths are unequal at once: lengths are not secret.
     public static func equal(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
         guard a.count == b.count else { return false }
         guard a.count > 0 else { return true }
         return sodium_memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0
     }
 
+    /// Whether `a` and `b` hold the same bytes, in time that depends only on
+    /// their length; either may be a `SecretBytes`, borrowed, not copied.
     @inlinable
     public static func equal<A: ByteView & ~Copyable, B: ByteView & ~Copyable>(
         _ a: borrowing A, _ b: borrowing B
@@ -157,10 +175,15 @@ package func wipe(_ buffer: UnsafeMutableRawBufferPointer) {
 /// A source of random bytes. Every operation that draws randomness takes
 /// one, so tests can replace the system generator with a reproducible one.
 public protocol RandomSource {
+    /// Fills `buffer` with random bytes. Must not fail: a source that cannot
+    /// produce randomness must stop the process rather than return.
     mutating func fill(_ buffer: UnsafeMutableRawBufferPointer)
 }
 
 extension RandomSource {
+    /// `count` random bytes in a new array: for values that are not secret
+    /// (nonces, identifiers, keys sent in the clear), since an array is not
+    /// wiped. Secrets go to `SecretBytes` instead.
     public mutating func bytes(_ count: Int) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: count)
         out.withUnsafeMutableBytes { fill($0) }
@@ -170,7 +193,9 @@ extension RandomSource {
 
 /// The operating system's generator, through libsodium (`randombytes_buf`).
 public struct SystemRandom: RandomSource {
+    /// The system generator; it needs no state of its own.
     public init() {}
+    /// Fills `buffer` from the operating system's generator (`randombytes_buf`).
     public mutating func fill(_ buffer: UnsafeMutableRawBufferPointer) {
         guard let p = buffer.baseAddress, buffer.count > 0 else { return }
         randombytes_buf(p, buffer.count)
@@ -181,15 +206,15 @@ public struct SystemRandom: RandomSource {
 /// stream under a 32-byte seed (libsodium's `randombytes_buf_deterministic`
 /// on a seed that is ratcheted with SHA-256 after each call). Never use it
 /// for real keys.
-public struct DeterministicRandom: RandomSource {
+package struct DeterministicRandom: RandomSource {
     private var seed: [UInt8]
 
-    public init(seed: [UInt8]) {
+    package init(seed: [UInt8]) {
         precondition(seed.count == Int(randombytes_SEEDBYTES), "seed must be 32 bytes")
         self.seed = seed
     }
 
-    public mutating func fill(_ buffer: UnsafeMutableRawBufferPointer) {
+    package mutating func fill(_ buffer: UnsafeMutableRawBufferPointer) {
         guard let p = buffer.baseAddress, buffer.count > 0 else { return }
         seed.withUnsafeBufferPointer { randombytes_buf_deterministic(p, buffer.count, $0.baseAddress!) }
         seed = SHA256.hash(seed)
@@ -217,6 +242,7 @@ package final class SecretBox: ByteView, @unchecked Sendable {
         try bytes.withMutableBytes(body)
     }
 
+    /// The slice's bytes, borrowed for the duration of `body`.
     package func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try bytes.withBytes(body)
     }

@@ -3,8 +3,8 @@
 // for test vectors and independent implementations. The release library is
 // built without this target.
 import CItsMe
-import ItsMeCore
 import ItsMeFFI
+import ItsMeKit
 
 // MARK: - Deterministic randomness
 

@@ -1,5 +1,5 @@
 import Foundation
-import ItsMeCore
+import ItsMeKit
 
 /// The vectors of Tests/ProtocolVectors that are not one exchange or
 /// session run honestly: Online Verify's refusals (11.2), the states of a

@@ -1,5 +1,5 @@
 import Foundation
-import ItsMeCore
+import ItsMeKit
 
 /// The service approval vectors (PROTOCOL.md 19): approval.json, built from
 /// fixed inputs and checked against the documented formulas as they are

@@ -1,5 +1,5 @@
 import Foundation
-import ItsMeCore
+import ItsMeKit
 
 /// The checks the generator makes while it builds the vectors. Each failed
 /// check is recorded with its line; a thrown error counts as a failure.

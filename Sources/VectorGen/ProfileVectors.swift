@@ -1,5 +1,5 @@
 import Foundation
-import ItsMeCore
+import ItsMeKit
 
 /// The profile record vectors (PROTOCOL.md 18): profile.json, built from
 /// fixed inputs and checked against the documented formulas as they are

@@ -1,5 +1,5 @@
 import Foundation
-import ItsMeCore
+import ItsMeKit
 
 /// The device transfer vectors (PROTOCOL.md 17): export.json and
 /// transfer.json, built from fixed inputs and checked against the

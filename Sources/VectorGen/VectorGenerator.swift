@@ -1,5 +1,5 @@
 import Foundation
-import ItsMeCore
+import ItsMeKit
 
 /// Builds the test vectors of docs/PROTOCOL.md (Tests/ProtocolVectors/*.json)
 /// from fixed inputs, and checks as it goes that the library's state

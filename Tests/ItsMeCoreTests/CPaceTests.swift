@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 /// CPACE-RISTR255-SHA512 against the CFRG draft's own vectors (a copy of
 /// ../shared/vectors/cpace-testvectors.json, key G_Coffee25519).

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 final class ContactStoreTests: XCTestCase {
     private var directory: String!

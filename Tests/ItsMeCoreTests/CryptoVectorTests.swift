@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-import ItsMeCore
+import ItsMeKit
 
 /// The crypto wrappers against Wycheproof, RFC and FIPS vectors, plus the
 /// unit behaviour of the helpers around them.
@@ -354,6 +354,13 @@ final class CryptoVectorTests: XCTestCase {
         let zeros = try SecretBytes(count: 16)
         XCTAssertEqual(zeros.count, 16)
         XCTAssertEqual(zeros.unsafeExportedArray(), [UInt8](repeating: 0, count: 16))
+        // A negative size is an argument error, not a trap.
+        do {
+            _ = try SecretBytes(count: -1)
+            XCTFail("a secret of -1 bytes was made")
+        } catch {
+            XCTAssertEqual((error as? ItsMeError)?.kind, .invalidArgument)
+        }
 
         let source: [UInt8] = Array(1...40)
         var secret = try SecretBytes(copying: source)

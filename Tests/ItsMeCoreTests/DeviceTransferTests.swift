@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 /// Device transfer (PROTOCOL.md 17): installing an import, the
 /// wrong-identity check, the live transfer, and what a contact sees.

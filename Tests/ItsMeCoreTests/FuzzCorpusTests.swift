@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 /// Replays each fuzz target's corpus (Tests/FuzzCorpus/<target>, grown by
 /// scripts/fuzz) through the target's own body: every input must give a

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 /// The honest inputs the fuzz corpora are seeded with: real export texts,
 /// transfer offers and messages, profile records, approval requests,

@@ -1,6 +1,6 @@
 import XCTest
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 /// The password-protected identity export: round trip, the header checked
 /// before any key derivation, wrong passwords counted, tampering refused.

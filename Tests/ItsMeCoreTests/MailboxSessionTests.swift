@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 /// An in-memory invite mailbox with the relay's rules (docs/PROTOCOL.md
 /// 15.2): one invite, two tokens, messages numbered in order of posting.

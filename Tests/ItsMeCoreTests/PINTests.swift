@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import XCTest
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 final class PINTests: XCTestCase {
     /// Cheap parameters keep the many attempts below fast; the real

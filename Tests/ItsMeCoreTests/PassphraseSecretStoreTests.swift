@@ -1,5 +1,5 @@
 import Foundation
-import ItsMeCore
+import ItsMeKit
 import XCTest
 
 /// The passphrase-wrapped file store: it opens the stores the command-line

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 /// docs/PROTOCOL.md's test vectors, Tests/ProtocolVectors/*.json (written by
 /// itsme-vectors, Sources/VectorGen): every entry's inputs are played through

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 /// The remote exchange's protocol core (PROTOCOL.md 16), with messages moved
 /// by hand. The same cases against a real relay are in relay/tests.

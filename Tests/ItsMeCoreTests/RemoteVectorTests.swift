@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 /// remote.json (section 16) and reexchange.json (section 8.2), played
 /// through the library.

@@ -2,7 +2,7 @@ import CSQLite
 import Foundation
 import XCTest
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 final class SQLiteTests: XCTestCase {
     private var directory: String!

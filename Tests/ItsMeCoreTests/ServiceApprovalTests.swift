@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import XCTest
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 /// Service approvals (PROTOCOL.md 19): enrollment, requests, approvals and
 /// denials, every refusal of 19.5 in its order, the stored credential item,

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import XCTest
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 /// A contact store that lost rows, was rolled back, emptied or replaced is
 /// noticed when opened, never read as a smaller store; and the person can

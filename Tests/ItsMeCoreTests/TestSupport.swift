@@ -1,4 +1,4 @@
-import ItsMeCore
+import ItsMeKit
 import XCTest
 
 /// A stored item as a plain array (XCTest's helpers need copyable values).

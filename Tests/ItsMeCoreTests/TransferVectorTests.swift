@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 /// export.json and transfer.json (section 17), played through the library.
 extension ProtocolVectorTests {

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-@testable import ItsMeCore
+@testable import ItsMeKit
 
 /// Every reader of typed codes goes through TypedInput, which reads ASCII
 /// only (PROTOCOL.md section 1, "Typed input"). Each reader is fed its valid

@@ -1,7 +1,7 @@
 import Foundation
 import XCTest
 
-import ItsMeCore
+import ItsMeKit
 
 /// Loading and bookkeeping for the Wycheproof vectors in Vectors/wycheproof.
 ///

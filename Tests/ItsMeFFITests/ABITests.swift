@@ -1,7 +1,7 @@
 import CItsMe
 import Dispatch
 import Foundation
-import ItsMeCore
+import ItsMeKit
 import XCTest
 
 @testable import ItsMeFFI

@@ -1,6 +1,6 @@
 import CItsMe
 import Foundation
-import ItsMeCore
+import ItsMeKit
 import XCTest
 
 @testable import ItsMeFFI

@@ -1,5 +1,5 @@
 import Foundation
-import ItsMeCore
+import ItsMeKit
 
 /// A state machine carried through a room: an exchange or an Online Verify
 /// session.

@@ -1,5 +1,5 @@
 import Foundation
-import ItsMeCore
+import ItsMeKit
 
 /// Drives an invite exchange (`Exchange.invite` or `Exchange.acceptInvite`,
 /// not real-time) through an invite mailbox (docs/PROTOCOL.md 16.5).

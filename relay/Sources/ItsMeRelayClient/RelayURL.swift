@@ -1,5 +1,5 @@
 import Foundation
-import ItsMeCore
+import ItsMeKit
 import NIOSSL
 
 /// The relay's base URL, parsed once: `http://` or `https://` (also accepted:

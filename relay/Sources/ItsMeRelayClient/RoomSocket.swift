@@ -1,5 +1,5 @@
 import Foundation
-import ItsMeCore
+import ItsMeKit
 import NIOCore
 
 /// The WebSocket of a room (RFC 6455) in one channel handler, behind TLS

@@ -1,5 +1,5 @@
 import Foundation
-import ItsMeCore
+import ItsMeKit
 import NIOCore
 import NIOPosix
 import NIOSSL

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import ItsMeCore
+import ItsMeKit
 import ItsMeRelayClient
 
 /// What to do once an exchange has its SAS, in words and as JSON.

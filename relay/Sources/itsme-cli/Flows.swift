@@ -1,5 +1,5 @@
 import Foundation
-import ItsMeCore
+import ItsMeKit
 import ItsMeRelayClient
 
 /// The steps of every flow, without prompts: the commands ask a person for

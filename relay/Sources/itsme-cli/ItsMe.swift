@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import ItsMeCore
+import ItsMeKit
 import ItsMeRelayClient
 
 #if canImport(Glibc)
@@ -33,7 +33,7 @@ struct ItsMe: AsyncParsableCommand {
 
             \(Exit.helpText)
             """,
-        version: "\(ItsMeCore.Version.string)",
+        version: "\(ItsMeKit.Version.string)",
         subcommands: [
             Init.self, WhoAmI.self, Contacts.self, QR.self, Invite.self, Realtime.self, SAS.self, Verify.self,
             OnlineVerifyCommand.self, DeviceChangeCode.self, AcknowledgeDeviceChange.self, Device.self, Export.self,

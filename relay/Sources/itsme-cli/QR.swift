@@ -1,5 +1,5 @@
 import CQRencode
-import ItsMeCore
+import ItsMeKit
 
 /// A QR code drawn with Unicode half blocks, two modules a character cell,
 /// light modules as blocks (as `qrencode -t UTF8` draws them: on a dark

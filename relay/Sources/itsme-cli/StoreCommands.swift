@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import ItsMeCore
+import ItsMeKit
 
 // MARK: contacts accept-loss
 

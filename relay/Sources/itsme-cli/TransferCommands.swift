@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import ItsMeCore
+import ItsMeKit
 import ItsMeRelayClient
 
 #if canImport(Glibc)

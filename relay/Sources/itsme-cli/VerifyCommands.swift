@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import ItsMeCore
+import ItsMeKit
 import ItsMeRelayClient
 
 func wordList(_ words: [Int]) -> String { words.map { NATO.words[$0] }.joined(separator: ", ") }

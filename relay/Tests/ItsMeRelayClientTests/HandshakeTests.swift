@@ -1,4 +1,4 @@
-import ItsMeCore
+import ItsMeKit
 @testable import ItsMeRelayClient
 import XCTest
 

@@ -1,0 +1,80 @@
+/// Security PIN Update (docs/PROTOCOL.md section 10.3): two people together
+/// replace the device secrets of their contact with fresh ones over the
+/// host's Bluetooth, restoring a degraded contact.
+///
+/// The driver of `PinUpdateMachine`: it writes the new secrets to the store
+/// when the machine asks (pending, then committed, each before the frame
+/// that follows it), so an interruption at any point leaves both sides able
+/// to verify; and keeps the frames until the host takes them.
+///
+/// A failure is final. Not thread-safe: serialise calls (the C layer does).
+package final class PinUpdate: CustomStringConvertible {
+    /// Where the update stands. The raw values are the C interface's.
+    package enum State: UInt32, Sendable {
+        /// Frames are still to be exchanged.
+        case running = 1
+        /// This side has committed its new secret; nothing more to do
+        /// (the initiator may still have DONE to send).
+        case done = 2
+        /// A step failed (a bad frame, the lifetime passed): final; `failure` says why.
+        case failed = 3
+    }
+
+    package static let lifetime = WindowedSession.lifetime
+
+    private let store: ContactStore
+    private var machine: PinUpdateMachine
+    private var outbox: [[UInt8]] = []
+
+    package var contactID: Int64 { machine.session.contactID }
+    package var window: Int64 { machine.session.window }
+    package var sessionCode: ShortCode { machine.sessionCode }
+    package var isInitiator: Bool { machine.session.isInitiator }
+    package var createdAt: Int64 { machine.session.createdAt }
+    package var failure: ItsMeError? { machine.failure }
+    package var state: State {
+        switch machine.state {
+        case .sentKey, .awaitingNew, .sentNew: .running
+        case .done: .done
+        case .failed: .failed
+        }
+    }
+
+    /// The session code both devices show, from the seed and the window.
+    package static func sessionCode<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64) throws -> ShortCode {
+        try PinUpdateMachine.sessionCode(seed: seed, window: window)
+    }
+
+    /// An update with contact `contactID` in `window` (the current one or
+    /// the one before, as for Online Verify).
+    package init<R: RandomSource>(store: ContactStore, contactID: Int64, window: Int64, now: Int64, random: inout R) throws {
+        try VoiceProtocol.checkMeetingWindow(window, now: now)
+        let contact = try store.contact(id: contactID)
+        try ContactStore.checkSettled(contact)
+        let (machine, actions) = try PinUpdateMachine.start(
+            contactID: contactID, window: window, now: now, seed: SecretBox(try store.seed(id: contactID)),
+            myPID: store.ownerPublicKey, peerPID: contact.pid, random: &random)
+        self.store = store
+        self.machine = machine
+        try store.perform(actions, now: now) { outbox.append($0) }
+    }
+
+    public var description: String { "PinUpdate(contact: \(contactID), state: \(state))" }
+
+    package func peekOutgoing() -> [UInt8]? { state == .failed ? nil : outbox.first }
+    package func markSent() { if !outbox.isEmpty { outbox.removeFirst() } }
+
+    /// Feeds one frame from the peer, and makes the store writes it leads
+    /// to, in the order PROTOCOL.md 10.3 gives. A failed write fails the
+    /// update (and sends nothing after it).
+    package func receive(_ frame: [UInt8], now: Int64) throws {
+        defer { if state == .failed { outbox.removeAll() } }
+        let actions = try machine.receive(frame, now: now)
+        do {
+            try store.perform(actions, now: now) { outbox.append($0) }
+        } catch let e as ItsMeError {
+            machine.fail(e)
+            throw e
+        }
+    }
+}
