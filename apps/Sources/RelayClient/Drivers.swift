@@ -15,7 +15,7 @@ private struct RoomMachine {
 /// peer sees `peer-left`) and is thrown; a relay failure calls `onFailure`
 /// and is thrown.
 private func runInRoom(
-    _ room: Room, _ machine: RoomMachine, _ deadline: Deadline, _ now: () -> Int64, onFailure: () -> Void
+    _ room: RelayRoom, _ machine: RoomMachine, _ deadline: Deadline, _ now: () -> Int64, onFailure: () -> Void
 ) async throws {
     func flush() async throws {
         while let message = machine.peekOutgoing() {
@@ -72,7 +72,7 @@ public func realtimeExchange(
         throw ItsMeError(.invalidArgument, "realtimeExchange carries a real-time exchange (an invite goes through the mailbox)")
     }
     let deadline = Deadline(seconds: try Checks.seconds(timeout, "timeout"))
-    let room = try await Room.join(url, roomID: Checks.hex(id), timeout: deadline.remaining)
+    let room = try await RelayRoom.join(url, roomID: Checks.hex(id), timeout: deadline.remaining)
     let machine = RoomMachine(
         peekOutgoing: exchange.peekOutgoing, markSent: exchange.markSent,
         receive: { try exchange.receive($0, now: $1) }, isRunning: { exchange.state == .awaitingPeer })
@@ -138,12 +138,12 @@ public func realtimeExchange(
 /// new one).
 @discardableResult
 public func onlineVerify(
-    _ url: RelayURL, session: OnlineVerify, room: Room? = nil, timeout: Double = 60, now: @escaping () -> Int64
+    _ url: RelayURL, session: OnlineVerify, room: RelayRoom? = nil, timeout: Double = 60, now: @escaping () -> Int64
 ) async throws -> OnlineVerify.State {
     let deadline = Deadline(seconds: try Checks.seconds(timeout, "timeout"))
     let owned = room == nil
-    let joined: Room
-    if let room { joined = room } else { joined = try await Room.join(url, roomID: session.roomName, timeout: deadline.remaining) }
+    let joined: RelayRoom
+    if let room { joined = room } else { joined = try await RelayRoom.join(url, roomID: session.roomName, timeout: deadline.remaining) }
     let machine = RoomMachine(
         peekOutgoing: session.peekOutgoing, markSent: session.markSent,
         receive: { try session.receive($0, now: $1) }, isRunning: { session.state == .running })
@@ -183,14 +183,14 @@ public func startOnlineVerify(
     var random = SystemRandom()
     let rendezvous = try OnlineVerifyRendezvous(store: store, contactID: contactID, now: now(), random: &random)
     for candidate in rendezvous.candidates { try prepare(candidate.session) }
-    var joined: [(name: String, room: Room)] = []
+    var joined: [(name: String, room: RelayRoom)] = []
     func closeAll() async {
         for entry in joined { await entry.room.close() }
     }
     do {
         // Each room's first event says whether the peer is there already.
         while rendezvous.chosen == nil, let name = rendezvous.roomsToJoin.first(where: { n in !joined.contains { $0.name == n } }) {
-            let room = try await Room.join(url, roomID: name, timeout: deadline.remaining)
+            let room = try await RelayRoom.join(url, roomID: name, timeout: deadline.remaining)
             joined.append((name, room))
             if try await room.nextEvent(timeout: deadline.remaining) == .peerJoined {
                 try rendezvous.peerJoined(in: name)

@@ -6,7 +6,7 @@ import NIOSSL
 
 /// What arrives in a room: the relay's events (text frames of JSON,
 /// docs/PROTOCOL.md 15.3) and the peer's messages (binary frames). The end
-/// of the connection is not an event: `Room.nextEvent` throws it as a
+/// of the connection is not an event: `RelayRoom.nextEvent` throws it as a
 /// `RelayError` (`"room-full"`, `"closed"`, `"connection"`).
 public enum RoomEvent: Sendable, Equatable {
     /// This side joined an empty room and waits for the other.
@@ -35,7 +35,7 @@ public enum RoomEvent: Sendable, Equatable {
 /// gets `peer-left`) and ends the connection.
 ///
 /// Not for use by two tasks at once.
-public final class Room: @unchecked Sendable {
+public final class RelayRoom: @unchecked Sendable {
     /// The room's ID (32 lowercase hex digits).
     public let roomID: String
     /// Whether the other peer is in the room, as far as the events said.
@@ -71,7 +71,7 @@ public final class Room: @unchecked Sendable {
     public static func join(
         _ url: RelayURL, roomID: String, timeout: Double,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
-    ) async throws -> Room {
+    ) async throws -> RelayRoom {
         try Checks.id(roomID, "room ID")
         let deadline = Deadline(seconds: try Checks.seconds(timeout, "timeout"))
         let sslContext: NIOSSLContext? = try url.isSecure ? url.makeSSLContext() : nil
@@ -104,7 +104,7 @@ public final class Room: @unchecked Sendable {
         }
         switch first {
         case .opened:
-            return Room(roomID: roomID, inbox: inbox, channel: channel, socket: socket)
+            return RelayRoom(roomID: roomID, inbox: inbox, channel: channel, socket: socket)
         case .timedOut:
             channel.close(promise: nil)
             throw RelayError.timeout("the relay did not open the room in time")
@@ -263,9 +263,9 @@ public final class Room: @unchecked Sendable {
     }
 }
 
-extension Room: CustomStringConvertible {
+extension RelayRoom: CustomStringConvertible {
     /// The start of the room ID and whether the peer is in.
-    public var description: String { "Room(\(roomID.prefix(8))..., peer: \(peerPresent ? "yes" : "no"))" }
+    public var description: String { "RelayRoom(\(roomID.prefix(8))..., peer: \(peerPresent ? "yes" : "no"))" }
 }
 
 /// The connection's items, from its event loop to the task that reads the

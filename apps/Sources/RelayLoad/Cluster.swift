@@ -72,7 +72,7 @@ extension Bench {
     mutating func compare(pids: [Int32], port: Int, rooms count: Int, inviters: Int, warmup: Double, duration: Double,
                           prefix: String) -> (frames: Double, invites: Double) {
         onAll("resetting") { $0.resetStats() }
-        let rooms = (0..<count).map { Room(index: $0, transport: .relay, name: randomID()) }
+        let rooms = (0..<count).map { LoadRoom(index: $0, transport: .relay, name: randomID()) }
         let before = totals().readyRooms
         for (worker, share) in zip(workers, distribute(rooms)) where !share.isEmpty {
             settle(worker.open(share, port: port) { "/v1/rooms/\($0.name)" }, "opening rooms")

@@ -20,7 +20,7 @@ final class WSConn: ChannelInboundHandler, @unchecked Sendable {
 
     // Everything below is touched only on the owning worker's event loop.
     unowned let worker: Worker
-    let room: Room
+    let room: LoadRoom
     let side: Int
     let path: String
     let host: String
@@ -34,7 +34,7 @@ final class WSConn: ChannelInboundHandler, @unchecked Sendable {
     private var fragment: ByteBuffer?
     private var fragmentOpcode: UInt8 = 0
 
-    init(worker: Worker, room: Room, side: Int, path: String, host: String) {
+    init(worker: Worker, room: LoadRoom, side: Int, path: String, host: String) {
         self.worker = worker
         self.room = room
         self.side = side

@@ -6,7 +6,10 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 
-final class Room: @unchecked Sendable {
+/// One room of the load: its two connections (sides 0 and 1) and what each
+/// sent and received. Made on the main thread, then touched only on its
+/// worker's event loop.
+final class LoadRoom: @unchecked Sendable {
     let index: Int
     let transport: Transport
     /// Room ID (relay) or nameplate (wormhole).
@@ -61,7 +64,7 @@ final class Worker: @unchecked Sendable {
     let index: Int
     var random: FastRandom
     var dirty: [WSConn] = []
-    private(set) var rooms: [Room] = []
+    private(set) var rooms: [LoadRoom] = []
     private var connections: [WSConn] = []
 
     private var stats = WorkerStats()
@@ -105,7 +108,7 @@ final class Worker: @unchecked Sendable {
     /// Opens both connections of each room (to `port` on 127.0.0.1).
     /// `tls`: connect with TLS (to measure the relay's memory per TLS
     /// connection).
-    func open(_ newRooms: [Room], port: Int, tls: NIOSSLContext? = nil, path: @escaping @Sendable (Room) -> String)
+    func open(_ newRooms: [LoadRoom], port: Int, tls: NIOSSLContext? = nil, path: @escaping @Sendable (LoadRoom) -> String)
         -> EventLoopFuture<Void>
     {
         loop.submit {
@@ -308,7 +311,7 @@ final class Worker: @unchecked Sendable {
         }
     }
 
-    private func sideReady(_ room: Room) {
+    private func sideReady(_ room: LoadRoom) {
         room.ready += 1
         if room.ready == 2 { stats.readyRooms += 1 }
     }

@@ -291,8 +291,8 @@ struct Bench {
         }
     }
 
-    func distribute(_ rooms: [Room]) -> [[Room]] {
-        var shares = [[Room]](repeating: [], count: workers.count)
+    func distribute(_ rooms: [LoadRoom]) -> [[LoadRoom]] {
+        var shares = [[LoadRoom]](repeating: [], count: workers.count)
         for room in rooms { shares[room.index % workers.count].append(room) }
         return shares
     }
@@ -519,7 +519,7 @@ struct Bench {
         while opened < total {
             let count = min(settings.batch, total - opened)
             let batchStart = monoNanos()
-            let rooms = (opened..<(opened + count)).map { Room(index: $0, transport: .relay, name: randomID()) }
+            let rooms = (opened..<(opened + count)).map { LoadRoom(index: $0, transport: .relay, name: randomID()) }
             for (worker, share) in zip(workers, distribute(rooms)) where !share.isEmpty {
                 settle(worker.open(share, port: port, tls: tls) { "/v1/rooms/\($0.name)" }, "opening rooms")
             }
@@ -816,7 +816,7 @@ struct Bench {
         onAll("resetting") { $0.resetStats() }
         let base = 1000 + Int(monoNanos() % 1000) * 1000
         let rooms = (0..<count).map {
-            Room(index: $0, transport: transport, name: transport == .relay ? randomID() : String(base + $0))
+            LoadRoom(index: $0, transport: transport, name: transport == .relay ? randomID() : String(base + $0))
         }
         for (worker, share) in zip(workers, distribute(rooms)) where !share.isEmpty {
             settle(worker.open(share, port: port) { room in room.transport == .relay ? "/v1/rooms/\(room.name)" : "/v1" }, "opening reference rooms")

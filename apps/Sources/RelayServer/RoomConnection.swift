@@ -100,7 +100,7 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
 
     private var context: ChannelHandlerContext?
     private var phase = Phase.open
-    private var room: Room?
+    private var room: ServerRoom?
     private var peer: RoomConnection?
     /// Bytes of a frame not yet read whole.
     private var partial: ByteBuffer?

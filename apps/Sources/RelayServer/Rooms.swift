@@ -12,7 +12,7 @@ private func mallocTrim(_ pad: Int) -> Int32
 
 /// A room: at most two peers, and when a binary message or a ping last
 /// passed in it. Touched only under the hub's lock.
-final class Room {
+final class ServerRoom {
     let id: String
     var first: RoomConnection?
     var second: RoomConnection?
@@ -42,7 +42,7 @@ final class RoomHub: @unchecked Sendable {
     /// Largest binary message, in bytes.
     let maxFrame: Int
     private let lock = NSLock()
-    private var rooms: [String: Room] = [:]
+    private var rooms: [String: ServerRoom] = [:]
     private var shuttingDown = false
     /// Connections that left since memory was last handed back (`trimIfQuiet`).
     private var leftSinceTrim = 0
@@ -70,14 +70,14 @@ final class RoomHub: @unchecked Sendable {
     var isShuttingDown: Bool { lock.withLock { shuttingDown } }
 
     /// Puts `connection` in room `id`, made if needed.
-    func join(_ id: String, _ connection: RoomConnection) -> (Room?, Join) {
+    func join(_ id: String, _ connection: RoomConnection) -> (ServerRoom?, Join) {
         lock.withLock {
             if shuttingDown { return (nil, .shuttingDown) }
-            let room: Room
+            let room: ServerRoom
             if let existing = rooms[id] {
                 room = existing
             } else {
-                room = Room(id: id, now: DispatchTime.now().uptimeNanoseconds)
+                room = ServerRoom(id: id, now: DispatchTime.now().uptimeNanoseconds)
                 rooms[id] = room
             }
             let result: Join
@@ -100,7 +100,7 @@ final class RoomHub: @unchecked Sendable {
     /// `connection` is leaving `room`: the room ends. Returns the peer left
     /// behind, which the caller tells (`peer-left`, then a 1000 close), or
     /// nil if there is none or the room had already ended.
-    func leave(_ room: Room, _ connection: RoomConnection) -> RoomConnection? {
+    func leave(_ room: ServerRoom, _ connection: RoomConnection) -> RoomConnection? {
         lock.withLock {
             guard rooms[room.id] === room, room.first === connection || room.second === connection else { return nil }
             let other = room.first === connection ? room.second : room.first

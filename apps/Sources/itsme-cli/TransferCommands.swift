@@ -525,7 +525,7 @@ struct Transfer: AsyncParsableCommand {
                 }
                 let countdown = Countdown(timeout)
                 out.notice("Waiting for the old device in the relay room (relay \(url.text); up to \(Int(timeout)) s)...")
-                let room: Room
+                let room: RelayRoom
                 do {
                     room = try await joinRoom(url, transfer.roomName, countdown)
                 } catch {
@@ -596,7 +596,7 @@ struct Transfer: AsyncParsableCommand {
                 let out = profile.output
                 let countdown = Countdown(timeout)
                 out.notice("Joining the new device in the relay room...")
-                let room: Room
+                let room: RelayRoom
                 do {
                     room = try await joinRoom(url, transfer.roomName, countdown)
                 } catch {
@@ -656,9 +656,9 @@ struct Countdown {
 /// Joins the transfer's room and waits for the other device. A room the
 /// relay closes while this side waits alone (a quiet room) is joined
 /// again, until the countdown ends.
-private func joinRoom(_ url: RelayURL, _ id: String, _ countdown: Countdown) async throws -> Room {
+private func joinRoom(_ url: RelayURL, _ id: String, _ countdown: Countdown) async throws -> RelayRoom {
     while true {
-        let room = try await Room.join(url, roomID: id, timeout: countdown.remaining)
+        let room = try await RelayRoom.join(url, roomID: id, timeout: countdown.remaining)
         do {
             try await room.waitForPeer(timeout: countdown.remaining)
             return room
@@ -676,7 +676,7 @@ private func joinRoom(_ url: RelayURL, _ id: String, _ countdown: Countdown) asy
 /// Shows the SAS and asks whether the `other` device shows the same; if not,
 /// rejects the transfer, leaves the room and says nothing was `nothing`.
 private func sasMatches(
-    _ transfer: DeviceTransfer, _ sas: ShortCode, _ room: Room, _ out: Output, other: String, nothing: String
+    _ transfer: DeviceTransfer, _ sas: ShortCode, _ room: RelayRoom, _ out: Output, other: String, nothing: String
 ) async throws -> Bool {
     out.notice("")
     out.notice("SAS: \(sas.text)   (the \(other) device shows a SAS too: compare them)")
@@ -697,7 +697,7 @@ private func sasMatches(
     return true
 }
 
-private func flush(_ transfer: DeviceTransfer, _ room: Room) async throws {
+private func flush(_ transfer: DeviceTransfer, _ room: RelayRoom) async throws {
     while let message = transfer.peekOutgoing() {
         try await room.send(message)
         _ = transfer.takeOutgoing()
@@ -706,7 +706,7 @@ private func flush(_ transfer: DeviceTransfer, _ room: Room) async throws {
 
 /// Throws `peer-left` if the other device has left the room (what the
 /// relay said so far, and for a moment longer).
-private func requirePeer(_ room: Room) async throws {
+private func requirePeer(_ room: RelayRoom) async throws {
     while true {
         let event: RoomEvent
         do {

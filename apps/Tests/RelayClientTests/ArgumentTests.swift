@@ -69,8 +69,8 @@ final class ArgumentTests: XCTestCase {
             ("negative after", { _ = try await mailbox.fetch(inviteID: id, token: token, after: -1, wait: 0) }),
             ("long wait", { _ = try await mailbox.fetch(inviteID: id, token: token, after: 0, wait: 31) }),
             ("NaN wait", { _ = try await mailbox.fetch(inviteID: id, token: token, after: 0, wait: .nan) }),
-            ("room ID", { _ = try await Room.join(url, roomID: "room", timeout: 1) }),
-            ("negative timeout", { _ = try await Room.join(url, roomID: id, timeout: -1) }),
+            ("room ID", { _ = try await RelayRoom.join(url, roomID: "room", timeout: 1) }),
+            ("negative timeout", { _ = try await RelayRoom.join(url, roomID: id, timeout: -1) }),
         ]
         for (what, call) in calls {
             let kind = await coreErrorKind(call)

@@ -16,7 +16,7 @@ final class RoomTests: RelayTestCase {
     func testRoomEvents() async throws {
         let url = try await startRelay()
         let id = randomID()
-        let first = try await Room.join(url, roomID: id, timeout: 5)
+        let first = try await RelayRoom.join(url, roomID: id, timeout: 5)
         XCTAssertEqual(first.roomID, id)
         var event = try await first.nextEvent(timeout: 5)
         XCTAssertEqual(event, .waiting)
@@ -29,7 +29,7 @@ final class RoomTests: RelayTestCase {
         let quiet = await relayError { _ = try await first.nextEvent(timeout: 0.1) }
         XCTAssertEqual(quiet?.kind, "timeout")
 
-        let second = try await Room.join(url, roomID: id, timeout: 5)
+        let second = try await RelayRoom.join(url, roomID: id, timeout: 5)
         event = try await second.nextEvent(timeout: 5)
         XCTAssertEqual(event, .peerJoined)
         XCTAssertTrue(second.peerPresent)
@@ -41,15 +41,15 @@ final class RoomTests: RelayTestCase {
         try await first.send([0, 255, 7])
         var received = try await second.receive(timeout: 5)
         XCTAssertEqual(received, [0, 255, 7])
-        let large = (0..<Room.maxFrame).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        let large = (0..<RelayRoom.maxFrame).map { UInt8(truncatingIfNeeded: $0 &* 31) }
         try await second.send(large)
         received = try await first.receive(timeout: 5)
         XCTAssertEqual(received, large)
-        let tooLarge = await coreErrorKind { try await first.send([UInt8](repeating: 0, count: Room.maxFrame + 1)) }
+        let tooLarge = await coreErrorKind { try await first.send([UInt8](repeating: 0, count: RelayRoom.maxFrame + 1)) }
         XCTAssertEqual(tooLarge, .invalidArgument)
 
         // A third person is turned away.
-        let third = try await Room.join(url, roomID: id, timeout: 5)
+        let third = try await RelayRoom.join(url, roomID: id, timeout: 5)
         let full = await relayError { _ = try await third.nextEvent(timeout: 5) }
         XCTAssertEqual(full?.kind, "room-full")
         await third.close()
@@ -70,7 +70,7 @@ final class RoomTests: RelayTestCase {
 
         // A relay under another path prefix: no upgrade, the status is kept.
         let elsewhere = try RelayURL(try XCTUnwrap(relay).url + "/elsewhere")
-        let refused = await relayError { _ = try await Room.join(elsewhere, roomID: id, timeout: 5) }
+        let refused = await relayError { _ = try await RelayRoom.join(elsewhere, roomID: id, timeout: 5) }
         XCTAssertEqual(refused?.kind, "connection")
         XCTAssertEqual(refused?.status, 400, "the relay refuses an upgrade it does not route with 400")
     }
@@ -166,7 +166,7 @@ final class RoomTests: RelayTestCase {
         let id = Hex.encodeUpper(try XCTUnwrap(a.relayID)).lowercased()
         // A peer that joins and leaves at once, without a word.
         async let state = realtimeExchange(url, exchange: a, store: alice.contacts, timeout: 10, now: { now }, decide: { _ in true })
-        let peer = try await Room.join(url, roomID: id, timeout: 5)
+        let peer = try await RelayRoom.join(url, roomID: id, timeout: 5)
         try await peer.waitForPeer(timeout: 5)
         _ = try await peer.receive(timeout: 5)  // the INVITE
         await peer.close()
@@ -233,7 +233,7 @@ final class RoomTests: RelayTestCase {
         XCTAssertEqual(create?.kind, "connection")
         XCTAssertNil(create?.status)
         XCTAssertEqual(create?.inviteEnded, false)
-        let join = await relayError { _ = try await Room.join(url, roomID: id, timeout: 5) }
+        let join = await relayError { _ = try await RelayRoom.join(url, roomID: id, timeout: 5) }
         XCTAssertEqual(join?.kind, "connection")
 
         let alice = try Person("Alice", in: directory)
@@ -304,13 +304,13 @@ final class RoomTests: RelayTestCase {
         let other = randomID()
         let otherToken = try await InviteMailbox(byAddress, timeout: 5).create(inviteID: other)
         try await InviteMailbox(byAddress, timeout: 5).delete(inviteID: other, token: otherToken)
-        let alone = try await Room.join(byAddress, roomID: other, timeout: 5)
+        let alone = try await RelayRoom.join(byAddress, roomID: other, timeout: 5)
         let waiting = try await alone.nextEvent(timeout: 5)
         XCTAssertEqual(waiting, .waiting)
         await alone.close()
 
-        let first = try await Room.join(url, roomID: id, timeout: 5)
-        let second = try await Room.join(url, roomID: id, timeout: 5)
+        let first = try await RelayRoom.join(url, roomID: id, timeout: 5)
+        let second = try await RelayRoom.join(url, roomID: id, timeout: 5)
         try await first.waitForPeer(timeout: 5)
         try await second.waitForPeer(timeout: 5)
         try await first.send([42])
