@@ -50,13 +50,24 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // The client side of a WebSocket on the wire (the upgrade and its
+        // check, frame headers, masking), without I/O: the one implementation
+        // both the relay client and the load generator use.
+        .target(
+            name: "WebSocketWire",
+            dependencies: [.product(name: "NIOCore", package: "swift-nio")]
+        ),
+        .testTarget(
+            name: "WebSocketWireTests",
+            dependencies: ["WebSocketWire", .product(name: "NIOCore", package: "swift-nio")]
+        ),
         // The relay client of the CLI: the invite mailbox over HTTP/1.1, rooms
-        // over a WebSocket client of its own (both on NIO, with TLS), and the
-        // drivers that carry an exchange or an Online Verify session through
-        // them.
+        // over WebSocketWire (both on NIO, with TLS), and the drivers that
+        // carry an exchange or an Online Verify session through them.
         .target(
             name: "RelayClient",
             dependencies: [
+                "WebSocketWire",
                 .product(name: "ItsMeCore", package: "itsme"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -115,7 +126,7 @@ let package = Package(
         .executableTarget(
             name: "RelayLoad",
             dependencies: [
-                "CEpoll",
+                "CEpoll", "WebSocketWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

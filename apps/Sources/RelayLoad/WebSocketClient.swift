@@ -1,9 +1,15 @@
 // A WebSocket client connection in one channel handler: the HTTP/1.1
-// upgrade written and parsed by hand, then RFC 6455 frames parsed straight
-// from the read buffers and written masked (a client must mask) into one
-// outbound buffer per connection that the owning worker flushes once per
-// read burst or timer tick. No per-frame allocation, no pipeline hops.
+// upgrade, then RFC 6455 frames parsed straight from the read buffers and
+// written masked (a client must mask) into one outbound buffer per
+// connection that the owning worker flushes once per read burst or timer
+// tick. No per-frame allocation, no pipeline hops. The wire format (the
+// upgrade and its check, frame headers, masking) is WebSocketWire's, which
+// the relay client's RoomSocket uses too; what stays here is what a load
+// generator needs and a client does not: frames go to the worker's counters
+// as slices of the read buffer, writes are batched across connections, and
+// the timing frame is written in one pass (queueBinary).
 import NIOCore
+import WebSocketWire
 
 enum Transport: Sendable {
     /// itsme-relay: binary frames forwarded to the one peer.
@@ -24,6 +30,7 @@ final class WSConn: ChannelInboundHandler, @unchecked Sendable {
     let side: Int
     let path: String
     let host: String
+    private let key = WebSocketWire.newKey()
     private(set) var state = State.connecting
     private var context: ChannelHandlerContext?
     private var inbound: ByteBuffer?
@@ -51,9 +58,7 @@ final class WSConn: ChannelInboundHandler, @unchecked Sendable {
 
     func channelActive(context: ChannelHandlerContext) {
         state = .handshaking
-        let key = base64(systemRandom(16))
-        let request = "GET \(path) HTTP/1.1\r\nHost: \(host)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            + "Sec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        let request = WebSocketWire.upgradeRequest(host: host, path: path, key: key)
         var buffer = context.channel.allocator.buffer(capacity: request.utf8.count)
         buffer.writeString(request)
         context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
@@ -93,16 +98,15 @@ final class WSConn: ChannelInboundHandler, @unchecked Sendable {
 
     private func process(_ buffer: inout ByteBuffer) {
         if state == .handshaking {
-            guard let end = headerEnd(buffer) else {
-                if buffer.readableBytes > 16_384 { fail("oversized upgrade response") }
+            guard let length = WebSocketWire.headLength(buffer.readableBytesView) else {
+                if buffer.readableBytes > WebSocketWire.maxHead { fail("oversized upgrade response") }
                 return
             }
-            let head = buffer.readString(length: end) ?? ""
-            // "HTTP/1.1 101 Switching Protocols"
-            let statusLine = head.split(separator: "\r\n", maxSplits: 1).first.map(String.init) ?? head
-            let parts = statusLine.split(separator: " ", maxSplits: 2)
-            guard parts.count >= 2, parts[1] == "101" else {
-                fail("upgrade refused: \(statusLine)")
+            let head = buffer.readString(length: length - 4) ?? ""
+            buffer.moveReaderIndex(forwardBy: 4)
+            if let problem = WebSocketWire.checkUpgrade(head: head, key: key) {
+                let statusLine = head.split(separator: "\r\n", maxSplits: 1).first.map(String.init) ?? head
+                fail("upgrade refused (\(problem)): \(statusLine)")
                 return
             }
             state = .open
@@ -111,52 +115,24 @@ final class WSConn: ChannelInboundHandler, @unchecked Sendable {
         if state == .open { parseFrames(&buffer) }
     }
 
-    /// Length of the response head including the blank line, if complete.
-    private func headerEnd(_ buffer: ByteBuffer) -> Int? {
-        buffer.withUnsafeReadableBytes { bytes -> Int? in
-            guard bytes.count >= 4 else { return nil }
-            for i in 3..<bytes.count where bytes[i] == 10 && bytes[i - 1] == 13 && bytes[i - 2] == 10 && bytes[i - 3] == 13 {
-                return i + 1
-            }
-            return nil
-        }
-    }
-
     private func parseFrames(_ buffer: inout ByteBuffer) {
         while state == .open {
-            let available = buffer.readableBytes
-            guard available >= 2 else { return }
-            let start = buffer.readerIndex
-            let b0: UInt8 = buffer.getInteger(at: start)!
-            let b1: UInt8 = buffer.getInteger(at: start + 1)!
-            var length = Int(b1 & 0x7f)
-            var headerLength = 2
-            if length == 126 {
-                guard available >= 4 else { return }
-                length = Int(buffer.getInteger(at: start + 2, as: UInt16.self)!)
-                headerLength = 4
-            } else if length == 127 {
-                guard available >= 10 else { return }
-                length = Int(truncatingIfNeeded: buffer.getInteger(at: start + 2, as: UInt64.self)!)
-                headerLength = 10
-            }
-            let masked = b1 & 0x80 != 0
-            var key: [UInt8] = []
-            if masked {
-                guard available >= headerLength + 4 else { return }
-                key = buffer.getBytes(at: start + headerLength, length: 4)!
-                headerLength += 4
-            }
-            guard length >= 0, available >= headerLength + length else { return }
-            var payload = buffer.getSlice(at: start + headerLength, length: length)!
-            buffer.moveReaderIndex(forwardBy: headerLength + length)
-            if masked {
-                payload.withUnsafeMutableReadableBytes { bytes in
-                    for i in 0..<bytes.count { bytes[i] ^= key[i & 3] }
+            guard let header = WebSocketWire.frameHeader(buffer) else { return }
+            guard header.length <= UInt64(Int.max - header.size) else { fail("a frame of \(header.length) bytes"); return }
+            let length = Int(header.length)
+            guard buffer.readableBytes >= header.size + length else { return }
+            var payload = buffer.getSlice(at: buffer.readerIndex + header.size, length: length)!
+            buffer.moveReaderIndex(forwardBy: header.size + length)
+            if let mask = header.mask {
+                let key = mask.bigEndian
+                withUnsafeBytes(of: key) { k in
+                    payload.withUnsafeMutableReadableBytes { bytes in
+                        for i in 0..<bytes.count { bytes[i] ^= k[i & 3] }
+                    }
                 }
             }
-            let fin = b0 & 0x80 != 0
-            let opcode = b0 & 0x0f
+            let fin = header.fin
+            let opcode = header.opcode
             switch opcode {
             case 0x0:  // continuation
                 guard var partial = fragment else { fail("continuation without a start"); return }
@@ -246,28 +222,7 @@ final class WSConn: ChannelInboundHandler, @unchecked Sendable {
 
     /// Any frame, masked with a fresh key.
     func queueFrame<Bytes: Collection>(opcode: UInt8, payload: Bytes) where Bytes.Element == UInt8 {
-        let count = payload.count
-        out.writeInteger(0x80 | opcode)
-        if count < 126 {
-            out.writeInteger(UInt8(0x80 | count))
-        } else if count <= 0xffff {
-            out.writeInteger(UInt8(0x80 | 126))
-            out.writeInteger(UInt16(count))
-        } else {
-            out.writeInteger(UInt8(0x80 | 127))
-            out.writeInteger(UInt64(count))
-        }
-        let mask = UInt32(truncatingIfNeeded: worker.random.next())
-        out.writeInteger(mask)
-        var key = [UInt8(truncatingIfNeeded: mask >> 24), UInt8(truncatingIfNeeded: mask >> 16),
-                   UInt8(truncatingIfNeeded: mask >> 8), UInt8(truncatingIfNeeded: mask)]
-        var i = 0
-        key.withUnsafeMutableBufferPointer { k in
-            for byte in payload {
-                out.writeInteger(byte ^ k[i & 3])
-                i += 1
-            }
-        }
+        WebSocketWire.writeFrame(opcode: opcode, payload: payload, mask: UInt32(truncatingIfNeeded: worker.random.next()), into: &out)
     }
 
     func queueText(_ text: String) {
@@ -303,20 +258,4 @@ final class WSConn: ChannelInboundHandler, @unchecked Sendable {
         state = .closed
         context.close(promise: nil)
     }
-}
-
-private let base64Alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-
-func base64(_ bytes: [UInt8]) -> String {
-    var out = [UInt8]()
-    var i = 0
-    while i < bytes.count {
-        let b0 = Int(bytes[i]), b1 = i + 1 < bytes.count ? Int(bytes[i + 1]) : 0, b2 = i + 2 < bytes.count ? Int(bytes[i + 2]) : 0
-        out.append(base64Alphabet[b0 >> 2])
-        out.append(base64Alphabet[((b0 & 3) << 4) | (b1 >> 4)])
-        out.append(i + 1 < bytes.count ? base64Alphabet[((b1 & 15) << 2) | (b2 >> 6)] : UInt8(ascii: "="))
-        out.append(i + 2 < bytes.count ? base64Alphabet[b2 & 63] : UInt8(ascii: "="))
-        i += 3
-    }
-    return String(decoding: out, as: UTF8.self)
 }
