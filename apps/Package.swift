@@ -89,17 +89,13 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // Still Swift 5 mode: its two-sided tests hand each side's exchange or
-        // session (not Sendable) to an `async let` and read it afterwards,
-        // which Swift 6 refuses until they are restructured.
         .testTarget(
             name: "RelayClientTests",
             dependencies: [
                 "RelayClient", "RelayServer",
                 .product(name: "ItsMeCore", package: "itsme"),
                 .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: [.swiftLanguageMode(.v5)]
+            ]
         ),
         // The PostgreSQL backend, for several relays sharing one database: a
         // target of its own so that only itsme-relay compiles PostgresNIO,

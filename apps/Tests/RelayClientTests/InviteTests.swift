@@ -4,24 +4,28 @@ import RelayServer
 import RelayClient
 import XCTest
 
+// The two sides of an exchange: free functions rather than the test case's
+// methods, so that what they make belongs to the person and the mailbox
+// alone, not to the test case, and can go to a task of its own.
+
+private func inviter(_ person: Person, _ mailbox: InviteMailbox, now: Int64) throws -> InviteSession {
+    var random = SystemRandom()
+    return try InviteSession(
+        mailbox: mailbox, exchange: try Exchange.invite(identity: person.identity, realtime: false, now: now, random: &random))
+}
+
+private func invitee(
+    _ person: Person, _ mailbox: InviteMailbox, inviteCode: String, encryptionCode: String, now: Int64
+) throws -> InviteSession {
+    var random = SystemRandom()
+    let exchange = try Exchange.acceptInvite(
+        identity: person.identity, inviteCode: inviteCode, encryptionCode: encryptionCode, realtime: false, now: now, random: &random)
+    return try InviteSession(mailbox: mailbox, exchange: exchange)
+}
+
 /// Exchanges at a distance through the invite mailbox of a relay run in
 /// this process (docs/PROTOCOL.md 15.2, 16.5, 16.6).
 final class InviteTests: RelayTestCase {
-
-    private func inviter(_ person: Person, _ mailbox: InviteMailbox, now: Int64) throws -> InviteSession {
-        var random = SystemRandom()
-        return try InviteSession(
-            mailbox: mailbox, exchange: try Exchange.invite(identity: person.identity, realtime: false, now: now, random: &random))
-    }
-
-    private func invitee(
-        _ person: Person, _ mailbox: InviteMailbox, inviteCode: String, encryptionCode: String, now: Int64
-    ) throws -> InviteSession {
-        var random = SystemRandom()
-        let exchange = try Exchange.acceptInvite(
-            identity: person.identity, inviteCode: inviteCode, encryptionCode: encryptionCode, realtime: false, now: now, random: &random)
-        return try InviteSession(mailbox: mailbox, exchange: exchange)
-    }
 
     /// Saves a side as a host would between steps (the sealed exchange and
     /// the session's state as JSON), drops it, and resumes it.
@@ -121,28 +125,34 @@ final class InviteTests: RelayTestCase {
         let b = try invitee(
             bob, InviteMailbox(url, timeout: 5), inviteCode: try XCTUnwrap(a.exchange.inviteCode).text,
             encryptionCode: try XCTUnwrap(a.exchange.encryptionCode).text, now: now)
-        async let stateA = Self.runUntilSAS(a, now: now)
-        async let stateB = Self.runUntilSAS(b, now: now)
-        _ = try await (stateA, stateB)
+        let aliceContacts = alice.contacts, bobContacts = bob.contacts
+        async let runA = Self.runUntilSAS(a, now: now)
+        async let runB = Self.runUntilSAS(b, now: now)
+        let ((aliceSession, _), (bobSession, _)) = try await (runA, runB)
         // Bob confirms; Alice rejects and ends the invite (cancel).
-        let idB = try b.exchange.confirm(store: bob.contacts, now: now)
-        _ = try await b.step(now: now)
-        let cancelled = await a.cancel(store: alice.contacts)
+        let idB = try bobSession.exchange.confirm(store: bobContacts, now: now)
+        _ = try await bobSession.step(now: now)
+        let cancelled = await aliceSession.cancel(store: aliceContacts)
         XCTAssertNil(cancelled)
-        let ended = await relayError { _ = try await b.step(wait: 1, now: now) }
+        let ended = await relayError { _ = try await bobSession.step(wait: 1, now: now) }
         XCTAssertEqual(ended?.inviteEnded, true)
         // The host rejects what awaited the peer: nothing is kept.
-        XCTAssertEqual(b.exchange.state, .awaitingDecision)
-        try b.exchange.reject(store: bob.contacts)
-        XCTAssertEqual(try bob.contacts.count(), 0)
-        let missing = await coreErrorKind { _ = try bob.contacts.contact(id: idB) }
+        XCTAssertEqual(bobSession.exchange.state, .awaitingDecision)
+        try bobSession.exchange.reject(store: bobContacts)
+        XCTAssertEqual(try bobContacts.count(), 0)
+        let missing = await coreErrorKind { _ = try bobContacts.contact(id: idB) }
         XCTAssertEqual(missing, .notFound)
     }
 
-    private static func runUntilSAS(_ session: InviteSession, now: Int64) async throws -> Exchange.State {
+    /// Steps `session` until its exchange leaves `.awaitingPeer`, in a task
+    /// of its own when run by an `async let`: the session is handed to it and
+    /// back, for the test to go on with.
+    private static func runUntilSAS(
+        _ session: sending InviteSession, now: Int64
+    ) async throws -> (session: InviteSession, state: Exchange.State) {
         var state = try await session.step(wait: 10, now: now)
         while state == .awaitingPeer { state = try await session.step(wait: 10, now: now) }
-        return state
+        return (session, state)
     }
 
     func testInviteExchangeWithBothSidesOnlineUsesLongPoll() async throws {
@@ -155,13 +165,13 @@ final class InviteTests: RelayTestCase {
         let b = try invitee(
             bob, InviteMailbox(url, timeout: 5), inviteCode: try XCTUnwrap(a.exchange.inviteCode).text,
             encryptionCode: try XCTUnwrap(a.exchange.encryptionCode).text, now: now)
-        async let stateA = Self.runUntilSAS(a, now: now)
-        async let stateB = Self.runUntilSAS(b, now: now)
-        let (endA, endB) = try await (stateA, stateB)
-        XCTAssertEqual(endA, .compareSAS)
-        XCTAssertEqual(endB, .compareSAS)
-        XCTAssertEqual(a.exchange.sas, b.exchange.sas)
-        XCTAssertFalse(a.done || b.done, "the decisions are still to come")
+        async let runA = Self.runUntilSAS(a, now: now)
+        async let runB = Self.runUntilSAS(b, now: now)
+        let (endA, endB) = try await (runA, runB)
+        XCTAssertEqual(endA.state, .compareSAS)
+        XCTAssertEqual(endB.state, .compareSAS)
+        XCTAssertEqual(endA.session.exchange.sas, endB.session.exchange.sas)
+        XCTAssertFalse(endA.session.done || endB.session.done, "the decisions are still to come")
     }
 
     func testWrongEncryptionCodeFailsBothSidesAndEndsTheInvite() async throws {

@@ -4,6 +4,25 @@ import RelayServer
 import RelayClient
 import XCTest
 
+// Alice's real-time invite, and Bob's side joined with the text of her
+// codes: free functions, so that each exchange belongs to its person alone
+// (not to the test case, nor to the other) and can go to a task of its own.
+
+private func realtimeInvite(_ alice: Person, now: Int64) throws -> Exchange {
+    var random = SystemRandom()
+    return try Exchange.invite(identity: alice.identity, realtime: true, now: now, random: &random)
+}
+
+private func realtimeAcceptance(_ bob: Person, codes: (invite: String, encryption: String), now: Int64) throws -> Exchange {
+    var random = SystemRandom()
+    return try Exchange.acceptInvite(
+        identity: bob.identity, inviteCode: codes.invite, encryptionCode: codes.encryption, realtime: true, now: now, random: &random)
+}
+
+private func codes(of invite: Exchange) throws -> (invite: String, encryption: String) {
+    (try XCTUnwrap(invite.inviteCode).text, try XCTUnwrap(invite.encryptionCode).text)
+}
+
 /// Relay rooms (docs/PROTOCOL.md 15.3) and what runs through them: the
 /// real-time exchange (16.5) and Online Verify (11).
 final class RoomTests: RelayTestCase {
@@ -75,38 +94,34 @@ final class RoomTests: RelayTestCase {
         XCTAssertEqual(refused?.status, 400, "the relay refuses an upgrade it does not route with 400")
     }
 
-    /// Alice's real-time invite, and Bob's side joined with her codes.
-    private func realtimePair(_ alice: Person, _ bob: Person, now: Int64) throws -> (Exchange, Exchange) {
-        var random = SystemRandom()
-        let a = try Exchange.invite(identity: alice.identity, realtime: true, now: now, random: &random)
-        let b = try Exchange.acceptInvite(
-            identity: bob.identity, inviteCode: try XCTUnwrap(a.inviteCode).text, encryptionCode: try XCTUnwrap(a.encryptionCode).text,
-            realtime: true, now: now, random: &random)
-        return (a, b)
-    }
-
     func testRealtimeExchangeThroughARoom() async throws {
         let url = try await startRelay { $0.roomIdleSeconds = 2 }
         let alice = try Person("Alice", in: directory), bob = try Person("Bob", in: directory)
         let now = unixNow()
-        let (a, b) = try realtimePair(alice, bob, now: now)
+        let a = try realtimeInvite(alice, now: now)
+        let b = try realtimeAcceptance(bob, codes: try codes(of: a), now: now)
+        let aliceContacts = alice.contacts, bobContacts = bob.contacts
         // Bob takes a while to answer: the room stays open past its idle
         // limit (2 s here) because the clients ping it.
-        async let stateA = realtimeExchange(
-            url, exchange: a, store: alice.contacts, timeout: 20, pingInterval: 0.5, now: { now }, decide: { _ in true })
-        async let stateB = realtimeExchange(
-            url, exchange: b, store: bob.contacts, timeout: 20, pingInterval: 0.5, now: { now },
+        async let sideA = realtimeSide(url, a, store: aliceContacts, timeout: 20, pingInterval: 0.5, now: now)
+        async let sideB = realtimeSide(
+            url, b, store: bobContacts, timeout: 20, pingInterval: 0.5, now: now,
             decide: { _ in
                 try await Task.sleep(nanoseconds: 3_000_000_000)
                 return true
             })
-        let (endA, endB) = try await (stateA, stateB)
-        XCTAssertEqual(endA, .confirmed)
-        XCTAssertEqual(endB, .confirmed)
-        XCTAssertEqual(try XCTUnwrap(a.sas), try XCTUnwrap(b.sas))
-        XCTAssertEqual(try alice.contacts.contact(id: try XCTUnwrap(a.contactID)).state, .verified)
-        XCTAssertEqual(try bob.contacts.contact(id: try XCTUnwrap(b.contactID)).state, .verified)
+        let (endA, endB) = await (sideA, sideB)
+        XCTAssertEqual(try endA.end.get(), .confirmed)
+        XCTAssertEqual(try endB.end.get(), .confirmed)
+        XCTAssertEqual(try XCTUnwrap(endA.exchange.sas), try XCTUnwrap(endB.exchange.sas))
+        XCTAssertEqual(try aliceContacts.contact(id: try XCTUnwrap(endA.exchange.contactID)).state, .verified)
+        XCTAssertEqual(try bobContacts.contact(id: try XCTUnwrap(endB.exchange.contactID)).state, .verified)
+    }
 
+    func testAnInviteExchangeDoesNotGoThroughARoom() async throws {
+        let url = try await startRelay()
+        let alice = try Person("Alice", in: directory)
+        let now = unixNow()
         // An invite exchange goes through the mailbox, not a room.
         var random = SystemRandom()
         let invite = try Exchange.invite(identity: alice.identity, realtime: false, now: now, random: &random)
@@ -120,41 +135,45 @@ final class RoomTests: RelayTestCase {
         let url = try await startRelay()
         let alice = try Person("Alice", in: directory), bob = try Person("Bob", in: directory)
         let now = unixNow()
-        let (a, b) = try realtimePair(alice, bob, now: now)
+        let a = try realtimeInvite(alice, now: now)
+        let b = try realtimeAcceptance(bob, codes: try codes(of: a), now: now)
+        let aliceContacts = alice.contacts, bobContacts = bob.contacts
         // Alice confirms, Bob says the SAS differs.
-        async let stateA = realtimeExchange(url, exchange: a, store: alice.contacts, timeout: 10, now: { now }, decide: { _ in true })
-        async let stateB = realtimeExchange(url, exchange: b, store: bob.contacts, timeout: 10, now: { now }, decide: { _ in false })
-        let (endA, endB) = try await (stateA, stateB)
-        XCTAssertEqual(endA, .rejected)
-        XCTAssertEqual(endB, .rejected)
-        XCTAssertTrue(a.flags.contains(.peerRejected))
-        XCTAssertEqual(try alice.contacts.count(), 0, "Bob's rejection deleted the contact Alice confirmed")
-        XCTAssertEqual(try bob.contacts.count(), 0)
+        async let sideA = realtimeSide(url, a, store: aliceContacts, now: now, decide: { _ in true })
+        async let sideB = realtimeSide(url, b, store: bobContacts, now: now, decide: { _ in false })
+        let (endA, endB) = await (sideA, sideB)
+        XCTAssertEqual(try endA.end.get(), .rejected)
+        XCTAssertEqual(try endB.end.get(), .rejected)
+        XCTAssertTrue(endA.exchange.flags.contains(.peerRejected))
+        XCTAssertEqual(try aliceContacts.count(), 0, "Bob's rejection deleted the contact Alice confirmed")
+        XCTAssertEqual(try bobContacts.count(), 0)
     }
 
     func testAPeerThatLeavesBeforeItsDecisionCountsAsNone() async throws {
         let url = try await startRelay()
         let alice = try Person("Alice", in: directory), bob = try Person("Bob", in: directory)
         let now = unixNow()
-        let (a, b) = try realtimePair(alice, bob, now: now)
+        let a = try realtimeInvite(alice, now: now)
+        let b = try realtimeAcceptance(bob, codes: try codes(of: a), now: now)
+        let aliceContacts = alice.contacts, bobContacts = bob.contacts
         // Bob's device stops (the decision throws) before he decides: his
         // side leaves the room without a DECISION.
         struct Stopped: Error {}
-        async let stateA = realtimeExchange(url, exchange: a, store: alice.contacts, timeout: 10, now: { now }, decide: { _ in true })
-        async let stateB: Exchange.State = realtimeExchange(
-            url, exchange: b, store: bob.contacts, timeout: 10, now: { now },
+        async let sideA = realtimeSide(url, a, store: aliceContacts, now: now, decide: { _ in true })
+        async let sideB = realtimeSide(
+            url, b, store: bobContacts, now: now,
             decide: { _ in
                 try await Task.sleep(nanoseconds: 300_000_000)
                 throw Stopped()
             })
-        let endA = try await stateA
+        let (endA, endB) = await (sideA, sideB)
         var bobStopped = false
-        do { _ = try await stateB } catch is Stopped { bobStopped = true }
+        do { _ = try endB.end.get() } catch is Stopped { bobStopped = true }
         XCTAssertTrue(bobStopped)
-        XCTAssertEqual(endA, .rejected)
-        XCTAssertTrue(a.flags.isDisjoint(with: [.peerConfirmed, .peerRejected]), "no decision came from Bob")
-        XCTAssertEqual(try alice.contacts.count(), 0, "no decision from the peer deletes the contact awaiting it")
-        XCTAssertEqual(try bob.contacts.count(), 0)
+        XCTAssertEqual(try endA.end.get(), .rejected)
+        XCTAssertTrue(endA.exchange.flags.isDisjoint(with: [.peerConfirmed, .peerRejected]), "no decision came from Bob")
+        XCTAssertEqual(try aliceContacts.count(), 0, "no decision from the peer deletes the contact awaiting it")
+        XCTAssertEqual(try bobContacts.count(), 0)
     }
 
     func testRealtimeExchangeFailsWhenThePeerLeaves() async throws {
@@ -164,20 +183,22 @@ final class RoomTests: RelayTestCase {
         var random = SystemRandom()
         let a = try Exchange.invite(identity: alice.identity, realtime: true, now: now, random: &random)
         let id = Hex.encodeUpper(try XCTUnwrap(a.relayID)).lowercased()
+        let aliceContacts = alice.contacts
         // A peer that joins and leaves at once, without a word.
-        async let state = realtimeExchange(url, exchange: a, store: alice.contacts, timeout: 10, now: { now }, decide: { _ in true })
+        async let side = realtimeSide(url, a, store: aliceContacts, now: now, decide: { _ in true })
         let peer = try await RelayRoom.join(url, roomID: id, timeout: 5)
         try await peer.waitForPeer(timeout: 5)
         _ = try await peer.receive(timeout: 5)  // the INVITE
         await peer.close()
+        let end: (exchange: Exchange, end: Result<Exchange.State, any Error>) = await side
         var error: RelayError?
         do {
-            _ = try await state
+            _ = try end.end.get()
         } catch let e as RelayError {
             error = e
         }
         XCTAssertEqual(error?.kind, "peer-left")
-        XCTAssertEqual(a.state, .rejected)
+        XCTAssertEqual(end.exchange.state, .rejected)
     }
 
     /// Two contacts made by a QR exchange.
@@ -199,8 +220,9 @@ final class RoomTests: RelayTestCase {
         for offset: Int64 in [0, VoiceProtocol.windowSeconds] {
             let now = unixNow()
             let (alice, aliceContact, bob, bobContact) = try contacts(now: now)
-            async let sessionA = startOnlineVerify(url, store: alice.contacts, contactID: aliceContact, timeout: 10, now: { now })
-            async let sessionB = startOnlineVerify(url, store: bob.contacts, contactID: bobContact, timeout: 10, now: { now + offset })
+            let aliceContacts = alice.contacts, bobContacts = bob.contacts
+            async let sessionA = startOnlineVerify(url, store: aliceContacts, contactID: aliceContact, timeout: 10, now: { now })
+            async let sessionB = startOnlineVerify(url, store: bobContacts, contactID: bobContact, timeout: 10, now: { now + offset })
             let (a, b) = try await (sessionA, sessionB)
             XCTAssertEqual(a.state, .compareSAS)
             XCTAssertEqual(b.state, .compareSAS)
@@ -209,8 +231,8 @@ final class RoomTests: RelayTestCase {
             XCTAssertEqual(a.roomID, b.roomID)
             let sasA = try XCTUnwrap(a.sas), sasB = try XCTUnwrap(b.sas)
             XCTAssertEqual(sasA, sasB)
-            XCTAssertEqual(try a.confirm(store: alice.contacts, now: now), .verified)
-            XCTAssertEqual(try b.confirm(store: bob.contacts, now: now + offset), .verified)
+            XCTAssertEqual(try a.confirm(store: aliceContacts, now: now), .verified)
+            XCTAssertEqual(try b.confirm(store: bobContacts, now: now + offset), .verified)
         }
     }
 

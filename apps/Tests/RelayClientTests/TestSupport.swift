@@ -152,3 +152,20 @@ class RelayTestCase: XCTestCase {
         return try started.relayURL()
     }
 }
+
+/// One side of a real-time exchange (`realtimeExchange`), for the tests that
+/// run both sides at once, each in a task of its own (`async let`): the
+/// exchange is handed to the task and back with how the run ended, so that
+/// the test reads it afterwards without sharing it between tasks.
+func realtimeSide(
+    _ url: RelayURL, _ exchange: sending Exchange, store: ContactStore, timeout: Double = 10, pingInterval: Double = 30,
+    now: Int64, decide: @Sendable (Exchange) async throws -> Bool = { _ in true }
+) async -> (exchange: Exchange, end: Result<Exchange.State, any Error>) {
+    do {
+        let state = try await realtimeExchange(
+            url, exchange: exchange, store: store, timeout: timeout, pingInterval: pingInterval, now: { now }, decide: decide)
+        return (exchange, .success(state))
+    } catch {
+        return (exchange, .failure(error))
+    }
+}
