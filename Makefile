@@ -12,7 +12,7 @@
 #   make vectors          rewrites the protocol test vectors (Tests/ProtocolVectors) from the library
 #   make vectors-check    fails, naming each file and entry, when a vector file differs from them
 #   make bench            the benchmark suites (crypto, store, exchange, verify)
-#   make bench-relay      the relay's benchmark (builds relay/ in release; 5-10 minutes: each phase runs 3 times)
+#   make bench-relay      the relay's benchmark (builds apps/ in release; 5-10 minutes: each phase runs 3 times)
 #                         RELAY_BENCH_FLAGS=--cluster adds 2 relays on PostgreSQL behind nginx against 1 on SQLite
 #   make fuzz-long        each fuzz target for RUNS executions (default 10 million) or SECONDS
 
@@ -110,18 +110,18 @@ wheel: lib
 	PATH=$(CURDIR)/$(WHEEL_TOOLS)/bin:$$PATH $(WHEEL_TOOLS)/bin/auditwheel repair \
 	    --plat $(WHEEL_PLAT) --wheel-dir dist $(WHEEL_RAW)/*.whl
 
-# The command-line client and the relay live in relay/ (a package of its
+# The command-line client and the relay live in apps/ (a package of its
 # own). The product itsme-cli is installed as `itsme`, beside itsme-relay
 # (which `itsme relay serve` runs); the Swift runtime is linked in.
 BINDIR ?= $(PREFIX)/bin
-CLI_RELEASE_FLAGS := -c release --package-path relay --static-swift-stdlib
+CLI_RELEASE_FLAGS := -c release --package-path apps --static-swift-stdlib
 
 install-cli:
 	swift build $(CLI_RELEASE_FLAGS) --product itsme-cli
 	swift build $(CLI_RELEASE_FLAGS) --product itsme-relay
 	install -d $(DESTDIR)$(BINDIR)
-	install -s -m 0755 relay/.build/release/itsme-cli $(DESTDIR)$(BINDIR)/itsme
-	install -s -m 0755 relay/.build/release/itsme-relay $(DESTDIR)$(BINDIR)/itsme-relay
+	install -s -m 0755 apps/.build/release/itsme-cli $(DESTDIR)$(BINDIR)/itsme
+	install -s -m 0755 apps/.build/release/itsme-relay $(DESTDIR)$(BINDIR)/itsme-relay
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libitsme.so $(DESTDIR)$(LIBDIR)/$(SONAME) \
@@ -130,8 +130,8 @@ uninstall:
 	      $(DESTDIR)$(LIBDIR)/pkgconfig/itsme.pc $(DESTDIR)$(BINDIR)/itsme $(DESTDIR)$(BINDIR)/itsme-relay
 
 demo:
-	swift build --package-path relay --product itsme-cli
-	relay/.build/debug/itsme-cli demo
+	swift build --package-path apps --product itsme-cli
+	apps/.build/debug/itsme-cli demo
 
 test:
 	./scripts/test-all
@@ -150,15 +150,15 @@ bench:
 	swift run -c release itsme-bench exchange
 	swift run -c release itsme-bench verify
 
-# The relay is a package of its own (relay/); its load generator starts it on
+# The relay is in the programs' package (apps/); its load generator starts it on
 # 127.0.0.1 and measures it from a separate process. The reference, Magic
-# Wormhole's mailbox server, goes into a virtualenv under relay/.build; if it
+# Wormhole's mailbox server, goes into a virtualenv under apps/.build; if it
 # cannot be installed, the run says so and skips only the reference.
 # RELAY_BENCH_FLAGS passes options (--quick, --rooms N, --skip-reference, ...).
-WORMHOLE_VENV := relay/.build/wormhole-venv
+WORMHOLE_VENV := apps/.build/wormhole-venv
 
 bench-relay:
-	swift build -c release --package-path relay
+	swift build -c release --package-path apps
 	@$(WORMHOLE_VENV)/bin/python -c 'import wormhole_mailbox_server' 2>/dev/null || \
 	  { python3 -m venv $(WORMHOLE_VENV) && \
 	    $(WORMHOLE_VENV)/bin/pip install --quiet --disable-pip-version-check 'magic-wormhole-mailbox-server==0.8.0'; } || \
@@ -169,7 +169,7 @@ bench-relay:
 # mailbox server, in the same virtualenv). REMOTE_BENCH_FLAGS passes options
 # (--runs N, --skip-reference).
 bench-remote: lib
-	swift build -c release --package-path relay
+	swift build -c release --package-path apps
 	@$(WORMHOLE_VENV)/bin/python -c 'import wormhole, wormhole_mailbox_server' 2>/dev/null || \
 	  { python3 -m venv $(WORMHOLE_VENV) && \
 	    $(WORMHOLE_VENV)/bin/pip install --quiet --disable-pip-version-check \

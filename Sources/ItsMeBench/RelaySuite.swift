@@ -7,14 +7,14 @@
 // second through nginx in front of 2 relays on PostgreSQL against 1 relay on
 // SQLite). Each measured phase runs 3 times (--runs) and is reported as a
 // median with its spread; a run disturbed by other processes is run again.
-// The relay is a package of its own (relay/); its load generator,
+// The relay is in the programs' package (apps/); its load generator,
 // itsme-relay-load, starts the relay as a child process on 127.0.0.1 and does
 // the measuring. This suite finds it and runs it in place of this process,
 // passing the options through, so its exit status is the suite's.
 //
-//   swift build -c release --package-path relay
+//   swift build -c release --package-path apps
 //   swift run -c release itsme-bench relay [--quick] [--runs N] [--rooms N] [--duration S] [--rate R] [--high-rate R] ...
-//   swift run -c release itsme-bench relay --cluster   (also needs python3, PostgreSQL and nginx: relay/tests/services.py)
+//   swift run -c release itsme-bench relay --cluster   (also needs python3, PostgreSQL and nginx: apps/tests/services.py)
 //   swift run -c release itsme-bench relay --load-bin PATH ...   (another build of the load generator)
 #if canImport(Glibc)
 import Glibc
@@ -22,7 +22,7 @@ import Glibc
 import Darwin
 #endif
 
-private let loadGenerator = "relay/.build/release/itsme-relay-load"
+private let loadGenerator = "apps/.build/release/itsme-relay-load"
 
 func isExecutable(_ path: String) -> Bool {
     access(path, X_OK) == 0
@@ -59,7 +59,7 @@ func relaySuite(_ arguments: [String]) -> Never {
         passed.removeSubrange(i...(i + 1))
     }
     guard let path = binary ?? locate(loadGenerator), isExecutable(path) else {
-        print("itsme-bench relay: \(binary ?? loadGenerator) not found; build it first: swift build -c release --package-path relay")
+        print("itsme-bench relay: \(binary ?? loadGenerator) not found; build it first: swift build -c release --package-path apps")
         exit(1)
     }
     fflush(nil)

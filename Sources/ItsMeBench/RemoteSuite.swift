@@ -5,7 +5,7 @@
 // loopback, in the same run and measured the same way. Both clients are
 // Python programs (the ItsMe side through the Python binding and its relay
 // client over the C library), so the driver is scripts/bench-remote; this
-// suite finds it, a Python with magic-wormhole (relay/.build/wormhole-venv,
+// suite finds it, a Python with magic-wormhole (apps/.build/wormhole-venv,
 // which `make bench-remote` fills, else python3), the release library and
 // the release relay, and runs it in place of this process.
 //
@@ -23,7 +23,7 @@ func remoteSuite(_ arguments: [String]) -> Never {
         exit(1)
     }
     let root = String(script.dropLast("/scripts/bench-remote".count))
-    let python = locate("relay/.build/wormhole-venv/bin/python") ?? "/usr/bin/env"
+    let python = locate("apps/.build/wormhole-venv/bin/python") ?? "/usr/bin/env"
     var argv = python.hasSuffix("/env") ? [python, "python3"] : [python]
     argv += [script] + arguments
     if getenv("ITSME_LIBRARY") == nil { setenv("ITSME_LIBRARY", root + "/.build/release/libitsme.so", 1) }

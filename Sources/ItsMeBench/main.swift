@@ -2,7 +2,7 @@
 // JSON line with their figures.
 //
 //   swift run -c release itsme-bench crypto|store|exchange|verify [--iterations N]
-//   swift run -c release itsme-bench relay [options]   (RelaySuite.swift: runs relay/'s load generator)
+//   swift run -c release itsme-bench relay [options]   (RelaySuite.swift: runs the load generator of apps/)
 //   swift run -c release itsme-bench remote [options]  (RemoteSuite.swift: the exchange at a distance vs Magic Wormhole)
 #if canImport(Glibc)
 import Glibc

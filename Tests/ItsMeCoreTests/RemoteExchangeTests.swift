@@ -4,7 +4,7 @@ import XCTest
 @testable import ItsMeKit
 
 /// The remote exchange's protocol core (PROTOCOL.md 16), with messages moved
-/// by hand. The same cases against a real relay are in relay/tests.
+/// by hand. The same cases against a real relay are in apps/tests.
 final class RemoteExchangeTests: XCTestCase {
     private var directory: String!
     private let t0: Int64 = 1_800_000_000

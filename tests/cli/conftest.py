@@ -7,7 +7,7 @@ exchanges at a distance, and `--test-clock FILE` stands in for the time where
 a test must control it (voice verification windows, PIN lockouts).
 
 Binaries: $ITSME_CLI_BIN and $ITSME_RELAY_BIN, by default the debug builds
-of `swift build --package-path relay` under relay/.build/debug.
+of `swift build --package-path apps` under apps/.build/debug.
 
 Helpers are given to the tests as fixtures (no test imports this module):
 `relay_url`, `people` (a factory of `Person`), `clock` (a `Clock` file),
@@ -28,8 +28,8 @@ import pexpect
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI_BIN = Path(os.environ.get("ITSME_CLI_BIN") or ROOT / "relay" / ".build" / "debug" / "itsme-cli")
-RELAY_BIN = Path(os.environ.get("ITSME_RELAY_BIN") or ROOT / "relay" / ".build" / "debug" / "itsme-relay")
+CLI_BIN = Path(os.environ.get("ITSME_CLI_BIN") or ROOT / "apps" / ".build" / "debug" / "itsme-cli")
+RELAY_BIN = Path(os.environ.get("ITSME_RELAY_BIN") or ROOT / "apps" / ".build" / "debug" / "itsme-relay")
 
 # Debug Swift binaries can be slow to start on a busy machine.
 TIMEOUT = 30
@@ -50,7 +50,7 @@ LISTENING = re.compile(r"itsme-relay listening on (https?://\S+)")
 def _require(binary: Path, what: str) -> None:
     if not binary.exists():
         pytest.fail(
-            f"{what} {binary} not found: run `swift build --package-path relay` (or set the environment variable)",
+            f"{what} {binary} not found: run `swift build --package-path apps` (or set the environment variable)",
             pytrace=False,
         )
 

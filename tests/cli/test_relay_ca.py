@@ -13,7 +13,7 @@ import pytest
 from cli_errors import assert_error
 
 # The relay's tests make the certificates (a private CA, the relay's certificate).
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "relay" / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "apps" / "tests"))
 from certificates import Authority  # noqa: E402
 
 LISTENING = re.compile(r"itsme-relay listening on (https?://\S+)")

@@ -3,7 +3,7 @@ Verify room rule (11.1) through the C API, as itsme.relay uses them: a
 whole invite exchange whose requests go to an in-memory double of the
 relay's invite routes, a refusal, an ended invite, saved state, and two
 sides that meet across a window boundary.  The same drivers against a real
-relay are in relay/tests/test_remote_exchange.py.
+relay are in apps/tests/test_remote_exchange.py.
 """
 
 from __future__ import annotations

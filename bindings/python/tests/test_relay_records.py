@@ -1,8 +1,8 @@
 """itsme.relay.RecordStore against a real itsme-relay (docs/PROTOCOL.md 15.4), and a profile
 record (section 18) published and fetched through it.
 
-The relay binary is $ITSME_RELAY_BIN, by default relay/.build/debug/itsme-relay (built by
-`swift build --package-path relay`); without it these tests are skipped.  The relay runs on
+The relay binary is $ITSME_RELAY_BIN, by default apps/.build/debug/itsme-relay (built by
+`swift build --package-path apps`); without it these tests are skipped.  The relay runs on
 127.0.0.1 (a free port, an in-memory database) for the whole module.
 """
 
@@ -19,7 +19,7 @@ import itsme
 from itsme.relay import RecordNotFoundError, RecordStore, RelayError
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
-RELAY_BIN = pathlib.Path(os.environ.get("ITSME_RELAY_BIN") or REPO / "relay" / ".build" / "debug" / "itsme-relay")
+RELAY_BIN = pathlib.Path(os.environ.get("ITSME_RELAY_BIN") or REPO / "apps" / ".build" / "debug" / "itsme-relay")
 LISTENING = re.compile(r"itsme-relay listening on (https?://\S+)")
 TOKEN = re.compile(r"[A-Za-z0-9_-]{43}")
 START_TIMEOUT = 30  # a debug build can be slow to start on a busy machine
@@ -38,7 +38,7 @@ def _first_line(stream, timeout):
 def relay_url(tmp_path_factory):
     if not RELAY_BIN.exists():
         pytest.skip(
-            f"no relay binary at {RELAY_BIN}: build it with `swift build --package-path relay` "
+            f"no relay binary at {RELAY_BIN}: build it with `swift build --package-path apps` "
             f"or set ITSME_RELAY_BIN"
         )
     log = tmp_path_factory.mktemp("relay") / "relay.log"

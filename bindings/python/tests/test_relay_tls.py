@@ -2,7 +2,7 @@
 signed: refused in one line naming the relay and why (kind "connection"), reached
 with an ``ssl_context`` that trusts it or with SSL_CERT_FILE.
 
-The relay binary is $ITSME_RELAY_BIN, by default relay/.build/debug/itsme-relay;
+The relay binary is $ITSME_RELAY_BIN, by default apps/.build/debug/itsme-relay;
 without it these tests are skipped."""
 
 import datetime
@@ -23,7 +23,7 @@ from cryptography.x509.oid import NameOID
 from itsme.relay import InviteMailbox, RelayError, Room
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
-RELAY_BIN = pathlib.Path(os.environ.get("ITSME_RELAY_BIN") or REPO / "relay" / ".build" / "debug" / "itsme-relay")
+RELAY_BIN = pathlib.Path(os.environ.get("ITSME_RELAY_BIN") or REPO / "apps" / ".build" / "debug" / "itsme-relay")
 LISTENING = re.compile(r"itsme-relay listening on (https://\S+)")
 
 
@@ -50,7 +50,7 @@ def _certificate(directory: pathlib.Path, expired: bool = False):
 @pytest.fixture
 def tls_relay(tmp_path):
     if not RELAY_BIN.exists():
-        pytest.skip(f"no relay binary at {RELAY_BIN}: build it with `swift build --package-path relay`")
+        pytest.skip(f"no relay binary at {RELAY_BIN}: build it with `swift build --package-path apps`")
     started = []
 
     def start(expired: bool = False):

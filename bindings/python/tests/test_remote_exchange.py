@@ -3,7 +3,7 @@ binding, with the messages moved by hand: whole exchanges, a wrong
 encryption code, typos caught by the codes' check character, sealing and
 restoring between steps, the PAKE secret's life in the secret store, and
 calls made in the wrong state.  docs/PROTOCOL.md section 16; the same
-exchanges through a real relay are in relay/tests/test_remote_exchange.py.
+exchanges through a real relay are in apps/tests/test_remote_exchange.py.
 """
 
 from __future__ import annotations

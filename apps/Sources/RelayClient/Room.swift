@@ -1,0 +1,426 @@
+import Foundation
+import ItsMeKit
+import NIOCore
+import NIOPosix
+import NIOSSL
+
+/// What arrives in a room: the relay's events (text frames of JSON,
+/// docs/PROTOCOL.md 15.3) and the peer's messages (binary frames). The end
+/// of the connection is not an event: `RelayRoom.nextEvent` throws it as a
+/// `RelayError` (`"room-full"`, `"closed"`, `"connection"`).
+public enum RoomEvent: Sendable, Equatable {
+    /// This side joined an empty room and waits for the other.
+    case waiting
+    /// The other peer is in the room (sent to both when the second arrives).
+    case peerJoined
+    /// The other peer left; the relay then closes this connection.
+    case peerLeft
+    /// The relay did not forward a frame (`"no-peer"`: this side was alone).
+    case refused(reason: String)
+    /// An event of a type this client does not know (the drivers ignore it).
+    case other(type: String)
+    /// A binary frame from the peer.
+    case message([UInt8])
+}
+
+/// A connection to a relay room (docs/PROTOCOL.md 15.3), a WebSocket
+/// (`wss://` for an https:// relay): at most two peers, whose binary frames
+/// the relay forwards unchanged and never stores.
+///
+/// Pull-style: `nextEvent` returns what arrived, in order; `receive` the
+/// peer's next message; `waitForPeer` returns once the other peer is in.
+/// Failures throw `RelayError` (kind `"peer-left"`, `"refused"`,
+/// `"room-full"`, `"closed"`, `"timeout"`, `"connection"` or
+/// `"bad-response"`). Call `close` when done: it leaves the room (the peer
+/// gets `peer-left`) and ends the connection.
+///
+/// Not for use by two tasks at once.
+public final class RelayRoom: @unchecked Sendable {
+    /// The room's ID (32 lowercase hex digits).
+    public let roomID: String
+    /// Whether the other peer is in the room, as far as the events said.
+    public var peerPresent: Bool { lock.withLock { present } }
+
+    private let inbox: RoomInbox
+    private let channel: any Channel
+    private let socket: RoomSocket
+    private let lock = NSLock()
+    private var closed = false
+    private var present = false
+
+    /// The largest frame a room forwards (`--max-frame`).
+    public static let maxFrame = 65_536
+
+    private init(roomID: String, inbox: RoomInbox, channel: any Channel, socket: RoomSocket) {
+        self.roomID = roomID
+        self.inbox = inbox
+        self.channel = channel
+        self.socket = socket
+    }
+
+    deinit {
+        // A room dropped without `close` ends its connection.
+        channel.close(promise: nil)
+    }
+
+    /// Joins room `roomID` (32 lowercase hex digits) at `url`, waiting at
+    /// most `timeout` seconds for the WebSocket to open. The first event is
+    /// then `waiting` or `peerJoined` (or, for a full room, a `"room-full"`
+    /// error). A relay that refuses the upgrade gives `"connection"` (or
+    /// `"busy"`, `"rate-limited"`) with its HTTP status.
+    public static func join(
+        _ url: RelayURL, roomID: String, timeout: Double,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) async throws -> RelayRoom {
+        try Checks.id(roomID, "room ID")
+        let deadline = Deadline(seconds: try Checks.seconds(timeout, "timeout"))
+        let sslContext: NIOSSLContext? = try url.isSecure ? url.makeSSLContext() : nil
+        let inbox = RoomInbox()
+        let socket = RoomSocket(inbox: inbox, host: url.hostHeader, path: url.pathPrefix + "/v1/rooms/\(roomID)", maxMessage: maxFrame)
+        let serverName = url.serverName
+        let channel: any Channel
+        do {
+            channel = try await ClientBootstrap(group: eventLoopGroup)
+                .connectTimeout(Deadline.amount(max(deadline.remaining, 0.001)))
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        if let sslContext {
+                            try channel.pipeline.syncOperations.addHandler(
+                                NIOSSLClientHandler(context: sslContext, serverHostname: serverName))
+                        }
+                        try channel.pipeline.syncOperations.addHandler(socket)
+                    }
+                }
+                .connect(host: url.host, port: url.port).get()
+        } catch {
+            throw HTTPRequester.connectError(error, url)
+        }
+        let first: RoomInbox.Next
+        do {
+            first = try await inbox.next(timeout: deadline.remaining)
+        } catch {
+            channel.close(promise: nil)
+            throw error
+        }
+        switch first {
+        case .opened:
+            return RelayRoom(roomID: roomID, inbox: inbox, channel: channel, socket: socket)
+        case .timedOut:
+            channel.close(promise: nil)
+            throw RelayError.timeout("the relay did not open the room in time")
+        case .ended(let end):
+            channel.close(promise: nil)
+            switch end {
+            case .closed: throw RelayError.connection("the relay closed the connection before the room opened")
+            case .failed(let error as RelayError): throw error
+            case .failed(let error):
+                if let tls = await TLSFailure.explain(
+                    error, url: url, context: sslContext, group: eventLoopGroup, timeout: deadline.remaining)
+                {
+                    throw RelayError(tls, kind: "connection")
+                }
+                throw RelayError.connection("cannot join the room (\(HTTPRequester.describe(error)))")
+            }
+        case .binary, .text:
+            // The socket's first item is always `opened`.
+            channel.close(promise: nil)
+            throw RelayError.badResponse("the room connection started with a frame")
+        }
+    }
+
+    /// The next thing that arrives (an event or the peer's frame). Throws
+    /// `RelayError`: `"timeout"` when nothing arrived within `timeout`
+    /// seconds; `"room-full"`, `"closed"` or `"connection"` once the
+    /// connection has ended; `"bad-response"` for a text frame that is not
+    /// an event.
+    public func nextEvent(timeout: Double) async throws -> RoomEvent {
+        let seconds = try Checks.seconds(timeout, "timeout")
+        while true {
+            switch try await inbox.next(timeout: seconds) {
+            case .timedOut:
+                throw RelayError.timeout("nothing arrived from the room in time")
+            case .ended(let end):
+                throw Self.closedError(end)
+            case .opened:
+                continue
+            case .binary(let bytes):
+                return .message(bytes)
+            case .text(let text):
+                let event = try Self.parseEvent(text)
+                lock.withLock {
+                    if event == .peerJoined { present = true }
+                    if event == .peerLeft { present = false }
+                }
+                return event
+            }
+        }
+    }
+
+    static func parseEvent(_ text: String) throws -> RoomEvent {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
+            throw RelayError.badResponse("the relay sent a text frame that is not a JSON object")
+        }
+        guard let type = object["type"] as? String else { throw RelayError.badResponse("the relay sent an event without a type") }
+        switch type {
+        case "waiting": return .waiting
+        case "peer-joined": return .peerJoined
+        case "peer-left": return .peerLeft
+        case "refused": return .refused(reason: (object["reason"] as? String) ?? "no reason given")
+        default: return .other(type: String(type.prefix(64)))
+        }
+    }
+
+    /// The error for a connection that ended.
+    static func closedError(_ end: RoomInbox.End) -> RelayError {
+        switch end {
+        case .closed(let code):
+            switch code {
+            case 4009: return RelayError("the room already holds two people", kind: "room-full")
+            case 4000: return RelayError("the room was idle for too long and the relay closed it", kind: "closed")
+            case 1001: return RelayError("the relay is shutting down", kind: "closed")
+            case 1009: return RelayError("a frame was too large for the relay", kind: "closed")
+            case let code?: return RelayError("the relay closed the room connection (code \(code))", kind: "closed")
+            case nil: return RelayError("the room connection closed", kind: "closed")
+            }
+        case .failed(let error):
+            if let e = error as? RelayError { return e }
+            return .connection("the room connection failed (\(HTTPRequester.describe(error)))")
+        }
+    }
+
+    /// Returns once the other peer is in the room (`peerJoined`; at once
+    /// if it is already). A frame before that is `"bad-response"`.
+    public func waitForPeer(timeout: Double) async throws {
+        let deadline = Deadline(seconds: try Checks.seconds(timeout, "timeout"))
+        while !peerPresent {
+            if case .message = try await nextEvent(timeout: deadline.remaining) {
+                throw RelayError.badResponse("a frame arrived before the peer joined")
+            }
+        }
+    }
+
+    /// Sends `bytes` (1 to 65,536) to the peer as one binary frame.
+    public func send(_ bytes: [UInt8]) async throws {
+        guard (1...Self.maxFrame).contains(bytes.count) else {
+            throw ItsMeError(.invalidArgument, "a room frame is 1 to \(Self.maxFrame) bytes")
+        }
+        guard !lock.withLock({ closed }) else { throw RelayError("the room was left", kind: "closed") }
+        if let end = inbox.end { throw Self.closedError(end) }
+        do {
+            try await channel.writeAndFlush(RoomSocket.frame(opcode: 0x2, payload: bytes)).get()
+        } catch {
+            if let end = inbox.end { throw Self.closedError(end) }
+            throw RelayError("the room connection is closed (\(HTTPRequester.describe(error)))", kind: "closed")
+        }
+    }
+
+    /// Sends a WebSocket ping: it keeps the room from closing as idle while
+    /// a person decides (docs/PROTOCOL.md 15.3) and is not forwarded.
+    public func ping() async throws {
+        guard !lock.withLock({ closed }) else { throw RelayError("the room was left", kind: "closed") }
+        if let end = inbox.end { throw Self.closedError(end) }
+        try await channel.writeAndFlush(RoomSocket.frame(opcode: 0x9, payload: [])).get()
+    }
+
+    /// The peer's next binary frame, within `timeout` seconds. `peer-left`
+    /// and `refused` throw `RelayError` of that kind; other events are
+    /// skipped.
+    public func receive(timeout: Double) async throws -> [UInt8] {
+        let deadline = Deadline(seconds: try Checks.seconds(timeout, "timeout"))
+        while true {
+            switch try await nextEvent(timeout: deadline.remaining) {
+            case .message(let bytes):
+                return bytes
+            case .peerLeft:
+                throw RelayError("the other person left the room", kind: "peer-left")
+            case .refused(let reason):
+                throw RelayError("the relay refused a frame (\(reason.prefix(64)))", kind: "refused")
+            case .waiting, .peerJoined, .other:
+                continue
+            }
+        }
+    }
+
+    /// Leaves the room (the peer gets `peer-left`) and waits, briefly, for
+    /// the relay to end the connection; idempotent.
+    public func close() async {
+        let first = lock.withLock {
+            defer { closed = true }
+            return !closed
+        }
+        guard first else { return }
+        if inbox.end == nil {
+            let socket = socket
+            channel.eventLoop.execute { socket.startClose(code: 1000) }
+            // The relay answers the close and ends the connection; wait for
+            // that, at most 2 seconds, then cut it.
+            let deadline = Deadline(seconds: 2)
+            while inbox.end == nil, !deadline.hasPassed {
+                if case .timedOut = (try? await inbox.next(timeout: deadline.remaining)) ?? .timedOut { break }
+            }
+        }
+        try? await channel.close()
+    }
+}
+
+extension RelayRoom: CustomStringConvertible {
+    /// The start of the room ID and whether the peer is in.
+    public var description: String { "RelayRoom(\(roomID.prefix(8))..., peer: \(peerPresent ? "yes" : "no"))" }
+}
+
+/// The connection's items, from its event loop to the task that reads the
+/// room: a queue with a single waiting reader, whose
+/// wait ends at a deadline or on cancellation without ending the queue.
+final class RoomInbox: @unchecked Sendable {
+    enum End {
+        /// The relay closed the connection, with this code if it gave one.
+        case closed(code: Int?)
+        case failed(any Error)
+    }
+
+    enum Item {
+        case opened
+        case binary([UInt8])
+        case text(String)
+    }
+
+    enum Next {
+        case opened
+        case binary([UInt8])
+        case text(String)
+        case ended(End)
+        case timedOut
+    }
+
+    private struct Waiter {
+        let id: UInt64
+        let continuation: CheckedContinuation<Next, any Error>
+        var timer: Scheduled<Void>?
+    }
+
+    private let lock = NSLock()
+    private var queue: [Item] = []
+    private var head = 0
+    private var ended: End?
+    private var waiter: Waiter?
+    private var nextID: UInt64 = 0
+
+    /// How the connection ended, once it has.
+    var end: End? { lock.withLock { ended } }
+
+    /// The most items kept unread: the protocols carried through a room
+    /// need a handful, so a peer that sends more is cut off.
+    static let maxQueued = 256
+
+    /// Queues `item` (or hands it to the waiting reader); false once the
+    /// connection should end: it has ended, or too much arrived unread.
+    @discardableResult
+    func push(_ item: Item) -> Bool {
+        lock.lock()
+        guard ended == nil else {
+            lock.unlock()
+            return false
+        }
+        if let w = waiter {
+            waiter = nil
+            lock.unlock()
+            w.timer?.cancel()
+            w.continuation.resume(returning: Self.next(item))
+            return true
+        }
+        guard queue.count - head < Self.maxQueued else {
+            lock.unlock()
+            finish(.failed(RelayError.badResponse("more than \(Self.maxQueued) frames arrived unread")))
+            return false
+        }
+        queue.append(item)
+        lock.unlock()
+        return true
+    }
+
+    func finish(_ end: End) {
+        lock.lock()
+        let result = ended ?? end
+        ended = result
+        let w = waiter
+        waiter = nil
+        lock.unlock()
+        w?.timer?.cancel()
+        w?.continuation.resume(returning: .ended(result))
+    }
+
+    private static func next(_ item: Item) -> Next {
+        switch item {
+        case .opened: return .opened
+        case .binary(let bytes): return .binary(bytes)
+        case .text(let text): return .text(text)
+        }
+    }
+
+    /// What is queued, else the end, else the next item within `timeout`
+    /// seconds (`.timedOut` otherwise). Throws `CancellationError` if the
+    /// task is cancelled while waiting (the queue is left as it was).
+    func next(timeout: Double) async throws -> Next {
+        let id: UInt64 = lock.withLock {
+            nextID += 1
+            return nextID
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Next, any Error>) in
+                lock.lock()
+                if let ready = takeLocked() {
+                    lock.unlock()
+                    return continuation.resume(returning: ready)
+                }
+                if Task.isCancelled {
+                    lock.unlock()
+                    return continuation.resume(throwing: CancellationError())
+                }
+                if timeout <= 0 {
+                    lock.unlock()
+                    return continuation.resume(returning: .timedOut)
+                }
+                if let other = waiter {
+                    // One reader at a time: the earlier wait gives way.
+                    waiter = nil
+                    other.timer?.cancel()
+                    other.continuation.resume(throwing: ItsMeError(.invalidState, "another task is reading this room"))
+                }
+                waiter = Waiter(id: id, continuation: continuation, timer: nil)
+                lock.unlock()
+                let timer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: Deadline.amount(timeout)) { [weak self] () -> Void in
+                    self?.expire(id, with: nil)
+                }
+                lock.withLock {
+                    if waiter?.id == id { waiter?.timer = timer } else { timer.cancel() }
+                }
+            }
+        } onCancel: {
+            self.expire(id, with: CancellationError())
+        }
+    }
+
+    /// Ends wait `id`: with `error`, or as timed out.
+    private func expire(_ id: UInt64, with error: (any Error)?) {
+        lock.lock()
+        guard let w = waiter, w.id == id else { return lock.unlock() }
+        waiter = nil
+        lock.unlock()
+        w.timer?.cancel()
+        if let error { w.continuation.resume(throwing: error) } else { w.continuation.resume(returning: .timedOut) }
+    }
+
+    private func takeLocked() -> Next? {
+        if head < queue.count {
+            let item = queue[head]
+            head += 1
+            if head == queue.count {
+                queue.removeAll(keepingCapacity: true)
+                head = 0
+            }
+            return Self.next(item)
+        }
+        if let ended { return .ended(ended) }
+        return nil
+    }
+}
