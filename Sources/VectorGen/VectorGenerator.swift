@@ -323,9 +323,6 @@ final class VectorGenerator {
             try pump()
             expectEqual(exA.state, .compareSAS)
             expectEqual(exA.sas, exB.sas)
-            let storeDir = NSTemporaryDirectory() + "itsme-vec-\(UUID().uuidString)"
-            try FileManager.default.createDirectory(atPath: storeDir, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(atPath: storeDir) }
             try exA.confirm(now: now)
             try exB.confirm(now: now)
             try pump()

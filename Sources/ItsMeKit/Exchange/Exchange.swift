@@ -1,9 +1,9 @@
 /// A contact exchange, in person (QR or Bluetooth) or at a distance
 /// (invite or real-time, through the relay): peer bytes and the current
 /// time in, bytes to send and a state out. It never touches a socket, a
-/// radio or a camera; saving the result is a separate step against a
-/// `ContactStore`. docs/PROTOCOL.md sections 5 to 8 and 16 define what it
-/// says.
+/// radio or a camera; saving the result is a separate step, into the
+/// `ContactStore` the exchange was made with. docs/PROTOCOL.md sections 5
+/// to 8 and 16 define what it says.
 ///
 /// The driver of `ExchangeMachine`: it keeps the outbox and the messages
 /// accepted (a sealed exchange is restored by replaying them), the contact
