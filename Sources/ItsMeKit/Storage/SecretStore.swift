@@ -53,12 +53,36 @@ public protocol SecretStore: AnyObject, Sendable {
 /// The process-wide lock behind the default `withExclusiveAccess`. It only
 /// ever covers a few item reads and writes, never a password hash.
 private let readModifyWriteLock = Mutex<Void>(())
+/// The thread holding `readModifyWriteLock` (0: none), so that the thread
+/// itself asking again is refused instead of trapping in the lock. That
+/// happens when a host releases a handle from inside a secret store
+/// callback (Python's garbage collector does) and the release closes a
+/// contact store, which raises its mark.
+private let readModifyWriteOwner = Atomic<UInt>(0)
+
+private func currentThreadID() -> UInt {
+    #if canImport(Glibc)
+    UInt(pthread_self())
+    #else
+    UInt(bitPattern: pthread_self())
+    #endif
+}
 
 extension SecretStore {
     /// The default: runs `body` under one lock shared by every store of the
-    /// process. Rethrows what `body` throws.
+    /// process. Rethrows what `body` throws; `.secretStore` if the calling
+    /// thread holds the lock already (a call from inside `body`, or from a
+    /// secret store callback it made), which waiting would never end.
     public func withExclusiveAccess<R: ~Copyable>(_ body: () throws -> R) throws -> R {
-        try readModifyWriteLock.withLock { _ in try body() }
+        let me = currentThreadID()
+        guard readModifyWriteOwner.load(ordering: .relaxed) != me else {
+            throw ItsMeError(.secretStore, "exclusive access to the secret store was asked for again by the thread that holds it")
+        }
+        return try readModifyWriteLock.withLock { _ in
+            readModifyWriteOwner.store(me, ordering: .relaxed)
+            defer { readModifyWriteOwner.store(0, ordering: .relaxed) }
+            return try body()
+        }
     }
 
     /// Stores `bytes` (public bytes or a `SecretBytes`, borrowed, not copied to
