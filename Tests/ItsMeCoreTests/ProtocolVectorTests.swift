@@ -388,7 +388,7 @@ final class ProtocolVectorTests: XCTestCase {
 
     /// One side of an Online Verify session of the file: its identity, its
     /// contact (the session's seed, both device secrets), its random source.
-    func onlineVerifySide(_ session: J, _ side: String, in dir: String) throws -> (OnlineVerify, ContactStore, Int64) {
+    func onlineVerifySide(_ session: J, _ side: String, in dir: String) throws -> OnlineVerify {
         let me = sub(session, side), peer = sub(session, side == "a" ? "b" : "a")
         let (id, _) = try identity(bytes(me, "identity_random_seed"), name: side == "a" ? "Alice" : "Bob")
         XCTAssertEqual(hex(id.publicKey), text(me, "pid"))
@@ -399,7 +399,7 @@ final class ProtocolVectorTests: XCTestCase {
             id: contact, mine: try SecretBytes(copying: bytes(me, "device_secret")), theirs: try SecretBytes(copying: bytes(peer, "device_secret")))
         let window = Int64(int(session, "window"))
         var g = DeterministicRandom(seed: bytes(me, "random_seed"))
-        return (try OnlineVerify(store: store, contactID: contact, window: window, now: window * VoiceProtocol.windowSeconds, random: &g), store, contact)
+        return try OnlineVerify(store: store, contactID: contact, window: window, now: window * VoiceProtocol.windowSeconds, random: &g)
     }
 
     func testOnlineVerify() throws {
@@ -408,8 +408,8 @@ final class ProtocolVectorTests: XCTestCase {
         XCTAssertEqual(sessions.count, 3)
         for e in sessions {
             let dir = try temporaryDirectory()
-            let (va, _, _) = try onlineVerifySide(e, "a", in: dir)
-            let (vb, _, _) = try onlineVerifySide(e, "b", in: dir)
+            let va = try onlineVerifySide(e, "a", in: dir)
+            let vb = try onlineVerifySide(e, "b", in: dir)
             let t = Int64(int(e, "window")) * VoiceProtocol.windowSeconds
             let refA = sub(e, "a")["profile_reference"] != nil ? bytes(sub(e, "a"), "profile_reference") : nil
             let refB = sub(e, "b")["profile_reference"] != nil ? bytes(sub(e, "b"), "profile_reference") : nil
@@ -444,7 +444,7 @@ final class ProtocolVectorTests: XCTestCase {
         for r in rejections {
             let what = text(r, "case_text"), side = text(r, "receiver_text")
             let session = sessions[int(r, "session")]
-            let (x, _, _) = try onlineVerifySide(session, side, in: try temporaryDirectory())
+            let x = try onlineVerifySide(session, side, in: try temporaryDirectory())
             XCTAssertEqual(x.isInitiator, side == text(session, "initiator_text"), what)
             let t = Int64(int(session, "window")) * VoiceProtocol.windowSeconds
             let messages = hexList(r, "messages")
