@@ -297,7 +297,11 @@ typedef uint32_t itsme_accessibility ITSME_VALUES(ITSME_ACCESSIBLE_);
  * Threads: the callbacks of one store are never called concurrently (the
  * library serialises them), but they may be called from any thread that
  * calls into the library with a handle using this store.  They must not
- * call back into libitsme.  The library's read-modify-writes of an item
+ * call back into libitsme.  One that does, on the calling thread, with a
+ * handle whose call is running (this store, the identity, a session, a
+ * transfer, the contact store), gets ITSME_E_SECRET_STORE or
+ * ITSME_E_INVALID_STATE, never a deadlock or a crash; freeing a handle
+ * there (a collector may) is safe.  The library's read-modify-writes of an item
  * (attempt counters) are atomic within the process; if several processes
  * share one host store, the host must make them atomic across processes.
  *

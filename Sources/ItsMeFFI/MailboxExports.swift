@@ -181,7 +181,7 @@ public func ffiMailboxSessionSave(
 /// Box of an `itsme_online_verify_rendezvous`: its two sessions are boxed
 /// once, so every handle given out for one shares its lock.
 final class RendezvousHandle: @unchecked Sendable {
-    private let lock = Mutex<Void>(())
+    private let lock = CheckedLock()
     let rendezvous: OnlineVerifyRendezvous
     let sessions: [SessionHandle<OnlineVerify>]
     let lastError = LastError()
@@ -192,7 +192,7 @@ final class RendezvousHandle: @unchecked Sendable {
     }
 
     func run(_ body: (RendezvousHandle) throws -> Void) -> itsme_result {
-        lock.withLock { _ in guarded(lastError.set) { try body(self) } }
+        guarded(lastError.set) { try lock.withLock(reentered: reentered("the rendezvous")) { try body(self) } }
     }
 }
 

@@ -31,7 +31,7 @@ public func ffiProfileCreate(
             throw invalid("a photo of \(photoLen) bytes cannot fit a profile record of at most \(ProfileRecord.maxRecordBytes) bytes")
         }
         let photo = try optionalBytes(photo, photoLen, "photo")
-        let owner = handle.locked { $0.publicKey }
+        let owner = try handle.locked { $0.publicKey }
         var random = HostRandom(handle: unbox(rng, as: RandomHandle.self))
         let made = try ProfileRecord.create(ownerKey: owner, name: name, photo: photo, photoFilename: filename, random: &random)
         out.pointee = box(ProfileHandle(made), as: itsme_profile.self)

@@ -85,6 +85,14 @@ package func checkStructSize<T>(_ p: UnsafeMutablePointer<T>, _ what: String) th
 
 package func invalid(_ message: String) -> ItsMeError { ItsMeError(.invalidArgument, message) }
 
+/// The refusal of a call on a handle made from inside one of the host's
+/// callbacks (a secret store or a random source) that a call on the same
+/// handle is running, on its thread: waiting would never end, and Swift's
+/// lock would trap (CheckedLock).
+func reentered(_ handle: String) -> ItsMeError {
+    ItsMeError(.invalidState, "\(handle) was used from inside one of the host's callbacks of a call already using it")
+}
+
 /// A required NUL-terminated UTF-8 argument.
 /// Reads at most `max` bytes before the NUL, so an overlong input is
 /// refused before any other work (include/itsme.h: ITSME_TEXT_MAX, and the
@@ -188,20 +196,21 @@ package final class SecretStoreHandle: Sendable {
 
 /// Box of an `itsme_identity`. Calls on one handle are serialised by `lock`.
 package final class IdentityHandle: @unchecked Sendable {
-    private let lock = Mutex<Void>(())
+    private let lock = CheckedLock()
     private let identity: Identity
     let lastError = LastError()
 
     package init(_ identity: Identity) { self.identity = identity }
 
     func run(_ body: (Identity) throws -> Void) -> itsme_result {
-        lock.withLock { _ in guarded(lastError.set) { try body(identity) } }
+        guarded(lastError.set) { try locked(body) }
     }
 
     /// Runs `body` holding this identity's lock, for other handles (an
-    /// exchange) that use the identity.
-    func locked<R>(_ body: (Identity) throws -> R) rethrows -> R {
-        try lock.withLock { _ in try body(identity) }
+    /// exchange) that use the identity; `.invalidState` from inside a
+    /// callback of a call holding it (`reentered`).
+    func locked<R>(_ body: (Identity) throws -> R) throws -> R {
+        try lock.withLock(reentered: reentered("the identity")) { try body(identity) }
     }
 }
 
@@ -300,7 +309,7 @@ final class CallbackSecretStore: SecretStore, @unchecked Sendable {
     private let putFunction: PutFunction
     private let removeFunction: RemoveFunction
     private let destroy: (@convention(c) (UnsafeMutableRawPointer?) -> Void)?
-    private let lock = Mutex<Void>(())
+    private let lock = CheckedLock()
     private static let firstGuess = 256
 
     /// Copies the table; nil unless get, put and remove are all set.
@@ -315,13 +324,18 @@ final class CallbackSecretStore: SecretStore, @unchecked Sendable {
 
     deinit { destroy?(ctx) }
 
+    /// A callback of this store that uses the store again, on its thread.
+    private func calledBack(_ name: String) -> ItsMeError {
+        ItsMeError(.secretStore, "secret store item \(name) was asked for from inside one of the same store's callbacks")
+    }
+
     private func failure(_ operation: String, _ rc: itsme_result, _ name: String) -> ItsMeError {
         ItsMeError(.secretStore, "secret store callback \(operation)(\(name)) failed with result code \(rc)")
     }
 
     func get(_ name: String) throws -> SecretBytes? {
         try SecretStoreName.check(name)
-        return try lock.withLock { _ -> SecretBytes? in
+        return try lock.withLock(reentered: calledBack(name)) { () -> SecretBytes? in
             var cap = Self.firstGuess
             for _ in 0..<2 {
                 var buffer = try SecretBytes(count: cap)
@@ -354,7 +368,7 @@ final class CallbackSecretStore: SecretStore, @unchecked Sendable {
 
     func put(_ name: String, _ value: UnsafeRawBufferPointer, accessibility: Accessibility) throws {
         try SecretStoreName.check(name)
-        try lock.withLock { _ in
+        try lock.withLock(reentered: calledBack(name)) {
             let rc = name.withCString { n in
                 withNonNilBytes(value) { putFunction(ctx, n, $0, value.count, accessibility.rawValue) }
             }
@@ -364,7 +378,7 @@ final class CallbackSecretStore: SecretStore, @unchecked Sendable {
 
     func remove(_ name: String) throws -> Bool {
         try SecretStoreName.check(name)
-        return try lock.withLock { _ in
+        return try lock.withLock(reentered: calledBack(name)) {
             let rc = name.withCString { removeFunction(ctx, $0) }
             switch rc {
             case ITSME_OK: return true
@@ -387,7 +401,7 @@ private func withNonNilBytes<R>(_ bytes: UnsafeRawBufferPointer, _ body: (Unsafe
 /// a C handle: calls are serialised, the contact store it was made on is
 /// kept alive, and failures are recorded on the handle.
 final class SessionHandle<Session>: @unchecked Sendable {
-    private let lock = Mutex<Void>(())
+    private let lock = CheckedLock()
     private let session: Session
     let store: ContactStoreHandle
     let lastError = LastError()
@@ -398,7 +412,7 @@ final class SessionHandle<Session>: @unchecked Sendable {
     }
 
     func run(_ body: (Session) throws -> Void) -> itsme_result {
-        lock.withLock { _ in guarded(lastError.set) { try body(session) } }
+        guarded(lastError.set) { try lock.withLock(reentered: reentered("the session")) { try body(session) } }
     }
 }
 

@@ -9,27 +9,27 @@ import Synchronization
 /// Box of an `itsme_import`: an opened export or a received identity.
 /// Calls are serialised; the contents are wiped when the box is freed.
 final class ImportHandle: @unchecked Sendable {
-    private let lock = Mutex<Void>(())
+    private let lock = CheckedLock()
     private let contents: IdentityExport.Contents
     let lastError = LastError()
 
     init(_ contents: consuming IdentityExport.Contents) { self.contents = contents }
 
     func run(_ body: (borrowing IdentityExport.Contents) throws -> Void) -> itsme_result {
-        lock.withLock { _ in guarded(lastError.set) { try body(contents) } }
+        guarded(lastError.set) { try lock.withLock(reentered: reentered("the import")) { try body(contents) } }
     }
 }
 
 /// Box of an `itsme_transfer`. Calls are serialised.
 final class TransferHandle: @unchecked Sendable {
-    private let lock = Mutex<Void>(())
+    private let lock = CheckedLock()
     private let transfer: DeviceTransfer
     let lastError = LastError()
 
     init(_ transfer: DeviceTransfer) { self.transfer = transfer }
 
     func run(_ body: (DeviceTransfer) throws -> Void) -> itsme_result {
-        lock.withLock { _ in guarded(lastError.set) { try body(transfer) } }
+        guarded(lastError.set) { try lock.withLock(reentered: reentered("the transfer")) { try body(transfer) } }
     }
 }
 

@@ -31,7 +31,9 @@ public final class ContactStore: @unchecked Sendable {
         case meta = 4
     }
 
-    private let lock = Mutex<Void>(())
+    /// Serialises the handle; refuses, rather than traps on, a call made
+    /// from inside one of its own secret store callbacks (CheckedLock).
+    private let lock = CheckedLock()
     let db: Database
     /// 16 random bytes drawn when the file was created (meta `store_id`).
     let storeID: [UInt8]
@@ -352,7 +354,7 @@ public final class ContactStore: @unchecked Sendable {
     func keyIndex(_ key: [UInt8]) -> [UInt8] { index("key:", key) }
 
     func withLock<R: ~Copyable>(_ body: () throws -> R) throws -> R {
-        try lock.withLock { _ in
+        try lock.withLock(reentered: ItsMeError(.invalidState, "the contact store was used from inside one of its own secret store callbacks")) {
             do { return try body() } catch let error as DatabaseError { throw error.asItsMeError }
         }
     }

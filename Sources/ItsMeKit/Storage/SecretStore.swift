@@ -50,22 +50,16 @@ public protocol SecretStore: AnyObject, Sendable {
     func withExclusiveAccess<R: ~Copyable>(_ body: () throws -> R) throws -> R
 }
 
-/// The process-wide lock behind the default `withExclusiveAccess`. It only
-/// ever covers a few item reads and writes, never a password hash.
-private let readModifyWriteLock = Mutex<Void>(())
-/// The thread holding `readModifyWriteLock` (0: none), so that the thread
-/// itself asking again is refused instead of trapping in the lock. That
-/// happens when a host releases a handle from inside a secret store
-/// callback (Python's garbage collector does) and the release closes a
-/// contact store, which raises its mark.
-private let readModifyWriteOwner = Atomic<UInt>(0)
+/// The process-wide lock behind the default `withExclusiveAccess` and the
+/// file store's. It only ever covers a few item reads and writes, never a
+/// password hash. The thread holding it is refused, not trapped, when it
+/// asks again: that happens when a host releases a handle from inside a
+/// secret store callback (Python's garbage collector does) and the release
+/// closes a contact store, which raises its mark.
+private let readModifyWriteLock = CheckedLock()
 
-private func currentThreadID() -> UInt {
-    #if canImport(Glibc)
-    UInt(pthread_self())
-    #else
-    UInt(bitPattern: pthread_self())
-    #endif
+private func readModifyWriteAgain() -> ItsMeError {
+    ItsMeError(.secretStore, "exclusive access to the secret store was asked for again by the thread that holds it")
 }
 
 extension SecretStore {
@@ -74,15 +68,7 @@ extension SecretStore {
     /// thread holds the lock already (a call from inside `body`, or from a
     /// secret store callback it made), which waiting would never end.
     public func withExclusiveAccess<R: ~Copyable>(_ body: () throws -> R) throws -> R {
-        let me = currentThreadID()
-        guard readModifyWriteOwner.load(ordering: .relaxed) != me else {
-            throw ItsMeError(.secretStore, "exclusive access to the secret store was asked for again by the thread that holds it")
-        }
-        return try readModifyWriteLock.withLock { _ in
-            readModifyWriteOwner.store(me, ordering: .relaxed)
-            defer { readModifyWriteOwner.store(0, ordering: .relaxed) }
-            return try body()
-        }
+        try readModifyWriteLock.withLock(reentered: readModifyWriteAgain(), body)
     }
 
     /// Stores `bytes` (public bytes or a `SecretBytes`, borrowed, not copied to
@@ -262,8 +248,9 @@ public final class FileSecretStore: SecretStore {
 
     /// The process-wide lock, plus an exclusive `flock` on `.lock` in the
     /// directory, so that processes sharing the directory take turns too.
+    /// `.secretStore` as the default's when this thread holds the lock.
     public func withExclusiveAccess<R: ~Copyable>(_ body: () throws -> R) throws -> R {
-        try readModifyWriteLock.withLock { _ in
+        try readModifyWriteLock.withLock(reentered: readModifyWriteAgain()) {
             let fd = open(directory + "/.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
             guard fd >= 0 else {
                 throw ItsMeError(.secretStore, "cannot open the store's lock file: \(errnoText())")

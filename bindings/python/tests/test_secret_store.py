@@ -9,8 +9,10 @@ from ctypes import byref, c_size_t, c_uint8
 import pytest
 
 import itsme
-from itsme import Identity, Result, SecretStore
+from itsme import ContactStore, Exchange, Identity, Result, SecretStore
 from itsme import _store
+
+from conftest import DictBackend
 
 T0 = 1_700_000_000
 ITEM_NAME = re.compile(r"[a-z0-9_-][a-z0-9._-]{0,127}")
@@ -411,3 +413,98 @@ def test_failed_set_name_keeps_the_old_name():
         backend.failing.clear()
         with Identity.load(store) as loaded:
             assert loaded.name == "Old"
+
+
+class HookedBackend(DictBackend):
+    """A dict backend that runs ``hook`` once, at the start of the next get."""
+
+    def __init__(self):
+        super().__init__()
+        self.hook = None
+
+    def get(self, name):
+        hook, self.hook = self.hook, None
+        if hook is not None:
+            hook()
+        return super().get(name)
+
+
+def raised_by(call):
+    """The ItsMeError ``call`` raised, or None."""
+    try:
+        call()
+    except itsme.ItsMeError as error:
+        return error
+    return None
+
+
+def test_a_callback_calling_back_into_its_own_store_is_refused_not_a_crash():
+    # A host's callback that uses the store (or the identity) it serves, on
+    # the same thread, while the library holds that store's lock: the
+    # inner call fails with a code, the outer one goes on.
+    backend = HookedBackend()
+    with SecretStore.from_callbacks(backend) as store, Identity.create(store, "Again") as ident:
+        ident.set_pin("123456")
+        inner = []
+        backend.hook = lambda: inner.append(raised_by(lambda: Identity.load(store).close()))
+        ident.verify_pin("123456", T0)
+        assert isinstance(inner[0], itsme.SecretStoreError), inner
+        assert "again" in str(inner[0]) or "inside" in str(inner[0]), str(inner[0])
+        backend.hook = lambda: inner.append(raised_by(lambda: ident.verify_pin("123456", T0)))
+        ident.verify_pin("123456", T0)
+        assert isinstance(inner[1], itsme.InvalidStateError), inner
+        # Nothing was left locked: both work from the outside.
+        ident.verify_pin("123456", T0)
+        with Identity.load(store) as again:
+            assert again.fingerprint == ident.fingerprint
+
+
+def store_mark_commits(backend):
+    """The commit count of the one contact store mark in ``backend``
+    (docs/STORAGE.md: version | store id (16) | commits (8) | contacts (8))."""
+    (mark,) = [value for name, value in backend.items.items() if name.startswith("itsme.store-mark.")]
+    return int.from_bytes(mark[17:25], "big")
+
+
+@pytest.mark.parametrize("during", ["get", "get-under-exclusive-access"])
+def test_a_store_released_inside_a_callback_leaves_its_mark_trailing(tmp_path, during):
+    # Python's collector may run inside any callback and free an exchange
+    # holding the last reference to a contact store whose mark is due: the
+    # store's close raises the mark through the same secret store, whose
+    # lock (and for the second case the process-wide read-modify-write lock)
+    # this thread holds. That raise is refused, the mark trails, and the
+    # next open raises it.
+    backend = HookedBackend()
+    secrets = SecretStore.from_callbacks(backend)
+    ident = Identity.create(secrets, "Alice")
+    ident.set_pin("123456")
+    path = tmp_path / "contacts.db"
+    contacts = ContactStore.open(ident, path)
+    peer_secrets = SecretStore.memory()
+    peer = Identity.create(peer_secrets, "Bob")
+    peer_contacts = ContactStore.open(peer, tmp_path / "peer.db")
+    held = [Exchange.qr(ident, contacts, T0)]
+    other = Exchange.qr(peer, peer_contacts, T0)
+    held[0].receive(other.next_outgoing(), T0)
+    other.receive(held[0].next_outgoing(), T0)
+    contact_id = held[0].save(T0)  # raises the mark at once
+    held[0].confirm(T0)  # within 2 s: this commit's raise waits for the close
+    contacts.close()  # the exchange now holds the last reference
+    trailing = store_mark_commits(backend)
+
+    def release():
+        held.clear()
+        gc.collect()
+
+    backend.hook = release
+    if during == "get":
+        Identity.load(secrets).close()
+    else:
+        ident.verify_pin("123456", T0)  # the attempt limiter's read-modify-write
+    assert not held and backend.hook is None, "the release ran inside the callback"
+    assert store_mark_commits(backend) == trailing, "the refused raise wrote nothing"
+    with ContactStore.open(ident, path) as reopened:
+        assert reopened.get(contact_id).state == itsme.VerificationState.VERIFIED
+    assert store_mark_commits(backend) > trailing, "the open raised the mark"
+    for closing in (other, peer_contacts, peer, peer_secrets, ident, secrets):
+        closing.close()
