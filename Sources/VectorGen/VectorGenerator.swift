@@ -229,6 +229,9 @@ final class VectorGenerator {
             if padded != textA { cases.append(("padded base64url", padded, b)) }
             cases.append(("standard base64 alphabet", ExchangeProtocol.qrPrefix + Base64.encode(pa.payload, .standardPadded), b))
             cases.append(("lowercase prefix", "itsme1:" + String(textA.dropFirst(7)), b))
+            // A paste or a partial read, cut within the text.
+            cases.append(("text cut short", String(textA.prefix(100)), b))
+            cases.append(("the prefix alone", ExchangeProtocol.qrPrefix, b))
             cases.append(("own payload reflected", textA, a))
             let lowParty = try party("qr-lowkey", name: "Low").0
             let lowBody = [1] + lowParty.publicKey + Array(SHA256.hash(lowParty.publicKey).prefix(8)) + [UInt8](repeating: 0, count: 32)
@@ -236,11 +239,20 @@ final class VectorGenerator {
             cases.append(
                 ("low-order ephemeral key", text(lowBody + (try lowParty.sign(LV.cat(LV.b("itsme-qr-payload-v1"), lowBody)))), b))
             for (what, t, r) in cases {
-                // The library rejects each one too.
+                // The library rejects each one too; a text that is not a
+                // whole payload (invalid_argument) leaves the exchange as it
+                // was, every other refusal ends it (section 5.2).
                 var rng = DeterministicRandom(seed: fixed("reject"))
                 let ex = try Exchange.qr(identity: r.identity, store: r.store, now: now, random: &rng)
-                expectThrows(try ex.receive(Array(t.utf8), now: now), what)
-                rejections.append(["case_text": what, "receiver": receiver(r), "payload_text": t])
+                var kind: ItsMeError.Kind?
+                do { try ex.receive(Array(t.utf8), now: now) } catch let error as ItsMeError { kind = error.kind }
+                let refused = try unwrap(kind, "\(what) was accepted")
+                let ends = ex.state == .failed
+                expectEqual(ends, refused != .invalidArgument, what)
+                rejections.append([
+                    "case_text": what, "receiver": receiver(r), "payload_text": t, "error_text": Self.errorName(refused),
+                    "ends_exchange": ends,
+                ])
             }
         }
         return ["exchanges": exchanges, "rejections": rejections]

@@ -52,12 +52,6 @@ class ProtocolError(ValueError):
     """An input the protocol says to reject."""
 
 
-class NotAnExchangePayload(ProtocolError):
-    """Section 5.2: a scanned text starting with neither ``ITSME1:`` nor ``5|``: "it is
-    `invalid_argument`, changes nothing, and the person scans again"."""
-    code = "invalid_argument"
-
-
 class TypingError(ProtocolError):
     """A typed text of the wrong form: a heard code (section 9.6), which "does not end the
     session", or a degradation code (section 10.2), which "is rejected without counting"."""
@@ -99,6 +93,24 @@ class InvalidArgument(ProtocolError):
 class Expired(ProtocolError):
     """``expired``: past the lifetime its section gives."""
     code = "expired"
+
+
+class NotAWholePayload(InvalidArgument):
+    """Section 5.2, "What a refusal ends": a scanned text that is not a whole payload, the
+    ``invalid_argument`` of steps 1 to 3.  "It changes nothing, and the person reads the code
+    again": the exchange still awaits a payload.  Its two kinds, which 5.2 says an
+    implementation SHOULD tell apart, are the subclasses below."""
+
+
+class NotAnExchangePayload(NotAWholePayload):
+    """5.2 step 1: a text starting with neither ``ITSME1:`` nor ``5|`` "is not an exchange
+    payload at all (another QR code was scanned)"."""
+
+
+class CutReading(NotAWholePayload):
+    """5.2 steps 2 and 3: a text with the prefix "whose encoding is not strict base64url or
+    whose payload is shorter or longer than its name length says is a reading cut short or run
+    on (a paste that lost its end or took in more, a partial scan, a misread character)"."""
 
 
 def result_code(exc: BaseException) -> str | None:
@@ -499,19 +511,22 @@ class QrPeer:
 def parse_qr_payload(payload: bytes, own_identity_pk: bytes,
                      own_ephemeral_secret: bytes) -> QrPeer:
     """5.2 checks 3 to 8 on a decoded payload, in the document's order and with its result
-    codes: lengths, version and name (``malformed_message``), the fingerprint field and the
-    signature (``authentication_failed``), then the own key and the shared secret
-    (``invalid_key``)."""
-    # 3. lengths and version
+    codes: a payload shorter than 155 bytes (``invalid_argument``), then the version and a
+    name length of 0 (``malformed_message``), then a length other than 154 + the name length
+    (``invalid_argument``), then the name (``malformed_message``), the fingerprint field and
+    the signature (``authentication_failed``), then the own key and the shared secret
+    (``invalid_key``).  The two ``invalid_argument`` refusals are :class:`CutReading`: the
+    payload is not whole, and the exchange goes on (:func:`qr_refusal_ends_exchange`)."""
+    # 3. length, version, name length, then the length the name length gives
     if len(payload) < QR_FIXED + 1:
-        raise MalformedMessage("QR payload shorter than 155 bytes")
+        raise CutReading("QR payload shorter than 155 bytes")
     if payload[0] != QR_VERSION:
         raise MalformedMessage("QR payload version is not 1")
     name_len = payload[_QR_NAME_LEN_AT]
+    if name_len < 1:
+        raise MalformedMessage("QR name length is 0")
     if len(payload) != QR_FIXED + name_len:
-        raise MalformedMessage("QR payload length does not match its name length")
-    if not 1 <= name_len <= 128:
-        raise MalformedMessage("QR name length is not 1 to 128")
+        raise CutReading("QR payload length is not 154 + its name length")
     identity_pk = payload[1:33]
     fp_field = payload[33:41]
     ephemeral_pk = payload[41:73]
@@ -519,7 +534,7 @@ def parse_qr_payload(payload: bytes, own_identity_pk: bytes,
     name = payload[90:90 + name_len]
     body = payload[:90 + name_len]
     signature = payload[90 + name_len:]
-    # 4. name
+    # 4. name (section 1, which also bounds it to 128 bytes)
     try:
         validate_name(name)
     except ProtocolError as exc:
@@ -539,19 +554,37 @@ def parse_qr_payload(payload: bytes, own_identity_pk: bytes,
                   name, signature, shared)
 
 
-def parse_qr_text(text: str, own_identity_pk: bytes, own_ephemeral_secret: bytes) -> QrPeer:
+def parse_qr_text(text: str | bytes, own_identity_pk: bytes,
+                  own_ephemeral_secret: bytes) -> QrPeer:
     """5.2, all checks: 1. the prefix (case-sensitive; a text starting with neither
-    ``ITSME1:`` nor ``5|`` is no payload, ``invalid_argument``), 2. strict base64url
-    (``malformed_message``), then the payload checks."""
-    if not text.startswith(QR_PREFIX):
-        if text.startswith("5|"):
+    ``ITSME1:`` nor ``5|`` is no payload, :class:`NotAnExchangePayload`), 2. the rest is UTF-8
+    and strict base64url (else :class:`CutReading`; both ``invalid_argument``), then the
+    payload checks.  The text is a ``str`` or the bytes scanned; a ``str`` is UTF-8 unless it
+    holds a lone surrogate."""
+    prefix, source = (QR_PREFIX, "5|") if isinstance(text, str) else (b"ITSME1:", b"5|")
+    # 1. prefix
+    if not text.startswith(prefix):
+        if text.startswith(source):
             raise ProtocolError("a source-format (v5) text, not an ITSME1 payload")
         raise NotAnExchangePayload("not an exchange payload")
+    rest = text[len(prefix):]
+    # 2. UTF-8, then strict base64url
     try:
-        payload = b64url_decode(text[len(QR_PREFIX):])
+        rest = rest.decode("utf-8") if isinstance(rest, bytes) else rest.encode("utf-8").decode()
+    except UnicodeError as exc:
+        raise CutReading("QR text after the prefix is not UTF-8") from exc
+    try:
+        payload = b64url_decode(rest)
     except ProtocolError as exc:
-        raise MalformedMessage(f"QR text: {exc}") from exc
+        raise CutReading(f"QR text: {exc}") from exc
     return parse_qr_payload(payload, own_identity_pk, own_ephemeral_secret)
+
+
+def qr_refusal_ends_exchange(exc: BaseException) -> bool:
+    """5.2, "What a refusal ends", for a refusal of :func:`parse_qr_text`: an
+    ``invalid_argument`` (the text is not a whole payload) "changes nothing", and the exchange
+    still awaits a payload; "every other refusal [...] ends the exchange as failed"."""
+    return not isinstance(exc, NotAWholePayload)
 
 
 def qr_transcript_input(payload_a: bytes, payload_b: bytes) -> bytes:
@@ -675,10 +708,12 @@ class QrExchange:
     """One device of the QR exchange (5.2, 5.3) with 8.1's decision and 8.2's rules for a
     contact already stored.
 
-    ``receive(text, now)`` makes 5.2's checks and gives 5.3's seed and SAS; a text that is no
-    payload (``invalid_argument``) changes nothing, every other refusal ends the exchange as
-    failed, after which every call is ``invalid_state``; a second payload once one was accepted
-    is ``invalid_state`` and changes nothing; after 24 hours a payload is ``expired``.  Once the
+    ``receive(text, now)`` makes 5.2's checks and gives 5.3's seed and SAS; a text that is not
+    a whole payload (``invalid_argument``, :class:`NotAWholePayload`: another QR code, or a
+    reading cut short or run on) changes nothing, and the exchange still awaits a payload
+    (``awaiting_payload``); every other refusal ends the exchange as failed (``failed``), after
+    which every call is ``invalid_state``; a second payload once one was accepted is
+    ``invalid_state`` and changes nothing; after 24 hours a payload is ``expired``.  Once the
     SAS is shown a new contact is saved unverified (8.1); if a contact with the peer's identity
     key is stored, it is left untouched and the new seed and device secrets are kept with the
     exchange (8.2).  ``decide(confirmed, now)``: 8.1's table, "QR (5) | none: [...] a device's own
@@ -720,20 +755,25 @@ class QrExchange:
     def _expired(self, now: int) -> bool:
         return now - self.created_at > EXCHANGE_LIFETIME_SECONDS
 
-    def receive(self, text: str, now: int) -> QrResult:
+    @property
+    def awaiting_payload(self) -> bool:
+        """Whether a payload may still be received: none accepted yet and not failed (5.2)."""
+        return not self.failed and self.peer is None
+
+    def receive(self, text: str | bytes, now: int) -> QrResult:
         if self.failed or self.peer is not None:
             raise InvalidState("a payload after a failure, or a second payload")
         if self._expired(now):
             self.failed = True
             raise Expired("the QR exchange is more than 24 hours old")
-        if text.startswith("5|"):
+        if text.startswith("5|" if isinstance(text, str) else b"5|"):
             raise ProtocolError("a source-format text: section 6's import, not this exchange")
         try:
             peer = parse_qr_text(text, self.identity_pk, self.ephemeral_secret)
-        except NotAnExchangePayload:
-            raise  # another QR code was scanned: changes nothing
-        except ProtocolError:
-            self.failed = True
+        except ProtocolError as exc:
+            # Not a whole payload (another QR code, a cut reading): changes nothing.
+            if qr_refusal_ends_exchange(exc):
+                self.failed = True
             raise
         result = qr_finish(self.own_payload, self.ephemeral_secret, peer)
         self.peer, self.result = peer, result

@@ -343,15 +343,65 @@ def test_qr_exchanges():
             assert res.sas_text == ex["sas_text"]
 
 
+# 5.2's result codes of the payload checks, as qr.json's rejections name them (`error_text`).
+_QR_REFUSAL_CODES = ("invalid_argument", "malformed_message", "authentication_failed",
+                     "invalid_key")
+
+
+def _whole_qr_peer() -> P.QrBuilt:
+    """A whole payload from an identity of no vector, which any receiver of this file accepts."""
+    return P.build_qr(bytes([0x42]) * 32, bytes([0x43]) * 32, bytes([0x44]) * 16, b"Peer")
+
+
+def _assert_qr_refusal_left(side: P.QrExchange, ends: bool, whole: P.QrBuilt, what) -> None:
+    """5.2, "What a refusal ends", on an exchange that has just refused a text: it ended, and
+    every later payload is ``invalid_state``; or it changed nothing, and the exchange still
+    awaits a payload and accepts a whole one."""
+    assert side.failed is ends, what
+    assert side.awaiting_payload is not ends, what
+    assert side.store.contacts == {}, what
+    if ends:
+        with pytest.raises(P.InvalidState):
+            side.receive(whole.text, side.created_at)
+        assert side.peer is None and side.store.contacts == {}, what
+    else:
+        peer = P.parse_qr_text(whole.text, side.identity_pk, side.ephemeral_secret)
+        expected = P.qr_finish(side.own_payload, side.ephemeral_secret, peer)
+        assert side.receive(whole.text, side.created_at) == expected, what
+        assert side.peer.payload == whole.payload and not side.awaiting_payload, what
+        assert len(side.store.contacts) == 1, what
+
+
 @needs_vectors
 def test_qr_rejections():
+    """5.2: every rejection of qr.json is refused with the result code its `error_text` names,
+    by the parser and by an exchange of its receiver, and ends that exchange exactly when
+    `ends_exchange` says (false exactly for ``invalid_argument``, a text that is not a whole
+    payload): after it, the exchange answers every payload ``invalid_state``, or it still
+    awaits a payload and accepts a whole one."""
+    whole = _whole_qr_peer()
     for case in _cases(load("qr.json"), "rejections"):
-        expect_keys(case, "case_text receiver payload_text")
+        expect_keys(case, "case_text receiver payload_text error_text ends_exchange")
+        what = case["case_text"]
         rec = case["receiver"]
-        own_pk = P.ed25519_public(h(rec["identity_seed"]))
-        assert own_pk.hex() == rec["identity_public"], case["case_text"]
-        with pytest.raises(P.ProtocolError):
-            P.parse_qr_text(case["payload_text"], own_pk, h(rec["ephemeral_secret"]))
+        expect_keys(rec, "identity_seed identity_public ephemeral_secret")
+        seed, esk = h(rec["identity_seed"]), h(rec["ephemeral_secret"])
+        own_pk = P.ed25519_public(seed)
+        assert own_pk.hex() == rec["identity_public"], what
+        assert case["error_text"] in _QR_REFUSAL_CODES, what
+        assert case["ends_exchange"] is (case["error_text"] != "invalid_argument"), what
+        # The parser ...
+        with pytest.raises(P.ProtocolError) as err:
+            P.parse_qr_text(case["payload_text"], own_pk, esk)
+        assert P.result_code(err.value) == case["error_text"], what
+        assert P.qr_refusal_ends_exchange(err.value) is case["ends_exchange"], what
+        # ... and an exchange of the receiver (its own payload's device secret and name are
+        # not in the file and play no part in 5.2's checks).
+        side = P.QrExchange.create(seed, esk, bytes(16), b"Receiver", 0, P.ContactStore())
+        with pytest.raises(P.ProtocolError) as err:
+            side.receive(case["payload_text"], 0)
+        assert P.result_code(err.value) == case["error_text"], what
+        _assert_qr_refusal_left(side, case["ends_exchange"], whole, what)
 
 
 # --------------------------------------------------------------------------------------------
@@ -506,9 +556,13 @@ def test_reexchange_rejected_or_unfinished_leaves_the_stored_contact():
 
 @needs_vectors
 def test_qr_exchange_refusals_and_what_they_end():
-    """5.2, "What a refusal ends": a text that is no payload changes nothing; a damaged one
-    ends the exchange (every later call ``invalid_state``); a payload more than 24 hours after
-    the creation is ``expired``; each with 5.2's result code."""
+    """5.2, "What a refusal ends": a text that is not a whole payload (``invalid_argument``:
+    no prefix, an encoding that is not UTF-8 and strict base64url, a payload shorter than 155
+    bytes or other than 154 + its name length) changes nothing, and the exchange then accepts
+    the whole payload; every other refusal (another version, a name length of 0, an invalid
+    name, a bad fingerprint or signature, a reflected or low-order key) ends the exchange, every
+    later call ``invalid_state``; a payload more than 24 hours after the creation is
+    ``expired``; each with 5.2's result code, in step 3's order."""
     data = load("reexchange.json")
     ex = _cases(data, "exchanges")[0]
     a_payload = _reexchange_payload(data["a"], ex, "a", data["a"]["name_text"])
@@ -521,26 +575,81 @@ def test_qr_exchange_refusals_and_what_they_end():
     with pytest.raises(P.NotAnExchangePayload) as err:
         side.receive("https://example.org/", ex["now"])
     assert P.result_code(err.value) == "invalid_argument"
+    assert side.awaiting_payload and not side.failed
     assert side.receive(b_text, ex["now"]).sas_text == ex["sas_text"]
+    assert not side.awaiting_payload
     b_payload = P.b64url_decode(b_text[len(P.QR_PREFIX):])
+    name_len = b_payload[89]
+
+    def text_of(payload: bytes) -> str:
+        return "ITSME1:" + P.b64url_encode(payload)
+
+    def with_name(name: bytes, length: int | None = None) -> bytes:
+        """b's payload with another name (and name-length byte), its signature kept."""
+        length = len(name) if length is None else length
+        return b_payload[:89] + bytes([length]) + name + b_payload[-64:]
+
+    cut = P.CutReading
     cases = [
-        ("ITSME1:" + b_text[7:-1], "malformed_message"),  # a truncated encoding
-        ("ITSME1:" + P.b64url_encode(b"\x02" + b_payload[1:]), "malformed_message"),
-        ("ITSME1:" + P.b64url_encode(b_payload[:-1]), "malformed_message"),
-        ("ITSME1:" + P.b64url_encode(b_payload[:33] + bytes(8) + b_payload[41:]),
+        # Not a whole payload (steps 1 to 3): changes nothing.
+        ("ITSME1:", cut, "invalid_argument"),  # the prefix alone
+        ("ITSME1:" + b_text[7:-1], cut, "invalid_argument"),  # a truncated encoding
+        (b_text + "A", cut, "invalid_argument"),  # an encoding run on
+        (b_text[:-4] + "+" + b_text[-3:], cut, "invalid_argument"),  # a misread character
+        (b_text[:20] + "\n" + b_text[20:], cut, "invalid_argument"),  # a line break inside
+        (b_text + "=", cut, "invalid_argument"),  # padding
+        ("ITSME1:" + b_text[7:20] + "\u00e9" + b_text[21:], cut, "invalid_argument"),
+        (b"ITSME1:" + b"\xff" + b_text[8:].encode(), cut, "invalid_argument"),  # not UTF-8
+        ("ITSME1:" + b_text[7:20] + "\ud800" + b_text[21:], cut, "invalid_argument"),
+        (text_of(b_payload[:-1]), cut, "invalid_argument"),  # one byte short
+        (text_of(b_payload[:154]), cut, "invalid_argument"),  # shorter than 155 bytes
+        (text_of(b"\x02" + b_payload[1:154]), cut, "invalid_argument"),  # size before version
+        (text_of(b_payload + b"\x00"), cut, "invalid_argument"),  # one byte more
+        (text_of(b_payload[:89] + bytes([name_len + 1]) + b_payload[90:]), cut,
+         "invalid_argument"),  # a name length one more than the name
+        (text_of(with_name(b"x" * 129, 129)[:-1]), cut, "invalid_argument"),
+        # Whole payloads this exchange cannot use (steps 3 to 8): end the exchange.
+        (text_of(b"\x02" + b_payload[1:]), P.MalformedMessage, "malformed_message"),
+        (text_of(b"\x02" + b_payload[1:-1]), P.MalformedMessage, "malformed_message"),
+        (text_of(b_payload[:89] + b"\x00" + b_payload[90:]), P.MalformedMessage,
+         "malformed_message"),  # a name length of 0, before the length it gives
+        (text_of(b"\x02" + b_payload[1:89] + b"\x00" + b_payload[90:]), P.MalformedMessage,
+         "malformed_message"),  # version before the name length
+        (text_of(with_name(b"x" * 129)), P.MalformedMessage, "malformed_message"),  # 129 bytes
+        (text_of(with_name(b"x" * 255)), P.MalformedMessage, "malformed_message"),
+        (text_of(with_name(b"\x01" * name_len)), P.MalformedMessage, "malformed_message"),
+        (text_of(with_name(b"\xff" * name_len)), P.MalformedMessage, "malformed_message"),
+        (text_of(b_payload[:33] + bytes(8) + b_payload[41:]), P.AuthenticationFailed,
          "authentication_failed"),
-        ("ITSME1:" + P.b64url_encode(b_payload[:-1] + bytes([b_payload[-1] ^ 1])),
+        (text_of(b_payload[:-1] + bytes([b_payload[-1] ^ 1])), P.AuthenticationFailed,
          "authentication_failed"),
-        (ex["a_payload_text"], "invalid_key"),  # a's own payload sent back
+        (text_of(with_name(b"y" * name_len)), P.AuthenticationFailed, "authentication_failed"),
+        (ex["a_payload_text"], P.InvalidKey, "invalid_key"),  # a's own payload sent back
     ]
-    for text, code in cases:
+    for text, kind, code in cases:
         side = fresh()
-        with pytest.raises(P.ProtocolError) as err:
+        with pytest.raises(kind) as err:
             side.receive(text, ex["now"])
         assert P.result_code(err.value) == code, text
-        assert side.store.contacts == {}
-        with pytest.raises(P.InvalidState):
-            side.receive(b_text, ex["now"])
+        ends = code != "invalid_argument"
+        assert P.qr_refusal_ends_exchange(err.value) is ends, text
+        assert isinstance(err.value, P.NotAWholePayload) is not ends, text
+        assert side.failed is ends and side.awaiting_payload is not ends, text
+        assert side.store.contacts == {}, text
+        if ends:
+            with pytest.raises(P.InvalidState):
+                side.receive(b_text, ex["now"])
+            assert side.store.contacts == {}
+        else:
+            # The person reads the code again: the same exchange accepts the whole payload.
+            assert side.receive(b_text, ex["now"]).sas_text == ex["sas_text"], text
+            assert len(side.store.contacts) == 1
+    # Several readings cut short, then the whole one, on one exchange.
+    side = fresh()
+    for n in range(len(b_text)):
+        with pytest.raises(P.NotAWholePayload):
+            side.receive(b_text[:n], ex["now"])
+    assert side.receive(b_text, ex["now"]).sas_text == ex["sas_text"]
     side = fresh()
     assert side.receive(b_text, ex["now"] + P.EXCHANGE_LIFETIME_SECONDS).sas_text == ex["sas_text"]
     side = fresh()
@@ -548,6 +657,15 @@ def test_qr_exchange_refusals_and_what_they_end():
         side.receive(b_text, ex["now"] + P.EXCHANGE_LIFETIME_SECONDS + 1)
     with pytest.raises(P.InvalidState):
         side.receive(b_text, ex["now"])
+    # A failed or finished exchange answers invalid_state and an expired one expired "whatever
+    # the text" (before step 1), a text that is not a whole payload included.
+    side = fresh()
+    with pytest.raises(P.Expired):
+        side.receive("ITSME1:", ex["now"] + P.EXCHANGE_LIFETIME_SECONDS + 1)
+    side = fresh()
+    side.receive(b_text, ex["now"])
+    with pytest.raises(P.InvalidState):
+        side.receive("ITSME1:", ex["now"])
 
 
 def _own_qr_pair():
@@ -557,31 +675,88 @@ def _own_qr_pair():
     return built, P.ed25519_public(bob_seed), bob_esk
 
 
+def _expected_qr_flip_code(tampered: bytes, i: int) -> str:
+    """5.2's code for the payload with byte ``i`` changed: the version byte is
+    ``malformed_message``; the name-length byte is ``malformed_message`` when it becomes 0, else
+    ``invalid_argument`` (the payload is no longer 154 + its name length); a name byte is
+    ``malformed_message`` when the name is no longer valid; any other change, of the identity
+    key (its fingerprint field no longer matches), of the fingerprint field, or of anything the
+    signature covers or the signature itself, is ``authentication_failed``."""
+    if i == 0:
+        return "malformed_message"
+    if i == 89:
+        return "malformed_message" if tampered[89] == 0 else "invalid_argument"
+    if 90 <= i < 90 + tampered[89]:
+        try:
+            P.validate_name(tampered[90:90 + tampered[89]])
+        except P.ProtocolError:
+            return "malformed_message"
+    return "authentication_failed"
+
+
 def test_qr_parser_rejects_every_flip_and_truncation():
+    """Every change of one byte of a payload is refused with 5.2's code; every truncation of the
+    payload or of its text is ``invalid_argument`` (not a whole payload: a reading cut short),
+    which leaves an exchange awaiting a payload, and the same exchange then accepts the whole
+    one."""
     built, bob_pk, bob_esk = _own_qr_pair()
     P.parse_qr_text(built.text, bob_pk, bob_esk)  # the untouched payload is accepted
+
+    def bob_exchange() -> P.QrExchange:
+        return P.QrExchange.create(bytes([2]) * 32, bob_esk, bytes([6]) * 16, b"Bob", 0,
+                                   P.ContactStore())
+
     # Every other value of every byte of the signed part (the body), and of the signature.
     payload = built.payload
+    seen = set()
     for i in range(len(payload)):
         masks = range(1, 256) if i < len(built.body) else (0x01, 0x80, 0xFF)
         for mask in masks:
             tampered = bytearray(payload)
             tampered[i] ^= mask
-            with pytest.raises(P.ProtocolError):
+            with pytest.raises(P.ProtocolError) as err:
                 P.parse_qr_payload(bytes(tampered), bob_pk, bob_esk)
+            code = _expected_qr_flip_code(bytes(tampered), i)
+            assert P.result_code(err.value) == code, (i, mask)
+            assert P.qr_refusal_ends_exchange(err.value) is (code != "invalid_argument")
+            seen.add(code)
+    assert seen == {"malformed_message", "invalid_argument", "authentication_failed"}
+    # A changed name length (not 0) on an exchange: refused, then the whole payload accepted.
+    for length in (1, len(built.body) - 90 - 1, len(built.body) - 90 + 1, 128, 255):
+        side = bob_exchange()
+        tampered = payload[:89] + bytes([length]) + payload[90:]
+        with pytest.raises(P.CutReading):
+            side.receive("ITSME1:" + P.b64url_encode(tampered), 0)
+        assert side.awaiting_payload and not side.failed
+        assert side.receive(built.text, 0).seed
     for n in range(len(payload)):
-        with pytest.raises(P.ProtocolError):
+        with pytest.raises(P.CutReading) as err:
             P.parse_qr_payload(payload[:n], bob_pk, bob_esk)
+        assert P.result_code(err.value) == "invalid_argument"
     for n in range(len(built.text)):
-        with pytest.raises(P.ProtocolError):
+        # Within the prefix, no prefix: another QR code; after it, a reading cut short.
+        kind = P.NotAnExchangePayload if n < len(P.QR_PREFIX) else P.CutReading
+        with pytest.raises(kind) as err:
             P.parse_qr_text(built.text[:n], bob_pk, bob_esk)
+        assert P.result_code(err.value) == "invalid_argument"
+        assert not P.qr_refusal_ends_exchange(err.value)
+        side = bob_exchange()
+        with pytest.raises(kind):
+            side.receive(built.text[:n], 0)
+        assert side.awaiting_payload and not side.failed and side.store.contacts == {}
+        assert side.receive(built.text, 0).seed, n
+        assert len(side.store.contacts) == 1
     # Own key (reflection) and a text that is no payload at all.
-    with pytest.raises(P.ProtocolError):
+    with pytest.raises(P.InvalidKey):
         P.parse_qr_text(built.text, P.ed25519_public(bytes([1]) * 32), bob_esk)
     with pytest.raises(P.NotAnExchangePayload):
         P.parse_qr_text("https://example.org/", bob_pk, bob_esk)
-    with pytest.raises(P.ProtocolError):
+    with pytest.raises(P.NotAnExchangePayload):
         P.parse_qr_text("itsme1:" + built.text[7:], bob_pk, bob_esk)
+    # The bytes scanned read as their text does.
+    assert P.parse_qr_text(built.text.encode(), bob_pk, bob_esk).payload == payload
+    with pytest.raises(P.CutReading):
+        P.parse_qr_text(built.text.encode()[:-1], bob_pk, bob_esk)
 
 
 # --------------------------------------------------------------------------------------------

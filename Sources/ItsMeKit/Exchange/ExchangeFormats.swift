@@ -63,21 +63,29 @@ package enum ExchangeProtocol {
 
     static func qrText(_ payload: [UInt8]) -> String { qrPrefix + Base64.encode(payload, .urlUnpadded) }
 
-    /// Checks 1 to 4 and 6 of section 5.2 (the own-key and X25519 checks
-    /// need the receiver and are made by the exchange).
+    /// Checks 2 to 6 of section 5.2 (the own-key and X25519 checks need the
+    /// receiver and are made by the exchange). A text that is not a whole
+    /// payload (not canonical base64url, or shorter or longer than its name
+    /// length says: a paste cut short or run on, a partial read) is
+    /// `.invalidArgument`, which the exchange survives; the rest are
+    /// `.malformedMessage` or `.authenticationFailed`, which end it.
     static func parseQR(_ text: Substring) throws -> QRPayload {
         guard let raw = Base64.decode(text, .urlUnpadded) else {
-            throw ItsMeError(.malformedMessage, "the QR payload is not canonical base64url")
-        }
-        guard raw.count >= qrFixedCount + 1, raw[0] == version else {
             throw ItsMeError(
-                .malformedMessage,
-                raw.count > 0 && raw[0] != version
-                    ? "the QR payload has unknown version \(raw[0])" : "the QR payload is truncated")
+                .invalidArgument, "the QR payload is not whole: its text is not canonical base64url (cut short or misread); read it again")
         }
+        guard raw.count >= qrFixedCount + 1 else {
+            throw ItsMeError(.invalidArgument, "the QR payload is cut short (\(raw.count) bytes); read it again")
+        }
+        guard raw[0] == version else { throw ItsMeError(.malformedMessage, "the QR payload has unknown version \(raw[0])") }
         let nameCount = Int(raw[1 + 32 + 8 + 32 + 16])
-        guard nameCount >= 1, raw.count == qrFixedCount + nameCount else {
-            throw ItsMeError(.malformedMessage, "the QR payload's length does not match its name length")
+        guard nameCount >= 1 else { throw ItsMeError(.malformedMessage, "the QR payload's name is empty") }
+        guard raw.count == qrFixedCount + nameCount else {
+            throw ItsMeError(
+                .invalidArgument,
+                raw.count < qrFixedCount + nameCount
+                    ? "the QR payload is cut short (\(raw.count) of \(qrFixedCount + nameCount) bytes); read it again"
+                    : "the QR payload runs on past its end (\(raw.count) bytes, \(qrFixedCount + nameCount) expected); read it again")
         }
         let identityKey = Array(raw[1..<33])
         let fingerprint = Array(raw[33..<41])

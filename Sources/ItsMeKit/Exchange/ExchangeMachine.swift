@@ -391,7 +391,9 @@ struct ExchangeMachine {
             do {
                 return try handle(bytes)
             } catch let e as ItsMeError {
-                fail(e)
+                // A scanned or pasted text that is not a whole payload
+                // changes nothing: the person reads it again (5.2).
+                if !(method == .qr && e.kind == .invalidArgument) { fail(e) }
                 throw e
             }
         }
@@ -421,7 +423,12 @@ struct ExchangeMachine {
 
     private mutating func receiveQR(_ bytes: [UInt8]) throws -> [ExchangeAction] {
         guard let text = String(validating: bytes, as: UTF8.self) else {
-            throw ItsMeError(.malformedMessage, "the payload is not UTF-8 text")
+            // After the prefix, a misread (5.2 step 2); a source text is
+            // malformed (section 6).
+            guard bytes.starts(with: Array(ExchangeProtocol.qrPrefix.utf8)) else {
+                throw ItsMeError(.malformedMessage, "the payload is not UTF-8 text")
+            }
+            throw ItsMeError(.invalidArgument, "the QR payload is not whole: it is not UTF-8 text; read it again")
         }
         guard let ownPayload else { throw ItsMeError(.internal, "a QR exchange without its payload") }
         if text.hasPrefix(ExchangeProtocol.qrPrefix) {
