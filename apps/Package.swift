@@ -76,14 +76,28 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // libqrencode, to draw QR codes in the terminal.
+        // libqrencode, to make QR codes.
         .systemLibrary(name: "CQRencode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
+        // Images of QR codes in C: PNG and JPEG files loaded as grey (libpng,
+        // libjpeg, whose errors longjmp and so must not cross Swift frames),
+        // PNG files written, and QR codes found in an image (zbar).
+        .target(
+            name: "CQRImage",
+            linkerSettings: [.linkedLibrary("zbar"), .linkedLibrary("png16"), .linkedLibrary("jpeg")]
+        ),
+        // QR codes for the CLI: drawn in the terminal on any theme, written
+        // as PNG images, read from photos and screenshots.
+        .target(
+            name: "QRCode",
+            dependencies: ["CQRencode", "CQRImage", .product(name: "ItsMePrimitives", package: "itsme")]
+        ),
+        .testTarget(name: "QRCodeTests", dependencies: ["QRCode", .product(name: "ItsMePrimitives", package: "itsme")]),
         // epoll and timerfd, which Glibc's module leaves out (Linux only).
         .systemLibrary(name: "CEpoll"),
         .executableTarget(
             name: "itsme-cli",
             dependencies: [
-                "RelayClient", "RelayServer", "CQRencode",
+                "RelayClient", "RelayServer", "QRCode",
                 .product(name: "ItsMeKit", package: "itsme"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

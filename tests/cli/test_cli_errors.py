@@ -100,7 +100,10 @@ def test_interrupt_at_the_pin_prompt(people):
 def test_pin_prompt_without_a_terminal(people):
     alice = people("Alice", init=True)
     result = alice.run("contacts", pin_file=False)
-    assert_error(result, 2, "no terminal to ask for it: pass --pin-fd N or --pin-file PATH")
+    assert_error(result, 2, "no terminal to ask for the PIN: pass --pin-fd N or --pin-file PATH")
+    # whoami touches no secret: it needs no PIN, with or without a terminal.
+    who = alice.run("whoami", pin_file=False)
+    assert who.returncode == 0 and "Alice" in who.stdout, who
 
 
 def test_pin_file_missing_or_wrong(people, tmp_path):

@@ -166,10 +166,15 @@ def test_qr_exchange_and_reject(people):
     assert alice.json("qr", "show")["payload"] == payload_a
 
     scan = alice.spawn("qr", "scan")
-    scan.expect_exact("Their payload (ITSME:...): ")
+    scan.expect_exact("Their payload (ITSME1:...): ")
     scan.sendline("hello, this is not a payload")
     scan.expect(r"not an ItsMe exchange payload[^\r\n]*; try again\.")
-    scan.expect_exact("Their payload (ITSME:...): ")
+    # A paste that lost its end is not a whole payload: asked again, the
+    # exchange goes on.
+    scan.expect_exact("Their payload (ITSME1:...): ")
+    scan.sendline(payload_b[:120])
+    scan.expect(r"cut short[^\r\n]*; try again\.")
+    scan.expect_exact("Their payload (ITSME1:...): ")
     scan.sendline(payload_b)
     sas_scan = scan.expect(SAS).group(1)
     assert scan.finish() == 0
@@ -256,8 +261,11 @@ def test_qr_show_draws_a_code(people):
     alice = people("Alice", init=True)
     shown = alice.ok("qr", "show")
     lines = shown.splitlines()
-    drawing = [line for line in lines if line and set(line) <= set("\u2588\u2580\u2584 ")]
+    # Each line of the drawing sets its colours (dark on light) and resets them.
+    colours, reset = "\x1b[38;5;16;48;5;231m", "\x1b[0m"
+    drawing = [line[len(colours):-len(reset)] for line in lines if line.startswith(colours) and line.endswith(reset)]
     assert len(drawing) >= 10, shown
+    assert all(set(line) <= set("\u2588\u2580\u2584 ") for line in drawing), shown
     assert len({len(line) for line in drawing}) == 1, "the drawing is not a square of equal lines"
     payload = alice.json("qr", "show")["payload"]
     assert payload in lines

@@ -202,6 +202,7 @@ def test_passphrase_wraps_the_secret_store(people, tmp_path):
     none = wrapped.run("whoami")
     assert none.returncode == 2, none
     assert "--passphrase-fd" in none.stderr
+    assert "PIN" not in none.stderr and "--pin-fd" not in none.stderr, "whoami needs no PIN"
 
     # init again, with or without the passphrase, never overwrites it.
     for extra in ([], ["--passphrase", "--passphrase-file", passphrase]):

@@ -21,8 +21,8 @@ def test_refusal_comes_before_the_next_prompt_through_a_pipe(people):
     result = alice.run("qr", "scan", input=f"junk\n{payload}\n")
     assert result.returncode == 0, result
     out = result.stdout
-    first_prompt = out.index("Their payload (ITSME:...): ")
-    second_prompt = out.index("Their payload (ITSME:...): ", first_prompt + 1)
+    first_prompt = out.index("Their payload (ITSME1:...): ")
+    second_prompt = out.index("Their payload (ITSME1:...): ", first_prompt + 1)
     refusal = out.index("not an ItsMe exchange payload")
     assert first_prompt < refusal < second_prompt, repr(out)
 

@@ -211,7 +211,7 @@ def test_relay_down(pair, relay_url, clock, tmp_path):
         headers={"Authorization": f"Bearer {kept['deleteToken']}"})
     urllib.request.urlopen(request, timeout=10).close()
     ta, tb = online_verify(alice, bob, relay_url, clock)
-    tb.expect(r"warning: could not fetch Alice's profile from the relay \([^\r\n]*not-found\)")
+    tb.expect(r"warning: could not fetch Alice's profile from the relay \([^\r\n]*no such record \(the relay answered HTTP 404\)\)")
     assert tb.finish() == 0 and ta.finish() == 0
     assert bob.json("contacts", "show", "Alice")["state"] == "verified"
     assert [c["name"] for c in bob.json("contacts")["contacts"]] == ["Alice"]

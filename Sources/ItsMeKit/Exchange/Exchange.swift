@@ -240,6 +240,11 @@ public final class Exchange: CustomStringConvertible {
         if method != .qr, taken < outbox.count { taken += 1 }
     }
 
+    /// How the texts a QR exchange reads begin (PROTOCOL.md 5.2 and 6): our
+    /// payload's `ITSME1:` and the source app's `5|`. A host that finds
+    /// several QR codes in one picture gives `receive` the one that begins so.
+    public static let qrTextPrefixes = [ExchangeProtocol.qrPrefix, "5|"]
+
     /// Our QR payload text.
     public var outgoingText: String {
         ExchangeProtocol.qrText(machine.ownPayload?.withBytes { Array($0) } ?? [])

@@ -40,7 +40,8 @@ public final class DeviceTransfer: CustomStringConvertible {
 
     /// The version of the transfer's offer and messages.
     package static let version: UInt8 = 1
-    package static let offerPrefix = TransferOffer.prefix
+    /// How the new device's offer text (`offerText`, its QR code) begins.
+    public static let offerPrefix = TransferOffer.prefix
     /// How long a transfer may take, from its creation.
     public static let lifetime: Int64 = 600
 

@@ -30,7 +30,8 @@ public enum IdentityExport {
     package static let version: UInt8 = 1
     static let kdfArgon2id: UInt8 = 1
     package static let headerCount = 7 + 1 + 1 + 4 + 4 + 1 + Argon2id.saltCount + AEAD.nonceCount
-    package static let textPrefix = "ITSMEXP1:"
+    /// How an export's text form (`text(_:)`, the export's QR code) begins.
+    public static let textPrefix = "ITSMEXP1:"
     package static let generatedPasswordCount = 13
     /// The fewest characters a chosen password may have.
     public static let minimumChosenPasswordCount = 8

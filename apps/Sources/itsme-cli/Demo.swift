@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import ItsMeKit
+import QRCode
 import RelayServer
 import RelayClient
 import Logging
@@ -125,7 +126,7 @@ final class DemoRun {
         let aliceQR = try alice.showQR()
         let bobQR = try bob.showQR()
         say("Alice's screen shows her code:")
-        print(try QRDrawing.draw(aliceQR.outgoingText).split(separator: "\n").map { "   " + $0 }.joined(separator: "\n"))
+        print(try QRCode(encoding: aliceQR.outgoingText).terminalDrawing().split(separator: "\n").map { "   " + $0 }.joined(separator: "\n"))
         say(aliceQR.outgoingText)
         let atBob = try bob.scanQR(aliceQR.outgoingText)
         let atAlice = try alice.scanQR(bobQR.outgoingText)

@@ -55,24 +55,28 @@ struct QR: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Add someone in person: show your code, read theirs.",
         discussion: """
-            Both run `itsme qr show`; each reads the other's code (a phone scans the QR code; here, paste \
-            the text line into `itsme qr scan`). Both then see a SAS to compare aloud.
+            Both run `itsme qr show`; each reads the other's code: a phone scans the QR code; here, give a photo \
+            or screenshot of it to `itsme qr scan --image FILE`, or paste its text line into `itsme qr scan`. \
+            Both then see a SAS to compare aloud. A reading that is cut short or damaged changes nothing: read \
+            the code again.
             """,
         subcommands: [Show.self, Scan.self])
 
     struct Show: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show your payload, as text and as a QR code.")
+        static let configuration = CommandConfiguration(
+            abstract: "Show your payload, as text and as a QR code (dark on light on any terminal theme).")
         @OptionGroup var global: GlobalOptions
-        @Flag(help: "Only the text line (no QR code).") var textOnly = false
+        @OptionGroup var display: CodeDisplay
 
         func run() async throws {
             try await execute(global) { profile in
                 let exchange = try profile.showQR()
                 let text = exchange.outgoingText
-                if !textOnly { profile.output.line(try QRDrawing.draw(text)) }
+                try display.show(text, profile.output)
                 profile.output.line(text)
                 profile.output.line("")
-                profile.output.line("The other person reads this code; then read theirs with: itsme qr scan")
+                profile.output.line(
+                    "The other person reads this code; then read theirs with: itsme qr scan --image PHOTO (or paste its text into itsme qr scan)")
                 profile.output.document(["payload": text])
                 return .ok
             }
@@ -80,19 +84,32 @@ struct QR: AsyncParsableCommand {
     }
 
     struct Scan: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Read the other person's payload (asked if not given).")
+        static let configuration = CommandConfiguration(
+            abstract: "Read the other person's payload: from a photo or screenshot, as text, or asked for.")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "Their payload text (ITSME:...).") var payload: String?
+        @Argument(help: "Their payload text (ITSME1:...).") var payload: String?
+        @Option(help: ArgumentHelp("A photo or screenshot of their QR code (PNG or JPEG).", valueName: "file"))
+        var image: String?
+
+        func validate() throws {
+            if payload != nil, image != nil { throw ValidationError("give their payload text or --image, not both") }
+        }
 
         func run() async throws {
             try await execute(global) { profile in
                 var exchange: Exchange
-                if let payload {
+                if let image {
+                    _ = try profile.contacts()
+                    let text = try readCode(imageAt: image, prefixes: Exchange.qrTextPrefixes, what: "the other person's ItsMe code")
+                    exchange = try profile.scanQR(text)
+                } else if let payload {
                     exchange = try profile.scanQR(payload)
                 } else {
                     _ = try profile.contacts()
-                    exchange = try Input.ask("Their payload (ITSME:...): ") { text in
-                        refusal { try profile.scanQR(text) }
+                    // A text that is not a whole payload (cut short, another
+                    // code) leaves the exchange as it was: ask again.
+                    exchange = try Input.ask("Their payload (ITSME1:...): ", retryingOn: isReadAgain) { text in
+                        try profile.scanQR(text)
                     }
                 }
                 if exchange.state == .imported {
@@ -106,6 +123,12 @@ struct QR: AsyncParsableCommand {
             }
         }
     }
+}
+
+/// A refusal of a scanned or pasted text that leaves the exchange as it
+/// was (PROTOCOL.md 5.2: not a whole payload): the person reads it again.
+func isReadAgain(_ error: Error) -> Bool {
+    (error as? ItsMeError)?.kind == .invalidArgument
 }
 
 // MARK: invite

@@ -113,9 +113,9 @@ final class Profile {
     /// a path that cannot be inspected, which opening then reports.
     var isWrapped: Bool { (try? PassphraseSecretStore.isWrapped(directory: secretsPath)) ?? true }
 
-    private func readSecret(_ source: SecretSource, prompt: String) throws -> String {
+    private func readSecret(_ source: SecretSource, prompt: String, _ what: Secret) throws -> String {
         switch source {
-        case .terminal: return try Input.secret(prompt)
+        case .terminal: return try Input.secret(prompt, what)
         case .once(let read): return try read()
         }
     }
@@ -170,7 +170,7 @@ final class Profile {
         }
         let store: SecretStore
         if isWrapped {
-            var passphrase = Array(try readSecret(passphraseSource, prompt: "Passphrase of \(directory): ").utf8)
+            var passphrase = Array(try readSecret(passphraseSource, prompt: "Passphrase of \(directory): ", .passphrase).utf8)
             defer { wipe(&passphrase) }
             store = try PassphraseSecretStore.open(directory: secretsPath, passphrase: passphrase)
         } else {
@@ -269,7 +269,7 @@ final class Profile {
                     "the PIN is locked after \(status.failures) wrong PINs: try again in \(duration(Int64(status.waitSeconds)))",
                     exit: .locked)
             }
-            let typed = try readSecret(pinSource, prompt: prompt)
+            let typed = try readSecret(pinSource, prompt: prompt, .pin)
             guard typed.count == PIN.length, typed.allSatisfy({ $0.isASCII && $0.isNumber }) else {
                 output.warn("a PIN is exactly \(PIN.length) digits (not counted as a wrong PIN)")
                 if attempt < tries { continue }
@@ -307,7 +307,7 @@ final class Profile {
             guard valid(pin) else { throw CLIError("a PIN is exactly \(PIN.length) digits") }
             return pin
         case .terminal:
-            return try Input.newSecret("PIN") { valid($0) ? nil : "a PIN is exactly \(PIN.length) digits" }
+            return try Input.newSecret(.pin) { valid($0) ? nil : "a PIN is exactly \(PIN.length) digits" }
         }
     }
 
@@ -327,7 +327,7 @@ final class Profile {
         switch passphraseSource {
         case .once(let read): secret = try read()
         case .terminal:
-            secret = try Input.newSecret("passphrase") { $0.count >= 10 ? nil : "a passphrase is at least 10 characters" }
+            secret = try Input.newSecret(.passphrase) { $0.count >= 10 ? nil : "a passphrase is at least 10 characters" }
         }
         guard secret.count >= 10 else { throw CLIError("a passphrase is at least 10 characters") }
         return secret

@@ -43,13 +43,20 @@ struct CLIError: Error, CustomStringConvertible {
     var description: String { message }
 }
 
+extension RelayError {
+    /// For a person: the message and the relay's HTTP status when it
+    /// answered, without the kinds (`connection`, `bad-url`) that programs
+    /// switch on.
+    var inWords: String { message + (status.map { " (the relay answered HTTP \($0))" } ?? "") }
+}
+
 /// One line for a person, and the exit code, for any error a command throws.
 func explain(_ error: Error) -> (String, Exit) {
     switch error {
     case let e as CLIError:
         return (e.message, e.exit)
     case let e as RelayError:
-        return ("relay: \(e.description)", .relay)
+        return ("relay: \(e.inWords)", .relay)
     case let e as ItsMeError:
         let text = e.message.isEmpty ? "\(e.kind.message)" : e.message
         switch e.kind {
@@ -164,6 +171,22 @@ func checkArgumentsAreUTF8() throws {
 
 /// Reads what a command asks for: from the terminal, or, for scripts, from
 /// standard input, a file descriptor or a file.
+/// The secrets the CLI asks for without echo, with the options that give
+/// them to a script instead.
+enum Secret: String {
+    case pin = "PIN"
+    case passphrase
+    case exportPassword = "export password"
+
+    var option: String {
+        switch self {
+        case .pin: return "pin"
+        case .passphrase: return "passphrase"
+        case .exportPassword: return "password"
+        }
+    }
+}
+
 enum Input {
     static var standardInputIsTerminal: Bool { isatty(STDIN_FILENO) == 1 }
 
@@ -199,6 +222,15 @@ enum Input {
     /// again (a person gets a second chance, and a third...). At most
     /// `attempts` answers; end of input is `.interrupted`.
     static func ask<T>(_ prompt: String, attempts: Int = 5, _ parse: (String) -> Result<T, CLIError>) throws -> T {
+        try ask(prompt, attempts: attempts, retryingOn: { $0 is CLIError }) { try parse($0).get() }
+    }
+
+    /// Asks until `read` accepts an answer, for a step whose refusals can
+    /// end what it acts on: a refusal for which `retry` holds asks again (up
+    /// to `attempts` answers), any other is thrown at once.
+    static func ask<T>(
+        _ prompt: String, attempts: Int = 5, retryingOn retry: (Error) -> Bool, _ read: (String) throws -> T
+    ) throws -> T {
         for attempt in 1...attempts {
             let answer: String?
             do { answer = try line(prompt) } catch let error as CLIError {
@@ -206,10 +238,10 @@ enum Input {
                 continue
             }
             guard let text = answer else { throw CLIError("input ended", exit: .interrupted) }
-            switch parse(text.trimmingCharacters(in: .whitespaces)) {
-            case .success(let value): return value
-            case .failure(let error):
-                print(error.message + (attempt < attempts ? "; try again." : "."))
+            do {
+                return try read(text.trimmingCharacters(in: .whitespaces))
+            } catch where retry(error) {
+                print(explain(error).0 + (attempt < attempts ? "; try again." : "."))
             }
         }
         throw CLIError("no valid answer after \(attempts) tries")
@@ -240,25 +272,27 @@ enum Input {
 
     /// A new secret (a PIN, a passphrase, an export password), typed twice
     /// without echo; `problem` says what is wrong with a first one.
-    static func newSecret(_ what: String, _ problem: (String) -> String?) throws -> String {
+    static func newSecret(_ kind: Secret, _ problem: (String) -> String?) throws -> String {
+        let what = kind.rawValue
         let article = "aeiou".contains(what.first ?? "x") ? "an" : "a"
         for _ in 1...3 {
-            let first = try secret("Choose \(article) \(what): ")
+            let first = try secret("Choose \(article) \(what): ", kind)
             if let problem = problem(first) {
                 print(problem + "; try again.")
                 continue
             }
-            let second = try secret("Type the \(what) again: ")
+            let second = try secret("Type the \(what) again: ", kind)
             if first == second { return first }
             print("The two differ; try again.")
         }
         throw CLIError("no \(what) chosen")
     }
 
-    /// A line typed without echo on the terminal (PIN, passphrase).
-    static func secret(_ prompt: String) throws -> String {
+    /// A line typed without echo on the terminal (PIN, passphrase); `what`
+    /// names it and its script options for the refusal without a terminal.
+    static func secret(_ prompt: String, _ what: Secret) throws -> String {
         guard standardInputIsTerminal else {
-            throw CLIError("no terminal to ask for it: pass --pin-fd N or --pin-file PATH (and --passphrase-fd/--passphrase-file)")
+            throw CLIError("no terminal to ask for the \(what.rawValue): pass --\(what.option)-fd N or --\(what.option)-file PATH")
         }
         var saved = termios()
         tcgetattr(STDIN_FILENO, &saved)
@@ -385,4 +419,13 @@ func refusal<T>(_ body: () throws -> T) -> Result<T, CLIError> {
     do { return .success(try body()) } catch {
         return .failure(CLIError(explain(error).0))
     }
+}
+
+/// `text` as one word for a POSIX shell: as it is when it has only
+/// characters no shell treats specially, else in single quotes (each `'`
+/// written as `'\''`), so that a suggested command runs as printed.
+func shellQuoted(_ text: String) -> String {
+    let plain = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:@%+=,#")
+    if !text.isEmpty, text.allSatisfy({ plain.contains($0) }), !text.hasPrefix("#") { return text }
+    return "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
 }

@@ -80,7 +80,7 @@ struct Export: AsyncParsableCommand {
     @Flag(help: "Choose the password (at least 8 characters, typed twice) instead of a generated one.")
     var chosenPassword = false
     @OptionGroup var password: PasswordOptions
-    @Flag(help: "Only the text line (no QR code).") var textOnly = false
+    @OptionGroup var display: CodeDisplay
 
     func run() async throws {
         try await execute(global) { profile in
@@ -104,7 +104,7 @@ struct Export: AsyncParsableCommand {
                 if password.given {
                     secret = try password.read()
                 } else {
-                    secret = try Input.newSecret("export password") {
+                    secret = try Input.newSecret(.exportPassword) {
                         $0.unicodeScalars.count >= minimum ? nil : "an export password is at least \(minimum) characters"
                     }
                 }
@@ -127,10 +127,11 @@ struct Export: AsyncParsableCommand {
                 out.line("On the new device: itsme import \(output)")
                 document["file"] = output
             } else {
-                if !textOnly { out.line(try QRDrawing.draw(text)) }
+                try display.show(text, out)
                 out.line(text)
                 out.line("")
-                out.line("On the new device, scan the QR code, or run: itsme import --text 'THE LINE ABOVE'")
+                out.line(
+                    "On the new device, scan the QR code, or run: itsme import --image PHOTO-OF-IT, or itsme import --text 'THE LINE ABOVE'")
                 document["export"] = text
             }
             out.line("")
@@ -172,16 +173,21 @@ struct Import: AsyncParsableCommand {
     var file: String?
     @Option(help: ArgumentHelp("The export's text (ITSMEXP1:...), instead of a file.", valueName: "text"))
     var text: String?
+    @Option(help: ArgumentHelp("A photo or screenshot of the export's QR code (PNG or JPEG), instead of a file.", valueName: "file"))
+    var image: String?
     @OptionGroup var install: InstallOptions
     @OptionGroup var password: PasswordOptions
 
     func validate() throws {
-        if (file == nil) == (text == nil) { throw ValidationError("give the export file, or its text with --text (one of them)") }
+        if [file != nil, text != nil, image != nil].filter({ $0 }).count != 1 {
+            throw ValidationError("give the export file, its text with --text, or a picture of its QR code with --image (one of them)")
+        }
     }
 
     func run() async throws {
         try await execute(global) { profile in
-            let (blob, header) = try readExport(file: file, text: text)
+            let scanned = try image.map { try readCode(imageAt: $0, prefixes: [IdentityExport.textPrefix], what: "an identity export") }
+            let (blob, header) = try readExport(file: file, text: scanned ?? text)
             let copy = try profile.contactsToCopy(install.contacts, replace: install.replace)
             try password.requireSource()
             let store = try profile.storeForImport(passphrase: install.passphrase)
@@ -239,7 +245,7 @@ extension Profile {
         let prompt = kind == .generated ? "Export password (like ABCD-EFGH-JKMNP): " : "Export password: "
         for attempt in 1...tries {
             try checkNotLocked(limiter)
-            let typed = password.given ? try password.read() : try Input.secret(prompt)
+            let typed = password.given ? try password.read() : try Input.secret(prompt, .exportPassword)
             do {
                 return try IdentityExport.open(blob, password: typed, limiter: limiter, now: clock.now())
             } catch let error as ItsMeError where error.kind == .invalidArgument {
@@ -504,7 +510,7 @@ struct Transfer: AsyncParsableCommand {
         @OptionGroup var relay: RelayOption
         @OptionGroup var install: InstallOptions
         @Option(help: "Give up after this many seconds.") var timeout: Double = Double(DeviceTransfer.lifetime)
-        @Flag(help: "Only the text line (no QR code).") var textOnly = false
+        @OptionGroup var display: CodeDisplay
 
         func run() async throws {
             try await execute(global) { profile in
@@ -515,10 +521,11 @@ struct Transfer: AsyncParsableCommand {
                 let clock = profile.clock
                 var random = SystemRandom()
                 let transfer = try DeviceTransfer(receiverAt: clock.now(), random: &random)
-                if !textOnly { out.line(try QRDrawing.draw(transfer.offerText)) }
+                try display.show(transfer.offerText, out)
                 out.notice(transfer.offerText)
                 out.notice("")
-                out.notice("On the old device, scan this code, or run: itsme transfer send 'THE LINE ABOVE'")
+                out.notice(
+                    "On the old device, scan this code, or run: itsme transfer send --image PHOTO-OF-IT, or itsme transfer send 'THE LINE ABOVE'")
                 if copy == nil && !FileManager.default.fileExists(atPath: profile.contactsPath) {
                     out.notice(
                         "(No contacts.db here: your contacts stay behind unless you copy it from the old device and pass --contacts.)")
@@ -575,14 +582,23 @@ struct Transfer: AsyncParsableCommand {
         @OptionGroup var relay: RelayOption
         @Argument(help: ArgumentHelp("The code the new device shows (ITSMETR1:...; asked if not given).", valueName: "code"))
         var code: String?
+        @Option(help: ArgumentHelp("A photo or screenshot of the new device's QR code (PNG or JPEG).", valueName: "file"))
+        var image: String?
         @Option(help: "Give up after this many seconds.") var timeout: Double = Double(DeviceTransfer.lifetime)
+
+        func validate() throws {
+            if code != nil, image != nil { throw ValidationError("give the new device's code or --image, not both") }
+        }
 
         func run() async throws {
             try await execute(global) { profile in
                 let url = try profile.relayURL(relay.relay, ca: relay.relayCA)
                 let identity = try profile.identity()
+                let scanned = try image.map {
+                    try readCode(imageAt: $0, prefixes: [DeviceTransfer.offerPrefix], what: "the new device's transfer code")
+                }
                 let offer =
-                    try code.map(checkTransferCode)
+                    try (scanned ?? code).map(checkTransferCode)
                     ?? Input.ask("The new device's code (ITSMETR1:...): ") { text in refusal { try checkTransferCode(text) } }
                 let pin = PIN(store: identity.store)
                 guard try pin.isSet() else { throw CLIError("no PIN is set in \(profile.directory)") }
@@ -726,7 +742,7 @@ private func roomFailure(_ error: Error, timedOut: String, outcome: String) -> E
     case let e as RelayError where e.kind == "timeout":
         return CLIError("\(timedOut): \(outcome)", exit: .relay)
     case let e as RelayError:
-        return CLIError("relay: \(e.description); \(outcome)", exit: .relay)
+        return CLIError("relay: \(e.inWords); \(outcome)", exit: .relay)
     case let e as ItsMeError:
         return CLIError("the transfer failed: \(e.message.isEmpty ? "\(e.kind.message)" : e.message); \(outcome)")
     default:

@@ -15,10 +15,10 @@ func describe(_ outcome: VoiceSession.Outcome, _ name: String) -> (String, Exit)
     case .deviceChanged:
         return (
             "The code is right, but \(name)'s device changed: \(name) is now marked \"device changed\". If \(name) says so too, "
-                + "ask for their device-change code and enter it with: itsme acknowledge-device-change \"\(name)\"", .ok
+                + "ask for their device-change code and enter it with: itsme acknowledge-device-change \(shellQuoted(name))", .ok
         )
     case .mismatch:
-        return ("NOT VERIFIED: the code is wrong. It is not \(name), or a word or number was misheard. Start again: itsme verify \"\(name)\"", .checkFailed)
+        return ("NOT VERIFIED: the code is wrong. It is not \(name), or a word or number was misheard. Start again: itsme verify \(shellQuoted(name))", .checkFailed)
     }
 }
 
@@ -105,9 +105,17 @@ struct Verify: AsyncParsableCommand {
                 }
                 return .success(text)
             }
-            let heardTag = try Input.ask("Type the two-digit tag \(c.name) says: ") { text -> Result<UInt32, CLIError> in
-                guard let value = TypedInput.tag(text) else { return .failure(CLIError("a tag is two digits, 00 to 99 (7 is read as 07)")) }
-                return .success(value)
+            // A device with no secret of theirs (a new one) cannot check a
+            // tag: it does not ask for one it would ignore.
+            let heardTag: UInt32
+            if session.theirTag == nil {
+                print("No tag to type: this device holds no device secret for \(c.name) (it is new to them), so it cannot check one.")
+                heardTag = 0
+            } else {
+                heardTag = try Input.ask("Type the two-digit tag \(c.name) says: ") { text -> Result<UInt32, CLIError> in
+                    guard let value = TypedInput.tag(text) else { return .failure(CLIError("a tag is two digits, 00 to 99 (7 is read as 07)")) }
+                    return .success(value)
+                }
             }
             let outcome = try session.check(heardCode: heard, heardTag: heardTag, now: clock.now())
             if let theirCode = session.theirCode {
@@ -184,7 +192,7 @@ struct DeviceChangeCode: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "device-change-code",
         abstract: "After your device changed: the code that lets a contact acknowledge it.",
-        discussion: "Give it to the contact (say it on a call); they run `itsme acknowledge-device-change`.")
+        discussion: "Give it to the contact (say it on a call); they run `itsme acknowledge-device-change YOUR-NAME`.")
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The contact: #id, name or fingerprint.") var contact: String
 
@@ -194,7 +202,9 @@ struct DeviceChangeCode: AsyncParsableCommand {
             var random = SystemRandom()
             let code = try DegradationCode.create(store: try profile.contacts(), contactID: c.id, random: &random)
             profile.output.line("Device-change code for \(c.name): \(code)")
-            profile.output.line("Give it to \(c.name); they run: itsme acknowledge-device-change")
+            let me = try profile.identity().name
+            profile.output.line(
+                "Give it to \(c.name); they run: itsme acknowledge-device-change \(shellQuoted(me)) (or the name they gave you)")
             profile.output.document(["contact": c.id, "code": code])
             return .ok
         }
