@@ -113,21 +113,38 @@ wheel: lib
 # The command-line client and the relay live in apps/ (a package of its
 # own). The product itsme-cli is installed as `itsme`, beside itsme-relay
 # (which `itsme relay serve` runs); the Swift runtime is linked in.
+# With them: the manual pages itsme(1) and itsme-relay(8) (man/, made by
+# scripts/man from the --help text) and the completion scripts for bash, zsh
+# and fish, which the installed itsme writes. CLI_CONFIG=debug installs the
+# debug build instead (the tests do, to skip a release build of apps/).
 BINDIR ?= $(PREFIX)/bin
-CLI_RELEASE_FLAGS := -c release --package-path apps --static-swift-stdlib
+MANDIR ?= $(PREFIX)/share/man
+DATADIR ?= $(PREFIX)/share
+CLI_CONFIG ?= release
+CLI_BUILD_FLAGS := -c $(CLI_CONFIG) --package-path apps $(if $(filter release,$(CLI_CONFIG)),--static-swift-stdlib)
 
 install-cli:
-	swift build $(CLI_RELEASE_FLAGS) --product itsme-cli
-	swift build $(CLI_RELEASE_FLAGS) --product itsme-relay
-	install -d $(DESTDIR)$(BINDIR)
-	install -s -m 0755 apps/.build/release/itsme-cli $(DESTDIR)$(BINDIR)/itsme
-	install -s -m 0755 apps/.build/release/itsme-relay $(DESTDIR)$(BINDIR)/itsme-relay
+	swift build $(CLI_BUILD_FLAGS) --product itsme-cli
+	swift build $(CLI_BUILD_FLAGS) --product itsme-relay
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8 \
+	  $(DESTDIR)$(DATADIR)/bash-completion/completions $(DESTDIR)$(DATADIR)/zsh/site-functions \
+	  $(DESTDIR)$(DATADIR)/fish/vendor_completions.d
+	install -s -m 0755 apps/.build/$(CLI_CONFIG)/itsme-cli $(DESTDIR)$(BINDIR)/itsme
+	install -s -m 0755 apps/.build/$(CLI_CONFIG)/itsme-relay $(DESTDIR)$(BINDIR)/itsme-relay
+	install -m 0644 man/itsme.1 $(DESTDIR)$(MANDIR)/man1/itsme.1
+	install -m 0644 man/itsme-relay.8 $(DESTDIR)$(MANDIR)/man8/itsme-relay.8
+	$(DESTDIR)$(BINDIR)/itsme --generate-completion-script bash >$(DESTDIR)$(DATADIR)/bash-completion/completions/itsme
+	$(DESTDIR)$(BINDIR)/itsme --generate-completion-script zsh >$(DESTDIR)$(DATADIR)/zsh/site-functions/_itsme
+	$(DESTDIR)$(BINDIR)/itsme --generate-completion-script fish >$(DESTDIR)$(DATADIR)/fish/vendor_completions.d/itsme.fish
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libitsme.so $(DESTDIR)$(LIBDIR)/$(SONAME) \
 	      $(DESTDIR)$(LIBDIR)/libitsme.so.$(VERSION) $(DESTDIR)$(INCLUDEDIR)/itsme.h \
 	      $(DESTDIR)$(INCLUDEDIR)/itsme_testing.h \
-	      $(DESTDIR)$(LIBDIR)/pkgconfig/itsme.pc $(DESTDIR)$(BINDIR)/itsme $(DESTDIR)$(BINDIR)/itsme-relay
+	      $(DESTDIR)$(LIBDIR)/pkgconfig/itsme.pc $(DESTDIR)$(BINDIR)/itsme $(DESTDIR)$(BINDIR)/itsme-relay \
+	      $(DESTDIR)$(MANDIR)/man1/itsme.1 $(DESTDIR)$(MANDIR)/man8/itsme-relay.8 \
+	      $(DESTDIR)$(DATADIR)/bash-completion/completions/itsme $(DESTDIR)$(DATADIR)/zsh/site-functions/_itsme \
+	      $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/itsme.fish
 
 demo:
 	swift build --package-path apps --product itsme-cli
