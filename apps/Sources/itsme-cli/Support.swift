@@ -169,8 +169,6 @@ func checkArgumentsAreUTF8() throws {
     }
 }
 
-/// Reads what a command asks for: from the terminal, or, for scripts, from
-/// standard input, a file descriptor or a file.
 /// The secrets the CLI asks for without echo, with the options that give
 /// them to a script instead.
 enum Secret: String {
@@ -187,6 +185,8 @@ enum Secret: String {
     }
 }
 
+/// Reads what a command asks for: from the terminal, or, for scripts, from
+/// standard input, a file descriptor or a file.
 enum Input {
     static var standardInputIsTerminal: Bool { isatty(STDIN_FILENO) == 1 }
 
