@@ -128,29 +128,29 @@ enum HTTPRequester {
                     if answerHead == nil, let writeError { throw writeError }
                     throw RelayError.connection(
                         answerHead == nil
-                            ? "the relay closed the connection without answering"
-                            : "the relay closed the connection before its answer was complete")
+                            ? "the relay at \(url.place) closed the connection without answering"
+                            : "the relay at \(url.place) closed the connection before its answer was complete")
                 }
             } onCancel: {
                 raw.close(promise: nil)
             }
         } catch {
-            if timedOut.isSet { throw RelayError.timeout("the relay did not answer in time") }
+            if timedOut.isSet { throw RelayError.timeout("the relay at \(url.place) did not answer in time") }
             if let relay = error as? RelayError { throw relay }
             if error is CancellationError || Task.isCancelled { throw CancellationError() }
             if let tls = await TLSFailure.explain(error, url: url, context: sslContext, group: group, timeout: deadline.remaining) {
                 throw RelayError(tls, kind: "connection")
             }
-            throw RelayError.connection("the connection to the relay failed (\(describe(error)))")
+            throw RelayError.connection("the connection to the relay at \(url.place) failed (\(describe(error)))")
         }
     }
 
     /// A failure to connect: a timeout, or the relay unreachable.
     static func connectError(_ error: any Error, _ url: RelayURL) -> RelayError {
         if let channelError = error as? ChannelError, case .connectTimeout = channelError {
-            return .timeout("the relay at \(url.host):\(url.port) did not accept the connection in time")
+            return .timeout("the relay at \(url.place) did not accept the connection in time")
         }
-        return .connection("cannot reach the relay at \(url.host):\(url.port) (\(describe(error)))")
+        return .connection("cannot reach the relay at \(url.place) (\(describe(error)))")
     }
 
     /// A short, person-readable account of a network error.

@@ -124,6 +124,9 @@ public struct RelayURL: Sendable, CustomStringConvertible {
 
     /// The `Host` header: the host, and the port when one was given.
     var hostHeader: String { explicitPort ? "\(host):\(port)" : host }
+    /// Where the relay is, for messages: `host:port` (IPv6 addresses are
+    /// refused, so the host holds no colon).
+    var place: String { "\(host):\(port)" }
 
     /// The name sent for TLS's server name indication: none for an IP
     /// address (the certificate is then checked against the address).

@@ -107,11 +107,11 @@ public final class RelayRoom: @unchecked Sendable {
             return RelayRoom(roomID: roomID, inbox: inbox, channel: channel, socket: socket)
         case .timedOut:
             channel.close(promise: nil)
-            throw RelayError.timeout("the relay did not open the room in time")
+            throw RelayError.timeout("the relay at \(url.place) did not open the room in time")
         case .ended(let end):
             channel.close(promise: nil)
             switch end {
-            case .closed: throw RelayError.connection("the relay closed the connection before the room opened")
+            case .closed: throw RelayError.connection("the relay at \(url.place) closed the connection before the room opened")
             case .failed(let error as RelayError): throw error
             case .failed(let error):
                 if let tls = await TLSFailure.explain(
@@ -119,7 +119,7 @@ public final class RelayRoom: @unchecked Sendable {
                 {
                     throw RelayError(tls, kind: "connection")
                 }
-                throw RelayError.connection("cannot join the room (\(HTTPRequester.describe(error)))")
+                throw RelayError.connection("cannot join the room on the relay at \(url.place) (\(HTTPRequester.describe(error)))")
             }
         case .binary, .text:
             // The socket's first item is always `opened`.

@@ -63,7 +63,7 @@ enum TLSFailure {
         _ error: any Error, url: RelayURL, context: NIOSSLContext?, group: any EventLoopGroup, timeout: Double
     ) async -> String? {
         guard let reason = classify(error) else { return nil }
-        let relay = "TLS with the relay at \(url.host):\(url.port) failed"
+        let relay = "TLS with the relay at \(url.place) failed"
         switch reason {
         case .untrusted:
             guard let context else { return "\(relay): its certificate is not trusted" }
