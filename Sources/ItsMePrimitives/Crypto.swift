@@ -200,6 +200,9 @@ package enum HKDF {
 }
 
 /// Stack scratch for short-lived secret intermediates, wiped on return.
+/// Inlinable, so that its callers in other modules (the voice codes,
+/// HKDF) get it specialised rather than as a generic call.
+@inlinable
 package func withScratch<R>(_ count: Int, _ body: (UnsafeMutableRawBufferPointer) throws -> R) rethrows -> R {
     try withUnsafeTemporaryAllocation(byteCount: count, alignment: 16) { buffer in
         defer { sodium_memzero(buffer.baseAddress!, buffer.count) }
