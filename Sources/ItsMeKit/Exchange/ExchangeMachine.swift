@@ -370,7 +370,7 @@ struct ExchangeMachine {
             guard case .exchanging = state else { throw ItsMeError(.invalidState, "the peer's payload was already received") }
             // A text that is not an exchange payload (another QR code) does
             // not end the exchange: the person scans again.
-            guard bytes.starts(with: Array(ExchangeProtocol.qrPrefix.utf8)) || bytes.starts(with: Array("5|".utf8)) else {
+            guard Exchange.qrTextPrefixes.contains(where: { bytes.starts(with: $0.utf8) }) else {
                 throw ItsMeError(.invalidArgument, "this is not an ItsMe exchange payload (scan the other person's ItsMe code)")
             }
         }
