@@ -27,7 +27,7 @@ def test_unknown_contact(people):
 def test_no_identity(people):
     nobody = people("Nobody")
     assert_error(nobody.run("whoami"), 2, "no identity in ")
-    assert_error(nobody.run("contacts"), 2, "run `itsme init` first")
+    assert_error(nobody.run("contacts"), 2, "run itsme init --data-dir ")
     assert_error(nobody.run("qr", "show"), 2, "no identity in ")
 
 

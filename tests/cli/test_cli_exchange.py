@@ -23,17 +23,22 @@ def contact_named(person, name):
     return matching[0]
 
 
-def test_invite_exchange_typed_at_the_prompts(people, relay_url):
-    alice = people("Alice", init=True)
-    bob = people("Bob", init=True)
+def other_sas(sas: str) -> str:
+    """A SAS with the same word and other digits."""
+    word, digits = sas.split()
+    return f"{word} {(int(digits) + 1) % 10000:04d}"
 
+
+def start_invite(alice, bob, relay_url):
+    """At terminals, with the PIN typed: Alice runs `invite create`, Bob
+    `invite accept` with the two codes she gave him. Each command waits for
+    the other; returns both terminals at their SAS prompts and the SAS."""
     create = alice.spawn("invite", "create", "--relay", relay_url, pin_file=False)
     create.expect_exact("PIN: ")
     create.sendline(alice.pin)
     invite = create.expect(r"Invite code:\s+" + CODE).group(1)
     encryption = create.expect(r"Encryption code:\s+" + CODE).group(1)
-    create.expect(r"They run: itsme invite accept")
-    assert create.finish() == 0
+    create.expect(r"They run: itsme invite accept\r\n")
     assert invite != encryption
 
     accept = bob.spawn("invite", "accept", "--relay", relay_url, pin_file=False)
@@ -46,17 +51,85 @@ def test_invite_exchange_typed_at_the_prompts(people, relay_url):
     accept.sendline(invite.lower().replace("-", " "))
     accept.expect_exact("Encryption code: ")
     accept.sendline(encryption)
-    accept.expect(r"Joining the invite; waiting up to 30 s")
+    accept.expect(r"Joining the invite; waiting up to 10 min")
 
-    # While Bob waits, Alice carries the invite on.
-    status = alice.spawn("invite", "status", "--wait", "20")
-    sas_alice = status.expect(SAS).group(1)
-    status.expect(r"Bob \(fingerprint [0-9A-F ]+\) should see the same SAS")
-    assert status.finish() == 0
-
-    # Bob's accept waits up to 30 s for Alice's answer: it shows the SAS.
+    sas_alice = create.expect(SAS).group(1)
     sas_bob = accept.expect(SAS).group(1)
+    assert sas_alice == sas_bob
+    create.expect(r"It is Bob's device \(fingerprint [0-9A-F ]+\) only if Bob has the same SAS\.")
+    create.expect_exact("Type the SAS Bob reads to you (or reject): ")
+    accept.expect_exact("Type the SAS Alice reads to you (or reject): ")
+    return create, accept, sas_alice
+
+
+def test_invite_is_one_command_per_side_with_one_pin_prompt(people, relay_url):
+    alice = people("Alice", init=True)
+    bob = people("Bob", init=True)
+    create, accept, sas = start_invite(alice, bob, relay_url)
+
+    # Alice mishears once: the CLI says so and asks again; nothing is sent.
+    create.sendline(other_sas(sas))
+    create.expect(r"is not the SAS on this screen")
+    create.expect_exact("Type the SAS Bob reads to you (or reject): ")
+    create.sendline(sas.lower())
+    create.expect(r"The same SAS: your confirmation goes to Bob")
+    # Bob takes his time; Alice's command waits for his decision.
+    time.sleep(1)
+    accept.sendline(sas)
+    create.expect(r"Bob confirmed too: Bob \(#\d+\) is a verified contact\.")
+    accept.expect(r"Alice confirmed too: Alice \(#\d+\) is a verified contact\.")
+    assert create.finish() == 0
     assert accept.finish() == 0
+    # One command and one PIN prompt per side.
+    for terminal in (create, accept):
+        assert terminal.transcript.count("PIN: ") == 1, terminal.transcript
+    at_alice = contact_named(alice, "Bob")
+    at_bob = contact_named(bob, "Alice")
+    assert at_alice["state"] == "verified" and at_alice["method"] == "invite"
+    assert at_bob["state"] == "verified" and at_bob["method"] == "invite"
+    assert at_alice["fingerprint"] == bob.json("whoami")["fingerprint"]
+    assert at_bob["fingerprint"] == alice.json("whoami")["fingerprint"]
+    assert alice.json("sas", "show") == {"state": "none"}
+    assert bob.json("sas", "show") == {"state": "none"}
+
+
+def test_invite_rejected_by_one_side_tells_the_other(people, relay_url):
+    alice = people("Alice", init=True)
+    bob = people("Bob", init=True)
+    create, accept, sas = start_invite(alice, bob, relay_url)
+    accept.sendline(sas)
+    accept.expect(r"The same SAS: your confirmation goes to Alice")
+    create.sendline("reject")
+    create.expect(r"Rejected: nothing was kept\. Bob's side is told the exchange ended\.")
+    accept.expect(r"Alice ended the exchange \(rejected the SAS, or gave up\): nothing was kept\.")
+    assert create.finish() == 1
+    assert accept.finish() == 1
+    assert alice.json("contacts")["contacts"] == [] and bob.json("contacts")["contacts"] == []
+    assert alice.json("sas", "show") == {"state": "none"}
+    assert bob.json("sas", "show") == {"state": "none"}
+
+
+def test_invite_step_by_step_with_no_wait(people, relay_url):
+    """The resumable flow: each command does one step and returns; `invite
+    status` carries the exchange on and `sas confirm` decides."""
+    alice = people("Alice", init=True)
+    bob = people("Bob", init=True)
+
+    create = alice.spawn("invite", "create", "--relay", relay_url, "--no-wait")
+    invite = create.expect(r"Invite code:\s+" + CODE).group(1)
+    encryption = create.expect(r"Encryption code:\s+" + CODE).group(1)
+    create.expect(r"Then: itsme invite status --data-dir \S+")
+    assert create.finish() == 0
+
+    accept = bob.spawn("invite", "accept", invite, "--relay", relay_url, "--no-wait")
+    accept.expect_exact("Encryption code: ")
+    accept.sendline(encryption)
+    accept.expect(r"Still waiting for the other side\. Later: itsme invite status")
+    assert accept.finish() == 0
+
+    # Alice carries the invite on (a script: no terminal, so no prompt).
+    sas_alice = alice.json("invite", "status", "--wait", "20")["sas"]
+    sas_bob = bob.json("invite", "status", "--wait", "20")["sas"]
     assert sas_alice == sas_bob
 
     # `sas show` shows the same SAS while it waits for confirmation.
@@ -73,13 +146,8 @@ def test_invite_exchange_typed_at_the_prompts(people, relay_url):
     # Alice reads Bob's decision and posts hers; Bob reads hers.
     assert alice.json("invite", "status", "--wait", "10")["state"] == "verified"
     assert bob.json("invite", "status", "--wait", "10")["state"] == "verified"
-    at_alice = contact_named(alice, "Bob")
-    at_bob = contact_named(bob, "Alice")
-    assert at_alice["state"] == "verified" and at_alice["method"] == "invite"
-    assert at_bob["state"] == "verified" and at_bob["method"] == "invite"
-    assert at_alice["fingerprint"] == bob.json("whoami")["fingerprint"]
-    assert at_bob["fingerprint"] == alice.json("whoami")["fingerprint"]
-    # Nothing is left in progress.
+    assert contact_named(alice, "Bob")["state"] == "verified"
+    assert contact_named(bob, "Alice")["state"] == "verified"
     assert alice.json("sas", "show") == {"state": "none"}
 
 
@@ -120,18 +188,18 @@ def test_realtime_exchange(people, relay_url):
     bob = people("Bob", init=True)
     host, join = start_realtime(alice, bob, relay_url, typo=True)
 
-    # Both compare the SAS on the call and answer inside the room; Bob takes
-    # his time, and the contacts are verified only once both said yes.
+    # Each types the SAS the other reads on the call, inside the room; Bob
+    # takes his time, and the contacts are verified only once both agreed.
     sas_alice = host.expect(SAS).group(1)
     sas_bob = join.expect(SAS).group(1)
     assert sas_alice == sas_bob
-    host.expect(r"Does Bob read the same SAS\?")
-    host.sendline("y")
-    join.expect(r"Does Alice read the same SAS\?")
+    host.expect_exact("Type the SAS Bob reads to you (or reject): ")
+    host.sendline(sas_bob)
+    join.expect_exact("Type the SAS Alice reads to you (or reject): ")
     time.sleep(1)
-    join.sendline("y")
-    host.expect(r"Bob \(#\d+\) is a verified contact")
-    join.expect(r"Alice \(#\d+\) is a verified contact")
+    join.sendline(sas_alice)
+    host.expect(r"Bob confirmed too: Bob \(#\d+\) is a verified contact")
+    join.expect(r"Alice confirmed too: Alice \(#\d+\) is a verified contact")
     assert host.finish() == 0
     assert join.finish() == 0
     assert contact_named(alice, "Bob")["method"] == "realtime"
@@ -142,13 +210,15 @@ def test_realtime_exchange_rejected_by_one_side(people, relay_url):
     alice = people("Alice", init=True)
     bob = people("Bob", init=True)
     host, join = start_realtime(alice, bob, relay_url)
-    # Alice says yes, Bob says the SAS differs: neither keeps anything.
-    host.expect(r"Does Bob read the same SAS\?")
-    host.sendline("y")
-    join.expect(r"Does Alice read the same SAS\?")
-    join.sendline("n")
-    host.expect(r"nothing was kept")
-    join.expect(r"nothing was kept")
+    # Alice types the SAS Bob reads; Bob says it differs: neither keeps
+    # anything, and each screen says who rejected.
+    sas = host.expect(SAS).group(1)
+    host.expect_exact("Type the SAS Bob reads to you (or reject): ")
+    host.sendline(sas)
+    join.expect_exact("Type the SAS Alice reads to you (or reject): ")
+    join.sendline("reject")
+    host.expect(r"Bob rejected the SAS: nothing was kept")
+    join.expect(r"Rejected: nothing was kept\. Alice's side is told")
     assert host.finish() == 1
     assert join.finish() == 1
     assert alice.json("contacts")["contacts"] == [] and bob.json("contacts")["contacts"] == []
@@ -177,7 +247,12 @@ def test_qr_exchange_and_reject(people):
     scan.expect_exact("Their payload (ITSME1:...): ")
     scan.sendline(payload_b)
     sas_scan = scan.expect(SAS).group(1)
-    assert scan.finish() == 0
+    # At a terminal it asks for the SAS on Bob's screen; input ends: the
+    # exchange waits, for `sas confirm|reject` later.
+    scan.expect_exact("Type the SAS on Bob's screen (or reject): ")
+    scan.sendeof()
+    scan.expect(r"itsme: input ended before the SAS was compared")
+    assert scan.finish() == 5
 
     bob.ok("qr", "scan", payload_a)
     sas_a = alice.json("sas", "show")
@@ -195,6 +270,28 @@ def test_qr_exchange_and_reject(people):
     assert alice.json("contacts")["contacts"] == []
     assert "No contacts yet" in alice.ok("contacts", "list")
     assert alice.json("sas", "show") == {"state": "none"}
+
+
+def test_qr_exchange_at_terminals(people):
+    """In person: each reads the other's code and types the SAS shown on the
+    other screen; both are verified without another command."""
+    alice = people("Alice", init=True)
+    bob = people("Bob", init=True)
+    payload_a = alice.json("qr", "show")["payload"]
+    payload_b = bob.json("qr", "show")["payload"]
+    scan_a = alice.spawn("qr", "scan", payload_b)
+    sas = scan_a.expect(SAS).group(1)
+    scan_a.expect_exact("Type the SAS on Bob's screen (or reject): ")
+    scan_b = bob.spawn("qr", "scan", payload_a)
+    assert scan_b.expect(SAS).group(1) == sas
+    scan_b.expect_exact("Type the SAS on Alice's screen (or reject): ")
+    scan_a.sendline(sas)
+    scan_a.expect(r"Bob \(#\d+\) is a verified contact\.")
+    scan_b.sendline(sas.replace(" ", "-"))
+    scan_b.expect(r"Alice \(#\d+\) is a verified contact\.")
+    assert scan_a.finish() == 0 and scan_b.finish() == 0
+    assert contact_named(alice, "Bob")["state"] == "verified"
+    assert contact_named(bob, "Alice")["state"] == "verified"
 
 
 def test_invite_with_a_wrong_encryption_code_fails_on_both_sides(people, relay_url):
@@ -284,7 +381,9 @@ def test_two_contacts_with_the_same_name(people):
         bob.ok("sas", "confirm")
     ambiguous = alice.run("contacts", "show", "bob")
     assert ambiguous.returncode == 2, ambiguous
-    assert ambiguous.stderr.splitlines() == ["itsme: 2 contacts are named bob: give the id (itsme contacts list)"]
+    assert ambiguous.stderr.splitlines() == [
+        f"itsme: 2 contacts are named bob: give the id (itsme contacts list --data-dir {alice.dir})"
+    ]
     # By id and by fingerprint (spaces as printed) it is found.
     contacts = alice.json("contacts")["contacts"]
     assert {c["name"] for c in contacts} == {"Bob"}

@@ -211,13 +211,15 @@ def test_online_verify(pair, relay_url, clock):
     ta.expect(r"Waiting for Bob in the relay room")
     sas = [term.expect(r"SAS: ([A-Z]+ \d{4})").group(1) for term in (ta, tb)]
     assert sas[0] == sas[1], sas
-    ta.expect(r"Does Bob read the same SAS\? \[y/n\] ")
-    ta.sendline("maybe")
-    ta.expect(r"answer y or n; try again\.")
-    ta.expect(r"Does Bob read the same SAS\? \[y/n\] ")
-    ta.sendline("y")
-    tb.expect(r"Does Alice read the same SAS\? \[y/n\] ")
-    tb.sendline("yes")
+    # Each types the SAS the other reads aloud: not a word and four digits
+    # is asked again; a yes is no answer.
+    ta.expect_exact("Type the SAS Bob reads to you (or reject): ")
+    ta.sendline("yes")
+    ta.expect(r"A SAS is a word and four digits, as ECHO 0042; type it again\.")
+    ta.expect_exact("Type the SAS Bob reads to you (or reject): ")
+    ta.sendline(sas[1])
+    tb.expect_exact("Type the SAS Alice reads to you (or reject): ")
+    tb.sendline(sas[0].lower().replace(" ", "-"))
     ta.expect(r"Verified: this is Bob\.")
     tb.expect(r"Verified: this is Alice\.")
     assert ta.finish() == 0
@@ -231,12 +233,12 @@ def test_online_verify_sas_rejected(pair, relay_url, clock):
     tb = bob.spawn("online-verify", "Alice", "--relay", relay_url, "--timeout", "40", "--test-clock", clock)
     sas = [term.expect(r"SAS: ([A-Z]+ \d{4})").group(1) for term in (ta, tb)]
     assert sas[0] == sas[1], sas
-    ta.expect(r"\[y/n\] ")
-    ta.sendline("n")
+    ta.expect(r"\(or reject\): ")
+    ta.sendline("reject")
     ta.expect(r"NOT VERIFIED: the SAS differs")
     assert ta.finish() == 1
-    tb.expect(r"\[y/n\] ")
-    tb.sendline("n")
+    tb.expect(r"\(or reject\): ")
+    tb.sendline("reject")
     tb.expect(r"NOT VERIFIED: the SAS differs")
     assert tb.finish() == 1
 
@@ -253,8 +255,8 @@ def test_online_verify_across_a_window_boundary(pair, relay_url, clocks):
     sas = [term.expect(r"SAS: ([A-Z]+ \d{4})").group(1) for term in (ta, tb)]
     assert sas[0] == sas[1], sas
     for term, peer in ((ta, "Bob"), (tb, "Alice")):
-        term.expect(r"\[y/n\] ")
-        term.sendline("y")
+        term.expect(r"\(or reject\): ")
+        term.sendline(sas[0])
         term.expect(rf"Verified: this is {peer}\.")
         assert term.finish() == 0
 

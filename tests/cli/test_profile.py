@@ -62,8 +62,8 @@ def online_verify(alice, bob, relay_url, clock, alice_args=(), bob_args=()):
     sas = [term.expect(SAS).group(1) for term in (ta, tb)]
     assert sas[0] == sas[1], sas
     for term, peer in ((ta, "Bob"), (tb, "Alice")):
-        term.expect(rf"Does {peer} read the same SAS\? \[y/n\] ")
-        term.sendline("y")
+        term.expect_exact(f"Type the SAS {peer} reads to you (or reject): ")
+        term.sendline(sas[0])
         term.expect(rf"Verified: this is {peer}\.")
     return ta, tb
 

@@ -487,8 +487,10 @@ def start_transfer(old, new, relay_url, *receive_args, picture=None):
     tx = old.spawn("transfer", "send", *given, "--relay", relay_url)
     sas = [term.expect(SAS).group(1) for term in (tx, rx)]
     assert sas[0] == sas[1], sas
-    tx.expect_exact("Does the new device show the same SAS? [y/n] ")
-    rx.expect_exact("Does the old device show the same SAS? [y/n] ")
+    # Each device asks for the SAS the other one shows (typed, not y/n).
+    tx.expect_exact("Type the SAS the new device shows (or reject): ")
+    rx.expect_exact("Type the SAS the old device shows (or reject): ")
+    tx.sas = rx.sas = sas[0]
     return tx, rx, offer
 
 
@@ -504,10 +506,10 @@ def test_live_transfer_moves_the_identity_and_its_contacts(people, relay_url, cl
     tx, rx, offer = start_transfer(alice, new, relay_url, "--contacts", copied, picture=tmp_path / "offer.png")
     # The code is drawn as a QR code above its text line.
     assert "\u2588" in rx.transcript.split(offer)[0]
-    tx.sendline("y")
+    tx.sendline(rx.sas)
     tx.expect(r"Sent: the new device has the identity of Alice")
     assert tx.finish() == 0
-    rx.sendline("y")
+    rx.sendline(tx.sas.lower())
     rx.expect(r"Installed the identity of Alice")
     rx.expect(r"Contacts:\s+1\r\n")
     rx.expect(r"itsme device-change-code")
@@ -527,18 +529,23 @@ def test_live_transfer_sas_rejected(people, relay_url, tmp_path, rejected_on):
 
     tx, rx, _ = start_transfer(alice, new, relay_url, "--contacts", copied)
     if rejected_on == "new device":
-        rx.sendline("n")
+        rx.sendline("reject")
         rx.expect(r"Rejected: nothing was installed\.")
         assert rx.finish() == 1
-        # The old device, told yes, finds the new one gone and sends nothing.
-        tx.sendline("y")
+        # The old device, given the SAS, finds the new one gone and sends nothing.
+        tx.sendline(tx.sas)
         tx.expect(r"itsme: the new device left the transfer [^\r\n]*nothing was sent")
         assert tx.finish() == 1
     else:
-        tx.sendline("n")
+        # A SAS that differs, three times, is a rejection.
+        word, digits = tx.sas.split()
+        other = f"{word} {(int(digits) + 1) % 10000:04d}"
+        for _ in range(3):
+            tx.sendline(other)
+        tx.expect(r"Three times a SAS that differs")
         tx.expect(r"Rejected: nothing was sent\.")
         assert tx.finish() == 1
-        rx.sendline("y")
+        rx.sendline(rx.sas)
         rx.expect(r"itsme: the old device sent no identity [^\r\n]*nothing was installed")
         assert rx.finish() == 1
     assert "Installed" not in rx.transcript and "Sent:" not in tx.transcript
@@ -562,10 +569,11 @@ def test_receiver_waits_through_a_quiet_room(people, relay_bin, server, tmp_path
     rx.expect(r"Waiting for the old device in the relay room")
     time.sleep(5)
     tx = alice.spawn("transfer", "send", offer, "--relay", url)
-    assert tx.expect(SAS).group(1) == rx.expect(SAS).group(1)
+    sas = tx.expect(SAS).group(1)
+    assert rx.expect(SAS).group(1) == sas
     for term in (tx, rx):
-        term.expect(r"\[y/n\] ")
-        term.sendline("y")
+        term.expect(r"\(or reject\): ")
+        term.sendline(sas)
     assert tx.finish() == 0
     rx.expect(r"Installed the identity of Alice")
     assert rx.finish() == 0

@@ -184,10 +184,12 @@ public struct ShortCode: Equatable, Sendable, CustomStringConvertible {
 
     public var description: String { text }
 
-    /// Parses typed input (TypedInput.wordAndNumber): surrounding spaces
-    /// ignored, the word in any ASCII case, one space or "-", exactly four
-    /// ASCII digits.
-    package init?(parsing input: String) {
+    /// Parses what a person typed (TypedInput.wordAndNumber): surrounding
+    /// spaces ignored, the word in any ASCII case, one space or "-",
+    /// exactly four ASCII digits; nil for anything else. A host compares
+    /// the SAS the other person reads aloud this way (`==` with
+    /// `Exchange.sas`) rather than asking "the same? yes/no".
+    public init?(parsing input: String) {
         guard let (word, number) = TypedInput.wordAndNumber(input, digits: 4) else { return nil }
         self.value = UInt32(word) * 10_000 + number
     }

@@ -9,7 +9,7 @@ func reportSAS(_ exchange: Exchange, _ output: Output) {
     output.line("")
     output.line("SAS: \(sas.text)")
     output.line("\(peer.name) (fingerprint \(formatFingerprint(peer.fingerprint))) should see the same SAS.")
-    output.line("Compare it aloud, then: itsme sas confirm (the same) or itsme sas reject (different).")
+    output.line("Compare it aloud, then: \(suggest("sas", "confirm")) (the same) or \(suggest("sas", "reject")) (different).")
     output.document(exchangeDocument(exchange))
 }
 
@@ -49,6 +49,62 @@ func askRemoteCode(_ what: String) throws -> String {
     try Input.ask("\(what): ") { text in refusal { try RemoteCode(parsing: text, what: what.lowercased()).text } }
 }
 
+// MARK: Comparing the SAS
+
+/// How a person at a terminal compares a SAS: by typing the one the other
+/// person reads aloud (at a distance) or shows (in person), which the CLI
+/// compares with this screen's. A bare "the same? [y/N]" invites a
+/// habitual yes.
+enum SASCheck {
+    /// True when this command settles the exchange by asking: standard
+    /// input is a terminal and standard output is not a JSON document (a
+    /// script gets the SAS in the document and runs `itsme sas confirm` or
+    /// `reject`).
+    static func atTerminal(_ output: Output) -> Bool { Input.standardInputIsTerminal && !output.json }
+
+    /// Shows this screen's SAS (`together`: both people look at each
+    /// other's screens; else this person reads it aloud) and asks for the
+    /// other person's: true when they are the same; false when the person
+    /// types `reject`, or a SAS that differs three times. End of input
+    /// throws (`.interrupted`): the exchange stays as it was.
+    static func ask(_ sas: ShortCode, peer: Exchange.Peer, together: Bool, _ output: Output) throws -> Bool {
+        output.notice("")
+        output.notice("SAS: \(sas.text)")
+        output.notice("It is \(peer.name)'s device (fingerprint \(formatFingerprint(peer.fingerprint))) only if \(peer.name) has the same SAS.")
+        if !together { output.notice("Read yours aloud to \(peer.name); \(peer.name) reads theirs to you.") }
+        let prompt = together ? "Type the SAS on \(peer.name)'s screen (or reject): " : "Type the SAS \(peer.name) reads to you (or reject): "
+        return try typed(sas, prompt: prompt, output)
+    }
+
+    /// Asks with `prompt` for the SAS the other side has until the person
+    /// types it (true) or types `reject`, or three times a SAS that
+    /// differs from `sas` (false); `ask` and the device transfer's and
+    /// Online Verify's comparisons.
+    static func typed(_ sas: ShortCode, prompt: String, _ output: Output) throws -> Bool {
+        var different = 0
+        for _ in 1...10 {
+            guard let answer = try Input.line(prompt) else {
+                throw CLIError("input ended before the SAS was compared", exit: .interrupted)
+            }
+            let text = answer.trimmingCharacters(in: .whitespaces)
+            if text.isEmpty { continue }
+            if ["reject", "r", "no", "n"].contains(text.lowercased()) { return false }
+            guard let heard = ShortCode(parsing: text) else {
+                output.notice("A SAS is a word and four digits, as ECHO 0042; type it again.")
+                continue
+            }
+            if heard == sas { return true }
+            different += 1
+            if different == 3 {
+                output.notice("Three times a SAS that differs from this screen's: rejected.")
+                return false
+            }
+            output.notice("\(heard.text) is not the SAS on this screen: read or ask for the other one again and type it, or type reject.")
+        }
+        throw CLIError("no SAS typed after 10 answers", exit: .interrupted)
+    }
+}
+
 // MARK: qr
 
 struct QR: AsyncParsableCommand {
@@ -76,7 +132,8 @@ struct QR: AsyncParsableCommand {
                 profile.output.line(text)
                 profile.output.line("")
                 profile.output.line(
-                    "The other person reads this code; then read theirs with: itsme qr scan --image PHOTO (or paste its text into itsme qr scan)")
+                    "The other person reads this code; then read theirs: give a photo of it to \(suggest("qr", "scan", "--image", blank: "FILE")), "
+                        + "or paste its text into \(suggest("qr", "scan"))")
                 profile.output.document(["payload": text])
                 return .ok
             }
@@ -118,7 +175,19 @@ struct QR: AsyncParsableCommand {
                     profile.output.document(exchangeDocument(exchange))
                     return .ok
                 }
-                reportSAS(exchange, profile.output)
+                guard SASCheck.atTerminal(profile.output), let sas = exchange.sas, let peer = exchange.peer else {
+                    reportSAS(exchange, profile.output)
+                    return .ok
+                }
+                // Together: each types the SAS the other's screen shows.
+                guard try SASCheck.ask(sas, peer: peer, together: true, profile.output) else {
+                    try await profile.rejectPending()
+                    profile.output.line("Rejected: nothing was kept. If the SAS differed, someone may be in the middle; exchange again.")
+                    return .checkFailed
+                }
+                guard let contact = try await profile.confirmPending().contact else { return .checkFailed }
+                profile.output.line("\(contact.name) (#\(contact.id)) is a verified contact.")
+                profile.output.line("\(peer.name) types the SAS on your screen the same way.")
                 return .ok
             }
         }
@@ -133,59 +202,87 @@ func isReadAgain(_ error: Error) -> Bool {
 
 // MARK: invite
 
+/// How long `invite create`, `accept` and `status` wait for the other
+/// person at a terminal unless `--wait` says otherwise; a script (standard
+/// input not a terminal, or `--json`) does not wait unless asked.
+let inviteWaitAtTerminal: Double = 600
+
 struct Invite: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Add someone at a distance through a relay, with two codes.",
         discussion: """
             You run `itsme invite create` and give the other person both codes: the invite code by message, \
-            the encryption code another way (say it on a call). They run `itsme invite accept`. Either side may \
-            go offline between steps: `itsme invite status` carries on. A relay that guesses or changes anything \
-            makes both sides fail; it never learns who you are.
+            the encryption code another way (say it on a call). They run `itsme invite accept`. At a terminal \
+            each command waits for the other (up to 10 minutes), shows the SAS, and asks for the SAS the other \
+            person reads aloud; each screen then says what the other decided. With --no-wait, or from a \
+            script, a command does its step and returns: `itsme invite status` carries the exchange on, and \
+            `itsme sas confirm|reject` decides. A relay that guesses or changes anything makes both sides \
+            fail; it never learns who you are.
             """,
         subcommands: [Create.self, Accept.self, Status.self, Cancel.self])
 
+    /// `--wait` and `--no-wait`.
+    struct Waiting: ParsableArguments {
+        @Option(
+            help: ArgumentHelp(
+                "Wait up to this many seconds for the other person (default: 600 at a terminal, else none).",
+                valueName: "seconds"))
+        var wait: Double?
+        @Flag(help: "Do this step and return; `itsme invite status` carries the exchange on.") var noWait = false
+
+        func validate() throws {
+            if noWait, wait != nil { throw ValidationError("give --wait or --no-wait, not both") }
+            if let wait, !(wait >= 0) { throw ValidationError("--wait is a number of seconds, 0 or more") }
+        }
+
+        /// The seconds to wait; `script` is the wait without a terminal.
+        func seconds(_ output: Output, script: Double = 0) -> Double {
+            if noWait { return 0 }
+            return wait ?? (SASCheck.atTerminal(output) ? inviteWaitAtTerminal : script)
+        }
+    }
+
     struct Create: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Create an invite: prints the two codes to give.")
+        static let configuration = CommandConfiguration(
+            abstract: "Create an invite: prints the two codes to give, then waits for the other person.")
         @OptionGroup var global: GlobalOptions
         @OptionGroup var relay: RelayOption
-        @Option(help: "Wait up to this many seconds for the other person.") var wait: Double = 0
+        @OptionGroup var waiting: Waiting
 
         func run() async throws {
             try await execute(global) { profile in
                 let url = try profile.relayURL(relay.relay, ca: relay.relayCA)
                 _ = try profile.contacts()
-                var exchange = try await profile.createInvite(relay: url)
+                let exchange = try await profile.createInvite(relay: url)
                 guard let invite = exchange.inviteCode, let encryption = exchange.encryptionCode else {
                     throw CLIError("the invite has no codes")
                 }
                 let output = profile.output
+                let wait = waiting.seconds(output)
                 output.notice("Invite code:     \(invite.text)")
                 output.notice("Encryption code: \(encryption.text)")
                 output.notice("")
                 output.notice("Give the other person both codes: the invite code by message, the encryption code")
-                output.notice("another way (say it on a call). They run: itsme invite accept")
-                output.notice("The invite lasts 24 hours. Then: itsme invite status --wait 30")
-                if wait > 0 {
-                    output.notice("Waiting up to \(Int(wait)) s for them...")
-                    exchange = try await profile.continueInvite(wait: wait)
-                }
-                if exchange.state == .compareSAS {
-                    reportSAS(exchange, output)
-                } else {
+                output.notice("another way (say it on a call). They run: \(suggest("invite", "accept", elsewhere: true))")
+                guard wait > 0 else {
+                    output.notice("The invite lasts 24 hours. Then: \(suggest("invite", "status"))")
                     output.document(exchangeDocument(exchange))
+                    return .ok
                 }
-                return .ok
+                return try await Invite.carryOn(profile, wait: wait) { wait in
+                    try await profile.continueInvite(wait: wait)
+                }
             }
         }
     }
 
     struct Accept: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Accept an invite with its two codes (the encryption code is asked, not passed).")
+            abstract: "Accept an invite with its two codes (the encryption code is asked, not passed); waits for the other side.")
         @OptionGroup var global: GlobalOptions
         @OptionGroup var relay: RelayOption
         @Argument(help: "The invite code (asked if not given).") var inviteCode: String?
-        @Option(help: "Wait up to this many seconds for the other side's answer.") var wait: Double = 30
+        @OptionGroup var waiting: Waiting
 
         func run() async throws {
             try await execute(global) { profile in
@@ -198,23 +295,34 @@ struct Invite: AsyncParsableCommand {
                     invite = try askRemoteCode("Invite code")
                 }
                 let encryption = try askRemoteCode("Encryption code")
-                profile.output.notice("Joining the invite; waiting up to \(Int(wait)) s for the other side...")
-                let exchange = try await profile.acceptInvite(
-                    relay: url, inviteCode: invite, encryptionCode: encryption, wait: wait)
-                return try report(exchange, profile)
+                let wait = waiting.seconds(profile.output, script: 30)
+                profile.output.notice("Joining the invite; waiting up to \(duration(Int64(wait))) for the other side...")
+                return try await Invite.carryOn(profile, wait: wait) { wait in
+                    try await profile.acceptInvite(relay: url, inviteCode: invite, encryptionCode: encryption, wait: wait)
+                }
             }
         }
     }
 
     struct Status: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Carry the invite on: fetch, answer, show the SAS when ready.")
+        static let configuration = CommandConfiguration(
+            abstract: "Carry the invite on: fetch, answer; at a terminal, compare the SAS and wait for the other's decision.")
         @OptionGroup var global: GlobalOptions
-        @Option(help: "Wait up to this many seconds for the other side.") var wait: Double = 30
+        @Option(
+            help: ArgumentHelp(
+                "Wait up to this many seconds for the other side (default: 600 at a terminal, else 30).", valueName: "seconds"))
+        var wait: Double?
+
+        func validate() throws {
+            if let wait, !(wait >= 0) { throw ValidationError("--wait is a number of seconds, 0 or more") }
+        }
 
         func run() async throws {
             try await execute(global) { profile in
-                let exchange = try await profile.continueInvite(wait: wait)
-                return try report(exchange, profile)
+                let seconds = wait ?? (SASCheck.atTerminal(profile.output) ? inviteWaitAtTerminal : 30)
+                return try await Invite.carryOn(profile, wait: seconds) { wait in
+                    try await profile.continueInvite(wait: wait)
+                }
             }
         }
     }
@@ -232,28 +340,62 @@ struct Invite: AsyncParsableCommand {
         }
     }
 
+    /// Waits (a countdown at a terminal) while `step` carries the invite
+    /// toward its SAS; then, at a terminal, the person compares the SAS by
+    /// typing the other's, this side's decision is posted and the other's
+    /// awaited, and the screen says what the other person decided. Without
+    /// a terminal the SAS is reported for `itsme sas confirm|reject`.
+    static func carryOn(_ profile: Profile, wait: Double, _ step: (Double) async throws -> Exchange) async throws -> Exit {
+        let start = Date()
+        var exchange = try await counting("Waiting for the other person", seconds: wait) {
+            try await step(wait)
+        }
+        if exchange.state == .compareSAS, SASCheck.atTerminal(profile.output), let sas = exchange.sas, let peer = exchange.peer {
+            guard try SASCheck.ask(sas, peer: peer, together: false, profile.output) else {
+                try await profile.rejectPending()
+                profile.output.line("Rejected: nothing was kept. \(peer.name)'s side is told the exchange ended.")
+                profile.output.line("If the SAS differed, someone may be in the middle: exchange again, another way if you can.")
+                return .checkFailed
+            }
+            profile.output.line("The same SAS: your confirmation goes to \(peer.name).")
+            let left = max(inviteDecisionWait, wait - Date().timeIntervalSince(start))
+            do {
+                exchange = try await counting("Waiting for \(peer.name)'s decision", seconds: left) {
+                    try await profile.confirmPending(wait: left).exchange
+                }
+            } catch let error as RelayError where error.inviteEnded {
+                profile.output.line("\(peer.name) ended the exchange (rejected the SAS, or gave up): nothing was kept.")
+                return .checkFailed
+            }
+        }
+        return try report(exchange, profile)
+    }
+
+    /// At least this long for the other person's decision after one's own.
+    static let inviteDecisionWait: Double = 120
+
     static func report(_ exchange: Exchange, _ profile: Profile) throws -> Exit {
+        let name = exchange.peer?.name ?? "the other person"
         switch exchange.state {
         case .compareSAS:
             reportSAS(exchange, profile.output)
         case .awaitingPeer:
-            profile.output.line("Still waiting for the other side. Later: itsme invite status --wait 30")
+            profile.output.line("Still waiting for the other side. Later: \(suggest("invite", "status"))")
             profile.output.document(exchangeDocument(exchange))
         case .awaitingDecision:
-            let name = exchange.peer?.name ?? "the other person"
-            profile.output.line("You confirmed; waiting for \(name) to confirm too. Later: itsme invite status --wait 30")
+            profile.output.line("You confirmed; \(name) has not decided yet. Later: \(suggest("invite", "status"))")
             profile.output.document(exchangeDocument(exchange))
         case .confirmed:
             guard let id = exchange.contactID else { return .checkFailed }
             let contact = try profile.contacts().contact(id: id)
-            profile.output.line("\(contact.name) (#\(contact.id)) is a verified contact: you both confirmed the SAS.")
+            profile.output.line("\(name) confirmed too: \(contact.name) (#\(contact.id)) is a verified contact.")
             profile.output.document(Contacts.document(contact))
         case .rejected where !exchange.flags.isDisjoint(with: [.peerRejected]):
-            profile.output.line("The other person rejected the SAS: nothing was kept. If it differed, exchange again.")
+            profile.output.line("\(name) rejected the SAS: nothing was kept. If it differed, exchange again.")
             profile.output.document(exchangeDocument(exchange))
             return .checkFailed
         default:
-            profile.output.line("The exchange ended: \(exchangeStateName(exchange.state)).")
+            profile.output.line("The exchange ended: \(exchangeStateName(exchange.state)); nothing was kept.")
             profile.output.document(exchangeDocument(exchange))
             return .checkFailed
         }
@@ -282,31 +424,45 @@ struct Realtime: AsyncParsableCommand {
             var codes: (String, String)? = nil
             if join { codes = (try askRemoteCode("Invite code"), try askRemoteCode("Encryption code")) }
             let output = profile.output
+            var countdown: WaitingLine?
+            var decided = false
+            var peerName = "the other person"
             let exchange = try await profile.realtimeExchange(
                 relay: url, codes: codes, timeout: timeout,
                 started: { exchange in
                     if !join, let invite = exchange.inviteCode, let encryption = exchange.encryptionCode {
                         output.notice("Invite code:     \(invite.text)")
                         output.notice("Encryption code: \(encryption.text)")
-                        output.notice("Read both to the other person; they run: itsme realtime --join")
+                        output.notice("Read both to the other person; they run: \(suggest("realtime", "--join", elsewhere: true))")
                     }
-                    output.notice("Waiting for the other person in the room (up to \(Int(timeout)) s)...")
+                    output.notice("Waiting for the other person in the room (up to \(duration(Int64(timeout))))...")
+                    countdown = WaitingLine("Waiting for the other person", seconds: timeout)
                 },
                 decide: { exchange in
+                    countdown?.stop()
                     guard let sas = exchange.sas, let peer = exchange.peer else { return false }
-                    output.line("")
-                    output.line("SAS: \(sas.text)")
-                    output.line("\(peer.name) (fingerprint \(formatFingerprint(peer.fingerprint))) should see the same SAS.")
-                    let same = try Input.confirmDefaultNo("Does \(peer.name) read the same SAS?")
-                    if same { output.notice("Waiting for \(peer.name)'s answer...") }
+                    peerName = peer.name
+                    let same = try SASCheck.ask(sas, peer: peer, together: false, output)
+                    decided = same
+                    if same { output.notice("The same SAS: your confirmation goes to \(peer.name); waiting for theirs...") }
                     return same
                 })
+            countdown?.stop()
+            let rejectedByPeer = !exchange.flags.isDisjoint(with: [.peerRejected])
             guard exchange.state == .confirmed, let id = exchange.contactID else {
-                output.line("The exchange ended: \(exchangeStateName(exchange.state)); nothing was kept.")
+                if rejectedByPeer {
+                    output.line("\(peerName) rejected the SAS: nothing was kept. If it differed, exchange again.")
+                } else if exchange.state == .rejected && !decided && exchange.peer != nil {
+                    output.line("Rejected: nothing was kept. \(peerName)'s side is told.")
+                } else if exchange.state == .rejected && decided {
+                    output.line("\(peerName) left before deciding: nothing was kept.")
+                } else {
+                    output.line("The exchange ended: \(exchangeStateName(exchange.state)); nothing was kept.")
+                }
                 return .checkFailed
             }
             let contact = try profile.contacts().contact(id: id)
-            output.line("\(contact.name) (#\(contact.id)) is a verified contact.")
+            output.line("\(peerName) confirmed too: \(contact.name) (#\(contact.id)) is a verified contact.")
             output.document(Contacts.document(contact))
             return .ok
         }
@@ -357,7 +513,7 @@ struct SAS: AsyncParsableCommand {
                 }
                 if contact.state == .awaitingPeer {
                     profile.output.line(
-                        "Confirmed. \(contact.name) (#\(contact.id)) awaits their confirmation: itsme invite status carries it on.")
+                        "Confirmed. \(contact.name) (#\(contact.id)) awaits their confirmation: \(suggest("invite", "status")) carries it on.")
                 } else {
                     profile.output.line("\(contact.name) (#\(contact.id)) is a verified contact.")
                 }

@@ -28,10 +28,11 @@ extension Profile {
     /// anything else ends it.
     func scanQR(_ text: String) throws -> Exchange {
         guard let (_, exchange) = try pending(), exchange.method == .qr else {
-            throw CLIError("no QR exchange in progress: run `itsme qr show` first (the other person scans yours too)")
+            throw CLIError("no QR exchange in progress: run \(suggest("qr", "show")) first (the other person scans yours too)")
         }
         guard exchange.state == .awaitingPeer else {
-            throw CLIError("the other person's payload was already read: itsme sas confirm|reject")
+            throw CLIError(
+                "the other person's payload was already read: \(suggest("sas", "confirm")) (the same SAS) or \(suggest("sas", "reject"))")
         }
         do {
             try exchange.receive(Array(text.utf8), now: clock.now())
@@ -104,7 +105,7 @@ extension Profile {
     /// SAS is ready or `wait` seconds passed.
     func continueInvite(wait: Double) async throws -> Exchange {
         guard let (file, exchange) = try pending() else {
-            throw CLIError("no exchange in progress (itsme invite create, itsme invite accept)")
+            throw CLIError("no exchange in progress (\(suggest("invite", "create")), \(suggest("invite", "accept")))")
         }
         guard exchange.method == .invite, let relayText = file.relay, let saved = file.session else {
             throw CLIError("the exchange in progress is a \(file.method) exchange, not an invite")
@@ -181,8 +182,10 @@ extension Profile {
         guard exchange.state == .compareSAS else {
             throw CLIError(
                 exchange.state == .awaitingDecision
-                    ? "this side confirmed already: itsme invite status waits for the other person's decision"
-                    : "the exchange has no SAS yet (itsme invite status waits for the other side)")
+                    ? "this side confirmed already: \(suggest("invite", "status")) waits for the other person's decision"
+                    : exchange.method == .qr
+                        ? "the exchange has no SAS yet: read the other person's code with \(suggest("qr", "scan"))"
+                        : "the exchange has no SAS yet (\(suggest("invite", "status")) waits for the other side)")
         }
         let store = try contacts()
         let id = try exchange.confirm(now: clock.now())

@@ -193,7 +193,7 @@ struct Contacts: AsyncParsableCommand {
         func run() async throws {
             try await execute(global) { profile in
                 let all = try profile.contacts().list()
-                if all.isEmpty { profile.output.line("No contacts yet (itsme qr show, itsme invite create).") }
+                if all.isEmpty { profile.output.line("No contacts yet (\(suggest("qr", "show")), \(suggest("invite", "create"))).") }
                 for c in all {
                     let name = c.name.padding(toLength: max(c.name.count, 20), withPad: " ", startingAt: 0)
                     profile.output.line(
@@ -294,7 +294,7 @@ struct Device: AsyncParsableCommand {
                 }
                 let forgotten = try profile.resetDevice()
                 profile.output.line(
-                    "Forgot the device secrets of \(forgotten) contact\(forgotten == 1 ? "" : "s"). At the next verification they will see that your device changed; give each one `itsme device-change-code`.")
+                    "Forgot the device secrets of \(forgotten) contact\(forgotten == 1 ? "" : "s"). At the next verification they will see that your device changed; give each one the code \(suggest("device-change-code", blank: "NAME")) shows.")
                 profile.output.document(["forgotten": forgotten])
                 return .ok
             }
@@ -374,7 +374,7 @@ struct Relay: AsyncParsableCommand {
                 let configured = try profile.config().relay
                 let (url, source): (String?, String) =
                     environment != nil ? (environment, "ITSME_RELAY") : configured != nil ? (configured, "config") : (nil, "none")
-                profile.output.line(url.map { "Relay: \($0) (from \(source == "config" ? "itsme relay set" : source))" } ?? "No relay set (itsme relay set URL).")
+                profile.output.line(url.map { "Relay: \($0) (from \(source == "config" ? "itsme relay set" : source))" } ?? "No relay set (\(suggest("relay", "set", blank: "URL"))).")
                 let ca = try profile.config().relayCA
                 if let ca { profile.output.line("Relay CA: \(ca)") }
                 var document: [String: Any] = ["source": source]

@@ -49,6 +49,7 @@ struct GlobalOptions: ParsableArguments {
         let passphrase = {
             try Input.firstLine(fd: passphraseFD, file: passphraseFile, fdOption: "--passphrase-fd", fileOption: "--passphrase-file")
         }
+        if let dataDir, !dataDir.isEmpty { Suggestions.dataDir = dataDir }
         return Profile(
             directory: try Self.dataDirectory(dataDir), output: Output(json: json), clock: clock,
             pinSource: pinFD != nil || pinFile != nil ? .once(pin) : .terminal,
@@ -150,7 +151,7 @@ final class Profile {
     func create(name: String, pin: String, passphrase: String?) throws -> Identity {
         // Wrapped or not, an identity item means a person lives here.
         guard !FileManager.default.fileExists(atPath: secretsPath + "/" + Identity.itemName), !isWrapped else {
-            throw CLIError("\(directory) already holds an identity (itsme whoami); use another --data-dir")
+            throw CLIError("\(directory) already holds an identity (\(suggest("whoami"))); use another --data-dir")
         }
         try makePrivateDirectory()
         let store = try newSecretStore(passphrase: passphrase)
@@ -166,7 +167,7 @@ final class Profile {
     func secretStore() throws -> SecretStore {
         if let openedStore { return openedStore }
         guard FileManager.default.fileExists(atPath: secretsPath) else {
-            throw CLIError("no identity in \(directory): run `itsme init` first (or pass --data-dir)")
+            throw CLIError("no identity in \(directory): run \(suggest("init")) first (or pass --data-dir)")
         }
         let store: SecretStore
         if isWrapped {
@@ -230,7 +231,7 @@ final class Profile {
             openedIdentity = identity
             return identity
         } catch let error as ItsMeError where error.kind == .notFound {
-            throw CLIError("no identity in \(directory): run `itsme init` first (or pass --data-dir)")
+            throw CLIError("no identity in \(directory): run \(suggest("init")) first (or pass --data-dir)")
         }
     }
 
@@ -348,14 +349,14 @@ final class Profile {
         let byName = try store.list().filter { $0.name.caseInsensitiveCompare(trimmed) == .orderedSame }
         if byName.count == 1 { return byName[0] }
         if byName.count > 1 {
-            throw CLIError("\(byName.count) contacts are named \(trimmed): give the id (itsme contacts list)")
+            throw CLIError("\(byName.count) contacts are named \(trimmed): give the id (\(suggest("contacts", "list")))")
         }
         let fingerprint = trimmed.uppercased().filter { $0 != " " && $0 != "-" }
         if fingerprint.utf8.count == Fingerprint.textCount, Hex.decode(fingerprint) != nil {
             let byFingerprint = try store.contacts(fingerprint: fingerprint)
             if byFingerprint.count == 1 { return byFingerprint[0] }
         }
-        throw CLIError("no contact \"\(trimmed)\" (itsme contacts list shows them)")
+        throw CLIError("no contact \"\(trimmed)\" (\(suggest("contacts", "list")) shows them)")
     }
 
     // MARK: Configuration
@@ -386,7 +387,7 @@ final class Profile {
         let environment = ProcessInfo.processInfo.environment["ITSME_RELAY"]
         let saved = try config()
         guard let text = flag ?? environment.flatMap({ $0.isEmpty ? nil : $0 }) ?? saved.relay else {
-            throw CLIError("no relay: pass --relay URL, set ITSME_RELAY, or run `itsme relay set URL`")
+            throw CLIError("no relay: pass --relay URL, set ITSME_RELAY, or run \(suggest("relay", "set", blank: "URL"))")
         }
         var url: RelayURL
         do { url = try RelayURL(text) } catch { throw CLIError("bad relay URL \(text): \(explain(error).0)") }
@@ -451,10 +452,11 @@ final class Profile {
             switch exchange.state {
             case .compareSAS:
                 throw CLIError(
-                    "a \(file.method) exchange waits for its SAS: itsme sas confirm (the same) or itsme sas reject (different, or to drop it)")
+                    "a \(file.method) exchange waits for its SAS: \(suggest("sas", "confirm")) (the same) or \(suggest("sas", "reject")) (different, or to drop it)")
             case .awaitingPeer:
-                let next = exchange.method == .invite ? "itsme invite status" : exchange.method == .qr ? "itsme qr scan" : "itsme sas show"
-                throw CLIError("a \(file.method) exchange is in progress: carry it on (\(next)) or drop it (itsme sas reject)")
+                // Only QR and invite exchanges wait in pending.json.
+                let next = exchange.method == .invite ? suggest("invite", "status") : suggest("qr", "scan")
+                throw CLIError("a \(file.method) exchange is in progress: carry it on (\(next)) or drop it (\(suggest("sas", "reject")))")
             default:
                 break
             }

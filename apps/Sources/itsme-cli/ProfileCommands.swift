@@ -44,7 +44,7 @@ struct SavedProfile: Codable {
 extension Profile {
     var profileRecordPath: String { directory + "/profile.json" }
 
-    private static let profileAdvice = "remove it and run `itsme profile set` again"
+    private static var profileAdvice: String { "remove it and run \(suggest("profile", "set")) again" }
 
     /// The saved profile, nil if none; a damaged file is an error that says
     /// so.
@@ -141,7 +141,7 @@ struct ProfileCommand: AsyncParsableCommand {
                 try profile.saveProfile(saved)
                 profile.output.line("Published your profile: \(profileSummary(name: name, photoBytes: photoBytes.count)).")
                 profile.output.line("Record: \(record.recordName) on \(url.text)")
-                profile.output.line("Your contacts receive it at your next `itsme online-verify` with them.")
+                profile.output.line("Your contacts receive it at your next \(suggest("online-verify", blank: "NAME")) with them.")
                 if token == nil {
                     profile.output.warn("warning: the relay held this record already and gave no delete token: `itsme profile clear` cannot delete it")
                 }
@@ -194,7 +194,7 @@ struct ProfileCommand: AsyncParsableCommand {
             try await execute(global) { profile in
                 try profile.unlock()
                 guard let saved = try profile.savedProfile() else {
-                    profile.output.line("No profile set (itsme profile set).")
+                    profile.output.line("No profile set (\(suggest("profile", "set"))).")
                     profile.output.document(["set": false])
                     return .ok
                 }

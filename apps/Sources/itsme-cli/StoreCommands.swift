@@ -63,5 +63,5 @@ func storeLossHint(_ error: Error) -> String {
     guard let e = error as? ItsMeError,
         e.kind == .rolledBack || (e.kind == .corruptData && e.message.contains("lacks rows"))
     else { return "" }
-    return " (`itsme contacts accept-loss` shows the loss and asks before accepting it)"
+    return " (\(suggest("contacts", "accept-loss")) shows the loss and asks before accepting it)"
 }

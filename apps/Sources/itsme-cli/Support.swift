@@ -429,3 +429,106 @@ func shellQuoted(_ text: String) -> String {
     if !text.isEmpty, text.allSatisfy({ plain.contains($0) }), !text.hasPrefix("#") { return text }
     return "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
 }
+
+// MARK: Waiting
+
+/// A line on standard error that counts down while a command waits for the
+/// other person, at a terminal only (a pipe gets nothing more: the notice
+/// printed before the wait says how long). `stop` erases it; the command's
+/// next line then starts on a clean line.
+final class WaitingLine: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stopped = false
+    private var width = 0
+    private var ticker: Task<Void, Never>?
+
+    /// Starts counting down `seconds` from now, saying `what` ("Waiting for
+    /// Bob"); nothing is drawn unless standard error is a terminal.
+    init(_ what: String, seconds: Double) {
+        guard isatty(STDERR_FILENO) == 1, seconds > 0 else { return }
+        let deadline = Date().addingTimeInterval(seconds)
+        ticker = Task.detached { [weak self] in
+            let frames = ["|", "/", "-", "\\"]
+            var frame = 0
+            while !Task.isCancelled {
+                let left = max(0, Int(deadline.timeIntervalSinceNow.rounded(.up)))
+                let clock = "\(left / 60):" + (left % 60 < 10 ? "0" : "") + "\(left % 60)"
+                guard let self, self.draw("\(frames[frame % 4]) \(what): \(clock) left (Ctrl-C stops)") else { return }
+                frame += 1
+                try? await Task.sleep(nanoseconds: 250_000_000)
+            }
+        }
+    }
+
+    /// Draws `text` over the line; false once stopped.
+    private func draw(_ text: String) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !stopped else { return false }
+        let padding = String(repeating: " ", count: max(0, width - text.count))
+        width = text.count
+        FileHandle.standardError.write(Data(("\r" + text + padding).utf8))
+        return true
+    }
+
+    /// Ends the countdown and erases its line (idempotent).
+    func stop() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !stopped else { return }
+        stopped = true
+        ticker?.cancel()
+        if width > 0 { FileHandle.standardError.write(Data(("\r" + String(repeating: " ", count: width) + "\r").utf8)) }
+    }
+
+    deinit { stop() }
+}
+
+/// Runs `body` while a countdown says `what`.
+func counting<T>(_ what: String, seconds: Double, _ body: () async throws -> T) async rethrows -> T {
+    let countdown = WaitingLine(what, seconds: seconds)
+    defer { countdown.stop() }
+    return try await body()
+}
+
+// MARK: Suggested commands
+
+/// Every command a message suggests is built by `suggest`, so that each
+/// runs as printed.
+enum Suggestions {
+    /// The `--data-dir` the person gave, added to every suggestion (a
+    /// suggestion without it would act on another data directory).
+    nonisolated(unsafe) static var dataDir: String?
+
+    /// Tests only: $ITSME_TEST_SUGGESTIONS names a file each suggestion is
+    /// appended to, one JSON object a line (`command`, `blank`,
+    /// `elsewhere`), so that a
+    /// test can run every one as printed.
+    static let log = ProcessInfo.processInfo.environment["ITSME_TEST_SUGGESTIONS"].flatMap { $0.isEmpty ? nil : $0 }
+
+    static func record(_ command: String, blank: String?, elsewhere: Bool) {
+        guard let log else { return }
+        var entry: [String: Any] = ["command": command, "elsewhere": elsewhere]
+        if let blank { entry["blank"] = blank }
+        guard let data = try? JSONSerialization.data(withJSONObject: entry, options: [.sortedKeys]) else { return }
+        let fd = open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        let line = data + Data("\n".utf8)
+        _ = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    }
+}
+
+/// The command `itsme WORDS...` as a person types it: each word quoted for
+/// a POSIX shell, then `blank` (a word the person fills in, in capitals:
+/// URL, FILE) if any, then `--data-dir` when the person gave one.
+/// `elsewhere`: the command is for the other person's device (or the
+/// person's other device), so this data directory is not added.
+func suggest(_ words: String..., blank: String? = nil, elsewhere: Bool = false) -> String {
+    var parts = ["itsme"] + words.map(shellQuoted)
+    if let blank { parts.append(blank) }
+    if !elsewhere, let dir = Suggestions.dataDir { parts += ["--data-dir", shellQuoted(dir)] }
+    let command = parts.joined(separator: " ")
+    Suggestions.record(command, blank: blank, elsewhere: elsewhere)
+    return command
+}

@@ -124,14 +124,14 @@ struct Export: AsyncParsableCommand {
             if let output {
                 try writeNewFile(output, Data((text + "\n").utf8))
                 out.line("Wrote the export of \(identity.name) to \(output) (readable by you only).")
-                out.line("On the new device: itsme import \(output)")
+                out.line("On the new device: \(suggest("import", absolutePath(output), elsewhere: true))")
                 document["file"] = output
             } else {
                 try display.show(text, out)
                 out.line(text)
                 out.line("")
-                out.line(
-                    "On the new device, scan the QR code, or run: itsme import --image PHOTO-OF-IT, or itsme import --text 'THE LINE ABOVE'")
+                out.line("On the new device, give a photo of the QR code to \(suggest("import", "--image", blank: "FILE", elsewhere: true)), or run:")
+                out.line(suggest("import", "--text", text, elsewhere: true))
                 document["export"] = text
             }
             out.line("")
@@ -450,7 +450,7 @@ extension Profile {
         output.line("")
         if count > 0 {
             output.line("This device holds none of the old device's secrets: every contact sees \"device changed\" at your")
-            output.line("next verification with them. Give each one a device-change code: itsme device-change-code NAME")
+            output.line("next verification with them. Give each one a device-change code: \(suggest("device-change-code", blank: "NAME"))")
         } else if copy == nil {
             output.line("No contacts came along: to bring them, copy contacts.db from the old device and run this again")
             output.line("with --contacts PATH --replace.")
@@ -525,7 +525,8 @@ struct Transfer: AsyncParsableCommand {
                 out.notice(transfer.offerText)
                 out.notice("")
                 out.notice(
-                    "On the old device, scan this code, or run: itsme transfer send --image PHOTO-OF-IT, or itsme transfer send 'THE LINE ABOVE'")
+                    "On the old device, give a photo of this code to \(suggest("transfer", "send", "--image", blank: "FILE", elsewhere: true)), or run:")
+                out.notice(suggest("transfer", "send", transfer.offerText, elsewhere: true))
                 if copy == nil && !FileManager.default.fileExists(atPath: profile.contactsPath) {
                     out.notice(
                         "(No contacts.db here: your contacts stay behind unless you copy it from the old device and pass --contacts.)")
@@ -698,7 +699,7 @@ private func sasMatches(
     out.notice("SAS: \(sas.text)   (the \(other) device shows a SAS too: compare them)")
     let same: Bool
     do {
-        same = try Input.confirm("Does the \(other) device show the same SAS?")
+        same = try SASCheck.typed(sas, prompt: "Type the SAS the \(other) device shows (or reject): ", out)
     } catch {
         await room.close()
         throw error

@@ -15,10 +15,10 @@ func describe(_ outcome: VoiceSession.Outcome, _ name: String) -> (String, Exit)
     case .deviceChanged:
         return (
             "The code is right, but \(name)'s device changed: \(name) is now marked \"device changed\". If \(name) says so too, "
-                + "ask for their device-change code and enter it with: itsme acknowledge-device-change \(shellQuoted(name))", .ok
+                + "ask for their device-change code and enter it with: \(suggest("acknowledge-device-change", name))", .ok
         )
     case .mismatch:
-        return ("NOT VERIFIED: the code is wrong. It is not \(name), or a word or number was misheard. Start again: itsme verify \(shellQuoted(name))", .checkFailed)
+        return ("NOT VERIFIED: the code is wrong. It is not \(name), or a word or number was misheard. Start again: \(suggest("verify", name))", .checkFailed)
     }
 }
 
@@ -168,8 +168,8 @@ struct OnlineVerifyCommand: AsyncParsableCommand {
             guard session.state == .compareSAS, let sas = session.sas else {
                 throw CLIError("the session ended: \(session.failure?.message ?? "no SAS")")
             }
-            print("SAS: \(sas.text)   (read it aloud; \(c.name)'s screen shows the same)")
-            guard try Input.confirm("Does \(c.name) read the same SAS?") else {
+            print("SAS: \(sas.text)   (read it aloud; \(c.name) reads theirs to you)")
+            guard try SASCheck.typed(sas, prompt: "Type the SAS \(c.name) reads to you (or reject): ", profile.output) else {
                 try session.reject()
                 print("NOT VERIFIED: the SAS differs. Someone may be in the middle; try again, or verify by voice.")
                 return .checkFailed
@@ -204,7 +204,7 @@ struct DeviceChangeCode: AsyncParsableCommand {
             profile.output.line("Device-change code for \(c.name): \(code)")
             let me = try profile.identity().name
             profile.output.line(
-                "Give it to \(c.name); they run: itsme acknowledge-device-change \(shellQuoted(me)) (or the name they gave you)")
+                "Give it to \(c.name); they run: \(suggest("acknowledge-device-change", me, elsewhere: true)) (or the name they gave you)")
             profile.output.document(["contact": c.id, "code": code])
             return .ok
         }
