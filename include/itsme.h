@@ -1998,7 +1998,9 @@ itsme_result itsme_pin_update_receive(itsme_pin_update *update,
  * degradation code acknowledges it.  Two ways to carry the identity:
  *
  * - A password export: a blob (the file form, at most ITSME_EXPORT_MAX
- *   bytes) or its text (the QR form, "ITSMEXP1:...", at most
+ *   bytes; with the contact store, itsme_identity_export_with_contacts,
+ *   up to ITSME_CONTACT_STORE_MAX more) or its text (the QR form, of the
+ *   identity only, "ITSMEXP1:...", at most
  *   ITSME_EXPORT_TEXT_SIZE with the NUL: one QR code).  AES-256-GCM under an
  *   Argon2id key (256 MiB, 3 passes: about a second) from a password the
  *   library generates (ITSME_EXPORT_PASSWORD_GENERATED, 13 characters,
@@ -2010,8 +2012,10 @@ itsme_result itsme_pin_update_receive(itsme_pin_update *update,
  *
  * Either way the new device gets an itsme_import, which it installs into
  * its secret store and contact store with itsme_import_install.  The
- * contact store itself moves as a file (a backup or a copy) and may be in
- * place before the install.
+ * contact store comes inside the import (an export with the contacts, a
+ * transfer whose sender included them: itsme_import_write_contacts writes
+ * it), or moves as a file (a backup or a copy), in place before the
+ * install.
  *
  * Thread safety: itsme_import and itsme_transfer handles must not be used
  * by two threads at once.  The free functions are thread-safe.
@@ -2029,6 +2033,9 @@ itsme_result itsme_pin_update_receive(itsme_pin_update *update,
 /* A buffer size that holds any export text with the NUL (the largest text
  * is 372 characters). */
 #define ITSME_EXPORT_TEXT_SIZE 373
+/* The largest contact store an export or a transfer carries (64 MiB); a
+ * larger one is copied as a file instead. */
+#define ITSME_CONTACT_STORE_MAX 67108864
 
 /* A new generated export password, "ABCD-EFGH-JKMNP": 13 characters of
  * the invite alphabet (no 0, 1, I, L, O), 64.4 bits, drawn from `rng`
@@ -2056,6 +2063,25 @@ itsme_result itsme_identity_export(itsme_identity *identity, const char *pin,
                                    int64_t now, const char *password,
                                    uint32_t password_kind, itsme_random *rng,
                                    uint8_t *out, size_t cap, size_t *out_len);
+
+/* Exports the identity and its contact store in one blob (format version
+ * 2, docs/PROTOCOL.md 17.1): as itsme_identity_export, with a consistent
+ * copy of `contacts` (a store of this identity; SQLite's VACUUM INTO,
+ * safe while it is in use) sealed along.  The blob is a file only: it has
+ * no text form (itsme_export_to_text refuses it) and is 144 bytes plus the
+ * name's length plus the store's; with a small buffer the call returns
+ * ITSME_E_BUFFER_TOO_SMALL and the size in *out_len, before the PIN (the
+ * copy is made again by the next call).  Open it with itsme_import_open;
+ * itsme_import_write_contacts writes the store on the new device.
+ * Errors: those of itsme_identity_export, and ITSME_E_INVALID_ARGUMENT
+ * (`contacts` NULL, or a store larger than ITSME_CONTACT_STORE_MAX),
+ * ITSME_E_WRONG_IDENTITY (a store of another identity),
+ * ITSME_E_DATABASE (the copy could not be made).  `contacts` is only
+ * read; the call may run alongside other calls on it. */
+itsme_result itsme_identity_export_with_contacts(
+    itsme_identity *identity, const char *pin, int64_t now,
+    const char *password, uint32_t password_kind, itsme_store *contacts,
+    itsme_random *rng, uint8_t *out, size_t cap, size_t *out_len);
 
 /* The text form of an export blob ("ITSMEXP1:" and unpadded base64url).
  * The blob's header is checked first.
@@ -2135,6 +2161,22 @@ itsme_result itsme_import_fingerprint(const itsme_import *import, char *out,
 itsme_result itsme_import_name(const itsme_import *import, char *out,
                                size_t cap, size_t *out_len);
 
+/* The size in bytes of the contact store the import carries (an export
+ * of format version 2, or a transfer whose sender included it), 0 if none.
+ * Errors: ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_import_contacts_size(const itsme_import *import,
+                                        uint64_t *out_size);
+
+/* Writes the contact store the import carries as a new file at `path`
+ * (mode 0600, synced), to pass as `store_path` to itsme_import_check and
+ * itsme_import_install, as a copied store file would be.  Nothing is ever
+ * overwritten.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL or empty path), ITSME_E_NOT_FOUND
+ * (the import carries no store), ITSME_E_ALREADY_EXISTS (something is at
+ * `path`), ITSME_E_DATABASE (it could not be written; nothing is left). */
+itsme_result itsme_import_write_contacts(itsme_import *import,
+                                         const char *path);
+
 /* What installing an import would do on this device. */
 typedef struct itsme_import_report {
     /* The caller sets it to sizeof(itsme_import_report). */
@@ -2193,17 +2235,18 @@ typedef uint32_t itsme_transfer_state ITSME_VALUES(ITSME_TRANSFER_STATE_);
 #define ITSME_TRANSFER_STATE_AWAITING_PEER 1
 /* Both keys known: show the SAS for the person to compare. */
 #define ITSME_TRANSFER_STATE_COMPARE_SAS 2
-/* Receiver: confirmed; the identity has not arrived yet. */
+/* Receiver: confirmed; the identity (or all of the contact store that
+ * comes with it) has not arrived yet. */
 #define ITSME_TRANSFER_STATE_AWAITING_IDENTITY 3
 /* Sender: the identity is queued.  Receiver: itsme_transfer_take_import. */
 #define ITSME_TRANSFER_STATE_DONE 4
 #define ITSME_TRANSFER_STATE_REJECTED 5
 #define ITSME_TRANSFER_STATE_FAILED 6
 
-/* Buffer size for the offer text ("ITSMETR1:..."), with the NUL. */
+/* Buffer size for the offer text ("ITSMETR2:..."), with the NUL. */
 #define ITSME_TRANSFER_OFFER_SIZE 76
-/* Longest transfer message. */
-#define ITSME_TRANSFER_MESSAGE_MAX 228
+/* Longest transfer message: a store message of a whole 32 KiB chunk. */
+#define ITSME_TRANSFER_MESSAGE_MAX 32786
 
 /* The new device's side: draws a one-time X25519 key and a transfer id
  * from `rng` (NULL: the operating system).  Show itsme_transfer_offer as a
@@ -2277,8 +2320,21 @@ itsme_result itsme_transfer_receive(itsme_transfer *transfer,
 itsme_result itsme_transfer_sas(const itsme_transfer *transfer, char *out,
                                 size_t cap, size_t *out_len);
 
-/* The SAS matched.  Sender: seals and queues the identity.  Receiver:
- * opens the identity if it has arrived, else waits for it.
+/* Sender, before confirming: sends the contact store too.  A consistent
+ * copy of `contacts` (a store of the sender's identity) is made now and,
+ * at the confirmation, sealed after the identity in chunks of 32 KiB
+ * (docs/PROTOCOL.md 17.3); the receiver's import then carries it
+ * (itsme_import_contacts_size, itsme_import_write_contacts).
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a store larger than
+ * ITSME_CONTACT_STORE_MAX), ITSME_E_INVALID_STATE (a receiver, or no longer
+ * comparing the SAS), ITSME_E_WRONG_IDENTITY (a store of another identity
+ * than the sender's), ITSME_E_DATABASE (the copy could not be made). */
+itsme_result itsme_transfer_include_contacts(itsme_transfer *transfer,
+                                             itsme_store *contacts);
+
+/* The SAS matched.  Sender: seals and queues the identity (and the
+ * contact store, if included: up to 2,049 messages in all).  Receiver:
+ * opens what has arrived, else waits for it.
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (no SAS to
  * confirm), ITSME_E_EXPIRED, and, ending the transfer as failed, those of
  * itsme_transfer_receive for an identity that arrived early. */
@@ -2706,6 +2762,7 @@ size_t itsme_export_password_size(void);
 size_t itsme_export_chosen_password_min(void);
 size_t itsme_export_max(void);
 size_t itsme_export_text_size(void);
+size_t itsme_contact_store_max(void);
 size_t itsme_transfer_offer_size(void);
 size_t itsme_transfer_message_max(void);
 size_t itsme_profile_record_max(void);

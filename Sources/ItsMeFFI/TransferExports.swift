@@ -113,6 +113,37 @@ public func ffiIdentityExport(
     }
 }
 
+@c(itsme_identity_export_with_contacts)
+public func ffiIdentityExportWithContacts(
+    _ identity: UnsafeMutablePointer<itsme_identity>?, _ pin: UnsafePointer<CChar>?, _ now: Int64,
+    _ password: UnsafePointer<CChar>?, _ kind: UInt32, _ contacts: UnsafeMutablePointer<itsme_store>?,
+    _ rng: UnsafeMutablePointer<itsme_random>?, _ out: UnsafeMutablePointer<UInt8>?, _ cap: UInt,
+    _ outLen: UnsafeMutablePointer<UInt>?
+) -> itsme_result {
+    onIdentity(identity) { id in
+        let pin = try pinText(pin, "pin")
+        let password = try text(password, "password")
+        let kind = try passwordKind(kind)
+        guard let storeHandle = unbox(contacts, as: ContactStoreHandle.self) else { throw invalid("contacts is NULL") }
+        guard ConstantTime.equal(storeHandle.store.ownerPublicKey, id.publicKey) else {
+            throw ItsMeError(.wrongIdentity, "the contact store belongs to another identity than the one exported")
+        }
+        try checkOutput(out, cap, outLen)
+        // The password, the store and the buffer before the PIN: none costs an attempt.
+        try IdentityExport.checkPassword(password, kind: kind)
+        let snapshot = try storeHandle.store.snapshot()
+        let needed = UInt(IdentityExport.blobCount(nameByteCount: id.name.utf8.count) + snapshot.count)
+        guard cap >= needed else {
+            outLen!.pointee = needed
+            throw ItsMeError(.bufferTooSmall, "buffer of \(cap) bytes is too small: \(needed) needed")
+        }
+        var random = HostRandom(handle: unbox(rng, as: RandomHandle.self))
+        let blob = try IdentityExport.export(
+            id, pin: pin, now: now, password: password, kind: kind, contactStore: snapshot, random: &random)
+        try blob.withUnsafeBytes { try writeBytes($0, to: out, cap: cap, outLen: outLen) }
+    }
+}
+
 @c(itsme_export_to_text)
 public func ffiExportToText(
     _ blob: UnsafePointer<UInt8>?, _ len: UInt, _ out: UnsafeMutablePointer<CChar>?, _ cap: UInt,
@@ -121,7 +152,10 @@ public func ffiExportToText(
     guarded(ThreadLastError.set) {
         let blob = try bytes(blob, len, "blob")
         try checkOutput(out, cap, outLen)
-        _ = try IdentityExport.Header(parsing: blob)
+        let header = try IdentityExport.Header(parsing: blob)
+        guard header.formatVersion == IdentityExport.version else {
+            throw invalid("an export with the contacts (format version 2) is a file only: it has no text form")
+        }
         try writeText(IdentityExport.text(blob), to: out, cap: cap, outLen: outLen)
     }
 }
@@ -214,6 +248,22 @@ public func ffiImportName(
     _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
     onImport(handle) { c in try writeText(c.name, to: out, cap: cap, outLen: outLen) }
+}
+
+@c(itsme_import_contacts_size)
+public func ffiImportContactsSize(_ handle: UnsafePointer<itsme_import>?, _ outSize: UnsafeMutablePointer<UInt64>?) -> itsme_result {
+    onImport(handle) { c in
+        let out = try required(outSize, "out_size")
+        out.pointee = UInt64(c.contactStore?.count ?? 0)
+    }
+}
+
+@c(itsme_import_write_contacts)
+public func ffiImportWriteContacts(_ handle: UnsafeMutablePointer<itsme_import>?, _ path: UnsafePointer<CChar>?) -> itsme_result {
+    onImport(handle) { c in
+        guard let path = try storePath(path) else { throw invalid("path is NULL") }
+        try c.writeContactStore(to: path)
+    }
 }
 
 @c(itsme_import_check)
@@ -351,6 +401,22 @@ public func ffiTransferSAS(
     onTransfer(transfer) { t in
         try checkOutput(out, cap, outLen)
         try writeText(try t.requireSAS().text, to: out, cap: cap, outLen: outLen)
+    }
+}
+
+@c(itsme_transfer_include_contacts)
+public func ffiTransferIncludeContacts(
+    _ transfer: UnsafeMutablePointer<itsme_transfer>?, _ contacts: UnsafeMutablePointer<itsme_store>?
+) -> itsme_result {
+    onTransfer(transfer) { t in
+        guard let storeHandle = unbox(contacts, as: ContactStoreHandle.self) else { throw invalid("contacts is NULL") }
+        guard t.role == .sender, t.state == .compareSAS else {
+            throw ItsMeError(.invalidState, "only the sending device, before the confirmation, includes the contacts")
+        }
+        guard let sender = t.senderPublicKey, ConstantTime.equal(storeHandle.store.ownerPublicKey, sender) else {
+            throw ItsMeError(.wrongIdentity, "the contact store belongs to another identity than the one sent")
+        }
+        try t.include(contactStore: try storeHandle.store.snapshot())
     }
 }
 

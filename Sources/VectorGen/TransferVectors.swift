@@ -89,8 +89,46 @@ extension VectorGenerator {
             if first == nil { first = (blob, c.password, key, header, plain) }
         }
 
+        // With the contacts (format version 2): a file, no text form.
+        var withContacts: [[String: Any]] = []
+        var firstWith: (blob: [UInt8], password: String, key: [UInt8], header: [UInt8], contents: [UInt8])? = nil
+        for (i, size) in [200, 1_000].enumerated() {
+            let label = "export-contacts-\(i + 1)"
+            let (identity, idJSON, seed, contactsKey) = try transferIdentity(label, name: i == 0 ? "Alice" : "Zoë Ørsted")
+            let store = syntheticStore(label, count: size)
+            let exportSeed = fixed("itsme-vector-export-random-contacts-\(i + 1)")
+            var mirror = DeterministicRandom(seed: exportSeed)
+            let salt = mirror.bytes(16), nonce = mirror.bytes(12)
+            var rng = DeterministicRandom(seed: exportSeed)
+            let password = passwords[2]["password_text"] as! String
+            let blob = try IdentityExport.export(
+                identity, pin: Self.vectorPIN, now: now, password: password, kind: .generated, contactStore: store, random: &rng)
+            let passwordBytes = try IdentityExport.passwordBytes(password, kind: .generated)
+            let header = Array("ITSMEXP".utf8) + [2, 1, 0, 0, 0, 3, 0, 4, 0, 0, 1] + salt + nonce
+            let key = try Argon2id.deriveKey(password: passwordBytes, salt: salt, parameters: .moderate).unsafeExportedArray()
+            let plain = contents(seed: seed, contactsKey: contactsKey, name: identity.name, fingerprint: identity.fingerprint)
+            let sealed = try AEAD.seal(.aes256GCM, key: key, nonce: nonce, plaintext: plain + store, aad: header)
+            expectEqual(blob, header + sealed)
+            let opened = try IdentityExport.open(
+                blob, password: password, limiter: AttemptLimiter(store: MemorySecretStore(), purpose: "v"), now: now)
+            expectEqual(opened.contactStore, store)
+            var entry = idJSON
+            entry.merge([
+                "case_text": "with a contact store of \(size) bytes", "export_random_seed": hex(exportSeed), "password_text": password,
+                "typed_text": password, "password_kind": 1, "password_bytes": hex(passwordBytes), "passes": 3, "memory_kib": 262144,
+                "salt": hex(salt), "nonce": hex(nonce), "header": hex(header), "key": hex(key), "contents": hex(plain),
+                "store": hex(store), "export": hex(blob),
+            ]) { $1 }
+            withContacts.append(entry)
+            if firstWith == nil { firstWith = (blob, password, key, header, plain) }
+        }
+
         // Rejections, each against the first export.
         let f = first!
+        let g = firstWith!
+        func resealed(_ header: [UInt8], _ plaintext: [UInt8]) throws -> [UInt8] {
+            header + (try AEAD.seal(.aes256GCM, key: g.key, nonce: Array(header.suffix(12)), plaintext: plaintext, aad: header))
+        }
         func patched(_ at: Int, _ bytes: [UInt8]) -> [UInt8] {
             var b = f.blob
             b.replaceSubrange(at..<at + bytes.count, with: bytes)
@@ -105,7 +143,19 @@ extension VectorGenerator {
             ("truncated", Array(f.blob.prefix(60)), f.password, "malformed_message"),
             ("empty", [], f.password, "malformed_message"),
             ("not an export (magic)", patched(0, [0x49 ^ 1]), f.password, "malformed_message"),
-            ("format version 2", patched(7, [2]), f.password, "invalid_argument"),
+            ("format version 3", patched(7, [3]), f.password, "invalid_argument"),
+            ("an identity-only export relabelled format version 2 (the header is authenticated)", patched(7, [2]), f.password,
+                "authentication_failed"),
+            ("format version 2 with no contact store", try resealed(g.header, g.contents), g.password, "corrupt_data"),
+            ("format version 2 whose store is not a SQLite file", try resealed(g.header, g.contents + Array("not a database".utf8)),
+                g.password, "corrupt_data"),
+            ("format version 2 cut to the size of an identity-only export of a 128-byte name",
+                Array(g.blob.prefix(IdentityExport.blobCount(nameByteCount: 128))), g.password, "authentication_failed"),
+            ("format version 2, 145 bytes (the shortest is 146)", Array(g.blob.prefix(145)), g.password, "malformed_message"),
+            ("format version 2 with the last byte of its store altered",
+                { var b = g.blob; b[b.count - AEAD.tagCount - 1] ^= 0x01; return b }(), g.password, "authentication_failed"),
+            ("format version 2 with the last byte of its tag altered",
+                { var b = g.blob; b[b.count - 1] ^= 0x01; return b }(), g.password, "authentication_failed"),
             ("unknown key derivation", patched(8, [2]), f.password, "invalid_argument"),
             ("2 passes", patched(9, [0, 0, 0, 2]), f.password, "invalid_argument"),
             ("11 passes", patched(9, [0, 0, 0, 11]), f.password, "invalid_argument"),
@@ -133,6 +183,8 @@ extension VectorGenerator {
             ("the source's version 3 export (base64 of a sealed box)", v3, "invalid_argument"),
             ("the source's version 3 payload (JSON)", #"{"version": 3, "name": "Alice", "privateKey": "AAAA"}"#, "invalid_argument"),
             ("another text version", "ITSMEXP2:" + Base64.encode(f.blob, .urlUnpadded), "invalid_argument"),
+            ("a text holding an export of format version 2 (which has no text form)",
+                "ITSMEXP1:" + Base64.encode(g.blob, .urlUnpadded), "invalid_argument"),
             ("damaged base64url", "ITSMEXP1:" + Base64.encode(f.blob, .urlUnpadded) + "=", "malformed_message"),
             ("not an export", "hello", "malformed_message"),
             ("text of nothing", "ITSMEXP1:", "malformed_message"),
@@ -145,16 +197,36 @@ extension VectorGenerator {
             expectEqual(kind.map(Self.errorName), error, name)
             rejections.append(["case_text": name, "text": text, "password_text": f.password, "error_text": error])
         }
-        return ["passwords": passwords, "typed": typed, "exports": exports, "rejections": rejections]
+        return [
+            "passwords": passwords, "typed": typed, "exports": exports, "exports_with_contacts": withContacts, "rejections": rejections,
+        ]
+    }
+
+    /// A stand-in for a contact store file: SQLite's 16-byte header, then
+    /// bytes drawn from `label` (the protocol carries the file as it is).
+    func syntheticStore(_ label: String, count: Int) -> [UInt8] {
+        var rng = DeterministicRandom(seed: fixed("itsme-vector-store-" + label))
+        return Array("SQLite format 3".utf8) + [0] + rng.bytes(count - 16)
     }
 
     static func errorName(_ kind: ItsMeError.Kind) -> String {
         kind.symbol.replacingOccurrences(of: "ITSME_E_", with: "").lowercased()
     }
 
-    func transferVectors() throws -> [String: Any] {
-        let (identity, senderJSON, seed, contactsKey) = try transferIdentity("transfer-alice", name: "Alice")
-        let receiverSeed = fixed("itsme-vector-transfer-receiver"), senderSeed = fixed("itsme-vector-transfer-sender")
+    /// One transfer, checked against the documented formulas as it runs:
+    /// its JSON and what the rejections are built from.
+    struct TransferRun {
+        var json: [String: Any]
+        let offer: [UInt8], transferID: [UInt8], R: [UInt8], S: [UInt8]
+        let keyMessage: [UInt8], identityMessage: [UInt8], storeMessages: [[UInt8]]
+        let key: [UInt8], th: [UInt8], contents: [UInt8]
+        let identity: Identity
+        let receiverSeed: [UInt8], senderSeed: [UInt8]
+    }
+
+    func transferRun(_ label: String, store: [UInt8]?) throws -> TransferRun {
+        let (identity, senderJSON, seed, contactsKey) = try transferIdentity("transfer-alice" + label, name: "Alice")
+        let receiverSeed = fixed("itsme-vector-transfer-receiver" + label), senderSeed = fixed("itsme-vector-transfer-sender" + label)
         var rm = DeterministicRandom(seed: receiverSeed), sm = DeterministicRandom(seed: senderSeed)
         let r = rm.bytes(32), transferID = rm.bytes(16), s = sm.bytes(32)
         func pub(_ sk: [UInt8]) -> [UInt8] { sk.withBytes { X25519.publicKey(secretKey: $0) } }
@@ -163,83 +235,173 @@ extension VectorGenerator {
         var rrng = DeterministicRandom(seed: receiverSeed), srng = DeterministicRandom(seed: senderSeed)
         let receiver = try DeviceTransfer(receiverAt: now, random: &rrng)
         let sender = try DeviceTransfer(sending: identity, pin: Self.vectorPIN, offer: receiver.offerText, now: now, random: &srng)
-        let offer = [1] + transferID + R
-        expectEqual(receiver.offerText, "ITSMETR1:" + Base64.encode(offer, .urlUnpadded))
+        let offer = [2] + transferID + R
+        expectEqual(receiver.offerText, "ITSMETR2:" + Base64.encode(offer, .urlUnpadded))
         let room = hex(Array(SHA256.hash(LV.cat(LV.b("itsme-transfer-room-v1"), transferID)).prefix(16)))
         expectEqual(receiver.roomName, room)
         expectEqual(sender.roomName, room)
         let keyMessage = try unwrap(sender.takeOutgoing())
-        expectEqual(keyMessage, [1, 1] + S)
+        expectEqual(keyMessage, [2, 1] + S)
         try receiver.receive(keyMessage, now: now)
 
         let shared = try X25519.sharedSecret(secretKey: try SecretBytes(copying: r), peerPublicKey: S).unsafeExportedArray()
-        let thInput = LV.cat(LV.b("itsme-transfer-v1"), transferID, R, S)
+        let thInput = LV.cat(LV.b("itsme-transfer-v2"), transferID, R, S)
         let th = SHA256.hash(thInput)
-        let tseed = try HKDF.derive(ikm: shared, salt: transferID, info: LV.b("itsme-transfer-seed-v1"), count: 32).unsafeExportedArray()
+        let tseed = try HKDF.derive(ikm: shared, salt: transferID, info: LV.b("itsme-transfer-seed-v2"), count: 32).unsafeExportedArray()
         let sas = try sasValue(tseed, th)
         expectEqual(receiver.sas?.value, sas.value)
         expectEqual(sender.sas?.value, sas.value)
-        let key = try HKDF.derive(ikm: tseed, salt: [UInt8](), info: LV.cat(LV.b("itsme-transfer-key-v1"), th), count: 32)
+        let key = try HKDF.derive(ikm: tseed, salt: [UInt8](), info: LV.cat(LV.b("itsme-transfer-key-v2"), th), count: 32)
             .unsafeExportedArray()
         let plain = contents(seed: seed, contactsKey: contactsKey, name: "Alice", fingerprint: identity.fingerprint)
+        let total = store?.count ?? 0
+        let identityPlain = plain + Self.u32(total)
+        if let store { try sender.include(contactStore: store) }
         try sender.confirm(now: now)
         let identityMessage = try unwrap(sender.takeOutgoing())
         expectEqual(
             identityMessage,
-            [1, 2] + (try AEAD.seal(.aes256GCM, key: key, nonce: [UInt8](repeating: 0, count: 12), plaintext: plain, aad: [1, 2] + th)))
+            [2, 2] + (try AEAD.seal(.aes256GCM, key: key, nonce: [UInt8](repeating: 0, count: 12), plaintext: identityPlain, aad: [2, 2] + th)))
+        var storeMessages: [[UInt8]] = []
+        while let m = sender.takeOutgoing() { storeMessages.append(m) }
+        // Chunks of 32,768 bytes, chunk i under nonce i + 1 and u32(i) in its associated data.
+        var expected: [[UInt8]] = []
+        var from = 0, index = 0
+        while from < total {
+            let chunk = Array(store![from..<min(total, from + 32_768)])
+            let nonce = [UInt8](repeating: 0, count: 8) + Self.u32(index + 1)
+            expected.append([2, 3] + (try AEAD.seal(.aes256GCM, key: key, nonce: nonce, plaintext: chunk, aad: [2, 3] + th + Self.u32(index))))
+            from += 32_768
+            index += 1
+        }
+        expectEqual(storeMessages, expected)
         try receiver.confirm(now: now)
         try receiver.receive(identityMessage, now: now)
-        expectEqual(try receiver.takeIdentity().fingerprint, identity.fingerprint)
+        for m in storeMessages { try receiver.receive(m, now: now) }
+        expectEqual(receiver.state, .done)
+        let taken = try receiver.takeIdentity()
+        expectEqual(taken.fingerprint, identity.fingerprint)
+        expectEqual(taken.contactStore, store)
 
-        let transfer: [String: Any] = [
+        let json: [String: Any] = [
+            "case_text": store == nil ? "without contacts" : "with a contact store of \(total) bytes",
             "receiver_random_seed": hex(receiverSeed), "receiver_ephemeral_secret": hex(r), "receiver_public": hex(R),
             "transfer_id": hex(transferID), "offer": hex(offer), "offer_text": receiver.offerText, "room_text": room,
             "sender": senderJSON, "sender_random_seed": hex(senderSeed), "sender_ephemeral_secret": hex(s), "sender_public": hex(S),
             "key_message": hex(keyMessage), "shared": hex(shared), "transcript_input": hex(thInput), "transcript_hash": hex(th),
             "seed": hex(tseed), "sas_value": Int(sas.value), "sas_text": ShortCode(value: sas.value)!.text, "key": hex(key),
-            "contents": hex(plain), "identity_message": hex(identityMessage),
+            "contents": hex(plain), "store": hex(store ?? []), "identity_plaintext": hex(identityPlain),
+            "identity_message": hex(identityMessage), "store_messages": storeMessages.map(hex),
         ]
+        return TransferRun(
+            json: json, offer: offer, transferID: transferID, R: R, S: S, keyMessage: keyMessage, identityMessage: identityMessage,
+            storeMessages: storeMessages, key: key, th: th, contents: plain, identity: identity, receiverSeed: receiverSeed,
+            senderSeed: senderSeed)
+    }
+
+    static func u32(_ n: Int) -> [UInt8] { withUnsafeBytes(of: UInt32(n).bigEndian, Array.init) }
+
+    func transferVectors() throws -> [String: Any] {
+        // The first transfer carries a contact store of three chunks (the
+        // last one short); the second none. Rejections play the first.
+        let first = try transferRun("", store: syntheticStore("transfer", count: 2 * 32_768 + 4_000))
+        let second = try transferRun("-no-contacts", store: nil)
+        let (identity, keyMessage, identityMessage) = (first.identity, first.keyMessage, first.identityMessage)
+        let (receiverSeed, senderSeed, offer, transferID, R, S) =
+            (first.receiverSeed, first.senderSeed, first.offer, first.transferID, first.R, first.S)
+        let chunks = first.storeMessages
+        /// An identity message sealed under the first transfer's key.
+        func sealedIdentity(_ plaintext: [UInt8]) throws -> [UInt8] {
+            [2, 2] + (try AEAD.seal(.aes256GCM, key: first.key, nonce: [UInt8](repeating: 0, count: 12), plaintext: plaintext, aad: [2, 2] + first.th))
+        }
+        let tooLarge = try sealedIdentity(first.contents + Self.u32(64 << 20 + 1))
+        let smallStore = try sealedIdentity(first.contents + Self.u32(14))
+        let notSQLite =
+            [2, 3]
+            + (try AEAD.seal(
+                .aes256GCM, key: first.key, nonce: [UInt8](repeating: 0, count: 8) + Self.u32(1), plaintext: Array("not a database".utf8),
+                aad: [2, 3] + first.th + Self.u32(0)))
+        // The transfer without contacts has no chunk: one of its key's own, sealed as chunk 2.
+        let foreignChunk =
+            [2, 3]
+            + (try AEAD.seal(
+                .aes256GCM, key: second.key, nonce: [UInt8](repeating: 0, count: 8) + Self.u32(3),
+                plaintext: [UInt8](repeating: 7, count: 4_000), aad: [2, 3] + second.th + Self.u32(2)))
+        var lastPadded = chunks[2]
+        lastPadded.append(0)
+        var chunkAltered = chunks[1]
+        chunkAltered[100] ^= 0x01
 
         // Rejections, each against a fresh receiver of this transfer.
         enum Step { case receive([UInt8]), confirm }
         var tampered = identityMessage
         tampered[tampered.count - 1] ^= 0x01
+        let done: [Step] = [.receive(keyMessage), .confirm, .receive(identityMessage)] + chunks.map { .receive($0) }
         let cases: [(String, [Step], String)] = [
             ("identity before the key", [.receive(identityMessage)], "malformed_message"),
             ("key message too short", [.receive(Array(keyMessage.dropLast()))], "malformed_message"),
             ("key message too long", [.receive(keyMessage + [0])], "malformed_message"),
-            ("message version 2", [.receive([2] + keyMessage.dropFirst())], "malformed_message"),
-            ("unknown message type", [.receive([1, 3] + S)], "malformed_message"),
+            ("message version 1 (the transfer of the identity only, no longer spoken)", [.receive([1] + keyMessage.dropFirst())],
+                "malformed_message"),
+            ("message version 3", [.receive([3] + keyMessage.dropFirst())], "malformed_message"),
+            ("unknown message type", [.receive([2, 4] + S)], "malformed_message"),
             ("empty message", [.receive([])], "malformed_message"),
-            ("the receiver's own key sent back", [.receive([1, 1] + R)], "invalid_key"),
-            ("a low-order key (all zeros)", [.receive([1, 1] + [UInt8](repeating: 0, count: 32))], "invalid_key"),
+            ("the receiver's own key sent back", [.receive([2, 1] + R)], "invalid_key"),
+            ("a low-order key (all zeros)", [.receive([2, 1] + [UInt8](repeating: 0, count: 32))], "invalid_key"),
             ("the key twice", [.receive(keyMessage), .receive(keyMessage)], "malformed_message"),
             ("confirm before the key", [.confirm], "invalid_state"),
             ("identity altered", [.receive(keyMessage), .confirm, .receive(tampered)], "authentication_failed"),
             ("identity altered, arriving before the confirmation", [.receive(keyMessage), .receive(tampered), .confirm],
                 "authentication_failed"),
-            ("identity message too short (100 bytes)", [.receive(keyMessage), .confirm, .receive(Array(identityMessage.prefix(100)))],
+            ("identity message too short (104 bytes)", [.receive(keyMessage), .confirm, .receive(Array(identityMessage.prefix(104)))],
                 "malformed_message"),
-            ("identity message too long (229 bytes), arriving before the confirmation",
-                [.receive(keyMessage), .receive(identityMessage + [UInt8](repeating: 0, count: 229 - identityMessage.count))],
+            ("identity message too long (233 bytes), arriving before the confirmation",
+                [.receive(keyMessage), .receive(identityMessage + [UInt8](repeating: 0, count: 233 - identityMessage.count))],
                 "malformed_message"),
             ("identity twice before the confirmation", [.receive(keyMessage), .receive(identityMessage), .receive(identityMessage)],
                 "malformed_message"),
-            ("identity after the transfer is done", [.receive(keyMessage), .confirm, .receive(identityMessage), .receive(identityMessage)],
-                "invalid_state"),
+            ("identity twice, the second while the store comes",
+                [.receive(keyMessage), .confirm, .receive(identityMessage), .receive(identityMessage)], "malformed_message"),
+            ("a message after the transfer is done", done + [.receive(chunks[0])], "invalid_state"),
             // Every message of 17.3 at and beyond the bounds of its length.
-            ("key message of its header only (2 bytes)", [.receive([1, 1])], "malformed_message"),
-            ("identity message of its header only (2 bytes)", [.receive(keyMessage), .confirm, .receive([1, 2])], "malformed_message"),
-            ("identity message too short (100 bytes), arriving before the confirmation",
-                [.receive(keyMessage), .receive(Array(identityMessage.prefix(100)))], "malformed_message"),
-            ("identity message too long (229 bytes)",
-                [.receive(keyMessage), .confirm, .receive(identityMessage + [UInt8](repeating: 0, count: 229 - identityMessage.count))],
+            ("key message of its header only (2 bytes)", [.receive([2, 1])], "malformed_message"),
+            ("identity message of its header only (2 bytes)", [.receive(keyMessage), .confirm, .receive([2, 2])], "malformed_message"),
+            ("identity message too short (104 bytes), arriving before the confirmation",
+                [.receive(keyMessage), .receive(Array(identityMessage.prefix(104)))], "malformed_message"),
+            ("identity message too long (233 bytes)",
+                [.receive(keyMessage), .confirm, .receive(identityMessage + [UInt8](repeating: 0, count: 233 - identityMessage.count))],
                 "malformed_message"),
-            ("identity message cut to 101 bytes (the shortest length: it is opened, and fails)",
-                [.receive(keyMessage), .confirm, .receive(Array(identityMessage.prefix(101)))], "authentication_failed"),
-            ("identity message padded to 228 bytes (the longest length), arriving before the confirmation",
-                [.receive(keyMessage), .receive(identityMessage + [UInt8](repeating: 0, count: 228 - identityMessage.count)), .confirm],
+            ("identity message cut to 105 bytes (the shortest length: it is opened, and fails)",
+                [.receive(keyMessage), .confirm, .receive(Array(identityMessage.prefix(105)))], "authentication_failed"),
+            ("identity message padded to 232 bytes (the longest length), arriving before the confirmation",
+                [.receive(keyMessage), .receive(identityMessage + [UInt8](repeating: 0, count: 232 - identityMessage.count)), .confirm],
                 "authentication_failed"),
+            // The contact store's messages.
+            ("a store message before the identity", [.receive(keyMessage), .confirm, .receive(chunks[0])], "malformed_message"),
+            ("a store message before the identity, before the confirmation", [.receive(keyMessage), .receive(chunks[0])],
+                "malformed_message"),
+            ("store message of its header only (2 bytes)", [.receive(keyMessage), .confirm, .receive(identityMessage), .receive([2, 3])],
+                "malformed_message"),
+            ("store message too long (32,787 bytes)",
+                [.receive(keyMessage), .confirm, .receive(identityMessage), .receive(chunks[0] + [0])], "malformed_message"),
+            ("the last chunk one byte longer than the store's length leaves",
+                [.receive(keyMessage), .confirm, .receive(identityMessage), .receive(chunks[0]), .receive(chunks[1]), .receive(lastPadded)],
+                "malformed_message"),
+            ("the chunks in another order", [.receive(keyMessage), .confirm, .receive(identityMessage), .receive(chunks[1])],
+                "authentication_failed"),
+            ("a chunk twice", [.receive(keyMessage), .confirm, .receive(identityMessage), .receive(chunks[0]), .receive(chunks[0])],
+                "authentication_failed"),
+            ("a chunk altered", [.receive(keyMessage), .confirm, .receive(identityMessage), .receive(chunks[0]), .receive(chunkAltered)],
+                "authentication_failed"),
+            ("a chunk altered, arriving before the confirmation",
+                [.receive(keyMessage), .receive(identityMessage), .receive(chunks[0]), .receive(chunkAltered), .confirm],
+                "authentication_failed"),
+            ("a last chunk sealed under another transfer's key",
+                [.receive(keyMessage), .confirm, .receive(identityMessage), .receive(chunks[0]), .receive(chunks[1]), .receive(foreignChunk)],
+                "authentication_failed"),
+            ("an identity announcing a store over 64 MiB", [.receive(keyMessage), .confirm, .receive(tooLarge)], "corrupt_data"),
+            ("a store that is not a SQLite file", [.receive(keyMessage), .confirm, .receive(smallStore), .receive(notSQLite)],
+                "corrupt_data"),
         ]
         var rejections: [[String: Any]] = []
         for (name, steps, error) in cases {
@@ -272,10 +434,12 @@ extension VectorGenerator {
         let offerCases: [(String, String, String)] = [
             ("offer cut to 48 bytes", offerText(Array(offer.dropLast())), "malformed_message"),
             ("offer padded to 50 bytes", offerText(offer + [0]), "malformed_message"),
-            ("offer of version 2", offerText([2] + offer.dropFirst()), "malformed_message"),
-            ("offer of its version byte only", offerText([1]), "malformed_message"),
-            ("offer text of another version (ITSMETR2:)", "ITSMETR2:" + Base64.encode(offer, .urlUnpadded), "malformed_message"),
-            ("offer with a low-order key (all zeros)", offerText([1] + transferID + [UInt8](repeating: 0, count: 32)), "invalid_key"),
+            ("offer of version 1 (under the prefix of version 2)", offerText([1] + offer.dropFirst()), "malformed_message"),
+            ("offer of its version byte only", offerText([2]), "malformed_message"),
+            ("offer text of version 1 (ITSMETR1:), the transfer of the identity only",
+                "ITSMETR1:" + Base64.encode([1] + offer.dropFirst(), .urlUnpadded), "malformed_message"),
+            ("offer text of another version (ITSMETR3:)", "ITSMETR3:" + Base64.encode(offer, .urlUnpadded), "malformed_message"),
+            ("offer with a low-order key (all zeros)", offerText([2] + transferID + [UInt8](repeating: 0, count: 32)), "invalid_key"),
         ]
         var offerRejections: [[String: Any]] = []
         for (name, text, error) in offerCases {
@@ -284,6 +448,6 @@ extension VectorGenerator {
             expectEqual(kind.map(Self.errorName), error, name)
             offerRejections.append(["case_text": name, "offer_text": text, "error_text": error])
         }
-        return ["transfers": [transfer], "rejections": rejections, "offer_rejections": offerRejections]
+        return ["transfers": [first.json, second.json], "rejections": rejections, "offer_rejections": offerRejections]
     }
 }

@@ -51,6 +51,7 @@ final class DeviceTransferTests: XCTestCase {
         try sender.confirm(now: t0 + 5)
         try receiver.confirm(now: t0 + 6)
         try receiver.receive(try XCTUnwrap(sender.takeOutgoing()), now: t0 + 7)
+        XCTAssertNil(sender.takeOutgoing(), "no contact store was included")
         return try receiver.takeIdentity()
     }
 
@@ -185,7 +186,7 @@ final class DeviceTransferTests: XCTestCase {
         let alice = try person("Alice")
         let receiver = try DeviceTransfer(receiverAt: t0, random: &rng)
         XCTAssertEqual(receiver.state, .awaitingPeer)
-        XCTAssertTrue(receiver.offerText.hasPrefix("ITSMETR1:"))
+        XCTAssertTrue(receiver.offerText.hasPrefix("ITSMETR2:"))
         XCTAssertEqual(receiver.offerText.count, 75)
         let sender = try DeviceTransfer(sending: alice, pin: pin, offer: " \(receiver.offerText)\n", now: t0, random: &rng)
         XCTAssertEqual(sender.roomName, receiver.roomName)
@@ -222,7 +223,7 @@ final class DeviceTransferTests: XCTestCase {
         XCTAssertEqual(receiver.state, .failed)
     }
 
-    /// 17.3: an identity message outside 101 to 228 bytes is
+    /// 17.3: an identity message outside 105 to 232 bytes is
     /// `malformed_message`, checked when it arrives and before anything is
     /// opened, even when it is well encrypted under the transfer's key; a
     /// well-encrypted one of a right length with malformed contents stays
@@ -232,10 +233,10 @@ final class DeviceTransferTests: XCTestCase {
         let senderSeed = [UInt8](repeating: 0x5A, count: 32)
         // (plaintext bytes or nil for random bytes of that message length, arriving before the confirmation, expected)
         let cases: [(Int?, Int, Bool, ItsMeError.Kind)] = [
-            (82, 100, false, .malformedMessage), (82, 100, true, .malformedMessage),
-            (211, 229, false, .malformedMessage), (211, 229, true, .malformedMessage),
+            (86, 104, false, .malformedMessage), (86, 104, true, .malformedMessage),
+            (215, 233, false, .malformedMessage), (215, 233, true, .malformedMessage),
             (nil, 60, false, .malformedMessage), (nil, 2, true, .malformedMessage), (nil, 300, false, .malformedMessage),
-            (83, 101, false, .corruptData), (83, 101, true, .corruptData),
+            (87, 105, false, .corruptData), (87, 105, true, .corruptData),
         ]
         for (plainCount, messageCount, early, expected) in cases {
             let label = "\(plainCount.map(String.init) ?? "random") → \(messageCount) bytes, early: \(early)"
@@ -249,16 +250,16 @@ final class DeviceTransferTests: XCTestCase {
             let transferID = Array(offer[1..<17]), receiverKey = Array(offer[17...]), senderKey = Array(keyMessage[2...])
             var again = DeterministicRandom(seed: senderSeed)
             let shared = try X25519.sharedSecret(secretKey: try SecretBytes(randomCount: 32, using: &again), peerPublicKey: receiverKey)
-            let th = SHA256.hash(LV.cat(LV.b("itsme-transfer-v1"), transferID, receiverKey, senderKey))
-            let seed = try HKDF.derive(ikm: shared, salt: transferID, info: LV.b("itsme-transfer-seed-v1"), count: 32)
-            let key = try HKDF.derive(ikm: seed, salt: [UInt8](), info: LV.cat(LV.b("itsme-transfer-key-v1"), th), count: 32)
+            let th = SHA256.hash(LV.cat(LV.b("itsme-transfer-v2"), transferID, receiverKey, senderKey))
+            let seed = try HKDF.derive(ikm: shared, salt: transferID, info: LV.b("itsme-transfer-seed-v2"), count: 32)
+            let key = try HKDF.derive(ikm: seed, salt: [UInt8](), info: LV.cat(LV.b("itsme-transfer-key-v2"), th), count: 32)
             let message: [UInt8]
             if let plainCount {
-                message = [1, 2] + (try AEAD.seal(
+                message = [2, 2] + (try AEAD.seal(
                     .aes256GCM, key: key, nonce: [UInt8](repeating: 0, count: 12),
-                    plaintext: [UInt8](repeating: 0, count: plainCount), aad: [1, 2] + th))
+                    plaintext: [UInt8](repeating: 0, count: plainCount), aad: [2, 2] + th))
             } else {
-                message = [1, 2] + rng.bytes(messageCount - 2)
+                message = [2, 2] + rng.bytes(messageCount - 2)
             }
             XCTAssertEqual(message.count, messageCount, label)
             if early {
@@ -274,6 +275,66 @@ final class DeviceTransferTests: XCTestCase {
             }
             XCTAssertEqual(receiver.state, .failed, label)
         }
+    }
+
+    // MARK: Contacts that move with the identity
+
+    /// An export with the contacts (format version 2) and a live transfer
+    /// that includes them each bring every contact, readable, to a new
+    /// device in one step: written as a new file, then installed.
+    func testTheContactStoreTravelsWithTheExportAndTheTransfer() throws {
+        let alice = try person("Alice")
+        let old = try store(alice, "old.db", contacts: 4)
+        let before = try old.list()
+        let snapshot = try old.snapshot()
+        XCTAssertTrue(snapshot.starts(with: Array("SQLite format 3".utf8) + [0]))
+
+        let blob = try IdentityExport.export(
+            alice, pin: pin, now: t0, password: "ABCD-EFGH-JKMNP", kind: .generated, contactStore: snapshot, random: &rng)
+        XCTAssertEqual(blob[7], 2)
+        XCTAssertEqual(blob.count, IdentityExport.blobCount(nameByteCount: 5) + snapshot.count)
+        let viaExport = try IdentityExport.open(blob, password: "ABCD-EFGH-JKMNP", limiter: IdentityExport.limiter(store: MemorySecretStore()), now: t0)
+
+        // The live transfer: the sender includes the store before confirming.
+        let receiver = try DeviceTransfer(receiverAt: t0, random: &rng)
+        let sender = try DeviceTransfer(sending: alice, pin: pin, offer: receiver.offerText, now: t0, random: &rng)
+        XCTAssertEqual(kind { try receiver.include(contactStore: snapshot) }, .invalidState, "the receiver sends nothing")
+        XCTAssertEqual(kind { try sender.include(contactStore: Array("not sqlite".utf8)) }, .invalidArgument)
+        try sender.include(contactStore: snapshot)
+        try receiver.receive(try XCTUnwrap(sender.takeOutgoing()), now: t0 + 1)
+        try sender.confirm(now: t0 + 2)
+        XCTAssertEqual(kind { try sender.include(contactStore: snapshot) }, .invalidState, "too late once confirmed")
+        var messages: [[UInt8]] = []
+        while let m = sender.takeOutgoing() { messages.append(m) }
+        XCTAssertEqual(messages.count, 1 + (snapshot.count + 32_767) / 32_768)
+        XCTAssertTrue(messages.allSatisfy { $0.count <= DeviceTransfer.maxMessageCount })
+        try receiver.confirm(now: t0 + 3)
+        for (i, m) in messages.enumerated() {
+            try receiver.receive(m, now: t0 + 4)
+            XCTAssertEqual(receiver.state, i == messages.count - 1 ? .done : .awaitingIdentity)
+        }
+        let viaTransfer = try receiver.takeIdentity()
+
+        func installs(_ label: String, _ contents: borrowing IdentityExport.Contents) throws {
+            XCTAssertEqual(contents.contactStore, snapshot, label)
+            let path = directory + "/new-\(label).db"
+            try contents.writeContactStore(to: path)
+            XCTAssertEqual(kind { try contents.writeContactStore(to: path) }, .alreadyExists, "never overwritten")
+            var info = stat()
+            XCTAssertEqual(stat(path, &info), 0)
+            XCTAssertEqual(info.st_mode & 0o777, 0o600, label)
+            let device = MemorySecretStore()
+            let (identity, found) = try IdentityExport.install(contents, secretStore: device, contactStorePath: path, replacing: false)
+            XCTAssertEqual(found.store.readable, 4, label)
+            let moved = try ContactStore(path: path, identity: identity)
+            XCTAssertEqual(try moved.list(), before, "\(label): every contact, readable")
+            for c in before { XCTAssertEqual(kind { _ = try moved.deviceSecrets(id: c.id) }, .notFound, "no device secret travels") }
+        }
+        try installs("export", viaExport)
+        try installs("transfer", viaTransfer)
+        let alone = try transferred(alice)
+        XCTAssertNil(alone.contactStore)
+        XCTAssertEqual(kind { try alone.writeContactStore(to: self.directory + "/nothing.db") }, .notFound)
     }
 
     func testSenderPINAndOfferAndLifetime() throws {

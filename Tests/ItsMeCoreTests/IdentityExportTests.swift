@@ -60,7 +60,7 @@ final class IdentityExportTests: XCTestCase {
         foreign[0] ^= 1
         XCTAssertEqual(open(foreign), .malformedMessage, "not an export")
         var future = blob
-        future[7] = 2
+        future[7] = 3
         XCTAssertEqual(open(future), .invalidArgument, "unknown version")
         // Parameters outside the window: refused at once, whatever the password.
         for (at, value) in [(9, [0, 0, 0, 11]), (9, [0, 0, 0, 2]), (13, [0, 0x10, 0, 1]), (13, [0, 0, 0x40, 0]), (9, [0xFF, 0xFF, 0xFF, 0xFF])] {

@@ -45,6 +45,25 @@ extension ProtocolVectorTests {
             XCTAssertEqual(opened.fingerprint, text(e, "fingerprint_text"))
             XCTAssertEqual(opened.name, text(e, "name_text"))
         }
+        // With the contacts: format version 2, a file only.
+        let withContacts = list(v, "exports_with_contacts")
+        XCTAssertEqual(withContacts.count, 2)
+        for e in withContacts {
+            let identity = try transferIdentity(e)
+            var rng = DeterministicRandom(seed: bytes(e, "export_random_seed"))
+            let blob = try IdentityExport.export(
+                identity, pin: text(e, "pin_text"), now: now, password: text(e, "password_text"), kind: .generated,
+                contactStore: bytes(e, "store"), random: &rng)
+            XCTAssertEqual(hex(blob), text(e, "export"))
+            XCTAssertEqual(Array(blob.prefix(IdentityExport.headerCount)), bytes(e, "header"))
+            let opened = try IdentityExport.open(
+                blob, password: text(e, "typed_text"), limiter: AttemptLimiter(store: MemorySecretStore(), purpose: "v"), now: now)
+            XCTAssertEqual(opened.fingerprint, text(e, "fingerprint_text"))
+            XCTAssertEqual(opened.contactStore, bytes(e, "store"))
+            // It has no text form.
+            XCTAssertEqual(
+                errorKind { _ = try IdentityExport.blob(text: IdentityExport.text(blob)) }.map(Self.errorName), "invalid_argument")
+        }
         let rejections = list(v, "rejections")
         XCTAssertFalse(rejections.isEmpty)
         for r in rejections {
@@ -62,31 +81,45 @@ extension ProtocolVectorTests {
     func testTransfer() throws {
         let v = try object("transfer")
         let transfers = list(v, "transfers")
-        XCTAssertEqual(transfers.count, 1)
+        XCTAssertEqual(transfers.count, 2)
+        for e in transfers {
+            let sender = sub(e, "sender")
+            let identity = try transferIdentity(sender)
+            let pin = text(sender, "pin_text")
+            var rrng = DeterministicRandom(seed: bytes(e, "receiver_random_seed"))
+            var srng = DeterministicRandom(seed: bytes(e, "sender_random_seed"))
+            let receiver = try DeviceTransfer(receiverAt: now, random: &rrng)
+            XCTAssertEqual(receiver.offerText, text(e, "offer_text"))
+            XCTAssertEqual(receiver.roomName, text(e, "room_text"))
+            let transfer = try DeviceTransfer(sending: identity, pin: pin, offer: receiver.offerText, now: now, random: &srng)
+            XCTAssertEqual(transfer.roomName, text(e, "room_text"))
+            let keyMessage = try XCTUnwrap(transfer.takeOutgoing())
+            XCTAssertEqual(hex(keyMessage), text(e, "key_message"))
+            try receiver.receive(keyMessage, now: now)
+            checkSAS(receiver.sas, e)
+            checkSAS(transfer.sas, e)
+            let store = bytes(e, "store")
+            if !store.isEmpty { try transfer.include(contactStore: store) }
+            try transfer.confirm(now: now)
+            let identityMessage = try XCTUnwrap(transfer.takeOutgoing())
+            XCTAssertEqual(hex(identityMessage), text(e, "identity_message"))
+            var storeMessages: [String] = []
+            while let m = transfer.takeOutgoing() { storeMessages.append(hex(m)) }
+            XCTAssertEqual(storeMessages, e["store_messages"] as? [String] ?? ["(no store_messages)"])
+            // The receiver takes them before its confirmation (held), in order.
+            try receiver.receive(identityMessage, now: now)
+            for m in storeMessages { try receiver.receive(try XCTUnwrap(Hex.decode(m)), now: now) }
+            XCTAssertEqual(receiver.state, .compareSAS)
+            try receiver.confirm(now: now)
+            XCTAssertEqual(receiver.state, .done)
+            let received = try receiver.takeIdentity()
+            XCTAssertEqual(received.fingerprint, text(sender, "fingerprint_text"))
+            XCTAssertEqual(received.name, text(sender, "name_text"))
+            XCTAssertEqual(received.contactStore, store.isEmpty ? nil : store)
+        }
         let e = transfers[0]
-        let sender = sub(e, "sender")
-        let identity = try transferIdentity(sender)
-        let pin = text(sender, "pin_text")
-        var rrng = DeterministicRandom(seed: bytes(e, "receiver_random_seed"))
-        var srng = DeterministicRandom(seed: bytes(e, "sender_random_seed"))
-        let receiver = try DeviceTransfer(receiverAt: now, random: &rrng)
-        XCTAssertEqual(receiver.offerText, text(e, "offer_text"))
-        XCTAssertEqual(receiver.roomName, text(e, "room_text"))
-        let transfer = try DeviceTransfer(sending: identity, pin: pin, offer: receiver.offerText, now: now, random: &srng)
-        XCTAssertEqual(transfer.roomName, text(e, "room_text"))
-        let keyMessage = try XCTUnwrap(transfer.takeOutgoing())
-        XCTAssertEqual(hex(keyMessage), text(e, "key_message"))
-        try receiver.receive(keyMessage, now: now)
-        checkSAS(receiver.sas, e)
-        checkSAS(transfer.sas, e)
-        try transfer.confirm(now: now)
-        let identityMessage = try XCTUnwrap(transfer.takeOutgoing())
-        XCTAssertEqual(hex(identityMessage), text(e, "identity_message"))
-        try receiver.confirm(now: now)
-        try receiver.receive(identityMessage, now: now)
-        let received = try receiver.takeIdentity()
-        XCTAssertEqual(received.fingerprint, text(sender, "fingerprint_text"))
-        XCTAssertEqual(received.name, text(sender, "name_text"))
+        let identity = try transferIdentity(sub(e, "sender"))
+        let pin = text(sub(e, "sender"), "pin_text")
 
         // Refusals, each against a fresh receiver of the transfer.
         let rejections = list(v, "rejections")

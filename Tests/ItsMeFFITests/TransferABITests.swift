@@ -263,7 +263,7 @@ final class TransferABITests: XCTestCase {
         XCTAssertEqual(ffiTransferConfirm(receiver, t0 + 2), ITSME_OK)
         XCTAssertEqual(state(receiver), UInt32(ITSME_TRANSFER_STATE_AWAITING_IDENTITY))
         var message = bytes(Int(ITSME_TRANSFER_MESSAGE_MAX)) { ffiTransferNextOutgoing(sender, $0, $1, $2) }
-        XCTAssertEqual(message.count, 2 + 82 + "Olivia".utf8.count + 16)
+        XCTAssertEqual(message.count, 2 + 82 + "Olivia".utf8.count + 4 + 16)
         message[40] ^= 0x01
         XCTAssertEqual(ffiTransferReceive(receiver, message, UInt(message.count), t0 + 3), ITSME_E_AUTHENTICATION_FAILED)
         XCTAssertEqual(state(receiver), UInt32(ITSME_TRANSFER_STATE_FAILED))
@@ -295,6 +295,94 @@ final class TransferABITests: XCTestCase {
     }
 
     // MARK: Helpers
+
+    // MARK: The contacts, carried
+
+    /// An export with the contacts and a live transfer that includes them,
+    /// through the C interface: the import carries the store, writes it as
+    /// a new file, and the install finds every contact there.
+    func testTheContactStoreTravelsThroughTheCInterface() throws {
+        let olivia = person("Olivia")
+        let nina = person("Nina", pin: "222222")
+        var store: UnsafeMutablePointer<itsme_store>?
+        XCTAssertEqual(ffiStoreOpen(olivia.identity, directory + "/olivia.db", &store), ITSME_OK)
+        defer { ffiStoreFree(store) }
+        _ = add(store, "Ann", key: 0x41)
+        _ = add(store, "Ben", key: 0x42)
+        var ninas: UnsafeMutablePointer<itsme_store>?
+        XCTAssertEqual(ffiStoreOpen(nina.identity, directory + "/nina.db", &ninas), ITSME_OK)
+        defer { ffiStoreFree(ninas) }
+
+        // The export: its size first (no PIN tried), then the blob.
+        let password = text { ffiExportGeneratePassword(nil, $0, $1, $2) }
+        var needed: UInt = 0
+        var tiny = [UInt8](repeating: 0, count: 8)
+        XCTAssertEqual(
+            ffiIdentityExportWithContacts(
+                olivia.identity, "123456", t0, password, UInt32(ITSME_EXPORT_PASSWORD_GENERATED), store, nil, &tiny, 8, &needed),
+            ITSME_E_BUFFER_TOO_SMALL)
+        XCTAssertGreaterThan(needed, UInt(ITSME_EXPORT_MAX))
+        var pinFailures: UInt32 = 99
+        var wait: UInt64 = 0
+        XCTAssertEqual(ffiPinStatus(olivia.identity, t0, &pinFailures, &wait), ITSME_OK)
+        XCTAssertEqual(pinFailures, 0, "the size query tries no PIN")
+        XCTAssertEqual(
+            ffiIdentityExportWithContacts(
+                olivia.identity, "123456", t0, password, UInt32(ITSME_EXPORT_PASSWORD_GENERATED), ninas, nil, &tiny, 8, &needed),
+            ITSME_E_WRONG_IDENTITY, "a store of another identity")
+        let blob = bytes(Int(needed)) {
+            ffiIdentityExportWithContacts(
+                olivia.identity, "123456", t0, password, UInt32(ITSME_EXPORT_PASSWORD_GENERATED), store, nil, $0, $1, $2)
+        }
+        XCTAssertEqual(blob[7], 2)
+        var textLength: UInt = 0
+        var textBuffer = [CChar](repeating: 0, count: 64)
+        XCTAssertEqual(ffiExportToText(blob, UInt(blob.count), &textBuffer, 64, &textLength), ITSME_E_INVALID_ARGUMENT, "no text form")
+        var opened: UnsafeMutablePointer<itsme_import>?
+        XCTAssertEqual(ffiImportOpen(memoryStore(), blob, UInt(blob.count), password, t0, &opened), ITSME_OK)
+        cleanups.append { ffiImportFree(opened) }
+
+        // The live transfer, with the contacts included before confirming.
+        let (receiver, sender) = startTransfer(olivia.identity)
+        XCTAssertEqual(ffiTransferIncludeContacts(receiver, store), ITSME_E_INVALID_STATE, "the receiver sends nothing")
+        XCTAssertEqual(ffiTransferIncludeContacts(sender, ninas), ITSME_E_WRONG_IDENTITY)
+        XCTAssertEqual(ffiTransferIncludeContacts(sender, nil), ITSME_E_INVALID_ARGUMENT)
+        XCTAssertEqual(ffiTransferIncludeContacts(sender, store), ITSME_OK)
+        XCTAssertEqual(move(sender, receiver, now: t0 + 1), 1)
+        XCTAssertEqual(ffiTransferConfirm(sender, t0 + 2), ITSME_OK)
+        XCTAssertEqual(ffiTransferIncludeContacts(sender, store), ITSME_E_INVALID_STATE, "once confirmed")
+        XCTAssertEqual(ffiTransferConfirm(receiver, t0 + 2), ITSME_OK)
+        XCTAssertGreaterThanOrEqual(move(sender, receiver, now: t0 + 3), 2)
+        XCTAssertEqual(state(receiver), UInt32(ITSME_TRANSFER_STATE_DONE))
+        var received: UnsafeMutablePointer<itsme_import>?
+        XCTAssertEqual(ffiTransferTakeImport(receiver, &received), ITSME_OK)
+        cleanups.append { ffiImportFree(received) }
+
+        for (label, imported) in [("export", opened), ("transfer", received)] {
+            var size: UInt64 = 0
+            XCTAssertEqual(ffiImportContactsSize(imported, &size), ITSME_OK)
+            XCTAssertGreaterThan(size, 0, label)
+            let path = directory + "/new-\(label).db"
+            XCTAssertEqual(ffiImportWriteContacts(imported, path), ITSME_OK, label)
+            XCTAssertEqual(ffiImportWriteContacts(imported, path), ITSME_E_ALREADY_EXISTS, "never overwritten")
+            XCTAssertEqual(ffiImportWriteContacts(imported, ""), ITSME_E_INVALID_ARGUMENT)
+            XCTAssertEqual(try FileManager.default.attributesOfItem(atPath: path)[.size] as? UInt64, size)
+            let device = memoryStore()
+            var installed: UnsafeMutablePointer<itsme_identity>?
+            XCTAssertEqual(ffiImportInstall(imported, device, path, 0, &installed), ITSME_OK, label)
+            defer { ffiIdentityFree(installed) }
+            var moved: UnsafeMutablePointer<itsme_store>?
+            XCTAssertEqual(ffiStoreOpen(installed, path, &moved), ITSME_OK)
+            XCTAssertEqual(names(moved), ["Ann", "Ben"], label)
+            ffiStoreFree(moved)
+        }
+        // A transfer without the contacts carries none.
+        let alone = transferred(olivia.identity)
+        var size: UInt64 = 99
+        XCTAssertEqual(ffiImportContactsSize(alone, &size), ITSME_OK)
+        XCTAssertEqual(size, 0)
+        XCTAssertEqual(ffiImportWriteContacts(alone, directory + "/none.db"), ITSME_E_NOT_FOUND)
+    }
 
     private func memoryStore() -> UnsafeMutablePointer<itsme_secret_store>? {
         var store: UnsafeMutablePointer<itsme_secret_store>?

@@ -1,19 +1,27 @@
 """Section 17 of docs/PROTOCOL.md (device transfer), built from that document only.
 
-The contents carried (17), the password export (17.1) and opening it (17.2), and the live
-transfer (17.3).  Section 4.1 (SAS), the encodings of section 1, the alphabet of 16.1 and the
-attempt limiter of 10.2 come from :mod:`independent.protocol`.  Argon2id, AES-256-GCM and X25519
-are the ``cryptography`` package's.
+The contents carried and the contact store beside them (17), the password export of format
+version 1 (identity only, blob or ``ITSMEXP1:`` text) and of format version 2 (with the contact
+store, blob only) (17.1) and opening it (17.2), and the live transfer of version 2 (17.3: the
+offer, the key message, the identity message announcing ``len(store)``, then the store messages,
+one per 32,768-byte chunk; a receiver that holds what arrives before its confirmation).
+Section 4.1 (SAS), the encodings of section 1, the alphabet of 16.1 and the attempt limiter of
+10.2 come from :mod:`independent.protocol`.  Argon2id, AES-256-GCM and X25519 are the
+``cryptography`` package's.
 
 Every refusal raises a subclass of :class:`protocol.ProtocolError`, one per reason class:
 :class:`Malformed` (a foreign or truncated export, a malformed, out-of-order or repeated
-message), :class:`InvalidInput` (a typed or chosen password of the wrong form; its subclass
+message, a store message of the wrong length, more held than can be due), :class:`InvalidInput`
+(a typed or chosen password of the wrong form, a contact store an exporter refuses; its subclass
 :class:`UnsupportedExport`, an export of another version, key derivation or password kind, with
-parameters outside the window, or of the source's format), :class:`AuthenticationFailed` (an
-AES-GCM tag that fails: a wrong password, an altered export or identity message),
-:class:`CorruptContents` (contents that opened but do not parse, or whose fingerprint does not
-match the key), :class:`InvalidKey` (a peer key refused: an all-zero X25519 result, S = R) and
-:class:`InvalidState` (a call out of turn, or any call once the transfer has ended).
+parameters outside the window, of the source's format, or a text holding an export of format
+version 2), :class:`AuthenticationFailed` (an AES-GCM tag that fails: a wrong password, an
+altered export, identity or store message, a chunk moved, repeated or of another transfer),
+:class:`CorruptContents` (contents that opened but do not parse, whose fingerprint does not
+match the key, a ``len(store)`` over 64 MiB, a store that is empty in an export of format
+version 2 or not a SQLite file), :class:`InvalidKey` (a peer key refused: an all-zero X25519
+result, S = R) and :class:`InvalidState` (a call out of turn, or any call once the transfer has
+ended or is done; it changes nothing).
 """
 
 from __future__ import annotations
@@ -58,14 +66,14 @@ class Malformed(ProtocolError):
 
 
 class InvalidInput(ProtocolError):
-    """A typed password that is not of its kind's form, or a chosen password that is too
-    short."""
+    """A typed password that is not of its kind's form, a chosen password that is too short,
+    or a contact store an exporter refuses (17: over 64 MiB, or not a SQLite file)."""
 
 
 class UnsupportedExport(InvalidInput):
-    """An export this version does not read: another version (also in the text's prefix), key
-    derivation or password kind, or parameters outside the window, refused before any key is
-    derived."""
+    """An export this version does not read: another version (also in the text's prefix, and
+    an export of format version 2 in a text, which that version does not have), key derivation
+    or password kind, or parameters outside the window, refused before any key is derived."""
 
 
 class SourceFormatExport(UnsupportedExport):
@@ -74,13 +82,14 @@ class SourceFormatExport(UnsupportedExport):
 
 
 class AuthenticationFailed(ProtocolError):
-    """The AES-GCM tag fails: a wrong password or an altered export (17.2), an identity message
-    that does not open (17.3)."""
+    """The AES-GCM tag fails: a wrong password or an altered export (17.2), an identity or a
+    store message that does not open (17.3)."""
 
 
 class CorruptContents(ProtocolError):
-    """Contents that opened but are not of the form of section 17, or whose fingerprint differs
-    from the one recomputed from the key."""
+    """Contents that opened but are not of the form of section 17, whose fingerprint differs
+    from the one recomputed from the key, or whose contact store is not one (17: 1 to 64 MiB,
+    beginning with SQLite's header; 17.3: a ``len(store)`` over 64 MiB)."""
 
 
 class InvalidKey(ProtocolError):
@@ -88,8 +97,9 @@ class InvalidKey(ProtocolError):
 
 
 class InvalidState(ProtocolError):
-    """17.3: a step out of turn (a confirmation before the key message, a second one), or any
-    step once the transfer has ended."""
+    """17.3: a step out of turn (a confirmation before the key message, a second one), a
+    message once the transfer is done, or any step once the transfer has ended.  It changes
+    nothing."""
 
 
 class TransferExpired(ProtocolError):
@@ -102,6 +112,11 @@ def _be16(n: int) -> bytes:
 
 def _be32(n: int) -> bytes:
     return struct.pack(">I", n)
+
+
+def _be96(n: int) -> bytes:
+    """u96(n) of 17.3: n as 12 bytes, big-endian."""
+    return n.to_bytes(12, "big")
 
 
 GCM_TAG_BYTES = 16
@@ -173,6 +188,40 @@ def parse_contents(data: bytes) -> Contents:
     return Contents(seed, contacts_key, name, carried.decode("ascii"), bytes(data))
 
 
+def split_contents(data: bytes) -> tuple[bytes, bytes]:
+    """17.1, format version 2: "contents is parsed as in version 1 (the name's length says
+    where it ends) and the rest is store".  Returns (contents, rest); too short to hold the
+    name's length, or the name it announces, is corrupt."""
+    if len(data) < SEED_BYTES + CONTACTS_KEY_BYTES + 2:
+        raise CorruptContents(f"contents of {len(data)} bytes")
+    (n,) = struct.unpack(">H", data[64:66])
+    end = CONTENTS_FIXED + n
+    if len(data) < end:
+        raise CorruptContents("the name length runs past the contents")
+    return bytes(data[:end]), bytes(data[end:])
+
+
+# 17: the contact store, one file: a consistent copy of the SQLite database, 1 to 64 MiB,
+# beginning with SQLite's 16-byte header.
+STORE_HEADER = b"SQLite format 3\x00"
+STORE_MAX = 64 * 1024 * 1024  # 67,108,864 bytes
+
+
+def check_store(store: bytes, error: type[ProtocolError] = CorruptContents) -> bytes:
+    """17: a contact store is 1 to 67,108,864 bytes beginning with "SQLite format 3" || 0x00.
+    An importer refuses another as corrupt_data (``error`` by default); an exporter refuses
+    one as invalid_argument (:class:`InvalidInput`)."""
+    if not isinstance(store, (bytes, bytearray)):
+        raise TypeError("a contact store is bytes")
+    if not store:
+        raise error("an empty contact store")
+    if len(store) > STORE_MAX:
+        raise error(f"a contact store of {len(store)} bytes, over 64 MiB")
+    if store[:len(STORE_HEADER)] != STORE_HEADER:
+        raise error("the contact store does not begin with SQLite's header")
+    return bytes(store)
+
+
 # --------------------------------------------------------------------------------------------
 # 17.1: passwords
 # --------------------------------------------------------------------------------------------
@@ -238,7 +287,9 @@ def password_bytes(kind: int, typed: str) -> bytes:
 # --------------------------------------------------------------------------------------------
 
 EXPORT_MAGIC = b"ITSMEXP"
-EXPORT_VERSION = 1
+EXPORT_VERSION = 1  # the identity only; the only one with a text form
+EXPORT_VERSION_CONTACTS = 2  # with the contact store: contents || store sealed, a file only
+EXPORT_VERSIONS = (EXPORT_VERSION, EXPORT_VERSION_CONTACTS)
 KDF_ARGON2ID13 = 1
 EXPORT_TEXT_PREFIX = "ITSMEXP1:"
 SALT_BYTES = 16
@@ -253,8 +304,11 @@ ARGON2_LANES = 1
 # 46 bytes.
 _HEADER = struct.Struct(">7sBBIIB16s12s")
 HEADER_BYTES = _HEADER.size  # 46
-EXPORT_MIN = HEADER_BYTES + CONTENTS_MIN + GCM_TAG_BYTES
-EXPORT_MAX = HEADER_BYTES + CONTENTS_MAX + GCM_TAG_BYTES
+EXPORT_MIN = HEADER_BYTES + CONTENTS_MIN + GCM_TAG_BYTES  # 145
+EXPORT_MAX = HEADER_BYTES + CONTENTS_MAX + GCM_TAG_BYTES  # 272
+# Format version 2: "144 bytes plus the name's length plus the store's: 146 to 67,109,136".
+EXPORT2_MIN = EXPORT_MIN + 1  # 146
+EXPORT2_MAX = EXPORT_MAX + STORE_MAX  # 67,109,136
 
 
 def argon2id(password: bytes, salt: bytes, passes: int, memory_kib: int) -> bytes:
@@ -282,28 +336,47 @@ class ExportHeader:
 
 
 def export_header(kind: int, salt: bytes, nonce: bytes, passes: int = PASSES_WRITTEN,
-                  memory_kib: int = MEMORY_KIB_WRITTEN) -> bytes:
+                  memory_kib: int = MEMORY_KIB_WRITTEN, version: int = EXPORT_VERSION) -> bytes:
+    """header (format version 1) or header2 (format version 2): the same fields but the
+    version byte."""
+    if version not in EXPORT_VERSIONS:
+        raise ValueError("the format version is 1 (identity only) or 2 (with the contacts)")
     if kind not in PASSWORD_KINDS:
         raise ValueError("password kind is 1 (generated) or 2 (chosen)")
     if len(salt) != SALT_BYTES or len(nonce) != NONCE_BYTES:
         raise ValueError("the salt is 16 bytes and the nonce 12")
-    return ExportHeader(EXPORT_VERSION, KDF_ARGON2ID13, passes, memory_kib, kind, salt,
+    return ExportHeader(version, KDF_ARGON2ID13, passes, memory_kib, kind, salt,
                         nonce).encode()
 
 
-def parse_export_header(export: bytes) -> ExportHeader:
+def export_size_window(export: bytes) -> tuple[int, int]:
+    """The size window an export is checked against: format version 2's (146 to 67,109,136
+    bytes) when its eighth byte, the version after 'ITSMEXP', is 2; version 1's (145 to 272)
+    otherwise.  (The document gives no window of an unknown version: one is read as version 1
+    was before version 2 existed, refused as another version only inside version 1's window.)"""
+    if export[7:8] == bytes([EXPORT_VERSION_CONTACTS]):
+        return EXPORT2_MIN, EXPORT2_MAX
+    return EXPORT_MIN, EXPORT_MAX
+
+
+def parse_export_header(export: bytes, from_text: bool = False) -> ExportHeader:
     """17.2: the export's length and its header, checked before any key is derived, in the
-    order of 1.1: the size first (outside 145 to 272 bytes: malformed_message, whatever the
-    header says), then the shape (the 'ITSMEXP' magic: malformed_message), then the version,
-    key derivation, password kind and parameters (3 to 10 passes over 256 MiB to 1 GiB), each
-    refused as unsupported (invalid_argument, the code 17.1 names for them)."""
-    if not EXPORT_MIN <= len(export) <= EXPORT_MAX:
-        raise Malformed(f"an export of {len(export)} bytes, not 145 to 272")
+    order of 1.1: the size first (outside its version's window, :func:`export_size_window`:
+    malformed_message, whatever else the header says), then the shape (the 'ITSMEXP' magic:
+    malformed_message), then the version, key derivation, password kind and parameters (3 to
+    10 passes over 256 MiB to 1 GiB), each refused as unsupported (invalid_argument, the code
+    17.1 names for them).  ``from_text``: the export came in a text, which is format version 1
+    only ("a text holding a version-2 blob is invalid_argument")."""
+    lo, hi = export_size_window(export)
+    if not lo <= len(export) <= hi:
+        raise Malformed(f"an export of {len(export)} bytes, not {lo} to {hi}")
     if export[:len(EXPORT_MAGIC)] != EXPORT_MAGIC:
         raise Malformed("not an ItsMe export")
     magic, version, kdf, passes, memory_kib, kind, salt, nonce = _HEADER.unpack_from(export)
-    if version != EXPORT_VERSION:
+    if version not in EXPORT_VERSIONS:
         raise UnsupportedExport(f"unknown export version {version}")
+    if from_text and version != EXPORT_VERSION:
+        raise UnsupportedExport(f"an export of format version {version} has no text form")
     if kdf != KDF_ARGON2ID13:
         raise UnsupportedExport(f"unknown key derivation {kdf}")
     if kind not in PASSWORD_KINDS:
@@ -316,7 +389,24 @@ def parse_export_header(export: bytes) -> ExportHeader:
 
 
 def export_text(export: bytes) -> str:
+    """'ITSMEXP1:' || base64url(export), for an export of format version 1 only."""
+    if export[7:8] != bytes([EXPORT_VERSION]):
+        raise ValueError("only an export of format version 1 has a text form")
     return EXPORT_TEXT_PREFIX + b64url_encode(export)
+
+
+def read_export_file(data: bytes) -> bytes | str:
+    """17.1: an export's file holds the blob or the text (the text only for format version 1):
+    "an importer tells a blob from a text by its eighth byte, 0x01 or 0x02 after ITSMEXP, where
+    a text has 1 = 0x31".  Returns the blob, or the text to read as :func:`decode_export_text`
+    does (a file that is neither, not even UTF-8, is no export: malformed_message)."""
+    data = bytes(data)
+    if data[:len(EXPORT_MAGIC)] == EXPORT_MAGIC and data[7:8] in (b"\x01", b"\x02"):
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Malformed("neither an export nor an export text") from exc
 
 
 EXPORT_TEXT_MAGIC = "ITSMEXP"
@@ -381,7 +471,8 @@ def decode_export_text(text: str) -> bytes:
 
 @dataclass(frozen=True)
 class Export:
-    """One password export and every value of 17.1 that makes it."""
+    """One password export and every value of 17.1 that makes it.  ``store`` is the contact
+    store of an export of format version 2 (empty for version 1), whose ``text`` is None."""
     kind: int
     password_bytes: bytes
     passes: int
@@ -392,29 +483,46 @@ class Export:
     key: bytes
     contents: bytes
     export: bytes
-    text: str
+    text: str | None
+    store: bytes = b""
+
+    @property
+    def version(self) -> int:
+        return self.header[7]
 
 
 def make_export(identity_seed: bytes, contacts_key: bytes, name: bytes, password: str,
                 kind: int, salt: bytes, nonce: bytes, passes: int = PASSES_WRITTEN,
-                memory_kib: int = MEMORY_KIB_WRITTEN, kdf: Kdf = argon2id) -> Export:
+                memory_kib: int = MEMORY_KIB_WRITTEN, kdf: Kdf = argon2id,
+                store: bytes | None = None) -> Export:
     """17.1.  ``password`` is the generated password (any typed form of it) for kind 1, or the
-    chosen one for kind 2."""
+    chosen one for kind 2.  Without ``store``, format version 1 (the blob and its text); with
+    it, format version 2: header2 || AES-256-GCM(key, nonce, contents || store, header2), with
+    no text form.  A store the exporter refuses (empty, over 64 MiB, not a SQLite file) is
+    invalid_argument, before any key is derived."""
     secret = password_bytes(kind, password)
     contents = build_contents(identity_seed, contacts_key, name)
-    header = export_header(kind, salt, nonce, passes, memory_kib)
-    parse_export_header(header + bytes(len(contents) + GCM_TAG_BYTES))  # in the window
+    if store is None:
+        version, plaintext, store = EXPORT_VERSION, contents, b""
+    else:
+        store = check_store(store, InvalidInput)
+        version, plaintext = EXPORT_VERSION_CONTACTS, contents + store
+    header = export_header(kind, salt, nonce, passes, memory_kib, version)
+    parse_export_header(header + bytes(len(plaintext) + GCM_TAG_BYTES))  # in the window
     key = kdf(secret, salt, passes, memory_kib)
-    export = header + AESGCM(key).encrypt(nonce, contents, header)
+    export = header + AESGCM(key).encrypt(nonce, plaintext, header)
     return Export(kind, secret, passes, memory_kib, salt, nonce, header, key, contents, export,
-                  export_text(export))
+                  export_text(export) if version == EXPORT_VERSION else None, store)
 
 
 @dataclass(frozen=True)
 class Opened:
+    """An opened export: its header, its key, the contents, and the contact store (format
+    version 2; empty for version 1)."""
     header: ExportHeader
     key: bytes
     contents: Contents
+    store: bytes = b""
 
 
 def open_export(export: bytes | str, typed: str, limiter: AttemptLimiter | None = None,
@@ -423,48 +531,67 @@ def open_export(export: bytes | str, typed: str, limiter: AttemptLimiter | None 
     header's kind (refused without counting), then one counted attempt under the limiter of
     10.2: a tag that fails counts a failure; contents that opened are parsed strictly and the
     fingerprint checked (corrupt contents leave the count as it was); only an identity that
-    opens and parses resets it.  The blob or its text is accepted."""
-    data = decode_export_text(export) if isinstance(export, str) else bytes(export)
-    header = parse_export_header(data)
+    opens and parses resets it.  The blob (of format version 1 or 2) or its text (version 1
+    only) is accepted.  Format version 2: the contents are parsed up to the end the name's
+    length gives, and the rest is the contact store, refused as corrupt when empty, not a
+    SQLite file, or over 64 MiB (a name shorter than 128 bytes leaves room in the window for a
+    longer one)."""
+    from_text = isinstance(export, str)
+    data = decode_export_text(export) if from_text else bytes(export)
+    header = parse_export_header(data, from_text)
     secret = password_bytes(header.kind, typed)
     if limiter is not None:
         limiter.check(now)
     key = kdf(secret, header.salt, header.passes, header.memory_kib)
     try:
-        contents = _aes_gcm_open(key, header.nonce, data[HEADER_BYTES:], data[:HEADER_BYTES])
+        plaintext = _aes_gcm_open(key, header.nonce, data[HEADER_BYTES:], data[:HEADER_BYTES])
     except AuthenticationFailed:
         if limiter is not None:
             limiter.failure(now)
         raise
-    parsed = parse_contents(contents)
+    if header.version == EXPORT_VERSION_CONTACTS:
+        contents, store = split_contents(plaintext)
+        parsed = parse_contents(contents)
+        store = check_store(store, CorruptContents)
+    else:
+        parsed, store = parse_contents(plaintext), b""
     if limiter is not None:
         limiter.success(now)
-    return Opened(header, key, parsed)
+    return Opened(header, key, parsed, store)
 
 
 # --------------------------------------------------------------------------------------------
 # 17.3: the live transfer
 # --------------------------------------------------------------------------------------------
 
-TRANSFER_VERSION = 1
+TRANSFER_VERSION = 2  # version 1 (identity only) is no longer spoken
 TRANSFER_ID_BYTES = 16
 OFFER_BYTES = 1 + TRANSFER_ID_BYTES + 32  # 49
-OFFER_TEXT_PREFIX = "ITSMETR1:"
+OFFER_TEXT_PREFIX = "ITSMETR2:"
 MSG_KEY = 1
 MSG_IDENTITY = 2
+MSG_STORE = 3
+MESSAGE_TYPES = (MSG_KEY, MSG_IDENTITY, MSG_STORE)
 KEY_MESSAGE_BYTES = 2 + 32
-IDENTITY_MESSAGE_MIN = 2 + CONTENTS_MIN + GCM_TAG_BYTES  # 101
-IDENTITY_MESSAGE_MAX = 2 + CONTENTS_MAX + GCM_TAG_BYTES  # 228
-TRANSFER_TH_LABEL = b"itsme-transfer-v1"
-TRANSFER_SEED_LABEL = b"itsme-transfer-seed-v1"
-TRANSFER_KEY_LABEL = b"itsme-transfer-key-v1"
-TRANSFER_ROOM_LABEL = b"itsme-transfer-room-v1"
-TRANSFER_NONCE = bytes(12)
+STORE_LENGTH_BYTES = 4  # u32(len(store)), after the contents in the identity message
+IDENTITY_PLAINTEXT_MIN = CONTENTS_MIN + STORE_LENGTH_BYTES  # 87
+IDENTITY_PLAINTEXT_MAX = CONTENTS_MAX + STORE_LENGTH_BYTES  # 214
+IDENTITY_MESSAGE_MIN = 2 + IDENTITY_PLAINTEXT_MIN + GCM_TAG_BYTES  # 105
+IDENTITY_MESSAGE_MAX = 2 + IDENTITY_PLAINTEXT_MAX + GCM_TAG_BYTES  # 232
+CHUNK_BYTES = 32768
+STORE_CHUNKS_MAX = STORE_MAX // CHUNK_BYTES  # 2,048
+STORE_MESSAGE_MIN = 2 + 1 + GCM_TAG_BYTES  # 19: a last chunk of 1 byte
+STORE_MESSAGE_MAX = 2 + CHUNK_BYTES + GCM_TAG_BYTES  # 32,786
+TRANSFER_TH_LABEL = b"itsme-transfer-v2"
+TRANSFER_SEED_LABEL = b"itsme-transfer-seed-v2"
+TRANSFER_KEY_LABEL = b"itsme-transfer-key-v2"
+TRANSFER_ROOM_LABEL = b"itsme-transfer-room-v1"  # the room keeps its label
+TRANSFER_NONCE = bytes(12)  # the identity message's: u96(0)
 TRANSFER_SECONDS = 10 * 60
 
 
 def offer(transfer_id: bytes, receiver_public: bytes) -> bytes:
-    """u8(1) version | transfer_id (16) | R (32)."""
+    """u8(2) version | transfer_id (16) | R (32)."""
     if len(transfer_id) != TRANSFER_ID_BYTES or len(receiver_public) != 32:
         raise ValueError("the transfer id is 16 bytes and R 32")
     return u8(TRANSFER_VERSION) + transfer_id + receiver_public
@@ -477,12 +604,13 @@ def offer_text(offer_bytes: bytes) -> str:
 def parse_offer(data: bytes | str) -> tuple[bytes, bytes]:
     """An offer, or its text as scanned: (transfer_id, R).  17.3: "The sender reads the offer
     text as 17.1 reads an export text (tabs, line feeds, carriage returns and spaces around it
-    dropped, nothing else)"; one that is not 'ITSMETR1:' and strict base64url of 49 bytes with
-    version 1 is malformed_message."""
+    dropped, nothing else)"; one that is not 'ITSMETR2:' and strict base64url of 49 bytes with
+    version 2 is malformed_message (so is an offer of version 1, 'ITSMETR1:', no longer
+    spoken)."""
     if isinstance(data, str):
         data = strip_text(data)
         if not data.startswith(OFFER_TEXT_PREFIX):
-            raise Malformed("not a transfer offer")
+            raise Malformed("not a transfer offer of version 2")
         try:
             data = b64url_decode(data[len(OFFER_TEXT_PREFIX):])
         except ProtocolError as exc:
@@ -500,21 +628,35 @@ def transfer_room(transfer_id: bytes) -> str:
 
 
 def key_message(sender_public: bytes) -> bytes:
-    """u8(1) | u8(1) type | S (32)."""
+    """u8(2) | u8(1) type | S (32)."""
     if len(sender_public) != 32:
         raise ValueError("S is 32 bytes")
     return u8(TRANSFER_VERSION) + u8(MSG_KEY) + sender_public
 
 
-def _message_body(message: bytes, expected_type: int) -> bytes:
+def message_type(message: bytes) -> int:
+    """The type of a message of 17.3, after its header's checks: at least the two header
+    bytes, version 2 (a message of version 1 is of another version), a known type (1 key,
+    2 identity, 3 store); otherwise malformed_message."""
     if len(message) < 2:
         raise Malformed("a message of fewer than 2 bytes")
     if message[0] != TRANSFER_VERSION:
         raise Malformed(f"unknown message version {message[0]}")
-    if message[1] != expected_type:
-        raise Malformed(f"message of type {message[1]} where {expected_type} was expected")
-    lo, hi = ((KEY_MESSAGE_BYTES, KEY_MESSAGE_BYTES) if expected_type == MSG_KEY
-              else (IDENTITY_MESSAGE_MIN, IDENTITY_MESSAGE_MAX))
+    if message[1] not in MESSAGE_TYPES:
+        raise Malformed(f"unknown message type {message[1]}")
+    return message[1]
+
+
+def _message_body(message: bytes, expected_type: int) -> bytes:
+    """The message's body after its header, its type and its length (the lengths one can
+    check on arrival: 34 bytes for a key message, 105 to 232 for an identity message, 19 to
+    32,786 for a store message, whose exact length :func:`open_store_message` checks)."""
+    kind = message_type(message)
+    if kind != expected_type:
+        raise Malformed(f"message of type {kind} where {expected_type} was expected")
+    lo, hi = {MSG_KEY: (KEY_MESSAGE_BYTES, KEY_MESSAGE_BYTES),
+              MSG_IDENTITY: (IDENTITY_MESSAGE_MIN, IDENTITY_MESSAGE_MAX),
+              MSG_STORE: (STORE_MESSAGE_MIN, STORE_MESSAGE_MAX)}[expected_type]
     if not lo <= len(message) <= hi:
         raise Malformed(f"a message of type {expected_type} of {len(message)} bytes")
     return bytes(message[2:])
@@ -550,20 +692,98 @@ def transfer_key(seed: bytes, th: bytes) -> bytes:
     return hkdf(seed, b"", lv_cat(TRANSFER_KEY_LABEL, th), 32)
 
 
+def store_chunks(store: bytes) -> list[bytes]:
+    """17.3: the store cut into chunks of 32,768 bytes, the last one holding the rest (1 to
+    32,768 bytes): ceil(len(store) / 32768) of them, none for an empty store."""
+    return [bytes(store[at:at + CHUNK_BYTES]) for at in range(0, len(store), CHUNK_BYTES)]
+
+
+def chunk_count(store_length: int) -> int:
+    return -(-store_length // CHUNK_BYTES)
+
+
+def chunk_length(store_length: int, i: int) -> int:
+    """The length of chunk i of a store of ``store_length`` bytes (0 <= i < chunk_count)."""
+    if not 0 <= i < chunk_count(store_length):
+        raise ValueError("no such chunk")
+    return min(CHUNK_BYTES, store_length - i * CHUNK_BYTES)
+
+
+def identity_plaintext(contents: bytes, store_length: int) -> bytes:
+    """contents || u32(len(store))."""
+    return contents + _be32(store_length)
+
+
 def identity_message_aad(th: bytes) -> bytes:
-    """u8(1) | u8(2) | th, concatenated."""
+    """u8(2) | u8(2) | th, concatenated."""
     return u8(TRANSFER_VERSION) + u8(MSG_IDENTITY) + th
 
 
-def identity_message(key: bytes, th: bytes, contents: bytes) -> bytes:
-    """u8(1) | u8(2) | AES-256-GCM(key, 12 zero bytes, contents, u8(1) | u8(2) | th)."""
+def identity_message(key: bytes, th: bytes, plaintext: bytes) -> bytes:
+    """u8(2) | u8(2) | AES-256-GCM(key, 12 zero bytes, contents || u32(len(store)),
+    u8(2) | u8(2) | th).  ``plaintext`` is :func:`identity_plaintext`'s."""
     return (u8(TRANSFER_VERSION) + u8(MSG_IDENTITY)
-            + AESGCM(key).encrypt(TRANSFER_NONCE, contents, identity_message_aad(th)))
+            + AESGCM(key).encrypt(TRANSFER_NONCE, plaintext, identity_message_aad(th)))
 
 
-def open_identity_message(message: bytes, key: bytes, th: bytes) -> Contents:
+@dataclass(frozen=True)
+class OpenedIdentity:
+    """An identity message opened: the contents and the store's length it announces."""
+    contents: Contents
+    store_length: int
+
+    @property
+    def chunks(self) -> int:
+        return chunk_count(self.store_length)
+
+
+def open_identity_message(message: bytes, key: bytes, th: bytes) -> OpenedIdentity:
+    """Its length (105 to 232 bytes) before any decryption, then the tag, then the contents
+    (parsed strictly) and len(store) (at most 64 MiB), corrupt otherwise."""
     sealed = _message_body(message, MSG_IDENTITY)
-    return parse_contents(_aes_gcm_open(key, TRANSFER_NONCE, sealed, identity_message_aad(th)))
+    plaintext = _aes_gcm_open(key, TRANSFER_NONCE, sealed, identity_message_aad(th))
+    contents = parse_contents(plaintext[:-STORE_LENGTH_BYTES])
+    (store_length,) = struct.unpack(">I", plaintext[-STORE_LENGTH_BYTES:])
+    if store_length > STORE_MAX:
+        raise CorruptContents(f"a store of {store_length} bytes announced, over 64 MiB")
+    return OpenedIdentity(contents, store_length)
+
+
+def store_message_nonce(i: int) -> bytes:
+    """u96(i + 1): the identity message has nonce 0, chunk i nonce i + 1."""
+    return _be96(i + 1)
+
+
+def store_message_aad(th: bytes, i: int) -> bytes:
+    """u8(2) | u8(3) | th | u32(i), concatenated."""
+    return u8(TRANSFER_VERSION) + u8(MSG_STORE) + th + _be32(i)
+
+
+def store_message(key: bytes, th: bytes, i: int, chunk: bytes) -> bytes:
+    """u8(2) | u8(3) | AES-256-GCM(key, u96(i + 1), chunk_i, u8(2) | u8(3) | th | u32(i))."""
+    if not 0 <= i < STORE_CHUNKS_MAX or not 1 <= len(chunk) <= CHUNK_BYTES:
+        raise ValueError("a chunk index below 2,048 and a chunk of 1 to 32,768 bytes")
+    return (u8(TRANSFER_VERSION) + u8(MSG_STORE)
+            + AESGCM(key).encrypt(store_message_nonce(i), chunk, store_message_aad(th, i)))
+
+
+def store_messages(key: bytes, th: bytes, store: bytes) -> list[bytes]:
+    return [store_message(key, th, i, chunk) for i, chunk in enumerate(store_chunks(store))]
+
+
+def open_store_message(message: bytes, key: bytes, th: bytes, i: int,
+                       store_length: int) -> bytes:
+    """Store message i of a store of ``store_length`` bytes: of exactly 2 + len(chunk_i) + 16
+    bytes (known from len(store), checked before any decryption: malformed_message), then its
+    tag under nonce u96(i + 1) and its index in the associated data (a chunk dropped, moved,
+    repeated or of another transfer: authentication_failed)."""
+    sealed = _message_body(message, MSG_STORE)
+    if i >= chunk_count(store_length):
+        raise Malformed(f"a store message beyond the {chunk_count(store_length)} announced")
+    expected = 2 + chunk_length(store_length, i) + GCM_TAG_BYTES
+    if len(message) != expected:
+        raise Malformed(f"store message {i} of {len(message)} bytes, not {expected}")
+    return _aes_gcm_open(key, store_message_nonce(i), sealed, store_message_aad(th, i))
 
 
 @dataclass(frozen=True)
@@ -603,11 +823,16 @@ class _Timed:
             raise TransferExpired("a transfer lasts at most 10 minutes")
 
     def _guard(self, now: int | None, step: Callable[[], object]):
+        """Any refusal ends the transfer, except invalid_state, which changes nothing (17.3:
+        "A confirmation with no SAS yet, and any message after the transfer is done, are
+        refused as invalid_state without changing anything")."""
         if self.failed:
             raise InvalidState("the transfer has ended")
         try:
             self._check_time(now)
             return step()
+        except InvalidState:
+            raise
         except ProtocolError:
             self.failed = True
             raise
@@ -615,8 +840,12 @@ class _Timed:
 
 class TransferReceiver(_Timed):
     """The new device: shows the offer, takes the key message (then shows the SAS), and opens
-    the identity message only after its own confirmation.  Any failed step ends the transfer:
-    every later call raises."""
+    the identity message and the store messages only after its own confirmation; what arrives
+    before it is held unopened, in order (at most the identity message and 2,048 store
+    messages).  The transfer is done once the identity message and every store message it
+    announced have opened and the store begins with SQLite's header: then ``contents`` and
+    ``store`` (empty when none travelled) are set, and not before.  Any refused step but
+    invalid_state ends the transfer: every later call raises invalid_state."""
 
     def __init__(self, ephemeral_secret: bytes, transfer_id: bytes,
                  created_at: int | None = None):
@@ -631,8 +860,12 @@ class TransferReceiver(_Timed):
         self.room = transfer_room(transfer_id)
         self.keys: TransferKeys | None = None
         self.confirmed = False
-        self.held: bytes | None = None
-        self.contents: Contents | None = None
+        self.held: list[bytes] = []  # before the confirmation: the identity, then the store's
+        self.identity_received = False
+        self.identity: OpenedIdentity | None = None  # once opened
+        self.chunks: list[bytes] = []  # the store's chunks opened so far
+        self.contents: Contents | None = None  # once done
+        self.store: bytes | None = None  # once done
 
     @property
     def done(self) -> bool:
@@ -642,23 +875,40 @@ class TransferReceiver(_Timed):
         self._guard(now, lambda: self._receive(bytes(message)))
 
     def confirm(self, now: int | None = None) -> Contents | None:
-        """The person confirmed the SAS on this device: the identity, if it arrived."""
+        """The person confirmed the SAS on this device: the identity, if it and the whole
+        store arrived (then ``store`` holds the store)."""
         return self._guard(now, self._confirm)
 
     def _receive(self, message: bytes) -> None:
         if self.done:
             raise InvalidState("the transfer is done")
         if self.keys is None:
-            s = parse_key_message(message)
+            s = parse_key_message(message)  # an identity or store message first is refused
             self.keys = transfer_keys(self.ephemeral_secret, self.public, s, self.transfer_id,
                                       self.public, s)
             return
-        if self.held is not None:
-            raise Malformed("a second identity message")
-        _message_body(message, MSG_IDENTITY)  # a key message again is refused here
-        self.held = message
+        kind = message_type(message)
+        if kind == MSG_KEY:
+            raise Malformed("a second key message")
+        if kind == MSG_IDENTITY:
+            if self.identity_received:
+                raise Malformed("a second identity message")
+            _message_body(message, MSG_IDENTITY)  # its length, before any decryption
+            self.identity_received = True
+            if self.confirmed:
+                self._open_identity(message)
+            else:
+                self.held.append(message)
+            return
+        if not self.identity_received:
+            raise Malformed("a store message before the identity message")
         if self.confirmed:
-            self._open()
+            self._open_store(message)
+            return
+        _message_body(message, MSG_STORE)  # within the longest a store message can be
+        if len(self.held) - 1 >= STORE_CHUNKS_MAX:
+            raise Malformed("more store messages held than can be due")
+        self.held.append(message)
 
     def _confirm(self) -> Contents | None:
         if self.keys is None:
@@ -666,38 +916,70 @@ class TransferReceiver(_Timed):
         if self.confirmed:
             raise InvalidState("already confirmed")
         self.confirmed = True
-        if self.held is not None:
-            self._open()
+        held, self.held = self.held, []
+        if held:
+            # Opened in the order they came: the identity first, which says how many store
+            # messages are due (more held is malformed_message), then each chunk.
+            self._open_identity(held[0], held_after=len(held) - 1)
+            for message in held[1:]:
+                self._open_store(message)
         return self.contents
 
-    def _open(self) -> None:
-        self.contents = open_identity_message(self.held, self.keys.key,
-                                              self.keys.transcript_hash)
+    def _open_identity(self, message: bytes, held_after: int = 0) -> None:
+        identity = open_identity_message(message, self.keys.key, self.keys.transcript_hash)
+        if held_after > identity.chunks:
+            raise Malformed(f"{held_after} store messages held, {identity.chunks} announced")
+        self.identity = identity
+        self._finish_if_complete()
+
+    def _open_store(self, message: bytes) -> None:
+        self.chunks.append(open_store_message(message, self.keys.key,
+                                              self.keys.transcript_hash, len(self.chunks),
+                                              self.identity.store_length))
+        self._finish_if_complete()
+
+    def _finish_if_complete(self) -> None:
+        if len(self.chunks) < self.identity.chunks:
+            return
+        store = b"".join(self.chunks)
+        assert len(store) == self.identity.store_length
+        if store:
+            check_store(store, CorruptContents)
+        self.store = store
+        self.contents = self.identity.contents
 
 
 class TransferSender(_Timed):
     """The old device: scans the offer, sends the key message, shows the SAS, and seals the
-    identity message only when the person confirms."""
+    identity message and the store messages only when the person confirms.  ``store`` is the
+    contact store (empty: none travels); one the sender refuses (over 64 MiB, not a SQLite
+    file) is invalid_argument."""
 
     def __init__(self, scanned_offer: bytes | str, ephemeral_secret: bytes,
                  identity_seed: bytes, contacts_key: bytes, name: bytes,
-                 created_at: int | None = None):
+                 created_at: int | None = None, store: bytes = b""):
         super().__init__(created_at)
         self.transfer_id, self.receiver_public = parse_offer(scanned_offer)
         self.ephemeral_secret = ephemeral_secret
         self.public = x25519_public(ephemeral_secret)
         self.contents = build_contents(identity_seed, contacts_key, name)  # the bytes sealed
+        self.store = check_store(store, InvalidInput) if store else b""
+        self.identity_plaintext = identity_plaintext(self.contents, len(self.store))
         self.keys = transfer_keys(ephemeral_secret, self.public, self.receiver_public,
                                   self.transfer_id, self.receiver_public, self.public)
         self.key_message = key_message(self.public)
         self.sent_identity = False
 
-    def confirm(self, now: int | None = None) -> bytes:
-        def step() -> bytes:
+    def confirm(self, now: int | None = None) -> list[bytes]:
+        """The person confirmed the SAS on this device: the identity message, then the store
+        messages, in order."""
+        def step() -> list[bytes]:
             if self.sent_identity:
                 raise InvalidState("the identity was already sent")
             self.sent_identity = True
-            return identity_message(self.keys.key, self.keys.transcript_hash, self.contents)
+            th = self.keys.transcript_hash
+            return ([identity_message(self.keys.key, th, self.identity_plaintext)]
+                    + store_messages(self.keys.key, th, self.store))
         return self._guard(now, step)
 
     def cancel(self) -> None:

@@ -12,8 +12,10 @@ CPace scalars and each side's decision, the inviter and the invitee run against 
 through their DECISIONs; for reexchange.json the identity keys, ephemeral secrets, device
 secrets, names and times, its two QR exchanges run against a model of each side's contacts
 (8.1, 8.2); for export.json the
-identity seed, contacts key, name, salt, nonce and password, and for transfer.json the
-ephemeral secrets, transfer id and the sender's identity, through spec/independent/transfer.py);
+identity seed, contacts key, name, salt, nonce and password (and the contact store, for the
+exports of format version 2), and for transfer.json the ephemeral secrets, transfer id and the
+sender's identity and contact store, each transfer replayed through the independent receiver,
+through spec/independent/transfer.py);
 every listed rejection must be rejected, with the same reason class where the vectors name one.
 Section numbers refer to PROTOCOL.md.
 
@@ -5516,11 +5518,16 @@ _EXPORT_KEYS = (
     "case_text random_seed identity_seed identity_public contacts_key fingerprint_text name_text "
     "pin_text export_random_seed password_text typed_text password_kind password_bytes passes "
     "memory_kib salt nonce header key contents export text")
+# exports_with_contacts: the same fields but text (format version 2 has none), and store.
+_EXPORT_WITH_CONTACTS_KEYS = _EXPORT_KEYS.replace(" text", "") + " store"
+_SQLITE_HEADER = b"SQLite format 3\x00"  # 17: the first 16 bytes of a contact store
 
 
 @needs_vectors
 def test_export_vector_file_fields():
-    expect_keys(load("export.json"), "passwords typed exports rejections")
+    expect_keys(load("export.json"), "passwords typed exports exports_with_contacts rejections")
+    assert set(_EXPORT_KEYS.split()) - set(_EXPORT_WITH_CONTACTS_KEYS.split()) == {"text"}
+    assert set(_EXPORT_WITH_CONTACTS_KEYS.split()) - set(_EXPORT_KEYS.split()) == {"store"}
 
 
 @needs_vectors
@@ -5565,11 +5572,12 @@ def test_export_typed_passwords():
         assert T.password_bytes(T.KIND_CHOSEN, text) == text.encode("utf-8")
 
 
-def _header_by_hand(kind: int, passes: int, memory_kib: int, salt: bytes, nonce: bytes) -> bytes:
+def _header_by_hand(kind: int, passes: int, memory_kib: int, salt: bytes, nonce: bytes,
+                    version: int = 1) -> bytes:
     """17.1's field list: "ITSMEXP" | u8(1) | u8(1) | be32(passes) | be32(memory) | u8(kind)
-    | salt (16) | nonce (12)."""
-    return (b"ITSMEXP" + bytes([1, 1]) + passes.to_bytes(4, "big") + memory_kib.to_bytes(4, "big")
-            + bytes([kind]) + salt + nonce)
+    | salt (16) | nonce (12); header2 (format version 2) is the same with u8(2) first."""
+    return (b"ITSMEXP" + bytes([version, 1]) + passes.to_bytes(4, "big")
+            + memory_kib.to_bytes(4, "big") + bytes([kind]) + salt + nonce)
 
 
 @needs_vectors
@@ -5639,6 +5647,91 @@ def test_export_exports():
 
 
 @needs_vectors
+def test_export_exports_with_contacts():
+    """17.1, format version 2: every value of each export with contacts from its inputs
+    (identity seed, contacts key, name, salt, nonce, password, store), through the module and
+    again by hand: header2 (the header with u8(2) first), the key as in version 1, and
+    header2 || AES-256-GCM(key, nonce, contents || store, header2); then opened back, with the
+    password as shown and as typed, giving the contents and the store.  No text form."""
+    vec = load("export.json")
+    kdf = _Argon2()
+    for ex in _cases(vec, "exports_with_contacts"):
+        expect_keys(ex, _EXPORT_WITH_CONTACTS_KEYS)
+        for key in ("random_seed", "export_random_seed"):  # the library's test source only
+            assert len(h(ex[key])) == 32
+        assert ex["pin_text"].isdigit()
+        # "made with the password of passwords[2]"
+        assert ex["password_text"] == vec["passwords"][2]["password_text"]
+        seed, contacts_key = h(ex["identity_seed"]), h(ex["contacts_key"])
+        name = ex["name_text"].encode("utf-8")
+        salt, nonce, store = h(ex["salt"]), h(ex["nonce"]), h(ex["store"])
+        kind = ex["password_kind"]
+        pk = P.ed25519_public(seed)
+        assert pk.hex() == ex["identity_public"]
+        assert P.fingerprint(pk) == ex["fingerprint_text"]
+        assert (ex["passes"], ex["memory_kib"]) == (3, 256 * 1024)
+        assert len(salt) == 16 and len(nonce) == 12
+        # The store: a stand-in beginning with SQLite's header, 1 to 64 MiB; its size is named.
+        assert store.startswith(_SQLITE_HEADER) and 1 <= len(store) <= 64 * 1024 * 1024
+        assert f"{len(store)} bytes" in ex["case_text"]
+        secret = T.password_bytes(kind, ex["password_text"])
+        assert secret.hex() == ex["password_bytes"]
+        assert T.password_bytes(kind, ex["typed_text"]) == secret
+        if kind == T.KIND_GENERATED:
+            assert secret == T.canonical_password(ex["password_text"]).encode("ascii")
+        else:
+            assert kind == T.KIND_CHOSEN and secret == ex["password_text"].encode("utf-8")
+        made = T.make_export(seed, contacts_key, name, ex["password_text"], kind, salt, nonce,
+                             kdf=kdf, store=store)
+        assert made.version == 2 and made.text is None and made.store == store
+        assert made.header.hex() == ex["header"]
+        assert made.key.hex() == ex["key"]
+        assert made.contents.hex() == ex["contents"]
+        assert made.export.hex() == ex["export"]
+        # By hand, from the formulas of 17 and 17.1.
+        contents = (seed + contacts_key + len(name).to_bytes(2, "big") + name
+                    + ex["fingerprint_text"].encode("ascii"))
+        assert contents.hex() == ex["contents"] and len(contents) == 82 + len(name)
+        header2 = _header_by_hand(kind, 3, 262144, salt, nonce, version=2)
+        assert header2.hex() == ex["header"] and len(header2) == 46
+        assert header2[7] == 2 and header2[8:] == _header_by_hand(kind, 3, 262144, salt,
+                                                                  nonce)[8:]
+        key = kdf(secret, salt, 3, 262144)
+        assert key.hex() == ex["key"]
+        export2 = header2 + AESGCM(key).encrypt(nonce, contents + store, header2)
+        assert export2.hex() == ex["export"]
+        # 17.1: 144 bytes plus the name's length plus the store's, in 146 to 67,109,136.
+        assert len(export2) == 144 + len(name) + len(store)
+        assert T.EXPORT2_MIN <= len(export2) <= T.EXPORT2_MAX
+        assert AESGCM(key).decrypt(nonce, export2[46:], header2) == contents + store
+        # Opened back, from the blob, with the password as shown and as typed.
+        for typed in (ex["password_text"], ex["typed_text"]):
+            limiter = P.AttemptLimiter(failures=3)
+            opened = T.open_export(export2, typed, limiter=limiter, now=1000, kdf=kdf)
+            assert limiter.failures == 0
+            assert opened.key == key and opened.store == store
+            assert opened.header == T.ExportHeader(2, 1, 3, 262144, kind, salt, nonce)
+            c = opened.contents
+            assert (c.identity_seed, c.contacts_key, c.name) == (seed, contacts_key, name)
+            assert c.fingerprint_text == ex["fingerprint_text"]
+            assert c.identity_pk == pk and c.encoded == contents
+        # A file holding it holds the blob itself, told from a text by its eighth byte.
+        assert T.read_export_file(export2) == export2 and export2[7] == 0x02
+        # No text form: none is made, and a text holding it is refused (invalid_argument)
+        # before any key is derived or anything counted.
+        with pytest.raises(ValueError):
+            T.export_text(export2)
+        text = "ITSMEXP1:" + P.b64url_encode(export2)
+        assert T.decode_export_text(text) == export2
+        for given in (text, " " + text + "\r\n", T.read_export_file(text.encode())):
+            limiter = P.AttemptLimiter(failures=2)
+            with pytest.raises(T.UnsupportedExport):
+                T.open_export(given, ex["typed_text"], limiter=limiter, now=1000, kdf=_no_kdf)
+            assert limiter.failures == 2
+    assert len(kdf.inputs) == len(vec["exports_with_contacts"])
+
+
+@needs_vectors
 def test_export_rejections():
     """Each rejection refused with its reason class.  Refusals of the header, the text or the
     typed password derive no key and count nothing; a tag that fails counts one failure;
@@ -5672,6 +5765,58 @@ def test_export_rejections():
     for case in source:
         with pytest.raises(T.SourceFormatExport, match="new export on the old device"):
             T.open_export(case["text"], case["password_text"], kdf=_no_kdf)
+    _export_rejections_of_format_version_2(vec)
+
+
+def _export_rejections_of_format_version_2(vec):
+    """The rejections of format version 2, each rebuilt from the first export (with contacts,
+    or identity-only where it says so) as its case says, so that its code is the document's
+    for that very change."""
+    cases = {c["case_text"]: c for c in vec["rejections"]}
+    first = vec["exports"][0]
+    ex = vec["exports_with_contacts"][0]
+    export1, export2 = h(first["export"]), h(ex["export"])
+    key, nonce, header2 = h(ex["key"]), h(ex["nonce"]), h(ex["header"])
+    contents, store = h(ex["contents"]), h(ex["store"])
+
+    def blob(name: str) -> bytes:
+        case = cases[name]
+        assert case["password_text"] == ex["password_text"], name
+        return h(case["export"])
+
+    relabelled = blob("an identity-only export relabelled format version 2 (the header is "
+                      "authenticated)")
+    assert relabelled == export1[:7] + b"\x02" + export1[8:]
+    assert cases["an identity-only export relabelled format version 2 (the header is "
+                 "authenticated)"]["error_text"] == "authentication_failed"
+    # Sealed under the right key: contents only (no store), or a store that is no SQLite file.
+    no_store = blob("format version 2 with no contact store")
+    assert no_store == header2 + AESGCM(key).encrypt(nonce, contents, header2)
+    assert cases["format version 2 with no contact store"]["error_text"] == "corrupt_data"
+    not_sqlite = blob("format version 2 whose store is not a SQLite file")
+    opened = AESGCM(key).decrypt(nonce, not_sqlite[46:], header2)
+    assert not_sqlite[:46] == header2 and opened[:len(contents)] == contents
+    rest = opened[len(contents):]
+    assert rest and not rest.startswith(_SQLITE_HEADER)
+    assert cases["format version 2 whose store is not a SQLite file"]["error_text"] == \
+        "corrupt_data"
+    # Cut: inside version 2's window the tag fails; below it, malformed_message.
+    name = "format version 2 cut to the size of an identity-only export of a 128-byte name"
+    assert blob(name) == export2[:T.EXPORT_MAX] and cases[name]["error_text"] == \
+        "authentication_failed"
+    name = "format version 2, 145 bytes (the shortest is 146)"
+    assert blob(name) == export2[:145] and cases[name]["error_text"] == "malformed_message"
+    name = "format version 2 with the last byte of its store altered"
+    altered = blob(name)
+    assert len(altered) == len(export2) and cases[name]["error_text"] == "authentication_failed"
+    # One byte of the sealed part differs (the vector alters the export's last byte, which is
+    # the tag's, not the store's ciphertext: the code is the same, authentication_failed).
+    changed = [i for i in range(len(export2)) if altered[i] != export2[i]]
+    assert len(changed) == 1 and changed[0] >= 46
+    # A text holding the first export with contacts: version 2 has no text form.
+    name = "a text holding an export of format version 2 (which has no text form)"
+    assert cases[name]["text"] == "ITSMEXP1:" + P.b64url_encode(export2)
+    assert cases[name]["error_text"] == "invalid_argument"
 
 
 @needs_vectors
@@ -5692,7 +5837,8 @@ def test_export_rejections_rejected_without_the_right_password_too():
 # Own checks of 17.1 and 17.2 -----------------------------------------------------------------
 
 def _some_export(rng: random.Random, name_len: int = 5, kind: int = T.KIND_GENERATED,
-                 password: str | None = None, passes: int = 3, memory_kib: int = 262144):
+                 password: str | None = None, passes: int = 3, memory_kib: int = 262144,
+                 store: bytes | None = None):
     if password is None:
         password = (T.format_password(T.draw_password(lambda: rng.randrange(256)))
                     if kind == T.KIND_GENERATED else "chosen password")
@@ -5700,7 +5846,13 @@ def _some_export(rng: random.Random, name_len: int = 5, kind: int = T.KIND_GENER
     assert len(name) == name_len
     return password, T.make_export(rng.randbytes(32), rng.randbytes(32), name, password, kind,
                                    rng.randbytes(16), rng.randbytes(12), passes=passes,
-                                   memory_kib=memory_kib, kdf=_fake_kdf)
+                                   memory_kib=memory_kib, kdf=_fake_kdf, store=store)
+
+
+def _some_store(rng: random.Random, length: int) -> bytes:
+    """A stand-in contact store: SQLite's 16-byte header, then random bytes."""
+    assert length >= 16
+    return _SQLITE_HEADER + rng.randbytes(length - 16)
 
 
 def test_export_sizes():
@@ -5830,8 +5982,13 @@ def test_export_attempts_are_limited():
         T.open_export(made.text, password, limiter=limiter, now=399, kdf=_no_kdf)
     # A header refusal is still answered while locked, and counts nothing.
     with pytest.raises(T.UnsupportedExport):
+        T.open_export(b"ITSMEXP\x03" + made.export[8:], password, limiter=limiter, now=399,
+                      kdf=_no_kdf)
+    # Relabelled format version 2 the header is one this version reads: the attempt is locked.
+    with pytest.raises(P.Locked):
         T.open_export(b"ITSMEXP\x02" + made.export[8:], password, limiter=limiter, now=399,
                       kdf=_no_kdf)
+    assert limiter.failures == 5
     assert T.open_export(made.text, password, limiter=limiter, now=400, kdf=_fake_kdf)
     assert limiter.failures == 0 and limiter.locked_until is None
 
@@ -6071,7 +6228,9 @@ def test_export_size_checked_before_the_header():
     password, made = _some_export(rng, 7)
     header, body = made.export[:T.HEADER_BYTES], made.export[T.HEADER_BYTES:]
     variants = {
-        "version 2": b"ITSMEXP\x02" + header[8:],
+        "version 3": b"ITSMEXP\x03" + header[8:],
+        "version 0": b"ITSMEXP\x00" + header[8:],
+        "version 255": b"ITSMEXP\xff" + header[8:],
         "key derivation 2": header[:8] + b"\x02" + header[9:],
         "2 passes": _header_by_hand(1, 2, 262144, made.salt, made.nonce),
         "2 GiB": _header_by_hand(1, 3, 2 * 1048576, made.salt, made.nonce),
@@ -6095,11 +6254,185 @@ def test_export_size_checked_before_the_header():
                     T.open_export(given, password, kdf=_no_kdf)
     # A foreign magic in the window is malformed_message, even with an unknown version too.
     for magic in (b"ITSMEXQ", b"itsmexp", b"\x00" * 7):
-        for rest in (header[7:], b"\x02" + header[8:], b"\x09\x09" + header[9:]):
+        for rest in (header[7:], b"\x02" + header[8:], b"\x03" + header[8:],
+                     b"\x09\x09" + header[9:]):
             data = magic + rest + body
             assert T.EXPORT_MIN <= len(data) <= T.EXPORT_MAX
             with pytest.raises(T.Malformed):
                 T.open_export(data, password, kdf=_no_kdf)
+    # Format version 2 has its own window, 146 to 67,109,136 bytes: outside it
+    # malformed_message whatever else its header says (here, also 2 passes), inside it the
+    # header's other fields are read (invalid_argument) or the tag is tried.
+    header2 = b"ITSMEXP\x02" + header[8:]
+    bad2 = _header_by_hand(1, 2, 262144, made.salt, made.nonce, version=2)
+    for n in (0, 1, 7, 8, 45, 46, 144, 145):
+        for h2 in (header2, bad2):
+            data = (h2 + body + bytes(1000))[:n] if n >= len(h2) else h2[:n]
+            for given in (data, "ITSMEXP1:" + P.b64url_encode(data)):
+                with pytest.raises(P.ProtocolError) as caught:
+                    T.open_export(given, password, kdf=_no_kdf)
+                assert _reason(caught.value) == "malformed_message", n
+    for n in (146, 200, 272, 273, 300, 1000):
+        data = (header2 + body + bytes(1000))[:n]
+        with pytest.raises(T.AuthenticationFailed):
+            T.open_export(data, password, kdf=_fake_kdf)
+        with pytest.raises(T.UnsupportedExport):
+            T.open_export((bad2 + body + bytes(1000))[:n], password, kdf=_no_kdf)
+        # In a text, a blob of version 2 is another version (it has no text form).
+        with pytest.raises(T.UnsupportedExport):
+            T.open_export("ITSMEXP1:" + P.b64url_encode(data), password, kdf=_no_kdf)
+
+
+# Own checks of format version 2 (17, 17.1: with the contacts) ---------------------------------
+
+def test_export_with_contacts_sizes():
+    """17.1: an export2 is 144 bytes plus the name's length plus the store's, 146 to
+    67,109,136 bytes, with no text form; opened, it gives the contents and the store."""
+    rng = random.Random(1711)
+    assert (T.EXPORT2_MIN, T.EXPORT2_MAX) == (146, 67109136)
+    assert T.EXPORT2_MAX == 144 + 128 + 64 * 1024 * 1024
+    for name_len, store_len in ((1, 16), (1, 17), (128, 16), (5, 32768), (7, 100000)):
+        store = _some_store(rng, store_len)
+        password, made = _some_export(rng, name_len, store=store)
+        assert made.version == 2 and made.text is None and made.store == store
+        assert made.header[:8] == b"ITSMEXP\x02" and len(made.header) == 46
+        assert len(made.export) == 144 + name_len + store_len
+        opened = T.open_export(made.export, password, kdf=_fake_kdf)
+        assert opened.store == store and opened.contents.encoded == made.contents
+        assert opened.header.version == 2
+    # An identity-only export keeps format version 1, its text and an empty store.
+    password, made = _some_export(rng)
+    assert made.version == 1 and made.text.startswith("ITSMEXP1:") and made.store == b""
+    assert T.open_export(made.text, password, kdf=_fake_kdf).store == b""
+    # The largest: a 128-byte name and a store of 64 MiB; one byte more is malformed_message,
+    # refused from its size alone.
+    store = _some_store(rng, 64 * 1024 * 1024)
+    password, made = _some_export(rng, 128, store=store)
+    assert len(made.export) == T.EXPORT2_MAX
+    assert T.open_export(made.export, password, kdf=_fake_kdf).store == store
+    with pytest.raises(T.Malformed):
+        T.open_export(made.export + b"\x00", password, kdf=_no_kdf)
+    # The exporter refuses a store over 64 MiB (invalid_argument), an empty one or one that is
+    # no SQLite file, before any key is derived.
+    for bad in (store + b"\x00", b"", b"SQLite format 3", b"sqlite format 3\x00" + bytes(10),
+                bytes(100)):
+        with pytest.raises(T.InvalidInput):
+            T.make_export(bytes(32), bytes(32), b"A", "a chosen one", T.KIND_CHOSEN, bytes(16),
+                          bytes(12), kdf=_no_kdf, store=bad)
+    del store, made
+
+
+def _sealed_export2(rng: random.Random, plaintext: bytes, password: str = "a chosen one"):
+    """header2 || AES-256-GCM(key, nonce, plaintext, header2) by hand, under _fake_kdf."""
+    salt, nonce = rng.randbytes(16), rng.randbytes(12)
+    header2 = _header_by_hand(T.KIND_CHOSEN, 3, 262144, salt, nonce, version=2)
+    key = _fake_kdf(password.encode("utf-8"), salt, 3, 262144)
+    return header2 + AESGCM(key).encrypt(nonce, plaintext, header2)
+
+
+def test_export_with_contacts_store_checked_on_opening():
+    """17.1: "After the tag verifies, contents is parsed as in version 1 (the name's length
+    says where it ends) and the rest is store: empty, or not beginning with SQLite's header, is
+    corrupt_data."  (Also a store over 64 MiB, which 17 says a store is not, when a short name
+    leaves room for it in the window.)  Corrupt contents leave the count as it was."""
+    rng = random.Random(1712)
+    seed, ck = rng.randbytes(32), rng.randbytes(32)
+    contents = T.build_contents(seed, ck, b"Alice")
+    for rest in (b"", b"S", _SQLITE_HEADER[:15], b"sqlite format 3\x00",
+                 b"SQLite format 3 ", bytes(16), b"\x00" + _SQLITE_HEADER):
+        export = _sealed_export2(rng, contents + rest)
+        assert T.EXPORT2_MIN <= len(export)
+        limiter = P.AttemptLimiter(failures=1)
+        with pytest.raises(T.CorruptContents):
+            T.open_export(export, "a chosen one", limiter=limiter, kdf=_fake_kdf)
+        assert limiter.failures == 1
+    # The store begins right after the name the contents announce: exactly SQLite's header is
+    # a store (of 16 bytes); the same bytes read with a name one byte longer are not.
+    export = _sealed_export2(rng, contents + _SQLITE_HEADER)
+    assert T.open_export(export, "a chosen one", kdf=_fake_kdf).store == _SQLITE_HEADER
+    longer = contents[:64] + b"\x00\x06" + contents[66:]
+    with pytest.raises(T.CorruptContents):
+        T.open_export(_sealed_export2(rng, longer + _SQLITE_HEADER), "a chosen one",
+                      kdf=_fake_kdf)
+    # Contents malformed before the store: a name length past the end, a bad fingerprint.
+    for plaintext in (contents[:64] + b"\xff\xff" + contents[66:] + _SQLITE_HEADER,
+                      contents[:-1] + b"x" + _SQLITE_HEADER, contents[:65]):
+        data = _sealed_export2(rng, plaintext)
+        if len(data) < T.EXPORT2_MIN:
+            with pytest.raises(T.Malformed):
+                T.open_export(data, "a chosen one", kdf=_no_kdf)
+            continue
+        with pytest.raises(T.CorruptContents):
+            T.open_export(data, "a chosen one", kdf=_fake_kdf)
+    # A 1-byte name leaves room for a store of 64 MiB + 127 bytes in the window: over 64 MiB,
+    # not a store.
+    one = T.build_contents(seed, ck, b"A")
+    big = _some_store(rng, 64 * 1024 * 1024 + 127)
+    export = _sealed_export2(rng, one + big)
+    assert len(export) == T.EXPORT2_MAX
+    with pytest.raises(T.CorruptContents):
+        T.open_export(export, "a chosen one", kdf=_fake_kdf)
+    del big, export
+
+
+def test_export_with_contacts_every_altered_byte_is_refused():
+    """Each byte of an export2 changed: refused by the header check (its version byte becomes
+    3, an unknown version), or by the tag (which counts); cut within version 2's window or
+    padded, by the tag; cut below it, by its size."""
+    rng = random.Random(1713)
+    password, made = _some_export(rng, 3, store=_some_store(rng, 40))
+    export = made.export
+    for at in range(len(export)):
+        data = bytearray(export)
+        data[at] ^= 0x01
+        limiter = P.AttemptLimiter()
+        with pytest.raises(P.ProtocolError) as caught:
+            T.open_export(bytes(data), password, limiter=limiter, kdf=_fake_kdf)
+        passes, memory = int.from_bytes(data[9:13], "big"), int.from_bytes(data[13:17], "big")
+        if at < 7:
+            expected = "malformed_message"
+        elif at in (7, 8, 17):
+            expected = "invalid_argument"
+        elif 9 <= at < 17 and not (3 <= passes <= 10 and 262144 <= memory <= 1048576):
+            expected = "invalid_argument"
+        else:
+            expected = "authentication_failed"
+        assert _reason(caught.value) == expected, at
+        assert limiter.failures == (1 if expected == "authentication_failed" else 0)
+    for cut in range(len(export)):
+        if cut < T.EXPORT2_MIN:
+            with pytest.raises(T.Malformed):
+                T.open_export(export[:cut], password, kdf=_no_kdf)
+        else:
+            with pytest.raises(T.AuthenticationFailed):
+                T.open_export(export[:cut], password, kdf=_fake_kdf)
+    with pytest.raises(T.AuthenticationFailed):
+        T.open_export(export + b"\x00", password, kdf=_fake_kdf)
+    # Relabelled version 1 (in version 1's window here), the header no longer authenticates.
+    with pytest.raises(T.AuthenticationFailed):
+        T.open_export(export[:7] + b"\x01" + export[8:], password, kdf=_fake_kdf)
+
+
+def test_export_files():
+    """17.1: a file holds the blob or (format version 1 only) the text; "an importer tells a
+    blob from a text by its eighth byte, 0x01 or 0x02 after ITSMEXP, where a text has 1 =
+    0x31"."""
+    rng = random.Random(1714)
+    password1, made1 = _some_export(rng)
+    password2, made2 = _some_export(rng, store=_some_store(rng, 500))
+    assert T.read_export_file(made1.export) == made1.export
+    assert T.read_export_file(made2.export) == made2.export
+    for text in (made1.text, made1.text + "\n", "\r\n" + made1.text + "\r\n"):
+        read = T.read_export_file(text.encode("ascii"))
+        assert read == text
+        assert T.open_export(read, password1, kdf=_fake_kdf).contents.encoded == made1.contents
+    assert T.open_export(T.read_export_file(made2.export), password2,
+                         kdf=_fake_kdf).store == made2.store
+    with pytest.raises(T.UnsupportedExport):
+        T.open_export(T.read_export_file(b"ITSMEXP2:" + made1.text[9:].encode()), password1,
+                      kdf=_no_kdf)
+    with pytest.raises(T.Malformed):
+        T.read_export_file(b"\xff\xfe" + made1.text.encode())
 
 
 # --------------------------------------------------------------------------------------------
@@ -6107,12 +6440,13 @@ def test_export_size_checked_before_the_header():
 # --------------------------------------------------------------------------------------------
 
 _TRANSFER_KEYS = (
-    "receiver_random_seed receiver_ephemeral_secret receiver_public transfer_id offer offer_text "
-    "room_text sender sender_random_seed sender_ephemeral_secret sender_public key_message "
-    "shared transcript_input transcript_hash seed sas_value sas_text key contents "
-    "identity_message")
+    "case_text receiver_random_seed receiver_ephemeral_secret receiver_public transfer_id offer "
+    "offer_text room_text sender sender_random_seed sender_ephemeral_secret sender_public "
+    "key_message shared transcript_input transcript_hash seed sas_value sas_text key contents "
+    "store identity_plaintext identity_message store_messages")
 _TRANSFER_SENDER_KEYS = (
     "random_seed identity_seed identity_public contacts_key fingerprint_text name_text pin_text")
+_CHUNK = 32768  # 17.3: the store's chunks
 
 
 def _transfer_sides(tr):
@@ -6120,7 +6454,7 @@ def _transfer_sides(tr):
     s = tr["sender"]
     sender = T.TransferSender(receiver.offer_text, h(tr["sender_ephemeral_secret"]),
                               h(s["identity_seed"]), h(s["contacts_key"]),
-                              s["name_text"].encode("utf-8"))
+                              s["name_text"].encode("utf-8"), store=h(tr["store"]))
     return receiver, sender
 
 
@@ -6130,6 +6464,24 @@ def _transfer_fields(keys: T.TransferKeys) -> dict:
             "transcript_input": keys.transcript_input.hex(),
             "transcript_hash": keys.transcript_hash.hex(), "seed": keys.seed.hex(),
             "sas_value": keys.sas_value, "sas_text": keys.sas_text, "key": keys.key.hex()}
+
+
+def _transfer_messages(tr) -> list[bytes]:
+    """What the sender sends after the key message: the identity message, then the store's."""
+    return [h(tr["identity_message"])] + [h(m) for m in tr["store_messages"]]
+
+
+def _assert_transferred(receiver, tr):
+    s = tr["sender"]
+    assert receiver.done
+    opened = receiver.contents
+    assert opened.encoded.hex() == tr["contents"]
+    assert opened.identity_seed.hex() == s["identity_seed"]
+    assert opened.identity_pk.hex() == s["identity_public"]
+    assert opened.contacts_key.hex() == s["contacts_key"]
+    assert opened.name.decode("utf-8") == s["name_text"]
+    assert opened.fingerprint_text == s["fingerprint_text"]
+    assert receiver.store == h(tr["store"])
 
 
 @needs_vectors
@@ -6150,8 +6502,15 @@ def test_transfer_offer_rejections():
         with pytest.raises(P.ProtocolError) as info:
             T.TransferSender(case["offer_text"], h(tr["sender_ephemeral_secret"]),
                              h(sender["identity_seed"]), h(sender["contacts_key"]),
-                             sender["name_text"].encode("utf-8"))
+                             sender["name_text"].encode("utf-8"), store=h(tr["store"]))
         assert _reason(info.value) == case["error_text"], case["case_text"]
+    # Version 1's offers (ITSMETR1:, or version byte 1) are refused as another version.
+    cases = {c["case_text"]: c for c in vec["offer_rejections"]}
+    v1 = cases["offer text of version 1 (ITSMETR1:), the transfer of the identity only"]
+    assert v1["offer_text"] == "ITSMETR1:" + P.b64url_encode(b"\x01" + h(tr["offer"])[1:])
+    assert v1["error_text"] == "malformed_message"
+    v1_bytes = cases["offer of version 1 (under the prefix of version 2)"]
+    assert v1_bytes["offer_text"] == "ITSMETR2:" + P.b64url_encode(b"\x01" + h(tr["offer"])[1:])
     # The first transfer's own offer text is read, also with tabs, line feeds, carriage
     # returns and spaces around it (17.3 reads it "as 17.1 reads an export text"), and
     # refused with any other character around it.
@@ -6168,7 +6527,13 @@ def test_transfer_offer_rejections():
 
 @needs_vectors
 def test_transfers():
-    for tr in _cases(load("transfer.json"), "transfers"):
+    """Each transfer from its inputs (the ephemeral secrets, the transfer id, the sender's
+    identity and store), both sides run against each other, then replayed through a fresh
+    receiver in every place the confirmation can take: it is done, with the contents and the
+    store, exactly when the identity message and every store message it announced have
+    opened."""
+    vec = load("transfer.json")
+    for tr in _cases(vec, "transfers"):
         expect_keys(tr, _TRANSFER_KEYS)
         expect_keys(tr["sender"], _TRANSFER_SENDER_KEYS)
         for key in (tr["receiver_random_seed"], tr["sender_random_seed"],
@@ -6187,22 +6552,52 @@ def test_transfers():
         assert receiver.receive(sender.key_message) is None
         for side in (sender, receiver):
             assert _transfer_fields(side.keys) == _subset(tr, _transfer_fields(side.keys))
-        identity = sender.confirm()
-        assert identity.hex() == tr["identity_message"]
+        assert sender.identity_plaintext.hex() == tr["identity_plaintext"]
+        messages = sender.confirm()
+        assert messages[0].hex() == tr["identity_message"]
+        assert [m.hex() for m in messages[1:]] == tr["store_messages"]
         assert sender.contents.hex() == tr["contents"]
-        # The receiver holds the identity until its own confirmation.
-        receiver.receive(identity)
-        assert receiver.contents is None and not receiver.done
+        assert sender.store.hex() == tr["store"]
+        # The receiver holds everything until its own confirmation.
+        for m in messages:
+            receiver.receive(m)
+            assert receiver.contents is None and receiver.store is None and not receiver.done
         opened = receiver.confirm()
         assert receiver.done and opened is receiver.contents
-        s = tr["sender"]
-        assert opened.encoded.hex() == tr["contents"]
-        assert opened.identity_seed.hex() == s["identity_seed"]
-        assert opened.identity_pk.hex() == s["identity_public"]
-        assert opened.contacts_key.hex() == s["contacts_key"]
-        assert opened.name.decode("utf-8") == s["name_text"]
-        assert opened.fingerprint_text == s["fingerprint_text"]
+        _assert_transferred(receiver, tr)
+        _transfer_replayed(tr)
         _transfer_recompute(tr)
+    first, second = vec["transfers"]
+    # The README's two transfers: a store of 69,536 bytes (three chunks, the last of 4,000
+    # bytes), and none.
+    assert len(h(first["store"])) == 69536 and len(first["store_messages"]) == 3
+    assert [len(h(m)) for m in first["store_messages"]] == [32786, 32786, 4018]
+    assert second["store"] == "" and second["store_messages"] == []
+
+
+def _transfer_replayed(tr):
+    """The vector's messages through a fresh receiver, the confirmation after k of them for
+    every k: done once all have arrived and the confirmation was made, not before."""
+    messages = _transfer_messages(tr)
+    for k in range(len(messages) + 1):
+        receiver = T.TransferReceiver(h(tr["receiver_ephemeral_secret"]), h(tr["transfer_id"]))
+        receiver.receive(h(tr["key_message"]))
+        for i, m in enumerate(messages):
+            if i == k:
+                assert receiver.confirm() is None
+            assert not receiver.done
+            receiver.receive(m)
+        if k == len(messages):
+            assert receiver.confirm() is receiver.contents
+        _assert_transferred(receiver, tr)
+        # Done: any further message is invalid_state and changes nothing.
+        for m in (h(tr["key_message"]), *messages):
+            with pytest.raises(T.InvalidState):
+                receiver.receive(m)
+        with pytest.raises(T.InvalidState):
+            receiver.confirm()
+        _assert_transferred(receiver, tr)
+        assert not receiver.failed
 
 
 def _transfer_recompute(tr):
@@ -6211,31 +6606,48 @@ def _transfer_recompute(tr):
     tid = h(tr["transfer_id"])
     R, S = P.x25519_public(r), P.x25519_public(s_)
     assert (R.hex(), S.hex()) == (tr["receiver_public"], tr["sender_public"])
-    offer = b"\x01" + tid + R
+    offer = b"\x02" + tid + R
     assert offer.hex() == tr["offer"] and len(offer) == 49
-    assert tr["offer_text"] == "ITSMETR1:" + base64.urlsafe_b64encode(offer).decode().rstrip("=")
-    assert tr["key_message"] == (b"\x01\x01" + S).hex()
-    t_in = P.lv_cat(b"itsme-transfer-v1", tid, R, S)
+    assert tr["offer_text"] == "ITSMETR2:" + base64.urlsafe_b64encode(offer).decode().rstrip("=")
+    assert tr["key_message"] == (b"\x02\x01" + S).hex()
+    assert len(h(tr["key_message"])) == 34
+    t_in = P.lv_cat(b"itsme-transfer-v2", tid, R, S)
     assert t_in.hex() == tr["transcript_input"]
     th = hashlib.sha256(t_in).digest()
     assert th.hex() == tr["transcript_hash"]
     shared = P.x25519_shared(r, S)
     assert shared == P.x25519_shared(s_, R) and shared.hex() == tr["shared"]
-    seed = P.hkdf(shared, tid, b"itsme-transfer-seed-v1", 32)
+    seed = P.hkdf(shared, tid, b"itsme-transfer-seed-v2", 32)
     assert seed.hex() == tr["seed"]
     okm = P.hkdf(seed, b"", P.lv_cat(b"itsme-sas-v1", th), 8)
     assert int.from_bytes(okm, "big") % 260000 == tr["sas_value"]
     assert P.format_short_code(tr["sas_value"]) == tr["sas_text"]
-    key = P.hkdf(seed, b"", P.lv_cat(b"itsme-transfer-key-v1", th), 32)
+    key = P.hkdf(seed, b"", P.lv_cat(b"itsme-transfer-key-v2", th), 32)
     assert key.hex() == tr["key"]
     snd = tr["sender"]
     name = snd["name_text"].encode("utf-8")
     contents = (h(snd["identity_seed"]) + h(snd["contacts_key"]) + len(name).to_bytes(2, "big")
                 + name + snd["fingerprint_text"].encode("ascii"))
     assert contents.hex() == tr["contents"]
-    aad = b"\x01\x02" + th  # concatenated, not lv_cat
-    message = b"\x01\x02" + AESGCM(key).encrypt(bytes(12), contents, aad)
+    store = h(tr["store"])
+    assert store == b"" or (store.startswith(_SQLITE_HEADER) and len(store) <= 64 * 1024 * 1024)
+    plaintext = contents + len(store).to_bytes(4, "big")  # contents || u32(len(store))
+    assert plaintext.hex() == tr["identity_plaintext"]
+    aad = b"\x02\x02" + th  # concatenated, not lv_cat
+    message = b"\x02\x02" + AESGCM(key).encrypt(bytes(12), plaintext, aad)
     assert message.hex() == tr["identity_message"]
+    assert 105 <= len(message) <= 232 and len(message) == 2 + len(plaintext) + 16
+    # The store in chunks of 32,768 bytes, the last holding the rest; chunk i sealed under
+    # nonce u96(i + 1) with associated data u8(2) || u8(3) || th || u32(i).
+    chunks = [store[at:at + _CHUNK] for at in range(0, len(store), _CHUNK)]
+    assert len(chunks) == -(-len(store) // _CHUNK) == len(tr["store_messages"])
+    assert b"".join(chunks) == store
+    for i, (chunk, got) in enumerate(zip(chunks, tr["store_messages"])):
+        assert 1 <= len(chunk) <= _CHUNK and (len(chunk) == _CHUNK or i == len(chunks) - 1)
+        nonce = (i + 1).to_bytes(12, "big")
+        aad_i = b"\x02\x03" + th + i.to_bytes(4, "big")
+        sealed = b"\x02\x03" + AESGCM(key).encrypt(nonce, chunk, aad_i)
+        assert sealed.hex() == got and len(sealed) == 2 + len(chunk) + 16 <= 32786
     room = hashlib.sha256(P.lv_cat(b"itsme-transfer-room-v1", tid)).digest()[:16].hex()
     assert room == tr["room_text"] and len(room) == 32
 
@@ -6256,8 +6668,19 @@ def _play_steps(receiver, steps):
     return None, None
 
 
+def _receiver_view(receiver) -> tuple:
+    return (receiver.failed, receiver.keys, receiver.confirmed, list(receiver.held),
+            receiver.identity_received, receiver.identity, list(receiver.chunks),
+            receiver.contents, receiver.store)
+
+
 @needs_vectors
 def test_transfer_rejections():
+    """Each rejection played against a fresh receiver of the first transfer: every step but
+    the last accepted, the last refused with its code.  A refusal ends the transfer (every
+    later step is invalid_state, nothing installed unless it was before), except invalid_state
+    itself, which changes nothing: after a confirmation with no SAS yet the transfer goes on,
+    and after the transfer is done the contents and the store stay."""
     vec = load("transfer.json")
     first = vec["transfers"][0]
     for case in _cases(vec, "rejections"):
@@ -6267,25 +6690,108 @@ def test_transfer_rejections():
         at, exc = _play_steps(receiver, case["steps"])
         assert at == len(case["steps"]) - 1, (case["case_text"], at, exc)
         assert _reason(exc) == case["error_text"], (case["case_text"], exc)
-        # A failure ends the transfer: every later step is refused.  Nothing is opened unless
-        # the identity was installed before the refused step.
         before = T.TransferReceiver(h(first["receiver_ephemeral_secret"]),
                                     h(first["transfer_id"]))
         assert _play_steps(before, case["steps"][:-1]) == (None, None)
+        if case["error_text"] == "invalid_state":
+            # Nothing changed: the receiver is as it was before the refused step.
+            assert _receiver_view(receiver) == _receiver_view(before), case["case_text"]
+            assert not receiver.failed
+            if before.done:
+                _assert_transferred(receiver, first)
+                with pytest.raises(T.InvalidState):
+                    receiver.confirm()
+            else:
+                # The confirmation came before the key: the transfer goes on from there.
+                assert receiver.keys is None
+                receiver.receive(h(first["key_message"]))
+                assert receiver.confirm() is None
+                for m in _transfer_messages(first):
+                    receiver.receive(m)
+                _assert_transferred(receiver, first)
+            continue
+        # A failure ends the transfer: every later step is refused.  Nothing is installed
+        # unless the transfer was done before the refused step.
         assert receiver.failed
         assert (receiver.contents is None) == (not before.done), case["case_text"]
+        assert (receiver.store is None) == (not before.done), case["case_text"]
         with pytest.raises(T.InvalidState):
             receiver.confirm()
         with pytest.raises(T.InvalidState):
             receiver.receive(h(first["key_message"]))
+    _transfer_rejections_rebuilt(vec)
+
+
+def _transfer_rejections_rebuilt(vec):
+    """The rejections of the store messages, each rebuilt from the first transfer's messages
+    as its case says, so that its code is the document's for that very change."""
+    first, second = vec["transfers"]
+    key, th = h(first["key"]), h(first["transcript_hash"])
+    km, idm = h(first["key_message"]), h(first["identity_message"])
+    sm = [h(m) for m in first["store_messages"]]
+    store = h(first["store"])
+    cases = {c["case_text"]: c for c in vec["rejections"]}
+
+    def steps(name: str) -> list:
+        return [h(s["receive"]) if "receive" in s else "confirm" for s in cases[name]["steps"]]
+
+    assert steps("the chunks in another order") == [km, "confirm", idm, sm[1]]
+    assert steps("a chunk twice") == [km, "confirm", idm, sm[0], sm[0]]
+    assert steps("a store message before the identity") == [km, "confirm", sm[0]]
+    assert steps("a store message before the identity, before the confirmation") == [km, sm[0]]
+    assert steps("identity twice, the second while the store comes") == [km, "confirm", idm,
+                                                                          idm]
+    assert steps("a message after the transfer is done") == [km, "confirm", idm, *sm, sm[0]]
+    assert steps("identity message cut to 105 bytes (the shortest length: it is opened, "
+                 "and fails)")[-1] == idm[:105]
+    # Lengths just outside: 2 bytes, 32,787 bytes, and a last chunk one byte too long.
+    assert steps("store message of its header only (2 bytes)") == [km, "confirm", idm,
+                                                                    b"\x02\x03"]
+    too_long = steps("store message too long (32,787 bytes)")[-1]
+    assert len(too_long) == 32787 and too_long[:-1] == sm[0]
+    last = steps("the last chunk one byte longer than the store's length leaves")
+    assert last[:-1] == [km, "confirm", idm, sm[0], sm[1]]
+    assert len(last[-1]) == len(sm[2]) + 1 and last[-1][:len(sm[2])] == sm[2]
+    # Altered: one byte of chunk 1 (after or before the confirmation).
+    altered = steps("a chunk altered")
+    assert altered[:-1] == [km, "confirm", idm, sm[0]] and len(altered[-1]) == len(sm[1])
+    assert sum(a != b for a, b in zip(altered[-1], sm[1])) == 1
+    early = steps("a chunk altered, arriving before the confirmation")
+    assert early[:3] == [km, idm, sm[0]] and early[3] == altered[-1] and early[4] == "confirm"
+    # The last chunk of the first transfer's store sealed as chunk 2 under the second
+    # transfer's key and transcript: well formed, it does not open under the first's.
+    other = steps("a last chunk sealed under another transfer's key")
+    assert other[:-1] == [km, "confirm", idm, sm[0], sm[1]] and len(other[-1]) == len(sm[2])
+    opened = T.open_store_message(other[-1], h(second["key"]), h(second["transcript_hash"]), 2,
+                                  len(store))
+    assert len(opened) == len(store) - 2 * _CHUNK
+    with pytest.raises(T.AuthenticationFailed):
+        T.open_store_message(other[-1], key, th, 2, len(store))
+    # Sealed under the first transfer's key: an identity announcing 64 MiB + 1 byte, and one
+    # announcing a store of 14 bytes that is not a SQLite file.
+    over = steps("an identity announcing a store over 64 MiB")
+    assert over[:-1] == [km, "confirm"]
+    plaintext = AESGCM(key).decrypt(bytes(12), over[-1][2:], b"\x02\x02" + th)
+    assert plaintext == h(first["contents"]) + (64 * 1024 * 1024 + 1).to_bytes(4, "big")
+    not_sqlite = steps("a store that is not a SQLite file")
+    assert not_sqlite[:2] == [km, "confirm"]
+    plaintext = AESGCM(key).decrypt(bytes(12), not_sqlite[2][2:], b"\x02\x02" + th)
+    length = int.from_bytes(plaintext[-4:], "big")
+    assert plaintext[:-4] == h(first["contents"]) and 0 < length <= _CHUNK
+    chunk = AESGCM(key).decrypt((1).to_bytes(12, "big"), not_sqlite[3][2:],
+                                b"\x02\x03" + th + bytes(4))
+    assert len(chunk) == length and not chunk.startswith(_SQLITE_HEADER)
+    # Version 1's messages are another version.
+    v1 = steps("message version 1 (the transfer of the identity only, no longer spoken)")
+    assert v1 == [b"\x01" + km[1:]]
 
 
 # Own checks of 17.3 -------------------------------------------------------------------------
 
-def _random_transfer(rng: random.Random, name: bytes = b"Alice"):
+def _random_transfer(rng: random.Random, name: bytes = b"Alice", store: bytes = b""):
     receiver = T.TransferReceiver(rng.randbytes(32), rng.randbytes(16))
     sender = T.TransferSender(receiver.offer_text, rng.randbytes(32), rng.randbytes(32),
-                              rng.randbytes(32), name)
+                              rng.randbytes(32), name, store=store)
     return receiver, sender
 
 
@@ -6296,17 +6802,40 @@ def test_transfer_both_orders_of_confirmation():
         receiver.receive(sender.key_message)
         assert receiver.keys == sender.keys
         assert receiver.confirm() is None  # confirmed first: opens when the identity arrives
-        message = sender.confirm()
-        assert len(message) == 2 + 82 + len(name) + 16
+        messages = sender.confirm()
+        assert len(messages) == 1  # no store: the identity message alone, announcing 0
+        message = messages[0]
+        assert len(message) == 2 + 82 + len(name) + 4 + 16
         receiver.receive(message)
         assert receiver.done and receiver.contents.encoded == sender.contents
-    assert T.IDENTITY_MESSAGE_MIN == 101 and T.IDENTITY_MESSAGE_MAX == 228
+        assert receiver.store == b""
+    assert T.IDENTITY_MESSAGE_MIN == 105 and T.IDENTITY_MESSAGE_MAX == 232
+    # With stores of every shape of its last chunk, the confirmation anywhere among them.
+    for length in (16, 17, _CHUNK - 1, _CHUNK, _CHUNK + 1, 2 * _CHUNK, 3 * _CHUNK + 5):
+        store = _some_store(rng, length)
+        receiver, sender = _random_transfer(rng, store=store)
+        receiver.receive(sender.key_message)
+        messages = sender.confirm()
+        assert len(messages) == 1 + -(-length // _CHUNK)
+        assert [len(m) for m in messages[1:]] == [
+            2 + min(_CHUNK, length - i * _CHUNK) + 16 for i in range(len(messages) - 1)]
+        for k in (0, 1, len(messages)):
+            r = T.TransferReceiver(receiver.ephemeral_secret, receiver.transfer_id)
+            r.receive(sender.key_message)
+            for i, m in enumerate(messages):
+                if i == k:
+                    r.confirm()
+                assert not r.done
+                r.receive(m)
+            if k == len(messages):
+                r.confirm()
+            assert r.done and r.store == store and r.contents.encoded == sender.contents
 
 
 def test_transfer_every_altered_identity_byte_is_refused():
     rng = random.Random(1732)
     receiver0, sender = _random_transfer(rng)
-    message = sender.confirm()
+    message = sender.confirm()[0]
     for at in range(len(message)):
         receiver = T.TransferReceiver(receiver0.ephemeral_secret, receiver0.transfer_id)
         receiver.receive(sender.key_message)
@@ -6318,12 +6847,244 @@ def test_transfer_every_altered_identity_byte_is_refused():
         assert _reason(caught.value) == ("malformed_message" if at < 2
                                          else "authentication_failed")
         assert receiver.contents is None
-    for cut in (0, 1, 2, 100, len(message) - 1):
+    for cut in (0, 1, 2, 100, 104, 105, len(message) - 1):
         receiver = T.TransferReceiver(receiver0.ephemeral_secret, receiver0.transfer_id)
         receiver.receive(sender.key_message)
-        with pytest.raises(T.Malformed if cut < 101 else T.AuthenticationFailed):
+        with pytest.raises(T.Malformed if cut < 105 else T.AuthenticationFailed):
             receiver.receive(message[:cut])
             receiver.confirm()
+
+
+def test_transfer_every_altered_store_byte_is_refused():
+    """Each byte of a store message changed: its header (another version or type) is
+    malformed_message, anything else fails its tag; before the confirmation it is held and
+    refused when opened.  Nothing is installed."""
+    rng = random.Random(1737)
+    store = _some_store(rng, 60)
+    receiver0, sender = _random_transfer(rng, store=store)
+    identity, chunk = sender.confirm()
+    for at in range(len(chunk)):
+        altered = bytearray(chunk)
+        altered[at] ^= 0x80
+        for early in (False, True):
+            receiver = T.TransferReceiver(receiver0.ephemeral_secret, receiver0.transfer_id)
+            receiver.receive(sender.key_message)
+            if not early:
+                receiver.confirm()
+            receiver.receive(identity)
+            with pytest.raises(P.ProtocolError) as caught:
+                receiver.receive(bytes(altered))
+                receiver.confirm()
+            assert _reason(caught.value) == ("malformed_message" if at < 2
+                                             else "authentication_failed"), (at, early)
+            assert receiver.contents is None and receiver.store is None and receiver.failed
+
+
+def test_transfer_store_chunks_and_their_order():
+    """17.3: chunk i under nonce u96(i + 1) and associated data u8(2) || u8(3) || th || u32(i);
+    a chunk dropped, moved or repeated does not open (authentication_failed), where its length
+    is right; one of another length than len(store) gives it is malformed_message, also when
+    well encrypted."""
+    rng = random.Random(1738)
+    store = _some_store(rng, 4 * _CHUNK)  # four full chunks: any of them has the right length
+    receiver0, sender = _random_transfer(rng, store=store)
+    identity, *chunks = sender.confirm()
+    key, th = sender.keys.key, sender.keys.transcript_hash
+    for i, (c, m) in enumerate(zip(T.store_chunks(store), chunks)):
+        assert m == b"\x02\x03" + AESGCM(key).encrypt((i + 1).to_bytes(12, "big"), c,
+                                                      b"\x02\x03" + th + i.to_bytes(4, "big"))
+        assert T.open_store_message(m, key, th, i, len(store)) == c
+    orders = {"dropped": [0, 2, 3], "moved": [1, 0, 2, 3], "repeated": [0, 0, 1, 2, 3],
+              "the last first": [3]}
+    for what, order in orders.items():
+        receiver = T.TransferReceiver(receiver0.ephemeral_secret, receiver0.transfer_id)
+        receiver.receive(sender.key_message)
+        receiver.confirm()
+        receiver.receive(identity)
+        with pytest.raises(T.AuthenticationFailed):
+            for i in order:
+                receiver.receive(chunks[i])
+        assert not receiver.done and receiver.failed, what
+    # The identity message sealed again as a chunk does not open, nor a chunk as the identity.
+    with pytest.raises(P.ProtocolError):
+        T.open_store_message(b"\x02\x03" + identity[2:], key, th, 0, len(store))
+    # A chunk of the right contents but sealed as another index, or with the identity's nonce.
+    for nonce, aad in (((1).to_bytes(12, "big"), b"\x02\x03" + th + (1).to_bytes(4, "big")),
+                       (bytes(12), b"\x02\x03" + th + bytes(4)),
+                       ((2).to_bytes(12, "big"), b"\x02\x03" + th + bytes(4))):
+        forged = b"\x02\x03" + AESGCM(key).encrypt(nonce, T.store_chunks(store)[0], aad)
+        with pytest.raises(T.AuthenticationFailed):
+            T.open_store_message(forged, key, th, 0, len(store))
+    # Well encrypted under the right nonce and index but one byte longer or shorter than
+    # len(store) gives: malformed_message, before any decryption.
+    store = _some_store(rng, _CHUNK + 100)
+    receiver0, sender = _random_transfer(rng, store=store)
+    identity, c0, c1 = sender.confirm()
+    key, th = sender.keys.key, sender.keys.transcript_hash
+    for chunk in (store[_CHUNK:] + b"\x00", store[_CHUNK:-1]):
+        forged = b"\x02\x03" + AESGCM(key).encrypt((2).to_bytes(12, "big"), chunk,
+                                                   b"\x02\x03" + th + (1).to_bytes(4, "big"))
+        receiver = T.TransferReceiver(receiver0.ephemeral_secret, receiver0.transfer_id)
+        receiver.receive(sender.key_message)
+        receiver.confirm()
+        receiver.receive(identity)
+        receiver.receive(c0)
+        with pytest.raises(T.Malformed):
+            receiver.receive(forged)
+    # Sizes: ceil(len / 32768) chunks, each of 32,768 bytes but the last (1 to 32,768).
+    for length, count, last in ((1, 1, 1), (_CHUNK, 1, _CHUNK), (_CHUNK + 1, 2, 1),
+                                (64 * 1024 * 1024, 2048, _CHUNK)):
+        assert T.chunk_count(length) == count
+        assert T.chunk_length(length, count - 1) == last
+    assert T.chunk_count(0) == 0 and T.store_chunks(b"") == []
+    assert T.STORE_MESSAGE_MAX == 32786 and T.STORE_CHUNKS_MAX == 2048
+
+
+def _with_identity(sender, plaintext: bytes) -> bytes:
+    """An identity message the sender's key seals around ``plaintext`` (contents ||
+    u32(len(store)), or anything else)."""
+    return T.identity_message(sender.keys.key, sender.keys.transcript_hash, plaintext)
+
+
+def test_transfer_identity_announces_the_store():
+    """17.3: len(store) is 0 or 1 to 64 MiB (over it: corrupt_data, when the identity opens);
+    the store must begin with SQLite's header (corrupt_data once every chunk has opened); the
+    contents are parsed strictly (corrupt_data)."""
+    rng = random.Random(1739)
+    receiver0, sender = _random_transfer(rng)
+    contents = sender.contents
+
+    def fresh():
+        r = T.TransferReceiver(receiver0.ephemeral_secret, receiver0.transfer_id)
+        r.receive(sender.key_message)
+        r.confirm()
+        return r
+
+    for length in (64 * 1024 * 1024 + 1, 2**32 - 1):
+        r = fresh()
+        with pytest.raises(T.CorruptContents):
+            r.receive(_with_identity(sender, contents + length.to_bytes(4, "big")))
+    # Exactly 64 MiB announced is read: the first chunk is then due.
+    r = fresh()
+    r.receive(_with_identity(sender, contents + (64 * 1024 * 1024).to_bytes(4, "big")))
+    assert r.identity.chunks == 2048 and not r.done
+    # Malformed contents around a valid length.
+    for bad in (contents[:-1] + b"x", contents[:64] + b"\x00\x06" + contents[66:],
+                contents[:64] + b"\x00\x00" + contents[71:] + b"Alice"):
+        r = fresh()
+        with pytest.raises(T.CorruptContents):
+            r.receive(_with_identity(sender, bad + bytes(4)))
+    # A store that is not a SQLite file, checked once it is whole.
+    key, th = sender.keys.key, sender.keys.transcript_hash
+    for store in (b"x", b"SQLite format 3", b"sqlite format 3\x00" + bytes(40),
+                  bytes(_CHUNK) + _SQLITE_HEADER):
+        r = fresh()
+        r.receive(_with_identity(sender, contents + len(store).to_bytes(4, "big")))
+        ms = T.store_messages(key, th, store)
+        for m in ms[:-1]:
+            r.receive(m)
+        with pytest.raises(T.CorruptContents):
+            r.receive(ms[-1])
+        assert r.contents is None and r.store is None
+    # The sender refuses to carry such a store, or one over 64 MiB (invalid_argument).
+    for store in (b"x", bytes(100), _some_store(rng, 64 * 1024 * 1024 + 1)):
+        with pytest.raises(T.InvalidInput):
+            _random_transfer(rng, store=store)
+
+
+def test_transfer_messages_held_before_the_confirmation():
+    """17.3: what arrives before the receiver's confirmation is held unopened, in order: the
+    identity message and at most 2,048 store messages (more is malformed_message on arrival);
+    at the confirmation more than the identity announced is malformed_message, and a held one
+    whose length is not its chunk's is malformed_message, even if well encrypted.  A store
+    message before the identity, a second identity or key message are malformed_message."""
+    rng = random.Random(1740)
+    store = _some_store(rng, 2 * _CHUNK + 10)
+    receiver0, sender = _random_transfer(rng, store=store)
+    identity, *chunks = sender.confirm()
+
+    def fresh():
+        r = T.TransferReceiver(receiver0.ephemeral_secret, receiver0.transfer_id)
+        r.receive(sender.key_message)
+        return r
+
+    # Held in order, opened in order at the confirmation.
+    r = fresh()
+    for m in (identity, *chunks):
+        r.receive(m)
+    assert r.held == [identity, *chunks] and r.identity is None and r.chunks == []
+    r.confirm()
+    assert r.done and r.store == store and r.held == []
+    # Out of order before the confirmation.
+    for seq in ([chunks[0]], [identity, identity], [identity, sender.key_message],
+                [sender.key_message]):
+        r = fresh()
+        with pytest.raises(T.Malformed):
+            for m in seq:
+                r.receive(m)
+        assert r.failed
+    # More store messages held than announced: refused at the confirmation, nothing installed.
+    r = fresh()
+    for m in (identity, *chunks, chunks[-1]):
+        r.receive(m)
+    with pytest.raises(T.Malformed):
+        r.confirm()
+    assert r.contents is None and r.failed
+    receiver1, plain = _random_transfer(rng)
+    r = T.TransferReceiver(receiver1.ephemeral_secret, receiver1.transfer_id)
+    r.receive(plain.key_message)
+    r.receive(plain.confirm()[0])  # announces no store
+    r.receive(b"\x02\x03" + bytes(17))  # held: its length is not checked against 0 chunks yet
+    with pytest.raises(T.Malformed):
+        r.confirm()
+    assert r.contents is None
+    # A held chunk of the wrong length (well formed, within 19 to 32,786 bytes): refused at
+    # the confirmation, before its tag is tried.
+    r = fresh()
+    for m in (identity, chunks[0], chunks[1][:-1]):
+        r.receive(m)
+    with pytest.raises(T.Malformed):
+        r.confirm()
+    # Longer than any store message, or shorter: refused on arrival.
+    for bad in (b"\x02\x03" + bytes(32785), b"\x02\x03" + bytes(16), b"\x02\x03"):
+        r = fresh()
+        r.receive(identity)
+        with pytest.raises(T.Malformed):
+            r.receive(bad)
+    # At most 2,048 store messages held: the 2,049th is refused when it arrives.
+    r = fresh()
+    r.receive(identity)
+    filler = b"\x02\x03" + bytes(17)
+    for _i in range(2048):
+        r.receive(filler)
+    assert len(r.held) == 1 + 2048
+    with pytest.raises(T.Malformed):
+        r.receive(filler)
+    assert r.failed
+
+
+def test_transfer_invalid_state_changes_nothing():
+    """17.3: "A confirmation with no SAS yet, and any message after the transfer is done, are
+    refused as invalid_state without changing anything"; a second confirmation too."""
+    rng = random.Random(1741)
+    store = _some_store(rng, 5000)
+    receiver, sender = _random_transfer(rng, store=store)
+    with pytest.raises(T.InvalidState):
+        receiver.confirm()
+    assert not receiver.failed and receiver.keys is None
+    receiver.receive(sender.key_message)
+    receiver.confirm()
+    with pytest.raises(T.InvalidState):
+        receiver.confirm()
+    assert not receiver.failed
+    messages = sender.confirm()
+    for m in messages:
+        receiver.receive(m)
+    assert receiver.done and receiver.store == store
+    for m in (sender.key_message, *messages, b"", b"\x02\x03"):
+        with pytest.raises(T.InvalidState):
+            receiver.receive(m)
+    assert receiver.done and receiver.store == store and not receiver.failed
 
 
 def test_transfer_other_keys_do_not_open():
@@ -6338,27 +7099,52 @@ def test_transfer_other_keys_do_not_open():
     assert intruder.keys.transcript_hash != sender.keys.transcript_hash
     receiver.confirm()
     with pytest.raises(T.AuthenticationFailed):
-        receiver.receive(intruder.confirm())
+        receiver.receive(intruder.confirm()[0])
 
 
 def test_transfer_offers():
     rng = random.Random(1734)
     receiver, _ = _random_transfer(rng)
     text = receiver.offer_text
-    assert len(text) == 75 and text.startswith("ITSMETR1:")
-    for bad in (text[:-1], text + "A", text.replace("ITSMETR1:", "ITSMETR2:"),
-                text.replace("ITSMETR1:", "itsmetr1:"), "ITSMETR1:" + P.b64url_encode(
-                    b"\x02" + receiver.offer[1:]), text + "=", "ITSMEXP1:" + text[9:]):
+    assert len(text) == 75 and text.startswith("ITSMETR2:")
+    assert receiver.offer[0] == 2
+    for bad in (text[:-1], text + "A", text.replace("ITSMETR2:", "ITSMETR1:"),
+                text.replace("ITSMETR2:", "ITSMETR3:"), text.replace("ITSMETR2:", "itsmetr2:"),
+                "ITSMETR2:" + P.b64url_encode(b"\x01" + receiver.offer[1:]),
+                "ITSMETR1:" + P.b64url_encode(b"\x01" + receiver.offer[1:]),
+                "ITSMETR2:" + P.b64url_encode(b"\x03" + receiver.offer[1:]),
+                text + "=", "ITSMEXP1:" + text[9:]):
         with pytest.raises(T.Malformed):
             T.parse_offer(bad)
-    for bad in (receiver.offer[:-1], receiver.offer + b"\x00", b"\x02" + receiver.offer[1:]):
+    for bad in (receiver.offer[:-1], receiver.offer + b"\x00", b"\x01" + receiver.offer[1:],
+                b"\x03" + receiver.offer[1:]):
         with pytest.raises(T.Malformed):
             T.parse_offer(bad)
-    # A sender refuses a low-order R.
-    low_order = b"\x01" + receiver.transfer_id + bytes(32)
+    # A sender refuses a low-order R, and its own key as R.
+    low_order = b"\x02" + receiver.transfer_id + bytes(32)
     with pytest.raises(T.InvalidKey):
         T.TransferSender(low_order, rng.randbytes(32), rng.randbytes(32), rng.randbytes(32),
                          b"A")
+    s = rng.randbytes(32)
+    with pytest.raises(T.InvalidKey):
+        T.TransferSender(T.offer(receiver.transfer_id, P.x25519_public(s)), s,
+                         rng.randbytes(32), rng.randbytes(32), b"A")
+
+
+def test_transfer_receiver_refuses_version_1():
+    """17.3: version 1's messages are refused as another version (malformed_message)."""
+    rng = random.Random(1742)
+    receiver0, sender = _random_transfer(rng, store=_some_store(rng, 100))
+    identity, chunk = sender.confirm()
+    for seq in ([b"\x01" + sender.key_message[1:]],
+                [sender.key_message, b"\x01" + identity[1:]],
+                [sender.key_message, identity, b"\x01" + chunk[1:]],
+                [sender.key_message, b"\x02\x04" + identity[2:]],
+                [sender.key_message, b"\x02\x00" + identity[2:]]):
+        r = T.TransferReceiver(receiver0.ephemeral_secret, receiver0.transfer_id)
+        with pytest.raises(T.Malformed):
+            for m in seq:
+                r.receive(m)
 
 
 def test_transfer_sender_steps():

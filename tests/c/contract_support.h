@@ -690,6 +690,14 @@ static struct fx_blob fx_export(void) {
     return b;
 }
 
+/* The contact store of fx_identity_with_pin (an export with the contacts
+ * carries a store of its own identity). */
+static itsme_store *fx_pin_store(void) {
+    static itsme_store *s;
+    if (!s) CT_REQUIRE(itsme_store_open(fx_identity_with_pin(), ct_path("pin-contacts.db"), &s));
+    return ct_keep(s, ct_free_itsme_store);
+}
+
 static const char *fx_export_text(void) {
     static char text[ITSME_EXPORT_TEXT_SIZE];
     size_t len = 0;

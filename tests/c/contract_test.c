@@ -164,6 +164,7 @@
 #define CT_HAS_itsme_pin_update_receive 1
 #define CT_HAS_itsme_export_generate_password 1
 #define CT_HAS_itsme_identity_export 1
+#define CT_HAS_itsme_identity_export_with_contacts 1
 #define CT_HAS_itsme_export_to_text 1
 #define CT_HAS_itsme_export_from_text 1
 #define CT_HAS_itsme_export_header 1
@@ -173,6 +174,8 @@
 #define CT_HAS_itsme_import_last_error 1
 #define CT_HAS_itsme_import_fingerprint 1
 #define CT_HAS_itsme_import_name 1
+#define CT_HAS_itsme_import_contacts_size 1
+#define CT_HAS_itsme_import_write_contacts 1
 #define CT_HAS_itsme_import_check 1
 #define CT_HAS_itsme_import_install 1
 #define CT_HAS_itsme_transfer_new_receiver 1
@@ -185,6 +188,7 @@
 #define CT_HAS_itsme_transfer_next_outgoing 1
 #define CT_HAS_itsme_transfer_receive 1
 #define CT_HAS_itsme_transfer_sas 1
+#define CT_HAS_itsme_transfer_include_contacts 1
 #define CT_HAS_itsme_transfer_confirm 1
 #define CT_HAS_itsme_transfer_reject 1
 #define CT_HAS_itsme_transfer_take_import 1
@@ -242,6 +246,7 @@
 #define CT_HAS_itsme_export_chosen_password_min 1
 #define CT_HAS_itsme_export_max 1
 #define CT_HAS_itsme_export_text_size 1
+#define CT_HAS_itsme_contact_store_max 1
 #define CT_HAS_itsme_transfer_offer_size 1
 #define CT_HAS_itsme_transfer_message_max 1
 #define CT_HAS_itsme_profile_record_max 1
@@ -982,6 +987,16 @@ struct args_itsme_identity_export {
     itsme_random * rng;
 };
 #define FIXTURE_itsme_identity_export(...) static void fixture_itsme_identity_export(struct args_itsme_identity_export *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_identity_export_with_contacts {
+    itsme_identity * identity;
+    const char * pin;
+    int64_t now;
+    const char * password;
+    uint32_t password_kind;
+    itsme_store * contacts;
+    itsme_random * rng;
+};
+#define FIXTURE_itsme_identity_export_with_contacts(...) static void fixture_itsme_identity_export_with_contacts(struct args_itsme_identity_export_with_contacts *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_export_to_text {
     const uint8_t * blob;
     size_t len;
@@ -1021,6 +1036,15 @@ struct args_itsme_import_name {
     const itsme_import * import;
 };
 #define FIXTURE_itsme_import_name(...) static void fixture_itsme_import_name(struct args_itsme_import_name *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_import_contacts_size {
+    const itsme_import * import;
+};
+#define FIXTURE_itsme_import_contacts_size(...) static void fixture_itsme_import_contacts_size(struct args_itsme_import_contacts_size *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_import_write_contacts {
+    itsme_import * import;
+    const char * path;
+};
+#define FIXTURE_itsme_import_write_contacts(...)
 struct args_itsme_import_check {
     itsme_import * import;
     itsme_secret_store * store;
@@ -1078,6 +1102,11 @@ struct args_itsme_transfer_sas {
     const itsme_transfer * transfer;
 };
 #define FIXTURE_itsme_transfer_sas(...) static void fixture_itsme_transfer_sas(struct args_itsme_transfer_sas *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_transfer_include_contacts {
+    itsme_transfer * transfer;
+    itsme_store * contacts;
+};
+#define FIXTURE_itsme_transfer_include_contacts(...)
 struct args_itsme_transfer_confirm {
     itsme_transfer * transfer;
     int64_t now;
@@ -5490,6 +5519,53 @@ static const struct ct_param params_itsme_identity_export[] = {
 static const struct ct_function function_itsme_identity_export = {"itsme_identity_export", 1, sizeof(struct args_itsme_identity_export), params_itsme_identity_export, 9, setup_itsme_identity_export, mutate_itsme_identity_export, invoke_itsme_identity_export};
 static void run_itsme_identity_export(const struct ct_check *c) { ct_run_result(&function_itsme_identity_export, c); }
 
+/* itsme_identity_export_with_contacts */
+static void setup_itsme_identity_export_with_contacts(void *p, int live) {
+    struct args_itsme_identity_export_with_contacts *a = p;
+    (void)a;
+    a->identity = live ? fx_itsme_identity() : NULL;
+    a->pin = FX_TEXT;
+    a->now = FX_NOW;
+    a->password = FX_TEXT;
+    a->password_kind = 0;
+    a->contacts = live ? fx_itsme_store() : NULL;
+    a->rng = live ? fx_itsme_random() : NULL;
+    if (live) fixture_itsme_identity_export_with_contacts(a);
+}
+static int mutate_itsme_identity_export_with_contacts(void *p, const struct ct_check *c) {
+    struct args_itsme_identity_export_with_contacts *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->identity = NULL; return 0;
+    case 1: ct_mutate_text(c, &a->pin); return 0;
+    case 2: ct_mutate_time(c, &a->now); return 0;
+    case 3: ct_mutate_text(c, &a->password); return 0;
+    case 5: if (c->kind == CT_NULL) a->contacts = NULL; return 0;
+    case 6: if (c->kind == CT_NULL) a->rng = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_identity_export_with_contacts(void *p, struct ct_outs *o) {
+    struct args_itsme_identity_export_with_contacts *a = p;
+    (void)a;
+    (void)o;
+    return itsme_identity_export_with_contacts(a->identity, a->pin, a->now, a->password, a->password_kind, a->contacts, a->rng, (uint8_t *)o->ptr[7], o->cap[8], (size_t *)o->ptr[9]);
+}
+static const struct ct_param params_itsme_identity_export_with_contacts[] = {
+    {"identity", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"pin", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_PIN},
+    {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"password", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"password_kind", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"contacts", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"rng", CT_R_HANDLE, 0, -1, -1, 0, NULL, 1, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_BYTES, 0, 8, 9, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_identity_export_with_contacts = {"itsme_identity_export_with_contacts", 1, sizeof(struct args_itsme_identity_export_with_contacts), params_itsme_identity_export_with_contacts, 10, setup_itsme_identity_export_with_contacts, mutate_itsme_identity_export_with_contacts, invoke_itsme_identity_export_with_contacts};
+static void run_itsme_identity_export_with_contacts(const struct ct_check *c) { ct_run_result(&function_itsme_identity_export_with_contacts, c); }
+
 /* itsme_export_to_text */
 static void setup_itsme_export_to_text(void *p, int live) {
     struct args_itsme_export_to_text *a = p;
@@ -5744,6 +5820,64 @@ static const struct ct_param params_itsme_import_name[] = {
 };
 static const struct ct_function function_itsme_import_name = {"itsme_import_name", 1, sizeof(struct args_itsme_import_name), params_itsme_import_name, 4, setup_itsme_import_name, mutate_itsme_import_name, invoke_itsme_import_name};
 static void run_itsme_import_name(const struct ct_check *c) { ct_run_result(&function_itsme_import_name, c); }
+
+/* itsme_import_contacts_size */
+static void setup_itsme_import_contacts_size(void *p, int live) {
+    struct args_itsme_import_contacts_size *a = p;
+    (void)a;
+    a->import = live ? fx_itsme_import() : NULL;
+    if (live) fixture_itsme_import_contacts_size(a);
+}
+static int mutate_itsme_import_contacts_size(void *p, const struct ct_check *c) {
+    struct args_itsme_import_contacts_size *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->import = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_import_contacts_size(void *p, struct ct_outs *o) {
+    struct args_itsme_import_contacts_size *a = p;
+    (void)a;
+    (void)o;
+    return itsme_import_contacts_size(a->import, (uint64_t *)o->ptr[1]);
+}
+static const struct ct_param params_itsme_import_contacts_size[] = {
+    {"import", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_size", CT_R_OUT_VALUE, sizeof(uint64_t), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_import_contacts_size = {"itsme_import_contacts_size", 1, sizeof(struct args_itsme_import_contacts_size), params_itsme_import_contacts_size, 2, setup_itsme_import_contacts_size, mutate_itsme_import_contacts_size, invoke_itsme_import_contacts_size};
+static void run_itsme_import_contacts_size(const struct ct_check *c) { ct_run_result(&function_itsme_import_contacts_size, c); }
+
+/* itsme_import_write_contacts */
+static void setup_itsme_import_write_contacts(void *p, int live) {
+    struct args_itsme_import_write_contacts *a = p;
+    (void)a;
+    a->import = live ? fx_itsme_import() : NULL;
+    a->path = FX_TEXT;
+    (void)live;
+}
+static int mutate_itsme_import_write_contacts(void *p, const struct ct_check *c) {
+    struct args_itsme_import_write_contacts *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->import = NULL; return 0;
+    case 1: ct_mutate_text(c, &a->path); return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_import_write_contacts(void *p, struct ct_outs *o) {
+    struct args_itsme_import_write_contacts *a = p;
+    (void)a;
+    (void)o;
+    return itsme_import_write_contacts(a->import, a->path);
+}
+static const struct ct_param params_itsme_import_write_contacts[] = {
+    {"import", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"path", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_import_write_contacts = {"itsme_import_write_contacts", 0, sizeof(struct args_itsme_import_write_contacts), params_itsme_import_write_contacts, 2, setup_itsme_import_write_contacts, mutate_itsme_import_write_contacts, invoke_itsme_import_write_contacts};
+static void run_itsme_import_write_contacts(const struct ct_check *c) { ct_run_result(&function_itsme_import_write_contacts, c); }
 
 /* itsme_import_check */
 static void setup_itsme_import_check(void *p, int live) {
@@ -6098,6 +6232,36 @@ static const struct ct_param params_itsme_transfer_sas[] = {
 };
 static const struct ct_function function_itsme_transfer_sas = {"itsme_transfer_sas", 1, sizeof(struct args_itsme_transfer_sas), params_itsme_transfer_sas, 4, setup_itsme_transfer_sas, mutate_itsme_transfer_sas, invoke_itsme_transfer_sas};
 static void run_itsme_transfer_sas(const struct ct_check *c) { ct_run_result(&function_itsme_transfer_sas, c); }
+
+/* itsme_transfer_include_contacts */
+static void setup_itsme_transfer_include_contacts(void *p, int live) {
+    struct args_itsme_transfer_include_contacts *a = p;
+    (void)a;
+    a->transfer = live ? fx_itsme_transfer() : NULL;
+    a->contacts = live ? fx_itsme_store() : NULL;
+    (void)live;
+}
+static int mutate_itsme_transfer_include_contacts(void *p, const struct ct_check *c) {
+    struct args_itsme_transfer_include_contacts *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->transfer = NULL; return 0;
+    case 1: if (c->kind == CT_NULL) a->contacts = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_transfer_include_contacts(void *p, struct ct_outs *o) {
+    struct args_itsme_transfer_include_contacts *a = p;
+    (void)a;
+    (void)o;
+    return itsme_transfer_include_contacts(a->transfer, a->contacts);
+}
+static const struct ct_param params_itsme_transfer_include_contacts[] = {
+    {"transfer", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"contacts", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_transfer_include_contacts = {"itsme_transfer_include_contacts", 0, sizeof(struct args_itsme_transfer_include_contacts), params_itsme_transfer_include_contacts, 2, setup_itsme_transfer_include_contacts, mutate_itsme_transfer_include_contacts, invoke_itsme_transfer_include_contacts};
+static void run_itsme_transfer_include_contacts(const struct ct_check *c) { ct_run_result(&function_itsme_transfer_include_contacts, c); }
 
 /* itsme_transfer_confirm */
 static void setup_itsme_transfer_confirm(void *p, int live) {
@@ -8098,6 +8262,13 @@ static void run_itsme_export_text_size(const struct ct_check *c) {
         ct_fail("returns %llu, ITSME_EXPORT_TEXT_SIZE is %llu", (unsigned long long)itsme_export_text_size(), (unsigned long long)ITSME_EXPORT_TEXT_SIZE);
 }
 
+/* itsme_contact_store_max */
+static void run_itsme_contact_store_max(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_contact_store_max() != (unsigned long long)ITSME_CONTACT_STORE_MAX)
+        ct_fail("returns %llu, ITSME_CONTACT_STORE_MAX is %llu", (unsigned long long)itsme_contact_store_max(), (unsigned long long)ITSME_CONTACT_STORE_MAX);
+}
+
 /* itsme_transfer_offer_size */
 static void run_itsme_transfer_offer_size(const struct ct_check *c) {
     (void)c;
@@ -9012,6 +9183,23 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_identity_export", "itsme_identity_export: out size query", run_itsme_identity_export, {CT_SIZE_QUERY, 6}},
     {"itsme_identity_export", "itsme_identity_export: out cap - 1", run_itsme_identity_export, {CT_SHORT, 6}},
     {"itsme_identity_export", "itsme_identity_export: success with the exact cap", run_itsme_identity_export, {CT_SUCCESS, -1}},
+    {"itsme_identity_export_with_contacts", "itsme_identity_export_with_contacts: before itsme_init", run_itsme_identity_export_with_contacts, {CT_BEFORE_INIT, -1}},
+    {"itsme_identity_export_with_contacts", "itsme_identity_export_with_contacts: identity NULL", run_itsme_identity_export_with_contacts, {CT_NULL, 0}},
+    {"itsme_identity_export_with_contacts", "itsme_identity_export_with_contacts: pin NULL", run_itsme_identity_export_with_contacts, {CT_NULL, 1}},
+    {"itsme_identity_export_with_contacts", "itsme_identity_export_with_contacts: password NULL", run_itsme_identity_export_with_contacts, {CT_NULL, 3}},
+    {"itsme_identity_export_with_contacts", "itsme_identity_export_with_contacts: contacts NULL", run_itsme_identity_export_with_contacts, {CT_NULL, 5}},
+    {"itsme_identity_export_with_contacts", "itsme_identity_export_with_contacts: rng NULL", run_itsme_identity_export_with_contacts, {CT_NULL, 6}},
+    {"itsme_identity_export_with_contacts", "itsme_identity_export_with_contacts: out NULL", run_itsme_identity_export_with_contacts, {CT_NULL, 7}},
+    {"itsme_identity_export_with_contacts", "itsme_identity_export_with_contacts: out_len NULL", run_itsme_identity_export_with_contacts, {CT_NULL, 9}},
+    {"itsme_identity_export_with_contacts", "itsme_identity_export_with_contacts: pin not UTF-8", run_itsme_identity_export_with_contacts, {CT_BAD_UTF8, 1}},
+    {"itsme_identity_export_with_contacts", "itsme_identity_export_with_contacts: pin longer than ITSME_TEXT_MAX", run_itsme_identity_export_with_contacts, {CT_LONG_TEXT, 1}},
+    {"itsme_identity_export_with_contacts", "itsme_identity_export_with_contacts: now below 0", run_itsme_identity_export_with_contacts, {CT_TIME_NEGATIVE, 2}},
+    {"itsme_identity_export_with_contacts", "itsme_identity_export_with_contacts: now after 9999", run_itsme_identity_export_with_contacts, {CT_TIME_AFTER_9999, 2}},
+    {"itsme_identity_export_with_contacts", "itsme_identity_export_with_contacts: password not UTF-8", run_itsme_identity_export_with_contacts, {CT_BAD_UTF8, 3}},
+    {"itsme_identity_export_with_contacts", "itsme_identity_export_with_contacts: password longer than ITSME_TEXT_MAX", run_itsme_identity_export_with_contacts, {CT_LONG_TEXT, 3}},
+    {"itsme_identity_export_with_contacts", "itsme_identity_export_with_contacts: out size query", run_itsme_identity_export_with_contacts, {CT_SIZE_QUERY, 7}},
+    {"itsme_identity_export_with_contacts", "itsme_identity_export_with_contacts: out cap - 1", run_itsme_identity_export_with_contacts, {CT_SHORT, 7}},
+    {"itsme_identity_export_with_contacts", "itsme_identity_export_with_contacts: success with the exact cap", run_itsme_identity_export_with_contacts, {CT_SUCCESS, -1}},
     {"itsme_export_to_text", "itsme_export_to_text: before itsme_init", run_itsme_export_to_text, {CT_BEFORE_INIT, -1}},
     {"itsme_export_to_text", "itsme_export_to_text: blob NULL", run_itsme_export_to_text, {CT_NULL, 0}},
     {"itsme_export_to_text", "itsme_export_to_text: out NULL", run_itsme_export_to_text, {CT_NULL, 2}},
@@ -9071,6 +9259,13 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_import_name", "itsme_import_name: out size query", run_itsme_import_name, {CT_SIZE_QUERY, 1}},
     {"itsme_import_name", "itsme_import_name: out cap - 1", run_itsme_import_name, {CT_SHORT, 1}},
     {"itsme_import_name", "itsme_import_name: success with the exact cap", run_itsme_import_name, {CT_SUCCESS, -1}},
+    {"itsme_import_contacts_size", "itsme_import_contacts_size: before itsme_init", run_itsme_import_contacts_size, {CT_BEFORE_INIT, -1}},
+    {"itsme_import_contacts_size", "itsme_import_contacts_size: import NULL", run_itsme_import_contacts_size, {CT_NULL, 0}},
+    {"itsme_import_contacts_size", "itsme_import_contacts_size: out_size NULL", run_itsme_import_contacts_size, {CT_NULL, 1}},
+    {"itsme_import_contacts_size", "itsme_import_contacts_size: success", run_itsme_import_contacts_size, {CT_SUCCESS, -1}},
+    {"itsme_import_write_contacts", "itsme_import_write_contacts: before itsme_init", run_itsme_import_write_contacts, {CT_BEFORE_INIT, -1}},
+    {"itsme_import_write_contacts", "itsme_import_write_contacts: import NULL", run_itsme_import_write_contacts, {CT_NULL, 0}},
+    {"itsme_import_write_contacts", "itsme_import_write_contacts: path NULL", run_itsme_import_write_contacts, {CT_NULL, 1}},
     {"itsme_import_check", "itsme_import_check: before itsme_init", run_itsme_import_check, {CT_BEFORE_INIT, -1}},
     {"itsme_import_check", "itsme_import_check: import NULL", run_itsme_import_check, {CT_NULL, 0}},
     {"itsme_import_check", "itsme_import_check: store NULL", run_itsme_import_check, {CT_NULL, 1}},
@@ -9148,6 +9343,9 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_transfer_sas", "itsme_transfer_sas: out size query", run_itsme_transfer_sas, {CT_SIZE_QUERY, 1}},
     {"itsme_transfer_sas", "itsme_transfer_sas: out cap - 1", run_itsme_transfer_sas, {CT_SHORT, 1}},
     {"itsme_transfer_sas", "itsme_transfer_sas: success with the exact cap", run_itsme_transfer_sas, {CT_SUCCESS, -1}},
+    {"itsme_transfer_include_contacts", "itsme_transfer_include_contacts: before itsme_init", run_itsme_transfer_include_contacts, {CT_BEFORE_INIT, -1}},
+    {"itsme_transfer_include_contacts", "itsme_transfer_include_contacts: transfer NULL", run_itsme_transfer_include_contacts, {CT_NULL, 0}},
+    {"itsme_transfer_include_contacts", "itsme_transfer_include_contacts: contacts NULL", run_itsme_transfer_include_contacts, {CT_NULL, 1}},
     {"itsme_transfer_confirm", "itsme_transfer_confirm: before itsme_init", run_itsme_transfer_confirm, {CT_BEFORE_INIT, -1}},
     {"itsme_transfer_confirm", "itsme_transfer_confirm: transfer NULL", run_itsme_transfer_confirm, {CT_NULL, 0}},
     {"itsme_transfer_reject", "itsme_transfer_reject: before itsme_init", run_itsme_transfer_reject, {CT_BEFORE_INIT, -1}},
@@ -9819,6 +10017,7 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_export_chosen_password_min", "itsme_export_chosen_password_min: returns ITSME_EXPORT_CHOSEN_PASSWORD_MIN", run_itsme_export_chosen_password_min, {CT_CONSTANT, -1}},
     {"itsme_export_max", "itsme_export_max: returns ITSME_EXPORT_MAX", run_itsme_export_max, {CT_CONSTANT, -1}},
     {"itsme_export_text_size", "itsme_export_text_size: returns ITSME_EXPORT_TEXT_SIZE", run_itsme_export_text_size, {CT_CONSTANT, -1}},
+    {"itsme_contact_store_max", "itsme_contact_store_max: returns ITSME_CONTACT_STORE_MAX", run_itsme_contact_store_max, {CT_CONSTANT, -1}},
     {"itsme_transfer_offer_size", "itsme_transfer_offer_size: returns ITSME_TRANSFER_OFFER_SIZE", run_itsme_transfer_offer_size, {CT_CONSTANT, -1}},
     {"itsme_transfer_message_max", "itsme_transfer_message_max: returns ITSME_TRANSFER_MESSAGE_MAX", run_itsme_transfer_message_max, {CT_CONSTANT, -1}},
     {"itsme_profile_record_max", "itsme_profile_record_max: returns ITSME_PROFILE_RECORD_MAX", run_itsme_profile_record_max, {CT_CONSTANT, -1}},
@@ -9988,6 +10187,7 @@ static const char *const ct_declared[] = {
     "itsme_pin_update_receive",
     "itsme_export_generate_password",
     "itsme_identity_export",
+    "itsme_identity_export_with_contacts",
     "itsme_export_to_text",
     "itsme_export_from_text",
     "itsme_export_header",
@@ -9997,6 +10197,8 @@ static const char *const ct_declared[] = {
     "itsme_import_last_error",
     "itsme_import_fingerprint",
     "itsme_import_name",
+    "itsme_import_contacts_size",
+    "itsme_import_write_contacts",
     "itsme_import_check",
     "itsme_import_install",
     "itsme_transfer_new_receiver",
@@ -10009,6 +10211,7 @@ static const char *const ct_declared[] = {
     "itsme_transfer_next_outgoing",
     "itsme_transfer_receive",
     "itsme_transfer_sas",
+    "itsme_transfer_include_contacts",
     "itsme_transfer_confirm",
     "itsme_transfer_reject",
     "itsme_transfer_take_import",
@@ -10066,6 +10269,7 @@ static const char *const ct_declared[] = {
     "itsme_export_chosen_password_min",
     "itsme_export_max",
     "itsme_export_text_size",
+    "itsme_contact_store_max",
     "itsme_transfer_offer_size",
     "itsme_transfer_message_max",
     "itsme_profile_record_max",

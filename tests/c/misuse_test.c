@@ -950,7 +950,7 @@ static void transfers(void) {
     EXPECT("kind", kind, ITSME_EXPORT_PASSWORD_GENERATED);
     struct { size_t at; uint8_t value; itsme_result expected; const char *what; } alterations[] = {
         {0, 'X', ITSME_E_MALFORMED_MESSAGE, "header: not an export"},
-        {7, 2, ITSME_E_INVALID_ARGUMENT, "header: unknown version"},
+        {7, 3, ITSME_E_INVALID_ARGUMENT, "header: unknown version"},
         {8, 2, ITSME_E_INVALID_ARGUMENT, "header: unknown key derivation"},
         {12, 2, ITSME_E_INVALID_ARGUMENT, "header: 2 passes"},
         {14, 1, ITSME_E_INVALID_ARGUMENT, "header: 64 MiB"},
@@ -993,7 +993,7 @@ static void transfers(void) {
     /* Import: refused headers and malformed passwords cost nothing. */
     itsme_import *imp = NULL;
     memcpy(altered, blob, blob_len);
-    altered[7] = 2;
+    altered[7] = 3;
     EXPECT("open truncated", itsme_import_open(new_secrets, blob, 40, password, T0, &imp), ITSME_E_MALFORMED_MESSAGE);
     EXPECT("open unknown version", itsme_import_open(new_secrets, altered, blob_len, password, T0, &imp), ITSME_E_INVALID_ARGUMENT);
     EXPECT("open password not of the kind", itsme_import_open(new_secrets, blob, blob_len, "correct horse battery", T0, &imp), ITSME_E_INVALID_ARGUMENT);
@@ -1082,7 +1082,7 @@ static void transfers(void) {
     EXPECT("awaiting peer", transfer_state(rx), ITSME_TRANSFER_AWAITING_PEER);
     char offer[ITSME_TRANSFER_OFFER_SIZE], offer2[ITSME_TRANSFER_OFFER_SIZE + 8];
     EXPECT("offer", itsme_transfer_offer(rx, offer, sizeof offer, &len), ITSME_OK);
-    EXPECT("offer prefix", strncmp(offer, "ITSMETR1:", 9), 0);
+    EXPECT("offer prefix", strncmp(offer, "ITSMETR2:", 9), 0);
     char room[ITSME_ROOM_NAME_SIZE], room2[ITSME_ROOM_NAME_SIZE];
     EXPECT("room", itsme_transfer_room(rx, room, sizeof room, &len), ITSME_OK);
     EXPECT("room length", len, ITSME_ROOM_NAME_SIZE);
@@ -1098,16 +1098,16 @@ static void transfers(void) {
     /* The sender: a malformed offer is refused before the PIN. */
     EXPECT("sender not an offer", itsme_transfer_new_sender(old_id, "000000", "hello", NULL, T0, &tx), ITSME_E_MALFORMED_MESSAGE);
     EXPECT("sender short offer", itsme_transfer_new_sender(old_id, "000000", "ITSMETR1:AAAA", NULL, T0, &tx), ITSME_E_MALFORMED_MESSAGE);
-    uint8_t raw_offer[49] = {2};
+    uint8_t raw_offer[49] = {1};
     char crafted[ITSME_TRANSFER_OFFER_SIZE];
-    memcpy(crafted, "ITSMETR1:", 9);
+    memcpy(crafted, "ITSMETR2:", 9);
     base64url(raw_offer, sizeof raw_offer, crafted + 9);
-    EXPECT("sender offer of version 2", itsme_transfer_new_sender(old_id, "000000", crafted, NULL, T0, &tx), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("sender offer of version 1", itsme_transfer_new_sender(old_id, "000000", crafted, NULL, T0, &tx), ITSME_E_MALFORMED_MESSAGE);
     EXPECT("the PIN was not tried", pin_failures(old_id), 0);
     EXPECT("sender malformed PIN", itsme_transfer_new_sender(old_id, "12", offer, NULL, T0, &tx), ITSME_E_INVALID_PIN);
     EXPECT("sender wrong PIN", itsme_transfer_new_sender(old_id, "000000", offer, NULL, T0, &tx), ITSME_E_WRONG_PIN);
     EXPECT("counted", pin_failures(old_id), 1);
-    raw_offer[0] = 1; /* version 1, a zero (low-order) key */
+    raw_offer[0] = 2; /* version 2, a zero (low-order) key */
     base64url(raw_offer, sizeof raw_offer, crafted + 9);
     EXPECT("sender low-order key", itsme_transfer_new_sender(old_id, "123456", crafted, NULL, T0, &tx), ITSME_E_INVALID_KEY);
     EXPECT("sender last error on the identity", itsme_identity_last_error(old_id, msg, sizeof msg, &len) == ITSME_OK && strstr(msg, "low-order") != NULL, 1);
@@ -1172,7 +1172,7 @@ static void transfers(void) {
     EXPECT("awaiting identity", transfer_state(rx), ITSME_TRANSFER_AWAITING_IDENTITY);
     EXPECT("sender 2 confirms", itsme_transfer_confirm(tx, T0), ITSME_OK);
     EXPECT("identity message", itsme_transfer_next_outgoing(tx, m, sizeof m, &len), ITSME_OK);
-    EXPECT("identity message size", len, 2 + 82 + strlen("Olivia") + 16);
+    EXPECT("identity message size", len, 2 + 82 + strlen("Olivia") + 4 + 16);
     m[len - 1] ^= 1;
     EXPECT("tampered identity", itsme_transfer_receive(rx, m, len, T0 + 1), ITSME_E_AUTHENTICATION_FAILED);
     EXPECT("failed", transfer_state(rx), ITSME_TRANSFER_FAILED);
@@ -1190,7 +1190,7 @@ static void transfers(void) {
     itsme_transfer_free(rx);
     rx = NULL;
     EXPECT("receiver 4", itsme_transfer_new_receiver(NULL, T0, &rx), ITSME_OK);
-    uint8_t low[34] = {1, 1};
+    uint8_t low[34] = {2, 1};
     EXPECT("low-order key", itsme_transfer_receive(rx, low, sizeof low, T0), ITSME_E_INVALID_KEY);
     itsme_transfer_free(rx);
     rx = NULL;

@@ -60,7 +60,7 @@ def words_of(command: str) -> str:
     parts = shlex.split(command)[1:]
     kept = []
     for part in parts:
-        if part.startswith("--") and part not in ("--image", "--join", "--text"):
+        if part.startswith("--") and part not in ("--image", "--join", "--text", "--with-contacts"):
             break
         if part.isupper() or part.startswith("/") or part.startswith("ITSME") or not re.fullmatch(r"[a-z-]+", part.lstrip("-")):
             break
@@ -94,10 +94,12 @@ def printed(entry: dict, fill=None) -> str:
 
 def spawn_printed(entry: dict, person, fill=None) -> pexpect.spawn:
     """Starts a recorded suggestion as printed through `sh -c` at a
-    terminal in `person`'s environment; a suggestion for another device
-    runs with that device's data directory as $ITSME_DATA_DIR."""
+    terminal in `person`'s environment; a suggestion for another device,
+    or one printed by a command that found its data directory in
+    $ITSME_DATA_DIR (no --data-dir), runs with `person`'s as
+    $ITSME_DATA_DIR, as in the shell it was printed in."""
     env = dict(person.env)
-    if entry.get("elsewhere"):
+    if entry.get("elsewhere") or "--data-dir" not in entry["command"]:
         env["ITSME_DATA_DIR"] = str(person.dir)
     ran.add(words_of(entry["command"]))
     return pexpect.spawn("/bin/sh", ["-c", printed(entry, fill)], env=env, cwd=str(person.root), encoding="utf-8",
@@ -375,9 +377,28 @@ def test_export_and_transfer_suggestions(people, log, relay_url, tmp_path):
     password = PASSWORD.search(result.stdout).group(1)
     new = people("AliceNew")
     answers = [(r"Export password \(like [^)]*\): ", password), ("Choose a PIN: ", new.pin), ("Type the PIN again: ", new.pin)]
-    entry = log.take("import")
+    entries = log.new()
+    entry = next(e for e in entries if e["command"].startswith("itsme import"))
     assert entry["elsewhere"]
-    assert "Installed the identity of Alice" in run_printed(entry, new, answers=answers)
+    # The identity alone: it says how to bring the contacts too.
+    with_contacts = next(e for e in entries if e["command"].startswith("itsme export --with-contacts"))
+    receive = next(e for e in entries if e["command"].startswith("itsme transfer receive"))
+    assert not with_contacts["elsewhere"] and receive["elsewhere"]
+    transcript = run_printed(entry, new, answers=answers)
+    assert "Installed the identity of Alice" in transcript
+    # The new device, with no contacts, names the same two ways.
+    entries = log.new()
+    assert any(e["command"].startswith("itsme export --with-contacts") and e["elsewhere"] for e in entries), entries
+    here = next(e for e in entries if e["command"].startswith("itsme transfer receive"))
+    assert not here["elsewhere"]
+    alice.ok("relay", "set", relay_url)
+    bundle = tmp_path / "bundle.itsme"
+    assert "Wrote the export of Alice and 0 contacts" in run_printed(with_contacts, alice, fill=bundle)
+    other = people("Other")
+    other.ok("relay", "set", relay_url, pin_file=False)
+    run_printed(receive, other, until="Waiting for the old device in the relay room")
+    new.ok("relay", "set", relay_url)
+    run_printed(here, new, until="Waiting for the old device in the relay room")
 
     # The text form: the QR code's photo, or the text line itself.
     made = alice.run("export", "--png", tmp_path / "export.png")

@@ -20,7 +20,7 @@ import time
 import pytest
 
 EXPORT_TEXT = re.compile(r"ITSMEXP1:[A-Za-z0-9_-]+")
-OFFER = re.compile(r"ITSMETR1:[A-Za-z0-9_-]+")
+OFFER = re.compile(r"ITSMETR2:[A-Za-z0-9_-]+")
 # 13 characters of the alphabet 2-9, A-Z without I, L, O; shown 4-4-5.
 PASSWORD = re.compile(r"Export password: ([2-9A-HJKMNP-Z]{4}-[2-9A-HJKMNP-Z]{4}-[2-9A-HJKMNP-Z]{5})")
 SAS = r"SAS: ([A-Z]+ \d{4})"
@@ -171,8 +171,8 @@ def test_export_and_import_move_the_identity_and_its_contacts(people, clock, tmp
     password = PASSWORD.search(result.stdout).group(1)
     assert result.stdout.count(password) == 1
     assert "not stored anywhere" in result.stdout
-    # It says where the contacts are, to copy them along.
-    assert str(alice.dir / "contacts.db") in result.stdout
+    # It says how to bring the contacts too.
+    assert "Your contacts are not in this export. To move them too: itsme export --with-contacts FILE" in result.stdout
     assert stat.S_IMODE(os.stat(export).st_mode) == 0o600
     assert EXPORT_TEXT.fullmatch(export.read_text().strip())
 
@@ -314,13 +314,16 @@ def test_refused_exports_cost_nothing(people, tmp_path):
     # Cut at whole groups of base64 characters, so that what is left decodes.
     half.write_text(text[: len("ITSMEXP1:") + 96] + "\n")
     other_version = bytearray(blob)
-    other_version[7] = 2
+    other_version[7] = 3
+    with_contacts = bytearray(blob)
+    with_contacts[7] = 2
     huge_cost = bytearray(blob)
     huge_cost[9:13] = struct.pack(">I", 1000)
     refused = [
         (["--text", text[: len("ITSMEXP1:") + 60]], "truncated"),
         ([half], "truncated"),
-        (["--text", as_text(bytes(other_version))], "format version 2"),
+        (["--text", as_text(bytes(other_version))], "format version 3"),
+        (["--text", as_text(bytes(with_contacts))], "format version 2; a text holds format version 1 only"),
         (["--text", as_text(bytes(huge_cost))], "outside the accepted"),
         (["--text", as_text(blob + b"\0" * 200)], "damaged"),
         (["--text", "ITSMEXP2:" + text[len("ITSMEXP1:"):]], "text format this library does not read"),
@@ -495,26 +498,92 @@ def start_transfer(old, new, relay_url, *receive_args, picture=None):
 
 
 def test_live_transfer_moves_the_identity_and_its_contacts(people, relay_url, clock, tmp_path):
+    """One command per device: the contacts travel with the identity."""
     alice = people("Alice", init=True)
     carol = people("Carol", init=True)
     add_each_other(alice, carol)
-    copied = tmp_path / "copied-contacts.db"
-    shutil.copy(alice.dir / "contacts.db", copied)
     new = people("AliceNew", pin="250731")
 
     # The old device reads the new one's QR code from a picture of it.
-    tx, rx, offer = start_transfer(alice, new, relay_url, "--contacts", copied, picture=tmp_path / "offer.png")
+    tx, rx, offer = start_transfer(alice, new, relay_url, picture=tmp_path / "offer.png")
     # The code is drawn as a QR code above its text line.
     assert "\u2588" in rx.transcript.split(offer)[0]
     tx.sendline(rx.sas)
-    tx.expect(r"Sent: the new device has the identity of Alice")
+    tx.expect(r"Sent: the new device has the identity of Alice \(fingerprint [0-9A-F ]+\) and 1 contact, and installs them\.")
     assert tx.finish() == 0
     rx.sendline(tx.sas.lower())
+    rx.expect(r"Received the identity of Alice and the contacts\.")
     rx.expect(r"Installed the identity of Alice")
     rx.expect(r"Contacts:\s+1\r\n")
     rx.expect(r"itsme device-change-code")
     assert rx.finish() == 0
     check_moved(alice, new, carol, contacts_before=1)
+    check_device_change_seen(carol, new, "Alice", clock)
+
+
+def test_live_transfer_without_contacts_then_a_copy(people, relay_url, tmp_path):
+    """`send --without-contacts` sends the identity alone; the receiver's
+    --contacts copy is then what it installs (the flow before contacts
+    travelled)."""
+    alice = people("Alice", init=True)
+    carol = people("Carol", init=True)
+    add_each_other(alice, carol)
+    copied = tmp_path / "copied-contacts.db"
+    shutil.copy(alice.dir / "contacts.db", copied)
+    new = people("AliceNew")
+    rx = new.spawn("transfer", "receive", "--relay", relay_url, "--text-only", "--contacts", copied)
+    offer = rx.expect(OFFER.pattern + r"\r\n").group(0).strip()
+    rx.expect(r"Waiting for the old device in the relay room")
+    tx = alice.spawn("transfer", "send", offer, "--without-contacts", "--relay", relay_url)
+    sas = tx.expect(SAS).group(1)
+    assert rx.expect(SAS).group(1) == sas
+    for term in (tx, rx):
+        term.expect(r"\(or reject\): ")
+        term.sendline(sas)
+    tx.expect(r"Sent: the new device has the identity of Alice \(fingerprint [0-9A-F ]+\), and installs them\.")
+    assert tx.finish() == 0
+    rx.expect(r"Received the identity of Alice \(no contacts came with it\)\.")
+    rx.expect(r"Contacts:\s+1\r\n")
+    assert rx.finish() == 0
+    assert [c["name"] for c in new.json("contacts")["contacts"]] == ["Carol"]
+
+
+def test_export_with_contacts_then_import_in_one_command(people, clock, tmp_path):
+    """`export --with-contacts FILE`: one file, one password; `import FILE`
+    on an empty machine installs the identity and every contact, asking
+    the password once and a new PIN."""
+    alice = people("Alice", init=True)
+    carol = people("Carol", init=True)
+    add_each_other(alice, carol)
+    bundle = tmp_path / "alice-with-contacts.itsme"
+    result = alice.run("export", "--with-contacts", bundle)
+    assert result.returncode == 0, result
+    assert f"Wrote the export of Alice and 1 contact to {bundle}" in result.stdout
+    assert "Your contacts are not in this export" not in result.stdout
+    password = PASSWORD.search(result.stdout).group(1)
+    assert stat.S_IMODE(os.stat(bundle).st_mode) == 0o600
+    assert bundle.read_bytes()[:8] == b"ITSMEXP\x02", "a file of format version 2, no text form"
+    # Never over an existing file; not with the QR options.
+    assert_error(alice.run("export", "--with-contacts", bundle), 2, "already exists")
+    assert alice.run("export", "--with-contacts", tmp_path / "x", "--png", tmp_path / "x.png").returncode == 64
+
+    new = people("AliceNew", pin="250731")
+    term = new.spawn("import", bundle, pin_file=False)
+    term.expect(r"Export password \(like [^)]*\): ")
+    term.sendline(password)
+    term.expect_exact("Choose a PIN: ")
+    term.sendline(new.pin)
+    term.expect_exact("Type the PIN again: ")
+    term.sendline(new.pin)
+    term.expect(r"Installed the identity of Alice")
+    term.expect(r"Contacts:\s+1\r\n")
+    assert term.finish() == 0
+    assert term.transcript.count("Export password") == 1
+    check_moved(alice, new, carol, contacts_before=1)
+    assert not list(new.dir.glob("contacts.db.*")), "nothing staged is left behind"
+    # --contacts as well is refused before anything is asked.
+    other = people("Other")
+    assert_error(other.run("import", bundle, "--contacts", alice.dir / "contacts.db"), 2, "carries the contacts already")
     check_device_change_seen(carol, new, "Alice", clock)
 
 
@@ -585,8 +654,11 @@ def test_transfer_failures(people, relay_url):
     new = people("AliceNew")
 
     # A code that is not one is refused before the PIN (none could be read here).
-    result = alice.run("transfer", "send", "ITSMETR1:not-a-code", "--relay", relay_url, pin_file=False)
+    result = alice.run("transfer", "send", "ITSMETR2:not-a-code", "--relay", relay_url, pin_file=False)
     assert_error(result, 2, "not a device transfer code")
+    # One of the version before contacts travelled: update the other device.
+    result = alice.run("transfer", "send", "ITSMETR1:AVX3TedMID1ziw1NO", "--relay", relay_url, pin_file=False)
+    assert_error(result, 2, "of another version (ITSMETR1:); this device reads ITSMETR2: update the other device")
 
     # A relay that cannot be reached: exit 4, nothing installed.
     assert_error(new.run("transfer", "receive", "--relay", "http://127.0.0.1:1"), 4, "relay")

@@ -290,6 +290,41 @@ extension ContactStore {
         try withLock { try db.run("VACUUM INTO ?", [.text(path)]) }
     }
 
+    /// The whole store as one file's bytes, as an export of format version
+    /// 2 or a device transfer carries it (PROTOCOL.md 17): a `backup` into
+    /// a private temporary directory, read back and removed. `.invalidArgument`
+    /// if it is larger than the 64 MiB they carry, `.database` if SQLite
+    /// or the temporary directory fails.
+    public func snapshot() throws -> [UInt8] {
+        let base = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        var template = Array((base + "/itsme-snapshot-XXXXXX").utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw ItsMeError(.database, "cannot make a private temporary directory in \(base): \(String(cString: strerror(errno)))")
+        }
+        let directory = String(cString: made)
+        let path = directory + "/contacts.db"
+        defer {
+            unlink(path)
+            rmdir(directory)
+        }
+        try backup(to: path)
+        let limit = IdentityExport.maxContactStoreCount
+        let bytes: [UInt8]
+        do {
+            guard let read = try RegularFile.contents(of: path, limit: limit) else {
+                throw ItsMeError(.database, "the snapshot of the contact store vanished")
+            }
+            bytes = read
+        } catch let error as RegularFileError {
+            if case .tooLarge = error.problem {
+                throw ItsMeError(
+                    .invalidArgument, "the contact store is larger than the \(limit >> 20) MiB an export or a transfer carries: copy the file instead")
+            }
+            throw ItsMeError(.database, "cannot read the snapshot of the contact store: \(error.reason)")
+        }
+        return bytes
+    }
+
     /// Runs `PRAGMA integrity_check`; true when SQLite reports "ok".
     package func integrityCheck() throws -> Bool {
         try withLock { try db.query("PRAGMA integrity_check") == [[.text("ok")]] }

@@ -45,7 +45,7 @@ public final class ContactStore: @unchecked Sendable {
     /// limits on typed codes live there).
     let secretStore: any SecretStore
     /// The identity key of the identity this store belongs to.
-    var ownerPublicKey: [UInt8] { ownPublicKey }
+    package var ownerPublicKey: [UInt8] { ownPublicKey }
     /// Guarded scratch for decrypting records on the hot paths.
     private var scratch: SecretBytes
     /// The path of the store's SQLite file, as given to `init(path:identity:)`.

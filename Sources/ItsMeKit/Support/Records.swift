@@ -78,6 +78,9 @@ struct RecordReader {
 
     var isAtEnd: Bool { offset == bytes.count }
 
+    /// How many bytes are left to read.
+    var remaining: Int { bytes.count - offset }
+
     mutating func secret(_ n: Int) throws -> SecretBytes { try SecretBytes(copying: try take(n)) }
 
     func finish() throws {

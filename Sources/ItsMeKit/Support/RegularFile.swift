@@ -165,6 +165,38 @@ public final class RegularFile {
         guard let file = try RegularFile(path: path, followLinks: followLinks, limit: limit) else { return nil }
         return try file.readAll()
     }
+
+    /// Writes `bytes` as a new file at `path`, readable and writable by its
+    /// owner only (0600), synced before it returns: `.alreadyExists` if
+    /// anything is at `path` (a link is not followed), `.database` if it
+    /// cannot be written (the partial file is removed).
+    package static func writeNew(_ path: String, _ bytes: [UInt8]) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0o600)
+        guard fd >= 0 else {
+            let code = errno
+            if code == EEXIST { throw ItsMeError(.alreadyExists, "\(path) exists: it is never overwritten") }
+            throw ItsMeError(.database, "cannot create \(path): \(String(cString: strerror(code)))")
+        }
+        var written = 0
+        var failure: Int32 = 0
+        bytes.withUnsafeBytes { buffer in
+            while written < buffer.count {
+                let n = write(fd, buffer.baseAddress!.advanced(by: written), buffer.count - written)
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 {
+                    failure = n < 0 ? errno : EIO
+                    return
+                }
+                written += n
+            }
+        }
+        if failure == 0, fsync(fd) != 0 { failure = errno }
+        close(fd)
+        if failure != 0 {
+            unlink(path)
+            throw ItsMeError(.database, "cannot write \(path): \(String(cString: strerror(failure)))")
+        }
+    }
 }
 
 /// Why a path was not read as a regular file: `reason` says it in a few

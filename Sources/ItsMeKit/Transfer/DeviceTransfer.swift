@@ -2,7 +2,8 @@
 /// one-time X25519 key as a QR code; the old device scans it and answers
 /// with its own key; both show a SAS the person compares; only after the
 /// person confirms on the old device does it send the identity, sealed to
-/// the new device's key. No password. The host carries the messages (the
+/// the new device's key, and the contact store if the old device includes
+/// it (`include(contactStore:)`), in chunks. No password. The host carries the messages (the
 /// relay room named by `roomName`, or any other link), one way, from the
 /// old device to the new one.
 ///
@@ -39,7 +40,10 @@ public final class DeviceTransfer: CustomStringConvertible {
     }
 
     /// The version of the transfer's offer and messages.
-    package static let version: UInt8 = 1
+    package static let version: UInt8 = 2
+    /// The longest message a transfer sends: a store message of a whole
+    /// 32 KiB chunk (PROTOCOL.md 17.3).
+    public static let maxMessageCount = TransferMessage.storeCounts.upperBound
     /// How the new device's offer text (`offerText`, its QR code) begins.
     public static let offerPrefix = TransferOffer.prefix
     /// How long a transfer may take, from its creation.
@@ -47,6 +51,9 @@ public final class DeviceTransfer: CustomStringConvertible {
 
     private var machine: DeviceTransferMachine
     private var outbox: [[UInt8]] = []
+    /// The sending identity's public key (sender only): the contact store
+    /// it includes must be that identity's.
+    package private(set) var senderPublicKey: [UInt8]?
 
     /// Which device this side is.
     package var role: Role { machine.role }
@@ -72,7 +79,7 @@ public final class DeviceTransfer: CustomStringConvertible {
         switch machine.state {
         case .awaitingKey: .awaitingPeer
         case .receiverComparing, .senderComparing: .compareSAS
-        case .awaitingIdentity: .awaitingIdentity
+        case .awaitingIdentity, .awaitingStore: .awaitingIdentity
         case .received, .sent: .done
         case .rejected: .rejected
         case .failed: .failed
@@ -104,6 +111,7 @@ public final class DeviceTransfer: CustomStringConvertible {
         let (machine, key) = try DeviceTransferMachine.sender(
             offer: offer, contents: SecretBox(try identity.exportContents()), now: now, random: &random)
         self.machine = machine
+        senderPublicKey = identity.publicKey
         outbox.append(key)
     }
 
@@ -111,6 +119,14 @@ public final class DeviceTransfer: CustomStringConvertible {
     /// if it is not one), without the white space around it: a host can
     /// refuse a mistyped code before asking for the PIN.
     public static func checkOffer(_ text: String) throws -> String { try TransferOffer(parsing: text).text }
+
+    /// Sender, before the confirmation: sends the contact store too, after
+    /// the identity (`ContactStore.snapshot`). Throws `.invalidArgument` for
+    /// a store over 64 MiB or not a SQLite file, `.invalidState` on the
+    /// receiver or once confirmed (nothing changes).
+    public func include(contactStore: [UInt8]) throws {
+        try machine.include(store: contactStore)
+    }
 
     // MARK: Messages
 
@@ -139,12 +155,13 @@ public final class DeviceTransfer: CustomStringConvertible {
 
     // MARK: The person's decision
 
-    /// The SAS matched. Sender: queues the sealed identity. Receiver: opens
-    /// the identity if it has arrived (else waits for it).
+    /// The SAS matched. Sender: queues the sealed identity and, if included,
+    /// the contact store's messages. Receiver: opens what has arrived (else
+    /// waits for it).
     /// Throws `.invalidState` when there is no SAS to confirm, `.expired` past
     /// the lifetime (the transfer fails then).
     public func confirm(now: Int64) throws {
-        if let identity = try step({ try $0.confirm(now: now) }) { outbox.append(identity) }
+        outbox += try step { try $0.confirm(now: now) }
     }
 
     /// The SAS differed, or the person gave up: nothing is sent or kept.
@@ -153,9 +170,13 @@ public final class DeviceTransfer: CustomStringConvertible {
         try step { try $0.reject() }
     }
 
-    /// The received identity, once `done` (receiver only), handed over once;
-    /// install it with `IdentityExport.install`.
+    /// The received identity, once `done` (receiver only), handed over once,
+    /// with the contact store if one came (`Contents.contactStore`); install
+    /// it with `IdentityExport.install`.
     public func takeIdentity() throws -> IdentityExport.Contents {
-        try IdentityExport.Contents(try machine.takeIdentity().bytes)
+        let (contents, store) = try machine.takeIdentity()
+        var taken = try IdentityExport.Contents(contents.bytes)
+        taken.contactStore = store
+        return taken
     }
 }

@@ -4,8 +4,10 @@
 /// what the receiver's machine hands over.
 ///
 ///     receiver: awaitingKey --KEY--> comparing --confirm--> awaitingIdentity --IDENTITY--> received
-///               (an IDENTITY that arrives while comparing is kept, and opened on confirm)
-///     sender:   comparing --confirm--> sent (the sealed identity queued)
+///               (an IDENTITY announcing a contact store goes to awaitingStore, which takes
+///               its STORE chunks in order, then received; messages that arrive while
+///               comparing are kept, in order, and opened on confirm)
+///     sender:   comparing --confirm--> sent (the sealed identity and store queued)
 ///     any running state --reject--> rejected
 ///
 /// Peer input that is wrong throws and leaves the machine `failed`, for
@@ -21,15 +23,21 @@ struct DeviceTransferMachine {
     enum State {
         /// Receiver: waiting for the sender's key, with our one-time secret.
         case awaitingKey(ephemeral: SecretBox)
-        /// Receiver: the SAS to compare; an identity message that came early.
-        case receiverComparing(Keyed, early: [UInt8]?)
+        /// Receiver: the SAS to compare; the messages that came early, in
+        /// order (an identity message, then store messages).
+        case receiverComparing(Keyed, early: [TransferMessage])
         /// Receiver: the person confirmed; waiting for the identity.
         case awaitingIdentity(Keyed)
-        /// Receiver: the identity's contents, until taken (then nil).
-        case received(sas: ShortCode, contents: SecretBox?)
-        /// Sender: the SAS to compare, and the identity's contents to seal.
-        case senderComparing(Keyed, contents: SecretBox)
-        /// Sender: the sealed identity is queued.
+        /// Receiver: the identity opened; the contact store's chunks come
+        /// in, `store` holding those opened so far, of `total` bytes.
+        case awaitingStore(Keyed, contents: SecretBox, store: [UInt8], total: Int)
+        /// Receiver: the identity's contents, until taken (then nil), and
+        /// the contact store that came with it.
+        case received(sas: ShortCode, contents: SecretBox?, store: [UInt8]?)
+        /// Sender: the SAS to compare, the identity's contents and the
+        /// contact store (if any) to seal.
+        case senderComparing(Keyed, contents: SecretBox, store: [UInt8]?)
+        /// Sender: the sealed identity (and store) is queued.
         case sent(sas: ShortCode)
         case rejected(sas: ShortCode?)
         case failed(ItsMeError)
@@ -61,7 +69,7 @@ struct DeviceTransferMachine {
         let keyed = try derive(
             offer, shared: try X25519.sharedSecret(secretKey: ephemeral, peerPublicKey: offer.receiverKey), senderKey: senderKey)
         let machine = DeviceTransferMachine(
-            role: .sender, createdAt: now, offer: offer, state: .senderComparing(keyed, contents: contents))
+            role: .sender, createdAt: now, offer: offer, state: .senderComparing(keyed, contents: contents, store: nil))
         return (machine, TransferMessage.key(senderKey: senderKey).bytes)
     }
 
@@ -74,27 +82,39 @@ struct DeviceTransferMachine {
 
     /// th, the SAS and the key from the shared secret (PROTOCOL.md 17.3).
     private static func derive(_ offer: TransferOffer, shared: consuming SecretBytes, senderKey: [UInt8]) throws -> Keyed {
-        let th = SHA256.hash(LV.cat(LV.b("itsme-transfer-v1"), offer.transferID, offer.receiverKey, senderKey))
-        let seed = try HKDF.derive(ikm: shared, salt: offer.transferID, info: LV.b("itsme-transfer-seed-v1"), count: 32)
+        let th = SHA256.hash(LV.cat(LV.b("itsme-transfer-v2"), offer.transferID, offer.receiverKey, senderKey))
+        let seed = try HKDF.derive(ikm: shared, salt: offer.transferID, info: LV.b("itsme-transfer-seed-v2"), count: 32)
         return Keyed(
             transcriptHash: th, sas: try ShortCode.sas(seed: seed, transcriptHash: th),
             key: SecretBox(
-                try HKDF.derive(ikm: seed, salt: [UInt8](), info: LV.cat(LV.b("itsme-transfer-key-v1"), th), count: AEAD.keyCount)))
+                try HKDF.derive(ikm: seed, salt: [UInt8](), info: LV.cat(LV.b("itsme-transfer-key-v2"), th), count: AEAD.keyCount)))
     }
 
-    private static func aad(_ keyed: Keyed) -> [UInt8] {
+    /// The identity message's associated data: version, type, th.
+    private static func identityAAD(_ keyed: Keyed) -> [UInt8] {
         [DeviceTransfer.version, TransferMessage.Kind.identity.rawValue] + keyed.transcriptHash
     }
 
-    private static let zeroNonce = [UInt8](repeating: 0, count: AEAD.nonceCount)
+    /// Store message `index`'s associated data: version, type, th, u32(index).
+    private static func storeAAD(_ keyed: Keyed, _ index: Int) -> [UInt8] {
+        [DeviceTransfer.version, TransferMessage.Kind.store.rawValue] + keyed.transcriptHash + u32(index)
+    }
+
+    /// The identity's nonce is 0; store chunk `index`'s is `index + 1`, 12 bytes big-endian.
+    private static func nonce(_ n: Int) -> [UInt8] { [UInt8](repeating: 0, count: AEAD.nonceCount - 4) + u32(n) }
+
+    private static func u32(_ n: Int) -> [UInt8] { withUnsafeBytes(of: UInt32(n).bigEndian, Array.init) }
+
+    /// The most store messages a transfer carries (64 MiB in 32 KiB chunks).
+    static let maxStoreMessages = TransferMessage.chunks(total: IdentityExport.maxContactStoreCount)
 
     // MARK: What the state shows
 
     /// The SAS, once both keys are known, unless the transfer failed.
     var sas: ShortCode? {
         switch state {
-        case .receiverComparing(let k, _), .awaitingIdentity(let k), .senderComparing(let k, _): k.sas
-        case .received(let sas, _), .sent(let sas): sas
+        case .receiverComparing(let k, _), .awaitingIdentity(let k), .awaitingStore(let k, _, _, _), .senderComparing(let k, _, _): k.sas
+        case .received(let sas, _, _), .sent(let sas): sas
         case .rejected(let sas): sas
         case .awaitingKey, .failed: nil
         }
@@ -107,7 +127,7 @@ struct DeviceTransferMachine {
 
     var isRunning: Bool {
         switch state {
-        case .awaitingKey, .receiverComparing, .awaitingIdentity, .senderComparing: true
+        case .awaitingKey, .receiverComparing, .awaitingIdentity, .awaitingStore, .senderComparing: true
         case .received, .sent, .rejected, .failed: false
         }
     }
@@ -116,7 +136,7 @@ struct DeviceTransferMachine {
         switch state {
         case .awaitingKey: "awaitingPeer"
         case .receiverComparing, .senderComparing: "compareSAS"
-        case .awaitingIdentity: "awaitingIdentity"
+        case .awaitingIdentity, .awaitingStore: "awaitingIdentity"
         case .received, .sent: "done"
         case .rejected: "rejected"
         case .failed: "failed"
@@ -158,13 +178,26 @@ struct DeviceTransferMachine {
                     offer, shared: try X25519.sharedSecret(secretKey: ephemeral.bytes, peerPublicKey: senderKey),
                     senderKey: senderKey)
                 ephemeral.wipe()
-                state = .receiverComparing(keyed, early: nil)
-            case (.receiverComparing(let keyed, nil), .identity(let sealed)):
-                state = .receiverComparing(keyed, early: sealed)
-            case (.awaitingIdentity(let keyed), .identity(let sealed)):
-                state = .received(sas: keyed.sas, contents: try Self.open(sealed, keyed))
-            case (.awaitingKey, _), (.receiverComparing, _), (.awaitingIdentity, _), (.senderComparing, _), (.received, _),
-                (.sent, _), (.rejected, _), (.failed, _):
+                state = .receiverComparing(keyed, early: [])
+            case (.receiverComparing(let keyed, var early), .identity), (.receiverComparing(let keyed, var early), .store):
+                // Held unopened until the person confirms, in order: the
+                // identity first, then no more store messages than can be due.
+                if case .identity = message, !early.isEmpty {
+                    throw ItsMeError(.malformedMessage, "a second transfer identity message")
+                }
+                if case .store = message, early.isEmpty {
+                    throw ItsMeError(.malformedMessage, "a transfer store message before the identity")
+                }
+                guard early.count <= Self.maxStoreMessages else {
+                    throw ItsMeError(.malformedMessage, "more transfer messages than a contact store of 64 MiB needs")
+                }
+                state = .awaitingIdentity(keyed)  // the array is this function's alone: appending copies nothing
+                early.append(message)
+                state = .receiverComparing(keyed, early: early)
+            case (.awaitingIdentity, .identity), (.awaitingStore, .store):
+                try accept(message)
+            case (.awaitingKey, _), (.receiverComparing, _), (.awaitingIdentity, _), (.awaitingStore, _), (.senderComparing, _),
+                (.received, _), (.sent, _), (.rejected, _), (.failed, _):
                 throw ItsMeError(.malformedMessage, "a transfer message out of order (type \(bytes[1]) while \(stateName))")
             }
         } catch let e as ItsMeError {
@@ -173,33 +206,110 @@ struct DeviceTransferMachine {
         }
     }
 
-    /// Opens an identity message and checks its contents.
-    private static func open(_ sealed: [UInt8], _ keyed: Keyed) throws -> SecretBox {
-        let opened = try keyed.key.withBytes { key in
-            try AEAD.open(.aes256GCM, key: key, nonce: zeroNonce, ciphertext: sealed, aad: aad(keyed))
+    /// Opens an identity or store message once the person confirmed.
+    private mutating func accept(_ message: TransferMessage) throws {
+        switch (state, message) {
+        case (.awaitingIdentity(let keyed), .identity(let sealed)):
+            let (contents, total) = try Self.openIdentity(sealed, keyed)
+            state =
+                total == 0
+                ? .received(sas: keyed.sas, contents: contents, store: nil)
+                : .awaitingStore(keyed, contents: contents, store: [], total: total)
+        case (.awaitingStore(let keyed, let contents, var store, let total), .store(let sealed)):
+            state = .awaitingIdentity(keyed)  // the store array is this function's alone
+            let index = store.count / TransferMessage.chunkCount
+            let length = TransferMessage.chunkLength(index, total: total)
+            guard sealed.count == length + AEAD.tagCount else {
+                throw ItsMeError(
+                    .malformedMessage, "transfer store message \(index) is \(sealed.count + 2) bytes, not \(length + AEAD.tagCount + 2)")
+            }
+            let start = store.count
+            store.append(contentsOf: repeatElement(0, count: length))
+            _ = try keyed.key.withBytes { key in
+                try store.withUnsafeMutableBytes { out in
+                    try AEAD.open(
+                        .aes256GCM, key: key, nonce: Self.nonce(index + 1), ciphertext: sealed, aad: Self.storeAAD(keyed, index),
+                        into: UnsafeMutableRawBufferPointer(rebasing: out[start...]))
+                }
+            }
+            if store.count < total {
+                state = .awaitingStore(keyed, contents: contents, store: store, total: total)
+                return
+            }
+            guard store.starts(with: IdentityExport.sqliteHeader) else {
+                throw ItsMeError(.corruptData, "the contact store that came is not a SQLite database file")
+            }
+            state = .received(sas: keyed.sas, contents: contents, store: store)
+        default:
+            throw ItsMeError(.malformedMessage, "a transfer message out of order (while \(stateName))")
         }
-        _ = try IdentityExport.Contents(opened)
-        return SecretBox(opened)
     }
 
-    /// The SAS matched. Sender: returns the sealed identity to send.
-    /// Receiver: opens the identity if it has arrived (else waits for it).
-    mutating func confirm(now: Int64) throws -> [UInt8]? {
+    /// Opens an identity message: the contents, checked, and the length of
+    /// the contact store that follows (0: none).
+    private static func openIdentity(_ sealed: [UInt8], _ keyed: Keyed) throws -> (SecretBox, Int) {
+        let opened = try keyed.key.withBytes { key in
+            try AEAD.open(.aes256GCM, key: key, nonce: nonce(0), ciphertext: sealed, aad: identityAAD(keyed))
+        }
+        guard opened.count > 4 else { throw ItsMeError(.corruptData, "the transfer's identity is truncated") }
+        let total = opened.withBytes { b in b[(b.count - 4)...].reduce(0) { $0 << 8 | Int($1) } }
+        let contents = try opened.withBytes { b in try SecretBytes(copying: UnsafeRawBufferPointer(rebasing: b[..<(b.count - 4)])) }
+        guard total <= IdentityExport.maxContactStoreCount else {
+            throw ItsMeError(.corruptData, "the transfer announces a contact store of \(total) bytes, more than 64 MiB")
+        }
+        _ = try IdentityExport.Contents(contents)
+        return (SecretBox(contents), total)
+    }
+
+    /// Sender, before the confirmation: the contact store to send after the
+    /// identity (`ContactStore.snapshot`: checked, `.invalidArgument`).
+    mutating func include(store: [UInt8]) throws {
+        guard role == .sender, case .senderComparing(let keyed, let contents, _) = state else {
+            throw ItsMeError(.invalidState, "only the sending device, before the confirmation, adds a contact store (\(stateName))")
+        }
+        try IdentityExport.checkContactStore(store)
+        state = .senderComparing(keyed, contents: contents, store: store)
+    }
+
+    /// The SAS matched. Sender: returns the sealed identity and store
+    /// messages to send. Receiver: opens what has arrived (else waits).
+    mutating func confirm(now: Int64) throws -> [[UInt8]] {
         try checkUsable(now: now)
         do {
             switch state {
-            case .senderComparing(let keyed, let contents):
+            case .senderComparing(let keyed, let contents, let store):
+                let total = store?.count ?? 0
+                var plain = try SecretBytes(count: contents.count + 4)
+                contents.withBytes { c in
+                    plain.withMutableBytes { p in
+                        p.copyMemory(from: c)
+                        Self.u32(total).withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: p[c.count...]).copyMemory(from: $0) }
+                    }
+                }
                 let sealed = try keyed.key.withBytes { key in
-                    try AEAD.seal(.aes256GCM, key: key, nonce: Self.zeroNonce, plaintext: contents.bytes, aad: Self.aad(keyed))
+                    try AEAD.seal(.aes256GCM, key: key, nonce: Self.nonce(0), plaintext: plain, aad: Self.identityAAD(keyed))
+                }
+                var messages = [TransferMessage.identity(sealed: sealed).bytes]
+                if let store {
+                    for index in 0..<TransferMessage.chunks(total: total) {
+                        let from = index * TransferMessage.chunkCount
+                        let chunk = store[from..<(from + TransferMessage.chunkLength(index, total: total))]
+                        let sealedChunk = try keyed.key.withBytes { key in
+                            try chunk.withUnsafeBytes { c in
+                                try AEAD.seal(.aes256GCM, key: key, nonce: Self.nonce(index + 1), plaintext: c, aad: Self.storeAAD(keyed, index))
+                            }
+                        }
+                        messages.append(TransferMessage.store(sealed: sealedChunk).bytes)
+                    }
                 }
                 contents.wipe()
                 state = .sent(sas: keyed.sas)
-                return TransferMessage.identity(sealed: sealed).bytes
+                return messages
             case .receiverComparing(let keyed, let early):
                 state = .awaitingIdentity(keyed)
-                if let early { state = .received(sas: keyed.sas, contents: try Self.open(early, keyed)) }
-                return nil
-            case .awaitingKey, .awaitingIdentity, .received, .sent, .rejected, .failed:
+                for message in early { try accept(message) }
+                return []
+            case .awaitingKey, .awaitingIdentity, .awaitingStore, .received, .sent, .rejected, .failed:
                 throw ItsMeError(.invalidState, "there is no SAS to confirm (\(stateName))")
             }
         } catch let e as ItsMeError where e.kind != .invalidState {
@@ -214,18 +324,20 @@ struct DeviceTransferMachine {
         let sas = self.sas
         switch state {
         case .awaitingKey(let ephemeral): ephemeral.wipe()
-        case .senderComparing(_, let contents): contents.wipe()
+        case .senderComparing(_, let contents, _): contents.wipe()
+        case .awaitingStore(_, let contents, _, _): contents.wipe()
         case .receiverComparing, .awaitingIdentity, .received, .sent, .rejected, .failed: break
         }
         state = .rejected(sas: sas)
     }
 
-    /// The received identity's contents, once (receiver only).
-    mutating func takeIdentity() throws -> SecretBox {
-        guard case .received(let sas, let contents?) = state else {
+    /// The received identity's contents and the contact store that came
+    /// with it, once (receiver only).
+    mutating func takeIdentity() throws -> (SecretBox, store: [UInt8]?) {
+        guard case .received(let sas, let contents?, let store) = state else {
             throw ItsMeError(.invalidState, "no received identity to take (\(role), \(stateName))")
         }
-        state = .received(sas: sas, contents: nil)
-        return contents
+        state = .received(sas: sas, contents: nil, store: nil)
+        return (contents, store)
     }
 }

@@ -28,6 +28,13 @@ public enum IdentityExport {
     public static let magic = Array("ITSMEXP".utf8)
     /// The export format's version.
     package static let version: UInt8 = 1
+    /// The format version of an export that carries the contact store too
+    /// (PROTOCOL.md 17.1, "With the contacts"): a file only, no text form.
+    package static let contactsVersion: UInt8 = 2
+    /// The largest contact store an export or a transfer carries: 64 MiB.
+    public static let maxContactStoreCount = 64 << 20
+    /// How every carried store begins: SQLite's header.
+    static let sqliteHeader = Array("SQLite format 3".utf8) + [0]
     static let kdfArgon2id: UInt8 = 1
     package static let headerCount = 7 + 1 + 1 + 4 + 4 + 1 + Argon2id.saltCount + AEAD.nonceCount
     /// How an export's text form (`text(_:)`, the export's QR code) begins.
@@ -42,6 +49,10 @@ public enum IdentityExport {
 
     /// What an export's header says, read before any expensive work.
     public struct Header: Equatable, Sendable {
+        /// 1: the identity only; 2: the identity and the contact store.
+        package let formatVersion: UInt8
+        /// The export carries the contact store too (format version 2).
+        public var carriesContacts: Bool { formatVersion == IdentityExport.contactsVersion }
         /// Argon2id's passes (its time cost).
         package let passes: UInt32
         /// Argon2id's memory in KiB.
@@ -56,7 +67,7 @@ public enum IdentityExport {
         }
 
         var bytes: [UInt8] {
-            var out = IdentityExport.magic + [IdentityExport.version, IdentityExport.kdfArgon2id]
+            var out = IdentityExport.magic + [formatVersion, IdentityExport.kdfArgon2id]
             out += withUnsafeBytes(of: passes.bigEndian, Array.init)
             out += withUnsafeBytes(of: memoryKiB.bigEndian, Array.init)
             out += [passwordKind.rawValue] + salt + nonce
@@ -67,26 +78,29 @@ public enum IdentityExport {
         /// truncated or foreign blob, `.invalidArgument` for an unknown
         /// version or parameters outside the accepted window.
         public init(parsing blob: [UInt8]) throws {
-            // The name's length is sealed, but any export is 145 to 272 bytes:
-            // one cut or padded outside that is refused before it costs a guess.
+            // The name's length is sealed, but any export is 145 to 272 bytes
+            // (with the contacts, 146 to 272 + 64 MiB): one cut or padded
+            // outside that is refused before it costs a guess.
             guard blob.count >= IdentityExport.blobCount(nameByteCount: 1) else {
                 throw ItsMeError(
                     .malformedMessage,
                     "this export is truncated (\(blob.count) bytes; an export is at least \(IdentityExport.blobCount(nameByteCount: 1)))")
-            }
-            guard blob.count <= IdentityExport.blobCount(nameByteCount: DisplayName.maxBytes) else {
-                throw ItsMeError(
-                    .malformedMessage,
-                    "this export is damaged (\(blob.count) bytes; an export is at most \(IdentityExport.blobCount(nameByteCount: DisplayName.maxBytes)))")
             }
             guard Array(blob.prefix(7)) == IdentityExport.magic else {
                 throw ItsMeError(
                     .malformedMessage,
                     "this is not an ItsMe identity export (it lacks the ITSMEXP header; the older app's exports, which have none, are never accepted)")
             }
-            guard blob[7] == IdentityExport.version else {
-                throw ItsMeError(.invalidArgument, "this export has format version \(blob[7]); this library reads version 1")
+            guard blob[7] == IdentityExport.version || blob[7] == IdentityExport.contactsVersion else {
+                throw ItsMeError(.invalidArgument, "this export has format version \(blob[7]); this library reads versions 1 and 2")
             }
+            let sizes = IdentityExport.blobCounts(version: blob[7])
+            guard sizes.contains(blob.count) else {
+                throw ItsMeError(
+                    blob.count < sizes.lowerBound ? .malformedMessage : .malformedMessage,
+                    "this export is damaged (\(blob.count) bytes; an export of format version \(blob[7]) is \(sizes.lowerBound) to \(sizes.upperBound))")
+            }
+            formatVersion = blob[7]
             guard blob[8] == IdentityExport.kdfArgon2id else {
                 throw ItsMeError(.invalidArgument, "this export uses an unknown key derivation (\(blob[8]))")
             }
@@ -106,7 +120,8 @@ public enum IdentityExport {
             nonce = Array(blob[(18 + Argon2id.saltCount)..<IdentityExport.headerCount])
         }
 
-        init(parameters: Argon2id.Parameters, kind: PasswordKind, salt: [UInt8], nonce: [UInt8]) {
+        init(formatVersion: UInt8, parameters: Argon2id.Parameters, kind: PasswordKind, salt: [UInt8], nonce: [UInt8]) {
+            self.formatVersion = formatVersion
             passes = UInt32(parameters.opsLimit)
             memoryKiB = UInt32(parameters.memLimit / 1024)
             passwordKind = kind
@@ -153,6 +168,31 @@ public enum IdentityExport {
             + AEAD.tagCount
     }
 
+    /// The largest export of any version (one with the contacts): the most
+    /// an importer reads of a file.
+    public static var maxBlobCount: Int { blobCounts(version: contactsVersion).upperBound }
+
+    /// The sizes an export of `version` may have: 145 to 272 bytes, or with
+    /// the contacts 146 to 272 + 64 MiB.
+    package static func blobCounts(version: UInt8) -> ClosedRange<Int> {
+        let identityOnly = blobCount(nameByteCount: 1)...blobCount(nameByteCount: DisplayName.maxBytes)
+        if version == contactsVersion { return (identityOnly.lowerBound + 1)...(identityOnly.upperBound + maxContactStoreCount) }
+        return identityOnly
+    }
+
+    /// `.invalidArgument` unless `store` is a contact store an export or a
+    /// transfer may carry: 1 byte to 64 MiB, beginning with SQLite's header.
+    package static func checkContactStore(_ store: [UInt8]) throws {
+        guard store.count <= maxContactStoreCount else {
+            throw ItsMeError(
+                .invalidArgument,
+                "the contact store is \(store.count) bytes, more than the \(maxContactStoreCount >> 20) MiB an export or a transfer carries: copy the file instead")
+        }
+        guard store.starts(with: sqliteHeader) else {
+            throw ItsMeError(.invalidArgument, "the contact store to carry is not a SQLite database file")
+        }
+    }
+
     /// The attempt limiter of export passwords in `store` (PROTOCOL.md 17.2).
     public static func limiter(store: any SecretStore) -> AttemptLimiter {
         AttemptLimiter(store: store, purpose: "export-password")
@@ -182,20 +222,28 @@ public enum IdentityExport {
     /// checking the identity's PIN at `now` (a counted attempt: `.wrongPIN`,
     /// `.locked`; `.notFound` if no PIN is set). The password is checked
     /// before the PIN, so a bad one costs no attempt.
+    ///
+    /// With `contactStore` (`ContactStore.snapshot`: 1 byte to 64 MiB, a
+    /// SQLite file, else `.invalidArgument` before the PIN), the export is
+    /// of format version 2 and carries the store too: a file only, with no
+    /// text form (PROTOCOL.md 17.1).
     public static func export<R: RandomSource>(
         _ identity: Identity, pin: String, now: Int64, password: String, kind: PasswordKind,
-        parameters: Argon2id.Parameters = .moderate, random: inout R
+        contactStore: [UInt8]? = nil, parameters: Argon2id.Parameters = .moderate, random: inout R
     ) throws -> [UInt8] {
         _ = try passwordBytes(password, kind: kind)
+        if let contactStore { try checkContactStore(contactStore) }
         try PIN(store: identity.store).verify(pin, now: now)
-        return try export(identity, password: password, kind: kind, parameters: parameters, random: &random)
+        return try export(
+            identity, password: password, kind: kind, contactStore: contactStore, parameters: parameters, random: &random)
     }
 
     /// The export itself, for callers that checked the PIN.
     static func export<R: RandomSource>(
-        _ identity: Identity, password: String, kind: PasswordKind, parameters: Argon2id.Parameters = .moderate,
-        random: inout R
+        _ identity: Identity, password: String, kind: PasswordKind, contactStore: [UInt8]? = nil,
+        parameters: Argon2id.Parameters = .moderate, random: inout R
     ) throws -> [UInt8] {
+        if let contactStore { try checkContactStore(contactStore) }
         var secret = try passwordBytes(password, kind: kind)
         defer { wipe(&secret) }
         guard acceptedPasses.contains(UInt32(clamping: parameters.opsLimit)),
@@ -204,12 +252,23 @@ public enum IdentityExport {
             throw ItsMeError(.invalidArgument, "export parameters \(parameters) are outside the accepted window")
         }
         let header = Header(
-            parameters: parameters, kind: kind, salt: random.bytes(Argon2id.saltCount), nonce: random.bytes(AEAD.nonceCount))
+            formatVersion: contactStore == nil ? version : contactsVersion, parameters: parameters, kind: kind,
+            salt: random.bytes(Argon2id.saltCount), nonce: random.bytes(AEAD.nonceCount))
         let key = try Argon2id.deriveKey(password: secret, salt: header.salt, parameters: header.parameters)
         let headerBytes = header.bytes
         let contents = try identity.exportContents()
-        let sealed = try AEAD.seal(.aes256GCM, key: key, nonce: header.nonce, plaintext: contents, aad: headerBytes)
-        return headerBytes + sealed
+        guard let contactStore else {
+            return headerBytes + (try AEAD.seal(.aes256GCM, key: key, nonce: header.nonce, plaintext: contents, aad: headerBytes))
+        }
+        let plain = try contents.withBytes { c in
+            var buffer = try SecretBytes(count: c.count + contactStore.count)
+            buffer.withMutableBytes { b in
+                b.copyMemory(from: c)
+                contactStore.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: b[c.count...]).copyMemory(from: $0) }
+            }
+            return buffer
+        }
+        return headerBytes + (try AEAD.seal(.aes256GCM, key: key, nonce: header.nonce, plaintext: plain, aad: headerBytes))
     }
 
     /// The text form of an export, for a QR code or a file.
@@ -229,6 +288,11 @@ public enum IdentityExport {
         if s.hasPrefix(textPrefix) {
             guard let blob = Base64.decode(String(s.dropFirst(textPrefix.count)), .urlUnpadded) else {
                 throw ItsMeError(.malformedMessage, "this ItsMe identity export is damaged (its text is not valid base64url)")
+            }
+            // The text form is of format version 1 only (PROTOCOL.md 17.1).
+            if blob.count > 7, blob.starts(with: magic), blob[7] != version {
+                throw ItsMeError(
+                    .invalidArgument, "this identity export text holds an export of format version \(blob[7]); a text holds format version 1 only")
             }
             return blob
         }
@@ -275,7 +339,7 @@ public enum IdentityExport {
             }
         }
         guard let opened else { throw ItsMeError(.internal, "the export opened without contents") }
-        return try Contents(opened)
+        return try Contents(opened, withStore: header.formatVersion == contactsVersion)
     }
 
     /// What an export carries, opened.
@@ -286,25 +350,55 @@ public enum IdentityExport {
         public let name: String
         /// The identity's fingerprint, for the person to compare before installing.
         package let fingerprint: String
+        /// The contact store an export of format version 2 or a transfer
+        /// carried (a SQLite file, PROTOCOL.md 17): write it with
+        /// `writeContactStore` and install with that path. Nil if none came.
+        /// (Spelled `Optional`, which has no implicit nil: `init` assigns
+        /// `self` whole, as a noncopyable type must.)
+        public internal(set) var contactStore: Optional<[UInt8]>
 
-        init(_ plain: borrowing SecretBytes) throws {
+        /// The contents alone (`withStore` false), or followed by the
+        /// contact store (an export of format version 2): `.corruptData`
+        /// for anything malformed, a store included.
+        init(_ plain: borrowing SecretBytes, withStore: Bool = false) throws {
             self = try plain.withBytes { bytes -> Contents in
+                var store: [UInt8]? = nil
                 var r = RecordReader(bytes, what: "identity export")
                 let seed = try r.secret(Ed25519.seedCount)
                 let contactsKey = try r.secret(Identity.contactsKeyCount)
                 let nameBytes = try r.array(Int(try r.uint16()))
                 let fingerprintBytes = try r.array(16)
+                if withStore {
+                    let rest = try r.array(r.remaining)
+                    guard !rest.isEmpty, rest.starts(with: IdentityExport.sqliteHeader) else {
+                        throw ItsMeError(.corruptData, "the contact store in this export is not a SQLite database file")
+                    }
+                    guard rest.count <= IdentityExport.maxContactStoreCount else {
+                        throw ItsMeError(.corruptData, "the contact store in this export is larger than 64 MiB")
+                    }
+                    store = rest
+                }
                 try r.finish()
                 guard let name = String(validating: nameBytes, as: UTF8.self), DisplayName.isValid(name) else {
                     throw ItsMeError(.corruptData, "the export's name is not a valid display name")
                 }
                 return try Contents(
                     seed: seed, contactsKey: contactsKey, name: name,
-                    fingerprint: String(decoding: fingerprintBytes, as: UTF8.self))
+                    fingerprint: String(decoding: fingerprintBytes, as: UTF8.self), contactStore: store)
             }
         }
 
-        private init(seed: consuming SecretBytes, contactsKey: consuming SecretBytes, name: String, fingerprint: String) throws {
+        /// Writes the carried contact store as a new file at `path` (mode
+        /// 0600; `.alreadyExists` if anything is there), for `install`'s
+        /// `contactStorePath`. `.notFound` if no store came.
+        public func writeContactStore(to path: String) throws {
+            guard let contactStore else { throw ItsMeError(.notFound, "no contact store came with this identity") }
+            try RegularFile.writeNew(path, contactStore)
+        }
+
+        private init(
+            seed: consuming SecretBytes, contactsKey: consuming SecretBytes, name: String, fingerprint: String, contactStore: [UInt8]?
+        ) throws {
             let publicKey = try Ed25519.keyPair(seed: seed).publicKey
             guard Fingerprint.of(publicKey: publicKey) == fingerprint else {
                 throw ItsMeError(.corruptData, "the export's fingerprint does not match its key")
@@ -313,6 +407,7 @@ public enum IdentityExport {
             self.contactsKey = contactsKey
             self.name = name
             self.fingerprint = fingerprint
+            self.contactStore = contactStore
         }
     }
 }

@@ -1,10 +1,10 @@
 /// The live device transfer's offer and messages (docs/PROTOCOL.md 17.3),
 /// parsed into typed values. Every byte offset of them is in this file.
 
-/// The offer the new device shows: `ITSMETR1:` and, in unpadded base64url,
-/// version (1) | transfer id (16) | the receiver's one-time key (32).
+/// The offer the new device shows: `ITSMETR2:` and, in unpadded base64url,
+/// version (2) | transfer id (16) | the receiver's one-time key (32).
 struct TransferOffer: Equatable {
-    static let prefix = "ITSMETR1:"
+    static let prefix = "ITSMETR2:"
     static let byteCount = 1 + 16 + X25519.keyCount
 
     let transferID: [UInt8]
@@ -22,7 +22,11 @@ struct TransferOffer: Equatable {
     init(parsing text: String) throws {
         let s = TypedInput.withoutASCIIWhitespaceAround(text)
         guard s.hasPrefix(Self.prefix), let bytes = Base64.decode(String(s.dropFirst(Self.prefix.count)), .urlUnpadded) else {
-            throw ItsMeError(.malformedMessage, "this is not a device transfer code (ITSMETR1:...)")
+            throw ItsMeError(
+                .malformedMessage,
+                s.hasPrefix("ITSMETR") && !s.hasPrefix(Self.prefix)
+                    ? "this device transfer code is of another version (\(s.prefix(9))); this device reads ITSMETR2: update the other device"
+                    : "this is not a device transfer code (ITSMETR2:...)")
         }
         guard bytes.count == Self.byteCount, bytes[0] == DeviceTransfer.version else {
             throw ItsMeError(.malformedMessage, "this device transfer code is damaged or of another version")
@@ -42,22 +46,37 @@ struct TransferOffer: Equatable {
 enum TransferMessage: Equatable {
     /// The sender's one-time key.
     case key(senderKey: [UInt8])
-    /// The identity, sealed (without the two header bytes).
+    /// The identity and the length of the contact store that follows,
+    /// sealed (without the two header bytes).
     case identity(sealed: [UInt8])
+    /// One chunk of the contact store, sealed.
+    case store(sealed: [UInt8])
 
     enum Kind: UInt8 {
         case key = 1
         case identity = 2
+        case store = 3
     }
 
     static let keyCount = 2 + X25519.keyCount
     /// An identity message: the header and the sealed contents of a 1- to
-    /// 128-byte name, 101 to 228 bytes (PROTOCOL.md 17.3).
+    /// 128-byte name and the store's length, 105 to 232 bytes (PROTOCOL.md 17.3).
     static let identityCounts = identityCount(nameByteCount: 1)...identityCount(nameByteCount: DisplayName.maxBytes)
+    /// The contact store travels in chunks of this many bytes (the last
+    /// one holds the rest).
+    static let chunkCount = 32_768
+    /// A store message: the header and one sealed chunk of 1 to 32,768 bytes.
+    static let storeCounts = (2 + 1 + AEAD.tagCount)...(2 + chunkCount + AEAD.tagCount)
 
     static func identityCount(nameByteCount: Int) -> Int {
-        2 + IdentityExport.blobCount(nameByteCount: nameByteCount) - IdentityExport.headerCount
+        2 + IdentityExport.blobCount(nameByteCount: nameByteCount) - IdentityExport.headerCount + 4
     }
+
+    /// How many bytes chunk `index` of a store of `total` bytes holds.
+    static func chunkLength(_ index: Int, total: Int) -> Int { min(chunkCount, total - index * chunkCount) }
+
+    /// How many chunks a store of `total` bytes travels in.
+    static func chunks(total: Int) -> Int { (total + chunkCount - 1) / chunkCount }
 
     /// `.malformedMessage` for a message of another version, an unknown
     /// type, or a wrong length (found before any decryption).
@@ -78,6 +97,13 @@ enum TransferMessage: Equatable {
                     "a transfer identity message is \(Self.identityCounts.lowerBound) to \(Self.identityCounts.upperBound) bytes, got \(m.count)")
             }
             self = .identity(sealed: Array(m[2...]))
+        case .store:
+            guard Self.storeCounts.contains(m.count) else {
+                throw ItsMeError(
+                    .malformedMessage,
+                    "a transfer store message is \(Self.storeCounts.lowerBound) to \(Self.storeCounts.upperBound) bytes, got \(m.count)")
+            }
+            self = .store(sealed: Array(m[2...]))
         case nil:
             throw ItsMeError(.malformedMessage, "a transfer message of unknown type \(m[1])")
         }
@@ -87,6 +113,7 @@ enum TransferMessage: Equatable {
         switch self {
         case .key(let key): [DeviceTransfer.version, Kind.key.rawValue] + key
         case .identity(let sealed): [DeviceTransfer.version, Kind.identity.rawValue] + sealed
+        case .store(let sealed): [DeviceTransfer.version, Kind.store.rawValue] + sealed
         }
     }
 }

@@ -243,6 +243,10 @@ final class Profile {
         _ = try unlockReturningPIN()
     }
 
+    /// After a call that checked the PIN itself (a transfer's sender): this
+    /// command asks for it no more.
+    func markUnlocked() { unlocked = true }
+
     /// `unlock`, for a command that hands the PIN to the library again (an
     /// export checks it itself): the PIN as typed.
     func unlockReturningPIN() throws -> String {

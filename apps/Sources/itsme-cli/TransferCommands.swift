@@ -66,10 +66,11 @@ struct Export: AsyncParsableCommand {
         abstract: "Export your identity for a new device, sealed with a password.",
         discussion: """
             Asks your PIN, then seals your identity key, contacts key and name with a password the library \
-            generates (or one you choose: --chosen-password), by Argon2id over 256 MiB. Without --output it shows \
-            the export as a QR code and a line of text. On the new device: itsme import. Your contacts are not in \
-            the export: copy contacts.db along and import with --contacts. This device's secrets never leave it, \
-            so each contact sees a device change at your next verification with them.
+            generates (or one you choose: --chosen-password), by Argon2id over 256 MiB. With --with-contacts FILE \
+            it writes one file holding your identity and your contacts (the way to move everything); with \
+            --output, the identity alone as a file; else the identity alone as a QR code and a line of text. On \
+            the new device: itsme import, one command, one password. This device's secrets never leave it, so \
+            each contact sees a device change at your next verification with them.
             """)
 
     @OptionGroup var global: GlobalOptions
@@ -77,17 +78,30 @@ struct Export: AsyncParsableCommand {
         help: ArgumentHelp(
             "Write the export's text to this new file (mode 0600; an existing file is never overwritten).", valueName: "file"))
     var output: String?
+    @Option(
+        name: .customLong("with-contacts"),
+        help: ArgumentHelp(
+            "Write your identity and your contacts, sealed together, to this new file (mode 0600; up to 64 MiB of contacts; no QR form).",
+            valueName: "file"))
+    var withContacts: String?
     @Flag(help: "Choose the password (at least 8 characters, typed twice) instead of a generated one.")
     var chosenPassword = false
     @OptionGroup var password: PasswordOptions
     @OptionGroup var display: CodeDisplay
 
+    func validate() throws {
+        if withContacts != nil, output != nil || display.png != nil || display.textOnly {
+            throw ValidationError("--with-contacts writes a file of its own: give it without --output, --png or --text-only")
+        }
+    }
+
     func run() async throws {
         try await execute(global) { profile in
-            if let output {
+            for (file, option) in [(output, "--output"), (withContacts, "--with-contacts")] {
+                guard let file else { continue }
                 var st = stat()
-                if lstat(output, &st) == 0 {
-                    throw CLIError("\(output) already exists: an export never overwrites a file; choose another --output")
+                if lstat(file, &st) == 0 {
+                    throw CLIError("\(file) already exists: an export never overwrites a file; choose another \(option)")
                 }
             }
             let kind: IdentityExport.PasswordKind = chosenPassword || password.given ? .chosen : .generated
@@ -113,15 +127,30 @@ struct Export: AsyncParsableCommand {
                 }
             }
             let out = profile.output
-            out.notice("Sealing your identity (Argon2id over 256 MiB)...")
+            var snapshot: [UInt8]? = nil
+            var contactCount = 0
+            if withContacts != nil {
+                let store = try profile.contacts()
+                contactCount = try store.count()
+                do { snapshot = try store.snapshot() } catch let error as ItsMeError { throw CLIError(error.message) }
+            }
+            out.notice(snapshot == nil ? "Sealing your identity (Argon2id over 256 MiB)..." : "Sealing your identity and \(counted(contactCount, "contact")) (Argon2id over 256 MiB)...")
             let blob = try IdentityExport.export(
-                identity, pin: pin, now: profile.clock.now(), password: secret, kind: kind, random: &random)
-            let text = IdentityExport.text(blob)
+                identity, pin: pin, now: profile.clock.now(), password: secret, kind: kind, contactStore: snapshot, random: &random)
             var document: [String: Any] = [
                 "name": identity.name, "fingerprint": identity.fingerprint,
                 "passwordKind": kind == .generated ? "generated" : "chosen", "contactStore": absolutePath(profile.contactsPath),
             ]
-            if let output {
+            if let withContacts {
+                try writeNewFile(withContacts, Data(blob))
+                out.line("Wrote the export of \(identity.name) and \(counted(contactCount, "contact")) to \(withContacts) (readable by you only).")
+                out.line("On the new device: \(suggest("import", absolutePath(withContacts), elsewhere: true))")
+                document["file"] = withContacts
+                document["contacts"] = contactCount
+            }
+            let text = IdentityExport.text(blob)
+            if withContacts != nil {
+            } else if let output {
                 try writeNewFile(output, Data((text + "\n").utf8))
                 out.line("Wrote the export of \(identity.name) to \(output) (readable by you only).")
                 out.line("On the new device: \(suggest("import", absolutePath(output), elsewhere: true))")
@@ -144,9 +173,11 @@ struct Export: AsyncParsableCommand {
                 out.line("The password is the one you chose; it is not stored anywhere. Whoever has it and the export has your identity.")
             }
             out.line("")
-            out.line("Your contacts are not in the export: copy \(absolutePath(profile.contactsPath)) to the new device")
-            out.line("too, and import with --contacts PATH-OF-THE-COPY. This device's secrets stay here: each contact")
-            out.line("sees a device change at your next verification with them.")
+            if withContacts == nil {
+                out.line("Your contacts are not in this export. To move them too: \(suggest("export", "--with-contacts", blank: "FILE"))")
+                out.line("(one file with both), or a live transfer (\(suggest("transfer", "receive", elsewhere: true)) on the new device).")
+            }
+            out.line("This device's secrets stay here: each contact sees a device change at your next verification with them.")
             out.document(document)
             return .ok
         }
@@ -163,7 +194,8 @@ struct Import: AsyncParsableCommand {
             Run it on the new device, with the export's file or its text. The export is checked before anything is \
             asked: one that is damaged, of another version, or of the old app's format costs nothing. Then the \
             password (three tries at a terminal; every wrong one counts: after 5, entry locks for 5 minutes, then \
-            longer). --contacts copies contacts.db from the old device in first. If this data directory holds \
+            longer). An export made with --with-contacts brings the contacts too; for one without, --contacts \
+            copies contacts.db from the old device in first. If this data directory holds \
             another identity, or contacts the imported identity cannot read, it says what would be replaced and \
             asks (without a terminal: --replace). A PIN already set here stays (and is asked); else you choose one.
             """)
@@ -188,6 +220,9 @@ struct Import: AsyncParsableCommand {
         try await execute(global) { profile in
             let scanned = try image.map { try readCode(imageAt: $0, prefixes: [IdentityExport.textPrefix], what: "an identity export") }
             let (blob, header) = try readExport(file: file, text: scanned ?? text)
+            if header.carriesContacts, install.contacts != nil {
+                throw CLIError("this export carries the contacts already: import it without --contacts")
+            }
             let copy = try profile.contactsToCopy(install.contacts, replace: install.replace)
             try password.requireSource()
             let store = try profile.storeForImport(passphrase: install.passphrase)
@@ -206,12 +241,12 @@ func readExport(file: String?, text: String?) throws -> ([UInt8], IdentityExport
     if let file {
         let bytes: [UInt8]
         do {
-            guard let read = try RegularFile.contents(of: file, followLinks: true, limit: 65_536) else {
+            guard let read = try RegularFile.contents(of: file, followLinks: true, limit: IdentityExport.maxBlobCount + 4_096) else {
                 throw CLIError("cannot read \(file): \(String(cString: strerror(ENOENT)))")
             }
             bytes = read
         } catch let error as RegularFileError where error.isDamage {
-            throw CLIError("\(file) is not an identity export (exports are small files written by itsme export): it \(error.reason)")
+            throw CLIError("\(file) is not an identity export (a file written by itsme export): it \(error.reason)")
         } catch let error as RegularFileError {
             throw CLIError("\(file) \(error.reason)")
         }
@@ -361,14 +396,28 @@ extension Profile {
     /// what the install would replace and asks (or needs `replace`), asks
     /// the PIN of this data directory or a new one, then installs, Ctrl-C
     /// held off until it is done. Nothing changes before the install.
-    func installImported(_ contents: borrowing IdentityExport.Contents, store: SecretStore, copy: String?, replace: Bool)
+    ///
+    /// Contacts that came inside the export or the transfer are written
+    /// beside contacts.db and copied in the same way.
+    func installImported(_ contents: borrowing IdentityExport.Contents, store: SecretStore, copy given: String?, replace: Bool)
         throws -> Exit
     {
+        var copy = given
+        var copyName = given ?? ""
+        let carried = contactsPath + ".carried"
+        if contents.contactStore != nil {
+            unlink(carried)  // left by an import that was interrupted
+            try makePrivateDirectory()
+            do { try contents.writeContactStore(to: carried) } catch let error as ItsMeError { throw CLIError(error.message) }
+            copy = carried
+            copyName = "the contacts that came with it"
+        }
+        defer { if contents.contactStore != nil { unlink(carried) } }
         let staged = try copy.map { try stageContacts(from: $0) }
         defer { if staged != nil { removeStagedContacts() } }
         let found = try IdentityExport.check(contents, secretStore: store, contactStorePath: staged ?? contactsPath)
         let existing = try? Identity.load(store: store)
-        let storeName = staged == nil ? contactsPath : copy ?? contactsPath
+        let storeName = staged == nil ? contactsPath : copyName
 
         var reasons: [String] = []
         if let other = found.otherIdentity {
@@ -390,7 +439,7 @@ extension Profile {
         if staged != nil, let local = try readContactStore(contactsPath), !local.isEmpty {
             let here = try IdentityExport.check(contents, secretStore: store, contactStorePath: contactsPath).store
             reasons.append(
-                "\(contactsPath) (\(counted(here.readable + here.unreadable, "contact"))) would be overwritten by the copy of \(copy ?? "")")
+                "\(contactsPath) (\(counted(here.readable + here.unreadable, "contact"))) would be overwritten by \(contents.contactStore != nil ? copyName : "the copy of " + copyName)")
         }
 
         if !reasons.isEmpty {
@@ -452,8 +501,9 @@ extension Profile {
             output.line("This device holds none of the old device's secrets: every contact sees \"device changed\" at your")
             output.line("next verification with them. Give each one a device-change code: \(suggest("device-change-code", blank: "NAME"))")
         } else if copy == nil {
-            output.line("No contacts came along: to bring them, copy contacts.db from the old device and run this again")
-            output.line("with --contacts PATH --replace.")
+            output.line(
+                "No contacts came along. To bring them, on the old device: \(suggest("export", "--with-contacts", blank: "FILE", elsewhere: true))")
+            output.line("then import that file here, or send them live: \(suggest("transfer", "receive"))")
         }
         var document: [String: Any] = [
             "installed": true, "name": identity.name, "fingerprint": identity.fingerprint, "dataDir": directory,
@@ -497,9 +547,8 @@ struct Transfer: AsyncParsableCommand {
         discussion: """
             On the new device, `itsme transfer receive` shows a code (a QR code and a line of text); on the old one, \
             `itsme transfer send CODE` asks the PIN. Both then show a SAS: when they match, confirm on both; the old \
-            device sends the identity and the new one installs it, as `itsme import` does. Copy contacts.db from the \
-            old device first and pass it to `receive --contacts`. Compare the SAS within 2 minutes (the relay closes \
-            a quiet room).
+            device sends the identity and your contacts (unless `send --without-contacts`), and the new one installs \
+            them, as `itsme import` does. Compare the SAS within 2 minutes (the relay closes a quiet room).
             """,
         subcommands: [Receive.self, Send.self])
 
@@ -527,10 +576,6 @@ struct Transfer: AsyncParsableCommand {
                 out.notice(
                     "On the old device, give a photo of this code to \(suggest("transfer", "send", "--image", blank: "FILE", elsewhere: true)), or run:")
                 out.notice(suggest("transfer", "send", transfer.offerText, elsewhere: true))
-                if copy == nil && !FileManager.default.fileExists(atPath: profile.contactsPath) {
-                    out.notice(
-                        "(No contacts.db here: your contacts stay behind unless you copy it from the old device and pass --contacts.)")
-                }
                 let countdown = Countdown(timeout)
                 out.notice("Waiting for the old device in the relay room (relay \(url.text); up to \(Int(timeout)) s)...")
                 let room: RelayRoom
@@ -570,8 +615,13 @@ struct Transfer: AsyncParsableCommand {
                 }
                 await room.close()
                 let contents = try transfer.takeIdentity()
-                out.notice("Received the identity of \(contents.name).")
-                return try profile.installImported(contents, store: store, copy: copy, replace: install.replace)
+                out.notice(
+                    "Received the identity of \(contents.name)\(contents.contactStore == nil ? " (no contacts came with it)" : " and the contacts").")
+                if contents.contactStore != nil, let copy {
+                    out.notice("The contacts came with the transfer (the old device's, as they are now): \(copy) is not used.")
+                }
+                return try profile.installImported(
+                    contents, store: store, copy: contents.contactStore == nil ? copy : nil, replace: install.replace)
             }
         }
     }
@@ -581,8 +631,9 @@ struct Transfer: AsyncParsableCommand {
             abstract: "On the old device: send your identity to the new device showing CODE (asks the PIN).")
         @OptionGroup var global: GlobalOptions
         @OptionGroup var relay: RelayOption
-        @Argument(help: ArgumentHelp("The code the new device shows (ITSMETR1:...; asked if not given).", valueName: "code"))
+        @Argument(help: ArgumentHelp("The code the new device shows (ITSMETR2:...; asked if not given).", valueName: "code"))
         var code: String?
+        @Flag(help: "Send the identity alone: your contacts stay on this device.") var withoutContacts = false
         @Option(help: ArgumentHelp("A photo or screenshot of the new device's QR code (PNG or JPEG).", valueName: "file"))
         var image: String?
         @Option(help: "Give up after this many seconds.") var timeout: Double = Double(DeviceTransfer.lifetime)
@@ -600,7 +651,7 @@ struct Transfer: AsyncParsableCommand {
                 }
                 let offer =
                     try (scanned ?? code).map(checkTransferCode)
-                    ?? Input.ask("The new device's code (ITSMETR1:...): ") { text in refusal { try checkTransferCode(text) } }
+                    ?? Input.ask("The new device's code (\(DeviceTransfer.offerPrefix)...): ") { text in refusal { try checkTransferCode(text) } }
                 let pin = PIN(store: identity.store)
                 guard try pin.isSet() else { throw CLIError("no PIN is set in \(profile.directory)") }
                 let clock = profile.clock
@@ -610,7 +661,16 @@ struct Transfer: AsyncParsableCommand {
                     made = try DeviceTransfer(sending: identity, pin: typed, offer: offer, now: clock.now(), random: &random)
                 }
                 guard let transfer = made, let sas = transfer.sas else { throw CLIError("the transfer could not start") }
+                profile.markUnlocked()
                 let out = profile.output
+                var contactCount = 0
+                if !withoutContacts, FileManager.default.fileExists(atPath: profile.contactsPath) {
+                    let store = try profile.contacts()
+                    contactCount = try store.count()
+                    do { try transfer.include(contactStore: try store.snapshot()) } catch let error as ItsMeError {
+                        throw CLIError("\(error.message) (--without-contacts sends the identity alone)")
+                    }
+                }
                 let countdown = Countdown(timeout)
                 out.notice("Joining the new device in the relay room...")
                 let room: RelayRoom
@@ -646,9 +706,10 @@ struct Transfer: AsyncParsableCommand {
                 }
                 await room.close()
                 out.line(
-                    "Sent: the new device has the identity of \(identity.name) (fingerprint \(formatFingerprint(identity.fingerprint))) and installs it.")
+                    "Sent: the new device has the identity of \(identity.name) (fingerprint \(formatFingerprint(identity.fingerprint)))"
+                        + (withoutContacts ? "" : " and \(counted(contactCount, "contact"))") + ", and installs them.")
                 out.line("This device keeps it too; your contacts see a device change at your next verification from the new one.")
-                out.document(["sent": true, "name": identity.name, "fingerprint": identity.fingerprint])
+                out.document(["sent": true, "name": identity.name, "fingerprint": identity.fingerprint, "contacts": withoutContacts ? 0 : contactCount])
                 return .ok
             }
         }

@@ -480,6 +480,10 @@ ITSME_EXPORT_MAX: Final = 272
 #: is 372 characters).
 ITSME_EXPORT_TEXT_SIZE: Final = 373
 
+#: The largest contact store an export or a transfer carries (64 MiB); a
+#: larger one is copied as a file instead.
+ITSME_CONTACT_STORE_MAX: Final = 67108864
+
 #: Install flag: proceed over a wrong identity (replace the other identity,
 #: delete the contacts the imported key cannot read).
 ITSME_IMPORT_REPLACE: Final = 1
@@ -490,7 +494,8 @@ ITSME_TRANSFER_STATE_AWAITING_PEER: Final = 1
 #: Both keys known: show the SAS for the person to compare.
 ITSME_TRANSFER_STATE_COMPARE_SAS: Final = 2
 
-#: Receiver: confirmed; the identity has not arrived yet.
+#: Receiver: confirmed; the identity (or all of the contact store that
+#: comes with it) has not arrived yet.
 ITSME_TRANSFER_STATE_AWAITING_IDENTITY: Final = 3
 
 #: Sender: the identity is queued.  Receiver: itsme_transfer_take_import.
@@ -500,11 +505,11 @@ ITSME_TRANSFER_STATE_REJECTED: Final = 5
 
 ITSME_TRANSFER_STATE_FAILED: Final = 6
 
-#: Buffer size for the offer text ("ITSMETR1:..."), with the NUL.
+#: Buffer size for the offer text ("ITSMETR2:..."), with the NUL.
 ITSME_TRANSFER_OFFER_SIZE: Final = 76
 
-#: Longest transfer message.
-ITSME_TRANSFER_MESSAGE_MAX: Final = 228
+#: Longest transfer message: a store message of a whole 32 KiB chunk.
+ITSME_TRANSFER_MESSAGE_MAX: Final = 32786
 
 #: Largest profile record, in bytes (the relay's default record limit).
 ITSME_PROFILE_RECORD_MAX: Final = 262144
@@ -721,6 +726,7 @@ class ItsmeVerificationState(enum.IntEnum):
     ITSME_CONTACT_VERIFIED = 1
     ITSME_CONTACT_DEGRADED = 2
     ITSME_CONTACT_AWAITING_PEER = 3
+    ITSME_CONTACT_STORE_MAX = 67108864
 
 
 class ItsmeExchangeMethod(enum.IntEnum):
@@ -1865,6 +1871,24 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
             POINTER(c_size_t),
         ),
     ),
+    # itsme_result itsme_identity_export_with_contacts(itsme_identity *identity, const char *pin,
+    #     int64_t now, const char *password, uint32_t password_kind, itsme_store *contacts,
+    #     itsme_random *rng, uint8_t *out, size_t cap, size_t *out_len)
+    "itsme_identity_export_with_contacts": Signature(
+        itsme_result,
+        (
+            c_void_p,
+            c_char_p,
+            c_int64,
+            c_char_p,
+            c_uint32,
+            c_void_p,
+            c_void_p,
+            POINTER(c_uint8),
+            c_size_t,
+            POINTER(c_size_t),
+        ),
+    ),
     # itsme_result itsme_export_to_text(const uint8_t *blob, size_t len, char *out, size_t cap,
     #     size_t *out_len)
     "itsme_export_to_text": Signature(
@@ -1912,6 +1936,10 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
     # itsme_result itsme_import_name(const itsme_import *import, char *out, size_t cap,
     #     size_t *out_len)
     "itsme_import_name": Signature(itsme_result, (c_void_p, c_char_p, c_size_t, POINTER(c_size_t))),
+    # itsme_result itsme_import_contacts_size(const itsme_import *import, uint64_t *out_size)
+    "itsme_import_contacts_size": Signature(itsme_result, (c_void_p, POINTER(c_uint64))),
+    # itsme_result itsme_import_write_contacts(itsme_import *import, const char *path)
+    "itsme_import_write_contacts": Signature(itsme_result, (c_void_p, c_char_p)),
     # itsme_result itsme_import_check(itsme_import *import, itsme_secret_store *store,
     #     const char *store_path, itsme_import_report *out_report)
     "itsme_import_check": Signature(
@@ -1973,6 +2001,8 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
         itsme_result,
         (c_void_p, c_char_p, c_size_t, POINTER(c_size_t)),
     ),
+    # itsme_result itsme_transfer_include_contacts(itsme_transfer *transfer, itsme_store *contacts)
+    "itsme_transfer_include_contacts": Signature(itsme_result, (c_void_p, c_void_p)),
     # itsme_result itsme_transfer_confirm(itsme_transfer *transfer, int64_t now)
     "itsme_transfer_confirm": Signature(itsme_result, (c_void_p, c_int64)),
     # itsme_result itsme_transfer_reject(itsme_transfer *transfer)
@@ -2230,6 +2260,8 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
     "itsme_export_max": Signature(c_size_t, ()),
     # size_t itsme_export_text_size(void)
     "itsme_export_text_size": Signature(c_size_t, ()),
+    # size_t itsme_contact_store_max(void)
+    "itsme_contact_store_max": Signature(c_size_t, ()),
     # size_t itsme_transfer_offer_size(void)
     "itsme_transfer_offer_size": Signature(c_size_t, ()),
     # size_t itsme_transfer_message_max(void)

@@ -625,6 +625,12 @@ pub const ITSME_EXPORT_MAX: usize = 272;
 pub const ITSME_EXPORT_TEXT_SIZE: usize = 373;
 
 /// ```text
+/// The largest contact store an export or a transfer carries (64 MiB); a
+/// larger one is copied as a file instead.
+/// ```
+pub const ITSME_CONTACT_STORE_MAX: itsme_verification_state = 67108864;
+
+/// ```text
 /// Install flag: proceed over a wrong identity (replace the other identity,
 /// delete the contacts the imported key cannot read).
 /// ```
@@ -641,7 +647,8 @@ pub const ITSME_TRANSFER_STATE_AWAITING_PEER: itsme_transfer_state = 1;
 pub const ITSME_TRANSFER_STATE_COMPARE_SAS: itsme_transfer_state = 2;
 
 /// ```text
-/// Receiver: confirmed; the identity has not arrived yet.
+/// Receiver: confirmed; the identity (or all of the contact store that
+/// comes with it) has not arrived yet.
 /// ```
 pub const ITSME_TRANSFER_STATE_AWAITING_IDENTITY: itsme_transfer_state = 3;
 
@@ -655,14 +662,14 @@ pub const ITSME_TRANSFER_STATE_REJECTED: itsme_transfer_state = 5;
 pub const ITSME_TRANSFER_STATE_FAILED: itsme_transfer_state = 6;
 
 /// ```text
-/// Buffer size for the offer text ("ITSMETR1:..."), with the NUL.
+/// Buffer size for the offer text ("ITSMETR2:..."), with the NUL.
 /// ```
 pub const ITSME_TRANSFER_OFFER_SIZE: usize = 76;
 
 /// ```text
-/// Longest transfer message.
+/// Longest transfer message: a store message of a whole 32 KiB chunk.
 /// ```
-pub const ITSME_TRANSFER_MESSAGE_MAX: usize = 228;
+pub const ITSME_TRANSFER_MESSAGE_MAX: usize = 32786;
 
 /// ```text
 /// Largest profile record, in bytes (the relay's default record limit).
@@ -3118,6 +3125,35 @@ extern "C" {
     ) -> itsme_result;
 
     /// ```text
+    /// Exports the identity and its contact store in one blob (format version
+    /// 2, docs/PROTOCOL.md 17.1): as itsme_identity_export, with a consistent
+    /// copy of `contacts` (a store of this identity; SQLite's VACUUM INTO,
+    /// safe while it is in use) sealed along.  The blob is a file only: it has
+    /// no text form (itsme_export_to_text refuses it) and is 144 bytes plus the
+    /// name's length plus the store's; with a small buffer the call returns
+    /// ITSME_E_BUFFER_TOO_SMALL and the size in *out_len, before the PIN (the
+    /// copy is made again by the next call).  Open it with itsme_import_open;
+    /// itsme_import_write_contacts writes the store on the new device.
+    /// Errors: those of itsme_identity_export, and ITSME_E_INVALID_ARGUMENT
+    /// (`contacts` NULL, or a store larger than ITSME_CONTACT_STORE_MAX),
+    /// ITSME_E_WRONG_IDENTITY (a store of another identity),
+    /// ITSME_E_DATABASE (the copy could not be made).  `contacts` is only
+    /// read; the call may run alongside other calls on it.
+    /// ```
+    pub fn itsme_identity_export_with_contacts(
+        identity: *mut itsme_identity,
+        pin: *const c_char,
+        now: i64,
+        password: *const c_char,
+        password_kind: u32,
+        contacts: *mut itsme_store,
+        rng: *mut itsme_random,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
     /// The text form of an export blob ("ITSMEXP1:" and unpadded base64url).
     /// The blob's header is checked first.
     /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL, and those of
@@ -3240,6 +3276,30 @@ extern "C" {
         out: *mut c_char,
         cap: usize,
         out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The size in bytes of the contact store the import carries (an export
+    /// of format version 2, or a transfer whose sender included it), 0 if none.
+    /// Errors: ITSME_E_INVALID_ARGUMENT.
+    /// ```
+    pub fn itsme_import_contacts_size(
+        import: *const itsme_import,
+        out_size: *mut u64,
+    ) -> itsme_result;
+
+    /// ```text
+    /// Writes the contact store the import carries as a new file at `path`
+    /// (mode 0600, synced), to pass as `store_path` to itsme_import_check and
+    /// itsme_import_install, as a copied store file would be.  Nothing is ever
+    /// overwritten.
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL or empty path), ITSME_E_NOT_FOUND
+    /// (the import carries no store), ITSME_E_ALREADY_EXISTS (something is at
+    /// `path`), ITSME_E_DATABASE (it could not be written; nothing is left).
+    /// ```
+    pub fn itsme_import_write_contacts(
+        import: *mut itsme_import,
+        path: *const c_char,
     ) -> itsme_result;
 
     /// ```text
@@ -3401,8 +3461,25 @@ extern "C" {
     ) -> itsme_result;
 
     /// ```text
-    /// The SAS matched.  Sender: seals and queues the identity.  Receiver:
-    /// opens the identity if it has arrived, else waits for it.
+    /// Sender, before confirming: sends the contact store too.  A consistent
+    /// copy of `contacts` (a store of the sender's identity) is made now and,
+    /// at the confirmation, sealed after the identity in chunks of 32 KiB
+    /// (docs/PROTOCOL.md 17.3); the receiver's import then carries it
+    /// (itsme_import_contacts_size, itsme_import_write_contacts).
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, a store larger than
+    /// ITSME_CONTACT_STORE_MAX), ITSME_E_INVALID_STATE (a receiver, or no longer
+    /// comparing the SAS), ITSME_E_WRONG_IDENTITY (a store of another identity
+    /// than the sender's), ITSME_E_DATABASE (the copy could not be made).
+    /// ```
+    pub fn itsme_transfer_include_contacts(
+        transfer: *mut itsme_transfer,
+        contacts: *mut itsme_store,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The SAS matched.  Sender: seals and queues the identity (and the
+    /// contact store, if included: up to 2,049 messages in all).  Receiver:
+    /// opens what has arrived, else waits for it.
     /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (no SAS to
     /// confirm), ITSME_E_EXPIRED, and, ending the transfer as failed, those of
     /// itsme_transfer_receive for an identity that arrived early.
@@ -3973,6 +4050,12 @@ extern "C" {
     /// no itsme_init().
     /// ```
     pub fn itsme_export_text_size() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_contact_store_max() -> usize;
 
     /// ```text
     /// The value of the macro of the same name in capitals.  Thread-safe; need

@@ -915,6 +915,15 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
+     * The largest contact store an export or a transfer carries (64 MiB); a
+     * larger one is copied as a file instead.
+     * </pre>
+     * <p>A value of {@code itsme_verification_state}.
+     */
+    int ITSME_CONTACT_STORE_MAX = 67108864;
+
+    /**
+     * <pre>
      * Install flag: proceed over a wrong identity (replace the other identity,
      * delete the contacts the imported key cannot read).
      * </pre>
@@ -939,7 +948,8 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
-     * Receiver: confirmed; the identity has not arrived yet.
+     * Receiver: confirmed; the identity (or all of the contact store that
+     * comes with it) has not arrived yet.
      * </pre>
      * <p>A value of {@code itsme_transfer_state}.
      */
@@ -965,17 +975,17 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
-     * Buffer size for the offer text ("ITSMETR1:..."), with the NUL.
+     * Buffer size for the offer text ("ITSMETR2:..."), with the NUL.
      * </pre>
      */
     int ITSME_TRANSFER_OFFER_SIZE = 76;
 
     /**
      * <pre>
-     * Longest transfer message.
+     * Longest transfer message: a store message of a whole 32 KiB chunk.
      * </pre>
      */
-    int ITSME_TRANSFER_MESSAGE_MAX = 228;
+    int ITSME_TRANSFER_MESSAGE_MAX = 32786;
 
     /**
      * <pre>
@@ -1418,7 +1428,9 @@ public interface ItsMeLibrary extends Library {
         /** {@link ItsMeLibrary#ITSME_CONTACT_DEGRADED} */
         DEGRADED(ITSME_CONTACT_DEGRADED),
         /** {@link ItsMeLibrary#ITSME_CONTACT_AWAITING_PEER} */
-        AWAITING_PEER(ITSME_CONTACT_AWAITING_PEER);
+        AWAITING_PEER(ITSME_CONTACT_AWAITING_PEER),
+        /** {@link ItsMeLibrary#ITSME_CONTACT_STORE_MAX} */
+        STORE_MAX(ITSME_CONTACT_STORE_MAX);
 
         private final int value;
 
@@ -4308,6 +4320,28 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
+     * Exports the identity and its contact store in one blob (format version
+     * 2, docs/PROTOCOL.md 17.1): as itsme_identity_export, with a consistent
+     * copy of `contacts` (a store of this identity; SQLite's VACUUM INTO,
+     * safe while it is in use) sealed along.  The blob is a file only: it has
+     * no text form (itsme_export_to_text refuses it) and is 144 bytes plus the
+     * name's length plus the store's; with a small buffer the call returns
+     * ITSME_E_BUFFER_TOO_SMALL and the size in *out_len, before the PIN (the
+     * copy is made again by the next call).  Open it with itsme_import_open;
+     * itsme_import_write_contacts writes the store on the new device.
+     * Errors: those of itsme_identity_export, and ITSME_E_INVALID_ARGUMENT
+     * (`contacts` NULL, or a store larger than ITSME_CONTACT_STORE_MAX),
+     * ITSME_E_WRONG_IDENTITY (a store of another identity),
+     * ITSME_E_DATABASE (the copy could not be made).  `contacts` is only
+     * read; the call may run alongside other calls on it.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_identity_export_with_contacts(itsme_identity *identity, const char *pin, int64_t now, const char *password, uint32_t password_kind, itsme_store *contacts, itsme_random *rng, uint8_t *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_identity_export_with_contacts(itsme_identity identity, String pin, long now, String password, int password_kind, itsme_store contacts, itsme_random rng, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
      * The text form of an export blob ("ITSMEXP1:" and unpadded base64url).
      * The blob's header is checked first.
      * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL, and those of
@@ -4421,6 +4455,32 @@ public interface ItsMeLibrary extends Library {
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
     int itsme_import_name(itsme_import import_, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * The size in bytes of the contact store the import carries (an export
+     * of format version 2, or a transfer whose sender included it), 0 if none.
+     * Errors: ITSME_E_INVALID_ARGUMENT.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_import_contacts_size(const itsme_import *import, uint64_t *out_size)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_import_contacts_size(itsme_import import_, LongByReference out_size);
+
+    /**
+     * <pre>
+     * Writes the contact store the import carries as a new file at `path`
+     * (mode 0600, synced), to pass as `store_path` to itsme_import_check and
+     * itsme_import_install, as a copied store file would be.  Nothing is ever
+     * overwritten.
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL or empty path), ITSME_E_NOT_FOUND
+     * (the import carries no store), ITSME_E_ALREADY_EXISTS (something is at
+     * `path`), ITSME_E_DATABASE (it could not be written; nothing is left).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_import_write_contacts(itsme_import *import, const char *path)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_import_write_contacts(itsme_import import_, String path);
 
     /**
      * <pre>
@@ -4574,8 +4634,26 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
-     * The SAS matched.  Sender: seals and queues the identity.  Receiver:
-     * opens the identity if it has arrived, else waits for it.
+     * Sender, before confirming: sends the contact store too.  A consistent
+     * copy of `contacts` (a store of the sender's identity) is made now and,
+     * at the confirmation, sealed after the identity in chunks of 32 KiB
+     * (docs/PROTOCOL.md 17.3); the receiver's import then carries it
+     * (itsme_import_contacts_size, itsme_import_write_contacts).
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a store larger than
+     * ITSME_CONTACT_STORE_MAX), ITSME_E_INVALID_STATE (a receiver, or no longer
+     * comparing the SAS), ITSME_E_WRONG_IDENTITY (a store of another identity
+     * than the sender's), ITSME_E_DATABASE (the copy could not be made).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_transfer_include_contacts(itsme_transfer *transfer, itsme_store *contacts)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_transfer_include_contacts(itsme_transfer transfer, itsme_store contacts);
+
+    /**
+     * <pre>
+     * The SAS matched.  Sender: seals and queues the identity (and the
+     * contact store, if included: up to 2,049 messages in all).  Receiver:
+     * opens what has arrived, else waits for it.
      * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (no SAS to
      * confirm), ITSME_E_EXPIRED, and, ending the transfer as failed, those of
      * itsme_transfer_receive for an identity that arrived early.
@@ -5234,6 +5312,16 @@ public interface ItsMeLibrary extends Library {
      * The value of the macro of the same name in capitals.  Thread-safe; need
      * no itsme_init().
      * (Documented with itsme_export_text_size.)
+     * </pre>
+     * <p>C: {@code size_t itsme_contact_store_max(void)}
+     */
+    SizeT itsme_contact_store_max();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_contact_store_max.)
      * </pre>
      * <p>C: {@code size_t itsme_transfer_offer_size(void)}
      */
