@@ -1999,7 +1999,7 @@ itsme_result itsme_pin_update_receive(itsme_pin_update *update,
  *
  * - A password export: a blob (the file form, at most ITSME_EXPORT_MAX
  *   bytes; with the contact store, itsme_identity_export_with_contacts,
- *   up to ITSME_CONTACT_STORE_MAX more) or its text (the QR form, of the
+ *   up to ITSME_EXPORT_CONTACTS_MAX more) or its text (the QR form, of the
  *   identity only, "ITSMEXP1:...", at most
  *   ITSME_EXPORT_TEXT_SIZE with the NUL: one QR code).  AES-256-GCM under an
  *   Argon2id key (256 MiB, 3 passes: about a second) from a password the
@@ -2035,7 +2035,7 @@ itsme_result itsme_pin_update_receive(itsme_pin_update *update,
 #define ITSME_EXPORT_TEXT_SIZE 373
 /* The largest contact store an export or a transfer carries (64 MiB); a
  * larger one is copied as a file instead. */
-#define ITSME_CONTACT_STORE_MAX 67108864
+#define ITSME_EXPORT_CONTACTS_MAX 67108864
 
 /* A new generated export password, "ABCD-EFGH-JKMNP": 13 characters of
  * the invite alphabet (no 0, 1, I, L, O), 64.4 bits, drawn from `rng`
@@ -2074,7 +2074,7 @@ itsme_result itsme_identity_export(itsme_identity *identity, const char *pin,
  * copy is made again by the next call).  Open it with itsme_import_open;
  * itsme_import_write_contacts writes the store on the new device.
  * Errors: those of itsme_identity_export, and ITSME_E_INVALID_ARGUMENT
- * (`contacts` NULL, or a store larger than ITSME_CONTACT_STORE_MAX),
+ * (`contacts` NULL, or a store larger than ITSME_EXPORT_CONTACTS_MAX),
  * ITSME_E_WRONG_IDENTITY (a store of another identity),
  * ITSME_E_DATABASE (the copy could not be made).  `contacts` is only
  * read; the call may run alongside other calls on it. */
@@ -2326,7 +2326,7 @@ itsme_result itsme_transfer_sas(const itsme_transfer *transfer, char *out,
  * (docs/PROTOCOL.md 17.3); the receiver's import then carries it
  * (itsme_import_contacts_size, itsme_import_write_contacts).
  * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a store larger than
- * ITSME_CONTACT_STORE_MAX), ITSME_E_INVALID_STATE (a receiver, or no longer
+ * ITSME_EXPORT_CONTACTS_MAX), ITSME_E_INVALID_STATE (a receiver, or no longer
  * comparing the SAS), ITSME_E_WRONG_IDENTITY (a store of another identity
  * than the sender's), ITSME_E_DATABASE (the copy could not be made). */
 itsme_result itsme_transfer_include_contacts(itsme_transfer *transfer,
@@ -2762,7 +2762,7 @@ size_t itsme_export_password_size(void);
 size_t itsme_export_chosen_password_min(void);
 size_t itsme_export_max(void);
 size_t itsme_export_text_size(void);
-size_t itsme_contact_store_max(void);
+size_t itsme_export_contacts_max(void);
 size_t itsme_transfer_offer_size(void);
 size_t itsme_transfer_message_max(void);
 size_t itsme_profile_record_max(void);

@@ -91,8 +91,8 @@ public func ffiExportMax() -> UInt { UInt(ITSME_EXPORT_MAX) }
 @c(itsme_export_text_size)
 public func ffiExportTextSize() -> UInt { UInt(ITSME_EXPORT_TEXT_SIZE) }
 
-@c(itsme_contact_store_max)
-public func ffiContactStoreMax() -> UInt { UInt(ITSME_CONTACT_STORE_MAX) }
+@c(itsme_export_contacts_max)
+public func ffiExportContactsMax() -> UInt { UInt(ITSME_EXPORT_CONTACTS_MAX) }
 
 @c(itsme_transfer_offer_size)
 public func ffiTransferOfferSize() -> UInt { UInt(ITSME_TRANSFER_OFFER_SIZE) }

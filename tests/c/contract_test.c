@@ -246,7 +246,7 @@
 #define CT_HAS_itsme_export_chosen_password_min 1
 #define CT_HAS_itsme_export_max 1
 #define CT_HAS_itsme_export_text_size 1
-#define CT_HAS_itsme_contact_store_max 1
+#define CT_HAS_itsme_export_contacts_max 1
 #define CT_HAS_itsme_transfer_offer_size 1
 #define CT_HAS_itsme_transfer_message_max 1
 #define CT_HAS_itsme_profile_record_max 1
@@ -8262,11 +8262,11 @@ static void run_itsme_export_text_size(const struct ct_check *c) {
         ct_fail("returns %llu, ITSME_EXPORT_TEXT_SIZE is %llu", (unsigned long long)itsme_export_text_size(), (unsigned long long)ITSME_EXPORT_TEXT_SIZE);
 }
 
-/* itsme_contact_store_max */
-static void run_itsme_contact_store_max(const struct ct_check *c) {
+/* itsme_export_contacts_max */
+static void run_itsme_export_contacts_max(const struct ct_check *c) {
     (void)c;
-    if ((unsigned long long)itsme_contact_store_max() != (unsigned long long)ITSME_CONTACT_STORE_MAX)
-        ct_fail("returns %llu, ITSME_CONTACT_STORE_MAX is %llu", (unsigned long long)itsme_contact_store_max(), (unsigned long long)ITSME_CONTACT_STORE_MAX);
+    if ((unsigned long long)itsme_export_contacts_max() != (unsigned long long)ITSME_EXPORT_CONTACTS_MAX)
+        ct_fail("returns %llu, ITSME_EXPORT_CONTACTS_MAX is %llu", (unsigned long long)itsme_export_contacts_max(), (unsigned long long)ITSME_EXPORT_CONTACTS_MAX);
 }
 
 /* itsme_transfer_offer_size */
@@ -10017,7 +10017,7 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_export_chosen_password_min", "itsme_export_chosen_password_min: returns ITSME_EXPORT_CHOSEN_PASSWORD_MIN", run_itsme_export_chosen_password_min, {CT_CONSTANT, -1}},
     {"itsme_export_max", "itsme_export_max: returns ITSME_EXPORT_MAX", run_itsme_export_max, {CT_CONSTANT, -1}},
     {"itsme_export_text_size", "itsme_export_text_size: returns ITSME_EXPORT_TEXT_SIZE", run_itsme_export_text_size, {CT_CONSTANT, -1}},
-    {"itsme_contact_store_max", "itsme_contact_store_max: returns ITSME_CONTACT_STORE_MAX", run_itsme_contact_store_max, {CT_CONSTANT, -1}},
+    {"itsme_export_contacts_max", "itsme_export_contacts_max: returns ITSME_EXPORT_CONTACTS_MAX", run_itsme_export_contacts_max, {CT_CONSTANT, -1}},
     {"itsme_transfer_offer_size", "itsme_transfer_offer_size: returns ITSME_TRANSFER_OFFER_SIZE", run_itsme_transfer_offer_size, {CT_CONSTANT, -1}},
     {"itsme_transfer_message_max", "itsme_transfer_message_max: returns ITSME_TRANSFER_MESSAGE_MAX", run_itsme_transfer_message_max, {CT_CONSTANT, -1}},
     {"itsme_profile_record_max", "itsme_profile_record_max: returns ITSME_PROFILE_RECORD_MAX", run_itsme_profile_record_max, {CT_CONSTANT, -1}},
@@ -10269,7 +10269,7 @@ static const char *const ct_declared[] = {
     "itsme_export_chosen_password_min",
     "itsme_export_max",
     "itsme_export_text_size",
-    "itsme_contact_store_max",
+    "itsme_export_contacts_max",
     "itsme_transfer_offer_size",
     "itsme_transfer_message_max",
     "itsme_profile_record_max",

@@ -78,14 +78,20 @@ gives an :class:`Import` to check and install on the new device::
     with itsme.Import.open(secrets, itsme.export_from_text(text), typed) as received:
         report = received.check(secrets, contacts_path)   # changes nothing
         me = received.install(secrets, contacts_path, replace=False)
+    # or with the contact store inside (a file only: no text form)
+    blob = me.export_with_contacts(pin, password, contacts)
+    with itsme.Import.open(secrets, blob, typed) as received:
+        received.write_contacts(contacts_path)    # a new file; then check and install
     # or live, with no password: the new device shows an offer as a QR code
     receiver = itsme.Transfer.receiver()
     sender = itsme.Transfer.sender(me, pin, scanned_offer)  # on the old device
     receiver.receive(sender.next_outgoing())      # through the room receiver.room
     print(receiver.sas, sender.sas)               # the person compares them
+    sender.include_contacts(contacts)             # optional: the contact store too
     sender.confirm(); receiver.confirm()          # or reject()
-    receiver.receive(sender.next_outgoing())      # the identity
-    received = receiver.take_import()             # check and install as above
+    while message := sender.next_outgoing():      # the identity, then the store's chunks
+        receiver.receive(message)
+    received = receiver.take_import()             # write_contacts, check and install as above
 
 A person shares a name and photo as a sealed :class:`Profile` record kept on
 the relay; its secret reference travels inside Online Verify, and the
@@ -242,6 +248,7 @@ from ._profile import (
 from ._random import DeterministicRandom
 from ._store import PASSPHRASE_MAX_BYTES, Accessibility, SecretStore, SecretStoreBackend
 from ._transfer import (
+    EXPORT_CONTACTS_MAX,
     EXPORT_CHOSEN_PASSWORD_MIN,
     EXPORT_MAX,
     EXPORT_PASSWORD_SIZE,
@@ -385,6 +392,7 @@ __all__ = [
     "CONTACT_AWAITING_PEER",
     "CONTACT_DEGRADED",
     "CONTACT_UNVERIFIED",
+    "EXPORT_CONTACTS_MAX",
     "CONTACT_VERIFIED",
     "CREDENTIAL_ID_BYTES",
     "Contact",

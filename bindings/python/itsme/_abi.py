@@ -482,7 +482,7 @@ ITSME_EXPORT_TEXT_SIZE: Final = 373
 
 #: The largest contact store an export or a transfer carries (64 MiB); a
 #: larger one is copied as a file instead.
-ITSME_CONTACT_STORE_MAX: Final = 67108864
+ITSME_EXPORT_CONTACTS_MAX: Final = 67108864
 
 #: Install flag: proceed over a wrong identity (replace the other identity,
 #: delete the contacts the imported key cannot read).
@@ -726,7 +726,6 @@ class ItsmeVerificationState(enum.IntEnum):
     ITSME_CONTACT_VERIFIED = 1
     ITSME_CONTACT_DEGRADED = 2
     ITSME_CONTACT_AWAITING_PEER = 3
-    ITSME_CONTACT_STORE_MAX = 67108864
 
 
 class ItsmeExchangeMethod(enum.IntEnum):
@@ -2260,8 +2259,8 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
     "itsme_export_max": Signature(c_size_t, ()),
     # size_t itsme_export_text_size(void)
     "itsme_export_text_size": Signature(c_size_t, ()),
-    # size_t itsme_contact_store_max(void)
-    "itsme_contact_store_max": Signature(c_size_t, ()),
+    # size_t itsme_export_contacts_max(void)
+    "itsme_export_contacts_max": Signature(c_size_t, ()),
     # size_t itsme_transfer_offer_size(void)
     "itsme_transfer_offer_size": Signature(c_size_t, ()),
     # size_t itsme_transfer_message_max(void)

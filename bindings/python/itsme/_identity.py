@@ -14,6 +14,8 @@ from ._store import SecretStore
 if TYPE_CHECKING:
     from ctypes import _CArgObject
 
+    from ._contacts import ContactStore
+
 __all__ = ["Identity", "PinStatus", "fingerprint_from_public_key"]
 
 PUBLIC_KEY_BYTES: int = lib.itsme_public_key_bytes()
@@ -189,6 +191,38 @@ class Identity(DetailedHandle):
         from ._transfer import _export_identity  # the transfer module builds on this one
 
         return _export_identity(self, pin, password, kind, now, random)
+
+    def export_with_contacts(
+        self,
+        pin: str,
+        password: str,
+        contacts: "ContactStore",
+        kind: int = 1,
+        now: Optional[int] = None,
+        random: Optional[DeterministicRandom] = None,
+    ) -> bytes:
+        """Exports the identity and its contact store in one blob
+        (docs/PROTOCOL.md 17.1, format version 2), as :meth:`export` does,
+        with a consistent copy of ``contacts`` (a :class:`ContactStore` of
+        this identity; safe while it is in use) sealed along.
+
+        The blob is a file only: it has no text form (:func:`export_to_text`
+        refuses it).  It is 144 bytes plus the name's length plus the
+        store's (up to :data:`EXPORT_CONTACTS_MAX`).  :meth:`Import.open`
+        opens it on the new device, and :meth:`Import.write_contacts` writes
+        the store there.  The buffer's size is asked of the library first,
+        before the PIN is checked, so that costs no attempt; the store is
+        copied for each call.
+
+        Raises the errors of :meth:`export`, and
+        :class:`WrongIdentityError` for a store of another identity,
+        :class:`InvalidArgumentError` for a store larger than
+        :data:`EXPORT_CONTACTS_MAX`, :class:`DatabaseError` if the copy could
+        not be made.
+        """
+        from ._transfer import _export_identity_with_contacts  # the transfer module builds on this one
+
+        return _export_identity_with_contacts(self, pin, password, contacts, kind, now, random)
 
     def __repr__(self) -> str:
         if self.closed:

@@ -7,16 +7,21 @@ changed device at the next verification.  Two ways carry the identity:
 
 * a password export: :meth:`Identity.export` seals it under a password
   (:func:`generate_export_password`) into a blob, or its text
-  (:func:`export_to_text`, one QR code); the new device opens it with
-  :meth:`Import.open`;
+  (:func:`export_to_text`, one QR code); :meth:`Identity.export_with_contacts`
+  seals the contact store along (a file only: no text form); the new device
+  opens either with :meth:`Import.open`;
 * a live transfer with no password: :meth:`Transfer.receiver` on the new
   device, :meth:`Transfer.sender` on the old one, a SAS both show, and
-  :meth:`Transfer.take_import` once the identity has arrived.
+  :meth:`Transfer.take_import` once the identity (and the contact store, if
+  the sender called :meth:`Transfer.include_contacts`) has arrived.
 
 Either way the new device holds an :class:`Import`, which it checks
 (:meth:`Import.check`) and installs (:meth:`Import.install`) into its secret
-store and contact store.  The contact store itself moves as a file: a backup
-(:meth:`ContactStore.backup`), or a copy made while no program has it open.
+store and contact store.  The contact store comes inside the import (an
+export with the contacts, or a transfer that included them:
+:meth:`Import.write_contacts` writes it as a new file), or moves as a file:
+a backup (:meth:`ContactStore.backup`), or a copy made while no program has
+it open.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from ctypes import byref, c_uint32, c_uint64, c_void_p
 from dataclasses import dataclass
 from typing import NamedTuple, Optional, Union
 
-from ._contacts import _bytes_argument
+from ._contacts import ContactStore, _bytes_argument
 from ._errors import check
 from ._exchange import SHORT_CODE_SIZE
 from ._ffi import ImportReportStruct, lib
@@ -48,6 +53,7 @@ from ._random import DeterministicRandom, use_random
 from ._store import SecretStore
 
 __all__ = [
+    "EXPORT_CONTACTS_MAX",
     "EXPORT_CHOSEN_PASSWORD_MIN",
     "EXPORT_MAX",
     "EXPORT_PASSWORD_SIZE",
@@ -73,8 +79,9 @@ __all__ = [
 EXPORT_PASSWORD_SIZE = 16
 #: Shortest chosen password, in characters (``ITSME_EXPORT_CHOSEN_PASSWORD_MIN``).
 EXPORT_CHOSEN_PASSWORD_MIN = 8
-#: A buffer size that holds any export blob (``ITSME_EXPORT_MAX``): an export
-#: is 144 bytes plus the name's length, 272 bytes at most.
+#: A buffer size that holds any export blob of the identity alone
+#: (``ITSME_EXPORT_MAX``): an export is 144 bytes plus the name's length, 272
+#: bytes at most.  An export with the contacts is larger by the store's size.
 EXPORT_MAX = 272
 #: A buffer size that holds any export text, NUL included
 #: (``ITSME_EXPORT_TEXT_SIZE``): the largest text is 372 characters.
@@ -83,8 +90,12 @@ EXPORT_TEXT_SIZE = 373
 IMPORT_REPLACE = 1
 #: Buffer size for a transfer offer's text, NUL included (``ITSME_TRANSFER_OFFER_SIZE``).
 TRANSFER_OFFER_SIZE = 76
-#: Longest transfer message, in bytes (``ITSME_TRANSFER_MESSAGE_MAX``).
-TRANSFER_MESSAGE_MAX = 228
+#: Longest transfer message, in bytes (``ITSME_TRANSFER_MESSAGE_MAX``): a
+#: store message carrying a whole 32 KiB chunk of the contact store.
+TRANSFER_MESSAGE_MAX = 32786
+#: The largest contact store an export or a transfer carries, in bytes (64 MiB,
+#: ``ITSME_EXPORT_CONTACTS_MAX``); a larger one is copied as a file instead.
+EXPORT_CONTACTS_MAX = 67108864
 
 _UINT32_MAX = 2**32 - 1
 # A first guess at a display name's size; longer names take a second call.
@@ -111,7 +122,8 @@ class TransferState(enum.IntEnum):
     AWAITING_PEER = 1
     #: Both keys known: show the SAS for the person to compare.
     COMPARE_SAS = 2
-    #: Receiver: confirmed; the identity has not arrived yet.
+    #: Receiver: confirmed; the identity (or all of the contact store that
+    #: comes with it) has not arrived yet.
     AWAITING_IDENTITY = 3
     #: Sender: the identity is queued.  Receiver: call :meth:`Transfer.take_import`.
     DONE = 4
@@ -175,6 +187,12 @@ def _identity(identity: object) -> Identity:
     return identity
 
 
+def _contact_store(contacts: object) -> ContactStore:
+    if not isinstance(contacts, ContactStore):
+        raise TypeError(f"contacts must be a ContactStore, not {type(contacts).__name__}")
+    return contacts
+
+
 def _path(path: Optional[PathArgument]) -> Optional[bytes]:
     """A contact store path for the C side; None stays NULL (no store)."""
     if path is None:
@@ -225,12 +243,45 @@ def _export_identity(
         )
 
 
+def _export_identity_with_contacts(
+    identity: Identity,
+    pin: str,
+    password: str,
+    contacts: ContactStore,
+    kind: int = PasswordKind.GENERATED,
+    now: Optional[int] = None,
+    random: Optional[DeterministicRandom] = None,
+) -> bytes:
+    """The body of :meth:`Identity.export_with_contacts`."""
+    identity = _identity(identity)
+    contacts = _contact_store(contacts)
+    encoded_pin = encode_text(pin, "pin")
+    encoded_password = encode_text(password, "password")
+    kind_code = int_argument(kind, "kind", 0, _UINT32_MAX)
+    when = unix_time(now)
+    # The identity's lock before the store's, as an exchange takes them.
+    with use_random(random) as rng, identity._use() as identity_ptr, contacts._use() as store_ptr:
+        # The first call, with a buffer for the identity alone, fails with
+        # the size needed (before the PIN: no attempt is spent); the second,
+        # with a buffer of that size, makes the export (copying the store
+        # again: should it have grown in between, the buffer grows again).
+        return read_bytes(
+            lambda buf, cap, out_len: lib.itsme_identity_export_with_contacts(
+                identity_ptr, encoded_pin, when, encoded_password, kind_code, store_ptr, rng, buf, cap, out_len
+            ),
+            EXPORT_MAX,
+            lambda: Identity._detail(identity_ptr),
+        )
+
+
 def export_to_text(blob: Union[bytes, bytearray, memoryview]) -> str:
     """The text form of an export blob: ``"ITSMEXP1:"`` and unpadded
     base64url, at most 372 characters (one QR code).
 
     The blob's header is checked first: raises the errors of
-    :func:`export_header`.
+    :func:`export_header`.  An export with the contacts
+    (:meth:`Identity.export_with_contacts`) has no text form: it is refused
+    with :class:`InvalidArgumentError`.
     """
     data, length = _bytes_argument(blob, "blob")
     return read_text(
@@ -312,6 +363,10 @@ class Import(DetailedHandle):
                 return                             # nothing was changed
             me = received.install(secrets, contacts_path, replace=report.wrong_identity)
 
+    An import that carries the contact store (:attr:`contacts_size` > 0)
+    writes it first, as a new file, with :meth:`write_contacts`, and that
+    file is then the ``contacts_path`` checked and installed.
+
     Closing it wipes the keys it holds.  Not for use by two threads at once
     (calls on one import are serialised by a lock).
     """
@@ -368,6 +423,30 @@ class Import(DetailedHandle):
     def name(self) -> str:
         """The imported identity's display name."""
         return self._read(read_text, lib.itsme_import_name, _NAME_GUESS)
+
+    @property
+    def contacts_size(self) -> int:
+        """The size in bytes of the contact store the import carries (an
+        export with the contacts, or a transfer whose sender included
+        them), 0 if none."""
+        size = c_uint64()
+        self._call(lib.itsme_import_contacts_size, byref(size))
+        return size.value
+
+    def write_contacts(self, path: PathArgument) -> None:
+        """Writes the contact store the import carries as a new file at
+        ``path`` (mode 0600, synced), to pass as ``store_path`` to
+        :meth:`check` and :meth:`install`, as a copied store file would be.
+
+        Never overwrites anything: raises :class:`AlreadyExistsError` if
+        something is at ``path``, :class:`NotFoundError` if the import
+        carries no store (:attr:`contacts_size` is 0),
+        :class:`InvalidArgumentError` for an empty path, and
+        :class:`DatabaseError` if the file could not be written (nothing is
+        left at ``path`` then).
+        """
+        encoded = encode_text(os.fspath(path), "path")
+        self._call(lib.itsme_import_write_contacts, encoded)
 
     def check(self, store: SecretStore, store_path: Optional[PathArgument]) -> ImportReport:
         """What installing into ``store`` and the contact store file at
@@ -430,8 +509,9 @@ class Transfer(DetailedHandle):
         transfer.receive(key_message)
         print(transfer.sas)                        # the person compares the two
         transfer.confirm()                         # or transfer.reject()
-        transfer.receive(identity_message)         # state DONE
-        received = transfer.take_import()          # check and install it
+        transfer.receive(identity_message)         # then each store message, if any
+        assert transfer.state == TransferState.DONE
+        received = transfer.take_import()          # (write_contacts,) check and install it
 
     On the old device (the sender), after scanning the offer::
 
@@ -439,8 +519,16 @@ class Transfer(DetailedHandle):
         join_relay_room(transfer.room)
         send(transfer.next_outgoing())             # the key message
         print(transfer.sas)
+        transfer.include_contacts(contacts)        # optional: the contact store too
         transfer.confirm()                         # only if the SAS matched
-        send(transfer.next_outgoing())             # the identity message
+        while message := transfer.next_outgoing():
+            send(message)                          # the identity, then the store's chunks
+
+    With the contact store included, the identity message is followed by
+    store messages (32 KiB chunks, each up to :data:`TRANSFER_MESSAGE_MAX`
+    bytes); the receiver feeds them all to :meth:`receive` and is ``DONE``
+    once the last has arrived; its import then carries the store
+    (:meth:`Import.write_contacts`).
 
     A failure is final: :attr:`state` is ``FAILED`` and later calls raise
     :class:`InvalidStateError`.  A transfer lasts at most 10 minutes
@@ -518,7 +606,7 @@ class Transfer(DetailedHandle):
 
     @property
     def offer(self) -> str:
-        """The offer text (``"ITSMETR1:..."``, 75 characters) the receiver
+        """The offer text (``"ITSMETR2:..."``, 75 characters) the receiver
         shows as a QR code; on the sender, the offer it read."""
         return self._read(read_text, lib.itsme_transfer_offer, TRANSFER_OFFER_SIZE)
 
@@ -554,9 +642,29 @@ class Transfer(DetailedHandle):
         failed."""
         return self._read(read_text, lib.itsme_transfer_sas, SHORT_CODE_SIZE)
 
+    def include_contacts(self, contacts: ContactStore) -> None:
+        """Sender, before confirming: sends the contact store too.
+
+        A consistent copy of ``contacts`` (a store of the sender's identity;
+        safe while it is in use) is made now and, at :meth:`confirm`, sealed
+        after the identity in chunks of 32 KiB, queued as store messages for
+        :meth:`next_outgoing`; the receiver's import then carries it
+        (:attr:`Import.contacts_size`, :meth:`Import.write_contacts`).
+
+        Raises :class:`InvalidStateError` on a receiver or once the SAS is
+        no longer being compared, :class:`WrongIdentityError` for a store
+        of another identity than the sender's, :class:`InvalidArgumentError`
+        for a store larger than :data:`EXPORT_CONTACTS_MAX`, and
+        :class:`DatabaseError` if the copy could not be made.
+        """
+        contacts = _contact_store(contacts)
+        with self._use() as ptr, contacts._use() as store_ptr:
+            check(lib.itsme_transfer_include_contacts(ptr, store_ptr), lambda: self._detail(ptr))
+
     def confirm(self, now: Optional[int] = None) -> None:
-        """The SAS matched.  Sender: seals and queues the identity.
-        Receiver: opens the identity if it has arrived, else waits for it.
+        """The SAS matched.  Sender: seals and queues the identity (and the
+        contact store, if included).  Receiver: opens what has arrived, else
+        waits for it.
 
         Raises :class:`InvalidStateError` without a SAS to confirm,
         :class:`ExpiredError`, and, for an identity that arrived early, the

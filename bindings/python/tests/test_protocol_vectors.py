@@ -23,8 +23,14 @@ that must stay empty for a forgery.
 The device transfer's password exports are made again from the identity's
 ``random_seed`` and the export's own random source, opened with the password
 as typed, and every rejection is replayed on a fresh secret store with its
-attempt counter checked; the live transfers are rerun whole from both
-sides' random sources, and their rejections step by step.
+attempt counter checked; the exports with the contacts (format version 2),
+whose stores are stand-ins no identity could export, are opened and the
+store they carry written out byte for byte (and an export of a real store
+from the same random source has the vector's header).  The live transfers
+are rerun from both sides' random sources (the stand-in store's identity
+and store messages are fed to the receiver, whose import must carry the
+store), and their rejections step by step.  Where the ``cryptography``
+package is installed, the sealed messages are opened with the vectors' keys.
 """
 
 from __future__ import annotations
@@ -939,6 +945,29 @@ EXPORT = load("export.json")
 TRANSFER = load("transfer.json")
 # Section 16.1's alphabet, of which generated export passwords are made.
 CODE_ALPHABET = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"
+# Section 17.3: the contact store travels in chunks of 32 KiB.
+CHUNK = 32768
+
+
+def _aead():
+    """AES-256-GCM of the ``cryptography`` package, for the checks that open
+    sealed messages with a vector's key; skips the test without it."""
+    return pytest.importorskip("cryptography.hazmat.primitives.ciphers.aead")
+
+
+def _write_store(received, directory, store):
+    """The store an import carries, written and read back (None if none)."""
+    assert received.contacts_size == len(store)
+    path = directory / f"written-{received.fingerprint}.db"
+    if not store:
+        with pytest.raises(NotFoundError):
+            received.write_contacts(path)
+        assert not path.exists()
+        return None
+    received.write_contacts(path)
+    with pytest.raises(itsme.AlreadyExistsError):
+        received.write_contacts(path)
+    return path.read_bytes()
 
 
 def _error_name(error_text):
@@ -1046,6 +1075,63 @@ def test_export_rejection(vector):
         assert itsme.import_status(secrets, T0) == (counted, 0)
 
 
+@pytest.mark.parametrize("vector", EXPORT["exports_with_contacts"], ids=lambda v: v["case_text"])
+def test_export_with_contacts(parties, vector):
+    """17.1, format version 2: a vector's store is a stand-in, not a contact
+    store the identity could export, so the vector's blob is opened (and the
+    store it carries written out byte for byte); an export of this identity
+    with a real store, from the vector's random source, has the vector's
+    header."""
+    blob = h(vector["export"])
+    store = h(vector["store"])
+    header = (
+        b"ITSMEXP\x02\x01"
+        + vector["passes"].to_bytes(4, "big")
+        + vector["memory_kib"].to_bytes(4, "big")
+        + bytes([vector["password_kind"]])
+        + h(vector["salt"])
+        + h(vector["nonce"])
+    )
+    assert header == h(vector["header"]) == blob[: len(header)]
+    assert h(vector["contents"]) == _contents(vector)
+    assert store.startswith(b"SQLite format 3\0")
+    assert len(blob) == len(header) + len(h(vector["contents"])) + len(store) + 16
+    assert "text" not in vector
+    assert itsme.export_header(blob) == (vector["passes"], vector["memory_kib"], vector["password_kind"])
+    with pytest.raises(InvalidArgumentError):
+        itsme.export_to_text(blob)  # a file only
+    secrets = SecretStore.memory()
+    parties.handles.append(secrets)
+    with Import.open(secrets, blob, vector["typed_text"], T0) as received:
+        assert received.fingerprint == vector["fingerprint_text"]
+        assert received.name == vector["name_text"]
+        assert _write_store(received, parties.directory, store) == store
+        installed = received.install(secrets, None)
+        parties.handles.append(installed)
+    assert installed.public_key == h(vector["identity_public"])
+    assert itsme.import_status(secrets, T0) == (0, 0)
+    # The identity exports its own (real) store under the same header.
+    identity, _ = parties.make(vector)
+    identity.set_pin(vector["pin_text"])
+    contacts = parties.contacts(identity)
+    with DeterministicRandom(h(vector["export_random_seed"])) as random:
+        made = identity.export_with_contacts(
+            vector["pin_text"], vector["password_text"], contacts, vector["password_kind"], T0, random=random
+        )
+    assert made[: len(header)] == header
+    sealed = _aead().AESGCM(h(vector["key"])).decrypt(h(vector["nonce"]), made[len(header):], header)
+    assert sealed.startswith(h(vector["contents"]))
+    assert sealed[len(h(vector["contents"])):].startswith(b"SQLite format 3\0")
+
+
+def test_export_with_contacts_vectors_open_with_the_vector_key():
+    aead = _aead()
+    for vector in EXPORT["exports_with_contacts"]:
+        blob = h(vector["export"])
+        plain = aead.AESGCM(h(vector["key"])).decrypt(h(vector["nonce"]), blob[46:], blob[:46])
+        assert plain == h(vector["contents"]) + h(vector["store"])
+
+
 # -- transfer.json --------------------------------------------------------------------------
 
 
@@ -1057,14 +1143,34 @@ def _receiver(vector):
     return receiver
 
 
-@pytest.mark.parametrize("vector", TRANSFER["transfers"], ids=lambda v: v["sas_text"])
+def _identity_plaintext(vector):
+    """Section 17.3: the identity message seals contents || u32(len(store))."""
+    return h(vector["contents"]) + len(h(vector["store"])).to_bytes(4, "big")
+
+
+def test_transfer_vectors_cover_a_store_of_several_chunks():
+    first, second = TRANSFER["transfers"]
+    store = h(first["store"])
+    assert len(first["store_messages"]) == -(-len(store) // CHUNK) >= 3
+    assert len(store) % CHUNK, "the last chunk is short"
+    assert store.startswith(b"SQLite format 3\0")
+    assert second["store"] == "" and second["store_messages"] == []
+
+
+@pytest.mark.parametrize("vector", TRANSFER["transfers"], ids=lambda v: v["case_text"])
 def test_transfer(parties, vector):
+    """Reruns the transfer from both sides' random sources.  The sender
+    draws the same keys and key message; its identity message is the
+    vector's when no store travels.  A vector's store is a stand-in (not a
+    contact store a sender could copy), so the receiver is given the
+    vector's identity and store messages and its import must carry the
+    store byte for byte."""
     receiver = _receiver(vector)
     parties.handles.append(receiver)
     offer = h(vector["offer"])
-    assert offer == b"\x01" + h(vector["transfer_id"]) + h(vector["receiver_public"])
+    assert offer == b"\x02" + h(vector["transfer_id"]) + h(vector["receiver_public"])
     text = vector["offer_text"]
-    assert text == "ITSMETR1:" + base64.urlsafe_b64encode(offer).decode().rstrip("=")
+    assert text == "ITSMETR2:" + base64.urlsafe_b64encode(offer).decode().rstrip("=")
     room = hashlib.sha256(_lv_cat(b"itsme-transfer-room-v1", h(vector["transfer_id"]))).digest()[:16]
     assert room.hex() == vector["room_text"]
     party = vector["sender"]
@@ -1076,32 +1182,69 @@ def test_transfer(parties, vector):
     assert sender.room == vector["room_text"]
     key_message = sender.next_outgoing()
     assert key_message.hex() == vector["key_message"]
-    assert key_message == b"\x01\x01" + h(vector["sender_public"])
+    assert key_message == b"\x02\x01" + h(vector["sender_public"])
     assert sender.sas == vector["sas_text"]
     receiver.receive(key_message, T0)
     assert receiver.state == TransferState.COMPARE_SAS
     assert receiver.sas == vector["sas_text"]
-    transcript = _lv_cat(b"itsme-transfer-v1", h(vector["transfer_id"]), h(vector["receiver_public"]), key_message[2:])
+    transcript = _lv_cat(b"itsme-transfer-v2", h(vector["transfer_id"]), h(vector["receiver_public"]), key_message[2:])
     assert transcript == h(vector["transcript_input"])
     assert hashlib.sha256(transcript).digest() == h(vector["transcript_hash"])
     assert itsme.derive_sas(h(vector["seed"]), h(vector["transcript_hash"])) == vector["sas_text"]
     assert itsme.short_code_format(vector["sas_value"]) == vector["sas_text"]
-    sender.confirm(T0)
-    identity_message = sender.next_outgoing()
-    assert identity_message.hex() == vector["identity_message"]
+    store = h(vector["store"])
     assert h(vector["contents"]) == _contents(party)
-    assert len(identity_message) == 2 + len(h(vector["contents"])) + 16
+    assert h(vector["identity_plaintext"]) == _identity_plaintext(vector)
+    identity_message = h(vector["identity_message"])
+    assert identity_message[:2] == b"\x02\x02"
+    assert len(identity_message) == 2 + len(h(vector["identity_plaintext"])) + 16
+    assert 105 <= len(identity_message) <= 232
+    store_messages = [h(message) for message in vector["store_messages"]]
+    assert len(store_messages) == -(-len(store) // CHUNK)
+    for index, message in enumerate(store_messages):
+        assert message[:2] == b"\x02\x03"
+        assert len(message) == 2 + len(store[index * CHUNK:(index + 1) * CHUNK]) + 16 <= itsme.TRANSFER_MESSAGE_MAX
+    sender.confirm(T0)
+    sent = sender.next_outgoing()
+    if not store:
+        # With no store included, the sender's message is the vector's, and alone.
+        assert sent == identity_message
+    else:
+        # The same key and transcript seal this sender's contents with no store.
+        assert sent[:2] == b"\x02\x02" and len(sent) == len(identity_message)
+    assert sender.next_outgoing() == b""
     receiver.confirm(T0)
     receiver.receive(identity_message, T0)
+    for message in store_messages:
+        assert receiver.state == TransferState.AWAITING_IDENTITY
+        receiver.receive(message, T0)
     assert receiver.state == TransferState.DONE
     secrets = SecretStore.memory()
     parties.handles.append(secrets)
     with receiver.take_import() as received:
         assert received.fingerprint == party["fingerprint_text"]
         assert received.name == party["name_text"]
+        assert _write_store(received, parties.directory, store) == (store or None)
         installed = received.install(secrets, None)
         parties.handles.append(installed)
     assert installed.public_key == h(party["identity_public"])
+
+
+@pytest.mark.parametrize("vector", TRANSFER["transfers"], ids=lambda v: v["case_text"])
+def test_transfer_messages_open_with_the_vector_key(vector):
+    """17.3's sealing, checked with another AES-GCM: the identity message
+    under nonce 0, store message i under u96(i + 1), each with its header
+    bytes, the transcript hash (and i) as associated data."""
+    aead = _aead().AESGCM(h(vector["key"]))
+    th = h(vector["transcript_hash"])
+    identity_message = h(vector["identity_message"])
+    assert aead.decrypt(bytes(12), identity_message[2:], b"\x02\x02" + th) == h(vector["identity_plaintext"])
+    chunks = []
+    for index, message in enumerate(h(m) for m in vector["store_messages"]):
+        nonce = (index + 1).to_bytes(12, "big")
+        chunks.append(aead.decrypt(nonce, message[2:], b"\x02\x03" + th + index.to_bytes(4, "big")))
+    assert b"".join(chunks) == h(vector["store"])
+    assert all(len(chunk) == CHUNK for chunk in chunks[:-1])
 
 
 @pytest.mark.parametrize("vector", TRANSFER["rejections"], ids=lambda v: v["case_text"])

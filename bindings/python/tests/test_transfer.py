@@ -171,7 +171,7 @@ def test_constants_match_the_header():
     assert defines["ITSME_EXPORT_PASSWORD_CHOSEN"] == PasswordKind.CHOSEN == itsme.EXPORT_PASSWORD_CHOSEN
     assert {m.name: m.value for m in PasswordKind} == {"GENERATED": 1, "CHOSEN": 2}
     for name in ("EXPORT_PASSWORD_SIZE", "EXPORT_CHOSEN_PASSWORD_MIN", "EXPORT_MAX", "EXPORT_TEXT_SIZE",
-                 "IMPORT_REPLACE", "TRANSFER_OFFER_SIZE", "TRANSFER_MESSAGE_MAX"):
+                 "IMPORT_REPLACE", "TRANSFER_OFFER_SIZE", "TRANSFER_MESSAGE_MAX", "EXPORT_CONTACTS_MAX"):
         assert defines[f"ITSME_{name}"] == getattr(itsme, name), name
     states = {
         name[len("ITSME_TRANSFER_STATE_"):]: value
@@ -186,7 +186,10 @@ def test_constants_match_the_header():
     assert itsme.EXPORT_MAX == 144 + itsme.NAME_MAX_BYTES
     assert itsme.EXPORT_TEXT_SIZE == len("ITSMEXP1:") + -(-itsme.EXPORT_MAX * 4 // 3) + 1
     assert itsme.EXPORT_PASSWORD_SIZE == len("ABCD-EFGH-JKMNP") + 1
-    assert itsme.TRANSFER_OFFER_SIZE == len("ITSMETR1:") + -(-49 * 4 // 3) + 1
+    assert itsme.TRANSFER_OFFER_SIZE == len("ITSMETR2:") + -(-49 * 4 // 3) + 1
+    # A store message of a whole 32 KiB chunk: version, type, chunk, tag.
+    assert itsme.TRANSFER_MESSAGE_MAX == 2 + 32768 + 16
+    assert itsme.EXPORT_CONTACTS_MAX == 64 * 1024 * 1024
 
 
 def test_import_report_struct_matches_the_header():
@@ -358,7 +361,7 @@ def test_altered_exports(old_device, devices):
     # Header refusals cost nothing and need no key derivation.
     for at, value, error in (
         (0, ord("X"), MalformedMessageError),  # not an export
-        (7, 2, InvalidArgumentError),  # format version 2
+        (7, 3, InvalidArgumentError),  # format version 3
         (8, 2, InvalidArgumentError),  # unknown key derivation
         (12, 2, InvalidArgumentError),  # 2 passes
         (14, 0x02, InvalidArgumentError),  # 128 MiB
@@ -379,6 +382,16 @@ def test_altered_exports(old_device, devices):
         with pytest.raises(MalformedMessageError):
             Import.open(new.secrets, truncated, old_device.password, T0)
     assert itsme.import_status(new.secrets, T0) == (0, 0), "refused headers cost nothing"
+    # Relabelled format version 2 (with the contacts), the header reads as
+    # such, but it is authenticated: opening fails as a wrong password
+    # would, and counts.  It has no text form.
+    relabelled = bytes(blob[:7]) + b"\x02" + bytes(blob[8:])
+    assert itsme.export_header(relabelled) == itsme.export_header(old_device.blob)
+    with pytest.raises(InvalidArgumentError):
+        itsme.export_to_text(relabelled)
+    with pytest.raises(AuthenticationFailedError):
+        Import.open(new.secrets, relabelled, old_device.password, T0)
+    assert itsme.import_status(new.secrets, T0) == (1, 0)
     # An altered body is not seen in the header (the vectors' replay shows
     # that opening it counts as a wrong password).
     altered = bytes(blob[:-1]) + bytes([blob[-1] ^ 1])
@@ -556,9 +569,9 @@ def test_live_transfer(devices):
     receiver = new.keep(Transfer.receiver(T0))
     assert receiver.state == TransferState.AWAITING_PEER and not receiver.is_sender
     offer = receiver.offer
-    assert re.fullmatch(r"ITSMETR1:[A-Za-z0-9_-]{66}", offer)
+    assert re.fullmatch(r"ITSMETR2:[A-Za-z0-9_-]{66}", offer)
     assert len(offer) + 1 == itsme.TRANSFER_OFFER_SIZE
-    assert base64.urlsafe_b64decode(offer[9:] + "==")[0] == 1
+    assert base64.urlsafe_b64decode(offer[9:] + "==")[0] == 2
     assert re.fullmatch(r"[0-9a-f]{32}", receiver.room)
     with pytest.raises(InvalidStateError):
         receiver.sas
@@ -574,7 +587,7 @@ def test_live_transfer(devices):
     assert sender.room == receiver.room
     assert sender.offer == offer
     key_message = sender.next_outgoing()
-    assert len(key_message) == 34 and key_message[:2] == b"\x01\x01"
+    assert len(key_message) == 34 and key_message[:2] == b"\x02\x01"
     assert sender.next_outgoing() == b""
     receiver.receive(key_message, T0 + 10)
     assert receiver.state == TransferState.COMPARE_SAS
@@ -584,8 +597,9 @@ def test_live_transfer(devices):
     assert sender.state == TransferState.DONE
     identity_message = sender.next_outgoing()
     name = "Zoë Old".encode()
-    assert identity_message[:2] == b"\x01\x02"
-    assert len(identity_message) == 2 + 32 + 32 + 2 + len(name) + 16 + 16 <= itsme.TRANSFER_MESSAGE_MAX
+    assert identity_message[:2] == b"\x02\x02"
+    # contents || u32(len(store)) sealed, with no store: no store messages follow.
+    assert len(identity_message) == 2 + 32 + 32 + 2 + len(name) + 16 + 4 + 16 <= itsme.TRANSFER_MESSAGE_MAX
     assert sender.next_outgoing() == b""
     receiver.confirm(T0 + 30)
     assert receiver.state == TransferState.AWAITING_IDENTITY
@@ -596,6 +610,7 @@ def test_live_transfer(devices):
             receiver.take_import()
         assert received.fingerprint == old.identity.fingerprint
         assert received.name == "Zoë Old"
+        assert received.contacts_size == 0
         assert received.check(new.secrets, new.contacts_path) == ImportReport(False, None, True, 1, 0, 0)
         installed = new.keep(received.install(new.secrets, new.contacts_path))
     assert installed.public_key == old.identity.public_key
@@ -704,16 +719,18 @@ def test_bad_transfer_messages(devices):
         (b"", MalformedMessageError),
         (key_message[:-1], MalformedMessageError),
         (key_message + b"\0", MalformedMessageError),
-        (b"\x02" + key_message[1:], MalformedMessageError),
-        (b"\x01\x03" + key_message[2:], MalformedMessageError),
-        (b"\x01\x01" + bytes(32), InvalidKeyError),
+        (b"\x01" + key_message[1:], MalformedMessageError),  # version 1 is no longer spoken
+        (b"\x03" + key_message[1:], MalformedMessageError),
+        (b"\x02\x03" + key_message[2:], MalformedMessageError),  # a store message first
+        (b"\x02\x04" + key_message[2:], MalformedMessageError),
+        (b"\x02\x01" + bytes(32), InvalidKeyError),
     ):
         with Transfer.receiver(T0) as receiver:
             with pytest.raises(error):
                 receiver.receive(message, T0)
             assert receiver.state == TransferState.FAILED
     with Transfer.receiver(T0) as receiver:
-        reflected = b"\x01\x01" + base64.urlsafe_b64decode(receiver.offer[9:] + "==")[17:]
+        reflected = b"\x02\x01" + base64.urlsafe_b64decode(receiver.offer[9:] + "==")[17:]
         with pytest.raises(InvalidKeyError):
             receiver.receive(reflected, T0)
     with Transfer.receiver(T0) as receiver:
@@ -742,19 +759,22 @@ def test_bad_offers_are_refused_before_the_pin(devices):
         offer = receiver.offer
     raw = base64.urlsafe_b64decode(offer[9:] + "==")
 
-    def text(data):
-        return "ITSMETR1:" + base64.urlsafe_b64encode(data).decode().rstrip("=")
+    def text(data, prefix="ITSMETR2:"):
+        return prefix + base64.urlsafe_b64encode(data).decode().rstrip("=")
 
     for bad in (
         "",
         "hello",
         offer[9:],
-        "ITSMETR2:" + offer[9:],
+        "ITSMETR1:" + offer[9:],  # version 1 is no longer spoken
+        text(b"\x01" + raw[1:], "ITSMETR1:"),
+        "ITSMETR3:" + offer[9:],
         offer[:-1],
         offer + "A",
         offer[:20] + "*" + offer[21:],
         offer + "=",
-        text(b"\x02" + raw[1:]),
+        text(b"\x01" + raw[1:]),
+        text(b"\x03" + raw[1:]),
         text(raw[:-1]),
         text(raw + b"\0"),
         "ITSMEXP1:SVRTTUVYUAEBAAAAAwAEAAAB",
@@ -769,6 +789,374 @@ def test_bad_offers_are_refused_before_the_pin(devices):
     no_pin = devices("no-pin", "Bob", pin=None)
     with pytest.raises(NotFoundError):
         Transfer.sender(no_pin.identity, PIN, offer, T0)
+
+
+# -- the contact store inside: exports of format version 2, store messages ---------------------
+
+CHUNK = 32768
+# A photo large enough that the store takes several 32 KiB chunks.
+PHOTO = hashlib.shake_256(b"a photo").digest(100_000)
+
+
+def add_contacts_with_a_photo(device, *names):
+    """Adds contacts to the device's store, gives the first the photo PHOTO,
+    draws a degradation code (a device secret) for the second, and closes
+    the store."""
+    device.add_contacts(*names, degradation_code_for=names[1:2])
+    with ContactStore.open(device.identity, device.contacts_path) as contacts:
+        first = next(contact for contact in contacts.list() if contact.name == names[0])
+        contacts.set_photo(first.id, PHOTO, "first.jpg")
+
+
+def photo_of(device, identity, name):
+    with ContactStore.open(identity, device.contacts_path) as contacts:
+        contact = next(contact for contact in contacts.list() if contact.name == name)
+        return contacts.photo(contact.id)
+
+
+def pump(sender):
+    """Every message the sender has queued, in order."""
+    messages = []
+    while message := sender.next_outgoing():
+        assert len(message) <= itsme.TRANSFER_MESSAGE_MAX
+        messages.append(message)
+    return messages
+
+
+def test_export_with_contacts_then_import_on_another_device(devices):
+    old = devices("old", "Zoë Old")
+    add_contacts_with_a_photo(old, "Bob", "Carol", "Dave")
+    new = devices("new")
+    password = itsme.generate_export_password()
+    # The store is in use (open) while the export copies it.
+    with ContactStore.open(old.identity, old.contacts_path) as contacts:
+        blob = old.identity.export_with_contacts(PIN, password, contacts, now=T0)
+        assert contacts.count() == 3
+    assert old.identity.pin_status(T0) == (0, 0), "one PIN attempt, a right one"
+    name = "Zoë Old".encode()
+    assert isinstance(blob, bytes)
+    assert blob.startswith(b"ITSMEXP\x02\x01"), "format version 2"
+    assert itsme.export_header(blob) == (3, 256 * 1024, PasswordKind.GENERATED)
+    store_size = len(blob) - 144 - len(name)
+    assert store_size > len(PHOTO)
+    with pytest.raises(InvalidArgumentError):
+        itsme.export_to_text(blob)  # a file only: no text form
+    typed = password.lower().replace("-", " ")
+    with Import.open(new.secrets, blob, typed, T0) as received:
+        assert received.fingerprint == old.identity.fingerprint
+        assert received.name == "Zoë Old"
+        assert received.contacts_size == store_size
+        # Not written yet: the file is not there.
+        assert received.check(new.secrets, new.contacts_path) == ImportReport(False, None, False, 0, 0, 0)
+        received.write_contacts(new.contacts_path)
+        written = new.contacts_path.read_bytes()
+        assert len(written) == store_size and written.startswith(b"SQLite format 3\0")
+        assert new.contacts_path.stat().st_mode & 0o777 == 0o600
+        with pytest.raises(itsme.AlreadyExistsError):
+            received.write_contacts(new.contacts_path)
+        assert new.contacts_path.read_bytes() == written, "nothing is overwritten"
+        report = received.check(new.secrets, new.contacts_path)
+        assert report == ImportReport(False, None, True, 3, 0, 1)
+        installed = new.keep(received.install(new.secrets, new.contacts_path))
+    assert installed.public_key == old.identity.public_key
+    # The contacts are all there, as they were.
+    assert new.contact_names(installed) == old.contact_names() == ["Bob", "Carol", "Dave"]
+    assert store_rows(new.contacts_path)["contacts"] == store_rows(old.contacts_path)["contacts"]
+    assert photo_of(new, installed, "Bob") == (PHOTO, "first.jpg")
+    # Every device secret was forgotten.
+    assert store_rows(new.contacts_path)["device_secrets"] == []
+    assert len(store_rows(old.contacts_path)["device_secrets"]) == 1
+
+
+def test_export_with_contacts_checks_before_the_pin(devices):
+    old = devices("old", "Alice")
+    old.add_contacts("Bob")
+    other = devices("other", "Mallory")
+    other.add_contacts("Trent")
+    me = old.identity
+    with ContactStore.open(me, old.contacts_path) as mine, ContactStore.open(other.identity, other.contacts_path) as theirs:
+        # A store of another identity, a bad password: refused before the PIN.
+        with pytest.raises(WrongIdentityError) as caught:
+            me.export_with_contacts(PIN, WRONG_PASSWORD, theirs, now=T0)
+        assert caught.value.code == R.ITSME_E_WRONG_IDENTITY and caught.value.detail
+        for password, kind in (("ABCD-EFGH-JKMNO", PasswordKind.GENERATED), ("seven!!", PasswordKind.CHOSEN),
+                               (WRONG_PASSWORD, 3)):
+            with pytest.raises(InvalidArgumentError):
+                me.export_with_contacts("000000", password, mine, kind, now=T0)
+        assert me.pin_status(T0) == (0, 0), "no PIN attempt was spent"
+        # The size is asked for before the PIN: only the real call counts.
+        with pytest.raises(WrongPinError):
+            me.export_with_contacts("000000", WRONG_PASSWORD, mine, now=T0)
+        assert me.pin_status(T0) == (1, 0)
+        with pytest.raises(InvalidPinError):
+            me.export_with_contacts("12", WRONG_PASSWORD, mine, now=T0)
+        # The identity's own store through a second handle is fine; wrong types are not.
+        with pytest.raises(TypeError):
+            me.export_with_contacts(PIN, WRONG_PASSWORD, None, now=T0)
+        with pytest.raises(TypeError):
+            me.export_with_contacts(PIN, WRONG_PASSWORD, old.secrets, now=T0)
+        with pytest.raises(TypeError):
+            me.export_with_contacts(PIN, WRONG_PASSWORD, str(old.contacts_path), now=T0)
+        with pytest.raises(TypeError):
+            me.export_with_contacts(None, WRONG_PASSWORD, mine, now=T0)
+        with pytest.raises(TypeError):
+            me.export_with_contacts(PIN, WRONG_PASSWORD, mine, "generated", now=T0)
+        assert me.pin_status(T0) == (1, 0)
+    # A closed store.
+    with pytest.raises(ValueError):
+        me.export_with_contacts(PIN, WRONG_PASSWORD, mine, now=T0)
+    # No PIN, no export.
+    no_pin = devices("no-pin", "Bob", pin=None)
+    with ContactStore.open(no_pin.identity, no_pin.contacts_path) as contacts:
+        with pytest.raises(NotFoundError):
+            no_pin.identity.export_with_contacts(PIN, WRONG_PASSWORD, contacts, now=T0)
+
+
+def test_live_transfer_with_contacts(devices):
+    old = devices("old", "Zoë Old")
+    add_contacts_with_a_photo(old, "Bob", "Carol")
+    new = devices("new")
+    receiver = new.keep(Transfer.receiver(T0))
+    sender = old.keep(Transfer.sender(old.identity, PIN, receiver.offer, T0))
+    receiver.receive(sender.next_outgoing(), T0)
+    assert receiver.sas == sender.sas
+    with ContactStore.open(old.identity, old.contacts_path) as contacts:
+        sender.include_contacts(contacts)
+        # The copy is made now: a contact added after it does not travel.
+        with SecretStore.memory() as theirs, Identity.create(theirs, "Late") as late:
+            contacts.add("Late", late.public_key, bytes(32), now=T0)
+        assert sender.state == TransferState.COMPARE_SAS
+        sender.confirm(T0)
+    assert sender.state == TransferState.DONE
+    messages = pump(sender)
+    identity_message, store_messages = messages[0], messages[1:]
+    name = "Zoë Old".encode()
+    assert identity_message[:2] == b"\x02\x02"
+    assert len(identity_message) == 2 + 32 + 32 + 2 + len(name) + 16 + 4 + 16
+    assert len(store_messages) >= 4, "a store over 96 KiB takes at least four chunks"
+    assert all(message[:2] == b"\x02\x03" for message in store_messages)
+    assert all(len(message) == itsme.TRANSFER_MESSAGE_MAX for message in store_messages[:-1])
+    assert 2 + 1 + 16 <= len(store_messages[-1]) <= itsme.TRANSFER_MESSAGE_MAX
+    store_size = sum(len(message) - 18 for message in store_messages)
+    assert len(store_messages) == -(-store_size // CHUNK)
+    receiver.confirm(T0)
+    receiver.receive(identity_message, T0)
+    for message in store_messages:
+        assert receiver.state == TransferState.AWAITING_IDENTITY, "the store has not all arrived"
+        with pytest.raises(InvalidStateError):
+            receiver.take_import()
+        receiver.receive(message, T0)
+    assert receiver.state == TransferState.DONE
+    with receiver.take_import() as received:
+        assert received.fingerprint == old.identity.fingerprint
+        assert received.contacts_size == store_size
+        received.write_contacts(new.contacts_path)
+        assert new.contacts_path.stat().st_size == store_size
+        assert received.check(new.secrets, new.contacts_path) == ImportReport(False, None, True, 2, 0, 1)
+        installed = new.keep(received.install(new.secrets, new.contacts_path))
+    assert installed.public_key == old.identity.public_key
+    assert new.contact_names(installed) == ["Bob", "Carol"]
+    assert photo_of(new, installed, "Bob") == (PHOTO, "first.jpg")
+    assert old.contact_names() == ["Bob", "Carol", "Late"]
+    with pytest.raises(InvalidStateError):
+        receiver.receive(store_messages[-1], T0)
+
+
+def test_store_messages_arriving_before_the_confirmation_wait(devices):
+    old = devices("old", "Alice")
+    add_contacts_with_a_photo(old, "Bob", "Carol")
+    with Transfer.receiver(T0) as receiver, Transfer.sender(old.identity, PIN, receiver.offer, T0) as sender:
+        receiver.receive(sender.next_outgoing(), T0)
+        with ContactStore.open(old.identity, old.contacts_path) as contacts:
+            sender.include_contacts(contacts)
+        sender.confirm(T0)
+        messages = pump(sender)
+        for message in messages:
+            receiver.receive(message, T0)
+        assert receiver.state == TransferState.COMPARE_SAS, "held unopened"
+        receiver.confirm(T0)
+        assert receiver.state == TransferState.DONE
+        with receiver.take_import() as received:
+            assert received.contacts_size == sum(len(message) - 18 for message in messages[1:])
+
+
+@pytest.mark.parametrize("change", ["altered", "swapped", "repeated", "extra"])
+def test_altered_store_messages_fail(devices, change):
+    old = devices("old", "Alice")
+    add_contacts_with_a_photo(old, "Bob", "Carol")
+    receiver = old.keep(Transfer.receiver(T0))
+    sender = old.keep(Transfer.sender(old.identity, PIN, receiver.offer, T0))
+    receiver.receive(sender.next_outgoing(), T0)
+    with ContactStore.open(old.identity, old.contacts_path) as contacts:
+        sender.include_contacts(contacts)
+    sender.confirm(T0)
+    receiver.confirm(T0)
+    identity_message, *chunks = pump(sender)
+    receiver.receive(identity_message, T0)
+    if change == "altered":
+        altered = bytearray(chunks[0])
+        altered[100] ^= 0x01
+        chunks[0], error = bytes(altered), AuthenticationFailedError
+    elif change == "swapped":  # two whole chunks of the same length, out of order
+        chunks[0], chunks[1], error = chunks[1], chunks[0], AuthenticationFailedError
+    elif change == "repeated":
+        chunks[1], error = chunks[0], AuthenticationFailedError
+    else:  # one beyond the count the identity message announced
+        chunks.append(chunks[-1])
+        error = None
+    for index, chunk in enumerate(chunks):
+        if error is None and index == len(chunks) - 1:
+            with pytest.raises(InvalidStateError):  # done: the transfer is over
+                receiver.receive(chunk, T0)
+            break
+        try:
+            receiver.receive(chunk, T0)
+        except error:
+            break
+    else:
+        pytest.fail("every store message was accepted")
+    if error is not None:
+        assert receiver.state == TransferState.FAILED
+        with pytest.raises(InvalidStateError):
+            receiver.take_import()
+    else:
+        assert receiver.state == TransferState.DONE
+
+
+def test_include_contacts_errors(devices):
+    old = devices("old", "Alice")
+    old.add_contacts("Bob")
+    other = devices("other", "Mallory")
+    other.add_contacts("Trent")
+    with ContactStore.open(old.identity, old.contacts_path) as mine, \
+            ContactStore.open(other.identity, other.contacts_path) as theirs:
+        receiver = old.keep(Transfer.receiver(T0))
+        # On the receiver: it sends nothing.
+        with pytest.raises(InvalidStateError) as caught:
+            receiver.include_contacts(mine)
+        assert caught.value.code == R.ITSME_E_INVALID_STATE
+        sender = old.keep(Transfer.sender(old.identity, PIN, receiver.offer, T0))
+        receiver.receive(sender.next_outgoing(), T0)
+        with pytest.raises(InvalidStateError):
+            receiver.include_contacts(mine)
+        # A store of another identity than the sender's.
+        with pytest.raises(WrongIdentityError) as caught:
+            sender.include_contacts(theirs)
+        assert caught.value.code == R.ITSME_E_WRONG_IDENTITY and caught.value.detail
+        assert sender.state == TransferState.COMPARE_SAS, "the transfer goes on"
+        with pytest.raises(TypeError):
+            sender.include_contacts(None)
+        with pytest.raises(TypeError):
+            sender.include_contacts(old.secrets)
+        with pytest.raises(TypeError):
+            sender.include_contacts(str(old.contacts_path))
+        # Nothing was included: the identity alone goes, and the import carries no store.
+        sender.confirm(T0)
+        messages = pump(sender)
+        assert len(messages) == 1
+        # Once confirmed, it is too late.
+        with pytest.raises(InvalidStateError):
+            sender.include_contacts(mine)
+        receiver.confirm(T0)
+        receiver.receive(messages[0], T0)
+        with receiver.take_import() as received:
+            assert received.contacts_size == 0
+        # Rejected: too late as well.
+        other_receiver = old.keep(Transfer.receiver(T0))
+        rejected = old.keep(Transfer.sender(old.identity, PIN, other_receiver.offer, T0))
+        rejected.reject()
+        with pytest.raises(InvalidStateError):
+            rejected.include_contacts(mine)
+    # A closed store.
+    third = old.keep(Transfer.sender(old.identity, PIN, old.keep(Transfer.receiver(T0)).offer, T0))
+    with pytest.raises(ValueError):
+        third.include_contacts(mine)
+
+
+def test_write_contacts_errors(devices):
+    old = devices("old", "Alice")
+    old.add_contacts("Bob")
+    new = devices("new")
+    target = new.directory / "written.db"
+    # An import that carries no store.
+    with live_import(old.identity) as received:
+        assert received.contacts_size == 0
+        with pytest.raises(NotFoundError) as caught:
+            received.write_contacts(target)
+        assert caught.value.code == R.ITSME_E_NOT_FOUND
+        assert not target.exists()
+    # One that does.
+    with Transfer.receiver(T0) as receiver, Transfer.sender(old.identity, PIN, receiver.offer, T0) as sender:
+        receiver.receive(sender.next_outgoing(), T0)
+        with ContactStore.open(old.identity, old.contacts_path) as contacts:
+            sender.include_contacts(contacts)
+        sender.confirm(T0)
+        receiver.confirm(T0)
+        for message in pump(sender):
+            receiver.receive(message, T0)
+        received = new.keep(receiver.take_import())
+    assert received.contacts_size > 0
+    existing = new.directory / "existing.db"
+    existing.write_bytes(b"keep me")
+    with pytest.raises(itsme.AlreadyExistsError) as caught:
+        received.write_contacts(existing)
+    assert caught.value.code == R.ITSME_E_ALREADY_EXISTS
+    assert existing.read_bytes() == b"keep me"
+    with pytest.raises(itsme.AlreadyExistsError):
+        received.write_contacts(new.directory)  # a directory is something too
+    with pytest.raises(InvalidArgumentError):
+        received.write_contacts("")
+    with pytest.raises(InvalidArgumentError):
+        received.write_contacts(str(target) + "\0")
+    with pytest.raises(TypeError):
+        received.write_contacts(None)
+    with pytest.raises(TypeError):
+        received.write_contacts(str(target).encode())
+    with pytest.raises(DatabaseError):
+        received.write_contacts(new.directory / "missing" / "written.db")
+    assert not (new.directory / "missing").exists()
+    # Written once, then again elsewhere: the import keeps the store.
+    received.write_contacts(target)
+    received.write_contacts(str(new.directory / "again.db"))
+    assert target.read_bytes() == (new.directory / "again.db").read_bytes()
+    assert len(target.read_bytes()) == received.contacts_size
+    received.close()
+    with pytest.raises(ValueError):
+        received.contacts_size
+    with pytest.raises(ValueError):
+        received.write_contacts(new.directory / "closed.db")
+
+
+def test_raw_export_with_contacts_gives_its_size_before_the_pin(devices):
+    old = devices("old", "Alice")
+    add_contacts_with_a_photo(old, "Bob", "Carol")
+    password = itsme.generate_export_password().encode()
+    with ContactStore.open(old.identity, old.contacts_path) as contacts, contacts._use() as store, \
+            old.identity._use() as identity:
+        buf, _, n = _bytes_out(itsme.EXPORT_MAX)
+        assert lib.itsme_identity_export_with_contacts(
+            identity, b"000000", T0, password, 1, store, None, buf, itsme.EXPORT_MAX, byref(n)
+        ) == R.ITSME_E_BUFFER_TOO_SMALL
+        needed = n.value
+        assert needed > itsme.EXPORT_MAX + len(PHOTO)
+        assert bytes(buf) == b"\xaa" * itsme.EXPORT_MAX, "nothing written"
+        assert old.identity.pin_status(T0) == (0, 0), "the size query costs no PIN attempt"
+        # The size told fits; a wrong PIN is then checked, and counted.
+        buf, _, n = _bytes_out(needed)
+        assert lib.itsme_identity_export_with_contacts(
+            identity, b"000000", T0, password, 1, store, None, buf, needed, byref(n)
+        ) == R.ITSME_E_WRONG_PIN
+        assert old.identity.pin_status(T0) == (1, 0)
+        assert lib.itsme_identity_export_with_contacts(
+            identity, PIN.encode(), T0, password, 1, None, None, buf, needed, byref(n)
+        ) == R.ITSME_E_INVALID_ARGUMENT
+        n = c_size_t(0)
+        assert lib.itsme_identity_export_with_contacts(
+            identity, PIN.encode(), T0, password, 1, store, None, buf, needed, byref(n)
+        ) == R.ITSME_OK
+        assert n.value == needed
+        assert bytes(buf[:9]) == b"ITSMEXP\x02\x01"
+        assert lib.itsme_transfer_include_contacts(None, store) == R.ITSME_E_INVALID_ARGUMENT
 
 
 # -- the Python API ---------------------------------------------------------------------------
@@ -961,7 +1349,7 @@ def test_raw_calls_change_nothing_on_failure(raw):
     assert n.value == 34
     buf, _, n = _bytes_out(64)
     assert lib.itsme_transfer_next_outgoing(raw.sender, buf, 64, byref(n)) == R.ITSME_OK
-    assert n.value == 34 and bytes(buf[:2]) == b"\x01\x01"
+    assert n.value == 34 and bytes(buf[:2]) == b"\x02\x01"
     buf, _, n = _text_out(10)
     assert lib.itsme_export_generate_password(None, buf, 10, byref(n)) == R.ITSME_E_BUFFER_TOO_SMALL
     assert n.value == itsme.EXPORT_PASSWORD_SIZE
@@ -976,7 +1364,7 @@ def test_raw_calls_change_nothing_on_failure(raw):
     )
     assert n.value == itsme.TRANSFER_OFFER_SIZE
     # Role misuse.
-    assert lib.itsme_transfer_receive(raw.sender, _byte_array(b"\x01\x01"), 2, T0) == R.ITSME_E_INVALID_STATE
+    assert lib.itsme_transfer_receive(raw.sender, _byte_array(b"\x02\x01"), 2, T0) == R.ITSME_E_INVALID_STATE
     out = c_void_p(0xDEADBEEF)
     assert lib.itsme_transfer_take_import(raw.sender, byref(out)) == R.ITSME_E_INVALID_STATE
     assert out.value == 0xDEADBEEF

@@ -33,11 +33,14 @@
 //!   secrets of a contact; it restores a degraded contact.
 //! - Device transfer, to move an identity to a new device: a password
 //!   export ([`Identity::export`], [`generate_export_password`],
-//!   [`export_to_text`]) opened on the new device ([`Import::open`]), or a
-//!   live transfer between the two devices side by side
-//!   ([`TransferReceiver`], [`TransferSender`]) ending in a SAS; either
-//!   gives an [`Import`] to [`Import::check`] and [`Import::install`] with
-//!   the contact store file ([`ContactStore::backup`]).
+//!   [`export_to_text`]; with the contact store inside,
+//!   [`Identity::export_with_contacts`]) opened on the new device
+//!   ([`Import::open`]), or a live transfer between the two devices side by
+//!   side ([`TransferReceiver`], [`TransferSender`], which may carry the
+//!   contact store: [`TransferSender::include_contacts`]) ending in a SAS;
+//!   either gives an [`Import`] to [`Import::check`] and [`Import::install`]
+//!   with the contact store file ([`Import::write_contacts`] writes the one
+//!   the import carries; else [`ContactStore::backup`]).
 //! - [`Profile`]: a person's name and photo sealed in a profile record for
 //!   the relay, opened by contacts with the [`ProfileReference`] the owner
 //!   sends inside an Online Verify ([`OnlineVerify::share_profile`],
@@ -120,7 +123,7 @@ pub use approval::{
 mod transfer;
 pub use transfer::{
     export_from_text, export_header, export_to_text, generate_export_password, ExportHeader, ExportPassword, Import,
-    ImportReport, OtherIdentity, PasswordKind, TransferReceiver, TransferSender, TransferState,
+    ImportReport, OtherIdentity, PasswordKind, TransferReceiver, TransferSender, TransferState, EXPORT_CONTACTS_MAX,
     EXPORT_CHOSEN_PASSWORD_MIN, EXPORT_MAX, EXPORT_TEXT_MAX, TRANSFER_MESSAGE_MAX,
 };
 

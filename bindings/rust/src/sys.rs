@@ -628,7 +628,7 @@ pub const ITSME_EXPORT_TEXT_SIZE: usize = 373;
 /// The largest contact store an export or a transfer carries (64 MiB); a
 /// larger one is copied as a file instead.
 /// ```
-pub const ITSME_CONTACT_STORE_MAX: itsme_verification_state = 67108864;
+pub const ITSME_EXPORT_CONTACTS_MAX: usize = 67108864;
 
 /// ```text
 /// Install flag: proceed over a wrong identity (replace the other identity,
@@ -3135,7 +3135,7 @@ extern "C" {
     /// copy is made again by the next call).  Open it with itsme_import_open;
     /// itsme_import_write_contacts writes the store on the new device.
     /// Errors: those of itsme_identity_export, and ITSME_E_INVALID_ARGUMENT
-    /// (`contacts` NULL, or a store larger than ITSME_CONTACT_STORE_MAX),
+    /// (`contacts` NULL, or a store larger than ITSME_EXPORT_CONTACTS_MAX),
     /// ITSME_E_WRONG_IDENTITY (a store of another identity),
     /// ITSME_E_DATABASE (the copy could not be made).  `contacts` is only
     /// read; the call may run alongside other calls on it.
@@ -3467,7 +3467,7 @@ extern "C" {
     /// (docs/PROTOCOL.md 17.3); the receiver's import then carries it
     /// (itsme_import_contacts_size, itsme_import_write_contacts).
     /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, a store larger than
-    /// ITSME_CONTACT_STORE_MAX), ITSME_E_INVALID_STATE (a receiver, or no longer
+    /// ITSME_EXPORT_CONTACTS_MAX), ITSME_E_INVALID_STATE (a receiver, or no longer
     /// comparing the SAS), ITSME_E_WRONG_IDENTITY (a store of another identity
     /// than the sender's), ITSME_E_DATABASE (the copy could not be made).
     /// ```
@@ -4055,7 +4055,7 @@ extern "C" {
     /// The value of the macro of the same name in capitals.  Thread-safe; need
     /// no itsme_init().
     /// ```
-    pub fn itsme_contact_store_max() -> usize;
+    pub fn itsme_export_contacts_max() -> usize;
 
     /// ```text
     /// The value of the macro of the same name in capitals.  Thread-safe; need

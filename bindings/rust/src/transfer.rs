@@ -1,19 +1,26 @@
 //! Device transfer (docs/PROTOCOL.md section 17): the password export of an
-//! identity, the live transfer between two devices side by side
-//! (`itsme_transfer`), and the import both end in (`itsme_import`).
+//! identity (with its contact store or without), the live transfer between
+//! two devices side by side (`itsme_transfer`, which may carry the contact
+//! store too), and the import both end in (`itsme_import`).
 
 use super::*;
 
-/// Largest export blob, in bytes: an export is 144 bytes plus the name's
-/// length.
+/// Largest export blob of the identity alone, in bytes: an export is 144
+/// bytes plus the name's length.  An export with the contacts
+/// ([`Identity::export_with_contacts`]) is larger by the store's size.
 pub const EXPORT_MAX: usize = sys::ITSME_EXPORT_MAX;
 /// Longest export text ("ITSMEXP1:..."), in bytes: one QR code.
 pub const EXPORT_TEXT_MAX: usize = sys::ITSME_EXPORT_TEXT_SIZE - 1;
 /// Shortest password a person may choose ([`PasswordKind::Chosen`]), in
 /// characters.
 pub const EXPORT_CHOSEN_PASSWORD_MIN: usize = sys::ITSME_EXPORT_CHOSEN_PASSWORD_MIN;
-/// Longest live transfer message, in bytes.
+/// Longest live transfer message, in bytes: a store message carrying a
+/// whole 32 KiB chunk of the contact store.
 pub const TRANSFER_MESSAGE_MAX: usize = sys::ITSME_TRANSFER_MESSAGE_MAX;
+/// The largest contact store an export or a transfer carries, in bytes
+/// (64 MiB); a larger one is copied as a file instead.
+// The generated constant has the type of the ITSME_CONTACT_* values.
+pub const EXPORT_CONTACTS_MAX: u64 = sys::ITSME_EXPORT_CONTACTS_MAX as u64;
 
 // ---------------------------------------------------------------------------
 // Passwords
@@ -267,13 +274,99 @@ impl Identity {
             })
         })
     }
+
+    /// Exports the identity and its contact store in one blob (format
+    /// version 2, docs/PROTOCOL.md 17.1): as [`Identity::export`], with a
+    /// consistent copy of `contacts` (a store of this identity; safe while
+    /// it is in use) sealed along.
+    ///
+    /// The blob is a file only: it has no text form ([`export_to_text`]
+    /// refuses it).  It is 144 bytes plus the name's length plus the
+    /// store's (at most [`EXPORT_CONTACTS_MAX`]).  [`Import::open`] opens it
+    /// on the new device, and [`Import::write_contacts`] writes the store
+    /// there.  The size of the blob is asked of the library first, before
+    /// the PIN is checked (no attempt is spent); the store is copied for
+    /// each call.
+    ///
+    /// Errors: those of [`Identity::export`], and
+    /// [`ErrorKind::WrongIdentity`] (a store of another identity),
+    /// [`ErrorKind::InvalidArgument`] (a store larger than
+    /// [`EXPORT_CONTACTS_MAX`]), [`ErrorKind::Database`] (the copy could not
+    /// be made).
+    ///
+    /// ```
+    /// use itsme::{ContactStore, ExchangeMethod, Identity, Import, PasswordKind, SecretStore};
+    /// let now = 1_800_000_000;
+    /// let dir = std::env::temp_dir().join(format!("itsme-doc-export-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir).unwrap();
+    /// // The old device, with a contact.
+    /// let old = Identity::create(&SecretStore::memory()?, "Alice")?;
+    /// old.set_pin("123456")?;
+    /// let contacts = ContactStore::open(&old, dir.join("old.db"))?;
+    /// let bob = Identity::create(&SecretStore::memory()?, "Bob")?;
+    /// contacts.add("Bob", &bob.public_key()?, &[7; 32], ExchangeMethod::Qr, now)?;
+    /// let password = itsme::generate_export_password(None)?;
+    /// let blob = old.export_with_contacts("123456", now, password.as_str(), PasswordKind::Generated, &contacts, None)?;
+    /// // The new device: the store comes out of the import as a new file.
+    /// let secrets = SecretStore::memory()?;
+    /// let import = Import::open(&secrets, &blob, password.as_str(), now + 60)?;
+    /// assert!(import.contacts_size()? > 0);
+    /// let path = dir.join("new.db");
+    /// import.write_contacts(&path)?;
+    /// let new = import.install(&secrets, Some(&path), false)?;
+    /// assert_eq!(ContactStore::open(&new, &path)?.count()?, 1);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), itsme::Error>(())
+    /// ```
+    pub fn export_with_contacts(
+        &self,
+        pin: &str,
+        now: i64,
+        password: &str,
+        kind: PasswordKind,
+        contacts: &ContactStore,
+        rng: Option<&mut DeterministicRandom>,
+    ) -> Result<Vec<u8>> {
+        let password = SecretText::arg(password, "the password")?;
+        let pin = SecretText::pin(pin)?;
+        let rng = exchange::raw_rng(rng);
+        let store = contacts.as_raw();
+        self.call(|raw| {
+            // The first call, with a buffer for the identity alone, fails
+            // with the size needed (before the PIN); the next one makes the
+            // export with a buffer of that size.
+            read_bytes(EXPORT_MAX, |out, cap, len| {
+                // SAFETY: live identity and store handles (the borrows keep
+                // them alive; the store is only read, which the header
+                // allows alongside other calls on it); NUL-terminated PIN
+                // and password; a live random source borrowed exclusively
+                // (or NULL); out valid for cap bytes.
+                unsafe {
+                    sys::itsme_identity_export_with_contacts(
+                        raw,
+                        pin.as_ptr(),
+                        now,
+                        password.as_ptr(),
+                        kind.code(),
+                        store,
+                        rng,
+                        out,
+                        cap,
+                        len,
+                    )
+                }
+            })
+        })
+    }
 }
 
 /// The text form of an export blob: `"ITSMEXP1:"` and the blob in
 /// unpadded base64url, at most [`EXPORT_TEXT_MAX`] bytes (one QR code).
 /// The blob's header is checked first.
 ///
-/// Errors: those of [`export_header`].
+/// Errors: those of [`export_header`], and [`ErrorKind::InvalidArgument`]
+/// for an export with the contacts ([`Identity::export_with_contacts`]),
+/// which has no text form.
 pub fn export_to_text(blob: &[u8]) -> Result<String> {
     init()?;
     read_string(sys::ITSME_EXPORT_TEXT_SIZE, |out, cap, len| {
@@ -398,9 +491,12 @@ impl ImportReport {
 /// ([`TransferReceiver::take_import`]), to look at, [`Import::check`] and
 /// [`Import::install`].
 ///
-/// The contact store moves as a file ([`ContactStore::backup`], or a copy
-/// made with every handle on it closed, so that its write-ahead log is
-/// checkpointed) and may be in place before the install.  Installing saves the identity in the
+/// The contact store comes inside the import (an export with the contacts,
+/// [`Identity::export_with_contacts`], or a transfer whose sender included
+/// them, [`TransferSender::include_contacts`]: [`Import::write_contacts`]
+/// writes it as a new file), or moves as a file ([`ContactStore::backup`],
+/// or a copy made with every handle on it closed, so that its write-ahead
+/// log is checkpointed); either way it is in place before the install.  Installing saves the identity in the
 /// secret store and makes the contact store its store: every device secret
 /// is forgotten, so each contact sees a changed device at the next
 /// verification; give each a degradation code
@@ -494,6 +590,32 @@ impl Import {
                 unsafe { sys::itsme_import_name(raw, out, cap, len) }
             })
         })
+    }
+
+    /// The size in bytes of the contact store the import carries (an export
+    /// with the contacts, or a transfer whose sender included them), 0 if
+    /// none.
+    pub fn contacts_size(&self) -> Result<u64> {
+        let mut size = 0u64;
+        // SAFETY: live handle; the output is a valid place.
+        self.call_code(|raw| unsafe { sys::itsme_import_contacts_size(raw, &mut size) })?;
+        Ok(size)
+    }
+
+    /// Writes the contact store the import carries as a new file at `path`
+    /// (mode 0600, synced), to pass as `contact_store` to
+    /// [`Import::check`] and [`Import::install`], as a copied store file
+    /// would be.  Nothing is ever overwritten.
+    ///
+    /// Errors: [`ErrorKind::NotFound`] (the import carries no store:
+    /// [`Import::contacts_size`] is 0), [`ErrorKind::AlreadyExists`]
+    /// (something is at `path`), [`ErrorKind::InvalidArgument`] (an empty
+    /// path, one that is not UTF-8 or contains a NUL byte),
+    /// [`ErrorKind::Database`] (it could not be written; nothing is left).
+    pub fn write_contacts(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = crate::contacts::path_arg(path.as_ref())?;
+        // SAFETY: live handle; NUL-terminated path.
+        self.call_code(|raw| unsafe { sys::itsme_import_write_contacts(raw, path.as_ptr()) })
     }
 
     /// Looks at the secret store and the contact store file at
@@ -594,7 +716,8 @@ pub enum TransferState {
     /// Both keys are known: show the SAS for the person to compare
     /// (`ITSME_TRANSFER_COMPARE_SAS`).
     CompareSas,
-    /// Receiver: confirmed; the identity has not arrived yet
+    /// Receiver: confirmed; the identity (or all of the contact store that
+    /// comes with it) has not arrived yet
     /// (`ITSME_TRANSFER_AWAITING_IDENTITY`).
     AwaitingIdentity,
     /// Sender: the identity is queued.  Receiver: take the import
@@ -747,9 +870,11 @@ impl Drop for TransferHandle {
 /// (state [`TransferState::CompareSas`]) show [`TransferReceiver::sas`];
 /// the person compares it with the old device's and
 /// [`TransferReceiver::confirm`]s or [`TransferReceiver::reject`]s.  The
-/// identity is opened only after this confirmation (one that arrives
-/// earlier is held unopened); then [`TransferReceiver::take_import`] gives
-/// the [`Import`] to check and install.
+/// identity (and the contact store's chunks that follow it, if the sender
+/// included them) is opened only after this confirmation (messages that
+/// arrive earlier are held unopened); once all have arrived (state
+/// [`TransferState::Done`]), [`TransferReceiver::take_import`] gives the
+/// [`Import`] to check and install.
 ///
 /// A transfer lasts at most 10 minutes ([`ErrorKind::Expired`]).  A failure
 /// is final: the state is [`TransferState::Failed`] and later calls fail
@@ -809,7 +934,7 @@ impl TransferReceiver {
         self.0.state()
     }
 
-    /// The offer text ("ITSMETR1:...", 75 characters) to show as a QR code.
+    /// The offer text ("ITSMETR2:...", 75 characters) to show as a QR code.
     pub fn offer(&self) -> Result<String> {
         self.0.offer()
     }
@@ -889,7 +1014,38 @@ impl fmt::Debug for TransferReceiver {
 /// [`TransferSender::next_outgoing`] gives to the relay room
 /// [`TransferSender::room`].  The person compares [`TransferSender::sas`]
 /// with the new device's; only [`TransferSender::confirm`] seals and queues
-/// the identity, and [`TransferSender::reject`] sends nothing.
+/// the identity (and the contact store, if
+/// [`TransferSender::include_contacts`] was called before), and
+/// [`TransferSender::reject`] sends nothing.
+///
+/// ```
+/// use itsme::{ContactStore, Identity, SecretStore, TransferReceiver, TransferSender, TransferState};
+/// let now = 1_800_000_000;
+/// let dir = std::env::temp_dir().join(format!("itsme-doc-transfer-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir).unwrap();
+/// let old = Identity::create(&SecretStore::memory()?, "Alice")?;
+/// old.set_pin("123456")?;
+/// let contacts = ContactStore::open(&old, dir.join("old.db"))?;
+/// let mut receiver = TransferReceiver::new(now, None)?;
+/// let mut sender = TransferSender::new(&old, "123456", &receiver.offer()?, now, None)?;
+/// receiver.receive(&sender.next_outgoing()?, now)?;
+/// sender.include_contacts(&contacts)?; // before the confirmation
+/// sender.confirm(now)?;
+/// receiver.confirm(now)?;
+/// // The identity message, then the store messages (32 KiB chunks).
+/// loop {
+///     let message = sender.next_outgoing()?;
+///     if message.is_empty() {
+///         break;
+///     }
+///     receiver.receive(&message, now)?;
+/// }
+/// assert_eq!(receiver.state()?, TransferState::Done);
+/// let import = receiver.take_import()?;
+/// import.write_contacts(dir.join("new.db"))?;
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), itsme::Error>(())
+/// ```
 ///
 /// A transfer lasts at most 10 minutes; sharing and errors as for
 /// [`TransferReceiver`] (for [`TransferSender::new`], the identity's
@@ -944,7 +1100,10 @@ impl TransferSender {
     }
 
     /// The next message to send to the new device, removed from the queue;
-    /// empty when there is none.
+    /// empty when there is none.  After the confirmation, the identity
+    /// message comes first, then the store messages if the contacts were
+    /// included (each at most [`TRANSFER_MESSAGE_MAX`] bytes): send them
+    /// all, in order.
     pub fn next_outgoing(&mut self) -> Result<Vec<u8>> {
         self.0.call(|raw| {
             read_bytes(TRANSFER_MESSAGE_MAX, |out, cap, len| {
@@ -961,8 +1120,28 @@ impl TransferSender {
         self.0.sas()
     }
 
-    /// The SAS matched: seals the identity to the new device's key and
-    /// queues it for [`TransferSender::next_outgoing`].
+    /// Before confirming: sends the contact store too.  A consistent copy
+    /// of `contacts` (a store of the sender's identity; safe while it is in
+    /// use) is made now and, at [`TransferSender::confirm`], sealed after
+    /// the identity in chunks of 32 KiB; the receiver's import then carries
+    /// it ([`Import::contacts_size`], [`Import::write_contacts`]).
+    ///
+    /// Errors: [`ErrorKind::InvalidState`] (no longer comparing the SAS:
+    /// confirmed, rejected or failed), [`ErrorKind::WrongIdentity`] (a
+    /// store of another identity than the sender's),
+    /// [`ErrorKind::InvalidArgument`] (a store larger than
+    /// [`EXPORT_CONTACTS_MAX`]), [`ErrorKind::Database`] (the copy could not
+    /// be made).
+    pub fn include_contacts(&mut self, contacts: &ContactStore) -> Result<()> {
+        let store = contacts.as_raw();
+        // SAFETY: live transfer and store handles (the borrow keeps the
+        // store alive; it is only read).
+        self.0.call_code(|raw| unsafe { sys::itsme_transfer_include_contacts(raw, store) })
+    }
+
+    /// The SAS matched: seals the identity (and the contact store, if
+    /// included) to the new device's key and queues it for
+    /// [`TransferSender::next_outgoing`].
     ///
     /// Errors: [`ErrorKind::InvalidState`] (no SAS to confirm: already
     /// confirmed, rejected or failed), [`ErrorKind::Expired`].

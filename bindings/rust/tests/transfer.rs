@@ -3,10 +3,13 @@
 //! its contact store file (after which a contact sees a changed device),
 //! the export-password limiter, installing over another identity, the live
 //! transfer (round trip with a backup of the contact store, a mismatched
-//! SAS, a tampered identity message) and malformed inputs.
+//! SAS, a tampered identity message), the contact store carried inside an
+//! export of format version 2 or a live transfer's store messages (written
+//! out on the new device, installed, every contact there), and malformed
+//! inputs.
 //!
 //! Each export or import of a password export runs Argon2id over 256 MiB
-//! (about a second), so only the first two tests make any.
+//! (about a second), so only a few tests make any.
 
 mod common;
 
@@ -287,7 +290,7 @@ fn a_live_transfer_moves_the_identity() {
     let mut receiver = TransferReceiver::new(T0, Some(&mut rng(21))).unwrap();
     assert_eq!(receiver.state().unwrap(), TransferState::AwaitingPeer);
     let offer = receiver.offer().unwrap();
-    assert!(offer.starts_with("ITSMETR1:") && offer.len() == 75, "{offer:?}");
+    assert!(offer.starts_with("ITSMETR2:") && offer.len() == 75, "{offer:?}");
     let room = receiver.room().unwrap();
     assert!(room.len() == 32 && room.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')), "{room:?}");
     assert_kind(receiver.sas(), ErrorKind::InvalidState);
@@ -296,7 +299,7 @@ fn a_live_transfer_moves_the_identity() {
     assert_eq!(sender.state().unwrap(), TransferState::CompareSas);
     assert_eq!((sender.offer().unwrap(), sender.room().unwrap()), (offer.clone(), room.clone()));
     let key = sender.next_outgoing().unwrap();
-    assert_eq!((key.len(), &key[..2]), (34, &[1u8, 1][..]));
+    assert_eq!((key.len(), &key[..2]), (34, &[2u8, 1][..]));
     assert!(sender.next_outgoing().unwrap().is_empty());
 
     receiver.receive(&key, T0 + 20).unwrap();
@@ -308,10 +311,10 @@ fn a_live_transfer_moves_the_identity() {
     sender.confirm(T0 + 30).unwrap();
     assert_eq!(sender.state().unwrap(), TransferState::Done);
     let identity = sender.next_outgoing().unwrap();
-    // Type, then the sealed contents (seed, contacts key, name, fingerprint)
-    // and the tag.
-    assert_eq!(identity.len(), 2 + 32 + 32 + 2 + "Alice".len() + 16 + 16);
-    assert_eq!(&identity[..2], [1, 2]);
+    // Version and type, then the sealed contents (seed, contacts key, name,
+    // fingerprint) and u32(len(store)), 0 here, and the tag.
+    assert_eq!(identity.len(), 2 + 32 + 32 + 2 + "Alice".len() + 16 + 4 + 16);
+    assert_eq!(&identity[..2], [2, 2]);
     assert!(identity.len() <= itsme::TRANSFER_MESSAGE_MAX);
     assert!(sender.next_outgoing().unwrap().is_empty());
     assert_kind(sender.confirm(T0 + 30), ErrorKind::InvalidState);
@@ -329,6 +332,7 @@ fn a_live_transfer_moves_the_identity() {
     assert_kind(receiver.receive(&identity, T0 + 41), ErrorKind::InvalidState);
     assert_kind(receiver.reject(), ErrorKind::InvalidState);
     assert_eq!((import.fingerprint().unwrap(), import.name().unwrap()), (alice.fingerprint().unwrap(), "Alice".into()));
+    assert_eq!(import.contacts_size().unwrap(), 0, "no store was included");
 
     let secrets = SecretStore::memory().unwrap();
     assert_eq!(import.check(&secrets, Some(&new_path)).unwrap(), report(true, 1, 0, 0));
@@ -415,6 +419,331 @@ fn a_tampered_identity_message_fails() {
 }
 
 // ---------------------------------------------------------------------------
+// The contact store inside: exports of format version 2, store messages
+// ---------------------------------------------------------------------------
+
+/// Section 17.3: the contact store travels in chunks of 32 KiB.
+const CHUNK: usize = 32_768;
+
+/// A photo large enough that a store holding it takes several chunks.
+fn photo() -> Vec<u8> {
+    (0..100_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect()
+}
+
+/// A contact store at `path` for `identity`: Bob, verified by a real QR
+/// exchange (so with device secrets), and Carol with the photo.
+fn contacts_with_a_photo(identity: &Identity, path: &Path, dir: &TempDir, tag: u8) -> ContactStore {
+    let contacts = ContactStore::open(identity, path).unwrap();
+    let (_bob_secrets, bob) = person("Bob", tag);
+    let at_bob = ContactStore::open(&bob, dir.path().join(format!("bob-{tag}.db"))).unwrap();
+    befriend((identity, &contacts), (&bob, &at_bob), tag + 1);
+    let carol = contacts.add("Carol", &[0x43; 32], &[7; 32], ExchangeMethod::Qr, T0).unwrap();
+    contacts.set_photo(carol, &photo(), "carol.jpg").unwrap();
+    contacts
+}
+
+/// Carol's photo in the store at `path`, as `identity` reads it.
+fn carols_photo(identity: &Identity, path: &Path) -> (Vec<u8>, String) {
+    let contacts = ContactStore::open(identity, path).unwrap();
+    let carol = contacts.iter(10).map(Result::unwrap).find(|contact| contact.name == "Carol").unwrap();
+    contacts.photo(carol.id).unwrap()
+}
+
+/// Every message the sender has queued, in order.
+fn pump(sender: &mut TransferSender) -> Vec<Vec<u8>> {
+    let mut messages = Vec::new();
+    loop {
+        let message = sender.next_outgoing().unwrap();
+        if message.is_empty() {
+            return messages;
+        }
+        assert!(message.len() <= itsme::TRANSFER_MESSAGE_MAX);
+        messages.push(message);
+    }
+}
+
+/// A sender and a receiver of `identity` at T0, the key delivered: both
+/// compare the SAS.
+fn started(identity: &Identity, tag: u8) -> (TransferReceiver, TransferSender) {
+    let mut receiver = TransferReceiver::new(T0, Some(&mut rng(tag))).unwrap();
+    let mut sender = TransferSender::new(identity, PIN, &receiver.offer().unwrap(), T0, Some(&mut rng(tag + 1))).unwrap();
+    receiver.receive(&sender.next_outgoing().unwrap(), T0).unwrap();
+    (receiver, sender)
+}
+
+#[test]
+fn an_export_with_contacts_carries_the_contact_store() {
+    let (old_dir, new_dir) = (TempDir::new("transfer-v2-old"), TempDir::new("transfer-v2-new"));
+    let new_path = new_dir.path().join("contacts.db");
+    let (_old_secrets, alice) = person("Alice", 100);
+    // The store stays open (in use) while the export copies it.
+    let contacts = contacts_with_a_photo(&alice, &old_dir.path().join("contacts.db"), &old_dir, 101);
+    let password = itsme::generate_export_password(None).unwrap();
+    let blob = alice
+        .export_with_contacts(PIN, T0, password.as_str(), PasswordKind::Generated, &contacts, None)
+        .unwrap();
+    assert_eq!(alice.pin_status(T0).unwrap(), (0, 0), "one attempt, the right PIN");
+    assert_eq!(&blob[..9], b"ITSMEXP\x02\x01", "format version 2");
+    assert_eq!(
+        itsme::export_header(&blob).unwrap(),
+        ExportHeader { passes: MODERATE.0, memory_kib: MODERATE.1, password_kind: PasswordKind::Generated }
+    );
+    assert_kind(itsme::export_to_text(&blob), ErrorKind::InvalidArgument);
+    let store_size = blob.len() - 144 - "Alice".len();
+    assert!(store_size > photo().len() && (store_size as u64) <= itsme::EXPORT_CONTACTS_MAX);
+
+    let secrets = SecretStore::memory().unwrap();
+    let import = Import::open(&secrets, &blob, password.as_str(), T0 + 60).unwrap();
+    assert_eq!(import.fingerprint().unwrap(), alice.fingerprint().unwrap());
+    assert_eq!(import.contacts_size().unwrap(), store_size as u64);
+    assert_eq!(import.check(&secrets, Some(&new_path)).unwrap(), report(false, 0, 0, 0), "not written yet");
+    import.write_contacts(&new_path).unwrap();
+    let written = std::fs::read(&new_path).unwrap();
+    assert_eq!(written.len(), store_size);
+    assert!(written.starts_with(b"SQLite format 3\0"));
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&new_path).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    assert_kind(import.write_contacts(&new_path), ErrorKind::AlreadyExists);
+    assert_eq!(std::fs::read(&new_path).unwrap(), written, "nothing is overwritten");
+    // Bob (with device secrets) and Carol: all there.
+    assert_eq!(import.check(&secrets, Some(&new_path)).unwrap(), report(true, 2, 0, 1));
+    let installed = import.install(&secrets, Some(&new_path), false).unwrap();
+    assert_eq!(installed.public_key().unwrap(), alice.public_key().unwrap());
+    assert_eq!(contact_names(&installed, &new_path), ["Bob", "Carol"]);
+    assert_eq!(carols_photo(&installed, &new_path), (photo(), "carol.jpg".to_owned()));
+    // The device secrets stayed behind.
+    assert_eq!(import.check(&secrets, Some(&new_path)).unwrap(), report(true, 2, 0, 0));
+}
+
+#[test]
+fn an_export_with_contacts_checks_before_the_pin() {
+    let dir = TempDir::new("transfer-v2-export-errors");
+    let (_alice_secrets, alice) = person("Alice", 110);
+    let (_mallory_secrets, mallory) = person("Mallory", 111);
+    let mine = ContactStore::open(&alice, dir.path().join("alice.db")).unwrap();
+    let theirs = ContactStore::open(&mallory, dir.path().join("mallory.db")).unwrap();
+    let password = itsme::generate_export_password(None).unwrap();
+    let generated = PasswordKind::Generated;
+    let error = assert_kind(
+        alice.export_with_contacts(PIN, T0, password.as_str(), generated, &theirs, None),
+        ErrorKind::WrongIdentity,
+    );
+    assert!(!error.detail.is_empty());
+    for (bad, kind) in [("ABCD-EFGH-JKMN0", generated), ("short", PasswordKind::Chosen)] {
+        assert_kind(alice.export_with_contacts("000000", T0, bad, kind, &mine, None), ErrorKind::InvalidArgument);
+    }
+    assert_kind(alice.export_with_contacts(PIN, -1, password.as_str(), generated, &mine, None), ErrorKind::InvalidArgument);
+    assert_eq!(alice.pin_status(T0).unwrap(), (0, 0), "no attempt was spent");
+    // The size is asked for first, before the PIN: only the call that
+    // exports checks it, so a wrong PIN costs one attempt.
+    assert_kind(alice.export_with_contacts("000000", T0, password.as_str(), generated, &mine, None), ErrorKind::WrongPin);
+    assert_eq!(alice.pin_status(T0).unwrap(), (1, 0));
+    assert_kind(alice.export_with_contacts("12", T0, password.as_str(), generated, &mine, None), ErrorKind::InvalidPin);
+    assert_eq!(alice.pin_status(T0).unwrap(), (1, 0));
+    // No PIN, no export.
+    let bare = SecretStore::memory().unwrap();
+    let without_pin = Identity::create(&bare, "Bob").unwrap();
+    let bobs = ContactStore::open(&without_pin, dir.path().join("bob.db")).unwrap();
+    assert_kind(without_pin.export_with_contacts(PIN, T0, password.as_str(), generated, &bobs, None), ErrorKind::NotFound);
+}
+
+#[test]
+fn a_live_transfer_carries_the_contact_store() {
+    let (old_dir, new_dir) = (TempDir::new("transfer-v2-live-old"), TempDir::new("transfer-v2-live-new"));
+    let new_path = new_dir.path().join("contacts.db");
+    let (_old_secrets, alice) = person("Alice", 120);
+    let contacts = contacts_with_a_photo(&alice, &old_dir.path().join("contacts.db"), &old_dir, 121);
+    let (mut receiver, mut sender) = started(&alice, 123);
+    assert_eq!(receiver.sas().unwrap(), sender.sas().unwrap());
+    sender.include_contacts(&contacts).unwrap();
+    assert_eq!(sender.state().unwrap(), TransferState::CompareSas);
+    // The copy is made now: a contact added afterwards does not travel.
+    contacts.add("Late", &[0x4c; 32], &[8; 32], ExchangeMethod::Qr, T0).unwrap();
+    sender.confirm(T0).unwrap();
+    assert_eq!(sender.state().unwrap(), TransferState::Done);
+    let messages = pump(&mut sender);
+    let (identity, store_messages) = messages.split_first().unwrap();
+    assert_eq!(&identity[..2], [2, 2]);
+    assert_eq!(identity.len(), 2 + 32 + 32 + 2 + "Alice".len() + 16 + 4 + 16);
+    assert!(store_messages.len() >= 4, "a store over 96 KiB takes four chunks at least");
+    assert!(store_messages.iter().all(|message| message[..2] == [2, 3]));
+    let (last, whole) = store_messages.split_last().unwrap();
+    assert!(whole.iter().all(|message| message.len() == itsme::TRANSFER_MESSAGE_MAX));
+    assert!((2 + 1 + 16..=itsme::TRANSFER_MESSAGE_MAX).contains(&last.len()));
+    let store_size: usize = store_messages.iter().map(|message| message.len() - 18).sum();
+    assert_eq!(store_messages.len(), store_size.div_ceil(CHUNK));
+
+    receiver.confirm(T0).unwrap();
+    receiver.receive(identity, T0).unwrap();
+    for message in store_messages {
+        assert_eq!(receiver.state().unwrap(), TransferState::AwaitingIdentity, "the store has not all arrived");
+        assert_kind(receiver.take_import(), ErrorKind::InvalidState);
+        receiver.receive(message, T0).unwrap();
+    }
+    assert_eq!(receiver.state().unwrap(), TransferState::Done);
+    assert_kind(receiver.receive(last, T0), ErrorKind::InvalidState);
+    let import = receiver.take_import().unwrap();
+    assert_eq!(import.contacts_size().unwrap(), store_size as u64);
+    import.write_contacts(&new_path).unwrap();
+    assert_eq!(std::fs::metadata(&new_path).unwrap().len(), store_size as u64);
+    let secrets = SecretStore::memory().unwrap();
+    assert_eq!(import.check(&secrets, Some(&new_path)).unwrap(), report(true, 2, 0, 1));
+    let installed = import.install(&secrets, Some(&new_path), false).unwrap();
+    assert_eq!(installed.public_key().unwrap(), alice.public_key().unwrap());
+    assert_eq!(contact_names(&installed, &new_path), ["Bob", "Carol"]);
+    assert_eq!(carols_photo(&installed, &new_path), (photo(), "carol.jpg".to_owned()));
+    assert_eq!(contacts.count().unwrap(), 3, "the old device keeps its store");
+}
+
+#[test]
+fn store_messages_before_the_confirmation_are_held() {
+    let dir = TempDir::new("transfer-v2-held");
+    let (_old_secrets, alice) = person("Alice", 130);
+    let contacts = contacts_with_a_photo(&alice, &dir.path().join("contacts.db"), &dir, 131);
+    let (mut receiver, mut sender) = started(&alice, 133);
+    sender.include_contacts(&contacts).unwrap();
+    sender.confirm(T0).unwrap();
+    let messages = pump(&mut sender);
+    for message in &messages {
+        receiver.receive(message, T0).unwrap();
+    }
+    assert_eq!(receiver.state().unwrap(), TransferState::CompareSas, "held unopened");
+    receiver.confirm(T0).unwrap();
+    assert_eq!(receiver.state().unwrap(), TransferState::Done);
+    let size: usize = messages[1..].iter().map(|message| message.len() - 18).sum();
+    assert_eq!(receiver.take_import().unwrap().contacts_size().unwrap(), size as u64);
+}
+
+#[test]
+fn altered_store_messages_fail() {
+    let dir = TempDir::new("transfer-v2-altered");
+    let (_old_secrets, alice) = person("Alice", 140);
+    let contacts = contacts_with_a_photo(&alice, &dir.path().join("contacts.db"), &dir, 141);
+    for (n, change) in ["altered", "swapped", "repeated"].into_iter().enumerate() {
+        let (mut receiver, mut sender) = started(&alice, 150 + 2 * n as u8);
+        sender.include_contacts(&contacts).unwrap();
+        sender.confirm(T0).unwrap();
+        receiver.confirm(T0).unwrap();
+        let mut messages = pump(&mut sender);
+        match change {
+            "altered" => messages[1][100] ^= 1,
+            "swapped" => messages.swap(1, 2),
+            _ => messages[2] = messages[1].clone(),
+        }
+        receiver.receive(&messages[0], T0).unwrap();
+        let failed = messages[1..].iter().map(|message| receiver.receive(message, T0)).find(Result::is_err);
+        let error = failed.unwrap_or_else(|| panic!("{change}: every store message was accepted")).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::AuthenticationFailed, "{change}: {error}");
+        assert_eq!(receiver.state().unwrap(), TransferState::Failed, "{change}");
+        assert_kind(receiver.take_import(), ErrorKind::InvalidState);
+    }
+}
+
+#[test]
+fn include_contacts_errors() {
+    let dir = TempDir::new("transfer-v2-include-errors");
+    let (_alice_secrets, alice) = person("Alice", 160);
+    let (_mallory_secrets, mallory) = person("Mallory", 161);
+    let mine = ContactStore::open(&alice, dir.path().join("alice.db")).unwrap();
+    let theirs = ContactStore::open(&mallory, dir.path().join("mallory.db")).unwrap();
+    let (mut receiver, mut sender) = started(&alice, 162);
+    // A store of another identity than the sender's: refused, and the
+    // transfer goes on without a store.
+    let error = assert_kind(sender.include_contacts(&theirs), ErrorKind::WrongIdentity);
+    assert!(!error.detail.is_empty());
+    assert_eq!(sender.state().unwrap(), TransferState::CompareSas);
+    sender.confirm(T0).unwrap();
+    assert_kind(sender.include_contacts(&mine), ErrorKind::InvalidState);
+    let messages = pump(&mut sender);
+    assert_eq!(messages.len(), 1, "the identity alone");
+    receiver.confirm(T0).unwrap();
+    receiver.receive(&messages[0], T0).unwrap();
+    let import = receiver.take_import().unwrap();
+    assert_eq!(import.contacts_size().unwrap(), 0);
+    // Rejected, or failed: too late too.
+    let (_, mut rejected) = started(&alice, 164);
+    rejected.reject().unwrap();
+    assert_kind(rejected.include_contacts(&mine), ErrorKind::InvalidState);
+    let mut late = TransferSender::new(&alice, PIN, &TransferReceiver::new(T0, None).unwrap().offer().unwrap(), T0, None)
+        .unwrap();
+    assert_kind(late.confirm(T0 + LIFETIME + 1), ErrorKind::Expired);
+    assert_kind(late.include_contacts(&mine), ErrorKind::InvalidState);
+}
+
+#[test]
+fn write_contacts_errors() {
+    let dir = TempDir::new("transfer-v2-write-errors");
+    let (_alice_secrets, alice) = person("Alice", 170);
+    let contacts = ContactStore::open(&alice, dir.path().join("alice.db")).unwrap();
+    contacts.add("Bob", &[0x42; 32], &[7; 32], ExchangeMethod::Qr, T0).unwrap();
+    let target = dir.path().join("written.db");
+    // An import that carries no store.
+    let without = live_import(&alice, 171);
+    assert_eq!(without.contacts_size().unwrap(), 0);
+    assert_kind(without.write_contacts(&target), ErrorKind::NotFound);
+    assert!(!target.exists());
+    // One that does.
+    let (mut receiver, mut sender) = started(&alice, 173);
+    sender.include_contacts(&contacts).unwrap();
+    sender.confirm(T0).unwrap();
+    receiver.confirm(T0).unwrap();
+    for message in pump(&mut sender) {
+        receiver.receive(&message, T0).unwrap();
+    }
+    let import = receiver.take_import().unwrap();
+    let size = import.contacts_size().unwrap();
+    assert!(size > 0);
+    let existing = dir.path().join("existing.db");
+    std::fs::write(&existing, b"keep me").unwrap();
+    assert_kind(import.write_contacts(&existing), ErrorKind::AlreadyExists);
+    assert_eq!(std::fs::read(&existing).unwrap(), b"keep me");
+    assert_kind(import.write_contacts(dir.path()), ErrorKind::AlreadyExists);
+    assert_kind(import.write_contacts(""), ErrorKind::InvalidArgument);
+    assert_kind(import.write_contacts("contacts\0.db"), ErrorKind::InvalidArgument);
+    let missing = dir.path().join("missing").join("written.db");
+    assert_kind(import.write_contacts(&missing), ErrorKind::Database);
+    assert!(!dir.path().join("missing").exists());
+    // Written, then again elsewhere: the import keeps the store.
+    import.write_contacts(&target).unwrap();
+    import.write_contacts(dir.path().join("again.db")).unwrap();
+    assert_eq!(std::fs::read(&target).unwrap(), std::fs::read(dir.path().join("again.db")).unwrap());
+    assert_eq!(std::fs::metadata(&target).unwrap().len(), size);
+    assert_eq!(itsme::EXPORT_CONTACTS_MAX, 64 * 1024 * 1024);
+    assert_eq!(itsme::TRANSFER_MESSAGE_MAX, 2 + CHUNK + 16);
+}
+
+/// The receiver's side has no `include_contacts` in the safe API; the C
+/// function refuses it.
+#[test]
+fn include_contacts_on_a_receiver_is_refused() {
+    use itsme::sys;
+    let dir = TempDir::new("transfer-v2-raw");
+    let path = format!("{}\0", dir.path().join("contacts.db").display());
+    itsme::init().unwrap();
+    let (mut secrets, mut identity, mut store, mut receiver) =
+        (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: valid places for the outputs; NUL-terminated texts; each
+    // handle released once, after its last use.
+    unsafe {
+        assert_eq!(sys::itsme_secret_store_new_memory(&mut secrets), sys::ITSME_OK);
+        assert_eq!(sys::itsme_identity_create(secrets, c"Alice".as_ptr(), &mut identity), sys::ITSME_OK);
+        assert_eq!(sys::itsme_store_open(identity, path.as_ptr().cast(), &mut store), sys::ITSME_OK);
+        assert_eq!(sys::itsme_transfer_new_receiver(std::ptr::null_mut(), T0, &mut receiver), sys::ITSME_OK);
+        assert_eq!(sys::itsme_transfer_include_contacts(receiver, store), sys::ITSME_E_INVALID_STATE);
+        assert_eq!(sys::itsme_transfer_include_contacts(receiver, std::ptr::null_mut()), sys::ITSME_E_INVALID_ARGUMENT);
+        let mut state = 0;
+        assert_eq!(sys::itsme_transfer_status(receiver, &mut state), sys::ITSME_OK);
+        assert_eq!(state, sys::ITSME_TRANSFER_AWAITING_PEER, "the refusal changes nothing");
+        sys::itsme_transfer_free(receiver);
+        sys::itsme_store_free(store);
+        sys::itsme_identity_free(identity);
+        sys::itsme_secret_store_free(secrets);
+    }
+}
+
+// ---------------------------------------------------------------------------
 // Bad inputs
 // ---------------------------------------------------------------------------
 
@@ -443,24 +772,29 @@ fn malformed_offers_and_messages() {
     let (_old_secrets, alice) = person("Alice", 50);
     let receiver = TransferReceiver::new(T0, Some(&mut rng(51))).unwrap();
     let offer = receiver.offer().unwrap();
-    let offer_bytes = base64url_decode(&offer["ITSMETR1:".len()..]).unwrap();
-    assert_eq!((offer_bytes.len(), offer_bytes[0]), (49, 1));
-    let with = |version: u8, key: &[u8]| {
+    let offer_bytes = base64url_decode(&offer["ITSMETR2:".len()..]).unwrap();
+    assert_eq!((offer_bytes.len(), offer_bytes[0]), (49, 2));
+    let with_prefix = |prefix: &str, version: u8, key: &[u8]| {
         let mut bytes = vec![version];
         bytes.extend(&offer_bytes[1..17]);
         bytes.extend(key);
-        format!("ITSMETR1:{}", base64url_encode(&bytes))
+        format!("{prefix}{}", base64url_encode(&bytes))
     };
+    let with = |version: u8, key: &[u8]| with_prefix("ITSMETR2:", version, key);
     // Not offers: refused before the PIN, so no attempt is counted even
     // with a wrong PIN.
     for bad in [
         String::new(),
-        "ITSMETR1:".to_owned(),
-        "ITSMETR1:!!!!".to_owned(),
-        offer.replace("ITSMETR1:", "ITSMETR2:"),
+        "ITSMETR2:".to_owned(),
+        "ITSMETR2:!!!!".to_owned(),
+        // Version 1 is no longer spoken, in the prefix or the bytes.
+        offer.replace("ITSMETR2:", "ITSMETR1:"),
+        with_prefix("ITSMETR1:", 1, &offer_bytes[17..]),
+        offer.replace("ITSMETR2:", "ITSMETR3:"),
         offer[..offer.len() - 3].to_owned(),
         format!("{offer}AAAA"),
-        with(2, &offer_bytes[17..]),
+        with(1, &offer_bytes[17..]),
+        with(3, &offer_bytes[17..]),
         itsme::export_to_text(&synthetic(1, 1, 3, 262_144, 1)).unwrap(),
     ] {
         assert_kind(TransferSender::new(&alice, "000000", &bad, T0, None), ErrorKind::MalformedMessage);
@@ -471,18 +805,22 @@ fn malformed_offers_and_messages() {
     assert_kind(TransferSender::new(&alice, "12345", &offer, T0, None), ErrorKind::InvalidPin);
     assert_eq!(alice.pin_status(T0).unwrap(), (1, 0));
     // A low-order key in the offer.
-    assert_kind(TransferSender::new(&alice, PIN, &with(1, &[0; 32]), T0, None), ErrorKind::InvalidKey);
+    assert_kind(TransferSender::new(&alice, PIN, &with(2, &[0; 32]), T0, None), ErrorKind::InvalidKey);
 
     // The receiver's side: each of these ends the transfer.
-    let mut key = vec![1u8, 1];
+    let mut key = vec![2u8, 1];
     key.extend(&offer_bytes[17..]);
-    let mut zero_key = vec![1u8, 1];
+    let mut zero_key = vec![2u8, 1];
     zero_key.extend([0; 32]);
-    let cases: [(&str, Vec<u8>, ErrorKind); 6] = [
+    let mut version_1_key = vec![1u8, 1];
+    version_1_key.extend(&offer_bytes[17..]);
+    let cases: [(&str, Vec<u8>, ErrorKind); 8] = [
         ("empty", Vec::new(), ErrorKind::MalformedMessage),
-        ("another version", vec![2, 1, 7, 7], ErrorKind::MalformedMessage),
+        ("another version", vec![3, 1, 7, 7], ErrorKind::MalformedMessage),
+        ("a key of version 1", version_1_key, ErrorKind::MalformedMessage),
         ("a short key", key[..33].to_vec(), ErrorKind::MalformedMessage),
-        ("an identity before the key", [&[1u8, 2][..], &[9; 103]].concat(), ErrorKind::MalformedMessage),
+        ("an identity before the key", [&[2u8, 2][..], &[9; 103]].concat(), ErrorKind::MalformedMessage),
+        ("a store message before the key", [&[2u8, 3][..], &[9; 40]].concat(), ErrorKind::MalformedMessage),
         ("its own key reflected", key, ErrorKind::InvalidKey),
         ("a low-order key", zero_key, ErrorKind::InvalidKey),
     ];
@@ -542,13 +880,15 @@ fn malformed_exports_and_texts() {
     foreign[..7].copy_from_slice(b"ITSMEXQ");
     let mut padded = good.clone();
     padded.extend([0u8; 128]);
-    let refused: [(&str, Vec<u8>, ErrorKind); 12] = [
+    let refused: [(&str, Vec<u8>, ErrorKind); 13] = [
         ("empty", Vec::new(), ErrorKind::MalformedMessage),
         ("truncated", good[..HEADER_BYTES + TAG_BYTES - 1].to_vec(), ErrorKind::MalformedMessage),
         ("shorter than any export", good[..good.len() - 1].to_vec(), ErrorKind::MalformedMessage),
         ("longer than any export", padded, ErrorKind::MalformedMessage),
         ("not an export", foreign, ErrorKind::MalformedMessage),
-        ("version 2", synthetic(2, 1, 3, 262_144, 1), ErrorKind::InvalidArgument),
+        ("version 3", synthetic(3, 1, 3, 262_144, 1), ErrorKind::InvalidArgument),
+        // Version 2 carries a store of at least one byte: 146 bytes at least.
+        ("version 2 without a store", synthetic(2, 1, 3, 262_144, 1), ErrorKind::MalformedMessage),
         ("another key derivation", synthetic(1, 2, 3, 262_144, 1), ErrorKind::InvalidArgument),
         ("2 passes", synthetic(1, 1, 2, 262_144, 1), ErrorKind::InvalidArgument),
         ("11 passes", synthetic(1, 1, 11, 262_144, 1), ErrorKind::InvalidArgument),
@@ -569,6 +909,11 @@ fn malformed_exports_and_texts() {
     assert_kind(Import::open(&secrets, &synthetic(1, 1, 3, 262_144, 2), "seven!!", T0), ErrorKind::InvalidArgument);
     assert_kind(Import::open(&secrets, &good, generated.as_str(), -1), ErrorKind::InvalidArgument);
     assert_eq!(secrets.import_status(T0).unwrap(), (0, 0), "nothing refused above was counted");
+    // Version 2 with a store: its header reads, but it has no text form.
+    let mut with_store = synthetic(2, 1, 3, 262_144, 1);
+    with_store.push(0xA5);
+    assert_eq!(itsme::export_header(&with_store).unwrap(), header(3, 262_144, PasswordKind::Generated));
+    assert_kind(itsme::export_to_text(&with_store), ErrorKind::InvalidArgument);
 
     // Exporting: the password is checked before the PIN.
     let (_old_secrets, alice) = person("Alice", 80);

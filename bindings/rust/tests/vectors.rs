@@ -5,7 +5,9 @@
 //! sessions, degradation codes, whole Online Verify sessions and PIN
 //! Updates, typed remote codes and whole invite and real-time exchanges,
 //! password exports made and opened byte for byte and their rejections,
-//! whole live device transfers and their rejections, profile records
+//! exports with the contacts opened and the store they carry written out,
+//! whole live device transfers (the contact store's messages replayed into
+//! the receiver) and their rejections, profile records
 //! opened and refused, service enrollments, requests and approvals verified
 //! and refused, and every pure derivation.  The Online Verify and PIN Update
 //! sides hold each other as contacts added with the vector's seed, which
@@ -1611,24 +1613,113 @@ fn export_rejections() {
     }
 }
 
+/// Section 17.3: the contact store travels in chunks of 32 KiB.
+const CHUNK: usize = 32_768;
+
+/// The store an import carries, written to a new file in `dir` and read
+/// back (`None` if it carries none, which writing then refuses).
+fn written_store(import: &Import, dir: &TempDir, context: &str) -> Option<Vec<u8>> {
+    let path = dir.path().join(format!("written-{}.db", import.fingerprint().unwrap()));
+    let size = import.contacts_size().unwrap();
+    if size == 0 {
+        let error = import.write_contacts(&path).expect_err(context);
+        assert_eq!(error.kind(), ErrorKind::NotFound, "{context}: {error}");
+        assert!(!path.exists(), "{context}");
+        return None;
+    }
+    import.write_contacts(&path).unwrap();
+    let error = import.write_contacts(&path).expect_err(context);
+    assert_eq!(error.kind(), ErrorKind::AlreadyExists, "{context}: {error}");
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(bytes.len() as u64, size, "{context}: contacts_size");
+    Some(bytes)
+}
+
+/// Each export with the contacts (format version 2): its store is a
+/// stand-in, not a contact store the identity could export, so the
+/// vector's blob is opened and the store it carries written out byte for
+/// byte; an export of the identity's own (real) store from the vector's
+/// random source has the vector's header.
+#[test]
+fn exports_with_contacts() {
+    let export = load("export.json");
+    let exports = export.array("exports_with_contacts");
+    assert!(!exports.is_empty());
+    for (i, vector) in exports.iter().enumerate() {
+        let context = format!("export with contacts {i} ({})", vector.text("case_text"));
+        let blob = vector.hex("export");
+        let header = vector.hex("header");
+        let store = vector.hex("store");
+        assert_eq!(&header[..9], b"ITSMEXP\x02\x01", "{context}: format version 2, Argon2id");
+        assert_eq!(blob[..header.len()], header[..], "{context}: the export begins with its header");
+        let salt_nonce = [vector.hex("salt"), vector.hex("nonce")].concat();
+        assert!(header.ends_with(&salt_nonce), "{context}: the header ends with the salt and the nonce");
+        let contents = vector.hex("contents");
+        assert_eq!(contents, transfer_contents(vector), "{context}: contents");
+        assert!(store.starts_with(b"SQLite format 3\0"), "{context}: store");
+        assert_eq!(blob.len(), header.len() + contents.len() + store.len() + 16, "{context}");
+        assert!(vector.get("text").is_none(), "{context}: no text form");
+        let kind = password_kind(vector);
+        let parameters = |v: &Json, key: &str| u32::try_from(v.int(key)).unwrap();
+        assert_eq!(
+            itsme::export_header(&blob).unwrap(),
+            ExportHeader {
+                passes: parameters(vector, "passes"),
+                memory_kib: parameters(vector, "memory_kib"),
+                password_kind: kind
+            },
+            "{context}"
+        );
+        let error = itsme::export_to_text(&blob).expect_err(&context);
+        assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{context}: a file only: {error}");
+
+        let secrets = SecretStore::memory().unwrap();
+        let import = Import::open(&secrets, &blob, vector.text("typed_text"), T0).unwrap();
+        let dir = TempDir::new("vectors-export");
+        assert_eq!(written_store(&import, &dir, &context), Some(store), "{context}: store");
+        assert_installs(&import, vector, &context);
+        assert_eq!(secrets.import_status(T0).unwrap(), (0, 0), "{context}");
+
+        // The identity's own store, exported from the same random source:
+        // the same header (salt and nonce), a blob of the store's size.
+        let party = Party::new(vector, &context);
+        let pin = vector.text("pin_text");
+        party.identity.set_pin(pin).unwrap();
+        let mut rng = DeterministicRandom::new(&vector.hex_array("export_random_seed")).unwrap();
+        let made = party
+            .identity
+            .export_with_contacts(pin, T0, vector.text("password_text"), kind, &party.contacts, Some(&mut rng))
+            .unwrap();
+        assert_eq!(made[..header.len()], header[..], "{context}: the header of a real store's export");
+        assert!(made.len() > header.len() + contents.len() + 16 + 16, "{context}");
+    }
+}
+
 /// Each live transfer from the receiver's and the sender's random seeds:
-/// the same offer, room, messages and SAS, and the sender's identity
-/// installed on the receiving side.
+/// the same offer, room, key message and SAS; the identity message is the
+/// sender's when no contact store travels.  A vector's store is a stand-in
+/// no sender could copy, so the receiver is given the vector's identity
+/// and store messages, and its import must carry the store byte for byte.
 #[test]
 fn transfers() {
     let transfer = load("transfer.json");
     let transfers = transfer.array("transfers");
     assert!(!transfers.is_empty());
+    assert!(
+        transfers.iter().any(|v| v.array("store_messages").len() >= 3),
+        "a transfer with a store of several chunks"
+    );
+    assert!(transfers.iter().any(|v| v.text("store").is_empty()), "a transfer without a store");
     for (i, vector) in transfers.iter().enumerate() {
-        let context = format!("transfer {i}");
+        let context = format!("transfer {i} ({})", vector.text("case_text"));
         let mut receiver_rng = DeterministicRandom::new(&vector.hex_array("receiver_random_seed")).unwrap();
         let mut receiver = TransferReceiver::new(T0, Some(&mut receiver_rng)).unwrap();
         let offer_text = vector.text("offer_text");
         assert_eq!(receiver.offer().unwrap(), offer_text, "{context}: offer_text");
-        assert_eq!(offer_text, format!("ITSMETR1:{}", base64url_encode(&vector.hex("offer"))), "{context}");
+        assert_eq!(offer_text, format!("ITSMETR2:{}", base64url_encode(&vector.hex("offer"))), "{context}");
         assert_eq!(
             vector.text("offer"),
-            format!("01{}{}", vector.text("transfer_id"), vector.text("receiver_public")),
+            format!("02{}{}", vector.text("transfer_id"), vector.text("receiver_public")),
             "{context}: offer"
         );
         assert_eq!(receiver.room().unwrap(), vector.text("room_text"), "{context}: room_text");
@@ -1642,7 +1733,14 @@ fn transfers() {
         assert_eq!(sender.room().unwrap(), vector.text("room_text"), "{context}");
         let key_message = sender.next_outgoing().unwrap();
         assert_hex(&key_message, vector, "key_message", &context);
-        assert_eq!(hex_encode(&key_message), format!("0101{}", vector.text("sender_public")), "{context}");
+        assert_eq!(hex_encode(&key_message), format!("0201{}", vector.text("sender_public")), "{context}");
+        let transcript = lv_cat(&[
+            b"itsme-transfer-v2",
+            &vector.hex("transfer_id"),
+            &vector.hex("receiver_public"),
+            &vector.hex("sender_public"),
+        ]);
+        assert_hex(&transcript, vector, "transcript_input", &context);
 
         receiver.receive(&key_message, T0).unwrap();
         for (side, sas) in [("receiver", receiver.sas().unwrap()), ("sender", sender.sas().unwrap())] {
@@ -1651,15 +1749,49 @@ fn transfers() {
         assert_eq!(i64::from(itsme::short_code_parse(vector.text("sas_text")).unwrap()), vector.int("sas_value"));
         let sas = itsme::derive_sas(&vector.hex("seed"), &vector.hex("transcript_hash")).unwrap();
         assert_eq!(sas, vector.text("sas_text"), "{context}: the SAS of seed and transcript_hash");
-        assert_eq!(vector.hex("contents"), transfer_contents(sender_vector), "{context}: contents");
+        let contents = vector.hex("contents");
+        assert_eq!(contents, transfer_contents(sender_vector), "{context}: contents");
+
+        // The identity message seals contents || u32(len(store)); the
+        // store follows in messages of 32 KiB chunks.
+        let store = vector.hex("store");
+        let mut plaintext = contents.clone();
+        plaintext.extend(u32::try_from(store.len()).unwrap().to_be_bytes());
+        assert_hex(&plaintext, vector, "identity_plaintext", &context);
+        let identity_message = vector.hex("identity_message");
+        assert_eq!(&identity_message[..2], [2, 2], "{context}");
+        assert_eq!(identity_message.len(), 2 + plaintext.len() + 16, "{context}");
+        assert!((105..=232).contains(&identity_message.len()), "{context}");
+        let store_messages: Vec<Vec<u8>> =
+            vector.array("store_messages").iter().map(|m| hex_decode(m.as_str()).unwrap()).collect();
+        assert_eq!(store_messages.len(), store.len().div_ceil(CHUNK), "{context}: one message per chunk");
+        for (n, (message, chunk)) in store_messages.iter().zip(store.chunks(CHUNK)).enumerate() {
+            assert_eq!(&message[..2], [2, 3], "{context}: store message {n}");
+            assert_eq!(message.len(), 2 + chunk.len() + 16, "{context}: store message {n}");
+            assert!(message.len() <= itsme::TRANSFER_MESSAGE_MAX, "{context}");
+        }
 
         sender.confirm(T0).unwrap();
-        let identity_message = sender.next_outgoing().unwrap();
-        assert_hex(&identity_message, vector, "identity_message", &context);
+        let sent = sender.next_outgoing().unwrap();
+        if store.is_empty() {
+            assert_eq!(sent, identity_message, "{context}: identity_message");
+        } else {
+            // This sender included no store: its own contents, the same size.
+            assert_eq!((&sent[..2], sent.len()), (&[2u8, 2][..], identity_message.len()), "{context}");
+        }
+        assert!(sender.next_outgoing().unwrap().is_empty(), "{context}: nothing more without a store");
         receiver.confirm(T0).unwrap();
         receiver.receive(&identity_message, T0).unwrap();
+        for message in &store_messages {
+            assert_eq!(receiver.state().unwrap(), TransferState::AwaitingIdentity, "{context}");
+            receiver.receive(message, T0).unwrap();
+        }
         assert_eq!(receiver.state().unwrap(), TransferState::Done, "{context}");
-        assert_installs(&receiver.take_import().unwrap(), sender_vector, &context);
+        let import = receiver.take_import().unwrap();
+        let dir = TempDir::new("vectors-transfer");
+        let expected = if store.is_empty() { None } else { Some(store) };
+        assert_eq!(written_store(&import, &dir, &context), expected, "{context}: store");
+        assert_installs(&import, sender_vector, &context);
     }
 }
 

@@ -918,9 +918,8 @@ public interface ItsMeLibrary extends Library {
      * The largest contact store an export or a transfer carries (64 MiB); a
      * larger one is copied as a file instead.
      * </pre>
-     * <p>A value of {@code itsme_verification_state}.
      */
-    int ITSME_CONTACT_STORE_MAX = 67108864;
+    int ITSME_EXPORT_CONTACTS_MAX = 67108864;
 
     /**
      * <pre>
@@ -1428,9 +1427,7 @@ public interface ItsMeLibrary extends Library {
         /** {@link ItsMeLibrary#ITSME_CONTACT_DEGRADED} */
         DEGRADED(ITSME_CONTACT_DEGRADED),
         /** {@link ItsMeLibrary#ITSME_CONTACT_AWAITING_PEER} */
-        AWAITING_PEER(ITSME_CONTACT_AWAITING_PEER),
-        /** {@link ItsMeLibrary#ITSME_CONTACT_STORE_MAX} */
-        STORE_MAX(ITSME_CONTACT_STORE_MAX);
+        AWAITING_PEER(ITSME_CONTACT_AWAITING_PEER);
 
         private final int value;
 
@@ -4330,7 +4327,7 @@ public interface ItsMeLibrary extends Library {
      * copy is made again by the next call).  Open it with itsme_import_open;
      * itsme_import_write_contacts writes the store on the new device.
      * Errors: those of itsme_identity_export, and ITSME_E_INVALID_ARGUMENT
-     * (`contacts` NULL, or a store larger than ITSME_CONTACT_STORE_MAX),
+     * (`contacts` NULL, or a store larger than ITSME_EXPORT_CONTACTS_MAX),
      * ITSME_E_WRONG_IDENTITY (a store of another identity),
      * ITSME_E_DATABASE (the copy could not be made).  `contacts` is only
      * read; the call may run alongside other calls on it.
@@ -4640,7 +4637,7 @@ public interface ItsMeLibrary extends Library {
      * (docs/PROTOCOL.md 17.3); the receiver's import then carries it
      * (itsme_import_contacts_size, itsme_import_write_contacts).
      * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a store larger than
-     * ITSME_CONTACT_STORE_MAX), ITSME_E_INVALID_STATE (a receiver, or no longer
+     * ITSME_EXPORT_CONTACTS_MAX), ITSME_E_INVALID_STATE (a receiver, or no longer
      * comparing the SAS), ITSME_E_WRONG_IDENTITY (a store of another identity
      * than the sender's), ITSME_E_DATABASE (the copy could not be made).
      * </pre>
@@ -5313,15 +5310,15 @@ public interface ItsMeLibrary extends Library {
      * no itsme_init().
      * (Documented with itsme_export_text_size.)
      * </pre>
-     * <p>C: {@code size_t itsme_contact_store_max(void)}
+     * <p>C: {@code size_t itsme_export_contacts_max(void)}
      */
-    SizeT itsme_contact_store_max();
+    SizeT itsme_export_contacts_max();
 
     /**
      * <pre>
      * The value of the macro of the same name in capitals.  Thread-safe; need
      * no itsme_init().
-     * (Documented with itsme_contact_store_max.)
+     * (Documented with itsme_export_contacts_max.)
      * </pre>
      * <p>C: {@code size_t itsme_transfer_offer_size(void)}
      */
