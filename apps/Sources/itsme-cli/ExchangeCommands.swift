@@ -225,7 +225,7 @@ struct Invite: AsyncParsableCommand {
     struct Waiting: ParsableArguments {
         @Option(
             help: ArgumentHelp(
-                "Wait up to this many seconds for the other person (default: 600 at a terminal, else none).",
+                "Wait up to this many seconds for the other person (default: 600 at a terminal; else 0 for create, 30 for accept).",
                 valueName: "seconds"))
         var wait: Double?
         @Flag(help: "Do this step and return; `itsme invite status` carries the exchange on.") var noWait = false

@@ -147,15 +147,14 @@ struct Export: AsyncParsableCommand {
                 out.line("On the new device: \(suggest("import", absolutePath(withContacts), elsewhere: true))")
                 document["file"] = withContacts
                 document["contacts"] = contactCount
-            }
-            let text = IdentityExport.text(blob)
-            if withContacts != nil {
             } else if let output {
+                let text = IdentityExport.text(blob)
                 try writeNewFile(output, Data((text + "\n").utf8))
                 out.line("Wrote the export of \(identity.name) to \(output) (readable by you only).")
                 out.line("On the new device: \(suggest("import", absolutePath(output), elsewhere: true))")
                 document["file"] = output
             } else {
+                let text = IdentityExport.text(blob)
                 try display.show(text, out)
                 out.line(text)
                 out.line("")
