@@ -671,3 +671,34 @@ def test_transfer_failures(people, relay_url):
     rx.expect(r"itsme: interrupted")
     assert rx.finish() == 5
     assert_no_identity(new)
+
+
+def test_live_transfer_carries_a_store_of_many_chunks_through_the_relay(people, relay_url, clock, tmp_path):
+    """A contact store with a photo of 200 kB travels in seven chunks of at
+    most 32 KiB through a real relay room, and arrives whole."""
+    from test_profile import online_verify
+
+    alice = people("Alice", init=True)
+    bob = people("Bob", init=True)
+    add_each_other(alice, bob)
+    photo = tmp_path / "alice.jpg"
+    photo.write_bytes(os.urandom(200_000))
+    alice.ok("profile", "set", "--name", "Alice Liddell", "--photo", photo, "--relay", relay_url)
+    ta, tb = online_verify(alice, bob, relay_url, clock, bob_args=("--apply-profile",))
+    tb.expect(r"Applied: #\d+ is now Alice Liddell; photo saved")
+    assert ta.finish() == 0 and tb.finish() == 0
+    bob.ok("contacts", "list")  # every handle closed: the file holds it all
+    assert (bob.dir / "contacts.db").stat().st_size > 200_000
+
+    new = people("BobNew")
+    tx, rx, _ = start_transfer(bob, new, relay_url)
+    tx.sendline(rx.sas)
+    tx.expect(r"and 1 contact, and installs them\.")
+    assert tx.finish() == 0
+    rx.sendline(tx.sas)
+    rx.expect(r"Received the identity of Bob and the contacts\.")
+    rx.expect(r"Contacts:\s+1\r\n")
+    assert rx.finish() == 0
+    assert [c["name"] for c in new.json("contacts")["contacts"]] == ["Alice Liddell"]
+    assert (new.dir / "contacts.db").stat().st_size > 200_000, "the photo came along"
+    assert new.json("contacts", "show", "Alice Liddell")["state"] == "verified"
