@@ -502,8 +502,7 @@ enum Suggestions {
 
     /// Tests only: $ITSME_TEST_SUGGESTIONS names a file each suggestion is
     /// appended to, one JSON object a line (`command`, `blank`,
-    /// `elsewhere`), so that a
-    /// test can run every one as printed.
+    /// `elsewhere`), so that a test can run every one as printed.
     static let log = ProcessInfo.processInfo.environment["ITSME_TEST_SUGGESTIONS"].flatMap { $0.isEmpty ? nil : $0 }
 
     static func record(_ command: String, blank: String?, elsewhere: Bool) {
