@@ -397,26 +397,25 @@ extension Profile {
     /// held off until it is done. Nothing changes before the install.
     ///
     /// Contacts that came inside the export or the transfer are written
-    /// beside contacts.db and copied in the same way.
-    func installImported(_ contents: borrowing IdentityExport.Contents, store: SecretStore, copy given: String?, replace: Bool)
+    /// where a copy is staged, and take its place the same way.
+    func installImported(_ contents: borrowing IdentityExport.Contents, store: SecretStore, copy: String?, replace: Bool)
         throws -> Exit
     {
-        var copy = given
-        var copyName = given ?? ""
-        let carried = contactsPath + ".carried"
+        let staged: String?
+        let storeName: String
         if contents.contactStore != nil {
-            unlink(carried)  // left by an import that was interrupted
+            removeStagedContacts()
             try makePrivateDirectory()
-            do { try contents.writeContactStore(to: carried) } catch let error as ItsMeError { throw CLIError(error.message) }
-            copy = carried
-            copyName = "the contacts that came with it"
+            do { try contents.writeContactStore(to: stagedContactsPath) } catch let error as ItsMeError { throw CLIError(error.message) }
+            staged = stagedContactsPath
+            storeName = "the contacts that came with it"
+        } else {
+            staged = try copy.map { try stageContacts(from: $0) }
+            storeName = staged == nil ? contactsPath : copy ?? contactsPath
         }
-        defer { if contents.contactStore != nil { unlink(carried) } }
-        let staged = try copy.map { try stageContacts(from: $0) }
         defer { if staged != nil { removeStagedContacts() } }
         let found = try IdentityExport.check(contents, secretStore: store, contactStorePath: staged ?? contactsPath)
         let existing = try? Identity.load(store: store)
-        let storeName = staged == nil ? contactsPath : copyName
 
         var reasons: [String] = []
         if let other = found.otherIdentity {
@@ -438,7 +437,7 @@ extension Profile {
         if staged != nil, let local = try readContactStore(contactsPath), !local.isEmpty {
             let here = try IdentityExport.check(contents, secretStore: store, contactStorePath: contactsPath).store
             reasons.append(
-                "\(contactsPath) (\(counted(here.readable + here.unreadable, "contact"))) would be overwritten by \(contents.contactStore != nil ? copyName : "the copy of " + copyName)")
+                "\(contactsPath) (\(counted(here.readable + here.unreadable, "contact"))) would be overwritten by \(contents.contactStore != nil ? storeName : "the copy of " + storeName)")
         }
 
         if !reasons.isEmpty {
@@ -499,7 +498,7 @@ extension Profile {
         if count > 0 {
             output.line("This device holds none of the old device's secrets: every contact sees \"device changed\" at your")
             output.line("next verification with them. Give each one a device-change code: \(suggest("device-change-code", blank: "NAME"))")
-        } else if copy == nil {
+        } else if staged == nil {
             output.line(
                 "No contacts came along. To bring them, on the old device: \(suggest("export", "--with-contacts", blank: "FILE", elsewhere: true))")
             output.line("then import that file here, or send them live: \(suggest("transfer", "receive"))")
