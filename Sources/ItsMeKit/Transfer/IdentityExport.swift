@@ -97,7 +97,7 @@ public enum IdentityExport {
             let sizes = IdentityExport.blobCounts(version: blob[7])
             guard sizes.contains(blob.count) else {
                 throw ItsMeError(
-                    blob.count < sizes.lowerBound ? .malformedMessage : .malformedMessage,
+                    .malformedMessage,
                     "this export is damaged (\(blob.count) bytes; an export of format version \(blob[7]) is \(sizes.lowerBound) to \(sizes.upperBound))")
             }
             formatVersion = blob[7]
