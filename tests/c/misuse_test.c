@@ -1131,7 +1131,26 @@ static void transfers(void) {
     EXPECT("receiver sas", itsme_transfer_sas(rx, sas_rx, sizeof sas_rx, &len), ITSME_OK);
     EXPECT("same sas", strcmp(sas_rx, sas_tx), 0);
     EXPECT("nothing sent before the sender confirms", itsme_transfer_next_outgoing(tx, m, sizeof m, &len) == ITSME_OK && len == 0, 1);
+    /* Including the contacts: the sender's own store, before it confirms. */
+    char live_path[160];
+    snprintf(live_path, sizeof live_path, "%s/olivia-live.db", dir);
+    itsme_store *live = NULL, *ninas = NULL;
+    EXPECT("a store of the sender", itsme_store_open(old_id, live_path, &live), ITSME_OK);
+    snprintf(live_path, sizeof live_path, "%s/nina-live.db", dir);
+    EXPECT("a store of another identity", itsme_store_open(nina, live_path, &ninas), ITSME_OK);
+    EXPECT("include: no store", itsme_transfer_include_contacts(tx, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("include: no transfer", itsme_transfer_include_contacts(NULL, live), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("include on the receiver", itsme_transfer_include_contacts(rx, live), ITSME_E_INVALID_STATE);
+    EXPECT("include another identity's store", itsme_transfer_include_contacts(tx, ninas), ITSME_E_WRONG_IDENTITY);
+    EXPECT("nothing queued by the refusals", itsme_transfer_next_outgoing(tx, m, sizeof m, &len) == ITSME_OK && len == 0, 1);
+    EXPECT("export with another identity's store", itsme_identity_export_with_contacts(old_id, "123456", T0, "a chosen password",
+           ITSME_EXPORT_PASSWORD_CHOSEN, ninas, NULL, m, sizeof m, &len), ITSME_E_WRONG_IDENTITY);
+    EXPECT("export with no store", itsme_identity_export_with_contacts(old_id, "123456", T0, "a chosen password",
+           ITSME_EXPORT_PASSWORD_CHOSEN, NULL, NULL, m, sizeof m, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("sender confirms", itsme_transfer_confirm(tx, T0 + 2), ITSME_OK);
+    EXPECT("include once confirmed", itsme_transfer_include_contacts(tx, live), ITSME_E_INVALID_STATE);
+    itsme_store_free(live);
+    itsme_store_free(ninas);
     EXPECT("sender done", transfer_state(tx), ITSME_TRANSFER_DONE);
     EXPECT("confirm twice", itsme_transfer_confirm(tx, T0 + 2), ITSME_E_INVALID_STATE);
     EXPECT("reject after done", itsme_transfer_reject(tx), ITSME_E_INVALID_STATE);
@@ -1149,6 +1168,16 @@ static void transfers(void) {
     EXPECT("transfer last error", itsme_transfer_last_error(rx, msg, sizeof msg, &len), ITSME_OK);
     EXPECT("says why", strstr(msg, "no received identity") != NULL, 1);
     EXPECT("taken fingerprint", itsme_import_fingerprint(taken, fp, sizeof fp, &len) == ITSME_OK && strcmp(fp, old_fp) == 0, 1);
+    uint64_t carried = 99;
+    EXPECT("no contacts came", itsme_import_contacts_size(taken, &carried) == ITSME_OK && carried == 0, 1);
+    EXPECT("contacts size: no output", itsme_import_contacts_size(taken, NULL), ITSME_E_INVALID_ARGUMENT);
+    snprintf(live_path, sizeof live_path, "%s/carried.db", dir);
+    EXPECT("write contacts: none came", itsme_import_write_contacts(taken, live_path), ITSME_E_NOT_FOUND);
+    EXPECT("write contacts: no path", itsme_import_write_contacts(taken, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("write contacts: empty path", itsme_import_write_contacts(taken, ""), ITSME_E_INVALID_ARGUMENT);
+    FILE *probe = fopen(live_path, "rb");
+    EXPECT("nothing written", probe == NULL, 1);
+    if (probe) fclose(probe);
     itsme_secret_store *third = NULL;
     itsme_secret_store_new_memory(&third);
     EXPECT("check on a fresh device", itsme_import_check(taken, third, NULL, &report), ITSME_OK);
