@@ -94,10 +94,13 @@ let package = Package(
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode", .product(name: "ItsMePrimitives", package: "itsme")]),
         // epoll and timerfd, which Glibc's module leaves out (Linux only).
         .systemLibrary(name: "CEpoll"),
+        // The unlock agent's Unix-socket plumbing: descriptors passed with
+        // SCM_RIGHTS, SO_PEERCRED, PR_SET_DUMPABLE, a detached spawn.
+        .target(name: "CUnlockAgent"),
         .executableTarget(
             name: "itsme-cli",
             dependencies: [
-                "RelayClient", "RelayServer", "QRCode",
+                "RelayClient", "RelayServer", "QRCode", "CUnlockAgent",
                 .product(name: "ItsMeKit", package: "itsme"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

@@ -97,6 +97,9 @@ def base_env(home: Path) -> dict:
     env["HOME"] = str(home)
     env["TERM"] = "dumb"
     env["LC_ALL"] = "C.UTF-8"
+    # No unlock agent outlives a test, except in the tests about it
+    # (test_cli_unlock.py), which take this away.
+    env["ITSME_NO_CACHE"] = "1"
     return env
 
 

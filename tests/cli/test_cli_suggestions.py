@@ -287,6 +287,26 @@ def test_contact_suggestions(people, log):
     assert "#2" in run_printed(log.take("contacts list"), alice)
 
 
+def test_unlock_suggestion(people, log, env, tmp_path):
+    import tempfile
+
+    runtime = tempfile.mkdtemp(prefix="itr", dir="/tmp")
+    env["XDG_RUNTIME_DIR"] = runtime
+    env.pop("ITSME_NO_CACHE")
+    alice = people("Alice", init=True)
+    try:
+        term = alice.spawn("contacts", "list", pin_file=False)
+        term.expect_exact("PIN: ")
+        term.sendline(alice.pin)
+        assert term.finish() == 0
+        assert "Unlocked now" in alice.ok("unlock-time")
+        assert "Locked" in run_printed(log.take("lock"), alice)
+        assert "Not unlocked now" in alice.ok("unlock-time")
+    finally:
+        alice.run("lock", "--all")
+        os.system(f"rm -rf {shlex.quote(runtime)}")
+
+
 def test_device_change_suggestions(people, log, clock):
     alice = people("Alice", init=True)
     bob = people("Bob", init=True)

@@ -7,7 +7,6 @@ import RelayClient
     import Glibc
 #endif
 
-@main
 struct ItsMe: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "itsme",
@@ -25,8 +24,12 @@ struct ItsMe: AsyncParsableCommand {
             read your files (you, root, your backups) can read them. Your contacts are encrypted in contacts.db \
             under the contacts key. The 6-digit PIN, asked before anything that uses secrets, locks for 5 minutes \
             (then longer) after 5 wrong tries; it does not encrypt the files. `itsme init --passphrase` encrypts \
-            the secret files with a passphrase (Argon2id, 256 MiB) that every command then asks for, as ssh does \
-            for keys.
+            the secret files with a passphrase (Argon2id, 256 MiB), asked with the PIN, as ssh does for keys.
+
+            The PIN once per sitting: after a correct PIN (and passphrase) typed at a terminal, the data directory \
+            stays unlocked for 5 minutes without a command and 30 minutes at most, through an agent process of \
+            yours that runs the later commands (as ssh-agent keeps keys); `itsme lock` ends it, `itsme unlock-time` \
+            sets it, --no-cache skips it. `export` and `transfer send` always ask for the PIN.
 
             Scripts pass the PIN with --pin-fd N (an open descriptor) or --pin-file PATH (a regular file), never \
             on the command line, where `ps` shows it, and read results with --json.
@@ -37,22 +40,36 @@ struct ItsMe: AsyncParsableCommand {
         subcommands: [
             Init.self, WhoAmI.self, Contacts.self, QR.self, Invite.self, Realtime.self, SAS.self, Verify.self,
             OnlineVerifyCommand.self, DeviceChangeCode.self, AcknowledgeDeviceChange.self, Device.self, Export.self,
-            Import.self, Transfer.self, ProfileCommand.self, Relay.self, Demo.self,
+            Import.self, Transfer.self, ProfileCommand.self, Lock.self, UnlockTime.self, Relay.self, Demo.self,
         ]
     )
 }
 
 /// Runs a command's body: every error becomes one line on standard error
 /// and an exit code (Exit), never a stack trace.
-func execute(_ global: GlobalOptions, _ body: (Profile) async throws -> Exit) async throws {
+///
+/// Within an unlock window (`UnlockAgent`), the command runs in the agent
+/// of its data directory instead, unless `unlockAgent` is false (the
+/// commands that manage the window) or the options rule the agent out.
+func execute(_ global: GlobalOptions, unlockAgent: Bool = true, _ body: (Profile) async throws -> Exit) async throws {
+    if unlockAgent, UnlockAgent.session == nil, global.mayUseUnlockAgent, (try? checkArgumentsAreUTF8()) != nil,
+        let directory = try? GlobalOptions.dataDirectory(global.dataDir), let code = UnlockAgent.delegate(directory)
+    {
+        if code != 0 { throw ExitCode(code) }
+        return
+    }
     installInterruptHandler()
     // Line by line even into a pipe, so prompts and lines keep their order.
     setvbuf(standardOutput, nil, _IOLBF, 0)
     let code: Exit
+    var profile: Profile? = nil
+    defer { profile?.keepUnlocked() }
     do {
         try Sodium.initialize()
-        try checkArgumentsAreUTF8()
-        code = try await body(try global.makeProfile())
+        if UnlockAgent.session == nil { try checkArgumentsAreUTF8() }
+        let opened = try global.makeProfile()
+        profile = opened
+        code = try await body(opened)
     } catch let error as ExitCode {
         throw error
     } catch {

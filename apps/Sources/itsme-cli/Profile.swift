@@ -31,6 +31,11 @@ struct GlobalOptions: ParsableArguments {
     @Flag(help: "Print JSON instead of text (read commands).")
     var json = false
 
+    @Flag(
+        name: .customLong("no-cache"),
+        help: "Ask for the PIN even within an unlock window, and keep nothing unlocked after this command (also: ITSME_NO_CACHE=1, itsme unlock-time off).")
+    var noCache = false
+
     /// Tests only: the current Unix time is read from this file.
     @Option(name: .customLong("test-clock"), help: .private)
     var testClock: String?
@@ -50,10 +55,27 @@ struct GlobalOptions: ParsableArguments {
             try Input.firstLine(fd: passphraseFD, file: passphraseFile, fdOption: "--passphrase-fd", fileOption: "--passphrase-file")
         }
         if let dataDir, !dataDir.isEmpty { Suggestions.dataDir = dataDir }
-        return Profile(
+        let profile = Profile(
             directory: try Self.dataDirectory(dataDir), output: Output(json: json), clock: clock,
             pinSource: pinFD != nil || pinFile != nil ? .once(pin) : .terminal,
             passphraseSource: passphraseFD != nil || passphraseFile != nil ? .once(passphrase) : .terminal)
+        if let session = UnlockAgent.session {
+            // A command an unlock agent runs: this data directory is open.
+            if UnlockAgent.realDirectory(profile.directory) == session.realDirectory {
+                profile.adopt(store: session.store, identity: session.identity)
+            }
+        } else {
+            profile.keepsUnlocked = mayUseUnlockAgent
+        }
+        return profile
+    }
+
+    /// Whether this command may run in an unlock agent, or start one: not
+    /// with `--no-cache` or ITSME_NO_CACHE=1, nor when a secret comes from
+    /// a file descriptor or a file (a script).
+    var mayUseUnlockAgent: Bool {
+        let off = ProcessInfo.processInfo.environment["ITSME_NO_CACHE"].map { !$0.isEmpty && $0 != "0" } ?? false
+        return !noCache && !off && pinFD == nil && pinFile == nil && passphraseFD == nil && passphraseFile == nil
     }
 
     static func dataDirectory(_ flag: String?) throws -> String {
@@ -91,6 +113,13 @@ final class Profile {
     private var openedIdentity: Identity?
     private var openedContacts: ContactStore?
     private var unlocked = false
+    /// Whether a correct PIN typed at the terminal starts an unlock agent
+    /// (`GlobalOptions.mayUseUnlockAgent`).
+    var keepsUnlocked = false
+    /// What an unlock agent started after this command needs: the PIN and
+    /// passphrase as typed at the terminal (kept only when `keepsUnlocked`).
+    private var typedPIN: [UInt8]?
+    private var typedPassphrase: [UInt8]?
 
     init(directory: String, output: Output, clock: Clock, pinSource: SecretSource, passphraseSource: SecretSource) {
         var path = directory
@@ -113,6 +142,23 @@ final class Profile {
     /// the store then refuses) means the secret items are wrapped; so does
     /// a path that cannot be inspected, which opening then reports.
     var isWrapped: Bool { (try? PassphraseSecretStore.isWrapped(directory: secretsPath)) ?? true }
+
+    deinit {
+        if typedPIN != nil { wipe(&typedPIN!) }
+        if typedPassphrase != nil { wipe(&typedPassphrase!) }
+    }
+
+    /// After the command: starts the unlock agent when a correct PIN was
+    /// typed at the terminal, and forgets the PIN and passphrase.
+    func keepUnlocked() {
+        guard var pin = typedPIN else { return }
+        UnlockAgent.start(self, pin: pin, passphrase: typedPassphrase)
+        wipe(&pin)
+        wipe(&typedPIN!)
+        typedPIN = nil
+        if typedPassphrase != nil { wipe(&typedPassphrase!) }
+        typedPassphrase = nil
+    }
 
     private func readSecret(_ source: SecretSource, prompt: String, _ what: Secret) throws -> String {
         switch source {
@@ -174,6 +220,7 @@ final class Profile {
             var passphrase = Array(try readSecret(passphraseSource, prompt: "Passphrase of \(directory): ", .passphrase).utf8)
             defer { wipe(&passphrase) }
             store = try PassphraseSecretStore.open(directory: secretsPath, passphrase: passphrase)
+            if keepsUnlocked, case .terminal = passphraseSource { typedPassphrase = passphrase }
         } else {
             store = try FileSecretStore(directory: secretsPath)
         }
@@ -222,6 +269,12 @@ final class Profile {
         openedIdentity = identity
         openedContacts = nil
         unlocked = true
+    }
+
+    /// In a command an unlock agent runs: the store and identity it opened.
+    func adopt(store: SecretStore, identity: Identity) {
+        openedStore = store
+        adopt(identity)
     }
 
     func identity() throws -> Identity {
@@ -282,6 +335,7 @@ final class Profile {
             }
             do {
                 try check(typed)
+                if keepsUnlocked, case .terminal = pinSource { typedPIN = Array(typed.utf8) }
                 return typed
             } catch let error as ItsMeError where error.kind == .wrongPIN {
                 let after = try pin.status(now: clock.now())
@@ -369,6 +423,19 @@ final class Profile {
         var relay: String?
         /// A PEM file of trust roots for the relay (`itsme relay set --relay-ca`).
         var relayCA: String?
+        /// `itsme unlock-time`: seconds idle and at most, or off.
+        var unlockIdle: Int?
+        var unlockAbsolute: Int?
+        var unlockOff: Bool?
+
+        /// The unlock window this data directory uses; nil when off.
+        var unlockWindow: UnlockAgent.Window? {
+            if unlockOff == true { return nil }
+            let standard = UnlockAgent.Window.standard
+            let window = UnlockAgent.Window(idle: unlockIdle ?? standard.idle, absolute: unlockAbsolute ?? standard.absolute)
+            guard window.idle > 0, window.absolute >= window.idle, window.absolute <= UnlockAgent.Window.longest else { return standard }
+            return window
+        }
     }
 
     func config() throws -> Config {
