@@ -127,10 +127,10 @@ def test_exit_codes_and_errors_come_back_from_the_agent(pair, runtime, agents):
 
 def test_pin_asked_again_after_the_idle_time(pair, runtime, agents):
     alice, _ = pair
-    alice.ok("unlock-time", "3s", "1h", pin_file=False)
+    alice.ok("unlock-time", "5s", "1h", pin_file=False)
     assert at_terminal(alice, "contacts", "list")[0] == ["pin"]
     assert at_terminal(alice, "contacts", "list")[0] == []
-    time.sleep(5)
+    time.sleep(7)
     asked, transcript, _ = at_terminal(alice, "contacts", "list")
     assert asked == ["pin"], transcript
 

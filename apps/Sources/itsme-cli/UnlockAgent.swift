@@ -372,9 +372,10 @@ enum UnlockAgent {
         let listener: Int32
         var socketInode: ino_t = 0
         let stamp: [UInt8]
-        let started = UnlockAgent.monotonicNow()
-        var lastActivity = UnlockAgent.monotonicNow()
-        var lastStampCheck = UnlockAgent.monotonicNow()
+        /// When the store was open and the PIN checked: the window starts.
+        var started = 0.0
+        var lastActivity = 0.0
+        var lastStampCheck = 0.0
         var accepting = true
         var children: [Child] = []
 
@@ -424,6 +425,9 @@ enum UnlockAgent {
             stamp = before
             UnlockAgent.session = Session(realDirectory: directory, store: store, identity: identity)
             _ = unlockagent_lock_memory()
+            started = UnlockAgent.monotonicNow()
+            lastActivity = started
+            lastStampCheck = started
         }
 
         /// A listening socket at `path`; a socket left there by an agent
