@@ -1018,7 +1018,7 @@ final class VectorGenerator {
             ("source-v5", try sourceVectors()), ("bluetooth", try bluetoothVectors()), ("voice", try voiceVectors()),
             ("online-verify", try onlineVerifyVectors()), ("pin-update", try pinUpdateVectors()), ("remote", try remoteVectors()),
             ("export", try exportVectors()), ("transfer", try transferVectors()), ("profile", try profileVectors()),
-            ("approval", try approvalVectors()), ("reexchange", try reexchangeVectors()),
+            ("approval", try approvalVectors()), ("reexchange", try reexchangeVectors()), ("rollcall", try rollCallVectors()),
         ]
     }
 }
