@@ -22,8 +22,12 @@ public struct RelayConfiguration: Sendable {
     /// Open connections in all, and per client address.
     public var maxConnections = 4096
     public var maxConnectionsPerAddress = 64
-    /// Largest binary message in a room.
+    /// Largest binary message in a room, two-party or group.
     public var maxFrame = 65_536
+    /// Peers in a group room at once (2 to 250), and joins over a group
+    /// room's life (2 to 65,535: a slot is 2 bytes).
+    public var maxGroup = 50
+    public var maxGroupJoins = 200
     /// Largest invite message, and messages per side of an invite.
     public var maxMessage = 65_536
     public var maxMessagesPerSide = 16
@@ -33,7 +37,7 @@ public struct RelayConfiguration: Sendable {
     /// address and minute.
     public var lookupRatePerMinute = 20
     public var createRatePerMinute = 60
-    /// Seconds without a binary frame or a peer's ping before a room closes.
+    /// Seconds without a binary frame or a peer's ping before a room, two-party or group, closes.
     public var roomIdleSeconds = 120.0
     /// Seconds between two of the relay's pings to a room connection.
     public var pingIntervalSeconds = 30.0

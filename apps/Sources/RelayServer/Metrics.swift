@@ -11,6 +11,7 @@ final class RelayMetrics: Sendable {
     let registry = PrometheusCollectorRegistry()
     let invitesLive: Gauge
     let roomsOpen: Gauge
+    let groupRoomsOpen: Gauge
     let connectionsOpen: Gauge
     let framesForwarded: Counter
     private let rejections: [String: Counter]
@@ -18,9 +19,10 @@ final class RelayMetrics: Sendable {
     init() {
         invitesLive = registry.makeGauge(name: "itsme_relay_invites_live", help: "Invites created and not yet ended or expired")
         roomsOpen = registry.makeGauge(name: "itsme_relay_rooms_open", help: "Rooms with at least one peer")
+        groupRoomsOpen = registry.makeGauge(name: "itsme_relay_group_rooms_open", help: "Group rooms with at least one peer")
         connectionsOpen = registry.makeGauge(name: "itsme_relay_connections_open", help: "Open TCP connections")
         framesForwarded = registry.makeCounter(
-            name: "itsme_relay_frames_forwarded_total", help: "Binary room messages forwarded to a peer")
+            name: "itsme_relay_frames_forwarded_total", help: "Binary room messages forwarded to a peer, one per recipient")
         var rejections: [String: Counter] = [:]
         for reason in Self.rejectionReasons {
             rejections[reason] = registry.makeCounter(

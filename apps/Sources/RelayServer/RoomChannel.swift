@@ -12,14 +12,17 @@ import NIOWebSocket
 enum RelayConnectionKind: Sendable {
     /// Plain HTTP, for the responder.
     case http(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>)
-    /// A WebSocket upgrade to a path that is not a valid room: answered 400.
+    /// A WebSocket upgrade to a path that is not a valid room or group
+    /// room: answered 400.
     case refusedUpgrade(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>)
-    /// A room connection, served by its RoomConnection handler.
+    /// A room connection, two-party or group, served by its RoomConnection
+    /// handler.
     case room
 }
 
 /// The relay's connections: HTTP/1.1 for the responder (RelayResponder),
-/// and the WebSocket upgrade of a room path straight into a RoomConnection,
+/// and the WebSocket upgrade of a room or group room path straight into a
+/// RoomConnection,
 /// set up synchronously in the pipeline, in place of an async channel: a
 /// room's frames never leave the event loops.
 struct RelayChannel: ServerChildChannel, HTTPChannelHandler {
@@ -118,7 +121,7 @@ struct RelayChannel: ServerChildChannel, HTTPChannelHandler {
     }
 }
 
-/// The opening handshake of a room (RFC 6455 4.2.2), checked and answered
+/// The opening handshake of a room or a group room (RFC 6455 4.2.2), checked and answered
 /// by NIO's WebSocket upgrader; the upgrade itself puts a RoomConnection in
 /// the pipeline, with no frame decoder or encoder beside it (it decodes
 /// and encodes frames itself).
@@ -137,7 +140,7 @@ struct RoomUpgrader: NIOTypedHTTPServerProtocolUpgrader {
         handshake = NIOTypedWebSocketServerUpgrader(
             shouldUpgrade: { channel, head in
                 attempted.value = true
-                guard let id = RelayServer.roomID(head.uri), RelayID.isValid(id) else {
+                guard let (_, id) = RelayServer.roomPath(head.uri), RelayID.isValid(id) else {
                     hub.metrics.reject("bad-id")
                     return channel.eventLoop.makeSucceededFuture(nil)
                 }
@@ -156,7 +159,7 @@ struct RoomUpgrader: NIOTypedHTTPServerProtocolUpgrader {
     func upgrade(channel: any Channel, upgradeRequest: HTTPRequestHead) -> EventLoopFuture<RelayConnectionKind> {
         let hub = hub
         return channel.eventLoop.makeCompletedFuture {
-            guard let id = RelayServer.roomID(upgradeRequest.uri) else { throw ChannelError.inappropriateOperationForState }
+            guard let (kind, id) = RelayServer.roomPath(upgradeRequest.uri) else { throw ChannelError.inappropriateOperationForState }
             let pipeline = channel.pipeline.syncOperations
             // What guarded the HTTP request has done its work: every frame
             // read would pass through it for nothing. The connection stays
@@ -167,7 +170,7 @@ struct RoomUpgrader: NIOTypedHTTPServerProtocolUpgrader {
             if let connectionGuard = try? pipeline.handler(type: ConnectionGuard.self) {
                 pipeline.removeHandler(connectionGuard, promise: nil)
             }
-            try pipeline.addHandler(RoomConnection(roomID: id, hub: hub, loop: channel.eventLoop))
+            try pipeline.addHandler(RoomConnection(kind: kind, roomID: id, hub: hub, loop: channel.eventLoop))
             return .room
         }
     }

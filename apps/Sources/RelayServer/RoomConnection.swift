@@ -10,9 +10,10 @@ enum RoomClose {
     case goingAway
     /// The relay's previous ping was not answered.
     case noPong
-    /// A third peer.
+    /// A third peer, or a group room's peer beyond `--max-group` or
+    /// `--max-group-joins`.
     case full
-    /// The other peer left (after `peer-left`).
+    /// The other peer of a two-party room left (after `peer-left`).
     case peerLeft
     /// The answer to the peer's own close.
     case answer
@@ -52,27 +53,33 @@ enum RoomClose {
     }
 }
 
-/// One peer's WebSocket connection in a room, from the upgrade on
-/// (docs/PROTOCOL.md 15.3): the whole of the room's fast path.
+/// One peer's WebSocket connection in a room, two-party or group, from the
+/// upgrade on (docs/PROTOCOL.md 15.3, 15.9): the whole of the room's fast
+/// path.
 ///
 /// It decodes the peer's frames straight from the read buffers, applies
 /// `FrameRules`, and writes each binary message, unmasked and framed for
-/// the other peer, into one buffer per read burst, which it hands to the
-/// other peer's channel once the burst is read (channelReadComplete): one
-/// hop to the other channel's event loop and one flush per burst, no task,
-/// no lock, and no allocation per message beyond that buffer. A fragmented
-/// message is gathered and forwarded whole. Pings are answered here and
-/// count as activity; the relay's own pings (`keepAlive`) expect a pong.
+/// the other peers (in a group room behind the sender's slot), into one
+/// buffer per read burst, which it hands to every other peer's channel
+/// once the burst is read (channelReadComplete): one hop to each other
+/// channel's event loop and one flush per burst and peer, no task, no lock,
+/// and no allocation per message beyond that buffer, which the peers share.
+/// A fragmented message is gathered and forwarded whole. Pings are answered
+/// here and count as activity; the relay's own pings (`keepAlive`) expect a
+/// pong.
 ///
-/// Back-pressure: while the other peer's channel is not writable (its
+/// Back-pressure: while any other peer's channel is not writable (its
 /// socket buffer and NIO's high-water mark are full), this connection stops
 /// asking for reads, so a fast sender cannot fill the relay's memory; it
-/// resumes when the other side drains.
+/// resumes when every other side has drained.
 ///
 /// Order: messages go out in the order they were read, and when this peer
 /// leaves (a close, the end of the stream, a broken rule) everything read
-/// before is handed over first, then the other peer is told `peer-left`,
-/// through the same queue of its event loop, so after them.
+/// before is handed over first, then the other peers are told `peer-left`,
+/// through the same queue of their event loops, so after them. Each peer's
+/// view of the room (`peers`) changes on its own loop, through that queue
+/// too, so a peer's events and the messages it is sent reach it in one
+/// order.
 ///
 /// Closing, whatever the reason: a close frame, then the output is shut
 /// (the client sees the end of the stream), then the connection ends when
@@ -86,13 +93,14 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
     private enum Phase { case open, closing, closed }
 
     /// The connection's event loop: every var below is touched only there.
-    /// Calls from elsewhere (the other peer, the hub) go through `run`.
+    /// Calls from elsewhere (the other peers, the hub) go through `run`.
     let loop: any EventLoop
     /// The slice of the relay's pings this connection is in, and when it
     /// opened (uptime nanoseconds): its first ping comes an interval or
     /// more later (RoomHub.ping).
-    let slot: Int
+    let slice: Int
     let opened = NIODeadline.now().uptimeNanoseconds
+    private let kind: RoomKind
     private let roomID: String
     private let hub: RoomHub
     /// A binary message passed or a ping came since the hub's last sweep.
@@ -101,29 +109,38 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
     private var context: ChannelHandlerContext?
     private var phase = Phase.open
     private var room: ServerRoom?
-    private var peer: RoomConnection?
+    /// This connection's slot in its room (a group room's is in every
+    /// message it sends), and the other peers its messages go to.
+    private var slot = 0
+    private var peers: [RoomConnection] = []
+    /// The other peers whose channels are not writable: while there is
+    /// one, reads wait.
+    private var unwritable: Set<ObjectIdentifier> = []
     /// Bytes of a frame not yet read whole.
     private var partial: ByteBuffer?
     /// The fragments of a binary message so far, unmasked.
     private var message: ByteBuffer?
     private var inMessage = false
-    /// Frames for the other peer, read in this burst.
+    /// Frames for the other peers, read in this burst.
     private var burst: ByteBuffer?
     private var burstMessages = 0
     private var activeInBurst = false
     private var reading = false
     private var ownUnflushed = false
-    private var peerWritable = true
     private var readHeld = false
     private var awaitingPong = false
     private var closeTimer: Scheduled<Void>?
 
-    init(roomID: String, hub: RoomHub, loop: any EventLoop) {
+    init(kind: RoomKind, roomID: String, hub: RoomHub, loop: any EventLoop) {
+        self.kind = kind
         self.roomID = roomID
         self.hub = hub
         self.loop = loop
-        slot = hub.nextSlot()
+        slice = hub.nextSlice()
     }
+
+    /// Bytes in front of each forwarded message: a group room's 2-byte slot.
+    private var prefixLength: Int { kind == .group ? 2 : 0 }
 
     // MARK: Entry points from other threads
 
@@ -162,15 +179,17 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        let (room, joined) = hub.join(roomID, self)
+        let (room, joined) = hub.join(kind, roomID, self)
         self.room = room
         switch joined {
-        case .alone:
-            writeOwn(Self.waiting)
-        case .paired(let first):
-            peer = first
-            writeOwn(Self.peerJoined)
-            first.run { first.paired(with: self) }
+        case .joined(let slot, let present):
+            self.slot = slot
+            peers = present.map(\.connection)
+            switch kind {
+            case .pair: writeOwn(present.isEmpty ? Self.waiting : Self.peerJoined)
+            case .group: writeOwn(Self.groupEvent("joined", slot: slot, peers: present.map(\.slot)))
+            }
+            for other in peers { other.run { other.peerJoined(self, slot: slot) } }
         case .full:
             hub.metrics.reject("room-full")
             closeOnLoop(.full)
@@ -184,7 +203,8 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
         closeTimer?.cancel()
         closeTimer = nil
         self.context = nil
-        peer = nil
+        peers = []
+        unwritable = []
         room = nil
         partial = nil
         message = nil
@@ -198,14 +218,15 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
             leaveRoom()
         }
         phase = .closed
-        peer = nil
+        peers = []
+        unwritable = []
         context.fireChannelInactive()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let event = event as? ChannelEvent, event == .inputClosed {
             // The end of the peer's stream: whatever it sent whole is
-            // forwarded, then the room ends.
+            // forwarded, then it leaves the room.
             if phase == .open {
                 handOver()
                 leaveRoom()
@@ -258,18 +279,19 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
         }
     }
 
-    /// While the other peer cannot take more, reads wait (back-pressure).
+    /// While another peer cannot take more, reads wait (back-pressure).
     func read(context: ChannelHandlerContext) {
-        if phase == .open, peer != nil, !peerWritable {
+        if phase == .open, !unwritable.isEmpty {
             readHeld = true
             return
         }
         context.read()
     }
 
+    /// Every other peer is told: its reads wait while this one cannot take more.
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         let writable = context.channel.isWritable
-        if let peer { peer.run { peer.peerWritabilityChanged(writable) } }
+        for peer in peers { peer.run { peer.peerWritabilityChanged(self, writable) } }
         context.fireChannelWritabilityChanged()
     }
 
@@ -307,7 +329,9 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
                 closeOnLoop(.textMessage)
                 return 0
             }
-            if opcode <= 0x2, length > UInt64(max(0, hub.maxFrame - (message?.readableBytes ?? 0))) {
+            // The payload gathered so far, without a group room's slot.
+            let gathered = max(0, (message?.readableBytes ?? 0) - prefixLength)
+            if opcode <= 0x2, length > UInt64(max(0, hub.maxFrame - gathered)) {
                 hub.metrics.reject("too-large")
                 closeOnLoop(.tooLarge)
                 return 0
@@ -320,20 +344,22 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
             let payload = headerLength + 4
             switch opcode {
             case 0x2 where fin:
-                if peer == nil {
+                if peers.isEmpty {
                     refuseAlone()
                 } else {
-                    var out = burst ?? Self.allocator.buffer(capacity: max(available, total))
+                    var out = burst ?? Self.allocator.buffer(capacity: max(available, total) + prefixLength)
                     burst = nil
-                    Self.writeHeader(&out, opcode: 0x2, length: payloadLength)
+                    Self.writeHeader(&out, opcode: 0x2, length: prefixLength + payloadLength)
+                    if kind == .group { out.writeInteger(UInt16(truncatingIfNeeded: slot)) }
                     Self.appendUnmasked(&out, input, offset: payload, length: payloadLength, key: key)
                     burst = out
                     burstMessages += 1
                     activeInBurst = true
                 }
             case 0x2, 0x0:
-                var gathered = message ?? Self.allocator.buffer(capacity: payloadLength)
+                var gathered = message ?? Self.allocator.buffer(capacity: prefixLength + payloadLength)
                 message = nil
+                if opcode == 0x2, kind == .group { gathered.writeInteger(UInt16(truncatingIfNeeded: slot)) }
                 Self.appendUnmasked(&gathered, input, offset: payload, length: payloadLength, key: key)
                 inMessage = !fin
                 if fin {
@@ -368,9 +394,10 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
         return 0
     }
 
-    /// A whole gathered message, for the other peer.
+    /// A whole gathered message (in a group room, behind the slot), for
+    /// the other peers.
     private func forward(_ gathered: ByteBuffer) {
-        guard peer != nil, let context else {
+        guard !peers.isEmpty, context != nil else {
             refuseAlone()
             return
         }
@@ -390,9 +417,10 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
         writeOwn(Self.refusedNoPeer)
     }
 
-    // MARK: Handing over to the other peer
+    // MARK: Handing over to the other peers
 
-    /// Hands this burst's messages to the other peer, and marks activity.
+    /// Hands this burst's messages to every other peer (one buffer, which
+    /// they share), and marks activity.
     private func handOver() {
         if activeInBurst {
             activeInBurst = false
@@ -402,36 +430,49 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
         let count = burstMessages
         burst = nil
         burstMessages = 0
-        guard let peer else { return }
-        // Both peers of a room usually share this loop: then the hand-over
-        // is a call, with no closure to allocate.
-        if peer.loop === loop {
-            peer.deliver(out, count: count)
-        } else {
-            peer.loop.execute { peer.deliver(out, count: count) }
+        for peer in peers {
+            // The peers of a room usually share this loop: then the
+            // hand-over is a call, with no closure to allocate.
+            if peer.loop === loop {
+                peer.deliver(out, count: count)
+            } else {
+                peer.loop.execute { peer.deliver(out, count: count) }
+            }
         }
     }
 
-    /// The other peer's messages: written and flushed at once.
+    /// Another peer's messages: written and flushed at once.
     private func deliver(_ frames: ByteBuffer, count: Int) {
         guard phase == .open, let context else { return }
         context.writeAndFlush(wrapOutboundOut(frames), promise: nil)
         hub.metrics.framesForwarded.increment(by: Int64(count))
     }
 
-    private func paired(with other: RoomConnection) {
-        guard phase == .open else { return }
-        peer = other
-        writeOwn(Self.peerJoined)
+    /// `other` joined with `slot`: its messages and this one's go between
+    /// them from now on. If this channel cannot take more at the moment,
+    /// `other` learns it at once (it hears of changes from now on).
+    private func peerJoined(_ other: RoomConnection, slot: Int) {
+        guard phase == .open, let context else { return }
+        peers.append(other)
+        switch kind {
+        case .pair: writeOwn(Self.peerJoined)
+        case .group: writeOwn(Self.groupEvent("peer-joined", slot: slot))
+        }
+        if !context.channel.isWritable { other.run { other.peerWritabilityChanged(self, false) } }
     }
 
-    private func peerWritabilityChanged(_ writable: Bool) {
-        peerWritable = writable
-        resumeReading()
+    private func peerWritabilityChanged(_ other: RoomConnection, _ writable: Bool) {
+        guard phase == .open, peers.contains(where: { $0 === other }) else { return }
+        if writable {
+            unwritable.remove(ObjectIdentifier(other))
+            resumeReading()
+        } else {
+            unwritable.insert(ObjectIdentifier(other))
+        }
     }
 
     private func resumeReading() {
-        guard readHeld, let context else { return }
+        guard readHeld, unwritable.isEmpty || phase != .open, let context else { return }
         readHeld = false
         context.read()
     }
@@ -441,15 +482,26 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
     private func leaveRoom() {
         guard let room else { return }
         self.room = nil
-        if let other = hub.leave(room, self) {
-            other.run { other.peerLeft() }
+        let slot = slot
+        for other in hub.leave(room, self) {
+            other.run { other.peerLeft(self, slot: slot) }
         }
     }
 
-    private func peerLeft() {
+    /// `other`, of `slot`, left: in a two-party room the room has ended and
+    /// this connection is closed; in a group room it goes on with the rest.
+    private func peerLeft(_ other: RoomConnection, slot: Int) {
         guard phase == .open else { return }
-        writeOwn(Self.peerLeftEvent)
-        closeOnLoop(.peerLeft)
+        switch kind {
+        case .pair:
+            writeOwn(Self.peerLeftEvent)
+            closeOnLoop(.peerLeft)
+        case .group:
+            peers.removeAll { $0 === other }
+            unwritable.remove(ObjectIdentifier(other))
+            writeOwn(Self.groupEvent("peer-left", slot: slot))
+            resumeReading()
+        }
     }
 
     private func closeOnLoop(_ why: RoomClose) {
@@ -459,7 +511,8 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
         partial = nil
         message = nil
         leaveRoom()
-        peer = nil
+        peers = []
+        unwritable = []
         var body = Self.allocator.buffer(capacity: 2 + why.reason.utf8.count)
         body.writeInteger(why.code)
         body.writeString(why.reason)
@@ -504,6 +557,14 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
 
     private static func event(_ json: String) -> ByteBuffer {
         frame(opcode: 0x1, payload: json.utf8)
+    }
+
+    /// A group room's event (docs/PROTOCOL.md 15.9): `{"type":T,"slot":S}`,
+    /// and for `joined` the slots present before, ascending.
+    private static func groupEvent(_ type: String, slot: Int, peers: [Int]? = nil) -> ByteBuffer {
+        var json = #"{"type":"\#(type)","slot":\#(slot)"#
+        if let peers { json += #","peers":["# + peers.map(String.init).joined(separator: ",") + "]" }
+        return event(json + "}")
     }
 
     /// An unmasked frame (the relay never masks: RFC 6455 5.1).

@@ -5,8 +5,10 @@ import ItsMePrimitives
 import Logging
 import NIOCore
 
-/// Every HTTP route (docs/PROTOCOL.md 15.2, 15.4, 15.6), matched by hand so
-/// that a known path with a wrong method gets 405 and its Allow list.
+/// Every HTTP route (docs/PROTOCOL.md 15.2, 15.4, 15.6; the paths of rooms
+/// and group rooms, 15.3 and 15.9, only to refuse a request without an
+/// upgrade), matched by hand so that a known path with a wrong method gets
+/// 405 and its Allow list.
 struct RelayResponder: HTTPResponder {
     typealias Context = RelayContext
 
@@ -20,7 +22,7 @@ struct RelayResponder: HTTPResponder {
     let logger: Logger
 
     private enum Route {
-        case invite(String), accept(String), messages(String), record(String), room(String), health, metrics
+        case invite(String), accept(String), messages(String), record(String), room(String), group(String), health, metrics
     }
 
     private static func route(_ path: Substring) -> Route? {
@@ -33,6 +35,7 @@ struct RelayResponder: HTTPResponder {
         case 5 where parts[1] == "v1" && parts[2] == "invites" && parts[4] == "messages": return .messages(String(parts[3]))
         case 4 where parts[1] == "v1" && parts[2] == "records": return .record(String(parts[3]))
         case 4 where parts[1] == "v1" && parts[2] == "rooms": return .room(String(parts[3]))
+        case 4 where parts[1] == "v1" && parts[2] == "groups": return .group(String(parts[3]))
         default: return nil
         }
     }
@@ -43,7 +46,7 @@ struct RelayResponder: HTTPResponder {
         case .accept: return [.post]
         case .messages: return [.get, .post]
         case .record: return [.get, .put, .delete]
-        case .room, .health, .metrics: return [.get]
+        case .room, .group, .health, .metrics: return [.get]
         }
     }
 
@@ -96,7 +99,7 @@ struct RelayResponder: HTTPResponder {
             return Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
                 body: .init(byteBuffer: ByteBuffer(string: metrics.text())))
-        case (.room(let id), _):
+        case (.room(let id), _), (.group(let id), _):
             guard RelayID.isValid(id) else { throw RelayError.badID("room") }
             throw RelayError(
                 status: .upgradeRequired, kind: "bad-request", message: "rooms are joined with a WebSocket upgrade",

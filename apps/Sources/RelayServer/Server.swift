@@ -36,7 +36,9 @@ public struct RelayServer: Sendable {
         let storage = try await openStorage(configuration)
         let clock = RelayClock(file: configuration.clockFile)
         let metrics = RelayMetrics()
-        let hub = RoomHub(metrics: metrics, maxFrame: configuration.maxFrame, pingInterval: configuration.pingIntervalSeconds)
+        let hub = RoomHub(
+            metrics: metrics, maxFrame: configuration.maxFrame, pingInterval: configuration.pingIntervalSeconds,
+            maxGroup: configuration.maxGroup, maxGroupJoins: configuration.maxGroupJoins)
         let waiters = InviteWaiters()
         let lookups = RateLimiter(ratePerMinute: configuration.lookupRatePerMinute)
         let creations = RateLimiter(ratePerMinute: configuration.createRatePerMinute)
@@ -115,12 +117,17 @@ public struct RelayServer: Sendable {
     static let headLimits = HTTP1Channel.Configuration.DecoderConfiguration(
         maxHeaderFieldSize: 8 * 1024, maxHeaderListSize: 32 * 1024, maxHeaderFieldCount: 100)
 
-    /// The ID in `/v1/rooms/{id}`, or nil for another path.
-    static func roomID(_ path: String?) -> String? {
+    /// The kind and the ID of `/v1/rooms/{id}` (a two-party room) or
+    /// `/v1/groups/{id}` (a group room), or nil for another path.
+    static func roomPath(_ path: String?) -> (RoomKind, String)? {
         guard let path else { return nil }
         let bare = path.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0]
         let parts = bare.split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 4, parts[0].isEmpty, parts[1] == "v1", parts[2] == "rooms" else { return nil }
-        return String(parts[3])
+        guard parts.count == 4, parts[0].isEmpty, parts[1] == "v1" else { return nil }
+        switch parts[2] {
+        case "rooms": return (.pair, String(parts[3]))
+        case "groups": return (.group, String(parts[3]))
+        default: return nil
+        }
     }
 }

@@ -33,7 +33,7 @@ struct RelayCommand: AsyncParsableCommand {
 
     static let configuration = CommandConfiguration(
         commandName: "itsme-relay",
-        abstract: "The ItsMe relay: invite mailbox, two-party WebSocket rooms, immutable records.",
+        abstract: "The ItsMe relay: invite mailbox, two-party and group WebSocket rooms, immutable records.",
         discussion: """
             Every flag can also be set in the environment as ITSME_RELAY_ and the flag's name in capitals with \
             underscores (ITSME_RELAY_PORT, ITSME_RELAY_MAX_CONNECTIONS, ...); a flag wins over the environment. \
@@ -45,7 +45,7 @@ struct RelayCommand: AsyncParsableCommand {
 
             Listening beyond loopback without --tls-cert logs a warning: put TLS in front (nginx) or give a certificate.
 
-            Signals: SIGTERM or SIGINT stop accepting, close rooms with 1001, and exit within --shutdown-timeout \
+            Signals: SIGTERM or SIGINT stop accepting, close rooms and group rooms with 1001, and exit within --shutdown-timeout \
             seconds. SIGHUP reloads --tls-cert and --tls-key without dropping connections (a bad file keeps the \
             previous certificate, and is logged).
 
@@ -67,6 +67,10 @@ struct RelayCommand: AsyncParsableCommand {
     var maxConnectionsPerAddress: Int?
     @Option(help: "Largest room message, in bytes (default: \(RelayCommand.defaults.maxFrame)).")
     var maxFrame: Int?
+    @Option(help: "Peers in a group room at once, 2 to 250 (default: \(RelayCommand.defaults.maxGroup)).")
+    var maxGroup: Int?
+    @Option(help: "Joins over a group room's life, 2 to 65535; each join takes a new slot (default: \(RelayCommand.defaults.maxGroupJoins)).")
+    var maxGroupJoins: Int?
     @Option(help: "Largest invite message, in bytes (default: \(RelayCommand.defaults.maxMessage)).")
     var maxMessage: Int?
     @Option(help: "Messages per side of an invite (default: \(RelayCommand.defaults.maxMessagesPerSide)).")
@@ -127,6 +131,8 @@ struct RelayCommand: AsyncParsableCommand {
         c.maxConnections = try value(maxConnections, "MAX_CONNECTIONS", c.maxConnections)
         c.maxConnectionsPerAddress = try value(maxConnectionsPerAddress, "MAX_CONNECTIONS_PER_ADDRESS", c.maxConnectionsPerAddress)
         c.maxFrame = try value(maxFrame, "MAX_FRAME", c.maxFrame)
+        c.maxGroup = try value(maxGroup, "MAX_GROUP", c.maxGroup)
+        c.maxGroupJoins = try value(maxGroupJoins, "MAX_GROUP_JOINS", c.maxGroupJoins)
         c.maxMessage = try value(maxMessage, "MAX_MESSAGE", c.maxMessage)
         c.maxMessagesPerSide = try value(maxMessages, "MAX_MESSAGES", c.maxMessagesPerSide)
         c.maxRecord = try value(maxRecord, "MAX_RECORD", c.maxRecord)
@@ -154,6 +160,9 @@ struct RelayCommand: AsyncParsableCommand {
             throw ValidationError("\(name) must be at least 1")
         }
         guard (0...65535).contains(c.port) else { throw ValidationError("--port must be 0 to 65535") }
+        guard (2...250).contains(c.maxGroup) else { throw ValidationError("--max-group must be 2 to 250") }
+        // A slot goes out as 2 bytes in front of each message.
+        guard (2...65535).contains(c.maxGroupJoins) else { throw ValidationError("--max-group-joins must be 2 to 65535") }
         for (name, seconds) in [
             ("--room-idle", c.roomIdleSeconds), ("--ping-interval", c.pingIntervalSeconds), ("--request-timeout", c.requestTimeoutSeconds),
             ("--shutdown-timeout", c.shutdownTimeoutSeconds),
