@@ -2106,6 +2106,7 @@ _REPLAYED = {"encoding.json", "seed.json", "sas.json", "qr.json", "source-v5.jso
 _NOT_REPLAYED: dict[str, str] = {
     "profile.json": "replayed by test_independent_18_19.py through independent/profile.py",
     "approval.json": "replayed by test_independent_18_19.py through independent/approval.py",
+    "rollcall.json": "replayed by test_independent_rollcall.py through independent/rollcall.py",
 }
 
 
