@@ -41,26 +41,16 @@ public final class RelayRoom: @unchecked Sendable {
     /// Whether the other peer is in the room, as far as the events said.
     public var peerPresent: Bool { lock.withLock { present } }
 
-    private let inbox: RoomInbox
-    private let channel: any Channel
-    private let socket: RoomSocket
+    private let link: RoomLink
     private let lock = NSLock()
-    private var closed = false
     private var present = false
 
     /// The largest frame a room forwards (`--max-frame`).
     public static let maxFrame = 65_536
 
-    private init(roomID: String, inbox: RoomInbox, channel: any Channel, socket: RoomSocket) {
+    private init(roomID: String, link: RoomLink) {
         self.roomID = roomID
-        self.inbox = inbox
-        self.channel = channel
-        self.socket = socket
-    }
-
-    deinit {
-        // A room dropped without `close` ends its connection.
-        channel.close(promise: nil)
+        self.link = link
     }
 
     /// Joins room `roomID` (32 lowercase hex digits) at `url`, waiting at
@@ -73,59 +63,10 @@ public final class RelayRoom: @unchecked Sendable {
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> RelayRoom {
         try Checks.id(roomID, "room ID")
-        let deadline = Deadline(seconds: try Checks.seconds(timeout, "timeout"))
-        let sslContext: NIOSSLContext? = try url.isSecure ? url.makeSSLContext() : nil
-        let inbox = RoomInbox()
-        let socket = RoomSocket(inbox: inbox, host: url.hostHeader, path: url.pathPrefix + "/v1/rooms/\(roomID)", maxMessage: maxFrame)
-        let serverName = url.serverName
-        let channel: any Channel
-        do {
-            channel = try await ClientBootstrap(group: eventLoopGroup)
-                .connectTimeout(Deadline.amount(max(deadline.remaining, 0.001)))
-                .channelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        if let sslContext {
-                            try channel.pipeline.syncOperations.addHandler(
-                                NIOSSLClientHandler(context: sslContext, serverHostname: serverName))
-                        }
-                        try channel.pipeline.syncOperations.addHandler(socket)
-                    }
-                }
-                .connect(host: url.host, port: url.port).get()
-        } catch {
-            throw HTTPRequester.connectError(error, url)
-        }
-        let first: RoomInbox.Next
-        do {
-            first = try await inbox.next(timeout: deadline.remaining)
-        } catch {
-            channel.close(promise: nil)
-            throw error
-        }
-        switch first {
-        case .opened:
-            return RelayRoom(roomID: roomID, inbox: inbox, channel: channel, socket: socket)
-        case .timedOut:
-            channel.close(promise: nil)
-            throw RelayError.timeout("the relay at \(url.place) did not open the room in time")
-        case .ended(let end):
-            channel.close(promise: nil)
-            switch end {
-            case .closed: throw RelayError.connection("the relay at \(url.place) closed the connection before the room opened")
-            case .failed(let error as RelayError): throw error
-            case .failed(let error):
-                if let tls = await TLSFailure.explain(
-                    error, url: url, context: sslContext, group: eventLoopGroup, timeout: deadline.remaining)
-                {
-                    throw RelayError(tls, kind: "connection")
-                }
-                throw RelayError.connection("cannot join the room on the relay at \(url.place) (\(HTTPRequester.describe(error)))")
-            }
-        case .binary, .text:
-            // The socket's first item is always `opened`.
-            channel.close(promise: nil)
-            throw RelayError.badResponse("the room connection started with a frame")
-        }
+        let link = try await RoomLink.open(
+            url, path: "/v1/rooms/\(roomID)", what: "the room", maxMessage: maxFrame, maxQueued: RoomInbox.maxQueued,
+            timeout: timeout, eventLoopGroup: eventLoopGroup)
+        return RelayRoom(roomID: roomID, link: link)
     }
 
     /// The next thing that arrives (an event or the peer's frame). Throws
@@ -136,7 +77,7 @@ public final class RelayRoom: @unchecked Sendable {
     public func nextEvent(timeout: Double) async throws -> RoomEvent {
         let seconds = try Checks.seconds(timeout, "timeout")
         while true {
-            switch try await inbox.next(timeout: seconds) {
+            switch try await link.inbox.next(timeout: seconds) {
             case .timedOut:
                 throw RelayError.timeout("nothing arrived from the room in time")
             case .ended(let end):
@@ -170,12 +111,12 @@ public final class RelayRoom: @unchecked Sendable {
         }
     }
 
-    /// The error for a connection that ended.
-    static func closedError(_ end: RoomInbox.End) -> RelayError {
+    /// The error for a connection that ended; `full` says what 4009 means.
+    static func closedError(_ end: RoomInbox.End, full: String = "the room already holds two people") -> RelayError {
         switch end {
         case .closed(let code):
             switch code {
-            case 4009: return RelayError("the room already holds two people", kind: "room-full")
+            case 4009: return RelayError(full, kind: "room-full")
             case 4000: return RelayError("the room was idle for too long and the relay closed it", kind: "closed")
             case 1001: return RelayError("the relay is shutting down", kind: "closed")
             case 1009: return RelayError("a frame was too large for the relay", kind: "closed")
@@ -204,22 +145,13 @@ public final class RelayRoom: @unchecked Sendable {
         guard (1...Self.maxFrame).contains(bytes.count) else {
             throw ItsMeError(.invalidArgument, "a room frame is 1 to \(Self.maxFrame) bytes")
         }
-        guard !lock.withLock({ closed }) else { throw RelayError("the room was left", kind: "closed") }
-        if let end = inbox.end { throw Self.closedError(end) }
-        do {
-            try await channel.writeAndFlush(RoomSocket.frame(opcode: 0x2, payload: bytes)).get()
-        } catch {
-            if let end = inbox.end { throw Self.closedError(end) }
-            throw RelayError("the room connection is closed (\(HTTPRequester.describe(error)))", kind: "closed")
-        }
+        try await link.send(RoomSocket.frame(opcode: 0x2, payload: bytes)) { Self.closedError($0) }
     }
 
     /// Sends a WebSocket ping: it keeps the room from closing as idle while
     /// a person decides (docs/PROTOCOL.md 15.3) and is not forwarded.
     public func ping() async throws {
-        guard !lock.withLock({ closed }) else { throw RelayError("the room was left", kind: "closed") }
-        if let end = inbox.end { throw Self.closedError(end) }
-        try await channel.writeAndFlush(RoomSocket.frame(opcode: 0x9, payload: [])).get()
+        try await link.send(RoomSocket.frame(opcode: 0x9, payload: [])) { Self.closedError($0) }
     }
 
     /// The peer's next binary frame, within `timeout` seconds. `peer-left`
@@ -244,9 +176,121 @@ public final class RelayRoom: @unchecked Sendable {
     /// Leaves the room (the peer gets `peer-left`) and waits, briefly, for
     /// the relay to end the connection; idempotent.
     public func close() async {
+        await link.leave()
+    }
+}
+
+extension RelayRoom: CustomStringConvertible {
+    /// The start of the room ID and whether the peer is in.
+    public var description: String { "RelayRoom(\(roomID.prefix(8))..., peer: \(peerPresent ? "yes" : "no"))" }
+}
+
+/// The connection under a room or a group room: a RoomSocket on its channel
+/// (behind TLS for a wss:// relay) and the inbox it fills. It opens the
+/// WebSocket, sends frames and leaves; RelayRoom and GroupRoom read the
+/// inbox and give its items their meaning.
+final class RoomLink: @unchecked Sendable {
+    let inbox: RoomInbox
+    private let channel: any Channel
+    private let socket: RoomSocket
+    private let lock = NSLock()
+    private var left = false
+
+    private init(inbox: RoomInbox, channel: any Channel, socket: RoomSocket) {
+        self.inbox = inbox
+        self.channel = channel
+        self.socket = socket
+    }
+
+    deinit {
+        // A room dropped without leaving ends its connection.
+        channel.close(promise: nil)
+    }
+
+    /// Opens the WebSocket of `path` (below the URL's path prefix) at `url`,
+    /// waiting at most `timeout` seconds. `what` names the room in errors
+    /// ("the room"); messages up to `maxMessage` bytes are taken, at most
+    /// `maxQueued` of them waiting unread. A relay that refuses the upgrade
+    /// gives `"connection"` (or `"busy"`, `"rate-limited"`) with its HTTP
+    /// status.
+    static func open(
+        _ url: RelayURL, path: String, what: String, maxMessage: Int, maxQueued: Int, timeout: Double,
+        eventLoopGroup: any EventLoopGroup
+    ) async throws -> RoomLink {
+        let deadline = Deadline(seconds: try Checks.seconds(timeout, "timeout"))
+        let sslContext: NIOSSLContext? = try url.isSecure ? url.makeSSLContext() : nil
+        let inbox = RoomInbox(maxQueued: maxQueued)
+        let socket = RoomSocket(inbox: inbox, host: url.hostHeader, path: url.pathPrefix + path, maxMessage: maxMessage)
+        let serverName = url.serverName
+        let channel: any Channel
+        do {
+            channel = try await ClientBootstrap(group: eventLoopGroup)
+                .connectTimeout(Deadline.amount(max(deadline.remaining, 0.001)))
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        if let sslContext {
+                            try channel.pipeline.syncOperations.addHandler(
+                                NIOSSLClientHandler(context: sslContext, serverHostname: serverName))
+                        }
+                        try channel.pipeline.syncOperations.addHandler(socket)
+                    }
+                }
+                .connect(host: url.host, port: url.port).get()
+        } catch {
+            throw HTTPRequester.connectError(error, url)
+        }
+        let first: RoomInbox.Next
+        do {
+            first = try await inbox.next(timeout: deadline.remaining)
+        } catch {
+            channel.close(promise: nil)
+            throw error
+        }
+        switch first {
+        case .opened:
+            return RoomLink(inbox: inbox, channel: channel, socket: socket)
+        case .timedOut:
+            channel.close(promise: nil)
+            throw RelayError.timeout("the relay at \(url.place) did not open \(what) in time")
+        case .ended(let end):
+            channel.close(promise: nil)
+            switch end {
+            case .closed: throw RelayError.connection("the relay at \(url.place) closed the connection before \(what) opened")
+            case .failed(let error as RelayError): throw error
+            case .failed(let error):
+                if let tls = await TLSFailure.explain(
+                    error, url: url, context: sslContext, group: eventLoopGroup, timeout: deadline.remaining)
+                {
+                    throw RelayError(tls, kind: "connection")
+                }
+                throw RelayError.connection("cannot join \(what) on the relay at \(url.place) (\(HTTPRequester.describe(error)))")
+            }
+        case .binary, .text:
+            // The socket's first item is always `opened`.
+            channel.close(promise: nil)
+            throw RelayError.badResponse("the room connection started with a frame")
+        }
+    }
+
+    /// Writes `frame` (a binary message or a ping). Once the connection has
+    /// ended, throws `ended` of how; once left, `"closed"`.
+    func send(_ frame: ByteBuffer, ended: (RoomInbox.End) -> RelayError) async throws {
+        guard !lock.withLock({ left }) else { throw RelayError("the room was left", kind: "closed") }
+        if let end = inbox.end { throw ended(end) }
+        do {
+            try await channel.writeAndFlush(frame).get()
+        } catch {
+            if let end = inbox.end { throw ended(end) }
+            throw RelayError("the room connection is closed (\(HTTPRequester.describe(error)))", kind: "closed")
+        }
+    }
+
+    /// Leaves the room (the peers get `peer-left`) and waits, briefly, for
+    /// the relay to end the connection; idempotent.
+    func leave() async {
         let first = lock.withLock {
-            defer { closed = true }
-            return !closed
+            defer { left = true }
+            return !left
         }
         guard first else { return }
         if inbox.end == nil {
@@ -261,11 +305,6 @@ public final class RelayRoom: @unchecked Sendable {
         }
         try? await channel.close()
     }
-}
-
-extension RelayRoom: CustomStringConvertible {
-    /// The start of the room ID and whether the peer is in.
-    public var description: String { "RelayRoom(\(roomID.prefix(8))..., peer: \(peerPresent ? "yes" : "no"))" }
 }
 
 /// The connection's items, from its event loop to the task that reads the
@@ -308,9 +347,16 @@ final class RoomInbox: @unchecked Sendable {
     /// How the connection ended, once it has.
     var end: End? { lock.withLock { ended } }
 
-    /// The most items kept unread: the protocols carried through a room
-    /// need a handful, so a peer that sends more is cut off.
+    /// The most items a room keeps unread: the protocols carried through a
+    /// room need a handful, so a peer that sends more is cut off.
     static let maxQueued = 256
+
+    /// The most items this inbox keeps unread.
+    let maxQueued: Int
+
+    init(maxQueued: Int = RoomInbox.maxQueued) {
+        self.maxQueued = maxQueued
+    }
 
     /// Queues `item` (or hands it to the waiting reader); false once the
     /// connection should end: it has ended, or too much arrived unread.
@@ -328,9 +374,9 @@ final class RoomInbox: @unchecked Sendable {
             w.continuation.resume(returning: Self.next(item))
             return true
         }
-        guard queue.count - head < Self.maxQueued else {
+        guard queue.count - head < maxQueued else {
             lock.unlock()
-            finish(.failed(RelayError.badResponse("more than \(Self.maxQueued) frames arrived unread")))
+            finish(.failed(RelayError.badResponse("more than \(maxQueued) frames arrived unread")))
             return false
         }
         queue.append(item)
