@@ -81,6 +81,9 @@ class Cluster:
     def room_url(self, room_id, query="") -> str:
         return f"{self.nginx.ws_base}/v1/rooms/{room_id}{query}"
 
+    def group_url(self, group_id, query="") -> str:
+        return f"{self.nginx.ws_base}/v1/groups/{group_id}{query}"
+
     def close(self):
         for client in self.clients:
             client.close()
@@ -174,6 +177,7 @@ def test_the_shipped_config_hashes_rooms_by_the_path_alone():
     text = NGINX_CONF.read_text()
     directives = [line.split("#")[0] for line in text.splitlines()]
     assert any("map $uri $itsme_relay_key" in line for line in directives)
+    assert any("rooms|groups" in line for line in directives), "group rooms must be hashed as rooms are"
     assert any("hash $itsme_relay_key consistent" in line for line in directives)
     assert not any("$request_uri" in line for line in directives), "the room hash must not include the query"
     assert any(line.strip().startswith("zone ") for line in directives)
@@ -297,6 +301,45 @@ def test_rooms_are_spread_over_both_instances(cluster):
     on_a, on_b = run(main())
     assert on_a + on_b == 16
     assert on_a > 0 and on_b > 0, f"all 16 rooms on one instance: A {on_a}, B {on_b}"
+
+
+def group_rooms_open(relay: Relay) -> float:
+    from relaytest import metric, parse_metrics
+
+    with httpx.Client(base_url=relay.url, timeout=5) as client:
+        return metric(parse_metrics(client.get("/metrics").text), "itsme_relay_group_rooms_open")
+
+
+def test_every_peer_of_each_group_room_meets_on_one_instance(cluster):
+    # Sixteen group rooms of three peers over two instances (PROTOCOL.md
+    # 15.9): without the hash, most would scatter their peers. The query is
+    # not part of the hash: it cannot move a peer.
+    async def main():
+        context = tls_context()
+        groups = []
+        try:
+            for i in range(16):
+                group_id, peers = new_id(), []
+                groups.append(peers)
+                for slot in range(1, 4):
+                    query = f"?peer={slot}" if i % 2 else ""
+                    ws = await ws_connect(cluster.group_url(group_id, query), ssl=context)
+                    peers.append(ws)
+                    assert await recv_event(ws) == {"type": "joined", "slot": slot, "peers": list(range(1, slot))}
+                    for other in peers[:-1]:
+                        assert await recv_event(other) == {"type": "peer-joined", "slot": slot}
+                await peers[2].send(b"to everyone")
+                for ws in peers[:2]:
+                    assert await recv_binary(ws) == b"\x00\x03to everyone"
+            return group_rooms_open(cluster.relays["A"]), group_rooms_open(cluster.relays["B"])
+        finally:
+            for peers in groups:
+                for ws in peers:
+                    await ws.close()
+
+    on_a, on_b = run(main())
+    assert on_a + on_b == 16
+    assert on_a > 0 and on_b > 0, f"all 16 group rooms on one instance: A {on_a}, B {on_b}"
 
 
 # ---------------------------------------------------------------------------
