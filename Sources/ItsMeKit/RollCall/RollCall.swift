@@ -58,6 +58,7 @@ public final class RollCall: CustomStringConvertible {
         public let slot: Int?
         /// The contact it is (nil: unknown, or this device).
         public let contactID: Int64?
+        /// What to show beside it: `.unknown` for this device and for one that is not a contact.
         public let state: ParticipantState
         /// It left the room (it stays in the roster).
         public let left: Bool
@@ -101,6 +102,7 @@ public final class RollCall: CustomStringConvertible {
     /// When the roll call was created, in Unix seconds.
     public var createdAt: Int64 { machine.createdAt }
 
+    /// Where the roll call stands; `.expired` from the first call with a time past the lifetime.
     public var phase: Phase {
         switch machine.phase {
         case .gathering: .gathering
