@@ -704,8 +704,8 @@ itsme_result itsme_store_accept_loss(itsme_identity *identity, const char *path,
  *
  * Ownership: every handle made with the store (an itsme_exchange, also a
  * restored one; itsme_voice, itsme_online_verify, itsme_pin_update, an
- * itsme_online_verify_rendezvous and its sessions) keeps a counted
- * reference to it, and an exchange one to its identity too.  This
+ * itsme_online_verify_rendezvous and its sessions, itsme_rollcall) keeps a
+ * counted reference to it, and an exchange one to its identity too.  This
  * function releases the caller's; the file is closed, as above, when the
  * last of those handles is freed too, and until then they keep working.
  * Threads: the store serialises its own calls, so the store and the
@@ -2724,6 +2724,277 @@ itsme_result itsme_approval_verify(const uint8_t *request, size_t request_len,
                                    itsme_approval_result *out);
 
 /* ------------------------------------------------------------------------
+ * Roll call (docs/PROTOCOL.md section 20)
+ *
+ * Everyone on a conference call checks, in one round, which participants
+ * are contacts whose devices hold the seed exchanged with them, by codes
+ * read aloud and sealed per contact.  One participant draws a meeting code
+ * (itsme_meeting_code_new) and shares it on the call; everyone enters it
+ * (a meeting code has the form of an invite code: itsme_remote_code_check
+ * checks what a person typed) and makes an itsme_rollcall with it, which
+ * takes every contact of the store (but those awaiting the peer).  The
+ * library does no I/O; the host:
+ *
+ *   joins the relay's group room itsme_rollcall_room and, after each call,
+ *       sends what itsme_rollcall_next_outgoing gives (this device's HELLO
+ *       after itsme_rollcall_new and itsme_rollcall_peer_joined, its SAID
+ *       after itsme_rollcall_confirm_said)
+ *   feeds every message of the room with the relay slot it came from
+ *       (itsme_rollcall_receive), and reports the slots that join
+ *       (itsme_rollcall_peer_joined) and leave (itsme_rollcall_peer_left)
+ *   shows the participants (itsme_rollcall_participant_count and
+ *       itsme_rollcall_participant) to its owner, who confirms that the
+ *       contacts listed are on the call: itsme_rollcall_confirm_roster with
+ *       the itsme_rollcall_roster read when the list was shown
+ *   shows itsme_rollcall_code; the owner reads it aloud and says so:
+ *       itsme_rollcall_confirm_said (the sealed codes go out)
+ *   takes the code each contact read aloud: itsme_rollcall_enter_heard
+ *
+ * A new participant starts a new round (ITSME_ROLLCALL_PHASE_GATHERING
+ * again): the owner confirms the new roster and reads a new code; checks
+ * already made stay.  Each outcome is recorded on its contact as Online
+ * Verify records one.  A message that does not fit is refused with an
+ * error and changes nothing (but a sealed code that does not open, which
+ * makes its participant ITSME_ROLLCALL_STATE_REFUSED): one participant's
+ * bad message never ends the roll call for the others.  A roll call lasts
+ * 10 minutes from its creation; after that every call that takes a time
+ * fails with ITSME_E_EXPIRED (and so does a time more than 30 seconds
+ * before the creation: a clock set back), and the phase is then
+ * ITSME_ROLLCALL_PHASE_EXPIRED, for good.  Errors are detailed by
+ * itsme_rollcall_last_error (itsme_rollcall_new records on the store).
+ *
+ * Relay slots are those of the relay's group room: 1 to 65535 (the 2-byte
+ * prefix of each message, which the host removes); 0 is no slot.
+ *
+ * Thread safety: an itsme_rollcall must not be used by two threads at
+ * once.  It keeps its contact store alive.
+ * ---------------------------------------------------------------------- */
+
+typedef struct itsme_rollcall itsme_rollcall;
+
+typedef uint32_t itsme_rollcall_phase ITSME_VALUES(ITSME_ROLLCALL_PHASE_);
+/* Participants arrive; this round's roster is not confirmed. */
+#define ITSME_ROLLCALL_PHASE_GATHERING 1
+/* The roster is confirmed: read itsme_rollcall_code aloud, then
+ * itsme_rollcall_confirm_said. */
+#define ITSME_ROLLCALL_PHASE_CONFIRMED 2
+/* This device's sealed codes went out for this round. */
+#define ITSME_ROLLCALL_PHASE_SAID 3
+/* The lifetime (10 minutes) passed: final. */
+#define ITSME_ROLLCALL_PHASE_EXPIRED 4
+
+/* A participant's state as shown beside it (docs/PROTOCOL.md 20.5). */
+typedef uint32_t itsme_rollcall_state ITSME_VALUES(ITSME_ROLLCALL_STATE_);
+/* A contact whose code is not checked yet. */
+#define ITSME_ROLLCALL_STATE_NOT_YET 1
+/* The code heard is the one their device sealed, from the device known. */
+#define ITSME_ROLLCALL_STATE_VERIFIED 2
+/* The code heard is not the one their device sealed (type it again: three
+ * times in a round at most). */
+#define ITSME_ROLLCALL_STATE_WRONG 3
+/* The code matched, from another device than the one known: their device
+ * changed. */
+#define ITSME_ROLLCALL_STATE_DEVICE_CHANGED 4
+/* The code matched; this device holds no device secret of theirs to check
+ * the device with. */
+#define ITSME_ROLLCALL_STATE_VERIFIED_TAG_UNCHECKED 5
+/* Their sealed code did not open (tampered with, or sealed for another
+ * device): neither verified nor wrong. */
+#define ITSME_ROLLCALL_STATE_REFUSED 6
+/* This device, or a device that holds no seed with this one: not a
+ * contact. */
+#define ITSME_ROLLCALL_STATE_UNKNOWN 7
+
+/* Longest roll-call message: a HELLO of 2048 presence tags, 28 + 16 * 2048
+ * bytes (a SAID is at most 67 + 50 * 49 = 2517). */
+#define ITSME_ROLLCALL_MESSAGE_MAX 32796
+/* A roster hash (itsme_rollcall_roster), in bytes. */
+#define ITSME_ROLLCALL_ROSTER_BYTES 32
+
+/* One device of the roll call as this device sees it
+ * (itsme_rollcall_participant). */
+typedef struct itsme_rollcall_participant_info {
+    /* The caller sets it to sizeof(itsme_rollcall_participant_info) (see
+     * the conventions). */
+    size_t size;
+    /* 0 for this device; the others in the order their HELLOs arrived. */
+    size_t index;
+    /* The relay slot it speaks from; 0 for this device. */
+    uint32_t slot;
+    /* The contact it is; 0 for this device and for a device that is not a
+     * contact. */
+    int64_t contact_id;
+    itsme_rollcall_state state;
+    /* true once its slot left the room (it stays in the roster). */
+    bool left;
+} itsme_rollcall_participant_info;
+
+/* Draws a new meeting code from `rng` (NULL: the operating system) and
+ * writes it as shown, "ABCD-EFGH" (ITSME_REMOTE_CODE_SIZE): 7 random
+ * characters of the invite alphabet and a check character
+ * (docs/PROTOCOL.md 16.1).  It is not secret from the call.  Thread-safe.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
+ * ITSME_E_BUFFER_TOO_SMALL (cap < ITSME_REMOTE_CODE_SIZE: nothing is
+ * drawn). */
+itsme_result itsme_meeting_code_new(itsme_random *rng, char *out, size_t cap,
+                                    size_t *out_len);
+
+/* Starts a roll call named by `meeting_code` (as typed: either case, spaces
+ * and '-' ignored) at `now`, with every contact of `store` but those
+ * awaiting the peer; the HELLO's nonce and padding are drawn from `rng`
+ * (NULL: the operating system).  The HELLO is queued: send it
+ * (itsme_rollcall_next_outgoing).  Free the roll call with
+ * itsme_rollcall_free; it keeps a counted reference to the store.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, a
+ * meeting code with a typo or longer than ITSME_TYPED_CODE_MAX bytes, a
+ * store of more than 2048 contacts, a time out of range), ITSME_E_DATABASE,
+ * and stored-data errors (ITSME_E_CORRUPT_DATA,
+ * ITSME_E_AUTHENTICATION_FAILED).  Details go to the store's last error. */
+itsme_result itsme_rollcall_new(itsme_store *store, const char *meeting_code,
+                                itsme_random *rng, int64_t now,
+                                itsme_rollcall **out);
+
+/* Releases a roll call and wipes its secrets, and its reference to the
+ * store.  Accepts NULL. */
+void itsme_rollcall_free(itsme_rollcall *rollcall);
+
+/* Copies the detail of the last failure of a call on this roll call.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_rollcall_last_error(const itsme_rollcall *rollcall,
+                                       char *buf, size_t cap,
+                                       size_t *out_len);
+
+/* Where the roll call stands (ITSME_ROLLCALL_PHASE_*).  It becomes
+ * ITSME_ROLLCALL_PHASE_EXPIRED at the first call with a time past the
+ * lifetime, not by itself.
+ * Errors: ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_rollcall_status(const itsme_rollcall *rollcall,
+                                   itsme_rollcall_phase *out_phase);
+
+/* The relay group room's name (ITSME_ROOM_NAME_SIZE: 32 lowercase hex
+ * digits and the NUL), the same on every device for the same meeting code.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_rollcall_room(const itsme_rollcall *rollcall, char *out,
+                                 size_t cap, size_t *out_len);
+
+/* The next message to send to the group room (at most
+ * ITSME_ROLLCALL_MESSAGE_MAX bytes), removed from the queue on success;
+ * ITSME_OK with *out_len = 0 when there is none.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL (nothing
+ * removed). */
+itsme_result itsme_rollcall_next_outgoing(itsme_rollcall *rollcall,
+                                          uint8_t *out, size_t cap,
+                                          size_t *out_len);
+
+/* Feeds one message of the group room from relay slot `slot` (the relay's
+ * 2-byte prefix removed).  A new HELLO adds a participant and starts a new
+ * round; a HELLO already held, or a SAID already taken, is ignored.  A
+ * refused message changes nothing, and the roll call goes on.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535, a time out
+ * of range, a HELLO more than 20 windows old or more than one ahead, a
+ * 51st participant), ITSME_E_MALFORMED_MESSAGE (not a roll-call message of
+ * this version, a second HELLO from one slot, a second SAID from one
+ * participant in one round, a SAID of the wrong size for the roster),
+ * ITSME_E_INVALID_STATE (a SAID of a participant without a HELLO here, or
+ * of another roster: another round, or a participant not seen here),
+ * ITSME_E_INVALID_KEY (a SAID naming this device as its speaker: a
+ * reflected message), ITSME_E_AUTHENTICATION_FAILED (a contact's sealed
+ * code that does not open, checked against the code already typed: the
+ * participant is now ITSME_ROLLCALL_STATE_REFUSED), ITSME_E_EXPIRED,
+ * ITSME_E_DATABASE (recording an outcome failed). */
+ITSME_WARN_UNUSED_RESULT
+itsme_result itsme_rollcall_receive(itsme_rollcall *rollcall,
+                                    const uint8_t *bytes, size_t len,
+                                    uint32_t slot, int64_t now);
+
+/* The relay announced a new participant in slot `slot`: this device's
+ * HELLO is queued again, since the newcomer missed it.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535). */
+itsme_result itsme_rollcall_peer_joined(itsme_rollcall *rollcall,
+                                        uint32_t slot);
+
+/* The participant of relay slot `slot` left the room: it is marked left
+ * and stays in the roster.  No effect for a slot that sent no HELLO.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535). */
+itsme_result itsme_rollcall_peer_left(itsme_rollcall *rollcall,
+                                      uint32_t slot);
+
+/* The hash of the roster as this device holds it now
+ * (ITSME_ROLLCALL_ROSTER_BYTES): read it when showing the participants,
+ * and pass it to itsme_rollcall_confirm_roster.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_rollcall_roster(const itsme_rollcall *rollcall,
+                                   uint8_t *out, size_t cap, size_t *out_len);
+
+/* The owner confirmed that the contacts listed are on their call: `roster`
+ * is the itsme_rollcall_roster read when the list was shown.  Draws this
+ * round's code from `rng` (NULL: the operating system).
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, roster_len not
+ * ITSME_ROLLCALL_ROSTER_BYTES, a time out of range), ITSME_E_INVALID_STATE
+ * (the roster changed since it was read: show the participants again and
+ * confirm that one; or this round's roster is confirmed already),
+ * ITSME_E_EXPIRED. */
+ITSME_WARN_UNUSED_RESULT
+itsme_result itsme_rollcall_confirm_roster(itsme_rollcall *rollcall,
+                                           const uint8_t *roster,
+                                           size_t roster_len,
+                                           itsme_random *rng, int64_t now);
+
+/* This device's code for this round, to read aloud ("ECHO 042": a NATO word
+ * and three digits, ITSME_VOICE_CODE_SIZE), once the roster is confirmed.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (the roster of
+ * this round is not confirmed, or the roll call expired),
+ * ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_rollcall_code(const itsme_rollcall *rollcall, char *out,
+                                 size_t cap, size_t *out_len);
+
+/* The owner read the code aloud: queues the SAID, one sealed entry for
+ * every other participant (drawn from `rng`, NULL: the operating system,
+ * for those that are not contacts).  Nothing derived from the code leaves
+ * the device before this call.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a time out of range),
+ * ITSME_E_INVALID_STATE (the roster of this round is not confirmed, or its
+ * SAID went out already), ITSME_E_EXPIRED. */
+ITSME_WARN_UNUSED_RESULT
+itsme_result itsme_rollcall_confirm_said(itsme_rollcall *rollcall,
+                                         itsme_random *rng, int64_t now);
+
+/* How many devices are in the roll call, this one included (1 to 50).
+ * Errors: ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_rollcall_participant_count(const itsme_rollcall *rollcall,
+                                              size_t *out_count);
+
+/* Participant `index` (0, this device, to count - 1).
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, index out of range,
+ * out_participant->size too small). */
+itsme_result itsme_rollcall_participant(
+    const itsme_rollcall *rollcall, size_t index,
+    itsme_rollcall_participant_info *out_participant);
+
+/* The owner typed `code` ("ECHO 042", the word in any case), the code
+ * participant `index` read aloud.  Compared at once if their sealed code is
+ * in, else when it arrives (itsme_rollcall_receive); the outcome is
+ * recorded on the contact.  Writes the participant's state:
+ * ITSME_ROLLCALL_STATE_NOT_YET (their sealed code is still to come),
+ * _VERIFIED, _WRONG (type again), _DEVICE_CHANGED,
+ * _VERIFIED_TAG_UNCHECKED, or _REFUSED (their sealed code of this round
+ * did not open: nothing to check against until a new round).
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a code that is not a NATO word
+ * and three digits or is longer than ITSME_TYPED_CODE_MAX bytes, index 0
+ * or out of range, a time out of range: nothing changes),
+ * ITSME_E_INVALID_STATE (the roster of this round is not confirmed; the
+ * participant is not a contact; or it is checked already in this round),
+ * ITSME_E_LOCKED (three wrong codes for it in this round: wait for a new
+ * round), ITSME_E_AUTHENTICATION_FAILED (their sealed code does not open:
+ * the participant is now ITSME_ROLLCALL_STATE_REFUSED), ITSME_E_EXPIRED,
+ * ITSME_E_DATABASE. */
+ITSME_WARN_UNUSED_RESULT
+itsme_result itsme_rollcall_enter_heard(itsme_rollcall *rollcall,
+                                        size_t index, const char *code,
+                                        int64_t now,
+                                        itsme_rollcall_state *out_state);
+
+/* ------------------------------------------------------------------------
  * Sizes as functions
  *
  * Each size macro's value as the library was built, for hosts that load it
@@ -2782,6 +3053,8 @@ size_t itsme_enrollment_max(void);
 size_t itsme_approval_request_max(void);
 size_t itsme_approval_max(void);
 size_t itsme_approval_lifetime_max(void);
+size_t itsme_rollcall_message_max(void);
+size_t itsme_rollcall_roster_bytes(void);
 
 /* ------------------------------------------------------------------------
  * Names of version 0.2, kept until 0.4

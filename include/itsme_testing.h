@@ -1,11 +1,11 @@
 /*
  * itsme_testing.h - what only a test build of libitsme exports.
  *
- * A deterministic random source and the pure derivations of
- * docs/PROTOCOL.md, for test vectors and independent implementations.  The
- * release library does not export these functions: link against the test
- * build (`make lib-testing`, which also exports everything of itsme.h).
- * The conventions of itsme.h apply.
+ * A deterministic random source, contacts with given device secrets and
+ * the pure derivations of docs/PROTOCOL.md, for test vectors and
+ * independent implementations.  The release library does not export these
+ * functions: link against the test build (`make lib-testing`, which also
+ * exports everything of itsme.h).  The conventions of itsme.h apply.
  */
 #ifndef ITSME_TESTING_H
 #define ITSME_TESTING_H
@@ -35,6 +35,26 @@ itsme_result itsme_identity_create_with_random(itsme_secret_store *store,
                                                const char *name,
                                                itsme_random *rng,
                                                itsme_identity **out);
+
+/* ------------------------------------------------------------------------
+ * Contacts with given device secrets (itsme.h, "Contact store")
+ * ---------------------------------------------------------------------- */
+
+/* Stores the device secrets of contact `id` of `store`, as an exchange
+ * leaves them: this device's for the contact (`mine`) and the contact's
+ * (`theirs`), each 0 to 64 bytes, not both empty (a secret may be NULL when
+ * its length is 0).  They replace the contact's secrets, a pending
+ * Security PIN Update's included.  For tests and vectors that rebuild a
+ * store holding given secrets (docs/PROTOCOL.md 10.1).
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, a
+ * secret longer than 64 bytes, both empty), ITSME_E_NOT_FOUND (no such
+ * contact), ITSME_E_DATABASE.  Details go to the store's last error. */
+ITSME_WARN_UNUSED_RESULT
+itsme_result itsme_store_set_device_secrets(itsme_store *store, int64_t id,
+                                            const uint8_t *mine ITSME_OPTIONAL,
+                                            size_t mine_len,
+                                            const uint8_t *theirs ITSME_OPTIONAL,
+                                            size_t theirs_len);
 
 /* ------------------------------------------------------------------------
  * Pure derivations (docs/PROTOCOL.md), for test vectors and independent

@@ -151,6 +151,12 @@ public func ffiApprovalMax() -> UInt { UInt(ITSME_APPROVAL_MAX) }
 @c(itsme_approval_lifetime_max)
 public func ffiApprovalLifetimeMax() -> UInt { UInt(ITSME_APPROVAL_LIFETIME_MAX) }
 
+@c(itsme_rollcall_message_max)
+public func ffiRollcallMessageMax() -> UInt { UInt(ITSME_ROLLCALL_MESSAGE_MAX) }
+
+@c(itsme_rollcall_roster_bytes)
+public func ffiRollcallRosterBytes() -> UInt { UInt(ITSME_ROLLCALL_ROSTER_BYTES) }
+
 // MARK: - Result names
 
 @c(itsme_result_name)

@@ -322,3 +322,25 @@ public func ffiDeriveDegradationCode(
         try writeText(DegradationCode.format(r + m), to: out, cap: cap, outLen: outLen)
     }
 }
+
+// MARK: - Contacts with given device secrets
+
+/// A device secret argument: 0 to 64 bytes (NULL when its length is 0),
+/// copied straight into guarded memory.
+private func givenDeviceSecret(_ p: UnsafePointer<UInt8>?, _ len: UInt, _ what: String) throws -> SecretBytes {
+    guard len <= 64 else { throw invalid("\(what) is at most 64 bytes, got \(len)") }
+    guard len > 0 else { return try SecretBytes(count: 0) }
+    let p = try required(p, what)
+    return try SecretBytes(copying: UnsafeRawBufferPointer(start: p, count: Int(len)))
+}
+
+@c(itsme_store_set_device_secrets)
+public func ffiStoreSetDeviceSecrets(
+    _ store: UnsafeMutablePointer<itsme_store>?, _ id: Int64, _ mine: UnsafePointer<UInt8>?, _ mineLen: UInt,
+    _ theirs: UnsafePointer<UInt8>?, _ theirsLen: UInt
+) -> itsme_result {
+    onContactStore(store) { s in
+        try s.setDeviceSecrets(
+            id: id, mine: try givenDeviceSecret(mine, mineLen, "mine"), theirs: try givenDeviceSecret(theirs, theirsLen, "theirs"))
+    }
+}

@@ -24,6 +24,7 @@
 #define FX_PIN "123456"
 #define FX_PASSWORD "correct horse battery staple"
 #define FX_SERVICE "bank.example"
+#define FX_MEETING_CODE "WEFH-TGWY"
 
 /* 1 KiB of 0x42: a public key, a seed, a nonce, any valid-looking bytes. */
 /* Releasers of the handles fixtures keep (ct_keep). */
@@ -39,6 +40,7 @@ static void ct_free_itsme_pin_update(void *h) { itsme_pin_update_free(h); }
 static void ct_free_itsme_profile(void *h) { itsme_profile_free(h); }
 static void ct_free_itsme_random(void *h) { itsme_random_free(h); }
 static void ct_free_itsme_replay_store(void *h) { itsme_replay_store_free(h); }
+static void ct_free_itsme_rollcall(void *h) { itsme_rollcall_free(h); }
 static void ct_free_itsme_secret_store(void *h) { itsme_secret_store_free(h); }
 static void ct_free_itsme_store(void *h) { itsme_store_free(h); }
 static void ct_free_itsme_transfer(void *h) { itsme_transfer_free(h); }
@@ -659,6 +661,53 @@ static const char *fx_rendezvous_room(void) {
     size_t len = 0;
     if (!room[0]) CT_REQUIRE(itsme_online_verify_rendezvous_room(fx_itsme_online_verify_rendezvous(), 0, room, sizeof room, &len));
     return room;
+}
+
+/* ---- the roll call ----------------------------------------------------------------- */
+
+/* Alice's roll call (she knows Bob), its HELLO queued. */
+static itsme_rollcall *fx_itsme_rollcall(void) {
+    static itsme_rollcall *r;
+    if (!r) {
+        fx_alice_knows_bob();
+        CT_REQUIRE(itsme_rollcall_new(fx_itsme_store(), FX_MEETING_CODE, NULL, FX_NOW, &r));
+    }
+    return ct_keep(r, ct_free_itsme_rollcall);
+}
+
+/* Bob's HELLO in the same roll call (he knows Alice). */
+static struct fx_blob fx_rollcall_bob_hello(void) {
+    static struct fx_blob b;
+    static uint8_t hello[ITSME_ROLLCALL_MESSAGE_MAX];
+    if (!b.bytes) {
+        itsme_rollcall *bob = NULL;
+        fx_bob_knows_alice();
+        CT_REQUIRE(itsme_rollcall_new(fx_bob_store(), FX_MEETING_CODE, NULL, FX_NOW, &bob));
+        CT_REQUIRE(itsme_rollcall_next_outgoing(bob, hello, sizeof hello, &b.len));
+        itsme_rollcall_free(bob);
+        b.bytes = hello;
+    }
+    return b;
+}
+
+/* The roster Alice's roll call holds now. */
+static const uint8_t *fx_rollcall_roster(void) {
+    static uint8_t roster[ITSME_ROLLCALL_ROSTER_BYTES];
+    size_t len = 0;
+    CT_REQUIRE(itsme_rollcall_roster(fx_itsme_rollcall(), roster, sizeof roster, &len));
+    return roster;
+}
+
+/* Alice's roll call with Bob (slot 2) in it, its roster confirmed. */
+static itsme_rollcall *fx_rollcall_confirmed(void) {
+    static int done;
+    if (!done) {
+        struct fx_blob hello = fx_rollcall_bob_hello();
+        CT_REQUIRE(itsme_rollcall_receive(fx_itsme_rollcall(), hello.bytes, hello.len, 2, FX_NOW));
+        CT_REQUIRE(itsme_rollcall_confirm_roster(fx_itsme_rollcall(), fx_rollcall_roster(), ITSME_ROLLCALL_ROSTER_BYTES, NULL, FX_NOW));
+        done = 1;
+    }
+    return fx_itsme_rollcall();
 }
 
 /* ---- export, import, transfer -------------------------------------------------- */

@@ -217,6 +217,23 @@
 #define CT_HAS_itsme_replay_store_new_callbacks 1
 #define CT_HAS_itsme_replay_store_free 1
 #define CT_HAS_itsme_approval_verify 1
+#define CT_HAS_itsme_meeting_code_new 1
+#define CT_HAS_itsme_rollcall_new 1
+#define CT_HAS_itsme_rollcall_free 1
+#define CT_HAS_itsme_rollcall_last_error 1
+#define CT_HAS_itsme_rollcall_status 1
+#define CT_HAS_itsme_rollcall_room 1
+#define CT_HAS_itsme_rollcall_next_outgoing 1
+#define CT_HAS_itsme_rollcall_receive 1
+#define CT_HAS_itsme_rollcall_peer_joined 1
+#define CT_HAS_itsme_rollcall_peer_left 1
+#define CT_HAS_itsme_rollcall_roster 1
+#define CT_HAS_itsme_rollcall_confirm_roster 1
+#define CT_HAS_itsme_rollcall_code 1
+#define CT_HAS_itsme_rollcall_confirm_said 1
+#define CT_HAS_itsme_rollcall_participant_count 1
+#define CT_HAS_itsme_rollcall_participant 1
+#define CT_HAS_itsme_rollcall_enter_heard 1
 #define CT_HAS_itsme_public_key_bytes 1
 #define CT_HAS_itsme_fingerprint_chars 1
 #define CT_HAS_itsme_fingerprint_size 1
@@ -266,11 +283,16 @@
 #define CT_HAS_itsme_approval_request_max 1
 #define CT_HAS_itsme_approval_max 1
 #define CT_HAS_itsme_approval_lifetime_max 1
+#define CT_HAS_itsme_rollcall_message_max 1
+#define CT_HAS_itsme_rollcall_roster_bytes 1
 #ifdef ITSME_CONTRACT_TESTING
 #define CT_HAS_itsme_random_new_deterministic 1
 #endif
 #ifdef ITSME_CONTRACT_TESTING
 #define CT_HAS_itsme_identity_create_with_random 1
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+#define CT_HAS_itsme_store_set_device_secrets 1
 #endif
 #ifdef ITSME_CONTRACT_TESTING
 #define CT_HAS_itsme_derive_seed 1
@@ -320,6 +342,7 @@
 #define CT_SIZED_itsme_approval_result 1 /* its first field is the size the caller sets */
 #define CT_SIZED_itsme_credential_info 1 /* its first field is the size the caller sets */
 #define CT_SIZED_itsme_import_report 1 /* its first field is the size the caller sets */
+#define CT_SIZED_itsme_rollcall_participant_info 1 /* its first field is the size the caller sets */
 #define CT_SIZED_itsme_store_loss 1 /* its first field is the size the caller sets */
 #define CT_SIZED_itsme_voice_derivation 1 /* its first field is the size the caller sets */
 #include "contract_support.h"
@@ -336,6 +359,7 @@ static void ct_release_itsme_pin_update(void *h) { itsme_pin_update_free(h); }
 static void ct_release_itsme_profile(void *h) { itsme_profile_free(h); }
 static void ct_release_itsme_random(void *h) { itsme_random_free(h); }
 static void ct_release_itsme_replay_store(void *h) { itsme_replay_store_free(h); }
+static void ct_release_itsme_rollcall(void *h) { itsme_rollcall_free(h); }
 static void ct_release_itsme_secret_store(void *h) { itsme_secret_store_free(h); }
 static void ct_release_itsme_store(void *h) { itsme_store_free(h); }
 static void ct_release_itsme_transfer(void *h) { itsme_transfer_free(h); }
@@ -1261,6 +1285,89 @@ struct args_itsme_approval_verify {
     int64_t now;
 };
 #define FIXTURE_itsme_approval_verify(...) static void fixture_itsme_approval_verify(struct args_itsme_approval_verify *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_meeting_code_new {
+    itsme_random * rng;
+};
+#define FIXTURE_itsme_meeting_code_new(...) static void fixture_itsme_meeting_code_new(struct args_itsme_meeting_code_new *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_rollcall_new {
+    itsme_store * store;
+    const char * meeting_code;
+    itsme_random * rng;
+    int64_t now;
+};
+#define FIXTURE_itsme_rollcall_new(...) static void fixture_itsme_rollcall_new(struct args_itsme_rollcall_new *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_rollcall_last_error {
+    const itsme_rollcall * rollcall;
+};
+#define FIXTURE_itsme_rollcall_last_error(...) static void fixture_itsme_rollcall_last_error(struct args_itsme_rollcall_last_error *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_rollcall_status {
+    const itsme_rollcall * rollcall;
+};
+#define FIXTURE_itsme_rollcall_status(...) static void fixture_itsme_rollcall_status(struct args_itsme_rollcall_status *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_rollcall_room {
+    const itsme_rollcall * rollcall;
+};
+#define FIXTURE_itsme_rollcall_room(...) static void fixture_itsme_rollcall_room(struct args_itsme_rollcall_room *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_rollcall_next_outgoing {
+    itsme_rollcall * rollcall;
+};
+#define FIXTURE_itsme_rollcall_next_outgoing(...) static void fixture_itsme_rollcall_next_outgoing(struct args_itsme_rollcall_next_outgoing *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_rollcall_receive {
+    itsme_rollcall * rollcall;
+    const uint8_t * bytes;
+    size_t len;
+    uint32_t slot;
+    int64_t now;
+};
+#define FIXTURE_itsme_rollcall_receive(...) static void fixture_itsme_rollcall_receive(struct args_itsme_rollcall_receive *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_rollcall_peer_joined {
+    itsme_rollcall * rollcall;
+    uint32_t slot;
+};
+#define FIXTURE_itsme_rollcall_peer_joined(...) static void fixture_itsme_rollcall_peer_joined(struct args_itsme_rollcall_peer_joined *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_rollcall_peer_left {
+    itsme_rollcall * rollcall;
+    uint32_t slot;
+};
+#define FIXTURE_itsme_rollcall_peer_left(...) static void fixture_itsme_rollcall_peer_left(struct args_itsme_rollcall_peer_left *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_rollcall_roster {
+    const itsme_rollcall * rollcall;
+};
+#define FIXTURE_itsme_rollcall_roster(...) static void fixture_itsme_rollcall_roster(struct args_itsme_rollcall_roster *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_rollcall_confirm_roster {
+    itsme_rollcall * rollcall;
+    const uint8_t * roster;
+    size_t roster_len;
+    itsme_random * rng;
+    int64_t now;
+};
+#define FIXTURE_itsme_rollcall_confirm_roster(...) static void fixture_itsme_rollcall_confirm_roster(struct args_itsme_rollcall_confirm_roster *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_rollcall_code {
+    const itsme_rollcall * rollcall;
+};
+#define FIXTURE_itsme_rollcall_code(...) static void fixture_itsme_rollcall_code(struct args_itsme_rollcall_code *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_rollcall_confirm_said {
+    itsme_rollcall * rollcall;
+    itsme_random * rng;
+    int64_t now;
+};
+#define FIXTURE_itsme_rollcall_confirm_said(...) static void fixture_itsme_rollcall_confirm_said(struct args_itsme_rollcall_confirm_said *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_rollcall_participant_count {
+    const itsme_rollcall * rollcall;
+};
+#define FIXTURE_itsme_rollcall_participant_count(...) static void fixture_itsme_rollcall_participant_count(struct args_itsme_rollcall_participant_count *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_rollcall_participant {
+    const itsme_rollcall * rollcall;
+    size_t index;
+};
+#define FIXTURE_itsme_rollcall_participant(...) static void fixture_itsme_rollcall_participant(struct args_itsme_rollcall_participant *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_rollcall_enter_heard {
+    itsme_rollcall * rollcall;
+    size_t index;
+    const char * code;
+    int64_t now;
+};
+#define FIXTURE_itsme_rollcall_enter_heard(...) static void fixture_itsme_rollcall_enter_heard(struct args_itsme_rollcall_enter_heard *a) { (void)a; __VA_ARGS__; }
 #ifdef ITSME_CONTRACT_TESTING
 struct args_itsme_random_new_deterministic {
     const uint8_t * seed;
@@ -1279,6 +1386,19 @@ struct args_itsme_identity_create_with_random {
 #define FIXTURE_itsme_identity_create_with_random(...) static void fixture_itsme_identity_create_with_random(struct args_itsme_identity_create_with_random *a) { (void)a; __VA_ARGS__; }
 #else
 #define FIXTURE_itsme_identity_create_with_random(...)
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+struct args_itsme_store_set_device_secrets {
+    itsme_store * store;
+    int64_t id;
+    const uint8_t * mine;
+    size_t mine_len;
+    const uint8_t * theirs;
+    size_t theirs_len;
+};
+#define FIXTURE_itsme_store_set_device_secrets(...) static void fixture_itsme_store_set_device_secrets(struct args_itsme_store_set_device_secrets *a) { (void)a; __VA_ARGS__; }
+#else
+#define FIXTURE_itsme_store_set_device_secrets(...)
 #endif
 #ifdef ITSME_CONTRACT_TESTING
 struct args_itsme_derive_seed {
@@ -7142,6 +7262,511 @@ static const struct ct_param params_itsme_approval_verify[] = {
 static const struct ct_function function_itsme_approval_verify = {"itsme_approval_verify", 1, sizeof(struct args_itsme_approval_verify), params_itsme_approval_verify, 9, setup_itsme_approval_verify, mutate_itsme_approval_verify, invoke_itsme_approval_verify};
 static void run_itsme_approval_verify(const struct ct_check *c) { ct_run_result(&function_itsme_approval_verify, c); }
 
+/* itsme_meeting_code_new */
+static void setup_itsme_meeting_code_new(void *p, int live) {
+    struct args_itsme_meeting_code_new *a = p;
+    (void)a;
+    a->rng = live ? fx_itsme_random() : NULL;
+    if (live) fixture_itsme_meeting_code_new(a);
+}
+static int mutate_itsme_meeting_code_new(void *p, const struct ct_check *c) {
+    struct args_itsme_meeting_code_new *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rng = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_meeting_code_new(void *p, struct ct_outs *o) {
+    struct args_itsme_meeting_code_new *a = p;
+    (void)a;
+    (void)o;
+    return itsme_meeting_code_new(a->rng, (char *)o->ptr[1], o->cap[2], (size_t *)o->ptr[3]);
+}
+static const struct ct_param params_itsme_meeting_code_new[] = {
+    {"rng", CT_R_HANDLE, 0, -1, -1, 0, NULL, 1, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_TEXT, 0, 2, 3, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_meeting_code_new = {"itsme_meeting_code_new", 1, sizeof(struct args_itsme_meeting_code_new), params_itsme_meeting_code_new, 4, setup_itsme_meeting_code_new, mutate_itsme_meeting_code_new, invoke_itsme_meeting_code_new};
+static void run_itsme_meeting_code_new(const struct ct_check *c) { ct_run_result(&function_itsme_meeting_code_new, c); }
+
+/* itsme_rollcall_new */
+static void setup_itsme_rollcall_new(void *p, int live) {
+    struct args_itsme_rollcall_new *a = p;
+    (void)a;
+    a->store = live ? fx_itsme_store() : NULL;
+    a->meeting_code = FX_TEXT;
+    a->rng = live ? fx_itsme_random() : NULL;
+    a->now = FX_NOW;
+    if (live) fixture_itsme_rollcall_new(a);
+}
+static int mutate_itsme_rollcall_new(void *p, const struct ct_check *c) {
+    struct args_itsme_rollcall_new *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->store = NULL; return 0;
+    case 1: ct_mutate_text(c, &a->meeting_code); return 0;
+    case 2: if (c->kind == CT_NULL) a->rng = NULL; return 0;
+    case 3: ct_mutate_time(c, &a->now); return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_rollcall_new(void *p, struct ct_outs *o) {
+    struct args_itsme_rollcall_new *a = p;
+    (void)a;
+    (void)o;
+    return itsme_rollcall_new(a->store, a->meeting_code, a->rng, a->now, (itsme_rollcall **)o->ptr[4]);
+}
+static const struct ct_param params_itsme_rollcall_new[] = {
+    {"store", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"meeting_code", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"rng", CT_R_HANDLE, 0, -1, -1, 0, NULL, 1, ITSME_E_INVALID_ARGUMENT},
+    {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_HANDLE, sizeof(void *), -1, -1, 0, ct_release_itsme_rollcall, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_rollcall_new = {"itsme_rollcall_new", 1, sizeof(struct args_itsme_rollcall_new), params_itsme_rollcall_new, 5, setup_itsme_rollcall_new, mutate_itsme_rollcall_new, invoke_itsme_rollcall_new};
+static void run_itsme_rollcall_new(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_new, c); }
+
+/* itsme_rollcall_last_error */
+static void setup_itsme_rollcall_last_error(void *p, int live) {
+    struct args_itsme_rollcall_last_error *a = p;
+    (void)a;
+    a->rollcall = live ? fx_itsme_rollcall() : NULL;
+    if (live) fixture_itsme_rollcall_last_error(a);
+}
+static int mutate_itsme_rollcall_last_error(void *p, const struct ct_check *c) {
+    struct args_itsme_rollcall_last_error *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rollcall = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_rollcall_last_error(void *p, struct ct_outs *o) {
+    struct args_itsme_rollcall_last_error *a = p;
+    (void)a;
+    (void)o;
+    return itsme_rollcall_last_error(a->rollcall, (char *)o->ptr[1], o->cap[2], (size_t *)o->ptr[3]);
+}
+static const struct ct_param params_itsme_rollcall_last_error[] = {
+    {"rollcall", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"buf", CT_R_OUT_TEXT, 0, 2, 3, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_rollcall_last_error = {"itsme_rollcall_last_error", 1, sizeof(struct args_itsme_rollcall_last_error), params_itsme_rollcall_last_error, 4, setup_itsme_rollcall_last_error, mutate_itsme_rollcall_last_error, invoke_itsme_rollcall_last_error};
+static void run_itsme_rollcall_last_error(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_last_error, c); }
+
+/* itsme_rollcall_status */
+static void setup_itsme_rollcall_status(void *p, int live) {
+    struct args_itsme_rollcall_status *a = p;
+    (void)a;
+    a->rollcall = live ? fx_itsme_rollcall() : NULL;
+    if (live) fixture_itsme_rollcall_status(a);
+}
+static int mutate_itsme_rollcall_status(void *p, const struct ct_check *c) {
+    struct args_itsme_rollcall_status *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rollcall = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_rollcall_status(void *p, struct ct_outs *o) {
+    struct args_itsme_rollcall_status *a = p;
+    (void)a;
+    (void)o;
+    return itsme_rollcall_status(a->rollcall, (itsme_rollcall_phase *)o->ptr[1]);
+}
+static const struct ct_param params_itsme_rollcall_status[] = {
+    {"rollcall", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_phase", CT_R_OUT_VALUE, sizeof(itsme_rollcall_phase), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_rollcall_status = {"itsme_rollcall_status", 1, sizeof(struct args_itsme_rollcall_status), params_itsme_rollcall_status, 2, setup_itsme_rollcall_status, mutate_itsme_rollcall_status, invoke_itsme_rollcall_status};
+static void run_itsme_rollcall_status(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_status, c); }
+
+/* itsme_rollcall_room */
+static void setup_itsme_rollcall_room(void *p, int live) {
+    struct args_itsme_rollcall_room *a = p;
+    (void)a;
+    a->rollcall = live ? fx_itsme_rollcall() : NULL;
+    if (live) fixture_itsme_rollcall_room(a);
+}
+static int mutate_itsme_rollcall_room(void *p, const struct ct_check *c) {
+    struct args_itsme_rollcall_room *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rollcall = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_rollcall_room(void *p, struct ct_outs *o) {
+    struct args_itsme_rollcall_room *a = p;
+    (void)a;
+    (void)o;
+    return itsme_rollcall_room(a->rollcall, (char *)o->ptr[1], o->cap[2], (size_t *)o->ptr[3]);
+}
+static const struct ct_param params_itsme_rollcall_room[] = {
+    {"rollcall", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_TEXT, 0, 2, 3, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_rollcall_room = {"itsme_rollcall_room", 1, sizeof(struct args_itsme_rollcall_room), params_itsme_rollcall_room, 4, setup_itsme_rollcall_room, mutate_itsme_rollcall_room, invoke_itsme_rollcall_room};
+static void run_itsme_rollcall_room(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_room, c); }
+
+/* itsme_rollcall_next_outgoing */
+static void setup_itsme_rollcall_next_outgoing(void *p, int live) {
+    struct args_itsme_rollcall_next_outgoing *a = p;
+    (void)a;
+    a->rollcall = live ? fx_itsme_rollcall() : NULL;
+    if (live) fixture_itsme_rollcall_next_outgoing(a);
+}
+static int mutate_itsme_rollcall_next_outgoing(void *p, const struct ct_check *c) {
+    struct args_itsme_rollcall_next_outgoing *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rollcall = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_rollcall_next_outgoing(void *p, struct ct_outs *o) {
+    struct args_itsme_rollcall_next_outgoing *a = p;
+    (void)a;
+    (void)o;
+    return itsme_rollcall_next_outgoing(a->rollcall, (uint8_t *)o->ptr[1], o->cap[2], (size_t *)o->ptr[3]);
+}
+static const struct ct_param params_itsme_rollcall_next_outgoing[] = {
+    {"rollcall", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_BYTES, 0, 2, 3, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_rollcall_next_outgoing = {"itsme_rollcall_next_outgoing", 1, sizeof(struct args_itsme_rollcall_next_outgoing), params_itsme_rollcall_next_outgoing, 4, setup_itsme_rollcall_next_outgoing, mutate_itsme_rollcall_next_outgoing, invoke_itsme_rollcall_next_outgoing};
+static void run_itsme_rollcall_next_outgoing(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_next_outgoing, c); }
+
+/* itsme_rollcall_receive */
+static void setup_itsme_rollcall_receive(void *p, int live) {
+    struct args_itsme_rollcall_receive *a = p;
+    (void)a;
+    a->rollcall = live ? fx_itsme_rollcall() : NULL;
+    a->bytes = fx_bytes;
+    a->len = 32;
+    a->slot = 0;
+    a->now = FX_NOW;
+    if (live) fixture_itsme_rollcall_receive(a);
+}
+static int mutate_itsme_rollcall_receive(void *p, const struct ct_check *c) {
+    struct args_itsme_rollcall_receive *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rollcall = NULL; return 0;
+    case 1: if (c->kind == CT_NULL) a->bytes = NULL; return a->len == 0;
+    case 4: ct_mutate_time(c, &a->now); return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_rollcall_receive(void *p, struct ct_outs *o) {
+    struct args_itsme_rollcall_receive *a = p;
+    (void)a;
+    (void)o;
+    return itsme_rollcall_receive(a->rollcall, a->bytes, a->len, a->slot, a->now);
+}
+static const struct ct_param params_itsme_rollcall_receive[] = {
+    {"rollcall", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"bytes", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"slot", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_rollcall_receive = {"itsme_rollcall_receive", 1, sizeof(struct args_itsme_rollcall_receive), params_itsme_rollcall_receive, 5, setup_itsme_rollcall_receive, mutate_itsme_rollcall_receive, invoke_itsme_rollcall_receive};
+static void run_itsme_rollcall_receive(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_receive, c); }
+
+/* itsme_rollcall_peer_joined */
+static void setup_itsme_rollcall_peer_joined(void *p, int live) {
+    struct args_itsme_rollcall_peer_joined *a = p;
+    (void)a;
+    a->rollcall = live ? fx_itsme_rollcall() : NULL;
+    a->slot = 0;
+    if (live) fixture_itsme_rollcall_peer_joined(a);
+}
+static int mutate_itsme_rollcall_peer_joined(void *p, const struct ct_check *c) {
+    struct args_itsme_rollcall_peer_joined *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rollcall = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_rollcall_peer_joined(void *p, struct ct_outs *o) {
+    struct args_itsme_rollcall_peer_joined *a = p;
+    (void)a;
+    (void)o;
+    return itsme_rollcall_peer_joined(a->rollcall, a->slot);
+}
+static const struct ct_param params_itsme_rollcall_peer_joined[] = {
+    {"rollcall", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"slot", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_rollcall_peer_joined = {"itsme_rollcall_peer_joined", 1, sizeof(struct args_itsme_rollcall_peer_joined), params_itsme_rollcall_peer_joined, 2, setup_itsme_rollcall_peer_joined, mutate_itsme_rollcall_peer_joined, invoke_itsme_rollcall_peer_joined};
+static void run_itsme_rollcall_peer_joined(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_peer_joined, c); }
+
+/* itsme_rollcall_peer_left */
+static void setup_itsme_rollcall_peer_left(void *p, int live) {
+    struct args_itsme_rollcall_peer_left *a = p;
+    (void)a;
+    a->rollcall = live ? fx_itsme_rollcall() : NULL;
+    a->slot = 0;
+    if (live) fixture_itsme_rollcall_peer_left(a);
+}
+static int mutate_itsme_rollcall_peer_left(void *p, const struct ct_check *c) {
+    struct args_itsme_rollcall_peer_left *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rollcall = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_rollcall_peer_left(void *p, struct ct_outs *o) {
+    struct args_itsme_rollcall_peer_left *a = p;
+    (void)a;
+    (void)o;
+    return itsme_rollcall_peer_left(a->rollcall, a->slot);
+}
+static const struct ct_param params_itsme_rollcall_peer_left[] = {
+    {"rollcall", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"slot", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_rollcall_peer_left = {"itsme_rollcall_peer_left", 1, sizeof(struct args_itsme_rollcall_peer_left), params_itsme_rollcall_peer_left, 2, setup_itsme_rollcall_peer_left, mutate_itsme_rollcall_peer_left, invoke_itsme_rollcall_peer_left};
+static void run_itsme_rollcall_peer_left(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_peer_left, c); }
+
+/* itsme_rollcall_roster */
+static void setup_itsme_rollcall_roster(void *p, int live) {
+    struct args_itsme_rollcall_roster *a = p;
+    (void)a;
+    a->rollcall = live ? fx_itsme_rollcall() : NULL;
+    if (live) fixture_itsme_rollcall_roster(a);
+}
+static int mutate_itsme_rollcall_roster(void *p, const struct ct_check *c) {
+    struct args_itsme_rollcall_roster *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rollcall = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_rollcall_roster(void *p, struct ct_outs *o) {
+    struct args_itsme_rollcall_roster *a = p;
+    (void)a;
+    (void)o;
+    return itsme_rollcall_roster(a->rollcall, (uint8_t *)o->ptr[1], o->cap[2], (size_t *)o->ptr[3]);
+}
+static const struct ct_param params_itsme_rollcall_roster[] = {
+    {"rollcall", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_BYTES, 0, 2, 3, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_rollcall_roster = {"itsme_rollcall_roster", 1, sizeof(struct args_itsme_rollcall_roster), params_itsme_rollcall_roster, 4, setup_itsme_rollcall_roster, mutate_itsme_rollcall_roster, invoke_itsme_rollcall_roster};
+static void run_itsme_rollcall_roster(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_roster, c); }
+
+/* itsme_rollcall_confirm_roster */
+static void setup_itsme_rollcall_confirm_roster(void *p, int live) {
+    struct args_itsme_rollcall_confirm_roster *a = p;
+    (void)a;
+    a->rollcall = live ? fx_itsme_rollcall() : NULL;
+    a->roster = fx_bytes;
+    a->roster_len = 32;
+    a->rng = live ? fx_itsme_random() : NULL;
+    a->now = FX_NOW;
+    if (live) fixture_itsme_rollcall_confirm_roster(a);
+}
+static int mutate_itsme_rollcall_confirm_roster(void *p, const struct ct_check *c) {
+    struct args_itsme_rollcall_confirm_roster *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rollcall = NULL; return 0;
+    case 1: if (c->kind == CT_NULL) a->roster = NULL; return a->roster_len == 0;
+    case 3: if (c->kind == CT_NULL) a->rng = NULL; return 0;
+    case 4: ct_mutate_time(c, &a->now); return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_rollcall_confirm_roster(void *p, struct ct_outs *o) {
+    struct args_itsme_rollcall_confirm_roster *a = p;
+    (void)a;
+    (void)o;
+    return itsme_rollcall_confirm_roster(a->rollcall, a->roster, a->roster_len, a->rng, a->now);
+}
+static const struct ct_param params_itsme_rollcall_confirm_roster[] = {
+    {"rollcall", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"roster", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"roster_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"rng", CT_R_HANDLE, 0, -1, -1, 0, NULL, 1, ITSME_E_INVALID_ARGUMENT},
+    {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_rollcall_confirm_roster = {"itsme_rollcall_confirm_roster", 1, sizeof(struct args_itsme_rollcall_confirm_roster), params_itsme_rollcall_confirm_roster, 5, setup_itsme_rollcall_confirm_roster, mutate_itsme_rollcall_confirm_roster, invoke_itsme_rollcall_confirm_roster};
+static void run_itsme_rollcall_confirm_roster(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_confirm_roster, c); }
+
+/* itsme_rollcall_code */
+static void setup_itsme_rollcall_code(void *p, int live) {
+    struct args_itsme_rollcall_code *a = p;
+    (void)a;
+    a->rollcall = live ? fx_itsme_rollcall() : NULL;
+    if (live) fixture_itsme_rollcall_code(a);
+}
+static int mutate_itsme_rollcall_code(void *p, const struct ct_check *c) {
+    struct args_itsme_rollcall_code *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rollcall = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_rollcall_code(void *p, struct ct_outs *o) {
+    struct args_itsme_rollcall_code *a = p;
+    (void)a;
+    (void)o;
+    return itsme_rollcall_code(a->rollcall, (char *)o->ptr[1], o->cap[2], (size_t *)o->ptr[3]);
+}
+static const struct ct_param params_itsme_rollcall_code[] = {
+    {"rollcall", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_TEXT, 0, 2, 3, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_rollcall_code = {"itsme_rollcall_code", 1, sizeof(struct args_itsme_rollcall_code), params_itsme_rollcall_code, 4, setup_itsme_rollcall_code, mutate_itsme_rollcall_code, invoke_itsme_rollcall_code};
+static void run_itsme_rollcall_code(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_code, c); }
+
+/* itsme_rollcall_confirm_said */
+static void setup_itsme_rollcall_confirm_said(void *p, int live) {
+    struct args_itsme_rollcall_confirm_said *a = p;
+    (void)a;
+    a->rollcall = live ? fx_itsme_rollcall() : NULL;
+    a->rng = live ? fx_itsme_random() : NULL;
+    a->now = FX_NOW;
+    if (live) fixture_itsme_rollcall_confirm_said(a);
+}
+static int mutate_itsme_rollcall_confirm_said(void *p, const struct ct_check *c) {
+    struct args_itsme_rollcall_confirm_said *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rollcall = NULL; return 0;
+    case 1: if (c->kind == CT_NULL) a->rng = NULL; return 0;
+    case 2: ct_mutate_time(c, &a->now); return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_rollcall_confirm_said(void *p, struct ct_outs *o) {
+    struct args_itsme_rollcall_confirm_said *a = p;
+    (void)a;
+    (void)o;
+    return itsme_rollcall_confirm_said(a->rollcall, a->rng, a->now);
+}
+static const struct ct_param params_itsme_rollcall_confirm_said[] = {
+    {"rollcall", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"rng", CT_R_HANDLE, 0, -1, -1, 0, NULL, 1, ITSME_E_INVALID_ARGUMENT},
+    {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_rollcall_confirm_said = {"itsme_rollcall_confirm_said", 1, sizeof(struct args_itsme_rollcall_confirm_said), params_itsme_rollcall_confirm_said, 3, setup_itsme_rollcall_confirm_said, mutate_itsme_rollcall_confirm_said, invoke_itsme_rollcall_confirm_said};
+static void run_itsme_rollcall_confirm_said(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_confirm_said, c); }
+
+/* itsme_rollcall_participant_count */
+static void setup_itsme_rollcall_participant_count(void *p, int live) {
+    struct args_itsme_rollcall_participant_count *a = p;
+    (void)a;
+    a->rollcall = live ? fx_itsme_rollcall() : NULL;
+    if (live) fixture_itsme_rollcall_participant_count(a);
+}
+static int mutate_itsme_rollcall_participant_count(void *p, const struct ct_check *c) {
+    struct args_itsme_rollcall_participant_count *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rollcall = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_rollcall_participant_count(void *p, struct ct_outs *o) {
+    struct args_itsme_rollcall_participant_count *a = p;
+    (void)a;
+    (void)o;
+    return itsme_rollcall_participant_count(a->rollcall, (size_t *)o->ptr[1]);
+}
+static const struct ct_param params_itsme_rollcall_participant_count[] = {
+    {"rollcall", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_count", CT_R_OUT_VALUE, sizeof(size_t), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_rollcall_participant_count = {"itsme_rollcall_participant_count", 1, sizeof(struct args_itsme_rollcall_participant_count), params_itsme_rollcall_participant_count, 2, setup_itsme_rollcall_participant_count, mutate_itsme_rollcall_participant_count, invoke_itsme_rollcall_participant_count};
+static void run_itsme_rollcall_participant_count(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_participant_count, c); }
+
+/* itsme_rollcall_participant */
+static void setup_itsme_rollcall_participant(void *p, int live) {
+    struct args_itsme_rollcall_participant *a = p;
+    (void)a;
+    a->rollcall = live ? fx_itsme_rollcall() : NULL;
+    a->index = 0;
+    if (live) fixture_itsme_rollcall_participant(a);
+}
+static int mutate_itsme_rollcall_participant(void *p, const struct ct_check *c) {
+    struct args_itsme_rollcall_participant *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rollcall = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_rollcall_participant(void *p, struct ct_outs *o) {
+    struct args_itsme_rollcall_participant *a = p;
+    (void)a;
+    (void)o;
+    return itsme_rollcall_participant(a->rollcall, a->index, (itsme_rollcall_participant_info *)o->ptr[2]);
+}
+static const struct ct_param params_itsme_rollcall_participant[] = {
+    {"rollcall", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"index", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_participant", CT_R_OUT_STRUCT, sizeof(itsme_rollcall_participant_info), -1, -1, 1, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_rollcall_participant = {"itsme_rollcall_participant", 1, sizeof(struct args_itsme_rollcall_participant), params_itsme_rollcall_participant, 3, setup_itsme_rollcall_participant, mutate_itsme_rollcall_participant, invoke_itsme_rollcall_participant};
+static void run_itsme_rollcall_participant(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_participant, c); }
+
+/* itsme_rollcall_enter_heard */
+static void setup_itsme_rollcall_enter_heard(void *p, int live) {
+    struct args_itsme_rollcall_enter_heard *a = p;
+    (void)a;
+    a->rollcall = live ? fx_itsme_rollcall() : NULL;
+    a->index = 0;
+    a->code = FX_TEXT;
+    a->now = FX_NOW;
+    if (live) fixture_itsme_rollcall_enter_heard(a);
+}
+static int mutate_itsme_rollcall_enter_heard(void *p, const struct ct_check *c) {
+    struct args_itsme_rollcall_enter_heard *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rollcall = NULL; return 0;
+    case 2: ct_mutate_text(c, &a->code); return 0;
+    case 3: ct_mutate_time(c, &a->now); return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_rollcall_enter_heard(void *p, struct ct_outs *o) {
+    struct args_itsme_rollcall_enter_heard *a = p;
+    (void)a;
+    (void)o;
+    return itsme_rollcall_enter_heard(a->rollcall, a->index, a->code, a->now, (itsme_rollcall_state *)o->ptr[4]);
+}
+static const struct ct_param params_itsme_rollcall_enter_heard[] = {
+    {"rollcall", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"index", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"code", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_state", CT_R_OUT_VALUE, sizeof(itsme_rollcall_state), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_rollcall_enter_heard = {"itsme_rollcall_enter_heard", 1, sizeof(struct args_itsme_rollcall_enter_heard), params_itsme_rollcall_enter_heard, 5, setup_itsme_rollcall_enter_heard, mutate_itsme_rollcall_enter_heard, invoke_itsme_rollcall_enter_heard};
+static void run_itsme_rollcall_enter_heard(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_enter_heard, c); }
+
 #ifdef ITSME_CONTRACT_TESTING
 /* itsme_random_new_deterministic */
 static void setup_itsme_random_new_deterministic(void *p, int live) {
@@ -7208,6 +7833,47 @@ static const struct ct_param params_itsme_identity_create_with_random[] = {
 };
 static const struct ct_function function_itsme_identity_create_with_random = {"itsme_identity_create_with_random", 1, sizeof(struct args_itsme_identity_create_with_random), params_itsme_identity_create_with_random, 4, setup_itsme_identity_create_with_random, mutate_itsme_identity_create_with_random, invoke_itsme_identity_create_with_random};
 static void run_itsme_identity_create_with_random(const struct ct_check *c) { ct_run_result(&function_itsme_identity_create_with_random, c); }
+
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+/* itsme_store_set_device_secrets */
+static void setup_itsme_store_set_device_secrets(void *p, int live) {
+    struct args_itsme_store_set_device_secrets *a = p;
+    (void)a;
+    a->store = live ? fx_itsme_store() : NULL;
+    a->id = 0;
+    a->mine = fx_bytes;
+    a->mine_len = 32;
+    a->theirs = fx_bytes;
+    a->theirs_len = 32;
+    if (live) fixture_itsme_store_set_device_secrets(a);
+}
+static int mutate_itsme_store_set_device_secrets(void *p, const struct ct_check *c) {
+    struct args_itsme_store_set_device_secrets *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->store = NULL; return 0;
+    case 2: if (c->kind == CT_NULL) a->mine = NULL; return a->mine_len == 0;
+    case 4: if (c->kind == CT_NULL) a->theirs = NULL; return a->theirs_len == 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_store_set_device_secrets(void *p, struct ct_outs *o) {
+    struct args_itsme_store_set_device_secrets *a = p;
+    (void)a;
+    (void)o;
+    return itsme_store_set_device_secrets(a->store, a->id, a->mine, a->mine_len, a->theirs, a->theirs_len);
+}
+static const struct ct_param params_itsme_store_set_device_secrets[] = {
+    {"store", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"id", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"mine", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"mine_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"theirs", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"theirs_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_store_set_device_secrets = {"itsme_store_set_device_secrets", 1, sizeof(struct args_itsme_store_set_device_secrets), params_itsme_store_set_device_secrets, 6, setup_itsme_store_set_device_secrets, mutate_itsme_store_set_device_secrets, invoke_itsme_store_set_device_secrets};
+static void run_itsme_store_set_device_secrets(const struct ct_check *c) { ct_run_result(&function_itsme_store_set_device_secrets, c); }
 
 #endif
 #ifdef ITSME_CONTRACT_TESTING
@@ -8059,6 +8725,18 @@ static void run_itsme_replay_store_free(const struct ct_check *c) {
     itsme_replay_store_free(h);
 }
 
+/* itsme_rollcall_free */
+static void run_itsme_rollcall_free(const struct ct_check *c) {
+    if (c->kind == CT_RELEASE_NULL) {
+        itsme_rollcall_free(NULL);
+        return;
+    }
+    itsme_rollcall *h = fx_itsme_rollcall();
+    if (!h) exit(77); /* no handle of this type in this build */
+    ct_forget(h);
+    itsme_rollcall_free(h);
+}
+
 /* itsme_public_key_bytes */
 static void run_itsme_public_key_bytes(const struct ct_check *c) {
     (void)c;
@@ -8400,6 +9078,20 @@ static void run_itsme_approval_lifetime_max(const struct ct_check *c) {
     (void)c;
     if ((unsigned long long)itsme_approval_lifetime_max() != (unsigned long long)ITSME_APPROVAL_LIFETIME_MAX)
         ct_fail("returns %llu, ITSME_APPROVAL_LIFETIME_MAX is %llu", (unsigned long long)itsme_approval_lifetime_max(), (unsigned long long)ITSME_APPROVAL_LIFETIME_MAX);
+}
+
+/* itsme_rollcall_message_max */
+static void run_itsme_rollcall_message_max(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_rollcall_message_max() != (unsigned long long)ITSME_ROLLCALL_MESSAGE_MAX)
+        ct_fail("returns %llu, ITSME_ROLLCALL_MESSAGE_MAX is %llu", (unsigned long long)itsme_rollcall_message_max(), (unsigned long long)ITSME_ROLLCALL_MESSAGE_MAX);
+}
+
+/* itsme_rollcall_roster_bytes */
+static void run_itsme_rollcall_roster_bytes(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_rollcall_roster_bytes() != (unsigned long long)ITSME_ROLLCALL_ROSTER_BYTES)
+        ct_fail("returns %llu, ITSME_ROLLCALL_ROSTER_BYTES is %llu", (unsigned long long)itsme_rollcall_roster_bytes(), (unsigned long long)ITSME_ROLLCALL_ROSTER_BYTES);
 }
 
 static const struct ct_entry ct_entries[] = {
@@ -9537,6 +10229,104 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_approval_verify", "itsme_approval_verify: now after 9999", run_itsme_approval_verify, {CT_TIME_AFTER_9999, 7}},
     {"itsme_approval_verify", "itsme_approval_verify: out->size too small", run_itsme_approval_verify, {CT_STRUCT_SIZE, 8}},
     {"itsme_approval_verify", "itsme_approval_verify: success", run_itsme_approval_verify, {CT_SUCCESS, -1}},
+    {"itsme_meeting_code_new", "itsme_meeting_code_new: before itsme_init", run_itsme_meeting_code_new, {CT_BEFORE_INIT, -1}},
+    {"itsme_meeting_code_new", "itsme_meeting_code_new: rng NULL", run_itsme_meeting_code_new, {CT_NULL, 0}},
+    {"itsme_meeting_code_new", "itsme_meeting_code_new: out NULL", run_itsme_meeting_code_new, {CT_NULL, 1}},
+    {"itsme_meeting_code_new", "itsme_meeting_code_new: out_len NULL", run_itsme_meeting_code_new, {CT_NULL, 3}},
+    {"itsme_meeting_code_new", "itsme_meeting_code_new: out size query", run_itsme_meeting_code_new, {CT_SIZE_QUERY, 1}},
+    {"itsme_meeting_code_new", "itsme_meeting_code_new: out cap - 1", run_itsme_meeting_code_new, {CT_SHORT, 1}},
+    {"itsme_meeting_code_new", "itsme_meeting_code_new: success with the exact cap", run_itsme_meeting_code_new, {CT_SUCCESS, -1}},
+    {"itsme_rollcall_new", "itsme_rollcall_new: before itsme_init", run_itsme_rollcall_new, {CT_BEFORE_INIT, -1}},
+    {"itsme_rollcall_new", "itsme_rollcall_new: store NULL", run_itsme_rollcall_new, {CT_NULL, 0}},
+    {"itsme_rollcall_new", "itsme_rollcall_new: meeting_code NULL", run_itsme_rollcall_new, {CT_NULL, 1}},
+    {"itsme_rollcall_new", "itsme_rollcall_new: rng NULL", run_itsme_rollcall_new, {CT_NULL, 2}},
+    {"itsme_rollcall_new", "itsme_rollcall_new: out NULL", run_itsme_rollcall_new, {CT_NULL, 4}},
+    {"itsme_rollcall_new", "itsme_rollcall_new: meeting_code not UTF-8", run_itsme_rollcall_new, {CT_BAD_UTF8, 1}},
+    {"itsme_rollcall_new", "itsme_rollcall_new: meeting_code longer than ITSME_TEXT_MAX", run_itsme_rollcall_new, {CT_LONG_TEXT, 1}},
+    {"itsme_rollcall_new", "itsme_rollcall_new: now below 0", run_itsme_rollcall_new, {CT_TIME_NEGATIVE, 3}},
+    {"itsme_rollcall_new", "itsme_rollcall_new: now after 9999", run_itsme_rollcall_new, {CT_TIME_AFTER_9999, 3}},
+    {"itsme_rollcall_new", "itsme_rollcall_new: success", run_itsme_rollcall_new, {CT_SUCCESS, -1}},
+    {"itsme_rollcall_last_error", "itsme_rollcall_last_error: rollcall NULL", run_itsme_rollcall_last_error, {CT_NULL, 0}},
+    {"itsme_rollcall_last_error", "itsme_rollcall_last_error: buf NULL", run_itsme_rollcall_last_error, {CT_NULL, 1}},
+    {"itsme_rollcall_last_error", "itsme_rollcall_last_error: out_len NULL", run_itsme_rollcall_last_error, {CT_NULL, 3}},
+    {"itsme_rollcall_last_error", "itsme_rollcall_last_error: buf size query", run_itsme_rollcall_last_error, {CT_SIZE_QUERY, 1}},
+    {"itsme_rollcall_last_error", "itsme_rollcall_last_error: buf cap - 1", run_itsme_rollcall_last_error, {CT_SHORT, 1}},
+    {"itsme_rollcall_last_error", "itsme_rollcall_last_error: success with the exact cap", run_itsme_rollcall_last_error, {CT_SUCCESS, -1}},
+    {"itsme_rollcall_status", "itsme_rollcall_status: before itsme_init", run_itsme_rollcall_status, {CT_BEFORE_INIT, -1}},
+    {"itsme_rollcall_status", "itsme_rollcall_status: rollcall NULL", run_itsme_rollcall_status, {CT_NULL, 0}},
+    {"itsme_rollcall_status", "itsme_rollcall_status: out_phase NULL", run_itsme_rollcall_status, {CT_NULL, 1}},
+    {"itsme_rollcall_status", "itsme_rollcall_status: success", run_itsme_rollcall_status, {CT_SUCCESS, -1}},
+    {"itsme_rollcall_room", "itsme_rollcall_room: before itsme_init", run_itsme_rollcall_room, {CT_BEFORE_INIT, -1}},
+    {"itsme_rollcall_room", "itsme_rollcall_room: rollcall NULL", run_itsme_rollcall_room, {CT_NULL, 0}},
+    {"itsme_rollcall_room", "itsme_rollcall_room: out NULL", run_itsme_rollcall_room, {CT_NULL, 1}},
+    {"itsme_rollcall_room", "itsme_rollcall_room: out_len NULL", run_itsme_rollcall_room, {CT_NULL, 3}},
+    {"itsme_rollcall_room", "itsme_rollcall_room: out size query", run_itsme_rollcall_room, {CT_SIZE_QUERY, 1}},
+    {"itsme_rollcall_room", "itsme_rollcall_room: out cap - 1", run_itsme_rollcall_room, {CT_SHORT, 1}},
+    {"itsme_rollcall_room", "itsme_rollcall_room: success with the exact cap", run_itsme_rollcall_room, {CT_SUCCESS, -1}},
+    {"itsme_rollcall_next_outgoing", "itsme_rollcall_next_outgoing: before itsme_init", run_itsme_rollcall_next_outgoing, {CT_BEFORE_INIT, -1}},
+    {"itsme_rollcall_next_outgoing", "itsme_rollcall_next_outgoing: rollcall NULL", run_itsme_rollcall_next_outgoing, {CT_NULL, 0}},
+    {"itsme_rollcall_next_outgoing", "itsme_rollcall_next_outgoing: out NULL", run_itsme_rollcall_next_outgoing, {CT_NULL, 1}},
+    {"itsme_rollcall_next_outgoing", "itsme_rollcall_next_outgoing: out_len NULL", run_itsme_rollcall_next_outgoing, {CT_NULL, 3}},
+    {"itsme_rollcall_next_outgoing", "itsme_rollcall_next_outgoing: out size query", run_itsme_rollcall_next_outgoing, {CT_SIZE_QUERY, 1}},
+    {"itsme_rollcall_next_outgoing", "itsme_rollcall_next_outgoing: out cap - 1", run_itsme_rollcall_next_outgoing, {CT_SHORT, 1}},
+    {"itsme_rollcall_next_outgoing", "itsme_rollcall_next_outgoing: success with the exact cap", run_itsme_rollcall_next_outgoing, {CT_SUCCESS, -1}},
+    {"itsme_rollcall_receive", "itsme_rollcall_receive: before itsme_init", run_itsme_rollcall_receive, {CT_BEFORE_INIT, -1}},
+    {"itsme_rollcall_receive", "itsme_rollcall_receive: rollcall NULL", run_itsme_rollcall_receive, {CT_NULL, 0}},
+    {"itsme_rollcall_receive", "itsme_rollcall_receive: bytes NULL", run_itsme_rollcall_receive, {CT_NULL, 1}},
+    {"itsme_rollcall_receive", "itsme_rollcall_receive: now below 0", run_itsme_rollcall_receive, {CT_TIME_NEGATIVE, 4}},
+    {"itsme_rollcall_receive", "itsme_rollcall_receive: now after 9999", run_itsme_rollcall_receive, {CT_TIME_AFTER_9999, 4}},
+    {"itsme_rollcall_receive", "itsme_rollcall_receive: success", run_itsme_rollcall_receive, {CT_SUCCESS, -1}},
+    {"itsme_rollcall_peer_joined", "itsme_rollcall_peer_joined: before itsme_init", run_itsme_rollcall_peer_joined, {CT_BEFORE_INIT, -1}},
+    {"itsme_rollcall_peer_joined", "itsme_rollcall_peer_joined: rollcall NULL", run_itsme_rollcall_peer_joined, {CT_NULL, 0}},
+    {"itsme_rollcall_peer_joined", "itsme_rollcall_peer_joined: success", run_itsme_rollcall_peer_joined, {CT_SUCCESS, -1}},
+    {"itsme_rollcall_peer_left", "itsme_rollcall_peer_left: before itsme_init", run_itsme_rollcall_peer_left, {CT_BEFORE_INIT, -1}},
+    {"itsme_rollcall_peer_left", "itsme_rollcall_peer_left: rollcall NULL", run_itsme_rollcall_peer_left, {CT_NULL, 0}},
+    {"itsme_rollcall_peer_left", "itsme_rollcall_peer_left: success", run_itsme_rollcall_peer_left, {CT_SUCCESS, -1}},
+    {"itsme_rollcall_roster", "itsme_rollcall_roster: before itsme_init", run_itsme_rollcall_roster, {CT_BEFORE_INIT, -1}},
+    {"itsme_rollcall_roster", "itsme_rollcall_roster: rollcall NULL", run_itsme_rollcall_roster, {CT_NULL, 0}},
+    {"itsme_rollcall_roster", "itsme_rollcall_roster: out NULL", run_itsme_rollcall_roster, {CT_NULL, 1}},
+    {"itsme_rollcall_roster", "itsme_rollcall_roster: out_len NULL", run_itsme_rollcall_roster, {CT_NULL, 3}},
+    {"itsme_rollcall_roster", "itsme_rollcall_roster: out size query", run_itsme_rollcall_roster, {CT_SIZE_QUERY, 1}},
+    {"itsme_rollcall_roster", "itsme_rollcall_roster: out cap - 1", run_itsme_rollcall_roster, {CT_SHORT, 1}},
+    {"itsme_rollcall_roster", "itsme_rollcall_roster: success with the exact cap", run_itsme_rollcall_roster, {CT_SUCCESS, -1}},
+    {"itsme_rollcall_confirm_roster", "itsme_rollcall_confirm_roster: before itsme_init", run_itsme_rollcall_confirm_roster, {CT_BEFORE_INIT, -1}},
+    {"itsme_rollcall_confirm_roster", "itsme_rollcall_confirm_roster: rollcall NULL", run_itsme_rollcall_confirm_roster, {CT_NULL, 0}},
+    {"itsme_rollcall_confirm_roster", "itsme_rollcall_confirm_roster: roster NULL", run_itsme_rollcall_confirm_roster, {CT_NULL, 1}},
+    {"itsme_rollcall_confirm_roster", "itsme_rollcall_confirm_roster: rng NULL", run_itsme_rollcall_confirm_roster, {CT_NULL, 3}},
+    {"itsme_rollcall_confirm_roster", "itsme_rollcall_confirm_roster: now below 0", run_itsme_rollcall_confirm_roster, {CT_TIME_NEGATIVE, 4}},
+    {"itsme_rollcall_confirm_roster", "itsme_rollcall_confirm_roster: now after 9999", run_itsme_rollcall_confirm_roster, {CT_TIME_AFTER_9999, 4}},
+    {"itsme_rollcall_confirm_roster", "itsme_rollcall_confirm_roster: success", run_itsme_rollcall_confirm_roster, {CT_SUCCESS, -1}},
+    {"itsme_rollcall_code", "itsme_rollcall_code: before itsme_init", run_itsme_rollcall_code, {CT_BEFORE_INIT, -1}},
+    {"itsme_rollcall_code", "itsme_rollcall_code: rollcall NULL", run_itsme_rollcall_code, {CT_NULL, 0}},
+    {"itsme_rollcall_code", "itsme_rollcall_code: out NULL", run_itsme_rollcall_code, {CT_NULL, 1}},
+    {"itsme_rollcall_code", "itsme_rollcall_code: out_len NULL", run_itsme_rollcall_code, {CT_NULL, 3}},
+    {"itsme_rollcall_code", "itsme_rollcall_code: out size query", run_itsme_rollcall_code, {CT_SIZE_QUERY, 1}},
+    {"itsme_rollcall_code", "itsme_rollcall_code: out cap - 1", run_itsme_rollcall_code, {CT_SHORT, 1}},
+    {"itsme_rollcall_code", "itsme_rollcall_code: success with the exact cap", run_itsme_rollcall_code, {CT_SUCCESS, -1}},
+    {"itsme_rollcall_confirm_said", "itsme_rollcall_confirm_said: before itsme_init", run_itsme_rollcall_confirm_said, {CT_BEFORE_INIT, -1}},
+    {"itsme_rollcall_confirm_said", "itsme_rollcall_confirm_said: rollcall NULL", run_itsme_rollcall_confirm_said, {CT_NULL, 0}},
+    {"itsme_rollcall_confirm_said", "itsme_rollcall_confirm_said: rng NULL", run_itsme_rollcall_confirm_said, {CT_NULL, 1}},
+    {"itsme_rollcall_confirm_said", "itsme_rollcall_confirm_said: now below 0", run_itsme_rollcall_confirm_said, {CT_TIME_NEGATIVE, 2}},
+    {"itsme_rollcall_confirm_said", "itsme_rollcall_confirm_said: now after 9999", run_itsme_rollcall_confirm_said, {CT_TIME_AFTER_9999, 2}},
+    {"itsme_rollcall_confirm_said", "itsme_rollcall_confirm_said: success", run_itsme_rollcall_confirm_said, {CT_SUCCESS, -1}},
+    {"itsme_rollcall_participant_count", "itsme_rollcall_participant_count: before itsme_init", run_itsme_rollcall_participant_count, {CT_BEFORE_INIT, -1}},
+    {"itsme_rollcall_participant_count", "itsme_rollcall_participant_count: rollcall NULL", run_itsme_rollcall_participant_count, {CT_NULL, 0}},
+    {"itsme_rollcall_participant_count", "itsme_rollcall_participant_count: out_count NULL", run_itsme_rollcall_participant_count, {CT_NULL, 1}},
+    {"itsme_rollcall_participant_count", "itsme_rollcall_participant_count: success", run_itsme_rollcall_participant_count, {CT_SUCCESS, -1}},
+    {"itsme_rollcall_participant", "itsme_rollcall_participant: before itsme_init", run_itsme_rollcall_participant, {CT_BEFORE_INIT, -1}},
+    {"itsme_rollcall_participant", "itsme_rollcall_participant: rollcall NULL", run_itsme_rollcall_participant, {CT_NULL, 0}},
+    {"itsme_rollcall_participant", "itsme_rollcall_participant: out_participant NULL", run_itsme_rollcall_participant, {CT_NULL, 2}},
+    {"itsme_rollcall_participant", "itsme_rollcall_participant: out_participant->size too small", run_itsme_rollcall_participant, {CT_STRUCT_SIZE, 2}},
+    {"itsme_rollcall_participant", "itsme_rollcall_participant: success", run_itsme_rollcall_participant, {CT_SUCCESS, -1}},
+    {"itsme_rollcall_enter_heard", "itsme_rollcall_enter_heard: before itsme_init", run_itsme_rollcall_enter_heard, {CT_BEFORE_INIT, -1}},
+    {"itsme_rollcall_enter_heard", "itsme_rollcall_enter_heard: rollcall NULL", run_itsme_rollcall_enter_heard, {CT_NULL, 0}},
+    {"itsme_rollcall_enter_heard", "itsme_rollcall_enter_heard: code NULL", run_itsme_rollcall_enter_heard, {CT_NULL, 2}},
+    {"itsme_rollcall_enter_heard", "itsme_rollcall_enter_heard: out_state NULL", run_itsme_rollcall_enter_heard, {CT_NULL, 4}},
+    {"itsme_rollcall_enter_heard", "itsme_rollcall_enter_heard: code not UTF-8", run_itsme_rollcall_enter_heard, {CT_BAD_UTF8, 2}},
+    {"itsme_rollcall_enter_heard", "itsme_rollcall_enter_heard: code longer than ITSME_TEXT_MAX", run_itsme_rollcall_enter_heard, {CT_LONG_TEXT, 2}},
+    {"itsme_rollcall_enter_heard", "itsme_rollcall_enter_heard: now below 0", run_itsme_rollcall_enter_heard, {CT_TIME_NEGATIVE, 3}},
+    {"itsme_rollcall_enter_heard", "itsme_rollcall_enter_heard: now after 9999", run_itsme_rollcall_enter_heard, {CT_TIME_AFTER_9999, 3}},
+    {"itsme_rollcall_enter_heard", "itsme_rollcall_enter_heard: success", run_itsme_rollcall_enter_heard, {CT_SUCCESS, -1}},
 #ifdef ITSME_CONTRACT_TESTING
     {"itsme_random_new_deterministic", "itsme_random_new_deterministic: before itsme_init", run_itsme_random_new_deterministic, {CT_BEFORE_INIT, -1}},
 #endif
@@ -9572,6 +10362,21 @@ static const struct ct_entry ct_entries[] = {
 #endif
 #ifdef ITSME_CONTRACT_TESTING
     {"itsme_identity_create_with_random", "itsme_identity_create_with_random: success", run_itsme_identity_create_with_random, {CT_SUCCESS, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_store_set_device_secrets", "itsme_store_set_device_secrets: before itsme_init", run_itsme_store_set_device_secrets, {CT_BEFORE_INIT, -1}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_store_set_device_secrets", "itsme_store_set_device_secrets: store NULL", run_itsme_store_set_device_secrets, {CT_NULL, 0}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_store_set_device_secrets", "itsme_store_set_device_secrets: mine NULL", run_itsme_store_set_device_secrets, {CT_NULL, 2}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_store_set_device_secrets", "itsme_store_set_device_secrets: theirs NULL", run_itsme_store_set_device_secrets, {CT_NULL, 4}},
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    {"itsme_store_set_device_secrets", "itsme_store_set_device_secrets: success", run_itsme_store_set_device_secrets, {CT_SUCCESS, -1}},
 #endif
 #ifdef ITSME_CONTRACT_TESTING
     {"itsme_derive_seed", "itsme_derive_seed: before itsme_init", run_itsme_derive_seed, {CT_BEFORE_INIT, -1}},
@@ -9988,6 +10793,8 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_profile_free", "itsme_profile_free: a handle", run_itsme_profile_free, {CT_RELEASE_HANDLE, -1}},
     {"itsme_replay_store_free", "itsme_replay_store_free: NULL", run_itsme_replay_store_free, {CT_RELEASE_NULL, -1}},
     {"itsme_replay_store_free", "itsme_replay_store_free: a handle", run_itsme_replay_store_free, {CT_RELEASE_HANDLE, -1}},
+    {"itsme_rollcall_free", "itsme_rollcall_free: NULL", run_itsme_rollcall_free, {CT_RELEASE_NULL, -1}},
+    {"itsme_rollcall_free", "itsme_rollcall_free: a handle", run_itsme_rollcall_free, {CT_RELEASE_HANDLE, -1}},
     {"itsme_public_key_bytes", "itsme_public_key_bytes: returns ITSME_PUBLIC_KEY_BYTES", run_itsme_public_key_bytes, {CT_CONSTANT, -1}},
     {"itsme_fingerprint_chars", "itsme_fingerprint_chars: returns ITSME_FINGERPRINT_CHARS", run_itsme_fingerprint_chars, {CT_CONSTANT, -1}},
     {"itsme_fingerprint_size", "itsme_fingerprint_size: returns ITSME_FINGERPRINT_SIZE", run_itsme_fingerprint_size, {CT_CONSTANT, -1}},
@@ -10037,6 +10844,8 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_approval_request_max", "itsme_approval_request_max: returns ITSME_APPROVAL_REQUEST_MAX", run_itsme_approval_request_max, {CT_CONSTANT, -1}},
     {"itsme_approval_max", "itsme_approval_max: returns ITSME_APPROVAL_MAX", run_itsme_approval_max, {CT_CONSTANT, -1}},
     {"itsme_approval_lifetime_max", "itsme_approval_lifetime_max: returns ITSME_APPROVAL_LIFETIME_MAX", run_itsme_approval_lifetime_max, {CT_CONSTANT, -1}},
+    {"itsme_rollcall_message_max", "itsme_rollcall_message_max: returns ITSME_ROLLCALL_MESSAGE_MAX", run_itsme_rollcall_message_max, {CT_CONSTANT, -1}},
+    {"itsme_rollcall_roster_bytes", "itsme_rollcall_roster_bytes: returns ITSME_ROLLCALL_ROSTER_BYTES", run_itsme_rollcall_roster_bytes, {CT_CONSTANT, -1}},
 };
 
 static const char *const ct_declared[] = {
@@ -10240,6 +11049,23 @@ static const char *const ct_declared[] = {
     "itsme_replay_store_new_callbacks",
     "itsme_replay_store_free",
     "itsme_approval_verify",
+    "itsme_meeting_code_new",
+    "itsme_rollcall_new",
+    "itsme_rollcall_free",
+    "itsme_rollcall_last_error",
+    "itsme_rollcall_status",
+    "itsme_rollcall_room",
+    "itsme_rollcall_next_outgoing",
+    "itsme_rollcall_receive",
+    "itsme_rollcall_peer_joined",
+    "itsme_rollcall_peer_left",
+    "itsme_rollcall_roster",
+    "itsme_rollcall_confirm_roster",
+    "itsme_rollcall_code",
+    "itsme_rollcall_confirm_said",
+    "itsme_rollcall_participant_count",
+    "itsme_rollcall_participant",
+    "itsme_rollcall_enter_heard",
     "itsme_public_key_bytes",
     "itsme_fingerprint_chars",
     "itsme_fingerprint_size",
@@ -10289,11 +11115,16 @@ static const char *const ct_declared[] = {
     "itsme_approval_request_max",
     "itsme_approval_max",
     "itsme_approval_lifetime_max",
+    "itsme_rollcall_message_max",
+    "itsme_rollcall_roster_bytes",
 #ifdef ITSME_CONTRACT_TESTING
     "itsme_random_new_deterministic",
 #endif
 #ifdef ITSME_CONTRACT_TESTING
     "itsme_identity_create_with_random",
+#endif
+#ifdef ITSME_CONTRACT_TESTING
+    "itsme_store_set_device_secrets",
 #endif
 #ifdef ITSME_CONTRACT_TESTING
     "itsme_derive_seed",

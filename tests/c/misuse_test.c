@@ -809,6 +809,348 @@ static void exchanges(void) {
     if (system(cmd) != 0) failed++;
 }
 
+/* ---- the roll call (docs/PROTOCOL.md 20) ---------------------------------------- */
+
+/* The next message of `from` (slot from_slot), fed to each other roll call
+ * of `all`; 1 if there was one. */
+static int rc_deliver(itsme_rollcall *from, uint32_t from_slot, itsme_rollcall **all, int n, int64_t now,
+                      uint8_t *kept, size_t *kept_len) {
+    static uint8_t m[ITSME_ROLLCALL_MESSAGE_MAX];
+    size_t len = 0;
+    if (itsme_rollcall_next_outgoing(from, m, sizeof m, &len) != ITSME_OK) { failed++; return 0; }
+    if (len == 0) return 0;
+    if (kept) { memcpy(kept, m, len); *kept_len = len; }
+    for (int i = 0; i < n; i++)
+        if (all[i] != from) EXPECT("rollcall deliver", itsme_rollcall_receive(all[i], m, len, from_slot, now), ITSME_OK);
+    return 1;
+}
+
+static itsme_rollcall_participant_info rc_participant(itsme_rollcall *rc, size_t index) {
+    itsme_rollcall_participant_info p;
+    memset(&p, 0, sizeof p);
+    p.size = sizeof p;
+    EXPECT("rollcall participant", itsme_rollcall_participant(rc, index, &p), ITSME_OK);
+    return p;
+}
+
+/* The index of the participant that is contact `id` in `rc`, or 0. */
+static size_t rc_index_of(itsme_rollcall *rc, int64_t id) {
+    size_t count = 0;
+    EXPECT("rollcall count", itsme_rollcall_participant_count(rc, &count), ITSME_OK);
+    for (size_t i = 1; i < count; i++)
+        if (rc_participant(rc, i).contact_id == id) return i;
+    return 0;
+}
+
+static void rollcalls(void) {
+    char dir[] = "/tmp/itsme-c-rollcall-XXXXXX";
+    if (!mkdtemp(dir)) { failed++; return; }
+    const char *names[3] = {"Ana", "Ben", "Cai"};
+    itsme_secret_store *secrets[3] = {NULL};
+    itsme_identity *ids[3] = {NULL};
+    itsme_store *stores[3] = {NULL};
+    uint8_t keys[3][32];
+    char path[128], msg[256];
+    size_t len = 0;
+    for (int i = 0; i < 3; i++) {
+        EXPECT("rc memory store", itsme_secret_store_new_memory(&secrets[i]), ITSME_OK);
+        EXPECT("rc identity", itsme_identity_create(secrets[i], names[i], &ids[i]), ITSME_OK);
+        EXPECT("rc key", itsme_identity_public_key(ids[i], keys[i], 32, &len), ITSME_OK);
+        snprintf(path, sizeof path, "%s/%s.db", dir, names[i]);
+        EXPECT("rc store", itsme_store_open(ids[i], path, &stores[i]), ITSME_OK);
+    }
+    /* Ana and Ben share a seed and each other's device secrets; Ana and Cai
+     * a seed, Ana holding a device secret of Cai's that Cai's device no
+     * longer has, Cai none of Ana's; Ben and Cai nothing (as rollcall.json). */
+    uint8_t seed_ab[32], seed_ac[32], ds[3][16];
+    memset(seed_ab, 0xAB, 32);
+    memset(seed_ac, 0xAC, 32);
+    for (int i = 0; i < 3; i++) memset(ds[i], 0x10 + i, 16);
+    int64_t ana_ben = 0, ana_cai = 0, ben_ana = 0, cai_ana = 0;
+    EXPECT("rc add", itsme_store_add(stores[0], "Ben", keys[1], 32, seed_ab, 32, ITSME_EXCHANGE_METHOD_QR, T0, &ana_ben), ITSME_OK);
+    EXPECT("rc add", itsme_store_add(stores[0], "Cai", keys[2], 32, seed_ac, 32, ITSME_EXCHANGE_METHOD_QR, T0, &ana_cai), ITSME_OK);
+    EXPECT("rc add", itsme_store_add(stores[1], "Ana", keys[0], 32, seed_ab, 32, ITSME_EXCHANGE_METHOD_QR, T0, &ben_ana), ITSME_OK);
+    EXPECT("rc add", itsme_store_add(stores[2], "Ana", keys[0], 32, seed_ac, 32, ITSME_EXCHANGE_METHOD_QR, T0, &cai_ana), ITSME_OK);
+    uint8_t long_secret[65] = {0};
+    EXPECT("device secrets both empty", itsme_store_set_device_secrets(stores[0], ana_ben, NULL, 0, NULL, 0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("device secret of 65 bytes", itsme_store_set_device_secrets(stores[0], ana_ben, long_secret, 65, ds[1], 16), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("device secrets NULL with a length", itsme_store_set_device_secrets(stores[0], ana_ben, NULL, 16, ds[1], 16), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("device secrets no contact", itsme_store_set_device_secrets(stores[0], 999, ds[0], 16, ds[1], 16), ITSME_E_NOT_FOUND);
+    EXPECT("device secrets", itsme_store_set_device_secrets(stores[0], ana_ben, ds[0], 16, ds[1], 16), ITSME_OK);
+    EXPECT("device secrets", itsme_store_set_device_secrets(stores[0], ana_cai, ds[0], 16, ds[2], 16), ITSME_OK);
+    EXPECT("device secrets", itsme_store_set_device_secrets(stores[1], ben_ana, ds[1], 16, ds[0], 16), ITSME_OK);
+
+    /* The meeting code. */
+    char code[ITSME_REMOTE_CODE_SIZE], checked[ITSME_REMOTE_CODE_SIZE], again[ITSME_REMOTE_CODE_SIZE];
+    uint8_t seed[32] = {7};
+    itsme_random *rng = NULL;
+    EXPECT("meeting code NULL out_len", itsme_meeting_code_new(NULL, code, sizeof code, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("meeting code NULL out", itsme_meeting_code_new(NULL, NULL, sizeof code, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("meeting code short", itsme_meeting_code_new(NULL, code, sizeof code - 1, &len), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("meeting code size needed", len, ITSME_REMOTE_CODE_SIZE);
+    EXPECT("random", itsme_random_new_deterministic(seed, 32, &rng), ITSME_OK);
+    EXPECT("meeting code short draws nothing", itsme_meeting_code_new(rng, code, 0, &len), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("meeting code", itsme_meeting_code_new(rng, code, sizeof code, &len), ITSME_OK);
+    EXPECT("meeting code length", len, ITSME_REMOTE_CODE_SIZE);
+    EXPECT("meeting code form", strlen(code) == 9 && code[4] == '-', 1);
+    EXPECT("meeting code checks", itsme_remote_code_check(code, checked, sizeof checked, &len), ITSME_OK);
+    EXPECT("meeting code as checked", strcmp(code, checked), 0);
+    itsme_random_free(rng);
+    rng = NULL;
+    EXPECT("random", itsme_random_new_deterministic(seed, 32, &rng), ITSME_OK);
+    EXPECT("meeting code again", itsme_meeting_code_new(rng, again, sizeof again, &len), ITSME_OK);
+    EXPECT("the same seed draws the same code", strcmp(code, again), 0);
+    itsme_random_free(rng);
+    EXPECT("meeting code from the system", itsme_meeting_code_new(NULL, again, sizeof again, &len), ITSME_OK);
+
+    /* Starting: a typed code is checked (case, spaces and '-' do not matter). */
+    const int64_t R0 = T0 + 20000;
+    itsme_rollcall *rc[3] = {NULL}, *spare = NULL;
+    char typo[ITSME_REMOTE_CODE_SIZE];
+    memcpy(typo, code, sizeof typo);
+    typo[0] = typo[0] == 'A' ? 'B' : 'A';
+    EXPECT("rollcall NULL store", itsme_rollcall_new(NULL, code, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("rollcall NULL code", itsme_rollcall_new(stores[0], NULL, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("rollcall NULL out", itsme_rollcall_new(stores[0], code, NULL, R0, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("rollcall code with a typo", itsme_rollcall_new(stores[0], typo, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("the typo is told", itsme_store_last_error(stores[0], msg, sizeof msg, &len) == ITSME_OK && strstr(msg, "typo") != NULL, 1);
+    EXPECT("rollcall code of 7", itsme_rollcall_new(stores[0], "ABCD-EFG", NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("rollcall code with an O", itsme_rollcall_new(stores[0], "ABCD-EFGO", NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("rollcall time before 1970", itsme_rollcall_new(stores[0], code, NULL, -1, &spare), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("nothing written", spare == NULL, 1);
+    char lower[16];
+    for (size_t i = 0; i <= strlen(code); i++) lower[i] = (char)(code[i] >= 'A' && code[i] <= 'Z' ? code[i] + 32 : code[i]);
+    EXPECT("rollcall ana (typed in lower case)", itsme_rollcall_new(stores[0], lower, NULL, R0, &rc[0]), ITSME_OK);
+    EXPECT("rollcall ben", itsme_rollcall_new(stores[1], code, NULL, R0, &rc[1]), ITSME_OK);
+    EXPECT("rollcall cai", itsme_rollcall_new(stores[2], checked, NULL, R0, &rc[2]), ITSME_OK);
+    char room[3][ITSME_ROOM_NAME_SIZE];
+    for (int i = 0; i < 3; i++) EXPECT("rollcall room", itsme_rollcall_room(rc[i], room[i], sizeof room[i], &len), ITSME_OK);
+    EXPECT("one room", strcmp(room[0], room[1]) == 0 && strcmp(room[0], room[2]) == 0 && strlen(room[0]) == 32, 1);
+
+    /* NULL handles. */
+    itsme_rollcall_phase phase = 0;
+    itsme_rollcall_state state = 0;
+    uint8_t roster[ITSME_ROLLCALL_ROSTER_BYTES], stale[ITSME_ROLLCALL_ROSTER_BYTES];
+    size_t count = 0;
+    itsme_rollcall_participant_info info;
+    memset(&info, 0, sizeof info);
+    info.size = sizeof info;
+    EXPECT("NULL status", itsme_rollcall_status(NULL, &phase), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("NULL receive", itsme_rollcall_receive(NULL, roster, 1, 1, R0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("NULL peer joined", itsme_rollcall_peer_joined(NULL, 1), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("NULL peer left", itsme_rollcall_peer_left(NULL, 1), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("NULL confirm roster", itsme_rollcall_confirm_roster(NULL, roster, sizeof roster, NULL, R0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("NULL confirm said", itsme_rollcall_confirm_said(NULL, NULL, R0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("NULL count", itsme_rollcall_participant_count(NULL, &count), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("NULL participant", itsme_rollcall_participant(NULL, 0, &info), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("NULL enter heard", itsme_rollcall_enter_heard(NULL, 1, "ECHO 042", R0, &state), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("NULL last error", itsme_rollcall_last_error(NULL, msg, sizeof msg, &len), ITSME_E_INVALID_ARGUMENT);
+    itsme_rollcall_free(NULL);
+
+    /* Before the roster is confirmed nothing of the code exists. */
+    EXPECT("status", itsme_rollcall_status(rc[0], &phase), ITSME_OK);
+    EXPECT("gathering", phase, ITSME_ROLLCALL_PHASE_GATHERING);
+    char said_code[3][ITSME_VOICE_CODE_SIZE];
+    EXPECT("code before the roster", itsme_rollcall_code(rc[0], said_code[0], sizeof said_code[0], &len), ITSME_E_INVALID_STATE);
+    EXPECT("said before the roster", itsme_rollcall_confirm_said(rc[0], NULL, R0), ITSME_E_INVALID_STATE);
+    EXPECT("alone", itsme_rollcall_participant_count(rc[0], &count), ITSME_OK);
+    EXPECT("alone: one", count, 1);
+    info = rc_participant(rc[0], 0);
+    EXPECT("this device", info.index == 0 && info.slot == 0 && info.contact_id == 0 && !info.left, 1);
+    EXPECT("this device is not a contact", info.state, ITSME_ROLLCALL_STATE_UNKNOWN);
+    info.size = sizeof info - 1;
+    EXPECT("participant size too small", itsme_rollcall_participant(rc[0], 0, &info), ITSME_E_INVALID_ARGUMENT);
+    info.size = sizeof info;
+    EXPECT("participant out of range", itsme_rollcall_participant(rc[0], 1, &info), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("participant far out of range", itsme_rollcall_participant(rc[0], (size_t)-1, &info), ITSME_E_INVALID_ARGUMENT);
+
+    /* Garbage from a slot is refused and changes nothing. */
+    uint8_t hello[3][ITSME_ROLLCALL_MESSAGE_MAX];
+    size_t hello_len[3] = {0};
+    for (int i = 0; i < 3; i++)
+        EXPECT("hello", itsme_rollcall_next_outgoing(rc[i], hello[i], sizeof hello[i], &hello_len[i]), ITSME_OK);
+    EXPECT("a HELLO of 32 tags", hello_len[0], 28 + 16 * 32);
+    EXPECT("then nothing", itsme_rollcall_next_outgoing(rc[0], hello[0], sizeof hello[0], &len) == ITSME_OK && len == 0, 1);
+    const uint8_t junk[] = "hello, roll call";
+    EXPECT("garbage", itsme_rollcall_receive(rc[0], junk, sizeof junk, 2, R0), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("empty", itsme_rollcall_receive(rc[0], junk, 0, 2, R0), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("NULL bytes", itsme_rollcall_receive(rc[0], NULL, 0, 2, R0), ITSME_E_INVALID_ARGUMENT);
+    uint8_t unknown_type[2] = {1, 9}, version_2[2] = {2, 1};
+    EXPECT("unknown type", itsme_rollcall_receive(rc[0], unknown_type, 2, 2, R0), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("version 2", itsme_rollcall_receive(rc[0], version_2, 2, 2, R0), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("a HELLO cut short", itsme_rollcall_receive(rc[0], hello[1], hello_len[1] - 1, 2, R0), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("slot 0", itsme_rollcall_receive(rc[0], hello[1], hello_len[1], 0, R0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("slot 65536", itsme_rollcall_receive(rc[0], hello[1], hello_len[1], 65536, R0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("peer joined slot 0", itsme_rollcall_peer_joined(rc[0], 0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("peer left slot 70000", itsme_rollcall_peer_left(rc[0], 70000), ITSME_E_INVALID_ARGUMENT);
+    /* A HELLO of a roll call with this code 23 windows earlier. */
+    uint8_t old_hello[ITSME_ROLLCALL_MESSAGE_MAX];
+    size_t old_len = 0;
+    EXPECT("an older roll call", itsme_rollcall_new(stores[1], code, NULL, R0 - 700, &spare), ITSME_OK);
+    EXPECT("its HELLO", itsme_rollcall_next_outgoing(spare, old_hello, sizeof old_hello, &old_len), ITSME_OK);
+    itsme_rollcall_free(spare);
+    EXPECT("a HELLO 23 windows old", itsme_rollcall_receive(rc[0], old_hello, old_len, 5, R0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("still alone", itsme_rollcall_participant_count(rc[0], &count) == ITSME_OK && count == 1, 1);
+    EXPECT("still gathering", itsme_rollcall_status(rc[0], &phase) == ITSME_OK && phase == ITSME_ROLLCALL_PHASE_GATHERING, 1);
+    EXPECT("the refusal is told", itsme_rollcall_last_error(rc[0], msg, sizeof msg, &len) == ITSME_OK && strstr(msg, "window") != NULL, 1);
+    EXPECT("own HELLO is ignored", itsme_rollcall_receive(rc[0], hello[0], hello_len[0], 1, R0), ITSME_OK);
+    EXPECT("still alone", itsme_rollcall_participant_count(rc[0], &count) == ITSME_OK && count == 1, 1);
+
+    /* Everyone's HELLO reaches everyone (slots 1, 2, 3); a newcomer hears
+     * the HELLOs again once peer-joined is reported. */
+    EXPECT("ben takes ana's HELLO", itsme_rollcall_receive(rc[1], hello[0], hello_len[0], 1, R0), ITSME_OK);
+    EXPECT("ana takes ben's HELLO", itsme_rollcall_receive(rc[0], hello[1], hello_len[1], 2, R0), ITSME_OK);
+    EXPECT("ben's HELLO again is ignored", itsme_rollcall_receive(rc[0], hello[1], hello_len[1], 2, R0), ITSME_OK);
+    EXPECT("a second HELLO from slot 2", itsme_rollcall_receive(rc[0], hello[2], hello_len[2], 2, R0), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("ana reads the roster", itsme_rollcall_roster(rc[0], stale, sizeof stale, &len), ITSME_OK);
+    EXPECT("roster size", len, ITSME_ROLLCALL_ROSTER_BYTES);
+    EXPECT("ana, ben: two", itsme_rollcall_participant_count(rc[0], &count) == ITSME_OK && count == 2, 1);
+    EXPECT("cai joins: ana", itsme_rollcall_peer_joined(rc[0], 3), ITSME_OK);
+    EXPECT("cai joins: ben", itsme_rollcall_peer_joined(rc[1], 3), ITSME_OK);
+    EXPECT("ana sends again", rc_deliver(rc[0], 1, rc, 3, R0, NULL, NULL), 1);
+    EXPECT("ben sends again", rc_deliver(rc[1], 2, rc, 3, R0, NULL, NULL), 1);
+    EXPECT("ana takes cai's HELLO", itsme_rollcall_receive(rc[0], hello[2], hello_len[2], 3, R0), ITSME_OK);
+    EXPECT("ben takes cai's HELLO", itsme_rollcall_receive(rc[1], hello[2], hello_len[2], 3, R0), ITSME_OK);
+    for (int i = 0; i < 3; i++)
+        EXPECT("three", itsme_rollcall_participant_count(rc[i], &count) == ITSME_OK && count == 3, 1);
+    size_t ana_sees_ben = rc_index_of(rc[0], ana_ben), ana_sees_cai = rc_index_of(rc[0], ana_cai);
+    size_t ben_sees_ana = rc_index_of(rc[1], ben_ana), cai_sees_ana = rc_index_of(rc[2], cai_ana);
+    EXPECT("ana sees ben and cai", ana_sees_ben > 0 && ana_sees_cai > 0 && ana_sees_ben != ana_sees_cai, 1);
+    EXPECT("ben and cai see ana", ben_sees_ana > 0 && cai_sees_ana > 0, 1);
+    info = rc_participant(rc[0], ana_sees_ben);
+    EXPECT("ben is slot 2", info.slot, 2);
+    EXPECT("ben not yet", info.state, ITSME_ROLLCALL_STATE_NOT_YET);
+    size_t ben_sees_cai = 3 - ben_sees_ana;
+    info = rc_participant(rc[1], ben_sees_cai);
+    EXPECT("cai is unknown to ben", info.state == ITSME_ROLLCALL_STATE_UNKNOWN && info.contact_id == 0 && info.slot == 3, 1);
+
+    /* Confirming: the roster shown must be the one held. */
+    EXPECT("roster short", itsme_rollcall_roster(rc[0], roster, sizeof roster - 1, &len), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("enter heard before the roster", itsme_rollcall_enter_heard(rc[0], ana_sees_ben, "ECHO 042", R0, &state), ITSME_E_INVALID_STATE);
+    EXPECT("a stale roster", itsme_rollcall_confirm_roster(rc[0], stale, sizeof stale, NULL, R0), ITSME_E_INVALID_STATE);
+    EXPECT("a roster of 31 bytes", itsme_rollcall_confirm_roster(rc[0], stale, 31, NULL, R0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("a roster at a time before 1970", itsme_rollcall_confirm_roster(rc[0], stale, sizeof stale, NULL, -5), ITSME_E_INVALID_ARGUMENT);
+    for (int i = 0; i < 3; i++) {
+        EXPECT("roster", itsme_rollcall_roster(rc[i], roster, sizeof roster, &len), ITSME_OK);
+        if (i > 0) EXPECT("one roster for all", memcmp(roster, stale, sizeof roster), 0);
+        EXPECT("confirm roster", itsme_rollcall_confirm_roster(rc[i], roster, sizeof roster, NULL, R0), ITSME_OK);
+        EXPECT("confirmed", itsme_rollcall_status(rc[i], &phase) == ITSME_OK && phase == ITSME_ROLLCALL_PHASE_CONFIRMED, 1);
+        memcpy(stale, roster, sizeof roster);
+    }
+    EXPECT("confirm twice", itsme_rollcall_confirm_roster(rc[0], roster, sizeof roster, NULL, R0), ITSME_E_INVALID_STATE);
+    for (int i = 0; i < 3; i++) {
+        EXPECT("code short", itsme_rollcall_code(rc[i], said_code[i], 5, &len), ITSME_E_BUFFER_TOO_SMALL);
+        EXPECT("code", itsme_rollcall_code(rc[i], said_code[i], sizeof said_code[i], &len), ITSME_OK);
+        EXPECT("code length", len, strlen(said_code[i]) + 1);
+    }
+
+    /* Typing: the code's form, the participant, a non-contact. */
+    EXPECT("heard not a code", itsme_rollcall_enter_heard(rc[0], ana_sees_ben, "ECHO 42", R0, &state), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("heard a short code", itsme_rollcall_enter_heard(rc[0], ana_sees_ben, "ECHO 0042", R0, &state), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("heard from this device", itsme_rollcall_enter_heard(rc[0], 0, said_code[0], R0, &state), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("heard from no one", itsme_rollcall_enter_heard(rc[0], 7, said_code[1], R0, &state), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("heard from a huge index", itsme_rollcall_enter_heard(rc[0], (size_t)-1, said_code[1], R0, &state), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("heard from a non-contact", itsme_rollcall_enter_heard(rc[1], ben_sees_cai, said_code[2], R0, &state), ITSME_E_INVALID_STATE);
+    EXPECT("heard NULL out", itsme_rollcall_enter_heard(rc[0], ana_sees_ben, said_code[1], R0, NULL), ITSME_E_INVALID_ARGUMENT);
+    /* Cai types Ana's code before her SAID arrives: not yet. */
+    EXPECT("cai hears ana early", itsme_rollcall_enter_heard(rc[2], cai_sees_ana, said_code[0], R0, &state), ITSME_OK);
+    EXPECT("not yet", state, ITSME_ROLLCALL_STATE_NOT_YET);
+
+    /* SAIDs: Ana's and Ben's go to everyone; Cai's first. */
+    uint8_t said[3][ITSME_ROLLCALL_MESSAGE_MAX];
+    size_t said_len[3] = {0};
+    EXPECT("said", itsme_rollcall_confirm_said(rc[2], NULL, R0), ITSME_OK);
+    EXPECT("said twice", itsme_rollcall_confirm_said(rc[2], NULL, R0), ITSME_E_INVALID_STATE);
+    EXPECT("said status", itsme_rollcall_status(rc[2], &phase) == ITSME_OK && phase == ITSME_ROLLCALL_PHASE_SAID, 1);
+    EXPECT("cai's SAID", rc_deliver(rc[2], 3, rc, 3, R0, said[2], &said_len[2]), 1);
+    EXPECT("a SAID of 67 + 50 * 2 bytes", said_len[2], 167);
+    EXPECT("a SAID again is ignored", itsme_rollcall_receive(rc[0], said[2], said_len[2], 3, R0), ITSME_OK);
+    EXPECT("a reflected SAID", itsme_rollcall_receive(rc[2], said[2], said_len[2], 3, R0), ITSME_E_INVALID_KEY);
+    EXPECT("a SAID cut short", itsme_rollcall_receive(rc[1], said[2], said_len[2] - 1, 3, R0), ITSME_E_MALFORMED_MESSAGE);
+    for (int i = 0; i < 2; i++) {
+        EXPECT("said", itsme_rollcall_confirm_said(rc[i], NULL, R0), ITSME_OK);
+        static uint8_t m[ITSME_ROLLCALL_MESSAGE_MAX];
+        EXPECT("the SAID", itsme_rollcall_next_outgoing(rc[i], m, sizeof m, &said_len[i]), ITSME_OK);
+        memcpy(said[i], m, said_len[i]);
+    }
+    /* Ana's SAID reaches Cai tampered with (one bit of every entry): Cai's
+     * check refuses it, neither verified nor wrong; the real one, a second
+     * SAID from Ana in the round, is refused too. */
+    uint8_t tampered[ITSME_ROLLCALL_MESSAGE_MAX];
+    memcpy(tampered, said[0], said_len[0]);
+    for (size_t e = 0; 67 + 50 * e < said_len[0]; e++) tampered[67 + 50 * e + 49] ^= 1;
+    EXPECT("a tampered SAID", itsme_rollcall_receive(rc[2], tampered, said_len[0], 1, R0), ITSME_E_AUTHENTICATION_FAILED);
+    EXPECT("refused", rc_participant(rc[2], cai_sees_ana).state, ITSME_ROLLCALL_STATE_REFUSED);
+    EXPECT("then the real one", itsme_rollcall_receive(rc[2], said[0], said_len[0], 1, R0), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("ben takes ana's SAID", itsme_rollcall_receive(rc[1], said[0], said_len[0], 1, R0), ITSME_OK);
+    EXPECT("ana takes ben's SAID", itsme_rollcall_receive(rc[0], said[1], said_len[1], 2, R0), ITSME_OK);
+    EXPECT("cai takes ben's SAID", itsme_rollcall_receive(rc[2], said[1], said_len[1], 2, R0), ITSME_OK);
+    EXPECT("cai's SAID again, from another slot, is ignored", itsme_rollcall_receive(rc[0], said[2], said_len[2], 2, R0), ITSME_OK);
+    memcpy(tampered, said[1], said_len[1]);
+    tampered[said_len[1] - 1] ^= 1;
+    EXPECT("a second, different SAID from ben", itsme_rollcall_receive(rc[0], tampered, said_len[1], 2, R0), ITSME_E_MALFORMED_MESSAGE);
+
+    /* The roll call keeps its store: Ana's store handle is freed now, and
+     * the outcomes are still recorded. */
+    itsme_store_free(stores[0]);
+    stores[0] = NULL;
+
+    /* Wrong codes: three in a round at most. */
+    char wrong[ITSME_VOICE_CODE_SIZE];
+    snprintf(wrong, sizeof wrong, "%s", strcmp(said_code[1], "ALFA 000") == 0 ? "ALFA 001" : "ALFA 000");
+    for (int attempt = 0; attempt < 3; attempt++) {
+        EXPECT("a wrong code", itsme_rollcall_enter_heard(rc[1], ben_sees_ana, wrong, R0 + 1, &state), ITSME_OK);
+        EXPECT("wrong", state, ITSME_ROLLCALL_STATE_WRONG);
+    }
+    EXPECT("a fourth", itsme_rollcall_enter_heard(rc[1], ben_sees_ana, said_code[0], R0 + 1, &state), ITSME_E_LOCKED);
+    EXPECT("ana hears ben", itsme_rollcall_enter_heard(rc[0], ana_sees_ben, said_code[1], R0 + 1, &state), ITSME_OK);
+    EXPECT("verified", state, ITSME_ROLLCALL_STATE_VERIFIED);
+    EXPECT("again in the round", itsme_rollcall_enter_heard(rc[0], ana_sees_ben, said_code[1], R0 + 1, &state), ITSME_E_INVALID_STATE);
+    EXPECT("ana hears cai", itsme_rollcall_enter_heard(rc[0], ana_sees_cai, said_code[2], R0 + 1, &state), ITSME_OK);
+    EXPECT("cai's device changed", state, ITSME_ROLLCALL_STATE_DEVICE_CHANGED);
+    /* Typed again, Ana's code waits for a sealed one: this round has none left. */
+    EXPECT("cai again", itsme_rollcall_enter_heard(rc[2], cai_sees_ana, said_code[0], R0 + 1, &state), ITSME_OK);
+    EXPECT("still refused", state, ITSME_ROLLCALL_STATE_REFUSED);
+
+    /* Ben leaves: he stays in the roster, marked. */
+    EXPECT("ben leaves", itsme_rollcall_peer_left(rc[0], 2), ITSME_OK);
+    EXPECT("an unknown slot leaves", itsme_rollcall_peer_left(rc[0], 40), ITSME_OK);
+    info = rc_participant(rc[0], ana_sees_ben);
+    EXPECT("left, still verified", info.left && info.state == ITSME_ROLLCALL_STATE_VERIFIED, 1);
+    EXPECT("still three", itsme_rollcall_participant_count(rc[0], &count) == ITSME_OK && count == 3, 1);
+
+    /* Ten minutes later the roll call is over, for good. */
+    EXPECT("expired", itsme_rollcall_receive(rc[0], said[2], said_len[2], 3, R0 + 601), ITSME_E_EXPIRED);
+    EXPECT("expired status", itsme_rollcall_status(rc[0], &phase) == ITSME_OK && phase == ITSME_ROLLCALL_PHASE_EXPIRED, 1);
+    EXPECT("no code once expired", itsme_rollcall_code(rc[0], said_code[0], sizeof said_code[0], &len), ITSME_E_INVALID_STATE);
+    EXPECT("expired even at an earlier time", itsme_rollcall_confirm_said(rc[0], NULL, R0 + 2), ITSME_E_EXPIRED);
+    /* A clock set back more than 30 s before the start ends it too. */
+    EXPECT("a time before the start", itsme_rollcall_enter_heard(rc[1], ben_sees_ana, said_code[0], R0 - 31, &state), ITSME_E_EXPIRED);
+    EXPECT("over", itsme_rollcall_status(rc[1], &phase) == ITSME_OK && phase == ITSME_ROLLCALL_PHASE_EXPIRED, 1);
+    EXPECT("the outcome stays", rc_participant(rc[0], ana_sees_ben).state, ITSME_ROLLCALL_STATE_VERIFIED);
+    for (int i = 0; i < 3; i++) itsme_rollcall_free(rc[i]);
+
+    /* The outcome was recorded in Ana's store though its handle was freed. */
+    itsme_contact *ben = NULL;
+    itsme_verification_state vs = 0;
+    bool acknowledged = false;
+    snprintf(path, sizeof path, "%s/%s.db", dir, names[0]);
+    EXPECT("ana's store again", itsme_store_open(ids[0], path, &stores[0]), ITSME_OK);
+    EXPECT("ben", itsme_store_get(stores[0], ana_ben, &ben), ITSME_OK);
+    EXPECT("ben's state", itsme_contact_state(ben, &vs, &acknowledged), ITSME_OK);
+    EXPECT("ben is verified", vs, ITSME_CONTACT_VERIFIED);
+    itsme_contact_free(ben);
+
+    for (int i = 0; i < 3; i++) {
+        itsme_store_free(stores[i]);
+        itsme_identity_free(ids[i]);
+        itsme_secret_store_free(secrets[i]);
+    }
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) failed++;
+}
+
 /* Unpadded base64url, for building offers by hand. */
 static void base64url(const uint8_t *in, size_t len, char *out) {
     static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -1500,6 +1842,7 @@ int main(void) {
     host_callbacks();
     contact_store();
     exchanges();
+    rollcalls();
     transfers();
     profiles_and_approvals();
     printf("%d passed, %d failed\n", passed, failed);

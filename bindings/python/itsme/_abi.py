@@ -90,6 +90,8 @@ itsme_online_verify_state = c_uint32
 itsme_pin_update_state = c_uint32
 itsme_transfer_state = c_uint32
 itsme_approval_decision = c_uint32
+itsme_rollcall_phase = c_uint32
+itsme_rollcall_state = c_uint32
 
 
 # ----------------------------------------------------------------------------
@@ -574,6 +576,52 @@ ITSME_APPROVAL_DENY: Final = 2
 #: freed.
 ITSME_REPLAY_STORE_CALLBACKS_VERSION: Final = 1
 
+#: Participants arrive; this round's roster is not confirmed.
+ITSME_ROLLCALL_PHASE_GATHERING: Final = 1
+
+#: The roster is confirmed: read itsme_rollcall_code aloud, then
+#: itsme_rollcall_confirm_said.
+ITSME_ROLLCALL_PHASE_CONFIRMED: Final = 2
+
+#: This device's sealed codes went out for this round.
+ITSME_ROLLCALL_PHASE_SAID: Final = 3
+
+#: The lifetime (10 minutes) passed: final.
+ITSME_ROLLCALL_PHASE_EXPIRED: Final = 4
+
+#: A contact whose code is not checked yet.
+ITSME_ROLLCALL_STATE_NOT_YET: Final = 1
+
+#: The code heard is the one their device sealed, from the device known.
+ITSME_ROLLCALL_STATE_VERIFIED: Final = 2
+
+#: The code heard is not the one their device sealed (type it again: three
+#: times in a round at most).
+ITSME_ROLLCALL_STATE_WRONG: Final = 3
+
+#: The code matched, from another device than the one known: their device
+#: changed.
+ITSME_ROLLCALL_STATE_DEVICE_CHANGED: Final = 4
+
+#: The code matched; this device holds no device secret of theirs to check
+#: the device with.
+ITSME_ROLLCALL_STATE_VERIFIED_TAG_UNCHECKED: Final = 5
+
+#: Their sealed code did not open (tampered with, or sealed for another
+#: device): neither verified nor wrong.
+ITSME_ROLLCALL_STATE_REFUSED: Final = 6
+
+#: This device, or a device that holds no seed with this one: not a
+#: contact.
+ITSME_ROLLCALL_STATE_UNKNOWN: Final = 7
+
+#: Longest roll-call message: a HELLO of 2048 presence tags, 28 + 16 * 2048
+#: bytes (a SAID is at most 67 + 50 * 49 = 2517).
+ITSME_ROLLCALL_MESSAGE_MAX: Final = 32796
+
+#: A roster hash (itsme_rollcall_roster), in bytes.
+ITSME_ROLLCALL_ROSTER_BYTES: Final = 32
+
 #: The former name of ITSME_EXCHANGE_METHOD_QR, kept for compatibility.
 ITSME_EXCHANGE_QR: Final = ITSME_EXCHANGE_METHOD_QR
 
@@ -832,6 +880,27 @@ class ItsmeApprovalDecision(enum.IntEnum):
     ITSME_APPROVAL_DENY = 2
 
 
+class ItsmeRollcallPhase(enum.IntEnum):
+    """The values of ``itsme_rollcall_phase``: ITSME_ROLLCALL_PHASE_*."""
+
+    ITSME_ROLLCALL_PHASE_GATHERING = 1
+    ITSME_ROLLCALL_PHASE_CONFIRMED = 2
+    ITSME_ROLLCALL_PHASE_SAID = 3
+    ITSME_ROLLCALL_PHASE_EXPIRED = 4
+
+
+class ItsmeRollcallState(enum.IntEnum):
+    """The values of ``itsme_rollcall_state``: ITSME_ROLLCALL_STATE_*."""
+
+    ITSME_ROLLCALL_STATE_NOT_YET = 1
+    ITSME_ROLLCALL_STATE_VERIFIED = 2
+    ITSME_ROLLCALL_STATE_WRONG = 3
+    ITSME_ROLLCALL_STATE_DEVICE_CHANGED = 4
+    ITSME_ROLLCALL_STATE_VERIFIED_TAG_UNCHECKED = 5
+    ITSME_ROLLCALL_STATE_REFUSED = 6
+    ITSME_ROLLCALL_STATE_UNKNOWN = 7
+
+
 #: Every enumeration by its typedef's name.
 ENUMS: Final[Dict[str, Type[enum.IntEnum]]] = {
     "itsme_result": ItsmeResult,
@@ -848,6 +917,8 @@ ENUMS: Final[Dict[str, Type[enum.IntEnum]]] = {
     "itsme_pin_update_state": ItsmePinUpdateState,
     "itsme_transfer_state": ItsmeTransferState,
     "itsme_approval_decision": ItsmeApprovalDecision,
+    "itsme_rollcall_phase": ItsmeRollcallPhase,
+    "itsme_rollcall_state": ItsmeRollcallState,
 }
 
 
@@ -873,6 +944,7 @@ HANDLES: Final[Dict[str, Handle]] = {
     "itsme_transfer": Handle("itsme_transfer_free", "itsme_transfer_last_error"),
     "itsme_profile": Handle("itsme_profile_free", None),
     "itsme_replay_store": Handle("itsme_replay_store_free", None),
+    "itsme_rollcall": Handle("itsme_rollcall_free", "itsme_rollcall_last_error"),
 }
 
 
@@ -970,6 +1042,27 @@ class itsme_approval_result(Structure):
         ("credential_id", c_uint8 * ITSME_CREDENTIAL_ID_BYTES),
         ("timestamp", c_int64),
         ("granted_scopes", c_char * ITSME_SCOPES_TEXT_SIZE),
+    ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Fields by position or by name; ``size`` is the struct's size unless given."""
+        if not args:
+            kwargs.setdefault("size", sizeof(type(self)))
+        super().__init__(*args, **kwargs)
+
+
+class itsme_rollcall_participant_info(Structure):
+    """One device of the roll call as this device sees it
+    (itsme_rollcall_participant).
+    """
+
+    _fields_ = [
+        ("size", c_size_t),
+        ("index", c_size_t),
+        ("slot", c_uint32),
+        ("contact_id", c_int64),
+        ("state", itsme_rollcall_state),
+        ("left", c_bool),
     ]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -1090,6 +1183,7 @@ STRUCTS: Final[Dict[str, Type[Structure]]] = {
     "itsme_approval_request_info": itsme_approval_request_info,
     "itsme_credential_info": itsme_credential_info,
     "itsme_approval_result": itsme_approval_result,
+    "itsme_rollcall_participant_info": itsme_rollcall_participant_info,
     "itsme_voice_derivation": itsme_voice_derivation,
     "itsme_secret_store_callbacks": itsme_secret_store_callbacks,
     "itsme_replay_store_callbacks": itsme_replay_store_callbacks,
@@ -1154,6 +1248,11 @@ LAYOUTS: Final[Dict[str, Layout]] = {
             ("timestamp", 32),
             ("granted_scopes", 40),
         ),
+    ),
+    "itsme_rollcall_participant_info": Layout(
+        40,
+        8,
+        (("size", 0), ("index", 8), ("slot", 16), ("contact_id", 24), ("state", 32), ("left", 36)),
     ),
     "itsme_voice_derivation": Layout(
         40,
@@ -2201,6 +2300,86 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
             POINTER(itsme_approval_result),
         ),
     ),
+    # itsme_result itsme_meeting_code_new(itsme_random *rng, char *out, size_t cap, size_t *out_len)
+    "itsme_meeting_code_new": Signature(
+        itsme_result,
+        (c_void_p, c_char_p, c_size_t, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_rollcall_new(itsme_store *store, const char *meeting_code,
+    #     itsme_random *rng, int64_t now, itsme_rollcall **out)
+    "itsme_rollcall_new": Signature(
+        itsme_result,
+        (c_void_p, c_char_p, c_void_p, c_int64, POINTER(c_void_p)),
+    ),
+    # void itsme_rollcall_free(itsme_rollcall *rollcall)
+    "itsme_rollcall_free": Signature(None, (c_void_p,)),
+    # itsme_result itsme_rollcall_last_error(const itsme_rollcall *rollcall, char *buf, size_t cap,
+    #     size_t *out_len)
+    "itsme_rollcall_last_error": Signature(
+        itsme_result,
+        (c_void_p, c_char_p, c_size_t, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_rollcall_status(const itsme_rollcall *rollcall,
+    #     itsme_rollcall_phase *out_phase)
+    "itsme_rollcall_status": Signature(itsme_result, (c_void_p, POINTER(itsme_rollcall_phase))),
+    # itsme_result itsme_rollcall_room(const itsme_rollcall *rollcall, char *out, size_t cap,
+    #     size_t *out_len)
+    "itsme_rollcall_room": Signature(
+        itsme_result,
+        (c_void_p, c_char_p, c_size_t, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_rollcall_next_outgoing(itsme_rollcall *rollcall, uint8_t *out, size_t cap,
+    #     size_t *out_len)
+    "itsme_rollcall_next_outgoing": Signature(
+        itsme_result,
+        (c_void_p, POINTER(c_uint8), c_size_t, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_rollcall_receive(itsme_rollcall *rollcall, const uint8_t *bytes,
+    #     size_t len, uint32_t slot, int64_t now)
+    "itsme_rollcall_receive": Signature(
+        itsme_result,
+        (c_void_p, POINTER(c_uint8), c_size_t, c_uint32, c_int64),
+    ),
+    # itsme_result itsme_rollcall_peer_joined(itsme_rollcall *rollcall, uint32_t slot)
+    "itsme_rollcall_peer_joined": Signature(itsme_result, (c_void_p, c_uint32)),
+    # itsme_result itsme_rollcall_peer_left(itsme_rollcall *rollcall, uint32_t slot)
+    "itsme_rollcall_peer_left": Signature(itsme_result, (c_void_p, c_uint32)),
+    # itsme_result itsme_rollcall_roster(const itsme_rollcall *rollcall, uint8_t *out, size_t cap,
+    #     size_t *out_len)
+    "itsme_rollcall_roster": Signature(
+        itsme_result,
+        (c_void_p, POINTER(c_uint8), c_size_t, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_rollcall_confirm_roster(itsme_rollcall *rollcall, const uint8_t *roster,
+    #     size_t roster_len, itsme_random *rng, int64_t now)
+    "itsme_rollcall_confirm_roster": Signature(
+        itsme_result,
+        (c_void_p, POINTER(c_uint8), c_size_t, c_void_p, c_int64),
+    ),
+    # itsme_result itsme_rollcall_code(const itsme_rollcall *rollcall, char *out, size_t cap,
+    #     size_t *out_len)
+    "itsme_rollcall_code": Signature(
+        itsme_result,
+        (c_void_p, c_char_p, c_size_t, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_rollcall_confirm_said(itsme_rollcall *rollcall, itsme_random *rng,
+    #     int64_t now)
+    "itsme_rollcall_confirm_said": Signature(itsme_result, (c_void_p, c_void_p, c_int64)),
+    # itsme_result itsme_rollcall_participant_count(const itsme_rollcall *rollcall,
+    #     size_t *out_count)
+    "itsme_rollcall_participant_count": Signature(itsme_result, (c_void_p, POINTER(c_size_t))),
+    # itsme_result itsme_rollcall_participant(const itsme_rollcall *rollcall, size_t index,
+    #     itsme_rollcall_participant_info *out_participant)
+    "itsme_rollcall_participant": Signature(
+        itsme_result,
+        (c_void_p, c_size_t, POINTER(itsme_rollcall_participant_info)),
+    ),
+    # itsme_result itsme_rollcall_enter_heard(itsme_rollcall *rollcall, size_t index,
+    #     const char *code, int64_t now, itsme_rollcall_state *out_state)
+    "itsme_rollcall_enter_heard": Signature(
+        itsme_result,
+        (c_void_p, c_size_t, c_char_p, c_int64, POINTER(itsme_rollcall_state)),
+    ),
     # size_t itsme_public_key_bytes(void)
     "itsme_public_key_bytes": Signature(c_size_t, ()),
     # size_t itsme_fingerprint_chars(void)
@@ -2299,6 +2478,10 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
     "itsme_approval_max": Signature(c_size_t, ()),
     # size_t itsme_approval_lifetime_max(void)
     "itsme_approval_lifetime_max": Signature(c_size_t, ()),
+    # size_t itsme_rollcall_message_max(void)
+    "itsme_rollcall_message_max": Signature(c_size_t, ()),
+    # size_t itsme_rollcall_roster_bytes(void)
+    "itsme_rollcall_roster_bytes": Signature(c_size_t, ()),
 }
 
 #: The functions of include/itsme_testing.h, exported only by a test build
@@ -2315,6 +2498,12 @@ TESTING_FUNCTIONS: Final[Dict[str, Signature]] = {
     "itsme_identity_create_with_random": Signature(
         itsme_result,
         (c_void_p, c_char_p, c_void_p, POINTER(c_void_p)),
+    ),
+    # itsme_result itsme_store_set_device_secrets(itsme_store *store, int64_t id,
+    #     const uint8_t *mine, size_t mine_len, const uint8_t *theirs, size_t theirs_len)
+    "itsme_store_set_device_secrets": Signature(
+        itsme_result,
+        (c_void_p, c_int64, POINTER(c_uint8), c_size_t, POINTER(c_uint8), c_size_t),
     ),
     # itsme_result itsme_derive_seed(const uint8_t *ephemeral_secret, size_t secret_len,
     #     const uint8_t *peer_ephemeral_public, size_t public_len, const char *fingerprint_a,

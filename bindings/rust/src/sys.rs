@@ -72,6 +72,12 @@ pub type itsme_transfer_state = u32;
 /// The values of `itsme_approval_decision` are the constants `ITSME_APPROVAL_APPROVE`, `ITSME_APPROVAL_DENY`.
 pub type itsme_approval_decision = u32;
 
+/// The values of `itsme_rollcall_phase` are the constants `ITSME_ROLLCALL_PHASE_*`.
+pub type itsme_rollcall_phase = u32;
+
+/// The values of `itsme_rollcall_state` are the constants `ITSME_ROLLCALL_STATE_*`.
+pub type itsme_rollcall_state = u32;
+
 // ---------------------------------------------------------------------------
 // Constants
 // ---------------------------------------------------------------------------
@@ -756,6 +762,78 @@ pub const ITSME_APPROVAL_DENY: itsme_approval_decision = 2;
 /// ```
 pub const ITSME_REPLAY_STORE_CALLBACKS_VERSION: u32 = 1;
 
+/// ```text
+/// Participants arrive; this round's roster is not confirmed.
+/// ```
+pub const ITSME_ROLLCALL_PHASE_GATHERING: itsme_rollcall_phase = 1;
+
+/// ```text
+/// The roster is confirmed: read itsme_rollcall_code aloud, then
+/// itsme_rollcall_confirm_said.
+/// ```
+pub const ITSME_ROLLCALL_PHASE_CONFIRMED: itsme_rollcall_phase = 2;
+
+/// ```text
+/// This device's sealed codes went out for this round.
+/// ```
+pub const ITSME_ROLLCALL_PHASE_SAID: itsme_rollcall_phase = 3;
+
+/// ```text
+/// The lifetime (10 minutes) passed: final.
+/// ```
+pub const ITSME_ROLLCALL_PHASE_EXPIRED: itsme_rollcall_phase = 4;
+
+/// ```text
+/// A contact whose code is not checked yet.
+/// ```
+pub const ITSME_ROLLCALL_STATE_NOT_YET: itsme_rollcall_state = 1;
+
+/// ```text
+/// The code heard is the one their device sealed, from the device known.
+/// ```
+pub const ITSME_ROLLCALL_STATE_VERIFIED: itsme_rollcall_state = 2;
+
+/// ```text
+/// The code heard is not the one their device sealed (type it again: three
+/// times in a round at most).
+/// ```
+pub const ITSME_ROLLCALL_STATE_WRONG: itsme_rollcall_state = 3;
+
+/// ```text
+/// The code matched, from another device than the one known: their device
+/// changed.
+/// ```
+pub const ITSME_ROLLCALL_STATE_DEVICE_CHANGED: itsme_rollcall_state = 4;
+
+/// ```text
+/// The code matched; this device holds no device secret of theirs to check
+/// the device with.
+/// ```
+pub const ITSME_ROLLCALL_STATE_VERIFIED_TAG_UNCHECKED: itsme_rollcall_state = 5;
+
+/// ```text
+/// Their sealed code did not open (tampered with, or sealed for another
+/// device): neither verified nor wrong.
+/// ```
+pub const ITSME_ROLLCALL_STATE_REFUSED: itsme_rollcall_state = 6;
+
+/// ```text
+/// This device, or a device that holds no seed with this one: not a
+/// contact.
+/// ```
+pub const ITSME_ROLLCALL_STATE_UNKNOWN: itsme_rollcall_state = 7;
+
+/// ```text
+/// Longest roll-call message: a HELLO of 2048 presence tags, 28 + 16 * 2048
+/// bytes (a SAID is at most 67 + 50 * 49 = 2517).
+/// ```
+pub const ITSME_ROLLCALL_MESSAGE_MAX: usize = 32796;
+
+/// ```text
+/// A roster hash (itsme_rollcall_roster), in bytes.
+/// ```
+pub const ITSME_ROLLCALL_ROSTER_BYTES: usize = 32;
+
 /// The former name of [`ITSME_EXCHANGE_METHOD_QR`], kept for compatibility.
 pub const ITSME_EXCHANGE_QR: itsme_exchange_method = ITSME_EXCHANGE_METHOD_QR;
 
@@ -985,6 +1063,14 @@ pub struct itsme_replay_store {
     _marker: PhantomData<(*mut u8, PhantomPinned)>,
 }
 
+/// Opaque `itsme_rollcall`, released by [`itsme_rollcall_free`];
+/// its last error is read by [`itsme_rollcall_last_error`].
+#[repr(C)]
+pub struct itsme_rollcall {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
 // ---------------------------------------------------------------------------
 // Structs
 // ---------------------------------------------------------------------------
@@ -1177,6 +1263,43 @@ const _: () = assert!(core::mem::offset_of!(itsme_approval_result, decision) == 
 const _: () = assert!(core::mem::offset_of!(itsme_approval_result, credential_id) == 12);
 const _: () = assert!(core::mem::offset_of!(itsme_approval_result, timestamp) == 32);
 const _: () = assert!(core::mem::offset_of!(itsme_approval_result, granted_scopes) == 40);
+
+/// ```text
+/// One device of the roll call as this device sees it
+/// (itsme_rollcall_participant).
+/// ```
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct itsme_rollcall_participant_info {
+    pub size: usize,
+    pub index: usize,
+    pub slot: u32,
+    pub contact_id: i64,
+    pub state: itsme_rollcall_state,
+    pub left: bool,
+}
+
+impl Default for itsme_rollcall_participant_info {
+    /// Every field zero; `size` is the size of the struct, as the header asks.
+    fn default() -> Self {
+        itsme_rollcall_participant_info {
+            size: core::mem::size_of::<itsme_rollcall_participant_info>(),
+            index: 0,
+            slot: 0,
+            contact_id: 0,
+            state: 0,
+            left: false,
+        }
+    }
+}
+const _: () = assert!(core::mem::size_of::<itsme_rollcall_participant_info>() == 40);
+const _: () = assert!(core::mem::align_of::<itsme_rollcall_participant_info>() == 8);
+const _: () = assert!(core::mem::offset_of!(itsme_rollcall_participant_info, size) == 0);
+const _: () = assert!(core::mem::offset_of!(itsme_rollcall_participant_info, index) == 8);
+const _: () = assert!(core::mem::offset_of!(itsme_rollcall_participant_info, slot) == 16);
+const _: () = assert!(core::mem::offset_of!(itsme_rollcall_participant_info, contact_id) == 24);
+const _: () = assert!(core::mem::offset_of!(itsme_rollcall_participant_info, state) == 32);
+const _: () = assert!(core::mem::offset_of!(itsme_rollcall_participant_info, left) == 36);
 
 /// ```text
 /// What one side derives in a session (docs/PROTOCOL.md 9.2 to 10.1), all
@@ -1679,8 +1802,8 @@ extern "C" {
     ///
     /// Ownership: every handle made with the store (an itsme_exchange, also a
     /// restored one; itsme_voice, itsme_online_verify, itsme_pin_update, an
-    /// itsme_online_verify_rendezvous and its sessions) keeps a counted
-    /// reference to it, and an exchange one to its identity too.  This
+    /// itsme_online_verify_rendezvous and its sessions, itsme_rollcall) keeps a
+    /// counted reference to it, and an exchange one to its identity too.  This
     /// function releases the caller's; the file is closed, as above, when the
     /// last of those handles is freed too, and until then they keep working.
     /// Threads: the store serialises its own calls, so the store and the
@@ -3878,6 +4001,250 @@ extern "C" {
     ) -> itsme_result;
 
     /// ```text
+    /// Draws a new meeting code from `rng` (NULL: the operating system) and
+    /// writes it as shown, "ABCD-EFGH" (ITSME_REMOTE_CODE_SIZE): 7 random
+    /// characters of the invite alphabet and a check character
+    /// (docs/PROTOCOL.md 16.1).  It is not secret from the call.  Thread-safe.
+    /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
+    /// ITSME_E_BUFFER_TOO_SMALL (cap
+    /// <
+    /// ITSME_REMOTE_CODE_SIZE: nothing is
+    /// drawn).
+    /// ```
+    pub fn itsme_meeting_code_new(
+        rng: *mut itsme_random,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// Starts a roll call named by `meeting_code` (as typed: either case, spaces
+    /// and '-' ignored) at `now`, with every contact of `store` but those
+    /// awaiting the peer; the HELLO's nonce and padding are drawn from `rng`
+    /// (NULL: the operating system).  The HELLO is queued: send it
+    /// (itsme_rollcall_next_outgoing).  Free the roll call with
+    /// itsme_rollcall_free; it keeps a counted reference to the store.
+    /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, a
+    /// meeting code with a typo or longer than ITSME_TYPED_CODE_MAX bytes, a
+    /// store of more than 2048 contacts, a time out of range), ITSME_E_DATABASE,
+    /// and stored-data errors (ITSME_E_CORRUPT_DATA,
+    /// ITSME_E_AUTHENTICATION_FAILED).  Details go to the store's last error.
+    /// ```
+    pub fn itsme_rollcall_new(
+        store: *mut itsme_store,
+        meeting_code: *const c_char,
+        rng: *mut itsme_random,
+        now: i64,
+        out: *mut *mut itsme_rollcall,
+    ) -> itsme_result;
+
+    /// ```text
+    /// Releases a roll call and wipes its secrets, and its reference to the
+    /// store.  Accepts NULL.
+    /// ```
+    pub fn itsme_rollcall_free(rollcall: *mut itsme_rollcall);
+
+    /// ```text
+    /// Copies the detail of the last failure of a call on this roll call.
+    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL.
+    /// ```
+    pub fn itsme_rollcall_last_error(
+        rollcall: *const itsme_rollcall,
+        buf: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// Where the roll call stands (ITSME_ROLLCALL_PHASE_*).  It becomes
+    /// ITSME_ROLLCALL_PHASE_EXPIRED at the first call with a time past the
+    /// lifetime, not by itself.
+    /// Errors: ITSME_E_INVALID_ARGUMENT.
+    /// ```
+    pub fn itsme_rollcall_status(
+        rollcall: *const itsme_rollcall,
+        out_phase: *mut itsme_rollcall_phase,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The relay group room's name (ITSME_ROOM_NAME_SIZE: 32 lowercase hex
+    /// digits and the NUL), the same on every device for the same meeting code.
+    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL.
+    /// ```
+    pub fn itsme_rollcall_room(
+        rollcall: *const itsme_rollcall,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The next message to send to the group room (at most
+    /// ITSME_ROLLCALL_MESSAGE_MAX bytes), removed from the queue on success;
+    /// ITSME_OK with *out_len = 0 when there is none.
+    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL (nothing
+    /// removed).
+    /// ```
+    pub fn itsme_rollcall_next_outgoing(
+        rollcall: *mut itsme_rollcall,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// Feeds one message of the group room from relay slot `slot` (the relay's
+    /// 2-byte prefix removed).  A new HELLO adds a participant and starts a new
+    /// round; a HELLO already held, or a SAID already taken, is ignored.  A
+    /// refused message changes nothing, and the roll call goes on.
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535, a time out
+    /// of range, a HELLO more than 20 windows old or more than one ahead, a
+    /// 51st participant), ITSME_E_MALFORMED_MESSAGE (not a roll-call message of
+    /// this version, a second HELLO from one slot, a second SAID from one
+    /// participant in one round, a SAID of the wrong size for the roster),
+    /// ITSME_E_INVALID_STATE (a SAID of a participant without a HELLO here, or
+    /// of another roster: another round, or a participant not seen here),
+    /// ITSME_E_INVALID_KEY (a SAID naming this device as its speaker: a
+    /// reflected message), ITSME_E_AUTHENTICATION_FAILED (a contact's sealed
+    /// code that does not open, checked against the code already typed: the
+    /// participant is now ITSME_ROLLCALL_STATE_REFUSED), ITSME_E_EXPIRED,
+    /// ITSME_E_DATABASE (recording an outcome failed).
+    /// ```
+    #[must_use]
+    pub fn itsme_rollcall_receive(
+        rollcall: *mut itsme_rollcall,
+        bytes: *const u8,
+        len: usize,
+        slot: u32,
+        now: i64,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The relay announced a new participant in slot `slot`: this device's
+    /// HELLO is queued again, since the newcomer missed it.
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535).
+    /// ```
+    pub fn itsme_rollcall_peer_joined(rollcall: *mut itsme_rollcall, slot: u32) -> itsme_result;
+
+    /// ```text
+    /// The participant of relay slot `slot` left the room: it is marked left
+    /// and stays in the roster.  No effect for a slot that sent no HELLO.
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535).
+    /// ```
+    pub fn itsme_rollcall_peer_left(rollcall: *mut itsme_rollcall, slot: u32) -> itsme_result;
+
+    /// ```text
+    /// The hash of the roster as this device holds it now
+    /// (ITSME_ROLLCALL_ROSTER_BYTES): read it when showing the participants,
+    /// and pass it to itsme_rollcall_confirm_roster.
+    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL.
+    /// ```
+    pub fn itsme_rollcall_roster(
+        rollcall: *const itsme_rollcall,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The owner confirmed that the contacts listed are on their call: `roster`
+    /// is the itsme_rollcall_roster read when the list was shown.  Draws this
+    /// round's code from `rng` (NULL: the operating system).
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, roster_len not
+    /// ITSME_ROLLCALL_ROSTER_BYTES, a time out of range), ITSME_E_INVALID_STATE
+    /// (the roster changed since it was read: show the participants again and
+    /// confirm that one; or this round's roster is confirmed already),
+    /// ITSME_E_EXPIRED.
+    /// ```
+    #[must_use]
+    pub fn itsme_rollcall_confirm_roster(
+        rollcall: *mut itsme_rollcall,
+        roster: *const u8,
+        roster_len: usize,
+        rng: *mut itsme_random,
+        now: i64,
+    ) -> itsme_result;
+
+    /// ```text
+    /// This device's code for this round, to read aloud ("ECHO 042": a NATO word
+    /// and three digits, ITSME_VOICE_CODE_SIZE), once the roster is confirmed.
+    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (the roster of
+    /// this round is not confirmed, or the roll call expired),
+    /// ITSME_E_BUFFER_TOO_SMALL.
+    /// ```
+    pub fn itsme_rollcall_code(
+        rollcall: *const itsme_rollcall,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The owner read the code aloud: queues the SAID, one sealed entry for
+    /// every other participant (drawn from `rng`, NULL: the operating system,
+    /// for those that are not contacts).  Nothing derived from the code leaves
+    /// the device before this call.
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, a time out of range),
+    /// ITSME_E_INVALID_STATE (the roster of this round is not confirmed, or its
+    /// SAID went out already), ITSME_E_EXPIRED.
+    /// ```
+    #[must_use]
+    pub fn itsme_rollcall_confirm_said(
+        rollcall: *mut itsme_rollcall,
+        rng: *mut itsme_random,
+        now: i64,
+    ) -> itsme_result;
+
+    /// ```text
+    /// How many devices are in the roll call, this one included (1 to 50).
+    /// Errors: ITSME_E_INVALID_ARGUMENT.
+    /// ```
+    pub fn itsme_rollcall_participant_count(
+        rollcall: *const itsme_rollcall,
+        out_count: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// Participant `index` (0, this device, to count - 1).
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, index out of range,
+    /// out_participant->size too small).
+    /// ```
+    pub fn itsme_rollcall_participant(
+        rollcall: *const itsme_rollcall,
+        index: usize,
+        out_participant: *mut itsme_rollcall_participant_info,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The owner typed `code` ("ECHO 042", the word in any case), the code
+    /// participant `index` read aloud.  Compared at once if their sealed code is
+    /// in, else when it arrives (itsme_rollcall_receive); the outcome is
+    /// recorded on the contact.  Writes the participant's state:
+    /// ITSME_ROLLCALL_STATE_NOT_YET (their sealed code is still to come),
+    /// _VERIFIED, _WRONG (type again), _DEVICE_CHANGED,
+    /// _VERIFIED_TAG_UNCHECKED, or _REFUSED (their sealed code of this round
+    /// did not open: nothing to check against until a new round).
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, a code that is not a NATO word
+    /// and three digits or is longer than ITSME_TYPED_CODE_MAX bytes, index 0
+    /// or out of range, a time out of range: nothing changes),
+    /// ITSME_E_INVALID_STATE (the roster of this round is not confirmed; the
+    /// participant is not a contact; or it is checked already in this round),
+    /// ITSME_E_LOCKED (three wrong codes for it in this round: wait for a new
+    /// round), ITSME_E_AUTHENTICATION_FAILED (their sealed code does not open:
+    /// the participant is now ITSME_ROLLCALL_STATE_REFUSED), ITSME_E_EXPIRED,
+    /// ITSME_E_DATABASE.
+    /// ```
+    #[must_use]
+    pub fn itsme_rollcall_enter_heard(
+        rollcall: *mut itsme_rollcall,
+        index: usize,
+        code: *const c_char,
+        now: i64,
+        out_state: *mut itsme_rollcall_state,
+    ) -> itsme_result;
+
+    /// ```text
     /// The value of the macro of the same name in capitals.  Thread-safe; need
     /// no itsme_init().
     /// ```
@@ -4170,6 +4537,18 @@ extern "C" {
     /// no itsme_init().
     /// ```
     pub fn itsme_approval_lifetime_max() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_rollcall_message_max() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_rollcall_roster_bytes() -> usize;
 }
 
 // ---------------------------------------------------------------------------
@@ -4236,9 +4615,10 @@ pub fn testing_functions_available() -> bool {
     TESTING_SYMBOLS.iter().all(|symbol| !symbol.lookup().is_null())
 }
 
-static TESTING_SYMBOLS: [&TestingSymbol; 16] = [
+static TESTING_SYMBOLS: [&TestingSymbol; 17] = [
     &testing_symbols::itsme_random_new_deterministic,
     &testing_symbols::itsme_identity_create_with_random,
+    &testing_symbols::itsme_store_set_device_secrets,
     &testing_symbols::itsme_derive_seed,
     &testing_symbols::itsme_derive_sas,
     &testing_symbols::itsme_qr_transcript_hash,
@@ -4261,6 +4641,7 @@ mod testing_symbols {
 
     pub(super) static itsme_random_new_deterministic: TestingSymbol = TestingSymbol::new("itsme_random_new_deterministic\0");
     pub(super) static itsme_identity_create_with_random: TestingSymbol = TestingSymbol::new("itsme_identity_create_with_random\0");
+    pub(super) static itsme_store_set_device_secrets: TestingSymbol = TestingSymbol::new("itsme_store_set_device_secrets\0");
     pub(super) static itsme_derive_seed: TestingSymbol = TestingSymbol::new("itsme_derive_seed\0");
     pub(super) static itsme_derive_sas: TestingSymbol = TestingSymbol::new("itsme_derive_sas\0");
     pub(super) static itsme_qr_transcript_hash: TestingSymbol = TestingSymbol::new("itsme_qr_transcript_hash\0");
@@ -4329,6 +4710,42 @@ pub unsafe fn itsme_identity_create_with_random(
     let function = unsafe { core::mem::transmute::<*mut c_void, F>(address) };
     // SAFETY: the caller's arguments, as for the C function.
     unsafe { function(store, name, rng, out) }
+}
+
+/// ```text
+/// Stores the device secrets of contact `id` of `store`, as an exchange
+/// leaves them: this device's for the contact (`mine`) and the contact's
+/// (`theirs`), each 0 to 64 bytes, not both empty (a secret may be NULL when
+/// its length is 0).  They replace the contact's secrets, a pending
+/// Security PIN Update's included.  For tests and vectors that rebuild a
+/// store holding given secrets (docs/PROTOCOL.md 10.1).
+/// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, a
+/// secret longer than 64 bytes, both empty), ITSME_E_NOT_FOUND (no such
+/// contact), ITSME_E_DATABASE.  Details go to the store's last error.
+/// ```
+#[must_use]
+///
+/// Exported only by a test build of libitsme (`include/itsme_testing.h`):
+/// looked up when first called; panics when the library does not
+/// export it (see [`testing_functions_available`]).
+///
+/// # Safety
+///
+/// As for the C function: the pointers must be valid as the header says.
+pub unsafe fn itsme_store_set_device_secrets(
+    store: *mut itsme_store,
+    id: i64,
+    mine: *const u8,
+    mine_len: usize,
+    theirs: *const u8,
+    theirs_len: usize,
+) -> itsme_result {
+    type F = unsafe extern "C" fn(*mut itsme_store, i64, *const u8, usize, *const u8, usize) -> itsme_result;
+    let address = testing_symbols::itsme_store_set_device_secrets.get();
+    // SAFETY: the library's itsme_store_set_device_secrets has this C signature.
+    let function = unsafe { core::mem::transmute::<*mut c_void, F>(address) };
+    // SAFETY: the caller's arguments, as for the C function.
+    unsafe { function(store, id, mine, mine_len, theirs, theirs_len) }
 }
 
 /// ```text

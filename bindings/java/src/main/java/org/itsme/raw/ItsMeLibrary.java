@@ -1100,6 +1100,115 @@ public interface ItsMeLibrary extends Library {
     int ITSME_REPLAY_STORE_CALLBACKS_VERSION = 1;
 
     /**
+     * <pre>
+     * Participants arrive; this round's roster is not confirmed.
+     * </pre>
+     * <p>A value of {@code itsme_rollcall_phase}.
+     */
+    int ITSME_ROLLCALL_PHASE_GATHERING = 1;
+
+    /**
+     * <pre>
+     * The roster is confirmed: read itsme_rollcall_code aloud, then
+     * itsme_rollcall_confirm_said.
+     * </pre>
+     * <p>A value of {@code itsme_rollcall_phase}.
+     */
+    int ITSME_ROLLCALL_PHASE_CONFIRMED = 2;
+
+    /**
+     * <pre>
+     * This device's sealed codes went out for this round.
+     * </pre>
+     * <p>A value of {@code itsme_rollcall_phase}.
+     */
+    int ITSME_ROLLCALL_PHASE_SAID = 3;
+
+    /**
+     * <pre>
+     * The lifetime (10 minutes) passed: final.
+     * </pre>
+     * <p>A value of {@code itsme_rollcall_phase}.
+     */
+    int ITSME_ROLLCALL_PHASE_EXPIRED = 4;
+
+    /**
+     * <pre>
+     * A contact whose code is not checked yet.
+     * </pre>
+     * <p>A value of {@code itsme_rollcall_state}.
+     */
+    int ITSME_ROLLCALL_STATE_NOT_YET = 1;
+
+    /**
+     * <pre>
+     * The code heard is the one their device sealed, from the device known.
+     * </pre>
+     * <p>A value of {@code itsme_rollcall_state}.
+     */
+    int ITSME_ROLLCALL_STATE_VERIFIED = 2;
+
+    /**
+     * <pre>
+     * The code heard is not the one their device sealed (type it again: three
+     * times in a round at most).
+     * </pre>
+     * <p>A value of {@code itsme_rollcall_state}.
+     */
+    int ITSME_ROLLCALL_STATE_WRONG = 3;
+
+    /**
+     * <pre>
+     * The code matched, from another device than the one known: their device
+     * changed.
+     * </pre>
+     * <p>A value of {@code itsme_rollcall_state}.
+     */
+    int ITSME_ROLLCALL_STATE_DEVICE_CHANGED = 4;
+
+    /**
+     * <pre>
+     * The code matched; this device holds no device secret of theirs to check
+     * the device with.
+     * </pre>
+     * <p>A value of {@code itsme_rollcall_state}.
+     */
+    int ITSME_ROLLCALL_STATE_VERIFIED_TAG_UNCHECKED = 5;
+
+    /**
+     * <pre>
+     * Their sealed code did not open (tampered with, or sealed for another
+     * device): neither verified nor wrong.
+     * </pre>
+     * <p>A value of {@code itsme_rollcall_state}.
+     */
+    int ITSME_ROLLCALL_STATE_REFUSED = 6;
+
+    /**
+     * <pre>
+     * This device, or a device that holds no seed with this one: not a
+     * contact.
+     * </pre>
+     * <p>A value of {@code itsme_rollcall_state}.
+     */
+    int ITSME_ROLLCALL_STATE_UNKNOWN = 7;
+
+    /**
+     * <pre>
+     * Longest roll-call message: a HELLO of 2048 presence tags, 28 + 16 * 2048
+     * bytes (a SAID is at most 67 + 50 * 49 = 2517).
+     * </pre>
+     */
+    int ITSME_ROLLCALL_MESSAGE_MAX = 32796;
+
+    /**
+     * <pre>
+     * A roster hash (itsme_rollcall_roster), in bytes.
+     * </pre>
+     */
+    int ITSME_ROLLCALL_ROSTER_BYTES = 32;
+
+    /**
      * @deprecated the older name of {@link #ITSME_EXCHANGE_METHOD_QR}
      */
     @Deprecated
@@ -1857,6 +1966,84 @@ public interface ItsMeLibrary extends Library {
         }
     }
 
+    /**
+     * The values of {@code itsme_rollcall_phase} (uint32_t), named as its constants without their common prefix.
+     * <p>{@link #of} gives null for a value this version does not know.
+     */
+    enum RollcallPhase {
+        /** {@link ItsMeLibrary#ITSME_ROLLCALL_PHASE_GATHERING} */
+        GATHERING(ITSME_ROLLCALL_PHASE_GATHERING),
+        /** {@link ItsMeLibrary#ITSME_ROLLCALL_PHASE_CONFIRMED} */
+        CONFIRMED(ITSME_ROLLCALL_PHASE_CONFIRMED),
+        /** {@link ItsMeLibrary#ITSME_ROLLCALL_PHASE_SAID} */
+        SAID(ITSME_ROLLCALL_PHASE_SAID),
+        /** {@link ItsMeLibrary#ITSME_ROLLCALL_PHASE_EXPIRED} */
+        EXPIRED(ITSME_ROLLCALL_PHASE_EXPIRED);
+
+        private final int value;
+
+        RollcallPhase(int value) {
+            this.value = value;
+        }
+
+        /** The C value. */
+        public int value() {
+            return value;
+        }
+
+        /** The member of C value {@code value}, or null for a value this version does not know. */
+        public static RollcallPhase of(int value) {
+            for (RollcallPhase member : values()) {
+                if (member.value == value) {
+                    return member;
+                }
+            }
+            return null;
+        }
+    }
+
+    /**
+     * The values of {@code itsme_rollcall_state} (uint32_t), named as its constants without their common prefix.
+     * <p>{@link #of} gives null for a value this version does not know.
+     */
+    enum RollcallState {
+        /** {@link ItsMeLibrary#ITSME_ROLLCALL_STATE_NOT_YET} */
+        NOT_YET(ITSME_ROLLCALL_STATE_NOT_YET),
+        /** {@link ItsMeLibrary#ITSME_ROLLCALL_STATE_VERIFIED} */
+        VERIFIED(ITSME_ROLLCALL_STATE_VERIFIED),
+        /** {@link ItsMeLibrary#ITSME_ROLLCALL_STATE_WRONG} */
+        WRONG(ITSME_ROLLCALL_STATE_WRONG),
+        /** {@link ItsMeLibrary#ITSME_ROLLCALL_STATE_DEVICE_CHANGED} */
+        DEVICE_CHANGED(ITSME_ROLLCALL_STATE_DEVICE_CHANGED),
+        /** {@link ItsMeLibrary#ITSME_ROLLCALL_STATE_VERIFIED_TAG_UNCHECKED} */
+        VERIFIED_TAG_UNCHECKED(ITSME_ROLLCALL_STATE_VERIFIED_TAG_UNCHECKED),
+        /** {@link ItsMeLibrary#ITSME_ROLLCALL_STATE_REFUSED} */
+        REFUSED(ITSME_ROLLCALL_STATE_REFUSED),
+        /** {@link ItsMeLibrary#ITSME_ROLLCALL_STATE_UNKNOWN} */
+        UNKNOWN(ITSME_ROLLCALL_STATE_UNKNOWN);
+
+        private final int value;
+
+        RollcallState(int value) {
+            this.value = value;
+        }
+
+        /** The C value. */
+        public int value() {
+            return value;
+        }
+
+        /** The member of C value {@code value}, or null for a value this version does not know. */
+        public static RollcallState of(int value) {
+            for (RollcallState member : values()) {
+                if (member.value == value) {
+                    return member;
+                }
+            }
+            return null;
+        }
+    }
+
     // Handles
 
     /**
@@ -2058,6 +2245,19 @@ public interface ItsMeLibrary extends Library {
         }
 
         public itsme_replay_store(Pointer pointer) {
+            super(pointer);
+        }
+    }
+
+    /**
+     * A pointer to an opaque {@code itsme_rollcall}, released by {@link ItsMeLibrary#itsme_rollcall_free}
+     * <p>Its last-error detail: {@code itsme_rollcall_last_error}.
+     */
+    class itsme_rollcall extends PointerType {
+        public itsme_rollcall() {
+        }
+
+        public itsme_rollcall(Pointer pointer) {
             super(pointer);
         }
     }
@@ -2266,6 +2466,46 @@ public interface ItsMeLibrary extends Library {
     }
 
     /**
+     * <pre>
+     * One device of the roll call as this device sees it
+     * (itsme_rollcall_participant).
+     * </pre>
+     * <p>The C struct {@code itsme_rollcall_participant_info}: 40 bytes, aligned to 8 (checked by
+     * {@link ItsMeLibrary#layoutMismatches}).
+     */
+    @Structure.FieldOrder({"size", "index", "slot", "contact_id", "state", "left"})
+    class itsme_rollcall_participant_info extends Structure {
+        /** The size of the C struct, in bytes. */
+        public static final int C_SIZE = 40;
+        /** The C offsets of the fields, in field order. */
+        public static final int[] C_OFFSETS = {0, 8, 16, 24, 32, 36};
+
+        /** {@code size_t size} */
+        public SizeT size = new SizeT();
+        /** {@code size_t index} */
+        public SizeT index = new SizeT();
+        /** {@code uint32_t slot} */
+        public int slot;
+        /** {@code int64_t contact_id} */
+        public long contact_id;
+        /** {@code itsme_rollcall_state state} */
+        public int state;
+        /** {@code bool left} */
+        public byte left;
+
+        /** A zeroed {@code itsme_rollcall_participant_info} whose {@code size} field holds its size, as the caller sets it. */
+        public itsme_rollcall_participant_info() {
+            super();
+            this.size = new SizeT(size());
+        }
+
+        /** The JNA offset of a field, compared with C_OFFSETS by layoutMismatches. */
+        public int offsetOf(String field) {
+            return fieldOffset(field);
+        }
+    }
+
+    /**
      * <p>The C callback table {@code itsme_secret_store_callbacks}: 48 bytes, aligned to 8 (checked by
      * {@link ItsMeLibrary#layoutMismatches}).
      */
@@ -2426,6 +2666,18 @@ public interface ItsMeLibrary extends Library {
             for (int i = 0; i < fields.length; i++) {
                 if (s.offsetOf(fields[i]) != itsme_approval_result.C_OFFSETS[i]) {
                     mismatches.add("itsme_approval_result." + fields[i] + ": offset " + s.offsetOf(fields[i]) + ", C " + itsme_approval_result.C_OFFSETS[i]);
+                }
+            }
+        }
+        {
+            itsme_rollcall_participant_info s = new itsme_rollcall_participant_info();
+            if (s.size() != itsme_rollcall_participant_info.C_SIZE) {
+                mismatches.add("itsme_rollcall_participant_info: size " + s.size() + ", C " + itsme_rollcall_participant_info.C_SIZE);
+            }
+            String[] fields = {"size", "index", "slot", "contact_id", "state", "left"};
+            for (int i = 0; i < fields.length; i++) {
+                if (s.offsetOf(fields[i]) != itsme_rollcall_participant_info.C_OFFSETS[i]) {
+                    mismatches.add("itsme_rollcall_participant_info." + fields[i] + ": offset " + s.offsetOf(fields[i]) + ", C " + itsme_rollcall_participant_info.C_OFFSETS[i]);
                 }
             }
         }
@@ -2877,8 +3129,8 @@ public interface ItsMeLibrary extends Library {
      *
      * Ownership: every handle made with the store (an itsme_exchange, also a
      * restored one; itsme_voice, itsme_online_verify, itsme_pin_update, an
-     * itsme_online_verify_rendezvous and its sessions) keeps a counted
-     * reference to it, and an exchange one to its identity too.  This
+     * itsme_online_verify_rendezvous and its sessions, itsme_rollcall) keeps a
+     * counted reference to it, and an exchange one to its identity too.  This
      * function releases the caller's; the file is closed, as above, when the
      * last of those handles is freed too, and until then they keep working.
      * Threads: the store serialises its own calls, so the store and the
@@ -5017,6 +5269,249 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
+     * Draws a new meeting code from `rng` (NULL: the operating system) and
+     * writes it as shown, "ABCD-EFGH" (ITSME_REMOTE_CODE_SIZE): 7 random
+     * characters of the invite alphabet and a check character
+     * (docs/PROTOCOL.md 16.1).  It is not secret from the call.  Thread-safe.
+     * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
+     * ITSME_E_BUFFER_TOO_SMALL (cap
+     * &lt;
+     * ITSME_REMOTE_CODE_SIZE: nothing is
+     * drawn).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_meeting_code_new(itsme_random *rng, char *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_meeting_code_new(itsme_random rng, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * Starts a roll call named by `meeting_code` (as typed: either case, spaces
+     * and '-' ignored) at `now`, with every contact of `store` but those
+     * awaiting the peer; the HELLO's nonce and padding are drawn from `rng`
+     * (NULL: the operating system).  The HELLO is queued: send it
+     * (itsme_rollcall_next_outgoing).  Free the roll call with
+     * itsme_rollcall_free; it keeps a counted reference to the store.
+     * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, a
+     * meeting code with a typo or longer than ITSME_TYPED_CODE_MAX bytes, a
+     * store of more than 2048 contacts, a time out of range), ITSME_E_DATABASE,
+     * and stored-data errors (ITSME_E_CORRUPT_DATA,
+     * ITSME_E_AUTHENTICATION_FAILED).  Details go to the store's last error.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_rollcall_new(itsme_store *store, const char *meeting_code, itsme_random *rng, int64_t now, itsme_rollcall **out)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_rollcall_new(itsme_store store, String meeting_code, itsme_random rng, long now, PointerByReference out);
+
+    /**
+     * <pre>
+     * Releases a roll call and wipes its secrets, and its reference to the
+     * store.  Accepts NULL.
+     * </pre>
+     * <p>C: {@code void itsme_rollcall_free(itsme_rollcall *rollcall)}
+     * <p>Releases a {@link itsme_rollcall}; call it exactly once per handle.
+     */
+    void itsme_rollcall_free(itsme_rollcall rollcall);
+
+    /**
+     * <pre>
+     * Copies the detail of the last failure of a call on this roll call.
+     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_rollcall_last_error(const itsme_rollcall *rollcall, char *buf, size_t cap, size_t *out_len)}
+     */
+    int itsme_rollcall_last_error(itsme_rollcall rollcall, byte[] buf, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * Where the roll call stands (ITSME_ROLLCALL_PHASE_*).  It becomes
+     * ITSME_ROLLCALL_PHASE_EXPIRED at the first call with a time past the
+     * lifetime, not by itself.
+     * Errors: ITSME_E_INVALID_ARGUMENT.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_rollcall_status(const itsme_rollcall *rollcall, itsme_rollcall_phase *out_phase)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_rollcall_status(itsme_rollcall rollcall, IntByReference out_phase);
+
+    /**
+     * <pre>
+     * The relay group room's name (ITSME_ROOM_NAME_SIZE: 32 lowercase hex
+     * digits and the NUL), the same on every device for the same meeting code.
+     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_rollcall_room(const itsme_rollcall *rollcall, char *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_rollcall_room(itsme_rollcall rollcall, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * The next message to send to the group room (at most
+     * ITSME_ROLLCALL_MESSAGE_MAX bytes), removed from the queue on success;
+     * ITSME_OK with *out_len = 0 when there is none.
+     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL (nothing
+     * removed).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_rollcall_next_outgoing(itsme_rollcall *rollcall, uint8_t *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_rollcall_next_outgoing(itsme_rollcall rollcall, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * Feeds one message of the group room from relay slot `slot` (the relay's
+     * 2-byte prefix removed).  A new HELLO adds a participant and starts a new
+     * round; a HELLO already held, or a SAID already taken, is ignored.  A
+     * refused message changes nothing, and the roll call goes on.
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535, a time out
+     * of range, a HELLO more than 20 windows old or more than one ahead, a
+     * 51st participant), ITSME_E_MALFORMED_MESSAGE (not a roll-call message of
+     * this version, a second HELLO from one slot, a second SAID from one
+     * participant in one round, a SAID of the wrong size for the roster),
+     * ITSME_E_INVALID_STATE (a SAID of a participant without a HELLO here, or
+     * of another roster: another round, or a participant not seen here),
+     * ITSME_E_INVALID_KEY (a SAID naming this device as its speaker: a
+     * reflected message), ITSME_E_AUTHENTICATION_FAILED (a contact's sealed
+     * code that does not open, checked against the code already typed: the
+     * participant is now ITSME_ROLLCALL_STATE_REFUSED), ITSME_E_EXPIRED,
+     * ITSME_E_DATABASE (recording an outcome failed).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_rollcall_receive(itsme_rollcall *rollcall, const uint8_t *bytes, size_t len, uint32_t slot, int64_t now)}
+     * <p>Its result must be checked (ITSME_WARN_UNUSED_RESULT).
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_rollcall_receive(itsme_rollcall rollcall, byte[] bytes, SizeT len, int slot, long now);
+
+    /**
+     * <pre>
+     * The relay announced a new participant in slot `slot`: this device's
+     * HELLO is queued again, since the newcomer missed it.
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_rollcall_peer_joined(itsme_rollcall *rollcall, uint32_t slot)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_rollcall_peer_joined(itsme_rollcall rollcall, int slot);
+
+    /**
+     * <pre>
+     * The participant of relay slot `slot` left the room: it is marked left
+     * and stays in the roster.  No effect for a slot that sent no HELLO.
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_rollcall_peer_left(itsme_rollcall *rollcall, uint32_t slot)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_rollcall_peer_left(itsme_rollcall rollcall, int slot);
+
+    /**
+     * <pre>
+     * The hash of the roster as this device holds it now
+     * (ITSME_ROLLCALL_ROSTER_BYTES): read it when showing the participants,
+     * and pass it to itsme_rollcall_confirm_roster.
+     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_rollcall_roster(const itsme_rollcall *rollcall, uint8_t *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_rollcall_roster(itsme_rollcall rollcall, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * The owner confirmed that the contacts listed are on their call: `roster`
+     * is the itsme_rollcall_roster read when the list was shown.  Draws this
+     * round's code from `rng` (NULL: the operating system).
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, roster_len not
+     * ITSME_ROLLCALL_ROSTER_BYTES, a time out of range), ITSME_E_INVALID_STATE
+     * (the roster changed since it was read: show the participants again and
+     * confirm that one; or this round's roster is confirmed already),
+     * ITSME_E_EXPIRED.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_rollcall_confirm_roster(itsme_rollcall *rollcall, const uint8_t *roster, size_t roster_len, itsme_random *rng, int64_t now)}
+     * <p>Its result must be checked (ITSME_WARN_UNUSED_RESULT).
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_rollcall_confirm_roster(itsme_rollcall rollcall, byte[] roster, SizeT roster_len, itsme_random rng, long now);
+
+    /**
+     * <pre>
+     * This device's code for this round, to read aloud ("ECHO 042": a NATO word
+     * and three digits, ITSME_VOICE_CODE_SIZE), once the roster is confirmed.
+     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (the roster of
+     * this round is not confirmed, or the roll call expired),
+     * ITSME_E_BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_rollcall_code(const itsme_rollcall *rollcall, char *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_rollcall_code(itsme_rollcall rollcall, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * The owner read the code aloud: queues the SAID, one sealed entry for
+     * every other participant (drawn from `rng`, NULL: the operating system,
+     * for those that are not contacts).  Nothing derived from the code leaves
+     * the device before this call.
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a time out of range),
+     * ITSME_E_INVALID_STATE (the roster of this round is not confirmed, or its
+     * SAID went out already), ITSME_E_EXPIRED.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_rollcall_confirm_said(itsme_rollcall *rollcall, itsme_random *rng, int64_t now)}
+     * <p>Its result must be checked (ITSME_WARN_UNUSED_RESULT).
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_rollcall_confirm_said(itsme_rollcall rollcall, itsme_random rng, long now);
+
+    /**
+     * <pre>
+     * How many devices are in the roll call, this one included (1 to 50).
+     * Errors: ITSME_E_INVALID_ARGUMENT.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_rollcall_participant_count(const itsme_rollcall *rollcall, size_t *out_count)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_rollcall_participant_count(itsme_rollcall rollcall, SizeTByReference out_count);
+
+    /**
+     * <pre>
+     * Participant `index` (0, this device, to count - 1).
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, index out of range,
+     * out_participant-&gt;size too small).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_rollcall_participant(const itsme_rollcall *rollcall, size_t index, itsme_rollcall_participant_info *out_participant)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_rollcall_participant(itsme_rollcall rollcall, SizeT index, itsme_rollcall_participant_info out_participant);
+
+    /**
+     * <pre>
+     * The owner typed `code` ("ECHO 042", the word in any case), the code
+     * participant `index` read aloud.  Compared at once if their sealed code is
+     * in, else when it arrives (itsme_rollcall_receive); the outcome is
+     * recorded on the contact.  Writes the participant's state:
+     * ITSME_ROLLCALL_STATE_NOT_YET (their sealed code is still to come),
+     * _VERIFIED, _WRONG (type again), _DEVICE_CHANGED,
+     * _VERIFIED_TAG_UNCHECKED, or _REFUSED (their sealed code of this round
+     * did not open: nothing to check against until a new round).
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a code that is not a NATO word
+     * and three digits or is longer than ITSME_TYPED_CODE_MAX bytes, index 0
+     * or out of range, a time out of range: nothing changes),
+     * ITSME_E_INVALID_STATE (the roster of this round is not confirmed; the
+     * participant is not a contact; or it is checked already in this round),
+     * ITSME_E_LOCKED (three wrong codes for it in this round: wait for a new
+     * round), ITSME_E_AUTHENTICATION_FAILED (their sealed code does not open:
+     * the participant is now ITSME_ROLLCALL_STATE_REFUSED), ITSME_E_EXPIRED,
+     * ITSME_E_DATABASE.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_rollcall_enter_heard(itsme_rollcall *rollcall, size_t index, const char *code, int64_t now, itsme_rollcall_state *out_state)}
+     * <p>Its result must be checked (ITSME_WARN_UNUSED_RESULT).
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_rollcall_enter_heard(itsme_rollcall rollcall, SizeT index, String code, long now, IntByReference out_state);
+
+    /**
+     * <pre>
      * The value of the macro of the same name in capitals.  Thread-safe; need
      * no itsme_init().
      * </pre>
@@ -5503,4 +5998,24 @@ public interface ItsMeLibrary extends Library {
      * <p>C: {@code size_t itsme_approval_lifetime_max(void)}
      */
     SizeT itsme_approval_lifetime_max();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_approval_lifetime_max.)
+     * </pre>
+     * <p>C: {@code size_t itsme_rollcall_message_max(void)}
+     */
+    SizeT itsme_rollcall_message_max();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_rollcall_message_max.)
+     * </pre>
+     * <p>C: {@code size_t itsme_rollcall_roster_bytes(void)}
+     */
+    SizeT itsme_rollcall_roster_bytes();
 }

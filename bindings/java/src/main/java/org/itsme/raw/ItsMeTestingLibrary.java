@@ -29,7 +29,7 @@ import org.itsme.raw.ItsMeLibrary.*;
  */
 public interface ItsMeTestingLibrary extends Library {
     /** The test-only functions' names. */
-    java.util.List<String> FUNCTIONS = java.util.List.of("itsme_random_new_deterministic", "itsme_identity_create_with_random", "itsme_derive_seed", "itsme_derive_sas", "itsme_qr_transcript_hash", "itsme_bluetooth_commitment", "itsme_bluetooth_th1", "itsme_bluetooth_session_keys", "itsme_bluetooth_transcript_hash", "itsme_derive_session_id", "itsme_derive_words", "itsme_derive_lower_selects_first", "itsme_derive_code", "itsme_derive_device_tag", "itsme_derive_voice", "itsme_derive_degradation_code");
+    java.util.List<String> FUNCTIONS = java.util.List.of("itsme_random_new_deterministic", "itsme_identity_create_with_random", "itsme_store_set_device_secrets", "itsme_derive_seed", "itsme_derive_sas", "itsme_qr_transcript_hash", "itsme_bluetooth_commitment", "itsme_bluetooth_th1", "itsme_bluetooth_session_keys", "itsme_bluetooth_transcript_hash", "itsme_derive_session_id", "itsme_derive_words", "itsme_derive_lower_selects_first", "itsme_derive_code", "itsme_derive_device_tag", "itsme_derive_voice", "itsme_derive_degradation_code");
 
     /** Loads the test-only interface of a library (as {@link ItsMeLibrary#load}). */
     static ItsMeTestingLibrary load(String nameOrPath) {
@@ -141,6 +141,24 @@ public interface ItsMeTestingLibrary extends Library {
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
     int itsme_identity_create_with_random(itsme_secret_store store, String name, itsme_random rng, PointerByReference out);
+
+    /**
+     * <pre>
+     * Stores the device secrets of contact `id` of `store`, as an exchange
+     * leaves them: this device's for the contact (`mine`) and the contact's
+     * (`theirs`), each 0 to 64 bytes, not both empty (a secret may be NULL when
+     * its length is 0).  They replace the contact's secrets, a pending
+     * Security PIN Update's included.  For tests and vectors that rebuild a
+     * store holding given secrets (docs/PROTOCOL.md 10.1).
+     * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, a
+     * secret longer than 64 bytes, both empty), ITSME_E_NOT_FOUND (no such
+     * contact), ITSME_E_DATABASE.  Details go to the store's last error.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_store_set_device_secrets(itsme_store *store, int64_t id, const uint8_t *mine, size_t mine_len, const uint8_t *theirs, size_t theirs_len)}
+     * <p>Its result must be checked (ITSME_WARN_UNUSED_RESULT).
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_store_set_device_secrets(itsme_store store, long id, byte[] mine, SizeT mine_len, byte[] theirs, SizeT theirs_len);
 
     /**
      * <pre>
