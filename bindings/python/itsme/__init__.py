@@ -67,6 +67,18 @@ the device secrets::
     with itsme.PinUpdate(contacts, contact_id) as update:
         print(update.session_code)                # move the frames over Bluetooth
 
+Everyone on a conference call checks at once which participants are
+contacts (a roll call, docs/PROTOCOL.md 20): one shares a meeting code, each
+device moves the messages of the relay's group room ``call.room``::
+
+    call = itsme.RollCall(contacts, itsme.new_meeting_code())  # or the code typed
+    roster = call.roster
+    show(call.participants)                       # the owner confirms who is here
+    call.confirm_roster(roster)
+    print(call.code)                              # read aloud, then
+    call.confirm_said()
+    state = call.enter_heard(index, heard_code)   # for each contact who spoke
+
 A person moving to a new device takes the identity along (the device
 secrets stay behind), by a password export or by a live transfer; either
 gives an :class:`Import` to check and install on the new device::
@@ -246,6 +258,15 @@ from ._profile import (
     Profile,
 )
 from ._random import DeterministicRandom
+from ._rollcall import (
+    ROLLCALL_MESSAGE_MAX,
+    ROLLCALL_ROSTER_BYTES,
+    RollCall,
+    RollCallParticipant,
+    RollCallPhase,
+    RollCallState,
+    new_meeting_code,
+)
 from ._store import PASSPHRASE_MAX_BYTES, Accessibility, SecretStore, SecretStoreBackend
 from ._transfer import (
     EXPORT_CONTACTS_MAX,
@@ -483,9 +504,15 @@ __all__ = [
     "REMOTE_CODE_SIZE",
     "REMOTE_MESSAGE_MAX",
     "RESULT_CODES",
+    "ROLLCALL_MESSAGE_MAX",
+    "ROLLCALL_ROSTER_BYTES",
     "ROOM_NAME_SIZE",
     "ReplayStore",
     "ReplayedError",
+    "RollCall",
+    "RollCallParticipant",
+    "RollCallPhase",
+    "RollCallState",
     "RolledBackError",
     "Result",
     "SCOPES_MAX",
@@ -562,6 +589,7 @@ __all__ = [
     "import_status",
     "init",
     "nato_word",
+    "new_meeting_code",
     "qr_transcript_hash",
     "relay",
     "remove_credential",

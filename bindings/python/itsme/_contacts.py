@@ -560,5 +560,28 @@ class ContactStore(DetailedHandle):
             lib.itsme_store_accept_degradation_code, _id(contact_id), encode_text(code, "code"), unix_time(now)
         )
 
+    def set_device_secrets(self, contact_id: int, mine: bytes, theirs: bytes) -> None:
+        """Test build only (include/itsme_testing.h): stores the device
+        secrets of contact ``contact_id`` as an exchange leaves them, this
+        device's for the contact (``mine``) and the contact's (``theirs``),
+        each at most 64 bytes, not both empty.  They replace the contact's
+        secrets.  For tests and vectors that rebuild a store holding given
+        secrets.  Raises :class:`TestBuildRequiredError` against a release
+        library, :class:`InvalidArgumentError`, :class:`NotFoundError`."""
+        mine_buffer, mine_length = _bytes_argument(mine, "mine")
+        theirs_buffer, theirs_length = _bytes_argument(theirs, "theirs")
+        try:
+            self._call(
+                lib.itsme_store_set_device_secrets,
+                _id(contact_id),
+                mine_buffer,
+                mine_length,
+                theirs_buffer,
+                theirs_length,
+            )
+        finally:
+            _wipe(mine_buffer)
+            _wipe(theirs_buffer)
+
     def __repr__(self) -> str:
         return f"<ContactStore {'closed' if self.closed else 'open'}>"

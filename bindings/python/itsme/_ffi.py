@@ -45,6 +45,7 @@ __all__ = [
     "ApprovalRequestInfoStruct",
     "CredentialInfoStruct",
     "ApprovalResultStruct",
+    "RollCallParticipantStruct",
     "ReplayInsertCallback",
     "ReplayDestroyCallback",
     "ReplayStoreCallbacks",
@@ -84,6 +85,7 @@ StoreLossStruct = _abi.itsme_store_loss
 ApprovalRequestInfoStruct = _abi.itsme_approval_request_info
 CredentialInfoStruct = _abi.itsme_credential_info
 ApprovalResultStruct = _abi.itsme_approval_result
+RollCallParticipantStruct = _abi.itsme_rollcall_participant_info
 ReplayStoreCallbacks = _abi.itsme_replay_store_callbacks
 ReplayInsertCallback = _abi.itsme_replay_store_callbacks_insert
 ReplayDestroyCallback = _abi.itsme_replay_store_callbacks_destroy

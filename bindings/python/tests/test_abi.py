@@ -204,6 +204,8 @@ ENUMERATIONS = [
     (itsme.VoiceTurn, "ITSME_VOICE_TURN_"),
     (itsme.VoiceOutcome, "ITSME_VOICE_OUTCOME_"),
     (itsme.OnlineVerifyState, "ITSME_ONLINE_VERIFY_STATE_"),
+    (itsme.RollCallPhase, "ITSME_ROLLCALL_PHASE_"),
+    (itsme.RollCallState, "ITSME_ROLLCALL_STATE_"),
     (itsme.PinUpdateState, "ITSME_PIN_UPDATE_STATE_"),
     (itsme.TransferState, "ITSME_TRANSFER_STATE_"),
     (itsme.PasswordKind, "ITSME_EXPORT_PASSWORD_"),

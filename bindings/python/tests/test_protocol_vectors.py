@@ -29,7 +29,10 @@ store they carry written out byte for byte (and an export of a real store
 from the same random source has the vector's header).  The live transfers
 are rerun from both sides' random sources (the stand-in store's identity
 and store messages are fed to the receiver, whose import must carry the
-store), and their rejections step by step.  Where the ``cryptography``
+store), and their rejections step by step.  The roll call of rollcall.json
+is made again by its three devices (contacts with the vectors' seeds and
+device secrets), its HELLOs, roster, codes and SAIDs byte for byte, each
+listener's outcome, and each rejection's result.  Where the ``cryptography``
 package is installed, the sealed messages are opened with the vectors' keys.
 """
 
@@ -62,6 +65,9 @@ from itsme import (
     PinUpdateState,
     Profile,
     ReplayStore,
+    RollCall,
+    RollCallPhase,
+    RollCallState,
     SecretStore,
     Transfer,
     TransferState,
@@ -1516,3 +1522,126 @@ def test_enrollment_refusal(vector):
     with pytest.raises(ItsMeError) as caught:
         itsme.verify_enrollment(vector["service_id_text"], h(vector["nonce"]), h(vector["enrollment"]))
     assert caught.value.name == _error_name(vector["error_text"]), caught.value
+
+
+# -- the roll call (rollcall.json, section 20) -----------------------------------------
+
+ROLLCALL = load("rollcall.json")
+_ROLLCALL_STATES = {
+    "not_yet": RollCallState.NOT_YET,
+    "verified": RollCallState.VERIFIED,
+    "wrong": RollCallState.WRONG,
+    "device_changed": RollCallState.DEVICE_CHANGED,
+    "verified_tag_unchecked": RollCallState.VERIFIED_TAG_UNCHECKED,
+    "refused": RollCallState.REFUSED,
+    "unknown": RollCallState.UNKNOWN,
+}
+
+
+def _rollcall_parties(parties):
+    """The three devices of rollcall.json: each identity drawn from its
+    ``identity_random_seed``, each contact added with its seed and, where the
+    vectors list them, its device secrets (a test-build function).  Returns
+    ({name: contact store}, {owner: {peer: contact id}})."""
+    vectors = ROLLCALL
+    stores, keys = {}, {}
+    for party in vectors["participants"]:
+        secrets = SecretStore.memory()
+        random = DeterministicRandom(h(party["identity_random_seed"]))
+        identity = Identity.create(secrets, party["name_text"], random=random)
+        parties.handles += [secrets, identity, random]
+        assert identity.public_key == h(party["identity_public"]), party["name_text"]
+        stores[party["name_text"]] = parties.contacts(identity)
+        keys[party["name_text"]] = identity.public_key
+    ids = {}
+    for contact in vectors["contacts"]:
+        owner, peer = contact["owner_text"], contact["peer_text"]
+        store = stores[owner]
+        contact_id = store.add(peer, keys[peer], h(contact["seed"]), now=vectors["now"] - 7000)
+        if contact["device_secret_mine"]:
+            store.set_device_secrets(contact_id, h(contact["device_secret_mine"]), h(contact["device_secret_theirs"]))
+        ids.setdefault(owner, {})[peer] = contact_id
+    return stores, ids
+
+
+def test_rollcall_vectors_replay(parties):
+    """The whole roll call made again from each device's ``random_seed``:
+    the HELLOs, the roster, the codes and SAIDs byte for byte, then each
+    listener's outcome for each contact's code."""
+    vectors = ROLLCALL
+    t = vectors["now"]
+    stores, ids = _rollcall_parties(parties)
+    people = vectors["participants"]
+    sources = [DeterministicRandom(h(p["random_seed"])) for p in people]
+    parties.handles += sources
+    calls = []
+    for party, random in zip(people, sources):
+        call = RollCall(stores[party["name_text"]], vectors["meeting_code_text"], t, random=random)
+        parties.handles.append(call)
+        assert call.room == vectors["room_id"]
+        calls.append(call)
+    hellos = [call.next_outgoing() for call in calls]
+    for party, hello in zip(people, hellos):
+        assert hello.hex() == party["hello"], party["name_text"]
+        assert hashlib.sha256(hello).hexdigest() == party["hello_hash"]
+    for sender, hello in zip(people, hellos):
+        for call in calls:
+            if call is not calls[people.index(sender)]:
+                call.receive(hello, sender["slot"], t)
+    for call, random in zip(calls, sources):
+        assert call.roster.hex() == vectors["roster"]
+        assert call.phase == RollCallPhase.GATHERING
+        call.confirm_roster(call.roster, t, random=random)
+        call.confirm_said(t, random=random)
+        assert call.phase == RollCallPhase.SAID
+    saids = [call.next_outgoing() for call in calls]
+    for index, (said_vector, said) in enumerate(zip(vectors["saids"], saids)):
+        assert said_vector["name_text"] == people[index]["name_text"]
+        assert said.hex() == said_vector["said"], said_vector["name_text"]
+        assert calls[index].code == said_vector["code_text"]
+        for other, call in enumerate(calls):
+            if other != index:
+                call.receive(said, people[index]["slot"], t)
+    names = [p["name_text"] for p in people]
+    codes = {s["name_text"]: s["code_text"] for s in vectors["saids"]}
+    for outcome in vectors["outcomes"]:
+        listener, speaker = outcome["listener_text"], outcome["speaker_text"]
+        call = calls[names.index(listener)]
+        contact_id = ids[listener][speaker]
+        index = next(p.index for p in call.participants if p.contact_id == contact_id)
+        state = call.enter_heard(index, codes[speaker], t)
+        assert state == _ROLLCALL_STATES[outcome["state_text"]], (listener, speaker)
+    # Ben and Cai share nothing: each is unknown to the other.
+    for listener, speaker in (("Ben", "Cai"), ("Cai", "Ben")):
+        call = calls[names.index(listener)]
+        slot = people[names.index(speaker)]["slot"]
+        assert [p.state for p in call.participants if p.slot == slot] == [RollCallState.UNKNOWN]
+
+
+@pytest.mark.parametrize("vector", ROLLCALL["rejections"], ids=lambda v: v["case_text"])
+def test_rollcall_rejection(parties, vector):
+    """Each message list fed to a fresh roll call of the receiver: Cai's
+    HELLO from slot 3, every other message from slot 1; all but the last are
+    accepted, the last gives ``result``."""
+    t = ROLLCALL["now"]
+    stores, _ = _rollcall_parties(parties)
+    people = {p["name_text"]: p for p in ROLLCALL["participants"]}
+    receiver = people[vector["receiver_text"]]
+    random = DeterministicRandom(h(receiver["random_seed"]))
+    call = RollCall(stores[vector["receiver_text"]], ROLLCALL["meeting_code_text"], t, random=random)
+    parties.handles += [random, call]
+    assert call.next_outgoing().hex() == receiver["hello"]
+    cai_hello = people["Cai"]["hello"]
+    messages = vector["messages"]
+
+    def slot(message):
+        return 3 if message == cai_hello else 1
+
+    for message in messages[:-1]:
+        call.receive(h(message), slot(message), t)
+    if vector["result"] == "accepted":
+        call.receive(h(messages[-1]), slot(messages[-1]), t)
+        return
+    with pytest.raises(ItsMeError) as caught:
+        call.receive(h(messages[-1]), slot(messages[-1]), t)
+    assert caught.value.name == _error_name(vector["result"]), caught.value
