@@ -307,3 +307,102 @@ def test_unlock_time_refuses_bad_times(pair, runtime, agents):
         result = alice.run("unlock-time", *args, pin_file=False)
         assert result.returncode == 2 and message in result.stderr, (args, result)
     assert alice.json("unlock-time", pin_file=False)["idle"] == 300
+
+
+def _agent_socket(person) -> Path:
+    return Path((person.dir / ".unlock-agent").read_text())
+
+
+def _framed(obj) -> bytes:
+    body = json.dumps(obj).encode()
+    return struct.pack(">I", len(body)) + body
+
+
+def test_hostile_messages_neither_crash_nor_stall_the_agent(pair, runtime, agents):
+    alice, _ = pair
+    assert at_terminal(alice, "contacts", "list")[0] == ["pin"]
+    path = str(_agent_socket(alice))
+    pid = _agent_pids(alice.root)[0]
+    fds_before = len(os.listdir(f"/proc/{pid}/fd"))
+    # Numbers out of range, unknown operations, a request without
+    # descriptors, broken framing, and descriptors sent with 2 bytes.
+    for payload in [
+        _framed({"op": "signal", "signal": 2**40}),
+        _framed({"op": "run", "argv": ["whoami"], "cwd": "/", "env": {}}),
+        _framed({"op": 7}),
+        struct.pack(">I", 2**31) + b"x",
+        b"\x00\x00\x00\x05{}",
+    ]:
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.connect(path)
+        connection.sendall(payload)
+        connection.close()
+    for _ in range(20):
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.connect(path)
+        socket.send_fds(connection, [b"\x00\x00"], [0, 1, 2])
+        connection.close()
+    # A connection that says nothing does not hold up the next command.
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    silent.connect(path)
+    started = time.monotonic()
+    asked, transcript, code = at_terminal(alice, "contacts", "list")
+    assert asked == [] and code == 0, transcript
+    assert time.monotonic() - started < 8
+    silent.close()
+    time.sleep(1)
+    assert _agent_pids(alice.root) == [pid]
+    assert len(os.listdir(f"/proc/{pid}/fd")) <= fds_before + 1
+
+
+def test_one_agent_per_data_directory_whatever_the_environment(pair, runtime, agents, env):
+    alice, _ = pair
+    assert at_terminal(alice, "contacts", "list")[0] == ["pin"]
+    # Another shell, without XDG_RUNTIME_DIR: it finds the same agent through
+    # the data directory, and its `lock` ends it.
+    other = dict(env)
+    other.pop("XDG_RUNTIME_DIR")
+    alice.env = other
+    try:
+        assert at_terminal(alice, "contacts", "list")[0] == []
+        assert "Locked" in alice.ok("lock", pin_file=False)
+        assert at_terminal(alice, "contacts", "list", "--no-cache")[0] == ["pin"]
+    finally:
+        alice.env = env
+    assert at_terminal(alice, "contacts", "list")[0] == ["pin"]
+    assert len(_agent_pids(alice.root)) == 1
+
+
+def test_a_command_dies_with_its_agent(pair, runtime, agents):
+    alice, _ = pair
+    assert at_terminal(alice, "contacts", "list")[0] == ["pin"]
+    pid = _agent_pids(alice.root)[0]
+    term = alice.spawn("contacts", "remove", "Bob", pin_file=False)
+    term.expect(r"Remove Bob")
+    children = [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    assert len(children) == 1
+    os.kill(pid, 9)
+    term.expect(r"the unlock agent ended")
+    assert term.finish() == 2
+    for _ in range(50):
+        if not Path(f"/proc/{children[0]}").exists() or "Z" in Path(f"/proc/{children[0]}/stat").read_text().split()[2]:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the command the agent ran outlived it")
+    assert [c["name"] for c in alice.json("contacts", "list")["contacts"]] == ["Bob"]
+
+
+def test_a_fifo_in_the_secrets_does_not_hang_a_client(pair, runtime, agents):
+    alice, _ = pair
+    assert at_terminal(alice, "contacts", "list")[0] == ["pin"]
+    os.mkfifo(alice.dir / "secrets.wrap")
+    started = time.monotonic()
+    # The agent's stamp cannot be read: the command runs here, which takes
+    # the store for a wrapped one, asks, and then refuses the FIFO.
+    term = alice.spawn("contacts", "list", pin_file=False)
+    term.expect("Passphrase of", timeout=20)
+    assert time.monotonic() - started < 20
+    term.sendline("not the passphrase")
+    term.expect("secrets.wrap")
+    assert term.finish() == 2, term.transcript

@@ -8,6 +8,7 @@
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -102,9 +103,19 @@ int unlockagent_pipe(int fds[2], int flags) {
 int unlockagent_accept(int socket) {
     int fd;
     do {
-        fd = accept4(socket, NULL, NULL, SOCK_CLOEXEC);
+        fd = accept4(socket, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     } while (fd < 0 && errno == EINTR);
     return fd;
+}
+
+int unlockagent_die_with(pid_t agent) {
+    if (prctl(PR_SET_PDEATHSIG, SIGHUP, 0, 0, 0) != 0) return -1;
+    if (getppid() != agent) raise(SIGHUP);
+    return 0;
+}
+
+int unlockagent_try_lock(int fd) {
+    return flock(fd, LOCK_EX | LOCK_NB);
 }
 
 int unlockagent_harden(void) {
@@ -170,6 +181,7 @@ pid_t unlockagent_spawn(const char *path, char *const argv[], int input) {
         && (error = posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)) == 0
         && (error = posix_spawn_file_actions_adddup2(&actions, 1, 2)) == 0
         && (error = posix_spawn_file_actions_addclosefrom_np(&actions, 3)) == 0
+        && (error = posix_spawn_file_actions_addchdir_np(&actions, "/")) == 0
         && (error = posix_spawnattr_setsigmask(&attributes, &none)) == 0
         && (error = posix_spawnattr_setsigdefault(&attributes, &all)) == 0
         && (error = posix_spawnattr_setflags(

@@ -68,12 +68,11 @@ enum UnlockAgent {
         }
     }
 
-    // MARK: Where the socket lives
+    // MARK: Where the agent is
 
     /// This user's agent sockets: `$XDG_RUNTIME_DIR/itsme` when
     /// XDG_RUNTIME_DIR is set, else `/tmp/itsme-UID`; created with mode
-    /// 0700 when `create`, and checked to be a directory (not a link)
-    /// owned by this user that nobody else may enter.
+    /// 0700 when `create`.
     static func socketDirectory(create: Bool) throws -> String {
         let environment = ProcessInfo.processInfo.environment
         let path: String
@@ -85,6 +84,12 @@ enum UnlockAgent {
         if create && mkdir(path, 0o700) != 0 && errno != EEXIST {
             throw CLIError("cannot create \(path): \(String(cString: strerror(errno)))")
         }
+        try checkPrivateDirectory(path)
+        return path
+    }
+
+    /// A directory (not a link) owned by this user that nobody else may enter.
+    static func checkPrivateDirectory(_ path: String) throws {
         var info = stat()
         guard lstat(path, &info) == 0 else { throw CLIError("no socket directory \(path)") }
         guard info.st_mode & S_IFMT == S_IFDIR, info.st_uid == getuid() else {
@@ -94,12 +99,11 @@ enum UnlockAgent {
             throw CLIError(
                 "\(path) may be entered by others (mode \(String(info.st_mode & 0o777, radix: 8))): the PIN is not kept unlocked")
         }
-        return path
     }
 
-    /// The socket of the agent for the data directory `realDirectory`
-    /// (resolved with `realpath`): named by a digest of that path, so
-    /// there is one agent per data directory.
+    /// The socket a new agent for the data directory `realDirectory`
+    /// listens on, in this environment's socket directory: named by a
+    /// digest of that path.
     static func socketPath(realDirectory: String, create: Bool) throws -> String {
         let digest = SHA256.hash(Array(realDirectory.utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
         let path = try socketDirectory(create: create) + "/agent-\(digest).sock"
@@ -109,27 +113,65 @@ enum UnlockAgent {
         return path
     }
 
+    /// `.unlock-agent` in the data directory: the agent holds a lock on it
+    /// for its life (so there is one agent per data directory, whatever
+    /// environment each command has) and writes its socket's path in it,
+    /// which is how a command finds the agent.
+    static func lockFile(_ realDirectory: String) -> String { realDirectory + "/.unlock-agent" }
+
+    /// The socket of the agent serving `realDirectory`, as its lock file
+    /// names it, when that socket is in a private directory of this user.
+    static func agentSocket(_ realDirectory: String) -> String? {
+        guard let bytes = readSmallFile(lockFile(realDirectory), limit: 4096),
+            let path = String(validating: bytes, as: UTF8.self), path.hasPrefix("/"), !path.contains("\0")
+        else { return nil }
+        let parent = (path as NSString).deletingLastPathComponent
+        guard (try? checkPrivateDirectory(parent)) != nil else { return nil }
+        return path
+    }
+
     static func realDirectory(_ directory: String) -> String? {
         guard let resolved = realpath(directory, nil) else { return nil }
         defer { free(resolved) }
         return String(cString: resolved)
     }
 
+    /// The bytes of the regular file at `path` (no link followed, never
+    /// waiting on a FIFO), nil if there is none, it is something else, or
+    /// it is longer than `limit`.
+    static func readSmallFile(_ path: String, limit: Int) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, Int(info.st_size) <= limit else { return nil }
+        var bytes = [UInt8](repeating: 0, count: limit + 1)
+        var have = 0
+        while have <= limit {
+            let got = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + have, limit + 1 - have) }
+            if got < 0 && errno == EINTR { continue }
+            guard got > 0 else { break }
+            have += got
+        }
+        guard have <= limit else { return nil }
+        return Array(bytes.prefix(have))
+    }
+
     /// A digest of what an unlock rests on, as stored: the identity and
     /// PIN items and the wrap file (present or not). Any import, transfer,
     /// reset, new PIN or new passphrase changes it. Nil when the identity
-    /// item cannot be read.
+    /// item cannot be read, or any of the three is not a small regular file.
     static func stamp(realDirectory: String) -> [UInt8]? {
         let secrets = realDirectory + "/secrets"
         var material: [UInt8] = []
         for (index, path) in [secrets + "/" + Identity.itemName, secrets + "/itsme.pin", secrets + ".wrap"].enumerated() {
-            guard let data = FileManager.default.contents(atPath: path) else {
-                if index == 0 { return nil }
+            var info = stat()
+            if lstat(path, &info) != 0 && errno == ENOENT && index > 0 {
                 material += [0, 0, 0, 0]
                 continue
             }
-            let digest = SHA256.hash(Array(data))
-            material += [1, 0, 0, 0] + digest
+            guard let data = readSmallFile(path, limit: 65536) else { return nil }
+            material += [1, 0, 0, 0] + SHA256.hash(data)
         }
         return SHA256.hash(material)
     }
@@ -139,54 +181,101 @@ enum UnlockAgent {
     /// One message on an agent connection: a 4-byte big-endian length and
     /// a JSON object, with any passed descriptors attached to its first
     /// bytes.
+    static let maxMessage = 1 << 20
+
+    static func frame(_ object: [String: Any]) throws -> [UInt8] {
+        let body = try JSONSerialization.data(withJSONObject: object)
+        let length = UInt32(body.count)
+        return [UInt8(length >> 24), UInt8((length >> 16) & 0xFF), UInt8((length >> 8) & 0xFF), UInt8(length & 0xFF)] + body
+    }
+
+    /// Collects what arrives on a connection into whole messages, without
+    /// blocking (the agent reads every connection this way).
+    struct Reader {
+        private var buffer: [UInt8] = []
+        private(set) var fds: [Int32] = []
+
+        enum Read {
+            case message([String: Any], [Int32])
+            /// Nothing whole yet.
+            case pending
+            /// The end of the stream, an error, or a message that is not one.
+            case closed
+        }
+
+        /// Reads what is there and returns the first whole message, if any.
+        mutating func read(_ fd: Int32) -> Read {
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            while true {
+                if let whole = take() { return whole }
+                if buffer.count > UnlockAgent.maxMessage + 4 { return fail() }
+                var carried = [Int32](repeating: -1, count: Int(UNLOCKAGENT_MAX_FDS))
+                var count: Int32 = 0
+                let got = chunk.withUnsafeMutableBytes { unlockagent_receive(fd, $0.baseAddress, $0.count, &carried, &count) }
+                fds += carried.prefix(Int(count))
+                if got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return .pending }
+                guard got > 0 else { return fail() }
+                buffer += chunk.prefix(got)
+            }
+        }
+
+        private mutating func take() -> Read? {
+            guard buffer.count >= 4 else { return nil }
+            let length = Int(buffer[0]) << 24 | Int(buffer[1]) << 16 | Int(buffer[2]) << 8 | Int(buffer[3])
+            guard length <= UnlockAgent.maxMessage else { return fail() }
+            guard buffer.count >= 4 + length else { return nil }
+            let body = Data(buffer[4..<4 + length])
+            buffer.removeFirst(4 + length)
+            guard let object = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] else { return fail() }
+            defer { fds = [] }
+            return .message(object, fds)
+        }
+
+        /// Closes what was carried: nothing of a broken stream is kept.
+        mutating func fail() -> Read {
+            fds.forEach { close($0) }
+            fds = []
+            buffer = []
+            return .closed
+        }
+    }
+
+    /// A client's blocking connection to an agent.
     struct Connection {
         let fd: Int32
-        static let maxMessage = 1 << 20
 
         func send(_ object: [String: Any], fds: [Int32] = []) throws {
-            let body = try JSONSerialization.data(withJSONObject: object)
-            let length = UInt32(body.count)
-            let bytes = [UInt8(length >> 24), UInt8((length >> 16) & 0xFF), UInt8((length >> 8) & 0xFF), UInt8(length & 0xFF)] + body
+            let bytes = try UnlockAgent.frame(object)
             let sent = bytes.withUnsafeBytes { raw in
                 fds.withUnsafeBufferPointer { unlockagent_send(fd, raw.baseAddress, raw.count, $0.baseAddress, Int32($0.count)) }
             }
             guard sent == 0 else { throw CLIError("the unlock agent's socket: \(String(cString: strerror(errno)))") }
         }
 
-        /// The next message and the descriptors that came with it; nil at
-        /// the end of the stream, or when nothing came within `timeout`
-        /// seconds.
-        func receive(timeout: Double) -> ([String: Any], [Int32])? {
-            var fds: [Int32] = []
-            guard let header = read(4, timeout: timeout, fds: &fds) else { return nil }
-            let length = Int(header[0]) << 24 | Int(header[1]) << 16 | Int(header[2]) << 8 | Int(header[3])
-            guard length <= Self.maxMessage, let body = read(length, timeout: timeout, fds: &fds),
-                let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any]
-            else {
-                fds.forEach { close($0) }
-                return nil
-            }
-            return (object, fds)
-        }
-
-        private func read(_ count: Int, timeout: Double, fds: inout [Int32]) -> [UInt8]? {
-            var bytes = [UInt8](repeating: 0, count: count)
-            var have = 0
-            let deadline = monotonicNow() + timeout
-            while have < count {
+        /// The next message (descriptors that come with it are closed: an
+        /// agent passes none); nil at the end of the stream, or when
+        /// nothing whole came within `timeout` seconds.
+        func receive(timeout: Double) -> [String: Any]? {
+            var reader = Reader()
+            let deadline = UnlockAgent.monotonicNow() + timeout
+            while true {
                 var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                let left = deadline - monotonicNow()
-                guard left > 0, poll(&poller, 1, Int32(left * 1000) + 1) > 0 else { return nil }
-                var carried = [Int32](repeating: -1, count: Int(UNLOCKAGENT_MAX_FDS))
-                var carriedCount: Int32 = 0
-                let got = bytes.withUnsafeMutableBytes { raw in
-                    unlockagent_receive(fd, raw.baseAddress! + have, count - have, &carried, &carriedCount)
+                let left = deadline - UnlockAgent.monotonicNow()
+                guard left > 0 else {
+                    _ = reader.fail()
+                    return nil
                 }
-                fds += carried.prefix(Int(carriedCount))
-                guard got > 0 else { return nil }
-                have += got
+                let ready = poll(&poller, 1, Int32(left * 1000) + 1)
+                if ready < 0 && errno == EINTR { continue }
+                guard ready > 0 else { continue }
+                switch reader.read(fd) {
+                case .message(let object, let fds):
+                    fds.forEach { close($0) }
+                    return object
+                case .pending: continue
+                case .closed: return nil
+                }
             }
-            return bytes
         }
     }
 
@@ -196,9 +285,19 @@ enum UnlockAgent {
         return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
     }
 
-    /// A connected socket to the agent at `path`, when one listens there
-    /// and runs as this user.
+    /// The address of the socket at `path` (which `socketPath` keeps
+    /// short enough).
+    static func socketAddress(_ path: String) -> sockaddr_un {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in raw.copyBytes(from: Array(path.utf8).prefix(raw.count - 1)) }
+        return address
+    }
+
+    /// A connected (blocking) socket to the agent at `path`, when one
+    /// listens there and runs as this user.
     static func connect(_ path: String) -> Connection? {
+        guard path.utf8.count < MemoryLayout.size(ofValue: sockaddr_un().sun_path) else { return nil }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return nil }
         var address = socketAddress(path)
@@ -215,15 +314,6 @@ enum UnlockAgent {
         return Connection(fd: fd)
     }
 
-    /// The address of the socket at `path` (which `socketPath` keeps
-    /// short enough).
-    static func socketAddress(_ path: String) -> sockaddr_un {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in raw.copyBytes(from: Array(path.utf8).prefix(raw.count - 1)) }
-        return address
-    }
-
     // MARK: Client side
 
     /// What the agent for a data directory says when a client connects.
@@ -238,20 +328,13 @@ enum UnlockAgent {
     /// the identity stored there now (the stamps agree). An agent that
     /// answers for something else is asked to end.
     static func attach(_ directory: String) -> (Connection, Greeting)? {
-        guard session == nil, let real = realDirectory(directory),
-            let path = try? socketPath(realDirectory: real, create: false),
-            let connection = connect(path)
+        guard session == nil, let real = realDirectory(directory), let path = agentSocket(real), let connection = connect(path)
         else { return nil }
         // An agent still unlocking (Argon2id for a wrapped store) answers
         // within seconds.
-        guard let (greeting, fds) = connection.receive(timeout: 20) else {
-            close(connection.fd)
-            return nil
-        }
-        fds.forEach { close($0) }
-        guard let stampText = greeting["stamp"] as? String, let fingerprint = greeting["fingerprint"] as? String,
-            let name = greeting["name"] as? String, let idleLeft = greeting["idle_left"] as? Int,
-            let absoluteLeft = greeting["absolute_left"] as? Int
+        guard let greeting = connection.receive(timeout: 20), let stampText = greeting["stamp"] as? String,
+            let fingerprint = greeting["fingerprint"] as? String, let name = greeting["name"] as? String,
+            let idleLeft = greeting["idle_left"] as? Int, let absoluteLeft = greeting["absolute_left"] as? Int
         else {
             close(connection.fd)
             return nil
@@ -264,18 +347,39 @@ enum UnlockAgent {
         return (connection, Greeting(fingerprint: fingerprint, name: name, idleLeft: idleLeft, absoluteLeft: absoluteLeft))
     }
 
+    /// The signals a client passes on to the command the agent runs; the
+    /// agent stops the command for SIGTSTP (it has no terminal to stop it).
+    static let forwardedSignals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGCONT, SIGWINCH]
+    nonisolated(unsafe) static var forwardSignalsTo: Int32 = -1
+
+    private static func catchForwardedSignals() {
+        for signal in forwardedSignals {
+            Glibc.signal(signal) { number in
+                var byte = UInt8(truncatingIfNeeded: number)
+                _ = Glibc.write(UnlockAgent.forwardSignalsTo, &byte, 1)
+            }
+        }
+    }
+
     /// Runs this command in the agent of `directory`: its exit code, or
-    /// nil when no agent answers for it (the command then runs here).
+    /// nil when no agent answers for it (the command then runs here, with
+    /// the signals as they were). Not from a background job: a command
+    /// whose terminal belongs to another process group runs here.
     static func delegate(_ directory: String) -> Int32? {
+        if isatty(STDIN_FILENO) == 1 && tcgetpgrp(STDIN_FILENO) != getpgrp() { return nil }
         guard let (connection, _) = attach(directory) else { return nil }
         defer { close(connection.fd) }
         var pipeFDs: [Int32] = [-1, -1]
         guard unlockagent_pipe(&pipeFDs, O_CLOEXEC | O_NONBLOCK) == 0 else { return nil }
         forwardSignalsTo = pipeFDs[1]
-        for signal in forwardedSignals {
-            Glibc.signal(signal) { number in
-                var byte = UInt8(truncatingIfNeeded: number)
-                _ = Glibc.write(UnlockAgent.forwardSignalsTo, &byte, 1)
+        catchForwardedSignals()
+        var finished = false
+        defer {
+            if !finished {
+                // Back to running here: the signals as they were.
+                for signal in forwardedSignals { Glibc.signal(signal, SIG_DFL) }
+                close(pipeFDs[0])
+                close(pipeFDs[1])
             }
         }
         let request: [String: Any] = [
@@ -283,28 +387,47 @@ enum UnlockAgent {
             "cwd": FileManager.default.currentDirectoryPath, "env": ProcessInfo.processInfo.environment,
         ]
         guard (try? connection.send(request, fds: [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO])) != nil else { return nil }
+        var reader = Reader()
         while true {
-            var pollers = [pollfd(fd: connection.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: pipeFDs[0], events: Int16(POLLIN), revents: 0)]
+            var pollers = [
+                pollfd(fd: connection.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: pipeFDs[0], events: Int16(POLLIN), revents: 0),
+            ]
             if poll(&pollers, 2, -1) < 0 { continue }
             if pollers[1].revents != 0 {
                 var byte: UInt8 = 0
-                while Glibc.read(pipeFDs[0], &byte, 1) == 1 { try? connection.send(["op": "signal", "signal": Int(byte)]) }
+                while Glibc.read(pipeFDs[0], &byte, 1) == 1 {
+                    try? connection.send(["op": "signal", "signal": Int(byte)])
+                    if Int32(byte) == SIGTSTP {
+                        // Stop here too, as the shell expects; SIGCONT resumes both.
+                        Glibc.signal(SIGTSTP, SIG_DFL)
+                        raise(SIGTSTP)
+                        catchForwardedSignals()
+                    }
+                }
             }
             guard pollers[0].revents != 0 else { continue }
-            guard let (reply, fds) = connection.receive(timeout: 10) else {
+            switch reader.read(connection.fd) {
+            case .pending:
+                continue
+            case .closed:
+                finished = true
                 FileHandle.standardError.write(Data("itsme: the unlock agent ended while it ran this command\n".utf8))
                 return Exit.error.rawValue
+            case .message(let reply, let fds):
+                fds.forEach { close($0) }
+                if let code = reply["exit"] as? Int, let exit = Int32(exactly: code) {
+                    finished = true
+                    return exit
+                }
+                if let signal = reply["signal"] as? Int, let number = Int32(exactly: signal), (1...64).contains(number) {
+                    finished = true
+                    return 128 + number
+                }
+                // Refused before the command started (what it unlocked changed): run it here.
+                if reply["refused"] != nil { return nil }
             }
-            fds.forEach { close($0) }
-            if let code = reply["exit"] as? Int { return Int32(truncatingIfNeeded: code) }
-            if let signal = reply["signal"] as? Int { return 128 + Int32(truncatingIfNeeded: signal) }
-            // Refused before the command started (what it unlocked changed): run it here.
-            if reply["refused"] != nil { return nil }
         }
     }
-
-    static let forwardedSignals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
-    nonisolated(unsafe) static var forwardSignalsTo: Int32 = -1
 
     /// Starts the agent for `profile`'s data directory after a correct
     /// `pin` typed at a terminal (with `passphrase`, the one that opened a
@@ -339,29 +462,69 @@ enum UnlockAgent {
 
     // MARK: The agent
 
+    /// Bytes in memory of their own: locked into RAM (where RLIMIT_MEMLOCK
+    /// allows), left out of core dumps, wiped when released. For the PIN
+    /// and passphrase the agent reads.
+    final class LockedBuffer: ByteView {
+        let capacity: Int
+        private(set) var count = 0
+        private let base: UnsafeMutableRawPointer
+
+        init?(capacity: Int) {
+            let mapped = mmap(nil, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+            guard let mapped, mapped != MAP_FAILED else { return nil }
+            base = mapped
+            self.capacity = capacity
+            _ = mlock(base, capacity)
+            _ = madvise(base, capacity, MADV_DONTDUMP)
+        }
+
+        deinit {
+            explicit_bzero(base, capacity)
+            munlock(base, capacity)
+            munmap(base, capacity)
+        }
+
+        func withBytes<R: ~Copyable>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+            try body(UnsafeRawBufferPointer(start: base, count: count))
+        }
+
+        /// Reads `fd` to its end (or to `capacity`).
+        func fill(from fd: Int32) {
+            while count < capacity {
+                let got = Glibc.read(fd, base + count, capacity - count)
+                if got < 0 && errno == EINTR { continue }
+                guard got > 0 else { break }
+                count += got
+            }
+        }
+
+        /// A copy of `range` of this buffer, locked as this one is.
+        func copy(_ range: Range<Int>) -> LockedBuffer? {
+            guard range.lowerBound >= 0, range.upperBound <= count, let copy = LockedBuffer(capacity: max(range.count, 1)) else {
+                return nil
+            }
+            copy.base.copyMemory(from: base + range.lowerBound, byteCount: range.count)
+            copy.count = range.count
+            return copy
+        }
+    }
+
     /// The agent process (`itsme __unlock-agent REALDIR`, started by
-    /// `start`): reads the window, PIN and passphrase from standard input,
-    /// unlocks, serves until its window ends. Never returns.
+    /// `start`): reads the window, PIN and passphrase from standard input
+    /// into locked memory, unlocks, serves until its window ends. Never
+    /// returns.
     static func serve(_ directory: String) -> Never {
         _ = unlockagent_harden()
         signal(SIGPIPE, SIG_IGN)
-        guard (try? Sodium.initialize()) != nil else { exit(Exit.error.rawValue) }
-        var message: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while message.count < 65536 {
-            let got = Glibc.read(STDIN_FILENO, &chunk, chunk.count)
-            if got < 0 && errno == EINTR { continue }
-            guard got > 0 else { break }
-            message += chunk.prefix(got)
-        }
-        wipe(&chunk)
+        guard (try? Sodium.initialize()) != nil, let message = LockedBuffer(capacity: 65536) else { exit(Exit.error.rawValue) }
+        message.fill(from: STDIN_FILENO)
         let null = open("/dev/null", O_RDONLY)
         if null >= 0 && null != STDIN_FILENO {
             dup2(null, STDIN_FILENO)
             close(null)
         }
-        guard let agent = Agent(directory: directory, message: &message) else { exit(0) }
-        wipe(&message)
+        guard let agent = Agent(directory: directory, message: message) else { exit(0) }
         agent.run()
     }
 
@@ -369,6 +532,8 @@ enum UnlockAgent {
         let realDirectory: String
         let window: Window
         let socketPath: String
+        /// `.unlock-agent`, locked for as long as this agent accepts commands.
+        var lockFD: Int32
         let listener: Int32
         var socketInode: ino_t = 0
         let stamp: [UInt8]
@@ -377,49 +542,88 @@ enum UnlockAgent {
         var lastActivity = 0.0
         var lastStampCheck = 0.0
         var accepting = true
+        /// Connections that have not sent their request yet.
+        var clients: [Client] = []
         var children: [Child] = []
+
+        struct Client {
+            let fd: Int32
+            var reader = Reader()
+            let deadline: Double
+        }
 
         struct Child {
             let pid: pid_t
+            /// The client's connection, -1 once it went away.
             var connection: Int32
-            /// Readable at its end when the child exits (or execs).
+            var reader = Reader()
+            /// Readable at its end when the child exits (or execs); -1 after.
             var exitPipe: Int32
         }
 
-        /// Parses the start message ("IDLE ABSOLUTE\nPIN\nPASSPHRASE"),
-        /// binds the socket (nil if another agent serves this directory),
-        /// unlocks (nil on any failure).
-        init?(directory: String, message: inout [UInt8]) {
+        /// Parses the start message ("IDLE ABSOLUTE\nPIN\nPASSPHRASE", in
+        /// locked memory), takes the data directory's lock (nil if another
+        /// agent holds it), binds the socket, unlocks (nil on any failure).
+        init?(directory: String, message: LockedBuffer) {
             guard UnlockAgent.realDirectory(directory) == directory else { return nil }
-            let lines = message.split(separator: 0x0A, maxSplits: 2, omittingEmptySubsequences: false)
-            guard lines.count >= 2, let header = String(validating: lines[0], as: UTF8.self) else { return nil }
+            // Where the lines end, and the window.
+            let count = message.count
+            let (firstEnd, secondEnd, header) = message.withBytes { bytes -> (Int?, Int?, String?) in
+                let first = bytes.firstIndex(of: 0x0A)
+                let second = first.flatMap { f in bytes[(f + 1)...].firstIndex(of: 0x0A) }
+                return (first, second, first.map { String(decoding: bytes[0..<$0], as: UTF8.self) })
+            }
+            guard let firstEnd, let header else { return nil }
             let times = header.split(separator: " ").compactMap { Int($0) }
             guard times.count == 2, times[0] > 0, times[1] >= times[0], times[1] <= Window.longest else { return nil }
-            var pin = String(decoding: lines[1], as: UTF8.self)
-            var passphrase = lines.count == 3 ? String(decoding: lines[2], as: UTF8.self) : ""
-            defer {
-                pin = ""
-                passphrase = ""
-            }
+            let pinEnd = secondEnd ?? count
+            guard pinEnd - firstEnd - 1 == PIN.length else { return nil }
+            // A PIN of 6 digits is a small string: held inline, not on the heap.
+            let pin = message.withBytes { String(decoding: $0[(firstEnd + 1)..<pinEnd], as: UTF8.self) }
+            guard let secret = message.copy(min(pinEnd + 1, count)..<count) else { return nil }
             window = Window(idle: times[0], absolute: times[1])
             realDirectory = directory
-            guard let path = try? UnlockAgent.socketPath(realDirectory: directory, create: true),
+            // One agent per data directory, whatever each command's environment.
+            lockFD = open(UnlockAgent.lockFile(directory), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            guard lockFD >= 0 else { return nil }
+            guard unlockagent_try_lock(lockFD) == 0, let path = try? UnlockAgent.socketPath(realDirectory: directory, create: true),
                 let listener = Self.listen(path)
-            else { return nil }
+            else {
+                close(lockFD)
+                return nil
+            }
             socketPath = path
             self.listener = listener
             var info = stat()
             if stat(path, &info) == 0 { socketInode = info.st_ino }
+            // Clients find the socket through the lock file, and wait while
+            // the store opens (Argon2id, for a wrapped one).
+            let lock = lockFD
+            _ = ftruncate(lock, 0)
+            let written = Array(path.utf8).withUnsafeBytes { pwrite(lock, $0.baseAddress, $0.count, 0) }
             // From here on, failing must take the socket away again.
-            let pinText = pin, passphraseText = passphrase
-            let profile = Profile(
-                directory: directory, output: Output(json: false), clock: SystemClock(), pinSource: .once({ pinText }),
-                passphraseSource: .once({ passphraseText }))
-            guard let before = UnlockAgent.stamp(realDirectory: directory),
-                let store = try? profile.secretStore(), let identity = try? profile.identity(),
-                (try? profile.unlock()) != nil, UnlockAgent.stamp(realDirectory: directory) == before
+            let secrets = directory + "/secrets"
+            let opened: (SecretStore, Identity)? = {
+                do {
+                    let store: SecretStore =
+                        try PassphraseSecretStore.isWrapped(directory: secrets)
+                        ? try PassphraseSecretStore.open(directory: secrets, passphrase: secret) : try FileSecretStore(directory: secrets)
+                    let identity = try Identity.load(store: store)
+                    let check = PIN(store: store)
+                    let now = Int64(Date().timeIntervalSince1970)
+                    guard try check.isSet(), try check.status(now: now).waitSeconds == 0 else { return nil }
+                    try check.verify(pin, now: now)
+                    return (store, identity)
+                } catch {
+                    return nil
+                }
+            }()
+            guard written == path.utf8.count, let before = UnlockAgent.stamp(realDirectory: directory),
+                let (store, identity) = opened, UnlockAgent.stamp(realDirectory: directory) == before
             else {
                 Self.unlinkIfOurs(path, inode: socketInode)
+                _ = ftruncate(lockFD, 0)
+                close(lockFD)
                 return nil
             }
             stamp = before
@@ -430,31 +634,30 @@ enum UnlockAgent {
             lastStampCheck = started
         }
 
-        /// A listening socket at `path`; a socket left there by an agent
-        /// that ended is replaced, one that answers is left alone (nil).
+        /// A listening socket at `path`, bound by the holder of the data
+        /// directory's lock: a socket left there by an agent that ended is
+        /// replaced.
         static func listen(_ path: String) -> Int32? {
-            for _ in 0..<2 {
-                let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-                guard fd >= 0 else { return nil }
-                var address = UnlockAgent.socketAddress(path)
-                let previous = umask(0o177)
-                let bound = withUnsafePointer(to: &address) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-                }
-                umask(previous)
-                if bound == 0 && Glibc.listen(fd, 16) == 0 { return fd }
-                let reason = errno
-                close(fd)
-                guard reason == EADDRINUSE else { return nil }
-                if let live = UnlockAgent.connect(path) {
-                    close(live.fd)
-                    return nil
-                }
-                var info = stat()
-                guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFSOCK else { return nil }
+            var info = stat()
+            if lstat(path, &info) == 0 {
+                guard info.st_mode & S_IFMT == S_IFSOCK else { return nil }
+                // Another data directory's agent never has this name (a digest
+                // of ours), and ours holds the lock we hold: it is stale.
                 unlink(path)
             }
-            return nil
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            guard fd >= 0 else { return nil }
+            var address = UnlockAgent.socketAddress(path)
+            let previous = umask(0o177)
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            umask(previous)
+            guard bound == 0, Glibc.listen(fd, 16) == 0 else {
+                close(fd)
+                return nil
+            }
+            return fd
         }
 
         static func unlinkIfOurs(_ path: String, inode: ino_t) {
@@ -462,13 +665,18 @@ enum UnlockAgent {
             if lstat(path, &info) == 0, info.st_ino == inode { unlink(path) }
         }
 
-        /// Takes no more commands: the socket goes, the unlocked store and
-        /// identity are released (wiped); commands running finish.
+        /// Takes no more commands: the socket and the lock go, the unlocked
+        /// store and identity are released (wiped); commands running finish.
         func stopAccepting() {
             guard accepting else { return }
             accepting = false
             Self.unlinkIfOurs(socketPath, inode: socketInode)
             close(listener)
+            _ = ftruncate(lockFD, 0)
+            close(lockFD)
+            lockFD = -1
+            for client in clients { close(client.fd) }
+            clients = []
             UnlockAgent.session = nil
         }
 
@@ -477,34 +685,42 @@ enum UnlockAgent {
                 let now = UnlockAgent.monotonicNow()
                 if accepting {
                     if now >= started + Double(window.absolute) { stopAccepting() }
-                    if children.isEmpty && now >= lastActivity + Double(window.idle) { stopAccepting() }
+                    if children.isEmpty && clients.isEmpty && now >= lastActivity + Double(window.idle) { stopAccepting() }
                     if now >= lastStampCheck + 5 {
                         lastStampCheck = now
                         if UnlockAgent.stamp(realDirectory: realDirectory) != stamp { stopAccepting() }
                     }
                 }
+                clients.removeAll { client in
+                    guard now >= client.deadline else { return false }
+                    close(client.fd)
+                    return true
+                }
+                // The children, the clients, then the listener (which may add a client).
                 var pollers: [pollfd] = []
-                if accepting { pollers.append(pollfd(fd: listener, events: Int16(POLLIN), revents: 0)) }
                 for child in children {
                     pollers.append(pollfd(fd: child.connection, events: Int16(POLLIN), revents: 0))
                     pollers.append(pollfd(fd: child.exitPipe, events: Int16(POLLIN), revents: 0))
                 }
+                for client in clients { pollers.append(pollfd(fd: client.fd, events: Int16(POLLIN), revents: 0)) }
+                let listened = accepting
+                if listened { pollers.append(pollfd(fd: listener, events: Int16(POLLIN), revents: 0)) }
                 var wait = 5.0
                 if accepting {
                     wait = min(wait, started + Double(window.absolute) - now)
                     if children.isEmpty { wait = min(wait, lastActivity + Double(window.idle) - now) }
                 }
+                for client in clients { wait = min(wait, client.deadline - now) }
                 if children.contains(where: { $0.exitPipe < 0 }) { wait = min(wait, 0.2) }
+                // A negative descriptor is left out by poll.
                 let ready = poll(&pollers, nfds_t(pollers.count), Int32(max(wait, 0) * 1000) + 1)
                 if ready < 0 && errno != EINTR { break }
-                // The children polled, then a new connection (which may add one).
-                let listened = accepting
-                var index = listened ? 1 : 0
+                var index = 0
                 var ended: [Int] = []
-                for (position, child) in children.enumerated() {
-                    if child.connection >= 0 && pollers[index].revents != 0 { fromClient(position) }
-                    if child.exitPipe >= 0 && pollers[index + 1].revents != 0 {
-                        close(child.exitPipe)
+                for position in children.indices {
+                    if children[position].connection >= 0 && pollers[index].revents != 0 { fromClient(position) }
+                    if children[position].exitPipe >= 0 && pollers[index + 1].revents != 0 {
+                        close(children[position].exitPipe)
                         children[position].exitPipe = -1
                     }
                     index += 2
@@ -515,7 +731,18 @@ enum UnlockAgent {
                     lastActivity = UnlockAgent.monotonicNow()
                     if accepting && UnlockAgent.stamp(realDirectory: realDirectory) != stamp { stopAccepting() }
                 }
-                if listened && accepting && pollers[0].revents != 0 { accept() }
+                var done: [Int] = []
+                let clientCount = clients.count
+                for position in 0..<clientCount {
+                    guard index < pollers.count, pollers[index].revents != 0 else {
+                        index += 1
+                        continue
+                    }
+                    index += 1
+                    if request(position) { done.append(position) }
+                }
+                for position in done.reversed() where position < clients.count { clients.remove(at: position) }
+                if listened && accepting && index < pollers.count && pollers[index].revents != 0 { accept() }
             }
             stopAccepting()
             exit(0)
@@ -532,36 +759,50 @@ enum UnlockAgent {
                 let reply: [String: Any] =
                     result < 0 ? ["exit": Int(Exit.error.rawValue)]
                     : signalled == 0 ? ["exit": Int((status >> 8) & 0xFF)] : ["signal": Int(signalled)]
-                try? Connection(fd: child.connection).send(reply)
+                send(reply, on: child.connection)
                 close(child.connection)
             }
             return true
         }
 
-        /// A message from a running command's client: a signal to pass on;
+        /// Sends a small reply on a non-blocking connection; a client that
+        /// does not read it loses it.
+        func send(_ object: [String: Any], on fd: Int32) {
+            guard let bytes = try? UnlockAgent.frame(object) else { return }
+            _ = bytes.withUnsafeBytes { unlockagent_send(fd, $0.baseAddress, $0.count, nil, 0) }
+        }
+
+        /// Messages from a running command's client: signals to pass on;
         /// its end (the client went away) hangs the command up.
         func fromClient(_ position: Int) {
-            let child = children[position]
-            let connection = Connection(fd: child.connection)
-            guard let (message, fds) = connection.receive(timeout: 1) else {
-                kill(child.pid, SIGHUP)
-                close(child.connection)
-                children[position].connection = -1
-                return
-            }
-            fds.forEach { close($0) }
-            if let signal = message["signal"] as? Int, UnlockAgent.forwardedSignals.contains(Int32(signal)) {
-                kill(child.pid, Int32(signal))
+            while true {
+                switch children[position].reader.read(children[position].connection) {
+                case .pending:
+                    return
+                case .closed:
+                    kill(children[position].pid, SIGHUP)
+                    kill(children[position].pid, SIGCONT)
+                    close(children[position].connection)
+                    children[position].connection = -1
+                    return
+                case .message(let message, let fds):
+                    fds.forEach { close($0) }
+                    guard let value = message["signal"] as? Int, let signal = Int32(exactly: value),
+                        UnlockAgent.forwardedSignals.contains(signal)
+                    else { continue }
+                    kill(children[position].pid, signal == SIGTSTP ? SIGSTOP : signal)
+                }
             }
         }
 
+        /// A new connection: refused unless it is this user's; else greeted
+        /// and kept until its request comes (or 10 seconds pass).
         func accept() {
             let fd = unlockagent_accept(listener)
             guard fd >= 0 else { return }
-            let connection = Connection(fd: fd)
             var uid: uid_t = 0
             guard unlockagent_peer(fd, &uid, nil) == 0, uid == getuid() else {
-                try? connection.send(["refused": "this agent answers only user \(getuid())"])
+                send(["refused": "this agent answers only user \(getuid())"], on: fd)
                 close(fd)
                 return
             }
@@ -570,41 +811,60 @@ enum UnlockAgent {
                 return
             }
             let now = UnlockAgent.monotonicNow()
-            let greeting: [String: Any] = [
-                "agent": 1, "fingerprint": session.identity.fingerprint, "name": session.identity.name,
-                "stamp": Hex.encodeUpper(stamp), "idle_left": Int(lastActivity + Double(window.idle) - now),
-                "absolute_left": Int(started + Double(window.absolute) - now),
-            ]
-            guard (try? connection.send(greeting)) != nil, let (request, fds) = connection.receive(timeout: 10) else {
+            send(
+                [
+                    "agent": 1, "fingerprint": session.identity.fingerprint, "name": session.identity.name,
+                    "stamp": Hex.encodeUpper(stamp), "idle_left": Int(lastActivity + Double(window.idle) - now),
+                    "absolute_left": Int(started + Double(window.absolute) - now),
+                ], on: fd)
+            clients.append(Client(fd: fd, deadline: now + 10))
+        }
+
+        /// Reads from client `position`; whether it is done with (its
+        /// connection closed or handed to a command).
+        func request(_ position: Int) -> Bool {
+            let fd = clients[position].fd
+            switch clients[position].reader.read(fd) {
+            case .pending:
+                return false
+            case .closed:
                 close(fd)
-                return
-            }
-            switch request["op"] as? String {
-            case "lock":
-                stopAccepting()
-                try? connection.send(["locked": true])
-                close(fd)
-            case "run":
-                guard fds.count == 3, let argv = request["argv"] as? [String], let cwd = request["cwd"] as? String,
-                    let environment = request["env"] as? [String: String]
-                else {
+                return true
+            case .message(let request, let fds):
+                switch request["op"] as? String {
+                case "lock":
                     fds.forEach { close($0) }
-                    try? connection.send(["refused": "a malformed request"])
+                    send(["locked": true], on: fd)
                     close(fd)
-                    return
-                }
-                if UnlockAgent.stamp(realDirectory: realDirectory) != stamp {
-                    fds.forEach { close($0) }
+                    // Closes the other clients: this one is removed by the caller.
+                    clients[position] = Client(fd: -1, deadline: 0)
                     stopAccepting()
-                    try? connection.send(["refused": "the data directory changed"])
+                    return true
+                case "run":
+                    guard fds.count == 3, let argv = request["argv"] as? [String], let cwd = request["cwd"] as? String,
+                        let environment = request["env"] as? [String: String]
+                    else {
+                        fds.forEach { close($0) }
+                        send(["refused": "a malformed request"], on: fd)
+                        close(fd)
+                        return true
+                    }
+                    if UnlockAgent.stamp(realDirectory: realDirectory) != stamp {
+                        fds.forEach { close($0) }
+                        send(["refused": "the data directory changed"], on: fd)
+                        close(fd)
+                        clients[position] = Client(fd: -1, deadline: 0)
+                        stopAccepting()
+                        return true
+                    }
+                    lastActivity = UnlockAgent.monotonicNow()
+                    launch(argv: argv, cwd: cwd, environment: environment, fds: fds, connection: fd)
+                    return true
+                default:
+                    fds.forEach { close($0) }
                     close(fd)
-                    return
+                    return true
                 }
-                lastActivity = UnlockAgent.monotonicNow()
-                launch(argv: argv, cwd: cwd, environment: environment, fds: fds, connection: fd)
-            default:
-                fds.forEach { close($0) }
-                close(fd)
             }
         }
 
@@ -615,19 +875,23 @@ enum UnlockAgent {
             // Forking is safe only while this process has one thread.
             guard unlockagent_pipe(&exitPipe, O_CLOEXEC) == 0, Self.threadCount() == 1 else {
                 fds.forEach { close($0) }
-                try? Connection(fd: connection).send(["refused": "the agent cannot run commands"])
+                send(["refused": "the agent cannot run commands"], on: connection)
                 close(connection)
                 stopAccepting()
                 return
             }
+            let agent = getpid()
             let pid = fork()
             if pid == 0 {
+                _ = unlockagent_die_with(agent)
                 for (target, source) in fds.enumerated() { dup2(source, Int32(target)) }
                 // Kept across an exec (`itsme relay serve`), so that its end
                 // still says when the program ends.
                 let keep = dup(exitPipe[1])
                 unlockagent_close_others(keep)
                 signal(SIGPIPE, SIG_DFL)
+                // Memory locks are not inherited: lock again what is mapped.
+                _ = unlockagent_lock_memory()
                 clearenv()
                 for (key, value) in environment { setenv(key, value, 1) }
                 guard chdir(cwd) == 0 else {
@@ -641,7 +905,7 @@ enum UnlockAgent {
             close(exitPipe[1])
             guard pid > 0 else {
                 close(exitPipe[0])
-                try? Connection(fd: connection).send(["refused": "fork: \(String(cString: strerror(errno)))"])
+                send(["refused": "fork: \(String(cString: strerror(errno)))"], on: connection)
                 close(connection)
                 return
             }
@@ -657,13 +921,12 @@ enum UnlockAgent {
 
     /// Asks the agent of `directory` to end: whether one was running.
     static func lock(_ directory: String) -> Bool {
-        guard let real = realDirectory(directory), let path = try? socketPath(realDirectory: real, create: false) else {
-            return false
-        }
+        guard let real = realDirectory(directory), let path = agentSocket(real) else { return false }
         return lock(socket: path)
     }
 
-    /// Ends every agent of this user: how many were running.
+    /// Ends every agent of this user with a socket in this environment's
+    /// socket directory: how many were running.
     static func lockAll() -> Int {
         guard let directory = try? socketDirectory(create: false),
             let names = try? FileManager.default.contentsOfDirectory(atPath: directory)
@@ -675,10 +938,9 @@ enum UnlockAgent {
     static func lock(socket path: String) -> Bool {
         guard let connection = connect(path) else { return false }
         defer { close(connection.fd) }
-        guard let (_, fds) = connection.receive(timeout: 20) else { return false }
-        fds.forEach { close($0) }
-        guard (try? connection.send(["op": "lock"])) != nil, let (reply, more) = connection.receive(timeout: 10) else { return false }
-        more.forEach { close($0) }
+        guard connection.receive(timeout: 20) != nil, (try? connection.send(["op": "lock"])) != nil,
+            let reply = connection.receive(timeout: 10)
+        else { return false }
         return reply["locked"] as? Bool == true
     }
 }

@@ -32,8 +32,16 @@ int unlockagent_peer(int socket, uid_t *uid, pid_t *pid);
  * (O_CLOEXEC, O_NONBLOCK). */
 int unlockagent_pipe(int fds[2], int flags);
 
-/* accept4(2) with SOCK_CLOEXEC: the next connection on `socket`. */
+/* accept4(2) with SOCK_CLOEXEC and SOCK_NONBLOCK: the next connection on
+ * `socket`. */
 int unlockagent_accept(int socket);
+
+/* In a child the agent forked: SIGHUP when the agent dies (PR_SET_PDEATHSIG),
+ * and at once if it already has (its parent is no longer `agent`). */
+int unlockagent_die_with(pid_t agent);
+
+/* flock(2) LOCK_EX | LOCK_NB: 0 when `fd` now holds the lock. */
+int unlockagent_try_lock(int fd);
 
 /* Makes this process undumpable (no core file, no ptrace by the same
  * user: PR_SET_DUMPABLE 0, RLIMIT_CORE 0).  Returns 0 when both took. */
@@ -51,8 +59,8 @@ void unlockagent_close_others(int keep);
 
 /* Starts `path` with `argv` (NULL-terminated) and this environment, in a
  * session of its own (setsid: no controlling terminal, out of the
- * terminal's process group), standard input from `input`, standard output
- * and error on /dev/null, no other descriptor.  Returns the child's pid;
+ * terminal's process group), in the directory /, standard input from
+ * `input`, standard output and error on /dev/null, no other descriptor.  Returns the child's pid;
  * nobody need wait for it (it outlives its parent). */
 pid_t unlockagent_spawn(const char *path, char *const argv[], int input);
 
