@@ -361,6 +361,8 @@ final class RollCallTests: XCTestCase {
         try exchange(a, b)
         let room = Room(now: now)
         let ca = try join(a, room)
+        // Alone, there is no roster to confirm.
+        XCTAssertEqual(errorKind { try ca.confirmRoster(ca.rosterHash, now: self.now, random: &a.random) }, .invalidState)
         let early = Room(now: now)
         _ = try join(b, early, at: now - 30 * 21)
         let staleHello = early.devices[0].call.takeOutgoing()!

@@ -89,7 +89,11 @@ struct RollCallMachine {
             RollCallProtocol.presenceTag(seed: $0.seed, rollCallID: rollCallID, window: window, nonce: nonce, from: myPID, to: $0.pid)
         }
         let count = try RollCallProtocol.paddedTagCount(members.count)
-        while tags.count < count { tags.append(random.bytes(RollCallProtocol.tagCount)) }
+        var drawn = Set(tags)
+        while tags.count < count {
+            let tag = random.bytes(RollCallProtocol.tagCount)
+            if drawn.insert(tag).inserted { tags.append(tag) }
+        }
         let hello = RollCallHello(window: window, nonce: nonce, tags: tags)
         let machine = RollCallMachine(
             rollCallID: rollCallID, roomID: RollCallProtocol.roomID(meetingCode), createdAt: now, myPID: myPID, members: members,
@@ -221,6 +225,7 @@ struct RollCallMachine {
     mutating func confirmRoster<R: RandomSource>(_ roster: [UInt8], now: Int64, random: inout R) throws {
         try checkAlive(now: now)
         guard phase == .gathering else { throw ItsMeError(.invalidState, "the roster is already confirmed for this round") }
+        guard participants.count > 1 else { throw ItsMeError(.invalidState, "no one else has joined the roll call yet") }
         guard roster == rosterHash else {
             throw ItsMeError(.invalidState, "the roster changed since it was shown: show it again and confirm that one")
         }
