@@ -25,6 +25,9 @@
 //!   [`derive_code`], ...).
 //! - [`OnlineVerify`]: the same proof between two people who are apart,
 //!   through a two-party relay room, ending in a SAS they read aloud.
+//! - [`RollCall`]: everyone on a conference call checks at once which
+//!   participants are contacts, by codes read aloud and sealed per contact
+//!   through the relay's group room; with [`new_meeting_code`].
 //! - The degradation code: after a device change, the person gives each
 //!   contact a code ([`ContactStore::degradation_code`]) that the contact
 //!   enters ([`ContactStore::accept_degradation_code`]); with
@@ -103,6 +106,11 @@ pub use online_verify::{window_of, OnlineVerify, OnlineVerifyRendezvous, OnlineV
 
 mod mailbox;
 pub use mailbox::{MailboxOutcome, MailboxRequest, MailboxSession};
+
+mod rollcall;
+pub use rollcall::{
+    new_meeting_code, Participant, RollCall, RollCallPhase, RollCallState, ROLLCALL_MESSAGE_MAX, ROLLCALL_ROSTER_BYTES,
+};
 
 mod pin_update;
 pub use pin_update::{PinUpdate, PinUpdateState, PIN_UPDATE_FRAME_MAX};

@@ -9,10 +9,12 @@
 //! whole live device transfers (the contact store's messages replayed into
 //! the receiver) and their rejections, profile records
 //! opened and refused, service enrollments, requests and approvals verified
-//! and refused, and every pure derivation.  The Online Verify and PIN Update
-//! sides hold each other as contacts added with the vector's seed, which
-//! have no device secrets: the Online Verify PROOF messages (which carry
-//! device tags) are therefore not compared.
+//! and refused, the roll call made again by its three devices (contacts with
+//! the vectors' seeds and device secrets: HELLOs, roster, codes, SAIDs,
+//! outcomes) and its rejections, and every pure derivation.  The Online
+//! Verify and PIN Update sides hold each other as contacts added with the
+//! vector's seed, which have no device secrets: the Online Verify PROOF
+//! messages (which carry device tags) are therefore not compared.
 
 mod common;
 
@@ -22,8 +24,8 @@ use common::TempDir;
 use itsme::{
     ContactStore, DeterministicRandom, ErrorKind, Exchange, ExchangeFlags, ExchangeMethod, ExportHeader,
     ExchangeState, Identity, Import, OnlineVerify, OnlineVerifyState, PasswordKind, PinUpdate, PinUpdateState,
-    Profile, SecretStore, TransferReceiver, TransferSender, TransferState, VerificationState, VoiceOutcome,
-    VoiceSession, VoiceState, VoiceTurn,
+    Profile, RollCall, RollCallPhase, RollCallState, SecretStore, TransferReceiver, TransferSender, TransferState,
+    VerificationState, VoiceOutcome, VoiceSession, VoiceState, VoiceTurn,
 };
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -128,6 +130,7 @@ fn every_vector_file_is_read() {
             "qr.json",
             "reexchange.json",
             "remote.json",
+            "rollcall.json",
             "sas.json",
             "seed.json",
             "source-v5.json",
@@ -1847,5 +1850,173 @@ fn transfer_offer_rejections() {
             .map(|_| ())
             .expect_err(&context);
         assert_eq!(error.kind(), error_kind(case.text("error_text")), "{context}: {error}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// rollcall.json
+// ---------------------------------------------------------------------------
+
+/// The three devices of rollcall.json: each identity drawn from its
+/// `identity_random_seed`, each contact added with its seed and, where the
+/// vectors list them, its device secrets (a test-build function).
+struct RollCallDevice {
+    name: String,
+    contacts: ContactStore,
+    /// The contact id of each peer it holds, by name.
+    ids: Vec<(String, i64)>,
+    _identity: Identity,
+    _secrets: SecretStore,
+    _dir: TempDir,
+}
+
+fn rollcall_devices(vectors: &Json) -> Vec<RollCallDevice> {
+    let t = vectors.int("now");
+    let mut devices: Vec<RollCallDevice> = vectors
+        .array("participants")
+        .iter()
+        .map(|party| {
+            let name = party.text("name_text");
+            let secrets = SecretStore::memory().unwrap();
+            let mut rng = DeterministicRandom::new(&party.hex_array("identity_random_seed")).unwrap();
+            let identity = Identity::create_with_random(&secrets, name, Some(&mut rng)).unwrap();
+            assert_hex(&identity.public_key().unwrap(), party, "identity_public", name);
+            let dir = TempDir::new("vectors-rollcall");
+            let contacts = ContactStore::open(&identity, dir.path().join("contacts.db")).unwrap();
+            RollCallDevice { name: name.to_owned(), contacts, ids: Vec::new(), _identity: identity, _secrets: secrets, _dir: dir }
+        })
+        .collect();
+    let key_of = |name: &str| {
+        vectors.array("participants").iter().find(|p| p.text("name_text") == name).expect(name).hex("identity_public")
+    };
+    for contact in vectors.array("contacts") {
+        let (owner, peer) = (contact.text("owner_text"), contact.text("peer_text"));
+        let device = devices.iter_mut().find(|d| d.name == owner).expect(owner);
+        let id = device.contacts.add(peer, &key_of(peer), &contact.hex("seed"), ExchangeMethod::Qr, t - 7000).unwrap();
+        let (mine, theirs) = (contact.hex("device_secret_mine"), contact.hex("device_secret_theirs"));
+        if !mine.is_empty() {
+            device.contacts.set_device_secrets(id, &mine, &theirs).unwrap();
+        }
+        device.ids.push((peer.to_owned(), id));
+    }
+    devices
+}
+
+fn rollcall_state(text: &str) -> RollCallState {
+    match text {
+        "not_yet" => RollCallState::NotYet,
+        "verified" => RollCallState::Verified,
+        "wrong" => RollCallState::Wrong,
+        "device_changed" => RollCallState::DeviceChanged,
+        "verified_tag_unchecked" => RollCallState::VerifiedTagUnchecked,
+        "refused" => RollCallState::Refused,
+        "unknown" => RollCallState::Unknown,
+        other => panic!("state_text {other:?}"),
+    }
+}
+
+fn slot_of(party: &Json) -> u16 {
+    u16::try_from(party.int("slot")).expect("a slot")
+}
+
+/// The whole roll call made again from each device's `random_seed`: the
+/// HELLOs, the roster, the codes and SAIDs byte for byte, then each
+/// listener's outcome for each contact's code.
+#[test]
+fn rollcall_vectors() {
+    let vectors = load("rollcall.json");
+    let t = vectors.int("now");
+    let devices = rollcall_devices(&vectors);
+    let people = vectors.array("participants");
+    let mut sources: Vec<DeterministicRandom> =
+        people.iter().map(|p| DeterministicRandom::new(&p.hex_array("random_seed")).unwrap()).collect();
+    let mut calls: Vec<RollCall> = devices
+        .iter()
+        .zip(&mut sources)
+        .map(|(device, rng)| RollCall::new(&device.contacts, vectors.text("meeting_code_text"), t, Some(rng)).unwrap())
+        .collect();
+    let hellos: Vec<Vec<u8>> = calls.iter_mut().map(|call| call.next_outgoing().unwrap()).collect();
+    for (i, party) in people.iter().enumerate() {
+        let context = format!("rollcall {}", party.text("name_text"));
+        assert_eq!(calls[i].room().unwrap(), vectors.text("room_id"), "{context}");
+        assert_hex(&hellos[i], party, "hello", &context);
+        for (j, call) in calls.iter_mut().enumerate() {
+            if j != i {
+                call.receive(&hellos[i], slot_of(party), t).unwrap();
+            }
+        }
+    }
+    for (call, rng) in calls.iter_mut().zip(&mut sources) {
+        let roster = call.roster().unwrap();
+        assert_hex(&roster, &vectors, "roster", "rollcall");
+        assert_eq!(call.phase().unwrap(), RollCallPhase::Gathering);
+        call.confirm_roster(&roster, t, Some(&mut *rng)).unwrap();
+        call.confirm_said(t, Some(rng)).unwrap();
+        assert_eq!(call.phase().unwrap(), RollCallPhase::Said);
+    }
+    let saids: Vec<Vec<u8>> = calls.iter_mut().map(|call| call.next_outgoing().unwrap()).collect();
+    for (i, said) in vectors.array("saids").iter().enumerate() {
+        let context = format!("rollcall SAID of {}", said.text("name_text"));
+        assert_eq!(said.text("name_text"), people[i].text("name_text"), "{context}");
+        assert_hex(&saids[i], said, "said", &context);
+        assert_eq!(calls[i].code().unwrap(), said.text("code_text"), "{context}");
+        for (j, call) in calls.iter_mut().enumerate() {
+            if j != i {
+                call.receive(&saids[i], slot_of(&people[i]), t).unwrap();
+            }
+        }
+    }
+    let code_of = |name: &str| {
+        vectors.array("saids").iter().find(|s| s.text("name_text") == name).expect(name).text("code_text")
+    };
+    let outcomes = vectors.array("outcomes");
+    assert!(!outcomes.is_empty());
+    for outcome in outcomes {
+        let (listener, speaker) = (outcome.text("listener_text"), outcome.text("speaker_text"));
+        let l = devices.iter().position(|d| d.name == listener).expect(listener);
+        let id = devices[l].ids.iter().find(|(name, _)| name == speaker).expect(speaker).1;
+        let index = calls[l].participants().unwrap().iter().find(|p| p.contact_id == Some(id)).expect(speaker).index;
+        let state = calls[l].enter_heard(index, code_of(speaker), t).unwrap();
+        assert_eq!(state, rollcall_state(outcome.text("state_text")), "{listener} hearing {speaker}");
+    }
+    // Ben and Cai share nothing: each is unknown to the other.
+    for (listener, speaker) in [(1usize, 2usize), (2, 1)] {
+        let seen = calls[listener].participants().unwrap();
+        let other = seen.iter().find(|p| p.slot == Some(slot_of(&people[speaker]))).unwrap();
+        assert_eq!((other.state, other.contact_id), (RollCallState::Unknown, None));
+    }
+}
+
+/// Each message list fed to a fresh roll call of the receiver, Cai's HELLO
+/// from slot 3 and every other message from slot 1: all but the last are
+/// accepted, the last gives `result`.
+#[test]
+fn rollcall_rejections() {
+    let vectors = load("rollcall.json");
+    let t = vectors.int("now");
+    let devices = rollcall_devices(&vectors);
+    let people = vectors.array("participants");
+    let cai_hello = people.iter().find(|p| p.text("name_text") == "Cai").unwrap().hex("hello");
+    let rejections = vectors.array("rejections");
+    assert!(!rejections.is_empty());
+    for case in rejections {
+        let context = format!("rollcall rejection ({})", case.text("case_text"));
+        let receiver = case.text("receiver_text");
+        let r = devices.iter().position(|d| d.name == receiver).expect(receiver);
+        let mut rng = DeterministicRandom::new(&people[r].hex_array("random_seed")).unwrap();
+        let mut call = RollCall::new(&devices[r].contacts, vectors.text("meeting_code_text"), t, Some(&mut rng)).unwrap();
+        assert_hex(&call.next_outgoing().unwrap(), &people[r], "hello", &context);
+        let messages = case.array("messages");
+        for (n, message) in messages.iter().enumerate() {
+            let bytes = hex_decode(message.as_str()).unwrap();
+            let slot = if bytes == cai_hello { 3 } else { 1 };
+            let result = call.receive(&bytes, slot, t);
+            if n + 1 < messages.len() || case.text("result") == "accepted" {
+                result.unwrap_or_else(|e| panic!("{context}: message {n} failed: {e}"));
+            } else {
+                let error = result.expect_err(&context);
+                assert_eq!(error.kind(), error_kind(case.text("result")), "{context}: {error}");
+            }
+        }
     }
 }
