@@ -102,6 +102,19 @@ public final class ContactStore extends Handle<itsme_store> {
         return count.getValue();
     }
 
+    /**
+     * Stores the device secrets of contact {@code id} as an exchange leaves them: this device's
+     * for the contact ({@code mine}) and the contact's ({@code theirs}), each at most 64 bytes,
+     * not both empty; they replace the contact's secrets. For tests and vectors that rebuild a
+     * store holding given secrets: a test-build function (include/itsme_testing.h).
+     */
+    public void setDeviceSecrets(long id, byte[] mine, byte[] theirs) {
+        byte[] checkedMine = ItsMe.bytesArgument(mine, "mine");
+        byte[] checkedTheirs = ItsMe.bytesArgument(theirs, "theirs");
+        call(p -> ItsMe.testing().itsme_store_set_device_secrets(p, id, checkedMine, new SizeT(checkedMine.length),
+                checkedTheirs, new SizeT(checkedTheirs.length)));
+    }
+
     /** Deletes contact {@code id} (ItsMeException.NotFound if there is none). */
     public void delete(long id) {
         call(p -> ItsMe.library().itsme_store_delete(p, id));

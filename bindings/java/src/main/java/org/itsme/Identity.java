@@ -27,6 +27,19 @@ public final class Identity extends Handle<itsme_identity> {
         });
     }
 
+    /**
+     * {@link #create} drawing the identity's keys from {@code random} (null: the operating
+     * system), for tests and test vectors. A test-build function (include/itsme_testing.h).
+     */
+    public static Identity createWithRandom(SecretStore store, String name, DeterministicRandom random) {
+        String checked = ItsMe.textArgument(name, "name");
+        return store.use(s -> DeterministicRandom.with(random, r -> {
+            PointerByReference out = new PointerByReference();
+            int code = ItsMe.testing().itsme_identity_create_with_random(s, checked, r, out);
+            return new Identity(new itsme_identity(ItsMe.created(code, out, store.detail(s))));
+        }));
+    }
+
     /** Loads the identity {@code store} holds (ITSME_E_NOT_FOUND if none). */
     public static Identity load(SecretStore store) {
         return store.use(s -> {

@@ -7,6 +7,7 @@ import java.util.function.Supplier;
 import org.itsme.raw.ItsMeLibrary;
 import org.itsme.raw.ItsMeLibrary.SizeT;
 import org.itsme.raw.ItsMeLibrary.SizeTByReference;
+import org.itsme.raw.ItsMeTestingLibrary;
 
 /**
  * The loaded library, and what needs no handle.
@@ -20,6 +21,7 @@ import org.itsme.raw.ItsMeLibrary.SizeTByReference;
  */
 public final class ItsMe {
     private static ItsMeLibrary library;
+    private static ItsMeTestingLibrary testing;
 
     private ItsMe() {
     }
@@ -48,6 +50,18 @@ public final class ItsMe {
             library = loaded;
         }
         return library;
+    }
+
+    /**
+     * The test-only functions (include/itsme_testing.h) of the library loaded: only a test build
+     * exports them; against a release build a call throws UnsatisfiedLinkError naming the function.
+     */
+    static synchronized ItsMeTestingLibrary testing() {
+        if (testing == null) {
+            library();
+            testing = ItsMeTestingLibrary.load(libraryName());
+        }
+        return testing;
     }
 
     /** The version of the library loaded, "MAJOR.MINOR.PATCH". */
