@@ -307,6 +307,23 @@ def test_unlock_suggestion(people, log, env, tmp_path):
         os.system(f"rm -rf {shlex.quote(runtime)}")
 
 
+def test_roll_call_suggestion(people, log, relay_url):
+    ana = people("Ana", init=True)
+    ben = people("Ben", init=True)
+    host = ana.spawn("roll-call", "--relay", relay_url)
+    host.expect(r"Meeting code: ")
+    host.expect_exact("Joined roll call")
+    # What the host prints for the others, run as printed on Ben's device:
+    # it joins the same roll call, and both see the other's device.
+    env = dict(ben.env, ITSME_RELAY=relay_url)
+    ben.env = env
+    transcript = run_printed(log.take("roll-call"), ben, until="Joined roll call")
+    assert "Joined roll call" in transcript
+    host.sendline("done")
+    host.sendline("1")
+    assert host.finish() in (0, 1)
+
+
 def test_device_change_suggestions(people, log, clock):
     alice = people("Alice", init=True)
     bob = people("Bob", init=True)

@@ -39,7 +39,7 @@ struct ItsMe: AsyncParsableCommand {
         version: "\(ItsMeKit.Version.string)",
         subcommands: [
             Init.self, WhoAmI.self, Contacts.self, QR.self, Invite.self, Realtime.self, SAS.self, Verify.self,
-            OnlineVerifyCommand.self, DeviceChangeCode.self, AcknowledgeDeviceChange.self, Device.self, Export.self,
+            OnlineVerifyCommand.self, RollCallCommand.self, DeviceChangeCode.self, AcknowledgeDeviceChange.self, Device.self, Export.self,
             Import.self, Transfer.self, ProfileCommand.self, Lock.self, UnlockTime.self, Relay.self, Demo.self,
         ]
     )
