@@ -23,7 +23,7 @@ struct RollCallCommand: AsyncParsableCommand {
             """)
     @OptionGroup var global: GlobalOptions
     @OptionGroup var relay: RelayOption
-    @Argument(help: ArgumentHelp("The meeting code (asked for by no one: without it, a new one is drawn).", valueName: "code"))
+    @Argument(help: ArgumentHelp("The meeting code someone shared (without one, a new code is drawn for you to share).", valueName: "code"))
     var code: String?
     @Option(help: "How many people are on the call, you included (asked at the end if not given).") var people: Int?
     @Option(help: "Give up after this many seconds (a roll call lasts 10 minutes at most).") var timeout: Double = 600
