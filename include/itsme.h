@@ -2931,9 +2931,9 @@ itsme_result itsme_rollcall_roster(const itsme_rollcall *rollcall,
  * round's code from `rng` (NULL: the operating system).
  * Errors: ITSME_E_INVALID_ARGUMENT (NULL, roster_len not
  * ITSME_ROLLCALL_ROSTER_BYTES, a time out of range), ITSME_E_INVALID_STATE
- * (the roster changed since it was read: show the participants again and
- * confirm that one; or this round's roster is confirmed already),
- * ITSME_E_EXPIRED. */
+ * (no one else has joined yet; the roster changed since it was read: show
+ * the participants again and confirm that one; or this round's roster is
+ * confirmed already), ITSME_E_EXPIRED. */
 ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_rollcall_confirm_roster(itsme_rollcall *rollcall,
                                            const uint8_t *roster,

@@ -233,7 +233,7 @@ FIXTURE(itsme_rollcall_receive, a->bytes = fx_rollcall_bob_hello().bytes; a->len
 FIXTURE(itsme_rollcall_peer_joined, a->slot = 2)
 FIXTURE(itsme_rollcall_peer_left, a->slot = 2)
 FIXTURE(itsme_rollcall_roster, a->rollcall = fx_itsme_rollcall())
-FIXTURE(itsme_rollcall_confirm_roster, a->roster = fx_rollcall_roster(); a->roster_len = ITSME_ROLLCALL_ROSTER_BYTES)
+FIXTURE(itsme_rollcall_confirm_roster, a->rollcall = fx_rollcall_with_bob(); a->roster = fx_rollcall_roster(); a->roster_len = ITSME_ROLLCALL_ROSTER_BYTES)
 FIXTURE(itsme_rollcall_code, a->rollcall = fx_rollcall_confirmed())
 FIXTURE(itsme_rollcall_confirm_said, a->rollcall = fx_rollcall_confirmed())
 FIXTURE(itsme_rollcall_participant_count, a->rollcall = fx_itsme_rollcall())

@@ -690,21 +690,31 @@ static struct fx_blob fx_rollcall_bob_hello(void) {
     return b;
 }
 
-/* The roster Alice's roll call holds now. */
-static const uint8_t *fx_rollcall_roster(void) {
-    static uint8_t roster[ITSME_ROLLCALL_ROSTER_BYTES];
-    size_t len = 0;
-    CT_REQUIRE(itsme_rollcall_roster(fx_itsme_rollcall(), roster, sizeof roster, &len));
-    return roster;
-}
-
-/* Alice's roll call with Bob (slot 2) in it, its roster confirmed. */
-static itsme_rollcall *fx_rollcall_confirmed(void) {
+/* Alice's roll call with Bob (slot 2) in it: a roster to confirm (one of
+ * her alone is refused). */
+static itsme_rollcall *fx_rollcall_with_bob(void) {
     static int done;
     if (!done) {
         struct fx_blob hello = fx_rollcall_bob_hello();
         CT_REQUIRE(itsme_rollcall_receive(fx_itsme_rollcall(), hello.bytes, hello.len, 2, FX_NOW));
-        CT_REQUIRE(itsme_rollcall_confirm_roster(fx_itsme_rollcall(), fx_rollcall_roster(), ITSME_ROLLCALL_ROSTER_BYTES, NULL, FX_NOW));
+        done = 1;
+    }
+    return fx_itsme_rollcall();
+}
+
+/* The roster of fx_rollcall_with_bob. */
+static const uint8_t *fx_rollcall_roster(void) {
+    static uint8_t roster[ITSME_ROLLCALL_ROSTER_BYTES];
+    size_t len = 0;
+    CT_REQUIRE(itsme_rollcall_roster(fx_rollcall_with_bob(), roster, sizeof roster, &len));
+    return roster;
+}
+
+/* fx_rollcall_with_bob, its roster confirmed. */
+static itsme_rollcall *fx_rollcall_confirmed(void) {
+    static int done;
+    if (!done) {
+        CT_REQUIRE(itsme_rollcall_confirm_roster(fx_rollcall_with_bob(), fx_rollcall_roster(), ITSME_ROLLCALL_ROSTER_BYTES, NULL, FX_NOW));
         done = 1;
     }
     return fx_itsme_rollcall();

@@ -955,6 +955,8 @@ static void rollcalls(void) {
     EXPECT("said before the roster", itsme_rollcall_confirm_said(rc[0], NULL, R0), ITSME_E_INVALID_STATE);
     EXPECT("alone", itsme_rollcall_participant_count(rc[0], &count), ITSME_OK);
     EXPECT("alone: one", count, 1);
+    EXPECT("the roster alone", itsme_rollcall_roster(rc[0], roster, sizeof roster, &len), ITSME_OK);
+    EXPECT("a roster of this device alone", itsme_rollcall_confirm_roster(rc[0], roster, sizeof roster, NULL, R0), ITSME_E_INVALID_STATE);
     info = rc_participant(rc[0], 0);
     EXPECT("this device", info.index == 0 && info.slot == 0 && info.contact_id == 0 && !info.left, 1);
     EXPECT("this device is not a contact", info.state, ITSME_ROLLCALL_STATE_UNKNOWN);

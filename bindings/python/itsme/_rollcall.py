@@ -244,8 +244,9 @@ class RollCall(DetailedHandle):
         ``roster`` is the :attr:`roster` read when the list was shown.  Draws
         this round's code (from ``random``, tests only).
 
-        Raises :class:`InvalidStateError` if the roster changed since (show
-        the participants again) or is confirmed already in this round,
+        Raises :class:`InvalidStateError` if no one else has joined yet, if
+        the roster changed since (show the participants again) or if it is
+        confirmed already in this round,
         :class:`InvalidArgumentError` for a roster of another size,
         :class:`ExpiredError`.
         """

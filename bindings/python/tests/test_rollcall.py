@@ -237,6 +237,8 @@ def test_refusals_change_nothing(people, calls, tmp_path):
         with pytest.raises(InvalidArgumentError):
             a.peer_joined(slot)
     assert len(a.participants) == 1 and a.phase == RollCallPhase.GATHERING
+    with pytest.raises(InvalidStateError):
+        a.confirm_roster(a.roster, NOW)  # alone: nothing to confirm
     a.receive(hello_a, 1, NOW)  # its own HELLO: ignored
     assert len(a.participants) == 1
     a.receive(hello_b, 2, NOW)

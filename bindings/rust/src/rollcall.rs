@@ -382,8 +382,9 @@ impl RollCall {
     /// `roster` is the [`RollCall::roster`] read when the list was shown.
     /// Draws this round's code from `rng` (`None`: the operating system).
     ///
-    /// Errors: [`ErrorKind::InvalidState`] (the roster changed since: show
-    /// the participants again; or it is confirmed already in this round),
+    /// Errors: [`ErrorKind::InvalidState`] (no one else has joined yet; the
+    /// roster changed since: show the participants again; or it is confirmed
+    /// already in this round),
     /// [`ErrorKind::InvalidArgument`] (not [`ROLLCALL_ROSTER_BYTES`] long),
     /// [`ErrorKind::Expired`].
     pub fn confirm_roster(&mut self, roster: &[u8], now: i64, rng: Option<&mut DeterministicRandom>) -> Result<()> {

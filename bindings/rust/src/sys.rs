@@ -4153,9 +4153,9 @@ extern "C" {
     /// round's code from `rng` (NULL: the operating system).
     /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, roster_len not
     /// ITSME_ROLLCALL_ROSTER_BYTES, a time out of range), ITSME_E_INVALID_STATE
-    /// (the roster changed since it was read: show the participants again and
-    /// confirm that one; or this round's roster is confirmed already),
-    /// ITSME_E_EXPIRED.
+    /// (no one else has joined yet; the roster changed since it was read: show
+    /// the participants again and confirm that one; or this round's roster is
+    /// confirmed already), ITSME_E_EXPIRED.
     /// ```
     #[must_use]
     pub fn itsme_rollcall_confirm_roster(

@@ -254,6 +254,8 @@ fn refusals_change_nothing() {
     assert_kind(a.peer_left(0), ErrorKind::InvalidArgument);
     assert_eq!(a.participants().unwrap().len(), 1);
     assert_eq!(a.phase().unwrap(), RollCallPhase::Gathering);
+    let alone = a.roster().unwrap();
+    assert_kind(a.confirm_roster(&alone, NOW, None), ErrorKind::InvalidState); // nothing to confirm
     a.receive(&hello_a, 1, NOW).unwrap(); // its own: ignored
     assert_eq!(a.participants().unwrap().len(), 1);
     a.receive(&hello_b, 2, NOW).unwrap();

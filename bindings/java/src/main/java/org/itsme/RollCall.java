@@ -146,8 +146,9 @@ public final class RollCall extends Handle<itsme_rollcall> {
     /**
      * The owner confirmed that the contacts listed are on their call: {@code roster} is the
      * {@link #roster} read when the list was shown. Draws this round's code from {@code random}
-     * (tests only; null: the operating system). InvalidState if the roster changed since (show
-     * the participants again) or is confirmed already in this round.
+     * (tests only; null: the operating system). InvalidState if no one else has joined yet, if
+     * the roster changed since (show the participants again) or if it is confirmed already in
+     * this round.
      */
     public void confirmRoster(byte[] roster, long now, DeterministicRandom random) {
         byte[] checked = ItsMe.bytesArgument(roster, "roster");

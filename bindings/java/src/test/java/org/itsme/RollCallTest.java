@@ -393,6 +393,7 @@ class RollCallTest {
         }
         assertThrows(ItsMeException.InvalidArgument.class, () -> a.receive(null, 2, NOW));
         assertEquals(1, a.participants().size());
+        assertThrows(ItsMeException.InvalidState.class, () -> a.confirmRoster(a.roster(), NOW)); // alone
         assertThrows(ItsMeException.InvalidState.class, a::code);
         assertThrows(ItsMeException.InvalidState.class, () -> a.confirmSaid(NOW));
         a.receive(helloB, 2, NOW);

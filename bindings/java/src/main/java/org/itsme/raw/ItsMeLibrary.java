@@ -5424,9 +5424,9 @@ public interface ItsMeLibrary extends Library {
      * round's code from `rng` (NULL: the operating system).
      * Errors: ITSME_E_INVALID_ARGUMENT (NULL, roster_len not
      * ITSME_ROLLCALL_ROSTER_BYTES, a time out of range), ITSME_E_INVALID_STATE
-     * (the roster changed since it was read: show the participants again and
-     * confirm that one; or this round's roster is confirmed already),
-     * ITSME_E_EXPIRED.
+     * (no one else has joined yet; the roster changed since it was read: show
+     * the participants again and confirm that one; or this round's roster is
+     * confirmed already), ITSME_E_EXPIRED.
      * </pre>
      * <p>C: {@code itsme_result itsme_rollcall_confirm_roster(itsme_rollcall *rollcall, const uint8_t *roster, size_t roster_len, itsme_random *rng, int64_t now)}
      * <p>Its result must be checked (ITSME_WARN_UNUSED_RESULT).
