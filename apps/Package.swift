@@ -139,7 +139,8 @@ let package = Package(
         .executableTarget(
             name: "RelayLoad",
             dependencies: [
-                "CEpoll", "WebSocketWire",
+                "CEpoll", "WebSocketWire", "RelayClient",
+                .product(name: "ItsMeKit", package: "itsme"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -69,3 +69,16 @@ func relaySuite(_ arguments: [String]) -> Never {
     print("itsme-bench relay: cannot run \(path): \(String(cString: strerror(errno)))")
     exit(1)
 }
+
+/// itsme-bench roll-call: a roll call of 50 devices (PROTOCOL.md 20), each
+/// through the library and its own connection to a relay the load
+/// generator starts; the time from the last "I said it" to every device
+/// holding every code, each device's library time, and the 1,225 pairwise
+/// Online Verify sessions it replaces (RollCallBench.swift in apps/). Runs
+/// `itsme-relay-load roll-call` in place of this process.
+///
+///   swift build -c release --package-path apps
+///   swift run -c release itsme-bench roll-call [--participants N] [--runs N] [--relay-bin PATH]
+func rollCallSuite(_ arguments: [String]) -> Never {
+    relaySuite(["roll-call"] + arguments)
+}

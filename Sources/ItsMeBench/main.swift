@@ -4,6 +4,7 @@
 //   swift run -c release itsme-bench crypto|store|exchange|verify [--iterations N]
 //   swift run -c release itsme-bench relay [options]   (RelaySuite.swift: runs the load generator of apps/)
 //   swift run -c release itsme-bench remote [options]  (RemoteSuite.swift: the exchange at a distance vs Magic Wormhole)
+//   swift run -c release itsme-bench roll-call [options]  (RelaySuite.swift: a roll call of 50 through a relay)
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -108,6 +109,9 @@ if arguments.first == "relay" {
 if arguments.first == "remote" {
     remoteSuite(Array(arguments.dropFirst()))
 }
+if arguments.first == "roll-call" {
+    rollCallSuite(Array(arguments.dropFirst()))
+}
 var iterations = 10_000
 if let i = arguments.firstIndex(of: "--iterations"), i + 1 < arguments.count, let n = Int(arguments[i + 1]), n > 0 {
     iterations = n
@@ -116,7 +120,8 @@ if let i = arguments.firstIndex(of: "--iterations"), i + 1 < arguments.count, le
 guard arguments.count == 1, let suite = suites[arguments[0]] else {
     print("usage: itsme-bench SUITE [--iterations N]\nsuites: \(suites.keys.sorted().joined(separator: ", "))\n"
         + "       itsme-bench relay [--quick] [--rooms N] [--duration S] [--rate R] ... (itsme-bench relay --help)\n"
-        + "       itsme-bench remote [--runs N] [--relay-bin PATH] [--skip-reference]")
+        + "       itsme-bench remote [--runs N] [--relay-bin PATH] [--skip-reference]\n"
+        + "       itsme-bench roll-call [--participants N] [--runs N] [--relay-bin PATH]")
     exit(2)
 }
 do {

@@ -882,4 +882,15 @@ struct Bench {
     }
 }
 
+// `itsme-relay-load roll-call ...`: the roll call's benchmark (RollCallBench.swift).
+if CommandLine.arguments.count > 1 && CommandLine.arguments[1] == "roll-call" {
+    let done = DispatchSemaphore(value: 0)
+    // Detached: the main thread waits below, so nothing may need it.
+    Task.detached {
+        await RollCallBench.run(Array(CommandLine.arguments.dropFirst(2)))
+        done.signal()
+    }
+    done.wait()
+    exit(0)
+}
 LoadCommand.main()

@@ -1,0 +1,318 @@
+// itsme-relay-load roll-call (run by `itsme-bench roll-call`): a roll call
+// of N participants (default 50, PROTOCOL.md 20), each device in this
+// process through the library and its own group-room connection to a real
+// relay started as a child process on 127.0.0.1. Every pair of devices has
+// exchanged (by QR code, through the library, before the clock starts).
+// Prints, per run and as the median and spread over --runs runs:
+//   ready_after_last_said_s   from the last device's "I said it" to every
+//                             device holding (opened) every other's code
+//   device_library_ms             the library time one device spends in the
+//                             whole roll call (median over devices)
+// and, in the same run, the cost of the N(N-1)/2 pairwise Online Verify
+// sessions the roll call replaces (both sides, in memory, no relay).
+// Never asserts timing; exits non-zero only when the run cannot be made.
+import Foundation
+import ItsMeKit
+import NIOPosix
+import RelayClient
+
+enum RollCallBench {
+    struct Options {
+        var participants = 50
+        var runs = 3
+        var relayBin: String?
+    }
+
+    static func parse(_ arguments: [String]) -> Options {
+        var options = Options()
+        var i = 0
+        func value() -> String {
+            i += 1
+            guard i < arguments.count else {
+                print("itsme-relay-load roll-call: \(arguments[i - 1]) needs a value")
+                exit(2)
+            }
+            return arguments[i]
+        }
+        while i < arguments.count {
+            switch arguments[i] {
+            case "--participants": options.participants = Int(value()) ?? 0
+            case "--runs": options.runs = Int(value()) ?? 0
+            case "--relay-bin": options.relayBin = value()
+            case "-h", "--help":
+                print("usage: itsme-relay-load roll-call [--participants N (2 to 50)] [--runs N] [--relay-bin PATH]")
+                exit(0)
+            default:
+                print("itsme-relay-load roll-call: unknown option \(arguments[i])")
+                exit(2)
+            }
+            i += 1
+        }
+        guard (2...RollCall.maxParticipants).contains(options.participants), options.runs >= 1 else {
+            print("itsme-relay-load roll-call: --participants is 2 to \(RollCall.maxParticipants), --runs at least 1")
+            exit(2)
+        }
+        return options
+    }
+
+    /// One device: its store, its roll call and its connection, used by one
+    /// task at a time (the lock), and the library time it spent.
+    final class Device: @unchecked Sendable {
+        let store: ContactStore
+        let fingerprint: String
+        var random = SystemRandom()
+        var call: RollCall?
+        var room: GroupRoom?
+        var libraryTime = 0.0
+        var saidReceived = 0
+        var readyAt = 0.0
+        let lock = NSLock()
+
+        init(store: ContactStore, fingerprint: String) {
+            self.store = store
+            self.fingerprint = fingerprint
+        }
+
+        /// Runs `body` on the roll call under the lock, counting its time.
+        func timed<T>(_ body: (RollCall) throws -> T) rethrows -> T? {
+            lock.lock()
+            defer { lock.unlock() }
+            guard let call else { return nil }
+            let start = monotonic()
+            defer { libraryTime += monotonic() - start }
+            return try body(call)
+        }
+
+        /// A new roll call of `meeting` for this device.
+        func reset(meeting: RemoteCode, now: Int64) throws {
+            try lock.withLock {
+                libraryTime = 0
+                saidReceived = 0
+                readyAt = 0
+                call = try RollCall(store: store, meetingCode: meeting, now: now, random: &random)
+            }
+        }
+
+        /// One more sealed code taken; the time once all `n - 1` are in.
+        func countSaid(of n: Int) {
+            lock.withLock {
+                saidReceived += 1
+                if saidReceived == n - 1 { readyAt = RollCallBench.monotonic() }
+            }
+        }
+
+        /// Sends what the roll call has queued.
+        func flush() async throws {
+            while let message = timed({ $0.takeOutgoing() }) ?? nil {
+                try await room?.send(message)
+            }
+        }
+    }
+
+    static func monotonic() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    static func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
+    }
+
+    static func run(_ arguments: [String]) async {
+        let options = parse(arguments)
+        do {
+            try await measure(options)
+        } catch {
+            print("itsme-relay-load roll-call: error: \(error)")
+            exit(1)
+        }
+    }
+
+    static func measure(_ options: Options) async throws {
+        try Sodium.initialize()
+        let n = options.participants
+        guard let relayPath = options.relayBin ?? locate("apps/.build/release/itsme-relay", sibling: "itsme-relay") else {
+            throw LoadError("no itsme-relay: build it (swift build -c release --package-path apps) or pass --relay-bin")
+        }
+        let dir = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        print("roll call of \(n) devices through \(relayPath)")
+        // Everyone exchanges with everyone, by QR code through the library.
+        let now = Int64(Date().timeIntervalSince1970)
+        var identities: [Identity] = []
+        var devices: [Device] = []
+        for i in 0..<n {
+            let identity = try Identity.create(store: MemorySecretStore(), name: "Person \(i)")
+            identities.append(identity)
+            devices.append(Device(store: try ContactStore(path: dir + "/\(i).db", identity: identity), fingerprint: identity.fingerprint))
+        }
+        var random = SystemRandom()
+        let setup = monotonic()
+        for i in 0..<n {
+            for j in (i + 1)..<n {
+                let x = try Exchange.qr(identity: identities[i], store: devices[i].store, now: now, random: &random)
+                let y = try Exchange.qr(identity: identities[j], store: devices[j].store, now: now, random: &random)
+                guard let mx = x.peekOutgoing(), let my = y.peekOutgoing() else { throw LoadError("an exchange sent nothing") }
+                try x.receive(my, now: now)
+                try y.receive(mx, now: now)
+                _ = try x.confirm(now: now)
+                _ = try y.confirm(now: now)
+            }
+        }
+        print("  \(n * (n - 1) / 2) pairs exchanged in \(String(format: "%.1f", monotonic() - setup)) s (not measured)")
+
+        let relay = try ChildServer(
+            name: "relay", executable: relayPath,
+            arguments: ["--host", "127.0.0.1", "--port", "0", "--database", dir + "/relay.db"] + Bench.loadLimits(connections: 1024),
+            directory: dir, logPath: dir + "/relay.log", portIn: relayPort)
+        defer { _ = relay.stop() }
+        guard let port = relay.waitForPort(seconds: 30) else { throw LoadError("the relay did not start: \(relay.tail())") }
+        let url = try RelayURL("http://127.0.0.1:\(port)")
+
+        var readies: [Double] = []
+        var cpus: [Double] = []
+        for run in 1...options.runs {
+            let (ready, cpu) = try await rollCall(devices, url: url)
+            readies.append(ready)
+            cpus.append(cpu)
+            print("  run \(run): ready_after_last_said_s \(String(format: "%.3f", ready)), device_library_ms \(String(format: "%.1f", cpu * 1e3))")
+        }
+        // What the roll call replaces: every pair by Online Verify, in memory.
+        let pairs = n * (n - 1) / 2
+        let ovStart = monotonic()
+        var ovCPU = clock()
+        for i in 0..<n {
+            for j in (i + 1)..<n {
+                try onlineVerify(devices[i].store, devices[j].store, identities[i], identities[j], now: now + 60)
+            }
+        }
+        ovCPU = clock() - ovCPU
+        let ovWall = monotonic() - ovStart
+        let readyMedian = median(readies), cpuMedian = median(cpus)
+        print(
+            "ready_after_last_said_s: median \(String(format: "%.3f", readyMedian)) (min \(String(format: "%.3f", readies.min() ?? 0)), max \(String(format: "%.3f", readies.max() ?? 0)), \(options.runs) runs; target under 2)"
+        )
+        print("device_library_ms (library time of one device, median over devices): median \(String(format: "%.1f", cpuMedian * 1e3)) over \(options.runs) runs")
+        print(
+            "\(pairs) pairwise Online Verify sessions (both sides, in memory): \(String(format: "%.2f", ovWall)) s wall, \(String(format: "%.2f", Double(ovCPU) / Double(CLOCKS_PER_SEC))) s CPU; the roll call's devices together: \(String(format: "%.2f", cpuMedian * Double(n))) s"
+        )
+        print(
+            "{\"suite\": \"roll-call\", \"participants\": \(n), \"ready_after_last_said_s\": \(readyMedian), \"ready_min_s\": \(readies.min() ?? 0), \"ready_max_s\": \(readies.max() ?? 0), \"device_library_ms\": \(cpuMedian * 1e3), \"online_verify_pairs\": \(pairs), \"online_verify_wall_s\": \(ovWall), \"online_verify_cpu_s\": \(Double(ovCPU) / Double(CLOCKS_PER_SEC))}"
+        )
+    }
+
+    /// One roll call among `devices`: every device joins, says its HELLO,
+    /// confirms the roster and its code; then, from the last "I said it",
+    /// the time until every device opened every other's sealed code.
+    static func rollCall(_ devices: [Device], url: RelayURL) async throws -> (ready: Double, cpu: Double) {
+        var random = SystemRandom()
+        let meeting = RemoteCode.random(using: &random)
+        let n = devices.count
+        let now = Int64(Date().timeIntervalSince1970)
+        for device in devices { try device.reset(meeting: meeting, now: now) }
+        guard let name = devices[0].call?.roomName else { throw LoadError("no roll call") }
+        for device in devices {
+            device.room = try await GroupRoom.join(url, groupID: name, timeout: 20)
+        }
+        // Each device's reader: relay events into its roll call.
+        let readers = devices.map { device in
+            Task {
+                guard let room = device.room else { return }
+                while !Task.isCancelled {
+                    guard let event = try? await room.nextEvent(timeout: 60) else { return }
+                    switch event {
+                    case .peerJoined(let slot):
+                        device.timed { $0.peerJoined(slot: slot) }
+                    case .message(let from, let bytes):
+                        let isSaid = bytes.count > 1 && bytes[1] == 2
+                        let taken = (try? device.timed { try $0.receive(bytes, from: from, now: now) }) != nil
+                        if isSaid && taken { device.countSaid(of: n) }
+                    default:
+                        break
+                    }
+                    try? await device.flush()
+                }
+            }
+        }
+        defer { readers.forEach { $0.cancel() } }
+        for device in devices { try await device.flush() }
+        // Until every device holds every HELLO.
+        let gathering = monotonic() + 60
+        while devices.contains(where: { ($0.timed { $0.participants.count } ?? 0) < n }) {
+            guard monotonic() < gathering else { throw LoadError("the HELLOs did not all arrive within 60 s") }
+            try await Task.sleep(nanoseconds: 5_000_000)
+        }
+        for device in devices {
+            try device.timed { call in
+                var r = SystemRandom()
+                try call.confirmRoster(call.rosterHash, now: now, random: &r)
+            }
+        }
+        var lastSaid = 0.0
+        for device in devices {
+            // The moment its owner says "I said it".
+            lastSaid = monotonic()
+            try device.timed { call in
+                var r = SystemRandom()
+                try call.confirmSaid(now: now, random: &r)
+            }
+            try await device.flush()
+        }
+        let deadline = monotonic() + 60
+        while devices.contains(where: { device in device.lock.withLock { device.readyAt == 0 } }) {
+            guard monotonic() < deadline else { throw LoadError("the sealed codes did not all arrive within 60 s") }
+            try await Task.sleep(nanoseconds: 1_000_000)
+        }
+        // Every code opened: each device types every other's (the check).
+        let codes = devices.map { $0.timed { $0.myCode } ?? nil }
+        let fingerprints = devices.map(\.fingerprint)
+        for device in devices {
+            try device.timed { call in
+                for participant in call.participants where participant.index > 0 {
+                    guard let id = participant.contactID, let contact = try? device.store.contact(id: id),
+                        let other = fingerprints.firstIndex(of: contact.fingerprint), let code = codes[other]
+                    else { continue }
+                    _ = try call.enterHeard(code, from: participant.index, now: now)
+                }
+            }
+        }
+        let ready = (devices.map { device in device.lock.withLock { device.readyAt } }.max() ?? 0) - lastSaid
+        let cpu = median(devices.map { device in device.lock.withLock { device.libraryTime } })
+        for device in devices {
+            await device.room?.leave()
+            device.room = nil
+        }
+        return (max(ready, 0), cpu)
+    }
+
+    /// One Online Verify between two contacts, both sides in memory, to the
+    /// confirmed SAS.
+    static func onlineVerify(_ a: ContactStore, _ b: ContactStore, _ ia: Identity, _ ib: Identity, now: Int64) throws {
+        guard let idA = try a.contacts(fingerprint: ib.fingerprint).first?.id,
+            let idB = try b.contacts(fingerprint: ia.fingerprint).first?.id
+        else { throw LoadError("a pair that did not exchange") }
+        var random = SystemRandom()
+        let ra = try OnlineVerifyRendezvous(store: a, contactID: idA, now: now, random: &random)
+        let rb = try OnlineVerifyRendezvous(store: b, contactID: idB, now: now, random: &random)
+        let room = ra.roomsToJoin[0]
+        let sa = try ra.peerJoined(in: room), sb = try rb.peerJoined(in: room)
+        var moved = true
+        while moved {
+            moved = false
+            if let m = sa.peekOutgoing() {
+                sa.markSent()
+                try sb.receive(m, now: now)
+                moved = true
+            }
+            if let m = sb.peekOutgoing() {
+                sb.markSent()
+                try sa.receive(m, now: now)
+                moved = true
+            }
+        }
+        _ = try sa.confirm(now: now)
+        _ = try sb.confirm(now: now)
+    }
+}
