@@ -202,6 +202,7 @@ extension VectorGenerator {
             ("a SAID of another roster", [ana, cai, flipped(anaSaid, 40)], "invalid_state"),
             ("a second, different SAID from one speaker", [ana, cai, anaSaid, flipped(anaSaid, 80)], "malformed_message"),
             ("a SAID already taken, again", [ana, cai, anaSaid, anaSaid], "accepted"),
+            ("a SAID from another slot than its speaker's HELLO", [ana, cai, saids[2]], "invalid_state"),
         ]
         var out: [[String: Any]] = []
         for (name, messages, result) in cases {

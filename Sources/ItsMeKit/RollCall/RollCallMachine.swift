@@ -152,7 +152,7 @@ struct RollCallMachine {
         }
         switch RollCallProtocol.MessageType(rawValue: bytes[1]) {
         case .hello: try hello(try RollCallHello(parsing: bytes), from: slot, now: now)
-        case .said: return try said(try RollCallSaid(parsing: bytes), now: now)
+        case .said: return try said(try RollCallSaid(parsing: bytes), from: slot, now: now)
         case nil: throw ItsMeError(.malformedMessage, "a roll-call message of unknown type \(bytes[1])")
         }
         return []
@@ -196,11 +196,15 @@ struct RollCallMachine {
         }
     }
 
-    private mutating func said(_ said: RollCallSaid, now: Int64) throws -> [SessionAction] {
+    private mutating func said(_ said: RollCallSaid, from slot: Int, now: Int64) throws -> [SessionAction] {
         guard let speaker = participants.firstIndex(where: { $0.hello.hash == said.speaker }) else {
             throw ItsMeError(.invalidState, "a SAID from a participant this device has no HELLO of")
         }
         guard speaker != 0 else { throw ItsMeError(.invalidKey, "a SAID naming this device as its speaker (a reflected message)") }
+        // Only the relay assigns slots: another participant cannot speak for this one.
+        guard participants[speaker].slot == slot else {
+            throw ItsMeError(.invalidState, "a SAID from slot \(slot) for the participant of slot \(participants[speaker].slot ?? 0)")
+        }
         guard said.roster == rosterHash else {
             throw ItsMeError(.invalidState, "a SAID for another roster (another round, or a participant this device has not seen)")
         }
