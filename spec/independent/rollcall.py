@@ -473,7 +473,7 @@ class RollCall:
         if len(message) >= 2 and message[1] == HELLO_TYPE:
             return self._receive_hello(slot, message, now)
         if len(message) >= 2 and message[1] == SAID_TYPE:
-            return self._receive_said(message)
+            return self._receive_said(slot, message)
         raise MalformedMessage("neither a HELLO nor a SAID")
 
     def peer_joined(self, now: int) -> bytes:
@@ -622,7 +622,7 @@ class RollCall:
             raise InvalidState("not a participant that is a contact")
         return c
 
-    def _receive_said(self, message: bytes) -> str | None:
+    def _receive_said(self, slot: object, message: bytes) -> str | None:
         said = parse_said(message)
         rnd = self._round
         # The order of the checks after the form: the vectors refuse a SAID from a speaker
@@ -633,6 +633,11 @@ class RollCall:
             raise InvalidState("a SAID from a participant whose HELLO is not held")
         if said.speaker == self.hello_hash:
             raise InvalidKey("a SAID naming this device as its speaker")
+        # "a SAID that came from another relay slot than its speaker's HELLO: invalid_state"
+        # (the relay assigns slots: another participant can neither speak for one nor block
+        # one by sending a SAID in its name first; nothing is kept from the refused SAID).
+        if slot != self.participants[said.speaker].slot:
+            raise InvalidState("a SAID from another relay slot than its speaker's HELLO")
         if not hmac.compare_digest(said.roster, rnd.roster):
             raise InvalidState("a SAID of another roster")
         if len(said.entries) != len(self.participants) - 1:

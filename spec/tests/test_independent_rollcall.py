@@ -349,12 +349,17 @@ def join(*devices: R.RollCall, now: int = NOW):
     return slot
 
 
+def slot_of(listener: R.RollCall, speaker: R.RollCall):
+    """The relay slot ``listener`` took ``speaker``'s HELLO from: the one its SAID comes from."""
+    return listener.participant(speaker.hello_hash).slot
+
+
 def say(speaker: R.RollCall, *listeners: R.RollCall, now: int = NOW, confirm=True) -> bytes:
     if confirm:
         speaker.confirm(speaker.roster, now)
     said = speaker.said(now)
     for listener in listeners:
-        listener.receive(99, said, now)
+        listener.receive(slot_of(listener, speaker), said, now)
     return said
 
 
@@ -382,7 +387,7 @@ def test_hello_and_said_sizes_and_padding():
     assert len(parsed.entries[cai_at]) == 50
     assert parsed.entries[ana_at] == d_ben.entry_for(d_ana.hello_hash)
     # Cai's device can open neither entry of Ben's: Ben is not its contact, it keeps nothing.
-    d_cai.receive(7, s_ben, NOW)
+    d_cai.receive(slot_of(d_cai, d_ben), s_ben, NOW)
     assert d_cai.state_of(d_ben.hello_hash) == R.UNKNOWN
     refused("invalid_state", d_cai.hear, d_ben.hello_hash, "ALFA 000", NOW)
 
@@ -454,7 +459,7 @@ def test_late_joiner_starts_a_new_round():
     assert d_ben.roster != first and d_ben.roster == d_ana.roster == d_cai.roster
     # The new round: nothing confirmed, no code, and a SAID of the old roster is refused.
     assert not d_ben.confirmed and d_ben.code is None
-    refused("invalid_state", d_ben.receive, 1, said_ana, NOW + 41)
+    refused("invalid_state", d_ben.receive, slot_of(d_ben, d_ana), said_ana, NOW + 41)
     refused("invalid_state", d_ben.confirm, first, NOW + 41)
     refused("invalid_state", d_ben.hear, d_ana.hello_hash, "ALFA 000", NOW + 41)
     refused("invalid_state", d_ana.said, NOW + 41)
@@ -484,7 +489,7 @@ def test_codes_heard_and_received_are_forgotten_in_a_new_round():
     assert d_ana.code is None  # the round's code is gone with it
     d_ben.confirm(d_ben.roster, NOW)
     d_ana.confirm(d_ana.roster, NOW, code=(P.parse_voice_code(spoken) + 1) % R.CODE_VALUES)
-    d_ben.receive(1, d_ana.said(NOW), NOW)
+    d_ben.receive(slot_of(d_ben, d_ana), d_ana.said(NOW), NOW)
     # The code typed in the round before was forgotten: nothing is compared yet.
     assert d_ben.state_of(d_ana.hello_hash) == R.NOT_YET
     assert d_ben.hear(d_ana.hello_hash, R.code_text(d_ana.code), NOW) == R.VERIFIED
@@ -551,8 +556,8 @@ def test_confirm_and_said_rules():
     refused("invalid_state", d_ana.confirm, d_ana.roster, NOW)  # twice in one round
     said = d_ana.said(NOW)
     refused("invalid_state", d_ana.said, NOW)  # one SAID per round
-    assert d_ben.receive(1, said, NOW) == "said"
-    assert d_ben.receive(1, said, NOW) is None  # a repeat is ignored
+    assert d_ben.receive(slot_of(d_ben, d_ana), said, NOW) == "said"
+    assert d_ben.receive(slot_of(d_ben, d_ana), said, NOW) is None  # a repeat is ignored
 
 
 def test_refused_entries():
@@ -564,7 +569,7 @@ def test_refused_entries():
     d_ana.confirm(d_ana.roster, NOW)
     said = bytearray(d_ana.said(NOW))
     said[-1] ^= 1  # altered by the relay
-    d_ben.receive(1, bytes(said), NOW)
+    d_ben.receive(slot_of(d_ben, d_ana), bytes(said), NOW)
     assert d_ben.hear(d_ana.hello_hash, R.code_text(d_ana.code), NOW) == R.REFUSED
     assert R.OUTCOME_RESULT[R.REFUSED] == "authentication_failed"
     assert ben.contacts[0].secrets.state == P.UNVERIFIED
@@ -618,21 +623,53 @@ def test_said_refusals():
     join(d_ana, d_ben, d_cai)
     d_ana.confirm(d_ana.roster, NOW)
     said = d_ana.said(NOW)
-    refused("malformed_message", d_ben.receive, 1, said + bytes(50), NOW)
+    a = slot_of(d_ben, d_ana)
+    refused("malformed_message", d_ben.receive, a, said + bytes(50), NOW)
     no_entry = said[:66] + b"\x00"
-    refused("malformed_message", d_ben.receive, 1, no_entry, NOW)
+    refused("malformed_message", d_ben.receive, a, no_entry, NOW)
     for at, value in ((0, 2), (1, 3)):  # version 2; type 3
         forged = bytearray(said)
         forged[at] = value
-        refused("malformed_message", d_ben.receive, 1, bytes(forged), NOW)
+        refused("malformed_message", d_ben.receive, a, bytes(forged), NOW)
     # k other than the roster's size minus one, on this device's roster.
     short = R.said_message(d_ana.hello_hash, d_ana.roster, R.parse_said(said).entries[:1])
-    refused("malformed_message", d_ben.receive, 1, short, NOW)
-    assert d_ben.receive(1, said, NOW) == "said"
+    refused("malformed_message", d_ben.receive, a, short, NOW)
+    assert d_ben.receive(a, said, NOW) == "said"
     # A device alone has nothing to confirm (no SAID of 0 entries).
     alone = Person("Alone").device()
     assert alone.roster == R.roster_hash(alone.rcid, [alone.hello_hash])
     refused("invalid_state", alone.confirm, alone.roster, NOW)
+
+
+def test_said_from_another_slot_is_refused_and_blocks_nothing():
+    """20.4: "a SAID that came from another relay slot than its speaker's HELLO:
+    invalid_state" -- another participant cannot speak for one, nor block one by sending a
+    SAID in its name first."""
+    ana, ben, cai = trio()
+    d_ana, d_ben, d_cai = ana.device(), ben.device(), cai.device()
+    join(d_ana, d_ben, d_cai)
+    assert slot_of(d_ana, d_ben) != slot_of(d_ana, d_cai)
+    d_ana.confirm(d_ana.roster, NOW)
+    d_cai.confirm(d_cai.roster, NOW)
+    cai_said = d_cai.said(NOW)
+    # Ben, from his own slot, sends a SAID in Cai's name before Cai's own arrives at Ana's
+    # device: Cai's real SAID, replayed, and one with an entry of Ben's making in it.
+    forged = R.said_message(d_cai.hello_hash, d_cai.roster,
+                            [os.urandom(R.ENTRY_BYTES) for _ in range(2)])
+    for impostor in (forged, cai_said):
+        roster, held = d_ana.roster, dict(d_ana.participants)
+        refused("invalid_state", d_ana.receive, slot_of(d_ana, d_ben), impostor, NOW)
+        assert d_ana.roster == roster and d_ana.participants == held
+        assert d_ana.state_of(d_cai.hello_hash) == R.NOT_YET
+    # Ana typed Cai's code meanwhile: nothing is compared, nothing counted.
+    assert d_ana.hear(d_cai.hello_hash, R.code_text(d_cai.code), NOW) == R.NOT_YET
+    assert not d_ana.locked(d_cai.hello_hash)
+    # Cai's real SAID, from his slot, is taken (not a "second, different SAID") and verified.
+    assert d_ana.receive(slot_of(d_ana, d_cai), cai_said, NOW) == "said"
+    assert d_ana.state_of(d_cai.hello_hash) == R.VERIFIED
+    assert ana.contacts[1].name == "Cai" and ana.contacts[1].secrets.state == P.VERIFIED
+    # The forged one from Cai's slot is now a second, different SAID of his round.
+    refused("malformed_message", d_ana.receive, slot_of(d_ana, d_cai), forged, NOW)
 
 
 def test_expired_after_600_seconds():
@@ -642,7 +679,7 @@ def test_expired_after_600_seconds():
     join(d_ana, d_ben, now=NOW + 600)
     d_ana.confirm(d_ana.roster, NOW + 600)
     said = d_ana.said(NOW + 600)
-    for call in (lambda: d_ben.hello(NOW + 601), lambda: d_ben.receive(1, said, NOW + 601),
+    for call in (lambda: d_ben.hello(NOW + 601), lambda: d_ben.receive(slot_of(d_ben, d_ana), said, NOW + 601),
                  lambda: d_ben.confirm(d_ben.roster, NOW + 601), lambda: d_ben.view(NOW + 601),
                  lambda: d_ben.said(NOW + 601),
                  lambda: d_ben.hear(d_ana.hello_hash, "ECHO 042", NOW + 601)):
