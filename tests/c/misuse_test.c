@@ -1087,7 +1087,9 @@ static void rollcalls(void) {
     EXPECT("ben takes ana's SAID", itsme_rollcall_receive(rc[1], said[0], said_len[0], 1, R0), ITSME_OK);
     EXPECT("ana takes ben's SAID", itsme_rollcall_receive(rc[0], said[1], said_len[1], 2, R0), ITSME_OK);
     EXPECT("cai takes ben's SAID", itsme_rollcall_receive(rc[2], said[1], said_len[1], 2, R0), ITSME_OK);
-    EXPECT("cai's SAID again, from another slot, is ignored", itsme_rollcall_receive(rc[0], said[2], said_len[2], 2, R0), ITSME_OK);
+    /* From another slot than its speaker's HELLO (Ben's slot speaking for
+     * Cai): refused, whoever sent it. */
+    EXPECT("cai's SAID from ben's slot", itsme_rollcall_receive(rc[0], said[2], said_len[2], 2, R0), ITSME_E_INVALID_STATE);
     memcpy(tampered, said[1], said_len[1]);
     tampered[said_len[1] - 1] ^= 1;
     EXPECT("a second, different SAID from ben", itsme_rollcall_receive(rc[0], tampered, said_len[1], 2, R0), ITSME_E_MALFORMED_MESSAGE);
