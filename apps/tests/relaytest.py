@@ -465,6 +465,13 @@ def ws_connect(url: str, **kwargs):
     return ws_connect_impl(url, **kwargs)
 
 
+
+def numbered_frame(n: int, size: int) -> bytes:
+    """A binary frame of `size` bytes starting with `n`, masked with the
+    all-zero key (a valid key: the payload goes as it is)."""
+    payload = n.to_bytes(4, "big") + bytes(size - 4)
+    return bytes([0x80 | OP_BINARY, 0x80 | 127]) + size.to_bytes(8, "big") + bytes(4) + payload
+
 async def recv_event(ws, timeout: float = 3.0) -> dict:
     """The next message, which must be a relay text frame carrying JSON."""
     message = await asyncio.wait_for(ws.recv(), timeout)

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from relaytest import (
+    numbered_frame,
     HANDSHAKE_REFUSALS,
     OP_BINARY,
     OP_CONTINUATION,
@@ -618,13 +619,6 @@ def resident_kib(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     raise AssertionError("no VmRSS in /proc/PID/status")
-
-
-def numbered_frame(n: int, size: int) -> bytes:
-    """A binary frame of `size` bytes starting with `n`, masked with the
-    all-zero key (a valid key: the payload goes as it is)."""
-    payload = n.to_bytes(4, "big") + bytes(size - 4)
-    return bytes([0x80 | OP_BINARY, 0x80 | 127]) + size.to_bytes(8, "big") + bytes(4) + payload
 
 
 def test_a_peer_that_does_not_read_holds_its_sender_back_and_loses_nothing(relay):
