@@ -1,7 +1,8 @@
 """Helpers of the remote-exchange tests (test_remote_exchange.py): devices
-that restart, relays that lie (wrappers around the binding's mailbox client
-and a WebSocket proxy in front of the real relay's rooms), and an inviter
-built outside the library for an attacker who chose its codes.
+that restart, relays that lie (wrappers around the binding's mailbox client,
+and a WebSocket proxy in front of the real relay's rooms and group rooms,
+which the roll-call tests use too), and an inviter built outside the library
+for an attacker who chose its codes.
 
 The exchanges run through the Python binding (bindings/python) and the
 library it loads: ITSME_LIBRARY, or the repository's release build.
@@ -234,38 +235,52 @@ def to_the_end(sessions, rounds=8, wait=0, decide=lambda exchange: True):
 
 
 class RoomProxy:
-    """A WebSocket proxy in front of the real relay's rooms: every room
-    connection made to it is relayed to the same path on the relay, and
-    every binary frame a client sends passes through ``tamper(frame)`` on
-    its way.  ``url`` is the base URL to give the clients."""
+    """A WebSocket proxy in front of the real relay's rooms (15.3) and group
+    rooms (15.9): every connection made to it is relayed to the same path on
+    the relay; every binary frame a client sends passes through
+    ``tamper(frame)`` on its way up (None drops it), and every message the
+    relay sends a client through ``deliver(link, message)`` on its way down,
+    which returns the messages the client gets instead (none drops it).
+    ``links`` holds a :class:`ProxyLink` per connection, in the order they
+    came.  ``url`` is the base URL to give the binding's clients,
+    ``ws_base`` the one for WebSocket clients."""
 
-    def __init__(self, relay, tamper):
+    def __init__(self, relay, tamper=None, deliver=None):
         from websockets.sync.server import serve
 
         self.upstream_base = relay.ws_base
-        self.tamper = tamper
-        self.lock = threading.Lock()
+        self.tamper = tamper or (lambda frame: frame)
+        self.deliver = deliver or (lambda link, message: [message])
+        self.lock = threading.RLock()  # re-entrant: a hook may look up links
+        self.links: list = []
         self.server = serve(self._handle, "127.0.0.1", 0, compression=None, max_size=None, ping_interval=None)
         self.port = self.server.socket.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
+        self.ws_base = f"ws://127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
     def _handle(self, client):
         from websockets.sync.client import connect
 
+        link = ProxyLink(client.request.path, client)
+        with self.lock:
+            self.links.append(link)
         with connect(
             self.upstream_base + client.request.path, compression=None, max_size=None, ping_interval=None
         ) as upstream:
-            self._relay(client, upstream)
+            self._relay(link, upstream)
 
-    def _relay(self, client, upstream):
+    def _relay(self, link, upstream):
         from websockets.exceptions import ConnectionClosed
+
+        client = link.client
 
         def client_to_relay():
             try:
                 for message in client:
                     if isinstance(message, bytes):
+                        link.sent.append(message)
                         with self.lock:
                             message = self.tamper(message)
                         if message is None:
@@ -280,7 +295,10 @@ class RoomProxy:
         forward.start()
         try:
             for message in upstream:
-                client.send(message)
+                with self.lock:
+                    messages = list(self.deliver(link, message))
+                for message in messages:
+                    link.send(message)
         except ConnectionClosed:
             pass
         finally:
@@ -290,6 +308,115 @@ class RoomProxy:
     def close(self):
         self.server.shutdown()
         self.thread.join(5)
+
+
+class ProxyLink:
+    """One client's connection through a :class:`RoomProxy`: its ``path``,
+    the binary frames it ``sent`` (as the client sent them, before
+    ``tamper``), its relay ``slot`` in a group room (from the relay's
+    ``joined``), and :meth:`send` to give it a message of the proxy's own."""
+
+    def __init__(self, path: str, client):
+        self.path = path
+        self.client = client
+        self.sent: list = []
+        self.slot = None
+        self._send_lock = threading.Lock()
+
+    def send(self, message) -> None:
+        with self._send_lock:
+            self.client.send(message)
+
+
+class GroupRoomProxy(RoomProxy):
+    """A relay that lies in its group rooms (15.9): a :class:`RoomProxy`
+    whose clients get what ``rules`` make of each message the relay forwards
+    them.  The relay's events pass as they are (a link learns its slot from
+    ``joined``); each forwarded message ``u16(slot) || payload`` goes
+    through the rules in order: ``rule(link, slot, payload)`` returns None
+    to leave it to the next, or the ``[(slot, payload)]`` that ``link``
+    gets instead (``[]`` drops it).  ``forwarded`` records every
+    ``(link, slot, payload)`` the relay forwarded, before any rule."""
+
+    def __init__(self, relay, tamper=None):
+        super().__init__(relay, tamper, self._deliver)
+        self.rules: list = []
+        self.forwarded: list = []
+
+    def _deliver(self, link, message):
+        if isinstance(message, str):
+            event = json.loads(message)
+            if event.get("type") == "joined":
+                link.slot = event["slot"]
+            return [message]
+        slot, payload = int.from_bytes(message[:2], "big"), message[2:]
+        self.forwarded.append((link, slot, payload))
+        for rule in self.rules:
+            instead = rule(link, slot, payload)
+            if instead is not None:
+                return [s.to_bytes(2, "big") + p for s, p in instead]
+        return [message]
+
+    def link(self, room: str, slot: int) -> ProxyLink:
+        """The connection in group room ``room`` that the relay gave ``slot``."""
+        with self.lock:
+            found = [k for k in self.links if k.path == f"/v1/groups/{room}" and k.slot == slot]
+        assert len(found) == 1, f"{len(found)} connections in group room {room} with slot {slot}"
+        return found[0]
+
+    def add_rule(self, rule):
+        with self.lock:
+            self.rules.append(rule)
+        return rule
+
+    def remove_rule(self, rule) -> None:
+        with self.lock:
+            self.rules.remove(rule)
+
+    def withhold(self, when, into: list):
+        """Adds the rule that gives no one a forwarded message for which
+        ``when(link, slot, payload)`` holds, and appends each such
+        ``(link, slot, payload)`` to ``into``; returns the rule."""
+
+        def rule(link, slot, payload):
+            if when(link, slot, payload):
+                into.append((link, slot, payload))
+                return []
+            return None
+
+        return self.add_rule(rule)
+
+    def drop(self, when) -> list:
+        """Drops every forwarded message for which ``when(link, slot,
+        payload)`` holds; returns the list where each is recorded."""
+        dropped: list = []
+        self.withhold(when, dropped)
+        return dropped
+
+    def hold(self, when) -> "Held":
+        """Keeps back every forwarded message for which ``when(link, slot,
+        payload)`` holds, until :meth:`Held.release`."""
+        return Held(self, when)
+
+    def inject(self, link: ProxyLink, slot: int, payload: bytes) -> None:
+        """Gives ``link`` the message ``payload`` as if slot ``slot`` had sent it."""
+        link.send(slot.to_bytes(2, "big") + payload)
+
+
+class Held:
+    """Messages a :class:`GroupRoomProxy` keeps back: ``messages`` lists
+    them as ``(link, slot, payload)``; :meth:`release` gives them to their
+    links, in the order they came, and stops holding."""
+
+    def __init__(self, proxy: GroupRoomProxy, when):
+        self.proxy = proxy
+        self.messages: list = []
+        self._rule = proxy.withhold(when, self.messages)
+
+    def release(self) -> None:
+        self.proxy.remove_rule(self._rule)
+        for link, slot, payload in self.messages:
+            self.proxy.inject(link, slot, payload)
 
 
 def flip_first(message_type, index=60):
