@@ -8,6 +8,7 @@ test_rollcall_tampering.py).
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 
 from relaytest import recv_event, ws_connect
@@ -24,10 +25,21 @@ class Person:
         self.name = name
         self.identity = Identity.create(SecretStore.memory(), name)
         self.contacts = ContactStore.open(self.identity, tmp_path / f"{name}.db")
+        self._seat()
+
+    def _seat(self) -> None:
         self.call = None
         self.ws = None
         self.slot = None
         self.refusals = []
+        self.events = []
+
+    def in_another_roll_call(self) -> "Person":
+        """The same device (identity and contacts) in a second roll call at
+        once, with a roll call, room connection and refusals of its own."""
+        other = copy.copy(self)
+        other._seat()
+        return other
 
 
 def befriend(a: Person, b: Person) -> None:
@@ -45,7 +57,9 @@ def group_url(relay, room: str) -> str:
 async def pump(person: Person, log: list, until=None) -> None:
     """Feeds what the room says to `person`'s roll call (and sends what it
     queues) until `until()` holds, or without `until` until a second
-    passes with nothing; 10 seconds at most."""
+    passes with nothing; 10 seconds at most.  The relay's events go to
+    `person.events`, each message to `log` as (slot, payload), and the kind
+    of each refusal to `person.refusals`."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 10
     quiet_since = loop.time()
@@ -57,6 +71,7 @@ async def pump(person: Person, log: list, until=None) -> None:
         quiet_since = loop.time()
         if isinstance(message, str):
             event = json.loads(message)
+            person.events.append(event)
             if event["type"] == "peer-joined":
                 person.call.peer_joined(event["slot"])
         else:
@@ -81,6 +96,7 @@ async def join(person: Person, relay, code: str) -> None:
     person.call = RollCall(person.contacts, code, NOW + 60)
     person.ws = await ws_connect(group_url(relay, person.call.room))
     joined = await recv_event(person.ws)
+    person.events.append(joined)
     person.slot = joined["slot"]
     await flush(person)
 
