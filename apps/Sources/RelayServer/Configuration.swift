@@ -37,6 +37,10 @@ public struct RelayConfiguration: Sendable {
     /// address and minute.
     public var lookupRatePerMinute = 20
     public var createRatePerMinute = 60
+    /// Group-room joins per client address and minute (1 to 1,000,000): a
+    /// join beyond is refused before the upgrade, so that one address cannot
+    /// churn a group room (each new peer starts a new roll-call round).
+    public var groupJoinRatePerMinute = 60
     /// Seconds without a binary frame or a peer's ping before a room, two-party or group, closes.
     public var roomIdleSeconds = 120.0
     /// Seconds between two of the relay's pings to a room connection.

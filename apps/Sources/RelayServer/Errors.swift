@@ -28,8 +28,22 @@ struct RelayError: Error {
     func response() -> Response {
         var headers = headers
         headers[.contentType] = "application/json"
-        return Response(status: status, headers: headers, body: .init(byteBuffer: JSON.buffer(["error": kind, "message": message])))
+        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
     }
+
+    /// The same answer as a head and a body, for a connection answered
+    /// outside the responder and then closed (a refused room upgrade).
+    func closingAnswer() -> (head: HTTPResponse, body: ByteBuffer) {
+        let body = body
+        var headers = headers
+        headers[.contentType] = "application/json"
+        headers[.contentLength] = String(body.readableBytes)
+        headers[.connection] = "close"
+        return (HTTPResponse(status: status, headerFields: headers), body)
+    }
+
+    /// `{"error": kind, "message": message}` (15.1).
+    private var body: ByteBuffer { JSON.buffer(["error": kind, "message": message]) }
 }
 
 /// JSON bodies.

@@ -67,6 +67,24 @@ final class RateLimiter: @unchecked Sendable {
     }
 }
 
+/// The join rate of group rooms (docs/PROTOCOL.md 15.9, `--group-join-rate`):
+/// a bucket per client address, the address taken as the other per-address
+/// limits take it (the TCP peer, or behind a trusted proxy the address it
+/// forwarded).
+struct GroupJoinLimit: Sendable {
+    let limiter: RateLimiter
+    let trustedProxies: TrustedProxies
+
+    /// Takes a join for the client of an upgrade request from `peer` with
+    /// these `X-Forwarded-For` values; returns the seconds to wait if the
+    /// client has none left.
+    func take(peer: String, forwardedFor: [String]) -> Int? {
+        let client = trustedProxies.clientAddress(
+            peer: peer, forwardedFor: forwardedFor.isEmpty ? nil : forwardedFor.joined(separator: ","))
+        return limiter.take(client)
+    }
+}
+
 /// Open connections, in all and per address. A trusted proxy's
 /// connections count in the total but not against the per-address limit:
 /// they carry many clients, whom the proxy limits (docs/OPERATIONS.md).

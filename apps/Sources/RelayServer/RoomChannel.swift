@@ -12,12 +12,34 @@ import NIOWebSocket
 enum RelayConnectionKind: Sendable {
     /// Plain HTTP, for the responder.
     case http(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>)
-    /// A WebSocket upgrade to a path that is not a valid room or group
-    /// room: answered 400.
-    case refusedUpgrade(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>)
+    /// A WebSocket upgrade refused before it was made: answered as the
+    /// refusal says, then closed.
+    case refusedUpgrade(NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>, UpgradeRefusal)
     /// A room connection, two-party or group, served by its RoomConnection
     /// handler.
     case room
+}
+
+/// Why a WebSocket upgrade to a room or group room path was not made.
+enum UpgradeRefusal: Sendable {
+    /// A path that is not a valid room or group room, or a handshake the
+    /// upgrade could not take: 400, without a body.
+    case badRequest
+    /// A group-room join beyond the client's `--group-join-rate`
+    /// (docs/PROTOCOL.md 15.9): `429 rate-limited` with `Retry-After`, as
+    /// the HTTP routes answer it.
+    case rateLimited(seconds: Int)
+
+    /// The answer, whole.
+    var answer: [HTTPResponsePart] {
+        switch self {
+        case .badRequest:
+            return [.head(HTTPResponse(status: .badRequest, headerFields: [.connection: "close", .contentLength: "0"])), .end(nil)]
+        case .rateLimited(let seconds):
+            let (head, body) = RelayError.rateLimited(seconds).closingAnswer()
+            return [.head(head), .body(body), .end(nil)]
+        }
+    }
 }
 
 /// The relay's connections: HTTP/1.1 for the responder (RelayResponder),
@@ -34,20 +56,22 @@ struct RelayChannel: ServerChildChannel, HTTPChannelHandler {
     let responder: HTTPChannelHandler.Responder
     let hub: RoomHub
     let limits: ConnectionLimits
+    let groupJoins: GroupJoinLimit
     let headLimits: HTTP1Channel.Configuration.DecoderConfiguration
 
     init(
-        responder: @escaping HTTPChannelHandler.Responder, hub: RoomHub, limits: ConnectionLimits,
+        responder: @escaping HTTPChannelHandler.Responder, hub: RoomHub, limits: ConnectionLimits, groupJoins: GroupJoinLimit,
         headLimits: HTTP1Channel.Configuration.DecoderConfiguration
     ) {
         self.responder = Self.redirectingLateUpgrades(responder)
         self.hub = hub
         self.limits = limits
+        self.groupJoins = groupJoins
         self.headLimits = headLimits
     }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        let hub = hub, limits = limits, headLimits = headLimits
+        let hub = hub, limits = limits, groupJoins = groupJoins, headLimits = headLimits
         return channel.eventLoop.makeCompletedFuture {
             // NIO keeps a connection's last receive buffer for its next read,
             // so an idle room connection holds one: it starts at 512 bytes
@@ -55,9 +79,9 @@ struct RelayChannel: ServerChildChannel, HTTPChannelHandler {
             // traffic.
             try channel.syncOptions?.setOption(
                 ChannelOptions.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65_536))
-            let attempted = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
+            let refusal = NIOLoopBoundBox<UpgradeRefusal?>(nil, eventLoop: channel.eventLoop)
             let upgrade = NIOTypedHTTPServerUpgradeConfiguration<RelayConnectionKind>(
-                upgraders: [RoomUpgrader(hub: hub, attempted: attempted)],
+                upgraders: [RoomUpgrader(hub: hub, groupJoins: groupJoins, refusal: refusal)],
                 notUpgradingCompletionHandler: { channel in
                     channel.eventLoop.makeCompletedFuture {
                         let pipeline = channel.pipeline.syncOperations
@@ -66,7 +90,7 @@ struct RelayChannel: ServerChildChannel, HTTPChannelHandler {
                         try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: nil, logger: logger))
                         let http = try NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>(
                             wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
-                        return attempted.value ? .refusedUpgrade(http) : .http(http)
+                        return refusal.value.map { .refusedUpgrade(http, $0) } ?? .http(http)
                     }
                 })
             var configuration = NIOUpgradableHTTPServerPipelineConfiguration(upgradeConfiguration: upgrade)
@@ -88,10 +112,9 @@ struct RelayChannel: ServerChildChannel, HTTPChannelHandler {
             switch try await value.kind.get() {
             case .http(let http):
                 await handleHTTP(asyncChannel: http, logger: logger)
-            case .refusedUpgrade(let http):
+            case .refusedUpgrade(let http, let refusal):
                 try await http.executeThenClose { _, outbound in
-                    try await outbound.write(
-                        contentsOf: [.head(HTTPResponse(status: .badRequest, headerFields: [.connection: "close", .contentLength: "0"])), .end(nil)])
+                    try await outbound.write(contentsOf: refusal.answer)
                 }
             case .room:
                 // The caller closes the channel when this returns.
@@ -133,15 +156,26 @@ struct RoomUpgrader: NIOTypedHTTPServerProtocolUpgrader {
     private let hub: RoomHub
     private let handshake: NIOTypedWebSocketServerUpgrader<RelayConnectionKind>
 
-    /// `attempted` is set when a request asks for the upgrade, so that a
-    /// refused one is answered 400 rather than routed.
-    init(hub: RoomHub, attempted: NIOLoopBoundBox<Bool>) {
+    /// `refusal` is set when a request asks for the upgrade, so that a
+    /// refused one is answered (400, or 429 for a group-room join beyond
+    /// `groupJoins`) rather than routed. A group-room join takes from the
+    /// client's join budget here, before the upgrade: one refused takes
+    /// no slot and its room hears nothing of it.
+    init(hub: RoomHub, groupJoins: GroupJoinLimit, refusal: NIOLoopBoundBox<UpgradeRefusal?>) {
         self.hub = hub
         handshake = NIOTypedWebSocketServerUpgrader(
             shouldUpgrade: { channel, head in
-                attempted.value = true
-                guard let (_, id) = RelayServer.roomPath(head.uri), RelayID.isValid(id) else {
+                refusal.value = .badRequest
+                guard let (kind, id) = RelayServer.roomPath(head.uri), RelayID.isValid(id) else {
                     hub.metrics.reject("bad-id")
+                    return channel.eventLoop.makeSucceededFuture(nil)
+                }
+                if kind == .group,
+                    let seconds = groupJoins.take(
+                        peer: channel.remoteAddress?.ipAddress ?? "unknown", forwardedFor: head.headers["X-Forwarded-For"])
+                {
+                    hub.metrics.reject("rate-limited")
+                    refusal.value = .rateLimited(seconds: seconds)
                     return channel.eventLoop.makeSucceededFuture(nil)
                 }
                 return channel.eventLoop.makeSucceededFuture(HTTPHeaders())

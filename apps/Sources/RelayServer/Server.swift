@@ -42,6 +42,8 @@ public struct RelayServer: Sendable {
         let waiters = InviteWaiters()
         let lookups = RateLimiter(ratePerMinute: configuration.lookupRatePerMinute)
         let creations = RateLimiter(ratePerMinute: configuration.createRatePerMinute)
+        let groupJoins = GroupJoinLimit(
+            limiter: RateLimiter(ratePerMinute: configuration.groupJoinRatePerMinute), trustedProxies: configuration.trustedProxies)
         let limits = ConnectionLimits(
             counter: ConnectionCounter(
                 maxTotal: configuration.maxConnections, maxPerAddress: configuration.maxConnectionsPerAddress,
@@ -68,7 +70,7 @@ public struct RelayServer: Sendable {
         // connection to the rooms' own pipeline (RelayChannel).
         let server = HTTPServerBuilder { [reloader] responder in
             let guarded = GuardedChannel(
-                base: RelayChannel(responder: responder, hub: hub, limits: limits, headLimits: Self.headLimits),
+                base: RelayChannel(responder: responder, hub: hub, limits: limits, groupJoins: groupJoins, headLimits: Self.headLimits),
                 limits: limits)
             if let reloader { return ReloadingTLSChannel(base: guarded, reloader: reloader) }
             return guarded
@@ -88,7 +90,7 @@ public struct RelayServer: Sendable {
 
         let housekeeping = Housekeeping(
             configuration: configuration, storage: storage, clock: clock, metrics: metrics, hub: hub, waiters: waiters,
-            limiters: [lookups, creations], logger: logger)
+            limiters: [lookups, creations, groupJoins.limiter], logger: logger)
         var group = ServiceGroupConfiguration(
             services: [
                 .init(service: app),
