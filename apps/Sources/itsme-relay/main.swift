@@ -83,6 +83,8 @@ struct RelayCommand: AsyncParsableCommand {
     var lookupRate: Int?
     @Option(help: "Invites and records created per client address and minute (default: \(RelayCommand.defaults.createRatePerMinute)).")
     var createRate: Int?
+    @Option(help: "Group-room joins per client address and minute, 1 to 1000000; one beyond is refused with 429 before the upgrade (default: \(RelayCommand.defaults.groupJoinRatePerMinute)).")
+    var groupJoinRate: Int?
     @Option(help: "Seconds without a binary frame or a peer's ping before a room closes (default: \(Int(RelayCommand.defaults.roomIdleSeconds))).")
     var roomIdle: Double?
     @Option(help: "Seconds between two of the relay's pings to a room connection; one not answered by the next closes it (default: \(Int(RelayCommand.defaults.pingIntervalSeconds))).")
@@ -139,6 +141,7 @@ struct RelayCommand: AsyncParsableCommand {
         c.maxInvites = try value(maxInvites, "MAX_INVITES", c.maxInvites)
         c.lookupRatePerMinute = try value(lookupRate, "LOOKUP_RATE", c.lookupRatePerMinute)
         c.createRatePerMinute = try value(createRate, "CREATE_RATE", c.createRatePerMinute)
+        c.groupJoinRatePerMinute = try value(groupJoinRate, "GROUP_JOIN_RATE", c.groupJoinRatePerMinute)
         c.roomIdleSeconds = try value(roomIdle, "ROOM_IDLE", c.roomIdleSeconds)
         c.pingIntervalSeconds = try value(pingInterval, "PING_INTERVAL", c.pingIntervalSeconds)
         c.requestTimeoutSeconds = try value(requestTimeout, "REQUEST_TIMEOUT", c.requestTimeoutSeconds)
@@ -163,6 +166,9 @@ struct RelayCommand: AsyncParsableCommand {
         guard (2...250).contains(c.maxGroup) else { throw ValidationError("--max-group must be 2 to 250") }
         // A slot goes out as 2 bytes in front of each message.
         guard (2...65535).contains(c.maxGroupJoins) else { throw ValidationError("--max-group-joins must be 2 to 65535") }
+        guard (1...1_000_000).contains(c.groupJoinRatePerMinute) else {
+            throw ValidationError("--group-join-rate must be 1 to 1000000 joins a minute")
+        }
         for (name, seconds) in [
             ("--room-idle", c.roomIdleSeconds), ("--ping-interval", c.pingIntervalSeconds), ("--request-timeout", c.requestTimeoutSeconds),
             ("--shutdown-timeout", c.shutdownTimeoutSeconds),
