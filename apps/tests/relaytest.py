@@ -33,6 +33,7 @@ GENEROUS = {
     "max_connections_per_address": 4096,
     "lookup_rate": 100000,
     "create_rate": 100000,
+    "group_join_rate": 100000,
     "request_timeout": 10,
     "shutdown_timeout": 5,
 }

@@ -42,6 +42,7 @@ RELAY_FLAGS = [
     "--max-connections-per-address", "4096",
     "--lookup-rate", "100000",
     "--create-rate", "100000",
+    "--group-join-rate", "100000",
 ]
 
 LISTENING = re.compile(r"itsme-relay listening on (https?://\S+)")

@@ -415,7 +415,7 @@ struct Bench {
     /// while a phase pauses.
     static func loadLimits(connections: Int) -> [String] {
         ["--max-connections", String(connections), "--max-connections-per-address", String(connections),
-         "--lookup-rate", "1000000", "--create-rate", "1000000", "--room-idle", "600"]
+         "--lookup-rate", "1000000", "--create-rate", "1000000", "--group-join-rate", "1000000", "--room-idle", "600"]
     }
 
     func startRelay(dir: String, name: String, database: String, extra: [String]) -> ChildServer {
