@@ -3,6 +3,7 @@ every binary message goes to every other peer behind its sender's slot."""
 
 import asyncio
 import base64
+import json
 import os
 import random
 import signal
@@ -23,9 +24,11 @@ from relaytest import (
     eventually_metric,
     metric,
     new_id,
+    pair,
     recv_binary,
     recv_event,
     refusal_status,
+    retry_after,
     run,
     ws_close_frame,
     ws_connect,
@@ -54,10 +57,10 @@ async def close_all(*connections):
             pass
 
 
-async def join(relay, group_id: str, slot: int, present: list):
+async def join(relay, group_id: str, slot: int, present: list, **connect_options):
     """A peer that joins `group_id`, checks its `joined` event, and the
     `peer-joined` that each peer of `present` gets; returns it."""
-    ws = await ws_connect(group_url(relay, group_id))
+    ws = await ws_connect(group_url(relay, group_id), **connect_options)
     assert await recv_event(ws) == {"type": "joined", "slot": slot, "peers": sorted(present_slots(present))}
     for _, other in present:
         assert await recv_event(other) == {"type": "peer-joined", "slot": slot}
@@ -347,6 +350,147 @@ def test_the_51st_peer_is_closed_with_4009_by_default(relay):
 
     run(scenario())
     r.assert_serving()
+
+
+# -- the join rate -----------------------------------------------------------------------
+
+
+async def refused_join(relay, group_id: str, **connect_options):
+    """A join refused before the upgrade: the relay's HTTP response."""
+    with pytest.raises(HANDSHAKE_REFUSALS) as refused:
+        ws = await ws_connect(group_url(relay, group_id), **connect_options)
+        await close_all(ws)
+    return refused.value.response
+
+
+def assert_rate_limited(response, most: int) -> int:
+    """`response` is `429 rate-limited` (15.1) with a Retry-After of 1 to
+    `most` seconds, as the HTTP routes answer it; returns the Retry-After."""
+    assert response.status_code == 429, f"expected 429, got {response.status_code}: {response.body[:300]!r}"
+    assert response.headers.get("content-type") == "application/json"
+    body = json.loads(response.body)
+    assert body.get("error") == "rate-limited", body
+    message = body.get("message")
+    assert isinstance(message, str) and message and "\n" not in message, body
+    wait = retry_after(response.headers)
+    assert 1 <= wait <= most, f"Retry-After {wait} s, expected 1 to {most}"
+    return wait
+
+
+def test_a_join_beyond_the_group_join_rate_is_refused_with_429_and_takes_no_slot(relay):
+    # Four joins in the room's life: the refused one must not be one of them.
+    r = relay(group_join_rate=3, max_group_joins=4)
+    api = r.api()
+
+    async def scenario():
+        group_id, peers = await group(r, 3)
+        try:
+            samples = api.metrics()
+            limited = metric(samples, REJECTIONS, reason="rate-limited")
+            full = metric(samples, REJECTIONS, reason="room-full")
+            # The fourth join of the minute from this address; one comes back
+            # every 20 s.
+            assert_rate_limited(await refused_join(r, group_id), 20)
+            await asyncio.gather(*(nothing_arrives(ws, 0.2) for _, ws in peers))
+            samples = api.metrics()
+            assert metric(samples, REJECTIONS, reason="rate-limited") == limited + 1
+            assert metric(samples, REJECTIONS, reason="room-full") == full
+            # Another address has a budget of its own: its join gets slot 4,
+            # the room's last join, so the refused one took neither a slot
+            # nor a join.
+            peers.append((4, await join(r, group_id, 4, peers, local_addr=("127.0.0.2", 0))))
+            # This address is still refused (before the room's own limits).
+            assert_rate_limited(await refused_join(r, group_id), 20)
+            await asyncio.gather(*(nothing_arrives(ws, 0.2) for _, ws in peers))
+        finally:
+            await close_all(*(ws for _, ws in peers))
+
+    run(scenario())
+    r.assert_serving()
+
+
+def test_the_default_group_join_rate_is_60_a_minute_refilled_continuously(relay):
+    r = relay(group_join_rate=None)
+
+    async def scenario():
+        group_id, peers = await group(r, 2)
+        try:
+            # 58 joins more, at once, each to a room of its own: 60 this minute.
+            others = await asyncio.gather(*(RawGroupPeer.connect(r, new_id()) for _ in range(58)))
+            await abort_all(*others)
+            wait = assert_rate_limited(await refused_join(r, group_id), 2)
+            await asyncio.gather(*(nothing_arrives(ws, 0.1) for _, ws in peers))
+            # One join comes back each second: one, not a burst.
+            await asyncio.sleep(wait + 0.05)
+            peers.append((3, await join(r, group_id, 3, peers)))
+            assert_rate_limited(await refused_join(r, group_id), 2)
+        finally:
+            await close_all(*(ws for _, ws in peers))
+
+    run(scenario())
+
+
+def test_two_party_rooms_are_not_limited_by_the_group_join_rate(relay):
+    r = relay(group_join_rate=1)
+
+    async def scenario():
+        alone = await ws_connect(group_url(r, new_id()))
+        connections = [alone]
+        try:
+            assert await recv_event(alone) == {"type": "joined", "slot": 1, "peers": []}
+            assert_rate_limited(await refused_join(r, new_id()), 60)
+            for _ in range(3):
+                _, first, second = await pair(r)
+                connections += [first, second]
+                await first.send(b"hello")
+                assert await recv_binary(second) == b"hello"
+        finally:
+            await close_all(*connections)
+
+    run(scenario())
+
+
+def test_the_group_join_rate_counts_the_forwarded_address_only_behind_a_trusted_proxy(relay):
+    def forwarded(address: str) -> dict:
+        return {"additional_headers": {"X-Forwarded-For": address}}
+
+    async def scenario(r, trusted: bool):
+        first = await ws_connect(group_url(r, new_id()), **forwarded("10.0.0.1"))
+        connections = [first]
+        try:
+            assert (await recv_event(first))["slot"] == 1
+            assert_rate_limited(await refused_join(r, new_id(), **forwarded("10.0.0.1")), 60)
+            if trusted:
+                # Another client behind the proxy: a budget of its own.
+                other = await ws_connect(group_url(r, new_id()), **forwarded("10.0.0.2"))
+                connections.append(other)
+                assert (await recv_event(other))["slot"] == 1
+            else:
+                # Not a proxy: its X-Forwarded-For is not believed.
+                assert_rate_limited(await refused_join(r, new_id(), **forwarded("10.0.0.2")), 60)
+        finally:
+            await close_all(*connections)
+
+    run(scenario(relay(group_join_rate=1, trusted_proxy="127.0.0.1"), True))
+    run(scenario(relay(group_join_rate=1), False))
+
+
+@pytest.mark.parametrize("value", ["0", "1000001", "-1", "many", "2.5"])
+def test_the_group_join_rate_is_a_whole_number_from_1_to_1000000(value):
+    from operatortest import run_relay
+
+    number = value.lstrip("-").isdigit()
+    for args, env, said in (
+        ([f"--group-join-rate={value}"], {},
+         "--group-join-rate must be 1 to 1000000" if number else f"'{value}' is invalid for '--group-join-rate"),
+        ([], {"ITSME_RELAY_GROUP_JOIN_RATE": value},
+         "--group-join-rate must be 1 to 1000000" if number else f"ITSME_RELAY_GROUP_JOIN_RATE={value} is not a valid value"),
+    ):
+        result = run_relay(["--port", "0", "--database", ":memory:"] + args, env)
+        assert result.code != 0, f"{value!r} was accepted"
+        assert "listening" not in result.stdout
+        assert said in result.stderr, result.stderr
+        assert "Fatal" not in result.stderr and "Stack" not in result.stderr
 
 
 def test_a_binary_message_while_alone_is_refused_and_not_kept(relay):
