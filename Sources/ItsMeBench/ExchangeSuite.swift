@@ -70,9 +70,9 @@ private func floorOneSide(
     return ok
 }
 
-func exchangeSuite(iterations: Int) throws -> Figures {
+func exchangeSuite(_ scale: Scale) throws -> Figures {
     var figures = Figures()
-    let runs = max(iterations / 10, 100)
+    let runs = scale.count(max(scale.loops / 10, 100), quick: max(scale.loops / 10, 10))
     print("exchange suite (\(runs) two-party QR exchanges through the exported C functions)")
     var sa: UnsafeMutablePointer<itsme_secret_store>?, sb: UnsafeMutablePointer<itsme_secret_store>?
     var alice: UnsafeMutablePointer<itsme_identity>?, bob: UnsafeMutablePointer<itsme_identity>?
@@ -89,16 +89,14 @@ func exchangeSuite(iterations: Int) throws -> Figures {
     let now: Int64 = 1_800_000_000
     // Each side's contact store (the exchanges are given them; only the
     // store figure below writes to them).
-    var dir = Array("/tmp/itsme-bench-exchange-XXXXXX".utf8CString)
-    guard mkdtemp(&dir) != nil else { throw ItsMeError(.internal, "mkdtemp failed") }
-    let path = String(cString: dir)
+    let path = try makeTemporaryDirectory("exchange")
     var storeA: UnsafeMutablePointer<itsme_store>?, storeB: UnsafeMutablePointer<itsme_store>?
     try check(ffiStoreOpen(alice, path + "/a.db", &storeA), "store")
     try check(ffiStoreOpen(bob, path + "/b.db", &storeB), "store")
     defer {
         ffiStoreFree(storeA)
         ffiStoreFree(storeB)
-        _ = system("rm -rf '\(path)'")
+        removeDirectory(path)
     }
     let stores = (storeA!, storeB!)
 
@@ -137,7 +135,7 @@ func exchangeSuite(iterations: Int) throws -> Figures {
     figures.add("qr_exchange_over_floor", full / floor)
 
     // Store costs, apart: save and confirm on both sides.
-    let storeRuns = 50
+    let storeRuns = scale.count(50, quick: 5)
     var storeTime = 0.0
     for i in 0..<storeRuns {
         _ = try qrExchange(alice!, bob!, stores, now: now) { a, b in

@@ -9,8 +9,10 @@
 // median with its spread; a run disturbed by other processes is run again.
 // The relay is in the programs' package (apps/); its load generator,
 // itsme-relay-load, starts the relay as a child process on 127.0.0.1 and does
-// the measuring. This suite finds it and runs it in place of this process,
-// passing the options through, so its exit status is the suite's.
+// the measuring. This suite finds it (the build of this program's
+// configuration: a debug itsme-bench runs apps/.build/debug/itsme-relay-load)
+// and runs it in place of this process, passing the options through, so its
+// exit status is the suite's.
 //
 //   swift build -c release --package-path apps
 //   swift run -c release itsme-bench relay [--quick] [--runs N] [--rooms N] [--duration S] [--rate R] [--high-rate R] ...
@@ -22,7 +24,7 @@ import Glibc
 import Darwin
 #endif
 
-private let loadGenerator = "apps/.build/release/itsme-relay-load"
+private let loadGenerator = "apps/.build/\(buildConfiguration)/itsme-relay-load"
 
 func isExecutable(_ path: String) -> Bool {
     access(path, X_OK) == 0
@@ -31,7 +33,7 @@ func isExecutable(_ path: String) -> Bool {
 func currentDirectory() -> String {
     var buffer = [CChar](repeating: 0, count: 4096)
     guard getcwd(&buffer, buffer.count) != nil else { return "." }
-    return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return string(fromCString: buffer)
 }
 
 /// `relative` under the current directory or one of its parents (so the
@@ -59,7 +61,7 @@ func relaySuite(_ arguments: [String]) -> Never {
         passed.removeSubrange(i...(i + 1))
     }
     guard let path = binary ?? locate(loadGenerator), isExecutable(path) else {
-        print("itsme-bench relay: \(binary ?? loadGenerator) not found; build it first: swift build -c release --package-path apps")
+        print("itsme-bench relay: \(binary ?? loadGenerator) not found; build it first: swift build -c \(buildConfiguration) --package-path apps")
         exit(1)
     }
     fflush(nil)
@@ -78,7 +80,7 @@ func relaySuite(_ arguments: [String]) -> Never {
 /// `itsme-relay-load roll-call` in place of this process.
 ///
 ///   swift build -c release --package-path apps
-///   swift run -c release itsme-bench roll-call [--participants N] [--runs N] [--relay-bin PATH]
+///   swift run -c release itsme-bench roll-call [--quick] [--participants N] [--runs N] [--relay-bin PATH]
 func rollCallSuite(_ arguments: [String]) -> Never {
     relaySuite(["roll-call"] + arguments)
 }

@@ -6,11 +6,13 @@
 // Python programs (the ItsMe side through the Python binding and its relay
 // client over the C library), so the driver is scripts/bench-remote; this
 // suite finds it, a Python with magic-wormhole (apps/.build/wormhole-venv,
-// which `make bench-remote` fills, else python3), the release library and
-// the release relay, and runs it in place of this process.
+// which `make bench-remote` fills, else python3), the release library (or
+// $ITSME_LIBRARY) and the relay of this program's configuration (a debug
+// itsme-bench runs apps/.build/debug/itsme-relay), and runs it in place of
+// this process.
 //
 //   make bench-remote
-//   swift run -c release itsme-bench remote [--runs N] [--relay-bin PATH] [--skip-reference]
+//   swift run -c release itsme-bench remote [--quick] [--runs N] [--relay-bin PATH] [--skip-reference]
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -26,7 +28,17 @@ func remoteSuite(_ arguments: [String]) -> Never {
     let python = locate("apps/.build/wormhole-venv/bin/python") ?? "/usr/bin/env"
     var argv = python.hasSuffix("/env") ? [python, "python3"] : [python]
     argv += [script] + arguments
-    if getenv("ITSME_LIBRARY") == nil { setenv("ITSME_LIBRARY", root + "/.build/release/libitsme.so", 1) }
+    if !arguments.contains("--relay-bin") {
+        argv += ["--relay-bin", root + "/apps/.build/\(buildConfiguration)/itsme-relay"]
+    }
+    if getenv("ITSME_LIBRARY") == nil {
+        let library = root + "/.build/release/libitsme.so"
+        guard access(library, R_OK) == 0 else {
+            print("itsme-bench remote: \(library) not found; build it: make lib (or set ITSME_LIBRARY)")
+            exit(1)
+        }
+        setenv("ITSME_LIBRARY", library, 1)
+    }
     let pythonPath = root + "/bindings/python"
     if let existing = getenv("PYTHONPATH") {
         setenv("PYTHONPATH", pythonPath + ":" + String(cString: existing), 1)

@@ -42,12 +42,12 @@ private func pyotpSecondsPerCode(_ count: Int) -> Double? {
     defer { pclose(pipe) }
     var buffer = [CChar](repeating: 0, count: 256)
     guard fgets(&buffer, 256, pipe) != nil else { return nil }
-    return Double(String(cString: buffer).filter { !$0.isWhitespace })
+    return Double(string(fromCString: buffer).filter { !$0.isWhitespace })
 }
 
-func verifySuite(iterations: Int) throws -> Figures {
+func verifySuite(_ scale: Scale) throws -> Figures {
     var figures = Figures()
-    let runs = max(iterations, 1000)
+    let runs = scale.count(max(scale.loops, 1000), quick: max(scale.loops, 100))
     print("verify suite (\(runs) two-sided voice verification derivations through the exported C function)")
     let seed = SHA256.hash(Array("bench-seed".utf8))
     let pa = SHA256.hash(Array("bench-a".utf8)), pb = SHA256.hash(Array("bench-b".utf8))
@@ -87,20 +87,18 @@ func verifySuite(iterations: Int) throws -> Figures {
     figures.add("voice_over_floor", full / floor)
 
     // The window burn, apart: one write transaction per session.
-    var dir = Array("/tmp/itsme-bench-verify-XXXXXX".utf8CString)
-    guard mkdtemp(&dir) != nil else { throw ItsMeError(.internal, "mkdtemp failed") }
-    let path = String(cString: dir)
-    defer { _ = system("rm -rf '\(path)'") }
+    let path = try makeTemporaryDirectory("verify")
+    defer { removeDirectory(path) }
     let identity = try Identity.create(store: MemorySecretStore(), name: "Bench")
     let store = try ContactStore(path: path + "/bench.db", identity: identity)
     let id = try store.add(
         name: "Peer", publicKey: pb, seed: try SecretBytes(copying: seed), method: .qr, now: 1_800_000_000)
-    let burns = 200
+    let burns = scale.count(200, quick: 20)
     let burn = try measure(burns) { i in try store.useWindow(id: id, window: window + Int64(i)) }
     print("  store: using a window (one synchronous=FULL write transaction): \(format(burn)), \(burns) runs")
     figures.add("window_burn_ms", burn * 1e3)
 
-    if let totp = pyotpSecondsPerCode(10_000) {
+    if let totp = pyotpSecondsPerCode(scale.count(10_000, quick: 500)) {
         print("  reference: one TOTP code with pyotp (Python, 6 digits, 19.9 bits): \(format(totp))")
         figures.add("pyotp_totp_us", totp * 1e6)
     } else {

@@ -10,6 +10,9 @@ import Darwin
 func fuzzStoreDirectory(_ target: String) throws -> String {
     let base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp"
     var template = Array((base + "/itsme-fuzz-\(target)-XXXXXX").utf8CString)
-    guard mkdtemp(&template) != nil else { throw ItsMeError(.internal, "mkdtemp failed for the fuzz target's stores") }
-    return String(cString: template)
+    let path = template.withUnsafeMutableBufferPointer { buffer in
+        mkdtemp(buffer.baseAddress!).map { String(cString: $0) }
+    }
+    guard let path else { throw ItsMeError(.internal, "mkdtemp failed for the fuzz target's stores") }
+    return path
 }

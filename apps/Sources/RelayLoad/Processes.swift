@@ -136,6 +136,19 @@ struct LoadError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
+/// The build this program is: a debug load generator runs the debug relay.
+#if DEBUG
+let buildConfiguration = "debug"
+#else
+let buildConfiguration = "release"
+#endif
+
+/// The relay of this program's build: apps/.build/CONFIG/itsme-relay from
+/// the repository, else the one next to this executable.
+func defaultRelay() -> String? {
+    locate("apps/.build/\(buildConfiguration)/itsme-relay", sibling: "itsme-relay")
+}
+
 /// `relative` under the current directory or one of its parents, or next to
 /// this executable (`sibling`), whichever exists first.
 func locate(_ relative: String, sibling: String? = nil) -> String? {

@@ -25,8 +25,11 @@ enum RollCallBench {
         var relayBin: String?
     }
 
+    /// The options; `--quick`, a smoke run of seconds through the same code
+    /// paths and JSON keys, has 5 participants and 1 run unless told.
     static func parse(_ arguments: [String]) -> Options {
         var options = Options()
+        var participants: Int?, runs: Int?, quick = false
         var i = 0
         func value() -> String {
             i += 1
@@ -38,11 +41,12 @@ enum RollCallBench {
         }
         while i < arguments.count {
             switch arguments[i] {
-            case "--participants": options.participants = Int(value()) ?? 0
-            case "--runs": options.runs = Int(value()) ?? 0
+            case "--participants": participants = Int(value()) ?? 0
+            case "--runs": runs = Int(value()) ?? 0
             case "--relay-bin": options.relayBin = value()
+            case "--quick": quick = true
             case "-h", "--help":
-                print("usage: itsme-relay-load roll-call [--participants N (2 to 50)] [--runs N] [--relay-bin PATH]")
+                print("usage: itsme-relay-load roll-call [--quick] [--participants N (2 to 50; default 50, --quick 5)] [--runs N (default 3, --quick 1)] [--relay-bin PATH]")
                 exit(0)
             default:
                 print("itsme-relay-load roll-call: unknown option \(arguments[i])")
@@ -50,6 +54,8 @@ enum RollCallBench {
             }
             i += 1
         }
+        options.participants = participants ?? (quick ? 5 : 50)
+        options.runs = runs ?? (quick ? 1 : 3)
         guard (2...RollCall.maxParticipants).contains(options.participants), options.runs >= 1 else {
             print("itsme-relay-load roll-call: --participants is 2 to \(RollCall.maxParticipants), --runs at least 1")
             exit(2)
@@ -143,8 +149,8 @@ enum RollCallBench {
     static func measure(_ options: Options) async throws {
         try Sodium.initialize()
         let n = options.participants
-        guard let relayPath = options.relayBin ?? locate("apps/.build/release/itsme-relay", sibling: "itsme-relay") else {
-            throw LoadError("no itsme-relay: build it (swift build -c release --package-path apps) or pass --relay-bin")
+        guard let relayPath = options.relayBin ?? defaultRelay() else {
+            throw LoadError("no itsme-relay: build it (swift build -c \(buildConfiguration) --package-path apps) or pass --relay-bin")
         }
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
