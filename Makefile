@@ -14,6 +14,10 @@
 #   make bench            the benchmark suites (crypto, store, exchange, verify)
 #   make bench-relay      the relay's benchmark (builds apps/ in release; 5-10 minutes: each phase runs 3 times)
 #                         RELAY_BENCH_FLAGS=--cluster adds 2 relays on PostgreSQL behind nginx against 1 on SQLite
+#   make bench-remote     the exchange at a distance end to end, against Magic Wormhole's
+#   make bench-roll-call  a roll call of 50 through a relay
+#                         BENCH_FLAGS=--quick (and RELAY_, REMOTE_, ROLL_CALL_BENCH_FLAGS): smoke runs of seconds;
+#                         BENCH_CONFIG=debug: on the debug builds (scripts/bench-smoke runs them all so)
 #   make fuzz-long        each fuzz target for RUNS executions (default 10 million) or SECONDS
 
 PREFIX ?= /usr/local
@@ -42,7 +46,7 @@ SWIFT_LINK_FLAGS := -c release \
 	-Xlinker -soname=$(SONAME)
 SWIFT_RELEASE_FLAGS := $(SWIFT_LINK_FLAGS) --product itsme
 
-.PHONY: all lib lib-testing install install-testing install-debug install-cli wheel uninstall test vectors vectors-check demo bench bench-relay bench-remote clean
+.PHONY: all lib lib-testing install install-testing install-debug install-cli wheel uninstall test vectors vectors-check demo bench bench-build bench-relay bench-remote bench-roll-call wormhole-venv clean
 
 all: lib
 
@@ -161,38 +165,53 @@ vectors:
 vectors-check:
 	swift run itsme-vectors --check
 
-bench:
-	swift run -c release itsme-bench crypto
-	swift run -c release itsme-bench store
-	swift run -c release itsme-bench exchange
-	swift run -c release itsme-bench verify
+# BENCH_FLAGS passes options to each suite (--quick: a smoke run of seconds,
+# the same code paths and JSON keys; --iterations N). BENCH_CONFIG=debug runs
+# the benchmarks on the debug builds (the smoke runs in CI, on the tests'
+# builds); their figures mean nothing. In release, itsme-bench is built with
+# the release library's flags, so it and `make lib` share every compiled
+# module (with other flags each would compile them all again).
+BENCH_CONFIG ?= release
+BENCH_BUILD_FLAGS = $(if $(filter release,$(BENCH_CONFIG)),$(SWIFT_LINK_FLAGS),-c $(BENCH_CONFIG))
+BENCH := .build/$(BENCH_CONFIG)/itsme-bench
+
+bench-build:
+	swift build $(BENCH_BUILD_FLAGS) --product itsme-bench
+
+bench: bench-build
+	for suite in crypto store exchange verify; do $(BENCH) $$suite $(BENCH_FLAGS) || exit 1; done
 
 # The relay is in the programs' package (apps/); its load generator starts it on
 # 127.0.0.1 and measures it from a separate process. The reference, Magic
-# Wormhole's mailbox server, goes into a virtualenv under apps/.build; if it
-# cannot be installed, the run says so and skips only the reference.
+# Wormhole's client and mailbox server, goes into a virtualenv under
+# apps/.build (wormhole-venv); if it cannot be installed, the run says so and
+# skips only the reference.
 # RELAY_BENCH_FLAGS passes options (--quick, --rooms N, --skip-reference, ...).
 WORMHOLE_VENV := apps/.build/wormhole-venv
 
-bench-relay:
-	swift build -c release --package-path apps
-	@$(WORMHOLE_VENV)/bin/python -c 'import wormhole_mailbox_server' 2>/dev/null || \
-	  { python3 -m venv $(WORMHOLE_VENV) && \
-	    $(WORMHOLE_VENV)/bin/pip install --quiet --disable-pip-version-check 'magic-wormhole-mailbox-server==0.8.0'; } || \
-	  echo "bench-relay: magic-wormhole-mailbox-server could not be installed; the reference will be skipped"
-	swift run -c release itsme-bench relay $(RELAY_BENCH_FLAGS)
-
-# The exchange at a distance end to end, against Magic Wormhole's (client and
-# mailbox server, in the same virtualenv). REMOTE_BENCH_FLAGS passes options
-# (--runs N, --skip-reference).
-bench-remote: lib
-	swift build -c release --package-path apps
+wormhole-venv:
 	@$(WORMHOLE_VENV)/bin/python -c 'import wormhole, wormhole_mailbox_server' 2>/dev/null || \
 	  { python3 -m venv $(WORMHOLE_VENV) && \
 	    $(WORMHOLE_VENV)/bin/pip install --quiet --disable-pip-version-check \
 	      'magic-wormhole-mailbox-server==0.8.0' 'magic-wormhole==0.24.0'; } || \
-	  echo "bench-remote: magic-wormhole could not be installed; the reference will be skipped"
-	swift run -c release itsme-bench remote $(REMOTE_BENCH_FLAGS)
+	  echo "wormhole-venv: magic-wormhole could not be installed; the benchmarks will skip their reference"
+
+bench-relay: bench-build wormhole-venv
+	swift build -c $(BENCH_CONFIG) --package-path apps
+	$(BENCH) relay $(RELAY_BENCH_FLAGS)
+
+# A roll call of 50 through a relay (docs/PROTOCOL.md 20).
+# ROLL_CALL_BENCH_FLAGS passes options (--quick, --participants N, --runs N).
+bench-roll-call: bench-build
+	swift build -c $(BENCH_CONFIG) --package-path apps
+	$(BENCH) roll-call $(ROLL_CALL_BENCH_FLAGS)
+
+# The exchange at a distance end to end, against Magic Wormhole's (client and
+# mailbox server, in the same virtualenv), through the release library.
+# REMOTE_BENCH_FLAGS passes options (--quick, --runs N, --skip-reference).
+bench-remote: lib bench-build wormhole-venv
+	swift build -c $(BENCH_CONFIG) --package-path apps
+	$(BENCH) remote $(REMOTE_BENCH_FLAGS)
 
 # The fuzz targets (scripts/fuzz), one after another, each for RUNS
 # executions or SECONDS seconds, whichever ends first (RUNS=0: SECONDS
