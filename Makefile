@@ -197,11 +197,18 @@ wormhole-venv:
 	  echo "wormhole-venv: magic-wormhole could not be installed; the benchmarks will skip their reference"
 
 # The programs of apps/ the benchmarks run, the relay and its load generator,
-# each product alone: a build of the whole package would also relink what
-# only the tests and the plugins need (16 s on a debug tree already built).
-bench-apps:
+# each product alone (a build of the whole package also relinks what only the
+# tests and the plugins need), and only when a source is newer than they are:
+# SwiftPM recompiles Hummingbird whenever the environment changed since the
+# last build (its manifest reads the environment), 27 s in debug for nothing.
+BENCH_APPS := apps/.build/$(BENCH_CONFIG)/itsme-relay apps/.build/$(BENCH_CONFIG)/itsme-relay-load
+
+$(BENCH_APPS) &: $(shell find Sources apps/Sources -type f) Package.swift apps/Package.swift
 	swift build -c $(BENCH_CONFIG) --package-path apps --product itsme-relay
 	swift build -c $(BENCH_CONFIG) --package-path apps --product itsme-relay-load
+	@touch $(BENCH_APPS)
+
+bench-apps: $(BENCH_APPS)
 
 bench-relay: bench-build bench-apps wormhole-venv
 	$(BENCH) relay $(RELAY_BENCH_FLAGS)
