@@ -502,7 +502,6 @@ struct Bench {
         return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2
     }
 
-
     // MARK: (1) ramp-up
 
     struct Ramp {
