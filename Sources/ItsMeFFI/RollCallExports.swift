@@ -83,14 +83,16 @@ public func ffiRollCallNextOutgoing(
 
 @c(itsme_rollcall_joined)
 public func ffiRollCallJoined(
-    _ rollcall: UnsafeMutablePointer<itsme_rollcall>?, _ slot: UInt32, _ peers: UnsafePointer<UInt32>?, _ peerCount: UInt,
+    _ rollcall: UnsafeMutablePointer<itsme_rollcall>?, _ slot: UInt32, _ peers: UnsafePointer<UInt8>?, _ peersLen: UInt,
     _ now: Int64
 ) -> itsme_result {
     onRollCall(rollcall) { r in
-        guard peerCount <= 0xFFFF else { throw invalid("a group room holds at most 65535 slots, not \(peerCount)") }
-        guard peerCount == 0 || peers != nil else { throw invalid("peers is NULL with peer_count \(peerCount)") }
-        let list = try (0..<Int(peerCount)).map { try relaySlot(peers![$0]) }
-        try r.joined(slot: try relaySlot(slot), peers: list, now: now)
+        let list = peersLen == 0 ? [] : try bytes(peers, peersLen, "peers")
+        guard list.count % Int(ITSME_ROLLCALL_SLOT_BYTES) == 0 else {
+            throw invalid("peers is a list of 2-byte slots: \(peersLen) bytes is not")
+        }
+        let slots = try stride(from: 0, to: list.count, by: 2).map { try relaySlot(UInt32(list[$0]) << 8 | UInt32(list[$0 + 1])) }
+        try r.joined(slot: try relaySlot(slot), peers: slots, now: now)
     }
 }
 
