@@ -81,7 +81,7 @@ public final class RollCall: CustomStringConvertible {
     public static let bindingCounts = RollCallProtocol.minBinding...RollCallProtocol.maxBinding
 
     private let store: ContactStore
-    private var machine: RollCallMachine
+    private(set) var machine: RollCallMachine
 
     /// A roll call named by `meetingCode`, with every settled contact of
     /// `store`, bound to the host's call by `binding` (16 to 64 bytes that

@@ -117,7 +117,7 @@ struct RollCallMachine {
     let createdAt: Int64
     let myPID: [UInt8]
     let members: [Member]
-    private let signingKey: SecretBox
+    let signingKey: SecretBox
     /// This device's HELLO.
     let me: RollCallHello
     /// The roll-call keys of every participant ever present, in that order; this device's first.
