@@ -2806,8 +2806,10 @@ typedef uint32_t itsme_rollcall_state ITSME_VALUES(ITSME_ROLLCALL_STATE_);
 /* The code matched; this device holds no device secret of theirs to check
  * the device with. */
 #define ITSME_ROLLCALL_STATE_VERIFIED_TAG_UNCHECKED 5
-/* Their sealed code of this round did not open (tampered with, or sealed
- * for another device): neither verified nor wrong. */
+/* Their sealed code of this round did not open (their own device signed a
+ * code not sealed for this one: a faulty or malicious device; a code
+ * changed on the way fails its signature and changes nothing): neither
+ * verified nor wrong. */
 #define ITSME_ROLLCALL_STATE_REFUSED 6
 /* This device, or a device that holds no seed with this one: not a
  * contact. */

@@ -39,7 +39,7 @@ public func ffiRollCallNew(
     newSession(store, out) { s in
         let code = try RemoteCode(
             parsing: try text(meetingCode, "meeting_code", max: TextLimit.typedCode), what: "meeting code")
-        let bound = bindingLen == 0 ? nil : try bytes(binding, bindingLen, "binding")
+        let bound = binding == nil && bindingLen == 0 ? nil : try bytes(binding, bindingLen, "binding")
         var random = HostRandom(handle: unbox(rng, as: RandomHandle.self))
         return try RollCall(store: s, meetingCode: code, binding: bound, now: now, random: &random)
     }

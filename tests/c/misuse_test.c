@@ -1012,9 +1012,8 @@ static void rollcalls(void) {
     EXPECT("rollcall binding NULL with a length", itsme_rollcall_new(stores[0], code, NULL, 32, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
     EXPECT("rollcall binding of 15 bytes", itsme_rollcall_new(stores[0], code, binding, ITSME_ROLLCALL_BINDING_MIN - 1, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
     EXPECT("rollcall binding of 65 bytes", itsme_rollcall_new(stores[0], code, binding, ITSME_ROLLCALL_BINDING_MAX + 1, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("rollcall binding of 0 bytes", itsme_rollcall_new(stores[0], code, binding, 0, NULL, R0, &spare), ITSME_OK);
-    itsme_rollcall_free(spare);
-    spare = NULL;
+    EXPECT("rollcall binding of 0 bytes (not bound is NULL)", itsme_rollcall_new(stores[0], code, binding, 0, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("nothing written", spare == NULL, 1);
     EXPECT("rollcall binding of 16 bytes", itsme_rollcall_new(stores[0], code, binding, ITSME_ROLLCALL_BINDING_MIN, NULL, R0, &spare), ITSME_OK);
     itsme_rollcall_free(spare);
     spare = NULL;

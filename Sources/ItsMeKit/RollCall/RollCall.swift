@@ -45,7 +45,8 @@ public final class RollCall: CustomStringConvertible {
         case deviceChanged = 4
         /// The code matched; no device secret of theirs is known here to check the device.
         case verifiedTagUnchecked = 5
-        /// Their sealed code did not open (tampered with), this round: neither verified nor wrong.
+        /// Their sealed code did not open, this round: their own device signed a code not sealed
+        /// for this one (a message changed on the way is refused by its signature instead).
         case refused = 6
         /// A device that holds no seed with this one: not a contact.
         case unknown = 7

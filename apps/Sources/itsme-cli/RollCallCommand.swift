@@ -213,7 +213,7 @@ final class RollCallSession {
         case .wrong: text = "WRONG CODE"
         case .deviceChanged: text = "verified, but their DEVICE CHANGED"
         case .verifiedTagUnchecked: text = "verified (device not checked)"
-        case .refused: text = "REFUSED (their sealed code was tampered with)"
+        case .refused: text = "REFUSED (their device sent a code not sealed for you)"
         case .unknown: text = "no seed with you: not a contact"
         case .bindingDiffers: text = "BOUND DIFFERENTLY (one of you started the roll call from the call, the other not)"
         case .otherCall: text = "IN ANOTHER CALL (bound to another call: not the person on yours)"
@@ -320,7 +320,8 @@ final class RollCallSession {
     /// contact here was verified and every person on the call has a device
     /// in it.
     func summary(people count: Int?) -> Exit {
-        let others = call.participants.filter { $0.index > 0 && !$0.left }
+        // Everyone present at some point: one who checked out and left stays checked.
+        let others = call.participants.filter { $0.index > 0 }
         func named(_ states: Set<RollCall.ParticipantState>) -> [String] {
             others.filter { states.contains($0.state) && $0.contactID != nil }.map(name)
         }

@@ -607,8 +607,10 @@ ITSME_ROLLCALL_STATE_DEVICE_CHANGED: Final = 4
 #: the device with.
 ITSME_ROLLCALL_STATE_VERIFIED_TAG_UNCHECKED: Final = 5
 
-#: Their sealed code of this round did not open (tampered with, or sealed
-#: for another device): neither verified nor wrong.
+#: Their sealed code of this round did not open (their own device signed a
+#: code not sealed for this one: a faulty or malicious device; a code
+#: changed on the way fails its signature and changes nothing): neither
+#: verified nor wrong.
 ITSME_ROLLCALL_STATE_REFUSED: Final = 6
 
 #: This device, or a device that holds no seed with this one: not a

@@ -4,8 +4,8 @@ devices hold the seed exchanged with them."""
 
 from __future__ import annotations
 
-import enum
 import collections.abc
+import enum
 from ctypes import byref, c_bool, c_size_t, c_uint32, c_void_p
 from dataclasses import dataclass
 from typing import Iterable, List, Optional, Union
@@ -90,8 +90,10 @@ class RollCallState(enum.IntEnum):
     DEVICE_CHANGED = 4
     #: The code matched; no device secret of theirs is known here.
     VERIFIED_TAG_UNCHECKED = 5
-    #: Their sealed code of this round did not open (tampered with, or
-    #: sealed for another device): neither verified nor wrong.
+    #: Their sealed code of this round did not open: their own device
+    #: signed a code not sealed for this one (a faulty or malicious device;
+    #: a code changed on the way fails its signature and changes nothing).
+    #: Neither verified nor wrong.
     REFUSED = 6
     #: This device, or a device that holds no seed with this one.
     UNKNOWN = 7

@@ -812,8 +812,10 @@ pub const ITSME_ROLLCALL_STATE_DEVICE_CHANGED: itsme_rollcall_state = 4;
 pub const ITSME_ROLLCALL_STATE_VERIFIED_TAG_UNCHECKED: itsme_rollcall_state = 5;
 
 /// ```text
-/// Their sealed code of this round did not open (tampered with, or sealed
-/// for another device): neither verified nor wrong.
+/// Their sealed code of this round did not open (their own device signed a
+/// code not sealed for this one: a faulty or malicious device; a code
+/// changed on the way fails its signature and changes nothing): neither
+/// verified nor wrong.
 /// ```
 pub const ITSME_ROLLCALL_STATE_REFUSED: itsme_rollcall_state = 6;
 

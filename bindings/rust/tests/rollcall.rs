@@ -212,6 +212,8 @@ fn a_late_joiner_starts_a_new_round_and_the_checks_stay() {
     assert!(room.pump(NOW + 2).is_empty());
     let ben = index_of(&room.seats[0].call, ids[0]["Ben"]);
     assert_eq!(room.call(0).enter_heard(ben, &codes[1], NOW + 3).unwrap(), RollCallState::Verified);
+    let cai = index_of(&room.seats[0].call, ids[0]["Cai"]);
+    assert_eq!(room.call(0).enter_heard(cai, other_than(&codes[2]), NOW + 3).unwrap(), RollCallState::Wrong);
 
     // Dee joins: a new roster, a new round for everyone.
     let dee = room.enter(RollCall::new(&people[3].contacts, &code, None, NOW + 4, None).unwrap(), NOW + 4);
@@ -225,10 +227,11 @@ fn a_late_joiner_starts_a_new_round_and_the_checks_stay() {
     }
     assert!(room.seats[dee].call.participants().unwrap().iter().all(|p| p.state == RollCallState::Unknown));
     // Typing before this round's roster is confirmed.
-    let cai = index_of(&room.seats[0].call, ids[0]["Cai"]);
     assert_kind(room.call(0).enter_heard(cai, &codes[2], NOW + 6), ErrorKind::InvalidState);
-    // The check made stays: shown, and not to be typed again.
+    // The check made stays, shown and not to be typed again; a wrong code
+    // was of its round.
     assert_eq!(room.seats[0].call.participant(ben).unwrap().state, RollCallState::Verified);
+    assert_eq!(room.seats[0].call.participant(cai).unwrap().state, RollCallState::NotYet);
     let codes = confirm_and_say(&mut room, NOW + 7);
     assert!(room.pump(NOW + 7).is_empty());
     assert_kind(room.call(0).enter_heard(ben, &codes[1], NOW + 7), ErrorKind::InvalidState);

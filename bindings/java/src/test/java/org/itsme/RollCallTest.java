@@ -639,6 +639,8 @@ class RollCallTest {
         assertTrue(room.pump(NOW + 2).isEmpty());
         long ben = indexOf(room.at(0), ana.ids().get("Ben"));
         assertEquals(RollcallState.VERIFIED, room.at(0).enterHeard(ben, codes.get(1), NOW + 3));
+        long cai = indexOf(room.at(0), ana.ids().get("Cai"));
+        assertEquals(RollcallState.WRONG, room.at(0).enterHeard(cai, otherThan(codes.get(2)), NOW + 3));
 
         // Dee joins: a new roster, a new round for everyone.
         int dee = room.enter(keep(RollCall.create(people.get(3).contacts(), code, null, NOW + 4)), NOW + 4);
@@ -651,9 +653,11 @@ class RollCallTest {
             assertThrows(ItsMeException.InvalidState.class, call::code);
         }
         assertTrue(room.at(dee).participants().stream().allMatch(p -> p.state() == RollcallState.UNKNOWN));
-        long cai = indexOf(room.at(0), ana.ids().get("Cai"));
+        // Typing before this round's roster is confirmed.
         assertThrows(ItsMeException.InvalidState.class, () -> room.at(0).enterHeard(cai, codes.get(2), NOW + 6));
+        // The check made stays, shown and not to be typed again; a wrong code was of its round.
         assertEquals(RollcallState.VERIFIED, room.at(0).participant(ben).state());
+        assertEquals(RollcallState.NOT_YET, room.at(0).participant(cai).state());
         List<String> again = room.confirmAndSay(NOW + 7);
         assertTrue(room.pump(NOW + 7).isEmpty());
         assertThrows(ItsMeException.InvalidState.class, () -> room.at(0).enterHeard(ben, again.get(1), NOW + 7));

@@ -1177,8 +1177,10 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
-     * Their sealed code of this round did not open (tampered with, or sealed
-     * for another device): neither verified nor wrong.
+     * Their sealed code of this round did not open (their own device signed a
+     * code not sealed for this one: a faulty or malicious device; a code
+     * changed on the way fails its signature and changes nothing): neither
+     * verified nor wrong.
      * </pre>
      * <p>A value of {@code itsme_rollcall_state}.
      */
