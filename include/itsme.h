@@ -2921,17 +2921,17 @@ itsme_result itsme_rollcall_next_outgoing(itsme_rollcall *rollcall,
                                           uint8_t *out, size_t cap,
                                           size_t *out_len);
 
-/* The relay's "joined" event: this device's slot, and the slots present
- * before it in `peers`: `peers_len` bytes, each slot in 2 bytes
+/* The relay's "joined" event: this device's slot, and the `peer_count`
+ * slots present before it in `peers`, each in 2 bytes
  * (ITSME_ROLLCALL_SLOT_BYTES), big-endian as in the relay's message prefix
  * (NULL with 0 when alone).  Called at the first join and again after
  * every reconnection (a new slot): the HELLO and a VIEW are queued, and
  * the roll call goes on in its place.
- * Errors: ITSME_E_INVALID_ARGUMENT (NULL, peers_len odd, a slot 0, a time
- * out of range), ITSME_E_EXPIRED. */
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a slot 0, a time out of range),
+ * ITSME_E_EXPIRED. */
 itsme_result itsme_rollcall_joined(itsme_rollcall *rollcall, uint32_t slot,
                                    const uint8_t *peers ITSME_OPTIONAL,
-                                   size_t peers_len ITSME_ITEM_BYTES(ITSME_ROLLCALL_SLOT_BYTES),
+                                   size_t peer_count ITSME_ITEM_BYTES(ITSME_ROLLCALL_SLOT_BYTES),
                                    int64_t now);
 
 /* Feeds one message of the group room carried by relay slot `slot` (the

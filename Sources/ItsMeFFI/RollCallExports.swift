@@ -83,14 +83,12 @@ public func ffiRollCallNextOutgoing(
 
 @c(itsme_rollcall_joined)
 public func ffiRollCallJoined(
-    _ rollcall: UnsafeMutablePointer<itsme_rollcall>?, _ slot: UInt32, _ peers: UnsafePointer<UInt8>?, _ peersLen: UInt,
+    _ rollcall: UnsafeMutablePointer<itsme_rollcall>?, _ slot: UInt32, _ peers: UnsafePointer<UInt8>?, _ peerCount: UInt,
     _ now: Int64
 ) -> itsme_result {
     onRollCall(rollcall) { r in
-        let list = peersLen == 0 ? [] : try bytes(peers, peersLen, "peers")
-        guard list.count % Int(ITSME_ROLLCALL_SLOT_BYTES) == 0 else {
-            throw invalid("peers is a list of 2-byte slots: \(peersLen) bytes is not")
-        }
+        guard peerCount <= 0xFFFF else { throw invalid("a group room has at most 65535 slots, not \(peerCount)") }
+        let list = peerCount == 0 ? [] : try bytes(peers, peerCount * UInt(ITSME_ROLLCALL_SLOT_BYTES), "peers")
         let slots = try stride(from: 0, to: list.count, by: 2).map { try relaySlot(UInt32(list[$0]) << 8 | UInt32(list[$0 + 1])) }
         try r.joined(slot: try relaySlot(slot), peers: slots, now: now)
     }

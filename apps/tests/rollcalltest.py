@@ -346,7 +346,8 @@ class Connection(asyncio.Protocol):
     comes in goes to `on_frame(connection, opcode, payload)`; pings are
     answered. The counts `Room.settle` reads are kept here."""
 
-    def __init__(self, path: str, on_frame, on_lost):
+    def __init__(self, device: "Device", path: str, on_frame, on_lost):
+        self.device = device
         self.path = path
         self.on_frame = on_frame
         self.on_lost = on_lost
@@ -367,11 +368,13 @@ class Connection(asyncio.Protocol):
         # Its link through a FrameProxy, if any.
         self.link: Optional["ProxyLink"] = None
         self.port: Optional[int] = None
+        # Left the room (the test closed it): what still comes is ignored.
+        self.left = False
 
     @classmethod
-    async def open(cls, port: int, path: str, on_frame, on_lost) -> "Connection":
+    async def open(cls, device: "Device", port: int, path: str, on_frame, on_lost) -> "Connection":
         loop = asyncio.get_running_loop()
-        _, connection = await loop.create_connection(lambda: cls(path, on_frame, on_lost), "127.0.0.1", port)
+        _, connection = await loop.create_connection(lambda: cls(device, path, on_frame, on_lost), "127.0.0.1", port)
         key = base64.b64encode(os.urandom(16)).decode()
         connection.transport.write(
             f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -563,6 +566,8 @@ class FrameProxy:
         self.rng = random_module.Random(seed)
         self.server = None
         self.port = 0
+        # Set whenever the relay sends something down (the Room waits on it).
+        self.activity: Optional[asyncio.Event] = None
 
     @classmethod
     async def start(cls, relay, seed: int = 0) -> "FrameProxy":
@@ -583,6 +588,8 @@ class FrameProxy:
     # -- what the relay sends down
 
     def _forward(self, link: ProxyLink, slot: int, payload: bytes) -> None:
+        if self.activity is not None:
+            self.activity.set()
         link.forwarded[slot] += 1
         if self.record:
             self.forwarded.append((link, slot, payload))
@@ -705,6 +712,9 @@ class Held:
 # Devices and the room
 
 
+KIND_NAMES = {HELLO: "HELLO", VIEW: "VIEW", SAID: "SAID"}
+
+
 @dataclass
 class Refusal:
     error: str  # the exception's class name
@@ -713,10 +723,10 @@ class Refusal:
     detail: str
 
     def __repr__(self) -> str:
-        return f"{self.error}({ {HELLO: 'HELLO', VIEW: 'VIEW', SAID: 'SAID'}.get(self.kind, self.kind)} from {self.slot})"
+        return f"{self.error}({KIND_NAMES.get(self.kind, self.kind)} from {self.slot}: {self.detail})"
 
 
-@dataclass
+@dataclass(eq=False)
 class Device:
     """One device in the room: `person`'s `call` (None for a bare
     connection), its connection, and what its host saw. Its clock is the
@@ -728,8 +738,11 @@ class Device:
     call: Optional[RollCall] = None
     offset: int = 0
     code_random: Optional[Callable[[], DeterministicRandom]] = None
+    path: str = ""
     conn: Optional[Connection] = None
     slot: Optional[int] = None
+    # Every slot it had, in order.
+    slots: list = field(default_factory=list)
     # Slots present, as the relay's events (as delivered) said.
     peers: set = field(default_factory=set)
     inbox: deque = field(default_factory=deque)
@@ -798,6 +811,8 @@ class Room:
         self.devices: List[Device] = []
         self.connections: List[Connection] = []  # open, joined, not left
         self.activity = asyncio.Event()
+        if proxy is not None:
+            proxy.activity = self.activity
 
     # -- devices
 
@@ -826,8 +841,7 @@ class Room:
     async def _connect(self, device: Device) -> None:
         assert device.conn is None, f"{device} is connected"
         device.slot = None
-        conn = await Connection.open(self.port, device.path, self._on_frame, self._on_lost)
-        conn.device = device
+        conn = await Connection.open(device, self.port, device.path, self._on_frame, self._on_lost)
         device.conn = conn
         if self.proxy is not None:
             conn.link = self.proxy.by_port[conn.port]
@@ -850,7 +864,10 @@ class Room:
         conn = device.conn
         slot = device.slot
         assert conn is not None and slot is not None
+        if not device.paused:
+            self._feed(device)
         self._forget(conn)
+        conn.left = True
         device.conn = None
         if abort:
             conn.abort()
@@ -873,11 +890,9 @@ class Room:
         for device in self.devices:
             if device.conn is not None:
                 self._forget(device.conn)
+                device.conn.left = True
                 device.conn.close()
                 device.conn = None
-        for device in self.devices:
-            if device.call is not None:
-                device.call.close()
 
     def _forget(self, conn: Connection) -> None:
         if conn in self.connections:
@@ -891,14 +906,15 @@ class Room:
     def _on_frame(self, conn: Connection, opcode: int, payload: bytes) -> None:
         device = conn.device
         self.activity.set()
-        if device.conn is not conn:
+        if conn.left:
             return  # a connection this device left
         if opcode == OP_TEXT:
             event = json.loads(payload)
             device.events.append(event)
             kind_ = event["type"]
             if kind_ == "joined":
-                conn.slot = event["slot"]
+                conn.slot = device.slot = event["slot"]
+                device.slots.append(conn.slot)
                 device.peers = set(event["peers"])
                 for other in self.connections:
                     if other.path == conn.path:
@@ -938,7 +954,6 @@ class Room:
                     continue
                 kind_ = item["type"]
                 if kind_ == "joined":
-                    device.slot = item["slot"]
                     call.joined(item["slot"], item["peers"], device.time)
                 elif kind_ == "peer-joined":
                     call.peer_joined(item["slot"], device.time)
@@ -953,8 +968,6 @@ class Room:
                 call.receive(payload, slot, device.time)
             except ItsMeError as error:
                 device.refusals.append(Refusal(type(error).__name__, slot, kind(payload), str(error)))
-        if device.call is not None and device.slot is None and device.conn is not None and device.conn.slot is not None:
-            device.slot = device.conn.slot
         self.flush(device)
 
     def flush(self, device: Device) -> None:
@@ -1154,9 +1167,10 @@ def assert_none_wrongly_verified(devices: Iterable[Device]) -> None:
                 assert p.state in (RollCallState.UNKNOWN, RollCallState.BINDING_DIFFERS, RollCallState.OTHER_CALL), (
                     listener.name, p)
                 continue
-            speaker = next((d for d in devices if d.person is not None and listener.person.contact_id(d.person) == p.contact_id
-                            and d.sent_of(HELLO)), None)
-            assert speaker is not None, f"{listener.name} lists contact {p.contact_id}, whose device is not in the room"
+            speaker = next((d for d in devices if d.path == listener.path and p.slot in d.slots), None)
+            assert speaker is not None and speaker.person is not None, (listener.name, p)
+            assert listener.person.contact_id(speaker.person) == p.contact_id, (
+                f"{listener.name} shows contact {p.contact_id} for {speaker.name}'s device")
             if p.state in MATCHED:
                 saids = [Said.parse(m) for m in speaker.sent_of(SAID)]
                 assert any(s.speaker == speaker.key for s in saids), (

@@ -17,7 +17,9 @@ invite-code form (16.1: the meeting code), the voice-code text (9.6), the device
 that carries the result code of 1.1 (``protocol.result_code`` names it); typing while locked
 raises :class:`Locked`, whose code is ``locked``.  Ed25519 verification is libsodium's strict
 one (1, 20.1): ``verify_strict`` adds to the ``cryptography`` package's check the refusals of
-a non-canonical or small-order public key and a small-order ``R``.
+a non-canonical or small-order public key and a small-order ``R``.  The signature check and
+the parsing of a message are pure functions and memoised: the same message reaches a device
+from every peer, and the tests run many devices in one process.
 
 Where the document leaves something open, the code says "Reading:" and what was assumed.  The
 points, with the sentence of the document each concerns:
@@ -29,19 +31,17 @@ points, with the sentence of the document each concerns:
 2. 20.2, "(one equal to a tag already there is drawn again)" covers a random tag; two
    contacts' tags that are equal (2^-128) would break "strictly ascending": not said.  Read:
    impossible in practice; the HELLO cannot be built (ValueError).
-3. 20.2, step 6, "a HELLO that would make more than 100 HELLOs held whose bringers are
+3. 20.2, step 7, "a HELLO that would make more than 100 HELLOs held whose bringers are
    present": the VIEW lists at most 100 names, its own among them, and also lists HELLOs whose
    participant's VIEW slot (not a bringer) is present.  Read: the count is of the HELLOs that
    would be listed, this device's own included, so that a VIEW can always be made.
-4. 20.2, steps 4 and 5 against "A HELLO with the body of one already held (a repeat, a copy) is
+4. 20.2, steps 5 and 6 against "A HELLO with the body of one already held (a repeat, a copy) is
    not refused": a copy of a held HELLO brought by a slot that already brought another one.
    Read: the steps come first, so it is refused (``malformed_message``, "a slot brings one
-   HELLO"); the repeat rule applies to HELLOs that pass all six steps.
-5. 20.2 and 20.3: a message from a slot that is not present (15.9's order excludes it).  Read:
-   a HELLO from it is taken as from any slot; held for no present bringer, it is pending and
-   forgotten at once (20.3, "forgotten once every slot that brought it has left").  A VIEW
-   from it is refused by 20.3's own check.  Messages and peer events before the first
-   ``joined`` are ``invalid_state``.
+   HELLO"); the repeat rule applies to HELLOs that pass all seven steps.
+5. 20.2 step 4 and 20.3 refuse a HELLO or a VIEW from a slot not in the room; a SAID from one
+   (20.5: "Whoever carried it does not matter") is taken.  Not said: messages and peer events
+   before the first ``joined`` (no room yet).  Read: ``invalid_state``.
 6. 20.3, "a flag or have bit that must be 0 and is not" is listed with the shape checks, but
    the sender's own bit is known only once its HELLO is found (which of the names is its own).
    Read: the flag bits 1 to 7 and the bits past ``k`` are checked with the shape; the own bit
@@ -93,16 +93,19 @@ points, with the sentence of the document each concerns:
     is taken, from the state at that moment), so "due" is cleared whenever a VIEW is made.
 20. 20.6 rule 7, "or it took a SAID": read as a SAID of another participant taken (20.5's
     word), not a repeat ignored, and not this device's own SAID going out.
-21. 20.6 rule 8, "2 seconds after its roster last changed, then after 4, then every 8
-    seconds": read as intervals (re-sends at change + 2, + 6, + 14, + 22, ...), each measured
-    from the tick that re-sent; a device that was settled when a re-send was due re-sends at
-    the first tick at which it is unsettled.  "in the last second" (rule 5) and "in the last
-    2 seconds" (rule 6) are read as ``now - sent < 1`` and ``< 2``; "at least 1 second
-    after" (rule 7) as ``>= 1``.
+21. 20.6 rule 8, "3 seconds after its roster last changed, then 4 seconds later, then every 8
+    seconds": read as a fixed schedule from the change (change + 3, + 7, + 15, + 23, ...;
+    each at the first tick at or after it; "later" than the point before, not than the tick
+    that came after it), at each point of which the device re-sends if it is unsettled then:
+    a device that becomes unsettled between two points waits for the next one (rule 6
+    answers a missing SAID sooner).  The first roster's change is the start.  "in the last
+    second" (rule 5) and "in the last 2 seconds" (rule 6) are read as ``now - sent < 1`` and
+    ``< 2``; "at least 1 second after" (rule 7) as ``>= 1``.
 22. 20.6 rule 8's "unsettled": "said set with a SAID this device does not hold" and "once this
     device said, a have without its bit" are read for a latest VIEW whose roster is this
     device's (another roster's flag and bits are of another round, and a present
-    participant with another roster already makes the device unsettled).
+    participant with another roster already makes the device unsettled).  A VIEW that does
+    not list this device lacks its have bit (rule 6 and here).
 23. 20.6 rule 1 on a rejoin: what was queued for the connection that dropped is dropped; the
     HELLO and the VIEW are queued anew.
 24. 20.1, "any call more than 600 seconds later ... is expired, and ends it": read as: every
@@ -135,7 +138,6 @@ from .protocol import (
     MalformedMessage,
     hkdf,
     hmac_sha256,
-    lv_cat,
     sha256,
     u8,
 )
@@ -144,6 +146,13 @@ from .protocol import (
 class Locked(P.Locked):
     """``locked`` (1.1): a participant's code was compared three times in this round (20.5)."""
     code = "locked"
+
+
+def lv_cat(*parts: bytes) -> bytes:
+    """lv_cat of section 1, as protocol.lv_cat, with the one-byte LEB128 length of a part
+    under 128 bytes written directly (every part here but a message body is that short)."""
+    return b"".join(bytes((len(p),)) + p if len(p) < 0x80 else P.leb128(len(p)) + p
+                    for p in parts)
 
 
 def u16(n: int) -> bytes:
@@ -733,6 +742,8 @@ class Row:
 
 
 _HELLO, _VIEW, _SAID = "hello", "view", "said"
+# 20.6 rule 8: "3 seconds after its roster last changed, then 4 seconds later, then every 8".
+RESEND_FIRST, RESEND_SECOND, RESEND_EVERY = 3, 4, 8
 
 
 class RollCall:
@@ -772,13 +783,13 @@ class RollCall:
         self._rk = Ed25519PrivateKey.from_private_bytes(rk_seed)
         self.rk_public = self._rk.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
 
-        # Reading (1): n and its limit count the contacts whose tags are computed.
+        # Reading: (1) n and its limit count the contacts whose tags are computed.
         self._taking_part = [i for i, c in enumerate(self.contacts)
                              if not c.awaiting_confirmation]
         n = tag_count(len(self._taking_part))
         real = [presence_tag(self.contacts[i].seed, self.sid, self.rk_public, self.pid,
                              self.contacts[i].pid) for i in self._taking_part]
-        if len(set(real)) != len(real):  # Reading (2)
+        if len(set(real)) != len(real):  # Reading: (2)
             raise ValueError("two contacts' presence tags are equal")
         if padding_tags is not None:
             padding = [bytes(t) for t in padding_tags]
@@ -814,7 +825,7 @@ class RollCall:
         self.last_view_at: float | None = None
         self.last_hello_at: float | None = None
         self._view_due = False
-        self._resend_at = now + 2
+        self._resend_at = now + RESEND_FIRST
         self._resend_step = 0
         self.sent = {_HELLO: 0, _VIEW: 0, _SAID: 0}  # messages taken, by kind
 
@@ -824,7 +835,7 @@ class RollCall:
         if now < 0:
             raise InvalidArgument("a time before 1970")
         if self._ended:
-            raise Expired("the roll call has ended")  # Reading (24)
+            raise Expired("the roll call has ended")  # Reading: (24)
         if now - self.started_at > LIFETIME_SECONDS or now < self.started_at - CLOCK_BACK_SECONDS:
             self._ended = True
             self._queue.clear()
@@ -873,7 +884,7 @@ class RollCall:
             self._switch_round(tuple(sorted([*present, self.name])))
             self.roster_changed_at = now
             self._view_due = True
-            self._resend_at, self._resend_step = now + 2, 0
+            self._resend_at, self._resend_step = now + RESEND_FIRST, 0
         listed = self._compute_listed()
         if listed != self._listed:
             self._listed = listed
@@ -882,7 +893,7 @@ class RollCall:
     # -- the outgoing queue (20.6) -----------------------------------------------------------
 
     def _queue_hello(self) -> None:
-        if self.slot is not None and _HELLO not in self._queue:  # Reading (18)
+        if self.slot is not None and _HELLO not in self._queue:  # Reading: (18)
             self._queue.append(_HELLO)
 
     def _queue_view(self) -> None:
@@ -891,7 +902,7 @@ class RollCall:
 
     def _queue_said(self) -> None:
         item = (_SAID, self._round.roster)
-        if self._round.said is not None and item not in self._queue:  # Reading (18)
+        if self._round.said is not None and item not in self._queue:  # Reading: (18)
             self._queue.append(item)
 
     def next_outgoing(self) -> bytes | None:
@@ -909,7 +920,7 @@ class RollCall:
             rnd = self._rounds.get(item[1])
             if rnd is None or rnd.said is None:
                 continue  # a round no longer kept
-            rnd.said_out = True
+            rnd.said_out = True  # Reading: (9) its SAID "went out" when it is taken
             rnd.said_sent_at = self._now
             self.sent[_SAID] += 1
             return rnd.said
@@ -930,7 +941,7 @@ class RollCall:
         body = view_body(self.rk_public, self._seq, self.slot, rnd.roster, rnd.said_out, names,
                          have)
         self.last_view_at = self._now
-        self._view_due = False  # Reading (19)
+        self._view_due = False  # Reading: (19)
         return sign_body(self._rk, self.rcid, body)
 
     @property
@@ -946,7 +957,7 @@ class RollCall:
             raise InvalidArgument(f"a relay slot is 1 to 65535, not {slot!r}")
         self.slot = slot
         self._present_slots = set(peers) - {slot}
-        self._queue.clear()  # Reading (23)
+        self._queue.clear()  # Reading: (23)
         self._queue_hello()
         self._queue_view()
         self._update(now)
@@ -955,7 +966,7 @@ class RollCall:
         """Rule 2: send the HELLO (the newcomer needs it), nothing else."""
         self._alive(now)
         if self.slot is None:
-            raise InvalidState("a peer event before joined")  # Reading (5)
+            raise InvalidState("a peer event before joined")  # Reading: (5)
         self._present_slots.add(slot)
         self._queue_hello()
         self._update(now)
@@ -964,7 +975,7 @@ class RollCall:
         """Rule 3: forget the slot."""
         self._alive(now)
         if self.slot is None:
-            raise InvalidState("a peer event before joined")  # Reading (5)
+            raise InvalidState("a peer event before joined")  # Reading: (5)
         self._present_slots.discard(slot)
         self._update(now)
 
@@ -976,7 +987,7 @@ class RollCall:
         otherwise."""
         self._alive(now)
         if self.slot is None:
-            raise InvalidState("a message before joined")  # Reading (5)
+            raise InvalidState("a message before joined")  # Reading: (5)
         message = bytes(message)
         kind = message[1] if len(message) >= 2 else None
         if kind == HELLO_TYPE:
@@ -1011,15 +1022,16 @@ class RollCall:
         _verified(self.rcid, hello.rk, hello.body, hello.signature)  # 2
         if hello.rk == self.rk_public:  # 3
             raise InvalidKey("this device's own roll-call key")
+        if slot not in self._present_slots:  # 4
+            raise InvalidState("a HELLO carried by a slot that is not in the room")
         name = hello.name
         held = self._by_rk.get(hello.rk)
-        if held is not None and held != name:  # 4
+        if held is not None and held != name:  # 5
             raise MalformedMessage("a second HELLO for one roll-call key")
         brought = self._slot_brought.get(slot)
-        if brought is not None and brought != name:  # 5; Reading (4)
+        if brought is not None and brought != name:  # 6; Reading: (4)
             raise MalformedMessage("a second HELLO from one relay slot")
-        listed = self._listed | ({name} if slot in self._present_slots else set())
-        if len(listed) > MAX_HELLOS:  # 6; Reading (3)
+        if len(self._listed | {name}) > MAX_HELLOS:  # 7; Reading: (3)
             raise InvalidArgument("more than 100 HELLOs held whose bringers are present")
         self._slot_brought[slot] = name
         p = self._held.get(name)
@@ -1031,7 +1043,7 @@ class RollCall:
         relation, contact = self._identify(hello)
         self._held[name] = Participant(name, hello, relation, contact, {slot})
         self._by_rk[hello.rk] = name
-        self._update(now)  # Reading (5): forgotten at once when its slot is not present
+        self._update(now)
         return "hello"
 
     def _receive_view(self, message: bytes, slot: int, now: float) -> str:
@@ -1044,7 +1056,7 @@ class RollCall:
             raise InvalidState("a VIEW whose HELLO is not held (it may be on its way)")
         if name not in view.names:
             raise MalformedMessage("a VIEW that does not list its sender's own h")
-        if view.holds(name):  # Reading (6)
+        if view.holds(name):  # Reading: (6)
             raise MalformedMessage("a VIEW whose sender's own have bit is set")
         p = self._held[name]
         if p.view is not None and view.seq <= p.view.seq:
@@ -1056,7 +1068,7 @@ class RollCall:
         for n, other_slot in self._present.items():
             if n != name and other_slot == view.slot:
                 raise InvalidState("the slot of another present participant's latest VIEW")
-        live = p.live or self.name in view.names  # Reading (7)
+        live = p.live or self.name in view.names  # Reading: (7)
         if live and name not in self._present:
             if 1 + len(self._present) + 1 > MAX_PRESENT:
                 raise InvalidArgument("more than 50 participants present")
@@ -1064,7 +1076,7 @@ class RollCall:
         p.view, p.live = view, live
         if not unchanged:
             self._update(now)
-        # Reading (8): rules 5 and 6 on a VIEW taken.
+        # Reading: (8) rules 5 and 6 on a VIEW taken.
         if self.name not in view.names:  # rule 5
             if self.last_hello_at is None or not now - self.last_hello_at < 1:
                 self._queue_hello()
@@ -1093,12 +1105,12 @@ class RollCall:
             raise MalformedMessage("a second, different SAID from one speaker in this round")
         if len(said.entries) != len(rnd.members) - 1:
             raise MalformedMessage("a SAID whose m is not the roster's size minus one")
-        rnd.taken[speaker] = digest  # Reading (13)
+        rnd.taken[speaker] = digest  # Reading: (13)
         if self._held[speaker].relation == CONTACT:
             others = [n for n in rnd.members if n != speaker]
             rnd.entries[speaker] = said.entries[others.index(self.name)]
             self._check(speaker)
-        self._view_due = True  # rule 7; Reading (20)
+        self._view_due = True  # rule 7; Reading: (20)
         return "said"
 
     # -- ticks (20.6 rules 7 and 8) ------------------------------------------------------------
@@ -1109,12 +1121,14 @@ class RollCall:
             return
         if self._view_due and (self.last_view_at is None or now - self.last_view_at >= 1):
             self._queue_view()
-        if now >= self._resend_at and self.unsettled():  # Reading (21)
-            self._queue_hello()
-            self._queue_view()
-            self._queue_said()
-            self._resend_step += 1
-            self._resend_at = now + (4 if self._resend_step == 1 else 8)
+        if now >= self._resend_at:  # Reading: (21) at change + 3, + 7, + 15, + 23, ...
+            if self.unsettled():
+                self._queue_hello()
+                self._queue_view()
+                self._queue_said()
+            while self._resend_at <= now:
+                self._resend_step += 1
+                self._resend_at += RESEND_SECOND if self._resend_step == 1 else RESEND_EVERY
 
     def unsettled(self) -> bool:
         """Rule 8: a participant it lists has no VIEW here, or a latest VIEW that does not list
@@ -1132,7 +1146,7 @@ class RollCall:
                 if n in self._present:
                     return True
                 continue
-            # Reading (22): the last two for a VIEW of this device's roster.
+            # Reading: (22) the last two for a VIEW of this device's roster.
             if v.said and n not in rnd.taken:
                 return True
             if rnd.said_out and not v.holds(self.name):
@@ -1151,7 +1165,7 @@ class RollCall:
         return self._round.members
 
     def summary(self, now: float) -> RosterSummary:
-        """What the owner is shown before confirming (Reading (11))."""
+        """What the owner is shown before confirming (Reading: (11))."""
         self._alive(now)
         contacts, counts = [], {UNKNOWN: 0, BINDING_DIFFERS: 0, OTHER_CALL: 0}
         for n in self._round.members:
@@ -1203,7 +1217,7 @@ class RollCall:
     def confirm_said(self, now: float, *, padding: dict | None = None) -> None:
         """The owner said the code: make this round's SAID and queue it.  ``padding`` may give
         the 50-byte entry of a participant that is not this device's contact (by name); the
-        others are drawn.  Reading (12): before the confirmation, or a second time in a round,
+        others are drawn.  Reading: (12) before the confirmation, or a second time in a round,
         ``invalid_state``."""
         self._alive(now)
         rnd = self._round
@@ -1240,13 +1254,13 @@ class RollCall:
         rnd = self._round
         if isinstance(who, int):
             if not 0 <= who < len(rnd.members):
-                raise InvalidArgument("a row outside the roster")  # Reading (15)
+                raise InvalidArgument("a row outside the roster")  # Reading: (15)
             return rnd.members[who]
         return bytes(who)
 
     def enter_heard(self, who: int | bytes, text: str, now: float) -> str:
         """The owner typed the code ``who`` (a row of the roster, or a participant's name)
-        said.  Returns the participant's state afterwards.  Reading (15) for the order."""
+        said.  Returns the participant's state afterwards.  Reading: (15) for the order."""
         self._alive(now)
         rnd = self._round
         if not rnd.confirmed:
@@ -1255,7 +1269,7 @@ class RollCall:
         p = self._held.get(name)
         if name not in rnd.members or p is None or p.relation != CONTACT:
             raise InvalidState("not a contact in the roster")
-        if name in self._checked or rnd.outcome.get(name) == REFUSED:  # Reading (14)
+        if name in self._checked or rnd.outcome.get(name) == REFUSED:  # Reading: (14)
             raise InvalidState("this participant is checked already")
         try:
             value = P.parse_voice_code(text)
@@ -1277,7 +1291,7 @@ class RollCall:
         try:
             value, dtag = open_entry(key, rnd.roster, rnd.entries[name])
         except AuthenticationFailed:
-            rnd.outcome[name] = REFUSED  # Reading (14)
+            rnd.outcome[name] = REFUSED  # Reading: (14)
             return
         rnd.compared[name] = rnd.compared.get(name, 0) + 1
         if not hmac.compare_digest(u16(value), u16(heard)):
@@ -1314,7 +1328,7 @@ class RollCall:
         return p is not None and p.view is not None and p.view.roster == self._round.roster
 
     def state_of(self, name: bytes) -> str:
-        """Reading (16): checks stay; wrong and refused are of their round."""
+        """Reading: (16) checks stay; wrong and refused are of their round."""
         p = self._held[name]
         if p.relation != CONTACT:
             return p.relation
@@ -1334,12 +1348,12 @@ class RollCall:
 
     @property
     def head_count(self) -> int:
-        """Reading (17): the present participants, this device included."""
+        """Reading: (17) the present participants, this device included."""
         return len(self._round.members)
 
     def split(self, now: float) -> bool:
         """20.3: the roster has not changed for 5 seconds and a present participant does not
-        agree (Reading (10))."""
+        agree (Reading: (10))."""
         if now - self.roster_changed_at < 5:
             return False
         return any(self._held[n].view.roster != self._round.roster for n in self._present)

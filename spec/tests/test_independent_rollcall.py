@@ -32,11 +32,13 @@ from independent import rollcall as R  # noqa: E402
 from test_protocol_independent import _cases, expect_keys, h, load, needs_vectors  # noqa: E402
 
 
-def refused(code: str, fn, *args, **kwargs):
-    """``fn`` raises a ProtocolError whose result code (1.1) is ``code``."""
+def refused(code: str, fn, *args, why: str = "", **kwargs):
+    """``fn`` raises a ProtocolError whose result code (1.1) is ``code`` (and whose text
+    contains ``why``: the refusal meant, not another of the same code)."""
     with pytest.raises(P.ProtocolError) as caught:
         fn(*args, **kwargs)
     assert P.result_code(caught.value) == code, f"expected {code}, got {caught.value!r}"
+    assert why in str(caught.value), f"expected {why!r}, got {caught.value!r}"
 
 
 def resign(rk_seed: bytes, rc: bytes, body: bytes) -> bytes:
@@ -458,8 +460,8 @@ def test_rollcall_outcomes(typed_first):
     data = _data()
     parts = _participants(data)
     room, devices, join_messages = _vector_room(data)
-    # 20.6, "Cost of a join": the vectors count Cai's join (M = 2 present).
-    assert join_messages == data["join_messages"] <= 4 * 2 + 2
+    # 20.6, "Cost of a join": the vectors count Cai's join (M = 2 present), fed together.
+    assert join_messages == data["join_messages"] == 3 * 2 + 4 <= 4 * 2 + 3
     assert not room.errors
     for name, d in devices.items():
         assert d.roster == h(data["roster"]) and d.head_count == 3
@@ -562,11 +564,6 @@ def _rejection_ids():
         return []
 
 
-def _snapshot(d: R.RollCall):
-    return (d.roster, {n: (frozenset(p.bringers), p.view, p.live) for n, p in d.held().items()},
-            {n: dict(d._round.taken) for n in [0]}, list(d._queue))
-
-
 @needs_vectors
 @pytest.mark.parametrize("case_text", _rejection_ids())
 def test_rollcall_rejections(case_text):
@@ -582,9 +579,7 @@ def test_rollcall_rejections(case_text):
     if case["result"] == "accepted":
         ben.receive(h(last["message"]), last["slot"], data["now"])
         return
-    state = _snapshot(ben)
-    refused(case["result"], ben.receive, h(last["message"]), last["slot"], data["now"])
-    assert _snapshot(ben) == state  # "each refusal leaves its state as it was"
+    _refused_unchanged(case["result"], ben, h(last["message"]), last["slot"], data["now"])
 
 
 # --------------------------------------------------------------------------------------------
@@ -726,7 +721,10 @@ def test_replayed_or_copied_hello_never_makes_anyone_present():
         room.run(3)
     a_old_name = a_old.name
     for d in (b, c):
-        assert a_old_name in d.held() and not d.is_present(a_old_name)
+        # Eve has Ana's old slot number, so Ana's old VIEWs pass the slot checks and are
+        # taken; none lists this roll call's fresh names: old Ana is never live.
+        old_ana = d.held()[a_old_name]
+        assert old_ana.view is not None and not old_ana.live and not d.is_present(a_old_name)
         assert a_old_name not in d.members and all(r.name != a_old_name for r in d.rows())
         assert d.head_count == 2
     assert b.participant(c.name).bringers >= {3, 4}
@@ -761,7 +759,8 @@ def test_a_stranger_answering_first_blocks_no_one():
     a.confirm_roster(a.roster, room.t)
     b_code = b.confirm_roster(b.roster, room.t)
     a.confirm_said(room.t)
-    said = a.own_said()
+    said = a.next_outgoing()  # Ana's own copy is lost: only Eve carries it
+    assert said == a.own_said()
     forged = said[:-64] + bytes(64)
     eve.send(forged, said)
     room.settle()
@@ -788,7 +787,7 @@ def test_leaving_and_rejoining_keeps_everyone_checkable(order):
     room.settle()
     assert a.enter_heard(b.name, codes[b.name], room.t) == R.VERIFIED
     assert b.enter_heard(a.name, codes[a.name], room.t) == R.VERIFIED
-    old_slot = c.slot
+    old_slot, changed = c.slot, c.roster_changed_at
     if order == "leave-then-join":
         room.leave(old_slot)
         room.run(3)
@@ -803,6 +802,7 @@ def test_leaving_and_rejoining_keeps_everyone_checkable(order):
         room.announce_left(old_slot)
     room.run(8)
     assert c.slot != old_slot
+    assert c.roster_changed_at == changed  # Cai's owner sees nothing
     assert a.roster == b.roster == c.roster == r1  # the round comes back ...
     for d in (a, b, c):
         assert d.confirmed and codes[d.name] == R.code_text(d.code)  # ... with its code
@@ -815,7 +815,7 @@ def test_leaving_and_rejoining_keeps_everyone_checkable(order):
                 listener.enter_heard(speaker.name, codes[speaker.name], room.t)
             if speaker is not listener:
                 assert listener.state_of(speaker.name) == R.VERIFIED
-    assert not [e for e in room.errors if e[2] != "invalid_state"]
+    assert not room.errors
 
 
 def test_clocks_seconds_apart_converge():
@@ -991,8 +991,13 @@ def _lossy_run(seed: int, n: int = 12) -> None:
     assert {e[2] for e in room.errors} <= {"invalid_state"}
 
 
-def test_lossy_room_twelve_participants_one_hundred_runs():
-    for seed in range(100):
+@pytest.mark.parametrize("first", range(0, 100, 25))
+def test_lossy_room_twelve_participants_one_hundred_runs(first):
+    """100 seeded runs (in four parts, for pytest-xdist) of twelve participants through a room
+    that drops a fifth of the copies, duplicates a tenth and delays them up to 3 seconds (so
+    reorders them), the clock advanced half a second at a time and every device ticked each
+    second."""
+    for seed in range(first, first + 25):
         _lossy_run(seed)
 
 
@@ -1002,9 +1007,11 @@ def test_a_room_hiding_one_participant_from_one_device_shows_a_split():
     room.hide = {(1, 4)}  # Dan (slot 4) and Ana (slot 1) never see each other
     converge(room, *devices, seconds=2)
     assert len({d.roster for d in devices}) == 3  # Ana's, Dan's, and Ben's and Cai's
-    assert not any(d.split(room.t) for d in devices)
+    for d in devices:  # a split once the roster has not changed for 5 seconds
+        assert not d.split(room.t) and not d.split(d.roster_changed_at + 4.9)
+        assert d.split(d.roster_changed_at + 5)
     room.run(4)
-    assert all(d.split(room.t) for d in devices)
+    assert all(d.split(room.now(d.slot)) for d in devices)
     # An honest room: no split, whatever the time.
     control = Room()
     devices = [p.device() for p in people("Ana", "Ben", "Cai", "Dan", seed=2)]
@@ -1014,10 +1021,12 @@ def test_a_room_hiding_one_participant_from_one_device_shows_a_split():
 
 @pytest.mark.parametrize("host", ["fed-together", "one-by-one"])
 def test_messages_per_join(host):
-    """20.6, Cost of a join: with M present, each join costs exactly 3M + 4 messages when each
-    host feeds what it has before it sends, and 4M + 3 when it sends after every message: the
-    document's "at most 4M + 2" holds for the first from M = 2 on (see the report: the
-    newcomer's own due VIEW is not counted there)."""
+    """20.6, Cost of a join, with M present: "at most 4M + 3 messages" (2 from the newcomer,
+    a HELLO and a VIEW from each present participant, a VIEW from the newcomer for each HELLO,
+    or one for all when its host feeds them together, and a due VIEW from each of the M + 1).
+    Exactly 4M + 3 when every host sends after each message it is fed, 3M + 4 when it feeds
+    what it has first (within the 4M + 2 the document first said only from M = 2 on); the
+    rosters agree after the three passes, before any tick."""
     room = Room()
     room.one_by_one = host == "one-by-one"
     devices = [p.device() for p in people(*[f"P{i}" for i in range(9)])]
@@ -1027,11 +1036,10 @@ def test_messages_per_join(host):
         assert same_rosters(*devices[:m + 1])  # three passes, no tick
         room.run(15)
         cost = room.sent - before
-        assert cost == (3 * m + 4 if host == "fed-together" else 4 * m + 3) or m == 0
         if m == 0:
             assert cost == 2
-        if host == "fed-together" and m >= 2:
-            assert cost <= 4 * m + 2
+        else:
+            assert cost == (3 * m + 4 if host == "fed-together" else 4 * m + 3) <= 4 * m + 3
         assert all(r.agrees for x in devices[:m + 1] for r in x.rows())
     assert not room.errors
 
@@ -1067,31 +1075,25 @@ def test_sending_rules():
     a.peer_joined(5, NOW)
     a.peer_joined(6, NOW)
     assert _kinds(a) == ["HELLO"]
-    # Rule 5: a VIEW that does not list Ana: her HELLO, unless sent in the last second.
+    # Rule 5: a VIEW that does not list Ana (Ben lacks her HELLO): her HELLO, unless she sent
+    # it in the last second.
     b = others[0]
     b.joined(2, [1, 3, 4], NOW)
-    b_view = b.outgoing()[1]  # lists Ben alone
-    a.receive(b_view, 2, NOW + 0.5)
+    seed_b = b._rk.private_bytes_raw()
+
+    def b_view(seq: int) -> bytes:
+        return R.sign_body(seed_b, a.rcid, R.view_body(b.rk_public, seq, 2, b.roster, False,
+                                                       [b.name], b"\x00"))
+
+    a.receive(b_view(1), 2, NOW + 0.5)
     assert _kinds(a) == []  # sent at NOW, half a second ago
-    a.tick(NOW + 1)
-    b.receive(a.hello, 1, NOW + 1)
-    for o in others[1:]:
-        b.receive(o.hello, others.index(o) + 2, NOW + 1)
-    b.tick(NOW + 1)
-    b.outgoing()
-    b.tick(NOW + 2)
-    stale = _view_of(b"\x01" * 32, a.rcid, 1, 2, a.roster, [a.name])  # not Ben's key
-    refused("authentication_failed", a.receive, stale[:-1] + bytes([stale[-1] ^ 1]), 2, NOW + 2)
-    # Ben's next VIEW does not list Ana either (she is not... ) -- craft with Ben's key:
-    # rule 5 fires once a second has passed.
-    ben_view2 = R.sign_body(b._rk.private_bytes_raw(), a.rcid, R.view_body(
-        b.rk_public, 7, 2, b.roster, False, [b.name], b"\x00"))
-    a.receive(ben_view2, 2, NOW + 1.5)
+    a.receive(b_view(2), 2, NOW + 1.5)
     assert _kinds(a) == ["HELLO"]
-    ben_view3 = R.sign_body(b._rk.private_bytes_raw(), a.rcid, R.view_body(
-        b.rk_public, 8, 2, b.roster, False, [b.name], b"\x00"))
-    a.receive(ben_view3, 2, NOW + 2)
+    a.receive(b_view(3), 2, NOW + 2)
     assert _kinds(a) == []  # sent at NOW + 1.5
+    assert a.receive(b_view(3), 2, NOW + 3) == "view ignored" and _kinds(a) == []  # Reading 8
+    a.receive(b_view(4), 2, NOW + 3)
+    assert _kinds(a) == ["HELLO"]
 
 
 def test_due_view_resend_backoff_and_said_resends():
@@ -1099,8 +1101,8 @@ def test_due_view_resend_backoff_and_said_resends():
     a = ana.device()
     a.joined(1, [], NOW)
     assert _kinds(a) == ["HELLO", "VIEW"]
-    # Rule 8: a stranger's HELLO with no VIEW keeps Ana unsettled: HELLO and VIEW again at
-    # 2, 6, 14, 22, 30 seconds after her roster last changed (the start).
+    # Rule 8: a stranger's HELLO with no VIEW keeps Ana unsettled: HELLO and VIEW again 3
+    # seconds after her roster last changed (the start), 4 seconds later, then every 8.
     a.peer_joined(2, NOW)
     a.receive(people("Eve", seed=3)[0].device().hello, 2, NOW)
     assert _kinds(a) == ["HELLO", "VIEW"]
@@ -1109,7 +1111,7 @@ def test_due_view_resend_backoff_and_said_resends():
         a.tick(NOW + t)
         if _kinds(a) == ["HELLO", "VIEW"]:
             resent.append(t)
-    assert a.unsettled() and resent == [2, 6, 14, 22, 30]
+    assert a.unsettled() and resent == [3, 7, 15, 23]
     # Rule 7: a roster change makes the VIEW due at the next tick at least 1 second after
     # the previous VIEW; rule 6: a VIEW of this roster without Ana's have bit makes her send
     # her SAID again, not within 2 seconds of the last.
@@ -1163,9 +1165,11 @@ def _state(d: R.RollCall):
             dict(d._round.taken), list(d._queue), d.seq)
 
 
-def _refused_unchanged(code: str, d: R.RollCall, message: bytes, slot: int, now: float = NOW):
+def _refused_unchanged(code: str, d: R.RollCall, message: bytes, slot: int, now: float = NOW,
+                       why: str = ""):
+    """Refused with ``code``, and "each refusal leaves its state as it was"."""
     before = _state(d)
-    refused(code, d.receive, message, slot, now)
+    refused(code, d.receive, message, slot, now, why=why)
     assert _state(d) == before
 
 
@@ -1206,34 +1210,34 @@ def test_view_refusals():
     _refused_unchanged("malformed_message", b, R.sign_body(seed_a, rc, bytes(v1)), 1)
     _refused_unchanged("authentication_failed", b, good[:-64] + good[-64:][::-1], 1)
     # Its own RK, reflected; a VIEW whose sender's HELLO is not held.
-    b_view = b.outgoing()[-1]
-    _refused_unchanged("invalid_key", b, b_view, 1)
-    _refused_unchanged("invalid_state", b, c.hello[:0] + R.sign_body(
-        b"\x0c" * 32, rc, R.view_body(R.roll_call_public(b"\x0c" * 32), 1, 3, b.roster, False,
-                                      [b.name], b"\x00")), 3)
+    _refused_unchanged("invalid_key", b, b.outgoing()[-1], 1)
+    stranger = b"\x0d" * 32
+    _refused_unchanged("invalid_state", b, _view_of(stranger, rc, 1, 3, b.roster, [b.name]), 3,
+                       why="not held")
     # A list without the sender's own h; the sender's own have bit (Reading 6).
-    _refused_unchanged("malformed_message", b, R.sign_body(seed_a, rc, body(names=[b.name])), 1)
+    _refused_unchanged("malformed_message", b, R.sign_body(seed_a, rc, body(names=[b.name])), 1,
+                       why="own h")
     own_bit = b"\x80" if a.name < b.name else b"\x40"
-    _refused_unchanged("malformed_message", b, R.sign_body(seed_a, rc, body(have=own_bit)), 1)
+    _refused_unchanged("malformed_message", b, R.sign_body(seed_a, rc, body(have=own_bit)), 1,
+                       why="own have bit")
     # Slots: another than the one it came from; one not present.
-    _refused_unchanged("invalid_state", b, good, 3)
+    _refused_unchanged("invalid_state", b, good, 3, why="another slot")
     b.peer_joined(7, NOW)
     b.peer_left(7, NOW)
-    _refused_unchanged("invalid_state", b, R.sign_body(seed_a, rc, body(slot=7)), 7)
+    _refused_unchanged("invalid_state", b, R.sign_body(seed_a, rc, body(slot=7)), 7,
+                       why="not present")
     assert b.receive(good, 1, NOW) == "view" and b.is_present(a.name)
     # A repeat, or an older one: ignored, whatever it says.
     assert b.receive(good, 1, NOW) == "view ignored"
     assert b.receive(R.sign_body(seed_a, rc, body(seq=4, slot=3)), 3, NOW) == "view ignored"
-    # Cai's VIEW in slot 1, which is Ana's: a copy carried by someone else.
+    # Cai's VIEW naming slot 1, Ana's, brought by slot 1: a copy carried by someone else.
     b.receive(c.hello, 3, NOW)
-    c_view = R.view_body(c.rk_public, 1, 1, b.roster, False, sorted([b.name, c.name]),
-                         b"\x00")
-    c_seed = b"\x0c" * 32
-    c2 = cai.device(rk_seed=c_seed)
-    b.receive(c2.hello, 3, NOW) if False else None
-    _refused_unchanged("invalid_state", b, R.sign_body(c_seed, rc, R.view_body(
-        c2.rk_public, 1, 1, b.roster, False, sorted([b.name, c2.name]), b"\x00")), 1)
-    del c_view
+    seed_c = c._rk.private_bytes_raw()
+    _refused_unchanged("invalid_state", b, _view_of(seed_c, rc, 1, 1, b.roster,
+                                                    [b.name, c.name]), 1,
+                       why="another present participant")
+    assert b.receive(_view_of(seed_c, rc, 1, 3, b.roster, [b.name, c.name]), 3, NOW) == "view"
+    assert b.members == tuple(sorted((a.name, b.name, c.name)))
 
 
 def test_at_most_fifty_present_and_one_hundred_hellos():
@@ -1272,14 +1276,15 @@ def test_pending_hellos_are_forgotten_and_a_slot_brings_one():
     b.peer_left(4, NOW)
     assert a.name not in b.held()  # pending, and every bringer left
     b.receive(c.hello, 3, NOW)
-    # A HELLO from a slot not present (Reading 5) is not kept.
-    b.receive(a.hello, 9, NOW)
+    # A HELLO from a slot not in the room (20.2 step 4), never named or gone.
+    _refused_unchanged("invalid_state", b, a.hello, 9, why="not in the room")
+    _refused_unchanged("invalid_state", b, a.hello, 1, why="not in the room")
     assert a.name not in b.held()
     # Another HELLO under a key already held: malformed.
     rng = random.Random(2)
     other = R.hello_body(0, c.rk_public, bytes(32), [rng.randbytes(16) for _ in range(32)])
     forged = c._rk.sign(R.signed_input(c.rcid, other))
-    _refused_unchanged("malformed_message", b, other + forged, 1 if False else 3)
+    _refused_unchanged("malformed_message", b, other + forged, 3, why="one roll-call key")
     refused("invalid_state", R.RollCall(CODE, [], b"p" * 32, NOW).receive, a.hello, 1, NOW)
     refused("malformed_message", b.receive, b"\x02", 1, NOW)
 
@@ -1350,7 +1355,6 @@ def test_confirming_typing_and_refused_entries():
     refused("invalid_state", b.confirm_said, t)
     # An entry that does not open: refused for the round (authentication_failed), neither
     # verified nor wrong, and not typed again.
-    b.confirm_roster(b.roster, t) if not b.confirmed else None
     seed_b = b._rk.private_bytes_raw()
     a2 = ana.device()
     b2 = ben.device(rk_seed=seed_b)

@@ -229,7 +229,7 @@ FIXTURE(itsme_rollcall_last_error, fx_failed(itsme_rollcall_code(fx_itsme_rollca
 FIXTURE(itsme_rollcall_status, a->rollcall = fx_itsme_rollcall())
 FIXTURE(itsme_rollcall_room, a->rollcall = fx_itsme_rollcall())
 FIXTURE(itsme_rollcall_next_outgoing, a->rollcall = fx_itsme_rollcall())
-FIXTURE(itsme_rollcall_joined, a->slot = 3; a->peers = fx_rollcall_peers(); a->peers_len = ITSME_ROLLCALL_SLOT_BYTES)
+FIXTURE(itsme_rollcall_joined, a->slot = 3; a->peers = fx_rollcall_peers(); a->peer_count = 1)
 FIXTURE(itsme_rollcall_receive, CT_REQUIRE(itsme_rollcall_peer_joined(fx_itsme_rollcall(), 2, FX_NOW)); a->bytes = fx_rollcall_bob_hello().bytes; a->len = fx_rollcall_bob_hello().len; a->slot = 2)
 FIXTURE(itsme_rollcall_peer_joined, a->slot = 2)
 FIXTURE(itsme_rollcall_peer_left, a->rollcall = fx_rollcall_with_bob(); a->slot = 2)

@@ -690,7 +690,7 @@ static itsme_rollcall *fx_bob_rollcall(void) {
     if (!r) {
         fx_bob_knows_alice();
         CT_REQUIRE(itsme_rollcall_new(fx_bob_store(), FX_MEETING_CODE, NULL, 0, NULL, FX_NOW, &r));
-        CT_REQUIRE(itsme_rollcall_joined(r, 2, alice_slot, sizeof alice_slot, FX_NOW));
+        CT_REQUIRE(itsme_rollcall_joined(r, 2, alice_slot, 1, FX_NOW));
     }
     return ct_keep(r, ct_free_itsme_rollcall);
 }

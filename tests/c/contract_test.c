@@ -1324,7 +1324,7 @@ struct args_itsme_rollcall_joined {
     itsme_rollcall * rollcall;
     uint32_t slot;
     const uint8_t * peers;
-    size_t peers_len;
+    size_t peer_count;
     int64_t now;
 };
 #define FIXTURE_itsme_rollcall_joined(...) static void fixture_itsme_rollcall_joined(struct args_itsme_rollcall_joined *a) { (void)a; __VA_ARGS__; }
@@ -7490,7 +7490,7 @@ static void setup_itsme_rollcall_joined(void *p, int live) {
     a->rollcall = live ? fx_itsme_rollcall() : NULL;
     a->slot = 0;
     a->peers = fx_bytes;
-    a->peers_len = 1;
+    a->peer_count = 1;
     a->now = FX_NOW;
     if (live) fixture_itsme_rollcall_joined(a);
 }
@@ -7499,7 +7499,7 @@ static int mutate_itsme_rollcall_joined(void *p, const struct ct_check *c) {
     (void)a;
     switch (c->param) {
     case 0: if (c->kind == CT_NULL) a->rollcall = NULL; return 0;
-    case 2: if (c->kind == CT_NULL) a->peers = NULL; return a->peers_len == 0;
+    case 2: if (c->kind == CT_NULL) a->peers = NULL; return a->peer_count == 0;
     case 4: ct_mutate_time(c, &a->now); return 0;
     default: return 0;
     }
@@ -7508,13 +7508,13 @@ static itsme_result invoke_itsme_rollcall_joined(void *p, struct ct_outs *o) {
     struct args_itsme_rollcall_joined *a = p;
     (void)a;
     (void)o;
-    return itsme_rollcall_joined(a->rollcall, a->slot, a->peers, a->peers_len, a->now);
+    return itsme_rollcall_joined(a->rollcall, a->slot, a->peers, a->peer_count, a->now);
 }
 static const struct ct_param params_itsme_rollcall_joined[] = {
     {"rollcall", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"slot", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"peers", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
-    {"peers_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"peer_count", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
 };
 static const struct ct_function function_itsme_rollcall_joined = {"itsme_rollcall_joined", 1, sizeof(struct args_itsme_rollcall_joined), params_itsme_rollcall_joined, 5, setup_itsme_rollcall_joined, mutate_itsme_rollcall_joined, invoke_itsme_rollcall_joined};

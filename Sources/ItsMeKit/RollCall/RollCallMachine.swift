@@ -190,7 +190,7 @@ struct RollCallMachine {
         self.shown = [me.key]
         self.now = createdAt
         self.rosterChangedAt = createdAt
-        self.nextResendAt = createdAt + 2
+        self.nextResendAt = createdAt + RollCallProtocol.firstResend
         self.round = Round(roster: RollCallProtocol.rosterHash(rollCallID: rollCallID, sortedNames: [me.name]), names: [me.name])
         self.listed = [me.name]
     }
@@ -324,6 +324,9 @@ struct RollCallMachine {
 
     private mutating func hello(_ hello: RollCallHello, from slot: Int) throws {
         guard hello.key != me.key else { throw ItsMeError(.invalidKey, "a HELLO in this device's own roll-call key (a reflection)") }
+        guard present.contains(slot) else {
+            throw ItsMeError(.invalidState, "a HELLO from slot \(slot), which is not in the room (no peer-joined for it)")
+        }
         if let entry = held[hello.key], entry.hello.name != hello.name {
             throw ItsMeError(.malformedMessage, "a second, different HELLO for one roll-call key")
         }
@@ -336,10 +339,8 @@ struct RollCallMachine {
             }
             held[hello.key] = Held(hello: hello, bringers: [], member: lookUp(hello), binding: binding(of: hello))
         }
-        if present.contains(slot) {
-            held[hello.key]!.bringers.insert(slot)
-            brought[slot] = hello.key
-        }
+        held[hello.key]!.bringers.insert(slot)
+        brought[slot] = hello.key
         update()
     }
 
@@ -615,7 +616,7 @@ struct RollCallMachine {
             }
             rosterChangedAt = now
             resends = 0
-            nextResendAt = now + 2
+            nextResendAt = now + RollCallProtocol.firstResend
             viewDue = true
         }
         let names2 = listedNames()

@@ -2367,7 +2367,7 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
         (c_void_p, POINTER(c_uint8), c_size_t, POINTER(c_size_t)),
     ),
     # itsme_result itsme_rollcall_joined(itsme_rollcall *rollcall, uint32_t slot,
-    #     const uint8_t *peers, size_t peers_len, int64_t now)
+    #     const uint8_t *peers, size_t peer_count, int64_t now)
     "itsme_rollcall_joined": Signature(
         itsme_result,
         (c_void_p, c_uint32, POINTER(c_uint8), c_size_t, c_int64),

@@ -283,7 +283,7 @@ class RollCall(DetailedHandle):
         when = unix_time(now)
         if packed:
             buffer, length = _bytes_argument(packed, "peers")
-            self._call(lib.itsme_rollcall_joined, slot, buffer, length, when)
+            self._call(lib.itsme_rollcall_joined, slot, buffer, length // 2, when)
         else:
             self._call(lib.itsme_rollcall_joined, slot, None, 0, when)
 

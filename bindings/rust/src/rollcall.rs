@@ -417,7 +417,7 @@ impl RollCall {
         let list: Vec<u8> = peers.iter().flat_map(|peer| peer.to_be_bytes()).collect();
         let list_ptr = if list.is_empty() { ptr::null() } else { list.as_ptr() };
         // SAFETY: live handle; the list valid for its length (or NULL with 0).
-        self.call_code(|raw| unsafe { sys::itsme_rollcall_joined(raw, u32::from(slot), list_ptr, list.len(), now) })
+        self.call_code(|raw| unsafe { sys::itsme_rollcall_joined(raw, u32::from(slot), list_ptr, peers.len(), now) })
     }
 
     /// Feeds one message of the group room carried by relay slot `slot`

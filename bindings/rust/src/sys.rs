@@ -4134,20 +4134,20 @@ extern "C" {
     ) -> itsme_result;
 
     /// ```text
-    /// The relay's "joined" event: this device's slot, and the slots present
-    /// before it in `peers`: `peers_len` bytes, each slot in 2 bytes
+    /// The relay's "joined" event: this device's slot, and the `peer_count`
+    /// slots present before it in `peers`, each in 2 bytes
     /// (ITSME_ROLLCALL_SLOT_BYTES), big-endian as in the relay's message prefix
     /// (NULL with 0 when alone).  Called at the first join and again after
     /// every reconnection (a new slot): the HELLO and a VIEW are queued, and
     /// the roll call goes on in its place.
-    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, peers_len odd, a slot 0, a time
-    /// out of range), ITSME_E_EXPIRED.
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, a slot 0, a time out of range),
+    /// ITSME_E_EXPIRED.
     /// ```
     pub fn itsme_rollcall_joined(
         rollcall: *mut itsme_rollcall,
         slot: u32,
         peers: *const u8,
-        peers_len: usize,
+        peer_count: usize,
         now: i64,
     ) -> itsme_result;
 

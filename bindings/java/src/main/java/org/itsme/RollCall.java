@@ -166,7 +166,7 @@ public final class RollCall extends Handle<itsme_rollcall> {
             list[2 * i + 1] = (byte) peer;
         }
         byte[] bytes = list.length == 0 ? null : list;
-        call(p -> ItsMe.library().itsme_rollcall_joined(p, slot, bytes, new SizeT(list.length), now));
+        call(p -> ItsMe.library().itsme_rollcall_joined(p, slot, bytes, new SizeT(count), now));
     }
 
     /**

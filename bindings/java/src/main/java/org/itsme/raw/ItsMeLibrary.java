@@ -5411,19 +5411,19 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
-     * The relay's "joined" event: this device's slot, and the slots present
-     * before it in `peers`: `peers_len` bytes, each slot in 2 bytes
+     * The relay's "joined" event: this device's slot, and the `peer_count`
+     * slots present before it in `peers`, each in 2 bytes
      * (ITSME_ROLLCALL_SLOT_BYTES), big-endian as in the relay's message prefix
      * (NULL with 0 when alone).  Called at the first join and again after
      * every reconnection (a new slot): the HELLO and a VIEW are queued, and
      * the roll call goes on in its place.
-     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, peers_len odd, a slot 0, a time
-     * out of range), ITSME_E_EXPIRED.
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a slot 0, a time out of range),
+     * ITSME_E_EXPIRED.
      * </pre>
-     * <p>C: {@code itsme_result itsme_rollcall_joined(itsme_rollcall *rollcall, uint32_t slot, const uint8_t *peers, size_t peers_len, int64_t now)}
+     * <p>C: {@code itsme_result itsme_rollcall_joined(itsme_rollcall *rollcall, uint32_t slot, const uint8_t *peers, size_t peer_count, int64_t now)}
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
-    int itsme_rollcall_joined(itsme_rollcall rollcall, int slot, byte[] peers, SizeT peers_len, long now);
+    int itsme_rollcall_joined(itsme_rollcall rollcall, int slot, byte[] peers, SizeT peer_count, long now);
 
     /**
      * <pre>
