@@ -81,10 +81,7 @@ extension VectorGenerator {
         // Each person's roll call: the roll-call key is the first 32 bytes drawn.
         let randomSeeds = names.map { fixed("itsme-vector-rc-random-\($0)") }
         var sources = randomSeeds.map { DeterministicRandom(seed: $0) }
-        let keySeeds = randomSeeds.map { seed -> [UInt8] in
-            var mirror = DeterministicRandom(seed: seed)
-            return mirror.bytes(32)
-        }
+        let keySeeds = randomSeeds.map(keySeed)
         var calls: [RollCall] = []
         for i in 0..<3 { calls.append(try RollCall(store: people[i].store, meetingCode: meeting, now: t, random: &sources[i])) }
         let room = VectorRoom(now: t)
@@ -246,6 +243,12 @@ extension VectorGenerator {
         ]
     }
 
+    /// The roll-call key's private key: the first 32 bytes its random source gives.
+    private func keySeed(_ randomSeed: [UInt8]) -> [UInt8] {
+        var mirror = DeterministicRandom(seed: randomSeed)
+        return mirror.bytes(32)
+    }
+
     private func stateText(_ state: RollCall.ParticipantState) -> String {
         switch state {
         case .notYet: "not_yet"
@@ -287,6 +290,7 @@ extension VectorGenerator {
             }
             out.append([
                 "name_text": ["Ana", "Ben", "Cai"][i], "binding": hex(bindings[i]), "sid": hex(sid), "bind": hex(bind),
+                "roll_call_key_seed": hex(keySeed(fixed("itsme-vector-rc-bound-\(["Ana", "Ben", "Cai"][i])"))),
                 "random_seed": hex(fixed("itsme-vector-rc-bound-\(["Ana", "Ben", "Cai"][i])")), "hello": hex(hello), "sees": seen,
             ])
         }

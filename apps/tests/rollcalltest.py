@@ -370,6 +370,7 @@ class Connection(asyncio.Protocol):
         self.port: Optional[int] = None
         # Left the room (the test closed it): what still comes is ignored.
         self.left = False
+        self.out: List[bytes] = []
 
     @classmethod
     async def open(cls, device: "Device", port: int, path: str, on_frame, on_lost) -> "Connection":
@@ -414,18 +415,29 @@ class Connection(asyncio.Protocol):
         self.on_lost(self)
 
     def send(self, payload: bytes) -> None:
-        self.transport.write(client_frame(OP_BINARY, payload))
+        """Sends a binary message (written with the others of this turn of the event loop, in order)."""
+        if not self.out:
+            asyncio.get_running_loop().call_soon(self._write)
+        self.out.append(client_frame(OP_BINARY, payload))
+
+    def _write(self) -> None:
+        out, self.out = self.out, []
+        if not self.lost:
+            self.transport.write(b"".join(out))
 
     def close(self) -> None:
-        """A clean close (1000); the relay tells the others `peer-left`."""
+        """A clean close (1000); the relay tells the others `peer-left`, and
+        closes the connection (`lost`)."""
         if not self.lost:
+            self._write()
             self.transport.write(client_frame(OP_CLOSE, (1000).to_bytes(2, "big")))
-            self.transport.close()
 
     def abort(self) -> None:
-        """The TCP stream ends without a close frame (a dropped connection)."""
+        """The TCP stream ends without a close frame (a dropped connection);
+        what was sent before still goes."""
         if not self.lost:
-            self.transport.abort()
+            self._write()
+            self.transport.close()
 
 
 # ---------------------------------------------------------------------------
@@ -448,13 +460,25 @@ class ProxyLink:
         self.written: Counter = Counter()
         self.pending: List[Tuple[int, bytes]] = []
         self.closed = False
+        self.out: List[bytes] = []
 
     def deliver(self, slot: int, payload: bytes) -> None:
         """Gives the client `payload` as if slot `slot` had sent it."""
         if self.closed:
             return
         self.written[slot] += 1
-        self.client.write(server_frame(OP_BINARY, u16(slot) + payload))
+        self.write(server_frame(OP_BINARY, u16(slot) + payload))
+
+    def write(self, frame: bytes) -> None:
+        """Writes a frame to the client (with the others of this turn of the event loop, in order)."""
+        if not self.out:
+            asyncio.get_running_loop().call_soon(self._write)
+        self.out.append(frame)
+
+    def _write(self) -> None:
+        out, self.out = self.out, []
+        if not self.closed:
+            self.client.write(b"".join(out))
 
     def __repr__(self) -> str:
         return f"<ProxyLink {self.path} slot {self.slot}>"
@@ -517,7 +541,7 @@ class _RelaySide(asyncio.Protocol):
             end = self.buffer.find(b"\r\n\r\n")
             if end < 0:
                 return
-            link.client.write(bytes(self.buffer[:end + 4]))
+            link.write(bytes(self.buffer[:end + 4]))
             del self.buffer[:end + 4]
             self.upgraded = True
         for opcode, payload in parse_frames(self.buffer):
@@ -526,11 +550,12 @@ class _RelaySide(asyncio.Protocol):
             elif opcode == OP_TEXT:
                 text = link.proxy._event(link, payload)
                 if text is not None:
-                    link.client.write(server_frame(OP_TEXT, text))
+                    link.write(server_frame(OP_TEXT, text))
             else:
-                link.client.write(server_frame(opcode, payload))
+                link.write(server_frame(opcode, payload))
 
     def connection_lost(self, exc) -> None:
+        self.link._write()
         self.link.closed = True
         self.link.client.close()
 
@@ -887,12 +912,26 @@ class Room:
         await self.settle()
 
     async def close(self) -> None:
+        """Every device leaves; returns once the relay closed each connection
+        (so a room left empty has ended, and its ID starts a new room)."""
+        closing = []
         for device in self.devices:
             if device.conn is not None:
                 self._forget(device.conn)
                 device.conn.left = True
                 device.conn.close()
+                closing.append(device.conn)
                 device.conn = None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 5
+        while any(not c.lost for c in closing) and loop.time() < deadline:
+            self.activity.clear()
+            try:
+                await asyncio.wait_for(self.activity.wait(), deadline - loop.time())
+            except asyncio.TimeoutError:
+                pass
+        for conn in closing:
+            conn.abort()
 
     def _forget(self, conn: Connection) -> None:
         if conn in self.connections:

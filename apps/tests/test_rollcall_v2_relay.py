@@ -59,7 +59,7 @@ RUNS = 1 if os.environ.get("ITSME_RELAY_TEST_DATABASE", "").strip() else int(os.
 SIZE = 12
 # Long enough for the worst seed by far (the runs take 10 to 40 virtual seconds).
 LIMIT = 240
-DROP, REPEAT, DELAY = 0.15, 0.10, 0.20
+DROP, REPEAT, DELAY = (float(x) for x in os.environ.get("RC_FAULTS", "0.15,0.10,0.20").split(","))
 
 
 @pytest.fixture(scope="module")

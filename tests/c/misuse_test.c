@@ -1134,10 +1134,13 @@ static void rollcalls(void) {
     EXPECT("its HELLO", itsme_rollcall_next_outgoing(spare, old_hello, sizeof old_hello, &old_len), ITSME_OK);
     itsme_rollcall_free(spare);
     spare = NULL;
+    EXPECT("a HELLO from a slot not in the room", itsme_rollcall_receive(rc[0], old_hello, old_len, 5, R0), ITSME_E_INVALID_STATE);
+    EXPECT("slot 5 joins", itsme_rollcall_peer_joined(rc[0], 5, R0), ITSME_OK);
     EXPECT("a stale HELLO is held", itsme_rollcall_receive(rc[0], old_hello, old_len, 5, R0), ITSME_OK);
     EXPECT("still alone", itsme_rollcall_participant_count(rc[0], &count) == ITSME_OK && count == 1, 1);
     EXPECT("head count still 1", rc_head_count(rc[0]), 1);
     EXPECT("still gathering", rc_phase(rc[0]), ITSME_ROLLCALL_PHASE_GATHERING);
+    EXPECT("slot 5 leaves", itsme_rollcall_peer_left(rc[0], 5, R0), ITSME_OK);
 
     /* Ben and Cai join (slots 2 and 3): HELLOs and VIEWs go round. */
     EXPECT("ana reads the roster", itsme_rollcall_roster(rc[0], stale, sizeof stale, &len), ITSME_OK);

@@ -157,11 +157,12 @@ struct RollCallMachine {
         let sessionID = RollCallProtocol.sessionID(rollCallID: rollCallID, binding: binding)
         let pair = try Ed25519.keyPair(seed: try SecretBytes(randomCount: Ed25519.seedCount, using: &random))
         let signingKey = SecretBox(try pair.secretKey.copy())
+        // Two contacts' tags are equal with chance 2^-128; one carried then stands for both.
+        var drawn: Set<[UInt8]> = []
         var tags = members.map {
             RollCallProtocol.presenceTag(seed: $0.seed, sessionID: sessionID, key: pair.publicKey, from: myPID, to: $0.pid)
-        }
+        }.filter { drawn.insert($0).inserted }
         let count = try RollCallProtocol.paddedTagCount(members.count)
-        var drawn = Set(tags)
         while tags.count < count {
             let tag = random.bytes(RollCallProtocol.tagCount)
             if drawn.insert(tag).inserted { tags.append(tag) }
@@ -271,12 +272,11 @@ struct RollCallMachine {
     mutating func peerJoined(slot: Int, now: Int64) throws {
         try checkAlive(now: now)
         try Self.checkSlot(slot)
-        guard slot != mySlot else { return }
+        // Before its own `joined` a device has no room: `joined` gives the slots present.
+        guard mySlot != nil, slot != mySlot else { return }
         present.insert(slot)
-        if mySlot != nil {
-            queue(.bytes(me.bytes))
-            lastHelloAt = now
-        }
+        queue(.bytes(me.bytes))
+        lastHelloAt = now
     }
 
     /// The relay's `peer-left`: its participant is no longer present (rule 3).
@@ -493,6 +493,9 @@ struct RollCallMachine {
         guard isPresent(key) else { throw ItsMeError(.invalidState, "participant \(index) is not in the roll call now") }
         guard entry.outcome == nil else { throw ItsMeError(.invalidState, "participant \(index) is already checked") }
         var heard = round.others[key] ?? Heard()
+        guard heard.check != .refused else {
+            throw ItsMeError(.invalidState, "participant \(index)'s sealed code of this round was refused: wait for a new round")
+        }
         guard heard.attempts < Self.maxAttempts else {
             throw ItsMeError(.locked, "\(Self.maxAttempts) wrong codes for participant \(index) in this round")
         }
@@ -626,12 +629,12 @@ struct RollCallMachine {
         }
     }
 
+    /// Queues a message, unless the same one already waits (a VIEW waiting
+    /// is made when sent, so it covers a later one).
     private mutating func queue(_ item: Outgoing) {
         guard mySlot != nil else { return }
-        if item == .view {
-            viewDue = false
-            if outbox.contains(.view) { return }
-        }
+        if item == .view { viewDue = false }
+        if outbox.contains(item) { return }
         outbox.append(item)
     }
 
