@@ -56,7 +56,8 @@ final class RollCallVectorTests: XCTestCase {
         let roster = RollCallProtocol.rosterHash(rollCallID: rcid, sortedNames: sorted)
         XCTAssertEqual(roster, try bytes(v, "roster"))
         for view in try list(v, "views") {
-            let parsed = try RollCallView(parsing: try bytes(view, "view"), rollCallID: rcid)
+            let parsed = try RollCallView(parsing: try bytes(view, "view"))
+            try parsed.checkSignature(rollCallID: rcid)
             XCTAssertEqual(parsed.roster, roster)
             XCTAssertEqual(parsed.names, sorted)
             XCTAssertEqual(parsed.names.map { Hex.encodeUpper($0).lowercased() }, view["names"] as? [String])

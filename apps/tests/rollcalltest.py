@@ -37,7 +37,7 @@ import hashlib
 import json
 import os
 import random as random_module
-from collections import Counter, defaultdict, deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
@@ -45,9 +45,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from remotetest import REPO  # noqa: F401  (loads the binding)
+import remotetest  # noqa: F401  (puts the binding on the path, and chooses the library)
 
-import itsme  # noqa: E402
 from itsme import (  # noqa: E402
     ContactStore,
     DeterministicRandom,
@@ -148,7 +147,8 @@ def public_key(private: Ed25519PrivateKey) -> bytes:
 def signed_by_its_key(message: bytes, rc: bytes) -> bool:
     """Whether the signature of `message` verifies under the key it names."""
     try:
-        Ed25519PublicKey.from_public_bytes(key_of(message)).verify(message[-SIGNATURE:], signing_input(rc, message[:-SIGNATURE]))
+        public = Ed25519PublicKey.from_public_bytes(key_of(message))
+        public.verify(message[-SIGNATURE:], signing_input(rc, message[:-SIGNATURE]))
         return True
     except InvalidSignature:
         return False
@@ -172,7 +172,8 @@ class Hello:
         assert kind(message) == HELLO, message[:2]
         n = int.from_bytes(message[67:69], "big")
         assert len(message) == 133 + TAG * n, (len(message), n)
-        return cls(message[2], message[3:35], message[35:67], [message[69 + TAG * i:69 + TAG * (i + 1)] for i in range(n)])
+        tags = [message[69 + TAG * i:69 + TAG * (i + 1)] for i in range(n)]
+        return cls(message[2], message[3:35], message[35:67], tags)
 
     def body(self) -> bytes:
         return bytes([VERSION, HELLO, self.bound]) + self.key + self.bind + u16(len(self.tags)) + b"".join(self.tags)
@@ -288,6 +289,11 @@ def seeded(label: str) -> DeterministicRandom:
     return DeterministicRandom(sha256(label.encode()))
 
 
+class HarnessError(Exception):
+    """The test's own machinery failed (the room did not settle, a proxy rule
+    raised): not an assertion about the roll call."""
+
+
 # ---------------------------------------------------------------------------
 # WebSocket frames (RFC 6455) on bare TCP
 
@@ -397,7 +403,7 @@ class Connection(asyncio.Protocol):
             head = bytes(self.buffer[:end])
             del self.buffer[:end + 4]
             if not head.startswith(b"HTTP/1.1 101"):
-                self.upgraded.set_exception(AssertionError(f"the upgrade was refused: {head[:200]!r}"))
+                self.upgraded.set_exception(HarnessError(f"the upgrade was refused: {head[:200]!r}"))
                 return
             self.upgraded.set_result(None)
         for opcode, payload in parse_frames(self.buffer):
@@ -499,7 +505,8 @@ class _ClientSide(asyncio.Protocol):
     async def _connect(self) -> None:
         loop = asyncio.get_running_loop()
         try:
-            transport, _ = await loop.create_connection(lambda: _RelaySide(self.link), "127.0.0.1", self.proxy.upstream_port)
+            transport, _ = await loop.create_connection(
+                lambda: _RelaySide(self.link), "127.0.0.1", self.proxy.upstream_port)
         except OSError:
             self.link.client.close()
             return
@@ -591,6 +598,8 @@ class FrameProxy:
         self.rng = random_module.Random(seed)
         self.server = None
         self.port = 0
+        # What a rule raised (Room.settle raises it again).
+        self.errors: List[BaseException] = []
         # Set whenever the relay sends something down (the Room waits on it).
         self.activity: Optional[asyncio.Event] = None
 
@@ -620,12 +629,16 @@ class FrameProxy:
             self.forwarded.append((link, slot, payload))
         if (link, slot) in self.hidden:
             return
-        for rule in self.rules:
-            instead = rule(link, slot, payload)
-            if instead is not None:
-                for s, p in instead:
-                    link.deliver(s, p)
-                return
+        try:
+            for rule in self.rules:
+                instead = rule(link, slot, payload)
+                if instead is not None:
+                    for s, p in instead:
+                        link.deliver(s, p)
+                    return
+        except Exception as error:  # noqa: BLE001  (reported by Room.settle)
+            self.errors.append(error)
+            return
         link.deliver(slot, payload)
 
     def _event(self, link: ProxyLink, text: bytes) -> Optional[bytes]:
@@ -782,6 +795,8 @@ class Device:
     # `withhold(message)` true: the host keeps the message back (in `withheld`).
     withhold: Optional[Callable[[bytes], bool]] = None
     withheld: list = field(default_factory=list)
+    # The rosters its owner confirmed (Room.confirm), in order.
+    confirmed: list = field(default_factory=list)
 
     @property
     def time(self) -> int:
@@ -846,7 +861,8 @@ class Room:
                code_random: Optional[Callable[[], DeterministicRandom]] = None) -> Device:
         """`person`'s device starting a roll call of `meeting_code` now (its
         clock `offset` seconds off); None: a bare connection."""
-        device = Device(self, name or (person.name if person else "bare"), person, offset=offset, code_random=code_random)
+        device = Device(self, name or (person.name if person else "bare"), person, offset=offset,
+                        code_random=code_random)
         if person is not None:
             device.call = RollCall(person.contacts, meeting_code, device.time, binding=binding, random=random)
             device.path = f"/v1/groups/{device.call.room}"
@@ -875,9 +891,10 @@ class Room:
         while conn.slot is None:
             self.activity.clear()
             if conn.lost:
-                raise AssertionError(f"{device.name}'s connection closed before `joined`: {device.events}")
+                raise HarnessError(f"{device.name}'s connection closed before `joined`: {device.events}")
             remaining = deadline - loop.time()
-            assert remaining > 0, f"no `joined` for {device.name}"
+            if remaining <= 0:
+                raise HarnessError(f"no `joined` for {device.name}")
             try:
                 await asyncio.wait_for(self.activity.wait(), remaining)
             except asyncio.TimeoutError:
@@ -904,7 +921,8 @@ class Room:
         while any(slot in c.device.peers for c in others):
             self.activity.clear()
             remaining = deadline - loop.time()
-            assert remaining > 0, f"the others were not told that {device.name} left"
+            if remaining <= 0:
+                raise HarnessError(f"the others were not told that {device.name} left")
             try:
                 await asyncio.wait_for(self.activity.wait(), remaining)
             except asyncio.TimeoutError:
@@ -1052,7 +1070,7 @@ class Room:
                 expected = other.sent - conn.base.get(other.slot, 0)
                 came = link.forwarded[other.slot] if link is not None else conn.received[other.slot]
                 if came > expected:
-                    raise AssertionError(f"{conn.device.name} got {came} messages of {other.device.name}'s {expected}")
+                    raise HarnessError(f"{conn.device.name} got {came} messages of {other.device.name}'s {expected}")
                 if came < expected:
                     return False
             if link is not None:
@@ -1069,6 +1087,8 @@ class Room:
         deadline = loop.time() + timeout
         while True:
             self.activity.clear()
+            if self.proxy is not None and self.proxy.errors:
+                raise HarnessError("a proxy rule failed") from self.proxy.errors[0]
             self.process()
             if self._settled():
                 if self.proxy is not None and self.proxy.has_pending():
@@ -1079,7 +1099,7 @@ class Room:
                 continue
             remaining = deadline - loop.time()
             if remaining <= 0:
-                raise AssertionError("the room did not settle: " + self._counts())
+                raise HarnessError("the room did not settle: " + self._counts())
             try:
                 await asyncio.wait_for(self.activity.wait(), remaining)
             except asyncio.TimeoutError:
@@ -1088,9 +1108,11 @@ class Room:
     def _counts(self) -> str:
         lines = []
         for conn in self.connections:
-            lines.append(f"{conn.device.name} slot {conn.slot}: sent {conn.sent} (alone {conn.sent_alone}, refused {conn.refused}), "
-                         f"received {dict(conn.received)} base {conn.base}"
-                         + (f" forwarded {dict(conn.link.forwarded)} written {dict(conn.link.written)}" if conn.link else ""))
+            line = (f"{conn.device.name} slot {conn.slot}: sent {conn.sent} (alone {conn.sent_alone}, "
+                    f"refused {conn.refused}), received {dict(conn.received)} base {conn.base}")
+            if conn.link is not None:
+                line += f" forwarded {dict(conn.link.forwarded)} written {dict(conn.link.written)}"
+            lines.append(line)
         return "; ".join(lines)
 
     async def run(self, seconds: int = 1, each: Optional[Callable[[], None]] = None) -> None:
@@ -1121,18 +1143,23 @@ class Room:
     # -- what the owners do
 
     async def say(self, *devices: Device) -> None:
-        """Each owner confirms the roster shown, reads the code aloud and
-        confirms "I said it": the SAID goes out; the room settles."""
+        """Each owner confirms the roster shown (unless confirmed already),
+        reads the code aloud and confirms "I said it" (unless said already):
+        the SAID goes out; the room settles."""
         for device in devices:
-            self.confirm(device)
+            if device.call.phase == RollCallPhase.GATHERING:
+                self.confirm(device)
         for device in devices:
-            device.call.confirm_said(device.time)
-            self.flush(device)
+            if device.call.phase == RollCallPhase.CONFIRMED:
+                device.call.confirm_said(device.time)
+                self.flush(device)
         await self.settle()
 
     def confirm(self, device: Device) -> None:
         random = device.code_random() if device.code_random else None
-        device.call.confirm_roster(device.call.roster, device.time, random=random)
+        roster = device.call.roster
+        device.call.confirm_roster(roster, device.time, random=random)
+        device.confirmed.append(roster)
 
     def hear(self, listener: Device, speaker: Device, code: Optional[str] = None) -> RollCallState:
         """`listener`'s owner types the code `speaker` said (`code`: another one)."""
@@ -1188,12 +1215,11 @@ def same_roster(devices: Iterable[Device]) -> bool:
 
 def assert_none_wrongly_verified(devices: Iterable[Device]) -> None:
     """On every device: each contact listed at most once; each participant
-    shown as a contact is that contact's device (its slot is the one that
-    device speaks from, or spoke from); each one shown verified (or device
-    changed, or tag unchecked) is a contact whose device really sent, in
-    this room, a SAID for this listener's roster signed by its key, or for a
-    roster this listener held; every participant that is no contact is
-    unknown, binding differs or another call."""
+    shown as a contact is that contact's device (the slot it speaks from is
+    one that device had); each one shown verified (or device changed, or
+    tag unchecked) is a contact whose device really sent a SAID, in its own
+    name, for a roster this listener's owner confirmed; every participant
+    that is no contact is unknown, binding differs or another call."""
     devices = list(devices)
     for listener in devices:
         if listener.call is None:
@@ -1203,8 +1229,8 @@ def assert_none_wrongly_verified(devices: Iterable[Device]) -> None:
         assert all(n == 1 for n in by_contact.values()), (listener.name, participants)
         for p in participants[1:]:
             if p.contact_id is None:
-                assert p.state in (RollCallState.UNKNOWN, RollCallState.BINDING_DIFFERS, RollCallState.OTHER_CALL), (
-                    listener.name, p)
+                assert p.state in (RollCallState.UNKNOWN, RollCallState.BINDING_DIFFERS,
+                                   RollCallState.OTHER_CALL), (listener.name, p)
                 continue
             speaker = next((d for d in devices if d.path == listener.path and p.slot in d.slots), None)
             assert speaker is not None and speaker.person is not None, (listener.name, p)
@@ -1212,5 +1238,6 @@ def assert_none_wrongly_verified(devices: Iterable[Device]) -> None:
                 f"{listener.name} shows contact {p.contact_id} for {speaker.name}'s device")
             if p.state in MATCHED:
                 saids = [Said.parse(m) for m in speaker.sent_of(SAID)]
-                assert any(s.speaker == speaker.key for s in saids), (
-                    f"{listener.name} shows {speaker.name} {p.state.name} without a SAID of {speaker.name}'s")
+                assert any(s.speaker == speaker.key and s.roster in listener.confirmed for s in saids), (
+                    f"{listener.name} shows {speaker.name} {p.state.name} without a SAID of {speaker.name}'s "
+                    f"for a roster {listener.name} confirmed")

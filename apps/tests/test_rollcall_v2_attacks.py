@@ -70,7 +70,6 @@ from rollcalltest import (
     name_of,
     participant,
     rcid,
-    room_name,
     roster_hash,
     same_roster,
     signed_by_its_key,
@@ -128,10 +127,11 @@ def test_an_extended_altered_or_forged_hello_is_refused_a_copy_names_nobody_and_
             assert hello == a.hello and signed_by_its_key(hello, rc)
             parsed = Hello.parse(hello)
             extra = sorted(os.urandom(16) for _ in range(32))
-            extended = Hello(parsed.bound, parsed.key, parsed.bind, sorted(parsed.tags + extra)).body() + hello[-SIGNATURE:]
+            signature = hello[-SIGNATURE:]
+            extended = Hello(parsed.bound, parsed.key, parsed.bind, sorted(parsed.tags + extra)).body() + signature
             tags = list(parsed.tags)
             tags[5] = bytes([tags[5][0]]) + os.urandom(15)
-            altered = Hello(parsed.bound, parsed.key, parsed.bind, sorted(tags)).body() + hello[-SIGNATURE:]
+            altered = Hello(parsed.bound, parsed.key, parsed.bind, sorted(tags)).body() + signature
             forged = stranger.sign(parsed.body())
             assert len(extended) == len(hello) + 32 * 16 and not signed_by_its_key(extended, rc)
             assert not signed_by_its_key(altered, rc) and not signed_by_its_key(forged, rc)
@@ -147,7 +147,8 @@ def test_an_extended_altered_or_forged_hello_is_refused_a_copy_names_nobody_and_
             a.paused = b.paused = False
             await room.run(2)
             for d in (a, b, c):
-                assert [r.error for r in d.refusals if r.slot == mallory.slot] == [AUTHENTICATION_FAILED] * 3, d.refusals
+                from_mallory = [r.error for r in d.refusals if r.slot == mallory.slot]
+                assert from_mallory == [AUTHENTICATION_FAILED] * 3, d.refusals
             assert same_roster([a, b, c]) and c.call.head_count == 3
 
             # Mallory's own HELLO with Ana's tags, and her VIEW of everyone.
@@ -456,7 +457,8 @@ def test_a_device_whose_connection_drops_and_comes_back_keeps_its_place_and_its_
             assert b.slot != first_slot
             await room.run(2)
             assert a.call.roster == b.call.roster == c.call.roster == roster
-            assert [x.call.phase for x in (a, b, c)] == [RollCallPhase.SAID, RollCallPhase.SAID, RollCallPhase.CONFIRMED]
+            assert [x.call.phase for x in (a, b, c)] == [
+                RollCallPhase.SAID, RollCallPhase.SAID, RollCallPhase.CONFIRMED]
             back = participant(a, b)
             assert (back.index, back.slot, back.left) == (ben_at_ana, b.slot, False)
             assert room.hear(a, b, codes["Ben"]) == VERIFIED

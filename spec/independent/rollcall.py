@@ -6,111 +6,35 @@ came from (``receive``), calls ``tick`` about once a second, relays its owner's 
 (``confirm_roster``, ``confirm_said``, ``enter_heard``) and sends, in order, whatever
 ``next_outgoing`` gives.  Every call takes the device's time; the core decides every message
 (20.6): the HELLO (20.2), the VIEWs (20.3), each made when it is taken from the queue, and the
-SAIDs (20.5).  It keeps the participants (the HELLOs held, their latest VIEWs, who is live and
-present, who agrees), the roster and its rounds (the current one and the 8 before, 20.4), and
-the checks of 20.5 with what each screen shows.
+SAIDs (20.5).  It keeps the participants (the HELLOs held, their latest VIEWs, who is present,
+who agrees, the number each got when it first became present), the roster and its rounds (the
+current one and the 8 before, 20.4), and the checks of 20.5 with what each screen shows.
 
-What earlier sections define comes from :mod:`independent.protocol`: the encodings (1), the
+What earlier sections define comes from :mod:`independent.protocol`: the encodings (1), section
+1's strict Ed25519 verification (``protocol.ed25519_verify``, libsodium's rules), the
 invite-code form (16.1: the meeting code), the voice-code text (9.6), the device-tag key ``T``
 (10.1), and the per-contact device secrets with their matching rules (10.1, 10.3, 11.3:
 ``ContactSecrets``, ``ov_tag_heard``).  Every refusal raises the exception class of protocol.py
 that carries the result code of 1.1 (``protocol.result_code`` names it); typing while locked
-raises :class:`Locked`, whose code is ``locked``.  Ed25519 verification is libsodium's strict
-one (1, 20.1): ``verify_strict`` adds to the ``cryptography`` package's check the refusals of
-a non-canonical or small-order public key and a small-order ``R``.  The signature check and
-the parsing of a message are pure functions and memoised: the same message reaches a device
-from every peer, and the tests run many devices in one process.
+raises :class:`Locked`, whose code is ``locked``.  The signature check and the parsing of a
+message are pure functions and memoised: the same message reaches a device from every peer, and
+the tests run many devices in one process.
 
-Where the document leaves something open, the code says "Reading:" and what was assumed.  The
-points, with the sentence of the document each concerns:
+An earlier version of the document left 24 points open, which this module had to read into it
+(marked "Reading:"); the document now settles each of them, and the code follows its words,
+quoted at each place.  Two points are still open, marked "Reading:" where they are decided:
 
-1. 20.2, "the smallest power of two from 32 up that is at least the number of contacts (at
-   most 2048: a store with more contacts is invalid_argument)": whether contacts awaiting the
-   peer's confirmation (8.1), which are left out of the tags, count.  Read: they do not; ``n``
-   and the 2048 limit count the contacts whose tags are computed.
-2. 20.2, "(one equal to a tag already there is drawn again)" covers a random tag; two
-   contacts' tags that are equal (2^-128) would break "strictly ascending": not said.  Read:
-   impossible in practice; the HELLO cannot be built (ValueError).
-3. 20.2, step 7, "a HELLO that would make more than 100 HELLOs held whose bringers are
-   present": the VIEW lists at most 100 names, its own among them, and also lists HELLOs whose
-   participant's VIEW slot (not a bringer) is present.  Read: the count is of the HELLOs that
-   would be listed, this device's own included, so that a VIEW can always be made.
-4. 20.2, steps 5 and 6 against "A HELLO with the body of one already held (a repeat, a copy) is
-   not refused": a copy of a held HELLO brought by a slot that already brought another one.
-   Read: the steps come first, so it is refused (``malformed_message``, "a slot brings one
-   HELLO"); the repeat rule applies to HELLOs that pass all seven steps.
-5. 20.2 step 4 and 20.3 refuse a HELLO or a VIEW from a slot not in the room; a SAID from one
-   (20.5: "Whoever carried it does not matter") is taken.  Not said: messages and peer events
-   before the first ``joined`` (no room yet).  Read: ``invalid_state``.
-6. 20.3, "a flag or have bit that must be 0 and is not" is listed with the shape checks, but
-   the sender's own bit is known only once its HELLO is found (which of the names is its own).
-   Read: the flag bits 1 to 7 and the bits past ``k`` are checked with the shape; the own bit
-   right after "a list without the sender's own h" (``malformed_message``).
-7. 20.3, "X is live once D holds a VIEW of X that lists D's own h": read as lasting, i.e. a
-   later VIEW of X that does not list D does not make X not live (freshness was proven once).
-8. 20.3, "a VIEW whose seq is not above the latest one held from that RK is ignored" and 20.6
-   rules 5 and 6 ("on a VIEW that ..."): read as applying to VIEWs taken as the latest; an
-   ignored repeat triggers nothing.
-9. 20.3, bit 0 of flags, "its SAID of that roster went out": read as "its SAID of the current
-   round was taken from the outgoing queue" (the same for rule 6's "once it sent its SAID").
-10. 20.3, "Once the roster has not changed for 5 seconds": read as ``now - changed >= 5``; the
-    time of the change is the device's time of the call that changed it (the start, for the
-    first roster).
-11. 20.4, "how many participants are unknown": participants whose binding differs, or of
-    another call, are neither contacts nor unknown.  Read: they are counted apart in
-    :class:`RosterSummary` (``binding_differs``, ``other_call``).
-12. 20.4, confirming: "a device makes one per round" (20.5) for the SAID, but what ``I said
-    it`` before the roster is confirmed, or twice in a round, is: not said.  Read:
-    ``invalid_state`` both.
-13. 20.5, "From a speaker that is its contact, it keeps the entry ...; from another it keeps
-    nothing": the SAID's digest must still be kept to ignore a repeat, refuse a second
-    different one and set the VIEW's ``have`` bit.  Read: the digest of every SAID taken is
-    kept; the entry only from a contact.
-14. 20.5, step 1: "makes the participant refused for this round (authentication_failed)".  The
-    check runs when the second of code and SAID arrives; 1.1 says a refusal stores nothing,
-    while this outcome is shown.  Read: "refused" is an outcome (state ``refused``, whose code
-    is ``authentication_failed``, :data:`OUTCOME_RESULT`), not an exception; typing again for
-    a participant refused in this round is "already checked" (``invalid_state``).
-15. 20.5, the order of the typing refusals: read as ``invalid_state`` (not confirmed; not a
-    contact or not in the roster; already checked), then the code's form
-    (``invalid_argument``), then ``locked`` (as 10.2: "A typing error is refused without
-    counting, even while the limiter is locked").  A host's index outside the roster's rows
-    is ``invalid_argument`` (1.1: "an index"); the rows are the roster's names in ascending
-    order, this device's among them.
-16. 20.5, "What each screen shows": "verified, device changed, wrong or refused (in the round
-    they happened in; a new round shows not yet)" against "A participant checked so stays
-    checked for the rest of the roll call" and 20.4's "The checks of 20.5 outlive their
-    round".  Read: the parenthesis is for wrong and refused only; verified, device changed
-    and "verified, tag unchecked" (missing from that list) stay.
-17. 20.5, "The head count is the number of present participants": whether this device is
-    one.  Read: it is (the roster's size), since the host compares the head count with the
-    number of people on the call, its owner among them.
-18. 20.6 rule 2 (and the re-sends): whether a HELLO (or a SAID) already waiting in the queue
-    is queued again.  Read: no, as for the VIEW ("one VIEW waits in the queue at most"): a
-    waiting message goes out after the event anyway.
-19. 20.6 rule 7, "its VIEW is due, and goes out at the next tick at least 1 second after its
-    previous VIEW": read as satisfied by any VIEW made after the change (a VIEW is made when it
-    is taken, from the state at that moment), so "due" is cleared whenever a VIEW is made.
-20. 20.6 rule 7, "or it took a SAID": read as a SAID of another participant taken (20.5's
-    word), not a repeat ignored, and not this device's own SAID going out.
-21. 20.6 rule 8, "3 seconds after its roster last changed, then 4 seconds later, then every 8
-    seconds": read as a fixed schedule from the change (change + 3, + 7, + 15, + 23, ...;
-    each at the first tick at or after it; "later" than the point before, not than the tick
-    that came after it), at each point of which the device re-sends if it is unsettled then:
-    a device that becomes unsettled between two points waits for the next one (rule 6
-    answers a missing SAID sooner).  The first roster's change is the start.  "in the last
-    second" (rule 5) and "in the last 2 seconds" (rule 6) are read as ``now - sent < 1`` and
-    ``< 2``; "at least 1 second after" (rule 7) as ``>= 1``.
-22. 20.6 rule 8's "unsettled": "said set with a SAID this device does not hold" and "once this
-    device said, a have without its bit" are read for a latest VIEW whose roster is this
-    device's (another roster's flag and bits are of another round, and a present
-    participant with another roster already makes the device unsettled).  A VIEW that does
-    not list this device lacks its have bit (rule 6 and here).
-23. 20.6 rule 1 on a rejoin: what was queued for the connection that dropped is dropped; the
-    HELLO and the VIEW are queued anew.
-24. 20.1, "any call more than 600 seconds later ... is expired, and ends it": read as: every
-    later call is ``expired`` too and nothing more is sent; a time before 1970 is
-    ``invalid_argument`` (1.1) first.
+1. 20.6 rules 5 and 6, "unless it sent it in the last second" and "unless it sent it in the
+   last 2 seconds": whether a message sent exactly 1 (or 2) seconds ago was sent "in the last
+   second" (or 2 seconds).  Read: it was not (``now - sent < 1``, ``< 2``), as rule 7's "at
+   least 1 second after" counts exactly 1 second as enough.  With ticks on whole seconds the
+   two readings differ.
+2. 20.3, "A HELLO held for which D has no such VIEW is pending: it is never shown or counted",
+   against 20.5, "What each screen shows, beside each participant that has been present: ...
+   whether it is present now": a participant that has been present and is pending now (its
+   latest VIEW no longer lists this device, or its slot left while another slot still brings
+   its HELLO).  Read: 20.5 rules the screen: it keeps its row, shown as not present (as one
+   whose HELLO was forgotten does); "never shown" is of a HELLO that was never present.
 """
 
 from __future__ import annotations
@@ -128,7 +52,6 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from . import protocol as P
-from . import ristretto255 as E
 from .protocol import (
     AuthenticationFailed,
     Expired,
@@ -163,76 +86,9 @@ def u32(n: int) -> bytes:
     return n.to_bytes(4, "big")
 
 
-# --------------------------------------------------------------------------------------------
-# Section 1: strict Ed25519 verification (libsodium's crypto_sign_verify_detached)
-# --------------------------------------------------------------------------------------------
-
-_L = E.L
-_P = E.P
-_Y_MASK = (1 << 255) - 1
-
-
-def _point_canonical(enc: bytes) -> bool:
-    """The encoding's y (sign bit left out) is below p."""
-    return int.from_bytes(enc, "little") & _Y_MASK < _P
-
-
-def _decode_lenient(y: int, sign: int) -> E.Point | None:
-    """The edwards25519 point of y (reduced modulo p) and the sign of x (RFC 8032 5.1.3,
-    without the canonical checks), or None when there is none."""
-    y %= _P
-    u, v = (y * y - 1) % _P, (E.D * y * y + 1) % _P
-    x = u * pow(v, 3, _P) % _P * pow(u * pow(v, 7, _P) % _P, (_P - 5) // 8, _P) % _P
-    if v * x * x % _P != u:
-        if v * x * x % _P != (-u) % _P:
-            return None
-        x = x * E.SQRT_M1 % _P
-    if (x & 1) != sign:
-        x = (_P - x) % _P
-    return E.Point(x, y, 1, x * y % _P)
-
-
-def _small_order_ys() -> frozenset:
-    """The y of every point of order 1, 2, 4 or 8, and each y + p below 2^255 (a non-canonical
-    encoding of the same point): L times a point of the curve is in the torsion group, which
-    is cyclic of order 8, and an element of order 8 gives all of it (5 values of y: 1, -1, 0
-    and the two of the points of order 8)."""
-    y = 2
-    while True:
-        q = _decode_lenient(y, 0)
-        y += 1
-        if q is None:
-            continue
-        t = acc = E.scalar_mult(_L, q)
-        ys = {1}
-        for _ in range(7):
-            ys.add(acc.y * pow(acc.z, _P - 2, _P) % _P)
-            acc = E.add(acc, t)
-        if len(ys) == 5:
-            return frozenset(ys | {v + _P for v in ys if v + _P <= _Y_MASK})
-
-
-_SMALL_ORDER_Y = _small_order_ys()
-
-
-def _small_order(enc: bytes) -> bool:
-    """The encoding stands for a point of small order, whatever its sign bit and whether its y
-    is reduced (libsodium's list of such encodings compares them so)."""
-    return int.from_bytes(enc, "little") & _Y_MASK in _SMALL_ORDER_Y
-
-
-def verify_strict(public: bytes, signature: bytes, message: bytes) -> bool:
-    """Ed25519 (RFC 8032, pure) with libsodium's strictness (section 1): S below the group
-    order, the public key canonical and not of small order, R not of small order; then the
-    signature itself (a non-canonical R cannot equal the recomputed one, which the
-    ``cryptography`` package compares as bytes)."""
-    if len(public) != 32 or len(signature) != 64:
-        return False
-    if int.from_bytes(signature[32:], "little") >= _L:
-        return False
-    if not _point_canonical(public) or _small_order(public) or _small_order(signature[:32]):
-        return False
-    return P.ed25519_verify(public, signature, message)
+# Section 1: strict Ed25519 verification (libsodium's crypto_sign_verify_detached), shared with
+# every other section: protocol.ed25519_verify.
+verify_strict = P.ed25519_verify
 
 
 # --------------------------------------------------------------------------------------------
@@ -248,6 +104,8 @@ BINDING_LABEL = b"itsme-rc-binding-v2"
 SIGN_LABEL = b"itsme-rc-sign-v2"
 ROOM_BYTES = 16
 LIFETIME_SECONDS = 600
+# "A time before 1970 or after 9999 is invalid_argument": from 10000-01-01T00:00:00Z on.
+TIME_END = 253_402_300_800
 CLOCK_BACK_SECONDS = 30
 BINDING_MIN, BINDING_MAX = 16, 64
 KEY_BYTES = 32
@@ -347,13 +205,12 @@ HELLO_FIXED = 1 + 1 + 1 + KEY_BYTES + HASH_BYTES + 2  # 69: the body before the 
 HELLO_OVERHEAD = HELLO_FIXED + SIGNATURE_BYTES  # 133
 MIN_TAGS, MAX_TAGS = 32, 2048
 PRESENCE_LABEL = b"itsme-rc-presence-v2"
-MAX_HELLOS = 100
 MAX_PRESENT = 50
 
 
 def tag_count(contacts: int) -> int:
-    """n: the smallest power of two from 32 up that is at least the number of contacts; more
-    than 2048 contacts is ``invalid_argument``."""
+    """n: "the smallest power of two from 32 up that is at least the number of contacts it
+    computed tags for (at most 2048: a store with more is invalid_argument)"."""
     if contacts < 0:
         raise ValueError("a count of contacts is not negative")
     if contacts > MAX_TAGS:
@@ -500,8 +357,7 @@ class View:
 def parse_view(message: bytes) -> View:
     """20.3's form, ``malformed_message``: a length other than 138 + 32k + ceil(k/8), k not 1 to
     100, the names not strictly ascending, a flag bit other than bit 0 or a have bit past k set,
-    another version (or type).  The sender's own have bit is checked once its name is known
-    (see RollCall._receive_view)."""
+    another version (or type).  The sender's own have bit "is 0, and a receiver ignores it"."""
     message = bytes(message)
     if len(message) < VIEW_OVERHEAD:
         raise MalformedMessage("a VIEW is at least 138 bytes")
@@ -699,21 +555,19 @@ class Participant:
     contact: int | None  # index into the roll call's contacts
     bringers: set = field(default_factory=set)
     view: View | None = None  # the latest VIEW taken
-    live: bool = False
-    shown: bool = False  # has been present
 
 
 @dataclass
 class _Round:
-    """What a round (a roster) holds (20.4, 20.5)."""
+    """What a round (a roster) holds (20.4, 20.5): "its confirmation, code, SAID, and the SAIDs
+    and heard codes of the others", with the comparisons made and their outcomes."""
     roster: bytes
     members: tuple[bytes, ...]  # the roster's names, ascending, this device's among them
     confirmed: bool = False
     code: int | None = None
-    said: bytes | None = None  # this device's SAID of the round
-    said_out: bool = False
-    said_sent_at: float | None = None
-    taken: dict = field(default_factory=dict)  # speaker name -> digest of the SAID body taken
+    said: bytes | None = None  # this device's SAID of the round, once its owner said the code
+    said_sent_at: float | None = None  # when it was last put in the queue
+    taken: dict = field(default_factory=dict)  # speaker name -> the SAID body taken
     entries: dict = field(default_factory=dict)  # speaker name -> the entry kept (contacts)
     heard: dict = field(default_factory=dict)  # name -> value typed, not compared yet
     compared: dict = field(default_factory=dict)  # name -> comparisons made
@@ -722,18 +576,19 @@ class _Round:
 
 @dataclass(frozen=True)
 class RosterSummary:
-    """What 20.4 shows before the owner confirms."""
+    """What 20.4 shows before the owner confirms: "the names of its contacts present, how many
+    participants are unknown, and how many are bound differently"."""
     roster: bytes
     contacts_present: tuple[str, ...]
     unknown: int
-    binding_differs: int
-    other_call: int
+    bound_differently: int  # binding differs, or another call (20.5)
     size: int  # this device included
 
 
 @dataclass(frozen=True)
 class Row:
     """One participant that has been present, as a screen shows it (20.5)."""
+    number: int  # "in the order they first became present on this device (this device 0)"
     name: bytes
     contact: str | None
     state: str
@@ -742,7 +597,9 @@ class Row:
 
 
 _HELLO, _VIEW, _SAID = "hello", "view", "said"
-# 20.6 rule 8: "3 seconds after its roster last changed, then 4 seconds later, then every 8".
+# 20.6 rule 8: "A roster change (and the start) sets the next re-send time to 3 seconds after
+# it"; "4 seconds later after the first re-send since the roster changed, 8 seconds later after
+# the others".
 RESEND_FIRST, RESEND_SECOND, RESEND_EVERY = 3, 4, 8
 
 
@@ -751,17 +608,17 @@ class RollCall:
 
     ``contacts`` are looked up in their order ("the first one wins", 20.2).  ``rk_seed`` is the
     roll-call key's 32-byte RFC 8032 private key, ``padding_tags`` the HELLO's random tags (as
-    many as n minus the contacts taking part), ``codes`` the code values of successive
-    confirmations; each is drawn from ``random_bytes`` (os.urandom) when not given.  The roll
-    call starts at ``now``.  Every refusal raises the exception of its result code and leaves
-    the state as it was."""
+    many as n minus the distinct tags of the contacts taking part), ``codes`` the code values
+    of successive confirmations; each is drawn from ``random_bytes`` (os.urandom) when not
+    given.  The roll call starts at ``now``.  Every refusal raises the exception of its result
+    code and leaves the state as it was, except a participant refused by 20.5's check, which
+    is kept (and reported as ``authentication_failed``)."""
 
     def __init__(self, meeting_code_text: str, contacts: Sequence[Contact], pid: bytes,
                  now: float, *, binding: bytes | None = None, rk_seed: bytes | None = None,
                  padding_tags: Sequence[bytes] | None = None, codes: Iterable[int] | None = None,
                  random_bytes: Callable[[int], bytes] = os.urandom):
-        if now < 0:
-            raise InvalidArgument("a time before 1970")
+        _check_time(now)
         self.meeting_code = meeting_code(meeting_code_text)
         self.rcid = rcid(self.meeting_code)
         self.room_id = room_id(self.meeting_code)
@@ -783,14 +640,14 @@ class RollCall:
         self._rk = Ed25519PrivateKey.from_private_bytes(rk_seed)
         self.rk_public = self._rk.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
 
-        # Reading: (1) n and its limit count the contacts whose tags are computed.
+        # 20.2: "n = the smallest power of two from 32 up that is at least the number of
+        # contacts it computed tags for"; "two contacts' tags equal ... are carried once".
         self._taking_part = [i for i, c in enumerate(self.contacts)
                              if not c.awaiting_confirmation]
         n = tag_count(len(self._taking_part))
-        real = [presence_tag(self.contacts[i].seed, self.sid, self.rk_public, self.pid,
-                             self.contacts[i].pid) for i in self._taking_part]
-        if len(set(real)) != len(real):  # Reading: (2)
-            raise ValueError("two contacts' presence tags are equal")
+        real = list(dict.fromkeys(
+            presence_tag(self.contacts[i].seed, self.sid, self.rk_public, self.pid,
+                         self.contacts[i].pid) for i in self._taking_part))
         if padding_tags is not None:
             padding = [bytes(t) for t in padding_tags]
             if len(padding) != n - len(real):
@@ -808,34 +665,39 @@ class RollCall:
         self.hello = sign_body(self._rk, self.rcid, self.hello_body)  # signed once
         self.name = name_of(self.hello_body)
 
-        self.slot: int | None = None
-        self._present_slots: set = set()
+        self.slot: int | None = None  # none before the first joined
+        self._room: set = set()  # the other slots in the room (15.9's events)
         self._held: dict[bytes, Participant] = {}
         self._by_rk: dict[bytes, bytes] = {}
-        self._slot_brought: dict = {}
-        self._checked: dict[bytes, str] = {}
+        self._slot_brought: dict = {}  # slot -> the name of the HELLO it brought
+        self._present: dict[bytes, int] = {}  # name -> the slot of its latest VIEW
         self._listed: frozenset = frozenset([self.name])
-        self._present: dict[bytes, int] = {}
+        self._numbers: dict[bytes, int] = {self.name: 0}
+        self._seen: dict[bytes, tuple[str, int | None]] = {}  # has been present: relation
+        self._checked: dict[bytes, str] = {}
         self._rounds: OrderedDict[bytes, _Round] = OrderedDict()
         self._switch_round((self.name,))
         self.roster_changed_at = now
 
-        self._queue: list = []
+        self._queue: list = []  # (_HELLO, bytes), (_VIEW, None) or (_SAID, bytes)
         self._seq = 0
-        self.last_view_at: float | None = None
-        self.last_hello_at: float | None = None
+        self.last_view_at: float | None = None  # when the last VIEW was made
+        self.last_hello_at: float | None = None  # when the HELLO was last put in the queue
         self._view_due = False
         self._resend_at = now + RESEND_FIRST
-        self._resend_step = 0
+        self._resends = 0  # re-sends since the roster last changed
         self.sent = {_HELLO: 0, _VIEW: 0, _SAID: 0}  # messages taken, by kind
 
-    # -- time ------------------------------------------------------------------------------
+    # -- time (20.1) -----------------------------------------------------------------------
 
     def _alive(self, now: float) -> None:
-        if now < 0:
-            raise InvalidArgument("a time before 1970")
+        """ "A time before 1970 or after 9999 is invalid_argument, checked first"; "any call
+        more than 600 seconds later (or with a clock more than 30 seconds before that moment)
+        is expired, and ends it: every later call is expired too, and nothing more is
+        sent"."""
+        _check_time(now)
         if self._ended:
-            raise Expired("the roll call has ended")  # Reading: (24)
+            raise Expired("the roll call has ended")
         if now - self.started_at > LIFETIME_SECONDS or now < self.started_at - CLOCK_BACK_SECONDS:
             self._ended = True
             self._queue.clear()
@@ -848,10 +710,13 @@ class RollCall:
 
     # -- the state derived -----------------------------------------------------------------
 
+    def _lists_me(self, view: View | None) -> bool:
+        return view is not None and self.name in view.names
+
     def _compute_listed(self) -> frozenset:
-        """Its own, and every HELLO it holds whose bringer, or whose participant's VIEW slot,
-        is present in the room."""
-        s = self._present_slots
+        """20.3: "its own, and every HELLO it holds whose bringer, or whose participant's VIEW
+        slot, is present in the room"."""
+        s = self._room
         return frozenset([self.name, *(
             n for n, p in self._held.items()
             if not s.isdisjoint(p.bringers) or (p.view is not None and p.view.slot in s))])
@@ -867,24 +732,29 @@ class RollCall:
         self._round = rnd
 
     def _update(self, now: float) -> None:
-        """After every change: forget pending HELLOs no present slot brought (20.3), then who
-        is present, the list (rule 4: a change sends the VIEW) and the roster (a change is a
-        new round, or an earlier one back, and makes the VIEW due, rule 7)."""
-        s, held = self._present_slots, self._held
-        for n in [n for n, p in held.items() if not p.live and s.isdisjoint(p.bringers)]:
+        """After every change (20.3): who is present ("the latest VIEW of X that D holds lists
+        D's own h and that VIEW's slot is in the room"), the pending HELLOs forgotten "once
+        every slot that brought it has left", the numbers of those newly present, the roster
+        (a change is a new round, or an earlier one back; rule 7 makes the VIEW due and rule 8
+        sets the next re-send time), then the list (rule 4: a change sends the VIEW, which
+        comes after the change and so satisfies a due one)."""
+        s, held = self._room, self._held
+        present = {n: p.view.slot for n, p in held.items()
+                   if self._lists_me(p.view) and p.view.slot in s}
+        for n in [n for n, p in held.items() if n not in present and s.isdisjoint(p.bringers)]:
             del self._by_rk[held.pop(n).hello.rk]
-        present = {}  # name -> the slot of its latest VIEW
-        for n, p in held.items():
-            if p.live and p.view.slot in s:  # live: a VIEW is held
-                present[n] = p.view.slot
-                p.shown = True
+        # "several at once in ascending order of their names"
+        for n in sorted(n for n in present if n not in self._numbers):
+            self._numbers[n] = len(self._numbers)
+        for n in present:
+            self._seen[n] = (held[n].relation, held[n].contact)
         self._present = present
-        if len(present) + 1 != len(self._round.members) or any(
-                n not in present for n in self._round.members if n != self.name):
-            self._switch_round(tuple(sorted([*present, self.name])))
+        members = tuple(sorted([*present, self.name]))
+        if members != self._round.members:
+            self._switch_round(members)
             self.roster_changed_at = now
             self._view_due = True
-            self._resend_at, self._resend_step = now + RESEND_FIRST, 0
+            self._resend_at, self._resends = now + RESEND_FIRST, 0
         listed = self._compute_listed()
         if listed != self._listed:
             self._listed = listed
@@ -892,39 +762,40 @@ class RollCall:
 
     # -- the outgoing queue (20.6) -----------------------------------------------------------
 
+    def _put(self, item) -> bool:
+        """ "Sends" means "puts in its queue": a message equal to one already waiting is not
+        queued again.  Nothing is sent before the first joined (20.2)."""
+        if self.slot is None or item in self._queue:
+            return False
+        self._queue.append(item)
+        return True
+
     def _queue_hello(self) -> None:
-        if self.slot is not None and _HELLO not in self._queue:  # Reading: (18)
-            self._queue.append(_HELLO)
+        if self._put((_HELLO, self.hello)):
+            self.last_hello_at = self._now
 
     def _queue_view(self) -> None:
-        if self.slot is not None and _VIEW not in self._queue:  # one VIEW waits at most
-            self._queue.append(_VIEW)
+        """One VIEW waits in the queue at most; it is made when taken, from the state then.
+        Rule 7: "a VIEW queued in between satisfies" a due one (the one already waiting is
+        the VIEW that would be queued)."""
+        if self.slot is None:
+            return
+        self._put((_VIEW, None))
+        self._view_due = False
 
     def _queue_said(self) -> None:
-        item = (_SAID, self._round.roster)
-        if self._round.said is not None and item not in self._queue:  # Reading: (18)
-            self._queue.append(item)
+        rnd = self._round
+        if rnd.said is not None and self._put((_SAID, rnd.said)):
+            rnd.said_sent_at = self._now
 
     def next_outgoing(self) -> bytes | None:
         """The next message to send to the group room, or None.  A VIEW is made now, from the
         state at this moment."""
-        while self._queue:
-            item = self._queue.pop(0)
-            if item == _HELLO:
-                self.last_hello_at = self._now
-                self.sent[_HELLO] += 1
-                return self.hello
-            if item == _VIEW:
-                self.sent[_VIEW] += 1
-                return self._make_view()
-            rnd = self._rounds.get(item[1])
-            if rnd is None or rnd.said is None:
-                continue  # a round no longer kept
-            rnd.said_out = True  # Reading: (9) its SAID "went out" when it is taken
-            rnd.said_sent_at = self._now
-            self.sent[_SAID] += 1
-            return rnd.said
-        return None
+        if not self._queue:
+            return None
+        kind, message = self._queue.pop(0)
+        self.sent[kind] += 1
+        return self._make_view() if kind == _VIEW else message
 
     def outgoing(self) -> list[bytes]:
         """Everything queued, in order."""
@@ -934,14 +805,15 @@ class RollCall:
         return out
 
     def _make_view(self) -> bytes:
+        """20.3: bit 0 of flags "says that its owner confirmed 'I said it' in that round (its
+        SAID is made)"; bit j of have, that it holds the SAID of this round of h_(j+1)."""
         rnd = self._round
         names = sorted(self._listed)
         have = have_bits(names, lambda n: n != self.name and n in rnd.taken)
         self._seq += 1
-        body = view_body(self.rk_public, self._seq, self.slot, rnd.roster, rnd.said_out, names,
-                         have)
+        body = view_body(self.rk_public, self._seq, self.slot, rnd.roster, rnd.said is not None,
+                         names, have)
         self.last_view_at = self._now
-        self._view_due = False  # Reading: (19)
         return sign_body(self._rk, self.rcid, body)
 
     @property
@@ -951,32 +823,34 @@ class RollCall:
     # -- the relay's events (15.9, 20.6 rules 1 to 3) ----------------------------------------
 
     def joined(self, slot: int, peers: Iterable[int], now: float) -> None:
-        """Rule 1: the relay's ``joined`` (a first join or a rejoin, 20.7)."""
+        """Rule 1, the relay's ``joined`` (a first join or a rejoin, 20.7): "takes the slots
+        present from it, records its own slot, and sends its HELLO, then its VIEW".  "What
+        waits when a connection drops goes out on the next one"."""
         self._alive(now)
         if not isinstance(slot, int) or not 1 <= slot <= 0xFFFF:
             raise InvalidArgument(f"a relay slot is 1 to 65535, not {slot!r}")
         self.slot = slot
-        self._present_slots = set(peers) - {slot}
-        self._queue.clear()  # Reading: (23)
+        self._room = set(peers) - {slot}
         self._queue_hello()
-        self._queue_view()
         self._update(now)
+        self._queue_view()
 
     def peer_joined(self, slot: int, now: float) -> None:
-        """Rule 2: send the HELLO (the newcomer needs it), nothing else."""
+        """Rule 2: "sends its HELLO (the newcomer needs it), nothing else".  Before the first
+        joined "no slot is in its room" (20.2): the event changes nothing."""
         self._alive(now)
         if self.slot is None:
-            raise InvalidState("a peer event before joined")  # Reading: (5)
-        self._present_slots.add(slot)
+            return
+        self._room.add(slot)
         self._queue_hello()
         self._update(now)
 
     def peer_left(self, slot: int, now: float) -> None:
-        """Rule 3: forget the slot."""
+        """Rule 3: "forgets the slot" (nothing to forget before the first joined)."""
         self._alive(now)
         if self.slot is None:
-            raise InvalidState("a peer event before joined")  # Reading: (5)
-        self._present_slots.discard(slot)
+            return
+        self._room.discard(slot)
         self._update(now)
 
     # -- receiving ---------------------------------------------------------------------------
@@ -984,10 +858,9 @@ class RollCall:
     def receive(self, message: bytes, slot: int, now: float) -> str:
         """A binary message from relay slot ``slot``.  Returns what was done ("hello",
         "hello repeat", "view", "view ignored", "said", "said ignored"); raises the refusal
-        otherwise."""
+        otherwise.  Before the first joined, 20.2: "a HELLO is then refused by step 4, and a
+        VIEW or SAID as coming from a participant it does not hold or see"."""
         self._alive(now)
-        if self.slot is None:
-            raise InvalidState("a message before joined")  # Reading: (5)
         message = bytes(message)
         kind = message[1] if len(message) >= 2 else None
         if kind == HELLO_TYPE:
@@ -1022,20 +895,22 @@ class RollCall:
         _verified(self.rcid, hello.rk, hello.body, hello.signature)  # 2
         if hello.rk == self.rk_public:  # 3
             raise InvalidKey("this device's own roll-call key")
-        if slot not in self._present_slots:  # 4
+        if slot not in self._room:  # 4
             raise InvalidState("a HELLO carried by a slot that is not in the room")
         name = hello.name
         held = self._by_rk.get(hello.rk)
         if held is not None and held != name:  # 5
             raise MalformedMessage("a second HELLO for one roll-call key")
         brought = self._slot_brought.get(slot)
-        if brought is not None and brought != name:  # 6; Reading: (4)
+        if brought is not None and brought != name:  # 6
             raise MalformedMessage("a second HELLO from one relay slot")
-        if len(self._listed | {name}) > MAX_HELLOS:  # 7; Reading: (3)
-            raise InvalidArgument("more than 100 HELLOs held whose bringers are present")
-        self._slot_brought[slot] = name
         p = self._held.get(name)
-        if p is not None:  # a repeat or a copy: one more bringer
+        # 7: "a new HELLO when its VIEW would list more than 100 names with it (its own
+        # included)"; from a slot in the room, a new HELLO is listed.
+        if p is None and len(self._listed | {name}) > MAX_NAMES:
+            raise InvalidArgument("its VIEW would list more than 100 names")
+        self._slot_brought[slot] = name
+        if p is not None:  # "a repeat, a copy ... that passes these checks": one more bringer
             if slot not in p.bringers:
                 p.bringers.add(slot)
                 self._update(now)
@@ -1056,34 +931,33 @@ class RollCall:
             raise InvalidState("a VIEW whose HELLO is not held (it may be on its way)")
         if name not in view.names:
             raise MalformedMessage("a VIEW that does not list its sender's own h")
-        if view.holds(name):  # Reading: (6)
-            raise MalformedMessage("a VIEW whose sender's own have bit is set")
         p = self._held[name]
         if p.view is not None and view.seq <= p.view.seq:
-            return "view ignored"  # a repeat, or older
+            # "it changes nothing and triggers none of 20.6's rules"
+            return "view ignored"
         if view.slot != slot:
             raise InvalidState("a VIEW carried by another slot than its own")
-        if view.slot not in self._present_slots:
+        if view.slot not in self._room:
             raise InvalidState("a VIEW of a slot not present")
         for n, other_slot in self._present.items():
             if n != name and other_slot == view.slot:
                 raise InvalidState("the slot of another present participant's latest VIEW")
-        live = p.live or self.name in view.names  # Reading: (7)
-        if live and name not in self._present:
+        if self._lists_me(view) and name not in self._present:
             if 1 + len(self._present) + 1 > MAX_PRESENT:
                 raise InvalidArgument("more than 50 participants present")
-        unchanged = self._present.get(name) == view.slot  # present before, and so after
-        p.view, p.live = view, live
-        if not unchanged:
+        # X's new latest VIEW changes nothing but X's presence: X stays listed (its slot, or a
+        # bringer, is in the room) and is forgotten only when not present.
+        was_present, slot_before = name in self._present, self._present.get(name)
+        p.view = view
+        if self._lists_me(view) != was_present or (was_present and slot_before != view.slot):
             self._update(now)
-        # Reading: (8) rules 5 and 6 on a VIEW taken.
-        if self.name not in view.names:  # rule 5
+        if not self._lists_me(view):  # rule 5 (Reading: (1) "in the last second")
             if self.last_hello_at is None or not now - self.last_hello_at < 1:
                 self._queue_hello()
         rnd = self._round
-        if (view.roster == rnd.roster and rnd.said_out and not view.holds(self.name)
+        if (view.roster == rnd.roster and rnd.said is not None and not view.holds(self.name)
                 and not (rnd.said_sent_at is not None and now - rnd.said_sent_at < 2)):
-            self._queue_said()  # rule 6
+            self._queue_said()  # rule 6 (Reading: (1) "in the last 2 seconds")
         return "view"
 
     def _receive_said(self, message: bytes, now: float) -> str:
@@ -1093,63 +967,63 @@ class RollCall:
             raise InvalidKey("this device's own SAID, reflected")
         rnd = self._round
         speaker = self._by_rk.get(said.rk)
-        if speaker is None or speaker not in rnd.members:
+        if speaker is None or speaker not in self._present:
             raise InvalidState("a speaker that is not in the roster")
         if said.roster != rnd.roster:
             raise InvalidState("a SAID of another roster")
-        digest = sha256(said.body)
         taken = rnd.taken.get(speaker)
         if taken is not None:
-            if taken == digest:
+            if taken == said.body:
                 return "said ignored"
             raise MalformedMessage("a second, different SAID from one speaker in this round")
         if len(said.entries) != len(rnd.members) - 1:
             raise MalformedMessage("a SAID whose m is not the roster's size minus one")
-        rnd.taken[speaker] = digest  # Reading: (13)
+        # "It keeps the SAID's body ...; from a speaker that is its contact it also keeps the
+        # entry at its own position".
+        rnd.taken[speaker] = said.body
+        self._view_due = True  # rule 7: "it took another participant's SAID"
         if self._held[speaker].relation == CONTACT:
             others = [n for n in rnd.members if n != speaker]
             rnd.entries[speaker] = said.entries[others.index(self.name)]
-            self._check(speaker)
-        self._view_due = True  # rule 7; Reading: (20)
+            self._check_or_refuse(speaker)
         return "said"
 
     # -- ticks (20.6 rules 7 and 8) ------------------------------------------------------------
 
     def tick(self, now: float) -> None:
+        """Rule 8: "queues a due VIEW; then, if it is unsettled and the time has reached its
+        next re-send time, sends its HELLO, its VIEW and (once said) its SAID of this round
+        again, and sets the next re-send time 4 seconds later after the first re-send since
+        the roster changed, 8 seconds later after the others"."""
         self._alive(now)
         if self.slot is None:
             return
         if self._view_due and (self.last_view_at is None or now - self.last_view_at >= 1):
             self._queue_view()
-        if now >= self._resend_at:  # Reading: (21) at change + 3, + 7, + 15, + 23, ...
-            if self.unsettled():
-                self._queue_hello()
-                self._queue_view()
-                self._queue_said()
-            while self._resend_at <= now:
-                self._resend_step += 1
-                self._resend_at += RESEND_SECOND if self._resend_step == 1 else RESEND_EVERY
+        if now >= self._resend_at and self.unsettled():
+            self._queue_hello()
+            self._queue_view()
+            self._queue_said()
+            self._resends += 1
+            self._resend_at = now + (RESEND_SECOND if self._resends == 1 else RESEND_EVERY)
 
     def unsettled(self) -> bool:
-        """Rule 8: a participant it lists has no VIEW here, or a latest VIEW that does not list
-        this device, or, once present, a roster other than its own, or said set with a SAID
-        this device does not hold, or, once this device said, a have without its bit."""
+        """Rule 8: "a participant it lists has no VIEW here, or a latest VIEW that does not list
+        this device, or, once present, a latest VIEW whose roster is not its own, or (its
+        roster being its own) said set with a SAID this device does not hold, or, once this
+        device said, no have bit for it"."""
         rnd = self._round
         for n in self._listed:
             if n == self.name:
                 continue
-            p = self._held[n]
-            v = p.view
-            if v is None or self.name not in v.names:
+            v = self._held[n].view
+            if not self._lists_me(v):
                 return True
-            if v.roster != rnd.roster:
-                if n in self._present:
-                    return True
-                continue
-            # Reading: (22) the last two for a VIEW of this device's roster.
-            if v.said and n not in rnd.taken:
+            if n in self._present and v.roster != rnd.roster:
                 return True
-            if rnd.said_out and not v.holds(self.name):
+            if v.roster == rnd.roster and v.said and n not in rnd.taken:
+                return True
+            if rnd.said is not None and not v.holds(self.name):
                 return True
         return False
 
@@ -1161,23 +1035,25 @@ class RollCall:
 
     @property
     def members(self) -> tuple[bytes, ...]:
-        """The roster's names in ascending order (its rows), this device's among them."""
+        """The roster's names in ascending order (the order of a SAID's entries), this
+        device's among them."""
         return self._round.members
 
     def summary(self, now: float) -> RosterSummary:
-        """What the owner is shown before confirming (Reading: (11))."""
+        """What the owner is shown before confirming."""
         self._alive(now)
-        contacts, counts = [], {UNKNOWN: 0, BINDING_DIFFERS: 0, OTHER_CALL: 0}
+        contacts, unknown, differs = [], 0, 0
         for n in self._round.members:
             if n == self.name:
                 continue
             p = self._held[n]
             if p.relation == CONTACT:
                 contacts.append(self.contacts[p.contact].name)
+            elif p.relation == UNKNOWN:
+                unknown += 1
             else:
-                counts[p.relation] += 1
-        return RosterSummary(self._round.roster, tuple(contacts), counts[UNKNOWN],
-                             counts[BINDING_DIFFERS], counts[OTHER_CALL],
+                differs += 1
+        return RosterSummary(self._round.roster, tuple(contacts), unknown, differs,
                              len(self._round.members))
 
     def confirm_roster(self, roster: bytes, now: float) -> str:
@@ -1199,8 +1075,6 @@ class RollCall:
         else:
             code = draw_code_value(lambda: self._random(2))
         rnd.confirmed, rnd.code = True, code
-        for n in list(rnd.entries):
-            self._check(n)
         return code_text(code)
 
     @property
@@ -1215,10 +1089,10 @@ class RollCall:
     # -- 20.5 the SAID -------------------------------------------------------------------------
 
     def confirm_said(self, now: float, *, padding: dict | None = None) -> None:
-        """The owner said the code: make this round's SAID and queue it.  ``padding`` may give
-        the 50-byte entry of a participant that is not this device's contact (by name); the
-        others are drawn.  Reading: (12) before the confirmation, or a second time in a round,
-        ``invalid_state``."""
+        """The owner said the code: make this round's SAID and queue it; the VIEW is due (rule
+        7).  ``padding`` may give the 50-byte entry of a participant that is not this device's
+        contact (by name); the others are drawn.  "I said it" before the roster of the round
+        is confirmed or a second time in a round is ``invalid_state`` (20.4)."""
         self._alive(now)
         rnd = self._round
         if not rnd.confirmed:
@@ -1242,6 +1116,7 @@ class RollCall:
                     raise ValueError("a random entry is 50 bytes")
                 entries.append(bytes(e))
         rnd.said = sign_body(self._rk, self.rcid, said_body(self.rk_public, rnd.roster, entries))
+        self._view_due = True  # rule 7: "or its owner confirmed 'I said it'"
         self._queue_said()
 
     def own_said(self) -> bytes | None:
@@ -1250,38 +1125,56 @@ class RollCall:
 
     # -- 20.5 heard codes and the check --------------------------------------------------------
 
-    def _resolve(self, who: int | bytes) -> bytes:
-        rnd = self._round
-        if isinstance(who, int):
-            if not 0 <= who < len(rnd.members):
-                raise InvalidArgument("a row outside the roster")  # Reading: (15)
-            return rnd.members[who]
-        return bytes(who)
+    def number_of(self, name: bytes) -> int | None:
+        """The participant's number: "numbered in the order they first became present on this
+        device (this device 0; several at once in ascending order of their names), a number
+        each keeps for the roll call"."""
+        return self._numbers.get(bytes(name))
+
+    def name_of_number(self, number: int) -> bytes | None:
+        for n, k in self._numbers.items():
+            if k == number:
+                return n
+        return None
 
     def enter_heard(self, who: int | bytes, text: str, now: float) -> str:
-        """The owner typed the code ``who`` (a row of the roster, or a participant's name)
-        said.  Returns the participant's state afterwards.  Reading: (15) for the order."""
+        """The owner typed the code that participant ``who`` (its number, or its name) said.
+        Returns the participant's state afterwards.  Refused, 20.5, "in this order: a code that
+        is not a NATO word and three digits, or a number that is 0 or names no participant
+        (invalid_argument); before the roster of the round is confirmed, for a participant that
+        is not a contact (or whose binding differs), not present, already checked, or refused
+        in this round (invalid_state); after three comparisons in the round (locked)"; a
+        comparison that makes the participant refused raises ``authentication_failed`` and
+        keeps that outcome."""
         self._alive(now)
-        rnd = self._round
-        if not rnd.confirmed:
-            raise InvalidState("typing before the roster is confirmed")
-        name = self._resolve(who)
-        p = self._held.get(name)
-        if name not in rnd.members or p is None or p.relation != CONTACT:
-            raise InvalidState("not a contact in the roster")
-        if name in self._checked or rnd.outcome.get(name) == REFUSED:  # Reading: (14)
-            raise InvalidState("this participant is checked already")
         try:
             value = P.parse_voice_code(text)
         except P.TypingError as exc:
             raise InvalidArgument(str(exc)) from exc
+        number = who if isinstance(who, int) else self._numbers.get(bytes(who))
+        name = None if number is None or number == 0 else self.name_of_number(number)
+        if name is None:
+            raise InvalidArgument("a number that is 0 or names no participant")
+        rnd = self._round
+        if not rnd.confirmed:
+            raise InvalidState("typing before the roster is confirmed")
+        if self._seen[name][0] != CONTACT:
+            raise InvalidState("not a contact (or its binding differs)")
+        if name not in self._present:
+            raise InvalidState("not present")
+        if name in self._checked:
+            raise InvalidState("this participant is checked already")
+        if rnd.outcome.get(name) == REFUSED:
+            raise InvalidState("this participant was refused in this round")
         if rnd.compared.get(name, 0) >= ATTEMPTS_PER_ROUND:
             raise Locked("three comparisons in this round: wait for a new round")
         rnd.heard[name] = value  # replaces a code typed before its SAID came
-        self._check(name)
+        self._check_or_refuse(name)
         return self.state_of(name)
 
-    def _check(self, name: bytes) -> None:
+    def _check_or_refuse(self, name: bytes) -> None:
+        """The check, once the round is confirmed and both the heard code and the entry are
+        here; step 1's refusal is kept and reported (``authentication_failed``)."""
         rnd = self._round
         if not rnd.confirmed or name not in rnd.heard or name not in rnd.entries:
             return
@@ -1290,9 +1183,9 @@ class RollCall:
         key = code_key(c.seed, self.sid, rnd.roster, name, self.name, c.pid, self.pid)
         try:
             value, dtag = open_entry(key, rnd.roster, rnd.entries[name])
-        except AuthenticationFailed:
-            rnd.outcome[name] = REFUSED  # Reading: (14)
-            return
+        except AuthenticationFailed as exc:
+            rnd.outcome[name] = REFUSED  # "unlike any other refusal, keeps this outcome"
+            raise AuthenticationFailed(f"refused for this round: {exc}") from exc
         rnd.compared[name] = rnd.compared.get(name, 0) + 1
         if not hmac.compare_digest(u16(value), u16(heard)):
             rnd.outcome[name] = WRONG
@@ -1324,14 +1217,24 @@ class RollCall:
         return name in self._present
 
     def agrees(self, name: bytes) -> bool:
+        """20.3: a present participant agrees when its latest VIEW's roster is this device's."""
         p = self._held.get(name)
-        return p is not None and p.view is not None and p.view.roster == self._round.roster
+        return name in self._present and p.view.roster == self._round.roster
+
+    def relation_of(self, name: bytes) -> str | None:
+        p = self._held.get(name)
+        if p is not None:
+            return p.relation
+        seen = self._seen.get(name)
+        return None if seen is None else seen[0]
 
     def state_of(self, name: bytes) -> str:
-        """Reading: (16) checks stay; wrong and refused are of their round."""
-        p = self._held[name]
-        if p.relation != CONTACT:
-            return p.relation
+        """20.5: "for a contact, verified, verified (tag unchecked) or device changed once
+        checked (for the rest of the roll call), else wrong or refused (in the round they
+        happened in; a new round shows not yet), else not yet"; else its relation."""
+        relation = self.relation_of(name)
+        if relation != CONTACT:
+            return relation
         if name in self._checked:
             return self._checked[name]
         return self._round.outcome.get(name, NOT_YET)
@@ -1341,24 +1244,35 @@ class RollCall:
             name not in self._checked
 
     def rows(self) -> list[Row]:
-        """Every participant that has been present, in ascending order of names."""
-        return [Row(n, None if p.contact is None else self.contacts[p.contact].name,
-                    self.state_of(n), n in self._present, self.agrees(n))
-                for n, p in sorted(self._held.items()) if p.shown]
+        """Every participant that has been present, by number.  Reading: (2) one pending now
+        keeps its row (not present)."""
+        out = []
+        for n in sorted(self._seen, key=self._numbers.__getitem__):
+            contact = self._seen[n][1]
+            out.append(Row(self._numbers[n], n,
+                           None if contact is None else self.contacts[contact].name,
+                           self.state_of(n), n in self._present, self.agrees(n)))
+        return out
 
     @property
     def head_count(self) -> int:
-        """Reading: (17) the present participants, this device included."""
+        """20.5: "the number of devices present, this one included (the roster's size)"."""
         return len(self._round.members)
 
     def split(self, now: float) -> bool:
-        """20.3: the roster has not changed for 5 seconds and a present participant does not
-        agree (Reading: (10))."""
+        """20.3: "Once the roster has not changed for 5 seconds (the time now, on its own clock,
+        minus the time of the last change is 5 or more) and a present participant does not
+        agree"."""
         if now - self.roster_changed_at < 5:
             return False
-        return any(self._held[n].view.roster != self._round.roster for n in self._present)
+        return any(not self.agrees(n) for n in self._present)
 
     def slot_of(self, name: bytes) -> int | None:
         """The slot of a participant's latest VIEW."""
         p = self._held.get(name)
         return None if p is None or p.view is None else p.view.slot
+
+
+def _check_time(now: float) -> None:
+    if not 0 <= now < TIME_END:
+        raise InvalidArgument("a time before 1970 or after 9999")

@@ -343,7 +343,7 @@ def test_rollcall_fields():
         expect_keys(o, "listener_text speaker_text state_text")
     expect_keys(data["bound"], "participants")
     for p in _cases(data["bound"], "participants"):
-        expect_keys(p, "bind binding hello name_text random_seed sees sid")
+        expect_keys(p, "bind binding hello name_text random_seed roll_call_key_seed sees sid")
         for s in _cases(p, "sees"):
             expect_keys(s, "slot state_text")
     for r in _cases(data, "rejections"):
@@ -438,123 +438,176 @@ def test_rollcall_saids():
         assert len(h(s["said"])) == 131 + 50 * 2
 
 
+class VectorRoom:
+    """The group room in memory of the vectors' README (rollcall.json), exactly: "a join tells
+    each device present peer-joined, then the newcomer joined (with the slots present,
+    ascending), then adds it; then, and after each 'I said it' and each tick, it repeats until
+    no device has anything to send: for each device in slot order, it takes that device's
+    messages from its queue one at a time and hands each, before taking the next, to every
+    other device in slot order (a message taken while the device is alone is refused by the
+    relay and reaches no one)"."""
+
+    def __init__(self, t: float):
+        self.t = t
+        self.devices: dict[int, R.RollCall] = {}
+        self.next_slot = 1
+        self.reached = 0  # messages taken that reached another device
+        self.log: list = []  # (time, slot, message) of each of them
+        self.errors: list = []  # (receiver slot, sender slot, result code)
+
+    def join(self, device: R.RollCall) -> int:
+        slot, self.next_slot = self.next_slot, self.next_slot + 1
+        peers = sorted(self.devices)
+        for s in peers:
+            self.devices[s].peer_joined(slot, self.t)
+        device.joined(slot, peers, self.t)
+        self.devices[slot] = device
+        self.flush()
+        return slot
+
+    def flush(self) -> None:
+        moved = True
+        while moved:
+            moved = False
+            for slot in sorted(self.devices):
+                while (m := self.devices[slot].next_outgoing()) is not None:
+                    moved = True
+                    others = [s for s in sorted(self.devices) if s != slot]
+                    if others:
+                        self.reached += 1
+                        self.log.append((self.t, slot, m))
+                    for s in others:
+                        try:
+                            self.devices[s].receive(m, slot, self.t)
+                        except P.ProtocolError as exc:
+                            self.errors.append((s, slot, P.result_code(exc)))
+
+    def said(self, device: R.RollCall, **kw) -> None:
+        device.confirm_said(self.t, **kw)
+        self.flush()
+
+    def tick(self, t: float) -> None:
+        self.t = t
+        for slot in sorted(self.devices):
+            self.devices[slot].tick(t)
+        self.flush()
+
+
 def _vector_room(data):
-    """The three devices of the vectors joined in order (slots 1, 2, 3) through an in-order
-    room, each second ticked; returns the room, the devices and the messages of Cai's join."""
+    """The three devices of the vectors joined in slot order through the vectors' room at
+    `now`; returns the room, the devices and the messages of the three joins (`join_messages`:
+    those that reached another device, before any tick)."""
     devices = {p["name_text"]: _device(data, p["name_text"],
                                        codes=[s["code"] for s in data["saids"]
                                               if s["name_text"] == p["name_text"]])
                for p in data["participants"]}
-    room = Room(data["now"])
+    room = VectorRoom(data["now"])
     for p in sorted(data["participants"], key=lambda p: p["slot"]):
-        before = room.sent
         assert room.join(devices[p["name_text"]]) == p["slot"]
-        room.run(12)
-        join_messages = room.sent - before
-    return room, devices, join_messages
+    return room, devices, room.reached
 
 
 @needs_vectors
 @pytest.mark.parametrize("typed_first", [False, True], ids=["said-first", "typed-first"])
 def test_rollcall_outcomes(typed_first):
+    """The vectors' roll call replayed through their room: the joins' cost, every device's last
+    VIEW byte for byte (seq included), the SAIDs and the outcomes."""
     data = _data()
     parts = _participants(data)
     room, devices, join_messages = _vector_room(data)
-    # 20.6, "Cost of a join": the vectors count Cai's join (M = 2 present), fed together.
-    assert join_messages == data["join_messages"] == 3 * 2 + 4 <= 4 * 2 + 3
+    assert join_messages == data["join_messages"]
     assert not room.errors
     for name, d in devices.items():
         assert d.roster == h(data["roster"]) and d.head_count == 3
-        assert not d.split(room.t) and all(r.agrees and r.present for r in d.rows())
+        assert all(r.present for r in d.rows()) and len(d.rows()) == 2
+    # Cai's one VIEW was made before the others were present to it: Ana and Ben learn that Cai
+    # agrees from the due VIEWs of the tick (20.6, "Cost of a join").
+    assert not devices["Ana"].agrees(devices["Cai"].name)
     saids = {s["name_text"]: s for s in data["saids"]}
     spoken = {}
     for name, d in devices.items():
         assert d.confirm_roster(d.roster, room.t) == saids[name]["code_text"]
         spoken[name] = saids[name]["code_text"]
-    if typed_first:
+    if typed_first:  # typed before the SAIDs come: nothing compared yet
         for o in data["outcomes"]:
             d = devices[o["listener_text"]]
             assert d.enter_heard(h(parts[o["speaker_text"]]["name"]), spoken[o["speaker_text"]],
                                  room.t) == R.NOT_YET
-    for name, d in devices.items():
+    for p in sorted(data["participants"], key=lambda p: p["slot"]):
+        name = p["name_text"]
         padding = {h(parts[e["for_text"]]["name"]): h(e["entry"])
                    for e in saids[name]["entries"] if e["padding"]}
-        d.confirm_said(room.t, padding=padding)
-        assert d.own_said() == h(saids[name]["said"])
-    room.settle()
+        room.said(devices[name], padding=padding)
+        assert devices[name].own_said() == h(saids[name]["said"])
+    assert not room.errors
+    # "each device's last VIEW, sent at the tick one second after every SAID was taken"
+    before = len(room.log)
+    room.tick(data["now"] + 1)
+    last = {}
+    for _, slot, m in room.log[before:]:
+        assert m[1] == R.VIEW_TYPE
+        last[slot] = m
+    assert sorted(last) == [1, 2, 3] and len(room.log) - before == 3
+    for v in data["views"]:
+        assert last[v["slot"]] == h(v["view"]), v["name_text"]
+        assert devices[v["name_text"]].seq == v["seq"]
+    for d in devices.values():
+        assert all(r.agrees and r.present for r in d.rows()) and not d.split(data["now"] + 6)
     for o in data["outcomes"]:
         d = devices[o["listener_text"]]
         speaker = h(parts[o["speaker_text"]]["name"])
         if not typed_first:
             assert d.state_of(speaker) == R.NOT_YET
-            d.enter_heard(speaker, spoken[o["speaker_text"]], room.t)
+            d.enter_heard(speaker, spoken[o["speaker_text"]], data["now"] + 1)
         assert d.state_of(speaker) == o["state_text"]
     # Everyone else stays as the vectors leave them: padding entries are nobody's.
     assert devices["Ben"].state_of(h(parts["Cai"]["name"])) == R.UNKNOWN
     assert devices["Cai"].state_of(h(parts["Ben"]["name"])) == R.UNKNOWN
-    # The last VIEW each device sent is the vectors' VIEW but for its seq (which counts the
-    # VIEWs of the library's own run).
-    room.run(3)
-    last = {}
-    for _, slot, m in room.log:
-        if m[1] == R.VIEW_TYPE:
-            last[slot] = R.parse_view(m)
-    for v in data["views"]:
-        view = last[v["slot"]]
-        assert view.rk == h(parts[v["name_text"]]["roll_call_key"])
-        assert (view.roster, view.said, view.have, list(view.names)) == (
-            h(data["roster"]), v["said"], h(v["have"]), [h(n) for n in v["names"]])
+    assert not room.errors
 
 
 @needs_vectors
 def test_rollcall_bound():
+    """The bound part: each HELLO rebuilt byte for byte from its roll-call key seed, and the
+    three devices, bound so, replayed through the vectors' room to what each shows."""
     data = _data()
     rc = h(data["rcid"])
     bound = {p["name_text"]: p for p in data["bound"]["participants"]}
     parts = _participants(data)
+    devices = {}
     for name, p in bound.items():
         cb = h(p["binding"])
         assert R.session_id(rc, cb) == h(p["sid"])
         assert R.binding_hash(rc, cb) == h(p["bind"])
+        rk = R.roll_call_public(h(p["roll_call_key_seed"]))
+        real = set(_real_tags(data, name, h(p["sid"]), rk).values())
         hello = R.parse_hello(h(p["hello"]))
-        assert (hello.b, hello.bind) == (1, h(p["bind"]))
-        assert R.verify_strict(hello.rk, hello.signature, R.signed_input(rc, hello.body))
-        # Its tags are over the bound sid and its own RK (the vectors give no roll-call key
-        # seed here, so the HELLO is checked, not rebuilt).
-        for peer, tag in _real_tags(data, name, h(p["sid"]), hello.rk).items():
-            assert tag in hello.tags
-    # What each device shows, from the HELLOs alone ...
-    for name, p in bound.items():
-        for seen in p["sees"]:
-            other = next(q for q in bound.values()
-                         if parts[q["name_text"]]["slot"] == seen["slot"])
-            d = R.RollCall(data["meeting_code_text"], _contacts(data, name),
-                           h(parts[name]["identity_public"]), data["now"], binding=h(p["binding"]))
-            d.joined(parts[name]["slot"], [1, 2, 3], data["now"])
-            d.receive(h(other["hello"]), seen["slot"], data["now"])
-            assert d.state_of(R.name_of(R.parse_hello(h(other["hello"])).body)) == \
-                seen["state_text"]
-    # ... and after a roll call of the three, bound so, through a room.
-    room = Room(data["now"])
-    devices = {}
-    for name in sorted(bound, key=lambda n: parts[n]["slot"]):
+        assert (hello.b, hello.rk, hello.bind) == (1, rk, h(p["bind"]))
+        assert real <= set(hello.tags)
         devices[name] = R.RollCall(data["meeting_code_text"], _contacts(data, name),
-                                   h(parts[name]["identity_public"]), data["now"],
-                                   binding=h(bound[name]["binding"]))
+                                   h(parts[name]["identity_public"]), data["now"], binding=cb,
+                                   rk_seed=h(p["roll_call_key_seed"]),
+                                   padding_tags=[t for t in hello.tags if t not in real])
+        assert devices[name].hello == h(p["hello"])
+    room = VectorRoom(data["now"])
+    for name in sorted(bound, key=lambda n: parts[n]["slot"]):
         assert room.join(devices[name]) == parts[name]["slot"]
-    room.run(5)
-    assert same_rosters(*devices.values()) and not room.errors
+    assert not room.errors and same_rosters(*devices.values())
     for name, p in bound.items():
         d = devices[name]
-        shown = {d.slot_of(r.name): r.state for r in d.rows()}
-        assert shown == {seen["slot"]: seen["state_text"] for seen in p["sees"]}
-    verify_all(room)
+        assert {d.slot_of(r.name): r.state for r in d.rows()} == \
+            {seen["slot"]: seen["state_text"] for seen in p["sees"]}
     # Ana and Ben share the binding and verify each other; Cai, bound to another call, is shown
     # as such and cannot be typed for.
-    ana, cai = devices["Ana"], devices["Cai"]
-    assert ana.state_of(devices["Ben"].name) == R.VERIFIED
-    refused("invalid_state", ana.enter_heard, cai.name, "ALFA 000", room.t)
-    refused("invalid_state", cai.enter_heard, ana.name, "ALFA 000", room.t)
+    codes = {name: d.confirm_roster(d.roster, room.t) for name, d in devices.items()}
+    for name in sorted(bound, key=lambda n: parts[n]["slot"]):
+        room.said(devices[name])
+    ana, ben, cai = devices["Ana"], devices["Ben"], devices["Cai"]
+    assert ana.enter_heard(ben.name, codes["Ben"], room.t) == R.VERIFIED
+    assert ben.enter_heard(ana.name, codes["Ana"], room.t) == R.VERIFIED
+    refused("invalid_state", ana.enter_heard, cai.name, codes["Cai"], room.t)
+    refused("invalid_state", cai.enter_heard, ana.name, codes["Ana"], room.t)
+    assert not room.errors
 
 
 def _rejection_ids():
@@ -613,8 +666,8 @@ def test_sizes_tag_count_and_padding():
     rng = random.Random(5)
     many = [R.Contact(str(i), rng.randbytes(32), rng.randbytes(32)) for i in range(2049)]
     refused("invalid_argument", R.RollCall, CODE, many, rng.randbytes(32), NOW)
-    # n counts the contacts taking part: one awaiting the peer's confirmation (8.1) is left
-    # out of the tags (Reading 1: and of n).
+    # n counts "the contacts it computed tags for": one awaiting the peer's confirmation (8.1)
+    # is left out of the tags and of n.
     ana, ben = people("Ana", "Ben")
     waiting = R.Contact("Zoe", rng.randbytes(32), rng.randbytes(32), awaiting_confirmation=True)
     ana.contacts.extend(many[:31] + [waiting])
@@ -627,6 +680,12 @@ def test_sizes_tag_count_and_padding():
     assert len(d.hello) == 133 + 16 * 64
     hello = R.parse_hello(d.hello)
     assert set(d.contact_tags) < set(hello.tags) and list(hello.tags) == sorted(set(hello.tags))
+    # "two contacts' tags equal, a chance of 2^-128, are carried once": the same contact twice
+    # (the same seed and pid) gives one tag twice; n still counts both (33: n = 64).
+    ana.contacts[-1] = many[30]
+    d = ana.device()
+    hello = R.parse_hello(d.hello)
+    assert len(hello.tags) == 64 and len(d.contact_tags) == 32 and len(d.padding_tags) == 32
     # The same HELLO bytes every time; a VIEW and a SAID of their sizes.
     room = Room()
     e = ben.device()
@@ -641,6 +700,9 @@ def test_sizes_tag_count_and_padding():
 
 
 def test_strict_signature_verification():
+    """20.1: "libsodium's strict verification: a non-canonical signature or a small-order key
+    fails"; the check is section 1's, protocol.ed25519_verify, shared by every section."""
+    assert R.verify_strict is P.ed25519_verify
     rng = random.Random(9)
     seed = rng.randbytes(32)
     rk = R.roll_call_public(seed)
@@ -648,17 +710,14 @@ def test_strict_signature_verification():
     sig = R.sign_body(seed, b"rc", msg)[len(msg):]
     assert R.verify_strict(rk, sig, R.signed_input(b"rc", msg))
     # S not below the group order.
-    s_plus_l = (int.from_bytes(sig[32:], "little") + R._L).to_bytes(32, "little")
+    s_plus_l = (int.from_bytes(sig[32:], "little") + P.ristretto255.L).to_bytes(32, "little")
     assert not R.verify_strict(rk, sig[:32] + s_plus_l, R.signed_input(b"rc", msg))
     # A small-order key with a small-order R and S = 0 verifies cofactorless without the
     # checks of section 1 for every message; strict verification refuses it.
     identity = (1).to_bytes(32, "little")
     forged = identity + bytes(32)
+    assert P._ed25519_verify_cofactorless(identity, forged, msg)
     assert not R.verify_strict(identity, forged, msg)
-    for y in R._SMALL_ORDER_Y:
-        enc = y.to_bytes(32, "little")
-        assert R._small_order(enc) and R._small_order(enc[:31] + bytes([enc[31] | 0x80]))
-    assert not R._point_canonical((R._P + 2).to_bytes(32, "little"))
     # A HELLO in such a key is refused as a signature that does not verify.
     ben = people("Ben")[0].device()
     ben.joined(2, [1], NOW)
@@ -693,7 +752,7 @@ def test_extended_or_altered_hello_is_refused():
                        R.hello_body(0, R.roll_call_public(b"\x07" * 32), bytes(32), hello.tags))
     b.receive(copy, 3, NOW)
     assert b.state_of(R.name_of(R.parse_hello(copy).body)) == R.UNKNOWN
-    assert not b.held()[R.name_of(R.parse_hello(copy).body)].shown
+    assert b.rows() == []  # held, pending: never shown
     # Nothing refused left a trace: Ana's own HELLO is her.
     assert b.receive(a.hello, 1, NOW) == "hello"
     assert b.state_of(a.name) == R.NOT_YET and b.participant(a.name).contact == 0
@@ -724,7 +783,7 @@ def test_replayed_or_copied_hello_never_makes_anyone_present():
         # Eve has Ana's old slot number, so Ana's old VIEWs pass the slot checks and are
         # taken; none lists this roll call's fresh names: old Ana is never live.
         old_ana = d.held()[a_old_name]
-        assert old_ana.view is not None and not old_ana.live and not d.is_present(a_old_name)
+        assert old_ana.view is not None and not d.is_present(a_old_name)
         assert a_old_name not in d.members and all(r.name != a_old_name for r in d.rows())
         assert d.head_count == 2
     assert b.participant(c.name).bringers >= {3, 4}
@@ -765,7 +824,7 @@ def test_a_stranger_answering_first_blocks_no_one():
     eve.send(forged, said)
     room.settle()
     assert (3, 1, "authentication_failed") in room.errors
-    assert b._round.taken[a.name] == R.sha256(said[:-64])
+    assert b._round.taken[a.name] == said[:-64]
     assert b.enter_heard(a.name, R.code_text(a.code), room.t) == R.VERIFIED
     b.confirm_said(room.t)
     room.settle()
@@ -1091,8 +1150,12 @@ def test_sending_rules():
     assert _kinds(a) == ["HELLO"]
     a.receive(b_view(3), 2, NOW + 2)
     assert _kinds(a) == []  # sent at NOW + 1.5
-    assert a.receive(b_view(3), 2, NOW + 3) == "view ignored" and _kinds(a) == []  # Reading 8
+    # "ignored (a repeat, or older: it changes nothing and triggers none of 20.6's rules)"
+    assert a.receive(b_view(3), 2, NOW + 3) == "view ignored" and _kinds(a) == []
     a.receive(b_view(4), 2, NOW + 3)
+    assert _kinds(a) == ["HELLO"]
+    # Reading 1: sent exactly one second ago is not "in the last second".
+    a.receive(b_view(5), 2, NOW + 4)
     assert _kinds(a) == ["HELLO"]
 
 
@@ -1146,7 +1209,7 @@ def test_due_view_resend_backoff_and_said_resends():
 
     a.receive(b_view(100, b"\x00"), 3, NOW + 32)
     assert _kinds(a) == []  # the SAID went out 1 second ago
-    a.receive(b_view(101, b"\x00"), 3, NOW + 33.5)
+    a.receive(b_view(101, b"\x00"), 3, NOW + 33)  # Reading 1: exactly 2 seconds after
     assert _kinds(a) == ["SAID"]
     assert a.unsettled()  # Ben's have lacks Ana's bit
     a.receive(b_view(102, bit), 3, NOW + 34)
@@ -1160,9 +1223,10 @@ def test_due_view_resend_backoff_and_said_resends():
 # 20.2, 20.3, 20.5: refusals beyond the vectors -----------------------------------------------
 
 def _state(d: R.RollCall):
-    return (d.roster, d.members, {n: (frozenset(p.bringers), p.view, p.live)
+    return (d.roster, d.members, {n: (frozenset(p.bringers), p.view)
                                   for n, p in d.held().items()},
-            dict(d._round.taken), list(d._queue), d.seq)
+            dict(d._round.taken), dict(d._round.outcome), list(d._queue), d.seq,
+            [(r.number, r.name, r.state, r.present) for r in d.rows()])
 
 
 def _refused_unchanged(code: str, d: R.RollCall, message: bytes, slot: int, now: float = NOW,
@@ -1214,22 +1278,26 @@ def test_view_refusals():
     stranger = b"\x0d" * 32
     _refused_unchanged("invalid_state", b, _view_of(stranger, rc, 1, 3, b.roster, [b.name]), 3,
                        why="not held")
-    # A list without the sender's own h; the sender's own have bit (Reading 6).
+    # A list without the sender's own h.
     _refused_unchanged("malformed_message", b, R.sign_body(seed_a, rc, body(names=[b.name])), 1,
                        why="own h")
-    own_bit = b"\x80" if a.name < b.name else b"\x40"
-    _refused_unchanged("malformed_message", b, R.sign_body(seed_a, rc, body(have=own_bit)), 1,
-                       why="own have bit")
     # Slots: another than the one it came from; one not present.
     _refused_unchanged("invalid_state", b, good, 3, why="another slot")
     b.peer_joined(7, NOW)
     b.peer_left(7, NOW)
     _refused_unchanged("invalid_state", b, R.sign_body(seed_a, rc, body(slot=7)), 7,
                        why="not present")
+    # The sender's own have bit: "its own bit is 0, and a receiver ignores it".
+    own_bit = b"\x80" if a.name < b.name else b"\x40"
+    own = R.sign_body(seed_a, rc, body(seq=2, have=own_bit))
+    assert b.receive(own, 1, NOW) == "view" and b.is_present(a.name)
     assert b.receive(good, 1, NOW) == "view" and b.is_present(a.name)
-    # A repeat, or an older one: ignored, whatever it says.
-    assert b.receive(good, 1, NOW) == "view ignored"
-    assert b.receive(R.sign_body(seed_a, rc, body(seq=4, slot=3)), 3, NOW) == "view ignored"
+    # A repeat, or an older one: ignored, whatever it says, and it triggers none of 20.6's
+    # rules (this one does not list Ben: taken, it would make him send his HELLO, rule 5).
+    b.outgoing()
+    assert b.receive(good, 1, NOW + 2) == "view ignored"
+    older = R.sign_body(seed_a, rc, body(seq=4, slot=3, names=[a.name]))
+    assert b.receive(older, 3, NOW + 2) == "view ignored" and b.outgoing() == []
     # Cai's VIEW naming slot 1, Ana's, brought by slot 1: a copy carried by someone else.
     b.receive(c.hello, 3, NOW)
     seed_c = c._rk.private_bytes_raw()
@@ -1238,6 +1306,18 @@ def test_view_refusals():
                        why="another present participant")
     assert b.receive(_view_of(seed_c, rc, 1, 3, b.roster, [b.name, c.name]), 3, NOW) == "view"
     assert b.members == tuple(sorted((a.name, b.name, c.name)))
+    # Presence lasts only while the latest VIEW lists this device: Ana's next VIEW without
+    # Ben's name makes her not present (pending: she still has a bringer), and Ben sends his
+    # HELLO (rule 5); her next one with it makes her present again, under her number.
+    number = b.number_of(a.name)
+    b.outgoing()
+    assert b.receive(R.sign_body(seed_a, rc, body(seq=6, names=[a.name])), 1, NOW + 3) == "view"
+    assert not b.is_present(a.name) and a.name in b.held()
+    assert b.members == tuple(sorted((b.name, c.name)))
+    assert [m[1] for m in b.outgoing()] == [R.HELLO_TYPE]  # the VIEW is due (rule 7)
+    assert [(r.name, r.present) for r in b.rows()] == [(a.name, False), (c.name, True)]
+    assert b.receive(R.sign_body(seed_a, rc, body(seq=7)), 1, NOW + 3) == "view"
+    assert b.is_present(a.name) and b.number_of(a.name) == number
 
 
 def test_at_most_fifty_present_and_one_hundred_hellos():
@@ -1330,21 +1410,29 @@ def test_confirming_typing_and_refused_entries():
     a, b, c = ana.device(), ben.device(), cai.device()
     converge(room, a, b, c)
     t = room.t
-    refused("invalid_state", a.enter_heard, b.name, "ALFA 000", t)  # before confirming
+    # Numbers: this device 0, then in the order the others became present on it.
+    assert (a.number_of(a.name), a.number_of(b.name), a.number_of(c.name)) == (0, 1, 2)
+    assert (c.number_of(c.name), c.number_of(a.name), c.number_of(b.name)) == (0, 1, 2)
+    assert [r.number for r in a.rows()] == [1, 2]
+    # Typing is refused in the order of 20.5: the form (invalid_argument) before anything.
+    refused("invalid_argument", a.enter_heard, 1, "ALFA 0001", t)  # not yet confirmed
+    refused("invalid_argument", a.enter_heard, 0, "ALFA 000", t, why="number")
+    refused("invalid_argument", a.enter_heard, 3, "ALFA 000", t, why="number")
+    refused("invalid_state", a.enter_heard, 1, "ALFA 000", t)  # before confirming
     refused("invalid_state", a.confirm_said, t)
     refused("invalid_state", a.confirm_roster, R.sha256(b"another"), t)
     summary = a.summary(t)
     assert summary.contacts_present == ("Ben",) and summary.unknown == 1 and summary.size == 3
+    assert summary.bound_differently == 0
     a.confirm_roster(summary.roster, t)
     refused("invalid_state", a.confirm_roster, summary.roster, t)
     refused("invalid_state", a.enter_heard, c.name, "ALFA 000", t)  # not a contact
-    refused("invalid_state", a.enter_heard, a.name, "ALFA 000", t)  # itself
-    refused("invalid_argument", a.enter_heard, 3, "ALFA 000", t)  # no such row
+    refused("invalid_argument", a.enter_heard, a.name, "ALFA 000", t)  # itself: number 0
     refused("invalid_argument", a.enter_heard, b.name, "ALFA 0001", t)
     refused("invalid_argument", a.enter_heard, b.name, "ALFA\t001", t)
     # Codes typed before the SAID replace each other and count nothing.
     code = b.confirm_roster(b.roster, t)
-    row = a.members.index(b.name)
+    row = a.number_of(b.name)
     wrong = R.code_text((b.code + 7) % R.CODE_VALUES)
     assert a.enter_heard(row, wrong, t) == R.NOT_YET
     assert a.enter_heard(row, wrong, t) == R.NOT_YET
@@ -1353,8 +1441,11 @@ def test_confirming_typing_and_refused_entries():
     room.settle()
     assert a.state_of(b.name) == R.VERIFIED and not a._round.compared.get(b.name, 0) > 1
     refused("invalid_state", b.confirm_said, t)
-    # An entry that does not open: refused for the round (authentication_failed), neither
-    # verified nor wrong, and not typed again.
+    refused("invalid_argument", a.enter_heard, b.name, "ALFA", t)  # the form first
+    refused("invalid_state", a.enter_heard, b.name, code, t, why="checked")
+    # An entry that does not open: refused for the round, neither verified nor wrong; the
+    # typing that made the comparison reports authentication_failed and keeps the outcome, and
+    # typing again is invalid_state.
     seed_b = b._rk.private_bytes_raw()
     a2 = ana.device()
     b2 = ben.device(rk_seed=seed_b)
@@ -1362,10 +1453,29 @@ def test_confirming_typing_and_refused_entries():
     converge(room2, a2, b2)
     a2.confirm_roster(a2.roster, room2.t)
     garbage = R.sign_body(seed_b, a2.rcid, R.said_body(b2.rk_public, a2.roster, [bytes(50)]))
-    a2.receive(garbage, 2, room2.t)
-    assert a2.enter_heard(b2.name, "ALFA 000", room2.t) == R.REFUSED
+    assert a2.receive(garbage, 2, room2.t) == "said"
+    refused("authentication_failed", a2.enter_heard, b2.name, "ALFA 000", room2.t)
+    assert a2.state_of(b2.name) == R.REFUSED == [r.state for r in a2.rows()][0]
     assert R.OUTCOME_RESULT[R.REFUSED] == "authentication_failed"
-    refused("invalid_state", a2.enter_heard, b2.name, "ALFA 000", room2.t)
+    refused("invalid_state", a2.enter_heard, b2.name, "ALFA 000", room2.t, why="refused")
+    assert a2.receive(garbage, 2, room2.t) == "said ignored"
+    # The same when the SAID arrives after the code was typed: its arrival reports it, and the
+    # SAID is taken (kept, its have bit set, the VIEW due).
+    a3 = ana.device()
+    b3 = ben.device(rk_seed=seed_b)
+    room3 = Room()
+    converge(room3, a3, b3)
+    a3.confirm_roster(a3.roster, room3.t)
+    assert a3.enter_heard(b3.name, "ALFA 000", room3.t) == R.NOT_YET
+    garbage = R.sign_body(seed_b, a3.rcid, R.said_body(b3.rk_public, a3.roster, [bytes(50)]))
+    refused("authentication_failed", a3.receive, garbage, 2, room3.t)
+    assert a3.state_of(b3.name) == R.REFUSED and a3._round.taken[b3.name] == garbage[:-64]
+    assert a3.receive(garbage, 2, room3.t) == "said ignored"
+    a3.tick(room3.t + 1)
+    assert R.parse_view(a3.outgoing()[-1]).holds(b3.name)
+    # A new round shows not yet.
+    converge(room3, cai.device(room3.t))
+    assert a3.state_of(b3.name) == R.NOT_YET
 
 
 def test_device_tags_and_the_pin_update_of_10_3():
@@ -1441,14 +1551,174 @@ def test_expiry_and_times():
     d = ana.device()
     d.joined(1, [], NOW)
     refused("invalid_argument", d.tick, -1)
+    # "A time before 1970 or after 9999 is invalid_argument, checked first"
+    refused("invalid_argument", d.tick, R.TIME_END)
+    refused("invalid_argument", R.RollCall, CODE, [], b"p" * 32, R.TIME_END)
+    R.RollCall(CODE, [], b"p" * 32, R.TIME_END - 1)
     d.tick(NOW + 600)
     d.tick(NOW - 30)
     refused("expired", d.tick, NOW + 601)
-    refused("expired", d.tick, NOW + 10)  # it ended
-    assert d.next_outgoing() is None
+    refused("expired", d.tick, NOW + 10)  # it ended: every later call is expired too
+    refused("invalid_argument", d.tick, -1)  # the time first
+    for call in (lambda: d.peer_joined(2, NOW), lambda: d.receive(d.hello, 2, NOW),
+                 lambda: d.summary(NOW), lambda: d.enter_heard(1, "ALFA 000", NOW)):
+        refused("expired", call)
+    assert d.next_outgoing() is None  # and nothing more is sent
     d = ana.device()
     refused("expired", d.joined, 1, [], NOW - 31)
     refused("expired", d.joined, 1, [], NOW)
     refused("invalid_argument", R.RollCall, CODE, [], b"p" * 32, NOW, binding=b"x" * 15)
     refused("invalid_argument", R.RollCall, "WEFHTGWZ", [], b"p" * 32, NOW)
     assert R.RollCall("wefh-tgwy", [], b"p" * 32, NOW, binding=b"x" * 64).b == 1
+
+
+# What the revised section 20 settles -----------------------------------------------------------
+
+def test_before_the_first_joined():
+    """20.2: "Before its first joined (20.6) a device has no slot and sends nothing, and no
+    slot is in its room: a HELLO is then refused by step 4, and a VIEW or SAID as coming from a
+    participant it does not hold or see"; the other checks keep their order."""
+    ana, ben = people("Ana", "Ben")
+    a, b = ana.device(), ben.device()
+    b.joined(2, [1], NOW)
+    b.receive(a.hello, 1, NOW)
+    view = [m for m in b.outgoing() if m[1] == R.VIEW_TYPE][-1]
+    d = ana.device()
+    d.peer_joined(2, NOW)  # changes nothing: no slot is in its room
+    d.tick(NOW + 1)
+    assert d.next_outgoing() is None and d.slot is None
+    refused("malformed_message", d.receive, b.hello[:-1], 2, NOW)
+    refused("authentication_failed", d.receive, b.hello[:-1] + b"\x00", 2, NOW)
+    refused("invalid_key", d.receive, d.hello, 2, NOW)
+    refused("invalid_state", d.receive, b.hello, 2, NOW, why="not in the room")
+    refused("invalid_state", d.receive, view, 2, NOW, why="not held")
+    refused("malformed_message", d.receive, b"\x02\x04", 2, NOW)
+    d.peer_left(2, NOW)
+    assert d.held() == {} and d.next_outgoing() is None
+    # After joined, slot 2 is in the room only if joined names it.
+    d.joined(1, [], NOW + 1)
+    refused("invalid_state", d.receive, b.hello, 2, NOW + 1, why="not in the room")
+
+
+def test_step_seven_counts_new_hellos_only():
+    """20.2 step 7: "a new HELLO when its VIEW would list more than 100 names with it (its own
+    included)"; a copy of one held, from another slot, is one more bringer."""
+    rng = random.Random(8)
+    me = Person("Me", rng).device()
+    me.joined(1, list(range(2, 120)), NOW)
+    hellos = []
+    for i in range(100):
+        seed = rng.randbytes(32)
+        body = R.hello_body(0, R.roll_call_public(seed), bytes(32),
+                            sorted(rng.randbytes(16) for _ in range(32)))
+        hellos.append(R.sign_body(seed, me.rcid, body))
+    for i, hello in enumerate(hellos[:99]):
+        me.receive(hello, i + 2, NOW)
+    _refused_unchanged("invalid_argument", me, hellos[99], 110)
+    assert me.receive(hellos[0], 111, NOW) == "hello repeat"
+    assert me.participant(R.name_of(R.parse_hello(hellos[0]).body)).bringers == {2, 111}
+
+
+def test_said_flag_and_due_view_follow_the_owner():
+    """20.3: bit 0 of flags "says that its owner confirmed 'I said it' in that round (its SAID
+    is made)"; 20.6 rule 7: confirming "I said it" makes the VIEW due."""
+    ana, ben, cai = people("Ana", "Ben", "Cai")
+    room = Room()
+    a, b = ana.device(), ben.device()
+    converge(room, a, b, seconds=0)  # no tick yet: the next re-send time is 3 seconds away
+    a.confirm_roster(a.roster, room.t)
+    a.peer_joined(9, room.t)  # queues the HELLO
+    a.receive(cai.device().hello, 9, room.t)  # a new HELLO listed: the VIEW (rule 4)
+    a.confirm_said(room.t)  # the SAID is queued after it
+    out = a.outgoing()
+    assert [m[1] for m in out] == [R.HELLO_TYPE, R.VIEW_TYPE, R.SAID_TYPE]
+    assert R.parse_view(out[1]).said  # made before the SAID went out
+    a.tick(room.t + 0.5)
+    assert a.outgoing() == []  # due, but less than 1 second after the last VIEW was made
+    a.tick(room.t + 1)
+    assert [m[1] for m in a.outgoing()] == [R.VIEW_TYPE]
+
+
+def test_a_view_queued_in_between_satisfies_a_due_one():
+    """20.6 rule 7: the due VIEW "is queued at the first tick at least 1 second after its
+    previous VIEW was made; a VIEW queued in between satisfies it".  A VIEW already waiting when
+    the roster changed was not queued in between."""
+    ana, ben, cai = people("Ana", "Ben", "Cai")
+    room = Room()
+    a, b, c = ana.device(), ben.device(), cai.device()
+    converge(room, a, b, c)
+    a.outgoing()
+    # Cai leaves: the list (rule 4) and the roster (rule 7) change at once; the VIEW of rule 4
+    # comes after the change and satisfies the due one.
+    a.peer_left(c.slot, room.t + 1)
+    assert [m[1] for m in a.outgoing()] == [R.VIEW_TYPE]
+    a.tick(room.t + 3)
+    assert a.outgoing() == []
+    # A VIEW waiting (a new HELLO listed) when Ben's VIEW stops listing Ana (a roster change):
+    # due, and queued at the tick.
+    dan = people("Dan", seed=5)[0].device()
+    a.peer_joined(7, room.t + 4)
+    a.receive(dan.hello, 7, room.t + 4)
+    seed_b = b._rk.private_bytes_raw()
+    a.receive(_view_of(seed_b, a.rcid, 100, b.slot, b.roster, [b.name]), b.slot, room.t + 4)
+    assert [m[1] for m in a.outgoing()] == [R.HELLO_TYPE, R.VIEW_TYPE]
+    a.tick(room.t + 5)
+    assert [m[1] for m in a.outgoing()] == [R.VIEW_TYPE]
+
+
+def test_resend_times_follow_rule_8():
+    """20.6 rule 8: a re-send happens at a tick when the device is unsettled and the time has
+    reached its next re-send time; a roster change sets that time 3 seconds after it, and a
+    re-send 4 seconds later (the first since the change) or 8 (the others).  A device settled
+    when the time comes re-sends at the first tick it is unsettled."""
+    ana, ben = people("Ana", "Ben")
+    room = Room()
+    a, b = ana.device(), ben.device()
+    converge(room, a, b, seconds=20)
+    changed = a.roster_changed_at
+    assert not a.unsettled() and room.t >= changed + 3
+    a.outgoing()
+    t = room.t + 0.5
+    a.peer_joined(9, t)  # a stranger's HELLO, never followed by a VIEW: unsettled
+    a.receive(people("Eve", seed=3)[0].device().hello, 9, t)
+    a.outgoing()
+    assert a.unsettled()
+    resent = []
+    for k in range(1, 30):
+        a.tick(t + k)
+        if [m[1] for m in a.outgoing()] == [R.HELLO_TYPE, R.VIEW_TYPE]:
+            resent.append(k)
+    assert resent == [1, 5, 13, 21, 29]
+
+
+def test_a_rejoin_sends_what_waited():
+    """20.6: "What waits when a connection drops goes out on the next one"; rule 1 then sends
+    the HELLO and the VIEW (a message equal to one waiting is not queued again)."""
+    ana, ben = people("Ana", "Ben")
+    room = Room()
+    a, b = ana.device(), ben.device()
+    converge(room, a, b)
+    a.confirm_roster(a.roster, room.t)
+    a.confirm_said(room.t)  # the SAID waits: the connection dropped before it went out
+    a.peer_joined(5, room.t)  # and a HELLO
+    a.joined(7, [b.slot, 5], room.t)
+    out = a.outgoing()
+    assert [m[1] for m in out] == [R.SAID_TYPE, R.HELLO_TYPE, R.VIEW_TYPE]
+    assert R.parse_view(out[2]).slot == 7 and out[0] == a.own_said()
+
+
+def test_summary_counts_the_bound_differently():
+    """20.4: the owner is shown "the names of its contacts present, how many participants are
+    unknown, and how many are bound differently"."""
+    ana, ben, cai, dan = people("Ana", "Ben", "Cai", "Dan")
+    rng = random.Random(4)
+    x, y = rng.randbytes(32), rng.randbytes(32)
+    devices = [ana.device(binding=x), ben.device(binding=x), cai.device(binding=y),
+               dan.device()]
+    room = Room()
+    converge(room, *devices)
+    summary = devices[0].summary(room.t)
+    assert (summary.contacts_present, summary.unknown, summary.bound_differently,
+            summary.size) == (("Ben",), 0, 2, 4)
+    states = {r.name: r.state for r in devices[0].rows()}
+    assert sorted(states.values()) == sorted([R.NOT_YET, R.OTHER_CALL, R.BINDING_DIFFERS])

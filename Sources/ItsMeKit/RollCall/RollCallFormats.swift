@@ -243,6 +243,7 @@ struct RollCallView: Equatable {
     let said: Bool
     /// The names it lists, ascending.
     let names: [[UInt8]]
+    private let nameSet: Set<[UInt8]>
     /// `have[j]`: it holds the SAID of round `roster` of `names[j]`.
     let have: [Bool]
     let bytes: [UInt8]
@@ -265,13 +266,15 @@ struct RollCallView: Equatable {
         self.roster = roster
         self.said = said
         self.names = names
+        self.nameSet = Set(names)
         self.have = have
         self.bytes = body + (try Ed25519.sign(RollCallProtocol.signedInput(rollCallID: rollCallID, body: body), secretKey: signingKey.bytes))
     }
 
-    /// `.malformedMessage` for anything but a VIEW of this form,
-    /// `.authenticationFailed` for a signature that does not verify.
-    init(parsing bytes: [UInt8], rollCallID: [UInt8]) throws {
+    /// `.malformedMessage` for anything but a VIEW of this form. The
+    /// signature is not checked here: `checkSignature` does (a VIEW that
+    /// would change nothing is ignored unchecked, 20.3).
+    init(parsing bytes: [UInt8]) throws {
         let header = RollCallProtocol.viewHeaderCount
         try RollCallProtocol.checkHeader(bytes, .view, minimum: header + RollCallProtocol.signatureCount, what: "VIEW")
         let k = Int(bytes[header - 1])
@@ -294,21 +297,32 @@ struct RollCallView: Equatable {
             let set = bytes[bitsStart + j / 8] & (0x80 >> UInt8(j % 8)) != 0
             if j < k { have.append(set) } else if set { throw ItsMeError(.malformedMessage, "a roll-call VIEW sets a bit past its names") }
         }
-        let split = bytes.count - RollCallProtocol.signatureCount
-        let key = Array(bytes[2..<34])
-        try RollCallProtocol.verify(rollCallID: rollCallID, body: bytes[..<split], signature: bytes[split...], key: key, what: "VIEW")
-        self.key = key
+        self.key = Array(bytes[2..<34])
         self.seq = bytes[34..<38].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
         self.slot = Int(bytes[38]) << 8 | Int(bytes[39])
         self.roster = Array(bytes[40..<72])
         self.said = bytes[72] == 1
         self.names = names
+        self.nameSet = Set(names)
         self.have = have
         self.bytes = bytes
     }
 
+    /// `.authenticationFailed` unless its key signed it.
+    func checkSignature(rollCallID: [UInt8]) throws {
+        let split = bytes.count - RollCallProtocol.signatureCount
+        try RollCallProtocol.verify(rollCallID: rollCallID, body: bytes[..<split], signature: bytes[split...], key: key, what: "VIEW")
+    }
+
+    /// What a receiver named `name` reads of it (20.3): its slot, roster
+    /// and flags, whether it lists `name`, and `name`'s bit.
+    func reading(for name: [UInt8]) -> [UInt8] {
+        let bit: UInt8 = names.firstIndex(of: name).map { have[$0] ? 2 : 1 } ?? 0
+        return RollCallProtocol.u16(slot) + roster + [said ? 1 : 0, bit]
+    }
+
     /// Whether it lists `name` (the names are sorted).
-    func lists(_ name: [UInt8]) -> Bool { names.contains(name) }
+    func lists(_ name: [UInt8]) -> Bool { nameSet.contains(name) }
 
     /// Whether it holds the SAID of round `roster` of `name`.
     func has(said name: [UInt8], roster: [UInt8]) -> Bool {

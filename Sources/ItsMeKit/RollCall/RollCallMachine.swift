@@ -313,9 +313,21 @@ struct RollCallMachine {
             throw ItsMeError(
                 .malformedMessage, "a roll-call message of version \(bytes[0]) (this device speaks version \(RollCallProtocol.version))")
         }
+        // A message this device holds already, byte for byte, was checked
+        // when it came first: a HELLO sent again for a newcomer, a VIEW
+        // or SAID repeated. Only what depends on the slot is done again.
+        let isHello = bytes[1] == RollCallProtocol.MessageType.hello.rawValue
+        let keyStart = isHello ? 3 : 2
+        if bytes.count >= keyStart + 32, let entry = held[Array(bytes[keyStart..<keyStart + 32])] {
+            if isHello, entry.hello.bytes == bytes {
+                try hello(entry.hello, from: slot)
+                return []
+            }
+            if bytes[1] == RollCallProtocol.MessageType.view.rawValue, entry.view?.bytes == bytes { return [] }
+        }
         switch RollCallProtocol.MessageType(rawValue: bytes[1]) {
         case .hello: try hello(try RollCallHello(parsing: bytes, rollCallID: rollCallID), from: slot)
-        case .view: try view(try RollCallView(parsing: bytes, rollCallID: rollCallID), from: slot)
+        case .view: try view(try RollCallView(parsing: bytes), from: slot)
         case .said: return try said(try RollCallSaid(parsing: bytes, rollCallID: rollCallID))
         case nil: throw ItsMeError(.malformedMessage, "a roll-call message of unknown type \(bytes[1])")
         }
@@ -360,12 +372,17 @@ struct RollCallMachine {
     }
 
     private mutating func view(_ view: RollCallView, from slot: Int) throws {
+        // Older, or the same as the latest in all this device reads of it:
+        // ignored unchecked, since it would change nothing (20.3).
+        if let latest = held[view.key]?.view, view.seq <= latest.seq || view.reading(for: me.name) == latest.reading(for: me.name) {
+            return
+        }
+        try view.checkSignature(rollCallID: rollCallID)
         guard view.key != me.key else { throw ItsMeError(.invalidKey, "a VIEW in this device's own roll-call key (a reflection)") }
         guard let entry = held[view.key] else {
             throw ItsMeError(.invalidState, "a VIEW from a participant whose HELLO this device does not hold (yet)")
         }
         guard view.lists(entry.hello.name) else { throw ItsMeError(.malformedMessage, "a VIEW that does not list its sender") }
-        if let latest = entry.view, view.seq <= latest.seq { return }  // a repeat, or older
         guard view.slot == slot, present.contains(slot) else {
             throw ItsMeError(.invalidState, "a VIEW for slot \(view.slot) carried by slot \(slot)")
         }
@@ -606,8 +623,8 @@ struct RollCallMachine {
     private mutating func update() {
         let presentKeys = held.keys.filter(isPresent)
         let names = ([me.name] + presentKeys.map { held[$0]!.hello.name }).sorted { $0.lexicographicallyPrecedes($1) }
-        let roster = RollCallProtocol.rosterHash(rollCallID: rollCallID, sortedNames: names)
-        if roster != round.roster {
+        if names != round.names {
+            let roster = RollCallProtocol.rosterHash(rollCallID: rollCallID, sortedNames: names)
             let back = earlier.firstIndex { $0.roster == roster }
             let next = back.map { earlier.remove(at: $0) } ?? Round(roster: roster, names: names)
             if round.names.count > 1 { earlier.append(round) }
@@ -644,9 +661,10 @@ struct RollCallMachine {
         if case .bytes(let bytes) = first { return bytes }
         seq += 1
         let names = listedNames()
+        let saidBy = Set(round.others.compactMap { key, heard in heard.said == nil ? nil : held[key]?.hello.name })
         let view = try RollCallView(
             key: me.key, seq: seq, slot: mySlot ?? 0, roster: round.roster, said: round.said != nil, names: names,
-            have: names.map { name in round.others.contains { held[$0.key]?.hello.name == name && $0.value.said != nil } },
+            have: names.map(saidBy.contains),
             rollCallID: rollCallID, signingKey: signingKey)
         listed = names
         lastViewAt = now
