@@ -921,20 +921,33 @@ class RollCall:
         self._update(now)
         return "hello"
 
+    def _reads_the_same(self, view: View, latest: View) -> bool:
+        """20.3: "reads the same as that one in all the receiver reads of a VIEW: its slot,
+        roster and flags, whether it lists the receiver's h, and, if it does, the receiver's
+        have bit"."""
+        lists = self._lists_me(view)
+        return (view.slot == latest.slot and view.roster == latest.roster
+                and view.said == latest.said and lists == self._lists_me(latest)
+                and (not lists or view.holds(self.name) == latest.holds(self.name)))
+
     def _receive_view(self, message: bytes, slot: int, now: float) -> str:
         view = parse_view(message)
+        # "Then, when it holds a latest VIEW from that RK, it ignores, without checking the
+        # signature or anything else, a VIEW whose seq is not above that one's (a repeat, or
+        # older), and one that reads the same as that one ...  An ignored VIEW changes nothing
+        # and triggers none of 20.6's rules."
+        name = self._by_rk.get(view.rk)
+        latest = None if name is None else self._held[name].view
+        if latest is not None and (view.seq <= latest.seq or self._reads_the_same(view, latest)):
+            return "view ignored"
         _verified(self.rcid, view.rk, view.body, view.signature)
         if view.rk == self.rk_public:
             raise InvalidKey("this device's own roll-call key")
-        name = self._by_rk.get(view.rk)
         if name is None:
             raise InvalidState("a VIEW whose HELLO is not held (it may be on its way)")
         if name not in view.names:
             raise MalformedMessage("a VIEW that does not list its sender's own h")
         p = self._held[name]
-        if p.view is not None and view.seq <= p.view.seq:
-            # "it changes nothing and triggers none of 20.6's rules"
-            return "view ignored"
         if view.slot != slot:
             raise InvalidState("a VIEW carried by another slot than its own")
         if view.slot not in self._room:

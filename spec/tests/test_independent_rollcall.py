@@ -6,10 +6,12 @@ every side.
 From the vectors: rcid, room_id and sid from the meeting code; each presence tag, HELLO body,
 signature and name from the roll-call key seeds (Ed25519 is deterministic: byte for byte); the
 roster; each VIEW; each SAID entry (key, device tag, plaintext, entry) and each SAID; the three
-devices rebuilt from `contacts` and played through an in-order group room to the `outcomes`,
-with the messages of Cai's join counted; the bound part's sid, bind, HELLOs and what each device
-shows; and each `rejections` case fed to a fresh roll call of Ben's joined in slot 2 beside
-slots 1 and 3.
+devices rebuilt from `contacts` and replayed through the in-memory room the vectors' README
+describes (`VectorRoom`), to `join_messages` exactly, each device's last VIEW byte for byte (its
+seq included) and the `outcomes`; the bound part's sid and bind, its HELLOs rebuilt byte for
+byte from their roll-call key seeds, and the three bound devices replayed through that room to
+what each shows; and each `rejections` case fed to a fresh roll call of Ben's joined in slot 2
+beside slots 1 and 3.
 
 Beyond the vectors: the claims of section 20 (refusals, copies and replays, a stranger answering
 first, leaving and rejoining, clocks apart, relaying both ways, rounds, the sending rules of 20.6
@@ -851,6 +853,8 @@ def test_leaving_and_rejoining_keeps_everyone_checkable(order):
         room.leave(old_slot)
         room.run(3)
         assert a.roster == b.roster != r1 and not a.is_present(c.name)
+        assert c.name not in a.held()  # pending, every bringer gone: forgotten (20.3)
+        assert [(r.name, r.present) for r in a.rows() if r.name == c.name] == [(c.name, False)]
         refused("invalid_state", a.enter_heard, c.name, codes[c.name], room.t)
         room.join(c)
     else:
@@ -1140,8 +1144,10 @@ def test_sending_rules():
     b.joined(2, [1, 3, 4], NOW)
     seed_b = b._rk.private_bytes_raw()
 
-    def b_view(seq: int) -> bytes:
-        return R.sign_body(seed_b, a.rcid, R.view_body(b.rk_public, seq, 2, b.roster, False,
+    def b_view(seq: int, roster: bytes | None = None) -> bytes:
+        # each with another roster: a VIEW that reads the same as the latest is ignored (20.3)
+        roster = roster or R.sha256(bytes([seq]))
+        return R.sign_body(seed_b, a.rcid, R.view_body(b.rk_public, seq, 2, roster, False,
                                                        [b.name], b"\x00"))
 
     a.receive(b_view(1), 2, NOW + 0.5)
@@ -1157,6 +1163,13 @@ def test_sending_rules():
     # Reading 1: sent exactly one second ago is not "in the last second".
     a.receive(b_view(5), 2, NOW + 4)
     assert _kinds(a) == ["HELLO"]
+    # A newer VIEW that reads the same as the latest (its slot, roster and flags, not listing
+    # Ana) is ignored, its signature unchecked, and triggers nothing; one changed in anything
+    # else Ana reads is taken.
+    same = b_view(6, roster=R.sha256(bytes([5])))
+    assert a.receive(same[:-1] + bytes([same[-1] ^ 1]), 2, NOW + 9) == "view ignored"
+    assert a.receive(same, 2, NOW + 9) == "view ignored" and _kinds(a) == []
+    assert a.receive(b_view(6), 2, NOW + 9) == "view" and _kinds(a) == ["HELLO"]
 
 
 def test_due_view_resend_backoff_and_said_resends():
@@ -1203,16 +1216,19 @@ def test_due_view_resend_backoff_and_said_resends():
     names = sorted((a.name, b.name))
     bit = b"\x80" if names[0] == a.name else b"\x40"
 
-    def b_view(seq: int, have: bytes) -> bytes:
+    def b_view(seq: int, have: bytes, said: bool = False) -> bytes:
         return R.sign_body(b._rk.private_bytes_raw(), a.rcid, R.view_body(
-            b.rk_public, seq, 3, a.roster, False, names, have))
+            b.rk_public, seq, 3, a.roster, said, names, have))
 
-    a.receive(b_view(100, b"\x00"), 3, NOW + 32)
+    # (Each reads differently from the one before: one that reads the same is ignored.)
+    a.receive(b_view(100, b"\x00", said=True), 3, NOW + 32)
     assert _kinds(a) == []  # the SAID went out 1 second ago
-    a.receive(b_view(101, b"\x00"), 3, NOW + 33)  # Reading 1: exactly 2 seconds after
+    assert a.receive(b_view(101, b"\x00", said=True), 3, NOW + 33) == "view ignored"
+    assert _kinds(a) == []
+    a.receive(b_view(102, b"\x00"), 3, NOW + 33)  # Reading 1: exactly 2 seconds after
     assert _kinds(a) == ["SAID"]
     assert a.unsettled()  # Ben's have lacks Ana's bit
-    a.receive(b_view(102, bit), 3, NOW + 34)
+    a.receive(b_view(103, bit), 3, NOW + 34)
     assert not a.unsettled() and _kinds(a) == []
     # Ben, taking the SAID, makes his VIEW due: it carries Ana's bit.
     b.receive(said[0], 1, NOW + 34)
@@ -1289,9 +1305,14 @@ def test_view_refusals():
                        why="not present")
     # The sender's own have bit: "its own bit is 0, and a receiver ignores it".
     own_bit = b"\x80" if a.name < b.name else b"\x40"
-    own = R.sign_body(seed_a, rc, body(seq=2, have=own_bit))
+    own = R.sign_body(seed_a, rc, body(seq=2, have=own_bit, said=True))
     assert b.receive(own, 1, NOW) == "view" and b.is_present(a.name)
-    assert b.receive(good, 1, NOW) == "view" and b.is_present(a.name)
+    assert b.receive(good, 1, NOW) == "view" and b.is_present(a.name)  # its flags differ
+    # A newer one that reads the same as the latest in all Ben reads (its slot, roster and
+    # flags, that it lists Ben, Ben's have bit) is ignored before its signature is checked.
+    same = R.sign_body(seed_a, rc, body(seq=9, have=own_bit, roster=R.parse_view(good).roster))
+    assert b.receive(same[:-64] + bytes(64), 1, NOW) == "view ignored"
+    assert b.receive(same, 1, NOW) == "view ignored" and b.participant(a.name).view.seq == 5
     # A repeat, or an older one: ignored, whatever it says, and it triggers none of 20.6's
     # rules (this one does not list Ben: taken, it would make him send his HELLO, rule 5).
     b.outgoing()
@@ -1315,6 +1336,7 @@ def test_view_refusals():
     assert not b.is_present(a.name) and a.name in b.held()
     assert b.members == tuple(sorted((b.name, c.name)))
     assert [m[1] for m in b.outgoing()] == [R.HELLO_TYPE]  # the VIEW is due (rule 7)
+    # Reading 2: one that has been present keeps its row (20.5), shown as not present.
     assert [(r.name, r.present) for r in b.rows()] == [(a.name, False), (c.name, True)]
     assert b.receive(R.sign_body(seed_a, rc, body(seq=7)), 1, NOW + 3) == "view"
     assert b.is_present(a.name) and b.number_of(a.name) == number

@@ -40,7 +40,7 @@ package enum RollCallProtocol {
     static let saidHeaderCount = 2 + 32 + 32 + 1
     /// Rounds kept besides the current one (20.4).
     static let roundsKept = 8
-    /// Seconds after a roster change before an unsettled device sends again (20.6, rule 8).
+    /// Seconds after a roster change or "I said it" before an unsettled device sends again (20.6, rule 6).
     static let firstResend: Int64 = 3
     /// Seconds a roster stays unchanged before a disagreement is a split (20.3).
     static let splitAfter: Int64 = 5

@@ -138,8 +138,6 @@ struct RollCallMachine {
     private var now: Int64
     private var viewDue = false
     private var lastViewAt: Int64?
-    private var lastHelloAt: Int64?
-    private var lastSaidAt: Int64?
     private(set) var rosterChangedAt: Int64
     private var nextResendAt: Int64
     private var resends = 0
@@ -263,7 +261,6 @@ struct RollCallMachine {
         brought = brought.filter { present.contains($0.key) }
         forgetPending()
         queue(.bytes(me.bytes))
-        lastHelloAt = now
         queue(.view)
         update()
     }
@@ -276,7 +273,6 @@ struct RollCallMachine {
         guard mySlot != nil, slot != mySlot else { return }
         present.insert(slot)
         queue(.bytes(me.bytes))
-        lastHelloAt = now
     }
 
     /// The relay's `peer-left`: its participant is no longer present (rule 3).
@@ -396,18 +392,7 @@ struct RollCallMachine {
             }
         }
         held[view.key]!.view = view
-        if !view.lists(me.name), now >= (lastHelloAt ?? .min) + 1 {  // rule 5: it lacks our HELLO
-            queue(.bytes(me.bytes))
-            lastHelloAt = now
-        }
         update()
-        // Rule 6: our SAID of this round did not reach it.
-        if let said = round.said, isPresent(view.key), view.roster == round.roster, !view.has(said: me.name, roster: round.roster),
-            now >= (lastSaidAt ?? .min) + 2
-        {
-            queue(.bytes(said))
-            lastSaidAt = now
-        }
     }
 
     private mutating func said(_ said: RollCallSaid) throws -> [SessionAction] {
@@ -486,8 +471,9 @@ struct RollCallMachine {
             speaker: me.key, roster: round.roster, entries: entries, rollCallID: rollCallID, signingKey: signingKey)
         round.said = said.bytes
         queue(.bytes(said.bytes))
-        lastSaidAt = now
         viewDue = true
+        resends = 0
+        nextResendAt = now + RollCallProtocol.firstResend
     }
 
     /// The owner typed the code they heard from participant `index` (of
@@ -589,24 +575,20 @@ struct RollCallMachine {
     }
 
     /// About once a second: a due VIEW goes out, and while this device is
-    /// unsettled its messages go out again with a backoff (20.6, rules 7, 8).
+    /// unsettled its messages go out again with a backoff (20.6, rules 5, 6).
     mutating func tick(now: Int64) throws {
         try checkAlive(now: now)
         guard mySlot != nil else { return }
         if viewDue, now >= (lastViewAt ?? .min) + 1 { queue(.view) }
         guard now >= nextResendAt, unsettled else { return }
         queue(.bytes(me.bytes))
-        lastHelloAt = now
         queue(.view)
-        if let said = round.said {
-            queue(.bytes(said))
-            lastSaidAt = now
-        }
+        if let said = round.said { queue(.bytes(said)) }
         resends += 1
         nextResendAt = now + (resends == 1 ? 4 : 8)
     }
 
-    /// Whether something this device sent may not have arrived, or it lacks something sent to it (rule 8).
+    /// Whether something this device sent may not have arrived, or it lacks something sent to it (rule 6).
     var unsettled: Bool {
         for (key, entry) in held where !entry.bringers.isEmpty || entry.view.map({ present.contains($0.slot) }) == true {
             guard let view = entry.view, view.lists(me.name) else { return true }

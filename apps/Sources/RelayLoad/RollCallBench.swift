@@ -82,6 +82,8 @@ enum RollCallBench {
         var cpuTime = 0.0
         var saidFrom: Set<[UInt8]> = []
         var sent = 0
+        /// Messages sent, by type (HELLO 1, SAID 2, VIEW 3).
+        var sentByType: [UInt8: Int] = [:]
         var readyAt = 0.0
         let lock = NSLock()
 
@@ -107,6 +109,7 @@ enum RollCallBench {
             try lock.withLock {
                 saidFrom = []
                 sent = 0
+                sentByType = [:]
                 readyAt = 0
                 let start = RollCallBench.threadCPU()
                 defer { cpuTime = RollCallBench.threadCPU() - start }
@@ -127,7 +130,10 @@ enum RollCallBench {
         func flush() async throws {
             while let message = try timed({ try $0.takeOutgoing() }) ?? nil {
                 try await room?.send(message)
-                lock.withLock { sent += 1 }
+                lock.withLock {
+                    sent += 1
+                    sentByType[message[1], default: 0] += 1
+                }
             }
         }
 
@@ -305,6 +311,7 @@ enum RollCallBench {
         var joinMessages = 0
         for (i, device) in devices.enumerated() {
             let before = devices.reduce(0) { $0 + $1.sentCount }
+            let typesBefore = devices.map { d in d.lock.withLock { d.sentByType } }
             let joinedAt = monotonic()
             let room = try await GroupRoom.join(url, groupID: name, timeout: 20)
             device.room = room
@@ -327,6 +334,11 @@ enum RollCallBench {
             // The due VIEWs go out at the next tick.
             try await Task.sleep(nanoseconds: 2_500_000_000)
             joinMessages = devices.reduce(0) { $0 + $1.sentCount } - before
+            var types: [UInt8: Int] = [:]
+            for (d, earlier) in zip(devices, typesBefore) {
+                for (type, count) in d.lock.withLock({ d.sentByType }) { types[type, default: 0] += count - (earlier[type] ?? 0) }
+            }
+            print("  the last join: \(types[1] ?? 0) HELLO, \(types[3] ?? 0) VIEW, \(types[2] ?? 0) SAID sent")
         }
         for device in devices {
             try device.timed { call in
