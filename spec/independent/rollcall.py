@@ -20,21 +20,9 @@ raises :class:`Locked`, whose code is ``locked``.  The signature check and the p
 message are pure functions and memoised: the same message reaches a device from every peer, and
 the tests run many devices in one process.
 
-An earlier version of the document left 24 points open, which this module had to read into it
-(marked "Reading:"); the document now settles each of them, and the code follows its words,
-quoted at each place.  Two points are still open, marked "Reading:" where they are decided:
-
-1. 20.6 rules 5 and 6, "unless it sent it in the last second" and "unless it sent it in the
-   last 2 seconds": whether a message sent exactly 1 (or 2) seconds ago was sent "in the last
-   second" (or 2 seconds).  Read: it was not (``now - sent < 1``, ``< 2``), as rule 7's "at
-   least 1 second after" counts exactly 1 second as enough.  With ticks on whole seconds the
-   two readings differ.
-2. 20.3, "A HELLO held for which D has no such VIEW is pending: it is never shown or counted",
-   against 20.5, "What each screen shows, beside each participant that has been present: ...
-   whether it is present now": a participant that has been present and is pending now (its
-   latest VIEW no longer lists this device, or its slot left while another slot still brings
-   its HELLO).  Read: 20.5 rules the screen: it keeps its row, shown as not present (as one
-   whose HELLO was forgotten does); "never shown" is of a HELLO that was never present.
+An earlier version of the document left 25 points open, which this module had to read into it;
+the document now settles each of them, and the code follows its words, quoted at each place
+(20.6's rules by their present numbers).  No point is left open.
 """
 
 from __future__ import annotations
@@ -566,7 +554,6 @@ class _Round:
     confirmed: bool = False
     code: int | None = None
     said: bytes | None = None  # this device's SAID of the round, once its owner said the code
-    said_sent_at: float | None = None  # when it was last put in the queue
     taken: dict = field(default_factory=dict)  # speaker name -> the SAID body taken
     entries: dict = field(default_factory=dict)  # speaker name -> the entry kept (contacts)
     heard: dict = field(default_factory=dict)  # name -> value typed, not compared yet
@@ -597,9 +584,9 @@ class Row:
 
 
 _HELLO, _VIEW, _SAID = "hello", "view", "said"
-# 20.6 rule 8: "A roster change (and the start) sets the next re-send time to 3 seconds after
-# it"; "4 seconds later after the first re-send since the roster changed, 8 seconds later after
-# the others".
+# 20.6 rule 6: "The start, a roster change and the owner's 'I said it' reset it: the next re-send
+# time is then 3 seconds later"; "4 seconds later after the first re-send since the last reset,
+# 8 seconds later after the others".
 RESEND_FIRST, RESEND_SECOND, RESEND_EVERY = 3, 4, 8
 
 
@@ -682,10 +669,9 @@ class RollCall:
         self._queue: list = []  # (_HELLO, bytes), (_VIEW, None) or (_SAID, bytes)
         self._seq = 0
         self.last_view_at: float | None = None  # when the last VIEW was made
-        self.last_hello_at: float | None = None  # when the HELLO was last put in the queue
         self._view_due = False
         self._resend_at = now + RESEND_FIRST
-        self._resends = 0  # re-sends since the roster last changed
+        self._resends = 0  # re-sends since the last reset
         self.sent = {_HELLO: 0, _VIEW: 0, _SAID: 0}  # messages taken, by kind
 
     # -- time (20.1) -----------------------------------------------------------------------
@@ -735,8 +721,8 @@ class RollCall:
         """After every change (20.3): who is present ("the latest VIEW of X that D holds lists
         D's own h and that VIEW's slot is in the room"), the pending HELLOs forgotten "once
         every slot that brought it has left", the numbers of those newly present, the roster
-        (a change is a new round, or an earlier one back; rule 7 makes the VIEW due and rule 8
-        sets the next re-send time), then the list (rule 4: a change sends the VIEW, which
+        (a change is a new round, or an earlier one back; rule 5 makes the VIEW due and rule 6
+        resets the next re-send time), then the list (rule 4: a change sends the VIEW, which
         comes after the change and so satisfies a due one)."""
         s, held = self._room, self._held
         present = {n: p.view.slot for n, p in held.items()
@@ -771,12 +757,11 @@ class RollCall:
         return True
 
     def _queue_hello(self) -> None:
-        if self._put((_HELLO, self.hello)):
-            self.last_hello_at = self._now
+        self._put((_HELLO, self.hello))
 
     def _queue_view(self) -> None:
         """One VIEW waits in the queue at most; it is made when taken, from the state then.
-        Rule 7: "a VIEW queued in between satisfies" a due one (the one already waiting is
+        Rule 5: "a VIEW queued in between satisfies" a due one (the one already waiting is
         the VIEW that would be queued)."""
         if self.slot is None:
             return
@@ -785,8 +770,8 @@ class RollCall:
 
     def _queue_said(self) -> None:
         rnd = self._round
-        if rnd.said is not None and self._put((_SAID, rnd.said)):
-            rnd.said_sent_at = self._now
+        if rnd.said is not None:
+            self._put((_SAID, rnd.said))
 
     def next_outgoing(self) -> bytes | None:
         """The next message to send to the group room, or None.  A VIEW is made now, from the
@@ -964,13 +949,8 @@ class RollCall:
         p.view = view
         if self._lists_me(view) != was_present or (was_present and slot_before != view.slot):
             self._update(now)
-        if not self._lists_me(view):  # rule 5 (Reading: (1) "in the last second")
-            if self.last_hello_at is None or not now - self.last_hello_at < 1:
-                self._queue_hello()
-        rnd = self._round
-        if (view.roster == rnd.roster and rnd.said is not None and not view.holds(self.name)
-                and not (rnd.said_sent_at is not None and now - rnd.said_sent_at < 2)):
-            self._queue_said()  # rule 6 (Reading: (1) "in the last 2 seconds")
+        # 20.6: "Nothing else is sent: a message that shows something lost (a VIEW that does
+        # not list this device, or lacks its have bit) is answered by rule 6, not at once".
         return "view"
 
     def _receive_said(self, message: bytes, now: float) -> str:
@@ -994,20 +974,20 @@ class RollCall:
         # "It keeps the SAID's body ...; from a speaker that is its contact it also keeps the
         # entry at its own position".
         rnd.taken[speaker] = said.body
-        self._view_due = True  # rule 7: "it took another participant's SAID"
+        self._view_due = True  # rule 5: "it took another participant's SAID"
         if self._held[speaker].relation == CONTACT:
             others = [n for n in rnd.members if n != speaker]
             rnd.entries[speaker] = said.entries[others.index(self.name)]
             self._check_or_refuse(speaker)
         return "said"
 
-    # -- ticks (20.6 rules 7 and 8) ------------------------------------------------------------
+    # -- ticks (20.6 rules 5 and 6) ------------------------------------------------------------
 
     def tick(self, now: float) -> None:
-        """Rule 8: "queues a due VIEW; then, if it is unsettled and the time has reached its
+        """Rule 6: "queues a due VIEW; then, if it is unsettled and the time has reached its
         next re-send time, sends its HELLO, its VIEW and (once said) its SAID of this round
         again, and sets the next re-send time 4 seconds later after the first re-send since
-        the roster changed, 8 seconds later after the others"."""
+        the last reset, 8 seconds later after the others"."""
         self._alive(now)
         if self.slot is None:
             return
@@ -1021,7 +1001,7 @@ class RollCall:
             self._resend_at = now + (RESEND_SECOND if self._resends == 1 else RESEND_EVERY)
 
     def unsettled(self) -> bool:
-        """Rule 8: "a participant it lists has no VIEW here, or a latest VIEW that does not list
+        """Rule 6: "a participant it lists has no VIEW here, or a latest VIEW that does not list
         this device, or, once present, a latest VIEW whose roster is not its own, or (its
         roster being its own) said set with a SAID this device does not hold, or, once this
         device said, no have bit for it"."""
@@ -1129,7 +1109,8 @@ class RollCall:
                     raise ValueError("a random entry is 50 bytes")
                 entries.append(bytes(e))
         rnd.said = sign_body(self._rk, self.rcid, said_body(self.rk_public, rnd.roster, entries))
-        self._view_due = True  # rule 7: "or its owner confirmed 'I said it'"
+        self._view_due = True  # rule 5: "or its owner confirmed 'I said it'"
+        self._resend_at, self._resends = now + RESEND_FIRST, 0  # rule 6: it resets re-sends
         self._queue_said()
 
     def own_said(self) -> bytes | None:
@@ -1257,8 +1238,8 @@ class RollCall:
             name not in self._checked
 
     def rows(self) -> list[Row]:
-        """Every participant that has been present, by number.  Reading: (2) one pending now
-        keeps its row (not present)."""
+        """Every participant that has been present, by number (20.3: one that was present and
+        is no longer keeps its place, shown as not present)."""
         out = []
         for n in sorted(self._seen, key=self._numbers.__getitem__):
             contact = self._seen[n][1]

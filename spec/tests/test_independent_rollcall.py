@@ -1138,8 +1138,8 @@ def test_sending_rules():
     a.peer_joined(5, NOW)
     a.peer_joined(6, NOW)
     assert _kinds(a) == ["HELLO"]
-    # Rule 5: a VIEW that does not list Ana (Ben lacks her HELLO): her HELLO, unless she sent
-    # it in the last second.
+    # A VIEW that does not list Ana (Ben lacks her HELLO) is answered by rule 6, not at once:
+    # "Nothing else is sent".
     b = others[0]
     b.joined(2, [1, 3, 4], NOW)
     seed_b = b._rk.private_bytes_raw()
@@ -1150,26 +1150,22 @@ def test_sending_rules():
         return R.sign_body(seed_b, a.rcid, R.view_body(b.rk_public, seq, 2, roster, False,
                                                        [b.name], b"\x00"))
 
-    a.receive(b_view(1), 2, NOW + 0.5)
-    assert _kinds(a) == []  # sent at NOW, half a second ago
-    a.receive(b_view(2), 2, NOW + 1.5)
-    assert _kinds(a) == ["HELLO"]
-    a.receive(b_view(3), 2, NOW + 2)
-    assert _kinds(a) == []  # sent at NOW + 1.5
+    assert a.receive(b_view(1), 2, NOW + 0.5) == "view" and _kinds(a) == []
+    a.tick(NOW + 1)
+    assert _kinds(a) == []  # unsettled, but the next re-send time is the start + 3
+    assert a.receive(b_view(2), 2, NOW + 2) == "view" and _kinds(a) == []
+    a.tick(NOW + 3)
+    assert _kinds(a) == ["HELLO", "VIEW"]
     # "ignored (a repeat, or older: it changes nothing and triggers none of 20.6's rules)"
-    assert a.receive(b_view(3), 2, NOW + 3) == "view ignored" and _kinds(a) == []
-    a.receive(b_view(4), 2, NOW + 3)
-    assert _kinds(a) == ["HELLO"]
-    # Reading 1: sent exactly one second ago is not "in the last second".
-    a.receive(b_view(5), 2, NOW + 4)
-    assert _kinds(a) == ["HELLO"]
+    assert a.receive(b_view(2), 2, NOW + 3) == "view ignored" and _kinds(a) == []
     # A newer VIEW that reads the same as the latest (its slot, roster and flags, not listing
-    # Ana) is ignored, its signature unchecked, and triggers nothing; one changed in anything
-    # else Ana reads is taken.
-    same = b_view(6, roster=R.sha256(bytes([5])))
-    assert a.receive(same[:-1] + bytes([same[-1] ^ 1]), 2, NOW + 9) == "view ignored"
-    assert a.receive(same, 2, NOW + 9) == "view ignored" and _kinds(a) == []
-    assert a.receive(b_view(6), 2, NOW + 9) == "view" and _kinds(a) == ["HELLO"]
+    # Ana) is ignored, its signature unchecked; one changed in anything else Ana reads is taken.
+    same = b_view(6, roster=R.sha256(bytes([2])))
+    assert a.receive(same[:-1] + bytes([same[-1] ^ 1]), 2, NOW + 4) == "view ignored"
+    assert a.receive(same, 2, NOW + 4) == "view ignored"
+    assert a.participant(b.name).view.seq == 2
+    assert a.receive(b_view(6), 2, NOW + 4) == "view" and a.participant(b.name).view.seq == 6
+    assert _kinds(a) == []
 
 
 def test_due_view_resend_backoff_and_said_resends():
@@ -1177,8 +1173,8 @@ def test_due_view_resend_backoff_and_said_resends():
     a = ana.device()
     a.joined(1, [], NOW)
     assert _kinds(a) == ["HELLO", "VIEW"]
-    # Rule 8: a stranger's HELLO with no VIEW keeps Ana unsettled: HELLO and VIEW again 3
-    # seconds after her roster last changed (the start), 4 seconds later, then every 8.
+    # Rule 6: a stranger's HELLO with no VIEW keeps Ana unsettled: HELLO and VIEW again 3
+    # seconds after the start, 4 seconds later, then every 8.
     a.peer_joined(2, NOW)
     a.receive(people("Eve", seed=3)[0].device().hello, 2, NOW)
     assert _kinds(a) == ["HELLO", "VIEW"]
@@ -1188,9 +1184,10 @@ def test_due_view_resend_backoff_and_said_resends():
         if _kinds(a) == ["HELLO", "VIEW"]:
             resent.append(t)
     assert a.unsettled() and resent == [3, 7, 15, 23]
-    # Rule 7: a roster change makes the VIEW due at the next tick at least 1 second after
-    # the previous VIEW; rule 6: a VIEW of this roster without Ana's have bit makes her send
-    # her SAID again, not within 2 seconds of the last.
+    # Rule 5: a roster change makes the VIEW due at the next tick at least 1 second after
+    # the previous VIEW; rule 6: a VIEW of this roster without Ana's have bit leaves her
+    # unsettled, and she sends her SAID again (with her HELLO and VIEW) 3 seconds after "I said
+    # it", not at once.
     b = ben.device(NOW + 30)
     a.peer_left(2, NOW + 30)
     _kinds(a)
@@ -1220,16 +1217,19 @@ def test_due_view_resend_backoff_and_said_resends():
         return R.sign_body(b._rk.private_bytes_raw(), a.rcid, R.view_body(
             b.rk_public, seq, 3, a.roster, said, names, have))
 
-    # (Each reads differently from the one before: one that reads the same is ignored.)
-    a.receive(b_view(100, b"\x00", said=True), 3, NOW + 32)
-    assert _kinds(a) == []  # the SAID went out 1 second ago
-    assert a.receive(b_view(101, b"\x00", said=True), 3, NOW + 33) == "view ignored"
+    # Ben's VIEW without Ana's bit reads the same as his latest: ignored, nothing sent.
+    assert a.receive(b_view(100, b"\x00"), 3, NOW + 32) == "view ignored"
+    assert _kinds(a) == [] and a.unsettled()
+    a.tick(NOW + 32)
+    assert _kinds(a) == ["VIEW"]  # due since "I said it"
+    a.tick(NOW + 33)
+    assert _kinds(a) == []  # the re-send time is NOW + 34
+    a.tick(NOW + 34)
+    assert _kinds(a) == ["HELLO", "VIEW", "SAID"]
+    assert a.receive(b_view(101, bit), 3, NOW + 35) == "view"
+    assert not a.unsettled()
+    a.tick(NOW + 38)
     assert _kinds(a) == []
-    a.receive(b_view(102, b"\x00"), 3, NOW + 33)  # Reading 1: exactly 2 seconds after
-    assert _kinds(a) == ["SAID"]
-    assert a.unsettled()  # Ben's have lacks Ana's bit
-    a.receive(b_view(103, bit), 3, NOW + 34)
-    assert not a.unsettled() and _kinds(a) == []
     # Ben, taking the SAID, makes his VIEW due: it carries Ana's bit.
     b.receive(said[0], 1, NOW + 34)
     b.tick(NOW + 35)
@@ -1314,7 +1314,7 @@ def test_view_refusals():
     assert b.receive(same[:-64] + bytes(64), 1, NOW) == "view ignored"
     assert b.receive(same, 1, NOW) == "view ignored" and b.participant(a.name).view.seq == 5
     # A repeat, or an older one: ignored, whatever it says, and it triggers none of 20.6's
-    # rules (this one does not list Ben: taken, it would make him send his HELLO, rule 5).
+    # rules (this one does not list Ben).
     b.outgoing()
     assert b.receive(good, 1, NOW + 2) == "view ignored"
     older = R.sign_body(seed_a, rc, body(seq=4, slot=3, names=[a.name]))
@@ -1328,15 +1328,14 @@ def test_view_refusals():
     assert b.receive(_view_of(seed_c, rc, 1, 3, b.roster, [b.name, c.name]), 3, NOW) == "view"
     assert b.members == tuple(sorted((a.name, b.name, c.name)))
     # Presence lasts only while the latest VIEW lists this device: Ana's next VIEW without
-    # Ben's name makes her not present (pending: she still has a bringer), and Ben sends his
-    # HELLO (rule 5); her next one with it makes her present again, under her number.
+    # Ben's name makes her not present (pending: she still has a bringer); her next one with it makes her present again, under her number.
     number = b.number_of(a.name)
     b.outgoing()
     assert b.receive(R.sign_body(seed_a, rc, body(seq=6, names=[a.name])), 1, NOW + 3) == "view"
     assert not b.is_present(a.name) and a.name in b.held()
     assert b.members == tuple(sorted((b.name, c.name)))
-    assert [m[1] for m in b.outgoing()] == [R.HELLO_TYPE]  # the VIEW is due (rule 7)
-    # Reading 2: one that has been present keeps its row (20.5), shown as not present.
+    assert b.outgoing() == []  # nothing at once (20.6); the VIEW is due (rule 5)
+    # Reading 1: one that has been present keeps its row (20.5), shown as not present.
     assert [(r.name, r.present) for r in b.rows()] == [(a.name, False), (c.name, True)]
     assert b.receive(R.sign_body(seed_a, rc, body(seq=7)), 1, NOW + 3) == "view"
     assert b.is_present(a.name) and b.number_of(a.name) == number
@@ -1643,7 +1642,7 @@ def test_step_seven_counts_new_hellos_only():
 
 def test_said_flag_and_due_view_follow_the_owner():
     """20.3: bit 0 of flags "says that its owner confirmed 'I said it' in that round (its SAID
-    is made)"; 20.6 rule 7: confirming "I said it" makes the VIEW due."""
+    is made)"; 20.6 rule 5: confirming "I said it" makes the VIEW due."""
     ana, ben, cai = people("Ana", "Ben", "Cai")
     room = Room()
     a, b = ana.device(), ben.device()
@@ -1662,7 +1661,7 @@ def test_said_flag_and_due_view_follow_the_owner():
 
 
 def test_a_view_queued_in_between_satisfies_a_due_one():
-    """20.6 rule 7: the due VIEW "is queued at the first tick at least 1 second after its
+    """20.6 rule 5: the due VIEW "is queued at the first tick at least 1 second after its
     previous VIEW was made; a VIEW queued in between satisfies it".  A VIEW already waiting when
     the roster changed was not queued in between."""
     ana, ben, cai = people("Ana", "Ben", "Cai")
@@ -1670,7 +1669,7 @@ def test_a_view_queued_in_between_satisfies_a_due_one():
     a, b, c = ana.device(), ben.device(), cai.device()
     converge(room, a, b, c)
     a.outgoing()
-    # Cai leaves: the list (rule 4) and the roster (rule 7) change at once; the VIEW of rule 4
+    # Cai leaves: the list (rule 4) and the roster (rule 5) change at once; the VIEW of rule 4
     # comes after the change and satisfies the due one.
     a.peer_left(c.slot, room.t + 1)
     assert [m[1] for m in a.outgoing()] == [R.VIEW_TYPE]
@@ -1688,11 +1687,12 @@ def test_a_view_queued_in_between_satisfies_a_due_one():
     assert [m[1] for m in a.outgoing()] == [R.VIEW_TYPE]
 
 
-def test_resend_times_follow_rule_8():
-    """20.6 rule 8: a re-send happens at a tick when the device is unsettled and the time has
-    reached its next re-send time; a roster change sets that time 3 seconds after it, and a
-    re-send 4 seconds later (the first since the change) or 8 (the others).  A device settled
-    when the time comes re-sends at the first tick it is unsettled."""
+def test_resend_times_follow_rule_6():
+    """20.6 rule 6: a re-send happens at a tick when the device is unsettled and the time has
+    reached its next re-send time; the start, a roster change and "I said it" reset it to 3
+    seconds later, and a re-send sets it 4 seconds later (the first since the reset) or 8 (the
+    others).  A device settled when the time comes re-sends at the first tick it is
+    unsettled."""
     ana, ben = people("Ana", "Ben")
     room = Room()
     a, b = ana.device(), ben.device()
@@ -1711,6 +1711,16 @@ def test_resend_times_follow_rule_8():
         if [m[1] for m in a.outgoing()] == [R.HELLO_TYPE, R.VIEW_TYPE]:
             resent.append(k)
     assert resent == [1, 5, 13, 21, 29]
+    # "I said it" at t + 29.5 resets it: t + 32.5 (the tick of t + 33), then 4 and 8 later.
+    a.confirm_roster(a.roster, t + 29.5)
+    a.confirm_said(t + 29.5)
+    assert [m[1] for m in a.outgoing()] == [R.SAID_TYPE]
+    resent = []
+    for k in range(30, 46):
+        a.tick(t + k)
+        if R.SAID_TYPE in [m[1] for m in a.outgoing()]:
+            resent.append(k)
+    assert resent == [33, 37, 45]
 
 
 def test_a_rejoin_sends_what_waited():
