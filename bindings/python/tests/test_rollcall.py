@@ -682,7 +682,10 @@ def test_a_signed_sealed_code_that_does_not_open_is_refused(four, calls):
     assert call["Ben"].participant(ben_ana).state == RollCallState.REFUSED
     # Typed again, the code finds no sealed code of this round left; the
     # real SAID, a second one from Ana in the round, is refused.
-    assert call["Ben"].enter_heard(ben_ana, codes["Ana"], NOW + 2) == RollCallState.REFUSED
+    # Refused for the round: typing again is refused too (PROTOCOL.md 20.5).
+    with pytest.raises(itsme.InvalidStateError):
+        call["Ben"].enter_heard(ben_ana, codes["Ana"], NOW + 2)
+    assert call["Ben"].participant(ben_ana).state == RollCallState.REFUSED
     with pytest.raises(MalformedMessageError):
         call["Ben"].receive(room.sent(1, SAID)[0], 1, NOW + 2)
     # Ana is not affected: Ben's SAID opens for her.
