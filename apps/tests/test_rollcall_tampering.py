@@ -126,7 +126,7 @@ def errors(device: Device, message_kind=None) -> List[str]:
 def test_a_said_the_relay_drops_for_one_listener_leaves_that_pair_not_yet_until_it_gets_through(relay, people):
     """The relay drops every copy of Ben's SAID on its way to Cai: for 20
     seconds Cai shows Ben "not yet" although she typed the code Ben said,
-    while Ben's device sends it again (20.6, rules 6 and 8); every other
+    while Ben's device sends it again (20.6, rule 6); every other
     pair verifies, and nothing is refused. Once the relay lets it through,
     Cai verifies Ben within one re-send."""
 
@@ -184,7 +184,7 @@ def test_a_hello_the_relay_keeps_from_one_device_gives_three_rosters_a_split_and
         refused = [errors(d) for d in devices]
         proxy.rules.clear()
         await room.run_until(lambda: same_roster(devices) and ana.call.head_count == 3, 20, "the rosters meet")
-        # Ben's round did not change: his SAID of it, refused before, comes again (20.6, rules 6 and 8).
+        # Ben's round did not change: his SAID of it, refused before, comes again (20.6, rule 6).
         assert ben.call.phase == RollCallPhase.SAID
         await room.say(*devices)
         hear_all(room, devices)
@@ -215,7 +215,7 @@ def test_a_said_the_relay_delivers_before_a_hello_its_roster_includes_is_refused
     SAID (another roster: he does not see Cai), and so does Cai (she does not
     see Ben), and both show Ana "not yet" although they typed her code. The
     relay gives Ben the HELLO: the rosters meet, Ana's device sends its SAID
-    again (Ben's and Cai's VIEWs lack it, 20.6 rule 6), Ben and Cai take it
+    again (their VIEWs lack it: 20.6, rule 6), Ben and Cai take it
     and verify Ana; then everyone says and every pair verifies. The refusals
     left nothing behind: the same SAID delivered once more is a repeat."""
 

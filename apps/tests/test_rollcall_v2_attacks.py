@@ -196,7 +196,7 @@ def test_a_hello_and_view_of_an_earlier_roll_call_with_the_same_code_never_make_
     slot Cai had in the first (a room's slots start again from 1), and
     replays Cai's HELLO, every VIEW of Cai's and Cai's SAID. The VIEWs name
     Mallory's very slot, but none lists Ana's or Ben's new HELLO: Cai is
-    never live, so never shown and never counted (20.3); the SAID is refused
+    never present, so never shown and never counted (20.3); the SAID is refused
     (a speaker not present). Then Cai's device, restarted (a new roll call,
     a new key), joins and its connection sends the old HELLO again after its
     new one: refused (a slot brings one HELLO); Cai is listed once, from its

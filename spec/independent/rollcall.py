@@ -895,6 +895,9 @@ class RollCall:
         if p is None and len(self._listed | {name}) > MAX_NAMES:
             raise InvalidArgument("its VIEW would list more than 100 names")
         self._slot_brought[slot] = name
+        # Rule 5: "or a present participant sent its HELLO again from the slot of its latest VIEW".
+        if self._present.get(name) == slot:
+            self._view_due = True
         if p is not None:  # "a repeat, a copy ... that passes these checks": one more bringer
             if slot not in p.bringers:
                 p.bringers.add(slot)

@@ -341,6 +341,9 @@ struct RollCallMachine {
         if let other = brought[slot], other != hello.key {
             throw ItsMeError(.malformedMessage, "slot \(slot) brought another HELLO before (a slot brings one)")
         }
+        // A present participant that sends its HELLO again from its own slot
+        // is unsettled: this device's latest VIEW may not have reached it (rule 5).
+        if isPresent(hello.key), held[hello.key]?.view?.slot == slot { viewDue = true }
         if held[hello.key] == nil {
             guard listedNames().count < RollCallProtocol.maxHeld else {
                 throw ItsMeError(.invalidArgument, "this device holds \(RollCallProtocol.maxHeld) HELLOs already")
