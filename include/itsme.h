@@ -2732,32 +2732,40 @@ itsme_result itsme_approval_verify(const uint8_t *request, size_t request_len,
  * (itsme_meeting_code_new) and shares it on the call; everyone enters it
  * (a meeting code has the form of an invite code: itsme_remote_code_check
  * checks what a person typed) and makes an itsme_rollcall with it, which
- * takes every contact of the store (but those awaiting the peer).  The
- * library does no I/O; the host:
+ * takes every contact of the store (but those awaiting the peer).  Each
+ * device signs what it sends with a key drawn for the roll call and never
+ * stored.  The library does no I/O and decides every message; the host:
  *
- *   joins the relay's group room itsme_rollcall_room and, after each call,
- *       sends what itsme_rollcall_next_outgoing gives (this device's HELLO
- *       after itsme_rollcall_new and itsme_rollcall_peer_joined, its SAID
- *       after itsme_rollcall_confirm_said)
+ *   joins the relay's group room itsme_rollcall_room and reports its
+ *       events: itsme_rollcall_joined (its slot and the slots already
+ *       there; again after every reconnection), itsme_rollcall_peer_joined,
+ *       itsme_rollcall_peer_left
  *   feeds every message of the room with the relay slot it came from
- *       (itsme_rollcall_receive), and reports the slots that join
- *       (itsme_rollcall_peer_joined) and leave (itsme_rollcall_peer_left)
+ *       (itsme_rollcall_receive), and calls itsme_rollcall_tick about once
+ *       a second (what was lost is sent again)
+ *   after each call, sends what itsme_rollcall_next_outgoing gives, until
+ *       it gives nothing
  *   shows the participants (itsme_rollcall_participant_count and
- *       itsme_rollcall_participant) to its owner, who confirms that the
- *       contacts listed are on the call: itsme_rollcall_confirm_roster with
- *       the itsme_rollcall_roster read when the list was shown
+ *       itsme_rollcall_participant, itsme_rollcall_head_count, and a split
+ *       when itsme_rollcall_split says so) to its owner, who confirms that
+ *       the contacts listed are on the call: itsme_rollcall_confirm_roster
+ *       with the itsme_rollcall_roster read when the list was shown
  *   shows itsme_rollcall_code; the owner reads it aloud and says so:
  *       itsme_rollcall_confirm_said (the sealed codes go out)
  *   takes the code each contact read aloud: itsme_rollcall_enter_heard
  *
- * A new participant starts a new round (ITSME_ROLLCALL_PHASE_GATHERING
- * again): the owner confirms the new roster and reads a new code; checks
- * already made stay.  Each outcome is recorded on its contact as Online
- * Verify records one.  A message that does not fit is refused with an
- * error and changes nothing (but a sealed code that does not open, which
- * makes its participant ITSME_ROLLCALL_STATE_REFUSED): one participant's
- * bad message never ends the roll call for the others.  A roll call lasts
- * 10 minutes from its creation; after that every call that takes a time
+ * A participant is present once it has signed, from a slot in the room, a
+ * message naming this device: a copied, extended or replayed HELLO never
+ * makes anyone present.  A new roster starts a new round
+ * (ITSME_ROLLCALL_PHASE_GATHERING again): the owner confirms it and reads a
+ * new code; checks already made stay, and a roster that comes back (a
+ * participant's connection dropped and came back) brings its round back.
+ * Each outcome is recorded on its contact as Online Verify records one.  A
+ * message that does not fit is refused with an error and changes nothing
+ * (but a sealed code that does not open, which makes its participant
+ * ITSME_ROLLCALL_STATE_REFUSED for the round): one participant's bad
+ * message never ends the roll call for the others.  A roll call lasts 10
+ * minutes from its creation; after that every call that takes a time
  * fails with ITSME_E_EXPIRED (and so does a time more than 30 seconds
  * before the creation: a clock set back), and the phase is then
  * ITSME_ROLLCALL_PHASE_EXPIRED, for good.  Errors are detailed by
@@ -2798,18 +2806,33 @@ typedef uint32_t itsme_rollcall_state ITSME_VALUES(ITSME_ROLLCALL_STATE_);
 /* The code matched; this device holds no device secret of theirs to check
  * the device with. */
 #define ITSME_ROLLCALL_STATE_VERIFIED_TAG_UNCHECKED 5
-/* Their sealed code did not open (tampered with, or sealed for another
- * device): neither verified nor wrong. */
+/* Their sealed code of this round did not open (their own device signed a
+ * code not sealed for this one: a faulty or malicious device; a code
+ * changed on the way fails its signature and changes nothing): neither
+ * verified nor wrong. */
 #define ITSME_ROLLCALL_STATE_REFUSED 6
 /* This device, or a device that holds no seed with this one: not a
  * contact. */
 #define ITSME_ROLLCALL_STATE_UNKNOWN 7
+/* One of the two devices binds the roll call to its call and the other
+ * does not: nothing can be checked between them (say so, and have the
+ * other start the roll call from the call). */
+#define ITSME_ROLLCALL_STATE_BINDING_DIFFERS 8
+/* Both devices bind the roll call to a call, and the calls differ: a
+ * device in another call, as when one relays between two calls. */
+#define ITSME_ROLLCALL_STATE_OTHER_CALL 9
 
-/* Longest roll-call message: a HELLO of 2048 presence tags, 28 + 16 * 2048
- * bytes (a SAID is at most 67 + 50 * 49 = 2517). */
-#define ITSME_ROLLCALL_MESSAGE_MAX 32796
+/* Longest roll-call message: a HELLO of 2048 presence tags, 133 + 16 * 2048
+ * bytes (a VIEW is at most 138 + 32 * 100 + 13 = 3351, a SAID
+ * 131 + 50 * 49 = 2581). */
+#define ITSME_ROLLCALL_MESSAGE_MAX 32901
 /* A roster hash (itsme_rollcall_roster), in bytes. */
 #define ITSME_ROLLCALL_ROSTER_BYTES 32
+/* A relay slot in itsme_rollcall_joined's list, in bytes. */
+#define ITSME_ROLLCALL_SLOT_BYTES 2
+/* The shortest and the longest call binding (itsme_rollcall_new), in bytes. */
+#define ITSME_ROLLCALL_BINDING_MIN 16
+#define ITSME_ROLLCALL_BINDING_MAX 64
 
 /* One device of the roll call as this device sees it
  * (itsme_rollcall_participant). */
@@ -2817,7 +2840,7 @@ typedef struct itsme_rollcall_participant_info {
     /* The caller sets it to sizeof(itsme_rollcall_participant_info) (see
      * the conventions). */
     size_t size;
-    /* 0 for this device; the others in the order their HELLOs arrived. */
+    /* 0 for this device; the others in the order they became present. */
     size_t index;
     /* The relay slot it speaks from; 0 for this device. */
     uint32_t slot;
@@ -2825,8 +2848,12 @@ typedef struct itsme_rollcall_participant_info {
      * contact. */
     int64_t contact_id;
     itsme_rollcall_state state;
-    /* true once its slot left the room (it stays in the roster). */
+    /* true while it is not present (its connection left; it may come back
+     * under the same place). */
     bool left;
+    /* true when its device holds the same roster as this one (always for
+     * this device): show the others as "not agreeing yet". */
+    bool agrees;
 } itsme_rollcall_participant_info;
 
 /* Draws a new meeting code from `rng` (NULL: the operating system) and
@@ -2841,18 +2868,25 @@ itsme_result itsme_meeting_code_new(itsme_random *rng, char *out, size_t cap,
 
 /* Starts a roll call named by `meeting_code` (as typed: either case, spaces
  * and '-' ignored) at `now`, with every contact of `store` but those
- * awaiting the peer; the HELLO's nonce and padding are drawn from `rng`
- * (NULL: the operating system).  The HELLO is queued: send it
- * (itsme_rollcall_next_outgoing).  Free the roll call with
- * itsme_rollcall_free; it keeps a counted reference to the store.
+ * awaiting the peer.  `binding` (binding_len bytes, ITSME_ROLLCALL_BINDING_MIN
+ * to _MAX) binds it to the host's own call: a value every participant of
+ * that call holds, the same for the whole call, that the relay never sees
+ * (docs/PROTOCOL.md 20.1 says which values qualify); NULL with 0: not
+ * bound.  A device bound to another call checks nobody of this one.  The
+ * roll-call key and the HELLO's padding are drawn from `rng` (NULL: the
+ * operating system).  Nothing is queued before itsme_rollcall_joined.
+ * Free the roll call with itsme_rollcall_free; it keeps a counted
+ * reference to the store.
  * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, a
  * meeting code with a typo or longer than ITSME_TYPED_CODE_MAX bytes, a
- * store of more than 2048 contacts, a time out of range), ITSME_E_DATABASE,
- * and stored-data errors (ITSME_E_CORRUPT_DATA,
- * ITSME_E_AUTHENTICATION_FAILED).  Details go to the store's last error. */
+ * binding of another length, a store of more than 2048 contacts, a time
+ * out of range), ITSME_E_DATABASE, and stored-data errors
+ * (ITSME_E_CORRUPT_DATA, ITSME_E_AUTHENTICATION_FAILED).  Details go to
+ * the store's last error. */
 itsme_result itsme_rollcall_new(itsme_store *store, const char *meeting_code,
-                                itsme_random *rng, int64_t now,
-                                itsme_rollcall **out);
+                                const uint8_t *binding ITSME_OPTIONAL,
+                                size_t binding_len, itsme_random *rng,
+                                int64_t now, itsme_rollcall **out);
 
 /* Releases a roll call and wipes its secrets, and its reference to the
  * store.  Accepts NULL. */
@@ -2879,45 +2913,82 @@ itsme_result itsme_rollcall_room(const itsme_rollcall *rollcall, char *out,
 
 /* The next message to send to the group room (at most
  * ITSME_ROLLCALL_MESSAGE_MAX bytes), removed from the queue on success;
- * ITSME_OK with *out_len = 0 when there is none.
+ * ITSME_OK with *out_len = 0 when there is none.  A VIEW is made when it
+ * is taken, from the state at that moment.
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL (nothing
  * removed). */
 itsme_result itsme_rollcall_next_outgoing(itsme_rollcall *rollcall,
                                           uint8_t *out, size_t cap,
                                           size_t *out_len);
 
-/* Feeds one message of the group room from relay slot `slot` (the relay's
- * 2-byte prefix removed).  A new HELLO adds a participant and starts a new
- * round; a HELLO already held, or a SAID already taken, is ignored.  A
- * refused message changes nothing, and the roll call goes on.
- * Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535, a time out
- * of range, a HELLO more than 20 windows old or more than one ahead, a
- * 51st participant), ITSME_E_MALFORMED_MESSAGE (not a roll-call message of
- * this version, a second HELLO from one slot, a second SAID from one
+/* The relay's "joined" event: this device's slot, and the `peer_count`
+ * slots present before it in `peers`, each in 2 bytes
+ * (ITSME_ROLLCALL_SLOT_BYTES), big-endian as in the relay's message prefix
+ * (NULL with 0 when alone).  Called at the first join and again after
+ * every reconnection (a new slot): the HELLO and a VIEW are queued, and
+ * the roll call goes on in its place.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a slot 0, a time out of range),
+ * ITSME_E_EXPIRED. */
+itsme_result itsme_rollcall_joined(itsme_rollcall *rollcall, uint32_t slot,
+                                   const uint8_t *peers ITSME_OPTIONAL,
+                                   size_t peer_count ITSME_ITEM_BYTES(ITSME_ROLLCALL_SLOT_BYTES),
+                                   int64_t now);
+
+/* Feeds one message of the group room carried by relay slot `slot` (the
+ * relay's 2-byte prefix removed).  A HELLO already held, an older VIEW or
+ * a SAID already taken is ignored.  A refused message changes nothing,
+ * and the roll call goes on.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535, a time
+ * out of range, a HELLO beyond the 100 held or a 51st participant),
+ * ITSME_E_MALFORMED_MESSAGE (not a roll-call message of this version, a
+ * second HELLO for one key or from one slot, a second SAID from one
  * participant in one round, a SAID of the wrong size for the roster),
- * ITSME_E_INVALID_STATE (a SAID of a participant without a HELLO here, or
- * of another roster: another round, or a participant not seen here),
- * ITSME_E_INVALID_KEY (a SAID naming this device as its speaker: a
- * reflected message), ITSME_E_AUTHENTICATION_FAILED (a contact's sealed
- * code that does not open, checked against the code already typed: the
- * participant is now ITSME_ROLLCALL_STATE_REFUSED), ITSME_E_EXPIRED,
+ * ITSME_E_AUTHENTICATION_FAILED (a signature that does not verify; or a
+ * contact's sealed code that does not open, checked against the code
+ * already typed: the participant is now ITSME_ROLLCALL_STATE_REFUSED for
+ * the round), ITSME_E_INVALID_STATE (a VIEW or SAID from a participant
+ * this device does not hold or see present, a VIEW carried by another
+ * slot than its sender's, a SAID of another roster), ITSME_E_INVALID_KEY
+ * (this device's own key: a reflected message), ITSME_E_EXPIRED,
  * ITSME_E_DATABASE (recording an outcome failed). */
 ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_rollcall_receive(itsme_rollcall *rollcall,
                                     const uint8_t *bytes, size_t len,
                                     uint32_t slot, int64_t now);
 
-/* The relay announced a new participant in slot `slot`: this device's
- * HELLO is queued again, since the newcomer missed it.
- * Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535). */
+/* The relay announced a new peer in slot `slot`: this device's HELLO is
+ * queued, since the newcomer has not seen it.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535, a time out
+ * of range), ITSME_E_EXPIRED. */
 itsme_result itsme_rollcall_peer_joined(itsme_rollcall *rollcall,
-                                        uint32_t slot);
+                                        uint32_t slot, int64_t now);
 
-/* The participant of relay slot `slot` left the room: it is marked left
- * and stays in the roster.  No effect for a slot that sent no HELLO.
- * Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535). */
+/* The peer of relay slot `slot` left the room: its participant is no
+ * longer present (a new round), and comes back if it rejoins.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535, a time out
+ * of range), ITSME_E_EXPIRED. */
 itsme_result itsme_rollcall_peer_left(itsme_rollcall *rollcall,
-                                      uint32_t slot);
+                                      uint32_t slot, int64_t now);
+
+/* Called about once a second: a VIEW that is due, and what may have been
+ * lost (docs/PROTOCOL.md 20.6), are queued; send them.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a time out of range),
+ * ITSME_E_EXPIRED. */
+itsme_result itsme_rollcall_tick(itsme_rollcall *rollcall, int64_t now);
+
+/* How many devices are present now, this one included (1 to 50): the
+ * head count to compare with the faces on the call.
+ * Errors: ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_rollcall_head_count(const itsme_rollcall *rollcall,
+                                       size_t *out_count);
+
+/* Writes true when the roster has not changed for 5 seconds and a present
+ * participant holds another one: someone (the relay) shows different
+ * participants to different devices.  Show it: a split that stays is not
+ * a slow network.
+ * Errors: ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_rollcall_split(const itsme_rollcall *rollcall,
+                                  bool *out_split);
 
 /* The hash of the roster as this device holds it now
  * (ITSME_ROLLCALL_ROSTER_BYTES): read it when showing the participants,
@@ -2959,7 +3030,8 @@ ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_rollcall_confirm_said(itsme_rollcall *rollcall,
                                          itsme_random *rng, int64_t now);
 
-/* How many devices are in the roll call, this one included (1 to 50).
+/* How many devices have been present in the roll call, this one included
+ * (those that left among them: itsme_rollcall_participant says which).
  * Errors: ITSME_E_INVALID_ARGUMENT. */
 itsme_result itsme_rollcall_participant_count(const itsme_rollcall *rollcall,
                                               size_t *out_count);
@@ -2983,7 +3055,8 @@ itsme_result itsme_rollcall_participant(
  * and three digits or is longer than ITSME_TYPED_CODE_MAX bytes, index 0
  * or out of range, a time out of range: nothing changes),
  * ITSME_E_INVALID_STATE (the roster of this round is not confirmed; the
- * participant is not a contact; or it is checked already in this round),
+ * participant is not a contact, or not present now; or it is checked
+ * already),
  * ITSME_E_LOCKED (three wrong codes for it in this round: wait for a new
  * round), ITSME_E_AUTHENTICATION_FAILED (their sealed code does not open:
  * the participant is now ITSME_ROLLCALL_STATE_REFUSED), ITSME_E_EXPIRED,
@@ -3055,6 +3128,8 @@ size_t itsme_approval_max(void);
 size_t itsme_approval_lifetime_max(void);
 size_t itsme_rollcall_message_max(void);
 size_t itsme_rollcall_roster_bytes(void);
+size_t itsme_rollcall_binding_min(void);
+size_t itsme_rollcall_binding_max(void);
 
 /* ------------------------------------------------------------------------
  * Names of version 0.2, kept until 0.4

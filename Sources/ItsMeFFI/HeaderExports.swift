@@ -157,6 +157,12 @@ public func ffiRollcallMessageMax() -> UInt { UInt(ITSME_ROLLCALL_MESSAGE_MAX) }
 @c(itsme_rollcall_roster_bytes)
 public func ffiRollcallRosterBytes() -> UInt { UInt(ITSME_ROLLCALL_ROSTER_BYTES) }
 
+@c(itsme_rollcall_binding_min)
+public func ffiRollcallBindingMin() -> UInt { UInt(ITSME_ROLLCALL_BINDING_MIN) }
+
+@c(itsme_rollcall_binding_max)
+public func ffiRollcallBindingMax() -> UInt { UInt(ITSME_ROLLCALL_BINDING_MAX) }
+
 // MARK: - Result names
 
 @c(itsme_result_name)

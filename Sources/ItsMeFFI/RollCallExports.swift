@@ -33,14 +33,15 @@ public func ffiMeetingCodeNew(
 @c(itsme_rollcall_new)
 public func ffiRollCallNew(
     _ store: UnsafeMutablePointer<itsme_store>?, _ meetingCode: UnsafePointer<CChar>?,
-    _ rng: UnsafeMutablePointer<itsme_random>?, _ now: Int64,
+    _ binding: UnsafePointer<UInt8>?, _ bindingLen: UInt, _ rng: UnsafeMutablePointer<itsme_random>?, _ now: Int64,
     _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_rollcall>?>?
 ) -> itsme_result {
     newSession(store, out) { s in
         let code = try RemoteCode(
             parsing: try text(meetingCode, "meeting_code", max: TextLimit.typedCode), what: "meeting code")
+        let bound = binding == nil && bindingLen == 0 ? nil : try bytes(binding, bindingLen, "binding")
         var random = HostRandom(handle: unbox(rng, as: RandomHandle.self))
-        return try RollCall(store: s, meetingCode: code, now: now, random: &random)
+        return try RollCall(store: s, meetingCode: code, binding: bound, now: now, random: &random)
     }
 }
 
@@ -77,7 +78,20 @@ public func ffiRollCallNextOutgoing(
     _ rollcall: UnsafeMutablePointer<itsme_rollcall>?, _ out: UnsafeMutablePointer<UInt8>?, _ cap: UInt,
     _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
-    onRollCall(rollcall) { r in try writeNextMessage(r.peekOutgoing(), r.markSent, out, cap, outLen) }
+    onRollCall(rollcall) { r in try writeNextMessage(try r.peekOutgoing(), r.markSent, out, cap, outLen) }
+}
+
+@c(itsme_rollcall_joined)
+public func ffiRollCallJoined(
+    _ rollcall: UnsafeMutablePointer<itsme_rollcall>?, _ slot: UInt32, _ peers: UnsafePointer<UInt8>?, _ peerCount: UInt,
+    _ now: Int64
+) -> itsme_result {
+    onRollCall(rollcall) { r in
+        guard peerCount <= 0xFFFF else { throw invalid("a group room has at most 65535 slots, not \(peerCount)") }
+        let list = peerCount == 0 ? [] : try bytes(peers, peerCount * UInt(ITSME_ROLLCALL_SLOT_BYTES), "peers")
+        let slots = try stride(from: 0, to: list.count, by: 2).map { try relaySlot(UInt32(list[$0]) << 8 | UInt32(list[$0 + 1])) }
+        try r.joined(slot: try relaySlot(slot), peers: slots, now: now)
+    }
 }
 
 @c(itsme_rollcall_receive)
@@ -92,13 +106,36 @@ public func ffiRollCallReceive(
 }
 
 @c(itsme_rollcall_peer_joined)
-public func ffiRollCallPeerJoined(_ rollcall: UnsafeMutablePointer<itsme_rollcall>?, _ slot: UInt32) -> itsme_result {
-    onRollCall(rollcall) { r in r.peerJoined(slot: try relaySlot(slot)) }
+public func ffiRollCallPeerJoined(_ rollcall: UnsafeMutablePointer<itsme_rollcall>?, _ slot: UInt32, _ now: Int64)
+    -> itsme_result
+{
+    onRollCall(rollcall) { r in try r.peerJoined(slot: try relaySlot(slot), now: now) }
 }
 
 @c(itsme_rollcall_peer_left)
-public func ffiRollCallPeerLeft(_ rollcall: UnsafeMutablePointer<itsme_rollcall>?, _ slot: UInt32) -> itsme_result {
-    onRollCall(rollcall) { r in r.peerLeft(slot: try relaySlot(slot)) }
+public func ffiRollCallPeerLeft(_ rollcall: UnsafeMutablePointer<itsme_rollcall>?, _ slot: UInt32, _ now: Int64)
+    -> itsme_result
+{
+    onRollCall(rollcall) { r in try r.peerLeft(slot: try relaySlot(slot), now: now) }
+}
+
+@c(itsme_rollcall_tick)
+public func ffiRollCallTick(_ rollcall: UnsafeMutablePointer<itsme_rollcall>?, _ now: Int64) -> itsme_result {
+    onRollCall(rollcall) { r in try r.tick(now: now) }
+}
+
+@c(itsme_rollcall_head_count)
+public func ffiRollCallHeadCount(
+    _ rollcall: UnsafePointer<itsme_rollcall>?, _ outCount: UnsafeMutablePointer<UInt>?
+) -> itsme_result {
+    onRollCall(rollcall) { r in try required(outCount, "out_count").pointee = UInt(r.headCount) }
+}
+
+@c(itsme_rollcall_split)
+public func ffiRollCallSplit(_ rollcall: UnsafePointer<itsme_rollcall>?, _ outSplit: UnsafeMutablePointer<Bool>?)
+    -> itsme_result
+{
+    onRollCall(rollcall) { r in try required(outSplit, "out_split").pointee = r.isSplit }
 }
 
 @c(itsme_rollcall_roster)
@@ -168,7 +205,7 @@ public func ffiRollCallParticipant(
         let p = all[Int(index)]
         out.pointee = itsme_rollcall_participant_info(
             size: out.pointee.size, index: p.index, slot: UInt32(clamping: p.slot ?? 0), contact_id: p.contactID ?? 0,
-            state: p.state.rawValue, left: p.left)
+            state: p.state.rawValue, left: p.left, agrees: p.agrees)
     }
 }
 

@@ -26,46 +26,59 @@ final class RollCallVectorTests: XCTestCase {
         let rcid = RollCallProtocol.rollCallID(code)
         XCTAssertEqual(rcid, try bytes(v, "rcid"))
         XCTAssertEqual(RollCallProtocol.roomID(code), try bytes(v, "room_id"))
+        let sid = RollCallProtocol.sessionID(rollCallID: rcid, binding: nil)
+        XCTAssertEqual(sid, try bytes(v, "sid"))
         let participants = try list(v, "participants")
         let keys = Dictionary(uniqueKeysWithValues: try participants.map { (try text($0, "name_text"), try bytes($0, "identity_public")) })
         let contacts = try list(v, "contacts")
         func seed(_ a: String, _ b: String) throws -> [UInt8]? {
             try contacts.first { ($0["owner_text"] as? String) == a && ($0["peer_text"] as? String) == b }.map { try bytes($0, "seed") }
         }
-        var hashes: [[UInt8]] = []
+        var names: [[UInt8]] = []
         for p in participants {
-            let helloBytes = try bytes(p, "hello")
-            let hello = try RollCallHello(parsing: helloBytes)
-            XCTAssertEqual(hello.hash, try bytes(p, "hello_hash"))
-            XCTAssertEqual(hello.nonce, try bytes(p, "nonce"))
-            hashes.append(hello.hash)
+            let hello = try RollCallHello(parsing: try bytes(p, "hello"), rollCallID: rcid)
+            XCTAssertEqual(hello.name, try bytes(p, "name"))
+            XCTAssertEqual(hello.name, SHA256.hash(try bytes(p, "hello_body")))
+            XCTAssertEqual(hello.key, try bytes(p, "roll_call_key"))
+            XCTAssertEqual(try Ed25519.keyPair(seed: try SecretBytes(copying: try bytes(p, "roll_call_key_seed"))).publicKey, hello.key)
+            names.append(hello.name)
             let name = try text(p, "name_text")
             for t in try list(p, "tags_for_contacts") {
                 let to = try text(t, "to_text")
-                let s = try XCTUnwrap(try seed(name, to))
                 let tag = RollCallProtocol.presenceTag(
-                    seed: s, rollCallID: rcid, window: hello.window, nonce: hello.nonce, from: try XCTUnwrap(keys[name]),
+                    seed: try XCTUnwrap(try seed(name, to)), sessionID: sid, key: hello.key, from: try XCTUnwrap(keys[name]),
                     to: try XCTUnwrap(keys[to]))
                 XCTAssertEqual(tag, try bytes(t, "tag"))
                 XCTAssertTrue(hello.contains(tag))
             }
         }
-        let roster = RollCallProtocol.rosterHash(rollCallID: rcid, sortedHelloHashes: hashes.sorted { $0.lexicographicallyPrecedes($1) })
+        let sorted = names.sorted { $0.lexicographicallyPrecedes($1) }
+        let roster = RollCallProtocol.rosterHash(rollCallID: rcid, sortedNames: sorted)
         XCTAssertEqual(roster, try bytes(v, "roster"))
-        let hashByName = Dictionary(uniqueKeysWithValues: zip(try participants.map { try text($0, "name_text") }, hashes))
+        for view in try list(v, "views") {
+            let parsed = try RollCallView(parsing: try bytes(view, "view"))
+            try parsed.checkSignature(rollCallID: rcid)
+            XCTAssertEqual(parsed.roster, roster)
+            XCTAssertEqual(parsed.names, sorted)
+            XCTAssertEqual(parsed.names.map { Hex.encodeUpper($0).lowercased() }, view["names"] as? [String])
+            XCTAssertEqual(Int(parsed.seq), view["seq"] as? Int)
+            XCTAssertEqual(parsed.slot, view["slot"] as? Int)
+            XCTAssertTrue(parsed.said)
+        }
+        let nameOf = Dictionary(uniqueKeysWithValues: zip(try participants.map { try text($0, "name_text") }, names))
         for said in try list(v, "saids") {
-            let parsed = try RollCallSaid(parsing: try bytes(said, "said"))
+            let parsed = try RollCallSaid(parsing: try bytes(said, "said"), rollCallID: rcid)
             let speaker = try text(said, "name_text")
             XCTAssertEqual(parsed.roster, roster)
-            XCTAssertEqual(parsed.speaker, hashByName[speaker])
+            XCTAssertEqual(parsed.speaker, try bytes(participants.first { ($0["name_text"] as? String) == speaker }!, "roll_call_key"))
             for (position, entry) in try list(said, "entries").enumerated() {
                 XCTAssertEqual(parsed.entries[position], try bytes(entry, "entry"))
                 guard entry["padding"] as? Bool == false else { continue }
                 let listener = try text(entry, "for_text")
                 let s = try XCTUnwrap(try seed(speaker, listener))
                 let key = try RollCallProtocol.codeKey(
-                    seed: s, roster: roster, rollCallID: rcid, speakerHello: try XCTUnwrap(hashByName[speaker]),
-                    listenerHello: try XCTUnwrap(hashByName[listener]), speaker: try XCTUnwrap(keys[speaker]),
+                    seed: s, roster: roster, sessionID: sid, speakerName: try XCTUnwrap(nameOf[speaker]),
+                    listenerName: try XCTUnwrap(nameOf[listener]), speaker: try XCTUnwrap(keys[speaker]),
                     listener: try XCTUnwrap(keys[listener]))
                 XCTAssertEqual(key.unsafeExportedArray(), try bytes(entry, "key"))
                 let dtag = try RollCallProtocol.deviceTag(
@@ -82,7 +95,51 @@ final class RollCallVectorTests: XCTestCase {
                 XCTAssertEqual(sealed, try bytes(entry, "entry"))
             }
         }
+        for p in try list(try XCTUnwrap(v["bound"] as? J), "participants") {
+            let binding = try bytes(p, "binding")
+            XCTAssertEqual(RollCallProtocol.sessionID(rollCallID: rcid, binding: binding), try bytes(p, "sid"))
+            XCTAssertEqual(RollCallProtocol.bindingCheck(rollCallID: rcid, binding: binding), try bytes(p, "bind"))
+            let hello = try RollCallHello(parsing: try bytes(p, "hello"), rollCallID: rcid)
+            XCTAssertTrue(hello.bound)
+            XCTAssertEqual(hello.bindingCheck, try bytes(p, "bind"))
+        }
     }
+
+    /// A group room in memory for the replay: events and in-order forwarding.
+    private final class Room {
+        var present: [(slot: Int, call: RollCall)] = []
+        var sent: [(slot: Int, message: [UInt8])] = []
+        let now: Int64
+        init(now: Int64) { self.now = now }
+
+        func join(_ call: RollCall, slot: Int) throws {
+            for (_, other) in present { try other.peerJoined(slot: slot, now: now) }
+            try call.joined(slot: slot, peers: present.map(\.slot), now: now)
+            present.append((slot, call))
+            try pump()
+        }
+
+        func pump() throws {
+            var moved = true
+            while moved {
+                moved = false
+                for (slot, call) in present {
+                    while let message = try call.takeOutgoing() {
+                        moved = true
+                        guard present.count > 1 else { continue }
+                        sent.append((slot, message))
+                        for (other, receiver) in present where other != slot { try receiver.receive(message, from: slot, now: now) }
+                    }
+                }
+            }
+        }
+    }
+
+    private static let stateText: [RollCall.ParticipantState: String] = [
+        .notYet: "not_yet", .verified: "verified", .wrong: "wrong", .deviceChanged: "device_changed",
+        .verifiedTagUnchecked: "verified_tag_unchecked", .refused: "refused", .unknown: "unknown",
+        .bindingDiffers: "binding_differs", .otherCall: "other_call",
+    ]
 
     /// The parties rebuilt (identities from their random seeds, contacts
     /// from `contacts`), and each roll call made again as the vectors did.
@@ -121,53 +178,75 @@ final class RollCallVectorTests: XCTestCase {
         for (i, name) in names.enumerated() {
             calls.append(try RollCall(store: try XCTUnwrap(stores[name]), meetingCode: code, now: t, random: &sources[i]))
         }
-        let hellos = calls.map { $0.takeOutgoing() }
-        for (i, p) in participants.enumerated() { XCTAssertEqual(hellos[i], try bytes(p, "hello")) }
-        for (i, hello) in hellos.enumerated() {
-            for (j, call) in calls.enumerated() where j != i { try call.receive(try XCTUnwrap(hello), from: i + 1, now: t) }
+        let room = Room(now: t)
+        for (i, call) in calls.enumerated() { try room.join(call, slot: i + 1) }
+        XCTAssertEqual(room.sent.count, v["join_messages"] as? Int)
+        for (i, p) in participants.enumerated() {
+            XCTAssertEqual(room.sent.first { $0.slot == i + 1 && $0.message[1] == 1 }?.message, try bytes(p, "hello"))
         }
         for (i, call) in calls.enumerated() {
             XCTAssertEqual(call.rosterHash, try bytes(v, "roster"))
             try call.confirmRoster(call.rosterHash, now: t, random: &sources[i])
-            try call.confirmSaid(now: t, random: &sources[i])
+        }
+        for call in calls {
+            try call.confirmSaid(now: t, random: &sources[calls.firstIndex { $0 === call }!])
+            try room.pump()
         }
         let saids = try list(v, "saids")
-        let sent = calls.map { $0.takeOutgoing() }
         for (i, said) in saids.enumerated() {
-            XCTAssertEqual(sent[i], try bytes(said, "said"))
+            XCTAssertEqual(room.sent.first { $0.slot == i + 1 && $0.message[1] == 2 }?.message, try bytes(said, "said"))
             XCTAssertEqual(calls[i].myCode, try text(said, "code_text"))
-            for (j, call) in calls.enumerated() where j != i { try call.receive(try XCTUnwrap(sent[i]), from: i + 1, now: t) }
         }
-        let stateText: [RollCall.ParticipantState: String] = [
-            .notYet: "not_yet", .verified: "verified", .wrong: "wrong", .deviceChanged: "device_changed",
-            .verifiedTagUnchecked: "verified_tag_unchecked", .refused: "refused", .unknown: "unknown",
-        ]
+        for call in calls { try call.tick(now: t + 1) }
+        let later = Room(now: t + 1)
+        later.present = room.present
+        try later.pump()
+        for (i, view) in try list(v, "views").enumerated() {
+            XCTAssertEqual(later.sent.last { $0.slot == i + 1 && $0.message[1] == 3 }?.message, try bytes(view, "view"))
+        }
         for outcome in try list(v, "outcomes") {
             let listener = try text(outcome, "listener_text"), speaker = try text(outcome, "speaker_text")
             let li = try XCTUnwrap(names.firstIndex(of: listener)), si = try XCTUnwrap(names.firstIndex(of: speaker))
             let id = try XCTUnwrap(ids[listener]?[speaker])
             let index = try XCTUnwrap(calls[li].participants.first { $0.contactID == id }?.index)
-            let state = try calls[li].enterHeard(try text(saids[si], "code_text"), from: index, now: t)
-            XCTAssertEqual(stateText[state], try text(outcome, "state_text"), "\(listener) hearing \(speaker)")
+            let state = try calls[li].enterHeard(try text(saids[si], "code_text"), from: index, now: t + 1)
+            XCTAssertEqual(Self.stateText[state], try text(outcome, "state_text"), "\(listener) hearing \(speaker)")
         }
-        // Refusals, each at a fresh roll call of Ben's.
+        // Bound: Ana and Ben to one call, Cai to another.
+        let bound = try list(try XCTUnwrap(v["bound"] as? J), "participants")
+        var boundCalls: [RollCall] = []
+        for (i, p) in bound.enumerated() {
+            var random = DeterministicRandom(seed: try bytes(p, "random_seed"))
+            boundCalls.append(
+                try RollCall(
+                    store: try XCTUnwrap(stores[names[i]]), meetingCode: code, binding: try bytes(p, "binding"), now: t,
+                    random: &random))
+        }
+        let boundRoom = Room(now: t)
+        for (i, call) in boundCalls.enumerated() { try boundRoom.join(call, slot: i + 1) }
+        for (i, p) in bound.enumerated() {
+            XCTAssertEqual(boundRoom.sent.first { $0.slot == i + 1 && $0.message[1] == 1 }?.message, try bytes(p, "hello"))
+            let seen = try list(p, "sees").map { [($0["slot"] as? Int) ?? 0: (try text($0, "state_text"))] }
+            let shown = boundCalls[i].participants.dropFirst().map { [$0.slot ?? 0: Self.stateText[$0.state] ?? ""] }
+            XCTAssertEqual(shown, seen)
+        }
+        // Refusals, each at a fresh roll call of Ben's, joined in slot 2 beside 1 and 3.
         let benIndex = try XCTUnwrap(names.firstIndex(of: "Ben"))
-        let caiHello = try bytes(participants[try XCTUnwrap(names.firstIndex(of: "Cai"))], "hello")
         for r in try list(v, "rejections") {
             var random = DeterministicRandom(seed: try bytes(participants[benIndex], "random_seed"))
             let call = try RollCall(store: try XCTUnwrap(stores["Ben"]), meetingCode: code, now: t, random: &random)
-            _ = call.takeOutgoing()
-            let messages = try XCTUnwrap(r["messages"] as? [String]).map { try XCTUnwrap(Hex.decode($0)) }
-            for m in messages.dropLast() { try call.receive(m, from: m == caiHello ? 3 : 1, now: t) }
+            try call.joined(slot: 2, peers: [1, 3], now: t)
+            let messages = try list(r, "messages").map { (try bytes($0, "message"), try XCTUnwrap($0["slot"] as? Int)) }
+            let name = try text(r, "case_text")
+            for (m, slot) in messages.dropLast() { XCTAssertNoThrow(try call.receive(m, from: slot, now: t), name) }
             var got = "accepted"
             do {
-                let last = try XCTUnwrap(messages.last)
-                try call.receive(last, from: last == caiHello ? 3 : 1, now: t)
+                let (last, slot) = try XCTUnwrap(messages.last)
+                try call.receive(last, from: slot, now: t)
             } catch let e as ItsMeError {
                 got = e.kind.symbol.replacingOccurrences(of: "ITSME_E_", with: "").lowercased()
             }
-            let expected = try text(r, "result"), name = try text(r, "case_text")
-            XCTAssertEqual(got, expected, name)
+            XCTAssertEqual(got, try text(r, "result"), name)
         }
     }
 }

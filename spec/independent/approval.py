@@ -1,10 +1,9 @@
 """Section 19 of docs/PROTOCOL.md (service approvals), built from that document only.
 
 Enrollment (19.2), the request (19.3), the approval (19.4) and its verification (19.5) with a
-dict as the replay store.  Encodings and Ed25519 signing come from :mod:`independent.protocol`;
+dict as the replay store.  Encodings, Ed25519 signing and
 section 1's strict Ed25519 verification (libsodium's rules: S below the group order, the public
-key and R canonical and not of small order) is checked here before the ``cryptography``
-package's verification.
+key and R canonical and not of small order) come from :mod:`independent.protocol`.
 
 Every random input (the credential key's seed, the nonces, the OTP) is a parameter: nothing here
 draws randomness.  Every refusal raises a :class:`profile.Refusal` whose ``refusal`` attribute
@@ -160,58 +159,11 @@ class _Reader:
 
 
 # --------------------------------------------------------------------------------------------
-# Section 1's strict Ed25519 verification
+# Section 1's strict Ed25519 verification: protocol.ed25519_verify is that check (one for every
+# section), kept here under the name this module used.
 # --------------------------------------------------------------------------------------------
 
-_P = 2**255 - 19
-_L = 2**252 + 27742317777372353535851937790883648493
-_D = (-121665 * pow(121666, _P - 2, _P)) % _P
-_SQRT_M1 = pow(2, (_P - 1) // 4, _P)
-
-
-def _decode_point(b: bytes) -> tuple[int, int] | None:
-    """RFC 8032 5.1.3, refusing y >= p (non-canonical)."""
-    y = int.from_bytes(b, "little") & ((1 << 255) - 1)
-    sign = b[31] >> 7
-    if y >= _P:
-        return None
-    u, v = (y * y - 1) % _P, (_D * y * y + 1) % _P
-    x = u * pow(v, 3, _P) * pow(u * pow(v, 7, _P), (_P - 5) // 8, _P) % _P
-    if (v * x * x - u) % _P != 0:
-        x = x * _SQRT_M1 % _P
-        if (v * x * x - u) % _P != 0:
-            return None
-    if x == 0 and sign:
-        return None
-    if x & 1 != sign:
-        x = _P - x
-    return x, y
-
-
-def _add(p: tuple[int, int], q: tuple[int, int]) -> tuple[int, int]:
-    (x1, y1), (x2, y2) = p, q
-    t = _D * x1 * x2 * y1 * y2 % _P
-    x3 = (x1 * y2 + y1 * x2) * pow(1 + t, _P - 2, _P) % _P
-    y3 = (y1 * y2 + x1 * x2) * pow(1 - t, _P - 2, _P) % _P
-    return x3, y3
-
-
-def _small_order(pt: tuple[int, int]) -> bool:
-    for _ in range(3):
-        pt = _add(pt, pt)
-    return pt == (0, 1)
-
-
-def ed25519_verify_strict(public: bytes, signature: bytes, message: bytes) -> bool:
-    if len(public) != 32 or len(signature) != 64:
-        return False
-    if int.from_bytes(signature[32:], "little") >= _L:
-        return False
-    for enc in (public, signature[:32]):
-        pt = _decode_point(enc)
-        if pt is None or _small_order(pt):
-            return False
-    return ed25519_verify(public, signature, message)
+ed25519_verify_strict = ed25519_verify
 
 
 # --------------------------------------------------------------------------------------------

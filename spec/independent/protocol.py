@@ -301,7 +301,9 @@ def ed25519_sign(seed: bytes, message: bytes) -> bytes:
     return Ed25519PrivateKey.from_private_bytes(seed).sign(message)
 
 
-def ed25519_verify(public: bytes, signature: bytes, message: bytes) -> bool:
+def _ed25519_verify_cofactorless(public: bytes, signature: bytes, message: bytes) -> bool:
+    """RFC 8032's cofactorless check as the ``cryptography`` package makes it (R compared as
+    bytes with the one recomputed), without section 1's refusals of small-order points."""
     if len(public) != 32 or len(signature) != 64:
         return False
     try:
@@ -309,6 +311,82 @@ def ed25519_verify(public: bytes, signature: bytes, message: bytes) -> bool:
     except (InvalidSignature, ValueError):
         return False
     return True
+
+
+# Section 1: "Verification is cofactorless and strict, as libsodium's
+# crypto_sign_verify_detached: S must be below the group order, and the public key and R must be
+# canonical encodings of points not of small order."
+
+_ED_P = ristretto255.P
+_ED_L = ristretto255.L
+_ED_Y_MASK = (1 << 255) - 1
+
+
+def _ed_decode_lenient(y: int, sign: int) -> "ristretto255.Point | None":
+    """The edwards25519 point of y (reduced modulo p) and the sign of x (RFC 8032 5.1.3,
+    without its canonical checks), or None when there is none."""
+    p = _ED_P
+    y %= p
+    u, v = (y * y - 1) % p, (ristretto255.D * y * y + 1) % p
+    x = u * pow(v, 3, p) % p * pow(u * pow(v, 7, p) % p, (p - 5) // 8, p) % p
+    if v * x * x % p != u:
+        if v * x * x % p != (-u) % p:
+            return None
+        x = x * pow(2, (p - 1) // 4, p) % p
+    if (x & 1) != sign:
+        x = (p - x) % p
+    return ristretto255.Point(x, y, 1, x * y % p)
+
+
+def _ed_small_order_ys() -> frozenset:
+    """The y of every point of order 1, 2, 4 or 8, and each y + p below 2^255 (a non-canonical
+    encoding of the same point).  L times a point of the curve lies in the torsion group,
+    which is cyclic of order 8; one of order 8 gives all of it (5 values of y: 1, -1, 0 and
+    those of the points of order 8)."""
+    p, y = _ED_P, 2
+    while True:
+        q = _ed_decode_lenient(y, 0)
+        y += 1
+        if q is None:
+            continue
+        t = acc = ristretto255.scalar_mult(_ED_L, q)
+        ys = {1}
+        for _ in range(7):
+            ys.add(acc.y * pow(acc.z, p - 2, p) % p)
+            acc = ristretto255.add(acc, t)
+        if len(ys) == 5:
+            return frozenset(ys | {v + p for v in ys if v + p <= _ED_Y_MASK})
+
+
+ED25519_SMALL_ORDER_Y = _ed_small_order_ys()
+
+
+def ed25519_point_canonical(enc: bytes) -> bool:
+    """The encoding's y (the sign bit left out) is below p."""
+    return len(enc) == 32 and int.from_bytes(enc, "little") & _ED_Y_MASK < _ED_P
+
+
+def ed25519_small_order(enc: bytes) -> bool:
+    """The encoding stands for a point of small order, whatever its sign bit and whether its y
+    is reduced (as libsodium compares against its list of such encodings)."""
+    return int.from_bytes(enc, "little") & _ED_Y_MASK in ED25519_SMALL_ORDER_Y
+
+
+def ed25519_verify(public: bytes, signature: bytes, message: bytes) -> bool:
+    """Ed25519 (RFC 8032, pure), cofactorless and strict as section 1 says: S below the group
+    order L, the public key canonical and not of small order, R not of small order; then the
+    signature itself (a non-canonical R never equals the recomputed encoding, which is
+    compared as bytes).  An identity public key with R the identity and S = 0, which a
+    cofactorless check alone accepts for every message, is refused."""
+    if len(public) != 32 or len(signature) != 64:
+        return False
+    if int.from_bytes(signature[32:], "little") >= _ED_L:
+        return False
+    if (not ed25519_point_canonical(public) or ed25519_small_order(public)
+            or not ed25519_point_canonical(signature[:32])
+            or ed25519_small_order(signature[:32])):
+        return False
+    return _ed25519_verify_cofactorless(public, signature, message)
 
 
 # Section 1: the code points a name may not contain (controls, invisible characters, bidi overrides).

@@ -1,20 +1,29 @@
 """Replay Tests/ProtocolVectors/rollcall.json through spec/independent/rollcall.py, the roll call
-of docs/PROTOCOL.md section 20 written from that document alone, and test what the document
-states that the vectors do not show, with the independent implementation on every side.
+of docs/PROTOCOL.md section 20 (message version 2) written from that document alone, and test
+what the document states that the vectors do not show, with the independent implementation on
+every side.
 
-From the vectors: rcid and room_id from the meeting code; each presence tag from the seed, and
-that it is in its HELLO; each HELLO byte for byte from its window, nonce, tags and padding tags,
-and its hello_hash; the roster, on every device; each SAID byte for byte from its code and the
-padding entries given, with each key, device tag and plaintext; the three devices rebuilt from
-`contacts` and played through the whole roll call to the `outcomes`; and each `rejections` case
-fed to a fresh roll call of its receiver.
+From the vectors: rcid, room_id and sid from the meeting code; each presence tag, HELLO body,
+signature and name from the roll-call key seeds (Ed25519 is deterministic: byte for byte); the
+roster; each VIEW; each SAID entry (key, device tag, plaintext, entry) and each SAID; the three
+devices rebuilt from `contacts` and replayed through the in-memory room the vectors' README
+describes (`VectorRoom`), to `join_messages` exactly, each device's last VIEW byte for byte (its
+seq included) and the `outcomes`; the bound part's sid and bind, its HELLOs rebuilt byte for
+byte from their roll-call key seeds, and the three bound devices replayed through that room to
+what each shows; and each `rejections` case fed to a fresh roll call of Ben's joined in slot 2
+beside slots 1 and 3.
+
+Beyond the vectors: the claims of section 20 (refusals, copies and replays, a stranger answering
+first, leaving and rejoining, clocks apart, relaying both ways, rounds, the sending rules of 20.6
+and their costs) with in-memory group rooms, one in order and one that drops, duplicates,
+reorders and delays at random (seeded).
 """
 
 from __future__ import annotations
 
-import itertools
-import os
+import heapq
 import pathlib
+import random
 import sys
 
 import pytest
@@ -24,15 +33,254 @@ from independent import protocol as P  # noqa: E402
 from independent import rollcall as R  # noqa: E402
 from test_protocol_independent import _cases, expect_keys, h, load, needs_vectors  # noqa: E402
 
-OUTCOME_NAMES = {"verified": R.VERIFIED, "device_changed": R.DEVICE_CHANGED,
-                 "verified_tag_unchecked": R.TAG_UNCHECKED}
 
-
-def refused(code: str, fn, *args, **kwargs):
-    """``fn`` raises a ProtocolError whose result code (1.1) is ``code``."""
+def refused(code: str, fn, *args, why: str = "", **kwargs):
+    """``fn`` raises a ProtocolError whose result code (1.1) is ``code`` (and whose text
+    contains ``why``: the refusal meant, not another of the same code)."""
     with pytest.raises(P.ProtocolError) as caught:
         fn(*args, **kwargs)
     assert P.result_code(caught.value) == code, f"expected {code}, got {caught.value!r}"
+    assert why in str(caught.value), f"expected {why!r}, got {caught.value!r}"
+
+
+def resign(rk_seed: bytes, rc: bytes, body: bytes) -> bytes:
+    return R.sign_body(rk_seed, rc, body)
+
+
+# --------------------------------------------------------------------------------------------
+# In-memory group rooms (15.9)
+# --------------------------------------------------------------------------------------------
+
+NOW = 1_800_007_000
+CODE = "WEFHTGWY"
+
+
+class Room:
+    """A group room: slots from 1, the events of 15.9, each binary message forwarded to every
+    other peer.  With the defaults it delivers everything at once and in order; ``drop``,
+    ``dup`` and ``delays`` (seconds, chosen at random per copy) make it lossy, with duplicates
+    and reordering.  Events are never lost, and a message from a slot is delivered only while
+    the receiver has been told of that slot (as 15.9's order guarantees).  ``hide`` is a set
+    of (a, b) slot pairs whose devices are never told of each other nor get each other's
+    messages.  Each device is fed everything due before it sends (20.6: one VIEW for all)."""
+
+    def __init__(self, t: float = NOW, *, rng: random.Random | None = None, drop: float = 0.0,
+                 dup: float = 0.0, delays: tuple = (0,)):
+        self.t = t
+        self.rng = rng or random.Random(0)
+        self.drop, self.dup, self.delays = drop, dup, delays
+        self.devices: dict[int, R.RollCall] = {}
+        self.offset: dict[int, float] = {}
+        self.known: dict[int, set] = {}
+        self.pending: dict[int, list] = {}
+        self.next_slot = 1
+        self.counter = 0
+        self.sent = 0
+        self.log: list = []  # (time, slot, message) of every message sent
+        self.errors: list = []  # (receiver slot, sender slot, result code)
+        self.hide: set = set()
+        self.on_message = None  # a stranger's hook: called with (slot, message)
+        self.one_by_one = False  # a host that sends after every message it is fed
+
+    def hidden(self, a: int, b: int) -> bool:
+        return (a, b) in self.hide or (b, a) in self.hide
+
+    def now(self, slot: int) -> float:
+        return self.t + self.offset[slot]
+
+    def _push(self, to: int, at: float, item) -> None:
+        self.counter += 1
+        heapq.heappush(self.pending[to], (at, self.counter, item))
+
+    def join(self, device: R.RollCall, offset: float = 0, settle: bool = True) -> int:
+        slot = self.next_slot
+        self.next_slot += 1
+        peers = [s for s in sorted(self.devices) if not self.hidden(slot, s)]
+        self.devices[slot], self.offset[slot] = device, offset
+        self.known[slot], self.pending[slot] = set(), []
+        self._push(slot, self.t, ("joined", slot, peers))
+        for s in peers:
+            self._push(s, self.t, ("peer-joined", slot))
+        if settle:
+            self.settle()
+        return slot
+
+    def leave(self, slot: int, settle: bool = True, announce: bool = True) -> None:
+        """A peer leaves: the others get peer-left (with ``announce=False`` its connection
+        only drops: nothing reaches it or comes from it, and the others are told later, by
+        ``announce_left``)."""
+        del self.devices[slot]
+        if announce:
+            self.announce_left(slot, settle=False)
+        if settle:
+            self.settle()
+
+    def announce_left(self, slot: int, settle: bool = True) -> None:
+        for s in self.devices:
+            if not self.hidden(s, slot):
+                self._push(s, self.t, ("peer-left", slot))
+        if settle:
+            self.settle()
+
+    def send_raw(self, slot: int, message: bytes, to: list[int] | None = None) -> None:
+        """A message sent from ``slot`` (a stranger's, or a copy)."""
+        for r in (to if to is not None else self.devices):
+            if r != slot and not self.hidden(r, slot):
+                self._push(r, self.t, ("msg", slot, message))
+
+    def _forward(self, slot: int, message: bytes) -> None:
+        self.sent += 1
+        self.log.append((self.t, slot, message))
+        for r in self.devices:
+            if r == slot or self.hidden(r, slot):
+                continue
+            copies = 0 if self.rng.random() < self.drop else 1
+            if copies and self.rng.random() < self.dup:
+                copies = 2
+            for _ in range(copies):
+                self._push(r, self.t + self.rng.choice(self.delays), ("msg", slot, message))
+        if self.on_message is not None:
+            self.on_message(slot, message)
+
+    def _deliver(self) -> bool:
+        any_delivered = False
+        for r in list(self.devices):
+            queue, due = self.pending[r], []
+            while queue and queue[0][0] <= self.t + 1e-9 and not (self.one_by_one and due):
+                due.append(heapq.heappop(queue)[2])
+            device = self.devices[r]
+            for item in due:
+                any_delivered = True
+                if item[0] == "joined":
+                    self.known[r] = set(item[2])
+                    device.joined(item[1], item[2], self.now(r))
+                elif item[0] == "peer-joined":
+                    self.known[r].add(item[1])
+                    device.peer_joined(item[1], self.now(r))
+                elif item[0] == "peer-left":
+                    self.known[r].discard(item[1])
+                    device.peer_left(item[1], self.now(r))
+                elif item[1] in self.known[r]:
+                    try:
+                        device.receive(item[2], item[1], self.now(r))
+                    except P.ProtocolError as exc:
+                        self.errors.append((r, item[1], P.result_code(exc)))
+        return any_delivered
+
+    def _flush(self) -> bool:
+        any_sent = False
+        for slot, device in list(self.devices.items()):
+            while (m := device.next_outgoing()) is not None:
+                any_sent = True
+                self._forward(slot, m)
+        return any_sent
+
+    def settle(self) -> None:
+        """Deliver what is due and send what that makes, until nothing moves."""
+        while self._deliver() | self._flush():
+            pass
+
+    def tick(self) -> None:
+        for slot, device in list(self.devices.items()):
+            device.tick(self.now(slot))
+        self.settle()
+
+    def run(self, seconds: float, step: float = 1.0, each=None) -> None:
+        """Advance the virtual clock by ``step`` at a time; tick every device each whole
+        second; call ``each(room)`` after every step."""
+        end = self.t + seconds - 1e-9
+        while self.t < end:
+            self.t += step
+            self.settle()
+            if abs(self.t - round(self.t)) < 1e-9:
+                self.tick()
+            if each is not None:
+                each(self)
+
+
+class Stranger:
+    """A peer that runs no roll call: it keeps what it receives and sends what it is told to
+    (``send``), and may answer events (``on_peer_joined(slot)``)."""
+
+    def __init__(self):
+        self.slot = None
+        self.received: list = []  # (slot, message)
+        self.queue: list = []
+        self.on_peer_joined = None
+
+    def send(self, *messages: bytes) -> None:
+        self.queue.extend(messages)
+
+    def joined(self, slot, peers, now):
+        self.slot = slot
+
+    def peer_joined(self, slot, now):
+        if self.on_peer_joined is not None:
+            self.on_peer_joined(slot)
+
+    def peer_left(self, slot, now):
+        pass
+
+    def receive(self, message, slot, now):
+        self.received.append((slot, message))
+
+    def tick(self, now):
+        pass
+
+    def next_outgoing(self):
+        return self.queue.pop(0) if self.queue else None
+
+
+class Person:
+    """An identity with its contacts, made here."""
+
+    def __init__(self, name: str, rng: random.Random):
+        self.name = name
+        self.rng = rng
+        self.pid = rng.randbytes(32)
+        self.contacts: list[R.Contact] = []
+
+    def device(self, now: float = NOW, **kw) -> R.RollCall:
+        kw.setdefault("random_bytes", self.rng.randbytes)
+        return R.RollCall(CODE, self.contacts, self.pid, now, **kw)
+
+
+def befriend(a: Person, b: Person, *, a_holds_b=True, b_holds_a=True, a_says=None):
+    """Make ``a`` and ``b`` contacts with a shared seed and device secrets (``a_says``: the
+    device secret a's device says, when it is not the one b stored)."""
+    seed = a.rng.randbytes(32)
+    sa, sb = a.rng.randbytes(16), a.rng.randbytes(16)
+    if a_holds_b:
+        a.contacts.append(R.Contact(b.name, b.pid, seed, P.ContactSecrets(a_says or sa, sb)))
+    if b_holds_a:
+        b.contacts.append(R.Contact(a.name, a.pid, seed, P.ContactSecrets(sb, sa)))
+    return seed
+
+
+def same_rosters(*devices: R.RollCall) -> bool:
+    return len({d.roster for d in devices}) == 1
+
+
+def verify_all(room: Room, pairs=None, now_of=None) -> None:
+    """Every device confirms its roster, says its code; every listener types what each
+    contact said (``pairs``: restrict to these (listener, speaker) devices)."""
+    devices = list(room.devices.items())
+    spoken = {}
+    for slot, d in devices:
+        if not d.confirmed:
+            d.confirm_roster(d.roster, room.now(slot))
+        if d.own_said() is None:
+            d.confirm_said(room.now(slot))
+        spoken[d.name] = R.code_text(d.code)
+    room.settle()
+    for slot, d in devices:
+        for n in d.members:
+            if n == d.name or d.participant(n).relation != R.CONTACT:
+                continue
+            if pairs is not None and (d.name, n) not in pairs:
+                continue
+            if d.state_of(n) == R.NOT_YET:
+                d.enter_heard(n, spoken[n], room.now(slot))
 
 
 # --------------------------------------------------------------------------------------------
@@ -47,237 +295,327 @@ def _participants(data):
     return {p["name_text"]: p for p in data["participants"]}
 
 
-def _tags(hello: bytes) -> list[bytes]:
-    return [hello[28 + 16 * i:44 + 16 * i] for i in range((len(hello) - 28) // 16)]
-
-
 def _contacts(data, name):
     parts = _participants(data)
-    return [R.RollCallContact(c["peer_text"], h(parts[c["peer_text"]]["identity_public"]),
-                              h(c["seed"]),
-                              P.ContactSecrets(h(c["device_secret_mine"]) or None,
-                                               h(c["device_secret_theirs"]) or None))
+    return [R.Contact(c["peer_text"], h(parts[c["peer_text"]]["identity_public"]), h(c["seed"]),
+                      P.ContactSecrets(h(c["device_secret_mine"]) or None,
+                                       h(c["device_secret_theirs"]) or None))
             for c in data["contacts"] if c["owner_text"] == name]
 
 
-def _device(data, name) -> R.RollCall:
-    """A device of the vectors, rebuilt from `contacts`, its nonce and its padding tags."""
+def _real_tags(data, name, sid: bytes, rk: bytes) -> dict[str, bytes]:
+    parts = _participants(data)
+    me = parts[name]
+    return {c.name: R.presence_tag(c.seed, sid, rk, h(me["identity_public"]), c.pid)
+            for c in _contacts(data, name)}
+
+
+def _device(data, name, **kw) -> R.RollCall:
+    """A device of the vectors: its contacts, roll-call key seed and padding tags."""
     p = _participants(data)[name]
-    real = {h(t["tag"]) for t in p["tags_for_contacts"]}
-    padding = [t for t in _tags(h(p["hello"])) if t not in real]
-    return R.RollCall(data["meeting_code_text"], h(p["identity_public"]), _contacts(data, name),
-                      data["now"], nonce=h(p["nonce"]), padding_tags=padding)
+    rk = h(p["roll_call_key"])
+    real = set(_real_tags(data, name, h(data["sid"]), rk).values())
+    padding = [t for t in R.parse_hello(h(p["hello"])).tags if t not in real]
+    return R.RollCall(data["meeting_code_text"], _contacts(data, name), h(p["identity_public"]),
+                      data["now"], rk_seed=h(p["roll_call_key_seed"]), padding_tags=padding, **kw)
 
 
 @needs_vectors
 def test_rollcall_fields():
     data = _data()
-    expect_keys(data, "contacts meeting_code_text now outcomes participants rcid rejections "
-                      "room_id roster saids")
+    expect_keys(data, "bound contacts join_messages meeting_code_text now outcomes participants "
+                      "rcid rejections room_id roster saids sid views")
     for c in _cases(data, "contacts"):
         expect_keys(c, "owner_text peer_text seed device_secret_mine device_secret_theirs")
     for p in _cases(data, "participants"):
-        expect_keys(p, "name_text slot identity_public identity_random_seed random_seed window "
-                       "nonce tags_for_contacts hello hello_hash")
-        for t in p["tags_for_contacts"]:
-            expect_keys(t, "to_text tag")
+        # identity_random_seed and random_seed seed the library's own test random source
+        # (section 13: an implementation detail); everything they drew is given.
+        expect_keys(p, "hello hello_body identity_public identity_random_seed name name_text "
+                       "random_seed roll_call_key roll_call_key_seed slot tags_for_contacts")
+        for t in _cases(p, "tags_for_contacts"):
+            expect_keys(t, "tag to_text")
+    for v in _cases(data, "views"):
+        expect_keys(v, "have name_text names said seq slot view")
     for s in _cases(data, "saids"):
-        expect_keys(s, "name_text code code_text said entries")
-        for e in s["entries"]:
-            expect_keys(e, "for_text padding entry" if e["padding"] else
-                        "for_text padding entry key device_secret device_tag plaintext")
+        expect_keys(s, "code code_text entries name_text said")
+        for e in _cases(s, "entries"):
+            expect_keys(e, "entry for_text padding" if e["padding"] else
+                        "device_secret device_tag entry for_text key padding plaintext")
     for o in _cases(data, "outcomes"):
         expect_keys(o, "listener_text speaker_text state_text")
+    expect_keys(data["bound"], "participants")
+    for p in _cases(data["bound"], "participants"):
+        expect_keys(p, "bind binding hello name_text random_seed roll_call_key_seed sees sid")
+        for s in _cases(p, "sees"):
+            expect_keys(s, "slot state_text")
     for r in _cases(data, "rejections"):
-        expect_keys(r, "case_text receiver_text messages result")
+        expect_keys(r, "case_text messages receiver_text result")
+        for m in _cases(r, "messages"):
+            expect_keys(m, "message slot")
 
 
 @needs_vectors
 def test_rollcall_ids():
     data = _data()
-    code = data["meeting_code_text"]
-    assert R.meeting_code(code) == code
-    assert R.meeting_code(code[:4].lower() + "-" + code[4:]) == code
-    assert R.rcid(code).hex() == data["rcid"]
-    assert R.room_id(code).hex() == data["room_id"]
+    code = R.meeting_code(data["meeting_code_text"])
+    rc = R.rcid(code)
+    assert rc == h(data["rcid"])
+    assert R.room_id(code) == h(data["room_id"])
     assert R.room_name(code) == data["room_id"]
-    refused("invalid_argument", R.meeting_code, code[:7] + ("2" if code[7] != "2" else "3"))
+    assert R.session_id(rc, None) == h(data["sid"])
+    assert R.binding_hash(rc, None) == bytes(32)
 
 
 @needs_vectors
 def test_rollcall_hellos():
     data = _data()
-    parts = _participants(data)
-    rc = h(data["rcid"])
-    for name, p in parts.items():
-        hello = h(p["hello"])
-        w = P.window_of(data["now"])
-        assert p["window"] == w
-        contacts = _contacts(data, name)
-        assert sorted(t["to_text"] for t in p["tags_for_contacts"]) == sorted(
-            c.name for c in contacts)
-        tags = _tags(hello)
-        for t in p["tags_for_contacts"]:
-            tag = R.presence_tag(h(_seed(data, name, t["to_text"])), rc, w, h(p["nonce"]),
-                                 h(p["identity_public"]), h(parts[t["to_text"]]["identity_public"]))
-            assert tag.hex() == t["tag"]
-            assert tag in tags
-        assert len(tags) == R.tag_count(len(contacts)) == 32
-        assert len(hello) == 28 + 16 * len(tags)
-        parsed = R.parse_hello(hello)
-        assert (parsed.window, parsed.nonce) == (w, h(p["nonce"]))
-        dev = _device(data, name)
-        assert dev.hello(data["now"]) == hello
-        assert dev.contact_tags == [h(t["tag"]) for t in sorted(
-            p["tags_for_contacts"], key=lambda t: [c.name for c in contacts].index(t["to_text"]))]
-        assert dev.hello_hash.hex() == p["hello_hash"] == P.sha256(hello).hex()
-
-
-def _seed(data, owner, peer):
-    (c,) = [c for c in data["contacts"] if c["owner_text"] == owner and c["peer_text"] == peer]
-    return c["seed"]
-
-
-def _meet(data) -> dict[str, R.RollCall]:
-    """The three devices, each holding every HELLO."""
-    parts = _participants(data)
-    devs = {name: _device(data, name) for name in parts}
-    for name, dev in devs.items():
-        for other, p in parts.items():
-            if other != name:
-                assert dev.receive(p["slot"], h(p["hello"]), data["now"]) == "hello"
-    return devs
+    rc, sid = h(data["rcid"]), h(data["sid"])
+    for p in data["participants"]:
+        rk = R.roll_call_public(h(p["roll_call_key_seed"]))
+        assert rk == h(p["roll_call_key"])
+        real = _real_tags(data, p["name_text"], sid, rk)
+        assert {t["to_text"]: h(t["tag"]) for t in p["tags_for_contacts"]} == real
+        hello = R.parse_hello(h(p["hello"]))
+        assert (hello.b, hello.rk, hello.bind) == (0, rk, bytes(32))
+        assert set(real.values()) <= set(hello.tags) and len(hello.tags) == 32
+        padding = [t for t in hello.tags if t not in real.values()]
+        body = R.hello_body(0, rk, bytes(32), list(real.values()) + padding)
+        assert body == h(p["hello_body"])
+        assert resign(h(p["roll_call_key_seed"]), rc, body) == h(p["hello"])
+        assert len(h(p["hello"])) == 133 + 16 * 32
+        assert R.name_of(body) == h(p["name"])
+        # The device rebuilt from the vectors says exactly this HELLO.
+        device = _device(data, p["name_text"])
+        assert device.hello == h(p["hello"]) and device.name == h(p["name"])
 
 
 @needs_vectors
-def test_rollcall_roster():
+def test_rollcall_roster_and_views():
     data = _data()
+    rc = h(data["rcid"])
     parts = _participants(data)
-    hashes = [h(p["hello_hash"]) for p in parts.values()]
-    assert R.roster_hash(h(data["rcid"]), hashes).hex() == data["roster"]
-    assert R.roster_hash(h(data["rcid"]), reversed(hashes)).hex() == data["roster"]
-    devs = _meet(data)
-    contacts_of = {name: {c.name for c in _contacts(data, name)} for name in parts}
-    for name, dev in devs.items():
-        assert dev.roster.hex() == data["roster"]
-        view = dev.view(data["now"])
-        assert set(view.contacts_present) == contacts_of[name]
-        assert view.unknown == 2 - len(contacts_of[name])
-        for other, p in parts.items():
-            if other == name:
-                continue
-            c = dev.contact_of(h(p["hello_hash"]))
-            assert (c.name if c else None) == (other if other in contacts_of[name] else None)
+    names = sorted(h(p["name"]) for p in data["participants"])
+    assert R.roster_hash(rc, names) == h(data["roster"])
+    for v in data["views"]:
+        p = parts[v["name_text"]]
+        assert [h(n) for n in v["names"]] == names
+        body = R.view_body(h(p["roll_call_key"]), v["seq"], v["slot"], h(data["roster"]),
+                           v["said"], names, h(v["have"]))
+        assert resign(h(p["roll_call_key_seed"]), rc, body) == h(v["view"])
+        view = R.parse_view(h(v["view"]))
+        assert (view.seq, view.slot, view.said, view.have) == (v["seq"], v["slot"], v["said"],
+                                                                 h(v["have"]))
+        assert len(h(v["view"])) == 138 + 32 * 3 + 1
+        # have: the SAIDs of the two others, never its own bit.
+        assert [view.holds(n) for n in names] == [n != h(p["name"]) for n in names]
 
 
 @needs_vectors
 def test_rollcall_saids():
     data = _data()
+    rc, sid, roster = h(data["rcid"]), h(data["sid"]), h(data["roster"])
     parts = _participants(data)
-    devs = _meet(data)
-    roster, rc = h(data["roster"]), h(data["rcid"])
-    for s in _cases(data, "saids"):
-        name = s["name_text"]
-        dev = devs[name]
-        me = parts[name]
-        assert R.code_text(s["code"]) == s["code_text"]
-        assert dev.confirm(roster, data["now"], code=s["code"]) == s["code_text"]
-        order = [e["for_text"] for e in s["entries"]]
-        assert order == sorted(order, key=lambda n: h(parts[n]["hello_hash"]))
-        padding = {}
-        for e in s["entries"]:
-            peer = parts[e["for_text"]]
-            assert e["padding"] == (dev.contact_of(h(peer["hello_hash"])) is None)
-            assert len(h(e["entry"])) == 50
-            if e["padding"]:
-                padding[h(peer["hello_hash"])] = h(e["entry"])
-                continue
-            seed = h(_seed(data, name, e["for_text"]))
-            key = R.code_key(seed, rc, roster, h(me["hello_hash"]), h(peer["hello_hash"]),
-                             h(me["identity_public"]), h(peer["identity_public"]))
-            assert key.hex() == e["key"] == dev.key_for(h(peer["hello_hash"])).hex()
-            (c,) = [c for c in data["contacts"]
-                    if c["owner_text"] == name and c["peer_text"] == e["for_text"]]
-            assert e["device_secret"] == c["device_secret_mine"]
-            dtag = R.device_tag(seed, h(me["identity_public"]), roster, h(e["device_secret"]))
-            assert dtag.hex() == e["device_tag"] == dev.device_tag_for(h(peer["hello_hash"])).hex()
-            plain = R.entry_plaintext(s["code"], dtag)
-            assert plain.hex() == e["plaintext"]
-            assert R.seal_entry(key, roster, s["code"], dtag).hex() == e["entry"]
-            assert R.open_entry(key, roster, h(e["entry"])) == (s["code"], dtag)
-        said = dev.said(data["now"], padding=padding)
-        assert said.hex() == s["said"]
-        assert len(said) == 67 + 50 * len(s["entries"])
-        parsed = R.parse_said(said)
-        assert parsed.speaker.hex() == me["hello_hash"] and parsed.roster == roster
-        assert [e.hex() for e in parsed.entries] == [e["entry"] for e in s["entries"]]
-
-
-def _play(data, typed_first: bool):
-    parts = _participants(data)
-    devs = _meet(data)
-    now = data["now"]
-    saids = {}
+    seeds = {(c["owner_text"], c["peer_text"]): h(c["seed"]) for c in data["contacts"]}
     for s in data["saids"]:
-        dev = devs[s["name_text"]]
-        dev.confirm(dev.roster, now, code=s["code"])
-        padding = {h(parts[e["for_text"]]["hello_hash"]): h(e["entry"])
-                   for e in s["entries"] if e["padding"]}
-        saids[s["name_text"]] = dev.said(now, padding=padding)
-    codes = {s["name_text"]: s["code_text"] for s in data["saids"]}
+        me = parts[s["name_text"]]
+        assert R.code_text(s["code"]) == s["code_text"]
+        others = sorted((p for p in data["participants"] if p is not me), key=lambda p: p["name"])
+        assert [e["for_text"] for e in s["entries"]] == [p["name_text"] for p in others]
+        for e, peer in zip(s["entries"], others):
+            if e["padding"]:
+                assert (s["name_text"], e["for_text"]) not in seeds
+                continue
+            seed = seeds[(s["name_text"], e["for_text"])]
+            key = R.code_key(seed, sid, roster, h(me["name"]), h(peer["name"]),
+                             h(me["identity_public"]), h(peer["identity_public"]))
+            assert key == h(e["key"])
+            dtag = R.device_tag(seed, h(me["identity_public"]), roster,
+                                h(e["device_secret"]) or None)
+            assert dtag == h(e["device_tag"])
+            assert R.entry_plaintext(s["code"], dtag) == h(e["plaintext"])
+            assert R.seal_entry(key, roster, s["code"], dtag) == h(e["entry"])
+            assert R.open_entry(key, roster, h(e["entry"])) == (s["code"], dtag)
+        body = R.said_body(h(me["roll_call_key"]), roster, [h(e["entry"]) for e in s["entries"]])
+        assert resign(h(me["roll_call_key_seed"]), rc, body) == h(s["said"])
+        assert len(h(s["said"])) == 131 + 50 * 2
 
-    def type_all():
-        shown = {}
-        for listener, dev in devs.items():
-            for c in dev.contacts:
-                hh = h(parts[c.name]["hello_hash"])
-                shown[listener, c.name] = dev.hear(hh, codes[c.name], now)
-        return shown
 
-    if typed_first:
-        shown = type_all()
-        assert set(shown.values()) == {R.NOT_YET}
-    for listener, dev in devs.items():
-        for speaker, said in saids.items():
-            if speaker != listener:
-                assert dev.receive(parts[speaker]["slot"], said, now) == "said"
-    if not typed_first:
-        type_all()
-    return devs
+class VectorRoom:
+    """The group room in memory of the vectors' README (rollcall.json), exactly: "a join tells
+    each device present peer-joined, then the newcomer joined (with the slots present,
+    ascending), then adds it; then, and after each 'I said it' and each tick, it repeats until
+    no device has anything to send: for each device in slot order, it takes that device's
+    messages from its queue one at a time and hands each, before taking the next, to every
+    other device in slot order (a message taken while the device is alone is refused by the
+    relay and reaches no one)"."""
+
+    def __init__(self, t: float):
+        self.t = t
+        self.devices: dict[int, R.RollCall] = {}
+        self.next_slot = 1
+        self.reached = 0  # messages taken that reached another device
+        self.log: list = []  # (time, slot, message) of each of them
+        self.errors: list = []  # (receiver slot, sender slot, result code)
+
+    def join(self, device: R.RollCall) -> int:
+        slot, self.next_slot = self.next_slot, self.next_slot + 1
+        peers = sorted(self.devices)
+        for s in peers:
+            self.devices[s].peer_joined(slot, self.t)
+        device.joined(slot, peers, self.t)
+        self.devices[slot] = device
+        self.flush()
+        return slot
+
+    def flush(self) -> None:
+        moved = True
+        while moved:
+            moved = False
+            for slot in sorted(self.devices):
+                while (m := self.devices[slot].next_outgoing()) is not None:
+                    moved = True
+                    others = [s for s in sorted(self.devices) if s != slot]
+                    if others:
+                        self.reached += 1
+                        self.log.append((self.t, slot, m))
+                    for s in others:
+                        try:
+                            self.devices[s].receive(m, slot, self.t)
+                        except P.ProtocolError as exc:
+                            self.errors.append((s, slot, P.result_code(exc)))
+
+    def said(self, device: R.RollCall, **kw) -> None:
+        device.confirm_said(self.t, **kw)
+        self.flush()
+
+    def tick(self, t: float) -> None:
+        self.t = t
+        for slot in sorted(self.devices):
+            self.devices[slot].tick(t)
+        self.flush()
+
+
+def _vector_room(data):
+    """The three devices of the vectors joined in slot order through the vectors' room at
+    `now`; returns the room, the devices and the messages of the three joins (`join_messages`:
+    those that reached another device, before any tick)."""
+    devices = {p["name_text"]: _device(data, p["name_text"],
+                                       codes=[s["code"] for s in data["saids"]
+                                              if s["name_text"] == p["name_text"]])
+               for p in data["participants"]}
+    room = VectorRoom(data["now"])
+    for p in sorted(data["participants"], key=lambda p: p["slot"]):
+        assert room.join(devices[p["name_text"]]) == p["slot"]
+    return room, devices, room.reached
 
 
 @needs_vectors
-@pytest.mark.parametrize("typed_first", [False, True], ids=["said-then-typed", "typed-then-said"])
+@pytest.mark.parametrize("typed_first", [False, True], ids=["said-first", "typed-first"])
 def test_rollcall_outcomes(typed_first):
+    """The vectors' roll call replayed through their room: the joins' cost, every device's last
+    VIEW byte for byte (seq included), the SAIDs and the outcomes."""
     data = _data()
     parts = _participants(data)
-    devs = _play(data, typed_first)
-    expected = {(o["listener_text"], o["speaker_text"]): OUTCOME_NAMES[o["state_text"]]
-                for o in _cases(data, "outcomes")}
-    got = {}
-    for listener, dev in devs.items():
-        for speaker, p in parts.items():
-            if speaker == listener:
-                continue
-            state = dev.state_of(h(p["hello_hash"]))
-            if state == R.UNKNOWN:
-                assert speaker not in {c.name for c in dev.contacts}
-            else:
-                got[listener, speaker] = state
-    assert got == expected
-    # The outcome is recorded on the contact as 10.1 says: device changed leaves it degraded.
-    states = {(name, c.name): c.secrets.state for name, dev in devs.items() for c in dev.contacts}
-    assert states == {("Ana", "Ben"): P.VERIFIED, ("Ana", "Cai"): P.DEGRADED,
-                      ("Ben", "Ana"): P.VERIFIED, ("Cai", "Ana"): P.VERIFIED}
-    # Once checked in a round, typing again for that participant is invalid_state.
-    ana = devs["Ana"]
-    refused("invalid_state", ana.hear, h(parts["Ben"]["hello_hash"]), "ALFA 000", data["now"])
+    room, devices, join_messages = _vector_room(data)
+    assert join_messages == data["join_messages"]
+    assert not room.errors
+    for name, d in devices.items():
+        assert d.roster == h(data["roster"]) and d.head_count == 3
+        assert all(r.present for r in d.rows()) and len(d.rows()) == 2
+    # Cai's one VIEW was made before the others were present to it: Ana and Ben learn that Cai
+    # agrees from the due VIEWs of the tick (20.6, "Cost of a join").
+    assert not devices["Ana"].agrees(devices["Cai"].name)
+    saids = {s["name_text"]: s for s in data["saids"]}
+    spoken = {}
+    for name, d in devices.items():
+        assert d.confirm_roster(d.roster, room.t) == saids[name]["code_text"]
+        spoken[name] = saids[name]["code_text"]
+    if typed_first:  # typed before the SAIDs come: nothing compared yet
+        for o in data["outcomes"]:
+            d = devices[o["listener_text"]]
+            assert d.enter_heard(h(parts[o["speaker_text"]]["name"]), spoken[o["speaker_text"]],
+                                 room.t) == R.NOT_YET
+    for p in sorted(data["participants"], key=lambda p: p["slot"]):
+        name = p["name_text"]
+        padding = {h(parts[e["for_text"]]["name"]): h(e["entry"])
+                   for e in saids[name]["entries"] if e["padding"]}
+        room.said(devices[name], padding=padding)
+        assert devices[name].own_said() == h(saids[name]["said"])
+    assert not room.errors
+    # "each device's last VIEW, sent at the tick one second after every SAID was taken"
+    before = len(room.log)
+    room.tick(data["now"] + 1)
+    last = {}
+    for _, slot, m in room.log[before:]:
+        assert m[1] == R.VIEW_TYPE
+        last[slot] = m
+    assert sorted(last) == [1, 2, 3] and len(room.log) - before == 3
+    for v in data["views"]:
+        assert last[v["slot"]] == h(v["view"]), v["name_text"]
+        assert devices[v["name_text"]].seq == v["seq"]
+    for d in devices.values():
+        assert all(r.agrees and r.present for r in d.rows()) and not d.split(data["now"] + 6)
+    for o in data["outcomes"]:
+        d = devices[o["listener_text"]]
+        speaker = h(parts[o["speaker_text"]]["name"])
+        if not typed_first:
+            assert d.state_of(speaker) == R.NOT_YET
+            d.enter_heard(speaker, spoken[o["speaker_text"]], data["now"] + 1)
+        assert d.state_of(speaker) == o["state_text"]
+    # Everyone else stays as the vectors leave them: padding entries are nobody's.
+    assert devices["Ben"].state_of(h(parts["Cai"]["name"])) == R.UNKNOWN
+    assert devices["Cai"].state_of(h(parts["Ben"]["name"])) == R.UNKNOWN
+    assert not room.errors
+
+
+@needs_vectors
+def test_rollcall_bound():
+    """The bound part: each HELLO rebuilt byte for byte from its roll-call key seed, and the
+    three devices, bound so, replayed through the vectors' room to what each shows."""
+    data = _data()
+    rc = h(data["rcid"])
+    bound = {p["name_text"]: p for p in data["bound"]["participants"]}
+    parts = _participants(data)
+    devices = {}
+    for name, p in bound.items():
+        cb = h(p["binding"])
+        assert R.session_id(rc, cb) == h(p["sid"])
+        assert R.binding_hash(rc, cb) == h(p["bind"])
+        rk = R.roll_call_public(h(p["roll_call_key_seed"]))
+        real = set(_real_tags(data, name, h(p["sid"]), rk).values())
+        hello = R.parse_hello(h(p["hello"]))
+        assert (hello.b, hello.rk, hello.bind) == (1, rk, h(p["bind"]))
+        assert real <= set(hello.tags)
+        devices[name] = R.RollCall(data["meeting_code_text"], _contacts(data, name),
+                                   h(parts[name]["identity_public"]), data["now"], binding=cb,
+                                   rk_seed=h(p["roll_call_key_seed"]),
+                                   padding_tags=[t for t in hello.tags if t not in real])
+        assert devices[name].hello == h(p["hello"])
+    room = VectorRoom(data["now"])
+    for name in sorted(bound, key=lambda n: parts[n]["slot"]):
+        assert room.join(devices[name]) == parts[name]["slot"]
+    assert not room.errors and same_rosters(*devices.values())
+    for name, p in bound.items():
+        d = devices[name]
+        assert {d.slot_of(r.name): r.state for r in d.rows()} == \
+            {seen["slot"]: seen["state_text"] for seen in p["sees"]}
+    # Ana and Ben share the binding and verify each other; Cai, bound to another call, is shown
+    # as such and cannot be typed for.
+    codes = {name: d.confirm_roster(d.roster, room.t) for name, d in devices.items()}
+    for name in sorted(bound, key=lambda n: parts[n]["slot"]):
+        room.said(devices[name])
+    ana, ben, cai = devices["Ana"], devices["Ben"], devices["Cai"]
+    assert ana.enter_heard(ben.name, codes["Ben"], room.t) == R.VERIFIED
+    assert ben.enter_heard(ana.name, codes["Ana"], room.t) == R.VERIFIED
+    refused("invalid_state", ana.enter_heard, cai.name, codes["Cai"], room.t)
+    refused("invalid_state", cai.enter_heard, ana.name, codes["Ana"], room.t)
+    assert not room.errors
 
 
 def _rejection_ids():
     try:
-        return [r["case_text"] for r in load("rollcall.json")["rejections"]]
-    except (AssertionError, FileNotFoundError):
+        return [c["case_text"] for c in _data()["rejections"]]
+    except (AssertionError, OSError):
         return []
 
 
@@ -285,441 +623,1134 @@ def _rejection_ids():
 @pytest.mark.parametrize("case_text", _rejection_ids())
 def test_rollcall_rejections(case_text):
     data = _data()
-    parts = _participants(data)
-    (case,) = [r for r in data["rejections"] if r["case_text"] == case_text]
-    receiver = _device(data, case["receiver_text"])
-    cai_hello = parts["Cai"]["hello"]
-    *before, last = case["messages"]
+    case = next(c for c in data["rejections"] if c["case_text"] == case_text)
     assert case["receiver_text"] == "Ben"
-
-    def feed(m):
-        return receiver.receive(3 if m == cai_hello else 1, h(m), data["now"])
-
+    ben = _device(data, "Ben")
+    ben.joined(2, [1, 3], data["now"])
+    *before, last = case["messages"]
     for m in before:
-        feed(m)
+        assert ben.receive(h(m["message"]), m["slot"], data["now"]) in (
+            "hello", "hello repeat", "view", "said")
     if case["result"] == "accepted":
-        feed(last)
+        ben.receive(h(last["message"]), last["slot"], data["now"])
         return
-    roster, held = receiver.roster, dict(receiver.participants)
-    refused(case["result"], feed, last)
-    # "each refusal leaves its state as it was"
-    assert receiver.roster == roster and receiver.participants == held
+    _refused_unchanged(case["result"], ben, h(last["message"]), last["slot"], data["now"])
 
 
 # --------------------------------------------------------------------------------------------
-# What the document states and the vectors do not show
+# What section 20 states and the vectors do not show
 # --------------------------------------------------------------------------------------------
 
-NOW = 1_800_007_000
-CODE = "WEFHTGWY"
+def people(*names: str, seed: int = 1, contacts: str = "all"):
+    """Persons made here; with ``contacts="all"`` every pair are contacts."""
+    rng = random.Random(seed)
+    ps = [Person(n, random.Random(rng.random())) for n in names]
+    if contacts == "all":
+        for i, a in enumerate(ps):
+            for b in ps[i + 1:]:
+                befriend(a, b)
+    return ps
 
 
-class Person:
-    """An identity with its contacts, made here."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.pid = os.urandom(32)
-        self.contacts: list[R.RollCallContact] = []
-
-    def device(self, now: int = NOW, **kw) -> R.RollCall:
-        return R.RollCall(CODE, self.pid, self.contacts, now, **kw)
-
-
-def befriend(a: Person, b: Person, *, a_holds_b=True, b_holds_a=True):
-    seed = os.urandom(32)
-    sa, sb = os.urandom(16), os.urandom(16)
-    a.contacts.append(R.RollCallContact(b.name, b.pid, seed,
-                                        P.ContactSecrets(sa, sb if a_holds_b else None)))
-    b.contacts.append(R.RollCallContact(a.name, a.pid, seed,
-                                        P.ContactSecrets(sb, sa if b_holds_a else None)))
-    return seed
-
-
-_slots = itertools.count(1)
-
-
-def join(*devices: R.RollCall, now: int = NOW):
-    """Deliver every device's HELLO to every other device."""
-    slot = {id(d): next(_slots) for d in devices}
+def converge(room: Room, *devices, seconds: int = 8):
+    """Join the devices (not yet in the room) in order, then tick."""
     for d in devices:
-        for e in devices:
-            if d is not e:
-                e.receive(slot[id(d)], d.hello(now), now)
-    return slot
+        room.join(d)
+    room.run(seconds)
 
 
-def slot_of(listener: R.RollCall, speaker: R.RollCall):
-    """The relay slot ``listener`` took ``speaker``'s HELLO from: the one its SAID comes from."""
-    return listener.participant(speaker.hello_hash).slot
+# 20.2 and 20.3: sizes, tags, padding ----------------------------------------------------------
+
+def test_sizes_tag_count_and_padding():
+    assert [R.tag_count(c) for c in (0, 1, 32, 33, 64, 65, 2048)] == \
+        [32, 32, 32, 64, 64, 128, 2048]
+    refused("invalid_argument", R.tag_count, 2049)
+    rng = random.Random(5)
+    many = [R.Contact(str(i), rng.randbytes(32), rng.randbytes(32)) for i in range(2049)]
+    refused("invalid_argument", R.RollCall, CODE, many, rng.randbytes(32), NOW)
+    # n counts "the contacts it computed tags for": one awaiting the peer's confirmation (8.1)
+    # is left out of the tags and of n.
+    ana, ben = people("Ana", "Ben")
+    waiting = R.Contact("Zoe", rng.randbytes(32), rng.randbytes(32), awaiting_confirmation=True)
+    ana.contacts.extend(many[:31] + [waiting])
+    d = ana.device()
+    assert len(d.hello) == 133 + 16 * 32 and len(d.contact_tags) == 32
+    zoe_tag = R.presence_tag(waiting.seed, d.sid, d.rk_public, ana.pid, waiting.pid)
+    assert zoe_tag not in R.parse_hello(d.hello).tags
+    ana.contacts.append(many[40])
+    d = ana.device()
+    assert len(d.hello) == 133 + 16 * 64
+    hello = R.parse_hello(d.hello)
+    assert set(d.contact_tags) < set(hello.tags) and list(hello.tags) == sorted(set(hello.tags))
+    # "two contacts' tags equal, a chance of 2^-128, are carried once": the same contact twice
+    # (the same seed and pid) gives one tag twice; n still counts both (33: n = 64).
+    ana.contacts[-1] = many[30]
+    d = ana.device()
+    hello = R.parse_hello(d.hello)
+    assert len(hello.tags) == 64 and len(d.contact_tags) == 32 and len(d.padding_tags) == 32
+    # The same HELLO bytes every time; a VIEW and a SAID of their sizes.
+    room = Room()
+    e = ben.device()
+    converge(room, d, e)
+    sent = [m for _, slot, m in room.log if m[1] == R.HELLO_TYPE]
+    assert set(sent) == {d.hello, e.hello}
+    view = [m for _, _, m in room.log if m[1] == R.VIEW_TYPE][-1]
+    assert len(view) == 138 + 32 * 2 + 1
+    d.confirm_roster(d.roster, room.t)
+    d.confirm_said(room.t)
+    assert len(d.own_said()) == 131 + 50 * 1
 
 
-def say(speaker: R.RollCall, *listeners: R.RollCall, now: int = NOW, confirm=True) -> bytes:
-    if confirm:
-        speaker.confirm(speaker.roster, now)
-    said = speaker.said(now)
-    for listener in listeners:
-        listener.receive(slot_of(listener, speaker), said, now)
-    return said
+def test_strict_signature_verification():
+    """20.1: "libsodium's strict verification: a non-canonical signature or a small-order key
+    fails"; the check is section 1's, protocol.ed25519_verify, shared by every section."""
+    assert R.verify_strict is P.ed25519_verify
+    rng = random.Random(9)
+    seed = rng.randbytes(32)
+    rk = R.roll_call_public(seed)
+    msg = b"message"
+    sig = R.sign_body(seed, b"rc", msg)[len(msg):]
+    assert R.verify_strict(rk, sig, R.signed_input(b"rc", msg))
+    # S not below the group order.
+    s_plus_l = (int.from_bytes(sig[32:], "little") + P.ristretto255.L).to_bytes(32, "little")
+    assert not R.verify_strict(rk, sig[:32] + s_plus_l, R.signed_input(b"rc", msg))
+    # A small-order key with a small-order R and S = 0 verifies cofactorless without the
+    # checks of section 1 for every message; strict verification refuses it.
+    identity = (1).to_bytes(32, "little")
+    forged = identity + bytes(32)
+    assert P._ed25519_verify_cofactorless(identity, forged, msg)
+    assert not R.verify_strict(identity, forged, msg)
+    # A HELLO in such a key is refused as a signature that does not verify.
+    ben = people("Ben")[0].device()
+    ben.joined(2, [1], NOW)
+    body = R.hello_body(0, identity, bytes(32), [bytes([i]) * 16 for i in range(32)])
+    refused("authentication_failed", ben.receive, body + forged, 1, NOW)
 
 
-def trio():
-    ana, ben, cai = Person("Ana"), Person("Ben"), Person("Cai")
+def test_extended_or_altered_hello_is_refused():
+    ana, ben, eve = people("Ana", "Ben", "Eve", contacts="none")
+    befriend(ana, ben)
+    a, b = ana.device(), ben.device()
+    b.joined(2, [1, 3], NOW)
+    hello = R.parse_hello(a.hello)
+    rng = random.Random(3)
+    extra = sorted(rng.randbytes(16) for _ in range(32))
+    extended = R.hello_body(0, hello.rk, bytes(32), list(hello.tags) + extra) + hello.signature
+    appended = hello.body + b"".join(extra) + hello.signature  # n left as it was
+    refused("authentication_failed", b.receive, extended, 3, NOW)
+    refused("malformed_message", b.receive, appended, 3, NOW)
+    t = list(hello.tags)
+    t[5] = t[5][:15] + bytes([t[5][15] ^ 1])
+    altered = R.hello_body(0, hello.rk, bytes(32), t)
+    assert altered != hello.body
+    refused("authentication_failed", b.receive, altered + hello.signature, 3, NOW)
+    bound = bytearray(a.hello)
+    bound[2], bound[35] = 1, 1  # b = 1 and a bind: the form passes, the signature does not
+    refused("authentication_failed", b.receive, bytes(bound), 3, NOW)
+    # Eve copies Ana's tags into a HELLO of her own key: the tags are bound to Ana's RK, so
+    # Eve is unknown, not Ana.
+    e = eve.device()
+    copy = R.sign_body(b"\x07" * 32, e.rcid,
+                       R.hello_body(0, R.roll_call_public(b"\x07" * 32), bytes(32), hello.tags))
+    b.receive(copy, 3, NOW)
+    assert b.state_of(R.name_of(R.parse_hello(copy).body)) == R.UNKNOWN
+    assert b.rows() == []  # held, pending: never shown
+    # Nothing refused left a trace: Ana's own HELLO is her.
+    assert b.receive(a.hello, 1, NOW) == "hello"
+    assert b.state_of(a.name) == R.NOT_YET and b.participant(a.name).contact == 0
+
+
+def test_replayed_or_copied_hello_never_makes_anyone_present():
+    ana, ben, cai = people("Ana", "Ben", "Cai")
+    # An earlier roll call with the same meeting code: Ana (slot 1) and Ben.
+    old = Room(NOW - 3000)
+    a_old = ana.device(old.t)
+    converge(old, a_old, ben.device(old.t))
+    old_messages = [m for _, slot, m in old.log if slot == 1]
+    assert any(m[1] == R.VIEW_TYPE for m in old_messages)
+    # Now: a stranger gets slot 1 in the new room and replays all of Ana's old messages,
+    # again and again; a second stranger re-sends Cai's HELLO and VIEWs as Cai's own.
+    room = Room()
+    eve, fay = Stranger(), Stranger()
+    room.join(eve)
+    b, c = ben.device(), cai.device()
+    converge(room, b, c)
+    room.join(fay)
+    for _ in range(3):
+        eve.send(*old_messages)
+        fay.send(*[m for _, slot, m in room.log if slot == 3 and m[1] != R.SAID_TYPE])
+        room.run(3)
+    a_old_name = a_old.name
+    for d in (b, c):
+        # Eve has Ana's old slot number, so Ana's old VIEWs pass the slot checks and are
+        # taken; none lists this roll call's fresh names: old Ana is never live.
+        old_ana = d.held()[a_old_name]
+        assert old_ana.view is not None and not d.is_present(a_old_name)
+        assert a_old_name not in d.members and all(r.name != a_old_name for r in d.rows())
+        assert d.head_count == 2
+    assert b.participant(c.name).bringers >= {3, 4}
+    # Cai leaves: Fay's copies of her HELLO and VIEWs make her present to no one.
+    room.leave(3)
+    fay.send(c.hello, *[m for _, slot, m in room.log if slot == 3 and m[1] == R.VIEW_TYPE])
+    room.run(3)
+    assert not b.is_present(c.name) and b.members == (b.name,)
+    # (Her old VIEWs are ignored as not newer than the latest; a newer one carried by another
+    # slot would be invalid_state, test_view_refusals.)
+
+
+def test_a_stranger_answering_first_blocks_no_one():
+    ana, ben = people("Ana", "Ben")
+    room = Room()
+    eve = Stranger()
+    room.join(eve)  # slot 1
+    a = ana.device()
+    room.join(a)  # slot 2
+    room.run(2)
+    ana_hello = next(m for slot, m in eve.received if slot == 2 and m[1] == R.HELLO_TYPE)
+    # On Ben's peer-joined, Eve answers first with Ana's HELLO, then her own.
+    eve.on_peer_joined = lambda slot: eve.send(ana_hello, people("Eve")[0].device().hello)
+    b = ben.device()
+    room.join(b)  # slot 3
+    room.run(4)
+    assert b.participant(a.name).bringers == {1, 2}
+    assert (3, 1, "malformed_message") in room.errors  # Eve's own HELLO: a slot brings one
+    assert b.is_present(a.name) and a.is_present(b.name) and same_rosters(a, b)
+    # A SAID counts whoever carries it: Eve forwards Ana's before Ana's own arrives, and
+    # a SAID forged in Ana's name is refused.
+    a.confirm_roster(a.roster, room.t)
+    b_code = b.confirm_roster(b.roster, room.t)
+    a.confirm_said(room.t)
+    said = a.next_outgoing()  # Ana's own copy is lost: only Eve carries it
+    assert said == a.own_said()
+    forged = said[:-64] + bytes(64)
+    eve.send(forged, said)
+    room.settle()
+    assert (3, 1, "authentication_failed") in room.errors
+    assert b._round.taken[a.name] == said[:-64]
+    assert b.enter_heard(a.name, R.code_text(a.code), room.t) == R.VERIFIED
+    b.confirm_said(room.t)
+    room.settle()
+    assert a.enter_heard(b.name, b_code, room.t) == R.VERIFIED
+
+
+@pytest.mark.parametrize("order", ["leave-then-join", "drop-then-rejoin"])
+def test_leaving_and_rejoining_keeps_everyone_checkable(order):
+    ana, ben, cai = people("Ana", "Ben", "Cai")
+    room = Room()
+    a, b, c = ana.device(), ben.device(), cai.device()
+    converge(room, a, b, c)
+    r1 = a.roster
+    assert same_rosters(a, b, c)
+    codes = {}
+    for slot, d in room.devices.items():
+        codes[d.name] = d.confirm_roster(d.roster, room.t)
+        d.confirm_said(room.t)
+    room.settle()
+    assert a.enter_heard(b.name, codes[b.name], room.t) == R.VERIFIED
+    assert b.enter_heard(a.name, codes[a.name], room.t) == R.VERIFIED
+    old_slot, changed = c.slot, c.roster_changed_at
+    if order == "leave-then-join":
+        room.leave(old_slot)
+        room.run(3)
+        assert a.roster == b.roster != r1 and not a.is_present(c.name)
+        assert c.name not in a.held()  # pending, every bringer gone: forgotten (20.3)
+        assert [(r.name, r.present) for r in a.rows() if r.name == c.name] == [(c.name, False)]
+        refused("invalid_state", a.enter_heard, c.name, codes[c.name], room.t)
+        room.join(c)
+    else:
+        room.leave(old_slot, announce=False)  # the connection drops; nobody is told yet
+        room.run(1)
+        room.join(c)  # it comes back before the relay notices
+        room.run(2)
+        room.announce_left(old_slot)
+    room.run(8)
+    assert c.slot != old_slot
+    assert c.roster_changed_at == changed  # Cai's owner sees nothing
+    assert a.roster == b.roster == c.roster == r1  # the round comes back ...
+    for d in (a, b, c):
+        assert d.confirmed and codes[d.name] == R.code_text(d.code)  # ... with its code
+        assert not d.split(room.t)
+        assert all(r.present and r.agrees for r in d.rows())
+    # Everyone is still checkable, with the codes already said; earlier checks stay.
+    for listener in (a, b, c):
+        for speaker in (a, b, c):
+            if speaker is not listener and listener.state_of(speaker.name) == R.NOT_YET:
+                listener.enter_heard(speaker.name, codes[speaker.name], room.t)
+            if speaker is not listener:
+                assert listener.state_of(speaker.name) == R.VERIFIED
+    assert not room.errors
+
+
+def test_clocks_seconds_apart_converge():
+    names = ("Ana", "Ben", "Cai", "Dan", "Eli")
+    offsets = (-25, -7, 0, 9, 28)
+    room = Room()
+    devices = []
+    for person, off in zip(people(*names), offsets):
+        d = person.device(room.t + off)
+        devices.append(d)
+        room.join(d, offset=off)
+        # The rosters converge in three passes through the relay, before any tick.
+        assert same_rosters(*devices)
+    room.run(2)
+    assert all(r.agrees for d in devices for r in d.rows())
+    verify_all(room)
+    for d in devices:
+        assert not d.split(room.now(d.slot)) and d.head_count == 5
+        assert all(r.state == R.VERIFIED for r in d.rows())
+    assert not room.errors
+
+
+@pytest.mark.parametrize("bindings", ["unbound", "bound", "mixed"])
+def test_relaying_both_ways_between_two_calls(bindings):
+    """Call X holds Ana and Cai, call Y Ben and Dan; Ana and Ben are contacts, and a relay puts
+    all four in one room with the same meeting code."""
+    ana, cai, ben, dan = people("Ana", "Cai", "Ben", "Dan", contacts="none")
     befriend(ana, ben)
     befriend(ana, cai)
-    return ana, ben, cai
+    befriend(ben, dan)
+    rng = random.Random(11)
+    cb_x, cb_y = rng.randbytes(32), rng.randbytes(32)
+    if bindings == "unbound":
+        cbs = {ana: None, cai: None, ben: None, dan: None}
+    elif bindings == "bound":
+        cbs = {ana: cb_x, cai: cb_x, ben: cb_y, dan: cb_y}
+    else:
+        cbs = {ana: cb_x, cai: cb_x, ben: None, dan: None}
+    devices = {p.name: p.device(binding=cbs[p]) for p in (ana, cai, ben, dan)}
+    room = Room()
+    converge(room, *devices.values())
+    a, b = devices["Ana"], devices["Ben"]
+    assert same_rosters(*devices.values())  # the roster is bound or not alike (rcid)
+    # Everyone says a code; a deepfake in each call repeats what the other says.
+    verify_all(room, pairs={(a.name, b.name), (b.name, a.name),
+                            (a.name, devices["Cai"].name), (devices["Cai"].name, a.name),
+                            (b.name, devices["Dan"].name), (devices["Dan"].name, b.name)})
+    if bindings == "unbound":
+        assert a.state_of(b.name) == b.state_of(a.name) == R.VERIFIED  # the attack of 20.8
+        return
+    expected = R.OTHER_CALL if bindings == "bound" else R.BINDING_DIFFERS
+    assert a.state_of(b.name) == b.state_of(a.name) == expected
+    assert a.state_of(devices["Dan"].name) == expected
+    refused("invalid_state", a.enter_heard, b.name, R.code_text(b.code), room.t)
+    refused("invalid_state", b.enter_heard, a.name, R.code_text(a.code), room.t)
+    # Each call verifies its own.
+    assert a.state_of(devices["Cai"].name) == R.VERIFIED
+    assert b.state_of(devices["Dan"].name) == R.VERIFIED
+    # Across calls nothing could be checked: Ana's HELLO has no tag for Ben over Ben's sid,
+    # and her SAID's entry for Ben does not open with Ben's key.
+    seed = ana.contacts[0].seed
+    assert R.presence_tag(seed, b.sid, a.rk_public, ana.pid, ben.pid) not in \
+        R.parse_hello(a.hello).tags
+    entry = R.parse_said(a.own_said()).entries[[n for n in a.members if n != a.name]
+                                               .index(b.name)]
+    key = R.code_key(seed, b.sid, b.roster, a.name, b.name, ana.pid, ben.pid)
+    refused("authentication_failed", R.open_entry, key, b.roster, entry)
 
 
-def test_hello_and_said_sizes_and_padding():
-    ana, ben, cai = trio()
-    d_ana, d_ben, d_cai = ana.device(), ben.device(), cai.device()
-    for d in (d_ana, d_ben, d_cai):
-        assert len(d.hello(NOW)) == 28 + 16 * 32
-    join(d_ana, d_ben, d_cai)
-    assert d_ben.roster == d_ana.roster == d_cai.roster
-    s_ben = say(d_ben)
-    s_ana = say(d_ana)
-    # Every SAID of a round has the same size: Ben's entry for Cai (not his contact) is padding.
-    assert len(s_ben) == len(s_ana) == 67 + 50 * 2
-    parsed = R.parse_said(s_ben)
-    cai_at = d_ben.others().index(d_cai.hello_hash)
-    ana_at = d_ben.others().index(d_ana.hello_hash)
-    assert len(parsed.entries[cai_at]) == 50
-    assert parsed.entries[ana_at] == d_ben.entry_for(d_ana.hello_hash)
-    # Cai's device can open neither entry of Ben's: Ben is not its contact, it keeps nothing.
-    d_cai.receive(slot_of(d_cai, d_ben), s_ben, NOW)
-    assert d_cai.state_of(d_ben.hello_hash) == R.UNKNOWN
-    refused("invalid_state", d_cai.hear, d_ben.hello_hash, "ALFA 000", NOW)
-
-
-def test_tag_count_and_store_limit():
-    assert [R.tag_count(n) for n in (0, 1, 32, 33, 64, 65, 1025, 2048)] == [
-        32, 32, 32, 64, 64, 128, 2048, 2048]
-    refused("invalid_argument", R.tag_count, 2049)
-    p = Person("Many")
-    for i in range(33):
-        p.contacts.append(R.RollCallContact(str(i), os.urandom(32), os.urandom(32),
-                                            P.ContactSecrets(None, None)))
-    hello = p.device().hello(NOW)
-    assert len(hello) == 28 + 16 * 64
-    tags = R.parse_hello(hello).tags
-    assert list(tags) == sorted(tags)
-    big = Person("Too many")
-    big.contacts = [R.RollCallContact(str(i), os.urandom(32), os.urandom(32),
-                                      P.ContactSecrets(None, None)) for i in range(2049)]
-    refused("invalid_argument", big.device)
-
-
-def test_contact_awaiting_confirmation_is_left_out():
-    ana, ben = Person("Ana"), Person("Ben")
+def test_wrong_three_times_shows_not_yet_after_a_new_round():
+    ana, ben, dan = people("Ana", "Ben", "Dan", contacts="none")
     befriend(ana, ben)
-    ana.contacts[0].awaiting_confirmation = True
-    d_ana, d_ben = ana.device(), ben.device()
-    c = ana.contacts[0]
-    assert d_ana.contact_tags == []
-    tag = R.presence_tag(c.seed, d_ana.rcid, d_ana.window, d_ana.nonce, ana.pid, ben.pid)
-    assert tag not in R.parse_hello(d_ana.hello(NOW)).tags
-    join(d_ana, d_ben)
-    assert d_ben.state_of(d_ana.hello_hash) == R.UNKNOWN
-    assert d_ana.state_of(d_ben.hello_hash) == R.UNKNOWN
+    room = Room()
+    a, b = ana.device(), ben.device()
+    converge(room, a, b)
+    a.confirm_roster(a.roster, room.t)
+    ben_code = b.confirm_roster(b.roster, room.t)
+    b.confirm_said(room.t)
+    room.settle()
+    wrong = R.code_text((b.code + 1) % R.CODE_VALUES)
+    for _ in range(3):
+        assert a.enter_heard(b.name, wrong, room.t) == R.WRONG
+    assert a.locked(b.name)
+    refused("locked", a.enter_heard, b.name, ben_code, room.t)
+    refused("invalid_argument", a.enter_heard, b.name, "ALFA 12", room.t)  # typing first
+    assert a.state_of(b.name) == R.WRONG
+    # A new participant: a new round, in which Ben shows not yet and may be typed again.
+    converge(room, dan.device())
+    assert a.state_of(b.name) == R.NOT_YET and not a.locked(b.name)
+    refused("invalid_state", a.enter_heard, b.name, ben_code, room.t)  # not confirmed yet
+    a.confirm_roster(a.roster, room.t)
+    new_code = b.confirm_roster(b.roster, room.t)
+    b.confirm_said(room.t)
+    room.settle()
+    assert a.enter_heard(b.name, new_code, room.t) == R.VERIFIED
+    refused("invalid_state", a.enter_heard, b.name, new_code, room.t)  # checked already
+    # A check outlives its round.
+    converge(room, people("Fay", seed=4)[0].device())
+    assert a.state_of(b.name) == R.VERIFIED
 
 
-def test_given_padding_and_drawn_values():
-    ana, ben = Person("Ana"), Person("Ben")
-    befriend(ana, ben)
-    pad = [bytes([i]) * 16 for i in range(1, 32)]
-    d = ana.device(nonce=bytes(16), padding_tags=pad)
-    assert sorted(R.parse_hello(d.hello(NOW)).tags) == sorted(pad + d.contact_tags)
-    with pytest.raises(ValueError):
-        ana.device(padding_tags=pad[:30])
-    # The code: two bytes, the top bit cleared, drawn again while v >= 26000.
-    assert R.draw_code_value([bytes.fromhex("6590"), bytes.fromhex("1393")]) == 5011
-    assert R.draw_code_value([bytes.fromhex("ffff"), bytes.fromhex("e58f")]) == 25999
-    assert R.draw_code_value([bytes.fromhex("8000")]) == 0
-    d_ben = ben.device()
-    join(d, d_ben)
-    assert d.confirm(d.roster, NOW, draws=[bytes.fromhex("7fff"), bytes.fromhex("9393")]) \
-        == "FOXTROT 011"
-    assert R.draw_meeting_code(iter([0] * 7)) == "22222222"
+def _lossy_run(seed: int, n: int = 12) -> None:
+    rng = random.Random(seed)
+    persons = [Person(f"P{i}", random.Random(rng.random())) for i in range(n)]
+    honest, changed = set(), set()
+    for i in range(n):
+        for j in range(i + 1, n):
+            r = rng.random()
+            if r < 0.4:
+                befriend(persons[i], persons[j])
+                honest |= {(i, j), (j, i)}
+            elif r < 0.45:  # j's device changed: i hears it as such, j verifies i
+                befriend(persons[i], persons[j], a_says=rng.randbytes(16))
+                changed.add((j, i))
+                honest.add((i, j))
+            elif r < 0.5:  # a contact only one side still holds: unknown both ways
+                befriend(persons[i], persons[j], b_holds_a=False)
+    room = Room(rng=random.Random(seed), drop=0.2, dup=0.1, delays=(0, 0, 0.5, 1, 2, 3))
+    start = room.t
+    joins = sorted((rng.choice((0, 0.5, 1, 2, 3, 4)), i) for i in range(n))
+    devices, index, spoken, typed = {}, {}, {}, set()
+
+    def owners(room: Room) -> None:
+        while joins and room.t >= start + joins[0][0]:
+            i = joins.pop(0)[1]
+            devices[i] = persons[i].device(room.t)
+            index[devices[i].name] = i
+            room.join(devices[i], settle=False)
+        for slot, d in room.devices.items():
+            now = room.now(slot)
+            if len(d.members) == n and not d.confirmed:  # the owner sees all twelve
+                spoken[(d.name, d.roster)] = d.confirm_roster(d.roster, now)
+                d.confirm_said(now)
+            if not d.confirmed:
+                continue
+            for m in d.members:
+                key = (d.name, m, d.roster)
+                if key in typed or (m, d.roster) not in spoken or m == d.name:
+                    continue
+                if d.participant(m).relation != R.CONTACT or d.state_of(m) != R.NOT_YET:
+                    continue
+                typed.add(key)
+                code = spoken[(m, d.roster)]
+                if rng.random() < 0.1:  # a slip first: wrong, or replaced before the SAID
+                    v = P.parse_voice_code(code)
+                    d.enter_heard(m, R.code_text((v + 1) % R.CODE_VALUES), now)
+                d.enter_heard(m, code, now)
+
+    def done() -> bool:
+        if len(devices) < n:
+            return False
+        for i, d in devices.items():
+            for m in d.members:
+                want = R.DEVICE_CHANGED if (i, index.get(m)) in changed else R.VERIFIED
+                if (i, index.get(m)) in honest | changed and d.state_of(m) != want:
+                    return False
+        return same_rosters(*devices.values())
+
+    while not done():
+        assert room.t - start < 240, f"run {seed}: not converged"
+        room.run(1, step=0.5, each=owners)
+    roster = devices[0].roster
+    for i, d in devices.items():
+        assert d.roster == roster and len(d.members) == n
+        for r in d.rows():
+            j = index[r.name]
+            if r.state in (R.VERIFIED, R.DEVICE_CHANGED):  # no false verified
+                assert (i, j) in honest | changed and r.contact == persons[j].name
+            else:
+                assert (i, j) not in honest | changed and r.state == R.UNKNOWN
+    # The refusals a lossy room causes are the ones 20.3 and 20.5 foresee: a VIEW whose
+    # HELLO is on its way, a SAID of a round not (yet) this device's.
+    assert {e[2] for e in room.errors} <= {"invalid_state"}
 
 
-def test_late_joiner_starts_a_new_round():
-    ana, ben, cai = trio()
-    d_ana, d_ben = ana.device(), ben.device()
-    join(d_ana, d_ben)
-    first = d_ben.roster
-    d_ben.confirm(first, NOW)
-    said_ana = say(d_ana, d_ben)
-    assert d_ben.hear(d_ana.hello_hash, R.code_text(d_ana.code), NOW) == R.VERIFIED
-    # Cai joins: his HELLO reaches both, and each sends its HELLO again for him.
-    d_cai = cai.device(NOW + 40)
-    for d in (d_ana, d_ben):
-        assert d.receive(3, d_cai.hello(NOW + 40), NOW + 40) == "hello"
-        d_cai.receive(1 if d is d_ana else 2, d.hello(NOW + 40), NOW + 40)
-    assert d_ben.roster != first and d_ben.roster == d_ana.roster == d_cai.roster
-    # The new round: nothing confirmed, no code, and a SAID of the old roster is refused.
-    assert not d_ben.confirmed and d_ben.code is None
-    refused("invalid_state", d_ben.receive, slot_of(d_ben, d_ana), said_ana, NOW + 41)
-    refused("invalid_state", d_ben.confirm, first, NOW + 41)
-    refused("invalid_state", d_ben.hear, d_ana.hello_hash, "ALFA 000", NOW + 41)
-    refused("invalid_state", d_ana.said, NOW + 41)
-    # Checks already made stay.
-    assert d_ben.state_of(d_ana.hello_hash) == R.VERIFIED
-    # A new confirmation, a new code, a new SAID; Ben checks Ana again in the new round.
-    d_ben.confirm(d_ben.roster, NOW + 42)
-    said2 = say(d_ana, d_ben, d_cai, now=NOW + 42)
-    assert said2 != said_ana and len(said2) == 67 + 50 * 2
-    assert d_ben.hear(d_ana.hello_hash, R.code_text(d_ana.code), NOW + 43) == R.VERIFIED
-    d_cai.confirm(d_cai.roster, NOW + 43)
-    assert d_cai.hear(d_ana.hello_hash, R.code_text(d_ana.code), NOW + 43) == R.VERIFIED
+@pytest.mark.parametrize("first", range(0, 100, 25))
+def test_lossy_room_twelve_participants_one_hundred_runs(first):
+    """100 seeded runs (in four parts, for pytest-xdist) of twelve participants through a room
+    that drops a fifth of the copies, duplicates a tenth and delays them up to 3 seconds (so
+    reorders them), the clock advanced half a second at a time and every device ticked each
+    second."""
+    for seed in range(first, first + 25):
+        _lossy_run(seed)
 
 
-def test_codes_heard_and_received_are_forgotten_in_a_new_round():
-    ana, ben, cai = trio()
-    d_ana, d_ben, d_cai = ana.device(), ben.device(), cai.device()
-    join(d_ana, d_ben)
-    d_ben.confirm(d_ben.roster, NOW)
-    d_ana.confirm(d_ana.roster, NOW)
-    spoken = R.code_text(d_ana.code)
-    assert d_ben.hear(d_ana.hello_hash, spoken, NOW) == R.NOT_YET  # typed before the SAID
-    d_ben.receive(9, d_cai.hello(NOW), NOW)
-    d_ana.receive(9, d_cai.hello(NOW), NOW)
-    d_cai.receive(1, d_ana.hello(NOW), NOW)
-    d_cai.receive(2, d_ben.hello(NOW), NOW)
-    assert d_ana.code is None  # the round's code is gone with it
-    d_ben.confirm(d_ben.roster, NOW)
-    d_ana.confirm(d_ana.roster, NOW, code=(P.parse_voice_code(spoken) + 1) % R.CODE_VALUES)
-    d_ben.receive(slot_of(d_ben, d_ana), d_ana.said(NOW), NOW)
-    # The code typed in the round before was forgotten: nothing is compared yet.
-    assert d_ben.state_of(d_ana.hello_hash) == R.NOT_YET
-    assert d_ben.hear(d_ana.hello_hash, R.code_text(d_ana.code), NOW) == R.VERIFIED
+def test_a_room_hiding_one_participant_from_one_device_shows_a_split():
+    devices = [p.device() for p in people("Ana", "Ben", "Cai", "Dan")]
+    room = Room()
+    room.hide = {(1, 4)}  # Dan (slot 4) and Ana (slot 1) never see each other
+    converge(room, *devices, seconds=2)
+    assert len({d.roster for d in devices}) == 3  # Ana's, Dan's, and Ben's and Cai's
+    for d in devices:  # a split once the roster has not changed for 5 seconds
+        assert not d.split(room.t) and not d.split(d.roster_changed_at + 4.9)
+        assert d.split(d.roster_changed_at + 5)
+    room.run(4)
+    assert all(d.split(room.now(d.slot)) for d in devices)
+    # An honest room: no split, whatever the time.
+    control = Room()
+    devices = [p.device() for p in people("Ana", "Ben", "Cai", "Dan", seed=2)]
+    converge(control, *devices, seconds=30)
+    assert not any(d.split(control.t) for d in devices)
 
 
-def test_typing_rules():
-    ana, ben, cai = trio()
-    d_ana, d_ben, d_cai = ana.device(), ben.device(), cai.device()
-    join(d_ana, d_ben, d_cai)
-    # Before the roster is confirmed, typing is refused.
-    refused("invalid_state", d_ben.hear, d_ana.hello_hash, "ECHO 042", NOW)
-    d_ben.confirm(d_ben.roster, NOW)
-    # Not a contact (Cai is unknown to Ben), this device itself, no participant at all.
-    refused("invalid_state", d_ben.hear, d_cai.hello_hash, "ECHO 042", NOW)
-    refused("invalid_state", d_ben.hear, d_ben.hello_hash, "ECHO 042", NOW)
-    refused("invalid_state", d_ben.hear, bytes(32), "ECHO 042", NOW)
-    # Not a NATO word and three digits: invalid_argument, never counted.
-    for text in ("ECHO 42", "ECHO 0042", "EKKO 042", "ECHO\t042", "ＥCHO 042", "ECHO  042"):
-        refused("invalid_argument", d_ben.hear, d_ana.hello_hash, text, NOW)
-    say(d_ana, d_ben)
-    right = R.code_text(d_ana.code)
-    wrong = R.code_text((d_ana.code + 1) % R.CODE_VALUES)
-    assert d_ben.hear(d_ana.hello_hash, wrong, NOW) == R.WRONG
-    for _ in range(4):
-        refused("invalid_argument", d_ben.hear, d_ana.hello_hash, "nope", NOW)
-    assert d_ben.hear(d_ana.hello_hash, "  " + right.lower().replace(" ", "-") + " ", NOW) \
-        == R.VERIFIED
-
-
-def test_three_wrong_codes_lock_until_a_new_round():
-    ana, ben, cai = trio()
-    d_ana, d_ben = ana.device(), ben.device()
-    join(d_ana, d_ben)
-    d_ben.confirm(d_ben.roster, NOW)
-    say(d_ana, d_ben)
-    right = R.code_text(d_ana.code)
-    for i in range(1, 4):
-        assert d_ben.hear(d_ana.hello_hash, R.code_text((d_ana.code + i) % R.CODE_VALUES),
-                          NOW) == R.WRONG
-    assert d_ben.locked(d_ana.hello_hash)
-    refused("locked", d_ben.hear, d_ana.hello_hash, right, NOW)
-    refused("locked", d_ben.hear, d_ana.hello_hash, "not even a code", NOW)
-    assert ben.contacts[0].secrets.state == P.UNVERIFIED  # a wrong code records nothing
-    # A new participant, a new round: the limit starts again.
-    d_cai = cai.device()
-    d_ben.receive(5, d_cai.hello(NOW), NOW)
-    d_ana.receive(5, d_cai.hello(NOW), NOW)
-    assert not d_ben.locked(d_ana.hello_hash)
-    assert d_ben.state_of(d_ana.hello_hash) == R.WRONG
-    d_ben.confirm(d_ben.roster, NOW)
-    say(d_ana, d_ben)
-    assert d_ben.hear(d_ana.hello_hash, R.code_text(d_ana.code), NOW) == R.VERIFIED
-
-
-def test_confirm_and_said_rules():
-    ana, ben = Person("Ana"), Person("Ben")
-    befriend(ana, ben)
-    d_ana, d_ben = ana.device(), ben.device()
-    refused("invalid_state", d_ana.said, NOW)  # nothing confirmed: no code to say
-    join(d_ana, d_ben)
-    refused("invalid_state", d_ana.confirm, os.urandom(32), NOW)
-    refused("invalid_state", d_ana.said, NOW)
-    d_ana.confirm(d_ana.roster, NOW)
-    refused("invalid_state", d_ana.confirm, d_ana.roster, NOW)  # twice in one round
-    said = d_ana.said(NOW)
-    refused("invalid_state", d_ana.said, NOW)  # one SAID per round
-    assert d_ben.receive(slot_of(d_ben, d_ana), said, NOW) == "said"
-    assert d_ben.receive(slot_of(d_ben, d_ana), said, NOW) is None  # a repeat is ignored
-
-
-def test_refused_entries():
-    ana, ben = Person("Ana"), Person("Ben")
-    befriend(ana, ben)
-    d_ana, d_ben = ana.device(), ben.device()
-    join(d_ana, d_ben)
-    d_ben.confirm(d_ben.roster, NOW)
-    d_ana.confirm(d_ana.roster, NOW)
-    said = bytearray(d_ana.said(NOW))
-    said[-1] ^= 1  # altered by the relay
-    d_ben.receive(slot_of(d_ben, d_ana), bytes(said), NOW)
-    assert d_ben.hear(d_ana.hello_hash, R.code_text(d_ana.code), NOW) == R.REFUSED
-    assert R.OUTCOME_RESULT[R.REFUSED] == "authentication_failed"
-    assert ben.contacts[0].secrets.state == P.UNVERIFIED
-    refused("invalid_state", d_ben.hear, d_ana.hello_hash, R.code_text(d_ana.code), NOW)
-    # An entry that opens but carries a value of 26000 or more is refused too.
-    key = d_ana.key_for(d_ben.hello_hash)
-    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
-    bad = ChaCha20Poly1305(key).encrypt(bytes(12), (26000).to_bytes(2, "big") + bytes(32),
-                                        R.entry_aad(d_ana.roster))
-    refused("authentication_failed", R.open_entry, key, d_ana.roster, bad)
-    # An entry sealed for another participant does not open for this one.
-    refused("authentication_failed", R.open_entry, os.urandom(32), d_ana.roster,
-            d_ana.entry_for(d_ben.hello_hash))
-
-
-def test_hello_refusals_and_repeats():
-    ana, ben, cai = trio()
-    d_ana, d_ben, d_cai = ana.device(), ben.device(), cai.device()
-    assert d_ana.receive(1, d_ana.hello(NOW), NOW) is None  # its own HELLO reflected
-    assert d_ana.receive(2, d_ben.hello(NOW), NOW) == "hello"
-    assert d_ana.receive(7, d_ben.hello(NOW), NOW) is None  # a replay from another slot
-    refused("malformed_message", d_ana.receive, 2, d_cai.hello(NOW), NOW)  # second from slot 2
-    refused("malformed_message", d_ana.receive, 3, b"", NOW)
-    refused("malformed_message", d_ana.receive, 3, b"\x01", NOW)
-    # The window: at most 20 windows before the receiver's, at most 1 after.
-    w = P.window_of(NOW)
-    for dw, ok in ((-20, True), (-21, False), (1, True), (2, False)):
-        other = Person("x").device(NOW + 30 * dw)
-        assert other.window == w + dw
-        fn = d_cai.receive
-        if ok:
-            assert fn(100 + dw, other.hello(NOW + 30 * dw), NOW) == "hello"
+@pytest.mark.parametrize("host", ["fed-together", "one-by-one"])
+def test_messages_per_join(host):
+    """20.6, Cost of a join, with M present: "at most 4M + 3 messages" (2 from the newcomer,
+    a HELLO and a VIEW from each present participant, a VIEW from the newcomer for each HELLO,
+    or one for all when its host feeds them together, and a due VIEW from each of the M + 1).
+    Exactly 4M + 3 when every host sends after each message it is fed, 3M + 4 when it feeds
+    what it has first (within the 4M + 2 the document first said only from M = 2 on); the
+    rosters agree after the three passes, before any tick."""
+    room = Room()
+    room.one_by_one = host == "one-by-one"
+    devices = [p.device() for p in people(*[f"P{i}" for i in range(9)])]
+    for m, d in enumerate(devices):
+        before = room.sent
+        room.join(d)
+        assert same_rosters(*devices[:m + 1])  # three passes, no tick
+        room.run(15)
+        cost = room.sent - before
+        if m == 0:
+            assert cost == 2
         else:
-            refused("invalid_argument", fn, 100 + dw, other.hello(NOW + 30 * dw), NOW)
+            assert cost == (3 * m + 4 if host == "fed-together" else 4 * m + 3) <= 4 * m + 3
+        assert all(r.agrees for x in devices[:m + 1] for r in x.rows())
+    assert not room.errors
 
 
-def test_at_most_fifty_participants():
-    host = Person("Host").device()
-    for i in range(49):
-        assert host.receive(i, Person(str(i)).device().hello(NOW), NOW) == "hello"
-    assert len(host.participants) == 50
-    refused("invalid_argument", host.receive, 49, Person("51st").device().hello(NOW), NOW)
-    assert len(host.participants) == 50
-    host.confirm(host.roster, NOW)
-    assert len(host.said(NOW)) == 67 + 50 * 49  # all padding: none is a contact
+# 20.6: the queue and the sending rules --------------------------------------------------------
+
+def _kinds(d: R.RollCall) -> list[str]:
+    return [{1: "HELLO", 2: "SAID", 3: "VIEW"}[m[1]] for m in d.outgoing()]
 
 
-def test_said_refusals():
-    ana, ben, cai = trio()
-    d_ana, d_ben, d_cai = ana.device(), ben.device(), cai.device()
-    join(d_ana, d_ben, d_cai)
-    d_ana.confirm(d_ana.roster, NOW)
-    said = d_ana.said(NOW)
-    a = slot_of(d_ben, d_ana)
-    refused("malformed_message", d_ben.receive, a, said + bytes(50), NOW)
-    no_entry = said[:66] + b"\x00"
-    refused("malformed_message", d_ben.receive, a, no_entry, NOW)
-    for at, value in ((0, 2), (1, 3)):  # version 2; type 3
-        forged = bytearray(said)
-        forged[at] = value
-        refused("malformed_message", d_ben.receive, a, bytes(forged), NOW)
-    # k other than the roster's size minus one, on this device's roster.
-    short = R.said_message(d_ana.hello_hash, d_ana.roster, R.parse_said(said).entries[:1])
-    refused("malformed_message", d_ben.receive, a, short, NOW)
-    assert d_ben.receive(a, said, NOW) == "said"
-    # A device alone has nothing to confirm (no SAID of 0 entries).
-    alone = Person("Alone").device()
-    assert alone.roster == R.roster_hash(alone.rcid, [alone.hello_hash])
-    refused("invalid_state", alone.confirm, alone.roster, NOW)
+def _view_of(seed: bytes, rc: bytes, seq: int, slot: int, roster: bytes, names, said=False,
+             have=None) -> bytes:
+    names = sorted(names)
+    rk = R.roll_call_public(seed)
+    return R.sign_body(seed, rc, R.view_body(rk, seq, slot, roster, said, names,
+                                             have if have is not None else bytes(
+                                                 (len(names) + 7) // 8)))
 
 
-def test_said_from_another_slot_is_refused_and_blocks_nothing():
-    """20.4: "a SAID that came from another relay slot than its speaker's HELLO:
-    invalid_state" -- another participant cannot speak for one, nor block one by sending a
-    SAID in its name first."""
-    ana, ben, cai = trio()
-    d_ana, d_ben, d_cai = ana.device(), ben.device(), cai.device()
-    join(d_ana, d_ben, d_cai)
-    assert slot_of(d_ana, d_ben) != slot_of(d_ana, d_cai)
-    d_ana.confirm(d_ana.roster, NOW)
-    d_cai.confirm(d_cai.roster, NOW)
-    cai_said = d_cai.said(NOW)
-    # Ben, from his own slot, sends a SAID in Cai's name before Cai's own arrives at Ana's
-    # device: Cai's real SAID, replayed, and one with an entry of Ben's making in it.
-    forged = R.said_message(d_cai.hello_hash, d_cai.roster,
-                            [os.urandom(R.ENTRY_BYTES) for _ in range(2)])
-    for impostor in (forged, cai_said):
-        roster, held = d_ana.roster, dict(d_ana.participants)
-        refused("invalid_state", d_ana.receive, slot_of(d_ana, d_ben), impostor, NOW)
-        assert d_ana.roster == roster and d_ana.participants == held
-        assert d_ana.state_of(d_cai.hello_hash) == R.NOT_YET
-    # Ana typed Cai's code meanwhile: nothing is compared, nothing counted.
-    assert d_ana.hear(d_cai.hello_hash, R.code_text(d_cai.code), NOW) == R.NOT_YET
-    assert not d_ana.locked(d_cai.hello_hash)
-    # Cai's real SAID, from his slot, is taken (not a "second, different SAID") and verified.
-    assert d_ana.receive(slot_of(d_ana, d_cai), cai_said, NOW) == "said"
-    assert d_ana.state_of(d_cai.hello_hash) == R.VERIFIED
-    assert ana.contacts[1].name == "Cai" and ana.contacts[1].secrets.state == P.VERIFIED
-    # The forged one from Cai's slot is now a second, different SAID of his round.
-    refused("malformed_message", d_ana.receive, slot_of(d_ana, d_cai), forged, NOW)
+def test_sending_rules():
+    ana, ben, cai, dan = people("Ana", "Ben", "Cai", "Dan")
+    a = ana.device()
+    others = [p.device() for p in (ben, cai, dan)]
+    a.joined(1, [2, 3, 4], NOW)
+    # Rule 1, then HELLOs fed before anything is sent: one VIEW, made when it is taken.
+    for i, o in enumerate(others):
+        a.receive(o.hello, i + 2, NOW)
+    out = a.outgoing()
+    assert [m[1] for m in out] == [R.HELLO_TYPE, R.VIEW_TYPE]
+    view = R.parse_view(out[1])
+    assert view.seq == 1 and len(view.names) == 4 and view.slot == 1
+    # Rule 2: a HELLO on peer-joined, nothing else (and one waits in the queue at most).
+    a.peer_joined(5, NOW)
+    a.peer_joined(6, NOW)
+    assert _kinds(a) == ["HELLO"]
+    # A VIEW that does not list Ana (Ben lacks her HELLO) is answered by rule 6, not at once:
+    # "Nothing else is sent".
+    b = others[0]
+    b.joined(2, [1, 3, 4], NOW)
+    seed_b = b._rk.private_bytes_raw()
+
+    def b_view(seq: int, roster: bytes | None = None) -> bytes:
+        # each with another roster: a VIEW that reads the same as the latest is ignored (20.3)
+        roster = roster or R.sha256(bytes([seq]))
+        return R.sign_body(seed_b, a.rcid, R.view_body(b.rk_public, seq, 2, roster, False,
+                                                       [b.name], b"\x00"))
+
+    assert a.receive(b_view(1), 2, NOW + 0.5) == "view" and _kinds(a) == []
+    a.tick(NOW + 1)
+    assert _kinds(a) == []  # unsettled, but the next re-send time is the start + 3
+    assert a.receive(b_view(2), 2, NOW + 2) == "view" and _kinds(a) == []
+    a.tick(NOW + 3)
+    assert _kinds(a) == ["HELLO", "VIEW"]
+    # "ignored (a repeat, or older: it changes nothing and triggers none of 20.6's rules)"
+    assert a.receive(b_view(2), 2, NOW + 3) == "view ignored" and _kinds(a) == []
+    # A newer VIEW that reads the same as the latest (its slot, roster and flags, not listing
+    # Ana) is ignored, its signature unchecked; one changed in anything else Ana reads is taken.
+    same = b_view(6, roster=R.sha256(bytes([2])))
+    assert a.receive(same[:-1] + bytes([same[-1] ^ 1]), 2, NOW + 4) == "view ignored"
+    assert a.receive(same, 2, NOW + 4) == "view ignored"
+    assert a.participant(b.name).view.seq == 2
+    assert a.receive(b_view(6), 2, NOW + 4) == "view" and a.participant(b.name).view.seq == 6
+    assert _kinds(a) == []
 
 
-def test_expired_after_600_seconds():
-    ana, ben = Person("Ana"), Person("Ben")
+def test_due_view_resend_backoff_and_said_resends():
+    ana, ben = people("Ana", "Ben")
+    a = ana.device()
+    a.joined(1, [], NOW)
+    assert _kinds(a) == ["HELLO", "VIEW"]
+    # Rule 6: a stranger's HELLO with no VIEW keeps Ana unsettled: HELLO and VIEW again 3
+    # seconds after the start, 4 seconds later, then every 8.
+    a.peer_joined(2, NOW)
+    a.receive(people("Eve", seed=3)[0].device().hello, 2, NOW)
+    assert _kinds(a) == ["HELLO", "VIEW"]
+    resent = []
+    for t in range(1, 31):
+        a.tick(NOW + t)
+        if _kinds(a) == ["HELLO", "VIEW"]:
+            resent.append(t)
+    assert a.unsettled() and resent == [3, 7, 15, 23]
+    # Rule 5: a roster change makes the VIEW due at the next tick at least 1 second after
+    # the previous VIEW; rule 6: a VIEW of this roster without Ana's have bit leaves her
+    # unsettled, and she sends her SAID again (with her HELLO and VIEW) 3 seconds after "I said
+    # it", not at once.
+    b = ben.device(NOW + 30)
+    a.peer_left(2, NOW + 30)
+    _kinds(a)
+    a.peer_joined(3, NOW + 30)
+    b.joined(3, [1], NOW + 30)
+    for m in b.outgoing():
+        a.receive(m, 3, NOW + 30)
+    for m in a.outgoing():
+        b.receive(m, 1, NOW + 30)
+    for m in b.outgoing():
+        a.receive(m, 3, NOW + 30.2)
+    assert a.members == tuple(sorted((a.name, b.name)))
+    assert _kinds(a) == []  # due, but its last VIEW went out 0.2 seconds ago
+    a.tick(NOW + 30.5)
+    assert _kinds(a) == []
+    a.tick(NOW + 31)
+    out = a.outgoing()
+    assert [m[1] for m in out] == [R.VIEW_TYPE]
+    a.confirm_roster(a.roster, NOW + 31)
+    a.confirm_said(NOW + 31)
+    said = a.outgoing()
+    assert [m[1] for m in said] == [R.SAID_TYPE]
+    names = sorted((a.name, b.name))
+    bit = b"\x80" if names[0] == a.name else b"\x40"
+
+    def b_view(seq: int, have: bytes, said: bool = False) -> bytes:
+        return R.sign_body(b._rk.private_bytes_raw(), a.rcid, R.view_body(
+            b.rk_public, seq, 3, a.roster, said, names, have))
+
+    # Ben's VIEW without Ana's bit reads the same as his latest: ignored, nothing sent.
+    assert a.receive(b_view(100, b"\x00"), 3, NOW + 32) == "view ignored"
+    assert _kinds(a) == [] and a.unsettled()
+    a.tick(NOW + 32)
+    assert _kinds(a) == ["VIEW"]  # due since "I said it"
+    a.tick(NOW + 33)
+    assert _kinds(a) == []  # the re-send time is NOW + 34
+    a.tick(NOW + 34)
+    assert _kinds(a) == ["HELLO", "VIEW", "SAID"]
+    assert a.receive(b_view(101, bit), 3, NOW + 35) == "view"
+    assert not a.unsettled()
+    a.tick(NOW + 38)
+    assert _kinds(a) == []
+    # Ben, taking the SAID, makes his VIEW due: it carries Ana's bit.
+    b.receive(said[0], 1, NOW + 34)
+    b.tick(NOW + 35)
+    assert R.parse_view([m for m in b.outgoing() if m[1] == R.VIEW_TYPE][-1]).holds(a.name)
+
+
+# 20.2, 20.3, 20.5: refusals beyond the vectors -----------------------------------------------
+
+def _state(d: R.RollCall):
+    return (d.roster, d.members, {n: (frozenset(p.bringers), p.view)
+                                  for n, p in d.held().items()},
+            dict(d._round.taken), dict(d._round.outcome), list(d._queue), d.seq,
+            [(r.number, r.name, r.state, r.present) for r in d.rows()])
+
+
+def _refused_unchanged(code: str, d: R.RollCall, message: bytes, slot: int, now: float = NOW,
+                       why: str = ""):
+    """Refused with ``code``, and "each refusal leaves its state as it was"."""
+    before = _state(d)
+    refused(code, d.receive, message, slot, now, why=why)
+    assert _state(d) == before
+
+
+def test_view_refusals():
+    ana, ben, cai = people("Ana", "Ben", "Cai")
+    seed_a = b"\x0a" * 32
+    a = ana.device(rk_seed=seed_a)
+    b, c = ben.device(), cai.device()
+    b.joined(2, [1, 3], NOW)
+    rc = b.rcid
+    b.receive(a.hello, 1, NOW)
+    names = [a.name, b.name]
+
+    def body(**kw):
+        args = dict(seq=5, slot=1, roster=b.roster, said=False, names=sorted(names),
+                    have=b"\x00")
+        args.update(kw)
+        return R.view_body(a.rk_public, args["seq"], args["slot"], args["roster"],
+                           args["said"], args["names"], args["have"])
+
+    good = R.sign_body(seed_a, rc, body())
+    # Form: k = 0, k = 101, names not ascending, a flag bit, a have bit past k, version 1.
+    k0 = bytearray(body())
+    k0[73] = 0
+    _refused_unchanged("malformed_message", b, R.sign_body(seed_a, rc, bytes(k0[:74])), 1)
+    rng = random.Random(1)
+    many = sorted(rng.randbytes(32) for _ in range(101))
+    raw = body()[:73] + bytes([101]) + b"".join(many) + bytes(13)
+    _refused_unchanged("malformed_message", b, R.sign_body(seed_a, rc, raw), 1)
+    swapped = body()[:74] + max(names) + min(names) + b"\x00"
+    _refused_unchanged("malformed_message", b, R.sign_body(seed_a, rc, swapped), 1)
+    flags = bytearray(body())
+    flags[72] = 0x02
+    _refused_unchanged("malformed_message", b, R.sign_body(seed_a, rc, bytes(flags)), 1)
+    _refused_unchanged("malformed_message", b, R.sign_body(seed_a, rc, body(have=b"\x20")), 1)
+    v1 = bytearray(body())
+    v1[0] = 1
+    _refused_unchanged("malformed_message", b, R.sign_body(seed_a, rc, bytes(v1)), 1)
+    _refused_unchanged("authentication_failed", b, good[:-64] + good[-64:][::-1], 1)
+    # Its own RK, reflected; a VIEW whose sender's HELLO is not held.
+    _refused_unchanged("invalid_key", b, b.outgoing()[-1], 1)
+    stranger = b"\x0d" * 32
+    _refused_unchanged("invalid_state", b, _view_of(stranger, rc, 1, 3, b.roster, [b.name]), 3,
+                       why="not held")
+    # A list without the sender's own h.
+    _refused_unchanged("malformed_message", b, R.sign_body(seed_a, rc, body(names=[b.name])), 1,
+                       why="own h")
+    # Slots: another than the one it came from; one not present.
+    _refused_unchanged("invalid_state", b, good, 3, why="another slot")
+    b.peer_joined(7, NOW)
+    b.peer_left(7, NOW)
+    _refused_unchanged("invalid_state", b, R.sign_body(seed_a, rc, body(slot=7)), 7,
+                       why="not present")
+    # The sender's own have bit: "its own bit is 0, and a receiver ignores it".
+    own_bit = b"\x80" if a.name < b.name else b"\x40"
+    own = R.sign_body(seed_a, rc, body(seq=2, have=own_bit, said=True))
+    assert b.receive(own, 1, NOW) == "view" and b.is_present(a.name)
+    assert b.receive(good, 1, NOW) == "view" and b.is_present(a.name)  # its flags differ
+    # A newer one that reads the same as the latest in all Ben reads (its slot, roster and
+    # flags, that it lists Ben, Ben's have bit) is ignored before its signature is checked.
+    same = R.sign_body(seed_a, rc, body(seq=9, have=own_bit, roster=R.parse_view(good).roster))
+    assert b.receive(same[:-64] + bytes(64), 1, NOW) == "view ignored"
+    assert b.receive(same, 1, NOW) == "view ignored" and b.participant(a.name).view.seq == 5
+    # A repeat, or an older one: ignored, whatever it says, and it triggers none of 20.6's
+    # rules (this one does not list Ben).
+    b.outgoing()
+    assert b.receive(good, 1, NOW + 2) == "view ignored"
+    older = R.sign_body(seed_a, rc, body(seq=4, slot=3, names=[a.name]))
+    assert b.receive(older, 3, NOW + 2) == "view ignored" and b.outgoing() == []
+    # Cai's VIEW naming slot 1, Ana's, brought by slot 1: a copy carried by someone else.
+    b.receive(c.hello, 3, NOW)
+    seed_c = c._rk.private_bytes_raw()
+    _refused_unchanged("invalid_state", b, _view_of(seed_c, rc, 1, 1, b.roster,
+                                                    [b.name, c.name]), 1,
+                       why="another present participant")
+    assert b.receive(_view_of(seed_c, rc, 1, 3, b.roster, [b.name, c.name]), 3, NOW) == "view"
+    assert b.members == tuple(sorted((a.name, b.name, c.name)))
+    # Presence lasts only while the latest VIEW lists this device: Ana's next VIEW without
+    # Ben's name makes her not present (pending: she still has a bringer); her next one with it makes her present again, under her number.
+    number = b.number_of(a.name)
+    b.outgoing()
+    assert b.receive(R.sign_body(seed_a, rc, body(seq=6, names=[a.name])), 1, NOW + 3) == "view"
+    assert not b.is_present(a.name) and a.name in b.held()
+    assert b.members == tuple(sorted((b.name, c.name)))
+    assert b.outgoing() == []  # nothing at once (20.6); the VIEW is due (rule 5)
+    # Reading 1: one that has been present keeps its row (20.5), shown as not present.
+    assert [(r.name, r.present) for r in b.rows()] == [(a.name, False), (c.name, True)]
+    assert b.receive(R.sign_body(seed_a, rc, body(seq=7)), 1, NOW + 3) == "view"
+    assert b.is_present(a.name) and b.number_of(a.name) == number
+
+
+def test_at_most_fifty_present_and_one_hundred_hellos():
+    rng = random.Random(7)
+    me = Person("Me", rng).device()
+    me.joined(1, list(range(2, 130)), NOW)
+    seeds = [rng.randbytes(32) for _ in range(100)]
+    hellos = []
+    for i, seed in enumerate(seeds):
+        rk = R.roll_call_public(seed)
+        body = R.hello_body(0, rk, bytes(32), sorted(rng.randbytes(16) for _ in range(32)))
+        hellos.append((seed, R.name_of(body), R.sign_body(seed, me.rcid, body)))
+    for i, (seed, name, hello) in enumerate(hellos[:99]):
+        me.receive(hello, i + 2, NOW)
+    _refused_unchanged("invalid_argument", me, hellos[99][2], 101)  # 101 listed, own included
+    for i, (seed, name, hello) in enumerate(hellos[:49]):
+        me.receive(_view_of(seed, me.rcid, 1, i + 2, me.roster, [name, me.name]), i + 2, NOW)
+    assert me.head_count == 50 and len(me.members) == 50
+    seed, name, _ = hellos[49]
+    _refused_unchanged("invalid_argument", me, _view_of(seed, me.rcid, 1, 51, me.roster,
+                                                        [name, me.name]), 51)
+    # A VIEW lists at most 100 names: Me's own and 99 others.
+    assert len(R.parse_view(me.outgoing()[-1]).names) == 100
+
+
+def test_pending_hellos_are_forgotten_and_a_slot_brings_one():
+    ana, ben, cai = people("Ana", "Ben", "Cai")
+    a, b, c = ana.device(), ben.device(), cai.device()
+    b.joined(2, [1, 3, 4], NOW)
+    b.receive(a.hello, 1, NOW)
+    b.receive(a.hello, 4, NOW)  # a copy from slot 4: one more bringer
+    assert b.participant(a.name).bringers == {1, 4}
+    _refused_unchanged("malformed_message", b, c.hello, 4)  # slot 4 brought Ana's
+    b.peer_left(1, NOW)
+    assert a.name in b.held()
+    b.peer_left(4, NOW)
+    assert a.name not in b.held()  # pending, and every bringer left
+    b.receive(c.hello, 3, NOW)
+    # A HELLO from a slot not in the room (20.2 step 4), never named or gone.
+    _refused_unchanged("invalid_state", b, a.hello, 9, why="not in the room")
+    _refused_unchanged("invalid_state", b, a.hello, 1, why="not in the room")
+    assert a.name not in b.held()
+    # Another HELLO under a key already held: malformed.
+    rng = random.Random(2)
+    other = R.hello_body(0, c.rk_public, bytes(32), [rng.randbytes(16) for _ in range(32)])
+    forged = c._rk.sign(R.signed_input(c.rcid, other))
+    _refused_unchanged("malformed_message", b, other + forged, 3, why="one roll-call key")
+    refused("invalid_state", R.RollCall(CODE, [], b"p" * 32, NOW).receive, a.hello, 1, NOW)
+    refused("malformed_message", b.receive, b"\x02", 1, NOW)
+
+
+def test_said_refusals_and_repeats():
+    ana, ben, cai = people("Ana", "Ben", "Cai")
+    room = Room()
+    a, b, c = ana.device(), ben.device(), cai.device()
+    converge(room, a, b, c)
+    a.confirm_roster(a.roster, room.t)
+    a.confirm_said(room.t)
+    said = a.outgoing()[-1]
+    seed = a._rk.private_bytes_raw()
+    parsed = R.parse_said(said)
+    # m other than the roster's size minus one; a second, different SAID in the round.
+    one_more = R.sign_body(seed, a.rcid, R.said_body(a.rk_public, a.roster,
+                                                     list(parsed.entries) + [bytes(50)]))
+    _refused_unchanged("malformed_message", b, one_more, 1, room.t)
+    assert b.receive(said, 1, room.t) == "said"
+    assert b.receive(said, 3, room.t) == "said ignored"  # from anyone
+    other = R.sign_body(seed, a.rcid, R.said_body(a.rk_public, a.roster,
+                                                  [bytes(50)] * len(parsed.entries)))
+    _refused_unchanged("malformed_message", b, other, 1, room.t)
+    # m = 0 and m = 50 are not of the form; a speaker not in the roster.
+    _refused_unchanged("malformed_message", b, R.sign_body(seed, a.rcid, said[:66] + b"\x00"),
+                       1, room.t)
+    fifty = said[:66] + bytes([50]) + bytes(50 * 50)
+    _refused_unchanged("malformed_message", b, R.sign_body(seed, a.rcid, fifty), 1, room.t)
+    room.leave(3)
+    room.run(2)
+    c.confirm_roster(c.roster, room.t)
+    c.confirm_said(room.t)
+    _refused_unchanged("invalid_state", b, c.outgoing()[-1], 3, room.t)
+
+
+def test_confirming_typing_and_refused_entries():
+    ana, ben, cai = people("Ana", "Ben", "Cai", contacts="none")
     befriend(ana, ben)
-    d_ana, d_ben = ana.device(), ben.device()
-    join(d_ana, d_ben, now=NOW + 600)
-    d_ana.confirm(d_ana.roster, NOW + 600)
-    said = d_ana.said(NOW + 600)
-    for call in (lambda: d_ben.hello(NOW + 601), lambda: d_ben.receive(slot_of(d_ben, d_ana), said, NOW + 601),
-                 lambda: d_ben.confirm(d_ben.roster, NOW + 601), lambda: d_ben.view(NOW + 601),
-                 lambda: d_ben.said(NOW + 601),
-                 lambda: d_ben.hear(d_ana.hello_hash, "ECHO 042", NOW + 601)):
+    alone = ana.device()
+    alone.joined(1, [], NOW)
+    refused("invalid_state", alone.confirm_roster, alone.roster, NOW)  # this device alone
+    room = Room()
+    a, b, c = ana.device(), ben.device(), cai.device()
+    converge(room, a, b, c)
+    t = room.t
+    # Numbers: this device 0, then in the order the others became present on it.
+    assert (a.number_of(a.name), a.number_of(b.name), a.number_of(c.name)) == (0, 1, 2)
+    assert (c.number_of(c.name), c.number_of(a.name), c.number_of(b.name)) == (0, 1, 2)
+    assert [r.number for r in a.rows()] == [1, 2]
+    # Typing is refused in the order of 20.5: the form (invalid_argument) before anything.
+    refused("invalid_argument", a.enter_heard, 1, "ALFA 0001", t)  # not yet confirmed
+    refused("invalid_argument", a.enter_heard, 0, "ALFA 000", t, why="number")
+    refused("invalid_argument", a.enter_heard, 3, "ALFA 000", t, why="number")
+    refused("invalid_state", a.enter_heard, 1, "ALFA 000", t)  # before confirming
+    refused("invalid_state", a.confirm_said, t)
+    refused("invalid_state", a.confirm_roster, R.sha256(b"another"), t)
+    summary = a.summary(t)
+    assert summary.contacts_present == ("Ben",) and summary.unknown == 1 and summary.size == 3
+    assert summary.bound_differently == 0
+    a.confirm_roster(summary.roster, t)
+    refused("invalid_state", a.confirm_roster, summary.roster, t)
+    refused("invalid_state", a.enter_heard, c.name, "ALFA 000", t)  # not a contact
+    refused("invalid_argument", a.enter_heard, a.name, "ALFA 000", t)  # itself: number 0
+    refused("invalid_argument", a.enter_heard, b.name, "ALFA 0001", t)
+    refused("invalid_argument", a.enter_heard, b.name, "ALFA\t001", t)
+    # Codes typed before the SAID replace each other and count nothing.
+    code = b.confirm_roster(b.roster, t)
+    row = a.number_of(b.name)
+    wrong = R.code_text((b.code + 7) % R.CODE_VALUES)
+    assert a.enter_heard(row, wrong, t) == R.NOT_YET
+    assert a.enter_heard(row, wrong, t) == R.NOT_YET
+    assert a.enter_heard(row, "  " + code.lower().replace(" ", "-") + " ", t) == R.NOT_YET
+    b.confirm_said(t)
+    room.settle()
+    assert a.state_of(b.name) == R.VERIFIED and not a._round.compared.get(b.name, 0) > 1
+    refused("invalid_state", b.confirm_said, t)
+    refused("invalid_argument", a.enter_heard, b.name, "ALFA", t)  # the form first
+    refused("invalid_state", a.enter_heard, b.name, code, t, why="checked")
+    # An entry that does not open: refused for the round, neither verified nor wrong; the
+    # typing that made the comparison reports authentication_failed and keeps the outcome, and
+    # typing again is invalid_state.
+    seed_b = b._rk.private_bytes_raw()
+    a2 = ana.device()
+    b2 = ben.device(rk_seed=seed_b)
+    room2 = Room()
+    converge(room2, a2, b2)
+    a2.confirm_roster(a2.roster, room2.t)
+    garbage = R.sign_body(seed_b, a2.rcid, R.said_body(b2.rk_public, a2.roster, [bytes(50)]))
+    assert a2.receive(garbage, 2, room2.t) == "said"
+    refused("authentication_failed", a2.enter_heard, b2.name, "ALFA 000", room2.t)
+    assert a2.state_of(b2.name) == R.REFUSED == [r.state for r in a2.rows()][0]
+    assert R.OUTCOME_RESULT[R.REFUSED] == "authentication_failed"
+    refused("invalid_state", a2.enter_heard, b2.name, "ALFA 000", room2.t, why="refused")
+    assert a2.receive(garbage, 2, room2.t) == "said ignored"
+    # The same when the SAID arrives after the code was typed: its arrival reports it, and the
+    # SAID is taken (kept, its have bit set, the VIEW due).
+    a3 = ana.device()
+    b3 = ben.device(rk_seed=seed_b)
+    room3 = Room()
+    converge(room3, a3, b3)
+    a3.confirm_roster(a3.roster, room3.t)
+    assert a3.enter_heard(b3.name, "ALFA 000", room3.t) == R.NOT_YET
+    garbage = R.sign_body(seed_b, a3.rcid, R.said_body(b3.rk_public, a3.roster, [bytes(50)]))
+    refused("authentication_failed", a3.receive, garbage, 2, room3.t)
+    assert a3.state_of(b3.name) == R.REFUSED and a3._round.taken[b3.name] == garbage[:-64]
+    assert a3.receive(garbage, 2, room3.t) == "said ignored"
+    a3.tick(room3.t + 1)
+    assert R.parse_view(a3.outgoing()[-1]).holds(b3.name)
+    # A new round shows not yet.
+    converge(room3, cai.device(room3.t))
+    assert a3.state_of(b3.name) == R.NOT_YET
+
+
+def test_device_tags_and_the_pin_update_of_10_3():
+    ana, ben = people("Ana", "Ben", contacts="none")
+    seed = befriend(ana, ben)
+    room = Room()
+    a, b = ana.device(), ben.device()
+    new_ben, new_ana = b"N" * 16, b"M" * 16
+    # Ana holds Ben's pending new secret; Ben committed and says it: completing the update.
+    a_secrets = ana.contacts[0].secrets
+    a_secrets.store_pending(new_ana, new_ben, committed=False)
+    ben.contacts[0].secrets.store_pending(new_ben, new_ana, committed=True)
+    converge(room, a, b)
+    verify_all(room)
+    assert a.state_of(b.name) == R.VERIFIED
+    assert a_secrets.theirs == new_ben and a_secrets.pending is None and \
+        a_secrets.state == P.VERIFIED
+    # Ben's device changed: device changed, and the contact is degraded.
+    ben.contacts[0].secrets = P.ContactSecrets(b"X" * 16, new_ana)
+    room = Room(NOW + 100)
+    a, b = ana.device(room.t), ben.device(room.t)
+    converge(room, a, b)
+    verify_all(room)
+    assert a.state_of(b.name) == R.DEVICE_CHANGED and a_secrets.state == P.DEGRADED
+    assert b.state_of(a.name) == R.VERIFIED
+    # A listener holding no secret: tag unchecked.
+    ben.contacts[0].secrets = P.ContactSecrets(b"X" * 16, None)
+    room = Room(NOW + 200)
+    a, b = ana.device(room.t), ben.device(room.t)
+    converge(room, a, b)
+    verify_all(room)
+    assert b.state_of(a.name) == R.TAG_UNCHECKED
+    assert R.device_tag(seed, ana.pid, a.roster, None) == R.device_tag(seed, ana.pid, a.roster,
+                                                                       b"")
+
+
+def test_rounds_come_back_and_nine_are_kept():
+    ana, ben = people("Ana", "Ben")
+    xs = [p.device() for p in people(*[f"X{i}" for i in range(1, 6)], seed=3,
+                                     contacts="none")]
+    for extra_round in (False, True):
+        room = Room()
+        a, b = ana.device(room.t), ben.device(room.t)
+        converge(room, a, b)
+        r1 = a.roster
+        code = a.confirm_roster(r1, room.t)
+        xs = [R.RollCall(CODE, [], x.pid, room.t) for x in xs]
+        slots = {}
+        for i, step in enumerate(("+1", "+2", "-1", "+3", "-2", "+4", "-3", "+5")):
+            k = int(step[1]) - 1
+            if step[0] == "+":
+                slots[k] = room.join(xs[k])
+            else:
+                room.leave(slots.pop(k))
+            room.run(2)
+        assert len({a.roster}) == 1 and a.roster != r1
+        if extra_round:
+            room.leave(slots.pop(3))  # {Ana, Ben, X5}: a ninth round since r1
+        else:
+            room.leave(slots.pop(4))  # {Ana, Ben, X4}: seen before
+        room.run(2)
+        for k in list(slots):
+            room.leave(slots.pop(k))
+        room.run(2)
+        assert a.roster == r1
+        assert a.confirmed is (not extra_round)
+        if not extra_round:
+            assert R.code_text(a.code) == code
+
+
+def test_expiry_and_times():
+    ana = people("Ana")[0]
+    d = ana.device()
+    d.joined(1, [], NOW)
+    refused("invalid_argument", d.tick, -1)
+    # "A time before 1970 or after 9999 is invalid_argument, checked first"
+    refused("invalid_argument", d.tick, R.TIME_END)
+    refused("invalid_argument", R.RollCall, CODE, [], b"p" * 32, R.TIME_END)
+    R.RollCall(CODE, [], b"p" * 32, R.TIME_END - 1)
+    d.tick(NOW + 600)
+    d.tick(NOW - 30)
+    refused("expired", d.tick, NOW + 601)
+    refused("expired", d.tick, NOW + 10)  # it ended: every later call is expired too
+    refused("invalid_argument", d.tick, -1)  # the time first
+    for call in (lambda: d.peer_joined(2, NOW), lambda: d.receive(d.hello, 2, NOW),
+                 lambda: d.summary(NOW), lambda: d.enter_heard(1, "ALFA 000", NOW)):
         refused("expired", call)
-    refused("invalid_argument", d_ben.hello, -1)
+    assert d.next_outgoing() is None  # and nothing more is sent
+    d = ana.device()
+    refused("expired", d.joined, 1, [], NOW - 31)
+    refused("expired", d.joined, 1, [], NOW)
+    refused("invalid_argument", R.RollCall, CODE, [], b"p" * 32, NOW, binding=b"x" * 15)
+    refused("invalid_argument", R.RollCall, "WEFHTGWZ", [], b"p" * 32, NOW)
+    assert R.RollCall("wefh-tgwy", [], b"p" * 32, NOW, binding=b"x" * 64).b == 1
 
 
-def test_device_secrets_of_a_pin_update():
-    """20.5 step 3: dtag(S) against the contact's current, pending and previous secrets, as
-    Online Verify does (11.3 with 10.3)."""
-    ana, ben = Person("Ana"), Person("Ben")
-    befriend(ana, ben)
-    a_c, b_c = ana.contacts[0].secrets, ben.contacts[0].secrets
-    # Ben (initiator) committed new secrets; Ana (responder) holds them pending, not
-    # committed (her DONE was lost).
-    a_new, b_new = os.urandom(16), os.urandom(16)
-    b_c.store_pending(b_new, a_new, committed=True)
-    a_c.store_pending(a_new, b_new, committed=False)
-    d_ana, d_ben = ana.device(), ben.device()
-    join(d_ana, d_ben)
-    d_ana.confirm(d_ana.roster, NOW)
-    say(d_ben, d_ana)
-    assert d_ana.hear(d_ben.hello_hash, R.code_text(d_ben.code), NOW) == R.VERIFIED
-    # Ben says his new secret; Ana heard her pending one: the update completes on her side.
-    assert a_c.pending is None and a_c.theirs == b_new and a_c.mine == a_new
-    # Ben hears Ana's old secret, which he still accepts as current.
-    say(d_ana, d_ben, confirm=False)
-    assert d_ben.hear(d_ana.hello_hash, R.code_text(d_ana.code), NOW) == R.VERIFIED
+# What the revised section 20 settles -----------------------------------------------------------
+
+def test_before_the_first_joined():
+    """20.2: "Before its first joined (20.6) a device has no slot and sends nothing, and no
+    slot is in its room: a HELLO is then refused by step 4, and a VIEW or SAID as coming from a
+    participant it does not hold or see"; the other checks keep their order."""
+    ana, ben = people("Ana", "Ben")
+    a, b = ana.device(), ben.device()
+    b.joined(2, [1], NOW)
+    b.receive(a.hello, 1, NOW)
+    view = [m for m in b.outgoing() if m[1] == R.VIEW_TYPE][-1]
+    d = ana.device()
+    d.peer_joined(2, NOW)  # changes nothing: no slot is in its room
+    d.tick(NOW + 1)
+    assert d.next_outgoing() is None and d.slot is None
+    refused("malformed_message", d.receive, b.hello[:-1], 2, NOW)
+    refused("authentication_failed", d.receive, b.hello[:-1] + b"\x00", 2, NOW)
+    refused("invalid_key", d.receive, d.hello, 2, NOW)
+    refused("invalid_state", d.receive, b.hello, 2, NOW, why="not in the room")
+    refused("invalid_state", d.receive, view, 2, NOW, why="not held")
+    refused("malformed_message", d.receive, b"\x02\x04", 2, NOW)
+    d.peer_left(2, NOW)
+    assert d.held() == {} and d.next_outgoing() is None
+    # After joined, slot 2 is in the room only if joined names it.
+    d.joined(1, [], NOW + 1)
+    refused("invalid_state", d.receive, b.hello, 2, NOW + 1, why="not in the room")
 
 
-def test_group_room_forwarding():
-    """15.9: the relay forwards u16(slot) || payload; a device sends its HELLO again on every
-    peer-joined."""
-    ana, ben = Person("Ana"), Person("Ben")
-    befriend(ana, ben)
-    d_ana, d_ben = ana.device(), ben.device()
-    hello = d_ana.peer_joined(NOW)
-    assert hello == d_ana.hello(NOW)
-    assert d_ben.receive_forwarded((1).to_bytes(2, "big") + hello, NOW) == "hello"
-    refused("malformed_message", d_ben.receive_forwarded,
-            (1).to_bytes(2, "big") + Person("x").device().hello(NOW), NOW)
-    refused("malformed_message", d_ben.receive_forwarded, b"\x00", NOW)
-    assert d_ben.state_of(d_ana.hello_hash) == R.NOT_YET
+def test_step_seven_counts_new_hellos_only():
+    """20.2 step 7: "a new HELLO when its VIEW would list more than 100 names with it (its own
+    included)"; a copy of one held, from another slot, is one more bringer."""
+    rng = random.Random(8)
+    me = Person("Me", rng).device()
+    me.joined(1, list(range(2, 120)), NOW)
+    hellos = []
+    for i in range(100):
+        seed = rng.randbytes(32)
+        body = R.hello_body(0, R.roll_call_public(seed), bytes(32),
+                            sorted(rng.randbytes(16) for _ in range(32)))
+        hellos.append(R.sign_body(seed, me.rcid, body))
+    for i, hello in enumerate(hellos[:99]):
+        me.receive(hello, i + 2, NOW)
+    _refused_unchanged("invalid_argument", me, hellos[99], 110)
+    assert me.receive(hellos[0], 111, NOW) == "hello repeat"
+    assert me.participant(R.name_of(R.parse_hello(hellos[0]).body)).bringers == {2, 111}
+
+
+def test_said_flag_and_due_view_follow_the_owner():
+    """20.3: bit 0 of flags "says that its owner confirmed 'I said it' in that round (its SAID
+    is made)"; 20.6 rule 5: confirming "I said it" makes the VIEW due."""
+    ana, ben, cai = people("Ana", "Ben", "Cai")
+    room = Room()
+    a, b = ana.device(), ben.device()
+    converge(room, a, b, seconds=0)  # no tick yet: the next re-send time is 3 seconds away
+    a.confirm_roster(a.roster, room.t)
+    a.peer_joined(9, room.t)  # queues the HELLO
+    a.receive(cai.device().hello, 9, room.t)  # a new HELLO listed: the VIEW (rule 4)
+    a.confirm_said(room.t)  # the SAID is queued after it
+    out = a.outgoing()
+    assert [m[1] for m in out] == [R.HELLO_TYPE, R.VIEW_TYPE, R.SAID_TYPE]
+    assert R.parse_view(out[1]).said  # made before the SAID went out
+    a.tick(room.t + 0.5)
+    assert a.outgoing() == []  # due, but less than 1 second after the last VIEW was made
+    a.tick(room.t + 1)
+    assert [m[1] for m in a.outgoing()] == [R.VIEW_TYPE]
+
+
+def test_a_view_queued_in_between_satisfies_a_due_one():
+    """20.6 rule 5: the due VIEW "is queued at the first tick at least 1 second after its
+    previous VIEW was made; a VIEW queued in between satisfies it".  A VIEW already waiting when
+    the roster changed was not queued in between."""
+    ana, ben, cai = people("Ana", "Ben", "Cai")
+    room = Room()
+    a, b, c = ana.device(), ben.device(), cai.device()
+    converge(room, a, b, c)
+    a.outgoing()
+    # Cai leaves: the list (rule 4) and the roster (rule 5) change at once; the VIEW of rule 4
+    # comes after the change and satisfies the due one.
+    a.peer_left(c.slot, room.t + 1)
+    assert [m[1] for m in a.outgoing()] == [R.VIEW_TYPE]
+    a.tick(room.t + 3)
+    assert a.outgoing() == []
+    # A VIEW waiting (a new HELLO listed) when Ben's VIEW stops listing Ana (a roster change):
+    # due, and queued at the tick.
+    dan = people("Dan", seed=5)[0].device()
+    a.peer_joined(7, room.t + 4)
+    a.receive(dan.hello, 7, room.t + 4)
+    seed_b = b._rk.private_bytes_raw()
+    a.receive(_view_of(seed_b, a.rcid, 100, b.slot, b.roster, [b.name]), b.slot, room.t + 4)
+    assert [m[1] for m in a.outgoing()] == [R.HELLO_TYPE, R.VIEW_TYPE]
+    a.tick(room.t + 5)
+    assert [m[1] for m in a.outgoing()] == [R.VIEW_TYPE]
+
+
+def test_resend_times_follow_rule_6():
+    """20.6 rule 6: a re-send happens at a tick when the device is unsettled and the time has
+    reached its next re-send time; the start, a roster change and "I said it" reset it to 3
+    seconds later, and a re-send sets it 4 seconds later (the first since the reset) or 8 (the
+    others).  A device settled when the time comes re-sends at the first tick it is
+    unsettled."""
+    ana, ben = people("Ana", "Ben")
+    room = Room()
+    a, b = ana.device(), ben.device()
+    converge(room, a, b, seconds=20)
+    changed = a.roster_changed_at
+    assert not a.unsettled() and room.t >= changed + 3
+    a.outgoing()
+    t = room.t + 0.5
+    a.peer_joined(9, t)  # a stranger's HELLO, never followed by a VIEW: unsettled
+    a.receive(people("Eve", seed=3)[0].device().hello, 9, t)
+    a.outgoing()
+    assert a.unsettled()
+    resent = []
+    for k in range(1, 30):
+        a.tick(t + k)
+        if [m[1] for m in a.outgoing()] == [R.HELLO_TYPE, R.VIEW_TYPE]:
+            resent.append(k)
+    assert resent == [1, 5, 13, 21, 29]
+    # "I said it" at t + 29.5 resets it: t + 32.5 (the tick of t + 33), then 4 and 8 later.
+    a.confirm_roster(a.roster, t + 29.5)
+    a.confirm_said(t + 29.5)
+    assert [m[1] for m in a.outgoing()] == [R.SAID_TYPE]
+    resent = []
+    for k in range(30, 46):
+        a.tick(t + k)
+        if R.SAID_TYPE in [m[1] for m in a.outgoing()]:
+            resent.append(k)
+    assert resent == [33, 37, 45]
+
+
+def test_a_rejoin_sends_what_waited():
+    """20.6: "What waits when a connection drops goes out on the next one"; rule 1 then sends
+    the HELLO and the VIEW (a message equal to one waiting is not queued again)."""
+    ana, ben = people("Ana", "Ben")
+    room = Room()
+    a, b = ana.device(), ben.device()
+    converge(room, a, b)
+    a.confirm_roster(a.roster, room.t)
+    a.confirm_said(room.t)  # the SAID waits: the connection dropped before it went out
+    a.peer_joined(5, room.t)  # and a HELLO
+    a.joined(7, [b.slot, 5], room.t)
+    out = a.outgoing()
+    assert [m[1] for m in out] == [R.SAID_TYPE, R.HELLO_TYPE, R.VIEW_TYPE]
+    assert R.parse_view(out[2]).slot == 7 and out[0] == a.own_said()
+
+
+def test_summary_counts_the_bound_differently():
+    """20.4: the owner is shown "the names of its contacts present, how many participants are
+    unknown, and how many are bound differently"."""
+    ana, ben, cai, dan = people("Ana", "Ben", "Cai", "Dan")
+    rng = random.Random(4)
+    x, y = rng.randbytes(32), rng.randbytes(32)
+    devices = [ana.device(binding=x), ben.device(binding=x), cai.device(binding=y),
+               dan.device()]
+    room = Room()
+    converge(room, *devices)
+    summary = devices[0].summary(room.t)
+    assert (summary.contacts_present, summary.unknown, summary.bound_differently,
+            summary.size) == (("Ben",), 0, 2, 4)
+    states = {r.name: r.state for r in devices[0].rows()}
+    assert sorted(states.values()) == sorted([R.NOT_YET, R.OTHER_CALL, R.BINDING_DIFFERS])

@@ -765,6 +765,42 @@ def test_qr_parser_rejects_every_flip_and_truncation():
 # source-v5.json (section 6)
 # --------------------------------------------------------------------------------------------
 
+
+def test_ed25519_verification_is_strict():
+    """Section 1: "Verification is cofactorless and strict, as libsodium's
+    crypto_sign_verify_detached: S must be below the group order, and the public key and R must
+    be canonical encodings of points not of small order."  The identity as public key, with R
+    the identity and S = 0, passes a cofactorless check for every message (S*B = R + h*A); it is
+    refused here, and so is a QR payload (5.2) signed so, as a signature that does not verify."""
+    identity = (1).to_bytes(32, "little")
+    forged = identity + bytes(32)
+    for message in (b"", b"any message", P.qr_signed_message(b"x" * 90)):
+        assert P._ed25519_verify_cofactorless(identity, forged, message)
+        assert not P.ed25519_verify(identity, forged, message)
+    # Every small-order point, whatever its sign bit or a non-canonical y, as key or as R.
+    seed = bytes([9]) * 32
+    pk, sig = P.ed25519_public(seed), P.ed25519_sign(seed, b"m")
+    assert P.ed25519_verify(pk, sig, b"m")
+    assert len(P.ED25519_SMALL_ORDER_Y) == 5 + 2  # 1, -1, 0, the two of order 8; 0 + p, 1 + p
+    for y in P.ED25519_SMALL_ORDER_Y:
+        for enc in (y.to_bytes(32, "little"), (y | 1 << 255).to_bytes(32, "little")):
+            assert P.ed25519_small_order(enc)
+            assert not P.ed25519_verify(enc, enc + bytes(32), b"m")
+            assert not P.ed25519_verify(pk, enc + sig[32:], b"m")
+    # S not below L; a public key whose y is not below p.
+    s_plus_l = (int.from_bytes(sig[32:], "little") + P.ristretto255.L).to_bytes(32, "little")
+    assert not P.ed25519_verify(pk, sig[:32] + s_plus_l, b"m")
+    assert not P.ed25519_point_canonical((P.ristretto255.P + 3).to_bytes(32, "little"))
+    # A QR payload in the identity key, its fingerprint field right, signed with the forgery.
+    _, bob_pk, bob_esk = _own_qr_pair()
+    body = P.qr_body(identity, P.x25519_public(bytes([3]) * 32), bytes([5]) * 16, b"Eve")
+    assert P._ed25519_verify_cofactorless(identity, forged, P.qr_signed_message(body))
+    with pytest.raises(P.ProtocolError) as err:
+        P.parse_qr_payload(body + forged, bob_pk, bob_esk)
+    assert P.result_code(err.value) == "authentication_failed"
+    assert "signature" in str(err.value)
+
+
 @needs_vectors
 def test_source_v5_imports():
     for case in _cases(load("source-v5.json"), "imports"):

@@ -665,38 +665,81 @@ static const char *fx_rendezvous_room(void) {
 
 /* ---- the roll call ----------------------------------------------------------------- */
 
-/* Alice's roll call (she knows Bob), its HELLO queued. */
+/* Alice's roll call (she knows Bob), joined alone in slot 1: its HELLO and
+ * VIEW queued. */
 static itsme_rollcall *fx_itsme_rollcall(void) {
     static itsme_rollcall *r;
     if (!r) {
         fx_alice_knows_bob();
-        CT_REQUIRE(itsme_rollcall_new(fx_itsme_store(), FX_MEETING_CODE, NULL, FX_NOW, &r));
+        CT_REQUIRE(itsme_rollcall_new(fx_itsme_store(), FX_MEETING_CODE, NULL, 0, NULL, FX_NOW, &r));
+        CT_REQUIRE(itsme_rollcall_joined(r, 1, NULL, 0, FX_NOW));
     }
     return ct_keep(r, ct_free_itsme_rollcall);
 }
 
-/* Bob's HELLO in the same roll call (he knows Alice). */
+/* A list of relay slots for itsme_rollcall_joined: slot 2, big-endian. */
+static const uint8_t *fx_rollcall_peers(void) {
+    static const uint8_t peers[ITSME_ROLLCALL_SLOT_BYTES] = {0, 2};
+    return peers;
+}
+
+/* Bob's roll call (he knows Alice), joined in slot 2 beside Alice's slot 1. */
+static itsme_rollcall *fx_bob_rollcall(void) {
+    static itsme_rollcall *r;
+    static const uint8_t alice_slot[ITSME_ROLLCALL_SLOT_BYTES] = {0, 1};
+    if (!r) {
+        fx_bob_knows_alice();
+        CT_REQUIRE(itsme_rollcall_new(fx_bob_store(), FX_MEETING_CODE, NULL, 0, NULL, FX_NOW, &r));
+        CT_REQUIRE(itsme_rollcall_joined(r, 2, alice_slot, 1, FX_NOW));
+    }
+    return ct_keep(r, ct_free_itsme_rollcall);
+}
+
+/* Bob's HELLO (the first message his roll call queued). */
 static struct fx_blob fx_rollcall_bob_hello(void) {
     static struct fx_blob b;
     static uint8_t hello[ITSME_ROLLCALL_MESSAGE_MAX];
     if (!b.bytes) {
-        itsme_rollcall *bob = NULL;
-        fx_bob_knows_alice();
-        CT_REQUIRE(itsme_rollcall_new(fx_bob_store(), FX_MEETING_CODE, NULL, FX_NOW, &bob));
-        CT_REQUIRE(itsme_rollcall_next_outgoing(bob, hello, sizeof hello, &b.len));
-        itsme_rollcall_free(bob);
+        CT_REQUIRE(itsme_rollcall_next_outgoing(fx_bob_rollcall(), hello, sizeof hello, &b.len));
+        if (b.len == 0) ct_fail("fixture: Bob's roll call queued no HELLO");
         b.bytes = hello;
     }
     return b;
 }
 
-/* Alice's roll call with Bob (slot 2) in it: a roster to confirm (one of
- * her alone is refused). */
+/* Moves every queued message of each roll call to the other (the relay's
+ * group room, slot `sa` and `sb`), until neither has one. */
+static void fx_rollcall_pump(itsme_rollcall *a, uint32_t sa, itsme_rollcall *b, uint32_t sb) {
+    static uint8_t m[ITSME_ROLLCALL_MESSAGE_MAX];
+    int moved = 1;
+    while (moved) {
+        moved = 0;
+        for (int side = 0; side < 2; side++) {
+            itsme_rollcall *from = side ? b : a, *to = side ? a : b;
+            uint32_t slot = side ? sb : sa;
+            size_t len = 0;
+            for (;;) {
+                CT_REQUIRE(itsme_rollcall_next_outgoing(from, m, sizeof m, &len));
+                if (len == 0) break;
+                CT_REQUIRE(itsme_rollcall_receive(to, m, len, slot, FX_NOW));
+                moved = 1;
+            }
+        }
+    }
+}
+
+/* Alice's roll call with Bob (slot 2) present: their HELLOs and VIEWs
+ * exchanged, a roster of two to confirm (one of her alone is refused). */
 static itsme_rollcall *fx_rollcall_with_bob(void) {
     static int done;
     if (!done) {
         struct fx_blob hello = fx_rollcall_bob_hello();
+        CT_REQUIRE(itsme_rollcall_peer_joined(fx_itsme_rollcall(), 2, FX_NOW));
         CT_REQUIRE(itsme_rollcall_receive(fx_itsme_rollcall(), hello.bytes, hello.len, 2, FX_NOW));
+        fx_rollcall_pump(fx_itsme_rollcall(), 1, fx_bob_rollcall(), 2);
+        size_t count = 0;
+        CT_REQUIRE(itsme_rollcall_head_count(fx_itsme_rollcall(), &count));
+        if (count != 2) ct_fail("fixture: Bob is not present in Alice's roll call (head count %zu)", count);
         done = 1;
     }
     return fx_itsme_rollcall();

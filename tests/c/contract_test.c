@@ -224,9 +224,13 @@
 #define CT_HAS_itsme_rollcall_status 1
 #define CT_HAS_itsme_rollcall_room 1
 #define CT_HAS_itsme_rollcall_next_outgoing 1
+#define CT_HAS_itsme_rollcall_joined 1
 #define CT_HAS_itsme_rollcall_receive 1
 #define CT_HAS_itsme_rollcall_peer_joined 1
 #define CT_HAS_itsme_rollcall_peer_left 1
+#define CT_HAS_itsme_rollcall_tick 1
+#define CT_HAS_itsme_rollcall_head_count 1
+#define CT_HAS_itsme_rollcall_split 1
 #define CT_HAS_itsme_rollcall_roster 1
 #define CT_HAS_itsme_rollcall_confirm_roster 1
 #define CT_HAS_itsme_rollcall_code 1
@@ -285,6 +289,8 @@
 #define CT_HAS_itsme_approval_lifetime_max 1
 #define CT_HAS_itsme_rollcall_message_max 1
 #define CT_HAS_itsme_rollcall_roster_bytes 1
+#define CT_HAS_itsme_rollcall_binding_min 1
+#define CT_HAS_itsme_rollcall_binding_max 1
 #ifdef ITSME_CONTRACT_TESTING
 #define CT_HAS_itsme_random_new_deterministic 1
 #endif
@@ -1292,6 +1298,8 @@ struct args_itsme_meeting_code_new {
 struct args_itsme_rollcall_new {
     itsme_store * store;
     const char * meeting_code;
+    const uint8_t * binding;
+    size_t binding_len;
     itsme_random * rng;
     int64_t now;
 };
@@ -1312,6 +1320,14 @@ struct args_itsme_rollcall_next_outgoing {
     itsme_rollcall * rollcall;
 };
 #define FIXTURE_itsme_rollcall_next_outgoing(...) static void fixture_itsme_rollcall_next_outgoing(struct args_itsme_rollcall_next_outgoing *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_rollcall_joined {
+    itsme_rollcall * rollcall;
+    uint32_t slot;
+    const uint8_t * peers;
+    size_t peer_count;
+    int64_t now;
+};
+#define FIXTURE_itsme_rollcall_joined(...) static void fixture_itsme_rollcall_joined(struct args_itsme_rollcall_joined *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_rollcall_receive {
     itsme_rollcall * rollcall;
     const uint8_t * bytes;
@@ -1323,13 +1339,28 @@ struct args_itsme_rollcall_receive {
 struct args_itsme_rollcall_peer_joined {
     itsme_rollcall * rollcall;
     uint32_t slot;
+    int64_t now;
 };
 #define FIXTURE_itsme_rollcall_peer_joined(...) static void fixture_itsme_rollcall_peer_joined(struct args_itsme_rollcall_peer_joined *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_rollcall_peer_left {
     itsme_rollcall * rollcall;
     uint32_t slot;
+    int64_t now;
 };
 #define FIXTURE_itsme_rollcall_peer_left(...) static void fixture_itsme_rollcall_peer_left(struct args_itsme_rollcall_peer_left *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_rollcall_tick {
+    itsme_rollcall * rollcall;
+    int64_t now;
+};
+#define FIXTURE_itsme_rollcall_tick(...) static void fixture_itsme_rollcall_tick(struct args_itsme_rollcall_tick *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_rollcall_head_count {
+    const itsme_rollcall * rollcall;
+};
+#define FIXTURE_itsme_rollcall_head_count(...) static void fixture_itsme_rollcall_head_count(struct args_itsme_rollcall_head_count *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_rollcall_split {
+    const itsme_rollcall * rollcall;
+};
+#define FIXTURE_itsme_rollcall_split(...) static void fixture_itsme_rollcall_split(struct args_itsme_rollcall_split *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_rollcall_roster {
     const itsme_rollcall * rollcall;
 };
@@ -7298,6 +7329,8 @@ static void setup_itsme_rollcall_new(void *p, int live) {
     (void)a;
     a->store = live ? fx_itsme_store() : NULL;
     a->meeting_code = FX_TEXT;
+    a->binding = fx_bytes;
+    a->binding_len = 32;
     a->rng = live ? fx_itsme_random() : NULL;
     a->now = FX_NOW;
     if (live) fixture_itsme_rollcall_new(a);
@@ -7308,8 +7341,9 @@ static int mutate_itsme_rollcall_new(void *p, const struct ct_check *c) {
     switch (c->param) {
     case 0: if (c->kind == CT_NULL) a->store = NULL; return 0;
     case 1: ct_mutate_text(c, &a->meeting_code); return 0;
-    case 2: if (c->kind == CT_NULL) a->rng = NULL; return 0;
-    case 3: ct_mutate_time(c, &a->now); return 0;
+    case 2: if (c->kind == CT_NULL) a->binding = NULL; return a->binding_len == 0;
+    case 4: if (c->kind == CT_NULL) a->rng = NULL; return 0;
+    case 5: ct_mutate_time(c, &a->now); return 0;
     default: return 0;
     }
 }
@@ -7317,16 +7351,18 @@ static itsme_result invoke_itsme_rollcall_new(void *p, struct ct_outs *o) {
     struct args_itsme_rollcall_new *a = p;
     (void)a;
     (void)o;
-    return itsme_rollcall_new(a->store, a->meeting_code, a->rng, a->now, (itsme_rollcall **)o->ptr[4]);
+    return itsme_rollcall_new(a->store, a->meeting_code, a->binding, a->binding_len, a->rng, a->now, (itsme_rollcall **)o->ptr[6]);
 }
 static const struct ct_param params_itsme_rollcall_new[] = {
     {"store", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"meeting_code", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"binding", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"binding_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"rng", CT_R_HANDLE, 0, -1, -1, 0, NULL, 1, ITSME_E_INVALID_ARGUMENT},
     {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"out", CT_R_OUT_HANDLE, sizeof(void *), -1, -1, 0, ct_release_itsme_rollcall, 0, ITSME_E_INVALID_ARGUMENT},
 };
-static const struct ct_function function_itsme_rollcall_new = {"itsme_rollcall_new", 1, sizeof(struct args_itsme_rollcall_new), params_itsme_rollcall_new, 5, setup_itsme_rollcall_new, mutate_itsme_rollcall_new, invoke_itsme_rollcall_new};
+static const struct ct_function function_itsme_rollcall_new = {"itsme_rollcall_new", 1, sizeof(struct args_itsme_rollcall_new), params_itsme_rollcall_new, 7, setup_itsme_rollcall_new, mutate_itsme_rollcall_new, invoke_itsme_rollcall_new};
 static void run_itsme_rollcall_new(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_new, c); }
 
 /* itsme_rollcall_last_error */
@@ -7447,6 +7483,43 @@ static const struct ct_param params_itsme_rollcall_next_outgoing[] = {
 static const struct ct_function function_itsme_rollcall_next_outgoing = {"itsme_rollcall_next_outgoing", 1, sizeof(struct args_itsme_rollcall_next_outgoing), params_itsme_rollcall_next_outgoing, 4, setup_itsme_rollcall_next_outgoing, mutate_itsme_rollcall_next_outgoing, invoke_itsme_rollcall_next_outgoing};
 static void run_itsme_rollcall_next_outgoing(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_next_outgoing, c); }
 
+/* itsme_rollcall_joined */
+static void setup_itsme_rollcall_joined(void *p, int live) {
+    struct args_itsme_rollcall_joined *a = p;
+    (void)a;
+    a->rollcall = live ? fx_itsme_rollcall() : NULL;
+    a->slot = 0;
+    a->peers = fx_bytes;
+    a->peer_count = 1;
+    a->now = FX_NOW;
+    if (live) fixture_itsme_rollcall_joined(a);
+}
+static int mutate_itsme_rollcall_joined(void *p, const struct ct_check *c) {
+    struct args_itsme_rollcall_joined *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rollcall = NULL; return 0;
+    case 2: if (c->kind == CT_NULL) a->peers = NULL; return a->peer_count == 0;
+    case 4: ct_mutate_time(c, &a->now); return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_rollcall_joined(void *p, struct ct_outs *o) {
+    struct args_itsme_rollcall_joined *a = p;
+    (void)a;
+    (void)o;
+    return itsme_rollcall_joined(a->rollcall, a->slot, a->peers, a->peer_count, a->now);
+}
+static const struct ct_param params_itsme_rollcall_joined[] = {
+    {"rollcall", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"slot", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"peers", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"peer_count", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_rollcall_joined = {"itsme_rollcall_joined", 1, sizeof(struct args_itsme_rollcall_joined), params_itsme_rollcall_joined, 5, setup_itsme_rollcall_joined, mutate_itsme_rollcall_joined, invoke_itsme_rollcall_joined};
+static void run_itsme_rollcall_joined(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_joined, c); }
+
 /* itsme_rollcall_receive */
 static void setup_itsme_rollcall_receive(void *p, int live) {
     struct args_itsme_rollcall_receive *a = p;
@@ -7490,6 +7563,7 @@ static void setup_itsme_rollcall_peer_joined(void *p, int live) {
     (void)a;
     a->rollcall = live ? fx_itsme_rollcall() : NULL;
     a->slot = 0;
+    a->now = FX_NOW;
     if (live) fixture_itsme_rollcall_peer_joined(a);
 }
 static int mutate_itsme_rollcall_peer_joined(void *p, const struct ct_check *c) {
@@ -7497,6 +7571,7 @@ static int mutate_itsme_rollcall_peer_joined(void *p, const struct ct_check *c) 
     (void)a;
     switch (c->param) {
     case 0: if (c->kind == CT_NULL) a->rollcall = NULL; return 0;
+    case 2: ct_mutate_time(c, &a->now); return 0;
     default: return 0;
     }
 }
@@ -7504,13 +7579,14 @@ static itsme_result invoke_itsme_rollcall_peer_joined(void *p, struct ct_outs *o
     struct args_itsme_rollcall_peer_joined *a = p;
     (void)a;
     (void)o;
-    return itsme_rollcall_peer_joined(a->rollcall, a->slot);
+    return itsme_rollcall_peer_joined(a->rollcall, a->slot, a->now);
 }
 static const struct ct_param params_itsme_rollcall_peer_joined[] = {
     {"rollcall", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"slot", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
 };
-static const struct ct_function function_itsme_rollcall_peer_joined = {"itsme_rollcall_peer_joined", 1, sizeof(struct args_itsme_rollcall_peer_joined), params_itsme_rollcall_peer_joined, 2, setup_itsme_rollcall_peer_joined, mutate_itsme_rollcall_peer_joined, invoke_itsme_rollcall_peer_joined};
+static const struct ct_function function_itsme_rollcall_peer_joined = {"itsme_rollcall_peer_joined", 1, sizeof(struct args_itsme_rollcall_peer_joined), params_itsme_rollcall_peer_joined, 3, setup_itsme_rollcall_peer_joined, mutate_itsme_rollcall_peer_joined, invoke_itsme_rollcall_peer_joined};
 static void run_itsme_rollcall_peer_joined(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_peer_joined, c); }
 
 /* itsme_rollcall_peer_left */
@@ -7519,6 +7595,7 @@ static void setup_itsme_rollcall_peer_left(void *p, int live) {
     (void)a;
     a->rollcall = live ? fx_itsme_rollcall() : NULL;
     a->slot = 0;
+    a->now = FX_NOW;
     if (live) fixture_itsme_rollcall_peer_left(a);
 }
 static int mutate_itsme_rollcall_peer_left(void *p, const struct ct_check *c) {
@@ -7526,6 +7603,7 @@ static int mutate_itsme_rollcall_peer_left(void *p, const struct ct_check *c) {
     (void)a;
     switch (c->param) {
     case 0: if (c->kind == CT_NULL) a->rollcall = NULL; return 0;
+    case 2: ct_mutate_time(c, &a->now); return 0;
     default: return 0;
     }
 }
@@ -7533,14 +7611,101 @@ static itsme_result invoke_itsme_rollcall_peer_left(void *p, struct ct_outs *o) 
     struct args_itsme_rollcall_peer_left *a = p;
     (void)a;
     (void)o;
-    return itsme_rollcall_peer_left(a->rollcall, a->slot);
+    return itsme_rollcall_peer_left(a->rollcall, a->slot, a->now);
 }
 static const struct ct_param params_itsme_rollcall_peer_left[] = {
     {"rollcall", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"slot", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
 };
-static const struct ct_function function_itsme_rollcall_peer_left = {"itsme_rollcall_peer_left", 1, sizeof(struct args_itsme_rollcall_peer_left), params_itsme_rollcall_peer_left, 2, setup_itsme_rollcall_peer_left, mutate_itsme_rollcall_peer_left, invoke_itsme_rollcall_peer_left};
+static const struct ct_function function_itsme_rollcall_peer_left = {"itsme_rollcall_peer_left", 1, sizeof(struct args_itsme_rollcall_peer_left), params_itsme_rollcall_peer_left, 3, setup_itsme_rollcall_peer_left, mutate_itsme_rollcall_peer_left, invoke_itsme_rollcall_peer_left};
 static void run_itsme_rollcall_peer_left(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_peer_left, c); }
+
+/* itsme_rollcall_tick */
+static void setup_itsme_rollcall_tick(void *p, int live) {
+    struct args_itsme_rollcall_tick *a = p;
+    (void)a;
+    a->rollcall = live ? fx_itsme_rollcall() : NULL;
+    a->now = FX_NOW;
+    if (live) fixture_itsme_rollcall_tick(a);
+}
+static int mutate_itsme_rollcall_tick(void *p, const struct ct_check *c) {
+    struct args_itsme_rollcall_tick *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rollcall = NULL; return 0;
+    case 1: ct_mutate_time(c, &a->now); return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_rollcall_tick(void *p, struct ct_outs *o) {
+    struct args_itsme_rollcall_tick *a = p;
+    (void)a;
+    (void)o;
+    return itsme_rollcall_tick(a->rollcall, a->now);
+}
+static const struct ct_param params_itsme_rollcall_tick[] = {
+    {"rollcall", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_rollcall_tick = {"itsme_rollcall_tick", 1, sizeof(struct args_itsme_rollcall_tick), params_itsme_rollcall_tick, 2, setup_itsme_rollcall_tick, mutate_itsme_rollcall_tick, invoke_itsme_rollcall_tick};
+static void run_itsme_rollcall_tick(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_tick, c); }
+
+/* itsme_rollcall_head_count */
+static void setup_itsme_rollcall_head_count(void *p, int live) {
+    struct args_itsme_rollcall_head_count *a = p;
+    (void)a;
+    a->rollcall = live ? fx_itsme_rollcall() : NULL;
+    if (live) fixture_itsme_rollcall_head_count(a);
+}
+static int mutate_itsme_rollcall_head_count(void *p, const struct ct_check *c) {
+    struct args_itsme_rollcall_head_count *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rollcall = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_rollcall_head_count(void *p, struct ct_outs *o) {
+    struct args_itsme_rollcall_head_count *a = p;
+    (void)a;
+    (void)o;
+    return itsme_rollcall_head_count(a->rollcall, (size_t *)o->ptr[1]);
+}
+static const struct ct_param params_itsme_rollcall_head_count[] = {
+    {"rollcall", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_count", CT_R_OUT_VALUE, sizeof(size_t), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_rollcall_head_count = {"itsme_rollcall_head_count", 1, sizeof(struct args_itsme_rollcall_head_count), params_itsme_rollcall_head_count, 2, setup_itsme_rollcall_head_count, mutate_itsme_rollcall_head_count, invoke_itsme_rollcall_head_count};
+static void run_itsme_rollcall_head_count(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_head_count, c); }
+
+/* itsme_rollcall_split */
+static void setup_itsme_rollcall_split(void *p, int live) {
+    struct args_itsme_rollcall_split *a = p;
+    (void)a;
+    a->rollcall = live ? fx_itsme_rollcall() : NULL;
+    if (live) fixture_itsme_rollcall_split(a);
+}
+static int mutate_itsme_rollcall_split(void *p, const struct ct_check *c) {
+    struct args_itsme_rollcall_split *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rollcall = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_rollcall_split(void *p, struct ct_outs *o) {
+    struct args_itsme_rollcall_split *a = p;
+    (void)a;
+    (void)o;
+    return itsme_rollcall_split(a->rollcall, (_Bool *)o->ptr[1]);
+}
+static const struct ct_param params_itsme_rollcall_split[] = {
+    {"rollcall", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_split", CT_R_OUT_VALUE, sizeof(bool), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_rollcall_split = {"itsme_rollcall_split", 1, sizeof(struct args_itsme_rollcall_split), params_itsme_rollcall_split, 2, setup_itsme_rollcall_split, mutate_itsme_rollcall_split, invoke_itsme_rollcall_split};
+static void run_itsme_rollcall_split(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_split, c); }
 
 /* itsme_rollcall_roster */
 static void setup_itsme_rollcall_roster(void *p, int live) {
@@ -9094,6 +9259,20 @@ static void run_itsme_rollcall_roster_bytes(const struct ct_check *c) {
         ct_fail("returns %llu, ITSME_ROLLCALL_ROSTER_BYTES is %llu", (unsigned long long)itsme_rollcall_roster_bytes(), (unsigned long long)ITSME_ROLLCALL_ROSTER_BYTES);
 }
 
+/* itsme_rollcall_binding_min */
+static void run_itsme_rollcall_binding_min(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_rollcall_binding_min() != (unsigned long long)ITSME_ROLLCALL_BINDING_MIN)
+        ct_fail("returns %llu, ITSME_ROLLCALL_BINDING_MIN is %llu", (unsigned long long)itsme_rollcall_binding_min(), (unsigned long long)ITSME_ROLLCALL_BINDING_MIN);
+}
+
+/* itsme_rollcall_binding_max */
+static void run_itsme_rollcall_binding_max(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_rollcall_binding_max() != (unsigned long long)ITSME_ROLLCALL_BINDING_MAX)
+        ct_fail("returns %llu, ITSME_ROLLCALL_BINDING_MAX is %llu", (unsigned long long)itsme_rollcall_binding_max(), (unsigned long long)ITSME_ROLLCALL_BINDING_MAX);
+}
+
 static const struct ct_entry ct_entries[] = {
     {"itsme_init", "itsme_init: succeeds again once initialised", run_itsme_init, {CT_SUCCESS, -1}},
     {"itsme_last_error", "itsme_last_error: buf NULL", run_itsme_last_error, {CT_NULL, 0}},
@@ -10239,12 +10418,13 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_rollcall_new", "itsme_rollcall_new: before itsme_init", run_itsme_rollcall_new, {CT_BEFORE_INIT, -1}},
     {"itsme_rollcall_new", "itsme_rollcall_new: store NULL", run_itsme_rollcall_new, {CT_NULL, 0}},
     {"itsme_rollcall_new", "itsme_rollcall_new: meeting_code NULL", run_itsme_rollcall_new, {CT_NULL, 1}},
-    {"itsme_rollcall_new", "itsme_rollcall_new: rng NULL", run_itsme_rollcall_new, {CT_NULL, 2}},
-    {"itsme_rollcall_new", "itsme_rollcall_new: out NULL", run_itsme_rollcall_new, {CT_NULL, 4}},
+    {"itsme_rollcall_new", "itsme_rollcall_new: binding NULL", run_itsme_rollcall_new, {CT_NULL, 2}},
+    {"itsme_rollcall_new", "itsme_rollcall_new: rng NULL", run_itsme_rollcall_new, {CT_NULL, 4}},
+    {"itsme_rollcall_new", "itsme_rollcall_new: out NULL", run_itsme_rollcall_new, {CT_NULL, 6}},
     {"itsme_rollcall_new", "itsme_rollcall_new: meeting_code not UTF-8", run_itsme_rollcall_new, {CT_BAD_UTF8, 1}},
     {"itsme_rollcall_new", "itsme_rollcall_new: meeting_code longer than ITSME_TEXT_MAX", run_itsme_rollcall_new, {CT_LONG_TEXT, 1}},
-    {"itsme_rollcall_new", "itsme_rollcall_new: now below 0", run_itsme_rollcall_new, {CT_TIME_NEGATIVE, 3}},
-    {"itsme_rollcall_new", "itsme_rollcall_new: now after 9999", run_itsme_rollcall_new, {CT_TIME_AFTER_9999, 3}},
+    {"itsme_rollcall_new", "itsme_rollcall_new: now below 0", run_itsme_rollcall_new, {CT_TIME_NEGATIVE, 5}},
+    {"itsme_rollcall_new", "itsme_rollcall_new: now after 9999", run_itsme_rollcall_new, {CT_TIME_AFTER_9999, 5}},
     {"itsme_rollcall_new", "itsme_rollcall_new: success", run_itsme_rollcall_new, {CT_SUCCESS, -1}},
     {"itsme_rollcall_last_error", "itsme_rollcall_last_error: rollcall NULL", run_itsme_rollcall_last_error, {CT_NULL, 0}},
     {"itsme_rollcall_last_error", "itsme_rollcall_last_error: buf NULL", run_itsme_rollcall_last_error, {CT_NULL, 1}},
@@ -10270,6 +10450,12 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_rollcall_next_outgoing", "itsme_rollcall_next_outgoing: out size query", run_itsme_rollcall_next_outgoing, {CT_SIZE_QUERY, 1}},
     {"itsme_rollcall_next_outgoing", "itsme_rollcall_next_outgoing: out cap - 1", run_itsme_rollcall_next_outgoing, {CT_SHORT, 1}},
     {"itsme_rollcall_next_outgoing", "itsme_rollcall_next_outgoing: success with the exact cap", run_itsme_rollcall_next_outgoing, {CT_SUCCESS, -1}},
+    {"itsme_rollcall_joined", "itsme_rollcall_joined: before itsme_init", run_itsme_rollcall_joined, {CT_BEFORE_INIT, -1}},
+    {"itsme_rollcall_joined", "itsme_rollcall_joined: rollcall NULL", run_itsme_rollcall_joined, {CT_NULL, 0}},
+    {"itsme_rollcall_joined", "itsme_rollcall_joined: peers NULL", run_itsme_rollcall_joined, {CT_NULL, 2}},
+    {"itsme_rollcall_joined", "itsme_rollcall_joined: now below 0", run_itsme_rollcall_joined, {CT_TIME_NEGATIVE, 4}},
+    {"itsme_rollcall_joined", "itsme_rollcall_joined: now after 9999", run_itsme_rollcall_joined, {CT_TIME_AFTER_9999, 4}},
+    {"itsme_rollcall_joined", "itsme_rollcall_joined: success", run_itsme_rollcall_joined, {CT_SUCCESS, -1}},
     {"itsme_rollcall_receive", "itsme_rollcall_receive: before itsme_init", run_itsme_rollcall_receive, {CT_BEFORE_INIT, -1}},
     {"itsme_rollcall_receive", "itsme_rollcall_receive: rollcall NULL", run_itsme_rollcall_receive, {CT_NULL, 0}},
     {"itsme_rollcall_receive", "itsme_rollcall_receive: bytes NULL", run_itsme_rollcall_receive, {CT_NULL, 1}},
@@ -10278,10 +10464,27 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_rollcall_receive", "itsme_rollcall_receive: success", run_itsme_rollcall_receive, {CT_SUCCESS, -1}},
     {"itsme_rollcall_peer_joined", "itsme_rollcall_peer_joined: before itsme_init", run_itsme_rollcall_peer_joined, {CT_BEFORE_INIT, -1}},
     {"itsme_rollcall_peer_joined", "itsme_rollcall_peer_joined: rollcall NULL", run_itsme_rollcall_peer_joined, {CT_NULL, 0}},
+    {"itsme_rollcall_peer_joined", "itsme_rollcall_peer_joined: now below 0", run_itsme_rollcall_peer_joined, {CT_TIME_NEGATIVE, 2}},
+    {"itsme_rollcall_peer_joined", "itsme_rollcall_peer_joined: now after 9999", run_itsme_rollcall_peer_joined, {CT_TIME_AFTER_9999, 2}},
     {"itsme_rollcall_peer_joined", "itsme_rollcall_peer_joined: success", run_itsme_rollcall_peer_joined, {CT_SUCCESS, -1}},
     {"itsme_rollcall_peer_left", "itsme_rollcall_peer_left: before itsme_init", run_itsme_rollcall_peer_left, {CT_BEFORE_INIT, -1}},
     {"itsme_rollcall_peer_left", "itsme_rollcall_peer_left: rollcall NULL", run_itsme_rollcall_peer_left, {CT_NULL, 0}},
+    {"itsme_rollcall_peer_left", "itsme_rollcall_peer_left: now below 0", run_itsme_rollcall_peer_left, {CT_TIME_NEGATIVE, 2}},
+    {"itsme_rollcall_peer_left", "itsme_rollcall_peer_left: now after 9999", run_itsme_rollcall_peer_left, {CT_TIME_AFTER_9999, 2}},
     {"itsme_rollcall_peer_left", "itsme_rollcall_peer_left: success", run_itsme_rollcall_peer_left, {CT_SUCCESS, -1}},
+    {"itsme_rollcall_tick", "itsme_rollcall_tick: before itsme_init", run_itsme_rollcall_tick, {CT_BEFORE_INIT, -1}},
+    {"itsme_rollcall_tick", "itsme_rollcall_tick: rollcall NULL", run_itsme_rollcall_tick, {CT_NULL, 0}},
+    {"itsme_rollcall_tick", "itsme_rollcall_tick: now below 0", run_itsme_rollcall_tick, {CT_TIME_NEGATIVE, 1}},
+    {"itsme_rollcall_tick", "itsme_rollcall_tick: now after 9999", run_itsme_rollcall_tick, {CT_TIME_AFTER_9999, 1}},
+    {"itsme_rollcall_tick", "itsme_rollcall_tick: success", run_itsme_rollcall_tick, {CT_SUCCESS, -1}},
+    {"itsme_rollcall_head_count", "itsme_rollcall_head_count: before itsme_init", run_itsme_rollcall_head_count, {CT_BEFORE_INIT, -1}},
+    {"itsme_rollcall_head_count", "itsme_rollcall_head_count: rollcall NULL", run_itsme_rollcall_head_count, {CT_NULL, 0}},
+    {"itsme_rollcall_head_count", "itsme_rollcall_head_count: out_count NULL", run_itsme_rollcall_head_count, {CT_NULL, 1}},
+    {"itsme_rollcall_head_count", "itsme_rollcall_head_count: success", run_itsme_rollcall_head_count, {CT_SUCCESS, -1}},
+    {"itsme_rollcall_split", "itsme_rollcall_split: before itsme_init", run_itsme_rollcall_split, {CT_BEFORE_INIT, -1}},
+    {"itsme_rollcall_split", "itsme_rollcall_split: rollcall NULL", run_itsme_rollcall_split, {CT_NULL, 0}},
+    {"itsme_rollcall_split", "itsme_rollcall_split: out_split NULL", run_itsme_rollcall_split, {CT_NULL, 1}},
+    {"itsme_rollcall_split", "itsme_rollcall_split: success", run_itsme_rollcall_split, {CT_SUCCESS, -1}},
     {"itsme_rollcall_roster", "itsme_rollcall_roster: before itsme_init", run_itsme_rollcall_roster, {CT_BEFORE_INIT, -1}},
     {"itsme_rollcall_roster", "itsme_rollcall_roster: rollcall NULL", run_itsme_rollcall_roster, {CT_NULL, 0}},
     {"itsme_rollcall_roster", "itsme_rollcall_roster: out NULL", run_itsme_rollcall_roster, {CT_NULL, 1}},
@@ -10846,6 +11049,8 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_approval_lifetime_max", "itsme_approval_lifetime_max: returns ITSME_APPROVAL_LIFETIME_MAX", run_itsme_approval_lifetime_max, {CT_CONSTANT, -1}},
     {"itsme_rollcall_message_max", "itsme_rollcall_message_max: returns ITSME_ROLLCALL_MESSAGE_MAX", run_itsme_rollcall_message_max, {CT_CONSTANT, -1}},
     {"itsme_rollcall_roster_bytes", "itsme_rollcall_roster_bytes: returns ITSME_ROLLCALL_ROSTER_BYTES", run_itsme_rollcall_roster_bytes, {CT_CONSTANT, -1}},
+    {"itsme_rollcall_binding_min", "itsme_rollcall_binding_min: returns ITSME_ROLLCALL_BINDING_MIN", run_itsme_rollcall_binding_min, {CT_CONSTANT, -1}},
+    {"itsme_rollcall_binding_max", "itsme_rollcall_binding_max: returns ITSME_ROLLCALL_BINDING_MAX", run_itsme_rollcall_binding_max, {CT_CONSTANT, -1}},
 };
 
 static const char *const ct_declared[] = {
@@ -11056,9 +11261,13 @@ static const char *const ct_declared[] = {
     "itsme_rollcall_status",
     "itsme_rollcall_room",
     "itsme_rollcall_next_outgoing",
+    "itsme_rollcall_joined",
     "itsme_rollcall_receive",
     "itsme_rollcall_peer_joined",
     "itsme_rollcall_peer_left",
+    "itsme_rollcall_tick",
+    "itsme_rollcall_head_count",
+    "itsme_rollcall_split",
     "itsme_rollcall_roster",
     "itsme_rollcall_confirm_roster",
     "itsme_rollcall_code",
@@ -11117,6 +11326,8 @@ static const char *const ct_declared[] = {
     "itsme_approval_lifetime_max",
     "itsme_rollcall_message_max",
     "itsme_rollcall_roster_bytes",
+    "itsme_rollcall_binding_min",
+    "itsme_rollcall_binding_max",
 #ifdef ITSME_CONTRACT_TESTING
     "itsme_random_new_deterministic",
 #endif

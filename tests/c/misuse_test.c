@@ -811,18 +811,86 @@ static void exchanges(void) {
 
 /* ---- the roll call (docs/PROTOCOL.md 20) ---------------------------------------- */
 
-/* The next message of `from` (slot from_slot), fed to each other roll call
- * of `all`; 1 if there was one. */
-static int rc_deliver(itsme_rollcall *from, uint32_t from_slot, itsme_rollcall **all, int n, int64_t now,
-                      uint8_t *kept, size_t *kept_len) {
+/* The relay's group room (15.9): slots given in order from 1 (a device that
+ * reconnects gets a new one), the events joined, peer-joined and peer-left,
+ * and every message forwarded in order to every other device with its
+ * sender's slot.  The last message of each kind each slot sent is kept. */
+enum { RC_MAX = 8 };
+struct rc_room {
+    itsme_rollcall *call[RC_MAX];
+    uint32_t slot[RC_MAX];
+    int n;
+    uint32_t next_slot;
+    uint8_t last[RC_MAX + 1][4][ITSME_ROLLCALL_MESSAGE_MAX]; /* by slot, by type */
+    size_t last_len[RC_MAX + 1][4];
+    int refused;
+};
+
+static uint32_t rc_join(struct rc_room *room, itsme_rollcall *rc, int64_t now);
+
+static void rc_pump(struct rc_room *room, int64_t now) {
     static uint8_t m[ITSME_ROLLCALL_MESSAGE_MAX];
-    size_t len = 0;
-    if (itsme_rollcall_next_outgoing(from, m, sizeof m, &len) != ITSME_OK) { failed++; return 0; }
-    if (len == 0) return 0;
-    if (kept) { memcpy(kept, m, len); *kept_len = len; }
-    for (int i = 0; i < n; i++)
-        if (all[i] != from) EXPECT("rollcall deliver", itsme_rollcall_receive(all[i], m, len, from_slot, now), ITSME_OK);
-    return 1;
+    int moved = 1;
+    while (moved) {
+        moved = 0;
+        for (int i = 0; i < room->n; i++) {
+            for (;;) {
+                size_t len = 0;
+                if (itsme_rollcall_next_outgoing(room->call[i], m, sizeof m, &len) != ITSME_OK) { failed++; return; }
+                if (len == 0) break;
+                moved = 1;
+                uint32_t s = room->slot[i];
+                if (s <= RC_MAX && len >= 2 && m[1] >= 1 && m[1] <= 3) {
+                    memcpy(room->last[s][m[1]], m, len);
+                    room->last_len[s][m[1]] = len;
+                }
+                for (int j = 0; j < room->n; j++) {
+                    if (j == i) continue;
+                    itsme_result r = itsme_rollcall_receive(room->call[j], m, len, s, now);
+                    if (r != ITSME_OK) {
+                        room->refused++;
+                        fprintf(stderr, "FAIL rollcall room: slot %u refused a message of type %d of slot %u: %d\n",
+                                room->slot[j], m[1], s, (int)r);
+                    }
+                }
+            }
+        }
+    }
+}
+
+static uint32_t rc_join(struct rc_room *room, itsme_rollcall *rc, int64_t now) {
+    uint32_t s = ++room->next_slot;
+    uint8_t peers[2 * RC_MAX];
+    for (int i = 0; i < room->n; i++) {
+        EXPECT("rollcall peer joined", itsme_rollcall_peer_joined(room->call[i], s, now), ITSME_OK);
+        peers[2 * i] = (uint8_t)(room->slot[i] >> 8);
+        peers[2 * i + 1] = (uint8_t)room->slot[i];
+    }
+    EXPECT("rollcall joined", itsme_rollcall_joined(rc, s, room->n ? peers : NULL, (size_t)room->n, now), ITSME_OK);
+    room->call[room->n] = rc;
+    room->slot[room->n] = s;
+    room->n++;
+    rc_pump(room, now);
+    return s;
+}
+
+static void rc_leave(struct rc_room *room, itsme_rollcall *rc, int64_t now) {
+    int k = 0;
+    while (k < room->n && room->call[k] != rc) k++;
+    if (k == room->n) { failed++; return; }
+    uint32_t s = room->slot[k];
+    for (int i = k; i + 1 < room->n; i++) {
+        room->call[i] = room->call[i + 1];
+        room->slot[i] = room->slot[i + 1];
+    }
+    room->n--;
+    for (int i = 0; i < room->n; i++) EXPECT("rollcall peer left", itsme_rollcall_peer_left(room->call[i], s, now), ITSME_OK);
+    rc_pump(room, now);
+}
+
+static void rc_tick(struct rc_room *room, int64_t now) {
+    for (int i = 0; i < room->n; i++) EXPECT("rollcall tick", itsme_rollcall_tick(room->call[i], now), ITSME_OK);
+    rc_pump(room, now);
 }
 
 static itsme_rollcall_participant_info rc_participant(itsme_rollcall *rc, size_t index) {
@@ -840,6 +908,27 @@ static size_t rc_index_of(itsme_rollcall *rc, int64_t id) {
     for (size_t i = 1; i < count; i++)
         if (rc_participant(rc, i).contact_id == id) return i;
     return 0;
+}
+
+/* The index of the participant of relay slot `slot` in `rc`, or 0. */
+static size_t rc_index_at(itsme_rollcall *rc, uint32_t slot) {
+    size_t count = 0;
+    EXPECT("rollcall count", itsme_rollcall_participant_count(rc, &count), ITSME_OK);
+    for (size_t i = 1; i < count; i++)
+        if (rc_participant(rc, i).slot == slot) return i;
+    return 0;
+}
+
+static size_t rc_head_count(itsme_rollcall *rc) {
+    size_t n = 0;
+    EXPECT("rollcall head count", itsme_rollcall_head_count(rc, &n), ITSME_OK);
+    return n;
+}
+
+static itsme_rollcall_phase rc_phase(itsme_rollcall *rc) {
+    itsme_rollcall_phase phase = 0;
+    EXPECT("rollcall status", itsme_rollcall_status(rc, &phase), ITSME_OK);
+    return phase;
 }
 
 static void rollcalls(void) {
@@ -903,62 +992,88 @@ static void rollcalls(void) {
     itsme_random_free(rng);
     EXPECT("meeting code from the system", itsme_meeting_code_new(NULL, again, sizeof again, &len), ITSME_OK);
 
-    /* Starting: a typed code is checked (case, spaces and '-' do not matter). */
+    /* Starting: a typed code is checked (case, spaces and '-' do not
+     * matter); a call binding is 16 to 64 bytes, or NULL with 0. */
     const int64_t R0 = T0 + 20000;
     itsme_rollcall *rc[3] = {NULL}, *spare = NULL;
     char typo[ITSME_REMOTE_CODE_SIZE];
+    uint8_t binding[ITSME_ROLLCALL_BINDING_MAX + 1];
+    memset(binding, 0x5A, sizeof binding);
     memcpy(typo, code, sizeof typo);
     typo[0] = typo[0] == 'A' ? 'B' : 'A';
-    EXPECT("rollcall NULL store", itsme_rollcall_new(NULL, code, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("rollcall NULL code", itsme_rollcall_new(stores[0], NULL, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("rollcall NULL out", itsme_rollcall_new(stores[0], code, NULL, R0, NULL), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("rollcall code with a typo", itsme_rollcall_new(stores[0], typo, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("rollcall NULL store", itsme_rollcall_new(NULL, code, NULL, 0, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("rollcall NULL code", itsme_rollcall_new(stores[0], NULL, NULL, 0, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("rollcall NULL out", itsme_rollcall_new(stores[0], code, NULL, 0, NULL, R0, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("rollcall code with a typo", itsme_rollcall_new(stores[0], typo, NULL, 0, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
     EXPECT("the typo is told", itsme_store_last_error(stores[0], msg, sizeof msg, &len) == ITSME_OK && strstr(msg, "typo") != NULL, 1);
-    EXPECT("rollcall code of 7", itsme_rollcall_new(stores[0], "ABCD-EFG", NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("rollcall code with an O", itsme_rollcall_new(stores[0], "ABCD-EFGO", NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("rollcall time before 1970", itsme_rollcall_new(stores[0], code, NULL, -1, &spare), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("rollcall code of 7", itsme_rollcall_new(stores[0], "ABCD-EFG", NULL, 0, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("rollcall code with an O", itsme_rollcall_new(stores[0], "ABCD-EFGO", NULL, 0, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("rollcall time before 1970", itsme_rollcall_new(stores[0], code, NULL, 0, NULL, -1, &spare), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("rollcall binding NULL with a length", itsme_rollcall_new(stores[0], code, NULL, 32, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("rollcall binding of 15 bytes", itsme_rollcall_new(stores[0], code, binding, ITSME_ROLLCALL_BINDING_MIN - 1, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("rollcall binding of 65 bytes", itsme_rollcall_new(stores[0], code, binding, ITSME_ROLLCALL_BINDING_MAX + 1, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("rollcall binding of 0 bytes (not bound is NULL)", itsme_rollcall_new(stores[0], code, binding, 0, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
     EXPECT("nothing written", spare == NULL, 1);
+    EXPECT("rollcall binding of 16 bytes", itsme_rollcall_new(stores[0], code, binding, ITSME_ROLLCALL_BINDING_MIN, NULL, R0, &spare), ITSME_OK);
+    itsme_rollcall_free(spare);
+    spare = NULL;
+    EXPECT("rollcall binding of 64 bytes", itsme_rollcall_new(stores[0], code, binding, ITSME_ROLLCALL_BINDING_MAX, NULL, R0, &spare), ITSME_OK);
+    itsme_rollcall_free(spare);
+    spare = NULL;
     char lower[16];
     for (size_t i = 0; i <= strlen(code); i++) lower[i] = (char)(code[i] >= 'A' && code[i] <= 'Z' ? code[i] + 32 : code[i]);
-    EXPECT("rollcall ana (typed in lower case)", itsme_rollcall_new(stores[0], lower, NULL, R0, &rc[0]), ITSME_OK);
-    EXPECT("rollcall ben", itsme_rollcall_new(stores[1], code, NULL, R0, &rc[1]), ITSME_OK);
-    EXPECT("rollcall cai", itsme_rollcall_new(stores[2], checked, NULL, R0, &rc[2]), ITSME_OK);
-    char room[3][ITSME_ROOM_NAME_SIZE];
-    for (int i = 0; i < 3; i++) EXPECT("rollcall room", itsme_rollcall_room(rc[i], room[i], sizeof room[i], &len), ITSME_OK);
-    EXPECT("one room", strcmp(room[0], room[1]) == 0 && strcmp(room[0], room[2]) == 0 && strlen(room[0]) == 32, 1);
+    EXPECT("rollcall ana (typed in lower case)", itsme_rollcall_new(stores[0], lower, NULL, 0, NULL, R0, &rc[0]), ITSME_OK);
+    EXPECT("rollcall ben", itsme_rollcall_new(stores[1], code, NULL, 0, NULL, R0, &rc[1]), ITSME_OK);
+    EXPECT("rollcall cai", itsme_rollcall_new(stores[2], checked, NULL, 0, NULL, R0, &rc[2]), ITSME_OK);
+    char room_name[3][ITSME_ROOM_NAME_SIZE];
+    for (int i = 0; i < 3; i++) EXPECT("rollcall room", itsme_rollcall_room(rc[i], room_name[i], sizeof room_name[i], &len), ITSME_OK);
+    EXPECT("one room", strcmp(room_name[0], room_name[1]) == 0 && strcmp(room_name[0], room_name[2]) == 0 && strlen(room_name[0]) == 32, 1);
 
     /* NULL handles. */
     itsme_rollcall_phase phase = 0;
     itsme_rollcall_state state = 0;
     uint8_t roster[ITSME_ROLLCALL_ROSTER_BYTES], stale[ITSME_ROLLCALL_ROSTER_BYTES];
     size_t count = 0;
+    bool split = true;
     itsme_rollcall_participant_info info;
     memset(&info, 0, sizeof info);
     info.size = sizeof info;
     EXPECT("NULL status", itsme_rollcall_status(NULL, &phase), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("NULL joined", itsme_rollcall_joined(NULL, 1, NULL, 0, R0), ITSME_E_INVALID_ARGUMENT);
     EXPECT("NULL receive", itsme_rollcall_receive(NULL, roster, 1, 1, R0), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("NULL peer joined", itsme_rollcall_peer_joined(NULL, 1), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("NULL peer left", itsme_rollcall_peer_left(NULL, 1), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("NULL peer joined", itsme_rollcall_peer_joined(NULL, 1, R0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("NULL peer left", itsme_rollcall_peer_left(NULL, 1, R0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("NULL tick", itsme_rollcall_tick(NULL, R0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("NULL head count", itsme_rollcall_head_count(NULL, &count), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("NULL split", itsme_rollcall_split(NULL, &split), ITSME_E_INVALID_ARGUMENT);
     EXPECT("NULL confirm roster", itsme_rollcall_confirm_roster(NULL, roster, sizeof roster, NULL, R0), ITSME_E_INVALID_ARGUMENT);
     EXPECT("NULL confirm said", itsme_rollcall_confirm_said(NULL, NULL, R0), ITSME_E_INVALID_ARGUMENT);
     EXPECT("NULL count", itsme_rollcall_participant_count(NULL, &count), ITSME_E_INVALID_ARGUMENT);
     EXPECT("NULL participant", itsme_rollcall_participant(NULL, 0, &info), ITSME_E_INVALID_ARGUMENT);
     EXPECT("NULL enter heard", itsme_rollcall_enter_heard(NULL, 1, "ECHO 042", R0, &state), ITSME_E_INVALID_ARGUMENT);
     EXPECT("NULL last error", itsme_rollcall_last_error(NULL, msg, sizeof msg, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("NULL out head count", itsme_rollcall_head_count(rc[0], NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("NULL out split", itsme_rollcall_split(rc[0], NULL), ITSME_E_INVALID_ARGUMENT);
     itsme_rollcall_free(NULL);
 
-    /* Before the roster is confirmed nothing of the code exists. */
-    EXPECT("status", itsme_rollcall_status(rc[0], &phase), ITSME_OK);
-    EXPECT("gathering", phase, ITSME_ROLLCALL_PHASE_GATHERING);
+    /* Before joined nothing is queued; before the roster is confirmed
+     * nothing of the code exists. */
+    uint8_t m[ITSME_ROLLCALL_MESSAGE_MAX];
+    EXPECT("nothing before joined", itsme_rollcall_next_outgoing(rc[0], m, sizeof m, &len) == ITSME_OK && len == 0, 1);
+    EXPECT("a tick before joined", itsme_rollcall_tick(rc[0], R0), ITSME_OK);
+    EXPECT("still nothing", itsme_rollcall_next_outgoing(rc[0], m, sizeof m, &len) == ITSME_OK && len == 0, 1);
+    EXPECT("gathering", rc_phase(rc[0]), ITSME_ROLLCALL_PHASE_GATHERING);
     char said_code[3][ITSME_VOICE_CODE_SIZE];
     EXPECT("code before the roster", itsme_rollcall_code(rc[0], said_code[0], sizeof said_code[0], &len), ITSME_E_INVALID_STATE);
     EXPECT("said before the roster", itsme_rollcall_confirm_said(rc[0], NULL, R0), ITSME_E_INVALID_STATE);
     EXPECT("alone", itsme_rollcall_participant_count(rc[0], &count), ITSME_OK);
     EXPECT("alone: one", count, 1);
+    EXPECT("head count alone", rc_head_count(rc[0]), 1);
+    EXPECT("no split alone", itsme_rollcall_split(rc[0], &split) == ITSME_OK && !split, 1);
     EXPECT("the roster alone", itsme_rollcall_roster(rc[0], roster, sizeof roster, &len), ITSME_OK);
     EXPECT("a roster of this device alone", itsme_rollcall_confirm_roster(rc[0], roster, sizeof roster, NULL, R0), ITSME_E_INVALID_STATE);
     info = rc_participant(rc[0], 0);
-    EXPECT("this device", info.index == 0 && info.slot == 0 && info.contact_id == 0 && !info.left, 1);
+    EXPECT("this device", info.index == 0 && info.slot == 0 && info.contact_id == 0 && !info.left && info.agrees, 1);
     EXPECT("this device is not a contact", info.state, ITSME_ROLLCALL_STATE_UNKNOWN);
     info.size = sizeof info - 1;
     EXPECT("participant size too small", itsme_rollcall_participant(rc[0], 0, &info), ITSME_E_INVALID_ARGUMENT);
@@ -966,55 +1081,93 @@ static void rollcalls(void) {
     EXPECT("participant out of range", itsme_rollcall_participant(rc[0], 1, &info), ITSME_E_INVALID_ARGUMENT);
     EXPECT("participant far out of range", itsme_rollcall_participant(rc[0], (size_t)-1, &info), ITSME_E_INVALID_ARGUMENT);
 
-    /* Garbage from a slot is refused and changes nothing. */
+    /* joined: a slot, and the peers' slots in 2 bytes each. */
+    const uint8_t zero_peer[2] = {0, 0};
+    EXPECT("joined slot 0", itsme_rollcall_joined(rc[0], 0, NULL, 0, R0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("joined slot 65536", itsme_rollcall_joined(rc[0], 65536, NULL, 0, R0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("joined 65536 peers", itsme_rollcall_joined(rc[0], 1, zero_peer, 65536, R0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("joined a peer in slot 0", itsme_rollcall_joined(rc[0], 1, zero_peer, 1, R0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("joined NULL peers with a count", itsme_rollcall_joined(rc[0], 1, NULL, 1, R0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("joined at a time before 1970", itsme_rollcall_joined(rc[0], 1, NULL, 0, -1), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("nothing queued by a refused joined", itsme_rollcall_next_outgoing(rc[0], m, sizeof m, &len) == ITSME_OK && len == 0, 1);
+
+    /* Ana joins first, alone (slot 1): her HELLO and her VIEW. */
+    struct rc_room *room = calloc(1, sizeof *room);
+    if (!room) { failed++; return; }
     uint8_t hello[3][ITSME_ROLLCALL_MESSAGE_MAX];
     size_t hello_len[3] = {0};
-    for (int i = 0; i < 3; i++)
-        EXPECT("hello", itsme_rollcall_next_outgoing(rc[i], hello[i], sizeof hello[i], &hello_len[i]), ITSME_OK);
-    EXPECT("a HELLO of 32 tags", hello_len[0], 28 + 16 * 32);
-    EXPECT("then nothing", itsme_rollcall_next_outgoing(rc[0], hello[0], sizeof hello[0], &len) == ITSME_OK && len == 0, 1);
+    EXPECT("ana joins", itsme_rollcall_joined(rc[0], 1, NULL, 0, R0), ITSME_OK);
+    EXPECT("her HELLO", itsme_rollcall_next_outgoing(rc[0], hello[0], sizeof hello[0], &hello_len[0]), ITSME_OK);
+    EXPECT("a HELLO of 32 tags", hello_len[0], 133 + 16 * 32);
+    EXPECT("a HELLO of version 2", hello[0][0] == 2 && hello[0][1] == 1, 1);
+    EXPECT("VIEW too small", itsme_rollcall_next_outgoing(rc[0], m, 10, &len), ITSME_E_BUFFER_TOO_SMALL);
+    EXPECT("size needed", len, 138 + 32 + 1);
+    EXPECT("her VIEW", itsme_rollcall_next_outgoing(rc[0], m, sizeof m, &len), ITSME_OK);
+    EXPECT("a VIEW of herself", len == 138 + 32 + 1 && m[1] == 3, 1);
+    EXPECT("then nothing", itsme_rollcall_next_outgoing(rc[0], m, sizeof m, &len) == ITSME_OK && len == 0, 1);
+    room->call[0] = rc[0];
+    room->slot[0] = 1;
+    room->n = 1;
+    room->next_slot = 1;
+
+    /* Garbage from a slot is refused and changes nothing. */
     const uint8_t junk[] = "hello, roll call";
+    uint8_t unknown_type[2] = {2, 9}, version_1[2] = {1, 1};
     EXPECT("garbage", itsme_rollcall_receive(rc[0], junk, sizeof junk, 2, R0), ITSME_E_MALFORMED_MESSAGE);
     EXPECT("empty", itsme_rollcall_receive(rc[0], junk, 0, 2, R0), ITSME_E_MALFORMED_MESSAGE);
-    EXPECT("NULL bytes", itsme_rollcall_receive(rc[0], NULL, 0, 2, R0), ITSME_E_INVALID_ARGUMENT);
-    uint8_t unknown_type[2] = {1, 9}, version_2[2] = {2, 1};
     EXPECT("unknown type", itsme_rollcall_receive(rc[0], unknown_type, 2, 2, R0), ITSME_E_MALFORMED_MESSAGE);
-    EXPECT("version 2", itsme_rollcall_receive(rc[0], version_2, 2, 2, R0), ITSME_E_MALFORMED_MESSAGE);
-    EXPECT("a HELLO cut short", itsme_rollcall_receive(rc[0], hello[1], hello_len[1] - 1, 2, R0), ITSME_E_MALFORMED_MESSAGE);
-    EXPECT("slot 0", itsme_rollcall_receive(rc[0], hello[1], hello_len[1], 0, R0), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("slot 65536", itsme_rollcall_receive(rc[0], hello[1], hello_len[1], 65536, R0), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("peer joined slot 0", itsme_rollcall_peer_joined(rc[0], 0), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("peer left slot 70000", itsme_rollcall_peer_left(rc[0], 70000), ITSME_E_INVALID_ARGUMENT);
-    /* A HELLO of a roll call with this code 23 windows earlier. */
+    EXPECT("version 1", itsme_rollcall_receive(rc[0], version_1, 2, 2, R0), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("own HELLO, reflected", itsme_rollcall_receive(rc[0], hello[0], hello_len[0], 2, R0), ITSME_E_INVALID_KEY);
+    EXPECT("a HELLO cut short", itsme_rollcall_receive(rc[0], hello[0], hello_len[0] - 1, 2, R0), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("slot 0", itsme_rollcall_receive(rc[0], hello[0], hello_len[0], 0, R0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("slot 65536", itsme_rollcall_receive(rc[0], hello[0], hello_len[0], 65536, R0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("peer joined slot 0", itsme_rollcall_peer_joined(rc[0], 0, R0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("peer left slot 70000", itsme_rollcall_peer_left(rc[0], 70000, R0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("peer joined at a time after 9999", itsme_rollcall_peer_joined(rc[0], 2, INT64_C(253402300800)), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("a tick before 1970", itsme_rollcall_tick(rc[0], -1), ITSME_E_INVALID_ARGUMENT);
+    /* A HELLO of an earlier roll call of Ben's with this code: held at
+     * most, never present (no VIEW of it names Ana). */
     uint8_t old_hello[ITSME_ROLLCALL_MESSAGE_MAX];
     size_t old_len = 0;
-    EXPECT("an older roll call", itsme_rollcall_new(stores[1], code, NULL, R0 - 700, &spare), ITSME_OK);
+    EXPECT("an older roll call", itsme_rollcall_new(stores[1], code, NULL, 0, NULL, R0 - 300, &spare), ITSME_OK);
+    EXPECT("joined", itsme_rollcall_joined(spare, 5, NULL, 0, R0 - 300), ITSME_OK);
     EXPECT("its HELLO", itsme_rollcall_next_outgoing(spare, old_hello, sizeof old_hello, &old_len), ITSME_OK);
     itsme_rollcall_free(spare);
-    EXPECT("a HELLO 23 windows old", itsme_rollcall_receive(rc[0], old_hello, old_len, 5, R0), ITSME_E_INVALID_ARGUMENT);
+    spare = NULL;
+    EXPECT("a HELLO from a slot not in the room", itsme_rollcall_receive(rc[0], old_hello, old_len, 5, R0), ITSME_E_INVALID_STATE);
+    EXPECT("slot 5 joins", itsme_rollcall_peer_joined(rc[0], 5, R0), ITSME_OK);
+    EXPECT("a stale HELLO is held", itsme_rollcall_receive(rc[0], old_hello, old_len, 5, R0), ITSME_OK);
     EXPECT("still alone", itsme_rollcall_participant_count(rc[0], &count) == ITSME_OK && count == 1, 1);
-    EXPECT("still gathering", itsme_rollcall_status(rc[0], &phase) == ITSME_OK && phase == ITSME_ROLLCALL_PHASE_GATHERING, 1);
-    EXPECT("the refusal is told", itsme_rollcall_last_error(rc[0], msg, sizeof msg, &len) == ITSME_OK && strstr(msg, "window") != NULL, 1);
-    EXPECT("own HELLO is ignored", itsme_rollcall_receive(rc[0], hello[0], hello_len[0], 1, R0), ITSME_OK);
-    EXPECT("still alone", itsme_rollcall_participant_count(rc[0], &count) == ITSME_OK && count == 1, 1);
+    EXPECT("head count still 1", rc_head_count(rc[0]), 1);
+    EXPECT("still gathering", rc_phase(rc[0]), ITSME_ROLLCALL_PHASE_GATHERING);
+    EXPECT("slot 5 leaves", itsme_rollcall_peer_left(rc[0], 5, R0), ITSME_OK);
 
-    /* Everyone's HELLO reaches everyone (slots 1, 2, 3); a newcomer hears
-     * the HELLOs again once peer-joined is reported. */
-    EXPECT("ben takes ana's HELLO", itsme_rollcall_receive(rc[1], hello[0], hello_len[0], 1, R0), ITSME_OK);
-    EXPECT("ana takes ben's HELLO", itsme_rollcall_receive(rc[0], hello[1], hello_len[1], 2, R0), ITSME_OK);
-    EXPECT("ben's HELLO again is ignored", itsme_rollcall_receive(rc[0], hello[1], hello_len[1], 2, R0), ITSME_OK);
-    EXPECT("a second HELLO from slot 2", itsme_rollcall_receive(rc[0], hello[2], hello_len[2], 2, R0), ITSME_E_MALFORMED_MESSAGE);
+    /* Ben and Cai join (slots 2 and 3): HELLOs and VIEWs go round. */
     EXPECT("ana reads the roster", itsme_rollcall_roster(rc[0], stale, sizeof stale, &len), ITSME_OK);
+    EXPECT("ben's slot", rc_join(room, rc[1], R0), 2);
+    EXPECT("ana, ben: two", rc_head_count(rc[0]) == 2 && rc_head_count(rc[1]) == 2, 1);
+    EXPECT("ana reads the roster of two", itsme_rollcall_roster(rc[0], stale, sizeof stale, &len), ITSME_OK);
     EXPECT("roster size", len, ITSME_ROLLCALL_ROSTER_BYTES);
-    EXPECT("ana, ben: two", itsme_rollcall_participant_count(rc[0], &count) == ITSME_OK && count == 2, 1);
-    EXPECT("cai joins: ana", itsme_rollcall_peer_joined(rc[0], 3), ITSME_OK);
-    EXPECT("cai joins: ben", itsme_rollcall_peer_joined(rc[1], 3), ITSME_OK);
-    EXPECT("ana sends again", rc_deliver(rc[0], 1, rc, 3, R0, NULL, NULL), 1);
-    EXPECT("ben sends again", rc_deliver(rc[1], 2, rc, 3, R0, NULL, NULL), 1);
-    EXPECT("ana takes cai's HELLO", itsme_rollcall_receive(rc[0], hello[2], hello_len[2], 3, R0), ITSME_OK);
-    EXPECT("ben takes cai's HELLO", itsme_rollcall_receive(rc[1], hello[2], hello_len[2], 3, R0), ITSME_OK);
-    for (int i = 0; i < 3; i++)
+    EXPECT("cai's slot", rc_join(room, rc[2], R0), 3);
+    rc_tick(room, R0 + 1);
+    EXPECT("no refusal", room->refused, 0);
+    for (int i = 0; i < 3; i++) {
+        EXPECT("three present", rc_head_count(rc[i]), 3);
         EXPECT("three", itsme_rollcall_participant_count(rc[i], &count) == ITSME_OK && count == 3, 1);
+        for (size_t k = 0; k < 3; k++) EXPECT("agrees", rc_participant(rc[i], k).agrees, 1);
+        EXPECT("no split", itsme_rollcall_split(rc[i], &split) == ITSME_OK && !split, 1);
+    }
+    memcpy(hello[1], room->last[2][1], room->last_len[2][1]);
+    hello_len[1] = room->last_len[2][1];
+    EXPECT("ben's HELLO again from slot 2", itsme_rollcall_receive(rc[0], hello[1], hello_len[1], 2, R0 + 1), ITSME_OK);
+    EXPECT("ben's HELLO from cai's slot", itsme_rollcall_receive(rc[0], hello[1], hello_len[1], 3, R0 + 1), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("cai's HELLO from ben's slot", itsme_rollcall_receive(rc[0], room->last[3][1], room->last_len[3][1], 2, R0 + 1), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("a newcomer in slot 6", itsme_rollcall_peer_joined(rc[0], 6, R0 + 1), ITSME_OK);
+    EXPECT("ben's HELLO from slot 6: one already held", itsme_rollcall_receive(rc[0], hello[1], hello_len[1], 6, R0 + 1), ITSME_OK);
+    EXPECT("ben's VIEW again, from slot 6: ignored", itsme_rollcall_receive(rc[0], room->last[2][3], room->last_len[2][3], 6, R0 + 1), ITSME_OK);
+    EXPECT("slot 6 leaves", itsme_rollcall_peer_left(rc[0], 6, R0 + 1), ITSME_OK);
+    EXPECT("ben's VIEW to ben, reflected", itsme_rollcall_receive(rc[1], room->last[2][3], room->last_len[2][3], 3, R0 + 1), ITSME_E_INVALID_KEY);
+    rc_pump(room, R0 + 1);
     size_t ana_sees_ben = rc_index_of(rc[0], ana_ben), ana_sees_cai = rc_index_of(rc[0], ana_cai);
     size_t ben_sees_ana = rc_index_of(rc[1], ben_ana), cai_sees_ana = rc_index_of(rc[2], cai_ana);
     EXPECT("ana sees ben and cai", ana_sees_ben > 0 && ana_sees_cai > 0 && ana_sees_ben != ana_sees_cai, 1);
@@ -1029,17 +1182,17 @@ static void rollcalls(void) {
     /* Confirming: the roster shown must be the one held. */
     EXPECT("roster short", itsme_rollcall_roster(rc[0], roster, sizeof roster - 1, &len), ITSME_E_BUFFER_TOO_SMALL);
     EXPECT("enter heard before the roster", itsme_rollcall_enter_heard(rc[0], ana_sees_ben, "ECHO 042", R0, &state), ITSME_E_INVALID_STATE);
-    EXPECT("a stale roster", itsme_rollcall_confirm_roster(rc[0], stale, sizeof stale, NULL, R0), ITSME_E_INVALID_STATE);
-    EXPECT("a roster of 31 bytes", itsme_rollcall_confirm_roster(rc[0], stale, 31, NULL, R0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("a stale roster", itsme_rollcall_confirm_roster(rc[0], stale, sizeof stale, NULL, R0 + 1), ITSME_E_INVALID_STATE);
+    EXPECT("a roster of 31 bytes", itsme_rollcall_confirm_roster(rc[0], stale, 31, NULL, R0 + 1), ITSME_E_INVALID_ARGUMENT);
     EXPECT("a roster at a time before 1970", itsme_rollcall_confirm_roster(rc[0], stale, sizeof stale, NULL, -5), ITSME_E_INVALID_ARGUMENT);
     for (int i = 0; i < 3; i++) {
         EXPECT("roster", itsme_rollcall_roster(rc[i], roster, sizeof roster, &len), ITSME_OK);
         if (i > 0) EXPECT("one roster for all", memcmp(roster, stale, sizeof roster), 0);
-        EXPECT("confirm roster", itsme_rollcall_confirm_roster(rc[i], roster, sizeof roster, NULL, R0), ITSME_OK);
-        EXPECT("confirmed", itsme_rollcall_status(rc[i], &phase) == ITSME_OK && phase == ITSME_ROLLCALL_PHASE_CONFIRMED, 1);
+        EXPECT("confirm roster", itsme_rollcall_confirm_roster(rc[i], roster, sizeof roster, NULL, R0 + 1), ITSME_OK);
+        EXPECT("confirmed", rc_phase(rc[i]), ITSME_ROLLCALL_PHASE_CONFIRMED);
         memcpy(stale, roster, sizeof roster);
     }
-    EXPECT("confirm twice", itsme_rollcall_confirm_roster(rc[0], roster, sizeof roster, NULL, R0), ITSME_E_INVALID_STATE);
+    EXPECT("confirm twice", itsme_rollcall_confirm_roster(rc[0], roster, sizeof roster, NULL, R0 + 1), ITSME_E_INVALID_STATE);
     for (int i = 0; i < 3; i++) {
         EXPECT("code short", itsme_rollcall_code(rc[i], said_code[i], 5, &len), ITSME_E_BUFFER_TOO_SMALL);
         EXPECT("code", itsme_rollcall_code(rc[i], said_code[i], sizeof said_code[i], &len), ITSME_OK);
@@ -1047,52 +1200,38 @@ static void rollcalls(void) {
     }
 
     /* Typing: the code's form, the participant, a non-contact. */
-    EXPECT("heard not a code", itsme_rollcall_enter_heard(rc[0], ana_sees_ben, "ECHO 42", R0, &state), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("heard a short code", itsme_rollcall_enter_heard(rc[0], ana_sees_ben, "ECHO 0042", R0, &state), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("heard from this device", itsme_rollcall_enter_heard(rc[0], 0, said_code[0], R0, &state), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("heard from no one", itsme_rollcall_enter_heard(rc[0], 7, said_code[1], R0, &state), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("heard from a huge index", itsme_rollcall_enter_heard(rc[0], (size_t)-1, said_code[1], R0, &state), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("heard from a non-contact", itsme_rollcall_enter_heard(rc[1], ben_sees_cai, said_code[2], R0, &state), ITSME_E_INVALID_STATE);
-    EXPECT("heard NULL out", itsme_rollcall_enter_heard(rc[0], ana_sees_ben, said_code[1], R0, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("heard not a code", itsme_rollcall_enter_heard(rc[0], ana_sees_ben, "ECHO 42", R0 + 1, &state), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("heard a short code", itsme_rollcall_enter_heard(rc[0], ana_sees_ben, "ECHO 0042", R0 + 1, &state), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("heard from this device", itsme_rollcall_enter_heard(rc[0], 0, said_code[0], R0 + 1, &state), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("heard from no one", itsme_rollcall_enter_heard(rc[0], 7, said_code[1], R0 + 1, &state), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("heard from a huge index", itsme_rollcall_enter_heard(rc[0], (size_t)-1, said_code[1], R0 + 1, &state), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("heard from a non-contact", itsme_rollcall_enter_heard(rc[1], ben_sees_cai, said_code[2], R0 + 1, &state), ITSME_E_INVALID_STATE);
+    EXPECT("heard NULL out", itsme_rollcall_enter_heard(rc[0], ana_sees_ben, said_code[1], R0 + 1, NULL), ITSME_E_INVALID_ARGUMENT);
     /* Cai types Ana's code before her SAID arrives: not yet. */
-    EXPECT("cai hears ana early", itsme_rollcall_enter_heard(rc[2], cai_sees_ana, said_code[0], R0, &state), ITSME_OK);
+    EXPECT("cai hears ana early", itsme_rollcall_enter_heard(rc[2], cai_sees_ana, said_code[0], R0 + 1, &state), ITSME_OK);
     EXPECT("not yet", state, ITSME_ROLLCALL_STATE_NOT_YET);
 
-    /* SAIDs: Ana's and Ben's go to everyone; Cai's first. */
-    uint8_t said[3][ITSME_ROLLCALL_MESSAGE_MAX];
-    size_t said_len[3] = {0};
-    EXPECT("said", itsme_rollcall_confirm_said(rc[2], NULL, R0), ITSME_OK);
-    EXPECT("said twice", itsme_rollcall_confirm_said(rc[2], NULL, R0), ITSME_E_INVALID_STATE);
-    EXPECT("said status", itsme_rollcall_status(rc[2], &phase) == ITSME_OK && phase == ITSME_ROLLCALL_PHASE_SAID, 1);
-    EXPECT("cai's SAID", rc_deliver(rc[2], 3, rc, 3, R0, said[2], &said_len[2]), 1);
-    EXPECT("a SAID of 67 + 50 * 2 bytes", said_len[2], 167);
-    EXPECT("a SAID again is ignored", itsme_rollcall_receive(rc[0], said[2], said_len[2], 3, R0), ITSME_OK);
-    EXPECT("a reflected SAID", itsme_rollcall_receive(rc[2], said[2], said_len[2], 3, R0), ITSME_E_INVALID_KEY);
-    EXPECT("a SAID cut short", itsme_rollcall_receive(rc[1], said[2], said_len[2] - 1, 3, R0), ITSME_E_MALFORMED_MESSAGE);
-    for (int i = 0; i < 2; i++) {
-        EXPECT("said", itsme_rollcall_confirm_said(rc[i], NULL, R0), ITSME_OK);
-        static uint8_t m[ITSME_ROLLCALL_MESSAGE_MAX];
-        EXPECT("the SAID", itsme_rollcall_next_outgoing(rc[i], m, sizeof m, &said_len[i]), ITSME_OK);
-        memcpy(said[i], m, said_len[i]);
+    /* SAIDs: each says its code; the room carries them. */
+    for (int i = 0; i < 3; i++) {
+        EXPECT("said", itsme_rollcall_confirm_said(rc[i], NULL, R0 + 1), ITSME_OK);
+        EXPECT("said status", rc_phase(rc[i]), ITSME_ROLLCALL_PHASE_SAID);
     }
-    /* Ana's SAID reaches Cai tampered with (one bit of every entry): Cai's
-     * check refuses it, neither verified nor wrong; the real one, a second
-     * SAID from Ana in the round, is refused too. */
+    EXPECT("said twice", itsme_rollcall_confirm_said(rc[2], NULL, R0 + 1), ITSME_E_INVALID_STATE);
+    rc_pump(room, R0 + 1);
+    EXPECT("no refusal", room->refused, 0);
+    EXPECT("a SAID of 131 + 50 * 2 bytes", room->last_len[1][2], 231);
+    EXPECT("cai's check came with ana's SAID", rc_participant(rc[2], cai_sees_ana).state, ITSME_ROLLCALL_STATE_VERIFIED_TAG_UNCHECKED);
+    uint8_t *ana_said = room->last[1][2], *cai_said = room->last[3][2];
+    size_t ana_said_len = room->last_len[1][2], cai_said_len = room->last_len[3][2];
+    EXPECT("a SAID again is ignored", itsme_rollcall_receive(rc[0], cai_said, cai_said_len, 3, R0 + 1), ITSME_OK);
+    EXPECT("a SAID carried by another slot", itsme_rollcall_receive(rc[0], cai_said, cai_said_len, 2, R0 + 1), ITSME_OK);
+    EXPECT("a reflected SAID", itsme_rollcall_receive(rc[2], cai_said, cai_said_len, 1, R0 + 1), ITSME_E_INVALID_KEY);
+    EXPECT("a SAID cut short", itsme_rollcall_receive(rc[1], cai_said, cai_said_len - 1, 3, R0 + 1), ITSME_E_MALFORMED_MESSAGE);
     uint8_t tampered[ITSME_ROLLCALL_MESSAGE_MAX];
-    memcpy(tampered, said[0], said_len[0]);
-    for (size_t e = 0; 67 + 50 * e < said_len[0]; e++) tampered[67 + 50 * e + 49] ^= 1;
-    EXPECT("a tampered SAID", itsme_rollcall_receive(rc[2], tampered, said_len[0], 1, R0), ITSME_E_AUTHENTICATION_FAILED);
-    EXPECT("refused", rc_participant(rc[2], cai_sees_ana).state, ITSME_ROLLCALL_STATE_REFUSED);
-    EXPECT("then the real one", itsme_rollcall_receive(rc[2], said[0], said_len[0], 1, R0), ITSME_E_MALFORMED_MESSAGE);
-    EXPECT("ben takes ana's SAID", itsme_rollcall_receive(rc[1], said[0], said_len[0], 1, R0), ITSME_OK);
-    EXPECT("ana takes ben's SAID", itsme_rollcall_receive(rc[0], said[1], said_len[1], 2, R0), ITSME_OK);
-    EXPECT("cai takes ben's SAID", itsme_rollcall_receive(rc[2], said[1], said_len[1], 2, R0), ITSME_OK);
-    /* From another slot than its speaker's HELLO (Ben's slot speaking for
-     * Cai): refused, whoever sent it. */
-    EXPECT("cai's SAID from ben's slot", itsme_rollcall_receive(rc[0], said[2], said_len[2], 2, R0), ITSME_E_INVALID_STATE);
-    memcpy(tampered, said[1], said_len[1]);
-    tampered[said_len[1] - 1] ^= 1;
-    EXPECT("a second, different SAID from ben", itsme_rollcall_receive(rc[0], tampered, said_len[1], 2, R0), ITSME_E_MALFORMED_MESSAGE);
+    memcpy(tampered, ana_said, ana_said_len);
+    tampered[67 + 49] ^= 1;
+    EXPECT("a SAID with an entry changed", itsme_rollcall_receive(rc[1], tampered, ana_said_len, 1, R0 + 1), ITSME_E_AUTHENTICATION_FAILED);
+    EXPECT("its signature fails: nothing changes", rc_participant(rc[1], ben_sees_ana).state, ITSME_ROLLCALL_STATE_NOT_YET);
 
     /* The roll call keeps its store: Ana's store handle is freed now, and
      * the outcomes are still recorded. */
@@ -1101,45 +1240,100 @@ static void rollcalls(void) {
 
     /* Wrong codes: three in a round at most. */
     char wrong[ITSME_VOICE_CODE_SIZE];
-    snprintf(wrong, sizeof wrong, "%s", strcmp(said_code[1], "ALFA 000") == 0 ? "ALFA 001" : "ALFA 000");
+    snprintf(wrong, sizeof wrong, "%s", strcmp(said_code[0], "ALFA 000") == 0 ? "ALFA 001" : "ALFA 000");
     for (int attempt = 0; attempt < 3; attempt++) {
-        EXPECT("a wrong code", itsme_rollcall_enter_heard(rc[1], ben_sees_ana, wrong, R0 + 1, &state), ITSME_OK);
+        EXPECT("a wrong code", itsme_rollcall_enter_heard(rc[1], ben_sees_ana, wrong, R0 + 2, &state), ITSME_OK);
         EXPECT("wrong", state, ITSME_ROLLCALL_STATE_WRONG);
     }
-    EXPECT("a fourth", itsme_rollcall_enter_heard(rc[1], ben_sees_ana, said_code[0], R0 + 1, &state), ITSME_E_LOCKED);
-    EXPECT("ana hears ben", itsme_rollcall_enter_heard(rc[0], ana_sees_ben, said_code[1], R0 + 1, &state), ITSME_OK);
+    EXPECT("a fourth", itsme_rollcall_enter_heard(rc[1], ben_sees_ana, said_code[0], R0 + 2, &state), ITSME_E_LOCKED);
+    EXPECT("ana hears ben", itsme_rollcall_enter_heard(rc[0], ana_sees_ben, said_code[1], R0 + 2, &state), ITSME_OK);
     EXPECT("verified", state, ITSME_ROLLCALL_STATE_VERIFIED);
-    EXPECT("again in the round", itsme_rollcall_enter_heard(rc[0], ana_sees_ben, said_code[1], R0 + 1, &state), ITSME_E_INVALID_STATE);
-    EXPECT("ana hears cai", itsme_rollcall_enter_heard(rc[0], ana_sees_cai, said_code[2], R0 + 1, &state), ITSME_OK);
+    EXPECT("again in the round", itsme_rollcall_enter_heard(rc[0], ana_sees_ben, said_code[1], R0 + 2, &state), ITSME_E_INVALID_STATE);
+    EXPECT("ana hears cai", itsme_rollcall_enter_heard(rc[0], ana_sees_cai, said_code[2], R0 + 2, &state), ITSME_OK);
     EXPECT("cai's device changed", state, ITSME_ROLLCALL_STATE_DEVICE_CHANGED);
-    /* Typed again, Ana's code waits for a sealed one: this round has none left. */
-    EXPECT("cai again", itsme_rollcall_enter_heard(rc[2], cai_sees_ana, said_code[0], R0 + 1, &state), ITSME_OK);
-    EXPECT("still refused", state, ITSME_ROLLCALL_STATE_REFUSED);
 
-    /* Ben leaves: he stays in the roster, marked. */
-    EXPECT("ben leaves", itsme_rollcall_peer_left(rc[0], 2), ITSME_OK);
-    EXPECT("an unknown slot leaves", itsme_rollcall_peer_left(rc[0], 40), ITSME_OK);
+    /* Ben's connection drops: a new round for the others; it comes back
+     * under a new slot, and its round comes back, confirmed and said. */
+    rc_tick(room, R0 + 2);
+    rc_leave(room, rc[1], R0 + 3);
+    EXPECT("ana: two present", rc_head_count(rc[0]), 2);
+    EXPECT("ana: a new round", rc_phase(rc[0]), ITSME_ROLLCALL_PHASE_GATHERING);
+    EXPECT("ana: no code in it", itsme_rollcall_code(rc[0], msg, sizeof msg, &len), ITSME_E_INVALID_STATE);
+    info = rc_participant(rc[0], ana_sees_ben);
+    EXPECT("ben left, still verified", info.left && info.state == ITSME_ROLLCALL_STATE_VERIFIED && !info.agrees, 1);
+    EXPECT("ben's slot", rc_join(room, rc[1], R0 + 4), 4);
+    rc_tick(room, R0 + 5);
+    EXPECT("no refusal", room->refused, 0);
+    for (int i = 0; i < 3; i++) {
+        EXPECT("three again", rc_head_count(rc[i]), 3);
+        EXPECT("said again", rc_phase(rc[i]), ITSME_ROLLCALL_PHASE_SAID);
+        EXPECT("the round's roster", itsme_rollcall_roster(rc[i], roster, sizeof roster, &len) == ITSME_OK && memcmp(roster, stale, sizeof roster) == 0, 1);
+        char c[ITSME_VOICE_CODE_SIZE];
+        EXPECT("the round's code", itsme_rollcall_code(rc[i], c, sizeof c, &len) == ITSME_OK && strcmp(c, said_code[i]) == 0, 1);
+    }
+    info = rc_participant(rc[0], ana_sees_ben);
+    EXPECT("ben back in slot 4", info.slot == 4 && !info.left && info.state == ITSME_ROLLCALL_STATE_VERIFIED, 1);
+    EXPECT("ben is locked in the round still", itsme_rollcall_enter_heard(rc[1], ben_sees_ana, said_code[0], R0 + 5, &state), ITSME_E_LOCKED);
+    EXPECT("ana's view of ben: one place", itsme_rollcall_participant_count(rc[0], &count) == ITSME_OK && count == 3, 1);
+
+    /* Ben leaves for good: he stays, marked. */
+    EXPECT("ben leaves", itsme_rollcall_peer_left(rc[0], 4, R0 + 6), ITSME_OK);
+    EXPECT("an unknown slot leaves", itsme_rollcall_peer_left(rc[0], 40, R0 + 6), ITSME_OK);
     info = rc_participant(rc[0], ana_sees_ben);
     EXPECT("left, still verified", info.left && info.state == ITSME_ROLLCALL_STATE_VERIFIED, 1);
     EXPECT("still three", itsme_rollcall_participant_count(rc[0], &count) == ITSME_OK && count == 3, 1);
+    EXPECT("not present: nothing to type", itsme_rollcall_enter_heard(rc[0], ana_sees_ben, said_code[1], R0 + 6, &state), ITSME_E_INVALID_STATE);
 
     /* Ten minutes later the roll call is over, for good. */
-    EXPECT("expired", itsme_rollcall_receive(rc[0], said[2], said_len[2], 3, R0 + 601), ITSME_E_EXPIRED);
-    EXPECT("expired status", itsme_rollcall_status(rc[0], &phase) == ITSME_OK && phase == ITSME_ROLLCALL_PHASE_EXPIRED, 1);
+    EXPECT("expired", itsme_rollcall_receive(rc[0], cai_said, cai_said_len, 3, R0 + 601), ITSME_E_EXPIRED);
+    EXPECT("expired status", rc_phase(rc[0]), ITSME_ROLLCALL_PHASE_EXPIRED);
     EXPECT("no code once expired", itsme_rollcall_code(rc[0], said_code[0], sizeof said_code[0], &len), ITSME_E_INVALID_STATE);
     EXPECT("expired even at an earlier time", itsme_rollcall_confirm_said(rc[0], NULL, R0 + 2), ITSME_E_EXPIRED);
+    EXPECT("no tick once expired", itsme_rollcall_tick(rc[0], R0 + 2), ITSME_E_EXPIRED);
+    EXPECT("no join once expired", itsme_rollcall_joined(rc[0], 9, NULL, 0, R0 + 2), ITSME_E_EXPIRED);
+    EXPECT("no peer once expired", itsme_rollcall_peer_joined(rc[0], 9, R0 + 2), ITSME_E_EXPIRED);
     /* A clock set back more than 30 s before the start ends it too. */
     EXPECT("a time before the start", itsme_rollcall_enter_heard(rc[1], ben_sees_ana, said_code[0], R0 - 31, &state), ITSME_E_EXPIRED);
-    EXPECT("over", itsme_rollcall_status(rc[1], &phase) == ITSME_OK && phase == ITSME_ROLLCALL_PHASE_EXPIRED, 1);
+    EXPECT("over", rc_phase(rc[1]), ITSME_ROLLCALL_PHASE_EXPIRED);
     EXPECT("the outcome stays", rc_participant(rc[0], ana_sees_ben).state, ITSME_ROLLCALL_STATE_VERIFIED);
     for (int i = 0; i < 3; i++) itsme_rollcall_free(rc[i]);
+
+    /* Bound to calls: Ana and Ben to one, Cai to another; a fourth roll
+     * call of Cai's not bound at all. */
+    uint8_t call_a[32], call_b[32];
+    memset(call_a, 0xCA, sizeof call_a);
+    memset(call_b, 0xCB, sizeof call_b);
+    snprintf(path, sizeof path, "%s/%s.db", dir, names[0]);
+    EXPECT("ana's store again", itsme_store_open(ids[0], path, &stores[0]), ITSME_OK);
+    itsme_rollcall *bound[4] = {NULL};
+    EXPECT("bound ana", itsme_rollcall_new(stores[0], code, call_a, sizeof call_a, NULL, R0 + 10, &bound[0]), ITSME_OK);
+    EXPECT("bound ben", itsme_rollcall_new(stores[1], code, call_a, sizeof call_a, NULL, R0 + 10, &bound[1]), ITSME_OK);
+    EXPECT("cai in another call", itsme_rollcall_new(stores[2], code, call_b, sizeof call_b, NULL, R0 + 10, &bound[2]), ITSME_OK);
+    EXPECT("cai not bound", itsme_rollcall_new(stores[2], code, NULL, 0, NULL, R0 + 10, &bound[3]), ITSME_OK);
+    memset(room, 0, sizeof *room);
+    for (int i = 0; i < 4; i++) rc_join(room, bound[i], R0 + 10);
+    rc_tick(room, R0 + 11);
+    EXPECT("no refusal", room->refused, 0);
+    EXPECT("four present", rc_head_count(bound[0]), 4);
+    EXPECT("ben: the same call", rc_participant(bound[0], rc_index_at(bound[0], 2)).state, ITSME_ROLLCALL_STATE_NOT_YET);
+    info = rc_participant(bound[0], rc_index_at(bound[0], 3));
+    EXPECT("cai: another call", info.state == ITSME_ROLLCALL_STATE_OTHER_CALL && info.contact_id == 0, 1);
+    info = rc_participant(bound[0], rc_index_at(bound[0], 4));
+    EXPECT("cai unbound: the binding differs", info.state == ITSME_ROLLCALL_STATE_BINDING_DIFFERS && info.contact_id == 0, 1);
+    EXPECT("ana from cai's other call", rc_participant(bound[2], rc_index_at(bound[2], 1)).state, ITSME_ROLLCALL_STATE_OTHER_CALL);
+    EXPECT("ana from cai unbound", rc_participant(bound[3], rc_index_at(bound[3], 1)).state, ITSME_ROLLCALL_STATE_BINDING_DIFFERS);
+    for (int i = 0; i < 4; i++) {
+        EXPECT("roster", itsme_rollcall_roster(bound[i], roster, sizeof roster, &len), ITSME_OK);
+        EXPECT("confirm", itsme_rollcall_confirm_roster(bound[i], roster, sizeof roster, NULL, R0 + 11), ITSME_OK);
+    }
+    EXPECT("nothing to check in another call", itsme_rollcall_enter_heard(bound[0], rc_index_at(bound[0], 3), "ECHO 042", R0 + 11, &state), ITSME_E_INVALID_STATE);
+    for (int i = 0; i < 4; i++) itsme_rollcall_free(bound[i]);
+    free(room);
 
     /* The outcome was recorded in Ana's store though its handle was freed. */
     itsme_contact *ben = NULL;
     itsme_verification_state vs = 0;
     bool acknowledged = false;
-    snprintf(path, sizeof path, "%s/%s.db", dir, names[0]);
-    EXPECT("ana's store again", itsme_store_open(ids[0], path, &stores[0]), ITSME_OK);
     EXPECT("ben", itsme_store_get(stores[0], ana_ben, &ben), ITSME_OK);
     EXPECT("ben's state", itsme_contact_state(ben, &vs, &acknowledged), ITSME_OK);
     EXPECT("ben is verified", vs, ITSME_CONTACT_VERIFIED);

@@ -94,3 +94,101 @@ def test_a_bad_meeting_code_is_refused_before_the_relay(people, relay_url):
     ana = people("Ana", init=True)
     result = ana.run("roll-call", "K7X2-M9PN", "--relay", relay_url)
     assert result.returncode == 2 and "typo" in result.stderr, result
+
+
+class CuttingProxy:
+    """A TCP proxy on 127.0.0.1 in front of the relay whose `cut()` drops
+    every connection through it at once (a network that fails for a
+    moment); new connections go through as before."""
+
+    def __init__(self, upstream_url: str):
+        import socket
+        import threading
+        from urllib.parse import urlsplit
+
+        target = urlsplit(upstream_url)
+        self.target = (target.hostname, target.port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.sockets: list = []
+        self.lock = threading.Lock()
+        self.accepted = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            with self.lock:
+                self.sockets += [client, upstream]
+                self.accepted += 1
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source, sink):
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (source, sink):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def cut(self):
+        import socket
+
+        with self.lock:
+            for s in self.sockets:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            self.sockets.clear()
+
+
+def test_a_device_whose_connection_drops_rejoins_and_keeps_its_place(people, relay_url):
+    """PROTOCOL.md 20.7: Ben's connection drops after both said their codes;
+    his `itsme roll-call` joins again by itself (a new slot), Ana's round
+    comes back, and each verifies the other with the codes already read,
+    without confirming again."""
+    ana, ben = people("Ana", init=True), people("Ben", init=True)
+    qr_pair(ana, ben)
+    proxy = CuttingProxy(relay_url)
+    host = ana.spawn("roll-call", "--relay", relay_url)
+    code = host.expect(r"Meeting code: ([2-9A-Z]{4}-[2-9A-Z]{4})").group(1)
+    guest = ben.spawn("roll-call", code, "--relay", proxy.url)
+    host.expect(r"Your contacts here: Ben\.")
+    guest.expect(r"Your contacts here: Ana\.")
+    codes = {}
+    for name, term in (("Ana", host), ("Ben", guest)):
+        term.sendline("yes")
+        codes[name] = term.expect(r"Your code: ([A-Z]+ \d{3})\.").group(1)
+        term.sendline("said")
+        term.expect_exact("Type what each contact reads")
+    proxy.cut()
+    # Ana sees Ben leave (a new round), then come back: the round returns.
+    host.expect_exact("a new round")
+    host.expect(r"Ben\s+not yet\s*\r?\n")
+    host.expect_exact("Type what each contact reads")
+    assert proxy.accepted >= 2
+    host.sendline(f"{row(host, 'Ben')} {codes['Ben']}")
+    host.expect(r"Ben\s+VERIFIED")
+    guest.sendline(f"{row(guest, 'Ana')} {codes['Ana']}")
+    guest.expect(r"Ana\s+VERIFIED")
+    assert "the room ended" not in guest.transcript
+    for term in (host, guest):
+        term.sendline("done")
+        term.expect_exact("How many people")
+        term.sendline("2")
+        assert term.finish() == 0

@@ -3,20 +3,21 @@
 /// they exchanged, by codes read aloud and sealed per contact.
 ///
 /// The driver of `RollCallMachine`: it reads the contacts' seeds and device
-/// secrets from the store once, keeps the messages to send to the group
-/// room (PROTOCOL.md 15.9) until the host takes them, and records each
-/// check's outcome on its contact, as Online Verify does. Every rule is the
-/// machine's; the C layer and the Swift API both go through this type.
+/// secrets from the store once, and records each check's outcome on its
+/// contact, as Online Verify does. Every rule, what to send and when to
+/// send it again included, is the machine's; the C layer and the Swift API
+/// both go through this type.
 ///
-/// The host joins the relay's group room `roomName`, sends what
-/// `takeOutgoing` gives (first this device's HELLO), feeds every message
-/// of the room with the slot it came from (`receive`), and reports slots
-/// that left (`peerLeft`). It shows `participants` to its owner, who
-/// confirms that the contacts listed are on the call (`confirmRoster`, with
-/// the `rosterHash` shown), reads `myCode` aloud, says so (`confirmSaid`),
-/// and types the code each contact read (`enterHeard`). A new participant
-/// starts a new round: the owner confirms the new roster and reads a new
-/// code; checks already made stay.
+/// The host joins the relay's group room `roomName` and reports its events:
+/// `joined` (with this device's slot and the slots already there; again
+/// after a reconnection), `peerJoined`, `peerLeft`. It feeds every message
+/// of the room with the slot it came from (`receive`), calls `tick` about
+/// once a second, and after each call sends what `takeOutgoing` gives. It
+/// shows `participants` to its owner, who confirms that the contacts listed
+/// are on the call (`confirmRoster`, with the `rosterHash` shown), reads
+/// `myCode` aloud, says so (`confirmSaid`), and types the code each contact
+/// read (`enterHeard`). A new roster starts a new round: the owner confirms
+/// it and reads a new code; checks already made stay.
 ///
 /// Not thread-safe: serialise calls (the C layer does).
 public final class RollCall: CustomStringConvertible {
@@ -38,30 +39,37 @@ public final class RollCall: CustomStringConvertible {
         case notYet = 1
         /// The code heard is the one their device sealed, and the device is the one known.
         case verified = 2
-        /// The code heard is not the one their device sealed.
+        /// The code heard is not the one their device sealed (this round).
         case wrong = 3
         /// The code matched, from a device other than the one known: their device changed.
         case deviceChanged = 4
         /// The code matched; no device secret of theirs is known here to check the device.
         case verifiedTagUnchecked = 5
-        /// Their sealed code did not open (tampered with): neither verified nor wrong.
+        /// Their sealed code did not open, this round: their own device signed a code not sealed
+        /// for this one (a message changed on the way is refused by its signature instead).
         case refused = 6
         /// A device that holds no seed with this one: not a contact.
         case unknown = 7
+        /// One of the two devices binds the roll call to its call and the other does not.
+        case bindingDiffers = 8
+        /// Both bind the roll call to a call, and the calls differ: a device in another call.
+        case otherCall = 9
     }
 
-    /// One device in the roll call, as this device sees it.
+    /// One device of the roll call, as this device sees it.
     public struct Participant: Sendable, Equatable {
-        /// 0 for this device; others in the order they arrived.
+        /// 0 for this device; the others in the order they became present.
         public let index: Int
         /// The relay slot it speaks from (nil for this device).
         public let slot: Int?
-        /// The contact it is (nil: unknown, or this device).
+        /// The contact it is (nil: unknown, another binding, or this device).
         public let contactID: Int64?
         /// What to show beside it: `.unknown` for this device and for one that is not a contact.
         public let state: ParticipantState
-        /// It left the room (it stays in the roster).
+        /// It is not present now (its connection left); it may come back.
         public let left: Bool
+        /// Its device holds the same roster as this one (always true for this device).
+        public let agrees: Bool
     }
 
     /// A roll call lasts this long on a device, from its creation.
@@ -70,16 +78,22 @@ public final class RollCall: CustomStringConvertible {
     public static let maxParticipants = RollCallProtocol.maxParticipants
     /// The most contacts a device takes into a roll call.
     public static let maxContacts = RollCallProtocol.maxTags
+    /// The shortest and the longest call binding, in bytes.
+    public static let bindingCounts = RollCallProtocol.minBinding...RollCallProtocol.maxBinding
 
     private let store: ContactStore
-    private var machine: RollCallMachine
-    private var outbox: [[UInt8]] = []
+    private(set) var machine: RollCallMachine
 
     /// A roll call named by `meetingCode`, with every settled contact of
-    /// `store`. The random source gives the HELLO's nonce and padding.
-    /// Throws `.invalidArgument` for more than `maxContacts` contacts or a
-    /// time out of range, or the store's errors.
-    public init<R: RandomSource>(store: ContactStore, meetingCode: RemoteCode, now: Int64, random: inout R) throws {
+    /// `store`, bound to the host's call by `binding` (16 to 64 bytes that
+    /// every participant of the call holds and the relay never sees,
+    /// PROTOCOL.md 20.1) or not bound. The random source gives the roll-call
+    /// key and the HELLO's padding. Nothing is sent before `joined`.
+    /// Throws `.invalidArgument` for more than `maxContacts` contacts, a
+    /// binding of another length or a time out of range, or the store's errors.
+    public init<R: RandomSource>(
+        store: ContactStore, meetingCode: RemoteCode, binding: [UInt8]? = nil, now: Int64, random: inout R
+    ) throws {
         var members: [RollCallMachine.Member] = []
         for contact in try store.list() where contact.state != .awaitingPeer {
             members.append(
@@ -87,14 +101,12 @@ public final class RollCall: CustomStringConvertible {
                     contactID: contact.id, pid: contact.pid, seed: SecretBox(try store.seed(id: contact.id)),
                     tagSecrets: try store.tagSecrets(id: contact.id)))
         }
-        let (machine, actions) = try RollCallMachine.start(
-            meetingCode: meetingCode, members: members, myPID: store.ownerPublicKey, now: now, random: &random)
         self.store = store
-        self.machine = machine
-        try store.perform(actions, now: now) { outbox.append($0) }
+        self.machine = try RollCallMachine.start(
+            meetingCode: meetingCode, binding: binding, members: members, myPID: store.ownerPublicKey, now: now, random: &random)
     }
 
-    public var description: String { "RollCall(participants: \(machine.participants.count), phase: \(phase))" }
+    public var description: String { "RollCall(participants: \(machine.shown.count), phase: \(phase))" }
 
     /// The relay group room's name: 32 lowercase hex digits.
     public var roomName: String { Hex.encodeUpper(machine.roomID).lowercased() }
@@ -114,87 +126,105 @@ public final class RollCall: CustomStringConvertible {
 
     /// The hash of the roster as shown now (32 bytes): pass it to
     /// `confirmRoster` with the list the owner saw.
-    public var rosterHash: [UInt8] { machine.rosterHash }
+    public var rosterHash: [UInt8] { machine.round.roster }
+
+    /// How many devices are present, this one included.
+    public var headCount: Int { machine.round.names.count }
+
+    /// The roster has not changed for 5 seconds and a present participant
+    /// holds another: someone shows different participants to different
+    /// devices (PROTOCOL.md 20.3).
+    public var isSplit: Bool { machine.isSplit }
 
     /// This device's code for this round, to read aloud ("ECHO 042"), once
     /// the roster is confirmed.
     public var myCode: String? { machine.myCode.map(VoiceProtocol.codeText) }
 
-    /// Every device in the roll call, this one first.
+    /// Every device ever present in the roll call, this one first.
     public var participants: [Participant] {
-        machine.participants.enumerated().map { index, p in
-            let contactID = p.member.map { machine.members[$0].contactID }
+        machine.shown.enumerated().map { index, key in
+            guard index > 0, let entry = machine.held[key] else {
+                return Participant(index: 0, slot: nil, contactID: nil, state: .unknown, left: false, agrees: true)
+            }
             let state: ParticipantState
-            if index == 0 || p.member == nil {
-                state = .unknown
-            } else {
-                switch p.check {
-                case .notYet: state = .notYet
-                case .verified: state = .verified
-                case .wrong: state = .wrong
-                case .deviceChanged: state = .deviceChanged
-                case .verifiedTagUnchecked: state = .verifiedTagUnchecked
-                case .refused: state = .refused
+            switch entry.binding {
+            case .differs: state = .bindingDiffers
+            case .otherCall: state = .otherCall
+            case .same:
+                if entry.member == nil {
+                    state = .unknown
+                } else {
+                    switch machine.check(key) {
+                    case .notYet: state = .notYet
+                    case .verified: state = .verified
+                    case .wrong: state = .wrong
+                    case .deviceChanged: state = .deviceChanged
+                    case .verifiedTagUnchecked: state = .verifiedTagUnchecked
+                    case .refused: state = .refused
+                    }
                 }
             }
-            return Participant(index: index, slot: p.slot, contactID: contactID, state: state, left: p.left)
+            return Participant(
+                index: index, slot: entry.view?.slot, contactID: entry.member.map { machine.members[$0].contactID }, state: state,
+                left: !machine.isPresent(key), agrees: machine.agrees(key))
         }
     }
 
     /// The next message to send to the group room, left in the queue; nil if none.
-    public func peekOutgoing() -> [UInt8]? { outbox.first }
+    public func peekOutgoing() throws -> [UInt8]? { try machine.peekOutgoing() }
 
     /// Removes the message `peekOutgoing` gave (it was handed to the relay).
-    public func markSent() {
-        if !outbox.isEmpty { outbox.removeFirst() }
-    }
+    public func markSent() { machine.markSent() }
 
     /// The next message to send, removed from the queue; nil if none.
-    public func takeOutgoing() -> [UInt8]? {
-        defer { markSent() }
-        return peekOutgoing()
+    public func takeOutgoing() throws -> [UInt8]? {
+        let next = try peekOutgoing()
+        markSent()
+        return next
     }
+
+    /// The relay's `joined`: this device's slot and the slots present
+    /// before it, at the first join and after every reconnection (the
+    /// roll call goes on under the new slot). `.invalidArgument` for a slot
+    /// out of 1...65535, `.expired`.
+    public func joined(slot: Int, peers: [Int], now: Int64) throws {
+        try step { try $0.joined(slot: slot, peers: peers, now: now) }
+    }
+
+    /// The relay announced a new participant in slot `slot`.
+    public func peerJoined(slot: Int, now: Int64) throws { try step { try $0.peerJoined(slot: slot, now: now) } }
+
+    /// The participant of relay slot `slot` left the room.
+    public func peerLeft(slot: Int, now: Int64) throws { try step { try $0.peerLeft(slot: slot, now: now) } }
+
+    /// About once a second: what is due or must go again is queued.
+    public func tick(now: Int64) throws { try step { try $0.tick(now: now) } }
 
     /// Feeds one message of the group room, from relay slot `slot` (the
     /// relay's 2-byte prefix removed). A message that does not fit throws
-    /// and changes nothing: `.malformedMessage`, `.invalidArgument` (out of
-    /// time, too many participants), `.invalidState` (another round's,
-    /// an unknown speaker's), `.authenticationFailed` (a sealed code that
-    /// does not open), `.expired` once the lifetime passed; or the store's
-    /// error if recording an outcome fails.
+    /// and changes nothing: `.malformedMessage`, `.authenticationFailed` (a
+    /// signature, or a sealed code that does not open: its participant is
+    /// refused for the round), `.invalidKey` (a reflection), `.invalidState`
+    /// (a sender this device does not hold or see, a copy carried by another
+    /// slot, another round's SAID), `.invalidArgument` (too many),
+    /// `.expired` once the lifetime passed; or the store's error if
+    /// recording an outcome fails.
     public func receive(_ message: [UInt8], from slot: Int, now: Int64) throws {
-        var next = machine
-        do {
-            let actions = try next.receive(message, from: slot, now: now)
-            try store.perform(actions, now: now) { outbox.append($0) }
-            machine = next
-        } catch let error as ItsMeError where error.kind == .authenticationFailed || error.kind == .expired {
-            // The participant's check is `refused`, or the roll call is over: kept.
-            machine = next
-            throw error
-        }
+        try step { machine in try store.perform(try machine.receive(message, from: slot, now: now), now: now) { _ in } }
     }
-
-    /// The relay announced a new participant in slot `slot`: this device's
-    /// HELLO goes out again (`takeOutgoing`), since the newcomer missed it.
-    public func peerJoined(slot: Int) { outbox.append(machine.participants[0].hello.bytes) }
-
-    /// The participant of relay slot `slot` left the room.
-    public func peerLeft(slot: Int) { machine.peerLeft(slot: slot) }
 
     /// The owner confirmed that the contacts listed are on their call.
     /// `roster` is the `rosterHash` of the list shown: `.invalidState` if
     /// it changed since (show the new one), or if this round's roster is
     /// already confirmed. Draws this round's code.
     public func confirmRoster<R: RandomSource>(_ roster: [UInt8], now: Int64, random: inout R) throws {
-        try machine.confirmRoster(roster, now: now, random: &random)
+        try step { try $0.confirmRoster(roster, now: now, random: &random) }
     }
 
     /// The owner read `myCode` aloud: the sealed codes go out (`takeOutgoing`).
     /// `.invalidState` before the roster is confirmed or after the code went out.
     public func confirmSaid<R: RandomSource>(now: Int64, random: inout R) throws {
-        let actions = try machine.confirmSaid(now: now, random: &random)
-        try store.perform(actions, now: now) { outbox.append($0) }
+        try step { try $0.confirmSaid(now: now, random: &random) }
     }
 
     /// The owner typed `code` ("ECHO 042", any case), the code participant
@@ -202,7 +232,7 @@ public final class RollCall: CustomStringConvertible {
     /// when it arrives; returns the participant's state. Throws
     /// `.invalidArgument` (a code that is not a NATO word and three digits,
     /// no such participant), `.invalidState` (before the roster is
-    /// confirmed; not a contact; already checked this round), `.locked`
+    /// confirmed; not a contact; not present; already checked), `.locked`
     /// (three wrong codes this round), `.authenticationFailed` (their sealed
     /// code does not open), or the store's error.
     @discardableResult
@@ -210,15 +240,21 @@ public final class RollCall: CustomStringConvertible {
         guard let value = VoiceProtocol.parseCode(code) else {
             throw ItsMeError(.invalidArgument, "a code is a NATO word and three digits, as \"ECHO 042\"")
         }
+        try step { machine in try store.perform(try machine.enterHeard(value, from: index, now: now), now: now) { _ in } }
+        return participants[index].state
+    }
+
+    /// Steps on a copy, kept when the step succeeds; also kept when the
+    /// step ends with `.authenticationFailed` (a participant's sealed code
+    /// refused, recorded for the round) or `.expired` (for good).
+    private func step(_ body: (inout RollCallMachine) throws -> Void) throws {
         var next = machine
         do {
-            let actions = try next.enterHeard(value, from: index, now: now)
-            try store.perform(actions, now: now) { outbox.append($0) }
+            try body(&next)
             machine = next
         } catch let error as ItsMeError where error.kind == .authenticationFailed || error.kind == .expired {
             machine = next
             throw error
         }
-        return participants[index].state
     }
 }

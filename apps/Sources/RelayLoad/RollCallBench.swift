@@ -4,6 +4,14 @@
 // relay started as a child process on 127.0.0.1. Every pair of devices has
 // exchanged (by QR code, through the library, before the clock starts).
 // Prints, per run and as the median and spread over --runs runs:
+//   roster_converged_after_last_join_s
+//                             from the last device's join (its `joined`
+//                             event) to every device holding the same
+//                             roster of all N
+//   messages_per_join         the messages all devices sent because of the
+//                             last join (PROTOCOL.md 20.6: at most 4M + 3
+//                             with M = N - 1 present), counted until every
+//                             device's due VIEW went out
 //   ready_after_last_said_s   from the last device's "I said it" to every
 //                             device holding (opened) every other's code
 //   device_cpu_ms             the CPU one device spends in the library over
@@ -72,7 +80,10 @@ enum RollCallBench {
         var call: RollCall?
         var room: GroupRoom?
         var cpuTime = 0.0
-        var saidReceived = 0
+        var saidFrom: Set<[UInt8]> = []
+        var sent = 0
+        /// Messages sent, by type (HELLO 1, SAID 2, VIEW 3).
+        var sentByType: [UInt8: Int] = [:]
         var readyAt = 0.0
         let lock = NSLock()
 
@@ -96,7 +107,9 @@ enum RollCallBench {
         /// A new roll call of `meeting` for this device.
         func reset(meeting: RemoteCode, now: Int64) throws {
             try lock.withLock {
-                saidReceived = 0
+                saidFrom = []
+                sent = 0
+                sentByType = [:]
                 readyAt = 0
                 let start = RollCallBench.threadCPU()
                 defer { cpuTime = RollCallBench.threadCPU() - start }
@@ -104,20 +117,27 @@ enum RollCallBench {
             }
         }
 
-        /// One more sealed code taken; the time once all `n - 1` are in.
-        func countSaid(of n: Int) {
+        /// A sealed code taken from `speaker` (its roll-call key); the time
+        /// once all `n - 1` are in (a SAID sent again counts once).
+        func countSaid(from speaker: [UInt8], of n: Int) {
             lock.withLock {
-                saidReceived += 1
-                if saidReceived == n - 1 { readyAt = RollCallBench.monotonic() }
+                saidFrom.insert(speaker)
+                if saidFrom.count == n - 1 && readyAt == 0 { readyAt = RollCallBench.monotonic() }
             }
         }
 
         /// Sends what the roll call has queued.
         func flush() async throws {
-            while let message = timed({ $0.takeOutgoing() }) ?? nil {
+            while let message = try timed({ try $0.takeOutgoing() }) ?? nil {
                 try await room?.send(message)
+                lock.withLock {
+                    sent += 1
+                    sentByType[message[1], default: 0] += 1
+                }
             }
         }
+
+        var sentCount: Int { lock.withLock { sent } }
     }
 
     static func monotonic() -> Double { seconds(of: CLOCK_MONOTONIC) }
@@ -189,11 +209,17 @@ enum RollCallBench {
 
         var readies: [Double] = []
         var cpus: [Double] = []
+        var converged: [Double] = []
+        var joinMessages: [Double] = []
         for run in 1...options.runs {
-            let (ready, cpu) = try await rollCall(devices, url: url)
-            readies.append(ready)
-            cpus.append(cpu)
-            print("  run \(run): ready_after_last_said_s \(String(format: "%.3f", ready)), device_cpu_ms \(String(format: "%.1f", cpu * 1e3))")
+            let result = try await rollCall(devices, url: url)
+            readies.append(result.ready)
+            cpus.append(result.cpu)
+            converged.append(result.converged)
+            joinMessages.append(Double(result.joinMessages))
+            print(
+                "  run \(run): roster_converged_after_last_join_s \(String(format: "%.3f", result.converged)), messages_per_join \(result.joinMessages), ready_after_last_said_s \(String(format: "%.3f", result.ready)), device_cpu_ms \(String(format: "%.1f", result.cpu * 1e3))"
+            )
         }
         // What the roll call replaces: every pair by Online Verify, in memory.
         let pairs = n * (n - 1) / 2
@@ -207,6 +233,11 @@ enum RollCallBench {
         ovCPU = clock() - ovCPU
         let ovWall = monotonic() - ovStart
         let readyMedian = median(readies), cpuMedian = median(cpus)
+        let convergedMedian = median(converged), messagesMedian = median(joinMessages)
+        print(
+            "roster_converged_after_last_join_s: median \(String(format: "%.3f", convergedMedian)) (min \(String(format: "%.3f", converged.min() ?? 0)), max \(String(format: "%.3f", converged.max() ?? 0)), \(options.runs) runs; target under 1)"
+        )
+        print("messages_per_join (the last join, \(n - 1) present): median \(Int(messagesMedian)) (bound 4M + 3 = \(4 * (n - 1) + 3))")
         print(
             "ready_after_last_said_s: median \(String(format: "%.3f", readyMedian)) (min \(String(format: "%.3f", readies.min() ?? 0)), max \(String(format: "%.3f", readies.max() ?? 0)), \(options.runs) runs; target under 2)"
         )
@@ -215,36 +246,41 @@ enum RollCallBench {
             "\(pairs) pairwise Online Verify sessions (both sides, in memory): \(String(format: "%.2f", ovWall)) s wall, \(String(format: "%.2f", Double(ovCPU) / Double(CLOCKS_PER_SEC))) s CPU; the roll call's devices together: \(String(format: "%.2f", cpuMedian * Double(n))) s"
         )
         print(
-            "{\"suite\": \"roll-call\", \"participants\": \(n), \"ready_after_last_said_s\": \(readyMedian), \"ready_min_s\": \(readies.min() ?? 0), \"ready_max_s\": \(readies.max() ?? 0), \"device_cpu_ms\": \(cpuMedian * 1e3), \"online_verify_pairs\": \(pairs), \"online_verify_wall_s\": \(ovWall), \"online_verify_cpu_s\": \(Double(ovCPU) / Double(CLOCKS_PER_SEC))}"
+            "{\"suite\": \"roll-call\", \"participants\": \(n), \"roster_converged_after_last_join_s\": \(convergedMedian), \"converged_min_s\": \(converged.min() ?? 0), \"converged_max_s\": \(converged.max() ?? 0), \"messages_per_join\": \(Int(messagesMedian)), \"messages_per_join_bound\": \(4 * (n - 1) + 3), \"ready_after_last_said_s\": \(readyMedian), \"ready_min_s\": \(readies.min() ?? 0), \"ready_max_s\": \(readies.max() ?? 0), \"device_cpu_ms\": \(cpuMedian * 1e3), \"online_verify_pairs\": \(pairs), \"online_verify_wall_s\": \(ovWall), \"online_verify_cpu_s\": \(Double(ovCPU) / Double(CLOCKS_PER_SEC))}"
         )
     }
 
-    /// One roll call among `devices`: every device joins, says its HELLO,
-    /// confirms the roster and its code; then, from the last "I said it",
-    /// the time until every device opened every other's sealed code.
-    static func rollCall(_ devices: [Device], url: RelayURL) async throws -> (ready: Double, cpu: Double) {
+    /// One roll call among `devices`: they join one after the other; from
+    /// the last join, the time until every device holds the same roster of
+    /// all, and the messages that join cost. Then every device confirms the
+    /// roster and its code; from the last "I said it", the time until every
+    /// device opened every other's sealed code.
+    static func rollCall(_ devices: [Device], url: RelayURL) async throws
+        -> (ready: Double, cpu: Double, converged: Double, joinMessages: Int)
+    {
         var random = SystemRandom()
         let meeting = RemoteCode.random(using: &random)
         let n = devices.count
-        let now = Int64(Date().timeIntervalSince1970)
-        for device in devices { try device.reset(meeting: meeting, now: now) }
+        func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
+        let start = now()
+        for device in devices { try device.reset(meeting: meeting, now: start) }
         guard let name = devices[0].call?.roomName else { throw LoadError("no roll call") }
-        for device in devices {
-            device.room = try await GroupRoom.join(url, groupID: name, timeout: 20)
-        }
-        // Each device's reader: relay events into its roll call.
-        let readers = devices.map { device in
+        // The host's loop for each device: the room's events and messages
+        // into its roll call, what it queues out.
+        func read(_ device: Device, _ room: GroupRoom) -> Task<Void, Never> {
             Task {
-                guard let room = device.room else { return }
                 while !Task.isCancelled {
                     guard let event = try? await room.nextEvent(timeout: 60) else { return }
                     switch event {
+                    case .joined(let slot, let peers):
+                        _ = try? device.timed { try $0.joined(slot: slot, peers: peers, now: now()) }
                     case .peerJoined(let slot):
-                        device.timed { $0.peerJoined(slot: slot) }
+                        _ = try? device.timed { try $0.peerJoined(slot: slot, now: now()) }
+                    case .peerLeft(let slot):
+                        _ = try? device.timed { try $0.peerLeft(slot: slot, now: now()) }
                     case .message(let from, let bytes):
-                        let isSaid = bytes.count > 1 && bytes[1] == 2
-                        let taken = (try? device.timed { try $0.receive(bytes, from: from, now: now) }) != nil
-                        if isSaid && taken { device.countSaid(of: n) }
+                        let taken = (try? device.timed { try $0.receive(bytes, from: from, now: now()) }) != nil
+                        if taken && bytes.count > 34 && bytes[1] == 2 { device.countSaid(from: Array(bytes[2..<34]), of: n) }
                     default:
                         break
                     }
@@ -252,18 +288,62 @@ enum RollCallBench {
                 }
             }
         }
-        defer { readers.forEach { $0.cancel() } }
-        for device in devices { try await device.flush() }
-        // Until every device holds every HELLO.
-        let gathering = monotonic() + 60
-        while devices.contains(where: { ($0.timed { $0.participants.count } ?? 0) < n }) {
-            guard monotonic() < gathering else { throw LoadError("the HELLOs did not all arrive within 60 s") }
-            try await Task.sleep(nanoseconds: 5_000_000)
+        // Each device's clock: a tick a second (due VIEWs, re-sends).
+        let ticker = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(nanoseconds: 1_000_000_000)
+                for device in devices where device.room != nil {
+                    _ = try? device.timed { try $0.tick(now: now()) }
+                    try? await device.flush()
+                }
+            }
+        }
+        var readers: [Task<Void, Never>] = []
+        defer {
+            ticker.cancel()
+            readers.forEach { $0.cancel() }
+        }
+        func holdsAll() -> Bool {
+            let rosters = devices.map { $0.timed { ($0.rosterHash, $0.headCount) } ?? nil }
+            return rosters.allSatisfy { $0?.1 == n } && Set(rosters.map { $0?.0 ?? [] }).count == 1
+        }
+        var converged = 0.0
+        var joinMessages = 0
+        for (i, device) in devices.enumerated() {
+            let before = devices.reduce(0) { $0 + $1.sentCount }
+            let typesBefore = devices.map { d in d.lock.withLock { d.sentByType } }
+            let joinedAt = monotonic()
+            let room = try await GroupRoom.join(url, groupID: name, timeout: 20)
+            device.room = room
+            readers.append(read(device, room))
+            guard i == n - 1 else {
+                // Until this one holds everyone there before it.
+                let deadline = monotonic() + 30
+                while (device.timed { $0.headCount } ?? 0) < i + 1 {
+                    guard monotonic() < deadline else { throw LoadError("device \(i + 1) did not see the others within 30 s") }
+                    try await Task.sleep(nanoseconds: 2_000_000)
+                }
+                continue
+            }
+            let deadline = monotonic() + 60
+            while !holdsAll() {
+                guard monotonic() < deadline else { throw LoadError("the rosters did not converge within 60 s") }
+                try await Task.sleep(nanoseconds: 1_000_000)
+            }
+            converged = monotonic() - joinedAt
+            // The due VIEWs go out at the next tick.
+            try await Task.sleep(nanoseconds: 2_500_000_000)
+            joinMessages = devices.reduce(0) { $0 + $1.sentCount } - before
+            var types: [UInt8: Int] = [:]
+            for (d, earlier) in zip(devices, typesBefore) {
+                for (type, count) in d.lock.withLock({ d.sentByType }) { types[type, default: 0] += count - (earlier[type] ?? 0) }
+            }
+            print("  the last join: \(types[1] ?? 0) HELLO, \(types[3] ?? 0) VIEW, \(types[2] ?? 0) SAID sent")
         }
         for device in devices {
             try device.timed { call in
                 var r = SystemRandom()
-                try call.confirmRoster(call.rosterHash, now: now, random: &r)
+                try call.confirmRoster(call.rosterHash, now: now(), random: &r)
             }
         }
         var lastSaid = 0.0
@@ -272,7 +352,7 @@ enum RollCallBench {
             lastSaid = monotonic()
             try device.timed { call in
                 var r = SystemRandom()
-                try call.confirmSaid(now: now, random: &r)
+                try call.confirmSaid(now: now(), random: &r)
             }
             try await device.flush()
         }
@@ -290,7 +370,7 @@ enum RollCallBench {
                     guard let id = participant.contactID, let contact = try? device.store.contact(id: id),
                         let other = fingerprints.firstIndex(of: contact.fingerprint), let code = codes[other]
                     else { continue }
-                    _ = try call.enterHeard(code, from: participant.index, now: now)
+                    _ = try call.enterHeard(code, from: participant.index, now: now())
                 }
             }
         }
@@ -300,7 +380,7 @@ enum RollCallBench {
             await device.room?.leave()
             device.room = nil
         }
-        return (max(ready, 0), cpu)
+        return (max(ready, 0), cpu, converged, joinMessages)
     }
 
     /// One Online Verify between two contacts, both sides in memory, to the

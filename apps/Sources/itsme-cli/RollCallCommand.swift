@@ -28,12 +28,14 @@ struct RollCallCommand: AsyncParsableCommand {
     @Option(help: "How many people are on the call, you included (asked at the end if not given).") var people: Int?
     @Option(help: "Give up after this many seconds (a roll call lasts 10 minutes at most).") var timeout: Double = 600
 
-    /// What the loop reacts to: a line typed, something from the room, or
-    /// the clock (every 20 seconds: a ping keeps the room open).
+    /// What the loop reacts to: a line typed, something from the room (of
+    /// the connection `generation`: a connection that dropped is replaced by
+    /// the next), or the clock, every second (the roll call's re-sends; a
+    /// ping every 20 seconds keeps the room open).
     enum Event: Sendable {
         case line(String?)
-        case room(GroupEvent)
-        case failed(String)
+        case room(GroupEvent, generation: Int)
+        case failed(String, generation: Int)
         case tick
     }
 
@@ -69,24 +71,28 @@ struct RollCallCommand: AsyncParsableCommand {
                 }
             }
             reader.start()
-            let listener = Task {
-                do {
-                    while true { feed.yield(.room(try await room.nextEvent(timeout: 3600))) }
-                } catch {
-                    feed.yield(.failed(explain(error).0))
+            func listen(_ room: GroupRoom, _ generation: Int) -> Task<Void, Never> {
+                Task {
+                    do {
+                        while true { feed.yield(.room(try await room.nextEvent(timeout: 3600), generation: generation)) }
+                    } catch {
+                        feed.yield(.failed(explain(error).0, generation: generation))
+                    }
                 }
             }
+            var generation = 0
+            var listener = listen(room, generation)
             let ticker = Task {
                 while !Task.isCancelled {
-                    try? await Task.sleep(nanoseconds: 20_000_000_000)
+                    try? await Task.sleep(nanoseconds: 1_000_000_000)
                     feed.yield(.tick)
                 }
             }
             output.notice("Joined roll call \(meeting.text). When everyone is in, check the list and type yes.")
-            try await session.flush()
             let deadline = Date().addingTimeInterval(min(timeout, Double(RollCall.lifetime)))
             var asking = false
             var count = people
+            var ticks = 0
             loop: for await event in events {
                 if Date() > deadline {
                     output.notice("The roll call's time is up.")
@@ -94,12 +100,21 @@ struct RollCallCommand: AsyncParsableCommand {
                 }
                 switch event {
                 case .tick:
-                    try? await room.ping()
-                case .failed(let reason):
-                    output.warn("the room ended: \(reason)")
-                    break loop
-                case .room(let event):
-                    if !asking { try await session.handle(event) }
+                    ticks += 1
+                    if ticks % 20 == 0 { try? await session.room.ping() }
+                    try await session.tick()
+                case .failed(let reason, let failed):
+                    guard failed == generation else { continue }
+                    // The connection dropped: join again (a new slot); the
+                    // roll call keeps this device's place (PROTOCOL.md 20.7).
+                    guard let again = await session.rejoin(url, until: deadline) else {
+                        output.warn("the room ended: \(reason)")
+                        break loop
+                    }
+                    generation += 1
+                    listener = listen(again, generation)
+                case .room(let event, let from):
+                    if !asking, from == generation { try await session.handle(event) }
                 case .line(nil):
                     break loop
                 case .line(let text?):
@@ -120,7 +135,7 @@ struct RollCallCommand: AsyncParsableCommand {
             }
             listener.cancel()
             ticker.cancel()
-            await room.leave()
+            await session.room.leave()
             return session.summary(people: count)
         }
     }
@@ -133,10 +148,12 @@ final class RollCallSession {
     let names: [Int64: String]
     let output: Output
     let profile: Profile
-    let room: GroupRoom
+    private(set) var room: GroupRoom
     private var shownRoster: [UInt8] = []
     private var shownStates: [RollCall.ParticipantState] = []
     private var shownPhase: RollCall.Phase = .gathering
+    private var shownAgreement: [Bool] = []
+    private var shownSplit = false
 
     init(call: RollCall, names: [Int64: String], output: Output, profile: Profile, room: GroupRoom) {
         self.call = call
@@ -148,14 +165,37 @@ final class RollCallSession {
 
     var now: Int64 { profile.clock.now() }
 
-    /// Sends what the roll call has to send, then shows what changed.
+    /// Sends what the roll call has to send, then shows what changed. A
+    /// send that fails leaves the message queued: the connection is being
+    /// replaced, and what was lost goes again (PROTOCOL.md 20.6).
     func flush() async throws {
-        while let message = call.peekOutgoing() {
-            // Alone, the relay drops it: the HELLO goes again when someone joins.
-            do { try await room.send(message) } catch { throw CLIError("the relay: \(explain(error).0)", exit: .relay) }
+        while let message = try call.peekOutgoing() {
+            do { try await room.send(message) } catch { break }
             call.markSent()
         }
         show()
+    }
+
+    /// The clock: the roll call's re-sends and due VIEWs.
+    func tick() async throws {
+        do { try call.tick(now: now) } catch let error as ItsMeError where error.kind == .expired { throw CLIError(error.message) }
+        try await flush()
+    }
+
+    /// Joins the room again after the connection dropped: a few tries with
+    /// a growing pause, within the roll call's time. Nil when it could not.
+    func rejoin(_ url: RelayURL, until deadline: Date) async -> GroupRoom? {
+        await room.leave()
+        var pause = 0.5
+        while Date().addingTimeInterval(pause) < deadline {
+            try? await Task.sleep(nanoseconds: UInt64(pause * 1e9))
+            if let again = try? await GroupRoom.join(url, groupID: call.roomName, timeout: 10) {
+                room = again
+                return again
+            }
+            pause = min(pause * 2, 8)
+        }
+        return nil
     }
 
     func name(_ p: RollCall.Participant) -> String {
@@ -173,24 +213,33 @@ final class RollCallSession {
         case .wrong: text = "WRONG CODE"
         case .deviceChanged: text = "verified, but their DEVICE CHANGED"
         case .verifiedTagUnchecked: text = "verified (device not checked)"
-        case .refused: text = "REFUSED (their sealed code was tampered with)"
+        case .refused: text = "REFUSED (their device sent a code not sealed for you)"
         case .unknown: text = "no seed with you: not a contact"
+        case .bindingDiffers: text = "BOUND DIFFERENTLY (one of you started the roll call from the call, the other not)"
+        case .otherCall: text = "IN ANOTHER CALL (bound to another call: not the person on yours)"
         }
-        return text + (p.left ? " (left)" : "")
+        return text + (p.left ? " (left)" : p.agrees ? "" : " (not agreeing yet)")
     }
 
     /// Prints the table when the roster or a state changed.
     func show() {
         let participants = call.participants
         let states = participants.map(\.state)
+        let agreement = participants.map { $0.agrees || $0.left }
         let roster = call.rosterHash
         if roster != shownRoster && shownPhase != .gathering && call.phase == .gathering {
-            output.notice("Someone joined: a new round. Check the list again, type yes, and read your new code.")
+            output.notice("Someone joined or left: a new round. Check the list again, type yes, and read your new code.")
         }
-        guard roster != shownRoster || states != shownStates || call.phase != shownPhase else { return }
+        if call.isSplit && !shownSplit {
+            output.warn(
+                "the devices here do not all see the same people (a split): someone shows different participants to different devices. Do not trust this roll call; start a new one.")
+        }
+        shownSplit = call.isSplit
+        guard roster != shownRoster || states != shownStates || call.phase != shownPhase || agreement != shownAgreement else { return }
         shownRoster = roster
         shownStates = states
         shownPhase = call.phase
+        shownAgreement = agreement
         output.notice("")
         for p in participants where p.index > 0 {
             output.notice("  \(p.index)  \(name(p).padding(toLength: 20, withPad: " ", startingAt: 0))  \(stateText(p))")
@@ -198,8 +247,8 @@ final class RollCallSession {
         if participants.count == 1 { output.notice("  (no one else yet)") }
         switch call.phase {
         case .gathering:
-            let contacts = participants.filter { $0.index > 0 && $0.contactID != nil }.map(name)
-            let unknown = participants.filter { $0.index > 0 && $0.contactID == nil }.count
+            let contacts = participants.filter { $0.index > 0 && !$0.left && $0.contactID != nil }.map(name)
+            let unknown = participants.filter { $0.index > 0 && !$0.left && $0.contactID == nil }.count
             output.notice(
                 "Your contacts here: \(contacts.isEmpty ? "none" : contacts.joined(separator: ", "))"
                     + (unknown > 0 ? "; \(unknown) unknown device\(unknown == 1 ? "" : "s")" : "")
@@ -215,12 +264,12 @@ final class RollCallSession {
 
     func handle(_ event: GroupEvent) async throws {
         switch event {
-        case .joined:
-            break
+        case .joined(let slot, let peers):
+            try step { try call.joined(slot: slot, peers: peers, now: now) }
         case .peerJoined(let slot):
-            call.peerJoined(slot: slot)
+            try step { try call.peerJoined(slot: slot, now: now) }
         case .peerLeft(let slot):
-            call.peerLeft(slot: slot)
+            try step { try call.peerLeft(slot: slot, now: now) }
         case .message(let from, let bytes):
             do { try call.receive(bytes, from: from, now: now) } catch let error as ItsMeError {
                 if error.kind == .expired { throw CLIError(error.message) }
@@ -230,6 +279,14 @@ final class RollCallSession {
             break
         }
         try await flush()
+    }
+
+    /// A relay event applied: only the end of the roll call's time ends it.
+    private func step(_ body: () throws -> Void) throws {
+        do { try body() } catch let error as ItsMeError {
+            if error.kind == .expired { throw CLIError(error.message) }
+            output.warn(error.message)
+        }
     }
 
     /// A line typed; true when it ends the roll call.
@@ -263,6 +320,7 @@ final class RollCallSession {
     /// contact here was verified and every person on the call has a device
     /// in it.
     func summary(people count: Int?) -> Exit {
+        // Everyone present at some point: one who checked out and left stays checked.
         let others = call.participants.filter { $0.index > 0 }
         func named(_ states: Set<RollCall.ParticipantState>) -> [String] {
             others.filter { states.contains($0.state) && $0.contactID != nil }.map(name)
@@ -271,7 +329,8 @@ final class RollCallSession {
         let changed = named([.deviceChanged])
         let failed = named([.wrong, .refused])
         let pending = named([.notYet])
-        let unknown = others.filter { $0.contactID == nil }.count
+        let unknown = others.filter { $0.contactID == nil && $0.state == .unknown }.count
+        let elsewhere = others.filter { $0.state == .otherCall || $0.state == .bindingDiffers }.count
         output.line("")
         output.line("Roll call: \(others.count + 1) devices, yours included.")
         output.line("  Verified:       \(verified.isEmpty ? "no one" : verified.joined(separator: ", "))")
@@ -279,6 +338,8 @@ final class RollCallSession {
         if !failed.isEmpty { output.line("  NOT VERIFIED:   \(failed.joined(separator: ", "))") }
         if !pending.isEmpty { output.line("  Not checked:    \(pending.joined(separator: ", "))") }
         if unknown > 0 { output.line("  Unknown devices: \(unknown) (no seed with you)") }
+        if elsewhere > 0 { output.line("  Devices of another call: \(elsewhere) (bound to another call, or not to yours)") }
+        if call.isSplit { output.line("  SPLIT: the devices did not all see the same people; do not trust this roll call.") }
         var missing = 0
         if let count {
             missing = max(0, count - (others.count + 1))
@@ -289,8 +350,9 @@ final class RollCallSession {
         }
         output.document([
             "verified": verified, "deviceChanged": changed, "notVerified": failed, "notChecked": pending, "unknown": unknown,
-            "devices": others.count + 1, "withoutDevice": missing,
+            "devices": others.count + 1, "withoutDevice": missing, "otherCall": elsewhere, "split": call.isSplit,
         ])
-        return failed.isEmpty && pending.isEmpty && changed.isEmpty && missing == 0 ? .ok : .checkFailed
+        return failed.isEmpty && pending.isEmpty && changed.isEmpty && missing == 0 && elsewhere == 0 && !call.isSplit
+            ? .ok : .checkFailed
     }
 }

@@ -72,8 +72,11 @@ contacts (a roll call, docs/PROTOCOL.md 20): one shares a meeting code, each
 device moves the messages of the relay's group room ``call.room``::
 
     call = itsme.RollCall(contacts, itsme.new_meeting_code())  # or the code typed
+    call.joined(slot, peers)                      # the relay's "joined"; then its
+    # events (peer_joined, peer_left), receive() for each message, tick()
+    # once a second, and send what next_outgoing() gives after each call
     roster = call.roster
-    show(call.participants)                       # the owner confirms who is here
+    show(call.participants, call.head_count)      # the owner confirms who is here
     call.confirm_roster(roster)
     print(call.code)                              # read aloud, then
     call.confirm_said()
@@ -259,6 +262,8 @@ from ._profile import (
 )
 from ._random import DeterministicRandom
 from ._rollcall import (
+    ROLLCALL_BINDING_MAX,
+    ROLLCALL_BINDING_MIN,
     ROLLCALL_MESSAGE_MAX,
     ROLLCALL_ROSTER_BYTES,
     RollCall,
@@ -504,6 +509,8 @@ __all__ = [
     "REMOTE_CODE_SIZE",
     "REMOTE_MESSAGE_MAX",
     "RESULT_CODES",
+    "ROLLCALL_BINDING_MAX",
+    "ROLLCALL_BINDING_MIN",
     "ROLLCALL_MESSAGE_MAX",
     "ROLLCALL_ROSTER_BYTES",
     "ROOM_NAME_SIZE",

@@ -607,20 +607,40 @@ ITSME_ROLLCALL_STATE_DEVICE_CHANGED: Final = 4
 #: the device with.
 ITSME_ROLLCALL_STATE_VERIFIED_TAG_UNCHECKED: Final = 5
 
-#: Their sealed code did not open (tampered with, or sealed for another
-#: device): neither verified nor wrong.
+#: Their sealed code of this round did not open (their own device signed a
+#: code not sealed for this one: a faulty or malicious device; a code
+#: changed on the way fails its signature and changes nothing): neither
+#: verified nor wrong.
 ITSME_ROLLCALL_STATE_REFUSED: Final = 6
 
 #: This device, or a device that holds no seed with this one: not a
 #: contact.
 ITSME_ROLLCALL_STATE_UNKNOWN: Final = 7
 
-#: Longest roll-call message: a HELLO of 2048 presence tags, 28 + 16 * 2048
-#: bytes (a SAID is at most 67 + 50 * 49 = 2517).
-ITSME_ROLLCALL_MESSAGE_MAX: Final = 32796
+#: One of the two devices binds the roll call to its call and the other
+#: does not: nothing can be checked between them (say so, and have the
+#: other start the roll call from the call).
+ITSME_ROLLCALL_STATE_BINDING_DIFFERS: Final = 8
+
+#: Both devices bind the roll call to a call, and the calls differ: a
+#: device in another call, as when one relays between two calls.
+ITSME_ROLLCALL_STATE_OTHER_CALL: Final = 9
+
+#: Longest roll-call message: a HELLO of 2048 presence tags, 133 + 16 * 2048
+#: bytes (a VIEW is at most 138 + 32 * 100 + 13 = 3351, a SAID
+#: 131 + 50 * 49 = 2581).
+ITSME_ROLLCALL_MESSAGE_MAX: Final = 32901
 
 #: A roster hash (itsme_rollcall_roster), in bytes.
 ITSME_ROLLCALL_ROSTER_BYTES: Final = 32
+
+#: A relay slot in itsme_rollcall_joined's list, in bytes.
+ITSME_ROLLCALL_SLOT_BYTES: Final = 2
+
+#: The shortest and the longest call binding (itsme_rollcall_new), in bytes.
+ITSME_ROLLCALL_BINDING_MIN: Final = 16
+
+ITSME_ROLLCALL_BINDING_MAX: Final = 64
 
 #: The former name of ITSME_EXCHANGE_METHOD_QR, kept for compatibility.
 ITSME_EXCHANGE_QR: Final = ITSME_EXCHANGE_METHOD_QR
@@ -899,6 +919,8 @@ class ItsmeRollcallState(enum.IntEnum):
     ITSME_ROLLCALL_STATE_VERIFIED_TAG_UNCHECKED = 5
     ITSME_ROLLCALL_STATE_REFUSED = 6
     ITSME_ROLLCALL_STATE_UNKNOWN = 7
+    ITSME_ROLLCALL_STATE_BINDING_DIFFERS = 8
+    ITSME_ROLLCALL_STATE_OTHER_CALL = 9
 
 
 #: Every enumeration by its typedef's name.
@@ -1063,6 +1085,7 @@ class itsme_rollcall_participant_info(Structure):
         ("contact_id", c_int64),
         ("state", itsme_rollcall_state),
         ("left", c_bool),
+        ("agrees", c_bool),
     ]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -1252,7 +1275,15 @@ LAYOUTS: Final[Dict[str, Layout]] = {
     "itsme_rollcall_participant_info": Layout(
         40,
         8,
-        (("size", 0), ("index", 8), ("slot", 16), ("contact_id", 24), ("state", 32), ("left", 36)),
+        (
+            ("size", 0),
+            ("index", 8),
+            ("slot", 16),
+            ("contact_id", 24),
+            ("state", 32),
+            ("left", 36),
+            ("agrees", 37),
+        ),
     ),
     "itsme_voice_derivation": Layout(
         40,
@@ -2306,10 +2337,11 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
         (c_void_p, c_char_p, c_size_t, POINTER(c_size_t)),
     ),
     # itsme_result itsme_rollcall_new(itsme_store *store, const char *meeting_code,
-    #     itsme_random *rng, int64_t now, itsme_rollcall **out)
+    #     const uint8_t *binding, size_t binding_len, itsme_random *rng, int64_t now,
+    #     itsme_rollcall **out)
     "itsme_rollcall_new": Signature(
         itsme_result,
-        (c_void_p, c_char_p, c_void_p, c_int64, POINTER(c_void_p)),
+        (c_void_p, c_char_p, POINTER(c_uint8), c_size_t, c_void_p, c_int64, POINTER(c_void_p)),
     ),
     # void itsme_rollcall_free(itsme_rollcall *rollcall)
     "itsme_rollcall_free": Signature(None, (c_void_p,)),
@@ -2334,16 +2366,28 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
         itsme_result,
         (c_void_p, POINTER(c_uint8), c_size_t, POINTER(c_size_t)),
     ),
+    # itsme_result itsme_rollcall_joined(itsme_rollcall *rollcall, uint32_t slot,
+    #     const uint8_t *peers, size_t peer_count, int64_t now)
+    "itsme_rollcall_joined": Signature(
+        itsme_result,
+        (c_void_p, c_uint32, POINTER(c_uint8), c_size_t, c_int64),
+    ),
     # itsme_result itsme_rollcall_receive(itsme_rollcall *rollcall, const uint8_t *bytes,
     #     size_t len, uint32_t slot, int64_t now)
     "itsme_rollcall_receive": Signature(
         itsme_result,
         (c_void_p, POINTER(c_uint8), c_size_t, c_uint32, c_int64),
     ),
-    # itsme_result itsme_rollcall_peer_joined(itsme_rollcall *rollcall, uint32_t slot)
-    "itsme_rollcall_peer_joined": Signature(itsme_result, (c_void_p, c_uint32)),
-    # itsme_result itsme_rollcall_peer_left(itsme_rollcall *rollcall, uint32_t slot)
-    "itsme_rollcall_peer_left": Signature(itsme_result, (c_void_p, c_uint32)),
+    # itsme_result itsme_rollcall_peer_joined(itsme_rollcall *rollcall, uint32_t slot, int64_t now)
+    "itsme_rollcall_peer_joined": Signature(itsme_result, (c_void_p, c_uint32, c_int64)),
+    # itsme_result itsme_rollcall_peer_left(itsme_rollcall *rollcall, uint32_t slot, int64_t now)
+    "itsme_rollcall_peer_left": Signature(itsme_result, (c_void_p, c_uint32, c_int64)),
+    # itsme_result itsme_rollcall_tick(itsme_rollcall *rollcall, int64_t now)
+    "itsme_rollcall_tick": Signature(itsme_result, (c_void_p, c_int64)),
+    # itsme_result itsme_rollcall_head_count(const itsme_rollcall *rollcall, size_t *out_count)
+    "itsme_rollcall_head_count": Signature(itsme_result, (c_void_p, POINTER(c_size_t))),
+    # itsme_result itsme_rollcall_split(const itsme_rollcall *rollcall, _Bool *out_split)
+    "itsme_rollcall_split": Signature(itsme_result, (c_void_p, POINTER(c_bool))),
     # itsme_result itsme_rollcall_roster(const itsme_rollcall *rollcall, uint8_t *out, size_t cap,
     #     size_t *out_len)
     "itsme_rollcall_roster": Signature(
@@ -2482,6 +2526,10 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
     "itsme_rollcall_message_max": Signature(c_size_t, ()),
     # size_t itsme_rollcall_roster_bytes(void)
     "itsme_rollcall_roster_bytes": Signature(c_size_t, ()),
+    # size_t itsme_rollcall_binding_min(void)
+    "itsme_rollcall_binding_min": Signature(c_size_t, ()),
+    # size_t itsme_rollcall_binding_max(void)
+    "itsme_rollcall_binding_max": Signature(c_size_t, ()),
 }
 
 #: The functions of include/itsme_testing.h, exported only by a test build

@@ -4,13 +4,14 @@ devices hold the seed exchanged with them."""
 
 from __future__ import annotations
 
+import collections.abc
 import enum
-from ctypes import byref, c_size_t, c_uint32, c_void_p
+from ctypes import byref, c_bool, c_size_t, c_uint32, c_void_p
 from dataclasses import dataclass
-from typing import List, Optional, Union
+from typing import Iterable, List, Optional, Union
 
-from ._contacts import ContactStore, _bytes_argument
-from ._errors import check
+from ._contacts import ContactStore, _bytes_argument, _wipe
+from ._errors import InvalidArgumentError, Result, check
 from ._exchange import REMOTE_CODE_SIZE, _contact_store
 from ._ffi import RollCallParticipantStruct, lib
 from ._handle import (
@@ -29,6 +30,8 @@ from ._random import DeterministicRandom, use_random
 from ._voice import VOICE_CODE_SIZE
 
 __all__ = [
+    "ROLLCALL_BINDING_MAX",
+    "ROLLCALL_BINDING_MIN",
     "ROLLCALL_MESSAGE_MAX",
     "ROLLCALL_ROSTER_BYTES",
     "RollCall",
@@ -39,11 +42,19 @@ __all__ = [
 ]
 
 #: Longest roll-call message, in bytes: a HELLO of 2048 presence tags,
-#: 28 + 16 * 2048 (``ITSME_ROLLCALL_MESSAGE_MAX``).
-ROLLCALL_MESSAGE_MAX = 32796
+#: 133 + 16 * 2048 (a VIEW is at most 3351 bytes, a SAID 2581)
+#: (``ITSME_ROLLCALL_MESSAGE_MAX``).
+ROLLCALL_MESSAGE_MAX = 32901
 #: A roster hash, in bytes (``ITSME_ROLLCALL_ROSTER_BYTES``).
 ROLLCALL_ROSTER_BYTES = 32
+#: The shortest call binding, in bytes (``ITSME_ROLLCALL_BINDING_MIN``).
+ROLLCALL_BINDING_MIN = 16
+#: The longest call binding, in bytes (``ITSME_ROLLCALL_BINDING_MAX``).
+ROLLCALL_BINDING_MAX = 64
 
+# A relay slot in itsme_rollcall_joined's list: 2 bytes, big-endian
+# (ITSME_ROLLCALL_SLOT_BYTES).
+_SLOT_BYTES = 2
 _SLOT_MAX = 0xFFFF
 _SIZE_MAX = 2**64 - 1
 
@@ -65,7 +76,7 @@ class RollCallPhase(enum.IntEnum):
 
 class RollCallState(enum.IntEnum):
     """``itsme_rollcall_state`` (``ITSME_ROLLCALL_STATE_*``): a participant's
-    state as shown beside it."""
+    state as shown beside it (docs/PROTOCOL.md 20.5)."""
 
     #: A contact whose code is not checked yet.
     NOT_YET = 1
@@ -74,31 +85,45 @@ class RollCallState(enum.IntEnum):
     #: The code heard is not the one their device sealed (type it again:
     #: three times in a round at most).
     WRONG = 3
-    #: The code matched, from another device than the one known.
+    #: The code matched, from another device than the one known: their
+    #: device changed.
     DEVICE_CHANGED = 4
     #: The code matched; no device secret of theirs is known here.
     VERIFIED_TAG_UNCHECKED = 5
-    #: Their sealed code did not open (tampered with, or sealed for another
-    #: device): neither verified nor wrong.
+    #: Their sealed code of this round did not open: their own device
+    #: signed a code not sealed for this one (a faulty or malicious device;
+    #: a code changed on the way fails its signature and changes nothing).
+    #: Neither verified nor wrong.
     REFUSED = 6
     #: This device, or a device that holds no seed with this one.
     UNKNOWN = 7
+    #: One of the two devices binds the roll call to its call and the other
+    #: does not: nothing can be checked between them (have the other start
+    #: the roll call from the call).
+    BINDING_DIFFERS = 8
+    #: Both devices bind the roll call to a call, and the calls differ: a
+    #: device in another call.
+    OTHER_CALL = 9
 
 
 @dataclass(frozen=True)
 class RollCallParticipant:
     """One device of the roll call as this device sees it."""
 
-    #: 0 for this device; the others in the order their HELLOs arrived.
+    #: 0 for this device; the others in the order they became present.
     index: int
     #: The relay slot it speaks from (None for this device).
     slot: Optional[int]
     #: The contact it is (None for this device and for a device that is not
-    #: a contact).
+    #: a contact, or whose binding differs).
     contact_id: Optional[int]
     state: RollCallState
-    #: Its slot left the room (it stays in the roster).
+    #: It is not present now (its connection left; it may come back under
+    #: the same place).
     left: bool
+    #: Its device holds the same roster as this one (always for this
+    #: device): show the others as "not agreeing yet".
+    agrees: bool
 
 
 def new_meeting_code(random: Optional[DeterministicRandom] = None) -> str:
@@ -114,34 +139,50 @@ def new_meeting_code(random: Optional[DeterministicRandom] = None) -> str:
         )
 
 
-def _slot(slot: int) -> int:
-    return int_argument(slot, "slot", 1, _SLOT_MAX)
+def _slot(slot: int, what: str = "slot") -> int:
+    return int_argument(slot, what, 1, _SLOT_MAX)
+
+
+def _peers(peers: Iterable[int]) -> bytes:
+    """The slots of ``peers`` as itsme_rollcall_joined takes them: 2 bytes
+    each, big-endian."""
+    if isinstance(peers, (str, bytes, bytearray, memoryview)) or not isinstance(peers, collections.abc.Iterable):
+        raise TypeError(f"peers must be an iterable of relay slots (int), not {type(peers).__name__}")
+    return b"".join(_slot(peer, "a peer's slot").to_bytes(_SLOT_BYTES, "big") for peer in peers)
 
 
 class RollCall(DetailedHandle):
     """A roll call on this device (``itsme_rollcall``), docs/PROTOCOL.md 20.
 
     Everyone on a call enters one meeting code; each device takes every
-    contact of its store.  The library does no I/O; the host joins the
-    relay's group room :attr:`room` and moves the messages::
+    contact of its store and signs what it sends with a key drawn for the
+    roll call.  The library does no I/O and decides every message; the host
+    joins the relay's group room :attr:`room`, reports its events and moves
+    the messages::
 
-        call = RollCall(contacts, meeting_code)
-        join_group_room(call.room)
-        # send every message next_outgoing() gives (the HELLO now, again
-        # after peer_joined(), the SAID after confirm_said()); receive()
-        # every message of the room with its slot; peer_left() on leaving
+        call = RollCall(contacts, meeting_code)     # binding=...: see below
+        slot, peers = join_group_room(call.room)    # the relay's "joined"
+        call.joined(slot, peers)                    # again after a reconnection
+        # then: peer_joined(slot) / peer_left(slot) on the relay's events,
+        # receive(message, slot) for every message of the room, tick()
+        # about once a second; after each call, send every message
+        # next_outgoing() gives until it gives b""
         roster = call.roster                  # read when showing...
-        show(call.participants)               # ...who is here
+        show(call.participants, call.head_count, call.split)   # ...who is here
         call.confirm_roster(roster)           # the owner: they are on my call
         print(call.code)                      # read aloud, then
         call.confirm_said()
         state = call.enter_heard(index, "ECHO 042")   # what a contact said
 
-    A new participant starts a new round (:attr:`phase` is ``GATHERING``
-    again): confirm the new roster and read the new code; checks made stay.
-    A refused message changes nothing and the roll call goes on.  It lasts
-    10 minutes from its creation (:class:`ExpiredError` after that).  Times
-    are unix seconds; None means now.
+    A participant is present only once its device signed a message naming
+    this device, from a slot in the room: a copied or replayed HELLO never
+    makes anyone present.  A new roster starts a new round (:attr:`phase`
+    is ``GATHERING`` again): confirm it and read the new code; checks made
+    stay, and a roster that comes back (a connection dropped and came back)
+    brings its round back.  A refused message changes nothing and the roll
+    call goes on.  It lasts 10 minutes from its creation
+    (:class:`ExpiredError` after that, for good).  Times are unix seconds;
+    None means now.  Relay slots are 1 to 65535.
 
     The roll call keeps its contact store alive.  Not for use by two
     threads at once (calls on one roll call are serialised by a lock).
@@ -154,26 +195,54 @@ class RollCall(DetailedHandle):
 
     def __init__(
         self,
-        store: ContactStore,
+        contacts: ContactStore,
         meeting_code: str,
         now: Optional[int] = None,
+        *,
+        binding: Optional[Union[bytes, bytearray, memoryview]] = None,
         random: Optional[DeterministicRandom] = None,
     ) -> None:
         """A roll call named by ``meeting_code`` (as typed: either case,
-        spaces and ``-`` ignored) with every contact of ``store`` (but those
-        awaiting the peer); ``random`` (tests only) draws its HELLO's nonce
-        and padding.  Raises :class:`InvalidArgumentError` for a code with a
-        typo or a store of more than 2048 contacts; the detail is the
-        store's last error."""
-        store = _contact_store(store)
+        spaces and ``-`` ignored) with every contact of ``contacts`` (but
+        those awaiting the peer), started at ``now``.
+
+        ``binding`` binds it to the host's own call:
+        :data:`ROLLCALL_BINDING_MIN` to :data:`ROLLCALL_BINDING_MAX` bytes
+        that every participant of that call holds, the same for the whole
+        call, that the relay never sees (docs/PROTOCOL.md 20.1 says which
+        values qualify); None: not bound.  A device bound to another call
+        checks nobody of this one.  ``random`` (tests only) draws the
+        roll-call key and the HELLO's padding.  Nothing is queued before
+        :meth:`joined`.
+
+        Raises :class:`InvalidArgumentError` for a code with a typo, a
+        binding of another length, a store of more than 2048 contacts or a
+        time out of range (the detail is the store's last error), ``TypeError``
+        for arguments of the wrong type.
+        """
+        store = _contact_store(contacts)
         encoded = encode_text(meeting_code, "meeting code")
         when = unix_time(now)
+        if binding is None:
+            buffer, length = None, 0
+        else:
+            buffer, length = _bytes_argument(binding, "binding")
+            if not ROLLCALL_BINDING_MIN <= length <= ROLLCALL_BINDING_MAX:
+                _wipe(buffer)
+                raise InvalidArgumentError(
+                    Result.ITSME_E_INVALID_ARGUMENT,
+                    f"a call binding is {ROLLCALL_BINDING_MIN} to {ROLLCALL_BINDING_MAX} bytes, not {length}",
+                )
         out = c_void_p()
-        with use_random(random) as rng, store._use() as store_ptr:
-            check(
-                lib.itsme_rollcall_new(store_ptr, encoded, rng, when, byref(out)),
-                lambda: ContactStore._detail(store_ptr),
-            )
+        try:
+            with use_random(random) as rng, store._use() as store_ptr:
+                check(
+                    lib.itsme_rollcall_new(store_ptr, encoded, buffer, length, rng, when, byref(out)),
+                    lambda: ContactStore._detail(store_ptr),
+                )
+        finally:
+            if buffer is not None:
+                _wipe(buffer)
         super().__init__(new_handle(out))
         # The C roll call holds its store; the Python object is kept too, so
         # that it is not collected (and closed) while the roll call lives.
@@ -186,7 +255,8 @@ class RollCall(DetailedHandle):
 
     @property
     def phase(self) -> RollCallPhase:
-        """Where the roll call stands (:class:`RollCallPhase`)."""
+        """Where the roll call stands (:class:`RollCallPhase`); ``EXPIRED``
+        from the first call with a time past the lifetime."""
         phase = c_uint32()
         self._call(lib.itsme_rollcall_status, byref(phase))
         return enum_or_int(RollCallPhase, phase.value)
@@ -197,38 +267,97 @@ class RollCall(DetailedHandle):
         every device for the same meeting code."""
         return self._read(read_text, lib.itsme_rollcall_room, ROOM_NAME_SIZE)
 
+    def joined(self, slot: int, peers: Iterable[int], now: Optional[int] = None) -> None:
+        """The relay's "joined" event: this device's relay ``slot`` and the
+        slots of the peers already in the room (``peers``, ints; empty when
+        alone).  Call it at the first join and again after every
+        reconnection (a new slot): the HELLO and a VIEW are queued, and the
+        roll call goes on in its place.
+
+        Raises :class:`InvalidArgumentError` (a slot out of 1 to 65535, a
+        time out of range), ``TypeError`` (peers not an iterable of ints),
+        :class:`ExpiredError`.
+        """
+        slot = _slot(slot)
+        packed = _peers(peers)
+        when = unix_time(now)
+        if packed:
+            buffer, length = _bytes_argument(packed, "peers")
+            self._call(lib.itsme_rollcall_joined, slot, buffer, length // 2, when)
+        else:
+            self._call(lib.itsme_rollcall_joined, slot, None, 0, when)
+
+    def peer_joined(self, slot: int, now: Optional[int] = None) -> None:
+        """The relay announced a new peer in ``slot``: this device's HELLO is
+        queued, since the newcomer has not seen it.  Raises
+        :class:`InvalidArgumentError`, :class:`ExpiredError`."""
+        slot = _slot(slot)
+        self._call(lib.itsme_rollcall_peer_joined, slot, unix_time(now))
+
+    def peer_left(self, slot: int, now: Optional[int] = None) -> None:
+        """The peer of ``slot`` left the room: its participant is no longer
+        present (:attr:`RollCallParticipant.left`; a new round), and comes
+        back if it rejoins.  Raises :class:`InvalidArgumentError`,
+        :class:`ExpiredError`."""
+        slot = _slot(slot)
+        self._call(lib.itsme_rollcall_peer_left, slot, unix_time(now))
+
+    def tick(self, now: Optional[int] = None) -> None:
+        """Call about once a second: a VIEW that is due, and what may have
+        been lost, are queued (docs/PROTOCOL.md 20.6); send them.  Raises
+        :class:`InvalidArgumentError`, :class:`ExpiredError`."""
+        self._call(lib.itsme_rollcall_tick, unix_time(now))
+
     def next_outgoing(self) -> bytes:
-        """The next message to send to the group room, removed from the
-        queue; ``b""`` when there is none."""
+        """The next message to send to the group room (at most
+        :data:`ROLLCALL_MESSAGE_MAX` bytes), removed from the queue; ``b""``
+        when there is none.  A VIEW is made when it is taken, from the state
+        at that moment."""
         return self._read(read_bytes, lib.itsme_rollcall_next_outgoing, ROLLCALL_MESSAGE_MAX)
 
-    def receive(self, data: Union[bytes, bytearray, memoryview], slot: int, now: Optional[int] = None) -> None:
-        """Feeds one message of the group room from relay slot ``slot`` (1 to
-        65535; the relay's 2-byte prefix removed).  A HELLO or SAID already
-        taken is ignored.
+    def receive(
+        self, message: Union[bytes, bytearray, memoryview], slot: int, now: Optional[int] = None
+    ) -> None:
+        """Feeds one message of the group room carried by relay slot
+        ``slot`` (1 to 65535; the relay's 2-byte prefix removed).  A HELLO
+        already held, an older VIEW or a SAID already taken is ignored.
 
-        A refused message changes nothing: :class:`MalformedMessageError`
-        (not a roll-call message, a second HELLO from a slot, a second SAID
-        in a round), :class:`InvalidArgumentError` (a HELLO of another time,
-        a 51st participant), :class:`InvalidStateError` (a SAID of a device
-        without a HELLO here, or of another roster), :class:`InvalidKeyError`
-        (this device's own SAID reflected), :class:`AuthenticationFailedError`
-        (a contact's sealed code that does not open against the code typed:
-        the participant is ``REFUSED``), :class:`ExpiredError`.
+        A refused message changes nothing, and the roll call goes on:
+        :class:`MalformedMessageError` (not a roll-call message of this
+        version, a second HELLO for one key or from one slot, a second SAID
+        from one participant in a round), :class:`AuthenticationFailedError`
+        (a signature that does not verify; or a contact's sealed code that
+        does not open against the code typed: the participant is
+        ``REFUSED`` for the round), :class:`InvalidStateError` (a VIEW or
+        SAID from a participant this device does not hold or see present, a
+        VIEW carried by another slot than its sender's, a SAID of another
+        roster), :class:`InvalidKeyError` (this device's own message,
+        reflected), :class:`InvalidArgumentError` (a slot out of range, too
+        many HELLOs or participants), :class:`ExpiredError`,
+        :class:`DatabaseError` (recording an outcome failed).
         """
+        buffer, length = _bytes_argument(message, "message")
+        slot = _slot(slot)
         when = unix_time(now)
-        buffer, length = _bytes_argument(data, "data")
-        self._call(lib.itsme_rollcall_receive, buffer, length, _slot(slot), when)
+        self._call(lib.itsme_rollcall_receive, buffer, length, slot, when)
 
-    def peer_joined(self, slot: int) -> None:
-        """The relay announced a new participant in ``slot``: this device's
-        HELLO is queued again for the newcomer."""
-        self._call(lib.itsme_rollcall_peer_joined, _slot(slot))
+    @property
+    def head_count(self) -> int:
+        """How many devices are present now, this one included (1 to 50):
+        the head count to compare with the faces on the call."""
+        count = c_size_t()
+        self._call(lib.itsme_rollcall_head_count, byref(count))
+        return count.value
 
-    def peer_left(self, slot: int) -> None:
-        """The participant of ``slot`` left the room: it is marked
-        :attr:`RollCallParticipant.left` and stays in the roster."""
-        self._call(lib.itsme_rollcall_peer_left, _slot(slot))
+    @property
+    def split(self) -> bool:
+        """True when the roster has not changed for 5 seconds and a present
+        participant holds another one: someone (the relay) shows different
+        participants to different devices.  Show it: a split that stays is
+        not a slow network."""
+        split = c_bool()
+        self._call(lib.itsme_rollcall_split, byref(split))
+        return bool(split.value)
 
     @property
     def roster(self) -> bytes:
@@ -238,32 +367,38 @@ class RollCall(DetailedHandle):
         return self._read(read_bytes, lib.itsme_rollcall_roster, ROLLCALL_ROSTER_BYTES)
 
     def confirm_roster(
-        self, roster: bytes, now: Optional[int] = None, random: Optional[DeterministicRandom] = None
+        self,
+        roster: Union[bytes, bytearray, memoryview],
+        now: Optional[int] = None,
+        random: Optional[DeterministicRandom] = None,
     ) -> None:
         """The owner confirmed that the contacts listed are on their call;
         ``roster`` is the :attr:`roster` read when the list was shown.  Draws
         this round's code (from ``random``, tests only).
 
-        Raises :class:`InvalidStateError` if no one else has joined yet, if
-        the roster changed since (show the participants again) or if it is
-        confirmed already in this round,
-        :class:`InvalidArgumentError` for a roster of another size,
-        :class:`ExpiredError`.
+        Raises :class:`InvalidStateError` if no one else is present yet, if
+        the roster changed since it was read (show the participants again
+        and confirm that one) or if this round's roster is confirmed
+        already, :class:`InvalidArgumentError` for a roster of another size
+        than :data:`ROLLCALL_ROSTER_BYTES`, :class:`ExpiredError`.
         """
-        when = unix_time(now)
         buffer, length = _bytes_argument(roster, "roster")
+        when = unix_time(now)
         with use_random(random) as rng:
             self._call(lib.itsme_rollcall_confirm_roster, buffer, length, rng, when)
 
     @property
     def code(self) -> str:
         """This device's code for this round, to read aloud (``"ECHO 042"``),
-        once the roster is confirmed; :class:`InvalidStateError` before."""
+        once the roster is confirmed; :class:`InvalidStateError` before (and
+        once the roll call expired)."""
         return self._read(read_text, lib.itsme_rollcall_code, VOICE_CODE_SIZE)
 
     def confirm_said(self, now: Optional[int] = None, random: Optional[DeterministicRandom] = None) -> None:
-        """The owner read :attr:`code` aloud: the SAID, with the code sealed
-        for each contact present, is queued (:meth:`next_outgoing`).  Raises
+        """The owner read :attr:`code` aloud: the SAID, one sealed entry for
+        every other participant, is queued (:meth:`next_outgoing`); nothing
+        derived from the code leaves the device before.  ``random`` (tests
+        only) draws the entries of those that are not contacts.  Raises
         :class:`InvalidStateError` before the roster is confirmed or once
         this round's SAID went out, :class:`ExpiredError`."""
         when = unix_time(now)
@@ -282,11 +417,14 @@ class RollCall(DetailedHandle):
             contact_id=info.contact_id or None,
             state=enum_or_int(RollCallState, info.state),
             left=bool(info.left),
+            agrees=bool(info.agrees),
         )
 
     @property
     def participants(self) -> List[RollCallParticipant]:
-        """Every device in the roll call, this one first."""
+        """Every device that has been present in the roll call, this one
+        first, the others in the order they became present; those not
+        present now are marked :attr:`RollCallParticipant.left`."""
         count = c_size_t()
         self._call(lib.itsme_rollcall_participant_count, byref(count))
         return [self.participant(index) for index in range(count.value)]
@@ -294,16 +432,19 @@ class RollCall(DetailedHandle):
     def enter_heard(self, index: int, code: str, now: Optional[int] = None) -> RollCallState:
         """The owner typed ``code`` (``"ECHO 042"``, the word in any case), the
         code participant ``index`` read aloud.  Compared at once if their
-        sealed code is in, else when it arrives; the outcome is recorded on
-        the contact.  Returns the participant's state (``NOT_YET`` while
-        their sealed code is to come, ``WRONG``: type again).
+        sealed code is in, else when it arrives (:meth:`receive`); the
+        outcome is recorded on the contact.  Returns the participant's state
+        (``NOT_YET`` while their sealed code is to come, ``WRONG``: type
+        again, ``VERIFIED``, ``DEVICE_CHANGED``, ``VERIFIED_TAG_UNCHECKED``,
+        ``REFUSED``).
 
         Raises :class:`InvalidArgumentError` (not a NATO word and three
         digits, no such participant, this device), :class:`InvalidStateError`
-        (the roster is not confirmed; not a contact; checked already in this
-        round), :class:`LockedError` (three wrong codes in this round),
+        (the roster of this round is not confirmed; not a contact, or not
+        present now; checked already), :class:`LockedError` (three wrong
+        codes in this round: wait for a new round),
         :class:`AuthenticationFailedError` (their sealed code does not open:
-        ``REFUSED``), :class:`ExpiredError`.
+        ``REFUSED``), :class:`ExpiredError`, :class:`DatabaseError`.
         """
         index = int_argument(index, "index", 0, _SIZE_MAX)
         encoded = encode_text(code, "code")

@@ -31,9 +31,12 @@ are rerun from both sides' random sources (the stand-in store's identity
 and store messages are fed to the receiver, whose import must carry the
 store), and their rejections step by step.  The roll call of rollcall.json
 is made again by its three devices (contacts with the vectors' seeds and
-device secrets), its HELLOs, roster, codes and SAIDs byte for byte, each
-listener's outcome, and each rejection's result.  Where the ``cryptography``
-package is installed, the sealed messages are opened with the vectors' keys.
+device secrets) joining one after the other through an in-order group room:
+its HELLOs, roster, codes, SAIDs and VIEWs byte for byte, each listener's
+outcome, the bound roll call's HELLOs and states, and each rejection's
+result at a fresh roll call of Ben's joined in slot 2.  Where the
+``cryptography`` package is installed, the sealed messages are opened with
+the vectors' keys (and the roll call's signatures checked).
 """
 
 from __future__ import annotations
@@ -1535,7 +1538,11 @@ _ROLLCALL_STATES = {
     "verified_tag_unchecked": RollCallState.VERIFIED_TAG_UNCHECKED,
     "refused": RollCallState.REFUSED,
     "unknown": RollCallState.UNKNOWN,
+    "binding_differs": RollCallState.BINDING_DIFFERS,
+    "other_call": RollCallState.OTHER_CALL,
 }
+_RC_HELLO, _RC_SAID, _RC_VIEW = 1, 2, 3
+_RC_SIGNATURE = 64
 
 
 def _rollcall_parties(parties):
@@ -1564,14 +1571,126 @@ def _rollcall_parties(parties):
     return stores, ids
 
 
+class _VectorRoom:
+    """The group room the vectors were made in (15.9): the relay's events,
+    and every message forwarded in order to the others with its sender's
+    slot (a message sent alone goes nowhere).  ``sent`` keeps each message
+    that was forwarded, as (slot, bytes)."""
+
+    def __init__(self, now):
+        self.now = now
+        self.present = []  # (slot, roll call), in the order of joining
+        self.sent = []
+
+    def join(self, call, slot):
+        for _, other in self.present:
+            other.peer_joined(slot, self.now)
+        call.joined(slot, [s for s, _ in self.present], self.now)
+        self.present.append((slot, call))
+        self.pump()
+
+    def pump(self):
+        moved = True
+        while moved:
+            moved = False
+            for slot, call in self.present:
+                while message := call.next_outgoing():
+                    moved = True
+                    if len(self.present) < 2:
+                        continue  # alone: the relay refuses it
+                    self.sent.append((slot, message))
+                    for other, receiver in self.present:
+                        if other != slot:
+                            receiver.receive(message, slot, self.now)
+
+    def first(self, slot, kind):
+        return next(m for s, m in self.sent if s == slot and m[1] == kind)
+
+    def last(self, slot, kind):
+        return [m for s, m in self.sent if s == slot and m[1] == kind][-1]
+
+
+def _rc_signed(message, key_hex):
+    """Checks a roll-call message's signature (20.1) where the
+    ``cryptography`` package is installed."""
+    try:
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    except ImportError:  # pragma: no cover - the library checked it already
+        return
+    rcid = h(ROLLCALL["rcid"])
+    Ed25519PublicKey.from_public_bytes(h(key_hex)).verify(
+        message[-_RC_SIGNATURE:], lv_cat(b"itsme-rc-sign-v2", rcid, message[:-_RC_SIGNATURE])
+    )
+
+
+def test_rollcall_vectors_formulas():
+    """The identifiers of 20.1 and the roster of 20.3 from the documented
+    formulas, and the shapes of the HELLOs, VIEWs and SAIDs."""
+    vectors = ROLLCALL
+    code = vectors["meeting_code_text"]
+    assert itsme.check_remote_code(code) == code[:4] + "-" + code[4:]
+    rcid = hashlib.sha256(lv_cat(b"itsme-rollcall-v2", code.encode())).digest()
+    assert rcid.hex() == vectors["rcid"]
+    assert hashlib.sha256(lv_cat(b"itsme-rollcall-room-v1", code.encode())).digest()[:16].hex() == vectors["room_id"]
+    assert hashlib.sha256(lv_cat(b"itsme-rc-session-v2", rcid, b"\0", b"")).hexdigest() == vectors["sid"]
+    names = sorted(h(p["name"]) for p in vectors["participants"])
+    assert hashlib.sha256(lv_cat(b"itsme-rc-roster-v2", rcid, *names)).hexdigest() == vectors["roster"]
+    for p in vectors["participants"]:
+        hello, body = h(p["hello"]), h(p["hello_body"])
+        assert hello[: len(body)] == body and len(hello) == len(body) + _RC_SIGNATURE
+        assert hashlib.sha256(body).hexdigest() == p["name"]
+        assert hello[:3] == bytes([2, _RC_HELLO, 0]) and hello[3:35] == h(p["roll_call_key"])
+        count = int.from_bytes(hello[67:69], "big")
+        assert len(hello) == 133 + 16 * count
+        tags = [hello[69 + 16 * i : 85 + 16 * i] for i in range(count)]
+        assert tags == sorted(tags)
+        for tag in p["tags_for_contacts"]:
+            assert h(tag["tag"]) in tags
+        _rc_signed(hello, p["roll_call_key"])
+    keys = {p["name_text"]: p["roll_call_key"] for p in vectors["participants"]}
+    for view in vectors["views"]:
+        message = h(view["view"])
+        k = message[73]
+        assert len(message) == 138 + 32 * k + (k + 7) // 8
+        assert int.from_bytes(message[34:38], "big") == view["seq"]
+        assert int.from_bytes(message[38:40], "big") == view["slot"]
+        assert message[40:72].hex() == vectors["roster"] and message[72] == int(view["said"])
+        assert [message[74 + 32 * i : 106 + 32 * i].hex() for i in range(k)] == view["names"]
+        _rc_signed(message, keys[view["name_text"]])
+    for said in vectors["saids"]:
+        message = h(said["said"])
+        assert message[34:66].hex() == vectors["roster"]
+        assert len(message) == 131 + 50 * message[66]
+        for position, entry in enumerate(said["entries"]):
+            assert message[67 + 50 * position : 117 + 50 * position].hex() == entry["entry"]
+        _rc_signed(message, keys[said["name_text"]])
+
+
+def test_rollcall_vectors_open_the_sealed_codes():
+    """Each SAID entry for a contact opens with the vectors' key (20.5):
+    the code and the device tag."""
+    aead = pytest.importorskip("cryptography.hazmat.primitives.ciphers.aead")
+    roster = h(ROLLCALL["roster"])
+    for said in ROLLCALL["saids"]:
+        for entry in said["entries"]:
+            if entry["padding"]:
+                continue
+            plain = aead.ChaCha20Poly1305(h(entry["key"])).decrypt(bytes(12), h(entry["entry"]), bytes([2, 2]) + roster)
+            assert plain.hex() == entry["plaintext"]
+            assert int.from_bytes(plain[:2], "big") == said["code"] and plain[2:].hex() == entry["device_tag"]
+
+
 def test_rollcall_vectors_replay(parties):
-    """The whole roll call made again from each device's ``random_seed``:
-    the HELLOs, the roster, the codes and SAIDs byte for byte, then each
-    listener's outcome for each contact's code."""
+    """The whole roll call made again from each device's ``random_seed``,
+    joining one after the other (slots 1, 2, 3) through a room that
+    delivers in order: the HELLOs, the number of messages of the joins, the
+    roster, the codes and SAIDs, the VIEWs of the tick a second later byte
+    for byte, then each listener's outcome for each contact's code."""
     vectors = ROLLCALL
     t = vectors["now"]
     stores, ids = _rollcall_parties(parties)
     people = vectors["participants"]
+    names = [p["name_text"] for p in people]
     sources = [DeterministicRandom(h(p["random_seed"])) for p in people]
     parties.handles += sources
     calls = []
@@ -1579,49 +1698,90 @@ def test_rollcall_vectors_replay(parties):
         call = RollCall(stores[party["name_text"]], vectors["meeting_code_text"], t, random=random)
         parties.handles.append(call)
         assert call.room == vectors["room_id"]
+        assert call.next_outgoing() == b"", "nothing is queued before joined"
         calls.append(call)
-    hellos = [call.next_outgoing() for call in calls]
-    for party, hello in zip(people, hellos):
-        assert hello.hex() == party["hello"], party["name_text"]
-        assert hashlib.sha256(hello).hexdigest() == party["hello_hash"]
-    for sender, hello in zip(people, hellos):
-        for call in calls:
-            if call is not calls[people.index(sender)]:
-                call.receive(hello, sender["slot"], t)
+    room = _VectorRoom(t)
+    for party, call in zip(people, calls):
+        room.join(call, party["slot"])
+    for party in people:
+        assert room.first(party["slot"], _RC_HELLO).hex() == party["hello"], party["name_text"]
+    assert len(room.sent) == vectors["join_messages"]
     for call, random in zip(calls, sources):
         assert call.roster.hex() == vectors["roster"]
+        assert call.head_count == 3
         assert call.phase == RollCallPhase.GATHERING
         call.confirm_roster(call.roster, t, random=random)
+        assert call.phase == RollCallPhase.CONFIRMED
+    codes = [call.code for call in calls]
+    for call, random in zip(calls, sources):
         call.confirm_said(t, random=random)
         assert call.phase == RollCallPhase.SAID
-    saids = [call.next_outgoing() for call in calls]
-    for index, (said_vector, said) in enumerate(zip(vectors["saids"], saids)):
-        assert said_vector["name_text"] == people[index]["name_text"]
-        assert said.hex() == said_vector["said"], said_vector["name_text"]
-        assert calls[index].code == said_vector["code_text"]
-        for other, call in enumerate(calls):
-            if other != index:
-                call.receive(said, people[index]["slot"], t)
-    names = [p["name_text"] for p in people]
-    codes = {s["name_text"]: s["code_text"] for s in vectors["saids"]}
+        room.pump()
+    for party, said_vector, code in zip(people, vectors["saids"], codes):
+        assert said_vector["name_text"] == party["name_text"]
+        assert room.first(party["slot"], _RC_SAID).hex() == said_vector["said"], said_vector["name_text"]
+        assert code == said_vector["code_text"]
+    # A second later each one's VIEW is due (it took SAIDs).
+    room.now = t + 1
+    for call in calls:
+        call.tick(t + 1)
+    room.pump()
+    for party, view in zip(people, vectors["views"]):
+        assert view["name_text"] == party["name_text"]
+        assert room.last(party["slot"], _RC_VIEW).hex() == view["view"], view["name_text"]
+    for call in calls:
+        assert all(p.agrees and not p.left for p in call.participants)
+        assert not call.split
     for outcome in vectors["outcomes"]:
         listener, speaker = outcome["listener_text"], outcome["speaker_text"]
         call = calls[names.index(listener)]
         contact_id = ids[listener][speaker]
         index = next(p.index for p in call.participants if p.contact_id == contact_id)
-        state = call.enter_heard(index, codes[speaker], t)
+        state = call.enter_heard(index, codes[names.index(speaker)], t + 1)
         assert state == _ROLLCALL_STATES[outcome["state_text"]], (listener, speaker)
     # Ben and Cai share nothing: each is unknown to the other.
     for listener, speaker in (("Ben", "Cai"), ("Cai", "Ben")):
         call = calls[names.index(listener)]
         slot = people[names.index(speaker)]["slot"]
-        assert [p.state for p in call.participants if p.slot == slot] == [RollCallState.UNKNOWN]
+        assert [(p.state, p.contact_id) for p in call.participants if p.slot == slot] == [(RollCallState.UNKNOWN, None)]
+
+
+def test_rollcall_vectors_bound(parties):
+    """Ana and Ben bound to one call, Cai to another (20.1): their HELLOs,
+    and what each shows of the others."""
+    vectors = ROLLCALL
+    t = vectors["now"]
+    stores, _ = _rollcall_parties(parties)
+    room = _VectorRoom(t)
+    bound = vectors["bound"]["participants"]
+    for slot, party in enumerate(bound, 1):
+        random = DeterministicRandom(h(party["random_seed"]))
+        call = RollCall(
+            stores[party["name_text"]], vectors["meeting_code_text"], t, binding=h(party["binding"]), random=random
+        )
+        parties.handles += [random, call]
+        room.join(call, slot)
+    for slot, party in enumerate(bound, 1):
+        rcid = h(vectors["rcid"])
+        binding = h(party["binding"])
+        assert hashlib.sha256(lv_cat(b"itsme-rc-session-v2", rcid, b"\1", binding)).hexdigest() == party["sid"]
+        assert hashlib.sha256(lv_cat(b"itsme-rc-binding-v2", rcid, binding)).hexdigest() == party["bind"]
+        hello = room.first(slot, _RC_HELLO)
+        assert hello.hex() == party["hello"], party["name_text"]
+        assert hello[2] == 1 and hello[35:67].hex() == party["bind"]
+        call = room.present[slot - 1][1]
+        seen = [{"slot": p.slot, "state_text": p.state.name.lower()} for p in call.participants[1:]]
+        assert seen == party["sees"], party["name_text"]
+        for p in call.participants[1:]:
+            if p.state in (RollCallState.OTHER_CALL, RollCallState.BINDING_DIFFERS):
+                assert p.contact_id is None
 
 
 @pytest.mark.parametrize("vector", ROLLCALL["rejections"], ids=lambda v: v["case_text"])
 def test_rollcall_rejection(parties, vector):
-    """Each message list fed to a fresh roll call of the receiver: Cai's
-    HELLO from slot 3, every other message from slot 1; all but the last are
+    """Each message list fed, each from its slot, to a fresh roll call of
+    the receiver's (the same random seed: the same key and HELLO as in the
+    roll call), joined in slot 2 beside slots 1 and 3: all but the last are
     accepted, the last gives ``result``."""
     t = ROLLCALL["now"]
     stores, _ = _rollcall_parties(parties)
@@ -1630,18 +1790,17 @@ def test_rollcall_rejection(parties, vector):
     random = DeterministicRandom(h(receiver["random_seed"]))
     call = RollCall(stores[vector["receiver_text"]], ROLLCALL["meeting_code_text"], t, random=random)
     parties.handles += [random, call]
+    call.joined(receiver["slot"], [1, 3], t)
     assert call.next_outgoing().hex() == receiver["hello"]
-    cai_hello = people["Cai"]["hello"]
-    messages = vector["messages"]
-
-    def slot(message):
-        return 3 if message == cai_hello else 1
-
-    for message in messages[:-1]:
-        call.receive(h(message), slot(message), t)
+    messages = [(h(m["message"]), m["slot"]) for m in vector["messages"]]
+    for message, slot in messages[:-1]:
+        call.receive(message, slot, t)
+    last, slot = messages[-1]
+    before = (call.roster, call.head_count, call.participants)
     if vector["result"] == "accepted":
-        call.receive(h(messages[-1]), slot(messages[-1]), t)
+        call.receive(last, slot, t)
         return
     with pytest.raises(ItsMeError) as caught:
-        call.receive(h(messages[-1]), slot(messages[-1]), t)
+        call.receive(last, slot, t)
     assert caught.value.name == _error_name(vector["result"]), caught.value
+    assert (call.roster, call.head_count, call.participants) == before, "a refused message changes nothing"

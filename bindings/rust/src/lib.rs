@@ -109,7 +109,8 @@ pub use mailbox::{MailboxOutcome, MailboxRequest, MailboxSession};
 
 mod rollcall;
 pub use rollcall::{
-    new_meeting_code, Participant, RollCall, RollCallPhase, RollCallState, ROLLCALL_MESSAGE_MAX, ROLLCALL_ROSTER_BYTES,
+    new_meeting_code, Participant, RollCall, RollCallPhase, RollCallState, ROLLCALL_BINDING_MAX, ROLLCALL_BINDING_MIN,
+    ROLLCALL_MESSAGE_MAX, ROLLCALL_ROSTER_BYTES,
 };
 
 mod pin_update;

@@ -5,10 +5,14 @@
 use super::*;
 
 /// Longest roll-call message, in bytes: a HELLO of 2048 presence tags,
-/// 28 + 16 * 2048.
+/// 133 + 16 * 2048 (a VIEW is at most 3351 bytes, a SAID 2581).
 pub const ROLLCALL_MESSAGE_MAX: usize = sys::ITSME_ROLLCALL_MESSAGE_MAX;
 /// A roster hash ([`RollCall::roster`]), in bytes.
 pub const ROLLCALL_ROSTER_BYTES: usize = sys::ITSME_ROLLCALL_ROSTER_BYTES;
+/// The shortest call binding ([`RollCall::new`]), in bytes.
+pub const ROLLCALL_BINDING_MIN: usize = sys::ITSME_ROLLCALL_BINDING_MIN;
+/// The longest call binding ([`RollCall::new`]), in bytes.
+pub const ROLLCALL_BINDING_MAX: usize = sys::ITSME_ROLLCALL_BINDING_MAX;
 
 /// Where a [`RollCall`] stands on this device (`itsme_rollcall_phase`).
 ///
@@ -92,12 +96,20 @@ pub enum RollCallState {
     /// The code matched; no device secret of theirs is known here
     /// (`ITSME_ROLLCALL_STATE_VERIFIED_TAG_UNCHECKED`).
     VerifiedTagUnchecked,
-    /// Their sealed code did not open (tampered with, or sealed for another
-    /// device): neither verified nor wrong (`ITSME_ROLLCALL_STATE_REFUSED`).
+    /// Their sealed code of this round did not open (tampered with, or
+    /// sealed for another device): neither verified nor wrong
+    /// (`ITSME_ROLLCALL_STATE_REFUSED`).
     Refused,
     /// This device, or a device that holds no seed with this one
     /// (`ITSME_ROLLCALL_STATE_UNKNOWN`).
     Unknown,
+    /// One of the two devices binds the roll call to its call and the other
+    /// does not: nothing can be checked between them
+    /// (`ITSME_ROLLCALL_STATE_BINDING_DIFFERS`).
+    BindingDiffers,
+    /// Both devices bind the roll call to a call, and the calls differ: a
+    /// device in another call (`ITSME_ROLLCALL_STATE_OTHER_CALL`).
+    OtherCall,
 }
 
 impl RollCallState {
@@ -111,6 +123,8 @@ impl RollCallState {
             RollCallState::VerifiedTagUnchecked => sys::ITSME_ROLLCALL_STATE_VERIFIED_TAG_UNCHECKED,
             RollCallState::Refused => sys::ITSME_ROLLCALL_STATE_REFUSED,
             RollCallState::Unknown => sys::ITSME_ROLLCALL_STATE_UNKNOWN,
+            RollCallState::BindingDiffers => sys::ITSME_ROLLCALL_STATE_BINDING_DIFFERS,
+            RollCallState::OtherCall => sys::ITSME_ROLLCALL_STATE_OTHER_CALL,
         }
     }
 
@@ -124,6 +138,8 @@ impl RollCallState {
             sys::ITSME_ROLLCALL_STATE_VERIFIED_TAG_UNCHECKED => Some(RollCallState::VerifiedTagUnchecked),
             sys::ITSME_ROLLCALL_STATE_REFUSED => Some(RollCallState::Refused),
             sys::ITSME_ROLLCALL_STATE_UNKNOWN => Some(RollCallState::Unknown),
+            sys::ITSME_ROLLCALL_STATE_BINDING_DIFFERS => Some(RollCallState::BindingDiffers),
+            sys::ITSME_ROLLCALL_STATE_OTHER_CALL => Some(RollCallState::OtherCall),
             _ => None,
         }
     }
@@ -152,10 +168,11 @@ impl TryFrom<u32> for RollCallState {
 }
 
 /// One device of a roll call as this device sees it
-/// (`itsme_rollcall_participant_info`).
+/// (`itsme_rollcall_participant_info`): every device ever present stays in
+/// the list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Participant {
-    /// 0 for this device; the others in the order their HELLOs arrived.
+    /// 0 for this device; the others in the order they became present.
     pub index: usize,
     /// The relay slot it speaks from (`None` for this device).
     pub slot: Option<u16>,
@@ -164,8 +181,12 @@ pub struct Participant {
     pub contact_id: Option<i64>,
     /// What to show beside it.
     pub state: RollCallState,
-    /// Its slot left the room (it stays in the roster).
+    /// It is not present now (its connection left; it may come back under
+    /// the same place).
     pub left: bool,
+    /// Its device holds the same roster as this one (always for this
+    /// device): show the others as "not agreeing yet".
+    pub agrees: bool,
 }
 
 /// A new meeting code, as shown ("ABCD-EFGH"), to share on the call: the
@@ -187,21 +208,29 @@ pub fn new_meeting_code(rng: Option<&mut DeterministicRandom>) -> Result<String>
 /// A roll call on this device (`itsme_rollcall`), docs/PROTOCOL.md 20.
 ///
 /// Everyone on the call makes one with the same meeting code
-/// ([`new_meeting_code`] draws one); each takes every contact of its store.
-/// The library does no I/O: the host joins the relay's group room
-/// [`RollCall::room`], sends what [`RollCall::next_outgoing`] gives (the
-/// HELLO at once and again after [`RollCall::peer_joined`], the SAID after
-/// [`RollCall::confirm_said`]), feeds every message of the room with its
-/// slot to [`RollCall::receive`], and reports [`RollCall::peer_left`].  The
-/// owner, shown the [`RollCall::participants`], confirms them with the
-/// [`RollCall::roster`] read then ([`RollCall::confirm_roster`]), reads
-/// [`RollCall::code`] aloud, says so, and types what each contact read
+/// ([`new_meeting_code`] draws one); each takes every contact of its store,
+/// and may bind it to the host's own call ([`RollCall::new`]).  The library
+/// does no I/O and decides every message: the host joins the relay's group
+/// room [`RollCall::room`] and reports its events ([`RollCall::joined`], at
+/// the first join and after every reconnection; [`RollCall::peer_joined`];
+/// [`RollCall::peer_left`]), feeds every message of the room with the slot
+/// that carried it to [`RollCall::receive`], calls [`RollCall::tick`] about
+/// once a second, and after each call sends what
+/// [`RollCall::next_outgoing`] gives until it gives nothing.  The owner,
+/// shown the [`RollCall::participants`] (with the [`RollCall::head_count`]
+/// to compare with the faces on the call, and a [`RollCall::split`] when
+/// there is one), confirms them with the [`RollCall::roster`] read then
+/// ([`RollCall::confirm_roster`]), reads [`RollCall::code`] aloud, says so
+/// ([`RollCall::confirm_said`]), and types what each contact read
 /// ([`RollCall::enter_heard`]).
 ///
-/// A new participant starts a new round ([`RollCallPhase::Gathering`]
-/// again); checks made stay.  A refused message changes nothing and the
-/// roll call goes on.  It lasts 10 minutes from its creation
-/// ([`ErrorKind::Expired`] after that).  Times are unix seconds.
+/// A participant is present once its signed VIEW lists this device.  A new
+/// roster starts a new round ([`RollCallPhase::Gathering`] again); checks
+/// made stay, and a roster that comes back (a participant's connection
+/// dropped and came back) brings its round back.  A refused message changes
+/// nothing and the roll call goes on.  It lasts 10 minutes from its creation
+/// ([`ErrorKind::Expired`] after that).  Times are unix seconds; relay slots
+/// are 1 to 65535.
 ///
 /// The library keeps the roll call's contact store alive.  A roll call may
 /// be shared between threads (`Send + Sync`): its calls are serialised.
@@ -212,6 +241,24 @@ pub fn new_meeting_code(rng: Option<&mut DeterministicRandom>) -> Result<String>
 /// # let dir = std::env::temp_dir().join(format!("itsme-doc-rollcall-{}", std::process::id()));
 /// # std::fs::create_dir_all(&dir).unwrap();
 /// use itsme::{ContactStore, Identity, RollCall, RollCallState, SecretStore};
+///
+/// /// The relay's group room between two devices, Alice in slot 1 and Bob
+/// /// in slot 2: every queued message handed over until both are quiet.
+/// fn deliver(a: &mut RollCall, b: &mut RollCall, now: i64) -> itsme::Result<()> {
+///     loop {
+///         let (from_a, from_b) = (a.next_outgoing()?, b.next_outgoing()?);
+///         if from_a.is_empty() && from_b.is_empty() {
+///             return Ok(());
+///         }
+///         if !from_a.is_empty() {
+///             b.receive(&from_a, 1, now)?;
+///         }
+///         if !from_b.is_empty() {
+///             a.receive(&from_b, 2, now)?;
+///         }
+///     }
+/// }
+///
 /// let now = 1_800_000_000;
 /// let alice = Identity::create(&SecretStore::memory()?, "Alice")?;
 /// let bob = Identity::create(&SecretStore::memory()?, "Bob")?;
@@ -221,12 +268,22 @@ pub fn new_meeting_code(rng: Option<&mut DeterministicRandom>) -> Result<String>
 /// let bob_id = at_alice.add("Bob", &bob.public_key()?, &seed, itsme::ExchangeMethod::Qr, now)?;
 /// at_bob.add("Alice", &alice.public_key()?, &seed, itsme::ExchangeMethod::Qr, now)?;
 /// let code = itsme::new_meeting_code(None)?;
-/// let mut a = RollCall::new(&at_alice, &code, now, None)?;
-/// let mut b = RollCall::new(&at_bob, &code, now, None)?;
+/// let mut a = RollCall::new(&at_alice, &code, None, now, None)?;
+/// let mut b = RollCall::new(&at_bob, &code, None, now, None)?;
 /// assert_eq!(a.room()?, b.room()?);
-/// // The relay's group room: Alice in slot 1, Bob in slot 2.
-/// b.receive(&a.next_outgoing()?, 1, now)?;
-/// a.receive(&b.next_outgoing()?, 2, now)?;
+/// // Alice joins the room first (slot 1), then Bob (slot 2).
+/// a.joined(1, &[], now)?;
+/// a.peer_joined(2, now)?;
+/// b.joined(2, &[1], now)?;
+/// deliver(&mut a, &mut b, now)?;
+/// // A second later (the host ticks about once a second) the VIEWs due go
+/// // out: each device sees that the other holds the same roster.
+/// let now = now + 1;
+/// a.tick(now)?;
+/// b.tick(now)?;
+/// deliver(&mut a, &mut b, now)?;
+/// assert_eq!((a.head_count()?, b.head_count()?), (2, 2));
+/// assert!(a.participants()?.iter().all(|p| p.agrees && !p.left));
 /// for call in [&mut a, &mut b] {
 ///     let roster = call.roster()?; // shown with the participants
 ///     call.confirm_roster(&roster, now, None)?;
@@ -234,8 +291,7 @@ pub fn new_meeting_code(rng: Option<&mut DeterministicRandom>) -> Result<String>
 /// let (said_by_a, said_by_b) = (a.code()?, b.code()?); // read aloud
 /// a.confirm_said(now, None)?;
 /// b.confirm_said(now, None)?;
-/// b.receive(&a.next_outgoing()?, 1, now)?;
-/// a.receive(&b.next_outgoing()?, 2, now)?;
+/// deliver(&mut a, &mut b, now)?;
 /// let bob_here = a.participants()?.into_iter().find(|p| p.contact_id == Some(bob_id)).unwrap();
 /// // Added without device secrets, so the device is not checked.
 /// assert_eq!(a.enter_heard(bob_here.index, &said_by_b, now)?, RollCallState::VerifiedTagUnchecked);
@@ -261,26 +317,47 @@ unsafe impl Sync for RollCall {}
 impl RollCall {
     /// A roll call named by `meeting_code` (as typed: either case, spaces
     /// and `-` ignored) at `now`, with every contact of `store` (but those
-    /// awaiting the peer).  The HELLO's nonce and padding are drawn from
+    /// awaiting the peer).  `binding` binds it to the host's own call
+    /// ([`ROLLCALL_BINDING_MIN`] to [`ROLLCALL_BINDING_MAX`] bytes that every
+    /// participant of that call holds, the same for the whole call, that the
+    /// relay never sees: docs/PROTOCOL.md 20.1 says which values qualify);
+    /// `None`: not bound.  A device bound to another call checks nobody of
+    /// this one.  The roll-call key and the HELLO's padding are drawn from
     /// `rng` (`None`: the operating system; a [`DeterministicRandom`] for
-    /// tests only).
+    /// tests only).  Nothing is queued before [`RollCall::joined`].
     ///
     /// Errors (with the store's detail): [`ErrorKind::InvalidArgument`] (a
-    /// meeting code with a typo, a store of more than 2048 contacts, a time
-    /// out of range), [`ErrorKind::Database`].
+    /// meeting code with a typo, a binding of another length, a store of
+    /// more than 2048 contacts, a time out of range), [`ErrorKind::Database`].
     pub fn new(
         store: &ContactStore,
         meeting_code: &str,
+        binding: Option<&[u8]>,
         now: i64,
         rng: Option<&mut DeterministicRandom>,
     ) -> Result<RollCall> {
         init()?;
         let code = CText::arg(meeting_code, "the meeting code")?;
+        // The library checks the length, but takes a length of 0 for "not
+        // bound": an empty binding is refused here instead.
+        let (binding_ptr, binding_len) = match binding {
+            None => (ptr::null(), 0),
+            Some([]) => {
+                return Err(Error::new(
+                    sys::ITSME_E_INVALID_ARGUMENT,
+                    format!("a call binding is {ROLLCALL_BINDING_MIN} to {ROLLCALL_BINDING_MAX} bytes, not 0"),
+                ))
+            }
+            Some(bytes) => (bytes.as_ptr(), bytes.len()),
+        };
         let rng = exchange::raw_rng(rng);
         let mut out = ptr::null_mut();
-        // SAFETY: live store handle; NUL-terminated code; a live random
-        // source borrowed exclusively (or NULL); out is a valid place.
-        store.call_code(|raw| unsafe { sys::itsme_rollcall_new(raw, code.as_ptr(), rng, now, &mut out) })?;
+        // SAFETY: live store handle; NUL-terminated code; the binding valid
+        // for its length (or NULL with 0); a live random source borrowed
+        // exclusively (or NULL); out is a valid place.
+        store.call_code(|raw| unsafe {
+            sys::itsme_rollcall_new(raw, code.as_ptr(), binding_ptr, binding_len, rng, now, &mut out)
+        })?;
         NonNull::new(out)
             .map(|raw| RollCall { raw, lock: Mutex::new(()) })
             .ok_or_else(|| Error::internal("itsme_rollcall_new succeeded without a handle"))
@@ -316,7 +393,8 @@ impl RollCall {
     }
 
     /// The next message to send to the group room, removed from the queue;
-    /// empty when there is none.
+    /// empty when there is none.  A VIEW is made when it is taken, from the
+    /// state at that moment.
     pub fn next_outgoing(&mut self) -> Result<Vec<u8>> {
         self.call(|raw| {
             read_bytes(ROLLCALL_MESSAGE_MAX, |out, cap, len| {
@@ -326,19 +404,38 @@ impl RollCall {
         })
     }
 
-    /// Feeds one message of the group room from relay slot `slot` (from 1;
-    /// the relay's 2-byte prefix removed) at `now`.  A HELLO or SAID
-    /// already taken is ignored.
+    /// The relay's "joined" event at `now`: this device's `slot`, and the
+    /// slots of the `peers` already in the room (empty when alone).  Called
+    /// at the first join and again after every reconnection (a new slot):
+    /// the HELLO and a VIEW are queued, and the roll call goes on in its
+    /// place.
+    ///
+    /// Errors: [`ErrorKind::InvalidArgument`] (a slot 0, a time out of
+    /// range), [`ErrorKind::Expired`].
+    pub fn joined(&mut self, slot: u16, peers: &[u16], now: i64) -> Result<()> {
+        // Each slot in 2 bytes, big-endian, as in the relay's message prefix.
+        let list: Vec<u8> = peers.iter().flat_map(|peer| peer.to_be_bytes()).collect();
+        let list_ptr = if list.is_empty() { ptr::null() } else { list.as_ptr() };
+        // SAFETY: live handle; the list valid for its length (or NULL with 0).
+        self.call_code(|raw| unsafe { sys::itsme_rollcall_joined(raw, u32::from(slot), list_ptr, peers.len(), now) })
+    }
+
+    /// Feeds one message of the group room carried by relay slot `slot`
+    /// (the relay's 2-byte prefix removed) at `now`.  A HELLO already held,
+    /// an older VIEW or a SAID already taken is ignored.
     ///
     /// A refused message changes nothing: [`ErrorKind::MalformedMessage`]
-    /// (not a roll-call message, a second HELLO from a slot, a second SAID
-    /// in a round), [`ErrorKind::InvalidArgument`] (slot 0, a HELLO of
-    /// another time, a 51st participant), [`ErrorKind::InvalidState`] (a SAID
-    /// of a device without a HELLO here, or of another roster),
-    /// [`ErrorKind::InvalidKey`] (this device's own SAID reflected),
-    /// [`ErrorKind::AuthenticationFailed`] (a contact's sealed code that does
-    /// not open against the code typed: the participant is
-    /// [`RollCallState::Refused`]), [`ErrorKind::Expired`].
+    /// (not a roll-call message of this version, a second HELLO for one key
+    /// or from one slot, a second SAID in a round, a SAID of the wrong size),
+    /// [`ErrorKind::AuthenticationFailed`] (a signature that does not verify;
+    /// or a contact's sealed code that does not open against the code
+    /// typed: the participant is [`RollCallState::Refused`] for the round),
+    /// [`ErrorKind::InvalidState`] (a VIEW or SAID from a participant not
+    /// held or not present here, a VIEW carried by another slot than its
+    /// sender's, a SAID of another roster), [`ErrorKind::InvalidKey`] (this
+    /// device's own message reflected), [`ErrorKind::InvalidArgument`] (slot
+    /// 0, a HELLO beyond the 100 held, a 51st participant),
+    /// [`ErrorKind::Expired`], [`ErrorKind::Database`].
     pub fn receive(&mut self, bytes: &[u8], slot: u16, now: i64) -> Result<()> {
         // SAFETY: live handle; bytes valid for their length.
         self.call_code(|raw| unsafe {
@@ -346,22 +443,55 @@ impl RollCall {
         })
     }
 
-    /// The relay announced a new participant in `slot`: this device's HELLO
-    /// is queued again for the newcomer.
+    /// The relay announced a new peer in `slot` at `now`: this device's
+    /// HELLO is queued, since the newcomer has not seen it.
     ///
-    /// Errors: [`ErrorKind::InvalidArgument`] (slot 0).
-    pub fn peer_joined(&mut self, slot: u16) -> Result<()> {
+    /// Errors: [`ErrorKind::InvalidArgument`] (slot 0, a time out of range),
+    /// [`ErrorKind::Expired`].
+    pub fn peer_joined(&mut self, slot: u16, now: i64) -> Result<()> {
         // SAFETY: live handle.
-        self.call_code(|raw| unsafe { sys::itsme_rollcall_peer_joined(raw, u32::from(slot)) })
+        self.call_code(|raw| unsafe { sys::itsme_rollcall_peer_joined(raw, u32::from(slot), now) })
     }
 
-    /// The participant of `slot` left the room: it is marked
-    /// [`Participant::left`] and stays in the roster.
+    /// The peer of `slot` left the room at `now`: its participant is no
+    /// longer present (marked [`Participant::left`]; a new round), and comes
+    /// back if it rejoins.
     ///
-    /// Errors: [`ErrorKind::InvalidArgument`] (slot 0).
-    pub fn peer_left(&mut self, slot: u16) -> Result<()> {
+    /// Errors: [`ErrorKind::InvalidArgument`] (slot 0, a time out of range),
+    /// [`ErrorKind::Expired`].
+    pub fn peer_left(&mut self, slot: u16, now: i64) -> Result<()> {
         // SAFETY: live handle.
-        self.call_code(|raw| unsafe { sys::itsme_rollcall_peer_left(raw, u32::from(slot)) })
+        self.call_code(|raw| unsafe { sys::itsme_rollcall_peer_left(raw, u32::from(slot), now) })
+    }
+
+    /// Called about once a second: a VIEW that is due, and what may have
+    /// been lost (docs/PROTOCOL.md 20.6), are queued; send them.
+    ///
+    /// Errors: [`ErrorKind::InvalidArgument`] (a time out of range),
+    /// [`ErrorKind::Expired`].
+    pub fn tick(&mut self, now: i64) -> Result<()> {
+        // SAFETY: live handle.
+        self.call_code(|raw| unsafe { sys::itsme_rollcall_tick(raw, now) })
+    }
+
+    /// How many devices are present now, this one included (1 to 50): the
+    /// head count to compare with the faces on the call.
+    pub fn head_count(&self) -> Result<usize> {
+        let mut count = 0usize;
+        // SAFETY: live handle; count is a valid place.
+        self.call_code(|raw| unsafe { sys::itsme_rollcall_head_count(raw, &mut count) })?;
+        Ok(count)
+    }
+
+    /// Whether the roster has not changed for 5 seconds while a present
+    /// participant holds another one: someone (the relay) shows different
+    /// participants to different devices.  Show it: a split that stays is
+    /// not a slow network.
+    pub fn split(&self) -> Result<bool> {
+        let mut split = false;
+        // SAFETY: live handle; split is a valid place.
+        self.call_code(|raw| unsafe { sys::itsme_rollcall_split(raw, &mut split) })?;
+        Ok(split)
     }
 
     /// The hash of the roster held now: read it when showing the
@@ -382,7 +512,7 @@ impl RollCall {
     /// `roster` is the [`RollCall::roster`] read when the list was shown.
     /// Draws this round's code from `rng` (`None`: the operating system).
     ///
-    /// Errors: [`ErrorKind::InvalidState`] (no one else has joined yet; the
+    /// Errors: [`ErrorKind::InvalidState`] (no one else is present yet; the
     /// roster changed since: show the participants again; or it is confirmed
     /// already in this round),
     /// [`ErrorKind::InvalidArgument`] (not [`ROLLCALL_ROSTER_BYTES`] long),
@@ -411,7 +541,9 @@ impl RollCall {
 
     /// The owner read [`RollCall::code`] aloud: the SAID, with the code
     /// sealed for each contact present, is queued
-    /// ([`RollCall::next_outgoing`]); padding entries are drawn from `rng`.
+    /// ([`RollCall::next_outgoing`]); the entries of the others are drawn
+    /// from `rng` (`None`: the operating system).  Nothing derived from the
+    /// code leaves the device before.
     ///
     /// Errors: [`ErrorKind::InvalidState`] (the roster is not confirmed, or
     /// this round's SAID went out), [`ErrorKind::Expired`].
@@ -429,7 +561,8 @@ impl RollCall {
         self.call(|raw| participant_of(raw, index))
     }
 
-    /// Every device in the roll call, this one first.
+    /// Every device ever present in the roll call, this one first (those
+    /// that left among them: [`Participant::left`]).
     pub fn participants(&self) -> Result<Vec<Participant>> {
         self.call(|raw| {
             let mut count = 0usize;
@@ -448,8 +581,9 @@ impl RollCall {
     ///
     /// Errors: [`ErrorKind::InvalidArgument`] (not a NATO word and three
     /// digits, no such participant, this device), [`ErrorKind::InvalidState`]
-    /// (the roster is not confirmed; not a contact; checked already in this
-    /// round), [`ErrorKind::Locked`] (three wrong codes in this round),
+    /// (the roster of this round is not confirmed; not a contact, or not
+    /// present now; checked already), [`ErrorKind::Locked`] (three wrong
+    /// codes in this round),
     /// [`ErrorKind::AuthenticationFailed`] (their sealed code does not open:
     /// [`RollCallState::Refused`]), [`ErrorKind::Expired`].
     pub fn enter_heard(&mut self, index: usize, code: &str, now: i64) -> Result<RollCallState> {
@@ -476,6 +610,7 @@ fn participant_of(raw: *mut sys::itsme_rollcall, index: usize) -> std::result::R
         contact_id: (info.contact_id != 0).then_some(info.contact_id),
         state: RollCallState::read(info.state)?,
         left: info.left,
+        agrees: info.agrees,
     })
 }
 

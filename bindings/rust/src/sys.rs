@@ -812,8 +812,10 @@ pub const ITSME_ROLLCALL_STATE_DEVICE_CHANGED: itsme_rollcall_state = 4;
 pub const ITSME_ROLLCALL_STATE_VERIFIED_TAG_UNCHECKED: itsme_rollcall_state = 5;
 
 /// ```text
-/// Their sealed code did not open (tampered with, or sealed for another
-/// device): neither verified nor wrong.
+/// Their sealed code of this round did not open (their own device signed a
+/// code not sealed for this one: a faulty or malicious device; a code
+/// changed on the way fails its signature and changes nothing): neither
+/// verified nor wrong.
 /// ```
 pub const ITSME_ROLLCALL_STATE_REFUSED: itsme_rollcall_state = 6;
 
@@ -824,15 +826,41 @@ pub const ITSME_ROLLCALL_STATE_REFUSED: itsme_rollcall_state = 6;
 pub const ITSME_ROLLCALL_STATE_UNKNOWN: itsme_rollcall_state = 7;
 
 /// ```text
-/// Longest roll-call message: a HELLO of 2048 presence tags, 28 + 16 * 2048
-/// bytes (a SAID is at most 67 + 50 * 49 = 2517).
+/// One of the two devices binds the roll call to its call and the other
+/// does not: nothing can be checked between them (say so, and have the
+/// other start the roll call from the call).
 /// ```
-pub const ITSME_ROLLCALL_MESSAGE_MAX: usize = 32796;
+pub const ITSME_ROLLCALL_STATE_BINDING_DIFFERS: itsme_rollcall_state = 8;
+
+/// ```text
+/// Both devices bind the roll call to a call, and the calls differ: a
+/// device in another call, as when one relays between two calls.
+/// ```
+pub const ITSME_ROLLCALL_STATE_OTHER_CALL: itsme_rollcall_state = 9;
+
+/// ```text
+/// Longest roll-call message: a HELLO of 2048 presence tags, 133 + 16 * 2048
+/// bytes (a VIEW is at most 138 + 32 * 100 + 13 = 3351, a SAID
+/// 131 + 50 * 49 = 2581).
+/// ```
+pub const ITSME_ROLLCALL_MESSAGE_MAX: usize = 32901;
 
 /// ```text
 /// A roster hash (itsme_rollcall_roster), in bytes.
 /// ```
 pub const ITSME_ROLLCALL_ROSTER_BYTES: usize = 32;
+
+/// ```text
+/// A relay slot in itsme_rollcall_joined's list, in bytes.
+/// ```
+pub const ITSME_ROLLCALL_SLOT_BYTES: usize = 2;
+
+/// ```text
+/// The shortest and the longest call binding (itsme_rollcall_new), in bytes.
+/// ```
+pub const ITSME_ROLLCALL_BINDING_MIN: usize = 16;
+
+pub const ITSME_ROLLCALL_BINDING_MAX: usize = 64;
 
 /// The former name of [`ITSME_EXCHANGE_METHOD_QR`], kept for compatibility.
 pub const ITSME_EXCHANGE_QR: itsme_exchange_method = ITSME_EXCHANGE_METHOD_QR;
@@ -1277,6 +1305,7 @@ pub struct itsme_rollcall_participant_info {
     pub contact_id: i64,
     pub state: itsme_rollcall_state,
     pub left: bool,
+    pub agrees: bool,
 }
 
 impl Default for itsme_rollcall_participant_info {
@@ -1289,6 +1318,7 @@ impl Default for itsme_rollcall_participant_info {
             contact_id: 0,
             state: 0,
             left: false,
+            agrees: false,
         }
     }
 }
@@ -1300,6 +1330,7 @@ const _: () = assert!(core::mem::offset_of!(itsme_rollcall_participant_info, slo
 const _: () = assert!(core::mem::offset_of!(itsme_rollcall_participant_info, contact_id) == 24);
 const _: () = assert!(core::mem::offset_of!(itsme_rollcall_participant_info, state) == 32);
 const _: () = assert!(core::mem::offset_of!(itsme_rollcall_participant_info, left) == 36);
+const _: () = assert!(core::mem::offset_of!(itsme_rollcall_participant_info, agrees) == 37);
 
 /// ```text
 /// What one side derives in a session (docs/PROTOCOL.md 9.2 to 10.1), all
@@ -4021,19 +4052,27 @@ extern "C" {
     /// ```text
     /// Starts a roll call named by `meeting_code` (as typed: either case, spaces
     /// and '-' ignored) at `now`, with every contact of `store` but those
-    /// awaiting the peer; the HELLO's nonce and padding are drawn from `rng`
-    /// (NULL: the operating system).  The HELLO is queued: send it
-    /// (itsme_rollcall_next_outgoing).  Free the roll call with
-    /// itsme_rollcall_free; it keeps a counted reference to the store.
+    /// awaiting the peer.  `binding` (binding_len bytes, ITSME_ROLLCALL_BINDING_MIN
+    /// to _MAX) binds it to the host's own call: a value every participant of
+    /// that call holds, the same for the whole call, that the relay never sees
+    /// (docs/PROTOCOL.md 20.1 says which values qualify); NULL with 0: not
+    /// bound.  A device bound to another call checks nobody of this one.  The
+    /// roll-call key and the HELLO's padding are drawn from `rng` (NULL: the
+    /// operating system).  Nothing is queued before itsme_rollcall_joined.
+    /// Free the roll call with itsme_rollcall_free; it keeps a counted
+    /// reference to the store.
     /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, a
     /// meeting code with a typo or longer than ITSME_TYPED_CODE_MAX bytes, a
-    /// store of more than 2048 contacts, a time out of range), ITSME_E_DATABASE,
-    /// and stored-data errors (ITSME_E_CORRUPT_DATA,
-    /// ITSME_E_AUTHENTICATION_FAILED).  Details go to the store's last error.
+    /// binding of another length, a store of more than 2048 contacts, a time
+    /// out of range), ITSME_E_DATABASE, and stored-data errors
+    /// (ITSME_E_CORRUPT_DATA, ITSME_E_AUTHENTICATION_FAILED).  Details go to
+    /// the store's last error.
     /// ```
     pub fn itsme_rollcall_new(
         store: *mut itsme_store,
         meeting_code: *const c_char,
+        binding: *const u8,
+        binding_len: usize,
         rng: *mut itsme_random,
         now: i64,
         out: *mut *mut itsme_rollcall,
@@ -4082,7 +4121,8 @@ extern "C" {
     /// ```text
     /// The next message to send to the group room (at most
     /// ITSME_ROLLCALL_MESSAGE_MAX bytes), removed from the queue on success;
-    /// ITSME_OK with *out_len = 0 when there is none.
+    /// ITSME_OK with *out_len = 0 when there is none.  A VIEW is made when it
+    /// is taken, from the state at that moment.
     /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL (nothing
     /// removed).
     /// ```
@@ -4094,21 +4134,40 @@ extern "C" {
     ) -> itsme_result;
 
     /// ```text
-    /// Feeds one message of the group room from relay slot `slot` (the relay's
-    /// 2-byte prefix removed).  A new HELLO adds a participant and starts a new
-    /// round; a HELLO already held, or a SAID already taken, is ignored.  A
-    /// refused message changes nothing, and the roll call goes on.
-    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535, a time out
-    /// of range, a HELLO more than 20 windows old or more than one ahead, a
-    /// 51st participant), ITSME_E_MALFORMED_MESSAGE (not a roll-call message of
-    /// this version, a second HELLO from one slot, a second SAID from one
+    /// The relay's "joined" event: this device's slot, and the `peer_count`
+    /// slots present before it in `peers`, each in 2 bytes
+    /// (ITSME_ROLLCALL_SLOT_BYTES), big-endian as in the relay's message prefix
+    /// (NULL with 0 when alone).  Called at the first join and again after
+    /// every reconnection (a new slot): the HELLO and a VIEW are queued, and
+    /// the roll call goes on in its place.
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, a slot 0, a time out of range),
+    /// ITSME_E_EXPIRED.
+    /// ```
+    pub fn itsme_rollcall_joined(
+        rollcall: *mut itsme_rollcall,
+        slot: u32,
+        peers: *const u8,
+        peer_count: usize,
+        now: i64,
+    ) -> itsme_result;
+
+    /// ```text
+    /// Feeds one message of the group room carried by relay slot `slot` (the
+    /// relay's 2-byte prefix removed).  A HELLO already held, an older VIEW or
+    /// a SAID already taken is ignored.  A refused message changes nothing,
+    /// and the roll call goes on.
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535, a time
+    /// out of range, a HELLO beyond the 100 held or a 51st participant),
+    /// ITSME_E_MALFORMED_MESSAGE (not a roll-call message of this version, a
+    /// second HELLO for one key or from one slot, a second SAID from one
     /// participant in one round, a SAID of the wrong size for the roster),
-    /// ITSME_E_INVALID_STATE (a SAID of a participant without a HELLO here, or
-    /// of another roster: another round, or a participant not seen here),
-    /// ITSME_E_INVALID_KEY (a SAID naming this device as its speaker: a
-    /// reflected message), ITSME_E_AUTHENTICATION_FAILED (a contact's sealed
-    /// code that does not open, checked against the code already typed: the
-    /// participant is now ITSME_ROLLCALL_STATE_REFUSED), ITSME_E_EXPIRED,
+    /// ITSME_E_AUTHENTICATION_FAILED (a signature that does not verify; or a
+    /// contact's sealed code that does not open, checked against the code
+    /// already typed: the participant is now ITSME_ROLLCALL_STATE_REFUSED for
+    /// the round), ITSME_E_INVALID_STATE (a VIEW or SAID from a participant
+    /// this device does not hold or see present, a VIEW carried by another
+    /// slot than its sender's, a SAID of another roster), ITSME_E_INVALID_KEY
+    /// (this device's own key: a reflected message), ITSME_E_EXPIRED,
     /// ITSME_E_DATABASE (recording an outcome failed).
     /// ```
     #[must_use]
@@ -4121,18 +4180,58 @@ extern "C" {
     ) -> itsme_result;
 
     /// ```text
-    /// The relay announced a new participant in slot `slot`: this device's
-    /// HELLO is queued again, since the newcomer missed it.
-    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535).
+    /// The relay announced a new peer in slot `slot`: this device's HELLO is
+    /// queued, since the newcomer has not seen it.
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535, a time out
+    /// of range), ITSME_E_EXPIRED.
     /// ```
-    pub fn itsme_rollcall_peer_joined(rollcall: *mut itsme_rollcall, slot: u32) -> itsme_result;
+    pub fn itsme_rollcall_peer_joined(
+        rollcall: *mut itsme_rollcall,
+        slot: u32,
+        now: i64,
+    ) -> itsme_result;
 
     /// ```text
-    /// The participant of relay slot `slot` left the room: it is marked left
-    /// and stays in the roster.  No effect for a slot that sent no HELLO.
-    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535).
+    /// The peer of relay slot `slot` left the room: its participant is no
+    /// longer present (a new round), and comes back if it rejoins.
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535, a time out
+    /// of range), ITSME_E_EXPIRED.
     /// ```
-    pub fn itsme_rollcall_peer_left(rollcall: *mut itsme_rollcall, slot: u32) -> itsme_result;
+    pub fn itsme_rollcall_peer_left(
+        rollcall: *mut itsme_rollcall,
+        slot: u32,
+        now: i64,
+    ) -> itsme_result;
+
+    /// ```text
+    /// Called about once a second: a VIEW that is due, and what may have been
+    /// lost (docs/PROTOCOL.md 20.6), are queued; send them.
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, a time out of range),
+    /// ITSME_E_EXPIRED.
+    /// ```
+    pub fn itsme_rollcall_tick(rollcall: *mut itsme_rollcall, now: i64) -> itsme_result;
+
+    /// ```text
+    /// How many devices are present now, this one included (1 to 50): the
+    /// head count to compare with the faces on the call.
+    /// Errors: ITSME_E_INVALID_ARGUMENT.
+    /// ```
+    pub fn itsme_rollcall_head_count(
+        rollcall: *const itsme_rollcall,
+        out_count: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// Writes true when the roster has not changed for 5 seconds and a present
+    /// participant holds another one: someone (the relay) shows different
+    /// participants to different devices.  Show it: a split that stays is not
+    /// a slow network.
+    /// Errors: ITSME_E_INVALID_ARGUMENT.
+    /// ```
+    pub fn itsme_rollcall_split(
+        rollcall: *const itsme_rollcall,
+        out_split: *mut bool,
+    ) -> itsme_result;
 
     /// ```text
     /// The hash of the roster as this device holds it now
@@ -4197,7 +4296,8 @@ extern "C" {
     ) -> itsme_result;
 
     /// ```text
-    /// How many devices are in the roll call, this one included (1 to 50).
+    /// How many devices have been present in the roll call, this one included
+    /// (those that left among them: itsme_rollcall_participant says which).
     /// Errors: ITSME_E_INVALID_ARGUMENT.
     /// ```
     pub fn itsme_rollcall_participant_count(
@@ -4229,7 +4329,8 @@ extern "C" {
     /// and three digits or is longer than ITSME_TYPED_CODE_MAX bytes, index 0
     /// or out of range, a time out of range: nothing changes),
     /// ITSME_E_INVALID_STATE (the roster of this round is not confirmed; the
-    /// participant is not a contact; or it is checked already in this round),
+    /// participant is not a contact, or not present now; or it is checked
+    /// already),
     /// ITSME_E_LOCKED (three wrong codes for it in this round: wait for a new
     /// round), ITSME_E_AUTHENTICATION_FAILED (their sealed code does not open:
     /// the participant is now ITSME_ROLLCALL_STATE_REFUSED), ITSME_E_EXPIRED,
@@ -4549,6 +4650,18 @@ extern "C" {
     /// no itsme_init().
     /// ```
     pub fn itsme_rollcall_roster_bytes() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_rollcall_binding_min() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
+    pub fn itsme_rollcall_binding_max() -> usize;
 }
 
 // ---------------------------------------------------------------------------

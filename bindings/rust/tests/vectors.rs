@@ -9,9 +9,10 @@
 //! whole live device transfers (the contact store's messages replayed into
 //! the receiver) and their rejections, profile records
 //! opened and refused, service enrollments, requests and approvals verified
-//! and refused, the roll call made again by its three devices (contacts with
-//! the vectors' seeds and device secrets: HELLOs, roster, codes, SAIDs,
-//! outcomes) and its rejections, and every pure derivation.  The Online
+//! and refused, the roll call made again by its three devices in a group
+//! room (contacts with the vectors' seeds and device secrets: HELLOs,
+//! roster, codes, SAIDs, VIEWs, outcomes), bound to two calls, and its
+//! rejections, and every pure derivation.  The Online
 //! Verify and PIN Update sides hold each other as contacts added with the
 //! vector's seed, which have no device secrets: the Online Verify PROOF
 //! messages (which carry device tags) are therefore not compared.
@@ -20,6 +21,7 @@ mod common;
 
 use common::encoding::{base32_decode, base64url_decode, base64url_encode, hex_decode, hex_encode};
 use common::json::Json;
+use common::room::GroupRoom;
 use common::TempDir;
 use itsme::{
     ContactStore, DeterministicRandom, ErrorKind, Exchange, ExchangeFlags, ExchangeMethod, ExportHeader,
@@ -1911,6 +1913,8 @@ fn rollcall_state(text: &str) -> RollCallState {
         "verified_tag_unchecked" => RollCallState::VerifiedTagUnchecked,
         "refused" => RollCallState::Refused,
         "unknown" => RollCallState::Unknown,
+        "binding_differs" => RollCallState::BindingDiffers,
+        "other_call" => RollCallState::OtherCall,
         other => panic!("state_text {other:?}"),
     }
 }
@@ -1919,9 +1923,17 @@ fn slot_of(party: &Json) -> u16 {
     u16::try_from(party.int("slot")).expect("a slot")
 }
 
-/// The whole roll call made again from each device's `random_seed`: the
-/// HELLOs, the roster, the codes and SAIDs byte for byte, then each
-/// listener's outcome for each contact's code.
+/// The first message of type `kind` (1 HELLO, 2 SAID, 3 VIEW) that relay
+/// slot `slot` sent.
+fn first_sent(sent: &[(u16, Vec<u8>)], slot: u16, kind: u8) -> &[u8] {
+    sent.iter().find(|(from, m)| *from == slot && m[1] == kind).map(|(_, m)| &m[..]).expect("a message of that type")
+}
+
+/// The whole roll call made again as the generator made it: each device's
+/// `random_seed`, the three joining the group room one after the other
+/// (slots 1, 2, 3) with every message delivered in order; the HELLOs, the
+/// roster, the codes and SAIDs byte for byte; a second later each one's due
+/// VIEW; then each listener's outcome for each contact's code.
 #[test]
 fn rollcall_vectors() {
     let vectors = load("rollcall.json");
@@ -1930,41 +1942,56 @@ fn rollcall_vectors() {
     let people = vectors.array("participants");
     let mut sources: Vec<DeterministicRandom> =
         people.iter().map(|p| DeterministicRandom::new(&p.hex_array("random_seed")).unwrap()).collect();
-    let mut calls: Vec<RollCall> = devices
-        .iter()
-        .zip(&mut sources)
-        .map(|(device, rng)| RollCall::new(&device.contacts, vectors.text("meeting_code_text"), t, Some(rng)).unwrap())
-        .collect();
-    let hellos: Vec<Vec<u8>> = calls.iter_mut().map(|call| call.next_outgoing().unwrap()).collect();
+    let mut room = GroupRoom::default();
+    for (device, rng) in devices.iter().zip(&mut sources) {
+        let call = RollCall::new(&device.contacts, vectors.text("meeting_code_text"), None, t, Some(rng)).unwrap();
+        room.enter(call, t);
+    }
+    assert_eq!(i64::try_from(room.sent.len()).unwrap(), vectors.int("join_messages"), "messages of the joins");
     for (i, party) in people.iter().enumerate() {
         let context = format!("rollcall {}", party.text("name_text"));
-        assert_eq!(calls[i].room().unwrap(), vectors.text("room_id"), "{context}");
-        assert_hex(&hellos[i], party, "hello", &context);
-        for (j, call) in calls.iter_mut().enumerate() {
-            if j != i {
-                call.receive(&hellos[i], slot_of(party), t).unwrap();
-            }
+        assert_eq!(room.seats[i].slot, Some(slot_of(party)), "{context}");
+        assert_eq!(room.seats[i].call.room().unwrap(), vectors.text("room_id"), "{context}");
+        let hello = first_sent(&room.sent, slot_of(party), 1);
+        assert_hex(hello, party, "hello", &context);
+        assert_hex(&hello[..hello.len() - 64], party, "hello_body", &context);
+        assert_hex(&hello[3..35], party, "roll_call_key", &context);
+        for tag in party.array("tags_for_contacts") {
+            let tag = tag.hex("tag");
+            assert!(hello[69..hello.len() - 64].chunks(16).any(|t| t == tag), "{context}: a tag for a contact");
         }
     }
-    for (call, rng) in calls.iter_mut().zip(&mut sources) {
+    for seat in &mut room.seats {
+        let call = &mut seat.call;
         let roster = call.roster().unwrap();
         assert_hex(&roster, &vectors, "roster", "rollcall");
+        assert_eq!(call.head_count().unwrap(), 3);
         assert_eq!(call.phase().unwrap(), RollCallPhase::Gathering);
-        call.confirm_roster(&roster, t, Some(&mut *rng)).unwrap();
-        call.confirm_said(t, Some(rng)).unwrap();
-        assert_eq!(call.phase().unwrap(), RollCallPhase::Said);
     }
-    let saids: Vec<Vec<u8>> = calls.iter_mut().map(|call| call.next_outgoing().unwrap()).collect();
+    for (seat, rng) in room.seats.iter_mut().zip(&mut sources) {
+        let roster = seat.call.roster().unwrap();
+        seat.call.confirm_roster(&roster, t, Some(rng)).unwrap();
+    }
+    for (i, rng) in sources.iter_mut().enumerate() {
+        room.call(i).confirm_said(t, Some(rng)).unwrap();
+        assert_eq!(room.seats[i].call.phase().unwrap(), RollCallPhase::Said);
+        assert!(room.pump(t).is_empty());
+    }
     for (i, said) in vectors.array("saids").iter().enumerate() {
         let context = format!("rollcall SAID of {}", said.text("name_text"));
         assert_eq!(said.text("name_text"), people[i].text("name_text"), "{context}");
-        assert_hex(&saids[i], said, "said", &context);
-        assert_eq!(calls[i].code().unwrap(), said.text("code_text"), "{context}");
-        for (j, call) in calls.iter_mut().enumerate() {
-            if j != i {
-                call.receive(&saids[i], slot_of(&people[i]), t).unwrap();
-            }
-        }
+        assert_hex(first_sent(&room.sent, slot_of(&people[i]), 2), said, "said", &context);
+        assert_eq!(room.seats[i].call.code().unwrap(), said.text("code_text"), "{context}");
+    }
+    // A second later each one's VIEW is due (it took SAIDs): the last VIEW
+    // each sends says who said.
+    let before = room.sent.len();
+    assert!(room.tick(t + 1).is_empty());
+    for view in vectors.array("views") {
+        let context = format!("rollcall VIEW of {}", view.text("name_text"));
+        let slot = u16::try_from(view.int("slot")).unwrap();
+        let last = room.sent[before..].iter().rev().find(|(from, m)| *from == slot && m[1] == 3).expect(&context);
+        assert_hex(&last.1, view, "view", &context);
     }
     let code_of = |name: &str| {
         vectors.array("saids").iter().find(|s| s.text("name_text") == name).expect(name).text("code_text")
@@ -1975,28 +2002,65 @@ fn rollcall_vectors() {
         let (listener, speaker) = (outcome.text("listener_text"), outcome.text("speaker_text"));
         let l = devices.iter().position(|d| d.name == listener).expect(listener);
         let id = devices[l].ids.iter().find(|(name, _)| name == speaker).expect(speaker).1;
-        let index = calls[l].participants().unwrap().iter().find(|p| p.contact_id == Some(id)).expect(speaker).index;
-        let state = calls[l].enter_heard(index, code_of(speaker), t).unwrap();
+        let call = room.call(l);
+        let index = call.participants().unwrap().iter().find(|p| p.contact_id == Some(id)).expect(speaker).index;
+        let state = call.enter_heard(index, code_of(speaker), t + 1).unwrap();
         assert_eq!(state, rollcall_state(outcome.text("state_text")), "{listener} hearing {speaker}");
     }
     // Ben and Cai share nothing: each is unknown to the other.
     for (listener, speaker) in [(1usize, 2usize), (2, 1)] {
-        let seen = calls[listener].participants().unwrap();
+        let seen = room.seats[listener].call.participants().unwrap();
         let other = seen.iter().find(|p| p.slot == Some(slot_of(&people[speaker]))).unwrap();
         assert_eq!((other.state, other.contact_id), (RollCallState::Unknown, None));
     }
 }
 
-/// Each message list fed to a fresh roll call of the receiver, Cai's HELLO
-/// from slot 3 and every other message from slot 1: all but the last are
-/// accepted, the last gives `result`.
+/// Ana and Ben bound to one call, Cai to another (`bound`): each device's
+/// HELLO from its own random seed, and what it shows of the others.
+#[test]
+fn rollcall_binding_vectors() {
+    let vectors = load("rollcall.json");
+    let t = vectors.int("now");
+    let devices = rollcall_devices(&vectors);
+    let bound = vectors.field("bound").array("participants");
+    let mut room = GroupRoom::default();
+    for (device, party) in devices.iter().zip(bound) {
+        assert_eq!(device.name, party.text("name_text"));
+        let mut rng = DeterministicRandom::new(&party.hex_array("random_seed")).unwrap();
+        let (code, binding) = (vectors.text("meeting_code_text"), party.hex("binding"));
+        let call = RollCall::new(&device.contacts, code, Some(&binding), t, Some(&mut rng)).unwrap();
+        room.enter(call, t);
+    }
+    for (i, party) in bound.iter().enumerate() {
+        let context = format!("rollcall bound {}", party.text("name_text"));
+        let slot = room.seats[i].slot.unwrap();
+        let hello = first_sent(&room.sent, slot, 1);
+        assert_hex(hello, party, "hello", &context);
+        assert_eq!(hello[2], 1, "{context}: bound");
+        assert_hex(&hello[35..67], party, "bind", &context);
+        let seen: Vec<(u16, RollCallState)> = room.seats[i].call.participants().unwrap()[1..]
+            .iter()
+            .map(|p| (p.slot.expect("a slot"), p.state))
+            .collect();
+        let expected: Vec<(u16, RollCallState)> = party
+            .array("sees")
+            .iter()
+            .map(|s| (u16::try_from(s.int("slot")).unwrap(), rollcall_state(s.text("state_text"))))
+            .collect();
+        assert_eq!(seen, expected, "{context}");
+    }
+}
+
+/// Each case's messages fed, with the slots that carried them, to a fresh
+/// roll call of Ben's (the same random seed: the same key and HELLO as in
+/// the roll call above) joined in slot 2 beside slots 1 and 3: all but the
+/// last are accepted, the last gives `result`.
 #[test]
 fn rollcall_rejections() {
     let vectors = load("rollcall.json");
     let t = vectors.int("now");
     let devices = rollcall_devices(&vectors);
     let people = vectors.array("participants");
-    let cai_hello = people.iter().find(|p| p.text("name_text") == "Cai").unwrap().hex("hello");
     let rejections = vectors.array("rejections");
     assert!(!rejections.is_empty());
     for case in rejections {
@@ -2004,12 +2068,14 @@ fn rollcall_rejections() {
         let receiver = case.text("receiver_text");
         let r = devices.iter().position(|d| d.name == receiver).expect(receiver);
         let mut rng = DeterministicRandom::new(&people[r].hex_array("random_seed")).unwrap();
-        let mut call = RollCall::new(&devices[r].contacts, vectors.text("meeting_code_text"), t, Some(&mut rng)).unwrap();
+        let mut call =
+            RollCall::new(&devices[r].contacts, vectors.text("meeting_code_text"), None, t, Some(&mut rng)).unwrap();
+        call.joined(2, &[1, 3], t).unwrap();
         assert_hex(&call.next_outgoing().unwrap(), &people[r], "hello", &context);
         let messages = case.array("messages");
         for (n, message) in messages.iter().enumerate() {
-            let bytes = hex_decode(message.as_str()).unwrap();
-            let slot = if bytes == cai_hello { 3 } else { 1 };
+            let bytes = message.hex("message");
+            let slot = u16::try_from(message.int("slot")).unwrap();
             let result = call.receive(&bytes, slot, t);
             if n + 1 < messages.len() || case.text("result") == "accepted" {
                 result.unwrap_or_else(|e| panic!("{context}: message {n} failed: {e}"));

@@ -5,6 +5,7 @@
 pub mod encoding;
 pub mod json;
 pub mod people;
+pub mod room;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,5 +1,6 @@
 package org.itsme;
 
+import com.sun.jna.ptr.ByteByReference;
 import com.sun.jna.ptr.IntByReference;
 import com.sun.jna.ptr.PointerByReference;
 import java.util.ArrayList;
@@ -18,21 +19,29 @@ import org.itsme.raw.ItsMeLibrary.itsme_rollcall_participant_info;
  * contacts whose devices hold the seed exchanged with them.
  *
  * <p>Everyone enters one meeting code ({@link #newMeetingCode} draws one);
- * each device takes every contact of its store. The library does no I/O:
- * the host joins the relay's group room {@link #room}, sends what
- * {@link #nextOutgoing} gives (the HELLO at once and again after
- * {@link #peerJoined}, the SAID after {@link #confirmSaid}), feeds every
- * message of the room with its slot to {@link #receive}, and reports
- * {@link #peerLeft}. The owner, shown the {@link #participants}, confirms
- * them with the {@link #roster} read then ({@link #confirmRoster}), reads
- * {@link #code} aloud, says so, and types what each contact read
+ * each device takes every contact of its store, and may bind the roll call
+ * to the host's own call ({@link #create(ContactStore, String, byte[], long,
+ * DeterministicRandom)}). The library does no I/O and decides every message:
+ * the host joins the relay's group room {@link #room} and reports its events
+ * ({@link #joined}, at the first join and after every reconnection;
+ * {@link #peerJoined}; {@link #peerLeft}), feeds every message of the room
+ * with the slot that carried it to {@link #receive}, calls {@link #tick}
+ * about once a second, and after each call sends what {@link #nextOutgoing}
+ * gives until it gives nothing. The owner, shown the {@link #participants}
+ * (with the {@link #headCount} to compare with the faces on the call, and a
+ * {@link #split} when there is one), confirms them with the {@link #roster}
+ * read then ({@link #confirmRoster}), reads {@link #code} aloud, says so
+ * ({@link #confirmSaid}), and types what each contact read
  * ({@link #enterHeard}).
  *
- * <p>A new participant starts a new round ({@link RollcallPhase#GATHERING}
- * again); checks made stay. A refused message changes nothing and the roll
- * call goes on. It lasts 10 minutes from its creation
- * ({@link ItsMeException.Expired} after that). The library keeps the roll
- * call's contact store alive. Calls on one roll call are serialised.
+ * <p>A participant is present once its signed VIEW lists this device. A new
+ * roster starts a new round ({@link RollcallPhase#GATHERING} again); checks
+ * made stay, and a roster that comes back (a participant's connection
+ * dropped and came back) brings its round back. A refused message changes
+ * nothing and the roll call goes on. It lasts 10 minutes from its creation
+ * ({@link ItsMeException.Expired} after that). Times are unix seconds; relay
+ * slots are 1 to 65535. The library keeps the roll call's contact store
+ * alive. Calls on one roll call are serialised.
  */
 public final class RollCall extends Handle<itsme_rollcall> {
     private RollCall(itsme_rollcall pointer) {
@@ -41,15 +50,19 @@ public final class RollCall extends Handle<itsme_rollcall> {
     }
 
     /**
-     * One device of the roll call as this device sees it.
+     * One device of the roll call as this device sees it: every device ever present stays in
+     * the list.
      *
-     * @param index 0 for this device; the others in the order their HELLOs arrived
+     * @param index 0 for this device; the others in the order they became present
      * @param slot the relay slot it speaks from, null for this device
      * @param contactId the contact it is, null for this device and for a device that is not a contact
      * @param state what to show beside it
-     * @param left whether its slot left the room (it stays in the roster)
+     * @param left whether it is not present now (its connection left; it may come back under the same place)
+     * @param agrees whether its device holds the same roster as this one (always for this
+     *     device): show the others as "not agreeing yet"
      */
-    public record Participant(long index, Integer slot, Long contactId, RollcallState state, boolean left) {
+    public record Participant(long index, Integer slot, Long contactId, RollcallState state, boolean left,
+            boolean agrees) {
     }
 
     /**
@@ -70,28 +83,42 @@ public final class RollCall extends Handle<itsme_rollcall> {
 
     /**
      * A roll call named by {@code meetingCode} (as typed: either case, spaces and '-' ignored)
-     * at {@code now}, with every contact of {@code store} but those awaiting the peer; the
-     * HELLO's nonce and padding are drawn from {@code random} (tests only; null: the operating
-     * system). Throws ItsMeException.InvalidArgument for a code with a typo or a store of more
-     * than 2048 contacts, with the store's detail.
+     * at {@code now}, with every contact of {@code store} but those awaiting the peer.
+     * {@code binding} binds it to the host's own call: {@link ItsMeLibrary#ITSME_ROLLCALL_BINDING_MIN}
+     * to {@link ItsMeLibrary#ITSME_ROLLCALL_BINDING_MAX} bytes that every participant of that
+     * call holds, the same for the whole call, that the relay never sees (docs/PROTOCOL.md 20.1
+     * says which values qualify); null: not bound. A device bound to another call checks nobody
+     * of this one. The roll-call key and the HELLO's padding are drawn from {@code random} (tests
+     * only; null: the operating system). Nothing is queued before {@link #joined}. Throws
+     * ItsMeException.InvalidArgument for a code with a typo, a binding of another length or a
+     * store of more than 2048 contacts, with the store's detail.
      */
-    public static RollCall create(ContactStore store, String meetingCode, long now, DeterministicRandom random) {
+    public static RollCall create(ContactStore store, String meetingCode, byte[] binding, long now,
+            DeterministicRandom random) {
         String checked = ItsMe.textArgument(meetingCode, "meeting code");
+        // The library takes a length of 0 for "not bound": an empty binding is refused here.
+        if (binding != null && binding.length == 0) {
+            throw ItsMeException.of(ItsMeLibrary.ITSME_E_INVALID_ARGUMENT,
+                    "a call binding is " + ItsMeLibrary.ITSME_ROLLCALL_BINDING_MIN + " to "
+                            + ItsMeLibrary.ITSME_ROLLCALL_BINDING_MAX + " bytes, not 0");
+        }
+        byte[] bound = binding == null ? null : binding.clone();
+        SizeT boundLength = new SizeT(bound == null ? 0 : bound.length);
         return store.use(s -> DeterministicRandom.with(random, r -> {
             PointerByReference out = new PointerByReference();
-            int code = ItsMe.library().itsme_rollcall_new(s, checked, r, now, out);
+            int code = ItsMe.library().itsme_rollcall_new(s, checked, bound, boundLength, r, now, out);
             return new RollCall(new itsme_rollcall(ItsMe.created(code, out, store.detail(s))));
         }));
     }
 
-    /** A roll call at {@code now} drawing from the operating system. */
-    public static RollCall create(ContactStore store, String meetingCode, long now) {
-        return create(store, meetingCode, now, null);
+    /** A roll call at {@code now}, bound by {@code binding} (null: not bound), drawing from the operating system. */
+    public static RollCall create(ContactStore store, String meetingCode, byte[] binding, long now) {
+        return create(store, meetingCode, binding, now, null);
     }
 
-    /** A roll call now. */
-    public static RollCall create(ContactStore store, String meetingCode) {
-        return create(store, meetingCode, ItsMe.now(), null);
+    /** A roll call now, bound by {@code binding} (null: not bound). */
+    public static RollCall create(ContactStore store, String meetingCode, byte[] binding) {
+        return create(store, meetingCode, binding, ItsMe.now(), null);
     }
 
     /** Where the roll call stands; EXPIRED from the first call with a time past the lifetime. */
@@ -110,32 +137,93 @@ public final class RollCall extends Handle<itsme_rollcall> {
         return text(ItsMeLibrary.ITSME_ROOM_NAME_SIZE, ItsMe.library()::itsme_rollcall_room);
     }
 
-    /** The next message to send to the group room, removed from the queue; empty when there is none. */
+    /**
+     * The next message to send to the group room, removed from the queue; empty when there is
+     * none. A VIEW is made when it is taken, from the state at that moment.
+     */
     public byte[] nextOutgoing() {
         return bytes(ItsMeLibrary.ITSME_ROLLCALL_MESSAGE_MAX, ItsMe.library()::itsme_rollcall_next_outgoing);
     }
 
     /**
-     * Feeds one message of the group room from relay slot {@code slot} (1 to 65535; the relay's
-     * 2-byte prefix removed). A HELLO or SAID already taken is ignored. A refused message changes
-     * nothing: MalformedMessage, InvalidArgument (a slot out of range, a HELLO of another time, a
-     * 51st participant), InvalidState (a SAID of a device without a HELLO here, or of another
-     * roster), InvalidKey (this device's own SAID), AuthenticationFailed (a contact's sealed code
-     * that does not open against the code typed: the participant is REFUSED), Expired.
+     * The relay's "joined" event at {@code now}: this device's {@code slot}, and the slots of
+     * the {@code peers} already in the room (empty or null when alone). Called at the first join
+     * and again after every reconnection (a new slot): the HELLO and a VIEW are queued, and the
+     * roll call goes on in its place. InvalidArgument for a slot out of 1 to 65535 or a time out
+     * of range; Expired.
+     */
+    public void joined(int slot, int[] peers, long now) {
+        int count = peers == null ? 0 : peers.length;
+        // Each slot in 2 bytes, big-endian, as in the relay's message prefix.
+        byte[] list = new byte[count * ItsMeLibrary.ITSME_ROLLCALL_SLOT_BYTES];
+        for (int i = 0; i < count; i++) {
+            int peer = peers[i];
+            if (peer < 0 || peer > 0xFFFF) {
+                throw ItsMeException.of(ItsMeLibrary.ITSME_E_INVALID_ARGUMENT,
+                        "a relay slot is 1 to 65535, not " + peer);
+            }
+            list[2 * i] = (byte) (peer >>> 8);
+            list[2 * i + 1] = (byte) peer;
+        }
+        byte[] bytes = list.length == 0 ? null : list;
+        call(p -> ItsMe.library().itsme_rollcall_joined(p, slot, bytes, new SizeT(count), now));
+    }
+
+    /**
+     * Feeds one message of the group room carried by relay slot {@code slot} (1 to 65535; the
+     * relay's 2-byte prefix removed). A HELLO already held, an older VIEW or a SAID already taken
+     * is ignored. A refused message changes nothing: MalformedMessage (not a roll-call message
+     * of this version, a second HELLO for one key or from one slot, a second SAID in a round),
+     * AuthenticationFailed (a signature that does not verify; or a contact's sealed code that
+     * does not open against the code typed: the participant is REFUSED for the round),
+     * InvalidState (a VIEW or SAID from a participant not held or not present here, a VIEW
+     * carried by another slot than its sender's, a SAID of another roster), InvalidKey (this
+     * device's own message reflected), InvalidArgument (a slot out of range, a HELLO beyond the
+     * 100 held, a 51st participant), Expired, Database.
      */
     public void receive(byte[] message, int slot, long now) {
         byte[] checked = ItsMe.bytesArgument(message, "message");
         call(p -> ItsMe.library().itsme_rollcall_receive(p, checked, new SizeT(checked.length), slot, now));
     }
 
-    /** The relay announced a new participant in {@code slot}: this device's HELLO is queued again. */
-    public void peerJoined(int slot) {
-        call(p -> ItsMe.library().itsme_rollcall_peer_joined(p, slot));
+    /** The relay announced a new peer in {@code slot} at {@code now}: this device's HELLO is queued for it. */
+    public void peerJoined(int slot, long now) {
+        call(p -> ItsMe.library().itsme_rollcall_peer_joined(p, slot, now));
     }
 
-    /** The participant of {@code slot} left the room: it is marked left and stays in the roster. */
-    public void peerLeft(int slot) {
-        call(p -> ItsMe.library().itsme_rollcall_peer_left(p, slot));
+    /**
+     * The peer of {@code slot} left the room at {@code now}: its participant is no longer present
+     * (marked left; a new round), and comes back if it rejoins.
+     */
+    public void peerLeft(int slot, long now) {
+        call(p -> ItsMe.library().itsme_rollcall_peer_left(p, slot, now));
+    }
+
+    /**
+     * Called about once a second: a VIEW that is due, and what may have been lost
+     * (docs/PROTOCOL.md 20.6), are queued; send them. InvalidArgument for a time out of range;
+     * Expired.
+     */
+    public void tick(long now) {
+        call(p -> ItsMe.library().itsme_rollcall_tick(p, now));
+    }
+
+    /** How many devices are present now, this one included (1 to 50): compare it with the faces on the call. */
+    public long headCount() {
+        SizeTByReference count = new SizeTByReference();
+        call(p -> ItsMe.library().itsme_rollcall_head_count(p, count));
+        return count.getValue();
+    }
+
+    /**
+     * Whether the roster has not changed for 5 seconds while a present participant holds another
+     * one: someone (the relay) shows different participants to different devices. Show it: a
+     * split that stays is not a slow network.
+     */
+    public boolean split() {
+        ByteByReference split = new ByteByReference();
+        call(p -> ItsMe.library().itsme_rollcall_split(p, split));
+        return split.getValue() != 0;
     }
 
     /** The hash of the roster held now (32 bytes): read it when showing the participants. */
@@ -146,7 +234,7 @@ public final class RollCall extends Handle<itsme_rollcall> {
     /**
      * The owner confirmed that the contacts listed are on their call: {@code roster} is the
      * {@link #roster} read when the list was shown. Draws this round's code from {@code random}
-     * (tests only; null: the operating system). InvalidState if no one else has joined yet, if
+     * (tests only; null: the operating system). InvalidState if no one else is present yet, if
      * the roster changed since (show the participants again) or if it is confirmed already in
      * this round.
      */
@@ -168,8 +256,10 @@ public final class RollCall extends Handle<itsme_rollcall> {
 
     /**
      * The owner read {@link #code} aloud: the SAID, with the code sealed for each contact
-     * present, is queued ({@link #nextOutgoing}). InvalidState before the roster is confirmed or
-     * once this round's SAID went out.
+     * present, is queued ({@link #nextOutgoing}); the entries of the others are drawn from
+     * {@code random} (tests only; null: the operating system). Nothing derived from the code
+     * leaves the device before. InvalidState before the roster is confirmed or once this round's
+     * SAID went out.
      */
     public void confirmSaid(long now, DeterministicRandom random) {
         call(p -> DeterministicRandom.with(random, r -> ItsMe.library().itsme_rollcall_confirm_said(p, r, now)));
@@ -185,7 +275,7 @@ public final class RollCall extends Handle<itsme_rollcall> {
         return use(p -> read(p, index));
     }
 
-    /** Every device in the roll call, this one first. */
+    /** Every device ever present in the roll call, this one first (those that left: {@link Participant#left}). */
     public List<Participant> participants() {
         return use(p -> {
             SizeTByReference count = new SizeTByReference();
@@ -206,7 +296,7 @@ public final class RollCall extends Handle<itsme_rollcall> {
             throw ItsMeException.internal("unknown roll call state " + info.state);
         }
         return new Participant(info.index.longValue(), info.slot == 0 ? null : info.slot,
-                info.contact_id == 0 ? null : info.contact_id, state, info.left != 0);
+                info.contact_id == 0 ? null : info.contact_id, state, info.left != 0, info.agrees != 0);
     }
 
     /**
@@ -215,9 +305,9 @@ public final class RollCall extends Handle<itsme_rollcall> {
      * arrives; the outcome is recorded on the contact. Returns the participant's state
      * (NOT_YET while their sealed code is to come, WRONG: type again). Throws InvalidArgument
      * (not a NATO word and three digits, no such participant, this device), InvalidState (the
-     * roster is not confirmed; not a contact; checked already in this round), Locked (three
-     * wrong codes in this round), AuthenticationFailed (their sealed code does not open:
-     * REFUSED), Expired.
+     * roster of this round is not confirmed; not a contact, or not present now; checked
+     * already), Locked (three wrong codes in this round), AuthenticationFailed (their sealed code
+     * does not open: REFUSED), Expired.
      */
     public RollcallState enterHeard(long index, String code, long now) {
         String checked = ItsMe.textArgument(code, "code");

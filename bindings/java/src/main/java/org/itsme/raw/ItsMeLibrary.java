@@ -1177,8 +1177,10 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
-     * Their sealed code did not open (tampered with, or sealed for another
-     * device): neither verified nor wrong.
+     * Their sealed code of this round did not open (their own device signed a
+     * code not sealed for this one: a faulty or malicious device; a code
+     * changed on the way fails its signature and changes nothing): neither
+     * verified nor wrong.
      * </pre>
      * <p>A value of {@code itsme_rollcall_state}.
      */
@@ -1195,11 +1197,31 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
-     * Longest roll-call message: a HELLO of 2048 presence tags, 28 + 16 * 2048
-     * bytes (a SAID is at most 67 + 50 * 49 = 2517).
+     * One of the two devices binds the roll call to its call and the other
+     * does not: nothing can be checked between them (say so, and have the
+     * other start the roll call from the call).
+     * </pre>
+     * <p>A value of {@code itsme_rollcall_state}.
+     */
+    int ITSME_ROLLCALL_STATE_BINDING_DIFFERS = 8;
+
+    /**
+     * <pre>
+     * Both devices bind the roll call to a call, and the calls differ: a
+     * device in another call, as when one relays between two calls.
+     * </pre>
+     * <p>A value of {@code itsme_rollcall_state}.
+     */
+    int ITSME_ROLLCALL_STATE_OTHER_CALL = 9;
+
+    /**
+     * <pre>
+     * Longest roll-call message: a HELLO of 2048 presence tags, 133 + 16 * 2048
+     * bytes (a VIEW is at most 138 + 32 * 100 + 13 = 3351, a SAID
+     * 131 + 50 * 49 = 2581).
      * </pre>
      */
-    int ITSME_ROLLCALL_MESSAGE_MAX = 32796;
+    int ITSME_ROLLCALL_MESSAGE_MAX = 32901;
 
     /**
      * <pre>
@@ -1207,6 +1229,22 @@ public interface ItsMeLibrary extends Library {
      * </pre>
      */
     int ITSME_ROLLCALL_ROSTER_BYTES = 32;
+
+    /**
+     * <pre>
+     * A relay slot in itsme_rollcall_joined's list, in bytes.
+     * </pre>
+     */
+    int ITSME_ROLLCALL_SLOT_BYTES = 2;
+
+    /**
+     * <pre>
+     * The shortest and the longest call binding (itsme_rollcall_new), in bytes.
+     * </pre>
+     */
+    int ITSME_ROLLCALL_BINDING_MIN = 16;
+
+    int ITSME_ROLLCALL_BINDING_MAX = 64;
 
     /**
      * @deprecated the older name of {@link #ITSME_EXCHANGE_METHOD_QR}
@@ -2020,7 +2058,11 @@ public interface ItsMeLibrary extends Library {
         /** {@link ItsMeLibrary#ITSME_ROLLCALL_STATE_REFUSED} */
         REFUSED(ITSME_ROLLCALL_STATE_REFUSED),
         /** {@link ItsMeLibrary#ITSME_ROLLCALL_STATE_UNKNOWN} */
-        UNKNOWN(ITSME_ROLLCALL_STATE_UNKNOWN);
+        UNKNOWN(ITSME_ROLLCALL_STATE_UNKNOWN),
+        /** {@link ItsMeLibrary#ITSME_ROLLCALL_STATE_BINDING_DIFFERS} */
+        BINDING_DIFFERS(ITSME_ROLLCALL_STATE_BINDING_DIFFERS),
+        /** {@link ItsMeLibrary#ITSME_ROLLCALL_STATE_OTHER_CALL} */
+        OTHER_CALL(ITSME_ROLLCALL_STATE_OTHER_CALL);
 
         private final int value;
 
@@ -2473,12 +2515,12 @@ public interface ItsMeLibrary extends Library {
      * <p>The C struct {@code itsme_rollcall_participant_info}: 40 bytes, aligned to 8 (checked by
      * {@link ItsMeLibrary#layoutMismatches}).
      */
-    @Structure.FieldOrder({"size", "index", "slot", "contact_id", "state", "left"})
+    @Structure.FieldOrder({"size", "index", "slot", "contact_id", "state", "left", "agrees"})
     class itsme_rollcall_participant_info extends Structure {
         /** The size of the C struct, in bytes. */
         public static final int C_SIZE = 40;
         /** The C offsets of the fields, in field order. */
-        public static final int[] C_OFFSETS = {0, 8, 16, 24, 32, 36};
+        public static final int[] C_OFFSETS = {0, 8, 16, 24, 32, 36, 37};
 
         /** {@code size_t size} */
         public SizeT size = new SizeT();
@@ -2492,6 +2534,8 @@ public interface ItsMeLibrary extends Library {
         public int state;
         /** {@code bool left} */
         public byte left;
+        /** {@code bool agrees} */
+        public byte agrees;
 
         /** A zeroed {@code itsme_rollcall_participant_info} whose {@code size} field holds its size, as the caller sets it. */
         public itsme_rollcall_participant_info() {
@@ -2674,7 +2718,7 @@ public interface ItsMeLibrary extends Library {
             if (s.size() != itsme_rollcall_participant_info.C_SIZE) {
                 mismatches.add("itsme_rollcall_participant_info: size " + s.size() + ", C " + itsme_rollcall_participant_info.C_SIZE);
             }
-            String[] fields = {"size", "index", "slot", "contact_id", "state", "left"};
+            String[] fields = {"size", "index", "slot", "contact_id", "state", "left", "agrees"};
             for (int i = 0; i < fields.length; i++) {
                 if (s.offsetOf(fields[i]) != itsme_rollcall_participant_info.C_OFFSETS[i]) {
                     mismatches.add("itsme_rollcall_participant_info." + fields[i] + ": offset " + s.offsetOf(fields[i]) + ", C " + itsme_rollcall_participant_info.C_OFFSETS[i]);
@@ -5288,20 +5332,26 @@ public interface ItsMeLibrary extends Library {
      * <pre>
      * Starts a roll call named by `meeting_code` (as typed: either case, spaces
      * and '-' ignored) at `now`, with every contact of `store` but those
-     * awaiting the peer; the HELLO's nonce and padding are drawn from `rng`
-     * (NULL: the operating system).  The HELLO is queued: send it
-     * (itsme_rollcall_next_outgoing).  Free the roll call with
-     * itsme_rollcall_free; it keeps a counted reference to the store.
+     * awaiting the peer.  `binding` (binding_len bytes, ITSME_ROLLCALL_BINDING_MIN
+     * to _MAX) binds it to the host's own call: a value every participant of
+     * that call holds, the same for the whole call, that the relay never sees
+     * (docs/PROTOCOL.md 20.1 says which values qualify); NULL with 0: not
+     * bound.  A device bound to another call checks nobody of this one.  The
+     * roll-call key and the HELLO's padding are drawn from `rng` (NULL: the
+     * operating system).  Nothing is queued before itsme_rollcall_joined.
+     * Free the roll call with itsme_rollcall_free; it keeps a counted
+     * reference to the store.
      * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, a
      * meeting code with a typo or longer than ITSME_TYPED_CODE_MAX bytes, a
-     * store of more than 2048 contacts, a time out of range), ITSME_E_DATABASE,
-     * and stored-data errors (ITSME_E_CORRUPT_DATA,
-     * ITSME_E_AUTHENTICATION_FAILED).  Details go to the store's last error.
+     * binding of another length, a store of more than 2048 contacts, a time
+     * out of range), ITSME_E_DATABASE, and stored-data errors
+     * (ITSME_E_CORRUPT_DATA, ITSME_E_AUTHENTICATION_FAILED).  Details go to
+     * the store's last error.
      * </pre>
-     * <p>C: {@code itsme_result itsme_rollcall_new(itsme_store *store, const char *meeting_code, itsme_random *rng, int64_t now, itsme_rollcall **out)}
+     * <p>C: {@code itsme_result itsme_rollcall_new(itsme_store *store, const char *meeting_code, const uint8_t *binding, size_t binding_len, itsme_random *rng, int64_t now, itsme_rollcall **out)}
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
-    int itsme_rollcall_new(itsme_store store, String meeting_code, itsme_random rng, long now, PointerByReference out);
+    int itsme_rollcall_new(itsme_store store, String meeting_code, byte[] binding, SizeT binding_len, itsme_random rng, long now, PointerByReference out);
 
     /**
      * <pre>
@@ -5349,7 +5399,8 @@ public interface ItsMeLibrary extends Library {
      * <pre>
      * The next message to send to the group room (at most
      * ITSME_ROLLCALL_MESSAGE_MAX bytes), removed from the queue on success;
-     * ITSME_OK with *out_len = 0 when there is none.
+     * ITSME_OK with *out_len = 0 when there is none.  A VIEW is made when it
+     * is taken, from the state at that moment.
      * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL (nothing
      * removed).
      * </pre>
@@ -5360,21 +5411,38 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
-     * Feeds one message of the group room from relay slot `slot` (the relay's
-     * 2-byte prefix removed).  A new HELLO adds a participant and starts a new
-     * round; a HELLO already held, or a SAID already taken, is ignored.  A
-     * refused message changes nothing, and the roll call goes on.
-     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535, a time out
-     * of range, a HELLO more than 20 windows old or more than one ahead, a
-     * 51st participant), ITSME_E_MALFORMED_MESSAGE (not a roll-call message of
-     * this version, a second HELLO from one slot, a second SAID from one
+     * The relay's "joined" event: this device's slot, and the `peer_count`
+     * slots present before it in `peers`, each in 2 bytes
+     * (ITSME_ROLLCALL_SLOT_BYTES), big-endian as in the relay's message prefix
+     * (NULL with 0 when alone).  Called at the first join and again after
+     * every reconnection (a new slot): the HELLO and a VIEW are queued, and
+     * the roll call goes on in its place.
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a slot 0, a time out of range),
+     * ITSME_E_EXPIRED.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_rollcall_joined(itsme_rollcall *rollcall, uint32_t slot, const uint8_t *peers, size_t peer_count, int64_t now)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_rollcall_joined(itsme_rollcall rollcall, int slot, byte[] peers, SizeT peer_count, long now);
+
+    /**
+     * <pre>
+     * Feeds one message of the group room carried by relay slot `slot` (the
+     * relay's 2-byte prefix removed).  A HELLO already held, an older VIEW or
+     * a SAID already taken is ignored.  A refused message changes nothing,
+     * and the roll call goes on.
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535, a time
+     * out of range, a HELLO beyond the 100 held or a 51st participant),
+     * ITSME_E_MALFORMED_MESSAGE (not a roll-call message of this version, a
+     * second HELLO for one key or from one slot, a second SAID from one
      * participant in one round, a SAID of the wrong size for the roster),
-     * ITSME_E_INVALID_STATE (a SAID of a participant without a HELLO here, or
-     * of another roster: another round, or a participant not seen here),
-     * ITSME_E_INVALID_KEY (a SAID naming this device as its speaker: a
-     * reflected message), ITSME_E_AUTHENTICATION_FAILED (a contact's sealed
-     * code that does not open, checked against the code already typed: the
-     * participant is now ITSME_ROLLCALL_STATE_REFUSED), ITSME_E_EXPIRED,
+     * ITSME_E_AUTHENTICATION_FAILED (a signature that does not verify; or a
+     * contact's sealed code that does not open, checked against the code
+     * already typed: the participant is now ITSME_ROLLCALL_STATE_REFUSED for
+     * the round), ITSME_E_INVALID_STATE (a VIEW or SAID from a participant
+     * this device does not hold or see present, a VIEW carried by another
+     * slot than its sender's, a SAID of another roster), ITSME_E_INVALID_KEY
+     * (this device's own key: a reflected message), ITSME_E_EXPIRED,
      * ITSME_E_DATABASE (recording an outcome failed).
      * </pre>
      * <p>C: {@code itsme_result itsme_rollcall_receive(itsme_rollcall *rollcall, const uint8_t *bytes, size_t len, uint32_t slot, int64_t now)}
@@ -5385,25 +5453,63 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
-     * The relay announced a new participant in slot `slot`: this device's
-     * HELLO is queued again, since the newcomer missed it.
-     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535).
+     * The relay announced a new peer in slot `slot`: this device's HELLO is
+     * queued, since the newcomer has not seen it.
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535, a time out
+     * of range), ITSME_E_EXPIRED.
      * </pre>
-     * <p>C: {@code itsme_result itsme_rollcall_peer_joined(itsme_rollcall *rollcall, uint32_t slot)}
+     * <p>C: {@code itsme_result itsme_rollcall_peer_joined(itsme_rollcall *rollcall, uint32_t slot, int64_t now)}
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
-    int itsme_rollcall_peer_joined(itsme_rollcall rollcall, int slot);
+    int itsme_rollcall_peer_joined(itsme_rollcall rollcall, int slot, long now);
 
     /**
      * <pre>
-     * The participant of relay slot `slot` left the room: it is marked left
-     * and stays in the roster.  No effect for a slot that sent no HELLO.
-     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535).
+     * The peer of relay slot `slot` left the room: its participant is no
+     * longer present (a new round), and comes back if it rejoins.
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535, a time out
+     * of range), ITSME_E_EXPIRED.
      * </pre>
-     * <p>C: {@code itsme_result itsme_rollcall_peer_left(itsme_rollcall *rollcall, uint32_t slot)}
+     * <p>C: {@code itsme_result itsme_rollcall_peer_left(itsme_rollcall *rollcall, uint32_t slot, int64_t now)}
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
-    int itsme_rollcall_peer_left(itsme_rollcall rollcall, int slot);
+    int itsme_rollcall_peer_left(itsme_rollcall rollcall, int slot, long now);
+
+    /**
+     * <pre>
+     * Called about once a second: a VIEW that is due, and what may have been
+     * lost (docs/PROTOCOL.md 20.6), are queued; send them.
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a time out of range),
+     * ITSME_E_EXPIRED.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_rollcall_tick(itsme_rollcall *rollcall, int64_t now)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_rollcall_tick(itsme_rollcall rollcall, long now);
+
+    /**
+     * <pre>
+     * How many devices are present now, this one included (1 to 50): the
+     * head count to compare with the faces on the call.
+     * Errors: ITSME_E_INVALID_ARGUMENT.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_rollcall_head_count(const itsme_rollcall *rollcall, size_t *out_count)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_rollcall_head_count(itsme_rollcall rollcall, SizeTByReference out_count);
+
+    /**
+     * <pre>
+     * Writes true when the roster has not changed for 5 seconds and a present
+     * participant holds another one: someone (the relay) shows different
+     * participants to different devices.  Show it: a split that stays is not
+     * a slow network.
+     * Errors: ITSME_E_INVALID_ARGUMENT.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_rollcall_split(const itsme_rollcall *rollcall, _Bool *out_split)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_rollcall_split(itsme_rollcall rollcall, ByteByReference out_split);
 
     /**
      * <pre>
@@ -5465,7 +5571,8 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
-     * How many devices are in the roll call, this one included (1 to 50).
+     * How many devices have been present in the roll call, this one included
+     * (those that left among them: itsme_rollcall_participant says which).
      * Errors: ITSME_E_INVALID_ARGUMENT.
      * </pre>
      * <p>C: {@code itsme_result itsme_rollcall_participant_count(const itsme_rollcall *rollcall, size_t *out_count)}
@@ -5498,7 +5605,8 @@ public interface ItsMeLibrary extends Library {
      * and three digits or is longer than ITSME_TYPED_CODE_MAX bytes, index 0
      * or out of range, a time out of range: nothing changes),
      * ITSME_E_INVALID_STATE (the roster of this round is not confirmed; the
-     * participant is not a contact; or it is checked already in this round),
+     * participant is not a contact, or not present now; or it is checked
+     * already),
      * ITSME_E_LOCKED (three wrong codes for it in this round: wait for a new
      * round), ITSME_E_AUTHENTICATION_FAILED (their sealed code does not open:
      * the participant is now ITSME_ROLLCALL_STATE_REFUSED), ITSME_E_EXPIRED,
@@ -6018,4 +6126,24 @@ public interface ItsMeLibrary extends Library {
      * <p>C: {@code size_t itsme_rollcall_roster_bytes(void)}
      */
     SizeT itsme_rollcall_roster_bytes();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_rollcall_roster_bytes.)
+     * </pre>
+     * <p>C: {@code size_t itsme_rollcall_binding_min(void)}
+     */
+    SizeT itsme_rollcall_binding_min();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_rollcall_binding_min.)
+     * </pre>
+     * <p>C: {@code size_t itsme_rollcall_binding_max(void)}
+     */
+    SizeT itsme_rollcall_binding_max();
 }
