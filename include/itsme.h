@@ -3128,6 +3128,7 @@ size_t itsme_approval_max(void);
 size_t itsme_approval_lifetime_max(void);
 size_t itsme_rollcall_message_max(void);
 size_t itsme_rollcall_roster_bytes(void);
+size_t itsme_rollcall_slot_bytes(void);
 size_t itsme_rollcall_binding_min(void);
 size_t itsme_rollcall_binding_max(void);
 

@@ -157,6 +157,9 @@ public func ffiRollcallMessageMax() -> UInt { UInt(ITSME_ROLLCALL_MESSAGE_MAX) }
 @c(itsme_rollcall_roster_bytes)
 public func ffiRollcallRosterBytes() -> UInt { UInt(ITSME_ROLLCALL_ROSTER_BYTES) }
 
+@c(itsme_rollcall_slot_bytes)
+public func ffiRollcallSlotBytes() -> UInt { UInt(ITSME_ROLLCALL_SLOT_BYTES) }
+
 @c(itsme_rollcall_binding_min)
 public func ffiRollcallBindingMin() -> UInt { UInt(ITSME_ROLLCALL_BINDING_MIN) }
 

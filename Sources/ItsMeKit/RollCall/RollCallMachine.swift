@@ -257,7 +257,7 @@ struct RollCallMachine {
         for peer in peers { try Self.checkSlot(peer) }
         mySlot = slot
         present = Set(peers).subtracting([slot])
-        for key in Array(held.keys) { held[key]!.bringers.formIntersection(present) }
+        for key in Array(held.keys) { held[key]?.bringers.formIntersection(present) }
         brought = brought.filter { present.contains($0.key) }
         forgetPending()
         queue(.bytes(me.bytes))
@@ -281,7 +281,7 @@ struct RollCallMachine {
         try Self.checkSlot(slot)
         present.remove(slot)
         brought[slot] = nil
-        for key in Array(held.keys) { held[key]!.bringers.remove(slot) }
+        for key in Array(held.keys) { held[key]?.bringers.remove(slot) }
         forgetPending()
         update()
     }
@@ -350,7 +350,7 @@ struct RollCallMachine {
             }
             held[hello.key] = Held(hello: hello, bringers: [], member: lookUp(hello), binding: binding(of: hello))
         }
-        held[hello.key]!.bringers.insert(slot)
+        held[hello.key]?.bringers.insert(slot)
         brought[slot] = hello.key
         update()
     }
@@ -394,7 +394,7 @@ struct RollCallMachine {
                 throw ItsMeError(.invalidArgument, "a roll call has at most \(RollCallProtocol.maxParticipants) participants")
             }
         }
-        held[view.key]!.view = view
+        held[view.key]?.view = view
         update()
     }
 
@@ -567,7 +567,7 @@ struct RollCallMachine {
             matchesCurrent ? .current : matchesPrevious ? .previous : matchesPending ? .pending : .current
         heard.check = .notYet
         round.others[key] = heard
-        held[key]!.outcome =
+        held[key]?.outcome =
             switch outcome {
             case .verified: .verified
             case .deviceChanged: .deviceChanged
@@ -607,7 +607,8 @@ struct RollCallMachine {
     /// (or an earlier one back), and a new list goes out in a VIEW.
     private mutating func update() {
         let presentKeys = held.keys.filter(isPresent)
-        let names = ([me.name] + presentKeys.map { held[$0]!.hello.name }).sorted { $0.lexicographicallyPrecedes($1) }
+        let presentNames = presentKeys.compactMap { key in held[key].map { (key, $0.hello.name) } }
+        let names = ([me.name] + presentNames.map(\.1)).sorted { $0.lexicographicallyPrecedes($1) }
         if names != round.names {
             let roster = RollCallProtocol.rosterHash(rollCallID: rollCallID, sortedNames: names)
             let back = earlier.firstIndex { $0.roster == roster }
@@ -615,8 +616,7 @@ struct RollCallMachine {
             if round.names.count > 1 { earlier.append(round) }
             if earlier.count > RollCallProtocol.roundsKept { earlier.removeFirst() }
             round = next
-            for key in presentKeys.sorted(by: { held[$0]!.hello.name.lexicographicallyPrecedes(held[$1]!.hello.name) })
-            where !shown.contains(key) {
+            for (key, _) in presentNames.sorted(by: { $0.1.lexicographicallyPrecedes($1.1) }) where !shown.contains(key) {
                 shown.append(key)
             }
             rosterChangedAt = now

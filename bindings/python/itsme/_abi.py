@@ -2526,6 +2526,8 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
     "itsme_rollcall_message_max": Signature(c_size_t, ()),
     # size_t itsme_rollcall_roster_bytes(void)
     "itsme_rollcall_roster_bytes": Signature(c_size_t, ()),
+    # size_t itsme_rollcall_slot_bytes(void)
+    "itsme_rollcall_slot_bytes": Signature(c_size_t, ()),
     # size_t itsme_rollcall_binding_min(void)
     "itsme_rollcall_binding_min": Signature(c_size_t, ()),
     # size_t itsme_rollcall_binding_max(void)

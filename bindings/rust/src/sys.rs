@@ -4655,6 +4655,12 @@ extern "C" {
     /// The value of the macro of the same name in capitals.  Thread-safe; need
     /// no itsme_init().
     /// ```
+    pub fn itsme_rollcall_slot_bytes() -> usize;
+
+    /// ```text
+    /// The value of the macro of the same name in capitals.  Thread-safe; need
+    /// no itsme_init().
+    /// ```
     pub fn itsme_rollcall_binding_min() -> usize;
 
     /// ```text

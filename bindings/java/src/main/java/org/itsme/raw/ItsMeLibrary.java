@@ -6133,6 +6133,16 @@ public interface ItsMeLibrary extends Library {
      * no itsme_init().
      * (Documented with itsme_rollcall_roster_bytes.)
      * </pre>
+     * <p>C: {@code size_t itsme_rollcall_slot_bytes(void)}
+     */
+    SizeT itsme_rollcall_slot_bytes();
+
+    /**
+     * <pre>
+     * The value of the macro of the same name in capitals.  Thread-safe; need
+     * no itsme_init().
+     * (Documented with itsme_rollcall_slot_bytes.)
+     * </pre>
      * <p>C: {@code size_t itsme_rollcall_binding_min(void)}
      */
     SizeT itsme_rollcall_binding_min();
