@@ -289,6 +289,7 @@
 #define CT_HAS_itsme_approval_lifetime_max 1
 #define CT_HAS_itsme_rollcall_message_max 1
 #define CT_HAS_itsme_rollcall_roster_bytes 1
+#define CT_HAS_itsme_rollcall_slot_bytes 1
 #define CT_HAS_itsme_rollcall_binding_min 1
 #define CT_HAS_itsme_rollcall_binding_max 1
 #ifdef ITSME_CONTRACT_TESTING
@@ -9259,6 +9260,13 @@ static void run_itsme_rollcall_roster_bytes(const struct ct_check *c) {
         ct_fail("returns %llu, ITSME_ROLLCALL_ROSTER_BYTES is %llu", (unsigned long long)itsme_rollcall_roster_bytes(), (unsigned long long)ITSME_ROLLCALL_ROSTER_BYTES);
 }
 
+/* itsme_rollcall_slot_bytes */
+static void run_itsme_rollcall_slot_bytes(const struct ct_check *c) {
+    (void)c;
+    if ((unsigned long long)itsme_rollcall_slot_bytes() != (unsigned long long)ITSME_ROLLCALL_SLOT_BYTES)
+        ct_fail("returns %llu, ITSME_ROLLCALL_SLOT_BYTES is %llu", (unsigned long long)itsme_rollcall_slot_bytes(), (unsigned long long)ITSME_ROLLCALL_SLOT_BYTES);
+}
+
 /* itsme_rollcall_binding_min */
 static void run_itsme_rollcall_binding_min(const struct ct_check *c) {
     (void)c;
@@ -11049,6 +11057,7 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_approval_lifetime_max", "itsme_approval_lifetime_max: returns ITSME_APPROVAL_LIFETIME_MAX", run_itsme_approval_lifetime_max, {CT_CONSTANT, -1}},
     {"itsme_rollcall_message_max", "itsme_rollcall_message_max: returns ITSME_ROLLCALL_MESSAGE_MAX", run_itsme_rollcall_message_max, {CT_CONSTANT, -1}},
     {"itsme_rollcall_roster_bytes", "itsme_rollcall_roster_bytes: returns ITSME_ROLLCALL_ROSTER_BYTES", run_itsme_rollcall_roster_bytes, {CT_CONSTANT, -1}},
+    {"itsme_rollcall_slot_bytes", "itsme_rollcall_slot_bytes: returns ITSME_ROLLCALL_SLOT_BYTES", run_itsme_rollcall_slot_bytes, {CT_CONSTANT, -1}},
     {"itsme_rollcall_binding_min", "itsme_rollcall_binding_min: returns ITSME_ROLLCALL_BINDING_MIN", run_itsme_rollcall_binding_min, {CT_CONSTANT, -1}},
     {"itsme_rollcall_binding_max", "itsme_rollcall_binding_max: returns ITSME_ROLLCALL_BINDING_MAX", run_itsme_rollcall_binding_max, {CT_CONSTANT, -1}},
 };
@@ -11326,6 +11335,7 @@ static const char *const ct_declared[] = {
     "itsme_approval_lifetime_max",
     "itsme_rollcall_message_max",
     "itsme_rollcall_roster_bytes",
+    "itsme_rollcall_slot_bytes",
     "itsme_rollcall_binding_min",
     "itsme_rollcall_binding_max",
 #ifdef ITSME_CONTRACT_TESTING
