@@ -123,8 +123,6 @@ struct RollCallMachine {
     /// The roll-call keys of every participant ever present, in that order; this device's first.
     private(set) var shown: [[UInt8]]
     private(set) var held: [[UInt8]: Held] = [:]
-    /// The HELLO each slot brought (20.2: one per slot).
-    private var brought: [Int: [UInt8]] = [:]
     /// The slots in the room, this device's own apart.
     private var present: Set<Int> = []
     private(set) var mySlot: Int?
@@ -258,7 +256,6 @@ struct RollCallMachine {
         mySlot = slot
         present = Set(peers).subtracting([slot])
         for key in Array(held.keys) { held[key]?.bringers.formIntersection(present) }
-        brought = brought.filter { present.contains($0.key) }
         forgetPending()
         queue(.bytes(me.bytes))
         queue(.view)
@@ -280,7 +277,6 @@ struct RollCallMachine {
         try checkAlive(now: now)
         try Self.checkSlot(slot)
         present.remove(slot)
-        brought[slot] = nil
         for key in Array(held.keys) { held[key]?.bringers.remove(slot) }
         forgetPending()
         update()
@@ -338,7 +334,7 @@ struct RollCallMachine {
         if let entry = held[hello.key], entry.hello.name != hello.name {
             throw ItsMeError(.malformedMessage, "a second, different HELLO for one roll-call key")
         }
-        if let other = brought[slot], other != hello.key {
+        if held.contains(where: { $0.key != hello.key && $0.value.bringers.contains(slot) }) {
             throw ItsMeError(.malformedMessage, "slot \(slot) brought another HELLO before (a slot brings one)")
         }
         // A present participant that sends its HELLO again from its own slot
@@ -351,7 +347,6 @@ struct RollCallMachine {
             held[hello.key] = Held(hello: hello, bringers: [], member: lookUp(hello), binding: binding(of: hello))
         }
         held[hello.key]?.bringers.insert(slot)
-        brought[slot] = hello.key
         update()
     }
 
