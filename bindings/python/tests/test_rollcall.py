@@ -37,6 +37,7 @@ from itsme import (
     VerificationState,
 )
 from test_degradation import make_person  # noqa: F401  (a fixture)
+from test_protocol_vectors import lv_cat
 from test_voice import T0, befriend, make_party, rng  # noqa: F401  (fixtures)
 
 NOW = T0 + 500
@@ -199,20 +200,6 @@ def confirm_and_say(named, now=NOW):
     for call in named.values():
         call.confirm_said(now)
     return codes
-
-
-def lv_cat(*parts):
-    """lv_cat (section 1): each part behind its length in unsigned LEB128."""
-    out = bytearray()
-    for part in parts:
-        n = len(part)
-        while True:
-            byte, n = n & 0x7F, n >> 7
-            out.append(byte | (0x80 if n else 0))
-            if not n:
-                break
-        out += part
-    return bytes(out)
 
 
 # -- meeting codes -----------------------------------------------------------------------
