@@ -166,7 +166,8 @@ def lv_cat(*parts: bytes | str) -> bytes:
     out = bytearray()
     for part in parts:
         b = _as_bytes(part)
-        out += leb128(len(b)) + b
+        # A length under 128 is its own one-byte LEB128: most parts, written directly.
+        out += (bytes((len(b),)) if len(b) < 0x80 else leb128(len(b))) + b
     return bytes(out)
 
 

@@ -49,6 +49,7 @@ from .protocol import (
     MalformedMessage,
     hkdf,
     hmac_sha256,
+    lv_cat,
     sha256,
     u8,
 )
@@ -57,13 +58,6 @@ from .protocol import (
 class Locked(P.Locked):
     """``locked`` (1.1): a participant's code was compared three times in this round (20.5)."""
     code = "locked"
-
-
-def lv_cat(*parts: bytes) -> bytes:
-    """lv_cat of section 1, as protocol.lv_cat, with the one-byte LEB128 length of a part
-    under 128 bytes written directly (every part here but a message body is that short)."""
-    return b"".join(bytes((len(p),)) + p if len(p) < 0x80 else P.leb128(len(p)) + p
-                    for p in parts)
 
 
 def u16(n: int) -> bytes:
