@@ -689,15 +689,15 @@ final class RollCallTests: XCTestCase {
         XCTAssertEqual(cb.headCount, 3)
     }
 
-    /// What a join costs: at most 4M + 3 messages with M present (20.6).
-    func testAJoinCostsAtMostFourMessagesPerParticipantPresent() throws {
+    /// What a join costs: at most 3M + 3 messages with M present (20.6).
+    func testAJoinCostsAtMostThreeMessagesPerParticipantPresent() throws {
         let people = try (0..<8).map { try person("J\($0)") }
         let room = Room(now: now)
         for (m, p) in people.enumerated() {
             let before = room.log.count
             try room.join(try call(p))
             try room.run(2)
-            XCTAssertLessThanOrEqual(room.log.count - before, 4 * m + 3, "join with \(m) present")
+            XCTAssertLessThanOrEqual(room.log.count - before, 3 * m + 3, "join with \(m) present")
         }
     }
 

@@ -258,7 +258,7 @@ struct RollCallMachine {
         for key in Array(held.keys) { held[key]?.bringers.formIntersection(present) }
         forgetPending()
         queue(.bytes(me.bytes))
-        queue(.view)
+        queueView()
         update()
     }
 
@@ -620,10 +620,24 @@ struct RollCallMachine {
             viewDue = true
         }
         let names2 = listedNames()
-        if names2 != listed {
+        if names2 != listed, !awaitingHello {
             listed = names2
             queue(.view)
+        } else if names2 != listed {
+            viewDue = true
         }
+    }
+
+    /// Whether a slot in the room has brought no HELLO yet: every device
+    /// sends one on its `joined` and on `peer-joined`, so one is on its way
+    /// (rule 4 waits for it, or for the tick).
+    private var awaitingHello: Bool {
+        present.contains { slot in !held.values.contains { $0.bringers.contains(slot) } }
+    }
+
+    /// Queues a VIEW now, or makes it due while a HELLO is awaited (rules 1, 4).
+    private mutating func queueView() {
+        if awaitingHello { viewDue = true } else { queue(.view) }
     }
 
     /// Queues a message, unless the same one already waits (a VIEW waiting

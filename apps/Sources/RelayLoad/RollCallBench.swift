@@ -9,7 +9,7 @@
 //                             event) to every device holding the same
 //                             roster of all N
 //   messages_per_join         the messages all devices sent because of the
-//                             last join (PROTOCOL.md 20.6: at most 4M + 3
+//                             last join (PROTOCOL.md 20.6: at most 3M + 3
 //                             with M = N - 1 present), counted until every
 //                             device's due VIEW went out
 //   ready_after_last_said_s   from the last device's "I said it" to every
@@ -237,7 +237,7 @@ enum RollCallBench {
         print(
             "roster_converged_after_last_join_s: median \(String(format: "%.3f", convergedMedian)) (min \(String(format: "%.3f", converged.min() ?? 0)), max \(String(format: "%.3f", converged.max() ?? 0)), \(options.runs) runs; target under 1)"
         )
-        print("messages_per_join (the last join, \(n - 1) present): median \(Int(messagesMedian)) (bound 4M + 3 = \(4 * (n - 1) + 3))")
+        print("messages_per_join (the last join, \(n - 1) present): median \(Int(messagesMedian)) (bound 3M + 3 = \(3 * (n - 1) + 3))")
         print(
             "ready_after_last_said_s: median \(String(format: "%.3f", readyMedian)) (min \(String(format: "%.3f", readies.min() ?? 0)), max \(String(format: "%.3f", readies.max() ?? 0)), \(options.runs) runs; target under 2)"
         )
@@ -246,7 +246,7 @@ enum RollCallBench {
             "\(pairs) pairwise Online Verify sessions (both sides, in memory): \(String(format: "%.2f", ovWall)) s wall, \(String(format: "%.2f", Double(ovCPU) / Double(CLOCKS_PER_SEC))) s CPU; the roll call's devices together: \(String(format: "%.2f", cpuMedian * Double(n))) s"
         )
         print(
-            "{\"suite\": \"roll-call\", \"participants\": \(n), \"roster_converged_after_last_join_s\": \(convergedMedian), \"converged_min_s\": \(converged.min() ?? 0), \"converged_max_s\": \(converged.max() ?? 0), \"messages_per_join\": \(Int(messagesMedian)), \"messages_per_join_bound\": \(4 * (n - 1) + 3), \"ready_after_last_said_s\": \(readyMedian), \"ready_min_s\": \(readies.min() ?? 0), \"ready_max_s\": \(readies.max() ?? 0), \"device_cpu_ms\": \(cpuMedian * 1e3), \"online_verify_pairs\": \(pairs), \"online_verify_wall_s\": \(ovWall), \"online_verify_cpu_s\": \(Double(ovCPU) / Double(CLOCKS_PER_SEC))}"
+            "{\"suite\": \"roll-call\", \"participants\": \(n), \"roster_converged_after_last_join_s\": \(convergedMedian), \"converged_min_s\": \(converged.min() ?? 0), \"converged_max_s\": \(converged.max() ?? 0), \"messages_per_join\": \(Int(messagesMedian)), \"messages_per_join_bound\": \(3 * (n - 1) + 3), \"ready_after_last_said_s\": \(readyMedian), \"ready_min_s\": \(readies.min() ?? 0), \"ready_max_s\": \(readies.max() ?? 0), \"device_cpu_ms\": \(cpuMedian * 1e3), \"online_verify_pairs\": \(pairs), \"online_verify_wall_s\": \(ovWall), \"online_verify_cpu_s\": \(Double(ovCPU) / Double(CLOCKS_PER_SEC))}"
         )
     }
 
