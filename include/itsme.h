@@ -1569,6 +1569,20 @@ const char *itsme_nato_word(uint32_t index);
 /* Seconds in a window (docs/PROTOCOL.md 9.1). */
 #define ITSME_WINDOW_SECONDS 30
 
+/* The shortest and the longest call binding, in bytes: a value that both
+ * (or all) participants of the host's own call hold, the same for the whole
+ * call, that the relay and the call's server never see (docs/PROTOCOL.md
+ * 20.1 says which values qualify: for a call of two, the DTLS-SRTP exporter
+ * of RFC 5705, label "EXTRACTOR-itsme-call-binding", 32 bytes).
+ * itsme_voice_new, itsme_online_verify_new,
+ * itsme_online_verify_rendezvous_new and itsme_rollcall_new take one; NULL
+ * with length 0 is none.  A verification relayed between two calls then
+ * verifies nobody, and a device bound differently is told apart from an
+ * impostor.  The library copies the bytes; the caller keeps (and wipes)
+ * its own. */
+#define ITSME_CALL_BINDING_MIN 16
+#define ITSME_CALL_BINDING_MAX 64
+
 /* Sets *out_window to the window of `now`, floor(now / 30): the window
  * itsme_online_verify_new and itsme_pin_update_new take (or the one before,
  * for a host that found no peer in the current one).  The library's one
@@ -1577,12 +1591,20 @@ const char *itsme_nato_word(uint32_t index);
  * before 1970 or after 9999). */
 itsme_result itsme_window_of(int64_t now, int64_t *out_window);
 
-/* Plans a session with contact `contact_id` of `store` at `now`.
- * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
- * ITSME_E_NOT_FOUND (no such contact), ITSME_E_DATABASE, and stored-data
- * errors (CORRUPT_DATA, AUTHENTICATION_FAILED). */
+/* Plans a session with contact `contact_id` of `store` at `now`.  `binding`
+ * (binding_len bytes, ITSME_CALL_BINDING_MIN to _MAX) binds it to the
+ * host's own call (docs/PROTOCOL.md 9.7): the session ID and the codes take
+ * it, so a device bound differently, or not at all, reads another session
+ * ID, and codes repeated from another call fail.  Show beside the session
+ * ID that the session is bound.  NULL with 0: not bound.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, a
+ * binding of another length, or empty but not NULL), ITSME_E_NOT_FOUND (no
+ * such contact), ITSME_E_DATABASE, and stored-data errors (CORRUPT_DATA,
+ * AUTHENTICATION_FAILED). */
 itsme_result itsme_voice_new(itsme_store *store, int64_t contact_id,
-                             int64_t now, itsme_voice **out);
+                             const uint8_t *binding ITSME_OPTIONAL,
+                             size_t binding_len, int64_t now,
+                             itsme_voice **out);
 
 /* Releases a session and wipes its secrets.  Accepts NULL. */
 void itsme_voice_free(itsme_voice *voice);
@@ -1730,6 +1752,15 @@ typedef uint32_t itsme_online_verify_state ITSME_VALUES(ITSME_ONLINE_VERIFY_STAT
 #define ITSME_ONLINE_VERIFY_STATE_CONFIRMED 3
 #define ITSME_ONLINE_VERIFY_STATE_REJECTED 4
 #define ITSME_ONLINE_VERIFY_STATE_FAILED 5
+/* The peer's device proved it holds the seed, but one of the two sessions
+ * is bound to a call and the other is not (docs/PROTOCOL.md 11.4): final,
+ * nothing recorded, no SAS.  Say so: verify with both bound, or neither. */
+#define ITSME_ONLINE_VERIFY_STATE_BINDING_DIFFERS 6
+/* The peer's device proved it holds the seed, but it is bound to another
+ * call than this one (11.4): final, nothing recorded, no SAS.  Warn: the
+ * person on this call may not be the contact (someone may be relaying
+ * between two calls). */
+#define ITSME_ONLINE_VERIFY_STATE_OTHER_CALL 7
 
 /* Buffer size for a room name: 32 hex digits and the NUL. */
 #define ITSME_ROOM_NAME_SIZE 33
@@ -1738,11 +1769,19 @@ typedef uint32_t itsme_online_verify_state ITSME_VALUES(ITSME_ONLINE_VERIFY_STAT
 
 /* Starts a session with contact `contact_id` in the room of `window`, which
  * is floor(now / 30) or the one before; rng NULL: the operating system.
+ * `binding` (binding_len bytes, ITSME_CALL_BINDING_MIN to _MAX) binds it to
+ * the host's own call (docs/PROTOCOL.md 11.4): a peer bound differently
+ * ends the session in ITSME_ONLINE_VERIFY_STATE_BINDING_DIFFERS or
+ * _OTHER_CALL once its PROOF is checked, never as a failure.  NULL with 0:
+ * not bound.
  * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, another
- * window, a negative one: in window 0 there is none before),
- * ITSME_E_NOT_FOUND, ITSME_E_DATABASE. */
+ * window, a negative one: in window 0 there is none before; a binding of
+ * another length, or empty but not NULL), ITSME_E_NOT_FOUND,
+ * ITSME_E_DATABASE. */
 itsme_result itsme_online_verify_new(itsme_store *store, int64_t contact_id,
-                                     int64_t window, itsme_random *rng,
+                                     int64_t window,
+                                     const uint8_t *binding ITSME_OPTIONAL,
+                                     size_t binding_len, itsme_random *rng,
                                      int64_t now, itsme_online_verify **out);
 
 /* Releases a session and wipes its secrets.  Accepts NULL. */
@@ -1771,7 +1810,10 @@ itsme_result itsme_online_verify_next_outgoing(itsme_online_verify *session,
                                                uint8_t *out, size_t cap,
                                                size_t *out_len);
 
-/* Feeds one message from the peer.
+/* Feeds one message from the peer.  Check the state after each: the
+ * peer's PROOF moves the session to ITSME_ONLINE_VERIFY_STATE_COMPARE_SAS,
+ * or (ITSME_OK too) to _BINDING_DIFFERS or _OTHER_CALL when the two devices
+ * are bound differently.
  * Errors: ITSME_E_INVALID_ARGUMENT (NULL), ITSME_E_INVALID_STATE (failed,
  * or the messages are complete), and, ending the session as failed:
  * ITSME_E_MALFORMED_MESSAGE (malformed, out of order, received twice),
@@ -1857,13 +1899,15 @@ typedef struct itsme_online_verify_rendezvous itsme_online_verify_rendezvous;
 
 /* Makes the sessions with contact `contact_id` for the window of `now` and
  * the one before, drawn from `rng` (NULL: the operating system) in that
- * order.
+ * order, both bound to `binding` as itsme_online_verify_new says (NULL with
+ * 0: not bound).
  * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL),
  * ITSME_E_NOT_FOUND, ITSME_E_DATABASE, and the errors of
  * itsme_online_verify_new. */
 itsme_result itsme_online_verify_rendezvous_new(
-    itsme_store *store, int64_t contact_id, itsme_random *rng, int64_t now,
-    itsme_online_verify_rendezvous **out);
+    itsme_store *store, int64_t contact_id,
+    const uint8_t *binding ITSME_OPTIONAL, size_t binding_len,
+    itsme_random *rng, int64_t now, itsme_online_verify_rendezvous **out);
 
 /* Releases a rendezvous; the session handles it gave stay valid until
  * freed themselves.  Accepts NULL. */
@@ -2830,9 +2874,6 @@ typedef uint32_t itsme_rollcall_state ITSME_VALUES(ITSME_ROLLCALL_STATE_);
 #define ITSME_ROLLCALL_ROSTER_BYTES 32
 /* A relay slot in itsme_rollcall_joined's list, in bytes. */
 #define ITSME_ROLLCALL_SLOT_BYTES 2
-/* The shortest and the longest call binding (itsme_rollcall_new), in bytes. */
-#define ITSME_ROLLCALL_BINDING_MIN 16
-#define ITSME_ROLLCALL_BINDING_MAX 64
 
 /* One device of the roll call as this device sees it
  * (itsme_rollcall_participant). */
@@ -2868,7 +2909,7 @@ itsme_result itsme_meeting_code_new(itsme_random *rng, char *out, size_t cap,
 
 /* Starts a roll call named by `meeting_code` (as typed: either case, spaces
  * and '-' ignored) at `now`, with every contact of `store` but those
- * awaiting the peer.  `binding` (binding_len bytes, ITSME_ROLLCALL_BINDING_MIN
+ * awaiting the peer.  `binding` (binding_len bytes, ITSME_CALL_BINDING_MIN
  * to _MAX) binds it to the host's own call: a value every participant of
  * that call holds, the same for the whole call, that the relay never sees
  * (docs/PROTOCOL.md 20.1 says which values qualify); NULL with 0: not
@@ -3129,8 +3170,8 @@ size_t itsme_approval_lifetime_max(void);
 size_t itsme_rollcall_message_max(void);
 size_t itsme_rollcall_roster_bytes(void);
 size_t itsme_rollcall_slot_bytes(void);
-size_t itsme_rollcall_binding_min(void);
-size_t itsme_rollcall_binding_max(void);
+size_t itsme_call_binding_min(void);
+size_t itsme_call_binding_max(void);
 
 /* ------------------------------------------------------------------------
  * Names of version 0.2, kept until 0.4

@@ -67,6 +67,12 @@ public func ffiVoiceCodeSize() -> UInt { UInt(ITSME_VOICE_CODE_SIZE) }
 @c(itsme_voice_session_id_size)
 public func ffiVoiceSessionIdSize() -> UInt { UInt(ITSME_VOICE_SESSION_ID_SIZE) }
 
+@c(itsme_call_binding_min)
+public func ffiCallBindingMin() -> UInt { UInt(ITSME_CALL_BINDING_MIN) }
+
+@c(itsme_call_binding_max)
+public func ffiCallBindingMax() -> UInt { UInt(ITSME_CALL_BINDING_MAX) }
+
 @c(itsme_degradation_code_size)
 public func ffiDegradationCodeSize() -> UInt { UInt(ITSME_DEGRADATION_CODE_SIZE) }
 
@@ -159,12 +165,6 @@ public func ffiRollcallRosterBytes() -> UInt { UInt(ITSME_ROLLCALL_ROSTER_BYTES)
 
 @c(itsme_rollcall_slot_bytes)
 public func ffiRollcallSlotBytes() -> UInt { UInt(ITSME_ROLLCALL_SLOT_BYTES) }
-
-@c(itsme_rollcall_binding_min)
-public func ffiRollcallBindingMin() -> UInt { UInt(ITSME_ROLLCALL_BINDING_MIN) }
-
-@c(itsme_rollcall_binding_max)
-public func ffiRollcallBindingMax() -> UInt { UInt(ITSME_ROLLCALL_BINDING_MAX) }
 
 // MARK: - Result names
 

@@ -205,7 +205,8 @@ private func onRendezvous(_ p: UnsafeRawPointer?, _ body: (RendezvousHandle) thr
 
 @c(itsme_online_verify_rendezvous_new)
 public func ffiOnlineVerifyRendezvousNew(
-    _ store: UnsafeMutablePointer<itsme_store>?, _ contactID: Int64, _ rng: UnsafeMutablePointer<itsme_random>?, _ now: Int64,
+    _ store: UnsafeMutablePointer<itsme_store>?, _ contactID: Int64, _ binding: UnsafePointer<UInt8>?, _ bindingLen: UInt,
+    _ rng: UnsafeMutablePointer<itsme_random>?, _ now: Int64,
     _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_online_verify_rendezvous>?>?
 ) -> itsme_result {
     guard let handle = unbox(store, as: ContactStoreHandle.self) else {
@@ -214,7 +215,8 @@ public func ffiOnlineVerifyRendezvousNew(
     return guarded(handle.lastError.set) {
         let out = try required(out, "out")
         var random = HostRandom(handle: unbox(rng, as: RandomHandle.self))
-        let rendezvous = try OnlineVerifyRendezvous(store: handle.store, contactID: contactID, now: now, random: &random)
+        let rendezvous = try OnlineVerifyRendezvous(
+            store: handle.store, contactID: contactID, binding: try callBinding(binding, bindingLen), now: now, random: &random)
         out.pointee = box(RendezvousHandle(rendezvous, handle), as: itsme_online_verify_rendezvous.self)
     }
 }

@@ -8,13 +8,14 @@ private func onSession(_ p: UnsafeRawPointer?, _ body: (OnlineVerify) throws -> 
 
 @c(itsme_online_verify_new)
 public func ffiOnlineVerifyNew(
-    _ store: UnsafeMutablePointer<itsme_store>?, _ contactID: Int64, _ window: Int64,
-    _ rng: UnsafeMutablePointer<itsme_random>?, _ now: Int64,
+    _ store: UnsafeMutablePointer<itsme_store>?, _ contactID: Int64, _ window: Int64, _ binding: UnsafePointer<UInt8>?,
+    _ bindingLen: UInt, _ rng: UnsafeMutablePointer<itsme_random>?, _ now: Int64,
     _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_online_verify>?>?
 ) -> itsme_result {
     newSession(store, out) { s in
         var random = HostRandom(handle: unbox(rng, as: RandomHandle.self))
-        return try OnlineVerify(store: s, contactID: contactID, window: window, now: now, random: &random)
+        return try OnlineVerify(
+            store: s, contactID: contactID, window: window, binding: try callBinding(binding, bindingLen), now: now, random: &random)
     }
 }
 

@@ -39,9 +39,8 @@ public func ffiRollCallNew(
     newSession(store, out) { s in
         let code = try RemoteCode(
             parsing: try text(meetingCode, "meeting_code", max: TextLimit.typedCode), what: "meeting code")
-        let bound = binding == nil && bindingLen == 0 ? nil : try bytes(binding, bindingLen, "binding")
         var random = HostRandom(handle: unbox(rng, as: RandomHandle.self))
-        return try RollCall(store: s, meetingCode: code, binding: bound, now: now, random: &random)
+        return try RollCall(store: s, meetingCode: code, binding: try callBinding(binding, bindingLen), now: now, random: &random)
     }
 }
 

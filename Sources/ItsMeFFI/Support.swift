@@ -127,6 +127,13 @@ package enum TextLimit {
     package static let exportText = 1024
 }
 
+/// A call binding argument (PROTOCOL.md 9.7, 11.4, 20.1): NULL with length
+/// 0 is none; anything else is read as bytes (an empty one that is not NULL,
+/// or a length outside 16 to 64, is refused by the session).
+package func callBinding(_ p: UnsafePointer<UInt8>?, _ count: UInt) throws -> [UInt8]? {
+    p == nil && count == 0 ? nil : try bytes(p, count, "binding")
+}
+
 /// A copy of an input buffer, which must not be NULL.
 package func bytes(_ p: UnsafePointer<UInt8>?, _ count: UInt, _ what: String) throws -> [UInt8] {
     let p = try required(p, what)

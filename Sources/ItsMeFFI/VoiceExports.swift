@@ -22,10 +22,12 @@ public func ffiWindowOf(_ now: Int64, _ outWindow: UnsafeMutablePointer<Int64>?)
 
 @c(itsme_voice_new)
 public func ffiVoiceNew(
-    _ store: UnsafeMutablePointer<itsme_store>?, _ contactID: Int64, _ now: Int64,
-    _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_voice>?>?
+    _ store: UnsafeMutablePointer<itsme_store>?, _ contactID: Int64, _ binding: UnsafePointer<UInt8>?, _ bindingLen: UInt,
+    _ now: Int64, _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_voice>?>?
 ) -> itsme_result {
-    newSession(store, out) { s in try VoiceSession(store: s, contactID: contactID, now: now) }
+    newSession(store, out) { s in
+        try VoiceSession(store: s, contactID: contactID, binding: try callBinding(binding, bindingLen), now: now)
+    }
 }
 
 @c(itsme_voice_free)

@@ -539,113 +539,190 @@ final class VectorGenerator {
                 "invalid": parseInvalid.filter { VoiceProtocol.parseCode($0) == nil },
             ],
             "sessions": sessions,
+            "bound_sessions": try boundVoiceVectors(),
             "word_reading": wordReadingVectors(),
         ]
     }
 
-    func onlineVerifyVectors() throws -> [String: Any] {
-        var sessions: [[String: Any]] = []
-        // Session 2: both PROOFs carry a profile reference (11.3, 18.3).
-        for i in 0..<3 {
-            let seed = fixed("itsme-vector-ov-seed-\(i)")
-            let references = i == 2 ? (fixed("itsme-vector-ov-reference-a"), fixed("itsme-vector-ov-reference-b")) : nil
-            let (a, _) = try party("ov-\(i)-a", name: "Alice")
-            let (b, _) = try party("ov-\(i)-b", name: "Bob")
-            let dir = NSTemporaryDirectory() + "itsme-ov-vec-\(UUID().uuidString)"
-            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-            defer { try? FileManager.default.removeItem(atPath: dir) }
-            let dsA = Array(fixed("itsme-vector-ov-ds-a-\(i)").prefix(16)), dsB = Array(fixed("itsme-vector-ov-ds-b-\(i)").prefix(16))
-            func store(_ me: Party, _ peer: Party, mine: [UInt8], theirs: [UInt8]) throws -> (ContactStore, Int64) {
-                let st = try ContactStore(path: dir + "/\(me.name).db", identity: me.identity)
-                let id = try st.add(name: peer.name, publicKey: peer.publicKey, seed: try SecretBytes(copying: seed), method: .qr, now: now)
-                try st.setDeviceSecrets(id: id, mine: try SecretBytes(copying: mine), theirs: try SecretBytes(copying: theirs))
-                return (st, id)
+    /// Sessions bound to a call (9.7): the session ID and the code key take
+    /// `u8(1) || cb`; words, the first selector and tags are those of 9.3 to 10.1.
+    func boundVoiceVectors() throws -> [[String: Any]] {
+        try (0..<2).map { i in
+            let seed = fixed("itsme-vector-voice-bound-seed-\(i)")
+            let window = Int64(60_000_100 + i * 3)
+            let aPID = fixed("itsme-vector-voice-bound-a-\(i)"), bPID = fixed("itsme-vector-voice-bound-b-\(i)")
+            let binding = i == 0 ? fixed("itsme-vector-voice-call-\(i)") : Array(fixed("itsme-vector-voice-call-\(i)").prefix(16))
+            let box = try SecretBox(copying: binding)
+            func value(_ mac: [UInt8], _ modulus: UInt64) -> UInt32 {
+                UInt32(mac.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } % modulus)
             }
-            let (sa, ia) = try store(a, b, mine: dsA, theirs: dsB)
-            let (sb, ib) = try store(b, a, mine: dsB, theirs: dsA)
-            let t = now + Int64(i) * 1000
-            let w = VoiceProtocol.window(t)
-            let ra = fixed("itsme-vector-ov-random-a-\(i)"), rb = fixed("itsme-vector-ov-random-b-\(i)")
-            var ga = DeterministicRandom(seed: ra), gb = DeterministicRandom(seed: rb)
-            let va = try OnlineVerify(store: sa, contactID: ia, window: w, now: t, random: &ga)
-            let vb = try OnlineVerify(store: sb, contactID: ib, window: w, now: t, random: &gb)
-            if let references {
-                try va.shareProfile(reference: references.0)
-                try vb.shareProfile(reference: references.1)
+            let sidInput = LV.cat(LV.b("itsme-session-id-v1"), VoiceProtocol.u64(window), [1], binding)
+            let sid = value(HMACSHA256.mac(key: seed, message: sidInput), 2600)
+            expectEqual(try VoiceProtocol.sessionID(seed: seed, window: window, binding: box), sid)
+            let unboundSID = try VoiceProtocol.sessionID(seed: seed, window: window)
+            let wa = try VoiceProtocol.words(seed: seed, window: window, pid: aPID)
+            let wb = try VoiceProtocol.words(seed: seed, window: window, pid: bPID)
+            let aFirst = aPID.lexicographicallyPrecedes(bPID) == (try VoiceProtocol.lowerSelectsFirst(seed: seed, window: window))
+            let (first, second) = aFirst ? (aPID, bPID) : (bPID, aPID)
+            let w1 = (aFirst ? wa : wb)[i + 1], w2 = (aFirst ? wb : wa)[4 - i]
+            let info = LV.cat(LV.b("itsme-interactive-code-v1"), first, [UInt8(w1)], second, [UInt8(w2)], [1], binding)
+            let k = try HKDF.derive(ikm: seed, salt: VoiceProtocol.u64(window), info: info, count: 32).unsafeExportedArray()
+            func code(_ pid: [UInt8]) throws -> UInt32 {
+                let v = value(HMACSHA256.mac(key: k, message: LV.cat(LV.b("itsme-code-v1"), pid)), 26_000)
+                expectEqual(
+                    try VoiceProtocol.codes(
+                        seed: seed, window: window, first: first, firstWord: w1, second: second, secondWord: w2, speakers: [pid],
+                        binding: box)[0], v)
+                return v
             }
-            var log: [(Bool, [UInt8])] = []
-            var moved = true
-            while moved {
-                moved = false
-                for (from, to) in [(va, vb), (vb, va)] {
-                    if let m = from.takeOutgoing() { log.append((from.isInitiator, m)); try to.receive(m, now: t); moved = true }
-                }
-            }
-            expectEqual(va.sas, vb.sas)
-            // The documented formulas.
-            func drawn(_ r: [UInt8]) -> (eph: [UInt8], chal: [UInt8]) {
-                var g = DeterministicRandom(seed: r)
-                return (g.bytes(32), g.bytes(32))
-            }
-            let da = drawn(ra), db = drawn(rb)
-            let aInit = a.publicKey.lexicographicallyPrecedes(b.publicKey)
-            let (iP, rP) = aInit ? (a, b) : (b, a)
-            let (iD, rD) = aInit ? (da, db) : (db, da)
-            let (iDS, rDS) = aInit ? (dsA, dsB) : (dsB, dsA)
-            func pub(_ sk: [UInt8]) -> [UInt8] { sk.withBytes { X25519.publicKey(secretKey: $0) } }
-            let room = Array(HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-room-id-v1"), VoiceProtocol.u64(w))).prefix(16))
-            let commit: [UInt8] = [1, 1] + SHA256.hash(LV.cat(LV.b("itsme-ov-commit-v1"), pub(iD.eph), iD.chal))
-            let keyR: [UInt8] = [1, 2] + pub(rD.eph) + rD.chal
-            let keyI: [UInt8] = [1, 2] + pub(iD.eph) + iD.chal
-            let thInput = LV.cat(LV.b("itsme-online-verify-v1"), room, VoiceProtocol.u64(w), iP.publicKey, rP.publicKey, commit, keyR, keyI)
-            let th = SHA256.hash(thInput)
-            let salt = HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-ov-salt-v1"), th))
-            let shared = try X25519.sharedSecret(secretKey: try SecretBytes(copying: iD.eph), peerPublicKey: pub(rD.eph)).unsafeExportedArray()
-            let prk = try HKDF.extract(salt: salt, ikm: shared)
-            let kI = try HKDF.expand(prk: prk, info: LV.cat(LV.b("itsme-ov-key-v1"), LV.b("initiator")), count: 32).unsafeExportedArray()
-            let kR = try HKDF.expand(prk: prk, info: LV.cat(LV.b("itsme-ov-key-v1"), LV.b("responder")), count: 32).unsafeExportedArray()
-            let tagKey = try HKDF.derive(ikm: seed, salt: [UInt8](), info: LV.b("itsme-device-tag-v1"), count: 32).unsafeExportedArray()
-            func proof(_ role: String) -> [UInt8] { HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-ov-proof-v1"), LV.b(role), th)) }
-            func dtag(_ p: Party, _ ds: [UInt8]) -> [UInt8] {
-                HMACSHA256.mac(key: tagKey, message: LV.cat(LV.b("itsme-ov-device-v1"), p.publicKey, th, ds))
-            }
-            func proofMessage(_ k: [UInt8], _ plain: [UInt8]) throws -> [UInt8] {
-                [1, 3] + (try AEAD.seal(.chacha20Poly1305, key: k, nonce: ExchangeProtocol.nonce(0), plaintext: plain, aad: [1, 3]))
-            }
-            let (iRef, rRef) = references.map { aInit ? ($0.0, $0.1) : ($0.1, $0.0) } ?? ([], [])
-            let proofI = try proofMessage(kI, proof("initiator") + dtag(iP, iDS) + iRef)
-            let proofR = try proofMessage(kR, proof("responder") + dtag(rP, rDS) + rRef)
-            let sent = Dictionary(grouping: log, by: { $0.0 }).mapValues { $0.map { hex($0.1) } }
-            expectEqual(sent[true], [commit, keyI, proofI].map(hex))
-            expectEqual(sent[false], [keyR, proofR].map(hex))
-            let sas = try sasValue(seed, th)
-            expectEqual(va.sas?.value, sas.value)
-            if let references {
-                try va.confirm(now: t)
-                try vb.confirm(now: t)
-                expectEqual(try va.peerProfileReference().unsafeExportedArray(), references.1)
-                expectEqual(try vb.peerProfileReference().unsafeExportedArray(), references.0)
-            }
-            func side(_ p: Party, _ d: (eph: [UInt8], chal: [UInt8]), _ r: [UInt8], _ ds: [UInt8], _ reference: [UInt8]?) -> [String: Any] {
-                var json: [String: Any] = [
-                    "random_seed": hex(r), "identity_random_seed": hex(p.randomSeed), "identity_seed": hex(p.identitySeed),
-                    "pid": hex(p.publicKey),
-                    "ephemeral_secret": hex(d.eph), "ephemeral_public": hex(pub(d.eph)), "challenge": hex(d.chal),
-                    "device_secret": hex(ds),
-                ]
-                if let reference { json["profile_reference"] = hex(reference) }
-                return json
-            }
-            sessions.append([
-                "seed": hex(seed), "window": Int(w), "room": hex(room), "initiator_text": aInit ? "a" : "b",
-                "a": side(a, da, ra, dsA, references?.0), "b": side(b, db, rb, dsB, references?.1), "commit": hex(commit), "key_r": hex(keyR), "key_i": hex(keyI),
-                "th_input": hex(thInput), "th": hex(th), "salt": hex(salt), "shared": hex(shared), "k_i": hex(kI), "k_r": hex(kR),
-                "proof_i": hex(proof("initiator")), "proof_r": hex(proof("responder")), "tag_key": hex(tagKey),
-                "dtag_i": hex(dtag(iP, iDS)), "dtag_r": hex(dtag(rP, rDS)), "proof_message_i": hex(proofI),
-                "proof_message_r": hex(proofR), "sas_value": Int(sas.value), "sas_text": ShortCode(value: sas.value)!.text,
-            ])
+            let ca = try code(aPID), cb = try code(bPID)
+            let unbound = try VoiceProtocol.codes(
+                seed: seed, window: window, first: first, firstWord: w1, second: second, secondWord: w2, speakers: [aPID, bPID])
+            return [
+                "seed": hex(seed), "window": Int(window), "a_pid": hex(aPID), "b_pid": hex(bPID), "binding": hex(binding),
+                "session_id_input": hex(sidInput), "session_id_value": Int(sid), "session_id_text": VoiceProtocol.sessionIDText(sid),
+                "unbound_session_id_value": Int(unboundSID), "a_words": wa, "b_words": wb, "first_text": aFirst ? "a" : "b",
+                "w1": w1, "w2": w2, "code_info": hex(info), "code_key": hex(k),
+                "a_code_value": Int(ca), "a_code_text": VoiceProtocol.codeText(ca),
+                "b_code_value": Int(cb), "b_code_text": VoiceProtocol.codeText(cb),
+                "unbound_a_code_value": Int(unbound[0]), "unbound_b_code_value": Int(unbound[1]),
+            ]
         }
-        return ["sessions": sessions, "rejections": try onlineVerifyRejections(sessions[0])]
+    }
+
+    func onlineVerifyVectors() throws -> [String: Any] {
+        // Sessions 0 to 2 are not bound to a call; session 2's PROOFs carry a
+        // profile reference (11.3, 18.3). Bound sessions 3 to 5 (11.4): both
+        // bound to one call; Alice bound, Bob not; each bound to its own call.
+        let cb1 = Array(fixed("itsme-vector-ov-call-1")), cb2 = Array(fixed("itsme-vector-ov-call-2").prefix(20))
+        let sessions = try (0..<3).map { try onlineVerifySession($0, bindings: (nil, nil)) }
+        let bound = try [(cb1, cb1), (cb1, nil), (cb1, cb2)].enumerated().map {
+            try onlineVerifySession(3 + $0.offset, bindings: $0.element)
+        }
+        return ["sessions": sessions, "bound_sessions": bound, "rejections": try onlineVerifyRejections(sessions[0])]
+    }
+
+    func onlineVerifySession(_ i: Int, bindings: ([UInt8]?, [UInt8]?)) throws -> [String: Any] {
+        let seed = fixed("itsme-vector-ov-seed-\(i)")
+        let references = i == 2 ? (fixed("itsme-vector-ov-reference-a"), fixed("itsme-vector-ov-reference-b")) : nil
+        let (a, _) = try party("ov-\(i)-a", name: "Alice")
+        let (b, _) = try party("ov-\(i)-b", name: "Bob")
+        let dir = NSTemporaryDirectory() + "itsme-ov-vec-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let dsA = Array(fixed("itsme-vector-ov-ds-a-\(i)").prefix(16)), dsB = Array(fixed("itsme-vector-ov-ds-b-\(i)").prefix(16))
+        func store(_ me: Party, _ peer: Party, mine: [UInt8], theirs: [UInt8]) throws -> (ContactStore, Int64) {
+            let st = try ContactStore(path: dir + "/\(me.name).db", identity: me.identity)
+            let id = try st.add(name: peer.name, publicKey: peer.publicKey, seed: try SecretBytes(copying: seed), method: .qr, now: now)
+            try st.setDeviceSecrets(id: id, mine: try SecretBytes(copying: mine), theirs: try SecretBytes(copying: theirs))
+            return (st, id)
+        }
+        let (sa, ia) = try store(a, b, mine: dsA, theirs: dsB)
+        let (sb, ib) = try store(b, a, mine: dsB, theirs: dsA)
+        let t = now + Int64(i) * 1000
+        let w = VoiceProtocol.window(t)
+        let ra = fixed("itsme-vector-ov-random-a-\(i)"), rb = fixed("itsme-vector-ov-random-b-\(i)")
+        var ga = DeterministicRandom(seed: ra), gb = DeterministicRandom(seed: rb)
+        let va = try OnlineVerify(store: sa, contactID: ia, window: w, binding: bindings.0, now: t, random: &ga)
+        let vb = try OnlineVerify(store: sb, contactID: ib, window: w, binding: bindings.1, now: t, random: &gb)
+        if let references {
+            try va.shareProfile(reference: references.0)
+            try vb.shareProfile(reference: references.1)
+        }
+        var log: [(Bool, [UInt8])] = []
+        var moved = true
+        while moved {
+            moved = false
+            for (from, to) in [(va, vb), (vb, va)] {
+                if let m = from.takeOutgoing() { log.append((from.isInitiator, m)); try to.receive(m, now: t); moved = true }
+            }
+        }
+        // The states 11.4 gives.
+        func bindOf(_ cb: [UInt8]?) -> [UInt8]? {
+            cb.map { HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-ov-binding-v1"), VoiceProtocol.u64(w), $0)) }
+        }
+        let bindA = bindOf(bindings.0), bindB = bindOf(bindings.1)
+        let expected: OnlineVerify.State =
+            bindA == bindB ? .compareSAS : (bindA == nil) != (bindB == nil) ? .bindingDiffers : .otherCall
+        expectEqual(va.state, expected)
+        expectEqual(vb.state, expected)
+        expectEqual(va.sas, vb.sas)
+        // The documented formulas.
+        func drawn(_ r: [UInt8]) -> (eph: [UInt8], chal: [UInt8]) {
+            var g = DeterministicRandom(seed: r)
+            return (g.bytes(32), g.bytes(32))
+        }
+        let da = drawn(ra), db = drawn(rb)
+        let aInit = a.publicKey.lexicographicallyPrecedes(b.publicKey)
+        let (iP, rP) = aInit ? (a, b) : (b, a)
+        let (iD, rD) = aInit ? (da, db) : (db, da)
+        let (iDS, rDS) = aInit ? (dsA, dsB) : (dsB, dsA)
+        func pub(_ sk: [UInt8]) -> [UInt8] { sk.withBytes { X25519.publicKey(secretKey: $0) } }
+        let room = Array(HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-room-id-v1"), VoiceProtocol.u64(w))).prefix(16))
+        let commit: [UInt8] = [1, 1] + SHA256.hash(LV.cat(LV.b("itsme-ov-commit-v1"), pub(iD.eph), iD.chal))
+        let (iBind, rBind) = aInit ? (bindA, bindB) : (bindB, bindA)
+        let keyR: [UInt8] = [1, 2] + pub(rD.eph) + rD.chal + (rBind ?? [])
+        let keyI: [UInt8] = [1, 2] + pub(iD.eph) + iD.chal + (iBind ?? [])
+        let thInput = LV.cat(LV.b("itsme-online-verify-v1"), room, VoiceProtocol.u64(w), iP.publicKey, rP.publicKey, commit, keyR, keyI)
+        let th = SHA256.hash(thInput)
+        let salt = HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-ov-salt-v1"), th))
+        let shared = try X25519.sharedSecret(secretKey: try SecretBytes(copying: iD.eph), peerPublicKey: pub(rD.eph)).unsafeExportedArray()
+        let prk = try HKDF.extract(salt: salt, ikm: shared)
+        let kI = try HKDF.expand(prk: prk, info: LV.cat(LV.b("itsme-ov-key-v1"), LV.b("initiator")), count: 32).unsafeExportedArray()
+        let kR = try HKDF.expand(prk: prk, info: LV.cat(LV.b("itsme-ov-key-v1"), LV.b("responder")), count: 32).unsafeExportedArray()
+        let tagKey = try HKDF.derive(ikm: seed, salt: [UInt8](), info: LV.b("itsme-device-tag-v1"), count: 32).unsafeExportedArray()
+        func proof(_ role: String) -> [UInt8] { HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-ov-proof-v1"), LV.b(role), th)) }
+        func dtag(_ p: Party, _ ds: [UInt8]) -> [UInt8] {
+            HMACSHA256.mac(key: tagKey, message: LV.cat(LV.b("itsme-ov-device-v1"), p.publicKey, th, ds))
+        }
+        func proofMessage(_ k: [UInt8], _ plain: [UInt8]) throws -> [UInt8] {
+            [1, 3] + (try AEAD.seal(.chacha20Poly1305, key: k, nonce: ExchangeProtocol.nonce(0), plaintext: plain, aad: [1, 3]))
+        }
+        let (iRef, rRef) = references.map { aInit ? ($0.0, $0.1) : ($0.1, $0.0) } ?? ([], [])
+        let proofI = try proofMessage(kI, proof("initiator") + dtag(iP, iDS) + iRef)
+        let proofR = try proofMessage(kR, proof("responder") + dtag(rP, rDS) + rRef)
+        let sent = Dictionary(grouping: log, by: { $0.0 }).mapValues { $0.map { hex($0.1) } }
+        expectEqual(sent[true], [commit, keyI, proofI].map(hex))
+        expectEqual(sent[false], [keyR, proofR].map(hex))
+        let sas = try sasValue(seed, th)
+        expectEqual(va.sas?.value, expected == .compareSAS ? sas.value : nil)
+        if let references {
+            try va.confirm(now: t)
+            try vb.confirm(now: t)
+            expectEqual(try va.peerProfileReference().unsafeExportedArray(), references.1)
+            expectEqual(try vb.peerProfileReference().unsafeExportedArray(), references.0)
+        }
+        func side(_ p: Party, _ d: (eph: [UInt8], chal: [UInt8]), _ r: [UInt8], _ ds: [UInt8], _ reference: [UInt8]?) -> [String: Any] {
+            var json: [String: Any] = [
+                "random_seed": hex(r), "identity_random_seed": hex(p.randomSeed), "identity_seed": hex(p.identitySeed),
+                "pid": hex(p.publicKey),
+                "ephemeral_secret": hex(d.eph), "ephemeral_public": hex(pub(d.eph)), "challenge": hex(d.chal),
+                "device_secret": hex(ds),
+            ]
+            if let reference { json["profile_reference"] = hex(reference) }
+            return json
+        }
+        var json: [String: Any] = [
+            "seed": hex(seed), "window": Int(w), "room": hex(room), "initiator_text": aInit ? "a" : "b",
+            "a": side(a, da, ra, dsA, references?.0), "b": side(b, db, rb, dsB, references?.1), "commit": hex(commit), "key_r": hex(keyR), "key_i": hex(keyI),
+            "th_input": hex(thInput), "th": hex(th), "salt": hex(salt), "shared": hex(shared), "k_i": hex(kI), "k_r": hex(kR),
+            "proof_i": hex(proof("initiator")), "proof_r": hex(proof("responder")), "tag_key": hex(tagKey),
+            "dtag_i": hex(dtag(iP, iDS)), "dtag_r": hex(dtag(rP, rDS)), "proof_message_i": hex(proofI),
+            "proof_message_r": hex(proofR),
+        ]
+        if expected == .compareSAS {
+            json["sas_value"] = Int(sas.value)
+            json["sas_text"] = ShortCode(value: sas.value)!.text
+        }
+        if i >= 3 {
+            func orNull(_ b: [UInt8]?) -> Any { b.map(hex) ?? NSNull() }
+            json["a_binding"] = orNull(bindings.0)
+            json["b_binding"] = orNull(bindings.1)
+            json["a_bind"] = orNull(bindA)
+            json["b_bind"] = orNull(bindB)
+            json["state_text"] = expected == .compareSAS ? "compare_sas" : expected == .bindingDiffers ? "binding_differs" : "other_call"
+        }
+        return json
     }
 
     func pinUpdateVectors() throws -> [String: Any] {

@@ -21,10 +21,11 @@ final class OnlineVerifyTests: XCTestCase {
 
     private func pair(_ label: String = "ov") throws -> (Side, Side) { try exchangedPair(in: directory, label: label, now: t0) }
 
-    private func session(_ s: Side, _ n: Int, window: Int64? = nil) throws -> OnlineVerify {
+    private func session(_ s: Side, _ n: Int, window: Int64? = nil, binding: [UInt8]? = nil) throws -> OnlineVerify {
         var r = DeterministicRandom(seed: SHA256.hash(Array("ov-session-\(n)".utf8)))
         return try OnlineVerify(
-            store: s.store, contactID: s.contactID, window: window ?? VoiceProtocol.window(t0 + 100), now: t0 + 100, random: &r)
+            store: s.store, contactID: s.contactID, window: window ?? VoiceProtocol.window(t0 + 100), binding: binding,
+            now: t0 + 100, random: &r)
     }
 
     /// The in-memory two-party pipe: moves messages until both are quiet.
@@ -61,6 +62,69 @@ final class OnlineVerifyTests: XCTestCase {
         XCTAssertEqual(try va.confirm(now: t0 + 102), .verified)
         XCTAssertEqual(try a.store.contact(id: a.contactID).state, .verified)
         XCTAssertNil(try a.store.contact(id: a.contactID).lastWindow, "Online Verify uses no window")
+    }
+
+    /// 11.4: sessions bound to one call verify; a peer bound differently
+    /// ends both sessions as "binding differs" or "other call" (not a
+    /// failure: it holds the seed), with no SAS and nothing recorded.
+    func testACallBindingEndsInItsOwnStatesNotAsAnImpostor() throws {
+        let call1 = Array(repeating: UInt8(1), count: 32), call2 = Array(repeating: UInt8(2), count: 64)
+        let (a, b) = try pair()
+        let cases: [([UInt8]?, [UInt8]?, OnlineVerify.State)] = [
+            (call1, call1, .compareSAS), (call1, nil, .bindingDiffers), (nil, call2, .bindingDiffers), (call1, call2, .otherCall),
+        ]
+        for (n, (ba, bb, expected)) in cases.enumerated() {
+            let va = try session(a, 10 + 2 * n, binding: ba), vb = try session(b, 11 + 2 * n, binding: bb)
+            let log = try pump(va, vb)
+            XCTAssertEqual(log.count, 5)
+            XCTAssertEqual(log.filter { $0.message[1] == 2 }.map(\.message.count).sorted(), [ba, bb].map { $0 == nil ? 66 : 98 }.sorted())
+            XCTAssertEqual(va.state, expected, "case \(n)")
+            XCTAssertEqual(vb.state, expected, "case \(n)")
+            XCTAssertNil(va.failure)
+            guard expected != .compareSAS else {
+                XCTAssertEqual(va.sas, vb.sas)
+                XCTAssertEqual(try va.confirm(now: t0 + 102), .verified)
+                continue
+            }
+            XCTAssertNil(va.sas)
+            XCTAssertNil(va.outcome)
+            XCTAssertEqual(kind { try va.confirm(now: t0 + 102) }, .invalidState)
+            XCTAssertEqual(kind { try va.reject() }, .invalidState)
+            XCTAssertEqual(kind { try va.receive(log[0].message, now: t0 + 102) }, .invalidState)
+            XCTAssertEqual(va.state, expected, "final")
+        }
+        XCTAssertEqual(try a.store.contact(id: a.contactID).verifiedAt, t0 + 102, "only the session bound alike recorded anything")
+        XCTAssertEqual(try b.store.contact(id: b.contactID).verifiedAt, t0, "as the exchange left it")
+        for length in [0, 15, 65] {
+            XCTAssertEqual(kind { _ = try session(a, 99, binding: [UInt8](repeating: 7, count: length)) }, .invalidArgument)
+        }
+    }
+
+    /// 11.4: a relay that changes a KEY's `bind` on the way (to make two
+    /// calls look like one) changes one side's transcript: the PROOFs do
+    /// not open.
+    func testARelayThatAltersABindFailsTheSession() throws {
+        let (a, b) = try pair()
+        let call1 = Array(repeating: UInt8(1), count: 32), call2 = Array(repeating: UInt8(2), count: 32)
+        let va = try session(a, 1, binding: call1), vb = try session(b, 2, binding: call2)
+        let (initiator, responder) = va.isInitiator ? (va, vb) : (vb, va)
+        let commit = try XCTUnwrap(initiator.takeOutgoing())
+        try responder.receive(commit, now: t0 + 101)
+        var keyR = try XCTUnwrap(responder.takeOutgoing())
+        XCTAssertEqual(keyR.count, 98)
+        // The relay puts the initiator's own call's bind in place of the responder's.
+        let initiatorBind = try OnlineVerifyMachine.bind(
+            seed: SecretBox(try a.store.seed(id: a.contactID)), window: va.window,
+            binding: try SecretBox(copying: initiator === va ? call1 : call2))
+        keyR.replaceSubrange(66..<98, with: initiatorBind)
+        try initiator.receive(keyR, now: t0 + 101)
+        let keyI = try XCTUnwrap(initiator.takeOutgoing()), proofI = try XCTUnwrap(initiator.takeOutgoing())
+        try responder.receive(keyI, now: t0 + 101)
+        let proofR = try XCTUnwrap(responder.takeOutgoing())
+        XCTAssertEqual(kind { try responder.receive(proofI, now: t0 + 101) }, .authenticationFailed)
+        XCTAssertEqual(kind { try initiator.receive(proofR, now: t0 + 101) }, .authenticationFailed)
+        XCTAssertEqual(initiator.state, .failed)
+        XCTAssertEqual(responder.state, .failed)
     }
 
     func testADeviceChangeIsDetectedInsideTheSession() throws {

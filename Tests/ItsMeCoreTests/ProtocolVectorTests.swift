@@ -360,6 +360,39 @@ final class ProtocolVectorTests: XCTestCase {
                 Int(HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-first-selector-v1"), VoiceProtocol.u64(window)))[0]),
                 int(e, "first_selector_byte"))
         }
+        // Sessions bound to a call (9.7).
+        let bound = list(v, "bound_sessions")
+        XCTAssertEqual(bound.count, 2)
+        for e in bound {
+            let seed = bytes(e, "seed"), window = Int64(int(e, "window")), binding = try SecretBox(copying: bytes(e, "binding"))
+            let aPID = bytes(e, "a_pid"), bPID = bytes(e, "b_pid")
+            XCTAssertEqual(
+                hex(LV.cat(LV.b("itsme-session-id-v1"), VoiceProtocol.u64(window), [1], bytes(e, "binding"))), text(e, "session_id_input"))
+            let sid = try VoiceProtocol.sessionID(seed: seed, window: window, binding: binding)
+            XCTAssertEqual(Int(sid), int(e, "session_id_value"))
+            XCTAssertEqual(VoiceProtocol.sessionIDText(sid), text(e, "session_id_text"))
+            XCTAssertEqual(Int(try VoiceProtocol.sessionID(seed: seed, window: window)), int(e, "unbound_session_id_value"))
+            XCTAssertNotEqual(int(e, "session_id_value"), int(e, "unbound_session_id_value"))
+            XCTAssertEqual(try VoiceProtocol.words(seed: seed, window: window, pid: aPID), (e["a_words"] as? [Int]) ?? [-1])
+            XCTAssertEqual(try VoiceProtocol.words(seed: seed, window: window, pid: bPID), (e["b_words"] as? [Int]) ?? [-1])
+            let aFirst = aPID.lexicographicallyPrecedes(bPID) == (try VoiceProtocol.lowerSelectsFirst(seed: seed, window: window))
+            XCTAssertEqual(aFirst, text(e, "first_text") == "a")
+            let (first, second) = aFirst ? (aPID, bPID) : (bPID, aPID)
+            let (w1, w2) = (int(e, "w1"), int(e, "w2"))
+            let codes = try VoiceProtocol.codes(
+                seed: seed, window: window, first: first, firstWord: w1, second: second, secondWord: w2, speakers: [aPID, bPID],
+                binding: binding)
+            let unbound = try VoiceProtocol.codes(
+                seed: seed, window: window, first: first, firstWord: w1, second: second, secondWord: w2, speakers: [aPID, bPID])
+            for (i, side) in ["a", "b"].enumerated() {
+                XCTAssertEqual(Int(codes[i]), int(e, side + "_code_value"))
+                XCTAssertEqual(VoiceProtocol.codeText(codes[i]), text(e, side + "_code_text"))
+                XCTAssertEqual(Int(unbound[i]), int(e, "unbound_" + side + "_code_value"))
+            }
+            XCTAssertEqual(
+                hex(LV.cat(LV.b("itsme-interactive-code-v1"), first, [UInt8(w1)], second, [UInt8(w2)], [1], bytes(e, "binding"))),
+                text(e, "code_info"))
+        }
         for e in list(v, "degradation") {
             let seed = bytes(e, "seed"), pid = bytes(e, "pid"), secret = bytes(e, "secret")
             let mac = try secret.withBytes { try DegradationCode.mac(seed: seed, pid: pid, secret: $0) }
@@ -393,7 +426,7 @@ final class ProtocolVectorTests: XCTestCase {
 
     /// One side of an Online Verify session of the file: its identity, its
     /// contact (the session's seed, both device secrets), its random source.
-    func onlineVerifySide(_ session: J, _ side: String, in dir: String) throws -> OnlineVerify {
+    func onlineVerifySide(_ session: J, _ side: String, in dir: String, binding: [UInt8]? = nil) throws -> OnlineVerify {
         let me = sub(session, side), peer = sub(session, side == "a" ? "b" : "a")
         let (id, _) = try identity(bytes(me, "identity_random_seed"), name: side == "a" ? "Alice" : "Bob")
         XCTAssertEqual(hex(id.publicKey), text(me, "pid"))
@@ -404,7 +437,8 @@ final class ProtocolVectorTests: XCTestCase {
             id: contact, mine: try SecretBytes(copying: bytes(me, "device_secret")), theirs: try SecretBytes(copying: bytes(peer, "device_secret")))
         let window = Int64(int(session, "window"))
         var g = DeterministicRandom(seed: bytes(me, "random_seed"))
-        return try OnlineVerify(store: store, contactID: contact, window: window, now: window * VoiceProtocol.windowSeconds, random: &g)
+        return try OnlineVerify(
+            store: store, contactID: contact, window: window, binding: binding, now: window * VoiceProtocol.windowSeconds, random: &g)
     }
 
     func testOnlineVerify() throws {
@@ -441,6 +475,46 @@ final class ProtocolVectorTests: XCTestCase {
                 try vb.confirm(now: t)
                 XCTAssertEqual(try va.peerProfileReference().unsafeExportedArray(), refB)
                 XCTAssertEqual(try vb.peerProfileReference().unsafeExportedArray(), refA)
+            }
+        }
+        // Sessions bound to a call (11.4): the KEYs carry `bind`, and a peer
+        // bound differently ends both sides in their own state.
+        let bound = list(v, "bound_sessions")
+        XCTAssertEqual(bound.map { text($0, "state_text") }, ["compare_sas", "binding_differs", "other_call"])
+        for e in bound {
+            let dir = try temporaryDirectory()
+            let bindings = ["a", "b"].map { e[$0 + "_binding"] is String ? bytes(e, $0 + "_binding") : nil }
+            let va = try onlineVerifySide(e, "a", in: dir, binding: bindings[0])
+            let vb = try onlineVerifySide(e, "b", in: dir, binding: bindings[1])
+            let t = Int64(int(e, "window")) * VoiceProtocol.windowSeconds
+            for (session, side) in [(va, "a"), (vb, "b")] {
+                let bind = e[side + "_bind"] as? String
+                XCTAssertEqual(session.isInitiator ? text(e, "key_i").count : text(e, "key_r").count, bind == nil ? 132 : 196)
+            }
+            var log: [(Bool, [UInt8])] = []
+            var moved = true
+            while moved {
+                moved = false
+                for (from, to) in [(va, vb), (vb, va)] {
+                    if let m = from.takeOutgoing() { log.append((from.isInitiator, m)); try to.receive(m, now: t); moved = true }
+                }
+            }
+            XCTAssertEqual(log.filter { $0.0 }.map { hex($0.1) }, ["commit", "key_i", "proof_message_i"].map { text(e, $0) })
+            XCTAssertEqual(log.filter { !$0.0 }.map { hex($0.1) }, ["key_r", "proof_message_r"].map { text(e, $0) })
+            let expected: OnlineVerify.State =
+                switch text(e, "state_text") {
+                case "compare_sas": .compareSAS
+                case "binding_differs": .bindingDiffers
+                default: .otherCall
+                }
+            XCTAssertEqual(va.state, expected)
+            XCTAssertEqual(vb.state, expected)
+            if expected == .compareSAS {
+                checkSAS(va.sas, e)
+                checkSAS(vb.sas, e)
+            } else {
+                XCTAssertNil(va.sas)
+                XCTAssertNil(e["sas_value"])
             }
         }
         // Refusals (11.2), each against a fresh side of its session.

@@ -53,9 +53,11 @@ func errorKind(_ body: () throws -> Void) -> ItsMeError.Kind? {
 
 /// Runs both voice sessions to the codes: each selector picks the word at
 /// `pick` of their five; the listener enters the same.
-func voiceCodes(_ a: PairSide, _ b: PairSide, now: Int64, pick: Int = 0) throws -> (VoiceSession, VoiceSession) {
-    let va = try VoiceSession(store: a.store, contactID: a.contactID, now: now)
-    let vb = try VoiceSession(store: b.store, contactID: b.contactID, now: now)
+func voiceCodes(
+    _ a: PairSide, _ b: PairSide, now: Int64, pick: Int = 0, bindings: ([UInt8]?, [UInt8]?) = (nil, nil)
+) throws -> (VoiceSession, VoiceSession) {
+    let va = try VoiceSession(store: a.store, contactID: a.contactID, binding: bindings.0, now: now)
+    let vb = try VoiceSession(store: b.store, contactID: b.contactID, binding: bindings.1, now: now)
     let start = va.window * 30
     try va.start(now: start)
     try vb.start(now: start)

@@ -102,6 +102,42 @@ final class VoiceTests: XCTestCase {
         XCTAssertEqual(try a.store.contact(id: a.contactID).lastWindow, 60_000_001)
     }
 
+    /// 9.7: a session bound to the call. Bound alike, it verifies; bound to
+    /// two calls, or one bound and one not, the two read different session
+    /// IDs, and codes repeated between them (an attacker on both calls)
+    /// fail.
+    func testACallBindingEntersTheSessionIDAndTheCodes() throws {
+        let call1 = Array(repeating: UInt8(1), count: 32), call2 = Array(repeating: UInt8(2), count: 16)
+        let (a, b) = try pair()
+        // The same call: verified.
+        let (sa, sb) = try voiceCodes(a, b, now: t0 + 7, bindings: (call1, call1))
+        XCTAssertTrue(sa.isBound)
+        XCTAssertEqual(sa.sessionIDText, sb.sessionIDText)
+        XCTAssertEqual(sa.yourCode, sb.theirCode)
+        XCTAssertEqual(try sa.check(heardCode: VoiceProtocol.codeText(sb.yourCode!), heardTag: sb.yourTag!, now: t0 + 40), .verified)
+        // Each bound to its own call, and one bound beside one that is not.
+        for (n, bindings) in [(call1, call2), (call1, nil)].enumerated() {
+            let now = t0 + 67 + Int64(n) * 60
+            let (xa, xb) = try voiceCodes(a, b, now: now, bindings: bindings)
+            XCTAssertNotEqual(xa.sessionIDText, xb.sessionIDText, "the session IDs show it before any word")
+            XCTAssertNotEqual(xa.yourCode, xb.theirCode)
+            let relayed = VoiceProtocol.codeText(xb.yourCode!)
+            XCTAssertEqual(try xa.check(heardCode: relayed, heardTag: xb.yourTag!, now: xa.window * 30 + 10), .mismatch)
+            XCTAssertEqual(try a.store.contact(id: a.contactID).state, .verified, "a mismatch changes nothing")
+        }
+        // Unbound, the same pair and window would have read 9.2's session ID.
+        let unbound = try VoiceSession(store: a.store, contactID: a.contactID, now: t0 + 300)
+        let bound = try VoiceSession(store: a.store, contactID: a.contactID, binding: call1, now: t0 + 300)
+        XCTAssertEqual(unbound.window, bound.window)
+        XCTAssertFalse(unbound.isBound)
+        XCTAssertNotEqual(unbound.sessionIDText, bound.sessionIDText)
+        for length in [0, 15, 65] {
+            XCTAssertEqual(
+                kind { _ = try VoiceSession(store: a.store, contactID: a.contactID, binding: [UInt8](repeating: 7, count: length), now: t0) },
+                .invalidArgument, "\(length) bytes")
+        }
+    }
+
     func testAWrongCodeOrAnEchoChangesNothing() throws {
         let (a, b) = try pair()
         let (sa, sb) = try toCodes(a, b, now: t0)

@@ -126,7 +126,7 @@ FIXTURE(itsme_derive_degradation_code, a->secret_len = 10)
 
 /* Voice verification */
 FIXTURE(itsme_window_of, (void)0)
-FIXTURE(itsme_voice_new, a->contact_id = fx_alice_knows_bob())
+FIXTURE(itsme_voice_new, a->contact_id = fx_alice_knows_bob(); a->binding_len = ITSME_CALL_BINDING_MIN)
 FIXTURE(itsme_voice_last_error, fx_failed(itsme_voice_start(fx_itsme_voice(), FX_NOW)); a->voice = fx_itsme_voice())
 FIXTURE(itsme_voice_status, a->voice = fx_itsme_voice())
 FIXTURE(itsme_voice_timing, a->voice = fx_itsme_voice())
@@ -139,7 +139,7 @@ FIXTURE(itsme_voice_check, a->heard_code = fx_heard_code(&a->heard_tag); a->voic
 FIXTURE(itsme_store_degradation_code, a->contact_id = fx_contact())
 
 /* Online Verify, PIN update */
-FIXTURE(itsme_online_verify_new, a->contact_id = fx_alice_knows_bob(); a->window = FX_NOW / 30)
+FIXTURE(itsme_online_verify_new, a->contact_id = fx_alice_knows_bob(); a->window = FX_NOW / 30; a->binding_len = ITSME_CALL_BINDING_MIN)
 FIXTURE(itsme_online_verify_last_error, fx_failed(itsme_online_verify_sas(fx_itsme_online_verify(), NULL, 0, NULL)); a->session = fx_itsme_online_verify())
 FIXTURE(itsme_online_verify_status, a->session = fx_itsme_online_verify())
 FIXTURE(itsme_online_verify_room, a->session = fx_itsme_online_verify())
@@ -214,7 +214,7 @@ FIXTURE(itsme_mailbox_session_request_body, a->session = fx_mailbox_posting())
 FIXTURE(itsme_mailbox_session_token, a->session = fx_mailbox_posting())
 FIXTURE(itsme_mailbox_session_answer, a->session = fx_mailbox_pending(); a->status = 503)
 FIXTURE(itsme_mailbox_session_save, a->session = fx_mailbox_posting())
-FIXTURE(itsme_online_verify_rendezvous_new, a->contact_id = fx_alice_knows_bob())
+FIXTURE(itsme_online_verify_rendezvous_new, a->contact_id = fx_alice_knows_bob(); a->binding_len = ITSME_CALL_BINDING_MIN)
 FIXTURE(itsme_online_verify_rendezvous_last_error, fx_failed(itsme_online_verify_rendezvous_room(fx_itsme_online_verify_rendezvous(), 0, NULL, 0, NULL)); a->rendezvous = fx_itsme_online_verify_rendezvous())
 FIXTURE(itsme_online_verify_rendezvous_room_count, a->rendezvous = fx_itsme_online_verify_rendezvous())
 FIXTURE(itsme_online_verify_rendezvous_room, a->rendezvous = fx_itsme_online_verify_rendezvous(); a->index = 0)
@@ -224,7 +224,7 @@ FIXTURE(itsme_online_verify_rendezvous_peer_joined, a->room = fx_rendezvous_room
 
 /* The roll call */
 FIXTURE(itsme_meeting_code_new, (void)0)
-FIXTURE(itsme_rollcall_new, a->meeting_code = FX_MEETING_CODE; a->binding_len = ITSME_ROLLCALL_BINDING_MIN)
+FIXTURE(itsme_rollcall_new, a->meeting_code = FX_MEETING_CODE; a->binding_len = ITSME_CALL_BINDING_MIN)
 FIXTURE(itsme_rollcall_last_error, fx_failed(itsme_rollcall_code(fx_itsme_rollcall(), NULL, 0, NULL)); a->rollcall = fx_itsme_rollcall())
 FIXTURE(itsme_rollcall_status, a->rollcall = fx_itsme_rollcall())
 FIXTURE(itsme_rollcall_room, a->rollcall = fx_itsme_rollcall())

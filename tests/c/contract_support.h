@@ -466,12 +466,12 @@ static itsme_exchange *fx_exchange_settleable(void) {
 
 static itsme_voice *fx_itsme_voice(void) {
     static itsme_voice *v;
-    if (!v) CT_REQUIRE(itsme_voice_new(fx_itsme_store(), fx_alice_knows_bob(), FX_NOW, &v));
+    if (!v) CT_REQUIRE(itsme_voice_new(fx_itsme_store(), fx_alice_knows_bob(), NULL, 0, FX_NOW, &v));
     return ct_keep(v, ct_free_itsme_voice);
 }
 static itsme_voice *fx_bob_voice(void) {
     static itsme_voice *v;
-    if (!v) CT_REQUIRE(itsme_voice_new(fx_bob_store(), fx_bob_knows_alice(), FX_NOW, &v));
+    if (!v) CT_REQUIRE(itsme_voice_new(fx_bob_store(), fx_bob_knows_alice(), NULL, 0, FX_NOW, &v));
     return ct_keep(v, ct_free_itsme_voice);
 }
 
@@ -525,13 +525,13 @@ static const char *fx_heard_code(uint32_t *tag) {
 static itsme_online_verify *fx_itsme_online_verify(void) {
     static itsme_online_verify *s;
     if (!s)
-        CT_REQUIRE(itsme_online_verify_new(fx_itsme_store(), fx_alice_knows_bob(), FX_NOW / 30, NULL, FX_NOW, &s));
+        CT_REQUIRE(itsme_online_verify_new(fx_itsme_store(), fx_alice_knows_bob(), FX_NOW / 30, NULL, 0, NULL, FX_NOW, &s));
     return ct_keep(s, ct_free_itsme_online_verify);
 }
 static itsme_online_verify *fx_bob_online_verify(void) {
     static itsme_online_verify *s;
     if (!s)
-        CT_REQUIRE(itsme_online_verify_new(fx_bob_store(), fx_bob_knows_alice(), FX_NOW / 30, NULL, FX_NOW, &s));
+        CT_REQUIRE(itsme_online_verify_new(fx_bob_store(), fx_bob_knows_alice(), FX_NOW / 30, NULL, 0, NULL, FX_NOW, &s));
     return ct_keep(s, ct_free_itsme_online_verify);
 }
 
@@ -651,7 +651,7 @@ static const char *fx_mailbox_saved(void) {
 
 static itsme_online_verify_rendezvous *fx_itsme_online_verify_rendezvous(void) {
     static itsme_online_verify_rendezvous *r;
-    if (!r) CT_REQUIRE(itsme_online_verify_rendezvous_new(fx_itsme_store(), fx_alice_knows_bob(), NULL, FX_NOW, &r));
+    if (!r) CT_REQUIRE(itsme_online_verify_rendezvous_new(fx_itsme_store(), fx_alice_knows_bob(), NULL, 0, NULL, FX_NOW, &r));
     return ct_keep(r, ct_free_itsme_online_verify_rendezvous);
 }
 

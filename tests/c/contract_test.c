@@ -290,8 +290,8 @@
 #define CT_HAS_itsme_rollcall_message_max 1
 #define CT_HAS_itsme_rollcall_roster_bytes 1
 #define CT_HAS_itsme_rollcall_slot_bytes 1
-#define CT_HAS_itsme_rollcall_binding_min 1
-#define CT_HAS_itsme_rollcall_binding_max 1
+#define CT_HAS_itsme_call_binding_min 1
+#define CT_HAS_itsme_call_binding_max 1
 #ifdef ITSME_CONTRACT_TESTING
 #define CT_HAS_itsme_random_new_deterministic 1
 #endif
@@ -822,6 +822,8 @@ struct args_itsme_window_of {
 struct args_itsme_voice_new {
     itsme_store * store;
     int64_t contact_id;
+    const uint8_t * binding;
+    size_t binding_len;
     int64_t now;
 };
 #define FIXTURE_itsme_voice_new(...) static void fixture_itsme_voice_new(struct args_itsme_voice_new *a) { (void)a; __VA_ARGS__; }
@@ -889,6 +891,8 @@ struct args_itsme_online_verify_new {
     itsme_store * store;
     int64_t contact_id;
     int64_t window;
+    const uint8_t * binding;
+    size_t binding_len;
     itsme_random * rng;
     int64_t now;
 };
@@ -942,6 +946,8 @@ struct args_itsme_online_verify_peer_profile {
 struct args_itsme_online_verify_rendezvous_new {
     itsme_store * store;
     int64_t contact_id;
+    const uint8_t * binding;
+    size_t binding_len;
     itsme_random * rng;
     int64_t now;
 };
@@ -4439,6 +4445,8 @@ static void setup_itsme_voice_new(void *p, int live) {
     (void)a;
     a->store = live ? fx_itsme_store() : NULL;
     a->contact_id = 0;
+    a->binding = fx_bytes;
+    a->binding_len = 32;
     a->now = FX_NOW;
     if (live) fixture_itsme_voice_new(a);
 }
@@ -4447,7 +4455,8 @@ static int mutate_itsme_voice_new(void *p, const struct ct_check *c) {
     (void)a;
     switch (c->param) {
     case 0: if (c->kind == CT_NULL) a->store = NULL; return 0;
-    case 2: ct_mutate_time(c, &a->now); return 0;
+    case 2: if (c->kind == CT_NULL) a->binding = NULL; return a->binding_len == 0;
+    case 4: ct_mutate_time(c, &a->now); return 0;
     default: return 0;
     }
 }
@@ -4455,15 +4464,17 @@ static itsme_result invoke_itsme_voice_new(void *p, struct ct_outs *o) {
     struct args_itsme_voice_new *a = p;
     (void)a;
     (void)o;
-    return itsme_voice_new(a->store, a->contact_id, a->now, (itsme_voice **)o->ptr[3]);
+    return itsme_voice_new(a->store, a->contact_id, a->binding, a->binding_len, a->now, (itsme_voice **)o->ptr[5]);
 }
 static const struct ct_param params_itsme_voice_new[] = {
     {"store", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"contact_id", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"binding", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"binding_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"out", CT_R_OUT_HANDLE, sizeof(void *), -1, -1, 0, ct_release_itsme_voice, 0, ITSME_E_INVALID_ARGUMENT},
 };
-static const struct ct_function function_itsme_voice_new = {"itsme_voice_new", 1, sizeof(struct args_itsme_voice_new), params_itsme_voice_new, 4, setup_itsme_voice_new, mutate_itsme_voice_new, invoke_itsme_voice_new};
+static const struct ct_function function_itsme_voice_new = {"itsme_voice_new", 1, sizeof(struct args_itsme_voice_new), params_itsme_voice_new, 6, setup_itsme_voice_new, mutate_itsme_voice_new, invoke_itsme_voice_new};
 static void run_itsme_voice_new(const struct ct_check *c) { ct_run_result(&function_itsme_voice_new, c); }
 
 /* itsme_voice_last_error */
@@ -4855,6 +4866,8 @@ static void setup_itsme_online_verify_new(void *p, int live) {
     a->store = live ? fx_itsme_store() : NULL;
     a->contact_id = 0;
     a->window = 0;
+    a->binding = fx_bytes;
+    a->binding_len = 32;
     a->rng = live ? fx_itsme_random() : NULL;
     a->now = FX_NOW;
     if (live) fixture_itsme_online_verify_new(a);
@@ -4864,8 +4877,9 @@ static int mutate_itsme_online_verify_new(void *p, const struct ct_check *c) {
     (void)a;
     switch (c->param) {
     case 0: if (c->kind == CT_NULL) a->store = NULL; return 0;
-    case 3: if (c->kind == CT_NULL) a->rng = NULL; return 0;
-    case 4: ct_mutate_time(c, &a->now); return 0;
+    case 3: if (c->kind == CT_NULL) a->binding = NULL; return a->binding_len == 0;
+    case 5: if (c->kind == CT_NULL) a->rng = NULL; return 0;
+    case 6: ct_mutate_time(c, &a->now); return 0;
     default: return 0;
     }
 }
@@ -4873,17 +4887,19 @@ static itsme_result invoke_itsme_online_verify_new(void *p, struct ct_outs *o) {
     struct args_itsme_online_verify_new *a = p;
     (void)a;
     (void)o;
-    return itsme_online_verify_new(a->store, a->contact_id, a->window, a->rng, a->now, (itsme_online_verify **)o->ptr[5]);
+    return itsme_online_verify_new(a->store, a->contact_id, a->window, a->binding, a->binding_len, a->rng, a->now, (itsme_online_verify **)o->ptr[7]);
 }
 static const struct ct_param params_itsme_online_verify_new[] = {
     {"store", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"contact_id", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"window", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"binding", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"binding_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"rng", CT_R_HANDLE, 0, -1, -1, 0, NULL, 1, ITSME_E_INVALID_ARGUMENT},
     {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"out", CT_R_OUT_HANDLE, sizeof(void *), -1, -1, 0, ct_release_itsme_online_verify, 0, ITSME_E_INVALID_ARGUMENT},
 };
-static const struct ct_function function_itsme_online_verify_new = {"itsme_online_verify_new", 1, sizeof(struct args_itsme_online_verify_new), params_itsme_online_verify_new, 6, setup_itsme_online_verify_new, mutate_itsme_online_verify_new, invoke_itsme_online_verify_new};
+static const struct ct_function function_itsme_online_verify_new = {"itsme_online_verify_new", 1, sizeof(struct args_itsme_online_verify_new), params_itsme_online_verify_new, 8, setup_itsme_online_verify_new, mutate_itsme_online_verify_new, invoke_itsme_online_verify_new};
 static void run_itsme_online_verify_new(const struct ct_check *c) { ct_run_result(&function_itsme_online_verify_new, c); }
 
 /* itsme_online_verify_last_error */
@@ -5195,6 +5211,8 @@ static void setup_itsme_online_verify_rendezvous_new(void *p, int live) {
     (void)a;
     a->store = live ? fx_itsme_store() : NULL;
     a->contact_id = 0;
+    a->binding = fx_bytes;
+    a->binding_len = 32;
     a->rng = live ? fx_itsme_random() : NULL;
     a->now = FX_NOW;
     if (live) fixture_itsme_online_verify_rendezvous_new(a);
@@ -5204,8 +5222,9 @@ static int mutate_itsme_online_verify_rendezvous_new(void *p, const struct ct_ch
     (void)a;
     switch (c->param) {
     case 0: if (c->kind == CT_NULL) a->store = NULL; return 0;
-    case 2: if (c->kind == CT_NULL) a->rng = NULL; return 0;
-    case 3: ct_mutate_time(c, &a->now); return 0;
+    case 2: if (c->kind == CT_NULL) a->binding = NULL; return a->binding_len == 0;
+    case 4: if (c->kind == CT_NULL) a->rng = NULL; return 0;
+    case 5: ct_mutate_time(c, &a->now); return 0;
     default: return 0;
     }
 }
@@ -5213,16 +5232,18 @@ static itsme_result invoke_itsme_online_verify_rendezvous_new(void *p, struct ct
     struct args_itsme_online_verify_rendezvous_new *a = p;
     (void)a;
     (void)o;
-    return itsme_online_verify_rendezvous_new(a->store, a->contact_id, a->rng, a->now, (itsme_online_verify_rendezvous **)o->ptr[4]);
+    return itsme_online_verify_rendezvous_new(a->store, a->contact_id, a->binding, a->binding_len, a->rng, a->now, (itsme_online_verify_rendezvous **)o->ptr[6]);
 }
 static const struct ct_param params_itsme_online_verify_rendezvous_new[] = {
     {"store", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"contact_id", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"binding", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"binding_len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"rng", CT_R_HANDLE, 0, -1, -1, 0, NULL, 1, ITSME_E_INVALID_ARGUMENT},
     {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
     {"out", CT_R_OUT_HANDLE, sizeof(void *), -1, -1, 0, ct_release_itsme_online_verify_rendezvous, 0, ITSME_E_INVALID_ARGUMENT},
 };
-static const struct ct_function function_itsme_online_verify_rendezvous_new = {"itsme_online_verify_rendezvous_new", 1, sizeof(struct args_itsme_online_verify_rendezvous_new), params_itsme_online_verify_rendezvous_new, 5, setup_itsme_online_verify_rendezvous_new, mutate_itsme_online_verify_rendezvous_new, invoke_itsme_online_verify_rendezvous_new};
+static const struct ct_function function_itsme_online_verify_rendezvous_new = {"itsme_online_verify_rendezvous_new", 1, sizeof(struct args_itsme_online_verify_rendezvous_new), params_itsme_online_verify_rendezvous_new, 7, setup_itsme_online_verify_rendezvous_new, mutate_itsme_online_verify_rendezvous_new, invoke_itsme_online_verify_rendezvous_new};
 static void run_itsme_online_verify_rendezvous_new(const struct ct_check *c) { ct_run_result(&function_itsme_online_verify_rendezvous_new, c); }
 
 /* itsme_online_verify_rendezvous_last_error */
@@ -9267,18 +9288,18 @@ static void run_itsme_rollcall_slot_bytes(const struct ct_check *c) {
         ct_fail("returns %llu, ITSME_ROLLCALL_SLOT_BYTES is %llu", (unsigned long long)itsme_rollcall_slot_bytes(), (unsigned long long)ITSME_ROLLCALL_SLOT_BYTES);
 }
 
-/* itsme_rollcall_binding_min */
-static void run_itsme_rollcall_binding_min(const struct ct_check *c) {
+/* itsme_call_binding_min */
+static void run_itsme_call_binding_min(const struct ct_check *c) {
     (void)c;
-    if ((unsigned long long)itsme_rollcall_binding_min() != (unsigned long long)ITSME_ROLLCALL_BINDING_MIN)
-        ct_fail("returns %llu, ITSME_ROLLCALL_BINDING_MIN is %llu", (unsigned long long)itsme_rollcall_binding_min(), (unsigned long long)ITSME_ROLLCALL_BINDING_MIN);
+    if ((unsigned long long)itsme_call_binding_min() != (unsigned long long)ITSME_CALL_BINDING_MIN)
+        ct_fail("returns %llu, ITSME_CALL_BINDING_MIN is %llu", (unsigned long long)itsme_call_binding_min(), (unsigned long long)ITSME_CALL_BINDING_MIN);
 }
 
-/* itsme_rollcall_binding_max */
-static void run_itsme_rollcall_binding_max(const struct ct_check *c) {
+/* itsme_call_binding_max */
+static void run_itsme_call_binding_max(const struct ct_check *c) {
     (void)c;
-    if ((unsigned long long)itsme_rollcall_binding_max() != (unsigned long long)ITSME_ROLLCALL_BINDING_MAX)
-        ct_fail("returns %llu, ITSME_ROLLCALL_BINDING_MAX is %llu", (unsigned long long)itsme_rollcall_binding_max(), (unsigned long long)ITSME_ROLLCALL_BINDING_MAX);
+    if ((unsigned long long)itsme_call_binding_max() != (unsigned long long)ITSME_CALL_BINDING_MAX)
+        ct_fail("returns %llu, ITSME_CALL_BINDING_MAX is %llu", (unsigned long long)itsme_call_binding_max(), (unsigned long long)ITSME_CALL_BINDING_MAX);
 }
 
 static const struct ct_entry ct_entries[] = {
@@ -9825,9 +9846,10 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_window_of", "itsme_window_of: success", run_itsme_window_of, {CT_SUCCESS, -1}},
     {"itsme_voice_new", "itsme_voice_new: before itsme_init", run_itsme_voice_new, {CT_BEFORE_INIT, -1}},
     {"itsme_voice_new", "itsme_voice_new: store NULL", run_itsme_voice_new, {CT_NULL, 0}},
-    {"itsme_voice_new", "itsme_voice_new: out NULL", run_itsme_voice_new, {CT_NULL, 3}},
-    {"itsme_voice_new", "itsme_voice_new: now below 0", run_itsme_voice_new, {CT_TIME_NEGATIVE, 2}},
-    {"itsme_voice_new", "itsme_voice_new: now after 9999", run_itsme_voice_new, {CT_TIME_AFTER_9999, 2}},
+    {"itsme_voice_new", "itsme_voice_new: binding NULL", run_itsme_voice_new, {CT_NULL, 2}},
+    {"itsme_voice_new", "itsme_voice_new: out NULL", run_itsme_voice_new, {CT_NULL, 5}},
+    {"itsme_voice_new", "itsme_voice_new: now below 0", run_itsme_voice_new, {CT_TIME_NEGATIVE, 4}},
+    {"itsme_voice_new", "itsme_voice_new: now after 9999", run_itsme_voice_new, {CT_TIME_AFTER_9999, 4}},
     {"itsme_voice_new", "itsme_voice_new: success", run_itsme_voice_new, {CT_SUCCESS, -1}},
     {"itsme_voice_last_error", "itsme_voice_last_error: voice NULL", run_itsme_voice_last_error, {CT_NULL, 0}},
     {"itsme_voice_last_error", "itsme_voice_last_error: buf NULL", run_itsme_voice_last_error, {CT_NULL, 1}},
@@ -9907,10 +9929,11 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_store_accept_degradation_code", "itsme_store_accept_degradation_code: code NULL", run_itsme_store_accept_degradation_code, {CT_NULL, 2}},
     {"itsme_online_verify_new", "itsme_online_verify_new: before itsme_init", run_itsme_online_verify_new, {CT_BEFORE_INIT, -1}},
     {"itsme_online_verify_new", "itsme_online_verify_new: store NULL", run_itsme_online_verify_new, {CT_NULL, 0}},
-    {"itsme_online_verify_new", "itsme_online_verify_new: rng NULL", run_itsme_online_verify_new, {CT_NULL, 3}},
-    {"itsme_online_verify_new", "itsme_online_verify_new: out NULL", run_itsme_online_verify_new, {CT_NULL, 5}},
-    {"itsme_online_verify_new", "itsme_online_verify_new: now below 0", run_itsme_online_verify_new, {CT_TIME_NEGATIVE, 4}},
-    {"itsme_online_verify_new", "itsme_online_verify_new: now after 9999", run_itsme_online_verify_new, {CT_TIME_AFTER_9999, 4}},
+    {"itsme_online_verify_new", "itsme_online_verify_new: binding NULL", run_itsme_online_verify_new, {CT_NULL, 3}},
+    {"itsme_online_verify_new", "itsme_online_verify_new: rng NULL", run_itsme_online_verify_new, {CT_NULL, 5}},
+    {"itsme_online_verify_new", "itsme_online_verify_new: out NULL", run_itsme_online_verify_new, {CT_NULL, 7}},
+    {"itsme_online_verify_new", "itsme_online_verify_new: now below 0", run_itsme_online_verify_new, {CT_TIME_NEGATIVE, 6}},
+    {"itsme_online_verify_new", "itsme_online_verify_new: now after 9999", run_itsme_online_verify_new, {CT_TIME_AFTER_9999, 6}},
     {"itsme_online_verify_new", "itsme_online_verify_new: success", run_itsme_online_verify_new, {CT_SUCCESS, -1}},
     {"itsme_online_verify_last_error", "itsme_online_verify_last_error: session NULL", run_itsme_online_verify_last_error, {CT_NULL, 0}},
     {"itsme_online_verify_last_error", "itsme_online_verify_last_error: buf NULL", run_itsme_online_verify_last_error, {CT_NULL, 1}},
@@ -9966,10 +9989,11 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_online_verify_peer_profile", "itsme_online_verify_peer_profile: success with the exact cap", run_itsme_online_verify_peer_profile, {CT_SUCCESS, -1}},
     {"itsme_online_verify_rendezvous_new", "itsme_online_verify_rendezvous_new: before itsme_init", run_itsme_online_verify_rendezvous_new, {CT_BEFORE_INIT, -1}},
     {"itsme_online_verify_rendezvous_new", "itsme_online_verify_rendezvous_new: store NULL", run_itsme_online_verify_rendezvous_new, {CT_NULL, 0}},
-    {"itsme_online_verify_rendezvous_new", "itsme_online_verify_rendezvous_new: rng NULL", run_itsme_online_verify_rendezvous_new, {CT_NULL, 2}},
-    {"itsme_online_verify_rendezvous_new", "itsme_online_verify_rendezvous_new: out NULL", run_itsme_online_verify_rendezvous_new, {CT_NULL, 4}},
-    {"itsme_online_verify_rendezvous_new", "itsme_online_verify_rendezvous_new: now below 0", run_itsme_online_verify_rendezvous_new, {CT_TIME_NEGATIVE, 3}},
-    {"itsme_online_verify_rendezvous_new", "itsme_online_verify_rendezvous_new: now after 9999", run_itsme_online_verify_rendezvous_new, {CT_TIME_AFTER_9999, 3}},
+    {"itsme_online_verify_rendezvous_new", "itsme_online_verify_rendezvous_new: binding NULL", run_itsme_online_verify_rendezvous_new, {CT_NULL, 2}},
+    {"itsme_online_verify_rendezvous_new", "itsme_online_verify_rendezvous_new: rng NULL", run_itsme_online_verify_rendezvous_new, {CT_NULL, 4}},
+    {"itsme_online_verify_rendezvous_new", "itsme_online_verify_rendezvous_new: out NULL", run_itsme_online_verify_rendezvous_new, {CT_NULL, 6}},
+    {"itsme_online_verify_rendezvous_new", "itsme_online_verify_rendezvous_new: now below 0", run_itsme_online_verify_rendezvous_new, {CT_TIME_NEGATIVE, 5}},
+    {"itsme_online_verify_rendezvous_new", "itsme_online_verify_rendezvous_new: now after 9999", run_itsme_online_verify_rendezvous_new, {CT_TIME_AFTER_9999, 5}},
     {"itsme_online_verify_rendezvous_new", "itsme_online_verify_rendezvous_new: success", run_itsme_online_verify_rendezvous_new, {CT_SUCCESS, -1}},
     {"itsme_online_verify_rendezvous_last_error", "itsme_online_verify_rendezvous_last_error: rendezvous NULL", run_itsme_online_verify_rendezvous_last_error, {CT_NULL, 0}},
     {"itsme_online_verify_rendezvous_last_error", "itsme_online_verify_rendezvous_last_error: buf NULL", run_itsme_online_verify_rendezvous_last_error, {CT_NULL, 1}},
@@ -11058,8 +11082,8 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_rollcall_message_max", "itsme_rollcall_message_max: returns ITSME_ROLLCALL_MESSAGE_MAX", run_itsme_rollcall_message_max, {CT_CONSTANT, -1}},
     {"itsme_rollcall_roster_bytes", "itsme_rollcall_roster_bytes: returns ITSME_ROLLCALL_ROSTER_BYTES", run_itsme_rollcall_roster_bytes, {CT_CONSTANT, -1}},
     {"itsme_rollcall_slot_bytes", "itsme_rollcall_slot_bytes: returns ITSME_ROLLCALL_SLOT_BYTES", run_itsme_rollcall_slot_bytes, {CT_CONSTANT, -1}},
-    {"itsme_rollcall_binding_min", "itsme_rollcall_binding_min: returns ITSME_ROLLCALL_BINDING_MIN", run_itsme_rollcall_binding_min, {CT_CONSTANT, -1}},
-    {"itsme_rollcall_binding_max", "itsme_rollcall_binding_max: returns ITSME_ROLLCALL_BINDING_MAX", run_itsme_rollcall_binding_max, {CT_CONSTANT, -1}},
+    {"itsme_call_binding_min", "itsme_call_binding_min: returns ITSME_CALL_BINDING_MIN", run_itsme_call_binding_min, {CT_CONSTANT, -1}},
+    {"itsme_call_binding_max", "itsme_call_binding_max: returns ITSME_CALL_BINDING_MAX", run_itsme_call_binding_max, {CT_CONSTANT, -1}},
 };
 
 static const char *const ct_declared[] = {
@@ -11336,8 +11360,8 @@ static const char *const ct_declared[] = {
     "itsme_rollcall_message_max",
     "itsme_rollcall_roster_bytes",
     "itsme_rollcall_slot_bytes",
-    "itsme_rollcall_binding_min",
-    "itsme_rollcall_binding_max",
+    "itsme_call_binding_min",
+    "itsme_call_binding_max",
 #ifdef ITSME_CONTRACT_TESTING
     "itsme_random_new_deterministic",
 #endif

@@ -638,9 +638,9 @@ static void exchanges(void) {
     itsme_contact_free(first);
     itsme_contact_list_free(list);
     const int64_t V0 = T0 + 3000;
-    EXPECT("voice missing contact", itsme_voice_new(store_a, 999, V0, &va), ITSME_E_NOT_FOUND);
-    EXPECT("voice a", itsme_voice_new(store_a, contact_of_bob, V0, &va), ITSME_OK);
-    EXPECT("voice b", itsme_voice_new(store_b, contact_of_alice, V0, &vb), ITSME_OK);
+    EXPECT("voice missing contact", itsme_voice_new(store_a, 999, NULL, 0, V0, &va), ITSME_E_NOT_FOUND);
+    EXPECT("voice a", itsme_voice_new(store_a, contact_of_bob, NULL, 0, V0, &va), ITSME_OK);
+    EXPECT("voice b", itsme_voice_new(store_b, contact_of_alice, NULL, 0, V0, &vb), ITSME_OK);
     int64_t window = 0, starts_in = 0, ends_in = 0;
     EXPECT("timing", itsme_voice_timing(va, V0, &window, &starts_in, &ends_in), ITSME_OK);
     EXPECT("timing NULLs", itsme_voice_timing(va, V0, NULL, NULL, NULL), ITSME_OK);
@@ -708,11 +708,11 @@ static void exchanges(void) {
     /* Online Verify between the two stored contacts, through an in-memory pipe. */
     itsme_online_verify *oa = NULL, *ob = NULL;
     const int64_t O0 = V0 + 600, W = O0 / 30;
-    EXPECT("ov bad window", itsme_online_verify_new(store_a, contact_of_bob, W + 1, NULL, O0, &oa), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("ov a", itsme_online_verify_new(store_a, contact_of_bob, W, NULL, O0, &oa), ITSME_OK);
-    EXPECT("ov b (previous window is allowed)", itsme_online_verify_new(store_b, contact_of_alice, W - 1, NULL, O0, &ob), ITSME_OK);
+    EXPECT("ov bad window", itsme_online_verify_new(store_a, contact_of_bob, W + 1, NULL, 0, NULL, O0, &oa), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("ov a", itsme_online_verify_new(store_a, contact_of_bob, W, NULL, 0, NULL, O0, &oa), ITSME_OK);
+    EXPECT("ov b (previous window is allowed)", itsme_online_verify_new(store_b, contact_of_alice, W - 1, NULL, 0, NULL, O0, &ob), ITSME_OK);
     itsme_online_verify_free(ob);
-    EXPECT("ov b", itsme_online_verify_new(store_b, contact_of_alice, W, NULL, O0, &ob), ITSME_OK);
+    EXPECT("ov b", itsme_online_verify_new(store_b, contact_of_alice, W, NULL, 0, NULL, O0, &ob), ITSME_OK);
     char room_a[ITSME_ROOM_NAME_SIZE], room_b[ITSME_ROOM_NAME_SIZE];
     EXPECT("room a", itsme_online_verify_room(oa, room_a, sizeof room_a, &len), ITSME_OK);
     EXPECT("room b", itsme_online_verify_room(ob, room_b, sizeof room_b, &len), ITSME_OK);
@@ -745,6 +745,51 @@ static void exchanges(void) {
     EXPECT("ov verified", outcome == ITSME_VOICE_VERIFIED || outcome == ITSME_VOICE_VERIFIED_TAG_UNCHECKED, 1);
     EXPECT("ov reject b", itsme_online_verify_reject(ob), ITSME_OK);
     EXPECT("ov reject again", itsme_online_verify_reject(ob), ITSME_E_INVALID_STATE);
+    itsme_online_verify_free(oa);
+    itsme_online_verify_free(ob);
+
+    /* A call binding (docs/PROTOCOL.md 9.7, 11.4): 16 to 64 bytes, or NULL
+     * with 0.  Alice bound to a call, Bob not: both sessions end in
+     * BINDING_DIFFERS (ITSME_OK: the peer proved it holds the seed), with no
+     * SAS; Alice's voice session ID differs from her unbound one. */
+    oa = ob = NULL;
+    uint8_t call[ITSME_CALL_BINDING_MAX + 1];
+    memset(call, 0x3C, sizeof call);
+    const size_t bad_lengths[3] = {ITSME_CALL_BINDING_MIN - 1, ITSME_CALL_BINDING_MAX + 1, 0};
+    itsme_voice *vx = NULL;
+    for (int i = 0; i < 3; i++) {
+        EXPECT("voice binding length", itsme_voice_new(store_a, contact_of_bob, call, bad_lengths[i], O0, &vx), ITSME_E_INVALID_ARGUMENT);
+        EXPECT("ov binding length", itsme_online_verify_new(store_a, contact_of_bob, W, call, bad_lengths[i], NULL, O0, &oa), ITSME_E_INVALID_ARGUMENT);
+    }
+    EXPECT("voice binding NULL with a length", itsme_voice_new(store_a, contact_of_bob, NULL, 32, O0, &vx), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("nothing written", vx == NULL && oa == NULL, 1);
+    char sid_bound[ITSME_VOICE_SESSION_ID_SIZE], sid_unbound[ITSME_VOICE_SESSION_ID_SIZE];
+    EXPECT("voice bound", itsme_voice_new(store_a, contact_of_bob, call, ITSME_CALL_BINDING_MAX, O0, &vx), ITSME_OK);
+    EXPECT("bound session id", itsme_voice_session_id(vx, sid_bound, sizeof sid_bound, &len), ITSME_OK);
+    itsme_voice_free(vx);
+    EXPECT("voice unbound", itsme_voice_new(store_a, contact_of_bob, NULL, 0, O0, &vx), ITSME_OK);
+    EXPECT("unbound session id", itsme_voice_session_id(vx, sid_unbound, sizeof sid_unbound, &len), ITSME_OK);
+    itsme_voice_free(vx);
+    EXPECT("the binding changes the session id", strcmp(sid_bound, sid_unbound) != 0, 1);
+    EXPECT("ov a bound", itsme_online_verify_new(store_a, contact_of_bob, W, call, ITSME_CALL_BINDING_MIN, NULL, O0, &oa), ITSME_OK);
+    EXPECT("ov b unbound", itsme_online_verify_new(store_b, contact_of_alice, W, NULL, 0, NULL, O0, &ob), ITSME_OK);
+    for (int moved = 1; moved;) {
+        moved = 0;
+        itsme_online_verify *from[2] = {oa, ob}, *to[2] = {ob, oa};
+        for (int i = 0; i < 2; i++) {
+            uint8_t m[ITSME_ONLINE_VERIFY_MESSAGE_MAX];
+            if (itsme_online_verify_next_outgoing(from[i], m, sizeof m, &len) != ITSME_OK) { failed++; break; }
+            if (len == 0) continue;
+            EXPECT("ov bound receive", itsme_online_verify_receive(to[i], m, len, O0 + 1), ITSME_OK);
+            moved = 1;
+        }
+    }
+    EXPECT("ov status a", itsme_online_verify_status(oa, &os), ITSME_OK);
+    EXPECT("a: binding differs", os, ITSME_ONLINE_VERIFY_STATE_BINDING_DIFFERS);
+    EXPECT("ov status b", itsme_online_verify_status(ob, &os), ITSME_OK);
+    EXPECT("b: binding differs", os, ITSME_ONLINE_VERIFY_STATE_BINDING_DIFFERS);
+    EXPECT("no sas", itsme_online_verify_sas(oa, sas_oa, sizeof sas_oa, &len), ITSME_E_INVALID_STATE);
+    EXPECT("no confirm", itsme_online_verify_confirm(oa, O0 + 2, &outcome), ITSME_E_INVALID_STATE);
     itsme_online_verify_free(oa);
     itsme_online_verify_free(ob);
 
@@ -997,7 +1042,7 @@ static void rollcalls(void) {
     const int64_t R0 = T0 + 20000;
     itsme_rollcall *rc[3] = {NULL}, *spare = NULL;
     char typo[ITSME_REMOTE_CODE_SIZE];
-    uint8_t binding[ITSME_ROLLCALL_BINDING_MAX + 1];
+    uint8_t binding[ITSME_CALL_BINDING_MAX + 1];
     memset(binding, 0x5A, sizeof binding);
     memcpy(typo, code, sizeof typo);
     typo[0] = typo[0] == 'A' ? 'B' : 'A';
@@ -1010,14 +1055,14 @@ static void rollcalls(void) {
     EXPECT("rollcall code with an O", itsme_rollcall_new(stores[0], "ABCD-EFGO", NULL, 0, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
     EXPECT("rollcall time before 1970", itsme_rollcall_new(stores[0], code, NULL, 0, NULL, -1, &spare), ITSME_E_INVALID_ARGUMENT);
     EXPECT("rollcall binding NULL with a length", itsme_rollcall_new(stores[0], code, NULL, 32, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("rollcall binding of 15 bytes", itsme_rollcall_new(stores[0], code, binding, ITSME_ROLLCALL_BINDING_MIN - 1, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
-    EXPECT("rollcall binding of 65 bytes", itsme_rollcall_new(stores[0], code, binding, ITSME_ROLLCALL_BINDING_MAX + 1, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("rollcall binding of 15 bytes", itsme_rollcall_new(stores[0], code, binding, ITSME_CALL_BINDING_MIN - 1, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("rollcall binding of 65 bytes", itsme_rollcall_new(stores[0], code, binding, ITSME_CALL_BINDING_MAX + 1, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
     EXPECT("rollcall binding of 0 bytes (not bound is NULL)", itsme_rollcall_new(stores[0], code, binding, 0, NULL, R0, &spare), ITSME_E_INVALID_ARGUMENT);
     EXPECT("nothing written", spare == NULL, 1);
-    EXPECT("rollcall binding of 16 bytes", itsme_rollcall_new(stores[0], code, binding, ITSME_ROLLCALL_BINDING_MIN, NULL, R0, &spare), ITSME_OK);
+    EXPECT("rollcall binding of 16 bytes", itsme_rollcall_new(stores[0], code, binding, ITSME_CALL_BINDING_MIN, NULL, R0, &spare), ITSME_OK);
     itsme_rollcall_free(spare);
     spare = NULL;
-    EXPECT("rollcall binding of 64 bytes", itsme_rollcall_new(stores[0], code, binding, ITSME_ROLLCALL_BINDING_MAX, NULL, R0, &spare), ITSME_OK);
+    EXPECT("rollcall binding of 64 bytes", itsme_rollcall_new(stores[0], code, binding, ITSME_CALL_BINDING_MAX, NULL, R0, &spare), ITSME_OK);
     itsme_rollcall_free(spare);
     spare = NULL;
     char lower[16];

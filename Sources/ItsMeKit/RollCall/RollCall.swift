@@ -78,8 +78,6 @@ public final class RollCall: CustomStringConvertible {
     public static let maxParticipants = RollCallProtocol.maxParticipants
     /// The most contacts a device takes into a roll call.
     public static let maxContacts = RollCallProtocol.maxTags
-    /// The shortest and the longest call binding, in bytes.
-    public static let bindingCounts = RollCallProtocol.minBinding...RollCallProtocol.maxBinding
 
     private let store: ContactStore
     private(set) var machine: RollCallMachine

@@ -23,9 +23,6 @@ package enum RollCallProtocol {
     /// The fewest and the most tags a HELLO carries; in between, a power of two.
     static let minTags = 32
     package static let maxTags = 2048
-    /// A call binding's length (20.1).
-    package static let minBinding = 16
-    package static let maxBinding = 64
     /// A roll-call code is a NATO word and three digits (0 to 25,999).
     static let codeValues: UInt32 = 26_000
     /// One SAID entry: AEAD of code (2) || device tag (32), with its tag.
@@ -69,13 +66,6 @@ package enum RollCallProtocol {
         return SHA256.hash(LV.cat(LV.b("itsme-rc-binding-v2"), rollCallID, binding))
     }
 
-    /// `.invalidArgument` for a binding outside 16 to 64 bytes.
-    package static func checkBinding(_ binding: [UInt8]?) throws {
-        if let binding, binding.count < minBinding || binding.count > maxBinding {
-            throw ItsMeError(
-                .invalidArgument, "a call binding is \(minBinding) to \(maxBinding) bytes that every participant of the call holds")
-        }
-    }
 
     /// How many tags a device with `contacts` contacts sends: the next
     /// power of two from `minTags`, so that the size says only that.

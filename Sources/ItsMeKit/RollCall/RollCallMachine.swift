@@ -148,7 +148,7 @@ struct RollCallMachine {
         meetingCode: RemoteCode, binding: [UInt8]?, members: [Member], myPID: [UInt8], now: Int64, random: inout R
     ) throws -> RollCallMachine {
         try UnixTime.check(now)
-        try RollCallProtocol.checkBinding(binding)
+        try CallBinding.check(binding)
         let rollCallID = RollCallProtocol.rollCallID(meetingCode)
         let sessionID = RollCallProtocol.sessionID(rollCallID: rollCallID, binding: binding)
         let pair = try Ed25519.keyPair(seed: try SecretBytes(randomCount: Ed25519.seedCount, using: &random))

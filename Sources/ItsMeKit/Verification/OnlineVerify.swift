@@ -24,6 +24,15 @@ public final class OnlineVerify: CustomStringConvertible {
         /// A step failed (a bad message, the lifetime passed): final; `failure`
         /// says why.
         case failed = 5
+        /// The peer's device proved it holds the seed, but one of the two
+        /// sessions is bound to a call and the other is not (PROTOCOL.md
+        /// 11.4): final, nothing recorded. Verify with both bound, or neither.
+        case bindingDiffers = 6
+        /// The peer's device proved it holds the seed, but it is bound to
+        /// another call than this one (11.4): final, nothing recorded. The
+        /// person on this call may not be the contact: someone may be
+        /// relaying between two calls.
+        case otherCall = 7
     }
 
     /// How long a session may take, from its creation.
@@ -65,6 +74,7 @@ public final class OnlineVerify: CustomStringConvertible {
         case .comparingSAS: .compareSAS
         case .confirmed: .confirmed
         case .rejected: .rejected
+        case .bindingDiffers(let otherCall): otherCall ? .otherCall : .bindingDiffers
         case .failed: .failed
         }
     }
@@ -77,17 +87,26 @@ public final class OnlineVerify: CustomStringConvertible {
 
     /// A session with contact `contactID` in the room of `window`, which
     /// must be the current window or the one before (a host that finds no
-    /// peer in the current room tries the previous one).
-    /// Throws `.invalidArgument` for a window that is neither, `.notFound` for an
-    /// unknown contact, `.invalidState` for a contact still awaiting the peer, or
-    /// the store's errors.
-    package init<R: RandomSource>(store: ContactStore, contactID: Int64, window: Int64, now: Int64, random: inout R) throws {
+    /// peer in the current room tries the previous one). A host that embeds
+    /// ItsMe in its own call passes the call's `binding` (16 to 64 bytes
+    /// both devices hold, PROTOCOL.md 11.4): a peer bound differently then
+    /// ends the session as `.bindingDiffers` or `.otherCall`, never as an
+    /// impostor, and a session relayed between two calls verifies nobody.
+    /// Throws `.invalidArgument` for a window that is neither or a binding
+    /// of another length, `.notFound` for an unknown contact,
+    /// `.invalidState` for a contact still awaiting the peer, or the store's
+    /// errors.
+    package init<R: RandomSource>(
+        store: ContactStore, contactID: Int64, window: Int64, binding: [UInt8]? = nil, now: Int64, random: inout R
+    ) throws {
         try VoiceProtocol.checkMeetingWindow(window, now: now)
+        let binding = try CallBinding.box(binding)
         let contact = try store.contact(id: contactID)
         try ContactStore.checkSettled(contact)
         let (machine, actions) = try OnlineVerifyMachine.start(
             contactID: contactID, window: window, now: now, seed: SecretBox(try store.seed(id: contactID)),
-            myPID: store.ownerPublicKey, peerPID: contact.pid, tagSecrets: try store.tagSecrets(id: contactID), random: &random)
+            myPID: store.ownerPublicKey, peerPID: contact.pid, tagSecrets: try store.tagSecrets(id: contactID), binding: binding,
+            random: &random)
         self.store = store
         self.machine = machine
         try store.perform(actions, now: now) { outbox.append($0) }

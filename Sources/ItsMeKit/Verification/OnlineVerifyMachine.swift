@@ -6,6 +6,7 @@
 ///     initiator: sentCommit --KEY--> awaitingProof --PROOF--> comparingSAS
 ///     responder: awaitingCommit --COMMIT--> sentKey --KEY--> awaitingProof --PROOF--> comparingSAS
 ///     comparingSAS --confirm--> confirmed;  running or comparingSAS --reject--> rejected
+///     awaitingProof --PROOF of a device bound differently--> bindingDiffers (11.4)
 ///
 /// Peer input that is wrong throws and leaves the machine `failed`, for
 /// good; a call the state does not allow throws `.invalidState` and changes
@@ -23,6 +24,8 @@ struct OnlineVerifyMachine {
     struct Keyed {
         let transcriptHash: [UInt8]
         let keys: DirectionKeys
+        /// The `bind` the peer's KEY carried (11.4), nil if it is not bound.
+        let peerBind: [UInt8]?
     }
 
     enum State {
@@ -39,6 +42,10 @@ struct OnlineVerifyMachine {
         case confirmed(Checked)
         /// The SAS differed, or the host gave up (`sas` if it was shown).
         case rejected(sas: ShortCode?)
+        /// The peer's PROOF checked, but its device is bound differently
+        /// (11.4): one of the two binds and the other does not, or
+        /// (`otherCall`) both bind, to different calls. Nothing is recorded.
+        case bindingDiffers(otherCall: Bool)
         case failed(ItsMeError)
     }
 
@@ -47,6 +54,8 @@ struct OnlineVerifyMachine {
     let roomID: [UInt8]
     private let challenge: [UInt8]
     private let tagSecrets: TagSecrets
+    /// This session's `bind` (11.4), nil if it is not bound to a call.
+    let bind: [UInt8]?
     /// Our profile reference (PROTOCOL.md 18.3), sent in our PROOF.
     private var myProfile: SecretBox?
     private(set) var state: State
@@ -55,30 +64,41 @@ struct OnlineVerifyMachine {
         Array(HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-room-id-v1"), try VoiceProtocol.windowBytes(window))).prefix(16))
     }
 
+    /// `bind` of 11.4: what a KEY says of the session's call binding.
+    static func bind<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64, binding: SecretBox) throws -> [UInt8] {
+        var message = LV.cat([LV.b("itsme-ov-binding-v1"), try VoiceProtocol.windowBytes(window)] + [binding.withBytes { Array($0) }])
+        defer { wipe(&message) }
+        return HMACSHA256.mac(key: seed, message: message)
+    }
+
     /// The machine and the first message to send (the initiator's COMMIT;
     /// none for the responder). The random source gives the ephemeral
     /// secret, then the challenge.
     static func start<R: RandomSource>(
         contactID: Int64, window: Int64, now: Int64, seed: SecretBox, myPID: [UInt8], peerPID: [UInt8],
-        tagSecrets: TagSecrets, random: inout R
+        tagSecrets: TagSecrets, binding: SecretBox? = nil, random: inout R
     ) throws -> (OnlineVerifyMachine, [SessionAction]) {
         let secret = SecretRange(SecretBox(try SecretBytes(randomCount: X25519.keyCount, using: &random)))
         let session = try WindowedSession(
             contactID: contactID, window: window, now: now, seed: seed, myPID: myPID, peerPID: peerPID, ephemeralSecret: secret)
         let challenge = random.bytes(32)
         let roomID = try Self.roomID(seed: seed, window: window)
+        let bind = try binding.map { try Self.bind(seed: seed, window: window, binding: $0) }
         guard session.isInitiator else {
-            return (OnlineVerifyMachine(session, roomID, challenge, tagSecrets, .awaitingCommit), [])
+            return (OnlineVerifyMachine(session, roomID, challenge, tagSecrets, bind, .awaitingCommit), [])
         }
         let commit = OnlineVerifyMessage.commit(hash: Self.commitment(session.ephemeralKey, challenge)).bytes
-        return (OnlineVerifyMachine(session, roomID, challenge, tagSecrets, .sentCommit(commit: commit)), [.send(commit)])
+        return (OnlineVerifyMachine(session, roomID, challenge, tagSecrets, bind, .sentCommit(commit: commit)), [.send(commit)])
     }
 
-    private init(_ session: WindowedSession, _ roomID: [UInt8], _ challenge: [UInt8], _ tags: TagSecrets, _ state: State) {
+    private init(
+        _ session: WindowedSession, _ roomID: [UInt8], _ challenge: [UInt8], _ tags: TagSecrets, _ bind: [UInt8]?, _ state: State
+    ) {
         self.session = session
         self.roomID = roomID
         self.challenge = challenge
         self.tagSecrets = tags
+        self.bind = bind
         self.state = state
     }
 
@@ -91,7 +111,7 @@ struct OnlineVerifyMachine {
     var isRunning: Bool {
         switch state {
         case .sentCommit, .awaitingCommit, .sentKey, .awaitingProof: true
-        case .comparingSAS, .confirmed, .rejected, .failed: false
+        case .comparingSAS, .confirmed, .rejected, .bindingDiffers, .failed: false
         }
     }
 
@@ -100,7 +120,7 @@ struct OnlineVerifyMachine {
         switch state {
         case .comparingSAS(let c), .confirmed(let c): c.sas
         case .rejected(let sas): sas
-        case .sentCommit, .awaitingCommit, .sentKey, .awaitingProof, .failed: nil
+        case .sentCommit, .awaitingCommit, .sentKey, .awaitingProof, .bindingDiffers, .failed: nil
         }
     }
 
@@ -108,7 +128,7 @@ struct OnlineVerifyMachine {
     var outcome: VoiceSession.Outcome? {
         switch state {
         case .comparingSAS(let c), .confirmed(let c): c.outcome
-        case .sentCommit, .awaitingCommit, .sentKey, .awaitingProof, .rejected, .failed: nil
+        case .sentCommit, .awaitingCommit, .sentKey, .awaitingProof, .rejected, .bindingDiffers, .failed: nil
         }
     }
 
@@ -137,7 +157,7 @@ struct OnlineVerifyMachine {
             try session.checkAlive(now: now, "the session")
         } catch let e as ItsMeError {
             switch state {
-            case .confirmed, .rejected, .failed:
+            case .confirmed, .rejected, .bindingDiffers, .failed:
                 return
             case .sentCommit, .awaitingCommit, .sentKey, .awaitingProof, .comparingSAS:
                 fail(e)
@@ -162,32 +182,41 @@ struct OnlineVerifyMachine {
         let outOfOrder = ItsMeError(.malformedMessage, "Online Verify \(message.kind) message out of order")
         switch (state, message) {
         case (.awaitingCommit, .commit(let hash)):
-            let key = OnlineVerifyMessage.key(ephemeralKey: session.ephemeralKey, challenge: challenge).bytes
+            let key = OnlineVerifyMessage.key(ephemeralKey: session.ephemeralKey, challenge: challenge, bind: bind).bytes
             state = .sentKey(commit: message.bytes, commitment: hash, key: key)
             return [.send(key)]
 
-        case (.sentCommit(let commit), .key(let peerKey, let peerChallenge)):
+        case (.sentCommit(let commit), .key(let peerKey, let peerChallenge, let peerBind)):
             try checkNotReflected(peerKey, peerChallenge)
-            let key = OnlineVerifyMessage.key(ephemeralKey: session.ephemeralKey, challenge: challenge).bytes
-            let proof = try keyed(commit: commit, keyR: message.bytes, keyI: key, peerKey: peerKey)
+            let key = OnlineVerifyMessage.key(ephemeralKey: session.ephemeralKey, challenge: challenge, bind: bind).bytes
+            let proof = try keyed(commit: commit, keyR: message.bytes, keyI: key, peerKey: peerKey, peerBind: peerBind)
             return [.send(key), .send(proof)]
 
-        case (.sentKey(let commit, let commitment, let key), .key(let peerKey, let peerChallenge)):
+        case (.sentKey(let commit, let commitment, let key), .key(let peerKey, let peerChallenge, let peerBind)):
             // Authentication (the commitment) before contents (a reflection),
             // as PROTOCOL.md section 1 orders the checks.
             guard ConstantTime.equal(Self.commitment(peerKey, peerChallenge), commitment) else {
                 throw ItsMeError(.authenticationFailed, "the peer's key does not match its commitment")
             }
             try checkNotReflected(peerKey, peerChallenge)
-            return [.send(try keyed(commit: commit, keyR: key, keyI: message.bytes, peerKey: peerKey))]
+            return [.send(try keyed(commit: commit, keyR: key, keyI: message.bytes, peerKey: peerKey, peerBind: peerBind))]
 
         case (.awaitingProof(let keyed), .proof(let sealed)):
-            state = .comparingSAS(try check(sealed, keyed))
+            let checked = try check(sealed, keyed)
+            // Only now, from a device shown to hold the seed, does the peer's
+            // binding say anything (11.4).
+            switch (bind, keyed.peerBind) {
+            case (nil, nil): state = .comparingSAS(checked)
+            case (let mine?, let theirs?) where ConstantTime.equal(mine, theirs): state = .comparingSAS(checked)
+            case (.some, .some): state = .bindingDiffers(otherCall: true)
+            case (nil, .some), (.some, nil): state = .bindingDiffers(otherCall: false)
+            }
+            if case .bindingDiffers = state { myProfile = nil }
             return []
 
         case (.awaitingCommit, _), (.sentCommit, _), (.sentKey, _), (.awaitingProof, _):
             throw outOfOrder
-        case (.comparingSAS, _), (.confirmed, _), (.rejected, _), (.failed, _):
+        case (.comparingSAS, _), (.confirmed, _), (.rejected, _), (.bindingDiffers, _), (.failed, _):
             throw outOfOrder  // invariant: `receive` lets only the running states through
         }
     }
@@ -200,7 +229,9 @@ struct OnlineVerifyMachine {
 
     /// Derives the keys from the transcript, moves to `awaitingProof` and
     /// returns our PROOF.
-    private mutating func keyed(commit: [UInt8], keyR: [UInt8], keyI: [UInt8], peerKey: [UInt8]) throws -> [UInt8] {
+    private mutating func keyed(commit: [UInt8], keyR: [UInt8], keyI: [UInt8], peerKey: [UInt8], peerBind: [UInt8]?) throws
+        -> [UInt8]
+    {
         let pids = session.ordered(mine: session.myPID, peers: session.peerPID)
         let hash = SHA256.hash(
             LV.cat(
@@ -208,7 +239,7 @@ struct OnlineVerifyMachine {
                 commit, keyR, keyI))
         let keys = try session.keys(
             transcriptHash: hash, saltLabel: "itsme-ov-salt-v1", keyLabel: "itsme-ov-key-v1", peerEphemeralKey: peerKey)
-        let keyed = Keyed(transcriptHash: hash, keys: keys)
+        let keyed = Keyed(transcriptHash: hash, keys: keys, peerBind: peerBind)
         let proof = OnlineVerifyProof(
             proof: session.roleMAC("itsme-ov-proof-v1", role: session.role, transcriptHash: hash),
             deviceTag: try deviceTag(pid: session.myPID, secret: tagSecrets.speaking, keyed), profileReference: myProfile)
@@ -265,7 +296,7 @@ struct OnlineVerifyMachine {
         switch state {
         case .sentCommit, .awaitingCommit, .sentKey:
             myProfile = reference
-        case .awaitingProof, .comparingSAS, .confirmed, .rejected, .failed:
+        case .awaitingProof, .comparingSAS, .confirmed, .rejected, .bindingDiffers, .failed:
             throw ItsMeError(.invalidState, "a profile reference must be shared before the PROOF is made (the session is \(stateName))")
         }
     }
@@ -296,7 +327,7 @@ struct OnlineVerifyMachine {
         case .sentCommit, .awaitingCommit, .sentKey, .awaitingProof, .comparingSAS:
             myProfile = nil
             state = .rejected(sas: sas)
-        case .confirmed, .rejected, .failed:
+        case .confirmed, .rejected, .bindingDiffers, .failed:
             throw ItsMeError(.invalidState, "the session is \(stateName)")
         }
     }
@@ -308,6 +339,7 @@ struct OnlineVerifyMachine {
         case .comparingSAS: "compareSAS"
         case .confirmed: "confirmed"
         case .rejected: "rejected"
+        case .bindingDiffers(let otherCall): otherCall ? "otherCall" : "bindingDiffers"
         case .failed: "failed"
         }
     }

@@ -29,14 +29,19 @@ public final class OnlineVerifyRendezvous: CustomStringConvertible {
     package private(set) var chosenIndex: Int?
 
     /// Makes the two sessions with contact `contactID` for the window of
-    /// `now` and the one before. Throws what `OnlineVerify.init` throws (an
-    /// unknown or unsettled contact, a time out of range).
-    public init<R: RandomSource>(store: ContactStore, contactID: Int64, now: Int64, random: inout R) throws {
+    /// `now` and the one before, both bound to the host's call when
+    /// `binding` is given (`OnlineVerify.init`). Throws what
+    /// `OnlineVerify.init` throws (an unknown or unsettled contact, a time
+    /// out of range, a binding of another length).
+    public init<R: RandomSource>(
+        store: ContactStore, contactID: Int64, binding: [UInt8]? = nil, now: Int64, random: inout R
+    ) throws {
         try UnixTime.check(now)
         let window = VoiceProtocol.window(now)
         var made: [Candidate] = []
         for w in [window, window - 1] {
-            let session = try OnlineVerify(store: store, contactID: contactID, window: w, now: now, random: &random)
+            let session = try OnlineVerify(
+                store: store, contactID: contactID, window: w, binding: binding, now: now, random: &random)
             made.append(Candidate(room: session.roomName, session: session))
         }
         candidates = made

@@ -11,8 +11,9 @@
 enum OnlineVerifyMessage: Equatable {
     /// SHA-256 of the initiator's key and challenge (32 bytes).
     case commit(hash: [UInt8])
-    /// An ephemeral X25519 public key and a 32-byte challenge.
-    case key(ephemeralKey: [UInt8], challenge: [UInt8])
+    /// An ephemeral X25519 public key and a 32-byte challenge, and a bound
+    /// session's 32-byte `bind` (11.4), nil for an unbound one.
+    case key(ephemeralKey: [UInt8], challenge: [UInt8], bind: [UInt8]?)
     /// The sealed PROOF frame, whole.
     case proof(sealed: [UInt8])
 
@@ -50,8 +51,11 @@ enum OnlineVerifyMessage: Equatable {
             guard body.count == 32 else { throw ItsMeError(.malformedMessage, "a COMMIT message is 34 bytes") }
             self = .commit(hash: body)
         case .key:
-            guard body.count == 64 else { throw ItsMeError(.malformedMessage, "a KEY message is 66 bytes") }
-            self = .key(ephemeralKey: Array(body[0..<32]), challenge: Array(body[32..<64]))
+            guard body.count == 64 || body.count == 96 else {
+                throw ItsMeError(.malformedMessage, "a KEY message is 66 bytes, or 98 in a session bound to a call")
+            }
+            self = .key(
+                ephemeralKey: Array(body[0..<32]), challenge: Array(body[32..<64]), bind: body.count == 96 ? Array(body[64...]) : nil)
         case .proof:
             guard OnlineVerifyProof.plaintextCounts.contains(body.count - AEAD.tagCount) else {
                 throw ItsMeError(.malformedMessage, "a PROOF message is 82 bytes, or 114 with a profile reference")
@@ -65,7 +69,7 @@ enum OnlineVerifyMessage: Equatable {
     var bytes: [UInt8] {
         switch self {
         case .commit(let hash): [ExchangeProtocol.version, Kind.commit.rawValue] + hash
-        case .key(let key, let challenge): [ExchangeProtocol.version, Kind.key.rawValue] + key + challenge
+        case .key(let key, let challenge, let bind): [ExchangeProtocol.version, Kind.key.rawValue] + key + challenge + (bind ?? [])
         case .proof(let sealed): sealed
         }
     }

@@ -22,6 +22,8 @@ struct VoiceMachine {
         let peerPID: [UInt8]
         let seed: SecretBox
         let tagSecrets: TagSecrets
+        /// The call binding (9.7), nil for none.
+        let binding: SecretBox?
 
         /// The session lasts until the end of the window after its own.
         var lastMoment: Int64 { (window + 2) * VoiceProtocol.windowSeconds }
@@ -61,7 +63,7 @@ struct VoiceMachine {
     /// `lastWindow`, the last one the contact used.
     init(
         contactID: Int64, lastWindow: Int64?, now: Int64, seed: SecretBox, myPID: [UInt8], peerPID: [UInt8],
-        tagSecrets: TagSecrets
+        tagSecrets: TagSecrets, binding: SecretBox? = nil
     ) throws {
         try UnixTime.check(now)
         if let last = lastWindow, last < 0 || last >= VoiceProtocol.maxWindow {
@@ -70,11 +72,12 @@ struct VoiceMachine {
         let window = VoiceProtocol.plan(now: now, lastWindow: lastWindow).window
         let lowerFirst = try VoiceProtocol.lowerSelectsFirst(seed: seed, window: window)
         plan = Plan(
-            contactID: contactID, window: window, sessionID: try VoiceProtocol.sessionID(seed: seed, window: window),
+            contactID: contactID, window: window,
+            sessionID: try VoiceProtocol.sessionID(seed: seed, window: window, binding: binding),
             myWords: try VoiceProtocol.words(seed: seed, window: window, pid: myPID),
             peerWords: try VoiceProtocol.words(seed: seed, window: window, pid: peerPID),
             iSelectFirst: myPID.lexicographicallyPrecedes(peerPID) == lowerFirst, myPID: myPID, peerPID: peerPID, seed: seed,
-            tagSecrets: tagSecrets)
+            tagSecrets: tagSecrets, binding: binding)
     }
 
     // MARK: What the state shows
@@ -192,7 +195,7 @@ struct VoiceMachine {
         let (first, second) = p.iSelectFirst ? (p.myPID, p.peerPID) : (p.peerPID, p.myPID)
         let codes = try VoiceProtocol.codes(
             seed: p.seed, window: p.window, first: first, firstWord: selections[0], second: second,
-            secondWord: selections[1], speakers: [p.myPID, p.peerPID])
+            secondWord: selections[1], speakers: [p.myPID, p.peerPID], binding: p.binding)
         let s = p.tagSecrets
         let tags = try s.speaking.withBytes { mine in
             try s.theirs.withBytes { theirs in

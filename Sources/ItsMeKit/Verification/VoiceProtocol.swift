@@ -53,9 +53,14 @@ public enum VoiceProtocol {
         HMACSHA256.mac(key: key, message: message).prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
     }
 
-    /// Section 9.2: a NATO word and two digits, as its value.
-    package static func sessionID<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64) throws -> UInt32 {
-        UInt32(prefix64(key: seed, LV.cat(LV.b("itsme-session-id-v1"), try windowBytes(window))) % sessionIDValues)
+    /// Section 9.2: a NATO word and two digits, as its value; a bound
+    /// session's (9.7) takes `u8(1) || cb` as well.
+    package static func sessionID<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64, binding: SecretBox? = nil) throws
+        -> UInt32
+    {
+        var items = [LV.b("itsme-session-id-v1"), try windowBytes(window)] + CallBinding.items(binding)
+        defer { for i in items.indices { wipe(&items[i]) } }
+        return UInt32(prefix64(key: seed, LV.cat(items)) % sessionIDValues)
     }
 
     /// A session ID (0 to 2599) as shown: a NATO word and two digits.
@@ -127,11 +132,14 @@ public enum VoiceProtocol {
 
     /// The codes of several speakers under one derived key.
     /// Throws `.invalidArgument` for a window out of range.
+    /// A bound session's (9.7) key info ends with `u8(1) || cb`.
     package static func codes<S: ByteView & ~Copyable>(
         seed: borrowing S, window: Int64, first: [UInt8], firstWord: Int, second: [UInt8], secondWord: Int,
-        speakers: [[UInt8]]
+        speakers: [[UInt8]], binding: SecretBox? = nil
     ) throws -> [UInt32] {
-        let info = LV.cat(LV.b("itsme-interactive-code-v1"), first, [UInt8(firstWord)], second, [UInt8(secondWord)])
+        var info = LV.cat(
+            [LV.b("itsme-interactive-code-v1"), first, [UInt8(firstWord)], second, [UInt8(secondWord)]] + CallBinding.items(binding))
+        defer { wipe(&info) }
         return try withScratch(32) { k in
             try HKDF.derive(ikm: seed, salt: try windowBytes(window), info: info, into: k)
             return speakers.map {

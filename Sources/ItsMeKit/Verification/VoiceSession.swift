@@ -103,19 +103,28 @@ public final class VoiceSession: CustomStringConvertible {
     package var lastMoment: Int64 { machine.plan.lastMoment }
 
     /// Plans a session with contact `contactID` at `now`: fixes the window
-    /// (the next one after `now` and after the last one used).
-    /// Throws `.invalidArgument` for a time out of range, `.notFound` for an
-    /// unknown contact, `.invalidState` for a contact still awaiting the peer,
-    /// or the store's errors.
-    public init(store: ContactStore, contactID: Int64, now: Int64) throws {
+    /// (the next one after `now` and after the last one used). A host that
+    /// embeds ItsMe in its own call passes the call's `binding` (16 to 64
+    /// bytes both people's devices hold, PROTOCOL.md 9.7): the session ID
+    /// and the codes take it, so a session relayed between two calls fails,
+    /// and a device bound differently reads another session ID. Show beside
+    /// the session ID that it is bound.
+    /// Throws `.invalidArgument` for a time out of range or a binding of
+    /// another length, `.notFound` for an unknown contact, `.invalidState`
+    /// for a contact still awaiting the peer, or the store's errors.
+    public init(store: ContactStore, contactID: Int64, binding: [UInt8]? = nil, now: Int64) throws {
         try UnixTime.check(now)
+        let binding = try CallBinding.box(binding)
         let contact = try store.contact(id: contactID)
         try ContactStore.checkSettled(contact)
         machine = try VoiceMachine(
             contactID: contactID, lastWindow: contact.lastWindow, now: now, seed: SecretBox(try store.seed(id: contactID)),
-            myPID: store.ownerPublicKey, peerPID: contact.pid, tagSecrets: try store.tagSecrets(id: contactID))
+            myPID: store.ownerPublicKey, peerPID: contact.pid, tagSecrets: try store.tagSecrets(id: contactID), binding: binding)
         self.store = store
     }
+
+    /// Whether the session is bound to the host's call (9.7).
+    public var isBound: Bool { machine.plan.binding != nil }
 
     public var description: String { "VoiceSession(contact: \(contactID), window: \(window), state: \(state))" }
 

@@ -167,21 +167,23 @@ private func stop(_ session: OnlineVerify) {
 /// until the SAS: joins the room of the current window and, finding no peer
 /// there, also the one of the window before; the session of the room where
 /// the two meet goes on, the other is left. Returns that session (state
-/// `.compareSAS`).
+/// `.compareSAS`, or `.bindingDiffers` or `.otherCall` when the two devices
+/// are bound differently, PROTOCOL.md 11.4).
 ///
 /// `now` (Unix seconds) picks the window and is passed to the session.
-/// `timeout` (seconds) bounds the whole run. `prepare` is called on each
+/// `binding` binds both sessions to the host's own call (16 to 64 bytes,
+/// `OnlineVerify`). `timeout` (seconds) bounds the whole run. `prepare` is called on each
 /// session as it is made, before any message is fed to it (to share a
 /// profile reference: `OnlineVerify.shareProfile`). Throws `RelayError`
 /// (`"timeout"` if nobody came), or the library's `ItsMeError` for a
 /// refused message.
 public func startOnlineVerify(
-    _ url: RelayURL, store: ContactStore, contactID: Int64, timeout: Double = 60, now: @escaping () -> Int64,
-    prepare: (OnlineVerify) throws -> Void = { _ in }
+    _ url: RelayURL, store: ContactStore, contactID: Int64, binding: [UInt8]? = nil, timeout: Double = 60,
+    now: @escaping () -> Int64, prepare: (OnlineVerify) throws -> Void = { _ in }
 ) async throws -> OnlineVerify {
     let deadline = Deadline(seconds: try Checks.seconds(timeout, "timeout"))
     var random = SystemRandom()
-    let rendezvous = try OnlineVerifyRendezvous(store: store, contactID: contactID, now: now(), random: &random)
+    let rendezvous = try OnlineVerifyRendezvous(store: store, contactID: contactID, binding: binding, now: now(), random: &random)
     for candidate in rendezvous.candidates { try prepare(candidate.session) }
     var joined: [(name: String, room: RelayRoom)] = []
     func closeAll() async {

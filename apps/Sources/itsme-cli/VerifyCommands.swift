@@ -165,6 +165,15 @@ struct OnlineVerifyCommand: AsyncParsableCommand {
             let session = try await startOnlineVerify(
                 url, store: store, contactID: c.id, timeout: timeout, now: { clock.now() },
                 prepare: { if let shared { try $0.shareProfile(reference: shared) } })
+            switch session.state {
+            case .bindingDiffers, .otherCall:
+                // This command binds to no call; the contact's app bound its session to one (PROTOCOL.md 11.4).
+                print(
+                    "NOT VERIFIED: \(c.name)'s app bound its session to a call, and this command cannot. Verify from the same app on both sides, or by voice (itsme verify).")
+                return .checkFailed
+            case .running, .compareSAS, .confirmed, .rejected, .failed:
+                break
+            }
             guard session.state == .compareSAS, let sas = session.sas else {
                 throw CLIError("the session ended: \(session.failure?.message ?? "no SAS")")
             }

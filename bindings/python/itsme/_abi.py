@@ -434,6 +434,21 @@ ITSME_VOICE_SESSION_ID_SIZE: Final = 12
 #: Seconds in a window (docs/PROTOCOL.md 9.1).
 ITSME_WINDOW_SECONDS: Final = 30
 
+#: The shortest and the longest call binding, in bytes: a value that both
+#: (or all) participants of the host's own call hold, the same for the whole
+#: call, that the relay and the call's server never see (docs/PROTOCOL.md
+#: 20.1 says which values qualify: for a call of two, the DTLS-SRTP exporter
+#: of RFC 5705, label "EXTRACTOR-itsme-call-binding", 32 bytes).
+#: itsme_voice_new, itsme_online_verify_new,
+#: itsme_online_verify_rendezvous_new and itsme_rollcall_new take one; NULL
+#: with length 0 is none.  A verification relayed between two calls then
+#: verifies nobody, and a device bound differently is told apart from an
+#: impostor.  The library copies the bytes; the caller keeps (and wipes)
+#: its own.
+ITSME_CALL_BINDING_MIN: Final = 16
+
+ITSME_CALL_BINDING_MAX: Final = 64
+
 #: Buffer size for a degradation code: 24 characters, 5 dashes, the NUL.
 ITSME_DEGRADATION_CODE_SIZE: Final = 30
 
@@ -446,6 +461,17 @@ ITSME_ONLINE_VERIFY_STATE_CONFIRMED: Final = 3
 ITSME_ONLINE_VERIFY_STATE_REJECTED: Final = 4
 
 ITSME_ONLINE_VERIFY_STATE_FAILED: Final = 5
+
+#: The peer's device proved it holds the seed, but one of the two sessions
+#: is bound to a call and the other is not (docs/PROTOCOL.md 11.4): final,
+#: nothing recorded, no SAS.  Say so: verify with both bound, or neither.
+ITSME_ONLINE_VERIFY_STATE_BINDING_DIFFERS: Final = 6
+
+#: The peer's device proved it holds the seed, but it is bound to another
+#: call than this one (11.4): final, nothing recorded, no SAS.  Warn: the
+#: person on this call may not be the contact (someone may be relaying
+#: between two calls).
+ITSME_ONLINE_VERIFY_STATE_OTHER_CALL: Final = 7
 
 #: Buffer size for a room name: 32 hex digits and the NUL.
 ITSME_ROOM_NAME_SIZE: Final = 33
@@ -636,11 +662,6 @@ ITSME_ROLLCALL_ROSTER_BYTES: Final = 32
 
 #: A relay slot in itsme_rollcall_joined's list, in bytes.
 ITSME_ROLLCALL_SLOT_BYTES: Final = 2
-
-#: The shortest and the longest call binding (itsme_rollcall_new), in bytes.
-ITSME_ROLLCALL_BINDING_MIN: Final = 16
-
-ITSME_ROLLCALL_BINDING_MAX: Final = 64
 
 #: The former name of ITSME_EXCHANGE_METHOD_QR, kept for compatibility.
 ITSME_EXCHANGE_QR: Final = ITSME_EXCHANGE_METHOD_QR
@@ -872,6 +893,8 @@ class ItsmeOnlineVerifyState(enum.IntEnum):
     ITSME_ONLINE_VERIFY_STATE_CONFIRMED = 3
     ITSME_ONLINE_VERIFY_STATE_REJECTED = 4
     ITSME_ONLINE_VERIFY_STATE_FAILED = 5
+    ITSME_ONLINE_VERIFY_STATE_BINDING_DIFFERS = 6
+    ITSME_ONLINE_VERIFY_STATE_OTHER_CALL = 7
 
 
 class ItsmePinUpdateState(enum.IntEnum):
@@ -1768,9 +1791,12 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
     "itsme_nato_word": Signature(c_char_p, (c_uint32,)),
     # itsme_result itsme_window_of(int64_t now, int64_t *out_window)
     "itsme_window_of": Signature(itsme_result, (c_int64, POINTER(c_int64))),
-    # itsme_result itsme_voice_new(itsme_store *store, int64_t contact_id, int64_t now,
-    #     itsme_voice **out)
-    "itsme_voice_new": Signature(itsme_result, (c_void_p, c_int64, c_int64, POINTER(c_void_p))),
+    # itsme_result itsme_voice_new(itsme_store *store, int64_t contact_id, const uint8_t *binding,
+    #     size_t binding_len, int64_t now, itsme_voice **out)
+    "itsme_voice_new": Signature(
+        itsme_result,
+        (c_void_p, c_int64, POINTER(c_uint8), c_size_t, c_int64, POINTER(c_void_p)),
+    ),
     # void itsme_voice_free(itsme_voice *voice)
     "itsme_voice_free": Signature(None, (c_void_p,)),
     # itsme_result itsme_voice_last_error(const itsme_voice *voice, char *buf, size_t cap,
@@ -1838,10 +1864,20 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
         (c_void_p, c_int64, c_char_p, c_int64),
     ),
     # itsme_result itsme_online_verify_new(itsme_store *store, int64_t contact_id, int64_t window,
-    #     itsme_random *rng, int64_t now, itsme_online_verify **out)
+    #     const uint8_t *binding, size_t binding_len, itsme_random *rng, int64_t now,
+    #     itsme_online_verify **out)
     "itsme_online_verify_new": Signature(
         itsme_result,
-        (c_void_p, c_int64, c_int64, c_void_p, c_int64, POINTER(c_void_p)),
+        (
+            c_void_p,
+            c_int64,
+            c_int64,
+            POINTER(c_uint8),
+            c_size_t,
+            c_void_p,
+            c_int64,
+            POINTER(c_void_p),
+        ),
     ),
     # void itsme_online_verify_free(itsme_online_verify *session)
     "itsme_online_verify_free": Signature(None, (c_void_p,)),
@@ -1902,10 +1938,11 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
         (c_void_p, POINTER(c_uint8), c_size_t, POINTER(c_size_t)),
     ),
     # itsme_result itsme_online_verify_rendezvous_new(itsme_store *store, int64_t contact_id,
-    #     itsme_random *rng, int64_t now, itsme_online_verify_rendezvous **out)
+    #     const uint8_t *binding, size_t binding_len, itsme_random *rng, int64_t now,
+    #     itsme_online_verify_rendezvous **out)
     "itsme_online_verify_rendezvous_new": Signature(
         itsme_result,
-        (c_void_p, c_int64, c_void_p, c_int64, POINTER(c_void_p)),
+        (c_void_p, c_int64, POINTER(c_uint8), c_size_t, c_void_p, c_int64, POINTER(c_void_p)),
     ),
     # void itsme_online_verify_rendezvous_free(itsme_online_verify_rendezvous *rendezvous)
     "itsme_online_verify_rendezvous_free": Signature(None, (c_void_p,)),
@@ -2528,10 +2565,10 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
     "itsme_rollcall_roster_bytes": Signature(c_size_t, ()),
     # size_t itsme_rollcall_slot_bytes(void)
     "itsme_rollcall_slot_bytes": Signature(c_size_t, ()),
-    # size_t itsme_rollcall_binding_min(void)
-    "itsme_rollcall_binding_min": Signature(c_size_t, ()),
-    # size_t itsme_rollcall_binding_max(void)
-    "itsme_rollcall_binding_max": Signature(c_size_t, ()),
+    # size_t itsme_call_binding_min(void)
+    "itsme_call_binding_min": Signature(c_size_t, ()),
+    # size_t itsme_call_binding_max(void)
+    "itsme_call_binding_max": Signature(c_size_t, ()),
 }
 
 #: The functions of include/itsme_testing.h, exported only by a test build

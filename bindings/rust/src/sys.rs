@@ -565,6 +565,23 @@ pub const ITSME_VOICE_SESSION_ID_SIZE: usize = 12;
 pub const ITSME_WINDOW_SECONDS: u32 = 30;
 
 /// ```text
+/// The shortest and the longest call binding, in bytes: a value that both
+/// (or all) participants of the host's own call hold, the same for the whole
+/// call, that the relay and the call's server never see (docs/PROTOCOL.md
+/// 20.1 says which values qualify: for a call of two, the DTLS-SRTP exporter
+/// of RFC 5705, label "EXTRACTOR-itsme-call-binding", 32 bytes).
+/// itsme_voice_new, itsme_online_verify_new,
+/// itsme_online_verify_rendezvous_new and itsme_rollcall_new take one; NULL
+/// with length 0 is none.  A verification relayed between two calls then
+/// verifies nobody, and a device bound differently is told apart from an
+/// impostor.  The library copies the bytes; the caller keeps (and wipes)
+/// its own.
+/// ```
+pub const ITSME_CALL_BINDING_MIN: usize = 16;
+
+pub const ITSME_CALL_BINDING_MAX: usize = 64;
+
+/// ```text
 /// Buffer size for a degradation code: 24 characters, 5 dashes, the NUL.
 /// ```
 pub const ITSME_DEGRADATION_CODE_SIZE: usize = 30;
@@ -578,6 +595,21 @@ pub const ITSME_ONLINE_VERIFY_STATE_CONFIRMED: itsme_online_verify_state = 3;
 pub const ITSME_ONLINE_VERIFY_STATE_REJECTED: itsme_online_verify_state = 4;
 
 pub const ITSME_ONLINE_VERIFY_STATE_FAILED: itsme_online_verify_state = 5;
+
+/// ```text
+/// The peer's device proved it holds the seed, but one of the two sessions
+/// is bound to a call and the other is not (docs/PROTOCOL.md 11.4): final,
+/// nothing recorded, no SAS.  Say so: verify with both bound, or neither.
+/// ```
+pub const ITSME_ONLINE_VERIFY_STATE_BINDING_DIFFERS: itsme_online_verify_state = 6;
+
+/// ```text
+/// The peer's device proved it holds the seed, but it is bound to another
+/// call than this one (11.4): final, nothing recorded, no SAS.  Warn: the
+/// person on this call may not be the contact (someone may be relaying
+/// between two calls).
+/// ```
+pub const ITSME_ONLINE_VERIFY_STATE_OTHER_CALL: itsme_online_verify_state = 7;
 
 /// ```text
 /// Buffer size for a room name: 32 hex digits and the NUL.
@@ -854,13 +886,6 @@ pub const ITSME_ROLLCALL_ROSTER_BYTES: usize = 32;
 /// A relay slot in itsme_rollcall_joined's list, in bytes.
 /// ```
 pub const ITSME_ROLLCALL_SLOT_BYTES: usize = 2;
-
-/// ```text
-/// The shortest and the longest call binding (itsme_rollcall_new), in bytes.
-/// ```
-pub const ITSME_ROLLCALL_BINDING_MIN: usize = 16;
-
-pub const ITSME_ROLLCALL_BINDING_MAX: usize = 64;
 
 /// The former name of [`ITSME_EXCHANGE_METHOD_QR`], kept for compatibility.
 pub const ITSME_EXCHANGE_QR: itsme_exchange_method = ITSME_EXCHANGE_METHOD_QR;
@@ -2732,14 +2757,22 @@ extern "C" {
     pub fn itsme_window_of(now: i64, out_window: *mut i64) -> itsme_result;
 
     /// ```text
-    /// Plans a session with contact `contact_id` of `store` at `now`.
-    /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
-    /// ITSME_E_NOT_FOUND (no such contact), ITSME_E_DATABASE, and stored-data
-    /// errors (CORRUPT_DATA, AUTHENTICATION_FAILED).
+    /// Plans a session with contact `contact_id` of `store` at `now`.  `binding`
+    /// (binding_len bytes, ITSME_CALL_BINDING_MIN to _MAX) binds it to the
+    /// host's own call (docs/PROTOCOL.md 9.7): the session ID and the codes take
+    /// it, so a device bound differently, or not at all, reads another session
+    /// ID, and codes repeated from another call fail.  Show beside the session
+    /// ID that the session is bound.  NULL with 0: not bound.
+    /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, a
+    /// binding of another length, or empty but not NULL), ITSME_E_NOT_FOUND (no
+    /// such contact), ITSME_E_DATABASE, and stored-data errors (CORRUPT_DATA,
+    /// AUTHENTICATION_FAILED).
     /// ```
     pub fn itsme_voice_new(
         store: *mut itsme_store,
         contact_id: i64,
+        binding: *const u8,
+        binding_len: usize,
         now: i64,
         out: *mut *mut itsme_voice,
     ) -> itsme_result;
@@ -2916,14 +2949,22 @@ extern "C" {
     /// ```text
     /// Starts a session with contact `contact_id` in the room of `window`, which
     /// is floor(now / 30) or the one before; rng NULL: the operating system.
+    /// `binding` (binding_len bytes, ITSME_CALL_BINDING_MIN to _MAX) binds it to
+    /// the host's own call (docs/PROTOCOL.md 11.4): a peer bound differently
+    /// ends the session in ITSME_ONLINE_VERIFY_STATE_BINDING_DIFFERS or
+    /// _OTHER_CALL once its PROOF is checked, never as a failure.  NULL with 0:
+    /// not bound.
     /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, another
-    /// window, a negative one: in window 0 there is none before),
-    /// ITSME_E_NOT_FOUND, ITSME_E_DATABASE.
+    /// window, a negative one: in window 0 there is none before; a binding of
+    /// another length, or empty but not NULL), ITSME_E_NOT_FOUND,
+    /// ITSME_E_DATABASE.
     /// ```
     pub fn itsme_online_verify_new(
         store: *mut itsme_store,
         contact_id: i64,
         window: i64,
+        binding: *const u8,
+        binding_len: usize,
         rng: *mut itsme_random,
         now: i64,
         out: *mut *mut itsme_online_verify,
@@ -2978,7 +3019,10 @@ extern "C" {
     ) -> itsme_result;
 
     /// ```text
-    /// Feeds one message from the peer.
+    /// Feeds one message from the peer.  Check the state after each: the
+    /// peer's PROOF moves the session to ITSME_ONLINE_VERIFY_STATE_COMPARE_SAS,
+    /// or (ITSME_OK too) to _BINDING_DIFFERS or _OTHER_CALL when the two devices
+    /// are bound differently.
     /// Errors: ITSME_E_INVALID_ARGUMENT (NULL), ITSME_E_INVALID_STATE (failed,
     /// or the messages are complete), and, ending the session as failed:
     /// ITSME_E_MALFORMED_MESSAGE (malformed, out of order, received twice),
@@ -3064,7 +3108,8 @@ extern "C" {
     /// ```text
     /// Makes the sessions with contact `contact_id` for the window of `now` and
     /// the one before, drawn from `rng` (NULL: the operating system) in that
-    /// order.
+    /// order, both bound to `binding` as itsme_online_verify_new says (NULL with
+    /// 0: not bound).
     /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL),
     /// ITSME_E_NOT_FOUND, ITSME_E_DATABASE, and the errors of
     /// itsme_online_verify_new.
@@ -3072,6 +3117,8 @@ extern "C" {
     pub fn itsme_online_verify_rendezvous_new(
         store: *mut itsme_store,
         contact_id: i64,
+        binding: *const u8,
+        binding_len: usize,
         rng: *mut itsme_random,
         now: i64,
         out: *mut *mut itsme_online_verify_rendezvous,
@@ -4052,7 +4099,7 @@ extern "C" {
     /// ```text
     /// Starts a roll call named by `meeting_code` (as typed: either case, spaces
     /// and '-' ignored) at `now`, with every contact of `store` but those
-    /// awaiting the peer.  `binding` (binding_len bytes, ITSME_ROLLCALL_BINDING_MIN
+    /// awaiting the peer.  `binding` (binding_len bytes, ITSME_CALL_BINDING_MIN
     /// to _MAX) binds it to the host's own call: a value every participant of
     /// that call holds, the same for the whole call, that the relay never sees
     /// (docs/PROTOCOL.md 20.1 says which values qualify); NULL with 0: not
@@ -4661,13 +4708,13 @@ extern "C" {
     /// The value of the macro of the same name in capitals.  Thread-safe; need
     /// no itsme_init().
     /// ```
-    pub fn itsme_rollcall_binding_min() -> usize;
+    pub fn itsme_call_binding_min() -> usize;
 
     /// ```text
     /// The value of the macro of the same name in capitals.  Thread-safe; need
     /// no itsme_init().
     /// ```
-    pub fn itsme_rollcall_binding_max() -> usize;
+    pub fn itsme_call_binding_max() -> usize;
 }
 
 // ---------------------------------------------------------------------------

@@ -809,6 +809,25 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
+     * The shortest and the longest call binding, in bytes: a value that both
+     * (or all) participants of the host's own call hold, the same for the whole
+     * call, that the relay and the call's server never see (docs/PROTOCOL.md
+     * 20.1 says which values qualify: for a call of two, the DTLS-SRTP exporter
+     * of RFC 5705, label "EXTRACTOR-itsme-call-binding", 32 bytes).
+     * itsme_voice_new, itsme_online_verify_new,
+     * itsme_online_verify_rendezvous_new and itsme_rollcall_new take one; NULL
+     * with length 0 is none.  A verification relayed between two calls then
+     * verifies nobody, and a device bound differently is told apart from an
+     * impostor.  The library copies the bytes; the caller keeps (and wipes)
+     * its own.
+     * </pre>
+     */
+    int ITSME_CALL_BINDING_MIN = 16;
+
+    int ITSME_CALL_BINDING_MAX = 64;
+
+    /**
+     * <pre>
      * Buffer size for a degradation code: 24 characters, 5 dashes, the NUL.
      * </pre>
      */
@@ -838,6 +857,27 @@ public interface ItsMeLibrary extends Library {
      * <p>A value of {@code itsme_online_verify_state}.
      */
     int ITSME_ONLINE_VERIFY_STATE_FAILED = 5;
+
+    /**
+     * <pre>
+     * The peer's device proved it holds the seed, but one of the two sessions
+     * is bound to a call and the other is not (docs/PROTOCOL.md 11.4): final,
+     * nothing recorded, no SAS.  Say so: verify with both bound, or neither.
+     * </pre>
+     * <p>A value of {@code itsme_online_verify_state}.
+     */
+    int ITSME_ONLINE_VERIFY_STATE_BINDING_DIFFERS = 6;
+
+    /**
+     * <pre>
+     * The peer's device proved it holds the seed, but it is bound to another
+     * call than this one (11.4): final, nothing recorded, no SAS.  Warn: the
+     * person on this call may not be the contact (someone may be relaying
+     * between two calls).
+     * </pre>
+     * <p>A value of {@code itsme_online_verify_state}.
+     */
+    int ITSME_ONLINE_VERIFY_STATE_OTHER_CALL = 7;
 
     /**
      * <pre>
@@ -1236,15 +1276,6 @@ public interface ItsMeLibrary extends Library {
      * </pre>
      */
     int ITSME_ROLLCALL_SLOT_BYTES = 2;
-
-    /**
-     * <pre>
-     * The shortest and the longest call binding (itsme_rollcall_new), in bytes.
-     * </pre>
-     */
-    int ITSME_ROLLCALL_BINDING_MIN = 16;
-
-    int ITSME_ROLLCALL_BINDING_MAX = 64;
 
     /**
      * @deprecated the older name of {@link #ITSME_EXCHANGE_METHOD_QR}
@@ -1874,7 +1905,11 @@ public interface ItsMeLibrary extends Library {
         /** {@link ItsMeLibrary#ITSME_ONLINE_VERIFY_STATE_REJECTED} */
         REJECTED(ITSME_ONLINE_VERIFY_STATE_REJECTED),
         /** {@link ItsMeLibrary#ITSME_ONLINE_VERIFY_STATE_FAILED} */
-        FAILED(ITSME_ONLINE_VERIFY_STATE_FAILED);
+        FAILED(ITSME_ONLINE_VERIFY_STATE_FAILED),
+        /** {@link ItsMeLibrary#ITSME_ONLINE_VERIFY_STATE_BINDING_DIFFERS} */
+        BINDING_DIFFERS(ITSME_ONLINE_VERIFY_STATE_BINDING_DIFFERS),
+        /** {@link ItsMeLibrary#ITSME_ONLINE_VERIFY_STATE_OTHER_CALL} */
+        OTHER_CALL(ITSME_ONLINE_VERIFY_STATE_OTHER_CALL);
 
         private final int value;
 
@@ -4082,15 +4117,21 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
-     * Plans a session with contact `contact_id` of `store` at `now`.
-     * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
-     * ITSME_E_NOT_FOUND (no such contact), ITSME_E_DATABASE, and stored-data
-     * errors (CORRUPT_DATA, AUTHENTICATION_FAILED).
+     * Plans a session with contact `contact_id` of `store` at `now`.  `binding`
+     * (binding_len bytes, ITSME_CALL_BINDING_MIN to _MAX) binds it to the
+     * host's own call (docs/PROTOCOL.md 9.7): the session ID and the codes take
+     * it, so a device bound differently, or not at all, reads another session
+     * ID, and codes repeated from another call fail.  Show beside the session
+     * ID that the session is bound.  NULL with 0: not bound.
+     * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, a
+     * binding of another length, or empty but not NULL), ITSME_E_NOT_FOUND (no
+     * such contact), ITSME_E_DATABASE, and stored-data errors (CORRUPT_DATA,
+     * AUTHENTICATION_FAILED).
      * </pre>
-     * <p>C: {@code itsme_result itsme_voice_new(itsme_store *store, int64_t contact_id, int64_t now, itsme_voice **out)}
+     * <p>C: {@code itsme_result itsme_voice_new(itsme_store *store, int64_t contact_id, const uint8_t *binding, size_t binding_len, int64_t now, itsme_voice **out)}
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
-    int itsme_voice_new(itsme_store store, long contact_id, long now, PointerByReference out);
+    int itsme_voice_new(itsme_store store, long contact_id, byte[] binding, SizeT binding_len, long now, PointerByReference out);
 
     /**
      * <pre>
@@ -4261,14 +4302,20 @@ public interface ItsMeLibrary extends Library {
      * <pre>
      * Starts a session with contact `contact_id` in the room of `window`, which
      * is floor(now / 30) or the one before; rng NULL: the operating system.
+     * `binding` (binding_len bytes, ITSME_CALL_BINDING_MIN to _MAX) binds it to
+     * the host's own call (docs/PROTOCOL.md 11.4): a peer bound differently
+     * ends the session in ITSME_ONLINE_VERIFY_STATE_BINDING_DIFFERS or
+     * _OTHER_CALL once its PROOF is checked, never as a failure.  NULL with 0:
+     * not bound.
      * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, another
-     * window, a negative one: in window 0 there is none before),
-     * ITSME_E_NOT_FOUND, ITSME_E_DATABASE.
+     * window, a negative one: in window 0 there is none before; a binding of
+     * another length, or empty but not NULL), ITSME_E_NOT_FOUND,
+     * ITSME_E_DATABASE.
      * </pre>
-     * <p>C: {@code itsme_result itsme_online_verify_new(itsme_store *store, int64_t contact_id, int64_t window, itsme_random *rng, int64_t now, itsme_online_verify **out)}
+     * <p>C: {@code itsme_result itsme_online_verify_new(itsme_store *store, int64_t contact_id, int64_t window, const uint8_t *binding, size_t binding_len, itsme_random *rng, int64_t now, itsme_online_verify **out)}
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
-    int itsme_online_verify_new(itsme_store store, long contact_id, long window, itsme_random rng, long now, PointerByReference out);
+    int itsme_online_verify_new(itsme_store store, long contact_id, long window, byte[] binding, SizeT binding_len, itsme_random rng, long now, PointerByReference out);
 
     /**
      * <pre>
@@ -4321,7 +4368,10 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
-     * Feeds one message from the peer.
+     * Feeds one message from the peer.  Check the state after each: the
+     * peer's PROOF moves the session to ITSME_ONLINE_VERIFY_STATE_COMPARE_SAS,
+     * or (ITSME_OK too) to _BINDING_DIFFERS or _OTHER_CALL when the two devices
+     * are bound differently.
      * Errors: ITSME_E_INVALID_ARGUMENT (NULL), ITSME_E_INVALID_STATE (failed,
      * or the messages are complete), and, ending the session as failed:
      * ITSME_E_MALFORMED_MESSAGE (malformed, out of order, received twice),
@@ -4408,15 +4458,16 @@ public interface ItsMeLibrary extends Library {
      * <pre>
      * Makes the sessions with contact `contact_id` for the window of `now` and
      * the one before, drawn from `rng` (NULL: the operating system) in that
-     * order.
+     * order, both bound to `binding` as itsme_online_verify_new says (NULL with
+     * 0: not bound).
      * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL),
      * ITSME_E_NOT_FOUND, ITSME_E_DATABASE, and the errors of
      * itsme_online_verify_new.
      * </pre>
-     * <p>C: {@code itsme_result itsme_online_verify_rendezvous_new(itsme_store *store, int64_t contact_id, itsme_random *rng, int64_t now, itsme_online_verify_rendezvous **out)}
+     * <p>C: {@code itsme_result itsme_online_verify_rendezvous_new(itsme_store *store, int64_t contact_id, const uint8_t *binding, size_t binding_len, itsme_random *rng, int64_t now, itsme_online_verify_rendezvous **out)}
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
-    int itsme_online_verify_rendezvous_new(itsme_store store, long contact_id, itsme_random rng, long now, PointerByReference out);
+    int itsme_online_verify_rendezvous_new(itsme_store store, long contact_id, byte[] binding, SizeT binding_len, itsme_random rng, long now, PointerByReference out);
 
     /**
      * <pre>
@@ -5332,7 +5383,7 @@ public interface ItsMeLibrary extends Library {
      * <pre>
      * Starts a roll call named by `meeting_code` (as typed: either case, spaces
      * and '-' ignored) at `now`, with every contact of `store` but those
-     * awaiting the peer.  `binding` (binding_len bytes, ITSME_ROLLCALL_BINDING_MIN
+     * awaiting the peer.  `binding` (binding_len bytes, ITSME_CALL_BINDING_MIN
      * to _MAX) binds it to the host's own call: a value every participant of
      * that call holds, the same for the whole call, that the relay never sees
      * (docs/PROTOCOL.md 20.1 says which values qualify); NULL with 0: not
@@ -6143,17 +6194,17 @@ public interface ItsMeLibrary extends Library {
      * no itsme_init().
      * (Documented with itsme_rollcall_slot_bytes.)
      * </pre>
-     * <p>C: {@code size_t itsme_rollcall_binding_min(void)}
+     * <p>C: {@code size_t itsme_call_binding_min(void)}
      */
-    SizeT itsme_rollcall_binding_min();
+    SizeT itsme_call_binding_min();
 
     /**
      * <pre>
      * The value of the macro of the same name in capitals.  Thread-safe; need
      * no itsme_init().
-     * (Documented with itsme_rollcall_binding_min.)
+     * (Documented with itsme_call_binding_min.)
      * </pre>
-     * <p>C: {@code size_t itsme_rollcall_binding_max(void)}
+     * <p>C: {@code size_t itsme_call_binding_max(void)}
      */
-    SizeT itsme_rollcall_binding_max();
+    SizeT itsme_call_binding_max();
 }
