@@ -9,6 +9,23 @@ what one side keeps per contact (current secrets, a pending pair, a committed fl
 previous new secret), used by the update itself and by the tag checks of voice sessions (10.1)
 and Online Verify (11.3).
 
+Sections 9.7 and 11.4 (the call binding) take a call binding ``cb`` of 16 to 64 bytes
+(``check_call_binding``; None: not bound): a bound voice session's session ID and code key
+append the items u8(1) and cb (``session_id_input``, ``code_info``, ``voice_view(...,
+binding)``); a bound Online Verify session appends ``bind`` to its KEY (98 bytes) and, once the
+peer's PROOF is checked, ends in compare_sas, binding_differs or other_call
+(``OnlineVerifySession(..., binding=...)``, ``ov_binding_state``).  The formulas, lengths,
+states and checks are the document's own words, quoted at each place (a KEY of either length
+is taken whatever this side's own binding: "A receiver checks a KEY as 11.2 says, whatever its
+length").  One point meets two sentences:
+
+Reading: a message that reaches a session ended in binding differs or other call more than
+600 seconds after its creation is ``invalid_state`` (11.4: "Both end states are final ...;
+later messages are invalid_state"), not ``expired`` (11.3: "a message or a confirmation later
+than that is expired and ends it"): the session has ended already, as a failed one has, where
+11.2 says "(and so is anything after a failure)" and 1.1's invalid_state is "a message after a
+session ... is complete".  No vector has a message after an end state.
+
 Section 16 (the exchange at a distance) runs CPace (CPACE-RISTR255-SHA512) from
 :mod:`independent.cpace`, written from the CFRG draft, on the ristretto255 group of
 :mod:`independent.ristretto255`, written from RFC 9496.
@@ -1463,15 +1480,49 @@ def session_expired(window: int, t: int) -> bool:
     return not session_may_finish(window, t)
 
 
+# 9.7 The call binding (used by 9.2 and 9.6, and by Online Verify, 11.4)
+
+CALL_BINDING_MIN, CALL_BINDING_MAX = 16, 64
+BOUND_ITEM = 1  # the item u8(1) a bound session adds before cb
+BOUND_MARK = "bound to this call"
+
+
+def check_call_binding(binding: bytes | None) -> bytes | None:
+    """9.7 and 11.4: a call binding cb is 16 to 64 bytes; "a binding of another length is
+    invalid_argument".  None: the session is not bound (an empty byte string is a binding of
+    length 0, refused like any other length)."""
+    if binding is None:
+        return None
+    cb = bytes(binding)
+    if not CALL_BINDING_MIN <= len(cb) <= CALL_BINDING_MAX:
+        raise InvalidArgument(f"a call binding is 16 to 64 bytes, not {len(cb)}")
+    return cb
+
+
+def _bound_items(binding: bytes | None) -> tuple[bytes, ...]:
+    """9.7: the two items u8(1), cb that a bound session appends; none for an unbound one."""
+    cb = check_call_binding(binding)
+    return () if cb is None else (u8(BOUND_ITEM), cb)
+
+
 # 9.2 Session ID
 
 SESSION_ID_LABEL = b"itsme-session-id-v1"
 SESSION_ID_VALUES = 26 * 100  # 2600
 
 
-def session_id_value(seed: bytes, window: int) -> int:
-    """v = first 8 bytes of HMAC(seed, lv_cat(label, u64(W))), big-endian, mod 2600."""
-    return _be64_head(hmac_sha256(seed, lv_cat(SESSION_ID_LABEL, u64(window)))) % SESSION_ID_VALUES
+def session_id_input(window: int, binding: bytes | None = None) -> bytes:
+    """The HMAC message of the session ID: lv_cat(label, u64(W)) (9.2), or, for a session bound
+    to a call by ``binding`` (9.7), lv_cat(label, u64(W), u8(1), cb): "a bound session's
+    session ID and code key take u8(1) and cb as two more items"; an unbound one has "no u8(0)
+    item"."""
+    return lv_cat(SESSION_ID_LABEL, u64(window), *_bound_items(binding))
+
+
+def session_id_value(seed: bytes, window: int, binding: bytes | None = None) -> int:
+    """v = first 8 bytes of HMAC(seed, session_id_input), big-endian, mod 2600 (9.2; 9.7 for a
+    bound session)."""
+    return _be64_head(hmac_sha256(seed, session_id_input(window, binding))) % SESSION_ID_VALUES
 
 
 def format_session_id(value: int) -> str:
@@ -1481,8 +1532,14 @@ def format_session_id(value: int) -> str:
     return f"{NATO_WORDS[value // 100]} {value % 100:02d}"
 
 
-def session_id_text(seed: bytes, window: int) -> str:
-    return format_session_id(session_id_value(seed, window))
+def session_id_text(seed: bytes, window: int, binding: bytes | None = None) -> str:
+    return format_session_id(session_id_value(seed, window, binding))
+
+
+def session_id_shown(text: str, bound: bool) -> str:
+    """9.7: "The screen says beside the session ID that the session is bound ('KILO 07, bound
+    to this call')"; an unbound session shows the ID alone."""
+    return f"{text}, {BOUND_MARK}" if bound else text
 
 
 # 9.3 The five words of each person
@@ -1621,15 +1678,17 @@ CODE_LABEL = b"itsme-code-v1"
 VOICE_CODE_VALUES = 26 * 1000  # 26000
 
 
-def code_info(pid_first: bytes, w1: int, pid_second: bytes, w2: int) -> bytes:
-    """lv_cat(label, pid(first), u8(w1), pid(second), u8(w2))."""
-    return lv_cat(CODE_INFO_LABEL, pid_first, u8(w1), pid_second, u8(w2))
+def code_info(pid_first: bytes, w1: int, pid_second: bytes, w2: int,
+              binding: bytes | None = None) -> bytes:
+    """lv_cat(label, pid(first), u8(w1), pid(second), u8(w2)), with the items u8(1), cb after
+    them for a session bound to a call by ``binding`` (9.7)."""
+    return lv_cat(CODE_INFO_LABEL, pid_first, u8(w1), pid_second, u8(w2), *_bound_items(binding))
 
 
 def code_key(seed: bytes, window: int, pid_first: bytes, w1: int, pid_second: bytes,
-             w2: int) -> bytes:
-    """K = HKDF(ikm = seed, salt = u64(W), info = code_info, L = 32)."""
-    return hkdf(seed, u64(window), code_info(pid_first, w1, pid_second, w2), 32)
+             w2: int, binding: bytes | None = None) -> bytes:
+    """K = HKDF(ikm = seed, salt = u64(W), info = code_info, L = 32) (9.6; 9.7 when bound)."""
+    return hkdf(seed, u64(window), code_info(pid_first, w1, pid_second, w2, binding), 32)
 
 
 def code_value(key: bytes, pid: bytes) -> int:
@@ -2388,14 +2447,29 @@ class VoiceView:
     my_words: WordDraw
     their_words: WordDraw  # needed to check the listener's entry (9.5)
     i_select_first: bool
+    binding: bytes | None = None  # cb of a session bound to a call (9.7); None: not bound
+
+    @property
+    def bound(self) -> bool:
+        return self.binding is not None
+
+    @property
+    def session_id_shown(self) -> str:
+        """The session ID as the screen shows it, with the mark of a bound session (9.7)."""
+        return session_id_shown(self.session_id_text, self.bound)
 
 
-def voice_view(seed: bytes, window: int, my_pid: bytes, their_pid: bytes) -> VoiceView:
+def voice_view(seed: bytes, window: int, my_pid: bytes, their_pid: bytes,
+               binding: bytes | None = None) -> VoiceView:
+    """9.2 to 9.4 from one device's side; ``binding``: the call binding cb of a session
+    planned bound (9.7, 16 to 64 bytes, else invalid_argument).  Words and the first selector
+    do not depend on it."""
+    cb = check_call_binding(binding)
     first, _ = first_and_second(seed, window, my_pid, their_pid)
-    sid = session_id_value(seed, window)
+    sid = session_id_value(seed, window, cb)
     return VoiceView(seed, window, my_pid, their_pid, sid, format_session_id(sid),
                      draw_words(seed, window, my_pid), draw_words(seed, window, their_pid),
-                     first == my_pid)
+                     first == my_pid, cb)
 
 
 @dataclass(frozen=True)
@@ -2416,7 +2490,7 @@ def voice_codes(view: VoiceView, w1: int, w2: int) -> VoiceCodes:
         first, second = view.their_pid, view.my_pid
         check_selection(w1, view.their_words.words)
         check_selection(w2, view.my_words.words)
-    info = code_info(first, w1, second, w2)
+    info = code_info(first, w1, second, w2, view.binding)
     key = hkdf(view.seed, u64(view.window), info, 32)
     return VoiceCodes(info, key, code_value(key, view.my_pid), code_value(key, view.their_pid))
 
@@ -2468,6 +2542,9 @@ OV_COMMIT, OV_KEY, OV_PROOF = 1, 2, 3
 OV_COMMIT_LABEL = b"itsme-ov-commit-v1"
 OV_EPHEMERAL_BYTES = 32
 OV_CHALLENGE_BYTES = 32
+OV_KEY_BODY_BYTES = OV_EPHEMERAL_BYTES + OV_CHALLENGE_BYTES  # eph || chal
+# 11.4: a session bound to a call appends bind (32 bytes) to its KEY: 98 bytes, not 66.
+OV_BIND_BYTES = 32
 OV_PROOF_PLAINTEXT_BYTES = 32 + 32  # proof || device tag
 # 11.3 "A profile reference in the PROOF": the reference of 18.3, record_id (16) || record_key
 # (16), may follow the device tag; the plaintext is then 96 bytes.
@@ -2477,7 +2554,7 @@ OV_PROOF_WITH_REFERENCE_PLAINTEXT_BYTES = OV_PROOF_PLAINTEXT_BYTES + OV_REFERENC
 # plaintext: 80 or 112 bytes ("A PROOF of any other length is malformed").
 _OV_BODY_LENGTHS = {
     OV_COMMIT: (32,),
-    OV_KEY: (OV_EPHEMERAL_BYTES + OV_CHALLENGE_BYTES,),
+    OV_KEY: (OV_KEY_BODY_BYTES, OV_KEY_BODY_BYTES + OV_BIND_BYTES),
     OV_PROOF: (OV_PROOF_PLAINTEXT_BYTES + TAG_BYTES,
                OV_PROOF_WITH_REFERENCE_PLAINTEXT_BYTES + TAG_BYTES),
 }
@@ -2516,9 +2593,18 @@ def commit_message(ephemeral_pk: bytes, challenge: bytes) -> bytes:
     return ov_message(OV_COMMIT, ov_commitment(ephemeral_pk, challenge))
 
 
-def ov_key_message(ephemeral_pk: bytes, challenge: bytes) -> bytes:
-    """KEY: eph (32) || chal (32)."""
-    return ov_message(OV_KEY, ephemeral_pk + challenge)
+def ov_key_message(ephemeral_pk: bytes, challenge: bytes, bind: bytes | None = None) -> bytes:
+    """KEY: eph (32) || chal (32) [|| bind (32), 11.4: a session bound to a call]."""
+    if bind is not None and len(bind) != OV_BIND_BYTES:
+        raise ValueError("bind is 32 bytes")
+    return ov_message(OV_KEY, ephemeral_pk + challenge + (b"" if bind is None else bind))
+
+
+def ov_key_bind(key_message: bytes) -> bytes | None:
+    """11.4: the bind a KEY carries (its last 32 bytes when it is 98 bytes long: "the length is
+    the flag b"), or None for a KEY of 66 bytes (an unbound session)."""
+    body = key_message[2:]
+    return body[OV_KEY_BODY_BYTES:] or None
 
 
 def ov_role(my_pid: bytes, their_pid: bytes) -> str:
@@ -2534,8 +2620,11 @@ def check_ov_key(body: bytes, own_ephemeral_pk: bytes, own_challenge: bytes,
     given) the initiator's KEY opens its COMMIT, compared in constant time, else
     ``authentication_failed``; neither the peer's eph nor its chal equals one's own (a
     reflected message), else ``invalid_key``; the X25519 shared secret is not all zero, else
-    ``invalid_key``.  Returns (eph, chal, shared)."""
-    eph, chal = body[:OV_EPHEMERAL_BYTES], body[OV_EPHEMERAL_BYTES:]
+    ``invalid_key``.  Returns (eph, chal, shared).  11.4: "A receiver checks a KEY as 11.2
+    says, whatever its length": a bind after eph and chal is not looked at here (the COMMIT
+    covers eph_I and chal_I only)."""
+    eph = body[:OV_EPHEMERAL_BYTES]
+    chal = body[OV_EPHEMERAL_BYTES:OV_KEY_BODY_BYTES]
     if commitment is not None and not hmac.compare_digest(ov_commitment(eph, chal), commitment):
         raise AuthenticationFailed("the initiator's KEY does not open its COMMIT")
     if eph == own_ephemeral_pk or chal == own_challenge:
@@ -2678,12 +2767,42 @@ def ov_session_expired(created_at: int, now: int) -> bool:
     return now - created_at > OV_SESSION_SECONDS
 
 
+# 11.4 The call binding
+
+OV_BINDING_LABEL = b"itsme-ov-binding-v1"
+# The states a session ends in once the peer's PROOF is checked (11.4), as the vectors spell
+# them: the SAS is shown, or one of the two end states, which show none.
+OV_COMPARE_SAS, OV_BINDING_DIFFERS, OV_OTHER_CALL = "compare_sas", "binding_differs", "other_call"
+OV_END_STATES = (OV_BINDING_DIFFERS, OV_OTHER_CALL)
+
+
+def ov_bind(seed: bytes, window: int, binding: bytes) -> bytes:
+    """bind = HMAC(seed, lv_cat('itsme-ov-binding-v1', u64(W), cb)), 32 bytes; cb is 16 to 64
+    bytes, "another length is invalid_argument"."""
+    cb = check_call_binding(binding)
+    if cb is None:
+        raise ValueError("an unbound session has no bind")
+    return hmac_sha256(seed, lv_cat(OV_BINDING_LABEL, u64(window), cb))
+
+
+def ov_binding_state(my_bind: bytes | None, their_bind: bytes | None) -> str:
+    """11.4, once the peer's PROOF is checked: "both unbound, or both bound with equal bind
+    (constant-time comparison): the SAS is shown"; "one bound and the other not: ... binding
+    differs"; "both bound, bind different: ... other call"."""
+    if my_bind is None and their_bind is None:
+        return OV_COMPARE_SAS
+    if my_bind is None or their_bind is None:
+        return OV_BINDING_DIFFERS
+    return OV_COMPARE_SAS if hmac.compare_digest(my_bind, their_bind) else OV_OTHER_CALL
+
+
 def ov_record(contact: ContactSecrets, result: "OvResult", sas_confirmed: bool) -> str | None:
     """11.3: "confirming records the outcome on the contact as 10.1 does; rejecting the SAS,
     or a failed session, changes nothing".  With a PIN Update pending, a device tag of the
     peer's pending new secret completes it, and one of its previous new secret makes that the
-    peer's current one (10.1, 10.3).  Returns the recorded outcome (None: nothing recorded)."""
-    if not sas_confirmed or result is None:
+    peer's current one (10.1, 10.3).  11.4: the end states "record nothing" (and show no SAS
+    to confirm).  Returns the recorded outcome (None: nothing recorded)."""
+    if not sas_confirmed or result is None or result.state != OV_COMPARE_SAS:
         return None
     return contact.record(True, result.peer_tag_heard)
 
@@ -2714,13 +2833,18 @@ class OvResult:
     proof_message_i: bytes
     proof_message_r: bytes
     tag_outcome: str
-    sas_value: int
-    sas_text: str
+    sas_value: int | None  # None in an end state of 11.4: "show no SAS"
+    sas_text: str | None
     # 11.3: the profile references the two PROOFs carried (None: none).  The peer's is read
     # only once its proof and device tag are checked, and offered only after the SAS is
     # confirmed (OnlineVerifySession.peer_profile).
     reference_i: bytes | None = None
     reference_r: bytes | None = None
+    # 11.4: the bind each KEY carried (None: that side is not bound), and the state the
+    # session ended in: compare_sas, binding_differs or other_call.
+    bind_i: bytes | None = None
+    bind_r: bytes | None = None
+    state: str = OV_COMPARE_SAS
 
 
 class OnlineVerifySession:
@@ -2739,14 +2863,21 @@ class OnlineVerifySession:
 
     11.3, "A profile reference in the PROOF": ``profile_reference`` (or ``share_profile``,
     before this side's PROOF is made) appends this side's reference (18.3) to its PROOF;
-    ``peer_profile()`` gives the peer's only after ``confirm_sas()``."""
+    ``peer_profile()`` gives the peer's only after ``confirm_sas()``.
+
+    11.4, "The call binding": ``binding`` (cb, 16 to 64 bytes, else ``invalid_argument``)
+    binds the session to a call: its KEY carries bind (98 bytes).  Once the peer's PROOF is
+    checked, ``state`` (and ``result.state``) is compare_sas, or one of the final end states
+    binding_differs and other_call, which show no SAS (``result.sas_value`` is None), record
+    nothing and offer no profile; later messages are ``invalid_state``."""
 
     def __init__(self, seed: bytes, window: int, my_pid: bytes, their_pid: bytes,
                  ephemeral_secret: bytes, challenge: bytes, my_device_secret: bytes | None,
                  their_device_secret: bytes | None, created_at: int | None = None,
                  their_new_device_secret: bytes | None = None,
                  their_previous_device_secret: bytes | None = None,
-                 profile_reference: bytes | None = None):
+                 profile_reference: bytes | None = None, binding: bytes | None = None):
+        binding = check_call_binding(binding)
         if len(seed) != 32 or len(ephemeral_secret) != 32:
             raise ValueError("seed and ephemeral secret are 32 bytes")
         if len(challenge) != OV_CHALLENGE_BYTES:
@@ -2766,7 +2897,9 @@ class OnlineVerifySession:
         self.their_new_device_secret = their_new_device_secret
         self.their_previous_device_secret = their_previous_device_secret
         self.created_at = created_at
-        self.key_message = ov_key_message(self.ephemeral_pk, challenge)
+        self.binding = binding
+        self.bind = None if binding is None else ov_bind(seed, window, binding)
+        self.key_message = ov_key_message(self.ephemeral_pk, challenge, self.bind)
         self.commit: bytes | None = None
         self.key_r: bytes | None = None
         self.key_i: bytes | None = None
@@ -2791,23 +2924,34 @@ class OnlineVerifySession:
         self.profile_reference = bytes(reference)
 
     def confirm_sas(self) -> None:
-        """The person confirmed the SAS (both PROOFs are in)."""
-        if self.failed or not self.done:
-            raise ProtocolError("no SAS to confirm")
+        """The person confirmed the SAS (both PROOFs are in).  11.3: "Confirming before the
+        peer's PROOF is in, or twice, is invalid_state"; 11.4: an end state shows no SAS."""
+        if self.failed or not self.done or self.sas_confirmed:
+            raise InvalidState("no SAS to confirm")
+        if self.result.state != OV_COMPARE_SAS:
+            raise InvalidState(f"the session ended in {self.result.state}: no SAS to confirm")
         self.sas_confirmed = True
+
+    @property
+    def state(self) -> str:
+        """'running', 'failed', or the state of 11.4 once the peer's PROOF is checked."""
+        if self.failed:
+            return "failed"
+        return "running" if self.result is None else self.result.state
 
     def peer_profile(self) -> bytes | None:
         """11.3: the peer's profile reference, offered "only once the person has confirmed the
-        SAS"; None if the peer sent none."""
+        SAS"; None if the peer sent none.  11.4: the end states "offer no profile"."""
         if not self.sas_confirmed:
-            raise ProtocolError("the SAS is not confirmed: no profile to offer")
+            raise InvalidState("the SAS is not confirmed: no profile to offer")
         return self.result.reference_r if self.role == INITIATOR else self.result.reference_i
 
     @classmethod
     def for_contact(cls, seed: bytes, window: int, my_pid: bytes, their_pid: bytes,
                     ephemeral_secret: bytes, challenge: bytes, contact: ContactSecrets,
                     created_at: int | None = None,
-                    profile_reference: bytes | None = None) -> "OnlineVerifySession":
+                    profile_reference: bytes | None = None,
+                    binding: bytes | None = None) -> "OnlineVerifySession":
         """A session whose device secrets come from the contact record: this side's tag is of
         the secret it says (10.3: the new one once committed), and the peer's tag is checked
         against every secret the record accepts (10.3: "In tags (10.1, and the device tag of
@@ -2816,7 +2960,8 @@ class OnlineVerifySession:
         current, new, previous = contact.accepts()
         return cls(seed, window, my_pid, their_pid, ephemeral_secret, challenge,
                    contact.says(), current, created_at=created_at, their_new_device_secret=new,
-                   their_previous_device_secret=previous, profile_reference=profile_reference)
+                   their_previous_device_secret=previous, profile_reference=profile_reference,
+                   binding=binding)
 
     @property
     def done(self) -> bool:
@@ -2835,6 +2980,11 @@ class OnlineVerifySession:
     def receive(self, message: bytes, now: int | None = None) -> list[bytes]:
         if self.failed:
             raise InvalidState("the session has failed")
+        if self.result is not None and self.result.state != OV_COMPARE_SAS:
+            # 11.4: "Both end states are final ...; later messages are invalid_state": the
+            # session has ended (a final state cannot expire or fail afterwards).
+            raise InvalidState(f"message after the session ended in {self.result.state}: "
+                               "refused")
         try:
             if not self._started:
                 raise InvalidState("message before the session started")
@@ -2915,7 +3065,13 @@ class OnlineVerifySession:
         heard = ov_tag_heard(dtag, d["expected_dtag"], d["expected_new"],
                              d["expected_previous"])
         outcome = _HEARD_OUTCOME[heard]
-        value = sas_value(self.seed, d["th"])
+        # 11.4: only now, the proof and then the device tag checked, are the two sessions'
+        # bindings compared ("never before (until then bind could be anyone's)").
+        bind_i, bind_r = ov_key_bind(self.key_i), ov_key_bind(self.key_r)
+        my_bind, peer_bind = (bind_i, bind_r) if self.role == INITIATOR else (bind_r, bind_i)
+        assert my_bind == self.bind
+        state = ov_binding_state(my_bind, peer_bind)
+        value = sas_value(self.seed, d["th"]) if state == OV_COMPARE_SAS else None
         # Only now, with the proof and the device tag checked, is the reference read.
         mine = (d["my_proof"], d["my_dtag"], d["proof_message"], self.profile_reference)
         theirs = (proof, dtag, message, peer_reference)
@@ -2929,7 +3085,8 @@ class OnlineVerifySession:
             expected_peer_new_dtag=d["expected_new"],
             expected_peer_previous_dtag=d["expected_previous"], peer_tag_heard=heard,
             proof_message_i=m_i, proof_message_r=m_r, tag_outcome=outcome, sas_value=value,
-            sas_text=format_short_code(value), reference_i=ref_i, reference_r=ref_r)
+            sas_text=None if value is None else format_short_code(value), reference_i=ref_i,
+            reference_r=ref_r, bind_i=bind_i, bind_r=bind_r, state=state)
         return []
 
 

@@ -22,7 +22,10 @@ the tests run many devices in one process.
 
 An earlier version of the document left 25 points open, which this module had to read into it;
 the document now settles each of them, and the code follows its words, quoted at each place
-(20.6's rules by their present numbers).  No point is left open.
+(20.6's rules by their present numbers).  No point is left open: rule 4's VIEW that waits for
+the HELLOs on their way goes out "as a due VIEW (rule 5)", and "a slot that never sends a HELLO
+... only holds VIEWs to rule 5's timing" (the first tick at least 1 second after the previous
+VIEW).
 """
 
 from __future__ import annotations
@@ -717,7 +720,7 @@ class RollCall:
         every slot that brought it has left", the numbers of those newly present, the roster
         (a change is a new round, or an earlier one back; rule 5 makes the VIEW due and rule 6
         resets the next re-send time), then the list (rule 4: a change sends the VIEW, which
-        comes after the change and so satisfies a due one)."""
+        comes after the change and so satisfies a due one, or makes it wait)."""
         s, held = self._room, self._held
         present = {n: p.view.slot for n, p in held.items()
                    if self._lists_me(p.view) and p.view.slot in s}
@@ -738,6 +741,27 @@ class RollCall:
         listed = self._compute_listed()
         if listed != self._listed:
             self._listed = listed
+            self._send_or_wait()
+
+    def _awaiting_hello(self) -> bool:
+        """Rule 4: "a slot in the room has brought no HELLO yet" (every device sends its HELLO
+        on joined and on peer-joined, so one is on its way)."""
+        return any(slot not in self._slot_brought for slot in self._room)
+
+    def _send_or_wait(self) -> None:
+        """Rule 4 (and rule 1's VIEW, "which waits as rule 4 says"): "sends its VIEW, unless a
+        slot in the room has brought no HELLO yet ...: the VIEW then waits, and goes out when
+        the list changes again with no such slot left (the awaited HELLOs are in, or their
+        slots left), or as a due VIEW (rule 5), whichever comes first".  A VIEW that waits is
+        due: the first tick at least 1 second after the previous VIEW queues it ("a slot that
+        never sends a HELLO ... only holds VIEWs to rule 5's timing"), unless a later change of
+        the list with no such slot left, or a re-send, queues it first.  One already queued
+        (not yet taken, so made later from the state then) is left as it is."""
+        if self.slot is None:
+            return
+        if self._awaiting_hello() and (_VIEW, None) not in self._queue:
+            self._view_due = True
+        else:
             self._queue_view()
 
     # -- the outgoing queue (20.6) -----------------------------------------------------------
@@ -803,8 +827,11 @@ class RollCall:
 
     def joined(self, slot: int, peers: Iterable[int], now: float) -> None:
         """Rule 1, the relay's ``joined`` (a first join or a rejoin, 20.7): "takes the slots
-        present from it, records its own slot, and sends its HELLO, then its VIEW".  "What
-        waits when a connection drops goes out on the next one"."""
+        present from it, records its own slot, and sends its HELLO, then its VIEW (which waits
+        as rule 4 says)": while a slot present has brought no HELLO, the VIEW waits for the
+        HELLOs on their way (rule 2 makes each device present send one), so a newcomer sends
+        one VIEW listing everyone.  "What waits when a connection drops goes out on the next
+        one"."""
         self._alive(now)
         if not isinstance(slot, int) or not 1 <= slot <= 0xFFFF:
             raise InvalidArgument(f"a relay slot is 1 to 65535, not {slot!r}")
@@ -812,7 +839,7 @@ class RollCall:
         self._room = set(peers) - {slot}
         self._queue_hello()
         self._update(now)
-        self._queue_view()
+        self._send_or_wait()
 
     def peer_joined(self, slot: int, now: float) -> None:
         """Rule 2: "sends its HELLO (the newcomer needs it), nothing else".  Before the first

@@ -1084,27 +1084,122 @@ def test_a_room_hiding_one_participant_from_one_device_shows_a_split():
 
 @pytest.mark.parametrize("host", ["fed-together", "one-by-one"])
 def test_messages_per_join(host):
-    """20.6, Cost of a join, with M present: "at most 4M + 3 messages" (2 from the newcomer,
-    a HELLO and a VIEW from each present participant, a VIEW from the newcomer for each HELLO,
-    or one for all when its host feeds them together, and a due VIEW from each of the M + 1).
-    Exactly 4M + 3 when every host sends after each message it is fed, 3M + 4 when it feeds
-    what it has first (within the 4M + 2 the document first said only from M = 2 on); the
-    rosters agree after the three passes, before any tick."""
+    """20.6, Cost of a join, with M present: "the newcomer sends 2 messages (its HELLO, and its
+    VIEW once the M HELLOs are in, rule 4); each present participant its HELLO (rule 2) and its
+    VIEW (rule 4); and each of the M + 1 devices, its roster changed, one due VIEW (rule 5): at
+    most 3M + 3 messages".  What this implementation sends, exactly, with both hosts (one that
+    feeds a device everything due before it sends, one that sends after each message it is
+    fed): for M >= 1, 3M + 3, the bound itself: the newcomer its HELLO and one VIEW listing all
+    M + 1 (seq 1) in the join, each present device its HELLO and its VIEW, then at the next
+    tick each of the M + 1 one due VIEW and nothing more; for M = 0, 2 (its HELLO and VIEW; a
+    device alone has no roster change, so no due VIEW).  The rosters agree after the three
+    passes, before any tick."""
     room = Room()
     room.one_by_one = host == "one-by-one"
     devices = [p.device() for p in people(*[f"P{i}" for i in range(9)])]
     for m, d in enumerate(devices):
-        before = room.sent
+        before, t0 = len(room.log), room.t
         room.join(d)
         assert same_rosters(*devices[:m + 1])  # three passes, no tick
+        in_join = room.log[before:]
         room.run(15)
-        cost = room.sent - before
+        sent = room.log[before:]
+        cost = len(sent)
+        assert cost == (2 if m == 0 else 3 * m + 3) <= 3 * m + 3
+        # Who sent what, and when: in the join (t0) and at the first tick (t0 + 1), nothing
+        # after.
+        kinds = {}
+        for t, slot, message in sent:
+            kinds.setdefault(slot, []).append(({1: "HELLO", 2: "SAID", 3: "VIEW"}[message[1]],
+                                               round(t - t0)))
         if m == 0:
-            assert cost == 2
+            assert kinds == {d.slot: [("HELLO", 0), ("VIEW", 0)]}
         else:
-            assert cost == (3 * m + 4 if host == "fed-together" else 4 * m + 3) <= 4 * m + 3
+            assert kinds == {x.slot: [("HELLO", 0), ("VIEW", 0), ("VIEW", 1)]
+                             for x in devices[:m + 1]}
+            # The newcomer's one VIEW of the join lists everyone present.
+            first = [R.parse_view(msg) for _, slot, msg in in_join
+                     if slot == d.slot and msg[1] == R.VIEW_TYPE]
+            assert len(first) == 1 and first[0].seq == 1
+            assert set(first[0].names) == {x.name for x in devices[:m + 1]}
         assert all(r.agrees for x in devices[:m + 1] for r in x.rows())
     assert not room.errors
+
+
+def test_a_view_waits_for_the_hellos_on_their_way():
+    """20.6 rule 4 (and rule 1's VIEW, "which waits as rule 4 says"): while a slot in the room
+    has brought no HELLO, the VIEW waits; it goes out when the list changes again with no such
+    slot left (the awaited HELLOs are in, or their slots left), or as a due VIEW (rule 5): the
+    first tick at least 1 second after the previous VIEW.  "A newcomer thus sends one VIEW
+    listing everyone present, not one for each HELLO that reaches it, and a slot that never
+    sends a HELLO (a stranger's bare connection) only holds VIEWs to rule 5's timing"."""
+    ana, ben, cai, dan, eve = people("Ana", "Ben", "Cai", "Dan", "Eve")
+    others = {2: ben.device(), 3: cai.device(), 4: dan.device()}
+    # A newcomer fed the HELLOs one at a time: its HELLO at once, one VIEW after the last.
+    a = ana.device()
+    a.joined(1, [2, 3, 4], NOW)
+    assert _kinds(a) == ["HELLO"]
+    for slot in (2, 3):
+        assert a.receive(others[slot].hello, slot, NOW) == "hello" and _kinds(a) == []
+    a.receive(others[4].hello, 4, NOW)
+    out = a.outgoing()
+    assert [m[1] for m in out] == [R.VIEW_TYPE]
+    view = R.parse_view(out[0])
+    assert view.seq == 1 and len(view.names) == 4
+    a.tick(NOW + 1)
+    assert _kinds(a) == []  # nothing due: no roster change yet
+    # A slot that never sends a HELLO (slot 4) holds the VIEW to rule 5's timing: the first
+    # tick (there is no previous VIEW).
+    a = ana.device()
+    a.joined(1, [2, 4], NOW)
+    assert _kinds(a) == ["HELLO"]
+    a.receive(others[2].hello, 2, NOW)
+    assert _kinds(a) == []
+    a.tick(NOW + 1)
+    out = a.outgoing()
+    assert [m[1] for m in out] == [R.VIEW_TYPE] and len(R.parse_view(out[0]).names) == 2
+    # The awaited slot leaves: the VIEW goes out at the next change of the list with no slot
+    # awaited (here Ben's slot leaving too, which takes his pending HELLO off the list).
+    a = ana.device()
+    a.joined(1, [2, 3, 4], NOW)
+    a.receive(others[2].hello, 2, NOW)
+    a.receive(others[3].hello, 3, NOW)
+    assert _kinds(a) == ["HELLO"]
+    a.peer_left(4, NOW)
+    assert _kinds(a) == []  # the list did not change: the VIEW still waits (it is due)
+    a.peer_left(2, NOW)
+    out = a.outgoing()
+    assert [m[1] for m in out] == [R.VIEW_TYPE]
+    assert sorted(R.parse_view(out[0]).names) == sorted([a.name, others[3].name])
+    a.tick(NOW + 1)
+    assert _kinds(a) == []  # the VIEW that went out satisfied the due one
+    # A device present: two newcomers, one VIEW once both HELLOs are in.
+    a = ana.device()
+    a.joined(1, [], NOW)
+    assert _kinds(a) == ["HELLO", "VIEW"]
+    a.peer_joined(2, NOW + 0.2)
+    a.peer_joined(3, NOW + 0.2)
+    assert _kinds(a) == ["HELLO"]
+    a.receive(others[2].hello, 2, NOW + 0.3)
+    assert _kinds(a) == []
+    a.receive(others[3].hello, 3, NOW + 0.4)
+    out = a.outgoing()
+    assert [m[1] for m in out] == [R.VIEW_TYPE] and len(R.parse_view(out[0]).names) == 3
+    # Rule 5's second: a VIEW that waits goes out at the first tick at least 1 second after
+    # the previous VIEW (made here at NOW + 0.4).
+    a.peer_joined(4, NOW + 0.5)
+    a.peer_joined(5, NOW + 0.5)
+    assert _kinds(a) == ["HELLO"]
+    a.receive(others[4].hello, 4, NOW + 0.6)  # slot 5 (Eve's) brings no HELLO
+    a.tick(NOW + 1)
+    assert _kinds(a) == []
+    a.tick(NOW + 1.4)
+    out = a.outgoing()
+    assert [m[1] for m in out] == [R.VIEW_TYPE] and len(R.parse_view(out[0]).names) == 4
+    # Eve's HELLO arrives later: the list changes with no slot awaited, a VIEW at once.
+    a.receive(eve.device().hello, 5, NOW + 1.5)
+    out = a.outgoing()
+    assert [m[1] for m in out] == [R.VIEW_TYPE] and len(R.parse_view(out[0]).names) == 5
 
 
 # 20.6: the queue and the sending rules --------------------------------------------------------
@@ -1360,7 +1455,11 @@ def test_at_most_fifty_present_and_one_hundred_hellos():
     seed, name, _ = hellos[49]
     _refused_unchanged("invalid_argument", me, _view_of(seed, me.rcid, 1, 51, me.roster,
                                                         [name, me.name]), 51)
-    # A VIEW lists at most 100 names: Me's own and 99 others.
+    # A VIEW lists at most 100 names: Me's own and 99 others.  It waits while slots 101 to
+    # 129 have brought no HELLO (slot 101's was refused; 20.6 rule 4), and goes out as a due
+    # VIEW at the next tick.
+    assert [m[1] for m in me.outgoing()] == [R.HELLO_TYPE]
+    me.tick(NOW + 1)
     assert len(R.parse_view(me.outgoing()[-1]).names) == 100
 
 
@@ -1725,18 +1824,32 @@ def test_resend_times_follow_rule_6():
 
 def test_a_rejoin_sends_what_waited():
     """20.6: "What waits when a connection drops goes out on the next one"; rule 1 then sends
-    the HELLO and the VIEW (a message equal to one waiting is not queued again)."""
+    the HELLO and the VIEW (a message equal to one waiting is not queued again), the VIEW
+    waiting as rule 4 says while a slot in the room has brought no HELLO."""
     ana, ben = people("Ana", "Ben")
-    room = Room()
-    a, b = ana.device(), ben.device()
-    converge(room, a, b)
-    a.confirm_roster(a.roster, room.t)
-    a.confirm_said(room.t)  # the SAID waits: the connection dropped before it went out
-    a.peer_joined(5, room.t)  # and a HELLO
-    a.joined(7, [b.slot, 5], room.t)
-    out = a.outgoing()
-    assert [m[1] for m in out] == [R.SAID_TYPE, R.HELLO_TYPE, R.VIEW_TYPE]
-    assert R.parse_view(out[2]).slot == 7 and out[0] == a.own_said()
+    for stranger_present in (False, True):
+        room = Room()
+        a, b = ana.device(), ben.device()
+        converge(room, a, b)
+        a.confirm_roster(a.roster, room.t)
+        a.confirm_said(room.t)  # the SAID waits: the connection dropped before it went out
+        a.peer_joined(5, room.t)  # and a HELLO
+        if not stranger_present:
+            a.peer_left(5, room.t)
+        # Ben's slot brought his HELLO before the drop: nothing of his is awaited.
+        a.joined(7, [b.slot, 5] if stranger_present else [b.slot], room.t)
+        out = a.outgoing()
+        assert out[0] == a.own_said()
+        if not stranger_present:
+            assert [m[1] for m in out] == [R.SAID_TYPE, R.HELLO_TYPE, R.VIEW_TYPE]
+            assert R.parse_view(out[2]).slot == 7
+            continue
+        # Slot 5 has brought no HELLO: the VIEW waits, and goes out as a due VIEW (due also
+        # since "I said it") at the next tick.
+        assert [m[1] for m in out] == [R.SAID_TYPE, R.HELLO_TYPE]
+        a.tick(room.t + 1)
+        out = a.outgoing()
+        assert [m[1] for m in out] == [R.VIEW_TYPE] and R.parse_view(out[0]).slot == 7
 
 
 def test_summary_counts_the_bound_differently():

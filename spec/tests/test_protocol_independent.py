@@ -3,9 +3,11 @@
 That module follows docs/PROTOCOL.md only, so agreement here shows that the document determines
 every value in the vectors.  Each vector's outputs are recomputed from its inputs alone (identity
 seeds, ephemeral secrets, device secrets, names, session code; for voice.json the seed, window,
-ids, selections and device secrets, and for its degradation codes the seed, id and interim
-secret; for online-verify.json the seed, window, identity seeds, ephemeral secrets, challenges
-and device secrets, and for pin-update.json the seed, window, identity seeds, ephemeral secrets
+ids, selections and device secrets (and, for its bound sessions, 9.7, the call binding), and
+for its degradation codes the seed, id and interim secret; for online-verify.json the seed,
+window, identity seeds, ephemeral secrets, challenges and device secrets (and, for its bound
+sessions, 11.4, each side's call binding, with the state both sides end in), and for
+pin-update.json the seed, window, identity seeds, ephemeral secrets
 and new device secrets, with both sides of each session run against each other; for
 remote.json the identity seeds, ephemeral secrets, device secrets, names, codes as typed, sid,
 CPace scalars and each side's decision, the inviter and the invitee run against each other
@@ -1302,8 +1304,8 @@ def _voice_session(seed: bytes, window: int, a_pid: bytes, b_pid: bytes, w1: int
 
 @needs_vectors
 def test_voice_vector_file_fields():
-    expect_keys(load("voice.json"), "plans code_parse sessions degradation degradation_parse "
-                                    "word_reading")
+    expect_keys(load("voice.json"), "plans code_parse sessions bound_sessions degradation "
+                                    "degradation_parse word_reading")
 
 
 @needs_vectors
@@ -1370,6 +1372,102 @@ def test_voice_sessions():
         # The heard codes parse back to their values.
         for who in ("a", "b"):
             assert P.parse_voice_code(case[f"{who}_code_text"]) == case[f"{who}_code_value"]
+
+
+_VOICE_BOUND_KEYS = (
+    "seed window a_pid b_pid binding session_id_input session_id_value session_id_text "
+    "unbound_session_id_value a_words b_words first_text w1 w2 code_info code_key a_code_value "
+    "a_code_text b_code_value b_code_text unbound_a_code_value unbound_b_code_value"
+)
+
+
+def _voice_bound_session(seed: bytes, window: int, a_pid: bytes, b_pid: bytes, w1: int, w2: int,
+                         binding: bytes, me: str) -> dict:
+    """Every field of a voice.json bound session (9.7), as the device of party ``me`` derives
+    it, bound to the call by ``binding``; the unbound values from the same device unbound."""
+    peer = _OTHER[me]
+    pids = {"a": a_pid, "b": b_pid}
+    view = P.voice_view(seed, window, pids[me], pids[peer], binding)
+    codes = P.voice_codes(view, w1, w2)
+    unbound = P.voice_view(seed, window, pids[me], pids[peer])
+    unbound_codes = P.voice_codes(unbound, w1, w2)
+    out = {
+        "seed": seed.hex(), "window": window, "a_pid": a_pid.hex(), "b_pid": b_pid.hex(),
+        "binding": binding.hex(), "w1": w1, "w2": w2,
+        "session_id_input": P.session_id_input(window, binding).hex(),
+        "session_id_value": view.session_id_value, "session_id_text": view.session_id_text,
+        "unbound_session_id_value": unbound.session_id_value,
+        "first_text": me if view.i_select_first else peer,
+        "code_info": codes.info.hex(), "code_key": codes.key.hex(),
+    }
+    for who, draw, code, unbound_code in (
+            (me, view.my_words, codes.my_code, unbound_codes.my_code),
+            (peer, view.their_words, codes.their_code, unbound_codes.their_code)):
+        out[f"{who}_words"] = list(draw.words)
+        out[f"{who}_code_value"] = code
+        out[f"{who}_code_text"] = P.format_voice_code(code)
+        out[f"unbound_{who}_code_value"] = unbound_code
+    # Words and the first selector are 9.3's and 9.4's, unchanged by the binding.
+    assert (view.my_words, view.their_words, view.i_select_first) == (
+        unbound.my_words, unbound.their_words, unbound.i_select_first)
+    return out
+
+
+@needs_vectors
+def test_voice_bound_sessions():
+    """voice.json's `bound_sessions` (9.7): each device, from its own side, bound by `binding`,
+    derives every field (the session ID's HMAC message, value and text, the code info with
+    the two more items u8(1) and cb, the code key and both codes), and the unbound values the
+    same device gives without the binding, all different from the bound ones."""
+    lengths = set()
+    for case in _cases(load("voice.json"), "bound_sessions"):
+        expect_keys(case, _VOICE_BOUND_KEYS)
+        seed, window, binding = h(case["seed"]), case["window"], h(case["binding"])
+        a_pid, b_pid = h(case["a_pid"]), h(case["b_pid"])
+        lengths.add(len(binding))
+        for me in ("a", "b"):
+            assert _voice_bound_session(seed, window, a_pid, b_pid, case["w1"], case["w2"],
+                                        binding, me) == case, (me, case["seed"])
+        # The formulas of 9.7 one by one.
+        message = P.lv_cat(b"itsme-session-id-v1", P.u64(window), P.u8(1), binding)
+        assert message.hex() == case["session_id_input"]
+        # "no u8(0) item: the items' count tells the two forms apart": the bound message is
+        # the unbound one with the two items appended.
+        assert message == P.lv_cat(b"itsme-session-id-v1", P.u64(window)) + P.lv_cat(
+            b"\x01", binding)
+        v = P.be64(P.hmac_sha256(seed, message)[:8]) % 2600
+        assert v == case["session_id_value"]
+        assert P.format_session_id(v) == case["session_id_text"]
+        assert P.session_id_value(seed, window) == case["unbound_session_id_value"] != v
+        first, second = (a_pid, b_pid) if case["first_text"] == "a" else (b_pid, a_pid)
+        info = P.lv_cat(b"itsme-interactive-code-v1", first, P.u8(case["w1"]), second,
+                        P.u8(case["w2"]), P.u8(1), binding)
+        assert info.hex() == case["code_info"]
+        assert info == P.code_info(first, case["w1"], second, case["w2"]) + P.lv_cat(
+            b"\x01", binding)
+        key = P.hkdf(seed, P.u64(window), info, 32)
+        assert key.hex() == case["code_key"]
+        assert key == P.code_key(seed, window, first, case["w1"], second, case["w2"], binding)
+        unbound_key = P.code_key(seed, window, first, case["w1"], second, case["w2"])
+        for who, pid in (("a", a_pid), ("b", b_pid)):
+            value = P.be64(P.hmac_sha256(key, P.lv_cat(b"itsme-code-v1", pid))[:8]) % 26000
+            assert value == case[f"{who}_code_value"]
+            assert P.format_voice_code(value) == case[f"{who}_code_text"]
+            assert P.parse_voice_code(case[f"{who}_code_text"]) == value
+            assert P.code_value(unbound_key, pid) == case[f"unbound_{who}_code_value"] != value
+        # The words are 9.3's, and the first selector 9.4's.
+        for who, pid in (("a", a_pid), ("b", b_pid)):
+            assert list(P.draw_words(seed, window, pid).words) == case[f"{who}_words"]
+        low_first = P.lower_selects_first(seed, window)
+        assert (first == min(a_pid, b_pid)) == low_first
+        # The screen marks the bound session beside its ID.
+        view = P.voice_view(seed, window, a_pid, b_pid, binding)
+        assert view.bound
+        assert view.session_id_shown == f"{case['session_id_text']}, bound to this call"
+        assert P.voice_view(seed, window, a_pid, b_pid).session_id_shown == P.format_session_id(
+            case["unbound_session_id_value"])
+    # "cb, 32 and 16 bytes"
+    assert lengths == {32, 16}
 
 
 # Own checks of sections 9 and 10.1 -----------------------------------------------------------
@@ -1675,6 +1773,88 @@ def test_voice_tags_without_device_secret():
             P.format_device_tag(bad)
 
 
+def test_voice_call_binding_lengths():
+    """9.7: cb is 16 to 64 bytes; "a binding of another length is invalid_argument" (15 and
+    65 bytes, and none at all given as an empty string), wherever a bound session is
+    planned or derived."""
+    rng = random.Random(970)
+    seed, window, a_pid, b_pid, _, _ = _random_inputs(rng)
+    first, second, w1, w2 = _selections(rng, seed, window, a_pid, b_pid)
+    for n in (0, 1, 15, 65, 100):
+        cb = rng.randbytes(n)
+        for call in (lambda: P.check_call_binding(cb),
+                     lambda: P.voice_view(seed, window, a_pid, b_pid, cb),
+                     lambda: P.session_id_input(window, cb),
+                     lambda: P.session_id_value(seed, window, cb),
+                     lambda: P.session_id_text(seed, window, cb),
+                     lambda: P.code_info(first, w1, second, w2, cb),
+                     lambda: P.code_key(seed, window, first, w1, second, w2, cb)):
+            with pytest.raises(P.ProtocolError) as info:
+                call()
+            assert P.result_code(info.value) == "invalid_argument", n
+    for n in (16, 17, 32, 63, 64):
+        cb = rng.randbytes(n)
+        assert P.check_call_binding(cb) == cb
+        view = P.voice_view(seed, window, a_pid, b_pid, cb)
+        assert view.binding == cb and view.bound
+        assert P.voice_codes(view, w1, w2).info.endswith(P.lv_cat(b"\x01", cb))
+    assert P.check_call_binding(None) is None
+    assert not P.voice_view(seed, window, a_pid, b_pid).bound
+
+
+def test_voice_bound_beside_unbound_reads_different_session_ids():
+    """9.7: "two devices bound to different calls, or one bound and one not, read different
+    session IDs (equal by chance once in 2,600) before anyone chooses a word", the mark beside
+    the ID shown by one and not the other; "Should the people go on regardless, the codes
+    differ too: the check gives 'failed' (10.1), never 'verified'".  Two devices bound to one
+    call agree on everything, and words and the first selector never depend on the binding."""
+    rng = random.Random(971)
+    trials, equal_ids = 600, {"one bound": 0, "two calls": 0}
+    for _ in range(trials):
+        seed, window, a_pid, b_pid, a_ds, b_ds = _random_inputs(rng)
+        cb, other_cb = rng.randbytes(rng.randrange(16, 65)), rng.randbytes(32)
+        first, second, w1, w2 = _selections(rng, seed, window, a_pid, b_pid)
+        # Both bound to one call: one session, as 9.2 to 9.6 say, with the bound values.
+        va = P.voice_view(seed, window, a_pid, b_pid, cb)
+        vb = P.voice_view(seed, window, b_pid, a_pid, cb)
+        assert va.session_id_text == vb.session_id_text
+        assert va.session_id_shown == vb.session_id_shown == (
+            va.session_id_text + ", bound to this call")
+        ca, cb_codes = P.voice_codes(va, w1, w2), P.voice_codes(vb, w1, w2)
+        assert (ca.my_code, ca.their_code) == (cb_codes.their_code, cb_codes.my_code)
+        for kind, vb_wrong in (("one bound", P.voice_view(seed, window, b_pid, a_pid)),
+                               ("two calls", P.voice_view(seed, window, b_pid, a_pid, other_cb))):
+            # Words and the first selector are unchanged: the people can go on.
+            assert vb_wrong.my_words == vb.my_words and vb_wrong.their_words == vb.their_words
+            assert vb_wrong.i_select_first == vb.i_select_first
+            if vb_wrong.session_id_value == va.session_id_value:
+                equal_ids[kind] += 1
+            if kind == "one bound":  # the mark shows on one screen and not on the other
+                assert va.session_id_shown != vb_wrong.session_id_shown
+                assert vb_wrong.session_id_shown == vb_wrong.session_id_text
+            cw = P.voice_codes(vb_wrong, w1, w2)
+            assert cw.key != ca.key
+            # Each types the code the other reads aloud: the check gives "failed" (a code
+            # equal by chance, once in 26,000, on one side at most, never on both).
+            a_ok = P.heard_code_matches(P.format_voice_code(cw.my_code), ca.their_code)
+            b_ok = P.heard_code_matches(P.format_voice_code(ca.my_code), cw.their_code)
+            assert not (a_ok and b_ok)
+            for ok in (a_ok, b_ok):
+                if not ok:
+                    assert P.session_outcome(ok, True, P.VERIFIED) == (P.FAILED, P.VERIFIED)
+    # Equal by chance once in 2,600 (600 trials each: about 0.23 expected).
+    assert equal_ids["one bound"] <= 2 and equal_ids["two calls"] <= 2
+    # A fixed pair that does not collide: the bound device and the unbound one read different
+    # IDs and their screens differ.
+    seed, window = bytes(range(32)), 60_000_000
+    a_pid, b_pid = bytes([1]) * 32, bytes([2]) * 32
+    bound = P.voice_view(seed, window, a_pid, b_pid, bytes([9]) * 32)
+    unbound = P.voice_view(seed, window, b_pid, a_pid)
+    assert bound.session_id_value != unbound.session_id_value
+    assert bound.session_id_shown.endswith(", bound to this call")
+    assert "bound" not in unbound.session_id_shown
+
+
 def test_be64():
     assert P.be64(bytes(8)) == 0 and P.be64(b"\xff" * 8) == 2**64 - 1
     assert P.be64(bytes(range(1, 9))) == 0x0102030405060708
@@ -1904,14 +2084,16 @@ _OV_SIDE_REFERENCE_KEY = "profile_reference"
 _OTHER = {"a": "b", "b": "a"}
 
 
-def _ov_sessions(seed, window, pids, esks, chals, own_ds, stored_ds, created_at=None, refs=None):
+def _ov_sessions(seed, window, pids, esks, chals, own_ds, stored_ds, created_at=None, refs=None,
+                 bindings=None):
     """The two sides "a" and "b" of one session.  own_ds[x] is the device secret x gave the
     other (None: a new device holding none); stored_ds[x] the one x stored for the other;
-    refs[x] the profile reference x puts in its PROOF (11.3; None or missing: none)."""
-    refs = refs or {}
+    refs[x] the profile reference x puts in its PROOF (11.3; None or missing: none);
+    bindings[x] the call binding cb x is bound by (11.4; None or missing: not bound)."""
+    refs, bindings = refs or {}, bindings or {}
     return {x: P.OnlineVerifySession(seed, window, pids[x], pids[_OTHER[x]], esks[x], chals[x],
                                      own_ds[x], stored_ds[x], created_at=created_at,
-                                     profile_reference=refs.get(x))
+                                     profile_reference=refs.get(x), binding=bindings.get(x))
             for x in ("a", "b")}
 
 
@@ -1945,10 +2127,13 @@ def _ov_run(sessions, tamper=None, rng=None):
     return sent, failures
 
 
-def _ov_fields(sessions, seed, window, ids, esks, chals, own_ds, refs=None) -> dict:
+def _ov_fields(sessions, seed, window, ids, esks, chals, own_ds, refs=None,
+               bound: bool = False) -> dict:
     """Every field of an online-verify.json session, as the vector names them, taken from one
     run of both sides; each side's own view must agree with the other's.  A side's
-    ``profile_reference`` is the one its PROOF carried, as the two sides read it."""
+    ``profile_reference`` is the one its PROOF carried, as the two sides read it.  With
+    ``bound``, the fields of a `bound_sessions` entry (11.4): each side's binding and bind, the
+    state both ended in, and the SAS only in compare_sas (the end states show none)."""
     ini = next(x for x in ("a", "b") if sessions[x].role == P.INITIATOR)
     res = _OTHER[ini]
     views = {x: sessions[x].result for x in ("a", "b")}
@@ -1965,6 +2150,18 @@ def _ov_fields(sessions, seed, window, ids, esks, chals, own_ds, refs=None) -> d
             "proof_message_r": r.proof_message_r.hex(), "sas_value": r.sas_value,
             "sas_text": r.sas_text,
         }
+        assert (r.sas_value is None) == (r.state != P.OV_COMPARE_SAS)
+        if bound:
+            binds = {ini: r.bind_i, res: r.bind_r}
+            for y in ("a", "b"):
+                cb = sessions[y].binding
+                fields[f"{y}_binding"] = None if cb is None else cb.hex()
+                fields[f"{y}_bind"] = None if binds[y] is None else binds[y].hex()
+            fields["state_text"] = r.state
+            if r.state != P.OV_COMPARE_SAS:
+                del fields["sas_value"], fields["sas_text"]
+        else:
+            assert r.state == P.OV_COMPARE_SAS and r.bind_i is None and r.bind_r is None
         for y in ("a", "b"):
             fields[y] = {
                 "identity_seed": ids[y]["identity_seed"], "pid": ids[y]["pid"],
@@ -1988,7 +2185,7 @@ def _ov_fields(sessions, seed, window, ids, esks, chals, own_ds, refs=None) -> d
 
 @needs_vectors
 def test_online_verify_vector_file_fields():
-    expect_keys(load("online-verify.json"), "sessions rejections")
+    expect_keys(load("online-verify.json"), "sessions bound_sessions rejections")
 
 
 @needs_vectors
@@ -2022,6 +2219,34 @@ def test_online_verify_rejections():
                 side.receive(messages[-1])
 
 
+def _ov_case_inputs(case):
+    """The inputs of an online-verify.json session's two sides: (ids, pids, esks, chals, ds,
+    refs), each checked for its form."""
+    ids, pids, esks, chals, ds, refs = {}, {}, {}, {}, {}, {}
+    for x in ("a", "b"):
+        side = case[x]
+        if _OV_SIDE_REFERENCE_KEY in side:
+            expect_keys(side, f"{_OV_SIDE_KEYS} {_OV_SIDE_REFERENCE_KEY}")
+            refs[x] = h(side[_OV_SIDE_REFERENCE_KEY])
+            assert len(refs[x]) == P.OV_REFERENCE_BYTES
+        else:
+            expect_keys(side, _OV_SIDE_KEYS)
+        # The pid is the identity public key of the RFC 8032 seed (section 9).
+        pids[x] = P.ed25519_public(h(side["identity_seed"]))
+        assert len(pids[x]) == 32
+        # random_seed and identity_random_seed drive the library's own test random source,
+        # which is no part of the protocol (section 13): only their form can be checked.
+        for k in ("random_seed", "identity_random_seed"):
+            assert len(h(side[k])) == 32
+        ids[x] = {"identity_seed": side["identity_seed"], "pid": pids[x].hex(),
+                  "random_seed": side["random_seed"],
+                  "identity_random_seed": side["identity_random_seed"]}
+        esks[x], chals[x], ds[x] = (h(side["ephemeral_secret"]), h(side["challenge"]),
+                                    h(side["device_secret"]))
+    assert case["a"]["random_seed"] != case["b"]["random_seed"]
+    return ids, pids, esks, chals, ds, refs
+
+
 @needs_vectors
 def test_online_verify_sessions():
     seen_reference = False
@@ -2029,28 +2254,7 @@ def test_online_verify_sessions():
         expect_keys(case, _OV_SESSION_KEYS)
         seen_reference |= any(_OV_SIDE_REFERENCE_KEY in case[x] for x in ("a", "b"))
         seed, window = h(case["seed"]), case["window"]
-        ids, pids, esks, chals, ds, refs = {}, {}, {}, {}, {}, {}
-        for x in ("a", "b"):
-            side = case[x]
-            if _OV_SIDE_REFERENCE_KEY in side:
-                expect_keys(side, f"{_OV_SIDE_KEYS} {_OV_SIDE_REFERENCE_KEY}")
-                refs[x] = h(side[_OV_SIDE_REFERENCE_KEY])
-                assert len(refs[x]) == P.OV_REFERENCE_BYTES
-            else:
-                expect_keys(side, _OV_SIDE_KEYS)
-            # The pid is the identity public key of the RFC 8032 seed (section 9).
-            pids[x] = P.ed25519_public(h(side["identity_seed"]))
-            assert len(pids[x]) == 32
-            # random_seed and identity_random_seed drive the library's own test random source,
-            # which is no part of the protocol (section 13): only their form can be checked.
-            for k in ("random_seed", "identity_random_seed"):
-                assert len(h(side[k])) == 32
-            ids[x] = {"identity_seed": side["identity_seed"], "pid": pids[x].hex(),
-                      "random_seed": side["random_seed"],
-                      "identity_random_seed": side["identity_random_seed"]}
-            esks[x], chals[x], ds[x] = (h(side["ephemeral_secret"]), h(side["challenge"]),
-                                        h(side["device_secret"]))
-        assert case["a"]["random_seed"] != case["b"]["random_seed"]
+        ids, pids, esks, chals, ds, refs = _ov_case_inputs(case)
         # "a and b hold each other as contacts with seed and those device secrets".
         sessions = _ov_sessions(seed, window, pids, esks, chals, ds, {"a": ds["b"], "b": ds["a"]},
                                 refs=refs)
@@ -2080,11 +2284,22 @@ def test_online_verify_sessions():
     assert seen_reference, "online-verify.json has a session whose PROOFs carry profile references"
 
 
-def _ov_recompute(case, seed, window, pids, esks, chals, ds, refs):
-    """The same fields again, from the formulas of 11.1 to 11.3 one by one (not through the
-    session object)."""
+def _ov_recompute(case, seed, window, pids, esks, chals, ds, refs, bindings=None):
+    """The same fields again, from the formulas of 11.1 to 11.4 one by one (not through the
+    session object); ``bindings``: each side's call binding cb (11.4; None: not bound)."""
     ini = case["initiator_text"]
     res = _OTHER[ini]
+    bindings = bindings or {}
+    # 11.4: bind = HMAC(seed, lv_cat("itsme-ov-binding-v1", u64(W), cb)), appended to the KEY.
+    binds = {x: (None if bindings.get(x) is None else P.hmac_sha256(
+        seed, P.lv_cat(b"itsme-ov-binding-v1", P.u64(window), bindings[x])))
+        for x in ("a", "b")}
+    for x in ("a", "b"):
+        if binds[x] is not None:
+            assert binds[x] == P.ov_bind(seed, window, bindings[x])
+            assert binds[x].hex() == case[f"{x}_bind"] and len(binds[x]) == 32
+        elif f"{x}_bind" in case:
+            assert case[f"{x}_bind"] is None
     assert P.order_pids(pids["a"], pids["b"])[0] == pids[ini]
     room = P.room_id(seed, window)
     assert room.hex() == case["room"] and P.room_name(room) == case["room"]
@@ -2094,9 +2309,13 @@ def _ov_recompute(case, seed, window, pids, esks, chals, ds, refs):
     commit = P.commit_message(epk[ini], chals[ini])
     assert commit.hex() == case["commit"]
     assert commit == b"\x01\x01" + P.sha256(P.lv_cat(b"itsme-ov-commit-v1", epk[ini], chals[ini]))
-    key_r, key_i = P.ov_key_message(epk[res], chals[res]), P.ov_key_message(epk[ini], chals[ini])
+    key_r = P.ov_key_message(epk[res], chals[res], binds[res])
+    key_i = P.ov_key_message(epk[ini], chals[ini], binds[ini])
     assert key_r.hex() == case["key_r"] and key_i.hex() == case["key_i"]
-    assert key_i == b"\x01\x02" + epk[ini] + chals[ini]
+    assert key_i == b"\x01\x02" + epk[ini] + chals[ini] + (binds[ini] or b"")
+    assert key_r == b"\x01\x02" + epk[res] + chals[res] + (binds[res] or b"")
+    # 11.2: a KEY is 66 bytes, or 98 in a session bound to a call.
+    assert (len(key_i), len(key_r)) == tuple(66 if binds[x] is None else 98 for x in (ini, res))
     th_input = P.ov_th_input(room, window, pids[ini], pids[res], commit, key_r, key_i)
     assert th_input.hex() == case["th_input"]
     th = P.sha256(th_input)
@@ -2130,8 +2349,97 @@ def _ov_recompute(case, seed, window, pids, esks, chals, ds, refs):
     assert P.open_proof_with_reference(pm_r, k_r) == (proof_r, dtag_r, ref_r)
     plain_i = P.ChaCha20Poly1305(k_i).decrypt(bytes(4) + P.u64(0), pm_i[2:], b"\x01\x03")
     assert plain_i == proof_i + dtag_i + (ref_i or b"")
-    assert P.sas_value(seed, th) == case["sas_value"]
-    assert P.sas_text(seed, th) == case["sas_text"]
+    # 11.4: the state once the peer's PROOF is checked; the SAS of 4.1 only in compare_sas.
+    if binds["a"] is None and binds["b"] is None:
+        state = "compare_sas"
+    elif binds["a"] is None or binds["b"] is None:
+        state = "binding_differs"
+    else:
+        state = "compare_sas" if binds["a"] == binds["b"] else "other_call"
+    assert state == case.get("state_text", "compare_sas")
+    assert P.ov_binding_state(binds[ini], binds[res]) == P.ov_binding_state(
+        binds[res], binds[ini]) == state
+    if state == "compare_sas":
+        assert P.sas_value(seed, th) == case["sas_value"]
+        assert P.sas_text(seed, th) == case["sas_text"]
+    else:
+        assert "sas_value" not in case and "sas_text" not in case
+
+
+_OV_BOUND_KEYS = _OV_SESSION_KEYS + " a_binding b_binding a_bind b_bind state_text"
+
+
+@needs_vectors
+def test_online_verify_bound_sessions():
+    """online-verify.json's `bound_sessions` (11.4): both sides driven against each other
+    through the messages, every value recomputed (the KEYs byte for byte, 98 bytes for a bound
+    side, th over them whole, the PROOF messages), and the state both end in: compare_sas
+    with the SAS, or binding_differs / other_call, final, with no SAS, nothing recorded, no
+    profile, and every later message invalid_state."""
+    states = []
+    for case in _cases(load("online-verify.json"), "bound_sessions"):
+        state = case["state_text"]
+        states.append(state)
+        keys = _OV_BOUND_KEYS if state == "compare_sas" else " ".join(
+            k for k in _OV_BOUND_KEYS.split() if k not in ("sas_value", "sas_text"))
+        expect_keys(case, keys)
+        seed, window = h(case["seed"]), case["window"]
+        ids, pids, esks, chals, ds, refs = _ov_case_inputs(case)
+        assert refs == {}
+        bindings = {x: None if case[f"{x}_binding"] is None else h(case[f"{x}_binding"])
+                    for x in ("a", "b")}
+        for cb in bindings.values():
+            assert cb is None or P.CALL_BINDING_MIN <= len(cb) <= P.CALL_BINDING_MAX
+        stored = {"a": ds["b"], "b": ds["a"]}
+        sessions = _ov_sessions(seed, window, pids, esks, chals, ds, stored, bindings=bindings)
+        sent, failures = _ov_run(sessions)
+        assert failures == {}
+        assert _ov_fields(sessions, seed, window, ids, esks, chals, ds, bound=True) == case
+        ini = case["initiator_text"]
+        res = _OTHER[ini]
+        assert [(x, m.hex()) for x, m in sent] == [
+            (ini, case["commit"]), (res, case["key_r"]), (ini, case["key_i"]),
+            (ini, case["proof_message_i"]), (res, case["proof_message_r"])]
+        _ov_recompute(case, seed, window, pids, esks, chals, ds, {}, bindings)
+        # Both sides end in the state of the vector, each having checked the peer's proof and
+        # device tag first (11.4: "once the peer's PROOF is checked ... never before").
+        for x in ("a", "b"):
+            side, r = sessions[x], sessions[x].result
+            assert side.state == r.state == state and side.done and not side.failed
+            assert r.tag_outcome == P.VERIFIED
+            assert r.expected_peer_dtag.hex() == case["dtag_r" if x == ini else "dtag_i"]
+            contact = P.ContactSecrets(ds[x], stored[x])
+            if state == "compare_sas":
+                assert (r.sas_value, r.sas_text) == (case["sas_value"], case["sas_text"])
+                side.confirm_sas()
+                assert side.peer_profile() is None
+                assert P.ov_record(contact, r, True) == P.VERIFIED
+                assert contact.state == P.VERIFIED
+            else:
+                # "Both end states are final and record nothing, show no SAS and offer no
+                # profile; later messages are invalid_state."
+                assert r.sas_value is None and r.sas_text is None
+                with pytest.raises(P.InvalidState):
+                    side.confirm_sas()
+                with pytest.raises(P.InvalidState):
+                    side.peer_profile()
+                assert P.ov_record(contact, r, True) is None
+                assert contact == P.ContactSecrets(ds[x], stored[x])
+                for _, m in sent:
+                    with pytest.raises(P.ProtocolError) as info:
+                        side.receive(m)
+                    assert P.result_code(info.value) == "invalid_state"
+                    assert side.state == state and side.result is r and not side.failed
+    assert sorted(states) == ["binding_differs", "compare_sas", "other_call"]
+    by_state = {c["state_text"]: c for c in load("online-verify.json")["bound_sessions"]}
+    # The README's cases: binding_differs with Alice bound and Bob not; other_call with each
+    # bound to its own call; compare_sas with both bound to one call.
+    differs = by_state["binding_differs"]
+    assert differs["a_binding"] and differs["b_binding"] is None
+    other = by_state["other_call"]
+    assert other["a_binding"] and other["b_binding"] and other["a_binding"] != other["b_binding"]
+    same = by_state["compare_sas"]
+    assert same["a_binding"] == same["b_binding"] and same["a_bind"] == same["b_bind"]
 
 
 _REPLAYED = {"encoding.json", "seed.json", "sas.json", "qr.json", "source-v5.json",
@@ -2599,6 +2907,234 @@ def test_online_verify_session_lifetime():
             with pytest.raises(P.ProtocolError):
                 res.receive(commit, now=created + late)
             assert res.failed
+
+
+# Section 11.4, the call binding, beyond the vectors ---------------------------------------
+
+def _ov_bound_random(rng: random.Random, short_pid: bool = False):
+    seed, window, pids, esks, chals, ds, stored = _ov_random(rng, short_pid=short_pid)
+    return seed, window, pids, esks, chals, ds, stored, rng.randbytes(rng.randrange(16, 65))
+
+
+def test_online_verify_bound_sessions_end_states():
+    """11.4 with random inputs: both bound to one call compare the SAS (a th, and so a SAS,
+    other than the unbound session's); one bound and the other not end in binding differs,
+    whichever is bound; each bound to its own call, in other call; the same state on both
+    sides, whatever the order the PROOFs cross in.  A bound side's KEY is 98 bytes."""
+    rng = random.Random(1140)
+    for trial in range(60):
+        seed, window, pids, esks, chals, ds, stored, cb = _ov_bound_random(
+            rng, short_pid=trial % 4 == 3)
+        plain = _ov_sessions(seed, window, pids, esks, chals, ds, stored)
+        assert _ov_run(plain)[1] == {}
+        other_cb = rng.randbytes(32)
+        for bindings, state in (({"a": cb, "b": cb}, "compare_sas"),
+                                ({"a": cb}, "binding_differs"), ({"b": cb}, "binding_differs"),
+                                ({"a": cb, "b": other_cb}, "other_call")):
+            s = _ov_sessions(seed, window, pids, esks, chals, ds, stored, bindings=bindings)
+            sent, failures = _ov_run(s, rng=rng)
+            assert failures == {}
+            keys = [(x, m) for x, m in sent if m[1] == P.OV_KEY]
+            assert [len(m) for _, m in keys] == [98 if x in bindings else 66 for x, _ in keys]
+            fields = _ov_fields(s, seed, window, _ov_ids(pids), esks, chals, ds, bound=True)
+            assert fields["state_text"] == state
+            for x in "ab":
+                r = s[x].result
+                assert s[x].state == state and r.tag_outcome == P.VERIFIED
+                # The KEYs differ from the unbound session's, so th and the SAS do too.
+                assert r.th != plain[x].result.th
+                if state == "compare_sas":
+                    assert r.sas_text == s[_OTHER[x]].result.sas_text != plain[x].result.sas_text
+                else:
+                    assert r.sas_value is None
+        # Both bound, same binding, both with profile references: offered after the SAS.
+        refs = {x: rng.randbytes(32) for x in "ab"}
+        s = _ov_sessions(seed, window, pids, esks, chals, ds, stored, refs=refs,
+                         bindings={"a": cb, "b": cb})
+        assert _ov_run(s)[1] == {}
+        for x in "ab":
+            s[x].confirm_sas()
+            assert s[x].peer_profile() == refs[_OTHER[x]]
+        # An end state offers no profile, even one the peer's PROOF carried.
+        s = _ov_sessions(seed, window, pids, esks, chals, ds, stored, refs=refs,
+                         bindings={"a": cb})
+        assert _ov_run(s)[1] == {}
+        for x in "ab":
+            assert s[x].state == "binding_differs"
+            with pytest.raises(P.InvalidState):
+                s[x].confirm_sas()
+            with pytest.raises(P.InvalidState):
+                s[x].peer_profile()
+
+
+def test_online_verify_a_relay_that_alters_a_bind_makes_the_proofs_fail():
+    """11.4: "A relay that changes a bind on the way changes one side's th, and the PROOFs do
+    not open (authentication_failed)": every byte of either bind altered, a bind removed (a
+    bound KEY forwarded as an unbound one), one added, or replaced by the other side's (to
+    make two calls look like one): both sides fail, neither reaches a SAS or an end state."""
+    rng = random.Random(1141)
+    seed, window, pids, esks, chals, ds, stored, cb = _ov_bound_random(rng)
+    other_cb = rng.randbytes(32)
+    cases = []
+    for bindings in ({"a": cb, "b": cb}, {"a": cb, "b": other_cb}, {"a": cb}, {"b": cb}):
+        clean = _ov_sessions(seed, window, pids, esks, chals, ds, stored, bindings=bindings)
+        sent, failures = _ov_run(clean)
+        assert failures == {}
+        for index, (sender, m) in enumerate(sent):
+            if m[1] != P.OV_KEY:
+                continue
+            changed = []
+            if len(m) == 98:
+                for i in range(66, 98):
+                    for mask in (0x01, 0x80, 0xFF):
+                        forged = bytearray(m)
+                        forged[i] ^= mask
+                        changed.append(bytes(forged))
+                changed.append(m[:66])  # the bind removed
+            else:
+                changed.append(m + P.ov_bind(seed, window, cb))  # a bind added
+            peer_key = next(k for x, k in sent if k[1] == P.OV_KEY and x != sender)
+            if len(peer_key) == 98 and len(m) == 98 and peer_key[66:] != m[66:]:
+                changed.append(m[:66] + peer_key[66:])  # the other side's bind
+            for forged in changed:
+                cases.append((bindings, index, forged))
+    for bindings, index, forged in cases:
+        s = _ov_sessions(seed, window, pids, esks, chals, ds, stored, bindings=bindings)
+        _, failures = _ov_run(s, lambda i, m: forged if i == index else m)
+        assert set(failures) == {"a", "b"}, (bindings, index, forged.hex())
+        for x in "ab":
+            assert P.result_code(failures[x]) == "authentication_failed"
+            assert "does not decrypt" in str(failures[x])
+            assert s[x].failed and s[x].result is None and s[x].state == "failed"
+    # Per bound KEY 96 alterations and its bind removed (and, on two calls, the other's bind
+    # put in its place); per unbound KEY a bind added: 2 * 97 + 2 * 98 + 98 + 98.
+    assert len(cases) == 586
+
+
+def test_online_verify_messages_after_an_end_state_are_invalid_state():
+    """11.4: "Both end states are final ...; later messages are invalid_state": any message
+    (one of the session's, a malformed one, one past the session's 600 seconds) is refused
+    with invalid_state, and the session stays in its end state."""
+    rng = random.Random(1142)
+    created = 1_800_000_000
+    for bindings, state in (({"a": rng.randbytes(16)}, "binding_differs"),
+                            ({"b": rng.randbytes(64)}, "binding_differs"),
+                            ({"a": rng.randbytes(20), "b": rng.randbytes(40)}, "other_call")):
+        seed, window, pids, esks, chals, ds, stored = _ov_random(rng)
+        s = _ov_sessions(seed, window, pids, esks, chals, ds, stored, created_at=created,
+                         bindings=bindings)
+        sent, failures = _ov_run(s)
+        assert failures == {}
+        later = [m for _, m in sent] + [b"", b"\x02", b"\x01\x09" + bytes(32),
+                                        sent[0][1][:-1], bytes(200)]
+        for x in "ab":
+            r = s[x].result
+            assert s[x].state == state
+            for m in later:
+                for now in (None, created + 10, created + 601):
+                    with pytest.raises(P.ProtocolError) as info:
+                        s[x].receive(m, now=now)
+                    assert P.result_code(info.value) == "invalid_state", (state, m.hex(), now)
+                    assert s[x].state == state and s[x].result is r and not s[x].failed
+            with pytest.raises(P.InvalidState):
+                s[x].confirm_sas()
+            with pytest.raises(P.ProtocolError):
+                s[x].share_profile(bytes(32))
+
+
+def test_online_verify_call_binding_lengths_and_key_lengths():
+    """11.4: cb is 16 to 64 bytes, "another length is invalid_argument" (15 and 65 bytes);
+    11.2: a KEY is 66 or 98 bytes, either accepted whatever this side's own binding ("A
+    receiver checks a KEY as 11.2 says, whatever its length"), any other length
+    malformed_message."""
+    rng = random.Random(1143)
+    seed, window, pids, esks, chals, ds, stored = _ov_random(rng)
+    contact = P.ContactSecrets(ds["a"], stored["a"])
+    for n in (0, 1, 15, 65, 128):
+        cb = rng.randbytes(n)
+        for call in (
+                lambda: P.OnlineVerifySession(seed, window, pids["a"], pids["b"], esks["a"],
+                                              chals["a"], ds["a"], stored["a"], binding=cb),
+                lambda: P.OnlineVerifySession.for_contact(seed, window, pids["a"], pids["b"],
+                                                          esks["a"], chals["a"], contact,
+                                                          binding=cb),
+                lambda: P.ov_bind(seed, window, cb)):
+            with pytest.raises(P.ProtocolError) as info:
+                call()
+            assert P.result_code(info.value) == "invalid_argument", n
+    for n in (16, 64):
+        cb = rng.randbytes(n)
+        side = P.OnlineVerifySession(seed, window, pids["a"], pids["b"], esks["a"], chals["a"],
+                                     ds["a"], stored["a"], binding=cb)
+        assert side.bind == P.ov_bind(seed, window, cb) and len(side.key_message) == 98
+        assert P.ov_key_bind(side.key_message) == side.bind
+    # bind depends on the window and the binding.
+    cb = rng.randbytes(32)
+    assert P.ov_bind(seed, window, cb) != P.ov_bind(seed, window + 1, cb)
+    assert P.ov_bind(seed, window, cb) != P.ov_bind(seed, window, cb[:-1])
+    assert P.ov_bind(seed, window, cb) != P.ov_bind(rng.randbytes(32), window, cb)
+    # KEY lengths, for an unbound and a bound receiver, initiator and responder.
+    ini_x = "a" if pids["a"] < pids["b"] else "b"
+    res_x = _OTHER[ini_x]
+    for receiver_bound in (False, True):
+        bindings = {ini_x: cb, res_x: cb} if receiver_bound else {}
+        for peer_bound in (False, True):
+            peer_bindings = {ini_x: cb, res_x: cb} if peer_bound else {}
+            peers = _ov_sessions(seed, window, pids, esks, chals, ds, stored,
+                                 bindings=peer_bindings)
+            commit = peers[ini_x].start()[0]
+            peers[res_x].start()
+            key_r = peers[res_x].receive(commit)[0]
+            key_i = peers[ini_x].receive(key_r)[0]
+            assert len(key_r) == len(key_i) == (98 if peer_bound else 66)
+            for cut in (-1, +1):
+                for to, before, key in ((ini_x, [], key_r), (res_x, [commit], key_i)):
+                    s = _ov_sessions(seed, window, pids, esks, chals, ds, stored,
+                                     bindings=bindings)
+                    s[to].start()
+                    for m in before:
+                        s[to].receive(m)
+                    bad = key[:cut] if cut < 0 else key + b"\x00"
+                    with pytest.raises(P.ProtocolError) as info:
+                        s[to].receive(bad)
+                    assert P.result_code(info.value) == "malformed_message"
+            # Whole KEYs of either length are taken.
+            s = _ov_sessions(seed, window, pids, esks, chals, ds, stored, bindings=bindings)
+            s[ini_x].start()
+            assert [m[1] for m in s[ini_x].receive(key_r)] == [P.OV_KEY, P.OV_PROOF]
+            s[res_x].start()
+            s[res_x].receive(commit)
+            assert [m[1] for m in s[res_x].receive(key_i)] == [P.OV_PROOF]
+
+
+def test_online_verify_bindings_are_compared_only_after_the_proof():
+    """11.4: the bindings are compared "once the peer's PROOF is checked (its proof, then its
+    device tag ...), never before": a peer without the seed fails on its proof
+    (authentication_failed) whatever it is bound by, never ending in binding differs or other
+    call; the device tag is read before the end state (a changed device still ends in it)."""
+    rng = random.Random(1144)
+    for _ in range(20):
+        seed, window, pids, esks, chals, ds, stored, cb = _ov_bound_random(rng)
+        for honest_cb, impostor_cb in ((cb, None), (None, cb), (cb, rng.randbytes(32)),
+                                       (cb, cb)):
+            for impostor in "ab":
+                honest = _OTHER[impostor]
+                s = _ov_sessions(seed, window, pids, esks, chals, ds, stored,
+                                 bindings={honest: honest_cb})
+                s[impostor] = P.OnlineVerifySession(
+                    rng.randbytes(32), window, pids[impostor], pids[honest], esks[impostor],
+                    chals[impostor], ds[impostor], stored[impostor], binding=impostor_cb)
+                _, failures = _ov_run(s, rng=rng)
+                assert P.result_code(failures[honest]) == "authentication_failed"
+                assert s[honest].state == "failed"
+        # A peer on a new device, bound differently: its tag is read, then the end state.
+        s = _ov_sessions(seed, window, pids, esks, chals, ds, stored, bindings={"a": cb})
+        s["b"] = P.OnlineVerifySession(seed, window, pids["b"], pids["a"], esks["b"], chals["b"],
+                                       rng.randbytes(16), stored["b"])
+        assert _ov_run(s)[1] == {}
+        assert s["a"].state == s["b"].state == "binding_differs"
+        assert s["a"].result.tag_outcome == P.VERIFIED_DEVICE_CHANGED
+        assert s["b"].result.tag_outcome == P.VERIFIED
 
 
 # --------------------------------------------------------------------------------------------
