@@ -802,6 +802,48 @@ def test_online_verify_meets_in_the_room_of_the_window_before(relay, device):
     assert alice_session.sas == session_b.sas
 
 
+CALL_1, CALL_2 = bytes(range(32)), bytes(range(100, 148))
+
+
+@pytest.mark.parametrize(
+    "bindings, expected",
+    [
+        ((CALL_1, CALL_1), OnlineVerifyState.COMPARE_SAS),
+        ((CALL_1, None), OnlineVerifyState.BINDING_DIFFERS),
+        ((CALL_1, CALL_2), OnlineVerifyState.OTHER_CALL),
+    ],
+    ids=["one-call", "one-side-bound", "two-calls"],
+)
+def test_online_verify_bound_to_the_call_through_a_room(relay, device, bindings, expected):
+    """PROTOCOL.md 11.4 through a real relay. Alice's and Bob's devices meet
+    in the room their seed names whatever call each is on, so an attacker on
+    two calls at once can bring them together and repeat the SAS across:
+    bound to two different calls, both end as OTHER_CALL (no SAS, nothing
+    recorded); one bound beside one not, BINDING_DIFFERS; bound to one
+    call, the SAS, and confirming records the verification."""
+    r = relay()
+    alice, bob = device("Alice"), device("Bob")
+    id_a, id_b = befriend(alice, bob)
+    before = (alice.contacts.get(id_a).verified_at, bob.contacts.get(id_b).verified_at)
+    now = int(time.time())
+    (session_a, error_a), (session_b, error_b) = run_threads(
+        lambda: start_online_verify(r.url, alice.contacts, id_a, now=now, timeout=20, binding=bindings[0]),
+        lambda: start_online_verify(r.url, bob.contacts, id_b, now=now, timeout=20, binding=bindings[1]),
+    )
+    assert error_a is None and error_b is None, (error_a, error_b)
+    assert session_a.state == session_b.state == expected
+    if expected == OnlineVerifyState.COMPARE_SAS:
+        assert session_a.sas == session_b.sas
+        assert session_a.confirm(now + 1) == VoiceOutcome.VERIFIED
+        return
+    for session in (session_a, session_b):
+        with pytest.raises(itsme.InvalidStateError):
+            session.sas
+        with pytest.raises(itsme.InvalidStateError):
+            session.confirm(now + 1)
+    assert (alice.contacts.get(id_a).verified_at, bob.contacts.get(id_b).verified_at) == before
+
+
 @pytest.mark.parametrize("changed", ["COMMIT", "KEY", "PROOF"])
 def test_online_verify_through_a_tampering_room_fails(relay, device, changed):
     r = relay()

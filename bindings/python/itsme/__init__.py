@@ -262,8 +262,6 @@ from ._profile import (
 )
 from ._random import DeterministicRandom
 from ._rollcall import (
-    ROLLCALL_BINDING_MAX,
-    ROLLCALL_BINDING_MIN,
     ROLLCALL_MESSAGE_MAX,
     ROLLCALL_ROSTER_BYTES,
     RollCall,
@@ -295,6 +293,8 @@ from ._transfer import (
     import_status,
 )
 from ._voice import (
+    CALL_BINDING_MAX,
+    CALL_BINDING_MIN,
     NATO_WORDS,
     VOICE_CODE_SIZE,
     VOICE_SESSION_ID_SIZE,
@@ -415,6 +415,8 @@ __all__ = [
     "ApprovalResult",
     "AuthenticationFailedError",
     "BLUETOOTH_FRAME_MAX",
+    "CALL_BINDING_MAX",
+    "CALL_BINDING_MIN",
     "CONTACT_AWAITING_PEER",
     "CONTACT_DEGRADED",
     "CONTACT_UNVERIFIED",
@@ -509,8 +511,6 @@ __all__ = [
     "REMOTE_CODE_SIZE",
     "REMOTE_MESSAGE_MAX",
     "RESULT_CODES",
-    "ROLLCALL_BINDING_MAX",
-    "ROLLCALL_BINDING_MIN",
     "ROLLCALL_MESSAGE_MAX",
     "ROLLCALL_ROSTER_BYTES",
     "ROOM_NAME_SIZE",

@@ -9,7 +9,7 @@ import enum
 from ctypes import byref, c_size_t, c_uint32, c_void_p
 from typing import List, Optional
 
-from ._contacts import ContactStore
+from ._contacts import ContactStore, _wipe
 from ._errors import NotFoundError, check
 from ._exchange import REMOTE_MESSAGE_MAX, Exchange, _contact_store
 from ._ffi import lib
@@ -18,6 +18,7 @@ from ._online_verify import ROOM_NAME_SIZE, OnlineVerify
 from ._profile import bytes_in
 from ._random import DeterministicRandom, use_random
 from ._session import window_of
+from ._voice import CallBinding, _call_binding
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
@@ -128,8 +129,9 @@ class OnlineVerifyRendezvous(DetailedHandle):
     """The room rule of section 11.1 (``itsme_online_verify_rendezvous``):
     the two sessions with contact ``contact_id`` (the current window's and
     the previous one's), the rooms to be in (:meth:`rooms`), and which
-    session goes on (:meth:`peer_joined`).  Not for use by two threads at
-    once."""
+    session goes on (:meth:`peer_joined`).  ``binding`` binds both sessions
+    to the host's own call, as :class:`OnlineVerify` says (None: not
+    bound).  Not for use by two threads at once."""
 
     _kind = "online verify rendezvous"
     _free_function = lib.itsme_online_verify_rendezvous_free
@@ -141,16 +143,25 @@ class OnlineVerifyRendezvous(DetailedHandle):
         contact_id: int,
         now: Optional[int] = None,
         random: Optional[DeterministicRandom] = None,
+        *,
+        binding: CallBinding = None,
     ) -> None:
         store = _contact_store(store)
         contact_id = int_argument(contact_id, "contact id", _INT64_MIN, _INT64_MAX)
         when = unix_time(now)
+        buffer, length = _call_binding(binding)
         out = c_void_p()
-        with use_random(random) as rng, store._use() as store_ptr:
-            check(
-                lib.itsme_online_verify_rendezvous_new(store_ptr, contact_id, rng, when, byref(out)),
-                lambda: ContactStore._detail(store_ptr),
-            )
+        try:
+            with use_random(random) as rng, store._use() as store_ptr:
+                check(
+                    lib.itsme_online_verify_rendezvous_new(
+                        store_ptr, contact_id, buffer, length, rng, when, byref(out)
+                    ),
+                    lambda: ContactStore._detail(store_ptr),
+                )
+        finally:
+            if buffer is not None:
+                _wipe(buffer)
         super().__init__(new_handle(out))
         self._store = store
         self._contact_id = contact_id

@@ -7,12 +7,14 @@ import enum
 from ctypes import byref, c_uint32
 from typing import Optional, Union
 
+from ._contacts import ContactStore, _wipe
 from ._exchange import SHORT_CODE_SIZE
 from ._ffi import lib
 from ._handle import enum_or_int, read_text, unix_time
 from ._profile import PROFILE_REFERENCE_BYTES, bytes_in, read_secret, wipe
+from ._random import DeterministicRandom
 from ._session import _WindowSession
-from ._voice import VoiceOutcome
+from ._voice import CallBinding, VoiceOutcome, _call_binding
 
 __all__ = [
     "ONLINE_VERIFY_MESSAGE_MAX",
@@ -39,6 +41,16 @@ class OnlineVerifyState(enum.IntEnum):
     REJECTED = 4
     #: A message was refused, or the time ran out.  Final: start a new session.
     FAILED = 5
+    #: The peer's device proved it holds the seed, but one of the two
+    #: sessions is bound to a call and the other is not (docs/PROTOCOL.md
+    #: 11.4).  Final; nothing recorded, no SAS.  Say so: verify again with
+    #: both bound, or neither.
+    BINDING_DIFFERS = 6
+    #: The peer's device proved it holds the seed, but it is bound to
+    #: another call than this one (11.4).  Final; nothing recorded, no SAS.
+    #: Warn: the person on this call may not be the contact (someone may be
+    #: relaying between two calls).
+    OTHER_CALL = 7
 
 
 class OnlineVerify(_WindowSession[OnlineVerifyState]):
@@ -52,10 +64,18 @@ class OnlineVerify(_WindowSession[OnlineVerifyState]):
         session.share_profile(profile.reference)       # optional, before the PROOF
         join_relay_room(session.room)                  # no peer: try window - 1
         # send every message next_outgoing() gives, receive() every one that
-        # arrives, until session.state is COMPARE_SAS
-        print(session.sas)                             # both read it aloud
-        outcome = session.confirm(contacts)            # or session.reject()
-        reference = session.peer_profile()             # if the peer shared one
+        # arrives, while session.state is RUNNING
+        if session.state == OnlineVerifyState.COMPARE_SAS:
+            print(session.sas)                         # both read it aloud
+            outcome = session.confirm()                # or session.reject()
+            reference = session.peer_profile()         # if the peer shared one
+
+    A host that embeds ItsMe in the call itself binds the session to that
+    call (``binding``, docs/PROTOCOL.md 11.4).  A peer bound differently
+    ends the session, once its PROOF is checked, in ``BINDING_DIFFERS`` (one
+    of the two is bound and the other is not) or ``OTHER_CALL`` (both are
+    bound, to different calls: warn that the person on this call may not be
+    the contact); both are final, record nothing and show no SAS.
 
     No window is used up.  A failure is final: :attr:`state` is ``FAILED``
     and later calls raise :class:`InvalidStateError`.  A session expires 10
@@ -77,9 +97,45 @@ class OnlineVerify(_WindowSession[OnlineVerifyState]):
     _state_enum = OnlineVerifyState
     _message_max = ONLINE_VERIFY_MESSAGE_MAX
 
+    def __init__(
+        self,
+        store: ContactStore,
+        contact_id: int,
+        window: Optional[int] = None,
+        now: Optional[int] = None,
+        random: Optional[DeterministicRandom] = None,
+        *,
+        binding: CallBinding = None,
+    ) -> None:
+        """A session with contact ``contact_id`` of ``store`` in ``window``
+        (``floor(now / 30)``, the default, or the one before, for a host
+        that found no peer in the current one).  ``random`` (tests and
+        vectors only) draws its ephemeral values.
+
+        ``binding`` binds it to the host's own call:
+        :data:`CALL_BINDING_MIN` to :data:`CALL_BINDING_MAX` bytes that
+        both devices of the call hold, the same for the whole call, that the
+        relay and the call's server never see (docs/PROTOCOL.md 20.1 says
+        which values qualify); None: not bound.
+
+        Raises :class:`NotFoundError` if there is no such contact,
+        :class:`InvalidArgumentError` for another window, a binding of
+        another length or a time out of range (the error's detail is the
+        store's last error), ``TypeError`` for arguments of the wrong type.
+        """
+        buffer, length = _call_binding(binding)
+        try:
+            self._open(store, contact_id, window, now, random, (buffer, length))
+        finally:
+            if buffer is not None:
+                _wipe(buffer)
+
     @property
     def state(self) -> OnlineVerifyState:
-        """Where the session stands (:class:`OnlineVerifyState`)."""
+        """Where the session stands (:class:`OnlineVerifyState`): after
+        each :meth:`receive`, ``RUNNING`` until the peer's PROOF is in, then
+        ``COMPARE_SAS``, or ``BINDING_DIFFERS`` or ``OTHER_CALL`` when the
+        two devices are bound differently."""
         return super().state
 
     @property
@@ -89,7 +145,10 @@ class OnlineVerify(_WindowSession[OnlineVerifyState]):
         return self._read(read_text, lib.itsme_online_verify_room, ROOM_NAME_SIZE)
 
     def receive(self, data: Union[bytes, bytearray, memoryview], now: Optional[int] = None) -> None:
-        """Feeds one message from the peer.
+        """Feeds one message from the peer.  Check :attr:`state` after each:
+        the peer's PROOF moves the session to ``COMPARE_SAS``, or (without
+        an error) to ``BINDING_DIFFERS`` or ``OTHER_CALL`` when the two
+        devices are bound differently.
 
         Raises :class:`InvalidStateError` once the session failed or its
         messages are complete, and, ending the session as failed:
@@ -104,7 +163,8 @@ class OnlineVerify(_WindowSession[OnlineVerifyState]):
     @property
     def sas(self) -> str:
         """The SAS both people read aloud (``"ECHO 0042"``), once both proofs
-        are checked; :class:`InvalidStateError` before."""
+        are checked; :class:`InvalidStateError` before, and in a session
+        that failed or ended ``BINDING_DIFFERS`` or ``OTHER_CALL``."""
         return self._read(read_text, lib.itsme_online_verify_sas, SHORT_CODE_SIZE)
 
     def confirm(self, now: Optional[int] = None) -> VoiceOutcome:
@@ -112,8 +172,9 @@ class OnlineVerify(_WindowSession[OnlineVerifyState]):
         session's store as voice verification does (``VERIFIED``,
         ``DEVICE_CHANGED`` or ``VERIFIED_TAG_UNCHECKED``) and returns it.
 
-        Raises :class:`InvalidStateError` before the SAS exists or once the
-        session finished, :class:`ExpiredError`.
+        Raises :class:`InvalidStateError` before the SAS exists, in a
+        session that ended without one (``BINDING_DIFFERS``, ``OTHER_CALL``)
+        or once the session finished, :class:`ExpiredError`.
         """
         outcome = c_uint32()
         self._call(lib.itsme_online_verify_confirm, unix_time(now), byref(outcome))
@@ -121,7 +182,8 @@ class OnlineVerify(_WindowSession[OnlineVerifyState]):
 
     def reject(self) -> None:
         """The SAS differed, or the person gave up: nothing is recorded.
-        :class:`InvalidStateError` once the session finished or failed."""
+        :class:`InvalidStateError` once the session finished, failed or
+        ended ``BINDING_DIFFERS`` or ``OTHER_CALL``."""
         self._call(lib.itsme_online_verify_reject)
 
     def share_profile(self, reference: bytes) -> None:

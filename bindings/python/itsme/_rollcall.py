@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Iterable, List, Optional, Union
 
 from ._contacts import ContactStore, _bytes_argument, _wipe
-from ._errors import InvalidArgumentError, Result, check
+from ._errors import check
 from ._exchange import REMOTE_CODE_SIZE, _contact_store
 from ._ffi import RollCallParticipantStruct, lib
 from ._handle import (
@@ -27,11 +27,9 @@ from ._handle import (
 )
 from ._online_verify import ROOM_NAME_SIZE
 from ._random import DeterministicRandom, use_random
-from ._voice import VOICE_CODE_SIZE
+from ._voice import VOICE_CODE_SIZE, CallBinding, _call_binding
 
 __all__ = [
-    "ROLLCALL_BINDING_MAX",
-    "ROLLCALL_BINDING_MIN",
     "ROLLCALL_MESSAGE_MAX",
     "ROLLCALL_ROSTER_BYTES",
     "RollCall",
@@ -47,10 +45,6 @@ __all__ = [
 ROLLCALL_MESSAGE_MAX = 32901
 #: A roster hash, in bytes (``ITSME_ROLLCALL_ROSTER_BYTES``).
 ROLLCALL_ROSTER_BYTES = 32
-#: The shortest call binding, in bytes (``ITSME_ROLLCALL_BINDING_MIN``).
-ROLLCALL_BINDING_MIN = 16
-#: The longest call binding, in bytes (``ITSME_ROLLCALL_BINDING_MAX``).
-ROLLCALL_BINDING_MAX = 64
 
 # A relay slot in itsme_rollcall_joined's list: 2 bytes, big-endian
 # (ITSME_ROLLCALL_SLOT_BYTES).
@@ -199,7 +193,7 @@ class RollCall(DetailedHandle):
         meeting_code: str,
         now: Optional[int] = None,
         *,
-        binding: Optional[Union[bytes, bytearray, memoryview]] = None,
+        binding: CallBinding = None,
         random: Optional[DeterministicRandom] = None,
     ) -> None:
         """A roll call named by ``meeting_code`` (as typed: either case,
@@ -207,7 +201,7 @@ class RollCall(DetailedHandle):
         those awaiting the peer), started at ``now``.
 
         ``binding`` binds it to the host's own call:
-        :data:`ROLLCALL_BINDING_MIN` to :data:`ROLLCALL_BINDING_MAX` bytes
+        :data:`CALL_BINDING_MIN` to :data:`CALL_BINDING_MAX` bytes
         that every participant of that call holds, the same for the whole
         call, that the relay never sees (docs/PROTOCOL.md 20.1 says which
         values qualify); None: not bound.  A device bound to another call
@@ -223,16 +217,7 @@ class RollCall(DetailedHandle):
         store = _contact_store(contacts)
         encoded = encode_text(meeting_code, "meeting code")
         when = unix_time(now)
-        if binding is None:
-            buffer, length = None, 0
-        else:
-            buffer, length = _bytes_argument(binding, "binding")
-            if not ROLLCALL_BINDING_MIN <= length <= ROLLCALL_BINDING_MAX:
-                _wipe(buffer)
-                raise InvalidArgumentError(
-                    Result.ITSME_E_INVALID_ARGUMENT,
-                    f"a call binding is {ROLLCALL_BINDING_MIN} to {ROLLCALL_BINDING_MAX} bytes, not {length}",
-                )
+        buffer, length = _call_binding(binding)
         out = c_void_p()
         try:
             with use_random(random) as rng, store._use() as store_ptr:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 from ctypes import byref, c_int64, c_uint32, c_void_p
-from typing import Callable, Generic, Optional, Type, TypeVar, Union
+from typing import Any, Callable, Generic, Optional, Tuple, Type, TypeVar, Union
 
 from ._contacts import ContactStore, _bytes_argument
 from ._errors import check
@@ -60,6 +60,20 @@ class _WindowSession(DetailedHandle, Generic[_S]):
         now: Optional[int] = None,
         random: Optional[DeterministicRandom] = None,
     ) -> None:
+        self._open(store, contact_id, window, now, random)
+
+    def _open(
+        self,
+        store: ContactStore,
+        contact_id: int,
+        window: Optional[int],
+        now: Optional[int],
+        random: Optional[DeterministicRandom],
+        extra: Tuple[Any, ...] = (),
+    ) -> None:
+        """Makes the C session; ``extra`` are the arguments the subclass's
+        ``_new_function`` takes between the window and the random source
+        (Online Verify's call binding)."""
         store = _contact_store(store)
         contact_id = int_argument(contact_id, "contact id", _INT64_MIN, _INT64_MAX)
         when = unix_time(now)
@@ -67,7 +81,7 @@ class _WindowSession(DetailedHandle, Generic[_S]):
         out = c_void_p()
         with use_random(random) as rng, store._use() as store_ptr:
             check(
-                type(self)._new_function(store_ptr, contact_id, window, rng, when, byref(out)),
+                type(self)._new_function(store_ptr, contact_id, window, *extra, rng, when, byref(out)),
                 lambda: ContactStore._detail(store_ptr),
             )
         super().__init__(new_handle(out))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 from ctypes import byref, c_bool, c_int64, c_size_t, c_uint8, c_uint32, c_void_p
-from typing import TYPE_CHECKING, Callable, List, NamedTuple, Optional, Tuple, TypeVar
+from typing import TYPE_CHECKING, Callable, List, NamedTuple, Optional, Tuple, TypeVar, Union
 
 from ._contacts import DEGRADATION_CODE_SIZE, ContactStore, _bytes_argument, _wipe
 from ._errors import InvalidArgumentError, Result, check
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 __all__ = [
+    "CALL_BINDING_MAX",
+    "CALL_BINDING_MIN",
     "NATO_WORDS",
     "VOICE_CODE_SIZE",
     "VOICE_SESSION_ID_SIZE",
@@ -60,6 +62,15 @@ VOICE_CODE_SIZE = 13
 VOICE_SESSION_ID_SIZE = 12
 #: Words offered to each selector.
 VOICE_WORDS = 5
+#: The shortest call binding, in bytes (``ITSME_CALL_BINDING_MIN``): what
+#: :class:`VoiceSession`, :class:`OnlineVerify`, its rendezvous and
+#: :class:`RollCall` take as ``binding``.
+CALL_BINDING_MIN = 16
+#: The longest call binding, in bytes (``ITSME_CALL_BINDING_MAX``).
+CALL_BINDING_MAX = 64
+
+#: What a ``binding`` argument may be: bytes-like, or None for none.
+CallBinding = Optional[Union[bytes, bytearray, memoryview]]
 
 _NATO_COUNT = 26
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -149,6 +160,25 @@ def _window(value: int) -> int:
     return int_argument(value, "window", _INT64_MIN, _INT64_MAX)
 
 
+def _call_binding(binding: CallBinding) -> "Tuple[Optional[Array[c_uint8]], int]":
+    """A call binding as the C functions take it: None (NULL, length 0) for
+    none, else a copy of its bytes, :data:`CALL_BINDING_MIN` to
+    :data:`CALL_BINDING_MAX` long (the caller wipes the copy).  The library
+    checks the length too (an empty binding that is not NULL included);
+    this says which length it got.  Raises :class:`InvalidArgumentError`,
+    and ``TypeError`` for a binding that is not bytes-like."""
+    if binding is None:
+        return None, 0
+    buffer, length = _bytes_argument(binding, "binding")
+    if not CALL_BINDING_MIN <= length <= CALL_BINDING_MAX:
+        _wipe(buffer)
+        raise InvalidArgumentError(
+            Result.ITSME_E_INVALID_ARGUMENT,
+            f"a call binding is {CALL_BINDING_MIN} to {CALL_BINDING_MAX} bytes, not {length}",
+        )
+    return buffer, length
+
+
 def _word(value: int, what: str = "word") -> int:
     return int_argument(value, what, 0, _UINT32_MAX)
 
@@ -176,6 +206,12 @@ class VoiceSession(DetailedHandle):
     :attr:`state` is ``FAILED`` and later calls raise
     :class:`InvalidStateError`.  Times are unix seconds; None means now.
 
+    A host that embeds ItsMe in the call itself binds the session to that
+    call (``binding``, docs/PROTOCOL.md 9.7): the session ID and the codes
+    take it, so a device bound to another call, or not bound, reads another
+    session ID, and codes repeated from another call do not match.  Show
+    beside the session ID that the session is bound.
+
     The session keeps its contact store alive.  Not for use by two threads
     at once (calls on one session are serialised by a lock).  Closing it
     wipes its secrets.
@@ -185,22 +221,42 @@ class VoiceSession(DetailedHandle):
     _free_function = lib.itsme_voice_free
     _last_error_name = "itsme_voice_last_error"
 
-    def __init__(self, store: ContactStore, contact_id: int, now: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        store: ContactStore,
+        contact_id: int,
+        now: Optional[int] = None,
+        *,
+        binding: CallBinding = None,
+    ) -> None:
         """Plans a session with contact ``contact_id`` of ``store`` at
         ``now``: the next window after ``now`` and after the last one used.
 
-        Raises :class:`NotFoundError` if there is no such contact; the
-        error's detail is the store's last error.
+        ``binding`` binds it to the host's own call:
+        :data:`CALL_BINDING_MIN` to :data:`CALL_BINDING_MAX` bytes that
+        both devices of the call hold, the same for the whole call, that the
+        relay and the call's server never see (docs/PROTOCOL.md 20.1 says
+        which values qualify); None: not bound.
+
+        Raises :class:`NotFoundError` if there is no such contact,
+        :class:`InvalidArgumentError` for a binding of another length or a
+        time out of range (the error's detail is the store's last error),
+        ``TypeError`` for arguments of the wrong type.
         """
         store = _contact_store(store)
         contact_id = int_argument(contact_id, "contact id", _INT64_MIN, _INT64_MAX)
         when = unix_time(now)
+        buffer, length = _call_binding(binding)
         out = c_void_p()
-        with store._use() as store_ptr:
-            check(
-                lib.itsme_voice_new(store_ptr, contact_id, when, byref(out)),
-                lambda: ContactStore._detail(store_ptr),
-            )
+        try:
+            with store._use() as store_ptr:
+                check(
+                    lib.itsme_voice_new(store_ptr, contact_id, buffer, length, when, byref(out)),
+                    lambda: ContactStore._detail(store_ptr),
+                )
+        finally:
+            if buffer is not None:
+                _wipe(buffer)
         super().__init__(new_handle(out))
         # The C session holds its store; the Python object is kept too, so
         # that it is not collected (and closed) while the session lives.
@@ -277,7 +333,9 @@ class VoiceSession(DetailedHandle):
     @property
     def session_id(self) -> str:
         """The session ID both people read aloud (``"KILO 07"``): the same
-        text on both devices means the same seed and window."""
+        text on both devices means the same seed and window (and, for a
+        session bound to a call, the same call: say beside it that the
+        session is bound, "KILO 07, bound to this call")."""
         return self._read(read_text, lib.itsme_voice_session_id, VOICE_SESSION_ID_SIZE)
 
     @property

@@ -54,6 +54,7 @@ from ._exchange import Exchange, ExchangeFlags, ExchangeState
 from ._mailbox import MailboxOutcome, MailboxRequest, MailboxSession, OnlineVerifyRendezvous
 from ._online_verify import OnlineVerify, OnlineVerifyState
 from ._random import DeterministicRandom
+from ._voice import CallBinding
 
 __all__ = [
     "InviteEndedError",
@@ -808,7 +809,9 @@ def _run_in_room(
 
 
 def _stop(session: OnlineVerify) -> None:
-    """Rejects an Online Verify session that can no longer finish."""
+    """Rejects an Online Verify session that can no longer finish (one that
+    ended, ``BINDING_DIFFERS`` or ``OTHER_CALL`` included, is left as it
+    is)."""
     try:
         if session.state in (OnlineVerifyState.RUNNING, OnlineVerifyState.COMPARE_SAS):
             session.reject()
@@ -908,8 +911,18 @@ def online_verify(
 ) -> OnlineVerifyState:
     """Runs an Online Verify session through its relay room
     (:attr:`OnlineVerify.room`, or the ``room`` given, already joined) until
-    both proofs are checked; returns the state (``COMPARE_SAS``: both read
-    the SAS aloud, then :meth:`OnlineVerify.confirm` or ``reject``).
+    the peer's proof is checked (the state is no longer ``RUNNING``);
+    returns the state:
+
+    * ``COMPARE_SAS``: both read the SAS aloud, then
+      :meth:`OnlineVerify.confirm` or ``reject``;
+    * ``BINDING_DIFFERS``: the peer's device holds the seed, but one of the
+      two sessions is bound to the call (``binding``) and the other is not:
+      nothing was recorded; tell the person to verify again with both
+      bound, or neither;
+    * ``OTHER_CALL``: the peer's device holds the seed but is bound to
+      another call than this session's: nothing was recorded; warn the
+      person that whoever is on this call may not be the contact.
 
     Raises the library's error when a message is refused (the room is left,
     so the peer fails too), :class:`RelayError` when the room fails (the
@@ -936,20 +949,28 @@ def start_online_verify(
     timeout: float = 60.0,
     random: Optional[DeterministicRandom] = None,
     ssl_context: Optional[ssl.SSLContext] = None,
+    binding: CallBinding = None,
 ) -> OnlineVerify:
     """Online Verify with contact ``contact_id`` by the room rule of
-    section 11.1 (the library's rendezvous), run until the SAS: joins the
-    room of the current window and, finding no peer there, also the one of
-    the window before; the session of the room where the two meet goes on,
-    the other is closed.  Returns that session (state ``COMPARE_SAS``).
+    section 11.1 (the library's rendezvous), run until the peer's proof is
+    checked: joins the room of the current window and, finding no peer
+    there, also the one of the window before; the session of the room where
+    the two meet goes on, the other is closed.  Returns that session, in the
+    state
+    :func:`online_verify` returns: ``COMPARE_SAS`` (show
+    :attr:`OnlineVerify.sas`), or ``BINDING_DIFFERS`` or ``OTHER_CALL``
+    (no SAS, nothing recorded: say why) when the two devices are bound to
+    the call differently.
 
-    ``now`` (unix seconds) picks the window and is passed to the session.
-    Raises :class:`RelayError` (``"timeout"`` if nobody came), or the
-    library's error for a refused message.
+    ``binding`` binds the sessions to the host's own call
+    (:class:`OnlineVerify` says what it is; None: not bound).  ``now`` (unix
+    seconds) picks the window and is passed to the session.  Raises
+    :class:`RelayError` (``"timeout"`` if nobody came), or the library's
+    error for a refused message or a binding of another length.
     """
     when = int(time.time()) if now is None else now
     deadline = time.monotonic() + timeout
-    rendezvous = OnlineVerifyRendezvous(store, contact_id, when, random=random)
+    rendezvous = OnlineVerifyRendezvous(store, contact_id, when, random=random, binding=binding)
     joined: List[Tuple[str, Room]] = []
     chosen: Optional[OnlineVerify] = None
     try:

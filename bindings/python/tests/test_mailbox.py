@@ -181,3 +181,55 @@ def test_the_room_rule_across_a_window_boundary(people):
                 moved = True
     assert sa.state == sb.state == OnlineVerifyState.COMPARE_SAS
     assert sa.sas == sb.sas
+
+
+def _meet(people, bindings):
+    """Alice's and Bob's rendezvous at one time, bound by ``bindings``: the
+    sessions of the room where they meet, run to their end."""
+    (_, alice, at_alice), (_, bob, at_bob) = people
+    seed = bytes([9]) * 32
+    bob_id = at_alice.add("Bob", bob.public_key, seed, now=T0)
+    alice_id = at_bob.add("Alice", alice.public_key, seed, now=T0)
+    a = OnlineVerifyRendezvous(at_alice, bob_id, T0, random=rng("bound a"), binding=bindings[0])
+    b = OnlineVerifyRendezvous(at_bob, alice_id, T0, random=rng("bound b"), binding=bindings[1])
+    [room] = a.rooms()
+    assert b.rooms() == [room], "the rooms do not depend on the binding"
+    sa, sb = a.peer_joined(room), b.peer_joined(room)
+    moved = True
+    while moved:
+        moved = False
+        for x, y in ((sa, sb), (sb, sa)):
+            message = x.next_outgoing()
+            if message:
+                y.receive(message, T0)
+                moved = True
+    return sa, sb
+
+
+@pytest.mark.parametrize(
+    "bindings, ends",
+    [
+        ((b"our call" * 4, b"our call" * 4), OnlineVerifyState.COMPARE_SAS),
+        ((b"our call" * 4, None), OnlineVerifyState.BINDING_DIFFERS),
+        ((None, b"our call" * 4), OnlineVerifyState.BINDING_DIFFERS),
+        ((b"our call" * 4, b"other call" * 2), OnlineVerifyState.OTHER_CALL),
+    ],
+    ids=["one call", "alice bound", "bob bound", "two calls"],
+)
+def test_the_room_rule_binds_both_sessions(people, bindings, ends):
+    sa, sb = _meet(people, bindings)
+    assert sa.state == sb.state == ends
+    if ends == OnlineVerifyState.COMPARE_SAS:
+        assert sa.sas == sb.sas
+
+
+def test_the_room_rule_checks_the_binding(people):
+    (_, _, at_alice), (_, bob, _) = people
+    bob_id = at_alice.add("Bob", bob.public_key, bytes([9]) * 32, now=T0)
+    for length in (0, 15, 65):
+        with pytest.raises(InvalidArgumentError, match=f"not {length}"):
+            OnlineVerifyRendezvous(at_alice, bob_id, T0, binding=bytes(length))
+    with pytest.raises(TypeError):
+        OnlineVerifyRendezvous(at_alice, bob_id, T0, binding="our call, 16+ chars")  # type: ignore[arg-type]
+    for length in (16, 64):
+        OnlineVerifyRendezvous(at_alice, bob_id, T0, binding=bytes(length)).close()

@@ -258,7 +258,7 @@ def exchange_state(exchange):
 def new_voice(env, now=T0):
     """A voice session with env's contact Carol, planned at ``now``; freed with the fixture."""
     out = c_void_p()
-    ok(lib.itsme_voice_new(env.contacts, env.contact_id, now, byref(out)))
+    ok(lib.itsme_voice_new(env.contacts, env.contact_id, None, 0, now, byref(out)))
     env.voices.append(out.value)
     return out.value
 
@@ -345,7 +345,7 @@ def new_online_verify(env, store=None, contact_id=None, now=T0):
     """An Online Verify session (default: with Carol), freed with the fixture."""
     out = c_void_p()
     store, contact_id = (env.contacts, env.contact_id) if store is None else (store, contact_id)
-    ok(lib.itsme_online_verify_new(store, contact_id, now // 30, None, now, byref(out)))
+    ok(lib.itsme_online_verify_new(store, contact_id, now // 30, None, 0, None, now, byref(out)))
     env.online.append(out.value)
     return out.value
 
@@ -730,10 +730,50 @@ def test_nato_words():
 
 def test_voice_new_failures_are_recorded_on_the_store(raw):
     out = handle_out()
-    assert lib.itsme_voice_new(raw.contacts, raw.contact_id + 100, T0, byref(out)) == R.ITSME_E_NOT_FOUND
+    assert lib.itsme_voice_new(raw.contacts, raw.contact_id + 100, None, 0, T0, byref(out)) == R.ITSME_E_NOT_FOUND
     assert contacts_detail(raw) != b"\0"
-    assert lib.itsme_voice_new(raw.contacts, raw.contact_id, -1, byref(out)) == R.ITSME_E_INVALID_ARGUMENT
+    assert lib.itsme_voice_new(raw.contacts, raw.contact_id, None, 0, -1, byref(out)) == R.ITSME_E_INVALID_ARGUMENT
     assert out.value == 0xDEADBEEF
+
+
+def test_call_bindings_are_checked_by_the_library(raw):
+    """The three constructors that take a call binding (docs/PROTOCOL.md
+    9.7, 11.4): NULL with 0 is none; 16 to 64 bytes bind; NULL with a
+    length, an empty binding that is not NULL, and any other length are
+    ITSME_E_INVALID_ARGUMENT, with the store's detail and *out untouched."""
+    assert (lib.itsme_call_binding_min(), lib.itsme_call_binding_max()) == (16, 64)
+    assert (_abi.ITSME_CALL_BINDING_MIN, _abi.ITSME_CALL_BINDING_MAX) == (16, 64)
+    window = T0 // 30
+    constructors = {
+        "itsme_voice_new": (
+            lambda binding, length, out: lib.itsme_voice_new(raw.contacts, raw.contact_id, binding, length, T0, out),
+            lib.itsme_voice_free,
+        ),
+        "itsme_online_verify_new": (
+            lambda binding, length, out: lib.itsme_online_verify_new(
+                raw.contacts, raw.contact_id, window, binding, length, None, T0, out
+            ),
+            lib.itsme_online_verify_free,
+        ),
+        "itsme_online_verify_rendezvous_new": (
+            lambda binding, length, out: lib.itsme_online_verify_rendezvous_new(
+                raw.contacts, raw.contact_id, binding, length, None, T0, out
+            ),
+            lib.itsme_online_verify_rendezvous_free,
+        ),
+    }
+    data = byte_buf(65)
+    for name, (new, free) in constructors.items():
+        for binding, length in ((None, 16), (None, 32), (data, 0), (data, 15), (data, 65), (data, 1)):
+            out = handle_out()
+            assert new(binding, length, byref(out)) == R.ITSME_E_INVALID_ARGUMENT, (name, binding is None, length)
+            assert out.value == 0xDEADBEEF, name
+            assert b"binding" in contacts_detail(raw), (name, length)
+        for binding, length in ((None, 0), (data, 16), (data, 32), (data, 64)):
+            out = c_void_p()
+            ok(new(binding, length, byref(out)))
+            assert out.value, name
+            free(out.value)
 
 
 def test_voice_words_need_five_bytes(raw):
@@ -936,9 +976,18 @@ def test_derive_degradation_code_checks_its_sizes():
     assert n.value == 30
 
 
+def window_session_new(kind):
+    """itsme_online_verify_new (not bound to a call) or itsme_pin_update_new,
+    as (store, contact_id, window, rng, now, out)."""
+    new = getattr(lib, f"itsme_{kind}_new")
+    if kind == "online_verify":
+        return lambda store, contact_id, window, rng, now, out: new(store, contact_id, window, None, 0, rng, now, out)
+    return new
+
+
 @pytest.mark.parametrize("kind", ["online_verify", "pin_update"])
 def test_session_constructors_record_on_the_store(raw, kind):
-    new = getattr(lib, f"itsme_{kind}_new")
+    new = window_session_new(kind)
     window = T0 // 30
     out = handle_out()
     assert new(raw.contacts, raw.contact_id + 100, window, None, T0, byref(out)) == R.ITSME_E_NOT_FOUND
@@ -953,7 +1002,7 @@ def test_session_constructors_record_on_the_store(raw, kind):
 
 @pytest.mark.parametrize("kind", ["online_verify", "pin_update"])
 def test_the_previous_window_is_allowed(raw, kind):
-    new, free = getattr(lib, f"itsme_{kind}_new"), getattr(lib, f"itsme_{kind}_free")
+    new, free = window_session_new(kind), getattr(lib, f"itsme_{kind}_free")
     out = c_void_p()
     ok(new(raw.contacts, raw.contact_id, T0 // 30 - 1, None, T0, byref(out)))
     free(out.value)
@@ -1267,7 +1316,7 @@ _VOICE_EXTREME = textwrap.dedent(
     out = ctypes.c_void_p()
     with contacts._use() as store:
         if case == "plan at INT64_MAX":
-            code = lib.itsme_voice_new(store, contact_id, 2**63 - 1, ctypes.byref(out))
+            code = lib.itsme_voice_new(store, contact_id, None, 0, 2**63 - 1, ctypes.byref(out))
         elif case == "last window near INT64_MAX":
             try:  # the store refuses a window past the year 9999
                 contacts.use_window(contact_id, 2**63 // 30)
@@ -1275,9 +1324,9 @@ _VOICE_EXTREME = textwrap.dedent(
             except itsme.InvalidArgumentError:
                 pass
             contacts.use_window(contact_id, 253402300799 // 30 - 1)
-            code = lib.itsme_voice_new(store, contact_id, 1_700_000_000, ctypes.byref(out))
+            code = lib.itsme_voice_new(store, contact_id, None, 0, 1_700_000_000, ctypes.byref(out))
         else:  # "timing at INT64_MIN"
-            assert lib.itsme_voice_new(store, contact_id, 1_700_000_000, ctypes.byref(out)) == 0
+            assert lib.itsme_voice_new(store, contact_id, None, 0, 1_700_000_000, ctypes.byref(out)) == 0
             outputs = [ctypes.byref(ctypes.c_int64()) for _ in range(3)]
             code = lib.itsme_voice_timing(out.value, -(2**63), *outputs)
     print("result", code)

@@ -3,10 +3,15 @@ two people who exchanged by QR meet in a relay room, here an in-memory
 pipe; their devices prove to each other that each holds the seed, and both
 read the SAS aloud.  Tampered, replayed and reflected messages, a changed
 device, a rejected SAS, the window rule, expiry and calls in the wrong state.
+Sessions bound to a call (11.4): bound alike, bound differently, one bound
+and one not, here and through itsme.relay's helpers against a real relay
+(skipped without the relay binary).
 """
 
 from __future__ import annotations
 
+import hashlib
+import threading
 import time
 
 import pytest
@@ -28,6 +33,7 @@ from itsme import (
     VoiceOutcome,
 )
 from test_degradation import make_person  # noqa: F401  (a fixture)
+from test_relay_records import relay_url  # noqa: F401  (a fixture: a real relay, or the test is skipped)
 from test_voice import T0, befriend, make_party, pair, rng, sessions  # noqa: F401  (fixtures)
 
 # Both start a session at NOW, in the room of its window.
@@ -39,17 +45,22 @@ REJECTED = (MalformedMessageError, AuthenticationFailedError, InvalidKeyError)
 LIFETIME = 600
 
 
-def start(party, sessions, label=None, now=NOW, window=None):
-    """A session of ``party`` with its peer; deterministic when labelled."""
+def start(party, sessions, label=None, now=NOW, window=None, binding=None):
+    """A session of ``party`` with its peer, bound to the call ``binding``
+    (None: not bound); deterministic when labelled."""
     random = None if label is None else rng(f"{label} {party.name}")
-    session = OnlineVerify(party.contacts, party.peer, window, now, random=random)
+    session = OnlineVerify(party.contacts, party.peer, window, now, random=random, binding=binding)
     sessions.append(session)
     return session
 
 
-def start_both(pair, sessions, label=None, now=NOW):
+def start_both(pair, sessions, label=None, now=NOW, bindings=(None, None)):
+    """Alice's and Bob's sessions, bound by ``bindings`` (None: not bound)."""
     alice, bob = pair
-    return start(alice, sessions, label, now), start(bob, sessions, label, now)
+    return (
+        start(alice, sessions, label, now, binding=bindings[0]),
+        start(bob, sessions, label, now, binding=bindings[1]),
+    )
 
 
 def pump(a, b, now=NOW, tamper=None):
@@ -426,6 +437,159 @@ def test_close_and_context_manager(pair):
     with pytest.raises(ValueError):
         session.state
     session.close()
+
+
+# -- bound to a call (docs/PROTOCOL.md 11.4) --------------------------------------------------
+
+# Two call bindings: what the host of each call holds (the DTLS-SRTP exporter
+# of the call, 32 bytes, in a real host).
+OUR_CALL = hashlib.sha256(b"our call").digest()
+OTHER_CALL = hashlib.sha256(b"another call").digest()[:16]
+
+
+def test_both_bound_to_one_call_compare_the_sas_and_confirm(pair, sessions):
+    alice, bob = pair
+    # bytes and bytearray alike: the same binding.
+    sa, sb = start_both(pair, sessions, bindings=(OUR_CALL, bytearray(OUR_CALL)))
+    assert sa.room == sb.room, "the room does not depend on the binding"
+    log, errors = pump(sa, sb)
+    assert errors == {}
+    # A bound KEY carries bind (32 bytes): 98 bytes.
+    assert [len(message) for _, _, message in log] == [34, 98, 98, 82, 82]
+    assert sa.state == sb.state == OnlineVerifyState.COMPARE_SAS
+    assert sa.sas == sb.sas
+    assert sa.confirm(NOW) == VoiceOutcome.VERIFIED
+    assert sb.confirm(NOW) == VoiceOutcome.VERIFIED
+    assert alice.contact().state == bob.contact().state == VerificationState.VERIFIED
+    assert sa.state == sb.state == OnlineVerifyState.CONFIRMED
+
+
+@pytest.mark.parametrize(
+    "bindings, ends",
+    [
+        ((OUR_CALL, None), OnlineVerifyState.BINDING_DIFFERS),
+        ((None, OUR_CALL), OnlineVerifyState.BINDING_DIFFERS),
+        ((OUR_CALL, OTHER_CALL), OnlineVerifyState.OTHER_CALL),
+    ],
+    ids=["alice bound", "bob bound", "two calls"],
+)
+def test_bound_differently_both_end_without_a_sas_and_record_nothing(pair, sessions, bindings, ends):
+    alice, bob = pair
+    before = alice.contact(), bob.contact()
+    sa, sb = start_both(pair, sessions, bindings=bindings)
+    sa.share_profile(bytes(range(32)))
+    log, errors = pump(sa, sb)
+    # Not a failure: each device proved it holds the seed.
+    assert errors == {}
+    assert len(log) == 5
+    keys = {sender: len(message) for sender, _, message in log if message[1] == KEY}
+    assert keys == {sa: 66 if bindings[0] is None else 98, sb: 66 if bindings[1] is None else 98}
+    for session in (sa, sb):
+        assert session.state == ends, session
+        # Final: no SAS, nothing to confirm, reject or read, nothing more to send.
+        with pytest.raises(InvalidStateError):
+            session.sas
+        with pytest.raises(InvalidStateError):
+            session.confirm(NOW)
+        with pytest.raises(InvalidStateError):
+            session.reject()
+        with pytest.raises(InvalidStateError):
+            session.peer_profile()
+        with pytest.raises(InvalidStateError):
+            session.receive(log[-1][2], NOW)
+        assert session.next_outgoing() == b""
+        assert session.state == ends, "still, after the refused calls"
+        assert ends.name in repr(session)
+    assert (alice.contact(), bob.contact()) == before, "nothing recorded"
+
+
+def test_the_end_states_are_the_headers():
+    assert OnlineVerifyState.BINDING_DIFFERS == itsme._abi.ITSME_ONLINE_VERIFY_STATE_BINDING_DIFFERS == 6
+    assert OnlineVerifyState.OTHER_CALL == itsme._abi.ITSME_ONLINE_VERIFY_STATE_OTHER_CALL == 7
+
+
+@pytest.mark.parametrize("length", [0, 1, itsme.CALL_BINDING_MIN - 1, itsme.CALL_BINDING_MAX + 1])
+def test_a_binding_of_another_length_is_refused(pair, length):
+    alice, _ = pair
+    with pytest.raises(InvalidArgumentError) as caught:
+        OnlineVerify(alice.contacts, alice.peer, now=NOW, binding=bytes(length))
+    assert f"not {length}" in str(caught.value)
+
+
+def test_binding_arguments(pair, sessions):
+    alice, bob = pair
+    for length in (itsme.CALL_BINDING_MIN, itsme.CALL_BINDING_MAX):
+        session = start(alice, sessions, binding=memoryview(bytes(length)))
+        assert session.state == OnlineVerifyState.RUNNING
+    with pytest.raises(TypeError):
+        OnlineVerify(alice.contacts, alice.peer, now=NOW, binding="our call, 16+ chars")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        OnlineVerify(alice.contacts, alice.peer, None, NOW, None, OUR_CALL)  # type: ignore[misc]  # keyword-only
+    # The binding is checked before the contact and the window.
+    with pytest.raises(InvalidArgumentError):
+        OnlineVerify(alice.contacts, alice.peer + 100, now=NOW, binding=b"")
+    with pytest.raises(NotFoundError):
+        OnlineVerify(alice.contacts, alice.peer + 100, now=NOW, binding=OUR_CALL)
+
+
+def _run_threads(*calls):
+    """Runs the calls at once; their (result, error) pairs, in order."""
+    results = [(None, None)] * len(calls)
+
+    def run(index, call):
+        try:
+            results[index] = (call(), None)
+        except BaseException as error:  # noqa: B036  (reported to the test)
+            results[index] = (None, error)
+
+    threads = [threading.Thread(target=run, args=(index, call), daemon=True) for index, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+        assert not thread.is_alive(), "a side did not finish"
+    return results
+
+
+@pytest.mark.parametrize(
+    "bindings, ends",
+    [
+        ((OUR_CALL, OUR_CALL), OnlineVerifyState.COMPARE_SAS),
+        ((OUR_CALL, None), OnlineVerifyState.BINDING_DIFFERS),
+        ((OUR_CALL, OTHER_CALL), OnlineVerifyState.OTHER_CALL),
+    ],
+    ids=["one call", "one bound", "two calls"],
+)
+def test_through_a_relay_the_helpers_end_in_the_states_of_the_bindings(relay_url, pair, sessions, bindings, ends):
+    """itsme.relay's helpers through a real relay: start_online_verify binds
+    the rendezvous' sessions, online_verify runs a bound session; both stop
+    once the peer's PROOF is in, whatever the state it gave, and report it."""
+    alice, bob = pair
+    before = alice.contact(), bob.contact()
+    alice_session = start(alice, sessions, binding=bindings[0])
+    (state_a, error_a), (session_b, error_b) = _run_threads(
+        lambda: itsme.relay.online_verify(relay_url, alice_session, timeout=20, now=NOW),
+        lambda: itsme.relay.start_online_verify(
+            relay_url, bob.contacts, bob.peer, now=NOW, timeout=20, binding=bindings[1]
+        ),
+    )
+    assert error_a is None and error_b is None, (error_a, error_b)
+    sessions.append(session_b)
+    assert state_a == alice_session.state == session_b.state == ends
+    if ends == OnlineVerifyState.COMPARE_SAS:
+        assert alice_session.sas == session_b.sas
+        assert alice_session.confirm(NOW) == session_b.confirm(NOW) == VoiceOutcome.VERIFIED
+    else:
+        with pytest.raises(InvalidStateError):
+            session_b.sas
+        assert (alice.contact(), bob.contact()) == before, "nothing recorded"
+
+
+def test_start_online_verify_checks_the_binding_before_joining(pair):
+    _, bob = pair
+    with pytest.raises(InvalidArgumentError):
+        # No relay listens there: the binding is refused first.
+        itsme.relay.start_online_verify("http://127.0.0.1:9", bob.contacts, bob.peer, now=NOW, binding=bytes(15))
 
 
 # -- a profile reference in the PROOF (docs/PROTOCOL.md 11.3, 18.3) -------------------------

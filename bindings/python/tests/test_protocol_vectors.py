@@ -7,12 +7,15 @@ identity first, then (from the same source) the exchange's keys, so every
 payload, frame and SAS must come out byte for byte as listed.  The seed, SAS
 and Bluetooth derivations are checked through the pure functions, and so are
 the voice sessions and degradation codes of voice.json; its plans and heard
-codes go through real voice sessions.  The Online Verify and PIN Update
-sessions are rerun whole from each side's random seeds, between contacts
-added with the vector's seed; such contacts have no device secrets, so the
-Online Verify PROOF messages (which carry device tags) are not compared
-whole: they are opened with the vector's keys, and their proofs and profile
-references (shared where a side carries one) compared.  The profile records
+codes go through real voice sessions, and its sessions bound to a call are
+checked from the documented formulas and read their session ID through two
+real sessions bound by the vector's binding.  The Online Verify and PIN
+Update sessions are rerun whole from each side's random seeds, between
+contacts added with the vector's seed (the bound ones with each side's
+binding, to the vector's end state); such contacts have no device secrets,
+so the Online Verify PROOF messages (which carry device tags) are not
+compared whole: they are opened with the vector's keys, and their proofs
+and profile references (shared where a side carries one) compared.  The profile records
 of profile.json are opened through the binding and made again from their
 random sources (by an identity of another key, so all but the record MAC
 must match, and that is recomputed from the vector's ``k3``); every refusal
@@ -531,6 +534,122 @@ def test_voice_session(vector):
         assert itsme.derive_code(seed, window, first, w2, second, w1, a) != vector["a_code_text"]
 
 
+def _hkdf(ikm, salt, info, length=32):
+    """HKDF-SHA256 (RFC 5869), for the documented formulas."""
+    prk = hmac.new(salt, ikm, "sha256").digest()
+    out, block = b"", b""
+    for counter in range(1, -(-length // 32) + 1):
+        block = hmac.new(prk, block + info + bytes([counter]), "sha256").digest()
+        out += block
+    return out[:length]
+
+
+def _session_id_text(value):
+    return f"{itsme.nato_word(value // 100)} {value % 100:02d}"
+
+
+def _be64_mod(digest, modulus):
+    return int.from_bytes(digest[:8], "big") % modulus
+
+
+@pytest.mark.parametrize("vector", VOICE["bound_sessions"], ids=lambda v: v["session_id_text"])
+def test_voice_bound_session_formulas(vector):
+    """A session bound to a call (9.7) from the documented formulas: the
+    session ID and the code key take u8(1) and cb as two more items; words
+    and the first selector do not change; the unbound values are the pure
+    derivations' (9.2, 9.6)."""
+    seed, window, cb = h(vector["seed"]), vector["window"], h(vector["binding"])
+    a, b = h(vector["a_pid"]), h(vector["b_pid"])
+    assert itsme.CALL_BINDING_MIN <= len(cb) <= itsme.CALL_BINDING_MAX
+    u64 = window.to_bytes(8, "big")
+    session_input = lv_cat(b"itsme-session-id-v1", u64, b"\1", cb)
+    assert session_input == h(vector["session_id_input"])
+    value = _be64_mod(hmac.new(seed, session_input, "sha256").digest(), 2600)
+    assert value == vector["session_id_value"]
+    assert _session_id_text(value) == vector["session_id_text"]
+    # Unbound: 9.2 unchanged, as the library derives it.
+    unbound = _be64_mod(hmac.new(seed, lv_cat(b"itsme-session-id-v1", u64), "sha256").digest(), 2600)
+    assert unbound == vector["unbound_session_id_value"] != value
+    assert itsme.derive_session_id(seed, window) == _session_id_text(unbound)
+    # Words and the first selector: 9.3 and 9.4.
+    assert itsme.derive_words(seed, window, a) == vector["a_words"]
+    assert itsme.derive_words(seed, window, b) == vector["b_words"]
+    a_first = (a < b) == itsme.derive_lower_selects_first(seed, window)
+    assert vector["first_text"] == ("a" if a_first else "b")
+    first, second = (a, b) if a_first else (b, a)
+    w1, w2 = vector["w1"], vector["w2"]
+    info = lv_cat(b"itsme-interactive-code-v1", first, bytes([w1]), second, bytes([w2]), b"\1", cb)
+    assert info == h(vector["code_info"])
+    key = _hkdf(seed, u64, info)
+    assert key == h(vector["code_key"])
+    for speaker, side in ((a, "a"), (b, "b")):
+        code = _be64_mod(hmac.new(key, lv_cat(b"itsme-code-v1", speaker), "sha256").digest(), 26000)
+        assert code == vector[f"{side}_code_value"]
+        assert _code_text(code) == vector[f"{side}_code_text"]
+        # Unbound: 9.6 unchanged, as the library derives it.
+        plain = itsme.derive_code(seed, window, first, w1, second, w2, speaker)
+        assert plain == _code_text(vector[f"unbound_{side}_code_value"]) != vector[f"{side}_code_text"]
+
+
+def _voice_devices(parties, seed, names):
+    """Devices of new identities, each holding all the others as contacts
+    with ``seed``: {name: (contacts, {other name: contact id})}.  The
+    session ID depends on no pid, so the vector's pids are not needed."""
+    identities = {}
+    for name in names:
+        secrets = SecretStore.memory()
+        identities[name] = Identity.create(secrets, name)
+        parties.handles += [secrets, identities[name]]
+    devices = {}
+    for name in names:
+        contacts = parties.contacts(identities[name])
+        others = {
+            other: contacts.add(other, identities[other].public_key, seed, now=T0) for other in names if other != name
+        }
+        devices[name] = (contacts, others)
+    return devices
+
+
+@pytest.mark.parametrize("vector", VOICE["bound_sessions"], ids=lambda v: v["session_id_text"])
+def test_voice_bound_session_reads_its_session_id(parties, vector):
+    """Two real sessions planned for the vector's window, both bound by its
+    binding, read its session ID and go on to codes that match; a session
+    of the same seed not bound reads the unbound one."""
+    seed, window, cb = h(vector["seed"]), vector["window"], h(vector["binding"])
+    plan, start = 30 * window - 1, 30 * window
+    devices = _voice_devices(parties, seed, ("A", "B", "C"))
+    sides = {"a": (devices["A"][0], devices["A"][1]["B"]), "b": (devices["B"][0], devices["B"][1]["A"])}
+    bound = {}
+    for side, (contacts, contact_id) in sides.items():
+        session = itsme.VoiceSession(contacts, contact_id, plan, binding=cb)
+        parties.handles.append(session)
+        assert session.window == window
+        session.start(start)
+        assert session.session_id == vector["session_id_text"], side
+        bound[side] = session
+    # Another device of the same seed, not bound, in the same window.
+    contacts, others = devices["C"]
+    unbound = itsme.VoiceSession(contacts, others["A"], plan)
+    parties.handles.append(unbound)
+    unbound.start(start)
+    assert unbound.session_id == _session_id_text(vector["unbound_session_id_value"]) != vector["session_id_text"]
+    # The two bound sides go on to codes that match.
+    x, y = bound["a"], bound["b"]
+    first, second = (x, y) if x.turn == itsme.VoiceTurn.MINE else (y, x)
+    for speaker, listener in ((first, second), (second, first)):
+        word = speaker.words[0]
+        speaker.select(word, start)
+        listener.select(word, start)
+    assert x.your_code.text == y.their_code.text and y.your_code.text == x.their_code.text
+    # Contacts added without device secrets: the tags are not checked.
+    assert x.check(*y.your_code, start) == VoiceOutcome.VERIFIED_TAG_UNCHECKED
+    assert y.check(*x.your_code, start) == VoiceOutcome.VERIFIED_TAG_UNCHECKED
+
+
+def test_voice_bound_sessions_cover_the_lengths_of_a_binding():
+    assert {len(h(v["binding"])) for v in VOICE["bound_sessions"]} >= {16, 32}
+
+
 def test_voice_sessions_cover_both_kinds_of_pid():
     sizes = {len(h(s[f"{side}_pid"])) for s in VOICE["sessions"] for side in "ab"}
     assert sizes == {8, 32}
@@ -692,21 +811,29 @@ def _lv_cat(*parts):
     return b"".join(bytes([len(part)]) + part for part in parts)
 
 
-@pytest.mark.parametrize("vector", ONLINE["sessions"], ids=lambda v: v["sas_text"])
-def test_online_verify_session(parties, vector):
+def _play_online_verify(parties, vector):
+    """Both sides of a session vector, each from its random seed (bound to
+    its ``*_binding`` where the vector has one), play every message; the
+    COMMIT and KEYs must be the vector's, the PROOFs open with its keys to
+    its proofs.  Returns {side: session} once both PROOFs are in."""
     window = vector["window"]
     now = 30 * window
     sessions = {}
     for side, (contacts, contact_id) in _vector_contacts(parties, vector).items():
         random = DeterministicRandom(h(vector[side]["random_seed"]))
-        sessions[side] = OnlineVerify(contacts, contact_id, window, now, random=random)
+        binding = vector.get(f"{side}_binding")
+        sessions[side] = OnlineVerify(
+            contacts, contact_id, window, now, random=random, binding=None if binding is None else h(binding)
+        )
         parties.handles += [random, sessions[side]]
         assert sessions[side].room == vector["room"], side
         if "profile_reference" in vector[side]:
             sessions[side].share_profile(h(vector[side]["profile_reference"]))
-    initiator, responder = sessions[vector["initiator_text"]], sessions[_OTHER[vector["initiator_text"]]]
-    i_side = vector[vector["initiator_text"]]
-    r_side = vector[_OTHER[vector["initiator_text"]]]
+    i_text, r_text = vector["initiator_text"], _OTHER[vector["initiator_text"]]
+    initiator, responder = sessions[i_text], sessions[r_text]
+    i_side, r_side = vector[i_text], vector[r_text]
+    # 11.4: a bound side appends bind to its KEY.
+    i_bind, r_bind = (h(vector.get(f"{side}_bind") or "") for side in (i_text, r_text))
     assert h(i_side["pid"]) < h(r_side["pid"]), "the lower pid initiates"
     assert responder.next_outgoing() == b"", "the responder waits for the COMMIT"
     commit = initiator.next_outgoing()
@@ -716,10 +843,11 @@ def test_online_verify_session(parties, vector):
     responder.receive(commit, now)
     key_r = responder.next_outgoing()
     assert key_r.hex() == vector["key_r"]
-    assert key_r == b"\x01\x02" + h(r_side["ephemeral_public"]) + h(r_side["challenge"])
+    assert key_r == b"\x01\x02" + h(r_side["ephemeral_public"]) + h(r_side["challenge"]) + r_bind
     initiator.receive(key_r, now)
     key_i = initiator.next_outgoing()
     assert key_i.hex() == vector["key_i"]
+    assert key_i == b"\x01\x02" + h(i_side["ephemeral_public"]) + h(i_side["challenge"]) + i_bind
     proof_i = initiator.next_outgoing()
     responder.receive(key_i, now)
     proof_r = responder.next_outgoing()
@@ -745,13 +873,20 @@ def test_online_verify_session(parties, vector):
     responder.receive(proof_i, now)
     initiator.receive(proof_r, now)
     assert hashlib.sha256(h(vector["th_input"])).digest() == h(vector["th"])
-    for session in (initiator, responder):
+    return sessions
+
+
+@pytest.mark.parametrize("vector", ONLINE["sessions"], ids=lambda v: v["sas_text"])
+def test_online_verify_session(parties, vector):
+    now = 30 * vector["window"]
+    sessions = _play_online_verify(parties, vector)
+    for session in sessions.values():
         assert session.state == OnlineVerifyState.COMPARE_SAS
         assert session.sas == vector["sas_text"]
     assert itsme.derive_sas(h(vector["seed"]), h(vector["th"])) == vector["sas_text"]
     assert itsme.short_code_format(vector["sas_value"]) == vector["sas_text"]
     # Without device secrets the tags are not checked.
-    for session in (initiator, responder):
+    for session in sessions.values():
         assert session.confirm(now) == VoiceOutcome.VERIFIED_TAG_UNCHECKED
     # Each side reads the reference the other shared, once the SAS is confirmed.
     for side in "ab":
@@ -761,6 +896,55 @@ def test_online_verify_session(parties, vector):
         else:
             with pytest.raises(NotFoundError):
                 sessions[side].peer_profile()
+
+
+_OV_END_STATES = {
+    "compare_sas": OnlineVerifyState.COMPARE_SAS,
+    "binding_differs": OnlineVerifyState.BINDING_DIFFERS,
+    "other_call": OnlineVerifyState.OTHER_CALL,
+}
+
+
+@pytest.mark.parametrize("vector", ONLINE["bound_sessions"], ids=lambda v: v["state_text"])
+def test_online_verify_bound_session(parties, vector):
+    """A session bound to a call (11.4), played from both sides' random
+    seeds and bindings: the KEYs carry bind, and both sides end in the
+    vector's state; a SAS only when both are bound to one call."""
+    now, window = 30 * vector["window"], vector["window"]
+    for side in "ab":
+        binding, bind = vector[f"{side}_binding"], vector[f"{side}_bind"]
+        if binding is None:
+            assert bind is None
+        else:
+            expected = hmac.new(
+                h(vector["seed"]), lv_cat(b"itsme-ov-binding-v1", window.to_bytes(8, "big"), h(binding)), "sha256"
+            )
+            assert expected.hexdigest() == bind, side
+    sessions = _play_online_verify(parties, vector)
+    state = _OV_END_STATES[vector["state_text"]]
+    for side, session in sessions.items():
+        assert session.state == state, side
+    if state == OnlineVerifyState.COMPARE_SAS:
+        for session in sessions.values():
+            assert session.sas == vector["sas_text"]
+        assert itsme.derive_sas(h(vector["seed"]), h(vector["th"])) == vector["sas_text"]
+        assert itsme.short_code_format(vector["sas_value"]) == vector["sas_text"]
+        for session in sessions.values():
+            assert session.confirm(now) == VoiceOutcome.VERIFIED_TAG_UNCHECKED
+    else:
+        assert "sas_text" not in vector
+        for session in sessions.values():
+            with pytest.raises(itsme.InvalidStateError):
+                session.sas
+            with pytest.raises(itsme.InvalidStateError):
+                session.confirm(now)
+            assert session.state == state
+            # Nothing recorded: the contact is as added, never verified.
+            assert session.store.get(session.contact_id).verified_at is None
+
+
+def test_online_verify_bound_sessions_cover_every_end_state():
+    assert sorted(v["state_text"] for v in ONLINE["bound_sessions"]) == sorted(_OV_END_STATES)
 
 
 def _open_proof(message, key):

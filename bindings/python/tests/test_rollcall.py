@@ -217,8 +217,9 @@ def test_meeting_codes():
 def test_constants():
     assert itsme.ROLLCALL_MESSAGE_MAX == 32901 == itsme._ffi.lib.itsme_rollcall_message_max()
     assert itsme.ROLLCALL_ROSTER_BYTES == 32 == itsme._ffi.lib.itsme_rollcall_roster_bytes()
-    assert itsme.ROLLCALL_BINDING_MIN == 16 == itsme._ffi.lib.itsme_rollcall_binding_min()
-    assert itsme.ROLLCALL_BINDING_MAX == 64 == itsme._ffi.lib.itsme_rollcall_binding_max()
+    assert itsme.CALL_BINDING_MIN == 16 == itsme._ffi.lib.itsme_call_binding_min()
+    assert itsme.CALL_BINDING_MAX == 64 == itsme._ffi.lib.itsme_call_binding_max()
+    assert not hasattr(itsme, "ROLLCALL_BINDING_MIN") and not hasattr(itsme, "ROLLCALL_BINDING_MAX"), "renamed"
     assert RollCallState.BINDING_DIFFERS == 8 and RollCallState.OTHER_CALL == 9
 
 
@@ -507,8 +508,8 @@ def test_bindings_the_same_call_another_call_and_one_not_bound(four, calls):
         with pytest.raises(InvalidStateError):
             call["Ana"].enter_heard(index, codes[other], NOW + 2)
     # The binding's length is checked.
-    for bad in (b"", bytes(15), bytes(65)):
-        with pytest.raises(InvalidArgumentError):
+    for bad in (b"", bytes(itsme.CALL_BINDING_MIN - 1), bytes(itsme.CALL_BINDING_MAX + 1)):
+        with pytest.raises(InvalidArgumentError, match=f"16 to 64 bytes, not {len(bad)}"):
             RollCall(people["Ana"].contacts, code, NOW, binding=bad)
     with pytest.raises(TypeError):
         RollCall(people["Ana"].contacts, code, NOW, binding="our call, 16+ chars")  # type: ignore[arg-type]
@@ -694,7 +695,11 @@ def test_messages_refused_change_nothing(four, calls):
     assert (len(hello_a), hello_a[:2]) == (HELLO_SIZE, bytes([2, HELLO]))
     assert (len(view_a), view_a[:2], a.next_outgoing()) == (view_size(1), bytes([2, VIEW]), b"")
     b.joined(2, [1], NOW)
-    hello_b, view_b = b.next_outgoing(), b.next_outgoing()
+    hello_b = b.next_outgoing()
+    assert b.next_outgoing() == b"", "its VIEW waits for the HELLO of slot 1 (20.6, rule 4)..."
+    b.tick(NOW)
+    view_b = b.next_outgoing()  # ...or for the tick
+    assert view_b[1] == VIEW and len(listed(view_b)) == 1
     c = start(people["Cai"], calls, code, label="refusals")
     c.joined(3, [], NOW)
     hello_c = c.next_outgoing()
@@ -833,7 +838,9 @@ def test_arguments(four, calls):
     assert a.next_outgoing() == b"" and a.head_count == 1, "nothing changed"
     # Joined: the slots as a generator, a tuple or a list.
     a.joined(1, (slot for slot in [2, 3]), NOW)
-    assert a.next_outgoing()[1] == HELLO and a.next_outgoing()[1] == VIEW
+    assert a.next_outgoing()[1] == HELLO and a.next_outgoing() == b"", "its VIEW waits for the HELLOs of 2 and 3"
+    a.tick(NOW)
+    assert a.next_outgoing()[1] == VIEW
     a.joined(4, (2, 3), NOW + 1)  # after a reconnection
     assert a.next_outgoing()[1] == HELLO
     assert a.phase == RollCallPhase.GATHERING and not a.split

@@ -3,7 +3,8 @@ and 10): two people who added each other by a real QR exchange run
 sessions at fixed times, and everything that can go wrong does: a wrong
 code, an echoed code, a changed device, a word that is not the selector's,
 words entered in the wrong order, a used window, a session that ran out,
-badly typed codes.
+badly typed codes, sessions bound to different calls (or one bound and one
+not).
 """
 
 from __future__ import annotations
@@ -64,8 +65,8 @@ class Party:
     def contact(self) -> itsme.Contact:
         return self.contacts.get(self.peer)
 
-    def plan(self, now: int = PLAN) -> VoiceSession:
-        return VoiceSession(self.contacts, self.peer, now)
+    def plan(self, now: int = PLAN, binding: Optional[bytes] = None) -> VoiceSession:
+        return VoiceSession(self.contacts, self.peer, now, binding=binding)
 
 
 @pytest.fixture
@@ -118,9 +119,11 @@ def sessions():
         session.close()
 
 
-def plan_both(pair, sessions, now: int = PLAN):
+def plan_both(pair, sessions, now: int = PLAN, bindings=(None, None)):
+    """Alice's and Bob's sessions planned at ``now``, each bound to its
+    call binding of ``bindings`` (None: not bound)."""
     alice, bob = pair
-    pair_sessions = alice.plan(now), bob.plan(now)
+    pair_sessions = alice.plan(now, bindings[0]), bob.plan(now, bindings[1])
     sessions.extend(pair_sessions)
     return pair_sessions
 
@@ -156,9 +159,10 @@ def select_both(sa: VoiceSession, sb: VoiceSession, now: int, w1=None, w2=None):
     return w1, w2
 
 
-def to_codes(pair, sessions, now: int = PLAN):
-    """Two sessions planned at ``now``, started, and with both words entered."""
-    sa, sb = plan_both(pair, sessions, now)
+def to_codes(pair, sessions, now: int = PLAN, bindings=(None, None)):
+    """Two sessions planned at ``now`` (bound by ``bindings``), started, and
+    with both words entered."""
+    sa, sb = plan_both(pair, sessions, now, bindings)
     started = start_both(pair, sa, sb)
     select_both(sa, sb, started)
     assert sa.state == sb.state == VoiceState.COMPARING
@@ -576,6 +580,70 @@ def test_nato_words():
     for index in (26, -1, 2**32):
         with pytest.raises(InvalidArgumentError):
             itsme.nato_word(index)
+
+
+# -- bound to a call (docs/PROTOCOL.md 9.7) ------------------------------------------------
+
+# Two call bindings: what the host of each call holds (the DTLS-SRTP exporter
+# of the call, 32 bytes, in a real host).
+OUR_CALL = hashlib.sha256(b"our call").digest()
+OTHER_CALL = hashlib.sha256(b"another call").digest()[:16]
+
+
+def test_both_bound_to_one_call_agree_and_verify(pair, sessions):
+    alice, bob = pair
+    # bytes, bytearray and memoryview alike.
+    sa, sb, now = to_codes(pair, sessions, bindings=(OUR_CALL, bytearray(OUR_CALL)))
+    assert sa.session_id == sb.session_id
+    assert sa.your_code == sb.their_code and sb.your_code == sa.their_code
+    assert sa.check(*sb.your_code, now) == VoiceOutcome.VERIFIED
+    assert sb.check(*sa.your_code, now) == VoiceOutcome.VERIFIED
+    assert alice.contact().state == bob.contact().state == VerificationState.VERIFIED
+    # A memoryview, at the longest and the shortest length.
+    for binding in (memoryview(bytes(range(itsme.CALL_BINDING_MAX))), bytes(itsme.CALL_BINDING_MIN)):
+        xa, xb, later = to_codes(pair, sessions, now + 60, bindings=(binding, bytes(binding)))
+        assert xa.session_id == xb.session_id
+        assert xa.check(*xb.your_code, later) == VoiceOutcome.VERIFIED
+        now = later
+
+
+@pytest.mark.parametrize("bindings", [(OUR_CALL, None), (None, OUR_CALL), (OUR_CALL, OTHER_CALL)],
+                         ids=["alice bound", "bob bound", "two calls"])
+def test_bound_differently_the_session_ids_differ_and_the_codes_do_not_match(pair, sessions, bindings):
+    alice, bob = pair
+    sa, sb = plan_both(pair, sessions, bindings=bindings)
+    now = start_both(pair, sa, sb)
+    # The two read different session IDs before anyone chooses a word.
+    assert sa.session_id != sb.session_id
+    # The words and who selects first do not change (9.3, 9.4): people who
+    # go on regardless get to the codes, and they do not match.
+    select_both(sa, sb, now)
+    assert sa.state == sb.state == VoiceState.COMPARING
+    assert sa.your_code.text != sb.their_code.text
+    assert sb.your_code.text != sa.their_code.text
+    before = alice.contact(), bob.contact()
+    assert sa.check(*sb.your_code, now) == VoiceOutcome.MISMATCH
+    assert sb.check(*sa.your_code, now) == VoiceOutcome.MISMATCH
+    assert (alice.contact(), bob.contact()) == before, "a mismatch records nothing"
+
+
+@pytest.mark.parametrize("length", [0, 1, itsme.CALL_BINDING_MIN - 1, itsme.CALL_BINDING_MAX + 1, 1000])
+def test_a_binding_of_another_length_is_refused(pair, length):
+    alice, _ = pair
+    with pytest.raises(InvalidArgumentError) as caught:
+        VoiceSession(alice.contacts, alice.peer, PLAN, binding=bytes(length))
+    assert f"not {length}" in str(caught.value)
+    assert alice.contact().last_window is None
+
+
+def test_binding_argument_types(pair):
+    alice, _ = pair
+    with pytest.raises(TypeError):
+        VoiceSession(alice.contacts, alice.peer, PLAN, binding="our call, 16+ chars")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        VoiceSession(alice.contacts, alice.peer, PLAN, OUR_CALL)  # type: ignore[misc]  # binding is keyword-only
+    assert itsme.CALL_BINDING_MIN == 16 == itsme._ffi.lib.itsme_call_binding_min()
+    assert itsme.CALL_BINDING_MAX == 64 == itsme._ffi.lib.itsme_call_binding_max()
 
 
 # -- the handle -------------------------------------------------------------------------

@@ -98,7 +98,7 @@ mod voice;
 pub use voice::{
     derive_code, derive_degradation_code, derive_device_tag, derive_lower_selects_first, derive_session_id,
     derive_voice, derive_words, nato_word, VoiceDerivation, VoiceOutcome, VoiceSession, VoiceState, VoiceTiming,
-    VoiceTurn, VOICE_WORDS,
+    VoiceTurn, CALL_BINDING_MAX, CALL_BINDING_MIN, VOICE_WORDS,
 };
 
 mod online_verify;
@@ -109,8 +109,7 @@ pub use mailbox::{MailboxOutcome, MailboxRequest, MailboxSession};
 
 mod rollcall;
 pub use rollcall::{
-    new_meeting_code, Participant, RollCall, RollCallPhase, RollCallState, ROLLCALL_BINDING_MAX, ROLLCALL_BINDING_MIN,
-    ROLLCALL_MESSAGE_MAX, ROLLCALL_ROSTER_BYTES,
+    new_meeting_code, Participant, RollCall, RollCallPhase, RollCallState, ROLLCALL_MESSAGE_MAX, ROLLCALL_ROSTER_BYTES,
 };
 
 mod pin_update;

@@ -44,6 +44,17 @@ pub enum OnlineVerifyState {
     /// A message was refused, or the time ran out; every later call fails
     /// (`ITSME_ONLINE_VERIFY_FAILED`).
     Failed,
+    /// The peer's device proved it holds the seed, but one of the two
+    /// sessions is bound to a call and the other is not (docs/PROTOCOL.md
+    /// 11.4): final, nothing recorded, no SAS.  Say so: verify again with
+    /// both bound, or neither (`ITSME_ONLINE_VERIFY_STATE_BINDING_DIFFERS`).
+    BindingDiffers,
+    /// The peer's device proved it holds the seed, but it is bound to
+    /// another call than this one (11.4): final, nothing recorded, no SAS.
+    /// Warn: the person on this call may not be the contact (someone may
+    /// be relaying between two calls)
+    /// (`ITSME_ONLINE_VERIFY_STATE_OTHER_CALL`).
+    OtherCall,
 }
 
 impl OnlineVerifyState {
@@ -55,6 +66,8 @@ impl OnlineVerifyState {
             OnlineVerifyState::Confirmed => sys::ITSME_ONLINE_VERIFY_CONFIRMED,
             OnlineVerifyState::Rejected => sys::ITSME_ONLINE_VERIFY_REJECTED,
             OnlineVerifyState::Failed => sys::ITSME_ONLINE_VERIFY_FAILED,
+            OnlineVerifyState::BindingDiffers => sys::ITSME_ONLINE_VERIFY_STATE_BINDING_DIFFERS,
+            OnlineVerifyState::OtherCall => sys::ITSME_ONLINE_VERIFY_STATE_OTHER_CALL,
         }
     }
 
@@ -66,6 +79,8 @@ impl OnlineVerifyState {
             sys::ITSME_ONLINE_VERIFY_CONFIRMED => Some(OnlineVerifyState::Confirmed),
             sys::ITSME_ONLINE_VERIFY_REJECTED => Some(OnlineVerifyState::Rejected),
             sys::ITSME_ONLINE_VERIFY_FAILED => Some(OnlineVerifyState::Failed),
+            sys::ITSME_ONLINE_VERIFY_STATE_BINDING_DIFFERS => Some(OnlineVerifyState::BindingDiffers),
+            sys::ITSME_ONLINE_VERIFY_STATE_OTHER_CALL => Some(OnlineVerifyState::OtherCall),
             _ => None,
         }
     }
@@ -96,9 +111,18 @@ impl TryFrom<u32> for OnlineVerifyState {
 /// named by [`OnlineVerify::room`] (if no peer comes, it starts a second
 /// session for the window before), sends every message
 /// [`OnlineVerify::next_outgoing`] gives, passes every message that arrives
-/// to [`OnlineVerify::receive`], shows [`OnlineVerify::sas`] once the state
-/// is [`OnlineVerifyState::CompareSas`], and then
+/// to [`OnlineVerify::receive`] while the state is
+/// [`OnlineVerifyState::Running`], shows [`OnlineVerify::sas`] once the
+/// state is [`OnlineVerifyState::CompareSas`], and then
 /// [`OnlineVerify::confirm`]s or [`OnlineVerify::reject`]s.
+///
+/// A host that embeds ItsMe in the call itself binds the session to that
+/// call (`binding`, docs/PROTOCOL.md 11.4).  A peer bound differently ends
+/// the session, once its PROOF is checked, in
+/// [`OnlineVerifyState::BindingDiffers`] (one of the two is bound and the
+/// other is not) or [`OnlineVerifyState::OtherCall`] (both are bound, to
+/// different calls: warn that the person on this call may not be the
+/// contact); both are final, record nothing and show no SAS.
 ///
 /// No window is used up.  A failure is final: the state is
 /// [`OnlineVerifyState::Failed`] and later calls fail with
@@ -122,8 +146,8 @@ impl TryFrom<u32> for OnlineVerifyState {
 /// let seed = [7u8; 32]; // from their exchange
 /// let bob_id = at_alice.add("Bob", &bob.public_key()?, &seed, itsme::ExchangeMethod::Qr, now)?;
 /// let alice_id = at_bob.add("Alice", &alice.public_key()?, &seed, itsme::ExchangeMethod::Qr, now)?;
-/// let mut a = OnlineVerify::new(&at_alice, bob_id, None, now, None)?;
-/// let mut b = OnlineVerify::new(&at_bob, alice_id, None, now, None)?;
+/// let mut a = OnlineVerify::new(&at_alice, bob_id, None, None, now, None)?;
+/// let mut b = OnlineVerify::new(&at_bob, alice_id, None, None, now, None)?;
 /// assert_eq!(a.room()?, b.room()?);
 /// // The relay moves the messages.
 /// loop {
@@ -162,30 +186,40 @@ unsafe impl Sync for OnlineVerify {}
 impl OnlineVerify {
     /// Starts a session with contact `contact_id` of `store` at `now`, in
     /// the room of `window`: `floor(now / 30)` (`None`) or the one before,
-    /// for a host that found no peer in the current room.  The ephemeral
-    /// key and the challenge are drawn from `rng` (`None`: the operating
-    /// system; a [`DeterministicRandom`] for tests only).
+    /// for a host that found no peer in the current room.  `binding` binds
+    /// it to the host's own call ([`CALL_BINDING_MIN`] to
+    /// [`CALL_BINDING_MAX`] bytes that both devices of the call hold, the
+    /// same for the whole call, that the relay and the call's server never
+    /// see: docs/PROTOCOL.md 20.1 says which values qualify); `None`: not
+    /// bound.  The ephemeral key and the challenge are drawn from `rng`
+    /// (`None`: the operating system; a [`DeterministicRandom`] for tests
+    /// only).
     ///
     /// Errors (with the store's detail): [`ErrorKind::NotFound`] (no such
-    /// contact), [`ErrorKind::InvalidArgument`] (another window, a time out
-    /// of range), [`ErrorKind::Database`].
+    /// contact), [`ErrorKind::InvalidArgument`] (another window, a binding
+    /// of another length, a time out of range), [`ErrorKind::Database`].
     pub fn new(
         store: &ContactStore,
         contact_id: i64,
         window: Option<i64>,
+        binding: Option<&[u8]>,
         now: i64,
         rng: Option<&mut DeterministicRandom>,
     ) -> Result<OnlineVerify> {
         init()?;
+        let (binding_ptr, binding_len) = voice::call_binding(binding)?;
         let window = match window {
             Some(window) => window,
             None => window_of(now)?,
         };
         let rng = exchange::raw_rng(rng);
         let mut out = ptr::null_mut();
-        // SAFETY: live store handle; a live random source borrowed
-        // exclusively (or NULL); out is a valid place.
-        store.call_code(|raw| unsafe { sys::itsme_online_verify_new(raw, contact_id, window, rng, now, &mut out) })?;
+        // SAFETY: live store handle; the binding valid for its length (or
+        // NULL with 0); a live random source borrowed exclusively (or
+        // NULL); out is a valid place.
+        store.call_code(|raw| unsafe {
+            sys::itsme_online_verify_new(raw, contact_id, window, binding_ptr, binding_len, rng, now, &mut out)
+        })?;
         NonNull::new(out)
             .map(|raw| OnlineVerify { raw, lock: Mutex::new(()), window })
             .ok_or_else(|| Error::internal("itsme_online_verify_new succeeded without a handle"))
@@ -239,7 +273,12 @@ impl OnlineVerify {
         })
     }
 
-    /// Feeds one message from the peer at `now`.
+    /// Feeds one message from the peer at `now`.  Check the state after
+    /// each: the peer's PROOF moves the session to
+    /// [`OnlineVerifyState::CompareSas`], or (with `Ok` too) to
+    /// [`OnlineVerifyState::BindingDiffers`] or
+    /// [`OnlineVerifyState::OtherCall`] when the two devices are bound
+    /// differently.
     ///
     /// Errors: [`ErrorKind::InvalidState`] (the session failed, or its
     /// messages are complete), and, ending the session as failed:
@@ -290,8 +329,8 @@ impl OnlineVerify {
     /// The SAS both people read aloud ("ECHO 0042"), once both proofs are
     /// checked.
     ///
-    /// Errors: [`ErrorKind::InvalidState`] (no SAS yet, or the session
-    /// failed).
+    /// Errors: [`ErrorKind::InvalidState`] (no SAS yet, none at all: the
+    /// session failed or ended bound differently).
     pub fn sas(&self) -> Result<String> {
         self.call(|raw| {
             read_string(sys::ITSME_SHORT_CODE_SIZE, |out, cap, len| {
@@ -344,14 +383,16 @@ mod tests {
 
     #[test]
     fn states_round_trip() {
-        for code in sys::ITSME_ONLINE_VERIFY_RUNNING..=sys::ITSME_ONLINE_VERIFY_FAILED {
+        for code in sys::ITSME_ONLINE_VERIFY_RUNNING..=sys::ITSME_ONLINE_VERIFY_STATE_OTHER_CALL {
             let state = OnlineVerifyState::from_code(code).unwrap();
             assert_eq!(state.code(), code);
             assert_eq!(OnlineVerifyState::try_from(code).unwrap(), state);
             assert_eq!(u32::from(state), code);
         }
+        assert_eq!(OnlineVerifyState::BindingDiffers.code(), sys::ITSME_ONLINE_VERIFY_STATE_BINDING_DIFFERS);
+        assert_eq!(OnlineVerifyState::OtherCall.code(), sys::ITSME_ONLINE_VERIFY_STATE_OTHER_CALL);
         assert_eq!(OnlineVerifyState::from_code(0), None);
-        assert_eq!(OnlineVerifyState::try_from(6).unwrap_err().kind(), ErrorKind::InvalidArgument);
+        assert_eq!(OnlineVerifyState::try_from(8).unwrap_err().kind(), ErrorKind::InvalidArgument);
     }
 
     #[test]
@@ -393,23 +434,27 @@ unsafe impl Sync for OnlineVerifyRendezvous {}
 
 impl OnlineVerifyRendezvous {
     /// Makes the sessions with contact `contact_id` of `store` for the
-    /// window of `now` and the one before, drawn from `rng` (`None`: the
-    /// operating system) in that order.
+    /// window of `now` and the one before, both bound to `binding` as
+    /// [`OnlineVerify::new`] says (`None`: not bound), drawn from `rng`
+    /// (`None`: the operating system) in that order.
     ///
     /// Errors (with the store's detail): those of [`OnlineVerify::new`].
     pub fn new(
         store: &ContactStore,
         contact_id: i64,
+        binding: Option<&[u8]>,
         now: i64,
         rng: Option<&mut DeterministicRandom>,
     ) -> Result<OnlineVerifyRendezvous> {
         init()?;
+        let (binding_ptr, binding_len) = voice::call_binding(binding)?;
         let rng = exchange::raw_rng(rng);
         let mut out = ptr::null_mut();
-        // SAFETY: live store handle; a live random source borrowed
-        // exclusively (or NULL); out is a valid place.
+        // SAFETY: live store handle; the binding valid for its length (or
+        // NULL with 0); a live random source borrowed exclusively (or
+        // NULL); out is a valid place.
         store.call_code(|raw| unsafe {
-            sys::itsme_online_verify_rendezvous_new(raw, contact_id, rng, now, &mut out)
+            sys::itsme_online_verify_rendezvous_new(raw, contact_id, binding_ptr, binding_len, rng, now, &mut out)
         })?;
         let raw = NonNull::new(out)
             .ok_or_else(|| Error::internal("itsme_online_verify_rendezvous_new succeeded without a handle"))?;

@@ -9,10 +9,6 @@ use super::*;
 pub const ROLLCALL_MESSAGE_MAX: usize = sys::ITSME_ROLLCALL_MESSAGE_MAX;
 /// A roster hash ([`RollCall::roster`]), in bytes.
 pub const ROLLCALL_ROSTER_BYTES: usize = sys::ITSME_ROLLCALL_ROSTER_BYTES;
-/// The shortest call binding ([`RollCall::new`]), in bytes.
-pub const ROLLCALL_BINDING_MIN: usize = sys::ITSME_ROLLCALL_BINDING_MIN;
-/// The longest call binding ([`RollCall::new`]), in bytes.
-pub const ROLLCALL_BINDING_MAX: usize = sys::ITSME_ROLLCALL_BINDING_MAX;
 
 /// Where a [`RollCall`] stands on this device (`itsme_rollcall_phase`).
 ///
@@ -318,7 +314,7 @@ impl RollCall {
     /// A roll call named by `meeting_code` (as typed: either case, spaces
     /// and `-` ignored) at `now`, with every contact of `store` (but those
     /// awaiting the peer).  `binding` binds it to the host's own call
-    /// ([`ROLLCALL_BINDING_MIN`] to [`ROLLCALL_BINDING_MAX`] bytes that every
+    /// ([`CALL_BINDING_MIN`] to [`CALL_BINDING_MAX`] bytes that every
     /// participant of that call holds, the same for the whole call, that the
     /// relay never sees: docs/PROTOCOL.md 20.1 says which values qualify);
     /// `None`: not bound.  A device bound to another call checks nobody of
@@ -338,18 +334,7 @@ impl RollCall {
     ) -> Result<RollCall> {
         init()?;
         let code = CText::arg(meeting_code, "the meeting code")?;
-        // The library checks the length, but takes a length of 0 for "not
-        // bound": an empty binding is refused here instead.
-        let (binding_ptr, binding_len) = match binding {
-            None => (ptr::null(), 0),
-            Some([]) => {
-                return Err(Error::new(
-                    sys::ITSME_E_INVALID_ARGUMENT,
-                    format!("a call binding is {ROLLCALL_BINDING_MIN} to {ROLLCALL_BINDING_MAX} bytes, not 0"),
-                ))
-            }
-            Some(bytes) => (bytes.as_ptr(), bytes.len()),
-        };
+        let (binding_ptr, binding_len) = voice::call_binding(binding)?;
         let rng = exchange::raw_rng(rng);
         let mut out = ptr::null_mut();
         // SAFETY: live store handle; NUL-terminated code; the binding valid

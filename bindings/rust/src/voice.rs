@@ -7,6 +7,28 @@ use super::*;
 /// Words offered to each selector.
 pub const VOICE_WORDS: usize = 5;
 
+/// The shortest call binding, in bytes: the `binding` that
+/// [`VoiceSession::new`], [`crate::OnlineVerify::new`],
+/// [`crate::OnlineVerifyRendezvous::new`] and [`crate::RollCall::new`] take.
+pub const CALL_BINDING_MIN: usize = sys::ITSME_CALL_BINDING_MIN;
+/// The longest call binding, in bytes.
+pub const CALL_BINDING_MAX: usize = sys::ITSME_CALL_BINDING_MAX;
+
+/// A call binding as the C functions take it: NULL with 0 for none.  The
+/// library checks the length ([`CALL_BINDING_MIN`] to [`CALL_BINDING_MAX`]
+/// bytes) and refuses an empty binding that is not NULL; an empty slice is
+/// refused here instead, since its pointer is no buffer to pass.
+pub(crate) fn call_binding(binding: Option<&[u8]>) -> Result<(*const u8, usize)> {
+    match binding {
+        None => Ok((ptr::null(), 0)),
+        Some([]) => Err(Error::new(
+            sys::ITSME_E_INVALID_ARGUMENT,
+            format!("a call binding is {CALL_BINDING_MIN} to {CALL_BINDING_MAX} bytes, not 0"),
+        )),
+        Some(bytes) => Ok((bytes.as_ptr(), bytes.len())),
+    }
+}
+
 /// The NATO word of index 0 to 25 (`"ALFA"` ... `"ZULU"`); `None` for
 /// another index.
 ///
@@ -230,6 +252,13 @@ pub struct VoiceTiming {
 /// from all 26), read [`VoiceSession::your_code`] aloud with its tag
 /// ("ECHO 512, 47") and [`VoiceSession::check`] what was heard.
 ///
+/// A host that embeds ItsMe in the call itself binds the session to that
+/// call (`binding`, docs/PROTOCOL.md 9.7): the session ID and the codes take
+/// it, so a device bound to another call, or not bound, reads another
+/// session ID, and codes repeated from another call do not match.  Show
+/// beside the session ID that the session is bound ("KILO 07, bound to this
+/// call").
+///
 /// A word entered on their turn that is not among their five ends the
 /// session ([`ErrorKind::AuthenticationFailed`]), with no retry.  A session
 /// may start from 15 seconds before its window and lasts until the end of
@@ -249,7 +278,7 @@ pub struct VoiceTiming {
 /// let me = Identity::create(&SecretStore::memory()?, "Alice")?;
 /// let contacts = ContactStore::open(&me, dir.join("alice.db"))?;
 /// let bob = contacts.add("Bob", &[0x42; 32], &[7; 32], itsme::ExchangeMethod::Qr, 1_800_000_000)?;
-/// let mut session = VoiceSession::new(&contacts, bob, 1_800_000_007)?;
+/// let mut session = VoiceSession::new(&contacts, bob, None, 1_800_000_007)?;
 /// let timing = session.timing(1_800_000_007)?;
 /// assert_eq!((timing.window, timing.starts_in), (60_000_001, 23));
 /// session.start(1_800_000_030)?;
@@ -277,16 +306,26 @@ unsafe impl Sync for VoiceSession {}
 impl VoiceSession {
     /// Plans a session with contact `contact_id` of `store` at `now`: the
     /// next window after `now` and after the last one used for the contact.
+    /// `binding` binds it to the host's own call ([`CALL_BINDING_MIN`] to
+    /// [`CALL_BINDING_MAX`] bytes that both devices of the call hold, the
+    /// same for the whole call, that the relay and the call's server never
+    /// see: docs/PROTOCOL.md 20.1 says which values qualify); `None`: not
+    /// bound.
     ///
-    /// Errors: [`ErrorKind::NotFound`] (no such contact),
-    /// [`ErrorKind::InvalidArgument`] (a negative `now`),
-    /// [`ErrorKind::Database`], [`ErrorKind::CorruptData`],
-    /// [`ErrorKind::AuthenticationFailed`] (stored data altered).
-    pub fn new(store: &ContactStore, contact_id: i64, now: i64) -> Result<VoiceSession> {
+    /// Errors (with the store's detail): [`ErrorKind::NotFound`] (no such
+    /// contact), [`ErrorKind::InvalidArgument`] (a binding of another
+    /// length, a negative `now`), [`ErrorKind::Database`],
+    /// [`ErrorKind::CorruptData`], [`ErrorKind::AuthenticationFailed`]
+    /// (stored data altered).
+    pub fn new(store: &ContactStore, contact_id: i64, binding: Option<&[u8]>, now: i64) -> Result<VoiceSession> {
         init()?;
+        let (binding_ptr, binding_len) = call_binding(binding)?;
         let mut out = ptr::null_mut();
-        // SAFETY: live store handle; out is a valid place.
-        store.call_code(|raw| unsafe { sys::itsme_voice_new(raw, contact_id, now, &mut out) })?;
+        // SAFETY: live store handle; the binding valid for its length (or
+        // NULL with 0); out is a valid place.
+        store.call_code(|raw| unsafe {
+            sys::itsme_voice_new(raw, contact_id, binding_ptr, binding_len, now, &mut out)
+        })?;
         NonNull::new(out)
             .map(|raw| VoiceSession { raw, lock: Mutex::new(()) })
             .ok_or_else(|| Error::internal("itsme_voice_new succeeded without a handle"))

@@ -262,8 +262,8 @@ fn the_room_rule_across_a_window_boundary() {
     let bob_id = alice.contacts.add("Bob", &bob.identity.public_key().unwrap(), &seed, itsme::ExchangeMethod::Qr, T0).unwrap();
     let alice_id = bob.contacts.add("Alice", &alice.identity.public_key().unwrap(), &seed, itsme::ExchangeMethod::Qr, T0).unwrap();
     let boundary = (T0 / 30 + 1) * 30;
-    let a = OnlineVerifyRendezvous::new(&alice.contacts, bob_id, boundary - 2, Some(&mut rng(7))).unwrap();
-    let b = OnlineVerifyRendezvous::new(&bob.contacts, alice_id, boundary + 1, Some(&mut rng(8))).unwrap();
+    let a = OnlineVerifyRendezvous::new(&alice.contacts, bob_id, None, boundary - 2, Some(&mut rng(7))).unwrap();
+    let b = OnlineVerifyRendezvous::new(&bob.contacts, alice_id, None, boundary + 1, Some(&mut rng(8))).unwrap();
     let a_rooms = a.rooms().unwrap();
     let b_first = b.rooms().unwrap();
     assert_eq!(a_rooms.len(), 1);
@@ -293,4 +293,51 @@ fn the_room_rule_across_a_window_boundary() {
     }
     assert_eq!(sa.state().unwrap(), OnlineVerifyState::CompareSas);
     assert_eq!(sa.sas().unwrap(), sb.sas().unwrap());
+}
+
+/// The rendezvous binds both its sessions (PROTOCOL.md 11.4): bound alike
+/// they reach the SAS, bound differently they end without one.
+#[test]
+fn the_room_rule_binds_both_sessions() {
+    let (ours, theirs): (&[u8], &[u8]) = (&[0x0c; 32], &[0x0d; 16]);
+    let cases = [
+        (Some(ours), Some(ours), OnlineVerifyState::CompareSas),
+        (Some(ours), None, OnlineVerifyState::BindingDiffers),
+        (None, Some(ours), OnlineVerifyState::BindingDiffers),
+        (Some(ours), Some(theirs), OnlineVerifyState::OtherCall),
+    ];
+    for (n, (a_binding, b_binding, ends)) in cases.into_iter().enumerate() {
+        let alice = Party::new("Alice", 5);
+        let bob = Party::new("Bob", 6);
+        let seed = [9u8; 32];
+        let (a_key, b_key) = (alice.identity.public_key().unwrap(), bob.identity.public_key().unwrap());
+        let bob_id = alice.contacts.add("Bob", &b_key, &seed, itsme::ExchangeMethod::Qr, T0).unwrap();
+        let alice_id = bob.contacts.add("Alice", &a_key, &seed, itsme::ExchangeMethod::Qr, T0).unwrap();
+        let a = OnlineVerifyRendezvous::new(&alice.contacts, bob_id, a_binding, T0, Some(&mut rng(7))).unwrap();
+        let b = OnlineVerifyRendezvous::new(&bob.contacts, alice_id, b_binding, T0, Some(&mut rng(8))).unwrap();
+        let room = a.rooms().unwrap().remove(0);
+        assert_eq!(b.rooms().unwrap(), vec![room.clone()], "case {n}: the rooms do not depend on the binding");
+        let (mut sa, mut sb) = (a.peer_joined(&room).unwrap(), b.peer_joined(&room).unwrap());
+        loop {
+            let (from_a, from_b) = (sa.next_outgoing().unwrap(), sb.next_outgoing().unwrap());
+            if from_a.is_empty() && from_b.is_empty() {
+                break;
+            }
+            if !from_a.is_empty() {
+                sb.receive(&from_a, T0).unwrap();
+            }
+            if !from_b.is_empty() {
+                sa.receive(&from_b, T0).unwrap();
+            }
+        }
+        assert_eq!((sa.state().unwrap(), sb.state().unwrap()), (ends, ends), "case {n}");
+    }
+    let alice = Party::new("Alice", 5);
+    let bob = Party::new("Bob", 6);
+    let bob_id =
+        alice.contacts.add("Bob", &bob.identity.public_key().unwrap(), &[9u8; 32], itsme::ExchangeMethod::Qr, T0).unwrap();
+    for length in [0, 15, 65] {
+        let binding = vec![1u8; length];
+        assert_kind(OnlineVerifyRendezvous::new(&alice.contacts, bob_id, Some(&binding), T0, None), ErrorKind::InvalidArgument);
+    }
 }

@@ -407,7 +407,7 @@ impl Voice {
     fn new(tag: &str) -> Voice {
         let c = Contacts::new(tag);
         let mut voice = null_mut();
-        assert_eq!(unsafe { itsme_voice_new(c.store, c.keyed, T0, &mut voice) }, ITSME_OK);
+        assert_eq!(unsafe { itsme_voice_new(c.store, c.keyed, null(), 0, T0, &mut voice) }, ITSME_OK);
         assert!(!voice.is_null());
         Voice { c, voice }
     }

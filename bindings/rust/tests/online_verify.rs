@@ -3,7 +3,8 @@
 //! pipe; their devices prove to each other that each holds the seed, and
 //! both read the SAS aloud.  Tampered, replayed and reflected messages, a
 //! changed device, a rejected SAS, the window rule, expiry and calls in the
-//! wrong state; profile references carried in the PROOFs.
+//! wrong state; profile references carried in the PROOFs; sessions bound to
+//! a call, alike or differently (11.4).
 
 mod common;
 
@@ -32,7 +33,7 @@ enum Side {
 /// A session of `person` with its peer; deterministic when labelled.
 fn start(person: &Person, label: Option<&str>, window: Option<i64>, now: i64) -> OnlineVerify {
     let mut rng = label.map(|label| DeterministicRandom::new(&labelled_seed(&format!("{label} {}", person.name))).unwrap());
-    OnlineVerify::new(&person.contacts, person.peer, window, now, rng.as_mut()).unwrap()
+    OnlineVerify::new(&person.contacts, person.peer, window, None, now, rng.as_mut()).unwrap()
 }
 
 fn start_both(a: &Person, b: &Person, label: Option<&str>) -> (OnlineVerify, OnlineVerify) {
@@ -336,7 +337,7 @@ fn the_current_window_or_the_one_before() {
     honest(&mut sa, &mut sb);
     assert_eq!(sa.sas().unwrap(), sb.sas().unwrap());
     for window in [WINDOW + 1, WINDOW - 2, 0] {
-        let refused = OnlineVerify::new(&alice.contacts, alice.peer, Some(window), NOW, None);
+        let refused = OnlineVerify::new(&alice.contacts, alice.peer, Some(window), None, NOW, None);
         let error = assert_kind(refused, ErrorKind::InvalidArgument);
         assert!(!error.detail.is_empty(), "the store's detail");
     }
@@ -363,9 +364,10 @@ fn a_session_expires_after_ten_minutes() {
 #[test]
 fn constructor_and_confirm_arguments() {
     let (alice, bob) = befriended();
-    let error = assert_kind(OnlineVerify::new(&alice.contacts, alice.peer + 100, None, NOW, None), ErrorKind::NotFound);
+    let error =
+        assert_kind(OnlineVerify::new(&alice.contacts, alice.peer + 100, None, None, NOW, None), ErrorKind::NotFound);
     assert!(!error.detail.is_empty());
-    assert_kind(OnlineVerify::new(&alice.contacts, alice.peer, None, -1, None), ErrorKind::InvalidArgument);
+    assert_kind(OnlineVerify::new(&alice.contacts, alice.peer, None, None, -1, None), ErrorKind::InvalidArgument);
     // The same random source draws the same key and challenge: the same
     // COMMIT from the initiator.
     let first = if initiator(&alice, &bob) == Side::A { &alice } else { &bob };
@@ -387,6 +389,90 @@ fn constructor_and_confirm_arguments() {
 fn sessions_are_send_and_sync() {
     fn check<T: Send + Sync>() {}
     check::<OnlineVerify>();
+}
+
+// ---------------------------------------------------------------------------
+// Bound to a call (PROTOCOL.md 11.4)
+// ---------------------------------------------------------------------------
+
+/// Two call bindings: what the host of each call holds (the DTLS-SRTP
+/// exporter of the call, 32 bytes, in a real host).
+const OUR_CALL: [u8; 32] = [0x0c; 32];
+const OTHER_CALL: [u8; 16] = [0x0d; 16];
+
+fn start_bound(person: &Person, binding: Option<&[u8]>) -> OnlineVerify {
+    OnlineVerify::new(&person.contacts, person.peer, None, binding, NOW, None).unwrap()
+}
+
+#[test]
+fn both_bound_to_one_call_compare_the_sas_and_confirm() {
+    let (alice, bob) = befriended();
+    let (mut sa, mut sb) = (start_bound(&alice, Some(&OUR_CALL)), start_bound(&bob, Some(&OUR_CALL[..])));
+    assert_eq!(sa.room().unwrap(), sb.room().unwrap(), "the room does not depend on the binding");
+    let log = honest(&mut sa, &mut sb);
+    // A bound KEY carries bind (32 bytes): 98 bytes.
+    assert_eq!(log.iter().map(|d| d.message.len()).collect::<Vec<_>>(), [34, 98, 98, 82, 82]);
+    assert_eq!(sa.state().unwrap(), OnlineVerifyState::CompareSas);
+    assert_eq!(sb.state().unwrap(), OnlineVerifyState::CompareSas);
+    assert_eq!(sa.sas().unwrap(), sb.sas().unwrap());
+    assert_eq!(sa.confirm(NOW).unwrap(), VoiceOutcome::Verified);
+    assert_eq!(sb.confirm(NOW).unwrap(), VoiceOutcome::Verified);
+    assert_eq!(alice.contact().state, VerificationState::Verified);
+    assert_eq!(bob.contact().state, VerificationState::Verified);
+}
+
+#[test]
+fn bound_differently_both_end_without_a_sas_and_record_nothing() {
+    let (ours, theirs): (&[u8], &[u8]) = (&OUR_CALL, &OTHER_CALL);
+    let cases = [
+        (Some(ours), None, OnlineVerifyState::BindingDiffers),
+        (None, Some(ours), OnlineVerifyState::BindingDiffers),
+        (Some(ours), Some(theirs), OnlineVerifyState::OtherCall),
+    ];
+    for (a_binding, b_binding, ends) in cases {
+        let what = format!("{ends:?}, Alice bound: {}", a_binding.is_some());
+        let (alice, bob) = befriended();
+        let before = (alice.contact(), bob.contact());
+        let (mut sa, mut sb) = (start_bound(&alice, a_binding), start_bound(&bob, b_binding));
+        sa.share_profile(&reference(1)).unwrap();
+        // Not a failure: each device proved it holds the seed.
+        let log = honest(&mut sa, &mut sb);
+        assert_eq!(log.len(), 5, "{what}");
+        for delivered in log.iter().filter(|d| d.message[1] == KEY) {
+            let bound = if delivered.from == Side::A { a_binding } else { b_binding }.is_some();
+            assert_eq!(delivered.message.len(), if bound { 98 } else { 66 }, "{what}");
+        }
+        for session in [&mut sa, &mut sb] {
+            assert_eq!(session.state().unwrap(), ends, "{what}");
+            // Final: no SAS, nothing to confirm, reject or read, nothing more to send.
+            assert_kind(session.sas(), ErrorKind::InvalidState);
+            assert_kind(session.confirm(NOW), ErrorKind::InvalidState);
+            assert_kind(session.reject(), ErrorKind::InvalidState);
+            assert_kind(session.peer_profile(), ErrorKind::InvalidState);
+            assert_kind(session.receive(&log[4].message, NOW), ErrorKind::InvalidState);
+            assert!(session.next_outgoing().unwrap().is_empty(), "{what}");
+            assert_eq!(session.state().unwrap(), ends, "{what}: still, after the refused calls");
+        }
+        assert_eq!((alice.contact(), bob.contact()), before, "{what}: nothing recorded");
+    }
+}
+
+#[test]
+fn a_binding_of_another_length_is_refused() {
+    let (alice, _bob) = befriended();
+    for length in [0, 1, itsme::CALL_BINDING_MIN - 1, itsme::CALL_BINDING_MAX + 1] {
+        let binding = vec![7u8; length];
+        let error = assert_kind(
+            OnlineVerify::new(&alice.contacts, alice.peer, None, Some(&binding), NOW, None),
+            ErrorKind::InvalidArgument,
+        );
+        assert!(error.detail.contains("binding"), "{length}: {}", error.detail);
+    }
+    for length in [itsme::CALL_BINDING_MIN, itsme::CALL_BINDING_MAX] {
+        let session = start_bound(&alice, Some(&vec![7u8; length]));
+        assert_eq!(session.state().unwrap(), OnlineVerifyState::Running);
+    }
+    assert_eq!((itsme::CALL_BINDING_MIN, itsme::CALL_BINDING_MAX), (16, 64));
 }
 
 // ---------------------------------------------------------------------------

@@ -16,7 +16,7 @@ use common::people::{befriend, labelled_seed, Person, T0};
 use common::room::GroupRoom;
 use itsme::{
     new_meeting_code, DeterministicRandom, ErrorKind, Participant, RollCall, RollCallPhase, RollCallState,
-    VerificationState, ROLLCALL_BINDING_MAX, ROLLCALL_BINDING_MIN,
+    VerificationState, CALL_BINDING_MAX, CALL_BINDING_MIN,
 };
 use std::collections::HashMap;
 
@@ -124,7 +124,7 @@ fn meeting_codes() {
     let seed = labelled_seed("meeting");
     let again = |seed| new_meeting_code(Some(&mut DeterministicRandom::new(seed).unwrap())).unwrap();
     assert_eq!(again(&seed), again(&seed));
-    assert_eq!((ROLLCALL_BINDING_MIN, ROLLCALL_BINDING_MAX), (16, 64));
+    assert_eq!((CALL_BINDING_MIN, CALL_BINDING_MAX), (16, 64));
     assert_eq!(itsme::ROLLCALL_MESSAGE_MAX, 133 + 16 * 2048);
 }
 
@@ -461,7 +461,11 @@ fn refusals_and_argument_errors_change_nothing() {
     assert_eq!(&hello_a[..3], &[2, 1, 0], "version 2, HELLO, not bound");
     assert_eq!(&view_a[..2], &[2, 3]);
     let hello_b = b.next_outgoing().unwrap();
+    // Its VIEW waits for the HELLO of slot 1, on its way (PROTOCOL.md 20.6, rule 4), or for the tick.
+    assert!(b.next_outgoing().unwrap().is_empty());
+    b.tick(NOW).unwrap();
     let view_b = b.next_outgoing().unwrap();
+    assert_eq!((&view_b[..2], view_b.len()), (&[2u8, 3][..], view_bytes(1)));
     assert!(b.next_outgoing().unwrap().is_empty());
     for garbage in
         [&b""[..], b"\x02", b"\x01\x01", b"\x02\x09", b"\x02\x01", &hello_b[..hello_b.len() - 1], b"hello, roll call"]
@@ -545,11 +549,11 @@ fn refusals_and_argument_errors_change_nothing() {
     );
     assert!(error.detail.contains("typo"), "{error}");
     assert_kind(RollCall::new(&people[0].contacts, "ABCD\0EFGH", None, NOW, None), ErrorKind::InvalidArgument);
-    for length in [0, ROLLCALL_BINDING_MIN - 1, ROLLCALL_BINDING_MAX + 1] {
+    for length in [0, CALL_BINDING_MIN - 1, CALL_BINDING_MAX + 1] {
         let binding = vec![7u8; length];
         assert_kind(RollCall::new(&people[0].contacts, &code, Some(&binding), NOW, None), ErrorKind::InvalidArgument);
     }
-    for length in [ROLLCALL_BINDING_MIN, ROLLCALL_BINDING_MAX] {
+    for length in [CALL_BINDING_MIN, CALL_BINDING_MAX] {
         let mut bound = RollCall::new(&people[0].contacts, &code, Some(&vec![7u8; length]), NOW, None).unwrap();
         bound.joined(1, &[], NOW).unwrap();
         assert_eq!(&bound.next_outgoing().unwrap()[..3], &[2, 1, 1], "version 2, HELLO, bound");

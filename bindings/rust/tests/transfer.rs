@@ -151,8 +151,8 @@ fn a_password_export_moves_the_identity_and_its_contact_store() {
     let at_bob = ContactStore::open(&bob, old_dir.path().join("bob.db")).unwrap();
     let alice_there = at_bob.get_by_key(&alice.public_key().unwrap()).unwrap();
     let now = T0 + 3600;
-    let mut a = OnlineVerify::new(&contacts, bob_there.id, None, now, None).unwrap();
-    let mut b = OnlineVerify::new(&at_bob, alice_there.id, None, now, None).unwrap();
+    let mut a = OnlineVerify::new(&contacts, bob_there.id, None, None, now, None).unwrap();
+    let mut b = OnlineVerify::new(&at_bob, alice_there.id, None, None, now, None).unwrap();
     loop {
         let (from_a, from_b) = (a.next_outgoing().unwrap(), b.next_outgoing().unwrap());
         if from_a.is_empty() && from_b.is_empty() {

@@ -656,6 +656,106 @@ fn voice_sessions() {
     assert_eq!(pid_sizes, [8, 32], "identity keys and a fingerprint");
 }
 
+/// A device of a new identity: the session ID of a voice session depends on
+/// no pid, so a bound session's can be read without the vector's keys.
+struct VoiceDevice {
+    _secrets: SecretStore,
+    identity: Identity,
+    contacts: ContactStore,
+    _dir: TempDir,
+}
+
+impl VoiceDevice {
+    fn new(name: &str) -> VoiceDevice {
+        let secrets = SecretStore::memory().unwrap();
+        let identity = Identity::create(&secrets, name).unwrap();
+        let dir = TempDir::new("vectors-voice-bound");
+        let contacts = ContactStore::open(&identity, dir.path().join("contacts.db")).unwrap();
+        VoiceDevice { _secrets: secrets, identity, contacts, _dir: dir }
+    }
+
+    /// Adds `other` as a contact with `seed`; its id.
+    fn befriend(&self, other: &VoiceDevice, seed: &[u8]) -> i64 {
+        let key = other.identity.public_key().unwrap();
+        self.contacts.add("Peer", &key, seed, ExchangeMethod::Qr, T0).unwrap()
+    }
+}
+
+/// Sessions bound to a call (9.7): the documented inputs, the unbound values
+/// through the pure derivations (9.2 and 9.6 unchanged), and the session ID
+/// read by two real sessions bound by the vector's binding (and the unbound
+/// one by a session not bound), whose codes then match each other.
+#[test]
+fn voice_bound_sessions() {
+    let voice = load("voice.json");
+    let sessions = voice.array("bound_sessions");
+    assert!(!sessions.is_empty());
+    let mut lengths = Vec::new();
+    for (i, case) in sessions.iter().enumerate() {
+        let context = format!("voice bound session {i}");
+        let (seed, window, binding) = (case.hex("seed"), case.int("window"), case.hex("binding"));
+        assert!((itsme::CALL_BINDING_MIN..=itsme::CALL_BINDING_MAX).contains(&binding.len()), "{context}");
+        lengths.push(binding.len());
+        let (a, b) = (case.hex("a_pid"), case.hex("b_pid"));
+        let u64_window = window.to_be_bytes();
+        // The session ID takes u8(1) and cb as two more items.
+        let input = lv_cat(&[b"itsme-session-id-v1", &u64_window, &[1], &binding]);
+        assert_eq!(hex_encode(&input), case.text("session_id_input"), "{context}");
+        assert_eq!(voice_text(case.int("session_id_value"), 2), case.text("session_id_text"), "{context}");
+        let unbound_id = voice_text(case.int("unbound_session_id_value"), 2);
+        assert_eq!(itsme::derive_session_id(&seed, window).unwrap(), unbound_id, "{context}: unbound");
+        assert_ne!(unbound_id, case.text("session_id_text"), "{context}");
+        // Words and the first selector do not change.
+        assert_eq!(itsme::derive_words(&seed, window, &a).unwrap().to_vec(), words(case.field("a_words")), "{context}");
+        assert_eq!(itsme::derive_words(&seed, window, &b).unwrap().to_vec(), words(case.field("b_words")), "{context}");
+        let a_first = (a < b) == itsme::derive_lower_selects_first(&seed, window).unwrap();
+        assert_eq!(case.text("first_text"), if a_first { "a" } else { "b" }, "{context}");
+        let (first, second) = if a_first { (&a, &b) } else { (&b, &a) };
+        let (w1, w2) = (u8::try_from(case.int("w1")).unwrap(), u8::try_from(case.int("w2")).unwrap());
+        let info = lv_cat(&[b"itsme-interactive-code-v1", first, &[w1], second, &[w2], &[1], &binding]);
+        assert_eq!(hex_encode(&info), case.text("code_info"), "{context}");
+        for (pid, side) in [(&a, "a"), (&b, "b")] {
+            let bound = case.text(&format!("{side}_code_text"));
+            assert_eq!(voice_text(case.int(&format!("{side}_code_value")), 3), bound, "{context} {side}");
+            let unbound = itsme::derive_code(&seed, window, first, w1.into(), second, w2.into(), pid).unwrap();
+            assert_eq!(voice_text(case.int(&format!("unbound_{side}_code_value")), 3), unbound, "{context} {side}");
+            assert_ne!(unbound, bound, "{context} {side}");
+        }
+        // Two real sessions bound by the binding, planned for the window.
+        let (plan, start) = (30 * window - 1, 30 * window);
+        let devices = [VoiceDevice::new("A"), VoiceDevice::new("B"), VoiceDevice::new("C")];
+        let (x_peer, y_peer) = (devices[0].befriend(&devices[1], &seed), devices[1].befriend(&devices[0], &seed));
+        let mut x = VoiceSession::new(&devices[0].contacts, x_peer, Some(&binding), plan).unwrap();
+        let mut y = VoiceSession::new(&devices[1].contacts, y_peer, Some(&binding), plan).unwrap();
+        for session in [&mut x, &mut y] {
+            assert_eq!(session.window().unwrap(), window, "{context}");
+            session.start(start).unwrap();
+            assert_eq!(session.session_id().unwrap(), case.text("session_id_text"), "{context}");
+        }
+        // A device of the same seed, not bound, in the same window.
+        let z_peer = devices[2].befriend(&devices[0], &seed);
+        let mut z = VoiceSession::new(&devices[2].contacts, z_peer, None, plan).unwrap();
+        z.start(start).unwrap();
+        assert_eq!(z.session_id().unwrap(), unbound_id, "{context}: not bound");
+        // The two bound sides go on to codes that match.
+        for _ in 0..2 {
+            let (selector, listener) =
+                if x.turn().unwrap() == VoiceTurn::Mine { (&mut x, &mut y) } else { (&mut y, &mut x) };
+            let word = u32::from(selector.words().unwrap()[0]);
+            selector.select(word, start).unwrap();
+            listener.select(word, start).unwrap();
+        }
+        assert_eq!(x.your_code().unwrap().0, y.their_code().unwrap().0, "{context}");
+        let ((x_code, x_tag), (y_code, y_tag)) = (x.your_code().unwrap(), y.your_code().unwrap());
+        // Contacts added without device secrets: the tags are not checked.
+        assert_eq!(x.check(&y_code, y_tag, start).unwrap(), VoiceOutcome::VerifiedTagUnchecked, "{context}");
+        assert_eq!(y.check(&x_code, x_tag, start).unwrap(), VoiceOutcome::VerifiedTagUnchecked, "{context}");
+    }
+    lengths.sort();
+    lengths.dedup();
+    assert_eq!(lengths, [16, 32], "bindings of 16 and 32 bytes");
+}
+
 /// A contact stored with a known seed and no device secrets, so that one
 /// side can run a voice session alone: the pure derivations give the other
 /// side's words.
@@ -682,7 +782,7 @@ impl VoiceContact {
     /// returns it and the time it started.
     fn comparing(&self, now: i64) -> (VoiceSession, i64) {
         let contacts = &self.party.contacts;
-        let mut session = VoiceSession::new(contacts, self.id, now).unwrap();
+        let mut session = VoiceSession::new(contacts, self.id, None, now).unwrap();
         let window = session.window().unwrap();
         session.start(30 * window).unwrap();
         let theirs = itsme::derive_words(&VOICE_SEED, window, &self.peer_pid).unwrap();
@@ -707,7 +807,7 @@ fn voice_plans() {
             contact.party.contacts.use_window(contact.id, *last).unwrap();
         }
         let (now, window) = (case.int("now"), case.int("window"));
-        let session = VoiceSession::new(&contact.party.contacts, contact.id, now).unwrap();
+        let session = VoiceSession::new(&contact.party.contacts, contact.id, None, now).unwrap();
         let timing = session.timing(now).unwrap();
         assert_eq!((timing.window, timing.starts_in), (window, case.int("starts_in")), "plan {i}");
         assert_eq!(timing.ends_in, 30 * (window + 2) - now, "plan {i}");
@@ -857,6 +957,81 @@ fn roles(vector: &Json, context: &str) -> (usize, usize) {
     roles
 }
 
+/// An optional hex member: `None` when missing or `null`.
+fn optional_hex(vector: &Json, key: &str) -> Option<Vec<u8>> {
+    match vector.get(key) {
+        None | Some(Json::Null) => None,
+        Some(value) => Some(hex_decode(value.as_str()).unwrap_or_else(|| panic!("{key} is not hex"))),
+    }
+}
+
+/// Both sides of a session vector, each from its random seed (bound to its
+/// `*_binding` where the vector has that member, not null), play every
+/// message: the COMMIT and the KEYs (with `bind` where bound) are the
+/// vector's, the PROOFs of its length.  Returns the sides, their sessions
+/// (`a` then `b`) once both PROOFs are in, and (initiator, responder).
+fn play_online_verify(vector: &Json, context: &str) -> ([VectorSide; 2], Vec<OnlineVerify>, (usize, usize)) {
+    let sides = vector_sides(vector, context);
+    let (window, now) = (vector.int("window"), 30 * vector.int("window"));
+    let mut made: Vec<OnlineVerify> = ["a", "b"]
+        .iter()
+        .zip(&sides)
+        .map(|(side, s)| {
+            let mut rng = DeterministicRandom::new(&vector.field(side).hex_array("random_seed")).unwrap();
+            let binding = optional_hex(vector, &format!("{side}_binding"));
+            let mut session =
+                OnlineVerify::new(&s.contacts, s.id, Some(window), binding.as_deref(), now, Some(&mut rng)).unwrap();
+            // A side that shares its profile puts the reference in its
+            // PROOF (section 11.3).
+            if let Some(reference) = vector.field(side).get("profile_reference") {
+                let reference = hex_decode(reference.as_str()).expect("profile_reference");
+                session.share_profile(&reference).unwrap();
+            }
+            session
+        })
+        .collect();
+    for session in &made {
+        assert_eq!(session.room().unwrap(), vector.text("room"), "{context}: room");
+    }
+    let (ii, ri) = roles(vector, context);
+    let name = |index: usize| if index == 0 { "a" } else { "b" };
+    // 11.4: a bound side appends bind to its KEY.
+    let bind = |index: usize| {
+        optional_hex(vector, &format!("{}_bind", name(index))).map_or(String::new(), |b| hex_encode(&b))
+    };
+    let (i_bind, r_bind) = (bind(ii), bind(ri));
+    let (a, b) = made.split_at_mut(1);
+    let (initiator, responder) = if ii == 0 { (&mut a[0], &mut b[0]) } else { (&mut b[0], &mut a[0]) };
+    assert!(responder.next_outgoing().unwrap().is_empty(), "{context}: the responder waits for the COMMIT");
+    let commit = initiator.next_outgoing().unwrap();
+    assert_hex(&commit, vector, "commit", context);
+    responder.receive(&commit, now).unwrap();
+    let key_r = responder.next_outgoing().unwrap();
+    assert_hex(&key_r, vector, "key_r", context);
+    initiator.receive(&key_r, now).unwrap();
+    let key_i = initiator.next_outgoing().unwrap();
+    assert_hex(&key_i, vector, "key_i", context);
+    for (key, index, bind) in [(&key_r, ri, &r_bind), (&key_i, ii, &i_bind)] {
+        let side = vector.field(name(index));
+        assert_eq!(
+            hex_encode(key),
+            format!("0102{}{}{bind}", side.text("ephemeral_public"), side.text("challenge")),
+            "{context}: {}'s KEY",
+            name(index)
+        );
+    }
+    let proof_i = initiator.next_outgoing().unwrap();
+    responder.receive(&key_i, now).unwrap();
+    let proof_r = responder.next_outgoing().unwrap();
+    // The PROOFs carry device tags, which need device secrets these
+    // contacts lack: only their length is the vector's.
+    assert_eq!(proof_i.len(), vector.hex("proof_message_i").len(), "{context}");
+    assert_eq!(proof_r.len(), vector.hex("proof_message_r").len(), "{context}");
+    responder.receive(&proof_i, now).unwrap();
+    initiator.receive(&proof_r, now).unwrap();
+    (sides, made, (ii, ri))
+}
+
 #[test]
 fn online_verify_sessions() {
     let online = load("online-verify.json");
@@ -868,53 +1043,10 @@ fn online_verify_sessions() {
     );
     for (n, vector) in sessions.iter().enumerate() {
         let context = format!("online verify session {n}");
-        let sides = vector_sides(vector, &context);
-        let (window, now) = (vector.int("window"), 30 * vector.int("window"));
-        let mut made: Vec<OnlineVerify> = ["a", "b"]
-            .iter()
-            .zip(&sides)
-            .map(|(side, s)| {
-                let mut rng = DeterministicRandom::new(&vector.field(side).hex_array("random_seed")).unwrap();
-                let mut session = OnlineVerify::new(&s.contacts, s.id, Some(window), now, Some(&mut rng)).unwrap();
-                // A side that shares its profile puts the reference in its
-                // PROOF (section 11.3).
-                if let Some(reference) = vector.field(side).get("profile_reference") {
-                    let reference = hex_decode(reference.as_str()).expect("profile_reference");
-                    session.share_profile(&reference).unwrap();
-                }
-                session
-            })
-            .collect();
-        for session in &made {
-            assert_eq!(session.room().unwrap(), vector.text("room"), "{context}: room");
-        }
-        let (ii, ri) = roles(vector, &context);
+        let now = 30 * vector.int("window");
+        let (_sides, mut made, (ii, ri)) = play_online_verify(vector, &context);
         let (a, b) = made.split_at_mut(1);
         let (initiator, responder) = if ii == 0 { (&mut a[0], &mut b[0]) } else { (&mut b[0], &mut a[0]) };
-        assert!(responder.next_outgoing().unwrap().is_empty(), "{context}: the responder waits for the COMMIT");
-        let commit = initiator.next_outgoing().unwrap();
-        assert_hex(&commit, vector, "commit", &context);
-        responder.receive(&commit, now).unwrap();
-        let key_r = responder.next_outgoing().unwrap();
-        assert_hex(&key_r, vector, "key_r", &context);
-        initiator.receive(&key_r, now).unwrap();
-        let key_i = initiator.next_outgoing().unwrap();
-        assert_hex(&key_i, vector, "key_i", &context);
-        let responder_side = vector.field(if ri == 0 { "a" } else { "b" });
-        assert_eq!(
-            hex_encode(&key_r),
-            format!("0102{}{}", responder_side.text("ephemeral_public"), responder_side.text("challenge")),
-            "{context}"
-        );
-        let proof_i = initiator.next_outgoing().unwrap();
-        responder.receive(&key_i, now).unwrap();
-        let proof_r = responder.next_outgoing().unwrap();
-        // The PROOFs carry device tags, which need device secrets these
-        // contacts lack: only their length is the vector's.
-        assert_eq!(proof_i.len(), vector.hex("proof_message_i").len(), "{context}");
-        assert_eq!(proof_r.len(), vector.hex("proof_message_r").len(), "{context}");
-        responder.receive(&proof_i, now).unwrap();
-        initiator.receive(&proof_r, now).unwrap();
         for (session, peer) in [
             (&mut *initiator, if ri == 0 { "a" } else { "b" }),
             (&mut *responder, if ii == 0 { "a" } else { "b" }),
@@ -938,6 +1070,55 @@ fn online_verify_sessions() {
     }
 }
 
+/// Sessions bound to a call (11.4), played from both sides' random seeds
+/// and bindings: the KEYs carry `bind`, and both sides end in the vector's
+/// `state_text`; a SAS only when both are bound to one call, and nothing
+/// recorded otherwise.
+#[test]
+fn online_verify_bound_sessions() {
+    let online = load("online-verify.json");
+    let sessions = online.array("bound_sessions");
+    let mut states: Vec<&str> = sessions.iter().map(|v| v.text("state_text")).collect();
+    states.sort();
+    assert_eq!(states, ["binding_differs", "compare_sas", "other_call"], "every end state");
+    for vector in sessions {
+        let context = format!("online verify bound session ({})", vector.text("state_text"));
+        let now = 30 * vector.int("window");
+        for side in ["a", "b"] {
+            let (binding, bind) =
+                (optional_hex(vector, &format!("{side}_binding")), optional_hex(vector, &format!("{side}_bind")));
+            assert_eq!(binding.is_some(), bind.is_some(), "{context}: {side}");
+            assert_eq!(bind.map_or(0, |b| b.len()), if binding.is_some() { 32 } else { 0 }, "{context}: {side}");
+        }
+        let expected = match vector.text("state_text") {
+            "compare_sas" => OnlineVerifyState::CompareSas,
+            "binding_differs" => OnlineVerifyState::BindingDiffers,
+            "other_call" => OnlineVerifyState::OtherCall,
+            other => panic!("{context}: state_text {other:?}"),
+        };
+        let (sides, mut made, _) = play_online_verify(vector, &context);
+        for (session, side) in made.iter_mut().zip(&sides) {
+            assert_eq!(session.state().unwrap(), expected, "{context}");
+            if expected == OnlineVerifyState::CompareSas {
+                assert_eq!(session.sas().unwrap(), vector.text("sas_text"), "{context}: sas_text");
+                assert_eq!(session.confirm(now).unwrap(), VoiceOutcome::VerifiedTagUnchecked, "{context}");
+            } else {
+                assert!(vector.get("sas_text").is_none(), "{context}: no SAS");
+                let before = side.contacts.get(side.id).unwrap();
+                assert_eq!(session.sas().unwrap_err().kind(), ErrorKind::InvalidState, "{context}: no SAS");
+                assert_eq!(session.confirm(now).unwrap_err().kind(), ErrorKind::InvalidState, "{context}");
+                assert_eq!(session.reject().unwrap_err().kind(), ErrorKind::InvalidState, "{context}: final");
+                assert_eq!(session.state().unwrap(), expected, "{context}");
+                assert_eq!(side.contacts.get(side.id).unwrap(), before, "{context}: nothing recorded");
+                assert_eq!(before.verified_at, None, "{context}: never verified");
+            }
+        }
+        if expected == OnlineVerifyState::CompareSas {
+            assert_eq!(itsme::derive_sas(&vector.hex("seed"), &vector.hex("th")).unwrap(), vector.text("sas_text"));
+        }
+    }
+}
+
 /// Each Online Verify refusal played against a fresh side of its session:
 /// every message but the last is accepted, the last refused as named.
 #[test]
@@ -953,7 +1134,7 @@ fn online_verify_rejections() {
         let side = case.text("receiver_text");
         let s = &sides[if side == "a" { 0 } else { 1 }];
         let mut rng = DeterministicRandom::new(&vector.field(side).hex_array("random_seed")).unwrap();
-        let mut session = OnlineVerify::new(&s.contacts, s.id, Some(window), now, Some(&mut rng)).unwrap();
+        let mut session = OnlineVerify::new(&s.contacts, s.id, Some(window), None, now, Some(&mut rng)).unwrap();
         let messages = case.array("messages");
         for (n, message) in messages.iter().enumerate() {
             let result = session.receive(&hex_decode(message.as_str()).unwrap(), now);

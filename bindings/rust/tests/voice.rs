@@ -3,7 +3,8 @@
 //! sessions at fixed times: verified end to end, a wrong code, a changed
 //! device, a word that is not the selector's, a used window, a session
 //! that ran out; and a contact without device secrets against the pure
-//! derivations.
+//! derivations; sessions bound to one call, to different calls, or one
+//! bound and one not (9.7).
 
 mod common;
 
@@ -47,7 +48,12 @@ impl Party {
     }
 
     fn plan(&self, now: i64) -> VoiceSession {
-        VoiceSession::new(&self.contacts, self.peer, now).unwrap()
+        self.plan_bound(now, None)
+    }
+
+    /// A session bound to the call `binding` (`None`: not bound).
+    fn plan_bound(&self, now: i64, binding: Option<&[u8]>) -> VoiceSession {
+        VoiceSession::new(&self.contacts, self.peer, binding, now).unwrap()
     }
 }
 
@@ -336,9 +342,76 @@ fn without_device_secrets_the_tag_is_unchecked_and_the_session_matches_the_deriv
 #[test]
 fn a_session_needs_a_contact() {
     let (alice, _bob) = befriended();
-    let error = assert_kind(VoiceSession::new(&alice.contacts, alice.peer + 1, PLAN), ErrorKind::NotFound);
+    let error = assert_kind(VoiceSession::new(&alice.contacts, alice.peer + 1, None, PLAN), ErrorKind::NotFound);
     assert!(!error.detail.is_empty(), "the store's detail");
-    assert_kind(VoiceSession::new(&alice.contacts, alice.peer, -1), ErrorKind::InvalidArgument);
+    assert_kind(VoiceSession::new(&alice.contacts, alice.peer, None, -1), ErrorKind::InvalidArgument);
+}
+
+// ---------------------------------------------------------------------------
+// Bound to a call (PROTOCOL.md 9.7)
+// ---------------------------------------------------------------------------
+
+/// Two call bindings: what the host of each call holds (the DTLS-SRTP
+/// exporter of the call, 32 bytes, in a real host).
+const OUR_CALL: [u8; 32] = [0x0c; 32];
+const OTHER_CALL: [u8; 16] = [0x0d; 16];
+
+#[test]
+fn both_bound_to_one_call_agree_and_verify() {
+    let (alice, bob) = befriended();
+    let mut plan = PLAN;
+    for binding in [&OUR_CALL[..], &[1u8; itsme::CALL_BINDING_MIN][..], &[2u8; itsme::CALL_BINDING_MAX][..]] {
+        let (mut sa, mut sb) = (alice.plan_bound(plan, Some(binding)), bob.plan_bound(plan, Some(binding)));
+        let now = start_both(&mut sa, &mut sb);
+        assert_eq!(sa.session_id().unwrap(), sb.session_id().unwrap(), "{} bytes", binding.len());
+        select_both(&mut sa, &mut sb, now);
+        assert_eq!(sa.your_code().unwrap().0, sb.their_code().unwrap().0);
+        assert_eq!(sb.your_code().unwrap().0, sa.their_code().unwrap().0);
+        let ((a_code, a_tag), (b_code, b_tag)) = (sa.your_code().unwrap(), sb.your_code().unwrap());
+        assert_eq!(sa.check(&b_code, b_tag, now).unwrap(), VoiceOutcome::Verified);
+        assert_eq!(sb.check(&a_code, a_tag, now).unwrap(), VoiceOutcome::Verified);
+        assert_eq!(alice.contact().state, VerificationState::Verified);
+        plan = now + 60;
+    }
+}
+
+#[test]
+fn bound_differently_the_session_ids_differ_and_the_codes_do_not_match() {
+    let (alice, bob) = befriended();
+    let (ours, theirs): (&[u8], &[u8]) = (&OUR_CALL, &OTHER_CALL);
+    let cases = [(Some(ours), None), (None, Some(ours)), (Some(ours), Some(theirs))];
+    let mut plan = PLAN;
+    for (a_binding, b_binding) in cases {
+        let what = format!("Alice bound: {}, Bob bound: {}", a_binding.is_some(), b_binding.is_some());
+        let (mut sa, mut sb) = (alice.plan_bound(plan, a_binding), bob.plan_bound(plan, b_binding));
+        let now = start_both(&mut sa, &mut sb);
+        // The two read different session IDs before anyone chooses a word.
+        assert_ne!(sa.session_id().unwrap(), sb.session_id().unwrap(), "{what}");
+        // The words and who selects first do not change (9.3, 9.4): people
+        // who go on regardless get to the codes, and they do not match.
+        select_both(&mut sa, &mut sb, now);
+        assert_ne!(sa.your_code().unwrap().0, sb.their_code().unwrap().0, "{what}");
+        assert_ne!(sb.your_code().unwrap().0, sa.their_code().unwrap().0, "{what}");
+        let before = (alice.contact(), bob.contact());
+        let ((a_code, a_tag), (b_code, b_tag)) = (sa.your_code().unwrap(), sb.your_code().unwrap());
+        assert_eq!(sa.check(&b_code, b_tag, now).unwrap(), VoiceOutcome::Mismatch, "{what}");
+        assert_eq!(sb.check(&a_code, a_tag, now).unwrap(), VoiceOutcome::Mismatch, "{what}");
+        assert_eq!((alice.contact(), bob.contact()), before, "{what}: a mismatch records nothing");
+        plan = now + 60;
+    }
+}
+
+#[test]
+fn a_binding_of_another_length_is_refused() {
+    let (alice, _bob) = befriended();
+    for length in [0, 1, itsme::CALL_BINDING_MIN - 1, itsme::CALL_BINDING_MAX + 1, 1000] {
+        let binding = vec![7u8; length];
+        let error =
+            assert_kind(VoiceSession::new(&alice.contacts, alice.peer, Some(&binding), PLAN), ErrorKind::InvalidArgument);
+        assert!(error.detail.contains("binding"), "{length}: {}", error.detail);
+    }
+    assert_eq!(alice.contact().last_window, None);
+    assert_eq!((itsme::CALL_BINDING_MIN, itsme::CALL_BINDING_MAX), (16, 64));
 }
 
 #[test]

@@ -138,8 +138,8 @@ pub fn befriended() -> (Person, Person) {
 /// each selector says their first word, each checks the code and tag the
 /// other reads aloud.  Returns (a's outcome, b's outcome).
 pub fn verify(a: &Person, b: &Person, plan: i64) -> (VoiceOutcome, VoiceOutcome) {
-    let mut sa = VoiceSession::new(&a.contacts, a.peer, plan).unwrap();
-    let mut sb = VoiceSession::new(&b.contacts, b.peer, plan).unwrap();
+    let mut sa = VoiceSession::new(&a.contacts, a.peer, None, plan).unwrap();
+    let mut sb = VoiceSession::new(&b.contacts, b.peer, None, plan).unwrap();
     assert_eq!(sa.window().unwrap(), sb.window().unwrap());
     let now = 30 * sa.window().unwrap();
     sa.start(now).unwrap();

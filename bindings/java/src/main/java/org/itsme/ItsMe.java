@@ -173,4 +173,19 @@ public final class ItsMe {
         }
         return value;
     }
+
+    /**
+     * A call binding argument (docs/PROTOCOL.md 9.7, 11.4, 20.1): a copy of it, or null (with
+     * length 0) for none. The library checks the length ({@link ItsMeLibrary#ITSME_CALL_BINDING_MIN}
+     * to {@link ItsMeLibrary#ITSME_CALL_BINDING_MAX} bytes); an empty array is refused here, since
+     * JNA may pass it as NULL, which the library reads as "not bound".
+     */
+    static byte[] callBinding(byte[] binding) {
+        if (binding != null && binding.length == 0) {
+            throw ItsMeException.of(ItsMeLibrary.ITSME_E_INVALID_ARGUMENT,
+                    "a call binding is " + ItsMeLibrary.ITSME_CALL_BINDING_MIN + " to "
+                            + ItsMeLibrary.ITSME_CALL_BINDING_MAX + " bytes, not 0");
+        }
+        return binding == null ? null : binding.clone();
+    }
 }

@@ -84,8 +84,8 @@ public final class RollCall extends Handle<itsme_rollcall> {
     /**
      * A roll call named by {@code meetingCode} (as typed: either case, spaces and '-' ignored)
      * at {@code now}, with every contact of {@code store} but those awaiting the peer.
-     * {@code binding} binds it to the host's own call: {@link ItsMeLibrary#ITSME_ROLLCALL_BINDING_MIN}
-     * to {@link ItsMeLibrary#ITSME_ROLLCALL_BINDING_MAX} bytes that every participant of that
+     * {@code binding} binds it to the host's own call: {@link ItsMeLibrary#ITSME_CALL_BINDING_MIN}
+     * to {@link ItsMeLibrary#ITSME_CALL_BINDING_MAX} bytes that every participant of that
      * call holds, the same for the whole call, that the relay never sees (docs/PROTOCOL.md 20.1
      * says which values qualify); null: not bound. A device bound to another call checks nobody
      * of this one. The roll-call key and the HELLO's padding are drawn from {@code random} (tests
@@ -96,13 +96,7 @@ public final class RollCall extends Handle<itsme_rollcall> {
     public static RollCall create(ContactStore store, String meetingCode, byte[] binding, long now,
             DeterministicRandom random) {
         String checked = ItsMe.textArgument(meetingCode, "meeting code");
-        // The library takes a length of 0 for "not bound": an empty binding is refused here.
-        if (binding != null && binding.length == 0) {
-            throw ItsMeException.of(ItsMeLibrary.ITSME_E_INVALID_ARGUMENT,
-                    "a call binding is " + ItsMeLibrary.ITSME_ROLLCALL_BINDING_MIN + " to "
-                            + ItsMeLibrary.ITSME_ROLLCALL_BINDING_MAX + " bytes, not 0");
-        }
-        byte[] bound = binding == null ? null : binding.clone();
+        byte[] bound = ItsMe.callBinding(binding);
         SizeT boundLength = new SizeT(bound == null ? 0 : bound.length);
         return store.use(s -> DeterministicRandom.with(random, r -> {
             PointerByReference out = new PointerByReference();

@@ -4,6 +4,7 @@ import com.sun.jna.ptr.IntByReference;
 import com.sun.jna.ptr.LongByReference;
 import com.sun.jna.ptr.PointerByReference;
 import org.itsme.raw.ItsMeLibrary;
+import org.itsme.raw.ItsMeLibrary.SizeT;
 import org.itsme.raw.ItsMeLibrary.VoiceOutcome;
 import org.itsme.raw.ItsMeLibrary.VoiceState;
 import org.itsme.raw.ItsMeLibrary.itsme_voice;
@@ -14,6 +15,12 @@ import org.itsme.raw.ItsMeLibrary.itsme_voice;
  * unused window, {@link #start} at the window; both read {@link #sessionId}
  * aloud; each {@link #select}s words in turn ({@link #status}); each reads
  * {@link #yourCode} aloud and {@link #check}s what they heard.
+ *
+ * <p>A host that embeds ItsMe in the call itself binds the session to that call
+ * ({@link #create(ContactStore, long, byte[], long)}, docs/PROTOCOL.md 9.7): the session ID
+ * and the codes take the binding, so a device bound to another call, or not bound, reads
+ * another session ID, and codes repeated from another call do not match. Show beside the
+ * session ID that the session is bound.
  */
 public final class VoiceSession extends Handle<itsme_voice> {
     private VoiceSession(itsme_voice pointer) {
@@ -43,13 +50,28 @@ public final class VoiceSession extends Handle<itsme_voice> {
     public record Code(String text, int tag) {
     }
 
-    /** Plans a session with contact {@code contactId} of {@code store} at {@code now}. */
-    public static VoiceSession create(ContactStore store, long contactId, long now) {
+    /**
+     * Plans a session with contact {@code contactId} of {@code store} at {@code now}, bound to
+     * the host's own call by {@code binding}: {@link ItsMeLibrary#ITSME_CALL_BINDING_MIN} to
+     * {@link ItsMeLibrary#ITSME_CALL_BINDING_MAX} bytes that both devices of the call hold, the
+     * same for the whole call, that the relay and the call's server never see (docs/PROTOCOL.md
+     * 20.1 says which values qualify); null: not bound. Throws ItsMeException.InvalidArgument for
+     * a binding of another length, ItsMeException.NotFound without such a contact, with the
+     * store's detail.
+     */
+    public static VoiceSession create(ContactStore store, long contactId, byte[] binding, long now) {
+        byte[] bound = ItsMe.callBinding(binding);
+        SizeT boundLength = new SizeT(bound == null ? 0 : bound.length);
         return store.use(s -> {
             PointerByReference out = new PointerByReference();
-            int code = ItsMe.library().itsme_voice_new(s, contactId, now, out);
+            int code = ItsMe.library().itsme_voice_new(s, contactId, bound, boundLength, now, out);
             return new VoiceSession(new itsme_voice(ItsMe.created(code, out, store.detail(s))));
         });
+    }
+
+    /** Plans a session with contact {@code contactId} of {@code store} at {@code now}, not bound to a call. */
+    public static VoiceSession create(ContactStore store, long contactId, long now) {
+        return create(store, contactId, null, now);
     }
 
     /** The state and the turn. */

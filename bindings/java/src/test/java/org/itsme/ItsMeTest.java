@@ -347,8 +347,17 @@ class ItsMeTest {
 
     /** Both sides of a voice session, run to the codes; returns [Alice's, Bob's] sessions. */
     private VoiceSession[] voiceToCodes(Person alice, long bobAtAlice, Person bob, long aliceAtBob, long[] clock) {
-        VoiceSession atAlice = keep(VoiceSession.create(alice.contacts(), bobAtAlice, clock[0]));
-        VoiceSession atBob = keep(VoiceSession.create(bob.contacts(), aliceAtBob, clock[0]));
+        return voiceToCodes(alice, bobAtAlice, null, bob, aliceAtBob, null, clock);
+    }
+
+    /**
+     * Both sides of a voice session, each bound to its call binding (null: not bound), run to
+     * the codes; returns [Alice's, Bob's] sessions.
+     */
+    private VoiceSession[] voiceToCodes(Person alice, long bobAtAlice, byte[] aliceBinding, Person bob,
+            long aliceAtBob, byte[] bobBinding, long[] clock) {
+        VoiceSession atAlice = keep(VoiceSession.create(alice.contacts(), bobAtAlice, aliceBinding, clock[0]));
+        VoiceSession atBob = keep(VoiceSession.create(bob.contacts(), aliceAtBob, bobBinding, clock[0]));
         VoiceSession.Timing timing = atAlice.timing(clock[0]);
         assertEquals(timing.window(), atBob.timing(clock[0]).window());
         assertTrue(timing.endsIn() > timing.startsIn());
@@ -359,7 +368,8 @@ class ItsMeTest {
         clock[0] += Math.max(0, timing.startsIn());
         atAlice.start(clock[0]);
         atBob.start(clock[0]);
-        assertEquals(atAlice.sessionId(), atBob.sessionId());
+        // Bound alike (or both not bound): the same session ID; bound differently: another one.
+        assertEquals(Arrays.equals(aliceBinding, bobBinding), atAlice.sessionId().equals(atBob.sessionId()));
         for (int round = 0; round < 2; round++) {
             VoiceSession speaker = atAlice.status().turn() == VoiceSession.Turn.MINE ? atAlice : atBob;
             VoiceSession listener = speaker == atAlice ? atBob : atAlice;
@@ -417,6 +427,85 @@ class ItsMeTest {
                 () -> atAlice.check("not a code", expected.tag(), clock[0]));
         assertEquals(VoiceOutcome.MISMATCH, atAlice.check(wrong, expected.tag(), clock[0]));
         assertNotEquals(VerificationState.DEGRADED, alice.contacts().get(ids[0]).state());
+    }
+
+    /** A call binding of {@code length} bytes of {@code value}. */
+    private static byte[] binding(int length, int value) {
+        byte[] binding = new byte[length];
+        Arrays.fill(binding, (byte) value);
+        return binding;
+    }
+
+    @Test
+    void voiceBoundToOneCallVerifies() {
+        Person alice = person("Alice");
+        Person bob = person("Bob");
+        long[] ids = exchange(alice, bob, START);
+        long[] clock = {START + 60};
+        for (byte[] ours : new byte[][] {binding(32, 1), binding(ItsMeLibrary.ITSME_CALL_BINDING_MIN, 2),
+                binding(ItsMeLibrary.ITSME_CALL_BINDING_MAX, 3)}) {
+            VoiceSession[] sessions = voiceToCodes(alice, ids[0], ours, bob, ids[1], ours.clone(), clock);
+            VoiceSession.Code aliceSays = sessions[0].yourCode();
+            VoiceSession.Code bobSays = sessions[1].yourCode();
+            assertEquals(aliceSays, sessions[1].theirCode());
+            assertEquals(VoiceOutcome.VERIFIED, sessions[0].check(bobSays.text(), bobSays.tag(), clock[0]));
+            assertEquals(VoiceOutcome.VERIFIED, sessions[1].check(aliceSays.text(), aliceSays.tag(), clock[0]));
+            clock[0] += 60;
+        }
+        assertEquals(VerificationState.VERIFIED, alice.contacts().get(ids[0]).state());
+    }
+
+    @Test
+    void voiceBoundDifferentlyReadsAnotherSessionIdAndTheCodesDoNotMatch() {
+        Person alice = person("Alice");
+        Person bob = person("Bob");
+        long[] ids = exchange(alice, bob, START);
+        long[] clock = {START + 60};
+        byte[] ours = binding(32, 1);
+        byte[] theirs = binding(16, 2);
+        for (byte[][] bindings : new byte[][][] {{ours, null}, {null, ours}, {ours, theirs}}) {
+            // voiceToCodes checks that the session IDs differ.
+            VoiceSession[] sessions = voiceToCodes(alice, ids[0], bindings[0], bob, ids[1], bindings[1], clock);
+            VoiceSession.Code aliceSays = sessions[0].yourCode();
+            VoiceSession.Code bobSays = sessions[1].yourCode();
+            assertNotEquals(aliceSays.text(), sessions[1].theirCode().text());
+            assertNotEquals(bobSays.text(), sessions[0].theirCode().text());
+            Contact before = alice.contacts().get(ids[0]);
+            assertEquals(VoiceOutcome.MISMATCH, sessions[0].check(bobSays.text(), bobSays.tag(), clock[0]));
+            assertEquals(VoiceOutcome.MISMATCH, sessions[1].check(aliceSays.text(), aliceSays.tag(), clock[0]));
+            assertEquals(before, alice.contacts().get(ids[0]), "a mismatch records nothing");
+            clock[0] += 60;
+        }
+    }
+
+    @Test
+    void voiceBindingOfAnotherLengthIsRefused() {
+        Person alice = person("Alice");
+        Person bob = person("Bob");
+        long[] ids = exchange(alice, bob, START);
+        assertEquals(16, ItsMeLibrary.ITSME_CALL_BINDING_MIN);
+        assertEquals(64, ItsMeLibrary.ITSME_CALL_BINDING_MAX);
+        assertEquals(16, ItsMe.library().itsme_call_binding_min().longValue());
+        assertEquals(64, ItsMe.library().itsme_call_binding_max().longValue());
+        for (int length : new int[] {0, 1, ItsMeLibrary.ITSME_CALL_BINDING_MIN - 1,
+                ItsMeLibrary.ITSME_CALL_BINDING_MAX + 1}) {
+            ItsMeException refused = assertThrows(ItsMeException.InvalidArgument.class,
+                    () -> VoiceSession.create(alice.contacts(), ids[0], new byte[length], START));
+            assertTrue(refused.detail().contains("binding"), refused.detail());
+        }
+        for (int length : new int[] {ItsMeLibrary.ITSME_CALL_BINDING_MIN, ItsMeLibrary.ITSME_CALL_BINDING_MAX}) {
+            keep(VoiceSession.create(alice.contacts(), ids[0], new byte[length], START));
+        }
+        // The binding is copied: changing the caller's array afterwards changes nothing.
+        byte[] ours = binding(32, 1);
+        long[] clock = {START + 60};
+        VoiceSession atAlice = keep(VoiceSession.create(alice.contacts(), ids[0], ours, clock[0]));
+        Arrays.fill(ours, (byte) 9);
+        VoiceSession atBob = keep(VoiceSession.create(bob.contacts(), ids[1], binding(32, 1), clock[0]));
+        long start = 30 * atAlice.timing(clock[0]).window();
+        atAlice.start(start);
+        atBob.start(start);
+        assertEquals(atAlice.sessionId(), atBob.sessionId());
     }
 
     @Test

@@ -554,8 +554,8 @@ class RollCallTest {
     void meetingCodes() {
         String code = RollCall.newMeetingCode();
         assertTrue(code.matches("[2-9A-HJKMNP-Z]{4}-[2-9A-HJKMNP-Z]{4}"), code);
-        assertEquals(16, ItsMeLibrary.ITSME_ROLLCALL_BINDING_MIN);
-        assertEquals(64, ItsMeLibrary.ITSME_ROLLCALL_BINDING_MAX);
+        assertEquals(16, ItsMeLibrary.ITSME_CALL_BINDING_MIN);
+        assertEquals(64, ItsMeLibrary.ITSME_CALL_BINDING_MAX);
         assertEquals(133 + 16 * 2048, ItsMeLibrary.ITSME_ROLLCALL_MESSAGE_MAX);
         assumeTestBuild();
         try (DeterministicRandom one = DeterministicRandom.of(new byte[32]);
@@ -898,8 +898,12 @@ class RollCallTest {
         assertArrayEquals(new byte[] {2, 1, 0}, Arrays.copyOf(helloA, 3), "version 2, HELLO, not bound");
         assertEquals(viewBytes(1), fromA.get(1).length);
         List<byte[]> fromB = drain(b);
+        // Its VIEW waits for the HELLO of slot 1, on its way (PROTOCOL.md 20.6, rule 4), or for the tick.
+        assertEquals(1, fromB.size());
         byte[] helloB = fromB.get(0);
-        byte[] viewB = fromB.get(1);
+        b.tick(NOW);
+        byte[] viewB = b.nextOutgoing();
+        assertEquals(viewBytes(1), viewB.length);
         for (byte[] garbage : List.of(new byte[0], new byte[] {2}, new byte[] {1, 1}, new byte[] {2, 9},
                 Arrays.copyOf(helloB, helloB.length - 1), "hello, roll call".getBytes(StandardCharsets.UTF_8))) {
             assertThrows(ItsMeException.MalformedMessage.class, () -> a.receive(garbage, 2, NOW));
@@ -972,13 +976,13 @@ class RollCallTest {
                 () -> RollCall.create(contacts, (code.charAt(0) == 'A' ? "B" : "A") + code.substring(1), null, NOW));
         assertTrue(typo.detail().contains("typo"), typo.detail());
         assertThrows(ItsMeException.InvalidArgument.class, () -> RollCall.create(contacts, "ABCD\0EFGH", null, NOW));
-        for (int length : new int[] {0, ItsMeLibrary.ITSME_ROLLCALL_BINDING_MIN - 1,
-                ItsMeLibrary.ITSME_ROLLCALL_BINDING_MAX + 1}) {
+        for (int length : new int[] {0, ItsMeLibrary.ITSME_CALL_BINDING_MIN - 1,
+                ItsMeLibrary.ITSME_CALL_BINDING_MAX + 1}) {
             assertThrows(ItsMeException.InvalidArgument.class,
                     () -> RollCall.create(contacts, code, new byte[length], NOW));
         }
-        for (int length : new int[] {ItsMeLibrary.ITSME_ROLLCALL_BINDING_MIN,
-                ItsMeLibrary.ITSME_ROLLCALL_BINDING_MAX}) {
+        for (int length : new int[] {ItsMeLibrary.ITSME_CALL_BINDING_MIN,
+                ItsMeLibrary.ITSME_CALL_BINDING_MAX}) {
             try (RollCall bound = RollCall.create(contacts, code, new byte[length], NOW)) {
                 bound.joined(1, null, NOW);
                 assertArrayEquals(new byte[] {2, 1, 1}, Arrays.copyOf(bound.nextOutgoing(), 3), "bound");
