@@ -17,14 +17,14 @@ peer's PROOF is checked, ends in compare_sas, binding_differs or other_call
 (``OnlineVerifySession(..., binding=...)``, ``ov_binding_state``).  The formulas, lengths,
 states and checks are the document's own words, quoted at each place (a KEY of either length
 is taken whatever this side's own binding: "A receiver checks a KEY as 11.2 says, whatever its
-length").  One point meets two sentences:
-
-Reading: a message that reaches a session ended in binding differs or other call more than
-600 seconds after its creation is ``invalid_state`` (11.4: "Both end states are final ...;
-later messages are invalid_state"), not ``expired`` (11.3: "a message or a confirmation later
-than that is expired and ends it"): the session has ended already, as a failed one has, where
-11.2 says "(and so is anything after a failure)" and 1.1's invalid_state is "a message after a
-session ... is complete".  No vector has a message after an end state.
+length").  A session not ended (its messages running, or its SAS compared) may be rejected at
+any time, which ends it, and confirmed only while its SAS is compared; it expires more than
+600 seconds after its creation (a message or a confirmation later is ``expired`` and ends it as
+failed, checked first, before the state is looked at: a confirmation past 600 seconds fails
+a session whose messages still run too).  Within the 600 seconds, confirming before the peer's
+PROOF is in is ``invalid_state`` and changes nothing.  An ended session (confirmed, rejected,
+failed, or in one of those end states) refuses a later message, confirmation or rejection with
+``invalid_state`` at any time (11.3).
 
 Section 16 (the exchange at a distance) runs CPace (CPACE-RISTR255-SHA512) from
 :mod:`independent.cpace`, written from the CFRG draft, on the ristretto255 group of
@@ -2762,8 +2762,9 @@ def ov_confirmed_state(outcome: str, state: str) -> str:
 
 
 def ov_session_expired(created_at: int, now: int) -> bool:
-    """11.3: "A session expires more than 600 seconds after its creation": at created_at + 600
-    it has not expired yet, one second later it has."""
+    """11.3: "A session that has not ended (its messages running, or its SAS compared) expires
+    more than 600 seconds after its creation": at created_at + 600 it has not expired yet, one
+    second later it has.  An ended session does not expire (OnlineVerifySession.ended)."""
     return now - created_at > OV_SESSION_SECONDS
 
 
@@ -2869,7 +2870,19 @@ class OnlineVerifySession:
     binds the session to a call: its KEY carries bind (98 bytes).  Once the peer's PROOF is
     checked, ``state`` (and ``result.state``) is compare_sas, or one of the final end states
     binding_differs and other_call, which show no SAS (``result.sas_value`` is None), record
-    nothing and offer no profile; later messages are ``invalid_state``."""
+    nothing and offer no profile; later messages are ``invalid_state``.
+
+    11.3, deciding and the lifetime: "A session that has not ended (its messages running, or
+    its SAS compared) may be rejected at any time (the SAS differs, or the host gives up),
+    which ends it; confirming is allowed only while the SAS is compared.  A session that has
+    not ended expires more than 600 seconds after its creation: a message or a confirmation
+    later than that is expired (checked first: before the message is read, before the state is
+    looked at) and ends it as failed.  Once it has ended (confirmed, rejected, failed, or in an
+    end state of 11.4), a later message, confirmation or rejection is invalid_state, at any
+    time.  Confirming before the peer's PROOF is in (within the 600 seconds) is invalid_state
+    and changes nothing."  ``receive`` and ``confirm_sas`` take ``now`` for that;
+    ``reject_sas`` (the SAS differs, or the host gives up) ends a session not ended as
+    rejected, before the PROOFs too; ``ended`` and ``state`` say where it is."""
 
     def __init__(self, seed: bytes, window: int, my_pid: bytes, their_pid: bytes,
                  ephemeral_secret: bytes, challenge: bytes, my_device_secret: bytes | None,
@@ -2910,33 +2923,75 @@ class OnlineVerifySession:
         self._derived: dict | None = None
         self.profile_reference: bytes | None = None
         self.sas_confirmed = False
+        self.sas_rejected = False
         if profile_reference is not None:
             self.share_profile(profile_reference)
 
     def share_profile(self, reference: bytes) -> None:
         """11.3: append this side's profile reference to its PROOF.  "It must decide before it
-        sends its PROOF": refused once the PROOF is made, or the session failed.  Calling
-        again replaces it."""
+        sends its PROOF": "a reference offered later is invalid_state" (once the PROOF is made,
+        or the session ended before it: failed or rejected), "one of another length than 32
+        bytes invalid_argument" (the size checked first, 1.1).  Calling again replaces it."""
         if len(reference) != OV_REFERENCE_BYTES:
-            raise ValueError("a profile reference is 32 bytes")
-        if self.failed or self._derived is not None:
-            raise ProtocolError("the PROOF is made already: too late to share a profile")
+            raise InvalidArgument("a profile reference is 32 bytes")
+        if self.ended:
+            raise InvalidState(f"the session has ended ({self.state}): no PROOF to carry it")
+        if self._derived is not None:
+            raise InvalidState("the PROOF is made already: too late to share a profile")
         self.profile_reference = bytes(reference)
 
-    def confirm_sas(self) -> None:
-        """The person confirmed the SAS (both PROOFs are in).  11.3: "Confirming before the
-        peer's PROOF is in, or twice, is invalid_state"; 11.4: an end state shows no SAS."""
-        if self.failed or not self.done or self.sas_confirmed:
-            raise InvalidState("no SAS to confirm")
-        if self.result.state != OV_COMPARE_SAS:
-            raise InvalidState(f"the session ended in {self.result.state}: no SAS to confirm")
+    def confirm_sas(self, now: int | None = None) -> None:
+        """The person confirmed the SAS.  11.3, in this order: once the session has ended
+        (confirmed, rejected, failed, or in an end state of 11.4, which shows no SAS) "a later
+        ... confirmation ... is invalid_state, at any time", changing nothing.  Not ended, a
+        confirmation more than 600 seconds after the session's creation "is expired (checked
+        first: ... before the state is looked at) and ends it as failed", its SAS compared or
+        its messages still running (nothing is recorded).  Within the 600 seconds, "Confirming
+        before the peer's PROOF is in ... is invalid_state and changes nothing" (the session
+        runs on); "confirming is allowed only while the SAS is compared"."""
+        if self.ended:
+            raise InvalidState(f"the session has ended ({self.state}): no SAS to confirm")
+        if now is not None and self.created_at is not None and ov_session_expired(
+                self.created_at, now):
+            self.failed = True
+            self.result = None
+            raise Expired("the session has expired (more than 600 seconds old)")
+        if not self.done:
+            raise InvalidState("the peer's PROOF is not in: no SAS to confirm")
         self.sas_confirmed = True
+
+    def reject_sas(self) -> None:
+        """The person rejected the SAS, or the host gave up (11.3: "A session that has not
+        ended (its messages running, or its SAS compared) may be rejected at any time (the SAS
+        differs, or the host gives up), which ends it"; "rejecting the SAS ... changes
+        nothing").  Taken while the session has not ended, whatever the time (11.3 expires "a
+        message or a confirmation", not a rejection), before the peer's PROOF too: the session
+        ends rejected, and a later message, confirmation or rejection is invalid_state.  Once
+        ended (confirmed, rejected, failed, or in an end state of 11.4), a rejection is
+        invalid_state, changing nothing."""
+        if self.ended:
+            raise InvalidState(f"the session has ended ({self.state}): nothing to reject")
+        self.sas_rejected = True
+
+    @property
+    def ended(self) -> bool:
+        """11.3: "Once it has ended (confirmed, rejected, failed, or in an end state of
+        11.4)"."""
+        return (self.failed or self.sas_confirmed or self.sas_rejected
+                or (self.result is not None and self.result.state != OV_COMPARE_SAS))
 
     @property
     def state(self) -> str:
-        """'running', 'failed', or the state of 11.4 once the peer's PROOF is checked."""
+        """'running', 'failed', the state of 11.4 once the peer's PROOF is checked
+        (compare_sas, binding_differs, other_call), 'confirmed' once the person confirmed the
+        SAS, 'rejected' once the session was rejected (the SAS differs, or the host gave up
+        while its messages ran)."""
         if self.failed:
             return "failed"
+        if self.sas_confirmed:
+            return "confirmed"
+        if self.sas_rejected:
+            return "rejected"
         return "running" if self.result is None else self.result.state
 
     def peer_profile(self) -> bytes | None:
@@ -2968,9 +3023,13 @@ class OnlineVerifySession:
         return self.result is not None
 
     def start(self) -> list[bytes]:
-        """The initiator sends COMMIT first; the responder sends nothing until it has one."""
-        if self._started or self.failed:
-            raise ProtocolError("session already started")
+        """The initiator sends COMMIT first; the responder sends nothing until it has one.  A
+        session started already, or ended (11.3: rejected before it started), is
+        invalid_state."""
+        if self.ended:
+            raise InvalidState(f"the session has ended ({self.state})")
+        if self._started:
+            raise InvalidState("session already started")
         self._started = True
         if self.role == INITIATOR:
             self.commit = commit_message(self.ephemeral_pk, self.challenge)
@@ -2978,26 +3037,28 @@ class OnlineVerifySession:
         return []
 
     def receive(self, message: bytes, now: int | None = None) -> list[bytes]:
-        if self.failed:
-            raise InvalidState("the session has failed")
-        if self.result is not None and self.result.state != OV_COMPARE_SAS:
-            # 11.4: "Both end states are final ...; later messages are invalid_state": the
-            # session has ended (a final state cannot expire or fail afterwards).
-            raise InvalidState(f"message after the session ended in {self.result.state}: "
-                               "refused")
+        # 11.3: "Once it has ended (confirmed, rejected, failed, or in an end state of 11.4), a
+        # later message, confirmation or rejection is invalid_state, at any time": an ended
+        # session (rejected before its PROOFs too) neither expires nor fails afterwards.  Not
+        # ended, a message later than 600 seconds is expired, "checked first: before the
+        # message is read, before the state is looked at" (so before start() is looked at
+        # too), and ends it as failed.
+        if self.ended:
+            raise InvalidState(f"message after the session ended ({self.state}): refused")
         try:
-            if not self._started:
-                raise InvalidState("message before the session started")
             if now is not None and self.created_at is not None and ov_session_expired(
                     self.created_at, now):
                 raise Expired("the session has expired (more than 600 seconds old)")
+            if not self._started:
+                raise InvalidState("message before the session started")
         except ProtocolError:
             self.failed = True
             self.result = None
             raise
         if self.done:
             # 11.2: "Once both PROOFs are in, further messages are refused without ending the
-            # session" (the outcome and SAS stay to be confirmed).
+            # session" (the outcome and SAS stay to be confirmed); past 600 seconds the SAS
+            # compared has expired (above).
             raise InvalidState("message after both PROOFs: refused")
         try:
             return self._receive(message)

@@ -22,10 +22,14 @@ the tests run many devices in one process.
 
 An earlier version of the document left 25 points open, which this module had to read into it;
 the document now settles each of them, and the code follows its words, quoted at each place
-(20.6's rules by their present numbers).  No point is left open: rule 4's VIEW that waits for
-the HELLOs on their way goes out "as a due VIEW (rule 5)", and "a slot that never sends a HELLO
-... only holds VIEWs to rule 5's timing" (the first tick at least 1 second after the previous
-VIEW).
+(20.6's rules by their present numbers).  No point is left open: rule 4 is triggered "whenever
+the set of HELLOs it lists differs from the set its latest VIEW listed (the one made, or the one
+waiting in its queue)", a condition, not an event (a change that brings the set back to the
+latest VIEW's sends nothing at once); its VIEW that waits for the HELLOs on their way "is then
+due (rule 5) and waits, and goes out as soon as no such slot is left (the awaited HELLOs are
+in, or their slots left) while the set still differs, or at the tick rule 5 gives, whichever
+comes first", and "a slot that never sends a HELLO ... only holds VIEWs to rule 5's timing" (the
+first tick at least 1 second after the previous VIEW).
 """
 
 from __future__ import annotations
@@ -667,6 +671,7 @@ class RollCall:
         self._seq = 0
         self.last_view_at: float | None = None  # when the last VIEW was made
         self._view_due = False
+        self._last_view_names: frozenset | None = None  # the set the last VIEW made listed
         self._resend_at = now + RESEND_FIRST
         self._resends = 0  # re-sends since the last reset
         self.sent = {_HELLO: 0, _VIEW: 0, _SAID: 0}  # messages taken, by kind
@@ -719,8 +724,9 @@ class RollCall:
         D's own h and that VIEW's slot is in the room"), the pending HELLOs forgotten "once
         every slot that brought it has left", the numbers of those newly present, the roster
         (a change is a new round, or an earlier one back; rule 5 makes the VIEW due and rule 6
-        resets the next re-send time), then the list (rule 4: a change sends the VIEW, which
-        comes after the change and so satisfies a due one, or makes it wait)."""
+        resets the next re-send time), then the list, and rule 4 (``_rule_4``: a list that
+        differs from the latest VIEW's sends the VIEW, which comes after the change and so
+        satisfies a due one, or makes it due and wait while a slot has brought no HELLO)."""
         s, held = self._room, self._held
         present = {n: p.view.slot for n, p in held.items()
                    if self._lists_me(p.view) and p.view.slot in s}
@@ -738,25 +744,48 @@ class RollCall:
             self.roster_changed_at = now
             self._view_due = True
             self._resend_at, self._resends = now + RESEND_FIRST, 0
-        listed = self._compute_listed()
-        if listed != self._listed:
-            self._listed = listed
-            self._send_or_wait()
+        self._listed = self._compute_listed()
+        self._rule_4()
 
     def _awaiting_hello(self) -> bool:
         """Rule 4: "a slot in the room has brought no HELLO yet" (every device sends its HELLO
         on joined and on peer-joined, so one is on its way)."""
         return any(slot not in self._slot_brought for slot in self._room)
 
+    def _differs(self) -> bool:
+        """Rule 4: "the set of HELLOs it lists differs from the set its latest VIEW listed (the
+        one made, or the one waiting in its queue)".  A VIEW waiting in the queue is made when
+        it is taken, "from the state at that moment": it lists the set as it is then, so while
+        one waits nothing differs.  Before any VIEW is made, any set differs (there is none to
+        equal)."""
+        if (_VIEW, None) in self._queue:
+            return False
+        return self._listed != self._last_view_names
+
+    def _rule_4(self) -> None:
+        """Rule 4, a condition checked after every change (of the list, of the room, of the
+        slots that brought a HELLO): "whenever the set of HELLOs it lists differs from the set
+        its latest VIEW listed (the one made, or the one waiting in its queue): sends its VIEW,
+        unless a slot in the room has brought no HELLO yet ...: the VIEW is then due (rule 5)
+        and waits, and goes out as soon as no such slot is left (the awaited HELLOs are in, or
+        their slots left) while the set still differs, or at the tick rule 5 gives, whichever
+        comes first."  So the trigger is the difference, not a change: a change that brings the
+        set back to the latest VIEW's sends nothing at once (a VIEW already due still goes out
+        at rule 5's tick), and a slot that leaves, or brings its HELLO, with the set still
+        different and no slot left awaited sends the VIEW at once."""
+        if self.slot is None or not self._differs():
+            return
+        if self._awaiting_hello():
+            self._view_due = True
+        else:
+            self._queue_view()
+
     def _send_or_wait(self) -> None:
-        """Rule 4 (and rule 1's VIEW, "which waits as rule 4 says"): "sends its VIEW, unless a
-        slot in the room has brought no HELLO yet ...: the VIEW then waits, and goes out when
-        the list changes again with no such slot left (the awaited HELLOs are in, or their
-        slots left), or as a due VIEW (rule 5), whichever comes first".  A VIEW that waits is
-        due: the first tick at least 1 second after the previous VIEW queues it ("a slot that
-        never sends a HELLO ... only holds VIEWs to rule 5's timing"), unless a later change of
-        the list with no such slot left, or a re-send, queues it first.  One already queued
-        (not yet taken, so made later from the state then) is left as it is."""
+        """Rule 1's VIEW, "which waits as rule 4 says": queued at once unless a slot in the room
+        has brought no HELLO yet; it is then due (rule 5) and waits, going out as soon as no
+        such slot is left while the set differs from the latest VIEW's (``_rule_4``), or at the
+        tick rule 5 gives.  One already queued (not yet taken, so made later from the state
+        then) is left as it is."""
         if self.slot is None:
             return
         if self._awaiting_hello() and (_VIEW, None) not in self._queue:
@@ -817,6 +846,7 @@ class RollCall:
         body = view_body(self.rk_public, self._seq, self.slot, rnd.roster, rnd.said is not None,
                          names, have)
         self.last_view_at = self._now
+        self._last_view_names = self._listed
         return sign_body(self._rk, self.rcid, body)
 
     @property

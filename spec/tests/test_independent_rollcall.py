@@ -1127,12 +1127,17 @@ def test_messages_per_join(host):
 
 
 def test_a_view_waits_for_the_hellos_on_their_way():
-    """20.6 rule 4 (and rule 1's VIEW, "which waits as rule 4 says"): while a slot in the room
-    has brought no HELLO, the VIEW waits; it goes out when the list changes again with no such
-    slot left (the awaited HELLOs are in, or their slots left), or as a due VIEW (rule 5): the
-    first tick at least 1 second after the previous VIEW.  "A newcomer thus sends one VIEW
-    listing everyone present, not one for each HELLO that reaches it, and a slot that never
-    sends a HELLO (a stranger's bare connection) only holds VIEWs to rule 5's timing"."""
+    """20.6 rule 4 (and rule 1's VIEW, "which waits as rule 4 says"): "whenever the set of
+    HELLOs it lists differs from the set its latest VIEW listed (the one made, or the one
+    waiting in its queue): sends its VIEW, unless a slot in the room has brought no HELLO yet
+    ...: the VIEW is then due (rule 5) and waits, and goes out as soon as no such slot is left
+    (the awaited HELLOs are in, or their slots left) while the set still differs, or at the
+    tick rule 5 gives, whichever comes first": the first tick at least 1 second after the
+    previous VIEW.  The last awaited slot cleared by its leaving or by its HELLO, the set then
+    different (a VIEW at once) or back to the latest VIEW's (nothing at once, the due VIEW at
+    rule 5's tick).  "A newcomer thus sends one VIEW listing everyone present, not one for each
+    HELLO that reaches it, and a slot that never sends a HELLO (a stranger's bare connection)
+    only holds VIEWs to rule 5's timing"."""
     ana, ben, cai, dan, eve = people("Ana", "Ben", "Cai", "Dan", "Eve")
     others = {2: ben.device(), 3: cai.device(), 4: dan.device()}
     # A newcomer fed the HELLOs one at a time: its HELLO at once, one VIEW after the last.
@@ -1158,21 +1163,121 @@ def test_a_view_waits_for_the_hellos_on_their_way():
     a.tick(NOW + 1)
     out = a.outgoing()
     assert [m[1] for m in out] == [R.VIEW_TYPE] and len(R.parse_view(out[0]).names) == 2
-    # The awaited slot leaves: the VIEW goes out at the next change of the list with no slot
-    # awaited (here Ben's slot leaving too, which takes his pending HELLO off the list).
+    # The awaited slot leaves without changing the list: no slot is left awaited and the list
+    # differs from the last VIEW's (the newcomer sent none yet), so the VIEW goes out at once,
+    # listing everyone whose HELLO is in.
     a = ana.device()
     a.joined(1, [2, 3, 4], NOW)
     a.receive(others[2].hello, 2, NOW)
     a.receive(others[3].hello, 3, NOW)
     assert _kinds(a) == ["HELLO"]
     a.peer_left(4, NOW)
-    assert _kinds(a) == []  # the list did not change: the VIEW still waits (it is due)
-    a.peer_left(2, NOW)
     out = a.outgoing()
     assert [m[1] for m in out] == [R.VIEW_TYPE]
-    assert sorted(R.parse_view(out[0]).names) == sorted([a.name, others[3].name])
+    view = R.parse_view(out[0])
+    assert view.seq == 1
+    assert sorted(view.names) == sorted([a.name, others[2].name, others[3].name])
     a.tick(NOW + 1)
     assert _kinds(a) == []  # the VIEW that went out satisfied the due one
+    # The same for a device present whose list changed while a slot was awaited: Ben's slot
+    # leaves while slot 3 (a newcomer) has brought no HELLO, the VIEW waits; slot 3 leaves
+    # too, and the list ([Ana]) differs from the last VIEW's ([Ana, Ben]): a VIEW at once.
+    a = ana.device()
+    a.joined(1, [2], NOW)
+    a.receive(others[2].hello, 2, NOW)
+    assert _kinds(a) == ["HELLO", "VIEW"]
+    a.peer_joined(3, NOW + 0.1)
+    assert _kinds(a) == ["HELLO"]
+    a.peer_left(2, NOW + 0.2)
+    assert _kinds(a) == []  # the list changed, slot 3 is awaited: the VIEW waits
+    a.peer_left(3, NOW + 0.3)
+    out = a.outgoing()
+    assert [m[1] for m in out] == [R.VIEW_TYPE]
+    assert list(R.parse_view(out[0]).names) == [a.name]
+    # The list equals the last VIEW's when the awaited slot leaves: nothing at once; the VIEW
+    # still waits, and goes out as a due VIEW at the first tick at least 1 second after the
+    # previous one.  Here the list of the last VIEW is [Ana, Ben]; slots 3 and 4 join, slot 3
+    # brings Cai's HELLO (listed: the VIEW waits for slot 4), slot 3 leaves (Cai off the list
+    # again: [Ana, Ben], still waiting), then slot 4 leaves without a HELLO.
+    a = ana.device()
+    a.joined(1, [2], NOW)
+    a.receive(others[2].hello, 2, NOW)
+    assert _kinds(a) == ["HELLO", "VIEW"]  # made at NOW, listing Ana and Ben
+    a.peer_joined(3, NOW + 0.1)
+    a.peer_joined(4, NOW + 0.1)
+    assert _kinds(a) == ["HELLO"]
+    a.receive(others[3].hello, 3, NOW + 0.2)
+    assert _kinds(a) == []
+    a.peer_left(3, NOW + 0.3)
+    assert _kinds(a) == []
+    a.peer_left(4, NOW + 0.4)
+    assert _kinds(a) == []  # the list is the last VIEW's: nothing is sent at once
+    a.tick(NOW + 0.5)
+    assert _kinds(a) == []  # not yet 1 second after the previous VIEW
+    a.tick(NOW + 1)
+    out = a.outgoing()
+    assert [m[1] for m in out] == [R.VIEW_TYPE]
+    view = R.parse_view(out[0])
+    assert view.seq == 2 and sorted(view.names) == sorted([a.name, others[2].name])
+    # The last awaited slot clears by bringing its HELLO, the set different from the latest
+    # VIEW's: a VIEW at once.  The last VIEW lists Ana and Ben; slot 3 joins (awaited), Ben's
+    # slot leaves (his pending HELLO forgotten: [Ana] differs, the VIEW waits for slot 3), slot
+    # 3 brings Cai's HELLO: [Ana, Cai] differs from [Ana, Ben], no slot awaited.
+    a = ana.device()
+    a.joined(1, [2], NOW)
+    a.receive(others[2].hello, 2, NOW)
+    assert _kinds(a) == ["HELLO", "VIEW"]  # made at NOW, listing Ana and Ben
+    a.peer_joined(3, NOW + 0.1)
+    assert _kinds(a) == ["HELLO"]
+    a.peer_left(2, NOW + 0.2)
+    assert _kinds(a) == []  # [Ana] differs, slot 3 is awaited: the VIEW is due and waits
+    assert a.receive(others[3].hello, 3, NOW + 0.3) == "hello"
+    out = a.outgoing()
+    assert [m[1] for m in out] == [R.VIEW_TYPE]
+    view = R.parse_view(out[0])
+    assert view.seq == 2 and sorted(view.names) == sorted([a.name, others[3].name])
+    a.tick(NOW + 1.3)
+    assert _kinds(a) == []  # the VIEW that went out satisfied the due one
+    # The last awaited slot clears by bringing a HELLO that makes the set the latest VIEW's
+    # again: nothing at once (no difference; the event is not what triggers rule 4), and the
+    # VIEW, due since the set differed, goes out at the tick rule 5 gives.  Ben's slot leaves
+    # while slot 3 is awaited, and Ben comes back on slot 3 ([Ana, Ben] again).
+    a = ana.device()
+    a.joined(1, [2], NOW)
+    a.receive(others[2].hello, 2, NOW)
+    assert _kinds(a) == ["HELLO", "VIEW"]  # made at NOW, listing Ana and Ben
+    roster = a.roster
+    a.peer_joined(3, NOW + 0.1)
+    assert _kinds(a) == ["HELLO"]
+    a.peer_left(2, NOW + 0.2)
+    assert _kinds(a) == []  # [Ana] differs, slot 3 is awaited: the VIEW is due and waits
+    assert a.receive(others[2].hello, 3, NOW + 0.3) == "hello"
+    assert a.roster == roster  # Ben was pending: the roster never changed (no rule 5 reason)
+    assert _kinds(a) == []  # [Ana, Ben]: the latest VIEW's set, nothing is sent at once
+    a.tick(NOW + 0.9)
+    assert _kinds(a) == []  # not yet 1 second after the previous VIEW
+    a.tick(NOW + 1)
+    out = a.outgoing()
+    assert [m[1] for m in out] == [R.VIEW_TYPE]
+    view = R.parse_view(out[0])
+    assert view.seq == 2 and sorted(view.names) == sorted([a.name, others[2].name])
+    a.tick(NOW + 2.5)
+    assert _kinds(a) == []  # nothing more is due
+    # A set that differs and comes back while a VIEW waits in the queue: that VIEW, made when
+    # taken, lists the set then; nothing more is queued.
+    a = ana.device()
+    a.joined(1, [2], NOW)
+    a.receive(others[2].hello, 2, NOW)
+    assert _kinds(a) == ["HELLO", "VIEW"]
+    a.peer_joined(3, NOW + 0.1)
+    a.receive(others[3].hello, 3, NOW + 0.2)  # [Ana, Ben, Cai] differs: a VIEW queued
+    a.peer_left(3, NOW + 0.3)  # [Ana, Ben] again, the VIEW still waiting in the queue
+    out = a.outgoing()
+    assert [m[1] for m in out] == [R.HELLO_TYPE, R.VIEW_TYPE]
+    view = R.parse_view(out[1])
+    assert view.seq == 2 and sorted(view.names) == sorted([a.name, others[2].name])
+    a.tick(NOW + 1.5)
+    assert _kinds(a) == []
     # A device present: two newcomers, one VIEW once both HELLOs are in.
     a = ana.device()
     a.joined(1, [], NOW)
@@ -1196,7 +1301,8 @@ def test_a_view_waits_for_the_hellos_on_their_way():
     a.tick(NOW + 1.4)
     out = a.outgoing()
     assert [m[1] for m in out] == [R.VIEW_TYPE] and len(R.parse_view(out[0]).names) == 4
-    # Eve's HELLO arrives later: the list changes with no slot awaited, a VIEW at once.
+    # Eve's HELLO arrives later: the set differs from the last VIEW's, no slot awaited, a
+    # VIEW at once.
     a.receive(eve.device().hello, 5, NOW + 1.5)
     out = a.outgoing()
     assert [m[1] for m in out] == [R.VIEW_TYPE] and len(R.parse_view(out[0]).names) == 5

@@ -2848,9 +2848,12 @@ def test_online_verify_profile_references():
                 sessions[x].peer_profile()  # not before the SAS is confirmed
             sessions[x].confirm_sas()
             assert sessions[x].peer_profile() == refs.get(_OTHER[x])
-            # Too late to share: the PROOF is out.
-            with pytest.raises(P.ProtocolError):
+            # Too late to share: the PROOF is out (11.3: "a reference offered later is
+            # invalid_state, one of another length than 32 bytes invalid_argument").
+            with pytest.raises(P.InvalidState):
                 sessions[x].share_profile(bytes(32))
+            with pytest.raises(P.InvalidArgument):
+                sessions[x].share_profile(bytes(31))
         # The same session without references: the same th and SAS, the same proof and tag.
         plain = _ov_sessions(seed, window, pids, esks, chals, ds, stored)
         assert _ov_run(plain)[1] == {}
@@ -2858,6 +2861,15 @@ def test_online_verify_profile_references():
             assert plain[x].result.sas_text == sessions[x].result.sas_text
             assert plain[x].result.th == sessions[x].result.th
             assert plain[x].result.dtag_i == sessions[x].result.dtag_i
+    # Before the PROOF: a reference of another length than 32 bytes is invalid_argument and
+    # changes nothing; one of 32 bytes is taken.
+    fresh = _ov_sessions(seed, window, pids, esks, chals, ds, stored)["a"]
+    for n in (0, 31, 33):
+        with pytest.raises(P.InvalidArgument):
+            fresh.share_profile(bytes(n))
+        assert fresh.profile_reference is None
+    fresh.share_profile(bytes(range(32)))
+    assert fresh.profile_reference == bytes(range(32))
     # A PROOF whose plaintext has another length (a reference of 16 or 48 bytes, a device tag
     # alone) is malformed, even though it decrypts under the right key.
     seed, window, pids, esks, chals, ds, stored = _ov_random(random.Random(1110))
@@ -2891,7 +2903,8 @@ def test_online_verify_profile_references():
 def test_online_verify_session_lifetime():
     seed, window, pids, esks, chals, ds, stored = _ov_random(random.Random(1108))
     created = 1_800_000_000
-    # 11.3: "A session expires more than 600 seconds after its creation".
+    # 11.3: "A session that has not ended ... expires more than 600 seconds after its
+    # creation".
     assert not P.ov_session_expired(created, created + 599)
     assert not P.ov_session_expired(created, created + 600)
     assert P.ov_session_expired(created, created + 601)
@@ -2907,6 +2920,384 @@ def test_online_verify_session_lifetime():
             with pytest.raises(P.ProtocolError):
                 res.receive(commit, now=created + late)
             assert res.failed
+
+
+def test_online_verify_ended_sessions_do_not_expire():
+    """11.3: "A session that has not ended (its messages running, or its SAS compared) expires
+    more than 600 seconds after its creation: a message or a confirmation later than that is
+    expired (checked first: before the message is read, before the state is looked at) and
+    ends it as failed.  Once it has ended
+    (confirmed, rejected, failed, or in an end state of 11.4), a later message, confirmation
+    or rejection is invalid_state, at any time."  Each ended state is played with messages,
+    confirmations and rejections before and after the 600 seconds: invalid_state, the state
+    unchanged.  A session not ended: a message, or a confirmation, at 600 seconds is taken, at
+    601 it is expired and ends the session as failed (which then records nothing and refuses
+    what follows as an ended one)."""
+    rng = random.Random(1109)
+    created = 1_800_000_000
+    times = (None, created, created + 10, created + 600, created + 601, created + 86_400)
+
+    def session(bindings=None):
+        seed, window, pids, esks, chals, ds, stored = _ov_random(rng)
+        s = _ov_sessions(seed, window, pids, esks, chals, ds, stored, created_at=created,
+                         bindings=bindings)
+        sent, failures = _ov_run(s)
+        assert failures == {}
+        return s, [m for _, m in sent], (seed, window, pids, esks, chals, ds, stored)
+
+    def failed_session():
+        # A wrong proof (a PROOF of another session's keys) fails the receiving side.
+        s, sent, (seed, window, pids, esks, chals, ds, stored) = session()
+        fresh = _ov_sessions(seed, window, pids, esks, chals, ds, stored, created_at=created)
+        ini_x = next(x for x in "ab" if fresh[x].role == P.INITIATOR)
+        fresh[ini_x].start()
+        fresh[ini_x].receive(sent[1], now=created + 5)  # KEY_R
+        with pytest.raises(P.ProtocolError):
+            fresh[ini_x].receive(bytes([1, P.OV_PROOF]) + bytes(80), now=created + 6)
+        return fresh[ini_x], sent
+
+    def malformed_session():
+        s, sent, (seed, window, pids, esks, chals, ds, stored) = session()
+        fresh = _ov_sessions(seed, window, pids, esks, chals, ds, stored, created_at=created)
+        res_x = next(x for x in "ab" if fresh[x].role == P.RESPONDER)
+        fresh[res_x].start()
+        with pytest.raises(P.ProtocolError) as info:
+            fresh[res_x].receive(sent[0][:-1], now=created + 5)
+        assert P.result_code(info.value) == "malformed_message"
+        return fresh[res_x], sent
+
+    ended = []
+    for decide, state in (("confirm", "confirmed"), ("reject", "rejected")):
+        for when in (created + 1, created + 600):
+            s, sent, _ = session()
+            for x in "ab":
+                if decide == "confirm":
+                    s[x].confirm_sas(now=when)
+                else:
+                    s[x].reject_sas()
+                ended.append((s[x], state, sent))
+    # A rejection is taken after the 600 seconds too (11.3 expires "a message or a
+    # confirmation"); the session ends rejected either way and records nothing.
+    s, sent, _ = session()
+    for x in "ab":
+        s[x].reject_sas()
+        ended.append((s[x], "rejected", sent))
+    for side, sent in (failed_session(), malformed_session()):
+        ended.append((side, "failed", sent))
+    for bindings, state in (({"a": rng.randbytes(32)}, "binding_differs"),
+                            ({"a": rng.randbytes(32), "b": rng.randbytes(32)}, "other_call")):
+        s, sent, _ = session(bindings)
+        for x in "ab":
+            ended.append((s[x], state, sent))
+    assert {state for _, state, _ in ended} == {"confirmed", "rejected", "failed",
+                                                 "binding_differs", "other_call"}
+    for side, state, sent in ended:
+        assert side.ended and side.state == state
+        result, confirmed = side.result, side.sas_confirmed
+        for m in sent + [b"", bytes([1, P.OV_KEY]) + bytes(64), bytes(200)]:
+            for now in times:
+                with pytest.raises(P.ProtocolError) as info:
+                    side.receive(m, now=now)
+                assert P.result_code(info.value) == "invalid_state", (state, now)
+                assert side.state == state and side.result is result and side.ended
+        # Nor can the SAS be decided on again, at any time.
+        for now in times:
+            with pytest.raises(P.InvalidState):
+                side.confirm_sas(now=now)
+            with pytest.raises(P.InvalidState):
+                side.reject_sas()
+            assert side.state == state and side.sas_confirmed == confirmed
+        if state == "confirmed":
+            side.peer_profile()  # the confirmed session's profile is still offered
+        else:
+            with pytest.raises(P.InvalidState):
+                side.peer_profile()
+
+    # Not ended, the SAS compared: a message at 600 seconds is invalid_state without ending
+    # it (11.2), at 601 expired, ending it; so is a confirmation at 601.
+    s, sent, _ = session()
+    for x in "ab":
+        side = s[x]
+        assert side.state == "compare_sas" and not side.ended
+        with pytest.raises(P.ProtocolError) as info:
+            side.receive(sent[-1], now=created + 600)
+        assert P.result_code(info.value) == "invalid_state"
+        assert side.state == "compare_sas" and not side.ended
+    with pytest.raises(P.ProtocolError) as info:
+        s["a"].receive(sent[-1], now=created + 601)
+    assert P.result_code(info.value) == "expired"
+    with pytest.raises(P.ProtocolError) as info:
+        s["b"].confirm_sas(now=created + 601)
+    assert P.result_code(info.value) == "expired"
+    for x in "ab":
+        side = s[x]
+        assert side.state == "failed" and side.ended and side.result is None
+        assert not side.sas_confirmed
+        for now in times:
+            with pytest.raises(P.ProtocolError) as info:
+                side.receive(sent[-1], now=now)
+            assert P.result_code(info.value) == "invalid_state"
+        with pytest.raises(P.InvalidState):
+            side.confirm_sas(now=created + 1)
+        with pytest.raises(P.InvalidState):
+            side.reject_sas()
+        assert side.state == "failed"
+    # Not ended, its messages running: a message at 600 seconds is taken, one at 601 expired.
+    for late, code in ((600, None), (601, "expired")):
+        _, sent, (seed, window, pids, esks, chals, ds, stored) = session()
+        fresh = _ov_sessions(seed, window, pids, esks, chals, ds, stored, created_at=created)
+        ini_x = next(x for x in "ab" if fresh[x].role == P.INITIATOR)
+        fresh[ini_x].start()
+        if code is None:
+            fresh[ini_x].receive(sent[1], now=created + late)
+            assert fresh[ini_x].state == "running" and not fresh[ini_x].ended
+        else:
+            with pytest.raises(P.ProtocolError) as info:
+                fresh[ini_x].receive(sent[1], now=created + late)
+            assert P.result_code(info.value) == code
+            assert fresh[ini_x].state == "failed" and fresh[ini_x].ended
+
+
+def _ov_steps(s):
+    """The deliveries of one session, in the order of 11.2 (COMMIT, KEY_R, KEY_I and the
+    initiator's PROOF, then the responder's PROOF), as (receiver, message) once each is sent:
+    a generator driven one delivery at a time, so that a test may stop after any of them."""
+    ini = next(x for x in "ab" if s[x].role == P.INITIATOR)
+    res = _OTHER[ini]
+    commit = s[ini].start()[0]
+    assert s[res].start() == []
+    key_r = yield res, commit
+    key_i, proof_i = yield ini, key_r[0]
+    (proof_r,) = yield res, key_i
+    yield res, proof_i
+    yield ini, proof_r
+
+
+def _ov_play(s, stop, now=None):
+    """Deliver the first ``stop`` messages of ``_ov_steps`` (at ``now``); returns the next
+    delivery (a list of one (receiver, message), empty once all are made) and the generator,
+    to go on with ``steps.send(answer)``."""
+    steps = _ov_steps(s)
+    pending = [next(steps)]
+    made = 0
+    while made < stop:
+        dst, m = pending.pop(0)
+        out = s[dst].receive(m, now=now)
+        made += 1
+        try:
+            pending.append(steps.send(out))
+        except StopIteration:
+            pass
+    return pending, steps
+
+
+def test_online_verify_rejected_before_the_proof():
+    """11.3: "A session that has not ended (its messages running, or its SAS compared) may be
+    rejected at any time (the SAS differs, or the host gives up), which ends it; ... rejecting
+    the SAS, or a failed session, changes nothing"; "Once it has ended (confirmed, rejected,
+    ...), a later message, confirmation or rejection is invalid_state, at any time".  Each side
+    gives up at every point before the peer's PROOF is in (not started, and after each message
+    it took): the session ends rejected with no result, and every later message (the peer's
+    next one, its PROOF, one malformed, one past 600 seconds), confirmation, rejection, start
+    or profile reference is invalid_state, the state unchanged; nothing is recorded.  The peer
+    is not told (nothing is sent) and runs on.  Before that, at each of those points:
+    "Confirming before the peer's PROOF is in (within the 600 seconds) is invalid_state and
+    changes nothing"; past the 600 seconds the same confirmation is expired ("checked first:
+    ... before the state is looked at") and ends the session as failed, with no result,
+    nothing recorded, everything later invalid_state."""
+    rng = random.Random(1110)
+    created = 1_800_000_000
+    times = (None, created, created + 10, created + 600, created + 601, created + 86_400)
+    within = (None, created, created + 10, created + 600)
+    rejected_at = set()
+    expired_at = set()
+    for trial in range(12):
+        seed, window, pids, esks, chals, ds, stored = _ov_random(rng, short_pid=trial % 3 == 2)
+        # Full run first, for every message of the session.
+        whole = _ov_sessions(seed, window, pids, esks, chals, ds, stored, created_at=created)
+        sent, failures = _ov_run(whole)
+        assert failures == {}
+        messages = [m for _, m in sent]
+        ini = next(x for x in "ab" if whole[x].role == P.INITIATOR)
+        # The peer's PROOF is in for the responder after 4 deliveries, for the initiator after
+        # 5; before that, a side has taken 0, 1, 2 or 3 (responder) or up to 4 (initiator).
+        for x in "ab":
+            last = 4 if x == ini else 3
+            for stop in range(-1, last + 1):  # -1: rejected before start()
+                s = _ov_sessions(seed, window, pids, esks, chals, ds, stored,
+                                 created_at=created)
+                if stop >= 0:
+                    rest, _ = _ov_play(s, stop, now=created + 5)
+                side, peer = s[x], s[_OTHER[x]]
+                assert side.state == "running" and not side.ended and not side.done
+                # Confirming before the peer's PROOF (within the 600 seconds) is invalid_state
+                # and changes nothing.
+                for now in within:
+                    with pytest.raises(P.ProtocolError) as info:
+                        side.confirm_sas(now=now)
+                    assert P.result_code(info.value) == "invalid_state", (stop, now)
+                    assert side.state == "running" and not side.ended
+                # Past them, the same confirmation is expired and fails the session (on a
+                # copy played to the same point).
+                for late in (created + 601, created + 86_400):
+                    e = _ov_sessions(seed, window, pids, esks, chals, ds, stored,
+                                     created_at=created)
+                    if stop >= 0:
+                        _ov_play(e, stop, now=created + 5)
+                    e_side, e_peer = e[x], e[_OTHER[x]]
+                    assert e_side.state == "running" and not e_side.done
+                    e_peer_state = e_peer.state
+                    with pytest.raises(P.ProtocolError) as info:
+                        e_side.confirm_sas(now=late)
+                    assert P.result_code(info.value) == "expired", (stop, late)
+                    expired_at.add((x == ini, stop))
+                    assert e_side.state == "failed" and e_side.ended and e_side.failed
+                    assert e_side.result is None and not e_side.sas_confirmed
+                    assert e_peer.state == e_peer_state  # the peer is told nothing
+                    for m in messages:
+                        for now in times:
+                            with pytest.raises(P.ProtocolError) as info:
+                                e_side.receive(m, now=now)
+                            assert P.result_code(info.value) == "invalid_state", (stop, now)
+                    for now in times:
+                        with pytest.raises(P.InvalidState):
+                            e_side.confirm_sas(now=now)
+                        with pytest.raises(P.InvalidState):
+                            e_side.reject_sas()
+                    with pytest.raises(P.InvalidState):
+                        e_side.start()
+                    with pytest.raises(P.InvalidState):
+                        e_side.share_profile(bytes(32))
+                    with pytest.raises(P.InvalidState):
+                        e_side.peer_profile()
+                    assert e_side.state == "failed"
+                    contact = P.ContactSecrets(ds[x], stored[x])
+                    assert P.ov_record(contact, e_side.result, False) is None
+                    assert contact == P.ContactSecrets(ds[x], stored[x])
+                peer_state = peer.state
+                side.reject_sas()
+                rejected_at.add((x == ini, stop))
+                assert side.state == "rejected" and side.ended and side.result is None
+                assert not side.failed and not side.sas_confirmed
+                assert peer.state == peer_state  # the peer is told nothing
+                for m in messages + [b"", bytes([1, P.OV_KEY]) + bytes(64), bytes(200)]:
+                    for now in times:
+                        with pytest.raises(P.ProtocolError) as info:
+                            side.receive(m, now=now)
+                        assert P.result_code(info.value) == "invalid_state", (stop, now)
+                        assert side.state == "rejected" and side.result is None
+                for now in times:
+                    with pytest.raises(P.InvalidState):
+                        side.confirm_sas(now=now)
+                    with pytest.raises(P.InvalidState):
+                        side.reject_sas()
+                with pytest.raises(P.InvalidState):
+                    side.start()
+                with pytest.raises(P.InvalidState):
+                    side.share_profile(bytes(32))
+                with pytest.raises(P.InvalidState):
+                    side.peer_profile()
+                assert side.state == "rejected" and side.ended and not side.failed
+                contact = P.ContactSecrets(ds[x], stored[x])
+                assert P.ov_record(contact, side.result, False) is None
+                assert contact == P.ContactSecrets(ds[x], stored[x])
+    assert len(rejected_at) == 6 + 5
+    assert expired_at == rejected_at
+
+
+def test_online_verify_rejected_at_any_time():
+    """11.3: a session not ended "may be rejected at any time", and it is "a message or a
+    confirmation" later than 600 seconds that is expired, not a rejection: a session whose
+    messages ran (a message at 600 seconds taken), or whose SAS is compared, is rejected past
+    the 600 seconds, ending it rejected, not failed; a message or confirmation later is then
+    invalid_state, not expired.  And a confirmation before the peer's PROOF is in is
+    invalid_state within the 600 seconds, without ending the session (confirming once the SAS
+    is compared still works after such a refusal); past them it is expired ("checked first:
+    ... before the state is looked at") and ends the session as failed, after which a message
+    is invalid_state (not expired) and so is a rejection."""
+    rng = random.Random(1112)
+    created = 1_800_000_000
+    seed, window, pids, esks, chals, ds, stored = _ov_random(rng)
+    # Running, a message taken at 600 seconds, rejected later (the host gives up).
+    s = _ov_sessions(seed, window, pids, esks, chals, ds, stored, created_at=created)
+    rest, _ = _ov_play(s, 2, now=created + 600)
+    (dst, m), = rest
+    s[dst].reject_sas()
+    assert s[dst].state == "rejected"
+    for now in (created + 600, created + 601):
+        with pytest.raises(P.ProtocolError) as info:
+            s[dst].receive(m, now=now)
+        assert P.result_code(info.value) == "invalid_state"
+        with pytest.raises(P.ProtocolError) as info:
+            s[dst].confirm_sas(now=now)
+        assert P.result_code(info.value) == "invalid_state"
+    assert s[dst].state == "rejected" and not s[dst].failed
+    # The SAS compared, past 600 seconds: rejected, not failed.
+    s = _ov_sessions(seed, window, pids, esks, chals, ds, stored, created_at=created)
+    assert _ov_run(s)[1] == {}
+    for x in "ab":
+        assert s[x].state == "compare_sas"
+        s[x].reject_sas()
+        assert s[x].state == "rejected" and not s[x].failed and s[x].result is not None
+        with pytest.raises(P.ProtocolError) as info:
+            s[x].confirm_sas(now=created + 601)
+        assert P.result_code(info.value) == "invalid_state"
+        assert P.ov_record(P.ContactSecrets(ds[x], stored[x]), s[x].result,
+                           s[x].sas_confirmed) is None
+    # A confirmation before the PROOF is refused, the session runs on and is confirmed.
+    s = _ov_sessions(seed, window, pids, esks, chals, ds, stored, created_at=created)
+    rest, steps = _ov_play(s, 3, now=created + 5)
+    for x in "ab":
+        with pytest.raises(P.ProtocolError) as info:
+            s[x].confirm_sas(now=created + 5)
+        assert P.result_code(info.value) == "invalid_state"
+        assert s[x].state == "running" and not s[x].ended
+    (dst, m), = rest
+    out = s[dst].receive(m, now=created + 6)
+    dst, m = steps.send(out)
+    assert s[dst].receive(m, now=created + 6) == []
+    for x in "ab":
+        assert s[x].state == "compare_sas"
+        s[x].confirm_sas(now=created + 7)
+        assert s[x].state == "confirmed"
+        contact = P.ContactSecrets(ds[x], stored[x])
+        assert P.ov_record(contact, s[x].result, True) == P.VERIFIED
+    # Within 600 seconds (at 600), a confirmation before the PROOF is invalid_state and
+    # changes nothing; at 601 it is expired, checked before the state is looked at, and fails
+    # the session; the next message is then invalid_state (the session has ended, it does
+    # not expire again), and so is a rejection.
+    s = _ov_sessions(seed, window, pids, esks, chals, ds, stored, created_at=created)
+    rest, _ = _ov_play(s, 1, now=created + 5)
+    (dst, m), = rest
+    with pytest.raises(P.ProtocolError) as info:
+        s[dst].confirm_sas(now=created + 600)
+    assert P.result_code(info.value) == "invalid_state"
+    assert s[dst].state == "running" and not s[dst].ended
+    with pytest.raises(P.ProtocolError) as info:
+        s[dst].confirm_sas(now=created + 601)
+    assert P.result_code(info.value) == "expired"
+    assert s[dst].state == "failed" and s[dst].ended and s[dst].result is None
+    for now in (created + 5, created + 601):
+        with pytest.raises(P.ProtocolError) as info:
+            s[dst].receive(m, now=now)
+        assert P.result_code(info.value) == "invalid_state"
+    with pytest.raises(P.InvalidState):
+        s[dst].reject_sas()
+    assert s[dst].state == "failed"
+    # Before start() too: past 600 seconds a confirmation (or a message) is expired, checked
+    # before anything else, and fails the session.
+    for act in ("confirm", "message"):
+        s = _ov_sessions(seed, window, pids, esks, chals, ds, stored, created_at=created)
+        res_x = next(x for x in "ab" if s[x].role == P.RESPONDER)
+        ini_x = _OTHER[res_x]
+        commit = s[ini_x].start()[0]
+        with pytest.raises(P.ProtocolError) as info:
+            if act == "confirm":
+                s[res_x].confirm_sas(now=created + 601)
+            else:
+                s[res_x].receive(commit, now=created + 601)
+        assert P.result_code(info.value) == "expired"
+        assert s[res_x].state == "failed"
 
 
 # Section 11.4, the call binding, beyond the vectors ---------------------------------------
