@@ -701,6 +701,27 @@ final class RollCallTests: XCTestCase {
         }
     }
 
+    /// The HELLOs the present participants send a newcomer (rule 2) reach
+    /// one another too. Arriving after the tick that sent their due VIEWs,
+    /// they make no VIEW due again (20.6, rule 5: a HELLO after a join
+    /// answers the newcomer): the join still costs at most 3M + 3.
+    func testHellosAnsweringANewcomerMakeNoViewDueAgain() throws {
+        let people = try (0..<6).map { try person("K\($0)") }
+        let room = Room(now: now)
+        for p in people.prefix(5) {
+            try room.join(try call(p))
+            try room.run(2)
+        }
+        let newcomer = room.nextSlot
+        room.delay = { from, to, message in message[1] == 1 && from != newcomer && to != newcomer ? 1 : 0 }
+        let before = room.log.count
+        let last = try call(people[5])
+        try room.join(last)
+        try room.run(4)
+        XCTAssertEqual(last.headCount, 6)
+        XCTAssertLessThanOrEqual(room.log.count - before, 3 * 5 + 3)
+    }
+
     func testMessageSizesSayOnlyTheBucketAndTheRoster() throws {
         let (a, b, c) = (try person("Ana"), try person("Ben"), try person("Cai"))
         try exchange(a, b)  // Ana: 1 contact, Cai: none

@@ -63,6 +63,8 @@ struct RollCallMachine {
         var view: RollCallView?
         /// Verified, device changed or tag unchecked, once checked in some round.
         var outcome: Check?
+        /// `joins` when its HELLO last reached this device.
+        var joinsAtHello = 0
     }
 
     /// One participant's part of one round.
@@ -125,6 +127,8 @@ struct RollCallMachine {
     private(set) var held: [[UInt8]: Held] = [:]
     /// The slots in the room, this device's own apart.
     private var present: Set<Int> = []
+    /// The joins to the room this device has seen (its own and `peer-joined`).
+    private var joins = 0
     private(set) var mySlot: Int?
     private var seq: UInt32 = 0
     private(set) var round: Round
@@ -254,6 +258,7 @@ struct RollCallMachine {
         try Self.checkSlot(slot)
         for peer in peers { try Self.checkSlot(peer) }
         mySlot = slot
+        joins += 1
         present = Set(peers).subtracting([slot])
         for key in Array(held.keys) { held[key]?.bringers.formIntersection(present) }
         forgetPending()
@@ -268,6 +273,7 @@ struct RollCallMachine {
         try Self.checkSlot(slot)
         // Before its own `joined` a device has no room: `joined` gives the slots present.
         guard mySlot != nil, slot != mySlot else { return }
+        joins += 1
         present.insert(slot)
         queue(.bytes(me.bytes))
     }
@@ -337,9 +343,12 @@ struct RollCallMachine {
         if held.contains(where: { $0.key != hello.key && $0.value.bringers.contains(slot) }) {
             throw ItsMeError(.malformedMessage, "slot \(slot) brought another HELLO before (a slot brings one)")
         }
-        // A present participant that sends its HELLO again from its own slot
+        // A present participant that sends its HELLO again from its own slot,
+        // with no join since its previous one (which it would answer, rule 2),
         // is unsettled: this device's latest VIEW may not have reached it (rule 5).
-        if isPresent(hello.key), held[hello.key]?.view?.slot == slot { viewDue = true }
+        if isPresent(hello.key), let entry = held[hello.key], entry.view?.slot == slot, entry.joinsAtHello == joins {
+            viewDue = true
+        }
         if held[hello.key] == nil {
             guard listedNames().count < RollCallProtocol.maxHeld else {
                 throw ItsMeError(.invalidArgument, "this device holds \(RollCallProtocol.maxHeld) HELLOs already")
@@ -347,6 +356,7 @@ struct RollCallMachine {
             held[hello.key] = Held(hello: hello, bringers: [], member: lookUp(hello), binding: binding(of: hello))
         }
         held[hello.key]?.bringers.insert(slot)
+        held[hello.key]?.joinsAtHello = joins
         update()
     }
 
