@@ -22,14 +22,21 @@ the tests run many devices in one process.
 
 An earlier version of the document left 25 points open, which this module had to read into it;
 the document now settles each of them, and the code follows its words, quoted at each place
-(20.6's rules by their present numbers).  No point is left open: rule 4 is triggered "whenever
+(20.6's rules by their present numbers); none is left open: rule 4 is triggered "whenever
 the set of HELLOs it lists differs from the set its latest VIEW listed (the one made, or the one
 waiting in its queue)", a condition, not an event (a change that brings the set back to the
 latest VIEW's sends nothing at once); its VIEW that waits for the HELLOs on their way "is then
 due (rule 5) and waits, and goes out as soon as no such slot is left (the awaited HELLOs are
 in, or their slots left) while the set still differs, or at the tick rule 5 gives, whichever
 comes first", and "a slot that never sends a HELLO ... only holds VIEWs to rule 5's timing" (the
-first tick at least 1 second after the previous VIEW).
+first tick at least 1 second after the previous VIEW).  Rule 5 makes the VIEW due when "a
+present participant sent its HELLO again from the slot of its latest VIEW with no join to the
+room (this device's `joined`, or a `peer-joined`) since that participant's HELLO last reached
+this device, from any slot, a copy included (... a HELLO after a join answers the newcomer, rule
+2, and says nothing of loss)": the device counts its joins (its own ``joined`` and each
+``peer-joined``) and records the count on the participant each time its HELLO is taken here,
+from any slot (a HELLO refused counts for nothing: "each refusal leaves its state as it was",
+20.2).
 """
 
 from __future__ import annotations
@@ -544,6 +551,9 @@ class Participant:
     contact: int | None  # index into the roll call's contacts
     bringers: set = field(default_factory=set)
     view: View | None = None  # the latest VIEW taken
+    # The roll call's count of joins to the room (``RollCall._joins``) when this HELLO last
+    # reached the device: 20.6 rule 5 asks whether a join came since.
+    joins_at_hello: int = 0
 
 
 @dataclass
@@ -672,6 +682,8 @@ class RollCall:
         self.last_view_at: float | None = None  # when the last VIEW was made
         self._view_due = False
         self._last_view_names: frozenset | None = None  # the set the last VIEW made listed
+        # Rule 5's "join to the room (this device's joined, or a peer-joined)": counted here.
+        self._joins = 0
         self._resend_at = now + RESEND_FIRST
         self._resends = 0  # re-sends since the last reset
         self.sent = {_HELLO: 0, _VIEW: 0, _SAID: 0}  # messages taken, by kind
@@ -867,6 +879,7 @@ class RollCall:
             raise InvalidArgument(f"a relay slot is 1 to 65535, not {slot!r}")
         self.slot = slot
         self._room = set(peers) - {slot}
+        self._joins += 1  # a join to the room (rule 5)
         self._queue_hello()
         self._update(now)
         self._send_or_wait()
@@ -878,6 +891,7 @@ class RollCall:
         if self.slot is None:
             return
         self._room.add(slot)
+        self._joins += 1  # a join to the room (rule 5)
         self._queue_hello()
         self._update(now)
 
@@ -946,16 +960,24 @@ class RollCall:
         if p is None and len(self._listed | {name}) > MAX_NAMES:
             raise InvalidArgument("its VIEW would list more than 100 names")
         self._slot_brought[slot] = name
-        # Rule 5: "or a present participant sent its HELLO again from the slot of its latest VIEW".
-        if self._present.get(name) == slot:
+        # Rule 5: "or a present participant sent its HELLO again from the slot of its latest
+        # VIEW with no join to the room (this device's joined, or a peer-joined) since its
+        # previous HELLO reached this device (it is unsettled: this device's latest VIEW may
+        # not have reached it; a HELLO after a join answers the newcomer, rule 2, and says
+        # nothing of loss)".  A present participant's HELLO is held (``p``), and its previous
+        # arrival is the last one taken here (``joins_at_hello``; rule 5, as the module's docstring quotes it).
+        if (p is not None and self._present.get(name) == slot
+                and p.joins_at_hello == self._joins):
             self._view_due = True
         if p is not None:  # "a repeat, a copy ... that passes these checks": one more bringer
+            p.joins_at_hello = self._joins
             if slot not in p.bringers:
                 p.bringers.add(slot)
                 self._update(now)
             return "hello repeat"
         relation, contact = self._identify(hello)
-        self._held[name] = Participant(name, hello, relation, contact, {slot})
+        self._held[name] = Participant(name, hello, relation, contact, {slot},
+                                       joins_at_hello=self._joins)
         self._by_rk[hello.rk] = name
         self._update(now)
         return "hello"

@@ -81,6 +81,9 @@ class Room:
         self.hide: set = set()
         self.on_message = None  # a stranger's hook: called with (slot, message)
         self.one_by_one = False  # a host that sends after every message it is fed
+        # A relay that holds chosen messages back: called with (sender slot, receiver slot,
+        # message) for each copy, it returns None (the delay drawn stands) or a delay.
+        self.steer = None
 
     def hidden(self, a: int, b: int) -> bool:
         return (a, b) in self.hide or (b, a) in self.hide
@@ -138,7 +141,11 @@ class Room:
             if copies and self.rng.random() < self.dup:
                 copies = 2
             for _ in range(copies):
-                self._push(r, self.t + self.rng.choice(self.delays), ("msg", slot, message))
+                delay = self.rng.choice(self.delays)
+                if self.steer is not None:
+                    steered = self.steer(slot, r, message)
+                    delay = delay if steered is None else steered
+                self._push(r, self.t + delay, ("msg", slot, message))
         if self.on_message is not None:
             self.on_message(slot, message)
 
@@ -1126,6 +1133,169 @@ def test_messages_per_join(host):
     assert not room.errors
 
 
+class _EveryHelloAgain(R.RollCall):
+    """Rule 5 as it read before: "a present participant sent its HELLO again from the slot of
+    its latest VIEW (it is unsettled, or a newcomer arrived ...)", joins or not.  This device
+    never counts a join (test only)."""
+    _joins = property(lambda self: 0, lambda self, value: None)
+
+
+@pytest.mark.parametrize("host", ["fed-together", "one-by-one"])
+def test_a_hello_that_answers_a_newcomer_makes_no_view_due(host):
+    """20.6 rule 5: a present participant's HELLO from the slot of its latest VIEW makes the
+    VIEW due only "with no join to the room (this device's `joined`, or a `peer-joined`) since
+    its previous HELLO reached this device (...; a HELLO after a join answers the newcomer, rule
+    2, and says nothing of loss)".  A relay that holds back the HELLOs the M present devices
+    send each other on the newcomer's join until after the tick that sends their due VIEWs
+    (the newcomer gets its M HELLOs at once): with the rule, nothing follows those late
+    HELLOs, and the join costs 3M + 3 messages, as "Cost of a join" bounds it ("at most
+    3M + 3"), all in the join and at the first tick.  With the rule as it read before, each
+    late HELLO makes its receiver's VIEW due again: a second round of M due VIEWs at the next
+    tick, 4M + 3 in all."""
+    m = 4
+    for kind, expected in ((R.RollCall, 3 * m + 3), (_EveryHelloAgain, 4 * m + 3)):
+        room = Room()
+        room.one_by_one = host == "one-by-one"
+        persons = people(*[f"P{i}" for i in range(m + 1)], seed=7)
+        devices = [kind(CODE, p.contacts, p.pid, NOW, random_bytes=p.rng.randbytes)
+                   for p in persons]
+        converge(room, *devices[:m], seconds=15)
+        assert same_rosters(*devices[:m]) and not any(d.unsettled() for d in devices[:m])
+        present = {d.slot for d in devices[:m]}
+        t0 = room.t  # a whole second: the ticks fall at t0 + 1, t0 + 2, ...
+        late = []
+
+        def steer(sender, receiver, message, t0=t0, late=late):
+            if message[1] == R.HELLO_TYPE and sender in present and receiver in present:
+                late.append((sender, receiver))
+                return 1.5  # delivered at t0 + 1.5: after the tick of t0 + 1
+            return None
+
+        room.steer = steer
+        before = len(room.log)
+        room.join(devices[m])
+        assert same_rosters(*devices)  # three passes, before any tick
+        room.run(1)  # the tick of t0 + 1: each of the M + 1 sends its due VIEW
+        assert len(late) == m * (m - 1) and len(room.log) - before == 3 * m + 3
+        room.run(14)  # the late HELLOs arrive at t0 + 1.5
+        sent = room.log[before:]
+        assert len(sent) == expected
+        when = {}
+        for t, slot, message in sent:
+            when.setdefault(slot, []).append(({1: "HELLO", 2: "SAID", 3: "VIEW"}[message[1]],
+                                              round(t - t0)))
+        join = [("HELLO", 0), ("VIEW", 0), ("VIEW", 1)]
+        if kind is R.RollCall:
+            assert when == {d.slot: join for d in devices}
+        else:  # the late HELLOs make a second round of due VIEWs, at the tick of t0 + 2
+            assert when == {**{d.slot: join + [("VIEW", 2)] for d in devices[:m]},
+                            devices[m].slot: join}
+        assert same_rosters(*devices) and not any(d.unsettled() for d in devices)
+        assert all(r.agrees for d in devices for r in d.rows())
+        assert not room.errors
+
+
+def test_a_hello_sent_again_with_no_join_since_makes_the_view_due():
+    """20.6 rule 5: "a present participant sent its HELLO again from the slot of its latest VIEW
+    with no join to the room ... since its previous HELLO reached this device (it is unsettled:
+    this device's latest VIEW may not have reached it ...)": its VIEW is due, queued at the
+    first tick at least 1 second after its previous VIEW.  In a room, Ben re-sends by rule 6
+    (Ana's VIEWs since Cai left are lost on their way to him, so her latest VIEW there has a
+    roster not his): Ana's VIEW is due at once and goes out at her next tick, though nothing
+    else of hers is due (Ben's VIEW sent again reads the same as his latest and is ignored),
+    and it settles Ben.  Then, on one device: a HELLO after a join (this device's joined, or a
+    peer-joined) makes nothing due; the next, with no join since, does."""
+    ana, ben, cai = people("Ana", "Ben", "Cai", seed=11)
+    room = Room()
+    a, b, c = ana.device(), ben.device(), cai.device()
+    converge(room, a, b, c, seconds=15)
+    assert not a.unsettled() and not b.unsettled()
+    lost = {"on": True}
+    room.steer = lambda sender, receiver, message: (
+        10_000 if lost["on"] and sender == a.slot and receiver == b.slot
+        and message[1] == R.VIEW_TYPE else None)
+    t0 = room.t
+    room.leave(c.slot)  # a roster change: both send a VIEW (rule 4), Ana's lost
+    assert a.members == b.members == tuple(sorted((a.name, b.name)))
+    assert b.unsettled() and not a.unsettled()
+    log_from = len(room.log)
+    hellos = []
+    room.on_message = lambda slot, message: hellos.append(room.t) if (
+        slot == b.slot and message[1] == R.HELLO_TYPE) else None
+    # Rule 6: Ben re-sends at t0 + 3 (3 seconds after the roster change); Ana's ticks before
+    # his in the room, so her VIEW is due from t0 + 3 and goes out at t0 + 4.
+    room.run(3)
+    assert hellos == [t0 + 3]
+    assert a._view_due and a.outgoing() == []  # due, not yet queued: it waits for a tick
+    lost["on"] = False
+    room.run(1)
+    mine = [(t - t0, R.parse_view(msg)) for t, slot, msg in room.log[log_from:]
+            if slot == a.slot]
+    assert [t for t, _ in mine] == [4]
+    assert mine[0][1].roster == b.roster
+    assert not b.unsettled() and not a.unsettled()
+    room.run(20)
+    assert len(room.log) - log_from == 3  # Ben's HELLO and VIEW, Ana's due VIEW: nothing more
+    assert not room.errors
+
+    # One device, fed by hand.  Ana on slot 1, Ben on slot 2, both present.
+    a, b = ana.device(), ben.device()
+    a.joined(1, [2], NOW)
+    b.joined(2, [1], NOW)
+    for _ in range(3):
+        for msg in a.outgoing():
+            b.receive(msg, 1, NOW)
+        for msg in b.outgoing():
+            a.receive(msg, 2, NOW)
+    assert a.is_present(b.name) and b.is_present(a.name)
+    a.tick(NOW + 1)  # the due VIEWs of the roster change: Ana (settled from here) holds Ben's
+    b.tick(NOW + 1)
+    assert _kinds(a) == ["VIEW"]
+    for msg in b.outgoing():
+        a.receive(msg, 2, NOW + 1)
+    assert not a.unsettled()
+    # Ben's HELLO came after Ana's joined: once more, with no join since, makes her VIEW due,
+    # queued at the first tick at least 1 second after her previous one.
+    assert a.receive(b.hello, 2, NOW + 1.2) == "hello repeat" and _kinds(a) == []
+    a.tick(NOW + 1.5)
+    assert _kinds(a) == []
+    a.tick(NOW + 2)
+    assert _kinds(a) == ["VIEW"]
+    # A peer-joined, then Ben's HELLO answering it: nothing due (slot 3 brings no HELLO and
+    # lists nothing, so rule 4 holds nothing either).
+    a.peer_joined(3, NOW + 3)
+    assert _kinds(a) == ["HELLO"]
+    assert a.receive(b.hello, 2, NOW + 3.1) == "hello repeat"
+    for t in (4, 5, 6):
+        a.tick(NOW + t)
+        assert _kinds(a) == []
+    # Ben's HELLO again, with no join since the previous one reached Ana: due.
+    a.receive(b.hello, 2, NOW + 6.5)
+    a.tick(NOW + 7)
+    assert _kinds(a) == ["VIEW"]
+    # This device's joined (a rejoin, 20.7) is a join too: Ben's HELLO after it makes nothing
+    # due beyond rule 1's VIEW, which waits for slot 3 and goes out at rule 5's tick.
+    a.joined(4, [2, 3], NOW + 8)
+    assert _kinds(a) == ["HELLO"]
+    a.tick(NOW + 9)
+    out = a.outgoing()
+    assert [m[1] for m in out] == [R.VIEW_TYPE] and R.parse_view(out[0]).slot == 4
+    assert a.receive(b.hello, 2, NOW + 9.5) == "hello repeat"
+    a.tick(NOW + 10.5)
+    assert _kinds(a) == []
+    # Rule 5: the previous HELLO is its last arrival from any slot, a copy included.  After a
+    # join, a copy of Ben's HELLO brought by another slot (the newcomer's) reaches Ana; Ben's
+    # own from his slot after it, with no join since that copy, makes her VIEW due.
+    a.peer_joined(5, NOW + 11)
+    assert _kinds(a) == ["HELLO"]
+    assert a.receive(b.hello, 5, NOW + 11.1) == "hello repeat"
+    a.tick(NOW + 12)
+    assert _kinds(a) == []
+    a.receive(b.hello, 2, NOW + 12.5)
+    a.tick(NOW + 13)
+    assert _kinds(a) == ["VIEW"]
+
+
 def test_a_view_waits_for_the_hellos_on_their_way():
     """20.6 rule 4 (and rule 1's VIEW, "which waits as rule 4 says"): "whenever the set of
     HELLOs it lists differs from the set its latest VIEW listed (the one made, or the one
@@ -1536,7 +1706,7 @@ def test_view_refusals():
     assert not b.is_present(a.name) and a.name in b.held()
     assert b.members == tuple(sorted((b.name, c.name)))
     assert b.outgoing() == []  # nothing at once (20.6); the VIEW is due (rule 5)
-    # Reading 1: one that has been present keeps its row (20.5), shown as not present.
+    # 20.5: one that has been present keeps its row, shown as not present.
     assert [(r.name, r.present) for r in b.rows()] == [(a.name, False), (c.name, True)]
     assert b.receive(R.sign_body(seed_a, rc, body(seq=7)), 1, NOW + 3) == "view"
     assert b.is_present(a.name) and b.number_of(a.name) == number
