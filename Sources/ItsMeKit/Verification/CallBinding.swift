@@ -26,9 +26,8 @@ public enum CallBinding {
         return try binding.map { try SecretBox(copying: $0) }
     }
 
-    /// What a bound two-person derivation appends to its lv_cat items
-    /// (`u8(1) || cb`, 9.7 and 11.4); nothing without a binding. Wipe the
-    /// result's second item after use.
+    /// What a bound voice derivation appends to its lv_cat items (`u8(1)`
+    /// and `cb`, 9.7); nothing without a binding. Wipe the items after use.
     static func items(_ binding: SecretBox?) -> [[UInt8]] {
         guard let binding else { return [] }
         return [[1], binding.withBytes { Array($0) }]

@@ -66,8 +66,12 @@ struct OnlineVerifyMachine {
 
     /// `bind` of 11.4: what a KEY says of the session's call binding.
     static func bind<S: ByteView & ~Copyable>(seed: borrowing S, window: Int64, binding: SecretBox) throws -> [UInt8] {
-        var message = LV.cat([LV.b("itsme-ov-binding-v1"), try VoiceProtocol.windowBytes(window)] + [binding.withBytes { Array($0) }])
-        defer { wipe(&message) }
+        var cb = binding.withBytes { Array($0) }
+        var message = LV.cat(LV.b("itsme-ov-binding-v1"), try VoiceProtocol.windowBytes(window), cb)
+        defer {
+            wipe(&cb)
+            wipe(&message)
+        }
         return HMACSHA256.mac(key: seed, message: message)
     }
 

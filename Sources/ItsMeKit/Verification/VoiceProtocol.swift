@@ -59,8 +59,12 @@ public enum VoiceProtocol {
         -> UInt32
     {
         var items = [LV.b("itsme-session-id-v1"), try windowBytes(window)] + CallBinding.items(binding)
-        defer { for i in items.indices { wipe(&items[i]) } }
-        return UInt32(prefix64(key: seed, LV.cat(items)) % sessionIDValues)
+        var message = LV.cat(items)
+        defer {
+            for i in items.indices { wipe(&items[i]) }
+            wipe(&message)
+        }
+        return UInt32(prefix64(key: seed, message) % sessionIDValues)
     }
 
     /// A session ID (0 to 2599) as shown: a NATO word and two digits.
@@ -137,9 +141,12 @@ public enum VoiceProtocol {
         seed: borrowing S, window: Int64, first: [UInt8], firstWord: Int, second: [UInt8], secondWord: Int,
         speakers: [[UInt8]], binding: SecretBox? = nil
     ) throws -> [UInt32] {
-        var info = LV.cat(
-            [LV.b("itsme-interactive-code-v1"), first, [UInt8(firstWord)], second, [UInt8(secondWord)]] + CallBinding.items(binding))
-        defer { wipe(&info) }
+        var bound = CallBinding.items(binding)
+        var info = LV.cat([LV.b("itsme-interactive-code-v1"), first, [UInt8(firstWord)], second, [UInt8(secondWord)]] + bound)
+        defer {
+            for i in bound.indices { wipe(&bound[i]) }
+            wipe(&info)
+        }
         return try withScratch(32) { k in
             try HKDF.derive(ikm: seed, salt: try windowBytes(window), info: info, into: k)
             return speakers.map {
