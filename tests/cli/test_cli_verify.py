@@ -234,6 +234,29 @@ def test_online_verify(pair, relay_url, clock):
     assert alice.json("contacts", "show", "Bob")["state"] == "verified"
 
 
+def test_online_verify_against_an_app_bound_to_the_call(pair, relay_url, clock):
+    """PROTOCOL.md 11.4: Bob verifies from an app that binds its session to
+    the call (here the Python binding, on Bob's own data directory); the
+    command binds to none. Both sides end without a SAS: the command says
+    why, in words, and exits 1; nothing is recorded on either side."""
+    import itsme
+    from itsme.relay import start_online_verify
+
+    alice, bob = pair
+    identity = itsme.Identity.load(itsme.SecretStore.file(bob.dir / "secrets"))
+    contacts = itsme.ContactStore.open(identity, bob.dir / "contacts.db")
+    (alice_at_bob,) = [c for c in contacts.list() if c.name == "Alice"]
+    before = alice.json("contacts", "show", "Bob")
+    ta = alice.spawn("online-verify", "Bob", "--relay", relay_url, "--timeout", "40", "--test-clock", clock)
+    ta.expect(r"Waiting for Bob in the relay room")
+    session = start_online_verify(relay_url, contacts, alice_at_bob.id, now=clock.get(), timeout=30, binding=bytes(range(32)))
+    assert session.state == itsme.OnlineVerifyState.BINDING_DIFFERS
+    ta.expect(r"NOT VERIFIED: Bob's app bound its session to a call, and this command cannot\.")
+    assert ta.finish() == 1
+    assert alice.json("contacts", "show", "Bob") == before
+    assert contacts.get(alice_at_bob.id).verified_at == alice_at_bob.verified_at
+
+
 def test_online_verify_sas_rejected(pair, relay_url, clock):
     alice, bob = pair
     ta = alice.spawn("online-verify", "Bob", "--relay", relay_url, "--timeout", "40", "--test-clock", clock)
