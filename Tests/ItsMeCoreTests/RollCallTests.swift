@@ -423,6 +423,47 @@ final class RollCallTests: XCTestCase {
         XCTAssertTrue(sameRoster([ca, cb]))
     }
 
+    /// A relay that admits more joins than 15.9's 200, for an insider who
+    /// comes back under a new key each time: a device shows at most 200
+    /// participants over the roll call, itself included (20.3), and refuses
+    /// the 200th newcomer; one already shown may still come back.
+    func testAtMostTwoHundredParticipantsOverTheRollCall() throws {
+        let a = try person("Ana")
+        let room = Room(now: now)
+        let ca = try join(a, room)
+        let rcid = ca.machine.rollCallID
+        let tags = try RollCallHello(parsing: ca.machine.me.bytes, rollCallID: rcid).tags
+        var r = DeterministicRandom(seed: SHA256.hash(Array("churn".utf8)))
+        func comeAndGo(_ key: SecretBox, _ publicKey: [UInt8]) throws {
+            let slot = try room.join(nil)
+            let hello = try RollCallHello(
+                bound: false, key: publicKey, bindingCheck: [UInt8](repeating: 0, count: 32), tags: tags, rollCallID: rcid,
+                signingKey: key)
+            try room.inject(hello.bytes, from: slot)
+            let view = try RollCallView(
+                key: publicKey, seq: 1, slot: slot, roster: ca.rosterHash, said: false,
+                names: [hello.name, ca.machine.me.name].sorted { $0.lexicographicallyPrecedes($1) }, have: [false, false],
+                rollCallID: rcid, signingKey: key)
+            try room.inject(view.bytes, from: slot)
+            try room.leave(slot)
+        }
+        var first: (SecretBox, [UInt8])?
+        for n in 1...200 {
+            let pair = try Ed25519.keyPair(seed: try SecretBytes(randomCount: 32, using: &r))
+            let key = SecretBox(try pair.secretKey.copy())
+            if first == nil { first = (key, pair.publicKey) }
+            room.refusals = []
+            try comeAndGo(key, pair.publicKey)
+            XCTAssertEqual(ca.participants.count, min(n + 1, 200), "newcomer \(n)")
+            XCTAssertEqual(room.refusals, n < 200 ? [] : [.invalidArgument], "newcomer \(n)")
+        }
+        // The first one comes back: already shown, so present again.
+        room.refusals = []
+        try comeAndGo(first!.0, first!.1)
+        XCTAssertEqual(room.refusals, [])
+        XCTAssertEqual(ca.participants.count, 200)
+    }
+
     /// Finding 2: a participant's HELLO and VIEW from an earlier roll call
     /// with the same meeting code, replayed while that person is absent:
     /// never shown, never counted.

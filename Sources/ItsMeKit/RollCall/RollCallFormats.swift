@@ -13,6 +13,9 @@ package enum RollCallProtocol {
 
     /// The most devices present in one roll call, this one included.
     package static let maxParticipants = 50
+    /// The most participants present over a roll call's life, this device
+    /// included: as many as the joins a relay admits to a group room (20.3, 15.9).
+    static let maxShown = 200
     /// The most HELLOs a device holds whose bringers are present (20.2),
     /// and the most names a VIEW lists (20.3).
     static let maxHeld = 100

@@ -398,6 +398,11 @@ struct RollCallMachine {
             guard count < RollCallProtocol.maxParticipants else {
                 throw ItsMeError(.invalidArgument, "a roll call has at most \(RollCallProtocol.maxParticipants) participants")
             }
+            guard shown.contains(view.key) || shown.count < RollCallProtocol.maxShown else {
+                throw ItsMeError(
+                    .invalidArgument,
+                    "a roll call has at most \(RollCallProtocol.maxShown) participants over its life (a relay admits as many joins): start a new one")
+            }
         }
         held[view.key]?.view = view
         update()
