@@ -202,6 +202,10 @@ HELLO_OVERHEAD = HELLO_FIXED + SIGNATURE_BYTES  # 133
 MIN_TAGS, MAX_TAGS = 32, 2048
 PRESENCE_LABEL = b"itsme-rc-presence-v2"
 MAX_PRESENT = 50
+# 20.3: a VIEW that would "make present a participant never present before when 200 have been
+# (this device included ...)" is refused; 20.8: "a device shows at most 200 participants over a
+# roll call".
+MAX_SHOWN = 200
 
 
 def tag_count(contacts: int) -> int:
@@ -1019,6 +1023,13 @@ class RollCall:
         if self._lists_me(view) and name not in self._present:
             if 1 + len(self._present) + 1 > MAX_PRESENT:
                 raise InvalidArgument("more than 50 participants present")
+            # "or make present a participant never present before when 200 have been (this
+            # device included; a relay admits at most 200 joins to a group room over its life,
+            # 15.9, so only a relay that lies reaches it): invalid_argument".  Those that have
+            # been present are those numbered, this device (0) included; one of them may come
+            # back.
+            if name not in self._numbers and len(self._numbers) >= MAX_SHOWN:
+                raise InvalidArgument("a participant never present before when 200 have been")
         # X's new latest VIEW changes nothing but X's presence: X stays listed (its slot, or a
         # bringer, is in the room) and is forgotten only when not present.
         was_present, slot_before = name in self._present, self._present.get(name)

@@ -1739,6 +1739,62 @@ def test_at_most_fifty_present_and_one_hundred_hellos():
     assert len(R.parse_view(me.outgoing()[-1]).names) == 100
 
 
+def test_at_most_two_hundred_shown_over_a_roll_call():
+    """20.3: a VIEW that would "make present a participant never present before when 200 have
+    been (this device included; a relay admits at most 200 joins to a group room over its life,
+    15.9, so only a relay that lies reaches it)" is invalid_argument; 20.8: "a device shows at
+    most 200 participants over a roll call (20.3), whatever a relay does".  An insider (a
+    contact) whose relay admits more than 200 joins comes and goes under a new roll-call key
+    each time: each one's HELLO and VIEW listing Me make it present, then it leaves."""
+    me_p, insider = people("Me", "Insider")
+    room = Room()
+    me = me_p.device()
+    me_slot = room.join(me)
+    shown = []  # (device, slot) of each key shown on Me
+    for i in range(199):
+        d = insider.device()
+        slot = room.join(d)
+        assert me.is_present(d.name) and me.number_of(d.name) == i + 1
+        assert me.relation_of(d.name) == R.CONTACT
+        shown.append((d, slot))
+        room.leave(slot)
+        assert not me.is_present(d.name)
+    assert room.errors == []
+    rows = me.rows()
+    assert len(rows) == 199 and [r.number for r in rows] == list(range(1, 200))
+    assert me.number_of(me.name) == 0  # 200 shown, Me included
+    assert not any(r.present for r in rows) and me.head_count == 1
+    # The next newcomer: its HELLO is held and listed (pending), its VIEW lists Me, and it is
+    # refused; it stays pending, shown nowhere, whatever it sends again.
+    newcomer = insider.device()
+    slot = room.join(newcomer)
+    assert room.errors == [(me_slot, slot, "invalid_argument")]
+    assert newcomer.is_present(me.name) and not me.is_present(newcomer.name)
+    assert newcomer.name in me.held() and me.number_of(newcomer.name) is None
+    room.run(20)
+    assert not me.is_present(newcomer.name) and me.number_of(newcomer.name) is None
+    assert {e[2] for e in room.errors} == {"invalid_argument"} and len(room.errors) > 1
+    view = [m for _, s, m in room.log if s == slot and m[1] == R.VIEW_TYPE][-1]
+    _refused_unchanged("invalid_argument", me, view, slot, room.t, why="200 have been")
+    assert len(me.rows()) == 199 and me.head_count == 1
+    # The newcomer leaves (its pending HELLO is forgotten); one already shown comes back
+    # (20.7: its key kept, a new slot) and is present again, under its number: the rows are
+    # the same 199, and nothing more is refused.
+    room.leave(slot)
+    assert newcomer.name not in me.held()
+    first, old_slot = shown[0]
+    errors = len(room.errors)
+    back = room.join(first)
+    assert back != old_slot and me.slot_of(first.name) == back
+    assert me.is_present(first.name) and me.number_of(first.name) == 1
+    assert me.members == tuple(sorted((me.name, first.name)))
+    assert [r.present for r in me.rows()] == [True] + [False] * 198
+    room.run(10)
+    assert room.errors[errors:] == []
+    assert same_rosters(me, first) and me.agrees(first.name) and first.agrees(me.name)
+    assert me.head_count == 2 and len(me.rows()) == 199
+
+
 def test_pending_hellos_are_forgotten_and_a_slot_brings_one():
     ana, ben, cai = people("Ana", "Ben", "Cai")
     a, b, c = ana.device(), ben.device(), cai.device()
