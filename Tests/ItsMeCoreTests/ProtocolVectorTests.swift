@@ -441,6 +441,21 @@ final class ProtocolVectorTests: XCTestCase {
             store: store, contactID: contact, window: window, binding: binding, now: window * VoiceProtocol.windowSeconds, random: &g)
     }
 
+    /// Moves the messages of two sides of session `e` until both are quiet,
+    /// and checks each side sent the file's messages in order.
+    func exchangeOnlineVerify(_ va: OnlineVerify, _ vb: OnlineVerify, at t: Int64, as e: J) throws {
+        var log: [(Bool, [UInt8])] = []
+        var moved = true
+        while moved {
+            moved = false
+            for (from, to) in [(va, vb), (vb, va)] {
+                if let m = from.takeOutgoing() { log.append((from.isInitiator, m)); try to.receive(m, now: t); moved = true }
+            }
+        }
+        XCTAssertEqual(log.filter { $0.0 }.map { hex($0.1) }, ["commit", "key_i", "proof_message_i"].map { text(e, $0) })
+        XCTAssertEqual(log.filter { !$0.0 }.map { hex($0.1) }, ["key_r", "proof_message_r"].map { text(e, $0) })
+    }
+
     func testOnlineVerify() throws {
         let v = try object("online-verify")
         let sessions = list(v, "sessions")
@@ -458,16 +473,7 @@ final class ProtocolVectorTests: XCTestCase {
             }
             XCTAssertEqual(va.isInitiator, text(e, "initiator_text") == "a")
             XCTAssertEqual(vb.isInitiator, text(e, "initiator_text") == "b")
-            var log: [(Bool, [UInt8])] = []
-            var moved = true
-            while moved {
-                moved = false
-                for (from, to) in [(va, vb), (vb, va)] {
-                    if let m = from.takeOutgoing() { log.append((from.isInitiator, m)); try to.receive(m, now: t); moved = true }
-                }
-            }
-            XCTAssertEqual(log.filter { $0.0 }.map { hex($0.1) }, ["commit", "key_i", "proof_message_i"].map { text(e, $0) })
-            XCTAssertEqual(log.filter { !$0.0 }.map { hex($0.1) }, ["key_r", "proof_message_r"].map { text(e, $0) })
+            try exchangeOnlineVerify(va, vb, at: t, as: e)
             checkSAS(va.sas, e)
             checkSAS(vb.sas, e)
             if let refA, let refB {
@@ -491,16 +497,7 @@ final class ProtocolVectorTests: XCTestCase {
                 let bind = e[side + "_bind"] as? String
                 XCTAssertEqual(session.isInitiator ? text(e, "key_i").count : text(e, "key_r").count, bind == nil ? 132 : 196)
             }
-            var log: [(Bool, [UInt8])] = []
-            var moved = true
-            while moved {
-                moved = false
-                for (from, to) in [(va, vb), (vb, va)] {
-                    if let m = from.takeOutgoing() { log.append((from.isInitiator, m)); try to.receive(m, now: t); moved = true }
-                }
-            }
-            XCTAssertEqual(log.filter { $0.0 }.map { hex($0.1) }, ["commit", "key_i", "proof_message_i"].map { text(e, $0) })
-            XCTAssertEqual(log.filter { !$0.0 }.map { hex($0.1) }, ["key_r", "proof_message_r"].map { text(e, $0) })
+            try exchangeOnlineVerify(va, vb, at: t, as: e)
             let expected: OnlineVerify.State =
                 switch text(e, "state_text") {
                 case "compare_sas": .compareSAS
