@@ -3091,6 +3091,31 @@ def _ov_play(s, stop, now=None):
     return pending, steps
 
 
+def _assert_everything_refused(side, messages, times, stop):
+    """11.3: once a session has ended, "a later message, confirmation or
+    rejection is `invalid_state`, at any time" (and so is starting it or
+    offering or reading a profile), and its state stays."""
+    state = side.state
+    for m in messages:
+        for now in times:
+            with pytest.raises(P.ProtocolError) as info:
+                side.receive(m, now=now)
+            assert P.result_code(info.value) == "invalid_state", (stop, now)
+            assert side.state == state
+    for now in times:
+        with pytest.raises(P.InvalidState):
+            side.confirm_sas(now=now)
+        with pytest.raises(P.InvalidState):
+            side.reject_sas()
+    with pytest.raises(P.InvalidState):
+        side.start()
+    with pytest.raises(P.InvalidState):
+        side.share_profile(bytes(32))
+    with pytest.raises(P.InvalidState):
+        side.peer_profile()
+    assert side.state == state
+
+
 def test_online_verify_rejected_before_the_proof():
     """11.3: "A session that has not ended (its messages running, or its SAS compared) may be
     rejected at any time (the SAS differs, or the host gives up), which ends it; ... rejecting
@@ -3154,22 +3179,7 @@ def test_online_verify_rejected_before_the_proof():
                     assert e_side.state == "failed" and e_side.ended and e_side.failed
                     assert e_side.result is None and not e_side.sas_confirmed
                     assert e_peer.state == e_peer_state  # the peer is told nothing
-                    for m in messages:
-                        for now in times:
-                            with pytest.raises(P.ProtocolError) as info:
-                                e_side.receive(m, now=now)
-                            assert P.result_code(info.value) == "invalid_state", (stop, now)
-                    for now in times:
-                        with pytest.raises(P.InvalidState):
-                            e_side.confirm_sas(now=now)
-                        with pytest.raises(P.InvalidState):
-                            e_side.reject_sas()
-                    with pytest.raises(P.InvalidState):
-                        e_side.start()
-                    with pytest.raises(P.InvalidState):
-                        e_side.share_profile(bytes(32))
-                    with pytest.raises(P.InvalidState):
-                        e_side.peer_profile()
+                    _assert_everything_refused(e_side, messages, times, stop)
                     assert e_side.state == "failed"
                     contact = P.ContactSecrets(ds[x], stored[x])
                     assert P.ov_record(contact, e_side.result, False) is None
@@ -3180,24 +3190,8 @@ def test_online_verify_rejected_before_the_proof():
                 assert side.state == "rejected" and side.ended and side.result is None
                 assert not side.failed and not side.sas_confirmed
                 assert peer.state == peer_state  # the peer is told nothing
-                for m in messages + [b"", bytes([1, P.OV_KEY]) + bytes(64), bytes(200)]:
-                    for now in times:
-                        with pytest.raises(P.ProtocolError) as info:
-                            side.receive(m, now=now)
-                        assert P.result_code(info.value) == "invalid_state", (stop, now)
-                        assert side.state == "rejected" and side.result is None
-                for now in times:
-                    with pytest.raises(P.InvalidState):
-                        side.confirm_sas(now=now)
-                    with pytest.raises(P.InvalidState):
-                        side.reject_sas()
-                with pytest.raises(P.InvalidState):
-                    side.start()
-                with pytest.raises(P.InvalidState):
-                    side.share_profile(bytes(32))
-                with pytest.raises(P.InvalidState):
-                    side.peer_profile()
-                assert side.state == "rejected" and side.ended and not side.failed
+                _assert_everything_refused(side, messages + [b"", bytes([1, P.OV_KEY]) + bytes(64), bytes(200)], times, stop)
+                assert side.state == "rejected" and side.ended and not side.failed and side.result is None
                 contact = P.ContactSecrets(ds[x], stored[x])
                 assert P.ov_record(contact, side.result, False) is None
                 assert contact == P.ContactSecrets(ds[x], stored[x])
