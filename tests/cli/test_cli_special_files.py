@@ -164,3 +164,28 @@ def test_large_pending_json_is_damaged(people):
         f.truncate(2 << 20)
     assert_error(run(alice, "sas", "show"), 2, f"{path} is damaged: it is {2 << 20} bytes, larger than")
     assert path.stat().st_size == 2 << 20
+
+
+# Images of QR codes: read as every file named on the command line is.
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link-to-fifo", "directory", "link-to-dev-zero"])
+@pytest.mark.parametrize(
+    "command",
+    [("qr", "scan", "--image"), ("import", "--image"), ("transfer", "send", "--relay", "http://127.0.0.1:9", "--image")],
+    ids=["qr-scan", "import", "transfer-send"],
+)
+def test_an_image_that_is_not_a_regular_file_is_refused_at_once(people, tmp_path, kind, command):
+    """A FIFO nobody writes to (or a link to one) given as a QR code's image
+    is refused at once, not waited on; so are a directory and an endless
+    device."""
+    alice = people("Alice", init=True)
+    path = tmp_path / "code.png"
+    if kind == "link-to-fifo":
+        os.mkfifo(tmp_path / "fifo", 0o600)
+        os.symlink(tmp_path / "fifo", path)
+    else:
+        make_special(path, kind)
+    result = run(alice, *command, path)
+    what = {"link-to-fifo": "is a FIFO", "link-to-dev-zero": "is a character device"}.get(kind) or WHAT[kind].split(",")[0]
+    assert_error(result, 2, f"the image {path} {what}, not a regular file")

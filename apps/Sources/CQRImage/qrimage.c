@@ -118,11 +118,14 @@ static int load_jpeg(FILE *file, const char *path, uint8_t **pixels, uint32_t *w
     return 0;
 }
 
-int qrimage_load_gray(const char *path, uint8_t **pixels, uint32_t *width, uint32_t *height,
-                      char *error, size_t error_cap) {
-    if (!path || !pixels || !width || !height) return fail(error, error_cap, "a NULL argument");
-    FILE *file = fopen(path, "rb");
-    if (!file) return fail(error, error_cap, "cannot open %s: %s", path, strerror(errno));
+int qrimage_load_gray(const uint8_t *data, size_t length, const char *name, uint8_t **pixels, uint32_t *width,
+                      uint32_t *height, char *error, size_t error_cap) {
+    if ((!data && length) || !name || !pixels || !width || !height) return fail(error, error_cap, "a NULL argument");
+    const char *path = name;
+    /* fmemopen refuses an empty buffer: nothing is neither image. */
+    if (length < 3) return fail(error, error_cap, "%s is neither a PNG nor a JPEG image", path);
+    FILE *file = fmemopen((void *)data, length, "rb");
+    if (!file) return fail(error, error_cap, "cannot read %s: %s", path, strerror(errno));
     unsigned char magic[8] = {0};
     size_t got = fread(magic, 1, sizeof magic, file);
     rewind(file);

@@ -95,14 +95,19 @@ public struct QRCode: Sendable {
         }
     }
 
-    /// The texts of the QR codes in the PNG or JPEG image at `path` (a
-    /// photo or a screenshot), in the order zbar found them; empty if it
-    /// found none. Throws `.invalidArgument` for a file that cannot be read
-    /// or is not such an image, with the reason.
-    public static func scan(imageAt path: String) throws -> [String] {
+    /// The texts of the QR codes in the PNG or JPEG image `image` (a photo
+    /// or a screenshot, its file's bytes; `name` names it in messages), in
+    /// the order zbar found them; empty if it found none. Throws
+    /// `.invalidArgument` for bytes that are not such an image, with the
+    /// reason. It opens no file: the caller reads it as a regular file.
+    public static func scan(image: [UInt8], named name: String) throws -> [String] {
         var pixels: UnsafeMutablePointer<UInt8>?
         var width: UInt32 = 0, height: UInt32 = 0
-        try imageCall { error, cap in qrimage_load_gray(path, &pixels, &width, &height, error, cap) }
+        try image.withUnsafeBufferPointer { data in
+            try imageCall { error, cap in
+                qrimage_load_gray(data.baseAddress, data.count, name, &pixels, &width, &height, error, cap)
+            }
+        }
         defer { qrimage_free(pixels) }
         guard let pixels else { throw ItsMeError(.internal, "the image loader returned no pixels") }
         return try scan(pixels: UnsafeBufferPointer(start: pixels, count: Int(width) * Int(height)), width: Int(width))

@@ -31,7 +31,10 @@ struct CodeDisplay: ParsableArguments {
 /// names the code for the messages ("the other person's code").
 func readCode(imageAt path: String, prefixes: [String], what: String) throws -> String {
     let texts: [String]
-    do { texts = try QRCode.scan(imageAt: path) } catch let error as ItsMeError { throw CLIError(error.message) }
+    // Read as every file named on the command line is: a FIFO, a device or
+    // a directory is refused at once, never waited on.
+    let image = try readNamedFile(path, what: "the image \(path)", limit: FileLimit.image)
+    do { texts = try QRCode.scan(image: image, named: path) } catch let error as ItsMeError { throw CLIError(error.message) }
     let ours = Array(Set(texts.filter { text in prefixes.contains { text.hasPrefix($0) } })).sorted()
     switch ours.count {
     case 1:

@@ -362,6 +362,8 @@ enum Input {
 enum FileLimit {
     static let dataFile = 1 << 20
     static let contactStore = 1 << 30
+    /// A photo or screenshot of a QR code.
+    static let image = 64 << 20
 }
 
 /// A file the CLI keeps in the data directory (`pending.json`,

@@ -13,12 +13,14 @@
 /* The largest image loaded, in pixels (about 10,000 x 10,000). */
 #define QRIMAGE_MAX_PIXELS (100u * 1000u * 1000u)
 
-/* Loads the PNG or JPEG file at `path` (told apart by their first bytes)
- * as 8-bit grey, one byte a pixel, rows top to bottom without padding,
- * transparent pixels on white.  On success *pixels is a buffer of
- * *width * *height bytes that the caller frees with qrimage_free. */
-int qrimage_load_gray(const char *path, uint8_t **pixels, uint32_t *width, uint32_t *height,
-                      char *error, size_t error_cap);
+/* Loads the PNG or JPEG image in `data` (`length` bytes, told apart by
+ * their first bytes; `name` names it in the reason) as 8-bit grey, one
+ * byte a pixel, rows top to bottom without padding, transparent pixels on
+ * white.  On success *pixels is a buffer of *width * *height bytes that the
+ * caller frees with qrimage_free.  It opens no file: the caller reads it,
+ * refusing what is not a regular file (a FIFO would block). */
+int qrimage_load_gray(const uint8_t *data, size_t length, const char *name, uint8_t **pixels, uint32_t *width,
+                      uint32_t *height, char *error, size_t error_cap);
 
 /* Frees a buffer of qrimage_load_gray; NULL is accepted. */
 void qrimage_free(uint8_t *pixels);
