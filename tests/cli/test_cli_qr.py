@@ -120,8 +120,12 @@ def write_png(path, width, height, pixels):
 
 
 def zbar(path):
-    """What zbarimg decodes in the image: its QR codes' texts."""
-    result = subprocess.run(["zbarimg", "--raw", "-q", str(path)], capture_output=True, text=True, timeout=60)
+    """What zbarimg decodes in the image: its QR codes' texts. Only QR codes
+    are looked for, as the CLI's own scanner does: a drawing's cells can
+    pass for a one-dimensional barcode (zbarimg once read "B47C" beside a
+    code on the light theme)."""
+    result = subprocess.run(
+        ["zbarimg", "--raw", "-q", "-Sdisable", "-Sqrcode.enable", str(path)], capture_output=True, text=True, timeout=60)
     return result.stdout.splitlines()
 
 
