@@ -372,6 +372,26 @@ static int pump(itsme_exchange *a, itsme_exchange *b) {
     return count;
 }
 
+/* Moves Online Verify messages between two sessions until both are quiet,
+ * each taken with ITSME_OK; returns how many moved. */
+static int ov_pump(itsme_online_verify *a, itsme_online_verify *b, int64_t now) {
+    int moves = 0;
+    for (int moved = 1; moved;) {
+        moved = 0;
+        itsme_online_verify *from[2] = {a, b}, *to[2] = {b, a};
+        for (int i = 0; i < 2; i++) {
+            uint8_t m[ITSME_ONLINE_VERIFY_MESSAGE_MAX];
+            size_t len = 0;
+            if (itsme_online_verify_next_outgoing(from[i], m, sizeof m, &len) != ITSME_OK) { failed++; break; }
+            if (len == 0) continue;
+            EXPECT("ov receive", itsme_online_verify_receive(to[i], m, len, now), ITSME_OK);
+            moved = 1;
+            moves++;
+        }
+    }
+    return moves;
+}
+
 static void exchanges(void) {
     char dir[] = "/tmp/itsme-c-exchange-XXXXXX";
     if (!mkdtemp(dir)) { failed++; return; }
@@ -718,20 +738,7 @@ static void exchanges(void) {
     EXPECT("room b", itsme_online_verify_room(ob, room_b, sizeof room_b, &len), ITSME_OK);
     EXPECT("same room", strcmp(room_a, room_b), 0);
     EXPECT("sas too early", itsme_online_verify_sas(oa, text, sizeof text, &len), ITSME_E_INVALID_STATE);
-    int moves = 0;
-    for (int moved = 1; moved;) {
-        moved = 0;
-        itsme_online_verify *from[2] = {oa, ob}, *to[2] = {ob, oa};
-        for (int i = 0; i < 2; i++) {
-            uint8_t m[ITSME_ONLINE_VERIFY_MESSAGE_MAX];
-            if (itsme_online_verify_next_outgoing(from[i], m, sizeof m, &len) != ITSME_OK) { failed++; break; }
-            if (len == 0) continue;
-            EXPECT("ov receive", itsme_online_verify_receive(to[i], m, len, O0 + 1), ITSME_OK);
-            moved = 1;
-            moves++;
-        }
-    }
-    EXPECT("ov messages", moves, 5);
+    EXPECT("ov messages", ov_pump(oa, ob, O0 + 1), 5);
     char sas_oa[ITSME_SHORT_CODE_SIZE], sas_ob[ITSME_SHORT_CODE_SIZE];
     EXPECT("ov sas a", itsme_online_verify_sas(oa, sas_oa, sizeof sas_oa, &len), ITSME_OK);
     EXPECT("ov sas b", itsme_online_verify_sas(ob, sas_ob, sizeof sas_ob, &len), ITSME_OK);
@@ -773,17 +780,7 @@ static void exchanges(void) {
     EXPECT("the binding changes the session id", strcmp(sid_bound, sid_unbound) != 0, 1);
     EXPECT("ov a bound", itsme_online_verify_new(store_a, contact_of_bob, W, call, ITSME_CALL_BINDING_MIN, NULL, O0, &oa), ITSME_OK);
     EXPECT("ov b unbound", itsme_online_verify_new(store_b, contact_of_alice, W, NULL, 0, NULL, O0, &ob), ITSME_OK);
-    for (int moved = 1; moved;) {
-        moved = 0;
-        itsme_online_verify *from[2] = {oa, ob}, *to[2] = {ob, oa};
-        for (int i = 0; i < 2; i++) {
-            uint8_t m[ITSME_ONLINE_VERIFY_MESSAGE_MAX];
-            if (itsme_online_verify_next_outgoing(from[i], m, sizeof m, &len) != ITSME_OK) { failed++; break; }
-            if (len == 0) continue;
-            EXPECT("ov bound receive", itsme_online_verify_receive(to[i], m, len, O0 + 1), ITSME_OK);
-            moved = 1;
-        }
-    }
+    EXPECT("ov bound messages", ov_pump(oa, ob, O0 + 1), 5);
     EXPECT("ov status a", itsme_online_verify_status(oa, &os), ITSME_OK);
     EXPECT("a: binding differs", os, ITSME_ONLINE_VERIFY_STATE_BINDING_DIFFERS);
     EXPECT("ov status b", itsme_online_verify_status(ob, &os), ITSME_OK);
