@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <jpeglib.h>
+#include <jerror.h>
 #include <png.h>
 #include <zbar.h>
 
@@ -69,9 +70,58 @@ static void jpeg_failed(j_common_ptr info) {
     longjmp(failure->jump, 1);
 }
 
+/* Corrupt-data warnings: decode what can be decoded, but a file cut short
+ * is damaged (libjpeg would fill the rest with grey). */
 static void jpeg_warning(j_common_ptr info, int level) {
-    (void)info;
-    (void)level; /* corrupt-data warnings: decode what can be decoded */
+    if (level < 0 && info->err->msg_code == JWRN_JPEG_EOF) jpeg_failed(info);
+}
+
+/* libjpeg's errors for a well-formed JPEG that it cannot decode (a
+ * process, precision or feature it lacks) rather than a damaged one. */
+static int jpeg_unsupported(int code) {
+    switch (code) {
+    case JERR_SOF_UNSUPPORTED:
+    case JERR_BAD_PRECISION:
+    case JERR_ARITH_NOTIMPL:
+    case JERR_NOT_COMPILED:
+    case JERR_NOTIMPL:
+    case JERR_CONVERSION_NOTIMPL:
+    case JERR_COMPONENT_COUNT:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static const char *jpeg_space_name(J_COLOR_SPACE space) {
+    switch (space) {
+    case JCS_GRAYSCALE: return "grey";
+    case JCS_RGB: return "RGB";
+    case JCS_YCbCr: return "YCbCr";
+    case JCS_CMYK: return "CMYK";
+    case JCS_YCCK: return "YCCK";
+    default: return "unknown";
+    }
+}
+
+/* Grey of a row of CMYK pixels (libjpeg turns YCCK into CMYK): each ink
+ * takes its share off the red, green or blue of white, black off all
+ * three, then grey = 0.299 R + 0.587 G + 0.114 B, as libjpeg does from
+ * RGB.  With an Adobe marker (APP14, as Photoshop, ImageMagick and Pillow
+ * write CMYK and YCCK) the samples are inverted, 255 meaning no ink. */
+static void cmyk_to_gray(const uint8_t *cmyk, uint8_t *gray, size_t width, int inverted) {
+    for (size_t x = 0; x < width; x++, cmyk += 4) {
+        unsigned c = cmyk[0], m = cmyk[1], y = cmyk[2], k = cmyk[3];
+        if (!inverted) {
+            c = 255 - c;
+            m = 255 - m;
+            y = 255 - y;
+            k = 255 - k;
+        }
+        /* Now 255 is no ink: red = c * k / 255, and so on. */
+        unsigned r = c * k, g = m * k, b = y * k; /* each at most 255 * 255 */
+        gray[x] = (uint8_t)((r * 77 + g * 150 + b * 29 + 255 * 128) / (255 * 256));
+    }
 }
 
 static int load_jpeg(FILE *file, const char *path, uint8_t **pixels, uint32_t *width, uint32_t *height,
@@ -79,14 +129,18 @@ static int load_jpeg(FILE *file, const char *path, uint8_t **pixels, uint32_t *w
     struct jpeg_decompress_struct info;
     struct jpeg_failure failure;
     uint8_t *volatile buffer = NULL;
+    uint8_t *volatile row_cmyk = NULL;
     memset(&info, 0, sizeof info);
     info.err = jpeg_std_error(&failure.manager);
     failure.manager.error_exit = jpeg_failed;
     failure.manager.emit_message = jpeg_warning;
     failure.message[0] = 0;
     if (setjmp(failure.jump)) {
+        int unsupported = jpeg_unsupported(failure.manager.msg_code);
         jpeg_destroy_decompress(&info);
         free(buffer);
+        free(row_cmyk);
+        if (unsupported) return fail(error, cap, "%s uses a JPEG feature that is not supported (%s)", path, failure.message);
         return fail(error, cap, "%s is a damaged JPEG image (%s)", path, failure.message);
     }
     jpeg_create_decompress(&info);
@@ -97,23 +151,62 @@ static int load_jpeg(FILE *file, const char *path, uint8_t **pixels, uint32_t *w
         jpeg_destroy_decompress(&info);
         return fail(error, cap, "%s is %ux%u pixels; at most %u pixels are read", path, w, h, QRIMAGE_MAX_PIXELS);
     }
-    info.out_color_space = JCS_GRAYSCALE;
-    jpeg_start_decompress(&info);
-    size_t row_bytes = (size_t)info.output_width * (size_t)info.output_components;
-    if (info.output_components != 1) longjmp(failure.jump, 1);
-    buffer = malloc(row_bytes * info.output_height);
-    if (!buffer) {
+    /* libjpeg tells the colour space from the component count and the
+     * JFIF or Adobe marker (its transform: 0 RGB or CMYK, 1 YCbCr, 2 YCCK).
+     * Grey, RGB and YCbCr it turns into grey itself; CMYK and YCCK it
+     * gives as CMYK, turned into grey here. */
+    int cmyk = 0;
+    switch (info.jpeg_color_space) {
+    case JCS_GRAYSCALE:
+    case JCS_RGB:
+    case JCS_YCbCr:
+        info.out_color_space = JCS_GRAYSCALE;
+        break;
+    case JCS_CMYK:
+    case JCS_YCCK:
+        info.out_color_space = JCS_CMYK;
+        cmyk = 1;
+        break;
+    default: {
+        J_COLOR_SPACE space = info.jpeg_color_space;
+        int components = info.num_components;
         jpeg_destroy_decompress(&info);
-        return fail(error, cap, "out of memory for a %ux%u image", info.output_width, info.output_height);
+        return fail(error, cap,
+                    "%s: JPEG colour space %s (%d components) is not supported; grey, RGB, YCbCr, CMYK "
+                    "and YCCK are", path, jpeg_space_name(space), components);
+    }
+    }
+    int inverted = info.saw_Adobe_marker;
+    jpeg_start_decompress(&info);
+    if (info.output_components != (cmyk ? 4 : 1)) {
+        int components = info.output_components;
+        J_COLOR_SPACE space = info.jpeg_color_space;
+        jpeg_destroy_decompress(&info);
+        return fail(error, cap, "%s: libjpeg gave %d components a pixel for JPEG colour space %s", path,
+                    components, jpeg_space_name(space));
+    }
+    size_t row_bytes = (size_t)info.output_width;
+    buffer = malloc(row_bytes * info.output_height);
+    if (cmyk) row_cmyk = malloc(row_bytes * 4);
+    if (!buffer || (cmyk && !row_cmyk)) {
+        uint32_t w = info.output_width, h = info.output_height;
+        jpeg_destroy_decompress(&info);
+        free(buffer);
+        free(row_cmyk);
+        return fail(error, cap, "out of memory for a %ux%u image", w, h);
     }
     while (info.output_scanline < info.output_height) {
-        JSAMPROW row = buffer + (size_t)info.output_scanline * row_bytes;
+        uint8_t *gray = buffer + (size_t)info.output_scanline * row_bytes;
+        JSAMPROW row = cmyk ? row_cmyk : gray;
+        /* A source that reads from memory never suspends: one row a call. */
         jpeg_read_scanlines(&info, &row, 1);
+        if (cmyk) cmyk_to_gray(row_cmyk, gray, row_bytes, inverted);
     }
     *width = info.output_width;
     *height = info.output_height;
     jpeg_finish_decompress(&info);
     jpeg_destroy_decompress(&info);
+    free(row_cmyk);
     *pixels = buffer;
     return 0;
 }

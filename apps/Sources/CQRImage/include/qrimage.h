@@ -16,7 +16,8 @@
 /* Loads the PNG or JPEG image in `data` (`length` bytes, told apart by
  * their first bytes; `name` names it in the reason) as 8-bit grey, one
  * byte a pixel, rows top to bottom without padding, transparent pixels on
- * white.  On success *pixels is a buffer of *width * *height bytes that the
+ * white; a JPEG in grey, RGB, YCbCr, CMYK or YCCK (CMYK inverted where an
+ * Adobe marker says so).  On success *pixels is a buffer of *width * *height bytes that the
  * caller frees with qrimage_free.  It opens no file: the caller reads it,
  * refusing what is not a regular file (a FIFO would block). */
 int qrimage_load_gray(const uint8_t *data, size_t length, const char *name, uint8_t **pixels, uint32_t *width,
