@@ -232,6 +232,17 @@ final class VectorGenerator {
             // A paste or a partial read, cut within the text.
             cases.append(("text cut short", String(textA.prefix(100)), b))
             cases.append(("the prefix alone", ExchangeProtocol.qrPrefix, b))
+            // A reading run on past the longest payload text of its format
+            // (383 and 327 bytes) is refused before decoding: whatever a
+            // decoder would make of it (here a payload of version 0, a
+            // source text with a name too long), the exchange goes on.
+            x = pa.payload + [UInt8](repeating: 0, count: 285 - pa.payload.count)
+            x[0] = 0
+            cases.append(("a text of 387 bytes, run on past the longest payload", text(x), b))
+            cases.append((
+                "a source-format text of 328 bytes, run on past the longest",
+                "5|" + String(repeating: "x", count: 257) + "|A1B2C3D4E5F60718|" + Base64.encode([UInt8](repeating: 9, count: 32), .standardPadded)
+                    + "|123456", b))
             cases.append(("own payload reflected", textA, a))
             let lowParty = try party("qr-lowkey", name: "Low").0
             let lowBody = [1] + lowParty.publicKey + Array(SHA256.hash(lowParty.publicKey).prefix(8)) + [UInt8](repeating: 0, count: 32)
@@ -991,6 +1002,7 @@ final class VectorGenerator {
             c[i] = value
             return c
         }
+        func padded(_ m: [UInt8], to count: Int) -> [UInt8] { m + [UInt8](repeating: 0, count: count - m.count) }
         let ya = Array(m1[18..<50])
         let cases: [(String, String, [[UInt8]], String)] = [
             ("INVITE of 81 bytes", "invitee", [Array(m1.prefix(81))], "malformed_message"),
@@ -1002,6 +1014,11 @@ final class VectorGenerator {
             ("an ACCEPT sent to the invitee", "invitee", [m2], "malformed_message"),
             ("REPLY before INVITE", "invitee", [m3], "malformed_message"),
             ("REPLY of 195 bytes", "invitee", [m1, Array(m3.prefix(195))], "malformed_message"),
+            // Each type's own row bounds it (16.3), before any key is used:
+            // one byte past the longest REPLY is malformed, the longest one
+            // is read and its box fails.
+            ("REPLY of 324 bytes", "invitee", [m1, padded(m3, to: 324)], "malformed_message"),
+            ("REPLY padded to 323 bytes", "invitee", [m1, padded(m3, to: 323)], "authentication_failed"),
             ("REPLY with a changed tag", "invitee", [m1, flipped(m3, 10)], "authentication_failed"),
             ("REPLY with a changed box", "invitee", [m1, flipped(m3, m3.count - 1)], "authentication_failed"),
             ("DECISION before the SAS", "invitee", [m1, dI], "malformed_message"),
@@ -1011,6 +1028,8 @@ final class VectorGenerator {
             ("a message after the peer's DECISION", "invitee", [m1, m3, dI, m3], "invalid_state"),
             ("the inviter's own INVITE reflected", "inviter", [m1], "malformed_message"),
             ("ACCEPT of 227 bytes", "inviter", [Array(m2.prefix(227))], "malformed_message"),
+            ("ACCEPT of 356 bytes", "inviter", [padded(m2, to: 356)], "malformed_message"),
+            ("ACCEPT padded to 355 bytes", "inviter", [padded(m2, to: 355)], "authentication_failed"),
             ("ACCEPT with a changed tag", "inviter", [flipped(m2, 40)], "authentication_failed"),
             ("ACCEPT reflecting the inviter's share", "inviter", [[1, 2] + ya + Array(m2[34...])], "invalid_key"),
             ("ACCEPT twice", "inviter", [m2, m2], "malformed_message"),

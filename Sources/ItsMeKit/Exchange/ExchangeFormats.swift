@@ -33,6 +33,24 @@ package enum ExchangeProtocol {
 
     package static let qrPrefix = "ITSME1:"
     static let qrFixedCount = 1 + 32 + 8 + 32 + 16 + 1 + 64
+    /// The longest payload text of each format (5.1, section 6): the prefix
+    /// and the base64url of a payload with a 128-byte name; the five fields
+    /// of a source text with a 128-byte name of escaped characters. A longer
+    /// text is a reading run on, refused before any of it is decoded (5.2).
+    static let qrTextMaxCount = qrPrefix.utf8.count + (4 * (qrFixedCount + 128) + 2) / 3
+    static let sourceTextMaxCount = 2 + 256 + 1 + 16 + 1 + 44 + 1 + 6
+
+    /// Step 1 of 5.2 for a text with a known prefix: no longer than its
+    /// format's longest payload text, else `.invalidArgument` (read it again).
+    static func checkQRTextLength(_ bytes: [UInt8]) throws {
+        let source = bytes.starts(with: Array("5|".utf8))
+        let limit = source ? sourceTextMaxCount : qrTextMaxCount
+        guard bytes.count <= limit else {
+            throw ItsMeError(
+                .invalidArgument,
+                "the \(source ? "source-format " : "")QR text runs on past the longest payload (\(bytes.count) bytes, at most \(limit)); read it again")
+        }
+    }
 
     /// A verified peer payload of our QR format.
     struct QRPayload {

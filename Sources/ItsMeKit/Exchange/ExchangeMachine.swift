@@ -373,6 +373,7 @@ struct ExchangeMachine {
             guard Exchange.qrTextPrefixes.contains(where: { bytes.starts(with: $0.utf8) }) else {
                 throw ItsMeError(.invalidArgument, "this is not an ItsMe exchange payload (scan the other person's ItsMe code)")
             }
+            try ExchangeProtocol.checkQRTextLength(bytes)
         }
         switch state {
         case .agreed(_, let d) where d.peers != nil:

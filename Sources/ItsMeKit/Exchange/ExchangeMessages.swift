@@ -135,16 +135,23 @@ enum RemoteMessage {
 
     init(parsing m: [UInt8]) throws {
         let kind: Kind = try header(m, maxCount: RemoteProtocol.maxMessageCount, version: RemoteProtocol.version, what: "exchange message")
-        let minBox = RemoteProtocol.minPayloadBox
+        // Each type's own row of 16.3, before anything is decrypted.
+        let boxes = RemoteProtocol.minPayloadBox...RemoteProtocol.maxPayloadBox
+        func boxed(_ what: String, after fixed: Int) throws {
+            let row = (fixed + boxes.lowerBound)...(fixed + boxes.upperBound)
+            guard row.contains(m.count) else {
+                throw ItsMeError(.malformedMessage, "\(what) message is \(row.lowerBound) to \(row.upperBound) bytes, got \(m.count)")
+            }
+        }
         switch kind {
         case .invite:
             guard m.count == RemoteProtocol.inviteCount else { throw ItsMeError(.malformedMessage, "an INVITE message is 82 bytes") }
             self = .invite(sid: Array(m[2..<18]), share: Array(m[18..<50]), commitment: Array(m[50..<82]))
         case .accept:
-            guard m.count >= 2 + 32 + 32 + minBox else { throw ItsMeError(.malformedMessage, "the ACCEPT message is too short") }
+            try boxed("an ACCEPT", after: 2 + 32 + 32)
             self = .accept(share: Array(m[2..<34]), tag: Array(m[34..<66]), box: Array(m[66...]))
         case .reply:
-            guard m.count >= 2 + 32 + minBox else { throw ItsMeError(.malformedMessage, "the REPLY message is too short") }
+            try boxed("a REPLY", after: 2 + 32)
             self = .reply(tag: Array(m[2..<34]), box: Array(m[34...]))
         case .decision:
             guard m.count == RemoteProtocol.decisionCount else {

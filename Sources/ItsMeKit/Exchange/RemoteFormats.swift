@@ -116,8 +116,8 @@ public enum RemoteProtocol {
     /// The smallest sealed payload: 145 + 1 bytes of plaintext and the tag.
     static let minPayloadBox = 145 + 1 + AEAD.tagCount
     static let maxPayloadBox = 145 + DisplayName.maxBytes + AEAD.tagCount
-    /// The size in bytes of the largest message of a remote exchange (a REPLY
-    /// with the longest name): the relay's message limit must allow it.
+    /// The size in bytes of the largest message of a remote exchange (
+    /// an ACCEPT with the longest name): the relay's message limit must allow it.
     public static let maxMessageCount = 2 + CPace.pointCount + tagCount + maxPayloadBox
 
     /// tpake = SHA-256(lv_cat("itsme-online-transcript-v1", invite_id, INVITE, Yb)).

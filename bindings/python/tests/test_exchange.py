@@ -439,6 +439,27 @@ def test_qr_every_byte_flipped_is_rejected(alice, bob):
     assert receiver.state == ExchangeState.COMPARE_SAS, "the untouched payload is accepted"
 
 
+@pytest.mark.parametrize("length", [384, 65_537, 131_074])
+def test_qr_text_past_the_longest_payload_is_refused_unread(alice, bob, length):
+    """A text longer than any payload text (383 bytes, 5.1) is a reading run
+    on, refused before it is decoded: here it would decode to a payload of
+    version 0, which ends an exchange; refused unread, the exchange goes on."""
+    sender = Exchange.qr(alice.identity, alice.contacts, T0, random=rng("run-on"))
+    receiver = Exchange.qr(bob.identity, bob.contacts, T0)
+    n = length - len("ITSME1:")
+    text = b"ITSME1:" + b"A" * (n + 1 if n % 4 == 1 else n)  # canonical base64url of zeros
+    assert len(text) >= 384
+    with pytest.raises(InvalidArgumentError, match="runs on"):
+        receiver.receive(text, T0)
+    assert receiver.state == ExchangeState.AWAITING_PEER
+    source_text = b"5|" + b"x" * (length - 2)
+    with pytest.raises(InvalidArgumentError, match="runs on"):
+        receiver.receive(source_text, T0)
+    assert receiver.state == ExchangeState.AWAITING_PEER
+    receiver.receive(sender.next_outgoing(), T0)
+    assert receiver.state == ExchangeState.COMPARE_SAS
+
+
 def is_whole_qr_payload(payload: bytes) -> bool:
     """Section 5.2 step 3's length rule: at least 155 bytes, and, for a
     payload of version 1 with a name, exactly 154 + its name length."""
