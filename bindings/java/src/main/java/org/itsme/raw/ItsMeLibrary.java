@@ -3689,7 +3689,9 @@ public interface ItsMeLibrary extends Library {
      * with the usual error and the state stays CONFIRMED or REJECTED.
      * Errors: ITSME_E_INVALID_ARGUMENT (NULL; for QR, a text that is not a
      * whole exchange payload: another QR code, or a paste or read cut short,
-     * run on or damaged in its encoding; read it again, the exchange goes on),
+     * run on (longer than 383 bytes, or 327 for a source-format text: refused
+     * before any of it is decoded) or damaged in its encoding; read it again,
+     * the exchange goes on),
      * ITSME_E_INVALID_STATE (the exchange failed; for QR, a payload was
      * already received or the exchange finished), and, ending the exchange as failed:
      * ITSME_E_MALFORMED_MESSAGE, ITSME_E_AUTHENTICATION_FAILED (bad signature,
