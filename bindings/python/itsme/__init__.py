@@ -2,123 +2,130 @@
 
 ItsMe lets two people who exchanged keys once prove to each other, during
 any later call, that each still holds the secret they exchanged.  This
-package wraps the library's C interface (include/itsme.h) with ctypes::
+package wraps the library's C interface (include/itsme.h) with ctypes.
+Each example below runs as written (the tests run them): ``tmp`` is an
+empty directory, ``now`` a fixed unix time (the start of a 30-second
+window; a host passes None, or nothing, for the current time), and the
+other person, Bob, is ``them`` with ``their_contacts`` on his own phone::
 
-    import itsme
+    >>> import itsme
+    >>> store = itsme.SecretStore.file(tmp + "/secrets")
+    >>> try:
+    ...     me = itsme.Identity.load(store)
+    ... except itsme.NotFoundError:
+    ...     me = itsme.Identity.create(store, "Alice")
+    >>> len(me.fingerprint)                # 16 uppercase hex digits
+    16
+    >>> if not me.pin_is_set():
+    ...     me.set_pin("123456")
+    >>> me.verify_pin("123456", now)       # raises WrongPinError, LockedError...
+    >>> contacts = itsme.ContactStore.open(me, tmp + "/contacts.db")
 
-    with itsme.SecretStore.file("/path/to/store") as store:
-        try:
-            me = itsme.Identity.load(store)
-        except itsme.NotFoundError:
-            me = itsme.Identity.create(store, "Alice")
-        with me:
-            print(me.fingerprint)          # 16 uppercase hex digits
-            if not me.pin_is_set():
-                me.set_pin("123456")
-            me.verify_pin("123456")        # raises WrongPinError, LockedError...
-            with itsme.ContactStore.open(me, "/path/to/contacts.db") as contacts:
-                cid = contacts.add("Bob", bob_public_key, seed, itsme.EXCHANGE_QR)
-                contacts.use_window(cid, window)  # raises WindowUsedError if used
+Contacts are normally added by an in-person exchange (QR or Bluetooth): each
+phone shows its payload as a QR code and scans the other's::
 
-Contacts are normally added by an in-person exchange (QR or Bluetooth)::
+    >>> met = now - 3600
+    >>> exchange = itsme.Exchange.qr(me, contacts, met)
+    >>> bobs = itsme.Exchange.qr(them, their_contacts, met)
+    >>> exchange.receive(bobs.next_outgoing(), met)    # scanned from his screen
+    >>> bobs.receive(exchange.next_outgoing(), met)
+    >>> exchange.peer_name, exchange.sas == bobs.sas   # the two compare the SAS
+    ('Bob', True)
+    >>> contact_id = exchange.confirm(met)             # or exchange.reject()
+    >>> bob_id = bobs.confirm(met)
+    >>> contacts.get(contact_id).state
+    <VerificationState.VERIFIED: ...>
 
-    with itsme.Exchange.qr(me, contacts) as exchange:
-        show_as_qr_code(exchange.next_outgoing())
-        exchange.receive(scanned_text)
-        print(exchange.peer_name, exchange.sas)   # the two people compare the SAS
-        exchange.save()                   # stored unverified
-        exchange.confirm()                # or exchange.reject()
+During a call, the two people verify each other with a voice session (see
+:class:`VoiceSession` for the two turns of words)::
 
-During a call, the two people verify each other with a voice session::
-
-    with itsme.VoiceSession(contacts, contact_id) as session:
-        wait = session.timing().starts_in         # both wait for the window
-        session.start()
-        print(session.session_id, [itsme.nato_word(w) for w in session.words])
-        session.select(word)                      # twice: see session.turn
-        print(session.your_code)                  # read aloud: code and tag
-        outcome = session.check(heard_code, heard_tag)
+    >>> session = itsme.VoiceSession(contacts, contact_id, now)
+    >>> bob = itsme.VoiceSession(their_contacts, bob_id, now)
+    >>> starts = now + session.timing(now).starts_in  # both wait for the window
+    >>> session.start(starts); bob.start(starts)
+    >>> session.session_id == bob.session_id          # both read it aloud
+    True
+    >>> for _ in range(2):                            # session.turn: whose word
+    ...     speaker, hearer = (session, bob) if session.turn == itsme.VoiceTurn.MINE else (bob, session)
+    ...     word = speaker.words[0]
+    ...     speaker.select(word, starts); hearer.select(word, starts)
+    >>> heard_code, heard_tag = bob.your_code         # read aloud: code and tag
+    >>> session.check(heard_code, heard_tag, starts)
+    <VoiceOutcome.VERIFIED: 1>
 
 People who are apart exchange contacts through a relay: the inviter shows
 two codes, the other person types them, and :mod:`itsme.relay` moves the
 messages (``itsme.relay.InviteSession`` through the invite mailbox, each
 side free to go offline between steps; ``itsme.relay.realtime_exchange``
-through a room while both are on a call)::
+through a room while both are on a call).  Here Carol's phone is beside
+Alice's, and the messages are handed across::
 
-    exchange = itsme.Exchange.invite(me, my_contacts)
-    tell_them(exchange.invite_code, exchange.encryption_code)
-    session = itsme.relay.InviteSession(itsme.relay.InviteMailbox(url), exchange)
-    session.step(wait=30)                         # until exchange.state is COMPARE_SAS
-    # ... and on the other side, with the two codes typed:
-    theirs = itsme.Exchange.accept_invite(them, their_contacts, invite_code, encryption_code)
+    >>> carol = itsme.Identity.create(itsme.SecretStore.memory(), "Carol")
+    >>> carols_contacts = itsme.ContactStore.open(carol, tmp + "/carol.db")
+    >>> invite = itsme.Exchange.invite(me, contacts, now)
+    >>> codes = invite.invite_code, invite.encryption_code     # tell them both
+    >>> theirs = itsme.Exchange.accept_invite(carol, carols_contacts, *codes, now)
+    >>> def move(a, b):                    # the relay: each side's messages to the other
+    ...     moved = True
+    ...     while moved:
+    ...         moved = False
+    ...         for sender, receiver in ((a, b), (b, a)):
+    ...             if message := sender.next_outgoing():
+    ...                 receiver.receive(message, now)
+    ...                 moved = True
+    >>> move(invite, theirs)
+    >>> invite.state, invite.sas == theirs.sas                 # compared on a call
+    (<ExchangeState.COMPARE_SAS: ...>, True)
 
 Apart, over a relay, the same people verify each other with Online
-Verify; after a device change, a degradation code tells each contact the
-change is the person's own, and a Security PIN Update in person replaces
-the device secrets::
+Verify (:class:`OnlineVerify`; the relay room is ``session.room``)::
 
-    with itsme.OnlineVerify(contacts, contact_id) as session:
-        join_relay_room(session.room)             # move the messages both ways
-        print(session.sas)                        # both read it aloud
-        outcome = session.confirm()       # or session.reject()
-    code = contacts.degradation_code(contact_id)  # on the new device: send it
-    # ... and on the contact's device, what they typed:
-    their_contacts.accept_degradation_code(their_id, typed_code)
-    with itsme.PinUpdate(contacts, contact_id) as update:
-        print(update.session_code)                # move the frames over Bluetooth
+    >>> session = itsme.OnlineVerify(contacts, contact_id, now=now)
+    >>> bob = itsme.OnlineVerify(their_contacts, bob_id, now=now)
+    >>> move(session, bob)
+    >>> session.sas == bob.sas                                 # both read it aloud
+    True
+    >>> session.confirm(now)                                   # or session.reject()
+    <VoiceOutcome.VERIFIED: 1>
+
+After a device change, a degradation code tells each contact the change is
+the person's own, and a Security PIN Update in person (:class:`PinUpdate`,
+over Bluetooth) replaces the device secrets::
+
+    >>> code = contacts.degradation_code(contact_id)           # on the new device: send it
+    >>> their_contacts.accept_degradation_code(bob_id, code, now)   # what Bob typed
+    >>> their_contacts.get(bob_id).state
+    <VerificationState.DEGRADED: ...>
+    >>> update = itsme.PinUpdate(contacts, contact_id, now=now)
+    >>> bobs_update = itsme.PinUpdate(their_contacts, bob_id, now=now)
+    >>> update.session_code == bobs_update.session_code        # find the peer showing it
+    True
+    >>> move(update, bobs_update)
+    >>> their_contacts.get(bob_id).state
+    <VerificationState.VERIFIED: ...>
 
 Everyone on a conference call checks at once which participants are
-contacts (a roll call, docs/PROTOCOL.md 20): one shares a meeting code, each
-device moves the messages of the relay's group room ``call.room``::
-
-    call = itsme.RollCall(contacts, itsme.new_meeting_code())  # or the code typed
-    call.joined(slot, peers)                      # the relay's "joined"; then its
-    # events (peer_joined, peer_left), receive() for each message, tick()
-    # once a second, and send what next_outgoing() gives after each call
-    roster = call.roster
-    show(call.participants, call.head_count)      # the owner confirms who is here
-    call.confirm_roster(roster)
-    print(call.code)                              # read aloud, then
-    call.confirm_said()
-    state = call.enter_heard(index, heard_code)   # for each contact who spoke
+contacts with a :class:`RollCall` (docs/PROTOCOL.md 20): one shares a
+meeting code, each device moves the messages of the relay's group room
+``call.room``; its documentation runs one through.
 
 A person moving to a new device takes the identity along (the device
-secrets stay behind), by a password export or by a live transfer; either
-gives an :class:`Import` to check and install on the new device::
+secrets stay behind), by a password export or by a live
+:class:`Transfer`; either gives an :class:`Import` to check and install on
+the new device (each class runs one through).  The export::
 
-    password = itsme.generate_export_password()   # show it to the person
-    blob = me.export(pin, password)               # the PIN is checked first
-    text = itsme.export_to_text(blob)             # "ITSMEXP1:...": one QR code
-    # ... on the new device, with the contact store file copied along:
-    with itsme.Import.open(secrets, itsme.export_from_text(text), typed) as received:
-        report = received.check(secrets, contacts_path)   # changes nothing
-        me = received.install(secrets, contacts_path, replace=False)
-    # or with the contact store inside (a file only: no text form)
-    blob = me.export_with_contacts(pin, password, contacts)
-    with itsme.Import.open(secrets, blob, typed) as received:
-        received.write_contacts(contacts_path)    # a new file; then check and install
-    # or live, with no password: the new device shows an offer as a QR code
-    receiver = itsme.Transfer.receiver()
-    sender = itsme.Transfer.sender(me, pin, scanned_offer)  # on the old device
-    receiver.receive(sender.next_outgoing())      # through the room receiver.room
-    print(receiver.sas, sender.sas)               # the person compares them
-    sender.include_contacts(contacts)             # optional: the contact store too
-    sender.confirm(); receiver.confirm()          # or reject()
-    while message := sender.next_outgoing():      # the identity, then the store's chunks
-        receiver.receive(message)
-    received = receiver.take_import()             # write_contacts, check and install as above
+    >>> password = itsme.generate_export_password()            # show it to the person
+    >>> blob = me.export("123456", password, now=now)          # the PIN is checked first
+    >>> text = itsme.export_to_text(blob)                      # one QR code
+    >>> text[:9]
+    'ITSMEXP1:'
+    >>> itsme.export_from_text(text) == blob                   # on the new device
+    True
 
 A person shares a name and photo as a sealed :class:`Profile` record kept on
 the relay; its secret reference travels inside Online Verify, and the
-contact opens the record and applies it::
-
-    mine = itsme.Profile.create(me, "Alice", photo_bytes, "alice.jpg")
-    put_on_relay(mine.record_name, mine.record)
-    session.share_profile(mine.reference)         # before the PROOF
-    # ... on the contact's device, once the SAS is confirmed:
-    reference = session.peer_profile()
-    theirs = itsme.Profile.open(fetched_record, reference, contact.public_key)
-    contacts.apply_profile(contact_id, theirs)
+contact opens the record and applies it (:class:`Profile` runs it
+through).
 
 A service lets a person approve a login on their device (service
 approvals, :mod:`itsme._approval`): :func:`enroll` and
@@ -131,8 +138,8 @@ The shared library is the one named by the ``ITSME_LIBRARY`` environment
 variable (a path), if set; else the ``libitsme.so`` bundled in the package
 (as the wheel installs it); else the system's, found by
 ``ctypes.util.find_library("itsme")`` or as ``libitsme.so`` on the loader's
-path.  The binding was written for the library's ABI 0.1: importing the
-package refuses a library whose ``MAJOR.MINOR`` differs with
+path.  The binding was written for the library's ABI :data:`ABI_VERSION`
+(0.3): importing the package refuses a library whose ``MAJOR.MINOR`` differs with
 :class:`LibraryVersionError` (an ``OSError``, like every failure to load the
 library; as the import fails, catch it as ``OSError``).  Importing the
 package then initialises the library (``itsme_init``) and raises

@@ -10,21 +10,28 @@ Service side: :func:`verify_enrollment` checks an enrollment against the
 nonce the service issued; :func:`create_approval_request` makes a request
 (keep its bytes: they are the service's record); :func:`verify_approval`
 checks an answer against that record, the user's enrolled keys, the
-service's clock and a :class:`ReplayStore`::
+service's clock and a :class:`ReplayStore`.  Here the device is Alice's
+(her ``secrets``) and both clocks read ``now``::
 
-    # service: enrollment
-    nonce = os.urandom(32)                              # spend it once
-    credential = itsme.verify_enrollment("bank.example", nonce, enrollment)
-    # device:
-    enrollment = itsme.enroll(secrets, "bank.example", "Alice's phone", nonce)
-    # service: a login
-    request = itsme.create_approval_request(
-        "bank.example", "Example Bank", session_id, ["email"], 120, now)
-    # device: show it, let the person compare the OTP, then answer
-    shown = itsme.ApprovalRequest.parse(request, now)
-    approval = itsme.sign_approval(secrets, request, itsme.ApprovalDecision.APPROVE, ["email"], now)
-    # service:
-    result = itsme.verify_approval(request, approval, enrolled_keys, replay, now)
+    >>> import os
+    >>> nonce = os.urandom(32)                     # service: spend it once
+    >>> enrollment = enroll(secrets, "bank.example", "Alice's phone", nonce)   # device
+    >>> credential = verify_enrollment("bank.example", nonce, enrollment)     # service
+    >>> credential.label
+    "Alice's phone"
+
+A login: the service makes a request, the device shows it and, once the
+person compared the OTP, answers; the service verifies the answer::
+
+    >>> request = create_approval_request("bank.example", "Example Bank", "login-1", ["email"], 120, now)
+    >>> shown = ApprovalRequest.parse(request, now)
+    >>> shown.service_name, len(shown.otp), shown.scopes
+    ('Example Bank', 6, ('email',))
+    >>> approval = sign_approval(secrets, request, ApprovalDecision.APPROVE, ["email"], now)
+    >>> replay = ReplayStore.memory()
+    >>> result = verify_approval(request, approval, [credential.public_key], replay, now)
+    >>> result.decision, result.granted_scopes
+    (<ApprovalDecision.APPROVE: 1>, ('email',))
 
 Scopes are 1 to 64 bytes of printable ASCII (no spaces), at most 32; inputs
 may come in any order but must not repeat one; outputs are sorted (by

@@ -141,14 +141,24 @@ class Exchange(DetailedHandle):
     """A contact exchange (``itsme_exchange``): a state machine, in person
     (QR, Bluetooth) or at a distance (invite, real-time).
 
-    The host moves the bytes; the library never touches a camera or radio::
+    The host moves the bytes; the library never touches a camera or radio.
+    Here Alice (``me``, ``contacts``) meets Carol, whose phone is set up
+    alongside::
 
-        exchange = Exchange.qr(me, contacts)       # saves to contacts
-        show_qr(exchange.next_outgoing())          # our payload text
-        exchange.receive(scanned_text)             # the peer's
-        print(exchange.sas, exchange.peer_name)    # compare the SAS aloud
-        contact_id = exchange.save()               # stored unverified
-        exchange.confirm()                         # or exchange.reject()
+        >>> carol = Identity.create(SecretStore.memory(), "Carol")
+        >>> carols_contacts = ContactStore.open(carol, tmp + "/carol.db")
+        >>> exchange = Exchange.qr(me, contacts, now)          # saves to contacts
+        >>> payload = exchange.next_outgoing()                 # our payload: show it
+        >>> payload[:7]
+        b'ITSME1:'
+        >>> carols = Exchange.qr(carol, carols_contacts, now)
+        >>> carols.receive(payload, now)                       # Carol scans ours
+        >>> exchange.receive(carols.next_outgoing(), now)      # and we scan hers
+        >>> exchange.peer_name, exchange.sas == carols.sas     # compare the SAS aloud
+        ('Carol', True)
+        >>> carol_id = exchange.save(now)                      # stored unverified
+        >>> exchange.confirm(now) == carol_id                  # or exchange.reject()
+        True
 
     For Bluetooth, send every frame :meth:`next_outgoing` gives and pass each
     frame received to :meth:`receive`; after :meth:`confirm` or
@@ -163,14 +173,26 @@ class Exchange(DetailedHandle):
     session ends first, call :meth:`reject`.
 
     At a distance, the inviter shows two codes that the other person types;
-    the messages go through a relay (:mod:`itsme.relay` moves them)::
+    the messages go through a relay (:mod:`itsme.relay` moves them; here
+    they are handed across directly)::
 
-        exchange = Exchange.invite(me, contacts)            # the inviter
-        tell_them(exchange.invite_code, exchange.encryption_code)
-        theirs = Exchange.accept_invite(them, their_contacts, invite_code, encryption_code)
-        # post every message next_outgoing() gives to the mailbox (or room)
-        # exchange.relay_id, receive() every one the other side posted;
-        # on a call, compare the SAS, then confirm or reject.
+        >>> dave = Identity.create(SecretStore.memory(), "Dave")
+        >>> daves_contacts = ContactStore.open(dave, tmp + "/dave.db")
+        >>> exchange = Exchange.invite(me, contacts, now)      # the inviter
+        >>> codes = exchange.invite_code, exchange.encryption_code   # tell them both
+        >>> theirs = Exchange.accept_invite(dave, daves_contacts, *codes, now)
+        >>> moved = True
+        >>> while moved:  # post what next_outgoing() gives to the mailbox (or room)
+        ...     moved = False
+        ...     for sender, receiver in ((exchange, theirs), (theirs, exchange)):
+        ...         if message := sender.next_outgoing():
+        ...             receiver.receive(message, now)
+        ...             moved = True
+        >>> exchange.state
+        <ExchangeState.COMPARE_SAS: ...>
+        >>> exchange.sas == theirs.sas                         # on a call, compare it
+        True
+        >>> dave_id = exchange.confirm(now)                    # or reject()
 
     A failure is final: once :meth:`receive` has rejected a peer message
     (any error but :class:`InvalidArgumentError` for a QR text that is not

@@ -58,17 +58,46 @@ class OnlineVerify(_WindowSession[OnlineVerifyState]):
 
     Two people who are apart let their devices prove, through a two-party
     relay room, that each holds the seed; the device tags are checked inside
-    the encrypted session; both read the SAS aloud::
+    the encrypted session; both read the SAS aloud.  Here Alice's
+    ``contacts`` and Bob's ``their_contacts`` run side by side at the fixed
+    time ``now`` (a host passes None, or nothing, for the current time), and
+    ``move`` stands for the relay room::
 
-        session = OnlineVerify(contacts, contact_id)   # the current window
-        session.share_profile(profile.reference)       # optional, before the PROOF
-        join_relay_room(session.room)                  # no peer: try window - 1
-        # send every message next_outgoing() gives, receive() every one that
-        # arrives, while session.state is RUNNING
-        if session.state == OnlineVerifyState.COMPARE_SAS:
-            print(session.sas)                         # both read it aloud
-            outcome = session.confirm()                # or session.reject()
-            reference = session.peer_profile()         # if the peer shared one
+        >>> session = OnlineVerify(contacts, contact_id, now=now)   # the current window
+        >>> bobs = OnlineVerify(their_contacts, their_id, now=now)  # on Bob's phone
+        >>> session.room == bobs.room      # join it on the relay; no peer: try window - 1
+        True
+        >>> def move(a, b):
+        ...     # send every message next_outgoing() gives, receive() every
+        ...     # one that arrives, while the state is RUNNING
+        ...     moved = True
+        ...     while moved:
+        ...         moved = False
+        ...         for sender, receiver in ((a, b), (b, a)):
+        ...             if message := sender.next_outgoing():
+        ...                 receiver.receive(message, now)
+        ...                 moved = True
+        >>> move(session, bobs)
+        >>> session.state
+        <OnlineVerifyState.COMPARE_SAS: 2>
+        >>> session.sas == bobs.sas                 # both read it aloud
+        True
+        >>> session.confirm(now)                    # or session.reject()
+        <VoiceOutcome.VERIFIED: 1>
+
+    With a profile (:class:`Profile`) shared inside the session, the peer
+    gets its reference once it confirmed::
+
+        >>> photo = b"\\xff\\xd8 a JPEG image"
+        >>> mine = itsme.Profile.create(me, "Alice", photo, "alice.jpg")
+        >>> session = OnlineVerify(contacts, contact_id, now=now)
+        >>> session.share_profile(mine.reference)   # before the PROOF
+        >>> bobs = OnlineVerify(their_contacts, their_id, now=now)
+        >>> move(session, bobs)
+        >>> bobs.confirm(now)
+        <VoiceOutcome.VERIFIED: 1>
+        >>> bobs.peer_profile() == mine.reference
+        True
 
     A host that embeds ItsMe in the call itself binds the session to that
     call (``binding``, docs/PROTOCOL.md 11.4).  A peer bound differently

@@ -38,13 +38,28 @@ class PinUpdate(_WindowSession[PinUpdateState]):
     """One Security PIN Update with a stored contact (``itsme_pin_update``).
 
     Two people together replace the device secrets of their contact; this
-    restores a degraded contact::
+    restores a degraded contact.  Here Alice's ``contacts`` and Bob's
+    ``their_contacts`` run side by side at the fixed time ``now`` (a host
+    passes None, or nothing, for the current time)::
 
-        update = PinUpdate(contacts, contact_id)   # the current window
-        print(update.session_code)                 # find the peer showing it
-        # over Bluetooth: send every frame next_outgoing() gives, receive()
-        # every one that arrives, until next_outgoing() gives b"" and the
-        # state is DONE
+        >>> update = PinUpdate(contacts, contact_id, now=now)   # the current window
+        >>> bobs = PinUpdate(their_contacts, their_id, now=now)
+        >>> update.session_code == bobs.session_code  # find the peer showing it
+        True
+
+    Over Bluetooth, send every frame :meth:`next_outgoing` gives and
+    :meth:`receive` every one that arrives, until :meth:`next_outgoing`
+    gives ``b""`` and the state is ``DONE``::
+
+        >>> moved = True
+        >>> while moved:
+        ...     moved = False
+        ...     for sender, receiver in ((update, bobs), (bobs, update)):
+        ...         if frame := sender.next_outgoing():
+        ...             receiver.receive(frame, now)
+        ...             moved = True
+        >>> update.state, bobs.state
+        (<PinUpdateState.DONE: 2>, <PinUpdateState.DONE: 2>)
 
     The update writes to the contact store as the protocol requires, so
     stopping at any point leaves both sides able to verify.  A failure is

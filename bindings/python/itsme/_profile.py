@@ -82,15 +82,34 @@ class Profile(Handle):
     QR code.  A contact fetches the bytes and opens them with :meth:`open`,
     which checks every MAC and the record ID before decrypting anything, and
     applies the result with :meth:`ContactStore.apply_profile` if the person
-    agrees::
+    agrees.  Here Alice (``me``) shares hers with Bob (``their_contacts``)
+    inside an Online Verify, both sides run at the fixed time ``now``, and
+    a dict stands for the relay's records::
 
-        with itsme.Profile.create(me, "Alice", photo, "alice.jpg") as mine:
-            relay.put(mine.record_name, mine.record)
-            session.share_profile(mine.reference)   # before the PROOF
-        # ... on the contact's device, once the SAS is confirmed:
-        reference = session.peer_profile()
-        with itsme.Profile.open(relay.get(reference[:16].hex()), reference, their_key) as theirs:
-            contacts.apply_profile(contact_id, theirs)
+        >>> relay = {}
+        >>> photo = b"\\xff\\xd8 a JPEG image"
+        >>> with Profile.create(me, "Alice", photo, "alice.jpg") as mine:
+        ...     relay[mine.record_name] = mine.record      # PUT /v1/records/...
+        ...     session = OnlineVerify(contacts, contact_id, now=now)
+        ...     session.share_profile(mine.reference)      # before the PROOF
+        >>> bobs = OnlineVerify(their_contacts, their_id, now=now)
+        >>> moved = True
+        >>> while moved:                                   # the relay room
+        ...     moved = False
+        ...     for sender, receiver in ((session, bobs), (bobs, session)):
+        ...         if message := sender.next_outgoing():
+        ...             receiver.receive(message, now)
+        ...             moved = True
+        >>> outcome = bobs.confirm(now)                    # the SAS matched
+
+    On the contact's device, once the SAS is confirmed::
+
+        >>> reference = bobs.peer_profile()
+        >>> owner_key = their_contacts.get(their_id).public_key
+        >>> with Profile.open(relay[reference[:16].hex()], reference, owner_key) as theirs:
+        ...     their_contacts.apply_profile(their_id, theirs)
+        ...     print(theirs.name, theirs.photo_filename)
+        Alice alice.jpg
 
     Immutable: a new name or photo is a new record.  Closing it wipes the
     record key.  The reference is a secret and never appears in ``repr``.

@@ -152,21 +152,44 @@ class RollCall(DetailedHandle):
     contact of its store and signs what it sends with a key drawn for the
     roll call.  The library does no I/O and decides every message; the host
     joins the relay's group room :attr:`room`, reports its events and moves
-    the messages::
+    the messages.  Here Alice's ``contacts`` and Bob's ``their_contacts``
+    run side by side at the fixed time ``now`` (a host passes None, or
+    nothing, for the current time)::
 
-        call = RollCall(contacts, meeting_code)     # binding=...: see below
-        slot, peers = join_group_room(call.room)    # the relay's "joined"
-        call.joined(slot, peers)                    # again after a reconnection
-        # then: peer_joined(slot) / peer_left(slot) on the relay's events,
-        # receive(message, slot) for every message of the room, tick()
-        # about once a second; after each call, send every message
-        # next_outgoing() gives until it gives b""
-        roster = call.roster                  # read when showing...
-        show(call.participants, call.head_count, call.split)   # ...who is here
-        call.confirm_roster(roster)           # the owner: they are on my call
-        print(call.code)                      # read aloud, then
-        call.confirm_said()
-        state = call.enter_heard(index, "ECHO 042")   # what a contact said
+        >>> meeting_code = new_meeting_code()             # one shares it on the call
+        >>> call = RollCall(contacts, meeting_code, now)  # binding=...: see below
+        >>> bobs = RollCall(their_contacts, meeting_code, now)
+        >>> call.room == bobs.room                        # join the relay's group room
+        True
+        >>> call.joined(1, [], now)             # the relay's "joined": slot 1, no one else
+        >>> bobs.joined(2, [1], now)            # (again after a reconnection)
+        >>> call.peer_joined(2, now)            # the relay's events: peer_joined, peer_left
+
+    Then :meth:`receive` every message of the room with its sender's slot,
+    :meth:`tick` about once a second, and after each call send every message
+    :meth:`next_outgoing` gives until it gives ``b""``; ``move`` stands for
+    the room::
+
+        >>> def move():
+        ...     moved = True
+        ...     while moved:
+        ...         moved = False
+        ...         for slot, sender, receiver in ((1, call, bobs), (2, bobs, call)):
+        ...             while message := sender.next_outgoing():
+        ...                 receiver.receive(message, slot, now)
+        ...                 moved = True
+        >>> move()
+        >>> roster = call.roster                # read when showing who is here
+        >>> call.head_count, [p.contact_id for p in call.participants] == [None, contact_id]
+        (2, True)
+        >>> call.confirm_roster(roster, now)    # the owner: they are on my call
+        >>> bobs.confirm_roster(bobs.roster, now)
+        >>> said = bobs.code                    # Bob reads his aloud ("ECHO 042")
+        >>> call.confirm_said(now)              # once each read theirs
+        >>> bobs.confirm_said(now)
+        >>> move()
+        >>> call.enter_heard(1, said, now)      # what the contact said
+        <RollCallState.VERIFIED: 2>
 
     A participant is present only once its device signed a message naming
     this device, from a slot in the room: a copied or replayed HELLO never

@@ -354,14 +354,23 @@ def import_status(store: SecretStore, now: Optional[int] = None) -> PinStatus:
 class Import(DetailedHandle):
     """An identity received on the new device (``itsme_import``), from a
     password export (:meth:`open`) or a live transfer
-    (:meth:`Transfer.take_import`), to check and install::
+    (:meth:`Transfer.take_import`), to check and install.  Here Alice
+    (``me``) exports hers at the fixed time ``now``, and the new device has
+    an empty secret store and copies her contact store file along::
 
-        with Import.open(secrets, blob, typed_password) as received:
-            print(received.name, received.fingerprint)
-            report = received.check(secrets, contacts_path)
-            if report.wrong_identity and not ask_the_person(report):
-                return                             # nothing was changed
-            me = received.install(secrets, contacts_path, replace=report.wrong_identity)
+        >>> me.set_pin("123456")
+        >>> password = generate_export_password()     # show it to the person
+        >>> blob = me.export("123456", password, now=now)
+        >>> new_secrets = SecretStore.memory()        # on the new device
+        >>> contacts.backup(tmp + "/contacts.db")     # the store file, copied
+        >>> with Import.open(new_secrets, blob, password, now) as received:
+        ...     report = received.check(new_secrets, tmp + "/contacts.db")   # changes nothing
+        ...     print(received.name, report.wrong_identity)
+        ...     # with report.wrong_identity, ask the person before replace=True
+        ...     moved = received.install(new_secrets, tmp + "/contacts.db", replace=False)
+        Alice False
+        >>> moved.fingerprint == me.fingerprint
+        True
 
     An import that carries the contact store (:attr:`contacts_size` > 0)
     writes it first, as a new file, with :meth:`write_contacts`, and that
@@ -501,28 +510,31 @@ class Transfer(DetailedHandle):
     """A live device transfer (``itsme_transfer``): no password, the two
     devices side by side; messages go one way, old device to new.
 
-    On the new device (the receiver)::
+    Here Alice's old device (``me``, her ``contacts``) and her new one run
+    side by side at the fixed time ``now``; what the sender gives goes to
+    the receiver through the relay room :attr:`room`.  On the new device
+    (the receiver), then on the old one (the sender), after scanning the
+    offer::
 
-        transfer = Transfer.receiver()
-        show_as_qr_code(transfer.offer)
-        join_relay_room(transfer.room)             # feed what arrives to receive()
-        transfer.receive(key_message)
-        print(transfer.sas)                        # the person compares the two
-        transfer.confirm()                         # or transfer.reject()
-        transfer.receive(identity_message)         # then each store message, if any
-        assert transfer.state == TransferState.DONE
-        received = transfer.take_import()          # (write_contacts,) check and install it
-
-    On the old device (the sender), after scanning the offer::
-
-        transfer = Transfer.sender(me, pin, scanned_offer)
-        join_relay_room(transfer.room)
-        send(transfer.next_outgoing())             # the key message
-        print(transfer.sas)
-        transfer.include_contacts(contacts)        # optional: the contact store too
-        transfer.confirm()                         # only if the SAS matched
-        while message := transfer.next_outgoing():
-            send(message)                          # the identity, then the store's chunks
+        >>> new = Transfer.receiver(now)
+        >>> offer = new.offer                         # shown as a QR code
+        >>> me.set_pin("123456")
+        >>> old = Transfer.sender(me, "123456", offer, now)
+        >>> new.room == old.room                      # both join it
+        True
+        >>> new.receive(old.next_outgoing(), now)     # the key message
+        >>> new.sas == old.sas                        # the person compares the two
+        True
+        >>> old.include_contacts(contacts)            # optional: the contact store too
+        >>> old.confirm(now)                          # only if the SAS matched
+        >>> new.confirm(now)                          # or reject()
+        >>> while message := old.next_outgoing():     # the identity, then the store's chunks
+        ...     new.receive(message, now)
+        >>> new.state
+        <TransferState.DONE: ...>
+        >>> received = new.take_import()              # write_contacts, check and install
+        >>> received.contacts_size > 0
+        True
 
     With the contact store included, the identity message is followed by
     store messages (32 KiB chunks, each up to :data:`TRANSFER_MESSAGE_MAX`

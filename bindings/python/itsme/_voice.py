@@ -186,18 +186,37 @@ def _word(value: int, what: str = "word") -> int:
 class VoiceSession(DetailedHandle):
     """One voice verification with a stored contact (``itsme_voice``).
 
-    Both people, on a call, run a session with each other's contact::
+    Both people, on a call, run a session with each other's contact (here
+    Alice's ``contacts`` and Bob's ``their_contacts``, side by side, at
+    the fixed time ``now``; a host passes None, or nothing, for the
+    current time)::
 
-        session = VoiceSession(contacts, contact_id)   # plans the next window
-        window, starts_in, ends_in = session.timing()   # count down starts_in
-        session.start(contacts)                          # when the window begins
-        print(session.session_id)                        # both read it aloud
-        print([nato_word(w) for w in session.words])     # my five words
-        # session.turn: MINE -> select one of my words and say it;
-        # THEIRS -> select the word I heard (offer all 26).  Twice.
-        session.select(word)
-        code, tag = session.your_code                    # say "ECHO 512, 47"
-        outcome = session.check(contacts, heard_code, heard_tag)
+        >>> session = VoiceSession(contacts, contact_id, now)   # plans the next window
+        >>> window, starts_in, ends_in = session.timing(now)    # count down starts_in
+        >>> bobs = VoiceSession(their_contacts, their_id, now)  # on Bob's phone
+        >>> session.window == bobs.window
+        True
+        >>> session.start(now + starts_in)                      # when the window begins
+        >>> bobs.start(now + starts_in)
+        >>> session.session_id == bobs.session_id               # both read it aloud
+        True
+        >>> len(session.words), nato_word(session.words[0]).isalpha()  # my five words
+        (5, True)
+
+    :attr:`turn` says who speaks: ``MINE``, select one of my words and say
+    it; ``THEIRS``, select the word I heard (offer all 26).  Twice::
+
+        >>> first, second = (session, bobs) if session.turn == VoiceTurn.MINE else (bobs, session)
+        >>> word = first.words[0]
+        >>> first.select(word, now + starts_in)                 # says it
+        >>> second.select(word, now + starts_in)                # as heard
+        >>> word = second.words[0]
+        >>> second.select(word, now + starts_in)
+        >>> first.select(word, now + starts_in)
+        >>> code, tag = session.your_code                       # say "ECHO 512, 47"
+        >>> heard_code, heard_tag = bobs.your_code              # what Alice heard
+        >>> session.check(heard_code, heard_tag, now + starts_in)
+        <VoiceOutcome.VERIFIED: 1>
 
     A word entered on their turn that is not among their five ends the
     session (:class:`AuthenticationFailedError`), with no retry.  A session

@@ -19,13 +19,25 @@ relay:
 * :func:`online_verify` and :func:`start_online_verify`: Online Verify
   through a room (section 11).
 
-An invite exchange, on each side::
+An invite exchange, on each side; here both sides run in one program,
+Alice's (``me``, ``contacts``) and Carol's, against the relay at
+``relay_url`` (``"https://relay.example"``)::
 
-    mailbox = InviteMailbox("https://relay.example")
-    session = InviteSession(mailbox, exchange)       # Exchange.invite or accept_invite
-    while exchange.state == ExchangeState.AWAITING_PEER:
-        session.step(wait=30)                       # or: save, go offline, come back
-    print(exchange.sas)                             # compare it on a call
+    >>> exchange = itsme.Exchange.invite(me, contacts)        # Alice invites
+    >>> session = InviteSession(InviteMailbox(relay_url), exchange)
+    >>> session.step()                                       # posts the invite
+    <ExchangeState.AWAITING_PEER: ...>
+    >>> codes = exchange.invite_code, exchange.encryption_code   # Alice tells Carol both
+    >>> carol = itsme.Identity.create(itsme.SecretStore.memory(), "Carol")
+    >>> carols_contacts = itsme.ContactStore.open(carol, tmp + "/carol.db")
+    >>> theirs = itsme.Exchange.accept_invite(carol, carols_contacts, *codes)
+    >>> their_session = InviteSession(InviteMailbox(relay_url), theirs)
+    >>> for _ in range(10):    # step(wait=30) in turn; or save, go offline, come back
+    ...     if exchange.state == theirs.state == ExchangeState.COMPARE_SAS:
+    ...         break
+    ...     _ = their_session.step(); _ = session.step()
+    >>> exchange.sas == theirs.sas                           # compare it on a call
+    True
 
 Failures raise :class:`RelayError` (the relay refused, or could not be
 reached: ``status``, ``kind``, ``message``, ``retry_after``), its subclass
@@ -1025,13 +1037,15 @@ class RecordStore:
     """The relay's records (docs/PROTOCOL.md 15.4) at ``base_url``: immutable
     bytes under a 16-byte ID (32 lowercase hex digits), deleted by the token
     the first PUT returned.  A profile record (section 18) is stored under
-    :attr:`~itsme.Profile.record_name`::
+    :attr:`~itsme.Profile.record_name` (here on the relay at
+    ``relay_url``)::
 
-        records = RecordStore("https://relay.example")
-        token = records.put(profile.record_name, profile.record)   # keep it
-        ...
-        data = records.get(record_name)                            # a contact
-        records.delete(profile.record_name, token)                 # the owner, later
+        >>> records = RecordStore(relay_url)                        # "https://relay.example"
+        >>> profile = itsme.Profile.create(me, "Alice")
+        >>> token = records.put(profile.record_name, profile.record)   # keep it
+        >>> records.get(profile.record_name) == profile.record         # a contact
+        True
+        >>> records.delete(profile.record_name, token)                 # the owner, later
 
     It speaks through an :class:`InviteMailbox`'s HTTP layer: one keep-alive
     connection, the same ``timeout`` and ``ssl_context``, the same errors.
