@@ -51,6 +51,11 @@ public final class Database {
         case readWrite
         /// Read-write, creating the file if missing (the default).
         case readWriteCreate
+        /// Reads the database file alone, as SQLite's `immutable=1` does: no
+        /// lock, no `-wal` or `-shm` file opened or created, whatever its
+        /// journal mode. What a `-wal` file holds is not seen: for a file
+        /// whose log is absent or empty, read without changing its directory.
+        case immutable
     }
 
     let handle: OpaquePointer
@@ -71,14 +76,20 @@ public final class Database {
     /// other than `.readWriteCreate`) or is not a regular file.
     public init(path: String, mode: Mode = .readWriteCreate, busyTimeoutMilliseconds: Int32 = 5000) throws {
         var flags = SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_EXRESCODE
+        var name = path
         switch mode {
         case .readOnly: flags |= SQLITE_OPEN_READONLY
         case .readWrite: flags |= SQLITE_OPEN_READWRITE
         case .readWriteCreate: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+        case .immutable:
+            flags |= SQLITE_OPEN_READONLY | SQLITE_OPEN_URI
+            name = "file:" + Self.uriEscaped(path) + "?immutable=1"
         }
-        if mode != .readOnly, path != ":memory:", !path.hasPrefix("file:") { try Self.prepareFile(path, create: mode == .readWriteCreate) }
+        if mode != .readOnly, mode != .immutable, path != ":memory:", !path.hasPrefix("file:") {
+            try Self.prepareFile(path, create: mode == .readWriteCreate)
+        }
         var db: OpaquePointer?
-        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        let rc = sqlite3_open_v2(name, &db, flags, nil)
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             sqlite3_close_v2(db)
@@ -87,6 +98,26 @@ public final class Database {
         handle = db
         self.path = path
         sqlite3_busy_timeout(db, busyTimeoutMilliseconds)
+    }
+
+    /// `path` as the path of a URI filename: every byte but unreserved
+    /// characters and `/` percent-encoded (so `?`, `#` and `%` in a name
+    /// stay part of it).
+    private static func uriEscaped(_ path: String) -> String {
+        var out = ""
+        for byte in path.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "/"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let hex = Array("0123456789ABCDEF".unicodeScalars)
+                out += "%"
+                out.unicodeScalars.append(hex[Int(byte >> 4)])
+                out.unicodeScalars.append(hex[Int(byte & 15)])
+            }
+        }
+        return out
     }
 
     deinit {

@@ -58,13 +58,7 @@ extension ContactStore {
     }
 
     /// Rows each table holds, counted.
-    private func actualCountsLocked() throws -> RowCounts {
-        let row = try db.query(
-            "SELECT (SELECT count(*) FROM contacts), (SELECT count(*) FROM photos), (SELECT count(*) FROM device_secrets)")
-        guard row.count == 1, case .integer(let c) = row[0][0], case .integer(let p) = row[0][1], case .integer(let d) = row[0][2]
-        else { throw ItsMeError(.corruptData, "contact store is malformed") }
-        return RowCounts(contacts: UInt64(c), photos: UInt64(p), deviceSecrets: UInt64(d))
-    }
+    private func actualCountsLocked() throws -> RowCounts { try Self.actualCounts(db) }
 
     /// Rows each table holds, as the triggers kept count.
     private func trackedCountsLocked() throws -> RowCounts {
@@ -163,12 +157,7 @@ extension ContactStore {
             guard let manifest = found else {
                 return try db.transaction(.immediate) { try readManifestLocked() ?? createManifestLocked() }
             }
-            guard actual == manifest.counts else {
-                throw ItsMeError(
-                    .corruptData,
-                    "the contact store at \(path) lacks rows its last commit recorded (it has \(actual), the commit \(manifest.counts)): "
-                        + "the file was damaged or altered; accepting the loss opens it as it is")
-            }
+            if let refusal = Self.refusal(path: path, storeID: storeID, manifest: manifest, actual: actual, mark: nil) { throw refusal }
             // The plain counts only feed the next commit: mend them.
             if tracked != actual { try db.transaction(.immediate) { try setTrackedCountsLocked(actual) } }
             return manifest
@@ -183,32 +172,15 @@ extension ContactStore {
             if let mark, manifest.commits < mark.commits, let again = try withLock({ try readManifestLocked() }) {
                 manifest = again
             }
-            if let mark {
-                guard mark.storeID == storeID else {
-                    throw ItsMeError(
-                        .rolledBack,
-                        "the contact store at \(path) is not the one this identity last used there (which had "
-                            + "\(mark.contacts) contacts); this one has \(manifest.counts.contacts): it was replaced or emptied. "
-                            + "Accepting the loss makes it the store")
-                }
-                guard manifest.commits >= mark.commits else {
-                    throw ItsMeError(
-                        .rolledBack,
-                        "the contact store at \(path) is \(mark.commits - manifest.commits) committed changes behind the last "
-                            + "this device saw (\(mark.contacts) contacts then, \(manifest.counts.contacts) now): it was rolled back "
-                            + "(an older copy put in its place, or its -wal file lost). Accepting the loss "
-                            + "opens it as it is")
-                }
-                if manifest.commits == mark.commits { return }
+            if let refusal = Self.refusal(path: path, storeID: storeID, manifest: manifest, actual: manifest.counts, mark: mark) {
+                throw refusal
             }
+            if let mark, manifest.commits == mark.commits { return }
             try writeMark(StoreMark(storeID: storeID, commits: manifest.commits, contacts: manifest.counts.contacts))
         }
     }
 
-    private func readMark() throws -> StoreMark? {
-        guard let bytes = try secretStore.get(markItem) else { return nil }
-        return try bytes.withBytes { try StoreMark.decode($0) }
-    }
+    private func readMark() throws -> StoreMark? { try Self.readMark(secretStore, item: markItem) }
 
     private func writeMark(_ mark: StoreMark) throws {
         try secretStore.put(markItem, bytes: mark.encoded(), accessibility: .whenUnlockedThisDeviceOnly)

@@ -77,7 +77,10 @@ public final class ContactStore: @unchecked Sendable {
     init(path: String, identity: Identity, checking: Bool) throws {
         self.path = path
         self.markItem = try StoreMark.item(path: path, contactsKey: identity.contactsKey)
-        if checking { try Self.checkNotMissing(path: path, markItem: markItem, secretStore: identity.store) }
+        if checking {
+            try Self.checkNotMissing(path: path, markItem: markItem, secretStore: identity.store)
+            try Self.refuseBeforeOpening(path: path, identity: identity, markItem: markItem)
+        }
         (db, storeID) = try Self.mappingDatabaseErrors { try Self.openDatabase(path: path, identity: identity) }
         self.contactsKey = try identity.contactsKey.copy()
         self.indexKey = try HKDF.derive(
@@ -105,13 +108,13 @@ public final class ContactStore: @unchecked Sendable {
             return freshID
         }
         guard try ownerMatches(db, storeID: storeID, contactsKey: identity.contactsKey) else {
-            throw ItsMeError(.wrongIdentity, "this contact store belongs to another identity")
+            throw wrongOwner
         }
         return (db, storeID)
     }
 
     /// Whether the store's owner check was made with `contactsKey`.
-    private static func ownerMatches(_ db: Database, storeID: [UInt8], contactsKey: borrowing SecretBytes) throws -> Bool {
+    static func ownerMatches(_ db: Database, storeID: [UInt8], contactsKey: borrowing SecretBytes) throws -> Bool {
         guard storeID.count == 16,
             let row = try db.query("SELECT value FROM meta WHERE name = 'owner_check'").first, case .blob(let check) = row[0]
         else { throw ItsMeError(.corruptData, "contact store metadata is missing or malformed") }
@@ -134,12 +137,12 @@ public final class ContactStore: @unchecked Sendable {
             guard try db.query(
                 "SELECT NOT EXISTS (SELECT 1 FROM sqlite_master) OR EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta')"
             ) == [[.integer(1)]] else {
-                throw ItsMeError(.database, "\(path) is a SQLite database but not an ItsMe contact store")
+                throw notAStore(path, "a SQLite database but not an ItsMe contact store")
             }
             try db.execute("PRAGMA journal_mode = WAL")
             try db.execute("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA secure_delete = ON")
         } catch let error as DatabaseError where error.code == SQLITE_NOTADB {
-            throw ItsMeError(.database, "\(path) is not an ItsMe contact store (not a SQLite database)")
+            throw notAStore(path, "not a SQLite database")
         }
         try db.migrate(migrations)
         return db
@@ -229,7 +232,7 @@ public final class ContactStore: @unchecked Sendable {
     }
 
     /// Reports SQLite's failures as the core's `.database` errors.
-    private static func mappingDatabaseErrors<R: ~Copyable>(_ body: () throws -> R) throws -> R {
+    static func mappingDatabaseErrors<R: ~Copyable>(_ body: () throws -> R) throws -> R {
         do { return try body() } catch let error as DatabaseError { throw error.asItsMeError }
     }
 

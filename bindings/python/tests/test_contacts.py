@@ -1380,3 +1380,140 @@ def test_an_emptied_store_is_not_taken_for_a_new_one(me, db_path):
         assert s.count() == 0
     with pytest.raises(TypeError):
         ContactStore.accept_loss("not an identity", db_path)  # type: ignore[arg-type]
+
+
+# -- a refused open changes nothing --------------------------------------------
+#
+# "Nothing changed" (docs/STORAGE.md): the bytes of the database file and of
+# any -wal beside it are the same after the refusal, and the directory lists
+# the same names (no -wal, -shm or -journal created, nothing removed).
+
+
+def _behind(me, db_path, tmp_path):
+    """A backup put back in place of the store after 2 more commits."""
+    older = tmp_path / "older.db"
+    with ContactStore.open(me, db_path) as s:
+        for n in range(3):
+            s.add("Early %d" % n, key(n), seed(n), now=T0)
+        s.backup(older)
+        for n in range(3, 5):
+            s.add("Late %d" % n, key(n), seed(n), now=T0)
+    for suffix in ("", "-wal", "-shm"):
+        pathlib.Path(str(db_path) + suffix).unlink(missing_ok=True)
+    older.rename(db_path)
+    return itsme.RolledBackError, "2 committed changes behind"
+
+
+def _behind_with_its_log(me, db_path, tmp_path):
+    """A copy of the store's files taken while it was open (its commits in
+    the -wal, beside the -shm), put back after 2 more commits: a disk image."""
+    image = tmp_path / "image"
+    image.mkdir()
+    s = ContactStore.open(me, db_path)
+    for n in range(3):
+        s.add("Early %d" % n, key(n), seed(n), now=T0)
+    files = store_files(tmp_path)
+    assert "contacts.db-wal" in files, "the commits are in the log"
+    for name, data in files.items():
+        (image / name).write_bytes(data)
+    for n in range(3, 5):
+        s.add("Late %d" % n, key(n), seed(n), now=T0)
+    s.close()
+    for suffix in ("", "-wal", "-shm"):
+        pathlib.Path(str(db_path) + suffix).unlink(missing_ok=True)
+    for p in image.iterdir():
+        p.rename(tmp_path / p.name)
+    image.rmdir()
+    return itsme.RolledBackError, "2 committed changes behind"
+
+
+def _replaced(me, db_path, tmp_path):
+    """Another store of the same identity copied over this one."""
+    with ContactStore.open(me, db_path) as s:
+        s.add("Kept", key(1), seed(1), now=T0)
+    other = tmp_path / "other" / "contacts.db"
+    other.parent.mkdir()
+    with ContactStore.open(me, other) as s:
+        s.add("Elsewhere", key(2), seed(2), now=T0)
+    for suffix in ("", "-wal", "-shm"):
+        pathlib.Path(str(db_path) + suffix).unlink(missing_ok=True)
+    other.rename(db_path)
+    other.parent.rmdir()
+    return itsme.RolledBackError, "replaced or emptied"
+
+
+def _emptied(me, db_path, tmp_path):
+    """A SQLite database with no table at all, in WAL mode, where the store was."""
+    with ContactStore.open(me, db_path) as s:
+        s.add("Kept", key(1), seed(1), now=T0)
+    for suffix in ("", "-wal", "-shm"):
+        pathlib.Path(str(db_path) + suffix).unlink(missing_ok=True)
+    db = sqlite3.connect(db_path)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("CREATE TABLE t (x)")
+    db.execute("DROP TABLE t")
+    db.commit()
+    db.close()
+    assert db_path.stat().st_size >= 100
+    return itsme.RolledBackError, "replaced or emptied"
+
+
+def _rows_missing(me, db_path, tmp_path):
+    """A contact row deleted behind the library's back."""
+    with ContactStore.open(me, db_path) as s:
+        for n in range(3):
+            s.add("Friend %d" % n, key(n), seed(n), now=T0)
+    db = sqlite3.connect(db_path)
+    db.execute("DELETE FROM contacts WHERE id = (SELECT max(id) FROM contacts)")
+    db.commit()
+    db.close()
+    return itsme.CorruptDataError, "lacks rows"
+
+
+def _another_identity(me, db_path, tmp_path):
+    """Another identity's store, in WAL mode with no -wal beside it."""
+    with SecretStore.memory() as secrets, Identity.create(secrets, "Other") as other:
+        with ContactStore.open(other, db_path) as s:
+            s.add("Theirs", key(1), seed(1), now=T0)
+    return itsme.WrongIdentityError, "another identity"
+
+
+def _another_program(me, db_path, tmp_path):
+    """Another program's SQLite database, in WAL mode with no -wal beside it."""
+    db = sqlite3.connect(db_path)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("CREATE TABLE notes (body TEXT)")
+    db.execute("INSERT INTO notes VALUES ('hello')")
+    db.commit()
+    db.close()
+    return itsme.DatabaseError, "not an ItsMe contact store"
+
+
+REFUSED_OPENS = {
+    "behind": _behind,
+    "behind-with-its-log": _behind_with_its_log,
+    "replaced": _replaced,
+    "emptied": _emptied,
+    "rows-missing": _rows_missing,
+    "another-identity": _another_identity,
+    "another-program": _another_program,
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED_OPENS))
+def test_a_refused_open_changes_neither_the_file_nor_its_directory(me, db_path, tmp_path, case):
+    error, detail = REFUSED_OPENS[case](me, db_path, tmp_path)
+
+    def state():
+        logs = {n: (tmp_path / n).read_bytes() for n in ("contacts.db", "contacts.db-wal") if (tmp_path / n).exists()}
+        return sorted(os.listdir(tmp_path)), logs
+
+    before = state()
+    for _ in range(2):
+        with pytest.raises(error) as caught:
+            ContactStore.open(me, db_path)
+        assert detail in caught.value.detail
+        assert state() == before, f"{case}: the refused open changed the file or its directory"
+    if error is itsme.RolledBackError or error is itsme.CorruptDataError:
+        ContactStore.accept_loss(me, db_path)
+        ContactStore.open(me, db_path).close()  # the person's way out still opens it
