@@ -224,9 +224,11 @@ bench-roll-call: bench-build bench-apps
 bench-remote: lib bench-build bench-apps wormhole-venv
 	$(BENCH) remote $(REMOTE_BENCH_FLAGS)
 
-# The fuzz targets (scripts/fuzz), one after another, each for RUNS
-# executions or SECONDS seconds, whichever ends first (RUNS=0: SECONDS
-# alone). Prints each target's executions and crashes, fails on any crash;
+# The fuzz targets (scripts/fuzz): first each one's executions per second
+# and how long RUNS will take (a 15 s run of each), then one after another,
+# each for RUNS executions or SECONDS seconds, whichever ends first (RUNS=0:
+# SECONDS alone). Prints each target's executions, crashes, peak RSS and why
+# it ended (log: build/fuzz-long-TARGET.log), fails on any crash;
 # FUZZ_TARGETS="records codes" runs only those.
 RUNS ?= 10000000
 .PHONY: fuzz-long
