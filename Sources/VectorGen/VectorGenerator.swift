@@ -309,13 +309,38 @@ final class VectorGenerator {
             ("five-digit device secret", "5|Alice|A1B2C3D4E5F60718|\(key64)|12345"),
             ("non-digit device secret", "5|Alice|A1B2C3D4E5F60718|\(key64)|12345a"),
             ("receiver's own fingerprint", "5|Alice|\(b.fingerprint)|\(key64)|123456"),
+            // Section 6's order: every check of the form before the reflection,
+            // the reflection before the shared secret.
+            ("receiver's own fingerprint in lower case", "5|Alice|\(b.fingerprint.lowercased())|\(key64)|123456"),
+            (
+                "receiver's own fingerprint and a 31-byte key: the key's form first",
+                "5|Alice|\(b.fingerprint)|\(Base64.encode(Array(peerPublic.dropLast()), .standardPadded))|123456"
+            ),
+            ("low-order ephemeral key (all zeros)", "5|Alice|A1B2C3D4E5F60718|\(Base64.encode([UInt8](repeating: 0, count: 32), .standardPadded))|123456"),
+            (
+                "receiver's own fingerprint and a low-order key: the fingerprint first",
+                "5|Alice|\(b.fingerprint)|\(Base64.encode([UInt8](repeating: 0, count: 32), .standardPadded))|123456"
+            ),
         ]
+        // Each fed to a fresh exchange of the receiver: `invalid_key` for
+        // the reflection and the low-order key, `malformed_message` for the
+        // rest of the source texts, each ending the exchange.
+        var rejections: [[String: Any]] = []
         for (what, t) in bad {
             var r = DeterministicRandom(seed: fixed("reject"))
             let e = try Exchange.qr(identity: b.identity, store: b.store, now: now, random: &r)
-            expectThrows(try e.receive(Array(t.utf8), now: now), what)
+            var got = "accepted"
+            do { try e.receive(Array(t.utf8), now: now) } catch let error as ItsMeError { got = Self.errorName(error.kind) }
+            // A text that does not start with "5|" is no source text: the
+            // retryable refusal of 5.2, which leaves the exchange waiting.
+            let source = t.hasPrefix("5|")
+            let reflected = what.hasPrefix("receiver's own fingerprint") && !what.contains("31-byte")
+            expectEqual(
+                got, !source ? "invalid_argument" : reflected || what.hasPrefix("low-order") ? "invalid_key" : "malformed_message", what)
+            expectEqual(e.state, source ? .failed : .awaitingPeer, what)
+            rejections.append(["case_text": what, "text": t, "error_text": got, "ends_exchange": e.state == .failed])
         }
-        return ["imports": imports, "rejections": bad.map { ["case_text": $0.0, "text": $0.1] }]
+        return ["imports": imports, "rejections": rejections]
     }
 
     func bluetoothVectors() throws -> [String: Any] {

@@ -78,7 +78,7 @@ func run(_ arguments: [String]) -> Int32 {
     let files: [(name: String, content: Any)]
     do {
         generator = try VectorGenerator()
-        files = try generator.files()
+        files = try generator.withIntermediates(try generator.files())
     } catch {
         standardError("itsme-vectors: building the vectors failed: \(error)")
         return 1

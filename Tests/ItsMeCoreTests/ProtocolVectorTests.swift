@@ -121,6 +121,22 @@ final class ProtocolVectorTests: XCTestCase {
         }
     }
 
+    /// `prk` of 7.3, 10.3 and 11.3: HKDF-Extract(salt, shared), which the
+    /// library's direction keys of `label` expand to the entry's two keys.
+    func checkPRK(_ e: J, salt: [UInt8], label: String, keys: (String, String), line: UInt = #line) throws {
+        let shared = bytes(e, "shared")
+        XCTAssertEqual(hex(try HKDF.extract(salt: salt, ikm: shared).unsafeExportedArray()), text(e, "prk"), line: line)
+        var both = [UInt8](repeating: 0, count: 64)
+        try shared.withUnsafeBytes { s in
+            try both.withUnsafeMutableBytes { try ExchangeProtocol.directionKeys(shared: s, salt: salt, label: label, into: $0) }
+        }
+        XCTAssertEqual(hex(both), text(e, keys.0) + text(e, keys.1), line: line)
+        for (role, key) in [("initiator", keys.0), ("responder", keys.1)] {
+            let k = try HKDF.expand(prk: bytes(e, "prk"), info: LV.cat(LV.b(label), LV.b(role)), count: 32)
+            XCTAssertEqual(hex(k.unsafeExportedArray()), text(e, key), line: line)
+        }
+    }
+
     func checkSAS(_ sas: ShortCode?, _ e: J, _ what: String = "", line: UInt = #line) {
         XCTAssertEqual(sas.map { Int($0.value) }, int(e, "sas_value"), what, line: line)
         XCTAssertEqual(sas?.text, text(e, "sas_text"), what, line: line)
@@ -262,8 +278,13 @@ final class ProtocolVectorTests: XCTestCase {
         for r in rejections {
             var (b, rng) = try party(receiver, name: "Bob")
             let x = try Exchange.qr(identity: b, store: try contacts(b), now: now, random: &rng)
-            XCTAssertThrowsError(try x.receive(Array(text(r, "text").utf8), now: now), text(r, "case_text"))
+            let what = text(r, "case_text")
+            let kind = errorKind { try x.receive(Array(text(r, "text").utf8), now: now) }
+            XCTAssertEqual(kind.map(Self.errorName), text(r, "error_text"), what)
+            // Section 6 (and 5.2 for a text that is no source text).
+            XCTAssertEqual(x.state, flag(r, "ends_exchange") ? .failed : .awaitingPeer, what)
         }
+        XCTAssertTrue(rejections.contains { text($0, "case_text").contains("the key's form first") && text($0, "error_text") == "malformed_message" })
     }
 
     // MARK: bluetooth.json
@@ -316,6 +337,7 @@ final class ProtocolVectorTests: XCTestCase {
             try checkSeed(
                 e, secretA: bytes(pa, "ephemeral_secret"), publicA: bytes(pa, "ephemeral_public"), secretB: bytes(pb, "ephemeral_secret"),
                 publicB: bytes(pb, "ephemeral_public"), fa: text(pa, "fingerprint_text"), fb: text(pb, "fingerprint_text"))
+            try checkPRK(e, salt: bytes(e, "th1"), label: "itsme-bluetooth-key-v1", keys: ("key_initiator", "key_responder"))
         }
     }
 
@@ -359,6 +381,16 @@ final class ProtocolVectorTests: XCTestCase {
             XCTAssertEqual(
                 Int(HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-first-selector-v1"), VoiceProtocol.u64(window)))[0]),
                 int(e, "first_selector_byte"))
+            // The HMAC messages of 9.2, 9.4 and 10.1.
+            XCTAssertEqual(hex(LV.cat(LV.b("itsme-session-id-v1"), VoiceProtocol.u64(window))), text(e, "session_id_input"))
+            XCTAssertEqual(Int(VoiceProtocol.prefix64(key: seed, bytes(e, "session_id_input")) % 2600), int(e, "session_id_value"))
+            XCTAssertEqual(hex(LV.cat(LV.b("itsme-first-selector-v1"), VoiceProtocol.u64(window))), text(e, "first_selector_input"))
+            XCTAssertEqual(hex(HMACSHA256.mac(key: seed, message: bytes(e, "first_selector_input"))), text(e, "first_selector_hmac"))
+            for (pid, side) in [(aPID, "a"), (bPID, "b")] {
+                let input = LV.cat(pid, VoiceProtocol.u64(window), bytes(e, side + "_device_secret"))
+                XCTAssertEqual(hex(input), text(e, side + "_tag_input"))
+                XCTAssertEqual(Int(VoiceProtocol.prefix64(key: bytes(e, "tag_key"), input) % 100), int(e, side + "_tag"))
+            }
         }
         // Sessions bound to a call (9.7).
         let bound = list(v, "bound_sessions")
@@ -397,6 +429,8 @@ final class ProtocolVectorTests: XCTestCase {
             let seed = bytes(e, "seed"), pid = bytes(e, "pid"), secret = bytes(e, "secret")
             let mac = try secret.withBytes { try DegradationCode.mac(seed: seed, pid: pid, secret: $0) }
             XCTAssertEqual(hex(mac), text(e, "mac"))
+            XCTAssertEqual(hex(LV.cat(pid, secret)), text(e, "mac_input"))
+            XCTAssertEqual(hex(Array(HMACSHA256.mac(key: bytes(e, "key"), message: bytes(e, "mac_input")).prefix(5))), text(e, "mac"))
             XCTAssertEqual(DegradationCode.format(secret + mac), text(e, "code_text"))
             XCTAssertEqual(DegradationCode.parse(text(e, "code_text")), secret + mac)
         }
@@ -456,6 +490,14 @@ final class ProtocolVectorTests: XCTestCase {
         XCTAssertEqual(log.filter { !$0.0 }.map { hex($0.1) }, ["key_r", "proof_message_r"].map { text(e, $0) })
     }
 
+    /// 11.1's room message (HMAC'd with the seed to the room ID) and 11.3's `prk`.
+    func checkOnlineVerifyIntermediates(_ e: J, line: UInt = #line) throws {
+        let window = Int64(int(e, "window"))
+        XCTAssertEqual(hex(LV.cat(LV.b("itsme-room-id-v1"), VoiceProtocol.u64(window))), text(e, "room_input"), line: line)
+        XCTAssertEqual(hex(Array(HMACSHA256.mac(key: bytes(e, "seed"), message: bytes(e, "room_input")).prefix(16))), text(e, "room"), line: line)
+        try checkPRK(e, salt: bytes(e, "salt"), label: "itsme-ov-key-v1", keys: ("k_i", "k_r"), line: line)
+    }
+
     func testOnlineVerify() throws {
         let v = try object("online-verify")
         let sessions = list(v, "sessions")
@@ -473,6 +515,7 @@ final class ProtocolVectorTests: XCTestCase {
             }
             XCTAssertEqual(va.isInitiator, text(e, "initiator_text") == "a")
             XCTAssertEqual(vb.isInitiator, text(e, "initiator_text") == "b")
+            try checkOnlineVerifyIntermediates(e)
             try exchangeOnlineVerify(va, vb, at: t, as: e)
             checkSAS(va.sas, e)
             checkSAS(vb.sas, e)
@@ -493,6 +536,7 @@ final class ProtocolVectorTests: XCTestCase {
             let va = try onlineVerifySide(e, "a", in: dir, binding: bindings[0])
             let vb = try onlineVerifySide(e, "b", in: dir, binding: bindings[1])
             let t = Int64(int(e, "window")) * VoiceProtocol.windowSeconds
+            try checkOnlineVerifyIntermediates(e)
             for (session, side) in [(va, "a"), (vb, "b")] {
                 let bind = e[side + "_bind"] as? String
                 XCTAssertEqual(session.isInitiator ? text(e, "key_i").count : text(e, "key_r").count, bind == nil ? 132 : 196)
@@ -556,6 +600,10 @@ final class ProtocolVectorTests: XCTestCase {
             XCTAssertEqual(ua.isInitiator, text(e, "initiator_text") == "a")
             XCTAssertEqual(ua.sessionCode.text, text(e, "session_code_text"))
             XCTAssertEqual(Int(ub.sessionCode.value), int(e, "session_code_value"))
+            // 10.3's session code message, HMAC'd with the seed, and prk.
+            XCTAssertEqual(hex(LV.cat(LV.b("itsme-pin-update-code-v1"), VoiceProtocol.u64(w))), text(e, "session_code_input"))
+            XCTAssertEqual(Int(VoiceProtocol.prefix64(key: seed, bytes(e, "session_code_input")) % 260_000), int(e, "session_code_value"))
+            try checkPRK(e, salt: bytes(e, "salt"), label: "itsme-pin-update-key-v1", keys: ("k_i", "k_r"))
             var log: [(Bool, [UInt8])] = []
             var moved = true
             while moved {

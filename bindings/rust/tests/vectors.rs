@@ -426,10 +426,11 @@ fn source_v5_rejections() {
         let what = case.text("case_text");
         let mut text = case.text("text").to_owned();
         for receiver in &receivers {
-            text = text.replace(receiver, &mine);
+            text = text.replace(receiver, &mine).replace(&receiver.to_lowercase(), &mine.to_lowercase());
         }
         let mut ex = Exchange::qr(&me, &contacts, T0, None).unwrap();
         let error = ex.receive(text.as_bytes(), T0).expect_err(what);
+        assert_eq!(error.kind(), error_kind(case.text("error_text")), "{what}: {error}");
         let (state, _) = ex.status().unwrap();
         if error.kind() == ErrorKind::InvalidArgument {
             assert_eq!(state, ExchangeState::AwaitingPeer, "{what}: {error}");
