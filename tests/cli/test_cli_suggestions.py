@@ -295,13 +295,22 @@ def test_unlock_suggestion(people, log, env, tmp_path):
     env.pop("ITSME_NO_CACHE")
     alice = people("Alice", init=True)
     try:
-        term = alice.spawn("contacts", "list", pin_file=False)
+        # One terminal session (a window belongs to one): the PIN, then
+        # `unlock-time` until the agent started by the first command answers.
+        data = shlex.quote(str(alice.dir))
+        script = (
+            f"itsme contacts list --data-dir {data}; i=0; while [ $i -lt 100 ]; do "
+            f"itsme unlock-time --data-dir {data} | grep 'Unlocked now' && break; i=$((i+1)); sleep 0.1; done; read line"
+        )
+        # The session lasts until the line is typed: the window with it.
+        term = pexpect.spawn("/bin/sh", ["-c", script], env=alice.env, cwd=str(alice.root), encoding="utf-8", timeout=60)
         term.expect_exact("PIN: ")
         term.sendline(alice.pin)
-        assert term.finish() == 0
-        assert "Unlocked now" in alice.ok("unlock-time")
+        term.expect("Unlocked now")
         assert "Locked" in run_printed(log.take("lock"), alice)
-        assert "Not unlocked now" in alice.ok("unlock-time")
+        assert "Nothing to lock" in alice.ok("lock")
+        term.sendline("")
+        term.expect(pexpect.EOF)
     finally:
         alice.run("lock", "--all")
         os.system(f"rm -rf {shlex.quote(runtime)}")

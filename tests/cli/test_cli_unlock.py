@@ -1,15 +1,22 @@
-"""The unlock window: the PIN once per sitting, through an agent process
-that runs later commands (docs/CLI.md, "The unlock window").
+"""The unlock window: the PIN once per sitting at one terminal, through an
+agent process that runs later commands of the same terminal session
+(docs/CLI.md, "The unlock window").
 
 Every test here runs with a runtime directory of its own (the agent's
 socket lives there) and without ITSME_NO_CACHE, which every other test
-sets; agents left at the end are locked and then killed.
+sets; agents left at the end are locked and then killed. A window belongs
+to one terminal session, so the commands of a test run one after another
+in a shell in a pseudo-terminal (`Shell`), as a person types them; another
+`Shell` is another terminal.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
+import shlex
 import socket
 import stat
 import struct
@@ -20,6 +27,49 @@ from pathlib import Path
 
 import pexpect
 import pytest
+
+END = re.compile(r"__END_(\d+)__")
+
+
+class Shell:
+    """A terminal session: /bin/sh in a pseudo-terminal of its own (pexpect
+    makes it a session leader with that terminal as its controlling
+    terminal), running commands one after another."""
+
+    def __init__(self, env: dict, cwd: Path):
+        self.log = io.StringIO()
+        self.child = pexpect.spawn(
+            "/bin/sh", [], env=dict(env, PS1="$ "), cwd=str(cwd), encoding="utf-8", codec_errors="replace",
+            timeout=60, dimensions=(50, 250), echo=True,
+        )
+        self.child.logfile_read = self.log
+        self.child.expect_exact("$ ")
+
+    def start(self, command: str) -> int:
+        """Types `command` (a shell line) and a marker that prints its exit
+        code; returns where its transcript starts."""
+        mark = len(self.log.getvalue())
+        self.child.sendline(f"{command}; echo __END_$?__")
+        return mark
+
+    def finish(self, mark: int, timeout: float = 60) -> tuple[str, int]:
+        self.child.expect(END, timeout=timeout)
+        code = int(self.child.match.group(1))
+        self.child.expect_exact("$ ")
+        return self.log.getvalue()[mark:], code
+
+    def close(self) -> None:
+        if self.child.isalive():
+            self.child.sendline("exit")
+            try:
+                self.child.expect(pexpect.EOF, timeout=10)
+            except (pexpect.TIMEOUT, pexpect.EOF):
+                pass
+        self.child.close(force=True)
+
+
+def command_line(person, args, prefix: str = "") -> str:
+    return (prefix + " " if prefix else "") + shlex.join(person.argv(args, pin_file=False))
 
 
 @pytest.fixture
@@ -34,17 +84,36 @@ def runtime(env):
     subprocess.run(["rm", "-rf", str(directory)], check=False)
 
 
+SHELLS: list[Shell] = []
+
+
 @pytest.fixture
 def agents(runtime, cli_bin, env, tmp_path):
-    """Ends every agent of the test: `itsme lock --all`, then a kill of any
-    agent process serving a directory under tmp_path."""
+    """Ends every shell and agent of the test: the shells exit, `itsme lock
+    --all`, then a kill of any agent process serving a directory under
+    tmp_path."""
     yield
+    while SHELLS:
+        SHELLS.pop().close()
     subprocess.run([str(cli_bin), "lock", "--all"], env=env, cwd=tmp_path, capture_output=True, timeout=60)
     for pid in _agent_pids(tmp_path):
         try:
             os.kill(pid, 9)
         except ProcessLookupError:
             pass
+
+
+def new_shell(person) -> Shell:
+    shell = Shell(person.env, person.root)
+    SHELLS.append(shell)
+    return shell
+
+
+def shell_of(person) -> Shell:
+    """The person's terminal for this test (made at first use)."""
+    if getattr(person, "_unlock_shell", None) is None or person._unlock_shell not in SHELLS:
+        person._unlock_shell = new_shell(person)
+    return person._unlock_shell
 
 
 def _agent_pids(under: Path) -> list[int]:
@@ -61,30 +130,47 @@ def _agent_pids(under: Path) -> list[int]:
     return pids
 
 
-def at_terminal(person, *args, answers=None, timeout=60):
-    """Runs `itsme ARGS` at a terminal without a PIN file, typing the PIN
-    (and, from `answers`, the answer to any other prompt: a regex to its
-    reply); returns (what it asked, transcript, exit code)."""
+def at_terminal(person, *args, answers=None, timeout=60, shell=None, prefix=""):
+    """Runs `itsme ARGS` at the person's terminal (or `shell`) without a PIN
+    file, typing the PIN (and, from `answers`, the answer to any other
+    prompt: a regex to its reply); returns (what it asked, transcript,
+    exit code)."""
     answers = answers or {}
-    term = person.spawn(*args, pin_file=False)
+    shell = shell or shell_of(person)
+    mark = shell.start(command_line(person, args, prefix))
     patterns = ["PIN: ", r"Passphrase of [^\n]*: ", *answers.keys()]
     asked = []
     while True:
-        index = term.expect([*patterns, pexpect.EOF], timeout=timeout)
+        index = shell.child.expect([*patterns, END], timeout=timeout)
         if index == len(patterns):
+            code = int(shell.child.match.group(1))
+            shell.child.expect_exact("$ ")
             break
         if index == 0:
             asked.append("pin")
-            term.sendline(person.pin)
+            shell.child.sendline(person.pin)
         elif index == 1:
             asked.append("passphrase")
-            term.sendline(person.passphrase)
+            shell.child.sendline(person.passphrase)
         else:
             asked.append(list(answers.keys())[index - 2])
-            term.sendline(list(answers.values())[index - 2])
-    term.child.close()
-    return asked, term.transcript, term.child.exitstatus
+            shell.child.sendline(list(answers.values())[index - 2])
+    return asked, shell.log.getvalue()[mark:], code
 
+
+def json_at_terminal(person, *args, shell=None):
+    asked, transcript, code = at_terminal(person, *args, "--json", shell=shell)
+    assert code == 0, transcript
+    output = transcript[transcript.index("__END_$?__") :]
+    return json.JSONDecoder().raw_decode(output[output.index("{") :])[0]
+
+
+def _socket_directories(base: Path) -> list[Path]:
+    return sorted(p for p in base.glob("itsme-*") if p.is_dir())
+
+
+def _agent_sockets(base: Path) -> list[Path]:
+    return [d / "agent.sock" for d in _socket_directories(base) if (d / "agent.sock").exists()]
 
 
 def test_pin_once_across_five_commands_and_again_after_lock(pair, runtime, agents):
@@ -157,15 +243,16 @@ def test_the_agent_refuses_another_users_connection(pair, runtime, agents):
         pytest.skip("connecting as another user needs root")
     alice, _ = pair
     assert at_terminal(alice, "contacts", "list")[0] == ["pin"]
-    sockets = list((runtime / "itsme").glob("agent-*.sock"))
+    _lock_files(alice)
+    sockets = _agent_sockets(runtime)
     assert len(sockets) == 1, sockets
     path = sockets[0]
-    assert stat.S_IMODE(os.stat(runtime / "itsme").st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
     assert stat.S_IMODE(os.lstat(path).st_mode) == 0o600
     # Past the directory's and the socket's modes (as root could open
     # them up): the agent itself checks who connects.
     os.chmod(runtime, 0o755)
-    os.chmod(runtime / "itsme", 0o755)
+    os.chmod(path.parent, 0o755)
     os.chmod(path, 0o777)
     read_end, write_end = os.pipe()
     child = os.fork()
@@ -201,9 +288,12 @@ def test_the_agent_refuses_another_users_connection(pair, runtime, agents):
     assert len(received) == 4 + length
     # A client does not use an agent whose directory others may enter...
     asked, transcript, code = at_terminal(alice, "contacts", "list")
-    assert asked == ["pin"] and code == 0 and "may be entered by others" in transcript, transcript
+    assert asked == ["pin"] and code == 0 and "may be used by others (mode 755)" in transcript, transcript
+    # ...nor one whose socket others may use...
+    os.chmod(path.parent, 0o700)
+    asked, transcript, code = at_terminal(alice, "contacts", "list")
+    assert asked == ["pin"] and code == 0 and "may be used by others (mode 777)" in transcript, transcript
     # ...and, the modes put back, the agent still serves its own user.
-    os.chmod(runtime / "itsme", 0o700)
     os.chmod(path, 0o600)
     asked, transcript, code = at_terminal(alice, "contacts", "list")
     assert asked == [] and code == 0, transcript
@@ -226,13 +316,13 @@ def test_a_wrapped_store_asks_the_passphrase_once_too(people, runtime, agents):
 def test_ctrl_c_reaches_the_command_the_agent_runs(pair, runtime, agents):
     alice, _ = pair
     assert at_terminal(alice, "contacts", "list")[0] == ["pin"]
-    term = alice.spawn("contacts", "remove", "Bob", pin_file=False)
-    term.expect(r"Remove Bob")
-    term.child.sendintr()
-    term.expect(r"itsme: interrupted")
-    assert term.finish() == 5
-    assert "PIN:" not in term.transcript
-    assert [c["name"] for c in alice.json("contacts", "list")["contacts"]] == ["Bob"]
+    shell = shell_of(alice)
+    mark = shell.start(command_line(alice, ["acknowledge-device-change", "Bob"]))
+    shell.child.expect(r"Bob's device-change code: ")
+    shell.child.sendintr()
+    shell.child.expect(r"itsme: interrupted")
+    transcript, code = shell.finish(mark)
+    assert code == 5 and "PIN:" not in transcript, transcript
     # The window is still open.
     assert at_terminal(alice, "contacts", "list")[0] == []
 
@@ -241,7 +331,7 @@ def test_no_cache_and_unlock_time_off_ask_every_time(pair, runtime, agents):
     alice, _ = pair
     assert at_terminal(alice, "contacts", "list", "--no-cache")[0] == ["pin"]
     assert at_terminal(alice, "contacts", "list", "--no-cache")[0] == ["pin"]
-    assert not list((runtime / "itsme").glob("agent-*.sock"))
+    assert not _agent_sockets(runtime)
     # Within a window, --no-cache still asks (the command runs on its own).
     assert at_terminal(alice, "contacts", "list")[0] == ["pin"]
     assert at_terminal(alice, "contacts", "list", "--no-cache")[0] == ["pin"]
@@ -254,7 +344,7 @@ def test_no_cache_and_unlock_time_off_ask_every_time(pair, runtime, agents):
     alice.ok("unlock-time", "default", pin_file=False)
     assert at_terminal(alice, "contacts", "list")[0] == ["pin"]
     assert at_terminal(alice, "contacts", "list")[0] == []
-    shown = alice.json("unlock-time", pin_file=False)
+    shown = json_at_terminal(alice, "unlock-time")
     assert shown["unlocked"] is True and shown["idle"] == 300 and shown["absolute"] == 1800, shown
 
 
@@ -265,22 +355,21 @@ def test_scripts_never_start_an_agent(pair, runtime, agents):
     assert term.finish() == 0
     result = alice.run("contacts", "list", pin_file=False, input=alice.pin + "\n")
     assert result.returncode != 0 and "--pin-fd" in result.stderr, result
-    assert not list((runtime / "itsme").glob("agent-*.sock"))
+    assert not _agent_sockets(runtime) and not list(alice.dir.glob(".unlock-agent-*"))
     assert at_terminal(alice, "contacts", "list")[0] == ["pin"]
 
 
-def test_a_pipe_does_not_wait_for_the_agent(pair, runtime, agents, cli_bin):
+def test_a_pipe_does_not_wait_for_the_agent(pair, runtime, agents):
     alice, _ = pair
-    command = f"{cli_bin} contacts list --data-dir {alice.dir} | cat; echo PIPELINE-DONE"
-    term = pexpect.spawn("/bin/sh", ["-c", command], env=alice.env, encoding="utf-8", timeout=30)
-    term.expect("PIN: ")
-    term.sendline(alice.pin)
+    shell = shell_of(alice)
+    mark = shell.start(command_line(alice, ["contacts", "list"]) + " | cat")
+    shell.child.expect("PIN: ")
+    shell.child.sendline(alice.pin)
     started = time.monotonic()
-    term.expect("PIPELINE-DONE")
-    assert time.monotonic() - started < 15
-    term.expect(pexpect.EOF)
+    transcript, code = shell.finish(mark, timeout=30)
+    assert code == 0 and time.monotonic() - started < 15, transcript
     # The agent it started lives on, and the next command needs no PIN.
-    assert alice.json("unlock-time", pin_file=False)["unlocked"] is True
+    assert json_at_terminal(alice, "unlock-time")["unlocked"] is True
     assert at_terminal(alice, "contacts", "list")[0] == []
 
 
@@ -309,8 +398,32 @@ def test_unlock_time_refuses_bad_times(pair, runtime, agents):
     assert alice.json("unlock-time", pin_file=False)["idle"] == 300
 
 
+def _wait_for(found, what: str, seconds: float = 20):
+    """What `found()` returns once it is true (an agent starts after the
+    command that checked the PIN has ended)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = found()
+        if value or time.monotonic() > deadline:
+            assert value, f"no {what} after {seconds} s"
+            return value
+        time.sleep(0.05)
+
+
+def _lock_files(person, count: int = 1) -> list[Path]:
+    """The agents' lock files in the person's data directory, once `count`
+    of them name their socket."""
+
+    def ready():
+        files = sorted(person.dir.glob(".unlock-agent-*"))
+        return files if len(files) == count and all(f.read_text() for f in files) else None
+
+    return _wait_for(ready, f"{count} unlock agent(s) of {person.name}")
+
+
 def _agent_socket(person) -> Path:
-    return Path((person.dir / ".unlock-agent").read_text())
+    (lock,) = _lock_files(person)
+    return Path(lock.read_text())
 
 
 def _framed(obj) -> bytes:
@@ -358,17 +471,13 @@ def test_hostile_messages_neither_crash_nor_stall_the_agent(pair, runtime, agent
 def test_one_agent_per_data_directory_whatever_the_environment(pair, runtime, agents, env):
     alice, _ = pair
     assert at_terminal(alice, "contacts", "list")[0] == ["pin"]
-    # Another shell, without XDG_RUNTIME_DIR: it finds the same agent through
-    # the data directory, and its `lock` ends it.
-    other = dict(env)
-    other.pop("XDG_RUNTIME_DIR")
-    alice.env = other
-    try:
-        assert at_terminal(alice, "contacts", "list")[0] == []
-        assert "Locked" in alice.ok("lock", pin_file=False)
-        assert at_terminal(alice, "contacts", "list", "--no-cache")[0] == ["pin"]
-    finally:
-        alice.env = env
+    # Without XDG_RUNTIME_DIR in the same terminal: a command finds the same
+    # agent through the data directory, and its `lock` ends it.
+    other = "env -u XDG_RUNTIME_DIR"
+    assert at_terminal(alice, "contacts", "list", prefix=other)[0] == []
+    asked, transcript, code = at_terminal(alice, "lock", prefix=other)
+    assert code == 0 and "Locked" in transcript, transcript
+    assert at_terminal(alice, "contacts", "list", "--no-cache", prefix=other)[0] == ["pin"]
     assert at_terminal(alice, "contacts", "list")[0] == ["pin"]
     assert len(_agent_pids(alice.root)) == 1
 
@@ -376,14 +485,17 @@ def test_one_agent_per_data_directory_whatever_the_environment(pair, runtime, ag
 def test_a_command_dies_with_its_agent(pair, runtime, agents):
     alice, _ = pair
     assert at_terminal(alice, "contacts", "list")[0] == ["pin"]
+    _lock_files(alice)
     pid = _agent_pids(alice.root)[0]
-    term = alice.spawn("contacts", "remove", "Bob", pin_file=False)
-    term.expect(r"Remove Bob")
+    shell = shell_of(alice)
+    mark = shell.start(command_line(alice, ["acknowledge-device-change", "Bob"]))
+    shell.child.expect(r"Bob's device-change code: ")
     children = [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     assert len(children) == 1
     os.kill(pid, 9)
-    term.expect(r"the unlock agent ended")
-    assert term.finish() == 2
+    shell.child.expect(r"the unlock agent ended")
+    transcript, code = shell.finish(mark)
+    assert code == 2, transcript
     for _ in range(50):
         if not Path(f"/proc/{children[0]}").exists() or "Z" in Path(f"/proc/{children[0]}/stat").read_text().split()[2]:
             break
@@ -400,9 +512,224 @@ def test_a_fifo_in_the_secrets_does_not_hang_a_client(pair, runtime, agents):
     started = time.monotonic()
     # The agent's stamp cannot be read: the command runs here, which takes
     # the store for a wrapped one, asks, and then refuses the FIFO.
-    term = alice.spawn("contacts", "list", pin_file=False)
-    term.expect("Passphrase of", timeout=20)
+    shell = shell_of(alice)
+    mark = shell.start(command_line(alice, ["contacts", "list"]))
+    shell.child.expect("Passphrase of", timeout=20)
     assert time.monotonic() - started < 20
-    term.sendline("not the passphrase")
-    term.expect("secrets.wrap")
-    assert term.finish() == 2, term.transcript
+    shell.child.sendline("not the passphrase")
+    shell.child.expect("secrets.wrap")
+    transcript, code = shell.finish(mark)
+    assert code == 2, transcript
+
+
+# Where the socket lives: a directory nobody can hold in advance.
+
+
+def test_a_squatted_predictable_directory_does_not_block_the_window(pair, runtime, agents, env):
+    alice, _ = pair
+    # No XDG_RUNTIME_DIR: the socket's directory is made under /tmp. The
+    # name older versions used, /tmp/itsme-UID, taken in advance (as
+    # another local user could: here a file, then a directory others may
+    # enter), keeps nothing from working.
+    env.pop("XDG_RUNTIME_DIR")
+    squatted = Path(f"/tmp/itsme-{os.getuid()}")
+    if squatted.exists() or squatted.is_symlink():
+        pytest.skip(f"{squatted} exists: not touched by this test")
+    try:
+        for make in (lambda: squatted.write_text("taken\n"), lambda: (squatted.mkdir(), squatted.chmod(0o777))):
+            make()
+            assert at_terminal(alice, "contacts", "list")[0] == ["pin"]
+            asked, transcript, code = at_terminal(alice, "contacts", "list")
+            assert asked == [] and code == 0, transcript
+            path = _agent_socket(alice)
+            assert path.parent.parent == Path("/tmp") and path.parent != squatted, path
+            assert re.fullmatch(r"itsme-[A-Za-z0-9]{6}", path.parent.name), path
+            assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+            assert at_terminal(alice, "lock")[2] == 0
+            # The agent's directory goes with it.
+            assert not path.parent.exists()
+            subprocess.run(["rm", "-rf", str(squatted)], check=True)
+    finally:
+        subprocess.run(["rm", "-rf", str(squatted)], check=False)
+
+
+def test_a_socket_of_another_user_is_refused(pair, runtime, agents):
+    if os.geteuid() != 0:
+        pytest.skip("giving a socket to another user needs root")
+    alice, _ = pair
+    assert at_terminal(alice, "contacts", "list")[0] == ["pin"]
+    path = _agent_socket(alice)
+    os.chown(path, 65534, -1)
+    asked, transcript, code = at_terminal(alice, "contacts", "list")
+    assert asked == ["pin"] and code == 0 and "belongs to user 65534, not to you" in transcript, transcript
+    os.chown(path, os.getuid(), -1)
+    assert at_terminal(alice, "contacts", "list")[0] == []
+
+
+# Whose window: one terminal session's.
+
+
+def test_two_terminal_sessions_do_not_share_a_window(pair, runtime, agents):
+    alice, _ = pair
+    first, second = new_shell(alice), new_shell(alice)
+    assert at_terminal(alice, "contacts", "list", shell=first)[0] == ["pin"]
+    assert at_terminal(alice, "contacts", "list", shell=first)[0] == []
+    # Another terminal asks, and opens a window of its own.
+    assert at_terminal(alice, "contacts", "list", shell=second)[0] == ["pin"]
+    assert at_terminal(alice, "contacts", "list", shell=second)[0] == []
+    _lock_files(alice, 2)
+    assert len(_agent_pids(alice.root)) == 2
+    # A process of the user outside the session (here: the test itself)
+    # reaches the socket but may not run a command through it.
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.connect(_lock_files(alice, 2)[0].read_text())
+    connection.settimeout(20)
+    greeting = connection.recv(65536)
+    assert b"other_session" in greeting and b"fingerprint" not in greeting, greeting
+    socket.send_fds(connection, [_framed({"op": "run", "argv": ["whoami"], "cwd": "/", "env": {}})], [0, 1, 2])
+    reply = connection.recv(65536)
+    assert b"another terminal session" in reply, reply
+    connection.close()
+    # `lock` ends the windows of the data directory in every terminal.
+    result = alice.run("lock", pin_file=False)
+    assert result.returncode == 0 and "Locked in 2 terminal sessions" in result.stdout, result
+    assert at_terminal(alice, "contacts", "list", shell=first)[0] == ["pin"]
+
+
+def test_the_window_ends_with_its_terminal_session(pair, runtime, agents):
+    alice, _ = pair
+    shell = new_shell(alice)
+    assert at_terminal(alice, "contacts", "list", shell=shell)[0] == ["pin"]
+    (lock,) = _lock_files(alice)
+    (pid,) = _agent_pids(alice.root)
+    socket_directory = Path(lock.read_text()).parent
+    shell.close()
+    for _ in range(100):
+        if not Path(f"/proc/{pid}").exists():
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the agent outlived its terminal session")
+    assert not lock.exists() and not socket_directory.exists()
+    # The next terminal asks again.
+    assert at_terminal(alice, "contacts", "list")[0] == ["pin"]
+
+
+def test_a_process_without_a_terminal_uses_no_window(pair, runtime, agents):
+    alice, _ = pair
+    assert at_terminal(alice, "contacts", "list")[0] == ["pin"]
+    # Without a controlling terminal (as from cron, or ssh without a
+    # terminal), a command does not run in the window open at the terminal.
+    result = alice.run("contacts", "list", pin_file=False)
+    assert result.returncode != 0 and "--pin-fd" in result.stderr, result
+    shown = alice.json("unlock-time", pin_file=False)
+    assert shown["unlocked"] is False, shown
+    assert "No terminal" in alice.ok("unlock-time", pin_file=False)
+    # Nor does one in a session of its own with the terminal as its standard
+    # streams (setsid: no controlling terminal).
+    # It asks for the PIN at its standard input, and opens no window.
+    asked, transcript, code = at_terminal(alice, "contacts", "list", prefix="setsid -w")
+    assert asked == ["pin"] and code == 0, transcript
+    assert len(_agent_pids(alice.root)) == 1
+    assert at_terminal(alice, "contacts", "list")[0] == []
+
+
+# What the agent keeps: no PIN.
+
+
+def _memory_holds(pid: int, needles: list[bytes]) -> dict[bytes, bool]:
+    """Whether each of `needles` is anywhere in the readable memory of
+    process `pid` (its /proc/PID/maps regions, read through /proc/PID/mem:
+    root may, the agent being undumpable)."""
+    found = {needle: False for needle in needles}
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
+        for line in maps:
+            fields = line.split()
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            if "r" not in fields[1] or (len(fields) > 5 and fields[5] in ("[vvar]", "[vsyscall]")):
+                continue
+            try:
+                mem.seek(start)
+                data = mem.read(end - start)
+            except (OSError, ValueError, OverflowError):
+                continue
+            for needle in needles:
+                found[needle] = found[needle] or needle in data
+    return found
+
+
+def test_the_agent_keeps_no_copy_of_the_pin(pair, runtime, agents):
+    """Reads the agent's whole memory (as root may, through /proc/PID/mem)
+    for the PIN's six ASCII digits: not there while the window is open, nor
+    after `lock` while a command it runs keeps it alive."""
+    if os.geteuid() != 0:
+        pytest.skip("reading an undumpable process's memory needs root")
+    alice, _ = pair
+    assert at_terminal(alice, "contacts", "list")[0] == ["pin"]
+    # A command run in the window: the agent has unlocked.
+    assert at_terminal(alice, "whoami")[0] == []
+    (pid,) = _agent_pids(alice.root)
+    pin = alice.pin.encode()
+    # The reading works: the agent's memory holds its data directory's path.
+    marker = str(alice.dir).encode()
+    held = _memory_holds(pid, [pin, marker])
+    assert held[marker], "the agent's memory could not be read"
+    assert not held[pin], "the agent holds the PIN while the window is open"
+    # After `lock`, with a command still running in it (the agent lives on
+    # until it ends).
+    shell = shell_of(alice)
+    mark = shell.start(command_line(alice, ["acknowledge-device-change", "Bob"]))
+    shell.child.expect(r"Bob's device-change code: ")
+    assert alice.run("lock", pin_file=False).returncode == 0
+    # The agent, and the child it forked for the command (which has the
+    # agent's command line).
+    running = _agent_pids(alice.root)
+    assert pid in running and len(running) == 2, running
+    for process in running:
+        held = _memory_holds(process, [pin, marker])
+        assert held[marker] and not held[pin], f"process {process} holds the PIN after lock"
+    shell.child.sendintr()
+    shell.finish(mark)
+    for _ in range(50):
+        if not Path(f"/proc/{pid}").exists():
+            break
+        time.sleep(0.1)
+    assert not Path(f"/proc/{pid}").exists()
+
+
+# What asks again: what removes what cannot be had back, or lets the identity leave.
+
+
+@pytest.mark.parametrize(
+    "command, answers",
+    [
+        (("contacts", "remove", "Bob"), {r"Remove Bob .*\[y/n\] ": "y"}),
+        (("device", "reset", "--yes"), {}),
+        (("contacts", "accept-loss", "--yes"), {}),
+        (("export", "--output", "alice.export"), {}),
+    ],
+    ids=["contacts remove", "device reset", "contacts accept-loss", "export"],
+)
+def test_removing_or_exporting_asks_the_pin_inside_the_window(pair, runtime, agents, command, answers):
+    alice, _ = pair
+    assert at_terminal(alice, "contacts", "list")[0] == ["pin"]
+    asked, transcript, code = at_terminal(alice, *command, answers=answers, timeout=120)
+    assert code == 0 and asked[:1] == ["pin"] and asked.count("pin") == 1, transcript
+    # The window itself stays open for the other commands.
+    assert at_terminal(alice, "whoami")[0] == []
+
+
+def test_a_wrong_pin_inside_the_window_removes_nothing(pair, runtime, agents):
+    alice, _ = pair
+    assert at_terminal(alice, "contacts", "list")[0] == ["pin"]
+    right, alice.pin = alice.pin, "000000"
+    try:
+        asked, transcript, code = at_terminal(alice, "contacts", "remove", "Bob", "--yes")
+    finally:
+        alice.pin = right
+    assert asked == ["pin"] * 3 and code == 1 and "wrong PIN" in transcript, transcript
+    asked, transcript, code = at_terminal(alice, "contacts", "list")
+    assert asked == [] and "Bob" in transcript, transcript
+    # Outside a window the PIN is asked once, not twice.
+    asked, transcript, code = at_terminal(alice, "contacts", "remove", "Bob", "--yes", "--no-cache")
+    assert asked == ["pin"] and code == 0 and "Removed Bob" in transcript, transcript

@@ -130,6 +130,13 @@ int unlockagent_lock_memory(void) {
     return mlockall(MCL_CURRENT | MCL_ONFAULT);
 }
 
+__attribute__((noinline)) void unlockagent_burn_stack(void) {
+    unsigned char area[UNLOCKAGENT_BURN_BYTES];
+    explicit_bzero(area, sizeof area);
+    /* Keeps the call from becoming a tail call that reuses no stack. */
+    __asm__ __volatile__("" : : "r"(area) : "memory");
+}
+
 void unlockagent_close_others(int keep) {
     DIR *directory = opendir("/proc/self/fd");
     if (directory == NULL) {

@@ -27,9 +27,11 @@ struct ItsMe: AsyncParsableCommand {
             the secret files with a passphrase (Argon2id, 256 MiB), asked with the PIN, as ssh does for keys.
 
             The PIN once per sitting: after a correct PIN (and passphrase) typed at a terminal, the data directory \
-            stays unlocked for 5 minutes without a command and 30 minutes at most, through an agent process of \
-            yours that runs the later commands (as ssh-agent keeps keys); `itsme lock` ends it, `itsme unlock-time` \
-            sets it, --no-cache skips it. `export` and `transfer send` always ask for the PIN.
+            stays unlocked in that terminal for 5 minutes without a command and 30 minutes at most, or until the \
+            terminal's session ends, through an agent process of yours that runs the later commands typed there (as \
+            ssh-agent keeps keys); `itsme lock` ends it, `itsme unlock-time` sets it, --no-cache skips it. Without a \
+            terminal there is no window. `export`, `transfer send`, `contacts remove`, `device reset` and `contacts \
+            accept-loss` always ask for the PIN.
 
             Scripts pass the PIN with --pin-fd N (an open descriptor) or --pin-file PATH (a regular file), never \
             on the command line, where `ps` shows it, and read results with --json.
@@ -266,6 +268,7 @@ struct Contacts: AsyncParsableCommand {
 
         func run() async throws {
             try await execute(global) { profile in
+                try profile.unlockAgain()
                 let c = try profile.contact(contact)
                 if !yes {
                     guard try Input.confirm("Remove \(c.name) (#\(c.id))? Codes with them stop working.") else {
@@ -299,6 +302,7 @@ struct Device: AsyncParsableCommand {
 
         func run() async throws {
             try await execute(global) { profile in
+                try profile.unlockAgain()
                 let count = try profile.contacts().count()
                 if !yes {
                     guard

@@ -113,6 +113,9 @@ final class Profile {
     private var openedIdentity: Identity?
     private var openedContacts: ContactStore?
     private var unlocked = false
+    /// Whether `unlocked` came from an unlock window rather than a PIN
+    /// typed for this command.
+    private var unlockedByWindow = false
     /// Whether a correct PIN typed at the terminal starts an unlock agent
     /// (`GlobalOptions.mayUseUnlockAgent`).
     var keepsUnlocked = false
@@ -275,6 +278,7 @@ final class Profile {
     func adopt(store: SecretStore, identity: Identity) {
         openedStore = store
         adopt(identity)
+        unlockedByWindow = true
     }
 
     func identity() throws -> Identity {
@@ -296,9 +300,21 @@ final class Profile {
         _ = try unlockReturningPIN()
     }
 
+    /// For a command that removes what cannot be had back (a contact, this
+    /// device's secrets, the contacts a damaged store lost): the PIN, asked
+    /// even inside an unlock window, as `export` and `transfer send` ask
+    /// it. Asked once: not again when this command has already checked it.
+    func unlockAgain() throws {
+        guard !unlocked || unlockedByWindow else { return }
+        _ = try unlockReturningPIN()
+    }
+
     /// After a call that checked the PIN itself (a transfer's sender): this
     /// command asks for it no more.
-    func markUnlocked() { unlocked = true }
+    func markUnlocked() {
+        unlocked = true
+        unlockedByWindow = false
+    }
 
     /// `unlock`, for a command that hands the PIN to the library again (an
     /// export checks it itself): the PIN as typed.
@@ -308,6 +324,7 @@ final class Profile {
         let clock = self.clock
         let typed = try askPIN(pin) { try pin.verify($0, now: clock.now()) }
         unlocked = true
+        unlockedByWindow = false
         return typed
     }
 

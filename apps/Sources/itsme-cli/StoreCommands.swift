@@ -24,7 +24,7 @@ extension Contacts {
 
         func run() async throws {
             try await execute(global) { profile in
-                try profile.unlock()
+                try profile.unlockAgain()
                 let identity = try profile.identity()
                 do {
                     _ = try ContactStore(path: profile.contactsPath, identity: identity)

@@ -9,8 +9,8 @@ import ItsMeKit
 /// The unlock window (docs/CLI.md, "The unlock window"): after a correct
 /// PIN typed at a terminal (and the passphrase, for a wrapped store), a
 /// process of the user's own, the agent, keeps this data directory
-/// unlocked for a while, and later commands run inside it instead of
-/// asking again.
+/// unlocked for a while for that terminal session, and later commands of
+/// the session run inside it instead of asking again.
 ///
 /// The agent never hands out key material. A client (any later `itsme`
 /// command) connects to the agent's Unix socket, passes its standard
@@ -22,11 +22,14 @@ import ItsMeKit
 /// processes that are not dumpable (no core file, no ptrace by the same
 /// user), whose secrets are in locked memory (sodium_malloc).
 ///
-/// The agent answers only its own user (SO_PEERCRED), lives for at most
-/// the window's absolute time and ends when idle for the window's idle
-/// time, when `itsme lock` asks, or when what it unlocked changes on disk
-/// (an import, a reset, a new PIN or passphrase). It starts only from a
-/// command whose PIN came from the terminal, never with `--pin-fd`,
+/// The agent answers only its own user (SO_PEERCRED) and runs commands
+/// only for processes of its terminal session (`TerminalSession`); it
+/// keeps the opened store and identity, never the PIN. It lives for at
+/// most the window's absolute time and ends when idle for the window's
+/// idle time, when its terminal session ends, when `itsme lock` asks, or
+/// when what it unlocked changes on disk (an import, a reset, a new PIN or
+/// passphrase). It starts only from a command whose PIN came from the
+/// terminal, in a process with a controlling terminal, never with `--pin-fd`,
 /// `--pin-file` or their passphrase twins, nor with `--no-cache`,
 /// `ITSME_NO_CACHE=1` or `itsme unlock-time off`.
 ///
@@ -68,65 +71,142 @@ enum UnlockAgent {
         }
     }
 
+    // MARK: Whose window
+
+    /// The terminal session a window belongs to, as `sudo`'s tty tickets
+    /// are: the session (its ID, the leader's process ID, and the leader's
+    /// start time, so that a reused process ID is another session) and its
+    /// controlling terminal (the device number). A process without a
+    /// controlling terminal has none, and neither opens nor uses a window.
+    struct TerminalSession: Equatable {
+        let id: pid_t
+        let terminal: UInt64
+        let leaderStart: UInt64
+
+        /// The fields of /proc/PID/stat after the command's name (which
+        /// may hold spaces and parentheses): the third field is index 0.
+        static func statFields(_ pid: pid_t) -> [Substring]? {
+            guard let bytes = UnlockAgent.readProcFile("/proc/\(pid)/stat"),
+                let text = String(validating: bytes, as: UTF8.self), let close = text.lastIndex(of: ")")
+            else { return nil }
+            return text[text.index(after: close)...].split(separator: " ")
+        }
+
+        /// The session of process `pid` (0: this one), nil when it has no
+        /// controlling terminal or its session leader cannot be seen.
+        static func of(_ pid: pid_t) -> TerminalSession? {
+            guard let fields = statFields(pid == 0 ? getpid() : pid), fields.count > 19,
+                let session = pid_t(fields[3]), session > 0, let terminal = UInt64(fields[4]), terminal != 0,
+                let leader = statFields(session), leader.count > 19, let start = UInt64(leader[19])
+            else { return nil }
+            return TerminalSession(id: session, terminal: terminal, leaderStart: start)
+        }
+
+        static func current() -> TerminalSession? { of(0) }
+
+        /// Whether the session still is: its leader runs (the same process,
+        /// by its start time) with the same controlling terminal. A closed
+        /// terminal, a logout, an exited shell ends it.
+        var isAlive: Bool {
+            guard let fields = Self.statFields(id), fields.count > 19, fields[0] != "Z", fields[0] != "X" else { return false }
+            return UInt64(fields[19]) == leaderStart && UInt64(fields[4]) == terminal
+        }
+
+        /// How the start message and the lock file's name carry it.
+        var text: String { "\(id) \(terminal) \(leaderStart)" }
+
+        /// The suffix of this session's lock file in a data directory.
+        var key: String {
+            SHA256.hash(Array("itsme terminal session \(text)".utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
+        }
+    }
+
+    /// A small file of /proc, read whole.
+    static func readProcFile(_ path: String) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 4096)
+        var have = 0
+        while have < bytes.count {
+            let got = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + have, $0.count - have) }
+            if got < 0 && errno == EINTR { continue }
+            guard got > 0 else { break }
+            have += got
+        }
+        return Array(bytes.prefix(have))
+    }
+
     // MARK: Where the agent is
 
-    /// This user's agent sockets: `$XDG_RUNTIME_DIR/itsme` when
-    /// XDG_RUNTIME_DIR is set, else `/tmp/itsme-UID`; created with mode
-    /// 0700 when `create`.
-    static func socketDirectory(create: Bool) throws -> String {
-        let environment = ProcessInfo.processInfo.environment
-        let path: String
-        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
-            path = (runtime.hasSuffix("/") ? String(runtime.dropLast()) : runtime) + "/itsme"
-        } else {
-            path = "/tmp/itsme-\(getuid())"
+    /// Where an agent makes its socket's directory: `$XDG_RUNTIME_DIR`
+    /// when it is set and is a private directory of this user, else /tmp.
+    static func socketBase() -> String {
+        if let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
+            let path = runtime.count > 1 && runtime.hasSuffix("/") ? String(runtime.dropLast()) : runtime
+            if (try? checkPrivate(path, directory: true)) != nil, path.utf8.count < 64 { return path }
         }
-        if create && mkdir(path, 0o700) != 0 && errno != EEXIST {
-            throw CLIError("cannot create \(path): \(String(cString: strerror(errno)))")
+        return "/tmp"
+    }
+
+    /// A new directory for one agent's socket, as ssh-agent makes one:
+    /// `mkdtemp` under `socketBase()`, an unpredictable name, mode 0700.
+    /// Nobody can hold its name in advance; commands find it through the
+    /// agent's lock file in the data directory, never by its name.
+    static func makeSocketDirectory() throws -> String {
+        var template = Array((socketBase() + "/itsme-XXXXXX").utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw CLIError("cannot create a directory for the unlock agent's socket: \(String(cString: strerror(errno)))")
         }
-        try checkPrivateDirectory(path)
+        let path = String(cString: made)
+        try checkPrivate(path, directory: true)
         return path
     }
 
-    /// A directory (not a link) owned by this user that nobody else may enter.
-    static func checkPrivateDirectory(_ path: String) throws {
+    /// `path` is a directory (or a socket) of this user's, not a link,
+    /// that nobody else may enter (use); else a clear refusal.
+    static func checkPrivate(_ path: String, directory: Bool) throws {
         var info = stat()
-        guard lstat(path, &info) == 0 else { throw CLIError("no socket directory \(path)") }
-        guard info.st_mode & S_IFMT == S_IFDIR, info.st_uid == getuid() else {
-            throw CLIError("\(path) is not a directory of yours: the PIN is not kept unlocked")
+        let kind = directory ? "directory" : "socket"
+        guard lstat(path, &info) == 0 else { throw CLIError("the unlock agent's \(kind) \(path) is gone") }
+        guard info.st_mode & S_IFMT == (directory ? S_IFDIR : S_IFSOCK) else {
+            throw CLIError("\(path) is not a \(kind): the unlock window is not used")
+        }
+        guard info.st_uid == getuid() else {
+            throw CLIError("\(path) belongs to user \(info.st_uid), not to you: the unlock window is not used")
         }
         guard info.st_mode & 0o077 == 0 else {
             throw CLIError(
-                "\(path) may be entered by others (mode \(String(info.st_mode & 0o777, radix: 8))): the PIN is not kept unlocked")
+                "\(path) may be used by others (mode \(String(info.st_mode & 0o777, radix: 8))): the unlock window is not used")
         }
     }
 
-    /// The socket a new agent for the data directory `realDirectory`
-    /// listens on, in this environment's socket directory: named by a
-    /// digest of that path.
-    static func socketPath(realDirectory: String, create: Bool) throws -> String {
-        let digest = SHA256.hash(Array(realDirectory.utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
-        let path = try socketDirectory(create: create) + "/agent-\(digest).sock"
-        guard path.utf8.count < MemoryLayout.size(ofValue: sockaddr_un().sun_path) else {
-            throw CLIError("the socket path \(path) is too long: set XDG_RUNTIME_DIR to a shorter directory")
-        }
-        return path
+    /// The prefix of the agents' lock files in a data directory.
+    static let lockFilePrefix = ".unlock-agent-"
+
+    /// `.unlock-agent-KEY` in the data directory: the agent of one terminal
+    /// session holds a lock on it for its life (one agent per data
+    /// directory and session, whatever environment each command has) and
+    /// writes its socket's path in it, which is how a command finds the
+    /// agent.
+    static func lockFile(_ realDirectory: String, _ session: TerminalSession) -> String {
+        realDirectory + "/" + lockFilePrefix + session.key
     }
 
-    /// `.unlock-agent` in the data directory: the agent holds a lock on it
-    /// for its life (so there is one agent per data directory, whatever
-    /// environment each command has) and writes its socket's path in it,
-    /// which is how a command finds the agent.
-    static func lockFile(_ realDirectory: String) -> String { realDirectory + "/.unlock-agent" }
-
-    /// The socket of the agent serving `realDirectory`, as its lock file
-    /// names it, when that socket is in a private directory of this user.
-    static func agentSocket(_ realDirectory: String) -> String? {
-        guard let bytes = readSmallFile(lockFile(realDirectory), limit: 4096),
+    /// The socket named in the lock file `lockPath`, when that socket and
+    /// its directory are private to this user. `report`: a refusal is said
+    /// on standard error (the command then asks for the PIN).
+    static func agentSocket(lockPath: String, report: Bool) -> String? {
+        guard let bytes = readSmallFile(lockPath, limit: 4096), !bytes.isEmpty,
             let path = String(validating: bytes, as: UTF8.self), path.hasPrefix("/"), !path.contains("\0")
         else { return nil }
-        let parent = (path as NSString).deletingLastPathComponent
-        guard (try? checkPrivateDirectory(parent)) != nil else { return nil }
+        do {
+            try checkPrivate((path as NSString).deletingLastPathComponent, directory: true)
+            try checkPrivate(path, directory: false)
+        } catch {
+            if report { FileHandle.standardError.write(Data("itsme: \(explain(error).0); the PIN is asked\n".utf8)) }
+            return nil
+        }
         return path
     }
 
@@ -285,7 +365,7 @@ enum UnlockAgent {
         return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
     }
 
-    /// The address of the socket at `path` (which `socketPath` keeps
+    /// The address of the socket at `path` (which `socketBase` keeps
     /// short enough).
     static func socketAddress(_ path: String) -> sockaddr_un {
         var address = sockaddr_un()
@@ -324,11 +404,13 @@ enum UnlockAgent {
         let absoluteLeft: Int
     }
 
-    /// The agent of the data directory `directory`, when one answers for
-    /// the identity stored there now (the stamps agree). An agent that
-    /// answers for something else is asked to end.
-    static func attach(_ directory: String) -> (Connection, Greeting)? {
-        guard session == nil, let real = realDirectory(directory), let path = agentSocket(real), let connection = connect(path)
+    /// The agent of the data directory `directory` in this terminal
+    /// session, when one answers for the identity stored there now (the
+    /// stamps agree). An agent that answers for something else is asked
+    /// to end. `report`: a socket or directory refused is said.
+    static func attach(_ directory: String, report: Bool = true) -> (Connection, Greeting)? {
+        guard session == nil, let terminal = TerminalSession.current(), let real = realDirectory(directory),
+            let path = agentSocket(lockPath: lockFile(real, terminal), report: report), let connection = connect(path)
         else { return nil }
         // An agent still unlocking (Argon2id for a wrapped store) answers
         // within seconds.
@@ -429,22 +511,17 @@ enum UnlockAgent {
         }
     }
 
-    /// Starts the agent for `profile`'s data directory after a correct
-    /// `pin` typed at a terminal (with `passphrase`, the one that opened a
-    /// wrapped store), when the profile allows it and the window is not
-    /// off. Says why when it cannot.
+    /// Starts the agent for `profile`'s data directory and this terminal
+    /// session after a correct `pin` typed at the terminal (with
+    /// `passphrase`, the one that opened a wrapped store), when the
+    /// profile allows it and the window is not off. Without a controlling
+    /// terminal, none starts.
     static func start(_ profile: Profile, pin: [UInt8], passphrase: [UInt8]?) {
-        guard session == nil, profile.keepsUnlocked, isatty(STDIN_FILENO) == 1,
+        guard session == nil, profile.keepsUnlocked, isatty(STDIN_FILENO) == 1, let terminal = TerminalSession.current(),
             let window = (try? profile.config())?.unlockWindow, let real = realDirectory(profile.directory),
             let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
         else { return }
-        do {
-            _ = try socketPath(realDirectory: real, create: true)
-        } catch {
-            profile.output.warn("\(explain(error).0)")
-            return
-        }
-        var message = Array("\(window.idle) \(window.absolute)\n".utf8) + pin + [0x0A]
+        var message = Array("\(window.idle) \(window.absolute) \(terminal.text)\n".utf8) + pin + [0x0A]
         if let passphrase { message += passphrase }
         defer { wipe(&message) }
         var pipeFDs: [Int32] = [-1, -1]
@@ -469,6 +546,9 @@ enum UnlockAgent {
         let capacity: Int
         private(set) var count = 0
         private let base: UnsafeMutableRawPointer
+
+        /// A buffer of one page that holds nothing.
+        static var empty: LockedBuffer { LockedBuffer(capacity: 1)! }
 
         init?(capacity: Int) {
             let mapped = mmap(nil, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
@@ -517,23 +597,37 @@ enum UnlockAgent {
     static func serve(_ directory: String) -> Never {
         _ = unlockagent_harden()
         signal(SIGPIPE, SIG_IGN)
-        guard (try? Sodium.initialize()) != nil, let message = LockedBuffer(capacity: 65536) else { exit(Exit.error.rawValue) }
+        guard (try? Sodium.initialize()) != nil, var message = LockedBuffer(capacity: 65536) else { exit(Exit.error.rawValue) }
         message.fill(from: STDIN_FILENO)
         let null = open("/dev/null", O_RDONLY)
         if null >= 0 && null != STDIN_FILENO {
             dup2(null, STDIN_FILENO)
             close(null)
         }
-        guard let agent = Agent(directory: directory, message: message) else { exit(0) }
+        let agent = Agent(directory: directory, message: message)
+        // The PIN and passphrase are needed no more: the store is open and
+        // the PIN checked. Their buffer is wiped (and unmapped) now, and so
+        // is the stack the check ran on, where copies of the PIN's digits
+        // were passed along; the agent keeps only the opened store and
+        // identity.
+        message = LockedBuffer.empty
+        unlockagent_burn_stack()
+        guard let agent else { exit(0) }
         agent.run()
     }
 
     final class Agent {
         let realDirectory: String
         let window: Window
+        /// The terminal session this window belongs to: only its commands
+        /// run here, and the agent ends with it.
+        let terminal: TerminalSession
+        /// The socket, in a directory of its own (`makeSocketDirectory`).
         let socketPath: String
-        /// `.unlock-agent`, locked for as long as this agent accepts commands.
+        /// `.unlock-agent-KEY`, locked for as long as this agent accepts commands.
+        let lockPath: String
         var lockFD: Int32
+        var lockInode: ino_t = 0
         let listener: Int32
         var socketInode: ino_t = 0
         let stamp: [UInt8]
@@ -550,6 +644,9 @@ enum UnlockAgent {
             let fd: Int32
             var reader = Reader()
             let deadline: Double
+            /// Whether it runs in this agent's terminal session (it may then
+            /// run commands; any other process of the user may only lock).
+            var sameSession = false
         }
 
         struct Child {
@@ -561,9 +658,11 @@ enum UnlockAgent {
             var exitPipe: Int32
         }
 
-        /// Parses the start message ("IDLE ABSOLUTE\nPIN\nPASSPHRASE", in
-        /// locked memory), takes the data directory's lock (nil if another
-        /// agent holds it), binds the socket, unlocks (nil on any failure).
+        /// Parses the start message ("IDLE ABSOLUTE SESSION TERMINAL
+        /// LEADER-START\nPIN\nPASSPHRASE", in locked memory), takes the lock
+        /// of the data directory and session (nil if another agent holds
+        /// it), binds the socket in a new directory, unlocks (nil on any
+        /// failure).
         init?(directory: String, message: LockedBuffer) {
             guard UnlockAgent.realDirectory(directory) == directory else { return nil }
             // Where the lines end, and the window.
@@ -574,22 +673,32 @@ enum UnlockAgent {
                 return (first, second, first.map { String(decoding: bytes[0..<$0], as: UTF8.self) })
             }
             guard let firstEnd, let header else { return nil }
-            let times = header.split(separator: " ").compactMap { Int($0) }
-            guard times.count == 2, times[0] > 0, times[1] >= times[0], times[1] <= Window.longest else { return nil }
+            let numbers = header.split(separator: " ")
+            let times = numbers.prefix(2).compactMap { Int($0) }
+            guard numbers.count == 5, times.count == 2, times[0] > 0, times[1] >= times[0], times[1] <= Window.longest,
+                let sessionID = pid_t(numbers[2]), let device = UInt64(numbers[3]), let leaderStart = UInt64(numbers[4])
+            else { return nil }
+            let terminal = TerminalSession(id: sessionID, terminal: device, leaderStart: leaderStart)
+            guard terminal.isAlive else { return nil }
             let pinEnd = secondEnd ?? count
             guard pinEnd - firstEnd - 1 == PIN.length else { return nil }
-            // A PIN of 6 digits is a small string: held inline, not on the heap.
-            let pin = message.withBytes { String(decoding: $0[(firstEnd + 1)..<pinEnd], as: UTF8.self) }
             guard let secret = message.copy(min(pinEnd + 1, count)..<count) else { return nil }
             window = Window(idle: times[0], absolute: times[1])
             realDirectory = directory
-            // One agent per data directory, whatever each command's environment.
-            lockFD = open(UnlockAgent.lockFile(directory), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
-            guard lockFD >= 0 else { return nil }
-            guard unlockagent_try_lock(lockFD) == 0, let path = try? UnlockAgent.socketPath(realDirectory: directory, create: true),
-                let listener = Self.listen(path)
-            else {
-                close(lockFD)
+            self.terminal = terminal
+            // One agent per data directory and terminal session.
+            lockPath = UnlockAgent.lockFile(directory, terminal)
+            guard let (fd, inode) = Self.takeLock(lockPath) else { return nil }
+            lockFD = fd
+            lockInode = inode
+            guard let socketDirectory = try? UnlockAgent.makeSocketDirectory() else {
+                Self.releaseLock(lockPath, fd: fd, inode: inode)
+                return nil
+            }
+            let path = socketDirectory + "/agent.sock"
+            guard let listener = Self.listen(path) else {
+                rmdir(socketDirectory)
+                Self.releaseLock(lockPath, fd: fd, inode: inode)
                 return nil
             }
             socketPath = path
@@ -598,9 +707,7 @@ enum UnlockAgent {
             if stat(path, &info) == 0 { socketInode = info.st_ino }
             // Clients find the socket through the lock file, and wait while
             // the store opens (Argon2id, for a wrapped one).
-            let lock = lockFD
-            _ = ftruncate(lock, 0)
-            let written = Array(path.utf8).withUnsafeBytes { pwrite(lock, $0.baseAddress, $0.count, 0) }
+            let written = Array(path.utf8).withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
             // From here on, failing must take the socket away again.
             let secrets = directory + "/secrets"
             let opened: (SecretStore, Identity)? = {
@@ -612,6 +719,10 @@ enum UnlockAgent {
                     let check = PIN(store: store)
                     let now = Int64(Date().timeIntervalSince1970)
                     guard try check.isSet(), try check.status(now: now).waitSeconds == 0 else { return nil }
+                    // A PIN of 6 digits is a small string: held inline (in
+                    // registers and on the stack, which `serve` wipes), not
+                    // on the heap; the library copies it to guarded memory.
+                    let pin = message.withBytes { String(decoding: $0[(firstEnd + 1)..<pinEnd], as: UTF8.self) }
                     try check.verify(pin, now: now)
                     return (store, identity)
                 } catch {
@@ -622,8 +733,9 @@ enum UnlockAgent {
                 let (store, identity) = opened, UnlockAgent.stamp(realDirectory: directory) == before
             else {
                 Self.unlinkIfOurs(path, inode: socketInode)
-                _ = ftruncate(lockFD, 0)
-                close(lockFD)
+                rmdir(socketDirectory)
+                close(listener)
+                Self.releaseLock(lockPath, fd: fd, inode: inode)
                 return nil
             }
             stamp = before
@@ -634,17 +746,39 @@ enum UnlockAgent {
             lastStampCheck = started
         }
 
-        /// A listening socket at `path`, bound by the holder of the data
-        /// directory's lock: a socket left there by an agent that ended is
-        /// replaced.
-        static func listen(_ path: String) -> Int32? {
-            var info = stat()
-            if lstat(path, &info) == 0 {
-                guard info.st_mode & S_IFMT == S_IFSOCK else { return nil }
-                // Another data directory's agent never has this name (a digest
-                // of ours), and ours holds the lock we hold: it is stale.
-                unlink(path)
+        /// The lock file at `path`, created if need be and locked: its
+        /// descriptor and inode; nil when another agent holds it. A file an
+        /// ending agent removed between the open and the lock is opened again.
+        static func takeLock(_ path: String) -> (Int32, ino_t)? {
+            for _ in 0..<3 {
+                let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+                guard fd >= 0 else { return nil }
+                guard unlockagent_try_lock(fd) == 0 else {
+                    close(fd)
+                    return nil
+                }
+                var held = stat()
+                var named = stat()
+                if fstat(fd, &held) == 0, lstat(path, &named) == 0, held.st_ino == named.st_ino, held.st_dev == named.st_dev {
+                    _ = ftruncate(fd, 0)
+                    return (fd, held.st_ino)
+                }
+                close(fd)
             }
+            return nil
+        }
+
+        /// Removes the lock file (while still holding it, so that no other
+        /// agent takes a file about to go) and lets it go.
+        static func releaseLock(_ path: String, fd: Int32, inode: ino_t) {
+            _ = ftruncate(fd, 0)
+            unlinkIfOurs(path, inode: inode)
+            close(fd)
+        }
+
+        /// A listening socket at `path` (in a directory just made: nothing
+        /// is there), mode 0600.
+        static func listen(_ path: String) -> Int32? {
             let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
             guard fd >= 0 else { return nil }
             var address = UnlockAgent.socketAddress(path)
@@ -671,9 +805,9 @@ enum UnlockAgent {
             guard accepting else { return }
             accepting = false
             Self.unlinkIfOurs(socketPath, inode: socketInode)
+            rmdir((socketPath as NSString).deletingLastPathComponent)
             close(listener)
-            _ = ftruncate(lockFD, 0)
-            close(lockFD)
+            Self.releaseLock(lockPath, fd: lockFD, inode: lockInode)
             lockFD = -1
             for client in clients { close(client.fd) }
             clients = []
@@ -684,6 +818,9 @@ enum UnlockAgent {
             while accepting || !children.isEmpty {
                 let now = UnlockAgent.monotonicNow()
                 if accepting {
+                    // The terminal session ended (its shell exited, its
+                    // terminal closed): so does its window.
+                    if !terminal.isAlive { stopAccepting() }
                     if now >= started + Double(window.absolute) { stopAccepting() }
                     if children.isEmpty && clients.isEmpty && now >= lastActivity + Double(window.idle) { stopAccepting() }
                     if now >= lastStampCheck + 5 {
@@ -705,7 +842,8 @@ enum UnlockAgent {
                 for client in clients { pollers.append(pollfd(fd: client.fd, events: Int16(POLLIN), revents: 0)) }
                 let listened = accepting
                 if listened { pollers.append(pollfd(fd: listener, events: Int16(POLLIN), revents: 0)) }
-                var wait = 5.0
+                // Each second at least: whether the session still is.
+                var wait = 1.0
                 if accepting {
                     wait = min(wait, started + Double(window.absolute) - now)
                     if children.isEmpty { wait = min(wait, lastActivity + Double(window.idle) - now) }
@@ -796,12 +934,14 @@ enum UnlockAgent {
         }
 
         /// A new connection: refused unless it is this user's; else greeted
-        /// and kept until its request comes (or 10 seconds pass).
+        /// and kept until its request comes (or 10 seconds pass). A process
+        /// of another terminal session (or of none) may only ask it to end.
         func accept() {
             let fd = unlockagent_accept(listener)
             guard fd >= 0 else { return }
             var uid: uid_t = 0
-            guard unlockagent_peer(fd, &uid, nil) == 0, uid == getuid() else {
+            var pid: pid_t = 0
+            guard unlockagent_peer(fd, &uid, &pid) == 0, uid == getuid() else {
                 send(["refused": "this agent answers only user \(getuid())"], on: fd)
                 close(fd)
                 return
@@ -811,13 +951,18 @@ enum UnlockAgent {
                 return
             }
             let now = UnlockAgent.monotonicNow()
+            guard pid > 0, TerminalSession.of(pid) == terminal else {
+                send(["agent": 1, "other_session": true], on: fd)
+                clients.append(Client(fd: fd, deadline: now + 10, sameSession: false))
+                return
+            }
             send(
                 [
                     "agent": 1, "fingerprint": session.identity.fingerprint, "name": session.identity.name,
                     "stamp": Hex.encodeUpper(stamp), "idle_left": Int(lastActivity + Double(window.idle) - now),
                     "absolute_left": Int(started + Double(window.absolute) - now),
                 ], on: fd)
-            clients.append(Client(fd: fd, deadline: now + 10))
+            clients.append(Client(fd: fd, deadline: now + 10, sameSession: true))
         }
 
         /// Reads from client `position`; whether it is done with (its
@@ -841,6 +986,12 @@ enum UnlockAgent {
                     stopAccepting()
                     return true
                 case "run":
+                    guard clients[position].sameSession else {
+                        fds.forEach { close($0) }
+                        send(["refused": "this unlock window belongs to another terminal session"], on: fd)
+                        close(fd)
+                        return true
+                    }
                     guard fds.count == 3, let argv = request["argv"] as? [String], let cwd = request["cwd"] as? String,
                         let environment = request["env"] as? [String: String]
                     else {
@@ -919,19 +1070,37 @@ enum UnlockAgent {
 
     // MARK: Ending an agent
 
-    /// Asks the agent of `directory` to end: whether one was running.
-    static func lock(_ directory: String) -> Bool {
-        guard let real = realDirectory(directory), let path = agentSocket(real) else { return false }
-        return lock(socket: path)
+    /// Ends every window of the data directory `directory`, in every
+    /// terminal session: how many were open.
+    static func lock(_ directory: String) -> Int {
+        guard let real = realDirectory(directory), let names = try? FileManager.default.contentsOfDirectory(atPath: real) else {
+            return 0
+        }
+        return names.filter { name in
+            guard name.hasPrefix(lockFilePrefix), let path = agentSocket(lockPath: real + "/" + name, report: false) else { return false }
+            return lock(socket: path)
+        }.count
     }
 
-    /// Ends every agent of this user with a socket in this environment's
-    /// socket directory: how many were running.
+    /// Ends every agent of this user (every data directory, every terminal
+    /// session) whose socket is in a private directory of this user's
+    /// under $XDG_RUNTIME_DIR or /tmp: how many were running.
     static func lockAll() -> Int {
-        guard let directory = try? socketDirectory(create: false),
-            let names = try? FileManager.default.contentsOfDirectory(atPath: directory)
-        else { return 0 }
-        return names.filter { $0.hasPrefix("agent-") && $0.hasSuffix(".sock") && lock(socket: directory + "/" + $0) }.count
+        var bases = ["/tmp"]
+        let base = socketBase()
+        if base != "/tmp" { bases.insert(base, at: 0) }
+        var count = 0
+        for base in bases {
+            guard let names = try? FileManager.default.contentsOfDirectory(atPath: base) else { continue }
+            for name in names where name.hasPrefix("itsme-") {
+                let directory = base + "/" + name
+                let socket = directory + "/agent.sock"
+                guard (try? checkPrivate(directory, directory: true)) != nil, (try? checkPrivate(socket, directory: false)) != nil
+                else { continue }
+                if lock(socket: socket) { count += 1 }
+            }
+        }
+        return count
     }
 
     /// Asks the agent listening at `path` (if any) to end.

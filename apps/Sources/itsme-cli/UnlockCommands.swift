@@ -8,7 +8,8 @@ struct Lock: AsyncParsableCommand {
         abstract: "End the unlock window: the next command asks for the PIN again.",
         discussion: """
             After a correct PIN typed at a terminal, this data directory stays unlocked for a while \
-            (`itsme unlock-time`). `itsme lock` ends that now; a command already running finishes.
+            (`itsme unlock-time`), in the terminal where it was typed. `itsme lock` ends that now, in every \
+            terminal (`--all`: for every data directory); a command already running finishes.
             """)
     @OptionGroup var global: GlobalOptions
     @Flag(help: "End the unlock windows of every data directory of yours.") var all = false
@@ -18,16 +19,16 @@ struct Lock: AsyncParsableCommand {
             if all {
                 let count = UnlockAgent.lockAll()
                 profile.output.line(
-                    count == 0 ? "Nothing to lock: no data directory of yours is unlocked." : "Locked \(count) data director\(count == 1 ? "y" : "ies").")
+                    count == 0 ? "Nothing to lock: no data directory of yours is unlocked." : "Locked \(count) unlock window\(count == 1 ? "" : "s").")
                 profile.output.document(["locked": count])
                 return .ok
             }
             let locked = UnlockAgent.lock(profile.directory)
             profile.output.line(
-                locked
-                    ? "Locked: the next command asks for the PIN."
-                    : "Nothing to lock: \(profile.directory) is not unlocked.")
-            profile.output.document(["locked": locked ? 1 : 0])
+                locked == 0
+                    ? "Nothing to lock: \(profile.directory) is not unlocked."
+                    : "Locked\(locked == 1 ? "" : " in \(locked) terminal sessions"): the next command asks for the PIN.")
+            profile.output.document(["locked": locked])
             return .ok
         }
     }
@@ -79,7 +80,10 @@ struct UnlockTime: AsyncParsableCommand {
                 let custom = config.unlockIdle != nil || config.unlockAbsolute != nil
                 profile.output.line("Unlock time: \(window.map { $0.text + (custom ? "" : " (the default)") } ?? "off: every command asks for the PIN")")
                 var document = Self.document(window)
-                if let (connection, greeting) = UnlockAgent.attach(profile.directory) {
+                if UnlockAgent.TerminalSession.current() == nil {
+                    profile.output.line("No terminal: every command here asks for the PIN (a window belongs to one terminal).")
+                    document["unlocked"] = false
+                } else if let (connection, greeting) = UnlockAgent.attach(profile.directory) {
                     close(connection.fd)
                     profile.output.line(
                         "Unlocked now for \(greeting.name): \(duration(Int64(max(0, greeting.idleLeft)))) more without a command, \(duration(Int64(max(0, greeting.absoluteLeft)))) at most (\(suggest("lock")) ends it).")
@@ -129,7 +133,7 @@ struct UnlockTime: AsyncParsableCommand {
                 config.unlockAbsolute = mostSeconds
             }
             try profile.saveConfig(config)
-            let ended = UnlockAgent.lock(profile.directory)
+            let ended = UnlockAgent.lock(profile.directory) > 0
             let window = config.unlockWindow
             profile.output.line(
                 "Unlock time: \(window.map { $0.text } ?? "off: every command asks for the PIN")"

@@ -54,6 +54,13 @@ int unlockagent_harden(void);
  * locked one allocation at a time). */
 int unlockagent_lock_memory(void);
 
+/* Wipes UNLOCKAGENT_BURN_BYTES of the stack below the caller's frame, where
+ * the frames of functions that have returned left their locals (a PIN's
+ * digits passed by value, a hash state): explicit_bzero on a local
+ * buffer, which the compiler may not leave out. */
+#define UNLOCKAGENT_BURN_BYTES (512 * 1024)
+void unlockagent_burn_stack(void);
+
 /* Closes every descriptor from 3 up, except `keep` (-1 for none). */
 void unlockagent_close_others(int keep);
 
