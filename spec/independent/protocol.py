@@ -651,18 +651,24 @@ def parse_qr_payload(payload: bytes, own_identity_pk: bytes,
 
 
 def parse_qr_text(text: str | bytes, own_identity_pk: bytes,
-                  own_ephemeral_secret: bytes) -> QrPeer:
+                  own_ephemeral_secret: bytes) -> "QrPeer | V5Import":
     """5.2, all checks: 1. the prefix (case-sensitive; a text starting with neither
-    ``ITSME1:`` nor ``5|`` is no payload, :class:`NotAnExchangePayload`), 2. the rest is UTF-8
+    ``ITSME1:`` nor ``5|`` is no payload, :class:`NotAnExchangePayload`; a `5|` text is read by
+    section 6, :func:`import_v5`, and gives its :class:`V5Import`), then the length (at most 383
+    bytes, else :class:`CutReading`, unread), 2. the rest is UTF-8
     and strict base64url (else :class:`CutReading`; both ``invalid_argument``), then the
     payload checks.  The text is a ``str`` or the bytes scanned; a ``str`` is UTF-8 unless it
     holds a lone surrogate."""
     prefix, source = (QR_PREFIX, "5|") if isinstance(text, str) else (b"ITSME1:", b"5|")
-    # 1. prefix
+    # 1. prefix, then the length: "at most 383 bytes, the longest payload text of 5.1 [...]
+    #    else `invalid_argument`: it runs on, and none of it is decoded"
     if not text.startswith(prefix):
         if text.startswith(source):
-            raise ProtocolError("a source-format (v5) text, not an ITSME1 payload")
+            # "A text starting with `5|` is read by section 6 within the same exchange."
+            return import_v5(text, own_identity_pk, own_ephemeral_secret)
         raise NotAnExchangePayload("not an exchange payload")
+    if _text_bytes(text) > QR_TEXT_MAX:
+        raise CutReading(f"QR text longer than {QR_TEXT_MAX} bytes (run on)")
     rest = text[len(prefix):]
     # 2. UTF-8, then strict base64url
     try:
@@ -674,6 +680,22 @@ def parse_qr_text(text: str | bytes, own_identity_pk: bytes,
     except ProtocolError as exc:
         raise CutReading(f"QR text: {exc}") from exc
     return parse_qr_payload(payload, own_identity_pk, own_ephemeral_secret)
+
+
+# 5.1: "a text 7 + 207 = 214 to 7 + 376 = 383 characters"; 5.2 step 1 refuses a longer one
+# unread.  Section 6: "So a text is at most [...] 327 bytes", and a longer `5|` text is the same
+# retryable `invalid_argument`.
+QR_TEXT_MAX = 383
+V5_TEXT_MAX = 327
+
+
+def _text_bytes(text: str | bytes) -> int:
+    """The length in bytes of a text as scanned: a ``str`` counts its UTF-8 encoding (a lone
+    surrogate, which is not UTF-8, as the three bytes it would take), since 5.2 bounds the
+    text before it checks that it is UTF-8."""
+    if isinstance(text, bytes):
+        return len(text)
+    return len(text.encode("utf-8", errors="surrogatepass"))
 
 
 def qr_refusal_ends_exchange(exc: BaseException) -> bool:
@@ -748,6 +770,11 @@ class StoredContact:
     method: str
     state: str
     verified_at: int | None = None
+    fingerprint_text: str | None = None  # a source-format contact's (6): no identity key
+
+    @property
+    def unauthenticated(self) -> bool:
+        return self.fingerprint_text is not None
 
 
 class ContactStore:
@@ -760,7 +787,7 @@ class ContactStore:
 
     def find(self, identity_pk: bytes) -> StoredContact | None:
         for contact in self.contacts.values():
-            if contact.identity_pk == identity_pk:
+            if contact.identity_pk == identity_pk and not contact.unauthenticated:
                 return contact
         return None
 
@@ -771,6 +798,18 @@ class ContactStore:
             raise InvalidState("a contact with this identity key is already stored (8.2)")
         contact = StoredContact(self._next_id, identity_pk, name, seed, mine, theirs, method,
                                 UNVERIFIED)
+        self.contacts[contact.contact_id] = contact
+        self._next_id += 1
+        return contact
+
+    def add_unauthenticated(self, fingerprint_text: str, name: bytes, seed: bytes, mine: bytes,
+                            theirs: bytes) -> StoredContact:
+        """Section 6: a source-format contact, "stored flagged *unauthenticated*, for good: it
+        is never matched to, merged with, or allowed to replace a contact that has an identity
+        key [...] stored with the exchange method of a QR exchange [...], no identity key, and
+        the fingerprint from the text", unverified."""
+        contact = StoredContact(self._next_id, b"", name, seed, mine, theirs, QR_METHOD,
+                                UNVERIFIED, fingerprint_text=fingerprint_text)
         self.contacts[contact.contact_id] = contact
         self._next_id += 1
         return contact
@@ -837,6 +876,7 @@ class QrExchange:
         self.known_contact: bool | None = None
         self.contact_id: int | None = None  # the new contact, or the stored one (8.2)
         self.decided: bool | None = None
+        self.v5: V5Import | None = None  # a source-format text read within this exchange (6)
 
     @classmethod
     def create(cls, identity_seed: bytes, ephemeral_secret: bytes, device_secret: bytes,
@@ -854,16 +894,28 @@ class QrExchange:
     @property
     def awaiting_payload(self) -> bool:
         """Whether a payload may still be received: none accepted yet and not failed (5.2)."""
-        return not self.failed and self.peer is None
+        return not self.failed and self.peer is None and self.v5 is None
 
     def receive(self, text: str | bytes, now: int) -> QrResult:
-        if self.failed or self.peer is not None:
+        if self.failed or self.peer is not None or self.v5 is not None:
             raise InvalidState("a payload after a failure, or a second payload")
         if self._expired(now):
             self.failed = True
             raise Expired("the QR exchange is more than 24 hours old")
         if text.startswith("5|" if isinstance(text, str) else b"5|"):
-            raise ProtocolError("a source-format text: section 6's import, not this exchange")
+            # 5.2: "A text starting with `5|` is read by section 6 within the same exchange";
+            # its refusals end the exchange as in 5.2, except the retryable invalid_argument.
+            try:
+                imp = import_v5(text, self.identity_pk, self.ephemeral_secret)
+            except ProtocolError as exc:
+                if qr_refusal_ends_exchange(exc):
+                    self.failed = True
+                raise
+            self.v5 = imp
+            self.contact_id = self.store.add_unauthenticated(
+                imp.peer.fingerprint_text, imp.peer.name, imp.seed, self.device_secret,
+                imp.peer.device_secret).contact_id
+            return imp
         try:
             peer = parse_qr_text(text, self.identity_pk, self.ephemeral_secret)
         except ProtocolError as exc:
@@ -920,17 +972,25 @@ _DIGITS6 = re.compile(r"[0-9]{6}", re.ASCII)
 
 
 def _split_v5(text: str) -> list[str]:
-    """Split on '|' not escaped.  Read left to right, a '\\' escapes the next character (so
-    '\\\\|' is an escaped backslash followed by a separator); escapes are kept for later."""
+    """Section 6's reading, left to right: "a `\\` escapes the character after it, which must
+    be `|` or `\\` and is taken literally [...]; any other `\\` sequence, a `\\` at the end, or
+    a `\\` outside the name field is rejected; every unescaped `|` separates fields".  The
+    reading stops at the first such `\\` (``malformed_message``); the fields come back
+    unescaped (only the name, the second field, can hold an escape)."""
     fields: list[str] = []
     current: list[str] = []
     i = 0
     while i < len(text):
         c = text[i]
         if c == "\\":
+            if len(fields) != 1:
+                raise MalformedMessage("a '\\' outside the name field of a v5 text")
             if i + 1 >= len(text):
-                raise ProtocolError("dangling '\\' at the end of a v5 text")
-            current.append(text[i:i + 2])
+                raise MalformedMessage("a '\\' at the end of a v5 text")
+            nxt = text[i + 1]
+            if nxt not in ("|", "\\"):
+                raise MalformedMessage("a '\\' in a v5 name escapes neither '|' nor '\\'")
+            current.append(nxt)
             i += 2
         elif c == "|":
             fields.append("".join(current))
@@ -943,24 +1003,6 @@ def _split_v5(text: str) -> list[str]:
     return fields
 
 
-def _unescape_v5_name(field: str) -> str:
-    """'\\|' -> '|', '\\\\' -> '\\'; any other '\\' sequence is rejected."""
-    out: list[str] = []
-    i = 0
-    while i < len(field):
-        c = field[i]
-        if c == "\\":
-            nxt = field[i + 1] if i + 1 < len(field) else ""
-            if nxt not in ("|", "\\"):
-                raise ProtocolError("invalid escape in a v5 name")
-            out.append(nxt)
-            i += 2
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
-
-
 @dataclass(frozen=True)
 class V5Peer:
     name: bytes
@@ -969,29 +1011,51 @@ class V5Peer:
     device_secret: bytes  # the 6 ASCII digits
 
 
-def parse_v5(text: str, own_fingerprint: str | None = None) -> V5Peer:
-    """Section 6: '5|name|fingerprint|ephemeralKey|deviceSecret'."""
+def parse_v5(text: str | bytes, own_fingerprint: str | None = None) -> V5Peer:
+    """Section 6: '5|name|fingerprint|ephemeralKey|deviceSecret', checked in the order section
+    6 gives, the first failure giving the code: 5.2's step 1 (a text that does not start with
+    `5|` is no exchange payload, one longer than 327 bytes a reading run on: both the retryable
+    ``invalid_argument``, nothing of the text read); then UTF-8; the reading left to right; the
+    count of five fields; the name; the fingerprint's form; the ephemeral key's form; the device
+    secret's form (each ``malformed_message``); only then the fingerprint compared with the
+    receiver's own, ``own_fingerprint`` when given (``invalid_key``).  The text is a ``str`` or
+    the bytes scanned."""
+    source = "5|" if isinstance(text, str) else b"5|"
+    if not text.startswith(source):
+        raise NotAnExchangePayload("not a source-format text (no '5|')")
+    if _text_bytes(text) > V5_TEXT_MAX:
+        raise CutReading(f"source-format text longer than {V5_TEXT_MAX} bytes (run on)")
+    try:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")
+        else:
+            text.encode("utf-8")
+    except UnicodeError as exc:
+        raise MalformedMessage("a v5 text that is not UTF-8") from exc
     fields = _split_v5(text)
     if len(fields) != 5:
-        raise ProtocolError("a v5 text has exactly five fields")
+        raise MalformedMessage("a v5 text has exactly five fields")
     version, name_field, fp_field, key_field, secret_field = fields
-    if version != "5":
-        raise ProtocolError("the first v5 field is not '5'")
+    if version != "5":  # cannot happen: the text starts with "5|"
+        raise MalformedMessage("the first v5 field is not '5'")
+    name = name_field.encode("utf-8")
     try:
-        name = _unescape_v5_name(name_field).encode("utf-8")
-    except UnicodeEncodeError as exc:  # lone surrogates in a str
-        raise ProtocolError("v5 name is not encodable as UTF-8") from exc
-    validate_name(name)
+        validate_name(name)
+    except ProtocolError as exc:
+        raise MalformedMessage(f"v5 name: {exc}") from exc
     if not _HEX16.fullmatch(fp_field):
-        raise ProtocolError("v5 fingerprint is not 16 hex digits")
+        raise MalformedMessage("v5 fingerprint is not 16 hex digits")
     fp = fp_field.upper()
-    if own_fingerprint is not None and fp == own_fingerprint.upper():
-        raise ProtocolError("v5 fingerprint is the receiver's own")
-    ephemeral_pk = b64_decode(key_field)
+    try:
+        ephemeral_pk = b64_decode(key_field)
+    except ProtocolError as exc:
+        raise MalformedMessage(f"v5 ephemeral key: {exc}") from exc
     if len(ephemeral_pk) != 32:
-        raise ProtocolError("v5 ephemeral key is not 32 bytes")
+        raise MalformedMessage("v5 ephemeral key is not 32 bytes")
     if not _DIGITS6.fullmatch(secret_field):
-        raise ProtocolError("v5 device secret is not 6 ASCII digits")
+        raise MalformedMessage("v5 device secret is not 6 ASCII digits")
+    if own_fingerprint is not None and fp == own_fingerprint.upper():
+        raise InvalidKey("v5 fingerprint is the receiver's own (a reflection)")
     return V5Peer(name, fp, ephemeral_pk, secret_field.encode("ascii"))
 
 
@@ -1003,8 +1067,10 @@ class V5Import:
     seed: bytes
 
 
-def import_v5(text: str, own_identity_pk: bytes, own_ephemeral_secret: bytes) -> V5Import:
-    """Section 6 parse plus the seed of section 3 (no SAS exists for a v5 peer)."""
+def import_v5(text: str | bytes, own_identity_pk: bytes,
+              own_ephemeral_secret: bytes) -> V5Import:
+    """Section 6 parse plus the seed of section 3 (no SAS exists for a v5 peer); the shared
+    secret is computed last (``invalid_key`` if all zero)."""
     own_fp = fingerprint(own_identity_pk)
     peer = parse_v5(text, own_fp)
     shared = x25519_shared(own_ephemeral_secret, peer.ephemeral_pk)

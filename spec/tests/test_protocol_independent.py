@@ -619,8 +619,11 @@ def test_qr_exchange_refusals_and_what_they_end():
          "malformed_message"),  # a name length of 0, before the length it gives
         (text_of(b"\x02" + b_payload[1:89] + b"\x00" + b_payload[90:]), P.MalformedMessage,
          "malformed_message"),  # version before the name length
-        (text_of(with_name(b"x" * 129)), P.MalformedMessage, "malformed_message"),  # 129 bytes
-        (text_of(with_name(b"x" * 255)), P.MalformedMessage, "malformed_message"),
+        # A name of 129 bytes or more makes a text past 383 bytes: run on, unread (step 1);
+        # one of 128 bytes, the longest, makes a text of exactly 383 bytes, which is read.
+        (text_of(with_name(b"x" * 129)), cut, "invalid_argument"),  # 385 bytes
+        (text_of(with_name(b"x" * 255)), cut, "invalid_argument"),
+        (text_of(with_name(b"x" * 128)), P.AuthenticationFailed, "authentication_failed"),
         (text_of(with_name(b"\x01" * name_len)), P.MalformedMessage, "malformed_message"),
         (text_of(with_name(b"\xff" * name_len)), P.MalformedMessage, "malformed_message"),
         (text_of(b_payload[:33] + bytes(8) + b_payload[41:]), P.AuthenticationFailed,
@@ -824,15 +827,90 @@ def test_source_v5_imports():
 
 @needs_vectors
 def test_source_v5_rejections():
+    """Section 6 and 13: each refusal of source-v5.json, fed to a new QR exchange of the first
+    import's `receiver` waiting for the peer's payload, is refused with the result code its
+    `error_text` names, in section 6's order (the texts that break two rules fix it: the key's
+    form before the fingerprint's comparison, the comparison before the shared secret), and
+    leaves the exchange failed where `ends_exchange` says, else still waiting for a payload."""
     data = load("source-v5.json")
-    # The schema gives rejections no receiver; the first import's receiver stands in for the
-    # own-fingerprint check and the shared-secret computation.
-    default = _cases(data, "imports")[0]["receiver"]
+    rec = _cases(data, "imports")[0]["receiver"]
+    seed, esk = h(rec["identity_seed"]), h(rec["ephemeral_secret"])
+    own_pk = P.ed25519_public(seed)
+    assert own_pk.hex() == rec["identity_public"]
+    whole = _whole_qr_peer()
+    codes = set()
     for case in _cases(data, "rejections"):
-        rec = case.get("receiver", default)
-        own_pk = P.ed25519_public(h(rec["identity_seed"]))
-        with pytest.raises(P.ProtocolError):
-            P.import_v5(case["text"], own_pk, h(rec["ephemeral_secret"]))
+        expect_keys(case, "case_text text error_text ends_exchange")
+        what = case["case_text"]
+        assert case["ends_exchange"] is (case["error_text"] != "invalid_argument"), what
+        codes.add(case["error_text"])
+        with pytest.raises(P.ProtocolError) as err:
+            P.import_v5(case["text"], own_pk, esk)
+        assert P.result_code(err.value) == case["error_text"], (what, str(err.value))
+        assert P.qr_refusal_ends_exchange(err.value) is case["ends_exchange"], what
+        side = P.QrExchange.create(seed, esk, bytes(16), b"Receiver", 0, P.ContactStore())
+        with pytest.raises(P.ProtocolError) as err:
+            side.receive(case["text"], 0)
+        assert P.result_code(err.value) == case["error_text"], what
+        _assert_qr_refusal_left(side, case["ends_exchange"], whole, what)
+    assert codes == {"malformed_message", "invalid_key", "invalid_argument"}
+
+
+def test_source_v5_order_and_length():
+    """Section 6's order on texts of this file's own, and 5.2 step 1's bound: a `5|` text of
+    more than 327 bytes is the retryable ``invalid_argument`` unread (even one that is not
+    UTF-8 past the bound), one of 327 bytes is read; each check before the fingerprint's
+    comparison is ``malformed_message`` even with the receiver's own fingerprint."""
+    seed = bytes([7]) * 32
+    own_pk = P.ed25519_public(seed)
+    own_fp = P.fingerprint(own_pk)
+    esk = bytes([9]) * 32
+    key = P.b64_encode(P.x25519_public(bytes([5]) * 32))
+    other = "0123456789ABCDEF"
+    name = "\\\\" * 128  # 128 escaped backslashes: the longest name field, 256 bytes
+    longest = f"5|{name}|{other}|{key}|123456"
+    assert len(longest.encode()) == P.V5_TEXT_MAX
+    assert P.import_v5(longest, own_pk, esk).peer.name == b"\\" * 128
+    for over in (longest + "x", longest.encode() + b"\xff"):
+        with pytest.raises(P.CutReading):
+            P.import_v5(over, own_pk, esk)
+    with pytest.raises(P.CutReading):  # bounded before UTF-8 is checked
+        P.parse_v5(b"5|" + b"\xff" * 326)
+    with pytest.raises(P.MalformedMessage):
+        P.parse_v5(b"5|\xff|" + other.encode() + b"|" + key.encode() + b"|123456")
+    bad_forms = [f"5|a\\x|{own_fp}|{key}|123456", f"5|a|{own_fp}\\|{key}|123456",
+                 f"5|a|{own_fp}|{key}|123456\\", f"5|a|{own_fp}|{key}",
+                 f"5||{own_fp}|{key}|123456", f"5|a|{own_fp}|{key[:-2]}=|123456",
+                 f"5|a|{own_fp}|{key}|12345", f"5|a|{own_fp}|{key}|1234567"]
+    for text in bad_forms:
+        with pytest.raises(P.MalformedMessage):
+            P.import_v5(text, own_pk, esk)
+    with pytest.raises(P.InvalidKey):
+        P.import_v5(f"5|a|{own_fp.lower()}|{key}|123456", own_pk, esk)
+    zero = P.b64_encode(bytes(32))
+    with pytest.raises(P.InvalidKey) as err:
+        P.import_v5(f"5|a|{own_fp}|{zero}|123456", own_pk, esk)
+    assert "own" in str(err.value)
+    with pytest.raises(P.InvalidKey) as err:
+        P.import_v5(f"5|a|{other}|{zero}|123456", own_pk, esk)
+    assert "zero" in str(err.value)
+
+
+def test_source_v5_within_a_qr_exchange():
+    """5.2: a `5|` text is read by section 6 within the QR exchange; the contact is stored
+    unverified, flagged unauthenticated, with the fingerprint from the text (section 6), and
+    the exchange takes no second payload."""
+    store = P.ContactStore()
+    side = P.QrExchange.create(bytes([7]) * 32, bytes([9]) * 32, bytes(16), b"Me", 0, store)
+    key = P.b64_encode(P.x25519_public(bytes([5]) * 32))
+    imp = side.receive(f"5|Ann|0123456789abcdef|{key}|123456", 0)
+    assert imp.peer.fingerprint_text == "0123456789ABCDEF" and not side.awaiting_payload
+    (contact,) = store.contacts.values()
+    assert contact.unauthenticated and contact.state == P.UNVERIFIED
+    assert contact.fingerprint_text == "0123456789ABCDEF" and contact.seed == imp.seed
+    assert contact.theirs == b"123456" and contact.method == P.QR_METHOD
+    with pytest.raises(P.InvalidState):
+        side.receive(_whole_qr_peer().text, 0)
 
 
 def test_source_v5_escapes():
