@@ -1191,9 +1191,14 @@ def bt_th1(session_code_text: str, hello_i: bytes, hello_r: bytes,
     return sha256(bt_th1_input(session_code_text, hello_i, hello_r, key_i, key_r))
 
 
+def bt_prk(shared: bytes, th1: bytes) -> bytes:
+    """7.3: prk = HKDF-Extract(salt = th1, ikm = shared)."""
+    return hkdf_extract(th1, shared)
+
+
 def bt_session_keys(shared: bytes, th1: bytes) -> tuple[bytes, bytes]:
-    """7.3: (initiator key, responder key) from HKDF-Extract(salt=th1, ikm=shared)."""
-    prk = hkdf_extract(th1, shared)
+    """7.3: (initiator key, responder key), each HKDF-Expand of :func:`bt_prk`."""
+    prk = bt_prk(shared, th1)
     return (hkdf_expand(prk, lv_cat(BT_KEY_LABEL, INITIATOR), 32),
             hkdf_expand(prk, lv_cat(BT_KEY_LABEL, RESPONDER), 32))
 
@@ -1696,9 +1701,14 @@ def draw_words(seed: bytes, window: int, pid: bytes) -> WordDraw:
 FIRST_SELECTOR_LABEL = b"itsme-first-selector-v1"
 
 
+def first_selector_input(window: int) -> bytes:
+    """9.4: the HMAC's message, lv_cat('itsme-first-selector-v1', u64(W))."""
+    return lv_cat(FIRST_SELECTOR_LABEL, u64(window))
+
+
 def first_selector_hmac(seed: bytes, window: int) -> bytes:
     """HMAC(seed, lv_cat('itsme-first-selector-v1', u64(W))), the whole 32 bytes."""
-    return hmac_sha256(seed, lv_cat(FIRST_SELECTOR_LABEL, u64(window)))
+    return hmac_sha256(seed, first_selector_input(window))
 
 
 def first_selector_byte(seed: bytes, window: int) -> int:
@@ -1810,9 +1820,15 @@ def tag_key(seed: bytes) -> bytes:
 def device_tag(key: bytes, pid: bytes, window: int, device_secret: bytes | None) -> int:
     """tag(S) = be64(first 8 bytes of HMAC(T, lv_cat(pid(S), u64(W), device_secret(S))))
     mod 100.  A device that holds no device secret uses the empty string (None or b"")."""
-    secret = b"" if device_secret is None else device_secret
-    mac = hmac_sha256(key, lv_cat(pid, u64(window), secret))
+    mac = hmac_sha256(key, device_tag_input(pid, window, device_secret))
     return _be64_head(mac) % DEVICE_TAG_VALUES
+
+
+def device_tag_input(pid: bytes, window: int, device_secret: bytes | None) -> bytes:
+    """10.1: the tag's HMAC message, lv_cat(pid(S), u64(W), device_secret(S)), keyed with T;
+    the empty string for a device that holds no device secret."""
+    secret = b"" if device_secret is None else device_secret
+    return lv_cat(pid, u64(window), secret)
 
 
 def expected_device_tag(key: bytes, pid: bytes, window: int,
@@ -1902,7 +1918,13 @@ def degradation_mac(seed: bytes, pid_d: bytes, secret: bytes) -> bytes:
     """m = first 5 bytes of HMAC(key, lv_cat(pid(D), r))."""
     if len(secret) != DEGRADATION_SECRET_BYTES:
         raise ValueError("the interim device secret r is 10 bytes")
-    return hmac_sha256(degradation_key(seed), lv_cat(pid_d, secret))[:DEGRADATION_MAC_BYTES]
+    return hmac_sha256(degradation_key(seed),
+                       degradation_mac_input(pid_d, secret))[:DEGRADATION_MAC_BYTES]
+
+
+def degradation_mac_input(pid_d: bytes, secret: bytes) -> bytes:
+    """10.2: the MAC's message, lv_cat(pid(D), r)."""
+    return lv_cat(pid_d, secret)
 
 
 def format_degradation_code(code_bytes: bytes) -> str:

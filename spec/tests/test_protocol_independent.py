@@ -980,6 +980,10 @@ def _bt_run(ex):
         assert th1.hex() == ex["th1"]
         shared = P.x25519_shared(me.esk, P.parse_frame(peer.key, P.KEY))
         assert shared.hex() == ex["shared"]
+        prk = P.bt_prk(shared, th1)
+        assert prk.hex() == ex["prk"]
+        assert P.hkdf_expand(prk, P.lv_cat(P.BT_KEY_LABEL, P.INITIATOR), 32).hex() \
+            == ex["key_initiator"]
         key_i, key_r = P.bt_session_keys(shared, th1)
         assert key_i.hex() == ex["key_initiator"]
         assert key_r.hex() == ex["key_responder"]
@@ -1028,7 +1032,7 @@ def test_bluetooth_exchanges():
     for ex in _cases(load("bluetooth.json"), "exchanges"):
         expect_keys(ex, "session_code_text session_code_value session_code_draws a b th1_input "
                         "th1 shared salt_text key_initiator key_responder seed transcript_input "
-                        "transcript_hash sas_value sas_text")
+                        "transcript_hash sas_value sas_text prk")
         assert P.parse_short_code(ex["session_code_text"]) == ex["session_code_value"]
         # 4.2: the session code drawn by this module from the listed 4-byte draws, which it
         # must consume to the last (each one before it refused and drawn again).  salt_text
@@ -1344,7 +1348,7 @@ _VOICE_SESSION_KEYS = (
     "a_words_key a_words_blocks a_words b_words_key b_words_blocks b_words "
     "first_selector_hmac first_selector_byte lower_selects_first first_text w1 w2 code_info code_key "
     "a_code_value a_code_text b_code_value b_code_text tag_key a_device_secret b_device_secret "
-    "a_tag b_tag"
+    "a_tag b_tag session_id_input first_selector_input a_tag_input b_tag_input"
 )
 
 
@@ -1368,6 +1372,9 @@ def _voice_session(seed: bytes, window: int, a_pid: bytes, b_pid: bytes, w1: int
         "first_text": me if view.i_select_first else peer,
         "code_info": codes.info.hex(), "code_key": codes.key.hex(),
         "tag_key": P.tag_key(seed).hex(),
+        # The HMAC messages of 9.2, 9.4 and 10.1, as this device builds them.
+        "session_id_input": P.session_id_input(window).hex(),
+        "first_selector_input": P.first_selector_input(window).hex(),
     }
     for who, draw, code, tag in ((me, view.my_words, codes.my_code, my_tag),
                                  (peer, view.their_words, codes.their_code, their_tag)):
@@ -1377,6 +1384,14 @@ def _voice_session(seed: bytes, window: int, a_pid: bytes, b_pid: bytes, w1: int
         out[f"{who}_code_value"] = code
         out[f"{who}_code_text"] = P.format_voice_code(code)
         out[f"{who}_tag"] = tag
+        out[f"{who}_tag_input"] = P.device_tag_input(pids[who], window, secrets[who]).hex()
+    # Each message, keyed as its section says, gives the value the document derives from it.
+    assert P._be64_head(P.hmac_sha256(seed, h(out["session_id_input"]))) % 2600 \
+        == out["session_id_value"]
+    assert P.hmac_sha256(seed, h(out["first_selector_input"])).hex() == out["first_selector_hmac"]
+    for who in ("a", "b"):
+        assert P._be64_head(P.hmac_sha256(P.tag_key(seed), h(out[f"{who}_tag_input"]))) % 100 \
+            == out[f"{who}_tag"]
     return out
 
 
@@ -1956,14 +1971,15 @@ def _compact(code_text: str) -> str:
 @needs_vectors
 def test_degradation_vectors():
     for case in _cases(load("voice.json"), "degradation"):
-        expect_keys(case, "seed pid secret key mac code_text")
+        expect_keys(case, "seed pid secret key mac_input mac code_text")
         seed, pid, secret = h(case["seed"]), h(case["pid"]), h(case["secret"])
         assert len(secret) == 10 and len(pid) in (8, 32)
         assert P.degradation_key(seed).hex() == case["key"]
         assert P.hkdf(seed, b"", b"itsme-degradation-code-v1", 32).hex() == case["key"]
+        assert P.degradation_mac_input(pid, secret).hex() == case["mac_input"]
         mac = P.degradation_mac(seed, pid, secret)
         assert mac.hex() == case["mac"] and len(mac) == 5
-        assert P.hmac_sha256(h(case["key"]), P.lv_cat(pid, secret))[:5] == mac
+        assert P.hmac_sha256(h(case["key"]), h(case["mac_input"]))[:5] == mac
         assert P.degradation_code(seed, pid, secret) == case["code_text"]
         assert P.format_degradation_code(secret + mac) == case["code_text"]
         # C's side: the shown code parses to r || m and is accepted, giving back r.
