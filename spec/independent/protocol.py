@@ -2066,8 +2066,13 @@ _PU_NAMES = {PU_KEY: "KEY", PU_NEW: "NEW", PU_DONE: "DONE"}
 
 def pin_update_code_value(seed: bytes, window: int) -> int:
     """code(W) = be64(first 8 bytes of HMAC(seed, lv_cat(label, u64(W)))) mod 260000."""
-    mac = hmac_sha256(seed, lv_cat(PIN_UPDATE_CODE_LABEL, u64(window)))
+    mac = hmac_sha256(seed, pin_update_code_input(window))
     return _be64_head(mac) % SHORT_CODE_VALUES
+
+
+def pin_update_code_input(window: int) -> bytes:
+    """10.3: the session code's HMAC message, lv_cat('itsme-pin-update-code-v1', u64(W))."""
+    return lv_cat(PIN_UPDATE_CODE_LABEL, u64(window))
 
 
 def pin_update_code_text(seed: bytes, window: int) -> str:
@@ -2134,10 +2139,15 @@ def pu_salt(seed: bytes, th: bytes) -> bytes:
 
 
 def pu_session_keys(salt: bytes, shared: bytes) -> tuple[bytes, bytes]:
-    """prk = HKDF-Extract(salt, shared); (k_I, k_R) = HKDF-Expand(prk, lv_cat(label, role), 32)."""
-    prk = hkdf_extract(salt, shared)
+    """(k_I, k_R) = HKDF-Expand(prk, lv_cat(label, role), 32) of :func:`pu_prk`."""
+    prk = pu_prk(salt, shared)
     return (hkdf_expand(prk, lv_cat(PU_KEY_LABEL, INITIATOR), 32),
             hkdf_expand(prk, lv_cat(PU_KEY_LABEL, RESPONDER), 32))
+
+
+def pu_prk(salt: bytes, shared: bytes) -> bytes:
+    """10.3: prk = HKDF-Extract(salt, X25519(my_eph_secret, their_eph))."""
+    return hkdf_extract(salt, shared)
 
 
 def pu_confirm(seed: bytes, role: str, th: bytes) -> bytes:
@@ -2605,7 +2615,12 @@ ROOM_BYTES = 16
 
 def room_id(seed: bytes, window: int) -> bytes:
     """room(W) = first 16 bytes of HMAC(seed, lv_cat('itsme-room-id-v1', u64(W)))."""
-    return hmac_sha256(seed, lv_cat(ROOM_LABEL, u64(window)))[:ROOM_BYTES]
+    return hmac_sha256(seed, room_input(window))[:ROOM_BYTES]
+
+
+def room_input(window: int) -> bytes:
+    """11.1: the room ID's HMAC message, lv_cat('itsme-room-id-v1', u64(W))."""
+    return lv_cat(ROOM_LABEL, u64(window))
 
 
 def room_name(room: bytes) -> str:
@@ -2749,10 +2764,15 @@ def ov_salt(seed: bytes, th: bytes) -> bytes:
 
 
 def ov_session_keys(salt: bytes, shared: bytes) -> tuple[bytes, bytes]:
-    """prk = HKDF-Extract(salt, shared); (k_I, k_R) = HKDF-Expand(prk, lv_cat(label, role), 32)."""
-    prk = hkdf_extract(salt, shared)
+    """(k_I, k_R) = HKDF-Expand(prk, lv_cat(label, role), 32) of :func:`ov_prk`."""
+    prk = ov_prk(salt, shared)
     return (hkdf_expand(prk, lv_cat(OV_KEY_LABEL, INITIATOR), 32),
             hkdf_expand(prk, lv_cat(OV_KEY_LABEL, RESPONDER), 32))
+
+
+def ov_prk(salt: bytes, shared: bytes) -> bytes:
+    """11.3: prk = HKDF-Extract(salt, shared)."""
+    return hkdf_extract(salt, shared)
 
 
 def ov_proof(seed: bytes, role: str, th: bytes) -> bytes:

@@ -2169,7 +2169,8 @@ def test_degradation_limiter_counts_wrong_codes_only():
 
 _OV_SESSION_KEYS = (
     "seed window room initiator_text a b commit key_r key_i th_input th salt shared k_i k_r "
-    "proof_i proof_r tag_key dtag_i dtag_r proof_message_i proof_message_r sas_value sas_text"
+    "proof_i proof_r tag_key dtag_i dtag_r proof_message_i proof_message_r sas_value sas_text "
+    "room_input prk"
 )
 _OV_SIDE_KEYS = ("random_seed identity_random_seed identity_seed pid ephemeral_secret "
                  "ephemeral_public challenge device_secret")
@@ -2243,7 +2244,13 @@ def _ov_fields(sessions, seed, window, ids, esks, chals, own_ds, refs=None,
             "dtag_r": r.dtag_r.hex(), "proof_message_i": r.proof_message_i.hex(),
             "proof_message_r": r.proof_message_r.hex(), "sas_value": r.sas_value,
             "sas_text": r.sas_text,
+            # 11.1's HMAC message of the room and 11.3's prk, each giving what follows from it.
+            "room_input": P.room_input(window).hex(), "prk": P.ov_prk(r.salt, r.shared).hex(),
         }
+        assert P.hmac_sha256(seed, P.room_input(window))[:16] == r.room
+        prk = P.ov_prk(r.salt, r.shared)
+        assert P.hkdf_expand(prk, P.lv_cat(P.OV_KEY_LABEL, P.INITIATOR), 32) == r.k_i
+        assert P.hkdf_expand(prk, P.lv_cat(P.OV_KEY_LABEL, P.RESPONDER), 32) == r.k_r
         assert (r.sas_value is None) == (r.state != P.OV_COMPARE_SAS)
         if bound:
             binds = {ini: r.bind_i, res: r.bind_r}
@@ -2395,7 +2402,10 @@ def _ov_recompute(case, seed, window, pids, esks, chals, ds, refs, bindings=None
         elif f"{x}_bind" in case:
             assert case[f"{x}_bind"] is None
     assert P.order_pids(pids["a"], pids["b"])[0] == pids[ini]
+    room_input = P.lv_cat(b"itsme-room-id-v1", P.u64(window))
+    assert room_input.hex() == case["room_input"]
     room = P.room_id(seed, window)
+    assert room == P.hmac_sha256(seed, room_input)[:16]
     assert room.hex() == case["room"] and P.room_name(room) == case["room"]
     assert P.room_name(room) == P.hmac_sha256(seed, P.lv_cat(b"itsme-room-id-v1",
                                                              P.u64(window)))[:16].hex()
@@ -2422,6 +2432,7 @@ def _ov_recompute(case, seed, window, pids, esks, chals, ds, refs, bindings=None
     k_i, k_r = P.ov_session_keys(salt, shared)
     assert k_i.hex() == case["k_i"] and k_r.hex() == case["k_r"]
     prk = P.hkdf_extract(salt, shared)
+    assert prk.hex() == case["prk"]
     assert k_i == P.hkdf_expand(prk, P.lv_cat(b"itsme-ov-key-v1", b"initiator"), 32)
     proof_i, proof_r = P.ov_proof(seed, P.INITIATOR, th), P.ov_proof(seed, P.RESPONDER, th)
     assert proof_i.hex() == case["proof_i"] and proof_r.hex() == case["proof_r"]
@@ -3622,7 +3633,8 @@ def test_online_verify_bindings_are_compared_only_after_the_proof():
 
 _PU_SESSION_KEYS = (
     "seed window session_code_value session_code_text initiator_text a b key_i key_r th_input "
-    "th salt shared k_i k_r confirm_i confirm_r new_i new_r done new_plaintext_i new_plaintext_r"
+    "th salt shared k_i k_r confirm_i confirm_r new_i new_r done new_plaintext_i new_plaintext_r "
+    "session_code_input prk"
 )
 _PU_SIDE_KEYS = ("random_seed identity_random_seed identity_seed pid ephemeral_secret "
                  "ephemeral_public new_device_secret")
@@ -3694,7 +3706,15 @@ def _pu_fields(sessions, seed, window, ids, esks, news) -> dict:
             "k_i": r.k_i.hex(), "k_r": r.k_r.hex(), "confirm_i": r.confirm_i.hex(),
             "confirm_r": r.confirm_r.hex(), "new_i": r.new_i.hex(), "new_r": r.new_r.hex(),
             "done": r.done.hex(),
+            # 10.3's HMAC message of the session code and prk, each giving what follows from it.
+            "session_code_input": P.pin_update_code_input(window).hex(),
+            "prk": P.pu_prk(r.salt, r.shared).hex(),
         }
+        assert P._be64_head(P.hmac_sha256(seed, P.pin_update_code_input(window))) % 260000 \
+            == P.parse_short_code(r.code_text)
+        prk = P.pu_prk(r.salt, r.shared)
+        assert P.hkdf_expand(prk, P.lv_cat(P.PU_KEY_LABEL, P.INITIATOR), 32) == r.k_i
+        assert P.hkdf_expand(prk, P.lv_cat(P.PU_KEY_LABEL, P.RESPONDER), 32) == r.k_r
         # The NEW plaintexts (new device secret || confirmation), as this side opens the two
         # NEW frames it sent and received, each with its sender's role key.
         fields["new_plaintext_i"] = b"".join(P.open_new(r.new_i, r.k_i)).hex()
@@ -3896,8 +3916,9 @@ def _pu_recompute(case, seed, window, pids, esks, news):
     res = _OTHER[ini]
     assert P.pu_role(pids[ini], pids[res]) == P.INITIATOR
     assert P.pu_role(pids[res], pids[ini]) == P.RESPONDER
-    value = P.be64(P.hmac_sha256(seed, P.lv_cat(b"itsme-pin-update-code-v1",
-                                                P.u64(window)))[:8]) % 260_000
+    code_input = P.lv_cat(b"itsme-pin-update-code-v1", P.u64(window))
+    assert code_input.hex() == case["session_code_input"]
+    value = P.be64(P.hmac_sha256(seed, code_input)[:8]) % 260_000
     assert value == case["session_code_value"] == P.pin_update_code_value(seed, window)
     assert P.format_short_code(value) == case["session_code_text"]
     assert P.parse_short_code(case["session_code_text"]) == value
@@ -3923,6 +3944,7 @@ def _pu_recompute(case, seed, window, pids, esks, news):
     assert shared.hex() == case["shared"]
     k_i, k_r = P.pu_session_keys(salt, shared)
     prk = P.hkdf_extract(salt, shared)
+    assert prk.hex() == case["prk"]
     assert k_i == P.hkdf_expand(prk, P.lv_cat(b"itsme-pin-update-key-v1", b"initiator"), 32)
     assert k_r == P.hkdf_expand(prk, P.lv_cat(b"itsme-pin-update-key-v1", b"responder"), 32)
     assert k_i.hex() == case["k_i"] and k_r.hex() == case["k_r"]
