@@ -3506,12 +3506,13 @@ def remote_message(message_type: int, body: bytes) -> bytes:
 
 def parse_remote_message(message: bytes, expected_type: int) -> bytes:
     """16.3 "Checks and result codes", in section 1.1's order: the length against the table's
-    bounds (those of the type the message names; for a message too short to name one, or of a
-    type outside 1 to 4, the bounds of any row, 19 to 355 bytes), then the version, the type,
-    and the order (a type other than the one expected now).  Each is ``malformed_message``, so
-    their order does not change the code.  Returns the body."""
+    bounds, "checked before any key is used" (the row of the type the message names: 82, 228
+    to 355, 196 to 323 or 19 bytes; "2 to 355 bytes when the type is unknown", which a message
+    too short to name a type is outside), then the version, the type, and the order (a type
+    other than the one expected now).  Each is ``malformed_message``, so their order does not
+    change the code.  Returns the body."""
     named = message[1] if len(message) >= 2 else None
-    low, high = _REMOTE_LENGTHS.get(named, (DECISION_BYTES, ACCEPT_MAX))
+    low, high = _REMOTE_LENGTHS.get(named, (2, ACCEPT_MAX))
     if not low <= len(message) <= high:
         what = _REMOTE_NAMES.get(named, "message")
         raise MalformedMessage(f"{what} of {len(message)} bytes, outside {low} to {high}")

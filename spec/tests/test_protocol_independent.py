@@ -6049,7 +6049,8 @@ def test_remote_both_sides_agree():
 
 def test_remote_message_lengths():
     """ACCEPT is 228 to 355 bytes, REPLY 196 to 323: names of 1 and 128 bytes reach both
-    ends; one byte more or less is refused."""
+    ends; one byte more or less is refused: ``malformed_message`` outside the type's row,
+    checked before any key is used, and ``authentication_failed`` inside it (16.3)."""
     rng = random.Random(1614)
     for n in (1, 128):
         inputs = _remote_random_inputs(rng, name_lengths=(n, n))
@@ -6059,22 +6060,33 @@ def test_remote_message_lengths():
         lengths = [len(m) for _, m in sent]
         assert lengths == ([82, 228, 196] if n == 1 else [82, 355, 323])
         invite, accept, reply = (m for _, m in sent)
+        rows = {id(invite): (82, 82), id(accept): (228, 355), id(reply): (196, 323)}
         for m, at in ((invite, "invitee"), (accept, "inviter"), (reply, "invitee")):
+            low, high = rows[id(m)]
             for changed in (m[:-1], m + b"\x00"):
+                code = ("malformed_message" if not low <= len(changed) <= high
+                        else "authentication_failed")
                 i2, r2 = _remote_sides(inputs)
                 i2.start()
                 r2.start()
                 if at == "inviter":
                     r2.receive(invite)
-                    with pytest.raises(P.ProtocolError):
+                    with pytest.raises(P.ProtocolError) as err:
                         i2.receive(changed)
                 elif m is invite:
-                    with pytest.raises(P.ProtocolError):
+                    with pytest.raises(P.ProtocolError) as err:
                         r2.receive(changed)
                 else:
                     i2.receive(r2.receive(invite)[0])
-                    with pytest.raises(P.ProtocolError):
+                    with pytest.raises(P.ProtocolError) as err:
                         r2.receive(changed)
+                assert P.result_code(err.value) == code, (len(changed), str(err.value))
+    # "2 to 355 bytes when the type is unknown": shorter, longer or of an unknown type, each
+    # is malformed_message.
+    for bad in (b"", b"\x01", b"\x01\x09", b"\x01\x09" + bytes(353), b"\x01\x09" + bytes(354),
+                b"\x01\x02" + bytes(354), b"\x01\x03" + bytes(322), b"\x01\x04" + bytes(18)):
+        with pytest.raises(P.MalformedMessage):
+            P.parse_remote_message(bad, P.REMOTE_ACCEPT)
 
 
 def test_remote_wrong_code_fails_and_spends_the_invite():
