@@ -19,28 +19,9 @@ extension ContactStore {
                 return (result, db.totalChanges == before ? nil : try commitManifestLocked())
             }
         }
-        if let manifest { markCommitted(manifest) }
+        if let manifest { markRaiser.committed(manifest) }
         return result
     }
-
-    /// After a commit: raises the mark now, unless this handle raised it
-    /// less than `markInterval` ago; then the commit waits for the next
-    /// commit after the interval, or for the handle's close.
-    private func markCommitted(_ manifest: StoreManifest) {
-        let now = ContinuousClock.now
-        let due: StoreManifest? = markState.withLock { state in
-            let newest = state.pending.map { $0.commits > manifest.commits ? $0 : manifest } ?? manifest
-            if let last = state.lastRaise, now - last < markInterval {
-                state.pending = newest
-                return nil
-            }
-            state.lastRaise = now
-            state.pending = nil
-            return newest
-        }
-        if let due { raiseMark(due) }
-    }
-
 
     /// The sealed manifest, nil if the file has none (made by an earlier
     /// version, or installed from an import).
@@ -184,16 +165,6 @@ extension ContactStore {
 
     private func writeMark(_ mark: StoreMark) throws {
         try secretStore.put(markItem, bytes: mark.encoded(), accessibility: .whenUnlockedThisDeviceOnly)
-    }
-
-    /// Raises the mark after a commit. Best effort: the commit stands if the
-    /// secret store fails, and the mark then trails until the next commit
-    /// or open raises it (a file ahead of its mark is fine).
-    func raiseMark(_ manifest: StoreManifest) {
-        try? secretStore.withExclusiveAccess {
-            if let mark = try readMark(), mark.storeID != storeID || mark.commits >= manifest.commits { return }
-            try writeMark(StoreMark(storeID: storeID, commits: manifest.commits, contacts: manifest.counts.contacts))
-        }
     }
 
     /// Opens the store at `path` as it is, after a rollback, a replaced file

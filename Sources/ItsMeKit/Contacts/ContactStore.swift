@@ -52,14 +52,18 @@ public final class ContactStore: @unchecked Sendable {
     package let path: String
     /// The secret-store item holding this store's high-water mark.
     let markItem: String
-    /// When this handle last raised the mark, and the newest commit it has
-    /// not raised it to yet (docs/STORAGE.md, "Commits and rollback").
-    let markState = Mutex<(lastRaise: ContinuousClock.Instant?, pending: StoreManifest?)>((nil, nil))
+    /// Raises the mark after this handle's commits (docs/STORAGE.md, "When
+    /// the mark is raised").
+    let markRaiser: StoreMarkRaiser
     /// Commits closer together than this raise the mark once per interval,
-    /// and at close; others raise it at once.
-    static let markInterval = Duration.seconds(2)
-    /// `markInterval`, or another for tests.
-    var markInterval = ContactStore.markInterval
+    /// and at close; others raise it at once. A crash that also loses the
+    /// -wal can lose unnoticed only the commits of about one interval.
+    package static let markInterval = Duration.milliseconds(50)
+    /// `markInterval`, or another for tests and the benchmark.
+    package var markInterval: Duration {
+        get { markRaiser.interval }
+        set { markRaiser.interval = newValue }
+    }
 
     static let maxRecordSize = 64 * 1024
 
@@ -89,6 +93,7 @@ public final class ContactStore: @unchecked Sendable {
         self.ownPublicKey = identity.publicKey
         self.secretStore = identity.store
         self.scratch = try SecretBytes(count: Self.maxRecordSize)
+        self.markRaiser = StoreMarkRaiser(secretStore: identity.store, item: markItem, storeID: storeID, interval: Self.markInterval)
         if checking { try checkOnOpen() }
     }
 
@@ -149,7 +154,7 @@ public final class ContactStore: @unchecked Sendable {
     }
 
     deinit {
-        if let pending = markState.withLock({ $0.pending }) { raiseMark(pending) }
+        markRaiser.close()
     }
 
     // MARK: Identity import

@@ -42,6 +42,9 @@ public final class PassphraseSecretStore: SecretStore {
     /// The first byte of a sealed item.
     static let itemVersion: UInt8 = 1
 
+    /// The library may call it from its own threads.
+    public var allowsLibraryThreads: Bool { true }
+
     private init(inner: FileSecretStore, wrapPath: String, key: consuming SecretBytes) {
         self.inner = inner
         self.wrapPath = wrapPath

@@ -48,6 +48,16 @@ public protocol SecretStore: AnyObject, Sendable {
     /// a store shared between processes must also lock across them.
     /// Throws what `body` throws, or `.secretStore` if the lock cannot be taken.
     func withExclusiveAccess<R: ~Copyable>(_ body: () throws -> R) throws -> R
+
+    /// Whether the library may call this store from a thread of its own: a
+    /// contact store then raises its mark after a burst of commits there,
+    /// off the committing thread (docs/STORAGE.md). False by default: a
+    /// host's store is called only on the threads that call the library.
+    var allowsLibraryThreads: Bool { get }
+}
+
+extension SecretStore {
+    public var allowsLibraryThreads: Bool { false }
 }
 
 /// The process-wide lock behind the default `withExclusiveAccess` and the
@@ -118,6 +128,9 @@ public final class MemorySecretStore: SecretStore {
     /// the process.
     public init() {}
 
+    /// The library may call it from its own threads.
+    public var allowsLibraryThreads: Bool { true }
+
     /// A copy of the item in guarded memory, owned by the caller; nil if none.
     /// Throws `.invalidArgument` for an invalid item name.
     public func get(_ name: String) throws -> SecretBytes? {
@@ -152,6 +165,9 @@ public final class MemorySecretStore: SecretStore {
 public final class FileSecretStore: SecretStore {
     /// The directory holding the item files.
     package let directory: String
+
+    /// The library may call it from its own threads.
+    public var allowsLibraryThreads: Bool { true }
 
     /// Opens the directory, creating it (and missing parents) with mode 0700.
     /// Throws `.invalidArgument` for an empty path or one holding a NUL byte,

@@ -3159,12 +3159,18 @@ public interface ItsMeLibrary extends Library {
      * Every committing change counts one commit in the file and then raises the
      * store's mark in the identity's secret store (item "itsme.store-mark.*",
      * one per identity and resolved path): at once, or, for a commit less than
-     * 2 seconds after the handle last raised it, at its next commit after that
-     * or at itsme_store_free (docs/STORAGE.md, "Commits and rollback").  Opening compares the two: a file
+     * 50 ms after the handle last raised it, when the 50 ms are up (by a thread
+     * of the library for the library's secret stores; for a host's store, which
+     * is called only on the threads that call the library, at the handle's next
+     * commit after that) or at itsme_store_free (docs/STORAGE.md, "Commits and
+     * rollback").  Opening compares the two: a file
      * behind the mark (an older copy put back, a -wal file lost), or another
      * store where the mark's was (a file emptied, deleted or swapped), is
      * refused with ITSME_E_ROLLED_BACK, and a file lacking rows its last commit
-     * counted with ITSME_E_CORRUPT_DATA; no file is created and no row changed.
+     * counted with ITSME_E_CORRUPT_DATA.  A refused open changes nothing: every
+     * refusal (these, ITSME_E_WRONG_IDENTITY, ITSME_E_DATABASE) is found before
+     * anything is written, and no file is created or removed beside the store
+     * (docs/STORAGE.md, "A refused open changes nothing").
      * See itsme_store_accept_loss.
      * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT,
      * ITSME_E_WRONG_IDENTITY (the file belongs to another identity; nothing
