@@ -69,11 +69,6 @@ class ProtocolError(ValueError):
     """An input the protocol says to reject."""
 
 
-class TypingError(ProtocolError):
-    """A typed text of the wrong form: a heard code (section 9.6), which "does not end the
-    session", or a degradation code (section 10.2), which "is rejected without counting"."""
-
-
 # Section 1.1's result codes, for the parts of this module that report them (the QR exchange,
 # 5.2; the Bluetooth exchange, 7.1 to 7.4; Online Verify, 11.2 and 11.3; the exchange at a distance, 16.3's "Checks
 # and result codes"; typed codes, 16.1).  Each is a ProtocolError,
@@ -105,6 +100,13 @@ class InvalidArgument(ProtocolError):
     """``invalid_argument``: a value a host gave or a person typed breaks its rule (a typing
     error); it changes nothing, and the person may type again."""
     code = "invalid_argument"
+
+
+class TypingError(InvalidArgument):
+    """A typed text of the wrong form (section 1, "Typed input": "a typing error,
+    `invalid_argument`: it changes nothing and is never counted against an attempt limit"): a
+    short code (4), a heard code or tag (9.6), which "does not end the session", or a
+    degradation code (section 10.2), which "is rejected without counting"."""
 
 
 class Expired(ProtocolError):
@@ -498,12 +500,19 @@ _SHORT_CODE = re.compile(r"([A-Za-z]+)[ \-]([0-9]{4})", re.ASCII)
 
 
 def parse_short_code(text: str) -> int:
-    """Leading/trailing spaces ignored; word case-insensitive; separator one space or one '-';
-    exactly four ASCII digits; anything else rejected (section 4)."""
+    """Section 4: leading and trailing spaces ignored, "any number of them"; the word in either
+    ASCII case; between word and number exactly one separator, one space or one '-'; exactly
+    four ASCII digits.  Anything else is a typing error (``invalid_argument``).  (The 64-byte
+    bound of the library's C interface is an interface's, which the document allows and does
+    not require; none is applied here.)"""
     m = _SHORT_CODE.fullmatch(text.strip(" "))
     if m is None:
-        raise ProtocolError(f"not a short code: {text!r}")
-    return nato_index(m.group(1)) * 10_000 + int(m.group(2))
+        raise TypingError(f"not a short code: {text!r}")
+    try:
+        word = nato_index(m.group(1))
+    except ProtocolError as exc:
+        raise TypingError(f"not a NATO word: {m.group(1)!r}") from exc
+    return word * 10_000 + int(m.group(2))
 
 
 # 4.1 SAS
@@ -1795,6 +1804,26 @@ def parse_voice_code(text: str) -> int:
     return word * 1000 + int(m.group(2))
 
 
+def parse_typed_tag(text: str) -> int:
+    """Section 1: "A device tag is typed as one or two digits, surrounding spaces ignored: `5`
+    and `05` are both 5" (the host's rule: the library takes the number)."""
+    digits = text.strip(" ")
+    if not re.fullmatch(r"[0-9]{1,2}", digits, re.ASCII):
+        raise TypingError(f"not a device tag: {text!r}")
+    return int(digits)
+
+
+def check_heard(code_text: str, heard_tag: int, expected_code: int) -> bool:
+    """9.6 with section 1: the heard code's form first (a typing error), then the heard tag, a
+    number 0 to 99 ("a larger one is `invalid_argument`, checked after the heard code's
+    form"); returns whether the code matches."""
+    matches = heard_code_matches(code_text, expected_code)
+    if isinstance(heard_tag, bool) or not isinstance(heard_tag, int) \
+            or not 0 <= heard_tag < DEVICE_TAG_VALUES:
+        raise TypingError(f"a heard tag outside 0 to 99: {heard_tag!r}")
+    return matches
+
+
 def heard_code_matches(text: str, expected: int) -> bool:
     """9.6: compare a typed heard code with the expected one.  A typing error raises
     TypingError (the session goes on); a well-formed code returns whether it matches (a
@@ -1996,7 +2025,9 @@ def limiter_delay(failures: int) -> int:
 
 
 class Locked(ProtocolError):
-    """10.2: an attempt while the limiter locks further attempts."""
+    """10.2: an attempt while the limiter locks further attempts ("while locked, a well-formed
+    code is `locked` without being checked")."""
+    code = "locked"
 
 
 class AttemptLimiter:
@@ -2030,12 +2061,18 @@ class AttemptLimiter:
 
 
 def attempt_degradation_code(limiter: AttemptLimiter, now: int, seed: bytes, pid_d: bytes,
-                             text: str) -> bytes | None:
-    """10.2 under the limiter: a locked attempt raises Locked; a typing error raises
-    TypingError without counting; a wrong code counts a failure and returns None; a right code
+                             text: str, awaiting_peer: bool = False) -> bytes | None:
+    """10.2 under the limiter, in the document's order: a typing error raises TypingError
+    without counting, "even while the limiter is locked"; a contact awaiting the peer's
+    confirmation of an exchange (8.1) is ``invalid_state`` "(after the typing check, before the
+    limiter), and changes nothing"; a locked attempt with a well-formed code raises Locked
+    without being checked; a wrong code counts a failure and returns None; a right code
     resets the count and returns r."""
+    parse_degradation_code(text)  # TypingError propagates, uncounted, even while locked
+    if awaiting_peer:
+        raise InvalidState("a degradation code typed for a contact awaiting the peer (8.1)")
     limiter.check(now)
-    secret = check_degradation_code(seed, pid_d, text)  # TypingError propagates, uncounted
+    secret = check_degradation_code(seed, pid_d, text)
     if secret is None:
         limiter.failure(now)
         return None
@@ -2260,10 +2297,11 @@ class ContactSecrets:
     def shows(self) -> bytes | None:
         """10.3, "What a listener shows": "the tag of the peer's pending new secret once this
         side has committed [...], else the tag of the peer's current secret; no tag when the
-        listener holds neither".  Returns that secret (None: no tag).  The document does not
-        say what is shown by a side that has committed but holds no pending secret of the
-        peer, which no step of 10.3 produces (committing needs a pending pair): it falls to
-        the current one here."""
+        listener holds neither".  Returns that secret (None: no tag).  A side that committed
+        but holds no pending secret of the peer shows the current one's ("also when this side
+        committed but holds no pending secret of the peer"); one that holds the pending one and
+        no current one shows the pending one's once committed and no tag before; one that
+        holds only a previous one shows no tag."""
         if self.committed and self.pending is not None and self.pending[1]:
             return self.pending[1]
         return self.theirs or None
@@ -2313,14 +2351,36 @@ class ContactSecrets:
         self.state = VERIFIED
 
     def adopt_previous(self) -> None:
-        """"Hearing the previous new secret makes it the peer's current one (the pending pair
-        stays)"; nothing else of the record moves (this side's secrets, the pending pair, the
-        committed flag).  The previous slot is then empty: the secret it held is the current
-        one.  (``record`` marks the contact verified.)"""
+        """"Hearing the previous new secret makes it the peer's current one and empties the
+        previous slot (the pending pair and the committed flag stay)"; nothing else of the
+        record moves.  (``record`` marks the contact verified.)"""
         if self.previous is None:
             raise ProtocolError("no previous new secret to adopt")
         self.theirs = self.previous
         self.previous = None
+
+    def issue_degradation(self, r: bytes) -> None:
+        """10.2, D's device issuing a code: it draws `r` and stores it as its own device secret
+        for the contact.  "Issuing or accepting a code ends, on that device, any Security PIN
+        Update still pending with the contact (10.3): the device secrets become the pair it
+        writes, with nothing pending or previous and the committed flag cleared.  Issuing
+        writes `r` and the peer's current secret".  Not refused for a contact awaiting the
+        peer (the state is the exchange's, 8.1, and is not changed here)."""
+        if len(r) != DEGRADATION_SECRET_BYTES:
+            raise ValueError("r is 10 bytes")
+        self.mine = r
+        self.pending, self.previous, self.committed = None, None, False
+
+    def accept_degradation(self, r: bytes) -> None:
+        """10.2, C's device on a right code: "accepting writes `r` as the peer's and, as this
+        device's own, its current secret, the one from before the update even if it had
+        committed and was saying the new one", with nothing pending or previous and the
+        committed flag cleared; the contact is degraded with the change acknowledged."""
+        if len(r) != DEGRADATION_SECRET_BYTES:
+            raise ValueError("r is 10 bytes")
+        self.theirs = r
+        self.pending, self.previous, self.committed = None, None, False
+        self.state = degradation_accepted_state(self.state)
 
     def record(self, code_matches: bool, heard: str, *, voice_tag: bool = False) -> str:
         """Record a session's outcome (10.1): ``heard`` is what ``classify`` gave for the
@@ -2358,7 +2418,11 @@ class ContactSecrets:
     def hear_voice_tag(self, seed: bytes, window: int, their_pid: bytes, heard_tag: int,
                        code_matches: bool = True) -> str:
         """A voice session (9, 10.1): the peer's code was heard (``code_matches``) and its
-        two-digit tag ``heard_tag``.  Returns the outcome and records it."""
+        two-digit tag ``heard_tag``.  Returns the outcome and records it.  A tag outside 0 to
+        99 is a typing error and records nothing (9.6)."""
+        if isinstance(heard_tag, bool) or not isinstance(heard_tag, int) \
+                or not 0 <= heard_tag < DEVICE_TAG_VALUES:
+            raise TypingError(f"a heard tag outside 0 to 99: {heard_tag!r}")
         t = tag_key(seed)
         heard = self.classify(lambda s: device_tag(t, their_pid, window, s) == heard_tag)
         return self.record(code_matches, heard, voice_tag=True)

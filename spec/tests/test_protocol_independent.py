@@ -235,9 +235,38 @@ def test_short_code_examples():
     assert P.parse_short_code("  echo-0042 ") == 40042
     assert P.parse_short_code("Zulu 9999") == 259_999
     for bad in ["ECHO0042", "ECHO  0042", "ECHO 042", "ECHO 00042", "ECHO\t0042", "X-RAY 0001",
-                "ECHO 00٤2", "\tECHO 0042", "ECHO_0042"]:
-        with pytest.raises(P.ProtocolError):
+                "ECHO 00٤2", "\tECHO 0042", "ECHO_0042", "ECHO -0042", "ECHO- 0042",
+                "ECHO 0042\u00a0", "ECHO 0042\n"]:
+        with pytest.raises(P.TypingError) as err:
             P.parse_short_code(bad)
+        assert P.result_code(err.value) == "invalid_argument"
+    # Section 4: "any number of them (none, one or many on either side)".
+    for spaces in range(0, 70, 7):
+        assert P.parse_short_code(" " * spaces + "ECHO 0042" + " " * (69 - spaces)) == 40042
+
+
+def test_typed_tags_and_heard_codes():
+    """Section 1 and 9.6: a typed tag is one or two digits, surrounding spaces ignored (`5` and
+    `05` are both 5); a heard code takes any number of surrounding spaces; a heard tag is a
+    number 0 to 99, checked after the heard code's form; each typing error is
+    ``invalid_argument``."""
+    for text, value in (("5", 5), ("05", 5), ("  07 ", 7), ("99", 99), ("0", 0)):
+        assert P.parse_typed_tag(text) == value
+    for bad in ("", " ", "100", "5a", "-1", "+5", "5 5", "\uff15", "٥"):
+        with pytest.raises(P.TypingError):
+            P.parse_typed_tag(bad)
+    assert P.parse_voice_code("    ALFA 123      ") == 123
+    assert P.check_heard("  alfa-123 ", 99, 123) is True
+    assert P.check_heard("ALFA 124", 0, 123) is False
+    for tag in (100, -1, 1000):
+        with pytest.raises(P.TypingError) as err:
+            P.check_heard("ALFA 123", tag, 123)
+        assert "tag" in str(err.value)
+    with pytest.raises(P.TypingError) as err:  # the code's form first
+        P.check_heard("ALFA 12", 100, 123)
+    assert "tag" not in str(err.value)
+    with pytest.raises(P.TypingError):
+        P.ContactSecrets(b"a" * 16, b"b" * 16).hear_voice_tag(bytes(32), 1, b"p" * 32, 100)
 
 
 def test_session_code_drawing():
@@ -1659,8 +1688,8 @@ def test_voice_device_secret_changes_only_the_tag():
             before = _voice_session(seed, window, a_pid, b_pid, w1, w2, a_ds, b_ds, me)
             after = _voice_session(seed, window, a_pid, b_pid, w1, w2, new_ds, b_ds, me)
             changed = {k for k in before if before[k] != after[k]}
-            assert changed <= {"a_device_secret", "a_tag"}, changed
-            assert "a_device_secret" in changed
+            assert changed <= {"a_device_secret", "a_tag", "a_tag_input"}, changed
+            assert {"a_device_secret", "a_tag_input"} <= changed
             if me == "a":
                 tag_same += "a_tag" not in changed
     assert tag_same <= 25  # a tag has 100 values: about 5 of 500 collide
@@ -2114,6 +2143,29 @@ def test_degradation_acceptance_state_and_limiter():
                                                                         P.DEGRADED)
 
 
+@pytest.mark.parametrize("committed", [False, True])
+def test_degradation_code_ends_a_pending_pin_update(committed):
+    """10.2: issuing or accepting a code ends any Security PIN Update pending with the contact
+    on that device: issuing writes r and the peer's current secret, accepting writes r as the
+    peer's and this device's current one (the one from before the update, even committed);
+    nothing pending or previous, the committed flag cleared."""
+    r = bytes(range(10))
+    for issuing in (True, False):
+        c = P.ContactSecrets(b"m" * 16, b"t" * 16, P.DEGRADED)
+        c.store_pending(b"M" * 16, b"T" * 16, committed)
+        c.previous = b"p" * 16
+        assert c.says() == (b"M" * 16 if committed else b"m" * 16)
+        if issuing:
+            c.issue_degradation(r)
+            assert (c.mine, c.theirs) == (r, b"t" * 16)
+        else:
+            c.accept_degradation(r)
+            assert (c.mine, c.theirs) == (b"m" * 16, r)
+            assert c.state == P.DEGRADED_ACKNOWLEDGED
+        assert c.pending is None and c.previous is None and c.committed is False
+        assert c.accepts() == (c.theirs, None, None) and c.says() == c.mine
+
+
 def test_degradation_limiter_delays():
     # "the n-th failure, for n of 5 or more, locks further attempts for 300 x 2^(n-5) seconds,
     # at most 24 hours (so five wrong codes lock for 5 minutes)".
@@ -2145,9 +2197,19 @@ def test_degradation_limiter_counts_wrong_codes_only():
     assert P.attempt_degradation_code(limiter, t, seed, d_pid, wrong) is None
     assert limiter.failures == 5 and limiter.locked_until == t + 300
     for at in (t, t + 299):
-        with pytest.raises(P.Locked):
+        with pytest.raises(P.Locked) as err:
             P.attempt_degradation_code(limiter, at, seed, d_pid, right)
-    assert limiter.failures == 5
+        assert P.result_code(err.value) == "locked"
+        # A typing error while locked is the typing error, uncounted (10.2).
+        with pytest.raises(P.TypingError):
+            P.attempt_degradation_code(limiter, at, seed, d_pid, "ABCD")
+        # A contact awaiting the peer: invalid_state after the typing check, before the
+        # limiter (8.1, 10.2), and nothing counted.
+        with pytest.raises(P.InvalidState):
+            P.attempt_degradation_code(limiter, at, seed, d_pid, right, awaiting_peer=True)
+        with pytest.raises(P.TypingError):
+            P.attempt_degradation_code(limiter, at, seed, d_pid, "ABCD", awaiting_peer=True)
+    assert limiter.failures == 5 and limiter.locked_until == t + 300
     # The sixth, after the lock, locks for 10 minutes.
     t += 300
     assert P.attempt_degradation_code(limiter, t, seed, d_pid, wrong) is None
