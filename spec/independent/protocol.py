@@ -1091,6 +1091,29 @@ def import_v5(text: str | bytes, own_identity_pk: bytes,
 # Section 7: Bluetooth exchange
 # --------------------------------------------------------------------------------------------
 
+def _verified_at_once(exchange, decision: int, now: int | None) -> None:
+    """8.1: "If the peer's confirmation has already arrived, the contact becomes **verified**
+    at once", and "Verified" records the time given to this side's confirmation."""
+    if decision == DECISION_CONFIRMED and exchange.peer_decision == DECISION_CONFIRMED:
+        exchange.settled, exchange.verified_at = True, now
+
+
+def _settle(exchange, now: int | None) -> None:
+    """8.1: "Once the peer's confirmation has arrived, the host settles the exchange
+    (`settle`), which makes it verified"; "Verified" then records the time given to the
+    settling ("its arrival itself records nothing").  Reading (8.1 does not say): settling
+    before both confirmations are in, after a failure, or a contact already verified is
+    ``invalid_state`` and changes nothing."""
+    if exchange.failed:
+        raise InvalidState("the exchange has failed")
+    if (exchange.own_decision, exchange.peer_decision) != (DECISION_CONFIRMED,
+                                                           DECISION_CONFIRMED):
+        raise InvalidState("nothing to settle: both confirmations are not in")
+    if exchange.settled:
+        raise InvalidState("the contact is verified already")
+    exchange.settled, exchange.verified_at = True, now
+
+
 FRAME_VERSION = 1
 HELLO, KEY, DATA, CONFIRM = 1, 2, 3, 4
 INITIATOR, RESPONDER = "initiator", "responder"
@@ -1397,7 +1420,17 @@ class BluetoothExchange:
             if self.session_ended:
                 return DELETED
             return UNVERIFIED if self.own_decision is None else AWAITING_PEER
-        return VERIFIED
+        return VERIFIED if self.settled else AWAITING_PEER
+
+    # 8.1: "If the peer's confirmation has already arrived, the contact becomes verified at
+    # once. [...] Once the peer's confirmation has arrived, the host settles the exchange".
+    settled = False
+    verified_at: int | None = None
+
+    def settle(self, now: int | None = None) -> None:
+        """8.1: the host settles the exchange once the peer's confirmation has arrived after
+        this side's, which makes the contact verified; `now` is the time it records."""
+        _settle(self, now)
 
     def receive(self, data: bytes) -> list[bytes]:
         if self.failed:
@@ -1476,19 +1509,21 @@ class BluetoothExchange:
             return self._decide(DECISION_REJECTED)
         return []
 
-    def decide(self, confirmed: bool) -> list[bytes]:
+    def decide(self, confirmed: bool, now: int | None = None) -> list[bytes]:
         """7.2 step 5 and 8.1: the person confirmed or rejected the SAS; returns CONFIRM.
         Before the SAS, twice, after a failure, or once the peer's rejection made this side
-        reject: invalid_state."""
+        reject: invalid_state.  A confirmation after the peer's makes the contact verified at
+        once, at `now`."""
         if self.failed:
             raise InvalidState("the exchange has failed")
         if self.sas_value is None:
             raise InvalidState("no SAS to confirm or reject yet")
         if self.own_decision is not None or self.session_ended:
             raise InvalidState("this side has decided already, or the session has ended")
-        return self._decide(DECISION_CONFIRMED if confirmed else DECISION_REJECTED)
+        return self._decide(DECISION_CONFIRMED if confirmed else DECISION_REJECTED, now)
 
-    def _decide(self, decision: int) -> list[bytes]:
+    def _decide(self, decision: int, now: int | None = None) -> list[bytes]:
+        _verified_at_once(self, decision, now)
         self.own_decision = decision
         self.confirm_message = confirm_frame(self.my_key, decision == DECISION_CONFIRMED)
         return [self.confirm_message]
@@ -4097,11 +4132,20 @@ class RemoteExchange:
             return DELETED if self.wait_ended else UNVERIFIED
         if self.peer_decision is None:
             return DELETED if self.wait_ended else AWAITING_PEER
-        return VERIFIED
+        return VERIFIED if self.settled else AWAITING_PEER
 
-    def decide(self, confirmed: bool) -> list[bytes]:
+    settled = False
+    verified_at: int | None = None
+
+    def settle(self, now: int | None = None) -> None:
+        """8.1: the host settles the exchange once the peer's confirmation has arrived after
+        this side's, which makes the contact verified; `now` is the time it records."""
+        _settle(self, now)
+
+    def decide(self, confirmed: bool, now: int | None = None) -> list[bytes]:
         """This side's person confirmed (True) or rejected (False) the SAS: returns the
-        DECISION to send now.  8.1: deciding before there is a SAS, twice, or after a failure
+        DECISION to send now (a confirmation after the peer's makes the contact verified at
+        once, at `now`, 8.1).  8.1: deciding before there is a SAS, twice, or after a failure
         is ``invalid_state``; so is deciding once the peer's rejection arrived, since this side
         then rejected on its own (8.1, :meth:`_on_decision`).  16.3 step 5: "Through the
         mailbox the inviter sends a confirmation only after it has read the invitee's
@@ -4114,6 +4158,7 @@ class RemoteExchange:
         if self.own_decision is not None or self.wait_ended:
             raise InvalidState("this side has decided already, or the wait has ended")
         decision = DECISION_CONFIRMED if confirmed else DECISION_REJECTED
+        _verified_at_once(self, decision, now)
         self._seal_own(decision)
         if (confirmed and self.role == INITIATOR and not self.realtime
                 and self.peer_decision is None):

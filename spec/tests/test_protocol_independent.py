@@ -1116,9 +1116,18 @@ def test_bluetooth_state_machine():
         assert a.decide(True) == [h(ex["a"]["confirm_frame"])]
         assert a.contact_state == P.AWAITING_PEER
         assert b.receive(a.confirm_message) == [] and b.contact_state == P.UNVERIFIED
-        assert b.decide(True) == [h(ex["b"]["confirm_frame"])]
+        # b confirms after a's confirmation arrived: verified at once, at that call's time.
+        assert b.decide(True, now=1_000) == [h(ex["b"]["confirm_frame"])]
+        assert b.contact_state == P.VERIFIED and b.verified_at == 1_000
+        # a's peer confirmation arrives after its own: awaiting the peer until the host
+        # settles the exchange, whose time is the one recorded (8.1).
         assert a.receive(b.confirm_message) == []
+        assert a.contact_state == P.AWAITING_PEER and a.verified_at is None
+        a.settle(now=1_005)
+        assert a.contact_state == P.VERIFIED and a.verified_at == 1_005
         for me, m in ((a, b.confirm_message), (b, a.confirm_message)):
+            with pytest.raises(P.InvalidState):  # settled, or verified at once: nothing to do
+                me.settle(now=1_010)
             assert me.complete and me.contact_state == P.VERIFIED
             with pytest.raises(P.InvalidState):
                 me.receive(m)
@@ -1211,6 +1220,8 @@ def test_bluetooth_frame_refusals():
                     if decides_first:
                         assert not dev.failed and dev.contact_state == P.AWAITING_PEER, why
                         assert dev.receive(h(ex[peer]["confirm_frame"])) == []
+                        assert dev.contact_state == P.AWAITING_PEER, why
+                        dev.settle()
                         assert dev.contact_state == P.VERIFIED, why
                     else:
                         assert dev.failed and dev.contact_state is None, why
@@ -5749,6 +5760,13 @@ def _remote_decisions(ex, inviter, invitee):
     assert invitee.receive((released or i_out)[0]) == []
     assert invitee.peer_decision == d_i
     for side in (inviter, invitee):
+        if both:  # each confirmed before the peer's confirmation arrived: the host settles
+            assert side.contact_state == P.AWAITING_PEER
+            side.settle(now=77)
+            assert side.verified_at == 77
+        else:
+            with pytest.raises(P.InvalidState):
+                side.settle()
         assert side.complete and not side.failed and side.contact_state == final
         with pytest.raises(P.InvalidState):  # nothing more is read
             side.receive(side.decision_message)
@@ -5775,6 +5793,11 @@ def _remote_decisions(ex, inviter, invitee):
         i_msgs = i2.decide(d_i == 1)
         assert [m.hex() for m in i_msgs] == [ex["inviter"]["decision_message"]]
     assert len(i_msgs) == 1 and r2.receive(i_msgs[0]) == []
+    if final == P.VERIFIED:
+        # The inviter confirmed after the invitee's confirmation arrived: verified at once;
+        # the invitee confirmed first: awaiting the peer until settled (8.1).
+        assert i2.contact_state == P.VERIFIED and r2.contact_state == P.AWAITING_PEER
+        r2.settle()
     for side in (i2, r2):
         assert side.complete and side.contact_state == final
     # Order 3: the inviter's DECISION is read before the invitee decides (the real-time
@@ -6359,6 +6382,9 @@ def test_remote_decision_refusals():
                     receiver.receive(genuine)
                     assert receiver.peer_decision == decisions[who] and receiver.complete
                     both = decisions[who] == decisions[receiver_name] == 1
+                    if both:
+                        assert receiver.contact_state == P.AWAITING_PEER
+                        receiver.settle()
                     assert receiver.contact_state == (P.VERIFIED if both else P.DELETED)
 
 
@@ -6404,7 +6430,9 @@ def test_remote_decision_order():
     for side, m in ((i2, d_r), (r2, d_i)):
         with pytest.raises(P.InvalidState):
             side.receive(m)
-        assert not side.failed and side.contact_state == P.VERIFIED
+        assert not side.failed and side.contact_state == P.AWAITING_PEER
+        side.settle()
+        assert side.contact_state == P.VERIFIED
     # Another type after this side decided: refused as malformed (out of order), and the side
     # keeps waiting (8.1: a refusal "does not change that decision"; 7.2 likewise).
     i2, r2, _ = _remote_at_sas(inputs)
@@ -6413,7 +6441,11 @@ def test_remote_decision_order():
         with pytest.raises(P.MalformedMessage):
             r2.receive(m)
     assert not r2.failed and r2.contact_state == P.AWAITING_PEER
-    assert r2.receive(d_i) == [] and r2.contact_state == P.VERIFIED
+    with pytest.raises(P.InvalidState):  # nothing to settle before the peer's confirmation
+        r2.settle()
+    assert r2.receive(d_i) == [] and r2.contact_state == P.AWAITING_PEER
+    r2.settle()
+    assert r2.contact_state == P.VERIFIED
     # No decision within the lifetime of the wait deletes a contact awaiting the peer; a
     # confirmation the inviter held is never sent.
     i2, r2, _ = _remote_at_sas(inputs)
