@@ -780,6 +780,12 @@ class StoredContact:
     state: str
     verified_at: int | None = None
     fingerprint_text: str | None = None  # a source-format contact's (6): no identity key
+    # 8.2: what a re-exchange keeps besides the name: "The note, the photo, the creation time
+    # and the last voice window `L` (9.1) are kept too".
+    note: str | None = None
+    photo: bytes | None = None
+    created_at: int | None = None
+    last_window: int | None = None
 
     @property
     def unauthenticated(self) -> bool:
@@ -833,8 +839,14 @@ class ContactStore:
         stored name is kept".  Built as a new record swapped in at once (one transaction):
         the id and the name stay."""
         old = self.contacts[contact_id]
-        self.contacts[contact_id] = StoredContact(contact_id, old.identity_pk, old.name, seed,
-                                                  mine, theirs, method, VERIFIED, now)
+        # "The note, the photo, the creation time and the last voice window `L` (9.1) are kept
+        # too: windows used with the old seed stay used.  The contact becomes verified
+        # whatever its state was" (a degraded one, acknowledged or not, included: the
+        # acknowledgement goes with the state).
+        self.contacts[contact_id] = StoredContact(
+            contact_id, old.identity_pk, old.name, seed, mine, theirs, method, VERIFIED, now,
+            note=old.note, photo=old.photo, created_at=old.created_at,
+            last_window=old.last_window)
         return self.contacts[contact_id]
 
 
@@ -2416,6 +2428,14 @@ class ContactSecrets:
         self.theirs = r
         self.pending, self.previous, self.committed = None, None, False
         self.state = degradation_accepted_state(self.state)
+
+    def replace_by_exchange(self, mine: bytes, theirs: bytes) -> None:
+        """8.2, a stored contact exchanged again and confirmed: "pending and previous secrets
+        of a Security PIN Update (10.3) are dropped, the exchange's two device secrets
+        replacing all of them", and the contact "becomes verified whatever its state was"."""
+        self.mine, self.theirs = mine, theirs
+        self.pending, self.previous, self.committed = None, None, False
+        self.state = VERIFIED
 
     def record(self, code_matches: bool, heard: str, *, voice_tag: bool = False) -> str:
         """Record a session's outcome (10.1): ``heard`` is what ``classify`` gave for the

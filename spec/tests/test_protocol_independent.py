@@ -549,6 +549,37 @@ def test_reexchange():
     assert exchanges[0]["seed"] != exchanges[1]["seed"]
 
 
+@pytest.mark.parametrize("state", [P.UNVERIFIED, P.VERIFIED, P.DEGRADED,
+                                   P.DEGRADED_ACKNOWLEDGED])
+def test_reexchange_keeps_what_8_2_says(state):
+    """8.2: a confirmed re-exchange replaces seed, device secrets and method, keeps the name,
+    note, photo, creation time and last voice window, and makes the contact verified whatever
+    its state (a degraded one's acknowledgement cleared); a PIN Update's pending and previous
+    secrets are dropped for the exchange's two."""
+    store = P.ContactStore()
+    peer = _whole_qr_peer()
+    old = store.add(peer.payload[1:33], b"Kept", bytes(32), b"m" * 16, b"t" * 16, P.QR_METHOD)
+    old.state, old.note, old.photo, old.created_at, old.last_window = (
+        state, "a note", b"\x89PNG", 1_000, 60_000_123)
+    me = P.QrExchange.create(bytes([7]) * 32, bytes([9]) * 32, b"n" * 16, b"Me", 2_000, store)
+    result = me.receive(peer.text, 2_000)
+    decided = me.decide(True, 2_001)
+    c = decided.contact
+    assert decided.known_contact and c.contact_id == old.contact_id
+    assert (c.name, c.note, c.photo, c.created_at, c.last_window) == (
+        b"Kept", "a note", b"\x89PNG", 1_000, 60_000_123)
+    assert (c.seed, c.mine, c.theirs) == (result.seed, b"n" * 16, peer.payload[73:89])
+    assert c.state == P.VERIFIED and c.verified_at == 2_001
+    secrets = P.ContactSecrets(b"m" * 16, b"t" * 16, state)
+    secrets.store_pending(b"M" * 16, b"T" * 16, True)
+    secrets.previous = b"p" * 16
+    secrets.replace_by_exchange(b"n" * 16, b"x" * 16)
+    assert (secrets.mine, secrets.theirs, secrets.pending, secrets.previous) == (
+        b"n" * 16, b"x" * 16, None, None)
+    assert not secrets.committed and secrets.state == P.VERIFIED
+    assert secrets.accepts() == (b"x" * 16, None, None) and secrets.says() == b"n" * 16
+
+
 @needs_vectors
 def test_reexchange_rejected_or_unfinished_leaves_the_stored_contact():
     """8.2: "Rejecting, the peer's rejection, or no decision from the peer, leaves the stored
