@@ -1564,8 +1564,24 @@ def _be64_head(data: bytes) -> int:
 
 # 9.1 Windows
 
+# 9.1: "The last window a time can reach is `window(253402300799)` = 8,446,743,359 (a time
+# after 253402300799, the end of the year 9999, is `invalid_argument`)".
+LAST_TIME = 253_402_300_799
+LAST_WINDOW = LAST_TIME // 30  # 8,446,743,359
+
+
+class WindowUsed(ProtocolError):
+    """9.1: "If the store has recorded `L >= W` meanwhile (another session took the window),
+    starting is `window_used` and ends the session"."""
+    code = "window_used"
+
+
 def window_of(t: int) -> int:
-    """window(t) = floor(t / 30)."""
+    """window(t) = floor(t / 30), for a time from 0 to 253402300799 (else
+    ``invalid_argument``: "a time before 1970 is refused", and so is one after the year
+    9999)."""
+    if not 0 <= t <= LAST_TIME:
+        raise InvalidArgument(f"a time outside 0 to {LAST_TIME}: {t}")
     return t // WINDOW_SECONDS
 
 
@@ -1577,7 +1593,12 @@ class VoicePlan:
 
 
 def plan_session(now: int, last_window: int | None) -> VoicePlan:
-    """9.1: W = max(window(t) + 1, L + 1); the session begins at 30 W, in 30 W - t seconds."""
+    """9.1: W = max(window(t) + 1, L + 1); the session begins at 30 W, in 30 W - t seconds.
+    "Planning for a contact whose last window is that one [the last a time can reach] is
+    `invalid_state`"; planning within the last window gives a W beyond it, and the plan is
+    made (starting it is refused, :func:`start_session`)."""
+    if last_window is not None and last_window >= LAST_WINDOW:
+        raise InvalidState("the contact's last window is the last one a time can reach")
     w = window_of(now) + 1
     if last_window is not None:
         w = max(w, last_window + 1)
@@ -1588,8 +1609,24 @@ def plan_session(now: int, last_window: int | None) -> VoicePlan:
 def record_window(last_window: int | None, window: int) -> int:
     """9.1: starting a session stores L = W, and fails if W <= L.  Returns the new L."""
     if last_window is not None and window <= last_window:
-        raise ProtocolError("window already used for this contact")
+        raise WindowUsed("window already used for this contact")
     return window
+
+
+def start_session(window: int, now: int, last_window: int | None) -> int:
+    """9.1, starting a planned session at ``now``: returns the new L.  In order: the time
+    (``invalid_argument`` outside 0 to 253402300799); more than 15 seconds before 30 W,
+    ``invalid_state`` (changes nothing); a W beyond the last window, ``invalid_argument`` from
+    15 seconds before 30 W ("the store records no window beyond the last one"); at
+    30 (W + 2) or later, ``expired``; then L >= W, ``window_used``."""
+    window_of(now)
+    if not session_may_start(window, now):
+        raise InvalidState("too early: the session starts 15 seconds before its window")
+    if window > LAST_WINDOW:
+        raise InvalidArgument("a window beyond the last one a time can reach")
+    if session_expired(window, now):
+        raise Expired("the session's window and the next have ended")
+    return record_window(last_window, window)
 
 
 def session_may_start(window: int, t: int) -> bool:

@@ -1509,6 +1509,37 @@ def test_voice_plans():
             P.record_window(plan.window, plan.window)
 
 
+def test_voice_timing_edges():
+    """9.1's timing edges: the last window a time reaches, planning for a contact at it,
+    planning within it (made, but not started: invalid_state too early, invalid_argument from
+    15 seconds before 30 W), times outside 0 to 253402300799, and starting's other refusals."""
+    assert P.LAST_WINDOW == P.window_of(253402300799) == 8_446_743_359
+    for t in (-1, 253402300800):
+        with pytest.raises(P.InvalidArgument):
+            P.window_of(t)
+    with pytest.raises(P.InvalidState):
+        P.plan_session(0, P.LAST_WINDOW)
+    t = 30 * P.LAST_WINDOW + 3
+    plan = P.plan_session(t, P.LAST_WINDOW - 1)
+    assert plan.window == P.LAST_WINDOW + 1
+    with pytest.raises(P.InvalidState):  # too early: more than 15 s before 30 W
+        P.start_session(plan.window, t, P.LAST_WINDOW - 1)
+    with pytest.raises(P.InvalidArgument):  # from 15 s before 30 W: beyond the last window
+        P.start_session(plan.window, 30 * plan.window - 15 - 1 + 1, P.LAST_WINDOW - 1)
+    # An ordinary plan: started from 15 s before, window_used if taken, expired at 30 (W + 2).
+    plan = P.plan_session(1_000_000, 40)
+    w = plan.window
+    with pytest.raises(P.InvalidState):
+        P.start_session(w, 30 * w - 16, 40)
+    assert P.start_session(w, 30 * w - 15, 40) == w
+    assert P.start_session(w, 30 * (w + 2) - 1, 40) == w
+    with pytest.raises(P.WindowUsed) as err:
+        P.start_session(w, 30 * w, w)
+    assert P.result_code(err.value) == "window_used"
+    with pytest.raises(P.Expired):
+        P.start_session(w, 30 * (w + 2), 40)
+
+
 @needs_vectors
 def test_voice_code_parse():
     vec = load("voice.json")["code_parse"]
@@ -1753,7 +1784,7 @@ def test_voice_tag_depends_on_window_and_speaker():
 def test_voice_plan_properties():
     rng = random.Random(30)
     for _ in range(2000):
-        now = rng.randrange(-10**6, 4 * 10**9)
+        now = rng.randrange(0, 4 * 10**9)  # times before 1970 are refused (9.1)
         last = None if rng.random() < 0.3 else P.window_of(now) + rng.randrange(-5, 6)
         plan = P.plan_session(now, last)
         assert plan.window > P.window_of(now)  # a window that has not started yet
