@@ -153,6 +153,18 @@ def u64(n: int) -> bytes:
     return struct.pack(">Q", n)
 
 
+MAX_WINDOW = 2**63 - 1  # 9.1: "The pure derivations take any window from 0 to 2^63 - 1"
+
+
+def u64_window(window: int) -> bytes:
+    """u64(W) for a window given rather than computed (9.1): "a negative one is refused as
+    `invalid_argument`, never encoded as its 64-bit two's complement", and the derivations
+    take windows from 0 to 2^63 - 1."""
+    if isinstance(window, bool) or not isinstance(window, int) or not 0 <= window <= MAX_WINDOW:
+        raise InvalidArgument(f"a window outside 0 to 2^63 - 1: {window!r}")
+    return u64(window)
+
+
 def be64(b: bytes) -> int:
     """The reverse of u64: the unsigned integer whose big-endian encoding is the 8 bytes b."""
     if len(b) != 8:
@@ -1629,6 +1641,16 @@ def start_session(window: int, now: int, last_window: int | None) -> int:
     return record_window(last_window, window)
 
 
+def check_session_window(window: int, now: int | None) -> None:
+    """10.3 and 11.1: the window of a Security PIN Update or an Online Verify session is
+    `window(now)` or `window(now) - 1` ("any other window is `invalid_argument`"; checked
+    against the time, so none beyond the last a time reaches, 9.1).  Without a time only the
+    window's own range is checked."""
+    u64_window(window)
+    if now is not None and window not in (window_of(now), window_of(now) - 1):
+        raise InvalidArgument(f"window {window} is neither window(now) nor the one before")
+
+
 def session_may_start(window: int, t: int) -> bool:
     """9.1: a session may start from 15 seconds before 30 W."""
     return t >= WINDOW_SECONDS * window - EARLY_START_SECONDS
@@ -1680,7 +1702,7 @@ def session_id_input(window: int, binding: bytes | None = None) -> bytes:
     to a call by ``binding`` (9.7), lv_cat(label, u64(W), u8(1), cb): "a bound session's
     session ID and code key take u8(1) and cb as two more items"; an unbound one has "no u8(0)
     item"."""
-    return lv_cat(SESSION_ID_LABEL, u64(window), *_bound_items(binding))
+    return lv_cat(SESSION_ID_LABEL, u64_window(window), *_bound_items(binding))
 
 
 def session_id_value(seed: bytes, window: int, binding: bytes | None = None) -> int:
@@ -1717,7 +1739,7 @@ LAST_WORD_BLOCK = 255  # block_i for i = 1, ..., 255 (u8(i)), block_0 without: 2
 
 def words_key(seed: bytes, window: int, pid: bytes) -> bytes:
     """k_S = HKDF(ikm = seed, salt = lv_cat(u64(W), pid(S)), info = label, L = 32)."""
-    return hkdf(seed, lv_cat(u64(window), pid), WORD_OPTIONS_INFO, 32)
+    return hkdf(seed, lv_cat(u64_window(window), pid), WORD_OPTIONS_INFO, 32)
 
 
 def words_block(key: bytes, i: int) -> bytes:
@@ -1796,7 +1818,7 @@ FIRST_SELECTOR_LABEL = b"itsme-first-selector-v1"
 
 def first_selector_input(window: int) -> bytes:
     """9.4: the HMAC's message, lv_cat('itsme-first-selector-v1', u64(W))."""
-    return lv_cat(FIRST_SELECTOR_LABEL, u64(window))
+    return lv_cat(FIRST_SELECTOR_LABEL, u64_window(window))
 
 
 def first_selector_hmac(seed: bytes, window: int) -> bytes:
@@ -1857,7 +1879,7 @@ def code_info(pid_first: bytes, w1: int, pid_second: bytes, w2: int,
 def code_key(seed: bytes, window: int, pid_first: bytes, w1: int, pid_second: bytes,
              w2: int, binding: bytes | None = None) -> bytes:
     """K = HKDF(ikm = seed, salt = u64(W), info = code_info, L = 32) (9.6; 9.7 when bound)."""
-    return hkdf(seed, u64(window), code_info(pid_first, w1, pid_second, w2, binding), 32)
+    return hkdf(seed, u64_window(window), code_info(pid_first, w1, pid_second, w2, binding), 32)
 
 
 def code_value(key: bytes, pid: bytes) -> int:
@@ -1941,7 +1963,7 @@ def device_tag_input(pid: bytes, window: int, device_secret: bytes | None) -> by
     """10.1: the tag's HMAC message, lv_cat(pid(S), u64(W), device_secret(S)), keyed with T;
     the empty string for a device that holds no device secret."""
     secret = b"" if device_secret is None else device_secret
-    return lv_cat(pid, u64(window), secret)
+    return lv_cat(pid, u64_window(window), secret)
 
 
 def expected_device_tag(key: bytes, pid: bytes, window: int,
@@ -2193,7 +2215,7 @@ def pin_update_code_value(seed: bytes, window: int) -> int:
 
 def pin_update_code_input(window: int) -> bytes:
     """10.3: the session code's HMAC message, lv_cat('itsme-pin-update-code-v1', u64(W))."""
-    return lv_cat(PIN_UPDATE_CODE_LABEL, u64(window))
+    return lv_cat(PIN_UPDATE_CODE_LABEL, u64_window(window))
 
 
 def pin_update_code_text(seed: bytes, window: int) -> str:
@@ -2245,7 +2267,7 @@ def pu_th_input(code_text: str, window: int, pid_i: bytes, pid_r: bytes, key_i: 
                 key_r: bytes) -> bytes:
     """lv_cat('itsme-pin-update-v1', code_text, u64(W), pid_I, pid_R, KEY_I, KEY_R), with the
     code's canonical text (as bytes) and the two whole KEY frames."""
-    return lv_cat(PU_TH_LABEL, code_text.encode("ascii"), u64(window), pid_i, pid_r, key_i,
+    return lv_cat(PU_TH_LABEL, code_text.encode("ascii"), u64_window(window), pid_i, pid_r, key_i,
                   key_r)
 
 
@@ -2571,6 +2593,7 @@ class PinUpdateSession:
             raise ValueError("seed and ephemeral secret are 32 bytes")
         if len(new_device_secret) != PU_DEVICE_SECRET_BYTES:
             raise ValueError("a new device secret is 16 bytes")
+        u64_window(window)  # 9.1: a window given is 0 to 2^63 - 1 (see check_session_window)
         self.seed = seed
         self.window = window
         self.my_pid = my_pid
@@ -2776,7 +2799,7 @@ def room_id(seed: bytes, window: int) -> bytes:
 
 def room_input(window: int) -> bytes:
     """11.1: the room ID's HMAC message, lv_cat('itsme-room-id-v1', u64(W))."""
-    return lv_cat(ROOM_LABEL, u64(window))
+    return lv_cat(ROOM_LABEL, u64_window(window))
 
 
 def room_name(room: bytes) -> str:
@@ -2906,7 +2929,7 @@ def ov_th_input(room: bytes, window: int, pid_i: bytes, pid_r: bytes, commit: by
                 key_r: bytes, key_i: bytes) -> bytes:
     """lv_cat('itsme-online-verify-v1', room(W), u64(W), pid_I, pid_R, COMMIT, KEY_R, KEY_I),
     with the room's 16 bytes and the three whole messages."""
-    return lv_cat(OV_TH_LABEL, room, u64(window), pid_i, pid_r, commit, key_r, key_i)
+    return lv_cat(OV_TH_LABEL, room, u64_window(window), pid_i, pid_r, commit, key_r, key_i)
 
 
 def ov_th(room: bytes, window: int, pid_i: bytes, pid_r: bytes, commit: bytes, key_r: bytes,
@@ -3047,7 +3070,7 @@ def ov_bind(seed: bytes, window: int, binding: bytes) -> bytes:
     cb = check_call_binding(binding)
     if cb is None:
         raise ValueError("an unbound session has no bind")
-    return hmac_sha256(seed, lv_cat(OV_BINDING_LABEL, u64(window), cb))
+    return hmac_sha256(seed, lv_cat(OV_BINDING_LABEL, u64_window(window), cb))
 
 
 def ov_binding_state(my_bind: bytes | None, their_bind: bytes | None) -> str:
@@ -3159,6 +3182,7 @@ class OnlineVerifySession:
             raise ValueError("seed and ephemeral secret are 32 bytes")
         if len(challenge) != OV_CHALLENGE_BYTES:
             raise ValueError("a challenge is 32 bytes")
+        u64_window(window)  # 9.1: a window given is 0 to 2^63 - 1 (see check_session_window)
         self.seed = seed
         self.window = window
         self.my_pid = my_pid

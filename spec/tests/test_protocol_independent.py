@@ -1509,6 +1509,35 @@ def test_voice_plans():
             P.record_window(plan.window, plan.window)
 
 
+def test_windows_given_and_checked_against_the_time():
+    """9.1: a window given to a pure derivation is 0 to 2^63 - 1, a negative one
+    ``invalid_argument`` (never its two's complement); 10.3 and 11.1: a session's window is
+    window(now) or window(now) - 1, else ``invalid_argument``, so none beyond the last."""
+    seed, pid = bytes([3]) * 32, bytes([4]) * 32
+    for w in (0, 2**63 - 1):
+        P.session_id_value(seed, w), P.room_id(seed, w), P.pin_update_code_value(seed, w)
+        P.device_tag(P.tag_key(seed), pid, w, b"x" * 16), P.first_selector_byte(seed, w)
+    for w in (-1, 2**63, 2**64 - 1):
+        for derive in (lambda: P.session_id_value(seed, w), lambda: P.room_id(seed, w),
+                       lambda: P.pin_update_code_value(seed, w),
+                       lambda: P.device_tag(P.tag_key(seed), pid, w, b"x" * 16),
+                       lambda: P.first_selector_byte(seed, w)):
+            with pytest.raises(P.InvalidArgument):
+                derive()
+    now = 1_800_000_015
+    for w in (P.window_of(now), P.window_of(now) - 1):
+        P.check_session_window(w, now)
+    for w in (P.window_of(now) + 1, P.window_of(now) - 2, -1):
+        with pytest.raises(P.InvalidArgument):
+            P.check_session_window(w, now)
+    P.check_session_window(0, 5)
+    with pytest.raises(P.InvalidArgument):  # at a time in window 0 there is none before
+        P.check_session_window(-1, 5)
+    with pytest.raises(P.InvalidArgument):  # beyond the last window: no time reaches it
+        P.check_session_window(P.LAST_WINDOW + 1, P.LAST_TIME)
+    P.check_session_window(P.LAST_WINDOW, P.LAST_TIME)
+
+
 def test_voice_timing_edges():
     """9.1's timing edges: the last window a time reaches, planning for a contact at it,
     planning within it (made, but not started: invalid_state too early, invalid_argument from
@@ -1671,7 +1700,8 @@ def _random_inputs(rng: random.Random):
     """A random seed, window and pair of ids; one in four peers is a source-format contact
     (an 8-byte id, with a 6-digit device secret)."""
     seed = rng.randbytes(32)
-    window = rng.randrange(1 << 64) if rng.random() < 0.3 else 60_000_000 + rng.randrange(10**6)
+    # 9.1: "The pure derivations take any window from 0 to 2^63 - 1".
+    window = rng.randrange(1 << 63) if rng.random() < 0.3 else 60_000_000 + rng.randrange(10**6)
     a_pid = rng.randbytes(32)
     short = rng.random() < 0.25
     b_pid = rng.randbytes(8) if short else rng.randbytes(32)
