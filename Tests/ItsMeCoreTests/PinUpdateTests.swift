@@ -147,6 +147,26 @@ final class PinUpdateTests: XCTestCase {
     /// Code" shows the tag the person will hear: the peer's new one, not the
     /// tag of the secret it replaced (PROTOCOL.md 10.3, "What a listener
     /// shows").
+    /// A degradation code accepted while this side has committed an update
+    /// keeps the secret this side says now, the update's new one (10.2):
+    /// writing back the one from before would make the peer, which adopted
+    /// the new one, see a changed device.
+    func testADegradationCodeAcceptedAfterCommittingKeepsTheSecretSaidNow() throws {
+        let (alice, bob) = try pair()
+        let now = t0 + 300
+        let (a, b) = try update(alice, now: now).isInitiator ? (alice, bob) : (bob, alice)
+        _ = try recordHonestRun(a, b, now: now)
+        let said = try a.store.deviceSecrets(id: a.contactID)
+        XCTAssertTrue(said.committed, "the initiator committed on the responder's NEW")
+        let newMine = try said.pendingMine.copy()
+        var random = DeterministicRandom(seed: SHA256.hash(Array("degradation-after-commit".utf8)))
+        let code = try DegradationCode.create(store: b.store, contactID: b.contactID, random: &random)
+        try DegradationCode.accept(store: a.store, contactID: a.contactID, code: code, now: now)
+        let after = try a.store.deviceSecrets(id: a.contactID)
+        XCTAssertFalse(after.hasPending)
+        XCTAssertTrue(newMine.withBytes { n in after.mine.withBytes { m in Array(n) == Array(m) } }, "the secret said now")
+    }
+
     func testTheirTagAfterACompletedUpdateIsTheOneThePeerSays() throws {
         let (alice, bob) = try pair()
         let now = t0 + 300

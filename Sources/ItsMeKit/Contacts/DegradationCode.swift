@@ -107,10 +107,13 @@ public enum DegradationCode {
             let expected = try r.withBytes { try mac(seed: seed, pid: contact.pid, secret: $0) }
             return ConstantTime.equal(expected, Array(bytes.suffix(macCount)))
         }
+        // This device keeps the secret it says now: the new one of a
+        // Security PIN Update it has committed (10.3), else its current one.
         var mine = try SecretBytes(count: 0)
-        do { mine = try store.deviceSecrets(id: contactID).mine.copy() } catch let e as ItsMeError
-            where e.kind == .notFound || e.kind == .authenticationFailed
-        {}
+        do {
+            let secrets = try store.deviceSecrets(id: contactID)
+            mine = try (secrets.committed && secrets.pendingMine.count > 0 ? secrets.pendingMine : secrets.mine).copy()
+        } catch let e as ItsMeError where e.kind == .notFound || e.kind == .authenticationFailed {}
         try store.setDeviceSecrets(id: contactID, mine: mine, theirs: r)
         try store.setState(id: contactID, .degraded, acknowledged: true, now: now)
     }
