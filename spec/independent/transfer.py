@@ -349,42 +349,45 @@ def export_header(kind: int, salt: bytes, nonce: bytes, passes: int = PASSES_WRI
                         nonce).encode()
 
 
-def export_size_window(export: bytes) -> tuple[int, int]:
-    """The size window an export is checked against: format version 2's (146 to 67,109,136
-    bytes) when its eighth byte, the version after 'ITSMEXP', is 2; version 1's (145 to 272)
-    otherwise.  (The document gives no window of an unknown version: one is read as version 1
-    was before version 2 existed, refused as another version only inside version 1's window.)"""
-    if export[7:8] == bytes([EXPORT_VERSION_CONTACTS]):
+def export_size_window(version: int) -> tuple[int, int]:
+    """17.2: "the size window of that version, 145 to 272 bytes for version 1 (the sizes of a
+    1-byte and a 128-byte name) and 146 to 67,109,136 for version 2"."""
+    if version == EXPORT_VERSION_CONTACTS:
         return EXPORT2_MIN, EXPORT2_MAX
-    return EXPORT_MIN, EXPORT_MAX
+    if version == EXPORT_VERSION:
+        return EXPORT_MIN, EXPORT_MAX
+    raise ValueError(f"no size window for format version {version}")
 
 
 def parse_export_header(export: bytes, from_text: bool = False) -> ExportHeader:
-    """17.2: the export's length and its header, checked before any key is derived, in the
-    order of 1.1: the size first (outside its version's window, :func:`export_size_window`:
-    malformed_message, whatever else the header says), then the shape (the 'ITSMEXP' magic:
-    malformed_message), then the version, key derivation, password kind and parameters (3 to
-    10 passes over 256 MiB to 1 GiB), each refused as unsupported (invalid_argument, the code
-    17.1 names for them).  ``from_text``: the export came in a text, which is format version 1
-    only ("a text holding a version-2 blob is invalid_argument")."""
-    lo, hi = export_size_window(export)
-    if not lo <= len(export) <= hi:
-        raise Malformed(f"an export of {len(export)} bytes, not {lo} to {hi}")
+    """17.2: the export's length and its header, checked before any key is derived, "in this
+    order: at least 145 bytes and the `ITSMEXP` magic (else `malformed_message`); format
+    version 1 or 2 (else `invalid_argument`, whatever the length); the size window of that
+    version [...] (else `malformed_message`); then the key derivation, the parameters and the
+    password kind (else `invalid_argument`)" (3 to 10 passes over 256 MiB to 1 GiB).
+    ``from_text``: the export came in a text, which is format version 1 only ("a text holding
+    a version-2 blob is invalid_argument")."""
+    if len(export) < EXPORT_MIN:
+        raise Malformed(f"an export of {len(export)} bytes, shorter than {EXPORT_MIN}")
     if export[:len(EXPORT_MAGIC)] != EXPORT_MAGIC:
         raise Malformed("not an ItsMe export")
     magic, version, kdf, passes, memory_kib, kind, salt, nonce = _HEADER.unpack_from(export)
     if version not in EXPORT_VERSIONS:
         raise UnsupportedExport(f"unknown export version {version}")
+    lo, hi = export_size_window(version)
+    if not lo <= len(export) <= hi:
+        raise Malformed(f"an export of format version {version} of {len(export)} bytes, "
+                        f"not {lo} to {hi}")
     if from_text and version != EXPORT_VERSION:
         raise UnsupportedExport(f"an export of format version {version} has no text form")
     if kdf != KDF_ARGON2ID13:
         raise UnsupportedExport(f"unknown key derivation {kdf}")
-    if kind not in PASSWORD_KINDS:
-        raise UnsupportedExport(f"unknown password kind {kind}")
     if not PASSES_MIN <= passes <= PASSES_MAX:
         raise UnsupportedExport(f"{passes} passes, outside 3 to 10")
     if not MEMORY_KIB_MIN <= memory_kib <= MEMORY_KIB_MAX:
         raise UnsupportedExport(f"{memory_kib} KiB, outside 256 MiB to 1 GiB")
+    if kind not in PASSWORD_KINDS:
+        raise UnsupportedExport(f"unknown password kind {kind}")
     return ExportHeader(version, kdf, passes, memory_kib, kind, salt, nonce)
 
 

@@ -7491,39 +7491,42 @@ def test_export_typed_passwords_are_not_texts():
 
 
 def test_export_size_checked_before_the_header():
-    """1.1: size, then shape, then version; 17.1 names invalid_argument for an unknown version
-    or parameters, so the order shows: an export outside 145 to 272 bytes is
-    malformed_message whatever its header says, and one with a foreign magic is
-    malformed_message whatever follows; inside the window, the header's version, key
-    derivation, kind and parameters are invalid_argument.  Through the text too."""
+    """17.2's order: at least 145 bytes and the `ITSMEXP` magic (else malformed_message); then
+    format version 1 or 2 (else invalid_argument, whatever the length); then the size window
+    of that version (145 to 272 bytes for version 1, else malformed_message); then the key
+    derivation, the parameters and the password kind (invalid_argument).  Through the text
+    too."""
     rng = random.Random(1708)
     password, made = _some_export(rng, 7)
     header, body = made.export[:T.HEADER_BYTES], made.export[T.HEADER_BYTES:]
-    variants = {
+    unknown_versions = {
         "version 3": b"ITSMEXP\x03" + header[8:],
         "version 0": b"ITSMEXP\x00" + header[8:],
         "version 255": b"ITSMEXP\xff" + header[8:],
+    }
+    version_1 = {
         "key derivation 2": header[:8] + b"\x02" + header[9:],
         "2 passes": _header_by_hand(1, 2, 262144, made.salt, made.nonce),
         "2 GiB": _header_by_hand(1, 3, 2 * 1048576, made.salt, made.nonce),
         "kind 3": _header_by_hand(3, 3, 262144, made.salt, made.nonce),
     }
-    for what, bad_header in variants.items():
-        for n in (0, 1, 7, 8, 45, 46, 144, 273, 300, 1000):
+    for what, bad_header in {**unknown_versions, **version_1}.items():
+        for n in (0, 1, 7, 8, 45, 46, 144, 145, 200, 272, 273, 300, 1000):
             data = (bad_header + body + bytes(1000))[:n]
             if n < len(bad_header):
                 data = bad_header[:n]
             assert len(data) == n
+            if n < 145:
+                expected = "malformed_message"
+            elif what in unknown_versions:
+                expected = "invalid_argument"  # "whatever the length"
+            else:
+                expected = "invalid_argument" if n <= 272 else "malformed_message"
             for given in (data, "ITSMEXP1:" + P.b64url_encode(data),
                           "\n ITSMEXP1:" + P.b64url_encode(data) + "\r\n"):
                 with pytest.raises(P.ProtocolError) as caught:
                     T.open_export(given, password, kdf=_no_kdf)
-                assert _reason(caught.value) == "malformed_message", (what, n)
-        for n in (145, 200, 272):
-            data = (bad_header + body + bytes(1000))[:n]
-            for given in (data, "ITSMEXP1:" + P.b64url_encode(data)):
-                with pytest.raises(T.UnsupportedExport):
-                    T.open_export(given, password, kdf=_no_kdf)
+                assert _reason(caught.value) == expected, (what, n)
     # A foreign magic in the window is malformed_message, even with an unknown version too.
     for magic in (b"ITSMEXQ", b"itsmexp", b"\x00" * 7):
         for rest in (header[7:], b"\x02" + header[8:], b"\x03" + header[8:],
