@@ -819,26 +819,53 @@ class _Timed:
     def __init__(self, created_at: int | None):
         self.created_at = created_at
         self.failed = False
+        self.rejected = False
+
+    @property
+    def ended(self) -> bool:
+        """17.3: "A transfer that has ended (done, rejected or failed)"."""
+        return self.failed or self.rejected or self._done()
+
+    def _done(self) -> bool:
+        return False
 
     def _check_time(self, now: int | None) -> None:
+        """17.3: "a message received or a confirmation made more than 600 seconds after that
+        side's creation, in whole Unix seconds (`now - created > 600`; at 600 it is still on
+        time), is `expired`, and the transfer fails"."""
         if self.created_at is not None and now is not None and \
                 now - self.created_at > TRANSFER_SECONDS:
             raise TransferExpired("a transfer lasts at most 10 minutes")
 
+    def reject(self) -> None:
+        """The person rejects (a SAS mismatch or a cancel): the transfer ends, rejected, and
+        nothing is sent; "a rejection is not checked against the time"; an ended transfer
+        answers invalid_state."""
+        if self.ended:
+            raise InvalidState("the transfer has ended")
+        self.rejected = True
+
     def _guard(self, now: int | None, step: Callable[[], object]):
         """Any refusal ends the transfer, except invalid_state, which changes nothing (17.3:
         "A confirmation with no SAS yet, and any message after the transfer is done, are
-        refused as invalid_state without changing anything")."""
-        if self.failed:
+        refused as invalid_state without changing anything").  "A transfer that has ended
+        (done, rejected or failed) answers `invalid_state` instead, at any time": before the
+        time is checked."""
+        if self.failed or self.rejected:
             raise InvalidState("the transfer has ended")
+        if self._done():
+            raise InvalidState("the transfer is done")
         try:
             self._check_time(now)
             return step()
         except InvalidState:
             raise
         except ProtocolError:
-            self.failed = True
+            self._fail()
             raise
+
+    def _fail(self) -> None:
+        self.failed = True
 
 
 class TransferReceiver(_Timed):
@@ -873,6 +900,14 @@ class TransferReceiver(_Timed):
     @property
     def done(self) -> bool:
         return self.contents is not None
+
+    def _done(self) -> bool:
+        return self.done
+
+    def _fail(self) -> None:
+        """A failed transfer gives nothing, not even what had opened before the refusal."""
+        self.failed = True
+        self.contents = self.store = None
 
     def receive(self, message: bytes, now: int | None = None) -> None:
         self._guard(now, lambda: self._receive(bytes(message)))
@@ -921,21 +956,23 @@ class TransferReceiver(_Timed):
         self.confirmed = True
         held, self.held = self.held, []
         if held:
-            # Opened in the order they came: the identity first, which says how many store
-            # messages are due (more held is malformed_message), then each chunk.
-            self._open_identity(held[0], held_after=len(held) - 1)
+            # Opened in turn, in the order they came: the identity first, which says how many
+            # store messages are due, then each chunk.  One held beyond the count is opened
+            # "after the transfer completed, and is `malformed_message` (out of order), which
+            # ends the transfer as failed" (17.3).
+            self._open_identity(held[0])
             for message in held[1:]:
                 self._open_store(message)
         return self.contents
 
-    def _open_identity(self, message: bytes, held_after: int = 0) -> None:
-        identity = open_identity_message(message, self.keys.key, self.keys.transcript_hash)
-        if held_after > identity.chunks:
-            raise Malformed(f"{held_after} store messages held, {identity.chunks} announced")
-        self.identity = identity
+    def _open_identity(self, message: bytes) -> None:
+        self.identity = open_identity_message(message, self.keys.key,
+                                              self.keys.transcript_hash)
         self._finish_if_complete()
 
     def _open_store(self, message: bytes) -> None:
+        if self.contents is not None:
+            raise Malformed(f"a store message beyond the {self.identity.chunks} announced")
         self.chunks.append(open_store_message(message, self.keys.key,
                                               self.keys.transcript_hash, len(self.chunks),
                                               self.identity.store_length))
@@ -973,12 +1010,13 @@ class TransferSender(_Timed):
         self.key_message = key_message(self.public)
         self.sent_identity = False
 
+    def _done(self) -> bool:
+        return self.sent_identity
+
     def confirm(self, now: int | None = None) -> list[bytes]:
         """The person confirmed the SAS on this device: the identity message, then the store
         messages, in order."""
         def step() -> list[bytes]:
-            if self.sent_identity:
-                raise InvalidState("the identity was already sent")
             self.sent_identity = True
             th = self.keys.transcript_hash
             return ([identity_message(self.keys.key, th, self.identity_plaintext)]

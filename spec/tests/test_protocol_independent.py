@@ -8434,6 +8434,86 @@ def test_transfer_sender_steps():
         sender.confirm()  # a cancel sends nothing
 
 
+def test_transfer_store_message_beyond_the_count():
+    """17.3: a store message beyond the count the identity announced (or any, when it announced
+    none) is refused by when it comes: after the confirmation, once done, invalid_state and the
+    transfer stays done; held from before it, opened in turn after the transfer completed,
+    malformed_message, which ends it as failed; an earlier held chunk that does not open is
+    reported first."""
+    rng = random.Random(1745)
+    store = _some_store(rng, _CHUNK + 10)
+    receiver0, sender = _random_transfer(rng, store=store)
+    identity, *chunks = sender.confirm()
+    assert len(chunks) == 2
+
+    def fresh():
+        r = T.TransferReceiver(receiver0.ephemeral_secret, receiver0.transfer_id)
+        r.receive(sender.key_message)
+        return r
+
+    r = fresh()
+    r.confirm()
+    for m in (identity, *chunks):
+        r.receive(m)
+    assert r.done
+    with pytest.raises(T.InvalidState):
+        r.receive(chunks[-1])
+    assert r.done and not r.failed and r.store == store
+    r = fresh()
+    for m in (identity, chunks[0], chunks[1], chunks[1]):
+        r.receive(m)
+    with pytest.raises(T.Malformed) as err:
+        r.confirm()
+    assert "beyond" in str(err.value) and r.failed and r.contents is None
+    r = fresh()  # a chunk that does not open, then one beyond the count: the first is reported
+    bad = chunks[0][:-1] + bytes([chunks[0][-1] ^ 1])
+    for m in (identity, bad, chunks[1], chunks[1]):
+        r.receive(m)
+    with pytest.raises(T.AuthenticationFailed):
+        r.confirm()
+    assert r.failed
+
+
+def test_transfer_ended_before_the_time_and_rejections():
+    """17.3: "A transfer that has ended (done, rejected or failed) answers `invalid_state`
+    instead, at any time, and a rejection is not checked against the time"; at 600 seconds
+    it is still on time, at 601 `expired`."""
+    rng = random.Random(1746)
+    receiver, sender = _random_transfer(rng)
+    receiver.created_at = sender.created_at = 1000
+    receiver.receive(sender.key_message, now=1600)
+    (identity,) = sender.confirm(now=1600)
+    receiver.confirm(now=1600)
+    receiver.receive(identity, now=1600)
+    assert receiver.done
+    for now in (1600, 1601, 99_999):
+        with pytest.raises(T.InvalidState):
+            receiver.receive(identity, now=now)
+        with pytest.raises(T.InvalidState):
+            receiver.confirm(now=now)
+        with pytest.raises(T.InvalidState):
+            sender.confirm(now=now)
+    assert receiver.done and not receiver.failed
+    for side_of in (lambda r, s: r, lambda r, s: s):
+        r, s = _random_transfer(rng)
+        r.created_at = s.created_at = 1000
+        r.receive(s.key_message, now=1000)
+        side = side_of(r, s)
+        side.reject()  # long after 600 seconds would be the same: no time is given or checked
+        assert side.rejected and side.ended
+        for call in (lambda: side.reject(), lambda: side.confirm(now=1001),
+                     lambda: side.confirm(now=5000)):
+            with pytest.raises(T.InvalidState):
+                call()
+    r, s = _random_transfer(rng)
+    r.created_at = 1000
+    with pytest.raises(T.TransferExpired):
+        r.receive(s.key_message, now=1601)
+    assert r.failed
+    with pytest.raises(T.InvalidState):
+        r.receive(s.key_message, now=1601)
+
+
 def test_transfer_lasts_at_most_ten_minutes():
     rng = random.Random(1736)
     receiver, sender = _random_transfer(rng)
