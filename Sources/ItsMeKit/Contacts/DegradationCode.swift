@@ -68,10 +68,13 @@ public enum DegradationCode {
     /// draws a new interim device secret, stores it as this device's secret
     /// for the contact (keeping theirs if this device can still read it,
     /// else unknown), and returns the code to send them.
-    /// Throws `.notFound` for an unknown contact, `.corruptData` or
+    /// Throws `.notFound` for an unknown contact, `.invalidState` for one
+    /// awaiting the peer's confirmation, `.corruptData` or
     /// `.authenticationFailed` if its record does not open, `.database` if the
     /// new device secret cannot be written.
     public static func create<R: RandomSource>(store: ContactStore, contactID: Int64, random: inout R) throws -> String {
+        // A contact awaiting the peer's confirmation is used for nothing (8.1).
+        try ContactStore.checkSettled(try store.contact(id: contactID))
         let seed = try store.seed(id: contactID)
         let r = try SecretBytes(randomCount: secretCount, using: &random)
         let tag = try r.withBytes { try mac(seed: seed, pid: store.ownerPublicKey, secret: $0) }

@@ -286,6 +286,9 @@ def test_round_trip(alice, bob, realtime):
     id_b = invitee.confirm(T0 + 3700)
     for party, contact_id in ((alice, id_a), (bob, id_b)):
         assert party.contacts.get(contact_id).state == VerificationState.AWAITING_PEER
+        # Used for nothing until settled (8.1): no degradation code either.
+        with pytest.raises(itsme.InvalidStateError):
+            party.contacts.degradation_code(contact_id)
     assert inviter.state == invitee.state == ExchangeState.AWAITING_DECISION
     decision_b = invitee.next_outgoing()
     assert decision_b[:2] == bytes([1, DECISION]) and len(decision_b) == 19

@@ -2922,8 +2922,9 @@ extern "C" {
     /// the latest code matches this device's tags: an older code is still
     /// accepted by the contact, whose next verification then reports a changed
     /// device again.
-    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND, BUFFER_TOO_SMALL
-    /// (nothing is drawn or stored then), ITSME_E_DATABASE.
+    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND, ITSME_E_INVALID_STATE
+    /// (a contact awaiting the peer's confirmation, docs/PROTOCOL.md 8.1),
+    /// BUFFER_TOO_SMALL (nothing is drawn or stored then), ITSME_E_DATABASE.
     /// ```
     pub fn itsme_store_degradation_code(
         store: *mut itsme_store,

@@ -4279,8 +4279,9 @@ public interface ItsMeLibrary extends Library {
      * the latest code matches this device's tags: an older code is still
      * accepted by the contact, whose next verification then reports a changed
      * device again.
-     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND, BUFFER_TOO_SMALL
-     * (nothing is drawn or stored then), ITSME_E_DATABASE.
+     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_NOT_FOUND, ITSME_E_INVALID_STATE
+     * (a contact awaiting the peer's confirmation, docs/PROTOCOL.md 8.1),
+     * BUFFER_TOO_SMALL (nothing is drawn or stored then), ITSME_E_DATABASE.
      * </pre>
      * <p>C: {@code itsme_result itsme_store_degradation_code(itsme_store *store, int64_t contact_id, itsme_random *rng, char *out, size_t cap, size_t *out_len)}
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
