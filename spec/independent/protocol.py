@@ -1122,6 +1122,22 @@ def _verified_at_once(exchange, decision: int, now: int | None) -> None:
         exchange.settled, exchange.verified_at = True, now
 
 
+def _reject_failed(exchange, confirmed: bool, had_sas: bool) -> list[bytes]:
+    """8.1 and 16.3: a failed exchange may be rejected ("a confirmation that follows is
+    `invalid_state`; the host rejects the failed exchange, which deletes the contact it
+    saved").  Reading (the document does not say): the rejection of a failed exchange sends
+    no message (the exchange has failed: nothing more goes out), and a failed exchange that
+    never had a SAS saved no contact, so it is rejected all the same, deleting nothing; a
+    second rejection is ``invalid_state``."""
+    if confirmed:
+        raise InvalidState("the exchange has failed: it can only be rejected")
+    if exchange.rejected_after_failure:
+        raise InvalidState("the failed exchange was rejected already")
+    exchange.rejected_after_failure = True
+    exchange.saved_contact_deleted = had_sas
+    return []
+
+
 def _settle(exchange, now: int | None) -> None:
     """8.1: "Once the peer's confirmation has arrived, the host settles the exchange
     (`settle`), which makes it verified"; "Verified" then records the time given to the
@@ -1450,6 +1466,9 @@ class BluetoothExchange:
     # once. [...] Once the peer's confirmation has arrived, the host settles the exchange".
     settled = False
     verified_at: int | None = None
+    rejected_after_failure = False
+    saved_contact_deleted = False
+    _had_sas = False
 
     def settle(self, now: int | None = None) -> None:
         """8.1: the host settles the exchange once the peer's confirmation has arrived after
@@ -1539,7 +1558,7 @@ class BluetoothExchange:
         reject: invalid_state.  A confirmation after the peer's makes the contact verified at
         once, at `now`."""
         if self.failed:
-            raise InvalidState("the exchange has failed")
+            return _reject_failed(self, confirmed, self.sas_value is not None)
         if self.sas_value is None:
             raise InvalidState("no SAS to confirm or reject yet")
         if self.own_decision is not None or self.session_ended:
@@ -4131,6 +4150,7 @@ class RemoteExchange:
             return self._on_decision(message)
         except ProtocolError:
             if not keeps_waiting:
+                self._had_sas = self.result is not None
                 self.failed = True
                 self.result = None
             raise
@@ -4217,6 +4237,9 @@ class RemoteExchange:
 
     settled = False
     verified_at: int | None = None
+    rejected_after_failure = False
+    saved_contact_deleted = False
+    _had_sas = False
 
     def settle(self, now: int | None = None) -> None:
         """8.1: the host settles the exchange once the peer's confirmation has arrived after
@@ -4233,7 +4256,7 @@ class RemoteExchange:
         DECISION, whichever that is (a rejection it sends at once)": such a confirmation is
         held and returned by the ``receive`` that reads the invitee's DECISION."""
         if self.failed:
-            raise InvalidState("the exchange has failed")
+            return _reject_failed(self, confirmed, self._had_sas)
         if self.result is None:
             raise InvalidState("no SAS to confirm or reject yet")
         if self.own_decision is not None or self.wait_ended:

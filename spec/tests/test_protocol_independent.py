@@ -6371,6 +6371,33 @@ def test_remote_message_order_type_version():
         _remote_sides({"inviter": inputs["inviter"], "invitee": same})
 
 
+@needs_vectors
+def test_a_failed_exchange_may_be_rejected():
+    """8.1 and 16.3: a refusal before this side decided ends the exchange as failed; "a
+    confirmation that follows is `invalid_state`; the host rejects the failed exchange, which
+    deletes the contact it saved" (here: nothing is sent, and once only)."""
+    rng = random.Random(1603)
+    i2, r2, _ = _remote_at_sas(_remote_random_inputs(rng))
+    with pytest.raises(P.MalformedMessage):
+        r2.receive(b"\x01\x09")
+    assert r2.failed
+    with pytest.raises(P.InvalidState):
+        r2.decide(True)
+    assert r2.decide(False) == [] and r2.saved_contact_deleted
+    with pytest.raises(P.InvalidState):
+        r2.decide(False)
+    for ex in _cases(load("bluetooth.json"), "exchanges"):
+        a, b = _bt_at_sas(ex)
+        with pytest.raises(P.ProtocolError):
+            a.receive(b"\x01\x04" + bytes(17))  # a CONFIRM that does not open
+        assert a.failed
+        with pytest.raises(P.InvalidState):
+            a.decide(True)
+        assert a.decide(False) == [] and a.saved_contact_deleted
+        with pytest.raises(P.InvalidState):
+            a.decide(False)
+
+
 def _remote_at_sas(inputs, realtime=False):
     """A fresh inviter and invitee of ``inputs``, both holding the SAS (INVITE, ACCEPT, REPLY
     delivered)."""
