@@ -1414,16 +1414,7 @@ def test_a_crash_that_loses_the_wal_loses_unnoticed_at_most_100_ms_of_commits(me
 
 
 def test_a_rolled_back_store_is_refused_until_the_loss_is_accepted(me, db_path, tmp_path):
-    older = tmp_path / "older.db"
-    with ContactStore.open(me, db_path) as s:
-        for n in range(3):
-            s.add("Early %d" % n, key(n), seed(n), now=T0)
-        s.backup(older)
-        for n in range(3, 5):
-            s.add("Late %d" % n, key(n), seed(n), now=T0)
-    for suffix in ("", "-wal", "-shm"):
-        pathlib.Path(str(db_path) + suffix).unlink(missing_ok=True)
-    db_path.write_bytes(older.read_bytes())
+    _behind(me, db_path, tmp_path)
 
     with pytest.raises(itsme.RolledBackError) as caught:
         ContactStore.open(me, db_path)
