@@ -766,9 +766,8 @@ def qr_finish(own_payload: bytes, own_ephemeral_secret: bytes, peer: QrPeer) -> 
 # Section 5 with 8.1 and 8.2: one device's QR exchange and what it stores
 # --------------------------------------------------------------------------------------------
 
-# The exchange method a QR exchange stores.  Section 16.4 names `invite` (2) and `realtime` (3);
-# no sentence names the QR exchange's, so this name is the vectors' (reexchange.json's
-# `method_text`), not the document's.
+# The exchange method a QR exchange stores: 8.1, "`qr` (0), `bluetooth` (1), `invite` (2) or
+# `realtime` (3)".
 QR_METHOD = "qr"
 # 5.2: "An exchange expires more than 24 hours (86,400 seconds) after its creation"; 8.1: "An
 # exchange left pending [...] expires when the time is more than 24 hours after it began".
@@ -780,8 +779,8 @@ class StoredContact:
     """What a device stores for a contact made by an exchange (8.1, 8.2, 8.3): its identity key,
     the name stored, the seed, the two device secrets (``mine``, the one this side sent;
     ``theirs``, the one the peer sent), the exchange method, the state and, once verified, the
-    time it was verified at.  The document names no verification time; the vectors
-    (reexchange.json's `verified_at`) give one, the exchange's `now`."""
+    time it was verified at (8.1: "the time given to the call that made the contact
+    verified", for QR always this side's confirmation)."""
     contact_id: int
     identity_pk: bytes
     name: bytes
@@ -944,6 +943,8 @@ class QrExchange:
                 if qr_refusal_ends_exchange(exc):
                     self.failed = True
                 raise
+            # Reading: (5.2, 6, 8.1) there is no SAS to show; the contact is saved as the text
+            # is accepted, and this exchange takes no decision (``decide`` is invalid_state).
             self.v5 = imp
             self.contact_id = self.store.add_unauthenticated(
                 imp.peer.fingerprint_text, imp.peer.name, imp.seed, self.device_secret,
@@ -969,6 +970,16 @@ class QrExchange:
         return result
 
     def decide(self, confirmed: bool, now: int) -> QrDecided:
+        if self.failed and not confirmed and not getattr(self, "_failed_rejected", False):
+            # 8.1: "a failed exchange may be rejected, which deletes at once the contact it
+            # saved" (a stored contact of 8.2 is left as it was).
+            self._failed_rejected = True
+            if self.contact_id is not None and not self.known_contact \
+                    and self.contact_id in self.store.contacts:
+                self.store.delete(self.contact_id)
+            contact = self.store.contacts.get(self.contact_id) if self.known_contact else None
+            return QrDecided(contact, bool(self.known_contact),
+                             self.peer.name if self.peer is not None else b"")
         if self.failed or self.peer is None or self.decided is not None:
             raise InvalidState("a decision before there is a SAS, after a failure, or twice")
         assert self.result is not None and self.contact_id is not None
@@ -1125,7 +1136,7 @@ def _verified_at_once(exchange, decision: int, now: int | None) -> None:
 def _reject_failed(exchange, confirmed: bool, had_sas: bool) -> list[bytes]:
     """8.1 and 16.3: a failed exchange may be rejected ("a confirmation that follows is
     `invalid_state`; the host rejects the failed exchange, which deletes the contact it
-    saved").  Reading (the document does not say): the rejection of a failed exchange sends
+    saved").  Reading: (8.1, 16.3 do not say) the rejection of a failed exchange sends
     no message (the exchange has failed: nothing more goes out), and a failed exchange that
     never had a SAS saved no contact, so it is rejected all the same, deleting nothing; a
     second rejection is ``invalid_state``."""
@@ -1141,7 +1152,7 @@ def _reject_failed(exchange, confirmed: bool, had_sas: bool) -> list[bytes]:
 def _settle(exchange, now: int | None) -> None:
     """8.1: "Once the peer's confirmation has arrived, the host settles the exchange
     (`settle`), which makes it verified"; "Verified" then records the time given to the
-    settling ("its arrival itself records nothing").  Reading (8.1 does not say): settling
+    settling ("its arrival itself records nothing").  Reading: (8.1 does not say) settling
     before both confirmations are in, after a failure, or a contact already verified is
     ``invalid_state`` and changes nothing."""
     if exchange.failed:
@@ -1655,6 +1666,8 @@ def start_session(window: int, now: int, last_window: int | None) -> int:
         raise InvalidState("too early: the session starts 15 seconds before its window")
     if window > LAST_WINDOW:
         raise InvalidArgument("a window beyond the last one a time can reach")
+    # Reading: (9.1 orders neither) a start at 30 (W + 2) or later whose window was taken
+    # meanwhile is `expired`, the time first, not `window_used`.
     if session_expired(window, now):
         raise Expired("the session's window and the next have ended")
     return record_window(last_window, window)

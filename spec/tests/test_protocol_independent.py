@@ -6386,6 +6386,26 @@ def test_a_failed_exchange_may_be_rejected():
     assert r2.decide(False) == [] and r2.saved_contact_deleted
     with pytest.raises(P.InvalidState):
         r2.decide(False)
+    # QR: an exchange failed by a forged payload, or one expired at its decision (which deletes
+    # the new contact), may still be rejected, once; confirming it is invalid_state.
+    whole = _whole_qr_peer()
+    forged = P.QR_PREFIX + P.b64url_encode(whole.payload[:-1] + bytes([whole.payload[-1] ^ 1]))
+    store = P.ContactStore()
+    side = P.QrExchange.create(bytes([7]) * 32, bytes([9]) * 32, bytes(16), b"Me", 0, store)
+    with pytest.raises(P.AuthenticationFailed):
+        side.receive(forged, 0)
+    expired = P.QrExchange.create(bytes([7]) * 32, bytes([9]) * 32, bytes(16), b"Me", 0, store)
+    expired.receive(whole.text, 0)
+    assert len(store.contacts) == 1
+    with pytest.raises(P.Expired):
+        expired.decide(True, 86_401)
+    assert store.contacts == {}
+    for failed in (side, expired):
+        with pytest.raises(P.InvalidState):
+            failed.decide(True, 1)
+        assert failed.decide(False, 1).contact is None
+        with pytest.raises(P.InvalidState):
+            failed.decide(False, 1)
     for ex in _cases(load("bluetooth.json"), "exchanges"):
         a, b = _bt_at_sas(ex)
         with pytest.raises(P.ProtocolError):
