@@ -376,6 +376,8 @@ def test_a_pipe_does_not_wait_for_the_agent(pair, runtime, agents):
 def test_a_changed_identity_ends_the_window(pair, runtime, agents, people):
     alice, _ = pair
     assert at_terminal(alice, "contacts", "list")[0] == ["pin"]
+    # Once the agent has unlocked (it writes its lock file in the directory).
+    assert at_terminal(alice, "contacts", "list")[0] == []
     subprocess.run(["rm", "-rf", str(alice.dir)], check=True)
     alice.ok("init", "--name", "Alice Again")
     asked, transcript, code = at_terminal(alice, "whoami")

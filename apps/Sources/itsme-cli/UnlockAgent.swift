@@ -532,8 +532,20 @@ enum UnlockAgent {
         guard written == message.count else { return }
         var argv: [UnsafeMutablePointer<CChar>?] = [strdup(executable), strdup(serveArgument), strdup(real), nil]
         defer { argv.forEach { free($0) } }
-        if unlockagent_spawn(executable, &argv, pipeFDs[0]) < 0 {
+        let agent = unlockagent_spawn(executable, &argv, pipeFDs[0])
+        guard agent > 0 else {
             profile.output.warn("the PIN is not kept unlocked: \(String(cString: strerror(errno)))")
+            return
+        }
+        // Until the agent names its socket (it then answers as soon as the
+        // store is open), at most 2 seconds: the next command typed at once
+        // finds it. Not while it unlocks, which a command waits for itself.
+        let lockPath = lockFile(real, terminal)
+        let deadline = monotonicNow() + 2
+        while monotonicNow() < deadline && agentSocket(lockPath: lockPath, report: false) == nil {
+            var status: Int32 = 0
+            if waitpid(agent, &status, WNOHANG) == agent { break }
+            usleep(20_000)
         }
     }
 
