@@ -7431,6 +7431,13 @@ def test_export_texts_surrounding_characters():
         export, text = h(ex["export"]), ex["text"]
         for wrapped in _wrapped(text):
             assert T.decode_export_text(wrapped) == export, repr(wrapped[:3])
+        # 17.1: an implementation "MUST NOT refuse a shorter one [than 1,024 bytes, surrounding
+        # white space included] for its length": wrapped to exactly 1,024 bytes, it is read.
+        pad = 1024 - len(text)
+        padded = " \t" * (pad // 4) + text + "\r\n" * (pad // 4)
+        padded = padded + " " * (1024 - len(padded))
+        assert len(padded.encode()) == 1024
+        assert T.decode_export_text(padded) == export
         limiter = P.AttemptLimiter(failures=2)
         opened = T.open_export("\r\n\t " + text + " \n", ex["typed_text"], limiter=limiter,
                                now=1000, kdf=kdf)
