@@ -890,7 +890,9 @@ class QrExchange:
 
     The device's own payload is given whole (``own_payload``, with its ephemeral secret), or
     made by :meth:`create` from an identity seed.  A source-format text (``5|``, section 6) is
-    :func:`import_v5`'s, not this class's: it is refused here and changes nothing."""
+    read by :func:`import_v5` within the exchange, which then is ``imported``: nothing is saved
+    until :meth:`save`, confirming and settling are ``invalid_state``, rejecting deletes a saved
+    contact and ends it as rejected (section 6, "The exchange after an import")."""
 
     def __init__(self, own_payload: bytes, ephemeral_secret: bytes, created_at: int,
                  store: ContactStore):
@@ -943,12 +945,9 @@ class QrExchange:
                 if qr_refusal_ends_exchange(exc):
                     self.failed = True
                 raise
-            # Reading: (5.2, 6, 8.1) there is no SAS to show; the contact is saved as the text
-            # is accepted, and this exchange takes no decision (``decide`` is invalid_state).
+            # 6, "The exchange after an import": "Accepting the text saves nothing: the
+            # exchange enters a state of its own, imported"; the contact is saved by ``save``.
             self.v5 = imp
-            self.contact_id = self.store.add_unauthenticated(
-                imp.peer.fingerprint_text, imp.peer.name, imp.seed, self.device_secret,
-                imp.peer.device_secret).contact_id
             return imp
         try:
             peer = parse_qr_text(text, self.identity_pk, self.ephemeral_secret)
@@ -969,27 +968,100 @@ class QrExchange:
                                              QR_METHOD).contact_id
         return result
 
-    def decide(self, confirmed: bool, now: int) -> QrDecided:
-        if self.failed and not confirmed and not getattr(self, "_failed_rejected", False):
-            # 8.1: "a failed exchange may be rejected, which deletes at once the contact it
-            # saved" (a stored contact of 8.2 is left as it was).
-            self._failed_rejected = True
-            if self.contact_id is not None and not self.known_contact \
-                    and self.contact_id in self.store.contacts:
-                self.store.delete(self.contact_id)
-            contact = self.store.contacts.get(self.contact_id) if self.known_contact else None
-            return QrDecided(contact, bool(self.known_contact),
-                             self.peer.name if self.peer is not None else b"")
-        if self.failed or self.peer is None or self.decided is not None:
-            raise InvalidState("a decision before there is a SAS, after a failure, or twice")
-        assert self.result is not None and self.contact_id is not None
-        if self._expired(now):
-            # 8.1: "an expired exchange can only fail (`expired`)"; the new contact, never
-            # confirmed, is deleted (as one awaiting the peer is), a stored one left as it was.
+    @property
+    def state(self) -> str:
+        """The exchange's state: ``awaiting_payload``, ``comparing`` (the SAS is shown),
+        ``imported`` (a source-format text accepted, section 6), ``confirmed``, ``rejected``
+        or ``failed``."""
+        if self.failed:
+            return "failed"
+        if self.decided is not None:
+            return "confirmed" if self.decided else "rejected"
+        if self.v5 is not None:
+            return "imported"
+        return "comparing" if self.peer is not None else "awaiting_payload"
+
+    def _new_contact_saved(self) -> bool:
+        """Whether this exchange saved a new contact (one a sweep or the person deleted since
+        included): not a stored contact exchanged again (8.2), not an import never saved."""
+        return self.contact_id is not None and not self.known_contact
+
+    def _fail_expired(self, now: int) -> None:
+        """8.1: "an expired exchange can only fail (`expired`)"."""
+        if self.state in ("awaiting_payload", "comparing", "imported") and self._expired(now):
             self.failed = True
-            if not self.known_contact:
-                self.store.delete(self.contact_id)
             raise Expired("the QR exchange is more than 24 hours old")
+
+    def save(self, now: int) -> StoredContact:
+        """Section 6, "The exchange after an import": the contact is saved, unverified and
+        flagged, "when the host saves it (`save`, `itsme_exchange_save`; saving again gives the
+        same contact)".  A failed exchange answers ``invalid_state`` first, a pending one more
+        than 24 hours old ``expired`` (8.1), which fails it.  Reading: (6 describes ``save``
+        only for an import) saving any other exchange (a payload awaited, a SAS shown, or one
+        confirmed or rejected) is ``invalid_state`` and changes nothing."""
+        if self.failed:
+            raise InvalidState("the exchange has failed")
+        self._fail_expired(now)
+        if self.state != "imported":
+            raise InvalidState("nothing to save: the exchange is not an accepted import")
+        assert self.v5 is not None
+        if self.contact_id is None:
+            imp = self.v5
+            self.contact_id = self.store.add_unauthenticated(
+                imp.peer.fingerprint_text, imp.peer.name, imp.seed, self.device_secret,
+                imp.peer.device_secret).contact_id
+            self.known_contact = False
+        return self.store.contacts[self.contact_id]
+
+    def settle(self, now: int) -> None:
+        """8.1, "Settling": a QR exchange carries no peer's decision, so settling it is
+        ``invalid_state`` and changes nothing in every state (comparing the SAS or an import,
+        section 6: "before this side confirmed"; confirmed or rejected: "once the exchange is
+        settled"; failed); a pending one more than 24 hours old is ``expired`` instead and
+        fails, the contact it saved left in place (8.1: one "nobody confirmed or rejected
+        stays unverified"; 6: expiry "leaves a saved contact in place"), a failed one
+        answering ``invalid_state`` first."""
+        if self.failed:
+            raise InvalidState("the exchange has failed")
+        self._fail_expired(now)
+        raise InvalidState(f"nothing to settle: the QR exchange is {self.state}")
+
+    def decide(self, confirmed: bool, now: int) -> QrDecided:
+        state = self.state
+        if state == "failed":
+            # 8.1, "Rejecting a failed exchange": sends nothing, leaves it failed, and deletes
+            # the new contact it saved (one already deleted counts as deleted); one that saved
+            # no new contact (nothing saved, or a stored contact exchanged again, 8.2), a
+            # second rejection, or a confirmation is invalid_state and changes nothing.
+            if confirmed:
+                raise InvalidState("the exchange has failed: it can only be rejected")
+            if getattr(self, "_failed_rejected", False):
+                raise InvalidState("the failed exchange was rejected already")
+            if not self._new_contact_saved():
+                raise InvalidState("the failed exchange saved no new contact")
+            self._failed_rejected = True
+            if self.contact_id in self.store.contacts:
+                self.store.delete(self.contact_id)
+            return QrDecided(None, False, self._peer_name())
+        if state in ("confirmed", "rejected", "awaiting_payload"):
+            raise InvalidState("a decision before there is a SAS, or twice")
+        if state == "imported":
+            # 6: an expired import fails (`expired`, 8.1) and keeps a saved contact; "There is
+            # nothing to confirm: confirming [...] is invalid_state and changes nothing";
+            # "rejecting sends nothing (there is no peer to tell), deletes the contact if it
+            # was saved, and ends the exchange as rejected".
+            self._fail_expired(now)
+            if confirmed:
+                raise InvalidState("an import has nothing to confirm")
+            if self.contact_id is not None and self.contact_id in self.store.contacts:
+                self.store.delete(self.contact_id)
+            self.decided = False
+            return QrDecided(None, False, self._peer_name())
+        assert self.result is not None and self.contact_id is not None
+        # 8.1: "an expired exchange can only fail (`expired`). A contact it saved unverified
+        # and nobody confirmed or rejected [...] stays unverified" until the failed exchange is
+        # rejected ("Rejecting a failed exchange"); a stored one (8.2) is left as it was.
+        self._fail_expired(now)
         self.decided = confirmed
         contact: StoredContact | None
         if not confirmed:
@@ -1005,6 +1077,11 @@ class QrExchange:
             contact.state = VERIFIED
             contact.verified_at = now
         return QrDecided(contact, bool(self.known_contact), self.peer.name)
+
+    def _peer_name(self) -> bytes:
+        if self.peer is not None:
+            return self.peer.name
+        return self.v5.peer.name if self.v5 is not None else b""
 
 
 # --------------------------------------------------------------------------------------------
@@ -1134,35 +1211,55 @@ def _verified_at_once(exchange, decision: int, now: int | None) -> None:
 
 
 def _reject_failed(exchange, confirmed: bool, had_sas: bool) -> list[bytes]:
-    """8.1 and 16.3: a failed exchange may be rejected ("a confirmation that follows is
-    `invalid_state`; the host rejects the failed exchange, which deletes the contact it
-    saved").  Reading: (8.1, 16.3 do not say) the rejection of a failed exchange sends
-    no message (the exchange has failed: nothing more goes out), and a failed exchange that
-    never had a SAS saved no contact, so it is rejected all the same, deleting nothing; a
-    second rejection is ``invalid_state``."""
+    """8.1, "Rejecting a failed exchange" (a refused message, 7.2, 16.3, or expiry): it "sends
+    nothing, leaves it failed, and deletes the new contact it saved, awaiting the peer or
+    unverified"; a failed exchange that saved no new contact (one that failed before its SAS),
+    a second rejection, or a confirmation is ``invalid_state`` and changes nothing."""
     if confirmed:
         raise InvalidState("the exchange has failed: it can only be rejected")
     if exchange.rejected_after_failure:
         raise InvalidState("the failed exchange was rejected already")
+    if not had_sas:
+        raise InvalidState("the failed exchange saved no new contact")
     exchange.rejected_after_failure = True
-    exchange.saved_contact_deleted = had_sas
+    exchange.saved_contact_deleted = True
     return []
 
 
-def _settle(exchange, now: int | None) -> None:
-    """8.1: "Once the peer's confirmation has arrived, the host settles the exchange
-    (`settle`), which makes it verified"; "Verified" then records the time given to the
-    settling ("its arrival itself records nothing").  Reading: (8.1 does not say) settling
-    before both confirmations are in, after a failure, or a contact already verified is
-    ``invalid_state`` and changes nothing."""
+def _pending(exchange) -> bool:
+    """8.1: an exchange left pending is awaiting the peer's data, comparing the SAS, or
+    awaiting the peer's decision (this side confirmed, until settled, the peer's decision in
+    or not); not once failed, rejected by this side, or settled."""
+    return not (exchange.failed or exchange.own_decision == DECISION_REJECTED
+                or exchange.settled or exchange.settled_rejected)
+
+
+def _settle(exchange, now: int | None) -> str:
+    """8.1, "Settling": applies the peer's decision, once it has arrived, to an exchange this
+    side confirmed: a confirmation makes the contact verified (``verified_at`` the time given
+    to the settling: "its arrival itself records nothing"); a rejection deletes the new
+    contact and ends the exchange as rejected, giving no contact.  Returns the contact's
+    state, VERIFIED or DELETED.  A failed exchange answers ``invalid_state`` first; a pending
+    one more than 24 hours after ``created_at`` (when both it and ``now`` are known) is
+    ``expired`` and fails; any other settling (before the peer's decision, before this side
+    confirmed, once settled or rejected) is ``invalid_state`` and changes nothing."""
     if exchange.failed:
         raise InvalidState("the exchange has failed")
-    if (exchange.own_decision, exchange.peer_decision) != (DECISION_CONFIRMED,
-                                                           DECISION_CONFIRMED):
-        raise InvalidState("nothing to settle: both confirmations are not in")
-    if exchange.settled:
-        raise InvalidState("the contact is verified already")
-    exchange.settled, exchange.verified_at = True, now
+    if (_pending(exchange) and now is not None and exchange.created_at is not None
+            and now - exchange.created_at > EXCHANGE_LIFETIME_SECONDS):
+        exchange._fail_by_expiry()
+        raise Expired("the exchange is more than 24 hours old")
+    if exchange.own_decision != DECISION_CONFIRMED:
+        raise InvalidState("nothing to settle: this side has not confirmed")
+    if exchange.settled or exchange.settled_rejected:
+        raise InvalidState("the exchange is settled already")
+    if exchange.peer_decision is None:
+        raise InvalidState("nothing to settle: the peer's decision has not arrived")
+    if exchange.peer_decision == DECISION_CONFIRMED:
+        exchange.settled, exchange.verified_at = True, now
+        return VERIFIED
+    exchange.settled_rejected = True
+    return DELETED
 
 
 FRAME_VERSION = 1
@@ -1479,12 +1576,16 @@ class BluetoothExchange:
     verified_at: int | None = None
     rejected_after_failure = False
     saved_contact_deleted = False
+    settled_rejected = False  # settled on the peer's rejection (8.1)
+    created_at: int | None = None  # when the exchange began, for 8.1's 24 hours
     _had_sas = False
 
-    def settle(self, now: int | None = None) -> None:
-        """8.1: the host settles the exchange once the peer's confirmation has arrived after
-        this side's, which makes the contact verified; `now` is the time it records."""
-        _settle(self, now)
+    def settle(self, now: int | None = None) -> str:
+        """8.1, "Settling" (:func:`_settle`); `now` is the time a verified contact records."""
+        return _settle(self, now)
+
+    def _fail_by_expiry(self) -> None:
+        self.failed = True
 
     def receive(self, data: bytes) -> list[bytes]:
         if self.failed:
@@ -1666,8 +1767,8 @@ def start_session(window: int, now: int, last_window: int | None) -> int:
         raise InvalidState("too early: the session starts 15 seconds before its window")
     if window > LAST_WINDOW:
         raise InvalidArgument("a window beyond the last one a time can reach")
-    # Reading: (9.1 orders neither) a start at 30 (W + 2) or later whose window was taken
-    # meanwhile is `expired`, the time first, not `window_used`.
+    # 9.1: "the time is checked first, so starting then is `expired` even if the store has
+    # recorded `L >= W` meanwhile, and the store is neither read nor written".
     if session_expired(window, now):
         raise Expired("the session's window and the next have ended")
     return record_window(last_window, window)
@@ -4252,12 +4353,18 @@ class RemoteExchange:
     verified_at: int | None = None
     rejected_after_failure = False
     saved_contact_deleted = False
+    settled_rejected = False  # settled on the peer's rejection (8.1)
+    created_at: int | None = None  # when the exchange began, for 8.1's 24 hours
     _had_sas = False
 
-    def settle(self, now: int | None = None) -> None:
-        """8.1: the host settles the exchange once the peer's confirmation has arrived after
-        this side's, which makes the contact verified; `now` is the time it records."""
-        _settle(self, now)
+    def settle(self, now: int | None = None) -> str:
+        """8.1, "Settling" (:func:`_settle`); `now` is the time a verified contact records."""
+        return _settle(self, now)
+
+    def _fail_by_expiry(self) -> None:
+        self._had_sas = self.result is not None
+        self.failed = True
+        self.result = None
 
     def decide(self, confirmed: bool, now: int | None = None) -> list[bytes]:
         """This side's person confirmed (True) or rejected (False) the SAS: returns the

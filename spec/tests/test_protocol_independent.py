@@ -611,6 +611,11 @@ def test_reexchange_rejected_or_unfinished_leaves_the_stored_contact():
     assert trial["a"].contacts == after_first["a"].contacts
     with pytest.raises(P.InvalidState):
         sides["a"].decide(True, second["now"])
+    # Rejecting it then is invalid_state too: it saved no new contact (8.1, "Rejecting a
+    # failed exchange"), and the stored one stays as it was.
+    with pytest.raises(P.InvalidState):
+        sides["a"].decide(False, second["now"])
+    assert trial["a"].contacts == after_first["a"].contacts
     # The first exchange, rejected by a: the new contact is deleted.
     trial = {"a": P.ContactStore(), "b": P.ContactStore()}
     sides = _reexchange_round(data, first, trial)
@@ -956,21 +961,94 @@ def test_source_v5_order_and_length():
     assert "zero" in str(err.value)
 
 
-def test_source_v5_within_a_qr_exchange():
-    """5.2: a `5|` text is read by section 6 within the QR exchange; the contact is stored
-    unverified, flagged unauthenticated, with the fingerprint from the text (section 6), and
-    the exchange takes no second payload."""
-    store = P.ContactStore()
+def _imported(store=None, at=0):
+    """A QR exchange created at 0 that accepted a `5|` text at ``at`` (section 6)."""
+    store = P.ContactStore() if store is None else store
     side = P.QrExchange.create(bytes([7]) * 32, bytes([9]) * 32, bytes(16), b"Me", 0, store)
     key = P.b64_encode(P.x25519_public(bytes([5]) * 32))
-    imp = side.receive(f"5|Ann|0123456789abcdef|{key}|123456", 0)
+    imp = side.receive(f"5|Ann|0123456789abcdef|{key}|123456", at)
+    return side, imp, store
+
+
+def test_source_v5_within_a_qr_exchange():
+    """5.2 and 6: a `5|` text is read by section 6 within the QR exchange, which then is
+    imported (not comparing a SAS) and takes no second payload.  "Accepting the text saves
+    nothing": the contact is stored when the host saves it, unverified, flagged
+    unauthenticated, with the fingerprint from the text; saving again gives the same
+    contact."""
+    side, imp, store = _imported()
     assert imp.peer.fingerprint_text == "0123456789ABCDEF" and not side.awaiting_payload
-    (contact,) = store.contacts.values()
+    assert side.state == "imported" and store.contacts == {}
+    with pytest.raises(P.InvalidState):
+        side.receive(_whole_qr_peer().text, 0)
+    contact = side.save(10)
+    assert store.contacts == {contact.contact_id: contact}
     assert contact.unauthenticated and contact.state == P.UNVERIFIED
     assert contact.fingerprint_text == "0123456789ABCDEF" and contact.seed == imp.seed
     assert contact.theirs == b"123456" and contact.method == P.QR_METHOD
-    with pytest.raises(P.InvalidState):
-        side.receive(_whole_qr_peer().text, 0)
+    assert side.save(20) is contact and len(store.contacts) == 1
+    assert side.state == "imported"
+
+
+def test_the_exchange_after_an_import():
+    """Section 6, "The exchange after an import", and 8.1's settling: confirming and settling
+    an import are invalid_state and change nothing, saved or not; rejecting sends nothing,
+    deletes the contact if it was saved, and ends the exchange as rejected (a second
+    rejection, a confirmation, a save or a settling after it is invalid_state); it expires
+    like any pending exchange, more than 24 hours after its creation, which leaves a saved
+    contact in place, unverified, until the failed exchange is rejected."""
+    for saved in (False, True):
+        side, imp, store = _imported()
+        contact = side.save(5) if saved else None
+        for call in (lambda: side.decide(True, 86_400), lambda: side.settle(86_400)):
+            with pytest.raises(P.InvalidState):
+                call()
+            assert side.state == "imported"
+            assert list(store.contacts.values()) == ([contact] if saved else [])
+            assert contact is None or contact.state == P.UNVERIFIED
+        decided = side.decide(False, 86_400)  # the last second of its 24 hours
+        assert decided.contact is None and decided.peer_name == b"Ann"
+        assert side.state == "rejected" and store.contacts == {}
+        for call in (lambda: side.decide(False, 9), lambda: side.decide(True, 9),
+                     lambda: side.save(9), lambda: side.settle(9),
+                     lambda: side.receive(_whole_qr_peer().text, 9)):
+            with pytest.raises(P.InvalidState):
+                call()
+        assert side.state == "rejected" and store.contacts == {}
+    # Rejecting deletes only the import's contact: another stored contact stays.
+    store = P.ContactStore()
+    other, _, _ = _imported(store)
+    kept = other.save(0)
+    side, _, _ = _imported(store)
+    side.save(0)
+    side.decide(False, 1)
+    assert list(store.contacts.values()) == [kept]
+    # Expiry, through each call (a failed one answers invalid_state first): a saved contact
+    # stays, unverified; rejecting the failed exchange then deletes it, once.
+    for late in ("save", "settle", "confirm", "reject"):
+        for saved in (False, True):
+            side, imp, store = _imported(at=86_400)
+            contact = side.save(86_400) if saved else None
+            call = {"save": lambda: side.save(86_401), "settle": lambda: side.settle(86_401),
+                    "confirm": lambda: side.decide(True, 86_401),
+                    "reject": lambda: side.decide(False, 86_401)}[late]
+            with pytest.raises(P.Expired):
+                call()
+            assert side.state == "failed"
+            assert list(store.contacts.values()) == ([contact] if saved else [])
+            assert contact is None or contact.state == P.UNVERIFIED
+            for again in (lambda: side.save(1), lambda: side.settle(1),
+                          lambda: side.decide(True, 1)):
+                with pytest.raises(P.InvalidState):
+                    again()
+            if saved:
+                assert side.decide(False, 1).contact is None and store.contacts == {}
+            with pytest.raises(P.InvalidState):  # saved nothing, or rejected already
+                side.decide(False, 1)
+            assert side.state == "failed" and store.contacts == {}
+    # A payload accepted at 0 may be saved up to 86,400 s after the exchange's creation.
+    side, _, store = _imported()
+    assert side.save(86_400).state == P.UNVERIFIED
 
 
 def test_source_v5_escapes():
@@ -1567,6 +1645,15 @@ def test_voice_timing_edges():
     assert P.result_code(err.value) == "window_used"
     with pytest.raises(P.Expired):
         P.start_session(w, 30 * (w + 2), 40)
+    # 9.1: at 30 (W + 2) or later the time is checked first: expired even if the store has
+    # recorded L >= W meanwhile (where window_used came one second before).
+    for taken in (w, w + 1, w + 5):
+        with pytest.raises(P.WindowUsed):
+            P.start_session(w, 30 * (w + 2) - 1, taken)
+        for t in (30 * (w + 2), 30 * (w + 2) + 1, 30 * (w + 9)):
+            with pytest.raises(P.Expired) as err:
+                P.start_session(w, t, taken)
+            assert P.result_code(err.value) == "expired"
 
 
 @needs_vectors
@@ -5856,9 +5943,14 @@ def _remote_decisions(ex, inviter, invitee):
             assert side.contact_state == P.AWAITING_PEER
             side.settle(now=77)
             assert side.verified_at == 77
+        elif side.own_decision == P.DECISION_CONFIRMED:  # the peer rejected: settled as
+            assert side.settle() == P.DELETED             # rejected (8.1, "Settling")
+            assert side.settled_rejected and side.verified_at is None
         else:
-            with pytest.raises(P.InvalidState):
+            with pytest.raises(P.InvalidState):  # this side rejected: nothing to settle
                 side.settle()
+        with pytest.raises(P.InvalidState):  # settled, or rejected: once only
+            side.settle()
         assert side.complete and not side.failed and side.contact_state == final
         with pytest.raises(P.InvalidState):  # nothing more is read
             side.receive(side.decision_message)
@@ -6386,8 +6478,9 @@ def test_a_failed_exchange_may_be_rejected():
     assert r2.decide(False) == [] and r2.saved_contact_deleted
     with pytest.raises(P.InvalidState):
         r2.decide(False)
-    # QR: an exchange failed by a forged payload, or one expired at its decision (which deletes
-    # the new contact), may still be rejected, once; confirming it is invalid_state.
+    # QR: an exchange expired at its decision (which leaves the new contact unverified) may
+    # still be rejected, once, which deletes it; confirming it is invalid_state.  One failed
+    # by a forged payload saved no new contact: rejecting it is invalid_state.
     whole = _whole_qr_peer()
     forged = P.QR_PREFIX + P.b64url_encode(whole.payload[:-1] + bytes([whole.payload[-1] ^ 1]))
     store = P.ContactStore()
@@ -6399,13 +6492,17 @@ def test_a_failed_exchange_may_be_rejected():
     assert len(store.contacts) == 1
     with pytest.raises(P.Expired):
         expired.decide(True, 86_401)
-    assert store.contacts == {}
+    (contact,) = store.contacts.values()
+    assert contact.state == P.UNVERIFIED
     for failed in (side, expired):
         with pytest.raises(P.InvalidState):
             failed.decide(True, 1)
-        assert failed.decide(False, 1).contact is None
+        if failed is expired:
+            assert failed.decide(False, 1).contact is None
         with pytest.raises(P.InvalidState):
             failed.decide(False, 1)
+        assert failed.state == "failed"
+    assert store.contacts == {}
     for ex in _cases(load("bluetooth.json"), "exchanges"):
         a, b = _bt_at_sas(ex)
         with pytest.raises(P.ProtocolError):
@@ -6416,6 +6513,171 @@ def test_a_failed_exchange_may_be_rejected():
         assert a.decide(False) == [] and a.saved_contact_deleted
         with pytest.raises(P.InvalidState):
             a.decide(False)
+        # Failed before its SAS: it saved no contact, so rejecting it is invalid_state.
+        a = _bt_device(ex["a"], ex["session_code_text"])
+        a.start()
+        with pytest.raises(P.MalformedMessage):
+            a.receive(h(ex["b"]["key"]))  # a KEY first
+        for confirmed in (False, True):
+            with pytest.raises(P.InvalidState):
+                a.decide(confirmed)
+        assert a.failed and not a.saved_contact_deleted
+    inviter, invitee = _remote_sides(_remote_random_inputs(rng))
+    inviter.start()
+    invitee.start()
+    with pytest.raises(P.MalformedMessage):
+        invitee.receive(b"\x01\x09")
+    for confirmed in (False, True):
+        with pytest.raises(P.InvalidState):
+            invitee.decide(confirmed)
+    assert invitee.failed and not invitee.saved_contact_deleted
+
+
+def _settle_cases(at_sas):
+    """Each state of 8.1's settling list for one exchange method, from ``at_sas()`` (both
+    sides at the SAS, and ``send(x, y, m)``, which delivers the messages ``m`` to ``y`` and
+    y's answers to ``x``), as (name, side, what settling gives: VERIFIED, DELETED, or the
+    refusal's class)."""
+    cases = []
+    a, b, send = at_sas()
+    a.decide(True, now=1)
+    cases.append(("before the peer's decision", a, P.InvalidState))
+    a, b, send = at_sas()
+    send(a, b, a.decide(True, now=1))
+    send(b, a, b.decide(True, now=2))
+    cases.append(("the peer's confirmation arrived", a, P.VERIFIED))
+    cases.append(("its confirmation came after the peer's", b, P.InvalidState))
+    a, b, send = at_sas()
+    send(a, b, a.decide(True, now=1))
+    send(b, a, b.decide(False, now=2))
+    cases.append(("the peer's rejection arrived", a, P.DELETED))
+    cases.append(("this side rejected", b, P.InvalidState))
+    a, b, send = at_sas()
+    send(b, a, b.decide(True, now=2))  # held by a mailbox inviter (16.3 step 5)
+    cases.append(("comparing the SAS, the peer's confirmation sent", a, P.InvalidState))
+    a, b, send = at_sas()
+    send(b, a, b.decide(False, now=2))  # a rejects on its own (8.1)
+    cases.append(("comparing the SAS, the peer's rejection in", a, P.InvalidState))
+    a, b, send = at_sas()
+    cases.append(("comparing the SAS", a, P.InvalidState))
+    a, b, send = at_sas()
+    with pytest.raises(P.MalformedMessage):
+        a.receive(b"\x01\x09")  # refused before this side decided: failed
+    a.created_at = 0
+    cases.append(("failed (past 24 hours too)", a, P.InvalidState))
+    return cases
+
+
+def _bt_send(x, y, frames):
+    for f in frames:
+        for back in y.receive(f):
+            x.receive(back)
+
+
+@needs_vectors
+def test_settling_in_every_state():
+    """8.1, "Settling": it applies the peer's decision, once arrived, to an exchange this side
+    confirmed: a confirmation makes the contact verified, at the settling's time; a rejection
+    deletes the new contact and ends the exchange as rejected.  Any other settling is
+    invalid_state and changes nothing (before the peer's decision, before this side
+    confirmed, once settled, confirmed at once or rejected, once failed); a pending exchange
+    more than 24 hours old is expired instead and fails (a failed one answers invalid_state
+    first), and may then be rejected, which deletes the contact it saved."""
+    ex = _cases(load("bluetooth.json"), "exchanges")[0]
+    inputs = _remote_random_inputs(random.Random(81))
+
+    def bt():
+        a, b = _bt_at_sas(ex)
+        return a, b, _bt_send
+
+    def remote(realtime):
+        def at_sas():
+            i, r, _ = _remote_at_sas(inputs, realtime=realtime)
+
+            def send(x, y, msgs):
+                for m in msgs:
+                    for back in y.receive(m):
+                        x.receive(back)
+            # The invitee plays `a`, whose decision is sent at once (16.3 step 5).
+            return r, i, send
+        return at_sas
+
+    for method, at_sas in (("bluetooth", bt), ("invite", remote(False)),
+                           ("realtime", remote(True))):
+        for name, side, want in _settle_cases(at_sas):
+            if want in (P.VERIFIED, P.DELETED):
+                assert side.settle(now=50) == want, (method, name)
+                assert side.contact_state == want, (method, name)
+                assert side.verified_at == (50 if want == P.VERIFIED else None)
+                assert side.settled_rejected is (want == P.DELETED)
+                for call in (lambda: side.settle(now=60), lambda: side.decide(False),
+                             lambda: side.settle(now=90_000)):  # settled: not pending
+                    with pytest.raises(P.InvalidState):
+                        call()
+                assert side.contact_state == want and not side.failed
+            else:
+                before = (side.contact_state, side.settled, side.settled_rejected,
+                          side.verified_at, side.failed)
+                with pytest.raises(want):
+                    side.settle(now=90_000 if side.failed else 50)
+                assert (side.contact_state, side.settled, side.settled_rejected,
+                        side.verified_at, side.failed) == before, (method, name)
+        # A pending exchange more than 24 hours old (comparing the SAS, awaiting the peer's
+        # decision, or with it in, unsettled): expired, and fails; rejecting it then deletes
+        # the contact it saved, once.  At 86,400 s after its start it has not expired.
+        for stage in ("comparing", "awaiting", "peer's decision in"):
+            a, b, send = at_sas()
+            a.created_at = 1_000
+            if stage != "comparing":
+                m = a.decide(True, now=1_001)
+                if stage == "peer's decision in":
+                    send(a, b, m)
+                    send(b, a, b.decide(True, now=1_002))
+                    assert a.peer_decision == P.DECISION_CONFIRMED
+            late = copy.copy(a)
+            if stage == "peer's decision in":
+                assert a.settle(now=87_400) == P.VERIFIED and a.verified_at == 87_400
+            else:
+                with pytest.raises(P.InvalidState):
+                    a.settle(now=87_400)
+                assert not a.failed
+            with pytest.raises(P.Expired):
+                late.settle(now=87_401)
+            assert late.failed and late.contact_state is None and late.verified_at is None
+            with pytest.raises(P.InvalidState):  # failed: invalid_state first
+                late.settle(now=87_402)
+            with pytest.raises(P.InvalidState):
+                late.decide(True)
+            assert late.decide(False) == [] and late.saved_contact_deleted
+            with pytest.raises(P.InvalidState):
+                late.decide(False)
+            assert late.failed
+    # QR: there is nothing to settle, in any state; past 24 hours a pending one is expired.
+    store = P.ContactStore()
+    peer = _whole_qr_peer()
+    me = P.QrExchange.create(bytes([7]) * 32, bytes([9]) * 32, b"n" * 16, b"Me", 0, store)
+    with pytest.raises(P.InvalidState):
+        me.settle(10)  # awaiting the payload
+    me.receive(peer.text, 10)
+    with pytest.raises(P.InvalidState):
+        me.settle(20)  # comparing the SAS
+    me.decide(True, 30)
+    with pytest.raises(P.InvalidState):
+        me.settle(40)  # confirmed
+    with pytest.raises(P.InvalidState):
+        me.settle(90_000)  # settled: not pending, so not expired
+    (contact,) = store.contacts.values()
+    assert contact.state == P.VERIFIED and contact.verified_at == 30 and me.state == "confirmed"
+    store = P.ContactStore()
+    me = P.QrExchange.create(bytes([7]) * 32, bytes([9]) * 32, b"n" * 16, b"Me", 0, store)
+    me.receive(peer.text, 10)
+    with pytest.raises(P.Expired):
+        me.settle(86_401)
+    (contact,) = store.contacts.values()  # left in place, unverified (8.1)
+    assert me.state == "failed" and contact.state == P.UNVERIFIED
+    with pytest.raises(P.InvalidState):
+        me.settle(86_402)
+    assert me.decide(False, 86_402).contact is None and store.contacts == {}
 
 
 def _remote_at_sas(inputs, realtime=False):
