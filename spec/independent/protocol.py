@@ -109,6 +109,11 @@ class TypingError(InvalidArgument):
     degradation code (section 10.2), which "is rejected without counting"."""
 
 
+class NotFound(ProtocolError):
+    """Section 1.1: ``not_found``, "what the request names is not held: a contact [...]"."""
+    code = "not_found"
+
+
 class Expired(ProtocolError):
     """``expired``: past the lifetime its section gives."""
     code = "expired"
@@ -797,6 +802,8 @@ class StoredContact:
     photo: bytes | None = None
     created_at: int | None = None
     last_window: int | None = None
+    # 8.1: when the exchange that left it *awaiting the peer* began, for the sweep.
+    exchange_began_at: int | None = None
 
     @property
     def unauthenticated(self) -> bool:
@@ -810,6 +817,19 @@ class ContactStore:
     def __init__(self) -> None:
         self.contacts: dict[int, StoredContact] = {}
         self._next_id = 1
+        self.sweeps = 0  # how many sweeps ran (8.1, "Saving": a second save sweeps nothing)
+
+    def expire_awaiting(self, now: int) -> list[int]:
+        """8.1: "a contact still awaiting the peer is deleted once the time is more than 24
+        hours after its exchange began, whatever the method.  The library deletes it in one
+        sweep over the store".  Returns the ids deleted."""
+        self.sweeps += 1
+        gone = [c.contact_id for c in self.contacts.values()
+                if c.state == AWAITING_PEER and c.exchange_began_at is not None
+                and now - c.exchange_began_at > EXCHANGE_LIFETIME_SECONDS]
+        for contact_id in gone:
+            del self.contacts[contact_id]
+        return gone
 
     def find(self, identity_pk: bytes) -> StoredContact | None:
         for contact in self.contacts.values():
@@ -957,15 +977,9 @@ class QrExchange:
                 self.failed = True
             raise
         result = qr_finish(self.own_payload, self.ephemeral_secret, peer)
+        # 8.1, "Saving": the SAS is shown and nothing is stored until the host saves (or
+        # confirms, which saves first).
         self.peer, self.result = peer, result
-        stored = self.store.find(peer.identity_pk)
-        self.known_contact = stored is not None
-        if stored is not None:
-            self.contact_id = stored.contact_id  # 8.2: not touched until confirmed
-        else:
-            self.contact_id = self.store.add(peer.identity_pk, peer.name, result.seed,
-                                             self.device_secret, peer.device_secret,
-                                             QR_METHOD).contact_id
         return result
 
     @property
@@ -993,25 +1007,48 @@ class QrExchange:
             raise Expired("the QR exchange is more than 24 hours old")
 
     def save(self, now: int) -> StoredContact:
-        """Section 6, "The exchange after an import": the contact is saved, unverified and
-        flagged, "when the host saves it (`save`, `itsme_exchange_save`; saving again gives the
-        same contact)".  A failed exchange answers ``invalid_state`` first, a pending one more
-        than 24 hours old ``expired`` (8.1), which fails it.  Reading: (6 describes ``save``
-        only for an import) saving any other exchange (a payload awaited, a SAS shown, or one
-        confirmed or rejected) is ``invalid_state`` and changes nothing."""
+        """8.1, "Saving" (and section 6, "The exchange after an import").  In this order: the
+        time (``invalid_argument`` before 1970), a failed exchange (``invalid_state``), a
+        pending one more than 24 hours old (``expired``, which fails it and leaves a contact
+        it saved in place).  Then only *comparing the SAS* and *imported* may save; awaiting
+        the payload, confirmed and rejected are ``invalid_state`` and change nothing.  The
+        first save runs the sweep of contacts awaiting the peer, then looks up the peer's
+        identity key: a stored contact is given as it is (``known_contact`` set), else the
+        new contact is stored unverified with the seed, both device secrets and the method
+        (an import always as a new, unauthenticated contact, section 6).  Saving again gives
+        the same contact and writes and sweeps nothing; one the person deleted since is
+        still given (its record, with its id), not saved again."""
+        check_time(now)
         if self.failed:
             raise InvalidState("the exchange has failed")
         self._fail_expired(now)
-        if self.state != "imported":
-            raise InvalidState("nothing to save: the exchange is not an accepted import")
-        assert self.v5 is not None
-        if self.contact_id is None:
+        if self.state not in ("comparing", "imported"):
+            raise InvalidState(f"nothing to save: the QR exchange is {self.state}")
+        if self._saved is None:
+            self._first_save(now)
+        return self._saved
+
+    _saved: StoredContact | None = None
+
+    def _first_save(self, now: int) -> None:
+        self.store.expire_awaiting(now)
+        if self.v5 is not None:
             imp = self.v5
-            self.contact_id = self.store.add_unauthenticated(
+            self._saved = self.store.add_unauthenticated(
                 imp.peer.fingerprint_text, imp.peer.name, imp.seed, self.device_secret,
-                imp.peer.device_secret).contact_id
+                imp.peer.device_secret)
             self.known_contact = False
-        return self.store.contacts[self.contact_id]
+        else:
+            assert self.peer is not None and self.result is not None
+            stored = self.store.find(self.peer.identity_pk)
+            self.known_contact = stored is not None
+            if stored is not None:
+                self._saved = stored  # 8.2: not touched until confirmed
+            else:
+                self._saved = self.store.add(self.peer.identity_pk, self.peer.name,
+                                             self.result.seed, self.device_secret,
+                                             self.peer.device_secret, QR_METHOD)
+        self.contact_id = self._saved.contact_id
 
     def settle(self, now: int) -> None:
         """8.1, "Settling": a QR exchange carries no peer's decision, so settling it is
@@ -1045,6 +1082,7 @@ class QrExchange:
             return QrDecided(None, False, self._peer_name())
         if state in ("confirmed", "rejected", "awaiting_payload"):
             raise InvalidState("a decision before there is a SAS, or twice")
+        check_time(now)
         if state == "imported":
             # 6: an expired import fails (`expired`, 8.1) and keeps a saved contact; "There is
             # nothing to confirm: confirming [...] is invalid_state and changes nothing";
@@ -1057,11 +1095,21 @@ class QrExchange:
                 self.store.delete(self.contact_id)
             self.decided = False
             return QrDecided(None, False, self._peer_name())
-        assert self.result is not None and self.contact_id is not None
+        assert self.result is not None and self.peer is not None
         # 8.1: "an expired exchange can only fail (`expired`). A contact it saved unverified
         # and nobody confirmed or rejected [...] stays unverified" until the failed exchange is
         # rejected ("Rejecting a failed exchange"); a stored one (8.2) is left as it was.
         self._fail_expired(now)
+        # 8.1, "Saving": "`confirm` saves first when the host has not"; rejecting deletes the
+        # new contact it saved (none if nothing was saved).  A contact the exchange saved and
+        # the person deleted since: confirming or rejecting is not_found and changes nothing.
+        if confirmed and self._saved is None:
+            self._first_save(now)
+        if self._saved is not None and self.contact_id not in self.store.contacts:
+            raise NotFound("the contact this exchange saved was deleted")
+        if self._saved is None:
+            self.decided = False
+            return QrDecided(None, False, self.peer.name)
         self.decided = confirmed
         contact: StoredContact | None
         if not confirmed:
@@ -1203,6 +1251,16 @@ def import_v5(text: str | bytes, own_identity_pk: bytes,
 # Section 7: Bluetooth exchange
 # --------------------------------------------------------------------------------------------
 
+TIME_MIN = 0  # 1.1: "a time before 1970" is invalid_argument
+
+
+def check_time(now: int | None) -> None:
+    """8.1, "Saving": "First the time is checked (`invalid_argument` if out of range)";
+    section 1.1 names "a time before 1970"."""
+    if now is not None and (not isinstance(now, int) or now < TIME_MIN):
+        raise InvalidArgument("a time before 1970")
+
+
 def _verified_at_once(exchange, decision: int, now: int | None) -> None:
     """8.1: "If the peer's confirmation has already arrived, the contact becomes **verified**
     at once", and "Verified" records the time given to this side's confirmation."""
@@ -1213,8 +1271,9 @@ def _verified_at_once(exchange, decision: int, now: int | None) -> None:
 def _reject_failed(exchange, confirmed: bool, had_sas: bool) -> list[bytes]:
     """8.1, "Rejecting a failed exchange" (a refused message, 7.2, 16.3, or expiry): it "sends
     nothing, leaves it failed, and deletes the new contact it saved, awaiting the peer or
-    unverified"; a failed exchange that saved no new contact (one that failed before its SAS),
-    a second rejection, or a confirmation is ``invalid_state`` and changes nothing."""
+    unverified"; a failed exchange that saved no new contact (one that failed before its SAS,
+    or whose host neither saved nor confirmed: 8.1, "Saving"), a second rejection, or a
+    confirmation is ``invalid_state`` and changes nothing."""
     if confirmed:
         raise InvalidState("the exchange has failed: it can only be rejected")
     if exchange.rejected_after_failure:
@@ -1224,6 +1283,44 @@ def _reject_failed(exchange, confirmed: bool, had_sas: bool) -> list[bytes]:
     exchange.rejected_after_failure = True
     exchange.saved_contact_deleted = True
     return []
+
+
+def _save(exchange, now: int | None) -> str:
+    """8.1, "Saving", for a Bluetooth or remote exchange (no store here: ``saved`` records
+    that the new contact is stored, ``sweeps`` that the first save ran the sweep).  In this
+    order: the time (``invalid_argument`` before 1970), a failed exchange (``invalid_state``),
+    a pending one more than 24 hours old (``expired``, which fails it).  Then only *comparing
+    the SAS* may save (the peer's data in and this side undecided, the peer's decision in or
+    not); awaiting the peer's data, awaiting the peer's decision, confirmed and rejected are
+    ``invalid_state`` and change nothing.  Saving again writes and sweeps nothing.  Returns
+    the contact's state, unverified."""
+    check_time(now)
+    if exchange.failed:
+        raise InvalidState("the exchange has failed")
+    if (_pending(exchange) and now is not None and exchange.created_at is not None
+            and now - exchange.created_at > EXCHANGE_LIFETIME_SECONDS):
+        exchange._fail_by_expiry()
+        raise Expired("the exchange is more than 24 hours old")
+    if not exchange.has_sas:
+        raise InvalidState("nothing to save yet: the peer's data has not arrived")
+    if exchange.own_decision is not None:
+        raise InvalidState("this side decided: confirming saved the contact, or rejecting "
+                           "deleted it")
+    if exchange.wait_over:
+        # Reading: (7.2, 16.5, 8.1 "Saving") the document does not name the state of an
+        # exchange whose wait ended (a lost connection, `peer-left`) before this side decided;
+        # here saving it is invalid_state and changes nothing, as deciding it is.
+        raise InvalidState("the exchange has ended")
+    _first_save(exchange)
+    return UNVERIFIED
+
+
+def _first_save(exchange) -> None:
+    """8.1, "Saving": the first save runs the sweep and stores the new contact; a second
+    writes and sweeps nothing."""
+    if not exchange.saved:
+        exchange.sweeps += 1
+        exchange.saved = True
 
 
 def _pending(exchange) -> bool:
@@ -1579,6 +1676,8 @@ class BluetoothExchange:
     settled_rejected = False  # settled on the peer's rejection (8.1)
     created_at: int | None = None  # when the exchange began, for 8.1's 24 hours
     _had_sas = False
+    saved = False  # 8.1, "Saving": the new contact is stored (by save, or by confirm)
+    sweeps = 0
 
     def settle(self, now: int | None = None) -> str:
         """8.1, "Settling" (:func:`_settle`); `now` is the time a verified contact records."""
@@ -1670,12 +1769,26 @@ class BluetoothExchange:
         reject: invalid_state.  A confirmation after the peer's makes the contact verified at
         once, at `now`."""
         if self.failed:
-            return _reject_failed(self, confirmed, self.sas_value is not None)
+            return _reject_failed(self, confirmed, self.saved)
         if self.sas_value is None:
             raise InvalidState("no SAS to confirm or reject yet")
         if self.own_decision is not None or self.session_ended:
             raise InvalidState("this side has decided already, or the session has ended")
+        if confirmed:
+            _first_save(self)  # 8.1, "Saving": "`confirm` saves first when the host has not"
         return self._decide(DECISION_CONFIRMED if confirmed else DECISION_REJECTED, now)
+
+    def save(self, now: int | None = None) -> str:
+        """8.1, "Saving" (:func:`_save`)."""
+        return _save(self, now)
+
+    @property
+    def has_sas(self) -> bool:
+        return self.sas_value is not None
+
+    @property
+    def wait_over(self) -> bool:
+        return self.session_ended
 
     def _decide(self, decision: int, now: int | None = None) -> list[bytes]:
         _verified_at_once(self, decision, now)
@@ -4356,6 +4469,8 @@ class RemoteExchange:
     settled_rejected = False  # settled on the peer's rejection (8.1)
     created_at: int | None = None  # when the exchange began, for 8.1's 24 hours
     _had_sas = False
+    saved = False  # 8.1, "Saving": the new contact is stored (by save, or by confirm)
+    sweeps = 0
 
     def settle(self, now: int | None = None) -> str:
         """8.1, "Settling" (:func:`_settle`); `now` is the time a verified contact records."""
@@ -4376,11 +4491,13 @@ class RemoteExchange:
         DECISION, whichever that is (a rejection it sends at once)": such a confirmation is
         held and returned by the ``receive`` that reads the invitee's DECISION."""
         if self.failed:
-            return _reject_failed(self, confirmed, self._had_sas)
+            return _reject_failed(self, confirmed, self.saved)
         if self.result is None:
             raise InvalidState("no SAS to confirm or reject yet")
         if self.own_decision is not None or self.wait_ended:
             raise InvalidState("this side has decided already, or the wait has ended")
+        if confirmed:
+            _first_save(self)  # 8.1, "Saving": "`confirm` saves first when the host has not"
         decision = DECISION_CONFIRMED if confirmed else DECISION_REJECTED
         _verified_at_once(self, decision, now)
         self._seal_own(decision)
@@ -4389,6 +4506,18 @@ class RemoteExchange:
             self._held = [self.decision_message]
             return []
         return [self.decision_message]
+
+    def save(self, now: int | None = None) -> str:
+        """8.1, "Saving" (:func:`_save`)."""
+        return _save(self, now)
+
+    @property
+    def has_sas(self) -> bool:
+        return self.result is not None
+
+    @property
+    def wait_over(self) -> bool:
+        return self.wait_ended
 
     def _seal_own(self, decision: int) -> None:
         self.own_decision = decision

@@ -402,6 +402,8 @@ def _assert_qr_refusal_left(side: P.QrExchange, ends: bool, whole: P.QrBuilt, wh
         expected = P.qr_finish(side.own_payload, side.ephemeral_secret, peer)
         assert side.receive(whole.text, side.created_at) == expected, what
         assert side.peer.payload == whole.payload and not side.awaiting_payload, what
+        assert side.store.contacts == {}, what  # 8.1, "Saving": stored when the host saves
+        side.save(side.created_at)
         assert len(side.store.contacts) == 1, what
 
 
@@ -462,7 +464,8 @@ def _reexchange_payload(party, ex, me: str, name_text: str) -> bytes:
 
 def _reexchange_round(data, ex, stores):
     """One QR exchange of reexchange.json between fresh QrExchange objects of ``a`` and ``b``
-    over their stores; returns the two exchanges, each having received the other's text."""
+    over their stores; returns the two exchanges, each having received the other's text and
+    saved (8.1, "Saving")."""
     names = {"a": data["a"]["name_text"], "b": ex["b_name_text"]}
     sides = {}
     for me in ("a", "b"):
@@ -480,6 +483,7 @@ def _reexchange_round(data, ex, stores):
         assert res.seed.hex() == ex["seed"]
         assert res.sas_text == ex["sas_text"]
         assert res.sas_text == P.format_short_code(res.sas_value)
+        sides[me].save(ex["now"])
     return sides
 
 
@@ -715,7 +719,7 @@ def test_qr_exchange_refusals_and_what_they_end():
         else:
             # The person reads the code again: the same exchange accepts the whole payload.
             assert side.receive(b_text, ex["now"]).sas_text == ex["sas_text"], text
-            assert len(side.store.contacts) == 1
+            assert side.save(ex["now"]) and len(side.store.contacts) == 1
     # Several readings cut short, then the whole one, on one exchange.
     side = fresh()
     for n in range(len(b_text)):
@@ -817,7 +821,7 @@ def test_qr_parser_rejects_every_flip_and_truncation():
             side.receive(built.text[:n], 0)
         assert side.awaiting_payload and not side.failed and side.store.contacts == {}
         assert side.receive(built.text, 0).seed, n
-        assert len(side.store.contacts) == 1
+        assert side.save(0) and len(side.store.contacts) == 1
     # Own key (reflection) and a text that is no payload at all.
     with pytest.raises(P.InvalidKey):
         P.parse_qr_text(built.text, P.ed25519_public(bytes([1]) * 32), bob_esk)
@@ -6470,6 +6474,7 @@ def test_a_failed_exchange_may_be_rejected():
     deletes the contact it saved" (here: nothing is sent, and once only)."""
     rng = random.Random(1603)
     i2, r2, _ = _remote_at_sas(_remote_random_inputs(rng))
+    assert r2.save() == P.UNVERIFIED  # 8.1, "Saving": what the failed exchange then deletes
     with pytest.raises(P.MalformedMessage):
         r2.receive(b"\x01\x09")
     assert r2.failed
@@ -6489,6 +6494,7 @@ def test_a_failed_exchange_may_be_rejected():
         side.receive(forged, 0)
     expired = P.QrExchange.create(bytes([7]) * 32, bytes([9]) * 32, bytes(16), b"Me", 0, store)
     expired.receive(whole.text, 0)
+    expired.save(0)
     assert len(store.contacts) == 1
     with pytest.raises(P.Expired):
         expired.decide(True, 86_401)
@@ -6505,6 +6511,7 @@ def test_a_failed_exchange_may_be_rejected():
     assert store.contacts == {}
     for ex in _cases(load("bluetooth.json"), "exchanges"):
         a, b = _bt_at_sas(ex)
+        a.save()
         with pytest.raises(P.ProtocolError):
             a.receive(b"\x01\x04" + bytes(17))  # a CONFIRM that does not open
         assert a.failed
@@ -6628,7 +6635,9 @@ def test_settling_in_every_state():
         for stage in ("comparing", "awaiting", "peer's decision in"):
             a, b, send = at_sas()
             a.created_at = 1_000
-            if stage != "comparing":
+            if stage == "comparing":
+                assert a.save(now=1_001) == P.UNVERIFIED  # what rejecting it then deletes
+            else:
                 m = a.decide(True, now=1_001)
                 if stage == "peer's decision in":
                     send(a, b, m)
@@ -6671,6 +6680,7 @@ def test_settling_in_every_state():
     store = P.ContactStore()
     me = P.QrExchange.create(bytes([7]) * 32, bytes([9]) * 32, b"n" * 16, b"Me", 0, store)
     me.receive(peer.text, 10)
+    me.save(10)
     with pytest.raises(P.Expired):
         me.settle(86_401)
     (contact,) = store.contacts.values()  # left in place, unverified (8.1)
@@ -8839,3 +8849,282 @@ def test_transfer_lasts_at_most_ten_minutes():
         receiver.confirm(now=1000 + 601)
     with pytest.raises(T.InvalidState):
         receiver.confirm(now=1000 + 10)
+
+
+# 8.1, "Saving": what `save` does in every state and for every method ------------------------
+
+def _qr_comparing(store=None, created_at=0):
+    """A QR exchange created at ``created_at`` showing its SAS, nothing saved yet."""
+    store = P.ContactStore() if store is None else store
+    side = P.QrExchange.create(bytes([7]) * 32, bytes([9]) * 32, b"n" * 16, b"Me", created_at,
+                               store)
+    result = side.receive(_whole_qr_peer().text, created_at)
+    return side, result, store
+
+
+def _stale_awaiting(store, began_at=0):
+    """A contact awaiting the peer whose exchange began at ``began_at`` (8.1's sweep)."""
+    c = store.add(bytes([0x60 + len(store.contacts)]) * 32, b"Old", bytes(32), b"m" * 16,
+                  b"t" * 16, "invite")
+    c.state, c.exchange_began_at = P.AWAITING_PEER, began_at
+    return c
+
+
+def test_saving_checks_the_time_then_a_failure_then_expiry():
+    """8.1, "Saving": "First the time is checked (`invalid_argument` if out of range), a failed
+    exchange answers `invalid_state`, and a pending exchange more than 24 hours old fails with
+    `expired`; a contact it had saved stays in place"."""
+    side, _, store = _qr_comparing()
+    with pytest.raises(P.InvalidArgument):
+        side.save(-1)  # a time before 1970 (1.1), even once the exchange is 24 hours old
+    assert side.state == "comparing" and store.contacts == {} and store.sweeps == 0
+    contact = side.save(86_400)  # the last second of its 24 hours
+    with pytest.raises(P.InvalidArgument):
+        side.save(-1)
+    with pytest.raises(P.Expired):
+        side.save(86_401)
+    assert side.state == "failed" and list(store.contacts.values()) == [contact]
+    assert contact.state == P.UNVERIFIED
+    for now in (-1, 90_000, 1):  # failed: the time first, then invalid_state, never expired
+        with pytest.raises(P.InvalidArgument if now < 0 else P.InvalidState):
+            side.save(now)
+    assert list(store.contacts.values()) == [contact] and store.sweeps == 1
+    # Expired before any save: fails, nothing stored, nothing swept.
+    side, _, store = _qr_comparing()
+    with pytest.raises(P.Expired):
+        side.save(86_401)
+    assert side.state == "failed" and store.contacts == {} and store.sweeps == 0
+
+
+def test_saving_is_allowed_only_comparing_the_sas_or_imported():
+    """8.1, "Saving": allowed comparing the SAS and imported; awaiting the peer's data,
+    confirmed and rejected are `invalid_state` and change nothing (QR has no wait for the
+    peer's decision)."""
+    store = P.ContactStore()
+    side = P.QrExchange.create(bytes([7]) * 32, bytes([9]) * 32, b"n" * 16, b"Me", 0, store)
+    with pytest.raises(P.InvalidState):
+        side.save(1)  # awaiting the peer's data: nothing to save yet
+    assert side.awaiting_payload and store.contacts == {} and store.sweeps == 0
+    for confirmed in (True, False):
+        side, _, store = _qr_comparing()
+        contact = side.save(1)
+        side.decide(confirmed, 2)
+        before = copy.deepcopy(store.contacts)
+        with pytest.raises(P.InvalidState):
+            side.save(3)
+        assert store.contacts == before and store.sweeps == 1
+        assert side.state == ("confirmed" if confirmed else "rejected")
+        assert (store.contacts == {contact.contact_id: contact}) is confirmed
+    side, _, store = _imported()
+    assert side.save(1).unauthenticated and side.state == "imported"
+
+
+def test_the_first_save_sweeps_then_stores_a_new_contact_unverified():
+    """8.1, "Saving": the first save runs the sweep of contacts awaiting the peer, then stores
+    the new contact unverified (never awaiting the peer) with the seed, both device secrets
+    and the method; saving again gives the same id and writes and sweeps nothing."""
+    store = P.ContactStore()
+    stale = _stale_awaiting(store, began_at=0)
+    fresh = _stale_awaiting(store, began_at=50_000)
+    side, result, _ = _qr_comparing(store, created_at=80_000)
+    assert store.sweeps == 0 and len(store.contacts) == 2  # receiving stores nothing
+    contact = side.save(90_000)  # the stale one began more than 24 hours before
+    assert store.sweeps == 1 and stale.contact_id not in store.contacts
+    assert store.contacts[fresh.contact_id] is fresh
+    peer = _whole_qr_peer()
+    assert side.known_contact is False and store.contacts[contact.contact_id] is contact
+    assert (contact.identity_pk, contact.name, contact.state) == (
+        peer.payload[1:33], b"Peer", P.UNVERIFIED)
+    assert (contact.seed, contact.mine, contact.theirs, contact.method) == (
+        result.seed, b"n" * 16, peer.payload[73:89], P.QR_METHOD)
+    again = _stale_awaiting(store, began_at=0)
+    before = copy.deepcopy(store.contacts)
+    assert side.save(90_001) is contact and side.save(100_000) is contact
+    assert store.sweeps == 1 and store.contacts == before  # nothing written or swept
+    assert again.contact_id in store.contacts
+    # An import's first save sweeps too, and stores a new contact each time (no identity key).
+    side, _, store = _imported(at=100)
+    stale = _stale_awaiting(store, began_at=0)
+    other, _, _ = _imported(store, at=100)
+    side.created_at = other.created_at = 80_000  # begun later: still pending at 90,000
+    first = side.save(90_000)
+    second = other.save(90_000)
+    assert stale.contact_id not in store.contacts and store.sweeps == 2
+    assert first.contact_id != second.contact_id
+    assert set(store.contacts) == {first.contact_id, second.contact_id}
+
+
+@pytest.mark.parametrize("state", [P.UNVERIFIED, P.VERIFIED, P.DEGRADED])
+def test_saving_with_the_peer_already_stored(state):
+    """8.1, "Saving" and 8.2: with a contact of the peer's identity key stored, save stores
+    nothing, sets the known-contact flag and gives that contact's id, its state, seed and data
+    as they were; confirming then gives it the new seed, verified; rejecting leaves it."""
+    for confirmed in (True, False):
+        store = P.ContactStore()
+        old = store.add(_whole_qr_peer().payload[1:33], b"Kept", bytes(32), b"m" * 16,
+                        b"t" * 16, "bluetooth")
+        old.state, old.note = state, "a note"
+        before = copy.deepcopy(store.contacts)
+        side, result, _ = _qr_comparing(store)
+        assert side.save(5) is old and side.known_contact is True
+        assert side.save(6) is old and store.contacts == before and store.sweeps == 1
+        decided = side.decide(confirmed, 7)
+        assert decided.known_contact and list(store.contacts) == [old.contact_id]
+        c = store.contacts[old.contact_id]
+        if confirmed:
+            assert (c.state, c.seed, c.method, c.name, c.note, c.verified_at) == (
+                P.VERIFIED, result.seed, P.QR_METHOD, b"Kept", "a note", 7)
+        else:
+            assert store.contacts == before and decided.contact == before[old.contact_id]
+        assert store.sweeps == 1  # confirming after a save saves nothing again
+
+
+def test_confirm_saves_first_and_reject_deletes_what_was_saved():
+    """8.1, "Saving": "`confirm` saves first when the host has not (so a host need not call
+    `save`) and otherwise acts on the contact `save` gave"; "`reject` deletes the new contact
+    it saved"."""
+    store = P.ContactStore()
+    stale = _stale_awaiting(store)
+    side, result, _ = _qr_comparing(store, created_at=86_000)
+    decided = side.decide(True, 86_500)  # no save: confirming saves, with the sweep
+    assert store.sweeps == 1 and stale.contact_id not in store.contacts
+    (c,) = store.contacts.values()
+    assert decided.contact is c and not decided.known_contact
+    assert (c.state, c.verified_at, c.seed) == (P.VERIFIED, 86_500, result.seed)
+    side, _, store = _qr_comparing()
+    saved = side.save(1)
+    assert side.decide(True, 2).contact is saved and saved.state == P.VERIFIED
+    assert list(store.contacts.values()) == [saved] and store.sweeps == 1
+    side, _, store = _qr_comparing()
+    side.save(1)
+    assert side.decide(False, 2).contact is None and store.contacts == {}
+    side, _, store = _qr_comparing()  # rejected unsaved: nothing stored, nothing swept
+    assert side.decide(False, 2).contact is None and side.state == "rejected"
+    assert store.contacts == {} and store.sweeps == 0
+
+
+def test_a_saved_contact_the_person_deleted_is_not_saved_again():
+    """8.1, "Saving": a contact the exchange saved and the person then deleted while the SAS is
+    compared is not saved again: `save` still gives its id, and confirming or rejecting is
+    `not_found` and changes nothing, so the exchange stays comparing the SAS until it
+    expires."""
+    side, _, store = _qr_comparing()
+    contact = side.save(1)
+    store.delete(contact.contact_id)
+    assert side.save(2).contact_id == contact.contact_id and store.contacts == {}
+    for confirmed in (True, False, True):
+        with pytest.raises(P.NotFound) as err:
+            side.decide(confirmed, 3)
+        assert P.result_code(err.value) == "not_found"
+        assert side.state == "comparing" and store.contacts == {} and store.sweeps == 1
+    with pytest.raises(P.Expired):
+        side.save(86_401)
+    assert side.state == "failed" and store.contacts == {}
+    assert side.decide(False, 86_402).contact is None  # one already deleted counts as deleted
+
+
+def _save_states(at_sas):
+    """8.1, "Saving", for a Bluetooth or remote exchange from ``at_sas()`` (as
+    :func:`_settle_cases`): each state, and whether saving is allowed in it."""
+    cases = []
+    a, b, send = at_sas()
+    cases.append(("comparing the SAS", a, True))
+    a, b, send = at_sas()
+    send(b, a, b.decide(True, now=2))
+    cases.append(("comparing the SAS, the peer's confirmation in or held", a, True))
+    a, b, send = at_sas()
+    a.decide(True, now=1)
+    cases.append(("awaiting the peer's decision", a, False))
+    a, b, send = at_sas()
+    send(a, b, a.decide(True, now=1))
+    send(b, a, b.decide(True, now=2))
+    a.settle(now=3)
+    cases.append(("confirmed", a, False))
+    cases.append(("confirmed at once", b, False))
+    a, b, send = at_sas()
+    a.decide(False, now=1)
+    cases.append(("rejected", a, False))
+    return cases
+
+
+@needs_vectors
+def test_saving_a_bluetooth_or_remote_exchange():
+    """8.1, "Saving", "the same for the four methods": before the peer's data
+    `invalid_state`; comparing the SAS (the peer's decision in or not) it saves the new
+    contact unverified, once (a second save sweeps nothing); awaiting the peer's decision,
+    confirmed and rejected `invalid_state`, changing nothing; the time first, then a failure,
+    then expiry; confirm saves first; a failed exchange never saved has nothing to reject."""
+    ex = _cases(load("bluetooth.json"), "exchanges")[0]
+    inputs = _remote_random_inputs(random.Random(81))
+
+    def bt():
+        a, b = _bt_at_sas(ex)
+        return a, b, _bt_send
+
+    def remote(realtime):
+        def at_sas():
+            i, r, _ = _remote_at_sas(inputs, realtime=realtime)
+
+            def send(x, y, msgs):
+                for m in msgs:
+                    for back in y.receive(m):
+                        x.receive(back)
+            return r, i, send
+        return at_sas
+
+    a = _bt_device(ex["a"], ex["session_code_text"])
+    a.start()
+    with pytest.raises(P.InvalidState):
+        a.save(0)  # awaiting the peer's data
+    inviter, invitee = _remote_sides(inputs)
+    inviter.start()
+    for side in (inviter, invitee):
+        with pytest.raises(P.InvalidState):
+            side.save(0)
+        assert side.sweeps == 0 and not side.saved
+    for method, at_sas in (("bluetooth", bt), ("invite", remote(False)),
+                           ("realtime", remote(True))):
+        for name, side, allowed in _save_states(at_sas):
+            saved, sweeps = side.saved, side.sweeps
+            state = side.contact_state
+            with pytest.raises(P.InvalidArgument):
+                side.save(-1)
+            if allowed:
+                assert side.save(5) == P.UNVERIFIED and side.saved, (method, name)
+                assert side.save(6) == P.UNVERIFIED and side.sweeps == 1, (method, name)
+            else:
+                with pytest.raises(P.InvalidState):
+                    side.save(5)
+                assert (side.saved, side.sweeps, side.contact_state) == (
+                    saved, sweeps, state), (method, name)
+        # Confirming saves first; rejecting unsaved saves nothing.
+        a, b, send = at_sas()
+        a.decide(True, now=1)
+        assert a.saved and a.sweeps == 1
+        a, b, send = at_sas()
+        a.decide(False, now=1)
+        assert not a.saved and a.sweeps == 0
+        # Failed: the time first, then invalid_state; never saved, rejecting it is
+        # invalid_state; saved, rejecting it deletes the contact, once.
+        for save_first in (False, True):
+            a, b, send = at_sas()
+            if save_first:
+                a.save(1)
+            with pytest.raises(P.MalformedMessage):
+                a.receive(b"\x01\x09")
+            with pytest.raises(P.InvalidArgument):
+                a.save(-1)
+            with pytest.raises(P.InvalidState):
+                a.save(2)
+            if save_first:
+                assert a.decide(False) == [] and a.saved_contact_deleted
+            with pytest.raises(P.InvalidState):
+                a.decide(False)
+            assert a.failed
+        # More than 24 hours after the exchange began: expired, and fails.
+        a, b, send = at_sas()
+        a.created_at = 1_000
+        assert a.save(87_400) == P.UNVERIFIED
+        with pytest.raises(P.Expired):
+            a.save(87_401)
+        assert a.failed
