@@ -227,9 +227,10 @@ bench-remote: lib bench-build bench-apps wormhole-venv
 # The fuzz targets (scripts/fuzz): first each one's executions per second
 # and how long RUNS will take (a 15 s run of each), then one after another,
 # each for RUNS executions or SECONDS seconds, whichever ends first (RUNS=0:
-# SECONDS alone). Prints each target's executions, crashes, peak RSS and why
-# it ended (log: build/fuzz-long-TARGET.log), fails on any crash;
-# FUZZ_TARGETS="records codes" runs only those.
+# SECONDS alone), each in as many processes as there are cores (FUZZ_JOBS=1:
+# one). Prints each target's executions, crashes and why it ended (log:
+# build/fuzz-long-TARGET.log), fails on any crash, replays each crashing
+# input with allocation stacks; FUZZ_TARGETS="records codes" runs only those.
 RUNS ?= 10000000
 .PHONY: fuzz-long
 
