@@ -1102,14 +1102,17 @@ class QrExchange:
         self._fail_expired(now)
         # 8.1, "Saving": "`confirm` saves first when the host has not"; rejecting deletes the
         # new contact it saved (none if nothing was saved).  A contact the exchange saved and
-        # the person deleted since: confirming or rejecting is not_found and changes nothing.
+        # the person deleted since: "confirming is `not_found` and changes nothing; rejecting
+        # counts that contact as deleted and rejects as usual" (it ends rejected; a QR
+        # exchange has no rejection to send).
         if confirmed and self._saved is None:
             self._first_save(now)
-        if self._saved is not None and self.contact_id not in self.store.contacts:
+        deleted = self._saved is not None and self.contact_id not in self.store.contacts
+        if confirmed and deleted:
             raise NotFound("the contact this exchange saved was deleted")
-        if self._saved is None:
+        if self._saved is None or deleted:
             self.decided = False
-            return QrDecided(None, False, self.peer.name)
+            return QrDecided(None, bool(self.known_contact), self.peer.name)
         self.decided = confirmed
         contact: StoredContact | None
         if not confirmed:
@@ -1315,6 +1318,19 @@ def _save(exchange, now: int | None) -> str:
     return UNVERIFIED
 
 
+def _person_deletes(exchange) -> None:
+    """The person deletes the contact a Bluetooth or remote exchange saved (there is no store
+    here: ``person_deleted`` records it).  8.1, "Saving": it "is not saved again"; while the
+    SAS is compared, confirming is ``not_found`` and changes nothing and rejecting counts it as
+    deleted; once this side confirmed, settling a confirmation is ``not_found`` and changes
+    nothing, while a rejection from the peer, and rejecting, count it as deleted."""
+    if not exchange.saved:
+        raise NotFound("this exchange saved no contact")
+    if exchange.person_deleted:
+        raise NotFound("the contact this exchange saved was deleted already")
+    exchange.person_deleted = True
+
+
 def _first_save(exchange) -> None:
     """8.1, "Saving": the first save runs the sweep and stores the new contact; a second
     writes and sweeps nothing."""
@@ -1353,9 +1369,13 @@ def _settle(exchange, now: int | None) -> str:
     if exchange.peer_decision is None:
         raise InvalidState("nothing to settle: the peer's decision has not arrived")
     if exchange.peer_decision == DECISION_CONFIRMED:
+        if exchange.person_deleted:
+            # 8.1, "Saving": "once this side confirmed, a contact the person deleted makes
+            # settling a confirmation `not_found` (changing nothing)".
+            raise NotFound("the contact this exchange saved was deleted")
         exchange.settled, exchange.verified_at = True, now
         return VERIFIED
-    exchange.settled_rejected = True
+    exchange.settled_rejected = True  # a contact the person deleted counts as deleted
     return DELETED
 
 
@@ -1659,6 +1679,8 @@ class BluetoothExchange:
         """8.1, as for :class:`RemoteExchange`."""
         if self.failed or self.sas_value is None:
             return None
+        if self.person_deleted:
+            return DELETED
         if DECISION_REJECTED in (self.own_decision, self.peer_decision):
             return DELETED
         if self.own_decision is None or self.peer_decision is None:
@@ -1677,7 +1699,12 @@ class BluetoothExchange:
     created_at: int | None = None  # when the exchange began, for 8.1's 24 hours
     _had_sas = False
     saved = False  # 8.1, "Saving": the new contact is stored (by save, or by confirm)
+    person_deleted = False  # the person deleted the contact it saved (8.1, "Saving")
     sweeps = 0
+
+    def person_deletes(self) -> None:
+        """The person deletes the contact this exchange saved (:func:`_person_deletes`)."""
+        _person_deletes(self)
 
     def settle(self, now: int | None = None) -> str:
         """8.1, "Settling" (:func:`_settle`); `now` is the time a verified contact records."""
@@ -1774,6 +1801,10 @@ class BluetoothExchange:
             raise InvalidState("no SAS to confirm or reject yet")
         if self.own_decision is not None or self.session_ended:
             raise InvalidState("this side has decided already, or the session has ended")
+        if confirmed and self.person_deleted:
+            # 8.1, "Saving": confirming a contact the exchange saved and the person deleted
+            # is not_found and changes nothing; rejecting it rejects as usual.
+            raise NotFound("the contact this exchange saved was deleted")
         if confirmed:
             _first_save(self)  # 8.1, "Saving": "`confirm` saves first when the host has not"
         return self._decide(DECISION_CONFIRMED if confirmed else DECISION_REJECTED, now)
@@ -4450,10 +4481,13 @@ class RemoteExchange:
         """8.1: None while there is no SAS, or after a failure ("no contact is saved");
         UNVERIFIED once the SAS is shown and before this side decided; AWAITING_PEER once it
         confirmed and until the peer's confirmation arrives; VERIFIED when both confirmed;
-        DELETED after either side's rejection, or no decision from the peer within the
-        lifetime of the wait."""
+        DELETED after either side's rejection, no decision from the peer within the
+        lifetime of the wait, or once the person deleted the contact it saved (8.1,
+        "Saving")."""
         if self.failed or self.result is None:
             return None
+        if self.person_deleted:
+            return DELETED
         if DECISION_REJECTED in (self.own_decision, self.peer_decision):
             return DELETED
         if self.own_decision is None:
@@ -4470,7 +4504,12 @@ class RemoteExchange:
     created_at: int | None = None  # when the exchange began, for 8.1's 24 hours
     _had_sas = False
     saved = False  # 8.1, "Saving": the new contact is stored (by save, or by confirm)
+    person_deleted = False  # the person deleted the contact it saved (8.1, "Saving")
     sweeps = 0
+
+    def person_deletes(self) -> None:
+        """The person deletes the contact this exchange saved (:func:`_person_deletes`)."""
+        _person_deletes(self)
 
     def settle(self, now: int | None = None) -> str:
         """8.1, "Settling" (:func:`_settle`); `now` is the time a verified contact records."""
@@ -4496,6 +4535,10 @@ class RemoteExchange:
             raise InvalidState("no SAS to confirm or reject yet")
         if self.own_decision is not None or self.wait_ended:
             raise InvalidState("this side has decided already, or the wait has ended")
+        if confirmed and self.person_deleted:
+            # 8.1, "Saving": confirming a contact the exchange saved and the person deleted
+            # is not_found and changes nothing; rejecting it rejects as usual.
+            raise NotFound("the contact this exchange saved was deleted")
         if confirmed:
             _first_save(self)  # 8.1, "Saving": "`confirm` saves first when the host has not"
         decision = DECISION_CONFIRMED if confirmed else DECISION_REJECTED

@@ -9005,22 +9005,134 @@ def test_confirm_saves_first_and_reject_deletes_what_was_saved():
 
 def test_a_saved_contact_the_person_deleted_is_not_saved_again():
     """8.1, "Saving": a contact the exchange saved and the person then deleted while the SAS is
-    compared is not saved again: `save` still gives its id, and confirming or rejecting is
-    `not_found` and changes nothing, so the exchange stays comparing the SAS until it
-    expires."""
+    compared is not saved again: `save` still gives its id, and confirming is `not_found` and
+    changes nothing; rejecting counts that contact as deleted and rejects as usual (it ends
+    rejected), so the person can always end the exchange."""
     side, _, store = _qr_comparing()
     contact = side.save(1)
     store.delete(contact.contact_id)
     assert side.save(2).contact_id == contact.contact_id and store.contacts == {}
-    for confirmed in (True, False, True):
+    for _ in range(2):
         with pytest.raises(P.NotFound) as err:
-            side.decide(confirmed, 3)
+            side.decide(True, 3)
         assert P.result_code(err.value) == "not_found"
         assert side.state == "comparing" and store.contacts == {} and store.sweeps == 1
+    decided = side.decide(False, 4)  # not not_found: rejected as usual
+    assert decided.contact is None and not decided.known_contact
+    assert side.state == "rejected" and store.contacts == {} and store.sweeps == 1
+    for confirmed in (True, False):
+        with pytest.raises(P.InvalidState):
+            side.decide(confirmed, 5)  # rejected: decided once
+        with pytest.raises(P.InvalidState):
+            side.save(5)
+    # Another contact stored meanwhile is not touched by the rejection.
+    side, _, store = _qr_comparing()
+    contact = side.save(1)
+    store.delete(contact.contact_id)
+    other = _stale_awaiting(store, began_at=1)
+    before = copy.deepcopy(store.contacts)
+    assert side.decide(False, 2).contact is None and side.state == "rejected"
+    assert store.contacts == before and other.contact_id in store.contacts
+    # A stored contact exchanged again (8.2) that the person deleted: confirming is
+    # not_found, rejecting rejects as usual.
+    store = P.ContactStore()
+    old = store.add(_whole_qr_peer().payload[1:33], b"Kept", bytes(32), b"m" * 16,
+                    b"t" * 16, "bluetooth")
+    side, _, _ = _qr_comparing(store)
+    assert side.save(1) is old and side.known_contact
+    store.delete(old.contact_id)
+    with pytest.raises(P.NotFound):
+        side.decide(True, 2)
+    assert side.state == "comparing" and store.contacts == {}
+    decided = side.decide(False, 3)
+    assert decided.contact is None and side.state == "rejected" and store.contacts == {}
+    # Left comparing until it expires, then rejected: one already deleted counts as deleted.
+    side, _, store = _qr_comparing()
+    contact = side.save(1)
+    store.delete(contact.contact_id)
     with pytest.raises(P.Expired):
         side.save(86_401)
     assert side.state == "failed" and store.contacts == {}
-    assert side.decide(False, 86_402).contact is None  # one already deleted counts as deleted
+    assert side.decide(False, 86_402).contact is None
+
+
+@needs_vectors
+def test_a_contact_the_person_deleted_in_a_bluetooth_or_remote_exchange():
+    """8.1, "Saving", for the methods whose decisions travel: while the SAS is compared,
+    confirming a contact the exchange saved and the person deleted is `not_found` and changes
+    nothing, and rejecting counts it as deleted and rejects as usual (sends this side's
+    rejection, ends rejected).  Once this side confirmed, settling the peer's confirmation is
+    `not_found` (changing nothing), while the peer's rejection, and rejecting, count it as
+    deleted."""
+    ex = _cases(load("bluetooth.json"), "exchanges")[0]
+    inputs = _remote_random_inputs(random.Random(81))
+
+    def bt():
+        a, b = _bt_at_sas(ex)
+        return a, b, _bt_send
+
+    def remote(realtime):
+        def at_sas():
+            i, r, _ = _remote_at_sas(inputs, realtime=realtime)
+            return r, i, _bt_send
+        return at_sas
+
+    for method, at_sas in (("bluetooth", bt), ("invite", remote(False)),
+                           ("realtime", remote(True))):
+        a, b, send = at_sas()
+        with pytest.raises(P.NotFound):
+            a.person_deletes()  # nothing saved: nothing to delete
+        assert a.save(1) == P.UNVERIFIED
+        a.person_deletes()
+        assert a.contact_state == P.DELETED, method
+        assert a.save(2) == P.UNVERIFIED and a.sweeps == 1  # not saved again
+        for _ in range(2):
+            with pytest.raises(P.NotFound) as err:
+                a.decide(True, now=3)
+            assert P.result_code(err.value) == "not_found", method
+            assert (a.own_decision, a.sweeps, a.contact_state) == (None, 1, P.DELETED), method
+        sent = a.decide(False, now=4)  # rejected as usual: this side's rejection sent
+        assert len(sent) == 1 and a.own_decision == P.DECISION_REJECTED, method
+        send(a, b, sent)
+        assert b.peer_decision == P.DECISION_REJECTED and b.contact_state == P.DELETED, method
+        with pytest.raises(P.InvalidState):
+            a.decide(False, now=5)
+        with pytest.raises(P.InvalidState):
+            a.settle(now=5)
+        # Once this side confirmed: the peer's confirmation cannot be settled.
+        a, b, send = at_sas()
+        send(a, b, a.decide(True, now=1))
+        a.person_deletes()
+        send(b, a, b.decide(True, now=2))
+        assert a.peer_decision == P.DECISION_CONFIRMED, method
+        for _ in range(2):
+            with pytest.raises(P.NotFound) as err:
+                a.settle(now=3)
+            assert P.result_code(err.value) == "not_found", method
+            assert not a.settled and a.verified_at is None, method
+            assert not a.settled_rejected and a.contact_state == P.DELETED, method
+        # Once this side confirmed: the peer's rejection settles as rejected.
+        a, b, send = at_sas()
+        send(a, b, a.decide(True, now=1))
+        a.person_deletes()
+        send(b, a, b.decide(False, now=2))
+        assert a.settle(now=3) == P.DELETED and a.settled_rejected, method
+        with pytest.raises(P.InvalidState):
+            a.settle(now=4)
+        # Once this side confirmed and the exchange expired: rejecting counts it as deleted.
+        a, b, send = at_sas()
+        a.created_at = 1_000
+        send(a, b, a.decide(True, now=1_001))
+        a.person_deletes()
+        with pytest.raises(P.Expired):
+            a.settle(now=87_401)
+        assert a.failed and a.decide(False) == [] and a.saved_contact_deleted, method
+        # The peer's rejection before this side decided: its rejection follows as usual.
+        a, b, send = at_sas()
+        a.save(1)
+        a.person_deletes()
+        send(b, a, b.decide(False, now=2))
+        assert a.own_decision == P.DECISION_REJECTED and a.contact_state == P.DELETED, method
 
 
 def _save_states(at_sas):
