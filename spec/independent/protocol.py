@@ -1288,6 +1288,24 @@ def _reject_failed(exchange, confirmed: bool, had_sas: bool) -> list[bytes]:
     return []
 
 
+def _rejects_after_wait(exchange, confirmed: bool) -> bool:
+    """8.1: "A side that confirmed and awaits the peer's decision may still reject when the
+    wait ended without it (the Bluetooth session or the room closed first)"."""
+    return (not confirmed and exchange.own_decision == DECISION_CONFIRMED
+            and exchange.wait_over and exchange.peer_decision is None
+            and not exchange.rejected_after_wait)
+
+
+def _reject_after_wait(exchange) -> list[bytes]:
+    """8.1: such a rejection "deletes the new contact (a stored one stays as it was), sends
+    nothing (its confirmation is already out) and ends the exchange *rejected*" (a contact the
+    person deleted counts as deleted, 8.1 "Saving").  Rejecting it again, confirming,
+    settling or saving it is then ``invalid_state``."""
+    exchange.rejected_after_wait = True
+    exchange.saved_contact_deleted = True
+    return []
+
+
 def _save(exchange, now: int | None) -> str:
     """8.1, "Saving", for a Bluetooth or remote exchange (no store here: ``saved`` records
     that the new contact is stored, ``sweeps`` that the first save ran the sweep).  In this
@@ -1311,8 +1329,9 @@ def _save(exchange, now: int | None) -> str:
                            "deleted it")
     if exchange.wait_over:
         # Reading: (7.2, 16.5, 8.1 "Saving") the document does not name the state of an
-        # exchange whose wait ended (a lost connection, `peer-left`) before this side decided;
-        # here saving it is invalid_state and changes nothing, as deciding it is.
+        # exchange whose wait ended (a lost connection, `peer-left`) before this side decided
+        # (the peer's rejection in or not), and only a side that confirmed is said to reject
+        # then; here saving it is invalid_state and changes nothing, as deciding it is.
         raise InvalidState("the exchange has ended")
     _first_save(exchange)
     return UNVERIFIED
@@ -1344,7 +1363,8 @@ def _pending(exchange) -> bool:
     awaiting the peer's decision (this side confirmed, until settled, the peer's decision in
     or not); not once failed, rejected by this side, or settled."""
     return not (exchange.failed or exchange.own_decision == DECISION_REJECTED
-                or exchange.settled or exchange.settled_rejected)
+                or exchange.settled or exchange.settled_rejected
+                or exchange.rejected_after_wait)
 
 
 def _settle(exchange, now: int | None) -> str:
@@ -1364,8 +1384,8 @@ def _settle(exchange, now: int | None) -> str:
         raise Expired("the exchange is more than 24 hours old")
     if exchange.own_decision != DECISION_CONFIRMED:
         raise InvalidState("nothing to settle: this side has not confirmed")
-    if exchange.settled or exchange.settled_rejected:
-        raise InvalidState("the exchange is settled already")
+    if exchange.settled or exchange.settled_rejected or exchange.rejected_after_wait:
+        raise InvalidState("the exchange is settled or rejected already")
     if exchange.peer_decision is None:
         raise InvalidState("nothing to settle: the peer's decision has not arrived")
     if exchange.peer_decision == DECISION_CONFIRMED:
@@ -1681,7 +1701,12 @@ class BluetoothExchange:
             return None
         if self.person_deleted:
             return DELETED
-        if DECISION_REJECTED in (self.own_decision, self.peer_decision):
+        # 8.1: this side's rejection, or the peer's once this side confirmed, deletes it; the
+        # peer's rejection before this side decided leaves it until the host rejects.
+        if self.own_decision == DECISION_REJECTED or (
+                self.own_decision is not None and self.peer_decision == DECISION_REJECTED):
+            return DELETED
+        if self.rejected_after_wait:
             return DELETED
         if self.own_decision is None or self.peer_decision is None:
             if self.session_ended:
@@ -1696,6 +1721,7 @@ class BluetoothExchange:
     rejected_after_failure = False
     saved_contact_deleted = False
     settled_rejected = False  # settled on the peer's rejection (8.1)
+    rejected_after_wait = False  # confirmed, then rejected once the wait ended (8.1)
     created_at: int | None = None  # when the exchange began, for 8.1's 24 hours
     _had_sas = False
     saved = False  # 8.1, "Saving": the new contact is stored (by save, or by confirm)
@@ -1778,29 +1804,38 @@ class BluetoothExchange:
 
     def _on_confirm(self, data: bytes) -> list[bytes]:
         """7.2 step 5: the peer's CONFIRM, once (a second is out of order: malformed_message).
-        8.1: the peer's rejection before this side's person decided makes this side reject,
-        which sends its own rejection."""
+        8.1: the peer's rejection before this side's person decided sends nothing: "the
+        library does not reject by itself: the person is told first"; this side cannot
+        confirm any more, and the host then rejects (:meth:`decide`)."""
         if self._peer_confirmed_once:
             parse_frame(data, CONFIRM)  # its size, version and type first (section 1.1)
             raise MalformedMessage("a second CONFIRM")
         confirmed = open_confirm(data, self.their_key)
         self._peer_confirmed_once = True
         self.peer_decision = DECISION_CONFIRMED if confirmed else DECISION_REJECTED
-        if self.own_decision is None and not confirmed:
-            return self._decide(DECISION_REJECTED)
         return []
 
     def decide(self, confirmed: bool, now: int | None = None) -> list[bytes]:
         """7.2 step 5 and 8.1: the person confirmed or rejected the SAS; returns CONFIRM.
-        Before the SAS, twice, after a failure, or once the peer's rejection made this side
-        reject: invalid_state.  A confirmation after the peer's makes the contact verified at
-        once, at `now`."""
+        Before the SAS, twice, or after the session ended: invalid_state, except that a side
+        that confirmed may still reject once the session ended without the peer's CONFIRM
+        (sending nothing, 8.1); after a failure, only rejecting (8.1).  Once the peer's
+        rejection arrived before this side decided, confirming is invalid_state and
+        rejecting sends this side's rejection (8.1).  A confirmation after the peer's makes
+        the contact verified at once, at `now`."""
         if self.failed:
             return _reject_failed(self, confirmed, self.saved)
         if self.sas_value is None:
             raise InvalidState("no SAS to confirm or reject yet")
+        if _rejects_after_wait(self, confirmed):
+            return _reject_after_wait(self)
         if self.own_decision is not None or self.session_ended:
+            # Reading: deciding once the session ended before this side decided (:func:`_save`).
             raise InvalidState("this side has decided already, or the session has ended")
+        if confirmed and self.peer_decision == DECISION_REJECTED:
+            # 8.1: "A side whose person has not decided yet when the peer's rejection
+            # arrives cannot confirm any more (`invalid_state`)".
+            raise InvalidState("the peer rejected: this side can only reject")
         if confirmed and self.person_deleted:
             # 8.1, "Saving": confirming a contact the exchange saved and the person deleted
             # is not_found and changes nothing; rejecting it rejects as usual.
@@ -4488,7 +4523,12 @@ class RemoteExchange:
             return None
         if self.person_deleted:
             return DELETED
-        if DECISION_REJECTED in (self.own_decision, self.peer_decision):
+        # 8.1: this side's rejection, or the peer's once this side confirmed, deletes it; the
+        # peer's rejection before this side decided leaves it until the host rejects.
+        if self.own_decision == DECISION_REJECTED or (
+                self.own_decision is not None and self.peer_decision == DECISION_REJECTED):
+            return DELETED
+        if self.rejected_after_wait:
             return DELETED
         if self.own_decision is None:
             return DELETED if self.wait_ended else UNVERIFIED
@@ -4501,6 +4541,7 @@ class RemoteExchange:
     rejected_after_failure = False
     saved_contact_deleted = False
     settled_rejected = False  # settled on the peer's rejection (8.1)
+    rejected_after_wait = False  # confirmed, then rejected once the wait ended (8.1)
     created_at: int | None = None  # when the exchange began, for 8.1's 24 hours
     _had_sas = False
     saved = False  # 8.1, "Saving": the new contact is stored (by save, or by confirm)
@@ -4523,9 +4564,12 @@ class RemoteExchange:
     def decide(self, confirmed: bool, now: int | None = None) -> list[bytes]:
         """This side's person confirmed (True) or rejected (False) the SAS: returns the
         DECISION to send now (a confirmation after the peer's makes the contact verified at
-        once, at `now`, 8.1).  8.1: deciding before there is a SAS, twice, or after a failure
-        is ``invalid_state``; so is deciding once the peer's rejection arrived, since this side
-        then rejected on its own (8.1, :meth:`_on_decision`).  16.3 step 5: "Through the
+        once, at `now`, 8.1).  8.1: deciding before there is a SAS, twice, or once the wait
+        ended is ``invalid_state``, except that a side that confirmed may still reject once
+        the wait ended without the peer's DECISION, which sends nothing; after a failure it
+        can only reject.  Once the peer's rejection arrived before this side decided,
+        confirming is ``invalid_state`` and rejecting sends this side's rejection ("the
+        library does not reject by itself: the person is told first").  16.3 step 5: "Through the
         mailbox the inviter sends a confirmation only after it has read the invitee's
         DECISION, whichever that is (a rejection it sends at once)": such a confirmation is
         held and returned by the ``receive`` that reads the invitee's DECISION."""
@@ -4533,8 +4577,15 @@ class RemoteExchange:
             return _reject_failed(self, confirmed, self.saved)
         if self.result is None:
             raise InvalidState("no SAS to confirm or reject yet")
+        if _rejects_after_wait(self, confirmed):
+            return _reject_after_wait(self)
         if self.own_decision is not None or self.wait_ended:
+            # Reading: deciding once the wait ended before this side decided (:func:`_save`).
             raise InvalidState("this side has decided already, or the wait has ended")
+        if confirmed and self.peer_decision == DECISION_REJECTED:
+            # 8.1: "A side whose person has not decided yet when the peer's rejection
+            # arrives cannot confirm any more (`invalid_state`)".
+            raise InvalidState("the peer rejected: this side can only reject")
         if confirmed and self.person_deleted:
             # 8.1, "Saving": confirming a contact the exchange saved and the person deleted
             # is not_found and changes nothing; rejecting it rejects as usual.
@@ -4578,14 +4629,11 @@ class RemoteExchange:
     def _on_decision(self, message: bytes) -> list[bytes]:
         """16.3 step 5: the peer's DECISION, sealed under the sender's kd_X with this
         exchange's th (a second one never gets here: ``receive`` refuses it as invalid_state).
-        Returns what this side sends now: a confirmation it held (mailbox inviter), or, when
-        the peer rejected before this side's person decided, this side's own rejection (8.1:
-        "it rejects, which deletes the contact it saved and sends its own rejection")."""
+        Returns what this side sends now: a confirmation it held (mailbox inviter).  When the
+        peer rejected before this side's person decided, nothing: "the library does not reject
+        by itself: the person is told first" (8.1); the host then rejects (:meth:`decide`)."""
         decision = open_decision(message, self.result.keys.kd(self.peer_role),
                                  self.peer_role, self.result.transcript_hash)
         self.peer_decision = decision
         held, self._held = self._held, []
-        if self.own_decision is None and decision == DECISION_REJECTED:
-            self._seal_own(DECISION_REJECTED)
-            return [self.decision_message]
         return held

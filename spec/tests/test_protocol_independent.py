@@ -1246,11 +1246,20 @@ def test_bluetooth_state_machine():
                 me.receive(m)
             with pytest.raises(P.InvalidState):
                 me.decide(True)
-        # The peer's rejection arrives first: this side cannot confirm, it rejects (8.1).
+        # The peer's rejection arrives first: the library does not reject by itself (the
+        # person is told first); this side cannot confirm any more, and the host's rejection
+        # sends this side's rejection (8.1).
         a, b = _bt_at_sas(ex)
         reject = a.decide(False)
         assert a.contact_state == P.DELETED
-        answer = b.receive(reject[0])
+        assert b.receive(reject[0]) == [] and b.own_decision is None
+        assert b.peer_decision == P.DECISION_REJECTED and not b.complete
+        assert b.contact_state == P.UNVERIFIED
+        for _ in range(2):
+            with pytest.raises(P.InvalidState):
+                b.decide(True)
+            assert b.own_decision is None and b.contact_state == P.UNVERIFIED
+        answer = b.decide(False)
         assert answer == [P.confirm_frame(b.my_key, False)] and b.own_decision == 0
         assert b.contact_state == P.DELETED and b.complete
         for confirmed in (True, False):
@@ -1271,6 +1280,13 @@ def test_bluetooth_state_machine():
         assert a.contact_state == P.DELETED
         with pytest.raises(P.InvalidState):
             a.receive(h(ex["b"]["confirm_frame"]))
+        # A side that confirmed may still reject then: nothing is sent (its confirmation is
+        # out) and the exchange ends rejected (8.1).
+        assert a.decide(False) == [] and a.rejected_after_wait
+        assert a.contact_state == P.DELETED and not a.failed
+        for confirmed in (True, False):
+            with pytest.raises(P.InvalidState):
+                a.decide(confirmed)
 
 
 def _bt_refusals(ex, me: str):
@@ -5959,18 +5975,28 @@ def _remote_decisions(ex, inviter, invitee):
         with pytest.raises(P.InvalidState):  # nothing more is read
             side.receive(side.decision_message)
     # Order 2: the invitee's DECISION is read before the inviter decides.  A side that has read
-    # the peer's rejection "cannot confirm any more (invalid_state); it rejects, which deletes
-    # the contact it saved and sends its own rejection" (8.1): its rejection comes out of the
-    # receive that read the peer's.
+    # the peer's rejection "cannot confirm any more (invalid_state); the host then rejects it,
+    # which deletes the contact it saved and sends this side's rejection (the library does
+    # not reject by itself: the person is told first)" (8.1): the receive that read the
+    # peer's rejection sends nothing, and the rejection comes out of the host's.
     i2, r2 = _remote_sides(_remote_inputs(ex), realtime=ex["realtime"])
     assert _remote_run(i2, r2)[1] == {}
     r_msgs = r2.decide(d_r == 1)
     assert [m.hex() for m in r_msgs] == [ex["invitee"]["decision_message"]]
     answered = i2.receive(r_msgs[0])
     if d_r == 0:
-        assert i2.own_decision == 0 and i2.contact_state == P.DELETED and i2.complete
+        assert answered == [] and i2.own_decision is None and not i2.complete
+        assert i2.contact_state == P.UNVERIFIED and i2.save(3) == P.UNVERIFIED
+        for _ in range(2):
+            with pytest.raises(P.InvalidState):
+                i2.decide(True)
+            assert i2.own_decision is None and i2.contact_state == P.UNVERIFIED
+        with pytest.raises(P.InvalidState):  # before this side confirmed: nothing to settle
+            i2.settle()
+        answered = i2.decide(False)
         assert answered == [P.seal_decision(i2.result.keys.kd_i, P.INITIATOR,
                                             i2.result.transcript_hash, 0)]
+        assert i2.own_decision == 0 and i2.contact_state == P.DELETED and i2.complete
         for confirmed in (True, False):
             with pytest.raises(P.InvalidState):
                 i2.decide(confirmed)
@@ -6563,7 +6589,7 @@ def _settle_cases(at_sas):
     send(b, a, b.decide(True, now=2))  # held by a mailbox inviter (16.3 step 5)
     cases.append(("comparing the SAS, the peer's confirmation sent", a, P.InvalidState))
     a, b, send = at_sas()
-    send(b, a, b.decide(False, now=2))  # a rejects on its own (8.1)
+    send(b, a, b.decide(False, now=2))  # a is told; it does not reject on its own (8.1)
     cases.append(("comparing the SAS, the peer's rejection in", a, P.InvalidState))
     a, b, send = at_sas()
     cases.append(("comparing the SAS", a, P.InvalidState))
@@ -9094,7 +9120,9 @@ def test_a_contact_the_person_deleted_in_a_bluetooth_or_remote_exchange():
         sent = a.decide(False, now=4)  # rejected as usual: this side's rejection sent
         assert len(sent) == 1 and a.own_decision == P.DECISION_REJECTED, method
         send(a, b, sent)
-        assert b.peer_decision == P.DECISION_REJECTED and b.contact_state == P.DELETED, method
+        # The peer, undecided, is told and not rejected for (8.1): its host rejects.
+        assert b.peer_decision == P.DECISION_REJECTED and b.own_decision is None, method
+        assert b.contact_state == P.UNVERIFIED, method
         with pytest.raises(P.InvalidState):
             a.decide(False, now=5)
         with pytest.raises(P.InvalidState):
@@ -9127,13 +9155,162 @@ def test_a_contact_the_person_deleted_in_a_bluetooth_or_remote_exchange():
         with pytest.raises(P.Expired):
             a.settle(now=87_401)
         assert a.failed and a.decide(False) == [] and a.saved_contact_deleted, method
-        # The peer's rejection before this side decided: its rejection follows as usual.
+        # The peer's rejection before this side decided: confirming is invalid_state; the
+        # host's rejection counts the contact as deleted and sends this side's rejection.
         a, b, send = at_sas()
         a.save(1)
         a.person_deletes()
         send(b, a, b.decide(False, now=2))
-        assert a.own_decision == P.DECISION_REJECTED and a.contact_state == P.DELETED, method
+        assert a.own_decision is None and a.contact_state == P.DELETED, method
+        with pytest.raises(P.InvalidState):
+            a.decide(True, now=3)
+        sent = a.decide(False, now=3)
+        assert len(sent) == 1 and a.own_decision == P.DECISION_REJECTED, method
+        assert a.contact_state == P.DELETED, method
 
+
+def _decision_methods(ex, inputs):
+    """``at_sas()`` for each method whose decisions travel, as (method, at_sas): both sides at
+    the SAS and ``send(x, y, m)`` (as :func:`_settle_cases`); for invite and real-time, once
+    with the invitee as ``a`` and once with the inviter."""
+    def bt():
+        a, b = _bt_at_sas(ex)
+        return a, b, _bt_send
+
+    def remote(realtime, invitee_first):
+        def at_sas():
+            i, r, _ = _remote_at_sas(inputs, realtime=realtime)
+            return (r, i, _bt_send) if invitee_first else (i, r, _bt_send)
+        return at_sas
+
+    return [("bluetooth", bt),
+            ("invite, a the invitee", remote(False, True)),
+            ("invite, a the inviter", remote(False, False)),
+            ("realtime, a the invitee", remote(True, True)),
+            ("realtime, a the inviter", remote(True, False))]
+
+
+def _end_wait(side) -> None:
+    """The lifetime of the wait ends: the Bluetooth session, or the room (16.5), closes."""
+    if isinstance(side, P.BluetoothExchange):
+        side.end_session()
+    else:
+        side.end_wait()
+
+
+@needs_vectors
+def test_rejecting_once_the_wait_ended_after_confirming():
+    """8.1: "A side that confirmed and awaits the peer's decision may still reject when the
+    wait ended without it (the Bluetooth session or the room closed first): that deletes the
+    new contact [...], sends nothing (its confirmation is already out) and ends the exchange
+    *rejected*."  Before the wait ended, or once the peer's decision arrived, rejecting after
+    confirming is deciding twice (`invalid_state`, changing nothing); once rejected, deciding,
+    settling, saving and any message are `invalid_state`."""
+    ex = _cases(load("bluetooth.json"), "exchanges")[0]
+    inputs = _remote_random_inputs(random.Random(81))
+    for method, at_sas in _decision_methods(ex, inputs):
+        a, b, send = at_sas()
+        send(a, b, a.decide(True, now=1))
+        assert a.saved and a.contact_state == P.AWAITING_PEER, method
+        with pytest.raises(P.InvalidState):  # the wait goes on: deciding twice
+            a.decide(False, now=2)
+        assert a.own_decision == P.DECISION_CONFIRMED, method
+        assert a.contact_state == P.AWAITING_PEER and not a.saved_contact_deleted, method
+        _end_wait(a)
+        assert a.decide(False, now=3) == [], method  # nothing sent
+        assert a.rejected_after_wait and a.saved_contact_deleted and not a.failed, method
+        assert a.contact_state == P.DELETED and a.verified_at is None, method
+        for confirmed in (False, True):
+            with pytest.raises(P.InvalidState):
+                a.decide(confirmed, now=4)
+        with pytest.raises(P.InvalidState):
+            a.settle(now=4)
+        with pytest.raises(P.InvalidState):
+            a.save(4)
+        with pytest.raises(P.InvalidState):
+            a.receive(b"\x01\x04")
+        assert a.contact_state == P.DELETED and not a.failed, method
+        # Once the rejection is in, even past 24 hours, the exchange is not pending: settling
+        # is invalid_state, not expired, and it does not fail.
+        a.created_at = 0
+        with pytest.raises(P.InvalidState):
+            a.settle(now=86_401)
+        assert not a.failed, method
+        # A contact the person deleted counts as deleted (8.1, "Saving").
+        a, b, send = at_sas()
+        send(a, b, a.decide(True, now=1))
+        a.person_deletes()
+        _end_wait(a)
+        assert a.decide(False, now=2) == [] and a.rejected_after_wait, method
+        # The wait did not end without the peer's decision: it is settled, not rejected.
+        for peer_confirms, settled in ((True, P.VERIFIED), (False, P.DELETED)):
+            a, b, send = at_sas()
+            send(a, b, a.decide(True, now=1))
+            send(b, a, b.decide(peer_confirms, now=2))
+            assert a.peer_decision == (1 if peer_confirms else 0), method
+            _end_wait(a)
+            with pytest.raises(P.InvalidState):
+                a.decide(False, now=3)
+            assert not a.rejected_after_wait and not a.saved_contact_deleted, method
+            assert a.settle(now=4) == settled, method
+        # A side that rejected has nothing more to reject once the wait ended.
+        a, b, send = at_sas()
+        a.decide(False, now=1)
+        _end_wait(a)
+        with pytest.raises(P.InvalidState):
+            a.decide(False, now=2)
+        assert not a.rejected_after_wait, method
+
+
+@needs_vectors
+def test_the_peers_rejection_before_this_side_decided():
+    """8.1: "A side whose person has not decided yet when the peer's rejection arrives cannot
+    confirm any more (`invalid_state`); the host then rejects it, which deletes the contact it
+    saved and sends this side's rejection (the library does not reject by itself: the person
+    is told first)."  Until the host rejects, the exchange is comparing the SAS with the
+    peer's decision in: it may be saved (8.1, "Saving"), not settled."""
+    ex = _cases(load("bluetooth.json"), "exchanges")[0]
+    inputs = _remote_random_inputs(random.Random(81))
+    for method, at_sas in _decision_methods(ex, inputs):
+        a, b, send = at_sas()
+        rejection = b.decide(False, now=1)
+        assert len(rejection) == 1, method
+        assert a.receive(rejection[0]) == [], method  # nothing sent by itself
+        assert a.peer_decision == P.DECISION_REJECTED and a.own_decision is None, method
+        assert not a.complete and not a.failed and a.contact_state == P.UNVERIFIED, method
+        assert a.save(2) == P.UNVERIFIED and a.saved and a.sweeps == 1, method
+        for _ in range(2):
+            with pytest.raises(P.InvalidState) as err:
+                a.decide(True, now=3)
+            assert P.result_code(err.value) == "invalid_state", method
+            assert a.own_decision is None and a.contact_state == P.UNVERIFIED, method
+            assert a.sweeps == 1 and not a.settled, method
+        with pytest.raises(P.InvalidState):  # before this side confirmed
+            a.settle(now=3)
+        sent = a.decide(False, now=4)  # the host rejects: this side's rejection is sent
+        assert len(sent) == 1 and a.own_decision == P.DECISION_REJECTED, method
+        if isinstance(a, P.BluetoothExchange):
+            assert sent == [P.confirm_frame(a.my_key, False)]
+        else:
+            assert sent == [P.seal_decision(a.result.keys.kd(a.role), a.role,
+                                            a.result.transcript_hash, P.DECISION_REJECTED)]
+        assert a.contact_state == P.DELETED and a.complete and not a.failed, method
+        assert b.receive(sent[0]) == [], method
+        assert b.peer_decision == P.DECISION_REJECTED and b.contact_state == P.DELETED, method
+        for confirmed in (True, False):
+            with pytest.raises(P.InvalidState):
+                a.decide(confirmed, now=5)
+        with pytest.raises(P.InvalidState):
+            a.save(5)
+        with pytest.raises(P.InvalidState):
+            a.settle(now=5)
+        # Unsaved, the host's rejection saves nothing and still sends this side's rejection.
+        a, b, send = at_sas()
+        send(b, a, b.decide(False, now=1))
+        with pytest.raises(P.InvalidState):
+            a.decide(True, now=2)
+        assert not a.saved and a.sweeps == 0, method
+        assert len(a.decide(False, now=3)) == 1 and not a.saved, method
 
 def _save_states(at_sas):
     """8.1, "Saving", for a Bluetooth or remote exchange from ``at_sas()`` (as
@@ -9144,6 +9321,9 @@ def _save_states(at_sas):
     a, b, send = at_sas()
     send(b, a, b.decide(True, now=2))
     cases.append(("comparing the SAS, the peer's confirmation in or held", a, True))
+    a, b, send = at_sas()
+    send(b, a, b.decide(False, now=2))  # the library does not reject by itself (8.1)
+    cases.append(("comparing the SAS, the peer's rejection in", a, True))
     a, b, send = at_sas()
     a.decide(True, now=1)
     cases.append(("awaiting the peer's decision", a, False))
