@@ -294,8 +294,8 @@ public final class Exchange: CustomStringConvertible {
                 try keep(contact, now: try required(now))
             case .awaitPeer(let until):
                 if !existingContact, let id = savedContactID { try store.setAwaiting(id: id, until: until) }
-            case .dropContact(let missingIsFine):
-                try dropContact(missingIsFine: missingIsFine)
+            case .dropContact:
+                try dropContact()
             }
         }
         outbox += sends
@@ -508,7 +508,7 @@ public final class Exchange: CustomStringConvertible {
             guard savedContactID != nil, !existingContact else {
                 throw ItsMeError(.invalidState, "the exchange is failed and cannot be rejected")
             }
-            try dropContact(missingIsFine: true)
+            try dropContact()
             savedContactID = nil
             return
         }
@@ -516,12 +516,13 @@ public final class Exchange: CustomStringConvertible {
     }
 
     /// Deletes the contact `save` added; a known contact is left as it was.
-    private func dropContact(missingIsFine: Bool) throws {
+    private func dropContact() throws {
         guard let id = savedContactID, !existingContact else { return }
         do {
             try store.delete(id: id)
-        } catch let e as ItsMeError where e.kind == .notFound && missingIsFine {
-            // Already deleted by expireAwaiting, or by an earlier reject
+        } catch let e as ItsMeError where e.kind == .notFound {
+            // Already deleted: by the person while comparing the SAS or
+            // awaiting the peer, by expireAwaiting, or by an earlier reject
             // of this failed exchange.
         }
     }

@@ -536,7 +536,7 @@ struct ExchangeMachine {
         }
         d.settled = peers
         state = .agreed(a, d)
-        let apply: ExchangeAction = peers == .confirmed ? .keepContact(exchanged(a)) : .dropContact(missingIsFine: false)
+        let apply: ExchangeAction = peers == .confirmed ? .keepContact(exchanged(a)) : .dropContact
         return [apply] + forgetPAKEScalar
     }
 
@@ -547,13 +547,12 @@ struct ExchangeMachine {
         switch state {
         case .exchanging:
             state = .abandoned
-            return [.dropContact(missingIsFine: true)] + forgetPAKEScalar
+            return [.dropContact] + forgetPAKEScalar
         case .agreed(let a, var d) where d.settled == nil:
-            let comparing = d.mine == nil && a.sas != nil
             let sends = d.mine == nil ? try decide(.rejected, a, &d) : []
             d.settled = .rejected
             state = .agreed(a, d)
-            return [.dropContact(missingIsFine: !comparing)] + sends + forgetPAKEScalar
+            return [.dropContact] + sends + forgetPAKEScalar
         case .agreed, .abandoned, .failed:
             throw ItsMeError(.invalidState, "the exchange is \(publicState) and cannot be rejected")
         }
@@ -606,6 +605,7 @@ enum ExchangeAction {
     case keepContact(ExchangedContact)
     /// A new contact waits for the peer's decision until then.
     case awaitPeer(until: Int64)
-    /// Delete the contact `save` added (a known contact stays as it was).
-    case dropContact(missingIsFine: Bool)
+    /// Delete the contact `save` added (a known contact stays as it was);
+    /// one already deleted, by the person or a sweep, counts as deleted.
+    case dropContact
 }

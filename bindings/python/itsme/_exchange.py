@@ -528,7 +528,9 @@ class Exchange(DetailedHandle):
         :meth:`settle`.
 
         Raises :class:`InvalidStateError` without a SAS, for an import, or
-        after the peer rejected.
+        after the peer rejected; :class:`NotFoundError` when the contact
+        :meth:`save` added was deleted since (nothing changes;
+        :meth:`reject` still ends the exchange).
         """
         return self._contact_call(lib.itsme_exchange_confirm, now)
 
@@ -539,7 +541,9 @@ class Exchange(DetailedHandle):
         is returned.  Rejected: a new contact is deleted (a known one keeps
         its old seed), state ``REJECTED``, None is returned.
 
-        Raises :class:`InvalidStateError` before the peer's decision.
+        Raises :class:`InvalidStateError` before the peer's decision;
+        :class:`NotFoundError` for a confirmation when the contact was
+        deleted since (nothing changes; :meth:`reject` ends the exchange).
         """
         contact_id = self._contact_call(lib.itsme_exchange_settle, now)
         return contact_id if self.state == ExchangeState.CONFIRMED else None

@@ -774,6 +774,47 @@ def test_bluetooth_peer_rejects_after_this_side_confirmed(alice, bob):
     assert alice.contacts.count() == 0
 
 
+def test_a_saved_contact_the_person_deleted_never_blocks_the_exchange(alice, bob):
+    """8.1, "Saving": the person deletes the contact the exchange saved
+    while the SAS is compared. Confirming is not_found and changes nothing;
+    rejecting still ends the exchange and tells the peer."""
+    xa, xb = bluetooth_pair(alice, bob)
+    pump(xa, xb)
+    contact_id = xa.save(T0)
+    alice.contacts.delete(contact_id)
+    with pytest.raises(itsme.NotFoundError):
+        xa.confirm(T0)
+    assert xa.state == ExchangeState.COMPARE_SAS and xa.next_outgoing() == b""
+    assert xa.save(T0) == contact_id, "not saved again"
+    assert alice.contacts.count() == 0
+    xa.reject()
+    assert xa.state == ExchangeState.REJECTED
+    assert pump(xa, xb) == {}
+    assert xb.flags & ExchangeFlags.PEER_REJECTED, "Bob learns of the rejection"
+
+
+@pytest.mark.parametrize("peer_confirms", [True, False])
+def test_a_contact_awaiting_the_peer_the_person_deleted(alice, bob, peer_confirms):
+    """8.1: once this side confirmed, a deleted contact makes settling a
+    confirmation not_found (nothing changes); a rejection, from the peer or
+    this side, counts it as deleted."""
+    xa, xb = bluetooth_pair(alice, bob)
+    pump(xa, xb)
+    contact_id = xa.confirm(T0)
+    alice.contacts.delete(contact_id)
+    xb.confirm(T0) if peer_confirms else xb.reject()
+    pump(xa, xb)
+    if peer_confirms:
+        with pytest.raises(itsme.NotFoundError):
+            xa.settle(T0)
+        assert xa.state == ExchangeState.AWAITING_DECISION
+        xa.reject()
+    else:
+        assert xa.settle(T0) is None
+    assert xa.state == ExchangeState.REJECTED
+    assert alice.contacts.count() == 0
+
+
 def test_a_contact_awaiting_the_peer_expires(alice, bob):
     xa, xb = bluetooth_pair(alice, bob)
     pump(xa, xb)

@@ -844,7 +844,9 @@ impl Exchange {
     /// until [`Exchange::settle`].
     ///
     /// Errors: [`ErrorKind::InvalidState`] (no SAS, an import, or the peer
-    /// rejected), [`ErrorKind::Expired`], [`ErrorKind::Database`].
+    /// rejected), [`ErrorKind::NotFound`] (the contact saved was deleted
+    /// since: nothing changes, [`Exchange::reject`] still ends the
+    /// exchange), [`ErrorKind::Expired`], [`ErrorKind::Database`].
     pub fn confirm(&mut self, now: i64) -> Result<i64> {
         let mut id = 0i64;
         // SAFETY: live handle; id is a valid place.
@@ -855,11 +857,13 @@ impl Exchange {
     /// Applies the peer's decision, once it arrived, to a confirmed exchange
     /// ([`ExchangeState::AwaitingDecision`]): the peer confirmed, the
     /// contact becomes verified and `Some(id)` is returned; the peer
-    /// rejected, a new contact is deleted (a known one keeps its old seed)
-    /// and `None` is returned.
+    /// rejected, a new contact is deleted (a known one keeps its old seed;
+    /// one already deleted counts as deleted) and `None` is returned.
     ///
     /// Errors: [`ErrorKind::InvalidState`] (the peer's decision has not
-    /// arrived), [`ErrorKind::Expired`], [`ErrorKind::Database`].
+    /// arrived), [`ErrorKind::NotFound`] (a confirmation, and the contact
+    /// was deleted since: nothing changes, [`Exchange::reject`] ends the
+    /// exchange), [`ErrorKind::Expired`], [`ErrorKind::Database`].
     pub fn settle(&mut self, now: i64) -> Result<Option<i64>> {
         let mut id = 0i64;
         // SAFETY: live handle; id is a valid place.

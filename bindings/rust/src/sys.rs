@@ -2416,7 +2416,9 @@ extern "C" {
     /// ITSME_CONTACT_AWAITING_PEER, a known contact unchanged (see "Both
     /// decisions" above).  *out_contact_id is the contact's id either way.
     /// Errors: ITSME_E_INVALID_STATE (no SAS, an import, or the peer rejected),
-    /// and those of itsme_exchange_save.
+    /// ITSME_E_NOT_FOUND (the contact save added was deleted since: nothing
+    /// changes, itsme_exchange_reject still ends the exchange), and those of
+    /// itsme_exchange_save.
     /// ```
     #[must_use]
     pub fn itsme_exchange_confirm(
@@ -2430,11 +2432,13 @@ extern "C" {
     /// side confirmed (state AWAITING_DECISION): applies it.  Confirmed: the
     /// contact becomes verified (a known contact gets the new seed and device
     /// secrets), state CONFIRMED, *out_contact_id its id.  Rejected: a new
-    /// contact is deleted (a known one keeps its old seed), state REJECTED,
-    /// *out_contact_id 0.
+    /// contact is deleted (a known one keeps its old seed; one already deleted
+    /// counts as deleted), state REJECTED, *out_contact_id 0.
     /// Errors: ITSME_E_INVALID_STATE (not AWAITING_DECISION, or the peer's
     /// decision not received yet), ITSME_E_INVALID_ARGUMENT (NULL),
-    /// ITSME_E_EXPIRED, ITSME_E_DATABASE.
+    /// ITSME_E_NOT_FOUND (confirmed, but the contact was deleted since: nothing
+    /// changes, itsme_exchange_reject ends the exchange), ITSME_E_EXPIRED,
+    /// ITSME_E_DATABASE.
     /// ```
     #[must_use]
     pub fn itsme_exchange_settle(
@@ -2446,7 +2450,8 @@ extern "C" {
     /// ```text
     /// The SAS differs, the person gave up, or (AWAITING_DECISION) the peer's
     /// decision will not come (the room or the Bluetooth session ended): deletes
-    /// the contact save added (a known contact is left untouched), state
+    /// the contact save added (a known contact is left untouched; one the
+    /// person or a sweep already deleted counts as deleted), state
     /// REJECTED.  This side's rejection is queued for next_outgoing when it had
     /// not decided yet and the peer's data was received.  On a FAILED exchange
     /// it deletes what save added and the state stays FAILED.
