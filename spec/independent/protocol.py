@@ -1288,20 +1288,23 @@ def _reject_failed(exchange, confirmed: bool, had_sas: bool) -> list[bytes]:
     return []
 
 
-def _rejects_after_wait(exchange, confirmed: bool) -> bool:
-    """8.1: "A side that confirmed and awaits the peer's decision may still reject when the
-    wait ended without it (the Bluetooth session or the room closed first)"."""
+def _rejects_after_confirming(exchange, confirmed: bool) -> bool:
+    """8.1: "Rejecting is allowed in every state before a decision is settled (comparing the
+    SAS, or awaiting the peer's decision), whether or not the peer's decision is in": this
+    side confirmed, and the exchange is neither settled nor rejected yet."""
     return (not confirmed and exchange.own_decision == DECISION_CONFIRMED
-            and exchange.wait_over and exchange.peer_decision is None
-            and not exchange.rejected_after_wait)
+            and not (exchange.settled or exchange.settled_rejected
+                     or exchange.rejected_after_confirming))
 
 
-def _reject_after_wait(exchange) -> list[bytes]:
-    """8.1: such a rejection "deletes the new contact (a stored one stays as it was), sends
-    nothing (its confirmation is already out) and ends the exchange *rejected*" (a contact the
-    person deleted counts as deleted, 8.1 "Saving").  Rejecting it again, confirming,
-    settling or saving it is then ``invalid_state``."""
-    exchange.rejected_after_wait = True
+def _reject_after_confirming(exchange) -> list[bytes]:
+    """8.1: "a side that confirmed sends nothing (its confirmation is already out); either way
+    the new contact is deleted (a stored one stays as it was) and the exchange ends
+    *rejected*" (a contact the person deleted counts as deleted, 8.1 "Saving").  A
+    confirmation the mailbox inviter still holds (16.3 step 5) is dropped, never sent: it
+    rejected, and its `kd` seals exactly one message, so no rejection can follow it either.
+    Rejecting it again, confirming, settling or saving it is then ``invalid_state``."""
+    exchange.rejected_after_confirming = True
     exchange.saved_contact_deleted = True
     return []
 
@@ -1327,12 +1330,8 @@ def _save(exchange, now: int | None) -> str:
     if exchange.own_decision is not None:
         raise InvalidState("this side decided: confirming saved the contact, or rejecting "
                            "deleted it")
-    if exchange.wait_over:
-        # Reading: (7.2, 16.5, 8.1 "Saving") the document does not name the state of an
-        # exchange whose wait ended (a lost connection, `peer-left`) before this side decided
-        # (the peer's rejection in or not), and only a side that confirmed is said to reject
-        # then; here saving it is invalid_state and changes nothing, as deciding it is.
-        raise InvalidState("the exchange has ended")
+    # 8.1: "A wait that ends [...] is not a state of the exchange [...] Until then saving and
+    # confirming act as in that state": the end of the wait is not checked here.
     _first_save(exchange)
     return UNVERIFIED
 
@@ -1364,7 +1363,7 @@ def _pending(exchange) -> bool:
     or not); not once failed, rejected by this side, or settled."""
     return not (exchange.failed or exchange.own_decision == DECISION_REJECTED
                 or exchange.settled or exchange.settled_rejected
-                or exchange.rejected_after_wait)
+                or exchange.rejected_after_confirming)
 
 
 def _settle(exchange, now: int | None) -> str:
@@ -1384,7 +1383,8 @@ def _settle(exchange, now: int | None) -> str:
         raise Expired("the exchange is more than 24 hours old")
     if exchange.own_decision != DECISION_CONFIRMED:
         raise InvalidState("nothing to settle: this side has not confirmed")
-    if exchange.settled or exchange.settled_rejected or exchange.rejected_after_wait:
+    if (exchange.settled or exchange.settled_rejected
+            or exchange.rejected_after_confirming):
         raise InvalidState("the exchange is settled or rejected already")
     if exchange.peer_decision is None:
         raise InvalidState("nothing to settle: the peer's decision has not arrived")
@@ -1646,9 +1646,10 @@ class BluetoothExchange:
     frame ends the exchange as failed, except once this side has decided": then it is refused
     with its code and the device goes on waiting for a valid CONFIRM.  A CONFIRM is accepted
     once the peer's DATA was received, before or after this side decided, at most once (a
-    second one is out of order, ``malformed_message``).  Once both decisions are in (or the
-    session ended), or after a failure, a frame is ``invalid_state`` (section 1.1: "a message
-    after a session or exchange is complete", "anything after a failure")."""
+    second one is out of order, ``malformed_message``).  Once both decisions are in, or after
+    a failure, a frame is ``invalid_state`` (section 1.1: "a message after a session or
+    exchange is complete", "anything after a failure").  The end of the Bluetooth session is
+    not a state of the exchange (8.1): :meth:`end_session` only records it."""
 
     def __init__(self, identity_seed: bytes, ephemeral_secret: bytes, device_secret: bytes,
                  name: bytes, session_code_text: str):
@@ -1669,7 +1670,7 @@ class BluetoothExchange:
         self.role: str | None = None
         self.peer: BtPeerData | None = None
         self.failed = False
-        self.session_ended = False
+        self.session_ended = False  # recorded only: no state of the exchange (8.1)
         self.own_decision: int | None = None
         self.peer_decision: int | None = None
         self.confirm_message: bytes | None = None
@@ -1691,8 +1692,7 @@ class BluetoothExchange:
 
     @property
     def complete(self) -> bool:
-        return self.session_ended or (self.own_decision is not None
-                                      and self.peer_decision is not None)
+        return self.own_decision is not None and self.peer_decision is not None
 
     @property
     def contact_state(self) -> str | None:
@@ -1706,11 +1706,11 @@ class BluetoothExchange:
         if self.own_decision == DECISION_REJECTED or (
                 self.own_decision is not None and self.peer_decision == DECISION_REJECTED):
             return DELETED
-        if self.rejected_after_wait:
+        if self.rejected_after_confirming:
             return DELETED
+        # 8.1: a wait that ends changes nothing here: the host rejects (or the sweep deletes
+        # a contact left awaiting the peer).
         if self.own_decision is None or self.peer_decision is None:
-            if self.session_ended:
-                return DELETED
             return UNVERIFIED if self.own_decision is None else AWAITING_PEER
         return VERIFIED if self.settled else AWAITING_PEER
 
@@ -1721,7 +1721,7 @@ class BluetoothExchange:
     rejected_after_failure = False
     saved_contact_deleted = False
     settled_rejected = False  # settled on the peer's rejection (8.1)
-    rejected_after_wait = False  # confirmed, then rejected once the wait ended (8.1)
+    rejected_after_confirming = False  # confirmed, then rejected before settling (8.1)
     created_at: int | None = None  # when the exchange began, for 8.1's 24 hours
     _had_sas = False
     saved = False  # 8.1, "Saving": the new contact is stored (by save, or by confirm)
@@ -1817,24 +1817,26 @@ class BluetoothExchange:
 
     def decide(self, confirmed: bool, now: int | None = None) -> list[bytes]:
         """7.2 step 5 and 8.1: the person confirmed or rejected the SAS; returns CONFIRM.
-        Before the SAS, twice, or after the session ended: invalid_state, except that a side
-        that confirmed may still reject once the session ended without the peer's CONFIRM
-        (sending nothing, 8.1); after a failure, only rejecting (8.1).  Once the peer's
-        rejection arrived before this side decided, confirming is invalid_state and
-        rejecting sends this side's rejection (8.1).  A confirmation after the peer's makes
-        the contact verified at once, at `now`."""
+        Before the SAS, or deciding twice: invalid_state, except that a side that confirmed
+        may still reject until a decision is settled, the peer's CONFIRM in or not (sending
+        nothing, 8.1); after a failure, only rejecting (8.1).  Once the peer's rejection
+        arrived before this side decided, confirming is invalid_state (before the saved
+        contact is looked up) and rejecting sends this side's rejection (8.1).  The end of the
+        session changes none of this (8.1: "A wait that ends [...] is not a state of the
+        exchange").  A confirmation after the peer's makes the contact verified at once, at
+        `now`."""
         if self.failed:
             return _reject_failed(self, confirmed, self.saved)
         if self.sas_value is None:
             raise InvalidState("no SAS to confirm or reject yet")
-        if _rejects_after_wait(self, confirmed):
-            return _reject_after_wait(self)
-        if self.own_decision is not None or self.session_ended:
-            # Reading: deciding once the session ended before this side decided (:func:`_save`).
-            raise InvalidState("this side has decided already, or the session has ended")
+        if _rejects_after_confirming(self, confirmed):
+            return _reject_after_confirming(self)
+        if self.own_decision is not None:
+            raise InvalidState("this side has decided already")
         if confirmed and self.peer_decision == DECISION_REJECTED:
             # 8.1: "A side whose person has not decided yet when the peer's rejection
-            # arrives cannot confirm any more (`invalid_state`)".
+            # arrives cannot confirm any more (`invalid_state`, checked before the saved
+            # contact is looked up)".
             raise InvalidState("the peer rejected: this side can only reject")
         if confirmed and self.person_deleted:
             # 8.1, "Saving": confirming a contact the exchange saved and the person deleted
@@ -1852,10 +1854,6 @@ class BluetoothExchange:
     def has_sas(self) -> bool:
         return self.sas_value is not None
 
-    @property
-    def wait_over(self) -> bool:
-        return self.session_ended
-
     def _decide(self, decision: int, now: int | None = None) -> list[bytes]:
         _verified_at_once(self, decision, now)
         self.own_decision = decision
@@ -1863,7 +1861,10 @@ class BluetoothExchange:
         return [self.confirm_message]
 
     def end_session(self) -> None:
-        """7.2: the connection is lost before the peer's CONFIRM: no decision (8.1)."""
+        """7.2: the host learns that the Bluetooth session was lost.  8.1: "A wait that ends
+        [...] is not a state of the exchange: the library learns of it only from its host, and
+        the exchange stays in its state until the host rejects it": this records the event and
+        changes nothing that saving, confirming, rejecting, settling or a frame do."""
         self.session_ended = True
 
 
@@ -4320,7 +4321,8 @@ class RemoteExchange:
         self._started = False
         self._expect = REMOTE_ACCEPT if role == INITIATOR else REMOTE_INVITE
         # 16.3 step 5 and 8.1: each side's decision (None: not yet), this side's DECISION
-        # message, one held back (below), and whether the wait for the peer's has ended.
+        # message, one held back (below), and whether the host reported that the wait for
+        # the peer's has ended (recorded only: no state of the exchange, 8.1).
         self.own_decision: int | None = None
         self.peer_decision: int | None = None
         self.decision_message: bytes | None = None
@@ -4418,8 +4420,8 @@ class RemoteExchange:
 
         - After a failure, or once the peer's DECISION is in ("the exchange has every message:
           anything further, a second DECISION included, is invalid_state and changes
-          nothing"), or once the wait ended (8.1: no decision), a message is ``invalid_state``
-          and changes nothing.
+          nothing"), a message is ``invalid_state`` and changes nothing.  The end of the wait
+          the host reported is not a state of the exchange (8.1) and is not checked.
         - "Until a side decided, any refusal ends the exchange as failed".
         - "Once this side decided, a refused message of any type changes nothing and the side
           goes on waiting for the peer's DECISION": the only message it still reads is that
@@ -4428,8 +4430,6 @@ class RemoteExchange:
             raise InvalidState("the exchange has failed")
         if self.peer_decision is not None:
             raise InvalidState("the peer's DECISION is in: the exchange has every message")
-        if self.wait_ended:
-            raise InvalidState("the wait for the peer's DECISION has ended")
         if not self._started:
             raise InvalidState("message before the exchange started")
         keeps_waiting = self.own_decision is not None
@@ -4507,18 +4507,18 @@ class RemoteExchange:
 
     @property
     def complete(self) -> bool:
-        """Both decisions are in, or the wait for the peer's has ended: nothing more is read."""
-        return self.wait_ended or (self.own_decision is not None
-                                   and self.peer_decision is not None)
+        """Both decisions are in: nothing more is read."""
+        return self.own_decision is not None and self.peer_decision is not None
 
     @property
     def contact_state(self) -> str | None:
         """8.1: None while there is no SAS, or after a failure ("no contact is saved");
         UNVERIFIED once the SAS is shown and before this side decided; AWAITING_PEER once it
         confirmed and until the peer's confirmation arrives; VERIFIED when both confirmed;
-        DELETED after either side's rejection, no decision from the peer within the
-        lifetime of the wait, or once the person deleted the contact it saved (8.1,
-        "Saving")."""
+        DELETED after this side's rejection (before or after it confirmed), the peer's once
+        this side confirmed, or once the person deleted the contact it saved (8.1, "Saving").
+        A wait that ends changes nothing here (8.1): the host rejects, or the sweep deletes a
+        contact left awaiting the peer."""
         if self.failed or self.result is None:
             return None
         if self.person_deleted:
@@ -4528,12 +4528,12 @@ class RemoteExchange:
         if self.own_decision == DECISION_REJECTED or (
                 self.own_decision is not None and self.peer_decision == DECISION_REJECTED):
             return DELETED
-        if self.rejected_after_wait:
+        if self.rejected_after_confirming:
             return DELETED
         if self.own_decision is None:
-            return DELETED if self.wait_ended else UNVERIFIED
+            return UNVERIFIED
         if self.peer_decision is None:
-            return DELETED if self.wait_ended else AWAITING_PEER
+            return AWAITING_PEER
         return VERIFIED if self.settled else AWAITING_PEER
 
     settled = False
@@ -4541,7 +4541,7 @@ class RemoteExchange:
     rejected_after_failure = False
     saved_contact_deleted = False
     settled_rejected = False  # settled on the peer's rejection (8.1)
-    rejected_after_wait = False  # confirmed, then rejected once the wait ended (8.1)
+    rejected_after_confirming = False  # confirmed, then rejected before settling (8.1)
     created_at: int | None = None  # when the exchange began, for 8.1's 24 hours
     _had_sas = False
     saved = False  # 8.1, "Saving": the new contact is stored (by save, or by confirm)
@@ -4564,12 +4564,14 @@ class RemoteExchange:
     def decide(self, confirmed: bool, now: int | None = None) -> list[bytes]:
         """This side's person confirmed (True) or rejected (False) the SAS: returns the
         DECISION to send now (a confirmation after the peer's makes the contact verified at
-        once, at `now`, 8.1).  8.1: deciding before there is a SAS, twice, or once the wait
-        ended is ``invalid_state``, except that a side that confirmed may still reject once
-        the wait ended without the peer's DECISION, which sends nothing; after a failure it
-        can only reject.  Once the peer's rejection arrived before this side decided,
-        confirming is ``invalid_state`` and rejecting sends this side's rejection ("the
-        library does not reject by itself: the person is told first").  16.3 step 5: "Through the
+        once, at `now`, 8.1).  8.1: deciding before there is a SAS, or twice, is
+        ``invalid_state``, except that a side that confirmed may still reject until a
+        decision is settled, the peer's DECISION in or not, which sends nothing (and drops a
+        confirmation still held); after a failure it can only reject.  Once the peer's
+        rejection arrived before this side decided, confirming is ``invalid_state`` (before
+        the saved contact is looked up) and rejecting sends this side's rejection ("the
+        library does not reject by itself: the person is told first").  A wait that ends
+        changes none of this (8.1).  16.3 step 5: "Through the
         mailbox the inviter sends a confirmation only after it has read the invitee's
         DECISION, whichever that is (a rejection it sends at once)": such a confirmation is
         held and returned by the ``receive`` that reads the invitee's DECISION."""
@@ -4577,14 +4579,15 @@ class RemoteExchange:
             return _reject_failed(self, confirmed, self.saved)
         if self.result is None:
             raise InvalidState("no SAS to confirm or reject yet")
-        if _rejects_after_wait(self, confirmed):
-            return _reject_after_wait(self)
-        if self.own_decision is not None or self.wait_ended:
-            # Reading: deciding once the wait ended before this side decided (:func:`_save`).
-            raise InvalidState("this side has decided already, or the wait has ended")
+        if _rejects_after_confirming(self, confirmed):
+            self._held = []  # 8.1: it sends nothing; 16.3: kd seals one message only
+            return _reject_after_confirming(self)
+        if self.own_decision is not None:
+            raise InvalidState("this side has decided already")
         if confirmed and self.peer_decision == DECISION_REJECTED:
             # 8.1: "A side whose person has not decided yet when the peer's rejection
-            # arrives cannot confirm any more (`invalid_state`)".
+            # arrives cannot confirm any more (`invalid_state`, checked before the saved
+            # contact is looked up)".
             raise InvalidState("the peer rejected: this side can only reject")
         if confirmed and self.person_deleted:
             # 8.1, "Saving": confirming a contact the exchange saved and the person deleted
@@ -4609,22 +4612,18 @@ class RemoteExchange:
     def has_sas(self) -> bool:
         return self.result is not None
 
-    @property
-    def wait_over(self) -> bool:
-        return self.wait_ended
-
     def _seal_own(self, decision: int) -> None:
         self.own_decision = decision
         self.decision_message = seal_decision(self.result.keys.kd(self.role), self.role,
                                               self.result.transcript_hash, decision)
 
     def end_wait(self) -> None:
-        """8.1 and 16.5: the lifetime of the wait ended (an invite that ended or expired, a
-        ``peer-left`` or a closed room) before the peer's DECISION: "no decision", which
-        deletes a contact awaiting the peer.  A confirmation still held (mailbox, above) is
-        never sent."""
+        """16.5: the host learns that the wait ended (an invite that ended, a ``peer-left`` or
+        a closed room).  8.1: "A wait that ends [...] is not a state of the exchange: the
+        library learns of it only from its host, and the exchange stays in its state until
+        the host rejects it": this records the event and changes nothing that saving,
+        confirming, rejecting, settling or a message do."""
         self.wait_ended = True
-        self._held = []
 
     def _on_decision(self, message: bytes) -> list[bytes]:
         """16.3 step 5: the peer's DECISION, sealed under the sender's kd_X with this

@@ -1273,16 +1273,15 @@ def test_bluetooth_state_machine():
         with pytest.raises(P.MalformedMessage):
             b.receive(m)
         assert b.failed and b.contact_state is None
-        # The session ends before the peer's CONFIRM: no decision (8.1).
+        # The session ends before the peer's CONFIRM: not a state of the exchange (8.1), which
+        # stays awaiting the peer's decision until the host rejects it.
         a, b = _bt_at_sas(ex)
         a.decide(True)
         a.end_session()
-        assert a.contact_state == P.DELETED
-        with pytest.raises(P.InvalidState):
-            a.receive(h(ex["b"]["confirm_frame"]))
-        # A side that confirmed may still reject then: nothing is sent (its confirmation is
-        # out) and the exchange ends rejected (8.1).
-        assert a.decide(False) == [] and a.rejected_after_wait
+        assert a.contact_state == P.AWAITING_PEER and not a.complete and not a.failed
+        # A side that confirmed may still reject: nothing is sent (its confirmation is out)
+        # and the exchange ends rejected (8.1).
+        assert a.decide(False) == [] and a.rejected_after_confirming
         assert a.contact_state == P.DELETED and not a.failed
         for confirmed in (True, False):
             with pytest.raises(P.InvalidState):
@@ -6858,17 +6857,23 @@ def test_remote_decision_order():
             r2.receive(m)
     assert not r2.failed and r2.contact_state == P.UNVERIFIED and r2.peer_decision == 1
     assert r2.decide(True) == [d_r] and r2.contact_state == P.VERIFIED
-    # After both decisions: invalid_state, nothing changes; deciding twice too.
+    # After both decisions: invalid_state, nothing changes; confirming twice too (rejecting
+    # after confirming is allowed until settled, 8.1: test_rejecting_after_confirming), and
+    # any decision once settled.
     i2, r2, _ = _remote_at_sas(inputs, realtime=True)
     assert i2.decide(True) == [d_i] and r2.decide(True) == [d_r]
     with pytest.raises(P.InvalidState):
-        i2.decide(False)
+        i2.decide(True)
     assert i2.receive(d_r) == [] and r2.receive(d_i) == []
     for side, m in ((i2, d_r), (r2, d_i)):
         with pytest.raises(P.InvalidState):
             side.receive(m)
         assert not side.failed and side.contact_state == P.AWAITING_PEER
         side.settle()
+        assert side.contact_state == P.VERIFIED
+        for confirmed in (True, False):
+            with pytest.raises(P.InvalidState):
+                side.decide(confirmed)
         assert side.contact_state == P.VERIFIED
     # Another type after this side decided: refused as malformed (out of order), and the side
     # keeps waiting (8.1: a refusal "does not change that decision"; 7.2 likewise).
@@ -6883,17 +6888,19 @@ def test_remote_decision_order():
     assert r2.receive(d_i) == [] and r2.contact_state == P.AWAITING_PEER
     r2.settle()
     assert r2.contact_state == P.VERIFIED
-    # No decision within the lifetime of the wait deletes a contact awaiting the peer; a
-    # confirmation the inviter held is never sent.
+    # A wait that ends is not a state of the exchange (8.1): the contact stays awaiting the
+    # peer until the host rejects, which sends nothing, drops the confirmation the mailbox
+    # inviter held, and deletes the contact.
     i2, r2, _ = _remote_at_sas(inputs)
     assert i2.decide(True) == []  # held: the mailbox
     i2.end_wait()
-    assert i2.contact_state == P.DELETED and i2.complete
-    with pytest.raises(P.InvalidState):
-        i2.receive(d_r)
+    assert i2.contact_state == P.AWAITING_PEER and not i2.complete
+    assert i2.decide(False) == [] and i2.contact_state == P.DELETED
+    assert i2.receive(d_r) == []  # the held confirmation is not sent
     r2.decide(True)
     r2.end_wait()
-    assert r2.contact_state == P.DELETED
+    assert r2.contact_state == P.AWAITING_PEER
+    assert r2.decide(False) == [] and r2.contact_state == P.DELETED
     # The DECISION keys are the exchange's own: another exchange's keys do not open it.
     other = _remote_random_inputs(rng)
     i3, r3, _ = _remote_at_sas(other)
@@ -9191,75 +9198,235 @@ def _decision_methods(ex, inputs):
 
 
 def _end_wait(side) -> None:
-    """The lifetime of the wait ends: the Bluetooth session, or the room (16.5), closes."""
+    """The host reports that the wait ended: the Bluetooth session, or the room (16.5),
+    closed."""
     if isinstance(side, P.BluetoothExchange):
         side.end_session()
     else:
         side.end_wait()
 
 
+def _rejecting_states(at_sas):
+    """This side (``a``) confirmed and no decision is settled: (name, a, b, send), the
+    peer's decision not in, its confirmation in, its rejection in."""
+    cases = []
+    a, b, send = at_sas()
+    send(a, b, a.decide(True, now=1))
+    cases.append(("the peer's decision not in", a, b, send))
+    for peer_confirms in (True, False):
+        a, b, send = at_sas()
+        send(a, b, a.decide(True, now=1))
+        send(b, a, b.decide(peer_confirms, now=2))
+        assert a.peer_decision == (1 if peer_confirms else 0)
+        cases.append((f"the peer's {'confirmation' if peer_confirms else 'rejection'} in",
+                      a, b, send))
+    return cases
+
+
 @needs_vectors
-def test_rejecting_once_the_wait_ended_after_confirming():
-    """8.1: "A side that confirmed and awaits the peer's decision may still reject when the
-    wait ended without it (the Bluetooth session or the room closed first): that deletes the
-    new contact [...], sends nothing (its confirmation is already out) and ends the exchange
-    *rejected*."  Before the wait ended, or once the peer's decision arrived, rejecting after
-    confirming is deciding twice (`invalid_state`, changing nothing); once rejected, deciding,
-    settling, saving and any message are `invalid_state`."""
+def test_rejecting_after_confirming():
+    """8.1: "Rejecting is allowed in every state before a decision is settled (comparing the
+    SAS, or awaiting the peer's decision), whether or not the peer's decision is in: [...] a
+    side that confirmed sends nothing (its confirmation is already out); either way the new
+    contact is deleted (a stored one stays as it was) and the exchange ends *rejected*."
+    Once rejected, deciding, settling and saving are `invalid_state`; once settled (the
+    peer's confirmation settled, confirmed at once, or the peer's rejection settled),
+    rejecting is `invalid_state` and changes nothing."""
     ex = _cases(load("bluetooth.json"), "exchanges")[0]
     inputs = _remote_random_inputs(random.Random(81))
     for method, at_sas in _decision_methods(ex, inputs):
-        a, b, send = at_sas()
-        send(a, b, a.decide(True, now=1))
-        assert a.saved and a.contact_state == P.AWAITING_PEER, method
-        with pytest.raises(P.InvalidState):  # the wait goes on: deciding twice
-            a.decide(False, now=2)
-        assert a.own_decision == P.DECISION_CONFIRMED, method
-        assert a.contact_state == P.AWAITING_PEER and not a.saved_contact_deleted, method
-        _end_wait(a)
-        assert a.decide(False, now=3) == [], method  # nothing sent
-        assert a.rejected_after_wait and a.saved_contact_deleted and not a.failed, method
-        assert a.contact_state == P.DELETED and a.verified_at is None, method
-        for confirmed in (False, True):
+        for name, a, b, send in _rejecting_states(at_sas):
+            where = (method, name)
+            # (the peer's rejection, once this side confirmed, deletes the contact, 8.1)
+            state = P.DELETED if a.peer_decision == P.DECISION_REJECTED else P.AWAITING_PEER
+            assert a.saved and a.contact_state == state, where
+            with pytest.raises(P.InvalidState):  # confirming twice
+                a.decide(True, now=2)
+            assert a.contact_state == state and not a.saved_contact_deleted, where
+            peer_in = a.peer_decision
+            assert a.decide(False, now=3) == [], where  # nothing sent
+            assert a.rejected_after_confirming and a.saved_contact_deleted, where
+            assert not a.failed and not a.settled and a.verified_at is None, where
+            assert a.contact_state == P.DELETED and a.peer_decision == peer_in, where
+            for confirmed in (False, True):
+                with pytest.raises(P.InvalidState):
+                    a.decide(confirmed, now=4)
             with pytest.raises(P.InvalidState):
-                a.decide(confirmed, now=4)
-        with pytest.raises(P.InvalidState):
-            a.settle(now=4)
-        with pytest.raises(P.InvalidState):
-            a.save(4)
-        with pytest.raises(P.InvalidState):
-            a.receive(b"\x01\x04")
-        assert a.contact_state == P.DELETED and not a.failed, method
-        # Once the rejection is in, even past 24 hours, the exchange is not pending: settling
-        # is invalid_state, not expired, and it does not fail.
-        a.created_at = 0
-        with pytest.raises(P.InvalidState):
-            a.settle(now=86_401)
-        assert not a.failed, method
-        # A contact the person deleted counts as deleted (8.1, "Saving").
-        a, b, send = at_sas()
-        send(a, b, a.decide(True, now=1))
-        a.person_deletes()
-        _end_wait(a)
-        assert a.decide(False, now=2) == [] and a.rejected_after_wait, method
-        # The wait did not end without the peer's decision: it is settled, not rejected.
+                a.settle(now=4)
+            with pytest.raises(P.InvalidState):
+                a.save(4)
+            if peer_in is None:
+                # The peer's decision is still read once (8.1) and changes nothing.
+                sent = b.decide(True, now=4)
+                for m in sent:
+                    assert a.receive(m) == [], where
+                assert a.peer_decision == P.DECISION_CONFIRMED and a.complete, where
+                assert a.contact_state == P.DELETED, where
+                with pytest.raises(P.InvalidState):
+                    a.settle(now=5)
+            assert a.contact_state == P.DELETED and not a.failed, where
+            # Once rejected, even past 24 hours, the exchange is not pending: settling is
+            # invalid_state, not expired, and it does not fail.
+            a.created_at = 0
+            with pytest.raises(P.InvalidState):
+                a.settle(now=86_401)
+            assert not a.failed, where
+        # A contact the person deleted counts as deleted (8.1, "Saving"), the peer's
+        # confirmation in or not.
+        for name, a, b, send in _rejecting_states(at_sas):
+            a.person_deletes()
+            assert a.decide(False, now=3) == [] and a.rejected_after_confirming, (method, name)
+            assert a.contact_state == P.DELETED, (method, name)
+        # Settled: rejecting is invalid_state and changes nothing.
         for peer_confirms, settled in ((True, P.VERIFIED), (False, P.DELETED)):
             a, b, send = at_sas()
             send(a, b, a.decide(True, now=1))
             send(b, a, b.decide(peer_confirms, now=2))
-            assert a.peer_decision == (1 if peer_confirms else 0), method
-            _end_wait(a)
+            assert a.settle(now=3) == settled, method
+            for confirmed in (False, True):
+                with pytest.raises(P.InvalidState):
+                    a.decide(confirmed, now=4)
+            assert a.contact_state == settled and not a.rejected_after_confirming, method
+        # Confirmed at once (the peer's confirmation came first; the mailbox inviter's never
+        # does, 16.3 step 5): settled, nothing to reject.
+        a, b, send = at_sas()
+        send(b, a, b.decide(True, now=1))
+        if a.peer_decision == P.DECISION_CONFIRMED:
+            send(a, b, a.decide(True, now=2))
+            assert a.settled and a.contact_state == P.VERIFIED, method
             with pytest.raises(P.InvalidState):
                 a.decide(False, now=3)
-            assert not a.rejected_after_wait and not a.saved_contact_deleted, method
-            assert a.settle(now=4) == settled, method
-        # A side that rejected has nothing more to reject once the wait ended.
+            assert a.contact_state == P.VERIFIED and not a.saved_contact_deleted, method
+        else:
+            assert method == "invite, a the invitee"
+        # A side that rejected has nothing more to reject.
         a, b, send = at_sas()
-        a.decide(False, now=1)
-        _end_wait(a)
+        assert len(a.decide(False, now=1)) == 1, method
         with pytest.raises(P.InvalidState):
             a.decide(False, now=2)
-        assert not a.rejected_after_wait, method
+        assert not a.rejected_after_confirming, method
+
+
+def _wait_states(at_sas):
+    """States in which the wait may end, each built by ``make()`` (deterministic: the same
+    inputs give the same messages): (name, make), ``make()`` giving (a, b, send)."""
+    def comparing():
+        return at_sas()
+
+    def comparing_saved():
+        a, b, send = at_sas()
+        a.save(1)
+        return a, b, send
+
+    def comparing_peer(peer_confirms):
+        def make():
+            a, b, send = at_sas()
+            send(b, a, b.decide(peer_confirms, now=1))
+            return a, b, send
+        return make
+
+    def awaiting():
+        a, b, send = at_sas()
+        send(a, b, a.decide(True, now=1))
+        return a, b, send
+
+    def awaiting_peer(peer_confirms):
+        def make():
+            a, b, send = awaiting()
+            send(b, a, b.decide(peer_confirms, now=2))
+            return a, b, send
+        return make
+
+    def awaiting_deleted():
+        a, b, send = awaiting()
+        a.person_deletes()
+        return a, b, send
+
+    return [("comparing the SAS", comparing), ("comparing the SAS, saved", comparing_saved),
+            ("comparing the SAS, the peer's confirmation in", comparing_peer(True)),
+            ("comparing the SAS, the peer's rejection in", comparing_peer(False)),
+            ("awaiting the peer's decision", awaiting),
+            ("awaiting, the peer's confirmation in", awaiting_peer(True)),
+            ("awaiting, the peer's rejection in", awaiting_peer(False)),
+            ("awaiting, the contact deleted by the person", awaiting_deleted)]
+
+
+def _outcome(side, call):
+    """What ``call(side)`` gives (its value or its refusal's class) and the state after."""
+    try:
+        got = call(side)
+    except P.ProtocolError as err:
+        got = type(err)
+    return (got, side.contact_state, side.own_decision, side.peer_decision, side.saved,
+            side.sweeps, side.settled, side.settled_rejected, side.verified_at,
+            side.saved_contact_deleted, side.failed, side.complete)
+
+
+_WAIT_CALLS = {
+    "save": [lambda s: s.save(5)],
+    "confirm": [lambda s: s.decide(True, now=6)],
+    "reject": [lambda s: s.decide(False, now=6)],
+    "settle": [lambda s: s.settle(now=7)],
+    "confirm, settle, reject": [lambda s: s.decide(True, now=6), lambda s: s.settle(now=7),
+                                lambda s: s.decide(False, now=8)],
+    "save, reject, save": [lambda s: s.save(5), lambda s: s.decide(False, now=6),
+                           lambda s: s.save(7)],
+}
+
+
+@needs_vectors
+def test_a_wait_that_ends_is_not_a_state_of_the_exchange():
+    """8.1: "**A wait that ends** (the Bluetooth session lost, `peer-left`, the room closed) is
+    not a state of the exchange: the library learns of it only from its host, and the
+    exchange stays in its state until the host rejects it [...].  Until then saving and
+    confirming act as in that state; a confirmation that cannot reach the peer leaves the new
+    contact *awaiting the peer*".  In every state, saving, confirming, rejecting and
+    settling give the same after the host reports the end of the wait as without it."""
+    ex = _cases(load("bluetooth.json"), "exchanges")[0]
+    inputs = _remote_random_inputs(random.Random(81))
+    for method, at_sas in _decision_methods(ex, inputs):
+        for name, make in _wait_states(at_sas):
+            for calls_name, calls in _WAIT_CALLS.items():
+                where = (method, name, calls_name)
+                ended, _, _ = make()
+                kept, _, _ = make()
+                before = _outcome(ended, lambda s: None)
+                _end_wait(ended)
+                assert _outcome(ended, lambda s: None) == before, where
+                assert not ended.complete or kept.complete, where
+                for call in calls:
+                    assert _outcome(ended, call) == _outcome(kept, call), where
+        # What that means, in absolute terms: comparing the SAS once the wait ended, saving
+        # saves, confirming sends the confirmation (nowhere to go) and leaves the contact
+        # awaiting the peer, and the host's rejection then deletes it, sending nothing.
+        a, b, send = at_sas()
+        _end_wait(a)
+        assert a.contact_state == P.UNVERIFIED and a.save(1) == P.UNVERIFIED, method
+        sent = a.decide(True, now=2)
+        assert a.own_decision == P.DECISION_CONFIRMED and a.saved, method
+        assert a.contact_state == P.AWAITING_PEER and not a.complete, method
+        mailbox_inviter = isinstance(a, P.RemoteExchange) and a.role == P.INITIATOR \
+            and not a.realtime
+        assert len(sent) == (0 if mailbox_inviter else 1), method
+        with pytest.raises(P.InvalidState):  # nothing to settle: the peer's decision not in
+            a.settle(now=3)
+        assert a.decide(False, now=4) == [] and a.contact_state == P.DELETED, method
+        # Undecided once the wait ended: the host's rejection sends this side's rejection.
+        a, b, send = at_sas()
+        _end_wait(a)
+        assert len(a.decide(False, now=1)) == 1 and a.contact_state == P.DELETED, method
+        # The peer's rejection in, then the wait ended: saving is still allowed, confirming
+        # invalid_state (before the saved contact is looked up), rejecting sends it.
+        a, b, send = at_sas()
+        a.save(1)
+        a.person_deletes()
+        send(b, a, b.decide(False, now=2))
+        _end_wait(a)
+        assert a.save(3) == P.UNVERIFIED and a.sweeps == 1, method
+        with pytest.raises(P.InvalidState) as err:
+            a.decide(True, now=4)
+        assert P.result_code(err.value) == "invalid_state", method
+        assert len(a.decide(False, now=5)) == 1 and a.own_decision == 0, method
 
 
 @needs_vectors
