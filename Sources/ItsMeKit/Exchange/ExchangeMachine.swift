@@ -550,6 +550,9 @@ struct ExchangeMachine {
             return [.dropContact] + forgetPAKEScalar
         case .agreed(let a, var d) where d.settled == nil:
             let sends = d.mine == nil ? try decide(.rejected, a, &d) : []
+            // An inviter's confirmation held for the invitee's decision
+            // (16.5) is never sent once this side rejected.
+            d.held = nil
             d.settled = .rejected
             state = .agreed(a, d)
             return [.dropContact] + sends + forgetPAKEScalar

@@ -323,6 +323,24 @@ def test_each_side_may_reject(alice, bob):
         alice.contacts.get(contact_id)
 
 
+def test_an_inviter_that_confirmed_then_rejected_never_sends_its_held_confirmation(alice, bob):
+    """8.1, 16.5: through the mailbox the inviter's confirmation waits for
+    the invitee's decision; an inviter that rejects meanwhile (the person
+    gave up waiting) drops it, so the invitee, confirming later, never
+    reads a confirmation from a side that deleted the contact."""
+    inviter, invitee = start(alice, bob)
+    run(inviter, invitee)
+    inviter.confirm(T0)
+    assert inviter.next_outgoing() == b"", "held"
+    inviter.reject()
+    assert inviter.state == ExchangeState.REJECTED and alice.contacts.count() == 0
+    invitee.confirm(T0)
+    inviter.receive(invitee.next_outgoing(), T0)
+    assert inviter.flags & ExchangeFlags.PEER_CONFIRMED
+    assert inviter.next_outgoing() == b"", "the held confirmation was dropped"
+    assert inviter.state == ExchangeState.REJECTED and alice.contacts.count() == 0
+
+
 def test_wrong_encryption_code_fails_both_and_saves_nothing(alice, bob, person):
     inviter = Exchange.invite(alice.identity, alice.contacts, T0, random=rng("wrong inviter"))
     wrong = other_valid_code(inviter.encryption_code)
