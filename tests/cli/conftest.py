@@ -20,6 +20,7 @@ import io
 import os
 import re
 import select
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -344,12 +345,19 @@ def run(cli_bin, tmp_path, env):
     return go
 
 
-@pytest.fixture
-def pair(people):
-    """Alice and Bob, each with an identity, who added each other by QR
-    code (`qr show --json`, `qr scan PAYLOAD`, `sas confirm`, PIN files)."""
-    alice = people("Alice", init=True)
-    bob = people("Bob", init=True)
+@pytest.fixture(scope="session")
+def pair_made_once(cli_bin, tmp_path_factory) -> Path:
+    """Alice and Bob as `pair` gives them, made once per test process (eight
+    commands, each opening a PIN-sealed store: about 5 s); `pair` copies
+    their data directories."""
+    root = tmp_path_factory.mktemp("pair")
+    home = root / "home"
+    home.mkdir()
+    env = base_env(home)
+    alice = Person("Alice", root, env, [])
+    bob = Person("Bob", root, env, [])
+    alice.init()
+    bob.init()
     payload_a = alice.json("qr", "show")["payload"]
     payload_b = bob.json("qr", "show")["payload"]
     sas_a = alice.json("qr", "scan", payload_b)["sas"]
@@ -357,6 +365,21 @@ def pair(people):
     assert sas_a == sas_b
     alice.ok("sas", "confirm")
     bob.ok("sas", "confirm")
+    return root
+
+
+@pytest.fixture
+def pair(people, pair_made_once):
+    """Alice and Bob, each with an identity, who added each other by QR
+    code (`qr show --json`, `qr scan PAYLOAD`, `sas confirm`, PIN files);
+    each test has its own copy of them."""
+    alice = people("Alice")
+    bob = people("Bob")
+    for person in (alice, bob):
+        shutil.copytree(pair_made_once / person.dir.name, person.dir, symlinks=True)
+        # The store's mark is kept per path (docs/STORAGE.md): the first
+        # open at the new path sets it, as after `sas confirm` there.
+        person.ok("contacts", "list")
     return alice, bob
 
 
