@@ -1297,6 +1297,21 @@ def _rejects_after_confirming(exchange, confirmed: bool) -> bool:
                      or exchange.rejected_after_confirming))
 
 
+def _check_undecided(side, confirmed: bool) -> None:
+    """8.1: a Bluetooth or remote side deciding for the first time, in this order."""
+    if side.own_decision is not None:
+        raise InvalidState("this side has decided already")
+    if confirmed and side.peer_decision == DECISION_REJECTED:
+        # 8.1: "A side whose person has not decided yet when the peer's rejection
+        # arrives cannot confirm any more (`invalid_state`, checked before the saved
+        # contact is looked up)".
+        raise InvalidState("the peer rejected: this side can only reject")
+    if confirmed and side.person_deleted:
+        # 8.1, "Saving": confirming a contact the exchange saved and the person deleted
+        # is not_found and changes nothing; rejecting it rejects as usual.
+        raise NotFound("the contact this exchange saved was deleted")
+
+
 def _reject_after_confirming(exchange) -> list[bytes]:
     """8.1: "a side that confirmed sends nothing (its confirmation is already out); either way
     the new contact is deleted (a stored one stays as it was) and the exchange ends
@@ -1831,17 +1846,7 @@ class BluetoothExchange:
             raise InvalidState("no SAS to confirm or reject yet")
         if _rejects_after_confirming(self, confirmed):
             return _reject_after_confirming(self)
-        if self.own_decision is not None:
-            raise InvalidState("this side has decided already")
-        if confirmed and self.peer_decision == DECISION_REJECTED:
-            # 8.1: "A side whose person has not decided yet when the peer's rejection
-            # arrives cannot confirm any more (`invalid_state`, checked before the saved
-            # contact is looked up)".
-            raise InvalidState("the peer rejected: this side can only reject")
-        if confirmed and self.person_deleted:
-            # 8.1, "Saving": confirming a contact the exchange saved and the person deleted
-            # is not_found and changes nothing; rejecting it rejects as usual.
-            raise NotFound("the contact this exchange saved was deleted")
+        _check_undecided(self, confirmed)
         if confirmed:
             _first_save(self)  # 8.1, "Saving": "`confirm` saves first when the host has not"
         return self._decide(DECISION_CONFIRMED if confirmed else DECISION_REJECTED, now)
@@ -4582,17 +4587,7 @@ class RemoteExchange:
         if _rejects_after_confirming(self, confirmed):
             self._held = []  # 8.1: it sends nothing; 16.3: kd seals one message only
             return _reject_after_confirming(self)
-        if self.own_decision is not None:
-            raise InvalidState("this side has decided already")
-        if confirmed and self.peer_decision == DECISION_REJECTED:
-            # 8.1: "A side whose person has not decided yet when the peer's rejection
-            # arrives cannot confirm any more (`invalid_state`, checked before the saved
-            # contact is looked up)".
-            raise InvalidState("the peer rejected: this side can only reject")
-        if confirmed and self.person_deleted:
-            # 8.1, "Saving": confirming a contact the exchange saved and the person deleted
-            # is not_found and changes nothing; rejecting it rejects as usual.
-            raise NotFound("the contact this exchange saved was deleted")
+        _check_undecided(self, confirmed)
         if confirmed:
             _first_save(self)  # 8.1, "Saving": "`confirm` saves first when the host has not"
         decision = DECISION_CONFIRMED if confirmed else DECISION_REJECTED
