@@ -5,9 +5,9 @@
 // exchanged (by QR code, through the library, before the clock starts).
 // Prints, per run and as the median and spread over --runs runs:
 //   roster_converged_after_last_join_s
-//                             from the last device's join (its `joined`
-//                             event) to every device holding the same
-//                             roster of all N
+//                             from the moment the last device starts
+//                             connecting to the room to every device
+//                             holding the same roster of all N
 //   messages_per_join         the messages all devices sent because of the
 //                             last join (PROTOCOL.md 20.6: at most 3M + 3
 //                             with M = N - 1 present), counted until every
