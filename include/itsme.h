@@ -2039,12 +2039,13 @@ itsme_result itsme_pin_update_next_outgoing(itsme_pin_update *update,
                                             size_t *out_len);
 
 /* Feeds one frame from the peer; stores the new secrets when the protocol
- * says so.
+ * says so, before the frame that follows them is queued.
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (failed, or done
- * on this side), and, ending the update as failed: ITSME_E_MALFORMED_MESSAGE,
- * ITSME_E_AUTHENTICATION_FAILED (a tampered frame, or a peer without the
- * seed), ITSME_E_INVALID_KEY (a reflected key), ITSME_E_EXPIRED (more than
- * 10 minutes), ITSME_E_DATABASE. */
+ * on this side), ITSME_E_DATABASE (a write failed: nothing changed, and the
+ * same frame may be fed again), and, ending the update as failed:
+ * ITSME_E_MALFORMED_MESSAGE, ITSME_E_AUTHENTICATION_FAILED (a tampered
+ * frame, or a peer without the seed), ITSME_E_INVALID_KEY (a reflected
+ * key), ITSME_E_EXPIRED (more than 10 minutes). */
 ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_pin_update_receive(itsme_pin_update *update,
                                       const uint8_t *bytes, size_t len,

@@ -88,26 +88,16 @@ extension ContactStore {
     }
 }
 
-/// What a verification machine's step asks its driver to do, in order.
-enum SessionAction {
-    /// Send these bytes to the peer.
-    case send([UInt8])
-    /// Make this change to the contact store.
-    case persist(ContactWrite)
-}
-
-/// Applies a machine's actions: the writes first, in order, then the
-/// messages are handed to `send` only if every write succeeded (a message
-/// must never go out ahead of the write it follows: PROTOCOL.md 10.3).
 extension ContactStore {
-    func perform(_ actions: [SessionAction], now: Int64, send: ([UInt8]) -> Void) throws {
-        var outgoing: [[UInt8]] = []
-        for action in actions {
-            switch action {
-            case .send(let bytes): outgoing.append(bytes)
-            case .persist(let write): try apply(write, now: now)
-            }
+    /// Makes a machine's write to this store: a driver's `write` for
+    /// `Driver.step`. Only `.contact` writes are this store's.
+    func write(_ action: Action, now: Int64) throws {
+        guard case .contact(let write) = action else {
+            throw ItsMeError(.internal, "a write the contact store does not make")
         }
-        outgoing.forEach(send)
+        try apply(write, now: now)
     }
+
+    /// `write(_:now:)` at `now`, as a driver's step takes it.
+    func writer(now: Int64) -> (Action) throws -> Void { { try self.write($0, now: now) } }
 }

@@ -100,11 +100,10 @@ public final class Exchange: CustomStringConvertible {
     /// Pending exchanges expire this long after they began.
     package static let lifetime: Int64 = 24 * 3600
 
-    private var machine: ExchangeMachine
+    private let driver: Driver<ExchangeMachine>
+    private var machine: ExchangeMachine { driver.machine }
     /// The contact store the exchange saves to, given when it is created.
     private let store: ContactStore
-    private var outbox: [[UInt8]] = []
-    private var taken = 0
     /// Every peer message accepted, in order: a sealed exchange is restored
     /// by replaying them.
     private var accepted: [[UInt8]] = []
@@ -166,16 +165,16 @@ public final class Exchange: CustomStringConvertible {
 
     // MARK: Creation
 
-    private init(_ machine: ExchangeMachine, store: ContactStore) {
-        self.machine = machine
+    /// An exchange whose machine begins with `actions` (made at its creation time).
+    private init(_ machine: ExchangeMachine, _ actions: [Action], store: ContactStore) throws {
         self.store = store
+        driver = try Driver(machine, actions: [], write: { _ in })
+        try driver.step({ _ in ((), actions) }, write: writer(now: machine.createdAt))
     }
 
     /// A new exchange: applies the machine's first actions.
-    private static func started(_ machine: ExchangeMachine, _ actions: [ExchangeAction], store: ContactStore) throws -> Exchange {
-        let ex = Exchange(machine, store: store)
-        try ex.apply(actions, now: machine.createdAt)
-        return ex
+    private static func started(_ machine: ExchangeMachine, _ actions: [Action], store: ContactStore) throws -> Exchange {
+        try Exchange(machine, actions, store: store)
     }
 
     /// `.wrongIdentity` unless `store` is a contact store of `identity`.
@@ -230,14 +229,14 @@ public final class Exchange: CustomStringConvertible {
         case (_, .failed): return nil
         case (.qr, .awaitingPeer), (.qr, .compareSAS): return Array(outgoingText.utf8)
         case (.qr, _): return nil
-        case (.bluetooth, _), (.invite, _), (.realtime, _): return taken < outbox.count ? outbox[taken] : nil
+        case (.bluetooth, _), (.invite, _), (.realtime, _): return driver.nextOutgoing
         }
     }
 
     /// Marks the bytes `peekOutgoing` gave as handed to the transport (QR:
     /// no effect, the code stays on screen).
     public func markSent() {
-        if method != .qr, taken < outbox.count { taken += 1 }
+        if method != .qr { driver.markSent() }
     }
 
     /// How the texts a QR exchange reads begin (PROTOCOL.md 5.2 and 6): our
@@ -252,53 +251,36 @@ public final class Exchange: CustomStringConvertible {
 
     // MARK: Steps
 
-    /// Runs a step on a copy of the machine and keeps it once the actions
-    /// are applied. A step that failed the machine is kept as failed (its
-    /// PAKE scalar forgotten, nothing more sent); a step whose actions
-    /// could not all be applied changes nothing in the machine.
-    private func step(now: Int64?, _ body: (inout ExchangeMachine) throws -> [ExchangeAction]) throws {
-        let wasFailed = machine.failure != nil
-        var next = machine
-        let actions: [ExchangeAction]
-        do {
-            actions = try body(&next)
-        } catch {
-            if !wasFailed, next.failure != nil {
-                machine = next
-                outbox.removeAll()
-                try? apply(next.forgetPAKEScalar, now: nil)
-            }
-            throw error
-        }
-        try apply(actions, now: now)
-        machine = next
+    /// Runs a step on a copy of the machine (`Driver.step`): a step that
+    /// failed the machine is kept as failed (its PAKE scalar forgotten,
+    /// nothing more sent); a step whose writes could not all be made
+    /// changes nothing in the machine.
+    private func step(now: Int64?, _ body: (inout ExchangeMachine) throws -> [Action]) throws {
+        try driver.step({ ((), try body(&$0)) }, write: writer(now: now))
     }
 
-    /// Makes the writes in order; the messages are queued only once every
-    /// write succeeded.
-    private func apply(_ actions: [ExchangeAction], now: Int64?) throws {
-        var sends: [[UInt8]] = []
-        for action in actions {
+    /// Makes one write of a step.
+    private func writer(now: Int64?) -> (Action) throws -> Void {
+        { [self] action in
             switch action {
-            case .send(let bytes):
-                sends.append(bytes)
-            case .keepPAKEScalar(let inviteID, let inviter, let createdAt, let scalar):
+            case .secret(.keepPAKEScalar(let inviteID, let inviter, let createdAt, let scalar)):
                 try scalar.withBytes {
                     try PendingPAKE.keep(identity.store, inviteID: inviteID, inviter: inviter, createdAt: createdAt, scalar: $0)
                 }
-            case .forgetPAKEScalar(let inviteID, let inviter):
+            case .secret(.forgetPAKEScalar(let inviteID, let inviter)):
                 PendingPAKE.forget(identity.store, inviteID: inviteID, inviter: inviter)
-            case .saveContact:
+            case .exchanged(.save):
                 _ = try saveContact(now: try required(now))
-            case .keepContact(let contact):
+            case .exchanged(.keep(let contact)):
                 try keep(contact, now: try required(now))
-            case .awaitPeer(let until):
+            case .exchanged(.awaitPeer(let until)):
                 if !existingContact, let id = savedContactID { try store.setAwaiting(id: id, until: until) }
-            case .dropContact:
+            case .exchanged(.drop):
                 try dropContact()
+            case .contact, .send, .discardQueued:
+                throw ItsMeError(.internal, "an exchange step asked for a write it does not make")
             }
         }
-        outbox += sends
     }
 
     private func required<T>(_ value: T?) throws -> T {
@@ -582,7 +564,7 @@ public final class Exchange: CustomStringConvertible {
         }
         machine.own.drawn.withBytes { w.append($0) }
         w.append(sessionCode?.value ?? UInt32.max)
-        w.append(UInt32(taken))
+        w.append(UInt32(driver.sent))
         w.append(savedContactID ?? -1)
         w.append(savedContactID == nil ? [UInt8](repeating: 0, count: 16) : store.storeID)
         w.append(UInt8(existingContact ? 1 : 0))
@@ -677,12 +659,11 @@ public final class Exchange: CustomStringConvertible {
             guard saved < 0 || storeID == store.storeID else {
                 throw ItsMeError(.invalidArgument, "the exchange saved its contact in another contact store: restore it with that one")
             }
-            let ex = Exchange(machine, store: store)
             // The scalar is in the secret store already: only the messages.
-            try ex.apply(actions.filter { if case .send = $0 { true } else { false } }, now: createdAt)
+            let ex = try Exchange(machine, actions.filter { if case .send = $0 { true } else { false } }, store: store)
             for input in inputs { try ex.receive(input, now: createdAt) }
             try ex.step(now: createdAt) { try $0.restoreDecision(decision) }
-            ex.taken = min(taken, ex.outbox.count)
+            ex.driver.skipSent(taken)
             ex.savedContactID = saved >= 0 ? saved : nil
             ex.existingContact = existing
             return ex

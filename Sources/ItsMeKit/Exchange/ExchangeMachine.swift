@@ -7,13 +7,13 @@
 ///     agreed --confirm--> awaiting the peer's decision, or settled confirmed
 ///     agreed --settle--> settled; exchanging or agreed --reject--> rejected
 ///
-/// Transitions return `ExchangeAction`s: send bytes, keep or forget the PAKE
+/// Transitions return `Action`s: send bytes, keep or forget the PAKE
 /// scalar in the secret store, save, keep or drop the contact. The machine
 /// writes to no store; `Exchange` applies the actions. Peer input that is
 /// wrong throws and fails the machine for good (unless this side has
 /// decided: then the bad message is refused and nothing changes); a call
 /// the state does not allow throws `.invalidState` and changes nothing.
-struct ExchangeMachine {
+struct ExchangeMachine: SteppedMachine {
     typealias Method = Exchange.Method
 
     enum Decision: Equatable, Sendable {
@@ -194,11 +194,11 @@ struct ExchangeMachine {
     /// send, and for an exchange at a distance the PAKE scalar to keep.
     static func start(
         identity: Identity, method: Method, now: Int64, sessionCode: ShortCode?, own: Own, remote: Remote?
-    ) throws -> (ExchangeMachine, [ExchangeAction]) {
+    ) throws -> (ExchangeMachine, [Action]) {
         guard method.isRemote == (remote != nil), (method == .bluetooth) == (sessionCode != nil) else {
             throw ItsMeError(.invalidArgument, "an exchange's setup does not fit its method")
         }
-        var actions: [ExchangeAction] = []
+        var actions: [Action] = []
         let handshake: Handshake
         var ownPayload: SensitiveBytes?
         switch method {
@@ -215,7 +215,7 @@ struct ExchangeMachine {
         case .invite, .realtime:
             guard let remote else { throw ItsMeError(.invalidArgument, "an exchange at a distance needs its codes") }
             actions.append(
-                .keepPAKEScalar(inviteID: remote.inviteID, inviter: remote.inviter, createdAt: now, scalar: remote.scalar))
+                .secret(.keepPAKEScalar(inviteID: remote.inviteID, inviter: remote.inviter, createdAt: now, scalar: remote.scalar)))
             if remote.inviter {
                 let share = try pakeShare(remote, sid: remote.sid)
                 let c = commitment(identity, own)
@@ -338,9 +338,13 @@ struct ExchangeMachine {
         state = .failed(error)
     }
 
-    var forgetPAKEScalar: [ExchangeAction] {
+    /// The exchange ended: its scalar is wiped, so that a copy of the sealed
+    /// exchange cannot be restored.
+    var actionsOnFailure: [Action] { forgetPAKEScalar }
+
+    var forgetPAKEScalar: [Action] {
         guard let remote else { return [] }
-        return [.forgetPAKEScalar(inviteID: remote.inviteID, inviter: remote.inviter)]
+        return [.secret(.forgetPAKEScalar(inviteID: remote.inviteID, inviter: remote.inviter))]
     }
 
     /// `.invalidState` once failed; `.expired` (and failed) once a pending
@@ -365,7 +369,7 @@ struct ExchangeMachine {
 
     /// Feeds the peer's bytes: the scanned QR text, a Bluetooth frame, a
     /// message of the exchange at a distance.
-    mutating func receive(_ bytes: [UInt8]) throws -> [ExchangeAction] {
+    mutating func receive(_ bytes: [UInt8]) throws -> [Action] {
         if method == .qr {
             guard case .exchanging = state else { throw ItsMeError(.invalidState, "the peer's payload was already received") }
             // A text that is not an exchange payload (another QR code) does
@@ -400,7 +404,7 @@ struct ExchangeMachine {
         }
     }
 
-    private mutating func handle(_ bytes: [UInt8]) throws -> [ExchangeAction] {
+    private mutating func handle(_ bytes: [UInt8]) throws -> [Action] {
         switch method {
         case .qr: return try receiveQR(bytes)
         case .bluetooth: return advance(to: try receiveFrame(bytes))
@@ -415,14 +419,14 @@ struct ExchangeMachine {
     // MARK: QR (sections 5 and 6)
 
     /// A next state and what to do, as the handshakes compute them.
-    typealias Step = (state: State, actions: [ExchangeAction])
+    typealias Step = (state: State, actions: [Action])
 
-    private mutating func advance(to step: Step) -> [ExchangeAction] {
+    private mutating func advance(to step: Step) -> [Action] {
         state = step.state
         return step.actions
     }
 
-    private mutating func receiveQR(_ bytes: [UInt8]) throws -> [ExchangeAction] {
+    private mutating func receiveQR(_ bytes: [UInt8]) throws -> [Action] {
         guard let text = String(validating: bytes, as: UTF8.self) else {
             // After the prefix, a misread (5.2 step 2); a source text is
             // malformed (section 6).
@@ -467,7 +471,7 @@ struct ExchangeMachine {
     func peerDecided(_ decision: Decision) -> Step {
         guard case .agreed(let a, var d) = state else { return (state, []) }
         d.peers = decision
-        var actions: [ExchangeAction] = []
+        var actions: [Action] = []
         if let held = d.held {
             actions.append(.send(held))
             d.held = nil
@@ -478,7 +482,7 @@ struct ExchangeMachine {
     /// Records this side's decision and makes the message that carries it:
     /// a Bluetooth CONFIRM, a remote DECISION (the inviter's confirmation
     /// through the mailbox is held until the invitee's decision arrives).
-    private func decide(_ decision: Decision, _ a: Agreement, _ d: inout Decisions) throws -> [ExchangeAction] {
+    private func decide(_ decision: Decision, _ a: Agreement, _ d: inout Decisions) throws -> [Action] {
         d.mine = decision
         guard !d.sent else { return [] }
         d.sent = true
@@ -502,7 +506,7 @@ struct ExchangeMachine {
 
     /// The person said the SAS matches. Settled at once for QR, or when the
     /// peer's confirmation is in; else waiting for the peer's decision.
-    mutating func confirm() throws -> [ExchangeAction] {
+    mutating func confirm() throws -> [Action] {
         guard case .agreed(let a, var d) = state, d.mine == nil, d.settled == nil, a.sas != nil else {
             let s = publicState
             throw ItsMeError(
@@ -519,15 +523,15 @@ struct ExchangeMachine {
             let sends = try decide(.confirmed, a, &d)
             d.settled = .confirmed
             state = .agreed(a, d)
-            return [.saveContact(contact), .keepContact(contact)] + sends + forgetPAKEScalar
+            return [.exchanged(.save(contact)), .exchanged(.keep(contact))] + sends + forgetPAKEScalar
         }
         let sends = try decide(.confirmed, a, &d)
         state = .agreed(a, d)
-        return [.saveContact(contact), .awaitPeer(until: createdAt + Exchange.lifetime)] + sends
+        return [.exchanged(.save(contact)), .exchanged(.awaitPeer(until: createdAt + Exchange.lifetime))] + sends
     }
 
     /// Applies the peer's decision to a confirmed exchange that waits for it.
-    mutating func settle() throws -> [ExchangeAction] {
+    mutating func settle() throws -> [Action] {
         guard case .agreed(let a, var d) = state, d.mine == .confirmed, d.settled == nil, let peers = d.peers else {
             throw ItsMeError(
                 .invalidState,
@@ -536,18 +540,18 @@ struct ExchangeMachine {
         }
         d.settled = peers
         state = .agreed(a, d)
-        let apply: ExchangeAction = peers == .confirmed ? .keepContact(exchanged(a)) : .dropContact
+        let apply: Action = .exchanged(peers == .confirmed ? .keep(exchanged(a)) : .drop)
         return [apply] + forgetPAKEScalar
     }
 
     /// The SAS did not match, the person gave up, or the peer's decision
     /// will not come: drops the contact `save` added, and sends this side's
     /// rejection if it has not decided yet.
-    mutating func reject() throws -> [ExchangeAction] {
+    mutating func reject() throws -> [Action] {
         switch state {
         case .exchanging:
             state = .abandoned
-            return [.dropContact] + forgetPAKEScalar
+            return [.exchanged(.drop)] + forgetPAKEScalar
         case .agreed(let a, var d) where d.settled == nil:
             let sends = d.mine == nil ? try decide(.rejected, a, &d) : []
             // An inviter's confirmation held for the invitee's decision
@@ -555,7 +559,7 @@ struct ExchangeMachine {
             d.held = nil
             d.settled = .rejected
             state = .agreed(a, d)
-            return [.dropContact] + sends + forgetPAKEScalar
+            return [.exchanged(.drop)] + sends + forgetPAKEScalar
         case .agreed, .abandoned, .failed:
             throw ItsMeError(.invalidState, "the exchange is \(publicState) and cannot be rejected")
         }
@@ -563,7 +567,7 @@ struct ExchangeMachine {
 
     /// A restored exchange's decision (`decisionCode`), after its peer
     /// messages were replayed: the same state, the same messages queued.
-    mutating func restoreDecision(_ code: UInt8) throws -> [ExchangeAction] {
+    mutating func restoreDecision(_ code: UInt8) throws -> [Action] {
         switch (code, state) {
         case (0, _):
             return []
@@ -590,25 +594,4 @@ struct ExchangedContact {
     let mine: SecretRange
     let theirs: SensitiveBytes
     let method: Exchange.Method
-}
-
-/// What an exchange's step asks its driver to do, in order.
-enum ExchangeAction {
-    /// Send these bytes to the peer.
-    case send([UInt8])
-    /// Keep the PAKE scalar in the identity's secret store (a pending
-    /// exchange at a distance is restored with it).
-    case keepPAKEScalar(inviteID: [UInt8], inviter: Bool, createdAt: Int64, scalar: SecretBox)
-    /// Wipe it: the exchange ended, a copy of the sealed one cannot be restored.
-    case forgetPAKEScalar(inviteID: [UInt8], inviter: Bool)
-    /// Save the contact unverified if it is not saved yet (`Exchange.save`).
-    case saveContact(ExchangedContact)
-    /// Make the saved contact verified: a new one as it is, a known one
-    /// with the new seed and device secrets.
-    case keepContact(ExchangedContact)
-    /// A new contact waits for the peer's decision until then.
-    case awaitPeer(until: Int64)
-    /// Delete the contact `save` added (a known contact stays as it was);
-    /// one already deleted, by the person or a sweep, counts as deleted.
-    case dropContact
 }

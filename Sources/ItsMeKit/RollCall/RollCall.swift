@@ -80,7 +80,8 @@ public final class RollCall: CustomStringConvertible {
     public static let maxContacts = RollCallProtocol.maxTags
 
     private let store: ContactStore
-    private(set) var machine: RollCallMachine
+    private let driver: Driver<RollCallMachine>
+    var machine: RollCallMachine { driver.machine }
 
     /// A roll call named by `meetingCode`, with every settled contact of
     /// `store`, bound to the host's call by `binding` (16 to 64 bytes that
@@ -100,8 +101,10 @@ public final class RollCall: CustomStringConvertible {
                     tagSecrets: try store.tagSecrets(id: contact.id)))
         }
         self.store = store
-        self.machine = try RollCallMachine.start(
-            meetingCode: meetingCode, binding: binding, members: members, myPID: store.ownerPublicKey, now: now, random: &random)
+        driver = try Driver(
+            try RollCallMachine.start(
+                meetingCode: meetingCode, binding: binding, members: members, myPID: store.ownerPublicKey, now: now, random: &random),
+            actions: [], write: store.writer(now: now))
     }
 
     public var description: String { "RollCall(participants: \(machine.shown.count), phase: \(phase))" }
@@ -169,10 +172,12 @@ public final class RollCall: CustomStringConvertible {
     }
 
     /// The next message to send to the group room, left in the queue; nil if none.
-    public func peekOutgoing() throws -> [UInt8]? { try machine.peekOutgoing() }
+    /// The roll call keeps its queue in its machine (a VIEW is made when
+    /// it is taken, PROTOCOL.md 20.6), not in the driver.
+    public func peekOutgoing() throws -> [UInt8]? { try driver.withMachine { try $0.peekOutgoing() } }
 
     /// Removes the message `peekOutgoing` gave (it was handed to the relay).
-    public func markSent() { machine.markSent() }
+    public func markSent() { driver.withMachine { $0.markSent() } }
 
     /// The next message to send, removed from the queue; nil if none.
     public func takeOutgoing() throws -> [UInt8]? {
@@ -186,17 +191,17 @@ public final class RollCall: CustomStringConvertible {
     /// roll call goes on under the new slot). `.invalidArgument` for a slot
     /// out of 1...65535, `.expired`.
     public func joined(slot: Int, peers: [Int], now: Int64) throws {
-        try step { try $0.joined(slot: slot, peers: peers, now: now) }
+        try driver.plainStep { try $0.joined(slot: slot, peers: peers, now: now) }
     }
 
     /// The relay announced a new participant in slot `slot`.
-    public func peerJoined(slot: Int, now: Int64) throws { try step { try $0.peerJoined(slot: slot, now: now) } }
+    public func peerJoined(slot: Int, now: Int64) throws { try driver.plainStep { try $0.peerJoined(slot: slot, now: now) } }
 
     /// The participant of relay slot `slot` left the room.
-    public func peerLeft(slot: Int, now: Int64) throws { try step { try $0.peerLeft(slot: slot, now: now) } }
+    public func peerLeft(slot: Int, now: Int64) throws { try driver.plainStep { try $0.peerLeft(slot: slot, now: now) } }
 
     /// About once a second: what is due or must go again is queued.
-    public func tick(now: Int64) throws { try step { try $0.tick(now: now) } }
+    public func tick(now: Int64) throws { try driver.plainStep { try $0.tick(now: now) } }
 
     /// Feeds one message of the group room, from relay slot `slot` (the
     /// relay's 2-byte prefix removed). A message that does not fit throws
@@ -208,7 +213,7 @@ public final class RollCall: CustomStringConvertible {
     /// `.expired` once the lifetime passed; or the store's error if
     /// recording an outcome fails.
     public func receive(_ message: [UInt8], from slot: Int, now: Int64) throws {
-        try step { machine in try store.perform(try machine.receive(message, from: slot, now: now), now: now) { _ in } }
+        try driver.step({ ((), try $0.receive(message, from: slot, now: now)) }, write: store.writer(now: now))
     }
 
     /// The owner confirmed that the contacts listed are on their call.
@@ -216,13 +221,13 @@ public final class RollCall: CustomStringConvertible {
     /// it changed since (show the new one), or if this round's roster is
     /// already confirmed. Draws this round's code.
     public func confirmRoster<R: RandomSource>(_ roster: [UInt8], now: Int64, random: inout R) throws {
-        try step { try $0.confirmRoster(roster, now: now, random: &random) }
+        try driver.plainStep { try $0.confirmRoster(roster, now: now, random: &random) }
     }
 
     /// The owner read `myCode` aloud: the sealed codes go out (`takeOutgoing`).
     /// `.invalidState` before the roster is confirmed or after the code went out.
     public func confirmSaid<R: RandomSource>(now: Int64, random: inout R) throws {
-        try step { try $0.confirmSaid(now: now, random: &random) }
+        try driver.plainStep { try $0.confirmSaid(now: now, random: &random) }
     }
 
     /// The owner typed `code` ("ECHO 042", any case), the code participant
@@ -238,21 +243,7 @@ public final class RollCall: CustomStringConvertible {
         guard let value = VoiceProtocol.parseCode(code) else {
             throw ItsMeError(.invalidArgument, "a code is a NATO word and three digits, as \"ECHO 042\"")
         }
-        try step { machine in try store.perform(try machine.enterHeard(value, from: index, now: now), now: now) { _ in } }
+        try driver.step({ ((), try $0.enterHeard(value, from: index, now: now)) }, write: store.writer(now: now))
         return participants[index].state
-    }
-
-    /// Steps on a copy, kept when the step succeeds; also kept when the
-    /// step ends with `.authenticationFailed` (a participant's sealed code
-    /// refused, recorded for the round) or `.expired` (for good).
-    private func step(_ body: (inout RollCallMachine) throws -> Void) throws {
-        var next = machine
-        do {
-            try body(&next)
-            machine = next
-        } catch let error as ItsMeError where error.kind == .authenticationFailed || error.kind == .expired {
-            machine = next
-            throw error
-        }
     }
 }

@@ -16,7 +16,7 @@
 /// Peer input that does not fit is refused with an error and changes
 /// nothing: one participant's bad message never ends the roll call for the
 /// others. Only the lifetime ends it.
-struct RollCallMachine {
+struct RollCallMachine: SteppedMachine {
     /// One of this device's contacts, with what the roll call needs of it.
     struct Member {
         let contactID: Int64
@@ -303,7 +303,7 @@ struct RollCallMachine {
     /// roster) or `.invalidArgument` (too many HELLOs or participants); a
     /// refused message changes nothing, but a sealed code that does not
     /// open makes its participant refused for the round.
-    mutating func receive(_ bytes: [UInt8], from slot: Int, now: Int64) throws -> [SessionAction] {
+    mutating func receive(_ bytes: [UInt8], from slot: Int, now: Int64) throws -> [Action] {
         try checkAlive(now: now)
         try Self.checkSlot(slot)
         guard bytes.count >= 2 else { throw ItsMeError(.malformedMessage, "a roll-call message is at least 2 bytes") }
@@ -408,7 +408,7 @@ struct RollCallMachine {
         update()
     }
 
-    private mutating func said(_ said: RollCallSaid) throws -> [SessionAction] {
+    private mutating func said(_ said: RollCallSaid) throws -> [Action] {
         guard said.speaker != me.key else {
             throw ItsMeError(.invalidKey, "a SAID naming this device as its speaker (a reflected message)")
         }
@@ -495,7 +495,7 @@ struct RollCallMachine {
     /// `.invalidState` (before the roster is confirmed, not a contact, not
     /// present, already checked), `.locked` after `maxAttempts` wrong codes
     /// in one round.
-    mutating func enterHeard(_ code: UInt32, from index: Int, now: Int64) throws -> [SessionAction] {
+    mutating func enterHeard(_ code: UInt32, from index: Int, now: Int64) throws -> [Action] {
         try checkAlive(now: now)
         guard index > 0, index < shown.count else {
             throw ItsMeError(.invalidArgument, "no participant \(index) (this device is 0)")
@@ -521,7 +521,7 @@ struct RollCallMachine {
     }
 
     /// Compares the heard and the sealed code of `key`, once both are in.
-    private mutating func compare(_ key: [UInt8]) throws -> [SessionAction] {
+    private mutating func compare(_ key: [UInt8]) throws -> [Action] {
         guard var heard = round.others[key], let value = heard.heard, let sealed = heard.sealed, let entry = held[key],
             let memberIndex = entry.member, entry.outcome == nil
         else { return [] }
@@ -584,7 +584,7 @@ struct RollCallMachine {
             case .verifiedTagUnchecked: .verifiedTagUnchecked
             case .mismatch: .wrong  // invariant: the codes matched, so the outcome is never a mismatch
             }
-        return [.persist(ContactWrite.verification(contactID: member.contactID, outcome: outcome, peerSecret: peerSecret))]
+        return [.contact(ContactWrite.verification(contactID: member.contactID, outcome: outcome, peerSecret: peerSecret))]
     }
 
     /// About once a second: a due VIEW goes out, and while this device is
@@ -685,4 +685,16 @@ struct RollCallMachine {
     mutating func markSent() {
         if !outbox.isEmpty { outbox.removeFirst() }
     }
+}
+
+extension RollCallMachine {
+    /// A roll call never fails as a whole: a participant is refused for a
+    /// round, or the roll call expires (`.expired`, for good).
+    var failure: ItsMeError? { nil }
+    /// Never called: no write ends a roll call (`failedWriteEnds`).
+    mutating func fail(_ error: ItsMeError) {}
+    /// A step that refused a participant's sealed code records it for the
+    /// round (`.authenticationFailed`), and one past the lifetime records
+    /// the end (`.expired`): both are kept, though they throw.
+    func keepsStep(throwing error: ItsMeError) -> Bool { error.kind == .authenticationFailed || error.kind == .expired }
 }

@@ -49,8 +49,8 @@ public final class DeviceTransfer: CustomStringConvertible {
     /// How long a transfer may take, from its creation.
     public static let lifetime: Int64 = 600
 
-    private var machine: DeviceTransferMachine
-    private var outbox: [[UInt8]] = []
+    private let driver: Driver<DeviceTransferMachine>
+    private var machine: DeviceTransferMachine { driver.machine }
     /// The sending identity's public key (sender only): the contact store
     /// it includes must be that identity's.
     package private(set) var senderPublicKey: [UInt8]?
@@ -91,7 +91,7 @@ public final class DeviceTransfer: CustomStringConvertible {
     /// The new device's side: draws the one-time key and the transfer id.
     /// Throws `.invalidArgument` for a time out of range.
     public init<R: RandomSource>(receiverAt now: Int64, random: inout R) throws {
-        machine = try DeviceTransferMachine.receiver(now: now, random: &random)
+        driver = try Driver(try DeviceTransferMachine.receiver(now: now, random: &random), actions: [], write: Self.noWrites)
     }
 
     /// The old device's side: reads the offer the new device shows (one
@@ -110,9 +110,8 @@ public final class DeviceTransfer: CustomStringConvertible {
         try PIN(store: identity.store).verify(pin, now: now)
         let (machine, key) = try DeviceTransferMachine.sender(
             offer: offer, contents: SecretBox(try identity.exportContents()), now: now, random: &random)
-        self.machine = machine
+        driver = try Driver(machine, actions: [.send(key)], write: Self.noWrites)
         senderPublicKey = identity.publicKey
-        outbox.append(key)
     }
 
     /// An offer as the new device shows it, checked (`.malformedMessage`
@@ -125,24 +124,24 @@ public final class DeviceTransfer: CustomStringConvertible {
     /// a store over 64 MiB or not a SQLite file, `.invalidState` on the
     /// receiver or once confirmed (nothing changes).
     public func include(contactStore: [UInt8]) throws {
-        try machine.include(store: contactStore)
+        try driver.plainStep { try $0.include(store: contactStore) }
     }
 
     // MARK: Messages
 
     /// The next message to send, removed from the queue; nil if none.
     public func takeOutgoing() -> [UInt8]? {
-        guard state != .failed, !outbox.isEmpty else { return nil }
-        return outbox.removeFirst()
+        defer { driver.markSent() }
+        return driver.nextOutgoing
     }
 
     /// The next message to send, left in the queue; nil if none.
-    public func peekOutgoing() -> [UInt8]? { state == .failed ? nil : outbox.first }
+    public func peekOutgoing() -> [UInt8]? { driver.nextOutgoing }
 
-    /// Runs a step; a step that fails the machine empties the outbox.
-    private func step<T>(_ body: (inout DeviceTransferMachine) throws -> T) rethrows -> T {
-        defer { if state == .failed || state == .rejected { outbox.removeAll() } }
-        return try body(&machine)
+    /// A transfer writes to no store: the receiver's host installs what
+    /// came (`IdentityExport.install`).
+    private static func noWrites(_ action: Action) throws {
+        throw ItsMeError(.internal, "a device transfer makes no write")
     }
 
     /// Feeds one message from the old device (receiver only).
@@ -150,7 +149,7 @@ public final class DeviceTransfer: CustomStringConvertible {
     /// message that does not fit (the transfer fails then); `.invalidState` if
     /// this side expects no message (nothing changes).
     public func receive(_ message: [UInt8], now: Int64) throws {
-        try step { try $0.receive(message, now: now) }
+        try driver.plainStep { try $0.receive(message, now: now) }
     }
 
     // MARK: The person's decision
@@ -161,20 +160,20 @@ public final class DeviceTransfer: CustomStringConvertible {
     /// Throws `.invalidState` when there is no SAS to confirm, `.expired` past
     /// the lifetime (the transfer fails then).
     public func confirm(now: Int64) throws {
-        outbox += try step { try $0.confirm(now: now) }
+        try driver.step({ ((), try $0.confirm(now: now)) }, write: Self.noWrites)
     }
 
     /// The SAS differed, or the person gave up: nothing is sent or kept.
     /// Throws `.invalidState` once the transfer ended.
     public func reject() throws {
-        try step { try $0.reject() }
+        try driver.step({ ((), try $0.reject()) }, write: Self.noWrites)
     }
 
     /// The received identity, once `done` (receiver only), handed over once,
     /// with the contact store if one came (`Contents.contactStore`); install
     /// it with `IdentityExport.install`.
     public func takeIdentity() throws -> IdentityExport.Contents {
-        let (contents, store) = try machine.takeIdentity()
+        let (contents, store) = try driver.plainStep { try $0.takeIdentity() }
         var taken = try IdentityExport.Contents(contents.bytes)
         taken.contactStore = store
         return taken

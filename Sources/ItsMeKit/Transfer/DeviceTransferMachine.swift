@@ -12,7 +12,7 @@
 ///
 /// Peer input that is wrong throws and leaves the machine `failed`, for
 /// good; a call the state does not allow throws `.invalidState`.
-struct DeviceTransferMachine {
+struct DeviceTransferMachine: SteppedMachine {
     /// What both keys give: the transcript hash, the SAS and the key.
     struct Keyed {
         let transcriptHash: [UInt8]
@@ -271,9 +271,9 @@ struct DeviceTransferMachine {
         state = .senderComparing(keyed, contents: contents, store: store)
     }
 
-    /// The SAS matched. Sender: returns the sealed identity and store
-    /// messages to send. Receiver: opens what has arrived (else waits).
-    mutating func confirm(now: Int64) throws -> [[UInt8]] {
+    /// The SAS matched. Sender: sends the sealed identity and store
+    /// messages. Receiver: opens what has arrived (else waits).
+    mutating func confirm(now: Int64) throws -> [Action] {
         try checkUsable(now: now)
         do {
             switch state {
@@ -304,7 +304,7 @@ struct DeviceTransferMachine {
                 }
                 contents.wipe()
                 state = .sent(sas: keyed.sas)
-                return messages
+                return messages.map(Action.send)
             case .receiverComparing(let keyed, let early):
                 state = .awaitingIdentity(keyed)
                 for message in early { try accept(message) }
@@ -318,8 +318,9 @@ struct DeviceTransferMachine {
         }
     }
 
-    /// The SAS differed, or the person gave up: nothing is sent or kept.
-    mutating func reject() throws {
+    /// The SAS differed, or the person gave up: nothing is sent or kept,
+    /// not even what is still queued.
+    mutating func reject() throws -> [Action] {
         guard isRunning else { throw ItsMeError(.invalidState, "the transfer is over (\(stateName))") }
         let sas = self.sas
         switch state {
@@ -329,6 +330,7 @@ struct DeviceTransferMachine {
         case .receiverComparing, .awaitingIdentity, .received, .sent, .rejected, .failed: break
         }
         state = .rejected(sas: sas)
+        return [.discardQueued]
     }
 
     /// The received identity's contents and the contact store that came

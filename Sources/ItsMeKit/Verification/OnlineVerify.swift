@@ -39,8 +39,8 @@ public final class OnlineVerify: CustomStringConvertible {
     package static let lifetime = WindowedSession.lifetime
 
     private let store: ContactStore
-    private var machine: OnlineVerifyMachine
-    private var outbox: [[UInt8]] = []
+    private let driver: Driver<OnlineVerifyMachine>
+    private var machine: OnlineVerifyMachine { driver.machine }
 
     /// The contact being verified.
     package var contactID: Int64 { machine.session.contactID }
@@ -108,22 +108,16 @@ public final class OnlineVerify: CustomStringConvertible {
             myPID: store.ownerPublicKey, peerPID: contact.pid, tagSecrets: try store.tagSecrets(id: contactID), binding: binding,
             random: &random)
         self.store = store
-        self.machine = machine
-        try store.perform(actions, now: now) { outbox.append($0) }
+        driver = try Driver(machine, actions: actions, write: store.writer(now: now))
     }
 
     public var description: String { "OnlineVerify(contact: \(contactID), state: \(state))" }
 
     /// The next message to send, left in the queue; nil if none.
-    public func peekOutgoing() -> [UInt8]? {
-        guard state != .failed else { return nil }
-        return outbox.first
-    }
+    public func peekOutgoing() -> [UInt8]? { driver.nextOutgoing }
 
     /// Removes the message `peekOutgoing` gave (it was handed to the relay).
-    public func markSent() {
-        if !outbox.isEmpty { outbox.removeFirst() }
-    }
+    public func markSent() { driver.markSent() }
 
     /// The next message to send, removed from the queue; nil if none.
     package func takeOutgoing() -> [UInt8]? {
@@ -136,9 +130,7 @@ public final class OnlineVerify: CustomStringConvertible {
     /// `.expired` for a message that does not fit (the session fails then), or the
     /// store's error if a write fails (the session is as it was).
     public func receive(_ message: [UInt8], now: Int64) throws {
-        defer { if state == .failed { outbox.removeAll() } }
-        let actions = try machine.receive(message, now: now)
-        try store.perform(actions, now: now) { outbox.append($0) }
+        try driver.step({ ((), try $0.receive(message, now: now)) }, write: store.writer(now: now))
     }
 
     /// Sends the reference of our profile record (record ID || record key,
@@ -152,7 +144,8 @@ public final class OnlineVerify: CustomStringConvertible {
         guard reference.withBytes({ $0.count }) == ProfileRecord.referenceCount else {
             throw ItsMeError(.invalidArgument, "a profile reference is \(ProfileRecord.referenceCount) bytes")
         }
-        try machine.shareProfile(try SecretBox(copying: reference))
+        let box = try SecretBox(copying: reference)
+        try driver.plainStep { try $0.shareProfile(box) }
     }
 
     /// The profile reference the peer sent in its PROOF, once the person has
@@ -167,17 +160,12 @@ public final class OnlineVerify: CustomStringConvertible {
     /// call may be repeated.
     @discardableResult
     public func confirm(now: Int64) throws -> VoiceSession.Outcome {
-        var next = machine
-        defer { if next.failure != nil { machine = next } }
-        let (outcome, actions) = try next.confirm(now: now)
-        try store.perform(actions, now: now) { outbox.append($0) }
-        machine = next
-        return outcome
+        try driver.step({ try $0.confirm(now: now) }, write: store.writer(now: now))
     }
 
     /// The SAS differed: nothing is recorded.
     /// Throws `.invalidState` unless the SAS is being compared.
     public func reject() throws {
-        try machine.reject()
+        try driver.plainStep { try $0.reject() }
     }
 }

@@ -11,7 +11,7 @@
 /// Peer input that is wrong throws and leaves the machine `failed`, for
 /// good; a call the state does not allow throws `.invalidState` and changes
 /// nothing.
-struct OnlineVerifyMachine {
+struct OnlineVerifyMachine: SteppedMachine {
     /// What both proofs checked give.
     struct Checked {
         let sas: ShortCode
@@ -81,7 +81,7 @@ struct OnlineVerifyMachine {
     static func start<R: RandomSource>(
         contactID: Int64, window: Int64, now: Int64, seed: SecretBox, myPID: [UInt8], peerPID: [UInt8],
         tagSecrets: TagSecrets, binding: SecretBox? = nil, random: inout R
-    ) throws -> (OnlineVerifyMachine, [SessionAction]) {
+    ) throws -> (OnlineVerifyMachine, [Action]) {
         let secret = SecretRange(SecretBox(try SecretBytes(randomCount: X25519.keyCount, using: &random)))
         let session = try WindowedSession(
             contactID: contactID, window: window, now: now, seed: seed, myPID: myPID, peerPID: peerPID, ephemeralSecret: secret)
@@ -171,7 +171,7 @@ struct OnlineVerifyMachine {
     }
 
     /// Feeds one message from the peer.
-    mutating func receive(_ bytes: [UInt8], now: Int64) throws -> [SessionAction] {
+    mutating func receive(_ bytes: [UInt8], now: Int64) throws -> [Action] {
         try checkUsable(now: now)
         guard isRunning else { throw ItsMeError(.invalidState, "the messages are complete (\(stateName))") }
         do {
@@ -182,7 +182,7 @@ struct OnlineVerifyMachine {
         }
     }
 
-    private mutating func handle(_ message: OnlineVerifyMessage) throws -> [SessionAction] {
+    private mutating func handle(_ message: OnlineVerifyMessage) throws -> [Action] {
         let outOfOrder = ItsMeError(.malformedMessage, "Online Verify \(message.kind) message out of order")
         switch (state, message) {
         case (.awaitingCommit, .commit(let hash)):
@@ -315,14 +315,14 @@ struct OnlineVerifyMachine {
     }
 
     /// The SAS matched: the outcome, and the write that records it.
-    mutating func confirm(now: Int64) throws -> (VoiceSession.Outcome, [SessionAction]) {
+    mutating func confirm(now: Int64) throws -> (VoiceSession.Outcome, [Action]) {
         try checkUsable(now: now)
         guard case .comparingSAS(let checked) = state else {
             throw ItsMeError(.invalidState, "there is no SAS to confirm (\(stateName))")
         }
         state = .confirmed(checked)
         let write = ContactWrite.verification(contactID: session.contactID, outcome: checked.outcome, peerSecret: checked.peerSecret)
-        return (checked.outcome, [.persist(write)])
+        return (checked.outcome, [.contact(write)])
     }
 
     /// The SAS differed, or the host stops: nothing is recorded.

@@ -23,8 +23,8 @@ package final class PinUpdate: CustomStringConvertible {
     package static let lifetime = WindowedSession.lifetime
 
     private let store: ContactStore
-    private var machine: PinUpdateMachine
-    private var outbox: [[UInt8]] = []
+    private let driver: Driver<PinUpdateMachine>
+    private var machine: PinUpdateMachine { driver.machine }
 
     package var contactID: Int64 { machine.session.contactID }
     package var window: Int64 { machine.session.window }
@@ -55,26 +55,19 @@ package final class PinUpdate: CustomStringConvertible {
             contactID: contactID, window: window, now: now, seed: SecretBox(try store.seed(id: contactID)),
             myPID: store.ownerPublicKey, peerPID: contact.pid, random: &random)
         self.store = store
-        self.machine = machine
-        try store.perform(actions, now: now) { outbox.append($0) }
+        driver = try Driver(machine, actions: actions, write: store.writer(now: now))
     }
 
     public var description: String { "PinUpdate(contact: \(contactID), state: \(state))" }
 
-    package func peekOutgoing() -> [UInt8]? { state == .failed ? nil : outbox.first }
-    package func markSent() { if !outbox.isEmpty { outbox.removeFirst() } }
+    package func peekOutgoing() -> [UInt8]? { driver.nextOutgoing }
+    package func markSent() { driver.markSent() }
 
     /// Feeds one frame from the peer, and makes the store writes it leads
-    /// to, in the order PROTOCOL.md 10.3 gives. A failed write fails the
-    /// update (and sends nothing after it).
+    /// to, in the order PROTOCOL.md 10.3 gives, before the frame that
+    /// follows them is queued. A write that fails leaves the update as it
+    /// was: feed the same frame again.
     package func receive(_ frame: [UInt8], now: Int64) throws {
-        defer { if state == .failed { outbox.removeAll() } }
-        let actions = try machine.receive(frame, now: now)
-        do {
-            try store.perform(actions, now: now) { outbox.append($0) }
-        } catch let e as ItsMeError {
-            machine.fail(e)
-            throw e
-        }
+        try driver.step({ ((), try $0.receive(frame, now: now)) }, write: store.writer(now: now))
     }
 }

@@ -8,7 +8,7 @@
 ///
 /// Peer input that is wrong throws and leaves the machine `failed`, for
 /// good; a call the state does not allow throws `.invalidState`.
-struct PinUpdateMachine {
+struct PinUpdateMachine: SteppedMachine {
     /// Keys derived from both KEY frames.
     struct Keyed {
         let transcriptHash: [UInt8]
@@ -50,7 +50,7 @@ struct PinUpdateMachine {
     /// secret and the new device secret in one draw (48 bytes).
     static func start<R: RandomSource>(
         contactID: Int64, window: Int64, now: Int64, seed: SecretBox, myPID: [UInt8], peerPID: [UInt8], random: inout R
-    ) throws -> (PinUpdateMachine, [SessionAction]) {
+    ) throws -> (PinUpdateMachine, [Action]) {
         let drawn = SecretBox(try SecretBytes(randomCount: X25519.keyCount + PinUpdateNew.secretCount, using: &random))
         let ephemeral = SecretRange(drawn, 0..<X25519.keyCount)
         let fresh = SecretRange(drawn, X25519.keyCount..<drawn.count)
@@ -81,7 +81,7 @@ struct PinUpdateMachine {
     }
 
     /// Feeds one frame from the peer.
-    mutating func receive(_ bytes: [UInt8], now: Int64) throws -> [SessionAction] {
+    mutating func receive(_ bytes: [UInt8], now: Int64) throws -> [Action] {
         try UnixTime.check(now)
         switch state {
         case .failed(let error):
@@ -100,7 +100,7 @@ struct PinUpdateMachine {
         }
     }
 
-    private mutating func handle(_ frame: PinUpdateFrame) throws -> [SessionAction] {
+    private mutating func handle(_ frame: PinUpdateFrame) throws -> [Action] {
         let c = session.contactID
         switch (state, frame) {
         case (.sentKey, .key(let peerKey)):
@@ -118,7 +118,7 @@ struct PinUpdateMachine {
             let theirs = try open(sealed, keyed)
             state = .done
             return [
-                .persist(.pendingDeviceSecrets(contactID: c, mine: newSecret, theirs: theirs, committed: true)),
+                .contact(.pendingDeviceSecrets(contactID: c, mine: newSecret, theirs: theirs, committed: true)),
                 .send(try keyed.keys.seal(type: PinUpdateFrame.Kind.done.rawValue, counter: 1, [])),
             ]
 
@@ -127,7 +127,7 @@ struct PinUpdateMachine {
             let theirs = try open(sealed, keyed)
             state = .sentNew(keyed)
             return [
-                .persist(.pendingDeviceSecrets(contactID: c, mine: newSecret, theirs: theirs, committed: false)),
+                .contact(.pendingDeviceSecrets(contactID: c, mine: newSecret, theirs: theirs, committed: false)),
                 .send(try newFrame(keyed)),
             ]
 
@@ -135,7 +135,7 @@ struct PinUpdateMachine {
             let plain = try keyed.keys.open(sealed, counter: 1, what: "a PIN Update frame")
             guard plain.isEmpty else { throw ItsMeError(.malformedMessage, "a DONE frame carries nothing") }
             state = .done
-            return [.persist(.commitPendingDeviceSecrets(contactID: c))]
+            return [.contact(.commitPendingDeviceSecrets(contactID: c))]
 
         case (.sentKey, _), (.awaitingNew, _), (.sentNew, _):
             throw ItsMeError(.malformedMessage, "PIN Update \(frame.kind) frame out of order")

@@ -8,7 +8,7 @@
 /// the peer's, a window that ran out, a window another session took. A
 /// failure is final; a call the state does not allow throws
 /// `.invalidState` and changes nothing.
-struct VoiceMachine {
+struct VoiceMachine: SteppedMachine {
     /// What the session fixes when it is planned.
     struct Plan {
         let contactID: Int64
@@ -129,6 +129,10 @@ struct VoiceMachine {
         state = .failed(error, selections)
     }
 
+    /// Another session took the window (`.windowUsed`): this one can
+    /// never start, so it fails; any other failed write changes nothing.
+    static func failedWriteEnds(_ error: ItsMeError) -> Bool { error.kind == .windowUsed }
+
     /// `.invalidState` once failed; `.expired` (and failed) once the time
     /// ran out before the session finished.
     private mutating func checkUsable(now: Int64) throws {
@@ -149,7 +153,7 @@ struct VoiceMachine {
 
     /// Starts the session when its window begins (up to 15 s early by this
     /// clock); asks the driver to use the window.
-    mutating func start(now: Int64) throws -> [SessionAction] {
+    mutating func start(now: Int64) throws -> [Action] {
         try checkUsable(now: now)
         guard case .waiting = state else { throw ItsMeError(.invalidState, "the session has started already") }
         let wait = plan.startsIn(now: now)
@@ -157,7 +161,7 @@ struct VoiceMachine {
             throw ItsMeError(.invalidState, "the window begins in \(wait) s; start when it does")
         }
         state = .selecting([])
-        return [.persist(.useWindow(contactID: plan.contactID, window: plan.window))]
+        return [.contact(.useWindow(contactID: plan.contactID, window: plan.window))]
     }
 
     /// The next selection: on my turn one of my words; on theirs the word I
@@ -221,7 +225,7 @@ struct VoiceMachine {
     /// Checks what I heard, in constant time: the outcome, and the write
     /// that records it. A code that does not parse is `.invalidArgument`
     /// and changes nothing.
-    mutating func check(heardCode: String, heardTag: UInt32, now: Int64) throws -> (VoiceSession.Outcome, [SessionAction]) {
+    mutating func check(heardCode: String, heardTag: UInt32, now: Int64) throws -> (VoiceSession.Outcome, [Action]) {
         try checkUsable(now: now)
         guard case .comparing(let selections, let codes) = state else {
             throw ItsMeError(.invalidState, "there are no codes to compare yet (\(stateName))")
@@ -256,7 +260,7 @@ struct VoiceMachine {
             peerSecret = matchesPrevious ? .previous : matchesPending ? .pending : .current
         }
         state = .finished(selections, codes, outcome)
-        return (outcome, [.persist(.verification(contactID: plan.contactID, outcome: outcome, peerSecret: peerSecret))])
+        return (outcome, [.contact(.verification(contactID: plan.contactID, outcome: outcome, peerSecret: peerSecret))])
     }
 }
 

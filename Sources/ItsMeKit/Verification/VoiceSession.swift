@@ -57,7 +57,8 @@ public final class VoiceSession: CustomStringConvertible {
     }
 
     private let store: ContactStore
-    private var machine: VoiceMachine
+    private let driver: Driver<VoiceMachine>
+    private var machine: VoiceMachine { driver.machine }
 
     /// The contact being verified.
     package var contactID: Int64 { machine.plan.contactID }
@@ -117,10 +118,11 @@ public final class VoiceSession: CustomStringConvertible {
         let binding = try CallBinding.box(binding)
         let contact = try store.contact(id: contactID)
         try ContactStore.checkSettled(contact)
-        machine = try VoiceMachine(
+        let machine = try VoiceMachine(
             contactID: contactID, lastWindow: contact.lastWindow, now: now, seed: SecretBox(try store.seed(id: contactID)),
             myPID: store.ownerPublicKey, peerPID: contact.pid, tagSecrets: try store.tagSecrets(id: contactID), binding: binding)
         self.store = store
+        driver = try Driver(machine, actions: [], write: store.writer(now: now))
     }
 
     /// Whether the session is bound to the host's call (9.7).
@@ -131,28 +133,12 @@ public final class VoiceSession: CustomStringConvertible {
     /// Seconds until the window begins (negative once it has).
     public func startsIn(now: Int64) -> Int64 { machine.plan.startsIn(now: now) }
 
-    /// Runs a step on a copy of the machine and keeps it once its writes
-    /// are made; a step that failed the machine is kept as failed.
-    private func step<T>(now: Int64, _ body: (inout VoiceMachine) throws -> (T, [SessionAction])) throws -> T {
-        var next = machine
-        defer { if next.failure != nil { machine = next } }
-        let (result, actions) = try body(&next)
-        do {
-            try store.perform(actions, now: now) { _ in }
-        } catch let e as ItsMeError where e.kind == .windowUsed {
-            next.fail(e)
-            throw e
-        }
-        machine = next
-        return result
-    }
-
     /// Starts the session when its window begins (up to 15 s early by this
     /// clock): uses the window for the contact, atomically in the store.
     /// `.windowUsed` if another session took it (the session fails);
     /// `.invalidState` if it is too early.
     public func start(now: Int64) throws {
-        try step(now: now) { ((), try $0.start(now: now)) }
+        try driver.step({ ((), try $0.start(now: now)) }, write: store.writer(now: now))
     }
 
     /// Whose word comes next.
@@ -162,7 +148,7 @@ public final class VoiceSession: CustomStringConvertible {
     /// the word I heard, from all 26. A heard word that is not among
     /// theirs ends the session (`.authenticationFailed`), with no retry.
     public func select(_ word: Int, now: Int64) throws {
-        try step(now: now) { try $0.select(word, now: now); return ((), []) }
+        try driver.plainStep { try $0.select(word, now: now) }
     }
 
     /// Checks what I heard: their code ("ECHO 512") and tag (0-99), in
@@ -171,6 +157,6 @@ public final class VoiceSession: CustomStringConvertible {
     /// nothing.
     @discardableResult
     public func check(heardCode: String, heardTag: UInt32, now: Int64) throws -> Outcome {
-        try step(now: now) { try $0.check(heardCode: heardCode, heardTag: heardTag, now: now) }
+        try driver.step({ try $0.check(heardCode: heardCode, heardTag: heardTag, now: now) }, write: store.writer(now: now))
     }
 }

@@ -96,10 +96,12 @@ class PinUpdate(_WindowSession[PinUpdateState]):
 
     def receive(self, data: Union[bytes, bytearray, memoryview], now: Optional[int] = None) -> None:
         """Feeds one frame from the peer; stores the new device secrets when
-        the protocol says so.
+        the protocol says so, before the frame that follows them is queued.
 
         Raises :class:`InvalidStateError` once the update failed or is done
-        on this side, and, ending the update as failed:
+        on this side, :class:`DatabaseError` when a write failed (nothing
+        changed: feed the same frame again), and, ending the update as
+        failed:
         :class:`MalformedMessageError`, :class:`AuthenticationFailedError`
         (a tampered frame, or a peer without the seed),
         :class:`InvalidKeyError` (a reflected key), :class:`ExpiredError`.

@@ -208,14 +208,16 @@ impl PinUpdate {
     }
 
     /// Feeds one frame from the peer at `now`; stores the new device
-    /// secrets when the protocol says so.
+    /// secrets when the protocol says so, before the frame that follows
+    /// them is queued.
     ///
     /// Errors: [`ErrorKind::InvalidState`] (the update failed, or is done on
-    /// this side), and, ending the update as failed:
-    /// [`ErrorKind::MalformedMessage`], [`ErrorKind::AuthenticationFailed`]
-    /// (a tampered frame, or a peer without the seed),
-    /// [`ErrorKind::InvalidKey`] (a reflected key), [`ErrorKind::Expired`],
-    /// [`ErrorKind::Database`].
+    /// this side), [`ErrorKind::Database`] (a write failed: nothing changed,
+    /// and the same frame may be fed again), and, ending the update as
+    /// failed: [`ErrorKind::MalformedMessage`],
+    /// [`ErrorKind::AuthenticationFailed`] (a tampered frame, or a peer
+    /// without the seed), [`ErrorKind::InvalidKey`] (a reflected key),
+    /// [`ErrorKind::Expired`].
     pub fn receive(&mut self, bytes: &[u8], now: i64) -> Result<()> {
         // SAFETY: live handle; bytes valid for their length.
         self.call_code(|raw| unsafe { sys::itsme_pin_update_receive(raw, bytes.as_ptr(), bytes.len(), now) })
