@@ -270,7 +270,7 @@ public final class Exchange: CustomStringConvertible {
             case .secret(.forgetPAKEScalar(let inviteID, let inviter)):
                 PendingPAKE.forget(identity.store, inviteID: inviteID, inviter: inviter)
             case .exchanged(.save):
-                _ = try saveContact(now: try required(now))
+                try saveContact(now: try required(now))
             case .exchanged(.keep(let contact)):
                 try keep(contact, now: try required(now))
             case .exchanged(.awaitPeer(let until)):
@@ -401,16 +401,16 @@ public final class Exchange: CustomStringConvertible {
     public func save(now: Int64) throws -> Int64 {
         try step(now: now) { m in
             try m.checkUsable(now: now)
-            return []
+            return try m.save()
         }
-        return try saveContact(now: now)
+        return try required(savedContactID)
     }
 
-    private func saveContact(now: Int64) throws -> Int64 {
-        guard state == .compareSAS || state == .imported, let agreement = machine.agreement else {
-            throw ItsMeError(.invalidState, "nothing to save: the exchange is \(state)")
-        }
-        if let id = savedContactID { return id }
+    /// The one route to the contact insert: the machine's `.save`, which it
+    /// asks for only while the SAS is compared or a payload was imported.
+    private func saveContact(now: Int64) throws {
+        guard let agreement = machine.agreement else { throw ItsMeError(.internal, "a save before the peer's data") }
+        if savedContactID != nil { return }
         try store.expireAwaiting(now: now)
         let peer = agreement.peer
         var existing: Contact?
@@ -428,7 +428,6 @@ public final class Exchange: CustomStringConvertible {
                 method: method.contactMethod, now: now)
         }
         savedContactID = id
-        return id
     }
 
     /// The person said the SAS matches: saves if needed and sends this
@@ -541,9 +540,7 @@ public final class Exchange: CustomStringConvertible {
 
     /// `seal()` with the nonce from `random`.
     package func seal<R: RandomSource>(random: inout R) throws -> [UInt8] {
-        let pending = state == .awaitingPeer || state == .compareSAS || state == .imported || state == .awaitingDecision
-        let finishedBluetooth = method == .bluetooth && (state == .confirmed || state == .rejected)
-        guard pending || finishedBluetooth else {
+        guard machine.sealable else {
             throw ItsMeError(.invalidState, "only a pending or finished Bluetooth exchange can be sealed; this one is \(state)")
         }
         let remote = machine.remote
@@ -633,10 +630,6 @@ public final class Exchange: CustomStringConvertible {
             let existing = try r.byte() == 1
             var decision = try r.byte()
             if sealed[0] == 1, decision == 1 { decision = 3 }
-            let validDecisions: ClosedRange<UInt8> = method == .qr ? 0...0 : method == .bluetooth ? 0...3 : 0...1
-            guard validDecisions.contains(decision) else {
-                throw ItsMeError(.corruptData, "sealed exchange has an invalid decision")
-            }
             var inputs: [[UInt8]] = []
             for _ in 0..<(try r.uint16()) { inputs.append(try r.array(Int(try r.uint16()))) }
             try r.finish()

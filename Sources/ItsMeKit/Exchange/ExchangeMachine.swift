@@ -504,6 +504,28 @@ struct ExchangeMachine: SteppedMachine {
         }
     }
 
+    /// Saves the contact before a decision (`Exchange.save`): only while the
+    /// SAS is compared, or a source-format payload was read (8.1). Saving
+    /// again saves nothing more (the driver's write is idempotent).
+    mutating func save() throws -> [Action] {
+        guard case .agreed(let a, let d) = state, d.mine == nil, d.settled == nil else {
+            throw ItsMeError(.invalidState, "nothing to save: the exchange is \(publicState)")
+        }
+        return [.exchanged(.save(exchanged(a)))]
+    }
+
+    /// Whether the exchange may be sealed (`Exchange.seal`): a pending one
+    /// (awaiting the peer, comparing the SAS, imported, or awaiting the
+    /// peer's decision), or a finished Bluetooth one, which may still have
+    /// its CONFIRM frame to send and the peer's to receive.
+    var sealable: Bool {
+        switch publicState {
+        case .awaitingPeer, .compareSAS, .imported, .awaitingDecision: true
+        case .confirmed, .rejected: method == .bluetooth
+        case .failed: false
+        }
+    }
+
     /// The person said the SAS matches. Settled at once for QR, or when the
     /// peer's confirmation is in; else waiting for the peer's decision.
     mutating func confirm() throws -> [Action] {
@@ -567,7 +589,11 @@ struct ExchangeMachine: SteppedMachine {
 
     /// A restored exchange's decision (`decisionCode`), after its peer
     /// messages were replayed: the same state, the same messages queued.
+    /// A QR exchange is sealed before any decision, an exchange at a
+    /// distance before it settled; a Bluetooth one also after.
     mutating func restoreDecision(_ code: UInt8) throws -> [Action] {
+        let possible: ClosedRange<UInt8> = method == .qr ? 0...0 : method == .bluetooth ? 0...3 : 0...1
+        guard possible.contains(code) else { throw ItsMeError(.corruptData, "sealed exchange has an invalid decision") }
         switch (code, state) {
         case (0, _):
             return []
