@@ -75,7 +75,7 @@ public final class Exchange: CustomStringConvertible {
         public init(rawValue: UInt32) { self.rawValue = rawValue }
         /// The peer sent the source format: nothing, its name included, is
         /// authenticated.
-        package static let unauthenticated = Flags(rawValue: 1)
+        public static let unauthenticated = Flags(rawValue: 1)
         /// A contact with the peer's identity key is already stored; it is
         /// replaced only when the new SAS is confirmed (set by `save`).
         public static let knownContact = Flags(rawValue: 2)
@@ -98,7 +98,7 @@ public final class Exchange: CustomStringConvertible {
     }
 
     /// Pending exchanges expire this long after they began.
-    package static let lifetime: Int64 = 24 * 3600
+    public static let lifetime: Int64 = 24 * 3600
 
     private let driver: Driver<ExchangeMachine>
     private var machine: ExchangeMachine { driver.machine }
@@ -114,7 +114,7 @@ public final class Exchange: CustomStringConvertible {
     /// How this exchange runs.
     public var method: Method { machine.method }
     /// When the exchange started, in Unix seconds; it expires 24 hours later.
-    package var createdAt: Int64 { machine.createdAt }
+    public var createdAt: Int64 { machine.createdAt }
     /// Where the exchange stands.
     public var state: State { machine.publicState }
     /// The SAS, once the peer's contact data is in (nil once failed).
@@ -139,7 +139,7 @@ public final class Exchange: CustomStringConvertible {
         return peer
     }
     /// Bluetooth only: the code the two devices use to find each other.
-    package var sessionCode: ShortCode? { machine.sessionCode }
+    public var sessionCode: ShortCode? { machine.sessionCode }
     /// Why the exchange failed, once it has.
     public var failure: ItsMeError? { machine.failure }
     /// The id of the contact `save` stored or found, once saved.
@@ -205,7 +205,7 @@ public final class Exchange: CustomStringConvertible {
     /// or nil to draw one for this device to show. `store` as for `qr`.
     /// Throws `.invalidArgument` for a time out of range, `.wrongIdentity`
     /// for a store of another identity.
-    package static func bluetooth<R: RandomSource>(
+    public static func bluetooth<R: RandomSource>(
         identity: Identity, store: ContactStore, sessionCode: ShortCode?, now: Int64, random: inout R
     ) throws -> Exchange {
         try UnixTime.check(now)

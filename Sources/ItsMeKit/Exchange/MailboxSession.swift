@@ -59,9 +59,9 @@ public final class MailboxSession: CustomStringConvertible {
     /// One message of a fetch.
     public struct Message: Sendable {
         /// The relay's sequence number of the message in its mailbox.
-        package var seq: Int
+        public var seq: Int
         /// The message as posted: an exchange message, opaque to the relay.
-        package var body: [UInt8]
+        public var body: [UInt8]
         /// A fetched message, as the host parsed it from the relay's answer.
         public init(seq: Int, body: [UInt8]) {
             self.seq = seq
@@ -144,7 +144,7 @@ public final class MailboxSession: CustomStringConvertible {
         /// `unsent` (unpadded base64url) and `done`, and `accepted` once
         /// known: the keys of the Python binding's `InviteSession.to_dict`
         /// and of the relay client's `InviteSession.SavedState`.
-        package var json: String {
+        public var json: String {
             var members: [(String, JSONValue)] = [
                 ("version", .int(version)), ("relay_id", .string(relayID)), ("inviter", .bool(inviter)),
                 ("token", token.map { .string($0) } ?? .null), ("last_seq", .int(lastSeq)),
@@ -157,7 +157,7 @@ public final class MailboxSession: CustomStringConvertible {
         /// Reads `json` as written by `json`, the Python binding or the
         /// relay client, and checks every field: `.invalidArgument` for an
         /// unknown version or a malformed state. Unknown keys are ignored.
-        package init(json: String) throws {
+        public init(json: String) throws {
             guard json.utf8.count <= Self.maxJSONCount, let value = JSONValue.parse(json), case .object = value else {
                 throw ItsMeError(.invalidArgument, "the saved mailbox state is not a JSON object")
             }
@@ -205,11 +205,11 @@ public final class MailboxSession: CustomStringConvertible {
         }
 
         /// The longest saved state read: a few messages and the fields.
-        package static let maxJSONCount = 1 << 20
+        public static let maxJSONCount = 1 << 20
     }
 
     /// The longest hold of a fetch (15.2), in seconds.
-    package static let maxWait = 30
+    public static let maxWait = 30
 
     /// The exchange this session carries.
     public let exchange: Exchange
@@ -432,7 +432,7 @@ public final class MailboxSession: CustomStringConvertible {
     /// the path with its query. nil when no request is pending. Requests
     /// after the create or accept carry `Authorization: Bearer <token>`;
     /// a post carries the message as its body.
-    package var pendingHTTP: (method: String, path: String)? {
+    public var pendingHTTP: (method: String, path: String)? {
         guard let pending else { return nil }
         let base = "/v1/invites/\(relayID)"
         switch pending {
@@ -453,7 +453,7 @@ public final class MailboxSession: CustomStringConvertible {
     /// not the route's JSON ends the step as a transient failure and throws
     /// `.malformedMessage`. Otherwise as `answer(_:now:)`.
     @discardableResult
-    package func answer(status: Int, body: [UInt8], now: Int64) throws -> Outcome {
+    public func answer(status: Int, body: [UInt8], now: Int64) throws -> Outcome {
         guard let request = pending else {
             throw ItsMeError(.invalidState, "no request is pending: ask for the next one first")
         }

@@ -8,9 +8,9 @@
 /// to verify; and keeps the frames until the host takes them.
 ///
 /// A failure is final. Not thread-safe: serialise calls (the C layer does).
-package final class PinUpdate: CustomStringConvertible {
+public final class PinUpdate: CustomStringConvertible {
     /// Where the update stands. The raw values are the C interface's.
-    package enum State: UInt32, Sendable {
+    public enum State: UInt32, Sendable {
         /// Frames are still to be exchanged.
         case running = 1
         /// This side has committed its new secret; nothing more to do
@@ -20,19 +20,28 @@ package final class PinUpdate: CustomStringConvertible {
         case failed = 3
     }
 
-    package static let lifetime = WindowedSession.lifetime
+    /// How long an update may take, from its creation, in seconds.
+    public static let lifetime = WindowedSession.lifetime
 
     private let store: ContactStore
     private let driver: Driver<PinUpdateMachine>
     private var machine: PinUpdateMachine { driver.machine }
 
-    package var contactID: Int64 { machine.session.contactID }
-    package var window: Int64 { machine.session.window }
-    package var sessionCode: ShortCode { machine.sessionCode }
-    package var isInitiator: Bool { machine.session.isInitiator }
-    package var createdAt: Int64 { machine.session.createdAt }
-    package var failure: ItsMeError? { machine.failure }
-    package var state: State {
+    /// The contact whose device secrets are replaced.
+    public var contactID: Int64 { machine.session.contactID }
+    /// The window the update meets in (30-second windows of Unix time).
+    public var window: Int64 { machine.session.window }
+    /// The code both devices show, so the two people know their devices
+    /// found each other (from the seed and the window).
+    public var sessionCode: ShortCode { machine.sessionCode }
+    /// True for the side whose identity key sorts first: it sends DONE.
+    public var isInitiator: Bool { machine.session.isInitiator }
+    /// When the update was created, in Unix seconds.
+    public var createdAt: Int64 { machine.session.createdAt }
+    /// Why the update failed, once it has.
+    public var failure: ItsMeError? { machine.failure }
+    /// Where the update stands.
+    public var state: State {
         switch machine.state {
         case .sentKey, .awaitingNew, .sentNew: .running
         case .done: .done
@@ -46,8 +55,11 @@ package final class PinUpdate: CustomStringConvertible {
     }
 
     /// An update with contact `contactID` in `window` (the current one or
-    /// the one before, as for Online Verify).
-    package init<R: RandomSource>(store: ContactStore, contactID: Int64, window: Int64, now: Int64, random: inout R) throws {
+    /// the one before, as for Online Verify). Throws `.invalidArgument` for
+    /// a window that is neither, `.notFound` for an unknown contact,
+    /// `.invalidState` for a contact still awaiting the peer, or the
+    /// store's errors.
+    public init<R: RandomSource>(store: ContactStore, contactID: Int64, window: Int64, now: Int64, random: inout R) throws {
         try VoiceProtocol.checkMeetingWindow(window, now: now)
         let contact = try store.contact(id: contactID)
         try ContactStore.checkSettled(contact)
@@ -60,14 +72,17 @@ package final class PinUpdate: CustomStringConvertible {
 
     public var description: String { "PinUpdate(contact: \(contactID), state: \(state))" }
 
-    package func peekOutgoing() -> [UInt8]? { driver.nextOutgoing }
-    package func markSent() { driver.markSent() }
+    /// The next frame to send over the host's Bluetooth link, left in the
+    /// queue; nil if none (and once the update failed).
+    public func peekOutgoing() -> [UInt8]? { driver.nextOutgoing }
+    /// Removes the frame `peekOutgoing` gave (it was handed to the link).
+    public func markSent() { driver.markSent() }
 
     /// Feeds one frame from the peer, and makes the store writes it leads
     /// to, in the order PROTOCOL.md 10.3 gives, before the frame that
     /// follows them is queued. A write that fails leaves the update as it
     /// was: feed the same frame again.
-    package func receive(_ frame: [UInt8], now: Int64) throws {
+    public func receive(_ frame: [UInt8], now: Int64) throws {
         try driver.step({ ((), try $0.receive(frame, now: now)) }, write: store.writer(now: now))
     }
 }
