@@ -156,6 +156,7 @@ final class FailedWriteTests: XCTestCase {
         [
             ("QR exchange: save, then confirm", 2, qrSaveConfirm),
             ("QR exchange: save, then reject", 2, qrSaveReject),
+            ("QR exchange: save, expire, then reject to delete", 2, qrFailedReject),
             ("invite exchange: start, both confirm, settle", 5, inviteExchange),
             ("real-time exchange: the peer saves and rejects, settle", 4, realtimeRejected),
             ("Online Verify: confirm", 2, onlineVerify),
@@ -220,6 +221,22 @@ final class FailedWriteTests: XCTestCase {
         try w.attempt("reject", { self.describe(xa) }) { try xa.reject() }
         XCTAssertEqual(xa.state, .rejected)
         XCTAssertEqual(try a.store.list().count, 0)
+        return w
+    }
+
+    private func qrFailedReject() throws -> Writes {
+        let a = try person("Alice"), b = try person("Bob")
+        let w = Writes([a, b])
+        var ra = rng("qrf-a"), rb = rng("qrf-b")
+        let xa = try Exchange.qr(identity: a.identity, store: a.store, now: t0, random: &ra)
+        let xb = try Exchange.qr(identity: b.identity, store: b.store, now: t0, random: &rb)
+        try xa.receive(xb.peekOutgoing()!, now: t0)
+        try w.attempt("save", { self.describe(xa) }) { try xa.save(now: t0) }
+        XCTAssertEqual(errorKind { try xa.confirm(now: self.t0 + Exchange.lifetime + 1) }, .expired)
+        XCTAssertEqual(xa.state, .failed)
+        try w.attempt("reject a failed exchange", { self.describe(xa) }) { try xa.reject() }
+        XCTAssertEqual(try a.store.list().count, 0, "rejecting the failed exchange deleted what it saved")
+        XCTAssertEqual(errorKind { try xa.reject() }, .invalidState, "and only once")
         return w
     }
 

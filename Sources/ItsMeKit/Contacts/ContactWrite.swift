@@ -49,6 +49,18 @@ enum ContactWrite {
     case pendingDeviceSecrets(contactID: Int64, mine: SecretRange, theirs: SecretRange, committed: Bool)
     /// Commits the pending update and marks the contact verified.
     case commitPendingDeviceSecrets(contactID: Int64)
+    /// A new contact an exchange saved: verified, as both decisions are in
+    /// (PROTOCOL.md 8.1).
+    case settleExchanged(contactID: Int64)
+    /// A contact that was known before the exchange: the new seed and
+    /// device secrets, verified.
+    case replaceExchanged(contactID: Int64, ExchangedContact)
+    /// A new contact an exchange saved waits for the peer's decision until then.
+    case awaitPeer(contactID: Int64, until: Int64)
+    /// Deletes the new contact an exchange saved; one already deleted (by
+    /// the person, or a sweep of contacts whose peer did not decide in
+    /// time) counts as deleted.
+    case deleteExchanged(contactID: Int64)
 }
 
 extension ContactStore {
@@ -84,7 +96,42 @@ extension ContactStore {
         case .commitPendingDeviceSecrets(let id):
             try commitPendingDeviceSecrets(id: id)
             try setState(id: id, .verified, acknowledged: false, now: now)
+        case .settleExchanged(let id):
+            try settleVerified(id: id, now: now)
+        case .replaceExchanged(let id, let contact):
+            guard let key = contact.peer.publicKey else { throw ItsMeError(.internal, "a known contact without its key") }
+            try replaceExchanged(
+                id: id, publicKey: key, seed: try SecretBytes(copying: contact.seed), mine: try SecretBytes(copying: contact.mine),
+                theirs: try SecretBytes(copying: contact.theirs), method: contact.method.contactMethod, now: now)
+        case .awaitPeer(let id, let until):
+            try setAwaiting(id: id, until: until)
+        case .deleteExchanged(let id):
+            do {
+                try delete(id: id)
+            } catch let e as ItsMeError where e.kind == .notFound {
+                // Already deleted: by the person while comparing the SAS or
+                // awaiting the peer, or by expireAwaiting.
+            }
         }
+    }
+
+    /// Saves what an exchange agreed on (PROTOCOL.md 8.1): first deletes the
+    /// contacts of other exchanges whose peer's decision did not come in
+    /// time (`expireAwaiting`); then a contact with the peer's identity key
+    /// is found and kept as it is (`known`: it is replaced only once the
+    /// exchange is confirmed), or a new one is added unverified. Returns its id.
+    func saveExchanged(_ contact: ExchangedContact, now: Int64) throws -> (id: Int64, known: Bool) {
+        try expireAwaiting(now: now)
+        if let key = contact.peer.publicKey {
+            do {
+                return (try self.contact(publicKey: key).id, true)
+            } catch let e as ItsMeError where e.kind == .notFound {}
+        }
+        let id = try addExchanged(
+            name: contact.peer.name, publicKey: contact.peer.publicKey, fingerprint: contact.peer.fingerprint,
+            seed: try SecretBytes(copying: contact.seed), mine: try SecretBytes(copying: contact.mine),
+            theirs: try SecretBytes(copying: contact.theirs), method: contact.method.contactMethod, now: now)
+        return (id, false)
     }
 }
 
@@ -99,5 +146,5 @@ extension ContactStore {
     }
 
     /// `write(_:now:)` at `now`, as a driver's step takes it.
-    func writer(now: Int64) -> (Action) throws -> Void { { try self.write($0, now: now) } }
+    func writer<M>(now: Int64) -> (Action, inout M) throws -> Void { { action, _ in try self.write(action, now: now) } }
 }

@@ -107,8 +107,6 @@ public final class Exchange: CustomStringConvertible {
     /// Every peer message accepted, in order: a sealed exchange is restored
     /// by replaying them.
     private var accepted: [[UInt8]] = []
-    private var savedContactID: Int64?
-    private var existingContact = false
 
     var identity: Identity { machine.identity }
     /// How this exchange runs.
@@ -143,7 +141,7 @@ public final class Exchange: CustomStringConvertible {
     /// Why the exchange failed, once it has.
     public var failure: ItsMeError? { machine.failure }
     /// The id of the contact `save` stored or found, once saved.
-    public var contactID: Int64? { savedContactID }
+    public var contactID: Int64? { machine.saved?.id }
     /// The codes the inviter shows and the invitee types.
     public var inviteCode: RemoteCode? { machine.remote?.inviteCode }
     /// The invite's encryption code: the inviter passes it on by another channel
@@ -153,7 +151,7 @@ public final class Exchange: CustomStringConvertible {
     /// Facts about the peer and the decisions: an unauthenticated peer, a
     /// contact already known, the peer's confirmation or rejection.
     public var flags: Flags {
-        var flags: Flags = existingContact ? [.knownContact] : []
+        var flags: Flags = machine.saved?.known == true ? [.knownContact] : []
         if let agreement = machine.agreement, agreement.sas == nil { flags.insert(.unauthenticated) }
         switch machine.decisions?.peers {
         case .confirmed?: flags.insert(.peerConfirmed)
@@ -168,7 +166,7 @@ public final class Exchange: CustomStringConvertible {
     /// An exchange whose machine begins with `actions` (made at its creation time).
     private init(_ machine: ExchangeMachine, _ actions: [Action], store: ContactStore) throws {
         self.store = store
-        driver = try Driver(machine, actions: [], write: { _ in })
+        driver = try Driver(machine, actions: [], write: { _, _ in })
         try driver.step({ _ in ((), actions) }, write: writer(now: machine.createdAt))
     }
 
@@ -259,25 +257,30 @@ public final class Exchange: CustomStringConvertible {
         try driver.step({ ((), try body(&$0)) }, write: writer(now: now))
     }
 
-    /// Makes one write of a step.
-    private func writer(now: Int64?) -> (Action) throws -> Void {
-        { [self] action in
+    /// Makes one write of a step, on the step's copy of the machine: the
+    /// contact store's writes the machine says the exchange's writes mean
+    /// (`ExchangeMachine.contactWrites`), and the PAKE scalar's.
+    private func writer(now: Int64?) -> Driver<ExchangeMachine>.Write {
+        { [store] action, machine in
+            let identityStore = machine.identity.store
             switch action {
             case .secret(.keepPAKEScalar(let inviteID, let inviter, let createdAt, let scalar)):
                 try scalar.withBytes {
-                    try PendingPAKE.keep(identity.store, inviteID: inviteID, inviter: inviter, createdAt: createdAt, scalar: $0)
+                    try PendingPAKE.keep(identityStore, inviteID: inviteID, inviter: inviter, createdAt: createdAt, scalar: $0)
                 }
             case .secret(.forgetPAKEScalar(let inviteID, let inviter)):
-                PendingPAKE.forget(identity.store, inviteID: inviteID, inviter: inviter)
-            case .exchanged(.save):
-                try saveContact(now: try required(now))
-            case .exchanged(.keep(let contact)):
-                try keep(contact, now: try required(now))
-            case .exchanged(.awaitPeer(let until)):
-                if !existingContact, let id = savedContactID { try store.setAwaiting(id: id, until: until) }
-            case .exchanged(.drop):
-                try dropContact()
-            case .contact, .send, .discardQueued:
+                PendingPAKE.forget(identityStore, inviteID: inviteID, inviter: inviter)
+            case .exchanged(let write):
+                let (save, writes) = try machine.contactWrites(for: write)
+                if let save {
+                    guard let now else { throw ItsMeError(.internal, "an exchange's save without the time") }
+                    let (id, known) = try store.saveExchanged(save, now: now)
+                    machine.recordSaved(id: id, known: known)
+                }
+                for w in writes { try store.apply(w, now: now ?? machine.createdAt) }
+            case .contact(let write):
+                try store.apply(write, now: now ?? machine.createdAt)
+            case .send, .discardQueued:
                 throw ItsMeError(.internal, "an exchange step asked for a write it does not make")
             }
         }
@@ -403,31 +406,7 @@ public final class Exchange: CustomStringConvertible {
             try m.checkUsable(now: now)
             return try m.save()
         }
-        return try required(savedContactID)
-    }
-
-    /// The one route to the contact insert: the machine's `.save`, which it
-    /// asks for only while the SAS is compared or a payload was imported.
-    private func saveContact(now: Int64) throws {
-        guard let agreement = machine.agreement else { throw ItsMeError(.internal, "a save before the peer's data") }
-        if savedContactID != nil { return }
-        try store.expireAwaiting(now: now)
-        let peer = agreement.peer
-        var existing: Contact?
-        if let key = peer.publicKey {
-            do { existing = try store.contact(publicKey: key) } catch let e as ItsMeError where e.kind == .notFound {}
-        }
-        let id: Int64
-        if let existing {
-            id = existing.id
-            existingContact = true
-        } else {
-            id = try store.addExchanged(
-                name: peer.name, publicKey: peer.publicKey, fingerprint: peer.fingerprint, seed: try SecretBytes(copying: agreement.seed),
-                mine: try SecretBytes(copying: machine.own.deviceSecret), theirs: try SecretBytes(copying: agreement.peerDeviceSecret),
-                method: method.contactMethod, now: now)
-        }
-        savedContactID = id
+        return try required(contactID)
     }
 
     /// The person said the SAS matches: saves if needed and sends this
@@ -444,21 +423,7 @@ public final class Exchange: CustomStringConvertible {
             try m.checkUsable(now: now)
             return try m.confirm()
         }
-        return try required(savedContactID)
-    }
-
-    /// Makes the exchanged contact verified: a new one, or a known one
-    /// with the new seed and device secrets.
-    private func keep(_ contact: ExchangedContact, now: Int64) throws {
-        let id = try required(savedContactID)
-        if existingContact {
-            guard let key = contact.peer.publicKey else { throw ItsMeError(.internal, "a known contact without its key") }
-            try store.replaceExchanged(
-                id: id, publicKey: key, seed: try SecretBytes(copying: contact.seed), mine: try SecretBytes(copying: contact.mine),
-                theirs: try SecretBytes(copying: contact.theirs), method: method.contactMethod, now: now)
-        } else {
-            try store.settleVerified(id: id, now: now)
-        }
+        return try required(contactID)
     }
 
     /// Applies the peer's decision, once it arrived, to a confirmed
@@ -474,7 +439,7 @@ public final class Exchange: CustomStringConvertible {
             try m.checkUsable(now: now)
             return try m.settle()
         }
-        return state == .confirmed ? savedContactID : nil
+        return state == .confirmed ? contactID : nil
     }
 
     /// The SAS did not match, the person gave up, or (state
@@ -485,27 +450,7 @@ public final class Exchange: CustomStringConvertible {
     /// was received. A failed exchange may be rejected too, to delete
     /// what it saved.
     public func reject() throws {
-        if machine.failure != nil {
-            guard savedContactID != nil, !existingContact else {
-                throw ItsMeError(.invalidState, "the exchange is failed and cannot be rejected")
-            }
-            try dropContact()
-            savedContactID = nil
-            return
-        }
         try step(now: nil) { try $0.reject() }
-    }
-
-    /// Deletes the contact `save` added; a known contact is left as it was.
-    private func dropContact() throws {
-        guard let id = savedContactID, !existingContact else { return }
-        do {
-            try store.delete(id: id)
-        } catch let e as ItsMeError where e.kind == .notFound {
-            // Already deleted: by the person while comparing the SAS or
-            // awaiting the peer, by expireAwaiting, or by an earlier reject
-            // of this failed exchange.
-        }
     }
 
     // MARK: Sealing
@@ -562,9 +507,9 @@ public final class Exchange: CustomStringConvertible {
         machine.own.drawn.withBytes { w.append($0) }
         w.append(sessionCode?.value ?? UInt32.max)
         w.append(UInt32(driver.sent))
-        w.append(savedContactID ?? -1)
-        w.append(savedContactID == nil ? [UInt8](repeating: 0, count: 16) : store.storeID)
-        w.append(UInt8(existingContact ? 1 : 0))
+        w.append(machine.saved?.id ?? -1)
+        w.append(machine.saved == nil ? [UInt8](repeating: 0, count: 16) : store.storeID)
+        w.append(UInt8(machine.saved?.known == true ? 1 : 0))
         w.append(machine.decisionCode)
         w.append(UInt16(accepted.count))
         for m in accepted {
@@ -656,9 +601,8 @@ public final class Exchange: CustomStringConvertible {
             let ex = try Exchange(machine, actions.filter { if case .send = $0 { true } else { false } }, store: store)
             for input in inputs { try ex.receive(input, now: createdAt) }
             try ex.step(now: createdAt) { try $0.restoreDecision(decision) }
+            try ex.step(now: createdAt) { $0.restoreSaved(saved >= 0 ? ExchangeMachine.Saved(id: saved, known: existing) : nil) }
             ex.driver.skipSent(taken)
-            ex.savedContactID = saved >= 0 ? saved : nil
-            ex.existingContact = existing
             return ex
         }
     }

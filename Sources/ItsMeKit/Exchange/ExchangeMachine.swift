@@ -190,6 +190,15 @@ struct ExchangeMachine: SteppedMachine {
     let ownPayload: SensitiveBytes?
     private(set) var state: State
 
+    /// The contact the exchange saved (`ExchangedWrite.save`): its id, and
+    /// whether it was a contact before the exchange (`known`: it is
+    /// replaced once confirmed, never inserted or deleted).
+    struct Saved: Equatable {
+        let id: Int64
+        let known: Bool
+    }
+    private(set) var saved: Saved?
+
     /// The machine, and what to do first: a Bluetooth HELLO or an INVITE to
     /// send, and for an exchange at a distance the PAKE scalar to keep.
     static func start(
@@ -504,6 +513,37 @@ struct ExchangeMachine: SteppedMachine {
         }
     }
 
+    // MARK: The contact it saved
+
+    /// What one of the exchange's writes (`ExchangedWrite`) means for the
+    /// contact store, given the contact saved so far: the save itself while
+    /// nothing is saved (`nil` write: the driver saves and calls
+    /// `recordSaved`); a known contact replaced, a new one settled; only a
+    /// new one awaits the peer or is deleted.
+    func contactWrites(for write: ExchangedWrite) throws -> (save: ExchangedContact?, writes: [ContactWrite]) {
+        if case .save(let contact) = write { return saved == nil ? (contact, []) : (nil, []) }
+        guard let saved else {
+            if case .drop = write { return (nil, []) }
+            throw ItsMeError(.internal, "an exchange write before its contact was saved")
+        }
+        switch write {
+        case .save: return (nil, [])
+        case .keep(let contact):
+            return (nil, [saved.known ? .replaceExchanged(contactID: saved.id, contact) : .settleExchanged(contactID: saved.id)])
+        case .awaitPeer(let until): return (nil, saved.known ? [] : [.awaitPeer(contactID: saved.id, until: until)])
+        case .drop: return (nil, saved.known ? [] : [.deleteExchanged(contactID: saved.id)])
+        }
+    }
+
+    /// The driver saved the contact (`contactWrites`' save).
+    mutating func recordSaved(id: Int64, known: Bool) { saved = Saved(id: id, known: known) }
+
+    /// A restored exchange's saved contact, as it was sealed.
+    mutating func restoreSaved(_ saved: Saved?) -> [Action] {
+        self.saved = saved
+        return []
+    }
+
     /// Saves the contact before a decision (`Exchange.save`): only while the
     /// SAS is compared, or a source-format payload was read (8.1). Saving
     /// again saves nothing more (the driver's write is idempotent).
@@ -582,7 +622,15 @@ struct ExchangeMachine: SteppedMachine {
             d.settled = .rejected
             state = .agreed(a, d)
             return [.exchanged(.drop)] + sends + forgetPAKEScalar
-        case .agreed, .abandoned, .failed:
+        case .failed:
+            // A failed exchange is rejected only to delete the new contact
+            // it saved.
+            guard let s = saved, !s.known else {
+                throw ItsMeError(.invalidState, "the exchange is failed and cannot be rejected")
+            }
+            saved = nil
+            return [.contact(.deleteExchanged(contactID: s.id))]
+        case .agreed, .abandoned:
             throw ItsMeError(.invalidState, "the exchange is \(publicState) and cannot be rejected")
         }
     }

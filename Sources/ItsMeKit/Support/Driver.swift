@@ -81,8 +81,13 @@ final class Driver<Machine: SteppedMachine> {
     /// How many messages were handed to the transport (`markSent`).
     private(set) var sent = 0
 
+    /// How a driver makes one write of a step: on the step's copy of the
+    /// machine, which a write may tell what it did (the exchange's save
+    /// gives the contact's id).
+    typealias Write = (Action, inout Machine) throws -> Void
+
     /// A driver of `machine`, whose first actions are `actions`.
-    init(_ machine: Machine, actions: [Action], write: (Action) throws -> Void) throws {
+    init(_ machine: Machine, actions: [Action], write: Write) throws {
         self.machine = machine
         try step({ _ in ((), actions) }, write: write)
     }
@@ -108,7 +113,7 @@ final class Driver<Machine: SteppedMachine> {
     /// through `write` (every action but `.send` and `.discardQueued`), in
     /// order, then queues its messages and keeps the copy.
     @discardableResult
-    func step<T>(_ body: (inout Machine) throws -> (T, [Action]), write: (Action) throws -> Void) throws -> T {
+    func step<T>(_ body: (inout Machine) throws -> (T, [Action]), write: Write) throws -> T {
         let wasFailed = machine.failure != nil
         var copy = machine
         let result: T
@@ -132,7 +137,7 @@ final class Driver<Machine: SteppedMachine> {
                 case .discardQueued:
                     discard = true
                     messages = []
-                case .contact, .secret, .exchanged: try write(action)
+                case .contact, .secret, .exchanged: try write(action, &copy)
                 }
             }
         } catch let e as ItsMeError where Machine.failedWriteEnds(e) {
@@ -149,13 +154,14 @@ final class Driver<Machine: SteppedMachine> {
     /// A step that returns no actions.
     @discardableResult
     func plainStep<T>(_ body: (inout Machine) throws -> T) throws -> T {
-        try step({ ((try body(&$0)), []) }, write: { _ in })
+        try step({ ((try body(&$0)), []) }, write: { _, _ in })
     }
 
-    private func keepFailed(_ failed: Machine, write: (Action) throws -> Void) {
+    private func keepFailed(_ failed: Machine, write: Write) {
+        var failed = failed
+        for action in failed.actionsOnFailure { try? write(action, &failed) }
         machine = failed
         queue = []
-        for action in failed.actionsOnFailure { try? write(action) }
     }
 
     /// Changes the machine outside a step: transport bookkeeping that no

@@ -140,7 +140,7 @@ public final class DeviceTransfer: CustomStringConvertible {
 
     /// A transfer writes to no store: the receiver's host installs what
     /// came (`IdentityExport.install`).
-    private static func noWrites(_ action: Action) throws {
+    private static func noWrites(_ action: Action, _ machine: inout DeviceTransferMachine) throws {
         throw ItsMeError(.internal, "a device transfer makes no write")
     }
 
