@@ -166,8 +166,7 @@ public final class Exchange: CustomStringConvertible {
     /// An exchange whose machine begins with `actions` (made at its creation time).
     private init(_ machine: ExchangeMachine, _ actions: [Action], store: ContactStore) throws {
         self.store = store
-        driver = try Driver(machine, actions: [], write: { _, _ in })
-        try driver.step({ _ in ((), actions) }, write: writer(now: machine.createdAt))
+        driver = try Driver(machine, actions: actions, write: Self.writer(store, now: machine.createdAt))
     }
 
     /// A new exchange: applies the machine's first actions.
@@ -254,14 +253,14 @@ public final class Exchange: CustomStringConvertible {
     /// nothing more sent); a step whose writes could not all be made
     /// changes nothing in the machine.
     private func step(now: Int64?, _ body: (inout ExchangeMachine) throws -> [Action]) throws {
-        try driver.step({ ((), try body(&$0)) }, write: writer(now: now))
+        try driver.step({ ((), try body(&$0)) }, write: Self.writer(store, now: now))
     }
 
     /// Makes one write of a step, on the step's copy of the machine: the
     /// contact store's writes the machine says the exchange's writes mean
     /// (`ExchangeMachine.contactWrites`), and the PAKE scalar's.
-    private func writer(now: Int64?) -> Driver<ExchangeMachine>.Write {
-        { [store] action, machine in
+    private static func writer(_ store: ContactStore, now: Int64?) -> Driver<ExchangeMachine>.Write {
+        { action, machine in
             let identityStore = machine.identity.store
             switch action {
             case .secret(.keepPAKEScalar(let inviteID, let inviter, let createdAt, let scalar)):

@@ -516,10 +516,11 @@ struct ExchangeMachine: SteppedMachine {
     // MARK: The contact it saved
 
     /// What one of the exchange's writes (`ExchangedWrite`) means for the
-    /// contact store, given the contact saved so far: the save itself while
-    /// nothing is saved (`nil` write: the driver saves and calls
-    /// `recordSaved`); a known contact replaced, a new one settled; only a
-    /// new one awaits the peer or is deleted.
+    /// contact store, given the contact saved so far: `save`, the contact
+    /// to save while none is (the driver saves it, `ContactStore.saveExchanged`,
+    /// and tells the step's copy, `recordSaved`); then the store's writes:
+    /// a known contact replaced, a new one settled; only a new one awaits
+    /// the peer or is deleted.
     func contactWrites(for write: ExchangedWrite) throws -> (save: ExchangedContact?, writes: [ContactWrite]) {
         if case .save(let contact) = write { return saved == nil ? (contact, []) : (nil, []) }
         guard let saved else {

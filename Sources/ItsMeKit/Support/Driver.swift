@@ -8,8 +8,8 @@ enum Action {
     case contact(ContactWrite)
     /// Make this change to the identity's secret store.
     case secret(SecretWrite)
-    /// Make this change to the contact an exchange saved (the exchange's
-    /// driver knows which one).
+    /// Make this change to the contact an exchange saved (its machine says
+    /// what that means for the store: `ExchangeMachine.contactWrites`).
     case exchanged(ExchangedWrite)
     /// Drop the messages still queued: the peer must get none of them
     /// (a transfer the person rejected).
@@ -72,9 +72,10 @@ extension SteppedMachine {
 /// that fails leaves the machine and the queue as they were, so the call
 /// can be repeated, unless the machine says that failure ends it.
 ///
-/// A class, so that a write may read the machine as it was before the
-/// step (the exchange's save reads its agreement) while the step runs.
-/// Not thread-safe: its owner serialises calls.
+/// A class: a write may read the driver that owns it (its store, its
+/// machine as it was before the step) while the step runs, which the
+/// exclusive access of a struct's mutating step would forbid. Not
+/// thread-safe: its owner serialises calls.
 final class Driver<Machine: SteppedMachine> {
     private(set) var machine: Machine
     private var queue: [[UInt8]] = []
