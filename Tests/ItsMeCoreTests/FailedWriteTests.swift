@@ -240,18 +240,36 @@ final class FailedWriteTests: XCTestCase {
         return w
     }
 
-    /// Delivers every queued message both ways, each receive an attempt.
-    private func pump(_ w: Writes, _ x: Exchange, _ y: Exchange) throws {
+    /// Delivers every message `next` takes from either side to the other,
+    /// until none is left; each `receive` is an attempt.
+    private func pump<S: AnyObject>(
+        _ w: Writes, _ x: S, _ y: S, next: (S) throws -> [UInt8]?, describe: @escaping (S) -> String,
+        receive: (S, S, [UInt8]) throws -> Void
+    ) throws {
         var moved = true
         while moved {
             moved = false
             for (from, to) in [(x, y), (y, x)] {
-                while let m = from.peekOutgoing() {
-                    from.markSent()
-                    try w.attempt("receive", { self.describe(to) }) { try to.receive(m, now: t0 + 1) }
+                while let m = try next(from) {
+                    try w.attempt("receive", { describe(to) }) { try receive(from, to, m) }
                     moved = true
                 }
             }
+        }
+    }
+
+    /// Takes the next message a side queued.
+    private func take<S>(_ peek: @escaping (S) -> [UInt8]?, _ mark: @escaping (S) -> Void) -> (S) -> [UInt8]? {
+        { side in
+            guard let m = peek(side) else { return nil }
+            mark(side)
+            return m
+        }
+    }
+
+    private func pump(_ w: Writes, _ x: Exchange, _ y: Exchange) throws {
+        try pump(w, x, y, next: take({ $0.peekOutgoing() }, { $0.markSent() }), describe: describe) { _, to, m in
+            try to.receive(m, now: t0 + 1)
         }
     }
 
@@ -312,17 +330,9 @@ final class FailedWriteTests: XCTestCase {
         let window = VoiceProtocol.window(now)
         let sa = try OnlineVerify(store: a.store, contactID: idA, window: window, now: now, random: &ra)
         let sb = try OnlineVerify(store: b.store, contactID: idB, window: window, now: now, random: &rb)
-        func describe(_ s: OnlineVerify) -> String { "\(s.state) \(s.peekOutgoing().map(Hex.encodeUpper) ?? "-") \(String(describing: s.sas))" }
-        var moved = true
-        while moved {
-            moved = false
-            for (from, to) in [(sa, sb), (sb, sa)] {
-                while let m = from.peekOutgoing() {
-                    from.markSent()
-                    try w.attempt("receive", { describe(to) }) { try to.receive(m, now: now) }
-                    moved = true
-                }
-            }
+        let describe = { (s: OnlineVerify) in "\(s.state) \(s.peekOutgoing().map(Hex.encodeUpper) ?? "-") \(String(describing: s.sas))" }
+        try pump(w, sa, sb, next: take({ $0.peekOutgoing() }, { $0.markSent() }), describe: describe) { _, to, m in
+            try to.receive(m, now: now)
         }
         for s in [sa, sb] {
             XCTAssertEqual(try w.attempt("confirm", { describe(s) }) { try s.confirm(now: now + 5) }, .verified)
@@ -339,17 +349,9 @@ final class FailedWriteTests: XCTestCase {
         let window = VoiceProtocol.window(now)
         let ua = try PinUpdate(store: a.store, contactID: idA, window: window, now: now, random: &ra)
         let ub = try PinUpdate(store: b.store, contactID: idB, window: window, now: now, random: &rb)
-        func describe(_ u: PinUpdate) -> String { "\(u.state) \(u.peekOutgoing().map(Hex.encodeUpper) ?? "-")" }
-        var moved = true
-        while moved {
-            moved = false
-            for (from, to) in [(ua, ub), (ub, ua)] {
-                while let m = from.peekOutgoing() {
-                    from.markSent()
-                    try w.attempt("receive", { describe(to) }) { try to.receive(m, now: now) }
-                    moved = true
-                }
-            }
+        let describe = { (u: PinUpdate) in "\(u.state) \(u.peekOutgoing().map(Hex.encodeUpper) ?? "-")" }
+        try pump(w, ua, ub, next: take({ $0.peekOutgoing() }, { $0.markSent() }), describe: describe) { _, to, m in
+            try to.receive(m, now: now)
         }
         XCTAssertEqual(ua.state, .done)
         XCTAssertEqual(ub.state, .done)
@@ -395,18 +397,11 @@ final class FailedWriteTests: XCTestCase {
         let meeting = RemoteCode.random(using: &rm)
         let ca = try RollCall(store: a.store, meetingCode: meeting, now: now, random: &ra)
         let cb = try RollCall(store: b.store, meetingCode: meeting, now: now, random: &rb)
-        func describe(_ c: RollCall) -> String { "\(c.phase) \(c.participants.map { "\($0.index):\($0.state)" })" }
+        let describe = { (c: RollCall) in "\(c.phase) \(c.participants.map { "\($0.index):\($0.state)" })" }
         let slots = [ObjectIdentifier(ca): 1, ObjectIdentifier(cb): 2]
         func pump() throws {
-            var moved = true
-            while moved {
-                moved = false
-                for (from, to) in [(ca, cb), (cb, ca)] {
-                    while let m = try from.takeOutgoing() {
-                        try w.attempt("receive", { describe(to) }) { try to.receive(m, from: slots[ObjectIdentifier(from)]!, now: now + 1) }
-                        moved = true
-                    }
-                }
+            try self.pump(w, ca, cb, next: { try $0.takeOutgoing() }, describe: describe) { from, to, m in
+                try to.receive(m, from: slots[ObjectIdentifier(from)]!, now: now + 1)
             }
         }
         try ca.joined(slot: 1, peers: [], now: now)
