@@ -63,46 +63,50 @@ final class FailedWriteTests: XCTestCase {
 
     /// Makes the calls of one flow, each first with writes failing.
     final class Writes {
-        let people: [Person]
+        let stores: [ContactStore]
+        let secrets: [FaultySecretStore]
         /// Calls that threw because a write failed, and were then repeated.
         var hits: [String] = []
 
-        init(_ people: [Person]) { self.people = people }
+        init(stores: [ContactStore], secrets: [FaultySecretStore] = []) {
+            self.stores = stores
+            self.secrets = secrets
+        }
+
+        convenience init(_ people: [Person]) { self.init(stores: people.map(\.store), secrets: people.map(\.secrets)) }
 
         /// Every commit of the contact stores fails (a temporary trigger on
         /// the manifest every commit rewrites), and so does every put of a
         /// PAKE scalar.
         func fail() throws {
-            for p in people {
+            for store in stores {
                 for event in ["INSERT", "UPDATE"] {
-                    try p.store.db.execute(
+                    try store.db.execute(
                         "CREATE TEMP TRIGGER fail_\(event.lowercased()) BEFORE \(event) ON main.meta BEGIN SELECT RAISE(ABORT, 'test: the disk is full'); END"
                     )
                 }
-                p.secrets.failing = true
             }
+            secrets.forEach { $0.failing = true }
         }
 
         func allow() throws {
-            for p in people {
-                try p.store.db.execute("DROP TRIGGER temp.fail_insert; DROP TRIGGER temp.fail_update")
-                p.secrets.failing = false
-            }
+            for store in stores { try store.db.execute("DROP TRIGGER temp.fail_insert; DROP TRIGGER temp.fail_update") }
+            secrets.forEach { $0.failing = false }
         }
 
         /// What the stores hold: every contact's row and device secrets, and
         /// the secret store's item names.
-        func stores() throws -> String {
-            try people.map { p in
-                let contacts = try p.store.list().map { c in
-                    let s = try p.store.tagSecrets(id: c.id)
+        func held() throws -> String {
+            let contacts = try stores.map { store in
+                try store.list().map { c in
+                    let s = try store.tagSecrets(id: c.id)
                     let secrets = [s.speaking, s.theirs, s.theirsPending, s.theirsPrevious].map { box in
                         box.withBytes { Hex.encodeUpper(SHA256.hash(Array($0))) }
                     }
                     return "\(c.id) \(c.name) \(c.state) \(String(describing: c.lastWindow)) \(secrets) \(s.committed)"
                 }
-                return "\(contacts) \(p.secrets.names.sorted())"
-            }.joined(separator: " | ")
+            }
+            return "\(contacts) \(secrets.map { $0.names.sorted() })"
         }
 
         /// Makes `call` with writes failing; if it throws a write's error,
@@ -112,7 +116,7 @@ final class FailedWriteTests: XCTestCase {
         func attempt<T>(
             _ what: String, _ session: () -> String, file: StaticString = #filePath, line: UInt = #line, _ call: () throws -> T
         ) throws -> T {
-            let before = (session(), try stores())
+            let before = (session(), try held())
             try fail()
             do {
                 let result = try call()
@@ -121,7 +125,7 @@ final class FailedWriteTests: XCTestCase {
             } catch let e as ItsMeError where e.kind == .database || e.kind == .secretStore {
                 try allow()
                 XCTAssertEqual(session(), before.0, "\(what): the session changed although its write failed", file: file, line: line)
-                XCTAssertEqual(try stores(), before.1, "\(what): a store changed although the write failed", file: file, line: line)
+                XCTAssertEqual(try held(), before.1, "\(what): a store changed although the write failed", file: file, line: line)
                 hits.append(what)
                 return try call()
             } catch {
@@ -137,15 +141,11 @@ final class FailedWriteTests: XCTestCase {
         "\(x.state) \(String(describing: x.contactID)) \(x.flags.rawValue) \(x.peekOutgoing().map(Hex.encodeUpper) ?? "-") \(String(describing: x.failure))"
     }
 
-    /// Two people who exchanged by QR code, each with the other verified.
-    private func pair(_ label: String) throws -> (Person, Person, Int64, Int64) {
-        let a = try person("Alice"), b = try person("Bob")
-        var ra = rng("\(label)-a"), rb = rng("\(label)-b")
-        let xa = try Exchange.qr(identity: a.identity, store: a.store, now: t0, random: &ra)
-        let xb = try Exchange.qr(identity: b.identity, store: b.store, now: t0, random: &rb)
-        try xa.receive(xb.peekOutgoing()!, now: t0)
-        try xb.receive(xa.peekOutgoing()!, now: t0)
-        return (a, b, try xa.confirm(now: t0), try xb.confirm(now: t0))
+    /// Two people who exchanged by QR code (`exchangedPair`), each with the
+    /// other verified, and their stores' writes.
+    private func pair(_ label: String) throws -> (PairSide, PairSide, Writes) {
+        let (a, b) = try exchangedPair(in: directory, label: label, now: t0)
+        return (a, b, Writes(stores: [a.store, b.store]))
     }
 
     // MARK: The table
@@ -323,8 +323,8 @@ final class FailedWriteTests: XCTestCase {
     }
 
     private func onlineVerify() throws -> Writes {
-        let (a, b, idA, idB) = try pair("ov")
-        let w = Writes([a, b])
+        let (a, b, w) = try pair("ov")
+        let (idA, idB) = (a.contactID, b.contactID)
         let now = t0 + 600
         var ra = rng("ov-a"), rb = rng("ov-b")
         let window = VoiceProtocol.window(now)
@@ -342,8 +342,8 @@ final class FailedWriteTests: XCTestCase {
     }
 
     private func pinUpdate() throws -> Writes {
-        let (a, b, idA, idB) = try pair("pin")
-        let w = Writes([a, b])
+        let (a, b, w) = try pair("pin")
+        let (idA, idB) = (a.contactID, b.contactID)
         let now = t0 + 600
         var ra = rng("pin-a"), rb = rng("pin-b")
         let window = VoiceProtocol.window(now)
@@ -356,16 +356,15 @@ final class FailedWriteTests: XCTestCase {
         XCTAssertEqual(ua.state, .done)
         XCTAssertEqual(ub.state, .done)
         // The two sides now say and expect the new secrets.
-        let (oa, ob) = try voiceVerify(PairSide(identity: a.identity, store: a.store, contactID: idA),
-                                       PairSide(identity: b.identity, store: b.store, contactID: idB), now: now + 60)
+        let (oa, ob) = try voiceVerify(a, b, now: now + 60)
         XCTAssertEqual(oa, .verified)
         XCTAssertEqual(ob, .verified)
         return w
     }
 
     private func voice() throws -> Writes {
-        let (a, b, idA, idB) = try pair("voice")
-        let w = Writes([a, b])
+        let (a, b, w) = try pair("voice")
+        let (idA, idB) = (a.contactID, b.contactID)
         let now = t0 + 600
         let va = try VoiceSession(store: a.store, contactID: idA, now: now)
         let vb = try VoiceSession(store: b.store, contactID: idB, now: now)
@@ -389,8 +388,8 @@ final class FailedWriteTests: XCTestCase {
     }
 
     private func rollCall() throws -> Writes {
-        let (a, b, idA, idB) = try pair("rc")
-        let w = Writes([a, b])
+        let (a, b, w) = try pair("rc")
+        let (idA, idB) = (a.contactID, b.contactID)
         let now = t0 + 600
         var ra = rng("rc-a"), rb = rng("rc-b")
         var rm = rng("rc-meeting")
