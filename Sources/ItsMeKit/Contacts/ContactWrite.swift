@@ -136,15 +136,14 @@ extension ContactStore {
 }
 
 extension ContactStore {
-    /// Makes a machine's write to this store: a driver's `write` for
-    /// `Driver.step`. Only `.contact` writes are this store's.
-    func write(_ action: Action, now: Int64) throws {
-        guard case .contact(let write) = action else {
-            throw ItsMeError(.internal, "a write the contact store does not make")
+    /// A driver's `write` for `Driver.step` that makes a machine's writes
+    /// to this store at `now`. Only `.contact` writes are this store's.
+    func writer<M>(now: Int64) -> (Action, inout M) throws -> Void {
+        { action, _ in
+            guard case .contact(let write) = action else {
+                throw ItsMeError(.internal, "a write the contact store does not make")
+            }
+            try self.apply(write, now: now)
         }
-        try apply(write, now: now)
     }
-
-    /// `write(_:now:)` at `now`, as a driver's step takes it.
-    func writer<M>(now: Int64) -> (Action, inout M) throws -> Void { { action, _ in try self.write(action, now: now) } }
 }

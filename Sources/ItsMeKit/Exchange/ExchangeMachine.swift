@@ -522,17 +522,14 @@ struct ExchangeMachine: SteppedMachine {
     /// a known contact replaced, a new one settled; only a new one awaits
     /// the peer or is deleted.
     func contactWrites(for write: ExchangedWrite) throws -> (save: ExchangedContact?, writes: [ContactWrite]) {
-        if case .save(let contact) = write { return saved == nil ? (contact, []) : (nil, []) }
-        guard let saved else {
-            if case .drop = write { return (nil, []) }
-            throw ItsMeError(.internal, "an exchange write before its contact was saved")
-        }
-        switch write {
-        case .save: return (nil, [])
-        case .keep(let contact):
+        switch (write, saved) {
+        case (.save(let contact), nil): return (contact, [])
+        case (.save, _?), (.drop, nil): return (nil, [])
+        case (.drop, let saved?): return (nil, saved.known ? [] : [.deleteExchanged(contactID: saved.id)])
+        case (.keep(let contact), let saved?):
             return (nil, [saved.known ? .replaceExchanged(contactID: saved.id, contact) : .settleExchanged(contactID: saved.id)])
-        case .awaitPeer(let until): return (nil, saved.known ? [] : [.awaitPeer(contactID: saved.id, until: until)])
-        case .drop: return (nil, saved.known ? [] : [.deleteExchanged(contactID: saved.id)])
+        case (.awaitPeer(let until), let saved?): return (nil, saved.known ? [] : [.awaitPeer(contactID: saved.id, until: until)])
+        case (.keep, nil), (.awaitPeer, nil): throw ItsMeError(.internal, "an exchange write before its contact was saved")
         }
     }
 

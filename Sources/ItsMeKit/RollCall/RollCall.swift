@@ -103,8 +103,7 @@ public final class RollCall: CustomStringConvertible {
         self.store = store
         driver = try Driver(
             try RollCallMachine.start(
-                meetingCode: meetingCode, binding: binding, members: members, myPID: store.ownerPublicKey, now: now, random: &random),
-            actions: [], write: store.writer(now: now))
+                meetingCode: meetingCode, binding: binding, members: members, myPID: store.ownerPublicKey, now: now, random: &random))
     }
 
     public var description: String { "RollCall(participants: \(machine.shown.count), phase: \(phase))" }

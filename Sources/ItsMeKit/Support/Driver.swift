@@ -88,7 +88,7 @@ final class Driver<Machine: SteppedMachine> {
     typealias Write = (Action, inout Machine) throws -> Void
 
     /// A driver of `machine`, whose first actions are `actions`.
-    init(_ machine: Machine, actions: [Action], write: Write) throws {
+    init(_ machine: Machine, actions: [Action] = [], write: Write = { _, _ in }) throws {
         self.machine = machine
         try step({ _ in ((), actions) }, write: write)
     }

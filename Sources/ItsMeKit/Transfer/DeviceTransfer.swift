@@ -91,7 +91,7 @@ public final class DeviceTransfer: CustomStringConvertible {
     /// The new device's side: draws the one-time key and the transfer id.
     /// Throws `.invalidArgument` for a time out of range.
     public init<R: RandomSource>(receiverAt now: Int64, random: inout R) throws {
-        driver = try Driver(try DeviceTransferMachine.receiver(now: now, random: &random), actions: [], write: Self.noWrites)
+        driver = try Driver(try DeviceTransferMachine.receiver(now: now, random: &random))
     }
 
     /// The old device's side: reads the offer the new device shows (one

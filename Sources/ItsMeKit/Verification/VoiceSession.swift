@@ -122,7 +122,7 @@ public final class VoiceSession: CustomStringConvertible {
             contactID: contactID, lastWindow: contact.lastWindow, now: now, seed: SecretBox(try store.seed(id: contactID)),
             myPID: store.ownerPublicKey, peerPID: contact.pid, tagSecrets: try store.tagSecrets(id: contactID), binding: binding)
         self.store = store
-        driver = try Driver(machine, actions: [], write: store.writer(now: now))
+        driver = try Driver(machine)
     }
 
     /// Whether the session is bound to the host's call (9.7).
