@@ -1363,8 +1363,9 @@ BURST_ROUNDS = 8
 def test_a_crash_that_loses_the_wal_loses_unnoticed_at_most_100_ms_of_commits(me, secrets_dir, db_path, tmp_path):
     """A writer commits as fast as it can, makes the file hold its commits
     once (a checkpoint), and is SIGKILLed 0 to 0.6 s later; its -wal and -shm
-    are deleted. Opening then either refuses the file as rolled back, or the
-    commits lost without notice all began within 100 ms of one another: the
+    are deleted. Opening then either refuses the file as rolled back (or as
+    torn, when the kill fell inside a checkpoint), or the commits lost without
+    notice all began within 100 ms of one another: the
     mark is raised at least every 50 ms while commits wait (docs/STORAGE.md).
     (Raised every 2 s, as before, the lost commits of a round spanned up to
     the whole time since the checkpoint.)"""
@@ -1373,6 +1374,7 @@ def test_a_crash_that_loses_the_wal_loses_unnoticed_at_most_100_ms_of_commits(me
     report = tmp_path / "report"
     with ContactStore.open(me, db_path):
         pass
+    torn_rounds = 0
     for round_number in range(BURST_ROUNDS):
         with ContactStore.open(me, db_path) as s:
             before = s.count()
@@ -1402,12 +1404,25 @@ def test_a_crash_that_loses_the_wal_loses_unnoticed_at_most_100_ms_of_commits(me
         except itsme.RolledBackError:
             ContactStore.accept_loss(me, db_path)
             continue
+        except (itsme.DatabaseError, itsme.CorruptDataError) as torn:
+            # Killed while one of SQLite's automatic checkpoints was copying
+            # the -wal into the file: without its -wal the file is torn, which
+            # is refused too (noticed, never read as a smaller store). Nothing
+            # can mend a torn file; the round starts over on a new one.
+            assert isinstance(torn, itsme.CorruptDataError) or "malformed" in torn.detail, torn
+            torn_rounds += 1
+            db_path.unlink()
+            ContactStore.accept_loss(me, db_path)
+            continue
         lost = started[kept:]
         if lost:
             span = lost[-1] - lost[0]
             assert span < 0.1, (
                 f"round {round_number}: {len(lost)} reported commits lost without notice, begun over {span:.3f} s"
             )
+    # A kill lands inside a checkpoint (a few ms of each round) now and then,
+    # not in most rounds: most rounds measure the claim.
+    assert torn_rounds < BURST_ROUNDS // 2, f"{torn_rounds} of {BURST_ROUNDS} rounds tore the file"
 
 
 # -- rollback: a store behind, or not, the one this device last saw ----------
