@@ -23,6 +23,11 @@ let package = Package(
         // secrets that wipe themselves, constant-time comparison, base64, the
         // SQLite wrapper, the error type.
         .library(name: "ItsMePrimitives", targets: ["ItsMePrimitives"]),
+        // The relay's contract as data (docs/PROTOCOL.md 15): IDs, tokens,
+        // paths, headers, error kinds and statuses, room events, close
+        // codes. The relay server, the core, the relay client and the load
+        // generator all read it from here.
+        .library(name: "ItsMeRelayProtocol", targets: ["ItsMeRelayProtocol"]),
     ],
     targets: [
         .systemLibrary(
@@ -40,8 +45,11 @@ let package = Package(
         .systemLibrary(name: "CItsMe", path: "Sources/CItsMe"),
         // Primitives without protocol rules: no Foundation, no C exports.
         .target(name: "ItsMePrimitives", dependencies: ["CSodium", "CSQLite"]),
+        // The relay's contract, and the small JSON reader and writer: no
+        // dependency at all.
+        .target(name: "ItsMeRelayProtocol"),
         // The protocol core: no Foundation, no C exports.
-        .target(name: "ItsMeKit", dependencies: ["ItsMePrimitives", "CSodium", "CSQLite"]),
+        .target(name: "ItsMeKit", dependencies: ["ItsMePrimitives", "ItsMeRelayProtocol", "CSodium", "CSQLite"]),
         // Every exported C function, and nothing else.
         .target(name: "ItsMeFFI", dependencies: ["ItsMeKit", "CItsMe"]),
         // The functions only the test build exports.
@@ -53,6 +61,7 @@ let package = Package(
             dependencies: ["ItsMeKit", "CSodium", "CSQLite"],
             exclude: ["Vectors"]
         ),
+        .testTarget(name: "ItsMeRelayProtocolTests", dependencies: ["ItsMeRelayProtocol"]),
         .testTarget(name: "ItsMeFFITests", dependencies: ["ItsMeFFI", "ItsMeTestingFFI", "ItsMeKit", "CItsMe"]),
     ]
 )

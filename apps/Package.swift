@@ -34,6 +34,7 @@ let package = Package(
             name: "RelayServer",
             dependencies: [
                 .product(name: "ItsMePrimitives", package: "itsme"),
+                .product(name: "ItsMeRelayProtocol", package: "itsme"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -69,6 +70,7 @@ let package = Package(
             dependencies: [
                 "WebSocketWire",
                 .product(name: "ItsMeKit", package: "itsme"),
+                .product(name: "ItsMeRelayProtocol", package: "itsme"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -141,6 +143,7 @@ let package = Package(
             dependencies: [
                 "CEpoll", "WebSocketWire", "RelayClient",
                 .product(name: "ItsMeKit", package: "itsme"),
+                .product(name: "ItsMeRelayProtocol", package: "itsme"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

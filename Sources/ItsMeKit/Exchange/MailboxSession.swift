@@ -1,3 +1,5 @@
+import ItsMeRelayProtocol
+
 /// The invite-mailbox driver of docs/PROTOCOL.md 16.5, without I/O: it
 /// carries an invite exchange (`Exchange.invite` or `acceptInvite`, not
 /// real-time) through the relay's invite mailbox (15.2) by saying which
@@ -164,7 +166,7 @@ public final class MailboxSession: CustomStringConvertible {
             guard case .int(let version)? = value["version"], version == Self.currentVersion else {
                 throw ItsMeError(.invalidArgument, "not a saved InviteSession state of a known version")
             }
-            guard case .string(let relayID)? = value["relay_id"], MailboxSession.isID(relayID),
+            guard case .string(let relayID)? = value["relay_id"], RelayProtocol.isID(relayID),
                 case .bool(let inviter)? = value["inviter"]
             else {
                 throw ItsMeError(.invalidArgument, "the saved state is of another exchange")
@@ -172,7 +174,7 @@ public final class MailboxSession: CustomStringConvertible {
             var token: String?
             switch value["token"] {
             case .string(let t)?:
-                guard MailboxSession.isToken(t) else { throw ItsMeError(.invalidArgument, "the saved state's token is not a relay token") }
+                guard RelayProtocol.isToken(t) else { throw ItsMeError(.invalidArgument, "the saved state's token is not a relay token") }
                 token = t
             case .null?, nil: token = nil
             default: throw ItsMeError(.invalidArgument, "the saved state's token is not a relay token")
@@ -265,7 +267,7 @@ public final class MailboxSession: CustomStringConvertible {
         guard saved.relayID == relayID, saved.inviter == isInviter else {
             throw ItsMeError(.invalidArgument, "the saved state is of another exchange")
         }
-        if let token = saved.token, !Self.isToken(token) {
+        if let token = saved.token, !RelayProtocol.isToken(token) {
             throw ItsMeError(.invalidArgument, "the saved state's token is not a relay token")
         }
         guard saved.lastSeq >= 0 else {
@@ -393,7 +395,7 @@ public final class MailboxSession: CustomStringConvertible {
             giveUp()
             return .conflict
         case (.create, .created(let t)), (.accept, .accepted(let t)):
-            guard Self.isToken(t) else { throw ItsMeError(.invalidArgument, "token must be the 43 base64url characters the relay gave") }
+            guard RelayProtocol.isToken(t) else { throw ItsMeError(.invalidArgument, "token must be the 43 base64url characters the relay gave") }
             pending = nil
             token = t
             return .proceed
@@ -434,13 +436,12 @@ public final class MailboxSession: CustomStringConvertible {
     /// a post carries the message as its body.
     public var pendingHTTP: (method: String, path: String)? {
         guard let pending else { return nil }
-        let base = "/v1/invites/\(relayID)"
         switch pending {
-        case .create: return ("POST", base)
-        case .accept: return ("POST", base + "/accept")
-        case .post: return ("POST", base + "/messages")
-        case .fetch(let after, let wait): return ("GET", base + "/messages?after=\(after)&wait=\(wait)")
-        case .delete: return ("DELETE", base)
+        case .create: return ("POST", RelayPath.invite(relayID).text)
+        case .accept: return ("POST", RelayPath.inviteAccept(relayID).text)
+        case .post: return ("POST", RelayPath.inviteMessages(relayID).text)
+        case .fetch(let after, let wait): return ("GET", RelayPath.fetch(relayID, after: after, wait: wait))
+        case .delete: return ("DELETE", RelayPath.invite(relayID).text)
         case .idle, .done: return nil
         }
     }
@@ -457,13 +458,13 @@ public final class MailboxSession: CustomStringConvertible {
         guard let request = pending else {
             throw ItsMeError(.invalidState, "no request is pending: ask for the next one first")
         }
-        if status == 404 { return try answer(.inviteGone, now: now) }
-        if status == 409, request == .create || request == .accept { return try answer(.conflict, now: now) }
+        if status == RelayErrorKind.notFound.status { return try answer(.inviteGone, now: now) }
+        if status == RelayErrorKind.conflict.status, request == .create || request == .accept { return try answer(.conflict, now: now) }
         let expected: Int
         switch request {
-        case .create, .post: expected = 201
-        case .accept, .fetch: expected = 200
-        case .delete: expected = 204
+        case .create, .post: expected = RelayStatus.created
+        case .accept, .fetch: expected = RelayStatus.ok
+        case .delete: expected = RelayStatus.noContent
         case .idle, .done: expected = -1
         }
         guard status == expected else { return try answer(.transientFailure, now: now) }
@@ -474,7 +475,7 @@ public final class MailboxSession: CustomStringConvertible {
         let json = body.count <= SavedState.maxJSONCount ? String(validating: body, as: UTF8.self).flatMap { JSONValue.parse($0) } : nil
         switch request {
         case .create, .accept:
-            guard case .string(let token)? = json?["token"], Self.isToken(token) else { try malformed("carries no valid token") }
+            guard case .string(let token)? = json?["token"], RelayProtocol.isToken(token) else { try malformed("carries no valid token") }
             return try answer(request == .create ? .created(token: token) : .accepted(token: token), now: now)
         case .post:
             guard case .int(let seq)? = json?["seq"], seq >= 1 else { try malformed("carries no sequence number") }
@@ -552,15 +553,5 @@ public final class MailboxSession: CustomStringConvertible {
         case .idle: return "idle"
         case .done: return "done"
         }
-    }
-
-    /// 32 lowercase hex digits (15.1).
-    static func isID(_ value: String) -> Bool {
-        value.utf8.count == 32 && value.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
-    }
-
-    /// 32 bytes in unpadded base64url: 43 characters, as the relay draws them.
-    package static func isToken(_ value: String) -> Bool {
-        value.utf8.count == 43 && Base64.decode(value, .urlUnpadded)?.count == 32
     }
 }

@@ -5,6 +5,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import ItsMeRelayProtocol
 
 /// The file secret store wrapped by a passphrase, as ssh does for keys:
 /// every item is sealed with ChaCha20-Poly1305 under a key Argon2id derives

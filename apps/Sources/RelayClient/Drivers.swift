@@ -1,5 +1,6 @@
 import Foundation
 import ItsMeKit
+import ItsMeRelayProtocol
 
 /// A state machine carried through a room: an exchange or an Online Verify
 /// session.
@@ -72,7 +73,7 @@ public func realtimeExchange(
         throw ItsMeError(.invalidArgument, "realtimeExchange carries a real-time exchange (an invite goes through the mailbox)")
     }
     let deadline = Deadline(seconds: try Checks.seconds(timeout, "timeout"))
-    let room = try await RelayRoom.join(url, roomID: Checks.hex(id), timeout: deadline.remaining)
+    let room = try await RelayRoom.join(url, roomID: try Checks.hex(id), timeout: deadline.remaining)
     let machine = RoomMachine(
         peekOutgoing: exchange.peekOutgoing, markSent: exchange.markSent,
         receive: { try exchange.receive($0, now: $1) }, isRunning: { exchange.state == .awaitingPeer })

@@ -2,6 +2,7 @@ import Foundation
 import ItsMeKit
 import NIOCore
 import NIOPosix
+import ItsMeRelayProtocol
 
 /// What arrives in a group room: the relay's events (text frames of JSON,
 /// docs/PROTOCOL.md 15.9) and the other peers' messages (binary frames,
@@ -77,7 +78,7 @@ public final class GroupRoom: @unchecked Sendable {
     ) async throws -> GroupRoom {
         try Checks.id(groupID, "group room ID")
         let link = try await RoomLink.open(
-            url, path: "/v1/groups/\(groupID)", what: "the group room", maxMessage: maxFrame + 2, maxQueued: maxQueued,
+            url, path: RelayPath.group(groupID).text, what: "the group room", maxMessage: maxFrame + 2, maxQueued: maxQueued,
             timeout: timeout, eventLoopGroup: eventLoopGroup)
         return GroupRoom(groupID: groupID, link: link)
     }
@@ -118,26 +119,14 @@ public final class GroupRoom: @unchecked Sendable {
     }
 
     static func parseEvent(_ text: String) throws -> GroupEvent {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
-            throw RelayError.badResponse("the relay sent a text frame that is not a JSON object")
-        }
-        guard let type = object["type"] as? String else { throw RelayError.badResponse("the relay sent an event without a type") }
-        func slot() throws -> Int {
-            guard let slot = object["slot"] as? Int, (1...0xFFFF).contains(slot) else {
-                throw RelayError.badResponse("the relay sent a \(type.prefix(64)) event without a slot")
-            }
-            return slot
-        }
-        switch type {
-        case "joined":
-            guard let peers = object["peers"] as? [Int] else {
-                throw RelayError.badResponse("the relay sent a joined event without its peers")
-            }
-            return .joined(slot: try slot(), peers: peers)
-        case "peer-joined": return .peerJoined(slot: try slot())
-        case "peer-left": return .peerLeft(slot: try slot())
-        case "refused": return .refused(reason: (object["reason"] as? String) ?? "no reason given")
-        default: return .other(type: String(type.prefix(64)))
+        switch ItsMeRelayProtocol.RoomEvent(json: Array(text.utf8)) {
+        case .joined(let slot, let peers)?: return .joined(slot: slot, peers: peers)
+        case .peerJoined(let slot?)?: return .peerJoined(slot: slot)
+        case .peerLeft(let slot?)?: return .peerLeft(slot: slot)
+        case .refused(let reason)?: return .refused(reason: reason)
+        case .other(let type)?: return .other(type: type)
+        case .waiting?, .peerJoined(nil)?, .peerLeft(nil)?, nil:
+            throw RelayError.badResponse("the relay sent a text frame that is not a group room's event")
         }
     }
 

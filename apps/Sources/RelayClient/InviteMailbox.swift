@@ -4,6 +4,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
+import ItsMeRelayProtocol
 
 /// The relay's invite mailbox (docs/PROTOCOL.md 15.2): an invite with two
 /// sides, the inviter who creates it and the invitee who accepts it, each
@@ -45,14 +46,14 @@ public final class InviteMailbox {
     /// `409 conflict` if the ID is in use.
     public func create(inviteID: String) async throws -> String {
         try Checks.id(inviteID, "invite ID")
-        return try tokenAnswer(try await call(201, .POST, "/v1/invites/\(inviteID)"))
+        return try tokenAnswer(try await call(RelayStatus.created, .POST, RelayPath.invite(inviteID).text))
     }
 
     /// Binds the caller as the invitee; returns the invitee's token.
     /// `409 conflict` if someone accepted it already.
     public func accept(inviteID: String) async throws -> String {
         try Checks.id(inviteID, "invite ID")
-        return try tokenAnswer(try await call(200, .POST, "/v1/invites/\(inviteID)/accept"))
+        return try tokenAnswer(try await call(RelayStatus.ok, .POST, RelayPath.inviteAccept(inviteID).text))
     }
 
     /// Posts one message (1 to 65,536 bytes by default); returns its
@@ -61,7 +62,7 @@ public final class InviteMailbox {
     public func post(inviteID: String, token: String, body: [UInt8]) async throws -> Int {
         try Checks.id(inviteID, "invite ID")
         try Checks.token(token)
-        let data = try await call(201, .POST, "/v1/invites/\(inviteID)/messages", token: token, body: body)
+        let data = try await call(RelayStatus.created, .POST, RelayPath.inviteMessages(inviteID).text, token: token, body: body)
         struct Posted: Decodable { let seq: Int }
         guard let posted = try? JSONDecoder().decode(Posted.self, from: Data(data)), posted.seq >= 1 else {
             throw RelayError.badResponse("the relay's answer carries no sequence number")
@@ -84,7 +85,7 @@ public final class InviteMailbox {
         }
         let seconds = Int(wait)
         let data = try await call(
-            200, .GET, "/v1/invites/\(inviteID)/messages?after=\(after)&wait=\(seconds)", token: token,
+            RelayStatus.ok, .GET, RelayPath.fetch(inviteID, after: after, wait: seconds), token: token,
             timeout: timeout + Double(seconds))
         struct Message: Decodable {
             let seq: Int
@@ -111,7 +112,7 @@ public final class InviteMailbox {
     public func delete(inviteID: String, token: String) async throws {
         try Checks.id(inviteID, "invite ID")
         try Checks.token(token)
-        _ = try await call(204, .DELETE, "/v1/invites/\(inviteID)", token: token)
+        _ = try await call(RelayStatus.noContent, .DELETE, RelayPath.invite(inviteID).text, token: token)
     }
 
     // MARK: Requests
@@ -120,7 +121,7 @@ public final class InviteMailbox {
         _ expected: Int, _ method: HTTPMethod, _ path: String, token: String? = nil, body: [UInt8]? = nil, timeout: Double? = nil
     ) async throws -> [UInt8] {
         var headers: [(String, String)] = []
-        if let token { headers.append(("Authorization", "Bearer \(token)")) }
+        if let token { headers.append((RelayProtocol.authorizationHeader, RelayProtocol.authorization(token: token))) }
         let answer = try await HTTPRequester.send(
             url, sslContext: try context(), method: method, path: path, headers: headers, body: body,
             timeout: timeout ?? self.timeout, group: group)
@@ -141,14 +142,14 @@ public final class InviteMailbox {
             }
         }
         var retryAfter: Int?
-        if let header = answer.headers.first(name: "Retry-After")?.trimmingCharacters(in: .whitespaces),
+        if let header = answer.headers.first(name: RelayProtocol.retryAfterHeader)?.trimmingCharacters(in: .whitespaces),
             !header.isEmpty, header.count <= 9, header.allSatisfy({ $0.isASCII && $0.isNumber })
         {
             retryAfter = Int(header)
         }
-        let ended = answer.status == 404
+        let ended = answer.status == RelayErrorKind.notFound.status
         return RelayError(
-            message, status: answer.status, kind: kind ?? (ended ? "not-found" : nil), retryAfter: retryAfter, inviteEnded: ended)
+            message, status: answer.status, kind: kind ?? (ended ? RelayErrorKind.notFound.rawValue : nil), retryAfter: retryAfter, inviteEnded: ended)
     }
 
     private func tokenAnswer(_ data: [UInt8]) throws -> String {
@@ -165,7 +166,7 @@ public final class InviteMailbox {
                 expires = try? c.decode(Double.self, forKey: .expires)
             }
         }
-        guard let answer = try? JSONDecoder().decode(Answer.self, from: Data(data)), Checks.isToken(answer.token) else {
+        guard let answer = try? JSONDecoder().decode(Answer.self, from: Data(data)), RelayProtocol.isToken(answer.token) else {
             throw RelayError.badResponse("the relay's answer carries no valid token")
         }
         lastExpires = answer.expires

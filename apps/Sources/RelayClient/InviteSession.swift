@@ -1,5 +1,6 @@
 import Foundation
 import ItsMeKit
+import ItsMeRelayProtocol
 
 /// Drives an invite exchange (`Exchange.invite` or `Exchange.acceptInvite`,
 /// not real-time) through an invite mailbox (docs/PROTOCOL.md 16.5).
@@ -201,7 +202,7 @@ public final class InviteSession {
                     }
                     continue
                 }
-                if error.kind == "conflict", request == .create || request == .accept {
+                if error.kind == RelayErrorKind.conflict.rawValue, request == .create || request == .accept {
                     _ = try core.answer(.conflict, now: now)
                     throw RelayError(
                         isInviter

@@ -4,6 +4,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
+import ItsMeRelayProtocol
 
 /// The relay's records (docs/PROTOCOL.md 15.4): immutable bytes stored
 /// under an ID the client chooses (for a profile record, its
@@ -45,18 +46,18 @@ public final class RecordStore {
         guard !bytes.isEmpty else { throw ItsMeError(.invalidArgument, "a record is at least 1 byte") }
         let answer = try await send(.PUT, id, body: bytes)
         switch answer.status {
-        case 201:
+        case RelayStatus.created:
             struct Created: Decodable {
                 let deleteToken: String
                 enum CodingKeys: String, CodingKey { case deleteToken = "delete_token" }
             }
             guard let created = try? JSONDecoder().decode(Created.self, from: Data(answer.body)),
-                Checks.isToken(created.deleteToken)
+                RelayProtocol.isToken(created.deleteToken)
             else {
                 throw RelayError.badResponse("the relay's answer carries no valid delete token")
             }
             return created.deleteToken
-        case 200:
+        case RelayStatus.ok:
             return nil
         default:
             throw Self.refusal(answer)
@@ -68,7 +69,7 @@ public final class RecordStore {
     public func get(id: String) async throws -> [UInt8] {
         try Checks.id(id, "record ID")
         let answer = try await send(.GET, id)
-        guard answer.status == 200 else { throw Self.refusal(answer) }
+        guard answer.status == RelayStatus.ok else { throw Self.refusal(answer) }
         guard !answer.body.isEmpty else { throw RelayError.badResponse("the relay answered an empty record") }
         return answer.body
     }
@@ -78,8 +79,8 @@ public final class RecordStore {
     public func delete(id: String, token: String) async throws {
         try Checks.id(id, "record ID")
         try Checks.token(token)
-        let answer = try await send(.DELETE, id, headers: [("Authorization", "Bearer \(token)")])
-        guard answer.status == 204 else { throw Self.refusal(answer) }
+        let answer = try await send(.DELETE, id, headers: [(RelayProtocol.authorizationHeader, RelayProtocol.authorization(token: token))])
+        guard answer.status == RelayStatus.noContent else { throw Self.refusal(answer) }
     }
 
     // MARK: Requests
@@ -88,7 +89,7 @@ public final class RecordStore {
         -> HTTPAnswer
     {
         try await HTTPRequester.send(
-            url, sslContext: try context(), method: method, path: "/v1/records/\(id)", headers: headers, body: body,
+            url, sslContext: try context(), method: method, path: RelayPath.record(id).text, headers: headers, body: body,
             timeout: timeout, group: group)
     }
 

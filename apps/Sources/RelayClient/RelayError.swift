@@ -1,4 +1,5 @@
 import Foundation
+import ItsMeRelayProtocol
 
 /// The relay refused a request, answered something unexpected, or could not
 /// be reached (docs/PROTOCOL.md section 15).
@@ -56,6 +57,13 @@ extension RelayError: LocalizedError {
 }
 
 extension RelayError {
+    /// The kind of a room the other peer left (the relay's event's name).
+    public static let peerLeft = ItsMeRelayProtocol.RoomEvent.peerLeft(slot: nil).type
+    /// The kind of a frame the relay refused (its event's name).
+    public static let refused = ItsMeRelayProtocol.RoomEvent.refused(reason: "").type
+    /// The kind of a room that is full (the relay's rejection reason).
+    public static let roomFull = RelayRejection.roomFull.rawValue
+
     static func timeout(_ message: String) -> RelayError { RelayError(message, kind: "timeout") }
     static func connection(_ message: String) -> RelayError { RelayError(message, kind: "connection") }
     static func badResponse(_ message: String) -> RelayError { RelayError(message, kind: "bad-response") }

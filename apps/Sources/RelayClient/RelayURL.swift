@@ -1,6 +1,7 @@
 import Foundation
 import ItsMeKit
 import NIOSSL
+import ItsMeRelayProtocol
 
 /// The relay's base URL, parsed once: `http://` or `https://` (also accepted:
 /// `ws://` and `wss://`, the same relay), a host name or IPv4 address, an
@@ -142,17 +143,11 @@ public struct RelayURL: Sendable, CustomStringConvertible {
 enum Checks {
     /// 32 lowercase hex characters (docs/PROTOCOL.md 15.1).
     static func id(_ value: String, _ what: String) throws {
-        let ok = value.utf8.count == 32 && value.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
-        guard ok else { throw ItsMeError(.invalidArgument, "\(what) must be 32 lowercase hex digits") }
-    }
-
-    /// 32 bytes in unpadded base64url: 43 characters, as the relay draws them.
-    static func isToken(_ value: String) -> Bool {
-        value.utf8.count == 43 && Base64.decode(value, .urlUnpadded)?.count == 32
+        guard RelayProtocol.isID(value) else { throw ItsMeError(.invalidArgument, "\(what) must be 32 lowercase hex digits") }
     }
 
     static func token(_ value: String) throws {
-        guard isToken(value) else { throw ItsMeError(.invalidArgument, "token must be the 43 base64url characters the relay gave") }
+        guard RelayProtocol.isToken(value) else { throw ItsMeError(.invalidArgument, "token must be the 43 base64url characters the relay gave") }
     }
 
     /// A number of seconds given by the caller: finite and not negative
@@ -164,6 +159,9 @@ enum Checks {
 
     static let maxSeconds = 1e8
 
-    /// Lowercase hex of an ID's bytes.
-    static func hex(_ bytes: [UInt8]) -> String { Hex.encodeUpper(bytes).lowercased() }
+    /// The ID that names an ID's bytes (16 of them): lower-case hex.
+    static func hex(_ bytes: [UInt8]) throws -> String {
+        guard let id = RelayProtocol.id(of: bytes) else { throw ItsMeError(.invalidArgument, "an ID is 16 bytes") }
+        return id
+    }
 }

@@ -3,6 +3,7 @@ import ItsMeKit
 import NIOCore
 import NIOPosix
 import NIOSSL
+import ItsMeRelayProtocol
 
 /// What arrives in a room: the relay's events (text frames of JSON,
 /// docs/PROTOCOL.md 15.3) and the peer's messages (binary frames). The end
@@ -64,7 +65,7 @@ public final class RelayRoom: @unchecked Sendable {
     ) async throws -> RelayRoom {
         try Checks.id(roomID, "room ID")
         let link = try await RoomLink.open(
-            url, path: "/v1/rooms/\(roomID)", what: "the room", maxMessage: maxFrame, maxQueued: RoomInbox.maxQueued,
+            url, path: RelayPath.room(roomID).text, what: "the room", maxMessage: maxFrame, maxQueued: RoomInbox.maxQueued,
             timeout: timeout, eventLoopGroup: eventLoopGroup)
         return RelayRoom(roomID: roomID, link: link)
     }
@@ -98,16 +99,14 @@ public final class RelayRoom: @unchecked Sendable {
     }
 
     static func parseEvent(_ text: String) throws -> RoomEvent {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
-            throw RelayError.badResponse("the relay sent a text frame that is not a JSON object")
-        }
-        guard let type = object["type"] as? String else { throw RelayError.badResponse("the relay sent an event without a type") }
-        switch type {
-        case "waiting": return .waiting
-        case "peer-joined": return .peerJoined
-        case "peer-left": return .peerLeft
-        case "refused": return .refused(reason: (object["reason"] as? String) ?? "no reason given")
-        default: return .other(type: String(type.prefix(64)))
+        switch ItsMeRelayProtocol.RoomEvent(json: Array(text.utf8)) {
+        case .waiting?: return .waiting
+        case .peerJoined(nil)?: return .peerJoined
+        case .peerLeft(nil)?: return .peerLeft
+        case .refused(let reason)?: return .refused(reason: reason)
+        case .other(let type)?: return .other(type: type)
+        case .joined?, .peerJoined?, .peerLeft?, nil:
+            throw RelayError.badResponse("the relay sent a text frame that is not a room's event")
         }
     }
 
@@ -116,10 +115,10 @@ public final class RelayRoom: @unchecked Sendable {
         switch end {
         case .closed(let code):
             switch code {
-            case 4009: return RelayError(full, kind: "room-full")
-            case 4000: return RelayError("the room was idle for too long and the relay closed it", kind: "closed")
-            case 1001: return RelayError("the relay is shutting down", kind: "closed")
-            case 1009: return RelayError("a frame was too large for the relay", kind: "closed")
+            case RoomCloseCode.roomFull: return RelayError(full, kind: RelayError.roomFull)
+            case RoomCloseCode.idle: return RelayError("the room was idle for too long and the relay closed it", kind: "closed")
+            case RoomCloseCode.goingAway: return RelayError("the relay is shutting down", kind: "closed")
+            case RoomCloseCode.tooLarge: return RelayError("a frame was too large for the relay", kind: "closed")
             case let code?: return RelayError("the relay closed the room connection (code \(code))", kind: "closed")
             case nil: return RelayError("the room connection closed", kind: "closed")
             }
@@ -164,9 +163,9 @@ public final class RelayRoom: @unchecked Sendable {
             case .message(let bytes):
                 return bytes
             case .peerLeft:
-                throw RelayError("the other person left the room", kind: "peer-left")
+                throw RelayError("the other person left the room", kind: RelayError.peerLeft)
             case .refused(let reason):
-                throw RelayError("the relay refused a frame (\(reason.prefix(64)))", kind: "refused")
+                throw RelayError("the relay refused a frame (\(reason.prefix(64)))", kind: RelayError.refused)
             case .waiting, .peerJoined, .other:
                 continue
             }
@@ -295,7 +294,7 @@ final class RoomLink: @unchecked Sendable {
         guard first else { return }
         if inbox.end == nil {
             let socket = socket
-            channel.eventLoop.execute { socket.startClose(code: 1000) }
+            channel.eventLoop.execute { socket.startClose(code: UInt16(RoomCloseCode.normal)) }
             // The relay answers the close and ends the connection; wait for
             // that, at most 2 seconds, then cut it.
             let deadline = Deadline(seconds: 2)

@@ -2,6 +2,7 @@ import Foundation
 import ItsMeKit
 import NIOCore
 import WebSocketWire
+import ItsMeRelayProtocol
 
 /// The WebSocket of a room (RFC 6455) in one channel handler, behind TLS
 /// for a wss:// relay: the HTTP/1.1 upgrade written and read by hand, then
@@ -109,7 +110,7 @@ final class RoomSocket: ChannelInboundHandler, @unchecked Sendable {
         case .notHTTP:
             fail(context, .badResponse("the relay's answer to the room request is not HTTP"))
         case .refused(let code, let retryAfter):
-            let kind = code == 503 ? "busy" : code == 429 ? "rate-limited" : "connection"
+            let kind = code == RelayErrorKind.busy.status ? RelayErrorKind.busy.rawValue : code == RelayErrorKind.rateLimited.status ? RelayErrorKind.rateLimited.rawValue : "connection"
             fail(
                 context,
                 RelayError("the relay did not open the room (it answered \(code))", status: code, kind: kind, retryAfter: retryAfter))
@@ -234,7 +235,7 @@ final class RoomSocket: ChannelInboundHandler, @unchecked Sendable {
 
     private func protocolError(_ context: ChannelHandlerContext, _ why: String) {
         inbox.finish(.failed(RelayError.badResponse("the relay broke the WebSocket protocol (\(why))")))
-        startClose(code: 1002)
+        startClose(code: UInt16(RoomCloseCode.protocolError))
         state = .closed
         context.close(promise: nil)
     }

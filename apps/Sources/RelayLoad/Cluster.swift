@@ -8,6 +8,7 @@
 // comparison measures what nginx, PostgreSQL and a second process cost, not
 // how the relay scales.
 import Foundation
+import ItsMeRelayProtocol
 
 extension Bench {
     mutating func clusterComparison(dir: String) {
@@ -75,7 +76,7 @@ extension Bench {
         let rooms = (0..<count).map { LoadRoom(index: $0, transport: .relay, name: randomID()) }
         let before = totals().readyRooms
         for (worker, share) in zip(workers, distribute(rooms)) where !share.isEmpty {
-            settle(worker.open(share, port: port) { "/v1/rooms/\($0.name)" }, "opening rooms")
+            settle(worker.open(share, port: port) { RelayPath.room($0.name).text }, "opening rooms")
         }
         let (ready, joined) = poll(seconds: 30) { $0.readyRooms >= before + count || $0.failures > 0 || $0.unexpectedCloses > 0 }
         checkHealth("phase 7 rooms", ready)

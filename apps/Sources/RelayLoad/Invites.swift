@@ -5,6 +5,7 @@
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import ItsMeRelayProtocol
 
 final class HTTPConn: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = HTTPClientResponsePart
@@ -42,7 +43,7 @@ final class HTTPConn: ChannelInboundHandler, @unchecked Sendable {
         guard let context else { return onFailure("not connected") }
         var headers = HTTPHeaders()
         headers.add(name: "Host", value: host)
-        if let token { headers.add(name: "Authorization", value: "Bearer \(token)") }
+        if let token { headers.add(name: RelayProtocol.authorizationHeader, value: RelayProtocol.authorization(token: token)) }
         if let body {
             headers.add(name: "Content-Type", value: "application/octet-stream")
             headers.add(name: "Content-Length", value: String(body.readableBytes))
@@ -153,24 +154,25 @@ final class InviteRunner: @unchecked Sendable {
     private func lifecycle() {
         guard running else { return }
         let id = randomID()
-        let base = "/v1/invites/\(id)"
+        let invite = RelayPath.invite(id).text, accept = RelayPath.inviteAccept(id).text
+        let messages = RelayPath.inviteMessages(id).text, fetch = RelayPath.fetch(id, after: 0, wait: 0)
         let start = monoNanos()
-        inviter.request(.POST, base) { [self] status, body in
-            guard expect("create", status, 201), let inviterToken = token(body) else { return fail("create: no token") }
-            invitee.request(.POST, base + "/accept") { [self] status, body in
-                guard expect("accept", status, 200), let inviteeToken = token(body) else { return fail("accept: no token") }
-                inviter.request(.POST, base + "/messages", token: inviterToken, body: message) { [self] status, _ in
-                    guard expect("inviter post", status, 201) else { return }
-                    invitee.request(.POST, base + "/messages", token: inviteeToken, body: message) { [self] status, _ in
-                        guard expect("invitee post", status, 201) else { return }
-                        invitee.request(.GET, base + "/messages?after=0", token: inviteeToken) { [self] status, body in
-                            guard expect("invitee fetch", status, 200) else { return }
+        inviter.request(.POST, invite) { [self] status, body in
+            guard expect("create", status, RelayStatus.created), let inviterToken = token(body) else { return fail("create: no token") }
+            invitee.request(.POST, accept) { [self] status, body in
+                guard expect("accept", status, RelayStatus.ok), let inviteeToken = token(body) else { return fail("accept: no token") }
+                inviter.request(.POST, messages, token: inviterToken, body: message) { [self] status, _ in
+                    guard expect("inviter post", status, RelayStatus.created) else { return }
+                    invitee.request(.POST, messages, token: inviteeToken, body: message) { [self] status, _ in
+                        guard expect("invitee post", status, RelayStatus.created) else { return }
+                        invitee.request(.GET, fetch, token: inviteeToken) { [self] status, body in
+                            guard expect("invitee fetch", status, RelayStatus.ok) else { return }
                             guard hasMessage(body) else { return fail("invitee fetch: no message") }
-                            inviter.request(.GET, base + "/messages?after=0", token: inviterToken) { [self] status, body in
-                                guard expect("inviter fetch", status, 200) else { return }
+                            inviter.request(.GET, fetch, token: inviterToken) { [self] status, body in
+                                guard expect("inviter fetch", status, RelayStatus.ok) else { return }
                                 guard hasMessage(body) else { return fail("inviter fetch: no message") }
-                                inviter.request(.DELETE, base, token: inviterToken) { [self] status, _ in
-                                    guard expect("delete", status, 204) else { return }
+                                inviter.request(.DELETE, invite, token: inviterToken) { [self] status, _ in
+                                    guard expect("delete", status, RelayStatus.noContent) else { return }
                                     let now = monoNanos()
                                     histogram.record(now - start)
                                     lifecycles += 1

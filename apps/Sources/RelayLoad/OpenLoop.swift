@@ -12,6 +12,7 @@
 import CEpoll
 import Glibc
 import WebSocketWire
+import ItsMeRelayProtocol
 
 final class OpenLoopGenerator {
     private let port: Int
@@ -76,7 +77,7 @@ final class OpenLoopGenerator {
             guard connected == 0 else { return "connect: \(String(cString: strerror(errno)))" }
             if index % 2 == 0 { roomNames.append(randomID()) }
             let request = WebSocketWire.upgradeRequest(
-                host: "127.0.0.1:\(port)", path: "/v1/rooms/\(roomNames[index / 2])", key: WebSocketWire.newKey())
+                host: "127.0.0.1:\(port)", path: RelayPath.room(roomNames[index / 2]).text, key: WebSocketWire.newKey())
             let bytes = Array(request.utf8)
             guard bytes.withUnsafeBytes({ Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == bytes.count else {
                 return "sending the upgrade request: \(String(cString: strerror(errno)))"

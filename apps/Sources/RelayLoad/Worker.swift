@@ -5,6 +5,7 @@
 import NIOCore
 import NIOPosix
 import NIOSSL
+import ItsMeRelayProtocol
 
 /// One room of the load: its two connections (sides 0 and 1) and what each
 /// sent and received. Made on the main thread, then touched only on its
@@ -296,14 +297,11 @@ final class Worker: @unchecked Sendable {
             guard let type = jsonString(text, "type") else { return note("text frame without a type") }
             switch room.transport {
             case .relay:
-                if type.elementsEqual("peer-joined".utf8) {
-                    sideReady(room)
-                } else if type.elementsEqual("waiting".utf8) {
-                    // first in the room
-                } else if type.elementsEqual("peer-left".utf8) {
-                    if !conn.closing { note("peer-left during the run") }
-                } else {
-                    note("relay said: \(String(decoding: text.prefix(200), as: UTF8.self))")
+                switch RoomEvent(json: text) {
+                case .peerJoined?: sideReady(room)
+                case .waiting?: break // first in the room
+                case .peerLeft?: if !conn.closing { note("peer-left during the run") }
+                default: note("relay said: \(String(decoding: text.prefix(200), as: UTF8.self))")
                 }
             case .wormhole:
                 wormholeMessage(conn, type, text)

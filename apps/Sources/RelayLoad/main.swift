@@ -30,6 +30,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import NIOSSL
+import ItsMeRelayProtocol
 
 struct LoadCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -523,7 +524,7 @@ struct Bench {
             let batchStart = monoNanos()
             let rooms = (opened..<(opened + count)).map { LoadRoom(index: $0, transport: .relay, name: randomID()) }
             for (worker, share) in zip(workers, distribute(rooms)) where !share.isEmpty {
-                settle(worker.open(share, port: port, tls: tls) { "/v1/rooms/\($0.name)" }, "opening rooms")
+                settle(worker.open(share, port: port, tls: tls) { RelayPath.room($0.name).text }, "opening rooms")
             }
             opened += count
             let target = readyBefore + opened
@@ -822,7 +823,7 @@ struct Bench {
             LoadRoom(index: $0, transport: transport, name: transport == .relay ? randomID() : String(base + $0))
         }
         for (worker, share) in zip(workers, distribute(rooms)) where !share.isEmpty {
-            settle(worker.open(share, port: port) { room in room.transport == .relay ? "/v1/rooms/\(room.name)" : "/v1" }, "opening reference rooms")
+            settle(worker.open(share, port: port) { room in room.transport == .relay ? RelayPath.room(room.name).text : "/v1" }, "opening reference rooms")
         }
         let before = totals().readyRooms
         let (ready, joined) = poll(seconds: 30) { $0.readyRooms >= before + count || $0.failures > 0 }

@@ -1,4 +1,5 @@
 import Foundation
+import ItsMeRelayProtocol
 import HummingbirdCore
 import Logging
 import NIOCore
@@ -81,12 +82,12 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
             let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
             timer = context.eventLoop.scheduleTask(in: limits.requestTimeout) { [weak self] in
                 guard let self, !self.headDone else { return }
-                self.limits.metrics.reject("slow-request")
+                self.limits.metrics.reject(.slowRequest)
                 loopBound.value.close(promise: nil)
             }
         } else {
             refused = true
-            limits.metrics.reject("busy")
+            limits.metrics.reject(.busy)
             if context.channel.isActive { refuse(context) }
         }
     }
@@ -105,21 +106,21 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
     /// `503 busy`, then the output is shut and the connection closed.
     private func refuse(_ context: ChannelHandlerContext) {
         answer(
-            context, status: "503 Service Unavailable", headers: "Retry-After: 5\r\n",
-            error: "busy", message: "too many connections; try again later")
+            context, status: "503 Service Unavailable", headers: "\(RelayProtocol.retryAfterHeader): 5\r\n",
+            error: .busy, message: "too many connections; try again later")
     }
 
     /// Answers with a JSON error on the raw connection (ahead of HTTP
     /// encoding, which may hold a broken request), then shuts the output and
     /// closes the connection; nothing the client sends after is read.
     /// `context` is this handler's.
-    func answer(_ context: ChannelHandlerContext, status: String, headers: String = "", error: String, message: String) {
+    func answer(_ context: ChannelHandlerContext, status: String, headers: String = "", error: RelayErrorKind, message: String) {
         refused = true
         guard !refusing else { return }
         refusing = true
-        let body = #"{"error":"\#(error)","message":"\#(message)"}"#
+        let body = error.body(message: message)
         let text =
-            "HTTP/1.1 \(status)\r\nContent-Type: application/json\r\n\(headers)"
+            "HTTP/1.1 \(status)\r\nContent-Type: \(RelayProtocol.jsonContentType)\r\n\(headers)"
             + "Connection: close\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
         context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: text))).whenComplete { _ in
@@ -178,7 +179,7 @@ final class RequestTimer: ChannelDuplexHandler, RemovableChannelHandler {
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
         timer = context.eventLoop.scheduleTask(in: limits.requestTimeout) { [weak self] in
             guard let self, self.state != .answering else { return }
-            if self.state == .reading { self.limits.metrics.reject("slow-request") }
+            if self.state == .reading { self.limits.metrics.reject(.slowRequest) }
             loopBound.value.close(promise: nil)
         }
     }
@@ -228,17 +229,17 @@ final class ParseErrorAnswer: ChannelInboundHandler, RemovableChannelHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if let error = error as? HTTPParserError {
             let tooLarge = error == .headerOverflow
-            metrics.reject(tooLarge ? "too-large" : "bad-request")
+            metrics.reject(tooLarge ? RelayRejection.tooLarge : .badRequest)
             let pipeline = context.pipeline.syncOperations
             let timer = try? pipeline.handler(type: RequestTimer.self)
             if timer?.isIdle ?? true, let guardContext = try? pipeline.context(handler: connectionGuard) {
                 if tooLarge {
                     connectionGuard.answer(
-                        guardContext, status: "431 Request Header Fields Too Large", error: "too-large",
+                        guardContext, status: "431 Request Header Fields Too Large", error: .tooLarge,
                         message: "the request head is larger than the relay reads")
                 } else {
                     connectionGuard.answer(
-                        guardContext, status: "400 Bad Request", error: "bad-request", message: "this is not an HTTP/1.1 request")
+                        guardContext, status: "400 Bad Request", error: .badRequest, message: "this is not an HTTP/1.1 request")
                 }
             } else {
                 context.close(promise: nil)

@@ -1,27 +1,33 @@
 import Foundation
 import Hummingbird
+import ItsMeRelayProtocol
 
-/// A refusal: status, error kind (docs/PROTOCOL.md 15.1) and a message for
-/// a person.
+/// A refusal: error kind (docs/PROTOCOL.md 15.1), status (the kind's
+/// unless told) and a message for a person.
 struct RelayError: Error {
+    let kind: RelayErrorKind
     let status: HTTPResponse.Status
-    let kind: String
     let message: String
     var headers: HTTPFields = [:]
 
-    static func badID(_ what: String) -> RelayError {
-        RelayError(status: .badRequest, kind: "bad-id", message: "\(what) IDs are 32 lower-case hex characters")
+    init(_ kind: RelayErrorKind, status: HTTPResponse.Status? = nil, message: String, headers: HTTPFields = [:]) {
+        self.kind = kind
+        self.status = status ?? HTTPResponse.Status(code: kind.status)
+        self.message = message
+        self.headers = headers
     }
-    static func badRequest(_ message: String) -> RelayError { RelayError(status: .badRequest, kind: "bad-request", message: message) }
-    static let notFoundInvite = RelayError(status: .notFound, kind: "not-found", message: "no such invite")
-    static let unauthorized = RelayError(
-        status: .unauthorized, kind: "unauthorized", message: "this needs an Authorization: Bearer token of 43 base64url characters")
+
+    static func badID(_ what: String) -> RelayError {
+        RelayError(.badID, message: "\(what) IDs are 32 lower-case hex characters")
+    }
+    static func badRequest(_ message: String) -> RelayError { RelayError(.badRequest, message: message) }
+    static let notFoundInvite = RelayError(.notFound, message: "no such invite")
+    static let unauthorized = RelayError(.unauthorized, message: "this needs an Authorization: Bearer token of 43 base64url characters")
     static func tooLarge(_ limit: Int) -> RelayError {
-        RelayError(status: .contentTooLarge, kind: "too-large", message: "the body is larger than \(limit) bytes", headers: [.connection: "close"])
+        RelayError(.tooLarge, message: "the body is larger than \(limit) bytes", headers: [.connection: "close"])
     }
     static func rateLimited(_ seconds: Int) -> RelayError {
-        RelayError(
-            status: .tooManyRequests, kind: "rate-limited", message: "too many requests from this address; retry in \(seconds) s",
+        RelayError(.rateLimited, message: "too many requests from this address; retry in \(seconds) s",
             headers: [.retryAfter: String(seconds)])
     }
 
@@ -43,7 +49,7 @@ struct RelayError: Error {
     }
 
     /// `{"error": kind, "message": message}` (15.1).
-    private var body: ByteBuffer { JSON.buffer(["error": kind, "message": message]) }
+    private var body: ByteBuffer { ByteBuffer(string: kind.body(message: message)) }
 }
 
 /// JSON bodies.

@@ -1,4 +1,5 @@
 import Foundation
+import ItsMeRelayProtocol
 import HTTPTypes
 import Hummingbird
 import NIOCore
@@ -30,14 +31,13 @@ final class HandshakeCheck: ChannelInboundHandler, RemovableChannelHandler {
             case .connection: return Self.badRequest("a WebSocket handshake needs Connection: Upgrade")
             case .key: return Self.badRequest("a WebSocket handshake needs one Sec-WebSocket-Key of 16 bytes in base64")
             case .version:
-                return RelayError(
-                    status: .upgradeRequired, kind: "bad-request", message: "this relay speaks WebSocket version 13",
+                return RelayError(.badRequest, status: .upgradeRequired, message: "this relay speaks WebSocket version 13",
                     headers: [.secWebSocketVersion: "13", .connection: "close"])
             }
         }
 
         private static func badRequest(_ message: String) -> RelayError {
-            RelayError(status: .badRequest, kind: "bad-request", message: message, headers: [.connection: "close"])
+            RelayError(.badRequest, message: message, headers: [.connection: "close"])
         }
     }
 

@@ -7,6 +7,7 @@ import NIOHTTP1
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
 import NIOWebSocket
+import ItsMeRelayProtocol
 
 /// What a connection became with its first request.
 enum RelayConnectionKind: Sendable {
@@ -166,15 +167,15 @@ struct RoomUpgrader: NIOTypedHTTPServerProtocolUpgrader {
         handshake = NIOTypedWebSocketServerUpgrader(
             shouldUpgrade: { channel, head in
                 refusal.value = .badRequest
-                guard let (kind, id) = RelayServer.roomPath(head.uri), RelayID.isValid(id) else {
-                    hub.metrics.reject("bad-id")
+                guard let (kind, id) = RelayServer.roomPath(head.uri), RelayProtocol.isID(id) else {
+                    hub.metrics.reject(.badID)
                     return channel.eventLoop.makeSucceededFuture(nil)
                 }
                 if kind == .group,
                     let seconds = groupJoins.take(
                         peer: channel.remoteAddress?.ipAddress ?? "unknown", forwardedFor: head.headers["X-Forwarded-For"])
                 {
-                    hub.metrics.reject("rate-limited")
+                    hub.metrics.reject(.rateLimited)
                     refusal.value = .rateLimited(seconds: seconds)
                     return channel.eventLoop.makeSucceededFuture(nil)
                 }

@@ -1,6 +1,7 @@
 import NIOCore
 import NIOWebSocket
 import Synchronization
+import ItsMeRelayProtocol
 
 /// Why the relay closes a room connection: the close frame it sends.
 enum RoomClose {
@@ -26,16 +27,16 @@ enum RoomClose {
 
     var code: UInt16 {
         switch self {
-        case .idle: return 4000
-        case .goingAway, .noPong: return 1001
-        case .full: return 4009
-        case .peerLeft, .answer: return 1000
-        case .textMessage: return 1003
-        case .tooLarge: return 1009
+        case .idle: return UInt16(RoomCloseCode.idle)
+        case .goingAway, .noPong: return UInt16(RoomCloseCode.goingAway)
+        case .full: return UInt16(RoomCloseCode.roomFull)
+        case .peerLeft, .answer: return UInt16(RoomCloseCode.normal)
+        case .textMessage: return UInt16(RoomCloseCode.unsupportedData)
+        case .tooLarge: return UInt16(RoomCloseCode.tooLarge)
         case .failed(let code):
             var buffer = ByteBuffer()
             buffer.write(webSocketErrorCode: code)
-            return buffer.readInteger(as: UInt16.self) ?? 1002
+            return buffer.readInteger(as: UInt16.self) ?? UInt16(RoomCloseCode.protocolError)
         }
     }
 
@@ -187,11 +188,11 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
             peers = present.map(\.connection)
             switch kind {
             case .pair: writeOwn(present.isEmpty ? Self.waiting : Self.peerJoined)
-            case .group: writeOwn(Self.groupEvent("joined", slot: slot, peers: present.map(\.slot)))
+            case .group: writeOwn(Self.event(.joined(slot: slot, peers: present.map(\.slot))))
             }
             for other in peers { other.run { other.peerJoined(self, slot: slot) } }
         case .full:
-            hub.metrics.reject("room-full")
+            hub.metrics.reject(.roomFull)
             closeOnLoop(.full)
         case .shuttingDown:
             closeOnLoop(.goingAway)
@@ -320,19 +321,19 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
             if let code = FrameRules.violation(
                 fin: fin, reserved: b0 & 0x70, opcode: opcode, masked: b1 & 0x80 != 0, length: length, inMessage: inMessage)
             {
-                hub.metrics.reject("protocol-error")
+                hub.metrics.reject(.protocolError)
                 closeOnLoop(.failed(code))
                 return 0
             }
             if opcode == 0x1 {
-                hub.metrics.reject("bad-request")
+                hub.metrics.reject(.badRequest)
                 closeOnLoop(.textMessage)
                 return 0
             }
             // The payload gathered so far, without a group room's slot.
             let gathered = max(0, (message?.readableBytes ?? 0) - prefixLength)
             if opcode <= 0x2, length > UInt64(max(0, hub.maxFrame - gathered)) {
-                hub.metrics.reject("too-large")
+                hub.metrics.reject(.tooLarge)
                 closeOnLoop(.tooLarge)
                 return 0
             }
@@ -380,7 +381,7 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
                 Self.appendUnmasked(&body, input, offset: payload, length: payloadLength, key: key)
                 input.moveReaderIndex(forwardBy: total)
                 if let code = FrameRules.check(close: body) {
-                    hub.metrics.reject("protocol-error")
+                    hub.metrics.reject(.protocolError)
                     closeOnLoop(.failed(code))
                 } else {
                     closeOnLoop(.answer)
@@ -413,7 +414,7 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
 
     /// A binary message while alone: not forwarded, not activity.
     private func refuseAlone() {
-        hub.metrics.reject("no-peer")
+        hub.metrics.reject(.noPeer)
         writeOwn(Self.refusedNoPeer)
     }
 
@@ -456,7 +457,7 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
         peers.append(other)
         switch kind {
         case .pair: writeOwn(Self.peerJoined)
-        case .group: writeOwn(Self.groupEvent("peer-joined", slot: slot))
+        case .group: writeOwn(Self.event(.peerJoined(slot: slot)))
         }
         if !context.channel.isWritable { other.run { other.peerWritabilityChanged(self, false) } }
     }
@@ -499,7 +500,7 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
         case .group:
             peers.removeAll { $0 === other }
             unwritable.remove(ObjectIdentifier(other))
-            writeOwn(Self.groupEvent("peer-left", slot: slot))
+            writeOwn(Self.event(.peerLeft(slot: slot)))
             resumeReading()
         }
     }
@@ -550,21 +551,14 @@ final class RoomConnection: ChannelDuplexHandler, @unchecked Sendable {
     /// once rather than through the channel per buffer.
     private static let allocator = ByteBufferAllocator()
 
-    private static let waiting = event(#"{"type":"waiting"}"#)
-    private static let peerJoined = event(#"{"type":"peer-joined"}"#)
-    private static let peerLeftEvent = event(#"{"type":"peer-left"}"#)
-    private static let refusedNoPeer = event(#"{"type":"refused","reason":"no-peer"}"#)
+    private static let waiting = event(.waiting)
+    private static let peerJoined = event(.peerJoined(slot: nil))
+    private static let peerLeftEvent = event(.peerLeft(slot: nil))
+    private static let refusedNoPeer = event(.refused(reason: RoomEvent.noPeer))
 
-    private static func event(_ json: String) -> ByteBuffer {
-        frame(opcode: 0x1, payload: json.utf8)
-    }
-
-    /// A group room's event (docs/PROTOCOL.md 15.9): `{"type":T,"slot":S}`,
-    /// and for `joined` the slots present before, ascending.
-    private static func groupEvent(_ type: String, slot: Int, peers: [Int]? = nil) -> ByteBuffer {
-        var json = #"{"type":"\#(type)","slot":\#(slot)"#
-        if let peers { json += #","peers":["# + peers.map(String.init).joined(separator: ",") + "]" }
-        return event(json + "}")
+    /// An event in a text frame (docs/PROTOCOL.md 15.3, 15.9).
+    private static func event(_ event: RoomEvent) -> ByteBuffer {
+        frame(opcode: 0x1, payload: event.json.utf8)
     }
 
     /// An unmasked frame (the relay never masks: RFC 6455 5.1).

@@ -1,4 +1,5 @@
 import Foundation
+import ItsMeRelayProtocol
 import NIOCore
 import ServiceLifecycle
 import Synchronization
@@ -172,7 +173,7 @@ final class RoomHub: @unchecked Sendable {
                 }
                 for id in ended {
                     setRoom(nil, kind, id)
-                    metrics.reject("idle")
+                    metrics.reject(.idle)
                 }
             }
             leftSinceTrim += idle.count

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import HTTPTypes
 import ItsMePrimitives
+import ItsMeRelayProtocol
 import Logging
 import NIOCore
 
@@ -21,30 +22,11 @@ struct RelayResponder: HTTPResponder {
     let creations: RateLimiter
     let logger: Logger
 
-    private enum Route {
-        case invite(String), accept(String), messages(String), record(String), room(String), group(String), health, metrics
-    }
-
-    private static func route(_ path: Substring) -> Route? {
-        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
-        switch parts.count {
-        case 2 where parts[1] == "health": return .health
-        case 2 where parts[1] == "metrics": return .metrics
-        case 4 where parts[1] == "v1" && parts[2] == "invites": return .invite(String(parts[3]))
-        case 5 where parts[1] == "v1" && parts[2] == "invites" && parts[4] == "accept": return .accept(String(parts[3]))
-        case 5 where parts[1] == "v1" && parts[2] == "invites" && parts[4] == "messages": return .messages(String(parts[3]))
-        case 4 where parts[1] == "v1" && parts[2] == "records": return .record(String(parts[3]))
-        case 4 where parts[1] == "v1" && parts[2] == "rooms": return .room(String(parts[3]))
-        case 4 where parts[1] == "v1" && parts[2] == "groups": return .group(String(parts[3]))
-        default: return nil
-        }
-    }
-
-    private static func allowed(_ route: Route) -> [HTTPRequest.Method] {
+    private static func allowed(_ route: RelayPath) -> [HTTPRequest.Method] {
         switch route {
         case .invite: return [.post, .delete]
-        case .accept: return [.post]
-        case .messages: return [.get, .post]
+        case .inviteAccept: return [.post]
+        case .inviteMessages: return [.get, .post]
         case .record: return [.get, .put, .delete]
         case .room, .group, .health, .metrics: return [.get]
         }
@@ -54,23 +36,22 @@ struct RelayResponder: HTTPResponder {
         do {
             return try await dispatch(request, context)
         } catch let error as RelayError {
-            metrics.reject(error.kind)
+            metrics.reject(kind: error.kind)
             return error.response()
         } catch let error as StorageUnavailable {
-            metrics.reject("unavailable")
+            metrics.reject(.unavailable)
             // Logged without the connection string: `reason` never has it.
             logger.warning("database unavailable", metadata: ["error": "\(error.reason)"])
-            return RelayError(
-                status: .serviceUnavailable, kind: "unavailable", message: "the relay's database does not answer; try again shortly",
+            return RelayError(.unavailable, message: "the relay's database does not answer; try again shortly",
                 headers: [.retryAfter: "5"]
             ).response()
         } catch is NIOTooManyBytesError {
-            metrics.reject("too-large")
-            return RelayError(status: .contentTooLarge, kind: "too-large", message: "the body is too large", headers: [.connection: "close"])
+            metrics.reject(.tooLarge)
+            return RelayError(.tooLarge, message: "the body is too large", headers: [.connection: "close"])
                 .response()
         } catch {
             logger.error("request failed", metadata: ["error": "\(error)"])
-            return RelayError(status: .internalServerError, kind: "internal", message: "the relay failed; try again").response()
+            return RelayError(.internal, message: "the relay failed; try again").response()
         }
     }
 
@@ -79,14 +60,12 @@ struct RelayResponder: HTTPResponder {
         if let marker = request.headers[.refusedHandshake], let refusal = HandshakeCheck.Refusal(rawValue: marker) {
             throw refusal.error
         }
-        guard let route = Self.route(request.uri.path[...]) else {
-            throw RelayError(status: .notFound, kind: "not-found", message: "no such route")
+        guard let route = RelayPath(request.uri.path) else {
+            throw RelayError(.notFound, message: "no such route")
         }
         let allowed = Self.allowed(route)
         guard allowed.contains(request.method) else {
-            throw RelayError(
-                status: .methodNotAllowed, kind: "method-not-allowed",
-                message: "\(request.method.rawValue) is not allowed here",
+            throw RelayError(.methodNotAllowed, message: "\(request.method.rawValue) is not allowed here",
                 headers: [.allow: allowed.map(\.rawValue).joined(separator: ", ")])
         }
         let client = clientAddress(request, context)
@@ -100,26 +79,25 @@ struct RelayResponder: HTTPResponder {
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
                 body: .init(byteBuffer: ByteBuffer(string: metrics.text())))
         case (.room(let id), _), (.group(let id), _):
-            guard RelayID.isValid(id) else { throw RelayError.badID("room") }
-            throw RelayError(
-                status: .upgradeRequired, kind: "bad-request", message: "rooms are joined with a WebSocket upgrade",
+            guard RelayProtocol.isID(id) else { throw RelayError.badID("room") }
+            throw RelayError(.badRequest, status: .upgradeRequired, message: "rooms are joined with a WebSocket upgrade",
                 headers: [.upgrade: "websocket", .connection: "Upgrade"])
         case (.invite(let id), .post):
             try checkID(id, "invite")
             try await emptyBody(&request)
             return try await createInvite(id, client)
-        case (.accept(let id), _):
+        case (.inviteAccept(let id), _):
             try checkID(id, "invite")
             try lookupAllowed(client)
             try await emptyBody(&request)
             return try await acceptInvite(id, client)
-        case (.messages(let id), .post):
+        case (.inviteMessages(let id), .post):
             try checkID(id, "invite")
             try lookupAllowed(client)
             let side = try await authenticate(request, id, client).side
             let body = try await collect(&request, limit: configuration.maxMessage)
             return try await post(id, side, body, client)
-        case (.messages(let id), _):
+        case (.inviteMessages(let id), _):
             try checkID(id, "invite")
             try lookupAllowed(client)
             let (after, wait) = try fetchParameters(request)
@@ -131,12 +109,12 @@ struct RelayResponder: HTTPResponder {
             _ = try await authenticate(request, id, client)
             if try await storage.deleteInvite(id: id) {
                 metrics.invitesLive.decrement()
-                logger.info("invite ended", metadata: ["invite": "\(RelayID.short(id))"])
+                logger.info("invite ended", metadata: ["invite": "\(RelayProtocol.shortID(id))"])
             }
             waiters.ended(id)
             return Response(status: .noContent)
         case (.record(let id), .put):
-            guard RelayID.isValid(id) else { throw RelayError.badID("record") }
+            guard RelayProtocol.isID(id) else { throw RelayError.badID("record") }
             if let retry = creations.take(client) { throw RelayError.rateLimited(retry) }
             let body = try await collect(&request, limit: configuration.maxRecord)
             guard !body.isEmpty else { throw RelayError.badRequest("a record is 1 to \(configuration.maxRecord) bytes") }
@@ -145,25 +123,25 @@ struct RelayResponder: HTTPResponder {
             case .created: return JSON.response(.created, ["delete_token": token.text])
             case .same: return JSON.response(.ok, [:])
             case .conflict:
-                throw RelayError(status: .conflict, kind: "conflict", message: "a record with other bytes has this ID")
+                throw RelayError(.conflict, message: "a record with other bytes has this ID")
             }
         case (.record(let id), .get):
-            guard RelayID.isValid(id) else { throw RelayError.badID("record") }
+            guard RelayProtocol.isID(id) else { throw RelayError.badID("record") }
             guard let bytes = try await storage.record(id: id) else {
-                throw RelayError(status: .notFound, kind: "not-found", message: "no such record")
+                throw RelayError(.notFound, message: "no such record")
             }
             return Response(
                 status: .ok, headers: [.contentType: "application/octet-stream"], body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
         case (.record(let id), _):
-            guard RelayID.isValid(id) else { throw RelayError.badID("record") }
+            guard RelayProtocol.isID(id) else { throw RelayError.badID("record") }
             guard let hash = presentedToken(request) else { throw RelayError.unauthorized }
             switch try await storage.deleteRecord(id: id, tokenHash: hash) {
             case .deleted: return Response(status: .noContent)
-            case .forbidden: throw RelayError(status: .forbidden, kind: "forbidden", message: "wrong delete token")
-            case .notFound: throw RelayError(status: .notFound, kind: "not-found", message: "no such record")
+            case .forbidden: throw RelayError(.forbidden, message: "wrong delete token")
+            case .notFound: throw RelayError(.notFound, message: "no such record")
             }
         default:
-            throw RelayError(status: .notFound, kind: "not-found", message: "no such route")
+            throw RelayError(.notFound, message: "no such route")
         }
     }
 
@@ -178,13 +156,12 @@ struct RelayResponder: HTTPResponder {
         {
         case .created:
             metrics.invitesLive.increment()
-            logger.info("invite created", metadata: ["invite": "\(RelayID.short(id))"])
+            logger.info("invite created", metadata: ["invite": "\(RelayProtocol.shortID(id))"])
             return JSON.response(.created, ["token": token.text, "expires": expires])
         case .exists:
-            throw RelayError(status: .conflict, kind: "conflict", message: "an invite with this ID exists")
+            throw RelayError(.conflict, message: "an invite with this ID exists")
         case .full:
-            throw RelayError(
-                status: .serviceUnavailable, kind: "busy", message: "the relay holds too many invites; try again later",
+            throw RelayError(.busy, message: "the relay holds too many invites; try again later",
                 headers: [.retryAfter: "60"])
         }
     }
@@ -194,10 +171,10 @@ struct RelayResponder: HTTPResponder {
         switch try await storage.acceptInvite(id: id, tokenHash: token.hash, now: clock.now()) {
         case .accepted(let expires):
             waiters.changed(id)
-            logger.info("invite accepted", metadata: ["invite": "\(RelayID.short(id))"])
+            logger.info("invite accepted", metadata: ["invite": "\(RelayProtocol.shortID(id))"])
             return JSON.response(.ok, ["token": token.text, "expires": expires])
         case .alreadyAccepted:
-            throw RelayError(status: .conflict, kind: "conflict", message: "this invite was already accepted")
+            throw RelayError(.conflict, message: "this invite was already accepted")
         case .notFound:
             throw miss(client)
         }
@@ -210,8 +187,7 @@ struct RelayResponder: HTTPResponder {
             waiters.changed(id)
             return JSON.response(.created, ["seq": seq])
         case .limit:
-            throw RelayError(
-                status: .conflict, kind: "limit", message: "each side may post at most \(configuration.maxMessagesPerSide) messages")
+            throw RelayError(.limit, message: "each side may post at most \(configuration.maxMessagesPerSide) messages")
         case .notFound:
             throw miss(client)
         }
@@ -281,12 +257,12 @@ struct RelayResponder: HTTPResponder {
     // MARK: Helpers
 
     private func checkID(_ id: String, _ what: String) throws {
-        guard RelayID.isValid(id) else { throw RelayError.badID(what) }
+        guard RelayProtocol.isID(id) else { throw RelayError.badID(what) }
     }
 
     private func presentedToken(_ request: Request) -> [UInt8]? {
-        guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else { return nil }
-        return Token.hash(ofPresented: header.dropFirst("Bearer ".count))
+        guard let header = request.headers[.authorization], let token = RelayProtocol.token(fromAuthorization: header) else { return nil }
+        return Token.hash(ofPresented: token)
     }
 
     private func emptyBody(_ request: inout Request) async throws {

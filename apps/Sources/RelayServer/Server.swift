@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdCore
 import HTTPTypes
 import ItsMePrimitives
+import ItsMeRelayProtocol
 import Logging
 import NIOCore
 import NIOPosix
@@ -123,12 +124,9 @@ public struct RelayServer: Sendable {
     /// `/v1/groups/{id}` (a group room), or nil for another path.
     static func roomPath(_ path: String?) -> (RoomKind, String)? {
         guard let path else { return nil }
-        let bare = path.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0]
-        let parts = bare.split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 4, parts[0].isEmpty, parts[1] == "v1" else { return nil }
-        switch parts[2] {
-        case "rooms": return (.pair, String(parts[3]))
-        case "groups": return (.group, String(parts[3]))
+        switch RelayPath(path.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0]) {
+        case .room(let id): return (.pair, id)
+        case .group(let id): return (.group, id)
         default: return nil
         }
     }

@@ -602,7 +602,7 @@ struct Transfer: AsyncParsableCommand {
                         let message = try await room.receive(timeout: countdown.remaining)
                         try transfer.receive(message, now: clock.now())
                     }
-                } catch let error as RelayError where error.kind == "peer-left" {
+                } catch let error as RelayError where error.kind == RelayError.peerLeft {
                     await room.close()
                     throw CLIError(
                         "the old device sent no identity (the SAS was rejected there, or it gave up): nothing was installed",
@@ -692,7 +692,7 @@ struct Transfer: AsyncParsableCommand {
                     try await requirePeer(room)
                     try transfer.confirm(now: clock.now())
                     try await flush(transfer, room)
-                } catch let error as RelayError where error.kind == "peer-left" {
+                } catch let error as RelayError where error.kind == RelayError.peerLeft {
                     try? transfer.reject()
                     await room.close()
                     throw CLIError(
@@ -790,7 +790,7 @@ private func requirePeer(_ room: RelayRoom) async throws {
         } catch let error as RelayError where error.kind == "timeout" {
             return
         }
-        if event == .peerLeft { throw RelayError("the other device left the room", kind: "peer-left") }
+        if event == .peerLeft { throw RelayError("the other device left the room", kind: RelayError.peerLeft) }
     }
 }
 

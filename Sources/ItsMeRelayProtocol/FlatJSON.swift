@@ -1,10 +1,10 @@
 // A small strict JSON reader and writer for the library's own saved states
-// (the core has no Foundation). It reads what Python's json and Swift's
+// and the relay's JSON (neither the core nor this target has Foundation). It reads what Python's json and Swift's
 // JSONEncoder write: any JSON value, nested at most a few levels, integers
 // only as numbers.
 
 /// A JSON value.
-enum JSONValue: Equatable {
+package enum JSONValue: Equatable, Sendable {
     case null
     case bool(Bool)
     case int(Int)
@@ -14,7 +14,7 @@ enum JSONValue: Equatable {
     case array([JSONValue])
     case object([(String, JSONValue)])
 
-    static func == (a: JSONValue, b: JSONValue) -> Bool {
+    package static func == (a: JSONValue, b: JSONValue) -> Bool {
         switch (a, b) {
         case (.null, .null): return true
         case (.bool(let x), .bool(let y)): return x == y
@@ -30,7 +30,7 @@ enum JSONValue: Equatable {
 
     /// The member `key` of an object (the last one if repeated); nil if
     /// absent or if this is not an object.
-    subscript(key: String) -> JSONValue? {
+    package subscript(key: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }
         return members.last(where: { $0.0 == key })?.1
     }
@@ -39,13 +39,21 @@ enum JSONValue: Equatable {
 
     /// Compact text with `", "` and `": "` separators, as Python's
     /// `json.dumps` writes by default.
-    var text: String {
+    package var text: String {
         var out = ""
-        write(to: &out)
+        write(to: &out, comma: ", ", colon: ": ")
         return out
     }
 
-    private func write(to out: inout String) {
+    /// Text without spaces, as the relay writes it (and JavaScript's
+    /// `JSON.stringify`).
+    package var compact: String {
+        var out = ""
+        write(to: &out, comma: ",", colon: ":")
+        return out
+    }
+
+    private func write(to out: inout String, comma: String, colon: String) {
         switch self {
         case .null: out += "null"
         case .bool(let b): out += b ? "true" : "false"
@@ -55,17 +63,17 @@ enum JSONValue: Equatable {
         case .array(let items):
             out += "["
             for (i, item) in items.enumerated() {
-                if i > 0 { out += ", " }
-                item.write(to: &out)
+                if i > 0 { out += comma }
+                item.write(to: &out, comma: comma, colon: colon)
             }
             out += "]"
         case .object(let members):
             out += "{"
             for (i, (key, value)) in members.enumerated() {
-                if i > 0 { out += ", " }
+                if i > 0 { out += comma }
                 Self.writeString(key, to: &out)
-                out += ": "
-                value.write(to: &out)
+                out += colon
+                value.write(to: &out, comma: comma, colon: colon)
             }
             out += "}"
         }
@@ -98,7 +106,7 @@ enum JSONValue: Equatable {
     /// Parses `text`; nil for anything that is not one JSON value (with
     /// surrounding white space), for numbers that are not integers in
     /// range, and for nesting deeper than `maxDepth`.
-    static func parse(_ text: String, maxDepth: Int = 8) -> JSONValue? {
+    package static func parse(_ text: String, maxDepth: Int = 8) -> JSONValue? {
         var reader = Reader(bytes: Array(text.utf8), maxDepth: maxDepth)
         guard let value = reader.value(depth: 0) else { return nil }
         reader.skipSpace()
