@@ -67,6 +67,10 @@ public enum RelayProtocol {
     }
     static let bearerPrefix = "Bearer "
 
+    /// The header of a request that names what answer it takes.
+    public static let acceptHeader = "Accept"
+    /// The header of a request that names the type of its body.
+    public static let contentTypeHeader = "Content-Type"
     /// The header that says how many seconds to wait (429, 503).
     public static let retryAfterHeader = "Retry-After"
     /// The header that lists a path's methods (405).
@@ -162,6 +166,117 @@ public enum RelayPath: Equatable, Hashable, Sendable {
         case 5 where parts[1] == "v1" && parts[2] == "invites" && parts[4] == "accept": self = .inviteAccept(String(parts[3]))
         case 5 where parts[1] == "v1" && parts[2] == "invites" && parts[4] == "messages": self = .inviteMessages(String(parts[3]))
         default: return nil
+        }
+    }
+}
+
+/// What a request on a path may be and what its answer means (15.2, 15.4).
+extension RelayPath {
+    /// The methods the path serves, as the relay lists them in `Allow`
+    /// (a room and a group room: GET, with the WebSocket upgrade).
+    public var methods: [String] {
+        switch self {
+        case .invite: ["POST", "DELETE"]
+        case .inviteAccept: ["POST"]
+        case .inviteMessages: ["GET", "POST"]
+        case .record: ["GET", "PUT", "DELETE"]
+        case .room, .group, .health, .metrics: ["GET"]
+        }
+    }
+
+    /// The statuses that answer `method` on this path with success: a
+    /// create or a post 201, a read or an accept 200, a delete 204, a
+    /// record stored 201 (its delete token) or 200 (the same bytes again).
+    /// Empty for a method the path does not serve, and for the WebSocket
+    /// paths.
+    public func successStatuses(_ method: String) -> [Int] {
+        guard methods.contains(method) else { return [] }
+        switch (self, method) {
+        case (.invite, "POST"), (.inviteMessages, "POST"): return [RelayStatus.created]
+        case (.record, "PUT"): return [RelayStatus.created, RelayStatus.ok]
+        case (_, "DELETE"): return [RelayStatus.noContent]
+        case (.room, _), (.group, _): return []
+        default: return [RelayStatus.ok]
+        }
+    }
+
+    /// Whether `method` on this path carries bytes (a message, a record).
+    public func carriesBytes(_ method: String) -> Bool {
+        switch (self, method) {
+        case (.inviteMessages, "POST"), (.record, "PUT"): true
+        default: false
+        }
+    }
+
+    /// Whether `method` on this path presents a token: every invite request
+    /// after the create and the accept, and a record's delete.
+    public func needsToken(_ method: String) -> Bool {
+        switch (self, method) {
+        case (.invite, "DELETE"), (.inviteMessages, _), (.record, "DELETE"): true
+        default: false
+        }
+    }
+
+    /// The headers of a request with `method` on this path: the token's
+    /// `Authorization` where the route takes one (`token` nil: none), the
+    /// content type of the bytes it carries, and that JSON is the answer.
+    public func requestHeaders(_ method: String, token: String?) -> [(name: String, value: String)] {
+        var headers: [(name: String, value: String)] = [(RelayProtocol.acceptHeader, RelayProtocol.jsonContentType)]
+        if let token, needsToken(method) { headers.append((RelayProtocol.authorizationHeader, RelayProtocol.authorization(token: token))) }
+        if carriesBytes(method) { headers.append((RelayProtocol.contentTypeHeader, RelayProtocol.bytesContentType)) }
+        return headers
+    }
+}
+
+/// What an answer of the relay means for the request it answers.
+public enum RelayAnswer: Equatable, Sendable {
+    /// A success status of the route.
+    case success
+    /// 404: nothing there (an invite ended or expired, a record deleted, or
+    /// never there).
+    case gone
+    /// Anything else: a refusal (the body says which, `RelayRefusal`), or
+    /// no answer (status 0).
+    case refused
+
+    /// The meaning of `status` answering `method` on `path`.
+    public init(_ path: RelayPath, method: String, status: Int) {
+        if path.successStatuses(method).contains(status) {
+            self = .success
+        } else if status == RelayErrorKind.notFound.status {
+            self = .gone
+        } else {
+            self = .refused
+        }
+    }
+}
+
+/// The relay's refusal as its answer says it (15.1): the kind its body
+/// names (when it names none, the kind its status stands for if it stands
+/// for one: 404 `not-found`, 429 `rate-limited`; else nil), and a line for
+/// a person (the body's message, or one that names the status).
+public struct RelayRefusal: Equatable, Sendable {
+    /// The error kind the body names, or its status stands for.
+    public var kind: String?
+    /// A line for a person.
+    public var message: String
+
+    /// Reads an answer with `status` (0: none came) and `body`.
+    public init(status: Int, body: some Collection<UInt8>) {
+        let object = body.count <= 65_536 ? String(validating: body, as: UTF8.self).flatMap { JSONValue.parse($0) } : nil
+        if case .string(let kind)? = object?["error"], !kind.isEmpty {
+            self.kind = String(kind.prefix(64))
+        } else {
+            // A status that stands for one kind names it (404: not-found).
+            let kinds = RelayErrorKind.allCases.filter { $0.status == status }
+            self.kind = kinds.count == 1 ? kinds[0].rawValue : nil
+        }
+        if case .string(let message)? = object?["message"], !message.isEmpty {
+            // One line: control characters become spaces; long ones are cut.
+            let line = String(String.UnicodeScalarView(message.unicodeScalars.map { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) ? " " : $0 }))
+            self.message = line.count > 300 ? String(line.prefix(300)) + "..." : line
+        } else {
+            self.message = status == 0 ? "the relay did not answer" : "the relay answered \(status)"
         }
     }
 }

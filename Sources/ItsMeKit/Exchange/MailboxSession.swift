@@ -101,6 +101,10 @@ public final class MailboxSession: CustomStringConvertible {
         /// The invite ID is taken (inviter) or someone else accepted it
         /// (invitee); the exchange was rejected if still pending.
         case conflict
+        /// The relay refused the request or did not answer (a transient
+        /// failure): the step ended and nothing changed; begin another
+        /// later. `RelayRefusal` reads what the relay said.
+        case stepEnded
     }
 
     /// The state a host keeps between steps (with the sealed exchange).
@@ -374,11 +378,11 @@ public final class MailboxSession: CustomStringConvertible {
         case (.delete, .transientFailure) where givingUp:
             pending = nil
             _ = finished()
-            return .proceed
+            return .stepEnded
         case (_, .transientFailure):
             pending = nil
             phase = .idle
-            return .proceed
+            return .stepEnded
         case (.delete, .deleted), (.delete, .inviteGone):
             pending = nil
             _ = finished()
@@ -431,18 +435,32 @@ public final class MailboxSession: CustomStringConvertible {
     // MARK: HTTP
 
     /// The pending request as HTTP (docs/PROTOCOL.md 15.2): the method, and
-    /// the path with its query. nil when no request is pending. Requests
-    /// after the create or accept carry `Authorization: Bearer <token>`;
-    /// a post carries the message as its body.
+    /// the path with its query. nil when no request is pending. Its headers
+    /// are `pendingHeaders`; a post carries the message as its body.
     public var pendingHTTP: (method: String, path: String)? {
-        guard let pending else { return nil }
+        guard let (route, method) = pendingRoute else { return nil }
+        if case .fetch(let after, let wait)? = pending { return (method, RelayPath.fetch(relayID, after: after, wait: wait)) }
+        return (method, route.text)
+    }
+
+    /// The headers of the pending request, `(name, value)`: this side's
+    /// token as `Authorization` on every request after the create or accept,
+    /// the content type of a post's message, the answer taken (JSON). Empty
+    /// when no request is pending.
+    public var pendingHeaders: [(name: String, value: String)] {
+        guard let (route, method) = pendingRoute else { return [] }
+        return route.requestHeaders(method, token: token)
+    }
+
+    /// The route and method of the pending request.
+    private var pendingRoute: (RelayPath, String)? {
         switch pending {
-        case .create: return ("POST", RelayPath.invite(relayID).text)
-        case .accept: return ("POST", RelayPath.inviteAccept(relayID).text)
-        case .post: return ("POST", RelayPath.inviteMessages(relayID).text)
-        case .fetch(let after, let wait): return ("GET", RelayPath.fetch(relayID, after: after, wait: wait))
-        case .delete: return ("DELETE", RelayPath.invite(relayID).text)
-        case .idle, .done: return nil
+        case .create?: (.invite(relayID), "POST")
+        case .accept?: (.inviteAccept(relayID), "POST")
+        case .post?: (.inviteMessages(relayID), "POST")
+        case .fetch?: (.inviteMessages(relayID), "GET")
+        case .delete?: (.invite(relayID), "DELETE")
+        case .idle?, .done?, nil: nil
         }
     }
 
@@ -458,16 +476,14 @@ public final class MailboxSession: CustomStringConvertible {
         guard let request = pending else {
             throw ItsMeError(.invalidState, "no request is pending: ask for the next one first")
         }
-        if status == RelayErrorKind.notFound.status { return try answer(.inviteGone, now: now) }
-        if status == RelayErrorKind.conflict.status, request == .create || request == .accept { return try answer(.conflict, now: now) }
-        let expected: Int
-        switch request {
-        case .create, .post: expected = RelayStatus.created
-        case .accept, .fetch: expected = RelayStatus.ok
-        case .delete: expected = RelayStatus.noContent
-        case .idle, .done: expected = -1
+        guard let (route, method) = pendingRoute else { return try answer(.transientFailure, now: now) }
+        switch RelayAnswer(route, method: method, status: status) {
+        case .gone: return try answer(.inviteGone, now: now)
+        case .refused:
+            if status == RelayErrorKind.conflict.status, request == .create || request == .accept { return try answer(.conflict, now: now) }
+            return try answer(.transientFailure, now: now)
+        case .success: break
         }
-        guard status == expected else { return try answer(.transientFailure, now: now) }
         func malformed(_ what: String) throws -> Never {
             _ = try answer(.transientFailure, now: now)
             throw ItsMeError(.malformedMessage, "the relay's answer \(what)")
