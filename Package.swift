@@ -51,7 +51,7 @@ let package = Package(
         // The protocol core: no Foundation, no C exports.
         .target(name: "ItsMeKit", dependencies: ["ItsMePrimitives", "ItsMeRelayProtocol", "CSodium", "CSQLite"]),
         // Every exported C function, and nothing else.
-        .target(name: "ItsMeFFI", dependencies: ["ItsMeKit", "CItsMe"]),
+        .target(name: "ItsMeFFI", dependencies: ["ItsMeKit", "ItsMeRelayProtocol", "CItsMe"]),
         // The functions only the test build exports.
         .target(name: "ItsMeTestingFFI", dependencies: ["ItsMeFFI", "ItsMeKit", "CItsMe"]),
         .executableTarget(name: "ItsMeBench", dependencies: ["ItsMeKit", "ItsMeFFI", "ItsMeTestingFFI", "CItsMe", "CSodium"]),

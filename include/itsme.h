@@ -1337,6 +1337,115 @@ itsme_result itsme_exchange_is_inviter(const itsme_exchange *exchange,
                                        bool *out_inviter);
 
 /* ------------------------------------------------------------------------
+ * The relay's paths (docs/PROTOCOL.md 15)
+ *
+ * The drivers below give the path of each request and room they need; a
+ * host that talks to the relay on its own (profile records, group rooms, a
+ * client of its own) takes the path of a route here, from the same place,
+ * rather than spelling it.
+ * ---------------------------------------------------------------------- */
+
+typedef uint32_t itsme_relay_route ITSME_VALUES(ITSME_RELAY_ROUTE_);
+/* /v1/invites/{id}: create (POST) or end (DELETE) an invite. */
+#define ITSME_RELAY_ROUTE_INVITE 1
+/* /v1/invites/{id}/accept (POST). */
+#define ITSME_RELAY_ROUTE_INVITE_ACCEPT 2
+/* /v1/invites/{id}/messages: post (POST) or fetch (GET). */
+#define ITSME_RELAY_ROUTE_INVITE_MESSAGES 3
+/* /v1/rooms/{id}: a room (WebSocket). */
+#define ITSME_RELAY_ROUTE_ROOM 4
+/* /v1/groups/{id}: a group room (WebSocket). */
+#define ITSME_RELAY_ROUTE_GROUP 5
+/* /v1/records/{id}: a record (PUT, GET, DELETE). */
+#define ITSME_RELAY_ROUTE_RECORD 6
+
+/* The path of `route` for the ID `id` (32 lower-case hex characters),
+ * NUL-terminated, to append to the relay's base URL.
+ * Thread-safe; needs no itsme_init().
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a route this version does not
+ * know, an ID that is not 32 lower-case hex characters),
+ * ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_relay_path(itsme_relay_route route, const char *id,
+                              char *out, size_t cap, size_t *out_len);
+
+typedef uint32_t itsme_relay_answer ITSME_VALUES(ITSME_RELAY_ANSWER_);
+/* A success status of the route: its body is the route's answer. */
+#define ITSME_RELAY_ANSWER_SUCCESS 1
+/* 404: nothing there (an invite ended or expired, a record deleted, or
+ * never there). */
+#define ITSME_RELAY_ANSWER_GONE 2
+/* Anything else: a refusal (itsme_relay_refusal_kind and _message read
+ * it), or no answer (status 0). */
+#define ITSME_RELAY_ANSWER_REFUSED 3
+
+typedef uint32_t itsme_relay_header ITSME_VALUES(ITSME_RELAY_HEADER_);
+/* The header that carries a token ("Bearer <token>"). */
+#define ITSME_RELAY_HEADER_AUTHORIZATION 1
+/* The header of a 429 or 503 that says how many seconds to wait. */
+#define ITSME_RELAY_HEADER_RETRY_AFTER 2
+/* The header that names a body's type. */
+#define ITSME_RELAY_HEADER_CONTENT_TYPE 3
+/* The header that names the answer a request takes. */
+#define ITSME_RELAY_HEADER_ACCEPT 4
+/* The header of a 405 that lists the path's methods. */
+#define ITSME_RELAY_HEADER_ALLOW 5
+
+/* What the relay's `status` (0: no answer came) means for `method` ("GET",
+ * "POST", "PUT", "DELETE") on `route`: SUCCESS, GONE or REFUSED.
+ * Thread-safe; needs no itsme_init().
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a route this version does not
+ * know, a method the route does not serve, a status above 999). */
+itsme_result itsme_relay_answer_of(itsme_relay_route route, const char *method,
+                                   uint32_t status,
+                                   itsme_relay_answer *out_answer);
+
+/* The headers of a request with `method` on `route`, NUL-terminated: one a
+ * line, "Name: value", lines separated by CRLF ("\r\n"), no CRLF after the
+ * last.  They are: the answer taken (JSON); `token`'s Authorization where
+ * the route takes a token (`token` NULL: none); the type of the bytes the
+ * request carries (a message, a record).
+ * Thread-safe; needs no itsme_init().
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a route this version does not
+ * know, a method the route does not serve, a token that is not 43
+ * base64url characters), ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_relay_request_headers(itsme_relay_route route,
+                                         const char *method,
+                                         const char *token ITSME_OPTIONAL,
+                                         char *out, size_t cap,
+                                         size_t *out_len);
+
+/* The error kind the relay's answer `body` names ("not-found",
+ * "rate-limited", ...), NUL-terminated; when it names none (a proxy's page),
+ * the kind `status` stands for if it stands for one (404 "not-found", 429
+ * "rate-limited"), else empty (400, 409, 503, no answer).  `status` is the
+ * answer's (0: none came).
+ * Thread-safe; needs no itsme_init().
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL with len > 0, a status above 999),
+ * ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_relay_refusal_kind(uint32_t status, const uint8_t *body,
+                                      size_t len, char *out, size_t cap,
+                                      size_t *out_len);
+
+/* The relay's refusal as a line for a person, NUL-terminated: the message
+ * its answer `body` gives (one line, at most 300 characters and "..."), or
+ * one that names the status ("the relay answered 502"; "the relay did not
+ * answer" for status 0).
+ * Thread-safe; needs no itsme_init().
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL with len > 0, a status above 999),
+ * ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_relay_refusal_message(uint32_t status, const uint8_t *body,
+                                         size_t len, char *out, size_t cap,
+                                         size_t *out_len);
+
+/* The name of `header` as the relay spells it ("Retry-After"),
+ * NUL-terminated.
+ * Thread-safe; needs no itsme_init().
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a header this version does not
+ * know), ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_relay_header_name(itsme_relay_header header, char *out,
+                                     size_t cap, size_t *out_len);
+
+/* ------------------------------------------------------------------------
  * The invite-mailbox driver (docs/PROTOCOL.md 16.5)
  *
  * An itsme_mailbox_session carries an invite exchange (not a real-time
@@ -1351,8 +1460,8 @@ itsme_result itsme_exchange_is_inviter(const itsme_exchange *exchange,
  *   loop: itsme_mailbox_session_next_request(s, &request)
  *         IDLE: the step is over (show the state, step again later);
  *         DONE: nothing more to do on the relay
- *         else: itsme_mailbox_session_request_path / _request_body /
- *               _token, make the request, then
+ *         else: itsme_mailbox_session_request_method / _request_path /
+ *               _request_headers / _request_body, make the request, then
  *               itsme_mailbox_session_answer(s, status, body, len, now, &outcome)
  *
  * Requests: CREATE and ACCEPT are POSTs without a token; POST is a POST of
@@ -1368,7 +1477,7 @@ itsme_result itsme_exchange_is_inviter(const itsme_exchange *exchange,
  * DELETE, so that the other side fails too: make it.  An invite that is
  * gone (404) rejects the pending exchange and sets the outcome
  * INVITE_ENDED; a conflict (409) to a create or an accept sets CONFLICT.
- * Any other failure ends the step and changes nothing.
+ * Any other failure ends the step and changes nothing (STEP_ENDED).
  *
  * Between steps either side may go offline: save itsme_mailbox_session_save
  * (JSON, the form the Python binding's InviteSession.to_dict and the relay
@@ -1409,6 +1518,10 @@ typedef uint32_t itsme_mailbox_outcome ITSME_VALUES(ITSME_MAILBOX_OUTCOME_);
 /* The invite ID is taken (inviter) or someone else accepted the invite
  * (invitee); the exchange was rejected if it was still pending. */
 #define ITSME_MAILBOX_OUTCOME_CONFLICT 3
+/* The relay refused the request or did not answer (busy, rate-limiting,
+ * unreachable): the step ended and nothing changed; begin another later.
+ * itsme_relay_refusal_kind and _message read what the relay said. */
+#define ITSME_MAILBOX_OUTCOME_STEP_ENDED 4
 
 /* A new session for `exchange`, an invite exchange.
  * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, or not
@@ -1457,6 +1570,24 @@ itsme_result itsme_mailbox_session_request_path(
     const itsme_mailbox_session *session, char *out, size_t cap,
     size_t *out_len);
 
+/* The method of the pending request, NUL-terminated ("POST", "GET",
+ * "DELETE").
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (no request
+ * pending), ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_mailbox_session_request_method(
+    const itsme_mailbox_session *session, char *out, size_t cap,
+    size_t *out_len);
+
+/* The headers of the pending request, NUL-terminated, as
+ * itsme_relay_request_headers writes them: this side's token after the
+ * create or accept, the type of a POST's message, the answer taken.  They
+ * hold the relay token: never log them.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (no request
+ * pending), ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_mailbox_session_request_headers(
+    const itsme_mailbox_session *session, char *out, size_t cap,
+    size_t *out_len);
+
 /* The body of the pending request: the message of a POST (at most
  * ITSME_REMOTE_MESSAGE_MAX bytes), empty (*out_len 0) for the others.
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (no request
@@ -1479,7 +1610,7 @@ itsme_result itsme_mailbox_session_token(const itsme_mailbox_session *session,
  * len 0 when empty); `now` is passed to the exchange for the messages
  * fetched.  404 ends the invite (outcome INVITE_ENDED), 409 to a create or
  * an accept sets CONFLICT, the route's success status is read, anything
- * else ends the step with nothing changed (outcome PROCEED).
+ * else ends the step with nothing changed (outcome STEP_ENDED).
  * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a time out of range: nothing
  * consumed), ITSME_E_INVALID_STATE (no
  * request pending), ITSME_E_MALFORMED_MESSAGE (a success whose body is not
@@ -1975,6 +2106,206 @@ itsme_result itsme_online_verify_rendezvous_alone(
 itsme_result itsme_online_verify_rendezvous_peer_joined(
     itsme_online_verify_rendezvous *rendezvous, const char *room,
     itsme_online_verify **out_session);
+
+
+/* ------------------------------------------------------------------------
+ * The room driver (docs/PROTOCOL.md 16.5, 11.1, 15.3)
+ *
+ * An itsme_room_session carries a real-time exchange, or an Online Verify
+ * session, through a relay room.  It does no I/O: the host joins the
+ * WebSocket at itsme_room_session_path (below the relay's base URL), moves
+ * frames and keeps time; the session says what the host does next and takes
+ * what the room sends, as the relay sent it, so every host follows the same
+ * rules:
+ *
+ *   loop: itsme_room_session_next(s, now, &step)
+ *     SEND     itsme_room_session_message; send it as one binary message;
+ *              then itsme_room_session_sent (or _send_failed when the
+ *              connection failed meanwhile)
+ *     RECEIVE  wait for the room: a text frame goes to
+ *              itsme_room_session_text, a binary one to _binary, the end of
+ *              the connection to _closed (with its close code, 0 when none
+ *              came), the host's deadline passing to _timed_out
+ *     DECIDE   (an exchange) the SAS is ready and the contact saved: the
+ *              person compares it; itsme_exchange_confirm or _reject.  From
+ *              here on ping the room every ITSME_ROOM_PING_INTERVAL seconds
+ *              (a WebSocket ping), so that it does not close as idle
+ *     LEAVE    close the connection, then itsme_room_session_left
+ *     DONE     over: itsme_room_session_failure says whether the room ended
+ *              it early, and how; the flow's state says the rest
+ *
+ * The rules: the inviter sends once the peer is in the room; each frame goes
+ * to the flow in order and what it answers is sent; a frame the flow refuses
+ * fails it (itsme_room_session_binary returns the flow's error) and the next
+ * step is LEAVE, so that the peer fails too.  A room that fails before the
+ * SAS (the peer left, a refused frame, the connection closed, the deadline)
+ * rejects a pending exchange that was not saved, and a running Online
+ * Verify session.  After the SAS both sides stay until both decisions
+ * passed: this side's is sent, the peer's awaited (a frame refused then is
+ * skipped), and the decision is settled (itsme_exchange_settle is not
+ * needed).  The peer leaving, or the room closing, before the peer's
+ * decision counts as none: the exchange is rejected; the deadline passing
+ * then rejects it too, with the failure TIMEOUT.  An Online Verify session
+ * ends at its SAS (its decision needs no room): the room is left.
+ *
+ * Thread safety: an itsme_room_session must not be used by two threads at
+ * once; its calls run under the lock of its flow (the exchange's identity
+ * lock, the Online Verify session's lock).  It keeps its flow alive.
+ * ---------------------------------------------------------------------- */
+
+typedef struct itsme_room_session itsme_room_session;
+
+typedef uint32_t itsme_room_step ITSME_VALUES(ITSME_ROOM_STEP_);
+/* Send itsme_room_session_message as one binary message. */
+#define ITSME_ROOM_STEP_SEND 1
+/* Wait for what the room sends next. */
+#define ITSME_ROOM_STEP_RECEIVE 2
+/* The person compares the SAS: confirm or reject the exchange. */
+#define ITSME_ROOM_STEP_DECIDE 3
+/* Close the connection, then itsme_room_session_left. */
+#define ITSME_ROOM_STEP_LEAVE 4
+/* Nothing more. */
+#define ITSME_ROOM_STEP_DONE 5
+
+typedef uint32_t itsme_room_failure ITSME_VALUES(ITSME_ROOM_FAILURE_);
+/* The room did not end the session early. */
+#define ITSME_ROOM_FAILURE_NONE 0
+/* The other person left the room ("peer-left"). */
+#define ITSME_ROOM_FAILURE_PEER_LEFT 1
+/* The relay did not forward a frame ("refused"). */
+#define ITSME_ROOM_FAILURE_REFUSED 2
+/* The room already held two people (close code 4009, "room-full"). */
+#define ITSME_ROOM_FAILURE_ROOM_FULL 3
+/* The connection ended ("closed"). */
+#define ITSME_ROOM_FAILURE_CLOSED 4
+/* The host's deadline passed ("timeout"). */
+#define ITSME_ROOM_FAILURE_TIMEOUT 5
+/* The relay sent what no relay sends ("bad-response"). */
+#define ITSME_ROOM_FAILURE_BAD_RESPONSE 6
+
+/* How often the host pings the room from DECIDE on, in seconds. */
+#define ITSME_ROOM_PING_INTERVAL 30
+
+/* A session for `exchange`, a real-time exchange.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, or not a
+ * real-time exchange: an invite goes through the mailbox). */
+itsme_result itsme_room_session_for_exchange(itsme_exchange *exchange,
+                                             itsme_room_session **out);
+
+/* A session for `session` in its room.  `peer_present`: the host already
+ * saw the peer join (the rendezvous reads each room's first event).
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL). */
+itsme_result itsme_room_session_for_online_verify(itsme_online_verify *session,
+                                                  bool peer_present,
+                                                  itsme_room_session **out);
+
+/* Releases a session (not its flow, which the caller frees as usual).
+ * Accepts NULL. */
+void itsme_room_session_free(itsme_room_session *session);
+
+/* Copies the detail of the last failure of a call on this session.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_room_session_last_error(const itsme_room_session *session,
+                                           char *buf, size_t cap,
+                                           size_t *out_len);
+
+/* The room's path, NUL-terminated ("/v1/rooms/<32 hex digits>"), to append
+ * to the relay's base URL (ws:// or wss://).
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_room_session_path(const itsme_room_session *session,
+                                     char *out, size_t cap, size_t *out_len);
+
+/* What the host does next (ITSME_ROOM_STEP_*).  Asking again before doing
+ * it gives the same step.  `now` is the time of the exchange's writes (the
+ * contact at the SAS, the settled decision).
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a time out of range), and the
+ * store's errors when the contact or the decision cannot be written
+ * (ITSME_E_DATABASE, ...): the exchange was rejected; the next step is
+ * LEAVE. */
+itsme_result itsme_room_session_next(itsme_room_session *session, int64_t now,
+                                     itsme_room_step *out_step);
+
+/* The message of the SEND step (at most ITSME_REMOTE_MESSAGE_MAX bytes).
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (the step is not
+ * SEND), ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_room_session_message(const itsme_room_session *session,
+                                        uint8_t *out, size_t cap,
+                                        size_t *out_len);
+
+/* The message of the SEND step went out.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (the step is not
+ * SEND). */
+itsme_result itsme_room_session_sent(itsme_room_session *session);
+
+/* The connection failed while sending the message of the SEND step.
+ * Before the SAS the room has failed (CLOSED); after it, what the peer sent
+ * before leaving is still to be read: the next step is RECEIVE.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (the step is not
+ * SEND). */
+itsme_result itsme_room_session_send_failed(itsme_room_session *session);
+
+/* A text frame from the relay, as it came (a room's event, JSON).  One that
+ * is not a room's event fails the room (BAD_RESPONSE).
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, longer than ITSME_TEXT_MAX). */
+itsme_result itsme_room_session_text(itsme_room_session *session,
+                                     const uint8_t *text, size_t len);
+
+/* A binary frame from the peer; `now` is passed to the flow.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a time out of range: nothing
+ * consumed), and, before the SAS, the flow's errors for a frame it refuses
+ * (ITSME_E_AUTHENTICATION_FAILED, ITSME_E_MALFORMED_MESSAGE, ...: the flow
+ * has failed and the next step is LEAVE). */
+ITSME_WARN_UNUSED_RESULT
+itsme_result itsme_room_session_binary(itsme_room_session *session,
+                                       const uint8_t *bytes, size_t len,
+                                       int64_t now);
+
+/* The connection ended: the relay's close `code` (4009: the room was full),
+ * 0 when it ended without one.  Nothing more will arrive.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a code above 4999). */
+itsme_result itsme_room_session_closed(itsme_room_session *session,
+                                       uint32_t code);
+
+/* The host's deadline passed while waiting for the room.
+ * Errors: ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_room_session_timed_out(itsme_room_session *session);
+
+/* The host left the room after LEAVE; the next step is DONE.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (the step is not
+ * LEAVE). */
+itsme_result itsme_room_session_left(itsme_room_session *session);
+
+/* The host gives up (its own failure, or the person's): a pending exchange
+ * is rejected, an Online Verify session too, and the next step is LEAVE.
+ * Errors: ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_room_session_abandon(itsme_room_session *session);
+
+/* Sets *out_present to true once the peer has been in the room (the relay
+ * said so, or the host did with peer_present), else false.  The rendezvous
+ * (itsme_online_verify_rendezvous_*) reads it after each room's first event.
+ * Errors: ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_room_session_peer_present(const itsme_room_session *session,
+                                             bool *out_present);
+
+/* Whether and how the room ended the session early (ITSME_ROOM_FAILURE_*;
+ * NONE while it runs, and when it ended as its flow did).
+ * Errors: ITSME_E_INVALID_ARGUMENT. */
+itsme_result itsme_room_session_failure(const itsme_room_session *session,
+                                        itsme_room_failure *out_failure);
+
+/* The failure's name, NUL-terminated, as the relay and the clients name it
+ * ("peer-left", "refused", "room-full", "closed", "timeout",
+ * "bad-response"; empty for none).
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_room_session_failure_kind(const itsme_room_session *session,
+                                             char *out, size_t cap,
+                                             size_t *out_len);
+
+/* The failure as a line for a person, NUL-terminated (empty for none).
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_room_session_failure_message(
+    const itsme_room_session *session, char *out, size_t cap,
+    size_t *out_len);
 
 /* ------------------------------------------------------------------------
  * Security PIN Update (docs/PROTOCOL.md section 10.3)

@@ -25,5 +25,6 @@ struct itsme_profile { unsigned char opaque_; };
 struct itsme_replay_store { unsigned char opaque_; };
 struct itsme_mailbox_session { unsigned char opaque_; };
 struct itsme_online_verify_rendezvous { unsigned char opaque_; };
+struct itsme_room_session { unsigned char opaque_; };
 struct itsme_rollcall { unsigned char opaque_; };
 #endif

@@ -103,16 +103,40 @@ public func ffiMailboxSessionNextRequest(
     }
 }
 
+/// Writes a text of the pending request (`.invalidState` when none is).
+private func pendingText(
+    _ session: UnsafePointer<itsme_mailbox_session>?, _ out: UnsafeMutablePointer<CChar>?, _ cap: UInt,
+    _ outLen: UnsafeMutablePointer<UInt>?, _ part: (MailboxSession, (method: String, path: String)) -> String
+) -> itsme_result {
+    onMailbox(session) { s in
+        try checkOutput(out, cap, outLen)
+        guard let http = s.pendingHTTP else { throw ItsMeError(.invalidState, "no request is pending: ask for the next one first") }
+        try writeText(part(s, http), to: out, cap: cap, outLen: outLen)
+    }
+}
+
 @c(itsme_mailbox_session_request_path)
 public func ffiMailboxSessionRequestPath(
     _ session: UnsafePointer<itsme_mailbox_session>?, _ out: UnsafeMutablePointer<CChar>?, _ cap: UInt,
     _ outLen: UnsafeMutablePointer<UInt>?
 ) -> itsme_result {
-    onMailbox(session) { s in
-        try checkOutput(out, cap, outLen)
-        guard let http = s.pendingHTTP else { throw ItsMeError(.invalidState, "no request is pending: ask for the next one first") }
-        try writeText(http.path, to: out, cap: cap, outLen: outLen)
-    }
+    pendingText(session, out, cap, outLen) { $1.path }
+}
+
+@c(itsme_mailbox_session_request_method)
+public func ffiMailboxSessionRequestMethod(
+    _ session: UnsafePointer<itsme_mailbox_session>?, _ out: UnsafeMutablePointer<CChar>?, _ cap: UInt,
+    _ outLen: UnsafeMutablePointer<UInt>?
+) -> itsme_result {
+    pendingText(session, out, cap, outLen) { $1.method }
+}
+
+@c(itsme_mailbox_session_request_headers)
+public func ffiMailboxSessionRequestHeaders(
+    _ session: UnsafePointer<itsme_mailbox_session>?, _ out: UnsafeMutablePointer<CChar>?, _ cap: UInt,
+    _ outLen: UnsafeMutablePointer<UInt>?
+) -> itsme_result {
+    pendingText(session, out, cap, outLen) { s, _ in headerLines(s.pendingHeaders) }
 }
 
 @c(itsme_mailbox_session_request_body)
@@ -156,6 +180,7 @@ public func ffiMailboxSessionAnswer(
         case .proceed: out.pointee = itsme_mailbox_outcome(ITSME_MAILBOX_OUTCOME_PROCEED)
         case .inviteEnded: out.pointee = itsme_mailbox_outcome(ITSME_MAILBOX_OUTCOME_INVITE_ENDED)
         case .conflict: out.pointee = itsme_mailbox_outcome(ITSME_MAILBOX_OUTCOME_CONFLICT)
+        case .stepEnded: out.pointee = itsme_mailbox_outcome(ITSME_MAILBOX_OUTCOME_STEP_ENDED)
         }
     }
 }

@@ -419,7 +419,13 @@ final class SessionHandle<Session>: @unchecked Sendable {
     }
 
     func run(_ body: (Session) throws -> Void) -> itsme_result {
-        guarded(lastError.set) { try lock.withLock(reentered: reentered("the session")) { try body(session) } }
+        guarded(lastError.set) { try locked(body) }
+    }
+
+    /// Runs `body` under the session's lock, for a handle that drives this
+    /// session and records its own errors (a room session).
+    func locked<T>(_ body: (Session) throws -> T) throws -> T {
+        try lock.withLock(reentered: reentered("the session")) { try body(session) }
     }
 }
 

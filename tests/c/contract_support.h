@@ -34,6 +34,7 @@ static void ct_free_itsme_exchange(void *h) { itsme_exchange_free(h); }
 static void ct_free_itsme_identity(void *h) { itsme_identity_free(h); }
 static void ct_free_itsme_import(void *h) { itsme_import_free(h); }
 static void ct_free_itsme_mailbox_session(void *h) { itsme_mailbox_session_free(h); }
+static void ct_free_itsme_room_session(void *h) { itsme_room_session_free(h); }
 static void ct_free_itsme_online_verify(void *h) { itsme_online_verify_free(h); }
 static void ct_free_itsme_online_verify_rendezvous(void *h) { itsme_online_verify_rendezvous_free(h); }
 static void ct_free_itsme_pin_update(void *h) { itsme_pin_update_free(h); }
@@ -647,6 +648,51 @@ static const char *fx_mailbox_saved(void) {
     size_t len = 0;
     if (!saved[0]) CT_REQUIRE(itsme_mailbox_session_save(fx_itsme_mailbox_session(), saved, sizeof saved, &len));
     return saved;
+}
+
+/* ---- the room driver ------------------------------------------------------------- */
+
+/* A real-time exchange of its own: a room session takes its messages. */
+static itsme_exchange *fx_room_exchange(void) {
+    static itsme_exchange *e;
+    if (!e) CT_REQUIRE(itsme_exchange_new_invite(fx_itsme_identity(), fx_itsme_store(), 1, NULL, FX_NOW, &e));
+    return ct_keep(e, ct_free_itsme_exchange);
+}
+
+static itsme_room_session *fx_itsme_room_session(void) {
+    static itsme_room_session *s;
+    if (!s) CT_REQUIRE(itsme_room_session_for_exchange(fx_room_exchange(), &s));
+    return ct_keep(s, ct_free_itsme_room_session);
+}
+
+/* A session of its own whose step is SEND: the peer joined, the INVITE is
+ * to be sent. */
+static itsme_room_session *fx_room_sending(void) {
+    static itsme_room_session *s;
+    if (!s) {
+        static const char joined[] = "{\"type\":\"peer-joined\"}";
+        itsme_exchange *e = NULL;
+        itsme_room_step step = 0;
+        CT_REQUIRE(itsme_exchange_new_invite(fx_itsme_identity(), fx_itsme_store(), 1, NULL, FX_NOW, &e));
+        CT_REQUIRE(itsme_room_session_for_exchange(e, &s));
+        itsme_exchange_free(e);
+        CT_REQUIRE(itsme_room_session_text(s, (const uint8_t *)joined, sizeof joined - 1));
+        CT_REQUIRE(itsme_room_session_next(s, FX_NOW, &step));
+    }
+    return ct_keep(s, ct_free_itsme_room_session);
+}
+
+/* A session of its own that the room ended early: the deadline passed. */
+static itsme_room_session *fx_room_failed(void) {
+    static itsme_room_session *s;
+    if (!s) {
+        itsme_exchange *e = NULL;
+        CT_REQUIRE(itsme_exchange_new_invite(fx_itsme_identity(), fx_itsme_store(), 1, NULL, FX_NOW, &e));
+        CT_REQUIRE(itsme_room_session_for_exchange(e, &s));
+        itsme_exchange_free(e);
+        CT_REQUIRE(itsme_room_session_timed_out(s));
+    }
+    return ct_keep(s, ct_free_itsme_room_session);
 }
 
 static itsme_online_verify_rendezvous *fx_itsme_online_verify_rendezvous(void) {

@@ -107,6 +107,12 @@
 #define CT_HAS_itsme_exchange_encryption_code 1
 #define CT_HAS_itsme_exchange_relay_id 1
 #define CT_HAS_itsme_exchange_is_inviter 1
+#define CT_HAS_itsme_relay_path 1
+#define CT_HAS_itsme_relay_answer_of 1
+#define CT_HAS_itsme_relay_request_headers 1
+#define CT_HAS_itsme_relay_refusal_kind 1
+#define CT_HAS_itsme_relay_refusal_message 1
+#define CT_HAS_itsme_relay_header_name 1
 #define CT_HAS_itsme_mailbox_session_new 1
 #define CT_HAS_itsme_mailbox_session_resume 1
 #define CT_HAS_itsme_mailbox_session_free 1
@@ -114,6 +120,8 @@
 #define CT_HAS_itsme_mailbox_session_begin 1
 #define CT_HAS_itsme_mailbox_session_next_request 1
 #define CT_HAS_itsme_mailbox_session_request_path 1
+#define CT_HAS_itsme_mailbox_session_request_method 1
+#define CT_HAS_itsme_mailbox_session_request_headers 1
 #define CT_HAS_itsme_mailbox_session_request_body 1
 #define CT_HAS_itsme_mailbox_session_token 1
 #define CT_HAS_itsme_mailbox_session_answer 1
@@ -155,6 +163,25 @@
 #define CT_HAS_itsme_online_verify_rendezvous_session 1
 #define CT_HAS_itsme_online_verify_rendezvous_alone 1
 #define CT_HAS_itsme_online_verify_rendezvous_peer_joined 1
+#define CT_HAS_itsme_room_session_for_exchange 1
+#define CT_HAS_itsme_room_session_for_online_verify 1
+#define CT_HAS_itsme_room_session_free 1
+#define CT_HAS_itsme_room_session_last_error 1
+#define CT_HAS_itsme_room_session_path 1
+#define CT_HAS_itsme_room_session_next 1
+#define CT_HAS_itsme_room_session_message 1
+#define CT_HAS_itsme_room_session_sent 1
+#define CT_HAS_itsme_room_session_send_failed 1
+#define CT_HAS_itsme_room_session_text 1
+#define CT_HAS_itsme_room_session_binary 1
+#define CT_HAS_itsme_room_session_closed 1
+#define CT_HAS_itsme_room_session_timed_out 1
+#define CT_HAS_itsme_room_session_left 1
+#define CT_HAS_itsme_room_session_abandon 1
+#define CT_HAS_itsme_room_session_peer_present 1
+#define CT_HAS_itsme_room_session_failure 1
+#define CT_HAS_itsme_room_session_failure_kind 1
+#define CT_HAS_itsme_room_session_failure_message 1
 #define CT_HAS_itsme_pin_update_new 1
 #define CT_HAS_itsme_pin_update_free 1
 #define CT_HAS_itsme_pin_update_last_error 1
@@ -367,6 +394,7 @@ static void ct_release_itsme_profile(void *h) { itsme_profile_free(h); }
 static void ct_release_itsme_random(void *h) { itsme_random_free(h); }
 static void ct_release_itsme_replay_store(void *h) { itsme_replay_store_free(h); }
 static void ct_release_itsme_rollcall(void *h) { itsme_rollcall_free(h); }
+static void ct_release_itsme_room_session(void *h) { itsme_room_session_free(h); }
 static void ct_release_itsme_secret_store(void *h) { itsme_secret_store_free(h); }
 static void ct_release_itsme_store(void *h) { itsme_store_free(h); }
 static void ct_release_itsme_transfer(void *h) { itsme_transfer_free(h); }
@@ -764,6 +792,39 @@ struct args_itsme_exchange_is_inviter {
     const itsme_exchange * exchange;
 };
 #define FIXTURE_itsme_exchange_is_inviter(...) static void fixture_itsme_exchange_is_inviter(struct args_itsme_exchange_is_inviter *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_relay_path {
+    itsme_relay_route route;
+    const char * id;
+};
+#define FIXTURE_itsme_relay_path(...) static void fixture_itsme_relay_path(struct args_itsme_relay_path *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_relay_answer_of {
+    itsme_relay_route route;
+    const char * method;
+    uint32_t status;
+};
+#define FIXTURE_itsme_relay_answer_of(...) static void fixture_itsme_relay_answer_of(struct args_itsme_relay_answer_of *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_relay_request_headers {
+    itsme_relay_route route;
+    const char * method;
+    const char * token;
+};
+#define FIXTURE_itsme_relay_request_headers(...) static void fixture_itsme_relay_request_headers(struct args_itsme_relay_request_headers *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_relay_refusal_kind {
+    uint32_t status;
+    const uint8_t * body;
+    size_t len;
+};
+#define FIXTURE_itsme_relay_refusal_kind(...) static void fixture_itsme_relay_refusal_kind(struct args_itsme_relay_refusal_kind *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_relay_refusal_message {
+    uint32_t status;
+    const uint8_t * body;
+    size_t len;
+};
+#define FIXTURE_itsme_relay_refusal_message(...) static void fixture_itsme_relay_refusal_message(struct args_itsme_relay_refusal_message *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_relay_header_name {
+    itsme_relay_header header;
+};
+#define FIXTURE_itsme_relay_header_name(...) static void fixture_itsme_relay_header_name(struct args_itsme_relay_header_name *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_mailbox_session_new {
     itsme_exchange * exchange;
 };
@@ -790,6 +851,14 @@ struct args_itsme_mailbox_session_request_path {
     const itsme_mailbox_session * session;
 };
 #define FIXTURE_itsme_mailbox_session_request_path(...) static void fixture_itsme_mailbox_session_request_path(struct args_itsme_mailbox_session_request_path *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_mailbox_session_request_method {
+    const itsme_mailbox_session * session;
+};
+#define FIXTURE_itsme_mailbox_session_request_method(...) static void fixture_itsme_mailbox_session_request_method(struct args_itsme_mailbox_session_request_method *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_mailbox_session_request_headers {
+    const itsme_mailbox_session * session;
+};
+#define FIXTURE_itsme_mailbox_session_request_headers(...) static void fixture_itsme_mailbox_session_request_headers(struct args_itsme_mailbox_session_request_headers *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_mailbox_session_request_body {
     const itsme_mailbox_session * session;
 };
@@ -980,6 +1049,86 @@ struct args_itsme_online_verify_rendezvous_peer_joined {
     const char * room;
 };
 #define FIXTURE_itsme_online_verify_rendezvous_peer_joined(...) static void fixture_itsme_online_verify_rendezvous_peer_joined(struct args_itsme_online_verify_rendezvous_peer_joined *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_room_session_for_exchange {
+    itsme_exchange * exchange;
+};
+#define FIXTURE_itsme_room_session_for_exchange(...) static void fixture_itsme_room_session_for_exchange(struct args_itsme_room_session_for_exchange *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_room_session_for_online_verify {
+    itsme_online_verify * session;
+    bool peer_present;
+};
+#define FIXTURE_itsme_room_session_for_online_verify(...) static void fixture_itsme_room_session_for_online_verify(struct args_itsme_room_session_for_online_verify *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_room_session_last_error {
+    const itsme_room_session * session;
+};
+#define FIXTURE_itsme_room_session_last_error(...) static void fixture_itsme_room_session_last_error(struct args_itsme_room_session_last_error *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_room_session_path {
+    const itsme_room_session * session;
+};
+#define FIXTURE_itsme_room_session_path(...) static void fixture_itsme_room_session_path(struct args_itsme_room_session_path *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_room_session_next {
+    itsme_room_session * session;
+    int64_t now;
+};
+#define FIXTURE_itsme_room_session_next(...) static void fixture_itsme_room_session_next(struct args_itsme_room_session_next *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_room_session_message {
+    const itsme_room_session * session;
+};
+#define FIXTURE_itsme_room_session_message(...) static void fixture_itsme_room_session_message(struct args_itsme_room_session_message *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_room_session_sent {
+    itsme_room_session * session;
+};
+#define FIXTURE_itsme_room_session_sent(...)
+struct args_itsme_room_session_send_failed {
+    itsme_room_session * session;
+};
+#define FIXTURE_itsme_room_session_send_failed(...)
+struct args_itsme_room_session_text {
+    itsme_room_session * session;
+    const uint8_t * text;
+    size_t len;
+};
+#define FIXTURE_itsme_room_session_text(...)
+struct args_itsme_room_session_binary {
+    itsme_room_session * session;
+    const uint8_t * bytes;
+    size_t len;
+    int64_t now;
+};
+#define FIXTURE_itsme_room_session_binary(...)
+struct args_itsme_room_session_closed {
+    itsme_room_session * session;
+    uint32_t code;
+};
+#define FIXTURE_itsme_room_session_closed(...)
+struct args_itsme_room_session_timed_out {
+    itsme_room_session * session;
+};
+#define FIXTURE_itsme_room_session_timed_out(...)
+struct args_itsme_room_session_left {
+    itsme_room_session * session;
+};
+#define FIXTURE_itsme_room_session_left(...)
+struct args_itsme_room_session_abandon {
+    itsme_room_session * session;
+};
+#define FIXTURE_itsme_room_session_abandon(...)
+struct args_itsme_room_session_peer_present {
+    const itsme_room_session * session;
+};
+#define FIXTURE_itsme_room_session_peer_present(...) static void fixture_itsme_room_session_peer_present(struct args_itsme_room_session_peer_present *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_room_session_failure {
+    const itsme_room_session * session;
+};
+#define FIXTURE_itsme_room_session_failure(...) static void fixture_itsme_room_session_failure(struct args_itsme_room_session_failure *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_room_session_failure_kind {
+    const itsme_room_session * session;
+};
+#define FIXTURE_itsme_room_session_failure_kind(...) static void fixture_itsme_room_session_failure_kind(struct args_itsme_room_session_failure_kind *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_room_session_failure_message {
+    const itsme_room_session * session;
+};
+#define FIXTURE_itsme_room_session_failure_message(...) static void fixture_itsme_room_session_failure_message(struct args_itsme_room_session_failure_message *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_pin_update_new {
     itsme_store * store;
     int64_t contact_id;
@@ -4078,6 +4227,202 @@ static const struct ct_param params_itsme_exchange_is_inviter[] = {
 static const struct ct_function function_itsme_exchange_is_inviter = {"itsme_exchange_is_inviter", 1, sizeof(struct args_itsme_exchange_is_inviter), params_itsme_exchange_is_inviter, 2, setup_itsme_exchange_is_inviter, mutate_itsme_exchange_is_inviter, invoke_itsme_exchange_is_inviter};
 static void run_itsme_exchange_is_inviter(const struct ct_check *c) { ct_run_result(&function_itsme_exchange_is_inviter, c); }
 
+/* itsme_relay_path */
+static void setup_itsme_relay_path(void *p, int live) {
+    struct args_itsme_relay_path *a = p;
+    (void)a;
+    a->route = 0;
+    a->id = FX_TEXT;
+    if (live) fixture_itsme_relay_path(a);
+}
+static int mutate_itsme_relay_path(void *p, const struct ct_check *c) {
+    struct args_itsme_relay_path *a = p;
+    (void)a;
+    switch (c->param) {
+    case 1: ct_mutate_text(c, &a->id); return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_relay_path(void *p, struct ct_outs *o) {
+    struct args_itsme_relay_path *a = p;
+    (void)a;
+    (void)o;
+    return itsme_relay_path(a->route, a->id, (char *)o->ptr[2], o->cap[3], (size_t *)o->ptr[4]);
+}
+static const struct ct_param params_itsme_relay_path[] = {
+    {"route", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"id", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_TEXT, 0, 3, 4, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_relay_path = {"itsme_relay_path", 1, sizeof(struct args_itsme_relay_path), params_itsme_relay_path, 5, setup_itsme_relay_path, mutate_itsme_relay_path, invoke_itsme_relay_path};
+static void run_itsme_relay_path(const struct ct_check *c) { ct_run_result(&function_itsme_relay_path, c); }
+
+/* itsme_relay_answer_of */
+static void setup_itsme_relay_answer_of(void *p, int live) {
+    struct args_itsme_relay_answer_of *a = p;
+    (void)a;
+    a->route = 0;
+    a->method = FX_TEXT;
+    a->status = 0;
+    if (live) fixture_itsme_relay_answer_of(a);
+}
+static int mutate_itsme_relay_answer_of(void *p, const struct ct_check *c) {
+    struct args_itsme_relay_answer_of *a = p;
+    (void)a;
+    switch (c->param) {
+    case 1: ct_mutate_text(c, &a->method); return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_relay_answer_of(void *p, struct ct_outs *o) {
+    struct args_itsme_relay_answer_of *a = p;
+    (void)a;
+    (void)o;
+    return itsme_relay_answer_of(a->route, a->method, a->status, (itsme_relay_answer *)o->ptr[3]);
+}
+static const struct ct_param params_itsme_relay_answer_of[] = {
+    {"route", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"method", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"status", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_answer", CT_R_OUT_VALUE, sizeof(itsme_relay_answer), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_relay_answer_of = {"itsme_relay_answer_of", 1, sizeof(struct args_itsme_relay_answer_of), params_itsme_relay_answer_of, 4, setup_itsme_relay_answer_of, mutate_itsme_relay_answer_of, invoke_itsme_relay_answer_of};
+static void run_itsme_relay_answer_of(const struct ct_check *c) { ct_run_result(&function_itsme_relay_answer_of, c); }
+
+/* itsme_relay_request_headers */
+static void setup_itsme_relay_request_headers(void *p, int live) {
+    struct args_itsme_relay_request_headers *a = p;
+    (void)a;
+    a->route = 0;
+    a->method = FX_TEXT;
+    a->token = FX_TEXT;
+    if (live) fixture_itsme_relay_request_headers(a);
+}
+static int mutate_itsme_relay_request_headers(void *p, const struct ct_check *c) {
+    struct args_itsme_relay_request_headers *a = p;
+    (void)a;
+    switch (c->param) {
+    case 1: ct_mutate_text(c, &a->method); return 0;
+    case 2: ct_mutate_text(c, &a->token); return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_relay_request_headers(void *p, struct ct_outs *o) {
+    struct args_itsme_relay_request_headers *a = p;
+    (void)a;
+    (void)o;
+    return itsme_relay_request_headers(a->route, a->method, a->token, (char *)o->ptr[3], o->cap[4], (size_t *)o->ptr[5]);
+}
+static const struct ct_param params_itsme_relay_request_headers[] = {
+    {"route", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"method", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"token", CT_R_IN_TEXT, 0, -1, -1, 0, NULL, 1, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_TEXT, 0, 4, 5, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_relay_request_headers = {"itsme_relay_request_headers", 1, sizeof(struct args_itsme_relay_request_headers), params_itsme_relay_request_headers, 6, setup_itsme_relay_request_headers, mutate_itsme_relay_request_headers, invoke_itsme_relay_request_headers};
+static void run_itsme_relay_request_headers(const struct ct_check *c) { ct_run_result(&function_itsme_relay_request_headers, c); }
+
+/* itsme_relay_refusal_kind */
+static void setup_itsme_relay_refusal_kind(void *p, int live) {
+    struct args_itsme_relay_refusal_kind *a = p;
+    (void)a;
+    a->status = 0;
+    a->body = fx_bytes;
+    a->len = 32;
+    if (live) fixture_itsme_relay_refusal_kind(a);
+}
+static int mutate_itsme_relay_refusal_kind(void *p, const struct ct_check *c) {
+    struct args_itsme_relay_refusal_kind *a = p;
+    (void)a;
+    switch (c->param) {
+    case 1: if (c->kind == CT_NULL) a->body = NULL; return a->len == 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_relay_refusal_kind(void *p, struct ct_outs *o) {
+    struct args_itsme_relay_refusal_kind *a = p;
+    (void)a;
+    (void)o;
+    return itsme_relay_refusal_kind(a->status, a->body, a->len, (char *)o->ptr[3], o->cap[4], (size_t *)o->ptr[5]);
+}
+static const struct ct_param params_itsme_relay_refusal_kind[] = {
+    {"status", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"body", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_TEXT, 0, 4, 5, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_relay_refusal_kind = {"itsme_relay_refusal_kind", 1, sizeof(struct args_itsme_relay_refusal_kind), params_itsme_relay_refusal_kind, 6, setup_itsme_relay_refusal_kind, mutate_itsme_relay_refusal_kind, invoke_itsme_relay_refusal_kind};
+static void run_itsme_relay_refusal_kind(const struct ct_check *c) { ct_run_result(&function_itsme_relay_refusal_kind, c); }
+
+/* itsme_relay_refusal_message */
+static void setup_itsme_relay_refusal_message(void *p, int live) {
+    struct args_itsme_relay_refusal_message *a = p;
+    (void)a;
+    a->status = 0;
+    a->body = fx_bytes;
+    a->len = 32;
+    if (live) fixture_itsme_relay_refusal_message(a);
+}
+static int mutate_itsme_relay_refusal_message(void *p, const struct ct_check *c) {
+    struct args_itsme_relay_refusal_message *a = p;
+    (void)a;
+    switch (c->param) {
+    case 1: if (c->kind == CT_NULL) a->body = NULL; return a->len == 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_relay_refusal_message(void *p, struct ct_outs *o) {
+    struct args_itsme_relay_refusal_message *a = p;
+    (void)a;
+    (void)o;
+    return itsme_relay_refusal_message(a->status, a->body, a->len, (char *)o->ptr[3], o->cap[4], (size_t *)o->ptr[5]);
+}
+static const struct ct_param params_itsme_relay_refusal_message[] = {
+    {"status", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"body", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_TEXT, 0, 4, 5, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_relay_refusal_message = {"itsme_relay_refusal_message", 1, sizeof(struct args_itsme_relay_refusal_message), params_itsme_relay_refusal_message, 6, setup_itsme_relay_refusal_message, mutate_itsme_relay_refusal_message, invoke_itsme_relay_refusal_message};
+static void run_itsme_relay_refusal_message(const struct ct_check *c) { ct_run_result(&function_itsme_relay_refusal_message, c); }
+
+/* itsme_relay_header_name */
+static void setup_itsme_relay_header_name(void *p, int live) {
+    struct args_itsme_relay_header_name *a = p;
+    (void)a;
+    a->header = 0;
+    if (live) fixture_itsme_relay_header_name(a);
+}
+static int mutate_itsme_relay_header_name(void *p, const struct ct_check *c) {
+    struct args_itsme_relay_header_name *a = p;
+    (void)a;
+    switch (c->param) {
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_relay_header_name(void *p, struct ct_outs *o) {
+    struct args_itsme_relay_header_name *a = p;
+    (void)a;
+    (void)o;
+    return itsme_relay_header_name(a->header, (char *)o->ptr[1], o->cap[2], (size_t *)o->ptr[3]);
+}
+static const struct ct_param params_itsme_relay_header_name[] = {
+    {"header", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_TEXT, 0, 2, 3, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_relay_header_name = {"itsme_relay_header_name", 1, sizeof(struct args_itsme_relay_header_name), params_itsme_relay_header_name, 4, setup_itsme_relay_header_name, mutate_itsme_relay_header_name, invoke_itsme_relay_header_name};
+static void run_itsme_relay_header_name(const struct ct_check *c) { ct_run_result(&function_itsme_relay_header_name, c); }
+
 /* itsme_mailbox_session_new */
 static void setup_itsme_mailbox_session_new(void *p, int live) {
     struct args_itsme_mailbox_session_new *a = p;
@@ -4253,6 +4598,66 @@ static const struct ct_param params_itsme_mailbox_session_request_path[] = {
 };
 static const struct ct_function function_itsme_mailbox_session_request_path = {"itsme_mailbox_session_request_path", 1, sizeof(struct args_itsme_mailbox_session_request_path), params_itsme_mailbox_session_request_path, 4, setup_itsme_mailbox_session_request_path, mutate_itsme_mailbox_session_request_path, invoke_itsme_mailbox_session_request_path};
 static void run_itsme_mailbox_session_request_path(const struct ct_check *c) { ct_run_result(&function_itsme_mailbox_session_request_path, c); }
+
+/* itsme_mailbox_session_request_method */
+static void setup_itsme_mailbox_session_request_method(void *p, int live) {
+    struct args_itsme_mailbox_session_request_method *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_mailbox_session() : NULL;
+    if (live) fixture_itsme_mailbox_session_request_method(a);
+}
+static int mutate_itsme_mailbox_session_request_method(void *p, const struct ct_check *c) {
+    struct args_itsme_mailbox_session_request_method *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_mailbox_session_request_method(void *p, struct ct_outs *o) {
+    struct args_itsme_mailbox_session_request_method *a = p;
+    (void)a;
+    (void)o;
+    return itsme_mailbox_session_request_method(a->session, (char *)o->ptr[1], o->cap[2], (size_t *)o->ptr[3]);
+}
+static const struct ct_param params_itsme_mailbox_session_request_method[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_TEXT, 0, 2, 3, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_mailbox_session_request_method = {"itsme_mailbox_session_request_method", 1, sizeof(struct args_itsme_mailbox_session_request_method), params_itsme_mailbox_session_request_method, 4, setup_itsme_mailbox_session_request_method, mutate_itsme_mailbox_session_request_method, invoke_itsme_mailbox_session_request_method};
+static void run_itsme_mailbox_session_request_method(const struct ct_check *c) { ct_run_result(&function_itsme_mailbox_session_request_method, c); }
+
+/* itsme_mailbox_session_request_headers */
+static void setup_itsme_mailbox_session_request_headers(void *p, int live) {
+    struct args_itsme_mailbox_session_request_headers *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_mailbox_session() : NULL;
+    if (live) fixture_itsme_mailbox_session_request_headers(a);
+}
+static int mutate_itsme_mailbox_session_request_headers(void *p, const struct ct_check *c) {
+    struct args_itsme_mailbox_session_request_headers *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_mailbox_session_request_headers(void *p, struct ct_outs *o) {
+    struct args_itsme_mailbox_session_request_headers *a = p;
+    (void)a;
+    (void)o;
+    return itsme_mailbox_session_request_headers(a->session, (char *)o->ptr[1], o->cap[2], (size_t *)o->ptr[3]);
+}
+static const struct ct_param params_itsme_mailbox_session_request_headers[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_TEXT, 0, 2, 3, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_mailbox_session_request_headers = {"itsme_mailbox_session_request_headers", 1, sizeof(struct args_itsme_mailbox_session_request_headers), params_itsme_mailbox_session_request_headers, 4, setup_itsme_mailbox_session_request_headers, mutate_itsme_mailbox_session_request_headers, invoke_itsme_mailbox_session_request_headers};
+static void run_itsme_mailbox_session_request_headers(const struct ct_check *c) { ct_run_result(&function_itsme_mailbox_session_request_headers, c); }
 
 /* itsme_mailbox_session_request_body */
 static void setup_itsme_mailbox_session_request_body(void *p, int live) {
@@ -5426,6 +5831,532 @@ static const struct ct_param params_itsme_online_verify_rendezvous_peer_joined[]
 };
 static const struct ct_function function_itsme_online_verify_rendezvous_peer_joined = {"itsme_online_verify_rendezvous_peer_joined", 1, sizeof(struct args_itsme_online_verify_rendezvous_peer_joined), params_itsme_online_verify_rendezvous_peer_joined, 3, setup_itsme_online_verify_rendezvous_peer_joined, mutate_itsme_online_verify_rendezvous_peer_joined, invoke_itsme_online_verify_rendezvous_peer_joined};
 static void run_itsme_online_verify_rendezvous_peer_joined(const struct ct_check *c) { ct_run_result(&function_itsme_online_verify_rendezvous_peer_joined, c); }
+
+/* itsme_room_session_for_exchange */
+static void setup_itsme_room_session_for_exchange(void *p, int live) {
+    struct args_itsme_room_session_for_exchange *a = p;
+    (void)a;
+    a->exchange = live ? fx_itsme_exchange() : NULL;
+    if (live) fixture_itsme_room_session_for_exchange(a);
+}
+static int mutate_itsme_room_session_for_exchange(void *p, const struct ct_check *c) {
+    struct args_itsme_room_session_for_exchange *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->exchange = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_room_session_for_exchange(void *p, struct ct_outs *o) {
+    struct args_itsme_room_session_for_exchange *a = p;
+    (void)a;
+    (void)o;
+    return itsme_room_session_for_exchange(a->exchange, (itsme_room_session **)o->ptr[1]);
+}
+static const struct ct_param params_itsme_room_session_for_exchange[] = {
+    {"exchange", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_HANDLE, sizeof(void *), -1, -1, 0, ct_release_itsme_room_session, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_room_session_for_exchange = {"itsme_room_session_for_exchange", 1, sizeof(struct args_itsme_room_session_for_exchange), params_itsme_room_session_for_exchange, 2, setup_itsme_room_session_for_exchange, mutate_itsme_room_session_for_exchange, invoke_itsme_room_session_for_exchange};
+static void run_itsme_room_session_for_exchange(const struct ct_check *c) { ct_run_result(&function_itsme_room_session_for_exchange, c); }
+
+/* itsme_room_session_for_online_verify */
+static void setup_itsme_room_session_for_online_verify(void *p, int live) {
+    struct args_itsme_room_session_for_online_verify *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_online_verify() : NULL;
+    a->peer_present = 0;
+    if (live) fixture_itsme_room_session_for_online_verify(a);
+}
+static int mutate_itsme_room_session_for_online_verify(void *p, const struct ct_check *c) {
+    struct args_itsme_room_session_for_online_verify *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_room_session_for_online_verify(void *p, struct ct_outs *o) {
+    struct args_itsme_room_session_for_online_verify *a = p;
+    (void)a;
+    (void)o;
+    return itsme_room_session_for_online_verify(a->session, a->peer_present, (itsme_room_session **)o->ptr[2]);
+}
+static const struct ct_param params_itsme_room_session_for_online_verify[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"peer_present", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_HANDLE, sizeof(void *), -1, -1, 0, ct_release_itsme_room_session, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_room_session_for_online_verify = {"itsme_room_session_for_online_verify", 1, sizeof(struct args_itsme_room_session_for_online_verify), params_itsme_room_session_for_online_verify, 3, setup_itsme_room_session_for_online_verify, mutate_itsme_room_session_for_online_verify, invoke_itsme_room_session_for_online_verify};
+static void run_itsme_room_session_for_online_verify(const struct ct_check *c) { ct_run_result(&function_itsme_room_session_for_online_verify, c); }
+
+/* itsme_room_session_last_error */
+static void setup_itsme_room_session_last_error(void *p, int live) {
+    struct args_itsme_room_session_last_error *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_room_session() : NULL;
+    if (live) fixture_itsme_room_session_last_error(a);
+}
+static int mutate_itsme_room_session_last_error(void *p, const struct ct_check *c) {
+    struct args_itsme_room_session_last_error *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_room_session_last_error(void *p, struct ct_outs *o) {
+    struct args_itsme_room_session_last_error *a = p;
+    (void)a;
+    (void)o;
+    return itsme_room_session_last_error(a->session, (char *)o->ptr[1], o->cap[2], (size_t *)o->ptr[3]);
+}
+static const struct ct_param params_itsme_room_session_last_error[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"buf", CT_R_OUT_TEXT, 0, 2, 3, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_room_session_last_error = {"itsme_room_session_last_error", 1, sizeof(struct args_itsme_room_session_last_error), params_itsme_room_session_last_error, 4, setup_itsme_room_session_last_error, mutate_itsme_room_session_last_error, invoke_itsme_room_session_last_error};
+static void run_itsme_room_session_last_error(const struct ct_check *c) { ct_run_result(&function_itsme_room_session_last_error, c); }
+
+/* itsme_room_session_path */
+static void setup_itsme_room_session_path(void *p, int live) {
+    struct args_itsme_room_session_path *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_room_session() : NULL;
+    if (live) fixture_itsme_room_session_path(a);
+}
+static int mutate_itsme_room_session_path(void *p, const struct ct_check *c) {
+    struct args_itsme_room_session_path *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_room_session_path(void *p, struct ct_outs *o) {
+    struct args_itsme_room_session_path *a = p;
+    (void)a;
+    (void)o;
+    return itsme_room_session_path(a->session, (char *)o->ptr[1], o->cap[2], (size_t *)o->ptr[3]);
+}
+static const struct ct_param params_itsme_room_session_path[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_TEXT, 0, 2, 3, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_room_session_path = {"itsme_room_session_path", 1, sizeof(struct args_itsme_room_session_path), params_itsme_room_session_path, 4, setup_itsme_room_session_path, mutate_itsme_room_session_path, invoke_itsme_room_session_path};
+static void run_itsme_room_session_path(const struct ct_check *c) { ct_run_result(&function_itsme_room_session_path, c); }
+
+/* itsme_room_session_next */
+static void setup_itsme_room_session_next(void *p, int live) {
+    struct args_itsme_room_session_next *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_room_session() : NULL;
+    a->now = FX_NOW;
+    if (live) fixture_itsme_room_session_next(a);
+}
+static int mutate_itsme_room_session_next(void *p, const struct ct_check *c) {
+    struct args_itsme_room_session_next *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    case 1: ct_mutate_time(c, &a->now); return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_room_session_next(void *p, struct ct_outs *o) {
+    struct args_itsme_room_session_next *a = p;
+    (void)a;
+    (void)o;
+    return itsme_room_session_next(a->session, a->now, (itsme_room_step *)o->ptr[2]);
+}
+static const struct ct_param params_itsme_room_session_next[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_step", CT_R_OUT_VALUE, sizeof(itsme_room_step), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_room_session_next = {"itsme_room_session_next", 1, sizeof(struct args_itsme_room_session_next), params_itsme_room_session_next, 3, setup_itsme_room_session_next, mutate_itsme_room_session_next, invoke_itsme_room_session_next};
+static void run_itsme_room_session_next(const struct ct_check *c) { ct_run_result(&function_itsme_room_session_next, c); }
+
+/* itsme_room_session_message */
+static void setup_itsme_room_session_message(void *p, int live) {
+    struct args_itsme_room_session_message *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_room_session() : NULL;
+    if (live) fixture_itsme_room_session_message(a);
+}
+static int mutate_itsme_room_session_message(void *p, const struct ct_check *c) {
+    struct args_itsme_room_session_message *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_room_session_message(void *p, struct ct_outs *o) {
+    struct args_itsme_room_session_message *a = p;
+    (void)a;
+    (void)o;
+    return itsme_room_session_message(a->session, (uint8_t *)o->ptr[1], o->cap[2], (size_t *)o->ptr[3]);
+}
+static const struct ct_param params_itsme_room_session_message[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_BYTES, 0, 2, 3, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_room_session_message = {"itsme_room_session_message", 1, sizeof(struct args_itsme_room_session_message), params_itsme_room_session_message, 4, setup_itsme_room_session_message, mutate_itsme_room_session_message, invoke_itsme_room_session_message};
+static void run_itsme_room_session_message(const struct ct_check *c) { ct_run_result(&function_itsme_room_session_message, c); }
+
+/* itsme_room_session_sent */
+static void setup_itsme_room_session_sent(void *p, int live) {
+    struct args_itsme_room_session_sent *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_room_session() : NULL;
+    (void)live;
+}
+static int mutate_itsme_room_session_sent(void *p, const struct ct_check *c) {
+    struct args_itsme_room_session_sent *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_room_session_sent(void *p, struct ct_outs *o) {
+    struct args_itsme_room_session_sent *a = p;
+    (void)a;
+    (void)o;
+    return itsme_room_session_sent(a->session);
+}
+static const struct ct_param params_itsme_room_session_sent[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_room_session_sent = {"itsme_room_session_sent", 0, sizeof(struct args_itsme_room_session_sent), params_itsme_room_session_sent, 1, setup_itsme_room_session_sent, mutate_itsme_room_session_sent, invoke_itsme_room_session_sent};
+static void run_itsme_room_session_sent(const struct ct_check *c) { ct_run_result(&function_itsme_room_session_sent, c); }
+
+/* itsme_room_session_send_failed */
+static void setup_itsme_room_session_send_failed(void *p, int live) {
+    struct args_itsme_room_session_send_failed *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_room_session() : NULL;
+    (void)live;
+}
+static int mutate_itsme_room_session_send_failed(void *p, const struct ct_check *c) {
+    struct args_itsme_room_session_send_failed *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_room_session_send_failed(void *p, struct ct_outs *o) {
+    struct args_itsme_room_session_send_failed *a = p;
+    (void)a;
+    (void)o;
+    return itsme_room_session_send_failed(a->session);
+}
+static const struct ct_param params_itsme_room_session_send_failed[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_room_session_send_failed = {"itsme_room_session_send_failed", 0, sizeof(struct args_itsme_room_session_send_failed), params_itsme_room_session_send_failed, 1, setup_itsme_room_session_send_failed, mutate_itsme_room_session_send_failed, invoke_itsme_room_session_send_failed};
+static void run_itsme_room_session_send_failed(const struct ct_check *c) { ct_run_result(&function_itsme_room_session_send_failed, c); }
+
+/* itsme_room_session_text */
+static void setup_itsme_room_session_text(void *p, int live) {
+    struct args_itsme_room_session_text *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_room_session() : NULL;
+    a->text = fx_bytes;
+    a->len = 32;
+    (void)live;
+}
+static int mutate_itsme_room_session_text(void *p, const struct ct_check *c) {
+    struct args_itsme_room_session_text *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    case 1: if (c->kind == CT_NULL) a->text = NULL; return a->len == 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_room_session_text(void *p, struct ct_outs *o) {
+    struct args_itsme_room_session_text *a = p;
+    (void)a;
+    (void)o;
+    return itsme_room_session_text(a->session, a->text, a->len);
+}
+static const struct ct_param params_itsme_room_session_text[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"text", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_room_session_text = {"itsme_room_session_text", 0, sizeof(struct args_itsme_room_session_text), params_itsme_room_session_text, 3, setup_itsme_room_session_text, mutate_itsme_room_session_text, invoke_itsme_room_session_text};
+static void run_itsme_room_session_text(const struct ct_check *c) { ct_run_result(&function_itsme_room_session_text, c); }
+
+/* itsme_room_session_binary */
+static void setup_itsme_room_session_binary(void *p, int live) {
+    struct args_itsme_room_session_binary *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_room_session() : NULL;
+    a->bytes = fx_bytes;
+    a->len = 32;
+    a->now = FX_NOW;
+    (void)live;
+}
+static int mutate_itsme_room_session_binary(void *p, const struct ct_check *c) {
+    struct args_itsme_room_session_binary *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    case 1: if (c->kind == CT_NULL) a->bytes = NULL; return a->len == 0;
+    case 3: ct_mutate_time(c, &a->now); return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_room_session_binary(void *p, struct ct_outs *o) {
+    struct args_itsme_room_session_binary *a = p;
+    (void)a;
+    (void)o;
+    return itsme_room_session_binary(a->session, a->bytes, a->len, a->now);
+}
+static const struct ct_param params_itsme_room_session_binary[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"bytes", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_room_session_binary = {"itsme_room_session_binary", 0, sizeof(struct args_itsme_room_session_binary), params_itsme_room_session_binary, 4, setup_itsme_room_session_binary, mutate_itsme_room_session_binary, invoke_itsme_room_session_binary};
+static void run_itsme_room_session_binary(const struct ct_check *c) { ct_run_result(&function_itsme_room_session_binary, c); }
+
+/* itsme_room_session_closed */
+static void setup_itsme_room_session_closed(void *p, int live) {
+    struct args_itsme_room_session_closed *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_room_session() : NULL;
+    a->code = 0;
+    (void)live;
+}
+static int mutate_itsme_room_session_closed(void *p, const struct ct_check *c) {
+    struct args_itsme_room_session_closed *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_room_session_closed(void *p, struct ct_outs *o) {
+    struct args_itsme_room_session_closed *a = p;
+    (void)a;
+    (void)o;
+    return itsme_room_session_closed(a->session, a->code);
+}
+static const struct ct_param params_itsme_room_session_closed[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"code", CT_R_VALUE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_room_session_closed = {"itsme_room_session_closed", 0, sizeof(struct args_itsme_room_session_closed), params_itsme_room_session_closed, 2, setup_itsme_room_session_closed, mutate_itsme_room_session_closed, invoke_itsme_room_session_closed};
+static void run_itsme_room_session_closed(const struct ct_check *c) { ct_run_result(&function_itsme_room_session_closed, c); }
+
+/* itsme_room_session_timed_out */
+static void setup_itsme_room_session_timed_out(void *p, int live) {
+    struct args_itsme_room_session_timed_out *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_room_session() : NULL;
+    (void)live;
+}
+static int mutate_itsme_room_session_timed_out(void *p, const struct ct_check *c) {
+    struct args_itsme_room_session_timed_out *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_room_session_timed_out(void *p, struct ct_outs *o) {
+    struct args_itsme_room_session_timed_out *a = p;
+    (void)a;
+    (void)o;
+    return itsme_room_session_timed_out(a->session);
+}
+static const struct ct_param params_itsme_room_session_timed_out[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_room_session_timed_out = {"itsme_room_session_timed_out", 0, sizeof(struct args_itsme_room_session_timed_out), params_itsme_room_session_timed_out, 1, setup_itsme_room_session_timed_out, mutate_itsme_room_session_timed_out, invoke_itsme_room_session_timed_out};
+static void run_itsme_room_session_timed_out(const struct ct_check *c) { ct_run_result(&function_itsme_room_session_timed_out, c); }
+
+/* itsme_room_session_left */
+static void setup_itsme_room_session_left(void *p, int live) {
+    struct args_itsme_room_session_left *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_room_session() : NULL;
+    (void)live;
+}
+static int mutate_itsme_room_session_left(void *p, const struct ct_check *c) {
+    struct args_itsme_room_session_left *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_room_session_left(void *p, struct ct_outs *o) {
+    struct args_itsme_room_session_left *a = p;
+    (void)a;
+    (void)o;
+    return itsme_room_session_left(a->session);
+}
+static const struct ct_param params_itsme_room_session_left[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_room_session_left = {"itsme_room_session_left", 0, sizeof(struct args_itsme_room_session_left), params_itsme_room_session_left, 1, setup_itsme_room_session_left, mutate_itsme_room_session_left, invoke_itsme_room_session_left};
+static void run_itsme_room_session_left(const struct ct_check *c) { ct_run_result(&function_itsme_room_session_left, c); }
+
+/* itsme_room_session_abandon */
+static void setup_itsme_room_session_abandon(void *p, int live) {
+    struct args_itsme_room_session_abandon *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_room_session() : NULL;
+    (void)live;
+}
+static int mutate_itsme_room_session_abandon(void *p, const struct ct_check *c) {
+    struct args_itsme_room_session_abandon *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_room_session_abandon(void *p, struct ct_outs *o) {
+    struct args_itsme_room_session_abandon *a = p;
+    (void)a;
+    (void)o;
+    return itsme_room_session_abandon(a->session);
+}
+static const struct ct_param params_itsme_room_session_abandon[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_room_session_abandon = {"itsme_room_session_abandon", 0, sizeof(struct args_itsme_room_session_abandon), params_itsme_room_session_abandon, 1, setup_itsme_room_session_abandon, mutate_itsme_room_session_abandon, invoke_itsme_room_session_abandon};
+static void run_itsme_room_session_abandon(const struct ct_check *c) { ct_run_result(&function_itsme_room_session_abandon, c); }
+
+/* itsme_room_session_peer_present */
+static void setup_itsme_room_session_peer_present(void *p, int live) {
+    struct args_itsme_room_session_peer_present *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_room_session() : NULL;
+    if (live) fixture_itsme_room_session_peer_present(a);
+}
+static int mutate_itsme_room_session_peer_present(void *p, const struct ct_check *c) {
+    struct args_itsme_room_session_peer_present *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_room_session_peer_present(void *p, struct ct_outs *o) {
+    struct args_itsme_room_session_peer_present *a = p;
+    (void)a;
+    (void)o;
+    return itsme_room_session_peer_present(a->session, (_Bool *)o->ptr[1]);
+}
+static const struct ct_param params_itsme_room_session_peer_present[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_present", CT_R_OUT_VALUE, sizeof(bool), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_room_session_peer_present = {"itsme_room_session_peer_present", 1, sizeof(struct args_itsme_room_session_peer_present), params_itsme_room_session_peer_present, 2, setup_itsme_room_session_peer_present, mutate_itsme_room_session_peer_present, invoke_itsme_room_session_peer_present};
+static void run_itsme_room_session_peer_present(const struct ct_check *c) { ct_run_result(&function_itsme_room_session_peer_present, c); }
+
+/* itsme_room_session_failure */
+static void setup_itsme_room_session_failure(void *p, int live) {
+    struct args_itsme_room_session_failure *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_room_session() : NULL;
+    if (live) fixture_itsme_room_session_failure(a);
+}
+static int mutate_itsme_room_session_failure(void *p, const struct ct_check *c) {
+    struct args_itsme_room_session_failure *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_room_session_failure(void *p, struct ct_outs *o) {
+    struct args_itsme_room_session_failure *a = p;
+    (void)a;
+    (void)o;
+    return itsme_room_session_failure(a->session, (itsme_room_failure *)o->ptr[1]);
+}
+static const struct ct_param params_itsme_room_session_failure[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_failure", CT_R_OUT_VALUE, sizeof(itsme_room_failure), -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_room_session_failure = {"itsme_room_session_failure", 1, sizeof(struct args_itsme_room_session_failure), params_itsme_room_session_failure, 2, setup_itsme_room_session_failure, mutate_itsme_room_session_failure, invoke_itsme_room_session_failure};
+static void run_itsme_room_session_failure(const struct ct_check *c) { ct_run_result(&function_itsme_room_session_failure, c); }
+
+/* itsme_room_session_failure_kind */
+static void setup_itsme_room_session_failure_kind(void *p, int live) {
+    struct args_itsme_room_session_failure_kind *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_room_session() : NULL;
+    if (live) fixture_itsme_room_session_failure_kind(a);
+}
+static int mutate_itsme_room_session_failure_kind(void *p, const struct ct_check *c) {
+    struct args_itsme_room_session_failure_kind *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_room_session_failure_kind(void *p, struct ct_outs *o) {
+    struct args_itsme_room_session_failure_kind *a = p;
+    (void)a;
+    (void)o;
+    return itsme_room_session_failure_kind(a->session, (char *)o->ptr[1], o->cap[2], (size_t *)o->ptr[3]);
+}
+static const struct ct_param params_itsme_room_session_failure_kind[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_TEXT, 0, 2, 3, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_room_session_failure_kind = {"itsme_room_session_failure_kind", 1, sizeof(struct args_itsme_room_session_failure_kind), params_itsme_room_session_failure_kind, 4, setup_itsme_room_session_failure_kind, mutate_itsme_room_session_failure_kind, invoke_itsme_room_session_failure_kind};
+static void run_itsme_room_session_failure_kind(const struct ct_check *c) { ct_run_result(&function_itsme_room_session_failure_kind, c); }
+
+/* itsme_room_session_failure_message */
+static void setup_itsme_room_session_failure_message(void *p, int live) {
+    struct args_itsme_room_session_failure_message *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_room_session() : NULL;
+    if (live) fixture_itsme_room_session_failure_message(a);
+}
+static int mutate_itsme_room_session_failure_message(void *p, const struct ct_check *c) {
+    struct args_itsme_room_session_failure_message *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_room_session_failure_message(void *p, struct ct_outs *o) {
+    struct args_itsme_room_session_failure_message *a = p;
+    (void)a;
+    (void)o;
+    return itsme_room_session_failure_message(a->session, (char *)o->ptr[1], o->cap[2], (size_t *)o->ptr[3]);
+}
+static const struct ct_param params_itsme_room_session_failure_message[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_TEXT, 0, 2, 3, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_room_session_failure_message = {"itsme_room_session_failure_message", 1, sizeof(struct args_itsme_room_session_failure_message), params_itsme_room_session_failure_message, 4, setup_itsme_room_session_failure_message, mutate_itsme_room_session_failure_message, invoke_itsme_room_session_failure_message};
+static void run_itsme_room_session_failure_message(const struct ct_check *c) { ct_run_result(&function_itsme_room_session_failure_message, c); }
 
 /* itsme_pin_update_new */
 static void setup_itsme_pin_update_new(void *p, int live) {
@@ -8852,6 +9783,18 @@ static void run_itsme_online_verify_rendezvous_free(const struct ct_check *c) {
     itsme_online_verify_rendezvous_free(h);
 }
 
+/* itsme_room_session_free */
+static void run_itsme_room_session_free(const struct ct_check *c) {
+    if (c->kind == CT_RELEASE_NULL) {
+        itsme_room_session_free(NULL);
+        return;
+    }
+    itsme_room_session *h = fx_itsme_room_session();
+    if (!h) exit(77); /* no handle of this type in this build */
+    ct_forget(h);
+    itsme_room_session_free(h);
+}
+
 /* itsme_pin_update_free */
 static void run_itsme_pin_update_free(const struct ct_check *c) {
     if (c->kind == CT_RELEASE_NULL) {
@@ -9778,6 +10721,53 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_exchange_is_inviter", "itsme_exchange_is_inviter: exchange NULL", run_itsme_exchange_is_inviter, {CT_NULL, 0}},
     {"itsme_exchange_is_inviter", "itsme_exchange_is_inviter: out_inviter NULL", run_itsme_exchange_is_inviter, {CT_NULL, 1}},
     {"itsme_exchange_is_inviter", "itsme_exchange_is_inviter: success", run_itsme_exchange_is_inviter, {CT_SUCCESS, -1}},
+    {"itsme_relay_path", "itsme_relay_path: before itsme_init", run_itsme_relay_path, {CT_BEFORE_INIT, -1}},
+    {"itsme_relay_path", "itsme_relay_path: id NULL", run_itsme_relay_path, {CT_NULL, 1}},
+    {"itsme_relay_path", "itsme_relay_path: out NULL", run_itsme_relay_path, {CT_NULL, 2}},
+    {"itsme_relay_path", "itsme_relay_path: out_len NULL", run_itsme_relay_path, {CT_NULL, 4}},
+    {"itsme_relay_path", "itsme_relay_path: id not UTF-8", run_itsme_relay_path, {CT_BAD_UTF8, 1}},
+    {"itsme_relay_path", "itsme_relay_path: id longer than ITSME_TEXT_MAX", run_itsme_relay_path, {CT_LONG_TEXT, 1}},
+    {"itsme_relay_path", "itsme_relay_path: out size query", run_itsme_relay_path, {CT_SIZE_QUERY, 2}},
+    {"itsme_relay_path", "itsme_relay_path: out cap - 1", run_itsme_relay_path, {CT_SHORT, 2}},
+    {"itsme_relay_path", "itsme_relay_path: success with the exact cap", run_itsme_relay_path, {CT_SUCCESS, -1}},
+    {"itsme_relay_answer_of", "itsme_relay_answer_of: before itsme_init", run_itsme_relay_answer_of, {CT_BEFORE_INIT, -1}},
+    {"itsme_relay_answer_of", "itsme_relay_answer_of: method NULL", run_itsme_relay_answer_of, {CT_NULL, 1}},
+    {"itsme_relay_answer_of", "itsme_relay_answer_of: out_answer NULL", run_itsme_relay_answer_of, {CT_NULL, 3}},
+    {"itsme_relay_answer_of", "itsme_relay_answer_of: method not UTF-8", run_itsme_relay_answer_of, {CT_BAD_UTF8, 1}},
+    {"itsme_relay_answer_of", "itsme_relay_answer_of: method longer than ITSME_TEXT_MAX", run_itsme_relay_answer_of, {CT_LONG_TEXT, 1}},
+    {"itsme_relay_answer_of", "itsme_relay_answer_of: success", run_itsme_relay_answer_of, {CT_SUCCESS, -1}},
+    {"itsme_relay_request_headers", "itsme_relay_request_headers: before itsme_init", run_itsme_relay_request_headers, {CT_BEFORE_INIT, -1}},
+    {"itsme_relay_request_headers", "itsme_relay_request_headers: method NULL", run_itsme_relay_request_headers, {CT_NULL, 1}},
+    {"itsme_relay_request_headers", "itsme_relay_request_headers: token NULL", run_itsme_relay_request_headers, {CT_NULL, 2}},
+    {"itsme_relay_request_headers", "itsme_relay_request_headers: out NULL", run_itsme_relay_request_headers, {CT_NULL, 3}},
+    {"itsme_relay_request_headers", "itsme_relay_request_headers: out_len NULL", run_itsme_relay_request_headers, {CT_NULL, 5}},
+    {"itsme_relay_request_headers", "itsme_relay_request_headers: method not UTF-8", run_itsme_relay_request_headers, {CT_BAD_UTF8, 1}},
+    {"itsme_relay_request_headers", "itsme_relay_request_headers: method longer than ITSME_TEXT_MAX", run_itsme_relay_request_headers, {CT_LONG_TEXT, 1}},
+    {"itsme_relay_request_headers", "itsme_relay_request_headers: token not UTF-8", run_itsme_relay_request_headers, {CT_BAD_UTF8, 2}},
+    {"itsme_relay_request_headers", "itsme_relay_request_headers: token longer than ITSME_TEXT_MAX", run_itsme_relay_request_headers, {CT_LONG_TEXT, 2}},
+    {"itsme_relay_request_headers", "itsme_relay_request_headers: out size query", run_itsme_relay_request_headers, {CT_SIZE_QUERY, 3}},
+    {"itsme_relay_request_headers", "itsme_relay_request_headers: out cap - 1", run_itsme_relay_request_headers, {CT_SHORT, 3}},
+    {"itsme_relay_request_headers", "itsme_relay_request_headers: success with the exact cap", run_itsme_relay_request_headers, {CT_SUCCESS, -1}},
+    {"itsme_relay_refusal_kind", "itsme_relay_refusal_kind: before itsme_init", run_itsme_relay_refusal_kind, {CT_BEFORE_INIT, -1}},
+    {"itsme_relay_refusal_kind", "itsme_relay_refusal_kind: body NULL", run_itsme_relay_refusal_kind, {CT_NULL, 1}},
+    {"itsme_relay_refusal_kind", "itsme_relay_refusal_kind: out NULL", run_itsme_relay_refusal_kind, {CT_NULL, 3}},
+    {"itsme_relay_refusal_kind", "itsme_relay_refusal_kind: out_len NULL", run_itsme_relay_refusal_kind, {CT_NULL, 5}},
+    {"itsme_relay_refusal_kind", "itsme_relay_refusal_kind: out size query", run_itsme_relay_refusal_kind, {CT_SIZE_QUERY, 3}},
+    {"itsme_relay_refusal_kind", "itsme_relay_refusal_kind: out cap - 1", run_itsme_relay_refusal_kind, {CT_SHORT, 3}},
+    {"itsme_relay_refusal_kind", "itsme_relay_refusal_kind: success with the exact cap", run_itsme_relay_refusal_kind, {CT_SUCCESS, -1}},
+    {"itsme_relay_refusal_message", "itsme_relay_refusal_message: before itsme_init", run_itsme_relay_refusal_message, {CT_BEFORE_INIT, -1}},
+    {"itsme_relay_refusal_message", "itsme_relay_refusal_message: body NULL", run_itsme_relay_refusal_message, {CT_NULL, 1}},
+    {"itsme_relay_refusal_message", "itsme_relay_refusal_message: out NULL", run_itsme_relay_refusal_message, {CT_NULL, 3}},
+    {"itsme_relay_refusal_message", "itsme_relay_refusal_message: out_len NULL", run_itsme_relay_refusal_message, {CT_NULL, 5}},
+    {"itsme_relay_refusal_message", "itsme_relay_refusal_message: out size query", run_itsme_relay_refusal_message, {CT_SIZE_QUERY, 3}},
+    {"itsme_relay_refusal_message", "itsme_relay_refusal_message: out cap - 1", run_itsme_relay_refusal_message, {CT_SHORT, 3}},
+    {"itsme_relay_refusal_message", "itsme_relay_refusal_message: success with the exact cap", run_itsme_relay_refusal_message, {CT_SUCCESS, -1}},
+    {"itsme_relay_header_name", "itsme_relay_header_name: before itsme_init", run_itsme_relay_header_name, {CT_BEFORE_INIT, -1}},
+    {"itsme_relay_header_name", "itsme_relay_header_name: out NULL", run_itsme_relay_header_name, {CT_NULL, 1}},
+    {"itsme_relay_header_name", "itsme_relay_header_name: out_len NULL", run_itsme_relay_header_name, {CT_NULL, 3}},
+    {"itsme_relay_header_name", "itsme_relay_header_name: out size query", run_itsme_relay_header_name, {CT_SIZE_QUERY, 1}},
+    {"itsme_relay_header_name", "itsme_relay_header_name: out cap - 1", run_itsme_relay_header_name, {CT_SHORT, 1}},
+    {"itsme_relay_header_name", "itsme_relay_header_name: success with the exact cap", run_itsme_relay_header_name, {CT_SUCCESS, -1}},
     {"itsme_mailbox_session_new", "itsme_mailbox_session_new: before itsme_init", run_itsme_mailbox_session_new, {CT_BEFORE_INIT, -1}},
     {"itsme_mailbox_session_new", "itsme_mailbox_session_new: exchange NULL", run_itsme_mailbox_session_new, {CT_NULL, 0}},
     {"itsme_mailbox_session_new", "itsme_mailbox_session_new: out NULL", run_itsme_mailbox_session_new, {CT_NULL, 1}},
@@ -9809,6 +10799,20 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_mailbox_session_request_path", "itsme_mailbox_session_request_path: out size query", run_itsme_mailbox_session_request_path, {CT_SIZE_QUERY, 1}},
     {"itsme_mailbox_session_request_path", "itsme_mailbox_session_request_path: out cap - 1", run_itsme_mailbox_session_request_path, {CT_SHORT, 1}},
     {"itsme_mailbox_session_request_path", "itsme_mailbox_session_request_path: success with the exact cap", run_itsme_mailbox_session_request_path, {CT_SUCCESS, -1}},
+    {"itsme_mailbox_session_request_method", "itsme_mailbox_session_request_method: before itsme_init", run_itsme_mailbox_session_request_method, {CT_BEFORE_INIT, -1}},
+    {"itsme_mailbox_session_request_method", "itsme_mailbox_session_request_method: session NULL", run_itsme_mailbox_session_request_method, {CT_NULL, 0}},
+    {"itsme_mailbox_session_request_method", "itsme_mailbox_session_request_method: out NULL", run_itsme_mailbox_session_request_method, {CT_NULL, 1}},
+    {"itsme_mailbox_session_request_method", "itsme_mailbox_session_request_method: out_len NULL", run_itsme_mailbox_session_request_method, {CT_NULL, 3}},
+    {"itsme_mailbox_session_request_method", "itsme_mailbox_session_request_method: out size query", run_itsme_mailbox_session_request_method, {CT_SIZE_QUERY, 1}},
+    {"itsme_mailbox_session_request_method", "itsme_mailbox_session_request_method: out cap - 1", run_itsme_mailbox_session_request_method, {CT_SHORT, 1}},
+    {"itsme_mailbox_session_request_method", "itsme_mailbox_session_request_method: success with the exact cap", run_itsme_mailbox_session_request_method, {CT_SUCCESS, -1}},
+    {"itsme_mailbox_session_request_headers", "itsme_mailbox_session_request_headers: before itsme_init", run_itsme_mailbox_session_request_headers, {CT_BEFORE_INIT, -1}},
+    {"itsme_mailbox_session_request_headers", "itsme_mailbox_session_request_headers: session NULL", run_itsme_mailbox_session_request_headers, {CT_NULL, 0}},
+    {"itsme_mailbox_session_request_headers", "itsme_mailbox_session_request_headers: out NULL", run_itsme_mailbox_session_request_headers, {CT_NULL, 1}},
+    {"itsme_mailbox_session_request_headers", "itsme_mailbox_session_request_headers: out_len NULL", run_itsme_mailbox_session_request_headers, {CT_NULL, 3}},
+    {"itsme_mailbox_session_request_headers", "itsme_mailbox_session_request_headers: out size query", run_itsme_mailbox_session_request_headers, {CT_SIZE_QUERY, 1}},
+    {"itsme_mailbox_session_request_headers", "itsme_mailbox_session_request_headers: out cap - 1", run_itsme_mailbox_session_request_headers, {CT_SHORT, 1}},
+    {"itsme_mailbox_session_request_headers", "itsme_mailbox_session_request_headers: success with the exact cap", run_itsme_mailbox_session_request_headers, {CT_SUCCESS, -1}},
     {"itsme_mailbox_session_request_body", "itsme_mailbox_session_request_body: before itsme_init", run_itsme_mailbox_session_request_body, {CT_BEFORE_INIT, -1}},
     {"itsme_mailbox_session_request_body", "itsme_mailbox_session_request_body: session NULL", run_itsme_mailbox_session_request_body, {CT_NULL, 0}},
     {"itsme_mailbox_session_request_body", "itsme_mailbox_session_request_body: out NULL", run_itsme_mailbox_session_request_body, {CT_NULL, 1}},
@@ -10029,6 +11033,80 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_online_verify_rendezvous_peer_joined", "itsme_online_verify_rendezvous_peer_joined: room not UTF-8", run_itsme_online_verify_rendezvous_peer_joined, {CT_BAD_UTF8, 1}},
     {"itsme_online_verify_rendezvous_peer_joined", "itsme_online_verify_rendezvous_peer_joined: room longer than ITSME_TEXT_MAX", run_itsme_online_verify_rendezvous_peer_joined, {CT_LONG_TEXT, 1}},
     {"itsme_online_verify_rendezvous_peer_joined", "itsme_online_verify_rendezvous_peer_joined: success", run_itsme_online_verify_rendezvous_peer_joined, {CT_SUCCESS, -1}},
+    {"itsme_room_session_for_exchange", "itsme_room_session_for_exchange: before itsme_init", run_itsme_room_session_for_exchange, {CT_BEFORE_INIT, -1}},
+    {"itsme_room_session_for_exchange", "itsme_room_session_for_exchange: exchange NULL", run_itsme_room_session_for_exchange, {CT_NULL, 0}},
+    {"itsme_room_session_for_exchange", "itsme_room_session_for_exchange: out NULL", run_itsme_room_session_for_exchange, {CT_NULL, 1}},
+    {"itsme_room_session_for_exchange", "itsme_room_session_for_exchange: success", run_itsme_room_session_for_exchange, {CT_SUCCESS, -1}},
+    {"itsme_room_session_for_online_verify", "itsme_room_session_for_online_verify: before itsme_init", run_itsme_room_session_for_online_verify, {CT_BEFORE_INIT, -1}},
+    {"itsme_room_session_for_online_verify", "itsme_room_session_for_online_verify: session NULL", run_itsme_room_session_for_online_verify, {CT_NULL, 0}},
+    {"itsme_room_session_for_online_verify", "itsme_room_session_for_online_verify: out NULL", run_itsme_room_session_for_online_verify, {CT_NULL, 2}},
+    {"itsme_room_session_for_online_verify", "itsme_room_session_for_online_verify: success", run_itsme_room_session_for_online_verify, {CT_SUCCESS, -1}},
+    {"itsme_room_session_last_error", "itsme_room_session_last_error: session NULL", run_itsme_room_session_last_error, {CT_NULL, 0}},
+    {"itsme_room_session_last_error", "itsme_room_session_last_error: buf NULL", run_itsme_room_session_last_error, {CT_NULL, 1}},
+    {"itsme_room_session_last_error", "itsme_room_session_last_error: out_len NULL", run_itsme_room_session_last_error, {CT_NULL, 3}},
+    {"itsme_room_session_last_error", "itsme_room_session_last_error: buf size query", run_itsme_room_session_last_error, {CT_SIZE_QUERY, 1}},
+    {"itsme_room_session_last_error", "itsme_room_session_last_error: buf cap - 1", run_itsme_room_session_last_error, {CT_SHORT, 1}},
+    {"itsme_room_session_last_error", "itsme_room_session_last_error: success with the exact cap", run_itsme_room_session_last_error, {CT_SUCCESS, -1}},
+    {"itsme_room_session_path", "itsme_room_session_path: before itsme_init", run_itsme_room_session_path, {CT_BEFORE_INIT, -1}},
+    {"itsme_room_session_path", "itsme_room_session_path: session NULL", run_itsme_room_session_path, {CT_NULL, 0}},
+    {"itsme_room_session_path", "itsme_room_session_path: out NULL", run_itsme_room_session_path, {CT_NULL, 1}},
+    {"itsme_room_session_path", "itsme_room_session_path: out_len NULL", run_itsme_room_session_path, {CT_NULL, 3}},
+    {"itsme_room_session_path", "itsme_room_session_path: out size query", run_itsme_room_session_path, {CT_SIZE_QUERY, 1}},
+    {"itsme_room_session_path", "itsme_room_session_path: out cap - 1", run_itsme_room_session_path, {CT_SHORT, 1}},
+    {"itsme_room_session_path", "itsme_room_session_path: success with the exact cap", run_itsme_room_session_path, {CT_SUCCESS, -1}},
+    {"itsme_room_session_next", "itsme_room_session_next: before itsme_init", run_itsme_room_session_next, {CT_BEFORE_INIT, -1}},
+    {"itsme_room_session_next", "itsme_room_session_next: session NULL", run_itsme_room_session_next, {CT_NULL, 0}},
+    {"itsme_room_session_next", "itsme_room_session_next: out_step NULL", run_itsme_room_session_next, {CT_NULL, 2}},
+    {"itsme_room_session_next", "itsme_room_session_next: now below 0", run_itsme_room_session_next, {CT_TIME_NEGATIVE, 1}},
+    {"itsme_room_session_next", "itsme_room_session_next: now after 9999", run_itsme_room_session_next, {CT_TIME_AFTER_9999, 1}},
+    {"itsme_room_session_next", "itsme_room_session_next: success", run_itsme_room_session_next, {CT_SUCCESS, -1}},
+    {"itsme_room_session_message", "itsme_room_session_message: before itsme_init", run_itsme_room_session_message, {CT_BEFORE_INIT, -1}},
+    {"itsme_room_session_message", "itsme_room_session_message: session NULL", run_itsme_room_session_message, {CT_NULL, 0}},
+    {"itsme_room_session_message", "itsme_room_session_message: out NULL", run_itsme_room_session_message, {CT_NULL, 1}},
+    {"itsme_room_session_message", "itsme_room_session_message: out_len NULL", run_itsme_room_session_message, {CT_NULL, 3}},
+    {"itsme_room_session_message", "itsme_room_session_message: out size query", run_itsme_room_session_message, {CT_SIZE_QUERY, 1}},
+    {"itsme_room_session_message", "itsme_room_session_message: out cap - 1", run_itsme_room_session_message, {CT_SHORT, 1}},
+    {"itsme_room_session_message", "itsme_room_session_message: success with the exact cap", run_itsme_room_session_message, {CT_SUCCESS, -1}},
+    {"itsme_room_session_sent", "itsme_room_session_sent: before itsme_init", run_itsme_room_session_sent, {CT_BEFORE_INIT, -1}},
+    {"itsme_room_session_sent", "itsme_room_session_sent: session NULL", run_itsme_room_session_sent, {CT_NULL, 0}},
+    {"itsme_room_session_send_failed", "itsme_room_session_send_failed: before itsme_init", run_itsme_room_session_send_failed, {CT_BEFORE_INIT, -1}},
+    {"itsme_room_session_send_failed", "itsme_room_session_send_failed: session NULL", run_itsme_room_session_send_failed, {CT_NULL, 0}},
+    {"itsme_room_session_text", "itsme_room_session_text: before itsme_init", run_itsme_room_session_text, {CT_BEFORE_INIT, -1}},
+    {"itsme_room_session_text", "itsme_room_session_text: session NULL", run_itsme_room_session_text, {CT_NULL, 0}},
+    {"itsme_room_session_text", "itsme_room_session_text: text NULL", run_itsme_room_session_text, {CT_NULL, 1}},
+    {"itsme_room_session_binary", "itsme_room_session_binary: before itsme_init", run_itsme_room_session_binary, {CT_BEFORE_INIT, -1}},
+    {"itsme_room_session_binary", "itsme_room_session_binary: session NULL", run_itsme_room_session_binary, {CT_NULL, 0}},
+    {"itsme_room_session_binary", "itsme_room_session_binary: bytes NULL", run_itsme_room_session_binary, {CT_NULL, 1}},
+    {"itsme_room_session_closed", "itsme_room_session_closed: before itsme_init", run_itsme_room_session_closed, {CT_BEFORE_INIT, -1}},
+    {"itsme_room_session_closed", "itsme_room_session_closed: session NULL", run_itsme_room_session_closed, {CT_NULL, 0}},
+    {"itsme_room_session_timed_out", "itsme_room_session_timed_out: before itsme_init", run_itsme_room_session_timed_out, {CT_BEFORE_INIT, -1}},
+    {"itsme_room_session_timed_out", "itsme_room_session_timed_out: session NULL", run_itsme_room_session_timed_out, {CT_NULL, 0}},
+    {"itsme_room_session_left", "itsme_room_session_left: before itsme_init", run_itsme_room_session_left, {CT_BEFORE_INIT, -1}},
+    {"itsme_room_session_left", "itsme_room_session_left: session NULL", run_itsme_room_session_left, {CT_NULL, 0}},
+    {"itsme_room_session_abandon", "itsme_room_session_abandon: before itsme_init", run_itsme_room_session_abandon, {CT_BEFORE_INIT, -1}},
+    {"itsme_room_session_abandon", "itsme_room_session_abandon: session NULL", run_itsme_room_session_abandon, {CT_NULL, 0}},
+    {"itsme_room_session_peer_present", "itsme_room_session_peer_present: before itsme_init", run_itsme_room_session_peer_present, {CT_BEFORE_INIT, -1}},
+    {"itsme_room_session_peer_present", "itsme_room_session_peer_present: session NULL", run_itsme_room_session_peer_present, {CT_NULL, 0}},
+    {"itsme_room_session_peer_present", "itsme_room_session_peer_present: out_present NULL", run_itsme_room_session_peer_present, {CT_NULL, 1}},
+    {"itsme_room_session_peer_present", "itsme_room_session_peer_present: success", run_itsme_room_session_peer_present, {CT_SUCCESS, -1}},
+    {"itsme_room_session_failure", "itsme_room_session_failure: before itsme_init", run_itsme_room_session_failure, {CT_BEFORE_INIT, -1}},
+    {"itsme_room_session_failure", "itsme_room_session_failure: session NULL", run_itsme_room_session_failure, {CT_NULL, 0}},
+    {"itsme_room_session_failure", "itsme_room_session_failure: out_failure NULL", run_itsme_room_session_failure, {CT_NULL, 1}},
+    {"itsme_room_session_failure", "itsme_room_session_failure: success", run_itsme_room_session_failure, {CT_SUCCESS, -1}},
+    {"itsme_room_session_failure_kind", "itsme_room_session_failure_kind: before itsme_init", run_itsme_room_session_failure_kind, {CT_BEFORE_INIT, -1}},
+    {"itsme_room_session_failure_kind", "itsme_room_session_failure_kind: session NULL", run_itsme_room_session_failure_kind, {CT_NULL, 0}},
+    {"itsme_room_session_failure_kind", "itsme_room_session_failure_kind: out NULL", run_itsme_room_session_failure_kind, {CT_NULL, 1}},
+    {"itsme_room_session_failure_kind", "itsme_room_session_failure_kind: out_len NULL", run_itsme_room_session_failure_kind, {CT_NULL, 3}},
+    {"itsme_room_session_failure_kind", "itsme_room_session_failure_kind: out size query", run_itsme_room_session_failure_kind, {CT_SIZE_QUERY, 1}},
+    {"itsme_room_session_failure_kind", "itsme_room_session_failure_kind: out cap - 1", run_itsme_room_session_failure_kind, {CT_SHORT, 1}},
+    {"itsme_room_session_failure_kind", "itsme_room_session_failure_kind: success with the exact cap", run_itsme_room_session_failure_kind, {CT_SUCCESS, -1}},
+    {"itsme_room_session_failure_message", "itsme_room_session_failure_message: before itsme_init", run_itsme_room_session_failure_message, {CT_BEFORE_INIT, -1}},
+    {"itsme_room_session_failure_message", "itsme_room_session_failure_message: session NULL", run_itsme_room_session_failure_message, {CT_NULL, 0}},
+    {"itsme_room_session_failure_message", "itsme_room_session_failure_message: out NULL", run_itsme_room_session_failure_message, {CT_NULL, 1}},
+    {"itsme_room_session_failure_message", "itsme_room_session_failure_message: out_len NULL", run_itsme_room_session_failure_message, {CT_NULL, 3}},
+    {"itsme_room_session_failure_message", "itsme_room_session_failure_message: out size query", run_itsme_room_session_failure_message, {CT_SIZE_QUERY, 1}},
+    {"itsme_room_session_failure_message", "itsme_room_session_failure_message: out cap - 1", run_itsme_room_session_failure_message, {CT_SHORT, 1}},
+    {"itsme_room_session_failure_message", "itsme_room_session_failure_message: success with the exact cap", run_itsme_room_session_failure_message, {CT_SUCCESS, -1}},
     {"itsme_pin_update_new", "itsme_pin_update_new: before itsme_init", run_itsme_pin_update_new, {CT_BEFORE_INIT, -1}},
     {"itsme_pin_update_new", "itsme_pin_update_new: store NULL", run_itsme_pin_update_new, {CT_NULL, 0}},
     {"itsme_pin_update_new", "itsme_pin_update_new: rng NULL", run_itsme_pin_update_new, {CT_NULL, 3}},
@@ -11018,6 +12096,8 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_online_verify_free", "itsme_online_verify_free: a handle", run_itsme_online_verify_free, {CT_RELEASE_HANDLE, -1}},
     {"itsme_online_verify_rendezvous_free", "itsme_online_verify_rendezvous_free: NULL", run_itsme_online_verify_rendezvous_free, {CT_RELEASE_NULL, -1}},
     {"itsme_online_verify_rendezvous_free", "itsme_online_verify_rendezvous_free: a handle", run_itsme_online_verify_rendezvous_free, {CT_RELEASE_HANDLE, -1}},
+    {"itsme_room_session_free", "itsme_room_session_free: NULL", run_itsme_room_session_free, {CT_RELEASE_NULL, -1}},
+    {"itsme_room_session_free", "itsme_room_session_free: a handle", run_itsme_room_session_free, {CT_RELEASE_HANDLE, -1}},
     {"itsme_pin_update_free", "itsme_pin_update_free: NULL", run_itsme_pin_update_free, {CT_RELEASE_NULL, -1}},
     {"itsme_pin_update_free", "itsme_pin_update_free: a handle", run_itsme_pin_update_free, {CT_RELEASE_HANDLE, -1}},
     {"itsme_import_free", "itsme_import_free: NULL", run_itsme_import_free, {CT_RELEASE_NULL, -1}},
@@ -11177,6 +12257,12 @@ static const char *const ct_declared[] = {
     "itsme_exchange_encryption_code",
     "itsme_exchange_relay_id",
     "itsme_exchange_is_inviter",
+    "itsme_relay_path",
+    "itsme_relay_answer_of",
+    "itsme_relay_request_headers",
+    "itsme_relay_refusal_kind",
+    "itsme_relay_refusal_message",
+    "itsme_relay_header_name",
     "itsme_mailbox_session_new",
     "itsme_mailbox_session_resume",
     "itsme_mailbox_session_free",
@@ -11184,6 +12270,8 @@ static const char *const ct_declared[] = {
     "itsme_mailbox_session_begin",
     "itsme_mailbox_session_next_request",
     "itsme_mailbox_session_request_path",
+    "itsme_mailbox_session_request_method",
+    "itsme_mailbox_session_request_headers",
     "itsme_mailbox_session_request_body",
     "itsme_mailbox_session_token",
     "itsme_mailbox_session_answer",
@@ -11225,6 +12313,25 @@ static const char *const ct_declared[] = {
     "itsme_online_verify_rendezvous_session",
     "itsme_online_verify_rendezvous_alone",
     "itsme_online_verify_rendezvous_peer_joined",
+    "itsme_room_session_for_exchange",
+    "itsme_room_session_for_online_verify",
+    "itsme_room_session_free",
+    "itsme_room_session_last_error",
+    "itsme_room_session_path",
+    "itsme_room_session_next",
+    "itsme_room_session_message",
+    "itsme_room_session_sent",
+    "itsme_room_session_send_failed",
+    "itsme_room_session_text",
+    "itsme_room_session_binary",
+    "itsme_room_session_closed",
+    "itsme_room_session_timed_out",
+    "itsme_room_session_left",
+    "itsme_room_session_abandon",
+    "itsme_room_session_peer_present",
+    "itsme_room_session_failure",
+    "itsme_room_session_failure_kind",
+    "itsme_room_session_failure_message",
     "itsme_pin_update_new",
     "itsme_pin_update_free",
     "itsme_pin_update_last_error",

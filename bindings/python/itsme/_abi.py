@@ -81,12 +81,17 @@ itsme_accessibility = c_uint32
 itsme_verification_state = c_uint32
 itsme_exchange_method = c_uint32
 itsme_exchange_state = c_uint32
+itsme_relay_route = c_uint32
+itsme_relay_answer = c_uint32
+itsme_relay_header = c_uint32
 itsme_mailbox_request = c_uint32
 itsme_mailbox_outcome = c_uint32
 itsme_voice_state = c_uint32
 itsme_voice_turn = c_uint32
 itsme_voice_outcome = c_uint32
 itsme_online_verify_state = c_uint32
+itsme_room_step = c_uint32
+itsme_room_failure = c_uint32
 itsme_pin_update_state = c_uint32
 itsme_transfer_state = c_uint32
 itsme_approval_decision = c_uint32
@@ -354,6 +359,50 @@ ITSME_REMOTE_MESSAGE_MAX: Final = 355
 #: Buffer size for a relay ID: 32 lower-case hex characters and the NUL.
 ITSME_RELAY_ID_SIZE: Final = 33
 
+#: /v1/invites/{id}: create (POST) or end (DELETE) an invite.
+ITSME_RELAY_ROUTE_INVITE: Final = 1
+
+#: /v1/invites/{id}/accept (POST).
+ITSME_RELAY_ROUTE_INVITE_ACCEPT: Final = 2
+
+#: /v1/invites/{id}/messages: post (POST) or fetch (GET).
+ITSME_RELAY_ROUTE_INVITE_MESSAGES: Final = 3
+
+#: /v1/rooms/{id}: a room (WebSocket).
+ITSME_RELAY_ROUTE_ROOM: Final = 4
+
+#: /v1/groups/{id}: a group room (WebSocket).
+ITSME_RELAY_ROUTE_GROUP: Final = 5
+
+#: /v1/records/{id}: a record (PUT, GET, DELETE).
+ITSME_RELAY_ROUTE_RECORD: Final = 6
+
+#: A success status of the route: its body is the route's answer.
+ITSME_RELAY_ANSWER_SUCCESS: Final = 1
+
+#: 404: nothing there (an invite ended or expired, a record deleted, or
+#: never there).
+ITSME_RELAY_ANSWER_GONE: Final = 2
+
+#: Anything else: a refusal (itsme_relay_refusal_kind and _message read
+#: it), or no answer (status 0).
+ITSME_RELAY_ANSWER_REFUSED: Final = 3
+
+#: The header that carries a token ("Bearer <token>").
+ITSME_RELAY_HEADER_AUTHORIZATION: Final = 1
+
+#: The header of a 429 or 503 that says how many seconds to wait.
+ITSME_RELAY_HEADER_RETRY_AFTER: Final = 2
+
+#: The header that names a body's type.
+ITSME_RELAY_HEADER_CONTENT_TYPE: Final = 3
+
+#: The header that names the answer a request takes.
+ITSME_RELAY_HEADER_ACCEPT: Final = 4
+
+#: The header of a 405 that lists the path's methods.
+ITSME_RELAY_HEADER_ALLOW: Final = 5
+
 #: POST /v1/invites/{id}: the relay answers 201 with the inviter's token.
 ITSME_MAILBOX_REQUEST_CREATE: Final = 1
 
@@ -385,6 +434,11 @@ ITSME_MAILBOX_OUTCOME_INVITE_ENDED: Final = 2
 #: The invite ID is taken (inviter) or someone else accepted the invite
 #: (invitee); the exchange was rejected if it was still pending.
 ITSME_MAILBOX_OUTCOME_CONFLICT: Final = 3
+
+#: The relay refused the request or did not answer (busy, rate-limiting,
+#: unreachable): the step ended and nothing changed; begin another later.
+#: itsme_relay_refusal_kind and _message read what the relay said.
+ITSME_MAILBOX_OUTCOME_STEP_ENDED: Final = 4
 
 ITSME_VOICE_STATE_WAITING: Final = 1
 
@@ -478,6 +532,45 @@ ITSME_ROOM_NAME_SIZE: Final = 33
 
 #: Longest Online Verify message (a PROOF carrying a profile reference).
 ITSME_ONLINE_VERIFY_MESSAGE_MAX: Final = 114
+
+#: Send itsme_room_session_message as one binary message.
+ITSME_ROOM_STEP_SEND: Final = 1
+
+#: Wait for what the room sends next.
+ITSME_ROOM_STEP_RECEIVE: Final = 2
+
+#: The person compares the SAS: confirm or reject the exchange.
+ITSME_ROOM_STEP_DECIDE: Final = 3
+
+#: Close the connection, then itsme_room_session_left.
+ITSME_ROOM_STEP_LEAVE: Final = 4
+
+#: Nothing more.
+ITSME_ROOM_STEP_DONE: Final = 5
+
+#: The room did not end the session early.
+ITSME_ROOM_FAILURE_NONE: Final = 0
+
+#: The other person left the room ("peer-left").
+ITSME_ROOM_FAILURE_PEER_LEFT: Final = 1
+
+#: The relay did not forward a frame ("refused").
+ITSME_ROOM_FAILURE_REFUSED: Final = 2
+
+#: The room already held two people (close code 4009, "room-full").
+ITSME_ROOM_FAILURE_ROOM_FULL: Final = 3
+
+#: The connection ended ("closed").
+ITSME_ROOM_FAILURE_CLOSED: Final = 4
+
+#: The host's deadline passed ("timeout").
+ITSME_ROOM_FAILURE_TIMEOUT: Final = 5
+
+#: The relay sent what no relay sends ("bad-response").
+ITSME_ROOM_FAILURE_BAD_RESPONSE: Final = 6
+
+#: How often the host pings the room from DECIDE on, in seconds.
+ITSME_ROOM_PING_INTERVAL: Final = 30
 
 ITSME_PIN_UPDATE_STATE_RUNNING: Final = 1
 
@@ -838,6 +931,35 @@ class ItsmeExchangeState(enum.IntEnum):
     ITSME_EXCHANGE_STATE_AWAITING_DECISION = 7
 
 
+class ItsmeRelayRoute(enum.IntEnum):
+    """The values of ``itsme_relay_route``: ITSME_RELAY_ROUTE_*."""
+
+    ITSME_RELAY_ROUTE_INVITE = 1
+    ITSME_RELAY_ROUTE_INVITE_ACCEPT = 2
+    ITSME_RELAY_ROUTE_INVITE_MESSAGES = 3
+    ITSME_RELAY_ROUTE_ROOM = 4
+    ITSME_RELAY_ROUTE_GROUP = 5
+    ITSME_RELAY_ROUTE_RECORD = 6
+
+
+class ItsmeRelayAnswer(enum.IntEnum):
+    """The values of ``itsme_relay_answer``: ITSME_RELAY_ANSWER_*."""
+
+    ITSME_RELAY_ANSWER_SUCCESS = 1
+    ITSME_RELAY_ANSWER_GONE = 2
+    ITSME_RELAY_ANSWER_REFUSED = 3
+
+
+class ItsmeRelayHeader(enum.IntEnum):
+    """The values of ``itsme_relay_header``: ITSME_RELAY_HEADER_*."""
+
+    ITSME_RELAY_HEADER_AUTHORIZATION = 1
+    ITSME_RELAY_HEADER_RETRY_AFTER = 2
+    ITSME_RELAY_HEADER_CONTENT_TYPE = 3
+    ITSME_RELAY_HEADER_ACCEPT = 4
+    ITSME_RELAY_HEADER_ALLOW = 5
+
+
 class ItsmeMailboxRequest(enum.IntEnum):
     """The values of ``itsme_mailbox_request``: ITSME_MAILBOX_REQUEST_*."""
 
@@ -856,6 +978,7 @@ class ItsmeMailboxOutcome(enum.IntEnum):
     ITSME_MAILBOX_OUTCOME_PROCEED = 1
     ITSME_MAILBOX_OUTCOME_INVITE_ENDED = 2
     ITSME_MAILBOX_OUTCOME_CONFLICT = 3
+    ITSME_MAILBOX_OUTCOME_STEP_ENDED = 4
 
 
 class ItsmeVoiceState(enum.IntEnum):
@@ -895,6 +1018,28 @@ class ItsmeOnlineVerifyState(enum.IntEnum):
     ITSME_ONLINE_VERIFY_STATE_FAILED = 5
     ITSME_ONLINE_VERIFY_STATE_BINDING_DIFFERS = 6
     ITSME_ONLINE_VERIFY_STATE_OTHER_CALL = 7
+
+
+class ItsmeRoomStep(enum.IntEnum):
+    """The values of ``itsme_room_step``: ITSME_ROOM_STEP_*."""
+
+    ITSME_ROOM_STEP_SEND = 1
+    ITSME_ROOM_STEP_RECEIVE = 2
+    ITSME_ROOM_STEP_DECIDE = 3
+    ITSME_ROOM_STEP_LEAVE = 4
+    ITSME_ROOM_STEP_DONE = 5
+
+
+class ItsmeRoomFailure(enum.IntEnum):
+    """The values of ``itsme_room_failure``: ITSME_ROOM_FAILURE_*."""
+
+    ITSME_ROOM_FAILURE_NONE = 0
+    ITSME_ROOM_FAILURE_PEER_LEFT = 1
+    ITSME_ROOM_FAILURE_REFUSED = 2
+    ITSME_ROOM_FAILURE_ROOM_FULL = 3
+    ITSME_ROOM_FAILURE_CLOSED = 4
+    ITSME_ROOM_FAILURE_TIMEOUT = 5
+    ITSME_ROOM_FAILURE_BAD_RESPONSE = 6
 
 
 class ItsmePinUpdateState(enum.IntEnum):
@@ -953,12 +1098,17 @@ ENUMS: Final[Dict[str, Type[enum.IntEnum]]] = {
     "itsme_verification_state": ItsmeVerificationState,
     "itsme_exchange_method": ItsmeExchangeMethod,
     "itsme_exchange_state": ItsmeExchangeState,
+    "itsme_relay_route": ItsmeRelayRoute,
+    "itsme_relay_answer": ItsmeRelayAnswer,
+    "itsme_relay_header": ItsmeRelayHeader,
     "itsme_mailbox_request": ItsmeMailboxRequest,
     "itsme_mailbox_outcome": ItsmeMailboxOutcome,
     "itsme_voice_state": ItsmeVoiceState,
     "itsme_voice_turn": ItsmeVoiceTurn,
     "itsme_voice_outcome": ItsmeVoiceOutcome,
     "itsme_online_verify_state": ItsmeOnlineVerifyState,
+    "itsme_room_step": ItsmeRoomStep,
+    "itsme_room_failure": ItsmeRoomFailure,
     "itsme_pin_update_state": ItsmePinUpdateState,
     "itsme_transfer_state": ItsmeTransferState,
     "itsme_approval_decision": ItsmeApprovalDecision,
@@ -984,6 +1134,7 @@ HANDLES: Final[Dict[str, Handle]] = {
     "itsme_voice": Handle("itsme_voice_free", "itsme_voice_last_error"),
     "itsme_online_verify": Handle("itsme_online_verify_free", "itsme_online_verify_last_error"),
     "itsme_online_verify_rendezvous": Handle("itsme_online_verify_rendezvous_free", "itsme_online_verify_rendezvous_last_error"),
+    "itsme_room_session": Handle("itsme_room_session_free", "itsme_room_session_last_error"),
     "itsme_pin_update": Handle("itsme_pin_update_free", "itsme_pin_update_last_error"),
     "itsme_import": Handle("itsme_import_free", "itsme_import_last_error"),
     "itsme_transfer": Handle("itsme_transfer_free", "itsme_transfer_last_error"),
@@ -1731,6 +1882,42 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
     ),
     # itsme_result itsme_exchange_is_inviter(const itsme_exchange *exchange, _Bool *out_inviter)
     "itsme_exchange_is_inviter": Signature(itsme_result, (c_void_p, POINTER(c_bool))),
+    # itsme_result itsme_relay_path(itsme_relay_route route, const char *id, char *out, size_t cap,
+    #     size_t *out_len)
+    "itsme_relay_path": Signature(
+        itsme_result,
+        (itsme_relay_route, c_char_p, c_char_p, c_size_t, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_relay_answer_of(itsme_relay_route route, const char *method,
+    #     uint32_t status, itsme_relay_answer *out_answer)
+    "itsme_relay_answer_of": Signature(
+        itsme_result,
+        (itsme_relay_route, c_char_p, c_uint32, POINTER(itsme_relay_answer)),
+    ),
+    # itsme_result itsme_relay_request_headers(itsme_relay_route route, const char *method,
+    #     const char *token, char *out, size_t cap, size_t *out_len)
+    "itsme_relay_request_headers": Signature(
+        itsme_result,
+        (itsme_relay_route, c_char_p, c_char_p, c_char_p, c_size_t, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_relay_refusal_kind(uint32_t status, const uint8_t *body, size_t len,
+    #     char *out, size_t cap, size_t *out_len)
+    "itsme_relay_refusal_kind": Signature(
+        itsme_result,
+        (c_uint32, POINTER(c_uint8), c_size_t, c_char_p, c_size_t, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_relay_refusal_message(uint32_t status, const uint8_t *body, size_t len,
+    #     char *out, size_t cap, size_t *out_len)
+    "itsme_relay_refusal_message": Signature(
+        itsme_result,
+        (c_uint32, POINTER(c_uint8), c_size_t, c_char_p, c_size_t, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_relay_header_name(itsme_relay_header header, char *out, size_t cap,
+    #     size_t *out_len)
+    "itsme_relay_header_name": Signature(
+        itsme_result,
+        (itsme_relay_header, c_char_p, c_size_t, POINTER(c_size_t)),
+    ),
     # itsme_result itsme_mailbox_session_new(itsme_exchange *exchange, itsme_mailbox_session **out)
     "itsme_mailbox_session_new": Signature(itsme_result, (c_void_p, POINTER(c_void_p))),
     # itsme_result itsme_mailbox_session_resume(itsme_exchange *exchange, const char *saved,
@@ -1758,6 +1945,18 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
     # itsme_result itsme_mailbox_session_request_path(const itsme_mailbox_session *session,
     #     char *out, size_t cap, size_t *out_len)
     "itsme_mailbox_session_request_path": Signature(
+        itsme_result,
+        (c_void_p, c_char_p, c_size_t, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_mailbox_session_request_method(const itsme_mailbox_session *session,
+    #     char *out, size_t cap, size_t *out_len)
+    "itsme_mailbox_session_request_method": Signature(
+        itsme_result,
+        (c_void_p, c_char_p, c_size_t, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_mailbox_session_request_headers(const itsme_mailbox_session *session,
+    #     char *out, size_t cap, size_t *out_len)
+    "itsme_mailbox_session_request_headers": Signature(
         itsme_result,
         (c_void_p, c_char_p, c_size_t, POINTER(c_size_t)),
     ),
@@ -1978,6 +2177,80 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
     "itsme_online_verify_rendezvous_peer_joined": Signature(
         itsme_result,
         (c_void_p, c_char_p, POINTER(c_void_p)),
+    ),
+    # itsme_result itsme_room_session_for_exchange(itsme_exchange *exchange,
+    #     itsme_room_session **out)
+    "itsme_room_session_for_exchange": Signature(itsme_result, (c_void_p, POINTER(c_void_p))),
+    # itsme_result itsme_room_session_for_online_verify(itsme_online_verify *session,
+    #     bool peer_present, itsme_room_session **out)
+    "itsme_room_session_for_online_verify": Signature(
+        itsme_result,
+        (c_void_p, c_bool, POINTER(c_void_p)),
+    ),
+    # void itsme_room_session_free(itsme_room_session *session)
+    "itsme_room_session_free": Signature(None, (c_void_p,)),
+    # itsme_result itsme_room_session_last_error(const itsme_room_session *session, char *buf,
+    #     size_t cap, size_t *out_len)
+    "itsme_room_session_last_error": Signature(
+        itsme_result,
+        (c_void_p, c_char_p, c_size_t, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_room_session_path(const itsme_room_session *session, char *out,
+    #     size_t cap, size_t *out_len)
+    "itsme_room_session_path": Signature(
+        itsme_result,
+        (c_void_p, c_char_p, c_size_t, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_room_session_next(itsme_room_session *session, int64_t now,
+    #     itsme_room_step *out_step)
+    "itsme_room_session_next": Signature(
+        itsme_result,
+        (c_void_p, c_int64, POINTER(itsme_room_step)),
+    ),
+    # itsme_result itsme_room_session_message(const itsme_room_session *session, uint8_t *out,
+    #     size_t cap, size_t *out_len)
+    "itsme_room_session_message": Signature(
+        itsme_result,
+        (c_void_p, POINTER(c_uint8), c_size_t, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_room_session_sent(itsme_room_session *session)
+    "itsme_room_session_sent": Signature(itsme_result, (c_void_p,)),
+    # itsme_result itsme_room_session_send_failed(itsme_room_session *session)
+    "itsme_room_session_send_failed": Signature(itsme_result, (c_void_p,)),
+    # itsme_result itsme_room_session_text(itsme_room_session *session, const uint8_t *text,
+    #     size_t len)
+    "itsme_room_session_text": Signature(itsme_result, (c_void_p, POINTER(c_uint8), c_size_t)),
+    # itsme_result itsme_room_session_binary(itsme_room_session *session, const uint8_t *bytes,
+    #     size_t len, int64_t now)
+    "itsme_room_session_binary": Signature(
+        itsme_result,
+        (c_void_p, POINTER(c_uint8), c_size_t, c_int64),
+    ),
+    # itsme_result itsme_room_session_closed(itsme_room_session *session, uint32_t code)
+    "itsme_room_session_closed": Signature(itsme_result, (c_void_p, c_uint32)),
+    # itsme_result itsme_room_session_timed_out(itsme_room_session *session)
+    "itsme_room_session_timed_out": Signature(itsme_result, (c_void_p,)),
+    # itsme_result itsme_room_session_left(itsme_room_session *session)
+    "itsme_room_session_left": Signature(itsme_result, (c_void_p,)),
+    # itsme_result itsme_room_session_abandon(itsme_room_session *session)
+    "itsme_room_session_abandon": Signature(itsme_result, (c_void_p,)),
+    # itsme_result itsme_room_session_peer_present(const itsme_room_session *session,
+    #     _Bool *out_present)
+    "itsme_room_session_peer_present": Signature(itsme_result, (c_void_p, POINTER(c_bool))),
+    # itsme_result itsme_room_session_failure(const itsme_room_session *session,
+    #     itsme_room_failure *out_failure)
+    "itsme_room_session_failure": Signature(itsme_result, (c_void_p, POINTER(itsme_room_failure))),
+    # itsme_result itsme_room_session_failure_kind(const itsme_room_session *session, char *out,
+    #     size_t cap, size_t *out_len)
+    "itsme_room_session_failure_kind": Signature(
+        itsme_result,
+        (c_void_p, c_char_p, c_size_t, POINTER(c_size_t)),
+    ),
+    # itsme_result itsme_room_session_failure_message(const itsme_room_session *session, char *out,
+    #     size_t cap, size_t *out_len)
+    "itsme_room_session_failure_message": Signature(
+        itsme_result,
+        (c_void_p, c_char_p, c_size_t, POINTER(c_size_t)),
     ),
     # itsme_result itsme_pin_update_new(itsme_store *store, int64_t contact_id, int64_t window,
     #     itsme_random *rng, int64_t now, itsme_pin_update **out)

@@ -75,6 +75,10 @@ pub enum MailboxOutcome {
     /// The invite ID is taken (inviter) or someone else accepted the invite
     /// (invitee); the exchange was rejected if still pending.
     Conflict,
+    /// The relay refused the request or did not answer (busy,
+    /// rate-limiting, unreachable): the step ended and nothing changed;
+    /// begin another later.
+    StepEnded,
 }
 
 /// Carries an invite exchange ([`Exchange::invite`] or
@@ -210,7 +214,9 @@ impl MailboxSession {
     }
 
     /// Takes the relay's answer to the pending request: its HTTP `status`
-    /// (0 when none came) and `body`; `now` is passed to the exchange.
+    /// (0 when none came) and `body`; `now` is passed to the exchange. A
+    /// refusal or no answer ends the step with nothing changed
+    /// ([`MailboxOutcome::StepEnded`]).
     ///
     /// Errors: [`ErrorKind::InvalidState`] (no request pending),
     /// [`ErrorKind::MalformedMessage`] (a success whose body is not the
@@ -229,6 +235,7 @@ impl MailboxSession {
             sys::ITSME_MAILBOX_OUTCOME_PROCEED => Ok(MailboxOutcome::Proceed),
             sys::ITSME_MAILBOX_OUTCOME_INVITE_ENDED => Ok(MailboxOutcome::InviteEnded),
             sys::ITSME_MAILBOX_OUTCOME_CONFLICT => Ok(MailboxOutcome::Conflict),
+            sys::ITSME_MAILBOX_OUTCOME_STEP_ENDED => Ok(MailboxOutcome::StepEnded),
             other => Err(Error::internal(format!("libitsme returned mailbox outcome {other}, unknown to this binding"))),
         }
     }

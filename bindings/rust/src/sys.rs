@@ -45,6 +45,15 @@ pub type itsme_exchange_method = u32;
 /// The values of `itsme_exchange_state` are the constants `ITSME_EXCHANGE_STATE_*`.
 pub type itsme_exchange_state = u32;
 
+/// The values of `itsme_relay_route` are the constants `ITSME_RELAY_ROUTE_*`.
+pub type itsme_relay_route = u32;
+
+/// The values of `itsme_relay_answer` are the constants `ITSME_RELAY_ANSWER_*`.
+pub type itsme_relay_answer = u32;
+
+/// The values of `itsme_relay_header` are the constants `ITSME_RELAY_HEADER_*`.
+pub type itsme_relay_header = u32;
+
 /// The values of `itsme_mailbox_request` are the constants `ITSME_MAILBOX_REQUEST_*`.
 pub type itsme_mailbox_request = u32;
 
@@ -62,6 +71,12 @@ pub type itsme_voice_outcome = u32;
 
 /// The values of `itsme_online_verify_state` are the constants `ITSME_ONLINE_VERIFY_STATE_*`.
 pub type itsme_online_verify_state = u32;
+
+/// The values of `itsme_room_step` are the constants `ITSME_ROOM_STEP_*`.
+pub type itsme_room_step = u32;
+
+/// The values of `itsme_room_failure` are the constants `ITSME_ROOM_FAILURE_*`.
+pub type itsme_room_failure = u32;
 
 /// The values of `itsme_pin_update_state` are the constants `ITSME_PIN_UPDATE_STATE_*`.
 pub type itsme_pin_update_state = u32;
@@ -449,6 +464,78 @@ pub const ITSME_REMOTE_MESSAGE_MAX: usize = 355;
 pub const ITSME_RELAY_ID_SIZE: usize = 33;
 
 /// ```text
+/// /v1/invites/{id}: create (POST) or end (DELETE) an invite.
+/// ```
+pub const ITSME_RELAY_ROUTE_INVITE: itsme_relay_route = 1;
+
+/// ```text
+/// /v1/invites/{id}/accept (POST).
+/// ```
+pub const ITSME_RELAY_ROUTE_INVITE_ACCEPT: itsme_relay_route = 2;
+
+/// ```text
+/// /v1/invites/{id}/messages: post (POST) or fetch (GET).
+/// ```
+pub const ITSME_RELAY_ROUTE_INVITE_MESSAGES: itsme_relay_route = 3;
+
+/// ```text
+/// /v1/rooms/{id}: a room (WebSocket).
+/// ```
+pub const ITSME_RELAY_ROUTE_ROOM: itsme_relay_route = 4;
+
+/// ```text
+/// /v1/groups/{id}: a group room (WebSocket).
+/// ```
+pub const ITSME_RELAY_ROUTE_GROUP: itsme_relay_route = 5;
+
+/// ```text
+/// /v1/records/{id}: a record (PUT, GET, DELETE).
+/// ```
+pub const ITSME_RELAY_ROUTE_RECORD: itsme_relay_route = 6;
+
+/// ```text
+/// A success status of the route: its body is the route's answer.
+/// ```
+pub const ITSME_RELAY_ANSWER_SUCCESS: itsme_relay_answer = 1;
+
+/// ```text
+/// 404: nothing there (an invite ended or expired, a record deleted, or
+/// never there).
+/// ```
+pub const ITSME_RELAY_ANSWER_GONE: itsme_relay_answer = 2;
+
+/// ```text
+/// Anything else: a refusal (itsme_relay_refusal_kind and _message read
+/// it), or no answer (status 0).
+/// ```
+pub const ITSME_RELAY_ANSWER_REFUSED: itsme_relay_answer = 3;
+
+/// ```text
+/// The header that carries a token ("Bearer <token>").
+/// ```
+pub const ITSME_RELAY_HEADER_AUTHORIZATION: itsme_relay_header = 1;
+
+/// ```text
+/// The header of a 429 or 503 that says how many seconds to wait.
+/// ```
+pub const ITSME_RELAY_HEADER_RETRY_AFTER: itsme_relay_header = 2;
+
+/// ```text
+/// The header that names a body's type.
+/// ```
+pub const ITSME_RELAY_HEADER_CONTENT_TYPE: itsme_relay_header = 3;
+
+/// ```text
+/// The header that names the answer a request takes.
+/// ```
+pub const ITSME_RELAY_HEADER_ACCEPT: itsme_relay_header = 4;
+
+/// ```text
+/// The header of a 405 that lists the path's methods.
+/// ```
+pub const ITSME_RELAY_HEADER_ALLOW: itsme_relay_header = 5;
+
+/// ```text
 /// POST /v1/invites/{id}: the relay answers 201 with the inviter's token.
 /// ```
 pub const ITSME_MAILBOX_REQUEST_CREATE: itsme_mailbox_request = 1;
@@ -499,6 +586,13 @@ pub const ITSME_MAILBOX_OUTCOME_INVITE_ENDED: itsme_mailbox_outcome = 2;
 /// (invitee); the exchange was rejected if it was still pending.
 /// ```
 pub const ITSME_MAILBOX_OUTCOME_CONFLICT: itsme_mailbox_outcome = 3;
+
+/// ```text
+/// The relay refused the request or did not answer (busy, rate-limiting,
+/// unreachable): the step ended and nothing changed; begin another later.
+/// itsme_relay_refusal_kind and _message read what the relay said.
+/// ```
+pub const ITSME_MAILBOX_OUTCOME_STEP_ENDED: itsme_mailbox_outcome = 4;
 
 pub const ITSME_VOICE_STATE_WAITING: itsme_voice_state = 1;
 
@@ -620,6 +714,71 @@ pub const ITSME_ROOM_NAME_SIZE: usize = 33;
 /// Longest Online Verify message (a PROOF carrying a profile reference).
 /// ```
 pub const ITSME_ONLINE_VERIFY_MESSAGE_MAX: usize = 114;
+
+/// ```text
+/// Send itsme_room_session_message as one binary message.
+/// ```
+pub const ITSME_ROOM_STEP_SEND: itsme_room_step = 1;
+
+/// ```text
+/// Wait for what the room sends next.
+/// ```
+pub const ITSME_ROOM_STEP_RECEIVE: itsme_room_step = 2;
+
+/// ```text
+/// The person compares the SAS: confirm or reject the exchange.
+/// ```
+pub const ITSME_ROOM_STEP_DECIDE: itsme_room_step = 3;
+
+/// ```text
+/// Close the connection, then itsme_room_session_left.
+/// ```
+pub const ITSME_ROOM_STEP_LEAVE: itsme_room_step = 4;
+
+/// ```text
+/// Nothing more.
+/// ```
+pub const ITSME_ROOM_STEP_DONE: itsme_room_step = 5;
+
+/// ```text
+/// The room did not end the session early.
+/// ```
+pub const ITSME_ROOM_FAILURE_NONE: itsme_room_failure = 0;
+
+/// ```text
+/// The other person left the room ("peer-left").
+/// ```
+pub const ITSME_ROOM_FAILURE_PEER_LEFT: itsme_room_failure = 1;
+
+/// ```text
+/// The relay did not forward a frame ("refused").
+/// ```
+pub const ITSME_ROOM_FAILURE_REFUSED: itsme_room_failure = 2;
+
+/// ```text
+/// The room already held two people (close code 4009, "room-full").
+/// ```
+pub const ITSME_ROOM_FAILURE_ROOM_FULL: itsme_room_failure = 3;
+
+/// ```text
+/// The connection ended ("closed").
+/// ```
+pub const ITSME_ROOM_FAILURE_CLOSED: itsme_room_failure = 4;
+
+/// ```text
+/// The host's deadline passed ("timeout").
+/// ```
+pub const ITSME_ROOM_FAILURE_TIMEOUT: itsme_room_failure = 5;
+
+/// ```text
+/// The relay sent what no relay sends ("bad-response").
+/// ```
+pub const ITSME_ROOM_FAILURE_BAD_RESPONSE: itsme_room_failure = 6;
+
+/// ```text
+/// How often the host pings the room from DECIDE on, in seconds.
+/// ```
+pub const ITSME_ROOM_PING_INTERVAL: u32 = 30;
 
 pub const ITSME_PIN_UPDATE_STATE_RUNNING: itsme_pin_update_state = 1;
 
@@ -1074,6 +1233,14 @@ pub struct itsme_online_verify {
 /// its last error is read by [`itsme_online_verify_rendezvous_last_error`].
 #[repr(C)]
 pub struct itsme_online_verify_rendezvous {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// Opaque `itsme_room_session`, released by [`itsme_room_session_free`];
+/// its last error is read by [`itsme_room_session_last_error`].
+#[repr(C)]
+pub struct itsme_room_session {
     _data: [u8; 0],
     _marker: PhantomData<(*mut u8, PhantomPinned)>,
 }
@@ -2599,6 +2766,107 @@ extern "C" {
     ) -> itsme_result;
 
     /// ```text
+    /// The path of `route` for the ID `id` (32 lower-case hex characters),
+    /// NUL-terminated, to append to the relay's base URL.
+    /// Thread-safe; needs no itsme_init().
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, a route this version does not
+    /// know, an ID that is not 32 lower-case hex characters),
+    /// ITSME_E_BUFFER_TOO_SMALL.
+    /// ```
+    pub fn itsme_relay_path(
+        route: itsme_relay_route,
+        id: *const c_char,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// What the relay's `status` (0: no answer came) means for `method` ("GET",
+    /// "POST", "PUT", "DELETE") on `route`: SUCCESS, GONE or REFUSED.
+    /// Thread-safe; needs no itsme_init().
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, a route this version does not
+    /// know, a method the route does not serve, a status above 999).
+    /// ```
+    pub fn itsme_relay_answer_of(
+        route: itsme_relay_route,
+        method: *const c_char,
+        status: u32,
+        out_answer: *mut itsme_relay_answer,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The headers of a request with `method` on `route`, NUL-terminated: one a
+    /// line, "Name: value", lines separated by CRLF ("\r\n"), no CRLF after the
+    /// last.  They are: the answer taken (JSON); `token`'s Authorization where
+    /// the route takes a token (`token` NULL: none); the type of the bytes the
+    /// request carries (a message, a record).
+    /// Thread-safe; needs no itsme_init().
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, a route this version does not
+    /// know, a method the route does not serve, a token that is not 43
+    /// base64url characters), ITSME_E_BUFFER_TOO_SMALL.
+    /// ```
+    pub fn itsme_relay_request_headers(
+        route: itsme_relay_route,
+        method: *const c_char,
+        token: *const c_char,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The error kind the relay's answer `body` names ("not-found",
+    /// "rate-limited", ...), NUL-terminated; when it names none (a proxy's page),
+    /// the kind `status` stands for if it stands for one (404 "not-found", 429
+    /// "rate-limited"), else empty (400, 409, 503, no answer).  `status` is the
+    /// answer's (0: none came).
+    /// Thread-safe; needs no itsme_init().
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL with len > 0, a status above 999),
+    /// ITSME_E_BUFFER_TOO_SMALL.
+    /// ```
+    pub fn itsme_relay_refusal_kind(
+        status: u32,
+        body: *const u8,
+        len: usize,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The relay's refusal as a line for a person, NUL-terminated: the message
+    /// its answer `body` gives (one line, at most 300 characters and "..."), or
+    /// one that names the status ("the relay answered 502"; "the relay did not
+    /// answer" for status 0).
+    /// Thread-safe; needs no itsme_init().
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL with len > 0, a status above 999),
+    /// ITSME_E_BUFFER_TOO_SMALL.
+    /// ```
+    pub fn itsme_relay_refusal_message(
+        status: u32,
+        body: *const u8,
+        len: usize,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The name of `header` as the relay spells it ("Retry-After"),
+    /// NUL-terminated.
+    /// Thread-safe; needs no itsme_init().
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, a header this version does not
+    /// know), ITSME_E_BUFFER_TOO_SMALL.
+    /// ```
+    pub fn itsme_relay_header_name(
+        header: itsme_relay_header,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
     /// A new session for `exchange`, an invite exchange.
     /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, or not
     /// an invite exchange: a real-time one goes through a room).
@@ -2674,6 +2942,34 @@ extern "C" {
     ) -> itsme_result;
 
     /// ```text
+    /// The method of the pending request, NUL-terminated ("POST", "GET",
+    /// "DELETE").
+    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (no request
+    /// pending), ITSME_E_BUFFER_TOO_SMALL.
+    /// ```
+    pub fn itsme_mailbox_session_request_method(
+        session: *const itsme_mailbox_session,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The headers of the pending request, NUL-terminated, as
+    /// itsme_relay_request_headers writes them: this side's token after the
+    /// create or accept, the type of a POST's message, the answer taken.  They
+    /// hold the relay token: never log them.
+    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (no request
+    /// pending), ITSME_E_BUFFER_TOO_SMALL.
+    /// ```
+    pub fn itsme_mailbox_session_request_headers(
+        session: *const itsme_mailbox_session,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
     /// The body of the pending request: the message of a POST (at most
     /// ITSME_REMOTE_MESSAGE_MAX bytes), empty (*out_len 0) for the others.
     /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (no request
@@ -2706,7 +3002,7 @@ extern "C" {
     /// len 0 when empty); `now` is passed to the exchange for the messages
     /// fetched.  404 ends the invite (outcome INVITE_ENDED), 409 to a create or
     /// an accept sets CONFLICT, the route's success status is read, anything
-    /// else ends the step with nothing changed (outcome PROCEED).
+    /// else ends the step with nothing changed (outcome STEP_ENDED).
     /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, a time out of range: nothing
     /// consumed), ITSME_E_INVALID_STATE (no
     /// request pending), ITSME_E_MALFORMED_MESSAGE (a success whose body is not
@@ -3214,6 +3510,197 @@ extern "C" {
         rendezvous: *mut itsme_online_verify_rendezvous,
         room: *const c_char,
         out_session: *mut *mut itsme_online_verify,
+    ) -> itsme_result;
+
+    /// ```text
+    /// A session for `exchange`, a real-time exchange.
+    /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, or not a
+    /// real-time exchange: an invite goes through the mailbox).
+    /// ```
+    pub fn itsme_room_session_for_exchange(
+        exchange: *mut itsme_exchange,
+        out: *mut *mut itsme_room_session,
+    ) -> itsme_result;
+
+    /// ```text
+    /// A session for `session` in its room.  `peer_present`: the host already
+    /// saw the peer join (the rendezvous reads each room's first event).
+    /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL).
+    /// ```
+    pub fn itsme_room_session_for_online_verify(
+        session: *mut itsme_online_verify,
+        peer_present: bool,
+        out: *mut *mut itsme_room_session,
+    ) -> itsme_result;
+
+    /// ```text
+    /// Releases a session (not its flow, which the caller frees as usual).
+    /// Accepts NULL.
+    /// ```
+    pub fn itsme_room_session_free(session: *mut itsme_room_session);
+
+    /// ```text
+    /// Copies the detail of the last failure of a call on this session.
+    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL.
+    /// ```
+    pub fn itsme_room_session_last_error(
+        session: *const itsme_room_session,
+        buf: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The room's path, NUL-terminated ("/v1/rooms/<32 hex digits>"), to append
+    /// to the relay's base URL (ws:// or wss://).
+    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL.
+    /// ```
+    pub fn itsme_room_session_path(
+        session: *const itsme_room_session,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// What the host does next (ITSME_ROOM_STEP_*).  Asking again before doing
+    /// it gives the same step.  `now` is the time of the exchange's writes (the
+    /// contact at the SAS, the settled decision).
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, a time out of range), and the
+    /// store's errors when the contact or the decision cannot be written
+    /// (ITSME_E_DATABASE, ...): the exchange was rejected; the next step is
+    /// LEAVE.
+    /// ```
+    pub fn itsme_room_session_next(
+        session: *mut itsme_room_session,
+        now: i64,
+        out_step: *mut itsme_room_step,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The message of the SEND step (at most ITSME_REMOTE_MESSAGE_MAX bytes).
+    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (the step is not
+    /// SEND), ITSME_E_BUFFER_TOO_SMALL.
+    /// ```
+    pub fn itsme_room_session_message(
+        session: *const itsme_room_session,
+        out: *mut u8,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The message of the SEND step went out.
+    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (the step is not
+    /// SEND).
+    /// ```
+    pub fn itsme_room_session_sent(session: *mut itsme_room_session) -> itsme_result;
+
+    /// ```text
+    /// The connection failed while sending the message of the SEND step.
+    /// Before the SAS the room has failed (CLOSED); after it, what the peer sent
+    /// before leaving is still to be read: the next step is RECEIVE.
+    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (the step is not
+    /// SEND).
+    /// ```
+    pub fn itsme_room_session_send_failed(session: *mut itsme_room_session) -> itsme_result;
+
+    /// ```text
+    /// A text frame from the relay, as it came (a room's event, JSON).  One that
+    /// is not a room's event fails the room (BAD_RESPONSE).
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, longer than ITSME_TEXT_MAX).
+    /// ```
+    pub fn itsme_room_session_text(
+        session: *mut itsme_room_session,
+        text: *const u8,
+        len: usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// A binary frame from the peer; `now` is passed to the flow.
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, a time out of range: nothing
+    /// consumed), and, before the SAS, the flow's errors for a frame it refuses
+    /// (ITSME_E_AUTHENTICATION_FAILED, ITSME_E_MALFORMED_MESSAGE, ...: the flow
+    /// has failed and the next step is LEAVE).
+    /// ```
+    #[must_use]
+    pub fn itsme_room_session_binary(
+        session: *mut itsme_room_session,
+        bytes: *const u8,
+        len: usize,
+        now: i64,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The connection ended: the relay's close `code` (4009: the room was full),
+    /// 0 when it ended without one.  Nothing more will arrive.
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, a code above 4999).
+    /// ```
+    pub fn itsme_room_session_closed(session: *mut itsme_room_session, code: u32) -> itsme_result;
+
+    /// ```text
+    /// The host's deadline passed while waiting for the room.
+    /// Errors: ITSME_E_INVALID_ARGUMENT.
+    /// ```
+    pub fn itsme_room_session_timed_out(session: *mut itsme_room_session) -> itsme_result;
+
+    /// ```text
+    /// The host left the room after LEAVE; the next step is DONE.
+    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (the step is not
+    /// LEAVE).
+    /// ```
+    pub fn itsme_room_session_left(session: *mut itsme_room_session) -> itsme_result;
+
+    /// ```text
+    /// The host gives up (its own failure, or the person's): a pending exchange
+    /// is rejected, an Online Verify session too, and the next step is LEAVE.
+    /// Errors: ITSME_E_INVALID_ARGUMENT.
+    /// ```
+    pub fn itsme_room_session_abandon(session: *mut itsme_room_session) -> itsme_result;
+
+    /// ```text
+    /// Sets *out_present to true once the peer has been in the room (the relay
+    /// said so, or the host did with peer_present), else false.  The rendezvous
+    /// (itsme_online_verify_rendezvous_*) reads it after each room's first event.
+    /// Errors: ITSME_E_INVALID_ARGUMENT.
+    /// ```
+    pub fn itsme_room_session_peer_present(
+        session: *const itsme_room_session,
+        out_present: *mut bool,
+    ) -> itsme_result;
+
+    /// ```text
+    /// Whether and how the room ended the session early (ITSME_ROOM_FAILURE_*;
+    /// NONE while it runs, and when it ended as its flow did).
+    /// Errors: ITSME_E_INVALID_ARGUMENT.
+    /// ```
+    pub fn itsme_room_session_failure(
+        session: *const itsme_room_session,
+        out_failure: *mut itsme_room_failure,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The failure's name, NUL-terminated, as the relay and the clients name it
+    /// ("peer-left", "refused", "room-full", "closed", "timeout",
+    /// "bad-response"; empty for none).
+    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL.
+    /// ```
+    pub fn itsme_room_session_failure_kind(
+        session: *const itsme_room_session,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// The failure as a line for a person, NUL-terminated (empty for none).
+    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL.
+    /// ```
+    pub fn itsme_room_session_failure_message(
+        session: *const itsme_room_session,
+        out: *mut c_char,
+        cap: usize,
+        out_len: *mut usize,
     ) -> itsme_result;
 
     /// ```text

@@ -220,7 +220,7 @@ fn resume_from_saved_state_after_a_failed_post() {
     // The relay is unreachable for the create: nothing changes.
     a.begin(0).unwrap();
     assert!(matches!(a.next_request().unwrap(), MailboxRequest::Create { .. }));
-    assert_eq!(a.answer(0, &[], T0).unwrap(), MailboxOutcome::Proceed);
+    assert_eq!(a.answer(0, &[], T0).unwrap(), MailboxOutcome::StepEnded);
     assert_eq!(a.next_request().unwrap(), MailboxRequest::Idle);
     assert_eq!(a.token().unwrap(), None);
 

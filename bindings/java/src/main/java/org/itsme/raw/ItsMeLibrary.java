@@ -619,6 +619,120 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
+     * /v1/invites/{id}: create (POST) or end (DELETE) an invite.
+     * </pre>
+     * <p>A value of {@code itsme_relay_route}.
+     */
+    int ITSME_RELAY_ROUTE_INVITE = 1;
+
+    /**
+     * <pre>
+     * /v1/invites/{id}/accept (POST).
+     * </pre>
+     * <p>A value of {@code itsme_relay_route}.
+     */
+    int ITSME_RELAY_ROUTE_INVITE_ACCEPT = 2;
+
+    /**
+     * <pre>
+     * /v1/invites/{id}/messages: post (POST) or fetch (GET).
+     * </pre>
+     * <p>A value of {@code itsme_relay_route}.
+     */
+    int ITSME_RELAY_ROUTE_INVITE_MESSAGES = 3;
+
+    /**
+     * <pre>
+     * /v1/rooms/{id}: a room (WebSocket).
+     * </pre>
+     * <p>A value of {@code itsme_relay_route}.
+     */
+    int ITSME_RELAY_ROUTE_ROOM = 4;
+
+    /**
+     * <pre>
+     * /v1/groups/{id}: a group room (WebSocket).
+     * </pre>
+     * <p>A value of {@code itsme_relay_route}.
+     */
+    int ITSME_RELAY_ROUTE_GROUP = 5;
+
+    /**
+     * <pre>
+     * /v1/records/{id}: a record (PUT, GET, DELETE).
+     * </pre>
+     * <p>A value of {@code itsme_relay_route}.
+     */
+    int ITSME_RELAY_ROUTE_RECORD = 6;
+
+    /**
+     * <pre>
+     * A success status of the route: its body is the route's answer.
+     * </pre>
+     * <p>A value of {@code itsme_relay_answer}.
+     */
+    int ITSME_RELAY_ANSWER_SUCCESS = 1;
+
+    /**
+     * <pre>
+     * 404: nothing there (an invite ended or expired, a record deleted, or
+     * never there).
+     * </pre>
+     * <p>A value of {@code itsme_relay_answer}.
+     */
+    int ITSME_RELAY_ANSWER_GONE = 2;
+
+    /**
+     * <pre>
+     * Anything else: a refusal (itsme_relay_refusal_kind and _message read
+     * it), or no answer (status 0).
+     * </pre>
+     * <p>A value of {@code itsme_relay_answer}.
+     */
+    int ITSME_RELAY_ANSWER_REFUSED = 3;
+
+    /**
+     * <pre>
+     * The header that carries a token ("Bearer &lt;token&gt;").
+     * </pre>
+     * <p>A value of {@code itsme_relay_header}.
+     */
+    int ITSME_RELAY_HEADER_AUTHORIZATION = 1;
+
+    /**
+     * <pre>
+     * The header of a 429 or 503 that says how many seconds to wait.
+     * </pre>
+     * <p>A value of {@code itsme_relay_header}.
+     */
+    int ITSME_RELAY_HEADER_RETRY_AFTER = 2;
+
+    /**
+     * <pre>
+     * The header that names a body's type.
+     * </pre>
+     * <p>A value of {@code itsme_relay_header}.
+     */
+    int ITSME_RELAY_HEADER_CONTENT_TYPE = 3;
+
+    /**
+     * <pre>
+     * The header that names the answer a request takes.
+     * </pre>
+     * <p>A value of {@code itsme_relay_header}.
+     */
+    int ITSME_RELAY_HEADER_ACCEPT = 4;
+
+    /**
+     * <pre>
+     * The header of a 405 that lists the path's methods.
+     * </pre>
+     * <p>A value of {@code itsme_relay_header}.
+     */
+    int ITSME_RELAY_HEADER_ALLOW = 5;
+
+    /**
+     * <pre>
      * POST /v1/invites/{id}: the relay answers 201 with the inviter's token.
      * </pre>
      * <p>A value of {@code itsme_mailbox_request}.
@@ -698,6 +812,16 @@ public interface ItsMeLibrary extends Library {
      * <p>A value of {@code itsme_mailbox_outcome}.
      */
     int ITSME_MAILBOX_OUTCOME_CONFLICT = 3;
+
+    /**
+     * <pre>
+     * The relay refused the request or did not answer (busy, rate-limiting,
+     * unreachable): the step ended and nothing changed; begin another later.
+     * itsme_relay_refusal_kind and _message read what the relay said.
+     * </pre>
+     * <p>A value of {@code itsme_mailbox_outcome}.
+     */
+    int ITSME_MAILBOX_OUTCOME_STEP_ENDED = 4;
 
     /**
      * <p>A value of {@code itsme_voice_state}.
@@ -892,6 +1016,109 @@ public interface ItsMeLibrary extends Library {
      * </pre>
      */
     int ITSME_ONLINE_VERIFY_MESSAGE_MAX = 114;
+
+    /**
+     * <pre>
+     * Send itsme_room_session_message as one binary message.
+     * </pre>
+     * <p>A value of {@code itsme_room_step}.
+     */
+    int ITSME_ROOM_STEP_SEND = 1;
+
+    /**
+     * <pre>
+     * Wait for what the room sends next.
+     * </pre>
+     * <p>A value of {@code itsme_room_step}.
+     */
+    int ITSME_ROOM_STEP_RECEIVE = 2;
+
+    /**
+     * <pre>
+     * The person compares the SAS: confirm or reject the exchange.
+     * </pre>
+     * <p>A value of {@code itsme_room_step}.
+     */
+    int ITSME_ROOM_STEP_DECIDE = 3;
+
+    /**
+     * <pre>
+     * Close the connection, then itsme_room_session_left.
+     * </pre>
+     * <p>A value of {@code itsme_room_step}.
+     */
+    int ITSME_ROOM_STEP_LEAVE = 4;
+
+    /**
+     * <pre>
+     * Nothing more.
+     * </pre>
+     * <p>A value of {@code itsme_room_step}.
+     */
+    int ITSME_ROOM_STEP_DONE = 5;
+
+    /**
+     * <pre>
+     * The room did not end the session early.
+     * </pre>
+     * <p>A value of {@code itsme_room_failure}.
+     */
+    int ITSME_ROOM_FAILURE_NONE = 0;
+
+    /**
+     * <pre>
+     * The other person left the room ("peer-left").
+     * </pre>
+     * <p>A value of {@code itsme_room_failure}.
+     */
+    int ITSME_ROOM_FAILURE_PEER_LEFT = 1;
+
+    /**
+     * <pre>
+     * The relay did not forward a frame ("refused").
+     * </pre>
+     * <p>A value of {@code itsme_room_failure}.
+     */
+    int ITSME_ROOM_FAILURE_REFUSED = 2;
+
+    /**
+     * <pre>
+     * The room already held two people (close code 4009, "room-full").
+     * </pre>
+     * <p>A value of {@code itsme_room_failure}.
+     */
+    int ITSME_ROOM_FAILURE_ROOM_FULL = 3;
+
+    /**
+     * <pre>
+     * The connection ended ("closed").
+     * </pre>
+     * <p>A value of {@code itsme_room_failure}.
+     */
+    int ITSME_ROOM_FAILURE_CLOSED = 4;
+
+    /**
+     * <pre>
+     * The host's deadline passed ("timeout").
+     * </pre>
+     * <p>A value of {@code itsme_room_failure}.
+     */
+    int ITSME_ROOM_FAILURE_TIMEOUT = 5;
+
+    /**
+     * <pre>
+     * The relay sent what no relay sends ("bad-response").
+     * </pre>
+     * <p>A value of {@code itsme_room_failure}.
+     */
+    int ITSME_ROOM_FAILURE_BAD_RESPONSE = 6;
+
+    /**
+     * <pre>
+     * How often the host pings the room from DECIDE on, in seconds.
+     * </pre>
+     */
+    int ITSME_ROOM_PING_INTERVAL = 30;
 
     /**
      * <p>A value of {@code itsme_pin_update_state}.
@@ -1708,6 +1935,118 @@ public interface ItsMeLibrary extends Library {
     }
 
     /**
+     * The values of {@code itsme_relay_route} (uint32_t), named as its constants without their common prefix.
+     * <p>{@link #of} gives null for a value this version does not know.
+     */
+    enum RelayRoute {
+        /** {@link ItsMeLibrary#ITSME_RELAY_ROUTE_INVITE} */
+        INVITE(ITSME_RELAY_ROUTE_INVITE),
+        /** {@link ItsMeLibrary#ITSME_RELAY_ROUTE_INVITE_ACCEPT} */
+        INVITE_ACCEPT(ITSME_RELAY_ROUTE_INVITE_ACCEPT),
+        /** {@link ItsMeLibrary#ITSME_RELAY_ROUTE_INVITE_MESSAGES} */
+        INVITE_MESSAGES(ITSME_RELAY_ROUTE_INVITE_MESSAGES),
+        /** {@link ItsMeLibrary#ITSME_RELAY_ROUTE_ROOM} */
+        ROOM(ITSME_RELAY_ROUTE_ROOM),
+        /** {@link ItsMeLibrary#ITSME_RELAY_ROUTE_GROUP} */
+        GROUP(ITSME_RELAY_ROUTE_GROUP),
+        /** {@link ItsMeLibrary#ITSME_RELAY_ROUTE_RECORD} */
+        RECORD(ITSME_RELAY_ROUTE_RECORD);
+
+        private final int value;
+
+        RelayRoute(int value) {
+            this.value = value;
+        }
+
+        /** The C value. */
+        public int value() {
+            return value;
+        }
+
+        /** The member of C value {@code value}, or null for a value this version does not know. */
+        public static RelayRoute of(int value) {
+            for (RelayRoute member : values()) {
+                if (member.value == value) {
+                    return member;
+                }
+            }
+            return null;
+        }
+    }
+
+    /**
+     * The values of {@code itsme_relay_answer} (uint32_t), named as its constants without their common prefix.
+     * <p>{@link #of} gives null for a value this version does not know.
+     */
+    enum RelayAnswer {
+        /** {@link ItsMeLibrary#ITSME_RELAY_ANSWER_SUCCESS} */
+        SUCCESS(ITSME_RELAY_ANSWER_SUCCESS),
+        /** {@link ItsMeLibrary#ITSME_RELAY_ANSWER_GONE} */
+        GONE(ITSME_RELAY_ANSWER_GONE),
+        /** {@link ItsMeLibrary#ITSME_RELAY_ANSWER_REFUSED} */
+        REFUSED(ITSME_RELAY_ANSWER_REFUSED);
+
+        private final int value;
+
+        RelayAnswer(int value) {
+            this.value = value;
+        }
+
+        /** The C value. */
+        public int value() {
+            return value;
+        }
+
+        /** The member of C value {@code value}, or null for a value this version does not know. */
+        public static RelayAnswer of(int value) {
+            for (RelayAnswer member : values()) {
+                if (member.value == value) {
+                    return member;
+                }
+            }
+            return null;
+        }
+    }
+
+    /**
+     * The values of {@code itsme_relay_header} (uint32_t), named as its constants without their common prefix.
+     * <p>{@link #of} gives null for a value this version does not know.
+     */
+    enum RelayHeader {
+        /** {@link ItsMeLibrary#ITSME_RELAY_HEADER_AUTHORIZATION} */
+        AUTHORIZATION(ITSME_RELAY_HEADER_AUTHORIZATION),
+        /** {@link ItsMeLibrary#ITSME_RELAY_HEADER_RETRY_AFTER} */
+        RETRY_AFTER(ITSME_RELAY_HEADER_RETRY_AFTER),
+        /** {@link ItsMeLibrary#ITSME_RELAY_HEADER_CONTENT_TYPE} */
+        CONTENT_TYPE(ITSME_RELAY_HEADER_CONTENT_TYPE),
+        /** {@link ItsMeLibrary#ITSME_RELAY_HEADER_ACCEPT} */
+        ACCEPT(ITSME_RELAY_HEADER_ACCEPT),
+        /** {@link ItsMeLibrary#ITSME_RELAY_HEADER_ALLOW} */
+        ALLOW(ITSME_RELAY_HEADER_ALLOW);
+
+        private final int value;
+
+        RelayHeader(int value) {
+            this.value = value;
+        }
+
+        /** The C value. */
+        public int value() {
+            return value;
+        }
+
+        /** The member of C value {@code value}, or null for a value this version does not know. */
+        public static RelayHeader of(int value) {
+            for (RelayHeader member : values()) {
+                if (member.value == value) {
+                    return member;
+                }
+            }
+            return null;
+        }
+    }
+
+    /**
      * The values of {@code itsme_mailbox_request} (uint32_t), named as its constants without their common prefix.
      * <p>{@link #of} gives null for a value this version does not know.
      */
@@ -1759,7 +2098,9 @@ public interface ItsMeLibrary extends Library {
         /** {@link ItsMeLibrary#ITSME_MAILBOX_OUTCOME_INVITE_ENDED} */
         INVITE_ENDED(ITSME_MAILBOX_OUTCOME_INVITE_ENDED),
         /** {@link ItsMeLibrary#ITSME_MAILBOX_OUTCOME_CONFLICT} */
-        CONFLICT(ITSME_MAILBOX_OUTCOME_CONFLICT);
+        CONFLICT(ITSME_MAILBOX_OUTCOME_CONFLICT),
+        /** {@link ItsMeLibrary#ITSME_MAILBOX_OUTCOME_STEP_ENDED} */
+        STEP_ENDED(ITSME_MAILBOX_OUTCOME_STEP_ENDED);
 
         private final int value;
 
@@ -1925,6 +2266,86 @@ public interface ItsMeLibrary extends Library {
         /** The member of C value {@code value}, or null for a value this version does not know. */
         public static OnlineVerifyState of(int value) {
             for (OnlineVerifyState member : values()) {
+                if (member.value == value) {
+                    return member;
+                }
+            }
+            return null;
+        }
+    }
+
+    /**
+     * The values of {@code itsme_room_step} (uint32_t), named as its constants without their common prefix.
+     * <p>{@link #of} gives null for a value this version does not know.
+     */
+    enum RoomStep {
+        /** {@link ItsMeLibrary#ITSME_ROOM_STEP_SEND} */
+        SEND(ITSME_ROOM_STEP_SEND),
+        /** {@link ItsMeLibrary#ITSME_ROOM_STEP_RECEIVE} */
+        RECEIVE(ITSME_ROOM_STEP_RECEIVE),
+        /** {@link ItsMeLibrary#ITSME_ROOM_STEP_DECIDE} */
+        DECIDE(ITSME_ROOM_STEP_DECIDE),
+        /** {@link ItsMeLibrary#ITSME_ROOM_STEP_LEAVE} */
+        LEAVE(ITSME_ROOM_STEP_LEAVE),
+        /** {@link ItsMeLibrary#ITSME_ROOM_STEP_DONE} */
+        DONE(ITSME_ROOM_STEP_DONE);
+
+        private final int value;
+
+        RoomStep(int value) {
+            this.value = value;
+        }
+
+        /** The C value. */
+        public int value() {
+            return value;
+        }
+
+        /** The member of C value {@code value}, or null for a value this version does not know. */
+        public static RoomStep of(int value) {
+            for (RoomStep member : values()) {
+                if (member.value == value) {
+                    return member;
+                }
+            }
+            return null;
+        }
+    }
+
+    /**
+     * The values of {@code itsme_room_failure} (uint32_t), named as its constants without their common prefix.
+     * <p>{@link #of} gives null for a value this version does not know.
+     */
+    enum RoomFailure {
+        /** {@link ItsMeLibrary#ITSME_ROOM_FAILURE_NONE} */
+        NONE(ITSME_ROOM_FAILURE_NONE),
+        /** {@link ItsMeLibrary#ITSME_ROOM_FAILURE_PEER_LEFT} */
+        PEER_LEFT(ITSME_ROOM_FAILURE_PEER_LEFT),
+        /** {@link ItsMeLibrary#ITSME_ROOM_FAILURE_REFUSED} */
+        REFUSED(ITSME_ROOM_FAILURE_REFUSED),
+        /** {@link ItsMeLibrary#ITSME_ROOM_FAILURE_ROOM_FULL} */
+        ROOM_FULL(ITSME_ROOM_FAILURE_ROOM_FULL),
+        /** {@link ItsMeLibrary#ITSME_ROOM_FAILURE_CLOSED} */
+        CLOSED(ITSME_ROOM_FAILURE_CLOSED),
+        /** {@link ItsMeLibrary#ITSME_ROOM_FAILURE_TIMEOUT} */
+        TIMEOUT(ITSME_ROOM_FAILURE_TIMEOUT),
+        /** {@link ItsMeLibrary#ITSME_ROOM_FAILURE_BAD_RESPONSE} */
+        BAD_RESPONSE(ITSME_ROOM_FAILURE_BAD_RESPONSE);
+
+        private final int value;
+
+        RoomFailure(int value) {
+            this.value = value;
+        }
+
+        /** The C value. */
+        public int value() {
+            return value;
+        }
+
+        /** The member of C value {@code value}, or null for a value this version does not know. */
+        public static RoomFailure of(int value) {
+            for (RoomFailure member : values()) {
                 if (member.value == value) {
                     return member;
                 }
@@ -2259,6 +2680,19 @@ public interface ItsMeLibrary extends Library {
         }
 
         public itsme_online_verify_rendezvous(Pointer pointer) {
+            super(pointer);
+        }
+    }
+
+    /**
+     * A pointer to an opaque {@code itsme_room_session}, released by {@link ItsMeLibrary#itsme_room_session_free}
+     * <p>Its last-error detail: {@code itsme_room_session_last_error}.
+     */
+    class itsme_room_session extends PointerType {
+        public itsme_room_session() {
+        }
+
+        public itsme_room_session(Pointer pointer) {
             super(pointer);
         }
     }
@@ -3953,6 +4387,94 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
+     * The path of `route` for the ID `id` (32 lower-case hex characters),
+     * NUL-terminated, to append to the relay's base URL.
+     * Thread-safe; needs no itsme_init().
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a route this version does not
+     * know, an ID that is not 32 lower-case hex characters),
+     * ITSME_E_BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_relay_path(itsme_relay_route route, const char *id, char *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_relay_path(int route, String id, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * What the relay's `status` (0: no answer came) means for `method` ("GET",
+     * "POST", "PUT", "DELETE") on `route`: SUCCESS, GONE or REFUSED.
+     * Thread-safe; needs no itsme_init().
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a route this version does not
+     * know, a method the route does not serve, a status above 999).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_relay_answer_of(itsme_relay_route route, const char *method, uint32_t status, itsme_relay_answer *out_answer)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_relay_answer_of(int route, String method, int status, IntByReference out_answer);
+
+    /**
+     * <pre>
+     * The headers of a request with `method` on `route`, NUL-terminated: one a
+     * line, "Name: value", lines separated by CRLF ("&#92;r&#92;n"), no CRLF after the
+     * last.  They are: the answer taken (JSON); `token`'s Authorization where
+     * the route takes a token (`token` NULL: none); the type of the bytes the
+     * request carries (a message, a record).
+     * Thread-safe; needs no itsme_init().
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a route this version does not
+     * know, a method the route does not serve, a token that is not 43
+     * base64url characters), ITSME_E_BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_relay_request_headers(itsme_relay_route route, const char *method, const char *token, char *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_relay_request_headers(int route, String method, String token, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * The error kind the relay's answer `body` names ("not-found",
+     * "rate-limited", ...), NUL-terminated; when it names none (a proxy's page),
+     * the kind `status` stands for if it stands for one (404 "not-found", 429
+     * "rate-limited"), else empty (400, 409, 503, no answer).  `status` is the
+     * answer's (0: none came).
+     * Thread-safe; needs no itsme_init().
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL with len &gt; 0, a status above 999),
+     * ITSME_E_BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_relay_refusal_kind(uint32_t status, const uint8_t *body, size_t len, char *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_relay_refusal_kind(int status, byte[] body, SizeT len, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * The relay's refusal as a line for a person, NUL-terminated: the message
+     * its answer `body` gives (one line, at most 300 characters and "..."), or
+     * one that names the status ("the relay answered 502"; "the relay did not
+     * answer" for status 0).
+     * Thread-safe; needs no itsme_init().
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL with len &gt; 0, a status above 999),
+     * ITSME_E_BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_relay_refusal_message(uint32_t status, const uint8_t *body, size_t len, char *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_relay_refusal_message(int status, byte[] body, SizeT len, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * The name of `header` as the relay spells it ("Retry-After"),
+     * NUL-terminated.
+     * Thread-safe; needs no itsme_init().
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a header this version does not
+     * know), ITSME_E_BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_relay_header_name(itsme_relay_header header, char *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_relay_header_name(int header, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
      * A new session for `exchange`, an invite exchange.
      * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, or not
      * an invite exchange: a real-time one goes through a room).
@@ -4032,6 +4554,32 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
+     * The method of the pending request, NUL-terminated ("POST", "GET",
+     * "DELETE").
+     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (no request
+     * pending), ITSME_E_BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_mailbox_session_request_method(const itsme_mailbox_session *session, char *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_mailbox_session_request_method(itsme_mailbox_session session, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * The headers of the pending request, NUL-terminated, as
+     * itsme_relay_request_headers writes them: this side's token after the
+     * create or accept, the type of a POST's message, the answer taken.  They
+     * hold the relay token: never log them.
+     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (no request
+     * pending), ITSME_E_BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_mailbox_session_request_headers(const itsme_mailbox_session *session, char *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_mailbox_session_request_headers(itsme_mailbox_session session, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
      * The body of the pending request: the message of a POST (at most
      * ITSME_REMOTE_MESSAGE_MAX bytes), empty (*out_len 0) for the others.
      * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (no request
@@ -4062,7 +4610,7 @@ public interface ItsMeLibrary extends Library {
      * len 0 when empty); `now` is passed to the exchange for the messages
      * fetched.  404 ends the invite (outcome INVITE_ENDED), 409 to a create or
      * an accept sets CONFLICT, the route's success status is read, anything
-     * else ends the step with nothing changed (outcome PROCEED).
+     * else ends the step with nothing changed (outcome STEP_ENDED).
      * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a time out of range: nothing
      * consumed), ITSME_E_INVALID_STATE (no
      * request pending), ITSME_E_MALFORMED_MESSAGE (a success whose body is not
@@ -4562,6 +5110,221 @@ public interface ItsMeLibrary extends Library {
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
     int itsme_online_verify_rendezvous_peer_joined(itsme_online_verify_rendezvous rendezvous, String room, PointerByReference out_session);
+
+    /**
+     * <pre>
+     * A session for `exchange`, a real-time exchange.
+     * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, or not a
+     * real-time exchange: an invite goes through the mailbox).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_room_session_for_exchange(itsme_exchange *exchange, itsme_room_session **out)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_room_session_for_exchange(itsme_exchange exchange, PointerByReference out);
+
+    /**
+     * <pre>
+     * A session for `session` in its room.  `peer_present`: the host already
+     * saw the peer join (the rendezvous reads each room's first event).
+     * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_room_session_for_online_verify(itsme_online_verify *session, bool peer_present, itsme_room_session **out)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_room_session_for_online_verify(itsme_online_verify session, byte peer_present, PointerByReference out);
+
+    /**
+     * <pre>
+     * Releases a session (not its flow, which the caller frees as usual).
+     * Accepts NULL.
+     * </pre>
+     * <p>C: {@code void itsme_room_session_free(itsme_room_session *session)}
+     * <p>Releases a {@link itsme_room_session}; call it exactly once per handle.
+     */
+    void itsme_room_session_free(itsme_room_session session);
+
+    /**
+     * <pre>
+     * Copies the detail of the last failure of a call on this session.
+     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_room_session_last_error(const itsme_room_session *session, char *buf, size_t cap, size_t *out_len)}
+     */
+    int itsme_room_session_last_error(itsme_room_session session, byte[] buf, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * The room's path, NUL-terminated ("/v1/rooms/&lt;32 hex digits&gt;"), to append
+     * to the relay's base URL (ws:// or wss://).
+     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_room_session_path(const itsme_room_session *session, char *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_room_session_path(itsme_room_session session, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * What the host does next (ITSME_ROOM_STEP_*).  Asking again before doing
+     * it gives the same step.  `now` is the time of the exchange's writes (the
+     * contact at the SAS, the settled decision).
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a time out of range), and the
+     * store's errors when the contact or the decision cannot be written
+     * (ITSME_E_DATABASE, ...): the exchange was rejected; the next step is
+     * LEAVE.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_room_session_next(itsme_room_session *session, int64_t now, itsme_room_step *out_step)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_room_session_next(itsme_room_session session, long now, IntByReference out_step);
+
+    /**
+     * <pre>
+     * The message of the SEND step (at most ITSME_REMOTE_MESSAGE_MAX bytes).
+     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (the step is not
+     * SEND), ITSME_E_BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_room_session_message(const itsme_room_session *session, uint8_t *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_room_session_message(itsme_room_session session, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * The message of the SEND step went out.
+     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (the step is not
+     * SEND).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_room_session_sent(itsme_room_session *session)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_room_session_sent(itsme_room_session session);
+
+    /**
+     * <pre>
+     * The connection failed while sending the message of the SEND step.
+     * Before the SAS the room has failed (CLOSED); after it, what the peer sent
+     * before leaving is still to be read: the next step is RECEIVE.
+     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (the step is not
+     * SEND).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_room_session_send_failed(itsme_room_session *session)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_room_session_send_failed(itsme_room_session session);
+
+    /**
+     * <pre>
+     * A text frame from the relay, as it came (a room's event, JSON).  One that
+     * is not a room's event fails the room (BAD_RESPONSE).
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, longer than ITSME_TEXT_MAX).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_room_session_text(itsme_room_session *session, const uint8_t *text, size_t len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_room_session_text(itsme_room_session session, byte[] text, SizeT len);
+
+    /**
+     * <pre>
+     * A binary frame from the peer; `now` is passed to the flow.
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a time out of range: nothing
+     * consumed), and, before the SAS, the flow's errors for a frame it refuses
+     * (ITSME_E_AUTHENTICATION_FAILED, ITSME_E_MALFORMED_MESSAGE, ...: the flow
+     * has failed and the next step is LEAVE).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_room_session_binary(itsme_room_session *session, const uint8_t *bytes, size_t len, int64_t now)}
+     * <p>Its result must be checked (ITSME_WARN_UNUSED_RESULT).
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_room_session_binary(itsme_room_session session, byte[] bytes, SizeT len, long now);
+
+    /**
+     * <pre>
+     * The connection ended: the relay's close `code` (4009: the room was full),
+     * 0 when it ended without one.  Nothing more will arrive.
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a code above 4999).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_room_session_closed(itsme_room_session *session, uint32_t code)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_room_session_closed(itsme_room_session session, int code);
+
+    /**
+     * <pre>
+     * The host's deadline passed while waiting for the room.
+     * Errors: ITSME_E_INVALID_ARGUMENT.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_room_session_timed_out(itsme_room_session *session)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_room_session_timed_out(itsme_room_session session);
+
+    /**
+     * <pre>
+     * The host left the room after LEAVE; the next step is DONE.
+     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (the step is not
+     * LEAVE).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_room_session_left(itsme_room_session *session)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_room_session_left(itsme_room_session session);
+
+    /**
+     * <pre>
+     * The host gives up (its own failure, or the person's): a pending exchange
+     * is rejected, an Online Verify session too, and the next step is LEAVE.
+     * Errors: ITSME_E_INVALID_ARGUMENT.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_room_session_abandon(itsme_room_session *session)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_room_session_abandon(itsme_room_session session);
+
+    /**
+     * <pre>
+     * Sets *out_present to true once the peer has been in the room (the relay
+     * said so, or the host did with peer_present), else false.  The rendezvous
+     * (itsme_online_verify_rendezvous_*) reads it after each room's first event.
+     * Errors: ITSME_E_INVALID_ARGUMENT.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_room_session_peer_present(const itsme_room_session *session, _Bool *out_present)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_room_session_peer_present(itsme_room_session session, ByteByReference out_present);
+
+    /**
+     * <pre>
+     * Whether and how the room ended the session early (ITSME_ROOM_FAILURE_*;
+     * NONE while it runs, and when it ended as its flow did).
+     * Errors: ITSME_E_INVALID_ARGUMENT.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_room_session_failure(const itsme_room_session *session, itsme_room_failure *out_failure)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_room_session_failure(itsme_room_session session, IntByReference out_failure);
+
+    /**
+     * <pre>
+     * The failure's name, NUL-terminated, as the relay and the clients name it
+     * ("peer-left", "refused", "room-full", "closed", "timeout",
+     * "bad-response"; empty for none).
+     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_room_session_failure_kind(const itsme_room_session *session, char *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_room_session_failure_kind(itsme_room_session session, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * The failure as a line for a person, NUL-terminated (empty for none).
+     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_room_session_failure_message(const itsme_room_session *session, char *out, size_t cap, size_t *out_len)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_room_session_failure_message(itsme_room_session session, byte[] out, SizeT cap, SizeTByReference out_len);
 
     /**
      * <pre>
