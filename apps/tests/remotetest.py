@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import threading
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ except ImportError:  # not on PYTHONPATH: the repository's binding
     sys.path.insert(0, str(REPO / "bindings" / "python"))
     import itsme
 from itsme import ContactStore, Exchange, Identity, SecretStore  # noqa: E402
-from itsme.relay import InviteMailbox, InviteSession  # noqa: E402
+from itsme.relay import InviteEndedError, InviteMailbox, InviteSession, RelayError  # noqa: E402
 
 ALPHABET = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"
 INVITE, ACCEPT, REPLY, DECISION = 1, 2, 3, 4
@@ -127,6 +128,41 @@ class HostileMailbox(InviteMailbox):
         self.fetched = []
         self.tokens = {}
         self._dropped = {}
+        self._answering = False
+
+    def _request(self, method, path, *, headers, body=None, timeout=None):
+        """The library's request (InviteSession makes what its mailbox
+        driver says), answered as a relay would through this class's route
+        methods, which the hostile hooks override; their own requests go to
+        the real relay."""
+        if self._answering:
+            return super()._request(method, path, headers=headers, body=body, timeout=timeout)
+        self._answering = True
+        try:
+            where = urllib.parse.urlsplit(path)
+            parts = where.path.split("/")
+            invite_id, tail = parts[3], "/".join(parts[4:])
+            token = headers.get("Authorization", "").partition(" ")[2] or None
+            if (method, tail) == ("POST", ""):
+                return 201, {}, json.dumps({"token": self.create(invite_id)}).encode()
+            if (method, tail) == ("POST", "accept"):
+                return 200, {}, json.dumps({"token": self.accept(invite_id)}).encode()
+            if (method, tail) == ("POST", "messages"):
+                return 201, {}, json.dumps({"seq": self.post(invite_id, token, body)}).encode()
+            if method == "GET":
+                query = urllib.parse.parse_qs(where.query)
+                accepted, messages = self.fetch(invite_id, token, int(query["after"][0]), int(query["wait"][0]))
+                items = [{"seq": seq, "body": base64.urlsafe_b64encode(b).rstrip(b"=").decode()} for seq, b in messages]
+                return 200, {}, json.dumps({"accepted": accepted, "messages": items}).encode()
+            self.delete(invite_id, token)
+            return 204, {}, b""
+        except RelayError as error:
+            if error.status is None and not isinstance(error, InviteEndedError):
+                raise  # no answer came: the real relay could not be reached
+            status = 404 if isinstance(error, InviteEndedError) else error.status
+            return status, {}, json.dumps({"error": error.kind, "message": error.message}).encode()
+        finally:
+            self._answering = False
 
     def create(self, invite_id):
         self.tokens[invite_id] = super().create(invite_id)

@@ -2,43 +2,63 @@ import Foundation
 import ItsMeKit
 import ItsMeRelayProtocol
 
-/// A state machine carried through a room: an exchange or an Online Verify
-/// session.
-private struct RoomMachine {
-    let peekOutgoing: () -> [UInt8]?
-    let markSent: () -> Void
-    let receive: ([UInt8], Int64) throws -> Void
-    let isRunning: () -> Bool
-}
-
-/// Sends what `machine` has, feeds it every frame, until it is no longer
-/// running; then sends what is left. A refused frame leaves the room (the
-/// peer sees `peer-left`) and is thrown; a relay failure calls `onFailure`
-/// and is thrown.
-private func runInRoom(
-    _ room: RelayRoom, _ machine: RoomMachine, _ deadline: Deadline, _ now: () -> Int64, onFailure: () -> Void
+/// Carries `session` through `room` until it is done: the host's side of
+/// the core's room driver (`RoomSession`, docs/PROTOCOL.md 16.5), which
+/// holds every rule; this moves the bytes, keeps the time and pings while
+/// people decide. `decide` answers `.decide`. A frame the flow refuses is
+/// thrown (the room is left, so the peer fails too); a room that failed is
+/// thrown as `RelayError`.
+private func drive(
+    _ session: RoomSession, in room: RelayRoom, deadline: Deadline, pingInterval: Double, now: () -> Int64,
+    decide: () async throws -> Void = {}
 ) async throws {
-    func flush() async throws {
-        while let message = machine.peekOutgoing() {
-            try await room.send(message)
-            machine.markSent()
-        }
-    }
+    var pinger: Task<Void, Never>?
+    defer { pinger?.cancel() }
+    // The connection's own account of its end, more precise than the
+    // session's ("connection" with the TLS failure, say).
+    var ended: RelayError?
     do {
-        try await room.waitForPeer(timeout: deadline.remaining)
-        try await flush()
-        while machine.isRunning() {
-            let frame = try await room.receive(timeout: deadline.remaining)
-            do {
-                try machine.receive(frame, now())
-            } catch {
+        while true {
+            switch try session.next(now: now()) {
+            case .send(let message):
+                do {
+                    try await room.send(message)
+                    try session.sent()
+                } catch let error as RelayError {
+                    ended = ended ?? error
+                    try session.sendFailed()
+                }
+            case .receive:
+                switch try await room.nextInput(timeout: deadline.remaining) {
+                case nil: session.timedOut()
+                case .text(let text)?: session.event(text: text)
+                case .binary(let bytes)?: try session.frame(bytes, now: now())
+                case .ended(let code, let error)?:
+                    ended = ended ?? error
+                    session.closed(code: code)
+                }
+            case .decide:
+                if pinger == nil {
+                    pinger = Task {
+                        while !Task.isCancelled {
+                            try? await Task.sleep(nanoseconds: UInt64(pingInterval * 1e9))
+                            if Task.isCancelled { break }
+                            try? await room.ping()
+                        }
+                    }
+                }
+                try await decide()
+            case .leave:
                 await room.close()
-                throw error
+                try session.left()
+            case .done:
+                if let failure = session.failure { throw ended ?? RelayError(failure.message, kind: failure.kind) }
+                return
             }
-            try await flush()
         }
-    } catch let error as RelayError {
-        onFailure()
+    } catch {
+        if session.failure == nil { session.abandon() }
+        await room.close()
         throw error
     }
 }
@@ -66,71 +86,22 @@ private func runInRoom(
 /// (`"connection"`) leaves the exchange as it was: try again.
 @discardableResult
 public func realtimeExchange(
-    _ url: RelayURL, exchange: Exchange, timeout: Double = 300, pingInterval: Double = 30,
+    _ url: RelayURL, exchange: Exchange, timeout: Double = 300, pingInterval: Double = Double(RoomSession.pingInterval),
     now: @escaping () -> Int64, decide: (Exchange) async throws -> Bool
 ) async throws -> Exchange.State {
-    guard exchange.method == .realtime, let id = exchange.relayID else {
-        throw ItsMeError(.invalidArgument, "realtimeExchange carries a real-time exchange (an invite goes through the mailbox)")
-    }
+    let session = try RoomSession(exchange: exchange)
     let deadline = Deadline(seconds: try Checks.seconds(timeout, "timeout"))
-    let room = try await RelayRoom.join(url, roomID: try Checks.hex(id), timeout: deadline.remaining)
-    let machine = RoomMachine(
-        peekOutgoing: exchange.peekOutgoing, markSent: exchange.markSent,
-        receive: { try exchange.receive($0, now: $1) }, isRunning: { exchange.state == .awaitingPeer })
-    func peerDecided() -> Bool { !exchange.flags.isDisjoint(with: [.peerConfirmed, .peerRejected]) }
-    var pinger: Task<Void, Never>?
-    defer { pinger?.cancel() }
-    do {
-        try await runInRoom(room, machine, deadline, now, onFailure: { InviteSession.giveUp(exchange) })
-        guard exchange.state == .compareSAS else {
-            await room.close()
-            return exchange.state
-        }
-        // From here a person decides, and the peer's person too: ping.
-        pinger = Task {
-            while !Task.isCancelled {
-                try? await Task.sleep(nanoseconds: UInt64(pingInterval * 1e9))
-                if Task.isCancelled { break }
-                try? await room.ping()
-            }
-        }
-        _ = try exchange.save(now: now())
+    let room = try await RelayRoom.join(url, roomID: session.roomID, timeout: deadline.remaining)
+    try await drive(session, in: room, deadline: deadline, pingInterval: pingInterval, now: now) {
         if try await decide(exchange) { try exchange.confirm(now: now()) } else { try exchange.reject() }
-        do {
-            while let message = exchange.peekOutgoing() {
-                try await room.send(message)
-                exchange.markSent()
-            }
-        } catch is RelayError {
-            // The peer decided and left first: what it sent is still to read.
-        }
-        // Both stay until both decisions passed (PROTOCOL.md 16.5).
-        while !peerDecided(), exchange.state == .awaitingDecision || exchange.state == .rejected {
-            let frame: [UInt8]
-            do {
-                frame = try await room.receive(timeout: deadline.remaining)
-            } catch let error as RelayError where error.kind != "timeout" || exchange.state == .rejected {
-                // The peer left (or the room closed) before its decision:
-                // none came. Confirmed here, that deletes the contact.
-                if exchange.state == .awaitingDecision { try exchange.reject() }
-                break
-            }
-            do { try exchange.receive(frame, now: now()) } catch { continue }
-        }
-        if exchange.state == .awaitingDecision, peerDecided() { _ = try exchange.settle(now: now()) }
-    } catch {
-        if exchange.state == .awaitingDecision || exchange.state == .compareSAS { try? exchange.reject() }
-        await room.close()
-        throw error
     }
-    await room.close()
     return exchange.state
 }
 
 /// Runs an Online Verify session through its relay room
-/// (`OnlineVerify.roomName`, or `room`, already joined and left open) until
-/// both proofs are checked; returns the state (`.compareSAS`: both read the
-/// SAS aloud, then `OnlineVerify.confirm` or `reject`).
+/// (`OnlineVerify.roomName`, or `room`, already joined) until both proofs
+/// are checked, and leaves the room; returns the state (`.compareSAS`: both
+/// read the SAS aloud, then `OnlineVerify.confirm` or `reject`).
 ///
 /// `timeout` (seconds) bounds the whole run; `now` gives the Unix time
 /// passed to `OnlineVerify.receive`. Throws the library's `ItsMeError` when
@@ -142,25 +113,11 @@ public func onlineVerify(
     _ url: RelayURL, session: OnlineVerify, room: RelayRoom? = nil, timeout: Double = 60, now: @escaping () -> Int64
 ) async throws -> OnlineVerify.State {
     let deadline = Deadline(seconds: try Checks.seconds(timeout, "timeout"))
-    let owned = room == nil
+    let driver = RoomSession(onlineVerify: session, peerPresent: room?.peerPresent ?? false)
     let joined: RelayRoom
-    if let room { joined = room } else { joined = try await RelayRoom.join(url, roomID: session.roomName, timeout: deadline.remaining) }
-    let machine = RoomMachine(
-        peekOutgoing: session.peekOutgoing, markSent: session.markSent,
-        receive: { try session.receive($0, now: $1) }, isRunning: { session.state == .running })
-    do {
-        try await runInRoom(joined, machine, deadline, now, onFailure: { stop(session) })
-    } catch {
-        if owned { await joined.close() }
-        throw error
-    }
-    if owned { await joined.close() }
+    if let room { joined = room } else { joined = try await RelayRoom.join(url, roomID: driver.roomID, timeout: deadline.remaining) }
+    try await drive(driver, in: joined, deadline: deadline, pingInterval: Double(RoomSession.pingInterval), now: now)
     return session.state
-}
-
-/// Rejects an Online Verify session that can no longer finish.
-private func stop(_ session: OnlineVerify) {
-    if session.state == .running || session.state == .compareSAS { try? session.reject() }
 }
 
 /// Online Verify with contact `contactID` by the room rule of

@@ -58,11 +58,9 @@ enum HTTPRequester {
         var headers = HTTPHeaders()
         headers.add(name: "Host", value: url.hostHeader)
         headers.add(name: "User-Agent", value: "itsme-relay-client")
-        headers.add(name: "Accept", value: "application/json")
         headers.add(name: "Connection", value: "close")
         for (name, value) in extra { headers.add(name: name, value: value) }
         if let body {
-            headers.add(name: "Content-Type", value: "application/octet-stream")
             headers.add(name: "Content-Length", value: String(body.count))
         } else if method == .POST || method == .PUT {
             headers.add(name: "Content-Length", value: "0")

@@ -46,14 +46,14 @@ public final class InviteMailbox {
     /// `409 conflict` if the ID is in use.
     public func create(inviteID: String) async throws -> String {
         try Checks.id(inviteID, "invite ID")
-        return try tokenAnswer(try await call(RelayStatus.created, .POST, RelayPath.invite(inviteID).text))
+        return try tokenAnswer(try await call(.invite(inviteID), .POST))
     }
 
     /// Binds the caller as the invitee; returns the invitee's token.
     /// `409 conflict` if someone accepted it already.
     public func accept(inviteID: String) async throws -> String {
         try Checks.id(inviteID, "invite ID")
-        return try tokenAnswer(try await call(RelayStatus.ok, .POST, RelayPath.inviteAccept(inviteID).text))
+        return try tokenAnswer(try await call(.inviteAccept(inviteID), .POST))
     }
 
     /// Posts one message (1 to 65,536 bytes by default); returns its
@@ -62,7 +62,7 @@ public final class InviteMailbox {
     public func post(inviteID: String, token: String, body: [UInt8]) async throws -> Int {
         try Checks.id(inviteID, "invite ID")
         try Checks.token(token)
-        let data = try await call(RelayStatus.created, .POST, RelayPath.inviteMessages(inviteID).text, token: token, body: body)
+        let data = try await call(.inviteMessages(inviteID), .POST, token: token, body: body)
         struct Posted: Decodable { let seq: Int }
         guard let posted = try? JSONDecoder().decode(Posted.self, from: Data(data)), posted.seq >= 1 else {
             throw RelayError.badResponse("the relay's answer carries no sequence number")
@@ -85,7 +85,7 @@ public final class InviteMailbox {
         }
         let seconds = Int(wait)
         let data = try await call(
-            RelayStatus.ok, .GET, RelayPath.fetch(inviteID, after: after, wait: seconds), token: token,
+            .inviteMessages(inviteID), .GET, path: RelayPath.fetch(inviteID, after: after, wait: seconds), token: token,
             timeout: timeout + Double(seconds))
         struct Message: Decodable {
             let seq: Int
@@ -112,35 +112,29 @@ public final class InviteMailbox {
     public func delete(inviteID: String, token: String) async throws {
         try Checks.id(inviteID, "invite ID")
         try Checks.token(token)
-        _ = try await call(RelayStatus.noContent, .DELETE, RelayPath.invite(inviteID).text, token: token)
+        _ = try await call(.invite(inviteID), .DELETE, token: token)
     }
 
     // MARK: Requests
 
+    /// Makes `method` on `route` (at `path`, when it carries a query) with
+    /// the route's headers; the body of a success, else the refusal thrown.
     private func call(
-        _ expected: Int, _ method: HTTPMethod, _ path: String, token: String? = nil, body: [UInt8]? = nil, timeout: Double? = nil
+        _ route: RelayPath, _ method: HTTPMethod, path: String? = nil, token: String? = nil, body: [UInt8]? = nil,
+        timeout: Double? = nil
     ) async throws -> [UInt8] {
-        var headers: [(String, String)] = []
-        if let token { headers.append((RelayProtocol.authorizationHeader, RelayProtocol.authorization(token: token))) }
+        let headers = route.requestHeaders(method.rawValue, token: token).map { ($0.name, $0.value) }
         let answer = try await HTTPRequester.send(
-            url, sslContext: try context(), method: method, path: path, headers: headers, body: body,
+            url, sslContext: try context(), method: method, path: path ?? route.text, headers: headers, body: body,
             timeout: timeout ?? self.timeout, group: group)
-        if answer.status == expected { return answer.body }
+        if RelayAnswer(route, method: method.rawValue, status: answer.status) == .success { return answer.body }
         throw Self.refusal(answer)
     }
 
     /// The relay's refusal: its JSON error's kind and message when it sent
     /// one, the status, and `Retry-After`.
     static func refusal(_ answer: HTTPAnswer) -> RelayError {
-        var kind: String?
-        var message = "the relay answered \(answer.status)"
-        if let object = try? JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any] {
-            if let k = object["error"] as? String, !k.isEmpty, k.count <= 64 { kind = k }
-            if let m = object["message"] as? String, !m.isEmpty {
-                let clean = String(m.unicodeScalars.map { $0.properties.generalCategory == .control ? " " : Character($0) })
-                message = clean.count > 300 ? String(clean.prefix(300)) + "..." : clean
-            }
-        }
+        let refusal = RelayRefusal(status: answer.status, body: answer.body)
         var retryAfter: Int?
         if let header = answer.headers.first(name: RelayProtocol.retryAfterHeader)?.trimmingCharacters(in: .whitespaces),
             !header.isEmpty, header.count <= 9, header.allSatisfy({ $0.isASCII && $0.isNumber })
@@ -149,7 +143,8 @@ public final class InviteMailbox {
         }
         let ended = answer.status == RelayErrorKind.notFound.status
         return RelayError(
-            message, status: answer.status, kind: kind ?? (ended ? RelayErrorKind.notFound.rawValue : nil), retryAfter: retryAfter, inviteEnded: ended)
+            refusal.message, status: answer.status, kind: refusal.kind ?? (ended ? RelayErrorKind.notFound.rawValue : nil),
+            retryAfter: retryAfter, inviteEnded: ended)
     }
 
     private func tokenAnswer(_ data: [UInt8]) throws -> String {

@@ -295,12 +295,6 @@ public final class InviteSession {
     private static func isPending(_ state: Exchange.State) -> Bool {
         state == .awaitingPeer || state == .compareSAS || state == .awaitingDecision
     }
-
-    /// Rejects a pending exchange whose room failed, when nothing was
-    /// saved; an exchange the host saved is left for the host to decide.
-    static func giveUp(_ exchange: Exchange) {
-        if exchange.contactID == nil, isPending(exchange.state) { try? exchange.reject() }
-    }
 }
 
 extension InviteSession: CustomStringConvertible {

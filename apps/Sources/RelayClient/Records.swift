@@ -45,6 +45,7 @@ public final class RecordStore {
         try Checks.id(id, "record ID")
         guard !bytes.isEmpty else { throw ItsMeError(.invalidArgument, "a record is at least 1 byte") }
         let answer = try await send(.PUT, id, body: bytes)
+        guard RelayAnswer(.record(id), method: "PUT", status: answer.status) == .success else { throw Self.refusal(answer) }
         switch answer.status {
         case RelayStatus.created:
             struct Created: Decodable {
@@ -57,10 +58,8 @@ public final class RecordStore {
                 throw RelayError.badResponse("the relay's answer carries no valid delete token")
             }
             return created.deleteToken
-        case RelayStatus.ok:
-            return nil
         default:
-            throw Self.refusal(answer)
+            return nil // the same bytes again: the token was given then, once
         }
     }
 
@@ -69,7 +68,7 @@ public final class RecordStore {
     public func get(id: String) async throws -> [UInt8] {
         try Checks.id(id, "record ID")
         let answer = try await send(.GET, id)
-        guard answer.status == RelayStatus.ok else { throw Self.refusal(answer) }
+        guard RelayAnswer(.record(id), method: "GET", status: answer.status) == .success else { throw Self.refusal(answer) }
         guard !answer.body.isEmpty else { throw RelayError.badResponse("the relay answered an empty record") }
         return answer.body
     }
@@ -79,17 +78,19 @@ public final class RecordStore {
     public func delete(id: String, token: String) async throws {
         try Checks.id(id, "record ID")
         try Checks.token(token)
-        let answer = try await send(.DELETE, id, headers: [(RelayProtocol.authorizationHeader, RelayProtocol.authorization(token: token))])
-        guard answer.status == RelayStatus.noContent else { throw Self.refusal(answer) }
+        let answer = try await send(.DELETE, id, token: token)
+        guard RelayAnswer(.record(id), method: "DELETE", status: answer.status) == .success else { throw Self.refusal(answer) }
     }
 
     // MARK: Requests
 
-    private func send(_ method: HTTPMethod, _ id: String, headers: [(String, String)] = [], body: [UInt8]? = nil) async throws
+    private func send(_ method: HTTPMethod, _ id: String, token: String? = nil, body: [UInt8]? = nil) async throws
         -> HTTPAnswer
     {
-        try await HTTPRequester.send(
-            url, sslContext: try context(), method: method, path: RelayPath.record(id).text, headers: headers, body: body,
+        let route = RelayPath.record(id)
+        return try await HTTPRequester.send(
+            url, sslContext: try context(), method: method, path: route.text,
+            headers: route.requestHeaders(method.rawValue, token: token).map { ($0.name, $0.value) }, body: body,
             timeout: timeout, group: group)
     }
 

@@ -24,6 +24,13 @@ public enum RoomEvent: Sendable, Equatable {
     case message([UInt8])
 }
 
+/// What a room sends, as it came (`RelayRoom.nextInput`).
+enum RoomInput {
+    case text([UInt8])
+    case binary([UInt8])
+    case ended(code: Int?, error: RelayError)
+}
+
 /// A connection to a relay room (docs/PROTOCOL.md 15.3), a WebSocket
 /// (`wss://` for an https:// relay): at most two peers, whose binary frames
 /// the relay forwards unchanged and never stores.
@@ -125,6 +132,26 @@ public final class RelayRoom: @unchecked Sendable {
         case .failed(let error):
             if let e = error as? RelayError { return e }
             return .connection("the room connection failed (\(HTTPRequester.describe(error)))")
+        }
+    }
+
+    /// What the room sends next, as it came, for a driver that reads the
+    /// relay's events itself (the core's `RoomSession`): a text frame, a
+    /// binary frame, or the end of the connection (the relay's close code,
+    /// nil when none came, and the error that says so); nil when nothing
+    /// arrived within `timeout` seconds.
+    func nextInput(timeout: Double) async throws -> RoomInput? {
+        let seconds = try Checks.seconds(timeout, "timeout")
+        while true {
+            switch try await link.inbox.next(timeout: seconds) {
+            case .timedOut: return nil
+            case .opened: continue
+            case .binary(let bytes): return .binary(bytes)
+            case .text(let text): return .text(Array(text.utf8))
+            case .ended(let end):
+                if case .closed(let code) = end { return .ended(code: code, error: Self.closedError(end)) }
+                return .ended(code: nil, error: Self.closedError(end))
+            }
         }
     }
 

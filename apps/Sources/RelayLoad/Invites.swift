@@ -45,7 +45,7 @@ final class HTTPConn: ChannelInboundHandler, @unchecked Sendable {
         headers.add(name: "Host", value: host)
         if let token { headers.add(name: RelayProtocol.authorizationHeader, value: RelayProtocol.authorization(token: token)) }
         if let body {
-            headers.add(name: "Content-Type", value: "application/octet-stream")
+            headers.add(name: RelayProtocol.contentTypeHeader, value: RelayProtocol.bytesContentType)
             headers.add(name: "Content-Length", value: String(body.readableBytes))
         } else if method == .POST || method == .PUT {
             headers.add(name: "Content-Length", value: "0")

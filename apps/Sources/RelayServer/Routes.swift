@@ -23,13 +23,7 @@ struct RelayResponder: HTTPResponder {
     let logger: Logger
 
     private static func allowed(_ route: RelayPath) -> [HTTPRequest.Method] {
-        switch route {
-        case .invite: return [.post, .delete]
-        case .inviteAccept: return [.post]
-        case .inviteMessages: return [.get, .post]
-        case .record: return [.get, .put, .delete]
-        case .room, .group, .health, .metrics: return [.get]
-        }
+        route.methods.compactMap { HTTPRequest.Method($0) }
     }
 
     func respond(to request: Request, context: RelayContext) async throws -> Response {

@@ -58,12 +58,29 @@ import socket
 import ssl
 import time
 import urllib.parse
-from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ._contacts import ContactStore, ExchangeMethod
-from ._errors import InvalidStateError, ItsMeError, Result
-from ._exchange import Exchange, ExchangeFlags, ExchangeState
-from ._mailbox import MailboxOutcome, MailboxRequest, MailboxSession, OnlineVerifyRendezvous
+from ._errors import ItsMeError
+from ._exchange import Exchange, ExchangeState
+from ._mailbox import (
+    ROOM_PING_INTERVAL,
+    MailboxOutcome,
+    MailboxRequest,
+    MailboxSession,
+    OnlineVerifyRendezvous,
+    RelayAnswer,
+    RelayHeader,
+    RelayRoute,
+    RoomFailure,
+    RoomSession,
+    RoomStep,
+    relay_answer,
+    relay_header_name,
+    relay_path,
+    relay_refusal,
+    relay_request_headers,
+)
 from ._online_verify import OnlineVerify, OnlineVerifyState
 from ._random import DeterministicRandom
 from ._voice import CallBinding
@@ -79,8 +96,6 @@ __all__ = [
     "start_online_verify",
 ]
 
-_ID = re.compile(r"[0-9a-f]{32}")
-_TOKEN = re.compile(r"[A-Za-z0-9_-]{43}")
 _BASE64URL = re.compile(r"[A-Za-z0-9_-]*")
 # The relay holds a fetch for at most 30 seconds (15.2).
 _WAIT_MAX = 30.0
@@ -148,16 +163,16 @@ class InviteEndedError(RelayError):
 # -- HTTP ------------------------------------------------------------------------------
 
 
-def _check_id(value: str, what: str = "id") -> str:
-    if not isinstance(value, str) or not _ID.fullmatch(value):
-        raise ValueError(f"{what} must be 32 lowercase hex digits")
-    return value
-
-
-def _check_token(token: str) -> str:
-    if not isinstance(token, str) or not _TOKEN.fullmatch(token):
-        raise ValueError("token must be the 43 base64url characters the relay gave")
-    return token
+def _is_token(token: object) -> bool:
+    """Whether ``token`` has a relay token's form, by the library's rule
+    (a token it would present)."""
+    if not isinstance(token, str):
+        return False
+    try:
+        relay_request_headers(RelayRoute.INVITE, "DELETE", token)
+    except ValueError:
+        return False
+    return True
 
 
 def _b64url_decode(text: Any) -> bytes:
@@ -169,8 +184,18 @@ def _b64url_decode(text: Any) -> bytes:
         raise RelayError("the relay sent a message body that is not base64url", kind="bad-response") from error
 
 
-def _b64url_encode(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+def _refusal(
+    cls: "type[RelayError]", status: int, headers: Any, body: bytes, message: Optional[str] = None
+) -> RelayError:
+    """The relay's refusal as the library reads it (its kind and message),
+    with the seconds it asked to wait; ``message`` says it in the caller's
+    words instead."""
+    kind, said = relay_refusal(status, body)
+    retry_after = None
+    header = headers.get(relay_header_name(RelayHeader.RETRY_AFTER))
+    if header is not None and header.strip().isdigit():
+        retry_after = int(header.strip())
+    return cls(message or said, status=status, kind=kind, retry_after=retry_after)
 
 
 class InviteMailbox:
@@ -229,16 +254,12 @@ class InviteMailbox:
         method: str,
         path: str,
         *,
-        token: Optional[str] = None,
+        headers: Dict[str, str],
         body: Optional[bytes] = None,
         timeout: Optional[float] = None,
     ) -> Tuple[int, Any, bytes]:
-        headers = {"Accept": "application/json"}
-        if token is not None:
-            headers["Authorization"] = f"Bearer {_check_token(token)}"
-        if body is not None:
-            headers["Content-Type"] = "application/octet-stream"
-        elif method == "POST":
+        headers = dict(headers)
+        if body is None and method in ("POST", "PUT"):
             headers["Content-Length"] = "0"
         limit = self._timeout if timeout is None else timeout
         for attempt in (1, 2):
@@ -286,30 +307,32 @@ class InviteMailbox:
             raise RelayError("the relay's answer is not a JSON object", kind="bad-response")
         return value
 
-    def _call(self, expected: int, method: str, path: str, **kwargs: Any) -> bytes:
-        status, headers, data = self._request(method, path, **kwargs)
-        if status == expected:
+    def _call(
+        self,
+        route: RelayRoute,
+        method: str,
+        relay_id: str,
+        *,
+        path: Optional[str] = None,
+        token: Optional[str] = None,
+        body: Optional[bytes] = None,
+        timeout: Optional[float] = None,
+    ) -> bytes:
+        """Makes ``method`` on ``route`` for ``relay_id`` (at ``path`` when
+        it carries a query) with the library's headers for it; the body of a
+        success, else the refusal raised as the library reads it."""
+        where = relay_path(route, relay_id)
+        headers = relay_request_headers(route, method, token)
+        status, answer_headers, data = self._request(method, path or where, headers=headers, body=body, timeout=timeout)
+        meaning = relay_answer(route, method, status)
+        if meaning == RelayAnswer.SUCCESS:
             return data
-        kind, message = None, f"the relay answered {status}"
-        try:
-            error = json.loads(data.decode("utf-8"))
-            if isinstance(error, dict):
-                kind = error.get("error") if isinstance(error.get("error"), str) else None
-                if isinstance(error.get("message"), str) and error["message"]:
-                    message = error["message"]
-        except (UnicodeDecodeError, ValueError):
-            pass
-        retry_after = None
-        header = headers.get("Retry-After")
-        if header is not None and header.strip().isdigit():
-            retry_after = int(header.strip())
-        cls = InviteEndedError if status == 404 else RelayError
-        raise cls(message, status=status, kind=kind or ("not-found" if status == 404 else None), retry_after=retry_after)
+        raise _refusal(InviteEndedError if meaning == RelayAnswer.GONE else RelayError, status, answer_headers, data)
 
     def _token_answer(self, data: bytes) -> str:
         answer = self._json(data)
         token = answer.get("token")
-        if not isinstance(token, str) or not _TOKEN.fullmatch(token):
+        if not isinstance(token, str) or not _is_token(token):
             raise RelayError("the relay's answer carries no valid token", kind="bad-response")
         expires = answer.get("expires")
         self.last_expires = float(expires) if isinstance(expires, (int, float)) else None
@@ -320,22 +343,19 @@ class InviteMailbox:
     def create(self, invite_id: str) -> str:
         """Creates the invite ``invite_id``; returns the inviter's token.
         ``409 conflict`` if the ID is in use."""
-        path = f"/v1/invites/{_check_id(invite_id, 'invite_id')}"
-        return self._token_answer(self._call(201, "POST", path))
+        return self._token_answer(self._call(RelayRoute.INVITE, "POST", invite_id))
 
     def accept(self, invite_id: str) -> str:
         """Binds the caller as the invitee; returns the invitee's token.
         ``409 conflict`` if someone accepted it already."""
-        path = f"/v1/invites/{_check_id(invite_id, 'invite_id')}/accept"
-        return self._token_answer(self._call(200, "POST", path))
+        return self._token_answer(self._call(RelayRoute.INVITE_ACCEPT, "POST", invite_id))
 
     def post(self, invite_id: str, token: str, body: bytes) -> int:
         """Posts one message (1 to 65,536 bytes); returns its sequence number."""
         if not isinstance(body, (bytes, bytearray, memoryview)):
             raise TypeError(f"body must be bytes, not {type(body).__name__}")
         body = bytes(body)
-        path = f"/v1/invites/{_check_id(invite_id, 'invite_id')}/messages"
-        answer = self._json(self._call(201, "POST", path, token=token, body=body))
+        answer = self._json(self._call(RelayRoute.INVITE_MESSAGES, "POST", invite_id, token=token, body=body))
         seq = answer.get("seq")
         if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
             raise RelayError("the relay's answer carries no sequence number", kind="bad-response")
@@ -352,8 +372,10 @@ class InviteMailbox:
             raise ValueError("wait must be 0 to 30 seconds")
         seconds = int(wait)
         query = urllib.parse.urlencode({"after": after, "wait": seconds})
-        path = f"/v1/invites/{_check_id(invite_id, 'invite_id')}/messages?{query}"
-        answer = self._json(self._call(200, "GET", path, token=token, timeout=self._timeout + seconds))
+        path = f"{relay_path(RelayRoute.INVITE_MESSAGES, invite_id)}?{query}"
+        answer = self._json(
+            self._call(RelayRoute.INVITE_MESSAGES, "GET", invite_id, path=path, token=token, timeout=self._timeout + seconds)
+        )
         accepted, messages = answer.get("accepted"), answer.get("messages")
         if not isinstance(accepted, bool) or not isinstance(messages, list):
             raise RelayError("the relay's answer is not a list of messages", kind="bad-response")
@@ -367,7 +389,7 @@ class InviteMailbox:
 
     def delete(self, invite_id: str, token: str) -> None:
         """Ends the invite (either side's token): the relay erases it."""
-        self._call(204, "DELETE", f"/v1/invites/{_check_id(invite_id, 'invite_id')}", token=token)
+        self._call(RelayRoute.INVITE, "DELETE", invite_id, token=token)
 
     def __repr__(self) -> str:
         return f"<InviteMailbox {self.base_url}>"
@@ -377,27 +399,6 @@ class InviteMailbox:
 
 
 _PENDING = (ExchangeState.AWAITING_PEER, ExchangeState.COMPARE_SAS, ExchangeState.AWAITING_DECISION)
-_PEER_DECIDED = ExchangeFlags.PEER_CONFIRMED | ExchangeFlags.PEER_REJECTED
-
-
-def _peer_decided(exchange: Exchange) -> bool:
-    return bool(exchange.flags & _PEER_DECIDED)
-
-
-def _at_sas(exchange: Exchange) -> bool:
-    """Whether the SAS is ready to compare (a function, so that a type
-    checker does not take the state as fixed after the test)."""
-    return exchange.state == ExchangeState.COMPARE_SAS
-
-
-def _give_up(exchange: Exchange) -> None:
-    """Rejects a pending exchange whose room failed before its SAS (nothing
-    was saved yet)."""
-    try:
-        if exchange.state in _PENDING:
-            exchange.reject()
-    except InvalidStateError:
-        pass  # already finished
 
 
 class InviteSession:
@@ -447,6 +448,8 @@ class InviteSession:
         # The library's driver (docs/PROTOCOL.md 16.5): this class only
         # moves its requests over HTTP.
         self._core = MailboxSession(exchange, _saved)
+        # The relay may hold the step's fetch this many seconds.
+        self._wait = 0
 
     # -- state ---------------------------------------------------------------
 
@@ -509,41 +512,30 @@ class InviteSession:
         """
         if not 0 <= wait <= _WAIT_MAX:
             raise ValueError("wait must be 0 to 30 seconds")
-        self._core.begin(int(wait))
+        self._wait = int(wait)
+        self._core.begin(self._wait)
         self._run(now)
         return self.exchange.state
 
     def _run(self, now: Optional[int]) -> None:
-        """Makes the library's requests until it says the step is over."""
-        core = self._core
+        """Makes the library's requests, as it writes them, until it says
+        the step is over; gives it each answer as the relay sent it."""
+        core, mailbox = self._core, self.mailbox
         while True:
             request = core.next_request()
             if request in (MailboxRequest.IDLE, MailboxRequest.DONE):
                 return
+            method, path, headers = core.request_method(), core.request_path(), core.request_headers()
+            body = core.request_body() or None
             try:
-                status, body = self._perform(request)
-            except InviteEndedError as error:
-                if core.answer(404, b"", now) == MailboxOutcome.INVITE_ENDED:
-                    raise InviteEndedError(
-                        "the invite is no longer on the relay: the other side ended it (its check failed, or it "
-                        "gave up), or it expired; this exchange is rejected, start a new one",
-                        status=error.status,
-                        kind=error.kind,
-                    ) from error
-                continue
-            except RelayError as error:
-                if error.kind == "conflict" and request in (MailboxRequest.CREATE, MailboxRequest.ACCEPT):
-                    core.answer(409, b"", now)
-                    what = (
-                        "an invite with this ID already exists: start a new exchange"
-                        if self.is_inviter
-                        else "someone else already accepted this invite: ask for a new one"
-                    )
-                    raise RelayError(what, status=error.status, kind=error.kind) from error
-                core.answer(0, b"", now)
+                status, answer_headers, data = mailbox._request(
+                    method, path, headers=headers, body=body, timeout=mailbox._timeout + self._wait
+                )
+            except RelayError:
+                core.answer(0, b"", now)  # no answer: the step ends, nothing changed
                 raise
             try:
-                core.answer(status, body, now)
+                outcome = core.answer(status, data, now)
             except ItsMeError:
                 # Refused: the exchange has failed.  End the invite now, so
                 # that the other side fails too instead of waiting (if the
@@ -554,28 +546,25 @@ class InviteSession:
                     except RelayError:
                         pass
                 raise
-
-    def _perform(self, request: MailboxRequest) -> Tuple[int, bytes]:
-        """Makes one request through the mailbox; the relay's status and a
-        body of the route's form."""
-        mailbox, relay_id = self.mailbox, self.relay_id
-        if request == MailboxRequest.CREATE:
-            return 201, json.dumps({"token": mailbox.create(relay_id)}).encode()
-        if request == MailboxRequest.ACCEPT:
-            return 200, json.dumps({"token": mailbox.accept(relay_id)}).encode()
-        token = self._core.token()
-        if token is None:
-            raise ItsMeError(Result.ITSME_E_INTERNAL, "the library asked for a request that needs a token before one")
-        if request == MailboxRequest.POST:
-            return 201, json.dumps({"seq": mailbox.post(relay_id, token, self._core.request_body())}).encode()
-        if request == MailboxRequest.FETCH:
-            query = urllib.parse.parse_qs(urllib.parse.urlsplit(self._core.request_path()).query)
-            after, wait = int(query["after"][0]), int(query["wait"][0])
-            accepted, messages = mailbox.fetch(relay_id, token, after=after, wait=wait)
-            items = [{"seq": seq, "body": _b64url_encode(body)} for seq, body in messages]
-            return 200, json.dumps({"accepted": accepted, "messages": items}).encode()
-        mailbox.delete(relay_id, token)
-        return 204, b""
+            if outcome == MailboxOutcome.PROCEED:
+                continue
+            if outcome == MailboxOutcome.INVITE_ENDED:
+                raise _refusal(
+                    InviteEndedError,
+                    status,
+                    answer_headers,
+                    data,
+                    "the invite is no longer on the relay: the other side ended it (its check failed, or it "
+                    "gave up), or it expired; this exchange is rejected, start a new one",
+                )
+            if outcome == MailboxOutcome.CONFLICT:
+                what = (
+                    "an invite with this ID already exists: start a new exchange"
+                    if self.is_inviter
+                    else "someone else already accepted this invite: ask for a new one"
+                )
+                raise _refusal(RelayError, status, answer_headers, data, what)
+            raise _refusal(RelayError, status, answer_headers, data)
 
     def finish(self) -> None:
         """Ends the invite on the relay now (idempotent).  :meth:`step`
@@ -623,23 +612,16 @@ def _room_base(base_url: str) -> str:
     return urllib.parse.urlunsplit((schemes[parsed.scheme], parsed.netloc, parsed.path.rstrip("/"), "", ""))
 
 
-_CLOSE_REASONS = {
-    4009: ("room-full", "the room already holds two people"),
-    4000: ("closed", "the room was idle for too long and the relay closed it"),
-    1001: ("closed", "the relay is shutting down"),
-    1009: ("closed", "a frame was too large for the relay"),
-}
-
-
 class Room:
-    """A connection to the relay room ``room_id`` (docs/PROTOCOL.md 15.3).
+    """A connection to the relay room ``room_id`` (docs/PROTOCOL.md 15.3), a
+    WebSocket at the path the library gives.
 
-    The relay speaks in JSON text events (``waiting``, ``peer-joined``,
-    ``peer-left``, ``refused``); the peers in binary frames, which the relay
-    forwards unchanged.  ``base_url`` is the relay's (``https://`` becomes
-    ``wss://``).  Needs the ``websockets`` package.  Failures raise
-    :class:`RelayError` (``kind`` ``"peer-left"``, ``"refused"``,
-    ``"room-full"``, ``"closed"``, ``"timeout"`` or ``"connection"``).
+    It moves frames and nothing else: what the relay and the peer send is
+    read as it came (:meth:`next_input`), and the library's room driver
+    (:func:`realtime_exchange`, :func:`online_verify`) gives it its meaning.
+    ``base_url`` is the relay's (``https://`` becomes ``wss://``).  Needs
+    the ``websockets`` package.  Joining fails with :class:`RelayError`
+    (``kind`` ``"timeout"`` or ``"connection"``).
     """
 
     def __init__(
@@ -651,14 +633,14 @@ class Room:
         ssl_context: Optional[ssl.SSLContext] = None,
     ) -> None:
         connect = _websocket_connect()
-        self.room_id = _check_id(room_id, "room_id")
-        self.url = f"{_room_base(base_url)}/v1/rooms/{room_id}"
+        self.room_id = room_id
+        self.url = _room_base(base_url) + relay_path(RelayRoute.ROOM, room_id)
         options: Dict[str, Any] = {"open_timeout": open_timeout, "close_timeout": 2, "max_size": _FRAME_MAX}
         options["compression"] = None
         if "ping_interval" in inspect.signature(connect).parameters:
             # Keeps the room alive while a person decides (15.3): a ping
-            # every 30 seconds counts as activity and is not forwarded.
-            options["ping_interval"] = 30
+            # counts as activity and is not forwarded.
+            options["ping_interval"] = ROOM_PING_INTERVAL
         if ssl_context is not None:
             options["ssl"] = ssl_context
         try:
@@ -674,11 +656,9 @@ class Room:
         except Exception as error:  # websockets' handshake errors, OSError
             status = getattr(getattr(error, "response", None), "status_code", None)
             raise RelayError(f"cannot join the room ({error})", status=status, kind="connection") from error
-        #: Whether the other peer is in the room, as far as the events said.
-        self.peer_present = False
 
     def close(self) -> None:
-        """Leaves the room (the peer gets ``peer-left``)."""
+        """Leaves the room (the peer gets ``peer-left``); idempotent."""
         try:
             self._context.__exit__(None, None, None)
         except Exception:
@@ -690,145 +670,112 @@ class Room:
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
 
-    def _closed_error(self, error: Exception) -> RelayError:
-        received = getattr(error, "rcvd", None)  # the close frame, if one came
-        code = getattr(received, "code", None)
-        reason = _CLOSE_REASONS.get(code) if isinstance(code, int) else None
-        kind, message = reason or ("closed", f"the relay closed the room connection (code {code})")
-        return RelayError(message, kind=kind)
-
-    def next_event(self, timeout: Optional[float]) -> Tuple[str, Union[bytes, Dict[str, Any]]]:
-        """The next thing that arrives: ``("binary", bytes)`` or
-        ``("event", dict)``.  Raises :class:`RelayError` (``"timeout"``
-        when nothing arrived within ``timeout`` seconds; None waits)."""
+    def next_input(self, timeout: Optional[float]) -> Tuple[str, Any]:
+        """What the room sends next, as it came: ``("text", bytes)`` (an
+        event of the relay, JSON), ``("binary", bytes)`` (the peer's
+        frame), ``("closed", code)`` (the connection ended; the relay's
+        close code, None when none came), or ``("timeout", None)`` when
+        nothing arrived within ``timeout`` seconds (None waits)."""
         from websockets.exceptions import ConnectionClosed
 
         try:
             message = self._ws.recv(timeout=timeout)
-        except TimeoutError as error:
-            raise RelayError("nothing arrived from the room in time", kind="timeout") from error
+        except TimeoutError:
+            return "timeout", None
         except ConnectionClosed as error:
-            raise self._closed_error(error) from error
+            received = getattr(error, "rcvd", None)  # the close frame, if one came
+            code = getattr(received, "code", None)
+            return "closed", code if isinstance(code, int) else None
         if isinstance(message, bytes):
             return "binary", message
-        try:
-            event = json.loads(message)
-        except ValueError as error:
-            raise RelayError("the relay sent a text frame that is not JSON", kind="bad-response") from error
-        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-            raise RelayError("the relay sent an event without a type", kind="bad-response")
-        if event["type"] == "peer-joined":
-            self.peer_present = True
-        elif event["type"] == "peer-left":
-            self.peer_present = False
-        return "event", event
-
-    def wait_for_peer(self, timeout: Optional[float]) -> None:
-        """Returns once the other peer is in the room (``peer-joined``)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not self.peer_present:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            kind, value = self.next_event(remaining)
-            if kind == "binary":
-                raise RelayError("a frame arrived before the peer joined", kind="bad-response")
-
-    def ping(self) -> None:
-        """Sends a WebSocket ping: it keeps the room from closing as idle
-        while a person decides (docs/PROTOCOL.md 15.3), and is not
-        forwarded.  The connection also pings by itself every 30 seconds."""
-        from websockets.exceptions import ConnectionClosed
-
-        try:
-            self._ws.ping()
-        except ConnectionClosed as error:
-            raise self._closed_error(error) from error
+        return "text", message.encode("utf-8")
 
     def send(self, data: bytes) -> None:
-        """Sends one binary frame to the peer."""
+        """Sends one binary frame to the peer; :class:`RelayError`
+        (``"closed"``) when the connection has ended."""
         from websockets.exceptions import ConnectionClosed
 
         try:
             self._ws.send(bytes(data))
         except ConnectionClosed as error:
-            raise self._closed_error(error) from error
+            raise RelayError("the room connection closed", kind="closed") from error
 
-    def receive(self, timeout: Optional[float]) -> bytes:
-        """The peer's next binary frame.  ``peer-left`` and ``refused``
-        raise :class:`RelayError` of that kind."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            kind, value = self.next_event(remaining)
-            if isinstance(value, bytes):  # kind "binary"
-                return value
-            if value["type"] == "peer-left":
-                raise RelayError("the other person left the room", kind="peer-left")
-            if value["type"] == "refused":
-                raise RelayError(
-                    f"the relay refused a frame ({value.get('reason', 'no reason given')})", kind="refused"
-                )
+    def ping(self) -> None:
+        """Sends a WebSocket ping: it keeps the room from closing as idle
+        while a person decides (docs/PROTOCOL.md 15.3), and is not
+        forwarded.  The connection also pings by itself every
+        ``ROOM_PING_INTERVAL`` seconds."""
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            self._ws.ping()
+        except ConnectionClosed as error:
+            raise RelayError("the room connection closed", kind="closed") from error
 
     def __repr__(self) -> str:
-        return f"<Room {self.room_id[:8]}... peer={'yes' if self.peer_present else 'no'}>"
+        return f"<Room {self.room_id[:8]}...>"
 
 
-class _RoomMachine(Protocol):
-    """What :func:`_run_in_room` drives: an :class:`Exchange` or an
-    :class:`OnlineVerify` session."""
+def _feed(session: RoomSession, arrived: Tuple[str, Any], now: Optional[int]) -> None:
+    """Gives the room driver what the room sent."""
+    kind, value = arrived
+    if kind == "text":
+        session.text(value)
+    elif kind == "binary":
+        session.binary(value, now)
+    elif kind == "closed":
+        session.connection_closed(value)
+    else:
+        session.timed_out()
 
-    @property
-    def state(self) -> int: ...
 
-    def next_outgoing(self) -> bytes: ...
+def _room_failure(session: RoomSession) -> Optional[RelayError]:
+    """The error for a room that ended the session early, else None."""
+    if session.failure() == RoomFailure.NONE:
+        return None
+    return RelayError(session.failure_message(), kind=session.failure_kind())
 
-    def receive(self, data: bytes, now: Optional[int] = None) -> None: ...
 
-
-def _run_in_room(
+def _drive(
     room: Room,
-    machine: _RoomMachine,
-    running: int,
+    session: RoomSession,
     deadline: float,
     now: Optional[int],
-    on_failure: Callable[[], None],
+    decide: Callable[[], None] = lambda: None,
 ) -> None:
-    """Sends what ``machine`` has, feeds it every frame, until its state is
-    no longer ``running``; then sends what is left.  A refused frame closes
-    the room (the peer sees ``peer-left``) and is raised; a relay failure
-    calls ``on_failure`` and is raised."""
-
-    def flush() -> None:
+    """Carries ``session`` through ``room`` until it is done: the host's
+    side of the library's room driver (``itsme_room_session``), which holds
+    every rule; this moves frames and keeps time (the connection pings by
+    itself).  ``decide`` answers the DECIDE step.  A frame the flow refuses
+    is raised (the room is left, so the peer fails too); a room that failed
+    raises :class:`RelayError`."""
+    try:
         while True:
-            message = machine.next_outgoing()
-            if not message:
-                return
-            room.send(message)
-
-    try:
-        room.wait_for_peer(max(0.0, deadline - time.monotonic()))
-        flush()
-        while machine.state == running:
-            frame = room.receive(max(0.0, deadline - time.monotonic()))
-            try:
-                machine.receive(frame, now)
-            except ItsMeError:
+            step = session.next(now)
+            if step == RoomStep.SEND:
+                try:
+                    room.send(session.message())
+                except RelayError:
+                    session.send_failed()
+                else:
+                    session.sent()
+            elif step == RoomStep.RECEIVE:
+                _feed(session, room.next_input(max(0.0, deadline - time.monotonic())), now)
+            elif step == RoomStep.DECIDE:
+                decide()
+            elif step == RoomStep.LEAVE:
                 room.close()
-                raise
-            flush()
-    except RelayError:
-        on_failure()
+                session.left()
+            else:
+                failure = _room_failure(session)
+                if failure is not None:
+                    raise failure
+                return
+    except BaseException:
+        if session.failure() == RoomFailure.NONE:
+            session.abandon()
+        room.close()
         raise
-
-
-def _stop(session: OnlineVerify) -> None:
-    """Rejects an Online Verify session that can no longer finish (one that
-    ended, ``BINDING_DIFFERS`` or ``OTHER_CALL`` included, is left as it
-    is)."""
-    try:
-        if session.state in (OnlineVerifyState.RUNNING, OnlineVerifyState.COMPARE_SAS):
-            session.reject()
-    except ItsMeError:
-        pass
 
 
 def realtime_exchange(
@@ -852,63 +799,30 @@ def realtime_exchange(
     saved and ``decide(exchange)`` is called: it shows
     :attr:`Exchange.sas` and returns True when the person says it matches
     (the connection pings the room meanwhile, so it does not close as
-    idle).  This side's decision is sent, the peer's awaited, and
-    :meth:`Exchange.settle` applies it; the room is left once both passed.
-    A ``peer-left`` before the peer's decision counts as none: the
-    exchange is rejected.  Raises the library's error when a frame is
+    idle).  This side's decision is sent, the peer's awaited and applied;
+    the room is left once both passed.  A ``peer-left`` before the peer's
+    decision counts as none: the exchange is rejected.  Every rule is the
+    library's room driver's.  Raises the library's error when a frame is
     refused before the SAS (the room is left, so the peer fails too), and
     :class:`RelayError` (``"peer-left"``, ``"timeout"``...) when the room
     fails before the SAS, after rejecting the exchange.  A room that cannot
     be joined at all (``"connection"``) leaves the exchange as it was: try
     again.
     """
-    if exchange.method != ExchangeMethod.REALTIME:
-        raise ValueError("realtime_exchange carries a real-time exchange (an invite goes through the mailbox)")
+    session = RoomSession(exchange)
     deadline = time.monotonic() + timeout
-    with Room(base_url, exchange.relay_id, open_timeout=timeout, ssl_context=ssl_context) as room:
-        _run_in_room(room, exchange, ExchangeState.AWAITING_PEER, deadline, now, lambda: _give_up(exchange))
-        if not _at_sas(exchange):
-            return exchange.state
-        try:
-            exchange.save(now)
-            if decide(exchange):
-                exchange.confirm(now)
-            else:
-                exchange.reject()
-            try:
-                while True:
-                    message = exchange.next_outgoing()
-                    if not message:
-                        break
-                    room.send(message)
-            except RelayError:
-                pass  # the peer decided and left first: what it sent is still to read
-            # Both stay until both decisions passed (docs/PROTOCOL.md 16.5).
-            while (
-                exchange.state in (ExchangeState.AWAITING_DECISION, ExchangeState.REJECTED)
-                and not _peer_decided(exchange)
-            ):
-                try:
-                    frame = room.receive(max(0.0, deadline - time.monotonic()))
-                except RelayError as error:
-                    if error.kind == "timeout" and exchange.state == ExchangeState.AWAITING_DECISION:
-                        raise
-                    if exchange.state == ExchangeState.AWAITING_DECISION:
-                        exchange.reject()  # the peer left before its decision: none came
-                    break
-                try:
-                    exchange.receive(frame, now)
-                except ItsMeError:
-                    continue  # refused; this side's decision stands, the peer's may still come
-            if exchange.state == ExchangeState.AWAITING_DECISION and _peer_decided(exchange):
-                exchange.settle(now)
-        except BaseException:
-            if exchange.state in (ExchangeState.COMPARE_SAS, ExchangeState.AWAITING_DECISION):
-                try:
-                    exchange.reject()
-                except ItsMeError:
-                    pass
-            raise
+
+    def decide_now() -> None:
+        if decide(exchange):
+            exchange.confirm(now)
+        else:
+            exchange.reject()
+
+    room = Room(base_url, exchange.relay_id, open_timeout=timeout, ssl_context=ssl_context)
+    try:
+        _drive(room, session, deadline, now, decide_now)
+    finally:
+        session.close()
     return exchange.state
 
 
@@ -922,9 +836,9 @@ def online_verify(
     ssl_context: Optional[ssl.SSLContext] = None,
 ) -> OnlineVerifyState:
     """Runs an Online Verify session through its relay room
-    (:attr:`OnlineVerify.room`, or the ``room`` given, already joined) until
-    the peer's proof is checked (the state is no longer ``RUNNING``);
-    returns the state:
+    (:attr:`OnlineVerify.room`, or the ``room`` given, already joined and
+    the peer in it) until the peer's proof is checked (the state is no
+    longer ``RUNNING``), and leaves the room; returns the state:
 
     * ``COMPARE_SAS``: both read the SAS aloud, then
       :meth:`OnlineVerify.confirm` or ``reject``;
@@ -941,14 +855,13 @@ def online_verify(
     session is then rejected: start a new one).
     """
     deadline = time.monotonic() + timeout
-    owned = room is None
-    if room is None:
-        room = Room(base_url, session.room, open_timeout=timeout, ssl_context=ssl_context)
+    driver = RoomSession(session, peer_present=room is not None)
     try:
-        _run_in_room(room, session, OnlineVerifyState.RUNNING, deadline, now, lambda: _stop(session))
+        if room is None:
+            room = Room(base_url, session.room, open_timeout=timeout, ssl_context=ssl_context)
+        _drive(room, driver, deadline, now)
     finally:
-        if owned:
-            room.close()
+        driver.close()
     return session.state
 
 
@@ -983,45 +896,59 @@ def start_online_verify(
     when = int(time.time()) if now is None else now
     deadline = time.monotonic() + timeout
     rendezvous = OnlineVerifyRendezvous(store, contact_id, when, random=random, binding=binding)
-    joined: List[Tuple[str, Room]] = []
+    candidates = [rendezvous.session(index) for index in (0, 1)]
+    # One room driver per room joined: it reads the room's events, so it
+    # says whether the peer is there.
+    joined: Dict[str, Tuple[Room, RoomSession]] = {}
     chosen: Optional[OnlineVerify] = None
+
+    def arrived(name: str, what: Tuple[str, Any]) -> bool:
+        """Feeds what came in room ``name``; whether the peer is there."""
+        driver = joined[name][1]
+        _feed(driver, what, now)
+        failure = _room_failure(driver)
+        if failure is not None:
+            raise failure
+        return driver.peer_present()
+
     try:
         # Each room's first event says whether the peer is there already.
         while chosen is None:
-            rooms = [name for name in rendezvous.rooms() if name not in [n for n, _ in joined]]
+            rooms = [name for name in rendezvous.rooms() if name not in joined]
             if not rooms:
                 break
-            room = Room(base_url, rooms[0], open_timeout=timeout, ssl_context=ssl_context)
-            joined.append((rooms[0], room))
-            kind, event = room.next_event(max(0.0, deadline - time.monotonic()))
-            if isinstance(event, dict) and event["type"] == "peer-joined":  # kind "event"
-                chosen = rendezvous.peer_joined(rooms[0])
+            name = rooms[0]
+            [candidate] = [c for c in candidates if c.room == name]
+            room = Room(base_url, name, open_timeout=timeout, ssl_context=ssl_context)
+            joined[name] = (room, RoomSession(candidate))
+            if arrived(name, room.next_input(max(0.0, deadline - time.monotonic()))):
+                chosen = rendezvous.peer_joined(name)
             else:
-                rendezvous.alone(rooms[0])
+                rendezvous.alone(name)
         while chosen is None:
             if time.monotonic() > deadline:
                 raise RelayError("nobody joined the room in time", kind="timeout")
-            for name, room in joined:
-                try:
-                    kind, event = room.next_event(0.05)
-                except RelayError as error:
-                    if error.kind == "timeout":
-                        continue
-                    raise
-                if isinstance(event, dict) and event["type"] == "peer-joined":  # kind "event"
+            for name, (room, _) in list(joined.items()):
+                what = room.next_input(0.05)
+                if what[0] == "timeout":
+                    continue
+                if arrived(name, what):
                     chosen = rendezvous.peer_joined(name)
                     break
         [meeting] = rendezvous.rooms()
-        room = dict(joined)[meeting]
-        online_verify(base_url, chosen, timeout=max(0.0, deadline - time.monotonic()), now=now, room=room)
+        room, driver = joined[meeting]
+        _drive(room, driver, deadline, now)
         return chosen
     except BaseException:
         if chosen is not None:
             chosen.close()
         raise
     finally:
-        for _, room in joined:
+        for room, driver in joined.values():
             room.close()
+            driver.close()
+        for candidate in candidates:
+            candidate.close()
         rendezvous.close()
 
 
@@ -1069,10 +996,9 @@ class RecordStore:
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
 
-    def _call(self, expected: int, method: str, record_id: str, **kwargs: Any) -> bytes:
-        path = f"/v1/records/{_check_id(record_id, 'record_id')}"
+    def _call(self, method: str, record_id: str, **kwargs: Any) -> bytes:
         try:
-            return self._http._call(expected, method, path, **kwargs)
+            return self._http._call(RelayRoute.RECORD, method, record_id, **kwargs)
         except InviteEndedError as error:  # the mailbox's name for a 404
             raise RecordNotFoundError(
                 error.message, status=error.status, kind=error.kind, retry_after=error.retry_after
@@ -1090,27 +1016,24 @@ class RecordStore:
         data = bytes(data)
         if not data:
             raise ValueError("a record holds at least one byte")
-        try:
-            answer = self._http._json(self._call(201, "PUT", record_id, body=data))
-        except RelayError as error:
-            if error.status == 200:  # 200 {}: the same bytes were stored already
-                return None
-            raise
+        answer = self._http._json(self._call("PUT", record_id, body=data))
         token = answer.get("delete_token")
-        if not isinstance(token, str) or not _TOKEN.fullmatch(token):
+        if token is None and not answer:  # {}: the same bytes were stored already
+            return None
+        if not isinstance(token, str) or not _is_token(token):
             raise RelayError("the relay's answer carries no valid delete token", kind="bad-response")
         return token
 
     def get(self, record_id: str) -> bytes:
         """The bytes stored under ``record_id``; :class:`RecordNotFoundError`
         if there are none."""
-        return self._call(200, "GET", record_id)
+        return self._call("GET", record_id)
 
     def delete(self, record_id: str, token: str) -> None:
         """Deletes the record with the delete token :meth:`put` returned.  A
         wrong token: :class:`RelayError` with ``kind`` ``"forbidden"``; no
         such record: :class:`RecordNotFoundError`."""
-        self._call(204, "DELETE", record_id, token=token)
+        self._call("DELETE", record_id, token=token)
 
     def __repr__(self) -> str:
         return f"<RecordStore {self.base_url}>"

@@ -2,8 +2,9 @@
 Verify room rule (11.1) through the C API, as itsme.relay uses them: a
 whole invite exchange whose requests go to an in-memory double of the
 relay's invite routes, a refusal, an ended invite, saved state, and two
-sides that meet across a window boundary.  The same drivers against a real
-relay are in apps/tests/test_remote_exchange.py.
+sides that meet across a window boundary; the room driver (16.5, 15.3)
+through a room played in memory; the relay's paths.  The same drivers
+against a real relay are in apps/tests/test_remote_exchange.py.
 """
 
 from __future__ import annotations
@@ -15,7 +16,18 @@ from typing import Dict, List, Optional, Tuple
 import pytest
 
 from itsme import ContactStore, Exchange, ExchangeState, Identity, InvalidArgumentError, ItsMeError, SecretStore
-from itsme._mailbox import MailboxOutcome, MailboxRequest, MailboxSession, OnlineVerifyRendezvous
+from itsme._mailbox import (
+    ROOM_PING_INTERVAL,
+    MailboxOutcome,
+    MailboxRequest,
+    MailboxSession,
+    OnlineVerifyRendezvous,
+    RelayRoute,
+    RoomFailure,
+    RoomSession,
+    RoomStep,
+    relay_path,
+)
 from itsme._online_verify import OnlineVerifyState
 from test_exchange import T0, rng
 
@@ -233,3 +245,140 @@ def test_the_room_rule_checks_the_binding(people):
         OnlineVerifyRendezvous(at_alice, bob_id, T0, binding="our call, 16+ chars")  # type: ignore[arg-type]
     for length in (16, 64):
         OnlineVerifyRendezvous(at_alice, bob_id, T0, binding=bytes(length)).close()
+
+
+# -- the room driver ---------------------------------------------------------------------
+
+
+def test_the_relay_paths_come_from_the_library():
+    rid = "00112233445566778899aabbccddeeff"
+    assert [relay_path(route, rid) for route in RelayRoute] == [
+        f"/v1/invites/{rid}",
+        f"/v1/invites/{rid}/accept",
+        f"/v1/invites/{rid}/messages",
+        f"/v1/rooms/{rid}",
+        f"/v1/groups/{rid}",
+        f"/v1/records/{rid}",
+    ]
+    for bad in ("", rid.upper(), rid[:-1], rid + "0", "g" * 32):
+        with pytest.raises(InvalidArgumentError, match="32 lower-case hex"):
+            relay_path(RelayRoute.ROOM, bad)
+    with pytest.raises(ValueError):
+        relay_path(7, rid)  # type: ignore[arg-type]
+
+
+def test_the_room_enumerations_are_the_headers():
+    import itsme._abi as abi
+
+    assert {m.name: m.value for m in RoomStep} == {
+        n[len("ITSME_ROOM_STEP_") :]: v for n, v in vars(abi).items() if n.startswith("ITSME_ROOM_STEP_")
+    }
+    assert {m.name: m.value for m in RoomFailure} == {
+        n[len("ITSME_ROOM_FAILURE_") :]: v for n, v in vars(abi).items() if n.startswith("ITSME_ROOM_FAILURE_")
+    }
+    assert {m.name: m.value for m in RelayRoute} == {
+        n[len("ITSME_RELAY_ROUTE_") :]: v for n, v in vars(abi).items() if n.startswith("ITSME_RELAY_ROUTE_")
+    }
+    assert ROOM_PING_INTERVAL == abi.ITSME_ROOM_PING_INTERVAL
+
+
+def _room_run(sides, decide=(True, True), leave_at_sas=None):
+    """Steps two room drivers through a room played in memory as the relay
+    plays it: events as it writes them, frames forwarded in order, a side's
+    last frames before its peer-left."""
+    inbox = [[b'{"type":"waiting"}', b'{"type":"peer-joined"}'], [b'{"type":"peer-joined"}']]
+    left = [False, False]
+    done = [False, False]
+    errors = [None, None]
+    for _ in range(400):
+        if all(done):
+            break
+        for i, (session, exchange) in enumerate(sides):
+            if done[i]:
+                continue
+            try:
+                step = session.next(T0 + 1)
+            except ItsMeError as error:
+                errors[i] = error
+                continue
+            if step == RoomStep.SEND:
+                if left[1 - i]:
+                    session.send_failed()
+                else:
+                    inbox[1 - i].append(("binary", session.message()))
+                    session.sent()
+            elif step == RoomStep.RECEIVE and inbox[i]:
+                item = inbox[i].pop(0)
+                if isinstance(item, bytes):
+                    session.text(item)
+                elif item[0] == "binary":
+                    try:
+                        session.binary(item[1], T0 + 1)
+                    except ItsMeError as error:
+                        errors[i] = error
+                else:
+                    session.connection_closed(item[1])
+            elif step == RoomStep.DECIDE:
+                if leave_at_sas == i:
+                    session.abandon()
+                elif decide[i]:
+                    exchange.confirm(T0 + 1)
+                else:
+                    exchange.reject()
+            elif step == RoomStep.LEAVE:
+                if not left[i]:
+                    left[i] = True
+                    if not left[1 - i]:
+                        inbox[1 - i] += [b'{"type":"peer-left"}', ("closed", 1000)]
+                session.left()
+            elif step == RoomStep.DONE:
+                done[i] = True
+    return errors
+
+
+def _realtime(people):
+    inviter = Exchange.invite(people[0][1], people[0][2], T0, realtime=True, random=rng("room invite"))
+    invitee = Exchange.accept_invite(
+        people[1][1], people[1][2], inviter.invite_code, inviter.encryption_code, T0, realtime=True,
+        random=rng("room accept"),
+    )
+    return inviter, invitee
+
+
+def test_a_realtime_exchange_through_the_room_driver(people):
+    inviter, invitee = _realtime(people)
+    sessions = [RoomSession(inviter), RoomSession(invitee)]
+    assert sessions[0].path() == sessions[1].path() == f"/v1/rooms/{inviter.relay_id}"
+    assert _room_run(list(zip(sessions, (inviter, invitee)))) == [None, None]
+    assert inviter.state == invitee.state == ExchangeState.CONFIRMED
+    assert sessions[0].failure() == RoomFailure.NONE and sessions[0].failure_kind() == ""
+
+
+def test_the_peer_leaving_at_the_sas_rejects_the_exchange(people):
+    inviter, invitee = _realtime(people)
+    sessions = [RoomSession(inviter), RoomSession(invitee)]
+    _room_run(list(zip(sessions, (inviter, invitee))), leave_at_sas=1)
+    assert inviter.state == invitee.state == ExchangeState.REJECTED
+    assert people[0][2].count() == 0, "the contact saved at the SAS is deleted"
+
+
+def test_a_room_that_fails_says_how(people):
+    inviter, _ = _realtime(people)
+    session = RoomSession(inviter)
+    assert session.next(T0) == RoomStep.RECEIVE
+    session.text(b'{"type":"waiting"}')
+    assert not session.peer_present()
+    session.connection_closed(4009)
+    assert session.failure() == RoomFailure.ROOM_FULL
+    assert session.failure_kind() == "room-full"
+    assert session.failure_message() == "the room already holds two people"
+    assert inviter.state == ExchangeState.REJECTED
+    assert session.next(T0) == RoomStep.LEAVE
+    session.left()
+    assert session.next(T0) == RoomStep.DONE
+    with pytest.raises(ItsMeError):
+        session.sent()
+    with pytest.raises(TypeError):
+        RoomSession("not a flow")
+    with pytest.raises(InvalidArgumentError):
+        RoomSession(exchanges(people)[0])  # an invite goes through the mailbox

@@ -7,6 +7,7 @@ without it these tests are skipped."""
 
 import datetime
 import ipaddress
+import json
 import os
 import pathlib
 import re
@@ -115,4 +116,5 @@ def test_a_room_refuses_an_untrusted_certificate_the_same_way(tls_relay, monkeyp
     assert f"TLS with the relay at 127.0.0.1:{port} failed: " in caught.value.message, caught.value.message
     assert "_ssl.c" not in caught.value.message
     with Room(url, secrets.token_hex(16), open_timeout=10, ssl_context=ssl.create_default_context(cafile=str(cert))) as room:
-        assert room.next_event(5) == ("event", {"type": "waiting"})
+        kind, text = room.next_input(5)
+        assert (kind, json.loads(text)) == ("text", {"type": "waiting"})
