@@ -2195,6 +2195,7 @@ itsme_result itsme_room_session_for_exchange(itsme_exchange *exchange,
 /* A session for `session` in its room.  `peer_present`: the host already
  * saw the peer join (the rendezvous reads each room's first event).
  * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL). */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_room_session_for_online_verify(itsme_online_verify *session,
                                                   bool peer_present,
                                                   itsme_room_session **out);
@@ -2222,6 +2223,7 @@ itsme_result itsme_room_session_path(const itsme_room_session *session,
  * store's errors when the contact or the decision cannot be written
  * (ITSME_E_DATABASE, ...): the exchange was rejected; the next step is
  * LEAVE. */
+ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_room_session_next(itsme_room_session *session, int64_t now,
                                      itsme_room_step *out_step);
 

@@ -3527,6 +3527,7 @@ extern "C" {
     /// saw the peer join (the rendezvous reads each room's first event).
     /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL).
     /// ```
+    #[must_use]
     pub fn itsme_room_session_for_online_verify(
         session: *mut itsme_online_verify,
         peer_present: bool,
@@ -3571,6 +3572,7 @@ extern "C" {
     /// (ITSME_E_DATABASE, ...): the exchange was rejected; the next step is
     /// LEAVE.
     /// ```
+    #[must_use]
     pub fn itsme_room_session_next(
         session: *mut itsme_room_session,
         now: i64,

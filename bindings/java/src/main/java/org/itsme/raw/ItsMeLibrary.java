@@ -5129,6 +5129,7 @@ public interface ItsMeLibrary extends Library {
      * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL).
      * </pre>
      * <p>C: {@code itsme_result itsme_room_session_for_online_verify(itsme_online_verify *session, bool peer_present, itsme_room_session **out)}
+     * <p>Its result must be checked (ITSME_WARN_UNUSED_RESULT).
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
     int itsme_room_session_for_online_verify(itsme_online_verify session, byte peer_present, PointerByReference out);
@@ -5174,6 +5175,7 @@ public interface ItsMeLibrary extends Library {
      * LEAVE.
      * </pre>
      * <p>C: {@code itsme_result itsme_room_session_next(itsme_room_session *session, int64_t now, itsme_room_step *out_step)}
+     * <p>Its result must be checked (ITSME_WARN_UNUSED_RESULT).
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
     int itsme_room_session_next(itsme_room_session session, long now, IntByReference out_step);
