@@ -2075,6 +2075,251 @@ static void profiles_and_approvals(void) {
     if (system(cmd) != 0) failed++;
 }
 
+/* One side of an in-memory relay room for two room sessions: what the
+ * relay sends this side, in order (text events, frames, the end). */
+enum { ROOM_INBOX = 32 };
+struct room_item { int kind; /* 0 text, 1 binary, 2 closed */ uint8_t bytes[ITSME_REMOTE_MESSAGE_MAX]; size_t len; };
+struct room_side { struct room_item items[ROOM_INBOX]; int head, tail, left; };
+
+static void room_put(struct room_side *side, int kind, const void *bytes, size_t len) {
+    if (side->tail == ROOM_INBOX) { failed++; return; }
+    struct room_item *item = &side->items[side->tail++];
+    item->kind = kind;
+    item->len = len;
+    if (len) memcpy(item->bytes, bytes, len);
+}
+
+/* Steps two room sessions until both are DONE, each deciding `decision`
+ * (1 confirm, 0 reject) at the SAS; returns the steps taken. */
+static int room_run(itsme_room_session *s[2], itsme_exchange *x[2], const int decision[2]) {
+    static const char waiting[] = "{\"type\":\"waiting\"}", joined[] = "{\"type\":\"peer-joined\"}",
+                      left[] = "{\"type\":\"peer-left\"}";
+    struct room_side side[2];
+    memset(side, 0, sizeof side);
+    room_put(&side[0], 0, waiting, sizeof waiting - 1);
+    room_put(&side[0], 0, joined, sizeof joined - 1);
+    room_put(&side[1], 0, joined, sizeof joined - 1);
+    int done[2] = {0, 0}, steps = 0;
+    while (!(done[0] && done[1]) && steps < 400) {
+        steps++;
+        for (int i = 0; i < 2; i++) {
+            itsme_room_step step = 0;
+            if (done[i] || itsme_room_session_next(s[i], T0 + 1, &step) != ITSME_OK) continue;
+            if (step == ITSME_ROOM_STEP_SEND) {
+                uint8_t m[ITSME_REMOTE_MESSAGE_MAX];
+                size_t len = 0;
+                EXPECT("room message", itsme_room_session_message(s[i], m, sizeof m, &len), ITSME_OK);
+                if (side[1 - i].left) {
+                    EXPECT("room send failed", itsme_room_session_send_failed(s[i]), ITSME_OK);
+                } else {
+                    room_put(&side[1 - i], 1, m, len);
+                    EXPECT("room sent", itsme_room_session_sent(s[i]), ITSME_OK);
+                }
+            } else if (step == ITSME_ROOM_STEP_RECEIVE && side[i].head < side[i].tail) {
+                struct room_item *item = &side[i].items[side[i].head++];
+                if (item->kind == 0) {
+                    EXPECT("room text", itsme_room_session_text(s[i], item->bytes, item->len), ITSME_OK);
+                } else if (item->kind == 1) {
+                    EXPECT("room binary", itsme_room_session_binary(s[i], item->bytes, item->len, T0 + 1), ITSME_OK);
+                } else {
+                    EXPECT("room closed", itsme_room_session_closed(s[i], 1000), ITSME_OK);
+                }
+            } else if (step == ITSME_ROOM_STEP_DECIDE) {
+                int64_t id = 0;
+                if (decision[i]) {
+                    EXPECT("room confirm", itsme_exchange_confirm(x[i], T0 + 1, &id), ITSME_OK);
+                } else {
+                    EXPECT("room reject", itsme_exchange_reject(x[i]), ITSME_OK);
+                }
+            } else if (step == ITSME_ROOM_STEP_LEAVE) {
+                if (!side[i].left) {
+                    side[i].left = 1;
+                    if (!side[1 - i].left) {
+                        room_put(&side[1 - i], 0, left, sizeof left - 1);
+                        room_put(&side[1 - i], 2, NULL, 0);
+                    }
+                }
+                EXPECT("room left", itsme_room_session_left(s[i]), ITSME_OK);
+            } else if (step == ITSME_ROOM_STEP_DONE) {
+                done[i] = 1;
+            }
+        }
+    }
+    return steps;
+}
+
+/* The relay's contract for hosts, the mailbox session's requests, and the
+ * room driver: out of order, out of range, and a real-time exchange
+ * carried through an in-memory room from C. */
+static void relay_and_rooms(void) {
+    char dir[] = "/tmp/itsme-c-rooms-XXXXXX";
+    if (!mkdtemp(dir)) { failed++; return; }
+    static const char id[] = "00112233445566778899aabbccddeeff";
+    static const char token[] = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAE";
+    char text[512], path[128];
+    size_t len = 0;
+    itsme_relay_answer answer = 0;
+
+    /* The relay's contract. */
+    EXPECT("path", itsme_relay_path(ITSME_RELAY_ROUTE_RECORD, id, text, sizeof text, &len), ITSME_OK);
+    EXPECT("path text", strcmp(text, "/v1/records/00112233445566778899aabbccddeeff"), 0);
+    EXPECT("path: unknown route", itsme_relay_path(99, id, text, sizeof text, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("path: upper-case ID", itsme_relay_path(ITSME_RELAY_ROUTE_ROOM, "00112233445566778899AABBCCDDEEFF", text, sizeof text, &len),
+           ITSME_E_INVALID_ARGUMENT);
+    EXPECT("path: short ID", itsme_relay_path(ITSME_RELAY_ROUTE_ROOM, "0011", text, sizeof text, &len), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("answer: created", itsme_relay_answer_of(ITSME_RELAY_ROUTE_INVITE, "POST", 201, &answer), ITSME_OK);
+    EXPECT("answer: created is success", answer, ITSME_RELAY_ANSWER_SUCCESS);
+    EXPECT("answer: 200 to a create", itsme_relay_answer_of(ITSME_RELAY_ROUTE_INVITE, "POST", 200, &answer), ITSME_OK);
+    EXPECT("answer: 200 to a create is refused", answer, ITSME_RELAY_ANSWER_REFUSED);
+    EXPECT("answer: same record", itsme_relay_answer_of(ITSME_RELAY_ROUTE_RECORD, "PUT", 200, &answer), ITSME_OK);
+    EXPECT("answer: same record is success", answer, ITSME_RELAY_ANSWER_SUCCESS);
+    EXPECT("answer: 404", itsme_relay_answer_of(ITSME_RELAY_ROUTE_RECORD, "GET", 404, &answer), ITSME_OK);
+    EXPECT("answer: 404 is gone", answer, ITSME_RELAY_ANSWER_GONE);
+    EXPECT("answer: no answer", itsme_relay_answer_of(ITSME_RELAY_ROUTE_RECORD, "GET", 0, &answer), ITSME_OK);
+    EXPECT("answer: no answer is refused", answer, ITSME_RELAY_ANSWER_REFUSED);
+    EXPECT("answer: method not served", itsme_relay_answer_of(ITSME_RELAY_ROUTE_INVITE_ACCEPT, "GET", 200, &answer),
+           ITSME_E_INVALID_ARGUMENT);
+    EXPECT("answer: lower-case method", itsme_relay_answer_of(ITSME_RELAY_ROUTE_INVITE, "post", 201, &answer), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("answer: status 1000", itsme_relay_answer_of(ITSME_RELAY_ROUTE_INVITE, "POST", 1000, &answer), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("headers", itsme_relay_request_headers(ITSME_RELAY_ROUTE_INVITE_MESSAGES, "POST", token, text, sizeof text, &len), ITSME_OK);
+    EXPECT("headers carry the token", strstr(text, "Authorization: Bearer AAAA") != NULL, 1);
+    EXPECT("headers: no token on a create", itsme_relay_request_headers(ITSME_RELAY_ROUTE_INVITE, "POST", token, text, sizeof text, &len),
+           ITSME_OK);
+    EXPECT("headers: none presented", strstr(text, "Authorization") == NULL, 1);
+    EXPECT("headers: a token with bits past 32 bytes",
+           itsme_relay_request_headers(ITSME_RELAY_ROUTE_INVITE, "DELETE", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAB", text, sizeof text, &len),
+           ITSME_E_INVALID_ARGUMENT);
+    EXPECT("headers: a short token", itsme_relay_request_headers(ITSME_RELAY_ROUTE_INVITE, "DELETE", "AAAA", text, sizeof text, &len),
+           ITSME_E_INVALID_ARGUMENT);
+    {
+        static const char body[] = "{\"error\":\"rate-limited\",\"message\":\"slow\\u0007 down\"}";
+        static const uint8_t junk[] = {0xFF, 0xFE, 0x00, 0x7B};
+        EXPECT("refusal kind", itsme_relay_refusal_kind(429, (const uint8_t *)body, sizeof body - 1, text, sizeof text, &len), ITSME_OK);
+        EXPECT("refusal kind text", strcmp(text, "rate-limited"), 0);
+        EXPECT("refusal message", itsme_relay_refusal_message(429, (const uint8_t *)body, sizeof body - 1, text, sizeof text, &len), ITSME_OK);
+        EXPECT("refusal message: one line", strcmp(text, "slow  down"), 0);
+        EXPECT("refusal of junk", itsme_relay_refusal_kind(502, junk, sizeof junk, text, sizeof text, &len), ITSME_OK);
+        EXPECT("refusal of junk names no kind", len, 1);
+        EXPECT("refusal of junk, a 404", itsme_relay_refusal_kind(404, junk, sizeof junk, text, sizeof text, &len), ITSME_OK);
+        EXPECT("a 404 stands for not-found", strcmp(text, "not-found"), 0);
+        EXPECT("refusal message of junk", itsme_relay_refusal_message(502, junk, sizeof junk, text, sizeof text, &len), ITSME_OK);
+        EXPECT("refusal message names the status", strcmp(text, "the relay answered 502"), 0);
+        EXPECT("refusal: status 1000", itsme_relay_refusal_kind(1000, NULL, 0, text, sizeof text, &len), ITSME_E_INVALID_ARGUMENT);
+    }
+    EXPECT("header name", itsme_relay_header_name(ITSME_RELAY_HEADER_RETRY_AFTER, text, sizeof text, &len), ITSME_OK);
+    EXPECT("header name text", strcmp(text, "Retry-After"), 0);
+    EXPECT("header name: unknown", itsme_relay_header_name(0, text, sizeof text, &len), ITSME_E_INVALID_ARGUMENT);
+
+    /* Two people and a real-time invite. */
+    itsme_secret_store *sa = NULL, *sb = NULL;
+    itsme_identity *alice = NULL, *bob = NULL;
+    itsme_store *store_a = NULL, *store_b = NULL;
+    itsme_exchange *x[2] = {NULL, NULL}, *invite = NULL;
+    char invite_code[ITSME_REMOTE_CODE_SIZE], encryption_code[ITSME_REMOTE_CODE_SIZE];
+    EXPECT("memory store", itsme_secret_store_new_memory(&sa), ITSME_OK);
+    EXPECT("memory store", itsme_secret_store_new_memory(&sb), ITSME_OK);
+    EXPECT("alice", itsme_identity_create(sa, "Alice", &alice), ITSME_OK);
+    EXPECT("bob", itsme_identity_create(sb, "Bob", &bob), ITSME_OK);
+    snprintf(path, sizeof path, "%s/a.db", dir);
+    EXPECT("open a", itsme_store_open(alice, path, &store_a), ITSME_OK);
+    snprintf(path, sizeof path, "%s/b.db", dir);
+    EXPECT("open b", itsme_store_open(bob, path, &store_b), ITSME_OK);
+
+    /* The mailbox session's requests: nothing pending. */
+    {
+        itsme_mailbox_session *m = NULL;
+        EXPECT("invite", itsme_exchange_new_invite(alice, store_a, false, NULL, T0, &invite), ITSME_OK);
+        EXPECT("mailbox", itsme_mailbox_session_new(invite, &m), ITSME_OK);
+        EXPECT("method before a step", itsme_mailbox_session_request_method(m, text, sizeof text, &len), ITSME_E_INVALID_STATE);
+        EXPECT("headers before a step", itsme_mailbox_session_request_headers(m, text, sizeof text, &len), ITSME_E_INVALID_STATE);
+        EXPECT("an invite is no room's", itsme_room_session_for_exchange(invite, &(itsme_room_session *){NULL}), ITSME_E_INVALID_ARGUMENT);
+        itsme_mailbox_request request = 0;
+        itsme_mailbox_outcome outcome = 0;
+        EXPECT("begin", itsme_mailbox_session_begin(m, 0), ITSME_OK);
+        EXPECT("next", itsme_mailbox_session_next_request(m, &request), ITSME_OK);
+        EXPECT("method", itsme_mailbox_session_request_method(m, text, sizeof text, &len), ITSME_OK);
+        EXPECT("a create is a POST", strcmp(text, "POST"), 0);
+        EXPECT("headers", itsme_mailbox_session_request_headers(m, text, sizeof text, &len), ITSME_OK);
+        EXPECT("a create presents no token", strstr(text, "Authorization") == NULL, 1);
+        EXPECT("a busy relay", itsme_mailbox_session_answer(m, 503, NULL, 0, T0, &outcome), ITSME_OK);
+        EXPECT("ends the step", outcome, ITSME_MAILBOX_OUTCOME_STEP_ENDED);
+        EXPECT("nothing pending after", itsme_mailbox_session_request_method(m, text, sizeof text, &len), ITSME_E_INVALID_STATE);
+        itsme_mailbox_session_free(m);
+        itsme_exchange_free(invite);
+    }
+
+    /* The room driver, out of order and out of range. */
+    EXPECT("realtime invite", itsme_exchange_new_invite(alice, store_a, true, NULL, T0, &x[0]), ITSME_OK);
+    EXPECT("invite code", itsme_exchange_invite_code(x[0], invite_code, sizeof invite_code, &len), ITSME_OK);
+    EXPECT("encryption code", itsme_exchange_encryption_code(x[0], encryption_code, sizeof encryption_code, &len), ITSME_OK);
+    EXPECT("realtime accept", itsme_exchange_accept_invite(bob, store_b, invite_code, encryption_code, true, NULL, T0, &x[1]), ITSME_OK);
+    itsme_room_session *s[2] = {NULL, NULL};
+    itsme_room_step step = 0;
+    itsme_room_failure failure = 0;
+    bool present = true;
+    EXPECT("room a", itsme_room_session_for_exchange(x[0], &s[0]), ITSME_OK);
+    EXPECT("room b", itsme_room_session_for_exchange(x[1], &s[1]), ITSME_OK);
+    EXPECT("path", itsme_room_session_path(s[0], text, sizeof text, &len), ITSME_OK);
+    EXPECT("path is a room's", strncmp(text, "/v1/rooms/", 10), 0);
+    EXPECT("sent before a send", itsme_room_session_sent(s[0]), ITSME_E_INVALID_STATE);
+    EXPECT("send failed before a send", itsme_room_session_send_failed(s[0]), ITSME_E_INVALID_STATE);
+    EXPECT("left before a leave", itsme_room_session_left(s[0]), ITSME_E_INVALID_STATE);
+    EXPECT("message before a send", itsme_room_session_message(s[0], (uint8_t *)text, sizeof text, &len), ITSME_E_INVALID_STATE);
+    EXPECT("next: a time out of range", itsme_room_session_next(s[0], INT64_MAX, &step), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("closed: code 5000", itsme_room_session_closed(s[0], 5000), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("next", itsme_room_session_next(s[0], T0, &step), ITSME_OK);
+    EXPECT("waits for the peer", step, ITSME_ROOM_STEP_RECEIVE);
+    EXPECT("peer present", itsme_room_session_peer_present(s[0], &present), ITSME_OK);
+    EXPECT("not yet", present, false);
+    EXPECT("no failure yet", itsme_room_session_failure(s[0], &failure), ITSME_OK);
+    EXPECT("none", failure, ITSME_ROOM_FAILURE_NONE);
+    EXPECT("failure kind", itsme_room_session_failure_kind(s[0], text, sizeof text, &len), ITSME_OK);
+    EXPECT("failure kind is empty", len, 1);
+
+    /* The whole exchange, both confirming. */
+    const int both[2] = {1, 1};
+    EXPECT("the room run ends", room_run(s, x, both) < 400, 1);
+    for (int i = 0; i < 2; i++) {
+        itsme_exchange_state state = 0;
+        EXPECT("status", itsme_exchange_status(x[i], &state, NULL), ITSME_OK);
+        EXPECT("confirmed through the room", state, ITSME_EXCHANGE_STATE_CONFIRMED);
+        EXPECT("no failure", itsme_room_session_failure(s[i], &failure), ITSME_OK);
+        EXPECT("none", failure, ITSME_ROOM_FAILURE_NONE);
+        EXPECT("done", itsme_room_session_next(s[i], T0 + 2, &step), ITSME_OK);
+        EXPECT("stays done", step, ITSME_ROOM_STEP_DONE);
+        itsme_room_session_free(s[i]);
+        itsme_exchange_free(x[i]);
+    }
+
+    /* A room that fails before the SAS: full. */
+    EXPECT("realtime invite", itsme_exchange_new_invite(alice, store_a, true, NULL, T0, &x[0]), ITSME_OK);
+    EXPECT("room", itsme_room_session_for_exchange(x[0], &s[0]), ITSME_OK);
+    EXPECT("full", itsme_room_session_closed(s[0], 4009), ITSME_OK);
+    EXPECT("failure", itsme_room_session_failure(s[0], &failure), ITSME_OK);
+    EXPECT("room full", failure, ITSME_ROOM_FAILURE_ROOM_FULL);
+    EXPECT("failure kind", itsme_room_session_failure_kind(s[0], text, sizeof text, &len), ITSME_OK);
+    EXPECT("room-full", strcmp(text, "room-full"), 0);
+    {
+        itsme_exchange_state state = 0;
+        EXPECT("status", itsme_exchange_status(x[0], &state, NULL), ITSME_OK);
+        EXPECT("rejected", state, ITSME_EXCHANGE_STATE_REJECTED);
+    }
+    EXPECT("next", itsme_room_session_next(s[0], T0, &step), ITSME_OK);
+    EXPECT("leave", step, ITSME_ROOM_STEP_LEAVE);
+    EXPECT("left", itsme_room_session_left(s[0]), ITSME_OK);
+    EXPECT("left twice", itsme_room_session_left(s[0]), ITSME_E_INVALID_STATE);
+    EXPECT("a frame after the end", itsme_room_session_binary(s[0], (const uint8_t *)"xy", 2, T0), ITSME_OK);
+    itsme_room_session_free(s[0]);
+    itsme_exchange_free(x[0]);
+
+    itsme_store_free(store_a);
+    itsme_store_free(store_b);
+    itsme_identity_free(alice);
+    itsme_identity_free(bob);
+    itsme_secret_store_free(sa);
+    itsme_secret_store_free(sb);
+}
+
 int main(void) {
     EXPECT("init", itsme_init(), ITSME_OK);
     no_handles();
@@ -2085,6 +2330,7 @@ int main(void) {
     rollcalls();
     transfers();
     profiles_and_approvals();
+    relay_and_rooms();
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }
