@@ -215,7 +215,7 @@ public final class MailboxSession: CustomStringConvertible {
     }
 
     /// The longest hold of a fetch (15.2), in seconds.
-    public static let maxWait = 30
+    public static let maxWait = RelayProtocol.maxFetchWait
 
     /// The exchange this session carries.
     public let exchange: Exchange

@@ -30,7 +30,7 @@ public final class InviteMailbox {
     private var sslContext: NIOSSLContext?
 
     /// The longest hold of a fetch (15.2).
-    public static let maxWait = 30.0
+    public static let maxWait = Double(RelayProtocol.maxFetchWait)
 
     /// A mailbox at `url`. `timeout` is in seconds (a value that is not a
     /// positive number is taken as 15).

@@ -159,9 +159,4 @@ enum Checks {
 
     static let maxSeconds = 1e8
 
-    /// The ID that names an ID's bytes (16 of them): lower-case hex.
-    static func hex(_ bytes: [UInt8]) throws -> String {
-        guard let id = RelayProtocol.id(of: bytes) else { throw ItsMeError(.invalidArgument, "an ID is 16 bytes") }
-        return id
-    }
 }

@@ -83,25 +83,20 @@ public final class RelayRoom: @unchecked Sendable {
     /// connection has ended; `"bad-response"` for a text frame that is not
     /// an event.
     public func nextEvent(timeout: Double) async throws -> RoomEvent {
-        let seconds = try Checks.seconds(timeout, "timeout")
-        while true {
-            switch try await link.inbox.next(timeout: seconds) {
-            case .timedOut:
-                throw RelayError.timeout("nothing arrived from the room in time")
-            case .ended(let end):
-                throw Self.closedError(end)
-            case .opened:
-                continue
-            case .binary(let bytes):
-                return .message(bytes)
-            case .text(let text):
-                let event = try Self.parseEvent(text)
-                lock.withLock {
-                    if event == .peerJoined { present = true }
-                    if event == .peerLeft { present = false }
-                }
-                return event
+        switch try await nextInput(timeout: timeout) {
+        case nil:
+            throw RelayError.timeout("nothing arrived from the room in time")
+        case .ended(_, let error)?:
+            throw error
+        case .binary(let bytes)?:
+            return .message(bytes)
+        case .text(let text)?:
+            let event = try Self.parseEvent(String(decoding: text, as: UTF8.self))
+            lock.withLock {
+                if event == .peerJoined { present = true }
+                if event == .peerLeft { present = false }
             }
+            return event
         }
     }
 
@@ -149,8 +144,8 @@ public final class RelayRoom: @unchecked Sendable {
             case .binary(let bytes): return .binary(bytes)
             case .text(let text): return .text(Array(text.utf8))
             case .ended(let end):
-                if case .closed(let code) = end { return .ended(code: code, error: Self.closedError(end)) }
-                return .ended(code: nil, error: Self.closedError(end))
+                guard case .closed(let code) = end else { return .ended(code: nil, error: Self.closedError(end)) }
+                return .ended(code: code, error: Self.closedError(end))
             }
         }
     }

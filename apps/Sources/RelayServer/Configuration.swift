@@ -1,4 +1,5 @@
 import Foundation
+import ItsMeRelayProtocol
 
 /// Everything the relay can be told (docs/PROTOCOL.md section 15); the
 /// defaults are the ones the document states.
@@ -48,7 +49,7 @@ public struct RelayConfiguration: Sendable {
     /// Seconds a request may take to arrive whole.
     public var requestTimeoutSeconds = 10.0
     /// Longest hold of an invite fetch.
-    public var maxWaitSeconds = 30.0
+    public var maxWaitSeconds = Double(RelayProtocol.maxFetchWait)
     /// Seconds a graceful shutdown may take.
     public var shutdownTimeoutSeconds = 10.0
     /// The proxies whose X-Forwarded-For is believed, and whose
