@@ -15,13 +15,15 @@ let package = Package(
         // The core's Swift API: identity, secret and contact stores,
         // exchanges, verification, transfer, profiles, approvals. Named
         // ItsMeKit, not ItsMe: the command-line client's root command is a
-        // type of that name. Its public declarations are the API (each one
-        // documented, scripts/check-docs); the rest is `package`, which no
-        // other package can reach.
+        // type of that name. An umbrella over the core's three layers
+        // (ItsMeBase, ItsMeStore, ItsMeFlows, below). Their public
+        // declarations are the API (each one documented, scripts/check-docs);
+        // the rest is `package`, which no other package can reach.
         .library(name: "ItsMeKit", targets: ["ItsMeKit"]),
         // The primitives under it, all the relay server links: SHA-256,
         // secrets that wipe themselves, constant-time comparison, base64, the
-        // SQLite wrapper, the error type.
+        // SQLite wrapper, the error type. The low-level tier: ItsMeKit
+        // re-exports only the few types its API speaks in.
         .library(name: "ItsMePrimitives", targets: ["ItsMePrimitives"]),
         // The relay's contract as data (docs/PROTOCOL.md 15): IDs, tokens,
         // paths, headers, error kinds and statuses, room events, close
@@ -48,20 +50,36 @@ let package = Package(
         // The relay's contract, and the small JSON reader and writer: no
         // dependency at all.
         .target(name: "ItsMeRelayProtocol"),
-        // The protocol core: no Foundation, no C exports.
-        .target(name: "ItsMeKit", dependencies: ["ItsMePrimitives", "ItsMeRelayProtocol", "CSodium", "CSQLite"]),
+        // The protocol core, in layers: no Foundation, no C exports. Each
+        // layer depends only on those below it, so a reference upward does
+        // not compile (scripts/check-layers tries one).
+        // 1. Encodings, records, typed codes, files, CPace.
+        .target(name: "ItsMeBase", dependencies: ["ItsMePrimitives"]),
+        // 2. What a person keeps: the identity, the secret store, the
+        //    contact store, profiles, and what the flows write to them.
+        .target(name: "ItsMeStore", dependencies: ["ItsMeBase", "ItsMePrimitives", "ItsMeRelayProtocol", "CSodium", "CSQLite"]),
+        // 3. The flows: exchanges, verification, transfer, approvals, the
+        //    roll call, and their drivers through the relay.
+        .target(name: "ItsMeFlows", dependencies: ["ItsMeStore", "ItsMeBase", "ItsMePrimitives", "ItsMeRelayProtocol"]),
+        // The umbrella a program imports: the three layers, and the few
+        // primitives their API speaks in (the rest of ItsMePrimitives is
+        // the low-level tier, imported by name).
+        .target(name: "ItsMeKit", dependencies: ["ItsMeFlows", "ItsMeStore", "ItsMeBase", "ItsMePrimitives"]),
+        // The fuzz targets' bodies (fuzz/, the corpus replays of the Swift
+        // tests): not part of the library.
+        .target(name: "ItsMeFuzzing", dependencies: ["ItsMeKit", "ItsMeFlows", "ItsMeStore", "ItsMeBase", "ItsMePrimitives"]),
         // Every exported C function, and nothing else.
-        .target(name: "ItsMeFFI", dependencies: ["ItsMeKit", "ItsMeRelayProtocol", "CItsMe"]),
+        .target(name: "ItsMeFFI", dependencies: ["ItsMeKit", "ItsMePrimitives", "ItsMeRelayProtocol", "CItsMe"]),
         // The functions only the test build exports.
-        .target(name: "ItsMeTestingFFI", dependencies: ["ItsMeFFI", "ItsMeKit", "CItsMe"]),
-        .executableTarget(name: "ItsMeBench", dependencies: ["ItsMeKit", "ItsMeFFI", "ItsMeTestingFFI", "CItsMe", "CSodium"]),
-        .executableTarget(name: "VectorGen", dependencies: ["ItsMeKit"]),
+        .target(name: "ItsMeTestingFFI", dependencies: ["ItsMeFFI", "ItsMeKit", "ItsMePrimitives", "CItsMe"]),
+        .executableTarget(name: "ItsMeBench", dependencies: ["ItsMeKit", "ItsMePrimitives", "ItsMeFFI", "ItsMeTestingFFI", "CItsMe", "CSodium"]),
+        .executableTarget(name: "VectorGen", dependencies: ["ItsMeKit", "ItsMePrimitives"]),
         .testTarget(
             name: "ItsMeCoreTests",
-            dependencies: ["ItsMeKit", "CSodium", "CSQLite"],
+            dependencies: ["ItsMeKit", "ItsMeFlows", "ItsMeStore", "ItsMeBase", "ItsMeFuzzing", "ItsMePrimitives", "CSodium", "CSQLite"],
             exclude: ["Vectors"]
         ),
         .testTarget(name: "ItsMeRelayProtocolTests", dependencies: ["ItsMeRelayProtocol"]),
-        .testTarget(name: "ItsMeFFITests", dependencies: ["ItsMeFFI", "ItsMeTestingFFI", "ItsMeKit", "CItsMe"]),
+        .testTarget(name: "ItsMeFFITests", dependencies: ["ItsMeFFI", "ItsMeTestingFFI", "ItsMeKit", "ItsMePrimitives", "CItsMe"]),
     ]
 )

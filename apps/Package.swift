@@ -70,6 +70,7 @@ let package = Package(
             dependencies: [
                 "WebSocketWire",
                 .product(name: "ItsMeKit", package: "itsme"),
+                .product(name: "ItsMePrimitives", package: "itsme"),
                 .product(name: "ItsMeRelayProtocol", package: "itsme"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -104,6 +105,7 @@ let package = Package(
             dependencies: [
                 "RelayClient", "RelayServer", "QRCode", "CUnlockAgent",
                 .product(name: "ItsMeKit", package: "itsme"),
+                .product(name: "ItsMePrimitives", package: "itsme"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -113,6 +115,7 @@ let package = Package(
             dependencies: [
                 "RelayClient", "RelayServer",
                 .product(name: "ItsMeKit", package: "itsme"),
+                .product(name: "ItsMePrimitives", package: "itsme"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -3,9 +3,10 @@
 // export passwords, names, photo filenames, scope lists. Any input must
 // give a result or a refusal, never a crash. Build and run with
 // scripts/fuzz; the inputs it finds are kept in Tests/FuzzCorpus/codes and
-// replayed by the Swift tests. The body is CodesFuzzing in ItsMeKit.
+// replayed by the Swift tests. The body is CodesFuzzing in ItsMeFuzzing.
 
-@testable import ItsMeKit
+import ItsMePrimitives
+@testable import ItsMeFuzzing
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {

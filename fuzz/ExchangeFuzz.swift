@@ -4,7 +4,8 @@
 // Build and run with scripts/fuzz; the inputs it finds are kept in
 // Tests/FuzzCorpus/exchange and replayed by the Swift tests.
 
-@testable import ItsMeKit
+import ItsMePrimitives
+@testable import ItsMeFuzzing
 
 private var context: ExchangeFuzzing?
 

@@ -3,9 +3,10 @@
 // profile records, approval requests, approvals and enrollments. Any input
 // must give a result or a thrown error, never a crash. Build and run with
 // scripts/fuzz; the inputs it finds are kept in Tests/FuzzCorpus/records
-// and replayed by the Swift tests. The body is RecordsFuzzing in ItsMeKit.
+// and replayed by the Swift tests. The body is RecordsFuzzing in ItsMeFuzzing.
 
-@testable import ItsMeKit
+import ItsMePrimitives
+@testable import ItsMeFuzzing
 
 private var context: RecordsFuzzing?
 

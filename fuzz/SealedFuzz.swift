@@ -2,9 +2,10 @@
 // Exchange.restore, and the records inside them. Any input must give a
 // result or a thrown error, never a crash. Build and run with
 // scripts/fuzz; the inputs it finds are kept in Tests/FuzzCorpus/sealed
-// and replayed by the Swift tests. The body is SealedFuzzing in ItsMeKit.
+// and replayed by the Swift tests. The body is SealedFuzzing in ItsMeFuzzing.
 
-@testable import ItsMeKit
+import ItsMePrimitives
+@testable import ItsMeFuzzing
 
 private var context: SealedFuzzing?
 

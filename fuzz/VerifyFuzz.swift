@@ -3,7 +3,8 @@
 // must give a result or a thrown error, never a crash. Build and run with
 // scripts/fuzz; the inputs it finds are kept in Tests/FuzzCorpus/verify and
 // replayed by the Swift tests.
-@testable import ItsMeKit
+import ItsMePrimitives
+@testable import ItsMeFuzzing
 
 private var context: VerifyFuzzing?
 

@@ -5,6 +5,7 @@ import CItsMe
 import CSodium
 import ItsMeFFI
 import ItsMeKit
+import ItsMePrimitives
 
 #if canImport(Glibc)
 import Glibc

@@ -9,6 +9,7 @@
 import Glibc
 #endif
 import ItsMeKit
+import ItsMePrimitives
 
 func median(_ samples: [Double]) -> Double {
     let sorted = samples.sorted()

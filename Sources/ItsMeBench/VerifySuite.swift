@@ -8,6 +8,7 @@ import CItsMe
 import CSodium
 import ItsMeFFI
 import ItsMeKit
+import ItsMePrimitives
 import ItsMeTestingFFI
 
 #if canImport(Glibc)

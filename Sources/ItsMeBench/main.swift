@@ -14,6 +14,7 @@ import Darwin
 #endif
 import CSodium
 import ItsMeKit
+import ItsMePrimitives
 
 func nowSeconds() -> Double {
     var ts = timespec()

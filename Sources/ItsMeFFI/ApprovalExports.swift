@@ -2,6 +2,7 @@
 // include/itsme.h.
 import CItsMe
 import ItsMeKit
+import ItsMePrimitives
 
 // MARK: - Replay stores
 

@@ -2,6 +2,7 @@
 // derivations, in the order of include/itsme.h.
 import CItsMe
 import ItsMeKit
+import ItsMePrimitives
 import Synchronization
 
 // MARK: - Deterministic randomness

@@ -3,6 +3,7 @@
 // header for the contract.
 import CItsMe
 import ItsMeKit
+import ItsMePrimitives
 
 // MARK: - Version and result codes
 

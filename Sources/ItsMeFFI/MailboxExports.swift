@@ -4,6 +4,7 @@
 // boxes handles.
 import CItsMe
 import ItsMeKit
+import ItsMePrimitives
 import Synchronization
 
 // MARK: - Invite mailbox sessions

@@ -1,6 +1,7 @@
 // Exported functions for Online Verify, in the order of include/itsme.h.
 import CItsMe
 import ItsMeKit
+import ItsMePrimitives
 
 private func onSession(_ p: UnsafeRawPointer?, _ body: (OnlineVerify) throws -> Void) -> itsme_result {
     ItsMeFFI.onSession(p, "session", body)

@@ -2,6 +2,7 @@
 // include/itsme.h.
 import CItsMe
 import ItsMeKit
+import ItsMePrimitives
 
 private func onUpdate(_ p: UnsafeRawPointer?, _ body: (PinUpdate) throws -> Void) -> itsme_result {
     onSession(p, "update", body)

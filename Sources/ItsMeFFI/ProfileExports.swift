@@ -2,6 +2,7 @@
 // order of include/itsme.h.
 import CItsMe
 import ItsMeKit
+import ItsMePrimitives
 
 /// Box of an `itsme_profile`: immutable, so it needs no lock.
 final class ProfileHandle: Sendable {

@@ -3,6 +3,7 @@
 // itself is an itsme_exchange: every other itsme_exchange_* call applies.
 import CItsMe
 import ItsMeKit
+import ItsMePrimitives
 
 @c(itsme_remote_code_check)
 public func ffiRemoteCodeCheck(

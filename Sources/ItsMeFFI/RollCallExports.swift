@@ -1,6 +1,7 @@
 // Exported functions for the roll call (PROTOCOL.md 20), in the order of include/itsme.h.
 import CItsMe
 import ItsMeKit
+import ItsMePrimitives
 
 private func onRollCall(_ p: UnsafeRawPointer?, _ body: (RollCall) throws -> Void) -> itsme_result {
     onSession(p, "rollcall", body)

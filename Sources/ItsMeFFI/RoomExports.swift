@@ -4,6 +4,7 @@
 // boxes handles.
 import CItsMe
 import ItsMeKit
+import ItsMePrimitives
 import ItsMeRelayProtocol
 
 // MARK: - The relay's paths

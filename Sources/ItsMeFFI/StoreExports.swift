@@ -1,6 +1,7 @@
 // The contact store's exported functions, in the order of include/itsme.h.
 import CItsMe
 import ItsMeKit
+import ItsMePrimitives
 
 private func seedArgument(_ p: UnsafePointer<UInt8>?, _ count: UInt) throws -> SecretBytes {
     let p = try required(p, "seed")

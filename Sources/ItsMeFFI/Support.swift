@@ -9,6 +9,7 @@ import Darwin
 #endif
 import CItsMe
 import ItsMeKit
+import ItsMePrimitives
 import Synchronization
 
 /// A per-handle last-error message. Only the message lives behind this

@@ -2,6 +2,7 @@
 // import, the live transfer), in the order of include/itsme.h.
 import CItsMe
 import ItsMeKit
+import ItsMePrimitives
 import Synchronization
 
 // MARK: - Handles

@@ -2,6 +2,7 @@
 // include/itsme.h.
 import CItsMe
 import ItsMeKit
+import ItsMePrimitives
 
 private func onVoice(_ p: UnsafeRawPointer?, _ body: (VoiceSession) throws -> Void) -> itsme_result {
     onSession(p, "voice", body)

@@ -5,6 +5,7 @@
 import CItsMe
 import ItsMeFFI
 import ItsMeKit
+import ItsMePrimitives
 
 // MARK: - Deterministic randomness
 

@@ -1,5 +1,6 @@
 import Foundation
 import ItsMeKit
+import ItsMePrimitives
 
 /// The vectors of Tests/ProtocolVectors that are not one exchange or
 /// session run honestly: Online Verify's refusals (11.2), the states of a
@@ -49,7 +50,7 @@ extension VectorGenerator {
         let wrongRole =
             [1, 3]
             + (try AEAD.seal(
-                .chacha20Poly1305, key: bytes(v, "k_r"), nonce: ExchangeProtocol.nonce(0),
+                .chacha20Poly1305, key: bytes(v, "k_r"), nonce: SessionFrames.nonce(0),
                 plaintext: bytes(v, "proof_i") + bytes(v, "dtag_r"), aad: [1, 3]))
         func commitTo(_ key: [UInt8]) -> [UInt8] {
             [1, 1] + SHA256.hash(LV.cat(LV.b("itsme-ov-commit-v1"), Array(key[2..<34]), Array(key[34..<66])))

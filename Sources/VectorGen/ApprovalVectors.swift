@@ -1,5 +1,6 @@
 import Foundation
 import ItsMeKit
+import ItsMePrimitives
 
 /// The service approval vectors (PROTOCOL.md 19): approval.json, built from
 /// fixed inputs and checked against the documented formulas as they are

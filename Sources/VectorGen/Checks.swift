@@ -1,5 +1,6 @@
 import Foundation
 import ItsMeKit
+import ItsMePrimitives
 
 /// The checks the generator makes while it builds the vectors. Each failed
 /// check is recorded with its line; a thrown error counts as a failure.

@@ -1,5 +1,6 @@
 import Foundation
 import ItsMeKit
+import ItsMePrimitives
 
 /// Intermediate values the other generators do not write: the HKDF-Extract
 /// output `prk` of 7.3, 10.3 and 11.3, and the HMAC messages of 9.2, 9.4,

@@ -1,5 +1,6 @@
 import Foundation
 import ItsMeKit
+import ItsMePrimitives
 
 /// The profile record vectors (PROTOCOL.md 18): profile.json, built from
 /// fixed inputs and checked against the documented formulas as they are

@@ -1,5 +1,6 @@
 import Foundation
 import ItsMeKit
+import ItsMePrimitives
 
 /// The roll-call vectors (PROTOCOL.md 20, version 2): rollcall.json. Three
 /// people in one roll call: Ana and Ben share a seed and each other's

@@ -1,5 +1,6 @@
 import Foundation
 import ItsMeKit
+import ItsMePrimitives
 
 /// The device transfer vectors (PROTOCOL.md 17): export.json and
 /// transfer.json, built from fixed inputs and checked against the

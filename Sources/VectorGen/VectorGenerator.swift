@@ -1,5 +1,6 @@
 import Foundation
 import ItsMeKit
+import ItsMePrimitives
 
 /// Builds the test vectors of docs/PROTOCOL.md (Tests/ProtocolVectors/*.json)
 /// from fixed inputs, and checks as it goes that the library's state
@@ -402,8 +403,8 @@ final class VectorGenerator {
                 let sig = try p.sign(signed)
                 let plain = d + sig
                 let k = initiator ? keyI : keyR
-                let frame = [1, 3] + (try AEAD.seal(.chacha20Poly1305, key: k, nonce: ExchangeProtocol.nonce(0), plaintext: plain, aad: [1, 3]))
-                let confirm = [1, 4] + (try AEAD.seal(.chacha20Poly1305, key: k, nonce: ExchangeProtocol.nonce(1), plaintext: [1], aad: [1, 4]))
+                let frame = [1, 3] + (try AEAD.seal(.chacha20Poly1305, key: k, nonce: SessionFrames.nonce(0), plaintext: plain, aad: [1, 3]))
+                let confirm = [1, 4] + (try AEAD.seal(.chacha20Poly1305, key: k, nonce: SessionFrames.nonce(1), plaintext: [1], aad: [1, 4]))
                 let c = commitment(p)
                 return partyJSON(p).merging([
                     "role_text": initiator ? "initiator" : "responder", "rest": hex(c.rest), "commitment": hex(c.c),
@@ -712,7 +713,7 @@ final class VectorGenerator {
             HMACSHA256.mac(key: tagKey, message: LV.cat(LV.b("itsme-ov-device-v1"), p.publicKey, th, ds))
         }
         func proofMessage(_ k: [UInt8], _ plain: [UInt8]) throws -> [UInt8] {
-            [1, 3] + (try AEAD.seal(.chacha20Poly1305, key: k, nonce: ExchangeProtocol.nonce(0), plaintext: plain, aad: [1, 3]))
+            [1, 3] + (try AEAD.seal(.chacha20Poly1305, key: k, nonce: SessionFrames.nonce(0), plaintext: plain, aad: [1, 3]))
         }
         let (iRef, rRef) = references.map { aInit ? ($0.0, $0.1) : ($0.1, $0.0) } ?? ([], [])
         let proofI = try proofMessage(kI, proof("initiator") + dtag(iP, iDS) + iRef)
@@ -816,7 +817,7 @@ final class VectorGenerator {
             let kR = try HKDF.expand(prk: prk, info: LV.cat(LV.b("itsme-pin-update-key-v1"), LV.b("responder")), count: 32).unsafeExportedArray()
             func confirm(_ role: String) -> [UInt8] { HMACSHA256.mac(key: seed, message: LV.cat(LV.b("itsme-pin-update-confirm-v1"), LV.b(role), th)) }
             func sealed(_ type: UInt8, _ k: [UInt8], _ counter: UInt64, _ plain: [UInt8]) throws -> [UInt8] {
-                [1, type] + (try AEAD.seal(.chacha20Poly1305, key: k, nonce: ExchangeProtocol.nonce(counter), plaintext: plain, aad: [1, type]))
+                [1, type] + (try AEAD.seal(.chacha20Poly1305, key: k, nonce: SessionFrames.nonce(counter), plaintext: plain, aad: [1, type]))
             }
             let newI = try sealed(2, kI, 0, iD.secret + confirm("initiator"))
             let newR = try sealed(2, kR, 0, rD.secret + confirm("responder"))

@@ -1,7 +1,11 @@
 import Foundation
 import XCTest
 
+@testable import ItsMeBase
+@testable import ItsMeFlows
 @testable import ItsMeKit
+@testable import ItsMeStore
+import ItsMePrimitives
 
 /// CPACE-RISTR255-SHA512 against the CFRG draft's own vectors (a copy of
 /// ../shared/vectors/cpace-testvectors.json, key G_Coffee25519).

@@ -3,7 +3,10 @@ import ItsMePrimitives
 import Synchronization
 import XCTest
 
+@testable import ItsMeBase
+@testable import ItsMeFlows
 @testable import ItsMeKit
+@testable import ItsMeStore
 
 /// The lock behind every handle a host callback can call back into: the
 /// thread holding it is refused, other threads wait their turn.

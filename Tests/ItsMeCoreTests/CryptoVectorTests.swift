@@ -2,6 +2,7 @@ import Foundation
 import XCTest
 
 import ItsMeKit
+import ItsMePrimitives
 
 /// The crypto wrappers against Wycheproof, RFC and FIPS vectors, plus the
 /// unit behaviour of the helpers around them.

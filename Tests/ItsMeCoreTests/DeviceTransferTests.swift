@@ -1,7 +1,11 @@
 import Foundation
 import XCTest
 
+@testable import ItsMeBase
+@testable import ItsMeFlows
 @testable import ItsMeKit
+@testable import ItsMeStore
+import ItsMePrimitives
 
 /// Device transfer (PROTOCOL.md 17): installing an import, the
 /// wrong-identity check, the live transfer, and what a contact sees.

@@ -1,7 +1,12 @@
 import Foundation
 import XCTest
 
+@testable import ItsMeBase
+@testable import ItsMeFlows
+@testable import ItsMeFuzzing
 @testable import ItsMeKit
+@testable import ItsMeStore
+import ItsMePrimitives
 
 /// Replays each fuzz target's corpus (Tests/FuzzCorpus/<target>, grown by
 /// scripts/fuzz) through the target's own body: every input must give a

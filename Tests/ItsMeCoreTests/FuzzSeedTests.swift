@@ -1,7 +1,12 @@
 import Foundation
 import XCTest
 
+@testable import ItsMeBase
+@testable import ItsMeFlows
+@testable import ItsMeFuzzing
 @testable import ItsMeKit
+@testable import ItsMeStore
+import ItsMePrimitives
 
 /// The honest inputs the fuzz corpora are seeded with: real export texts,
 /// transfer offers and messages, profile records, approval requests,

@@ -1,6 +1,10 @@
 import XCTest
 
+@testable import ItsMeBase
+@testable import ItsMeFlows
 @testable import ItsMeKit
+@testable import ItsMeStore
+import ItsMePrimitives
 
 /// The password-protected identity export: round trip, the header checked
 /// before any key derivation, wrong passwords counted, tampering refused.

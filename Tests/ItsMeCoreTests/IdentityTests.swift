@@ -1,7 +1,11 @@
 import Foundation
 import XCTest
 
+@testable import ItsMeBase
+@testable import ItsMeFlows
 @testable import ItsMeKit
+@testable import ItsMeStore
+import ItsMePrimitives
 
 final class IdentityTests: XCTestCase {
     private var directory: String!

@@ -1,7 +1,11 @@
 import Foundation
 import XCTest
 
+@testable import ItsMeBase
+@testable import ItsMeFlows
 @testable import ItsMeKit
+@testable import ItsMeStore
+import ItsMePrimitives
 
 /// An in-memory invite mailbox with the relay's rules (docs/PROTOCOL.md
 /// 15.2): one invite, two tokens, messages numbered in order of posting.

@@ -2,7 +2,11 @@ import Foundation
 import Synchronization
 import XCTest
 
+@testable import ItsMeBase
+@testable import ItsMeFlows
 @testable import ItsMeKit
+@testable import ItsMeStore
+import ItsMePrimitives
 
 final class PINTests: XCTestCase {
     /// Cheap parameters keep the many attempts below fast; the real

@@ -1,5 +1,6 @@
 import Foundation
 import ItsMeKit
+import ItsMePrimitives
 import XCTest
 
 /// The passphrase-wrapped file store: it opens the stores the command-line

@@ -1,7 +1,11 @@
 import Foundation
 import XCTest
 
+@testable import ItsMeBase
+@testable import ItsMeFlows
 @testable import ItsMeKit
+@testable import ItsMeStore
+import ItsMePrimitives
 
 /// docs/PROTOCOL.md's test vectors, Tests/ProtocolVectors/*.json (written by
 /// itsme-vectors, Sources/VectorGen): every entry's inputs are played through
@@ -128,7 +132,7 @@ final class ProtocolVectorTests: XCTestCase {
         XCTAssertEqual(hex(try HKDF.extract(salt: salt, ikm: shared).unsafeExportedArray()), text(e, "prk"), line: line)
         var both = [UInt8](repeating: 0, count: 64)
         try shared.withUnsafeBytes { s in
-            try both.withUnsafeMutableBytes { try ExchangeProtocol.directionKeys(shared: s, salt: salt, label: label, into: $0) }
+            try both.withUnsafeMutableBytes { try SessionFrames.directionKeys(shared: s, salt: salt, label: label, into: $0) }
         }
         XCTAssertEqual(hex(both), text(e, keys.0) + text(e, keys.1), line: line)
         for (role, key) in [("initiator", keys.0), ("responder", keys.1)] {

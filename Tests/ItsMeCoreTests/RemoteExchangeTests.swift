@@ -1,7 +1,11 @@
 import Foundation
 import XCTest
 
+@testable import ItsMeBase
+@testable import ItsMeFlows
 @testable import ItsMeKit
+@testable import ItsMeStore
+import ItsMePrimitives
 
 /// The remote exchange's protocol core (PROTOCOL.md 16), with messages moved
 /// by hand. The same cases against a real relay are in apps/tests.

@@ -1,7 +1,11 @@
 import Foundation
 import XCTest
 
+@testable import ItsMeBase
+@testable import ItsMeFlows
 @testable import ItsMeKit
+@testable import ItsMeStore
+import ItsMePrimitives
 
 /// remote.json (section 16) and reexchange.json (section 8.2), played
 /// through the library.

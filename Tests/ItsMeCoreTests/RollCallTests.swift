@@ -1,7 +1,11 @@
 import Foundation
 import XCTest
 
+@testable import ItsMeBase
+@testable import ItsMeFlows
 @testable import ItsMeKit
+@testable import ItsMeStore
+import ItsMePrimitives
 
 /// The roll call (PROTOCOL.md 20) among several people in memory, through a
 /// simulated group room that delivers every message to every other device

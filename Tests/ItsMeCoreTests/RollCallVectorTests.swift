@@ -1,7 +1,11 @@
 import Foundation
 import XCTest
 
+@testable import ItsMeBase
+@testable import ItsMeFlows
 @testable import ItsMeKit
+@testable import ItsMeStore
+import ItsMePrimitives
 
 /// rollcall.json (PROTOCOL.md 20): the formulas through the library's own
 /// derivations, then the whole roll call replayed through `RollCall` with

@@ -2,7 +2,10 @@ import ItsMePrimitives
 import ItsMeRelayProtocol
 import XCTest
 
+@testable import ItsMeBase
+@testable import ItsMeFlows
 @testable import ItsMeKit
+@testable import ItsMeStore
 
 /// The room driver against a room played in memory as the relay plays it
 /// (docs/PROTOCOL.md 15.3): events as the relay writes them, each side's

@@ -2,7 +2,11 @@ import CSQLite
 import Foundation
 import XCTest
 
+@testable import ItsMeBase
+@testable import ItsMeFlows
 @testable import ItsMeKit
+@testable import ItsMeStore
+import ItsMePrimitives
 
 final class SQLiteTests: XCTestCase {
     private var directory: String!

@@ -2,7 +2,11 @@ import Foundation
 import Synchronization
 import XCTest
 
+@testable import ItsMeBase
+@testable import ItsMeFlows
 @testable import ItsMeKit
+@testable import ItsMeStore
+import ItsMePrimitives
 
 /// Service approvals (PROTOCOL.md 19): enrollment, requests, approvals and
 /// denials, every refusal of 19.5 in its order, the stored credential item,

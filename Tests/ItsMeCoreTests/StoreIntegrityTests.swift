@@ -2,7 +2,11 @@ import Foundation
 import Synchronization
 import XCTest
 
+@testable import ItsMeBase
+@testable import ItsMeFlows
 @testable import ItsMeKit
+@testable import ItsMeStore
+import ItsMePrimitives
 
 /// A contact store that lost rows, was rolled back, emptied or replaced is
 /// noticed when opened, never read as a smaller store; and the person can

@@ -1,4 +1,5 @@
 import ItsMeKit
+import ItsMePrimitives
 import XCTest
 
 /// A stored item as a plain array (XCTest's helpers need copyable values).

@@ -1,7 +1,11 @@
 import Foundation
 import XCTest
 
+@testable import ItsMeBase
+@testable import ItsMeFlows
 @testable import ItsMeKit
+@testable import ItsMeStore
+import ItsMePrimitives
 
 /// Every reader of typed codes goes through TypedInput, which reads ASCII
 /// only (PROTOCOL.md section 1, "Typed input"). Each reader is fed its valid

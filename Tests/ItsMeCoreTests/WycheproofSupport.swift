@@ -2,6 +2,7 @@ import Foundation
 import XCTest
 
 import ItsMeKit
+import ItsMePrimitives
 
 /// Loading and bookkeeping for the Wycheproof vectors in Vectors/wycheproof.
 ///

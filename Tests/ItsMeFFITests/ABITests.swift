@@ -2,6 +2,7 @@ import CItsMe
 import Dispatch
 import Foundation
 import ItsMeKit
+import ItsMePrimitives
 import XCTest
 
 @testable import ItsMeFFI

@@ -1,6 +1,7 @@
 import CItsMe
 import Foundation
 import ItsMeKit
+import ItsMePrimitives
 import XCTest
 
 @testable import ItsMeFFI

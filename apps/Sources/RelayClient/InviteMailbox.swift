@@ -1,5 +1,6 @@
 import Foundation
 import ItsMeKit
+import ItsMePrimitives
 import NIOCore
 import NIOHTTP1
 import NIOPosix

@@ -1,5 +1,6 @@
 import Foundation
 import ItsMeKit
+import ItsMePrimitives
 import ItsMeRelayProtocol
 
 /// Drives an invite exchange (`Exchange.invite` or `Exchange.acceptInvite`,

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import ItsMeKit
+import ItsMePrimitives
 import RelayClient
 
 /// Options every command takes.

@@ -1,6 +1,7 @@
 import CUnlockAgent
 import Foundation
 import ItsMeKit
+import ItsMePrimitives
 
 #if canImport(Glibc)
     import Glibc

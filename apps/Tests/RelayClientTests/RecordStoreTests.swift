@@ -1,5 +1,6 @@
 import Foundation
 import ItsMeKit
+import ItsMePrimitives
 import RelayServer
 import RelayClient
 import XCTest
