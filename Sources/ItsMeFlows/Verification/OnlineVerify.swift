@@ -103,14 +103,11 @@ public final class OnlineVerify: CustomStringConvertible {
     package init<R: RandomSource>(
         store: ContactStore, contactID: Int64, window: Int64, binding: [UInt8]? = nil, now: Int64, random: inout R
     ) throws {
-        try VoiceProtocol.checkMeetingWindow(window, now: now)
         let binding = try CallBinding.box(binding)
         let contact = try store.contact(id: contactID)
-        try ContactStore.checkSettled(contact)
         let (machine, actions) = try OnlineVerifyMachine.start(
-            contactID: contactID, window: window, now: now, seed: SecretBox(try store.seed(id: contactID)),
-            myPID: store.ownerPublicKey, peerPID: contact.pid, tagSecrets: try store.tagSecrets(id: contactID), binding: binding,
-            random: &random)
+            contact: contact, window: window, now: now, seed: SecretBox(try store.seed(id: contactID)),
+            myPID: store.ownerPublicKey, tagSecrets: try store.tagSecrets(id: contactID), binding: binding, random: &random)
         self.store = store
         driver = try Driver(machine, actions: actions, write: store.writer(now: now))
     }

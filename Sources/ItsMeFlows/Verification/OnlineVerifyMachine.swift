@@ -83,12 +83,12 @@ struct OnlineVerifyMachine: SteppedMachine {
     /// none for the responder). The random source gives the ephemeral
     /// secret, then the challenge.
     static func start<R: RandomSource>(
-        contactID: Int64, window: Int64, now: Int64, seed: SecretBox, myPID: [UInt8], peerPID: [UInt8],
-        tagSecrets: TagSecrets, binding: SecretBox? = nil, random: inout R
+        contact: Contact, window: Int64, now: Int64, seed: SecretBox, myPID: [UInt8], tagSecrets: TagSecrets,
+        binding: SecretBox? = nil, random: inout R
     ) throws -> (OnlineVerifyMachine, [Action]) {
         let secret = SecretRange(SecretBox(try SecretBytes(randomCount: X25519.keyCount, using: &random)))
         let session = try WindowedSession(
-            contactID: contactID, window: window, now: now, seed: seed, myPID: myPID, peerPID: peerPID, ephemeralSecret: secret)
+            contact: contact, window: window, now: now, seed: seed, myPID: myPID, ephemeralSecret: secret)
         let challenge = random.bytes(32)
         let roomID = try Self.roomID(seed: seed, window: window)
         let bind = try binding.map { try Self.bind(seed: seed, window: window, binding: $0) }

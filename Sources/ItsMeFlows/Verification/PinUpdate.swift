@@ -64,12 +64,10 @@ public final class PinUpdate: CustomStringConvertible {
     /// `.invalidState` for a contact still awaiting the peer, or the
     /// store's errors.
     public init<R: RandomSource>(store: ContactStore, contactID: Int64, window: Int64, now: Int64, random: inout R) throws {
-        try VoiceProtocol.checkMeetingWindow(window, now: now)
         let contact = try store.contact(id: contactID)
-        try ContactStore.checkSettled(contact)
         let (machine, actions) = try PinUpdateMachine.start(
-            contactID: contactID, window: window, now: now, seed: SecretBox(try store.seed(id: contactID)),
-            myPID: store.ownerPublicKey, peerPID: contact.pid, random: &random)
+            contact: contact, window: window, now: now, seed: SecretBox(try store.seed(id: contactID)),
+            myPID: store.ownerPublicKey, random: &random)
         self.store = store
         driver = try Driver(machine, actions: actions, write: store.writer(now: now))
     }

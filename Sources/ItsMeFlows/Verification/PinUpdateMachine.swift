@@ -53,13 +53,13 @@ struct PinUpdateMachine: SteppedMachine {
     /// The machine and its KEY. The random source gives the ephemeral
     /// secret and the new device secret in one draw (48 bytes).
     static func start<R: RandomSource>(
-        contactID: Int64, window: Int64, now: Int64, seed: SecretBox, myPID: [UInt8], peerPID: [UInt8], random: inout R
+        contact: Contact, window: Int64, now: Int64, seed: SecretBox, myPID: [UInt8], random: inout R
     ) throws -> (PinUpdateMachine, [Action]) {
         let drawn = SecretBox(try SecretBytes(randomCount: X25519.keyCount + PinUpdateNew.secretCount, using: &random))
         let ephemeral = SecretRange(drawn, 0..<X25519.keyCount)
         let fresh = SecretRange(drawn, X25519.keyCount..<drawn.count)
         let session = try WindowedSession(
-            contactID: contactID, window: window, now: now, seed: seed, myPID: myPID, peerPID: peerPID, ephemeralSecret: ephemeral)
+            contact: contact, window: window, now: now, seed: seed, myPID: myPID, ephemeralSecret: ephemeral)
         let machine = PinUpdateMachine(
             session: session, sessionCode: try sessionCode(seed: seed, window: window), newSecret: fresh,
             key: PinUpdateFrame.key(ephemeralKey: session.ephemeralKey).bytes)

@@ -63,13 +63,16 @@ struct VoiceMachine: SteppedMachine {
     let plan: Plan
     private(set) var state: State = .waiting
 
-    /// Plans a session at `now`: the next window after `now` and after
-    /// `lastWindow`, the last one the contact used.
-    init(
-        contactID: Int64, lastWindow: Int64?, now: Int64, seed: SecretBox, myPID: [UInt8], peerPID: [UInt8],
-        tagSecrets: TagSecrets, binding: SecretBox? = nil
-    ) throws {
+    /// Plans a session with `contact`, as the store holds it, at `now`: the
+    /// next window after `now` and after the last one the contact used.
+    /// `.invalidState` for a contact still awaiting the peer, or one that
+    /// used the last window there is.
+    init(contact: Contact, now: Int64, seed: SecretBox, myPID: [UInt8], tagSecrets: TagSecrets, binding: SecretBox? = nil) throws {
         try UnixTime.check(now)
+        try ContactStore.checkSettled(contact)
+        let contactID = contact.id
+        let lastWindow = contact.lastWindow
+        let peerPID = contact.pid
         if let last = lastWindow, last < 0 || last >= VoiceProtocol.maxWindow {
             throw ItsMeError(.invalidState, "contact \(contactID) has used its last possible window (\(last))")
         }

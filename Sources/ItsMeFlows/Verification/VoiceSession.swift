@@ -105,13 +105,11 @@ public final class VoiceSession: CustomStringConvertible {
     /// another length, `.notFound` for an unknown contact, `.invalidState`
     /// for a contact still awaiting the peer, or the store's errors.
     public init(store: ContactStore, contactID: Int64, binding: [UInt8]? = nil, now: Int64) throws {
-        try UnixTime.check(now)
         let binding = try CallBinding.box(binding)
         let contact = try store.contact(id: contactID)
-        try ContactStore.checkSettled(contact)
         let machine = try VoiceMachine(
-            contactID: contactID, lastWindow: contact.lastWindow, now: now, seed: SecretBox(try store.seed(id: contactID)),
-            myPID: store.ownerPublicKey, peerPID: contact.pid, tagSecrets: try store.tagSecrets(id: contactID), binding: binding)
+            contact: contact, now: now, seed: SecretBox(try store.seed(id: contactID)), myPID: store.ownerPublicKey,
+            tagSecrets: try store.tagSecrets(id: contactID), binding: binding)
         self.store = store
         driver = try Driver(machine)
     }

@@ -11,8 +11,9 @@ import ItsMeStore
 /// seconds from its creation, and a failure is final.
 ///
 /// A value: it reads no store and writes none. The drivers (`OnlineVerify`,
-/// `PinUpdate`) read the seed and identities from the contact store and
-/// pass them in.
+/// `PinUpdate`) read the contact and its seed from the contact store and
+/// pass them in; the rules on them (the window, a contact still awaiting
+/// the peer) are the session's.
 struct WindowedSession {
     /// How long a session may take, from its creation.
     static let lifetime: Int64 = 600
@@ -27,13 +28,16 @@ struct WindowedSession {
     let ephemeralSecret: SecretRange
     let ephemeralKey: [UInt8]
 
-    /// `ephemeralSecret` is 32 bytes drawn by the caller (each protocol
-    /// draws its randomness in its own order, which the vectors fix).
-    init(
-        contactID: Int64, window: Int64, now: Int64, seed: SecretBox, myPID: [UInt8], peerPID: [UInt8],
-        ephemeralSecret: SecretRange
-    ) throws {
+    /// A session with `contact` as the store holds it. `ephemeralSecret`
+    /// is 32 bytes drawn by the caller (each protocol draws its randomness
+    /// in its own order, which the vectors fix). The window must be the
+    /// current one or the one before (`.invalidArgument`), and the contact
+    /// settled (`.invalidState` while it awaits the peer).
+    init(contact: Contact, window: Int64, now: Int64, seed: SecretBox, myPID: [UInt8], ephemeralSecret: SecretRange) throws {
         try VoiceProtocol.checkMeetingWindow(window, now: now)
+        try ContactStore.checkSettled(contact)
+        let contactID = contact.id
+        let peerPID = contact.pid
         guard ephemeralSecret.count == X25519.keyCount else {
             throw ItsMeError(.invalidArgument, "an X25519 secret key is \(X25519.keyCount) bytes")
         }
