@@ -76,7 +76,10 @@ let package = Package(
         .executableTarget(name: "VectorGen", dependencies: ["ItsMeKit", "ItsMePrimitives"]),
         .testTarget(
             name: "ItsMeCoreTests",
-            dependencies: ["ItsMeKit", "ItsMeFlows", "ItsMeStore", "ItsMeBase", "ItsMeFuzzing", "ItsMePrimitives", "CSodium", "CSQLite"],
+            dependencies: [
+                "ItsMeKit", "ItsMeFlows", "ItsMeStore", "ItsMeBase", "ItsMeFuzzing", "ItsMePrimitives", "ItsMeRelayProtocol", "CSodium",
+                "CSQLite",
+            ],
             exclude: ["Vectors"]
         ),
         .testTarget(name: "ItsMeRelayProtocolTests", dependencies: ["ItsMeRelayProtocol"]),

@@ -3131,13 +3131,17 @@ itsme_result itsme_approval_verify(const uint8_t *request, size_t request_len,
  * device signs what it sends with a key drawn for the roll call and never
  * stored.  The library does no I/O and decides every message; the host:
  *
- *   joins the relay's group room itsme_rollcall_room and reports its
- *       events: itsme_rollcall_joined (its slot and the slots already
- *       there; again after every reconnection), itsme_rollcall_peer_joined,
- *       itsme_rollcall_peer_left
- *   feeds every message of the room with the relay slot it came from
- *       (itsme_rollcall_receive), and calls itsme_rollcall_tick about once
- *       a second (what was lost is sent again)
+ *   joins the relay's group room itsme_rollcall_room (its path:
+ *       itsme_relay_path with ITSME_RELAY_ROUTE_GROUP) and hands over what
+ *       the room sends as it came: text frames to itsme_rollcall_room_text,
+ *       binary ones to itsme_rollcall_room_binary (after every
+ *       reconnection too: the relay's "joined" gives the new slot); a host
+ *       that parses the relay's events itself reports them instead with
+ *       itsme_rollcall_joined, itsme_rollcall_peer_joined,
+ *       itsme_rollcall_peer_left, and each message with the relay slot it
+ *       came from with itsme_rollcall_receive
+ *   calls itsme_rollcall_tick about once a second (what was lost is sent
+ *       again)
  *   after each call, sends what itsme_rollcall_next_outgoing gives, until
  *       it gives nothing
  *   shows the participants (itsme_rollcall_participant_count and
@@ -3347,6 +3351,31 @@ ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_rollcall_receive(itsme_rollcall *rollcall,
                                     const uint8_t *bytes, size_t len,
                                     uint32_t slot, int64_t now);
+
+/* A text frame of the group room, as the relay sent it (one of its events,
+ * docs/PROTOCOL.md 15.3): "joined", "peer-joined" and "peer-left" are
+ * applied as itsme_rollcall_joined, _peer_joined and _peer_left apply them,
+ * with their errors; "refused" and an event this version does not know
+ * change nothing.  A host that reads the room's frames hands them over as
+ * they came (this function and itsme_rollcall_room_binary) and parses
+ * nothing.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a time out of range),
+ * ITSME_E_MALFORMED_MESSAGE (not a group room's event: nothing changes),
+ * then those of the event's function. */
+itsme_result itsme_rollcall_room_text(itsme_rollcall *rollcall,
+                                      const uint8_t *text, size_t len,
+                                      int64_t now);
+
+/* A binary frame of the group room, as the relay sent it: the sender's
+ * relay slot (2 bytes, big-endian), then its message, which is fed as
+ * itsme_rollcall_receive feeds it.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a time out of range),
+ * ITSME_E_MALFORMED_MESSAGE (shorter than a slot: nothing changes), then
+ * those of itsme_rollcall_receive. */
+ITSME_WARN_UNUSED_RESULT
+itsme_result itsme_rollcall_room_binary(itsme_rollcall *rollcall,
+                                        const uint8_t *frame, size_t len,
+                                        int64_t now);
 
 /* The relay announced a new peer in slot `slot`: this device's HELLO is
  * queued, since the newcomer has not seen it.

@@ -105,6 +105,20 @@ public func ffiRollCallReceive(
     }
 }
 
+@c(itsme_rollcall_room_text)
+public func ffiRollCallRoomText(
+    _ rollcall: UnsafeMutablePointer<itsme_rollcall>?, _ text: UnsafePointer<UInt8>?, _ len: UInt, _ now: Int64
+) -> itsme_result {
+    onRollCall(rollcall) { r in try r.roomText(try bytes(text, len, "text"), now: now) }
+}
+
+@c(itsme_rollcall_room_binary)
+public func ffiRollCallRoomBinary(
+    _ rollcall: UnsafeMutablePointer<itsme_rollcall>?, _ frame: UnsafePointer<UInt8>?, _ len: UInt, _ now: Int64
+) -> itsme_result {
+    onRollCall(rollcall) { r in try r.roomBinary(try bytes(frame, len, "frame"), now: now) }
+}
+
 @c(itsme_rollcall_peer_joined)
 public func ffiRollCallPeerJoined(_ rollcall: UnsafeMutablePointer<itsme_rollcall>?, _ slot: UInt32, _ now: Int64)
     -> itsme_result

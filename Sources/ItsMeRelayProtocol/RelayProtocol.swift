@@ -17,6 +17,14 @@ public enum RelayProtocol {
     /// ... written as this many lower-case hex characters.
     public static let idLength = 32
 
+    /// A group room's message as the relay forwards it (15.3): the sender's
+    /// slot, 2 bytes big-endian, then the message; nil for a frame shorter
+    /// than a slot.
+    public static func groupMessage(_ frame: [UInt8]) -> (slot: Int, message: [UInt8])? {
+        guard frame.count >= 2 else { return nil }
+        return (Int(frame[0]) << 8 | Int(frame[1]), Array(frame[2...]))
+    }
+
     /// Whether `id` is an ID: 32 lower-case hex characters.
     public static func isID(_ id: some StringProtocol) -> Bool {
         id.utf8.count == idLength && id.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }

@@ -6,6 +6,7 @@ import XCTest
 @testable import ItsMeKit
 @testable import ItsMeStore
 import ItsMePrimitives
+import ItsMeRelayProtocol
 
 /// The roll call (PROTOCOL.md 20) among several people in memory, through a
 /// simulated group room that delivers every message to every other device
@@ -75,8 +76,11 @@ final class RollCallTests: XCTestCase {
     /// later ones overtake it). A raw slot is a bare connection that knows
     /// only the meeting code: what it receives is kept, what it sends is
     /// injected by the test. Each device's clock is the room's plus its
-    /// offset.
+    /// offset. With `asFrames`, each device is given what the relay sends
+    /// as it comes (`roomText` with the event's JSON, `roomBinary` with the
+    /// sender's slot before the message), as a host that parses nothing.
     final class Room {
+        var asFrames = false
         var present: [(slot: Int, call: RollCall?)] = []
         var nextSlot = 1
         var now: Int64
@@ -96,8 +100,8 @@ final class RollCallTests: XCTestCase {
         func join(_ call: RollCall?) throws -> Int {
             let slot = nextSlot
             nextSlot += 1
-            for case (_, let other?) in present { try other.peerJoined(slot: slot, now: time(other)) }
-            try call?.joined(slot: slot, peers: present.map(\.slot), now: time(call!))
+            for case (_, let other?) in present { try event(.peerJoined(slot: slot), to: other) }
+            if let call { try event(.joined(slot: slot, peers: present.map(\.slot)), to: call) }
             present.append((slot, call))
             try pump()
             return slot
@@ -106,8 +110,20 @@ final class RollCallTests: XCTestCase {
         func leave(_ slot: Int) throws {
             present.removeAll { $0.slot == slot }
             held.removeAll { $0.from == slot || $0.to == slot }
-            for case (_, let other?) in present { try other.peerLeft(slot: slot, now: time(other)) }
+            for case (_, let other?) in present { try event(.peerLeft(slot: slot), to: other) }
             try pump()
+        }
+
+        private func event(_ event: RoomEvent, to call: RollCall) throws {
+            guard asFrames else {
+                switch event {
+                case .joined(let slot, let peers): return try call.joined(slot: slot, peers: peers, now: time(call))
+                case .peerJoined(let slot?): return try call.peerJoined(slot: slot, now: time(call))
+                case .peerLeft(let slot?): return try call.peerLeft(slot: slot, now: time(call))
+                default: return XCTFail("a group room sends no \(event.type)")
+                }
+            }
+            try call.roomText(Array(event.json.utf8), now: time(call))
         }
 
         /// A bare connection sends `message`.
@@ -145,7 +161,11 @@ final class RollCallTests: XCTestCase {
                         continue
                     }
                     do {
-                        try call.receive(message, from: from, now: time(call))
+                        if asFrames {
+                            try call.roomBinary([UInt8(from >> 8), UInt8(from & 0xff)] + message, now: time(call))
+                        } else {
+                            try call.receive(message, from: from, now: time(call))
+                        }
                     } catch let error as ItsMeError {
                         refusals.append(error.kind)
                     }
@@ -292,6 +312,56 @@ final class RollCallTests: XCTestCase {
         let sentBefore = room.log.count
         try room.run(20)
         XCTAssertEqual(room.log.count, sentBefore)
+    }
+
+    /// A host that hands the group room's frames to the core as they came
+    /// (PROTOCOL.md 15.3's events as JSON text, each message behind its
+    /// sender's slot) gets the same roll call; what no group room sends is
+    /// refused and changes nothing.
+    func testAHostThatParsesNothingGetsTheSameRollCall() throws {
+        let (a, b, c) = (try person("Ana"), try person("Ben"), try person("Cai"))
+        try exchange(a, b)
+        try exchange(b, c)
+        let room = Room(now: now)
+        room.asFrames = true
+        let calls = try [a, b, c].map { ($0, try join($0, room)) }
+        XCTAssertEqual(room.refusals, [])
+        XCTAssertTrue(sameRoster(calls.map(\.1)))
+        XCTAssertEqual(calls[1].1.headCount, 3)
+        try room.run(3)
+
+        let ben = calls[1].1
+        let (roster, count) = (ben.rosterHash, ben.participants)
+        let junk: [(String, [UInt8])] = [
+            ("not JSON", Array("hello".utf8)),
+            ("a two-person room's event", Array(RoomEvent.peerJoined(slot: nil).json.utf8)),
+            ("a two-person room's waiting", Array(RoomEvent.waiting.json.utf8)),
+            ("a slot out of range", Array(#"{"type":"peer-joined","slot":0}"#.utf8)),
+        ]
+        for (what, text) in junk {
+            XCTAssertThrowsError(try ben.roomText(text, now: room.time(ben)), what) {
+                XCTAssertEqual(($0 as? ItsMeError)?.kind, .malformedMessage, what)
+            }
+        }
+        for frame: [UInt8] in [[], [0]] {
+            XCTAssertThrowsError(try ben.roomBinary(frame, now: room.time(ben))) {
+                XCTAssertEqual(($0 as? ItsMeError)?.kind, .malformedMessage)
+            }
+        }
+        // A refusal and an event this version does not know change nothing.
+        try ben.roomText(Array(RoomEvent.refused(reason: RoomEvent.noPeer).json.utf8), now: room.time(ben))
+        try ben.roomText(Array(#"{"type":"later-event"}"#.utf8), now: room.time(ben))
+        XCTAssertEqual(ben.rosterHash, roster)
+        XCTAssertEqual(ben.participants, count)
+        XCTAssertNil(try ben.peekOutgoing())
+
+        try room.pump()
+        try rollCall(calls, room)
+        XCTAssertEqual(try state(calls[0].1, a, of: b), .verified)
+        XCTAssertEqual(try state(ben, b, of: a), .verified)
+        XCTAssertEqual(try state(ben, b, of: c), .verified)
+        XCTAssertEqual(try state(calls[2].1, c, of: b), .verified)
+        XCTAssertEqual(room.refusals, [])
     }
 
     func testNoSealedCodeLeavesADeviceBeforeItsOwnerSaidIt() throws {

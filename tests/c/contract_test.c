@@ -253,6 +253,8 @@
 #define CT_HAS_itsme_rollcall_next_outgoing 1
 #define CT_HAS_itsme_rollcall_joined 1
 #define CT_HAS_itsme_rollcall_receive 1
+#define CT_HAS_itsme_rollcall_room_text 1
+#define CT_HAS_itsme_rollcall_room_binary 1
 #define CT_HAS_itsme_rollcall_peer_joined 1
 #define CT_HAS_itsme_rollcall_peer_left 1
 #define CT_HAS_itsme_rollcall_tick 1
@@ -1492,6 +1494,20 @@ struct args_itsme_rollcall_receive {
     int64_t now;
 };
 #define FIXTURE_itsme_rollcall_receive(...) static void fixture_itsme_rollcall_receive(struct args_itsme_rollcall_receive *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_rollcall_room_text {
+    itsme_rollcall * rollcall;
+    const uint8_t * text;
+    size_t len;
+    int64_t now;
+};
+#define FIXTURE_itsme_rollcall_room_text(...)
+struct args_itsme_rollcall_room_binary {
+    itsme_rollcall * rollcall;
+    const uint8_t * frame;
+    size_t len;
+    int64_t now;
+};
+#define FIXTURE_itsme_rollcall_room_binary(...)
 struct args_itsme_rollcall_peer_joined {
     itsme_rollcall * rollcall;
     uint32_t slot;
@@ -8510,6 +8526,76 @@ static const struct ct_param params_itsme_rollcall_receive[] = {
 static const struct ct_function function_itsme_rollcall_receive = {"itsme_rollcall_receive", 1, sizeof(struct args_itsme_rollcall_receive), params_itsme_rollcall_receive, 5, setup_itsme_rollcall_receive, mutate_itsme_rollcall_receive, invoke_itsme_rollcall_receive};
 static void run_itsme_rollcall_receive(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_receive, c); }
 
+/* itsme_rollcall_room_text */
+static void setup_itsme_rollcall_room_text(void *p, int live) {
+    struct args_itsme_rollcall_room_text *a = p;
+    (void)a;
+    a->rollcall = live ? fx_itsme_rollcall() : NULL;
+    a->text = fx_bytes;
+    a->len = 32;
+    a->now = FX_NOW;
+    (void)live;
+}
+static int mutate_itsme_rollcall_room_text(void *p, const struct ct_check *c) {
+    struct args_itsme_rollcall_room_text *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rollcall = NULL; return 0;
+    case 1: if (c->kind == CT_NULL) a->text = NULL; return a->len == 0;
+    case 3: ct_mutate_time(c, &a->now); return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_rollcall_room_text(void *p, struct ct_outs *o) {
+    struct args_itsme_rollcall_room_text *a = p;
+    (void)a;
+    (void)o;
+    return itsme_rollcall_room_text(a->rollcall, a->text, a->len, a->now);
+}
+static const struct ct_param params_itsme_rollcall_room_text[] = {
+    {"rollcall", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"text", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_rollcall_room_text = {"itsme_rollcall_room_text", 0, sizeof(struct args_itsme_rollcall_room_text), params_itsme_rollcall_room_text, 4, setup_itsme_rollcall_room_text, mutate_itsme_rollcall_room_text, invoke_itsme_rollcall_room_text};
+static void run_itsme_rollcall_room_text(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_room_text, c); }
+
+/* itsme_rollcall_room_binary */
+static void setup_itsme_rollcall_room_binary(void *p, int live) {
+    struct args_itsme_rollcall_room_binary *a = p;
+    (void)a;
+    a->rollcall = live ? fx_itsme_rollcall() : NULL;
+    a->frame = fx_bytes;
+    a->len = 32;
+    a->now = FX_NOW;
+    (void)live;
+}
+static int mutate_itsme_rollcall_room_binary(void *p, const struct ct_check *c) {
+    struct args_itsme_rollcall_room_binary *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->rollcall = NULL; return 0;
+    case 1: if (c->kind == CT_NULL) a->frame = NULL; return a->len == 0;
+    case 3: ct_mutate_time(c, &a->now); return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_rollcall_room_binary(void *p, struct ct_outs *o) {
+    struct args_itsme_rollcall_room_binary *a = p;
+    (void)a;
+    (void)o;
+    return itsme_rollcall_room_binary(a->rollcall, a->frame, a->len, a->now);
+}
+static const struct ct_param params_itsme_rollcall_room_binary[] = {
+    {"rollcall", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"frame", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"now", CT_R_TIME, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_rollcall_room_binary = {"itsme_rollcall_room_binary", 0, sizeof(struct args_itsme_rollcall_room_binary), params_itsme_rollcall_room_binary, 4, setup_itsme_rollcall_room_binary, mutate_itsme_rollcall_room_binary, invoke_itsme_rollcall_room_binary};
+static void run_itsme_rollcall_room_binary(const struct ct_check *c) { ct_run_result(&function_itsme_rollcall_room_binary, c); }
+
 /* itsme_rollcall_peer_joined */
 static void setup_itsme_rollcall_peer_joined(void *p, int live) {
     struct args_itsme_rollcall_peer_joined *a = p;
@@ -11572,6 +11658,12 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_rollcall_receive", "itsme_rollcall_receive: now below 0", run_itsme_rollcall_receive, {CT_TIME_NEGATIVE, 4}},
     {"itsme_rollcall_receive", "itsme_rollcall_receive: now after 9999", run_itsme_rollcall_receive, {CT_TIME_AFTER_9999, 4}},
     {"itsme_rollcall_receive", "itsme_rollcall_receive: success", run_itsme_rollcall_receive, {CT_SUCCESS, -1}},
+    {"itsme_rollcall_room_text", "itsme_rollcall_room_text: before itsme_init", run_itsme_rollcall_room_text, {CT_BEFORE_INIT, -1}},
+    {"itsme_rollcall_room_text", "itsme_rollcall_room_text: rollcall NULL", run_itsme_rollcall_room_text, {CT_NULL, 0}},
+    {"itsme_rollcall_room_text", "itsme_rollcall_room_text: text NULL", run_itsme_rollcall_room_text, {CT_NULL, 1}},
+    {"itsme_rollcall_room_binary", "itsme_rollcall_room_binary: before itsme_init", run_itsme_rollcall_room_binary, {CT_BEFORE_INIT, -1}},
+    {"itsme_rollcall_room_binary", "itsme_rollcall_room_binary: rollcall NULL", run_itsme_rollcall_room_binary, {CT_NULL, 0}},
+    {"itsme_rollcall_room_binary", "itsme_rollcall_room_binary: frame NULL", run_itsme_rollcall_room_binary, {CT_NULL, 1}},
     {"itsme_rollcall_peer_joined", "itsme_rollcall_peer_joined: before itsme_init", run_itsme_rollcall_peer_joined, {CT_BEFORE_INIT, -1}},
     {"itsme_rollcall_peer_joined", "itsme_rollcall_peer_joined: rollcall NULL", run_itsme_rollcall_peer_joined, {CT_NULL, 0}},
     {"itsme_rollcall_peer_joined", "itsme_rollcall_peer_joined: now below 0", run_itsme_rollcall_peer_joined, {CT_TIME_NEGATIVE, 2}},
@@ -12403,6 +12495,8 @@ static const char *const ct_declared[] = {
     "itsme_rollcall_next_outgoing",
     "itsme_rollcall_joined",
     "itsme_rollcall_receive",
+    "itsme_rollcall_room_text",
+    "itsme_rollcall_room_binary",
     "itsme_rollcall_peer_joined",
     "itsme_rollcall_peer_left",
     "itsme_rollcall_tick",

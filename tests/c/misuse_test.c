@@ -1132,6 +1132,26 @@ static void rollcalls(void) {
     EXPECT("joined NULL peers with a count", itsme_rollcall_joined(rc[0], 1, NULL, 1, R0), ITSME_E_INVALID_ARGUMENT);
     EXPECT("joined at a time before 1970", itsme_rollcall_joined(rc[0], 1, NULL, 0, -1), ITSME_E_INVALID_ARGUMENT);
     EXPECT("nothing queued by a refused joined", itsme_rollcall_next_outgoing(rc[0], m, sizeof m, &len) == ITSME_OK && len == 0, 1);
+    /* The group room's frames as the relay sends them: what no group room
+     * sends is refused and queues nothing. */
+    static const char *const not_events[] = {
+        "", "hello", "{\"type\":\"peer-joined\"}", "{\"type\":\"waiting\"}", "{\"type\":\"joined\",\"slot\":0,\"peers\":[]}",
+        "{\"type\":\"peer-left\",\"slot\":65536}", "{\"type\":\"joined\",\"slot\":1,\"peers\":[0]}",
+    };
+    for (size_t i = 0; i < sizeof not_events / sizeof not_events[0]; i++) {
+        const char *e = not_events[i];
+        EXPECT(e, itsme_rollcall_room_text(rc[0], (const uint8_t *)e, strlen(e), R0), ITSME_E_MALFORMED_MESSAGE);
+    }
+    const char *refused = "{\"type\":\"refused\",\"reason\":\"no-peer\"}";
+    EXPECT("room text: a refusal changes nothing", itsme_rollcall_room_text(rc[0], (const uint8_t *)refused, strlen(refused), R0), ITSME_OK);
+    EXPECT("room text NULL", itsme_rollcall_room_text(NULL, (const uint8_t *)refused, strlen(refused), R0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("room text NULL text", itsme_rollcall_room_text(rc[0], NULL, 4, R0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("room text before 1970", itsme_rollcall_room_text(rc[0], (const uint8_t *)refused, strlen(refused), -1), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("room binary empty", itsme_rollcall_room_binary(rc[0], zero_peer, 0, R0), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("room binary of one byte", itsme_rollcall_room_binary(rc[0], zero_peer, 1, R0), ITSME_E_MALFORMED_MESSAGE);
+    EXPECT("room binary from slot 0", itsme_rollcall_room_binary(rc[0], zero_peer, 2, R0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("room binary NULL", itsme_rollcall_room_binary(NULL, zero_peer, 2, R0), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("nothing queued by refused frames", itsme_rollcall_next_outgoing(rc[0], m, sizeof m, &len) == ITSME_OK && len == 0, 1);
 
     /* Ana joins first, alone (slot 1): her HELLO and her VIEW. */
     struct rc_room *room = calloc(1, sizeof *room);

@@ -1,3 +1,4 @@
+import ItsMeRelayProtocol
 import ItsMePrimitives
 import ItsMeBase
 import ItsMeStore
@@ -217,6 +218,42 @@ public final class RollCall: CustomStringConvertible {
     /// recording an outcome fails.
     public func receive(_ message: [UInt8], from slot: Int, now: Int64) throws {
         try driver.step({ ((), try $0.receive(message, from: slot, now: now)) }, write: store.writer(now: now))
+    }
+
+    // MARK: The group room, as the relay speaks it
+
+    /// The group room's path below the relay's base URL
+    /// (`/v1/groups/{roomName}`, PROTOCOL.md 15.3).
+    public var path: String { RelayPath.group(roomName).text }
+
+    /// A text frame of the group room, as the relay sent it (an event,
+    /// PROTOCOL.md 15.3): `joined`, `peer-joined` and `peer-left` go to
+    /// `joined`, `peerJoined` and `peerLeft`, and throw what they throw;
+    /// `refused` and an event this version does not know change nothing.
+    /// `.invalidArgument` for a time out of range, `.malformedMessage` for
+    /// a text that is not a group room's event (an event of a two-person
+    /// room is not one): nothing changes.
+    public func roomText(_ text: [UInt8], now: Int64) throws {
+        try UnixTime.check(now)
+        switch RoomEvent(json: text) {
+        case .joined(let slot, let peers)?: try joined(slot: slot, peers: peers, now: now)
+        case .peerJoined(let slot?)?: try peerJoined(slot: slot, now: now)
+        case .peerLeft(let slot?)?: try peerLeft(slot: slot, now: now)
+        case .refused?, .other?: break
+        case .waiting?, .peerJoined(nil)?, .peerLeft(nil)?, nil:
+            throw ItsMeError(.malformedMessage, "the relay sent a text frame that is not a group room's event")
+        }
+    }
+
+    /// A binary frame of the group room, as the relay sent it: the sender's
+    /// slot (2 bytes, big-endian), then its message, which goes to
+    /// `receive` and throws what it throws. `.malformedMessage` for a frame
+    /// shorter than a slot: nothing changes.
+    public func roomBinary(_ frame: [UInt8], now: Int64) throws {
+        guard let (slot, message) = RelayProtocol.groupMessage(frame) else {
+            throw ItsMeError(.malformedMessage, "the relay forwarded a group room's message without its sender's slot")
+        }
+        try receive(message, from: slot, now: now)
     }
 
     /// The owner confirmed that the contacts listed are on their call.

@@ -25,6 +25,16 @@ public enum GroupEvent: Sendable, Equatable {
     case message(from: Int, [UInt8])
 }
 
+/// A frame of a group room, as the relay sent it: for a host that hands the
+/// room's frames to the core as they came (`RollCall.roomText`,
+/// `roomBinary`) and parses nothing.
+public enum GroupInput: Sendable, Equatable {
+    /// A text frame: one of the relay's events.
+    case text([UInt8])
+    /// A binary frame: a peer's message behind its sender's slot.
+    case binary([UInt8])
+}
+
 /// A connection to a relay group room (docs/PROTOCOL.md 15.9), a WebSocket
 /// (`wss://` for an https:// relay): up to `--max-group` peers, each given
 /// a slot as it joins; every binary message goes to all the others, never
@@ -83,12 +93,11 @@ public final class GroupRoom: @unchecked Sendable {
         return GroupRoom(groupID: groupID, link: link)
     }
 
-    /// The next thing that arrives (an event or a peer's message). Throws
+    /// The next frame that arrives, as the relay sent it. Throws
     /// `RelayError`: `"timeout"` when nothing arrived within `timeout`
     /// seconds; `"room-full"`, `"closed"` or `"connection"` once the
-    /// connection has ended; `"bad-response"` for a text frame that is not
-    /// an event or a binary one without a slot.
-    public func nextEvent(timeout: Double) async throws -> GroupEvent {
+    /// connection has ended.
+    public func nextInput(timeout: Double) async throws -> GroupInput {
         let seconds = try Checks.seconds(timeout, "timeout")
         while true {
             switch try await link.inbox.next(timeout: seconds) {
@@ -99,27 +108,41 @@ public final class GroupRoom: @unchecked Sendable {
             case .opened:
                 continue
             case .binary(let bytes):
-                guard bytes.count >= 2 else { throw RelayError.badResponse("the relay forwarded a message without a slot") }
-                return .message(from: Int(bytes[0]) << 8 | Int(bytes[1]), Array(bytes[2...]))
+                return .binary(bytes)
             case .text(let text):
-                let event = try Self.parseEvent(text)
-                lock.withLock {
-                    switch event {
-                    case .joined(let slot, let peers):
-                        ownSlot = slot
-                        present = Set(peers)
-                    case .peerJoined(let slot): present.insert(slot)
-                    case .peerLeft(let slot): present.remove(slot)
-                    case .refused, .other, .message: break
-                    }
-                }
-                return event
+                return .text(Array(text.utf8))
             }
         }
     }
 
-    static func parseEvent(_ text: String) throws -> GroupEvent {
-        switch ItsMeRelayProtocol.RoomEvent(json: Array(text.utf8)) {
+    /// The next thing that arrives (an event or a peer's message), read
+    /// through `nextInput`. Throws what it throws, and `"bad-response"` for
+    /// a text frame that is not an event or a binary one without a slot.
+    public func nextEvent(timeout: Double) async throws -> GroupEvent {
+        switch try await nextInput(timeout: timeout) {
+        case .binary(let bytes):
+            guard let (slot, message) = RelayProtocol.groupMessage(bytes) else {
+                throw RelayError.badResponse("the relay forwarded a message without a slot")
+            }
+            return .message(from: slot, message)
+        case .text(let text):
+            let event = try Self.parseEvent(text)
+            lock.withLock {
+                switch event {
+                case .joined(let slot, let peers):
+                    ownSlot = slot
+                    present = Set(peers)
+                case .peerJoined(let slot): present.insert(slot)
+                case .peerLeft(let slot): present.remove(slot)
+                case .refused, .other, .message: break
+                }
+            }
+            return event
+        }
+    }
+
+    static func parseEvent(_ text: [UInt8]) throws -> GroupEvent {
+        switch ItsMeRelayProtocol.RoomEvent(json: text) {
         case .joined(let slot, let peers)?: return .joined(slot: slot, peers: peers)
         case .peerJoined(let slot?)?: return .peerJoined(slot: slot)
         case .peerLeft(let slot?)?: return .peerLeft(slot: slot)

@@ -34,7 +34,7 @@ struct RollCallCommand: AsyncParsableCommand {
     /// ping every 20 seconds keeps the room open).
     enum Event: Sendable {
         case line(String?)
-        case room(GroupEvent, generation: Int)
+        case room(GroupInput, generation: Int)
         case failed(String, generation: Int)
         case tick
     }
@@ -74,7 +74,7 @@ struct RollCallCommand: AsyncParsableCommand {
             func listen(_ room: GroupRoom, _ generation: Int) -> Task<Void, Never> {
                 Task {
                     do {
-                        while true { feed.yield(.room(try await room.nextEvent(timeout: 3600), generation: generation)) }
+                        while true { feed.yield(.room(try await room.nextInput(timeout: 3600), generation: generation)) }
                     } catch {
                         feed.yield(.failed(explain(error).0, generation: generation))
                     }
@@ -262,21 +262,17 @@ final class RollCallSession {
         }
     }
 
-    func handle(_ event: GroupEvent) async throws {
-        switch event {
-        case .joined(let slot, let peers):
-            try step { try call.joined(slot: slot, peers: peers, now: now) }
-        case .peerJoined(let slot):
-            try step { try call.peerJoined(slot: slot, now: now) }
-        case .peerLeft(let slot):
-            try step { try call.peerLeft(slot: slot, now: now) }
-        case .message(let from, let bytes):
-            do { try call.receive(bytes, from: from, now: now) } catch let error as ItsMeError {
+    /// A frame of the group room, handed to the roll call as it came: the
+    /// core reads the relay's events and the slot before each message.
+    func handle(_ input: GroupInput) async throws {
+        switch input {
+        case .text(let text):
+            try step { try call.roomText(text, now: now) }
+        case .binary(let frame):
+            do { try call.roomBinary(frame, now: now) } catch let error as ItsMeError {
                 if error.kind == .expired { throw CLIError(error.message) }
-                output.warn("refused a message from slot \(from): \(error.message)")
+                output.warn("refused a message: \(error.message)")
             }
-        case .refused, .other:
-            break
         }
         try await flush()
     }

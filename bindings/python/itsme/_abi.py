@@ -2688,6 +2688,18 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
         itsme_result,
         (c_void_p, POINTER(c_uint8), c_size_t, c_uint32, c_int64),
     ),
+    # itsme_result itsme_rollcall_room_text(itsme_rollcall *rollcall, const uint8_t *text,
+    #     size_t len, int64_t now)
+    "itsme_rollcall_room_text": Signature(
+        itsme_result,
+        (c_void_p, POINTER(c_uint8), c_size_t, c_int64),
+    ),
+    # itsme_result itsme_rollcall_room_binary(itsme_rollcall *rollcall, const uint8_t *frame,
+    #     size_t len, int64_t now)
+    "itsme_rollcall_room_binary": Signature(
+        itsme_result,
+        (c_void_p, POINTER(c_uint8), c_size_t, c_int64),
+    ),
     # itsme_result itsme_rollcall_peer_joined(itsme_rollcall *rollcall, uint32_t slot, int64_t now)
     "itsme_rollcall_peer_joined": Signature(itsme_result, (c_void_p, c_uint32, c_int64)),
     # itsme_result itsme_rollcall_peer_left(itsme_rollcall *rollcall, uint32_t slot, int64_t now)

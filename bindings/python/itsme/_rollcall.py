@@ -349,6 +349,34 @@ class RollCall(DetailedHandle):
         when = unix_time(now)
         self._call(lib.itsme_rollcall_receive, buffer, length, slot, when)
 
+    def room_text(self, text: Union[bytes, bytearray, memoryview, str], now: Optional[int] = None) -> None:
+        """A text frame of the group room, as the relay sent it (one of its
+        events): ``joined``, ``peer-joined`` and ``peer-left`` are applied as
+        :meth:`joined`, :meth:`peer_joined` and :meth:`peer_left` apply
+        them, with their errors; ``refused`` and an event this version does
+        not know change nothing.  A host hands over what the room sends as
+        it came (this and :meth:`room_binary`) and parses nothing.
+
+        Raises :class:`MalformedMessageError` for a text that is not a group
+        room's event (nothing changes), then the errors of the event's
+        method.
+        """
+        if isinstance(text, str):
+            text = text.encode("utf-8")
+        buffer, length = _bytes_argument(text, "text")
+        self._call(lib.itsme_rollcall_room_text, buffer, length, unix_time(now))
+
+    def room_binary(self, frame: Union[bytes, bytearray, memoryview], now: Optional[int] = None) -> None:
+        """A binary frame of the group room, as the relay sent it: the
+        sender's relay slot (2 bytes, big-endian), then its message, which
+        is fed as :meth:`receive` feeds it.
+
+        Raises :class:`MalformedMessageError` for a frame shorter than a
+        slot (nothing changes), then the errors of :meth:`receive`.
+        """
+        buffer, length = _bytes_argument(frame, "frame")
+        self._call(lib.itsme_rollcall_room_binary, buffer, length, unix_time(now))
+
     @property
     def head_count(self) -> int:
         """How many devices are present now, this one included (1 to 50):

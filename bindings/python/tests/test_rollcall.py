@@ -17,6 +17,7 @@ refuses.
 from __future__ import annotations
 
 import hashlib
+import json
 
 import pytest
 
@@ -163,6 +164,44 @@ class GroupRoom:
 
     def sent(self, slot, kind):
         return [message for s, message in self.log if s == slot and message[1] == kind]
+
+
+class FramesRoom(GroupRoom):
+    """The same room, speaking as the relay does (15.9): each device is
+    handed its events as the relay's JSON text (``room_text``) and each
+    message behind its sender's 2-byte slot (``room_binary``), as a host
+    that parses nothing hands them over."""
+
+    def join(self, call, now=NOW):
+        slot = self.next_slot
+        self.next_slot += 1
+        peers = [other for other in self.members if self.sees(other, slot)]
+        for other in peers:
+            if self.members[other] is not None:
+                self.members[other].room_text(json.dumps({"type": "peer-joined", "slot": slot}), now)
+        self.members[slot] = call
+        if call is None:
+            self.inbox[slot] = []
+        else:
+            call.room_text(json.dumps({"type": "joined", "slot": slot, "peers": peers}).encode(), now)
+        self.pump(now)
+        return slot
+
+    def leave(self, slot, now=NOW):
+        self.members.pop(slot)
+        for other, call in self.members.items():
+            if call is not None and self.sees(other, slot):
+                call.room_text(json.dumps({"type": "peer-left", "slot": slot}), now)
+        self.pump(now)
+
+    def send(self, slot, message, now, tamper=None):
+        for other, call in list(self.members.items()):
+            if not self.sees(other, slot) or call is None:
+                continue
+            try:
+                call.room_binary(slot.to_bytes(2, "big") + message, now)
+            except ItsMeError as error:
+                self.refusals.append((slot, other, error))
 
 
 @pytest.fixture
@@ -878,3 +917,41 @@ def test_the_roll_call_outlives_its_store_handle_and_closes(four, calls, tmp_pat
     with itsme.ContactStore.open(ana.identity, path) as again:
         assert again.get(ben_id).state == VerificationState.VERIFIED
     assert b.last_error() == ""
+
+
+def test_a_host_that_hands_over_the_rooms_frames_as_they_came(four, calls):
+    """The group room's frames as the relay sent them: the core reads the
+    events and the slots; what no group room sends is refused and changes
+    nothing."""
+    people, ids = four
+    code = itsme.new_meeting_code()
+    call = {name: start(people[name], calls, code) for name in ("Ana", "Ben", "Dee")}
+    room = FramesRoom()
+    for name in ("Ana", "Ben", "Dee"):
+        room.join(call[name])
+    room.run(NOW + 1, NOW + 1)
+    assert room.refusals == []
+    assert len({c.roster for c in call.values()}) == 1
+    ben = call["Ben"]
+    roster, shown = ben.roster, ben.participants
+    for junk in (b"hello", b'{"type":"peer-joined"}', b'{"type":"waiting"}', b'{"type":"peer-left","slot":70000}'):
+        with pytest.raises(MalformedMessageError):
+            ben.room_text(junk, NOW + 1)
+    for frame in (b"", b"\x00"):
+        with pytest.raises(MalformedMessageError):
+            ben.room_binary(frame, NOW + 1)
+    ben.room_text(b'{"type":"refused","reason":"no-peer"}', NOW + 1)
+    ben.room_text(b'{"type":"a-later-event"}', NOW + 1)
+    assert (ben.roster, ben.participants, ben.next_outgoing()) == (roster, shown, b"")
+    # A message goes to receive with its slot: one that is not a roll
+    # call's message is refused as receive refuses it.
+    with pytest.raises(MalformedMessageError):
+        ben.room_binary((3).to_bytes(2, "big") + b"\x09junk", NOW + 1)
+    codes = confirm_and_say(call, NOW + 1)
+    assert room.pump(NOW + 1) == []
+    for listener, speaker in (("Ana", "Ben"), ("Ben", "Ana")):
+        c = call[listener]
+        assert c.enter_heard(index_of(c, ids[listener, speaker]), codes[speaker], NOW + 2) == RollCallState.VERIFIED
+    room.leave(room.slot_of(call["Dee"]), NOW + 2)
+    assert call["Ana"].head_count == 2
+

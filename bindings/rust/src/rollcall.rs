@@ -428,6 +428,32 @@ impl RollCall {
         })
     }
 
+    /// A text frame of the group room at `now`, as the relay sent it (one
+    /// of its events): `joined`, `peer-joined` and `peer-left` are applied
+    /// as [`RollCall::joined`], [`RollCall::peer_joined`] and
+    /// [`RollCall::peer_left`] apply them, with their errors; `refused` and
+    /// an event this version does not know change nothing. A host hands
+    /// over what the room sends as it came (this and
+    /// [`RollCall::room_binary`]) and parses nothing.
+    ///
+    /// Errors: [`ErrorKind::MalformedMessage`] (not a group room's event:
+    /// nothing changes), then those of the event's method.
+    pub fn room_text(&mut self, text: &[u8], now: i64) -> Result<()> {
+        // SAFETY: live handle; text valid for its length.
+        self.call_code(|raw| unsafe { sys::itsme_rollcall_room_text(raw, text.as_ptr(), text.len(), now) })
+    }
+
+    /// A binary frame of the group room at `now`, as the relay sent it: the
+    /// sender's relay slot (2 bytes, big-endian), then its message, which is
+    /// fed as [`RollCall::receive`] feeds it.
+    ///
+    /// Errors: [`ErrorKind::MalformedMessage`] (shorter than a slot:
+    /// nothing changes), then those of [`RollCall::receive`].
+    pub fn room_binary(&mut self, frame: &[u8], now: i64) -> Result<()> {
+        // SAFETY: live handle; frame valid for its length.
+        self.call_code(|raw| unsafe { sys::itsme_rollcall_room_binary(raw, frame.as_ptr(), frame.len(), now) })
+    }
+
     /// The relay announced a new peer in `slot` at `now`: this device's
     /// HELLO is queued, since the newcomer has not seen it.
     ///

@@ -4731,6 +4731,41 @@ extern "C" {
     ) -> itsme_result;
 
     /// ```text
+    /// A text frame of the group room, as the relay sent it (one of its events,
+    /// docs/PROTOCOL.md 15.3): "joined", "peer-joined" and "peer-left" are
+    /// applied as itsme_rollcall_joined, _peer_joined and _peer_left apply them,
+    /// with their errors; "refused" and an event this version does not know
+    /// change nothing.  A host that reads the room's frames hands them over as
+    /// they came (this function and itsme_rollcall_room_binary) and parses
+    /// nothing.
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, a time out of range),
+    /// ITSME_E_MALFORMED_MESSAGE (not a group room's event: nothing changes),
+    /// then those of the event's function.
+    /// ```
+    pub fn itsme_rollcall_room_text(
+        rollcall: *mut itsme_rollcall,
+        text: *const u8,
+        len: usize,
+        now: i64,
+    ) -> itsme_result;
+
+    /// ```text
+    /// A binary frame of the group room, as the relay sent it: the sender's
+    /// relay slot (2 bytes, big-endian), then its message, which is fed as
+    /// itsme_rollcall_receive feeds it.
+    /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, a time out of range),
+    /// ITSME_E_MALFORMED_MESSAGE (shorter than a slot: nothing changes), then
+    /// those of itsme_rollcall_receive.
+    /// ```
+    #[must_use]
+    pub fn itsme_rollcall_room_binary(
+        rollcall: *mut itsme_rollcall,
+        frame: *const u8,
+        len: usize,
+        now: i64,
+    ) -> itsme_result;
+
+    /// ```text
     /// The relay announced a new peer in slot `slot`: this device's HELLO is
     /// queued, since the newcomer has not seen it.
     /// Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535, a time out

@@ -585,3 +585,43 @@ fn a_roll_call_is_send_and_sync() {
     fn check<T: Send + Sync>() {}
     check::<RollCall>();
 }
+
+#[test]
+fn a_host_that_hands_over_the_group_rooms_frames_as_they_came() {
+    let (people, _) = people();
+    let code = new_meeting_code(None).unwrap();
+    let mut a = RollCall::new(&people[0].contacts, &code, None, NOW, None).unwrap();
+    let mut b = RollCall::new(&people[1].contacts, &code, None, NOW, None).unwrap();
+    // What no group room sends is refused and queues nothing.
+    for junk in [&b""[..], b"hello", br#"{"type":"peer-joined"}"#, br#"{"type":"waiting"}"#, br#"{"type":"peer-left","slot":0}"#] {
+        assert_kind(a.room_text(junk, NOW), ErrorKind::MalformedMessage);
+    }
+    assert_kind(a.room_binary(b"\x00", NOW), ErrorKind::MalformedMessage);
+    a.room_text(br#"{"type":"refused","reason":"no-peer"}"#, NOW).unwrap();
+    assert!(a.next_outgoing().unwrap().is_empty());
+    // The relay's events as it writes them, each message behind its sender's slot.
+    a.room_text(br#"{"type":"joined","slot":1,"peers":[]}"#, NOW).unwrap();
+    a.room_text(br#"{"type":"peer-joined","slot":2}"#, NOW).unwrap();
+    b.room_text(br#"{"type":"joined","slot":2,"peers":[1]}"#, NOW).unwrap();
+    let framed = |slot: u16, message: Vec<u8>| [slot.to_be_bytes().to_vec(), message].concat();
+    for now in [NOW, NOW + 1] {
+        a.tick(now).unwrap();
+        b.tick(now).unwrap();
+        loop {
+            let (from_a, from_b) = (a.next_outgoing().unwrap(), b.next_outgoing().unwrap());
+            if from_a.is_empty() && from_b.is_empty() {
+                break;
+            }
+            if !from_a.is_empty() {
+                b.room_binary(&framed(1, from_a), now).unwrap();
+            }
+            if !from_b.is_empty() {
+                a.room_binary(&framed(2, from_b), now).unwrap();
+            }
+        }
+    }
+    assert_eq!((a.head_count().unwrap(), b.head_count().unwrap()), (2, 2));
+    assert_eq!(a.roster().unwrap(), b.roster().unwrap());
+    a.room_text(br#"{"type":"peer-left","slot":2}"#, NOW + 2).unwrap();
+    assert_eq!(a.head_count().unwrap(), 1);
+}

@@ -180,6 +180,29 @@ public final class RollCall extends Handle<itsme_rollcall> {
         call(p -> ItsMe.library().itsme_rollcall_receive(p, checked, new SizeT(checked.length), slot, now));
     }
 
+    /**
+     * A text frame of the group room at {@code now}, as the relay sent it (one of its events):
+     * "joined", "peer-joined" and "peer-left" are applied as {@link #joined}, {@link #peerJoined}
+     * and {@link #peerLeft} apply them, with their errors; "refused" and an event this version
+     * does not know change nothing. MalformedMessage for a text that is not a group room's event
+     * (nothing changes).
+     */
+    public void roomText(byte[] text, long now) {
+        byte[] checked = ItsMe.bytesArgument(text, "text");
+        call(p -> ItsMe.library().itsme_rollcall_room_text(p, checked, new SizeT(checked.length), now));
+    }
+
+    /**
+     * A binary frame of the group room at {@code now}, as the relay sent it: the sender's relay
+     * slot (2 bytes, big-endian), then its message, fed as {@link #receive} feeds it.
+     * MalformedMessage for a frame shorter than a slot (nothing changes), then the errors of
+     * {@link #receive}.
+     */
+    public void roomBinary(byte[] frame, long now) {
+        byte[] checked = ItsMe.bytesArgument(frame, "frame");
+        call(p -> ItsMe.library().itsme_rollcall_room_binary(p, checked, new SizeT(checked.length), now));
+    }
+
     /** The relay announced a new peer in {@code slot} at {@code now}: this device's HELLO is queued for it. */
     public void peerJoined(int slot, long now) {
         call(p -> ItsMe.library().itsme_rollcall_peer_joined(p, slot, now));

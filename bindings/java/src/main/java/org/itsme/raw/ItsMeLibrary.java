@@ -6284,6 +6284,39 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
+     * A text frame of the group room, as the relay sent it (one of its events,
+     * docs/PROTOCOL.md 15.3): "joined", "peer-joined" and "peer-left" are
+     * applied as itsme_rollcall_joined, _peer_joined and _peer_left apply them,
+     * with their errors; "refused" and an event this version does not know
+     * change nothing.  A host that reads the room's frames hands them over as
+     * they came (this function and itsme_rollcall_room_binary) and parses
+     * nothing.
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a time out of range),
+     * ITSME_E_MALFORMED_MESSAGE (not a group room's event: nothing changes),
+     * then those of the event's function.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_rollcall_room_text(itsme_rollcall *rollcall, const uint8_t *text, size_t len, int64_t now)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_rollcall_room_text(itsme_rollcall rollcall, byte[] text, SizeT len, long now);
+
+    /**
+     * <pre>
+     * A binary frame of the group room, as the relay sent it: the sender's
+     * relay slot (2 bytes, big-endian), then its message, which is fed as
+     * itsme_rollcall_receive feeds it.
+     * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a time out of range),
+     * ITSME_E_MALFORMED_MESSAGE (shorter than a slot: nothing changes), then
+     * those of itsme_rollcall_receive.
+     * </pre>
+     * <p>C: {@code itsme_result itsme_rollcall_room_binary(itsme_rollcall *rollcall, const uint8_t *frame, size_t len, int64_t now)}
+     * <p>Its result must be checked (ITSME_WARN_UNUSED_RESULT).
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_rollcall_room_binary(itsme_rollcall rollcall, byte[] frame, SizeT len, long now);
+
+    /**
+     * <pre>
      * The relay announced a new peer in slot `slot`: this device's HELLO is
      * queued, since the newcomer has not seen it.
      * Errors: ITSME_E_INVALID_ARGUMENT (NULL, slot 0 or above 65535, a time out
