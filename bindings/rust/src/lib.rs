@@ -105,7 +105,7 @@ mod online_verify;
 pub use online_verify::{window_of, OnlineVerify, OnlineVerifyRendezvous, OnlineVerifyState, ONLINE_VERIFY_MESSAGE_MAX};
 
 mod mailbox;
-pub use mailbox::{MailboxOutcome, MailboxRequest, MailboxSession};
+pub use mailbox::{HttpRequest, MailboxOutcome, MailboxRequest, MailboxSession};
 
 mod rollcall;
 pub use rollcall::{

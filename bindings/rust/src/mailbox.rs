@@ -42,23 +42,34 @@ pub enum MailboxRequest {
     Done,
 }
 
-impl MailboxRequest {
-    /// The HTTP method and the path (with its query) to append to the
-    /// relay's base URL; `None` for `Idle` and `Done`.
-    pub fn http(&self) -> Option<(&'static str, &str)> {
-        match self {
-            MailboxRequest::Create { path } | MailboxRequest::Accept { path } | MailboxRequest::Post { path, .. } => {
-                Some(("POST", path))
-            }
-            MailboxRequest::Fetch { path, .. } => Some(("GET", path)),
-            MailboxRequest::Delete { path } => Some(("DELETE", path)),
-            MailboxRequest::Idle | MailboxRequest::Done => None,
-        }
-    }
+/// The HTTP request to make for the pending [`MailboxRequest`]
+/// ([`MailboxSession::http_request`]), as the library writes it: the
+/// binding restates no method, path or header of the relay's.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HttpRequest {
+    /// `POST`, `GET` or `DELETE`.
+    pub method: String,
+    /// The path (with its query) to append to the relay's base URL.
+    pub path: String,
+    /// The headers, in order, as name and value: the answer taken, the
+    /// relay token's `Authorization` where the request takes one, the type
+    /// of a POST's message. They hold the token: never log them.
+    pub headers: Vec<(String, String)>,
+    /// The message of a POST; empty for the others.
+    pub body: Vec<u8>,
+}
 
-    /// Whether the request carries `Authorization: Bearer <token>`.
-    pub fn needs_token(&self) -> bool {
-        matches!(self, MailboxRequest::Post { .. } | MailboxRequest::Fetch { .. } | MailboxRequest::Delete { .. })
+impl fmt::Debug for HttpRequest {
+    /// The method, the path and the header names: never a header's value
+    /// (the token).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(name, _)| name.as_str()).collect();
+        f.debug_struct("HttpRequest")
+            .field("method", &self.method)
+            .field("path", &self.path)
+            .field("headers", &names)
+            .field("body_len", &self.body.len())
+            .finish()
     }
 }
 
@@ -88,7 +99,8 @@ pub enum MailboxOutcome {
 ///
 /// A step: [`MailboxSession::begin`], then [`MailboxSession::next_request`]
 /// until [`MailboxRequest::Idle`] or [`MailboxRequest::Done`], making each
-/// request and giving its HTTP status and body to
+/// request as [`MailboxSession::http_request`] writes it (method, path,
+/// headers, body) and giving its HTTP status and body to
 /// [`MailboxSession::answer`] (status 0 when no answer came).  Once the SAS
 /// is ready, confirm or reject the exchange as usual; the next steps carry
 /// the decisions, then [`Exchange::settle`].  A message the exchange
@@ -194,6 +206,42 @@ impl MailboxSession {
                     ))))
                 }
             })
+        })
+    }
+
+    /// The HTTP request to make for the pending request (after
+    /// [`MailboxSession::next_request`] gave one other than `Idle` or
+    /// `Done`): its method, path, headers and body, as the library writes
+    /// them.
+    ///
+    /// Errors: [`ErrorKind::InvalidState`] (no request pending).
+    pub fn http_request(&self) -> Result<HttpRequest> {
+        self.call(|raw| {
+            let method = read_string(16, |out, cap, len| {
+                // SAFETY: live handle; out valid for cap bytes.
+                unsafe { sys::itsme_mailbox_session_request_method(raw, out, cap, len) }
+            })?;
+            let path = read_string(128, |out, cap, len| {
+                // SAFETY: live handle; out valid for cap bytes.
+                unsafe { sys::itsme_mailbox_session_request_path(raw, out, cap, len) }
+            })?;
+            let headers = read_string(512, |out, cap, len| {
+                // SAFETY: live handle; out valid for cap bytes.
+                unsafe { sys::itsme_mailbox_session_request_headers(raw, out, cap, len) }
+            })?;
+            let body = read_bytes(sys::ITSME_REMOTE_MESSAGE_MAX, |out, cap, len| {
+                // SAFETY: live handle; out valid for cap bytes.
+                unsafe { sys::itsme_mailbox_session_request_body(raw, out, cap, len) }
+            })?;
+            let headers = headers
+                .split("\r\n")
+                .filter(|line| !line.is_empty())
+                .map(|line| match line.split_once(": ") {
+                    Some((name, value)) => Ok((name.to_string(), value.to_string())),
+                    None => Err(Failure::Binding(Error::internal("libitsme wrote a header line without \": \""))),
+                })
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            Ok(HttpRequest { method, path, headers, body })
         })
     }
 

@@ -102,20 +102,20 @@ fn step(session: &mut MailboxSession, relay: &mut FakeRelay, now: i64) -> itsme:
     let mut made = Vec::new();
     loop {
         let request = session.next_request()?;
-        let Some((method, path)) = request.http() else { return Ok((made, MailboxOutcome::Proceed)) };
         made.push(match request {
+            MailboxRequest::Idle | MailboxRequest::Done => return Ok((made, MailboxOutcome::Proceed)),
             MailboxRequest::Create { .. } => "create",
             MailboxRequest::Accept { .. } => "accept",
             MailboxRequest::Post { .. } => "post",
             MailboxRequest::Fetch { .. } => "fetch",
             _ => "delete",
         });
-        let token = if request.needs_token() { session.token()? } else { None };
-        let body = match &request {
-            MailboxRequest::Post { body, .. } => body.clone(),
-            _ => Vec::new(),
-        };
-        let (status, answer) = relay.handle(method, &path.to_string(), token.as_deref(), &body);
+        // The request as the library writes it: method, path, headers, body.
+        let http = session.http_request()?;
+        let bearer = http.headers.iter().find(|(name, _)| name == "Authorization").map(|(_, value)| value.clone());
+        assert!(!format!("{http:?}").contains("Bearer"), "a request's Debug never shows the token");
+        let token = bearer.as_deref().and_then(|value| value.strip_prefix("Bearer "));
+        let (status, answer) = relay.handle(&http.method, &http.path, token, &http.body);
         let outcome = session.answer(status, &answer, now)?;
         if outcome != MailboxOutcome::Proceed {
             return Ok((made, outcome));
