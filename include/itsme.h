@@ -2109,10 +2109,10 @@ itsme_result itsme_online_verify_rendezvous_peer_joined(
 
 
 /* ------------------------------------------------------------------------
- * The room driver (docs/PROTOCOL.md 16.5, 11.1, 15.3)
+ * The room driver (docs/PROTOCOL.md 16.5, 11.1, 17.3, 15.3)
  *
- * An itsme_room_session carries a real-time exchange, or an Online Verify
- * session, through a relay room.  It does no I/O: the host joins the
+ * An itsme_room_session carries a real-time exchange, an Online Verify
+ * session or a live device transfer through a relay room.  It does no I/O: the host joins the
  * WebSocket at itsme_room_session_path (below the relay's base URL), moves
  * frames and keeps time; the session says what the host does next and takes
  * what the room sends, as the relay sent it, so every host follows the same
@@ -2127,9 +2127,18 @@ itsme_result itsme_online_verify_rendezvous_peer_joined(
  *              the connection to _closed (with its close code, 0 when none
  *              came), the host's deadline passing to _timed_out
  *     DECIDE   (an exchange) the SAS is ready and the contact saved: the
- *              person compares it; itsme_exchange_confirm or _reject.  From
- *              here on ping the room every ITSME_ROOM_PING_INTERVAL seconds
- *              (a WebSocket ping), so that it does not close as idle
+ *              person compares it; itsme_exchange_confirm or _reject (a
+ *              transfer: itsme_transfer_confirm or _reject).  From here on
+ *              ping the room every ITSME_ROOM_PING_INTERVAL seconds (a
+ *              WebSocket ping), so that it does not close as idle
+ *     CHECK_PEER  as RECEIVE, but for at most ITSME_ROOM_PEER_CHECK_WAIT_MS
+ *              milliseconds, then itsme_room_session_timed_out: the peer is
+ *              still there (a transfer's sender, once its person confirmed:
+ *              nothing goes to a room the new device left)
+ *     REJOIN   the relay closed the room while this side waited alone (a
+ *              quiet room): after ITSME_ROOM_REJOIN_PAUSE_MS milliseconds
+ *              join the path again, then itsme_room_session_rejoined; the
+ *              host's deadline still runs (a transfer)
  *     LEAVE    close the connection, then itsme_room_session_left
  *     DONE     over: itsme_room_session_failure says whether the room ended
  *              it early, and how; the flow's state says the rest
@@ -2148,9 +2157,20 @@ itsme_result itsme_online_verify_rendezvous_peer_joined(
  * then rejects it too, with the failure TIMEOUT.  An Online Verify session
  * ends at its SAS (its decision needs no room): the room is left.
  *
+ * A transfer (itsme_room_session_for_transfer, with the transfers below):
+ * the old device sends its key once the new device is in the room; both compare the SAS (DECIDE); the old device, once confirmed,
+ * checks that the new one is still there (CHECK_PEER), sends the identity
+ * and leaves; the new device takes every frame (those that come while its
+ * person decides are kept by the transfer) until the identity is in, then
+ * leaves.  The peer leaving, a refused frame, the room closing or the
+ * deadline before that ends the transfer (a running one is rejected;
+ * nothing is sent or installed) and sets the failure.  A room closed while
+ * this side waits alone is joined again (REJOIN).
+ *
  * Thread safety: an itsme_room_session must not be used by two threads at
  * once; its calls run under the lock of its flow (the exchange's identity
- * lock, the Online Verify session's lock).  It keeps its flow alive.
+ * lock, the Online Verify session's lock, the transfer's lock).  It keeps
+ * its flow alive.
  * ---------------------------------------------------------------------- */
 
 typedef struct itsme_room_session itsme_room_session;
@@ -2166,6 +2186,12 @@ typedef uint32_t itsme_room_step ITSME_VALUES(ITSME_ROOM_STEP_);
 #define ITSME_ROOM_STEP_LEAVE 4
 /* Nothing more. */
 #define ITSME_ROOM_STEP_DONE 5
+/* Read the room for at most ITSME_ROOM_PEER_CHECK_WAIT_MS, then
+ * itsme_room_session_timed_out. */
+#define ITSME_ROOM_STEP_CHECK_PEER 6
+/* Join the room again after ITSME_ROOM_REJOIN_PAUSE_MS, then
+ * itsme_room_session_rejoined. */
+#define ITSME_ROOM_STEP_REJOIN 7
 
 typedef uint32_t itsme_room_failure ITSME_VALUES(ITSME_ROOM_FAILURE_);
 /* The room did not end the session early. */
@@ -2185,6 +2211,10 @@ typedef uint32_t itsme_room_failure ITSME_VALUES(ITSME_ROOM_FAILURE_);
 
 /* How often the host pings the room from DECIDE on, in seconds. */
 #define ITSME_ROOM_PING_INTERVAL 30
+/* How long CHECK_PEER reads the room, in milliseconds. */
+#define ITSME_ROOM_PEER_CHECK_WAIT_MS 200
+/* How long the host waits before REJOIN, in milliseconds. */
+#define ITSME_ROOM_REJOIN_PAUSE_MS 500
 
 /* A session for `exchange`, a real-time exchange.
  * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL, or not a
@@ -2227,7 +2257,8 @@ ITSME_WARN_UNUSED_RESULT
 itsme_result itsme_room_session_next(itsme_room_session *session, int64_t now,
                                      itsme_room_step *out_step);
 
-/* The message of the SEND step (at most ITSME_REMOTE_MESSAGE_MAX bytes).
+/* The message of the SEND step (at most ITSME_REMOTE_MESSAGE_MAX bytes; a
+ * transfer's, ITSME_TRANSFER_MESSAGE_MAX).
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (the step is not
  * SEND), ITSME_E_BUFFER_TOO_SMALL. */
 itsme_result itsme_room_session_message(const itsme_room_session *session,
@@ -2272,13 +2303,19 @@ itsme_result itsme_room_session_closed(itsme_room_session *session,
  * Errors: ITSME_E_INVALID_ARGUMENT. */
 itsme_result itsme_room_session_timed_out(itsme_room_session *session);
 
+/* The host joined the room again after REJOIN; the next step is RECEIVE.
+ * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (the step is not
+ * REJOIN). */
+itsme_result itsme_room_session_rejoined(itsme_room_session *session);
+
 /* The host left the room after LEAVE; the next step is DONE.
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (the step is not
  * LEAVE). */
 itsme_result itsme_room_session_left(itsme_room_session *session);
 
 /* The host gives up (its own failure, or the person's): a pending exchange
- * is rejected, an Online Verify session too, and the next step is LEAVE.
+ * is rejected, an Online Verify session or a running transfer too, and the
+ * next step is LEAVE.
  * Errors: ITSME_E_INVALID_ARGUMENT. */
 itsme_result itsme_room_session_abandon(itsme_room_session *session);
 
@@ -2687,6 +2724,15 @@ itsme_result itsme_transfer_offer(const itsme_transfer *transfer, char *out,
  * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_BUFFER_TOO_SMALL. */
 itsme_result itsme_transfer_room(const itsme_transfer *transfer, char *out,
                                  size_t cap, size_t *out_len);
+
+/* A room session (the room driver above) that carries `transfer` through
+ * its room, on either device: it says when to send, to let the person
+ * decide, to check that the new device is still there and to leave, and
+ * takes what the room sends as the relay sent it.  Release it with
+ * itsme_room_session_free; it keeps the transfer alive.
+ * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL). */
+itsme_result itsme_room_session_for_transfer(itsme_transfer *transfer,
+                                             itsme_room_session **out);
 
 /* The next message to send (sender only), removed on success; ITSME_OK
  * with *out_len = 0 when there is none.

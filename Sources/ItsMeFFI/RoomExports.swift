@@ -157,6 +157,11 @@ final class RoomSessionHandle: @unchecked Sendable {
         self.locked = { body in try onlineVerify.locked { _ in try body() } }
     }
 
+    init(_ session: RoomSession, transfer: TransferHandle) {
+        self.session = session
+        self.locked = { body in try transfer.locked { _ in try body() } }
+    }
+
     func run(_ body: (RoomSession) throws -> Void) -> itsme_result {
         guarded(lastError.set) { try locked { try body(session) } }
     }
@@ -199,6 +204,19 @@ public func ffiRoomSessionForOnlineVerify(
     }
 }
 
+@c(itsme_room_session_for_transfer)
+public func ffiRoomSessionForTransfer(
+    _ transfer: UnsafeMutablePointer<itsme_transfer>?, _ out: UnsafeMutablePointer<UnsafeMutablePointer<itsme_room_session>?>?
+) -> itsme_result {
+    guard let handle = unbox(transfer, as: TransferHandle.self) else {
+        return guarded(ThreadLastError.set) { throw invalid("transfer is NULL") }
+    }
+    return handle.run { transfer in
+        let out = try required(out, "out")
+        out.pointee = box(RoomSessionHandle(RoomSession(transfer: transfer), transfer: handle), as: itsme_room_session.self)
+    }
+}
+
 @c(itsme_room_session_free)
 public func ffiRoomSessionFree(_ session: UnsafeMutablePointer<itsme_room_session>?) {
     release(session, as: RoomSessionHandle.self)
@@ -236,6 +254,8 @@ public func ffiRoomSessionNext(
         case .send: code = ITSME_ROOM_STEP_SEND
         case .receive: code = ITSME_ROOM_STEP_RECEIVE
         case .decide: code = ITSME_ROOM_STEP_DECIDE
+        case .checkPeer: code = ITSME_ROOM_STEP_CHECK_PEER
+        case .rejoin: code = ITSME_ROOM_STEP_REJOIN
         case .leave: code = ITSME_ROOM_STEP_LEAVE
         case .done: code = ITSME_ROOM_STEP_DONE
         }
@@ -297,6 +317,11 @@ public func ffiRoomSessionClosed(_ session: UnsafeMutablePointer<itsme_room_sess
 @c(itsme_room_session_timed_out)
 public func ffiRoomSessionTimedOut(_ session: UnsafeMutablePointer<itsme_room_session>?) -> itsme_result {
     onRoom(session) { $0.timedOut() }
+}
+
+@c(itsme_room_session_rejoined)
+public func ffiRoomSessionRejoined(_ session: UnsafeMutablePointer<itsme_room_session>?) -> itsme_result {
+    onRoom(session) { try $0.rejoined() }
 }
 
 @c(itsme_room_session_left)

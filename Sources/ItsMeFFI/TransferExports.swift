@@ -30,7 +30,12 @@ final class TransferHandle: @unchecked Sendable {
     init(_ transfer: DeviceTransfer) { self.transfer = transfer }
 
     func run(_ body: (DeviceTransfer) throws -> Void) -> itsme_result {
-        guarded(lastError.set) { try lock.withLock(reentered: reentered("the transfer")) { try body(transfer) } }
+        guarded(lastError.set) { try locked(body) }
+    }
+
+    /// `body` under the transfer's lock (a room session's calls run there).
+    func locked<T>(_ body: (DeviceTransfer) throws -> T) throws -> T {
+        try lock.withLock(reentered: reentered("the transfer")) { try body(transfer) }
     }
 }
 

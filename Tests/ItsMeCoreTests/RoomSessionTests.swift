@@ -123,6 +123,9 @@ final class RoomSessionTests: XCTestCase {
                     room.leave(side)
                     try session.left()
                     moved = true
+                case .checkPeer, .rejoin:
+                    XCTFail("an exchange or Online Verify session neither checks nor rejoins")
+                    done[side] = true
                 case .done:
                     done[side] = true
                 }
@@ -197,6 +200,7 @@ final class RoomSessionTests: XCTestCase {
                 case .decide:
                     if side == 0 { _ = try xa.confirm(now: t0 + 1) } else { room.leave(1) }
                 case .leave: room.leave(side); try session.left()
+                case .checkPeer, .rejoin: XCTFail("an exchange neither checks nor rejoins")
                 case .done: break
                 }
             }
@@ -291,5 +295,152 @@ final class RoomSessionTests: XCTestCase {
         try sc.sendFailed()
         XCTAssertEqual(sc.failure, .closed(code: nil))
         XCTAssertEqual(vc.state, .rejected)
+    }
+
+    // MARK: A live device transfer
+
+    private func transferPair(_ label: String) throws -> (receiver: DeviceTransfer, sender: DeviceTransfer, identity: Identity) {
+        let (alice, _) = try person("Alice-\(label)")
+        try PIN(store: alice.store, parameters: Argon2id.Parameters(opsLimit: 1, memLimit: 8192)).set("246810")
+        var rr = DeterministicRandom(seed: SHA256.hash(Array("rx-\(label)".utf8)))
+        var rs = DeterministicRandom(seed: SHA256.hash(Array("tx-\(label)".utf8)))
+        let receiver = try DeviceTransfer(receiverAt: t0, random: &rr)
+        let sender = try DeviceTransfer(sending: alice, pin: "246810", offer: receiver.offerText, now: t0, random: &rs)
+        return (receiver, sender, alice)
+    }
+
+    /// Steps a transfer's two sessions (side 0 the new device, which joins
+    /// first; side 1 the old one) until both are done. `decide[i]` answers
+    /// side i's `.decide`; `after` makes that side wait for the other to be
+    /// done before deciding. `.checkPeer` reads what is there, then times out.
+    @discardableResult
+    private func runTransfer(
+        _ sessions: [RoomSession], _ transfers: [DeviceTransfer], room: Room = Room(), decide: [Bool] = [true, true],
+        after: Int? = nil
+    ) throws -> [[RoomSession.Step]] {
+        var steps: [[RoomSession.Step]] = [[], []]
+        room.join(0)
+        room.join(1)
+        var done = [false, false]
+        var idle = 0
+        while done != [true, true], idle < 4 {
+            var moved = false
+            for side in 0..<2 where !done[side] {
+                let session = sessions[side]
+                let step = try session.next(now: t0 + 1)
+                if step == .decide, side == after, !done[1 - side] { continue }
+                if step != .receive || !room.inbox[side].isEmpty, step != .done { steps[side].append(step) }
+                switch step {
+                case .send(let bytes):
+                    if room.send(side, bytes) { try session.sent() } else { try session.sendFailed() }
+                    moved = true
+                case .receive, .checkPeer:
+                    guard !room.inbox[side].isEmpty else {
+                        if step == .checkPeer {
+                            session.timedOut()
+                            moved = true
+                        }
+                        continue
+                    }
+                    switch room.inbox[side].removeFirst() {
+                    case .text(let text): session.event(text: Array(text.utf8))
+                    case .binary(let bytes): try session.frame(bytes, now: t0 + 1)
+                    case .closed(let code): session.closed(code: code)
+                    }
+                    moved = true
+                case .decide:
+                    if decide[side] { try transfers[side].confirm(now: t0 + 1) } else { try transfers[side].reject() }
+                    moved = true
+                case .rejoin:
+                    XCTFail("no quiet room here")
+                case .leave:
+                    room.leave(side)
+                    try session.left()
+                    moved = true
+                case .done:
+                    done[side] = true
+                }
+            }
+            idle = moved ? 0 : idle + 1
+        }
+        XCTAssertEqual(done, [true, true], "both sessions end")
+        return steps
+    }
+
+    func testALiveTransferRunsThroughTheRoom() throws {
+        let (receiver, sender, alice) = try transferPair("ok")
+        let sessions = [RoomSession(transfer: receiver), RoomSession(transfer: sender)]
+        XCTAssertEqual(sessions[0].roomID, receiver.roomName)
+        XCTAssertEqual(sessions[1].path, RelayPath.room(sender.roomName).text)
+        let steps = try runTransfer(sessions, [receiver, sender])
+        XCTAssertNil(sessions[0].failure ?? sessions[1].failure)
+        XCTAssertEqual(receiver.state, .done)
+        XCTAssertEqual(sender.state, .done)
+        XCTAssertTrue(steps[1].contains(.checkPeer), "the old device checks that the new one is there before sending")
+        XCTAssertFalse(steps[0].contains(.checkPeer))
+        let contents = try receiver.takeIdentity()
+        XCTAssertEqual(contents.name, alice.name)
+    }
+
+    func testANewDeviceThatRejectedAndLeftGetsNothing() throws {
+        let (receiver, sender, _) = try transferPair("rx-rejects")
+        let room = Room()
+        let sessions = [RoomSession(transfer: receiver), RoomSession(transfer: sender)]
+        // The new device rejects and leaves while the old one's person still compares.
+        try runTransfer(sessions, [receiver, sender], room: room, decide: [false, true], after: 1)
+        XCTAssertEqual(receiver.state, .rejected)
+        XCTAssertNil(sessions[0].failure)
+        XCTAssertEqual(sessions[1].failure, .peerLeft, "the old device's check finds the new one gone")
+        XCTAssertNil(sessions[1].pendingMessage)
+        XCTAssertTrue(room.inbox[0].allSatisfy { if case .binary = $0 { false } else { true } }, "no identity went out")
+    }
+
+    func testAnOldDeviceThatRejectedSendsNothingAndTheNewOneSaysSo() throws {
+        let (receiver, sender, _) = try transferPair("tx-rejects")
+        let sessions = [RoomSession(transfer: receiver), RoomSession(transfer: sender)]
+        try runTransfer(sessions, [receiver, sender], decide: [true, false], after: 0)
+        XCTAssertEqual(sender.state, .rejected)
+        XCTAssertNil(sessions[1].failure)
+        XCTAssertEqual(sessions[0].failure, .peerLeft, "the identity never came")
+        XCTAssertEqual(receiver.state, .rejected, "the new device's transfer ends")
+        XCTAssertThrowsError(try { _ = try receiver.takeIdentity() }())
+    }
+
+    func testANewDeviceWaitingAloneJoinsAQuietRoomAgain() throws {
+        let (receiver, _, _) = try transferPair("quiet")
+        let session = RoomSession(transfer: receiver)
+        XCTAssertEqual(try session.next(now: t0), .receive)
+        session.event(text: Array(RoomEvent.waiting.json.utf8))
+        XCTAssertThrowsError(try session.rejoined(), "not before the room closed")
+        session.closed(code: RoomCloseCode.idle)
+        XCTAssertEqual(try session.next(now: t0), .rejoin)
+        XCTAssertEqual(try session.next(now: t0), .rejoin, "asked again: the same step")
+        XCTAssertFalse(session.peerPresent)
+        try session.rejoined()
+        XCTAssertEqual(try session.next(now: t0), .receive)
+        XCTAssertNil(session.failure)
+        // The deadline passing while joining again ends it.
+        session.closed(code: RoomCloseCode.idle)
+        session.timedOut()
+        XCTAssertEqual(session.failure, .timeout)
+        XCTAssertEqual(try session.next(now: t0), .leave)
+        XCTAssertEqual(receiver.state, .rejected)
+        // A full room is not joined again.
+        let (other, _, _) = try transferPair("full")
+        let full = RoomSession(transfer: other)
+        full.closed(code: RoomCloseCode.roomFull)
+        XCTAssertEqual(full.failure, .roomFull)
+        XCTAssertEqual(try full.next(now: t0), .leave)
+    }
+
+    func testAFrameTheNewDeviceRefusesEndsTheTransfer() throws {
+        let (receiver, sender, _) = try transferPair("tamper")
+        let session = RoomSession(transfer: receiver)
+        session.event(text: Array(RoomEvent.peerJoined(slot: nil).json.utf8))
+        var key = try XCTUnwrap(sender.peekOutgoing())
+        key[key.count - 1] ^= 1
+        XCTAssertThrowsError(try session.frame(Array(key.prefix(3)), now: t0 + 1))
+        XCTAssertEqual(try session.next(now: t0 + 1), .leave)
+        XCTAssertEqual(receiver.state, .failed)
     }
 }

@@ -224,6 +224,7 @@ FIXTURE(itsme_relay_refusal_message, a->status = 429; a->body = (const uint8_t *
 FIXTURE(itsme_relay_header_name, a->header = ITSME_RELAY_HEADER_RETRY_AFTER)
 FIXTURE(itsme_room_session_for_exchange, a->exchange = fx_room_exchange())
 FIXTURE(itsme_room_session_for_online_verify, a->session = fx_itsme_online_verify())
+FIXTURE(itsme_room_session_for_transfer, a->transfer = fx_itsme_transfer())
 FIXTURE(itsme_room_session_last_error, fx_failed(itsme_room_session_sent(fx_itsme_room_session())); a->session = fx_itsme_room_session())
 FIXTURE(itsme_room_session_path, a->session = fx_itsme_room_session())
 FIXTURE(itsme_room_session_next, a->session = fx_itsme_room_session())

@@ -176,6 +176,7 @@
 #define CT_HAS_itsme_room_session_binary 1
 #define CT_HAS_itsme_room_session_closed 1
 #define CT_HAS_itsme_room_session_timed_out 1
+#define CT_HAS_itsme_room_session_rejoined 1
 #define CT_HAS_itsme_room_session_left 1
 #define CT_HAS_itsme_room_session_abandon 1
 #define CT_HAS_itsme_room_session_peer_present 1
@@ -212,6 +213,7 @@
 #define CT_HAS_itsme_transfer_status 1
 #define CT_HAS_itsme_transfer_offer 1
 #define CT_HAS_itsme_transfer_room 1
+#define CT_HAS_itsme_room_session_for_transfer 1
 #define CT_HAS_itsme_transfer_next_outgoing 1
 #define CT_HAS_itsme_transfer_receive 1
 #define CT_HAS_itsme_transfer_sas 1
@@ -1107,6 +1109,10 @@ struct args_itsme_room_session_timed_out {
     itsme_room_session * session;
 };
 #define FIXTURE_itsme_room_session_timed_out(...)
+struct args_itsme_room_session_rejoined {
+    itsme_room_session * session;
+};
+#define FIXTURE_itsme_room_session_rejoined(...)
 struct args_itsme_room_session_left {
     itsme_room_session * session;
 };
@@ -1275,6 +1281,10 @@ struct args_itsme_transfer_room {
     const itsme_transfer * transfer;
 };
 #define FIXTURE_itsme_transfer_room(...) static void fixture_itsme_transfer_room(struct args_itsme_transfer_room *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_room_session_for_transfer {
+    itsme_transfer * transfer;
+};
+#define FIXTURE_itsme_room_session_for_transfer(...) static void fixture_itsme_room_session_for_transfer(struct args_itsme_room_session_for_transfer *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_transfer_next_outgoing {
     itsme_transfer * transfer;
 };
@@ -6204,6 +6214,33 @@ static const struct ct_param params_itsme_room_session_timed_out[] = {
 static const struct ct_function function_itsme_room_session_timed_out = {"itsme_room_session_timed_out", 0, sizeof(struct args_itsme_room_session_timed_out), params_itsme_room_session_timed_out, 1, setup_itsme_room_session_timed_out, mutate_itsme_room_session_timed_out, invoke_itsme_room_session_timed_out};
 static void run_itsme_room_session_timed_out(const struct ct_check *c) { ct_run_result(&function_itsme_room_session_timed_out, c); }
 
+/* itsme_room_session_rejoined */
+static void setup_itsme_room_session_rejoined(void *p, int live) {
+    struct args_itsme_room_session_rejoined *a = p;
+    (void)a;
+    a->session = live ? fx_itsme_room_session() : NULL;
+    (void)live;
+}
+static int mutate_itsme_room_session_rejoined(void *p, const struct ct_check *c) {
+    struct args_itsme_room_session_rejoined *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->session = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_room_session_rejoined(void *p, struct ct_outs *o) {
+    struct args_itsme_room_session_rejoined *a = p;
+    (void)a;
+    (void)o;
+    return itsme_room_session_rejoined(a->session);
+}
+static const struct ct_param params_itsme_room_session_rejoined[] = {
+    {"session", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_room_session_rejoined = {"itsme_room_session_rejoined", 0, sizeof(struct args_itsme_room_session_rejoined), params_itsme_room_session_rejoined, 1, setup_itsme_room_session_rejoined, mutate_itsme_room_session_rejoined, invoke_itsme_room_session_rejoined};
+static void run_itsme_room_session_rejoined(const struct ct_check *c) { ct_run_result(&function_itsme_room_session_rejoined, c); }
+
 /* itsme_room_session_left */
 static void setup_itsme_room_session_left(void *p, int live) {
     struct args_itsme_room_session_left *a = p;
@@ -7257,6 +7294,34 @@ static const struct ct_param params_itsme_transfer_room[] = {
 };
 static const struct ct_function function_itsme_transfer_room = {"itsme_transfer_room", 1, sizeof(struct args_itsme_transfer_room), params_itsme_transfer_room, 4, setup_itsme_transfer_room, mutate_itsme_transfer_room, invoke_itsme_transfer_room};
 static void run_itsme_transfer_room(const struct ct_check *c) { ct_run_result(&function_itsme_transfer_room, c); }
+
+/* itsme_room_session_for_transfer */
+static void setup_itsme_room_session_for_transfer(void *p, int live) {
+    struct args_itsme_room_session_for_transfer *a = p;
+    (void)a;
+    a->transfer = live ? fx_itsme_transfer() : NULL;
+    if (live) fixture_itsme_room_session_for_transfer(a);
+}
+static int mutate_itsme_room_session_for_transfer(void *p, const struct ct_check *c) {
+    struct args_itsme_room_session_for_transfer *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->transfer = NULL; return 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_room_session_for_transfer(void *p, struct ct_outs *o) {
+    struct args_itsme_room_session_for_transfer *a = p;
+    (void)a;
+    (void)o;
+    return itsme_room_session_for_transfer(a->transfer, (itsme_room_session **)o->ptr[1]);
+}
+static const struct ct_param params_itsme_room_session_for_transfer[] = {
+    {"transfer", CT_R_HANDLE, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_HANDLE, sizeof(void *), -1, -1, 0, ct_release_itsme_room_session, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_room_session_for_transfer = {"itsme_room_session_for_transfer", 1, sizeof(struct args_itsme_room_session_for_transfer), params_itsme_room_session_for_transfer, 2, setup_itsme_room_session_for_transfer, mutate_itsme_room_session_for_transfer, invoke_itsme_room_session_for_transfer};
+static void run_itsme_room_session_for_transfer(const struct ct_check *c) { ct_run_result(&function_itsme_room_session_for_transfer, c); }
 
 /* itsme_transfer_next_outgoing */
 static void setup_itsme_transfer_next_outgoing(void *p, int live) {
@@ -11167,6 +11232,8 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_room_session_closed", "itsme_room_session_closed: session NULL", run_itsme_room_session_closed, {CT_NULL, 0}},
     {"itsme_room_session_timed_out", "itsme_room_session_timed_out: before itsme_init", run_itsme_room_session_timed_out, {CT_BEFORE_INIT, -1}},
     {"itsme_room_session_timed_out", "itsme_room_session_timed_out: session NULL", run_itsme_room_session_timed_out, {CT_NULL, 0}},
+    {"itsme_room_session_rejoined", "itsme_room_session_rejoined: before itsme_init", run_itsme_room_session_rejoined, {CT_BEFORE_INIT, -1}},
+    {"itsme_room_session_rejoined", "itsme_room_session_rejoined: session NULL", run_itsme_room_session_rejoined, {CT_NULL, 0}},
     {"itsme_room_session_left", "itsme_room_session_left: before itsme_init", run_itsme_room_session_left, {CT_BEFORE_INIT, -1}},
     {"itsme_room_session_left", "itsme_room_session_left: session NULL", run_itsme_room_session_left, {CT_NULL, 0}},
     {"itsme_room_session_abandon", "itsme_room_session_abandon: before itsme_init", run_itsme_room_session_abandon, {CT_BEFORE_INIT, -1}},
@@ -11393,6 +11460,10 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_transfer_room", "itsme_transfer_room: out size query", run_itsme_transfer_room, {CT_SIZE_QUERY, 1}},
     {"itsme_transfer_room", "itsme_transfer_room: out cap - 1", run_itsme_transfer_room, {CT_SHORT, 1}},
     {"itsme_transfer_room", "itsme_transfer_room: success with the exact cap", run_itsme_transfer_room, {CT_SUCCESS, -1}},
+    {"itsme_room_session_for_transfer", "itsme_room_session_for_transfer: before itsme_init", run_itsme_room_session_for_transfer, {CT_BEFORE_INIT, -1}},
+    {"itsme_room_session_for_transfer", "itsme_room_session_for_transfer: transfer NULL", run_itsme_room_session_for_transfer, {CT_NULL, 0}},
+    {"itsme_room_session_for_transfer", "itsme_room_session_for_transfer: out NULL", run_itsme_room_session_for_transfer, {CT_NULL, 1}},
+    {"itsme_room_session_for_transfer", "itsme_room_session_for_transfer: success", run_itsme_room_session_for_transfer, {CT_SUCCESS, -1}},
     {"itsme_transfer_next_outgoing", "itsme_transfer_next_outgoing: before itsme_init", run_itsme_transfer_next_outgoing, {CT_BEFORE_INIT, -1}},
     {"itsme_transfer_next_outgoing", "itsme_transfer_next_outgoing: transfer NULL", run_itsme_transfer_next_outgoing, {CT_NULL, 0}},
     {"itsme_transfer_next_outgoing", "itsme_transfer_next_outgoing: out NULL", run_itsme_transfer_next_outgoing, {CT_NULL, 1}},
@@ -12418,6 +12489,7 @@ static const char *const ct_declared[] = {
     "itsme_room_session_binary",
     "itsme_room_session_closed",
     "itsme_room_session_timed_out",
+    "itsme_room_session_rejoined",
     "itsme_room_session_left",
     "itsme_room_session_abandon",
     "itsme_room_session_peer_present",
@@ -12454,6 +12526,7 @@ static const char *const ct_declared[] = {
     "itsme_transfer_status",
     "itsme_transfer_offer",
     "itsme_transfer_room",
+    "itsme_room_session_for_transfer",
     "itsme_transfer_next_outgoing",
     "itsme_transfer_receive",
     "itsme_transfer_sas",

@@ -3,11 +3,11 @@ import ItsMePrimitives
 import ItsMeBase
 import ItsMeStore
 
-/// The room driver of docs/PROTOCOL.md 16.5 and 11.1, without I/O: it
-/// carries a real-time exchange (`Exchange.invite` or `acceptInvite` with
-/// `realtime`) or an Online Verify session through a relay room (15.3) by
-/// saying what the host does next and taking what the room sends, as the
-/// relay sent it. The host joins the WebSocket at `path`, moves bytes and
+/// The room driver of docs/PROTOCOL.md 16.5, 11.1 and 17.3, without I/O:
+/// it carries a real-time exchange (`Exchange.invite` or `acceptInvite`
+/// with `realtime`), an Online Verify session or a live device transfer
+/// through a relay room (15.3) by saying what the host does next and taking
+/// what the room sends, as the relay sent it. The host joins the WebSocket at `path`, moves bytes and
 /// keeps time; every rule is here, so every host follows the same one.
 ///
 /// The host loops on `next(now:)`:
@@ -24,6 +24,13 @@ import ItsMeStore
 ///   `pingInterval` seconds (15.3), so that it does not close as idle while
 ///   people decide. An Online Verify session ends at its SAS instead: its
 ///   decision needs no room.
+/// - `.checkPeer`: as `.receive`, but wait at most `peerCheckWait` seconds
+///   and then call `timedOut()`, which here means the peer is still there
+///   (a transfer's sender, after the person confirmed: nothing is sent to
+///   a room the new device left).
+/// - `.rejoin`: the relay closed the room while this side waited alone (a
+///   quiet room, 15.3): join `path` again after `rejoinPause` seconds,
+///   then `rejoined()`; the host's deadline still runs (a transfer).
 /// - `.leave`: close the connection (the peer gets `peer-left`), then
 ///   `left()`.
 /// - `.done`: the session is over. `failure` says why it ended early, if it
@@ -43,6 +50,17 @@ import ItsMeStore
 /// rejected. The host's deadline passing then rejects it too, with the
 /// failure `.timeout`.
 ///
+/// A transfer (`init(transfer:)`): the sender sends its key once the new
+/// device is in the room; both compare the SAS at `.decide` (`confirm` or
+/// `reject` on the transfer); the sender, once confirmed, checks that the
+/// new device is still in the room (`.checkPeer`) and then sends the
+/// identity and leaves; the receiver takes every frame (those that come
+/// while its person decides are kept by the transfer) until the identity
+/// is in, then leaves. The peer leaving, a refused frame or the room
+/// closing before that ends the transfer (`failure` says how; a running
+/// transfer is rejected, and nothing is sent or installed). A room closed
+/// while this side waits alone is joined again (`.rejoin`).
+///
 /// `next(now:)` makes the exchange's writes (the contact at the SAS, the
 /// settled decision); one that fails rejects the exchange, the room is to
 /// be left, and `next` throws the store's error.
@@ -58,6 +76,12 @@ public final class RoomSession: CustomStringConvertible {
         case receive
         /// The person compares the SAS; confirm or reject the exchange.
         case decide
+        /// Read what the room sends for at most `peerCheckWait` seconds,
+        /// then `timedOut()`: the peer is still there.
+        case checkPeer
+        /// Join the room at `path` again after `rejoinPause` seconds, then
+        /// `rejoined()`.
+        case rejoin
         /// Leave the room, then `left()`.
         case leave
         /// Nothing more.
@@ -116,10 +140,16 @@ public final class RoomSession: CustomStringConvertible {
 
     /// How often the host pings the room from `.decide` on, in seconds (15.3).
     public static let pingInterval = 30
+    /// How long `.checkPeer` reads the room, in milliseconds: what the relay
+    /// said so far, and a moment longer.
+    public static let peerCheckWait = 200
+    /// How long the host waits before `.rejoin`, in milliseconds.
+    public static let rejoinPause = 500
 
     private enum Flow {
         case exchange(Exchange)
         case onlineVerify(OnlineVerify)
+        case transfer(DeviceTransfer)
     }
 
     private enum Phase {
@@ -131,6 +161,14 @@ public final class RoomSession: CustomStringConvertible {
         case deciding
         /// This side decided; the peer's decision is awaited (exchange).
         case awaitingPeerDecision
+        /// The sender confirmed a transfer: is the new device still there?
+        case checkingPeer
+        /// The relay closed the room while this side waited alone: the
+        /// host joins it again.
+        case rejoining
+        /// A transfer after the decision: the sender sends the identity,
+        /// the receiver takes it.
+        case finishing
         /// The host is to leave.
         case leaving
         case done
@@ -157,6 +195,14 @@ public final class RoomSession: CustomStringConvertible {
         self.phase = .awaitingPeer
     }
 
+    /// A session for a live device transfer in its room
+    /// (`DeviceTransfer.roomName`), on either device.
+    public init(transfer: DeviceTransfer) {
+        self.flow = .transfer(transfer)
+        self.roomID = transfer.roomName
+        self.phase = .awaitingPeer
+    }
+
     /// A session for `session` in its room (`OnlineVerify.roomName`).
     /// `peerPresent`: the host already saw the peer join (the rendezvous of
     /// 11.1 reads each room's first event to choose one).
@@ -172,7 +218,7 @@ public final class RoomSession: CustomStringConvertible {
     /// Whether the peer has been in the room: the relay said `peer-joined`
     /// (or the host did, with `peerPresent`). The rendezvous of 11.1 reads
     /// it after each room's first event.
-    public var peerPresent: Bool { phase != .awaitingPeer }
+    public var peerPresent: Bool { phase != .awaitingPeer && phase != .rejoining }
 
     /// The message of the `.send` step under way; nil in another step.
     public var pendingMessage: [UInt8]? { sending }
@@ -192,6 +238,14 @@ public final class RoomSession: CustomStringConvertible {
             case .onlineVerify(let session):
                 if session.state == .running { return .receive }
                 return leave()
+            case .transfer(let transfer):
+                switch transfer.state {
+                case .awaitingPeer: return .receive
+                case .compareSAS:
+                    phase = .deciding
+                    return .decide
+                default: return leave()
+                }
             case .exchange(let exchange):
                 if exchange.state == .awaitingPeer { return .receive }
                 guard exchange.state == .compareSAS else { return leave() }
@@ -206,11 +260,32 @@ public final class RoomSession: CustomStringConvertible {
                 return .decide
             }
         case .deciding:
+            if case .transfer(let transfer) = flow {
+                switch transfer.state {
+                case .compareSAS: return .decide
+                case .done where transfer.role == .sender:
+                    phase = .checkingPeer
+                    return .checkPeer
+                case .awaitingIdentity, .done:
+                    phase = .finishing
+                    return try next(now: now)
+                case .awaitingPeer, .rejected, .failed:
+                    return leave()
+                }
+            }
             guard case .exchange(let exchange) = flow, exchange.state == .compareSAS else {
                 phase = .awaitingPeerDecision
                 return try next(now: now)
             }
             return .decide
+        case .checkingPeer:
+            return .checkPeer
+        case .rejoining:
+            return .rejoin
+        case .finishing:
+            if let message = outgoing() { return send(message) }
+            guard case .transfer(let transfer) = flow, transfer.state == .awaitingIdentity else { return leave() }
+            return .receive
         case .awaitingPeerDecision:
             guard case .exchange(let exchange) = flow else { return leave() }
             if !decisionUnsent, let message = outgoing() { return send(message) }
@@ -240,7 +315,14 @@ public final class RoomSession: CustomStringConvertible {
         switch flow {
         case .exchange(let exchange): exchange.markSent()
         case .onlineVerify(let session): session.markSent()
+        case .transfer(let transfer): _ = transfer.takeOutgoing()
         }
+    }
+
+    /// The host joined the room again (after `.rejoin`).
+    public func rejoined() throws {
+        guard phase == .rejoining else { throw ItsMeError(.invalidState, "the room is not to be joined again: ask for the next step first") }
+        phase = .awaitingPeer
     }
 
     /// The host left the room (after `.leave`); the next step is `.done`.
@@ -257,6 +339,7 @@ public final class RoomSession: CustomStringConvertible {
         case .exchange(let exchange): rejectPending(exchange)
         case .onlineVerify(let session):
             if session.state == .running || session.state == .compareSAS { try? session.reject() }
+        case .transfer(let transfer): rejectRunning(transfer)
         }
         sending = nil
         if phase != .done { phase = .leaving }
@@ -272,6 +355,8 @@ public final class RoomSession: CustomStringConvertible {
         case .deciding, .awaitingPeerDecision:
             decisionUnsent = true
             phase = .awaitingPeerDecision
+        case .finishing:
+            transferEnded(.closed(code: nil))
         default:
             roomFailed(.closed(code: nil))
         }
@@ -289,8 +374,12 @@ public final class RoomSession: CustomStringConvertible {
             roomFailed(.peerLeft)
         case (.running, .refused(let reason)):
             roomFailed(.refused(reason: reason))
-        case (.deciding, .peerLeft(nil)), (.awaitingPeerDecision, .peerLeft(nil)),
-            (.deciding, .refused), (.awaitingPeerDecision, .refused):
+        case (.deciding, .peerLeft(nil)), (.checkingPeer, .peerLeft(nil)), (.finishing, .peerLeft(nil)):
+            if case .transfer = flow { transferEnded(.peerLeft) } else { noPeerDecision() }
+        case (.checkingPeer, .refused(let reason)), (.finishing, .refused(let reason)):
+            transferEnded(.refused(reason: reason))
+        case (.deciding, .refused), (.awaitingPeerDecision, .peerLeft(nil)), (.awaitingPeerDecision, .refused):
+            if case .transfer = flow { break }
             noPeerDecision()
         case (_, .joined), (_, .peerJoined(_?)), (_, .peerLeft(_?)):
             roomFailed(.badResponse("the relay sent a group room's event in a room"))
@@ -311,14 +400,27 @@ public final class RoomSession: CustomStringConvertible {
                 switch flow {
                 case .exchange(let exchange): try exchange.receive(bytes, now: now)
                 case .onlineVerify(let session): try session.receive(bytes, now: now)
+                case .transfer(let transfer): try transfer.receive(bytes, now: now)
                 }
             } catch {
                 phase = .leaving
                 throw error
             }
-        case .deciding, .awaitingPeerDecision:
+        case .deciding, .finishing, .checkingPeer:
+            if case .transfer(let transfer) = flow {
+                // The sender receives nothing: a frame to it is refused.
+                do { try transfer.receive(bytes, now: now) } catch {
+                    rejectRunning(transfer)
+                    sending = nil
+                    phase = .leaving
+                    throw error
+                }
+            } else if case .exchange(let exchange) = flow {
+                try? exchange.receive(bytes, now: now)
+            }
+        case .awaitingPeerDecision:
             if case .exchange(let exchange) = flow { try? exchange.receive(bytes, now: now) }
-        case .leaving, .done:
+        case .rejoining, .leaving, .done:
             break
         }
     }
@@ -327,11 +429,20 @@ public final class RoomSession: CustomStringConvertible {
     /// full), nil when it ended without one. Nothing more will arrive.
     public func closed(code: Int?) {
         switch phase {
-        case .deciding, .awaitingPeerDecision:
+        case .deciding, .checkingPeer, .finishing:
+            if case .transfer = flow { transferEnded(.closed(code: code)) } else { noPeerDecision() }
+        case .awaitingPeerDecision:
             noPeerDecision()
-        case .awaitingPeer, .running:
+        case .awaitingPeer:
+            if case .transfer = flow, code != RoomCloseCode.roomFull {
+                // A quiet room the relay closed while this side waited alone.
+                phase = .rejoining
+                return
+            }
             roomFailed(code == RoomCloseCode.roomFull ? .roomFull : .closed(code: code))
-        case .leaving, .done:
+        case .running:
+            roomFailed(code == RoomCloseCode.roomFull ? .roomFull : .closed(code: code))
+        case .rejoining, .leaving, .done:
             break
         }
     }
@@ -341,6 +452,16 @@ public final class RoomSession: CustomStringConvertible {
         switch phase {
         case .awaitingPeer, .running:
             roomFailed(.timeout)
+        case .rejoining:
+            phase = .awaitingPeer
+            roomFailed(.timeout)
+        case .checkingPeer:
+            // Nothing said the new device left: the identity goes out.
+            phase = .finishing
+        case .finishing:
+            transferEnded(.timeout)
+        case .deciding where { if case .transfer = flow { true } else { false } }():
+            transferEnded(.timeout)
         case .deciding, .awaitingPeerDecision:
             guard case .exchange(let exchange) = flow else { return }
             if exchange.state == .awaitingDecision || exchange.state == .compareSAS {
@@ -363,6 +484,7 @@ public final class RoomSession: CustomStringConvertible {
         switch flow {
         case .exchange(let exchange): exchange.peekOutgoing()
         case .onlineVerify(let session): session.peekOutgoing()
+        case .transfer(let transfer): transfer.peekOutgoing()
         }
     }
 
@@ -387,6 +509,26 @@ public final class RoomSession: CustomStringConvertible {
             if exchange.contactID == nil { rejectPending(exchange) }
         case .onlineVerify(let session):
             if session.state == .running || session.state == .compareSAS { try? session.reject() }
+        case .transfer(let transfer): rejectRunning(transfer)
+        }
+    }
+
+    /// A transfer's room failed after the SAS: the transfer ends as it is
+    /// (a running one rejected), nothing more is sent.
+    private func transferEnded(_ why: Failure) {
+        guard case .transfer(let transfer) = flow, phase != .leaving, phase != .done else { return }
+        // The receiver's identity arrived: the room's end changes nothing.
+        if transfer.role == .receiver, transfer.state == .done { return }
+        failure = why
+        sending = nil
+        phase = .leaving
+        rejectRunning(transfer)
+    }
+
+    private func rejectRunning(_ transfer: DeviceTransfer) {
+        switch transfer.state {
+        case .awaitingPeer, .compareSAS, .awaitingIdentity: try? transfer.reject()
+        case .done, .rejected, .failed: break
         }
     }
 

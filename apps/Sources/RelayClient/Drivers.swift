@@ -9,9 +9,10 @@ import ItsMeRelayProtocol
 /// thrown (the room is left, so the peer fails too); a room that failed is
 /// thrown as `RelayError`.
 private func drive(
-    _ session: RoomSession, in room: RelayRoom, deadline: Deadline, pingInterval: Double, now: () -> Int64,
+    _ session: RoomSession, in joined: RelayRoom, url: RelayURL, deadline: Deadline, pingInterval: Double, now: () -> Int64,
     decide: () async throws -> Void = {}
 ) async throws {
+    var room = joined
     var pinger: Task<Void, Never>?
     defer { pinger?.cancel() }
     // The connection's own account of its end, more precise than the
@@ -37,13 +38,33 @@ private func drive(
                     ended = ended ?? error
                     session.closed(code: code)
                 }
+            case .checkPeer:
+                let wait = min(Double(RoomSession.peerCheckWait) / 1000, deadline.remaining)
+                switch try await room.nextInput(timeout: wait) {
+                case nil: session.timedOut()
+                case .text(let text)?: session.event(text: text)
+                case .binary(let bytes)?: try session.frame(bytes, now: now())
+                case .ended(let code, let error)?:
+                    ended = ended ?? error
+                    session.closed(code: code)
+                }
+            case .rejoin:
+                await room.close()
+                try await Task.sleep(nanoseconds: UInt64(RoomSession.rejoinPause) * 1_000_000)
+                if deadline.hasPassed {
+                    session.timedOut()
+                    continue
+                }
+                room = try await RelayRoom.join(url, roomID: session.roomID, timeout: deadline.remaining)
+                try session.rejoined()
             case .decide:
                 if pinger == nil {
+                    let pinged = room
                     pinger = Task {
                         while !Task.isCancelled {
                             try? await Task.sleep(nanoseconds: UInt64(pingInterval * 1e9))
                             if Task.isCancelled { break }
-                            try? await room.ping()
+                            try? await pinged.ping()
                         }
                     }
                 }
@@ -92,10 +113,40 @@ public func realtimeExchange(
     let session = try RoomSession(exchange: exchange)
     let deadline = Deadline(seconds: try Checks.seconds(timeout, "timeout"))
     let room = try await RelayRoom.join(url, roomID: session.roomID, timeout: deadline.remaining)
-    try await drive(session, in: room, deadline: deadline, pingInterval: pingInterval, now: now) {
+    try await drive(session, in: room, url: url, deadline: deadline, pingInterval: pingInterval, now: now) {
         if try await decide(exchange) { try exchange.confirm(now: now()) } else { try exchange.reject() }
     }
     return exchange.state
+}
+
+/// Runs a live device transfer (docs/PROTOCOL.md 17.3) through its relay
+/// room (`DeviceTransfer.roomName`), on either device, by the core's room
+/// driver: the old device sends its key once the new one is in the room;
+/// when both keys are known `decide` is asked (the person compares the SAS;
+/// true: it matches) while the room is pinged, and the transfer is
+/// confirmed or rejected; the old device then checks that the new one is
+/// still there, sends the identity and leaves; the new device takes it and
+/// leaves. A room closed while this side waits alone is joined again.
+/// Returns the transfer's state (`.done`: sent, or ready to install with
+/// `DeviceTransfer.takeIdentity`; `.rejected`).
+///
+/// `timeout` (seconds) bounds the whole run; `now` gives the Unix time.
+/// Throws the library's `ItsMeError` for a message the transfer refused,
+/// and `RelayError` (`"peer-left"`, `"timeout"`, ...) when the room ended
+/// the transfer first: nothing was sent or installed.
+@discardableResult
+public func liveTransfer(
+    _ url: RelayURL, transfer: DeviceTransfer, timeout: Double = Double(DeviceTransfer.lifetime),
+    pingInterval: Double = Double(RoomSession.pingInterval), now: @escaping () -> Int64,
+    decide: (DeviceTransfer) async throws -> Bool
+) async throws -> DeviceTransfer.State {
+    let session = RoomSession(transfer: transfer)
+    let deadline = Deadline(seconds: try Checks.seconds(timeout, "timeout"))
+    let room = try await RelayRoom.join(url, roomID: session.roomID, timeout: deadline.remaining)
+    try await drive(session, in: room, url: url, deadline: deadline, pingInterval: pingInterval, now: now) {
+        if try await decide(transfer) { try transfer.confirm(now: now()) } else { try transfer.reject() }
+    }
+    return transfer.state
 }
 
 /// Runs an Online Verify session through its relay room
@@ -116,7 +167,7 @@ public func onlineVerify(
     let driver = RoomSession(onlineVerify: session, peerPresent: room?.peerPresent ?? false)
     let joined: RelayRoom
     if let room { joined = room } else { joined = try await RelayRoom.join(url, roomID: driver.roomID, timeout: deadline.remaining) }
-    try await drive(driver, in: joined, deadline: deadline, pingInterval: Double(RoomSession.pingInterval), now: now)
+    try await drive(driver, in: joined, url: url, deadline: deadline, pingInterval: Double(RoomSession.pingInterval), now: now)
     return session.state
 }
 

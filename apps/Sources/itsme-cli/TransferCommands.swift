@@ -574,44 +574,25 @@ struct Transfer: AsyncParsableCommand {
                 out.notice(
                     "On the old device, give a photo of this code to \(suggest("transfer", "send", "--image", blank: "FILE", elsewhere: true)), or run:")
                 out.notice(suggest("transfer", "send", transfer.offerText, elsewhere: true))
-                let countdown = Countdown(timeout)
                 out.notice("Waiting for the old device in the relay room (relay \(url.text); up to \(Int(timeout)) s)...")
-                let room: RelayRoom
+                var decided = false
+                let state: DeviceTransfer.State
                 do {
-                    room = try await joinRoom(url, transfer.roomName, countdown)
-                } catch {
-                    throw roomFailure(error, timedOut: "the old device did not come in time", outcome: "nothing was installed")
-                }
-                do {
-                    let key = try await room.receive(timeout: countdown.remaining)
-                    try transfer.receive(key, now: clock.now())
-                } catch {
-                    await room.close()
-                    throw roomFailure(error, timedOut: "the old device sent no key in time", outcome: "nothing was installed")
-                }
-                guard transfer.state == .compareSAS, let sas = transfer.sas else {
-                    await room.close()
-                    throw CLIError("the transfer has no SAS (\(transfer.state)): nothing was installed")
-                }
-                guard try await sasMatches(transfer, sas, room, out, other: "old", nothing: "installed") else {
-                    return .checkFailed
-                }
-                do {
-                    try transfer.confirm(now: clock.now())
-                    while transfer.state == .awaitingIdentity {
-                        let message = try await room.receive(timeout: countdown.remaining)
-                        try transfer.receive(message, now: clock.now())
+                    state = try await liveTransfer(url, transfer: transfer, timeout: timeout, now: { clock.now() }) { transfer in
+                        decided = true
+                        return try sasMatches(transfer, out, other: "old")
                     }
-                } catch let error as RelayError where error.kind == RelayError.peerLeft {
-                    await room.close()
+                } catch let error as RelayError where error.kind == RelayError.peerLeft && decided {
                     throw CLIError(
                         "the old device sent no identity (the SAS was rejected there, or it gave up): nothing was installed",
                         exit: .checkFailed)
                 } catch {
-                    await room.close()
-                    throw roomFailure(error, timedOut: "the identity did not come in time", outcome: "nothing was installed")
+                    throw roomFailure(
+                        error, timedOut: decided ? "the identity did not come in time" : "the old device did not come, or sent no key, in time",
+                        outcome: "nothing was installed")
                 }
-                await room.close()
+                if state == .rejected { return rejected(out, nothing: "installed") }
+                guard state == .done else { throw CLIError("the transfer ended \(state): nothing was installed") }
                 let contents = try transfer.takeIdentity()
                 out.notice(
                     "Received the identity of \(contents.name)\(contents.contactStore == nil ? " (no contacts came with it)" : " and the contacts").")
@@ -669,40 +650,28 @@ struct Transfer: AsyncParsableCommand {
                         throw CLIError("\(error.message) (--without-contacts sends the identity alone)")
                     }
                 }
-                let countdown = Countdown(timeout)
                 out.notice("Joining the new device in the relay room...")
-                let room: RelayRoom
+                var decided = false
+                let state: DeviceTransfer.State
                 do {
-                    room = try await joinRoom(url, transfer.roomName, countdown)
-                } catch {
-                    throw roomFailure(
-                        error, timedOut: "the new device is not in the relay room (is `itsme transfer receive` still waiting there?)",
-                        outcome: "nothing was sent")
-                }
-                do {
-                    try await flush(transfer, room)
-                } catch {
-                    await room.close()
-                    throw roomFailure(error, timedOut: "the relay did not answer in time", outcome: "nothing was sent")
-                }
-                guard try await sasMatches(transfer, sas, room, out, other: "new", nothing: "sent") else {
-                    return .checkFailed
-                }
-                do {
-                    try await requirePeer(room)
-                    try transfer.confirm(now: clock.now())
-                    try await flush(transfer, room)
-                } catch let error as RelayError where error.kind == RelayError.peerLeft {
-                    try? transfer.reject()
-                    await room.close()
+                    state = try await liveTransfer(url, transfer: transfer, timeout: timeout, now: { clock.now() }) { transfer in
+                        decided = true
+                        return try sasMatches(transfer, out, other: "new")
+                    }
+                } catch let error as RelayError where error.kind == RelayError.peerLeft && decided {
                     throw CLIError(
                         "the new device left the transfer (the SAS was rejected there, or it gave up): nothing was sent",
                         exit: .checkFailed)
                 } catch {
-                    await room.close()
-                    throw roomFailure(error, timedOut: "the relay did not answer in time", outcome: "nothing was sent")
+                    throw roomFailure(
+                        error,
+                        timedOut: decided
+                            ? "the relay did not answer in time"
+                            : "the new device is not in the relay room (is `itsme transfer receive` still waiting there?)",
+                        outcome: "nothing was sent")
                 }
-                await room.close()
+                if state == .rejected { return rejected(out, nothing: "sent") }
+                guard state == .done else { throw CLIError("the transfer ended \(state): nothing was sent") }
                 out.line(
                     "Sent: the new device has the identity of \(identity.name) (fingerprint \(formatFingerprint(identity.fingerprint)))"
                         + (withoutContacts ? "" : " and \(counted(contactCount, "contact"))") + ", and installs them.")
@@ -722,76 +691,19 @@ func checkTransferCode(_ text: String) throws -> String {
     }
 }
 
-/// Seconds left of a wait, on the real clock (network waits).
-struct Countdown {
-    let end: Date
-    init(_ seconds: Double) { end = Date().addingTimeInterval(max(0, min(seconds, 86_400))) }
-    var remaining: Double { max(0, end.timeIntervalSinceNow) }
-}
-
-/// Joins the transfer's room and waits for the other device. A room the
-/// relay closes while this side waits alone (a quiet room) is joined
-/// again, until the countdown ends.
-private func joinRoom(_ url: RelayURL, _ id: String, _ countdown: Countdown) async throws -> RelayRoom {
-    while true {
-        let room = try await RelayRoom.join(url, roomID: id, timeout: countdown.remaining)
-        do {
-            try await room.waitForPeer(timeout: countdown.remaining)
-            return room
-        } catch let error as RelayError where error.kind == "closed" && countdown.remaining > 1 {
-            await room.close()
-            try? await Task.sleep(nanoseconds: 500_000_000)
-        } catch {
-            await room.close()
-            throw error
-        }
-    }
-}
-
-/// Sends what the transfer has to send.
-/// Shows the SAS and asks whether the `other` device shows the same; if not,
-/// rejects the transfer, leaves the room and says nothing was `nothing`.
-private func sasMatches(
-    _ transfer: DeviceTransfer, _ sas: ShortCode, _ room: RelayRoom, _ out: Output, other: String, nothing: String
-) async throws -> Bool {
+/// Shows the SAS and asks whether the `other` device shows the same.
+private func sasMatches(_ transfer: DeviceTransfer, _ out: Output, other: String) throws -> Bool {
+    guard let sas = transfer.sas else { return false }
     out.notice("")
     out.notice("SAS: \(sas.text)   (the \(other) device shows a SAS too: compare them)")
-    let same: Bool
-    do {
-        same = try SASCheck.typed(sas, prompt: "Type the SAS the \(other) device shows (or reject): ", out)
-    } catch {
-        await room.close()
-        throw error
-    }
-    guard same else {
-        try transfer.reject()
-        await room.close()
-        out.line("Rejected: nothing was \(nothing). If the SAS differed, another device answered: start again.")
-        out.document([nothing: false, "state": "rejected"])
-        return false
-    }
-    return true
+    return try SASCheck.typed(sas, prompt: "Type the SAS the \(other) device shows (or reject): ", out)
 }
 
-private func flush(_ transfer: DeviceTransfer, _ room: RelayRoom) async throws {
-    while let message = transfer.peekOutgoing() {
-        try await room.send(message)
-        _ = transfer.takeOutgoing()
-    }
-}
-
-/// Throws `peer-left` if the other device has left the room (what the
-/// relay said so far, and for a moment longer).
-private func requirePeer(_ room: RelayRoom) async throws {
-    while true {
-        let event: RoomEvent
-        do {
-            event = try await room.nextEvent(timeout: 0.2)
-        } catch let error as RelayError where error.kind == "timeout" {
-            return
-        }
-        if event == .peerLeft { throw RelayError("the other device left the room", kind: RelayError.peerLeft) }
-    }
+/// The transfer was rejected here: says that nothing was `nothing`.
+private func rejected(_ out: Output, nothing: String) -> Exit {
+    out.line("Rejected: nothing was \(nothing). If the SAS differed, another device answered: start again.")
+    out.document([nothing: false, "state": "rejected"])
+    return .checkFailed
 }
 
 /// A failure while the devices talk, as the line a person needs: a wait

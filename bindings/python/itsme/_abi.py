@@ -548,6 +548,14 @@ ITSME_ROOM_STEP_LEAVE: Final = 4
 #: Nothing more.
 ITSME_ROOM_STEP_DONE: Final = 5
 
+#: Read the room for at most ITSME_ROOM_PEER_CHECK_WAIT_MS, then
+#: itsme_room_session_timed_out.
+ITSME_ROOM_STEP_CHECK_PEER: Final = 6
+
+#: Join the room again after ITSME_ROOM_REJOIN_PAUSE_MS, then
+#: itsme_room_session_rejoined.
+ITSME_ROOM_STEP_REJOIN: Final = 7
+
 #: The room did not end the session early.
 ITSME_ROOM_FAILURE_NONE: Final = 0
 
@@ -571,6 +579,12 @@ ITSME_ROOM_FAILURE_BAD_RESPONSE: Final = 6
 
 #: How often the host pings the room from DECIDE on, in seconds.
 ITSME_ROOM_PING_INTERVAL: Final = 30
+
+#: How long CHECK_PEER reads the room, in milliseconds.
+ITSME_ROOM_PEER_CHECK_WAIT_MS: Final = 200
+
+#: How long the host waits before REJOIN, in milliseconds.
+ITSME_ROOM_REJOIN_PAUSE_MS: Final = 500
 
 ITSME_PIN_UPDATE_STATE_RUNNING: Final = 1
 
@@ -1028,6 +1042,8 @@ class ItsmeRoomStep(enum.IntEnum):
     ITSME_ROOM_STEP_DECIDE = 3
     ITSME_ROOM_STEP_LEAVE = 4
     ITSME_ROOM_STEP_DONE = 5
+    ITSME_ROOM_STEP_CHECK_PEER = 6
+    ITSME_ROOM_STEP_REJOIN = 7
 
 
 class ItsmeRoomFailure(enum.IntEnum):
@@ -2230,6 +2246,8 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
     "itsme_room_session_closed": Signature(itsme_result, (c_void_p, c_uint32)),
     # itsme_result itsme_room_session_timed_out(itsme_room_session *session)
     "itsme_room_session_timed_out": Signature(itsme_result, (c_void_p,)),
+    # itsme_result itsme_room_session_rejoined(itsme_room_session *session)
+    "itsme_room_session_rejoined": Signature(itsme_result, (c_void_p,)),
     # itsme_result itsme_room_session_left(itsme_room_session *session)
     "itsme_room_session_left": Signature(itsme_result, (c_void_p,)),
     # itsme_result itsme_room_session_abandon(itsme_room_session *session)
@@ -2422,6 +2440,9 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
         itsme_result,
         (c_void_p, c_char_p, c_size_t, POINTER(c_size_t)),
     ),
+    # itsme_result itsme_room_session_for_transfer(itsme_transfer *transfer,
+    #     itsme_room_session **out)
+    "itsme_room_session_for_transfer": Signature(itsme_result, (c_void_p, POINTER(c_void_p))),
     # itsme_result itsme_transfer_next_outgoing(itsme_transfer *transfer, uint8_t *out, size_t cap,
     #     size_t *out_len)
     "itsme_transfer_next_outgoing": Signature(

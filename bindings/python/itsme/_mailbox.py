@@ -27,6 +27,7 @@ from ._online_verify import ROOM_NAME_SIZE, OnlineVerify
 from ._profile import bytes_in
 from ._random import DeterministicRandom, use_random
 from ._session import window_of
+from ._transfer import TRANSFER_MESSAGE_MAX, Transfer
 from ._voice import CallBinding, _call_binding
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -248,6 +249,12 @@ class RoomStep(enum.IntEnum):
     LEAVE = 4
     #: Nothing more.
     DONE = 5
+    #: As :attr:`RECEIVE`, for at most :data:`ROOM_PEER_CHECK_WAIT_MS`, then
+    #: :meth:`RoomSession.timed_out`: the peer is still there.
+    CHECK_PEER = 6
+    #: Join the room again after :data:`ROOM_REJOIN_PAUSE_MS`, then
+    #: :meth:`RoomSession.rejoined`.
+    REJOIN = 7
 
 
 class RoomFailure(enum.IntEnum):
@@ -264,12 +271,16 @@ class RoomFailure(enum.IntEnum):
 
 #: How often to ping the room from :attr:`RoomStep.DECIDE` on, in seconds.
 ROOM_PING_INTERVAL = 30
+#: How long :attr:`RoomStep.CHECK_PEER` reads the room, in milliseconds.
+ROOM_PEER_CHECK_WAIT_MS = 200
+#: How long to wait before :attr:`RoomStep.REJOIN`, in milliseconds.
+ROOM_REJOIN_PAUSE_MS = 500
 
 
 class RoomSession(DetailedHandle):
-    """The library's room driver over a real-time :class:`Exchange` or an
+    """The library's room driver over a real-time :class:`Exchange`, an
     :class:`OnlineVerify` session (``peer_present``: the host already saw
-    the peer join): the WebSocket :meth:`path` to join, what to do next
+    the peer join) or a live :class:`Transfer` on either device: the WebSocket :meth:`path` to join, what to do next
     (:meth:`next`) and what the room sent (:meth:`text`, :meth:`binary`,
     :meth:`connection_closed`, :meth:`timed_out`); every rule is the
     library's.  Not for use by two threads at once."""
@@ -289,8 +300,11 @@ class RoomSession(DetailedHandle):
                     lib.itsme_room_session_for_online_verify(ptr, bool(peer_present), byref(out)),
                     lambda: OnlineVerify._detail(ptr),
                 )
+        elif isinstance(flow, Transfer):
+            with flow._use() as ptr:
+                check(lib.itsme_room_session_for_transfer(ptr, byref(out)), lambda: Transfer._detail(ptr))
         else:
-            raise TypeError(f"flow must be an Exchange or an OnlineVerify, not {type(flow).__name__}")
+            raise TypeError(f"flow must be an Exchange, an OnlineVerify or a Transfer, not {type(flow).__name__}")
         super().__init__(new_handle(out))
         # The C session holds its flow; the Python object is kept too.
         self._flow = flow
@@ -306,7 +320,8 @@ class RoomSession(DetailedHandle):
 
     def message(self) -> bytes:
         """The message of the :attr:`RoomStep.SEND` step."""
-        return self._read(read_bytes, lib.itsme_room_session_message, REMOTE_MESSAGE_MAX)
+        largest = TRANSFER_MESSAGE_MAX if isinstance(self._flow, Transfer) else REMOTE_MESSAGE_MAX
+        return self._read(read_bytes, lib.itsme_room_session_message, largest)
 
     def sent(self) -> None:
         self._call(lib.itsme_room_session_sent)
@@ -330,6 +345,10 @@ class RoomSession(DetailedHandle):
 
     def timed_out(self) -> None:
         self._call(lib.itsme_room_session_timed_out)
+
+    def rejoined(self) -> None:
+        """The room was joined again after :attr:`RoomStep.REJOIN`."""
+        self._call(lib.itsme_room_session_rejoined)
 
     def left(self) -> None:
         self._call(lib.itsme_room_session_left)

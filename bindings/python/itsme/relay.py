@@ -64,6 +64,7 @@ from ._contacts import ContactStore, ExchangeMethod
 from ._errors import ItsMeError
 from ._exchange import Exchange, ExchangeState
 from ._mailbox import (
+    ROOM_PEER_CHECK_WAIT_MS,
     ROOM_PING_INTERVAL,
     MailboxOutcome,
     MailboxRequest,
@@ -761,16 +762,23 @@ def _drive(
                     session.sent()
             elif step == RoomStep.RECEIVE:
                 _feed(session, room.next_input(max(0.0, deadline - time.monotonic())), now)
+            elif step == RoomStep.CHECK_PEER:
+                wait = min(ROOM_PEER_CHECK_WAIT_MS / 1000, max(0.0, deadline - time.monotonic()))
+                _feed(session, room.next_input(wait), now)
             elif step == RoomStep.DECIDE:
                 decide()
             elif step == RoomStep.LEAVE:
                 room.close()
                 session.left()
-            else:
+            elif step == RoomStep.DONE:
                 failure = _room_failure(session)
                 if failure is not None:
                     raise failure
                 return
+            else:
+                # REJOIN: only a transfer's session asks it, which this
+                # module does not carry.
+                raise RelayError(f"the room driver asked for {step.name}, which this client does not do")
     except BaseException:
         if session.failure() == RoomFailure.NONE:
             session.abandon()

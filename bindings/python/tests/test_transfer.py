@@ -1386,3 +1386,113 @@ def test_backup_checks_its_arguments(devices):
         with ContactStore.open(old.identity, old.contacts_path) as contacts:
             contacts.backup(old.contacts_path)
     assert old.contact_names() == []
+
+
+def _transfer_room(receiver, sender, decide=(True, True), after=None):
+    """Steps the room drivers of a transfer (the new device joins first)
+    through a room played in memory as the relay plays it; ``after``: the
+    side whose person decides only once the other side is done.  A
+    CHECK_PEER reads what is there, then times out.  Returns the sessions
+    and each side's steps."""
+    from itsme._mailbox import RoomSession, RoomStep
+
+    sessions = [RoomSession(receiver), RoomSession(sender)]
+    flows = [receiver, sender]
+    inbox = [[b'{"type":"waiting"}', b'{"type":"peer-joined"}'], [b'{"type":"peer-joined"}']]
+    left, done, steps = [False, False], [False, False], [[], []]
+    for _ in range(400):
+        if all(done):
+            break
+        for i, session in enumerate(sessions):
+            if done[i]:
+                continue
+            step = session.next(T0 + 1)
+            if step == RoomStep.DECIDE and after == i and not done[1 - i]:
+                continue
+            steps[i].append(step)
+            if step == RoomStep.SEND:
+                if left[1 - i]:
+                    session.send_failed()
+                else:
+                    inbox[1 - i].append(("binary", session.message()))
+                    session.sent()
+            elif step in (RoomStep.RECEIVE, RoomStep.CHECK_PEER):
+                if not inbox[i]:
+                    if step == RoomStep.CHECK_PEER:
+                        session.timed_out()
+                    continue
+                item = inbox[i].pop(0)
+                if isinstance(item, bytes):
+                    session.text(item)
+                elif item[0] == "binary":
+                    session.binary(item[1], T0 + 1)
+                else:
+                    session.connection_closed(item[1])
+            elif step == RoomStep.DECIDE:
+                if decide[i]:
+                    flows[i].confirm(T0 + 1)
+                else:
+                    flows[i].reject()
+            elif step == RoomStep.LEAVE:
+                if not left[i]:
+                    left[i] = True
+                    if not left[1 - i]:
+                        inbox[1 - i] += [b'{"type":"peer-left"}', ("closed", 1000)]
+                session.left()
+            elif step == RoomStep.DONE:
+                done[i] = True
+    assert done == [True, True]
+    return sessions, steps
+
+
+def test_a_live_transfer_through_the_room_driver(devices):
+    """The library's room driver carries a live transfer: the old device
+    sends its key once the new one is in, checks that the new one is still
+    there once its person confirmed, sends the identity, and both leave."""
+    from itsme._mailbox import RoomFailure, RoomStep
+
+    old = devices("old", "Alice")
+    with Transfer.receiver(T0) as receiver, Transfer.sender(old.identity, PIN, receiver.offer, T0) as sender:
+        sessions, steps = _transfer_room(receiver, sender)
+        assert sessions[0].path() == sessions[1].path() == f"/v1/rooms/{receiver.room}"
+        assert [s.failure() for s in sessions] == [RoomFailure.NONE, RoomFailure.NONE]
+        assert RoomStep.CHECK_PEER in steps[1] and RoomStep.CHECK_PEER not in steps[0]
+        assert receiver.state == sender.state == TransferState.DONE
+        with receiver.take_import() as received:
+            assert received.fingerprint == old.identity.fingerprint
+
+
+def test_a_new_device_that_rejected_and_left_is_sent_nothing(devices):
+    from itsme._mailbox import RoomFailure
+
+    old = devices("old", "Alice")
+    with Transfer.receiver(T0) as receiver, Transfer.sender(old.identity, PIN, receiver.offer, T0) as sender:
+        sessions, steps = _transfer_room(receiver, sender, decide=(False, True), after=1)
+        assert receiver.state == TransferState.REJECTED
+        assert sessions[1].failure() == RoomFailure.PEER_LEFT and sessions[1].failure_kind() == "peer-left"
+        # The old device confirmed, but its check found the new one gone: no
+        # identity message went out (only its key did).
+        assert [s.name for s in steps[1]].count("SEND") == 1
+
+
+def test_a_quiet_room_is_joined_again(devices):
+    from itsme._mailbox import ROOM_PEER_CHECK_WAIT_MS, ROOM_REJOIN_PAUSE_MS, RoomFailure, RoomSession, RoomStep
+    import itsme._abi as abi
+
+    assert (ROOM_PEER_CHECK_WAIT_MS, ROOM_REJOIN_PAUSE_MS) == (
+        abi.ITSME_ROOM_PEER_CHECK_WAIT_MS,
+        abi.ITSME_ROOM_REJOIN_PAUSE_MS,
+    )
+    with Transfer.receiver(T0) as receiver:
+        session = RoomSession(receiver)
+        assert session.next(T0) == RoomStep.RECEIVE
+        session.text(b'{"type":"waiting"}')
+        session.connection_closed(4000)  # idle
+        assert session.next(T0) == RoomStep.REJOIN
+        session.rejoined()
+        assert session.next(T0) == RoomStep.RECEIVE and session.failure() == RoomFailure.NONE
+        session.connection_closed(4009)
+        assert session.failure() == RoomFailure.ROOM_FULL
+        assert session.next(T0) == RoomStep.LEAVE
+        assert receiver.state == TransferState.REJECTED
+

@@ -741,6 +741,18 @@ pub const ITSME_ROOM_STEP_LEAVE: itsme_room_step = 4;
 pub const ITSME_ROOM_STEP_DONE: itsme_room_step = 5;
 
 /// ```text
+/// Read the room for at most ITSME_ROOM_PEER_CHECK_WAIT_MS, then
+/// itsme_room_session_timed_out.
+/// ```
+pub const ITSME_ROOM_STEP_CHECK_PEER: itsme_room_step = 6;
+
+/// ```text
+/// Join the room again after ITSME_ROOM_REJOIN_PAUSE_MS, then
+/// itsme_room_session_rejoined.
+/// ```
+pub const ITSME_ROOM_STEP_REJOIN: itsme_room_step = 7;
+
+/// ```text
 /// The room did not end the session early.
 /// ```
 pub const ITSME_ROOM_FAILURE_NONE: itsme_room_failure = 0;
@@ -779,6 +791,16 @@ pub const ITSME_ROOM_FAILURE_BAD_RESPONSE: itsme_room_failure = 6;
 /// How often the host pings the room from DECIDE on, in seconds.
 /// ```
 pub const ITSME_ROOM_PING_INTERVAL: u32 = 30;
+
+/// ```text
+/// How long CHECK_PEER reads the room, in milliseconds.
+/// ```
+pub const ITSME_ROOM_PEER_CHECK_WAIT_MS: u32 = 200;
+
+/// ```text
+/// How long the host waits before REJOIN, in milliseconds.
+/// ```
+pub const ITSME_ROOM_REJOIN_PAUSE_MS: u32 = 500;
 
 pub const ITSME_PIN_UPDATE_STATE_RUNNING: itsme_pin_update_state = 1;
 
@@ -3580,7 +3602,8 @@ extern "C" {
     ) -> itsme_result;
 
     /// ```text
-    /// The message of the SEND step (at most ITSME_REMOTE_MESSAGE_MAX bytes).
+    /// The message of the SEND step (at most ITSME_REMOTE_MESSAGE_MAX bytes; a
+    /// transfer's, ITSME_TRANSFER_MESSAGE_MAX).
     /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (the step is not
     /// SEND), ITSME_E_BUFFER_TOO_SMALL.
     /// ```
@@ -3647,6 +3670,13 @@ extern "C" {
     pub fn itsme_room_session_timed_out(session: *mut itsme_room_session) -> itsme_result;
 
     /// ```text
+    /// The host joined the room again after REJOIN; the next step is RECEIVE.
+    /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (the step is not
+    /// REJOIN).
+    /// ```
+    pub fn itsme_room_session_rejoined(session: *mut itsme_room_session) -> itsme_result;
+
+    /// ```text
     /// The host left the room after LEAVE; the next step is DONE.
     /// Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (the step is not
     /// LEAVE).
@@ -3655,7 +3685,8 @@ extern "C" {
 
     /// ```text
     /// The host gives up (its own failure, or the person's): a pending exchange
-    /// is rejected, an Online Verify session too, and the next step is LEAVE.
+    /// is rejected, an Online Verify session or a running transfer too, and the
+    /// next step is LEAVE.
     /// Errors: ITSME_E_INVALID_ARGUMENT.
     /// ```
     pub fn itsme_room_session_abandon(session: *mut itsme_room_session) -> itsme_result;
@@ -4120,6 +4151,19 @@ extern "C" {
         out: *mut c_char,
         cap: usize,
         out_len: *mut usize,
+    ) -> itsme_result;
+
+    /// ```text
+    /// A room session (the room driver above) that carries `transfer` through
+    /// its room, on either device: it says when to send, to let the person
+    /// decide, to check that the new device is still there and to leave, and
+    /// takes what the room sends as the relay sent it.  Release it with
+    /// itsme_room_session_free; it keeps the transfer alive.
+    /// Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL).
+    /// ```
+    pub fn itsme_room_session_for_transfer(
+        transfer: *mut itsme_transfer,
+        out: *mut *mut itsme_room_session,
     ) -> itsme_result;
 
     /// ```text

@@ -1059,6 +1059,24 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
+     * Read the room for at most ITSME_ROOM_PEER_CHECK_WAIT_MS, then
+     * itsme_room_session_timed_out.
+     * </pre>
+     * <p>A value of {@code itsme_room_step}.
+     */
+    int ITSME_ROOM_STEP_CHECK_PEER = 6;
+
+    /**
+     * <pre>
+     * Join the room again after ITSME_ROOM_REJOIN_PAUSE_MS, then
+     * itsme_room_session_rejoined.
+     * </pre>
+     * <p>A value of {@code itsme_room_step}.
+     */
+    int ITSME_ROOM_STEP_REJOIN = 7;
+
+    /**
+     * <pre>
      * The room did not end the session early.
      * </pre>
      * <p>A value of {@code itsme_room_failure}.
@@ -1119,6 +1137,20 @@ public interface ItsMeLibrary extends Library {
      * </pre>
      */
     int ITSME_ROOM_PING_INTERVAL = 30;
+
+    /**
+     * <pre>
+     * How long CHECK_PEER reads the room, in milliseconds.
+     * </pre>
+     */
+    int ITSME_ROOM_PEER_CHECK_WAIT_MS = 200;
+
+    /**
+     * <pre>
+     * How long the host waits before REJOIN, in milliseconds.
+     * </pre>
+     */
+    int ITSME_ROOM_REJOIN_PAUSE_MS = 500;
 
     /**
      * <p>A value of {@code itsme_pin_update_state}.
@@ -2288,7 +2320,11 @@ public interface ItsMeLibrary extends Library {
         /** {@link ItsMeLibrary#ITSME_ROOM_STEP_LEAVE} */
         LEAVE(ITSME_ROOM_STEP_LEAVE),
         /** {@link ItsMeLibrary#ITSME_ROOM_STEP_DONE} */
-        DONE(ITSME_ROOM_STEP_DONE);
+        DONE(ITSME_ROOM_STEP_DONE),
+        /** {@link ItsMeLibrary#ITSME_ROOM_STEP_CHECK_PEER} */
+        CHECK_PEER(ITSME_ROOM_STEP_CHECK_PEER),
+        /** {@link ItsMeLibrary#ITSME_ROOM_STEP_REJOIN} */
+        REJOIN(ITSME_ROOM_STEP_REJOIN);
 
         private final int value;
 
@@ -5182,7 +5218,8 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
-     * The message of the SEND step (at most ITSME_REMOTE_MESSAGE_MAX bytes).
+     * The message of the SEND step (at most ITSME_REMOTE_MESSAGE_MAX bytes; a
+     * transfer's, ITSME_TRANSFER_MESSAGE_MAX).
      * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (the step is not
      * SEND), ITSME_E_BUFFER_TOO_SMALL.
      * </pre>
@@ -5263,6 +5300,17 @@ public interface ItsMeLibrary extends Library {
 
     /**
      * <pre>
+     * The host joined the room again after REJOIN; the next step is RECEIVE.
+     * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (the step is not
+     * REJOIN).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_room_session_rejoined(itsme_room_session *session)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_room_session_rejoined(itsme_room_session session);
+
+    /**
+     * <pre>
      * The host left the room after LEAVE; the next step is DONE.
      * Errors: ITSME_E_INVALID_ARGUMENT, ITSME_E_INVALID_STATE (the step is not
      * LEAVE).
@@ -5275,7 +5323,8 @@ public interface ItsMeLibrary extends Library {
     /**
      * <pre>
      * The host gives up (its own failure, or the person's): a pending exchange
-     * is rejected, an Online Verify session too, and the next step is LEAVE.
+     * is rejected, an Online Verify session or a running transfer too, and the
+     * next step is LEAVE.
      * Errors: ITSME_E_INVALID_ARGUMENT.
      * </pre>
      * <p>C: {@code itsme_result itsme_room_session_abandon(itsme_room_session *session)}
@@ -5715,6 +5764,20 @@ public interface ItsMeLibrary extends Library {
      * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
      */
     int itsme_transfer_room(itsme_transfer transfer, byte[] out, SizeT cap, SizeTByReference out_len);
+
+    /**
+     * <pre>
+     * A room session (the room driver above) that carries `transfer` through
+     * its room, on either device: it says when to send, to let the person
+     * decide, to check that the new device is still there and to leave, and
+     * takes what the room sends as the relay sent it.  Release it with
+     * itsme_room_session_free; it keeps the transfer alive.
+     * Errors: ITSME_E_NOT_INITIALIZED, ITSME_E_INVALID_ARGUMENT (NULL).
+     * </pre>
+     * <p>C: {@code itsme_result itsme_room_session_for_transfer(itsme_transfer *transfer, itsme_room_session **out)}
+     * <p>Returns ITSME_E_NOT_INITIALIZED before itsme_init().
+     */
+    int itsme_room_session_for_transfer(itsme_transfer transfer, PointerByReference out);
 
     /**
      * <pre>
