@@ -1361,7 +1361,7 @@ typedef uint32_t itsme_relay_route ITSME_VALUES(ITSME_RELAY_ROUTE_);
 
 /* The path of `route` for the ID `id` (32 lower-case hex characters),
  * NUL-terminated, to append to the relay's base URL.
- * Thread-safe; needs no itsme_init().
+ * Thread-safe.
  * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a route this version does not
  * know, an ID that is not 32 lower-case hex characters),
  * ITSME_E_BUFFER_TOO_SMALL. */
@@ -1392,7 +1392,7 @@ typedef uint32_t itsme_relay_header ITSME_VALUES(ITSME_RELAY_HEADER_);
 
 /* What the relay's `status` (0: no answer came) means for `method` ("GET",
  * "POST", "PUT", "DELETE") on `route`: SUCCESS, GONE or REFUSED.
- * Thread-safe; needs no itsme_init().
+ * Thread-safe.
  * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a route this version does not
  * know, a method the route does not serve, a status above 999). */
 itsme_result itsme_relay_answer_of(itsme_relay_route route, const char *method,
@@ -1404,7 +1404,7 @@ itsme_result itsme_relay_answer_of(itsme_relay_route route, const char *method,
  * last.  They are: the answer taken (JSON); `token`'s Authorization where
  * the route takes a token (`token` NULL: none); the type of the bytes the
  * request carries (a message, a record).
- * Thread-safe; needs no itsme_init().
+ * Thread-safe.
  * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a route this version does not
  * know, a method the route does not serve, a token that is not 43
  * base64url characters), ITSME_E_BUFFER_TOO_SMALL. */
@@ -1419,7 +1419,7 @@ itsme_result itsme_relay_request_headers(itsme_relay_route route,
  * the kind `status` stands for if it stands for one (404 "not-found", 429
  * "rate-limited"), else empty (400, 409, 503, no answer).  `status` is the
  * answer's (0: none came).
- * Thread-safe; needs no itsme_init().
+ * Thread-safe.
  * Errors: ITSME_E_INVALID_ARGUMENT (NULL with len > 0, a status above 999),
  * ITSME_E_BUFFER_TOO_SMALL. */
 itsme_result itsme_relay_refusal_kind(uint32_t status, const uint8_t *body,
@@ -1430,16 +1430,27 @@ itsme_result itsme_relay_refusal_kind(uint32_t status, const uint8_t *body,
  * its answer `body` gives (one line, at most 300 characters and "..."), or
  * one that names the status ("the relay answered 502"; "the relay did not
  * answer" for status 0).
- * Thread-safe; needs no itsme_init().
+ * Thread-safe.
  * Errors: ITSME_E_INVALID_ARGUMENT (NULL with len > 0, a status above 999),
  * ITSME_E_BUFFER_TOO_SMALL. */
 itsme_result itsme_relay_refusal_message(uint32_t status, const uint8_t *body,
                                          size_t len, char *out, size_t cap,
                                          size_t *out_len);
 
+/* What the body of a record's successful PUT (docs/PROTOCOL.md 15.4) says:
+ * the delete token of a new record (43 base64url characters and the NUL,
+ * given this once: keep it), or an empty text (only the NUL, *out_len 1)
+ * when these very bytes were stored under the ID already.
+ * Thread-safe.
+ * Errors: ITSME_E_INVALID_ARGUMENT (NULL with len > 0),
+ * ITSME_E_MALFORMED_MESSAGE (neither: not the relay's answer),
+ * ITSME_E_BUFFER_TOO_SMALL. */
+itsme_result itsme_relay_record_stored(const uint8_t *body, size_t len,
+                                       char *out, size_t cap, size_t *out_len);
+
 /* The name of `header` as the relay spells it ("Retry-After"),
  * NUL-terminated.
- * Thread-safe; needs no itsme_init().
+ * Thread-safe.
  * Errors: ITSME_E_INVALID_ARGUMENT (NULL, a header this version does not
  * know), ITSME_E_BUFFER_TOO_SMALL. */
 itsme_result itsme_relay_header_name(itsme_relay_header header, char *out,

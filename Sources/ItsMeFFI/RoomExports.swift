@@ -118,6 +118,22 @@ public func ffiRelayRefusalMessage(
     refusalText(status, body, len, out, cap, outLen) { $0.message }
 }
 
+@c(itsme_relay_record_stored)
+public func ffiRelayRecordStored(
+    _ body: UnsafePointer<UInt8>?, _ len: UInt, _ out: UnsafeMutablePointer<CChar>?, _ cap: UInt,
+    _ outLen: UnsafeMutablePointer<UInt>?
+) -> itsme_result {
+    guarded(ThreadLastError.set) {
+        let body = try optionalBytes(body, len, "body")
+        try checkOutput(out, cap, outLen)
+        switch RecordStored(json: body) {
+        case .created(let token)?: try writeText(token, to: out, cap: cap, outLen: outLen)
+        case .alreadyStored?: try writeText("", to: out, cap: cap, outLen: outLen)
+        case nil: throw ItsMeError(.malformedMessage, "the relay's answer to a record's PUT carries no valid delete token")
+        }
+    }
+}
+
 @c(itsme_relay_header_name)
 public func ffiRelayHeaderName(
     _ header: itsme_relay_header, _ out: UnsafeMutablePointer<CChar>?, _ cap: UInt, _ outLen: UnsafeMutablePointer<UInt>?

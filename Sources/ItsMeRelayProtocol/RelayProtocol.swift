@@ -289,6 +289,41 @@ public struct RelayRefusal: Equatable, Sendable {
     }
 }
 
+/// What a record's successful PUT says (15.4): a new record and the delete
+/// token given for it, this once (201); or these very bytes stored under
+/// the ID already (200: the token was given then).
+public enum RecordStored: Equatable, Sendable {
+    /// The record is new: its delete token.
+    case created(deleteToken: String)
+    /// The same bytes were stored under the ID already.
+    case alreadyStored
+
+    /// The answer's body as the relay writes it: `{"delete_token":...}`
+    /// or `{}`.
+    public var json: String {
+        switch self {
+        case .created(let token): JSONValue.object([("delete_token", .string(token))]).compact
+        case .alreadyStored: JSONValue.object([]).compact
+        }
+    }
+
+    /// Reads a successful PUT's body; nil for anything else (a delete
+    /// token of another form included).
+    public init?(json: some Collection<UInt8>) {
+        guard json.count <= 1024, let text = String(validating: json, as: UTF8.self),
+            let object = JSONValue.parse(text, maxDepth: 2), case .object(let members) = object
+        else { return nil }
+        if members.isEmpty {
+            self = .alreadyStored
+            return
+        }
+        guard members.count == 1, case .string(let token)? = object["delete_token"], RelayProtocol.isToken(token) else {
+            return nil
+        }
+        self = .created(deleteToken: token)
+    }
+}
+
 /// The success statuses of the relay's routes (15.2, 15.4).
 public enum RelayStatus {
     /// A GET, an accept, a record stored again.

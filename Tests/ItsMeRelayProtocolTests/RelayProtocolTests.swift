@@ -87,4 +87,22 @@ import Testing
         let long = String(repeating: "x", count: 100)
         #expect(RoomEvent(json: Array(#"{"type":"\#(long)"}"#.utf8)) == .other(type: String(repeating: "x", count: 64)))
     }
+
+    @Test func aRecordsPutAnswerReadsBackAsTheRelayWritesIt() {
+        let token = String(repeating: "A", count: 43)
+        for stored in [RecordStored.created(deleteToken: token), .alreadyStored] {
+            #expect(RecordStored(json: Array(stored.json.utf8)) == stored)
+        }
+        #expect(RecordStored.alreadyStored.json == "{}")
+        // With the spaces another writer puts in.
+        #expect(RecordStored(json: Array("{ \"delete_token\" : \"\(token)\" }".utf8)) == .created(deleteToken: token))
+        for junk in [
+            "", "[]", "null", "{\"delete_token\":\"\(token.dropLast())\"}", "{\"delete_token\":\"\(token.dropLast())B\"}",
+            "{\"delete_token\":43}", "{\"token\":\"\(token)\"}", "{\"delete_token\":\"\(token)\",\"more\":1}",
+        ] {
+            #expect(RecordStored(json: Array(junk.utf8)) == nil, "\(junk)")
+        }
+        #expect(RecordStored(json: [UInt8](repeating: 0x20, count: 2000) + Array("{}".utf8)) == nil, "longer than any answer")
+    }
 }
+

@@ -221,6 +221,7 @@ FIXTURE(itsme_relay_answer_of, a->route = ITSME_RELAY_ROUTE_INVITE; a->method = 
 FIXTURE(itsme_relay_request_headers, a->route = ITSME_RELAY_ROUTE_INVITE_MESSAGES; a->method = "POST"; a->token = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
 FIXTURE(itsme_relay_refusal_kind, a->status = 429; a->body = (const uint8_t *)"{\"error\":\"rate-limited\",\"message\":\"m\"}"; a->len = 38)
 FIXTURE(itsme_relay_refusal_message, a->status = 429; a->body = (const uint8_t *)"{\"error\":\"rate-limited\",\"message\":\"m\"}"; a->len = 38)
+FIXTURE(itsme_relay_record_stored, a->body = (const uint8_t *)"{\"delete_token\":\"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\"}"; a->len = 62)
 FIXTURE(itsme_relay_header_name, a->header = ITSME_RELAY_HEADER_RETRY_AFTER)
 FIXTURE(itsme_room_session_for_exchange, a->exchange = fx_room_exchange())
 FIXTURE(itsme_room_session_for_online_verify, a->session = fx_itsme_online_verify())

@@ -112,6 +112,7 @@
 #define CT_HAS_itsme_relay_request_headers 1
 #define CT_HAS_itsme_relay_refusal_kind 1
 #define CT_HAS_itsme_relay_refusal_message 1
+#define CT_HAS_itsme_relay_record_stored 1
 #define CT_HAS_itsme_relay_header_name 1
 #define CT_HAS_itsme_mailbox_session_new 1
 #define CT_HAS_itsme_mailbox_session_resume 1
@@ -825,6 +826,11 @@ struct args_itsme_relay_refusal_message {
     size_t len;
 };
 #define FIXTURE_itsme_relay_refusal_message(...) static void fixture_itsme_relay_refusal_message(struct args_itsme_relay_refusal_message *a) { (void)a; __VA_ARGS__; }
+struct args_itsme_relay_record_stored {
+    const uint8_t * body;
+    size_t len;
+};
+#define FIXTURE_itsme_relay_record_stored(...) static void fixture_itsme_relay_record_stored(struct args_itsme_relay_record_stored *a) { (void)a; __VA_ARGS__; }
 struct args_itsme_relay_header_name {
     itsme_relay_header header;
 };
@@ -4419,6 +4425,38 @@ static const struct ct_param params_itsme_relay_refusal_message[] = {
 };
 static const struct ct_function function_itsme_relay_refusal_message = {"itsme_relay_refusal_message", 1, sizeof(struct args_itsme_relay_refusal_message), params_itsme_relay_refusal_message, 6, setup_itsme_relay_refusal_message, mutate_itsme_relay_refusal_message, invoke_itsme_relay_refusal_message};
 static void run_itsme_relay_refusal_message(const struct ct_check *c) { ct_run_result(&function_itsme_relay_refusal_message, c); }
+
+/* itsme_relay_record_stored */
+static void setup_itsme_relay_record_stored(void *p, int live) {
+    struct args_itsme_relay_record_stored *a = p;
+    (void)a;
+    a->body = fx_bytes;
+    a->len = 32;
+    if (live) fixture_itsme_relay_record_stored(a);
+}
+static int mutate_itsme_relay_record_stored(void *p, const struct ct_check *c) {
+    struct args_itsme_relay_record_stored *a = p;
+    (void)a;
+    switch (c->param) {
+    case 0: if (c->kind == CT_NULL) a->body = NULL; return a->len == 0;
+    default: return 0;
+    }
+}
+static itsme_result invoke_itsme_relay_record_stored(void *p, struct ct_outs *o) {
+    struct args_itsme_relay_record_stored *a = p;
+    (void)a;
+    (void)o;
+    return itsme_relay_record_stored(a->body, a->len, (char *)o->ptr[2], o->cap[3], (size_t *)o->ptr[4]);
+}
+static const struct ct_param params_itsme_relay_record_stored[] = {
+    {"body", CT_R_IN_BYTES, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"len", CT_R_IN_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out", CT_R_OUT_TEXT, 0, 3, 4, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"cap", CT_R_OUT_CAP, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+    {"out_len", CT_R_OUT_LEN, 0, -1, -1, 0, NULL, 0, ITSME_E_INVALID_ARGUMENT},
+};
+static const struct ct_function function_itsme_relay_record_stored = {"itsme_relay_record_stored", 1, sizeof(struct args_itsme_relay_record_stored), params_itsme_relay_record_stored, 5, setup_itsme_relay_record_stored, mutate_itsme_relay_record_stored, invoke_itsme_relay_record_stored};
+static void run_itsme_relay_record_stored(const struct ct_check *c) { ct_run_result(&function_itsme_relay_record_stored, c); }
 
 /* itsme_relay_header_name */
 static void setup_itsme_relay_header_name(void *p, int live) {
@@ -10913,6 +10951,13 @@ static const struct ct_entry ct_entries[] = {
     {"itsme_relay_refusal_message", "itsme_relay_refusal_message: out size query", run_itsme_relay_refusal_message, {CT_SIZE_QUERY, 3}},
     {"itsme_relay_refusal_message", "itsme_relay_refusal_message: out cap - 1", run_itsme_relay_refusal_message, {CT_SHORT, 3}},
     {"itsme_relay_refusal_message", "itsme_relay_refusal_message: success with the exact cap", run_itsme_relay_refusal_message, {CT_SUCCESS, -1}},
+    {"itsme_relay_record_stored", "itsme_relay_record_stored: before itsme_init", run_itsme_relay_record_stored, {CT_BEFORE_INIT, -1}},
+    {"itsme_relay_record_stored", "itsme_relay_record_stored: body NULL", run_itsme_relay_record_stored, {CT_NULL, 0}},
+    {"itsme_relay_record_stored", "itsme_relay_record_stored: out NULL", run_itsme_relay_record_stored, {CT_NULL, 2}},
+    {"itsme_relay_record_stored", "itsme_relay_record_stored: out_len NULL", run_itsme_relay_record_stored, {CT_NULL, 4}},
+    {"itsme_relay_record_stored", "itsme_relay_record_stored: out size query", run_itsme_relay_record_stored, {CT_SIZE_QUERY, 2}},
+    {"itsme_relay_record_stored", "itsme_relay_record_stored: out cap - 1", run_itsme_relay_record_stored, {CT_SHORT, 2}},
+    {"itsme_relay_record_stored", "itsme_relay_record_stored: success with the exact cap", run_itsme_relay_record_stored, {CT_SUCCESS, -1}},
     {"itsme_relay_header_name", "itsme_relay_header_name: before itsme_init", run_itsme_relay_header_name, {CT_BEFORE_INIT, -1}},
     {"itsme_relay_header_name", "itsme_relay_header_name: out NULL", run_itsme_relay_header_name, {CT_NULL, 1}},
     {"itsme_relay_header_name", "itsme_relay_header_name: out_len NULL", run_itsme_relay_header_name, {CT_NULL, 3}},
@@ -12425,6 +12470,7 @@ static const char *const ct_declared[] = {
     "itsme_relay_request_headers",
     "itsme_relay_refusal_kind",
     "itsme_relay_refusal_message",
+    "itsme_relay_record_stored",
     "itsme_relay_header_name",
     "itsme_mailbox_session_new",
     "itsme_mailbox_session_resume",

@@ -2184,6 +2184,19 @@ static void relay_and_rooms(void) {
     EXPECT("path", itsme_relay_path(ITSME_RELAY_ROUTE_RECORD, id, text, sizeof text, &len), ITSME_OK);
     EXPECT("path text", strcmp(text, "/v1/records/00112233445566778899aabbccddeeff"), 0);
     EXPECT("path: unknown route", itsme_relay_path(99, id, text, sizeof text, &len), ITSME_E_INVALID_ARGUMENT);
+    /* A record's PUT answer: a new record's delete token, or none for the
+     * same bytes again; anything else is not the relay's answer. */
+    static const char created[] = "{\"delete_token\":\"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAE\"}";
+    EXPECT("record stored: created", itsme_relay_record_stored((const uint8_t *)created, strlen(created), text, sizeof text, &len), ITSME_OK);
+    EXPECT("record stored: the token", strcmp(text, token) == 0 && len == strlen(token) + 1, 1);
+    EXPECT("record stored: the same bytes", itsme_relay_record_stored((const uint8_t *)"{}", 2, text, sizeof text, &len) == ITSME_OK && len == 1 && text[0] == 0, 1);
+    EXPECT("record stored: a token buffer too small", itsme_relay_record_stored((const uint8_t *)created, strlen(created), text, 43, &len), ITSME_E_BUFFER_TOO_SMALL);
+    static const char *const not_stored[] = {"", "[]", "{\"delete_token\":\"short\"}", "{\"token\":\"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAE\"}"};
+    for (size_t i = 0; i < sizeof not_stored / sizeof not_stored[0]; i++) {
+        const char *b = not_stored[i];
+        EXPECT(b, itsme_relay_record_stored((const uint8_t *)b, strlen(b), text, sizeof text, &len), ITSME_E_MALFORMED_MESSAGE);
+    }
+    EXPECT("record stored: NULL body with a length", itsme_relay_record_stored(NULL, 2, text, sizeof text, &len), ITSME_E_INVALID_ARGUMENT);
     EXPECT("path: upper-case ID", itsme_relay_path(ITSME_RELAY_ROUTE_ROOM, "00112233445566778899AABBCCDDEEFF", text, sizeof text, &len),
            ITSME_E_INVALID_ARGUMENT);
     EXPECT("path: short ID", itsme_relay_path(ITSME_RELAY_ROUTE_ROOM, "0011", text, sizeof text, &len), ITSME_E_INVALID_ARGUMENT);

@@ -74,7 +74,8 @@ public final class RoomSession: CustomStringConvertible {
         case send([UInt8])
         /// Wait for what the room sends next.
         case receive
-        /// The person compares the SAS; confirm or reject the exchange.
+        /// The person compares the SAS; confirm or reject the exchange (or
+        /// the transfer).
         case decide
         /// Read what the room sends for at most `peerCheckWait` seconds,
         /// then `timedOut()`: the peer is still there.

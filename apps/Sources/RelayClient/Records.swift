@@ -46,20 +46,10 @@ public final class RecordStore {
         guard !bytes.isEmpty else { throw ItsMeError(.invalidArgument, "a record is at least 1 byte") }
         let answer = try await send(.PUT, id, body: bytes)
         guard RelayAnswer(.record(id), method: "PUT", status: answer.status) == .success else { throw Self.refusal(answer) }
-        switch answer.status {
-        case RelayStatus.created:
-            struct Created: Decodable {
-                let deleteToken: String
-                enum CodingKeys: String, CodingKey { case deleteToken = "delete_token" }
-            }
-            guard let created = try? JSONDecoder().decode(Created.self, from: Data(answer.body)),
-                RelayProtocol.isToken(created.deleteToken)
-            else {
-                throw RelayError.badResponse("the relay's answer carries no valid delete token")
-            }
-            return created.deleteToken
-        default:
-            return nil // the same bytes again: the token was given then, once
+        switch RecordStored(json: answer.body) {
+        case .created(let token)?: return token
+        case .alreadyStored?: return nil  // the same bytes again: the token was given then, once
+        case nil: throw RelayError.badResponse("the relay's answer carries no valid delete token")
         }
     }
 

@@ -62,4 +62,9 @@ enum JSON {
     static func response(_ status: HTTPResponse.Status, _ object: [String: Any]) -> Response {
         Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: buffer(object)))
     }
+
+    /// A record's PUT answer, as ItsMeRelayProtocol writes it.
+    static func response(_ status: HTTPResponse.Status, _ stored: RecordStored) -> Response {
+        Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: stored.json)))
+    }
 }

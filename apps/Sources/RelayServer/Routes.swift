@@ -114,8 +114,8 @@ struct RelayResponder: HTTPResponder {
             guard !body.isEmpty else { throw RelayError.badRequest("a record is 1 to \(configuration.maxRecord) bytes") }
             let token = Token.make()
             switch try await storage.putRecord(id: id, bytes: body, tokenHash: token.hash, now: clock.now()) {
-            case .created: return JSON.response(.created, ["delete_token": token.text])
-            case .same: return JSON.response(.ok, [:])
+            case .created: return JSON.response(.created, RecordStored.created(deleteToken: token.text))
+            case .same: return JSON.response(.ok, RecordStored.alreadyStored)
             case .conflict:
                 throw RelayError(.conflict, message: "a record with other bytes has this ID")
             }

@@ -1928,6 +1928,12 @@ FUNCTIONS: Final[Dict[str, Signature]] = {
         itsme_result,
         (c_uint32, POINTER(c_uint8), c_size_t, c_char_p, c_size_t, POINTER(c_size_t)),
     ),
+    # itsme_result itsme_relay_record_stored(const uint8_t *body, size_t len, char *out,
+    #     size_t cap, size_t *out_len)
+    "itsme_relay_record_stored": Signature(
+        itsme_result,
+        (POINTER(c_uint8), c_size_t, c_char_p, c_size_t, POINTER(c_size_t)),
+    ),
     # itsme_result itsme_relay_header_name(itsme_relay_header header, char *out, size_t cap,
     #     size_t *out_len)
     "itsme_relay_header_name": Signature(

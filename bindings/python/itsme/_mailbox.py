@@ -226,6 +226,19 @@ def relay_refusal(status: int, body: bytes) -> Tuple[Optional[str], str]:
     return (kind or None), reader(lib.itsme_relay_refusal_message)
 
 
+def relay_record_stored(body: bytes) -> Optional[str]:
+    """What the body of a record's successful PUT says
+    (``itsme_relay_record_stored``): the new record's delete token, or None
+    when these very bytes were stored already.  Raises
+    :class:`MalformedMessageError` for any other body."""
+    array, length = bytes_in(body, "body")
+
+    def call(buf: object, cap: int, out_len: object) -> int:
+        return int(lib.itsme_relay_record_stored(array, length, buf, cap, out_len))
+
+    return read_text(call, 64, thread_last_error) or None
+
+
 def relay_header_name(header: RelayHeader) -> str:
     """The name of ``header`` as the relay spells it (``itsme_relay_header_name``)."""
     header = RelayHeader(header)

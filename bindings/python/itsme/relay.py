@@ -61,7 +61,7 @@ import urllib.parse
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ._contacts import ContactStore, ExchangeMethod
-from ._errors import ItsMeError
+from ._errors import ItsMeError, MalformedMessageError
 from ._exchange import Exchange, ExchangeState
 from ._mailbox import (
     ROOM_PEER_CHECK_WAIT_MS,
@@ -79,6 +79,7 @@ from ._mailbox import (
     relay_answer,
     relay_header_name,
     relay_path,
+    relay_record_stored,
     relay_refusal,
     relay_request_headers,
 )
@@ -1024,13 +1025,10 @@ class RecordStore:
         data = bytes(data)
         if not data:
             raise ValueError("a record holds at least one byte")
-        answer = self._http._json(self._call("PUT", record_id, body=data))
-        token = answer.get("delete_token")
-        if token is None and not answer:  # {}: the same bytes were stored already
-            return None
-        if not isinstance(token, str) or not _is_token(token):
-            raise RelayError("the relay's answer carries no valid delete token", kind="bad-response")
-        return token
+        try:
+            return relay_record_stored(self._call("PUT", record_id, body=data))
+        except MalformedMessageError:
+            raise RelayError("the relay's answer carries no valid delete token", kind="bad-response") from None
 
     def get(self, record_id: str) -> bytes:
         """The bytes stored under ``record_id``; :class:`RecordNotFoundError`

@@ -27,6 +27,7 @@ from itsme._mailbox import (
     RoomSession,
     RoomStep,
     relay_path,
+    relay_record_stored,
 )
 from itsme._online_verify import OnlineVerifyState
 from test_exchange import T0, rng
@@ -265,6 +266,17 @@ def test_the_relay_paths_come_from_the_library():
             relay_path(RelayRoute.ROOM, bad)
     with pytest.raises(ValueError):
         relay_path(7, rid)  # type: ignore[arg-type]
+
+
+def test_a_records_put_answer_is_read_by_the_library():
+    from itsme import MalformedMessageError
+
+    token = "A" * 42 + "E"
+    assert relay_record_stored(json.dumps({"delete_token": token}).encode()) == token
+    assert relay_record_stored(b"{}") is None, "the same bytes stored again"
+    for junk in (b"", b"[]", b'{"delete_token": "short"}', json.dumps({"token": token}).encode()):
+        with pytest.raises(MalformedMessageError):
+            relay_record_stored(junk)
 
 
 def test_the_room_enumerations_are_the_headers():
