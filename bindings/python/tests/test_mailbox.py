@@ -294,10 +294,14 @@ def test_the_room_enumerations_are_the_headers():
     assert ROOM_PING_INTERVAL == abi.ITSME_ROOM_PING_INTERVAL
 
 
-def _room_run(sides, decide=(True, True), leave_at_sas=None):
+def _room_run(sides, decide=(True, True), leave_at_sas=None, after=None, steps=None):
     """Steps two room drivers through a room played in memory as the relay
     plays it: events as it writes them, frames forwarded in order, a side's
-    last frames before its peer-left."""
+    last frames before its peer-left.  ``sides`` pairs each session with its
+    flow (an exchange or a transfer: ``confirm(now)``, ``reject()``);
+    ``after``: the side whose person decides only once the other side is
+    done; a CHECK_PEER reads what is there, then times out; each side's
+    steps are appended to ``steps`` when given."""
     inbox = [[b'{"type":"waiting"}', b'{"type":"peer-joined"}'], [b'{"type":"peer-joined"}']]
     left = [False, False]
     done = [False, False]
@@ -313,13 +317,19 @@ def _room_run(sides, decide=(True, True), leave_at_sas=None):
             except ItsMeError as error:
                 errors[i] = error
                 continue
-            if step == RoomStep.SEND:
+            if step == RoomStep.DECIDE and after == i and not done[1 - i]:
+                continue
+            if steps is not None:
+                steps[i].append(step)
+            if step == RoomStep.CHECK_PEER and not inbox[i]:
+                session.timed_out()
+            elif step == RoomStep.SEND:
                 if left[1 - i]:
                     session.send_failed()
                 else:
                     inbox[1 - i].append(("binary", session.message()))
                     session.sent()
-            elif step == RoomStep.RECEIVE and inbox[i]:
+            elif step in (RoomStep.RECEIVE, RoomStep.CHECK_PEER) and inbox[i]:
                 item = inbox[i].pop(0)
                 if isinstance(item, bytes):
                     session.text(item)
@@ -345,6 +355,7 @@ def _room_run(sides, decide=(True, True), leave_at_sas=None):
                 session.left()
             elif step == RoomStep.DONE:
                 done[i] = True
+    assert all(done), "both sessions end"
     return errors
 
 

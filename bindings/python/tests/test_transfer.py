@@ -1390,58 +1390,14 @@ def test_backup_checks_its_arguments(devices):
 
 def _transfer_room(receiver, sender, decide=(True, True), after=None):
     """Steps the room drivers of a transfer (the new device joins first)
-    through a room played in memory as the relay plays it; ``after``: the
-    side whose person decides only once the other side is done.  A
-    CHECK_PEER reads what is there, then times out.  Returns the sessions
-    and each side's steps."""
-    from itsme._mailbox import RoomSession, RoomStep
+    through test_mailbox's room in memory; returns the sessions and each
+    side's steps."""
+    from itsme._mailbox import RoomSession
+    from test_mailbox import _room_run
 
     sessions = [RoomSession(receiver), RoomSession(sender)]
-    flows = [receiver, sender]
-    inbox = [[b'{"type":"waiting"}', b'{"type":"peer-joined"}'], [b'{"type":"peer-joined"}']]
-    left, done, steps = [False, False], [False, False], [[], []]
-    for _ in range(400):
-        if all(done):
-            break
-        for i, session in enumerate(sessions):
-            if done[i]:
-                continue
-            step = session.next(T0 + 1)
-            if step == RoomStep.DECIDE and after == i and not done[1 - i]:
-                continue
-            steps[i].append(step)
-            if step == RoomStep.SEND:
-                if left[1 - i]:
-                    session.send_failed()
-                else:
-                    inbox[1 - i].append(("binary", session.message()))
-                    session.sent()
-            elif step in (RoomStep.RECEIVE, RoomStep.CHECK_PEER):
-                if not inbox[i]:
-                    if step == RoomStep.CHECK_PEER:
-                        session.timed_out()
-                    continue
-                item = inbox[i].pop(0)
-                if isinstance(item, bytes):
-                    session.text(item)
-                elif item[0] == "binary":
-                    session.binary(item[1], T0 + 1)
-                else:
-                    session.connection_closed(item[1])
-            elif step == RoomStep.DECIDE:
-                if decide[i]:
-                    flows[i].confirm(T0 + 1)
-                else:
-                    flows[i].reject()
-            elif step == RoomStep.LEAVE:
-                if not left[i]:
-                    left[i] = True
-                    if not left[1 - i]:
-                        inbox[1 - i] += [b'{"type":"peer-left"}', ("closed", 1000)]
-                session.left()
-            elif step == RoomStep.DONE:
-                done[i] = True
-    assert done == [True, True]
+    steps = [[], []]
+    assert _room_run(list(zip(sessions, (receiver, sender))), decide=decide, after=after, steps=steps) == [None, None]
     return sessions, steps
 
 
