@@ -66,6 +66,10 @@ def test_init_typed_at_the_prompts(people):
     assert len(lines) == 1, again.stderr
     assert lines[0].startswith("itsme: ") and "already holds an identity" in lines[0]
     assert alice.json("whoami", pin_file=False)["name"] == "Alice"
+    # Refused before it asks anything: no name, no PIN.
+    again = alice.run("init", pin_file=False)
+    assert again.returncode == 2 and "already holds an identity" in again.stderr, again
+    assert "Your name" not in again.stdout + again.stderr and "PIN" not in again.stdout, again
 
 
 def test_init_name_given_as_an_option_is_checked(people):

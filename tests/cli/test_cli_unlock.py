@@ -720,3 +720,23 @@ def test_removing_or_exporting_asks_the_pin_inside_the_window(pair, runtime, age
     # Outside a window the PIN is asked once, not twice.
     asked, transcript, code = at_terminal(alice, "device", "reset", "--yes", "--no-cache")
     assert asked == ["pin"] and code == 0, transcript
+
+
+def test_init_at_the_terminal_opens_the_window(people, runtime, agents):
+    """The PIN chosen at `itsme init` is a PIN typed at the terminal: the
+    window opens, and the next commands ask for nothing."""
+    dana = people("Dana")
+    answers = {"Your name: ": "Dana", "Choose a PIN: ": dana.pin, "Type the PIN again: ": dana.pin}
+    asked, transcript, code = at_terminal(dana, "init", answers=answers)
+    assert code == 0 and "Created the identity of Dana" in transcript, transcript
+    assert "pin" not in asked, asked
+    for command in [("unlock-time",), ("whoami",), ("contacts", "list")]:
+        asked, transcript, code = at_terminal(dana, *command)
+        assert asked == [] and code == 0, transcript
+        if command == ("unlock-time",):
+            assert "Unlocked now" in transcript, transcript
+    # A script's `init` (the PIN from a file) opens none.
+    erin = people("Erin")
+    erin.ok("init", "--name", "Erin")
+    asked, transcript, code = at_terminal(erin, "contacts", "list")
+    assert asked == ["pin"] and code == 0, transcript

@@ -134,6 +134,7 @@ struct Init: AsyncParsableCommand {
 
     func run() async throws {
         try await execute(global) { profile in
+            try profile.refuseExistingIdentity()
             let name = try self.name.map { try DisplayName.validated($0) }
                 ?? Input.ask("Your name: ") { text in refusal { try DisplayName.validated(text) } }
             let pin = try profile.choosePIN()

@@ -198,11 +198,19 @@ final class Profile {
 
     /// Creates the directory (mode 0700), the secret store (wrapped when
     /// `passphrase` is given), the identity and its PIN.
-    func create(name: String, pin: String, passphrase: String?) throws -> Identity {
-        // Wrapped or not, an identity item means a person lives here.
+    /// Refuses a data directory where a person lives already: an identity
+    /// item, wrapped or not. `init` asks it before asking anything.
+    func refuseExistingIdentity() throws {
         guard !FileManager.default.fileExists(atPath: secretsPath + "/" + Identity.itemName), !isWrapped else {
             throw CLIError("\(directory) already holds an identity (\(suggest("whoami"))); use another --data-dir")
         }
+    }
+
+    /// Creates the identity with `pin` (and `passphrase` for wrapped
+    /// secret files). Chosen at the terminal, they open the unlock window
+    /// as a PIN typed there does: the next commands ask for nothing.
+    func create(name: String, pin: String, passphrase: String?) throws -> Identity {
+        try refuseExistingIdentity()
         try makePrivateDirectory()
         let store = try newSecretStore(passphrase: passphrase)
         let pinCheck = PIN(store: store)
@@ -211,6 +219,10 @@ final class Profile {
         openedStore = store
         openedIdentity = identity
         unlocked = true
+        if keepsUnlocked, case .terminal = pinSource {
+            typedPIN = Array(pin.utf8)
+            if let passphrase, case .terminal = passphraseSource { typedPassphrase = Array(passphrase.utf8) }
+        }
         return identity
     }
 
