@@ -740,3 +740,21 @@ def test_init_at_the_terminal_opens_the_window(people, runtime, agents):
     erin.ok("init", "--name", "Erin")
     asked, transcript, code = at_terminal(erin, "contacts", "list")
     assert asked == ["pin"] and code == 0, transcript
+
+
+def test_import_at_the_terminal_with_a_new_pin_opens_the_window(people, runtime, agents, tmp_path):
+    """An import that chooses this device's PIN at the terminal opens the
+    window too: the next command asks for nothing."""
+    from test_transfer import export_to_file, write_secret
+
+    alice = people("Alice", init=True)
+    export = tmp_path / "alice.itsme"
+    password = write_secret(tmp_path / "password", export_to_file(alice, export))
+    new = people("AliceNew")
+    new.pin = alice.pin
+    answers = {"Choose a PIN: ": new.pin, "Type the PIN again: ": new.pin}
+    asked, transcript, code = at_terminal(new, "import", str(export), "--password-file", str(password), answers=answers)
+    assert code == 0 and "Installed the identity of Alice" in transcript, transcript
+    assert "pin" not in asked, asked
+    asked, transcript, code = at_terminal(new, "contacts", "list")
+    assert asked == [] and code == 0, transcript

@@ -219,10 +219,7 @@ final class Profile {
         openedStore = store
         openedIdentity = identity
         unlocked = true
-        if keepsUnlocked, case .terminal = pinSource {
-            typedPIN = Array(pin.utf8)
-            if let passphrase, case .terminal = passphraseSource { typedPassphrase = Array(passphrase.utf8) }
-        }
+        keepChosen(pin: pin, passphrase: passphrase)
         return identity
     }
 
@@ -320,6 +317,14 @@ final class Profile {
     func unlockAgain() throws {
         guard !unlocked || unlockedByWindow else { return }
         _ = try unlockReturningPIN()
+    }
+
+    /// A PIN (and passphrase) just chosen at the terminal and set opens the
+    /// unlock window after the command, as one typed there does.
+    func keepChosen(pin: String, passphrase: String? = nil) {
+        guard keepsUnlocked, case .terminal = pinSource else { return }
+        typedPIN = Array(pin.utf8)
+        if let passphrase, case .terminal = passphraseSource { typedPassphrase = Array(passphrase.utf8) }
     }
 
     /// After a call that checked the PIN itself (a transfer's sender): this

@@ -478,7 +478,10 @@ extension Profile {
             identity = try IdentityExport.install(
                 contents, secretStore: store, contactStorePath: contactsPath, replacing: !reasons.isEmpty
             ).identity
-            if let newPIN { try pin.set(newPIN) }
+            if let newPIN {
+                try pin.set(newPIN)
+                keepChosen(pin: newPIN)
+            }
             // An exchange in progress belonged to the identity replaced.
             if found.otherIdentity != nil { clearPending() }
         }
