@@ -376,12 +376,11 @@ public final class RoomSession: CustomStringConvertible {
         case (.running, .refused(let reason)):
             roomFailed(.refused(reason: reason))
         case (.deciding, .peerLeft(nil)), (.checkingPeer, .peerLeft(nil)), (.finishing, .peerLeft(nil)):
-            if case .transfer = flow { transferEnded(.peerLeft) } else { noPeerDecision() }
+            if isTransfer { transferEnded(.peerLeft) } else { noPeerDecision() }
         case (.checkingPeer, .refused(let reason)), (.finishing, .refused(let reason)):
             transferEnded(.refused(reason: reason))
         case (.deciding, .refused), (.awaitingPeerDecision, .peerLeft(nil)), (.awaitingPeerDecision, .refused):
-            if case .transfer = flow { break }
-            noPeerDecision()
+            if !isTransfer { noPeerDecision() }
         case (_, .joined), (_, .peerJoined(_?)), (_, .peerLeft(_?)):
             roomFailed(.badResponse("the relay sent a group room's event in a room"))
         default:
@@ -431,11 +430,11 @@ public final class RoomSession: CustomStringConvertible {
     public func closed(code: Int?) {
         switch phase {
         case .deciding, .checkingPeer, .finishing:
-            if case .transfer = flow { transferEnded(.closed(code: code)) } else { noPeerDecision() }
+            if isTransfer { transferEnded(.closed(code: code)) } else { noPeerDecision() }
         case .awaitingPeerDecision:
             noPeerDecision()
         case .awaitingPeer:
-            if case .transfer = flow, code != RoomCloseCode.roomFull {
+            if isTransfer, code != RoomCloseCode.roomFull {
                 // A quiet room the relay closed while this side waited alone.
                 phase = .rejoining
                 return
@@ -461,7 +460,7 @@ public final class RoomSession: CustomStringConvertible {
             phase = .finishing
         case .finishing:
             transferEnded(.timeout)
-        case .deciding where { if case .transfer = flow { true } else { false } }():
+        case .deciding where isTransfer:
             transferEnded(.timeout)
         case .deciding, .awaitingPeerDecision:
             guard case .exchange(let exchange) = flow else { return }
@@ -480,6 +479,11 @@ public final class RoomSession: CustomStringConvertible {
     public var description: String { "RoomSession(\(roomID.prefix(8))..., \(phase))" }
 
     // MARK: Rules
+
+    private var isTransfer: Bool {
+        if case .transfer = flow { return true }
+        return false
+    }
 
     private func outgoing() -> [UInt8]? {
         switch flow {

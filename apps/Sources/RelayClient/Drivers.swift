@@ -20,7 +20,8 @@ private func drive(
     var ended: RelayError?
     do {
         while true {
-            switch try session.next(now: now()) {
+            let step = try session.next(now: now())
+            switch step {
             case .send(let message):
                 do {
                     try await room.send(message)
@@ -29,17 +30,9 @@ private func drive(
                     ended = ended ?? error
                     try session.sendFailed()
                 }
-            case .receive:
-                switch try await room.nextInput(timeout: deadline.remaining) {
-                case nil: session.timedOut()
-                case .text(let text)?: session.event(text: text)
-                case .binary(let bytes)?: try session.frame(bytes, now: now())
-                case .ended(let code, let error)?:
-                    ended = ended ?? error
-                    session.closed(code: code)
-                }
-            case .checkPeer:
-                let wait = min(Double(RoomSession.peerCheckWait) / 1000, deadline.remaining)
+            case .receive, .checkPeer:
+                // `.checkPeer` reads for a moment only; its time out means the peer is there.
+                let wait = step == .checkPeer ? min(Double(RoomSession.peerCheckWait) / 1000, deadline.remaining) : deadline.remaining
                 switch try await room.nextInput(timeout: wait) {
                 case nil: session.timedOut()
                 case .text(let text)?: session.event(text: text)
