@@ -2345,6 +2345,29 @@ static void relay_and_rooms(void) {
     itsme_room_session_free(s[0]);
     itsme_exchange_free(x[0]);
 
+    /* A transfer's room: a room closed while the new device waits alone is
+     * joined again; rejoined only then; a full room is not joined again. */
+    itsme_transfer *rx = NULL;
+    itsme_room_session *ts = NULL;
+    EXPECT("transfer receiver", itsme_transfer_new_receiver(NULL, T0, &rx), ITSME_OK);
+    EXPECT("transfer room NULL", itsme_room_session_for_transfer(NULL, &ts), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("transfer room NULL out", itsme_room_session_for_transfer(rx, NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("transfer room", itsme_room_session_for_transfer(rx, &ts), ITSME_OK);
+    EXPECT("rejoined before a rejoin", itsme_room_session_rejoined(ts), ITSME_E_INVALID_STATE);
+    EXPECT("rejoined NULL", itsme_room_session_rejoined(NULL), ITSME_E_INVALID_ARGUMENT);
+    EXPECT("transfer closed while alone", itsme_room_session_closed(ts, 4000), ITSME_OK);
+    EXPECT("next", itsme_room_session_next(ts, T0, &step), ITSME_OK);
+    EXPECT("rejoin", step, ITSME_ROOM_STEP_REJOIN);
+    EXPECT("rejoined", itsme_room_session_rejoined(ts), ITSME_OK);
+    EXPECT("rejoined twice", itsme_room_session_rejoined(ts), ITSME_E_INVALID_STATE);
+    EXPECT("next", itsme_room_session_next(ts, T0, &step), ITSME_OK);
+    EXPECT("receive", step, ITSME_ROOM_STEP_RECEIVE);
+    EXPECT("a full room", itsme_room_session_closed(ts, 4009), ITSME_OK);
+    EXPECT("next", itsme_room_session_next(ts, T0, &step), ITSME_OK);
+    EXPECT("leave, not rejoin", step, ITSME_ROOM_STEP_LEAVE);
+    itsme_room_session_free(ts);
+    itsme_transfer_free(rx);
+
     itsme_store_free(store_a);
     itsme_store_free(store_b);
     itsme_identity_free(alice);
